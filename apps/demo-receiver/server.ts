@@ -1,0 +1,31 @@
+import { createServer, type Server } from 'node:http';
+import { Webhook } from 'standardwebhooks';
+import type { Logger } from '../../libs/logger/index.js';
+
+/**
+ * A merchant's server for demos: verifies each webhook's signature with the standardwebhooks
+ * library, exactly as the README tells merchants to, and logs what arrived.
+ */
+export function createDemoReceiver(options: { secret: string; logger: Logger }): Server {
+  const webhook = new Webhook(options.secret);
+  return createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks).toString('utf8');
+      try {
+        const payload = webhook.verify(body, req.headers as Record<string, string>) as { event: string; data: Record<string, unknown> };
+        options.logger.info('demo merchant received a verified webhook', {
+          webhookId: req.headers['webhook-id'],
+          event: payload.event,
+          reference: payload.data.tnxRef ?? payload.data.reference ?? payload.data.refundRef,
+          status: payload.data.status,
+        });
+        res.writeHead(204).end();
+      } catch (err) {
+        options.logger.warn('demo merchant refused a webhook', { error: (err as Error).message });
+        res.writeHead(400).end();
+      }
+    });
+  });
+}

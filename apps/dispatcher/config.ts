@@ -1,0 +1,21 @@
+import { z } from 'zod';
+import { envFields, parseEnv } from '../../libs/config/index.js';
+
+export const dispatcherEnvSchema = z.object({
+  RABBITMQ_URL: envFields.rabbitmqUrl,
+  TOPOLOGY_PREFIX: envFields.topologyPrefix,
+  MERCHANTS_FILE: envFields.filePath.default('config/merchants.dev.json'),
+  RETRY_SCHEDULE: envFields.retrySchedule,
+  DELIVERY_TIMEOUT_MS: envFields.positiveInt(10_000, 300_000),
+  DISPATCH_CONCURRENCY: envFields.positiveInt(64, 10_000),
+  FAILED_RETENTION: envFields.streamMaxAge,
+  ALLOW_PRIVATE_TARGETS: envFields.boolean(false),
+  MAX_MESSAGE_BYTES: envFields.positiveInt(256 * 1024, 64 * 1024 * 1024),
+  LOG_LEVEL: envFields.logLevel,
+});
+
+export type DispatcherConfig = z.infer<typeof dispatcherEnvSchema>;
+
+export function loadDispatcherConfig(env: Record<string, string | undefined>): DispatcherConfig {
+  return parseEnv(dispatcherEnvSchema, env);
+}

@@ -1,0 +1,229 @@
+import type { ConsumeMessage, Options } from 'amqplib';
+import { BrokerUnavailableError, type BrokerConnection, type Consumer, type Delivery } from '../../libs/broker/index.js';
+import { ENTRY_TYPES, HEADERS, type ScalarHeaders, scalarHeaders } from '../../libs/contracts/index.js';
+import { DeliveryFailedError, WebhookRejectedError, type WebhookHttpClient } from '../../libs/http/index.js';
+import type { Logger } from '../../libs/logger/index.js';
+import { activeWebhook, type MerchantDirectory } from '../../libs/merchants/index.js';
+import { WebhookSigner } from '../../libs/signing/index.js';
+import { type TopologyNames, topologyNames } from '../../libs/topology/index.js';
+import { InvalidMessageError } from './errors.js';
+import { type IntakeEvent, parseIntake } from './intake.js';
+
+export interface DispatcherSettings {
+  prefix: string;
+  retryDelaysMs: readonly number[];
+  deliveryTimeoutMs: number;
+  concurrency: number;
+  maxMessageBytes: number;
+  userAgent: string;
+  /** How long stop() waits for in-flight deliveries before closing anyway (they return to the queue). */
+  drainTimeoutMs?: number;
+}
+
+export interface DispatcherDeps {
+  broker: BrokerConnection;
+  merchants: MerchantDirectory;
+  http: WebhookHttpClient;
+  logger: Logger;
+  signer?: WebhookSigner;
+  now?: () => Date;
+}
+
+export interface DispatcherStats {
+  delivered: number;
+  retried: number;
+  failed: number;
+  invalid: number;
+  skipped: number;
+}
+
+/**
+ * Consumes `dispatch`, POSTs each webhook, and acks only after the outcome is safe: delivered,
+ * or re-published with a confirm to the next retry tier, to `failed`, or to `invalid`.
+ */
+export class Dispatcher {
+  readonly stats: DispatcherStats = { delivered: 0, retried: 0, failed: 0, invalid: 0, skipped: 0 };
+  private readonly names: TopologyNames;
+  private readonly signer: WebhookSigner;
+  private readonly now: () => Date;
+  private consumer?: Consumer;
+  private readonly inFlight = new Set<Promise<void>>();
+  private stopping?: Promise<void>;
+
+  constructor(private readonly deps: DispatcherDeps, private readonly settings: DispatcherSettings) {
+    this.names = topologyNames(settings.prefix);
+    this.signer = deps.signer ?? new WebhookSigner();
+    this.now = deps.now ?? (() => new Date());
+  }
+
+  async start(): Promise<void> {
+    this.consumer = await this.deps.broker.consume(this.names.dispatch, {
+      prefetch: this.settings.concurrency,
+      onMessage: (delivery) => this.track(delivery),
+    });
+    this.deps.logger.info('dispatcher consuming', {
+      queue: this.names.dispatch,
+      concurrency: this.settings.concurrency,
+      retryTiers: this.settings.retryDelaysMs.length,
+    });
+  }
+
+  /** Stops taking deliveries and waits for those in flight; safe to call twice. */
+  stop(): Promise<void> {
+    this.stopping ??= (async () => {
+      await this.consumer?.cancel();
+      const drain = Promise.allSettled([...this.inFlight]);
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<'timeout'>((resolve) => {
+        timer = setTimeout(() => resolve('timeout'), this.settings.drainTimeoutMs ?? 30_000);
+      });
+      const outcome = await Promise.race([drain, timeout]);
+      clearTimeout(timer);
+      if (outcome === 'timeout') {
+        this.deps.logger.warn('dispatcher stopped with deliveries in flight; the broker requeues them', {
+          inFlight: this.inFlight.size,
+        });
+      }
+    })();
+    return this.stopping;
+  }
+
+  private track(delivery: Delivery): void {
+    const work = this.handle(delivery).catch((err: unknown) => this.onUnexpected(delivery, err));
+    this.inFlight.add(work);
+    void work.finally(() => this.inFlight.delete(work));
+  }
+
+  private async handle(delivery: Delivery): Promise<void> {
+    const { message } = delivery;
+    const now = this.now();
+    let intake: IntakeEvent;
+    try {
+      intake = parseIntake(message, this.settings.maxMessageBytes, now);
+    } catch (err) {
+      if (err instanceof InvalidMessageError) return this.park(delivery, err);
+      throw err;
+    }
+    const merchant = this.deps.merchants.byId(intake.merchantId);
+    if (!merchant) {
+      return this.park(delivery, new InvalidMessageError('unknown-merchant', `no merchant ${intake.merchantId} in the directory`));
+    }
+    const webhook = activeWebhook(merchant);
+    const meta = { merchantId: intake.merchantId, event: intake.event, reference: intake.references[0], webhookId: intake.webhookId };
+    if (!webhook) {
+      this.stats.skipped++;
+      this.deps.logger.info('webhook skipped: not set up or disabled', meta);
+      delivery.ack();
+      return;
+    }
+
+    const attempt = intake.attempts + 1;
+    try {
+      const signed = this.signer.sign(webhook.secret, intake.webhookId, intake.body, now);
+      const response = await this.deps.http.post({
+        url: webhook.url,
+        body: intake.body,
+        timeoutMs: this.settings.deliveryTimeoutMs,
+        headers: { 'content-type': 'application/json', 'user-agent': this.settings.userAgent, ...signed },
+      });
+      if (response.status < 200 || response.status > 299) {
+        const retryAfter = response.headers['retry-after'];
+        throw new WebhookRejectedError(response.status, typeof retryAfter === 'string' ? retryAfter : undefined);
+      }
+      this.stats.delivered++;
+      this.deps.logger.debug('webhook delivered', { ...meta, attempt, status: response.status });
+      delivery.ack();
+    } catch (err) {
+      if (!(err instanceof DeliveryFailedError)) throw err;
+      await this.afterFailure(delivery, intake, attempt, err, now);
+    }
+  }
+
+  private async afterFailure(
+    delivery: Delivery,
+    intake: IntakeEvent,
+    attempt: number,
+    failure: DeliveryFailedError,
+    now: Date,
+  ): Promise<void> {
+    const headers: ScalarHeaders = {
+      ...carriedHeaders(delivery.message),
+      [HEADERS.merchantId]: intake.merchantId,
+      [HEADERS.event]: intake.event,
+      [HEADERS.reference]: intake.references[0]!,
+      [HEADERS.webhookId]: intake.webhookId,
+      [HEADERS.attempts]: attempt,
+      [HEADERS.lastError]: failure.message.slice(0, 500),
+      [HEADERS.firstSeenAt]: intake.firstSeenAt,
+      [HEADERS.lastAttemptAt]: now.toISOString(),
+    };
+    if (intake.references[1]) headers[HEADERS.tnxRef] = intake.references[1];
+    if (failure.status !== undefined) headers[HEADERS.lastStatus] = failure.status;
+    else delete headers[HEADERS.lastStatus];
+    const meta = { merchantId: intake.merchantId, event: intake.event, reference: intake.references[0], attempt, error: failure.message };
+    const tier = attempt - 1;
+
+    if (tier < this.settings.retryDelaysMs.length) {
+      await this.move(delivery, this.names.retry(tier), headers);
+      this.stats.retried++;
+      this.deps.logger.info('webhook attempt failed, retry scheduled', { ...meta, delayMs: this.settings.retryDelaysMs[tier] });
+      return;
+    }
+    headers[HEADERS.entryType] = ENTRY_TYPES.failure;
+    headers[HEADERS.failedAt] = now.toISOString();
+    await this.move(delivery, this.names.failed, headers);
+    this.stats.failed++;
+    this.deps.logger.warn('webhook failed after its last attempt', meta);
+  }
+
+  private async park(delivery: Delivery, reason: InvalidMessageError): Promise<void> {
+    const { message } = delivery;
+    await this.move(delivery, this.names.invalid, {
+      ...carriedHeaders(message),
+      [HEADERS.invalidCode]: reason.code,
+      [HEADERS.invalidReason]: reason.message.slice(0, 1000),
+      [HEADERS.invalidAt]: this.now().toISOString(),
+      [HEADERS.originalRoutingKey]: message.fields.routingKey,
+    });
+    this.stats.invalid++;
+    this.deps.logger.warn('message parked as invalid', { code: reason.code, reason: reason.detail.slice(0, 200) });
+  }
+
+  /** Publish with a confirm, then ack: a crash in between duplicates the message, never loses it. */
+  private async move(delivery: Delivery, queue: string, headers: ScalarHeaders): Promise<void> {
+    const { message } = delivery;
+    const options: Options.Publish = {
+      persistent: true,
+      contentType: message.properties.contentType ?? 'application/json',
+      messageId: message.properties.messageId ?? (headers[HEADERS.webhookId] as string | undefined),
+      timestamp: message.properties.timestamp,
+      headers,
+    };
+    await this.deps.broker.sendToQueue(queue, message.content, options);
+    delivery.ack();
+  }
+
+  private async onUnexpected(delivery: Delivery, err: unknown): Promise<void> {
+    if (err instanceof BrokerUnavailableError) {
+      // The move was not confirmed: hand the delivery back once; it is retried from the queue.
+      this.deps.logger.warn('broker unavailable while moving a message; returned to the queue', { error: err.message });
+      delivery.nack(true);
+      return;
+    }
+    this.deps.logger.error('unexpected error handling a message', { error: (err as Error)?.message });
+    try {
+      await this.park(delivery, new InvalidMessageError('internal-error', String((err as Error)?.message ?? err)));
+    } catch {
+      delivery.nack(true);
+    }
+  }
+}
+
+/** Upstream's own scalar headers travel along; the broker's dead-letter bookkeeping does not. */
+function carriedHeaders(message: ConsumeMessage): ScalarHeaders {
+  const headers = scalarHeaders(message.properties.headers);
+  for (const key of Object.keys(headers)) {
+    if (key.startsWith('x-first-death') || key.startsWith('x-last-death') || key === 'x-delivery-count') delete headers[key];
+  }
+  return headers;
+}

@@ -1,0 +1,15 @@
+export type InvalidCode =
+  | 'too-large'
+  | 'not-json'
+  | 'invalid-envelope'
+  | 'missing-reference'
+  | 'unknown-merchant'
+  | 'internal-error';
+
+/** The message can never be delivered as it is: it is parked in `invalid` with the reason, not retried. */
+export class InvalidMessageError extends Error {
+  constructor(readonly code: InvalidCode, readonly detail: string) {
+    super(`${code}: ${detail}`);
+    this.name = 'InvalidMessageError';
+  }
+}

@@ -1,0 +1,99 @@
+import { z } from 'zod';
+import { parseDuration } from './durations.js';
+import { ConfigError } from './errors.js';
+
+/**
+ * Field schemas shared by the apps' config parsers. Each app composes its own z.object from these
+ * in its entry point, so a library never reads process.env.
+ */
+export const envFields = {
+  rabbitmqUrl: z
+    .string()
+    .default('amqp://guest:guest@127.0.0.1:5672')
+    .refine((v) => /^amqps?:\/\/[^\s]+$/.test(v), 'must be an amqp:// or amqps:// URL'),
+  topologyPrefix: z
+    .string()
+    .default('webhooks')
+    .refine((v) => /^[A-Za-z0-9][A-Za-z0-9._-]{0,100}$/.test(v), 'must be 1-101 characters of letters, digits, ".", "_" or "-"'),
+  logLevel: z.enum(['error', 'warn', 'info', 'debug']).default('info'),
+  /** Comma-separated durations; empty means no retry (a single attempt). */
+  retrySchedule: z
+    .string()
+    .default('5s,5m,30m,2h,5h,10h,10h')
+    .transform((text, ctx) => {
+      const parts = text.split(',').map((p) => p.trim()).filter((p) => p !== '');
+      const delays: number[] = [];
+      for (const part of parts) {
+        const ms = parseDuration(part);
+        if (ms === undefined || ms < 1) {
+          ctx.addIssue({ code: 'custom', message: `"${part}" is not a duration (use e.g. 200ms, 5s, 5m, 2h, 1d)` });
+          return z.NEVER;
+        }
+        delays.push(ms);
+      }
+      return delays;
+    }),
+  durationMs: (fallback: string) =>
+    z
+      .string()
+      .default(fallback)
+      .transform((text, ctx) => {
+        const ms = parseDuration(text);
+        if (ms === undefined || ms < 1) {
+          ctx.addIssue({ code: 'custom', message: `"${text}" is not a duration (use e.g. 500ms, 10s, 1m)` });
+          return z.NEVER;
+        }
+        return ms;
+      }),
+  positiveInt: (fallback: number, max: number) =>
+    z
+      .string()
+      .default(String(fallback))
+      .transform((text, ctx) => {
+        const n = Number(text);
+        if (!/^\d+$/.test(text.trim()) || n < 1 || n > max) {
+          ctx.addIssue({ code: 'custom', message: `"${text}" must be a whole number from 1 to ${max}` });
+          return z.NEVER;
+        }
+        return n;
+      }),
+  boolean: (fallback: boolean) =>
+    z
+      .string()
+      .default(String(fallback))
+      .transform((text, ctx) => {
+        const v = text.trim().toLowerCase();
+        if (['true', '1', 'yes'].includes(v)) return true;
+        if (['false', '0', 'no', ''].includes(v)) return false;
+        ctx.addIssue({ code: 'custom', message: `"${text}" must be true or false` });
+        return z.NEVER;
+      }),
+  /** RabbitMQ stream `x-max-age`: a number and one of Y, M, D, h, m, s. */
+  streamMaxAge: z
+    .string()
+    .default('30D')
+    .refine((v) => /^[1-9]\d*(Y|M|D|h|m|s)$/.test(v), 'must be a RabbitMQ max-age such as 7D, 12h or 1Y'),
+  filePath: z.string().min(1, 'must name a file'),
+};
+
+/**
+ * Parses an environment with a zod object whose keys are the variable names. The first problem
+ * becomes a ConfigError naming the variable; empty strings count as unset so defaults apply.
+ */
+export function parseEnv<S extends z.ZodObject>(schema: S, env: Record<string, string | undefined>): z.infer<S> {
+  const cleaned: Record<string, string> = {};
+  for (const key of Object.keys(schema.shape)) {
+    const value = env[key];
+    if (value !== undefined && value.trim() !== '') cleaned[key] = value;
+    // RETRY_SCHEDULE="" is meaningful (a single attempt), so an explicitly empty value is kept.
+    else if (value !== undefined && key === 'RETRY_SCHEDULE') cleaned[key] = value;
+  }
+  const result = schema.safeParse(cleaned);
+  if (!result.success) {
+    const issue = result.error.issues[0]!;
+    const variable = String(issue.path[0] ?? 'environment');
+    const message = issue.code === 'invalid_type' && cleaned[variable] === undefined ? 'is required' : issue.message;
+    throw new ConfigError(variable, message);
+  }
+  return result.data;
+}

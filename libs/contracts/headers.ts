@@ -1,0 +1,38 @@
+/**
+ * Message headers the service writes. They tell each message's story in the RabbitMQ console, and
+ * they are scalars only: streams do not carry array or table headers.
+ */
+export const HEADERS = {
+  merchantId: 'x-merchant-id',
+  event: 'x-event',
+  reference: 'x-reference',
+  /** A refund's transaction reference, so a refund is found by either reference. */
+  tnxRef: 'x-tnx-ref',
+  webhookId: 'x-webhook-id',
+  attempts: 'x-attempts',
+  lastStatus: 'x-last-status',
+  lastError: 'x-last-error',
+  firstSeenAt: 'x-first-seen-at',
+  lastAttemptAt: 'x-last-attempt-at',
+  failedAt: 'x-failed-at',
+  entryType: 'x-entry-type',
+  invalidReason: 'x-invalid-reason',
+  invalidCode: 'x-invalid-code',
+  invalidAt: 'x-invalid-at',
+  originalRoutingKey: 'x-original-routing-key',
+} as const;
+
+export const ENTRY_TYPES = { failure: 'failure', resolution: 'resolution' } as const;
+
+export type ScalarHeaders = Record<string, string | number | boolean>;
+
+/** Keeps the scalar headers of a message, dropping arrays and tables such as the broker's x-death. */
+export function scalarHeaders(headers: Record<string, unknown> | undefined): ScalarHeaders {
+  const out: ScalarHeaders = {};
+  if (!headers) return out;
+  for (const [key, value] of Object.entries(headers)) {
+    if (typeof value === 'string' || typeof value === 'boolean') out[key] = value;
+    else if (typeof value === 'number' && Number.isFinite(value)) out[key] = value;
+  }
+  return out;
+}

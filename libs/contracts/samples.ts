@@ -1,0 +1,72 @@
+import { randomUUID } from 'node:crypto';
+import type { EventName, UpstreamMessage } from './events.js';
+
+function timestamp(date: Date): string {
+  return date.toISOString().slice(0, 23); // <YYYY-MM-DD>T<HH:MM:SS.mmm>, no zone, as in the spec
+}
+
+function customerTimestamp(date: Date): string {
+  return date.toISOString().slice(0, 19).replace('T', ' ');
+}
+
+/** A realistic event of each kind with fresh references, shaped as in spec section 2. */
+export function sampleEvent(event: EventName, merchantId: string, now = new Date()): UpstreamMessage {
+  const customer = {
+    id: 1042,
+    name: 'Ada Obi',
+    email: 'ada.obi@example.com',
+    phone: '08012345678',
+    createdAt: customerTimestamp(now),
+    updatedAt: customerTimestamp(now),
+  };
+  switch (event) {
+    case 'charge.completed':
+      return {
+        merchantId,
+        event,
+        data: {
+          createdAt: timestamp(now),
+          narration: 'Collections ',
+          sourceAmount: 5000,
+          sourceCurrency: 'NGN',
+          destinationAmount: 5000,
+          destinationCurrency: 'NGN',
+          tnxRef: randomUUID(),
+          status: 'successful',
+          customer,
+        },
+      };
+    case 'payout':
+      return {
+        merchantId,
+        event,
+        data: {
+          reference: `PO-${Date.now()}-${randomUUID().slice(0, 8)}`,
+          createdAt: timestamp(now),
+          amount: 25000,
+          accountName: 'Ada Obi',
+          narration: 'Vendor settlement',
+          name: 'Ada Obi',
+          currency: 'NGN',
+          bankName: 'Example Bank',
+          accountNumber: '0123456789',
+          status: 'successful',
+        },
+      };
+    case 'refund.completed':
+      return {
+        merchantId,
+        event,
+        data: {
+          createdAt: timestamp(now),
+          refundType: 'partial',
+          refundRef: randomUUID(),
+          amount: 1500,
+          completeMessage: '',
+          tnxRef: randomUUID(),
+          status: 'successful',
+          customer,
+        },
+      };
+  }
+}

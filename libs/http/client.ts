@@ -1,0 +1,21 @@
+export interface WebhookRequest {
+  url: string;
+  headers: Record<string, string>;
+  body: string;
+  /** Bounds the whole attempt: connect, send and the response. */
+  timeoutMs: number;
+}
+
+export interface WebhookResponse {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+}
+
+/**
+ * The only HTTP the dispatcher does. It resolves with any status the merchant answers and throws
+ * WebhookTimeoutError or WebhookNetworkError when there is no answer; tests pass a fake.
+ */
+export interface WebhookHttpClient {
+  post(request: WebhookRequest): Promise<WebhookResponse>;
+  close(): void;
+}

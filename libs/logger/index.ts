@@ -1,0 +1,30 @@
+import winston from 'winston';
+
+export type Logger = winston.Logger;
+export type LogLevel = 'error' | 'warn' | 'info' | 'debug';
+
+// Field names whose values must never reach a log line, whatever a caller passes by mistake.
+const SECRET_KEYS = /secret|token|authorization|password|signature|publickey|apikey/i;
+
+const redact = winston.format((info) => {
+  for (const key of Object.keys(info)) {
+    if (SECRET_KEYS.test(key)) info[key] = '[redacted]';
+  }
+  return info;
+});
+
+/** JSON lines on stdout: a fixed message plus metadata fields (merchantId, reference, event, attempt). */
+export function createLogger(options: { level: LogLevel; service: string; silent?: boolean }): Logger {
+  return winston.createLogger({
+    level: options.level,
+    silent: options.silent ?? false,
+    defaultMeta: { service: options.service },
+    format: winston.format.combine(redact(), winston.format.timestamp(), winston.format.json()),
+    transports: [new winston.transports.Console()],
+  });
+}
+
+/** A logger that writes nothing, for tests and library defaults. */
+export function silentLogger(): Logger {
+  return createLogger({ level: 'error', service: 'silent', silent: true });
+}

@@ -1,0 +1,88 @@
+import { readFileSync, unwatchFile, watchFile } from 'node:fs';
+import type { Logger } from '../logger/index.js';
+import type { MerchantDirectory } from './directory.js';
+import { type Merchant, merchantsFileSchema } from './schema.js';
+
+export class MerchantsFileError extends Error {
+  constructor(readonly path: string, detail: string) {
+    super(`MERCHANTS_FILE ${path}: ${detail}`);
+    this.name = 'MerchantsFileError';
+  }
+}
+
+function load(path: string): Merchant[] {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new MerchantsFileError(path, `cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (err) {
+    throw new MerchantsFileError(path, `is not JSON (${(err as Error).message})`);
+  }
+  const parsed = merchantsFileSchema.safeParse(json);
+  if (!parsed.success) {
+    // Issue paths and messages only: never echo values, they hold secrets.
+    const issue = parsed.error.issues[0]!;
+    throw new MerchantsFileError(path, `${issue.path.join('.') || '(root)'}: ${issue.message}`);
+  }
+  return parsed.data.merchants;
+}
+
+/**
+ * The merchants of a JSON file, validated at start-up and reloaded when the file changes. A new
+ * file that does not validate is refused with a log line and the last good one stays in force.
+ */
+export class FileMerchantDirectory implements MerchantDirectory {
+  private byIdMap = new Map<string, Merchant>();
+  private byKeyMap = new Map<string, Merchant>();
+  private watching = false;
+
+  constructor(private readonly path: string, private readonly logger: Logger) {
+    this.replace(load(path));
+  }
+
+  /** Polls the file's mtime: works with editors and configuration tools that replace the file. */
+  watch(intervalMs = 1_000): this {
+    if (this.watching) return this;
+    this.watching = true;
+    watchFile(this.path, { interval: intervalMs, persistent: false }, (curr, prev) => {
+      if (curr.mtimeMs === prev.mtimeMs && curr.size === prev.size) return;
+      this.reload();
+    });
+    return this;
+  }
+
+  reload(): boolean {
+    try {
+      const merchants = load(this.path);
+      this.replace(merchants);
+      this.logger.info('merchants reloaded', { merchants: merchants.length });
+      return true;
+    } catch (err) {
+      this.logger.error('merchants file refused, keeping the previous one', { error: (err as Error).message });
+      return false;
+    }
+  }
+
+  private replace(merchants: Merchant[]): void {
+    this.byIdMap = new Map(merchants.map((m) => [m.id, m]));
+    this.byKeyMap = new Map(merchants.map((m) => [m.publicKey, m]));
+  }
+
+  byId(id: string): Merchant | undefined {
+    return this.byIdMap.get(id);
+  }
+
+  byPublicKey(publicKey: string): Merchant | undefined {
+    return this.byKeyMap.get(publicKey);
+  }
+
+  async close(): Promise<void> {
+    if (this.watching) unwatchFile(this.path);
+    this.watching = false;
+  }
+}

@@ -1,0 +1,34 @@
+import { randomUUID } from 'node:crypto';
+import type { BrokerConnection } from '../broker/index.js';
+import { type EventName, type UpstreamMessage, upstreamMessageSchema } from '../contracts/index.js';
+import { topologyNames } from '../topology/index.js';
+
+export interface PublishResult {
+  /** The event id: it becomes the webhook-id the merchant sees. */
+  messageId: string;
+  routingKey: EventName;
+}
+
+/**
+ * The upstream contract in code: publish to `<prefix>.events` with the event name as routing key,
+ * persistent, JSON, a stable messageId, and wait for the broker's confirm.
+ */
+export class EventPublisher {
+  private readonly exchange: string;
+
+  constructor(private readonly broker: BrokerConnection, prefix: string) {
+    this.exchange = topologyNames(prefix).events;
+  }
+
+  async publish(message: UpstreamMessage, options: { messageId?: string } = {}): Promise<PublishResult> {
+    const checked = upstreamMessageSchema.parse(message);
+    const messageId = options.messageId ?? `evt_${randomUUID()}`;
+    await this.broker.publish(this.exchange, checked.event, Buffer.from(JSON.stringify(message)), {
+      persistent: true,
+      contentType: 'application/json',
+      messageId,
+      timestamp: Math.floor(Date.now() / 1000),
+    });
+    return { messageId, routingKey: checked.event };
+  }
+}

@@ -1,0 +1,1 @@
+export { runUntilSignal } from './run.js';

@@ -1,0 +1,2 @@
+export { topologyNames, type TopologyNames } from './names.js';
+export { declareTopology, TopologyMismatchError, type TopologyOptions } from './declare.js';
