@@ -1,0 +1,142 @@
+import type { ConsumeMessage } from 'amqplib';
+import { Webhook } from 'standardwebhooks';
+import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
+import { type Harness, startHarness, testMerchant } from '../support/harness.js';
+import { Receiver, refusedUrl } from '../support/receiver.js';
+import { waitFor } from '../support/wait.js';
+
+const SCHEDULE = [100, 150, 200];
+
+describe('retries on the schedule, then the failed stream', () => {
+  let failing: Receiver;
+  let hanging: Receiver;
+  let flaky: Receiver;
+  let harness: Harness;
+  let refusedMerchantUrl: string;
+  const merchants = {
+    failing: testMerchant('m_500', 'http://placeholder'),
+    hanging: testMerchant('m_hang', 'http://placeholder'),
+    refused: testMerchant('m_refused', 'http://placeholder'),
+    flaky: testMerchant('m_flaky', 'http://placeholder'),
+  };
+  let failedEntries = 0;
+
+  beforeAll(async () => {
+    failing = await Receiver.start(() => 500);
+    hanging = await Receiver.start(() => 'hang');
+    flaky = await Receiver.start((n) => (n < 2 ? 503 : 200));
+    refusedMerchantUrl = await refusedUrl();
+    merchants.failing.webhook!.url = failing.url;
+    merchants.hanging.webhook!.url = hanging.url;
+    merchants.refused.webhook!.url = refusedMerchantUrl;
+    merchants.flaky.webhook!.url = flaky.url;
+    harness = await startHarness({
+      name: 'retries',
+      merchants: Object.values(merchants),
+      retryDelaysMs: SCHEDULE,
+      settings: { deliveryTimeoutMs: 300 },
+    });
+  });
+
+  afterAll(async () => {
+    await harness?.close();
+    await Promise.all([failing?.close(), hanging?.close(), flaky?.close()]);
+  });
+
+  async function nextFailedEntry(): Promise<ConsumeMessage> {
+    failedEntries++;
+    const entries = await harness.test.readStream(harness.names.failed, failedEntries, 15_000);
+    return entries[failedEntries - 1]!;
+  }
+
+  function expectFailureHeaders(entry: ConsumeMessage, merchantId: string, webhookId: string) {
+    const headers = entry.properties.headers!;
+    expect(entry.properties.messageId).toBe(webhookId);
+    expect(headers[HEADERS.entryType]).toBe('failure');
+    expect(headers[HEADERS.merchantId]).toBe(merchantId);
+    expect(headers[HEADERS.webhookId]).toBe(webhookId);
+    expect(headers[HEADERS.attempts]).toBe(SCHEDULE.length + 1);
+    expect(Date.parse(headers[HEADERS.firstSeenAt] as string)).not.toBeNaN();
+    expect(Date.parse(headers[HEADERS.failedAt] as string)).not.toBeNaN();
+    // Streams refuse array and table headers: every header must be a scalar.
+    for (const value of Object.values(headers)) expect(['string', 'number', 'boolean']).toContain(typeof value);
+  }
+
+  it('retries a merchant answering 500 exactly the scheduled number of times with a stable webhook-id, then fails it', async () => {
+    const message = sampleEvent('charge.completed', merchants.failing.id);
+    const { messageId } = await harness.publisher.publish(message);
+
+    const entry = await nextFailedEntry();
+    expect(failing.requests).toHaveLength(SCHEDULE.length + 1);
+    for (const request of failing.requests) {
+      expect(request.headers['webhook-id']).toBe(messageId);
+      new Webhook(merchants.failing.webhook!.secret).verify(request.body, request.headers as Record<string, string>);
+    }
+    // Each wait is at least its tier's delay.
+    for (const [i, delay] of SCHEDULE.entries()) {
+      expect(failing.requests[i + 1]!.at - failing.requests[i]!.at).toBeGreaterThanOrEqual(delay - 5);
+    }
+    expectFailureHeaders(entry, merchants.failing.id, messageId);
+    expect(entry.properties.headers![HEADERS.lastStatus]).toBe(500);
+    expect(entry.properties.headers![HEADERS.lastError]).toBe('HTTP 500');
+    expect(entry.properties.headers![HEADERS.reference]).toBe(message.data.tnxRef);
+    expect(entry.content.toString()).toBe(JSON.stringify(message));
+  });
+
+  it('treats a merchant that never answers as failed after DELIVERY_TIMEOUT_MS, on the same schedule', async () => {
+    const message = sampleEvent('payout', merchants.hanging.id);
+    const { messageId } = await harness.publisher.publish(message);
+
+    const entry = await nextFailedEntry();
+    expect(hanging.requests).toHaveLength(SCHEDULE.length + 1);
+    expect(new Set(hanging.requests.map((r) => r.headers['webhook-id']))).toEqual(new Set([messageId]));
+    expectFailureHeaders(entry, merchants.hanging.id, messageId);
+    expect(entry.properties.headers![HEADERS.lastStatus]).toBeUndefined();
+    expect(entry.properties.headers![HEADERS.lastError]).toBe('timeout after 300 ms');
+    expect(entry.properties.headers![HEADERS.reference]).toBe(message.data.reference);
+  });
+
+  it('treats a refused connection as a failed attempt and records the network error', async () => {
+    const message = sampleEvent('refund.completed', merchants.refused.id);
+    const { messageId } = await harness.publisher.publish(message);
+
+    const entry = await nextFailedEntry();
+    expectFailureHeaders(entry, merchants.refused.id, messageId);
+    expect(entry.properties.headers![HEADERS.lastError]).toMatch(/^ECONNREFUSED/);
+    expect(entry.properties.headers![HEADERS.reference]).toBe(message.data.refundRef);
+    expect(entry.properties.headers![HEADERS.tnxRef]).toBe(message.data.tnxRef);
+    expect(harness.dispatcher.stats.retried).toBeGreaterThanOrEqual(SCHEDULE.length * 3);
+  });
+
+  it('delivers on a later attempt and then leaves nothing in any queue', async () => {
+    const failedBefore = harness.dispatcher.stats.failed;
+    const { messageId } = await harness.publisher.publish(sampleEvent('payout', merchants.flaky.id));
+
+    await flaky.waitForRequests(3);
+    await waitFor('delivered', () => harness.dispatcher.stats.delivered >= 1);
+    expect(flaky.requests.map((r) => r.headers['webhook-id'])).toEqual([messageId, messageId, messageId]);
+    expect(harness.dispatcher.stats.failed).toBe(failedBefore);
+    for (const queue of [harness.names.dispatch, ...SCHEDULE.map((_, i) => harness.names.retry(i))]) {
+      expect(await harness.test.messageCount(queue)).toBe(0);
+    }
+  });
+});
+
+describe('an empty schedule', () => {
+  it('makes a single attempt and fails straight to the failed stream', async () => {
+    const receiver = await Receiver.start(() => 502);
+    const merchant = testMerchant('m_once', receiver.url);
+    const harness = await startHarness({ name: 'single', merchants: [merchant], retryDelaysMs: [] });
+    try {
+      const { messageId } = await harness.publisher.publish(sampleEvent('payout', merchant.id));
+      const [entry] = await harness.test.readStream(harness.names.failed, 1);
+      expect(receiver.requests).toHaveLength(1);
+      expect(entry!.properties.messageId).toBe(messageId);
+      expect(entry!.properties.headers![HEADERS.attempts]).toBe(1);
+      expect(entry!.properties.headers![HEADERS.lastStatus]).toBe(502);
+    } finally {
+      await harness.close();
+      await receiver.close();
+    }
+  });
+});

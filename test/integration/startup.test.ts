@@ -1,0 +1,79 @@
+import { writeFileSync } from 'node:fs';
+import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
+import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { runProgram, startProgram } from '../support/process.js';
+import { waitFor } from '../support/wait.js';
+
+const DISPATCHER = 'dist/apps/dispatcher/main.js';
+
+describe('dispatcher start-up and shutdown', () => {
+  const prefix = uniquePrefix('startup');
+  let test: TestBroker;
+  let merchantsFile: string;
+
+  beforeAll(async () => {
+    test = await TestBroker.open();
+    merchantsFile = writeMerchantsFile([testMerchant('m_1', 'http://127.0.0.1:9/hooks')]);
+  });
+
+  afterAll(async () => {
+    await test.deleteTopology(prefix, 3);
+    await test.close();
+  });
+
+  const env = (extra: Record<string, string> = {}) => ({
+    RABBITMQ_URL: brokerUrl(),
+    TOPOLOGY_PREFIX: prefix,
+    MERCHANTS_FILE: merchantsFile,
+    RETRY_SCHEDULE: '1s,2s',
+    LOG_LEVEL: 'error',
+    ...extra,
+  });
+
+  it('refuses a bad RETRY_SCHEDULE before connecting, naming the variable', async () => {
+    const result = await runProgram(DISPATCHER, env({ RETRY_SCHEDULE: '5s,later' }));
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('Invalid configuration: RETRY_SCHEDULE: "later" is not a duration');
+  });
+
+  it('refuses a missing merchants file, naming MERCHANTS_FILE', async () => {
+    const result = await runProgram(DISPATCHER, env({ MERCHANTS_FILE: '/nonexistent/merchants.json' }));
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('MERCHANTS_FILE /nonexistent/merchants.json: cannot be read (ENOENT)');
+  });
+
+  it('refuses an invalid merchants file with the field at fault and without echoing secrets', async () => {
+    const secret = 'not-a-whsec-secret-value';
+    const file = writeMerchantsFile([]);
+    writeFileSync(file, JSON.stringify({ merchants: [{ id: 'm', publicKey: 'pk_test_12345678', webhook: { url: 'https://x.example', enabled: true, secret } }] }));
+    const result = await runProgram(DISPATCHER, env({ MERCHANTS_FILE: file }));
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('merchants.0.webhook.secret: webhook.secret must be whsec_ followed by base64');
+    expect(result.stderr + result.stdout).not.toContain(secret);
+  });
+
+  it('refuses to start when a retry tier exists with another delay, saying what to do', async () => {
+    const clash = uniquePrefix('clash');
+    const ch = await test.connection.createChannel();
+    await ch.assertQueue(`${clash}.retry.0`, { durable: true, arguments: { 'x-queue-type': 'quorum', 'x-message-ttl': 999 } });
+    await ch.close();
+    try {
+      const result = await runProgram(DISPATCHER, env({ TOPOLOGY_PREFIX: clash }));
+      expect(result.code).toBe(1);
+      expect(result.stderr).toContain(`queue ${clash}.retry.0 already exists with different arguments`);
+      expect(result.stderr).toContain('RETRY_SCHEDULE');
+    } finally {
+      await test.deleteTopology(clash, 3);
+    }
+  });
+
+  it('declares the topology, consumes, and exits 0 on SIGTERM', async () => {
+    const program = startProgram(DISPATCHER, env({ LOG_LEVEL: 'info' }));
+    await waitFor('dispatcher consuming', () => program.output.stdout.includes('dispatcher consuming'), 15_000);
+    expect(await test.messageCount(`${prefix}.dispatch`)).toBe(0);
+    program.child.kill('SIGTERM');
+    const result = await program.finished;
+    expect(result.code).toBe(0);
+    expect(result.stdout).toContain('shutting down');
+  });
+});

@@ -1,0 +1,94 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Dispatcher, type DispatcherSettings } from '../../apps/dispatcher/dispatcher.js';
+import { BrokerConnection } from '../../libs/broker/index.js';
+import { createGotClient } from '../../libs/http/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
+import { FileMerchantDirectory, type Merchant } from '../../libs/merchants/index.js';
+import { EventPublisher } from '../../libs/publisher/index.js';
+import { declareTopology, type TopologyNames, topologyNames } from '../../libs/topology/index.js';
+import { TestBroker, brokerUrl, uniquePrefix } from './broker.js';
+
+export function testSecret(): string {
+  return `whsec_${randomBytes(24).toString('base64')}`;
+}
+
+/** A merchant whose webhook points at `url`; each test breaks what it needs. */
+export function testMerchant(id: string, url: string, overrides: Partial<Merchant> = {}): Merchant {
+  return {
+    id,
+    publicKey: `pk_test_${id}_${randomBytes(8).toString('hex')}`,
+    webhook: { url, enabled: true, secret: testSecret() },
+    ...overrides,
+  };
+}
+
+export function writeMerchantsFile(merchants: Merchant[]): string {
+  const path = join(mkdtempSync(join(tmpdir(), 'merchants-')), 'merchants.json');
+  writeFileSync(path, JSON.stringify({ merchants }));
+  return path;
+}
+
+export interface Harness {
+  prefix: string;
+  names: TopologyNames;
+  dispatcher: Dispatcher;
+  broker: BrokerConnection;
+  publisher: EventPublisher;
+  test: TestBroker;
+  close(): Promise<void>;
+}
+
+/** A dispatcher on its own topology prefix against the real broker, torn down by close(). */
+export async function startHarness(options: {
+  name: string;
+  merchants: Merchant[];
+  retryDelaysMs?: number[];
+  settings?: Partial<DispatcherSettings>;
+}): Promise<Harness> {
+  const prefix = uniquePrefix(options.name);
+  const retryDelaysMs = options.retryDelaysMs ?? [];
+  const logger = silentLogger();
+  const broker = new BrokerConnection({
+    url: brokerUrl(),
+    name: `test-${options.name}`,
+    logger,
+    declare: (channel) => declareTopology(channel, { prefix, retryDelaysMs, failedRetention: '1D' }),
+  });
+  await broker.open(10_000);
+  const merchants = new FileMerchantDirectory(writeMerchantsFile(options.merchants), logger);
+  const http = createGotClient();
+  const dispatcher = new Dispatcher(
+    { broker, merchants, http, logger },
+    {
+      prefix,
+      retryDelaysMs,
+      deliveryTimeoutMs: 2_000,
+      concurrency: 16,
+      maxMessageBytes: 64 * 1024,
+      userAgent: 'test-dispatcher',
+      drainTimeoutMs: 5_000,
+      ...options.settings,
+    },
+  );
+  await dispatcher.start();
+  const test = await TestBroker.open();
+  return {
+    prefix,
+    names: topologyNames(prefix),
+    dispatcher,
+    broker,
+    publisher: new EventPublisher(broker, prefix),
+    test,
+    async close() {
+      await dispatcher.stop();
+      await broker.close();
+      http.close();
+      await merchants.close();
+      await test.deleteTopology(prefix, retryDelaysMs.length);
+      await test.close();
+    },
+  };
+}

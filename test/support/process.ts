@@ -1,0 +1,29 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+
+export interface Finished {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs a built program (dist/) with its own environment and collects its output. */
+export function startProgram(script: string, env: Record<string, string>, args: string[] = []): {
+  child: ChildProcess;
+  output: { stdout: string; stderr: string };
+  finished: Promise<Finished>;
+} {
+  const child = spawn(process.execPath, [script, ...args], {
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const output = { stdout: '', stderr: '' };
+  child.stdout!.on('data', (c: Buffer) => (output.stdout += c.toString()));
+  child.stderr!.on('data', (c: Buffer) => (output.stderr += c.toString()));
+  const finished = once(child, 'exit').then(([code]) => ({ code: code as number | null, ...output }));
+  return { child, output, finished };
+}
+
+export async function runProgram(script: string, env: Record<string, string>, args: string[] = []): Promise<Finished> {
+  return startProgram(script, env, args).finished;
+}

@@ -1,0 +1,73 @@
+import { once } from 'node:events';
+import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { waitFor } from './wait.js';
+
+export interface ReceivedRequest {
+  method: string;
+  path: string;
+  headers: IncomingHttpHeaders;
+  body: string;
+  at: number;
+}
+
+/** What the merchant does with request number `n` (0-based): answer a status, or never answer. */
+export type Behaviour = (n: number, req: ReceivedRequest) => number | 'hang';
+
+/** A real merchant server on loopback that records every request. */
+export class Receiver {
+  readonly requests: ReceivedRequest[] = [];
+  private readonly hanging = new Set<ServerResponse>();
+
+  private constructor(private readonly server: Server, readonly url: string) {}
+
+  static async start(behaviour: Behaviour = () => 200): Promise<Receiver> {
+    let receiver!: Receiver;
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const request: ReceivedRequest = {
+          method: req.method ?? '',
+          path: req.url ?? '',
+          headers: req.headers,
+          body: Buffer.concat(chunks).toString('utf8'),
+          at: Date.now(),
+        };
+        const n = receiver.requests.length;
+        receiver.requests.push(request);
+        const answer = behaviour(n, request);
+        if (answer === 'hang') {
+          receiver.hanging.add(res);
+          return;
+        }
+        res.writeHead(answer, { 'content-type': 'text/plain' }).end('ok');
+      });
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const { port } = server.address() as AddressInfo;
+    receiver = new Receiver(server, `http://127.0.0.1:${port}/webhooks`);
+    return receiver;
+  }
+
+  waitForRequests(count: number, timeoutMs = 10_000): Promise<ReceivedRequest[]> {
+    return waitFor(`${count} request(s) at ${this.url}`, () => this.requests.length >= count && this.requests, timeoutMs);
+  }
+
+  async close(): Promise<void> {
+    for (const res of this.hanging) res.destroy();
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+/** A URL where nothing listens: a port that was just bound and released. */
+export async function refusedUrl(): Promise<string> {
+  const server = createServer();
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return `http://127.0.0.1:${port}/webhooks`;
+}

@@ -1,0 +1,68 @@
+import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
+import { ConfigError, formatDuration, parseDuration } from '../../libs/config/index.js';
+
+describe('durations', () => {
+  it.each([
+    ['200ms', 200],
+    ['5s', 5_000],
+    ['5m', 300_000],
+    ['2h', 7_200_000],
+    ['1d', 86_400_000],
+    ['1.5s', 1_500],
+  ])('reads %s as %d ms', (text, ms) => {
+    expect(parseDuration(text)).toBe(ms);
+  });
+
+  it.each(['', '5', 's', '5 sec', '-5s', '5S', '1w'])('refuses %j', (text) => {
+    expect(parseDuration(text)).toBeUndefined();
+  });
+
+  it('formats whole units back', () => {
+    expect([300_000, 7_200_000, 1_500].map(formatDuration)).toEqual(['5m', '2h', '1500ms']);
+  });
+});
+
+describe('dispatcher configuration', () => {
+  it('starts from the documented defaults', () => {
+    const config = loadDispatcherConfig({});
+    expect(config).toMatchObject({
+      RABBITMQ_URL: 'amqp://guest:guest@127.0.0.1:5672',
+      TOPOLOGY_PREFIX: 'webhooks',
+      RETRY_SCHEDULE: [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000],
+      DELIVERY_TIMEOUT_MS: 10_000,
+      FAILED_RETENTION: '30D',
+      ALLOW_PRIVATE_TARGETS: false,
+      LOG_LEVEL: 'info',
+    });
+  });
+
+  it('reads RETRY_SCHEDULE with spaces and mixed units', () => {
+    expect(loadDispatcherConfig({ RETRY_SCHEDULE: '200ms, 5s,5m ,2h' }).RETRY_SCHEDULE).toEqual([200, 5_000, 300_000, 7_200_000]);
+  });
+
+  it('takes an empty RETRY_SCHEDULE as a single attempt', () => {
+    expect(loadDispatcherConfig({ RETRY_SCHEDULE: '' }).RETRY_SCHEDULE).toEqual([]);
+  });
+
+  it.each([
+    ['RETRY_SCHEDULE', '5s,soon', 'Invalid configuration: RETRY_SCHEDULE: "soon" is not a duration'],
+    ['DELIVERY_TIMEOUT_MS', '0', 'Invalid configuration: DELIVERY_TIMEOUT_MS: "0" must be a whole number from 1 to 300000'],
+    ['DELIVERY_TIMEOUT_MS', '10s', 'Invalid configuration: DELIVERY_TIMEOUT_MS: "10s" must be a whole number'],
+    ['DISPATCH_CONCURRENCY', '-3', 'Invalid configuration: DISPATCH_CONCURRENCY: "-3" must be a whole number'],
+    ['RABBITMQ_URL', 'http://localhost', 'Invalid configuration: RABBITMQ_URL: must be an amqp:// or amqps:// URL'],
+    ['TOPOLOGY_PREFIX', 'has space', 'Invalid configuration: TOPOLOGY_PREFIX: must be'],
+    ['FAILED_RETENTION', '7 days', 'Invalid configuration: FAILED_RETENTION: must be a RabbitMQ max-age'],
+    ['ALLOW_PRIVATE_TARGETS', 'maybe', 'Invalid configuration: ALLOW_PRIVATE_TARGETS: "maybe" must be true or false'],
+    ['LOG_LEVEL', 'loud', 'Invalid configuration: LOG_LEVEL: '],
+  ])('refuses %s=%j with a message naming the variable', (variable, value, message) => {
+    let error: unknown;
+    try {
+      loadDispatcherConfig({ [variable]: value });
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).variable).toBe(variable);
+    expect((error as ConfigError).message.startsWith(message)).toBe(true);
+  });
+});
