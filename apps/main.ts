@@ -1,48 +1,61 @@
 #!/usr/bin/env node
 /**
- * `npm start`: every program in one process with the defaults. With the development merchants file
- * (the default) it also runs the demo merchant receiver its merchants point at, so a fresh clone
- * shows webhooks arriving and verified.
+ * `npm start`: the API and the dispatcher in one process with the defaults. With the development
+ * merchants file (the default) it also runs the demo merchant receiver those merchants point at,
+ * so a fresh clone shows webhooks arriving, verified, failing and resent.
  */
 import { once } from 'node:events';
+import { DEV_MERCHANTS_FILE, withDevDefaults } from '../libs/config/index.js';
 import { createLogger } from '../libs/logger/index.js';
 import { FileMerchantDirectory } from '../libs/merchants/index.js';
 import { runUntilSignal } from '../libs/runtime/index.js';
+import { loadApiConfig } from './api/config.js';
+import { startApi } from './api/program.js';
 import { createDemoReceiver } from './demo-receiver/server.js';
 import { loadDispatcherConfig } from './dispatcher/config.js';
 import { startDispatcher } from './dispatcher/program.js';
 
-const DEV_MERCHANTS = 'config/merchants.dev.json';
 const DEMO_PORT = 4400;
 
-let config;
+const { env, dev } = withDevDefaults(process.env);
+let dispatcherConfig;
+let apiConfig;
 try {
-  config = loadDispatcherConfig(process.env);
+  dispatcherConfig = loadDispatcherConfig(env);
+  apiConfig = loadApiConfig(env);
 } catch (err) {
   process.stderr.write(`${(err as Error).message}\n`);
   process.exit(1);
 }
-const logger = createLogger({ level: config.LOG_LEVEL, service: 'webhooks' });
+const logger = createLogger({ level: dispatcherConfig.LOG_LEVEL, service: 'webhooks' });
 
 await runUntilSignal(
   'webhooks',
   async () => {
     const stops: Array<() => Promise<void>> = [];
-    if (config.MERCHANTS_FILE === DEV_MERCHANTS) {
-      const demo = new FileMerchantDirectory(DEV_MERCHANTS, logger).byId('m_demo');
-      const receiver = createDemoReceiver({ secret: demo!.webhook!.secret, logger: logger.child({ service: 'demo-merchant' }) });
-      receiver.listen(DEMO_PORT, '127.0.0.1');
-      await once(receiver, 'listening');
-      logger.info('demo merchant receiver listening', { url: `http://127.0.0.1:${DEMO_PORT}/webhooks` });
-      stops.push(() => new Promise((resolve) => receiver.close(() => resolve())));
-    }
-    const dispatcher = await startDispatcher(config, logger.child({ service: 'dispatcher' }));
-    stops.unshift(() => dispatcher.stop());
-    return {
-      async stop() {
-        for (const stop of stops) await stop();
-      },
+    const stopAll = async () => {
+      for (const stop of stops) await stop();
     };
+    try {
+      if (dev) {
+        logger.warn('development defaults: demo merchants and a development token secret', { merchantsFile: DEV_MERCHANTS_FILE });
+        const demo = new FileMerchantDirectory(DEV_MERCHANTS_FILE, logger).byId('m_demo');
+        const receiver = createDemoReceiver({ secret: demo!.webhook!.secret, logger: logger.child({ service: 'demo-merchant' }) });
+        receiver.listen(DEMO_PORT, '127.0.0.1');
+        await once(receiver, 'listening');
+        logger.info('demo merchant receiver listening', { url: `http://127.0.0.1:${DEMO_PORT}/webhooks` });
+        stops.push(() => new Promise((resolve) => receiver.close(() => resolve())));
+      }
+      // Stop order: API first (no new resends), then the dispatcher drains, then the demo merchant.
+      const dispatcher = await startDispatcher(dispatcherConfig, logger.child({ service: 'dispatcher' }));
+      stops.unshift(() => dispatcher.stop());
+      const api = await startApi(apiConfig, logger.child({ service: 'api' }));
+      stops.unshift(() => api.stop());
+    } catch (err) {
+      await stopAll();
+      throw err;
+    }
+    return { stop: stopAll };
   },
   logger,
 );

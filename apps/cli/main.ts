@@ -1,12 +1,14 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
 import { BrokerConnection } from '../../libs/broker/index.js';
+import { withDevDefaults } from '../../libs/config/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { declareTopology } from '../../libs/topology/index.js';
 import { loadDispatcherConfig } from '../dispatcher/config.js';
 import { UsageError } from './errors.js';
 import { publishCommand } from './publish.js';
+import { tokenCommand } from './token.js';
 
 const USAGE = `Usage: webhooks <command> [options]
 
@@ -14,8 +16,10 @@ Commands:
   publish --sample <charge.completed|payout|refund.completed|all> --merchant <id> [--count N]
   publish --file <event.json> [--message-id <id>] [--count N]
       Publishes to <TOPOLOGY_PREFIX>.events as upstream services do.
+  token --merchant <id> [--ttl 1h]
+      Prints a development access token for the resend API, signed with AUTH_JWT_SECRET.
 
-Environment: RABBITMQ_URL, TOPOLOGY_PREFIX (and RETRY_SCHEDULE, FAILED_RETENTION for the topology).
+Environment: RABBITMQ_URL, TOPOLOGY_PREFIX (and RETRY_SCHEDULE, FAILED_RETENTION for the topology),\nAUTH_JWT_SECRET for token.
 Exit codes: 0 done, 1 failed, 2 usage error.`;
 
 async function main(argv: string[]): Promise<number> {
@@ -28,6 +32,7 @@ async function main(argv: string[]): Promise<number> {
       merchant: { type: 'string' },
       count: { type: 'string', default: '1' },
       'message-id': { type: 'string' },
+      ttl: { type: 'string', default: '1h' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -35,6 +40,11 @@ async function main(argv: string[]): Promise<number> {
   if (values.help || !command) {
     process.stdout.write(`${USAGE}\n`);
     return values.help ? 0 : 2;
+  }
+  if (command === 'token') {
+    const { env } = withDevDefaults(process.env);
+    process.stdout.write(`${await tokenCommand({ merchant: values.merchant, ttl: values.ttl, secret: env.AUTH_JWT_SECRET })}\n`);
+    return 0;
   }
   if (command !== 'publish') throw new UsageError(`unknown command ${command}`);
   const count = Number(values.count);

@@ -20,9 +20,15 @@ export const HEADERS = {
   invalidCode: 'x-invalid-code',
   invalidAt: 'x-invalid-at',
   originalRoutingKey: 'x-original-routing-key',
+  /** Set by the broker on every entry read from a stream. */
+  streamOffset: 'x-stream-offset',
+  resolvedOffsets: 'x-resolved-offsets',
+  checkpointId: 'x-checkpoint-id',
+  resentAt: 'x-resent-at',
+  resentFromOffset: 'x-resent-from-offset',
 } as const;
 
-export const ENTRY_TYPES = { failure: 'failure', resolution: 'resolution' } as const;
+export const ENTRY_TYPES = { failure: 'failure', resolution: 'resolution', checkpoint: 'checkpoint' } as const;
 
 export type ScalarHeaders = Record<string, string | number | boolean>;
 

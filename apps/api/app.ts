@@ -1,0 +1,108 @@
+import express, { type NextFunction, type Request, type Response } from 'express';
+import helmet from 'helmet';
+import { BrokerUnavailableError } from '../../libs/broker/index.js';
+import type { Logger } from '../../libs/logger/index.js';
+import type { Authenticator } from './auth.js';
+import { ApiError, badRequest, errorBody, notFound, rateLimited, unavailable } from './errors.js';
+import type { FailedIndex } from './failed-index.js';
+import { openApiDocument } from './openapi.js';
+import type { RateLimiter } from './rate-limit.js';
+import { NothingToResendError, type ResendService } from './resend.js';
+
+export interface ApiDeps {
+  auth: Authenticator;
+  index: FailedIndex;
+  resend: ResendService;
+  limiter: RateLimiter;
+  logger: Logger;
+  brokerConnected: () => boolean;
+}
+
+/** Printable ASCII without spaces, at most 200 characters: every reference the dispatcher accepts that is sane. */
+const REFERENCE = /^[\x21-\x7e]{1,200}$/;
+
+export function createApp(deps: ApiDeps): express.Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('query parser', 'simple');
+  app.use(helmet());
+  app.use(express.json({ limit: '16kb', strict: false, type: ['application/json', 'application/*+json'] }));
+
+  app.get('/healthz', (_req, res) => {
+    res.json({ status: 'ok' });
+  });
+
+  app.get('/readyz', (_req, res) => {
+    const broker = deps.brokerConnected();
+    const index = deps.index.ready;
+    res.status(broker && index ? 200 : 503).json({
+      status: broker && index ? 'ready' : 'not ready',
+      broker: broker ? 'connected' : 'disconnected',
+      index: index ? 'caught up' : 'replaying',
+      unresolved: deps.index.size,
+    });
+  });
+
+  app.get('/openapi.json', (_req, res) => {
+    res.json(openApiDocument);
+  });
+
+  app.post('/nucleus/tnx/webhook', async (req: Request, res: Response, next: NextFunction) => {
+    try {
+      const reference = referenceFrom(req);
+      const merchant = await deps.auth.authenticate(req.get('x-auth-token'), req.get('authorization'));
+      const allowed = deps.limiter.take(merchant.id);
+      if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds);
+      if (!deps.index.ready || !deps.brokerConnected()) {
+        throw unavailable('The failed queue is not available yet; try again shortly');
+      }
+      await deps.resend.resend(merchant.id, reference);
+      res.status(200).json({ message: `webhook sent for reference ${reference}`, error: null, data: null });
+    } catch (err) {
+      next(err);
+    }
+  });
+
+  app.all('/nucleus/tnx/webhook', (_req, _res, next) => {
+    next(new ApiError(405, 'method_not_allowed', 'Use POST for this endpoint', { allow: 'POST' }));
+  });
+
+  app.use((_req, _res, next) => {
+    next(notFound('route_not_found', 'No such endpoint'));
+  });
+
+  // Express needs the four-argument signature to treat this as the error handler.
+  app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
+    const error = toApiError(err, deps.logger);
+    res.status(error.status).set(error.headers).json(errorBody(error));
+  });
+  return app;
+}
+
+function referenceFrom(req: Request): string {
+  const query = req.query as Record<string, unknown>;
+  const unknown = Object.keys(query).filter((k) => k !== 'reference');
+  if (unknown.length > 0) throw badRequest('unknown_parameter', `Unknown query parameter: ${unknown[0]!.slice(0, 50)}`);
+  const reference = query.reference;
+  if (reference === undefined || reference === '') throw badRequest('missing_reference', 'The reference query parameter is required');
+  if (typeof reference !== 'string') throw badRequest('invalid_reference', 'Give the reference query parameter once');
+  if (!REFERENCE.test(reference)) {
+    throw badRequest('invalid_reference', 'The reference must be 1 to 200 printable characters without spaces');
+  }
+  return reference;
+}
+
+function toApiError(err: unknown, logger: Logger): ApiError {
+  if (err instanceof ApiError) return err;
+  if (err instanceof NothingToResendError) return notFound('not_found', 'No failed webhook for this reference');
+  if (err instanceof BrokerUnavailableError) return unavailable('The message broker is unavailable; try again shortly');
+  const status = (err as { status?: number; statusCode?: number })?.status ?? (err as { statusCode?: number })?.statusCode;
+  const type = (err as { type?: string })?.type;
+  if (type === 'entity.parse.failed') return new ApiError(400, 'invalid_body', 'The request body is not valid JSON');
+  if (type === 'entity.too.large') return new ApiError(413, 'body_too_large', 'The request body is too large');
+  if (typeof status === 'number' && status >= 400 && status < 500) {
+    return new ApiError(status, 'bad_request', 'The request could not be read');
+  }
+  logger.error('resend request failed', { error: (err as Error)?.message });
+  return new ApiError(500, 'internal_error', 'Something went wrong on our side');
+}

@@ -1,0 +1,105 @@
+import { once } from 'node:events';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { BrokerConnection } from '../../libs/broker/index.js';
+import type { Logger } from '../../libs/logger/index.js';
+import { FileMerchantDirectory } from '../../libs/merchants/index.js';
+import { declareTopology, topologyNames } from '../../libs/topology/index.js';
+import { createApp } from './app.js';
+import { Authenticator } from './auth.js';
+import type { ApiConfig } from './config.js';
+import { ApiError, errorBody } from './errors.js';
+import { FailedIndex } from './failed-index.js';
+import { RateLimiter } from './rate-limit.js';
+import { ResendService } from './resend.js';
+
+export interface ApiProgram {
+  server: Server;
+  port: number;
+  index: FailedIndex;
+  broker: BrokerConnection;
+  stop(): Promise<void>;
+}
+
+export interface ApiOptions {
+  /** Resends per merchant per minute, and the burst allowed at once. */
+  rateLimit?: { perMinute: number; burst: number };
+}
+
+export async function startApi(config: ApiConfig, logger: Logger, options: ApiOptions = {}): Promise<ApiProgram> {
+  const merchants = new FileMerchantDirectory(config.MERCHANTS_FILE, logger).watch();
+  const broker = new BrokerConnection({
+    url: config.RABBITMQ_URL,
+    name: 'webhooks-api',
+    logger,
+    declare: (channel) =>
+      declareTopology(channel, {
+        prefix: config.TOPOLOGY_PREFIX,
+        retryDelaysMs: config.RETRY_SCHEDULE,
+        failedRetention: config.FAILED_RETENTION,
+      }),
+  });
+  try {
+    await broker.open();
+  } catch (err) {
+    await merchants.close();
+    throw err;
+  }
+  const index = new FailedIndex(broker, topologyNames(config.TOPOLOGY_PREFIX).failed, logger);
+  await index.start();
+
+  const auth = new Authenticator(
+    merchants,
+    config.AUTH_JWT_SECRET ? { secret: config.AUTH_JWT_SECRET } : { jwksUrl: config.AUTH_JWKS_URL! },
+  );
+  const rate = options.rateLimit ?? { perMinute: 60, burst: 20 };
+  const app = createApp({
+    auth,
+    index,
+    resend: new ResendService(broker, index, config.TOPOLOGY_PREFIX, logger),
+    limiter: new RateLimiter(rate.perMinute, rate.burst),
+    logger,
+    brokerConnected: () => broker.isConnected,
+  });
+
+  const server = app.listen(config.PORT);
+  server.headersTimeout = 10_000;
+  server.requestTimeout = 30_000;
+  // Malformed requests and oversized headers never reach Express: answer them in the envelope too.
+  server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
+    if (!socket.writable) return socket.destroy();
+    const error =
+      err.code === 'HPE_HEADER_OVERFLOW'
+        ? new ApiError(431, 'header_too_large', 'Request headers are too large')
+        : new ApiError(400, 'bad_request', 'The request could not be read');
+    const body = JSON.stringify(errorBody(error));
+    socket.end(
+      `HTTP/1.1 ${error.status} ${error.status === 431 ? 'Request Header Fields Too Large' : 'Bad Request'}\r\n` +
+        `content-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    );
+  });
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+  logger.info('api listening', { port });
+
+  let stopping: Promise<void> | undefined;
+  return {
+    server,
+    port,
+    index,
+    broker,
+    stop() {
+      stopping ??= (async () => {
+        // Finish requests in flight (their publishes need the broker), then disconnect.
+        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+        server.closeIdleConnections();
+        await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, 10_000).unref())]);
+        server.closeAllConnections();
+        await index.stop();
+        await broker.close();
+        await merchants.close();
+      })();
+      return stopping;
+    },
+  };
+}

@@ -1,0 +1,2 @@
+export * from './entries.js';
+export { EntryExpiredError, readEntryAt } from './reader.js';
