@@ -44,6 +44,7 @@ export const openApiDocument = {
           '404': errorResponse('No failed webhook for this merchant and reference'),
           '413': errorResponse('Request body too large'),
           '429': errorResponse('Rate limited; see Retry-After'),
+          '431': errorResponse('Request headers too large'),
           '503': errorResponse('Broker unavailable or the failed queue index not ready; see Retry-After'),
         },
       },

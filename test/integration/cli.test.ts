@@ -1,6 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { jwtVerify } from 'jose';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
 import { runProgram } from '../support/process.js';
@@ -69,5 +70,15 @@ describe('webhooks publish', () => {
     const result = await runProgram(CLI, env, ['publish', '--file', file]);
     expect(result.code).toBe(2);
     expect(result.stderr).toContain('not a valid event');
+  });
+
+  it('mints an HS256 access token for a merchant that expires after --ttl', async () => {
+    const secret = 'cli-test-secret-long-enough-for-hs256-000';
+    const result = await runProgram(CLI, { ...env, AUTH_JWT_SECRET: secret }, ['token', '--merchant', 'm_demo', '--ttl', '10m']);
+    expect(result.code).toBe(0);
+    const { payload, protectedHeader } = await jwtVerify(result.stdout.trim(), new TextEncoder().encode(secret));
+    expect(protectedHeader.alg).toBe('HS256');
+    expect(payload.sub).toBe('m_demo');
+    expect(payload.exp! - payload.iat!).toBe(600);
   });
 });

@@ -5,6 +5,7 @@ import { runProgram, startProgram } from '../support/process.js';
 import { waitFor } from '../support/wait.js';
 
 const DISPATCHER = 'dist/apps/dispatcher/main.js';
+const API = 'dist/apps/api/main.js';
 
 describe('dispatcher start-up and shutdown', () => {
   const prefix = uniquePrefix('startup');
@@ -75,5 +76,25 @@ describe('dispatcher start-up and shutdown', () => {
     const result = await program.finished;
     expect(result.code).toBe(0);
     expect(result.stdout).toContain('shutting down');
+  });
+
+  it('refuses to start the API with real merchants and no token key, naming AUTH_JWT_SECRET', async () => {
+    const result = await runProgram(API, env());
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('Invalid configuration: AUTH_JWT_SECRET: set AUTH_JWT_SECRET or AUTH_JWKS_URL');
+  });
+
+  it('refuses a short AUTH_JWT_SECRET without printing it', async () => {
+    const result = await runProgram(API, env({ AUTH_JWT_SECRET: 'short-secret' }));
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('Invalid configuration: AUTH_JWT_SECRET: must be at least 32 characters');
+    expect(result.stderr).not.toContain('short-secret');
+  });
+
+  it('serves the API until SIGTERM, ready once its index caught up, then exits 0', async () => {
+    const program = startProgram(API, env({ LOG_LEVEL: 'info', PORT: '0', AUTH_JWT_SECRET: 'x'.repeat(40) }));
+    await waitFor('index caught up', () => program.output.stdout.includes('failed index caught up'), 15_000);
+    program.child.kill('SIGTERM');
+    expect((await program.finished).code).toBe(0);
   });
 });

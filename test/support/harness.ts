@@ -33,6 +33,7 @@ export function writeMerchantsFile(merchants: Merchant[]): string {
 
 export interface Harness {
   prefix: string;
+  merchantsFile: string;
   names: TopologyNames;
   dispatcher: Dispatcher;
   broker: BrokerConnection;
@@ -58,7 +59,8 @@ export async function startHarness(options: {
     declare: (channel) => declareTopology(channel, { prefix, retryDelaysMs, failedRetention: '1D' }),
   });
   await broker.open(10_000);
-  const merchants = new FileMerchantDirectory(writeMerchantsFile(options.merchants), logger);
+  const merchantsFile = writeMerchantsFile(options.merchants);
+  const merchants = new FileMerchantDirectory(merchantsFile, logger);
   const http = createGotClient();
   const dispatcher = new Dispatcher(
     { broker, merchants, http, logger },
@@ -77,6 +79,7 @@ export async function startHarness(options: {
   const test = await TestBroker.open();
   return {
     prefix,
+    merchantsFile,
     names: topologyNames(prefix),
     dispatcher,
     broker,

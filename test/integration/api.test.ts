@@ -1,0 +1,292 @@
+import Ajv2020 from 'ajv/dist/2020.js';
+import { Webhook } from 'standardwebhooks';
+import { openApiDocument } from '../../apps/api/openapi.js';
+import type { ApiProgram } from '../../apps/api/program.js';
+import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
+import type { Merchant } from '../../libs/merchants/index.js';
+import { call, seen, startTestApi, token } from '../support/api.js';
+import { type Harness, startHarness, testMerchant } from '../support/harness.js';
+import { Receiver } from '../support/receiver.js';
+import { waitFor } from '../support/wait.js';
+
+const RESEND = '/nucleus/tnx/webhook';
+
+describe('the resend API', () => {
+  let mode: 'fail' | 'ok' = 'fail';
+  let receiver: Receiver;
+  let harness: Harness;
+  let api: ApiProgram;
+  let alice: Merchant;
+  let bob: Merchant;
+
+  beforeAll(async () => {
+    receiver = await Receiver.start(() => (mode === 'fail' ? 500 : 200));
+    alice = testMerchant('m_alice', receiver.url);
+    bob = testMerchant('m_bob', receiver.url);
+    harness = await startHarness({ name: 'api', merchants: [alice, bob], retryDelaysMs: [] });
+    api = await startTestApi(harness.prefix, harness.merchantsFile);
+    await waitFor('API ready', () => api.index.ready);
+  });
+
+  afterAll(async () => {
+    await api?.stop();
+    await harness?.close();
+    await receiver?.close();
+  });
+
+  beforeEach(() => {
+    mode = 'fail';
+  });
+
+  async function headersFor(merchant: Merchant, sub = merchant.id): Promise<Record<string, string>> {
+    return { 'x-auth-token': merchant.publicKey, authorization: `Bearer ${await token(sub)}`, 'content-type': 'application/json' };
+  }
+
+  /** Publishes an event that fails its single attempt and waits until the API's index has it. */
+  async function failedEvent(event: 'charge.completed' | 'payout' | 'refund.completed', merchant: Merchant, on: ApiProgram = api) {
+    const message = sampleEvent(event, merchant.id);
+    const { messageId } = await harness.publisher.publish(message);
+    const reference = String(message.data.tnxRef ?? message.data.reference ?? message.data.refundRef);
+    const ref = event === 'refund.completed' ? String(message.data.refundRef) : reference;
+    await waitFor(`failure of ${ref} indexed`, () => on.index.lookup(merchant.id, ref).length > 0);
+    return { message, messageId, reference: ref };
+  }
+
+  it('answers 200 in the spec envelope and delivers the webhook again with its webhook-id and a fresh signature', async () => {
+    const { message, messageId, reference } = await failedEvent('charge.completed', alice);
+    const before = receiver.requests.length;
+    mode = 'ok';
+
+    const answer = await call(api, `${RESEND}?reference=${reference}`, { headers: await headersFor(alice) });
+
+    expect(answer.status).toBe(200);
+    expect(answer.body).toEqual({ message: `webhook sent for reference ${reference}`, error: null, data: null });
+    const requests = await receiver.waitForRequests(before + 1);
+    const resent = requests[before]!;
+    expect(resent.headers['webhook-id']).toBe(messageId);
+    expect(resent.body).toBe(JSON.stringify({ event: 'charge.completed', data: message.data }));
+    new Webhook(alice.webhook!.secret).verify(resent.body, resent.headers as Record<string, string>);
+    expect(api.index.lookup(alice.id, reference)).toEqual([]);
+
+    const again = await call(api, `${RESEND}?reference=${reference}`, { headers: await headersFor(alice) });
+    expect(again.status).toBe(404);
+    expect(again.body).toEqual({ message: 'No failed webhook for this reference', error: { code: 'not_found', status: 404 }, data: null });
+  });
+
+  it('lets a webhook that fails again return to the failed queue and be resent again', async () => {
+    const { messageId, reference } = await failedEvent('payout', alice);
+    const first = await call(api, `${RESEND}?reference=${reference}`, { headers: await headersFor(alice) });
+    expect(first.status).toBe(200);
+    // The resent delivery fails (mode is still 'fail') and comes back as a new failure entry.
+    await waitFor('failed again', () => api.index.lookup(alice.id, reference).length === 1);
+    const entries = await harness.test.readStream(harness.names.failed, 1);
+    const latest = entries.filter((e) => e.properties.headers?.[HEADERS.reference] === reference && e.properties.headers?.[HEADERS.entryType] === 'failure');
+    expect(latest).toHaveLength(2);
+    expect(latest[1]!.properties.messageId).toBe(messageId);
+    expect(latest[1]!.properties.headers![HEADERS.attempts]).toBe(1);
+
+    mode = 'ok';
+    const before = receiver.requests.length;
+    const second = await call(api, `${RESEND}?reference=${reference}`, { headers: await headersFor(alice) });
+    expect(second.status).toBe(200);
+    const [delivered] = (await receiver.waitForRequests(before + 1)).slice(before);
+    expect(delivered!.headers['webhook-id']).toBe(messageId);
+  });
+
+  it('finds a refund by its refundRef or by its tnxRef', async () => {
+    const byRefund = await failedEvent('refund.completed', alice);
+    const byTnx = await failedEvent('refund.completed', alice);
+    const tnxRef = String(byTnx.message.data.tnxRef);
+    mode = 'ok';
+
+    expect((await call(api, `${RESEND}?reference=${byRefund.reference}`, { headers: await headersFor(alice) })).status).toBe(200);
+    expect((await call(api, `${RESEND}?reference=${tnxRef}`, { headers: await headersFor(alice) })).status).toBe(200);
+    // Resolved under both of its references.
+    expect(api.index.lookup(alice.id, String(byRefund.message.data.tnxRef))).toEqual([]);
+    expect(api.index.lookup(alice.id, byTnx.reference)).toEqual([]);
+  });
+
+  it("answers 404 for another merchant's reference and leaves it failed", async () => {
+    const { reference } = await failedEvent('charge.completed', alice);
+    const answer = await call(api, `${RESEND}?reference=${reference}`, { headers: await headersFor(bob) });
+    expect(answer.status).toBe(404);
+    expect(answer.body).toEqual({ message: 'No failed webhook for this reference', error: { code: 'not_found', status: 404 }, data: null });
+    expect(api.index.lookup(alice.id, reference)).toHaveLength(1);
+  });
+
+  it('answers 403 when the token and the public key name different merchants', async () => {
+    const answer = await call(api, `${RESEND}?reference=abc`, { headers: await headersFor(alice, bob.id) });
+    expect(answer.status).toBe(403);
+    expect(answer.body).toEqual({
+      message: 'The access token and the public key belong to different merchants',
+      error: { code: 'merchant_mismatch', status: 403 },
+      data: null,
+    });
+  });
+
+  it.each([
+    ['no reference', '', 'missing_reference', 'The reference query parameter is required'],
+    ['an empty reference', '?reference=', 'missing_reference', 'The reference query parameter is required'],
+    ['a repeated reference', '?reference=a&reference=b', 'invalid_reference', 'Give the reference query parameter once'],
+    ['a reference over 200 characters', `?reference=${'a'.repeat(201)}`, 'invalid_reference', 'The reference must be 1 to 200 printable characters without spaces'],
+    ['a reference with a space', '?reference=a%20b', 'invalid_reference', 'The reference must be 1 to 200 printable characters without spaces'],
+    ['a reference with a control character', '?reference=a%00b', 'invalid_reference', 'The reference must be 1 to 200 printable characters without spaces'],
+    ['an unknown parameter', '?reference=a&merchant=m_bob', 'unknown_parameter', 'Unknown query parameter: merchant'],
+    ['a bracketed parameter', '?reference[x]=a', 'unknown_parameter', 'Unknown query parameter: reference[x]'],
+  ])('answers 400 for %s', async (_name, query, code, message) => {
+    const answer = await call(api, `${RESEND}${query}`, { headers: await headersFor(alice) });
+    expect(answer.status).toBe(400);
+    expect(answer.body).toEqual({ message, error: { code, status: 400 }, data: null });
+  });
+
+  it('answers 400 for a JSON content type with a body that is not JSON', async () => {
+    const answer = await call(api, `${RESEND}?reference=abc`, { headers: await headersFor(alice), body: '{not json' });
+    expect(answer.status).toBe(400);
+    expect(answer.body).toEqual({ message: 'The request body is not valid JSON', error: { code: 'invalid_body', status: 400 }, data: null });
+  });
+
+  it('answers 413 for a body over 16 KiB', async () => {
+    const answer = await call(api, `${RESEND}?reference=abc`, { headers: await headersFor(alice), body: JSON.stringify({ x: 'y'.repeat(20_000) }) });
+    expect(answer.status).toBe(413);
+    expect(answer.body).toEqual({ message: 'The request body is too large', error: { code: 'body_too_large', status: 413 }, data: null });
+  });
+
+  const invalid = { message: 'The public key or the access token is not valid', error: { code: 'invalid_credentials', status: 401 }, data: null };
+  const missing = {
+    message: 'x-auth-token and Authorization: Bearer <token> are both required',
+    error: { code: 'missing_credentials', status: 401 },
+    data: null,
+  };
+  it.each([
+    ['no x-auth-token', async () => ({ authorization: `Bearer ${await token('m_alice')}` }), missing],
+    ['no Authorization', async () => ({ 'x-auth-token': alice.publicKey }), missing],
+    ['an unknown public key', async () => ({ 'x-auth-token': 'pk_test_unknown_key', authorization: `Bearer ${await token('m_alice')}` }), invalid],
+    ['a Basic scheme', async () => ({ 'x-auth-token': alice.publicKey, authorization: 'Basic dXNlcjpwYXNz' }), invalid],
+    ['a token signed with another secret', async () => ({ 'x-auth-token': alice.publicKey, authorization: `Bearer ${await token('m_alice', { secret: 'another-secret-that-is-long-enough-000000' })}` }), invalid],
+    ['an unsigned token (alg none)', async () => {
+      const b64 = (o: object) => Buffer.from(JSON.stringify(o)).toString('base64url');
+      const none = `${b64({ alg: 'none' })}.${b64({ sub: 'm_alice', exp: Math.floor(Date.now() / 1000) + 60 })}.`;
+      return { 'x-auth-token': alice.publicKey, authorization: `Bearer ${none}` };
+    }, invalid],
+    ['an expired token', async () => ({ 'x-auth-token': alice.publicKey, authorization: `Bearer ${await token('m_alice', { expiresIn: Math.floor(Date.now() / 1000) - 60 })}` }),
+      { message: 'The access token has expired', error: { code: 'token_expired', status: 401 }, data: null }],
+  ])('answers 401 for %s', async (_name, headers, body) => {
+    const answer = await call(api, `${RESEND}?reference=abc`, { headers: await headers() });
+    expect(answer.status).toBe(401);
+    expect(answer.headers.get('www-authenticate')).toBe('Bearer');
+    expect(answer.body).toEqual(body);
+  });
+
+  it('answers 431 in the envelope for huge headers, without reaching the app', async () => {
+    const answer = await call(api, `${RESEND}?reference=abc`, { headers: { ...(await headersFor(alice)), 'x-filler': 'x'.repeat(20_000) } });
+    expect(answer.status).toBe(431);
+    expect(answer.body).toEqual({ message: 'Request headers are too large', error: { code: 'header_too_large', status: 431 }, data: null });
+  });
+
+  it('answers 404 for an unknown route and 405 for GET on the resend path, with security headers and no stack', async () => {
+    const route = await call(api, '/nope', { method: 'GET' });
+    expect(route.status).toBe(404);
+    expect(route.body).toEqual({ message: 'No such endpoint', error: { code: 'route_not_found', status: 404 }, data: null });
+    const method = await call(api, `${RESEND}?reference=abc`, { method: 'GET' });
+    expect(method.status).toBe(405);
+    expect(method.headers.get('allow')).toBe('POST');
+    expect(method.headers.get('x-content-type-options')).toBe('nosniff');
+    expect(method.headers.get('x-powered-by')).toBeNull();
+  });
+
+  it('reports liveness and readiness', async () => {
+    expect((await call(api, '/healthz', { method: 'GET' })).body).toEqual({ status: 'ok' });
+    const ready = await call(api, '/readyz', { method: 'GET' });
+    expect(ready.status).toBe(200);
+    expect(ready.body).toMatchObject({ status: 'ready', broker: 'connected', index: 'caught up' });
+  });
+
+  it('rate limits each merchant on its own with 429 and Retry-After', async () => {
+    const limited = await startTestApi(harness.prefix, harness.merchantsFile, { rateLimit: { perMinute: 1, burst: 2 } });
+    try {
+      await waitFor('second API ready', () => limited.index.ready);
+      for (let i = 0; i < 2; i++) expect((await call(limited, `${RESEND}?reference=nothing`, { headers: await headersFor(alice) })).status).toBe(404);
+      const answer = await call(limited, `${RESEND}?reference=nothing`, { headers: await headersFor(alice) });
+      expect(answer.status).toBe(429);
+      expect(Number(answer.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      expect(answer.body).toEqual({ message: 'Too many resend requests; try again later', error: { code: 'rate_limited', status: 429 }, data: null });
+      expect((await call(limited, `${RESEND}?reference=nothing`, { headers: await headersFor(bob) })).status).toBe(404);
+    } finally {
+      await limited.stop();
+    }
+  });
+
+  it('shows a resolution made by one API instance to another on the same stream', async () => {
+    const other = await startTestApi(harness.prefix, harness.merchantsFile);
+    try {
+      await waitFor('second API ready', () => other.index.ready);
+      const { reference } = await failedEvent('payout', bob, other);
+      await waitFor('first API indexed it too', () => api.index.lookup(bob.id, reference).length === 1);
+      mode = 'ok';
+      expect((await call(api, `${RESEND}?reference=${reference}`, { headers: await headersFor(bob) })).status).toBe(200);
+      await waitFor('resolution applied by the other instance', () => other.index.lookup(bob.id, reference).length === 0);
+      expect((await call(other, `${RESEND}?reference=${reference}`, { headers: await headersFor(bob) })).status).toBe(404);
+    } finally {
+      await other.stop();
+    }
+  });
+
+  it('rebuilds the same index after a restart: unresolved entries back, resolved ones gone', async () => {
+    const pending = await failedEvent('charge.completed', bob);
+    const resolved = await failedEvent('charge.completed', bob);
+    mode = 'ok';
+    expect((await call(api, `${RESEND}?reference=${resolved.reference}`, { headers: await headersFor(bob) })).status).toBe(200);
+    const sizeBefore = api.index.size;
+
+    await api.stop();
+    api = await startTestApi(harness.prefix, harness.merchantsFile);
+    const notReady = await call(api, '/readyz', { method: 'GET' });
+    expect([200, 503]).toContain(notReady.status);
+    await waitFor('restarted API ready', () => api.index.ready);
+
+    expect(api.index.size).toBe(sizeBefore);
+    expect(api.index.lookup(bob.id, pending.reference)).toHaveLength(1);
+    expect(api.index.lookup(bob.id, resolved.reference)).toEqual([]);
+    expect((await call(api, `${RESEND}?reference=${pending.reference}`, { headers: await headersFor(bob) })).status).toBe(200);
+  });
+
+  it('answers 503 and reports not ready when its broker connection is gone', async () => {
+    const cut = await startTestApi(harness.prefix, harness.merchantsFile);
+    try {
+      await waitFor('third API ready', () => cut.index.ready);
+      await cut.broker.close();
+      const answer = await call(cut, `${RESEND}?reference=anything`, { headers: await headersFor(alice) });
+      expect(answer.status).toBe(503);
+      expect(answer.headers.get('retry-after')).toBe('5');
+      expect(answer.body).toEqual({
+        message: 'The failed queue is not available yet; try again shortly',
+        error: { code: 'service_unavailable', status: 503 },
+        data: null,
+      });
+      const ready = await call(cut, '/readyz', { method: 'GET' });
+      expect(ready.status).toBe(503);
+      expect(ready.body).toMatchObject({ status: 'not ready', broker: 'disconnected' });
+    } finally {
+      await cut.stop();
+    }
+  });
+
+  it('matches every response it gave to the OpenAPI document served at /openapi.json', async () => {
+    const served = await call(api, '/openapi.json', { method: 'GET' });
+    expect(served.body).toEqual(JSON.parse(JSON.stringify(openApiDocument)));
+    const ajv = new Ajv2020.default({ strict: false });
+    ajv.addSchema({ $id: 'openapi.json', components: openApiDocument.components });
+    const statuses = new Set<string>();
+    for (const answer of seen) {
+      const operation = (openApiDocument.paths as Record<string, Record<string, { responses: Record<string, unknown> }>>)[answer.path]?.[answer.method];
+      if (!operation) continue; // unknown routes and methods are not operations
+      const response = operation.responses[String(answer.status)] as { content: { 'application/json': { schema: object } } } | undefined;
+      expect({ path: answer.path, status: answer.status, documented: response !== undefined }).toEqual({ path: answer.path, status: answer.status, documented: true });
+      const schema = JSON.parse(JSON.stringify(response!.content['application/json'].schema).replaceAll('"#/components', '"openapi.json#/components'));
+      const validate = ajv.compile(schema);
+      expect({ status: answer.status, body: answer.body, valid: validate(answer.body), errors: validate.errors ?? null }).toMatchObject({ valid: true });
+      statuses.add(`${answer.path} ${answer.status}`);
+    }
+    for (const status of ['200', '400', '401', '403', '404', '413', '429', '431', '503']) expect(statuses).toContain(`${RESEND} ${status}`);
+  });
+});

@@ -1,0 +1,57 @@
+import { SignJWT } from 'jose';
+import { loadApiConfig } from '../../apps/api/config.js';
+import { type ApiOptions, type ApiProgram, startApi } from '../../apps/api/program.js';
+import { silentLogger } from '../../libs/logger/index.js';
+import { brokerUrl } from './broker.js';
+
+export const JWT_SECRET = 'test-jwt-secret-that-is-long-enough-0123456789';
+
+export async function startTestApi(prefix: string, merchantsFile: string, options: ApiOptions = {}): Promise<ApiProgram> {
+  const config = loadApiConfig({
+    RABBITMQ_URL: brokerUrl(),
+    TOPOLOGY_PREFIX: prefix,
+    PORT: '0',
+    MERCHANTS_FILE: merchantsFile,
+    RETRY_SCHEDULE: '',
+    FAILED_RETENTION: '1D',
+    AUTH_JWT_SECRET: JWT_SECRET,
+  });
+  return startApi(config, silentLogger(), { rateLimit: { perMinute: 6_000, burst: 1_000 }, ...options });
+}
+
+export function token(sub: string, options: { secret?: string; expiresIn?: string | number } = {}): Promise<string> {
+  return new SignJWT({})
+    .setProtectedHeader({ alg: 'HS256' })
+    .setSubject(sub)
+    .setIssuedAt()
+    .setExpirationTime(options.expiresIn ?? '5m')
+    .sign(new TextEncoder().encode(options.secret ?? JWT_SECRET));
+}
+
+export interface Answer {
+  status: number;
+  headers: Headers;
+  body: unknown;
+}
+
+/** Every answer the tests saw, so the OpenAPI test can check each against the document. */
+export const seen: Array<{ path: string; method: string } & Answer> = [];
+
+export async function call(
+  api: ApiProgram,
+  path: string,
+  init: { method?: string; headers?: Record<string, string>; body?: string } = {},
+): Promise<Answer> {
+  const method = init.method ?? 'POST';
+  const res = await fetch(`http://127.0.0.1:${api.port}${path}`, { method, headers: init.headers, body: init.body });
+  const text = await res.text();
+  let body: unknown = text;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    // left as text: the test asserts on it
+  }
+  const answer = { status: res.status, headers: res.headers, body };
+  seen.push({ path: path.split('?')[0]!, method: method.toLowerCase(), ...answer });
+  return answer;
+}
