@@ -4,7 +4,7 @@ import { BrokerConnection } from '../../libs/broker/index.js';
 import { withDevDefaults } from '../../libs/config/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
-import { declareTopology } from '../../libs/topology/index.js';
+import { declareIntake } from '../../libs/topology/index.js';
 import { loadDispatcherConfig } from '../dispatcher/config.js';
 import { UsageError } from './errors.js';
 import { publishCommand } from './publish.js';
@@ -19,7 +19,7 @@ Commands:
   token --merchant <id> [--ttl 1h]
       Prints a development access token for the resend API, signed with AUTH_JWT_SECRET.
 
-Environment: RABBITMQ_URL, TOPOLOGY_PREFIX (and RETRY_SCHEDULE, FAILED_RETENTION for the topology),\nAUTH_JWT_SECRET for token.
+Environment: RABBITMQ_URL, TOPOLOGY_PREFIX, and AUTH_JWT_SECRET for token.
 Exit codes: 0 done, 1 failed, 2 usage error.`;
 
 async function main(argv: string[]): Promise<number> {
@@ -55,12 +55,7 @@ async function main(argv: string[]): Promise<number> {
     url: config.RABBITMQ_URL,
     name: 'webhooks-cli',
     logger: silentLogger(),
-    declare: (channel) =>
-      declareTopology(channel, {
-        prefix: config.TOPOLOGY_PREFIX,
-        retryDelaysMs: config.RETRY_SCHEDULE,
-        failedRetention: config.FAILED_RETENTION,
-      }),
+    declare: (channel) => declareIntake(channel, config.TOPOLOGY_PREFIX),
   });
   await broker.open(10_000);
   try {

@@ -4,11 +4,25 @@ import type { Logger } from '../../libs/logger/index.js';
 
 /**
  * A merchant's server for demos: verifies each webhook's signature with the standardwebhooks
- * library, exactly as the README tells merchants to, and logs what arrived.
+ * library, exactly as the README tells merchants to, and logs what arrived. `POST /down` makes it
+ * answer 503 (an outage, to watch retries and the failed queue), `POST /up` ends the outage.
  */
 export function createDemoReceiver(options: { secret: string; logger: Logger }): Server {
   const webhook = new Webhook(options.secret);
+  let down = false;
   return createServer((req, res) => {
+    if (req.method === 'POST' && (req.url === '/down' || req.url === '/up')) {
+      down = req.url === '/down';
+      options.logger.info(down ? 'demo merchant is down: answering 503' : 'demo merchant is up again');
+      res.writeHead(204).end();
+      return;
+    }
+    if (down) {
+      options.logger.info('demo merchant refused a webhook: down', { webhookId: req.headers['webhook-id'] });
+      req.resume();
+      res.writeHead(503).end();
+      return;
+    }
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {

@@ -71,6 +71,8 @@ export class BrokerConnection extends EventEmitter {
     const { logger } = this.options;
     this.model = await amqp.connect(withHeartbeat(this.options.url, this.options.heartbeatSeconds ?? 15), {
       clientProperties: { connection_name: this.options.name },
+      // Without it Nagle's algorithm holds small frames (acks, confirms) for up to 40 ms.
+      noDelay: true,
       recovery: {
         waitForConnect: false,
         initialDelay: 200,

@@ -20,26 +20,36 @@ export class TopologyMismatchError extends Error {
   }
 }
 
+async function step(entity: string, declare: () => Promise<unknown>): Promise<void> {
+  try {
+    await declare();
+  } catch (err) {
+    if ((err as { code?: number }).code === 406) throw new TopologyMismatchError(entity, err);
+    throw err;
+  }
+}
+
+/**
+ * What a publisher needs so that no event is lost even before a dispatcher ever ran: the events
+ * exchange and the dispatch queue bound to it. Publishers declare only this, so they never clash
+ * with the programs' retry schedule.
+ */
+export async function declareIntake(channel: Channel, prefix: string): Promise<void> {
+  const names = topologyNames(prefix);
+  await step(`exchange ${names.events}`, () => channel.assertExchange(names.events, 'topic', { durable: true }));
+  await step(`queue ${names.dispatch}`, () =>
+    channel.assertQueue(names.dispatch, { durable: true, arguments: { 'x-queue-type': 'quorum' } }),
+  );
+  await channel.bindQueue(names.dispatch, names.events, '#');
+}
+
 /**
  * Declares everything idempotently; runs at start-up and again on every reconnect.
  * A 406 closes the channel, so the first mismatch ends the declaration with a named error.
  */
 export async function declareTopology(channel: Channel, options: TopologyOptions): Promise<void> {
   const names = topologyNames(options.prefix);
-  const step = async (entity: string, declare: () => Promise<unknown>) => {
-    try {
-      await declare();
-    } catch (err) {
-      if ((err as { code?: number }).code === 406) throw new TopologyMismatchError(entity, err);
-      throw err;
-    }
-  };
-
-  await step(`exchange ${names.events}`, () => channel.assertExchange(names.events, 'topic', { durable: true }));
-  await step(`queue ${names.dispatch}`, () =>
-    channel.assertQueue(names.dispatch, { durable: true, arguments: { 'x-queue-type': 'quorum' } }),
-  );
-  await channel.bindQueue(names.dispatch, names.events, '#');
+  await declareIntake(channel, options.prefix);
   for (const [tier, delay] of options.retryDelaysMs.entries()) {
     const queue = names.retry(tier);
     await step(`queue ${queue}`, () =>

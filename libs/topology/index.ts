@@ -1,2 +1,2 @@
 export { topologyNames, type TopologyNames } from './names.js';
-export { declareTopology, TopologyMismatchError, type TopologyOptions } from './declare.js';
+export { declareIntake, declareTopology, TopologyMismatchError, type TopologyOptions } from './declare.js';

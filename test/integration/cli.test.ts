@@ -11,14 +11,14 @@ const CLI = 'dist/apps/cli/main.js';
 describe('webhooks publish', () => {
   const prefix = uniquePrefix('cli');
   let test: TestBroker;
-  const env = { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, RETRY_SCHEDULE: '1s' };
+  const env = { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix };
 
   beforeAll(async () => {
     test = await TestBroker.open();
   });
 
   afterAll(async () => {
-    await test.deleteTopology(prefix, 1);
+    await test.deleteTopology(prefix, 0);
     await test.close();
   });
 
@@ -38,6 +38,15 @@ describe('webhooks publish', () => {
       expect(m.properties.deliveryMode).toBe(2);
       expect(JSON.parse(m.content.toString()).merchantId).toBe('m_demo');
     }
+  });
+
+  it('declares only the intake (events and dispatch), so it never clashes with the retry schedule', async () => {
+    const result = await runProgram(CLI, { ...env, RETRY_SCHEDULE: '7s' }, ['publish', '--sample', 'payout', '--merchant', 'm']);
+    expect(result.code).toBe(0);
+    await test.drain(`${prefix}.dispatch`, 1);
+    const ch = await test.connection.createChannel();
+    ch.on('error', () => {});
+    await expect(ch.checkQueue(`${prefix}.retry.0`)).rejects.toMatchObject({ code: 404 });
   });
 
   it('publishes an event from a file with the given message id, body unchanged', async () => {
