@@ -2,7 +2,8 @@ import type { Logger } from '../logger/index.js';
 
 /**
  * Runs a program until SIGTERM or SIGINT, then stops it within a bound and exits 0; start-up
- * errors print one line naming the problem and exit 1.
+ * errors print one line naming the problem and exit 1. Signals are handled from the first
+ * moment: one that arrives during start-up stops the program as soon as it has started.
  */
 export async function runUntilSignal(
   name: string,
@@ -10,6 +11,22 @@ export async function runUntilSignal(
   logger?: Logger,
   stopTimeoutMs = 35_000,
 ): Promise<void> {
+  let signalled: string | undefined;
+  let started: ((signal: string) => void) | undefined;
+  const onSignal = (signal: string) => {
+    if (signalled) return;
+    signalled = signal;
+    logger?.info('shutting down', { signal });
+    const force = setTimeout(() => {
+      logger?.error('shutdown timed out', { timeoutMs: stopTimeoutMs });
+      process.exit(1);
+    }, stopTimeoutMs);
+    force.unref();
+    started?.(signal);
+  };
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+  process.on('SIGINT', () => onSignal('SIGINT'));
+
   let program: { stop(): Promise<void> };
   try {
     program = await start();
@@ -17,16 +34,7 @@ export async function runUntilSignal(
     process.stderr.write(`${name} could not start: ${(err as Error).message}\n`);
     process.exit(1);
   }
-  let signalled = false;
-  const shutdown = (signal: string) => {
-    if (signalled) return;
-    signalled = true;
-    logger?.info('shutting down', { signal });
-    const force = setTimeout(() => {
-      logger?.error('shutdown timed out', { timeoutMs: stopTimeoutMs });
-      process.exit(1);
-    }, stopTimeoutMs);
-    force.unref();
+  started = () => {
     program.stop().then(
       () => process.exit(0),
       (err: unknown) => {
@@ -35,6 +43,5 @@ export async function runUntilSignal(
       },
     );
   };
-  process.on('SIGTERM', () => shutdown('SIGTERM'));
-  process.on('SIGINT', () => shutdown('SIGINT'));
+  if (signalled) started(signalled);
 }
