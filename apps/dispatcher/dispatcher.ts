@@ -1,13 +1,15 @@
 import type { ConsumeMessage, Options } from 'amqplib';
 import { BrokerUnavailableError, type BrokerConnection, type Consumer, type Delivery } from '../../libs/broker/index.js';
 import { ENTRY_TYPES, HEADERS, type ScalarHeaders, scalarHeaders } from '../../libs/contracts/index.js';
-import { DeliveryFailedError, WebhookRejectedError, type WebhookHttpClient } from '../../libs/http/index.js';
+import { DeliveryFailedError, WebhookBlockedError, WebhookRejectedError, type WebhookHttpClient } from '../../libs/http/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import { activeWebhook, type MerchantDirectory } from '../../libs/merchants/index.js';
 import { WebhookSigner } from '../../libs/signing/index.js';
 import { type TopologyNames, topologyNames } from '../../libs/topology/index.js';
-import { InvalidMessageError } from './errors.js';
+import { type Admission, EndpointGuards, endpointOf } from './endpoint-guards.js';
+import { CircuitOpenError, InvalidMessageError } from './errors.js';
 import { type IntakeEvent, parseIntake } from './intake.js';
+import { retryAfterMs } from './retry-after.js';
 
 export interface DispatcherSettings {
   prefix: string;
@@ -18,6 +20,13 @@ export interface DispatcherSettings {
   userAgent: string;
   /** How long stop() waits for in-flight deliveries before closing anyway (they return to the queue). */
   drainTimeoutMs?: number;
+  /** Requests in flight to one endpoint (a merchant server's origin); default a quarter of concurrency. */
+  perEndpointConcurrency?: number;
+  /** Consecutive failures that open an endpoint's circuit (default 5), and how long it stays open (30 s, doubling to 10 min). */
+  breakerThreshold?: number;
+  breakerCooldownMs?: number;
+  /** Times a delivery is set aside because its endpoint is busy before it waits for a slot instead. */
+  maxDeferrals?: number;
 }
 
 export interface DispatcherDeps {
@@ -31,6 +40,8 @@ export interface DispatcherDeps {
 
 export interface DispatcherStats {
   delivered: number;
+  deferred: number;
+  circuitOpen: number;
   retried: number;
   failed: number;
   invalid: number;
@@ -42,7 +53,8 @@ export interface DispatcherStats {
  * or re-published with a confirm to the next retry tier, to `failed`, or to `invalid`.
  */
 export class Dispatcher {
-  readonly stats: DispatcherStats = { delivered: 0, retried: 0, failed: 0, invalid: 0, skipped: 0 };
+  readonly stats: DispatcherStats = { delivered: 0, deferred: 0, circuitOpen: 0, retried: 0, failed: 0, invalid: 0, skipped: 0 };
+  readonly guards: EndpointGuards;
   private readonly names: TopologyNames;
   private readonly signer: WebhookSigner;
   private readonly now: () => Date;
@@ -54,6 +66,12 @@ export class Dispatcher {
     this.names = topologyNames(settings.prefix);
     this.signer = deps.signer ?? new WebhookSigner();
     this.now = deps.now ?? (() => new Date());
+    this.guards = new EndpointGuards({
+      maxInFlight: settings.perEndpointConcurrency ?? Math.max(1, Math.ceil(settings.concurrency / 4)),
+      failureThreshold: settings.breakerThreshold ?? 5,
+      cooldownMs: settings.breakerCooldownMs ?? 30_000,
+      maxCooldownMs: Math.max(settings.breakerCooldownMs ?? 30_000, 600_000),
+    });
   }
 
   async start(): Promise<void> {
@@ -118,6 +136,15 @@ export class Dispatcher {
     }
 
     const attempt = intake.attempts + 1;
+    const endpoint = endpointOf(webhook.url);
+    const first: Admission = this.guards.admit(endpoint);
+    if (first.kind === 'busy' && this.canDefer(delivery.message)) return this.defer(delivery, intake);
+    const admission = first.kind === 'busy' ? await this.guards.admitWhenFree(endpoint) : first;
+    if (admission.kind === 'open') {
+      this.stats.circuitOpen++;
+      return this.afterFailure(delivery, intake, attempt, new CircuitOpenError(endpoint, admission.failures), now);
+    }
+    const slot = admission;
     try {
       const signed = this.signer.sign(webhook.secret, intake.webhookId, intake.body, now);
       const response = await this.deps.http.post({
@@ -130,13 +157,35 @@ export class Dispatcher {
         const retryAfter = response.headers['retry-after'];
         throw new WebhookRejectedError(response.status, typeof retryAfter === 'string' ? retryAfter : undefined);
       }
+      slot.release(true);
       this.stats.delivered++;
       this.deps.logger.debug('webhook delivered', { ...meta, attempt, status: response.status });
       delivery.ack();
     } catch (err) {
+      slot.release(false);
       if (!(err instanceof DeliveryFailedError)) throw err;
       await this.afterFailure(delivery, intake, attempt, err, now);
     }
+  }
+
+  private canDefer(message: ConsumeMessage): boolean {
+    const deferrals = Number(message.properties.headers?.[HEADERS.deferrals] ?? 0);
+    return this.settings.retryDelaysMs.length > 0 && deferrals < (this.settings.maxDeferrals ?? 20);
+  }
+
+  /**
+   * The endpoint is at its in-flight bound: set the delivery aside in the retry tier it would wait
+   * in anyway, without counting an attempt, instead of holding a prefetch slot other merchants need.
+   */
+  private async defer(delivery: Delivery, intake: IntakeEvent): Promise<void> {
+    const tier = Math.min(intake.attempts, this.settings.retryDelaysMs.length - 1);
+    const headers = carriedHeaders(delivery.message);
+    headers[HEADERS.deferrals] = Number(headers[HEADERS.deferrals] ?? 0) + 1;
+    headers[HEADERS.webhookId] = intake.webhookId;
+    headers[HEADERS.firstSeenAt] = intake.firstSeenAt;
+    await this.move(delivery, this.names.retry(tier), headers);
+    this.stats.deferred++;
+    this.deps.logger.debug('delivery deferred: endpoint busy', { merchantId: intake.merchantId, reference: intake.references[0] });
   }
 
   private async afterFailure(
@@ -161,12 +210,13 @@ export class Dispatcher {
     if (failure.status !== undefined) headers[HEADERS.lastStatus] = failure.status;
     else delete headers[HEADERS.lastStatus];
     const meta = { merchantId: intake.merchantId, event: intake.event, reference: intake.references[0], attempt, error: failure.message };
-    const tier = attempt - 1;
+    const delays = this.settings.retryDelaysMs;
 
-    if (tier < this.settings.retryDelaysMs.length) {
+    if (attempt - 1 < delays.length && !(failure instanceof WebhookBlockedError)) {
+      const tier = this.tierFor(attempt - 1, failure);
       await this.move(delivery, this.names.retry(tier), headers);
       this.stats.retried++;
-      this.deps.logger.info('webhook attempt failed, retry scheduled', { ...meta, delayMs: this.settings.retryDelaysMs[tier] });
+      this.deps.logger.info('webhook attempt failed, retry scheduled', { ...meta, delayMs: delays[tier] });
       return;
     }
     headers[HEADERS.entryType] = ENTRY_TYPES.failure;
@@ -174,6 +224,19 @@ export class Dispatcher {
     await this.move(delivery, this.names.failed, headers);
     this.stats.failed++;
     this.deps.logger.warn('webhook failed after its last attempt', meta);
+  }
+
+  /**
+   * The tier after this attempt; a Retry-After on 429 or 503 moves it to the first tier that waits
+   * at least that long, never beyond the last: the schedule bounds how long anything waits.
+   */
+  private tierFor(tier: number, failure: DeliveryFailedError): number {
+    const delays = this.settings.retryDelaysMs;
+    if (!(failure instanceof WebhookRejectedError) || (failure.status !== 429 && failure.status !== 503)) return tier;
+    const wanted = retryAfterMs(failure.retryAfter, this.now());
+    if (wanted === undefined || wanted <= delays[tier]!) return tier;
+    for (let i = tier; i < delays.length; i++) if (delays[i]! >= wanted) return i;
+    return delays.length - 1;
   }
 
   private async park(delivery: Delivery, reason: InvalidMessageError): Promise<void> {

@@ -1,3 +1,5 @@
+import { DeliveryFailedError } from '../../libs/http/index.js';
+
 export type InvalidCode =
   | 'too-large'
   | 'not-json'
@@ -11,5 +13,14 @@ export class InvalidMessageError extends Error {
   constructor(readonly code: InvalidCode, readonly detail: string) {
     super(`${code}: ${detail}`);
     this.name = 'InvalidMessageError';
+  }
+}
+
+/** Not attempted: the endpoint's circuit is open after consecutive failures. Counts as a failed attempt. */
+export class CircuitOpenError extends DeliveryFailedError {
+  readonly status = undefined;
+  constructor(endpoint: string, failures: number) {
+    super(`circuit open: ${endpoint} failed ${failures} times in a row; not attempted`);
+    this.name = 'CircuitOpenError';
   }
 }

@@ -34,7 +34,7 @@ export async function startDispatcher(config: DispatcherConfig, logger: Logger):
     await merchants.close();
     throw err;
   }
-  const http = createGotClient();
+  const http = createGotClient({ allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS });
   const dispatcher = new Dispatcher(
     { broker, merchants, http, logger },
     {

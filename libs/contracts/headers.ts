@@ -10,6 +10,8 @@ export const HEADERS = {
   tnxRef: 'x-tnx-ref',
   webhookId: 'x-webhook-id',
   attempts: 'x-attempts',
+  /** Times a delivery was set aside because its endpoint was busy; not attempts. */
+  deferrals: 'x-deferrals',
   lastStatus: 'x-last-status',
   lastError: 'x-last-error',
   firstSeenAt: 'x-first-seen-at',

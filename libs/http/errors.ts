@@ -26,3 +26,12 @@ export class WebhookNetworkError extends DeliveryFailedError {
     this.name = 'WebhookNetworkError';
   }
 }
+
+/** The URL resolves to an address webhooks may not reach: retrying cannot help, so it fails at once. */
+export class WebhookBlockedError extends DeliveryFailedError {
+  readonly status = undefined;
+  constructor(detail: string) {
+    super(`blocked: ${detail}`);
+    this.name = 'WebhookBlockedError';
+  }
+}

@@ -1,10 +1,14 @@
 import http from 'node:http';
 import https from 'node:https';
 import got, { type Request } from 'got';
+import { isIP } from 'node:net';
+import { BlockedAddressError, guardedLookup, isBlockedAddress } from './address-guard.js';
 import type { WebhookHttpClient, WebhookRequest, WebhookResponse } from './client.js';
-import { WebhookNetworkError, WebhookTimeoutError } from './errors.js';
+import { WebhookBlockedError, WebhookNetworkError, WebhookTimeoutError } from './errors.js';
 
 export interface GotClientOptions {
+  /** false: refuse loopback, private, link-local and reserved targets, checked on the address connected to. */
+  allowPrivateTargets?: boolean;
   /** Response bytes read before the connection is dropped; merchants' bodies are never needed. */
   maxResponseBytes?: number;
   /** Sockets per merchant host kept open and reused. */
@@ -20,10 +24,20 @@ export function createGotClient(options: GotClientOptions = {}): WebhookHttpClie
   const agentOptions = { keepAlive: true, maxSockets: options.maxSocketsPerHost ?? 256, scheduling: 'lifo' as const };
   const agent = { http: new http.Agent(agentOptions), https: new https.Agent(agentOptions) };
 
+  const guard = options.allowPrivateTargets !== true;
+
   return {
     post(request: WebhookRequest): Promise<WebhookResponse> {
       return new Promise((resolve, reject) => {
         let stream: Request;
+        if (guard) {
+          // An IP literal never goes through DNS lookup, so it is checked here.
+          const literal = literalAddress(request.url);
+          if (literal && isBlockedAddress(literal)) {
+            reject(new WebhookBlockedError(new BlockedAddressError(literal, literal).message));
+            return;
+          }
+        }
         try {
           stream = got.stream.post(request.url, {
             body: request.body,
@@ -34,6 +48,7 @@ export function createGotClient(options: GotClientOptions = {}): WebhookHttpClie
             throwHttpErrors: false,
             decompress: false,
             agent,
+            ...(guard ? { dnsLookup: guardedLookup as never } : {}),
           });
         } catch (err) {
           reject(new WebhookNetworkError('EINVALID', (err as Error).message));
@@ -52,6 +67,7 @@ export function createGotClient(options: GotClientOptions = {}): WebhookHttpClie
         stream.on('error', (err: Error & { code?: string }) => {
           if (answered) return;
           if (err.name === 'TimeoutError') reject(new WebhookTimeoutError(request.timeoutMs));
+          else if (err.code === 'EBLOCKEDADDRESS') reject(new WebhookBlockedError(err.message));
           else reject(new WebhookNetworkError(err.code ?? 'ERROR', err.message));
         });
       });
@@ -61,4 +77,13 @@ export function createGotClient(options: GotClientOptions = {}): WebhookHttpClie
       agent.https.destroy();
     },
   };
+}
+
+function literalAddress(url: string): string | undefined {
+  try {
+    const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
+    return isIP(host) ? host : undefined;
+  } catch {
+    return undefined;
+  }
 }

@@ -1,3 +1,4 @@
 export type { WebhookHttpClient, WebhookRequest, WebhookResponse } from './client.js';
-export { DeliveryFailedError, WebhookNetworkError, WebhookRejectedError, WebhookTimeoutError } from './errors.js';
+export { DeliveryFailedError, WebhookBlockedError, WebhookNetworkError, WebhookRejectedError, WebhookTimeoutError } from './errors.js';
+export { isBlockedAddress } from './address-guard.js';
 export { createGotClient, type GotClientOptions } from './got-client.js';

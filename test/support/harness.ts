@@ -48,6 +48,7 @@ export async function startHarness(options: {
   merchants: Merchant[];
   retryDelaysMs?: number[];
   settings?: Partial<DispatcherSettings>;
+  allowPrivateTargets?: boolean;
 }): Promise<Harness> {
   const prefix = uniquePrefix(options.name);
   const retryDelaysMs = options.retryDelaysMs ?? [];
@@ -61,7 +62,8 @@ export async function startHarness(options: {
   await broker.open(10_000);
   const merchantsFile = writeMerchantsFile(options.merchants);
   const merchants = new FileMerchantDirectory(merchantsFile, logger);
-  const http = createGotClient();
+  // Test merchants listen on loopback, which production refuses (see ssrf.test.ts).
+  const http = createGotClient({ allowPrivateTargets: options.allowPrivateTargets ?? true });
   const dispatcher = new Dispatcher(
     { broker, merchants, http, logger },
     {

@@ -1,0 +1,78 @@
+import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
+import { BlockList, isIP } from 'node:net';
+
+/**
+ * Addresses a webhook must never reach unless private targets are allowed: loopback, private,
+ * carrier-grade NAT, link-local (cloud metadata at 169.254.169.254 and fd00:ec2::254), multicast,
+ * reserved and unspecified, in IPv4 and IPv6 (IPv4-mapped IPv6 is checked as IPv4).
+ */
+const blocked = new BlockList();
+for (const [net, prefix] of [
+  ['0.0.0.0', 8],
+  ['10.0.0.0', 8],
+  ['100.64.0.0', 10],
+  ['127.0.0.0', 8],
+  ['169.254.0.0', 16],
+  ['172.16.0.0', 12],
+  ['192.0.0.0', 24],
+  ['192.0.2.0', 24],
+  ['192.168.0.0', 16],
+  ['198.18.0.0', 15],
+  ['198.51.100.0', 24],
+  ['203.0.113.0', 24],
+  ['224.0.0.0', 4],
+  ['240.0.0.0', 4],
+] as const) {
+  blocked.addSubnet(net, prefix, 'ipv4');
+}
+for (const [net, prefix] of [
+  ['::', 128],
+  ['::1', 128],
+  ['64:ff9b::', 96],
+  ['100::', 64],
+  ['2001:db8::', 32],
+  ['fc00::', 7],
+  ['fe80::', 10],
+  ['ff00::', 8],
+] as const) {
+  blocked.addSubnet(net, prefix, 'ipv6');
+}
+
+export function isBlockedAddress(address: string): boolean {
+  const family = isIP(address);
+  if (family === 4) return blocked.check(address, 'ipv4');
+  if (family === 6) {
+    const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
+    if (mapped) return blocked.check(mapped[1]!, 'ipv4');
+    return blocked.check(address, 'ipv6');
+  }
+  return false;
+}
+
+/** Raised from the socket's DNS lookup, so the check holds for the address actually connected to. */
+export class BlockedAddressError extends Error {
+  readonly code = 'EBLOCKEDADDRESS';
+  constructor(readonly host: string, readonly address: string) {
+    super(`${host} resolves to ${address}, a loopback, private, link-local or reserved address (ALLOW_PRIVATE_TARGETS=false)`);
+    this.name = 'BlockedAddressError';
+  }
+}
+
+type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
+
+/**
+ * A dns.lookup for http.Agent that refuses blocked addresses at connect time. Checking the
+ * resolved address here, rather than the URL beforehand, closes DNS rebinding: the address
+ * checked is the one the socket uses.
+ */
+export function guardedLookup(hostname: string, options: object, callback: LookupCallback): void {
+  dnsLookup(hostname, { ...options, all: true }, (err, addresses) => {
+    if (err) return callback(err, []);
+    const list = addresses as LookupAddress[];
+    const bad = list.find((a) => isBlockedAddress(a.address));
+    if (bad) return callback(new BlockedAddressError(hostname, bad.address) as unknown as NodeJS.ErrnoException, []);
+    if ((options as { all?: boolean }).all) return callback(null, list);
+    const first = list[0]!;
+    return callback(null, first.address, first.family);
+  });
+}
