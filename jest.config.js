@@ -11,5 +11,6 @@ export default {
   globalSetup: '<rootDir>/test/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',
   testTimeout: 60000,
-  maxWorkers: 2,
+  // One file at a time: the fault tests stop and start the shared broker.
+  maxWorkers: 1,
 };

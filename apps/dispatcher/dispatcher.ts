@@ -90,6 +90,7 @@ export class Dispatcher {
   stop(): Promise<void> {
     this.stopping ??= (async () => {
       await this.consumer?.cancel();
+      this.guards.wakeAll();
       const drain = Promise.allSettled([...this.inFlight]);
       let timer: NodeJS.Timeout | undefined;
       const timeout = new Promise<'timeout'>((resolve) => {
@@ -139,7 +140,12 @@ export class Dispatcher {
     const endpoint = endpointOf(webhook.url);
     const first: Admission = this.guards.admit(endpoint);
     if (first.kind === 'busy' && this.canDefer(delivery.message)) return this.defer(delivery, intake);
-    const admission = first.kind === 'busy' ? await this.guards.admitWhenFree(endpoint) : first;
+    const admission = first.kind === 'busy' ? await this.guards.admitWhenFree(endpoint, () => this.stopping !== undefined) : first;
+    if (!admission) {
+      // Stopping while this delivery waited for a slot: hand it back untried, once.
+      delivery.nack(true);
+      return;
+    }
     if (admission.kind === 'open') {
       this.stats.circuitOpen++;
       return this.afterFailure(delivery, intake, attempt, new CircuitOpenError(endpoint, admission.failures), now);

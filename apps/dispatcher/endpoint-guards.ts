@@ -47,16 +47,23 @@ export class EndpointGuards {
   }
 
   /** Waits until the endpoint has a free slot or its circuit opens. */
-  async admitWhenFree(endpoint: string): Promise<Exclude<Admission, { kind: 'busy' }>> {
+  async admitWhenFree(endpoint: string, stopped: () => boolean): Promise<Exclude<Admission, { kind: 'busy' }> | undefined> {
     for (;;) {
+      if (stopped()) return undefined;
       const admission = this.admit(endpoint);
       if (admission.kind !== 'busy') return admission;
       await new Promise<void>((resolve) => this.state(endpoint).waiters.push(resolve));
     }
   }
 
-  isOpen(endpoint: string): boolean {
-    return (this.endpoints.get(endpoint)?.openUntil ?? 0) > 0;
+  /** Wakes every delivery waiting for a slot, so a stopping dispatcher can hand them back. */
+  wakeAll(): void {
+    for (const state of this.endpoints.values()) for (const wake of state.waiters.splice(0)) wake();
+  }
+
+  /** When the endpoint's open circuit lets a probe through; 0 when closed. */
+  openUntil(endpoint: string): number {
+    return this.endpoints.get(endpoint)?.openUntil ?? 0;
   }
 
   private send(state: EndpointState, probe: boolean): Admission {

@@ -54,6 +54,7 @@ export class BrokerConnection extends EventEmitter {
   private current?: ChannelModel;
   private publishChannel?: ConfirmChannel;
   private readonly consumers = new Set<ConsumerState>();
+  private readonly consumerChannels = new Set<Channel>();
   private waiters: Array<() => void> = [];
   private fatal?: Error;
   private closing = false;
@@ -154,6 +155,8 @@ export class BrokerConnection extends EventEmitter {
   private async startConsumer(model: ChannelModel, state: ConsumerState): Promise<void> {
     if (state.cancelled) return;
     const channel = await model.createChannel();
+    this.consumerChannels.add(channel);
+    channel.on('close', () => this.consumerChannels.delete(channel));
     this.watch(model, channel, `consume ${state.queue}`);
     await channel.prefetch(state.options.prefetch);
     const bound = (message: ConsumeMessage): Delivery => ({
@@ -243,6 +246,10 @@ export class BrokerConnection extends EventEmitter {
     if (this.closing) return;
     this.closing = true;
     for (const wake of this.waiters.splice(0)) wake();
+    // Close consumer channels first and wait for close-ok: RabbitMQ applies the acks sent on a
+    // channel before closing it, but acks still in flight when the connection drops are lost
+    // and those deliveries come back (measured on 3.10 quorum queues).
+    await Promise.all([...this.consumerChannels].map((channel) => channel.close().catch(() => {})));
     await this.model?.close().catch(() => {});
     this.current = undefined;
     this.publishChannel = undefined;

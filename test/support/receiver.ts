@@ -11,8 +11,11 @@ export interface ReceivedRequest {
   at: number;
 }
 
-/** What the merchant does with request number `n` (0-based): answer a status, or never answer. */
-export type Behaviour = (n: number, req: ReceivedRequest) => number | 'hang';
+/** What the merchant does with request number `n` (0-based): answer a status (with headers), or never answer. */
+export type Behaviour = (
+  n: number,
+  req: ReceivedRequest,
+) => number | 'hang' | { status: number; headers?: Record<string, string>; delayMs?: number };
 
 /** A real merchant server on loopback that records every request. */
 export class Receiver {
@@ -41,7 +44,15 @@ export class Receiver {
           receiver.hanging.add(res);
           return;
         }
-        res.writeHead(answer, { 'content-type': 'text/plain' }).end('ok');
+        const { status, headers, delayMs } = typeof answer === 'number' ? { status: answer, headers: {}, delayMs: 0 } : answer;
+        const reply = () => res.writeHead(status, { 'content-type': 'text/plain', ...headers }).end('ok');
+        if (delayMs) {
+          receiver.hanging.add(res);
+          setTimeout(() => {
+            receiver.hanging.delete(res);
+            if (!res.destroyed) reply();
+          }, delayMs);
+        } else reply();
       });
     });
     server.listen(0, '127.0.0.1');

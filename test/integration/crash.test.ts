@@ -1,0 +1,130 @@
+import { sampleEvent } from '../../libs/contracts/index.js';
+import { BrokerConnection } from '../../libs/broker/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
+import { EventPublisher } from '../../libs/publisher/index.js';
+import { declareIntake } from '../../libs/topology/index.js';
+import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
+import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { startProgram } from '../support/process.js';
+import { Receiver } from '../support/receiver.js';
+import { waitFor } from '../support/wait.js';
+
+const DISPATCHER = 'dist/apps/dispatcher/main.js';
+
+describe('crashes and shutdowns lose nothing', () => {
+  let test: TestBroker;
+  let broker: BrokerConnection;
+  const prefixes: string[] = [];
+
+  beforeAll(async () => {
+    test = await TestBroker.open();
+    broker = new BrokerConnection({ url: brokerUrl(), name: 'test-crash-publisher', logger: silentLogger() });
+    await broker.open(10_000);
+  });
+
+  afterAll(async () => {
+    await broker.close();
+    for (const prefix of prefixes) await test.deleteTopology(prefix, 2);
+    await test.close();
+  });
+
+  async function publishAll(prefix: string, merchantId: string, count: number): Promise<Set<string>> {
+    const channel = await broker.createChannel();
+    await declareIntake(channel, prefix);
+    await channel.close();
+    const publisher = new EventPublisher(broker, prefix);
+    const ids = new Set<string>();
+    const batch: Promise<unknown>[] = [];
+    for (let i = 0; i < count; i++) {
+      const messageId = `evt_${i}`;
+      ids.add(messageId);
+      batch.push(publisher.publish(sampleEvent('charge.completed', merchantId), { messageId }));
+      if (batch.length === 200) await Promise.all(batch.splice(0));
+    }
+    await Promise.all(batch);
+    return ids;
+  }
+
+  function env(prefix: string, merchantsFile: string, retrySchedule = '1s,1s') {
+    return {
+      RABBITMQ_URL: brokerUrl(),
+      TOPOLOGY_PREFIX: prefix,
+      MERCHANTS_FILE: merchantsFile,
+      RETRY_SCHEDULE: retrySchedule,
+      DISPATCH_CONCURRENCY: '32',
+      ALLOW_PRIVATE_TARGETS: 'true',
+      LOG_LEVEL: 'info',
+    };
+  }
+
+  it('delivers every one of 2,000 events at least once after kill -9 in the middle of them', async () => {
+    const prefix = uniquePrefix('crash');
+    prefixes.push(prefix);
+    const receiver = await Receiver.start(() => ({ status: 200, delayMs: 2 }));
+    const merchant = testMerchant('m_crash', receiver.url);
+    const file = writeMerchantsFile([merchant]);
+    try {
+      const ids = await publishAll(prefix, merchant.id, 2_000);
+      const first = startProgram(DISPATCHER, env(prefix, file));
+      await receiver.waitForRequests(400, 30_000);
+      first.child.kill('SIGKILL');
+      const killed = await first.finished;
+      expect(killed.code).toBeNull();
+      const deliveredBeforeKill = new Set(receiver.requests.map((r) => r.headers['webhook-id']));
+      expect(deliveredBeforeKill.size).toBeLessThan(2_000);
+
+      const second = startProgram(DISPATCHER, env(prefix, file));
+      try {
+        await waitFor(
+          'all 2,000 events delivered',
+          () => new Set(receiver.requests.map((r) => r.headers['webhook-id'])).size === 2_000,
+          60_000,
+          100,
+        );
+      } finally {
+        second.child.kill('SIGTERM');
+        await second.finished;
+      }
+      const delivered = new Set(receiver.requests.map((r) => String(r.headers['webhook-id'])));
+      for (const id of ids) expect(delivered.has(id)).toBe(true);
+      if (process.env.REPORT_LATENCY) {
+        console.log(JSON.stringify({ published: ids.size, requests: receiver.requests.length, unique: delivered.size, beforeKill: deliveredBeforeKill.size }));
+      }
+      expect(await test.messageCount(`${prefix}.invalid`)).toBe(0);
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it('on SIGTERM finishes the deliveries in flight, exits 0, and leaves the rest queued', async () => {
+    const prefix = uniquePrefix('sigterm');
+    prefixes.push(prefix);
+    const receiver = await Receiver.start(() => ({ status: 200, delayMs: 400 }));
+    const merchant = testMerchant('m_sigterm', receiver.url);
+    const file = writeMerchantsFile([merchant]);
+    try {
+      const ids = await publishAll(prefix, merchant.id, 100);
+      // No retry tiers: deliveries beyond the endpoint's bound wait in memory, and on SIGTERM
+      // those not yet sent must be handed back to dispatch rather than sent or dropped.
+      const program = startProgram(DISPATCHER, env(prefix, file, ''));
+      await receiver.waitForRequests(4, 15_000);
+      program.child.kill('SIGTERM');
+      const result = await program.finished;
+      expect(result.code).toBe(0);
+      const requested = receiver.requests.length;
+      const remaining = await test.messageCount(`${prefix}.dispatch`);
+      // Every request that reached the merchant was answered and acked: none is back in the queue.
+      expect(requested + remaining).toBe(ids.size);
+
+      const again = startProgram(DISPATCHER, env(prefix, file, ''));
+      try {
+        await waitFor('the rest delivered after restart', () => new Set(receiver.requests.map((r) => r.headers['webhook-id'])).size === ids.size, 30_000);
+      } finally {
+        again.child.kill('SIGTERM');
+        expect((await again.finished).code).toBe(0);
+      }
+    } finally {
+      await receiver.close();
+    }
+  });
+});

@@ -1,0 +1,95 @@
+import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
+import { startHarness, testMerchant } from '../support/harness.js';
+import { Receiver } from '../support/receiver.js';
+import { waitFor } from '../support/wait.js';
+
+describe('slow and failing merchants', () => {
+  it("does not delay a healthy merchant's webhooks while another merchant's endpoint hangs", async () => {
+    const healthy = await Receiver.start();
+    const hanging = await Receiver.start(() => 'hang');
+    const good = testMerchant('m_good', healthy.url);
+    const bad = testMerchant('m_hang', hanging.url);
+    const timeoutMs = 1_500;
+    const harness = await startHarness({
+      name: 'isolation',
+      merchants: [good, bad],
+      retryDelaysMs: [5_000, 5_000],
+      settings: { concurrency: 8, deliveryTimeoutMs: timeoutMs },
+    });
+    try {
+      const sentAt = new Map<string, number>();
+      // 10% of the traffic goes to the hanging merchant, spread through the run.
+      for (let i = 0; i < 200; i++) {
+        const merchant = i % 10 === 0 ? bad : good;
+        const message = sampleEvent('charge.completed', merchant.id);
+        sentAt.set(String(message.data.tnxRef), Date.now());
+        await harness.publisher.publish(message);
+      }
+      await healthy.waitForRequests(180, 20_000);
+      const latencies = healthy.requests.map((r) => r.at - sentAt.get(JSON.parse(r.body).data.tnxRef)!);
+      if (process.env.REPORT_LATENCY) console.log(JSON.stringify({ max: Math.max(...latencies), p50: [...latencies].sort((a, b) => a - b)[Math.floor(latencies.length / 2)] }));
+      // Blocked behind the hanging endpoint, healthy deliveries would wait a whole timeout.
+      expect(Math.max(...latencies)).toBeLessThan(timeoutMs / 2);
+      // The hanging endpoint never had more than its bound in flight: 8 / 4 = 2.
+      expect(hanging.requests.length).toBeLessThanOrEqual(2);
+      expect(harness.dispatcher.stats.deferred).toBeGreaterThan(0);
+    } finally {
+      await harness.close();
+      await Promise.all([healthy.close(), hanging.close()]);
+    }
+  });
+
+  it('opens the circuit after consecutive failures, fails attempts fast without connecting, and probes after the cooldown', async () => {
+    const failing = await Receiver.start(() => 500);
+    const merchant = testMerchant('m_breaker', failing.url);
+    const harness = await startHarness({
+      name: 'breaker',
+      merchants: [merchant],
+      retryDelaysMs: [50, 50, 50, 50, 50],
+      settings: { breakerThreshold: 3, breakerCooldownMs: 1_500 },
+    });
+    try {
+      await harness.publisher.publish(sampleEvent('payout', merchant.id));
+      const [entry] = await harness.test.readStream(harness.names.failed, 1);
+      expect(failing.requests).toHaveLength(3);
+      expect(entry!.properties.headers![HEADERS.attempts]).toBe(6);
+      expect(entry!.properties.headers![HEADERS.lastError]).toBe(`circuit open: ${new URL(failing.url).origin} failed 3 times in a row; not attempted`);
+      expect(harness.dispatcher.stats.circuitOpen).toBe(3);
+
+      // After the cooldown one delivery probes the endpoint; it fails and the circuit opens again.
+      const endpoint = new URL(failing.url).origin;
+      const reopensAt = harness.dispatcher.guards.openUntil(endpoint);
+      await waitFor('cooldown over', () => Date.now() > reopensAt, 5_000);
+      await harness.publisher.publish(sampleEvent('payout', merchant.id));
+      const entries = await harness.test.readStream(harness.names.failed, 2);
+      expect(failing.requests).toHaveLength(4);
+      expect(entries[1]!.properties.headers![HEADERS.attempts]).toBe(6);
+      expect(harness.dispatcher.guards.openUntil(endpoint)).toBeGreaterThan(Date.now() + 1_500); // cooldown doubled
+    } finally {
+      await harness.close();
+      await failing.close();
+    }
+  });
+
+  it('waits at least Retry-After on 429 and 503, within the schedule', async () => {
+    const receiver = await Receiver.start((n) =>
+      n === 0 ? { status: 503, headers: { 'retry-after': '1' } } : n === 1 ? { status: 429, headers: { 'retry-after': '3600' } } : 200,
+    );
+    const merchant = testMerchant('m_retry_after', receiver.url);
+    const harness = await startHarness({ name: 'retryafter', merchants: [merchant], retryDelaysMs: [100, 1_200, 2_000] });
+    try {
+      await harness.publisher.publish(sampleEvent('refund.completed', merchant.id));
+      const requests = await receiver.waitForRequests(3, 15_000);
+      // 503 with Retry-After: 1 s skips the 100 ms tier and waits in the 1.2 s one.
+      expect(requests[1]!.at - requests[0]!.at).toBeGreaterThanOrEqual(1_150);
+      // 429 with an hour is bounded by the last tier (2 s), not honoured beyond the schedule.
+      const second = requests[2]!.at - requests[1]!.at;
+      expect(second).toBeGreaterThanOrEqual(1_950);
+      expect(second).toBeLessThan(4_000);
+      await waitFor('delivered', () => harness.dispatcher.stats.delivered === 1);
+    } finally {
+      await harness.close();
+      await receiver.close();
+    }
+  });
+});
