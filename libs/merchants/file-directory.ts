@@ -1,4 +1,5 @@
-import { readFileSync, unwatchFile, watchFile } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
+import { stat } from 'node:fs/promises';
 import type { Logger } from '../logger/index.js';
 import type { MerchantDirectory } from './directory.js';
 import { type Merchant, merchantsFileSchema } from './schema.js';
@@ -39,24 +40,46 @@ function load(path: string): Merchant[] {
 export class FileMerchantDirectory implements MerchantDirectory {
   private byIdMap = new Map<string, Merchant>();
   private byKeyMap = new Map<string, Merchant>();
-  private watching = false;
+  private timer?: NodeJS.Timeout;
+  /** mtime and size of the file last read, good or not, so a bad file is reported once. */
+  private seen = '';
 
   constructor(private readonly path: string, private readonly logger: Logger) {
+    this.seen = this.signature();
     this.replace(load(path));
   }
 
-  /** Polls the file's mtime: works with editors and configuration tools that replace the file. */
+  /**
+   * Polls the file's mtime and size against what was last read: works with editors and tools that
+   * replace the file, and cannot miss a change made between loading and watching.
+   */
   watch(intervalMs = 1_000): this {
-    if (this.watching) return this;
-    this.watching = true;
-    watchFile(this.path, { interval: intervalMs, persistent: false }, (curr, prev) => {
-      if (curr.mtimeMs === prev.mtimeMs && curr.size === prev.size) return;
-      this.reload();
-    });
+    if (this.timer) return this;
+    this.timer = setInterval(() => {
+      stat(this.path).then(
+        (s) => {
+          if (`${s.mtimeMs}:${s.size}` !== this.seen) this.reload();
+        },
+        () => {
+          // Missing for a moment while being replaced; the next poll sees the new file.
+        },
+      );
+    }, intervalMs);
+    this.timer.unref();
     return this;
   }
 
+  private signature(): string {
+    try {
+      const s = statSync(this.path);
+      return `${s.mtimeMs}:${s.size}`;
+    } catch {
+      return '';
+    }
+  }
+
   reload(): boolean {
+    this.seen = this.signature();
     try {
       const merchants = load(this.path);
       this.replace(merchants);
@@ -82,7 +105,7 @@ export class FileMerchantDirectory implements MerchantDirectory {
   }
 
   async close(): Promise<void> {
-    if (this.watching) unwatchFile(this.path);
-    this.watching = false;
+    clearInterval(this.timer);
+    this.timer = undefined;
   }
 }

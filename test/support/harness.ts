@@ -92,8 +92,11 @@ export async function startHarness(options: {
       await broker.close();
       http.close();
       await merchants.close();
-      await test.deleteTopology(prefix, retryDelaysMs.length);
       await test.close();
+      // A fresh connection: a broker restart in the test may have closed the first one.
+      const cleanup = await TestBroker.open();
+      await cleanup.deleteTopology(prefix, retryDelaysMs.length);
+      await cleanup.close();
     },
   };
 }

@@ -1,0 +1,46 @@
+import { writeFileSync } from 'node:fs';
+import { FileMerchantDirectory, MerchantsFileError } from '../../libs/merchants/index.js';
+import { createLogger } from '../../libs/logger/index.js';
+import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { waitFor } from '../support/wait.js';
+
+describe('the merchants file', () => {
+  const logger = createLogger({ level: 'error', service: 'test', silent: true });
+
+  it('picks up a changed file without a restart', async () => {
+    const first = testMerchant('m_1', 'https://one.example/hooks');
+    const file = writeMerchantsFile([first]);
+    const directory = new FileMerchantDirectory(file, logger).watch(20);
+    try {
+      const second = testMerchant('m_2', 'https://two.example/hooks');
+      writeFileSync(file, JSON.stringify({ merchants: [first, second] }));
+      await waitFor('m_2 loaded', () => directory.byId('m_2') !== undefined, 5_000);
+      expect(directory.byPublicKey(second.publicKey)?.id).toBe('m_2');
+    } finally {
+      await directory.close();
+    }
+  });
+
+  it('refuses an invalid new file and keeps the last good one in force', () => {
+    const merchant = testMerchant('m_keep', 'https://keep.example/hooks');
+    const file = writeMerchantsFile([merchant]);
+    const directory = new FileMerchantDirectory(file, logger);
+    for (const broken of ['{ not json', JSON.stringify({ merchants: [{ id: 'x' }] }), JSON.stringify({ merchants: [merchant, merchant] })]) {
+      writeFileSync(file, broken);
+      expect(directory.reload()).toBe(false);
+      expect(directory.byId('m_keep')?.webhook?.url).toBe('https://keep.example/hooks');
+    }
+  });
+
+  it.each([
+    [{ merchants: [{ id: 'm', publicKey: 'pk_test_12345678', webhook: { url: 'ftp://x.example', enabled: true, secret: 'whsec_MDEyMzQ1Njc4OWFiY2RlZg==' } }] }, 'merchants.0.webhook.url: webhook.url must be an http(s) URL'],
+    [{ merchants: [{ id: 'm', publicKey: 'short' }] }, 'merchants.0.publicKey: publicKey must be at least 8 characters'],
+    [{ merchants: [{ id: 'a', publicKey: 'pk_test_same_key' }, { id: 'b', publicKey: 'pk_test_same_key' }] }, 'merchants.1.publicKey: duplicate publicKey'],
+    [{ merchants: {} }, 'merchants: '],
+  ])('refuses %j at start-up, naming the field', (content, message) => {
+    const file = writeMerchantsFile([]);
+    writeFileSync(file, JSON.stringify(content));
+    expect(() => new FileMerchantDirectory(file, logger)).toThrow(MerchantsFileError);
+    expect(() => new FileMerchantDirectory(file, logger)).toThrow(message);
+  });
+});
