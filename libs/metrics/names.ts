@@ -1,0 +1,22 @@
+/**
+ * Prometheus series the programs export. The Grafana dashboard in docker/ and the tests refer to
+ * these names, so they live in one place.
+ */
+export const METRIC_NAMES = {
+  /** counter {outcome: delivered|retried|failed|invalid|skipped|deferred|circuit_open, event} */
+  deliveries: 'webhooks_deliveries_total',
+  /** histogram, seconds, one HTTP attempt {event, result: success|failure} */
+  deliveryDuration: 'webhooks_delivery_duration_seconds',
+  /** counter {result: success|failure} */
+  attempts: 'webhooks_delivery_attempts_total',
+  /** gauge {endpoint}: 1 while the endpoint's circuit is open */
+  circuitOpen: 'webhooks_circuit_open',
+  /** gauge: unresolved failure entries in the API's failed index */
+  failedIndexEntries: 'webhooks_failed_index_entries',
+  /** gauge {queue}: messages ready in dispatch, retry tiers and invalid */
+  queueMessages: 'webhooks_queue_messages',
+  /** counter {status}: resend API answers by HTTP status */
+  resends: 'webhooks_resend_requests_total',
+  /** gauge: 1 while connected to RabbitMQ */
+  brokerConnected: 'webhooks_broker_connected',
+} as const;
