@@ -6,7 +6,7 @@ import type { Logger } from '../../libs/logger/index.js';
 import { activeWebhook, type MerchantDirectory } from '../../libs/merchants/index.js';
 import { WebhookSigner } from '../../libs/signing/index.js';
 import { type TopologyNames, topologyNames } from '../../libs/topology/index.js';
-import { type Admission, EndpointGuards, endpointOf } from './endpoint-guards.js';
+import { EndpointGuards, endpointOf } from './endpoint-guards.js';
 import { CircuitOpenError, InvalidMessageError } from './errors.js';
 import { type IntakeEvent, parseIntake } from './intake.js';
 import { retryAfterMs } from './retry-after.js';
@@ -20,7 +20,7 @@ export interface DispatcherSettings {
   userAgent: string;
   /** How long stop() waits for in-flight deliveries before closing anyway (they return to the queue). */
   drainTimeoutMs?: number;
-  /** Requests in flight to one endpoint (a merchant server's origin); default a quarter of concurrency. */
+  /** Requests in flight to one endpoint (a merchant server's origin); default half of concurrency. */
   perEndpointConcurrency?: number;
   /** Consecutive failures that open an endpoint's circuit (default 5), and how long it stays open (30 s, doubling to 10 min). */
   breakerThreshold?: number;
@@ -67,7 +67,7 @@ export class Dispatcher {
     this.signer = deps.signer ?? new WebhookSigner();
     this.now = deps.now ?? (() => new Date());
     this.guards = new EndpointGuards({
-      maxInFlight: settings.perEndpointConcurrency ?? Math.max(1, Math.ceil(settings.concurrency / 4)),
+      maxInFlight: settings.perEndpointConcurrency ?? Math.max(1, Math.ceil(settings.concurrency / 2)),
       failureThreshold: settings.breakerThreshold ?? 5,
       cooldownMs: settings.breakerCooldownMs ?? 30_000,
       maxCooldownMs: Math.max(settings.breakerCooldownMs ?? 30_000, 600_000),
@@ -138,14 +138,13 @@ export class Dispatcher {
 
     const attempt = intake.attempts + 1;
     const endpoint = endpointOf(webhook.url);
-    const first: Admission = this.guards.admit(endpoint);
-    if (first.kind === 'busy' && this.canDefer(delivery.message)) return this.defer(delivery, intake);
-    const admission = first.kind === 'busy' ? await this.guards.admitWhenFree(endpoint, () => this.stopping !== undefined) : first;
+    const admission = await this.guards.acquire(endpoint, this.canDefer(delivery.message), () => this.stopping !== undefined);
     if (!admission) {
       // Stopping while this delivery waited for a slot: hand it back untried, once.
       delivery.nack(true);
       return;
     }
+    if (admission.kind === 'defer') return this.defer(delivery, intake);
     if (admission.kind === 'open') {
       this.stats.circuitOpen++;
       return this.afterFailure(delivery, intake, attempt, new CircuitOpenError(endpoint, admission.failures), now);
@@ -180,8 +179,9 @@ export class Dispatcher {
   }
 
   /**
-   * The endpoint is at its in-flight bound: set the delivery aside in the retry tier it would wait
-   * in anyway, without counting an attempt, instead of holding a prefetch slot other merchants need.
+   * The endpoint is at its in-flight bound and slow: set the delivery aside in the retry tier it
+   * would wait in anyway, without counting an attempt, instead of holding a prefetch slot that
+   * other merchants need.
    */
   private async defer(delivery: Delivery, intake: IntakeEvent): Promise<void> {
     const tier = Math.min(intake.attempts, this.settings.retryDelaysMs.length - 1);

@@ -1,25 +1,33 @@
 export interface EndpointGuardOptions {
-  /** Requests in flight to one endpoint at most; the rest are deferred or wait. */
+  /** Requests in flight to one endpoint at most. */
   maxInFlight: number;
   /** Consecutive failed attempts that open the circuit. */
   failureThreshold: number;
   /** How long an open circuit stays open before one probe is let through; doubles while probes fail. */
   cooldownMs: number;
   maxCooldownMs: number;
+  /**
+   * An endpoint at its bound is slow when its oldest request has run longer than this, or four
+   * times its usual latency if that is longer. Deliveries for a slow endpoint are set aside
+   * instead of waiting for a slot; for a fast one they wait, since a slot frees in moments.
+   */
+  slowAfterMs?: number;
   now?: () => number;
 }
 
 export type Admission =
   | { kind: 'send'; release(succeeded: boolean): void }
-  | { kind: 'busy' }
-  | { kind: 'open'; failures: number };
+  | { kind: 'open'; failures: number }
+  /** At its bound and slow: set the delivery aside rather than hold a prefetch slot. */
+  | { kind: 'defer' };
 
 interface EndpointState {
-  inFlight: number;
+  started: number[];
   failures: number;
   openUntil: number;
   cooldownMs: number;
   probing: boolean;
+  latencyMs: number | undefined;
   waiters: Array<() => void>;
 }
 
@@ -30,35 +38,46 @@ interface EndpointState {
 export class EndpointGuards {
   private readonly endpoints = new Map<string, EndpointState>();
   private readonly now: () => number;
+  private readonly slowAfterMs: number;
 
   constructor(private readonly options: EndpointGuardOptions) {
     this.now = options.now ?? Date.now;
+    this.slowAfterMs = options.slowAfterMs ?? 100;
   }
 
-  admit(endpoint: string): Admission {
+  /**
+   * Admits a delivery: send now, fail fast (open circuit), defer (slow endpoint at its bound and
+   * deferring allowed), or wait for a slot. Undefined when `stopped` turns true while waiting.
+   */
+  async acquire(endpoint: string, canDefer: boolean, stopped: () => boolean): Promise<Admission | undefined> {
     const state = this.state(endpoint);
-    if (state.openUntil > 0) {
-      if (this.now() < state.openUntil || state.probing) return { kind: 'open', failures: state.failures };
-      state.probing = true; // half-open: this one delivery probes the endpoint
-      return this.send(state, true);
-    }
-    if (state.inFlight >= this.options.maxInFlight) return { kind: 'busy' };
-    return this.send(state, false);
-  }
-
-  /** Waits until the endpoint has a free slot or its circuit opens. */
-  async admitWhenFree(endpoint: string, stopped: () => boolean): Promise<Exclude<Admission, { kind: 'busy' }> | undefined> {
     for (;;) {
       if (stopped()) return undefined;
-      const admission = this.admit(endpoint);
-      if (admission.kind !== 'busy') return admission;
-      await new Promise<void>((resolve) => this.state(endpoint).waiters.push(resolve));
+      if (state.openUntil > 0) {
+        if (this.now() < state.openUntil || state.probing) return { kind: 'open', failures: state.failures };
+        state.probing = true; // half-open: this one delivery probes the endpoint
+        return this.send(state, true);
+      }
+      if (state.started.length < this.options.maxInFlight) return this.send(state, false);
+      const slowIn = this.slowIn(state);
+      if (slowIn <= 0 && canDefer) return { kind: 'defer' };
+      // Wake on a free slot, or when the endpoint would count as slow, whichever comes first.
+      await new Promise<void>((resolve) => {
+        const timer = slowIn > 0 && canDefer ? setTimeout(wake, slowIn + 1) : undefined;
+        function wake() {
+          clearTimeout(timer);
+          const at = state.waiters.indexOf(wake);
+          if (at >= 0) state.waiters.splice(at, 1);
+          resolve();
+        }
+        state.waiters.push(wake);
+      });
     }
   }
 
   /** Wakes every delivery waiting for a slot, so a stopping dispatcher can hand them back. */
   wakeAll(): void {
-    for (const state of this.endpoints.values()) for (const wake of state.waiters.splice(0)) wake();
+    for (const state of this.endpoints.values()) for (const wake of [...state.waiters]) wake();
   }
 
   /** When the endpoint's open circuit lets a probe through; 0 when closed. */
@@ -66,15 +85,24 @@ export class EndpointGuards {
     return this.endpoints.get(endpoint)?.openUntil ?? 0;
   }
 
+  private slowIn(state: EndpointState): number {
+    const threshold = Math.max(this.slowAfterMs, 4 * (state.latencyMs ?? 0));
+    const oldest = Math.min(...state.started);
+    return oldest + threshold - this.now();
+  }
+
   private send(state: EndpointState, probe: boolean): Admission {
-    state.inFlight++;
+    const start = this.now();
+    state.started.push(start);
     let released = false;
     return {
       kind: 'send',
       release: (succeeded) => {
         if (released) return;
         released = true;
-        state.inFlight--;
+        state.started.splice(state.started.indexOf(start), 1);
+        const took = this.now() - start;
+        state.latencyMs = state.latencyMs === undefined ? took : 0.8 * state.latencyMs + 0.2 * took;
         if (probe) state.probing = false;
         if (succeeded) {
           state.failures = 0;
@@ -89,7 +117,7 @@ export class EndpointGuards {
             state.openUntil = this.now() + state.cooldownMs;
           }
         }
-        state.waiters.shift()?.();
+        state.waiters[0]?.();
       },
     };
   }
@@ -97,7 +125,7 @@ export class EndpointGuards {
   private state(endpoint: string): EndpointState {
     let state = this.endpoints.get(endpoint);
     if (!state) {
-      state = { inFlight: 0, failures: 0, openUntil: 0, cooldownMs: this.options.cooldownMs, probing: false, waiters: [] };
+      state = { started: [], failures: 0, openUntil: 0, cooldownMs: this.options.cooldownMs, probing: false, latencyMs: undefined, waiters: [] };
       this.endpoints.set(endpoint, state);
     }
     return state;

@@ -30,8 +30,8 @@ describe('slow and failing merchants', () => {
       if (process.env.REPORT_LATENCY) console.log(JSON.stringify({ max: Math.max(...latencies), p50: [...latencies].sort((a, b) => a - b)[Math.floor(latencies.length / 2)] }));
       // Blocked behind the hanging endpoint, healthy deliveries would wait a whole timeout.
       expect(Math.max(...latencies)).toBeLessThan(timeoutMs / 2);
-      // The hanging endpoint never had more than its bound in flight: 8 / 4 = 2.
-      expect(hanging.requests.length).toBeLessThanOrEqual(2);
+      // The hanging endpoint never had more than its bound in flight: half of 8.
+      expect(hanging.requests.length).toBeLessThanOrEqual(4);
       expect(harness.dispatcher.stats.deferred).toBeGreaterThan(0);
     } finally {
       await harness.close();

@@ -1,0 +1,67 @@
+import { type ChildProcess, fork } from 'node:child_process';
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
+
+const here = (file: string) => fileURLToPath(new URL(file, import.meta.url));
+
+export interface ReceiverProcess {
+  url: string;
+  stats(): Promise<{ count: number; first: number; last: number; latencies: number[]; merchants: Record<string, number[]> }>;
+  reset(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function startReceiver(): Promise<ReceiverProcess> {
+  const child = fork(here('./receiver-process.js'), ['0'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const [message] = (await once(child, 'message')) as [{ port: number }];
+  const base = `http://127.0.0.1:${message.port}`;
+  return {
+    url: base,
+    async stats() {
+      return (await (await fetch(`${base}/stats`)).json()) as Awaited<ReturnType<ReceiverProcess['stats']>>;
+    },
+    async reset() {
+      await fetch(`${base}/reset`, { method: 'POST' });
+    },
+    async stop() {
+      child.kill('SIGKILL');
+      await once(child, 'exit');
+    },
+  };
+}
+
+export interface ProgramProcess {
+  child: ChildProcess;
+  output(): string;
+  stop(): Promise<void>;
+}
+
+/** Runs a built program (dist/apps/…) in its own process with `--cpu-prof` when BENCH_PROFILE is set. */
+export function startProgram(script: string, env: Record<string, string>): ProgramProcess {
+  const args = process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir=profiles'] : [];
+  const child = fork(here(`../apps/${script}`), [], {
+    env: { PATH: process.env.PATH ?? '', ...env },
+    execArgv: args,
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+  });
+  let out = '';
+  child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+  child.stderr!.on('data', (c: Buffer) => (out += c.toString()));
+  return {
+    child,
+    output: () => out,
+    async stop() {
+      if (child.exitCode !== null) return;
+      child.kill('SIGTERM');
+      await once(child, 'exit');
+    },
+  };
+}
+
+export async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs: number, intervalMs = 20): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`bench: timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+}
