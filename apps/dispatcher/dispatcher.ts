@@ -59,6 +59,8 @@ export class Dispatcher {
   private readonly signer: WebhookSigner;
   private readonly now: () => Date;
   private consumer?: Consumer;
+  /** winston formats a message before its transports drop it by level: skip debug on the hot path. */
+  private readonly debug: boolean;
   private readonly inFlight = new Set<Promise<void>>();
   private stopping?: Promise<void>;
 
@@ -66,6 +68,7 @@ export class Dispatcher {
     this.names = topologyNames(settings.prefix);
     this.signer = deps.signer ?? new WebhookSigner();
     this.now = deps.now ?? (() => new Date());
+    this.debug = deps.logger.isDebugEnabled();
     this.guards = new EndpointGuards({
       maxInFlight: settings.perEndpointConcurrency ?? Math.max(1, Math.ceil(settings.concurrency / 2)),
       failureThreshold: settings.breakerThreshold ?? 5,
@@ -164,7 +167,7 @@ export class Dispatcher {
       }
       slot.release(true);
       this.stats.delivered++;
-      this.deps.logger.debug('webhook delivered', { ...meta, attempt, status: response.status });
+      if (this.debug) this.deps.logger.debug('webhook delivered', { ...meta, attempt, status: response.status });
       delivery.ack();
     } catch (err) {
       slot.release(false);
@@ -191,7 +194,7 @@ export class Dispatcher {
     headers[HEADERS.firstSeenAt] = intake.firstSeenAt;
     await this.move(delivery, this.names.retry(tier), headers);
     this.stats.deferred++;
-    this.deps.logger.debug('delivery deferred: endpoint busy', { merchantId: intake.merchantId, reference: intake.references[0] });
+    if (this.debug) this.deps.logger.debug('delivery deferred: endpoint busy', { merchantId: intake.merchantId, reference: intake.references[0] });
   }
 
   private async afterFailure(

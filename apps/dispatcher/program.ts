@@ -1,5 +1,5 @@
 import { BrokerConnection } from '../../libs/broker/index.js';
-import { createGotClient } from '../../libs/http/index.js';
+import { createGotClient, createUndiciClient } from '../../libs/http/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import { FileMerchantDirectory } from '../../libs/merchants/index.js';
 import { declareTopology } from '../../libs/topology/index.js';
@@ -34,7 +34,10 @@ export async function startDispatcher(config: DispatcherConfig, logger: Logger):
     await merchants.close();
     throw err;
   }
-  const http = createGotClient({ allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS });
+  const http =
+    config.HTTP_CLIENT === 'got'
+      ? createGotClient({ allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS })
+      : createUndiciClient({ allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS });
   const dispatcher = new Dispatcher(
     { broker, merchants, http, logger },
     {

@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import amqp from 'amqplib';
 import type { Channel, ChannelModel, ConfirmChannel, ConsumeMessage, Options, RecoveringChannelModel } from 'amqplib';
 import type { Logger } from '../logger/index.js';
+import { AckBatcher } from './ack-batcher.js';
 import { BrokerUnavailableError } from './errors.js';
 
 export interface BrokerConnectionOptions {
@@ -54,7 +55,7 @@ export class BrokerConnection extends EventEmitter {
   private current?: ChannelModel;
   private publishChannel?: ConfirmChannel;
   private readonly consumers = new Set<ConsumerState>();
-  private readonly consumerChannels = new Set<Channel>();
+  private readonly consumerChannels = new Map<Channel, AckBatcher>();
   private waiters: Array<() => void> = [];
   private fatal?: Error;
   private closing = false;
@@ -155,14 +156,15 @@ export class BrokerConnection extends EventEmitter {
   private async startConsumer(model: ChannelModel, state: ConsumerState): Promise<void> {
     if (state.cancelled) return;
     const channel = await model.createChannel();
-    this.consumerChannels.add(channel);
+    const acks = new AckBatcher(channel);
+    this.consumerChannels.set(channel, acks);
     channel.on('close', () => this.consumerChannels.delete(channel));
     this.watch(model, channel, `consume ${state.queue}`);
     await channel.prefetch(state.options.prefetch);
     const bound = (message: ConsumeMessage): Delivery => ({
       message,
-      ack: () => swallowClosed(() => channel.ack(message)),
-      nack: (requeue) => swallowClosed(() => channel.nack(message, false, requeue)),
+      ack: () => acks.ack(message.fields.deliveryTag),
+      nack: (requeue) => swallowClosed(() => acks.nack(message.fields.deliveryTag, requeue)),
     });
     const reply = await channel.consume(
       state.queue,
@@ -249,7 +251,12 @@ export class BrokerConnection extends EventEmitter {
     // Close consumer channels first and wait for close-ok: RabbitMQ applies the acks sent on a
     // channel before closing it, but acks still in flight when the connection drops are lost
     // and those deliveries come back (measured on 3.10 quorum queues).
-    await Promise.all([...this.consumerChannels].map((channel) => channel.close().catch(() => {})));
+    await Promise.all(
+      [...this.consumerChannels].map(([channel, acks]) => {
+        acks.flush();
+        return channel.close().catch(() => {});
+      }),
+    );
     await this.model?.close().catch(() => {});
     this.current = undefined;
     this.publishChannel = undefined;

@@ -1,9 +1,9 @@
 import http from 'node:http';
 import https from 'node:https';
 import got, { type Request } from 'got';
-import { isIP } from 'node:net';
 import { BlockedAddressError, guardedLookup, isBlockedAddress } from './address-guard.js';
 import type { WebhookHttpClient, WebhookRequest, WebhookResponse } from './client.js';
+import { literalAddress } from './literal.js';
 import { WebhookBlockedError, WebhookNetworkError, WebhookTimeoutError } from './errors.js';
 
 export interface GotClientOptions {
@@ -77,13 +77,4 @@ export function createGotClient(options: GotClientOptions = {}): WebhookHttpClie
       agent.https.destroy();
     },
   };
-}
-
-function literalAddress(url: string): string | undefined {
-  try {
-    const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
-    return isIP(host) ? host : undefined;
-  } catch {
-    return undefined;
-  }
 }

@@ -7,7 +7,7 @@ import { waitFor } from '../support/wait.js';
 
 const SCHEDULE = [100, 150, 200];
 
-describe('retries on the schedule, then the failed stream', () => {
+describe.each(['undici', 'got'] as const)('retries on the schedule, then the failed stream (%s client)', (httpClient) => {
   let failing: Receiver;
   let hanging: Receiver;
   let flaky: Receiver;
@@ -35,6 +35,7 @@ describe('retries on the schedule, then the failed stream', () => {
       merchants: Object.values(merchants),
       retryDelaysMs: SCHEDULE,
       settings: { deliveryTimeoutMs: 300 },
+      httpClient,
     });
   });
 

@@ -7,7 +7,7 @@ import { Receiver } from '../support/receiver.js';
  * Every blocked class is refused before any connection, so these addresses are never contacted:
  * each test first asserts the guard blocks its address and sends nothing if it does not.
  */
-describe('outbound safety with ALLOW_PRIVATE_TARGETS=false', () => {
+describe.each(['undici', 'got'] as const)('outbound safety with ALLOW_PRIVATE_TARGETS=false (%s client)', (httpClient) => {
   let receiver: Receiver;
   let harness: Harness;
   let port: number;
@@ -33,7 +33,7 @@ describe('outbound safety with ALLOW_PRIVATE_TARGETS=false', () => {
     port = Number(new URL(receiver.url).port);
     targets.forEach(([, url], i) => (merchants[i]!.webhook!.url = url(port)));
     viaDns.webhook!.url = `http://localhost:${port}/hooks`;
-    harness = await startHarness({ name: 'ssrf', merchants: [...merchants, viaDns], retryDelaysMs: [100, 100], allowPrivateTargets: false });
+    harness = await startHarness({ name: 'ssrf', merchants: [...merchants, viaDns], retryDelaysMs: [100, 100], allowPrivateTargets: false, httpClient });
   });
 
   afterAll(async () => {

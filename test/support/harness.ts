@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Dispatcher, type DispatcherSettings } from '../../apps/dispatcher/dispatcher.js';
 import { BrokerConnection } from '../../libs/broker/index.js';
-import { createGotClient } from '../../libs/http/index.js';
+import { createGotClient, createUndiciClient } from '../../libs/http/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { FileMerchantDirectory, type Merchant } from '../../libs/merchants/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
@@ -49,6 +49,7 @@ export async function startHarness(options: {
   retryDelaysMs?: number[];
   settings?: Partial<DispatcherSettings>;
   allowPrivateTargets?: boolean;
+  httpClient?: 'undici' | 'got';
 }): Promise<Harness> {
   const prefix = uniquePrefix(options.name);
   const retryDelaysMs = options.retryDelaysMs ?? [];
@@ -63,7 +64,8 @@ export async function startHarness(options: {
   const merchantsFile = writeMerchantsFile(options.merchants);
   const merchants = new FileMerchantDirectory(merchantsFile, logger);
   // Test merchants listen on loopback, which production refuses (see ssrf.test.ts).
-  const http = createGotClient({ allowPrivateTargets: options.allowPrivateTargets ?? true });
+  const clientOptions = { allowPrivateTargets: options.allowPrivateTargets ?? true };
+  const http = options.httpClient === 'got' ? createGotClient(clientOptions) : createUndiciClient(clientOptions);
   const dispatcher = new Dispatcher(
     { broker, merchants, http, logger },
     {

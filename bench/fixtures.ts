@@ -1,0 +1,69 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import amqp from 'amqplib';
+import { sampleEvent } from '../libs/contracts/index.js';
+import { topologyNames } from '../libs/topology/index.js';
+
+export const SECRET = `whsec_${Buffer.from('bench-secret-bench-secret-0123').toString('base64')}`;
+
+export function benchPrefix(name: string): string {
+  return `bench.${name}.${randomUUID().slice(0, 8)}`;
+}
+
+export function merchantsFile(merchants: Array<{ id: string; url: string }>): string {
+  const dir = mkdtempSync(join(tmpdir(), 'bench-'));
+  const path = join(dir, 'merchants.json');
+  writeFileSync(
+    path,
+    JSON.stringify({
+      merchants: merchants.map((m, i) => ({
+        id: m.id,
+        publicKey: `pk_test_bench_${i}_0123456789`,
+        webhook: { url: m.url, enabled: true, secret: SECRET },
+      })),
+    }),
+  );
+  return path;
+}
+
+/** A realistic upstream body (~450 bytes) for a merchant, stamped with its publish time. */
+export function eventBody(merchantId: string, sentAt = Date.now()): Buffer {
+  const event = sampleEvent('charge.completed', merchantId);
+  event.data.sentAt = sentAt;
+  event.data.benchMerchant = merchantId;
+  return Buffer.from(JSON.stringify(event));
+}
+
+/** Publishes `count` events straight into dispatch with confirms, in windows to bound memory. */
+export async function fillDispatch(url: string, prefix: string, count: number, merchantOf: (i: number) => string): Promise<void> {
+  const connection = await amqp.connect(url);
+  const channel = await connection.createConfirmChannel();
+  const { dispatch } = topologyNames(prefix);
+  await channel.assertQueue(dispatch, { durable: true, arguments: { 'x-queue-type': 'quorum' } });
+  for (let i = 0; i < count; i++) {
+    if (!channel.sendToQueue(dispatch, eventBody(merchantOf(i)), { persistent: true, messageId: `evt_${i}`, contentType: 'application/json' })) {
+      await new Promise((resolve) => channel.once('drain', resolve));
+    }
+    if (i % 2_000 === 1_999) await channel.waitForConfirms();
+  }
+  await channel.waitForConfirms();
+  await connection.close();
+}
+
+export async function deleteTopology(url: string, prefix: string, tiers: number): Promise<void> {
+  const names = topologyNames(prefix);
+  const connection = await amqp.connect(url);
+  for (const queue of [names.dispatch, names.failed, names.invalid, ...Array.from({ length: tiers }, (_, i) => names.retry(i))]) {
+    const ch = await connection.createChannel();
+    ch.on('error', () => {});
+    await ch.deleteQueue(queue).catch(() => {});
+    await ch.close().catch(() => {});
+  }
+  const ch = await connection.createChannel();
+  ch.on('error', () => {});
+  await ch.deleteExchange(names.events).catch(() => {});
+  await ch.close().catch(() => {});
+  await connection.close();
+}
