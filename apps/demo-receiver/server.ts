@@ -6,11 +6,17 @@ import type { Logger } from '../../libs/logger/index.js';
  * A merchant's server for demos: verifies each webhook's signature with the standardwebhooks
  * library, exactly as the README tells merchants to, and logs what arrived. `POST /down` makes it
  * answer 503 (an outage, to watch retries and the failed queue), `POST /up` ends the outage.
+ * `GET /healthz` answers 200 for container health checks.
  */
 export function createDemoReceiver(options: { secret: string; logger: Logger }): Server {
   const webhook = new Webhook(options.secret);
   let down = false;
   return createServer((req, res) => {
+    // Process up, whatever /down says: the outage is the merchant's, not the container's.
+    if (req.method === 'GET' && req.url === '/healthz') {
+      res.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
+      return;
+    }
     if (req.method === 'POST' && (req.url === '/down' || req.url === '/up')) {
       down = req.url === '/down';
       options.logger.info(down ? 'demo merchant is down: answering 503' : 'demo merchant is up again');

@@ -1,13 +1,5 @@
 import type { Channel } from 'amqplib';
-import { topologyNames } from './names.js';
-
-export interface TopologyOptions {
-  prefix: string;
-  /** One retry tier per delay, in order. */
-  retryDelaysMs: readonly number[];
-  /** Stream retention as RabbitMQ's x-max-age, e.g. `30D`. */
-  failedRetention: string;
-}
+import { type ExchangeSpec, intakeSpec, type QueueSpec, type TopologyOptions, topologySpec } from './spec.js';
 
 /** A queue or exchange exists with other arguments (reply 406): declaring cannot fix it, an operator must. */
 export class TopologyMismatchError extends Error {
@@ -29,50 +21,37 @@ async function step(entity: string, declare: () => Promise<unknown>): Promise<vo
   }
 }
 
+function declareExchange(channel: Channel, exchange: ExchangeSpec): Promise<void> {
+  return step(`exchange ${exchange.name}`, () => channel.assertExchange(exchange.name, exchange.type, { durable: true }));
+}
+
+function declareQueue(channel: Channel, queue: QueueSpec): Promise<void> {
+  return step(`${queue.kind} ${queue.name}`, () =>
+    channel.assertQueue(queue.name, { durable: true, arguments: { ...queue.arguments } }),
+  );
+}
+
 /**
  * What a publisher needs so that no event is lost even before a dispatcher ever ran: the events
  * exchange and the dispatch queue bound to it. Publishers declare only this, so they never clash
  * with the programs' retry schedule.
  */
 export async function declareIntake(channel: Channel, prefix: string): Promise<void> {
-  const names = topologyNames(prefix);
-  await step(`exchange ${names.events}`, () => channel.assertExchange(names.events, 'topic', { durable: true }));
-  await step(`queue ${names.dispatch}`, () =>
-    channel.assertQueue(names.dispatch, { durable: true, arguments: { 'x-queue-type': 'quorum' } }),
-  );
-  await channel.bindQueue(names.dispatch, names.events, '#');
+  const intake = intakeSpec(prefix);
+  await declareExchange(channel, intake.exchange);
+  await declareQueue(channel, intake.queue);
+  await channel.bindQueue(intake.binding.destination, intake.binding.source, intake.binding.routingKey);
 }
 
 /**
  * Declares everything idempotently; runs at start-up and again on every reconnect.
  * A 406 closes the channel, so the first mismatch ends the declaration with a named error.
+ * The intake comes first, so events are routed to dispatch even when a later queue clashes.
  */
 export async function declareTopology(channel: Channel, options: TopologyOptions): Promise<void> {
-  const names = topologyNames(options.prefix);
+  const spec = topologySpec(options);
   await declareIntake(channel, options.prefix);
-  for (const [tier, delay] of options.retryDelaysMs.entries()) {
-    const queue = names.retry(tier);
-    await step(`queue ${queue}`, () =>
-      channel.assertQueue(queue, {
-        durable: true,
-        arguments: {
-          'x-queue-type': 'quorum',
-          'x-message-ttl': delay,
-          'x-dead-letter-exchange': '',
-          'x-dead-letter-routing-key': names.dispatch,
-          'x-dead-letter-strategy': 'at-least-once',
-          'x-overflow': 'reject-publish',
-        },
-      }),
-    );
+  for (const queue of spec.queues) {
+    if (queue.name !== spec.binding.destination) await declareQueue(channel, queue);
   }
-  await step(`stream ${names.failed}`, () =>
-    channel.assertQueue(names.failed, {
-      durable: true,
-      arguments: { 'x-queue-type': 'stream', 'x-max-age': options.failedRetention },
-    }),
-  );
-  await step(`queue ${names.invalid}`, () =>
-    channel.assertQueue(names.invalid, { durable: true, arguments: { 'x-queue-type': 'quorum' } }),
-  );
 }

@@ -1,2 +1,12 @@
 export { topologyNames, type TopologyNames } from './names.js';
-export { declareIntake, declareTopology, TopologyMismatchError, type TopologyOptions } from './declare.js';
+export {
+  intakeSpec,
+  topologySpec,
+  type BindingSpec,
+  type ExchangeSpec,
+  type IntakeSpec,
+  type QueueSpec,
+  type TopologyOptions,
+  type TopologySpec,
+} from './spec.js';
+export { declareIntake, declareTopology, TopologyMismatchError } from './declare.js';

@@ -1,0 +1,20 @@
+import { z } from 'zod';
+import { envFields, parseEnv } from '../../libs/config/index.js';
+
+export const demoReceiverEnvSchema = z.object({
+  DEMO_RECEIVER_PORT: envFields.positiveInt(4400, 65_535),
+  // Loopback unless told otherwise: in compose the dispatcher reaches it over the network (0.0.0.0).
+  DEMO_RECEIVER_HOST: z
+    .string()
+    .default('127.0.0.1')
+    .refine((v) => /^[A-Za-z0-9.:_-]+$/.test(v), 'must be a host name or an IP address'),
+  // The same rule as a merchant's webhook.secret, so a secret the directory accepts also works here.
+  DEMO_WEBHOOK_SECRET: z.string().regex(/^whsec_[A-Za-z0-9+/]{16,}={0,2}$/, 'must be whsec_ followed by base64'),
+  LOG_LEVEL: envFields.logLevel,
+});
+
+export type DemoReceiverConfig = z.infer<typeof demoReceiverEnvSchema>;
+
+export function loadDemoReceiverConfig(env: Record<string, string | undefined>): DemoReceiverConfig {
+  return parseEnv(demoReceiverEnvSchema, env);
+}

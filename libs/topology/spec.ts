@@ -1,0 +1,88 @@
+import { topologyNames } from './names.js';
+
+export interface TopologyOptions {
+  prefix: string;
+  /** One retry tier per delay, in order. */
+  retryDelaysMs: readonly number[];
+  /** Stream retention as RabbitMQ's x-max-age, e.g. `30D`. */
+  failedRetention: string;
+}
+
+/** Every entity is durable and never auto-deleted; only names, kinds and arguments vary. */
+export interface ExchangeSpec {
+  name: string;
+  type: 'topic';
+}
+
+export interface QueueSpec {
+  name: string;
+  /** Names the entity in errors; the queue type itself is the x-queue-type argument. */
+  kind: 'queue' | 'stream';
+  arguments: Readonly<Record<string, string | number>>;
+}
+
+export interface BindingSpec {
+  source: string;
+  destination: string;
+  routingKey: string;
+}
+
+/** What a publisher needs: the events exchange and the dispatch queue bound to it. */
+export interface IntakeSpec {
+  exchange: ExchangeSpec;
+  queue: QueueSpec;
+  binding: BindingSpec;
+}
+
+export interface TopologySpec {
+  exchange: ExchangeSpec;
+  /** In declaration order: dispatch, retry tiers, failed, invalid. */
+  queues: QueueSpec[];
+  binding: BindingSpec;
+}
+
+const QUORUM = { 'x-queue-type': 'quorum' } as const;
+
+export function intakeSpec(prefix: string): IntakeSpec {
+  const names = topologyNames(prefix);
+  return {
+    exchange: { name: names.events, type: 'topic' },
+    queue: { name: names.dispatch, kind: 'queue', arguments: { ...QUORUM } },
+    binding: { source: names.events, destination: names.dispatch, routingKey: '#' },
+  };
+}
+
+/**
+ * The whole topology as data, so the programs' declarations, docker/rabbitmq/definitions.json and
+ * the tests share one description and cannot drift apart.
+ */
+export function topologySpec(options: TopologyOptions): TopologySpec {
+  const names = topologyNames(options.prefix);
+  const intake = intakeSpec(options.prefix);
+  const retries = options.retryDelaysMs.map(
+    (delay, tier): QueueSpec => ({
+      name: names.retry(tier),
+      kind: 'queue',
+      arguments: {
+        ...QUORUM,
+        'x-message-ttl': delay,
+        // Expired messages go back through the default exchange straight to dispatch.
+        'x-dead-letter-exchange': '',
+        'x-dead-letter-routing-key': names.dispatch,
+        // at-least-once keeps a message until dispatch confirms it; it requires reject-publish.
+        'x-dead-letter-strategy': 'at-least-once',
+        'x-overflow': 'reject-publish',
+      },
+    }),
+  );
+  return {
+    exchange: intake.exchange,
+    queues: [
+      intake.queue,
+      ...retries,
+      { name: names.failed, kind: 'stream', arguments: { 'x-queue-type': 'stream', 'x-max-age': options.failedRetention } },
+      { name: names.invalid, kind: 'queue', arguments: { ...QUORUM } },
+    ],
+    binding: intake.binding,
+  };
+}

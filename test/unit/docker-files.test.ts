@@ -1,0 +1,368 @@
+/**
+ * No Docker engine runs where the tests run, so these check what can be checked without one: the
+ * compose file, the files it mounts, the broker definitions against the topology the programs
+ * declare, the demo merchant's secret on both sides, and the dashboard's metric names.
+ */
+import { createHash } from 'node:crypto';
+import { once } from 'node:events';
+import { existsSync, readFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { join, posix, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Webhook } from 'standardwebhooks';
+import { parse } from 'yaml';
+import { loadApiConfig } from '../../apps/api/config.js';
+import { loadDemoReceiverConfig } from '../../apps/demo-receiver/config.js';
+import { createDemoReceiver } from '../../apps/demo-receiver/server.js';
+import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
+import { ConfigError } from '../../libs/config/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
+import { merchantsFileSchema } from '../../libs/merchants/schema.js';
+import { METRIC_NAMES } from '../../libs/metrics/names.js';
+import { topologySpec, type TopologySpec } from '../../libs/topology/index.js';
+
+const REPO = fileURLToPath(new URL('../../', import.meta.url));
+const DOCKER = join(REPO, 'docker');
+const read = (path: string) => readFileSync(join(REPO, path), 'utf8');
+
+interface Service {
+  image?: string;
+  build?: { context: string; dockerfile: string };
+  command?: string[];
+  environment?: Record<string, string> | string[];
+  ports?: string[];
+  volumes?: string[];
+  healthcheck?: { test: string[] };
+  depends_on?: Record<string, { condition: string }> | string[];
+  profiles?: string[];
+}
+
+// Compose resolves YAML merge keys (<<), which YAML 1.2 leaves off unless asked.
+const compose = parse(read('docker/compose.yaml'), { merge: true }) as { services: Record<string, Service>; version?: unknown };
+const services = compose.services;
+const PROGRAMS = { api: 'api', dispatcher: 'dispatcher', 'demo-merchant': 'demo-receiver' } as const;
+
+function service(name: string): Service {
+  const found = services[name];
+  if (!found) throw new Error(`compose.yaml has no service ${name}`);
+  return found;
+}
+
+function envOf(name: string): Record<string, string> {
+  const env = service(name).environment ?? {};
+  if (!Array.isArray(env)) return Object.fromEntries(Object.entries(env).map(([k, v]) => [k, String(v)]));
+  return Object.fromEntries(env.map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]));
+}
+
+/** Container ports of `[host_ip:]host:container[/proto]` entries. */
+function containerPorts(name: string): number[] {
+  return (service(name).ports ?? []).map((p) => Number(String(p).split('/')[0]!.split(':').at(-1)));
+}
+
+/** Short-syntax bind mounts, with the source resolved against docker/ as compose does. */
+function mounts(name: string): Array<{ source: string; target: string; mode?: string }> {
+  return (service(name).volumes ?? []).map((v) => {
+    const [source, target, mode] = v.split(':');
+    return { source: resolve(DOCKER, source!), target: target!, mode };
+  });
+}
+
+function mountTarget(name: string, repoPath: string): string | undefined {
+  return mounts(name).find((m) => m.source === join(REPO, repoPath))?.target;
+}
+
+const PROMQL_KEYWORDS = new Set(['by', 'without', 'on', 'ignoring', 'group_left', 'group_right', 'bool', 'offset', 'and', 'or', 'unless', 'inf', 'nan']);
+
+/** Metric names in a PromQL expression: identifiers that are not functions, keywords, labels or strings. */
+function metricNamesIn(expr: string): string[] {
+  const bare = expr
+    .replace(/"(?:[^"\\]|\\.)*"/g, '""')
+    .replace(/\{[^}]*\}/g, '')
+    .replace(/\[[^\]]*\]/g, '')
+    .replace(/\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)/g, ' ');
+  const names: string[] = [];
+  for (const match of bare.matchAll(/[A-Za-z_:][A-Za-z0-9_:]*/g)) {
+    const isCall = bare.slice(match.index + match[0].length).trimStart().startsWith('(');
+    if (!isCall && !PROMQL_KEYWORDS.has(match[0].toLowerCase())) names.push(match[0]);
+  }
+  return names;
+}
+
+/** What `rabbitmqctl export_definitions` writes for a topology on the default vhost. */
+function definitionsOf(spec: TopologySpec) {
+  const byName = (a: { name: string }, b: { name: string }) => a.name.localeCompare(b.name);
+  return {
+    exchanges: [{ name: spec.exchange.name, vhost: '/', type: spec.exchange.type, durable: true, auto_delete: false, internal: false, arguments: {} }],
+    queues: spec.queues.map((q) => ({ name: q.name, vhost: '/', durable: true, auto_delete: false, arguments: q.arguments })).sort(byName),
+    bindings: [
+      { source: spec.binding.source, vhost: '/', destination: spec.binding.destination, destination_type: 'queue', routing_key: spec.binding.routingKey, arguments: {} },
+    ],
+  };
+}
+
+interface Definitions {
+  users: Array<{ name: string; password_hash: string; hashing_algorithm: string; tags: string[] }>;
+  vhosts: Array<{ name: string }>;
+  permissions: Array<{ user: string; vhost: string; configure: string; write: string; read: string }>;
+  exchanges: unknown[];
+  queues: Array<{ name: string }>;
+  bindings: unknown[];
+}
+const definitions = JSON.parse(read('docker/rabbitmq/definitions.json')) as Definitions;
+
+describe('docker/compose.yaml', () => {
+  it('runs the broker and the three programs by default, and Prometheus and Grafana only with the monitoring profile', () => {
+    expect(compose.version).toBeUndefined();
+    const byDefault = Object.keys(services).filter((name) => !services[name]!.profiles);
+    const monitoring = Object.keys(services).filter((name) => services[name]!.profiles?.includes('monitoring'));
+    expect(byDefault.sort()).toEqual(['api', 'demo-merchant', 'dispatcher', 'rabbitmq']);
+    expect(monitoring.sort()).toEqual(['grafana', 'prometheus']);
+    expect(service('prometheus').image).toMatch(/^prom\/prometheus(:|$)/);
+    expect(service('grafana').image).toMatch(/^grafana\/grafana(:|$)/);
+  });
+
+  it('runs RabbitMQ 4 with the management console on 5672 and 15672, healthy once it answers a ping', () => {
+    const rabbitmq = service('rabbitmq');
+    expect(rabbitmq.image).toBe('rabbitmq:4-management');
+    expect(containerPorts('rabbitmq')).toEqual(expect.arrayContaining([5672, 15672]));
+    expect(rabbitmq.healthcheck?.test).toEqual(['CMD', 'rabbitmq-diagnostics', '-q', 'ping']);
+  });
+
+  it.each(Object.entries(PROGRAMS))('builds %s from docker/Dockerfile at the repository root and runs its built entry point', (name, app) => {
+    const program = service(name);
+    expect(program.build).toEqual({ context: '..', dockerfile: 'docker/Dockerfile' });
+    expect(resolve(DOCKER, program.build!.context)).toBe(resolve(REPO));
+    expect(program.command).toEqual(['node', `dist/apps/${app}/main.js`]);
+    expect(existsSync(join(REPO, 'apps', app, 'main.ts'))).toBe(true);
+  });
+
+  it('starts the API and the dispatcher only once RabbitMQ is healthy', () => {
+    for (const name of ['api', 'dispatcher']) {
+      expect(service(name).depends_on).toMatchObject({ rabbitmq: { condition: 'service_healthy' } });
+    }
+  });
+
+  it('checks each program\'s health at /healthz on the port it serves', () => {
+    const ports = {
+      api: envOf('api').PORT ?? '8080',
+      dispatcher: envOf('dispatcher').METRICS_PORT,
+      'demo-merchant': envOf('demo-merchant').DEMO_RECEIVER_PORT,
+    };
+    expect(ports.dispatcher).toBe('9464');
+    for (const [name, port] of Object.entries(ports)) {
+      const test = service(name).healthcheck?.test ?? [];
+      expect(test.slice(0, 3)).toEqual(['CMD', 'node', '-e']);
+      expect(test[3]).toContain(`fetch('http://127.0.0.1:${port}/healthz')`);
+      expect(containerPorts(name)).toContain(Number(port));
+    }
+  });
+
+  it('connects the programs to the broker as the user the definitions create, with the password that hashes to its password_hash', () => {
+    for (const name of ['api', 'dispatcher']) {
+      const url = new URL(envOf(name).RABBITMQ_URL!);
+      expect(url.hostname).toBe('rabbitmq');
+      expect(url.pathname).toBe(''); // the default vhost, "/"
+      const user = definitions.users.find((u) => u.name === decodeURIComponent(url.username));
+      expect(user?.hashing_algorithm).toBe('rabbit_password_hashing_sha256');
+      // RabbitMQ's hash: base64(salt(4 bytes) + sha256(salt + password)).
+      const stored = Buffer.from(user!.password_hash, 'base64');
+      const salt = stored.subarray(0, 4);
+      const digest = createHash('sha256').update(Buffer.concat([salt, Buffer.from(decodeURIComponent(url.password))])).digest();
+      expect(stored.subarray(4).equals(digest)).toBe(true);
+    }
+  });
+
+  it('gives the API and the dispatcher a configuration their own parsers accept, with private targets allowed for the demo merchant', () => {
+    const api = loadApiConfig(envOf('api'));
+    const dispatcher = loadDispatcherConfig(envOf('dispatcher'));
+    expect(api.AUTH_JWT_SECRET!.length).toBeGreaterThanOrEqual(32);
+    expect(api.AUTH_JWT_SECRET).toMatch(/demo/);
+    expect(dispatcher.ALLOW_PRIVATE_TARGETS).toBe(true);
+    for (const [name, config] of [['api', api], ['dispatcher', dispatcher]] as const) {
+      expect(config.MERCHANTS_FILE).toBe('/app/docker/merchants.compose.json');
+      expect(mountTarget(name, 'docker/merchants.compose.json')).toBe(config.MERCHANTS_FILE);
+    }
+  });
+
+  it('mounts only files that exist in the repository, read-only', () => {
+    const all = Object.keys(services).flatMap((name) => mounts(name).map((m) => ({ name, ...m })));
+    expect(all.length).toBeGreaterThanOrEqual(7);
+    for (const mount of all) {
+      expect({ ...mount, exists: existsSync(mount.source) }).toMatchObject({ exists: true, mode: 'ro' });
+      expect(mount.source.startsWith(DOCKER)).toBe(true);
+    }
+  });
+
+  it('mounts the definitions where rabbitmq.conf tells the broker to load them from at boot', () => {
+    const conf = read('docker/rabbitmq/rabbitmq.conf');
+    const setting = (key: string) => new RegExp(`^${key.replace(/\./g, '\\.')}\\s*=\\s*(\\S+)\\s*$`, 'm').exec(conf)?.[1];
+    expect(setting('definitions.import_backend')).toBe('local_filesystem');
+    expect(setting('definitions.local.path')).toBe(mountTarget('rabbitmq', 'docker/rabbitmq/definitions.json'));
+    expect(mountTarget('rabbitmq', 'docker/rabbitmq/rabbitmq.conf')).toBe('/etc/rabbitmq/rabbitmq.conf');
+  });
+});
+
+describe('docker/rabbitmq/definitions.json', () => {
+  it('holds exactly the exchange, queues with their arguments, and binding that topologySpec gives for the compose configuration', () => {
+    const config = loadDispatcherConfig(envOf('dispatcher'));
+    // Compose keeps the defaults; if it ever sets TOPOLOGY_PREFIX, RETRY_SCHEDULE or FAILED_RETENTION the file must follow.
+    expect(config).toMatchObject({ TOPOLOGY_PREFIX: 'webhooks', FAILED_RETENTION: '30D' });
+    expect(config.RETRY_SCHEDULE).toHaveLength(7);
+    const expected = definitionsOf(
+      topologySpec({ prefix: config.TOPOLOGY_PREFIX, retryDelaysMs: config.RETRY_SCHEDULE, failedRetention: config.FAILED_RETENTION }),
+    );
+    expect({
+      exchanges: definitions.exchanges,
+      queues: [...definitions.queues].sort((a, b) => a.name.localeCompare(b.name)),
+      bindings: definitions.bindings,
+    }).toEqual(expected);
+  });
+
+  it('lets its one user do everything on the default vhost, and nobody else log in', () => {
+    expect(definitions.vhosts).toEqual([{ name: '/' }]);
+    expect(definitions.users.map((u) => u.name)).toEqual(['webhooks']);
+    expect(definitions.permissions).toEqual([{ user: 'webhooks', vhost: '/', configure: '.*', write: '.*', read: '.*' }]);
+  });
+});
+
+describe('docker/Dockerfile', () => {
+  const dockerfile = read('docker/Dockerfile');
+  const stages = dockerfile.split(/^FROM\s/m).slice(1);
+  const final = stages.at(-1) ?? '';
+
+  it('builds in one stage and runs the compiled output in another', () => {
+    expect(stages.length).toBeGreaterThanOrEqual(2);
+    expect(final).toMatch(/^COPY --from=\S+ \/app\/dist \.\/dist$/m);
+  });
+
+  it('installs only production dependencies in the final stage', () => {
+    expect(final).toMatch(/^RUN npm ci --omit=dev\b/m);
+    expect(final).not.toMatch(/^RUN npm (ci|install)(?!.*--omit=dev)/m);
+  });
+
+  it('runs as a non-root user and declares a health check', () => {
+    const user = /^USER\s+(\S+)/m.exec(final)?.[1];
+    expect(user).toBeDefined();
+    expect(['root', '0', '0:0']).not.toContain(user);
+    expect(final).toMatch(/^HEALTHCHECK\s.*CMD\s/ms);
+  });
+});
+
+describe('the demo merchant in compose', () => {
+  const merchants = merchantsFileSchema.parse(JSON.parse(read('docker/merchants.compose.json')));
+  const demo = merchants.merchants.find((m) => m.id === 'm_demo');
+  const receiverEnv = envOf('demo-merchant');
+
+  it('is m_demo in the merchants file, enabled, pointing at the demo-merchant service with the secret that service verifies with', () => {
+    expect(demo?.publicKey).toBe('pk_test_demo_0123456789');
+    expect(demo?.webhook?.enabled).toBe(true);
+    const url = new URL(demo!.webhook!.url);
+    expect([url.hostname, url.port, url.pathname]).toEqual(['demo-merchant', receiverEnv.DEMO_RECEIVER_PORT, '/webhooks']);
+    expect(demo!.webhook!.secret).toBe(receiverEnv.DEMO_WEBHOOK_SECRET);
+    expect(Buffer.from(demo!.webhook!.secret.slice('whsec_'.length), 'base64').toString()).toMatch(/demo/);
+  });
+
+  it('gets an environment the receiver accepts, listening on all interfaces of its container', () => {
+    expect(loadDemoReceiverConfig(receiverEnv)).toMatchObject({ DEMO_RECEIVER_HOST: '0.0.0.0', DEMO_RECEIVER_PORT: 4400 });
+  });
+
+  it.each([
+    [{}, 'Invalid configuration: DEMO_WEBHOOK_SECRET: is required'],
+    [{ DEMO_WEBHOOK_SECRET: 'not-a-secret' }, 'Invalid configuration: DEMO_WEBHOOK_SECRET: must be whsec_ followed by base64'],
+  ])('refuses to start with %j, naming DEMO_WEBHOOK_SECRET', (env, message) => {
+    const error = (() => {
+      try {
+        loadDemoReceiverConfig(env);
+      } catch (err) {
+        return err;
+      }
+    })();
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).message).toBe(message);
+  });
+
+  it('answers its health check and accepts a webhook signed with the merchants file secret', async () => {
+    const receiver = createDemoReceiver({ secret: receiverEnv.DEMO_WEBHOOK_SECRET!, logger: silentLogger() });
+    receiver.listen(0, '127.0.0.1');
+    await once(receiver, 'listening');
+    const base = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
+    try {
+      expect((await fetch(`${base}/healthz`)).status).toBe(200);
+      const body = JSON.stringify({ event: 'payout', data: { reference: 'PO-1' } });
+      const timestamp = new Date();
+      const signature = new Webhook(demo!.webhook!.secret).sign('msg_1', timestamp, body);
+      const headers = { 'content-type': 'application/json', 'webhook-id': 'msg_1', 'webhook-timestamp': String(Math.floor(timestamp.getTime() / 1000)), 'webhook-signature': signature };
+      expect((await fetch(`${base}/webhooks`, { method: 'POST', headers, body })).status).toBe(204);
+    } finally {
+      receiver.closeAllConnections();
+      await new Promise<void>((done) => receiver.close(() => done()));
+    }
+  });
+});
+
+describe('monitoring', () => {
+  const prometheus = parse(read('docker/prometheus.yml')) as {
+    scrape_configs: Array<{ job_name: string; metrics_path?: string; static_configs: Array<{ targets: string[] }> }>;
+  };
+  const datasources = parse(read('docker/grafana/provisioning/datasources/prometheus.yaml')) as {
+    datasources: Array<{ uid: string; type: string; url: string }>;
+  };
+  const providers = parse(read('docker/grafana/provisioning/dashboards/webhooks.yaml')) as {
+    providers: Array<{ type: string; options: { path: string } }>;
+  };
+  const dashboard = JSON.parse(read('docker/grafana/dashboard.json')) as {
+    schemaVersion: number;
+    panels: Array<{ id: number; title: string; datasource?: { uid: string }; targets: Array<{ expr: string; datasource?: { uid: string } }> }>;
+  };
+  const expressions = dashboard.panels.flatMap((p) => p.targets.map((t) => t.expr));
+  const histograms = new Set<string>([METRIC_NAMES.deliveryDuration]);
+  const exported = new Set(
+    Object.values(METRIC_NAMES).flatMap((name) => (histograms.has(name) ? ['_bucket', '_sum', '_count'].map((s) => name + s) : [name])),
+  );
+
+  it('has Prometheus scrape /metrics of the API and of the dispatcher on the ports they serve', () => {
+    const targets = prometheus.scrape_configs.flatMap((job) =>
+      job.static_configs.flatMap((c) => c.targets.map((t) => `${job.metrics_path ?? '/metrics'} ${t}`)),
+    );
+    expect(targets).toEqual(
+      expect.arrayContaining([`/metrics api:${envOf('api').PORT ?? '8080'}`, `/metrics dispatcher:${envOf('dispatcher').METRICS_PORT}`]),
+    );
+    expect(mountTarget('prometheus', 'docker/prometheus.yml')).toBe('/etc/prometheus/prometheus.yml');
+  });
+
+  it('provisions the Prometheus data source that every dashboard panel names by uid', () => {
+    const [source] = datasources.datasources;
+    expect(source).toMatchObject({ type: 'prometheus', url: 'http://prometheus:9090' });
+    expect(containerPorts('prometheus')).toContain(9090);
+    const uids = dashboard.panels.flatMap((p) => [p.datasource?.uid, ...p.targets.map((t) => t.datasource?.uid)]);
+    expect(new Set(uids)).toEqual(new Set([source!.uid]));
+  });
+
+  it('loads the dashboard from the folder compose mounts it into', () => {
+    const target = mountTarget('grafana', 'docker/grafana/dashboard.json');
+    expect(target).toMatch(/\.json$/);
+    expect(providers.providers).toEqual([expect.objectContaining({ type: 'file', options: { path: posix.dirname(target!) } })]);
+    for (const dir of ['datasources', 'dashboards']) {
+      expect(mountTarget('grafana', `docker/grafana/provisioning/${dir}`)).toBe(`/etc/grafana/provisioning/${dir}`);
+    }
+  });
+
+  it('finds every metric name in a PromQL expression, and only those', () => {
+    expect(metricNamesIn('histogram_quantile(0.99, sum by (le) (rate(a_bucket{queue="b_c"}[$__rate_interval]))) / on (x) ignoring (y) b_total or vector(0)')).toEqual([
+      'a_bucket',
+      'b_total',
+    ]);
+  });
+
+  it('uses only metric names the programs export', () => {
+    expect(dashboard.schemaVersion).toBeGreaterThanOrEqual(39);
+    const used = expressions.flatMap(metricNamesIn);
+    expect(used.filter((name) => !exported.has(name))).toEqual([]);
+  });
+
+  it('charts every metric the programs export, in panels with distinct ids', () => {
+    const used = new Set(expressions.flatMap(metricNamesIn).map((name) => name.replace(/_(bucket|sum|count)$/, '')));
+    expect(Object.values(METRIC_NAMES).filter((name) => !used.has(name))).toEqual([]);
+    expect(new Set(dashboard.panels.map((p) => p.id)).size).toBe(dashboard.panels.length);
+  });
+});

@@ -1,0 +1,109 @@
+import type { Channel } from 'amqplib';
+import { declareIntake, declareTopology, TopologyMismatchError, topologySpec } from '../../libs/topology/index.js';
+
+const RETRY_TIER = {
+  'x-queue-type': 'quorum',
+  'x-dead-letter-exchange': '',
+  'x-dead-letter-routing-key': 'acme.dispatch',
+  'x-dead-letter-strategy': 'at-least-once',
+  'x-overflow': 'reject-publish',
+};
+
+/** Records what a declaration asks of the channel; `fail` answers one entity with an AMQP reply code. */
+function recordingChannel(fail?: { name: string; code: number }) {
+  const calls: unknown[][] = [];
+  const answer = (name: string) =>
+    fail?.name === name
+      ? Promise.reject(Object.assign(new Error(`reply ${fail.code} for ${name}`), { code: fail.code }))
+      : Promise.resolve({});
+  const channel = {
+    assertExchange: (name: string, type: string, options: unknown) => {
+      calls.push(['exchange', name, type, options]);
+      return answer(name);
+    },
+    assertQueue: (name: string, options: unknown) => {
+      calls.push(['queue', name, options]);
+      return answer(name);
+    },
+    bindQueue: (queue: string, source: string, pattern: string) => {
+      calls.push(['bind', queue, source, pattern]);
+      return Promise.resolve({});
+    },
+  };
+  return { channel: channel as unknown as Channel, calls };
+}
+
+describe('topologySpec', () => {
+  it('describes the exchange, each queue with its exact arguments, and the binding for a prefix and a schedule', () => {
+    expect(topologySpec({ prefix: 'acme', retryDelaysMs: [1_000, 60_000], failedRetention: '7D' })).toEqual({
+      exchange: { name: 'acme.events', type: 'topic' },
+      queues: [
+        { name: 'acme.dispatch', kind: 'queue', arguments: { 'x-queue-type': 'quorum' } },
+        { name: 'acme.retry.0', kind: 'queue', arguments: { ...RETRY_TIER, 'x-message-ttl': 1_000 } },
+        { name: 'acme.retry.1', kind: 'queue', arguments: { ...RETRY_TIER, 'x-message-ttl': 60_000 } },
+        { name: 'acme.failed', kind: 'stream', arguments: { 'x-queue-type': 'stream', 'x-max-age': '7D' } },
+        { name: 'acme.invalid', kind: 'queue', arguments: { 'x-queue-type': 'quorum' } },
+      ],
+      binding: { source: 'acme.events', destination: 'acme.dispatch', routingKey: '#' },
+    });
+  });
+
+  it('has no retry queues when the schedule is empty', () => {
+    const spec = topologySpec({ prefix: 'acme', retryDelaysMs: [], failedRetention: '1D' });
+    expect(spec.queues.map((q) => q.name)).toEqual(['acme.dispatch', 'acme.failed', 'acme.invalid']);
+  });
+
+  it('keeps equal delays as separate tiers, in schedule order', () => {
+    const spec = topologySpec({ prefix: 'p', retryDelaysMs: [36_000_000, 36_000_000, 5_000], failedRetention: '1D' });
+    expect(spec.queues.filter((q) => q.name.startsWith('p.retry.')).map((q) => [q.name, q.arguments['x-message-ttl']])).toEqual([
+      ['p.retry.0', 36_000_000],
+      ['p.retry.1', 36_000_000],
+      ['p.retry.2', 5_000],
+    ]);
+  });
+});
+
+describe('declaring the topology from its spec', () => {
+  const options = { prefix: 'acme', retryDelaysMs: [1_000], failedRetention: '7D' };
+
+  it('declares the intake first, then every other queue of the spec with its arguments, all durable', async () => {
+    const { channel, calls } = recordingChannel();
+    await declareTopology(channel, options);
+    const spec = topologySpec(options);
+    expect(calls).toEqual([
+      ['exchange', 'acme.events', 'topic', { durable: true }],
+      ['queue', 'acme.dispatch', { durable: true, arguments: spec.queues[0]!.arguments }],
+      ['bind', 'acme.dispatch', 'acme.events', '#'],
+      ...spec.queues.slice(1).map((q) => ['queue', q.name, { durable: true, arguments: q.arguments }]),
+    ]);
+  });
+
+  it('gives publishers only the exchange, the dispatch queue and the binding', async () => {
+    const { channel, calls } = recordingChannel();
+    await declareIntake(channel, 'acme');
+    expect(calls.map((c) => c.slice(0, 2))).toEqual([
+      ['exchange', 'acme.events'],
+      ['queue', 'acme.dispatch'],
+      ['bind', 'acme.dispatch'],
+    ]);
+  });
+
+  it.each([
+    ['acme.events', 'exchange acme.events'],
+    ['acme.retry.0', 'queue acme.retry.0'],
+    ['acme.failed', 'stream acme.failed'],
+  ])('turns a 406 for %s into a TopologyMismatchError naming "%s"', async (name, entity) => {
+    const { channel } = recordingChannel({ name, code: 406 });
+    const error = await declareTopology(channel, options).catch((err: unknown) => err);
+    expect(error).toBeInstanceOf(TopologyMismatchError);
+    expect((error as TopologyMismatchError).entity).toBe(entity);
+    expect((error as Error).message).toContain(`${entity} already exists with different arguments (reply 406 for ${name})`);
+  });
+
+  it('passes other broker errors through unchanged', async () => {
+    const { channel } = recordingChannel({ name: 'acme.invalid', code: 403 });
+    const error = await declareTopology(channel, options).catch((err: unknown) => err);
+    expect(error).not.toBeInstanceOf(TopologyMismatchError);
+    expect((error as { code: number }).code).toBe(403);
+  });
+});
