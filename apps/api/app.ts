@@ -1,13 +1,12 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import helmet from 'helmet';
 import { BrokerUnavailableError } from '../../libs/broker/index.js';
+import { type FailedIndex, NothingToResendError, type ResendService } from '../../libs/failed/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import type { Authenticator } from './auth.js';
 import { ApiError, badRequest, errorBody, notFound, rateLimited, unavailable } from './errors.js';
-import type { FailedIndex } from './failed-index.js';
 import { openApiDocument } from './openapi.js';
 import type { RateLimiter } from './rate-limit.js';
-import { NothingToResendError, type ResendService } from './resend.js';
 
 export interface ApiDeps {
   auth: Authenticator;

@@ -2,6 +2,7 @@ import { once } from 'node:events';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { BrokerConnection } from '../../libs/broker/index.js';
+import { FailedIndex, ResendService } from '../../libs/failed/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import { FileMerchantDirectory } from '../../libs/merchants/index.js';
 import { declareTopology, topologyNames } from '../../libs/topology/index.js';
@@ -9,9 +10,7 @@ import { createApp } from './app.js';
 import { Authenticator } from './auth.js';
 import type { ApiConfig } from './config.js';
 import { ApiError, errorBody } from './errors.js';
-import { FailedIndex } from './failed-index.js';
 import { RateLimiter } from './rate-limit.js';
-import { ResendService } from './resend.js';
 
 export interface ApiProgram {
   server: Server;

@@ -5,24 +5,32 @@ import { withDevDefaults } from '../../libs/config/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { declareIntake } from '../../libs/topology/index.js';
-import { loadDispatcherConfig } from '../dispatcher/config.js';
-import { UsageError } from './errors.js';
+import type { Command } from './command.js';
+import { loadCliConfig } from './config.js';
+import { NothingMatchedError, UsageError } from './errors.js';
+import { failedList } from './failed-list.js';
+import { failedReplay } from './failed-replay.js';
+import { failedResend } from './failed-resend.js';
+import { invalidList } from './invalid-list.js';
+import { invalidRequeue } from './invalid-requeue.js';
 import { publishCommand } from './publish.js';
 import { tokenCommand } from './token.js';
+import { FAILED_USAGE, INVALID_USAGE, USAGE } from './usage.js';
 
-const USAGE = `Usage: webhooks <command> [options]
+interface CommandGroup {
+  usage: string;
+  commands: Map<string, Command<unknown>>;
+}
 
-Commands:
-  publish --sample <charge.completed|payout|refund.completed|all> --merchant <id> [--count N]
-  publish --file <event.json> [--message-id <id>] [--count N]
-      Publishes to <TOPOLOGY_PREFIX>.events as upstream services do.
-  token --merchant <id> [--ttl 1h]
-      Prints a development access token for the resend API, signed with AUTH_JWT_SECRET.
-
-Environment: RABBITMQ_URL, TOPOLOGY_PREFIX, and AUTH_JWT_SECRET for token.
-Exit codes: 0 done, 1 failed, 2 usage error.`;
+const GROUPS = new Map<string, CommandGroup>([
+  ['failed', { usage: FAILED_USAGE, commands: new Map<string, Command<unknown>>([['list', failedList], ['resend', failedResend], ['replay', failedReplay]]) }],
+  ['invalid', { usage: INVALID_USAGE, commands: new Map<string, Command<unknown>>([['list', invalidList], ['requeue', invalidRequeue]]) }],
+]);
 
 async function main(argv: string[]): Promise<number> {
+  const group = argv[0] === undefined ? undefined : GROUPS.get(argv[0]);
+  if (group) return runInGroup(argv[0]!, group, argv.slice(1));
+
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -50,7 +58,7 @@ async function main(argv: string[]): Promise<number> {
   const count = Number(values.count);
   if (!Number.isInteger(count) || count < 1 || count > 100_000) throw new UsageError('--count takes a whole number from 1 to 100000');
 
-  const config = loadDispatcherConfig(process.env);
+  const config = loadCliConfig(process.env);
   const broker = new BrokerConnection({
     url: config.RABBITMQ_URL,
     name: 'webhooks-cli',
@@ -73,14 +81,58 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
-main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
-  (err: Error) => {
-    if (err instanceof UsageError || err.name === 'TypeError' && 'code' in err && String((err as { code: unknown }).code).startsWith('ERR_PARSE_ARGS')) {
-      process.stderr.write(`webhooks: ${err.message}\n\n${USAGE}\n`);
-      process.exit(2);
-    }
+/** `webhooks failed list …`: the command's own options, its own --help, then the environment. */
+async function runInGroup(groupName: string, group: CommandGroup, args: string[]): Promise<number> {
+  const [name, ...rest] = args;
+  if (name === '--help' || name === '-h') {
+    process.stdout.write(`${group.usage}\n`);
+    return 0;
+  }
+  const names = [...group.commands.keys()].join(', ');
+  if (name === undefined) throw new UsageError(`${groupName} needs a command: ${names}`, group.usage);
+  const command = group.commands.get(name);
+  if (!command) throw new UsageError(`unknown command ${groupName} ${name} (one of ${names})`, group.usage);
+  const options = command.parse(rest, new Date());
+  if (options === 'help') {
+    process.stdout.write(`${command.usage}\n`);
+    return 0;
+  }
+  // Parsed once, here, after the command line: --help and usage errors need no environment.
+  const config = loadCliConfig(process.env);
+  return command.run(options, { config, stdout: process.stdout, stderr: process.stderr });
+}
+
+function isParseArgsError(err: unknown): boolean {
+  return String((err as { code?: unknown })?.code ?? '').startsWith('ERR_PARSE_ARGS');
+}
+
+/** Broker errors can quote the URL; its password never reaches the terminal. */
+function withoutSecrets(text: string): string {
+  const url = process.env.RABBITMQ_URL;
+  let password = '';
+  try {
+    password = url ? decodeURIComponent(new URL(url).password) : '';
+  } catch {
+    // not a URL: the config check reports it without echoing it
+  }
+  return password.length > 0 ? text.replaceAll(password, '***') : text;
+}
+
+/** Exits once what was written to stdout is flushed, so a piped listing is never cut short. */
+function exit(code: number): void {
+  process.exitCode = code;
+  process.stdout.write('', () => process.exit(code));
+}
+
+main(process.argv.slice(2)).then(exit, (err: Error) => {
+  if (err instanceof UsageError || isParseArgsError(err)) {
+    process.stderr.write(`webhooks: ${err.message}\n\n${(err as UsageError).usage ?? USAGE}\n`);
+    return exit(2);
+  }
+  if (err instanceof NothingMatchedError) {
     process.stderr.write(`webhooks: ${err.message}\n`);
-    process.exit(1);
-  },
-);
+    return exit(3);
+  }
+  process.stderr.write(`webhooks: ${withoutSecrets(err?.message ?? String(err))}\n`);
+  return exit(1);
+});

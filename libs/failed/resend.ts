@@ -1,10 +1,11 @@
 import type { ConsumeMessage } from 'amqplib';
-import { BrokerUnavailableError, type BrokerConnection } from '../../libs/broker/index.js';
-import { ENTRY_TYPES, HEADERS, type ScalarHeaders, scalarHeaders } from '../../libs/contracts/index.js';
-import { EntryExpiredError, encodeResolution, failureKeysOf, readEntryAt, type Resolution } from '../../libs/failed/index.js';
-import type { Logger } from '../../libs/logger/index.js';
-import { type TopologyNames, topologyNames } from '../../libs/topology/index.js';
+import { BrokerUnavailableError, type BrokerConnection } from '../broker/index.js';
+import { ENTRY_TYPES, HEADERS, type ScalarHeaders, scalarHeaders } from '../contracts/index.js';
+import type { Logger } from '../logger/index.js';
+import { type TopologyNames, topologyNames } from '../topology/index.js';
+import { encodeResolution, failureKeysOf, type Resolution } from './entries.js';
 import type { FailedIndex } from './failed-index.js';
+import { EntryExpiredError, readEntryAt } from './reader.js';
 
 /** Headers that describe past attempts: a resent webhook starts with fresh attempt counters. */
 const ATTEMPT_HEADERS: string[] = [

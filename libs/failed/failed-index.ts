@@ -1,14 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import type { BrokerConnection, Consumer, Delivery } from '../../libs/broker/index.js';
-import { ENTRY_TYPES, HEADERS } from '../../libs/contracts/index.js';
-import {
-  decodeResolution,
-  entryTypeOf,
-  failureKeysOf,
-  offsetOf,
-  type Resolution,
-} from '../../libs/failed/index.js';
-import type { Logger } from '../../libs/logger/index.js';
+import type { BrokerConnection, Consumer, Delivery } from '../broker/index.js';
+import { ENTRY_TYPES, HEADERS } from '../contracts/index.js';
+import type { Logger } from '../logger/index.js';
+import { decodeResolution, entryTypeOf, failureKeysOf, offsetOf, type Resolution } from './entries.js';
 
 /**
  * `(merchantId, reference) → offsets of unresolved failure entries`, built by tailing the failed

@@ -1,0 +1,118 @@
+import type { GetMessage, Options } from 'amqplib';
+import type { BrokerConnection } from '../../libs/broker/index.js';
+import { HEADERS, type ScalarHeaders, scalarHeaders } from '../../libs/contracts/index.js';
+import type { TopologyNames } from '../../libs/topology/index.js';
+
+/** A message parked in invalid, with the reason the dispatcher wrote in its headers. */
+export interface ParkedMessage {
+  code?: string;
+  reason?: string;
+  invalidAt?: string;
+  originalRoutingKey?: string;
+  messageId?: string;
+  body: Buffer;
+}
+
+/** What to do with one parked message: put it back at the tail of invalid, or move it to dispatch. */
+export type Verdict = 'keep' | 'move';
+
+export interface PassResult {
+  seen: number;
+  kept: number;
+  moved: number;
+}
+
+/**
+ * Takes each message that is in invalid when the pass starts, asks what to do with it, publishes it
+ * (back to the tail of invalid, or to dispatch) with a publisher confirm, and only then acks it.
+ *
+ * Never a requeue: RabbitMQ 4.x quorum queues drop a message returned 20 times (delivery-limit),
+ * and a message taken and left unacknowledged when its channel closes counts as returned, so
+ * peeking by get-and-close would lose parked messages after enough listings. Bounded by the count
+ * at the start, so the copies put back are not read again and the queue keeps its order. One
+ * message at a time, also so that acks never pile up before the channel closes (quorum queues have
+ * been seen to drop acks sent just before a close: rabbitmq-server#10327). If a publish is not
+ * confirmed the message is not acked, and it returns to the queue once, when the channel closes.
+ */
+export async function passOverInvalid(
+  broker: BrokerConnection,
+  names: TopologyNames,
+  verdict: (parked: ParkedMessage) => Verdict,
+): Promise<PassResult> {
+  const result: PassResult = { seen: 0, kept: 0, moved: 0 };
+  const channel = await broker.createChannel();
+  try {
+    const { messageCount } = await channel.checkQueue(names.invalid);
+    for (let i = 0; i < messageCount; i++) {
+      const message = await channel.get(names.invalid, { noAck: false });
+      if (message === false) break; // someone else took the rest
+      result.seen++;
+      const headers = carriedHeaders(message);
+      if (verdict(parkedOf(message)) === 'move') {
+        for (const key of Object.keys(headers)) if (key.startsWith('x-invalid-')) delete headers[key];
+        await broker.sendToQueue(names.dispatch, message.content, publishOptions(message, headers));
+        result.moved++;
+      } else {
+        await broker.sendToQueue(names.invalid, message.content, publishOptions(message, headers));
+        result.kept++;
+      }
+      channel.ack(message);
+    }
+  } finally {
+    await channel.close().catch(() => {});
+  }
+  return result;
+}
+
+export function parkedOf(message: GetMessage): ParkedMessage {
+  const headers = message.properties.headers ?? {};
+  return {
+    code: text(headers[HEADERS.invalidCode]),
+    reason: text(headers[HEADERS.invalidReason]),
+    invalidAt: text(headers[HEADERS.invalidAt]),
+    originalRoutingKey: text(headers[HEADERS.originalRoutingKey]),
+    messageId: text(message.properties.messageId),
+    body: message.content,
+  };
+}
+
+/** The first characters of a body for people; 4 bytes per character at most, so a huge body is not decoded whole. */
+export function bodyPreview(body: Buffer, characters = 200): string {
+  return body.subarray(0, characters * 4).toString('utf8').slice(0, characters);
+}
+
+/** The message's own headers; the broker's delivery and dead-letter bookkeeping is not copied. */
+function carriedHeaders(message: GetMessage): ScalarHeaders {
+  const headers = scalarHeaders(message.properties.headers);
+  for (const key of Object.keys(headers)) {
+    if (key === 'x-delivery-count' || key === 'x-acquired-count' || key.startsWith('x-first-death') || key.startsWith('x-last-death')) {
+      delete headers[key];
+    }
+  }
+  return headers;
+}
+
+/**
+ * The properties the message came with. Not user-id (the broker checks it against this
+ * connection's user) nor expiration (a parked message must not expire on its way back).
+ */
+function publishOptions(message: GetMessage, headers: ScalarHeaders): Options.Publish {
+  const p = message.properties;
+  return {
+    persistent: true,
+    contentType: p.contentType,
+    contentEncoding: p.contentEncoding,
+    headers,
+    priority: p.priority,
+    correlationId: p.correlationId,
+    replyTo: p.replyTo,
+    messageId: p.messageId,
+    timestamp: p.timestamp,
+    type: p.type,
+    appId: p.appId,
+  };
+}
+
+function text(value: unknown): string | undefined {
+  return typeof value === 'string' && value.length > 0 ? value : undefined;
+}
