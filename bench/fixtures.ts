@@ -29,9 +29,10 @@ export function merchantsFile(merchants: Array<{ id: string; url: string }>): st
 }
 
 /** A realistic upstream body (~450 bytes) for a merchant, stamped with its publish time. */
-export function eventBody(merchantId: string, sentAt = Date.now()): Buffer {
+export function eventBody(merchantId: string, sentAt = Date.now(), warmup = false): Buffer {
   const event = sampleEvent('charge.completed', merchantId);
   event.data.sentAt = sentAt;
+  if (warmup) event.data.warmup = true;
   event.data.benchMerchant = merchantId;
   return Buffer.from(JSON.stringify(event));
 }

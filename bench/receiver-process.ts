@@ -36,8 +36,8 @@ const server = createServer((req, res) => {
     if (!first) first = now;
     last = now;
     try {
-      const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { data?: { sentAt?: number; benchMerchant?: string } };
-      if (typeof body.data?.sentAt === 'number') {
+      const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { data?: { sentAt?: number; benchMerchant?: string; warmup?: boolean } };
+      if (typeof body.data?.sentAt === 'number' && !body.data.warmup) {
         latencies.push(now - body.data.sentAt);
         const merchant = body.data.benchMerchant ?? 'all';
         if (!byMerchant.has(merchant)) byMerchant.set(merchant, []);

@@ -10,13 +10,6 @@ import { WebhookSigner } from '../libs/signing/index.js';
 import { SECRET, benchPrefix, deleteTopology, eventBody, fillDispatch, merchantsFile } from './fixtures.js';
 import { type ReceiverProcess, startProgram, until } from './processes.js';
 
-export interface ThroughputResult {
-  dispatcher: number;
-  brokerAlone: number;
-  got: number;
-  undici: number;
-}
-
 async function timed(total: number, concurrency: number, one: (i: number) => Promise<void>): Promise<number> {
   let next = 0;
   const started = performance.now();
@@ -29,7 +22,7 @@ async function timed(total: number, concurrency: number, one: (i: number) => Pro
 }
 
 function signedRequest(signer: WebhookSigner, i: number) {
-  const body = `{"event":"charge.completed","data":${JSON.parse(eventBody('m_bench').toString()).data ? JSON.stringify(JSON.parse(eventBody('m_bench').toString()).data) : '{}'}}`;
+  const body = `{"event":"charge.completed","data":${JSON.stringify(JSON.parse(eventBody('m_bench').toString()).data)}}`;
   const headers = { 'content-type': 'application/json', 'user-agent': 'bench', ...signer.sign(SECRET, `evt_${i}`, body) };
   return { body, headers };
 }
@@ -87,7 +80,13 @@ export async function rawBroker(url: string, total: number, concurrency: number)
   return total / ((last - first) / 1000);
 }
 
-export async function dispatcherThroughput(url: string, receiver: ReceiverProcess, total: number, concurrency: number): Promise<number> {
+export async function dispatcherThroughput(
+  url: string,
+  receiver: ReceiverProcess,
+  total: number,
+  concurrency: number,
+  client: 'undici' | 'got' = 'undici',
+): Promise<number> {
   const prefix = benchPrefix('throughput');
   await fillDispatch(url, prefix, total, () => 'm_bench');
   await receiver.reset();
@@ -98,6 +97,7 @@ export async function dispatcherThroughput(url: string, receiver: ReceiverProces
     RETRY_SCHEDULE: '5s',
     DISPATCH_CONCURRENCY: String(concurrency),
     ALLOW_PRIVATE_TARGETS: 'true',
+    HTTP_CLIENT: client,
     LOG_LEVEL: 'warn',
   });
   try {
@@ -108,13 +108,4 @@ export async function dispatcherThroughput(url: string, receiver: ReceiverProces
   const stats = await receiver.stats();
   await deleteTopology(url, prefix, 1);
   return total / ((stats.last - stats.first) / 1000);
-}
-
-export async function benchThroughput(url: string, receiver: ReceiverProcess, total: number, concurrency: number): Promise<ThroughputResult> {
-  return {
-    brokerAlone: await rawBroker(url, total, concurrency),
-    got: await rawGot(receiver, total, concurrency),
-    undici: await rawUndici(receiver, total, concurrency),
-    dispatcher: await dispatcherThroughput(url, receiver, total, concurrency),
-  };
 }
