@@ -1,6 +1,7 @@
 /**
- * The baseline the failed stream replaces: finding one reference in a quorum queue of N messages
- * by consuming until it appears, the rest returned to the queue when the channel closes.
+ * The baseline the failed stream replaces: finding a reference's failed webhooks in a quorum
+ * queue of N messages. A reference can have several entries (failed, resent, failed again), so a
+ * resend must read the whole queue; everything read goes back when the channel closes.
  */
 import { randomUUID } from 'node:crypto';
 import amqp from 'amqplib';
@@ -17,7 +18,7 @@ export async function scanQueue(url: string, entries: number): Promise<number> {
   const target = randomUUID();
   const body = eventBody('m_bench');
   for (let i = 0; i < entries; i++) {
-    const reference = i === Math.floor(entries / 2) ? target : randomUUID();
+    const reference = i === entries - 1 ? target : randomUUID();
     if (!channel.sendToQueue(queue, body, { persistent: true, headers: { [HEADERS.reference]: reference } })) {
       await new Promise((resolve) => channel.once('drain', resolve));
     }
@@ -27,16 +28,19 @@ export async function scanQueue(url: string, entries: number): Promise<number> {
 
   const started = performance.now();
   const reader = await connection.createChannel();
-  // The largest prefetch AMQP allows (a quorum queue caps "unlimited" at 2,000) and no nack while
-  // scanning: everything read stays unacked and goes back when the channel closes, so the scan
-  // never meets its own returns. The target sits at the middle, within the 65,535 window.
+  // The largest prefetch AMQP allows (a quorum queue caps "unlimited" at 2,000). Messages are
+  // handed back with a multiple-nack every 50,000 so the window never fills; the requeued ones go
+  // behind the unread part, so the scan ends when it has read N distinct messages.
   await reader.prefetch(65_535);
+  let read = 0;
   let found = 0;
   await reader.consume(queue, (msg) => {
-    if (!msg || found) return;
+    if (!msg || read >= entries) return;
+    read++;
     if (msg.properties.headers?.[HEADERS.reference] === target) found = performance.now();
+    if (read % 50_000 === 0) reader.nack(msg, true, true);
   });
-  await until('reference found by scanning', () => found > 0, 300_000, 5);
+  await until('whole queue scanned', () => read >= entries && found > 0, 300_000, 5);
   await reader.close();
   const elapsed = found - started;
   await connection.close();

@@ -50,6 +50,7 @@ export async function steadyRun(options: {
     DISPATCH_CONCURRENCY: String(options.concurrency ?? 64),
     DELIVERY_TIMEOUT_MS: String(options.timeoutMs ?? 2_000),
     ALLOW_PRIVATE_TARGETS: 'true',
+    METRICS_PORT: '0',
     LOG_LEVEL: 'info',
   });
   // One untimed second first: the dispatcher process is fresh and its code not yet optimised.

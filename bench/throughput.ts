@@ -98,6 +98,7 @@ export async function dispatcherThroughput(
     DISPATCH_CONCURRENCY: String(concurrency),
     ALLOW_PRIVATE_TARGETS: 'true',
     HTTP_CLIENT: client,
+    METRICS_PORT: '0',
     LOG_LEVEL: 'warn',
   });
   try {

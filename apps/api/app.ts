@@ -1,8 +1,10 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import helmet from 'helmet';
+import { Counter, type Registry } from 'prom-client';
 import { BrokerUnavailableError } from '../../libs/broker/index.js';
 import { type FailedIndex, NothingToResendError, type ResendService } from '../../libs/failed/index.js';
 import type { Logger } from '../../libs/logger/index.js';
+import { METRIC_NAMES } from '../../libs/metrics/index.js';
 import type { Authenticator } from './auth.js';
 import { ApiError, badRequest, errorBody, notFound, rateLimited, unavailable } from './errors.js';
 import { openApiDocument } from './openapi.js';
@@ -15,6 +17,7 @@ export interface ApiDeps {
   limiter: RateLimiter;
   logger: Logger;
   brokerConnected: () => boolean;
+  registry?: Registry;
 }
 
 /** Printable ASCII without spaces, at most 200 characters: every reference the dispatcher accepts that is sane. */
@@ -46,7 +49,21 @@ export function createApp(deps: ApiDeps): express.Express {
     res.json(openApiDocument);
   });
 
-  app.post('/nucleus/tnx/webhook', async (req: Request, res: Response, next: NextFunction) => {
+  const registry = deps.registry;
+  if (registry) {
+    app.get('/metrics', async (_req, res) => {
+      res.type(registry.contentType).send(await registry.metrics());
+    });
+  }
+  const resends = registry
+    ? new Counter({ name: METRIC_NAMES.resends, help: 'Resend API answers by HTTP status', labelNames: ['status'], registers: [registry] })
+    : undefined;
+  const countResends = (_req: Request, res: Response, next: NextFunction) => {
+    res.on('finish', () => resends?.inc({ status: String(res.statusCode) }));
+    next();
+  };
+
+  app.post('/nucleus/tnx/webhook', countResends, async (req: Request, res: Response, next: NextFunction) => {
     try {
       const reference = referenceFrom(req);
       const merchant = await deps.auth.authenticate(req.get('x-auth-token'), req.get('authorization'));

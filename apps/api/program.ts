@@ -5,6 +5,7 @@ import { BrokerConnection } from '../../libs/broker/index.js';
 import { FailedIndex, ResendService } from '../../libs/failed/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import { FileMerchantDirectory } from '../../libs/merchants/index.js';
+import { METRIC_NAMES, createRegistry, gaugeFrom } from '../../libs/metrics/index.js';
 import { declareTopology, topologyNames } from '../../libs/topology/index.js';
 import { createApp } from './app.js';
 import { Authenticator } from './auth.js';
@@ -52,6 +53,9 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     config.AUTH_JWT_SECRET ? { secret: config.AUTH_JWT_SECRET } : { jwksUrl: config.AUTH_JWKS_URL! },
   );
   const rate = options.rateLimit ?? { perMinute: 60, burst: 20 };
+  const registry = createRegistry('api');
+  gaugeFrom(registry, METRIC_NAMES.failedIndexEntries, 'Unresolved failure entries in the failed index', () => index.size);
+  gaugeFrom(registry, METRIC_NAMES.brokerConnected, '1 while connected to RabbitMQ', () => (broker.isConnected ? 1 : 0));
   const app = createApp({
     auth,
     index,
@@ -59,6 +63,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     limiter: new RateLimiter(rate.perMinute, rate.burst),
     logger,
     brokerConnected: () => broker.isConnected,
+    registry,
   });
 
   const server = app.listen(config.PORT);

@@ -13,6 +13,12 @@ export const dispatcherEnvSchema = z.object({
   // undici is about four times faster here; got stays selectable (same contract, same tests).
   HTTP_CLIENT: z.enum(['undici', 'got']).default('undici'),
   MAX_MESSAGE_BYTES: envFields.positiveInt(256 * 1024, 64 * 1024 * 1024),
+  /** /metrics, /healthz and /readyz of the dispatcher (it has no other HTTP port); 0 picks a free port. */
+  METRICS_PORT: z
+    .string()
+    .default('9464')
+    .refine((v) => /^\d+$/.test(v) && Number(v) <= 65_535, 'must be a port number from 0 to 65535')
+    .transform(Number),
   LOG_LEVEL: envFields.logLevel,
 });
 

@@ -3,6 +3,7 @@ import { BrokerUnavailableError, type BrokerConnection, type Consumer, type Deli
 import { ENTRY_TYPES, HEADERS, type ScalarHeaders, scalarHeaders } from '../../libs/contracts/index.js';
 import { DeliveryFailedError, WebhookBlockedError, WebhookRejectedError, type WebhookHttpClient } from '../../libs/http/index.js';
 import type { Logger } from '../../libs/logger/index.js';
+import { type DeliveryObserver, noopObserver, type Outcome } from '../../libs/metrics/index.js';
 import { activeWebhook, type MerchantDirectory } from '../../libs/merchants/index.js';
 import { WebhookSigner } from '../../libs/signing/index.js';
 import { type TopologyNames, topologyNames } from '../../libs/topology/index.js';
@@ -36,6 +37,7 @@ export interface DispatcherDeps {
   logger: Logger;
   signer?: WebhookSigner;
   now?: () => Date;
+  observer?: DeliveryObserver;
 }
 
 export interface DispatcherStats {
@@ -58,6 +60,7 @@ export class Dispatcher {
   private readonly names: TopologyNames;
   private readonly signer: WebhookSigner;
   private readonly now: () => Date;
+  private readonly observer: DeliveryObserver;
   private consumer?: Consumer;
   /** winston formats a message before its transports drop it by level: skip debug on the hot path. */
   private readonly debug: boolean;
@@ -68,6 +71,7 @@ export class Dispatcher {
     this.names = topologyNames(settings.prefix);
     this.signer = deps.signer ?? new WebhookSigner();
     this.now = deps.now ?? (() => new Date());
+    this.observer = deps.observer ?? noopObserver;
     this.debug = deps.logger.isDebugEnabled();
     this.guards = new EndpointGuards({
       maxInFlight: settings.perEndpointConcurrency ?? Math.max(1, Math.ceil(settings.concurrency / 2)),
@@ -133,7 +137,7 @@ export class Dispatcher {
     const webhook = activeWebhook(merchant);
     const meta = { merchantId: intake.merchantId, event: intake.event, reference: intake.references[0], webhookId: intake.webhookId };
     if (!webhook) {
-      this.stats.skipped++;
+      this.count('skipped', 'skipped', intake.event);
       this.deps.logger.info('webhook skipped: not set up or disabled', meta);
       delivery.ack();
       return;
@@ -149,10 +153,11 @@ export class Dispatcher {
     }
     if (admission.kind === 'defer') return this.defer(delivery, intake);
     if (admission.kind === 'open') {
-      this.stats.circuitOpen++;
+      this.count('circuitOpen', 'circuit_open', intake.event);
       return this.afterFailure(delivery, intake, attempt, new CircuitOpenError(endpoint, admission.failures), now);
     }
     const slot = admission;
+    const started = performance.now();
     try {
       const signed = this.signer.sign(webhook.secret, intake.webhookId, intake.body, now);
       const response = await this.deps.http.post({
@@ -166,14 +171,21 @@ export class Dispatcher {
         throw new WebhookRejectedError(response.status, typeof retryAfter === 'string' ? retryAfter : undefined);
       }
       slot.release(true);
-      this.stats.delivered++;
+      this.observer.attempt(true, (performance.now() - started) / 1000, intake.event);
+      this.count('delivered', 'delivered', intake.event);
       if (this.debug) this.deps.logger.debug('webhook delivered', { ...meta, attempt, status: response.status });
       delivery.ack();
     } catch (err) {
       slot.release(false);
+      this.observer.attempt(false, (performance.now() - started) / 1000, intake.event);
       if (!(err instanceof DeliveryFailedError)) throw err;
       await this.afterFailure(delivery, intake, attempt, err, now);
     }
+  }
+
+  private count(stat: keyof DispatcherStats, outcome: Outcome, event: string): void {
+    this.stats[stat]++;
+    this.observer.outcome(outcome, event);
   }
 
   private canDefer(message: ConsumeMessage): boolean {
@@ -193,7 +205,7 @@ export class Dispatcher {
     headers[HEADERS.webhookId] = intake.webhookId;
     headers[HEADERS.firstSeenAt] = intake.firstSeenAt;
     await this.move(delivery, this.names.retry(tier), headers);
-    this.stats.deferred++;
+    this.count('deferred', 'deferred', intake.event);
     if (this.debug) this.deps.logger.debug('delivery deferred: endpoint busy', { merchantId: intake.merchantId, reference: intake.references[0] });
   }
 
@@ -224,14 +236,14 @@ export class Dispatcher {
     if (attempt - 1 < delays.length && !(failure instanceof WebhookBlockedError)) {
       const tier = this.tierFor(attempt - 1, failure);
       await this.move(delivery, this.names.retry(tier), headers);
-      this.stats.retried++;
+      this.count('retried', 'retried', intake.event);
       this.deps.logger.info('webhook attempt failed, retry scheduled', { ...meta, delayMs: delays[tier] });
       return;
     }
     headers[HEADERS.entryType] = ENTRY_TYPES.failure;
     headers[HEADERS.failedAt] = now.toISOString();
     await this.move(delivery, this.names.failed, headers);
-    this.stats.failed++;
+    this.count('failed', 'failed', intake.event);
     this.deps.logger.warn('webhook failed after its last attempt', meta);
   }
 
@@ -257,7 +269,7 @@ export class Dispatcher {
       [HEADERS.invalidAt]: this.now().toISOString(),
       [HEADERS.originalRoutingKey]: message.fields.routingKey,
     });
-    this.stats.invalid++;
+    this.count('invalid', 'invalid', 'unknown');
     this.deps.logger.warn('message parked as invalid', { code: reason.code, reason: reason.detail.slice(0, 200) });
   }
 

@@ -80,6 +80,11 @@ export class EndpointGuards {
     for (const state of this.endpoints.values()) for (const wake of [...state.waiters]) wake();
   }
 
+  /** Endpoints whose circuit is open now. */
+  openEndpoints(): string[] {
+    return [...this.endpoints].filter(([, state]) => state.openUntil > 0).map(([endpoint]) => endpoint);
+  }
+
   /** When the endpoint's open circuit lets a probe through; 0 when closed. */
   openUntil(endpoint: string): number {
     return this.endpoints.get(endpoint)?.openUntil ?? 0;

@@ -2,15 +2,19 @@ import { BrokerConnection } from '../../libs/broker/index.js';
 import { createGotClient, createUndiciClient } from '../../libs/http/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import { FileMerchantDirectory } from '../../libs/merchants/index.js';
-import { declareTopology } from '../../libs/topology/index.js';
+import { METRIC_NAMES, createRegistry, deliveryMetrics, gaugeFrom, labelledGaugeFrom } from '../../libs/metrics/index.js';
+import { declareTopology, topologyNames } from '../../libs/topology/index.js';
 import type { DispatcherConfig } from './config.js';
 import { Dispatcher } from './dispatcher.js';
+import { startHealthServer } from './health-server.js';
 
 export const USER_AGENT = 'nucleus-webhooks/0.1 (+https://github.com/standard-webhooks/standard-webhooks)';
 
 export interface DispatcherProgram {
   dispatcher: Dispatcher;
   broker: BrokerConnection;
+  /** The port of /metrics, /healthz and /readyz. */
+  metricsPort: number;
   stop(): Promise<void>;
 }
 
@@ -38,8 +42,9 @@ export async function startDispatcher(config: DispatcherConfig, logger: Logger):
     config.HTTP_CLIENT === 'got'
       ? createGotClient({ allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS })
       : createUndiciClient({ allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS });
+  const registry = createRegistry('dispatcher');
   const dispatcher = new Dispatcher(
-    { broker, merchants, http, logger },
+    { broker, merchants, http, logger, observer: deliveryMetrics(registry) },
     {
       prefix: config.TOPOLOGY_PREFIX,
       retryDelaysMs: config.RETRY_SCHEDULE,
@@ -50,13 +55,38 @@ export async function startDispatcher(config: DispatcherConfig, logger: Logger):
     },
   );
   await dispatcher.start();
+
+  const names = topologyNames(config.TOPOLOGY_PREFIX);
+  const queues = [names.dispatch, ...config.RETRY_SCHEDULE.map((_, i) => names.retry(i)), names.invalid];
+  gaugeFrom(registry, METRIC_NAMES.brokerConnected, '1 while connected to RabbitMQ', () => (broker.isConnected ? 1 : 0));
+  labelledGaugeFrom(registry, METRIC_NAMES.circuitOpen, '1 while the endpoint circuit is open', 'endpoint', () =>
+    dispatcher.guards.openEndpoints().map((endpoint) => [endpoint, 1]),
+  );
+  labelledGaugeFrom(registry, METRIC_NAMES.queueMessages, 'Messages ready in the queue', 'queue', async () => {
+    if (!broker.isConnected) return [];
+    const channel = await broker.createChannel();
+    try {
+      const depths: Array<[string, number]> = [];
+      for (const queue of queues) depths.push([queue, (await channel.checkQueue(queue)).messageCount]);
+      return depths;
+    } catch {
+      return [];
+    } finally {
+      await channel.close().catch(() => {});
+    }
+  });
+  const health = await startHealthServer({ port: config.METRICS_PORT, registry, ready: () => broker.isConnected });
+  logger.info('dispatcher metrics listening', { port: health.port });
+
   let stopping: Promise<void> | undefined;
   return {
     dispatcher,
     broker,
+    metricsPort: health.port,
     stop() {
       stopping ??= (async () => {
         await dispatcher.stop();
+        await health.close();
         await broker.close();
         http.close();
         await merchants.close();

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { BrokerConnection } from '../broker/index.js';
-import { type EventName, type UpstreamMessage, upstreamMessageSchema } from '../contracts/index.js';
+import { type EventName, HEADERS, referencesOf, type UpstreamMessage, upstreamMessageSchema } from '../contracts/index.js';
 import { topologyNames } from '../topology/index.js';
 
 export interface PublishResult {
@@ -23,11 +23,21 @@ export class EventPublisher {
   async publish(message: UpstreamMessage, options: { messageId?: string } = {}): Promise<PublishResult> {
     const checked = upstreamMessageSchema.parse(message);
     const messageId = options.messageId ?? `evt_${randomUUID()}`;
+    const [reference, tnxRef] = referencesOf(checked.event, checked.data);
+    // Headers only for people reading the RabbitMQ console; the dispatcher trusts the body.
+    const headers: Record<string, string> = {
+      [HEADERS.merchantId]: checked.merchantId,
+      [HEADERS.event]: checked.event,
+      [HEADERS.webhookId]: messageId,
+    };
+    if (reference) headers[HEADERS.reference] = reference;
+    if (tnxRef) headers[HEADERS.tnxRef] = tnxRef;
     await this.broker.publish(this.exchange, checked.event, Buffer.from(JSON.stringify(message)), {
       persistent: true,
       contentType: 'application/json',
       messageId,
       timestamp: Math.floor(Date.now() / 1000),
+      headers,
     });
     return { messageId, routingKey: checked.event };
   }

@@ -53,6 +53,7 @@ describe('crashes and shutdowns lose nothing', () => {
       RETRY_SCHEDULE: retrySchedule,
       DISPATCH_CONCURRENCY: '32',
       ALLOW_PRIVATE_TARGETS: 'true',
+      METRICS_PORT: '0',
       LOG_LEVEL: 'info',
     };
   }

@@ -27,6 +27,7 @@ describe('dispatcher start-up and shutdown', () => {
     TOPOLOGY_PREFIX: prefix,
     MERCHANTS_FILE: merchantsFile,
     RETRY_SCHEDULE: '1s,2s',
+    METRICS_PORT: '0',
     LOG_LEVEL: 'error',
     ...extra,
   });

@@ -1,0 +1,44 @@
+import { once } from 'node:events';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Registry } from 'prom-client';
+
+/**
+ * The dispatcher's only HTTP port: Prometheus metrics, liveness, and readiness (connected to the
+ * broker and consuming), for container health checks and load balancers' drains.
+ */
+export async function startHealthServer(options: {
+  port: number;
+  registry: Registry;
+  ready: () => boolean;
+}): Promise<{ server: Server; port: number; close(): Promise<void> }> {
+  const server = createServer((req, res) => {
+    if (req.method !== 'GET') return void res.writeHead(405, { allow: 'GET' }).end();
+    if (req.url === '/healthz') return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
+    if (req.url === '/readyz') {
+      const ready = options.ready();
+      return void res
+        .writeHead(ready ? 200 : 503, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ status: ready ? 'ready' : 'not ready' }));
+    }
+    if (req.url === '/metrics') {
+      options.registry.metrics().then(
+        (text) => res.writeHead(200, { 'content-type': options.registry.contentType }).end(text),
+        () => res.writeHead(500).end(),
+      );
+      return;
+    }
+    res.writeHead(404).end();
+  });
+  server.listen(options.port);
+  await once(server, 'listening');
+  return {
+    server,
+    port: (server.address() as AddressInfo).port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}

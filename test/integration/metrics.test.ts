@@ -1,0 +1,112 @@
+import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
+import { type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/program.js';
+import { sampleEvent } from '../../libs/contracts/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
+import { BrokerConnection } from '../../libs/broker/index.js';
+import { EventPublisher } from '../../libs/publisher/index.js';
+import { call, startTestApi, token } from '../support/api.js';
+import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
+import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { Receiver } from '../support/receiver.js';
+import { waitFor } from '../support/wait.js';
+
+/** The value of one series in Prometheus text format, or undefined when absent. */
+function series(text: string, name: string, labels: Record<string, string>): number | undefined {
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(`${name}{`)) continue;
+    const match = /^[^{]+\{(.*)\} (\S+)$/.exec(line);
+    if (!match) continue;
+    const have = Object.fromEntries([...match[1]!.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1], m[2]]));
+    if (Object.entries(labels).every(([k, v]) => have[k] === v)) return Number(match[2]);
+  }
+  return undefined;
+}
+
+describe('Prometheus metrics', () => {
+  const prefix = uniquePrefix('metrics');
+  let ok: Receiver;
+  let failing: Receiver;
+  let program: DispatcherProgram;
+  let upstream: BrokerConnection;
+  const good = testMerchant('m_metrics_ok', 'http://placeholder');
+  const bad = testMerchant('m_metrics_bad', 'http://placeholder');
+  let merchantsFile: string;
+
+  beforeAll(async () => {
+    ok = await Receiver.start();
+    failing = await Receiver.start(() => 500);
+    good.webhook!.url = ok.url;
+    bad.webhook!.url = failing.url;
+    merchantsFile = writeMerchantsFile([good, bad]);
+    const config = loadDispatcherConfig({
+      RABBITMQ_URL: brokerUrl(),
+      TOPOLOGY_PREFIX: prefix,
+      MERCHANTS_FILE: merchantsFile,
+      RETRY_SCHEDULE: '50ms,50ms,50ms,50ms,50ms',
+      ALLOW_PRIVATE_TARGETS: 'true',
+      METRICS_PORT: '0',
+      FAILED_RETENTION: '1D', // as the test API declares it
+    });
+    program = await startDispatcher(config, silentLogger());
+    upstream = new BrokerConnection({ url: brokerUrl(), name: 'test-metrics-upstream', logger: silentLogger() });
+    await upstream.open(10_000);
+  });
+
+  afterAll(async () => {
+    await upstream?.close();
+    await program?.stop();
+    await Promise.all([ok?.close(), failing?.close()]);
+    const test = await TestBroker.open();
+    await test.deleteTopology(prefix, 5);
+    await test.close();
+  });
+
+  const scrape = async () => (await fetch(`http://127.0.0.1:${program.metricsPort}/metrics`)).text();
+
+  it('counts deliveries, attempts and their durations as webhooks are delivered', async () => {
+    const before = await scrape();
+    expect(series(before, 'webhooks_deliveries_total', { outcome: 'delivered', event: 'payout' }) ?? 0).toBe(0);
+    const publisher = new EventPublisher(upstream, prefix);
+    for (let i = 0; i < 3; i++) await publisher.publish(sampleEvent('payout', good.id));
+    await ok.waitForRequests(3);
+    await waitFor('delivered counted', async () => series(await scrape(), 'webhooks_deliveries_total', { outcome: 'delivered', event: 'payout' }) === 3);
+    const text = await scrape();
+    expect(series(text, 'webhooks_delivery_attempts_total', { result: 'success' })).toBe(3);
+    expect(series(text, 'webhooks_delivery_duration_seconds_count', { event: 'payout', result: 'success' })).toBe(3);
+    expect(series(text, 'webhooks_broker_connected', { program: 'dispatcher' })).toBe(1);
+    expect(series(text, 'webhooks_queue_messages', { queue: `${prefix}.dispatch` })).toBe(0);
+    expect(text).toContain('process_cpu_user_seconds_total');
+  });
+
+  it('shows retries, failures and an open circuit for a failing merchant', async () => {
+    await new EventPublisher(upstream, prefix).publish(sampleEvent('charge.completed', bad.id));
+    await waitFor('failed counted', async () => series(await scrape(), 'webhooks_deliveries_total', { outcome: 'failed', event: 'charge.completed' }) === 1);
+    const text = await scrape();
+    expect(series(text, 'webhooks_deliveries_total', { outcome: 'retried', event: 'charge.completed' })).toBe(5);
+    expect(series(text, 'webhooks_delivery_attempts_total', { result: 'failure' })).toBe(5);
+    expect(series(text, 'webhooks_deliveries_total', { outcome: 'circuit_open', event: 'charge.completed' })).toBe(1);
+    expect(series(text, 'webhooks_circuit_open', { endpoint: new URL(failing.url).origin })).toBe(1);
+  });
+
+  it('answers liveness and readiness on the metrics port', async () => {
+    expect((await fetch(`http://127.0.0.1:${program.metricsPort}/healthz`)).status).toBe(200);
+    const ready = await fetch(`http://127.0.0.1:${program.metricsPort}/readyz`);
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toEqual({ status: 'ready' });
+  });
+
+  it('counts resend answers by status and reports the failed index size on the API', async () => {
+    const api = await startTestApi(prefix, merchantsFile);
+    try {
+      await waitFor('API ready', () => api.index.ready);
+      const headers = { 'x-auth-token': bad.publicKey, authorization: `Bearer ${await token(bad.id)}` };
+      expect((await call(api, '/nucleus/tnx/webhook?reference=unknown', { headers })).status).toBe(404);
+      const text = await (await fetch(`http://127.0.0.1:${api.port}/metrics`)).text();
+      expect(series(text, 'webhooks_resend_requests_total', { status: '404', program: 'api' })).toBe(1);
+      expect(series(text, 'webhooks_failed_index_entries', { program: 'api' })).toBe(1);
+      expect(series(text, 'webhooks_broker_connected', { program: 'api' })).toBe(1);
+    } finally {
+      await api.stop();
+    }
+  });
+});
