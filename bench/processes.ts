@@ -6,6 +6,7 @@ const here = (file: string) => fileURLToPath(new URL(file, import.meta.url));
 
 export interface ReceiverProcess {
   url: string;
+  pid: number | undefined;
   stats(): Promise<{ count: number; first: number; last: number; latencies: number[]; merchants: Record<string, number[]> }>;
   reset(): Promise<void>;
   stop(): Promise<void>;
@@ -17,6 +18,7 @@ export async function startReceiver(): Promise<ReceiverProcess> {
   const base = `http://127.0.0.1:${message.port}`;
   return {
     url: base,
+    pid: child.pid,
     async stats() {
       return (await (await fetch(`${base}/stats`)).json()) as Awaited<ReturnType<ReceiverProcess['stats']>>;
     },

@@ -7,6 +7,7 @@ import amqp from 'amqplib';
 import { Agent, request } from 'undici';
 import { createGotClient } from '../libs/http/index.js';
 import { WebhookSigner } from '../libs/signing/index.js';
+import { brokerPid, coresDuring } from './cpu.js';
 import { SECRET, benchPrefix, deleteTopology, eventBody, fillDispatch, merchantsFile } from './fixtures.js';
 import { type ReceiverProcess, startProgram, until } from './processes.js';
 
@@ -42,15 +43,20 @@ export async function rawGot(receiver: ReceiverProcess, total: number, concurren
 }
 
 export async function rawUndici(receiver: ReceiverProcess, total: number, concurrency: number): Promise<number> {
+  return (await rawUndiciCores(receiver, total, concurrency)).result;
+}
+
+/** Raw undici, with the cores the bench process, the receiver and RabbitMQ used meanwhile. */
+export async function rawUndiciCores(receiver: ReceiverProcess, total: number, concurrency: number) {
   const dispatcher = new Agent({ connections: concurrency, pipelining: 1 });
   const signer = new WebhookSigner();
   try {
-    return await timed(total, concurrency, async (i) => {
+    return await coresDuring({ client: process.pid, receiver: receiver.pid, broker: brokerPid() }, () => timed(total, concurrency, async (i) => {
       const { body, headers } = signedRequest(signer, i);
       const res = await request(`${receiver.url}/ok`, { method: 'POST', body, headers, dispatcher });
       await res.body.dump();
       if (res.statusCode !== 204) throw new Error(`receiver answered ${res.statusCode}`);
-    });
+    }));
   } finally {
     await dispatcher.close();
   }
@@ -87,6 +93,17 @@ export async function dispatcherThroughput(
   concurrency: number,
   client: 'undici' | 'got' = 'undici',
 ): Promise<number> {
+  return (await dispatcherThroughputCores(url, receiver, total, concurrency, client)).rate;
+}
+
+/** The dispatcher's rate, with the cores it, the receiver and RabbitMQ used while delivering. */
+export async function dispatcherThroughputCores(
+  url: string,
+  receiver: ReceiverProcess,
+  total: number,
+  concurrency: number,
+  client: 'undici' | 'got' = 'undici',
+): Promise<{ rate: number; cores: Record<string, number> }> {
   const prefix = benchPrefix('throughput');
   await fillDispatch(url, prefix, total, () => 'm_bench');
   await receiver.reset();
@@ -101,12 +118,16 @@ export async function dispatcherThroughput(
     METRICS_PORT: '0',
     LOG_LEVEL: 'warn',
   });
+  let cores: Record<string, number> = {};
   try {
-    await until('all deliveries', async () => (await receiver.stats()).count >= total, 180_000, 100);
+    await until('first delivery', async () => (await receiver.stats()).count > 0, 30_000, 10);
+    ({ cores } = await coresDuring({ dispatcher: program.child.pid, receiver: receiver.pid, broker: brokerPid() }, () =>
+      until('all deliveries', async () => (await receiver.stats()).count >= total, 180_000, 50),
+    ));
   } finally {
     await program.stop();
   }
   const stats = await receiver.stats();
   await deleteTopology(url, prefix, 1);
-  return total / ((stats.last - stats.first) / 1000);
+  return { rate: total / ((stats.last - stats.first) / 1000), cores };
 }

@@ -75,6 +75,13 @@ export const openApiDocument = {
         },
       },
     },
+    '/metrics': {
+      get: {
+        operationId: 'metrics',
+        summary: 'Prometheus metrics (text exposition format)',
+        responses: { '200': { description: 'Metrics', content: { 'text/plain': { schema: { type: 'string' } } } } },
+      },
+    },
     '/openapi.json': {
       get: {
         operationId: 'openapi',

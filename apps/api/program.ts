@@ -1,12 +1,12 @@
 import { once } from 'node:events';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { BrokerConnection } from '../../libs/broker/index.js';
+import type { BrokerConnection } from '../../libs/broker/index.js';
 import { FailedIndex, ResendService } from '../../libs/failed/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import { FileMerchantDirectory } from '../../libs/merchants/index.js';
 import { METRIC_NAMES, createRegistry, gaugeFrom } from '../../libs/metrics/index.js';
-import { declareTopology, topologyNames } from '../../libs/topology/index.js';
+import { openTopologyBroker, topologyNames } from '../../libs/topology/index.js';
 import { createApp } from './app.js';
 import { Authenticator } from './auth.js';
 import type { ApiConfig } from './config.js';
@@ -28,19 +28,14 @@ export interface ApiOptions {
 
 export async function startApi(config: ApiConfig, logger: Logger, options: ApiOptions = {}): Promise<ApiProgram> {
   const merchants = new FileMerchantDirectory(config.MERCHANTS_FILE, logger).watch();
-  const broker = new BrokerConnection({
-    url: config.RABBITMQ_URL,
-    name: 'webhooks-api',
-    logger,
-    declare: (channel) =>
-      declareTopology(channel, {
-        prefix: config.TOPOLOGY_PREFIX,
-        retryDelaysMs: config.RETRY_SCHEDULE,
-        failedRetention: config.FAILED_RETENTION,
-      }),
-  });
+  let broker: BrokerConnection;
   try {
-    await broker.open();
+    broker = await openTopologyBroker({
+      url: config.RABBITMQ_URL,
+      name: 'webhooks-api',
+      logger,
+      topology: { prefix: config.TOPOLOGY_PREFIX, retryDelaysMs: config.RETRY_SCHEDULE, failedRetention: config.FAILED_RETENTION },
+    });
   } catch (err) {
     await merchants.close();
     throw err;

@@ -1,9 +1,9 @@
-import { BrokerConnection } from '../../libs/broker/index.js';
+import type { BrokerConnection } from '../../libs/broker/index.js';
 import { createGotClient, createUndiciClient } from '../../libs/http/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import { FileMerchantDirectory } from '../../libs/merchants/index.js';
 import { METRIC_NAMES, createRegistry, deliveryMetrics, gaugeFrom, labelledGaugeFrom } from '../../libs/metrics/index.js';
-import { declareTopology, topologyNames } from '../../libs/topology/index.js';
+import { openTopologyBroker, topologyNames } from '../../libs/topology/index.js';
 import type { DispatcherConfig } from './config.js';
 import { Dispatcher } from './dispatcher.js';
 import { startHealthServer } from './health-server.js';
@@ -21,19 +21,14 @@ export interface DispatcherProgram {
 /** Wires the dispatcher from parsed config: directory, broker (topology on every connect), HTTP client. */
 export async function startDispatcher(config: DispatcherConfig, logger: Logger): Promise<DispatcherProgram> {
   const merchants = new FileMerchantDirectory(config.MERCHANTS_FILE, logger).watch();
-  const broker = new BrokerConnection({
-    url: config.RABBITMQ_URL,
-    name: 'webhooks-dispatcher',
-    logger,
-    declare: (channel) =>
-      declareTopology(channel, {
-        prefix: config.TOPOLOGY_PREFIX,
-        retryDelaysMs: config.RETRY_SCHEDULE,
-        failedRetention: config.FAILED_RETENTION,
-      }),
-  });
+  let broker: BrokerConnection;
   try {
-    await broker.open();
+    broker = await openTopologyBroker({
+      url: config.RABBITMQ_URL,
+      name: 'webhooks-dispatcher',
+      logger,
+      topology: { prefix: config.TOPOLOGY_PREFIX, retryDelaysMs: config.RETRY_SCHEDULE, failedRetention: config.FAILED_RETENTION },
+    });
   } catch (err) {
     await merchants.close();
     throw err;

@@ -41,12 +41,24 @@ export function deliveryMetrics(registry: Registry): DeliveryObserver {
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers: [registry],
   });
+  // Labelled children looked up once per label set: hashing labels on every delivery shows in profiles.
+  const children = new Map<string, { deliveries?: Counter.Internal; duration?: Histogram.Internal<string> }>();
+  const success = attempts.labels('success');
+  const failure = attempts.labels('failure');
   return {
-    outcome: (outcome, event) => deliveries.inc({ outcome, event }),
+    outcome: (outcome, event) => {
+      const key = `o\u0000${outcome}\u0000${event}`;
+      let child = children.get(key);
+      if (!child) children.set(key, (child = { deliveries: deliveries.labels(outcome, event) }));
+      child.deliveries!.inc();
+    },
     attempt: (succeeded, seconds, event) => {
+      (succeeded ? success : failure).inc();
       const result = succeeded ? 'success' : 'failure';
-      attempts.inc({ result });
-      duration.observe({ event, result }, seconds);
+      const key = `a\u0000${event}\u0000${result}`;
+      let child = children.get(key);
+      if (!child) children.set(key, (child = { duration: duration.labels(event, result) }));
+      child.duration!.observe(seconds);
     },
   };
 }

@@ -10,3 +10,4 @@ export {
   type TopologySpec,
 } from './spec.js';
 export { declareIntake, declareTopology, TopologyMismatchError } from './declare.js';
+export { openTopologyBroker } from './broker.js';
