@@ -4,62 +4,21 @@
  * ack, no HTTP) and the HTTP client alone (the dispatcher's got client, and undici for reference).
  */
 import amqp from 'amqplib';
-import { Agent, request } from 'undici';
-import { createGotClient } from '../libs/http/index.js';
-import { WebhookSigner } from '../libs/signing/index.js';
+import { fork } from 'node:child_process';
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
 import { brokerPid, coresDuring } from './cpu.js';
-import { SECRET, benchPrefix, deleteTopology, eventBody, fillDispatch, merchantsFile } from './fixtures.js';
+import { benchPrefix, deleteTopology, fillDispatch, merchantsFile } from './fixtures.js';
 import { type ReceiverProcess, startProgram, until } from './processes.js';
 
-async function timed(total: number, concurrency: number, one: (i: number) => Promise<void>): Promise<number> {
-  let next = 0;
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < total) await one(next++);
-    }),
-  );
-  return total / ((performance.now() - started) / 1000);
-}
-
-function signedRequest(signer: WebhookSigner, i: number) {
-  const body = `{"event":"charge.completed","data":${JSON.stringify(JSON.parse(eventBody('m_bench').toString()).data)}}`;
-  const headers = { 'content-type': 'application/json', 'user-agent': 'bench', ...signer.sign(SECRET, `evt_${i}`, body) };
-  return { body, headers };
-}
-
-export async function rawGot(receiver: ReceiverProcess, total: number, concurrency: number): Promise<number> {
-  const client = createGotClient({ allowPrivateTargets: true });
-  const signer = new WebhookSigner();
-  try {
-    return await timed(total, concurrency, async (i) => {
-      const { body, headers } = signedRequest(signer, i);
-      const res = await client.post({ url: `${receiver.url}/ok`, body, headers, timeoutMs: 10_000 });
-      if (res.status !== 204) throw new Error(`receiver answered ${res.status}`);
-    });
-  } finally {
-    client.close();
-  }
-}
-
-export async function rawUndici(receiver: ReceiverProcess, total: number, concurrency: number): Promise<number> {
-  return (await rawUndiciCores(receiver, total, concurrency)).result;
-}
-
-/** Raw undici, with the cores the bench process, the receiver and RabbitMQ used meanwhile. */
-export async function rawUndiciCores(receiver: ReceiverProcess, total: number, concurrency: number) {
-  const dispatcher = new Agent({ connections: concurrency, pipelining: 1 });
-  const signer = new WebhookSigner();
-  try {
-    return await coresDuring({ client: process.pid, receiver: receiver.pid, broker: brokerPid() }, () => timed(total, concurrency, async (i) => {
-      const { body, headers } = signedRequest(signer, i);
-      const res = await request(`${receiver.url}/ok`, { method: 'POST', body, headers, dispatcher });
-      await res.body.dump();
-      if (res.statusCode !== 204) throw new Error(`receiver answered ${res.statusCode}`);
-    }));
-  } finally {
-    await dispatcher.close();
-  }
+/** A raw client's rate, measured in a fresh process, with the cores it and the receiver used. */
+export async function rawClient(receiver: ReceiverProcess, total: number, concurrency: number, client: 'undici' | 'got') {
+  const child = fork(fileURLToPath(new URL('./raw-client-process.js', import.meta.url)), [receiver.url, String(total), String(concurrency), client], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const measured = await coresDuring({ client: child.pid, receiver: receiver.pid }, async () => ((await once(child, 'message')) as [number])[0]);
+  await once(child, 'exit');
+  return { rate: measured.result, cores: measured.cores };
 }
 
 /** The broker's own limit for this work: deliveries consumed and acked with the same prefetch. */
