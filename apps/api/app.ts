@@ -3,6 +3,7 @@ import helmet from 'helmet';
 import { Counter, type Registry } from 'prom-client';
 import { BrokerUnavailableError } from '../../libs/broker/index.js';
 import { type FailedIndex, NothingToResendError, type ResendService } from '../../libs/failed/index.js';
+import { isWellFormedReference } from '../../libs/contracts/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import { METRIC_NAMES } from '../../libs/metrics/index.js';
 import type { Authenticator } from './auth.js';
@@ -20,8 +21,6 @@ export interface ApiDeps {
   registry?: Registry;
 }
 
-/** Printable ASCII without spaces, at most 200 characters: every reference the dispatcher accepts that is sane. */
-const REFERENCE = /^[\x21-\x7e]{1,200}$/;
 
 export function createApp(deps: ApiDeps): express.Express {
   const app = express();
@@ -102,7 +101,7 @@ function referenceFrom(req: Request): string {
   const reference = query.reference;
   if (reference === undefined || reference === '') throw badRequest('missing_reference', 'The reference query parameter is required');
   if (typeof reference !== 'string') throw badRequest('invalid_reference', 'Give the reference query parameter once');
-  if (!REFERENCE.test(reference)) {
+  if (!isWellFormedReference(reference)) {
     throw badRequest('invalid_reference', 'The reference must be 1 to 200 printable characters without spaces');
   }
   return reference;

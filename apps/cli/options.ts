@@ -1,4 +1,5 @@
 import { parseDuration } from '../../libs/config/index.js';
+import { isWellFormedReference } from '../../libs/contracts/index.js';
 import { UsageError } from './errors.js';
 
 /** Runs node:util parseArgs, turning its errors (unknown option, missing value) into a usage error of this command. */
@@ -43,11 +44,8 @@ export function parseRate(text: string, usage: string): number {
   return n;
 }
 
-/** The references the dispatcher and the resend API accept: 1 to 200 printable characters without spaces. */
-const REFERENCE = /^[\x21-\x7e]{1,200}$/;
-
 export function checkReference(text: string, usage: string): string {
-  if (!REFERENCE.test(text)) throw new UsageError('a reference is 1 to 200 printable characters without spaces', usage);
+  if (!isWellFormedReference(text)) throw new UsageError('a reference is 1 to 200 printable characters without spaces', usage);
   return text;
 }
 

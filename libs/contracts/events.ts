@@ -17,6 +17,14 @@ export const REFERENCE_FIELDS: Record<EventName, readonly string[]> = {
 export const MAX_REFERENCE_LENGTH = 200;
 
 /**
+ * A reference as the resend API and the operator CLI accept it: printable ASCII without spaces, at
+ * most MAX_REFERENCE_LENGTH characters.
+ */
+export function isWellFormedReference(text: string): boolean {
+  return text.length >= 1 && text.length <= MAX_REFERENCE_LENGTH && /^[\x21-\x7e]+$/.test(text);
+}
+
+/**
  * The upstream message: only what the service relies on is checked; everything else in `data`
  * is relayed untouched, so the schema is loose and never coerces.
  */
