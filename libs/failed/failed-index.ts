@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { BrokerConnection, Consumer, Delivery } from '../broker/index.js';
-import { ENTRY_TYPES, HEADERS } from '../contracts/index.js';
+import { ENTRY_TYPES } from '../contracts/index.js';
 import type { Logger } from '../logger/index.js';
+import { appendCheckpoint, isCheckpoint } from './checkpoint.js';
 import { decodeResolution, entryTypeOf, failureKeysOf, offsetOf, type Resolution } from './entries.js';
 
 /**
@@ -76,10 +77,7 @@ export class FailedIndex {
     const id = randomUUID();
     this.checkpointId = id;
     try {
-      await this.broker.sendToQueue(this.stream, Buffer.from('{}'), {
-        contentType: 'application/json',
-        headers: { [HEADERS.entryType]: ENTRY_TYPES.checkpoint, [HEADERS.checkpointId]: id },
-      });
+      await appendCheckpoint(this.broker, this.stream, id);
     } catch (err) {
       // Not ready until a later reconnect appends one that is confirmed.
       this.logger.warn('failed index checkpoint not appended', { error: (err as Error).message });
@@ -109,7 +107,7 @@ export class FailedIndex {
         return;
       }
       case ENTRY_TYPES.checkpoint:
-        if (headers?.[HEADERS.checkpointId] === this.checkpointId && !this.caughtUp) {
+        if (isCheckpoint(headers, this.checkpointId) && !this.caughtUp) {
           this.caughtUp = true;
           this.logger.info('failed index caught up', { unresolved: this.unresolved, offset });
         }

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { ConsumeMessage } from 'amqplib';
 import { type BrokerConnection, BrokerUnavailableError } from '../broker/index.js';
-import { ENTRY_TYPES, HEADERS } from '../contracts/index.js';
+import { ENTRY_TYPES } from '../contracts/index.js';
+import { appendCheckpoint, isCheckpoint } from './checkpoint.js';
 import { decodeResolution, entryTypeOf, offsetOf } from './entries.js';
 import { type FailureRecord, failureRecordOf } from './failure-record.js';
 
@@ -62,10 +63,7 @@ export async function readFailures(broker: BrokerConnection, stream: string, opt
         .then(async (reply) => {
           consumerTag = reply.consumerTag;
           // Appended after the consumer attached, so it is read whatever offset the read started at.
-          await broker.sendToQueue(stream, Buffer.from('{}'), {
-            contentType: 'application/json',
-            headers: { [HEADERS.entryType]: ENTRY_TYPES.checkpoint, [HEADERS.checkpointId]: checkpointId },
-          });
+          await appendCheckpoint(broker, stream, checkpointId);
         })
         .catch((err: unknown) => fail(err instanceof BrokerUnavailableError ? err : new BrokerUnavailableError(`cannot read ${stream}`, { cause: err })));
     });
@@ -100,7 +98,7 @@ function apply(
       return false;
     }
     case ENTRY_TYPES.checkpoint:
-      return headers?.[HEADERS.checkpointId] === checkpointId;
+      return isCheckpoint(headers, checkpointId);
     default:
       return false;
   }

@@ -1,0 +1,17 @@
+import type { BrokerConnection } from '../broker/index.js';
+import { ENTRY_TYPES, HEADERS } from '../contracts/index.js';
+
+/**
+ * The stream gives no message count, so a reader marks "now" by appending a checkpoint with an id of
+ * its own: reading it back means every entry written before it has been seen.
+ */
+export function appendCheckpoint(broker: BrokerConnection, stream: string, id: string): Promise<void> {
+  return broker.sendToQueue(stream, Buffer.from('{}'), {
+    contentType: 'application/json',
+    headers: { [HEADERS.entryType]: ENTRY_TYPES.checkpoint, [HEADERS.checkpointId]: id },
+  });
+}
+
+export function isCheckpoint(headers: Record<string, unknown> | undefined, id: string | undefined): boolean {
+  return id !== undefined && headers?.[HEADERS.checkpointId] === id;
+}
