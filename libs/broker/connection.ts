@@ -3,7 +3,8 @@ import amqp from 'amqplib';
 import type { Channel, ChannelModel, ConfirmChannel, ConsumeMessage, Options, RecoveringChannelModel } from 'amqplib';
 import type { Logger } from '../logger/index.js';
 import { AckBatcher } from './ack-batcher.js';
-import { BrokerUnavailableError } from './errors.js';
+import { BrokerUnavailableError, BrokerUnroutableError } from './errors.js';
+import { ReturnTracker } from './return-tracker.js';
 
 export interface BrokerConnectionOptions {
   url: string;
@@ -20,6 +21,8 @@ export interface BrokerConnectionOptions {
 /** A delivery bound to the channel it came on: acking on a newer channel would close it (406). */
 export interface Delivery {
   message: ConsumeMessage;
+  /** False once the channel it came on is gone: the broker has already returned it to its queue. */
+  readonly live: boolean;
   ack(): void;
   /** Requeue only for transient broker trouble, never in a loop: RabbitMQ 4.x drops a message after 20. */
   nack(requeue: boolean): void;
@@ -54,6 +57,7 @@ export class BrokerConnection extends EventEmitter {
   private model?: RecoveringChannelModel;
   private current?: ChannelModel;
   private publishChannel?: ConfirmChannel;
+  private returns?: ReturnTracker;
   private readonly consumers = new Set<ConsumerState>();
   private readonly consumerChannels = new Map<Channel, AckBatcher>();
   private waiters: Array<() => void> = [];
@@ -120,6 +124,11 @@ export class BrokerConnection extends EventEmitter {
   }
 
   private async setup(model: ChannelModel): Promise<void> {
+    // amqplib's recovery runs setup before it listens to the new connection: an error emitted
+    // meanwhile (541 when a cluster node dies under a stream consume) would crash the process.
+    model.on('error', (err: Error) => {
+      this.options.logger.warn('broker connection error', { connection: this.options.name, error: err.message });
+    });
     try {
       if (this.options.declare) {
         const channel = await model.createChannel();
@@ -129,9 +138,11 @@ export class BrokerConnection extends EventEmitter {
       }
       const publishChannel = await model.createConfirmChannel();
       this.watch(model, publishChannel, 'publish');
+      const returns = new ReturnTracker(publishChannel);
       for (const consumer of this.consumers) await this.startConsumer(model, consumer);
       this.current = model;
       this.publishChannel = publishChannel;
+      this.returns = returns;
       for (const wake of this.waiters.splice(0)) wake();
     } catch (err) {
       if ((err as Error).name === 'TopologyMismatchError') this.fatal = err as Error;
@@ -158,11 +169,18 @@ export class BrokerConnection extends EventEmitter {
     const channel = await model.createChannel();
     const acks = new AckBatcher(channel);
     this.consumerChannels.set(channel, acks);
-    channel.on('close', () => this.consumerChannels.delete(channel));
+    let open = true;
+    channel.on('close', () => {
+      open = false;
+      this.consumerChannels.delete(channel);
+    });
     this.watch(model, channel, `consume ${state.queue}`);
     await channel.prefetch(state.options.prefetch);
     const bound = (message: ConsumeMessage): Delivery => ({
       message,
+      get live() {
+        return open;
+      },
       ack: () => acks.ack(message.fields.deliveryTag),
       nack: (requeue) => swallowClosed(() => acks.nack(message.fields.deliveryTag, requeue)),
     });
@@ -216,16 +234,25 @@ export class BrokerConnection extends EventEmitter {
     return this.waitForPublishChannel();
   }
 
-  /** Publishes and resolves once the broker confirms it; waits for a reconnect if needed. */
+  /**
+   * Publishes `mandatory` and resolves once the broker confirms it. Waits for a reconnect if
+   * needed. A message the broker could not route (its queue was deleted) fails with
+   * BrokerUnroutableError: a confirm alone does not say that anything stored it.
+   */
   async publish(exchange: string, routingKey: string, content: Buffer, options: Options.Publish): Promise<void> {
     const channel = await this.waitForPublishChannel();
+    const returns = this.returns!;
     await new Promise<void>((resolve, reject) => {
+      const pending = returns.expect(exchange, routingKey, content);
       try {
-        channel.publish(exchange, routingKey, content, options, (err) => {
+        channel.publish(exchange, routingKey, content, { ...options, mandatory: true }, (err) => {
+          const returned = returns.settle(pending);
           if (err) reject(new BrokerUnavailableError('publish was not confirmed', { cause: err }));
+          else if (returned) reject(new BrokerUnroutableError(exchange, routingKey, returned));
           else resolve();
         });
       } catch (err) {
+        returns.settle(pending);
         reject(new BrokerUnavailableError('publish failed', { cause: err }));
       }
     });

@@ -1,2 +1,2 @@
 export { BrokerConnection, type BrokerConnectionOptions, type Consumer, type ConsumeOptions, type Delivery } from './connection.js';
-export { BrokerUnavailableError } from './errors.js';
+export { BrokerUnavailableError, BrokerUnroutableError } from './errors.js';

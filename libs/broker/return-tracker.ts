@@ -1,0 +1,44 @@
+import type { Channel, Message } from 'amqplib';
+
+interface Pending {
+  exchange: string;
+  routingKey: string;
+  content: Buffer;
+  returned?: string;
+}
+
+/**
+ * Matches the broker's basic.return frames to the mandatory publishes they answer. The broker sends
+ * a message's return before its confirm, so when the confirm arrives the publish knows whether it
+ * was routed. A return carries no delivery tag: it is matched to the oldest unconfirmed publish with
+ * the same exchange, routing key and body (identical messages share one fate anyway).
+ */
+export class ReturnTracker {
+  private readonly pending = new Set<Pending>();
+
+  constructor(channel: Channel) {
+    channel.on('return', (message: Message) => this.onReturn(message));
+  }
+
+  expect(exchange: string, routingKey: string, content: Buffer): Pending {
+    const entry: Pending = { exchange, routingKey, content };
+    this.pending.add(entry);
+    return entry;
+  }
+
+  /** Forgets the publish; the broker's reply text if it was returned unroutable. */
+  settle(entry: Pending): string | undefined {
+    this.pending.delete(entry);
+    return entry.returned;
+  }
+
+  private onReturn(message: Message): void {
+    const fields = message.fields as Message['fields'] & { replyText?: string; exchange: string; routingKey: string };
+    for (const entry of this.pending) {
+      if (entry.returned === undefined && entry.exchange === fields.exchange && entry.routingKey === fields.routingKey && entry.content.equals(message.content)) {
+        entry.returned = fields.replyText ?? 'NO_ROUTE';
+        return;
+      }
+    }
+  }
+}
