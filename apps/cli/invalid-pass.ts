@@ -1,7 +1,7 @@
 import type { GetMessage, Options } from 'amqplib';
 import type { BrokerConnection } from '../../libs/broker/index.js';
 import { HEADERS, type ScalarHeaders, scalarHeaders } from '../../libs/contracts/index.js';
-import type { TopologyNames } from '../../libs/topology/index.js';
+import { DISPATCH_DELIVERY_LIMIT, type TopologyNames } from '../../libs/topology/index.js';
 
 /** A message parked in invalid, with the reason the dispatcher wrote in its headers. */
 export interface ParkedMessage {
@@ -66,10 +66,14 @@ export async function passOverInvalid(
 
 export function parkedOf(message: GetMessage): ParkedMessage {
   const headers = message.properties.headers ?? {};
+  // The broker itself parks a message that came back from dispatch too many times (delivery-limit).
+  const limited = !text(headers[HEADERS.invalidCode]) && headers['x-first-death-reason'] === 'delivery_limit';
   return {
-    code: text(headers[HEADERS.invalidCode]),
-    reason: text(headers[HEADERS.invalidReason]),
-    invalidAt: text(headers[HEADERS.invalidAt]),
+    code: limited ? 'delivery-limit' : text(headers[HEADERS.invalidCode]),
+    reason: limited
+      ? `delivered ${DISPATCH_DELIVERY_LIMIT} times without an outcome: the dispatcher crashed or lost its connection holding it each time`
+      : text(headers[HEADERS.invalidReason]),
+    invalidAt: text(headers[HEADERS.invalidAt]) ?? (limited ? deathTime(headers) : undefined),
     originalRoutingKey: text(headers[HEADERS.originalRoutingKey]),
     messageId: text(message.properties.messageId),
     body: message.content,
@@ -111,6 +115,14 @@ function publishOptions(message: GetMessage, headers: ScalarHeaders): Options.Pu
     type: p.type,
     appId: p.appId,
   };
+}
+
+/** When the broker dead-lettered it, from x-death (3.10 and 4.x write it; the time is in seconds). */
+function deathTime(headers: Record<string, unknown>): string | undefined {
+  const deaths = headers['x-death'];
+  const time = Array.isArray(deaths) ? (deaths[0] as { time?: { value?: number } | number })?.time : undefined;
+  const seconds = typeof time === 'number' ? time : time?.value;
+  return typeof seconds === 'number' ? new Date(seconds * 1000).toISOString() : undefined;
 }
 
 function text(value: unknown): string | undefined {

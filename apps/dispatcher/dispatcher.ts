@@ -1,14 +1,20 @@
 import type { ConsumeMessage, Options } from 'amqplib';
-import { BrokerUnavailableError, type BrokerConnection, type Consumer, type Delivery } from '../../libs/broker/index.js';
-import { ENTRY_TYPES, HEADERS, type ScalarHeaders, scalarHeaders } from '../../libs/contracts/index.js';
+import {
+  BrokerUnavailableError,
+  BrokerUnroutableError,
+  type BrokerConnection,
+  type Consumer,
+  type Delivery,
+} from '../../libs/broker/index.js';
+import { ENTRY_TYPES, FAILED_REASONS, type FailedReason, HEADERS, type ScalarHeaders, scalarHeaders } from '../../libs/contracts/index.js';
 import { DeliveryFailedError, WebhookBlockedError, WebhookRejectedError, type WebhookHttpClient } from '../../libs/http/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import { type DeliveryObserver, noopObserver, type Outcome } from '../../libs/metrics/index.js';
 import { activeWebhook, type MerchantDirectory } from '../../libs/merchants/index.js';
 import { WebhookSigner } from '../../libs/signing/index.js';
 import { type TopologyNames, topologyNames } from '../../libs/topology/index.js';
-import { EndpointGuards, endpointOf } from './endpoint-guards.js';
-import { CircuitOpenError, InvalidMessageError } from './errors.js';
+import { type AttemptResult, EndpointGuards, endpointOf } from './endpoint-guards.js';
+import { CircuitOpenError, InvalidMessageError, WebhookUnavailableError } from './errors.js';
 import { type IntakeEvent, parseIntake } from './intake.js';
 import { retryAfterMs } from './retry-after.js';
 
@@ -21,13 +27,15 @@ export interface DispatcherSettings {
   userAgent: string;
   /** How long stop() waits for in-flight deliveries before closing anyway (they return to the queue). */
   drainTimeoutMs?: number;
-  /** Requests in flight to one endpoint (a merchant server's origin); default half of concurrency. */
+  /** Requests in flight to one endpoint (a merchant's webhook URL); default half of concurrency. */
   perEndpointConcurrency?: number;
   /** Consecutive failures that open an endpoint's circuit (default 5), and how long it stays open (30 s, doubling to 10 min). */
   breakerThreshold?: number;
   breakerCooldownMs?: number;
   /** Times a delivery is set aside because its endpoint is busy before it waits for a slot instead. */
   maxDeferrals?: number;
+  /** Waits between tries of a move the broker did not take, before the delivery goes back to its queue. */
+  moveBackoffMs?: readonly number[];
 }
 
 export interface DispatcherDeps {
@@ -48,6 +56,7 @@ export interface DispatcherStats {
   failed: number;
   invalid: number;
   skipped: number;
+  requeued: number;
 }
 
 /**
@@ -55,7 +64,7 @@ export interface DispatcherStats {
  * or re-published with a confirm to the next retry tier, to `failed`, or to `invalid`.
  */
 export class Dispatcher {
-  readonly stats: DispatcherStats = { delivered: 0, deferred: 0, circuitOpen: 0, retried: 0, failed: 0, invalid: 0, skipped: 0 };
+  readonly stats: DispatcherStats = { delivered: 0, deferred: 0, circuitOpen: 0, retried: 0, failed: 0, invalid: 0, skipped: 0, requeued: 0 };
   readonly guards: EndpointGuards;
   private readonly names: TopologyNames;
   private readonly signer: WebhookSigner;
@@ -125,18 +134,22 @@ export class Dispatcher {
     const now = this.now();
     let intake: IntakeEvent;
     try {
-      intake = parseIntake(message, this.settings.maxMessageBytes, now);
+      intake = parseIntake(message, this.settings.maxMessageBytes, now, this.names.events);
     } catch (err) {
       if (err instanceof InvalidMessageError) return this.park(delivery, err);
       throw err;
     }
     const merchant = this.deps.merchants.byId(intake.merchantId);
+    const meta = { merchantId: intake.merchantId, event: intake.event, reference: intake.references[0], webhookId: intake.webhookId };
+    // A new event for a merchant without an active webhook is not sent (spec 6.3). One already
+    // accepted (retrying, resent) goes to failed instead, to be resent once it is back.
     if (!merchant) {
+      if (intake.accepted) return this.unavailable(delivery, intake, new WebhookUnavailableError('merchant-removed'), now);
       return this.park(delivery, new InvalidMessageError('unknown-merchant', `no merchant ${intake.merchantId} in the directory`));
     }
     const webhook = activeWebhook(merchant);
-    const meta = { merchantId: intake.merchantId, event: intake.event, reference: intake.references[0], webhookId: intake.webhookId };
     if (!webhook) {
+      if (intake.accepted) return this.unavailable(delivery, intake, new WebhookUnavailableError('webhook-disabled'), now);
       this.count('skipped', 'skipped', intake.event);
       this.deps.logger.info('webhook skipped: not set up or disabled', meta);
       delivery.ack();
@@ -145,7 +158,15 @@ export class Dispatcher {
 
     const attempt = intake.attempts + 1;
     const endpoint = endpointOf(webhook.url);
-    const admission = await this.guards.acquire(endpoint, this.canDefer(delivery.message), () => this.stopping !== undefined);
+    const spanOver = now.getTime() - Date.parse(intake.resentAt ?? intake.firstSeenAt) >= this.spanMs;
+    // A resend is the merchant saying "fixed": its first attempt goes through an open circuit.
+    // So does a webhook never attempted whose span is over: nothing reaches failed untried.
+    const force = intake.attempts === 0 && (intake.resentAt !== undefined || spanOver);
+    const admission = await this.guards.acquire(
+      endpoint,
+      { merchantId: intake.merchantId, canDefer: this.canDefer(intake), force },
+      () => this.stopping !== undefined,
+    );
     if (!admission) {
       // Stopping while this delivery waited for a slot: hand it back untried, once.
       delivery.nack(true);
@@ -153,8 +174,14 @@ export class Dispatcher {
     }
     if (admission.kind === 'defer') return this.defer(delivery, intake);
     if (admission.kind === 'open') {
-      this.count('circuitOpen', 'circuit_open', intake.event);
-      return this.afterFailure(delivery, intake, attempt, new CircuitOpenError(endpoint, admission.failures), now);
+      if (!spanOver) return this.postpone(delivery, intake, admission.retryInMs);
+      const failure = new CircuitOpenError(endpoint, admission.failures, admission.lastError);
+      return this.toFailed(delivery, intake, FAILED_REASONS.circuitOpen, failure, now, {
+        [HEADERS.attempts]: intake.attempts,
+        // The last real error: this webhook's own, else the endpoint's.
+        [HEADERS.lastError]: (intake.lastError ?? failure.message).slice(0, 500),
+        ...(intake.lastStatus !== undefined ? { [HEADERS.lastStatus]: intake.lastStatus } : {}),
+      });
     }
     const slot = admission;
     const started = performance.now();
@@ -170,13 +197,13 @@ export class Dispatcher {
         const retryAfter = response.headers['retry-after'];
         throw new WebhookRejectedError(response.status, typeof retryAfter === 'string' ? retryAfter : undefined);
       }
-      slot.release(true);
+      slot.release('succeeded');
       this.observer.attempt(true, (performance.now() - started) / 1000, intake.event);
       this.count('delivered', 'delivered', intake.event);
       if (this.debug) this.deps.logger.debug('webhook delivered', { ...meta, attempt, status: response.status });
       delivery.ack();
     } catch (err) {
-      slot.release(false);
+      slot.release(breakerResult(err), (err as Error)?.message);
       this.observer.attempt(false, (performance.now() - started) / 1000, intake.event);
       if (!(err instanceof DeliveryFailedError)) throw err;
       await this.afterFailure(delivery, intake, attempt, err, now);
@@ -188,9 +215,25 @@ export class Dispatcher {
     this.observer.outcome(outcome, event);
   }
 
-  private canDefer(message: ConsumeMessage): boolean {
-    const deferrals = Number(message.properties.headers?.[HEADERS.deferrals] ?? 0);
-    return this.settings.retryDelaysMs.length > 0 && deferrals < (this.settings.maxDeferrals ?? 20);
+  private canDefer(intake: IntakeEvent): boolean {
+    return this.settings.retryDelaysMs.length > 0 && intake.deferrals < (this.settings.maxDeferrals ?? 20);
+  }
+
+  /** The schedule's total span: how long a webhook may wait, postponements included, before it fails. */
+  private get spanMs(): number {
+    return this.settings.retryDelaysMs.reduce((sum, delay) => sum + delay, 0);
+  }
+
+  /** Our bookkeeping for a message that waits in a retry tier without an attempt being made. */
+  private waitingHeaders(delivery: Delivery, intake: IntakeEvent): ScalarHeaders {
+    return {
+      ...carriedHeaders(delivery.message, this.names.events),
+      [HEADERS.attempts]: intake.attempts,
+      [HEADERS.deferrals]: intake.deferrals,
+      [HEADERS.postponements]: intake.postponements,
+      [HEADERS.webhookId]: intake.webhookId,
+      [HEADERS.firstSeenAt]: intake.firstSeenAt,
+    };
   }
 
   /**
@@ -200,13 +243,26 @@ export class Dispatcher {
    */
   private async defer(delivery: Delivery, intake: IntakeEvent): Promise<void> {
     const tier = Math.min(intake.attempts, this.settings.retryDelaysMs.length - 1);
-    const headers = carriedHeaders(delivery.message);
-    headers[HEADERS.deferrals] = Number(headers[HEADERS.deferrals] ?? 0) + 1;
-    headers[HEADERS.webhookId] = intake.webhookId;
-    headers[HEADERS.firstSeenAt] = intake.firstSeenAt;
-    await this.move(delivery, this.names.retry(tier), headers);
+    const headers = this.waitingHeaders(delivery, intake);
+    headers[HEADERS.deferrals] = intake.deferrals + 1;
+    if (!(await this.move(delivery, this.names.retry(tier), headers, intake.event))) return;
     this.count('deferred', 'deferred', intake.event);
     if (this.debug) this.deps.logger.debug('delivery deferred: endpoint busy', { merchantId: intake.merchantId, reference: intake.references[0] });
+  }
+
+  /**
+   * The endpoint's circuit is open: wait in the first tier that outlasts the cooldown, without an
+   * attempt and without a request. The schedule's span bounds how long this goes on.
+   */
+  private async postpone(delivery: Delivery, intake: IntakeEvent, retryInMs: number): Promise<void> {
+    const delays = this.settings.retryDelaysMs;
+    let tier = delays.findIndex((delay) => delay >= retryInMs);
+    if (tier < 0) tier = delays.length - 1;
+    const headers = this.waitingHeaders(delivery, intake);
+    headers[HEADERS.postponements] = intake.postponements + 1;
+    if (!(await this.move(delivery, this.names.retry(tier), headers, intake.event))) return;
+    this.count('circuitOpen', 'circuit_open', intake.event);
+    if (this.debug) this.deps.logger.debug('delivery postponed: circuit open', { merchantId: intake.merchantId, reference: intake.references[0], delayMs: delays[tier] });
   }
 
   private async afterFailure(
@@ -216,35 +272,78 @@ export class Dispatcher {
     failure: DeliveryFailedError,
     now: Date,
   ): Promise<void> {
+    const attemptHeaders: ScalarHeaders = {
+      [HEADERS.attempts]: attempt,
+      [HEADERS.lastError]: failure.message.slice(0, 500),
+      [HEADERS.lastAttemptAt]: now.toISOString(),
+    };
+    if (failure.status !== undefined) attemptHeaders[HEADERS.lastStatus] = failure.status;
+    const delays = this.settings.retryDelaysMs;
+
+    if (failure instanceof WebhookBlockedError) return this.toFailed(delivery, intake, FAILED_REASONS.blocked, failure, now, attemptHeaders);
+    if (attempt - 1 >= delays.length) return this.toFailed(delivery, intake, FAILED_REASONS.attemptsExhausted, failure, now, attemptHeaders);
+    const tier = this.tierFor(attempt - 1, failure);
+    const headers = { ...this.entryHeaders(delivery, intake), ...attemptHeaders };
+    if (!(await this.move(delivery, this.names.retry(tier), headers, intake.event))) return;
+    this.count('retried', 'retried', intake.event);
+    this.deps.logger.info('webhook attempt failed, retry scheduled', {
+      merchantId: intake.merchantId,
+      event: intake.event,
+      reference: intake.references[0],
+      attempt,
+      error: failure.message,
+      delayMs: delays[tier],
+    });
+  }
+
+  /** A webhook accepted for delivery whose merchant has no active webhook now: failed, resendable. */
+  private unavailable(delivery: Delivery, intake: IntakeEvent, failure: WebhookUnavailableError, now: Date): Promise<void> {
+    return this.toFailed(delivery, intake, failure.reason, failure, now, {
+      [HEADERS.attempts]: intake.attempts,
+      [HEADERS.lastError]: failure.message,
+    });
+  }
+
+  /** What every entry about this webhook says, whatever happens next. */
+  private entryHeaders(delivery: Delivery, intake: IntakeEvent): ScalarHeaders {
     const headers: ScalarHeaders = {
-      ...carriedHeaders(delivery.message),
+      ...carriedHeaders(delivery.message, this.names.events),
       [HEADERS.merchantId]: intake.merchantId,
       [HEADERS.event]: intake.event,
       [HEADERS.reference]: intake.references[0]!,
       [HEADERS.webhookId]: intake.webhookId,
-      [HEADERS.attempts]: attempt,
-      [HEADERS.lastError]: failure.message.slice(0, 500),
       [HEADERS.firstSeenAt]: intake.firstSeenAt,
-      [HEADERS.lastAttemptAt]: now.toISOString(),
     };
     if (intake.references[1]) headers[HEADERS.tnxRef] = intake.references[1];
-    if (failure.status !== undefined) headers[HEADERS.lastStatus] = failure.status;
-    else delete headers[HEADERS.lastStatus];
-    const meta = { merchantId: intake.merchantId, event: intake.event, reference: intake.references[0], attempt, error: failure.message };
-    const delays = this.settings.retryDelaysMs;
+    return headers;
+  }
 
-    if (attempt - 1 < delays.length && !(failure instanceof WebhookBlockedError)) {
-      const tier = this.tierFor(attempt - 1, failure);
-      await this.move(delivery, this.names.retry(tier), headers);
-      this.count('retried', 'retried', intake.event);
-      this.deps.logger.info('webhook attempt failed, retry scheduled', { ...meta, delayMs: delays[tier] });
-      return;
-    }
-    headers[HEADERS.entryType] = ENTRY_TYPES.failure;
-    headers[HEADERS.failedAt] = now.toISOString();
-    await this.move(delivery, this.names.failed, headers);
+  private async toFailed(
+    delivery: Delivery,
+    intake: IntakeEvent,
+    reason: FailedReason,
+    failure: DeliveryFailedError,
+    now: Date,
+    attemptHeaders: ScalarHeaders,
+  ): Promise<void> {
+    const headers: ScalarHeaders = { ...this.entryHeaders(delivery, intake) };
+    delete headers[HEADERS.lastStatus];
+    Object.assign(headers, attemptHeaders, {
+      [HEADERS.entryType]: ENTRY_TYPES.failure,
+      [HEADERS.failedReason]: reason,
+      [HEADERS.failedAt]: now.toISOString(),
+    });
+    if (!(await this.move(delivery, this.names.failed, headers, intake.event))) return;
     this.count('failed', 'failed', intake.event);
-    this.deps.logger.warn('webhook failed after its last attempt', meta);
+    this.observer.failed(reason);
+    this.deps.logger.warn('webhook failed', {
+      merchantId: intake.merchantId,
+      event: intake.event,
+      reference: intake.references[0],
+      reason,
+      attempts: headers[HEADERS.attempts],
+      error: failure.message,
+    });
   }
 
   /**
@@ -262,19 +361,27 @@ export class Dispatcher {
 
   private async park(delivery: Delivery, reason: InvalidMessageError): Promise<void> {
     const { message } = delivery;
-    await this.move(delivery, this.names.invalid, {
-      ...carriedHeaders(message),
+    const moved = await this.move(delivery, this.names.invalid, {
+      ...carriedHeaders(message, this.names.events),
       [HEADERS.invalidCode]: reason.code,
       [HEADERS.invalidReason]: reason.message.slice(0, 1000),
       [HEADERS.invalidAt]: this.now().toISOString(),
       [HEADERS.originalRoutingKey]: message.fields.routingKey,
-    });
+    }, 'unknown');
+    if (!moved) return;
     this.count('invalid', 'invalid', 'unknown');
     this.deps.logger.warn('message parked as invalid', { code: reason.code, reason: reason.detail.slice(0, 200) });
   }
 
-  /** Publish with a confirm, then ack: a crash in between duplicates the message, never loses it. */
-  private async move(delivery: Delivery, queue: string, headers: ScalarHeaders): Promise<void> {
+  /**
+   * Publish (mandatory, confirmed), then ack: a crash in between duplicates the message, never
+   * loses it. Nothing is published for a delivery whose channel is gone: the broker has already
+   * returned it to dispatch, and a copy would start a second chain of the same webhook. A publish
+   * the broker refuses (unroutable, nacked, channel lost) is retried with backoff while the
+   * delivery stays unacked where it is, then handed back to its queue: a delivery limit on
+   * `dispatch` ends any loop in `invalid`. True when moved.
+   */
+  private async move(delivery: Delivery, queue: string, headers: ScalarHeaders, event: string): Promise<boolean> {
     const { message } = delivery;
     const options: Options.Publish = {
       persistent: true,
@@ -283,31 +390,82 @@ export class Dispatcher {
       timestamp: message.properties.timestamp,
       headers,
     };
-    await this.deps.broker.sendToQueue(queue, message.content, options);
-    delivery.ack();
+    for (let retry = 0; ; retry++) {
+      if (!delivery.live) {
+        this.deps.logger.warn('delivery channel lost before its move; the broker redelivers it', { queue });
+        return false;
+      }
+      try {
+        await this.deps.broker.sendToQueue(queue, message.content, options);
+        delivery.ack();
+        return true;
+      } catch (err) {
+        if (!(err instanceof BrokerUnavailableError || err instanceof BrokerUnroutableError)) throw err;
+        const giveUp = retry >= this.moveBackoffMs.length || this.stopping !== undefined;
+        this.deps.logger.error(giveUp ? 'message could not be moved; returned to its queue' : 'message could not be moved; retrying', {
+          queue,
+          error: err.message,
+          retry,
+        });
+        if (giveUp) {
+          if (delivery.live) delivery.nack(true);
+          this.count('requeued', 'requeued', event);
+          return false;
+        }
+        await new Promise((resolve) => setTimeout(resolve, this.moveBackoffMs[retry]));
+      }
+    }
+  }
+
+  private get moveBackoffMs(): readonly number[] {
+    return this.settings.moveBackoffMs ?? [500, 1_000, 2_000, 4_000, 8_000];
   }
 
   private async onUnexpected(delivery: Delivery, err: unknown): Promise<void> {
-    if (err instanceof BrokerUnavailableError) {
-      // The move was not confirmed: hand the delivery back once; it is retried from the queue.
-      this.deps.logger.warn('broker unavailable while moving a message; returned to the queue', { error: err.message });
-      delivery.nack(true);
-      return;
-    }
     this.deps.logger.error('unexpected error handling a message', { error: (err as Error)?.message });
     try {
       await this.park(delivery, new InvalidMessageError('internal-error', String((err as Error)?.message ?? err)));
     } catch {
-      delivery.nack(true);
+      if (delivery.live) delivery.nack(true);
     }
   }
 }
 
-/** Upstream's own scalar headers travel along; the broker's dead-letter bookkeeping does not. */
-function carriedHeaders(message: ConsumeMessage): ScalarHeaders {
+/** Our bookkeeping headers: trusted only on messages we moved, never on what upstream published. */
+const BOOKKEEPING = new Set<string>([
+  HEADERS.attempts,
+  HEADERS.deferrals,
+  HEADERS.postponements,
+  HEADERS.lastStatus,
+  HEADERS.lastError,
+  HEADERS.firstSeenAt,
+  HEADERS.lastAttemptAt,
+  HEADERS.failedAt,
+  HEADERS.failedReason,
+  HEADERS.entryType,
+  HEADERS.resentAt,
+  HEADERS.resentFromOffset,
+  HEADERS.resolvedOffsets,
+  HEADERS.checkpointId,
+  HEADERS.streamOffset,
+]);
+
+/**
+ * Upstream's own scalar headers travel along; the broker's dead-letter bookkeeping does not, and
+ * neither do bookkeeping headers an upstream set on a message it published to the events exchange.
+ */
+function carriedHeaders(message: ConsumeMessage, upstreamExchange: string): ScalarHeaders {
   const headers = scalarHeaders(message.properties.headers);
+  const fromUpstream = message.fields.exchange === upstreamExchange;
   for (const key of Object.keys(headers)) {
-    if (key.startsWith('x-first-death') || key.startsWith('x-last-death') || key === 'x-delivery-count') delete headers[key];
+    if (key.startsWith('x-first-death') || key.startsWith('x-last-death') || key === 'x-delivery-count' || key === 'x-acquired-count') delete headers[key];
+    else if (fromUpstream && (BOOKKEEPING.has(key) || key.startsWith('x-invalid-'))) delete headers[key];
   }
   return headers;
+}
+
+/** A 4xx other than 408 and 429 is an answer, not an outage: see AttemptResult. */
+function breakerResult(err: unknown): AttemptResult {
+  if (err instanceof WebhookRejectedError && err.status >= 400 && err.status < 500 && err.status !== 408 && err.status !== 429) return 'rejected';
+  return 'failed';
 }

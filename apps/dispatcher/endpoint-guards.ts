@@ -15,9 +15,18 @@ export interface EndpointGuardOptions {
   now?: () => number;
 }
 
+/**
+ * How an attempt ended for the breaker. `rejected` is a 4xx other than 408 and 429: the endpoint
+ * is up and answering quickly, only refusing this webhook (wrong path, bad verification), so for
+ * the circuit it counts as reachable, like a success: the breaker guards against endpoints that
+ * are down or slow, and postponing would only delay the failure the merchant must see and fix.
+ */
+export type AttemptResult = 'succeeded' | 'failed' | 'rejected';
+
 export type Admission =
-  | { kind: 'send'; release(succeeded: boolean): void }
-  | { kind: 'open'; failures: number }
+  | { kind: 'send'; release(result: AttemptResult, error?: string): void }
+  /** The circuit is open: postpone; `retryInMs` is when it lets a probe through. */
+  | { kind: 'open'; failures: number; retryInMs: number; lastError?: string }
   /** At its bound and slow: set the delivery aside rather than hold a prefetch slot. */
   | { kind: 'defer' };
 
@@ -29,6 +38,9 @@ interface EndpointState {
   probing: boolean;
   latencyMs: number | undefined;
   waiters: Array<() => void>;
+  lastError?: string;
+  /** Merchants seen on this endpoint, for the metric label (the URL's path can hold a token). */
+  merchants: Set<string>;
 }
 
 /**
@@ -46,15 +58,25 @@ export class EndpointGuards {
   }
 
   /**
-   * Admits a delivery: send now, fail fast (open circuit), defer (slow endpoint at its bound and
-   * deferring allowed), or wait for a slot. Undefined when `stopped` turns true while waiting.
+   * Admits a delivery: send now, postpone (open circuit), defer (slow endpoint at its bound and
+   * deferring allowed), or wait for a slot. `force` sends through an open circuit (a resend: the
+   * merchant says it is fixed). Undefined when `stopped` turns true while waiting.
    */
-  async acquire(endpoint: string, canDefer: boolean, stopped: () => boolean): Promise<Admission | undefined> {
+  async acquire(
+    endpoint: string,
+    request: { merchantId: string; canDefer: boolean; force: boolean },
+    stopped: () => boolean,
+  ): Promise<Admission | undefined> {
     const state = this.state(endpoint);
+    if (state.merchants.size < 20) state.merchants.add(request.merchantId);
+    const { canDefer } = request;
     for (;;) {
       if (stopped()) return undefined;
-      if (state.openUntil > 0) {
-        if (this.now() < state.openUntil || state.probing) return { kind: 'open', failures: state.failures };
+      if (state.openUntil > 0 && !request.force) {
+        if (this.now() < state.openUntil || state.probing) {
+          const retryInMs = state.probing ? state.cooldownMs : state.openUntil - this.now();
+          return { kind: 'open', failures: state.failures, retryInMs, lastError: state.lastError };
+        }
         state.probing = true; // half-open: this one delivery probes the endpoint
         return this.send(state, true);
       }
@@ -80,9 +102,9 @@ export class EndpointGuards {
     for (const state of this.endpoints.values()) for (const wake of [...state.waiters]) wake();
   }
 
-  /** Endpoints whose circuit is open now. */
+  /** Endpoints whose circuit is open now, as labels safe to show: origin and merchants, never the path. */
   openEndpoints(): string[] {
-    return [...this.endpoints].filter(([, state]) => state.openUntil > 0).map(([endpoint]) => endpoint);
+    return [...this.endpoints].filter(([, state]) => state.openUntil > 0).map(([endpoint, state]) => endpointLabel(endpoint, state.merchants));
   }
 
   /** When the endpoint's open circuit lets a probe through; 0 when closed. */
@@ -102,19 +124,20 @@ export class EndpointGuards {
     let released = false;
     return {
       kind: 'send',
-      release: (succeeded) => {
+      release: (result, error) => {
         if (released) return;
         released = true;
         state.started.splice(state.started.indexOf(start), 1);
         const took = this.now() - start;
         state.latencyMs = state.latencyMs === undefined ? took : 0.8 * state.latencyMs + 0.2 * took;
         if (probe) state.probing = false;
-        if (succeeded) {
+        if (result !== 'failed') {
           state.failures = 0;
           state.openUntil = 0;
           state.cooldownMs = this.options.cooldownMs;
         } else {
           state.failures++;
+          state.lastError = error;
           if (probe) {
             state.cooldownMs = Math.min(state.cooldownMs * 2, this.options.maxCooldownMs);
             state.openUntil = this.now() + state.cooldownMs;
@@ -130,18 +153,40 @@ export class EndpointGuards {
   private state(endpoint: string): EndpointState {
     let state = this.endpoints.get(endpoint);
     if (!state) {
-      state = { started: [], failures: 0, openUntil: 0, cooldownMs: this.options.cooldownMs, probing: false, latencyMs: undefined, waiters: [] };
+      state = {
+        started: [],
+        failures: 0,
+        openUntil: 0,
+        cooldownMs: this.options.cooldownMs,
+        probing: false,
+        latencyMs: undefined,
+        waiters: [],
+        merchants: new Set(),
+      };
       this.endpoints.set(endpoint, state);
     }
     return state;
   }
 }
 
-/** Endpoints are servers: two merchants on one host share its capacity and its outages. */
+/**
+ * An endpoint is the merchant's webhook URL, not its server: platforms host many merchants' hooks
+ * on one origin, and one sub-merchant's broken path must not open the circuit for the others.
+ */
 export function endpointOf(url: string): string {
   try {
-    return new URL(url).origin;
+    return new URL(url).href;
   } catch {
     return url;
   }
+}
+
+function endpointLabel(endpoint: string, merchants: Set<string>): string {
+  let origin = endpoint;
+  try {
+    origin = new URL(endpoint).origin;
+  } catch {
+    // keep as is
+  }
+  return `${origin} (${[...merchants].sort().join(',')})`;
 }

@@ -6,6 +6,7 @@ export type InvalidCode =
   | 'invalid-envelope'
   | 'missing-reference'
   | 'unknown-merchant'
+  | 'invalid-message-id'
   | 'internal-error';
 
 /** The message can never be delivered as it is: it is parked in `invalid` with the reason, not retried. */
@@ -16,11 +17,23 @@ export class InvalidMessageError extends Error {
   }
 }
 
-/** Not attempted: the endpoint's circuit is open after consecutive failures. Counts as a failed attempt. */
+/**
+ * Never attempted, and the webhook's schedule span is over while its endpoint's circuit is open:
+ * it goes to `failed` carrying the last real error seen (its own, or the endpoint's).
+ */
 export class CircuitOpenError extends DeliveryFailedError {
   readonly status = undefined;
-  constructor(endpoint: string, failures: number) {
-    super(`circuit open: ${endpoint} failed ${failures} times in a row; not attempted`);
+  constructor(endpoint: string, failures: number, lastError: string | undefined) {
+    super(`circuit open: the endpoint failed ${failures} times in a row${lastError ? `; last error: ${lastError}` : ''}`);
     this.name = 'CircuitOpenError';
+  }
+}
+
+/** The merchant's webhook was disabled, or the merchant removed, after this webhook was accepted. */
+export class WebhookUnavailableError extends DeliveryFailedError {
+  readonly status = undefined;
+  constructor(readonly reason: 'webhook-disabled' | 'merchant-removed') {
+    super(reason === 'webhook-disabled' ? 'webhook disabled' : 'merchant removed from the directory');
+    this.name = 'WebhookUnavailableError';
   }
 }

@@ -19,16 +19,41 @@ export interface IntakeEvent {
   /** The outgoing body, `{"event":…,"data":…}` with `data` exactly as received. */
   body: string;
   webhookId: string;
-  /** Attempts already made before this delivery. */
+  /** Real HTTP attempts already made before this delivery. */
   attempts: number;
+  /** Times set aside for a busy endpoint, and postponed for an open circuit. */
+  deferrals: number;
+  postponements: number;
   firstSeenAt: string;
+  /** When a merchant asked for this webhook again; its schedule's span starts over then. */
+  resentAt?: string;
+  /** The last real attempt's error, carried so a webhook failed by an open circuit still says it. */
+  lastError?: string;
+  lastStatus?: number;
+  /**
+   * Already accepted for delivery: retried, set aside, postponed or resent. A settings change
+   * from now on sends it to `failed`, never drops it.
+   */
+  accepted: boolean;
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
-export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date): IntakeEvent {
+/**
+ * Validates a message on `dispatch`. Our bookkeeping headers (attempts, deferrals, first seen,
+ * resent) are read only from messages that did not come straight from upstream's exchange: an
+ * upstream cannot make an event skip its attempts, and a header of the wrong type counts as absent.
+ */
+export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date, upstreamExchange: string): IntakeEvent {
   if (message.content.length > maxBytes) {
     throw new InvalidMessageError('too-large', `body is ${message.content.length} bytes, the limit is ${maxBytes}`);
+  }
+  const messageId = message.properties.messageId as unknown;
+  if (messageId !== undefined && messageId !== null && messageId !== '' && !isWellFormedWebhookId(messageId)) {
+    throw new InvalidMessageError(
+      'invalid-message-id',
+      'messageId must be printable ASCII without spaces, at most 200 characters: it is sent as the webhook-id header',
+    );
   }
   let text: string;
   let json: unknown;
@@ -50,18 +75,42 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
     const fields = REFERENCE_FIELDS[event].map((f) => `data.${f}`).join(' or ');
     throw new InvalidMessageError('missing-reference', `${event} needs ${fields} as a non-empty string of at most 200 characters`);
   }
-  const headers = message.properties.headers ?? {};
-  const attempts = Number(headers[HEADERS.attempts] ?? 0);
-  const firstSeen = headers[HEADERS.firstSeenAt];
+  const ours = message.fields.exchange !== upstreamExchange;
+  const headers = ours ? (message.properties.headers ?? {}) : {};
+  const attempts = count(headers[HEADERS.attempts]);
+  const deferrals = count(headers[HEADERS.deferrals]);
+  const postponements = count(headers[HEADERS.postponements]);
+  const resentAt = timestamp(headers[HEADERS.resentAt]);
+  const lastError = headers[HEADERS.lastError];
+  const lastStatus = headers[HEADERS.lastStatus];
   return {
     merchantId,
     event,
     references,
     body: `{"event":${JSON.stringify(event)},"data":${rawMember(text, 'data')!}}`,
     webhookId: webhookIdOf(message),
-    attempts: Number.isInteger(attempts) && attempts >= 0 ? attempts : 0,
-    firstSeenAt: typeof firstSeen === 'string' ? firstSeen : now.toISOString(),
+    attempts,
+    deferrals,
+    postponements,
+    firstSeenAt: timestamp(headers[HEADERS.firstSeenAt]) ?? now.toISOString(),
+    resentAt,
+    lastError: typeof lastError === 'string' && lastError.length > 0 ? lastError : undefined,
+    lastStatus: typeof lastStatus === 'number' && Number.isInteger(lastStatus) ? lastStatus : undefined,
+    accepted: attempts > 0 || deferrals > 0 || postponements > 0 || resentAt !== undefined,
   };
+}
+
+/** Sent as the webhook-id header and signed: no byte that HTTP or a merchant's parser could mangle. */
+function isWellFormedWebhookId(value: unknown): boolean {
+  return typeof value === 'string' && value.length <= 200 && /^[\x21-\x7e]+$/.test(value);
+}
+
+function count(value: unknown): number {
+  return typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : 0;
+}
+
+function timestamp(value: unknown): string | undefined {
+  return typeof value === 'string' && value.length <= 40 && Number.isFinite(Date.parse(value)) ? value : undefined;
 }
 
 /**

@@ -12,6 +12,10 @@ export const HEADERS = {
   attempts: 'x-attempts',
   /** Times a delivery was set aside because its endpoint was busy; not attempts. */
   deferrals: 'x-deferrals',
+  /** Times a delivery was postponed because its endpoint's circuit was open; not attempts. */
+  postponements: 'x-postponements',
+  /** Why a failure entry is in `failed`: one of FAILED_REASONS. */
+  failedReason: 'x-failed-reason',
   lastStatus: 'x-last-status',
   lastError: 'x-last-error',
   firstSeenAt: 'x-first-seen-at',
@@ -29,6 +33,22 @@ export const HEADERS = {
   resentAt: 'x-resent-at',
   resentFromOffset: 'x-resent-from-offset',
 } as const;
+
+/** Why a webhook went to `failed`, so operators can tell an outage from a bug. */
+export const FAILED_REASONS = {
+  /** Every attempt of the schedule was made and failed. */
+  attemptsExhausted: 'attempts-exhausted',
+  /** The endpoint's circuit stayed open for the schedule's whole span (after at least one real attempt). */
+  circuitOpen: 'circuit-open',
+  /** The address guard refused the URL; no request was made. */
+  blocked: 'blocked',
+  /** The merchant's webhook was disabled while this one was retrying or resent. */
+  webhookDisabled: 'webhook-disabled',
+  /** The merchant left the directory while this webhook was retrying or resent. */
+  merchantRemoved: 'merchant-removed',
+} as const;
+
+export type FailedReason = (typeof FAILED_REASONS)[keyof typeof FAILED_REASONS];
 
 export const ENTRY_TYPES = { failure: 'failure', resolution: 'resolution', checkpoint: 'checkpoint' } as const;
 

@@ -3,15 +3,17 @@ import { METRIC_NAMES } from './names.js';
 
 export { METRIC_NAMES };
 
-export type Outcome = 'delivered' | 'retried' | 'failed' | 'invalid' | 'skipped' | 'deferred' | 'circuit_open';
+export type Outcome = 'delivered' | 'retried' | 'failed' | 'invalid' | 'skipped' | 'deferred' | 'circuit_open' | 'requeued';
 
 /** What the dispatcher reports; a no-op by default so the library runs without Prometheus. */
 export interface DeliveryObserver {
   outcome(outcome: Outcome, event: string): void;
   attempt(succeeded: boolean, seconds: number, event: string): void;
+  /** A webhook went to `failed`, and why (FAILED_REASONS). */
+  failed(reason: string): void;
 }
 
-export const noopObserver: DeliveryObserver = { outcome: () => {}, attempt: () => {} };
+export const noopObserver: DeliveryObserver = { outcome: () => {}, attempt: () => {}, failed: () => {} };
 
 /** One registry per program, with Node's default process metrics. */
 export function createRegistry(program: string): Registry {
@@ -41,6 +43,12 @@ export function deliveryMetrics(registry: Registry): DeliveryObserver {
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers: [registry],
   });
+  const failed = new Counter({
+    name: METRIC_NAMES.failed,
+    help: 'Webhooks that went to the failed stream, by reason',
+    labelNames: ['reason'],
+    registers: [registry],
+  });
   // Labelled children looked up once per label set: hashing labels on every delivery shows in profiles.
   const children = new Map<string, { deliveries?: Counter.Internal; duration?: Histogram.Internal<string> }>();
   const success = attempts.labels('success');
@@ -60,6 +68,7 @@ export function deliveryMetrics(registry: Registry): DeliveryObserver {
       if (!child) children.set(key, (child = { duration: duration.labels(event, result) }));
       child.duration!.observe(seconds);
     },
+    failed: (reason) => failed.labels(reason).inc(),
   };
 }
 

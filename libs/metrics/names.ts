@@ -3,8 +3,14 @@
  * these names, so they live in one place.
  */
 export const METRIC_NAMES = {
-  /** counter {outcome: delivered|retried|failed|invalid|skipped|deferred|circuit_open, event} */
+  /**
+   * counter {outcome, event}: delivered|retried|failed|invalid|skipped; deferred (endpoint busy)
+   * and circuit_open (postponed, circuit open) spend no attempt; requeued (a move the broker did
+   * not take, handed back to its queue)
+   */
   deliveries: 'webhooks_deliveries_total',
+  /** counter {reason: attempts-exhausted|circuit-open|blocked|webhook-disabled|merchant-removed} */
+  failed: 'webhooks_failed_total',
   /** histogram, seconds, one HTTP attempt {event, result: success|failure} */
   deliveryDuration: 'webhooks_delivery_duration_seconds',
   /** counter {result: success|failure} */

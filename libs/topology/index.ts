@@ -1,5 +1,6 @@
 export { topologyNames, type TopologyNames } from './names.js';
 export {
+  DISPATCH_DELIVERY_LIMIT,
   intakeSpec,
   topologySpec,
   type BindingSpec,

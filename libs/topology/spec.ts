@@ -43,11 +43,33 @@ export interface TopologySpec {
 
 const QUORUM = { 'x-queue-type': 'quorum' } as const;
 
+/**
+ * Deliveries of one message from `dispatch` before the broker dead-letters it to `invalid`. Every
+ * outcome the dispatcher reaches is a move and an ack, so a message comes back only when a
+ * dispatcher died or lost its connection holding it, or a move failed: a message that keeps
+ * crashing the dispatcher ends in `invalid` (x-first-death-reason: delivery_limit). Set explicitly
+ * because 3.10 has no limit by default and 4.x silently drops a message after 20 returns.
+ */
+export const DISPATCH_DELIVERY_LIMIT = 10;
+
 export function intakeSpec(prefix: string): IntakeSpec {
   const names = topologyNames(prefix);
   return {
     exchange: { name: names.events, type: 'topic' },
-    queue: { name: names.dispatch, kind: 'queue', arguments: { ...QUORUM } },
+    queue: {
+      name: names.dispatch,
+      kind: 'queue',
+      arguments: {
+        ...QUORUM,
+        'x-delivery-limit': DISPATCH_DELIVERY_LIMIT,
+        'x-dead-letter-exchange': '',
+        'x-dead-letter-routing-key': names.invalid,
+        // at-least-once keeps the message until invalid confirms it; it requires reject-publish
+        // (no length limit is set, so publishes are never rejected for it).
+        'x-dead-letter-strategy': 'at-least-once',
+        'x-overflow': 'reject-publish',
+      },
+    },
     binding: { source: names.events, destination: names.dispatch, routingKey: '#' },
   };
 }

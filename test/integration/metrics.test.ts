@@ -78,14 +78,16 @@ describe('Prometheus metrics', () => {
     expect(text).toContain('process_cpu_user_seconds_total');
   });
 
-  it('shows retries, failures and an open circuit for a failing merchant', async () => {
+  it('shows retries, failures by reason and an open circuit for a failing merchant', async () => {
     await new EventPublisher(upstream, prefix).publish(sampleEvent('charge.completed', bad.id));
     await waitFor('failed counted', async () => series(await scrape(), 'webhooks_deliveries_total', { outcome: 'failed', event: 'charge.completed' }) === 1);
     const text = await scrape();
     expect(series(text, 'webhooks_deliveries_total', { outcome: 'retried', event: 'charge.completed' })).toBe(5);
     expect(series(text, 'webhooks_delivery_attempts_total', { result: 'failure' })).toBe(5);
-    expect(series(text, 'webhooks_deliveries_total', { outcome: 'circuit_open', event: 'charge.completed' })).toBe(1);
-    expect(series(text, 'webhooks_circuit_open', { endpoint: new URL(failing.url).origin })).toBe(1);
+    // The circuit opened after the 5th failure: the 6th attempt was not made, and not spent.
+    expect(series(text, 'webhooks_failed_total', { reason: 'circuit-open' })).toBe(1);
+    // Labelled by origin and merchant: a hook URL's path can hold a token.
+    expect(series(text, 'webhooks_circuit_open', { endpoint: `${new URL(failing.url).origin} (${bad.id})` })).toBe(1);
   });
 
   it('answers liveness and readiness on the metrics port', async () => {

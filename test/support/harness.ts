@@ -34,6 +34,8 @@ export function writeMerchantsFile(merchants: Merchant[]): string {
 export interface Harness {
   prefix: string;
   merchantsFile: string;
+  /** Reload it after rewriting merchantsFile to change settings mid-test. */
+  merchants: FileMerchantDirectory;
   names: TopologyNames;
   dispatcher: Dispatcher;
   broker: BrokerConnection;
@@ -84,6 +86,7 @@ export async function startHarness(options: {
   return {
     prefix,
     merchantsFile,
+    merchants,
     names: topologyNames(prefix),
     dispatcher,
     broker,

@@ -38,7 +38,18 @@ describe('topologySpec', () => {
     expect(topologySpec({ prefix: 'acme', retryDelaysMs: [1_000, 60_000], failedRetention: '7D' })).toEqual({
       exchange: { name: 'acme.events', type: 'topic' },
       queues: [
-        { name: 'acme.dispatch', kind: 'queue', arguments: { 'x-queue-type': 'quorum' } },
+        {
+          name: 'acme.dispatch',
+          kind: 'queue',
+          arguments: {
+            'x-queue-type': 'quorum',
+            'x-delivery-limit': 10,
+            'x-dead-letter-exchange': '',
+            'x-dead-letter-routing-key': 'acme.invalid',
+            'x-dead-letter-strategy': 'at-least-once',
+            'x-overflow': 'reject-publish',
+          },
+        },
         { name: 'acme.retry.0', kind: 'queue', arguments: { ...RETRY_TIER, 'x-message-ttl': 1_000 } },
         { name: 'acme.retry.1', kind: 'queue', arguments: { ...RETRY_TIER, 'x-message-ttl': 60_000 } },
         { name: 'acme.failed', kind: 'stream', arguments: { 'x-queue-type': 'stream', 'x-max-age': '7D' } },
