@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import amqp from 'amqplib';
 import { sampleEvent } from '../libs/contracts/index.js';
-import { topologyNames } from '../libs/topology/index.js';
+import { intakeSpec, topologyNames } from '../libs/topology/index.js';
 
 export const SECRET = `whsec_${Buffer.from('bench-secret-bench-secret-0123').toString('base64')}`;
 
@@ -42,7 +42,7 @@ export async function fillDispatch(url: string, prefix: string, count: number, m
   const connection = await amqp.connect(url);
   const channel = await connection.createConfirmChannel();
   const { dispatch } = topologyNames(prefix);
-  await channel.assertQueue(dispatch, { durable: true, arguments: { 'x-queue-type': 'quorum' } });
+  await channel.assertQueue(dispatch, { durable: true, arguments: { ...intakeSpec(prefix).queue.arguments } });
   for (let i = 0; i < count; i++) {
     if (!channel.sendToQueue(dispatch, eventBody(merchantOf(i)), { persistent: true, messageId: `evt_${i}`, contentType: 'application/json' })) {
       await new Promise((resolve) => channel.once('drain', resolve));
