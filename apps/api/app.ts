@@ -5,6 +5,7 @@ import { BrokerUnavailableError } from '../../libs/broker/index.js';
 import { type FailedIndex, NothingToResendError, type ResendService } from '../../libs/failed/index.js';
 import { isWellFormedReference } from '../../libs/contracts/index.js';
 import type { Logger } from '../../libs/logger/index.js';
+import { activeWebhook } from '../../libs/merchants/index.js';
 import { METRIC_NAMES } from '../../libs/metrics/index.js';
 import type { Authenticator } from './auth.js';
 import { ApiError, badRequest, errorBody, notFound, rateLimited, unavailable } from './errors.js';
@@ -71,6 +72,10 @@ export function createApp(deps: ApiDeps): express.Express {
       if (!deps.index.ready || !deps.brokerConnected()) {
         throw unavailable('The failed queue is not available yet; try again shortly');
       }
+      // Resending to a webhook that is off would only fail again: say so, and keep the entry.
+      if (!activeWebhook(merchant)) {
+        throw new ApiError(409, 'webhook_disabled', 'Webhooks are not enabled for this merchant; enable them on the dashboard, then resend');
+      }
       await deps.resend.resend(merchant.id, reference);
       res.status(200).json({ message: `webhook sent for reference ${reference}`, error: null, data: null });
     } catch (err) {
@@ -109,7 +114,9 @@ function referenceFrom(req: Request): string {
 
 function toApiError(err: unknown, logger: Logger): ApiError {
   if (err instanceof ApiError) return err;
-  if (err instanceof NothingToResendError) return notFound('not_found', 'No failed webhook for this reference');
+  if (err instanceof NothingToResendError) {
+    return notFound('not_found', 'No failed webhook for this reference');
+  }
   if (err instanceof BrokerUnavailableError) return unavailable('The message broker is unavailable; try again shortly');
   const status = (err as { status?: number; statusCode?: number })?.status ?? (err as { statusCode?: number })?.statusCode;
   const type = (err as { type?: string })?.type;

@@ -41,11 +41,19 @@ export const openApiDocument = {
           '400': errorResponse('Missing, repeated or malformed reference; unknown parameter; body that is not JSON'),
           '401': errorResponse('Missing or invalid public key or access token, or an expired token'),
           '403': errorResponse('The token and the public key name different merchants'),
-          '404': errorResponse('No failed webhook for this merchant and reference'),
+          '404': errorResponse(
+            'No unresolved failed webhook for this merchant and reference: none failed, it was already resent, or another ' +
+              'request (on this or another replica) is resending it at this moment. Of two concurrent resends of one ' +
+              'reference, the first answers 200 and the other 404; the webhook is delivered once.',
+          ),
+          '409': errorResponse('webhook_disabled: the merchant\'s webhook is disabled or not set up; the failed entry stays and can be resent once it is enabled'),
           '413': errorResponse('Request body too large'),
           '429': errorResponse('Rate limited; see Retry-After'),
           '431': errorResponse('Request headers too large'),
-          '503': errorResponse('Broker unavailable or the failed queue index not ready; see Retry-After'),
+          '503': errorResponse(
+            'service_unavailable: broker unavailable or slow to confirm (flow control), or the failed queue index not ready; ' +
+              'auth_unavailable: the auth service\'s keys could not be fetched. See Retry-After',
+          ),
         },
       },
     },
@@ -140,12 +148,14 @@ export const openApiDocument = {
                   'token_expired',
                   'merchant_mismatch',
                   'not_found',
+                  'webhook_disabled',
                   'route_not_found',
                   'method_not_allowed',
                   'body_too_large',
                   'header_too_large',
                   'rate_limited',
                   'service_unavailable',
+                  'auth_unavailable',
                   'internal_error',
                 ],
               },

@@ -54,7 +54,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
   const app = createApp({
     auth,
     index,
-    resend: new ResendService(broker, index, config.TOPOLOGY_PREFIX, logger),
+    resend: new ResendService(broker, index, config.TOPOLOGY_PREFIX, logger, { replica: `webhooks-api pid ${process.pid}` }),
     limiter: new RateLimiter(rate.perMinute, rate.burst),
     logger,
     brokerConnected: () => broker.isConnected,

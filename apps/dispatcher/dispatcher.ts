@@ -12,6 +12,7 @@ import type { Logger } from '../../libs/logger/index.js';
 import { type DeliveryObserver, noopObserver, type Outcome } from '../../libs/metrics/index.js';
 import { activeWebhook, type MerchantDirectory } from '../../libs/merchants/index.js';
 import { WebhookSigner } from '../../libs/signing/index.js';
+import { encodeResolution } from '../../libs/failed/index.js';
 import { type TopologyNames, topologyNames } from '../../libs/topology/index.js';
 import { type AttemptResult, EndpointGuards, endpointOf } from './endpoint-guards.js';
 import { CircuitOpenError, InvalidMessageError, WebhookUnavailableError } from './errors.js';
@@ -139,6 +140,9 @@ export class Dispatcher {
       if (err instanceof InvalidMessageError) return this.park(delivery, err);
       throw err;
     }
+    if (intake.resentFromOffset !== undefined && intake.attempts === 0 && intake.deferrals === 0 && intake.postponements === 0) {
+      await this.recordResent(intake, intake.resentFromOffset);
+    }
     const merchant = this.deps.merchants.byId(intake.merchantId);
     const meta = { merchantId: intake.merchantId, event: intake.event, reference: intake.references[0], webhookId: intake.webhookId };
     // A new event for a merchant without an active webhook is not sent (spec 6.3). One already
@@ -207,6 +211,34 @@ export class Dispatcher {
       this.observer.attempt(false, (performance.now() - started) / 1000, intake.event);
       if (!(err instanceof DeliveryFailedError)) throw err;
       await this.afterFailure(delivery, intake, attempt, err, now);
+    }
+  }
+
+  /**
+   * A resent webhook reached dispatch: resolve its failed entry, in case the resender died between
+   * its republish and its own resolution, so that a later resend does not send it a second time.
+   * Idempotent: resolving a resolved entry changes nothing.
+   */
+  private async recordResent(intake: IntakeEvent, offset: number): Promise<void> {
+    const resolution = { merchantId: intake.merchantId, resolved: [{ offset, references: intake.references }] };
+    try {
+      await this.deps.broker.sendToQueue(
+        this.names.failed,
+        encodeResolution(resolution),
+        {
+          contentType: 'application/json',
+          headers: {
+            [HEADERS.entryType]: ENTRY_TYPES.resolution,
+            [HEADERS.merchantId]: intake.merchantId,
+            [HEADERS.reference]: intake.references[0]!,
+            [HEADERS.resolvedOffsets]: String(offset),
+          },
+        },
+        5_000,
+      );
+    } catch (err) {
+      // The resender's own resolution normally covers it; this one only closes a crash window.
+      this.deps.logger.warn('resolution of a resent webhook not recorded', { merchantId: intake.merchantId, offset, error: (err as Error).message });
     }
   }
 

@@ -27,6 +27,8 @@ export interface IntakeEvent {
   firstSeenAt: string;
   /** When a merchant asked for this webhook again; its schedule's span starts over then. */
   resentAt?: string;
+  /** The failed-stream entry this resend came from. */
+  resentFromOffset?: number;
   /** The last real attempt's error, carried so a webhook failed by an open circuit still says it. */
   lastError?: string;
   lastStatus?: number;
@@ -81,6 +83,7 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
   const deferrals = count(headers[HEADERS.deferrals]);
   const postponements = count(headers[HEADERS.postponements]);
   const resentAt = timestamp(headers[HEADERS.resentAt]);
+  const resentFrom = headers[HEADERS.resentFromOffset];
   const lastError = headers[HEADERS.lastError];
   const lastStatus = headers[HEADERS.lastStatus];
   return {
@@ -94,6 +97,7 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
     postponements,
     firstSeenAt: timestamp(headers[HEADERS.firstSeenAt]) ?? now.toISOString(),
     resentAt,
+    resentFromOffset: resentAt !== undefined && typeof resentFrom === 'number' && Number.isSafeInteger(resentFrom) && resentFrom >= 0 ? resentFrom : undefined,
     lastError: typeof lastError === 'string' && lastError.length > 0 ? lastError : undefined,
     lastStatus: typeof lastStatus === 'number' && Number.isInteger(lastStatus) ? lastStatus : undefined,
     accepted: attempts > 0 || deferrals > 0 || postponements > 0 || resentAt !== undefined,

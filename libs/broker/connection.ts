@@ -216,10 +216,9 @@ export class BrokerConnection extends EventEmitter {
     };
   }
 
-  private async waitForPublishChannel(): Promise<ConfirmChannel> {
+  private async waitForPublishChannel(waitMs = this.options.publishWaitMs ?? 10_000): Promise<ConfirmChannel> {
     if (this.publishChannel) return this.publishChannel;
     if (this.closing) throw new BrokerUnavailableError('broker connection is closed');
-    const waitMs = this.options.publishWaitMs ?? 10_000;
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.waiters = this.waiters.filter((w) => w !== wake);
@@ -231,35 +230,48 @@ export class BrokerConnection extends EventEmitter {
       };
       this.waiters.push(wake);
     });
-    return this.waitForPublishChannel();
+    return this.waitForPublishChannel(waitMs);
   }
 
   /**
    * Publishes `mandatory` and resolves once the broker confirms it. Waits for a reconnect if
    * needed. A message the broker could not route (its queue was deleted) fails with
-   * BrokerUnroutableError: a confirm alone does not say that anything stored it.
+   * BrokerUnroutableError: a confirm alone does not say that anything stored it. With
+   * `deadlineMs`, a publish not confirmed in time (a blocked connection under flow control) fails
+   * with BrokerUnavailableError; it may still be stored later, so callers whose retry would
+   * duplicate it leave the deadline out.
    */
-  async publish(exchange: string, routingKey: string, content: Buffer, options: Options.Publish): Promise<void> {
-    const channel = await this.waitForPublishChannel();
+  async publish(exchange: string, routingKey: string, content: Buffer, options: Options.Publish, deadlineMs?: number): Promise<void> {
+    const started = Date.now();
+    const channel = await this.waitForPublishChannel(deadlineMs);
     const returns = this.returns!;
     await new Promise<void>((resolve, reject) => {
       const pending = returns.expect(exchange, routingKey, content);
+      let timer: NodeJS.Timeout | undefined;
+      if (deadlineMs !== undefined) {
+        timer = setTimeout(() => {
+          returns.settle(pending);
+          reject(new BrokerUnavailableError(`publish not confirmed within ${deadlineMs} ms`));
+        }, Math.max(0, deadlineMs - (Date.now() - started)));
+      }
       try {
         channel.publish(exchange, routingKey, content, { ...options, mandatory: true }, (err) => {
+          clearTimeout(timer);
           const returned = returns.settle(pending);
           if (err) reject(new BrokerUnavailableError('publish was not confirmed', { cause: err }));
           else if (returned) reject(new BrokerUnroutableError(exchange, routingKey, returned));
           else resolve();
         });
       } catch (err) {
+        clearTimeout(timer);
         returns.settle(pending);
         reject(new BrokerUnavailableError('publish failed', { cause: err }));
       }
     });
   }
 
-  sendToQueue(queue: string, content: Buffer, options: Options.Publish): Promise<void> {
-    return this.publish('', queue, content, options);
+  sendToQueue(queue: string, content: Buffer, options: Options.Publish, deadlineMs?: number): Promise<void> {
+    return this.publish('', queue, content, options, deadlineMs);
   }
 
   /** A channel for one-off operations (admin commands, tests); the caller closes it. */

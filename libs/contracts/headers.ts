@@ -30,6 +30,8 @@ export const HEADERS = {
   streamOffset: 'x-stream-offset',
   resolvedOffsets: 'x-resolved-offsets',
   checkpointId: 'x-checkpoint-id',
+  /** A resend's claim on failure entries; the first claim in stream order wins them. */
+  claimId: 'x-claim-id',
   resentAt: 'x-resent-at',
   resentFromOffset: 'x-resent-from-offset',
 } as const;
@@ -50,7 +52,7 @@ export const FAILED_REASONS = {
 
 export type FailedReason = (typeof FAILED_REASONS)[keyof typeof FAILED_REASONS];
 
-export const ENTRY_TYPES = { failure: 'failure', resolution: 'resolution', checkpoint: 'checkpoint' } as const;
+export const ENTRY_TYPES = { failure: 'failure', resolution: 'resolution', checkpoint: 'checkpoint', claim: 'claim' } as const;
 
 export type ScalarHeaders = Record<string, string | number | boolean>;
 

@@ -2,15 +2,16 @@ import { z } from 'zod';
 import { ENTRY_TYPES, HEADERS } from '../contracts/index.js';
 
 /**
- * The failed stream holds three kinds of entries: failures (a webhook whose last attempt failed),
- * resolutions (those failures were resent) and checkpoints (an API instance marking where it
- * started, so it knows when its replay has caught up).
+ * The failed stream holds four kinds of entries: failures (a webhook whose last attempt failed),
+ * claims (a resender asking for failures; the first claim in stream order wins), resolutions
+ * (those failures were resent) and checkpoints (a reader marking where it started, so it knows
+ * when its replay has caught up).
  */
 export type EntryType = (typeof ENTRY_TYPES)[keyof typeof ENTRY_TYPES];
 
 export function entryTypeOf(headers: Record<string, unknown> | undefined): EntryType | undefined {
   const type = headers?.[HEADERS.entryType];
-  return type === ENTRY_TYPES.failure || type === ENTRY_TYPES.resolution || type === ENTRY_TYPES.checkpoint
+  return type === ENTRY_TYPES.failure || type === ENTRY_TYPES.resolution || type === ENTRY_TYPES.checkpoint || type === ENTRY_TYPES.claim
     ? type
     : undefined;
 }
@@ -45,6 +46,33 @@ export function encodeResolution(resolution: Resolution): Buffer {
 export function decodeResolution(content: Buffer): Resolution | undefined {
   try {
     const parsed = resolutionSchema.safeParse(JSON.parse(content.toString('utf8')));
+    return parsed.success ? parsed.data : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+const claimSchema = z.object({
+  claimId: z.string().min(1).max(100),
+  merchantId: z.string(),
+  /** Milliseconds since the epoch on the claimant's clock; leases are measured between claims. */
+  at: z.number().int().nonnegative(),
+  offsets: z.array(z.number().int().nonnegative()).max(10_000),
+  /** Gives back the entries this claim won but did not resend (its republish failed). */
+  release: z.boolean().optional(),
+  /** Who claimed, for operators reading the stream: a replica's connection name and pid. */
+  by: z.string().max(200).optional(),
+});
+
+export type Claim = z.infer<typeof claimSchema>;
+
+export function encodeClaim(claim: Claim): Buffer {
+  return Buffer.from(JSON.stringify(claim));
+}
+
+export function decodeClaim(content: Buffer): Claim | undefined {
+  try {
+    const parsed = claimSchema.safeParse(JSON.parse(content.toString('utf8')));
     return parsed.success ? parsed.data : undefined;
   } catch {
     return undefined;

@@ -1,23 +1,52 @@
 import { randomUUID } from 'node:crypto';
-import type { BrokerConnection, Consumer, Delivery } from '../broker/index.js';
-import { ENTRY_TYPES } from '../contracts/index.js';
+import { type BrokerConnection, BrokerUnavailableError, type Consumer, type Delivery } from '../broker/index.js';
+import { ENTRY_TYPES, HEADERS } from '../contracts/index.js';
 import type { Logger } from '../logger/index.js';
 import { appendCheckpoint, isCheckpoint } from './checkpoint.js';
-import { decodeResolution, entryTypeOf, failureKeysOf, offsetOf, type Resolution } from './entries.js';
+import { type Claim, decodeClaim, decodeResolution, entryTypeOf, failureKeysOf, offsetOf, type Resolution } from './entries.js';
+import { firstOffset } from './reader.js';
+
+/** An unresolved failure entry, as much as the index keeps of it. */
+interface Failure {
+  merchantId: string;
+  references: string[];
+  webhookId: string;
+  /** The claim that won this entry, in stream order, and when it was made (its maker's clock). */
+  claim?: { id: string; at: number };
+}
+
+export interface FailedIndexOptions {
+  /** A claim not followed by a resolution stops holding its entries after this long. */
+  claimLeaseMs?: number;
+  /** How often entries that retention removed from the stream are dropped from the index. */
+  retentionCheckMs?: number;
+  /** Backoff for a checkpoint append that failed, so readiness recovers without a reconnect. */
+  checkpointRetryMs?: readonly number[];
+}
 
 /**
  * `(merchantId, reference) → offsets of unresolved failure entries`, built by tailing the failed
- * stream from its first offset and following it live. Offsets, not payloads: an entry costs a
- * map slot and a number. Ready once the replay has reached the checkpoint this instance appended
- * after (re)connecting.
+ * stream from its first offset and following it live. Ready once the replay has reached the
+ * checkpoint this instance appended after (re)connecting.
+ *
+ * Claims make a resend happen once across replicas: a resender appends a claim naming the entries
+ * it wants, and every replica applies claims in stream order, so all agree that the first claim on
+ * an entry wins it until its lease runs out or a resolution removes the entry.
  */
 export class FailedIndex {
-  private readonly offsets = new Map<string, number | number[]>();
-  private unresolved = 0;
+  private readonly failures = new Map<number, Failure>();
+  private readonly byKey = new Map<string, number | number[]>();
+  /** Unresolved entries per webhook (merchant + webhook-id): one webhook however many entries. */
+  private readonly webhooks = new Map<string, number | number[]>();
+  private readonly claimWaiters = new Map<string, (won: number[]) => void>();
   private nextOffset: number | undefined;
   private checkpointId: string | undefined;
   private caughtUp = false;
   private consumer?: Consumer;
+  private stopped = false;
+  private checkpointTimer?: NodeJS.Timeout;
+  private retentionTimer?: NodeJS.Timeout;
+  readonly claimLeaseMs: number;
   private readonly onConnected = () => void this.appendCheckpoint();
   private readonly onDisconnected = () => {
     this.caughtUp = false;
@@ -27,15 +56,18 @@ export class FailedIndex {
     private readonly broker: BrokerConnection,
     private readonly stream: string,
     private readonly logger: Logger,
-  ) {}
+    private readonly options: FailedIndexOptions = {},
+  ) {
+    this.claimLeaseMs = options.claimLeaseMs ?? 30_000;
+  }
 
   get ready(): boolean {
     return this.caughtUp && this.broker.isConnected;
   }
 
-  /** Unresolved failure entries in the index. */
+  /** Unresolved failed webhooks: entries with the same webhook-id count once, a refund once. */
   get size(): number {
-    return this.unresolved;
+    return this.webhooks.size;
   }
 
   async start(): Promise<void> {
@@ -48,9 +80,15 @@ export class FailedIndex {
       onMessage: (delivery) => this.apply(delivery),
     });
     await this.appendCheckpoint();
+    const every = this.options.retentionCheckMs ?? 60_000;
+    this.retentionTimer = setInterval(() => void this.dropExpired(), every);
+    this.retentionTimer.unref();
   }
 
   async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.checkpointTimer);
+    clearInterval(this.retentionTimer);
     this.broker.off('connected', this.onConnected);
     this.broker.off('disconnected', this.onDisconnected);
     await this.consumer?.cancel();
@@ -58,30 +96,89 @@ export class FailedIndex {
 
   /** Offsets of this merchant's unresolved failures for a reference, oldest first. */
   lookup(merchantId: string, reference: string): number[] {
-    const found = this.offsets.get(keyOf(merchantId, reference));
-    if (found === undefined) return [];
-    return typeof found === 'number' ? [found] : [...found];
+    return [...listOf(this.byKey.get(keyOf(merchantId, reference)))];
+  }
+
+  /** The webhook-id of an unresolved entry. */
+  webhookIdAt(offset: number): string | undefined {
+    return this.failures.get(offset)?.webhookId;
+  }
+
+  /** Every unresolved offset of the webhooks these offsets belong to: a resend takes them all. */
+  withSameWebhooks(merchantId: string, offsets: number[]): number[] {
+    const all = new Set(offsets);
+    for (const offset of offsets) {
+      const failure = this.failures.get(offset);
+      if (!failure) continue;
+      for (const other of listOf(this.webhooks.get(keyOf(merchantId, failure.webhookId)))) all.add(other);
+    }
+    return [...all].sort((a, b) => a - b);
+  }
+
+  /**
+   * Resolves with the offsets this claim won once the stream brings it back to this replica; every
+   * other replica reaches the same verdict from the same order.
+   */
+  awaitClaim(claimId: string, timeoutMs: number): Promise<number[]> {
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.claimWaiters.delete(claimId);
+        reject(new BrokerUnavailableError(`claim ${claimId} not read back from ${this.stream} within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.claimWaiters.set(claimId, (won) => {
+        clearTimeout(timer);
+        this.claimWaiters.delete(claimId);
+        resolve(won);
+      });
+    });
+  }
+
+  forgetClaim(claimId: string): void {
+    this.claimWaiters.delete(claimId);
   }
 
   /** Applies a resolution at once on this instance; the stream brings it to the others. */
   resolve(resolution: Resolution): void {
-    for (const { offset, references } of resolution.resolved) {
-      let removed = false;
-      for (const reference of references) removed = this.remove(keyOf(resolution.merchantId, reference), offset) || removed;
-      if (removed) this.unresolved--;
-    }
+    for (const { offset } of resolution.resolved) this.removeFailure(offset);
   }
 
-  private async appendCheckpoint(): Promise<void> {
+  private async appendCheckpoint(attempt = 0): Promise<void> {
+    clearTimeout(this.checkpointTimer);
     this.caughtUp = false;
     const id = randomUUID();
     this.checkpointId = id;
     try {
       await appendCheckpoint(this.broker, this.stream, id);
     } catch (err) {
-      // Not ready until a later reconnect appends one that is confirmed.
-      this.logger.warn('failed index checkpoint not appended', { error: (err as Error).message });
+      if (this.stopped) return;
+      const backoff = this.options.checkpointRetryMs ?? [500, 1_000, 2_000, 5_000, 10_000, 30_000];
+      const delay = backoff[Math.min(attempt, backoff.length - 1)]!;
+      this.logger.warn('failed index checkpoint not appended; retrying', { error: (err as Error).message, retryInMs: delay });
+      this.checkpointTimer = setTimeout(() => {
+        if (this.checkpointId === id && !this.stopped) void this.appendCheckpoint(attempt + 1);
+      }, delay);
+      this.checkpointTimer.unref();
     }
+  }
+
+  /** Retention removes whole segments from the stream's head: drop what is now before its first offset. */
+  private async dropExpired(): Promise<void> {
+    if (!this.ready || this.failures.size === 0) return;
+    let first: number | undefined;
+    try {
+      first = await firstOffset(this.broker, this.stream);
+    } catch {
+      return; // tried again at the next check
+    }
+    if (first === undefined) return;
+    let dropped = 0;
+    // Map order is stream order: stop at the first entry still in the stream.
+    for (const offset of this.failures.keys()) {
+      if (offset >= first) break;
+      this.removeFailure(offset);
+      dropped++;
+    }
+    if (dropped > 0) this.logger.info('failed entries expired by retention', { dropped, firstOffset: first });
   }
 
   private apply(delivery: Delivery): void {
@@ -97,8 +194,12 @@ export class FailedIndex {
       case ENTRY_TYPES.failure: {
         const keys = failureKeysOf(headers);
         if (!keys) return;
-        for (const reference of new Set(keys.references)) this.add(keyOf(keys.merchantId, reference), offset);
-        this.unresolved++;
+        const webhookId = headers?.[HEADERS.webhookId] ?? message.properties.messageId;
+        this.addFailure(offset, {
+          merchantId: keys.merchantId,
+          references: [...new Set(keys.references)],
+          webhookId: typeof webhookId === 'string' && webhookId.length > 0 ? webhookId : `offset:${offset}`,
+        });
         return;
       }
       case ENTRY_TYPES.resolution: {
@@ -106,10 +207,15 @@ export class FailedIndex {
         if (resolution) this.resolve(resolution);
         return;
       }
+      case ENTRY_TYPES.claim: {
+        const claim = decodeClaim(message.content);
+        if (claim) this.applyClaim(claim);
+        return;
+      }
       case ENTRY_TYPES.checkpoint:
         if (isCheckpoint(headers, this.checkpointId) && !this.caughtUp) {
           this.caughtUp = true;
-          this.logger.info('failed index caught up', { unresolved: this.unresolved, offset });
+          this.logger.info('failed index caught up', { unresolved: this.size, offset });
         }
         return;
       default:
@@ -117,27 +223,60 @@ export class FailedIndex {
     }
   }
 
-  private add(key: string, offset: number): void {
-    const existing = this.offsets.get(key);
-    if (existing === undefined) this.offsets.set(key, offset);
-    else if (typeof existing === 'number') this.offsets.set(key, [existing, offset]);
-    else existing.push(offset);
+  /** First claim wins; a claim whose lease ran out (by the claims' own clocks) can be taken over. */
+  private applyClaim(claim: Claim): void {
+    const won: number[] = [];
+    for (const offset of claim.offsets) {
+      const failure = this.failures.get(offset);
+      if (!failure || failure.merchantId !== claim.merchantId) continue;
+      if (claim.release) {
+        if (failure.claim?.id === claim.claimId) failure.claim = undefined;
+        continue;
+      }
+      if (failure.claim && claim.at - failure.claim.at < this.claimLeaseMs) continue;
+      failure.claim = { id: claim.claimId, at: claim.at };
+      won.push(offset);
+    }
+    this.claimWaiters.get(claim.claimId)?.(won);
   }
 
-  private remove(key: string, offset: number): boolean {
-    const existing = this.offsets.get(key);
-    if (existing === undefined) return false;
-    if (typeof existing === 'number') {
-      if (existing !== offset) return false;
-      this.offsets.delete(key);
-      return true;
-    }
-    const at = existing.indexOf(offset);
-    if (at < 0) return false;
-    existing.splice(at, 1);
-    if (existing.length === 1) this.offsets.set(key, existing[0]!);
-    return true;
+  private addFailure(offset: number, failure: Failure): void {
+    this.failures.set(offset, failure);
+    for (const reference of failure.references) addTo(this.byKey, keyOf(failure.merchantId, reference), offset);
+    addTo(this.webhooks, keyOf(failure.merchantId, failure.webhookId), offset);
   }
+
+  private removeFailure(offset: number): void {
+    const failure = this.failures.get(offset);
+    if (!failure) return;
+    this.failures.delete(offset);
+    for (const reference of failure.references) removeFrom(this.byKey, keyOf(failure.merchantId, reference), offset);
+    removeFrom(this.webhooks, keyOf(failure.merchantId, failure.webhookId), offset);
+  }
+}
+
+/** A multimap stored compactly: one offset as a number, several as an array (most keys have one). */
+function addTo(map: Map<string, number | number[]>, key: string, offset: number): void {
+  const existing = map.get(key);
+  if (existing === undefined) map.set(key, offset);
+  else if (typeof existing === 'number') map.set(key, [existing, offset]);
+  else existing.push(offset);
+}
+
+function removeFrom(map: Map<string, number | number[]>, key: string, offset: number): void {
+  const existing = map.get(key);
+  if (existing === undefined) return;
+  if (typeof existing === 'number') {
+    if (existing === offset) map.delete(key);
+    return;
+  }
+  const at = existing.indexOf(offset);
+  if (at >= 0) existing.splice(at, 1);
+  if (existing.length === 1) map.set(key, existing[0]!);
+}
+
+function listOf(value: number | number[] | undefined): number[] {
+  return value === undefined ? [] : typeof value === 'number' ? [value] : value;
 }
 
 function keyOf(merchantId: string, reference: string): string {

@@ -52,3 +52,32 @@ export async function readEntryAt(
     await channel.close().catch(() => {});
   }
 }
+
+/** The offset of the stream's oldest entry still kept; undefined when the stream is empty. */
+export async function firstOffset(broker: BrokerConnection, stream: string, timeoutMs = 5_000): Promise<number | undefined> {
+  const channel = await broker.createChannel();
+  try {
+    await channel.prefetch(1);
+    return await new Promise<number | undefined>((resolve, reject) => {
+      // An empty stream delivers nothing: after the timeout there is nothing to expire.
+      const timer = setTimeout(() => resolve(undefined), timeoutMs);
+      channel.on('close', () => reject(new BrokerUnavailableError('channel closed while reading the failed stream')));
+      channel
+        .consume(
+          stream,
+          (message) => {
+            if (!message) return;
+            clearTimeout(timer);
+            resolve(offsetOf(message.properties.headers));
+          },
+          { noAck: false, arguments: { 'x-stream-offset': 'first' } },
+        )
+        .catch((err: unknown) => {
+          clearTimeout(timer);
+          reject(new BrokerUnavailableError('cannot read the failed stream', { cause: err }));
+        });
+    });
+  } finally {
+    await channel.close().catch(() => {});
+  }
+}

@@ -1,19 +1,23 @@
+import { randomUUID } from 'node:crypto';
 import type { ConsumeMessage } from 'amqplib';
 import { BrokerUnavailableError, type BrokerConnection } from '../broker/index.js';
 import { ENTRY_TYPES, HEADERS, type ScalarHeaders, scalarHeaders } from '../contracts/index.js';
 import type { Logger } from '../logger/index.js';
 import { type TopologyNames, topologyNames } from '../topology/index.js';
-import { encodeResolution, failureKeysOf, type Resolution } from './entries.js';
+import { type Claim, encodeClaim, encodeResolution, failureKeysOf, type Resolution } from './entries.js';
 import type { FailedIndex } from './failed-index.js';
 import { EntryExpiredError, readEntryAt } from './reader.js';
 
-/** Headers that describe past attempts: a resent webhook starts with fresh attempt counters. */
+/** Headers that describe past attempts: a resent webhook starts with fresh counters. */
 const ATTEMPT_HEADERS: string[] = [
   HEADERS.attempts,
+  HEADERS.deferrals,
+  HEADERS.postponements,
   HEADERS.lastStatus,
   HEADERS.lastError,
   HEADERS.lastAttemptAt,
   HEADERS.failedAt,
+  HEADERS.failedReason,
   HEADERS.entryType,
   HEADERS.streamOffset,
 ];
@@ -25,72 +29,135 @@ export class NothingToResendError extends Error {
   }
 }
 
+export interface ResendOptions {
+  now?: () => Date;
+  /** Each publish of a resend (claim, republish, resolution) is confirmed within this or fails (503). */
+  publishDeadlineMs?: number;
+  /** Names this replica in its claims, for operators reading the stream. */
+  replica?: string;
+}
+
 /**
- * Resends a merchant's failed webhooks for a reference: reads each entry at its offset,
- * republishes it to `dispatch` with its webhook-id (confirmed), then appends a resolution entry.
- * Resends of one key run one at a time, so a double click sends once.
+ * Resends a merchant's failed webhooks for a reference, once, however many replicas are asked at
+ * the same moment. It appends a claim naming the entries to the failed stream and waits to read it
+ * back: every replica applies claims in stream order, so the first claim on an entry wins it
+ * everywhere, and a later claim wins nothing (NothingToResendError: 404). The winner republishes
+ * one copy per webhook-id to `dispatch` and appends a resolution for each webhook as soon as it is
+ * republished, so a resend that fails half-way is retried without sending again what went out.
+ * The claim's lease frees entries whose claimant died before resolving them.
  */
 export class ResendService {
   private readonly names: TopologyNames;
-  private readonly locks = new Map<string, Promise<unknown>>();
+  private readonly now: () => Date;
+  private readonly deadlineMs: number;
 
   constructor(
     private readonly broker: BrokerConnection,
     private readonly index: FailedIndex,
     prefix: string,
     private readonly logger: Logger,
-    private readonly now: () => Date = () => new Date(),
+    private readonly options: ResendOptions = {},
   ) {
     this.names = topologyNames(prefix);
+    this.now = options.now ?? (() => new Date());
+    this.deadlineMs = options.publishDeadlineMs ?? 5_000;
   }
 
   async resend(merchantId: string, reference: string): Promise<number> {
-    const key = `${merchantId}\u0000${reference}`;
-    const previous = this.locks.get(key) ?? Promise.resolve();
-    const run = previous.catch(() => {}).then(() => this.resendNow(merchantId, reference));
-    this.locks.set(key, run);
-    try {
-      return await run;
-    } finally {
-      if (this.locks.get(key) === run) this.locks.delete(key);
-    }
-  }
-
-  private async resendNow(merchantId: string, reference: string): Promise<number> {
     const offsets = this.index.lookup(merchantId, reference);
     if (offsets.length === 0) throw new NothingToResendError();
+    const claim = this.newClaim(merchantId, this.index.withSameWebhooks(merchantId, offsets));
+    const won = await this.claim(claim);
+    if (won.length === 0) throw new NothingToResendError();
 
-    const resolution: Resolution = { merchantId, resolved: [] };
-    const expired: Resolution = { merchantId, resolved: [] };
-    for (const offset of offsets) {
-      let entry: ConsumeMessage;
-      try {
-        entry = await readEntryAt(this.broker, this.names.failed, offset);
-      } catch (err) {
-        if (!(err instanceof EntryExpiredError)) throw err;
-        expired.resolved.push({ offset, references: [reference] });
-        continue;
-      }
-      await this.republish(entry, offset);
-      resolution.resolved.push({ offset, references: failureKeysOf(entry.properties.headers)?.references ?? [reference] });
+    const byWebhook = new Map<string, number[]>();
+    for (const offset of won) {
+      const id = this.index.webhookIdAt(offset) ?? `offset:${offset}`;
+      byWebhook.set(id, [...(byWebhook.get(id) ?? []), offset]);
     }
-    // Entries that retention removed are dropped from this index; they cannot be resent.
-    this.index.resolve(expired);
-    if (resolution.resolved.length === 0) throw new NothingToResendError();
+    let sent = 0;
+    const settled = new Set<number>();
+    try {
+      for (const group of byWebhook.values()) {
+        // Entries of one webhook carry the same body and webhook-id: send it once, the newest.
+        const newest = group[group.length - 1]!;
+        let entry: ConsumeMessage;
+        try {
+          entry = await readEntryAt(this.broker, this.names.failed, newest);
+        } catch (err) {
+          if (!(err instanceof EntryExpiredError)) throw err;
+          // Retention removed it: it cannot be resent, and every replica drops it the same way.
+          this.index.resolve({ merchantId, resolved: group.map((offset) => ({ offset, references: [reference] })) });
+          for (const offset of group) settled.add(offset);
+          continue;
+        }
+        await this.republish(entry, newest);
+        const references = failureKeysOf(entry.properties.headers)?.references ?? [reference];
+        await this.appendResolution({ merchantId, resolved: group.map((offset) => ({ offset, references })) }, reference);
+        for (const offset of group) settled.add(offset);
+        sent++;
+      }
+    } catch (err) {
+      // Give back what was not resent, so a retry need not wait for the lease.
+      const left = won.filter((offset) => !settled.has(offset));
+      if (left.length > 0) await this.appendClaim({ ...claim, offsets: left, release: true }).catch(() => {});
+      throw err;
+    }
+    if (sent === 0) throw new NothingToResendError();
+    this.logger.info('failed webhooks resent', { merchantId, reference, count: sent });
+    return sent;
+  }
 
-    await this.broker.sendToQueue(this.names.failed, encodeResolution(resolution), {
-      contentType: 'application/json',
-      headers: {
-        [HEADERS.entryType]: ENTRY_TYPES.resolution,
-        [HEADERS.merchantId]: merchantId,
-        [HEADERS.reference]: reference,
-        [HEADERS.resolvedOffsets]: resolution.resolved.map((r) => r.offset).join(','),
-        [HEADERS.resentAt]: this.now().toISOString(),
+  /** Appends a claim and waits for the stream's verdict: the offsets this claim won. */
+  private async claim(claim: Claim): Promise<number[]> {
+    const verdict = this.index.awaitClaim(claim.claimId, 2 * this.deadlineMs);
+    try {
+      await this.appendClaim(claim);
+    } catch (err) {
+      this.index.forgetClaim(claim.claimId);
+      verdict.catch(() => {});
+      throw err;
+    }
+    return verdict;
+  }
+
+  private newClaim(merchantId: string, offsets: number[]): Claim {
+    return { claimId: randomUUID(), merchantId, at: this.now().getTime(), offsets, by: this.options.replica };
+  }
+
+  private appendClaim(claim: Claim): Promise<void> {
+    return this.broker.sendToQueue(
+      this.names.failed,
+      encodeClaim(claim),
+      {
+        contentType: 'application/json',
+        headers: {
+          [HEADERS.entryType]: ENTRY_TYPES.claim,
+          [HEADERS.claimId]: claim.claimId,
+          [HEADERS.merchantId]: claim.merchantId,
+        },
       },
-    });
+      this.deadlineMs,
+    );
+  }
+
+  private async appendResolution(resolution: Resolution, reference: string): Promise<void> {
+    await this.broker.sendToQueue(
+      this.names.failed,
+      encodeResolution(resolution),
+      {
+        contentType: 'application/json',
+        headers: {
+          [HEADERS.entryType]: ENTRY_TYPES.resolution,
+          [HEADERS.merchantId]: resolution.merchantId,
+          [HEADERS.reference]: reference,
+          [HEADERS.resolvedOffsets]: resolution.resolved.map((r) => r.offset).join(','),
+          [HEADERS.resentAt]: this.now().toISOString(),
+        },
+      },
+      this.deadlineMs,
+    );
     this.index.resolve(resolution);
-    this.logger.info('failed webhooks resent', { merchantId, reference, count: resolution.resolved.length });
-    return resolution.resolved.length;
   }
 
   private async republish(entry: ConsumeMessage, offset: number): Promise<void> {
@@ -99,13 +166,18 @@ export class ResendService {
     headers[HEADERS.resentAt] = this.now().toISOString();
     headers[HEADERS.resentFromOffset] = offset;
     try {
-      await this.broker.sendToQueue(this.names.dispatch, entry.content, {
-        persistent: true,
-        contentType: entry.properties.contentType ?? 'application/json',
-        messageId: entry.properties.messageId ?? (headers[HEADERS.webhookId] as string | undefined),
-        timestamp: entry.properties.timestamp,
-        headers,
-      });
+      await this.broker.sendToQueue(
+        this.names.dispatch,
+        entry.content,
+        {
+          persistent: true,
+          contentType: entry.properties.contentType ?? 'application/json',
+          messageId: entry.properties.messageId ?? (headers[HEADERS.webhookId] as string | undefined),
+          timestamp: entry.properties.timestamp,
+          headers,
+        },
+        this.deadlineMs,
+      );
     } catch (err) {
       if (err instanceof BrokerUnavailableError) throw err;
       throw new BrokerUnavailableError('resend publish failed', { cause: err });

@@ -1,0 +1,183 @@
+import { writeFileSync } from 'node:fs';
+import type { ApiProgram } from '../../apps/api/program.js';
+import type { BrokerConnection } from '../../libs/broker/index.js';
+import { BrokerUnavailableError } from '../../libs/broker/index.js';
+import { ENTRY_TYPES, HEADERS, sampleEvent } from '../../libs/contracts/index.js';
+import { ResendService } from '../../libs/failed/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
+import type { Merchant } from '../../libs/merchants/index.js';
+import { call, startTestApi, token } from '../support/api.js';
+import { type Harness, startHarness, testMerchant } from '../support/harness.js';
+import { Receiver } from '../support/receiver.js';
+import { waitFor } from '../support/wait.js';
+
+const RESEND = '/nucleus/tnx/webhook';
+
+describe('one resend, one delivery', () => {
+  let mode: 'fail' | 'ok' = 'fail';
+  let receiver: Receiver;
+  let harness: Harness;
+  let one: ApiProgram;
+  let two: ApiProgram;
+  let merchant: Merchant;
+
+  beforeAll(async () => {
+    receiver = await Receiver.start(() => (mode === 'fail' ? 500 : 200));
+    merchant = testMerchant('m_once', receiver.url);
+    harness = await startHarness({ name: 'resendonce', merchants: [merchant], retryDelaysMs: [] });
+    one = await startTestApi(harness.prefix, harness.merchantsFile);
+    two = await startTestApi(harness.prefix, harness.merchantsFile);
+    await waitFor('both replicas ready', () => one.index.ready && two.index.ready);
+  });
+
+  afterAll(async () => {
+    await one?.stop();
+    await two?.stop();
+    await harness?.close();
+    await receiver?.close();
+  });
+
+  beforeEach(() => {
+    mode = 'fail';
+  });
+
+  async function headers(): Promise<Record<string, string>> {
+    return { 'x-auth-token': merchant.publicKey, authorization: `Bearer ${await token(merchant.id)}` };
+  }
+
+  async function failed(event: 'payout' | 'refund.completed', messageId?: string) {
+    const message = sampleEvent(event, merchant.id);
+    const published = await harness.publisher.publish(message, { messageId });
+    const reference = String(event === 'refund.completed' ? message.data.refundRef : message.data.reference);
+    await waitFor('indexed by both replicas', () => one.index.lookup(merchant.id, reference).length > 0 && two.index.lookup(merchant.id, reference).length > 0);
+    return { message, messageId: published.messageId, reference };
+  }
+
+  /** Deliveries of a webhook-id once nothing is in flight or queued any more. */
+  async function deliveriesOf(messageId: string): Promise<number> {
+    const inFlight = (harness.dispatcher as unknown as { inFlight: Set<unknown> }).inFlight;
+    await waitFor('dispatch idle', async () => inFlight.size === 0 && (await harness.test.messageCount(harness.names.dispatch)) === 0, 10_000);
+    return receiver.requests.filter((r) => r.headers['webhook-id'] === messageId).length;
+  }
+
+  it('delivers once when two replicas are asked at the same moment: one 200, the others 404', async () => {
+    const { messageId, reference } = await failed('payout');
+    mode = 'ok';
+    const h = await headers();
+    const answers = await Promise.all([one, two, one, two].map((api) => call(api, `${RESEND}?reference=${reference}`, { headers: h })));
+    expect(answers.map((a) => a.status).sort()).toEqual([200, 404, 404, 404]);
+    // The first attempt failed (500), then exactly one resend delivery.
+    expect(await deliveriesOf(messageId)).toBe(2);
+  });
+
+  it('delivers a refund once when resent by its refundRef and by its tnxRef at once', async () => {
+    const { message, messageId, reference } = await failed('refund.completed');
+    mode = 'ok';
+    const h = await headers();
+    const answers = await Promise.all([
+      call(one, `${RESEND}?reference=${reference}`, { headers: h }),
+      call(two, `${RESEND}?reference=${String(message.data.tnxRef)}`, { headers: h }),
+    ]);
+    expect(answers.map((a) => a.status).sort()).toEqual([200, 404]);
+    await deliveriesOf(messageId);
+    expect(receiver.requests.filter((r) => r.headers['webhook-id'] === messageId)).toHaveLength(2);
+  });
+
+  it('counts two entries of one webhook-id as one webhook and resends it once', async () => {
+    const { messageId, reference } = await failed('payout', `evt_twice_${Date.now()}`);
+    const sizeBefore = one.index.size;
+    // A second chain of the same webhook (an older version split it on a connection drop).
+    const [entry] = (await harness.test.readStream(harness.names.failed, 1, 10_000)).filter((e) => e.properties.messageId === messageId);
+    await harness.test.publishRaw(harness.names.failed, entry!.content, { messageId, headers: { ...entry!.properties.headers } });
+    await waitFor('both entries indexed', () => one.index.lookup(merchant.id, reference).length === 2 && two.index.lookup(merchant.id, reference).length === 2);
+    expect(one.index.size).toBe(sizeBefore);
+    mode = 'ok';
+    expect((await call(one, `${RESEND}?reference=${reference}`, { headers: await headers() })).status).toBe(200);
+    await deliveriesOf(messageId);
+    expect(receiver.requests.filter((r) => r.headers['webhook-id'] === messageId)).toHaveLength(2);
+    await waitFor('both resolved on the other replica', () => two.index.lookup(merchant.id, reference).length === 0);
+    expect(one.index.size).toBe(sizeBefore - 1);
+  });
+
+  it('does not send again what a resend that failed half-way already sent', async () => {
+    // Two failed webhooks for one reference: the broker goes away after the first is republished.
+    const message = sampleEvent('payout', merchant.id);
+    const first = await harness.publisher.publish(message);
+    const second = await harness.publisher.publish(message, { messageId: `${first.messageId}_2` });
+    const reference = String(message.data.reference);
+    await waitFor('two failures indexed', () => one.index.lookup(merchant.id, reference).length === 2);
+    mode = 'ok';
+    let republished = 0;
+    const flaky = new Proxy(one.broker, {
+      get(target, prop, receiverArg) {
+        if (prop === 'sendToQueue') {
+          return (queue: string, ...rest: unknown[]) => {
+            if (queue === harness.names.dispatch && ++republished === 2) return Promise.reject(new BrokerUnavailableError('connection lost'));
+            return (target.sendToQueue as (...a: unknown[]) => Promise<void>).call(target, queue, ...rest);
+          };
+        }
+        const value = Reflect.get(target, prop, receiverArg);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    }) as BrokerConnection;
+    const halfway = new ResendService(flaky, one.index, harness.prefix, silentLogger());
+    await expect(halfway.resend(merchant.id, reference)).rejects.toThrow(BrokerUnavailableError);
+
+    // The merchant tries again at once: only what was not sent goes out.
+    expect((await call(two, `${RESEND}?reference=${reference}`, { headers: await headers() })).status).toBe(200);
+    await deliveriesOf(first.messageId);
+    expect(receiver.requests.filter((r) => r.headers['webhook-id'] === first.messageId)).toHaveLength(2);
+    expect(receiver.requests.filter((r) => r.headers['webhook-id'] === second.messageId)).toHaveLength(2);
+  });
+
+  it('does not send again a webhook republished by a resender that died before writing its resolution', async () => {
+    const { message, messageId, reference } = await failed('payout');
+    mode = 'ok';
+    const [offset] = one.index.lookup(merchant.id, reference);
+    // What a resender does up to its republish, then dies: no resolution entry of its own.
+    await harness.test.publishRaw(harness.names.dispatch, Buffer.from(JSON.stringify(message)), {
+      messageId,
+      contentType: 'application/json',
+      headers: { [HEADERS.resentAt]: new Date().toISOString(), [HEADERS.resentFromOffset]: offset!, [HEADERS.merchantId]: merchant.id },
+    });
+    await deliveriesOf(messageId);
+    await waitFor('resolved by the dispatcher', () => one.index.lookup(merchant.id, reference).length === 0 && two.index.lookup(merchant.id, reference).length === 0);
+    expect((await call(two, `${RESEND}?reference=${reference}`, { headers: await headers() })).status).toBe(404);
+    await deliveriesOf(messageId);
+    expect(receiver.requests.filter((r) => r.headers['webhook-id'] === messageId)).toHaveLength(2);
+  });
+
+  it('answers 409 webhook_disabled while the webhook is off, keeps the entry, and delivers once it is back on', async () => {
+    const { messageId, reference } = await failed('payout');
+    mode = 'ok';
+    const disabled = { ...merchant, webhook: { ...merchant.webhook!, enabled: false } };
+    writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [disabled] }));
+    try {
+      // The API polls the file: a reference with nothing failed answers 404 until it sees the change.
+      await waitFor('replica sees the webhook disabled', async () => {
+        return (await call(one, `${RESEND}?reference=nothing-failed`, { headers: await headers() })).status === 409;
+      }, 10_000, 200);
+      const answer = await call(one, `${RESEND}?reference=${reference}`, { headers: await headers() });
+      expect(answer.body).toEqual({
+        message: 'Webhooks are not enabled for this merchant; enable them on the dashboard, then resend',
+        error: { code: 'webhook_disabled', status: 409 },
+        data: null,
+      });
+      expect(one.index.lookup(merchant.id, reference)).toHaveLength(1);
+    } finally {
+      writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [merchant] }));
+    }
+    await waitFor('replica sees the webhook enabled', async () => {
+      return (await call(one, `${RESEND}?reference=nothing-failed`, { headers: await headers() })).status === 404;
+    }, 10_000, 200);
+    expect((await call(one, `${RESEND}?reference=${reference}`, { headers: await headers() })).status).toBe(200);
+    await deliveriesOf(messageId);
+    expect(receiver.requests.filter((r) => r.headers['webhook-id'] === messageId)).toHaveLength(2);
+  });
+
+  it('writes claims and resolutions as stream entries every replica can read', async () => {
+    const entries = await harness.test.readStream(harness.names.failed, 1);
+    const types = new Set(entries.map((e) => e.properties.headers?.[HEADERS.entryType]));
+    expect(types.has(ENTRY_TYPES.claim)).toBe(true);
+  });
+});
