@@ -5,11 +5,16 @@ import { ENTRY_TYPES, HEADERS } from '../contracts/index.js';
  * The stream gives no message count, so a reader marks "now" by appending a checkpoint with an id of
  * its own: reading it back means every entry written before it has been seen.
  */
-export function appendCheckpoint(broker: BrokerConnection, stream: string, id: string): Promise<void> {
-  return broker.sendToQueue(stream, Buffer.from('{}'), {
-    contentType: 'application/json',
-    headers: { [HEADERS.entryType]: ENTRY_TYPES.checkpoint, [HEADERS.checkpointId]: id },
-  });
+export function appendCheckpoint(broker: BrokerConnection, stream: string, id: string, deadlineMs?: number): Promise<void> {
+  return broker.sendToQueue(
+    stream,
+    Buffer.from('{}'),
+    {
+      contentType: 'application/json',
+      headers: { [HEADERS.entryType]: ENTRY_TYPES.checkpoint, [HEADERS.checkpointId]: id },
+    },
+    deadlineMs,
+  );
 }
 
 export function isCheckpoint(headers: Record<string, unknown> | undefined, id: string | undefined): boolean {

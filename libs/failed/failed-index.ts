@@ -22,6 +22,8 @@ export interface FailedIndexOptions {
   retentionCheckMs?: number;
   /** Backoff for a checkpoint append that failed, so readiness recovers without a reconnect. */
   checkpointRetryMs?: readonly number[];
+  /** A checkpoint not confirmed within this (flow control) is appended again. */
+  checkpointDeadlineMs?: number;
 }
 
 /**
@@ -38,7 +40,7 @@ export class FailedIndex {
   private readonly byKey = new Map<string, number | number[]>();
   /** Unresolved entries per webhook (merchant + webhook-id): one webhook however many entries. */
   private readonly webhooks = new Map<string, number | number[]>();
-  private readonly claimWaiters = new Map<string, (won: number[]) => void>();
+  private readonly claimWaiters = new Map<string, { timer: NodeJS.Timeout; settle: (won: number[]) => void }>();
   private nextOffset: number | undefined;
   private checkpointId: string | undefined;
   private caughtUp = false;
@@ -125,15 +127,19 @@ export class FailedIndex {
         this.claimWaiters.delete(claimId);
         reject(new BrokerUnavailableError(`claim ${claimId} not read back from ${this.stream} within ${timeoutMs} ms`));
       }, timeoutMs);
-      this.claimWaiters.set(claimId, (won) => {
-        clearTimeout(timer);
-        this.claimWaiters.delete(claimId);
-        resolve(won);
+      this.claimWaiters.set(claimId, {
+        timer,
+        settle: (won) => {
+          clearTimeout(timer);
+          this.claimWaiters.delete(claimId);
+          resolve(won);
+        },
       });
     });
   }
 
   forgetClaim(claimId: string): void {
+    clearTimeout(this.claimWaiters.get(claimId)?.timer);
     this.claimWaiters.delete(claimId);
   }
 
@@ -148,7 +154,7 @@ export class FailedIndex {
     const id = randomUUID();
     this.checkpointId = id;
     try {
-      await appendCheckpoint(this.broker, this.stream, id);
+      await appendCheckpoint(this.broker, this.stream, id, this.options.checkpointDeadlineMs ?? 10_000);
     } catch (err) {
       if (this.stopped) return;
       const backoff = this.options.checkpointRetryMs ?? [500, 1_000, 2_000, 5_000, 10_000, 30_000];
@@ -237,7 +243,7 @@ export class FailedIndex {
       failure.claim = { id: claim.claimId, at: claim.at };
       won.push(offset);
     }
-    this.claimWaiters.get(claim.claimId)?.(won);
+    this.claimWaiters.get(claim.claimId)?.settle(won);
   }
 
   private addFailure(offset: number, failure: Failure): void {

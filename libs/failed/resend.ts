@@ -116,6 +116,9 @@ export class ResendService {
     } catch (err) {
       this.index.forgetClaim(claim.claimId);
       verdict.catch(() => {});
+      // Not confirmed is not "not stored": a blocked claim may land later. A release published
+      // after it on the same channel lands after it too, so the entries are not held for a lease.
+      void this.appendClaim({ ...claim, release: true }).catch(() => {});
       throw err;
     }
     return verdict;

@@ -1,0 +1,76 @@
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { promisify } from 'node:util';
+import type { ApiProgram } from '../../apps/api/program.js';
+import { ENTRY_TYPES, HEADERS, sampleEvent } from '../../libs/contracts/index.js';
+import { call, startTestApi, token } from '../support/api.js';
+import { brokerUrl } from '../support/broker.js';
+import { type Harness, startHarness, testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { Receiver } from '../support/receiver.js';
+import { waitFor } from '../support/wait.js';
+
+const run = promisify(execFile);
+const ctl = ['/usr/sbin/rabbitmqctl', '/usr/lib/rabbitmq/bin/rabbitmqctl'].find(existsSync);
+const local = ['127.0.0.1', 'localhost'].includes(new URL(process.env.RABBITMQ_URL ?? 'amqp://x').hostname);
+// Raising a memory alarm needs rabbitmqctl on the broker's own machine.
+const maybe = ctl && local ? describe : describe.skip;
+
+maybe('under broker flow control', () => {
+  let receiver: Receiver;
+  let harness: Harness;
+  let api: ApiProgram;
+  let watermark = '0.4';
+
+  beforeAll(async () => {
+    brokerUrl();
+    const { stdout } = await run(ctl!, ['eval', 'vm_memory_monitor:get_vm_memory_high_watermark().']);
+    if (/^[\d.]+$/.test(stdout.trim())) watermark = stdout.trim();
+    receiver = await Receiver.start(() => 500);
+    harness = await startHarness({ name: 'flow', merchants: [testMerchant('m_flow', 'http://placeholder')], retryDelaysMs: [] });
+  });
+
+  afterAll(async () => {
+    // Never leave the shared broker blocked.
+    await run(ctl!, ['set_vm_memory_high_watermark', watermark]).catch(() => {});
+    await api?.stop();
+    await harness?.close();
+    await receiver?.close();
+  });
+
+  it('answers a resend with 503 within its deadline instead of hanging while publishers are blocked', async () => {
+    const merchant = testMerchant('m_flow2', receiver.url);
+    const file = writeMerchantsFile([merchant]);
+    api = await startTestApi(harness.prefix, file);
+    await waitFor('API ready', () => api.index.ready);
+    const auth = { 'x-auth-token': merchant.publicKey, authorization: `Bearer ${await token(merchant.id)}` };
+
+    // A failure entry for it, written as the dispatcher would.
+    const message = sampleEvent('payout', merchant.id);
+    const reference = String(message.data.reference);
+    await harness.test.publishRaw(harness.names.failed, Buffer.from(JSON.stringify(message)), {
+      messageId: 'evt_flow',
+      headers: { [HEADERS.entryType]: ENTRY_TYPES.failure, [HEADERS.merchantId]: merchant.id, [HEADERS.reference]: reference, [HEADERS.webhookId]: 'evt_flow' },
+    });
+    await waitFor('indexed', () => api.index.lookup(merchant.id, reference).length === 1);
+
+    await run(ctl!, ['set_vm_memory_high_watermark', '0.0000001']);
+    try {
+      const started = Date.now();
+      let timer: NodeJS.Timeout | undefined;
+      const answer = await Promise.race([
+        call(api, `/nucleus/tnx/webhook?reference=${reference}`, { headers: auth }),
+        new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('the resend hung for 20 s')), 20_000))),
+      ]).finally(() => clearTimeout(timer));
+      expect(answer.status).toBe(503);
+      expect(Date.now() - started).toBeLessThan(15_000);
+    } finally {
+      await run(ctl!, ['set_vm_memory_high_watermark', watermark]);
+    }
+    // Once the alarm clears the same resend goes through: the blocked claim was released.
+    await waitFor('resend accepted', async () => {
+      const again = await call(api, `/nucleus/tnx/webhook?reference=${reference}`, { headers: auth });
+      expect(again.status).not.toBe(404);
+      return again.status === 200;
+    }, 30_000, 500);
+  }, 90_000);
+});
