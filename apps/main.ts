@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 /**
- * `npm start`: the API and the dispatcher in one process with the defaults. With the development
- * merchants file (the default) it also runs the demo merchant receiver those merchants point at,
- * so a fresh clone shows webhooks arriving, verified, failing and resent.
+ * `npm start`: the API and the dispatcher in one process with the defaults. In development mode
+ * (the npm script sets WEBHOOKS_DEV=true) it also runs the demo merchant receiver that the
+ * development merchants point at, so a fresh clone shows webhooks arriving, verified, failing and
+ * resent.
  */
 import { once } from 'node:events';
 import { DEV_MERCHANTS_FILE, withDevDefaults } from '../libs/config/index.js';
@@ -22,7 +23,8 @@ let dispatcherConfig;
 let apiConfig;
 try {
   dispatcherConfig = loadDispatcherConfig(env);
-  apiConfig = loadApiConfig(env);
+  // One process: METRICS_PORT is the dispatcher's; the API keeps /metrics on PORT.
+  apiConfig = loadApiConfig({ ...env, METRICS_PORT: undefined });
 } catch (err) {
   process.stderr.write(`${(err as Error).message}\n`);
   process.exit(1);

@@ -20,6 +20,8 @@ export interface ApiDeps {
   logger: Logger;
   brokerConnected: () => boolean;
   registry?: Registry;
+  /** Serve /metrics on this app's port (false when METRICS_PORT gives it a port of its own). */
+  serveMetrics?: boolean;
 }
 
 
@@ -50,7 +52,7 @@ export function createApp(deps: ApiDeps): express.Express {
   });
 
   const registry = deps.registry;
-  if (registry) {
+  if (registry && deps.serveMetrics !== false) {
     app.get('/metrics', async (_req, res) => {
       res.type(registry.contentType).send(await registry.metrics());
     });
@@ -107,7 +109,7 @@ function referenceFrom(req: Request): string {
   if (reference === undefined || reference === '') throw badRequest('missing_reference', 'The reference query parameter is required');
   if (typeof reference !== 'string') throw badRequest('invalid_reference', 'Give the reference query parameter once');
   if (!isWellFormedReference(reference)) {
-    throw badRequest('invalid_reference', 'The reference must be 1 to 200 printable characters without spaces');
+    throw badRequest('invalid_reference', 'The reference must be 1 to 200 characters without control characters');
   }
   return reference;
 }

@@ -1,9 +1,15 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createRemoteJWKSet, errors as joseErrors, type JWTVerifyGetKey, jwtVerify } from 'jose';
 import type { Merchant, MerchantDirectory } from '../../libs/merchants/index.js';
-import { forbidden, unauthorized, unavailable } from './errors.js';
+import { authUnavailable, forbidden, unauthorized } from './errors.js';
 
 export type JwtKeySource = { secret: string } | { jwksUrl: string };
+
+/** Claims checked when configured (AUTH_JWT_ISSUER, AUTH_JWT_AUDIENCE). */
+export interface JwtClaimChecks {
+  issuer?: string;
+  audience?: string;
+}
 
 /**
  * Both credentials of spec section 5: the merchant public key in `x-auth-token` and a Bearer JWT
@@ -13,12 +19,23 @@ export class Authenticator {
   private readonly verifyKey: Uint8Array | JWTVerifyGetKey;
   private readonly algorithms: string[];
 
-  constructor(private readonly merchants: MerchantDirectory, keys: JwtKeySource) {
+  constructor(
+    private readonly merchants: MerchantDirectory,
+    keys: JwtKeySource,
+    private readonly checks: JwtClaimChecks = {},
+  ) {
     if ('secret' in keys) {
       this.verifyKey = new TextEncoder().encode(keys.secret);
       this.algorithms = ['HS256'];
     } else {
-      this.verifyKey = createRemoteJWKSet(new URL(keys.jwksUrl), { cooldownDuration: 30_000, timeoutDuration: 5_000 });
+      const remote = createRemoteJWKSet(new URL(keys.jwksUrl), { cooldownDuration: 30_000, timeoutDuration: 5_000 });
+      // Any failure to get the auth service's keys (unreachable, timeout, not JSON, not a key
+      // set) is ours; a token whose key is not in the set is the client's.
+      this.verifyKey = (header, token) =>
+        remote(header, token).catch((err: unknown) => {
+          if (err instanceof joseErrors.JWKSNoMatchingKey || err instanceof joseErrors.JWKSMultipleMatchingKeys) throw err;
+          throw new AuthServiceUnavailableError(err);
+        });
       this.algorithms = ['RS256', 'PS256', 'ES256', 'EdDSA'];
     }
   }
@@ -37,14 +54,14 @@ export class Authenticator {
         algorithms: this.algorithms,
         requiredClaims: ['sub', 'exp'],
         clockTolerance: 5,
+        issuer: this.checks.issuer,
+        audience: this.checks.audience,
       });
       subject = payload.sub;
     } catch (err) {
       if (err instanceof joseErrors.JWTExpired) throw unauthorized('token_expired', 'The access token has expired');
-      if (err instanceof joseErrors.JWKSTimeout) throw unavailable('The token signing keys could not be fetched');
-      if (err instanceof joseErrors.JOSEError) throw unauthorized('invalid_credentials', 'The public key or the access token is not valid');
-      // fetch() failing to reach AUTH_JWKS_URL: our trouble, not the client's.
-      throw unavailable('The token signing keys could not be fetched');
+      if (err instanceof AuthServiceUnavailableError) throw authUnavailable();
+      throw unauthorized('invalid_credentials', 'The public key or the access token is not valid');
     }
     if (subject !== merchant.id) throw forbidden('The access token and the public key belong to different merchants');
     return merchant;
@@ -57,6 +74,14 @@ export class Authenticator {
     const given = digest(publicKey);
     const expected = digest(merchant?.publicKey ?? '\u0000no-merchant');
     return timingSafeEqual(given, expected) && merchant ? merchant : undefined;
+  }
+}
+
+/** The auth service's key set could not be had: a 503, never a 401 blaming the merchant. */
+class AuthServiceUnavailableError extends Error {
+  constructor(cause: unknown) {
+    super('the auth service key set could not be fetched', { cause });
+    this.name = 'AuthServiceUnavailableError';
   }
 }
 

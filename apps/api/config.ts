@@ -1,28 +1,56 @@
 import { z } from 'zod';
-import { envFields, parseEnv } from '../../libs/config/index.js';
+import { DEV_JWT_SECRET, envFields, parseEnv } from '../../libs/config/index.js';
+import { requireMerchantsFile } from '../../libs/config/env.js';
 
 export const apiEnvSchema = z
   .object({
     RABBITMQ_URL: envFields.rabbitmqUrl,
     TOPOLOGY_PREFIX: envFields.topologyPrefix,
-    PORT: z
-      .string()
-      .default('8080')
-      .refine((v) => /^\d+$/.test(v) && Number(v) <= 65_535, 'must be a port number from 0 to 65535')
-      .transform(Number),
-    MERCHANTS_FILE: envFields.filePath.default('config/merchants.dev.json'),
+    PORT: envFields.port('8080'),
+    /** When set, /metrics is served here and not on PORT, which then exposes only the resend API and health. */
+    METRICS_PORT: envFields.port(),
+    /** Set by withDevDefaults when development mode is switched on (WEBHOOKS_DEV or NODE_ENV=development). */
+    WEBHOOKS_DEV: envFields.boolean(false),
+    MERCHANTS_FILE: envFields.filePath.optional(),
     // Both programs declare the whole topology, so the API needs the same schedule and retention.
     RETRY_SCHEDULE: envFields.retrySchedule,
     FAILED_RETENTION: envFields.streamMaxAge,
     AUTH_JWT_SECRET: z.string().min(32, 'must be at least 32 characters (256 bits for HS256)').optional(),
     AUTH_JWKS_URL: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional(),
+    /** Checked against the token's iss and aud when set; recommended. */
+    AUTH_JWT_ISSUER: z.string().min(1).max(500).optional(),
+    AUTH_JWT_AUDIENCE: z.string().min(1).max(500).optional(),
+    /** Resends per merchant per minute, optionally with the burst allowed at once: `60` or `60,20`. */
+    RESEND_RATE_LIMIT: z
+      .string()
+      .default('60,20')
+      .transform((text, ctx) => {
+        const match = /^\s*(\d+)\s*(?:,\s*(\d+)\s*)?$/.exec(text);
+        const perMinute = Number(match?.[1]);
+        const burst = match?.[2] === undefined ? Math.max(1, Math.ceil(perMinute / 3)) : Number(match[2]);
+        if (!match || perMinute < 1 || perMinute > 1_000_000 || burst < 1 || burst > 1_000_000) {
+          ctx.addIssue({ code: 'custom', message: `"${text}" must be resends per minute, optionally with a burst: e.g. 60 or 60,20` });
+          return z.NEVER;
+        }
+        return { perMinute, burst };
+      }),
     LOG_LEVEL: envFields.logLevel,
   })
   .superRefine((env, ctx) => {
+    requireMerchantsFile(env, ctx);
     if (!env.AUTH_JWT_SECRET && !env.AUTH_JWKS_URL) {
       ctx.addIssue({ code: 'custom', path: ['AUTH_JWT_SECRET'], message: 'set AUTH_JWT_SECRET or AUTH_JWKS_URL to verify access tokens' });
     } else if (env.AUTH_JWT_SECRET && env.AUTH_JWKS_URL) {
       ctx.addIssue({ code: 'custom', path: ['AUTH_JWKS_URL'], message: 'set AUTH_JWT_SECRET or AUTH_JWKS_URL, not both' });
+    }
+    if (!env.WEBHOOKS_DEV && env.AUTH_JWT_SECRET === DEV_JWT_SECRET) {
+      ctx.addIssue({ code: 'custom', path: ['AUTH_JWT_SECRET'], message: 'is the development secret; outside development mode use your own' });
+    }
+    if (!env.WEBHOOKS_DEV && env.AUTH_JWKS_URL?.startsWith('http:')) {
+      ctx.addIssue({ code: 'custom', path: ['AUTH_JWKS_URL'], message: 'must be https outside development mode (keys fetched in clear can be swapped)' });
+    }
+    if (env.METRICS_PORT !== undefined && env.METRICS_PORT !== 0 && env.METRICS_PORT === env.PORT) {
+      ctx.addIssue({ code: 'custom', path: ['METRICS_PORT'], message: 'must differ from PORT' });
     }
   });
 

@@ -21,6 +21,11 @@ export const rateLimited = (retryAfterSeconds: number) =>
 export const unavailable = (message: string) =>
   new ApiError(503, 'service_unavailable', message, { 'retry-after': '5' });
 
+export const authUnavailable = () =>
+  new ApiError(503, 'auth_unavailable', 'The auth service could not be reached to check the access token; try again shortly', {
+    'retry-after': '5',
+  });
+
 export function errorBody(error: ApiError): { message: string; error: { code: string; status: number }; data: null } {
   return { message: error.message, error: { code: error.code, status: error.status }, data: null };
 }

@@ -29,8 +29,10 @@ export const openApiDocument = {
             name: 'reference',
             in: 'query',
             required: true,
-            description: 'The reference used when initiating the transaction (tx_ref).',
-            schema: { type: 'string', minLength: 1, maxLength: 200, pattern: '^[\\x21-\\x7e]+$' },
+            description:
+              'The reference used when initiating the transaction (tx_ref), URL-encoded: 1 to 200 characters, any except ' +
+              'control characters; the same set the service accepts from upstream, so every failed webhook can be resent.',
+            schema: { type: 'string', minLength: 1, maxLength: 200, pattern: '^[^\\u0000-\\u001f\\u007f-\\u009f]+$' },
           },
         ],
         responses: {

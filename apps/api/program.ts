@@ -12,22 +12,25 @@ import { Authenticator } from './auth.js';
 import type { ApiConfig } from './config.js';
 import { ApiError, errorBody } from './errors.js';
 import { RateLimiter } from './rate-limit.js';
+import { startHealthServer } from '../../libs/metrics/health-server.js';
 
 export interface ApiProgram {
   server: Server;
   port: number;
+  /** Where /metrics is served when METRICS_PORT is set. */
+  metricsPort?: number;
   index: FailedIndex;
   broker: BrokerConnection;
   stop(): Promise<void>;
 }
 
 export interface ApiOptions {
-  /** Resends per merchant per minute, and the burst allowed at once. */
+  /** Resends per merchant per minute, and the burst allowed at once; RESEND_RATE_LIMIT by default. */
   rateLimit?: { perMinute: number; burst: number };
 }
 
 export async function startApi(config: ApiConfig, logger: Logger, options: ApiOptions = {}): Promise<ApiProgram> {
-  const merchants = new FileMerchantDirectory(config.MERCHANTS_FILE, logger).watch();
+  const merchants = new FileMerchantDirectory(config.MERCHANTS_FILE!, logger).watch();
   let broker: BrokerConnection;
   try {
     broker = await openTopologyBroker({
@@ -46,8 +49,9 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
   const auth = new Authenticator(
     merchants,
     config.AUTH_JWT_SECRET ? { secret: config.AUTH_JWT_SECRET } : { jwksUrl: config.AUTH_JWKS_URL! },
+    { issuer: config.AUTH_JWT_ISSUER, audience: config.AUTH_JWT_AUDIENCE },
   );
-  const rate = options.rateLimit ?? { perMinute: 60, burst: 20 };
+  const rate = options.rateLimit ?? config.RESEND_RATE_LIMIT;
   const registry = createRegistry('api');
   gaugeFrom(registry, METRIC_NAMES.failedIndexEntries, 'Unresolved failure entries in the failed index', () => index.size);
   gaugeFrom(registry, METRIC_NAMES.brokerConnected, '1 while connected to RabbitMQ', () => (broker.isConnected ? 1 : 0));
@@ -59,7 +63,13 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     logger,
     brokerConnected: () => broker.isConnected,
     registry,
+    // With METRICS_PORT set, the public port serves only the resend API and health.
+    serveMetrics: config.METRICS_PORT === undefined,
   });
+  const metrics =
+    config.METRICS_PORT === undefined
+      ? undefined
+      : await startHealthServer({ port: config.METRICS_PORT, registry, ready: () => broker.isConnected && index.ready });
 
   const server = app.listen(config.PORT);
   server.headersTimeout = 10_000;
@@ -79,12 +89,13 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
   });
   await once(server, 'listening');
   const { port } = server.address() as AddressInfo;
-  logger.info('api listening', { port });
+  logger.info('api listening', { port, metricsPort: metrics?.port });
 
   let stopping: Promise<void> | undefined;
   return {
     server,
     port,
+    metricsPort: metrics?.port,
     index,
     broker,
     stop() {
@@ -94,6 +105,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
         server.closeIdleConnections();
         await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, 10_000).unref())]);
         server.closeAllConnections();
+        await metrics?.close();
         await index.stop();
         await broker.close();
         await merchants.close();

@@ -45,7 +45,7 @@ export function parseRate(text: string, usage: string): number {
 }
 
 export function checkReference(text: string, usage: string): string {
-  if (!isWellFormedReference(text)) throw new UsageError('a reference is 1 to 200 printable characters without spaces', usage);
+  if (!isWellFormedReference(text)) throw new UsageError('a reference is 1 to 200 characters without control characters', usage);
   return text;
 }
 

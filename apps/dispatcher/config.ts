@@ -1,10 +1,12 @@
 import { z } from 'zod';
 import { envFields, parseEnv } from '../../libs/config/index.js';
+import { requireMerchantsFile } from '../../libs/config/env.js';
 
 export const dispatcherEnvSchema = z.object({
   RABBITMQ_URL: envFields.rabbitmqUrl,
   TOPOLOGY_PREFIX: envFields.topologyPrefix,
-  MERCHANTS_FILE: envFields.filePath.default('config/merchants.dev.json'),
+  WEBHOOKS_DEV: envFields.boolean(false),
+  MERCHANTS_FILE: envFields.filePath.optional(),
   RETRY_SCHEDULE: envFields.retrySchedule,
   DELIVERY_TIMEOUT_MS: envFields.positiveInt(10_000, 300_000),
   DISPATCH_CONCURRENCY: envFields.positiveInt(64, 10_000),
@@ -20,7 +22,7 @@ export const dispatcherEnvSchema = z.object({
     .refine((v) => /^\d+$/.test(v) && Number(v) <= 65_535, 'must be a port number from 0 to 65535')
     .transform(Number),
   LOG_LEVEL: envFields.logLevel,
-});
+}).superRefine(requireMerchantsFile);
 
 export type DispatcherConfig = z.infer<typeof dispatcherEnvSchema>;
 

@@ -75,7 +75,10 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
   const references = referencesOf(event, data);
   if (references.length === 0) {
     const fields = REFERENCE_FIELDS[event].map((f) => `data.${f}`).join(' or ');
-    throw new InvalidMessageError('missing-reference', `${event} needs ${fields} as a non-empty string of at most 200 characters`);
+    throw new InvalidMessageError(
+      'missing-reference',
+      `${event} needs ${fields} as a string of 1 to 200 characters without control characters`,
+    );
   }
   const ours = message.fields.exchange !== upstreamExchange;
   const headers = ours ? (message.properties.headers ?? {}) : {};

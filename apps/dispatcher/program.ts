@@ -6,7 +6,7 @@ import { METRIC_NAMES, createRegistry, deliveryMetrics, gaugeFrom, labelledGauge
 import { openTopologyBroker, topologyNames } from '../../libs/topology/index.js';
 import type { DispatcherConfig } from './config.js';
 import { Dispatcher } from './dispatcher.js';
-import { startHealthServer } from './health-server.js';
+import { startHealthServer } from '../../libs/metrics/health-server.js';
 
 export const USER_AGENT = 'nucleus-webhooks/0.1 (+https://github.com/standard-webhooks/standard-webhooks)';
 
@@ -20,7 +20,7 @@ export interface DispatcherProgram {
 
 /** Wires the dispatcher from parsed config: directory, broker (topology on every connect), HTTP client. */
 export async function startDispatcher(config: DispatcherConfig, logger: Logger): Promise<DispatcherProgram> {
-  const merchants = new FileMerchantDirectory(config.MERCHANTS_FILE, logger).watch();
+  const merchants = new FileMerchantDirectory(config.MERCHANTS_FILE!, logger).watch();
   let broker: BrokerConnection;
   try {
     broker = await openTopologyBroker({

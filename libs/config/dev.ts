@@ -1,16 +1,24 @@
 /**
- * Development defaults: with the bundled development merchants (the default MERCHANTS_FILE), the
- * resend API verifies tokens with a fixed development secret and webhooks may reach loopback (the
- * demo merchant), so `npm start` works on a fresh clone. Any real MERCHANTS_FILE requires
- * AUTH_JWT_SECRET or AUTH_JWKS_URL, and ALLOW_PRIVATE_TARGETS keeps its default, false.
+ * Development mode is switched on explicitly, with WEBHOOKS_DEV=true or NODE_ENV=development (the
+ * `npm start` script sets it), never inferred from a file path. It brings the bundled development
+ * merchants, a fixed development token secret and webhooks to loopback (the demo merchant), so a
+ * fresh clone works. Without it the programs need MERCHANTS_FILE and AUTH_JWT_SECRET or
+ * AUTH_JWKS_URL, refuse the development secret, and keep the address guard on by default.
  */
 export const DEV_MERCHANTS_FILE = 'config/merchants.dev.json';
 export const DEV_JWT_SECRET = 'dev-only-jwt-secret-never-use-in-production-0123456789';
 
+const TRUE = ['true', '1', 'yes'];
+
+export function isDevMode(env: Record<string, string | undefined>): boolean {
+  return TRUE.includes((env.WEBHOOKS_DEV ?? '').trim().toLowerCase()) || env.NODE_ENV === 'development';
+}
+
 export function withDevDefaults(env: Record<string, string | undefined>): { env: Record<string, string | undefined>; dev: boolean } {
-  const dev = (env.MERCHANTS_FILE || DEV_MERCHANTS_FILE) === DEV_MERCHANTS_FILE;
+  const dev = isDevMode(env);
   if (!dev) return { env, dev };
-  const withDefaults = { ...env };
+  const withDefaults: Record<string, string | undefined> = { ...env, WEBHOOKS_DEV: 'true' };
+  if (!env.MERCHANTS_FILE) withDefaults.MERCHANTS_FILE = DEV_MERCHANTS_FILE;
   if (!env.AUTH_JWT_SECRET && !env.AUTH_JWKS_URL) withDefaults.AUTH_JWT_SECRET = DEV_JWT_SECRET;
   if (!env.ALLOW_PRIVATE_TARGETS) withDefaults.ALLOW_PRIVATE_TARGETS = 'true';
   return { env: withDefaults, dev };

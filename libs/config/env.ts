@@ -74,7 +74,22 @@ export const envFields = {
     .default('30D')
     .refine((v) => /^[1-9]\d*(Y|M|D|h|m|s)$/.test(v), 'must be a RabbitMQ max-age such as 7D, 12h or 1Y'),
   filePath: z.string().min(1, 'must name a file'),
+  port: (fallback?: string) => {
+    const port = z.string().refine((v) => /^\d+$/.test(v) && Number(v) <= 65_535, 'must be a port number from 0 to 65535');
+    return fallback === undefined ? port.transform(Number).optional() : port.default(fallback).transform(Number);
+  },
 };
+
+/** Outside development mode the merchants file is named, never the bundled demo one by default. */
+export function requireMerchantsFile(env: { MERCHANTS_FILE?: string }, ctx: z.RefinementCtx): void {
+  if (!env.MERCHANTS_FILE) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['MERCHANTS_FILE'],
+      message: 'is required (or set WEBHOOKS_DEV=true to run with the development merchants)',
+    });
+  }
+}
 
 /**
  * Parses an environment with a zod object whose keys are the variable names. The first problem

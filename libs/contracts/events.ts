@@ -17,11 +17,14 @@ export const REFERENCE_FIELDS: Record<EventName, readonly string[]> = {
 export const MAX_REFERENCE_LENGTH = 200;
 
 /**
- * A reference as the resend API and the operator CLI accept it: printable ASCII without spaces, at
- * most MAX_REFERENCE_LENGTH characters.
+ * The one set of references the service takes, at intake and in the resend API and the operator
+ * CLI alike, so a webhook that can fail can always be resent: 1 to MAX_REFERENCE_LENGTH
+ * characters, any Unicode (spaces included) except control characters, which have no business in
+ * a reference and would garble logs and the console.
  */
 export function isWellFormedReference(text: string): boolean {
-  return text.length >= 1 && text.length <= MAX_REFERENCE_LENGTH && /^[\x21-\x7e]+$/.test(text);
+  // eslint-disable-next-line no-control-regex
+  return text.length >= 1 && text.length <= MAX_REFERENCE_LENGTH && !/[\u0000-\u001f\u007f-\u009f]/.test(text);
 }
 
 /**
@@ -45,7 +48,7 @@ export function referencesOf(event: EventName, data: Record<string, unknown>): s
   const refs: string[] = [];
   for (const field of REFERENCE_FIELDS[event]) {
     const value = data[field];
-    if (typeof value === 'string' && value.length > 0 && value.length <= MAX_REFERENCE_LENGTH) refs.push(value);
+    if (typeof value === 'string' && isWellFormedReference(value)) refs.push(value);
   }
   return refs;
 }

@@ -6,7 +6,12 @@ import { brokerUrl } from './broker.js';
 
 export const JWT_SECRET = 'test-jwt-secret-that-is-long-enough-0123456789';
 
-export async function startTestApi(prefix: string, merchantsFile: string, options: ApiOptions = {}): Promise<ApiProgram> {
+export async function startTestApi(
+  prefix: string,
+  merchantsFile: string,
+  options: ApiOptions = {},
+  env: Record<string, string | undefined> = {},
+): Promise<ApiProgram> {
   const config = loadApiConfig({
     RABBITMQ_URL: brokerUrl(),
     TOPOLOGY_PREFIX: prefix,
@@ -15,6 +20,7 @@ export async function startTestApi(prefix: string, merchantsFile: string, option
     RETRY_SCHEDULE: '',
     FAILED_RETENTION: '1D',
     AUTH_JWT_SECRET: JWT_SECRET,
+    ...env,
   });
   return startApi(config, silentLogger(), { rateLimit: { perMinute: 6_000, burst: 1_000 }, ...options });
 }

@@ -1,4 +1,5 @@
 import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
+import { loadApiConfig } from '../../apps/api/config.js';
 import { ConfigError, formatDuration, parseDuration } from '../../libs/config/index.js';
 
 describe('durations', () => {
@@ -23,8 +24,10 @@ describe('durations', () => {
 });
 
 describe('dispatcher configuration', () => {
+  const file = { MERCHANTS_FILE: 'merchants.json' };
+
   it('starts from the documented defaults', () => {
-    const config = loadDispatcherConfig({});
+    const config = loadDispatcherConfig(file);
     expect(config).toMatchObject({
       RABBITMQ_URL: 'amqp://guest:guest@127.0.0.1:5672',
       TOPOLOGY_PREFIX: 'webhooks',
@@ -38,11 +41,11 @@ describe('dispatcher configuration', () => {
   });
 
   it('reads RETRY_SCHEDULE with spaces and mixed units', () => {
-    expect(loadDispatcherConfig({ RETRY_SCHEDULE: '200ms, 5s,5m ,2h' }).RETRY_SCHEDULE).toEqual([200, 5_000, 300_000, 7_200_000]);
+    expect(loadDispatcherConfig({ ...file, RETRY_SCHEDULE: '200ms, 5s,5m ,2h' }).RETRY_SCHEDULE).toEqual([200, 5_000, 300_000, 7_200_000]);
   });
 
   it('takes an empty RETRY_SCHEDULE as a single attempt', () => {
-    expect(loadDispatcherConfig({ RETRY_SCHEDULE: '' }).RETRY_SCHEDULE).toEqual([]);
+    expect(loadDispatcherConfig({ ...file, RETRY_SCHEDULE: '' }).RETRY_SCHEDULE).toEqual([]);
   });
 
   it.each([
@@ -65,5 +68,23 @@ describe('dispatcher configuration', () => {
     expect(error).toBeInstanceOf(ConfigError);
     expect((error as ConfigError).variable).toBe(variable);
     expect((error as ConfigError).message.startsWith(message)).toBe(true);
+  });
+});
+
+describe('API configuration', () => {
+  const base = { MERCHANTS_FILE: 'merchants.json', AUTH_JWT_SECRET: 'x'.repeat(40) };
+
+  it('reads RESEND_RATE_LIMIT as resends per minute with an optional burst', () => {
+    expect(loadApiConfig(base).RESEND_RATE_LIMIT).toEqual({ perMinute: 60, burst: 20 });
+    expect(loadApiConfig({ ...base, RESEND_RATE_LIMIT: '600' }).RESEND_RATE_LIMIT).toEqual({ perMinute: 600, burst: 200 });
+    expect(loadApiConfig({ ...base, RESEND_RATE_LIMIT: '10, 5' }).RESEND_RATE_LIMIT).toEqual({ perMinute: 10, burst: 5 });
+  });
+
+  it.each([
+    ['RESEND_RATE_LIMIT', '60/min', 'Invalid configuration: RESEND_RATE_LIMIT: "60/min" must be resends per minute'],
+    ['RESEND_RATE_LIMIT', '0', 'Invalid configuration: RESEND_RATE_LIMIT: "0" must be resends per minute'],
+    ['METRICS_PORT', '8080', 'Invalid configuration: METRICS_PORT: must differ from PORT'],
+  ])('refuses %s=%j with a message naming the variable', (variable, value, message) => {
+    expect(() => loadApiConfig({ ...base, [variable]: value })).toThrow(message);
   });
 });

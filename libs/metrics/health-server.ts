@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
 
 /**
- * The dispatcher's only HTTP port: Prometheus metrics, liveness, and readiness (connected to the
+ * A metrics port: Prometheus metrics, liveness, and readiness (connected to the
  * broker and consuming), for container health checks and load balancers' drains.
  */
 export async function startHealthServer(options: {
