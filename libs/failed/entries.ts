@@ -58,6 +58,8 @@ const claimSchema = z.object({
   /** Milliseconds since the epoch on the claimant's clock; leases are measured between claims. */
   at: z.number().int().nonnegative(),
   offsets: z.array(z.number().int().nonnegative()).max(10_000),
+  /** The reference the offsets were looked up by: only that merchant's entries for it can be won. */
+  reference: z.string().optional(),
   /** Gives back the entries this claim won but did not resend (its republish failed). */
   release: z.boolean().optional(),
   /** Who claimed, for operators reading the stream: a replica's connection name and pid. */

@@ -6,13 +6,10 @@ import { appendCheckpoint, isCheckpoint } from './checkpoint.js';
 import { type Claim, decodeClaim, decodeResolution, entryTypeOf, failureKeysOf, offsetOf, type Resolution } from './entries.js';
 import { firstOffset } from './reader.js';
 
-/** An unresolved failure entry, as much as the index keeps of it. */
-interface Failure {
-  merchantId: string;
-  references: string[];
-  webhookId: string;
-  /** The claim that won this entry, in stream order, and when it was made (its maker's clock). */
-  claim?: { id: string; at: number };
+/** A claim that won an entry, in stream order, and when it was made (its maker's clock). */
+interface Held {
+  id: string;
+  at: number;
 }
 
 export interface FailedIndexOptions {
@@ -36,10 +33,17 @@ export interface FailedIndexOptions {
  * an entry wins it until its lease runs out or a resolution removes the entry.
  */
 export class FailedIndex {
-  private readonly failures = new Map<number, Failure>();
+  /**
+   * Memory is what bounds the index (about 150 bytes per entry at 1,000,000, BENCHMARKS.md), so
+   * it holds numbers, not entries: the offsets per key, and per unresolved offset a 31-bit hash of
+   * its webhook-id, in stream order. The hash only groups entries of one webhook; the resender
+   * reads the entries themselves before it trusts a group of more than one.
+   */
   private readonly byKey = new Map<string, number | number[]>();
-  /** Unresolved entries per webhook (merchant + webhook-id): one webhook however many entries. */
-  private readonly webhooks = new Map<string, number | number[]>();
+  private readonly hashes = new Map<number, number>();
+  /** Entries beyond the first of each webhook: size counts a webhook split in two once. */
+  private duplicates = 0;
+  private readonly claims = new Map<number, Held>();
   private readonly claimWaiters = new Map<string, { timer: NodeJS.Timeout; settle: (won: number[]) => void }>();
   private nextOffset: number | undefined;
   private checkpointId: string | undefined;
@@ -69,7 +73,7 @@ export class FailedIndex {
 
   /** Unresolved failed webhooks: entries with the same webhook-id count once, a refund once. */
   get size(): number {
-    return this.webhooks.size;
+    return this.hashes.size - this.duplicates;
   }
 
   async start(): Promise<void> {
@@ -98,23 +102,13 @@ export class FailedIndex {
 
   /** Offsets of this merchant's unresolved failures for a reference, oldest first. */
   lookup(merchantId: string, reference: string): number[] {
-    return [...listOf(this.byKey.get(keyOf(merchantId, reference)))];
+    // A resolution that named fewer references than its entry has leaves an alias behind: skip it.
+    return listOf(this.byKey.get(keyOf(merchantId, reference))).filter((offset) => this.hashes.has(offset));
   }
 
-  /** The webhook-id of an unresolved entry. */
-  webhookIdAt(offset: number): string | undefined {
-    return this.failures.get(offset)?.webhookId;
-  }
-
-  /** Every unresolved offset of the webhooks these offsets belong to: a resend takes them all. */
-  withSameWebhooks(merchantId: string, offsets: number[]): number[] {
-    const all = new Set(offsets);
-    for (const offset of offsets) {
-      const failure = this.failures.get(offset);
-      if (!failure) continue;
-      for (const other of listOf(this.webhooks.get(keyOf(merchantId, failure.webhookId)))) all.add(other);
-    }
-    return [...all].sort((a, b) => a - b);
+  /** A hash of the webhook-id of an unresolved entry: equal for every entry of one webhook. */
+  webhookHashAt(offset: number): number | undefined {
+    return this.hashes.get(offset);
   }
 
   /**
@@ -145,7 +139,9 @@ export class FailedIndex {
 
   /** Applies a resolution at once on this instance; the stream brings it to the others. */
   resolve(resolution: Resolution): void {
-    for (const { offset } of resolution.resolved) this.removeFailure(offset);
+    for (const { offset, references } of resolution.resolved) {
+      this.removeFailure(offset, references.map((reference) => keyOf(resolution.merchantId, reference)));
+    }
   }
 
   private async appendCheckpoint(attempt = 0): Promise<void> {
@@ -169,22 +165,22 @@ export class FailedIndex {
 
   /** Retention removes whole segments from the stream's head: drop what is now before its first offset. */
   private async dropExpired(): Promise<void> {
-    if (!this.ready || this.failures.size === 0) return;
+    if (!this.ready || this.hashes.size === 0) return;
     let first: number | undefined;
     try {
       first = await firstOffset(this.broker, this.stream);
     } catch {
       return; // tried again at the next check
     }
-    if (first === undefined) return;
-    let dropped = 0;
-    // Map order is stream order: stop at the first entry still in the stream.
-    for (const offset of this.failures.keys()) {
-      if (offset >= first) break;
-      this.removeFailure(offset);
-      dropped++;
+    const oldest = this.hashes.keys().next().value;
+    if (first === undefined || oldest === undefined || oldest >= first) return;
+    const before = this.hashes.size;
+    // Rare (once per expired segment) and bounded by the number of keys: scanning them all keeps
+    // the index free of a per-entry record of its keys.
+    for (const [key, value] of [...this.byKey]) {
+      for (const offset of listOf(value).filter((o) => o < first)) this.removeFailure(offset, [key]);
     }
-    if (dropped > 0) this.logger.info('failed entries expired by retention', { dropped, firstOffset: first });
+    this.logger.info('failed entries expired by retention', { dropped: before - this.hashes.size, firstOffset: first });
   }
 
   private apply(delivery: Delivery): void {
@@ -201,11 +197,8 @@ export class FailedIndex {
         const keys = failureKeysOf(headers);
         if (!keys) return;
         const webhookId = headers?.[HEADERS.webhookId] ?? message.properties.messageId;
-        this.addFailure(offset, {
-          merchantId: keys.merchantId,
-          references: [...new Set(keys.references)],
-          webhookId: typeof webhookId === 'string' && webhookId.length > 0 ? webhookId : `offset:${offset}`,
-        });
+        const hash = typeof webhookId === 'string' && webhookId.length > 0 ? hashOf(webhookId) : hashOf(`offset:${offset}`);
+        this.addFailure(offset, [...new Set(keys.references)].map((reference) => keyOf(keys.merchantId, reference)), hash);
         return;
       }
       case ENTRY_TYPES.resolution: {
@@ -232,32 +225,38 @@ export class FailedIndex {
   /** First claim wins; a claim whose lease ran out (by the claims' own clocks) can be taken over. */
   private applyClaim(claim: Claim): void {
     const won: number[] = [];
+    // Only the claimant's merchant's entries for that reference can be won.
+    const own = claim.reference === undefined ? undefined : new Set(listOf(this.byKey.get(keyOf(claim.merchantId, claim.reference))));
     for (const offset of claim.offsets) {
-      const failure = this.failures.get(offset);
-      if (!failure || failure.merchantId !== claim.merchantId) continue;
+      if (!this.hashes.has(offset) || (own && !own.has(offset))) continue;
+      const held = this.claims.get(offset);
       if (claim.release) {
-        if (failure.claim?.id === claim.claimId) failure.claim = undefined;
+        if (held?.id === claim.claimId) this.claims.delete(offset);
         continue;
       }
-      if (failure.claim && claim.at - failure.claim.at < this.claimLeaseMs) continue;
-      failure.claim = { id: claim.claimId, at: claim.at };
+      if (held && claim.at - held.at < this.claimLeaseMs) continue;
+      this.claims.set(offset, { id: claim.claimId, at: claim.at });
       won.push(offset);
     }
     this.claimWaiters.get(claim.claimId)?.settle(won);
   }
 
-  private addFailure(offset: number, failure: Failure): void {
-    this.failures.set(offset, failure);
-    for (const reference of failure.references) addTo(this.byKey, keyOf(failure.merchantId, reference), offset);
-    addTo(this.webhooks, keyOf(failure.merchantId, failure.webhookId), offset);
+  private addFailure(offset: number, keys: string[], hash: number): void {
+    if (this.hashes.has(offset) || keys.length === 0) return;
+    if (listOf(this.byKey.get(keys[0]!)).some((other) => this.hashes.get(other) === hash)) this.duplicates++;
+    this.hashes.set(offset, hash);
+    for (const key of keys) addTo(this.byKey, key, offset);
   }
 
-  private removeFailure(offset: number): void {
-    const failure = this.failures.get(offset);
-    if (!failure) return;
-    this.failures.delete(offset);
-    for (const reference of failure.references) removeFrom(this.byKey, keyOf(failure.merchantId, reference), offset);
-    removeFrom(this.webhooks, keyOf(failure.merchantId, failure.webhookId), offset);
+  /** Removes an entry from these keys; the first call for an entry also forgets it. */
+  private removeFailure(offset: number, keys: string[]): void {
+    const hash = this.hashes.get(offset);
+    for (const key of keys) removeFrom(this.byKey, key, offset);
+    if (hash === undefined) return;
+    this.hashes.delete(offset);
+    this.claims.delete(offset);
+    // Every entry of one webhook has the same keys: a twin left under one of them was its duplicate.
+    if (keys.some((key) => listOf(this.byKey.get(key)).some((other) => this.hashes.get(other) === hash))) this.duplicates--;
   }
 }
 
@@ -287,4 +286,14 @@ function listOf(value: number | number[] | undefined): number[] {
 
 function keyOf(merchantId: string, reference: string): string {
   return `${merchantId}\u0000${reference}`;
+}
+
+/** FNV-1a, 31 bits: a small integer V8 stores without boxing. */
+function hashOf(text: string): number {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    hash ^= text.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193);
+  }
+  return hash & 0x7fffffff;
 }

@@ -22,6 +22,12 @@ const ATTEMPT_HEADERS: string[] = [
   HEADERS.streamOffset,
 ];
 
+/** The unresolved entries of one webhook, and the newest still in the stream (absent: all expired). */
+interface WebhookEntries {
+  offsets: number[];
+  newest?: { entry: ConsumeMessage; offset: number };
+}
+
 export class NothingToResendError extends Error {
   constructor() {
     super('no unresolved failed webhook for this merchant and reference');
@@ -66,36 +72,35 @@ export class ResendService {
   async resend(merchantId: string, reference: string): Promise<number> {
     const offsets = this.index.lookup(merchantId, reference);
     if (offsets.length === 0) throw new NothingToResendError();
-    const claim = this.newClaim(merchantId, this.index.withSameWebhooks(merchantId, offsets));
+    const claim = this.newClaim(merchantId, reference, offsets);
     const won = await this.claim(claim);
     if (won.length === 0) throw new NothingToResendError();
 
-    const byWebhook = new Map<string, number[]>();
+    // Entries of one webhook share its hash (a webhook split in two by a connection drop).
+    const byHash = new Map<number, number[]>();
     for (const offset of won) {
-      const id = this.index.webhookIdAt(offset) ?? `offset:${offset}`;
-      byWebhook.set(id, [...(byWebhook.get(id) ?? []), offset]);
+      const hash = this.index.webhookHashAt(offset) ?? -offset - 1;
+      byHash.set(hash, [...(byHash.get(hash) ?? []), offset]);
     }
     let sent = 0;
     const settled = new Set<number>();
     try {
-      for (const group of byWebhook.values()) {
-        // Entries of one webhook carry the same body and webhook-id: send it once, the newest.
-        const newest = group[group.length - 1]!;
-        let entry: ConsumeMessage;
-        try {
-          entry = await readEntryAt(this.broker, this.names.failed, newest);
-        } catch (err) {
-          if (!(err instanceof EntryExpiredError)) throw err;
-          // Retention removed it: it cannot be resent, and every replica drops it the same way.
-          this.index.resolve({ merchantId, resolved: group.map((offset) => ({ offset, references: [reference] })) });
-          for (const offset of group) settled.add(offset);
-          continue;
+      for (const candidates of byHash.values()) {
+        for (const group of await this.sameWebhooks(candidates)) {
+          // Entries of one webhook carry the same body and webhook-id: send it once, the newest.
+          if (!group.newest) {
+            // Retention removed it: it cannot be resent, and every replica drops it the same way.
+            this.index.resolve({ merchantId, resolved: group.offsets.map((offset) => ({ offset, references: [reference] })) });
+            for (const offset of group.offsets) settled.add(offset);
+            continue;
+          }
+          const { entry, offset } = group.newest;
+          await this.republish(entry, offset);
+          const references = failureKeysOf(entry.properties.headers)?.references ?? [reference];
+          await this.appendResolution({ merchantId, resolved: group.offsets.map((offset) => ({ offset, references })) }, reference);
+          for (const offset of group.offsets) settled.add(offset);
+          sent++;
         }
-        await this.republish(entry, newest);
-        const references = failureKeysOf(entry.properties.headers)?.references ?? [reference];
-        await this.appendResolution({ merchantId, resolved: group.map((offset) => ({ offset, references })) }, reference);
-        for (const offset of group) settled.add(offset);
-        sent++;
       }
     } catch (err) {
       // Give back what was not resent, so a retry need not wait for the lease.
@@ -124,8 +129,38 @@ export class ResendService {
     return verdict;
   }
 
-  private newClaim(merchantId: string, offsets: number[]): Claim {
-    return { claimId: randomUUID(), merchantId, at: this.now().getTime(), offsets, by: this.options.replica };
+  private newClaim(merchantId: string, reference: string, offsets: number[]): Claim {
+    return { claimId: randomUUID(), merchantId, reference, at: this.now().getTime(), offsets, by: this.options.replica };
+  }
+
+  /**
+   * Splits offsets whose webhook-ids hash alike into webhooks, by the webhook-ids the entries
+   * really carry; a lone offset needs no read to know it is one webhook. `newest` is the entry to
+   * republish, absent when retention removed it.
+   */
+  private async sameWebhooks(offsets: number[]): Promise<WebhookEntries[]> {
+    const read = async (offset: number): Promise<ConsumeMessage | undefined> => {
+      try {
+        return await readEntryAt(this.broker, this.names.failed, offset);
+      } catch (err) {
+        if (err instanceof EntryExpiredError) return undefined;
+        throw err;
+      }
+    };
+    if (offsets.length === 1) {
+      const entry = await read(offsets[0]!);
+      return [{ offsets, newest: entry && { entry, offset: offsets[0]! } }];
+    }
+    const groups = new Map<string, WebhookEntries>();
+    for (const offset of offsets) {
+      const entry = await read(offset);
+      const id = String(entry?.properties.headers?.[HEADERS.webhookId] ?? entry?.properties.messageId ?? `offset:${offset}`);
+      const group = groups.get(id) ?? { offsets: [] };
+      group.offsets.push(offset);
+      if (entry) group.newest = { entry, offset };
+      groups.set(id, group);
+    }
+    return [...groups.values()];
   }
 
   private appendClaim(claim: Claim): Promise<void> {
