@@ -12,7 +12,7 @@ import type { Logger } from '../../libs/logger/index.js';
 import { type DeliveryObserver, noopObserver, type Outcome } from '../../libs/metrics/index.js';
 import { activeWebhook, type MerchantDirectory } from '../../libs/merchants/index.js';
 import { WebhookSigner } from '../../libs/signing/index.js';
-import { encodeResolution } from '../../libs/failed/index.js';
+import { appendResolution } from '../../libs/failed/index.js';
 import { type TopologyNames, topologyNames } from '../../libs/topology/index.js';
 import { type AttemptResult, EndpointGuards, endpointOf } from './endpoint-guards.js';
 import { CircuitOpenError, InvalidMessageError, WebhookUnavailableError } from './errors.js';
@@ -222,20 +222,7 @@ export class Dispatcher {
   private async recordResent(intake: IntakeEvent, offset: number): Promise<void> {
     const resolution = { merchantId: intake.merchantId, resolved: [{ offset, references: intake.references }] };
     try {
-      await this.deps.broker.sendToQueue(
-        this.names.failed,
-        encodeResolution(resolution),
-        {
-          contentType: 'application/json',
-          headers: {
-            [HEADERS.entryType]: ENTRY_TYPES.resolution,
-            [HEADERS.merchantId]: intake.merchantId,
-            [HEADERS.reference]: intake.references[0]!,
-            [HEADERS.resolvedOffsets]: String(offset),
-          },
-        },
-        5_000,
-      );
+      await appendResolution(this.deps.broker, this.names.failed, resolution, { reference: intake.references[0]!, deadlineMs: 5_000 });
     } catch (err) {
       // The resender's own resolution normally covers it; this one only closes a crash window.
       this.deps.logger.warn('resolution of a resent webhook not recorded', { merchantId: intake.merchantId, offset, error: (err as Error).message });

@@ -1,4 +1,5 @@
 export * from './entries.js';
+export { appendResolution } from './append.js';
 export { EntryExpiredError, readEntryAt } from './reader.js';
 export { FailedIndex } from './failed-index.js';
 export { NothingToResendError, ResendService } from './resend.js';

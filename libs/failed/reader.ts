@@ -14,20 +14,62 @@ export class EntryExpiredError extends Error {
  * Reads the entry at one offset. The broker starts delivering at the chunk that holds the offset,
  * so earlier entries are skipped; if the first entry is past the offset, retention removed it.
  */
-export async function readEntryAt(
+export function readEntryAt(broker: BrokerConnection, stream: string, offset: number, timeoutMs = 5_000): Promise<ConsumeMessage> {
+  return readStream<ConsumeMessage>(broker, stream, offset, 100, timeoutMs, (message, settle) => {
+    const at = offsetOf(message.properties.headers);
+    if (at === undefined || at < offset) return;
+    settle(() => {
+      if (at > offset) throw new EntryExpiredError(offset);
+      return message;
+    });
+  }, () => {
+    throw new BrokerUnavailableError(`no entry at offset ${offset} of ${stream} within ${timeoutMs} ms`);
+  });
+}
+
+/** The offset of the stream's oldest entry still kept; undefined when the stream is empty. */
+export function firstOffset(broker: BrokerConnection, stream: string, timeoutMs = 5_000): Promise<number | undefined> {
+  return readStream<number | undefined>(
+    broker,
+    stream,
+    'first',
+    1,
+    timeoutMs,
+    (message, settle) => settle(() => offsetOf(message.properties.headers)),
+    // An empty stream delivers nothing: after the timeout there is nothing to expire.
+    () => undefined,
+  );
+}
+
+/**
+ * Consumes the stream from `start` on a channel of its own until `onMessage` settles the answer
+ * (a value, or an error thrown by its thunk) or `timeoutMs` passes, then closes the channel.
+ */
+async function readStream<T>(
   broker: BrokerConnection,
   stream: string,
-  offset: number,
-  timeoutMs = 5_000,
-): Promise<ConsumeMessage> {
+  start: number | 'first',
+  prefetch: number,
+  timeoutMs: number,
+  onMessage: (message: ConsumeMessage, settle: (answer: () => T) => void) => void,
+  onTimeout: () => T,
+): Promise<T> {
   const channel = await broker.createChannel();
   try {
-    await channel.prefetch(100);
-    return await new Promise<ConsumeMessage>((resolve, reject) => {
-      const timer = setTimeout(
-        () => reject(new BrokerUnavailableError(`no entry at offset ${offset} of ${stream} within ${timeoutMs} ms`)),
-        timeoutMs,
-      );
+    await channel.prefetch(prefetch);
+    return await new Promise<T>((resolve, reject) => {
+      let done = false;
+      const settle = (answer: () => T) => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        try {
+          resolve(answer());
+        } catch (err) {
+          reject(err);
+        }
+      };
+      const timer = setTimeout(() => settle(onTimeout), timeoutMs);
       channel.on('close', () => reject(new BrokerUnavailableError('channel closed while reading the failed stream')));
       channel
         .consume(
@@ -35,47 +77,13 @@ export async function readEntryAt(
           (message) => {
             if (!message) return;
             channel.ack(message);
-            const at = offsetOf(message.properties.headers);
-            if (at === undefined || at < offset) return;
-            clearTimeout(timer);
-            if (at > offset) reject(new EntryExpiredError(offset));
-            else resolve(message);
+            onMessage(message, settle);
           },
-          { noAck: false, arguments: { 'x-stream-offset': offset } },
+          { noAck: false, arguments: { 'x-stream-offset': start } },
         )
-        .catch((err: unknown) => {
-          clearTimeout(timer);
-          reject(new BrokerUnavailableError('cannot read the failed stream', { cause: err }));
-        });
-    });
-  } finally {
-    await channel.close().catch(() => {});
-  }
-}
-
-/** The offset of the stream's oldest entry still kept; undefined when the stream is empty. */
-export async function firstOffset(broker: BrokerConnection, stream: string, timeoutMs = 5_000): Promise<number | undefined> {
-  const channel = await broker.createChannel();
-  try {
-    await channel.prefetch(1);
-    return await new Promise<number | undefined>((resolve, reject) => {
-      // An empty stream delivers nothing: after the timeout there is nothing to expire.
-      const timer = setTimeout(() => resolve(undefined), timeoutMs);
-      channel.on('close', () => reject(new BrokerUnavailableError('channel closed while reading the failed stream')));
-      channel
-        .consume(
-          stream,
-          (message) => {
-            if (!message) return;
-            clearTimeout(timer);
-            resolve(offsetOf(message.properties.headers));
-          },
-          { noAck: false, arguments: { 'x-stream-offset': 'first' } },
-        )
-        .catch((err: unknown) => {
-          clearTimeout(timer);
-          reject(new BrokerUnavailableError('cannot read the failed stream', { cause: err }));
-        });
+        .catch((err: unknown) => settle(() => {
+          throw new BrokerUnavailableError('cannot read the failed stream', { cause: err });
+        }));
     });
   } finally {
     await channel.close().catch(() => {});

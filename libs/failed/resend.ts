@@ -4,7 +4,8 @@ import { BrokerUnavailableError, type BrokerConnection } from '../broker/index.j
 import { ENTRY_TYPES, HEADERS, type ScalarHeaders, scalarHeaders } from '../contracts/index.js';
 import type { Logger } from '../logger/index.js';
 import { type TopologyNames, topologyNames } from '../topology/index.js';
-import { type Claim, encodeClaim, encodeResolution, failureKeysOf, type Resolution } from './entries.js';
+import { appendResolution } from './append.js';
+import { type Claim, encodeClaim, failureKeysOf, type Resolution } from './entries.js';
 import type { FailedIndex } from './failed-index.js';
 import { EntryExpiredError, readEntryAt } from './reader.js';
 
@@ -180,21 +181,7 @@ export class ResendService {
   }
 
   private async appendResolution(resolution: Resolution, reference: string): Promise<void> {
-    await this.broker.sendToQueue(
-      this.names.failed,
-      encodeResolution(resolution),
-      {
-        contentType: 'application/json',
-        headers: {
-          [HEADERS.entryType]: ENTRY_TYPES.resolution,
-          [HEADERS.merchantId]: resolution.merchantId,
-          [HEADERS.reference]: reference,
-          [HEADERS.resolvedOffsets]: resolution.resolved.map((r) => r.offset).join(','),
-          [HEADERS.resentAt]: this.now().toISOString(),
-        },
-      },
-      this.deadlineMs,
-    );
+    await appendResolution(this.broker, this.names.failed, resolution, { reference, resentAt: this.now(), deadlineMs: this.deadlineMs });
     this.index.resolve(resolution);
   }
 
