@@ -8,6 +8,8 @@ export default {
     '^.+\\.ts$': ['ts-jest', { useESM: true, tsconfig: 'tsconfig.json', diagnostics: false }],
   },
   testMatch: ['<rootDir>/test/**/*.test.ts'],
+  // The cluster tests start their own three-node cluster: npm run test:cluster.
+  testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/cluster/'],
   globalSetup: '<rootDir>/test/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',
   testTimeout: 60000,

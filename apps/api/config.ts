@@ -6,6 +6,9 @@ export const apiEnvSchema = z
   .object({
     RABBITMQ_URL: envFields.rabbitmqUrl,
     TOPOLOGY_PREFIX: envFields.topologyPrefix,
+    /** Members of each quorum queue and replicas of the failed stream when created; the broker caps them at its nodes. */
+    QUORUM_GROUP_SIZE: envFields.positiveInt(3, 99),
+    STREAM_CLUSTER_SIZE: envFields.positiveInt(3, 99),
     PORT: envFields.port('8080'),
     /** When set, /metrics is served here and not on PORT, which then exposes only the resend API and health. */
     METRICS_PORT: envFields.port(),

@@ -37,7 +37,12 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
       url: config.RABBITMQ_URL,
       name: 'webhooks-api',
       logger,
-      topology: { prefix: config.TOPOLOGY_PREFIX, retryDelaysMs: config.RETRY_SCHEDULE, failedRetention: config.FAILED_RETENTION },
+      topology: {
+        prefix: config.TOPOLOGY_PREFIX,
+        retryDelaysMs: config.RETRY_SCHEDULE,
+        failedRetention: config.FAILED_RETENTION,
+        replication: { quorumGroupSize: config.QUORUM_GROUP_SIZE, streamClusterSize: config.STREAM_CLUSTER_SIZE },
+      },
     });
   } catch (err) {
     await merchants.close();

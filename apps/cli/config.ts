@@ -5,6 +5,9 @@ import { envFields, parseEnv } from '../../libs/config/index.js';
 export const cliEnvSchema = z.object({
   RABBITMQ_URL: envFields.rabbitmqUrl,
   TOPOLOGY_PREFIX: envFields.topologyPrefix,
+  /** Members of each quorum queue and replicas of the failed stream when created; the broker caps them at its nodes. */
+  QUORUM_GROUP_SIZE: envFields.positiveInt(3, 99),
+  STREAM_CLUSTER_SIZE: envFields.positiveInt(3, 99),
 });
 
 export type CliConfig = z.infer<typeof cliEnvSchema>;

@@ -63,7 +63,8 @@ async function main(argv: string[]): Promise<number> {
     url: config.RABBITMQ_URL,
     name: 'webhooks-cli',
     logger: silentLogger(),
-    declare: (channel) => declareIntake(channel, config.TOPOLOGY_PREFIX),
+    declare: (openChannel) =>
+      declareIntake(openChannel, config.TOPOLOGY_PREFIX, { quorumGroupSize: config.QUORUM_GROUP_SIZE, streamClusterSize: config.STREAM_CLUSTER_SIZE }),
   });
   await broker.open(10_000);
   try {
@@ -108,14 +109,17 @@ function isParseArgsError(err: unknown): boolean {
 
 /** Broker errors can quote the URL; its password never reaches the terminal. */
 function withoutSecrets(text: string): string {
-  const url = process.env.RABBITMQ_URL;
-  let password = '';
-  try {
-    password = url ? decodeURIComponent(new URL(url).password) : '';
-  } catch {
-    // not a URL: the config check reports it without echoing it
+  let result = text;
+  for (const url of (process.env.RABBITMQ_URL ?? '').split(',')) {
+    let password = '';
+    try {
+      password = decodeURIComponent(new URL(url.trim()).password);
+    } catch {
+      // not a URL: the config check reports it without echoing it
+    }
+    if (password.length > 0) result = result.replaceAll(password, '***');
   }
-  return password.length > 0 ? text.replaceAll(password, '***') : text;
+  return result;
 }
 
 /** Exits once what was written to stdout is flushed, so a piped listing is never cut short. */

@@ -27,7 +27,12 @@ export async function startDispatcher(config: DispatcherConfig, logger: Logger):
       url: config.RABBITMQ_URL,
       name: 'webhooks-dispatcher',
       logger,
-      topology: { prefix: config.TOPOLOGY_PREFIX, retryDelaysMs: config.RETRY_SCHEDULE, failedRetention: config.FAILED_RETENTION },
+      topology: {
+        prefix: config.TOPOLOGY_PREFIX,
+        retryDelaysMs: config.RETRY_SCHEDULE,
+        failedRetention: config.FAILED_RETENTION,
+        replication: { quorumGroupSize: config.QUORUM_GROUP_SIZE, streamClusterSize: config.STREAM_CLUSTER_SIZE },
+      },
     });
   } catch (err) {
     await merchants.close();

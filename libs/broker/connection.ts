@@ -1,22 +1,33 @@
 import { EventEmitter } from 'node:events';
 import amqp from 'amqplib';
-import type { Channel, ChannelModel, ConfirmChannel, ConsumeMessage, Options, RecoveringChannelModel } from 'amqplib';
+import type { Channel, ChannelModel, ConfirmChannel, ConsumeMessage, Options } from 'amqplib';
 import type { Logger } from '../logger/index.js';
 import { AckBatcher } from './ack-batcher.js';
 import { BrokerUnavailableError, BrokerUnroutableError } from './errors.js';
 import { ReturnTracker } from './return-tracker.js';
 
 export interface BrokerConnectionOptions {
-  url: string;
-  /** Shown as the connection name in the RabbitMQ console. */
+  /**
+   * One URL (a node, or a load balancer in front of a cluster), or the nodes of a cluster: the
+   * connection takes them in a shuffled order, so replicas spread over the nodes, and on loss
+   * goes on to the next that answers.
+   */
+  url: string | readonly string[];
+  /** Shown as the connection name in the RabbitMQ console, with the node's host:port. */
   name: string;
   logger: Logger;
-  /** Runs on a fresh channel after every (re)connect, before consumers start: declare topology here. */
-  declare?: (channel: Channel) => Promise<void>;
+  /**
+   * Runs after every (re)connect, before consumers start: declare topology here. Each call of
+   * `openChannel` gives a fresh channel (a 406 closes the one it happened on); all are closed after.
+   */
+  declare?: (openChannel: () => Promise<Channel>) => Promise<void>;
   /** How long a publish waits for a connection before failing with BrokerUnavailableError. */
   publishWaitMs?: number;
   heartbeatSeconds?: number;
 }
+
+/** Reconnect backoff: from 200 ms doubling to 5 s, with ±20% jitter so replicas do not stampede. */
+const BACKOFF = { initialMs: 200, maxMs: 5_000, jitter: 0.2 };
 
 /** A delivery bound to the channel it came on: acking on a newer channel would close it (406). */
 export interface Delivery {
@@ -54,7 +65,6 @@ interface ConsumerState {
  * connection lives is recovered by reconnecting, which re-runs the same setup.
  */
 export class BrokerConnection extends EventEmitter {
-  private model?: RecoveringChannelModel;
   private current?: ChannelModel;
   private publishChannel?: ConfirmChannel;
   private returns?: ReturnTracker;
@@ -63,9 +73,19 @@ export class BrokerConnection extends EventEmitter {
   private waiters: Array<() => void> = [];
   private fatal?: Error;
   private closing = false;
+  private readonly urls: string[];
+  private nextUrl = 0;
+  private attempt = 0;
+  private connecting = false;
+  private reconnectTimer?: NodeJS.Timeout;
+  private firstConnect?: { resolve: () => void; reject: (err: Error) => void };
+  /** host:port of the node this connection is on, for logs and the connection name. */
+  node?: string;
 
   constructor(private readonly options: BrokerConnectionOptions) {
     super();
+    this.urls = shuffled(typeof options.url === 'string' ? [options.url] : [...options.url]);
+    if (this.urls.length === 0) throw new Error('BrokerConnection needs at least one URL');
   }
 
   get isConnected(): boolean {
@@ -74,67 +94,111 @@ export class BrokerConnection extends EventEmitter {
 
   /** Connects, retrying with backoff until `timeoutMs`; a setup error that cannot heal (406) fails at once. */
   async open(timeoutMs = 30_000): Promise<void> {
-    const { logger } = this.options;
-    this.model = await amqp.connect(withHeartbeat(this.options.url, this.options.heartbeatSeconds ?? 15), {
-      clientProperties: { connection_name: this.options.name },
-      // Without it Nagle's algorithm holds small frames (acks, confirms) for up to 40 ms.
-      noDelay: true,
-      recovery: {
-        waitForConnect: false,
-        initialDelay: 200,
-        maxDelay: 5_000,
-        setup: (model: ChannelModel) => this.setup(model),
-      },
-    });
-    this.model.on('connect', () => {
-      logger.info('broker connected', { connection: this.options.name });
-      this.emit('connected');
-    });
-    this.model.on('disconnect', (err: Error) => {
-      this.current = undefined;
-      this.publishChannel = undefined;
-      logger.warn('broker disconnected', { connection: this.options.name, error: err.message });
-      this.emit('disconnected');
-    });
-    this.model.on('connect-failed', (err: Error) => {
-      logger.warn('broker connect failed', { connection: this.options.name, error: err.message });
-      if (this.fatal) void this.model?.close();
-    });
-    this.model.on('error', () => {
-      // 'disconnect' follows; the error itself is already logged there.
-    });
-
     let timer: NodeJS.Timeout | undefined;
     try {
-      await Promise.race([
-        this.model.waitForConnect(),
-        new Promise((_, reject) => {
-          timer = setTimeout(
-            () => reject(new BrokerUnavailableError(`RabbitMQ not reachable within ${timeoutMs} ms (RABBITMQ_URL)`)),
-            timeoutMs,
-          );
-        }),
-      ]);
+      await new Promise<void>((resolve, reject) => {
+        this.firstConnect = { resolve, reject };
+        timer = setTimeout(
+          () => reject(new BrokerUnavailableError(`RabbitMQ not reachable within ${timeoutMs} ms (RABBITMQ_URL)`)),
+          timeoutMs,
+        );
+        void this.connect();
+      });
     } catch (err) {
       await this.close();
       throw this.fatal ?? err;
     } finally {
       clearTimeout(timer);
+      this.firstConnect = undefined;
     }
   }
 
+  /** One connection attempt, to the next URL in turn; on failure the next attempt is scheduled. */
+  private async connect(): Promise<void> {
+    if (this.closing || this.connecting) return;
+    this.connecting = true;
+    const url = this.urls[this.nextUrl++ % this.urls.length]!;
+    const node = hostOf(url);
+    const { logger, name } = this.options;
+    let model: ChannelModel | undefined;
+    try {
+      model = await amqp.connect(withHeartbeat(url, this.options.heartbeatSeconds ?? 15), {
+        clientProperties: { connection_name: `${name} → ${node}` },
+        // Without it Nagle's algorithm holds small frames (acks, confirms) for up to 40 ms.
+        noDelay: true,
+        // A node that does not answer (a dead host, a black hole) gives way to the next one.
+        timeout: 10_000,
+      });
+      // Listen before anything else: an error emitted during setup (541 when a cluster node dies
+      // under a stream consume) would otherwise end the process.
+      model.on('error', (err: Error) => logger.warn('broker connection error', { connection: name, node, error: err.message }));
+      const opened = model;
+      let closed = false;
+      model.on('close', (err?: Error) => {
+        closed = true;
+        this.lost(opened, err);
+      });
+      await this.setup(model);
+      if (closed) throw new BrokerUnavailableError('connection closed during setup');
+      if (this.closing) {
+        await model.close().catch(() => {});
+        return;
+      }
+      this.attempt = 0;
+      this.node = node;
+      logger.info('broker connected', { connection: name, node });
+      this.firstConnect?.resolve();
+      this.emit('connected');
+    } catch (err) {
+      if (model) await model.close().catch(() => {});
+      if (this.current === model) this.forget();
+      logger.warn('broker connect failed', { connection: name, node, error: (err as Error).message });
+      if (this.fatal) this.firstConnect?.reject(this.fatal);
+      else this.scheduleReconnect();
+    } finally {
+      this.connecting = false;
+    }
+  }
+
+  /** The connection in use closed: forget it and reconnect, to the next node in turn. */
+  private lost(model: ChannelModel, err?: Error): void {
+    if (this.closing || this.current !== model) return;
+    this.forget();
+    this.options.logger.warn('broker disconnected', { connection: this.options.name, node: this.node, error: err?.message ?? 'closed' });
+    this.emit('disconnected');
+    this.scheduleReconnect();
+  }
+
+  private forget(): void {
+    this.current = undefined;
+    this.publishChannel = undefined;
+  }
+
+  private scheduleReconnect(): void {
+    if (this.closing || this.reconnectTimer) return;
+    const base = Math.min(BACKOFF.maxMs / (1 + BACKOFF.jitter), BACKOFF.initialMs * 2 ** this.attempt);
+    const delay = Math.round(base * (1 + BACKOFF.jitter * (Math.random() * 2 - 1)));
+    this.attempt++;
+    this.reconnectTimer = setTimeout(() => {
+      this.reconnectTimer = undefined;
+      void this.connect();
+    }, delay);
+  }
+
   private async setup(model: ChannelModel): Promise<void> {
-    // amqplib's recovery runs setup before it listens to the new connection: an error emitted
-    // meanwhile (541 when a cluster node dies under a stream consume) would crash the process.
-    model.on('error', (err: Error) => {
-      this.options.logger.warn('broker connection error', { connection: this.options.name, error: err.message });
-    });
     try {
       if (this.options.declare) {
-        const channel = await model.createChannel();
-        channel.on('error', () => {});
-        await this.options.declare(channel);
-        await channel.close();
+        const opened: Channel[] = [];
+        try {
+          await this.options.declare(async () => {
+            const channel = await model.createChannel();
+            channel.on('error', () => {});
+            opened.push(channel);
+            return channel;
+          });
+        } finally {
+          await Promise.all(opened.map((channel) => channel.close().catch(() => {})));
+        }
       }
       const publishChannel = await model.createConfirmChannel();
       this.watch(model, publishChannel, 'publish');
@@ -158,8 +222,7 @@ export class BrokerConnection extends EventEmitter {
     channel.on('close', () => {
       if (this.closing || this.current !== model) return;
       this.options.logger.warn('broker channel closed, reconnecting', { connection: this.options.name, role });
-      this.current = undefined;
-      this.publishChannel = undefined;
+      // Closing the connection brings 'close', which reconnects and rebuilds every channel.
       model.close().catch(() => {});
     });
   }
@@ -286,6 +349,7 @@ export class BrokerConnection extends EventEmitter {
   async close(): Promise<void> {
     if (this.closing) return;
     this.closing = true;
+    clearTimeout(this.reconnectTimer);
     for (const wake of this.waiters.splice(0)) wake();
     // Close consumer channels first and wait for close-ok: RabbitMQ applies the acks sent on a
     // channel before closing it, but acks still in flight when the connection drops are lost
@@ -296,9 +360,8 @@ export class BrokerConnection extends EventEmitter {
         return channel.close().catch(() => {});
       }),
     );
-    await this.model?.close().catch(() => {});
-    this.current = undefined;
-    this.publishChannel = undefined;
+    await this.current?.close().catch(() => {});
+    this.forget();
   }
 }
 
@@ -314,4 +377,17 @@ function withHeartbeat(url: string, seconds: number): string {
   const parsed = new URL(url);
   if (!parsed.searchParams.has('heartbeat')) parsed.searchParams.set('heartbeat', String(seconds));
   return parsed.toString();
+}
+
+function hostOf(url: string): string {
+  const parsed = new URL(url);
+  return `${parsed.hostname}:${parsed.port || (parsed.protocol === 'amqps:' ? '5671' : '5672')}`;
+}
+
+function shuffled<T>(items: T[]): T[] {
+  for (let i = items.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [items[i], items[j]] = [items[j]!, items[i]!];
+  }
+  return items;
 }

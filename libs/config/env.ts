@@ -7,10 +7,18 @@ import { ConfigError } from './errors.js';
  * in its entry point, so a library never reads process.env.
  */
 export const envFields = {
+  /** One URL (a node or a load balancer), or a comma-separated list of a cluster's nodes. */
   rabbitmqUrl: z
     .string()
     .default('amqp://guest:guest@127.0.0.1:5672')
-    .refine((v) => /^amqps?:\/\/[^\s]+$/.test(v), 'must be an amqp:// or amqps:// URL'),
+    .transform((text, ctx) => {
+      const urls = text.split(',').map((part) => part.trim()).filter((part) => part !== '');
+      if (urls.length === 0 || !urls.every((url) => /^amqps?:\/\/[^\s]+$/.test(url) && URL.canParse(url))) {
+        ctx.addIssue({ code: 'custom', message: 'must be an amqp:// or amqps:// URL, or a comma-separated list of them' });
+        return z.NEVER;
+      }
+      return urls;
+    }),
   topologyPrefix: z
     .string()
     .default('webhooks')

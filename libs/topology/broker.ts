@@ -5,7 +5,7 @@ import type { TopologyOptions } from './spec.js';
 
 /** A program's broker connection: the whole topology declared on every (re)connect, then opened. */
 export async function openTopologyBroker(options: {
-  url: string;
+  url: string | readonly string[];
   name: string;
   logger: Logger;
   topology: TopologyOptions;
@@ -14,7 +14,7 @@ export async function openTopologyBroker(options: {
     url: options.url,
     name: options.name,
     logger: options.logger,
-    declare: (channel) => declareTopology(channel, options.topology),
+    declare: (openChannel) => declareTopology(openChannel, options.topology),
   });
   await broker.open();
   return broker;

@@ -1,5 +1,13 @@
 import type { Channel } from 'amqplib';
-import { type ExchangeSpec, intakeSpec, type QueueSpec, type TopologyOptions, topologySpec } from './spec.js';
+import {
+  CREATION_ONLY_ARGUMENTS,
+  type ExchangeSpec,
+  intakeSpec,
+  type QueueSpec,
+  type Replication,
+  type TopologyOptions,
+  topologySpec,
+} from './spec.js';
 
 /** A queue or exchange exists with other arguments (reply 406): declaring cannot fix it, an operator must. */
 export class TopologyMismatchError extends Error {
@@ -12,23 +20,80 @@ export class TopologyMismatchError extends Error {
   }
 }
 
-async function step(entity: string, declare: () => Promise<unknown>): Promise<void> {
-  try {
-    await declare();
-  } catch (err) {
-    if ((err as { code?: number }).code === 406) throw new TopologyMismatchError(entity, err);
-    throw err;
+/**
+ * An open channel, or a way to open one. A 406 closes the channel it happened on; with a function
+ * the declaration opens another and carries on, which a creation-only difference needs.
+ */
+export type ChannelSource = Channel | (() => Promise<Channel>);
+
+class Declarer {
+  private channel?: Channel;
+
+  constructor(private readonly source: ChannelSource) {}
+
+  private async open(): Promise<Channel> {
+    if (!this.channel) this.channel = typeof this.source === 'function' ? await this.source() : this.source;
+    return this.channel;
+  }
+
+  /** Runs one declaration; a 406 leaves the channel closed, so the next step opens another. */
+  async step(declare: (channel: Channel) => Promise<unknown>): Promise<void> {
+    const channel = await this.open();
+    try {
+      await declare(channel);
+    } catch (err) {
+      if (isMismatch(err)) this.channel = undefined;
+      throw err;
+    }
+  }
+
+  get canReopen(): boolean {
+    return typeof this.source === 'function';
   }
 }
 
-function declareExchange(channel: Channel, exchange: ExchangeSpec): Promise<void> {
-  return step(`exchange ${exchange.name}`, () => channel.assertExchange(exchange.name, exchange.type, { durable: true }));
+function isMismatch(err: unknown): boolean {
+  return (err as { code?: number })?.code === 406;
 }
 
-function declareQueue(channel: Channel, queue: QueueSpec): Promise<void> {
-  return step(`${queue.kind} ${queue.name}`, () =>
-    channel.assertQueue(queue.name, { durable: true, arguments: { ...queue.arguments } }),
-  );
+/** RabbitMQ's 406 names the first argument that differs: "inequivalent arg 'x-…'". */
+function namesCreationOnly(err: unknown): boolean {
+  const text = String((err as Error)?.message ?? '');
+  return CREATION_ONLY_ARGUMENTS.some((name) => text.includes(`'${name}'`));
+}
+
+async function declareExchange(declarer: Declarer, exchange: ExchangeSpec): Promise<void> {
+  try {
+    await declarer.step((channel) => channel.assertExchange(exchange.name, exchange.type, { durable: true }));
+  } catch (err) {
+    throw isMismatch(err) ? new TopologyMismatchError(`exchange ${exchange.name}`, err) : err;
+  }
+}
+
+/**
+ * Declares a queue with its arguments. When only its replication differs (created by an older
+ * version, or with another QUORUM_GROUP_SIZE / STREAM_CLUSTER_SIZE), it is kept as it is: the
+ * rest of its arguments are checked by declaring it again without the creation-only ones, and if
+ * it was created with explicit other sizes, that check is not possible and it is accepted.
+ */
+async function declareQueue(declarer: Declarer, queue: QueueSpec): Promise<void> {
+  const entity = `${queue.kind} ${queue.name}`;
+  const assert = (args: Record<string, unknown>) => (channel: Channel) => channel.assertQueue(queue.name, { durable: true, arguments: args });
+  try {
+    await declarer.step(assert({ ...queue.arguments }));
+    return;
+  } catch (err) {
+    if (!isMismatch(err)) throw err;
+    if (!namesCreationOnly(err) || !declarer.canReopen) throw new TopologyMismatchError(entity, err);
+  }
+  const rest: Record<string, unknown> = { ...queue.arguments };
+  for (const name of CREATION_ONLY_ARGUMENTS) delete rest[name];
+  try {
+    await declarer.step(assert(rest));
+  } catch (err) {
+    if (!isMismatch(err)) throw err;
+    if (!namesCreationOnly(err)) throw new TopologyMismatchError(entity, err);
+  }
 }
 
 /**
@@ -36,22 +101,27 @@ function declareQueue(channel: Channel, queue: QueueSpec): Promise<void> {
  * exchange and the dispatch queue bound to it. Publishers declare only this, so they never clash
  * with the programs' retry schedule.
  */
-export async function declareIntake(channel: Channel, prefix: string): Promise<void> {
-  const intake = intakeSpec(prefix);
-  await declareExchange(channel, intake.exchange);
-  await declareQueue(channel, intake.queue);
-  await channel.bindQueue(intake.binding.destination, intake.binding.source, intake.binding.routingKey);
+export async function declareIntake(source: ChannelSource, prefix: string, replication?: Replication): Promise<void> {
+  await declareIntakeWith(new Declarer(source), prefix, replication);
+}
+
+async function declareIntakeWith(declarer: Declarer, prefix: string, replication?: Replication): Promise<void> {
+  const intake = intakeSpec(prefix, replication);
+  await declareExchange(declarer, intake.exchange);
+  await declareQueue(declarer, intake.queue);
+  await declarer.step((channel) => channel.bindQueue(intake.binding.destination, intake.binding.source, intake.binding.routingKey));
 }
 
 /**
  * Declares everything idempotently; runs at start-up and again on every reconnect.
- * A 406 closes the channel, so the first mismatch ends the declaration with a named error.
- * The intake comes first, so events are routed to dispatch even when a later queue clashes.
+ * The first real mismatch ends the declaration with a named error. The intake comes first, so
+ * events are routed to dispatch even when a later queue clashes.
  */
-export async function declareTopology(channel: Channel, options: TopologyOptions): Promise<void> {
+export async function declareTopology(source: ChannelSource, options: TopologyOptions): Promise<void> {
+  const declarer = new Declarer(source);
   const spec = topologySpec(options);
-  await declareIntake(channel, options.prefix);
+  await declareIntakeWith(declarer, options.prefix, options.replication);
   for (const queue of spec.queues) {
-    if (queue.name !== spec.binding.destination) await declareQueue(channel, queue);
+    if (queue.name !== spec.binding.destination) await declareQueue(declarer, queue);
   }
 }

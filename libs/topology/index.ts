@@ -1,5 +1,7 @@
 export { topologyNames, type TopologyNames } from './names.js';
 export {
+  CREATION_ONLY_ARGUMENTS,
+  DEFAULT_REPLICATION,
   DISPATCH_DELIVERY_LIMIT,
   intakeSpec,
   topologySpec,
@@ -7,8 +9,9 @@ export {
   type ExchangeSpec,
   type IntakeSpec,
   type QueueSpec,
+  type Replication,
   type TopologyOptions,
   type TopologySpec,
 } from './spec.js';
-export { declareIntake, declareTopology, TopologyMismatchError } from './declare.js';
+export { type ChannelSource, declareIntake, declareTopology, TopologyMismatchError } from './declare.js';
 export { openTopologyBroker } from './broker.js';

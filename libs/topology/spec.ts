@@ -6,7 +6,25 @@ export interface TopologyOptions {
   retryDelaysMs: readonly number[];
   /** Stream retention as RabbitMQ's x-max-age, e.g. `30D`. */
   failedRetention: string;
+  /** Replication; the broker caps each at its number of nodes, so 3 runs on a single node too. */
+  replication?: Replication;
 }
+
+export interface Replication {
+  /** Members of each quorum queue (x-quorum-initial-group-size). */
+  quorumGroupSize: number;
+  /** Replicas of the failed stream (x-initial-cluster-size). */
+  streamClusterSize: number;
+}
+
+export const DEFAULT_REPLICATION: Replication = { quorumGroupSize: 3, streamClusterSize: 3 };
+
+/**
+ * Arguments that only shape a queue when it is created: a queue that exists with other values (or
+ * none, from a version without them) keeps its members, and an operator grows it with
+ * `rabbitmq-queues grow`. Declaring does not treat a difference in these as a mismatch.
+ */
+export const CREATION_ONLY_ARGUMENTS = ['x-quorum-initial-group-size', 'x-initial-cluster-size'] as const;
 
 /** Every entity is durable and never auto-deleted; only names, kinds and arguments vary. */
 export interface ExchangeSpec {
@@ -41,7 +59,9 @@ export interface TopologySpec {
   binding: BindingSpec;
 }
 
-const QUORUM = { 'x-queue-type': 'quorum' } as const;
+function quorum(replication: Replication = DEFAULT_REPLICATION) {
+  return { 'x-queue-type': 'quorum', 'x-quorum-initial-group-size': replication.quorumGroupSize } as const;
+}
 
 /**
  * Deliveries of one message from `dispatch` before the broker dead-letters it to `invalid`. Every
@@ -52,7 +72,7 @@ const QUORUM = { 'x-queue-type': 'quorum' } as const;
  */
 export const DISPATCH_DELIVERY_LIMIT = 10;
 
-export function intakeSpec(prefix: string): IntakeSpec {
+export function intakeSpec(prefix: string, replication?: Replication): IntakeSpec {
   const names = topologyNames(prefix);
   return {
     exchange: { name: names.events, type: 'topic' },
@@ -60,7 +80,7 @@ export function intakeSpec(prefix: string): IntakeSpec {
       name: names.dispatch,
       kind: 'queue',
       arguments: {
-        ...QUORUM,
+        ...quorum(replication),
         'x-delivery-limit': DISPATCH_DELIVERY_LIMIT,
         'x-dead-letter-exchange': '',
         'x-dead-letter-routing-key': names.invalid,
@@ -80,13 +100,13 @@ export function intakeSpec(prefix: string): IntakeSpec {
  */
 export function topologySpec(options: TopologyOptions): TopologySpec {
   const names = topologyNames(options.prefix);
-  const intake = intakeSpec(options.prefix);
+  const intake = intakeSpec(options.prefix, options.replication);
   const retries = options.retryDelaysMs.map(
     (delay, tier): QueueSpec => ({
       name: names.retry(tier),
       kind: 'queue',
       arguments: {
-        ...QUORUM,
+        ...quorum(options.replication),
         'x-message-ttl': delay,
         // Expired messages go back through the default exchange straight to dispatch.
         'x-dead-letter-exchange': '',
@@ -102,8 +122,16 @@ export function topologySpec(options: TopologyOptions): TopologySpec {
     queues: [
       intake.queue,
       ...retries,
-      { name: names.failed, kind: 'stream', arguments: { 'x-queue-type': 'stream', 'x-max-age': options.failedRetention } },
-      { name: names.invalid, kind: 'queue', arguments: { ...QUORUM } },
+      {
+        name: names.failed,
+        kind: 'stream',
+        arguments: {
+          'x-queue-type': 'stream',
+          'x-max-age': options.failedRetention,
+          'x-initial-cluster-size': (options.replication ?? DEFAULT_REPLICATION).streamClusterSize,
+        },
+      },
+      { name: names.invalid, kind: 'queue', arguments: { ...quorum(options.replication) } },
     ],
     binding: intake.binding,
   };

@@ -60,7 +60,7 @@ export async function startHarness(options: {
     url: brokerUrl(),
     name: `test-${options.name}`,
     logger,
-    declare: (channel) => declareTopology(channel, { prefix, retryDelaysMs, failedRetention: '1D' }),
+    declare: (openChannel) => declareTopology(openChannel, { prefix, retryDelaysMs, failedRetention: '1D' }),
   });
   await broker.open(10_000);
   const merchantsFile = writeMerchantsFile(options.merchants);

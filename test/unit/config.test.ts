@@ -29,8 +29,10 @@ describe('dispatcher configuration', () => {
   it('starts from the documented defaults', () => {
     const config = loadDispatcherConfig(file);
     expect(config).toMatchObject({
-      RABBITMQ_URL: 'amqp://guest:guest@127.0.0.1:5672',
+      RABBITMQ_URL: ['amqp://guest:guest@127.0.0.1:5672'],
       TOPOLOGY_PREFIX: 'webhooks',
+      QUORUM_GROUP_SIZE: 3,
+      STREAM_CLUSTER_SIZE: 3,
       RETRY_SCHEDULE: [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000],
       DELIVERY_TIMEOUT_MS: 10_000,
       FAILED_RETENTION: '30D',
@@ -38,6 +40,14 @@ describe('dispatcher configuration', () => {
       HTTP_CLIENT: 'undici',
       LOG_LEVEL: 'info',
     });
+  });
+
+  it('reads RABBITMQ_URL as the list of a cluster\'s nodes', () => {
+    expect(loadDispatcherConfig({ ...file, RABBITMQ_URL: 'amqp://u:p@n1:5672, amqp://u:p@n2:5672,amqps://u:p@n3' }).RABBITMQ_URL).toEqual([
+      'amqp://u:p@n1:5672',
+      'amqp://u:p@n2:5672',
+      'amqps://u:p@n3',
+    ]);
   });
 
   it('reads RETRY_SCHEDULE with spaces and mixed units', () => {
@@ -54,6 +64,9 @@ describe('dispatcher configuration', () => {
     ['DELIVERY_TIMEOUT_MS', '10s', 'Invalid configuration: DELIVERY_TIMEOUT_MS: "10s" must be a whole number'],
     ['DISPATCH_CONCURRENCY', '-3', 'Invalid configuration: DISPATCH_CONCURRENCY: "-3" must be a whole number'],
     ['RABBITMQ_URL', 'http://localhost', 'Invalid configuration: RABBITMQ_URL: must be an amqp:// or amqps:// URL'],
+    ['RABBITMQ_URL', 'amqp://a:5672,http://b', 'Invalid configuration: RABBITMQ_URL: must be an amqp:// or amqps:// URL'],
+    ['QUORUM_GROUP_SIZE', '0', 'Invalid configuration: QUORUM_GROUP_SIZE: "0" must be a whole number from 1 to 99'],
+    ['STREAM_CLUSTER_SIZE', 'three', 'Invalid configuration: STREAM_CLUSTER_SIZE: "three" must be a whole number'],
     ['TOPOLOGY_PREFIX', 'has space', 'Invalid configuration: TOPOLOGY_PREFIX: must be'],
     ['FAILED_RETENTION', '7 days', 'Invalid configuration: FAILED_RETENTION: must be a RabbitMQ max-age'],
     ['ALLOW_PRIVATE_TARGETS', 'maybe', 'Invalid configuration: ALLOW_PRIVATE_TARGETS: "maybe" must be true or false'],

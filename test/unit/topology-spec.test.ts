@@ -3,6 +3,7 @@ import { declareIntake, declareTopology, TopologyMismatchError, topologySpec } f
 
 const RETRY_TIER = {
   'x-queue-type': 'quorum',
+  'x-quorum-initial-group-size': 3,
   'x-dead-letter-exchange': '',
   'x-dead-letter-routing-key': 'acme.dispatch',
   'x-dead-letter-strategy': 'at-least-once',
@@ -43,6 +44,7 @@ describe('topologySpec', () => {
           kind: 'queue',
           arguments: {
             'x-queue-type': 'quorum',
+            'x-quorum-initial-group-size': 3,
             'x-delivery-limit': 10,
             'x-dead-letter-exchange': '',
             'x-dead-letter-routing-key': 'acme.invalid',
@@ -52,11 +54,21 @@ describe('topologySpec', () => {
         },
         { name: 'acme.retry.0', kind: 'queue', arguments: { ...RETRY_TIER, 'x-message-ttl': 1_000 } },
         { name: 'acme.retry.1', kind: 'queue', arguments: { ...RETRY_TIER, 'x-message-ttl': 60_000 } },
-        { name: 'acme.failed', kind: 'stream', arguments: { 'x-queue-type': 'stream', 'x-max-age': '7D' } },
-        { name: 'acme.invalid', kind: 'queue', arguments: { 'x-queue-type': 'quorum' } },
+        { name: 'acme.failed', kind: 'stream', arguments: { 'x-queue-type': 'stream', 'x-max-age': '7D', 'x-initial-cluster-size': 3 } },
+        { name: 'acme.invalid', kind: 'queue', arguments: { 'x-queue-type': 'quorum', 'x-quorum-initial-group-size': 3 } },
       ],
       binding: { source: 'acme.events', destination: 'acme.dispatch', routingKey: '#' },
     });
+  });
+
+  it('replicates each quorum queue and the stream as configured', () => {
+    const spec = topologySpec({ prefix: 'acme', retryDelaysMs: [1_000], failedRetention: '7D', replication: { quorumGroupSize: 5, streamClusterSize: 2 } });
+    expect(spec.queues.map((q) => [q.name, q.arguments['x-quorum-initial-group-size'] ?? q.arguments['x-initial-cluster-size']])).toEqual([
+      ['acme.dispatch', 5],
+      ['acme.retry.0', 5],
+      ['acme.failed', 2],
+      ['acme.invalid', 5],
+    ]);
   });
 
   it('has no retry queues when the schedule is empty', () => {
