@@ -71,6 +71,9 @@ export class BrokerConnection extends EventEmitter {
   private readonly consumers = new Set<ConsumerState>();
   private readonly consumerChannels = new Map<Channel, AckBatcher>();
   private waiters: Array<() => void> = [];
+  /** Publish channels closed on purpose (renewed after a nack): their close is not a failure. */
+  private readonly retired = new WeakSet<Channel>();
+  private renewing = false;
   private fatal?: Error;
   private closing = false;
   private readonly urls: string[];
@@ -220,7 +223,7 @@ export class BrokerConnection extends EventEmitter {
       this.options.logger.warn('broker channel error', { connection: this.options.name, role, error: err.message });
     });
     channel.on('close', () => {
-      if (this.closing || this.current !== model) return;
+      if (this.closing || this.current !== model || this.retired.has(channel)) return;
       this.options.logger.warn('broker channel closed, reconnecting', { connection: this.options.name, role });
       // Closing the connection brings 'close', which reconnects and rebuilds every channel.
       model.close().catch(() => {});
@@ -321,7 +324,10 @@ export class BrokerConnection extends EventEmitter {
         channel.publish(exchange, routingKey, content, { ...options, mandatory: true }, (err) => {
           clearTimeout(timer);
           const returned = returns.settle(pending);
-          if (err) reject(new BrokerUnavailableError('publish was not confirmed', { cause: err }));
+          if (err) {
+            this.renewPublishChannel(channel);
+            reject(new BrokerUnavailableError('publish was not confirmed', { cause: err }));
+          }
           else if (returned) reject(new BrokerUnroutableError(exchange, routingKey, returned));
           else resolve();
         });
@@ -331,6 +337,39 @@ export class BrokerConnection extends EventEmitter {
         reject(new BrokerUnavailableError('publish failed', { cause: err }));
       }
     });
+  }
+
+  /**
+   * Replaces the publish channel after a nack. On RabbitMQ 3.10, a channel that first publishes to
+   * a quorum queue while the cluster still names a dead node as its leader keeps getting nacks for
+   * as long as it lives (measured: every publish for 30 s and more after a node was killed), while
+   * a channel opened a moment later is acked at once. A fresh channel costs one round trip; a nack
+   * for another reason (no quorum) is answered the same either way.
+   */
+  private renewPublishChannel(stale: ConfirmChannel): void {
+    const model = this.current;
+    if (!model || this.publishChannel !== stale || this.renewing) return;
+    this.renewing = true;
+    this.publishChannel = undefined;
+    this.retired.add(stale);
+    this.options.logger.warn('broker nacked a publish; renewing the publish channel', { connection: this.options.name, node: this.node });
+    void (async () => {
+      try {
+        await stale.close().catch(() => {});
+        const fresh = await model.createConfirmChannel();
+        this.watch(model, fresh, 'publish');
+        const returns = new ReturnTracker(fresh);
+        if (this.current !== model) return;
+        this.publishChannel = fresh;
+        this.returns = returns;
+        for (const wake of this.waiters.splice(0)) wake();
+      } catch {
+        // The connection is going: reconnecting rebuilds every channel.
+        model.close().catch(() => {});
+      } finally {
+        this.renewing = false;
+      }
+    })();
   }
 
   sendToQueue(queue: string, content: Buffer, options: Options.Publish, deadlineMs?: number): Promise<void> {

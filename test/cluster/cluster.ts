@@ -1,0 +1,50 @@
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+const SCRIPT = 'test/cluster/cluster.sh';
+
+/** The nodes test/cluster/cluster.sh runs: it is the one place that defines them. */
+export const NODES = [1, 2, 3].map((i) => ({ index: i, name: `webhooks-c${i}@localhost` }));
+
+export type ClusterNode = (typeof NODES)[number];
+
+export function nodeByName(name: string): ClusterNode {
+  const node = NODES.find((n) => n.name === name);
+  if (!node) throw new Error(`no cluster node ${name}`);
+  return node;
+}
+
+/** kill -9 of the node's Erlang VM: no goodbye to clients or peers. */
+export async function killNode(node: ClusterNode): Promise<void> {
+  await run(SCRIPT, ['kill-node', String(node.index)], { timeout: 30_000 });
+}
+
+/** Starts a killed node again; its data directory makes it rejoin the cluster. */
+export async function startNode(node: ClusterNode): Promise<void> {
+  await run(SCRIPT, ['start-node', String(node.index)], { timeout: 180_000 });
+}
+
+async function listQueues<T>(columns: string[]): Promise<T[]> {
+  for (const node of NODES) {
+    try {
+      const { stdout } = await run('rabbitmqctl', ['-n', node.name, 'list_queues', ...columns, '--formatter', 'json', '--quiet'], { timeout: 20_000 });
+      return JSON.parse(stdout) as T[];
+    } catch {
+      // that node is down: ask the next
+    }
+  }
+  throw new Error('no cluster node answered list_queues');
+}
+
+/** Which node leads each queue, as the cluster reports it. */
+export async function leaders(): Promise<Map<string, string>> {
+  const rows = await listQueues<{ name: string; leader: string }>(['name', 'leader']);
+  return new Map(rows.map((row) => [row.name, row.leader]));
+}
+
+/** Members of a queue that are online. */
+export async function onlineMembers(queue: string): Promise<string[]> {
+  const rows = await listQueues<{ name: string; online: string[] }>(['name', 'online']);
+  return rows.find((row) => row.name === queue)?.online ?? [];
+}

@@ -1,0 +1,205 @@
+import { once } from 'node:events';
+import { createServer } from 'node:net';
+import type { ChildProcess } from 'node:child_process';
+import amqp from 'amqplib';
+import { BrokerConnection } from '../../libs/broker/index.js';
+import { sampleEvent } from '../../libs/contracts/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
+import type { Merchant } from '../../libs/merchants/index.js';
+import { EventPublisher } from '../../libs/publisher/index.js';
+import { declareIntake, topologyNames } from '../../libs/topology/index.js';
+import { JWT_SECRET, token } from '../support/api.js';
+import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { startProgram } from '../support/process.js';
+import { Receiver } from '../support/receiver.js';
+import { waitFor } from '../support/wait.js';
+import { killNode, leaders, nodeByName, NODES, onlineMembers, startNode } from './cluster.js';
+import { randomBytes } from 'node:crypto';
+
+const urls = (process.env.CLUSTER_URLS ?? '').split(',');
+const prefix = `cluster.${randomBytes(3).toString('hex')}`;
+const names = topologyNames(prefix);
+
+async function freePort(): Promise<number> {
+  const server = createServer().listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const port = (server.address() as { port: number }).port;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** A plain connection to whichever node answers first. */
+async function connectAny(): Promise<amqp.ChannelModel> {
+  let last: unknown;
+  for (const url of urls) {
+    try {
+      return await amqp.connect(url);
+    } catch (err) {
+      last = err;
+    }
+  }
+  throw last;
+}
+
+/** The longest wait between two consecutive receipts in a time window. */
+function longestGap(times: number[], from: number): number {
+  const after = times.filter((t) => t >= from).sort((a, b) => a - b);
+  let gap = after.length > 0 ? after[0]! - from : 0;
+  for (let i = 1; i < after.length; i++) gap = Math.max(gap, after[i]! - after[i - 1]!);
+  return gap;
+}
+
+describe('losing a node of a three-node cluster', () => {
+  let healthy: Receiver;
+  let failing: Receiver;
+  let failingMode: 'fail' | 'ok' = 'fail';
+  let mFail: Merchant;
+  let publisherBroker: BrokerConnection;
+  let publisher: EventPublisher;
+  let dispatcher: { child: ChildProcess; output: { stdout: string; stderr: string } };
+  let api: { child: ChildProcess; output: { stdout: string; stderr: string } };
+  let apiPort: number;
+  const killed: string[] = [];
+
+  beforeAll(async () => {
+    healthy = await Receiver.start(() => 204);
+    failing = await Receiver.start(() => (failingMode === 'fail' ? 500 : 204));
+    mFail = testMerchant('m_fail', failing.url);
+    const file = writeMerchantsFile([testMerchant('m_ok', healthy.url), mFail]);
+    const env = {
+      RABBITMQ_URL: urls.join(','),
+      TOPOLOGY_PREFIX: prefix,
+      MERCHANTS_FILE: file,
+      RETRY_SCHEDULE: '1s',
+      ALLOW_PRIVATE_TARGETS: 'true',
+      LOG_LEVEL: 'warn',
+    };
+    publisherBroker = new BrokerConnection({
+      url: urls,
+      name: 'cluster-test-publisher',
+      logger: silentLogger(),
+      declare: (openChannel) => declareIntake(openChannel, prefix),
+    });
+    await publisherBroker.open(30_000);
+    publisher = new EventPublisher(publisherBroker, prefix);
+    dispatcher = startProgram('dist/apps/dispatcher/main.js', { ...env, METRICS_PORT: '0', DISPATCH_CONCURRENCY: '64' });
+    apiPort = await freePort();
+    api = startProgram('dist/apps/api/main.js', { ...env, PORT: String(apiPort), AUTH_JWT_SECRET: JWT_SECRET, RESEND_RATE_LIMIT: '6000,1000', LOG_LEVEL: 'info' });
+    await waitFor('API ready', async () => (await fetch(`http://127.0.0.1:${apiPort}/readyz`).catch(() => undefined))?.status === 200, 60_000, 200);
+  });
+
+  afterAll(async () => {
+    dispatcher?.child.kill('SIGTERM');
+    api?.child.kill('SIGTERM');
+    await Promise.all([dispatcher, api].filter(Boolean).map((p) => (p!.child.exitCode === null ? once(p!.child, 'exit') : undefined)));
+    await publisherBroker?.close();
+    // Bring back any node a test killed, then remove what this file declared.
+    for (const name of killed) await startNode(nodeByName(name)).catch(() => {});
+    const connection = await connectAny();
+    for (const queue of [names.dispatch, names.retry(0), names.failed, names.invalid]) {
+      const ch = await connection.createChannel();
+      ch.on('error', () => {});
+      await ch.deleteQueue(queue).catch(() => {});
+      await ch.close().catch(() => {});
+    }
+    await connection.close();
+    await healthy?.close();
+    await failing?.close();
+  });
+
+  /** Publishes with confirms, again on failure: a publish cut by the kill is retried (at least once). */
+  async function publishAll(count: number, merchantId: string, tag: string): Promise<string[]> {
+    const ids: string[] = [];
+    for (let i = 0; i < count; i++) {
+      const messageId = `${tag}_${i}`;
+      await waitFor(`publish ${messageId}`, () => publisher.publish(sampleEvent('payout', merchantId), { messageId }).then(() => true, () => false), 60_000, 100);
+      ids.push(messageId);
+    }
+    return ids;
+  }
+
+  /** The first `want` failure entries of the failed stream, read on a connection of the test's own. */
+  async function readFailures(want: number, timeoutMs: number): Promise<amqp.ConsumeMessage[]> {
+    const connection = await connectAny();
+    try {
+      const ch = await connection.createChannel();
+      await ch.prefetch(1_000);
+      const entries: amqp.ConsumeMessage[] = [];
+      await ch.consume(
+        names.failed,
+        (m) => {
+          if (!m) return;
+          ch.ack(m);
+          if (m.properties.headers?.['x-entry-type'] === 'failure') entries.push(m);
+        },
+        { arguments: { 'x-stream-offset': 'first' } },
+      );
+      return await waitFor(`${want} failure entries in ${names.failed}`, () => entries.length >= want && entries, timeoutMs, 100);
+    } finally {
+      await connection.close();
+    }
+  }
+
+  function delivered(receiver: Receiver): Set<string> {
+    return new Set(receiver.requests.map((r) => String(r.headers['webhook-id'])));
+  }
+
+  it('delivers every event when the node leading dispatch is killed mid-load, and the ones published after', async () => {
+    const publishing = publishAll(3_000, 'm_ok', 'load');
+    await healthy.waitForRequests(300, 60_000);
+    const leader = (await leaders()).get(names.dispatch)!;
+    const killedAt = Date.now();
+    await killNode(nodeByName(leader));
+    killed.push(leader);
+    const before = await publishing;
+    const after = await publishAll(200, 'm_ok', 'after');
+    const all = [...before, ...after];
+    await waitFor('every event delivered', () => all.every((id) => delivered(healthy).has(id)), 180_000, 200);
+    const gap = longestGap(healthy.requests.map((r) => r.at), killedAt);
+    console.log(JSON.stringify({ killed: leader, deliveries: healthy.requests.length, unique: delivered(healthy).size, longestGapMs: gap }));
+    expect(gap).toBeLessThan(60_000);
+  });
+
+  it('takes the killed nodes back: they rejoin, queues get their members back, nothing acked comes again', async () => {
+    const restartedAt = Date.now();
+    for (const name of killed.splice(0)) await startNode(nodeByName(name));
+    await waitFor('dispatch has all three members online', async () => (await onlineMembers(names.dispatch)).length === NODES.length, 120_000, 1_000);
+    // A sentinel after the restart: anything redelivered from before would arrive ahead of it.
+    const [sentinel] = await publishAll(1, 'm_ok', `sentinel_${restartedAt}`);
+    await waitFor('sentinel delivered', () => delivered(healthy).has(sentinel!), 60_000, 100);
+    const sinceRestart = healthy.requests.filter((r) => r.at >= restartedAt).map((r) => String(r.headers['webhook-id']));
+    expect(sinceRestart).toEqual([sentinel]);
+    expect(dispatcher.child.exitCode).toBeNull();
+    expect(api.child.exitCode).toBeNull();
+  });
+
+  it('keeps resending when the node leading failed is killed: the API is ready again and the resend delivers', async () => {
+    const ids = await publishAll(5, 'm_fail', 'fail');
+    // One attempt each, then the circuit opens and the 1 s schedule is spent: all five fail.
+    const references = (await readFailures(ids.length, 60_000)).map((e) => String(e.properties.headers?.['x-reference']));
+    const authHeaders = { 'x-auth-token': mFail.publicKey, authorization: `Bearer ${await token('m_fail')}` };
+    const leader = (await leaders()).get(names.failed)!;
+    await killNode(nodeByName(leader));
+    killed.push(leader);
+    await waitFor('API ready again', async () => (await fetch(`http://127.0.0.1:${apiPort}/readyz`).catch(() => undefined))?.status === 200, 120_000, 200);
+    failingMode = 'ok';
+    let lastAnswer = '';
+    for (const reference of references) {
+      const status = await waitFor(
+        `resend of ${reference}`,
+        async () => {
+          const res = await fetch(`http://127.0.0.1:${apiPort}/nucleus/tnx/webhook?reference=${reference}`, { method: 'POST', headers: authHeaders });
+          lastAnswer = `${res.status} ${await res.text()}`;
+          return res.status === 503 ? false : res.status;
+        },
+        60_000,
+        500,
+      ).catch((err: unknown) => {
+        console.log(lastAnswer, api.output.stdout.slice(-5000) + api.output.stderr.slice(-2000));
+        throw err;
+      });
+      expect(status).toBe(200);
+    }
+    await waitFor('resent webhooks delivered', () => ids.every((id) => failing.requests.filter((r) => r.headers['webhook-id'] === id).length >= 2), 60_000, 200);
+  });
+});
