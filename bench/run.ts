@@ -5,6 +5,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
+import { clusterAvailable, clusterThroughput, startCluster, stopCluster } from './cluster.js';
 import { benchIsolation } from './isolation.js';
 import { startReceiver } from './processes.js';
 import { benchResend } from './resend.js';
@@ -192,6 +193,49 @@ Healthy p99 with a hanging merchant ÷ without: **${round(r.hangP99 / Math.max(1
 A steady ${rate.toLocaleString('en')} events/s for 10 s (after an untimed second) through \`webhooks.events\` (publisher confirms) to the receiver:
 publish-to-receipt **p50 ${r.p50} ms, p99 ${r.p99} ms**.
 `);
+  }
+  if (want('cluster')) {
+    if (!clusterAvailable()) {
+      log('cluster: skipped (needs the Debian rabbitmq-server and root, as npm run test:cluster)');
+    } else {
+      const urls = startCluster();
+      try {
+        const total = 20_000;
+        const ones: number[] = [];
+        const twos: number[] = [];
+        const ratios: number[] = [];
+        let cores: Record<string, number> = {};
+        for (let i = 0; i < runs; i++) {
+          const one = await clusterThroughput(urls, receiver, total, 1, 128);
+          const two = await clusterThroughput(urls, receiver, total, 2, 128);
+          ones.push(one.rate);
+          twos.push(two.rate);
+          ratios.push(two.rate / one.rate);
+          cores = two.cores;
+          log(`cluster run ${i + 1}/${runs}: ${JSON.stringify({ one: one.rate, two: two.rate, oneCores: one.cores, twoCores: two.cores })}`);
+        }
+        sections.push(`## 6. Two dispatchers on a three-node cluster
+
+${total.toLocaleString('en')} events already in \`dispatch\` of a three-node RabbitMQ 3.10 cluster (test/cluster/cluster.sh, all three
+nodes on this machine), one merchant, the same receiver; one dispatcher, then two sharing \`dispatch\` as competing consumers,
+each with \`DISPATCH_CONCURRENCY=128\` and all three node URLs; rounds alternate.
+
+| dispatchers | deliveries/s |
+|---|---|
+| 1 | ${Math.round(median(ones))} |
+| 2 | ${Math.round(median(twos))} |
+
+Two ÷ one, per round, median: **${round(median(ratios))}x**. Cores used with two dispatchers (of ${cpus().length}):
+${Object.entries(cores).map(([k, v]) => `${k} ${v}`).join(', ')} (${round(Object.values(cores).reduce((a, b) => a + b, 0))} in all).
+All three broker nodes, the receiver and the dispatchers share this machine's two cores, so a second dispatcher takes CPU
+from the first rather than adding any: the ratio is the cost of scaling out on one machine, not what separate machines would
+give. One dispatcher also delivers fewer per second here than against the single broker of section 1, with the broker
+nodes using little CPU; that difference is not profiled yet.
+`);
+      } finally {
+        stopCluster();
+      }
+    }
   }
 } finally {
   await receiver.stop();
