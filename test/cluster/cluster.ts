@@ -1,5 +1,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
+import amqp from 'amqplib';
+import { topologyNames } from '../../libs/topology/index.js';
 
 const run = promisify(execFile);
 const SCRIPT = 'test/cluster/cluster.sh';
@@ -47,4 +49,33 @@ export async function leaders(): Promise<Map<string, string>> {
 export async function onlineMembers(queue: string): Promise<string[]> {
   const rows = await listQueues<{ name: string; online: string[] }>(['name', 'online']);
   return rows.find((row) => row.name === queue)?.online ?? [];
+}
+
+/** A plain connection to whichever node answers first. */
+export async function connectAny(urls: string[]): Promise<amqp.ChannelModel> {
+  let last: unknown;
+  for (const url of urls) {
+    try {
+      const connection = await amqp.connect(url);
+      connection.on('error', () => {});
+      return connection;
+    } catch (err) {
+      last = err;
+    }
+  }
+  throw last;
+}
+
+/** Brings back the nodes a test killed, then deletes what a test file declared under its prefix. */
+export async function cleanUp(urls: string[], killed: string[], prefix: string): Promise<void> {
+  for (const name of killed.splice(0)) await startNode(nodeByName(name)).catch(() => {});
+  const names = topologyNames(prefix);
+  const connection = await connectAny(urls);
+  for (const queue of [names.dispatch, names.retry(0), names.failed, names.invalid]) {
+    const ch = await connection.createChannel();
+    ch.on('error', () => {});
+    await ch.deleteQueue(queue).catch(() => {});
+    await ch.close().catch(() => {});
+  }
+  await connection.close();
 }

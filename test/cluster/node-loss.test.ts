@@ -13,7 +13,7 @@ import { testMerchant, writeMerchantsFile } from '../support/harness.js';
 import { startProgram } from '../support/process.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
-import { killNode, leaders, nodeByName, NODES, onlineMembers, startNode } from './cluster.js';
+import { cleanUp, killNode, leaders, nodeByName, NODES, onlineMembers, startNode } from './cluster.js';
 import { randomBytes } from 'node:crypto';
 
 const urls = (process.env.CLUSTER_URLS ?? '').split(',');
@@ -26,19 +26,6 @@ async function freePort(): Promise<number> {
   const port = (server.address() as { port: number }).port;
   await new Promise((resolve) => server.close(resolve));
   return port;
-}
-
-/** A plain connection to whichever node answers first. */
-async function connectAny(): Promise<amqp.ChannelModel> {
-  let last: unknown;
-  for (const url of urls) {
-    try {
-      return await amqp.connect(url);
-    } catch (err) {
-      last = err;
-    }
-  }
-  throw last;
 }
 
 /** The longest wait between two consecutive receipts in a time window. */
@@ -93,16 +80,7 @@ describe('losing a node of a three-node cluster', () => {
     api?.child.kill('SIGTERM');
     await Promise.all([dispatcher, api].filter(Boolean).map((p) => (p!.child.exitCode === null ? once(p!.child, 'exit') : undefined)));
     await publisherBroker?.close();
-    // Bring back any node a test killed, then remove what this file declared.
-    for (const name of killed) await startNode(nodeByName(name)).catch(() => {});
-    const connection = await connectAny();
-    for (const queue of [names.dispatch, names.retry(0), names.failed, names.invalid]) {
-      const ch = await connection.createChannel();
-      ch.on('error', () => {});
-      await ch.deleteQueue(queue).catch(() => {});
-      await ch.close().catch(() => {});
-    }
-    await connection.close();
+    await cleanUp(urls, killed, prefix);
     await healthy?.close();
     await failing?.close();
   });

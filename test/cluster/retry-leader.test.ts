@@ -1,7 +1,6 @@
 import { once } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import type { ChildProcess } from 'node:child_process';
-import amqp from 'amqplib';
 import { BrokerConnection } from '../../libs/broker/index.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
@@ -11,7 +10,7 @@ import { testMerchant, writeMerchantsFile } from '../support/harness.js';
 import { startProgram } from '../support/process.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
-import { killNode, leaders, nodeByName, startNode } from './cluster.js';
+import { cleanUp, killNode, leaders, nodeByName } from './cluster.js';
 
 const urls = (process.env.CLUSTER_URLS ?? '').split(',');
 const prefix = `cluster.retry.${randomBytes(3).toString('hex')}`;
@@ -58,16 +57,7 @@ describe('a retry tier losing its leader', () => {
     dispatcher?.child.kill('SIGTERM');
     if (dispatcher && dispatcher.child.exitCode === null) await once(dispatcher.child, 'exit');
     await broker?.close();
-    for (const name of killed) await startNode(nodeByName(name)).catch(() => {});
-    const connection = await amqp.connect(urls[0]!);
-    connection.on('error', () => {});
-    for (const queue of [names.dispatch, names.retry(0), names.failed, names.invalid]) {
-      const ch = await connection.createChannel();
-      ch.on('error', () => {});
-      await ch.deleteQueue(queue).catch(() => {});
-      await ch.close().catch(() => {});
-    }
-    await connection.close();
+    await cleanUp(urls, killed, prefix);
     await receiver?.close();
   });
 
