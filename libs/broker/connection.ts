@@ -203,18 +203,28 @@ export class BrokerConnection extends EventEmitter {
           await Promise.all(opened.map((channel) => channel.close().catch(() => {})));
         }
       }
-      const publishChannel = await model.createConfirmChannel();
-      this.watch(model, publishChannel, 'publish');
-      const returns = new ReturnTracker(publishChannel);
+      const publishing = await this.openPublishChannel(model);
       for (const consumer of this.consumers) await this.startConsumer(model, consumer);
       this.current = model;
-      this.publishChannel = publishChannel;
-      this.returns = returns;
-      for (const wake of this.waiters.splice(0)) wake();
+      this.usePublishChannel(publishing);
     } catch (err) {
       if ((err as Error).name === 'TopologyMismatchError') this.fatal = err as Error;
       throw err;
     }
+  }
+
+  /** A confirm channel for publishes, with the tracker of what the broker returns as unroutable. */
+  private async openPublishChannel(model: ChannelModel): Promise<{ channel: ConfirmChannel; returns: ReturnTracker }> {
+    const channel = await model.createConfirmChannel();
+    this.watch(model, channel, 'publish');
+    return { channel, returns: new ReturnTracker(channel) };
+  }
+
+  /** Publishes go to this channel from now on; those waiting for one go ahead. */
+  private usePublishChannel(publishing: { channel: ConfirmChannel; returns: ReturnTracker }): void {
+    this.publishChannel = publishing.channel;
+    this.returns = publishing.returns;
+    for (const wake of this.waiters.splice(0)) wake();
   }
 
   /** A channel closed under a live connection (an operation error, a deleted queue): rebuild everything. */
@@ -356,13 +366,8 @@ export class BrokerConnection extends EventEmitter {
     void (async () => {
       try {
         await stale.close().catch(() => {});
-        const fresh = await model.createConfirmChannel();
-        this.watch(model, fresh, 'publish');
-        const returns = new ReturnTracker(fresh);
-        if (this.current !== model) return;
-        this.publishChannel = fresh;
-        this.returns = returns;
-        for (const wake of this.waiters.splice(0)) wake();
+        const publishing = await this.openPublishChannel(model);
+        if (this.current === model) this.usePublishChannel(publishing);
       } catch {
         // The connection is going: reconnecting rebuilds every channel.
         model.close().catch(() => {});
