@@ -1,20 +1,13 @@
 import type { BrokerConnection } from '../broker/index.js';
 import { ENTRY_TYPES, HEADERS } from '../contracts/index.js';
+import { appendEntry } from './append.js';
 
 /**
  * The stream gives no message count, so a reader marks "now" by appending a checkpoint with an id of
  * its own: reading it back means every entry written before it has been seen.
  */
 export function appendCheckpoint(broker: BrokerConnection, stream: string, id: string, deadlineMs?: number): Promise<void> {
-  return broker.sendToQueue(
-    stream,
-    Buffer.from('{}'),
-    {
-      contentType: 'application/json',
-      headers: { [HEADERS.entryType]: ENTRY_TYPES.checkpoint, [HEADERS.checkpointId]: id },
-    },
-    deadlineMs,
-  );
+  return appendEntry(broker, stream, ENTRY_TYPES.checkpoint, Buffer.from('{}'), { [HEADERS.checkpointId]: id }, deadlineMs);
 }
 
 export function isCheckpoint(headers: Record<string, unknown> | undefined, id: string | undefined): boolean {

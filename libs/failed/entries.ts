@@ -1,3 +1,4 @@
+import type { ConsumeMessage } from 'amqplib';
 import { z } from 'zod';
 import { ENTRY_TYPES, HEADERS } from '../contracts/index.js';
 
@@ -9,11 +10,11 @@ import { ENTRY_TYPES, HEADERS } from '../contracts/index.js';
  */
 export type EntryType = (typeof ENTRY_TYPES)[keyof typeof ENTRY_TYPES];
 
+const ENTRY_TYPE_VALUES: readonly unknown[] = Object.values(ENTRY_TYPES);
+
 export function entryTypeOf(headers: Record<string, unknown> | undefined): EntryType | undefined {
   const type = headers?.[HEADERS.entryType];
-  return type === ENTRY_TYPES.failure || type === ENTRY_TYPES.resolution || type === ENTRY_TYPES.checkpoint || type === ENTRY_TYPES.claim
-    ? type
-    : undefined;
+  return ENTRY_TYPE_VALUES.includes(type) ? (type as EntryType) : undefined;
 }
 
 export function offsetOf(headers: Record<string, unknown> | undefined): number | undefined {
@@ -44,12 +45,7 @@ export function encodeResolution(resolution: Resolution): Buffer {
 
 /** Undefined for a body that is not a resolution: a replica skips it rather than stop replaying. */
 export function decodeResolution(content: Buffer): Resolution | undefined {
-  try {
-    const parsed = resolutionSchema.safeParse(JSON.parse(content.toString('utf8')));
-    return parsed.success ? parsed.data : undefined;
-  } catch {
-    return undefined;
-  }
+  return decodeJson(resolutionSchema, content);
 }
 
 const claimSchema = z.object({
@@ -73,8 +69,21 @@ export function encodeClaim(claim: Claim): Buffer {
 }
 
 export function decodeClaim(content: Buffer): Claim | undefined {
+  return decodeJson(claimSchema, content);
+}
+
+/**
+ * The webhook-id a failure entry carries (its header, else its messageId); undefined when it has
+ * none, which callers replace with one of their own for that offset.
+ */
+export function webhookIdOf(entry: ConsumeMessage): string | undefined {
+  const id = entry.properties.headers?.[HEADERS.webhookId] ?? entry.properties.messageId;
+  return typeof id === 'string' && id.length > 0 ? id : undefined;
+}
+
+function decodeJson<T>(schema: z.ZodType<T>, content: Buffer): T | undefined {
   try {
-    const parsed = claimSchema.safeParse(JSON.parse(content.toString('utf8')));
+    const parsed = schema.safeParse(JSON.parse(content.toString('utf8')));
     return parsed.success ? parsed.data : undefined;
   } catch {
     return undefined;

@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { type BrokerConnection, BrokerUnavailableError, type Consumer, type Delivery } from '../broker/index.js';
-import { ENTRY_TYPES, HEADERS } from '../contracts/index.js';
+import { ENTRY_TYPES } from '../contracts/index.js';
 import type { Logger } from '../logger/index.js';
 import { appendCheckpoint, isCheckpoint } from './checkpoint.js';
-import { type Claim, decodeClaim, decodeResolution, entryTypeOf, failureKeysOf, offsetOf, type Resolution } from './entries.js';
+import { type Claim, decodeClaim, decodeResolution, entryTypeOf, failureKeysOf, offsetOf, type Resolution, webhookIdOf } from './entries.js';
 import { firstOffset } from './reader.js';
 
 /** A claim that won an entry, in stream order, and when it was made (its maker's clock). */
@@ -196,8 +196,7 @@ export class FailedIndex {
       case ENTRY_TYPES.failure: {
         const keys = failureKeysOf(headers);
         if (!keys) return;
-        const webhookId = headers?.[HEADERS.webhookId] ?? message.properties.messageId;
-        const hash = typeof webhookId === 'string' && webhookId.length > 0 ? hashOf(webhookId) : hashOf(`offset:${offset}`);
+        const hash = hashOf(webhookIdOf(message) ?? `offset:${offset}`);
         this.addFailure(offset, [...new Set(keys.references)].map((reference) => keyOf(keys.merchantId, reference)), hash);
         return;
       }

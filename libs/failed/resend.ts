@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { ConsumeMessage } from 'amqplib';
 import { BrokerUnavailableError, type BrokerConnection } from '../broker/index.js';
-import { ENTRY_TYPES, HEADERS, type ScalarHeaders, scalarHeaders } from '../contracts/index.js';
+import { HEADERS, type ScalarHeaders, scalarHeaders } from '../contracts/index.js';
 import type { Logger } from '../logger/index.js';
 import { type TopologyNames, topologyNames } from '../topology/index.js';
-import { appendResolution } from './append.js';
-import { type Claim, encodeClaim, failureKeysOf, type Resolution } from './entries.js';
+import { appendClaim, appendResolution } from './append.js';
+import { type Claim, failureKeysOf, type Resolution, webhookIdOf } from './entries.js';
 import type { FailedIndex } from './failed-index.js';
 import { EntryExpiredError, readEntryAt } from './reader.js';
 
@@ -136,8 +136,7 @@ export class ResendService {
 
   /**
    * Splits offsets whose webhook-ids hash alike into webhooks, by the webhook-ids the entries
-   * really carry; a lone offset needs no read to know it is one webhook. `newest` is the entry to
-   * republish, absent when retention removed it.
+   * really carry. `newest` is the entry to republish, absent when retention removed it.
    */
   private async sameWebhooks(offsets: number[]): Promise<WebhookEntries[]> {
     const read = async (offset: number): Promise<ConsumeMessage | undefined> => {
@@ -148,14 +147,10 @@ export class ResendService {
         throw err;
       }
     };
-    if (offsets.length === 1) {
-      const entry = await read(offsets[0]!);
-      return [{ offsets, newest: entry && { entry, offset: offsets[0]! } }];
-    }
     const groups = new Map<string, WebhookEntries>();
     for (const offset of offsets) {
       const entry = await read(offset);
-      const id = String(entry?.properties.headers?.[HEADERS.webhookId] ?? entry?.properties.messageId ?? `offset:${offset}`);
+      const id = (entry && webhookIdOf(entry)) ?? `offset:${offset}`;
       const group = groups.get(id) ?? { offsets: [] };
       group.offsets.push(offset);
       if (entry) group.newest = { entry, offset };
@@ -165,19 +160,7 @@ export class ResendService {
   }
 
   private appendClaim(claim: Claim): Promise<void> {
-    return this.broker.sendToQueue(
-      this.names.failed,
-      encodeClaim(claim),
-      {
-        contentType: 'application/json',
-        headers: {
-          [HEADERS.entryType]: ENTRY_TYPES.claim,
-          [HEADERS.claimId]: claim.claimId,
-          [HEADERS.merchantId]: claim.merchantId,
-        },
-      },
-      this.deadlineMs,
-    );
+    return appendClaim(this.broker, this.names.failed, claim, this.deadlineMs);
   }
 
   private async appendResolution(resolution: Resolution, reference: string): Promise<void> {
