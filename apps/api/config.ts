@@ -1,14 +1,12 @@
 import { z } from 'zod';
-import { DEV_JWT_SECRET, envFields, parseEnv } from '../../libs/config/index.js';
+import { DEV_JWT_SECRET, envFields, parseEnv, replicationFields } from '../../libs/config/index.js';
 import { requireMerchantsFile } from '../../libs/config/env.js';
 
 export const apiEnvSchema = z
   .object({
     RABBITMQ_URL: envFields.rabbitmqUrl,
     TOPOLOGY_PREFIX: envFields.topologyPrefix,
-    /** Members of each quorum queue and replicas of the failed stream when created; the broker caps them at its nodes. */
-    QUORUM_GROUP_SIZE: envFields.positiveInt(3, 99),
-    STREAM_CLUSTER_SIZE: envFields.positiveInt(3, 99),
+    ...replicationFields,
     PORT: envFields.port('8080'),
     /** When set, /metrics is served here and not on PORT, which then exposes only the resend API and health. */
     METRICS_PORT: envFields.port(),

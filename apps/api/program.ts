@@ -1,6 +1,7 @@
 import { once } from 'node:events';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { replicationOf } from '../../libs/config/index.js';
 import type { BrokerConnection } from '../../libs/broker/index.js';
 import { FailedIndex, ResendService } from '../../libs/failed/index.js';
 import type { Logger } from '../../libs/logger/index.js';
@@ -41,7 +42,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
         prefix: config.TOPOLOGY_PREFIX,
         retryDelaysMs: config.RETRY_SCHEDULE,
         failedRetention: config.FAILED_RETENTION,
-        replication: { quorumGroupSize: config.QUORUM_GROUP_SIZE, streamClusterSize: config.STREAM_CLUSTER_SIZE },
+        replication: replicationOf(config),
       },
     });
   } catch (err) {

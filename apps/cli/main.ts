@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
 import { BrokerConnection } from '../../libs/broker/index.js';
-import { withDevDefaults } from '../../libs/config/index.js';
+import { replicationOf, withDevDefaults } from '../../libs/config/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { declareIntake } from '../../libs/topology/index.js';
@@ -63,8 +63,7 @@ async function main(argv: string[]): Promise<number> {
     url: config.RABBITMQ_URL,
     name: 'webhooks-cli',
     logger: silentLogger(),
-    declare: (openChannel) =>
-      declareIntake(openChannel, config.TOPOLOGY_PREFIX, { quorumGroupSize: config.QUORUM_GROUP_SIZE, streamClusterSize: config.STREAM_CLUSTER_SIZE }),
+    declare: (openChannel) => declareIntake(openChannel, config.TOPOLOGY_PREFIX, replicationOf(config)),
   });
   await broker.open(10_000);
   try {

@@ -1,13 +1,11 @@
 import { z } from 'zod';
-import { envFields, parseEnv } from '../../libs/config/index.js';
+import { envFields, parseEnv, replicationFields } from '../../libs/config/index.js';
 import { requireMerchantsFile } from '../../libs/config/env.js';
 
 export const dispatcherEnvSchema = z.object({
   RABBITMQ_URL: envFields.rabbitmqUrl,
   TOPOLOGY_PREFIX: envFields.topologyPrefix,
-  /** Members of each quorum queue and replicas of the failed stream when created; the broker caps them at its nodes. */
-  QUORUM_GROUP_SIZE: envFields.positiveInt(3, 99),
-  STREAM_CLUSTER_SIZE: envFields.positiveInt(3, 99),
+  ...replicationFields,
   WEBHOOKS_DEV: envFields.boolean(false),
   MERCHANTS_FILE: envFields.filePath.optional(),
   RETRY_SCHEDULE: envFields.retrySchedule,

@@ -1,3 +1,4 @@
+import { replicationOf } from '../../libs/config/index.js';
 import type { BrokerConnection } from '../../libs/broker/index.js';
 import { createGotClient, createUndiciClient } from '../../libs/http/index.js';
 import type { Logger } from '../../libs/logger/index.js';
@@ -31,7 +32,7 @@ export async function startDispatcher(config: DispatcherConfig, logger: Logger):
         prefix: config.TOPOLOGY_PREFIX,
         retryDelaysMs: config.RETRY_SCHEDULE,
         failedRetention: config.FAILED_RETENTION,
-        replication: { quorumGroupSize: config.QUORUM_GROUP_SIZE, streamClusterSize: config.STREAM_CLUSTER_SIZE },
+        replication: replicationOf(config),
       },
     });
   } catch (err) {

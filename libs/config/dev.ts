@@ -5,13 +5,13 @@
  * fresh clone works. Without it the programs need MERCHANTS_FILE and AUTH_JWT_SECRET or
  * AUTH_JWKS_URL, refuse the development secret, and keep the address guard on by default.
  */
+import { TRUE_VALUES } from './env.js';
+
 export const DEV_MERCHANTS_FILE = 'config/merchants.dev.json';
 export const DEV_JWT_SECRET = 'dev-only-jwt-secret-never-use-in-production-0123456789';
 
-const TRUE = ['true', '1', 'yes'];
-
 export function isDevMode(env: Record<string, string | undefined>): boolean {
-  return TRUE.includes((env.WEBHOOKS_DEV ?? '').trim().toLowerCase()) || env.NODE_ENV === 'development';
+  return TRUE_VALUES.includes((env.WEBHOOKS_DEV ?? '').trim().toLowerCase()) || env.NODE_ENV === 'development';
 }
 
 export function withDevDefaults(env: Record<string, string | undefined>): { env: Record<string, string | undefined>; dev: boolean } {

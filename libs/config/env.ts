@@ -6,6 +6,9 @@ import { ConfigError } from './errors.js';
  * Field schemas shared by the apps' config parsers. Each app composes its own z.object from these
  * in its entry point, so a library never reads process.env.
  */
+/** What a boolean variable accepts as true (lower-cased, trimmed). */
+export const TRUE_VALUES: readonly string[] = ['true', '1', 'yes'];
+
 export const envFields = {
   /** One URL (a node or a load balancer), or a comma-separated list of a cluster's nodes. */
   rabbitmqUrl: z
@@ -71,7 +74,7 @@ export const envFields = {
       .default(String(fallback))
       .transform((text, ctx) => {
         const v = text.trim().toLowerCase();
-        if (['true', '1', 'yes'].includes(v)) return true;
+        if (TRUE_VALUES.includes(v)) return true;
         if (['false', '0', 'no', ''].includes(v)) return false;
         ctx.addIssue({ code: 'custom', message: `"${text}" must be true or false` });
         return z.NEVER;
@@ -87,6 +90,23 @@ export const envFields = {
     return fallback === undefined ? port.transform(Number).optional() : port.default(fallback).transform(Number);
   },
 };
+
+/**
+ * Replication of the queues a program declares: members of each quorum queue and replicas of the
+ * failed stream when created; the broker caps them at its nodes. Every program that declares
+ * queues spreads these into its schema.
+ */
+export const replicationFields = {
+  QUORUM_GROUP_SIZE: envFields.positiveInt(3, 99),
+  STREAM_CLUSTER_SIZE: envFields.positiveInt(3, 99),
+};
+
+export function replicationOf(config: { QUORUM_GROUP_SIZE: number; STREAM_CLUSTER_SIZE: number }): {
+  quorumGroupSize: number;
+  streamClusterSize: number;
+} {
+  return { quorumGroupSize: config.QUORUM_GROUP_SIZE, streamClusterSize: config.STREAM_CLUSTER_SIZE };
+}
 
 /** Outside development mode the merchants file is named, never the bundled demo one by default. */
 export function requireMerchantsFile(env: { MERCHANTS_FILE?: string }, ctx: z.RefinementCtx): void {
