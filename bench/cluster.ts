@@ -4,7 +4,6 @@
  * alternating. The cluster is the one the cluster tests use (test/cluster/cluster.sh, as root).
  */
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { coresDuring } from './cpu.js';
 import { benchPrefix, deleteTopology, fillDispatch, merchantsFile } from './fixtures.js';
 import { type ProgramProcess, type ReceiverProcess, startProgram, until } from './processes.js';
@@ -33,7 +32,7 @@ function nodePids(): Record<string, number | undefined> {
   return Object.fromEntries(
     [1, 2, 3].map((i) => {
       try {
-        return [`node${i}`, Number(readFileSync(`/tmp/webhooks-cluster/c${i}/pid`, 'utf8').trim())];
+        return [`node${i}`, Number(execFileSync(SCRIPT, ['pid', String(i)]).toString().trim())];
       } catch {
         return [`node${i}`, undefined];
       }

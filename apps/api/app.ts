@@ -116,9 +116,7 @@ function referenceFrom(req: Request): string {
 
 function toApiError(err: unknown, logger: Logger): ApiError {
   if (err instanceof ApiError) return err;
-  if (err instanceof NothingToResendError) {
-    return notFound('not_found', 'No failed webhook for this reference');
-  }
+  if (err instanceof NothingToResendError) return notFound('not_found', 'No failed webhook for this reference');
   if (err instanceof BrokerUnavailableError) return unavailable('The message broker is unavailable; try again shortly');
   const status = (err as { status?: number; statusCode?: number })?.status ?? (err as { statusCode?: number })?.statusCode;
   const type = (err as { type?: string })?.type;

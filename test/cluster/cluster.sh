@@ -7,6 +7,7 @@
 #   cluster.sh kill-node N      kill -9 node N's Erlang VM (no goodbye to clients or peers)
 #   cluster.sh start-node N     start node N again; its data directory makes it rejoin
 #   cluster.sh urls             the AMQP URLs, comma-separated (for RABBITMQ_URL)
+#   cluster.sh pid N            node N's Erlang VM process id
 # Runs as root (rabbitmq-server switches to the rabbitmq user).
 set -euo pipefail
 CLUSTER_DIR="${CLUSTER_DIR:-/tmp/webhooks-cluster}"
@@ -55,7 +56,8 @@ case "${1:-}" in
     rm -rf "$CLUSTER_DIR"
     ;;
   kill-node) kill_node "$2" ;;
+  pid) cat "$(dir "$2")/pid" ;;
   start-node) start_node "$2" ;;
   urls) echo "amqp://guest:guest@127.0.0.1:5691,amqp://guest:guest@127.0.0.1:5692,amqp://guest:guest@127.0.0.1:5693" ;;
-  *) echo "usage: $0 start|stop|kill-node N|start-node N|urls" >&2; exit 2 ;;
+  *) echo "usage: $0 start|stop|kill-node N|start-node N|urls|pid N" >&2; exit 2 ;;
 esac

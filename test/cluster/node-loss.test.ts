@@ -1,5 +1,4 @@
 import { once } from 'node:events';
-import { createServer } from 'node:net';
 import type { ChildProcess } from 'node:child_process';
 import amqp from 'amqplib';
 import { BrokerConnection } from '../../libs/broker/index.js';
@@ -11,7 +10,7 @@ import { declareIntake, topologyNames } from '../../libs/topology/index.js';
 import { JWT_SECRET, token } from '../support/api.js';
 import { testMerchant, writeMerchantsFile } from '../support/harness.js';
 import { startProgram } from '../support/process.js';
-import { Receiver } from '../support/receiver.js';
+import { freePort, Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 import { cleanUp, killNode, leaders, nodeByName, NODES, onlineMembers, startNode } from './cluster.js';
 import { randomBytes } from 'node:crypto';
@@ -19,14 +18,6 @@ import { randomBytes } from 'node:crypto';
 const urls = (process.env.CLUSTER_URLS ?? '').split(',');
 const prefix = `cluster.${randomBytes(3).toString('hex')}`;
 const names = topologyNames(prefix);
-
-async function freePort(): Promise<number> {
-  const server = createServer().listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const port = (server.address() as { port: number }).port;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 /** The longest wait between two consecutive receipts in a time window. */
 function longestGap(times: number[], from: number): number {
@@ -72,7 +63,7 @@ describe('losing a node of a three-node cluster', () => {
     dispatcher = startProgram('dist/apps/dispatcher/main.js', { ...env, METRICS_PORT: '0', DISPATCH_CONCURRENCY: '64' });
     apiPort = await freePort();
     api = startProgram('dist/apps/api/main.js', { ...env, PORT: String(apiPort), AUTH_JWT_SECRET: JWT_SECRET, RESEND_RATE_LIMIT: '6000,1000', LOG_LEVEL: 'info' });
-    await waitFor('API ready', async () => (await fetch(`http://127.0.0.1:${apiPort}/readyz`).catch(() => undefined))?.status === 200, 60_000, 200);
+    await waitFor('API ready', apiReady, 60_000, 200);
   });
 
   afterAll(async () => {
@@ -84,6 +75,10 @@ describe('losing a node of a three-node cluster', () => {
     await healthy?.close();
     await failing?.close();
   });
+
+  async function apiReady(): Promise<boolean> {
+    return (await fetch(`http://127.0.0.1:${apiPort}/readyz`).catch(() => undefined))?.status === 200;
+  }
 
   /** Publishes with confirms, again on failure: a publish cut by the kill is retried (at least once). */
   async function publishAll(count: number, merchantId: string, tag: string): Promise<string[]> {
@@ -172,7 +167,7 @@ describe('losing a node of a three-node cluster', () => {
     const leader = (await leaders()).get(names.failed)!;
     await killNode(nodeByName(leader));
     killed.push(leader);
-    await waitFor('API ready again', async () => (await fetch(`http://127.0.0.1:${apiPort}/readyz`).catch(() => undefined))?.status === 200, 120_000, 200);
+    await waitFor('API ready again', apiReady, 120_000, 200);
     failingMode = 'ok';
     let lastAnswer = '';
     for (const reference of references) {

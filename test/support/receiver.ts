@@ -73,12 +73,17 @@ export class Receiver {
   }
 }
 
-/** A URL where nothing listens: a port that was just bound and released. */
-export async function refusedUrl(): Promise<string> {
+/** A loopback port nothing listens on: one that was just bound and released. */
+export async function freePort(): Promise<number> {
   const server = createServer();
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
   const { port } = server.address() as AddressInfo;
   await new Promise<void>((resolve) => server.close(() => resolve()));
-  return `http://127.0.0.1:${port}/webhooks`;
+  return port;
+}
+
+/** A URL where nothing listens. */
+export async function refusedUrl(): Promise<string> {
+  return `http://127.0.0.1:${await freePort()}/webhooks`;
 }
