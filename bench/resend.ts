@@ -82,7 +82,7 @@ export async function benchResend(url: string, entries: number, samples: number)
   }
   await api.stop();
   await channel.deleteQueue(names.failed).catch(() => {});
-  for (const queue of [names.dispatch, names.invalid]) await channel.deleteQueue(queue).catch(() => {});
+  for (const queue of [names.dispatch, names.invalid, names.retries]) await channel.deleteQueue(queue).catch(() => {});
   await channel.deleteExchange(names.events).catch(() => {});
   await connection.close();
 

@@ -13,6 +13,8 @@ import { type DeliveryObserver, noopObserver, type Outcome } from '../../libs/me
 import { activeWebhook, type MerchantDirectory } from '../../libs/merchants/index.js';
 import { WebhookSigner } from '../../libs/signing/index.js';
 import { appendResolution } from '../../libs/failed/index.js';
+import { appendArrived, appendScheduled, type RetryWatch } from '../../libs/retries/index.js';
+import { randomUUID } from 'node:crypto';
 import { type TopologyNames, topologyNames } from '../../libs/topology/index.js';
 import { type AttemptResult, EndpointGuards, endpointOf } from './endpoint-guards.js';
 import { CircuitOpenError, InvalidMessageError, WebhookUnavailableError } from './errors.js';
@@ -47,6 +49,8 @@ export interface DispatcherDeps {
   signer?: WebhookSigner;
   now?: () => Date;
   observer?: DeliveryObserver;
+  /** Knows which messages back from a retry tier were already recovered by a copy. */
+  retryWatch?: RetryWatch;
 }
 
 export interface DispatcherStats {
@@ -58,6 +62,7 @@ export interface DispatcherStats {
   invalid: number;
   skipped: number;
   requeued: number;
+  superseded: number;
 }
 
 /**
@@ -65,7 +70,7 @@ export interface DispatcherStats {
  * or re-published with a confirm to the next retry tier, to `failed`, or to `invalid`.
  */
 export class Dispatcher {
-  readonly stats: DispatcherStats = { delivered: 0, deferred: 0, circuitOpen: 0, retried: 0, failed: 0, invalid: 0, skipped: 0, requeued: 0 };
+  readonly stats: DispatcherStats = { delivered: 0, deferred: 0, circuitOpen: 0, retried: 0, failed: 0, invalid: 0, skipped: 0, requeued: 0, superseded: 0 };
   readonly guards: EndpointGuards;
   private readonly names: TopologyNames;
   private readonly signer: WebhookSigner;
@@ -133,6 +138,18 @@ export class Dispatcher {
   private async handle(delivery: Delivery): Promise<void> {
     const { message } = delivery;
     const now = this.now();
+    const scheduleId = this.scheduleIdOf(message);
+    if (scheduleId !== undefined) {
+      const recoveredBy = message.properties.headers?.[HEADERS.recoveredBy];
+      if (this.deps.retryWatch?.isSuperseded(scheduleId, typeof recoveredBy === 'string' ? recoveredBy : undefined)) {
+        // Its tier held it past its time and the retry watch already put a copy back: that copy counts.
+        this.count('superseded', 'superseded', 'unknown');
+        this.deps.logger.info('late retry dropped: a recovered copy replaced it', { scheduleId });
+        delivery.ack();
+        return;
+      }
+      this.noteArrival(scheduleId);
+    }
     let intake: IntakeEvent;
     try {
       intake = parseIntake(message, this.settings.maxMessageBytes, now, this.names.events);
@@ -229,6 +246,22 @@ export class Dispatcher {
     }
   }
 
+  /** Only on messages that came back from a retry tier or the retry watch, never on upstream's. */
+  private scheduleIdOf(message: ConsumeMessage): string | undefined {
+    if (message.fields.exchange === this.names.events) return undefined;
+    const id = message.properties.headers?.[HEADERS.scheduleId];
+    return typeof id === 'string' && id.length > 0 ? id : undefined;
+  }
+
+  /** The wait is over: the journal stops counting it; in the background, it only guards a recovery. */
+  private noteArrival(scheduleId: string): void {
+    const work = appendArrived(this.deps.broker, this.names.retries, scheduleId, 10_000).catch((err: unknown) => {
+      this.deps.logger.warn('retry arrival not recorded; the retry watch may put back a copy', { scheduleId, error: (err as Error).message });
+    });
+    this.inFlight.add(work);
+    void work.finally(() => this.inFlight.delete(work));
+  }
+
   private count(stat: keyof DispatcherStats, outcome: Outcome, event: string): void {
     this.stats[stat]++;
     this.observer.outcome(outcome, event);
@@ -264,7 +297,7 @@ export class Dispatcher {
     const tier = Math.min(intake.attempts, this.settings.retryDelaysMs.length - 1);
     const headers = this.waitingHeaders(delivery, intake);
     headers[HEADERS.deferrals] = intake.deferrals + 1;
-    if (!(await this.move(delivery, this.names.retry(tier), headers, intake.event))) return;
+    if (!(await this.move(delivery, this.names.retry(tier), headers, intake.event, tier))) return;
     this.count('deferred', 'deferred', intake.event);
     if (this.debug) this.deps.logger.debug('delivery deferred: endpoint busy', { merchantId: intake.merchantId, reference: intake.references[0] });
   }
@@ -279,7 +312,7 @@ export class Dispatcher {
     if (tier < 0) tier = delays.length - 1;
     const headers = this.waitingHeaders(delivery, intake);
     headers[HEADERS.postponements] = intake.postponements + 1;
-    if (!(await this.move(delivery, this.names.retry(tier), headers, intake.event))) return;
+    if (!(await this.move(delivery, this.names.retry(tier), headers, intake.event, tier))) return;
     this.count('circuitOpen', 'circuit_open', intake.event);
     if (this.debug) this.deps.logger.debug('delivery postponed: circuit open', { merchantId: intake.merchantId, reference: intake.references[0], delayMs: delays[tier] });
   }
@@ -303,7 +336,7 @@ export class Dispatcher {
     if (attempt - 1 >= delays.length) return this.toFailed(delivery, intake, FAILED_REASONS.attemptsExhausted, failure, now, attemptHeaders);
     const tier = this.tierFor(attempt - 1, failure);
     const headers = { ...this.entryHeaders(delivery, intake), ...attemptHeaders };
-    if (!(await this.move(delivery, this.names.retry(tier), headers, intake.event))) return;
+    if (!(await this.move(delivery, this.names.retry(tier), headers, intake.event, tier))) return;
     this.count('retried', 'retried', intake.event);
     this.deps.logger.info('webhook attempt failed, retry scheduled', {
       merchantId: intake.merchantId,
@@ -400,8 +433,14 @@ export class Dispatcher {
    * delivery stays unacked where it is, then handed back to its queue: a delivery limit on
    * `dispatch` ends any loop in `invalid`. True when moved.
    */
-  private async move(delivery: Delivery, queue: string, headers: ScalarHeaders, event: string): Promise<boolean> {
+  private async move(delivery: Delivery, queue: string, headers: ScalarHeaders, event: string, tier?: number): Promise<boolean> {
     const { message } = delivery;
+    let dueAt: number | undefined;
+    if (tier !== undefined) {
+      // A wait of its own in the journal, so a tier that fails to hand it back is noticed.
+      dueAt = this.now().getTime() + this.settings.retryDelaysMs[tier]!;
+      headers = { ...headers, [HEADERS.scheduleId]: randomUUID(), [HEADERS.dueAt]: dueAt };
+    }
     const options: Options.Publish = {
       persistent: true,
       contentType: message.properties.contentType ?? 'application/json',
@@ -416,6 +455,7 @@ export class Dispatcher {
       }
       try {
         await this.deps.broker.sendToQueue(queue, message.content, options);
+        if (dueAt !== undefined) await this.journal(queue, dueAt, message.content, options);
         delivery.ack();
         return true;
       } catch (err) {
@@ -433,6 +473,16 @@ export class Dispatcher {
         }
         await new Promise((resolve) => setTimeout(resolve, this.moveBackoffMs[retry]));
       }
+    }
+  }
+
+  private async journal(queue: string, dueAt: number, content: Buffer, properties: Options.Publish): Promise<void> {
+    const scheduleId = properties.headers![HEADERS.scheduleId] as string;
+    try {
+      await appendScheduled(this.deps.broker, this.names.retries, { scheduleId, queue, dueAt, content, properties }, 10_000);
+    } catch (err) {
+      // The message is in its tier: only the watch's safety net is missing for it.
+      this.deps.logger.warn('retry not recorded in the journal', { queue, scheduleId, error: (err as Error).message });
     }
   }
 
@@ -469,6 +519,8 @@ const BOOKKEEPING = new Set<string>([
   HEADERS.streamOffset,
 ]);
 
+const WAIT_HEADERS = new Set<string>([HEADERS.scheduleId, HEADERS.dueAt, HEADERS.retryQueue, HEADERS.recoveredBy]);
+
 /**
  * Upstream's own scalar headers travel along; the broker's dead-letter bookkeeping does not, and
  * neither do bookkeeping headers an upstream set on a message it published to the events exchange.
@@ -478,6 +530,8 @@ function carriedHeaders(message: ConsumeMessage, upstreamExchange: string): Scal
   const fromUpstream = message.fields.exchange === upstreamExchange;
   for (const key of Object.keys(headers)) {
     if (key.startsWith('x-first-death') || key.startsWith('x-last-death') || key === 'x-delivery-count' || key === 'x-acquired-count') delete headers[key];
+    // A wait that is over: the next move to a tier starts a wait of its own.
+    else if (WAIT_HEADERS.has(key)) delete headers[key];
     else if (fromUpstream && (BOOKKEEPING.has(key) || key.startsWith('x-invalid-'))) delete headers[key];
   }
   return headers;

@@ -3,7 +3,8 @@ import type { BrokerConnection } from '../../libs/broker/index.js';
 import { createGotClient, createUndiciClient } from '../../libs/http/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import { FileMerchantDirectory } from '../../libs/merchants/index.js';
-import { METRIC_NAMES, createRegistry, deliveryMetrics, gaugeFrom, labelledGaugeFrom } from '../../libs/metrics/index.js';
+import { METRIC_NAMES, counterFrom, createRegistry, deliveryMetrics, gaugeFrom, labelledGaugeFrom } from '../../libs/metrics/index.js';
+import { RetryWatch } from '../../libs/retries/index.js';
 import { openTopologyBroker, topologyNames } from '../../libs/topology/index.js';
 import type { DispatcherConfig } from './config.js';
 import { Dispatcher } from './dispatcher.js';
@@ -44,8 +45,15 @@ export async function startDispatcher(config: DispatcherConfig, logger: Logger):
       ? createGotClient({ allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS })
       : createUndiciClient({ allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS });
   const registry = createRegistry('dispatcher');
+  const names = topologyNames(config.TOPOLOGY_PREFIX);
+  const retryWatch = new RetryWatch(broker, names.retries, logger, {
+    dispatch: names.dispatch,
+    overdueAfterMs: config.RETRY_OVERDUE_AFTER,
+    checkEveryMs: Math.min(5_000, Math.max(200, Math.round(config.RETRY_OVERDUE_AFTER / 4))),
+  });
+  await retryWatch.start();
   const dispatcher = new Dispatcher(
-    { broker, merchants, http, logger, observer: deliveryMetrics(registry) },
+    { broker, merchants, http, logger, observer: deliveryMetrics(registry), retryWatch },
     {
       prefix: config.TOPOLOGY_PREFIX,
       retryDelaysMs: config.RETRY_SCHEDULE,
@@ -57,7 +65,6 @@ export async function startDispatcher(config: DispatcherConfig, logger: Logger):
   );
   await dispatcher.start();
 
-  const names = topologyNames(config.TOPOLOGY_PREFIX);
   const queues = [names.dispatch, ...config.RETRY_SCHEDULE.map((_, i) => names.retry(i)), names.invalid];
   gaugeFrom(registry, METRIC_NAMES.brokerConnected, '1 while connected to RabbitMQ', () => (broker.isConnected ? 1 : 0));
   labelledGaugeFrom(registry, METRIC_NAMES.circuitOpen, '1 while the endpoint circuit is open', 'endpoint', () =>
@@ -76,6 +83,13 @@ export async function startDispatcher(config: DispatcherConfig, logger: Logger):
       await channel.close().catch(() => {});
     }
   });
+  labelledGaugeFrom(registry, METRIC_NAMES.retryWaiting, 'Messages moved into the retry tier and not back yet, ready or held by the broker', 'queue', () => [
+    ...retryWatch.waitingByQueue(),
+  ]);
+  labelledGaugeFrom(registry, METRIC_NAMES.retryOverdue, 'Messages more than RETRY_OVERDUE_AFTER past due in the retry tier', 'queue', () => [
+    ...retryWatch.overdueByQueue(),
+  ]);
+  counterFrom(registry, METRIC_NAMES.retriesRecovered, 'Copies put back in dispatch for messages their retry tier held too long', () => retryWatch.stats.recovered);
   const health = await startHealthServer({ port: config.METRICS_PORT, registry, ready: () => broker.isConnected });
   logger.info('dispatcher metrics listening', { port: health.port });
 
@@ -87,6 +101,7 @@ export async function startDispatcher(config: DispatcherConfig, logger: Logger):
     stop() {
       stopping ??= (async () => {
         await dispatcher.stop();
+        await retryWatch.stop();
         await health.close();
         await broker.close();
         http.close();

@@ -34,6 +34,13 @@ export const HEADERS = {
   claimId: 'x-claim-id',
   resentAt: 'x-resent-at',
   resentFromOffset: 'x-resent-from-offset',
+  /** One wait in a retry tier: the key of its entries in the retries journal. */
+  scheduleId: 'x-schedule-id',
+  /** When that wait ends (epoch ms): the tier's TTL from the move. */
+  dueAt: 'x-due-at',
+  retryQueue: 'x-retry-queue',
+  /** On a copy the retry watch put back in dispatch because its tier did not hand it back in time. */
+  recoveredBy: 'x-recovered-by',
 } as const;
 
 /** Why a webhook went to `failed`, so operators can tell an outage from a bug. */
@@ -53,6 +60,9 @@ export const FAILED_REASONS = {
 export type FailedReason = (typeof FAILED_REASONS)[keyof typeof FAILED_REASONS];
 
 export const ENTRY_TYPES = { failure: 'failure', resolution: 'resolution', checkpoint: 'checkpoint', claim: 'claim' } as const;
+
+/** Entries of the retries journal: a wait began, it ended (the message is back), a claim to recover it. */
+export const JOURNAL_ENTRY_TYPES = { scheduled: 'scheduled', arrived: 'arrived', recovery: 'recovery', checkpoint: 'checkpoint' } as const;
 
 export type ScalarHeaders = Record<string, string | number | boolean>;
 

@@ -3,7 +3,7 @@ import { METRIC_NAMES } from './names.js';
 
 export { METRIC_NAMES };
 
-export type Outcome = 'delivered' | 'retried' | 'failed' | 'invalid' | 'skipped' | 'deferred' | 'circuit_open' | 'requeued';
+export type Outcome = 'delivered' | 'retried' | 'failed' | 'invalid' | 'skipped' | 'deferred' | 'circuit_open' | 'requeued' | 'superseded';
 
 /** What the dispatcher reports; a no-op by default so the library runs without Prometheus. */
 export interface DeliveryObserver {
@@ -85,6 +85,21 @@ export function gaugeFrom(
     registers: [registry],
     async collect() {
       this.set(await read());
+    },
+  });
+}
+
+/** A counter that follows a running total kept by the program, read when Prometheus scrapes. */
+export function counterFrom(registry: Registry, name: string, help: string, read: () => number): Counter {
+  let reported = 0;
+  return new Counter({
+    name,
+    help,
+    registers: [registry],
+    collect() {
+      const total = read();
+      if (total > reported) this.inc(total - reported);
+      reported = total;
     },
   });
 }

@@ -6,7 +6,8 @@ export const METRIC_NAMES = {
   /**
    * counter {outcome, event}: delivered|retried|failed|invalid|skipped; deferred (endpoint busy)
    * and circuit_open (postponed, circuit open) spend no attempt; requeued (a move the broker did
-   * not take, handed back to its queue)
+   * not take, handed back to its queue); superseded (back from a retry tier after the retry watch
+   * had put a copy back: dropped)
    */
   deliveries: 'webhooks_deliveries_total',
   /** counter {reason: attempts-exhausted|circuit-open|blocked|webhook-disabled|merchant-removed} */
@@ -21,6 +22,12 @@ export const METRIC_NAMES = {
   failedIndexEntries: 'webhooks_failed_index_entries',
   /** gauge {queue}: messages ready in dispatch, retry tiers and invalid */
   queueMessages: 'webhooks_queue_messages',
+  /** gauge {queue}: messages moved into a retry tier and not back yet, ready or held by the broker (retries journal) */
+  retryWaiting: 'webhooks_retry_waiting',
+  /** gauge {queue}: of those, the ones past due by more than RETRY_OVERDUE_AFTER */
+  retryOverdue: 'webhooks_retry_overdue',
+  /** counter: copies the retry watch put back in dispatch for messages their tier held too long */
+  retriesRecovered: 'webhooks_retries_recovered_total',
   /** counter {status}: resend API answers by HTTP status */
   resends: 'webhooks_resend_requests_total',
   /** gauge: 1 while connected to RabbitMQ */

@@ -4,6 +4,8 @@ export interface TopologyNames {
   dispatch: string;
   failed: string;
   invalid: string;
+  /** Journal of retries scheduled into the tiers, for recovering what a tier fails to hand back. */
+  retries: string;
   retry(tier: number): string;
 }
 
@@ -14,6 +16,7 @@ export function topologyNames(prefix: string): TopologyNames {
     dispatch: `${prefix}.dispatch`,
     failed: `${prefix}.failed`,
     invalid: `${prefix}.invalid`,
+    retries: `${prefix}.retries`,
     retry: (tier) => `${prefix}.retry.${tier}`,
   };
 }

@@ -54,7 +54,7 @@ export interface IntakeSpec {
 
 export interface TopologySpec {
   exchange: ExchangeSpec;
-  /** In declaration order: dispatch, retry tiers, failed, invalid. */
+  /** In declaration order: dispatch, retry tiers, failed, invalid, retries. */
   queues: QueueSpec[];
   binding: BindingSpec;
 }
@@ -71,6 +71,14 @@ function quorum(replication: Replication = DEFAULT_REPLICATION) {
  * because 3.10 has no limit by default and 4.x silently drops a message after 20 returns.
  */
 export const DISPATCH_DELIVERY_LIMIT = 10;
+
+/**
+ * How long the retries journal keeps entries: longer than any wait in a tier (a retry schedule's
+ * longest delay is well under a day in practice) plus the time to notice and recover it. Small
+ * segments let retention actually drop them: it removes whole segments, never the one being written.
+ */
+export const RETRIES_RETENTION = '7D';
+export const RETRIES_SEGMENT_BYTES = 8_000_000;
 
 export function intakeSpec(prefix: string, replication?: Replication): IntakeSpec {
   const names = topologyNames(prefix);
@@ -132,6 +140,16 @@ export function topologySpec(options: TopologyOptions): TopologySpec {
         },
       },
       { name: names.invalid, kind: 'queue', arguments: { ...quorum(options.replication) } },
+      {
+        name: names.retries,
+        kind: 'stream',
+        arguments: {
+          'x-queue-type': 'stream',
+          'x-max-age': RETRIES_RETENTION,
+          'x-stream-max-segment-size-bytes': RETRIES_SEGMENT_BYTES,
+          'x-initial-cluster-size': (options.replication ?? DEFAULT_REPLICATION).streamClusterSize,
+        },
+      },
     ],
     binding: intake.binding,
   };

@@ -42,6 +42,7 @@ describe('a retry tier losing its leader', () => {
       TOPOLOGY_PREFIX: prefix,
       MERCHANTS_FILE: writeMerchantsFile(merchants),
       RETRY_SCHEDULE: '2s',
+      RETRY_OVERDUE_AFTER: '5s',
       ALLOW_PRIVATE_TARGETS: 'true',
       METRICS_PORT: '0',
       LOG_LEVEL: 'warn',

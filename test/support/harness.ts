@@ -8,6 +8,7 @@ import { createGotClient, createUndiciClient } from '../../libs/http/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { FileMerchantDirectory, type Merchant } from '../../libs/merchants/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
+import { RetryWatch } from '../../libs/retries/index.js';
 import { declareTopology, type TopologyNames, topologyNames } from '../../libs/topology/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from './broker.js';
 
@@ -41,6 +42,8 @@ export interface Harness {
   broker: BrokerConnection;
   publisher: EventPublisher;
   test: TestBroker;
+  /** With the retryWatch option only. */
+  retryWatch?: RetryWatch;
   close(): Promise<void>;
 }
 
@@ -52,6 +55,8 @@ export async function startHarness(options: {
   settings?: Partial<DispatcherSettings>;
   allowPrivateTargets?: boolean;
   httpClient?: 'undici' | 'got';
+  /** Runs a retry watch beside the dispatcher, as the program does. */
+  retryWatch?: { overdueAfterMs: number; checkEveryMs?: number };
 }): Promise<Harness> {
   const prefix = uniquePrefix(options.name);
   const retryDelaysMs = options.retryDelaysMs ?? [];
@@ -68,8 +73,14 @@ export async function startHarness(options: {
   // Test merchants listen on loopback, which production refuses (see ssrf.test.ts).
   const clientOptions = { allowPrivateTargets: options.allowPrivateTargets ?? true };
   const http = options.httpClient === 'got' ? createGotClient(clientOptions) : createUndiciClient(clientOptions);
+  const names = topologyNames(prefix);
+  let retryWatch: RetryWatch | undefined;
+  if (options.retryWatch) {
+    retryWatch = new RetryWatch(broker, names.retries, logger, { dispatch: names.dispatch, ...options.retryWatch });
+    await retryWatch.start();
+  }
   const dispatcher = new Dispatcher(
-    { broker, merchants, http, logger },
+    { broker, merchants, http, logger, retryWatch },
     {
       prefix,
       retryDelaysMs,
@@ -87,13 +98,15 @@ export async function startHarness(options: {
     prefix,
     merchantsFile,
     merchants,
-    names: topologyNames(prefix),
+    names,
+    retryWatch,
     dispatcher,
     broker,
     publisher: new EventPublisher(broker, prefix),
     test,
     async close() {
       await dispatcher.stop();
+      await retryWatch?.stop();
       await broker.close();
       http.close();
       await merchants.close();

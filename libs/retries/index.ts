@@ -1,0 +1,2 @@
+export { appendArrived, appendScheduled, type ScheduledRetry } from './journal.js';
+export { RetryWatch, type RetryWatchOptions } from './retry-watch.js';

@@ -1,0 +1,97 @@
+import type { GetMessage } from 'amqplib';
+import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
+import { RetryWatch } from '../../libs/retries/index.js';
+import { type Harness, startHarness, testMerchant } from '../support/harness.js';
+import { Receiver } from '../support/receiver.js';
+import { waitFor } from '../support/wait.js';
+
+const DELAY_MS = 3_000;
+const OVERDUE_AFTER_MS = 1_000;
+
+/**
+ * A retry tier that never hands a message back (a dead-letter worker stuck after a leader change,
+ * RabbitMQ 3.10 and 4.x) is simulated by taking the message out of the tier before it expires:
+ * from the dispatcher's side both look the same, a wait that does not end.
+ */
+describe('the retry watch', () => {
+  let receiver: Receiver;
+  let harness: Harness;
+  let second: RetryWatch | undefined;
+  const merchant = testMerchant('m_watch', 'http://placeholder');
+
+  beforeAll(async () => {
+    // Every webhook fails its first attempt and succeeds after.
+    const seen = new Set<string>();
+    receiver = await Receiver.start((_n, req) => {
+      const id = String(req.headers['webhook-id']);
+      if (seen.has(id)) return 204;
+      seen.add(id);
+      return 500;
+    });
+    merchant.webhook!.url = receiver.url;
+    harness = await startHarness({
+      name: 'retry-watch',
+      merchants: [merchant],
+      retryDelaysMs: [DELAY_MS],
+      retryWatch: { overdueAfterMs: OVERDUE_AFTER_MS, checkEveryMs: 100 },
+    });
+  });
+
+  afterAll(async () => {
+    await second?.stop();
+    await harness?.close();
+    await receiver?.close();
+  });
+
+  const requestsFor = (id: string) => receiver.requests.filter((r) => r.headers['webhook-id'] === id);
+
+  it('leaves a retry its tier hands back on time alone', async () => {
+    const { messageId } = await harness.publisher.publish(sampleEvent('payout', merchant.id));
+    await waitFor('second attempt', () => requestsFor(messageId).length === 2, 15_000);
+    // Once its arrival is in the journal the watch has nothing to recover.
+    await waitFor('arrival recorded', () => harness.retryWatch!.waitingByQueue().size === 0, 5_000);
+    expect(harness.retryWatch!.stats.recovered).toBe(0);
+    expect(requestsFor(messageId)).toHaveLength(2);
+  });
+
+  it('puts back, once across two watches, a retry its tier holds, and drops the original when it comes out late', async () => {
+    const tier = harness.names.retry(0);
+    const { messageId } = await harness.publisher.publish(sampleEvent('charge.completed', merchant.id));
+    await waitFor('first attempt', () => requestsFor(messageId).length === 1, 10_000);
+    // Take it out of the tier well before its 3 s are up: the tier will never hand it back.
+    let held: GetMessage | undefined;
+    await waitFor('message waiting in the tier', async () => {
+      held = (await harness.test.channel.get(tier, { noAck: true })) || undefined;
+      return held !== undefined;
+    }, 2_000, 20);
+    const scheduleId = held!.properties.headers![HEADERS.scheduleId] as string;
+    expect(typeof scheduleId).toBe('string');
+    expect(held!.properties.headers![HEADERS.dueAt]).toBeGreaterThan(Date.now());
+    // Operators see it waiting although the queue shows nothing ready.
+    await waitFor('counted as waiting', () => harness.retryWatch!.waitingByQueue().get(tier) === 1, 5_000);
+    expect(await harness.test.messageCount(tier)).toBe(0);
+
+    // A second dispatcher's watch, started now, rebuilds the same picture from the journal and competes.
+    second = new RetryWatch(harness.broker, harness.names.retries, silentLogger(), {
+      dispatch: harness.names.dispatch,
+      overdueAfterMs: OVERDUE_AFTER_MS,
+      checkEveryMs: 100,
+    });
+    await second.start();
+    await waitFor('second watch sees it waiting', () => second!.waitingByQueue().get(tier) === 1, 5_000);
+
+    await waitFor('second attempt, from the recovered copy', () => requestsFor(messageId).length === 2, 15_000);
+    const [first, again] = requestsFor(messageId);
+    expect(again!.at - first!.at).toBeGreaterThanOrEqual(DELAY_MS + OVERDUE_AFTER_MS - 50);
+    expect(harness.retryWatch!.stats.recovered + second.stats.recovered).toBe(1);
+    await waitFor('the copy arrived', () => harness.retryWatch!.waitingByQueue().size === 0 && second!.waitingByQueue().size === 0, 5_000);
+
+    // The tier lets the original go at last: it reaches dispatch as the broker's dead-lettering would.
+    await harness.test.publishRaw(harness.names.dispatch, held!.content, { ...held!.properties, headers: held!.properties.headers });
+    await waitFor('late original dropped', () => harness.dispatcher.stats.superseded === 1, 10_000);
+    expect(requestsFor(messageId)).toHaveLength(2);
+    // Neither watch makes another copy.
+    expect(harness.retryWatch!.stats.recovered + second.stats.recovered).toBe(1);
+  });
+});
