@@ -35,6 +35,7 @@ await runUntilSignal(
   'webhooks',
   async () => {
     const stops: Array<() => Promise<void>> = [];
+    const fatal: Array<Promise<Error>> = [];
     const stopAll = async () => {
       for (const stop of stops) await stop();
     };
@@ -51,13 +52,15 @@ await runUntilSignal(
       // Stop order: API first (no new resends), then the dispatcher drains, then the demo merchant.
       const dispatcher = await startDispatcher(dispatcherConfig, logger.child({ service: 'dispatcher' }));
       stops.unshift(() => dispatcher.stop());
+      fatal.push(dispatcher.fatal);
       const api = await startApi(apiConfig, logger.child({ service: 'api' }));
       stops.unshift(() => api.stop());
+      fatal.push(api.fatal);
     } catch (err) {
       await stopAll();
       throw err;
     }
-    return { stop: stopAll };
+    return { stop: stopAll, fatal: Promise.race(fatal) };
   },
   logger,
 );

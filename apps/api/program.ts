@@ -22,6 +22,8 @@ export interface ApiProgram {
   metricsPort?: number;
   index: FailedIndex;
   broker: BrokerConnection;
+  /** Settles when the broker connection hit what reconnecting cannot fix (a topology mismatch). */
+  fatal: Promise<Error>;
   stop(): Promise<void>;
 }
 
@@ -104,6 +106,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     metricsPort: metrics?.port,
     index,
     broker,
+    fatal: new Promise<Error>((resolve) => broker.once('fatal', resolve)),
     stop() {
       stopping ??= (async () => {
         // Finish requests in flight (their publishes need the broker), then disconnect.

@@ -17,6 +17,8 @@ export interface DispatcherProgram {
   broker: BrokerConnection;
   /** The port of /metrics, /healthz and /readyz. */
   metricsPort: number;
+  /** Settles when the broker connection hit what reconnecting cannot fix (a topology mismatch). */
+  fatal: Promise<Error>;
   stop(): Promise<void>;
 }
 
@@ -97,6 +99,7 @@ export async function startDispatcher(config: DispatcherConfig, logger: Logger):
   return {
     dispatcher,
     broker,
+    fatal: new Promise<Error>((resolve) => broker.once('fatal', resolve)),
     metricsPort: health.port,
     stop() {
       stopping ??= (async () => {

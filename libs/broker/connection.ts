@@ -156,8 +156,14 @@ export class BrokerConnection extends EventEmitter {
       if (model) await model.close().catch(() => {});
       if (this.current === model) this.forget();
       logger.warn('broker connect failed', { connection: name, node, error: (err as Error).message });
-      if (this.fatal) this.firstConnect?.reject(this.fatal);
-      else this.scheduleReconnect();
+      if (!this.fatal) this.scheduleReconnect();
+      else if (this.firstConnect) this.firstConnect.reject(this.fatal);
+      else {
+        // Reconnecting cannot fix it (someone re-created a queue with other arguments): say so
+        // and let the program stop, instead of running on without a broker.
+        logger.error('broker topology mismatch on reconnect; not reconnecting', { connection: name, error: this.fatal.message });
+        this.emit('fatal', this.fatal);
+      }
     } finally {
       this.connecting = false;
     }

@@ -7,7 +7,7 @@ import type { Logger } from '../logger/index.js';
  */
 export async function runUntilSignal(
   name: string,
-  start: () => Promise<{ stop(): Promise<void> }>,
+  start: () => Promise<{ stop(): Promise<void>; fatal?: Promise<Error> }>,
   logger?: Logger,
   stopTimeoutMs = 35_000,
 ): Promise<void> {
@@ -27,7 +27,7 @@ export async function runUntilSignal(
   process.on('SIGTERM', () => onSignal('SIGTERM'));
   process.on('SIGINT', () => onSignal('SIGINT'));
 
-  let program: { stop(): Promise<void> };
+  let program: { stop(): Promise<void>; fatal?: Promise<Error> };
   try {
     program = await start();
   } catch (err) {
@@ -44,4 +44,14 @@ export async function runUntilSignal(
     );
   };
   if (signalled) started(signalled);
+  // A failure the program cannot recover from while running (a topology mismatch found on a
+  // reconnect): stop what still runs and exit 1, so a supervisor sees it and restarts or alerts.
+  void program.fatal?.then((err) => {
+    if (signalled) return;
+    signalled = 'fatal';
+    process.stderr.write(`${name} stopped: ${err.message}\n`);
+    const force = setTimeout(() => process.exit(1), stopTimeoutMs);
+    force.unref();
+    program.stop().finally(() => process.exit(1));
+  });
 }

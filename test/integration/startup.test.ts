@@ -69,6 +69,25 @@ describe('dispatcher start-up and shutdown', () => {
     }
   });
 
+  it('exits 1 naming the queue when a reconnect finds dispatch re-created with other arguments', async () => {
+    const clash = uniquePrefix('reclash');
+    const program = startProgram(DISPATCHER, env({ TOPOLOGY_PREFIX: clash, LOG_LEVEL: 'info' }));
+    try {
+      await waitFor('dispatcher consuming', () => program.output.stdout.includes('dispatcher consuming'), 15_000);
+      // Deleting the queue cancels the dispatcher's consumer, which makes it reconnect and declare again.
+      const ch = await test.connection.createChannel();
+      await ch.deleteQueue(`${clash}.dispatch`);
+      await ch.assertQueue(`${clash}.dispatch`, { durable: true });
+      await ch.close();
+      const result = await program.finished;
+      expect(result.code).toBe(1);
+      expect(result.stderr).toContain(`dispatcher stopped: queue ${clash}.dispatch already exists with different arguments`);
+    } finally {
+      if (program.child.exitCode === null) program.child.kill('SIGKILL');
+      await test.deleteTopology(clash, 3);
+    }
+  });
+
   it('declares the topology, consumes, and exits 0 on SIGTERM', async () => {
     const program = startProgram(DISPATCHER, env({ LOG_LEVEL: 'info' }));
     await waitFor('dispatcher consuming', () => program.output.stdout.includes('dispatcher consuming'), 15_000);
