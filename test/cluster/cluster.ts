@@ -79,3 +79,23 @@ export async function cleanUp(urls: string[], killed: string[], prefix: string):
   }
   await connection.close();
 }
+
+/**
+ * The node a client connection is on, found by the start of its connection name: the broker
+ * reports the port the client connected to, and `urls` (in node order) says whose port it is.
+ */
+export async function nodeHoldingConnection(namePrefix: string, urls: string[]): Promise<ClusterNode | undefined> {
+  for (const node of NODES) {
+    try {
+      const { stdout } = await run('rabbitmqctl', ['-n', node.name, 'list_connections', 'client_properties', 'port', '--formatter', 'json', '--quiet'], { timeout: 20_000 });
+      const rows = JSON.parse(stdout) as Array<{ client_properties: Array<[string, string, unknown]>; port: number }>;
+      const row = rows.find((r) => r.client_properties.some(([key, , value]) => key === 'connection_name' && String(value).startsWith(namePrefix)));
+      if (!row) return undefined;
+      const index = urls.findIndex((url) => Number(new URL(url).port) === row.port);
+      return index >= 0 ? NODES[index] : undefined;
+    } catch {
+      // that node is down: ask the next
+    }
+  }
+  return undefined;
+}
