@@ -5,8 +5,9 @@ import { BrokerUnavailableError } from '../../libs/broker/index.js';
 import { type FailedIndex, NothingToResendError, type ResendService } from '../../libs/failed/index.js';
 import { isWellFormedReference } from '../../libs/contracts/index.js';
 import type { Logger } from '../../libs/logger/index.js';
-import { activeWebhook } from '../../libs/merchants/index.js';
+import { activeWebhook, type MerchantDirectory, type MerchantSettings } from '../../libs/merchants/index.js';
 import { METRIC_NAMES } from '../../libs/metrics/index.js';
+import { adminRouter } from './admin.js';
 import type { Authenticator } from './auth.js';
 import { ApiError, badRequest, errorBody, notFound, rateLimited, unavailable } from './errors.js';
 import { openApiDocument } from './openapi.js';
@@ -22,6 +23,11 @@ export interface ApiDeps {
   registry?: Registry;
   /** Serve /metrics on this app's port (false when METRICS_PORT gives it a port of its own). */
   serveMetrics?: boolean;
+  /** The admin API reads merchants here and writes them through settings (broker directory only). */
+  merchants?: MerchantDirectory;
+  settings?: MerchantSettings;
+  /** False while the broker directory is still reading the merchants stream. */
+  merchantsReady?: () => boolean;
 }
 
 
@@ -39,10 +45,13 @@ export function createApp(deps: ApiDeps): express.Express {
   app.get('/readyz', (_req, res) => {
     const broker = deps.brokerConnected();
     const index = deps.index.ready;
-    res.status(broker && index ? 200 : 503).json({
-      status: broker && index ? 'ready' : 'not ready',
+    const merchants = deps.merchantsReady?.() ?? true;
+    const ready = broker && index && merchants;
+    res.status(ready ? 200 : 503).json({
+      status: ready ? 'ready' : 'not ready',
       broker: broker ? 'connected' : 'disconnected',
       index: index ? 'caught up' : 'replaying',
+      merchants: merchants ? 'caught up' : 'replaying',
       unresolved: deps.index.size,
     });
   });
@@ -88,6 +97,10 @@ export function createApp(deps: ApiDeps): express.Express {
   app.all('/nucleus/tnx/webhook', (_req, _res, next) => {
     next(new ApiError(405, 'method_not_allowed', 'Use POST for this endpoint', { allow: 'POST' }));
   });
+
+  if (deps.merchants) {
+    app.use('/admin', adminRouter({ auth: deps.auth, merchants: deps.merchants, settings: deps.settings, logger: deps.logger }));
+  }
 
   app.use((_req, _res, next) => {
     next(notFound('route_not_found', 'No such endpoint'));

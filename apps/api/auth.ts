@@ -1,7 +1,10 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { createRemoteJWKSet, errors as joseErrors, type JWTVerifyGetKey, jwtVerify } from 'jose';
+import { createRemoteJWKSet, errors as joseErrors, type JWTPayload, type JWTVerifyGetKey, jwtVerify } from 'jose';
 import type { Merchant, MerchantDirectory } from '../../libs/merchants/index.js';
-import { authUnavailable, forbidden, unauthorized } from './errors.js';
+import { ApiError, authUnavailable, forbidden, unauthorized } from './errors.js';
+
+/** The scope a token needs for the admin API (the dashboard's backend). */
+export const ADMIN_SCOPE = 'webhooks:admin';
 
 export type JwtKeySource = { secret: string } | { jwksUrl: string };
 
@@ -45,26 +48,43 @@ export class Authenticator {
       throw unauthorized('missing_credentials', 'x-auth-token and Authorization: Bearer <token> are both required');
     }
     const merchant = this.merchantByKey(publicKey);
-    const match = /^Bearer ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*)$/.exec(authorization);
-    if (!merchant || !match) throw unauthorized('invalid_credentials', 'The public key or the access token is not valid');
+    const token = bearerToken(authorization);
+    if (!merchant || !token) throw unauthorized('invalid_credentials', 'The public key or the access token is not valid');
+    const payload = await this.verify(token, 'The public key or the access token is not valid');
+    if (payload.sub !== merchant.id) throw forbidden('The access token and the public key belong to different merchants');
+    return merchant;
+  }
 
-    let subject: string | undefined;
+  /**
+   * The admin API's check: a valid token from the same auth service whose `scope` (space-separated,
+   * or a list) includes webhooks:admin. A merchant's token is valid but lacks it: 403.
+   */
+  async authorizeAdmin(authorization: string | undefined): Promise<JWTPayload> {
+    if (!authorization) throw unauthorized('missing_credentials', 'Authorization: Bearer <token> is required');
+    const token = bearerToken(authorization);
+    if (!token) throw unauthorized('invalid_credentials', 'The access token is not valid');
+    const payload = await this.verify(token, 'The access token is not valid');
+    const scope = payload.scope;
+    const scopes = typeof scope === 'string' ? scope.split(' ') : Array.isArray(scope) ? scope : [];
+    if (!scopes.includes(ADMIN_SCOPE)) throw new ApiError(403, 'insufficient_scope', `The access token lacks the ${ADMIN_SCOPE} scope`);
+    return payload;
+  }
+
+  private async verify(token: string, invalid: string): Promise<JWTPayload> {
     try {
-      const { payload } = await jwtVerify(match[1]!, this.verifyKey as Uint8Array, {
+      const { payload } = await jwtVerify(token, this.verifyKey as Uint8Array, {
         algorithms: this.algorithms,
         requiredClaims: ['sub', 'exp'],
         clockTolerance: 5,
         issuer: this.checks.issuer,
         audience: this.checks.audience,
       });
-      subject = payload.sub;
+      return payload;
     } catch (err) {
       if (err instanceof joseErrors.JWTExpired) throw unauthorized('token_expired', 'The access token has expired');
       if (err instanceof AuthServiceUnavailableError) throw authUnavailable();
-      throw unauthorized('invalid_credentials', 'The public key or the access token is not valid');
+      throw unauthorized('invalid_credentials', invalid);
     }
-    if (subject !== merchant.id) throw forbidden('The access token and the public key belong to different merchants');
-    return merchant;
   }
 
   /** Looks the key up by its digest and compares digests in constant time. */
@@ -83,6 +103,10 @@ class AuthServiceUnavailableError extends Error {
     super('the auth service key set could not be fetched', { cause });
     this.name = 'AuthServiceUnavailableError';
   }
+}
+
+function bearerToken(authorization: string): string | undefined {
+  return /^Bearer ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*)$/.exec(authorization)?.[1];
 }
 
 function digest(text: string): Buffer {

@@ -13,6 +13,7 @@ export const apiEnvSchema = z
     /** Set by withDevDefaults when development mode is switched on (WEBHOOKS_DEV or NODE_ENV=development). */
     WEBHOOKS_DEV: envFields.boolean(false),
     MERCHANTS_FILE: envFields.filePath.optional(),
+    MERCHANT_DIRECTORY: envFields.merchantDirectory,
     // Both programs declare the whole topology, so the API needs the same schedule and retention.
     RETRY_SCHEDULE: envFields.retrySchedule,
     FAILED_RETENTION: envFields.streamMaxAge,
@@ -35,6 +36,8 @@ export const apiEnvSchema = z
         }
         return { perMinute, burst };
       }),
+    /** Webhook URLs written through the admin API: loopback and private addresses refused unless true. */
+    ALLOW_PRIVATE_TARGETS: envFields.boolean(false),
     LOG_LEVEL: envFields.logLevel,
   })
   .superRefine((env, ctx) => {

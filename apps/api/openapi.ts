@@ -4,13 +4,44 @@ const errorResponse = (description: string) => ({
   content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorEnvelope' } } },
 });
 
+const merchantIdParameter = {
+  name: 'merchantId',
+  in: 'path',
+  required: true,
+  schema: { type: 'string', pattern: '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$' },
+} as const;
+
+const merchantResponse = (description: string) => ({
+  description,
+  content: {
+    'application/json': {
+      schema: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['message', 'error', 'data'],
+        properties: { message: { type: 'string' }, error: { type: 'null' }, data: { $ref: '#/components/schemas/Merchant' } },
+      },
+    },
+  },
+});
+
+const adminErrors = {
+  '400': errorResponse('invalid_merchant_id, invalid_settings (the message names the field), invalid_body'),
+  '401': errorResponse('missing_credentials, invalid_credentials, token_expired'),
+  '403': errorResponse('insufficient_scope: the token lacks webhooks:admin (a merchant\'s token)'),
+  '405': errorResponse('method_not_allowed'),
+  '413': errorResponse('Request body too large'),
+  '503': errorResponse('service_unavailable: the broker or the merchant directory is not available yet; auth_unavailable'),
+} as const;
+
 export const openApiDocument = {
   openapi: '3.1.0',
   info: {
-    title: 'Payment webhooks: resend API',
+    title: 'Payment webhooks: resend API and admin API',
     version: '1.0.0',
     description:
       'Resends failed webhook notifications (charge.completed, payout, refund.completed) to the merchant server. ' +
+      'The admin API (/admin/...) lets the dashboard\'s backend set up merchants\' webhooks. ' +
       'Every answer uses the envelope {message, error, data}.',
   },
   servers: [{ url: 'http://127.0.0.1:8080' }],
@@ -59,6 +90,89 @@ export const openApiDocument = {
         },
       },
     },
+    '/admin/merchants/{merchantId}': {
+      parameters: [merchantIdParameter],
+      get: {
+        operationId: 'getMerchant',
+        summary: 'A merchant\'s webhook settings (never the secret)',
+        security: [{ adminToken: [] }],
+        responses: {
+          '200': merchantResponse('The merchant\'s settings'),
+          ...adminErrors,
+          '404': errorResponse('merchant_not_found'),
+        },
+      },
+      put: {
+        operationId: 'putMerchant',
+        summary: 'Create or replace a merchant\'s settings',
+        description:
+          'Creates the merchant or replaces its public key and webhook. The webhook secret is the service\'s: a webhook set up ' +
+          'for the first time gets a new whsec_ secret, returned in this answer only (webhook.secret); later PUTs keep it. ' +
+          'The URL must be https (http only in development mode), carry no credentials, and not be a loopback, private or ' +
+          'link-local address literal. Leaving out webhook removes it (webhooks not set up); leaving out events means all three.',
+        security: [{ adminToken: [] }],
+        requestBody: { required: true, content: { 'application/json': { schema: { $ref: '#/components/schemas/MerchantInput' } } } },
+        responses: {
+          '200': merchantResponse('Updated'),
+          '201': merchantResponse('Created; webhook.secret is shown this once'),
+          ...adminErrors,
+          '409': errorResponse('public_key_taken: another merchant has this public key; directory_read_only: MERCHANT_DIRECTORY=file'),
+        },
+      },
+    },
+    '/admin/merchants/{merchantId}/webhook/secret/rotate': {
+      parameters: [merchantIdParameter],
+      post: {
+        operationId: 'rotateWebhookSecret',
+        summary: 'Rotate the webhook secret, signing with both secrets during a grace period',
+        description:
+          'Returns the new secret (this once). Until previousSecretExpiresAt every webhook carries two signatures in ' +
+          'webhook-signature, one per secret, so the merchant\'s check passes with either; after it, only the new one.',
+        security: [{ adminToken: [] }],
+        requestBody: {
+          required: false,
+          content: {
+            'application/json': {
+              schema: {
+                type: 'object',
+                additionalProperties: false,
+                properties: { graceSeconds: { type: 'integer', minimum: 0, maximum: 2_592_000, default: 86_400 } },
+              },
+            },
+          },
+        },
+        responses: {
+          '200': {
+            description: 'Rotated',
+            content: {
+              'application/json': {
+                schema: {
+                  type: 'object',
+                  additionalProperties: false,
+                  required: ['message', 'error', 'data'],
+                  properties: {
+                    message: { type: 'string' },
+                    error: { type: 'null' },
+                    data: {
+                      type: 'object',
+                      additionalProperties: false,
+                      required: ['secret', 'previousSecretExpiresAt'],
+                      properties: {
+                        secret: { type: 'string', pattern: '^whsec_' },
+                        previousSecretExpiresAt: { type: ['string', 'null'], description: 'ISO 8601 time; null when no previous secret is in its grace period' },
+                      },
+                    },
+                  },
+                },
+              },
+            },
+          },
+          ...adminErrors,
+          '404': errorResponse('merchant_not_found'),
+          '409': errorResponse('webhook_not_set_up: PUT a webhook first; directory_read_only: MERCHANT_DIRECTORY=file'),
+        },
+      },
+    },
     '/healthz': {
       get: {
         operationId: 'health',
@@ -102,6 +216,12 @@ export const openApiDocument = {
   },
   components: {
     securitySchemes: {
+      adminToken: {
+        type: 'http',
+        scheme: 'bearer',
+        bearerFormat: 'JWT',
+        description: 'Access token from the platform auth service whose scope includes webhooks:admin',
+      },
       merchantPublicKey: {
         type: 'apiKey',
         in: 'header',
@@ -159,12 +279,63 @@ export const openApiDocument = {
                   'service_unavailable',
                   'auth_unavailable',
                   'internal_error',
+                  'insufficient_scope',
+                  'invalid_merchant_id',
+                  'invalid_settings',
+                  'merchant_not_found',
+                  'public_key_taken',
+                  'webhook_not_set_up',
+                  'directory_read_only',
                 ],
               },
               status: { type: 'integer' },
             },
           },
           data: { type: 'null' },
+        },
+      },
+      MerchantInput: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['publicKey'],
+        properties: {
+          publicKey: { type: 'string', minLength: 8, maxLength: 512 },
+          webhook: {
+            type: 'object',
+            additionalProperties: false,
+            required: ['url', 'enabled'],
+            properties: {
+              url: { type: 'string', maxLength: 2048 },
+              enabled: { type: 'boolean' },
+              events: { type: 'array', minItems: 1, uniqueItems: true, items: { enum: ['charge.completed', 'payout', 'refund.completed'] } },
+            },
+          },
+        },
+      },
+      Merchant: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['id', 'publicKey', 'webhook'],
+        properties: {
+          id: { type: 'string' },
+          publicKey: { type: 'string' },
+          webhook: {
+            oneOf: [
+              { type: 'null' },
+              {
+                type: 'object',
+                additionalProperties: false,
+                required: ['url', 'enabled', 'events', 'previousSecretExpiresAt'],
+                properties: {
+                  url: { type: 'string' },
+                  enabled: { type: 'boolean' },
+                  events: { type: 'array', items: { enum: ['charge.completed', 'payout', 'refund.completed'] } },
+                  previousSecretExpiresAt: { type: ['string', 'null'], description: 'ISO 8601 time; null when no previous secret is in its grace period' },
+                  secret: { type: 'string', pattern: '^whsec_', description: 'Only in the answer that created the webhook' },
+                },
+              },
+            ],
+          },
         },
       },
       Readiness: {
@@ -174,6 +345,7 @@ export const openApiDocument = {
           status: { enum: ['ready', 'not ready'] },
           broker: { enum: ['connected', 'disconnected'] },
           index: { enum: ['caught up', 'replaying'] },
+          merchants: { enum: ['caught up', 'replaying'] },
           unresolved: { type: 'integer', minimum: 0 },
         },
       },

@@ -5,7 +5,7 @@ import { replicationOf } from '../../libs/config/index.js';
 import type { BrokerConnection } from '../../libs/broker/index.js';
 import { FailedIndex, ResendService } from '../../libs/failed/index.js';
 import type { Logger } from '../../libs/logger/index.js';
-import { FileMerchantDirectory } from '../../libs/merchants/index.js';
+import { BrokerMerchantDirectory, FileMerchantDirectory, type MerchantDirectory, MerchantSettings } from '../../libs/merchants/index.js';
 import { METRIC_NAMES, createRegistry, gaugeFrom } from '../../libs/metrics/index.js';
 import { openTopologyBroker, topologyNames } from '../../libs/topology/index.js';
 import { createApp } from './app.js';
@@ -33,7 +33,8 @@ export interface ApiOptions {
 }
 
 export async function startApi(config: ApiConfig, logger: Logger, options: ApiOptions = {}): Promise<ApiProgram> {
-  const merchants = new FileMerchantDirectory(config.MERCHANTS_FILE!, logger).watch();
+  const fromFile = config.MERCHANT_DIRECTORY === 'file';
+  let merchants: MerchantDirectory | undefined = fromFile ? new FileMerchantDirectory(config.MERCHANTS_FILE!, logger).watch() : undefined;
   let broker: BrokerConnection;
   try {
     broker = await openTopologyBroker({
@@ -45,11 +46,19 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
         retryDelaysMs: config.RETRY_SCHEDULE,
         failedRetention: config.FAILED_RETENTION,
         replication: replicationOf(config),
+        merchantsStream: !fromFile,
       },
     });
   } catch (err) {
-    await merchants.close();
+    await merchants?.close();
     throw err;
+  }
+  // The API answers /readyz 503 until the directory has caught up, like the failed index.
+  let directory: BrokerMerchantDirectory | undefined;
+  if (!merchants) {
+    directory = new BrokerMerchantDirectory(broker, topologyNames(config.TOPOLOGY_PREFIX).merchants, logger);
+    await directory.start();
+    merchants = directory;
   }
   const index = new FailedIndex(broker, topologyNames(config.TOPOLOGY_PREFIX).failed, logger);
   await index.start();
@@ -71,13 +80,16 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     logger,
     brokerConnected: () => broker.isConnected,
     registry,
+    merchants,
+    settings: directory && new MerchantSettings(directory, { allowHttp: config.WEBHOOKS_DEV, allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS }),
+    merchantsReady: () => directory?.ready ?? true,
     // With METRICS_PORT set, the public port serves only the resend API and health.
     serveMetrics: config.METRICS_PORT === undefined,
   });
   const metrics =
     config.METRICS_PORT === undefined
       ? undefined
-      : await startHealthServer({ port: config.METRICS_PORT, registry, ready: () => broker.isConnected && index.ready });
+      : await startHealthServer({ port: config.METRICS_PORT, registry, ready: () => broker.isConnected && index.ready && (directory?.ready ?? true) });
 
   const server = app.listen(config.PORT);
   server.headersTimeout = 10_000;
@@ -116,8 +128,8 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
         server.closeAllConnections();
         await metrics?.close();
         await index.stop();
+        await merchants!.close();
         await broker.close();
-        await merchants.close();
       })();
       return stopping;
     },

@@ -8,6 +8,7 @@ export const dispatcherEnvSchema = z.object({
   ...replicationFields,
   WEBHOOKS_DEV: envFields.boolean(false),
   MERCHANTS_FILE: envFields.filePath.optional(),
+  MERCHANT_DIRECTORY: envFields.merchantDirectory,
   RETRY_SCHEDULE: envFields.retrySchedule,
   DELIVERY_TIMEOUT_MS: envFields.positiveInt(10_000, 300_000),
   DISPATCH_CONCURRENCY: envFields.positiveInt(64, 10_000),

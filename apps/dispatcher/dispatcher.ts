@@ -10,7 +10,7 @@ import { ENTRY_TYPES, FAILED_REASONS, type FailedReason, HEADERS, type ScalarHea
 import { DeliveryFailedError, WebhookBlockedError, WebhookRejectedError, type WebhookHttpClient } from '../../libs/http/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import { type DeliveryObserver, noopObserver, type Outcome } from '../../libs/metrics/index.js';
-import { activeWebhook, type MerchantDirectory } from '../../libs/merchants/index.js';
+import { activeWebhook, type MerchantDirectory, receivesEvent, signingSecrets } from '../../libs/merchants/index.js';
 import { WebhookSigner } from '../../libs/signing/index.js';
 import { appendResolution } from '../../libs/failed/index.js';
 import { appendArrived, appendScheduled, type RetryWatch } from '../../libs/retries/index.js';
@@ -176,6 +176,15 @@ export class Dispatcher {
       delivery.ack();
       return;
     }
+    // The merchant chose its events: one it does not receive is skipped like a disabled webhook,
+    // and one already accepted when the filter changed goes to failed, resendable if it opts back in.
+    if (!receivesEvent(webhook, intake.event)) {
+      if (intake.accepted) return this.unavailable(delivery, intake, new WebhookUnavailableError('event-not-subscribed'), now);
+      this.count('skipped', 'skipped', intake.event);
+      this.deps.logger.info('webhook skipped: event not subscribed', meta);
+      delivery.ack();
+      return;
+    }
 
     const attempt = intake.attempts + 1;
     const endpoint = endpointOf(webhook.url);
@@ -207,7 +216,7 @@ export class Dispatcher {
     const slot = admission;
     const started = performance.now();
     try {
-      const signed = this.signer.sign(webhook.secret, intake.webhookId, intake.body, now);
+      const signed = this.signer.sign(signingSecrets(webhook, now), intake.webhookId, intake.body, now);
       const response = await this.deps.http.post({
         url: webhook.url,
         body: intake.body,

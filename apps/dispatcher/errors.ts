@@ -29,11 +29,20 @@ export class CircuitOpenError extends DeliveryFailedError {
   }
 }
 
-/** The merchant's webhook was disabled, or the merchant removed, after this webhook was accepted. */
+const UNAVAILABLE_MESSAGES = {
+  'webhook-disabled': 'webhook disabled',
+  'merchant-removed': 'merchant removed from the directory',
+  'event-not-subscribed': 'event not in the webhook\'s events',
+} as const;
+
+/**
+ * The merchant's webhook was disabled, the merchant removed, or the event left out of the
+ * webhook's events, after this webhook was accepted.
+ */
 export class WebhookUnavailableError extends DeliveryFailedError {
   readonly status = undefined;
-  constructor(readonly reason: 'webhook-disabled' | 'merchant-removed') {
-    super(reason === 'webhook-disabled' ? 'webhook disabled' : 'merchant removed from the directory');
+  constructor(readonly reason: keyof typeof UNAVAILABLE_MESSAGES) {
+    super(UNAVAILABLE_MESSAGES[reason]);
     this.name = 'WebhookUnavailableError';
   }
 }

@@ -2,7 +2,7 @@ import { replicationOf } from '../../libs/config/index.js';
 import type { BrokerConnection } from '../../libs/broker/index.js';
 import { createGotClient, createUndiciClient } from '../../libs/http/index.js';
 import type { Logger } from '../../libs/logger/index.js';
-import { FileMerchantDirectory } from '../../libs/merchants/index.js';
+import { BrokerMerchantDirectory, FileMerchantDirectory, type MerchantDirectory } from '../../libs/merchants/index.js';
 import { METRIC_NAMES, counterFrom, createRegistry, deliveryMetrics, gaugeFrom, labelledGaugeFrom } from '../../libs/metrics/index.js';
 import { RetryWatch } from '../../libs/retries/index.js';
 import { openTopologyBroker, topologyNames } from '../../libs/topology/index.js';
@@ -15,6 +15,7 @@ export const USER_AGENT = 'nucleus-webhooks/0.1 (+https://github.com/standard-we
 export interface DispatcherProgram {
   dispatcher: Dispatcher;
   broker: BrokerConnection;
+  merchants: MerchantDirectory;
   /** The port of /metrics, /healthz and /readyz. */
   metricsPort: number;
   /** Settles when the broker connection hit what reconnecting cannot fix (a topology mismatch). */
@@ -24,7 +25,8 @@ export interface DispatcherProgram {
 
 /** Wires the dispatcher from parsed config: directory, broker (topology on every connect), HTTP client. */
 export async function startDispatcher(config: DispatcherConfig, logger: Logger): Promise<DispatcherProgram> {
-  const merchants = new FileMerchantDirectory(config.MERCHANTS_FILE!, logger).watch();
+  const fromFile = config.MERCHANT_DIRECTORY === 'file';
+  let merchants: MerchantDirectory | undefined = fromFile ? new FileMerchantDirectory(config.MERCHANTS_FILE!, logger).watch() : undefined;
   let broker: BrokerConnection;
   try {
     broker = await openTopologyBroker({
@@ -36,18 +38,32 @@ export async function startDispatcher(config: DispatcherConfig, logger: Logger):
         retryDelaysMs: config.RETRY_SCHEDULE,
         failedRetention: config.FAILED_RETENTION,
         replication: replicationOf(config),
+        merchantsStream: !fromFile,
       },
     });
   } catch (err) {
-    await merchants.close();
+    await merchants?.close();
     throw err;
+  }
+  const names = topologyNames(config.TOPOLOGY_PREFIX);
+  if (!merchants) {
+    // Deliveries wait for the whole directory: an event for a merchant not read yet would be parked as unknown.
+    const directory = new BrokerMerchantDirectory(broker, names.merchants, logger);
+    try {
+      await directory.start();
+      await directory.waitUntilReady(120_000);
+    } catch (err) {
+      await directory.close();
+      await broker.close();
+      throw err;
+    }
+    merchants = directory;
   }
   const http =
     config.HTTP_CLIENT === 'got'
       ? createGotClient({ allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS })
       : createUndiciClient({ allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS });
   const registry = createRegistry('dispatcher');
-  const names = topologyNames(config.TOPOLOGY_PREFIX);
   const retryWatch = new RetryWatch(broker, names.retries, logger, {
     dispatch: names.dispatch,
     overdueAfterMs: config.RETRY_OVERDUE_AFTER,
@@ -99,6 +115,7 @@ export async function startDispatcher(config: DispatcherConfig, logger: Logger):
   return {
     dispatcher,
     broker,
+    merchants,
     fatal: new Promise<Error>((resolve) => broker.once('fatal', resolve)),
     metricsPort: health.port,
     stop() {
@@ -106,9 +123,9 @@ export async function startDispatcher(config: DispatcherConfig, logger: Logger):
         await dispatcher.stop();
         await retryWatch.stop();
         await health.close();
+        await merchants!.close();
         await broker.close();
         http.close();
-        await merchants.close();
       })();
       return stopping;
     },

@@ -18,7 +18,7 @@ export function withDevDefaults(env: Record<string, string | undefined>): { env:
   const dev = isDevMode(env);
   if (!dev) return { env, dev };
   const withDefaults: Record<string, string | undefined> = { ...env, WEBHOOKS_DEV: 'true' };
-  if (!env.MERCHANTS_FILE) withDefaults.MERCHANTS_FILE = DEV_MERCHANTS_FILE;
+  if (!env.MERCHANTS_FILE && env.MERCHANT_DIRECTORY !== 'broker') withDefaults.MERCHANTS_FILE = DEV_MERCHANTS_FILE;
   if (!env.AUTH_JWT_SECRET && !env.AUTH_JWKS_URL) withDefaults.AUTH_JWT_SECRET = DEV_JWT_SECRET;
   if (!env.ALLOW_PRIVATE_TARGETS) withDefaults.ALLOW_PRIVATE_TARGETS = 'true';
   return { env: withDefaults, dev };

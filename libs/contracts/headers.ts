@@ -55,6 +55,8 @@ export const FAILED_REASONS = {
   webhookDisabled: 'webhook-disabled',
   /** The merchant left the directory while this webhook was retrying or resent. */
   merchantRemoved: 'merchant-removed',
+  /** The merchant's webhook stopped receiving this event (its events filter) while it was retrying or resent. */
+  eventNotSubscribed: 'event-not-subscribed',
 } as const;
 
 export type FailedReason = (typeof FAILED_REASONS)[keyof typeof FAILED_REASONS];

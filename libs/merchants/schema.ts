@@ -1,4 +1,15 @@
 import { z } from 'zod';
+import { EVENT_NAMES } from '../contracts/events.js';
+
+export const WEBHOOK_SECRET = /^whsec_[A-Za-z0-9+/]{16,}={0,2}$/;
+
+const secret = z.string().regex(WEBHOOK_SECRET, 'webhook.secret must be whsec_ followed by base64');
+
+/** Which events a webhook receives; absent means all of them. */
+export const webhookEventsSchema = z
+  .array(z.enum(EVENT_NAMES, { error: `each event must be one of ${EVENT_NAMES.join(', ')}` }))
+  .min(1, 'events must name at least one event (leave it out for all of them)')
+  .refine((events) => new Set(events).size === events.length, 'events must not repeat an event');
 
 export const merchantSchema = z.object({
   id: z.string().min(1).max(200),
@@ -7,7 +18,10 @@ export const merchantSchema = z.object({
     .object({
       url: z.url({ protocol: /^https?$/, error: 'webhook.url must be an http(s) URL' }),
       enabled: z.boolean(),
-      secret: z.string().regex(/^whsec_[A-Za-z0-9+/]{16,}={0,2}$/, 'webhook.secret must be whsec_ followed by base64'),
+      secret,
+      events: webhookEventsSchema.optional(),
+      /** The secret before the last rotation: webhooks are signed with both until it expires. */
+      previousSecret: z.object({ secret, expiresAt: z.iso.datetime({ offset: true }) }).optional(),
     })
     .optional(),
 });
@@ -26,4 +40,5 @@ export const merchantsFileSchema = z
   });
 
 export type Merchant = z.infer<typeof merchantSchema>;
+export type MerchantWebhook = NonNullable<Merchant['webhook']>;
 export type MerchantsFile = z.infer<typeof merchantsFileSchema>;

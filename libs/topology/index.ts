@@ -3,6 +3,7 @@ export {
   CREATION_ONLY_ARGUMENTS,
   DEFAULT_REPLICATION,
   DISPATCH_DELIVERY_LIMIT,
+  MERCHANTS_REFRESH_AFTER_MS,
   intakeSpec,
   topologySpec,
   type BindingSpec,

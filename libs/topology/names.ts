@@ -6,6 +6,8 @@ export interface TopologyNames {
   invalid: string;
   /** Journal of retries scheduled into the tiers, for recovering what a tier fails to hand back. */
   retries: string;
+  /** Merchant webhook settings, when MERCHANT_DIRECTORY=broker. */
+  merchants: string;
   retry(tier: number): string;
 }
 
@@ -17,6 +19,7 @@ export function topologyNames(prefix: string): TopologyNames {
     failed: `${prefix}.failed`,
     invalid: `${prefix}.invalid`,
     retries: `${prefix}.retries`,
+    merchants: `${prefix}.merchants`,
     retry: (tier) => `${prefix}.retry.${tier}`,
   };
 }

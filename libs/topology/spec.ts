@@ -8,6 +8,8 @@ export interface TopologyOptions {
   failedRetention: string;
   /** Replication; the broker caps each at its number of nodes, so 3 runs on a single node too. */
   replication?: Replication;
+  /** Declare the merchants stream (MERCHANT_DIRECTORY=broker). */
+  merchantsStream?: boolean;
 }
 
 export interface Replication {
@@ -80,6 +82,15 @@ export const DISPATCH_DELIVERY_LIMIT = 10;
 export const RETRIES_RETENTION = '7D';
 export const RETRIES_SEGMENT_BYTES = 8_000_000;
 
+/**
+ * The merchants stream keeps entries this long; every program writes a merchant's latest settings
+ * again once they are MERCHANTS_REFRESH_AFTER_MS old (BrokerMerchantDirectory.refresh), so the
+ * latest entry of each merchant is always well inside retention while any program runs at least
+ * once every two months.
+ */
+export const MERCHANTS_RETENTION = '90D';
+export const MERCHANTS_REFRESH_AFTER_MS = 30 * 86_400_000;
+
 export function intakeSpec(prefix: string, replication?: Replication): IntakeSpec {
   const names = topologyNames(prefix);
   return {
@@ -150,6 +161,20 @@ export function topologySpec(options: TopologyOptions): TopologySpec {
           'x-initial-cluster-size': (options.replication ?? DEFAULT_REPLICATION).streamClusterSize,
         },
       },
+      ...(options.merchantsStream
+        ? [
+            {
+              name: names.merchants,
+              kind: 'stream' as const,
+              arguments: {
+                'x-queue-type': 'stream',
+                'x-max-age': MERCHANTS_RETENTION,
+                'x-stream-max-segment-size-bytes': RETRIES_SEGMENT_BYTES,
+                'x-initial-cluster-size': (options.replication ?? DEFAULT_REPLICATION).streamClusterSize,
+              },
+            },
+          ]
+        : []),
     ],
     binding: intake.binding,
   };

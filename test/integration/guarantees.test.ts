@@ -156,6 +156,14 @@ describe('a settings change never drops an accepted webhook', () => {
     expect(header(entry, HEADERS.failedReason)).toBe('webhook-disabled');
   });
 
+  it('sends a retry whose event the webhook stopped receiving meanwhile to failed, resendable once it opts back in', async () => {
+    const { entry } = await retryingWhile((harness, merchant) => {
+      writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [{ ...merchant, webhook: { ...merchant.webhook!, events: ['payout'] } }] }));
+    });
+    expect(header(entry, HEADERS.lastError)).toBe("event not in the webhook's events");
+    expect(header(entry, HEADERS.failedReason)).toBe('event-not-subscribed');
+  });
+
   it('sends a retry for a merchant removed from the directory meanwhile to failed, never dropping it', async () => {
     const { entry } = await retryingWhile((harness) => {
       writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [] }));

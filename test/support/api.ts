@@ -1,4 +1,6 @@
+import Ajv2020 from 'ajv/dist/2020.js';
 import { SignJWT } from 'jose';
+import { openApiDocument } from '../../apps/api/openapi.js';
 import { loadApiConfig } from '../../apps/api/config.js';
 import { type ApiOptions, type ApiProgram, startApi } from '../../apps/api/program.js';
 import { silentLogger } from '../../libs/logger/index.js';
@@ -60,4 +62,36 @@ export async function call(
   const answer = { status: res.status, headers: res.headers, body };
   seen.push({ path: path.split('?')[0]!, method: method.toLowerCase(), ...answer });
   return answer;
+}
+
+type Operation = { responses: Record<string, unknown> };
+
+/** The document's operation for a concrete path: `/admin/merchants/m_1` matches `/admin/merchants/{merchantId}`. */
+function operationFor(path: string, method: string): { template: string; operation: Operation } | undefined {
+  for (const [template, item] of Object.entries(openApiDocument.paths as unknown as Record<string, Record<string, Operation>>)) {
+    const pattern = new RegExp(`^${template.replace(/\{[^}]+\}/g, '[^/]+')}$`);
+    if (pattern.test(path) && item[method]) return { template, operation: item[method]! };
+  }
+  return undefined;
+}
+
+/**
+ * Checks every answer a test file saw against the OpenAPI document: its status is documented for
+ * that operation and its body matches the schema. Returns "template status" pairs seen.
+ */
+export function expectDocumented(answers: typeof seen): Set<string> {
+  const ajv = new Ajv2020.default({ strict: false });
+  ajv.addSchema({ $id: 'openapi.json', components: openApiDocument.components });
+  const statuses = new Set<string>();
+  for (const answer of answers) {
+    const found = operationFor(answer.path, answer.method);
+    if (!found) continue; // unknown routes and methods are not operations
+    const response = found.operation.responses[String(answer.status)] as { content: { 'application/json': { schema: object } } } | undefined;
+    expect({ path: answer.path, status: answer.status, documented: response !== undefined }).toEqual({ path: answer.path, status: answer.status, documented: true });
+    const schema = JSON.parse(JSON.stringify(response!.content['application/json'].schema).replaceAll('"#/components', '"openapi.json#/components'));
+    const validate = ajv.compile(schema);
+    expect({ status: answer.status, body: answer.body, valid: validate(answer.body), errors: validate.errors ?? null }).toMatchObject({ valid: true });
+    statuses.add(`${found.template} ${answer.status}`);
+  }
+  return statuses;
 }

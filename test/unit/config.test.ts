@@ -50,6 +50,19 @@ describe('dispatcher configuration', () => {
     ]);
   });
 
+  it('needs no MERCHANTS_FILE with MERCHANT_DIRECTORY=broker, and names the variable for any other value', () => {
+    expect(loadDispatcherConfig({ MERCHANT_DIRECTORY: 'broker' }).MERCHANT_DIRECTORY).toBe('broker');
+    expect(loadDispatcherConfig(file).MERCHANT_DIRECTORY).toBe('file');
+    expect(() => loadDispatcherConfig({})).toThrow('MERCHANTS_FILE');
+    expect(() => loadDispatcherConfig({ ...file, MERCHANT_DIRECTORY: 'redis' })).toThrow('MERCHANT_DIRECTORY: must be file or broker');
+  });
+
+  it('reads RETRY_OVERDUE_AFTER as a duration, naming the variable when it is not one', () => {
+    expect(loadDispatcherConfig(file).RETRY_OVERDUE_AFTER).toBe(120_000);
+    expect(loadDispatcherConfig({ ...file, RETRY_OVERDUE_AFTER: '30s' }).RETRY_OVERDUE_AFTER).toBe(30_000);
+    expect(() => loadDispatcherConfig({ ...file, RETRY_OVERDUE_AFTER: 'soon' })).toThrow('RETRY_OVERDUE_AFTER');
+  });
+
   it('reads RETRY_SCHEDULE with spaces and mixed units', () => {
     expect(loadDispatcherConfig({ ...file, RETRY_SCHEDULE: '200ms, 5s,5m ,2h' }).RETRY_SCHEDULE).toEqual([200, 5_000, 300_000, 7_200_000]);
   });

@@ -1,0 +1,251 @@
+import { SignJWT } from 'jose';
+import { Webhook } from 'standardwebhooks';
+import type { ApiProgram } from '../../apps/api/program.js';
+import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
+import { type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/program.js';
+import { sampleEvent } from '../../libs/contracts/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
+import { EventPublisher } from '../../libs/publisher/index.js';
+import { type Answer, call, expectDocumented, JWT_SECRET, seen, startTestApi, token } from '../support/api.js';
+import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
+import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { Receiver } from '../support/receiver.js';
+import { waitFor } from '../support/wait.js';
+
+const prefix = uniquePrefix('merchants');
+const BROKER_DIRECTORY = { MERCHANT_DIRECTORY: 'broker', MERCHANTS_FILE: undefined };
+
+function adminToken(scope = 'webhooks:admin'): Promise<string> {
+  return new SignJWT({ scope })
+    .setProtectedHeader({ alg: 'HS256' })
+    .setSubject('dashboard-backend')
+    .setIssuedAt()
+    .setExpirationTime('5m')
+    .sign(new TextEncoder().encode(JWT_SECRET));
+}
+
+describe('merchant settings on the broker (admin API, live directory)', () => {
+  let receiver: Receiver;
+  /** Development mode, private targets allowed: it can point merchants at the local receiver. */
+  let apiA: ApiProgram;
+  /** A production replica: https only, address guard on. */
+  let apiB: ApiProgram;
+  let dispatcher: DispatcherProgram;
+  let publisher: EventPublisher;
+  let auth: Record<string, string>;
+  let secret: string;
+
+  beforeAll(async () => {
+    receiver = await Receiver.start(() => 204);
+    apiA = await startTestApi(prefix, '', {}, { ...BROKER_DIRECTORY, WEBHOOKS_DEV: 'true', ALLOW_PRIVATE_TARGETS: 'true' });
+    apiB = await startTestApi(prefix, '', {}, BROKER_DIRECTORY);
+    dispatcher = await startDispatcher(
+      loadDispatcherConfig({
+        RABBITMQ_URL: brokerUrl(),
+        TOPOLOGY_PREFIX: prefix,
+        MERCHANT_DIRECTORY: 'broker',
+        RETRY_SCHEDULE: '',
+        FAILED_RETENTION: '1D',
+        ALLOW_PRIVATE_TARGETS: 'true',
+        METRICS_PORT: '0',
+      }),
+      silentLogger(),
+    );
+    publisher = new EventPublisher(dispatcher.broker, prefix);
+    auth = { authorization: `Bearer ${await adminToken()}`, 'content-type': 'application/json' };
+  });
+
+  afterAll(async () => {
+    await dispatcher?.stop();
+    await apiA?.stop();
+    await apiB?.stop();
+    await receiver?.close();
+    const test = await TestBroker.open();
+    await test.deleteTopology(prefix, 0);
+    await test.channel.deleteQueue(`${prefix}.merchants`).catch(() => {});
+    await test.close();
+  });
+
+  const put = (api: ApiProgram, id: string, body: unknown, headers = auth) =>
+    call(api, `/admin/merchants/${id}`, { method: 'PUT', headers, body: JSON.stringify(body) });
+  const get = (api: ApiProgram, id: string, headers = auth) => call(api, `/admin/merchants/${id}`, { method: 'GET', headers });
+  const rotate = (api: ApiProgram, id: string, body: unknown) =>
+    call(api, `/admin/merchants/${id}/webhook/secret/rotate`, { method: 'POST', headers: auth, body: JSON.stringify(body) });
+  const data = (answer: Answer) => (answer.body as { data: Record<string, any> }).data;
+  const dispatcherSees = (id: string, check: (webhook: any) => boolean) =>
+    waitFor(`dispatcher applied ${id}'s settings`, () => check(dispatcher.merchants.byId(id)?.webhook), 5_000);
+
+  async function deliveredTo(merchantId: string, event: 'payout' | 'charge.completed' | 'refund.completed') {
+    const { messageId } = await publisher.publish(sampleEvent(event, merchantId));
+    const request = await waitFor(`${event} delivered`, () => receiver.requests.find((r) => r.headers['webhook-id'] === messageId), 10_000);
+    return request;
+  }
+
+  it('creates a merchant once, returning its secret once; the other replica and the dispatcher apply it without a restart', async () => {
+    const created = await put(apiA, 'm_live', { publicKey: 'pk_live_0001', webhook: { url: `${receiver.url}/m_live`, enabled: true } });
+    expect(created.status).toBe(201);
+    secret = data(created).webhook.secret;
+    expect(secret).toMatch(/^whsec_/);
+    expect(data(created)).toMatchObject({ id: 'm_live', publicKey: 'pk_live_0001', webhook: { enabled: true, events: ['charge.completed', 'payout', 'refund.completed'] } });
+
+    const onB = await waitFor('replica B has it', async () => {
+      const answer = await get(apiB, 'm_live');
+      return answer.status === 200 && answer;
+    }, 5_000, 50);
+    expect(JSON.stringify(onB.body)).not.toContain('whsec_');
+    expect(data(onB)).toEqual({ id: 'm_live', publicKey: 'pk_live_0001', webhook: { url: `${receiver.url}/m_live`, enabled: true, events: ['charge.completed', 'payout', 'refund.completed'], previousSecretExpiresAt: null } });
+
+    // A second PUT keeps the secret and does not show it.
+    const again = await put(apiB, 'm_live', { publicKey: 'pk_live_0001', webhook: { url: 'https://hooks.example.com/m_live', enabled: true } });
+    expect(again.status).toBe(200);
+    expect(JSON.stringify(again.body)).not.toContain('whsec_');
+    const back = await put(apiA, 'm_live', { publicKey: 'pk_live_0001', webhook: { url: `${receiver.url}/m_live`, enabled: true } });
+    expect(back.status).toBe(200);
+    await dispatcherSees('m_live', (w) => w?.url === `${receiver.url}/m_live`);
+
+    const request = await deliveredTo('m_live', 'payout');
+    new Webhook(secret).verify(request.body, request.headers as Record<string, string>);
+  });
+
+  it('skips the next event once the webhook is disabled, and sends again once enabled', async () => {
+    await put(apiA, 'm_live', { publicKey: 'pk_live_0001', webhook: { url: `${receiver.url}/m_live`, enabled: false } });
+    await dispatcherSees('m_live', (w) => w?.enabled === false);
+    const skipped = dispatcher.dispatcher.stats.skipped;
+    const { messageId } = await publisher.publish(sampleEvent('payout', 'm_live'));
+    await waitFor('event skipped', () => dispatcher.dispatcher.stats.skipped === skipped + 1, 10_000);
+    expect(receiver.requests.some((r) => r.headers['webhook-id'] === messageId)).toBe(false);
+
+    await put(apiA, 'm_live', { publicKey: 'pk_live_0001', webhook: { url: `${receiver.url}/m_live`, enabled: true } });
+    await dispatcherSees('m_live', (w) => w?.enabled === true);
+    await deliveredTo('m_live', 'payout');
+  });
+
+  it('sends only the events the webhook lists; the others are skipped and counted', async () => {
+    await put(apiA, 'm_live', { publicKey: 'pk_live_0001', webhook: { url: `${receiver.url}/m_live`, enabled: true, events: ['payout'] } });
+    await dispatcherSees('m_live', (w) => w?.events?.length === 1);
+    const skipped = dispatcher.dispatcher.stats.skipped;
+    const { messageId } = await publisher.publish(sampleEvent('charge.completed', 'm_live'));
+    await waitFor('filtered event skipped', () => dispatcher.dispatcher.stats.skipped === skipped + 1, 10_000);
+    expect(receiver.requests.some((r) => r.headers['webhook-id'] === messageId)).toBe(false);
+    const payout = await deliveredTo('m_live', 'payout');
+    expect(JSON.parse(payout.body).event).toBe('payout');
+    await put(apiA, 'm_live', { publicKey: 'pk_live_0001', webhook: { url: `${receiver.url}/m_live`, enabled: true } });
+    await dispatcherSees('m_live', (w) => w?.events === undefined);
+  });
+
+  it('signs with the old and the new secret during the rotation grace, then with the new one only', async () => {
+    const rotated = await rotate(apiB, 'm_live', { graceSeconds: 2 });
+    expect(rotated.status).toBe(200);
+    const { secret: newSecret, previousSecretExpiresAt } = data(rotated);
+    expect(newSecret).toMatch(/^whsec_/);
+    expect(newSecret).not.toBe(secret);
+    expect(data(await get(apiA, 'm_live')).webhook.previousSecretExpiresAt).toBe(previousSecretExpiresAt);
+    await dispatcherSees('m_live', (w) => w?.secret === newSecret);
+
+    const during = await deliveredTo('m_live', 'refund.completed');
+    expect(String(during.headers['webhook-signature']).split(' ')).toHaveLength(2);
+    new Webhook(secret).verify(during.body, during.headers as Record<string, string>);
+    new Webhook(newSecret).verify(during.body, during.headers as Record<string, string>);
+
+    await waitFor('grace period over', () => Date.now() > Date.parse(previousSecretExpiresAt) + 10, 5_000, 50);
+    const after = await deliveredTo('m_live', 'refund.completed');
+    new Webhook(newSecret).verify(after.body, after.headers as Record<string, string>);
+    expect(() => new Webhook(secret).verify(after.body, after.headers as Record<string, string>)).toThrow();
+    expect(data(await get(apiA, 'm_live')).webhook.previousSecretExpiresAt).toBeNull();
+    secret = newSecret;
+  });
+
+  it('lands two rotations made at once on two replicas one after the other, losing neither', async () => {
+    const [onA, onB] = await Promise.all([rotate(apiA, 'm_live', { graceSeconds: 60 }), rotate(apiB, 'm_live', { graceSeconds: 60 })]);
+    expect([onA.status, onB.status]).toEqual([200, 200]);
+    const secrets = [data(onA).secret as string, data(onB).secret as string];
+    expect(secrets[0]).not.toBe(secrets[1]);
+    // Whichever came second replaced the first: the webhook is signed with those two, not with the one before.
+    const last = await waitFor('dispatcher applied both', () => {
+      const webhook = dispatcher.merchants.byId('m_live')?.webhook;
+      return webhook && secrets.includes(webhook.secret) && webhook.previousSecret && secrets.includes(webhook.previousSecret.secret) && webhook;
+    }, 5_000);
+    const request = await deliveredTo('m_live', 'payout');
+    for (const s of secrets) new Webhook(s).verify(request.body, request.headers as Record<string, string>);
+    expect(() => new Webhook(secret).verify(request.body, request.headers as Record<string, string>)).toThrow();
+    secret = last.secret;
+  });
+
+  it('rebuilds the directory from the stream when a program restarts', async () => {
+    await apiB.stop();
+    apiB = await startTestApi(prefix, '', {}, BROKER_DIRECTORY);
+    await waitFor('restarted replica ready', async () => (await call(apiB, '/readyz', { method: 'GET' })).status === 200, 10_000, 50);
+    const answer = await get(apiB, 'm_live');
+    expect(answer.status).toBe(200);
+    expect(data(answer).webhook.url).toBe(`${receiver.url}/m_live`);
+    // Its merchant auth works from the rebuilt directory too (the resend API's public key check).
+    const resend = await call(apiB, '/nucleus/tnx/webhook?reference=nothing-failed', {
+      headers: { 'x-auth-token': 'pk_live_0001', authorization: `Bearer ${await token('m_live')}` },
+    });
+    expect(resend.status).toBe(404);
+  });
+
+  it('answers every bad admin request with its 4xx in the envelope, and never writes', async () => {
+    const code = (answer: Answer) => [answer.status, (answer.body as { error: { code: string } }).error.code];
+    const valid = { publicKey: 'pk_bad_0001', webhook: { url: 'https://hooks.example.com/x', enabled: true } };
+
+    expect(code(await call(apiB, '/admin/merchants/m_x', { method: 'GET' }))).toEqual([401, 'missing_credentials']);
+    expect(code(await get(apiB, 'm_x', { authorization: 'Bearer not.a.token' }))).toEqual([401, 'invalid_credentials']);
+    expect(code(await get(apiB, 'm_x', { authorization: `Bearer ${await token('m_live')}` }))).toEqual([403, 'insufficient_scope']);
+    expect(code(await get(apiB, 'm_x', { authorization: `Bearer ${await adminToken('webhooks:read')}` }))).toEqual([403, 'insufficient_scope']);
+    expect(code(await get(apiB, 'm_x'))).toEqual([404, 'merchant_not_found']);
+    expect(code(await get(apiB, '-bad%20id'))).toEqual([400, 'invalid_merchant_id']);
+    expect(code(await call(apiB, '/admin/merchants/m_x', { method: 'PUT', headers: auth, body: '{not json' }))).toEqual([400, 'invalid_body']);
+
+    const invalid = async (body: unknown, field: string, api = apiB) => {
+      const answer = await put(api, 'm_bad', body);
+      expect(code(answer)).toEqual([400, 'invalid_settings']);
+      expect((answer.body as { message: string }).message).toContain(field);
+    };
+    await invalid({}, 'publicKey');
+    await invalid({ ...valid, publicKey: 'short' }, 'publicKey');
+    await invalid({ ...valid, extra: 1 }, 'unknown field extra');
+    await invalid({ ...valid, webhook: { ...valid.webhook, secret: 'whsec_AAAAAAAAAAAAAAAAAAAAAAAA' } }, 'unknown field secret');
+    await invalid({ ...valid, webhook: { ...valid.webhook, enabled: 'yes' } }, 'webhook.enabled');
+    await invalid({ ...valid, webhook: { ...valid.webhook, events: [] } }, 'webhook.events');
+    await invalid({ ...valid, webhook: { ...valid.webhook, events: ['payout', 'payout'] } }, 'webhook.events');
+    await invalid({ ...valid, webhook: { ...valid.webhook, events: ['charge.failed'] } }, 'webhook.events');
+    await invalid({ ...valid, webhook: { ...valid.webhook, url: 'not a url' } }, 'webhook.url');
+    await invalid({ ...valid, webhook: { ...valid.webhook, url: 'http://hooks.example.com/x' } }, 'webhook.url: must be an https URL');
+    await invalid({ ...valid, webhook: { ...valid.webhook, url: 'https://user:pw@hooks.example.com/x' } }, 'webhook.url: must not carry credentials');
+    await invalid({ ...valid, webhook: { ...valid.webhook, url: 'https://169.254.169.254/latest' } }, 'webhook.url: points to');
+    await invalid({ ...valid, webhook: { ...valid.webhook, url: 'https://[::1]:8443/x' } }, 'webhook.url: points to');
+    await invalid({ ...valid, webhook: { ...valid.webhook, url: 'ftp://hooks.example.com/x' } }, 'webhook.url', apiA);
+
+    expect(code(await put(apiB, 'm_other', { ...valid, publicKey: 'pk_live_0001' }))).toEqual([409, 'public_key_taken']);
+    expect(code(await rotate(apiB, 'm_nobody', {}))).toEqual([404, 'merchant_not_found']);
+    expect(code(await rotate(apiB, 'm_live', { graceSeconds: -1 }))).toEqual([400, 'invalid_settings']);
+    expect(code(await rotate(apiB, 'm_live', { graceSeconds: 1.5 }))).toEqual([400, 'invalid_settings']);
+    expect(code(await call(apiB, '/admin/merchants/m_live', { method: 'DELETE', headers: auth }))).toEqual([405, 'method_not_allowed']);
+
+    // A merchant without a webhook has no secret to rotate.
+    expect((await put(apiB, 'm_nohook', { publicKey: 'pk_nohook_01' })).status).toBe(201);
+    expect(code(await rotate(apiB, 'm_nohook', {}))).toEqual([409, 'webhook_not_set_up']);
+
+    for (const id of ['m_bad', 'm_other', 'm_nobody']) expect(dispatcher.merchants.byId(id)).toBeUndefined();
+
+    // With MERCHANT_DIRECTORY=file the settings are read-only.
+    const filePrefix = uniquePrefix('merchants-file');
+    const fileApi = await startTestApi(filePrefix, writeMerchantsFile([testMerchant('m_file', 'https://hooks.example.com/f')]));
+    try {
+      expect(code(await put(fileApi, 'm_file', valid))).toEqual([409, 'directory_read_only']);
+      expect((await get(fileApi, 'm_file')).status).toBe(200);
+    } finally {
+      await fileApi.stop();
+      const test = await TestBroker.open();
+      await test.deleteTopology(filePrefix, 0);
+      await test.close();
+    }
+  });
+
+  it('documents every answer it gave in the OpenAPI file', () => {
+    const statuses = expectDocumented(seen);
+    for (const status of ['200', '201', '400', '401', '403', '404', '409']) expect(statuses).toContain(`/admin/merchants/{merchantId} ${status}`);
+    for (const status of ['200', '400', '404', '409']) expect(statuses).toContain(`/admin/merchants/{merchantId}/webhook/secret/rotate ${status}`);
+  });
+});
