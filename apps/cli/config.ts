@@ -6,6 +6,9 @@ export const cliEnvSchema = z.object({
   RABBITMQ_URL: envFields.rabbitmqUrl,
   TOPOLOGY_PREFIX: envFields.topologyPrefix,
   ...replicationFields,
+  /** merchants set: http webhook URLs are accepted only in development mode, private address literals only with this. */
+  WEBHOOKS_DEV: envFields.boolean(false),
+  ALLOW_PRIVATE_TARGETS: envFields.boolean(false),
 });
 
 export type CliConfig = z.infer<typeof cliEnvSchema>;

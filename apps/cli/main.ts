@@ -13,9 +13,10 @@ import { failedReplay } from './failed-replay.js';
 import { failedResend } from './failed-resend.js';
 import { invalidList } from './invalid-list.js';
 import { invalidRequeue } from './invalid-requeue.js';
+import { merchantsGet, merchantsList, merchantsRotateSecret, merchantsSet } from './merchants.js';
 import { publishCommand } from './publish.js';
 import { tokenCommand } from './token.js';
-import { FAILED_USAGE, INVALID_USAGE, USAGE } from './usage.js';
+import { FAILED_USAGE, INVALID_USAGE, MERCHANTS_USAGE, USAGE } from './usage.js';
 
 interface CommandGroup {
   usage: string;
@@ -25,6 +26,18 @@ interface CommandGroup {
 const GROUPS = new Map<string, CommandGroup>([
   ['failed', { usage: FAILED_USAGE, commands: new Map<string, Command<unknown>>([['list', failedList], ['resend', failedResend], ['replay', failedReplay]]) }],
   ['invalid', { usage: INVALID_USAGE, commands: new Map<string, Command<unknown>>([['list', invalidList], ['requeue', invalidRequeue]]) }],
+  [
+    'merchants',
+    {
+      usage: MERCHANTS_USAGE,
+      commands: new Map<string, Command<unknown>>([
+        ['list', merchantsList],
+        ['get', merchantsGet],
+        ['set', merchantsSet],
+        ['rotate-secret', merchantsRotateSecret],
+      ]),
+    },
+  ],
 ]);
 
 async function main(argv: string[]): Promise<number> {

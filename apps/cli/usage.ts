@@ -21,6 +21,8 @@ Commands:
       Shows the messages parked in <TOPOLOGY_PREFIX>.invalid without removing them.
   invalid requeue (--code <code> | --all) [--dry-run]
       Moves parked messages back to <TOPOLOGY_PREFIX>.dispatch once their cause is fixed.
+  merchants list|get|set|rotate-secret
+      Merchant webhook settings in <TOPOLOGY_PREFIX>.merchants (MERCHANT_DIRECTORY=broker), as the admin API.
 
 Run "webhooks <command> --help" for one command's options.
 Environment: RABBITMQ_URL, TOPOLOGY_PREFIX, and AUTH_JWT_SECRET for token.
@@ -122,3 +124,39 @@ the cause is not fixed, the dispatcher parks them again.
 
 ${NO_REQUEUE}
 ${EXIT} (3: no parked message matched)`;
+
+export const MERCHANTS_USAGE = `Usage: webhooks merchants <list|get|set|rotate-secret> [options]
+
+  merchants list            shows every merchant's webhook settings (never a secret)
+  merchants get <id>        shows one merchant's
+  merchants set <id> ...    creates or changes a merchant; a new webhook's secret is printed once
+  merchants rotate-secret <id> [--grace 24h]
+                            a new secret; both sign webhooks until the grace period ends
+
+Settings live in <TOPOLOGY_PREFIX>.merchants, read by programs run with MERCHANT_DIRECTORY=broker.
+Run "webhooks merchants <command> --help" for the options.`;
+
+export const MERCHANTS_LIST_USAGE = `Usage: webhooks merchants list [--json]
+
+Reads <TOPOLOGY_PREFIX>.merchants up to now and shows each merchant's settings. Secrets are never shown.
+${EXIT}`;
+
+export const MERCHANTS_GET_USAGE = `Usage: webhooks merchants get <merchant-id> [--json]
+
+Shows one merchant's settings. Exit 3 when there is no such merchant.
+${EXIT}`;
+
+export const MERCHANTS_SET_USAGE = `Usage: webhooks merchants set <merchant-id> [--public-key <key>] [--url <https-url>] [--enable | --disable]
+                              [--events <e1,e2> | --all-events] [--no-webhook]
+
+Creates a merchant (--public-key and --url needed) or changes one; options left out keep their value.
+--events takes charge.completed, payout, refund.completed. A webhook set up for the first time gets a
+new whsec_ secret, printed once on stdout. URLs must be https (http with WEBHOOKS_DEV=true), without
+credentials, and not a private address literal unless ALLOW_PRIVATE_TARGETS=true.
+${EXIT}`;
+
+export const MERCHANTS_ROTATE_USAGE = `Usage: webhooks merchants rotate-secret <merchant-id> [--grace <duration>]
+
+Prints a new webhook secret. Until --grace (default 24h, at most 30d; 0 for none) has passed, webhooks
+carry a signature with the new and with the previous secret, so the merchant can switch at any time.
+${EXIT}`;

@@ -1,0 +1,112 @@
+import { BrokerConnection } from '../../libs/broker/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
+import { BrokerMerchantDirectory } from '../../libs/merchants/index.js';
+import { declareTopology, topologyNames } from '../../libs/topology/index.js';
+import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
+import { runProgram } from '../support/process.js';
+import { waitFor } from '../support/wait.js';
+
+const CLI = 'dist/apps/cli/main.js';
+
+describe('webhooks merchants (operator CLI on the merchants stream)', () => {
+  const prefix = uniquePrefix('cli-merchants');
+  const stream = topologyNames(prefix).merchants;
+  const env = { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix };
+  let broker: BrokerConnection;
+  /** What a running program sees: a directory of its own, tailing the stream. */
+  let program: BrokerMerchantDirectory;
+  const cli = (...args: string[]) => runProgram(CLI, env, ['merchants', ...args]);
+
+  beforeAll(async () => {
+    broker = new BrokerConnection({
+      url: brokerUrl(),
+      name: 'test-cli-merchants',
+      logger: silentLogger(),
+      declare: (open) => declareTopology(open, { prefix, retryDelaysMs: [], failedRetention: '1D', merchantsStream: true }),
+    });
+    await broker.open(10_000);
+    program = new BrokerMerchantDirectory(broker, stream, silentLogger());
+    await program.start();
+    await program.waitUntilReady(10_000);
+  });
+
+  afterAll(async () => {
+    await program?.close();
+    await broker?.close();
+    const test = await TestBroker.open();
+    await test.deleteTopology(prefix, 0);
+    await test.channel.deleteQueue(stream).catch(() => {});
+    await test.close();
+  });
+
+  it('says there is nobody yet with exit 3', async () => {
+    const result = await cli('list');
+    expect(result.code).toBe(3);
+    expect(result.stderr).toContain('no merchant in the merchants stream');
+  });
+
+  it('creates a merchant, printing its secret once, and a running program applies it', async () => {
+    const result = await cli('set', 'm_cli', '--public-key', 'pk_cli_0001', '--url', 'https://hooks.example.com/cli', '--events', 'payout,refund.completed');
+    expect(result.code).toBe(0);
+    const secret = /webhook secret: (whsec_\S+)/.exec(result.stdout)?.[1];
+    expect(secret).toBeDefined();
+    expect(result.stderr).toContain('merchant m_cli created');
+    await waitFor('program applied it', () => program.byId('m_cli')?.webhook?.secret === secret, 5_000);
+    expect(program.byPublicKey('pk_cli_0001')?.webhook?.events).toEqual(['payout', 'refund.completed']);
+
+    const shown = await cli('get', 'm_cli', '--json');
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).not.toContain('whsec_');
+    expect(JSON.parse(shown.stdout)).toEqual({
+      id: 'm_cli',
+      publicKey: 'pk_cli_0001',
+      webhook: { url: 'https://hooks.example.com/cli', enabled: true, events: ['payout', 'refund.completed'], previousSecretExpiresAt: null },
+    });
+  });
+
+  it('changes one setting and keeps the others, and the secret', async () => {
+    const before = program.byId('m_cli')!.webhook!.secret;
+    const result = await cli('set', 'm_cli', '--disable');
+    expect(result.code).toBe(0);
+    expect(result.stdout).not.toContain('whsec_');
+    await waitFor('program applied it', () => program.byId('m_cli')?.webhook?.enabled === false, 5_000);
+    expect(program.byId('m_cli')!.webhook).toMatchObject({ url: 'https://hooks.example.com/cli', events: ['payout', 'refund.completed'], secret: before });
+    const list = await cli('list');
+    expect(list.code).toBe(0);
+    expect(list.stdout).toMatch(/m_cli\s+pk_cli_0001\s+false\s+payout,refund.completed/);
+  });
+
+  it('rotates the secret with a grace period during which both sign', async () => {
+    const before = program.byId('m_cli')!.webhook!.secret;
+    const result = await cli('rotate-secret', 'm_cli', '--grace', '1h');
+    expect(result.code).toBe(0);
+    const secret = /webhook secret: (whsec_\S+)/.exec(result.stdout)?.[1];
+    await waitFor('program applied it', () => program.byId('m_cli')?.webhook?.secret === secret, 5_000);
+    expect(program.byId('m_cli')!.webhook!.previousSecret?.secret).toBe(before);
+    expect(Date.parse(program.byId('m_cli')!.webhook!.previousSecret!.expiresAt) - Date.now()).toBeGreaterThan(3_500_000);
+  });
+
+  it('refuses what the admin API refuses, naming the field, and writes nothing', async () => {
+    const noKey = await cli('set', 'm_new', '--url', 'https://hooks.example.com/new');
+    expect(noKey.code).toBe(2);
+    expect(noKey.stderr).toContain('merchant m_new is new: give --public-key');
+    const plain = await cli('set', 'm_new', '--public-key', 'pk_new_00001', '--url', 'http://hooks.example.com/new');
+    expect(plain.code).toBe(2);
+    expect(plain.stderr).toContain('webhook.url: must be an https URL');
+    const taken = await cli('set', 'm_new', '--public-key', 'pk_cli_0001', '--url', 'https://hooks.example.com/new');
+    expect(taken.code).toBe(1);
+    expect(taken.stderr).toContain('another merchant has this public key');
+    const badEvent = await cli('set', 'm_new', '--public-key', 'pk_new_00001', '--url', 'https://hooks.example.com/new', '--events', 'charge.failed');
+    expect(badEvent.code).toBe(2);
+    expect((await cli('get', 'm_nobody')).code).toBe(3);
+    expect((await cli('rotate-secret', 'm_nobody')).code).toBe(3);
+    expect((await cli('rotate-secret', 'm_cli', '--grace', 'forever')).code).toBe(2);
+    expect(program.byId('m_new')).toBeUndefined();
+  });
+
+  it('says which stream is missing when the programs never declared it', async () => {
+    const result = await runProgram(CLI, { ...env, TOPOLOGY_PREFIX: uniquePrefix('nowhere') }, ['merchants', 'list']);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('.merchants does not exist on this broker');
+  });
+});
