@@ -22,6 +22,8 @@ export interface AdminDeps {
   merchants: MerchantDirectory;
   /** Only the broker directory can be written (MERCHANT_DIRECTORY=broker). */
   settings?: MerchantSettings;
+  /** False while the directory is still reading the merchants stream: a 404 then would be a lie. */
+  ready?: () => boolean;
   logger: Logger;
 }
 
@@ -46,6 +48,7 @@ export function adminRouter(deps: AdminDeps): express.Router {
   router.get('/merchants/:merchantId', (req, res, next) => {
     try {
       const merchantId = merchantIdOf(req);
+      if (deps.ready && !deps.ready()) throw new DirectoryNotReadyError();
       const merchant = deps.merchants.byId(merchantId);
       if (!merchant) throw notFound('merchant_not_found', `No merchant ${merchantId}`);
       res.json({ message: `merchant ${merchantId}`, error: null, data: viewOf(merchant, new Date()) });

@@ -77,6 +77,8 @@ export function createApp(deps: ApiDeps): express.Express {
   app.post('/nucleus/tnx/webhook', countResends, async (req: Request, res: Response, next: NextFunction) => {
     try {
       const reference = referenceFrom(req);
+      // A merchant the directory has not read yet is not unknown: say "try again", never 401.
+      if (deps.merchantsReady && !deps.merchantsReady()) throw unavailable('The merchant directory is still loading; try again shortly');
       const merchant = await deps.auth.authenticate(req.get('x-auth-token'), req.get('authorization'));
       const allowed = deps.limiter.take(merchant.id);
       if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds);
@@ -99,7 +101,7 @@ export function createApp(deps: ApiDeps): express.Express {
   });
 
   if (deps.merchants) {
-    app.use('/admin', adminRouter({ auth: deps.auth, merchants: deps.merchants, settings: deps.settings, logger: deps.logger }));
+    app.use('/admin', adminRouter({ auth: deps.auth, merchants: deps.merchants, settings: deps.settings, ready: deps.merchantsReady, logger: deps.logger }));
   }
 
   app.use((_req, _res, next) => {
