@@ -11,7 +11,8 @@ const merchantIdParameter = {
   schema: { type: 'string', pattern: '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$' },
 } as const;
 
-const merchantResponse = (description: string) => ({
+/** A success in the envelope: `data` holds what the operation returns. */
+const dataResponse = (description: string, data: object) => ({
   description,
   content: {
     'application/json': {
@@ -19,11 +20,13 @@ const merchantResponse = (description: string) => ({
         type: 'object',
         additionalProperties: false,
         required: ['message', 'error', 'data'],
-        properties: { message: { type: 'string' }, error: { type: 'null' }, data: { $ref: '#/components/schemas/Merchant' } },
+        properties: { message: { type: 'string' }, error: { type: 'null' }, data },
       },
     },
   },
 });
+
+const merchantResponse = (description: string) => dataResponse(description, { $ref: '#/components/schemas/Merchant' });
 
 const adminErrors = {
   '400': errorResponse('invalid_merchant_id, invalid_settings (the message names the field), invalid_body'),
@@ -142,31 +145,15 @@ export const openApiDocument = {
           },
         },
         responses: {
-          '200': {
-            description: 'Rotated',
-            content: {
-              'application/json': {
-                schema: {
-                  type: 'object',
-                  additionalProperties: false,
-                  required: ['message', 'error', 'data'],
-                  properties: {
-                    message: { type: 'string' },
-                    error: { type: 'null' },
-                    data: {
-                      type: 'object',
-                      additionalProperties: false,
-                      required: ['secret', 'previousSecretExpiresAt'],
-                      properties: {
-                        secret: { type: 'string', pattern: '^whsec_' },
-                        previousSecretExpiresAt: { type: ['string', 'null'], description: 'ISO 8601 time; null when no previous secret is in its grace period' },
-                      },
-                    },
-                  },
-                },
-              },
+          '200': dataResponse('Rotated', {
+            type: 'object',
+            additionalProperties: false,
+            required: ['secret', 'previousSecretExpiresAt'],
+            properties: {
+              secret: { type: 'string', pattern: '^whsec_' },
+              previousSecretExpiresAt: { type: ['string', 'null'], description: 'ISO 8601 time; null when no previous secret is in its grace period' },
             },
-          },
+          }),
           ...adminErrors,
           '404': errorResponse('merchant_not_found'),
           '409': errorResponse('webhook_not_set_up: PUT a webhook first; directory_read_only: MERCHANT_DIRECTORY=file'),

@@ -64,7 +64,7 @@ export type FailedReason = (typeof FAILED_REASONS)[keyof typeof FAILED_REASONS];
 export const ENTRY_TYPES = { failure: 'failure', resolution: 'resolution', checkpoint: 'checkpoint', claim: 'claim' } as const;
 
 /** Entries of the retries journal: a wait began, it ended (the message is back), a claim to recover it. */
-export const JOURNAL_ENTRY_TYPES = { scheduled: 'scheduled', arrived: 'arrived', recovery: 'recovery', checkpoint: 'checkpoint' } as const;
+export const JOURNAL_ENTRY_TYPES = { scheduled: 'scheduled', arrived: 'arrived', recovery: 'recovery' } as const;
 
 export type ScalarHeaders = Record<string, string | number | boolean>;
 

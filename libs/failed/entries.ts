@@ -17,10 +17,6 @@ export function entryTypeOf(headers: Record<string, unknown> | undefined): Entry
   return ENTRY_TYPE_VALUES.includes(type) ? (type as EntryType) : undefined;
 }
 
-export function offsetOf(headers: Record<string, unknown> | undefined): number | undefined {
-  const offset = headers?.[HEADERS.streamOffset];
-  return typeof offset === 'number' && Number.isSafeInteger(offset) && offset >= 0 ? offset : undefined;
-}
 
 /** The merchant and the references a failure entry is found by (a refund: refundRef and tnxRef). */
 export function failureKeysOf(headers: Record<string, unknown> | undefined): { merchantId: string; references: string[] } | undefined {

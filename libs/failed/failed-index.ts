@@ -1,9 +1,9 @@
-import { randomUUID } from 'node:crypto';
-import { type BrokerConnection, BrokerUnavailableError, type Consumer, type Delivery } from '../broker/index.js';
+import type { ConsumeMessage } from 'amqplib';
+import { type BrokerConnection, BrokerUnavailableError } from '../broker/index.js';
 import { ENTRY_TYPES } from '../contracts/index.js';
 import type { Logger } from '../logger/index.js';
-import { appendCheckpoint, isCheckpoint } from './checkpoint.js';
-import { type Claim, decodeClaim, decodeResolution, entryTypeOf, failureKeysOf, offsetOf, type Resolution, webhookIdOf } from './entries.js';
+import { StreamTail } from '../streams/index.js';
+import { type Claim, decodeClaim, decodeResolution, entryTypeOf, failureKeysOf, type Resolution, webhookIdOf } from './entries.js';
 import { firstOffset } from './reader.js';
 
 /** A claim that won an entry, in stream order, and when it was made (its maker's clock). */
@@ -45,18 +45,9 @@ export class FailedIndex {
   private duplicates = 0;
   private readonly claims = new Map<number, Held>();
   private readonly claimWaiters = new Map<string, { timer: NodeJS.Timeout; settle: (won: number[]) => void }>();
-  private nextOffset: number | undefined;
-  private checkpointId: string | undefined;
-  private caughtUp = false;
-  private consumer?: Consumer;
-  private stopped = false;
-  private checkpointTimer?: NodeJS.Timeout;
+  private readonly tail: StreamTail;
   private retentionTimer?: NodeJS.Timeout;
   readonly claimLeaseMs: number;
-  private readonly onConnected = () => void this.appendCheckpoint();
-  private readonly onDisconnected = () => {
-    this.caughtUp = false;
-  };
 
   constructor(
     private readonly broker: BrokerConnection,
@@ -65,10 +56,17 @@ export class FailedIndex {
     private readonly options: FailedIndexOptions = {},
   ) {
     this.claimLeaseMs = options.claimLeaseMs ?? 30_000;
+    this.tail = new StreamTail(broker, stream, logger, {
+      prefetch: 2_000,
+      onEntry: (message, offset) => this.apply(message, offset),
+      onCaughtUp: (offset) => this.logger.info('failed index caught up', { unresolved: this.size, offset }),
+      checkpointRetryMs: options.checkpointRetryMs,
+      checkpointDeadlineMs: options.checkpointDeadlineMs,
+    });
   }
 
   get ready(): boolean {
-    return this.caughtUp && this.broker.isConnected;
+    return this.tail.ready;
   }
 
   /** Unresolved failed webhooks: entries with the same webhook-id count once, a refund once. */
@@ -77,27 +75,15 @@ export class FailedIndex {
   }
 
   async start(): Promise<void> {
-    this.broker.on('connected', this.onConnected);
-    this.broker.on('disconnected', this.onDisconnected);
-    this.consumer = await this.broker.consume(this.stream, {
-      prefetch: 2_000,
-      // After a reconnect, resume just past the last entry applied instead of replaying it all.
-      arguments: () => ({ 'x-stream-offset': this.nextOffset ?? 'first' }),
-      onMessage: (delivery) => this.apply(delivery),
-    });
-    await this.appendCheckpoint();
+    await this.tail.start();
     const every = this.options.retentionCheckMs ?? 60_000;
     this.retentionTimer = setInterval(() => void this.dropExpired(), every);
     this.retentionTimer.unref();
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.checkpointTimer);
     clearInterval(this.retentionTimer);
-    this.broker.off('connected', this.onConnected);
-    this.broker.off('disconnected', this.onDisconnected);
-    await this.consumer?.cancel();
+    await this.tail.stop();
   }
 
   /** Offsets of this merchant's unresolved failures for a reference, oldest first. */
@@ -144,25 +130,6 @@ export class FailedIndex {
     }
   }
 
-  private async appendCheckpoint(attempt = 0): Promise<void> {
-    clearTimeout(this.checkpointTimer);
-    this.caughtUp = false;
-    const id = randomUUID();
-    this.checkpointId = id;
-    try {
-      await appendCheckpoint(this.broker, this.stream, id, this.options.checkpointDeadlineMs ?? 10_000);
-    } catch (err) {
-      if (this.stopped) return;
-      const backoff = this.options.checkpointRetryMs ?? [500, 1_000, 2_000, 5_000, 10_000, 30_000];
-      const delay = backoff[Math.min(attempt, backoff.length - 1)]!;
-      this.logger.warn('failed index checkpoint not appended; retrying', { error: (err as Error).message, retryInMs: delay });
-      this.checkpointTimer = setTimeout(() => {
-        if (this.checkpointId === id && !this.stopped) void this.appendCheckpoint(attempt + 1);
-      }, delay);
-      this.checkpointTimer.unref();
-    }
-  }
-
   /** Retention removes whole segments from the stream's head: drop what is now before its first offset. */
   private async dropExpired(): Promise<void> {
     if (!this.ready || this.hashes.size === 0) return;
@@ -183,15 +150,8 @@ export class FailedIndex {
     this.logger.info('failed entries expired by retention', { dropped: before - this.hashes.size, firstOffset: first });
   }
 
-  private apply(delivery: Delivery): void {
-    const { message } = delivery;
+  private apply(message: ConsumeMessage, offset: number): void {
     const headers = message.properties.headers;
-    const offset = offsetOf(headers);
-    delivery.ack();
-    if (offset === undefined) return;
-    if (this.nextOffset !== undefined && offset < this.nextOffset) return; // already applied before a reconnect
-    this.nextOffset = offset + 1;
-
     switch (entryTypeOf(headers)) {
       case ENTRY_TYPES.failure: {
         const keys = failureKeysOf(headers);
@@ -210,12 +170,6 @@ export class FailedIndex {
         if (claim) this.applyClaim(claim);
         return;
       }
-      case ENTRY_TYPES.checkpoint:
-        if (isCheckpoint(headers, this.checkpointId) && !this.caughtUp) {
-          this.caughtUp = true;
-          this.logger.info('failed index caught up', { unresolved: this.size, offset });
-        }
-        return;
       default:
         return;
     }

@@ -1,6 +1,6 @@
 import type { ConsumeMessage } from 'amqplib';
 import { type BrokerConnection, BrokerUnavailableError } from '../broker/index.js';
-import { offsetOf } from './entries.js';
+import { offsetOf } from '../streams/index.js';
 
 /** The entry is no longer in the stream: retention (FAILED_RETENTION) removed it. */
 export class EntryExpiredError extends Error {

@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import type { ConsumeMessage } from 'amqplib';
 import { type BrokerConnection, BrokerUnavailableError } from '../broker/index.js';
 import { ENTRY_TYPES } from '../contracts/index.js';
-import { appendCheckpoint, isCheckpoint } from './checkpoint.js';
-import { decodeResolution, entryTypeOf, offsetOf } from './entries.js';
+import { appendCheckpoint, isCheckpoint, offsetOf } from '../streams/index.js';
+import { decodeResolution, entryTypeOf } from './entries.js';
 import { type FailureRecord, failureRecordOf } from './failure-record.js';
 
 export interface SnapshotOptions {

@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { type BrokerConnection, BrokerUnavailableError, type Consumer, type Delivery } from '../broker/index.js';
+import type { ConsumeMessage } from 'amqplib';
+import { type BrokerConnection, BrokerUnavailableError } from '../broker/index.js';
 import { HEADERS } from '../contracts/index.js';
-import { appendCheckpoint, isCheckpoint } from '../failed/checkpoint.js';
-import { offsetOf } from '../failed/entries.js';
 import type { Logger } from '../logger/index.js';
+import { StreamTail } from '../streams/index.js';
 import type { MerchantDirectory } from './directory.js';
 import type { Merchant } from './schema.js';
 import { appendSettingsEntry, decodeSettingsEntry, SETTINGS_ENTRY_TYPE, type SettingsEntry } from './settings-entries.js';
@@ -47,18 +47,11 @@ export class BrokerMerchantDirectory implements MerchantDirectory {
   private readonly byIdMap = new Map<string, Current>();
   private readonly byKeyMap = new Map<string, string>();
   private readonly writeWaiters = new Map<string, () => void>();
-  private readonly readyWaiters = new Set<() => void>();
-  private nextOffset: number | undefined;
-  private checkpointId: string | undefined;
-  private caughtUp = false;
-  private consumer?: Consumer;
+  private readonly tail: StreamTail;
+  private caughtUpOnce = false;
   private refreshTimer?: NodeJS.Timeout;
   private stopped = false;
   private readonly now: () => Date;
-  private readonly onConnected = () => void this.appendCheckpoint();
-  private readonly onDisconnected = () => {
-    this.caughtUp = false;
-  };
 
   constructor(
     private readonly broker: BrokerConnection,
@@ -67,10 +60,18 @@ export class BrokerMerchantDirectory implements MerchantDirectory {
     private readonly options: BrokerDirectoryOptions = {},
   ) {
     this.now = options.now ?? (() => new Date());
+    this.tail = new StreamTail(broker, stream, logger, {
+      prefetch: 1_000,
+      onEntry: (message, offset) => this.apply(message, offset),
+      onCaughtUp: (offset) => {
+        this.caughtUpOnce = true;
+        this.logger.info('merchant directory caught up', { merchants: this.byIdMap.size, offset });
+      },
+    });
   }
 
   get ready(): boolean {
-    return this.caughtUp && this.broker.isConnected;
+    return this.tail.ready;
   }
 
   get size(): number {
@@ -78,41 +79,20 @@ export class BrokerMerchantDirectory implements MerchantDirectory {
   }
 
   async start(): Promise<void> {
-    this.broker.on('connected', this.onConnected);
-    this.broker.on('disconnected', this.onDisconnected);
-    this.consumer = await this.broker.consume(this.stream, {
-      prefetch: 1_000,
-      arguments: () => ({ 'x-stream-offset': this.nextOffset ?? 'first' }),
-      onMessage: (delivery) => this.apply(delivery),
-    });
-    await this.appendCheckpoint();
+    await this.tail.start();
     this.refreshTimer = setInterval(() => void this.refresh(), this.options.refreshCheckMs ?? 3_600_000);
     this.refreshTimer.unref();
   }
 
   /** Resolves once caught up with the stream; a program waits for it before it acts on merchants. */
   waitUntilReady(timeoutMs: number): Promise<void> {
-    if (this.caughtUp) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      const done = () => {
-        clearTimeout(timer);
-        this.readyWaiters.delete(done);
-        resolve();
-      };
-      const timer = setTimeout(() => {
-        this.readyWaiters.delete(done);
-        reject(new BrokerUnavailableError(`merchants stream ${this.stream} not read up to date within ${timeoutMs} ms`));
-      }, timeoutMs);
-      this.readyWaiters.add(done);
-    });
+    return this.tail.waitUntilCaughtUp(timeoutMs);
   }
 
   async close(): Promise<void> {
     this.stopped = true;
     clearInterval(this.refreshTimer);
-    this.broker.off('connected', this.onConnected);
-    this.broker.off('disconnected', this.onDisconnected);
-    await this.consumer?.cancel();
+    await this.tail.stop();
   }
 
   byId(id: string): Merchant | undefined {
@@ -185,38 +165,11 @@ export class BrokerMerchantDirectory implements MerchantDirectory {
     await readBack;
   }
 
-  private async appendCheckpoint(): Promise<void> {
-    this.caughtUp = false;
-    const id = randomUUID();
-    this.checkpointId = id;
-    try {
-      await appendCheckpoint(this.broker, this.stream, id, 10_000);
-    } catch (err) {
-      // Not ready until a checkpoint is read back; the next reconnect or refresh check appends another.
-      this.logger.warn('merchants stream checkpoint not appended', { error: (err as Error).message });
-      if (this.checkpointId === id) this.checkpointId = undefined;
-    }
-  }
-
-  private apply(delivery: Delivery): void {
-    const { message } = delivery;
-    const headers = message.properties.headers;
-    const offset = offsetOf(headers);
-    delivery.ack();
-    if (offset === undefined) return;
-    if (this.nextOffset !== undefined && offset < this.nextOffset) return;
-    this.nextOffset = offset + 1;
-    if (headers?.[HEADERS.entryType] === SETTINGS_ENTRY_TYPE) {
-      const entry = decodeSettingsEntry(message.content);
-      if (entry) this.applyEntry(entry);
-      else this.logger.warn('merchants stream entry skipped: not valid settings', { offset });
-      return;
-    }
-    if (isCheckpoint(headers, this.checkpointId) && !this.caughtUp) {
-      this.caughtUp = true;
-      this.logger.info('merchant directory caught up', { merchants: this.byIdMap.size, offset });
-      for (const wake of [...this.readyWaiters]) wake();
-    }
+  private apply(message: ConsumeMessage, offset: number): void {
+    if (message.properties.headers?.[HEADERS.entryType] !== SETTINGS_ENTRY_TYPE) return;
+    const entry = decodeSettingsEntry(message.content);
+    if (entry) this.applyEntry(entry);
+    else this.logger.warn('merchants stream entry skipped: not valid settings', { offset });
   }
 
   private applyEntry(entry: SettingsEntry): void {
@@ -233,7 +186,7 @@ export class BrokerMerchantDirectory implements MerchantDirectory {
     }
     this.byIdMap.set(entry.merchantId, { merchant: entry.merchant, version: entry.version, entryId: entry.entryId, writtenAt });
     this.byKeyMap.set(entry.merchant.publicKey, entry.merchantId);
-    if (this.caughtUp) this.logger.info('merchant settings applied', { merchantId: entry.merchantId, version: entry.version });
+    if (this.caughtUpOnce) this.logger.info('merchant settings applied', { merchantId: entry.merchantId, version: entry.version });
     this.settleWrite(entry);
   }
 
@@ -247,9 +200,7 @@ export class BrokerMerchantDirectory implements MerchantDirectory {
    * newer copy of every merchant. Every replica may do it; the copies are harmless.
    */
   async refresh(): Promise<number> {
-    if (this.stopped || !this.broker.isConnected) return 0;
-    if (this.checkpointId === undefined) await this.appendCheckpoint();
-    if (!this.ready) return 0;
+    if (this.stopped || !this.ready) return 0;
     const horizon = this.now().getTime() - (this.options.refreshAfterMs ?? 30 * 86_400_000);
     let refreshed = 0;
     for (const [merchantId, current] of this.byIdMap) {

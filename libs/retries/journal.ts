@@ -65,15 +65,6 @@ export function appendRecoveryClaim(
   );
 }
 
-export function appendJournalCheckpoint(broker: BrokerConnection, stream: string, id: string, deadlineMs: number): Promise<void> {
-  return broker.sendToQueue(
-    stream,
-    JSON_EMPTY,
-    { contentType: 'application/json', headers: { [HEADERS.entryType]: JOURNAL_ENTRY_TYPES.checkpoint, [HEADERS.checkpointId]: id } },
-    deadlineMs,
-  );
-}
-
 /** The message to put back in dispatch from a scheduled entry: its own properties, journal headers gone. */
 export function recoveredCopy(headers: Record<string, unknown>, claimId: string): ScalarHeaders {
   const copy: ScalarHeaders = {};

@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import type { BrokerConnection, Consumer, Delivery } from '../broker/index.js';
+import type { ConsumeMessage } from 'amqplib';
+import type { BrokerConnection } from '../broker/index.js';
 import { HEADERS, JOURNAL_ENTRY_TYPES } from '../contracts/index.js';
-import { offsetOf } from '../failed/entries.js';
 import { readEntryAt } from '../failed/reader.js';
 import type { Logger } from '../logger/index.js';
-import { appendJournalCheckpoint, appendRecoveryClaim, recoveredCopy } from './journal.js';
+import { StreamTail } from '../streams/index.js';
+import { appendRecoveryClaim, recoveredCopy } from './journal.js';
 
 export interface RetryWatchOptions {
   /** The dispatch queue, where a recovered message goes back. */
@@ -46,18 +47,11 @@ export class RetryWatch {
   /** The winning recovery claim of a wait, kept after it arrived: the original may still come out. */
   private readonly claims = new Map<string, Held>();
   private readonly claimWaiters = new Map<string, (won: string[]) => void>();
-  private nextOffset: number | undefined;
-  private checkpointId: string | undefined;
-  private caughtUp = false;
-  private consumer?: Consumer;
+  private readonly tail: StreamTail;
   private timer?: NodeJS.Timeout;
   private checking?: Promise<void>;
   private stopped = false;
   private readonly now: () => number;
-  private readonly onConnected = () => void this.appendCheckpoint();
-  private readonly onDisconnected = () => {
-    this.caughtUp = false;
-  };
 
   constructor(
     private readonly broker: BrokerConnection,
@@ -66,22 +60,20 @@ export class RetryWatch {
     private readonly options: RetryWatchOptions,
   ) {
     this.now = options.now ?? Date.now;
+    this.tail = new StreamTail(broker, stream, logger, {
+      prefetch: 2_000,
+      onEntry: (message, offset) => this.apply(message, offset),
+      onCaughtUp: (offset) => this.logger.info('retries journal caught up', { waiting: this.waiting.size, offset }),
+    });
   }
 
   /** Caught up with the journal: what it says is waiting is what is waiting. */
   get ready(): boolean {
-    return this.caughtUp && this.broker.isConnected;
+    return this.tail.ready;
   }
 
   async start(): Promise<void> {
-    this.broker.on('connected', this.onConnected);
-    this.broker.on('disconnected', this.onDisconnected);
-    this.consumer = await this.broker.consume(this.stream, {
-      prefetch: 2_000,
-      arguments: () => ({ 'x-stream-offset': this.nextOffset ?? 'first' }),
-      onMessage: (delivery) => this.apply(delivery),
-    });
-    await this.appendCheckpoint();
+    await this.tail.start();
     this.timer = setInterval(() => {
       this.checking ??= this.check().finally(() => {
         this.checking = undefined;
@@ -93,10 +85,8 @@ export class RetryWatch {
   async stop(): Promise<void> {
     this.stopped = true;
     clearInterval(this.timer);
-    this.broker.off('connected', this.onConnected);
-    this.broker.off('disconnected', this.onDisconnected);
     await this.checking;
-    await this.consumer?.cancel();
+    await this.tail.stop();
   }
 
   /**
@@ -123,27 +113,8 @@ export class RetryWatch {
     return counts;
   }
 
-  private async appendCheckpoint(): Promise<void> {
-    this.caughtUp = false;
-    const id = randomUUID();
-    this.checkpointId = id;
-    try {
-      await appendJournalCheckpoint(this.broker, this.stream, id, 10_000);
-    } catch (err) {
-      // Tried again at the next check: until then nothing is recovered, which only delays it.
-      this.logger.warn('retries journal checkpoint not appended', { error: (err as Error).message });
-      this.checkpointId = undefined;
-    }
-  }
-
-  private apply(delivery: Delivery): void {
-    const { message } = delivery;
+  private apply(message: ConsumeMessage, offset: number): void {
     const headers = message.properties.headers ?? {};
-    const offset = offsetOf(headers);
-    delivery.ack();
-    if (offset === undefined) return;
-    if (this.nextOffset !== undefined && offset < this.nextOffset) return;
-    this.nextOffset = offset + 1;
     const scheduleId = headers[HEADERS.scheduleId];
     switch (headers[HEADERS.entryType]) {
       case JOURNAL_ENTRY_TYPES.scheduled: {
@@ -157,12 +128,6 @@ export class RetryWatch {
         return;
       case JOURNAL_ENTRY_TYPES.recovery:
         this.applyClaim(headers, message.content);
-        return;
-      case JOURNAL_ENTRY_TYPES.checkpoint:
-        if (this.checkpointId !== undefined && headers[HEADERS.checkpointId] === this.checkpointId && !this.caughtUp) {
-          this.caughtUp = true;
-          this.logger.info('retries journal caught up', { waiting: this.waiting.size, offset });
-        }
         return;
       default:
         return;
@@ -194,7 +159,6 @@ export class RetryWatch {
   /** Finds overdue waits, claims them, and puts back a copy of each one this watch won. */
   async check(): Promise<void> {
     if (this.stopped || !this.broker.isConnected) return;
-    if (this.checkpointId === undefined) await this.appendCheckpoint();
     const now = this.now();
     this.forgetExpired(now);
     if (!this.ready) return;

@@ -8,7 +8,7 @@ import { EventPublisher } from '../../libs/publisher/index.js';
 import { declareIntake, topologyNames } from '../../libs/topology/index.js';
 import { testMerchant, writeMerchantsFile } from '../support/harness.js';
 import { startProgram } from '../support/process.js';
-import { Receiver } from '../support/receiver.js';
+import { failOnceThenSucceed, Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 import { cleanUp, killNode, leaders, nodeByName } from './cluster.js';
 
@@ -29,13 +29,7 @@ describe('a retry tier losing its leader', () => {
 
   beforeAll(async () => {
     // Each merchant has its own URL (so its own circuit); each webhook fails once, then succeeds.
-    const seen = new Set<string>();
-    receiver = await Receiver.start((_n, req) => {
-      const id = String(req.headers['webhook-id']);
-      if (seen.has(id)) return 204;
-      seen.add(id);
-      return 500;
-    });
+    receiver = await Receiver.start(failOnceThenSucceed());
     const merchants = Array.from({ length: MERCHANTS }, (_, i) => testMerchant(`m_${i}`, `${receiver.url}/${i}`));
     dispatcher = startProgram('dist/apps/dispatcher/main.js', {
       RABBITMQ_URL: urls.join(','),

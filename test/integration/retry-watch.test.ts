@@ -3,7 +3,7 @@ import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { RetryWatch } from '../../libs/retries/index.js';
 import { type Harness, startHarness, testMerchant } from '../support/harness.js';
-import { Receiver } from '../support/receiver.js';
+import { failOnceThenSucceed, Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
 const DELAY_MS = 3_000;
@@ -22,13 +22,7 @@ describe('the retry watch', () => {
 
   beforeAll(async () => {
     // Every webhook fails its first attempt and succeeds after.
-    const seen = new Set<string>();
-    receiver = await Receiver.start((_n, req) => {
-      const id = String(req.headers['webhook-id']);
-      if (seen.has(id)) return 204;
-      seen.add(id);
-      return 500;
-    });
+    receiver = await Receiver.start(failOnceThenSucceed());
     merchant.webhook!.url = receiver.url;
     harness = await startHarness({
       name: 'retry-watch',

@@ -17,6 +17,17 @@ export type Behaviour = (
   req: ReceivedRequest,
 ) => number | 'hang' | { status: number; headers?: Record<string, string>; delayMs?: number };
 
+/** A merchant that answers 500 to the first attempt of each webhook (by webhook-id) and 204 after. */
+export function failOnceThenSucceed(): Behaviour {
+  const seen = new Set<string>();
+  return (_n, req) => {
+    const id = String(req.headers['webhook-id']);
+    if (seen.has(id)) return 204;
+    seen.add(id);
+    return 500;
+  };
+}
+
 /** A real merchant server on loopback that records every request. */
 export class Receiver {
   readonly requests: ReceivedRequest[] = [];

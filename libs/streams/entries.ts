@@ -1,0 +1,28 @@
+import type { BrokerConnection } from '../broker/index.js';
+import { HEADERS } from '../contracts/index.js';
+
+/** The offset the broker puts on every entry it delivers from a stream. */
+export function offsetOf(headers: Record<string, unknown> | undefined): number | undefined {
+  const offset = headers?.[HEADERS.streamOffset];
+  return typeof offset === 'number' && Number.isSafeInteger(offset) && offset >= 0 ? offset : undefined;
+}
+
+export const CHECKPOINT = 'checkpoint';
+
+/**
+ * The stream gives no message count, so a reader marks "now" by appending a checkpoint with an id of
+ * its own: reading it back means every entry written before it has been seen. The same entry type
+ * in every stream the service tails (failed, retries, merchants).
+ */
+export function appendCheckpoint(broker: BrokerConnection, stream: string, id: string, deadlineMs?: number): Promise<void> {
+  return broker.sendToQueue(
+    stream,
+    Buffer.from('{}'),
+    { contentType: 'application/json', headers: { [HEADERS.entryType]: CHECKPOINT, [HEADERS.checkpointId]: id } },
+    deadlineMs,
+  );
+}
+
+export function isCheckpoint(headers: Record<string, unknown> | undefined, id: string | undefined): boolean {
+  return id !== undefined && headers?.[HEADERS.checkpointId] === id;
+}

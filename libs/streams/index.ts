@@ -1,0 +1,2 @@
+export { appendCheckpoint, isCheckpoint, offsetOf } from './entries.js';
+export { StreamTail, type StreamTailOptions } from './stream-tail.js';
