@@ -60,6 +60,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     await directory.start();
     merchants = directory;
   }
+  const merchantsReady = () => directory?.ready ?? true;
   const index = new FailedIndex(broker, topologyNames(config.TOPOLOGY_PREFIX).failed, logger);
   await index.start();
 
@@ -82,14 +83,14 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     registry,
     merchants,
     settings: directory && new MerchantSettings(directory, { allowHttp: config.WEBHOOKS_DEV, allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS }),
-    merchantsReady: () => directory?.ready ?? true,
+    merchantsReady,
     // With METRICS_PORT set, the public port serves only the resend API and health.
     serveMetrics: config.METRICS_PORT === undefined,
   });
   const metrics =
     config.METRICS_PORT === undefined
       ? undefined
-      : await startHealthServer({ port: config.METRICS_PORT, registry, ready: () => broker.isConnected && index.ready && (directory?.ready ?? true) });
+      : await startHealthServer({ port: config.METRICS_PORT, registry, ready: () => broker.isConnected && index.ready && merchantsReady() });
 
   const server = app.listen(config.PORT);
   server.headersTimeout = 10_000;

@@ -13,7 +13,7 @@ import { type DeliveryObserver, noopObserver, type Outcome } from '../../libs/me
 import { activeWebhook, type MerchantDirectory, receivesEvent, signingSecrets } from '../../libs/merchants/index.js';
 import { WebhookSigner } from '../../libs/signing/index.js';
 import { appendResolution } from '../../libs/failed/index.js';
-import { appendArrived, appendScheduled, type RetryWatch } from '../../libs/retries/index.js';
+import { appendArrived, appendScheduled, type RetryWatch, type ScheduledRetry } from '../../libs/retries/index.js';
 import { randomUUID } from 'node:crypto';
 import { type TopologyNames, topologyNames } from '../../libs/topology/index.js';
 import { type AttemptResult, EndpointGuards, endpointOf } from './endpoint-guards.js';
@@ -444,12 +444,9 @@ export class Dispatcher {
    */
   private async move(delivery: Delivery, queue: string, headers: ScalarHeaders, event: string, tier?: number): Promise<boolean> {
     const { message } = delivery;
-    let dueAt: number | undefined;
-    if (tier !== undefined) {
-      // A wait of its own in the journal, so a tier that fails to hand it back is noticed.
-      dueAt = this.now().getTime() + this.settings.retryDelaysMs[tier]!;
-      headers = { ...headers, [HEADERS.scheduleId]: randomUUID(), [HEADERS.dueAt]: dueAt };
-    }
+    // A wait of its own in the journal, so a tier that fails to hand it back is noticed.
+    const wait = tier === undefined ? undefined : { scheduleId: randomUUID(), dueAt: this.now().getTime() + this.settings.retryDelaysMs[tier]! };
+    if (wait) headers = { ...headers, [HEADERS.scheduleId]: wait.scheduleId, [HEADERS.dueAt]: wait.dueAt };
     const options: Options.Publish = {
       persistent: true,
       contentType: message.properties.contentType ?? 'application/json',
@@ -464,7 +461,7 @@ export class Dispatcher {
       }
       try {
         await this.deps.broker.sendToQueue(queue, message.content, options);
-        if (dueAt !== undefined) await this.journal(queue, dueAt, message.content, options);
+        if (wait) await this.journal({ ...wait, queue, content: message.content, properties: options });
         delivery.ack();
         return true;
       } catch (err) {
@@ -485,13 +482,12 @@ export class Dispatcher {
     }
   }
 
-  private async journal(queue: string, dueAt: number, content: Buffer, properties: Options.Publish): Promise<void> {
-    const scheduleId = properties.headers![HEADERS.scheduleId] as string;
+  private async journal(retry: ScheduledRetry): Promise<void> {
     try {
-      await appendScheduled(this.deps.broker, this.names.retries, { scheduleId, queue, dueAt, content, properties }, 10_000);
+      await appendScheduled(this.deps.broker, this.names.retries, retry, 10_000);
     } catch (err) {
       // The message is in its tier: only the watch's safety net is missing for it.
-      this.deps.logger.warn('retry not recorded in the journal', { queue, scheduleId, error: (err as Error).message });
+      this.deps.logger.warn('retry not recorded in the journal', { queue: retry.queue, scheduleId: retry.scheduleId, error: (err as Error).message });
     }
   }
 

@@ -1,8 +1,8 @@
 import type { ConsumeMessage } from 'amqplib';
-import { type BrokerConnection, BrokerUnavailableError } from '../broker/index.js';
+import type { BrokerConnection } from '../broker/index.js';
 import { ENTRY_TYPES } from '../contracts/index.js';
 import type { Logger } from '../logger/index.js';
-import { StreamTail } from '../streams/index.js';
+import { ReadBacks, StreamTail } from '../streams/index.js';
 import { type Claim, decodeClaim, decodeResolution, entryTypeOf, failureKeysOf, type Resolution, webhookIdOf } from './entries.js';
 import { firstOffset } from './reader.js';
 
@@ -44,7 +44,7 @@ export class FailedIndex {
   /** Entries beyond the first of each webhook: size counts a webhook split in two once. */
   private duplicates = 0;
   private readonly claims = new Map<number, Held>();
-  private readonly claimWaiters = new Map<string, { timer: NodeJS.Timeout; settle: (won: number[]) => void }>();
+  private readonly claimWaiters = new ReadBacks<number[]>();
   private readonly tail: StreamTail;
   private retentionTimer?: NodeJS.Timeout;
   readonly claimLeaseMs: number;
@@ -102,25 +102,11 @@ export class FailedIndex {
    * other replica reaches the same verdict from the same order.
    */
   awaitClaim(claimId: string, timeoutMs: number): Promise<number[]> {
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.claimWaiters.delete(claimId);
-        reject(new BrokerUnavailableError(`claim ${claimId} not read back from ${this.stream} within ${timeoutMs} ms`));
-      }, timeoutMs);
-      this.claimWaiters.set(claimId, {
-        timer,
-        settle: (won) => {
-          clearTimeout(timer);
-          this.claimWaiters.delete(claimId);
-          resolve(won);
-        },
-      });
-    });
+    return this.claimWaiters.expect(claimId, timeoutMs, `claim ${claimId} from ${this.stream}`);
   }
 
   forgetClaim(claimId: string): void {
-    clearTimeout(this.claimWaiters.get(claimId)?.timer);
-    this.claimWaiters.delete(claimId);
+    this.claimWaiters.forget(claimId);
   }
 
   /** Applies a resolution at once on this instance; the stream brings it to the others. */
@@ -191,7 +177,7 @@ export class FailedIndex {
       this.claims.set(offset, { id: claim.claimId, at: claim.at });
       won.push(offset);
     }
-    this.claimWaiters.get(claim.claimId)?.settle(won);
+    this.claimWaiters.settle(claim.claimId, won);
   }
 
   private addFailure(offset: number, keys: string[], hash: number): void {

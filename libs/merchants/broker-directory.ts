@@ -3,7 +3,7 @@ import type { ConsumeMessage } from 'amqplib';
 import { type BrokerConnection, BrokerUnavailableError } from '../broker/index.js';
 import { HEADERS } from '../contracts/index.js';
 import type { Logger } from '../logger/index.js';
-import { StreamTail } from '../streams/index.js';
+import { ReadBacks, StreamTail } from '../streams/index.js';
 import type { MerchantDirectory } from './directory.js';
 import type { Merchant } from './schema.js';
 import { appendSettingsEntry, decodeSettingsEntry, SETTINGS_ENTRY_TYPE, type SettingsEntry } from './settings-entries.js';
@@ -46,7 +46,7 @@ export type SettingsChange = (current: Merchant | undefined) => Merchant | undef
 export class BrokerMerchantDirectory implements MerchantDirectory {
   private readonly byIdMap = new Map<string, Current>();
   private readonly byKeyMap = new Map<string, string>();
-  private readonly writeWaiters = new Map<string, () => void>();
+  private readonly writeWaiters = new ReadBacks<void>();
   private readonly tail: StreamTail;
   private caughtUpOnce = false;
   private refreshTimer?: NodeJS.Timeout;
@@ -144,22 +144,11 @@ export class BrokerMerchantDirectory implements MerchantDirectory {
   /** Appends the entry and waits until this directory has read it back. */
   private async write(entry: SettingsEntry): Promise<void> {
     const timeoutMs = this.options.writeTimeoutMs ?? 10_000;
-    const readBack = new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.writeWaiters.delete(entry.entryId);
-        reject(new BrokerUnavailableError(`merchant settings not read back from ${this.stream} within ${timeoutMs} ms`));
-      }, timeoutMs);
-      this.writeWaiters.set(entry.entryId, () => {
-        clearTimeout(timer);
-        this.writeWaiters.delete(entry.entryId);
-        resolve();
-      });
-    });
+    const readBack = this.writeWaiters.expect(entry.entryId, timeoutMs, `merchant settings from ${this.stream}`);
     try {
       await appendSettingsEntry(this.broker, this.stream, entry, timeoutMs);
     } catch (err) {
-      this.writeWaiters.get(entry.entryId)?.();
-      await readBack.catch(() => {});
+      this.writeWaiters.forget(entry.entryId);
       throw err;
     }
     await readBack;
@@ -191,7 +180,7 @@ export class BrokerMerchantDirectory implements MerchantDirectory {
   }
 
   private settleWrite(entry: SettingsEntry): void {
-    this.writeWaiters.get(entry.entryId)?.();
+    this.writeWaiters.settle(entry.entryId, undefined);
   }
 
   /**

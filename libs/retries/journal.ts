@@ -1,6 +1,6 @@
 import type { Options } from 'amqplib';
 import type { BrokerConnection } from '../broker/index.js';
-import { HEADERS, JOURNAL_ENTRY_TYPES, type ScalarHeaders } from '../contracts/index.js';
+import { HEADERS, JOURNAL_ENTRY_TYPES, type ScalarHeaders, scalarHeaders } from '../contracts/index.js';
 
 /**
  * The retries journal is a stream beside the tiers: one `scheduled` entry per message moved into
@@ -65,13 +65,13 @@ export function appendRecoveryClaim(
   );
 }
 
+const JOURNAL_ONLY = new Set<string>([HEADERS.entryType, HEADERS.streamOffset, HEADERS.dueAt, HEADERS.retryQueue]);
+
 /** The message to put back in dispatch from a scheduled entry: its own properties, journal headers gone. */
 export function recoveredCopy(headers: Record<string, unknown>, claimId: string): ScalarHeaders {
-  const copy: ScalarHeaders = {};
-  for (const [key, value] of Object.entries(headers)) {
-    if (key === HEADERS.entryType || key === HEADERS.streamOffset || key === HEADERS.dueAt || key === HEADERS.retryQueue) continue;
-    if (key.startsWith('x-first-death') || key.startsWith('x-last-death')) continue;
-    if (typeof value === 'string' || typeof value === 'boolean' || (typeof value === 'number' && Number.isFinite(value))) copy[key] = value;
+  const copy = scalarHeaders(headers);
+  for (const key of Object.keys(copy)) {
+    if (JOURNAL_ONLY.has(key) || key.startsWith('x-first-death') || key.startsWith('x-last-death')) delete copy[key];
   }
   copy[HEADERS.recoveredBy] = claimId;
   return copy;

@@ -4,7 +4,7 @@ import type { BrokerConnection } from '../broker/index.js';
 import { HEADERS, JOURNAL_ENTRY_TYPES } from '../contracts/index.js';
 import { readEntryAt } from '../failed/reader.js';
 import type { Logger } from '../logger/index.js';
-import { StreamTail } from '../streams/index.js';
+import { ReadBacks, StreamTail } from '../streams/index.js';
 import { appendRecoveryClaim, recoveredCopy } from './journal.js';
 
 export interface RetryWatchOptions {
@@ -42,11 +42,11 @@ interface Held {
  * comes out at last, `isSuperseded` tells the dispatcher to drop it.
  */
 export class RetryWatch {
-  readonly stats = { recovered: 0, superseded: 0 };
+  readonly stats = { recovered: 0 };
   private readonly waiting = new Map<string, Waiting>();
   /** The winning recovery claim of a wait, kept after it arrived: the original may still come out. */
   private readonly claims = new Map<string, Held>();
-  private readonly claimWaiters = new Map<string, (won: string[]) => void>();
+  private readonly claimWaiters = new ReadBacks<string[]>();
   private readonly tail: StreamTail;
   private timer?: NodeJS.Timeout;
   private checking?: Promise<void>;
@@ -153,7 +153,7 @@ export class RetryWatch {
       this.claims.set(id, { claimId, at });
       won.push(id);
     }
-    this.claimWaiters.get(claimId)?.(won);
+    this.claimWaiters.settle(claimId, won);
   }
 
   /** Finds overdue waits, claims them, and puts back a copy of each one this watch won. */
@@ -175,21 +175,11 @@ export class RetryWatch {
     const claimId = randomUUID();
     let won: string[];
     try {
-      const readBack = new Promise<string[]>((resolve, reject) => {
-        const timer = setTimeout(() => {
-          this.claimWaiters.delete(claimId);
-          reject(new Error('recovery claim not read back within 10 s'));
-        }, 10_000);
-        this.claimWaiters.set(claimId, (ids) => {
-          clearTimeout(timer);
-          this.claimWaiters.delete(claimId);
-          resolve(ids);
-        });
-      });
+      const readBack = this.claimWaiters.expect(claimId, 10_000, `recovery claim from ${this.stream}`);
       await appendRecoveryClaim(this.broker, this.stream, { claimId, at: now, scheduleIds: overdue }, 10_000);
       won = await readBack;
     } catch (err) {
-      this.claimWaiters.delete(claimId);
+      this.claimWaiters.forget(claimId);
       this.logger.warn('overdue retries not claimed; trying again at the next check', { overdue: overdue.length, error: (err as Error).message });
       return;
     }

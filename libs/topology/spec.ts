@@ -65,6 +65,20 @@ function quorum(replication: Replication = DEFAULT_REPLICATION) {
   return { 'x-queue-type': 'quorum', 'x-quorum-initial-group-size': replication.quorumGroupSize } as const;
 }
 
+/** A stream kept `maxAge`; small segments let retention drop them (it never drops the one being written). */
+function stream(name: string, maxAge: string, replication: Replication = DEFAULT_REPLICATION, segmentBytes?: number): QueueSpec {
+  return {
+    name,
+    kind: 'stream',
+    arguments: {
+      'x-queue-type': 'stream',
+      'x-max-age': maxAge,
+      ...(segmentBytes === undefined ? {} : { 'x-stream-max-segment-size-bytes': segmentBytes }),
+      'x-initial-cluster-size': replication.streamClusterSize,
+    },
+  };
+}
+
 /**
  * Deliveries of one message from `dispatch` before the broker dead-letters it to `invalid`. Every
  * outcome the dispatcher reaches is a move and an ack, so a message comes back only when a
@@ -76,11 +90,11 @@ export const DISPATCH_DELIVERY_LIMIT = 10;
 
 /**
  * How long the retries journal keeps entries: longer than any wait in a tier (a retry schedule's
- * longest delay is well under a day in practice) plus the time to notice and recover it. Small
- * segments let retention actually drop them: it removes whole segments, never the one being written.
+ * longest delay is well under a day in practice) plus the time to notice and recover it.
  */
 export const RETRIES_RETENTION = '7D';
-export const RETRIES_SEGMENT_BYTES = 8_000_000;
+/** Segments of the retries and merchants streams: small, so retention can drop them at all. */
+export const SMALL_SEGMENT_BYTES = 8_000_000;
 
 /**
  * The merchants stream keeps entries this long; every program writes a merchant's latest settings
@@ -141,40 +155,10 @@ export function topologySpec(options: TopologyOptions): TopologySpec {
     queues: [
       intake.queue,
       ...retries,
-      {
-        name: names.failed,
-        kind: 'stream',
-        arguments: {
-          'x-queue-type': 'stream',
-          'x-max-age': options.failedRetention,
-          'x-initial-cluster-size': (options.replication ?? DEFAULT_REPLICATION).streamClusterSize,
-        },
-      },
+      stream(names.failed, options.failedRetention, options.replication),
       { name: names.invalid, kind: 'queue', arguments: { ...quorum(options.replication) } },
-      {
-        name: names.retries,
-        kind: 'stream',
-        arguments: {
-          'x-queue-type': 'stream',
-          'x-max-age': RETRIES_RETENTION,
-          'x-stream-max-segment-size-bytes': RETRIES_SEGMENT_BYTES,
-          'x-initial-cluster-size': (options.replication ?? DEFAULT_REPLICATION).streamClusterSize,
-        },
-      },
-      ...(options.merchantsStream
-        ? [
-            {
-              name: names.merchants,
-              kind: 'stream' as const,
-              arguments: {
-                'x-queue-type': 'stream',
-                'x-max-age': MERCHANTS_RETENTION,
-                'x-stream-max-segment-size-bytes': RETRIES_SEGMENT_BYTES,
-                'x-initial-cluster-size': (options.replication ?? DEFAULT_REPLICATION).streamClusterSize,
-              },
-            },
-          ]
-        : []),
+      stream(names.retries, RETRIES_RETENTION, options.replication, SMALL_SEGMENT_BYTES),
+      ...(options.merchantsStream ? [stream(names.merchants, MERCHANTS_RETENTION, options.replication, SMALL_SEGMENT_BYTES)] : []),
     ],
     binding: intake.binding,
   };
