@@ -82,6 +82,27 @@ describe('the broker merchant directory', () => {
     expect(c.byPublicKey(m1.publicKey)?.id).toBe('m_old');
   });
 
+  it('keeps the first entry of a version: a writer that lost the race for it changes nothing', async () => {
+    const a = await directory();
+    const m = testMerchant('m_race', 'https://hooks.example.com/race');
+    await a.update('m_race', () => m);
+    // Another replica wrote version 2 from the same version 1 a moment after a's own version 2:
+    // in stream order it comes second, so it must not replace a's change.
+    const winner = await a.update('m_race', (current) => ({ ...current!, webhook: { ...current!.webhook!, enabled: false } }));
+    expect(winner.merchant.webhook?.enabled).toBe(false);
+    await appendSettingsEntry(broker, stream, {
+      merchantId: 'm_race',
+      version: 2,
+      entryId: 'lost-the-race',
+      writtenAt: new Date(clock).toISOString(),
+      kind: 'change',
+      merchant: { ...m, webhook: { ...m.webhook!, url: 'https://hooks.example.com/loser' } },
+    }, 5_000);
+    // A replica that starts now has read every entry up to its checkpoint, the loser's included.
+    const b = await directory();
+    expect(b.byId('m_race')?.webhook).toMatchObject({ enabled: false, url: 'https://hooks.example.com/race' });
+  });
+
   it('answers from the latest write on every replica, and one that re-keys a merchant frees its old public key', async () => {
     const [a, b] = [await directory(), await directory()];
     const m = testMerchant('m_key', 'https://hooks.example.com/key');

@@ -88,4 +88,34 @@ describe('the retry watch', () => {
     // Neither watch makes another copy.
     expect(harness.retryWatch!.stats.recovered + second.stats.recovered).toBe(1);
   });
+
+  it('makes one copy when two watches claim the same overdue retry at the same instant', async () => {
+    const tier = harness.names.retry(0);
+    const { messageId } = await harness.publisher.publish(sampleEvent('payout', merchant.id));
+    await waitFor('first attempt', () => requestsFor(messageId).length === 1, 10_000);
+    await waitFor('message waiting in the tier', async () => (await harness.test.channel.get(tier, { noAck: true })) !== false, 2_000, 20);
+    // Two watches whose clocks run a minute ahead see it overdue at once, long before the
+    // harness's own watch does, and claim it in the same moment: stream order must pick one.
+    const racers = [0, 1].map(
+      () => new RetryWatch(harness.broker, harness.names.retries, silentLogger(), {
+        dispatch: harness.names.dispatch,
+        overdueAfterMs: OVERDUE_AFTER_MS,
+        checkEveryMs: 3_600_000,
+        now: () => Date.now() + 60_000,
+      }),
+    );
+    try {
+      for (const racer of racers) await racer.start();
+      await waitFor('both see it waiting', () => racers.every((r) => r.ready && r.waitingByQueue().get(tier) === 1), 5_000);
+      await Promise.all(racers.map((r) => r.check()));
+      expect(racers[0]!.stats.recovered + racers[1]!.stats.recovered).toBe(1);
+      await waitFor('second attempt, from the one copy', () => requestsFor(messageId).length === 2, 10_000);
+      await waitFor('the copy arrived', () => racers.every((r) => r.waitingByQueue().size === 0), 5_000);
+      await Promise.all(racers.map((r) => r.check()));
+      expect(racers[0]!.stats.recovered + racers[1]!.stats.recovered).toBe(1);
+      expect(requestsFor(messageId)).toHaveLength(2);
+    } finally {
+      for (const racer of racers) await racer.stop();
+    }
+  });
 });
