@@ -10,11 +10,14 @@ import { DEV_MERCHANTS_FILE, withDevDefaults } from '../libs/config/index.js';
 import { createLogger } from '../libs/logger/index.js';
 import { FileMerchantDirectory } from '../libs/merchants/index.js';
 import { runUntilSignal } from '../libs/runtime/index.js';
+import { topologyNames } from '../libs/topology/index.js';
 import { loadApiConfig } from './api/config.js';
 import { startApi } from './api/program.js';
 import { createDemoReceiver } from './demo-receiver/server.js';
+import { seedDevMerchants } from './dev-merchants.js';
 import { loadDispatcherConfig } from './dispatcher/config.js';
 import { startDispatcher } from './dispatcher/program.js';
+import { startRecorder } from './recorder/program.js';
 
 const DEMO_PORT = 4400;
 
@@ -33,7 +36,7 @@ const logger = createLogger({ level: dispatcherConfig.LOG_LEVEL, service: 'webho
 
 await runUntilSignal(
   'webhooks',
-  async () => {
+  async (signal) => {
     const stops: Array<() => Promise<void>> = [];
     const fatal: Array<Promise<Error>> = [];
     const stopAll = async () => {
@@ -41,7 +44,12 @@ await runUntilSignal(
     };
     try {
       if (dev) {
-        logger.warn('development defaults: demo merchants and a development token secret', { merchantsFile: DEV_MERCHANTS_FILE });
+        logger.warn(
+          apiConfig.MERCHANT_DIRECTORY === 'broker'
+            ? 'development defaults: a development token secret, and the demo merchants written to the merchants stream'
+            : 'development defaults: demo merchants and a development token secret',
+          { merchantsFile: DEV_MERCHANTS_FILE },
+        );
         const demo = new FileMerchantDirectory(DEV_MERCHANTS_FILE, logger).byId('m_demo');
         const receiver = createDemoReceiver({ secret: demo!.webhook!.secret, logger: logger.child({ service: 'demo-merchant' }) });
         receiver.listen(DEMO_PORT, '127.0.0.1');
@@ -50,12 +58,23 @@ await runUntilSignal(
         stops.push(() => new Promise((resolve) => receiver.close(() => resolve())));
       }
       // Stop order: API first (no new resends), then the dispatcher drains, then the demo merchant.
-      const dispatcher = await startDispatcher(dispatcherConfig, logger.child({ service: 'dispatcher' }));
+      const dispatcher = await startDispatcher(dispatcherConfig, logger.child({ service: 'dispatcher' }), { signal });
       stops.unshift(() => dispatcher.stop());
       fatal.push(dispatcher.fatal);
-      const api = await startApi(apiConfig, logger.child({ service: 'api' }));
+      // Without DATABASE_URL (development) the API opens the embedded database and runs the recorder itself.
+      if (apiConfig.DELIVERY_LOG === 'on' && apiConfig.DATABASE_URL) {
+        const recorder = await startRecorder({ ...apiConfig, METRICS_PORT: undefined }, logger.child({ service: 'recorder' }));
+        stops.unshift(() => recorder.stop());
+        fatal.push(recorder.fatal);
+      }
+      const api = await startApi(apiConfig, logger.child({ service: 'api' }), { signal });
       stops.unshift(() => api.stop());
       fatal.push(api.fatal);
+      if (dev && apiConfig.MERCHANT_DIRECTORY === 'broker') {
+        const stream = topologyNames(apiConfig.TOPOLOGY_PREFIX).merchants;
+        const seeded = await seedDevMerchants(api.broker, stream, DEV_MERCHANTS_FILE, logger);
+        logger.info('development merchants in the merchants stream', { stream, written: seeded });
+      }
     } catch (err) {
       await stopAll();
       throw err;
@@ -63,4 +82,6 @@ await runUntilSignal(
     return { stop: stopAll, fatal: Promise.race(fatal) };
   },
   logger,
+  // The API stops first, then the dispatcher: each within its own SHUTDOWN_TIMEOUT.
+  apiConfig.SHUTDOWN_TIMEOUT + dispatcherConfig.SHUTDOWN_TIMEOUT,
 );

@@ -7,8 +7,8 @@ import amqp from 'amqplib';
 import { fork } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
-import { brokerPid, coresDuring } from './cpu.js';
-import { benchPrefix, deleteTopology, fillDispatch, merchantsFile } from './fixtures.js';
+import { brokerPid, coresDuring, cpuSeconds } from './cpu.js';
+import { benchPrefix, deleteTopology, fillDispatch, merchantsFile, SECRET } from './fixtures.js';
 import { type ReceiverProcess, startProgram, until } from './processes.js';
 
 /** A raw client's rate, measured in a fresh process, with the cores it and the receiver used. */
@@ -89,4 +89,64 @@ export async function dispatcherThroughputCores(
   const stats = await receiver.stats();
   await deleteTopology(url, prefix, 1);
   return { rate: total / ((stats.last - stats.first) / 1000), cores };
+}
+
+/**
+ * CPU time of `pid` per delivery the receiver counted, from /proc, between the first delivery
+ * and the last: CPU time, unlike a rate, holds when other processes share the machine.
+ */
+async function cpuPerDelivery(pid: number | undefined, receiver: ReceiverProcess, total: number): Promise<number> {
+  await until('first delivery', async () => (await receiver.stats()).count > 0, 30_000, 5);
+  const cpuBefore = cpuSeconds(pid);
+  const countBefore = (await receiver.stats()).count;
+  await until('all deliveries', async () => (await receiver.stats()).count >= total, 180_000, 20);
+  const cpuAfter = cpuSeconds(pid);
+  const delivered = (await receiver.stats()).count - countBefore;
+  return cpuBefore === undefined || cpuAfter === undefined ? NaN : ((cpuAfter - cpuBefore) * 1e6) / delivered;
+}
+
+/** The reference pipeline (bench/reference-pipeline.ts) in its own process: its rate and CPU µs per delivery. */
+export async function referenceThroughput(url: string, receiver: ReceiverProcess, total: number, prefetch: number, inFlight: number) {
+  const prefix = benchPrefix('reference');
+  await fillDispatch(url, prefix, total, () => 'm_bench');
+  await receiver.reset();
+  const args = process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir=profiles'] : [];
+  const child = fork(fileURLToPath(new URL('./reference-pipeline.js', import.meta.url)), [url, `${prefix}.dispatch`, receiver.url, String(total), String(prefetch), String(inFlight), SECRET], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    execArgv: args,
+  });
+  try {
+    const cpuUs = await cpuPerDelivery(child.pid, receiver, total);
+    await once(child, 'exit');
+    const stats = await receiver.stats();
+    return { rate: total / ((stats.last - stats.first) / 1000), cpuUs };
+  } finally {
+    if (child.exitCode === null) child.kill('SIGKILL');
+    await deleteTopology(url, prefix, 0);
+  }
+}
+
+/** The dispatcher as deployed (its own process, every guarantee on): its rate and CPU µs per delivery. */
+export async function dispatcherCpu(url: string, receiver: ReceiverProcess, total: number, concurrency: number) {
+  const prefix = benchPrefix('throughput');
+  await fillDispatch(url, prefix, total, () => 'm_bench');
+  await receiver.reset();
+  const program = startProgram('dispatcher/main.js', {
+    RABBITMQ_URL: url,
+    TOPOLOGY_PREFIX: prefix,
+    MERCHANTS_FILE: merchantsFile([{ id: 'm_bench', url: `${receiver.url}/ok` }]),
+    RETRY_SCHEDULE: '5s',
+    DISPATCH_CONCURRENCY: String(concurrency),
+    ALLOW_PRIVATE_TARGETS: 'true',
+    METRICS_PORT: '0',
+    LOG_LEVEL: 'warn',
+  });
+  try {
+    const cpuUs = await cpuPerDelivery(program.child.pid, receiver, total);
+    const stats = await receiver.stats();
+    return { rate: total / ((stats.last - stats.first) / 1000), cpuUs };
+  } finally {
+    await program.stop();
+    await deleteTopology(url, prefix, 1);
+  }
 }

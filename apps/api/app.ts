@@ -1,17 +1,20 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import helmet from 'helmet';
 import { Counter, type Registry } from 'prom-client';
-import { BrokerUnavailableError } from '../../libs/broker/index.js';
-import { type FailedIndex, NothingToResendError, type ResendService } from '../../libs/failed/index.js';
+import type { DeliveryLogQueries, LogHealthState } from '../../libs/delivery-store/index.js';
+import type { FailedIndex, ResendService } from '../../libs/failed/index.js';
 import { isWellFormedReference } from '../../libs/contracts/index.js';
 import type { Logger } from '../../libs/logger/index.js';
-import { activeWebhook, type MerchantDirectory, type MerchantSettings } from '../../libs/merchants/index.js';
+import { activeWebhook, type MerchantDirectory, type MerchantSettings, receivesEvent } from '../../libs/merchants/index.js';
 import { METRIC_NAMES } from '../../libs/metrics/index.js';
 import { adminRouter } from './admin.js';
 import type { Authenticator } from './auth.js';
 import { ApiError, badRequest, errorBody, notFound, rateLimited, unavailable } from './errors.js';
+import { mountLogRoutes } from './log-handlers.js';
+import { methodsNotAllowed, mount } from './mount.js';
 import { openApiDocument } from './openapi.js';
 import type { RateLimiter } from './rate-limit.js';
+import { toApiError } from './translate.js';
 
 export interface ApiDeps {
   auth: Authenticator;
@@ -28,15 +31,56 @@ export interface ApiDeps {
   settings?: MerchantSettings;
   /** False while the broker directory is still reading the merchants stream. */
   merchantsReady?: () => boolean;
+  /** Serve /admin on this app's port (false when ADMIN_PORT gives it a port of its own: createAdminApp). */
+  serveAdmin?: boolean;
+  /** The delivery log's reads; absent with DELIVERY_LOG=off. */
+  log?: DeliveryLogQueries;
+  logHealth?: () => LogHealthState;
 }
 
 
-export function createApp(deps: ApiDeps): express.Express {
+function baseApp(): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('query parser', 'simple');
   app.use(helmet());
   app.use(express.json({ limit: '16kb', strict: false, type: ['application/json', 'application/*+json'] }));
+  return app;
+}
+
+/** Unknown routes and every error, in the envelope: the last handlers of both apps. */
+function finish(app: express.Express, logger: Logger): express.Express {
+  app.use((_req, _res, next) => {
+    next(notFound('route_not_found', 'No such endpoint'));
+  });
+
+  // Express needs the four-argument signature to treat this as the error handler.
+  app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
+    const error = toApiError(err, logger);
+    res.status(error.status).set(error.headers).json(errorBody(error));
+  });
+  return app;
+}
+
+const adminOf = (deps: ApiDeps, merchants: MerchantDirectory) =>
+  adminRouter({
+    auth: deps.auth,
+    merchants,
+    settings: deps.settings,
+    ready: deps.merchantsReady,
+    logger: deps.logger,
+    extend: (router) => mountLogRoutes(router, deps, { base: '/admin', merchantOf: async (_req, params) => params.merchantId as string }),
+  });
+
+/** The admin API alone, for ADMIN_PORT, so that the merchant-facing port need not expose it. */
+export function createAdminApp(deps: ApiDeps & { merchants: MerchantDirectory }): express.Express {
+  const app = baseApp();
+  app.use('/admin', adminOf(deps, deps.merchants));
+  return finish(app, deps.logger);
+}
+
+export function createApp(deps: ApiDeps): express.Express {
+  const app = baseApp();
 
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
@@ -53,6 +97,8 @@ export function createApp(deps: ApiDeps): express.Express {
       index: index ? 'caught up' : 'replaying',
       merchants: merchants ? 'caught up' : 'replaying',
       unresolved: deps.index.size,
+      // Reported, never a reason to be unready: resends and deliveries do not need the log.
+      deliveryLog: deps.logHealth ? deps.logHealth() : { database: 'off', behindSeconds: null },
     });
   });
 
@@ -69,13 +115,14 @@ export function createApp(deps: ApiDeps): express.Express {
   const resends = registry
     ? new Counter({ name: METRIC_NAMES.resends, help: 'Resend API answers by HTTP status', labelNames: ['status'], registers: [registry] })
     : undefined;
-  const countResends = (_req: Request, res: Response, next: NextFunction) => {
-    res.on('finish', () => resends?.inc({ status: String(res.statusCode) }));
+  const countResends = (req: Request, res: Response, next: NextFunction) => {
+    if (req.method === 'POST') res.on('finish', () => resends?.inc({ status: String(res.statusCode) }));
     next();
   };
 
-  app.post('/nucleus/tnx/webhook', countResends, async (req: Request, res: Response, next: NextFunction) => {
-    try {
+  app.use('/nucleus/tnx/webhook', countResends);
+  mount(app, 'resendWebhook', async (req, res) => {
+    {
       const reference = referenceFrom(req);
       // A merchant the directory has not read yet is not unknown: say "try again", never 401.
       if (deps.merchantsReady && !deps.merchantsReady()) throw unavailable('The merchant directory is still loading; try again shortly');
@@ -86,34 +133,24 @@ export function createApp(deps: ApiDeps): express.Express {
         throw unavailable('The failed queue is not available yet; try again shortly');
       }
       // Resending to a webhook that is off would only fail again: say so, and keep the entry.
-      if (!activeWebhook(merchant)) {
+      const webhook = activeWebhook(merchant);
+      if (!webhook) {
         throw new ApiError(409, 'webhook_disabled', 'Webhooks are not enabled for this merchant; enable them on the dashboard, then resend');
       }
-      await deps.resend.resend(merchant.id, reference);
+      await deps.resend.resend(merchant.id, reference, { receives: (event) => receivesEvent(webhook, event) });
       res.status(200).json({ message: `webhook sent for reference ${reference}`, error: null, data: null });
-    } catch (err) {
-      next(err);
     }
+  }, '', true);
+  mountLogRoutes(app, deps, {
+    merchantOf: async (req) => {
+      if (deps.merchantsReady && !deps.merchantsReady()) throw unavailable('The merchant directory is still loading; try again shortly');
+      return (await deps.auth.authenticate(req.get('x-auth-token'), req.get('authorization'))).id;
+    },
   });
+  methodsNotAllowed(app, '', (declared) => declared.path.startsWith('/nucleus/'));
 
-  app.all('/nucleus/tnx/webhook', (_req, _res, next) => {
-    next(new ApiError(405, 'method_not_allowed', 'Use POST for this endpoint', { allow: 'POST' }));
-  });
-
-  if (deps.merchants) {
-    app.use('/admin', adminRouter({ auth: deps.auth, merchants: deps.merchants, settings: deps.settings, ready: deps.merchantsReady, logger: deps.logger }));
-  }
-
-  app.use((_req, _res, next) => {
-    next(notFound('route_not_found', 'No such endpoint'));
-  });
-
-  // Express needs the four-argument signature to treat this as the error handler.
-  app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
-    const error = toApiError(err, deps.logger);
-    res.status(error.status).set(error.headers).json(errorBody(error));
-  });
-  return app;
+  if (deps.merchants && deps.serveAdmin !== false) app.use('/admin', adminOf(deps, deps.merchants));
+  return finish(app, deps.logger);
 }
 
 function referenceFrom(req: Request): string {
@@ -127,19 +164,4 @@ function referenceFrom(req: Request): string {
     throw badRequest('invalid_reference', 'The reference must be 1 to 200 characters without control characters');
   }
   return reference;
-}
-
-function toApiError(err: unknown, logger: Logger): ApiError {
-  if (err instanceof ApiError) return err;
-  if (err instanceof NothingToResendError) return notFound('not_found', 'No failed webhook for this reference');
-  if (err instanceof BrokerUnavailableError) return unavailable('The message broker is unavailable; try again shortly');
-  const status = (err as { status?: number; statusCode?: number })?.status ?? (err as { statusCode?: number })?.statusCode;
-  const type = (err as { type?: string })?.type;
-  if (type === 'entity.parse.failed') return new ApiError(400, 'invalid_body', 'The request body is not valid JSON');
-  if (type === 'entity.too.large') return new ApiError(413, 'body_too_large', 'The request body is too large');
-  if (typeof status === 'number' && status >= 400 && status < 500) {
-    return new ApiError(status, 'bad_request', 'The request could not be read');
-  }
-  logger.error('resend request failed', { error: (err as Error)?.message });
-  return new ApiError(500, 'internal_error', 'Something went wrong on our side');
 }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { DEV_JWT_SECRET, envFields, parseEnv, replicationFields } from '../../libs/config/index.js';
+import { DEV_JWT_SECRET, deliveryLogFields, envFields, parseEnv, replicationFields, requireDatabase } from '../../libs/config/index.js';
 import { requireMerchantsFile } from '../../libs/config/env.js';
 
 export const apiEnvSchema = z
@@ -10,6 +10,8 @@ export const apiEnvSchema = z
     PORT: envFields.port('8080'),
     /** When set, /metrics is served here and not on PORT, which then exposes only the resend API and health. */
     METRICS_PORT: envFields.port(),
+    /** When set, the admin API (/admin/...) is served here and not on PORT, which then faces merchants only. */
+    ADMIN_PORT: envFields.port(),
     /** Set by withDevDefaults when development mode is switched on (WEBHOOKS_DEV or NODE_ENV=development). */
     WEBHOOKS_DEV: envFields.boolean(false),
     MERCHANTS_FILE: envFields.filePath.optional(),
@@ -38,10 +40,14 @@ export const apiEnvSchema = z
       }),
     /** Webhook URLs written through the admin API: loopback and private addresses refused unless true. */
     ALLOW_PRIVATE_TARGETS: envFields.boolean(false),
+    /** How long a stop (SIGTERM) may take, requests in flight included; the process exits by then whatever the broker does. */
+    SHUTDOWN_TIMEOUT: envFields.durationMs('30s'),
+    ...deliveryLogFields,
     LOG_LEVEL: envFields.logLevel,
   })
   .superRefine((env, ctx) => {
     requireMerchantsFile(env, ctx);
+    requireDatabase(env, ctx);
     if (!env.AUTH_JWT_SECRET && !env.AUTH_JWKS_URL) {
       ctx.addIssue({ code: 'custom', path: ['AUTH_JWT_SECRET'], message: 'set AUTH_JWT_SECRET or AUTH_JWKS_URL to verify access tokens' });
     } else if (env.AUTH_JWT_SECRET && env.AUTH_JWKS_URL) {
@@ -55,6 +61,9 @@ export const apiEnvSchema = z
     }
     if (env.METRICS_PORT !== undefined && env.METRICS_PORT !== 0 && env.METRICS_PORT === env.PORT) {
       ctx.addIssue({ code: 'custom', path: ['METRICS_PORT'], message: 'must differ from PORT' });
+    }
+    if (env.ADMIN_PORT !== undefined && env.ADMIN_PORT !== 0 && (env.ADMIN_PORT === env.PORT || env.ADMIN_PORT === env.METRICS_PORT)) {
+      ctx.addIssue({ code: 'custom', path: ['ADMIN_PORT'], message: 'must differ from PORT and METRICS_PORT' });
     }
   });
 

@@ -1,8 +1,49 @@
+/** Every `error.code` the API answers with: the OpenAPI document lists exactly these. */
+export const ERROR_CODES = [
+  'missing_reference',
+  'invalid_reference',
+  'unknown_parameter',
+  'invalid_parameter',
+  'invalid_body',
+  'bad_request',
+  'missing_credentials',
+  'invalid_credentials',
+  'token_expired',
+  'merchant_mismatch',
+  'not_found',
+  'webhook_not_found',
+  'webhook_disabled',
+  'event_not_subscribed',
+  'resend_in_progress',
+  'resend_outcome_unknown',
+  'route_not_found',
+  'method_not_allowed',
+  'body_too_large',
+  'header_too_large',
+  'rate_limited',
+  'service_unavailable',
+  'auth_unavailable',
+  'log_unavailable',
+  'log_disabled',
+  'internal_error',
+  'insufficient_scope',
+  'invalid_merchant_id',
+  'invalid_settings',
+  'invalid_idempotency_key',
+  'idempotency_key_reused',
+  'too_many_secrets',
+  'merchant_not_found',
+  'public_key_taken',
+  'webhook_not_set_up',
+  'directory_read_only',
+] as const;
+export type ErrorCode = (typeof ERROR_CODES)[number];
+
 /** An answer to the client in the spec's envelope: `message` for people, `error.code` for programs. */
 export class ApiError extends Error {
   constructor(
     readonly status: number,
-    readonly code: string,
+    readonly code: ErrorCode,
     message: string,
     readonly headers: Record<string, string> = {},
   ) {
@@ -11,15 +52,27 @@ export class ApiError extends Error {
   }
 }
 
-export const badRequest = (code: string, message: string) => new ApiError(400, code, message);
-export const unauthorized = (code: string, message: string) =>
+export const badRequest = (code: ErrorCode, message: string) => new ApiError(400, code, message);
+export const unauthorized = (code: ErrorCode, message: string) =>
   new ApiError(401, code, message, { 'www-authenticate': 'Bearer' });
 export const forbidden = (message: string) => new ApiError(403, 'merchant_mismatch', message);
-export const notFound = (code: string, message: string) => new ApiError(404, code, message);
+export const notFound = (code: ErrorCode, message: string) => new ApiError(404, code, message);
 export const rateLimited = (retryAfterSeconds: number) =>
   new ApiError(429, 'rate_limited', 'Too many resend requests; try again later', { 'retry-after': String(retryAfterSeconds) });
 export const unavailable = (message: string) =>
   new ApiError(503, 'service_unavailable', message, { 'retry-after': '5' });
+
+/** Another resend holds the webhooks (under way, or its outcome unknown): resending now could deliver twice. */
+export const resendInProgress = (retryAfterMs: number) =>
+  new ApiError(409, 'resend_in_progress', 'A resend of this reference is under way or its outcome is not known yet; it may already be delivered. Do not resend before Retry-After', {
+    'retry-after': String(Math.ceil(retryAfterMs / 1000)),
+  });
+
+/** The republish may still be stored and delivered: the merchant must wait for the claim's lease. */
+export const resendOutcomeUnknown = (holdMs: number) =>
+  new ApiError(503, 'resend_outcome_unknown', 'The broker did not confirm the resend in time; the webhook may still be delivered. Wait for Retry-After before resending', {
+    'retry-after': String(Math.ceil(holdMs / 1000)),
+  });
 
 export const authUnavailable = () =>
   new ApiError(503, 'auth_unavailable', 'The auth service could not be reached to check the access token; try again shortly', {

@@ -13,4 +13,4 @@ try {
   process.exit(1);
 }
 const logger = createLogger({ level: config.LOG_LEVEL, service: 'api' });
-await runUntilSignal('api', () => startApi(config, logger), logger);
+await runUntilSignal('api', (signal) => startApi(config, logger, { signal }), logger, config.SHUTDOWN_TIMEOUT);

@@ -1,5 +1,6 @@
 import { once } from 'node:events';
 import type { Server } from 'node:http';
+import type express from 'express';
 import type { AddressInfo } from 'node:net';
 import { replicationOf } from '../../libs/config/index.js';
 import type { BrokerConnection } from '../../libs/broker/index.js';
@@ -7,19 +8,24 @@ import { FailedIndex, ResendService } from '../../libs/failed/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import { BrokerMerchantDirectory, FileMerchantDirectory, type MerchantDirectory, MerchantSettings } from '../../libs/merchants/index.js';
 import { METRIC_NAMES, createRegistry, gaugeFrom } from '../../libs/metrics/index.js';
+import { type Database, deliveryLogQueries, LogHealth } from '../../libs/delivery-store/index.js';
 import { openTopologyBroker, topologyNames } from '../../libs/topology/index.js';
-import { createApp } from './app.js';
+import { createAdminApp, createApp } from './app.js';
 import { Authenticator } from './auth.js';
 import type { ApiConfig } from './config.js';
 import { ApiError, errorBody } from './errors.js';
 import { RateLimiter } from './rate-limit.js';
 import { startHealthServer } from '../../libs/metrics/health-server.js';
+import { abortable, stopBudget } from '../../libs/runtime/index.js';
+import { type OpenedLog, openDeliveryLog } from '../recorder/open-log.js';
 
 export interface ApiProgram {
   server: Server;
   port: number;
   /** Where /metrics is served when METRICS_PORT is set. */
   metricsPort?: number;
+  /** Where /admin is served when ADMIN_PORT is set (then not on `port`). */
+  adminPort?: number;
   index: FailedIndex;
   broker: BrokerConnection;
   /** Settles when the broker connection hit what reconnecting cannot fix (a topology mismatch). */
@@ -30,6 +36,10 @@ export interface ApiProgram {
 export interface ApiOptions {
   /** Resends per merchant per minute, and the burst allowed at once; RESEND_RATE_LIMIT by default. */
   rateLimit?: { perMinute: number; burst: number };
+  /** Ends the start-up at once (Ctrl-C while the broker cannot be reached). */
+  signal?: AbortSignal;
+  /** The delivery log's database when the caller opened it (npm start shares one PGlite with its recorder). */
+  database?: Database;
 }
 
 export async function startApi(config: ApiConfig, logger: Logger, options: ApiOptions = {}): Promise<ApiProgram> {
@@ -47,7 +57,9 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
         failedRetention: config.FAILED_RETENTION,
         replication: replicationOf(config),
         merchantsStream: !fromFile,
+        deliveriesStream: config.DELIVERY_LOG === 'on',
       },
+      signal: options.signal,
     });
   } catch (err) {
     await merchants?.close();
@@ -57,12 +69,31 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
   let directory: BrokerMerchantDirectory | undefined;
   if (!merchants) {
     directory = new BrokerMerchantDirectory(broker, topologyNames(config.TOPOLOGY_PREFIX).merchants, logger);
-    await directory.start();
     merchants = directory;
   }
   const merchantsReady = () => directory?.ready ?? true;
   const index = new FailedIndex(broker, topologyNames(config.TOPOLOGY_PREFIX).failed, logger);
-  await index.start();
+  try {
+    await abortable(
+      (async () => {
+        await directory?.start();
+        await index.start();
+      })(),
+      options.signal,
+    );
+  } catch (err) {
+    await index.stop().catch(() => {});
+    await merchants.close();
+    await broker.close();
+    throw err;
+  }
+  let log: OpenedLog | undefined;
+  let health: LogHealth | undefined;
+  if (config.DELIVERY_LOG === 'on') {
+    log = await openDeliveryLog(config, broker, logger, options.database);
+    health = new LogHealth(log.database, topologyNames(config.TOPOLOGY_PREFIX).deliveries);
+    await health.start();
+  }
 
   const auth = new Authenticator(
     merchants,
@@ -73,7 +104,10 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
   const registry = createRegistry('api');
   gaugeFrom(registry, METRIC_NAMES.failedIndexEntries, 'Unresolved failure entries in the failed index', () => index.size);
   gaugeFrom(registry, METRIC_NAMES.brokerConnected, '1 while connected to RabbitMQ', () => (broker.isConnected ? 1 : 0));
-  const app = createApp({
+  if (health) {
+    gaugeFrom(registry, METRIC_NAMES.deliveryLogBehind, 'Seconds since the delivery log last held every record read', () => health.state.behindSeconds ?? 0);
+  }
+  const deps = {
     auth,
     index,
     resend: new ResendService(broker, index, config.TOPOLOGY_PREFIX, logger, { replica: `webhooks-api pid ${process.pid}` }),
@@ -86,13 +120,71 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     merchantsReady,
     // With METRICS_PORT set, the public port serves only the resend API and health.
     serveMetrics: config.METRICS_PORT === undefined,
-  });
+    // With ADMIN_PORT set, the admin API is not on the public port at all.
+    serveAdmin: config.ADMIN_PORT === undefined,
+    log: log && deliveryLogQueries(log.database),
+    logHealth: health && (() => health.state),
+  };
+  const app = createApp(deps);
   const metrics =
     config.METRICS_PORT === undefined
       ? undefined
       : await startHealthServer({ port: config.METRICS_PORT, registry, ready: () => broker.isConnected && index.ready && merchantsReady() });
 
-  const server = app.listen(config.PORT);
+  const server = await listen(app, config.PORT);
+  const adminPortAsked = config.ADMIN_PORT;
+  let adminServer: Server | undefined;
+  try {
+    adminServer = adminPortAsked === undefined ? undefined : await listen(createAdminApp({ ...deps, merchants }), adminPortAsked);
+  } catch (err) {
+    // ADMIN_PORT taken: leave nothing open behind the error the program exits with.
+    server.close();
+    await metrics?.close();
+    await index.stop();
+    health?.stop();
+    await log?.close();
+    await merchants.close();
+    await broker.close();
+    throw err;
+  }
+  const { port } = server.address() as AddressInfo;
+  const adminPort = adminServer && (adminServer.address() as AddressInfo).port;
+  logger.info('api listening', { port, metricsPort: metrics?.port, adminPort });
+
+  let stopping: Promise<void> | undefined;
+  return {
+    server,
+    port,
+    metricsPort: metrics?.port,
+    adminPort,
+    index,
+    broker,
+    fatal: new Promise<Error>((resolve) => broker.once('fatal', resolve)),
+    stop() {
+      // Bounded by SHUTDOWN_TIMEOUT whatever the broker does: requests in flight get what the
+      // close steps leave, each close step gets what is left, and the connection is cut at the end.
+      stopping ??= (async () => {
+        const budget = stopBudget(config.SHUTDOWN_TIMEOUT, (step, error) =>
+          logger.warn('shutdown step did not finish in time; going on', { step, error: error?.message }),
+        );
+        // Finish requests in flight (their publishes need the broker), then disconnect.
+        const forRequests = Math.max(0, config.SHUTDOWN_TIMEOUT - Math.min(5_000, config.SHUTDOWN_TIMEOUT / 2));
+        await budget.step('requests in flight', () => Promise.all([drain(server, forRequests), adminServer && drain(adminServer, forRequests)]), forRequests);
+        await budget.step('metrics server', async () => metrics?.close(), budget.left() / 3);
+        await budget.step('failed index', () => index.stop(), budget.left() / 3);
+        health?.stop();
+        await budget.step('delivery log', async () => log?.close(), budget.left() / 3);
+        await budget.step('merchant directory', () => merchants!.close(), budget.left() / 2);
+        await budget.step('broker connection', () => broker.close(budget.left()));
+      })();
+      return stopping;
+    },
+  };
+}
+
+/** Listens with the timeouts every port of the API uses; malformed requests get the envelope too. */
+async function listen(app: express.Express, port: number | undefined): Promise<Server> {
+  const server = app.listen(port);
   server.headersTimeout = 10_000;
   server.requestTimeout = 30_000;
   // Malformed requests and oversized headers never reach Express: answer them in the envelope too.
@@ -109,30 +201,13 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     );
   });
   await once(server, 'listening');
-  const { port } = server.address() as AddressInfo;
-  logger.info('api listening', { port, metricsPort: metrics?.port });
+  return server;
+}
 
-  let stopping: Promise<void> | undefined;
-  return {
-    server,
-    port,
-    metricsPort: metrics?.port,
-    index,
-    broker,
-    fatal: new Promise<Error>((resolve) => broker.once('fatal', resolve)),
-    stop() {
-      stopping ??= (async () => {
-        // Finish requests in flight (their publishes need the broker), then disconnect.
-        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-        server.closeIdleConnections();
-        await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, 10_000).unref())]);
-        server.closeAllConnections();
-        await metrics?.close();
-        await index.stop();
-        await merchants!.close();
-        await broker.close();
-      })();
-      return stopping;
-    },
-  };
+/** Lets requests in flight finish, up to `waitMs`, then closes what is left. */
+async function drain(server: Server, waitMs: number): Promise<void> {
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  server.closeIdleConnections();
+  await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, waitMs).unref())]);
+  server.closeAllConnections();
 }

@@ -1,7 +1,6 @@
-/** The command line was wrong: print the message and the usage, exit 2. */
+/** The command line was wrong: the message and the command's help are printed, exit 2. */
 export class UsageError extends Error {
-  /** The usage of the command that was misused; the general usage when undefined. */
-  constructor(message: string, readonly usage?: string) {
+  constructor(message: string) {
     super(message);
     this.name = 'UsageError';
   }

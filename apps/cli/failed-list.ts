@@ -1,14 +1,24 @@
-import { parseArgs } from 'node:util';
+import type { Command } from 'commander';
 import { readFailures } from '../../libs/failed/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
 import { withBroker } from './broker.js';
-import type { Command } from './command.js';
-import { writeLine } from './context.js';
+import { action } from './command.js';
+import { type CliContext, type CliIo, writeLine } from './context.js';
 import { NothingMatchedError, UsageError } from './errors.js';
 import { type FailureFilter, matchesFailure } from './failure-filter.js';
 import { failureJson, failuresTable } from './failure-output.js';
-import { checkReference, parseLimit, parseTime, parseWithUsage, requireMerchant } from './options.js';
-import { FAILED_LIST_USAGE as usage } from './usage.js';
+import { EXIT, TIME } from './help-text.js';
+import { checkReference, parseLimit, parseTime, requireMerchant } from './options.js';
+
+interface Raw {
+  merchant?: string;
+  reference?: string;
+  since?: string;
+  until?: string;
+  all: boolean;
+  limit: string;
+  json: boolean;
+}
 
 export interface FailedListOptions {
   filter: FailureFilter;
@@ -17,50 +27,49 @@ export interface FailedListOptions {
   json: boolean;
 }
 
-export const failedList: Command<FailedListOptions> = {
-  usage,
+export function declareFailedList(failed: Command, io: CliIo): void {
+  failed
+    .command('list')
+    .summary('shows failed webhooks, why they failed and their last error')
+    .description(
+      'Reads <TOPOLOGY_PREFIX>.failed up to now and shows the unresolved failed webhooks, oldest first: ' +
+        'offset, failed-at, merchant, event, reference(s), webhook-id, attempts, last status, why it failed ' +
+        '(attempts-exhausted, circuit-open, blocked, webhook-disabled, merchant-removed, event-not-subscribed) ' +
+        'and the last error.',
+    )
+    .option('--merchant <id>', "only this merchant's")
+    .option('--reference <ref>', 'only this reference (a refund is found by its refundRef or its tnxRef)')
+    .option('--since <time>', 'only failures at or after this time (the read starts there, so it is fast)')
+    .option('--until <time>', 'only failures before this time')
+    .option('--all', 'resolved (already resent) failures too, with a RESOLVED column', false)
+    .option('--limit <n>', 'the N most recent; a note on stderr says when some were left out', '500')
+    .option('--json', 'one JSON array on stdout, for scripts', false)
+    .addHelpText('after', `\n${TIME}\nReading appends a checkpoint entry to the stream to know where "now" is; it changes nothing else.\n${EXIT}`)
+    .action(action(io, check, run));
+}
 
-  parse(args, now) {
-    const { values, positionals } = parseWithUsage(usage, () =>
-      parseArgs({
-        args,
-        allowPositionals: true,
-        options: {
-          merchant: { type: 'string' },
-          reference: { type: 'string' },
-          since: { type: 'string' },
-          until: { type: 'string' },
-          all: { type: 'boolean', default: false },
-          limit: { type: 'string', default: '500' },
-          json: { type: 'boolean', default: false },
-          help: { type: 'boolean', short: 'h' },
-        },
-      }),
-    );
-    if (values.help) return 'help';
-    if (positionals.length > 0) throw new UsageError(`unexpected argument ${positionals[0]}`, usage);
-    const filter: FailureFilter = {
-      merchantId: values.merchant === undefined ? undefined : requireMerchant(values.merchant, 'failed list', usage),
-      reference: values.reference === undefined ? undefined : checkReference(values.reference, usage),
-      since: values.since === undefined ? undefined : parseTime('since', values.since, now, usage),
-      until: values.until === undefined ? undefined : parseTime('until', values.until, now, usage),
-    };
-    if (filter.since && filter.until && filter.since >= filter.until) throw new UsageError('--since must be before --until', usage);
-    return { filter, all: values.all, limit: parseLimit(values.limit, usage), json: values.json };
-  },
+function check(raw: Raw, _args: string[], now: Date): FailedListOptions {
+  const filter: FailureFilter = {
+    merchantId: raw.merchant === undefined ? undefined : requireMerchant(raw.merchant, 'failed list'),
+    reference: raw.reference === undefined ? undefined : checkReference(raw.reference),
+    since: raw.since === undefined ? undefined : parseTime('since', raw.since, now),
+    until: raw.until === undefined ? undefined : parseTime('until', raw.until, now),
+  };
+  if (filter.since && filter.until && filter.since >= filter.until) throw new UsageError('--since must be before --until');
+  return { filter, all: raw.all, limit: parseLimit(raw.limit), json: raw.json };
+}
 
-  async run(options, ctx) {
-    const { failed } = topologyNames(ctx.config.TOPOLOGY_PREFIX);
-    const records = await withBroker(ctx.config, [failed], (broker) =>
-      readFailures(broker, failed, { from: options.filter.since, match: matchesFailure(options.filter) }),
-    );
-    const visible = options.all ? records : records.filter((r) => !r.resolved);
-    const shown = visible.slice(-options.limit);
-    // Scripts get a JSON array even when it is empty; the exit code says whether anything matched.
-    if (options.json) writeLine(ctx.stdout, JSON.stringify(shown.map(failureJson)));
-    if (visible.length === 0) throw new NothingMatchedError(options.all ? 'no failed webhook matches' : 'no unresolved failed webhook matches');
-    if (!options.json) writeLine(ctx.stdout, failuresTable(shown, options.all));
-    if (shown.length < visible.length) writeLine(ctx.stderr, `showing the ${shown.length} most recent of ${visible.length}; raise --limit to see more`);
-    return 0;
-  },
-};
+async function run(options: FailedListOptions, ctx: CliContext): Promise<number> {
+  const { failed } = topologyNames(ctx.config.TOPOLOGY_PREFIX);
+  const records = await withBroker(ctx.config, [failed], (broker) =>
+    readFailures(broker, failed, { from: options.filter.since, match: matchesFailure(options.filter) }),
+  );
+  const visible = options.all ? records : records.filter((r) => !r.resolved);
+  const shown = visible.slice(-options.limit);
+  // Scripts get a JSON array even when it is empty; the exit code says whether anything matched.
+  if (options.json) writeLine(ctx.stdout, JSON.stringify(shown.map(failureJson)));
+  if (visible.length === 0) throw new NothingMatchedError(options.all ? 'no failed webhook matches' : 'no unresolved failed webhook matches');
+  if (!options.json) writeLine(ctx.stdout, failuresTable(shown, options.all));
+  if (shown.length < visible.length) writeLine(ctx.stderr, `showing the ${shown.length} most recent of ${visible.length}; raise --limit to see more`);
+  return 0;
+}

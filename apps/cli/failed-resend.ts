@@ -1,51 +1,59 @@
-import { parseArgs } from 'node:util';
+import type { Command } from 'commander';
 import { NothingToResendError } from '../../libs/failed/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
 import { openResendSession, withBroker } from './broker.js';
-import type { Command } from './command.js';
-import { writeLine } from './context.js';
-import { NothingMatchedError, UsageError } from './errors.js';
-import { checkReference, parseWithUsage, requireMerchant } from './options.js';
-import { FAILED_RESEND_USAGE as usage } from './usage.js';
+import { action } from './command.js';
+import { type CliContext, type CliIo, writeLine } from './context.js';
+import { NothingMatchedError } from './errors.js';
+import { EXIT } from './help-text.js';
+import { checkReference, requireMerchant } from './options.js';
 
 export interface FailedResendOptions {
   merchantId: string;
   reference: string;
 }
 
-export const failedResend: Command<FailedResendOptions> = {
-  usage,
-
-  parse(args) {
-    const { values, positionals } = parseWithUsage(usage, () =>
-      parseArgs({
-        args,
-        allowPositionals: true,
-        options: { merchant: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
-      }),
+export function declareFailedResend(failed: Command, io: CliIo): void {
+  failed
+    .command('resend')
+    .summary("resends a merchant's failed webhooks for one reference")
+    .usage('<reference> --merchant <id>')
+    .description(
+      "Does what the merchant's POST /nucleus/tnx/webhook?reference=<reference> does, for an operator: " +
+        'republishes every unresolved failed webhook of that merchant and reference to <TOPOLOGY_PREFIX>.dispatch ' +
+        'with its original webhook-id and fresh attempt counters, and appends a resolution entry that every ' +
+        'API replica applies. Prints how many were resent.',
+    )
+    .argument('<reference>', 'the reference, exactly as published (a refund: its refundRef or its tnxRef)')
+    .option('--merchant <id>', 'the merchant the webhooks belong to (required)')
+    .addHelpText('after', `\n${EXIT} (3: nothing unresolved for this merchant and reference)`)
+    .action(
+      action(
+        io,
+        (raw: { merchant?: string }, [reference]): FailedResendOptions => ({
+          merchantId: requireMerchant(raw.merchant, 'failed resend'),
+          reference: checkReference(reference!),
+        }),
+        run,
+      ),
     );
-    if (values.help) return 'help';
-    if (positionals.length === 0) throw new UsageError('failed resend needs a <reference>', usage);
-    if (positionals.length > 1) throw new UsageError(`unexpected argument ${positionals[1]}`, usage);
-    return { merchantId: requireMerchant(values.merchant, 'failed resend', usage), reference: checkReference(positionals[0]!, usage) };
-  },
+}
 
-  async run({ merchantId, reference }, ctx) {
-    const names = topologyNames(ctx.config.TOPOLOGY_PREFIX);
-    const count = await withBroker(ctx.config, [names.failed, names.dispatch], async (broker) => {
-      const session = await openResendSession(broker, ctx.config.TOPOLOGY_PREFIX);
-      try {
-        return await session.resend.resend(merchantId, reference);
-      } catch (err) {
-        if (err instanceof NothingToResendError) {
-          throw new NothingMatchedError(`no unresolved failed webhook for merchant ${merchantId} and reference ${reference}`);
-        }
-        throw err;
-      } finally {
-        await session.close();
+async function run({ merchantId, reference }: FailedResendOptions, ctx: CliContext): Promise<number> {
+  const names = topologyNames(ctx.config.TOPOLOGY_PREFIX);
+  const count = await withBroker(ctx.config, [names.failed, names.dispatch], async (broker) => {
+    const session = await openResendSession(broker, ctx.config.TOPOLOGY_PREFIX);
+    try {
+      return await session.resend.resend(merchantId, reference);
+    } catch (err) {
+      if (err instanceof NothingToResendError) {
+        throw new NothingMatchedError(`no unresolved failed webhook for merchant ${merchantId} and reference ${reference}`);
       }
-    });
-    writeLine(ctx.stdout, `resent ${count} webhook(s) for reference ${reference} of merchant ${merchantId}`);
-    return 0;
-  },
-};
+      throw err;
+    } finally {
+      await session.close();
+    }
+  });
+  writeLine(ctx.stdout, `resent ${count} webhook(s) for reference ${reference} of merchant ${merchantId}`);
+  return 0;
+}

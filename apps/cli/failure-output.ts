@@ -1,7 +1,8 @@
 import type { FailureRecord } from '../../libs/failed/index.js';
 import { formatTable, truncate } from './table.js';
 
-const HEADER = ['OFFSET', 'FAILED AT', 'MERCHANT', 'EVENT', 'REFERENCE', 'WEBHOOK ID', 'ATTEMPTS', 'LAST STATUS', 'LAST ERROR'];
+// REASON beside LAST ERROR: why it ended in failed (an outage, a disabled webhook) and what was last seen.
+const HEADER = ['OFFSET', 'FAILED AT', 'MERCHANT', 'EVENT', 'REFERENCE', 'WEBHOOK ID', 'ATTEMPTS', 'LAST STATUS', 'REASON', 'LAST ERROR'];
 
 export function failuresTable(records: FailureRecord[], withResolved: boolean): string {
   const header = withResolved ? [...HEADER.slice(0, -1), 'RESOLVED', 'LAST ERROR'] : HEADER;
@@ -15,6 +16,7 @@ export function failuresTable(records: FailureRecord[], withResolved: boolean): 
       r.webhookId ?? '-',
       r.attempts === undefined ? '-' : String(r.attempts),
       r.lastStatus === undefined ? '-' : String(r.lastStatus),
+      r.failedReason ?? '-',
     ];
     if (withResolved) row.push(r.resolved ? 'yes' : 'no');
     row.push(truncate(r.lastError ?? '-', 100));
@@ -35,6 +37,7 @@ export function failureJson(r: FailureRecord): Record<string, unknown> {
     webhookId: r.webhookId ?? null,
     attempts: r.attempts ?? null,
     lastStatus: r.lastStatus ?? null,
+    failedReason: r.failedReason ?? null,
     lastError: r.lastError ?? null,
     resolved: r.resolved,
   };

@@ -1,6 +1,6 @@
-import type { GetMessage, Options } from 'amqplib';
-import type { BrokerConnection } from '../../libs/broker/index.js';
-import { HEADERS, type ScalarHeaders, scalarHeaders } from '../../libs/contracts/index.js';
+import type { GetMessage } from 'amqplib';
+import { type BrokerConnection, type HeldMessage, moveMessage } from '../../libs/broker/index.js';
+import { copyHeaders, HEADERS } from '../../libs/contracts/index.js';
 import { DISPATCH_DELIVERY_LIMIT, type TopologyNames } from '../../libs/topology/index.js';
 
 /** A message parked in invalid, with the reason the dispatcher wrote in its headers. */
@@ -47,16 +47,15 @@ export async function passOverInvalid(
       const message = await channel.get(names.invalid, { noAck: false });
       if (message === false) break; // someone else took the rest
       result.seen++;
-      const headers = carriedHeaders(message);
-      if (verdict(parkedOf(message)) === 'move') {
-        for (const key of Object.keys(headers)) if (key.startsWith('x-invalid-')) delete headers[key];
-        await broker.sendToQueue(names.dispatch, message.content, publishOptions(message, headers));
-        result.moved++;
-      } else {
-        await broker.sendToQueue(names.invalid, message.content, publishOptions(message, headers));
-        result.kept++;
-      }
-      channel.ack(message);
+      const move = verdict(parkedOf(message)) === 'move';
+      const headers = copyHeaders(message.properties.headers, { from: 'parked', unpark: move });
+      let refused: Error | undefined;
+      const held: HeldMessage = { content: message.content, properties: message.properties, live: true, ack: () => channel.ack(message), nack: () => {} };
+      // One try, no backoff: a copy not confirmed fails the pass, and the message returns to invalid once, when the channel closes.
+      const moved = await moveMessage(broker, held, move ? names.dispatch : names.invalid, { backoffMs: [], headers: () => headers, onRetry: (err) => (refused = err) });
+      if (moved !== 'moved') throw refused ?? new Error('parked message not moved');
+      if (move) result.moved++;
+      else result.kept++;
     }
   } finally {
     await channel.close().catch(() => {});
@@ -83,38 +82,6 @@ export function parkedOf(message: GetMessage): ParkedMessage {
 /** The first characters of a body for people; 4 bytes per character at most, so a huge body is not decoded whole. */
 export function bodyPreview(body: Buffer, characters = 200): string {
   return body.subarray(0, characters * 4).toString('utf8').slice(0, characters);
-}
-
-/** The message's own headers; the broker's delivery and dead-letter bookkeeping is not copied. */
-function carriedHeaders(message: GetMessage): ScalarHeaders {
-  const headers = scalarHeaders(message.properties.headers);
-  for (const key of Object.keys(headers)) {
-    if (key === 'x-delivery-count' || key === 'x-acquired-count' || key.startsWith('x-first-death') || key.startsWith('x-last-death')) {
-      delete headers[key];
-    }
-  }
-  return headers;
-}
-
-/**
- * The properties the message came with. Not user-id (the broker checks it against this
- * connection's user) nor expiration (a parked message must not expire on its way back).
- */
-function publishOptions(message: GetMessage, headers: ScalarHeaders): Options.Publish {
-  const p = message.properties;
-  return {
-    persistent: true,
-    contentType: p.contentType,
-    contentEncoding: p.contentEncoding,
-    headers,
-    priority: p.priority,
-    correlationId: p.correlationId,
-    replyTo: p.replyTo,
-    messageId: p.messageId,
-    timestamp: p.timestamp,
-    type: p.type,
-    appId: p.appId,
-  };
 }
 
 /** When the broker dead-lettered it, from x-death (3.10 and 4.x write it; the time is in seconds). */

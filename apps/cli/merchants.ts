@@ -1,4 +1,4 @@
-import { parseArgs } from 'node:util';
+import { type Command, Option } from 'commander';
 import type { BrokerConnection } from '../../libs/broker/index.js';
 import { parseDuration } from '../../libs/config/index.js';
 import { EVENT_NAMES } from '../../libs/contracts/index.js';
@@ -10,37 +10,47 @@ import {
   MerchantNotFoundError,
   MerchantSettings,
   type MerchantView,
+  type UrlPolicy,
   firstIssue,
   merchantInputSchema,
 } from '../../libs/merchants/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
 import { withBroker } from './broker.js';
-import type { Command } from './command.js';
-import type { CliContext } from './context.js';
-import { writeLine } from './context.js';
+import { action } from './command.js';
+import { type CliContext, type CliIo, writeLine } from './context.js';
 import { NothingMatchedError, UsageError } from './errors.js';
-import { parseWithUsage } from './options.js';
+import { EXIT } from './help-text.js';
 import { formatTable } from './table.js';
-import { MERCHANTS_GET_USAGE, MERCHANTS_LIST_USAGE, MERCHANTS_ROTATE_USAGE, MERCHANTS_SET_USAGE } from './usage.js';
 
 /**
  * Operators' side of the admin API: the same MerchantSettings over the merchants stream, so a
  * change made here follows the same rules and reaches every program the same way.
  */
-async function withSettings<T>(ctx: CliContext, run: (settings: MerchantSettings) => Promise<T>): Promise<T> {
+async function withSettings<T>(ctx: CliContext, policy: UrlPolicy, run: (settings: MerchantSettings) => Promise<T>): Promise<T> {
   const stream = topologyNames(ctx.config.TOPOLOGY_PREFIX).merchants;
   return withBroker(ctx.config, [stream], async (broker: BrokerConnection) => {
     const directory = new BrokerMerchantDirectory(broker, stream, silentLogger());
     try {
       await directory.start();
       await directory.waitUntilReady(120_000);
-      const policy = { allowHttp: ctx.config.WEBHOOKS_DEV, allowPrivateTargets: ctx.config.ALLOW_PRIVATE_TARGETS };
       return await run(new MerchantSettings(directory, policy));
     } finally {
       await directory.close();
     }
   });
 }
+
+/** The rules for a URL written now: https outside development mode, no private address literal unless allowed. */
+function urlPolicy(ctx: CliContext): UrlPolicy {
+  return { allowHttp: ctx.config.WEBHOOKS_DEV, allowPrivateTargets: ctx.config.ALLOW_PRIVATE_TARGETS };
+}
+
+/**
+ * A URL that is not being changed was accepted when it was written, under the rules of that time
+ * and place (a development machine, ALLOW_PRIVATE_TARGETS): turning a webhook off or narrowing its
+ * events must not fail on it. Only what changes is checked.
+ */
+const KEEP_STORED_URL: UrlPolicy = { allowHttp: true, allowPrivateTargets: true };
 
 function table(views: MerchantView[]): string {
   return formatTable(
@@ -56,48 +66,106 @@ function table(views: MerchantView[]): string {
   );
 }
 
-function merchantIdFrom(positionals: string[], usage: string): string {
-  const [id, extra] = positionals;
-  if (id === undefined || id.trim() === '') throw new UsageError('give the merchant id', usage);
-  if (extra !== undefined) throw new UsageError(`unexpected argument ${extra}`, usage);
+function merchantId([id]: string[]): string {
+  if (id === undefined || id.trim() === '') throw new UsageError('give the merchant id');
   return id;
 }
 
-export const merchantsList: Command<{ json: boolean }> = {
-  usage: MERCHANTS_LIST_USAGE,
-  parse(args) {
-    const { values, positionals } = parseWithUsage(MERCHANTS_LIST_USAGE, () =>
-      parseArgs({ args, allowPositionals: true, options: { json: { type: 'boolean', default: false }, help: { type: 'boolean', short: 'h' } } }),
-    );
-    if (values.help) return 'help';
-    if (positionals.length > 0) throw new UsageError(`unexpected argument ${positionals[0]}`, MERCHANTS_LIST_USAGE);
-    return { json: values.json };
-  },
-  async run(options, ctx) {
-    const views = await withSettings(ctx, async (settings) => settings.list());
-    if (options.json) writeLine(ctx.stdout, JSON.stringify(views));
-    if (views.length === 0) throw new NothingMatchedError('no merchant in the merchants stream');
-    if (!options.json) writeLine(ctx.stdout, table(views));
-    return 0;
-  },
-};
+export function declareMerchants(program: Command, io: CliIo): void {
+  const merchants = program
+    .command('merchants')
+    .usage('<list|get|set|rotate-secret> [options]')
+    .description('Merchant webhook settings in <TOPOLOGY_PREFIX>.merchants (MERCHANT_DIRECTORY=broker), as the admin API.')
+    .addHelpText('after', '\nSettings live in <TOPOLOGY_PREFIX>.merchants, read by programs run with MERCHANT_DIRECTORY=broker.');
 
-export const merchantsGet: Command<{ id: string; json: boolean }> = {
-  usage: MERCHANTS_GET_USAGE,
-  parse(args) {
-    const { values, positionals } = parseWithUsage(MERCHANTS_GET_USAGE, () =>
-      parseArgs({ args, allowPositionals: true, options: { json: { type: 'boolean', default: false }, help: { type: 'boolean', short: 'h' } } }),
+  merchants
+    .command('list')
+    .summary("shows every merchant's webhook settings (never a secret)")
+    .description("Reads <TOPOLOGY_PREFIX>.merchants up to now and shows each merchant's settings. Secrets are never shown.")
+    .option('--json', 'one JSON array on stdout, for scripts', false)
+    .addHelpText('after', `\n${EXIT}`)
+    .action(
+      action(io, (raw: { json: boolean }) => raw, async (options, ctx) => {
+        const views = await withSettings(ctx, urlPolicy(ctx), async (settings) => settings.list());
+        if (options.json) writeLine(ctx.stdout, JSON.stringify(views));
+        if (views.length === 0) throw new NothingMatchedError('no merchant in the merchants stream');
+        if (!options.json) writeLine(ctx.stdout, table(views));
+        return 0;
+      }),
     );
-    if (values.help) return 'help';
-    return { id: merchantIdFrom(positionals, MERCHANTS_GET_USAGE), json: values.json };
-  },
-  async run(options, ctx) {
-    const view = await withSettings(ctx, async (settings) => settings.get(options.id));
-    if (!view) throw new NothingMatchedError(`no merchant ${options.id}`);
-    writeLine(ctx.stdout, options.json ? JSON.stringify(view) : table([view]));
-    return 0;
-  },
-};
+
+  merchants
+    .command('get')
+    .summary("shows one merchant's")
+    .description("Shows one merchant's settings (never the secret).")
+    .argument('<merchant-id>')
+    .option('--json', 'one JSON object on stdout, for scripts', false)
+    .addHelpText('after', `\n${EXIT} (3: no such merchant)`)
+    .action(
+      action(io, (raw: { json: boolean }, args) => ({ id: merchantId(args), json: raw.json }), async (options, ctx) => {
+        const view = await withSettings(ctx, urlPolicy(ctx), async (settings) => settings.get(options.id));
+        if (!view) throw new NothingMatchedError(`no merchant ${options.id}`);
+        writeLine(ctx.stdout, options.json ? JSON.stringify(view) : table([view]));
+        return 0;
+      }),
+    );
+
+  merchants
+    .command('set')
+    .summary('creates or changes a merchant; a new webhook\'s secret is printed once')
+    .description(
+      'Creates a merchant (--public-key and --url needed) or changes one; options left out keep their value, ' +
+        'and only what changes is checked. A webhook set up for the first time gets a new whsec_ secret, printed ' +
+        'once on stdout. URLs must be https (http in development mode: WEBHOOKS_DEV=true or NODE_ENV=development), ' +
+        'without credentials, and not a private address literal unless ALLOW_PRIVATE_TARGETS=true (the default in ' +
+        'development mode).',
+    )
+    .argument('<merchant-id>')
+    .option('--public-key <key>', 'the key the merchant sends as x-auth-token (8 to 512 characters, unique)')
+    .option('--url <url>', 'where webhooks are POSTed')
+    .addOption(new Option('--enable', 'send webhooks (the default for a new webhook)').conflicts('disable'))
+    .addOption(new Option('--disable', 'stop sending webhooks; the settings and the secret are kept'))
+    .addOption(new Option('--events <list>', `send only these events, comma-separated: ${EVENT_NAMES.join(', ')}`).conflicts('allEvents'))
+    .addOption(new Option('--all-events', 'send every event (the default for a new webhook)'))
+    .addOption(new Option('--no-webhook', 'remove the webhook: nothing is sent to this merchant').conflicts(['url', 'enable', 'disable', 'events', 'allEvents']))
+    .addHelpText('after', `\n${EXIT}`)
+    .action(action(io, checkSet, runSet));
+
+  merchants
+    .command('rotate-secret')
+    .summary('a new secret; both sign webhooks until the grace period ends')
+    .description(
+      'Prints a new webhook secret. Until the grace period has passed, webhooks carry a signature with the new ' +
+        'and with the previous secret, so the merchant can switch at any time.',
+    )
+    .argument('<merchant-id>')
+    .option('--grace <duration>', 'how long the previous secret keeps signing: up to 30d, or 0 for none (a leaked secret)', '24h')
+    .addHelpText('after', `\n${EXIT} (3: no such merchant)`)
+    .action(
+      action(
+        io,
+        (raw: { grace: string }, args) => {
+          const graceMs = raw.grace.trim() === '0' ? 0 : parseDuration(raw.grace);
+          if (graceMs === undefined || graceMs > 30 * 86_400_000) throw new UsageError('--grace takes a duration up to 30d (e.g. 24h), or 0');
+          return { id: merchantId(args), graceSeconds: Math.round(graceMs / 1000) };
+        },
+        async (options, ctx) => {
+          const rotated = await withSettings(ctx, urlPolicy(ctx), (settings) => settings.rotate(options.id, options.graceSeconds)).catch((err: unknown) => {
+            if (err instanceof MerchantNotFoundError) throw new NothingMatchedError(`no merchant ${options.id}`);
+            throw err;
+          });
+          writeLine(ctx.stdout, `webhook secret: ${rotated.secret}`);
+          writeLine(
+            ctx.stderr,
+            rotated.previousSecretExpiresAt
+              ? `Webhooks are signed with the new and the previous secret until ${rotated.previousSecretExpiresAt}; give the merchant the new one now.`
+              : 'The previous secret stopped signing at once; give the merchant the new one now.',
+          );
+          return 0;
+        },
+      ),
+    );
+}
 
 export interface MerchantsSetOptions {
   id: string;
@@ -109,100 +177,64 @@ export interface MerchantsSetOptions {
   noWebhook: boolean;
 }
 
-/** Options left out keep the merchant's current value: an operator changes one thing at a time. */
-export const merchantsSet: Command<MerchantsSetOptions> = {
-  usage: MERCHANTS_SET_USAGE,
-  parse(args) {
-    const { values, positionals } = parseWithUsage(MERCHANTS_SET_USAGE, () =>
-      parseArgs({
-        args,
-        allowPositionals: true,
-        options: {
-          'public-key': { type: 'string' },
-          url: { type: 'string' },
-          enable: { type: 'boolean' },
-          disable: { type: 'boolean' },
-          events: { type: 'string' },
-          'all-events': { type: 'boolean', default: false },
-          'no-webhook': { type: 'boolean', default: false },
-          help: { type: 'boolean', short: 'h' },
-        },
-      }),
-    );
-    if (values.help) return 'help';
-    const id = merchantIdFrom(positionals, MERCHANTS_SET_USAGE);
-    if (values.enable && values.disable) throw new UsageError('give --enable or --disable, not both', MERCHANTS_SET_USAGE);
-    if (values.events !== undefined && values['all-events']) throw new UsageError('give --events or --all-events, not both', MERCHANTS_SET_USAGE);
-    const webhookOption = values.url !== undefined || values.enable || values.disable || values.events !== undefined || values['all-events'];
-    if (values['no-webhook'] && webhookOption) throw new UsageError('--no-webhook removes the webhook: give no webhook option with it', MERCHANTS_SET_USAGE);
-    const events = values.events?.split(',').map((e) => e.trim()).filter((e) => e !== '');
-    for (const event of events ?? []) {
-      if (!(EVENT_NAMES as readonly string[]).includes(event)) throw new UsageError(`--events takes ${EVENT_NAMES.join(', ')}; not ${event}`, MERCHANTS_SET_USAGE);
-    }
-    return {
-      id,
-      publicKey: values['public-key'],
-      url: values.url,
-      enabled: values.enable ? true : values.disable ? false : undefined,
-      events,
-      allEvents: values['all-events'],
-      noWebhook: values['no-webhook'],
-    };
-  },
-  async run(options, ctx) {
-    const result = await withSettings(ctx, async (settings) => {
-      const current = settings.get(options.id);
-      const publicKey = options.publicKey ?? current?.publicKey;
-      if (publicKey === undefined) throw new UsageError(`merchant ${options.id} is new: give --public-key`, MERCHANTS_SET_USAGE);
-      const input: Record<string, unknown> = { publicKey };
-      if (!options.noWebhook) {
-        const url = options.url ?? current?.webhook?.url;
-        if (url === undefined && (options.enabled !== undefined || options.events)) {
-          throw new UsageError(`merchant ${options.id} has no webhook yet: give --url`, MERCHANTS_SET_USAGE);
-        }
-        if (url !== undefined) {
-          const events = options.allEvents ? undefined : options.events ?? (current?.webhook && current.webhook.events.length < EVENT_NAMES.length ? current.webhook.events : undefined);
-          input.webhook = { url, enabled: options.enabled ?? current?.webhook?.enabled ?? true, ...(events ? { events } : {}) };
-        }
-      }
-      const parsed = merchantInputSchema.safeParse(input);
-      if (!parsed.success) throw firstIssue(parsed.error);
-      return settings.put(options.id, parsed.data as MerchantInput);
-    }).catch((err: unknown) => {
-      if (err instanceof InvalidSettingsError) throw new UsageError(err.message, MERCHANTS_SET_USAGE);
-      throw err;
-    });
-    writeLine(ctx.stdout, table([result.view]));
-    if (result.secret) {
-      writeLine(ctx.stdout, `webhook secret: ${result.secret}`);
-      writeLine(ctx.stderr, 'Give this secret to the merchant now: it is not shown again.');
-    }
-    writeLine(ctx.stderr, `merchant ${options.id} ${result.created ? 'created' : 'updated'}`);
-    return 0;
-  },
-};
+interface SetRaw {
+  publicKey?: string;
+  url?: string;
+  enable?: boolean;
+  disable?: boolean;
+  events?: string;
+  allEvents?: boolean;
+  webhook: boolean;
+}
 
-export const merchantsRotateSecret: Command<{ id: string; graceSeconds: number }> = {
-  usage: MERCHANTS_ROTATE_USAGE,
-  parse(args) {
-    const { values, positionals } = parseWithUsage(MERCHANTS_ROTATE_USAGE, () =>
-      parseArgs({ args, allowPositionals: true, options: { grace: { type: 'string', default: '24h' }, help: { type: 'boolean', short: 'h' } } }),
-    );
-    if (values.help) return 'help';
-    const id = merchantIdFrom(positionals, MERCHANTS_ROTATE_USAGE);
-    const graceMs = values.grace.trim() === '0' ? 0 : parseDuration(values.grace);
-    if (graceMs === undefined || graceMs > 30 * 86_400_000) throw new UsageError('--grace takes a duration up to 30d (e.g. 24h), or 0', MERCHANTS_ROTATE_USAGE);
-    return { id, graceSeconds: Math.round(graceMs / 1000) };
-  },
-  async run(options, ctx) {
-    const rotated = await withSettings(ctx, (settings) => settings.rotate(options.id, options.graceSeconds)).catch((err: unknown) => {
-      if (err instanceof MerchantNotFoundError) throw new NothingMatchedError(`no merchant ${options.id}`);
-      throw err;
-    });
-    writeLine(ctx.stdout, `webhook secret: ${rotated.secret}`);
-    writeLine(ctx.stderr, rotated.previousSecretExpiresAt
-      ? `Webhooks are signed with the new and the previous secret until ${rotated.previousSecretExpiresAt}; give the merchant the new one now.`
-      : 'The previous secret stopped signing at once; give the merchant the new one now.');
-    return 0;
-  },
-};
+function checkSet(raw: SetRaw, args: string[]): MerchantsSetOptions {
+  const events = raw.events?.split(',').map((e) => e.trim()).filter((e) => e !== '');
+  for (const event of events ?? []) {
+    if (!(EVENT_NAMES as readonly string[]).includes(event)) throw new UsageError(`--events takes ${EVENT_NAMES.join(', ')}; not ${event}`);
+  }
+  if (events !== undefined && events.length === 0) throw new UsageError(`--events takes at least one of ${EVENT_NAMES.join(', ')}`);
+  return {
+    id: merchantId(args),
+    publicKey: raw.publicKey,
+    url: raw.url,
+    enabled: raw.enable ? true : raw.disable ? false : undefined,
+    events,
+    allEvents: raw.allEvents === true,
+    noWebhook: raw.webhook === false,
+  };
+}
+
+/** Options left out keep the merchant's current value: an operator changes one thing at a time. */
+async function runSet(options: MerchantsSetOptions, ctx: CliContext): Promise<number> {
+  const policy = options.url === undefined ? KEEP_STORED_URL : urlPolicy(ctx);
+  const result = await withSettings(ctx, policy, async (settings) => {
+    const current = settings.get(options.id);
+    const publicKey = options.publicKey ?? current?.publicKey;
+    if (publicKey === undefined) throw new UsageError(`merchant ${options.id} is new: give --public-key`);
+    const input: Record<string, unknown> = { publicKey };
+    if (!options.noWebhook) {
+      const url = options.url ?? current?.webhook?.url;
+      if (url === undefined && (options.enabled !== undefined || options.events)) {
+        throw new UsageError(`merchant ${options.id} has no webhook yet: give --url`);
+      }
+      if (url !== undefined) {
+        const kept = current?.webhook && current.webhook.events.length < EVENT_NAMES.length ? current.webhook.events : undefined;
+        const events = options.allEvents ? undefined : (options.events ?? kept);
+        input.webhook = { url, enabled: options.enabled ?? current?.webhook?.enabled ?? true, ...(events ? { events } : {}) };
+      }
+    }
+    const parsed = merchantInputSchema.safeParse(input);
+    if (!parsed.success) throw firstIssue(parsed.error);
+    return settings.put(options.id, parsed.data as MerchantInput);
+  }).catch((err: unknown) => {
+    if (err instanceof InvalidSettingsError) throw new UsageError(err.message);
+    throw err;
+  });
+  writeLine(ctx.stdout, table([result.view]));
+  if (result.secret) {
+    writeLine(ctx.stdout, `webhook secret: ${result.secret}`);
+    writeLine(ctx.stderr, 'Give this secret to the merchant now: it is not shown again.');
+  }
+  writeLine(ctx.stderr, `merchant ${options.id} ${result.created ? 'created' : 'updated'}`);
+  return 0;
+}

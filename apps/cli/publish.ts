@@ -1,47 +1,139 @@
 import { readFile } from 'node:fs/promises';
-import { EVENT_NAMES, type EventName, isEventName, sampleEvent, type UpstreamMessage } from '../../libs/contracts/index.js';
-import type { EventPublisher } from '../../libs/publisher/index.js';
+import type { Command } from 'commander';
+import { BrokerConnection } from '../../libs/broker/index.js';
+import { replicationOf } from '../../libs/config/index.js';
+import {
+  EVENT_NAMES,
+  type EventName,
+  isEventName,
+  isWellFormedReference,
+  isWellFormedWebhookId,
+  REFERENCE_FIELDS,
+  sampleEvent,
+  type UpstreamMessage,
+  upstreamMessageSchema,
+  WEBHOOK_ID_RULE,
+} from '../../libs/contracts/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
+import { EventPublisher } from '../../libs/publisher/index.js';
+import { declareIntake } from '../../libs/topology/index.js';
+import { action } from './command.js';
+import { type CliContext, type CliIo, writeLine } from './context.js';
 import { UsageError } from './errors.js';
+import { EXIT } from './help-text.js';
 
-export interface PublishArgs {
+interface Raw {
   sample?: string;
-  file?: string;
   merchant?: string;
-  count: number;
+  file?: string;
   messageId?: string;
+  count: string;
 }
 
-/** Publishes a file's event or built-in samples; returns one line per event for the terminal. */
-export async function publishCommand(publisher: EventPublisher, args: PublishArgs): Promise<string[]> {
-  const messages: UpstreamMessage[] = [];
-  if (args.file) {
-    let json: unknown;
-    try {
-      json = JSON.parse(await readFile(args.file, 'utf8'));
-    } catch (err) {
-      throw new UsageError(`cannot read ${args.file} as JSON: ${(err as Error).message}`);
-    }
-    for (let i = 0; i < args.count; i++) messages.push(json as UpstreamMessage);
-  } else if (args.sample) {
-    if (!args.merchant) throw new UsageError('--sample needs --merchant <id>');
-    const events: EventName[] = args.sample === 'all' ? [...EVENT_NAMES] : isEventName(args.sample) ? [args.sample] : [];
-    if (events.length === 0) throw new UsageError(`--sample takes one of ${EVENT_NAMES.join(', ')} or all`);
-    for (let i = 0; i < args.count; i++) for (const event of events) messages.push(sampleEvent(event, args.merchant));
-  } else {
-    throw new UsageError('publish needs --sample <event|all> --merchant <id>, or --file <event.json>');
-  }
-  if (args.messageId && messages.length > 1) throw new UsageError('--message-id publishes a single event');
+export interface PublishOptions {
+  sample?: EventName[];
+  merchant?: string;
+  file?: string;
+  messageId?: string;
+  count: number;
+}
 
-  const lines: string[] = [];
-  for (const message of messages) {
-    let result;
-    try {
-      result = await publisher.publish(message, { messageId: args.messageId });
-    } catch (err) {
-      if ((err as Error).name === 'ZodError') throw new UsageError(`not a valid event: ${(err as Error).message}`);
-      throw err;
-    }
-    lines.push(`published ${result.routingKey} ${result.messageId}`);
+export function declarePublish(program: Command, io: CliIo): void {
+  program
+    .command('publish')
+    .summary('publish sample events or your own, as upstream services do')
+    .usage('--sample <event|all> --merchant <id> [--count N]\n       webhooks publish --file <event.json> [--message-id <id>]')
+    .description(
+      'Publishes events to <TOPOLOGY_PREFIX>.events as upstream services do (persistent, with a publisher ' +
+        'confirm), after checking them as the dispatcher will: an event it would park is refused here.',
+    )
+    .option('--sample <event>', `a built-in sample: ${EVENT_NAMES.join(', ')}, or all`)
+    .option('--merchant <id>', 'the merchant of the samples')
+    .option('--file <path>', 'your own event: {"merchantId": ..., "event": ..., "data": {...}}')
+    .option('--message-id <id>', `the event id, which merchants see as webhook-id (default: evt_<uuid>); ${WEBHOOK_ID_RULE}`)
+    .option('--count <n>', 'publish it N times (1 to 100000), each with its own id', '1')
+    .addHelpText(
+      'after',
+      '\nIt declares <TOPOLOGY_PREFIX>.events and <TOPOLOGY_PREFIX>.dispatch (and their binding) when they are\n' +
+        'missing, so an event published before the programs first ran is kept; it declares nothing else.\n' +
+        'Export the TOPOLOGY_PREFIX the programs run with, or the events go to another topology.\n' +
+        EXIT,
+    )
+    .action(action(io, check, run));
+}
+
+function check(raw: Raw): PublishOptions {
+  const count = Number(raw.count);
+  if (!/^\d+$/.test(raw.count.trim()) || count < 1 || count > 100_000) throw new UsageError('--count takes a whole number from 1 to 100000');
+  if (raw.messageId !== undefined) {
+    if (!isWellFormedWebhookId(raw.messageId)) throw new UsageError(`--message-id must be ${WEBHOOK_ID_RULE}; not "${raw.messageId}"`);
+    if (count > 1 || raw.sample === 'all') throw new UsageError('--message-id publishes a single event');
   }
-  return lines;
+  if (raw.file !== undefined && raw.sample !== undefined) throw new UsageError('give --sample or --file, not both');
+  if (raw.file !== undefined) return { file: raw.file, messageId: raw.messageId, count };
+  if (raw.sample === undefined) throw new UsageError('publish needs --sample <event|all> --merchant <id>, or --file <event.json>');
+  const sample = raw.sample === 'all' ? [...EVENT_NAMES] : isEventName(raw.sample) ? [raw.sample] : undefined;
+  if (!sample) throw new UsageError(`--sample takes one of ${EVENT_NAMES.join(', ')} or all; not ${raw.sample}`);
+  if (!raw.merchant) throw new UsageError('--sample needs --merchant <id>');
+  return { sample, merchant: raw.merchant, messageId: raw.messageId, count };
+}
+
+async function run(options: PublishOptions, ctx: CliContext): Promise<number> {
+  const messages: UpstreamMessage[] = [];
+  if (options.file !== undefined) {
+    const event = await readEvent(options.file);
+    for (let i = 0; i < options.count; i++) messages.push(event);
+  } else {
+    for (let i = 0; i < options.count; i++) for (const event of options.sample!) messages.push(sampleEvent(event, options.merchant!));
+  }
+
+  const config = ctx.config;
+  const broker = new BrokerConnection({
+    url: config.RABBITMQ_URL,
+    name: 'webhooks-cli',
+    logger: silentLogger(),
+    declare: (openChannel) => declareIntake(openChannel, config.TOPOLOGY_PREFIX, replicationOf(config)),
+  });
+  await broker.open(10_000);
+  try {
+    const publisher = new EventPublisher(broker, config.TOPOLOGY_PREFIX);
+    for (const message of messages) {
+      const result = await publisher.publish(message, { messageId: options.messageId });
+      writeLine(ctx.stdout, `published ${result.routingKey} ${result.messageId}`);
+    }
+    return 0;
+  } finally {
+    await broker.close();
+  }
+}
+
+/** The file's event, refused with the rule when the dispatcher would park it or a resend could not find it. */
+async function readEvent(file: string): Promise<UpstreamMessage> {
+  let json: unknown;
+  try {
+    json = JSON.parse(await readFile(file, 'utf8'));
+  } catch (err) {
+    throw new UsageError(`cannot read ${file} as JSON: ${(err as Error).message}`);
+  }
+  const parsed = upstreamMessageSchema.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new UsageError(`not a valid event: ${issue.path.join('.') || 'the body'}: ${issue.message}`);
+  }
+  const { event, data } = parsed.data;
+  const fields = REFERENCE_FIELDS[event];
+  let found = 0;
+  for (const field of fields) {
+    const value = data[field];
+    if (value === undefined) continue;
+    if (typeof value !== 'string' || !isWellFormedReference(value)) {
+      throw new UsageError(`not a valid event: data.${field} must be a string of 1 to 200 characters without control characters`);
+    }
+    // The service would take it, but a resend or `failed list --reference` given the reference as
+    // people write it (trimmed) would never find it.
+    if (value !== value.trim()) throw new UsageError(`not a valid event: data.${field} "${value}" has spaces at its start or end; publish it trimmed`);
+    found++;
+  }
+  if (found === 0) throw new UsageError(`not a valid event: a ${event} event needs data.${fields.join(' or data.')}`);
+  return json as UpstreamMessage;
 }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { envFields, parseEnv, replicationFields } from '../../libs/config/index.js';
+import { deliveryLogFields, envFields, parseEnv, replicationFields } from '../../libs/config/index.js';
 import { requireMerchantsFile } from '../../libs/config/env.js';
 
 export const dispatcherEnvSchema = z.object({
@@ -25,6 +25,11 @@ export const dispatcherEnvSchema = z.object({
     .default('9464')
     .refine((v) => /^\d+$/.test(v) && Number(v) <= 65_535, 'must be a port number from 0 to 65535')
     .transform(Number),
+  /** How long a stop (SIGTERM) may take, draining deliveries in flight included; the process exits by then whatever the broker does. */
+  SHUTDOWN_TIMEOUT: envFields.durationMs('30s'),
+  /** The delivery log: on, the dispatcher declares <prefix>.deliveries and keeps the first bytes of each answer. */
+  DELIVERY_LOG: deliveryLogFields.DELIVERY_LOG,
+  DELIVERY_LOG_RESPONSE_BYTES: deliveryLogFields.DELIVERY_LOG_RESPONSE_BYTES,
   LOG_LEVEL: envFields.logLevel,
 }).superRefine(requireMerchantsFile);
 

@@ -13,4 +13,4 @@ try {
   process.exit(1);
 }
 const logger = createLogger({ level: config.LOG_LEVEL, service: 'dispatcher' });
-await runUntilSignal('dispatcher', () => startDispatcher(config, logger), logger);
+await runUntilSignal('dispatcher', (signal) => startDispatcher(config, logger, { signal }), logger, config.SHUTDOWN_TIMEOUT);

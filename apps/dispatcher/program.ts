@@ -1,14 +1,16 @@
 import { replicationOf } from '../../libs/config/index.js';
+import { DeliveryRecorder } from '../../libs/delivery-log/index.js';
 import type { BrokerConnection } from '../../libs/broker/index.js';
 import { createGotClient, createUndiciClient } from '../../libs/http/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import { BrokerMerchantDirectory, FileMerchantDirectory, type MerchantDirectory } from '../../libs/merchants/index.js';
 import { METRIC_NAMES, counterFrom, createRegistry, deliveryMetrics, gaugeFrom, labelledGaugeFrom } from '../../libs/metrics/index.js';
-import { RetryWatch } from '../../libs/retries/index.js';
+import { RetryWatch } from '../../libs/stranded-retries/index.js';
 import { openTopologyBroker, topologyNames } from '../../libs/topology/index.js';
 import type { DispatcherConfig } from './config.js';
 import { Dispatcher } from './dispatcher.js';
 import { startHealthServer } from '../../libs/metrics/health-server.js';
+import { abortable, stopBudget } from '../../libs/runtime/index.js';
 
 export const USER_AGENT = 'nucleus-webhooks/0.1 (+https://github.com/standard-webhooks/standard-webhooks)';
 
@@ -23,8 +25,14 @@ export interface DispatcherProgram {
   stop(): Promise<void>;
 }
 
-/** Wires the dispatcher from parsed config: directory, broker (topology on every connect), HTTP client. */
-export async function startDispatcher(config: DispatcherConfig, logger: Logger): Promise<DispatcherProgram> {
+/** What closing takes once deliveries are drained (consumers, streams, the connection), out of SHUTDOWN_TIMEOUT. */
+const CLOSE_RESERVE_MS = 5_000;
+
+/**
+ * Wires the dispatcher from parsed config: directory, broker (topology on every connect), HTTP
+ * client. `signal` ends the start-up at once (Ctrl-C while the broker cannot be reached).
+ */
+export async function startDispatcher(config: DispatcherConfig, logger: Logger, options: { signal?: AbortSignal } = {}): Promise<DispatcherProgram> {
   const fromFile = config.MERCHANT_DIRECTORY === 'file';
   let merchants: MerchantDirectory | undefined = fromFile ? new FileMerchantDirectory(config.MERCHANTS_FILE!, logger).watch() : undefined;
   let broker: BrokerConnection;
@@ -39,7 +47,9 @@ export async function startDispatcher(config: DispatcherConfig, logger: Logger):
         failedRetention: config.FAILED_RETENTION,
         replication: replicationOf(config),
         merchantsStream: !fromFile,
+        deliveriesStream: config.DELIVERY_LOG === 'on',
       },
+      signal: options.signal,
     });
   } catch (err) {
     await merchants?.close();
@@ -50,8 +60,8 @@ export async function startDispatcher(config: DispatcherConfig, logger: Logger):
     // Deliveries wait for the whole directory: an event for a merchant not read yet would be parked as unknown.
     const directory = new BrokerMerchantDirectory(broker, names.merchants, logger);
     try {
-      await directory.start();
-      await directory.waitUntilReady(120_000);
+      await abortable(directory.start(), options.signal);
+      await abortable(directory.waitUntilReady(120_000), options.signal);
     } catch (err) {
       await directory.close();
       await broker.close();
@@ -62,21 +72,47 @@ export async function startDispatcher(config: DispatcherConfig, logger: Logger):
   const http =
     config.HTTP_CLIENT === 'got'
       ? createGotClient({ allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS })
-      : createUndiciClient({ allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS });
+      : createUndiciClient({
+          allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS,
+          // Kept for the delivery log's attempts.
+          responseBodyBytes: config.DELIVERY_LOG === 'on' ? config.DELIVERY_LOG_RESPONSE_BYTES : 0,
+        });
   const registry = createRegistry('dispatcher');
   const retryWatch = new RetryWatch(broker, names.retries, logger, {
     dispatch: names.dispatch,
+    tierDelaysMs: Object.fromEntries(config.RETRY_SCHEDULE.map((delay, tier) => [names.retry(tier), delay])),
     overdueAfterMs: config.RETRY_OVERDUE_AFTER,
     checkEveryMs: Math.min(5_000, Math.max(200, Math.round(config.RETRY_OVERDUE_AFTER / 4))),
+    snapshots: { stream: names.retrySnapshots },
   });
-  await retryWatch.start();
+  try {
+    await retryWatch.start();
+    // Which copy of a wait to deliver is decided by the journal: read it up to date first.
+    await retryWatch.waitUntilCaughtUp(120_000);
+  } catch (err) {
+    await retryWatch.stop();
+    await merchants.close();
+    await broker.close();
+    throw err;
+  }
+  // The delivery log: every settled delivery's record goes to the deliveries stream before its ack.
+  const deliveryLog = config.DELIVERY_LOG === 'on' ? new DeliveryRecorder(broker, logger, { prefix: config.TOPOLOGY_PREFIX, replication: replicationOf(config) }) : undefined;
+  try {
+    await deliveryLog?.start();
+  } catch (err) {
+    await retryWatch.stop();
+    await merchants.close();
+    await broker.close();
+    throw err;
+  }
   const dispatcher = new Dispatcher(
-    { broker, merchants, http, logger, observer: deliveryMetrics(registry), retryWatch },
+    { broker, merchants, http, logger, observer: deliveryMetrics(registry), retryWatch, deliveryLog },
     {
       prefix: config.TOPOLOGY_PREFIX,
       retryDelaysMs: config.RETRY_SCHEDULE,
       deliveryTimeoutMs: config.DELIVERY_TIMEOUT_MS,
       concurrency: config.DISPATCH_CONCURRENCY,
+      drainTimeoutMs: Math.max(0, config.SHUTDOWN_TIMEOUT - Math.min(CLOSE_RESERVE_MS, config.SHUTDOWN_TIMEOUT / 2)),
       maxMessageBytes: config.MAX_MESSAGE_BYTES,
       userAgent: USER_AGENT,
     },
@@ -104,11 +140,23 @@ export async function startDispatcher(config: DispatcherConfig, logger: Logger):
   labelledGaugeFrom(registry, METRIC_NAMES.retryWaiting, 'Messages moved into the retry tier and not back yet, ready or held by the broker', 'queue', () => [
     ...retryWatch.waitingByQueue(),
   ]);
-  labelledGaugeFrom(registry, METRIC_NAMES.retryOverdue, 'Messages more than RETRY_OVERDUE_AFTER past due in the retry tier', 'queue', () => [
+  labelledGaugeFrom(registry, METRIC_NAMES.retryOverdue, 'Messages not back from the retry tier although dispatch was seen empty RETRY_OVERDUE_AFTER after they were due', 'queue', () => [
     ...retryWatch.overdueByQueue(),
   ]);
-  counterFrom(registry, METRIC_NAMES.retriesRecovered, 'Copies put back in dispatch for messages their retry tier held too long', () => retryWatch.stats.recovered);
-  const health = await startHealthServer({ port: config.METRICS_PORT, registry, ready: () => broker.isConnected });
+  counterFrom(registry, METRIC_NAMES.deliveryRecordsLost, 'Deliveries settled without their delivery-log record', () => dispatcher.recordsLost);
+  counterFrom(registry, METRIC_NAMES.retriesRecovered, 'Copies put back in dispatch for messages their retry tier did not hand back', () => retryWatch.stats.recovered);
+  counterFrom(
+    registry,
+    METRIC_NAMES.retryArrivalsUnconfirmed,
+    'Copies of a wait delivered without the journal confirming they arrived first (journal unavailable)',
+    () => retryWatch.stats.unconfirmedArrivals,
+  );
+  // Ready while connected and the journal (and the merchant directory, when on the broker) is read up to date.
+  const health = await startHealthServer({
+    port: config.METRICS_PORT,
+    registry,
+    ready: () => broker.isConnected && retryWatch.ready && (!(merchants instanceof BrokerMerchantDirectory) || merchants.ready),
+  });
   logger.info('dispatcher metrics listening', { port: health.port });
 
   let stopping: Promise<void> | undefined;
@@ -119,12 +167,18 @@ export async function startDispatcher(config: DispatcherConfig, logger: Logger):
     fatal: new Promise<Error>((resolve) => broker.once('fatal', resolve)),
     metricsPort: health.port,
     stop() {
+      // Bounded by SHUTDOWN_TIMEOUT whatever the broker does: the drain takes what the close
+      // steps leave, each close step gets what is left, and the connection is cut at the end.
       stopping ??= (async () => {
-        await dispatcher.stop();
-        await retryWatch.stop();
-        await health.close();
-        await merchants!.close();
-        await broker.close();
+        const budget = stopBudget(config.SHUTDOWN_TIMEOUT, (step, error) =>
+          logger.warn('shutdown step did not finish in time; going on', { step, error: error?.message }),
+        );
+        await budget.step('drain deliveries', () => dispatcher.stop());
+        await budget.step('delivery records', async () => deliveryLog?.stop(), budget.left() / 3);
+        await budget.step('retry watch', () => retryWatch.stop(), budget.left() / 3);
+        await budget.step('health server', () => health.close(), budget.left() / 3);
+        await budget.step('merchant directory', () => merchants!.close(), budget.left() / 2);
+        await budget.step('broker connection', () => broker.close(budget.left()));
         http.close();
       })();
       return stopping;

@@ -3,7 +3,8 @@ import amqp from 'amqplib';
 import type { Channel, ChannelModel, ConfirmChannel, ConsumeMessage, Options } from 'amqplib';
 import type { Logger } from '../logger/index.js';
 import { AckBatcher } from './ack-batcher.js';
-import { BrokerUnavailableError, BrokerUnroutableError } from './errors.js';
+import { cancelAndClose, ignoreUnsolicitedReplies, within } from './channels.js';
+import { BrokerAccessRefusedError, BrokerUnavailableError, BrokerUnroutableError, StartAbortedError } from './errors.js';
 import { ReturnTracker } from './return-tracker.js';
 
 export interface BrokerConnectionOptions {
@@ -51,6 +52,23 @@ export interface Consumer {
   cancel(): Promise<void>;
 }
 
+export interface ReaderOptions {
+  prefetch: number;
+  arguments?: Record<string, unknown>;
+  /** Each entry, acked already; null when the broker cancelled the read (the queue was deleted). */
+  onMessage(message: ConsumeMessage | null): void;
+  /** The channel closed under the read (not by `close()`). */
+  onClose?(): void;
+}
+
+export interface Reader {
+  /** Cancels the consumer, then closes its channel; safe twice. */
+  close(): Promise<void>;
+}
+
+/** A broker that does not answer a cancel or a close costs this much per step, at most. */
+const CLOSE_STEP_MS = 2_000;
+
 interface ConsumerState {
   queue: string;
   options: ConsumeOptions;
@@ -69,19 +87,23 @@ export class BrokerConnection extends EventEmitter {
   private publishChannel?: ConfirmChannel;
   private returns?: ReturnTracker;
   private readonly consumers = new Set<ConsumerState>();
-  private readonly consumerChannels = new Map<Channel, AckBatcher>();
+  /** Every channel that consumes (programs' consumers and one-off readers): close() cancels them first. */
+  private readonly consumerChannels = new Map<Channel, { acks?: AckBatcher; tags: Set<string> }>();
   private waiters: Array<() => void> = [];
   /** Publish channels closed on purpose (renewed after a nack): their close is not a failure. */
   private readonly retired = new WeakSet<Channel>();
   private renewing = false;
   private fatal?: Error;
   private closing = false;
+  private closed?: Promise<void>;
   private readonly urls: string[];
   private nextUrl = 0;
   private attempt = 0;
   private connecting = false;
   private reconnectTimer?: NodeJS.Timeout;
   private firstConnect?: { resolve: () => void; reject: (err: Error) => void };
+  /** The connection being set up, not yet in use: close() must not leave it behind. */
+  private pending?: ChannelModel;
   /** host:port of the node this connection is on, for logs and the connection name. */
   node?: string;
 
@@ -95,9 +117,13 @@ export class BrokerConnection extends EventEmitter {
     return this.current !== undefined && this.publishChannel !== undefined;
   }
 
-  /** Connects, retrying with backoff until `timeoutMs`; a setup error that cannot heal (406) fails at once. */
-  async open(timeoutMs = 30_000): Promise<void> {
+  /**
+   * Connects, retrying with backoff until `timeoutMs`; what cannot heal (a 406 in setup, a refused
+   * login) fails at once, and so does an abort (Ctrl-C during start-up).
+   */
+  async open(timeoutMs = 30_000, signal?: AbortSignal): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
+    let onAbort: (() => void) | undefined;
     try {
       await new Promise<void>((resolve, reject) => {
         this.firstConnect = { resolve, reject };
@@ -105,13 +131,17 @@ export class BrokerConnection extends EventEmitter {
           () => reject(new BrokerUnavailableError(`RabbitMQ not reachable within ${timeoutMs} ms (RABBITMQ_URL)`)),
           timeoutMs,
         );
+        onAbort = () => reject(new StartAbortedError());
+        if (signal?.aborted) return onAbort();
+        signal?.addEventListener('abort', onAbort, { once: true });
         void this.connect();
       });
     } catch (err) {
-      await this.close();
-      throw this.fatal ?? err;
+      await this.close(CLOSE_STEP_MS);
+      throw err instanceof StartAbortedError ? err : (this.fatal ?? err);
     } finally {
       clearTimeout(timer);
+      if (onAbort) signal?.removeEventListener('abort', onAbort);
       this.firstConnect = undefined;
     }
   }
@@ -125,13 +155,19 @@ export class BrokerConnection extends EventEmitter {
     const { logger, name } = this.options;
     let model: ChannelModel | undefined;
     try {
-      model = await amqp.connect(withHeartbeat(url, this.options.heartbeatSeconds ?? 15), {
-        clientProperties: { connection_name: `${name} → ${node}` },
-        // Without it Nagle's algorithm holds small frames (acks, confirms) for up to 40 ms.
-        noDelay: true,
-        // A node that does not answer (a dead host, a black hole) gives way to the next one.
-        timeout: 10_000,
-      });
+      try {
+        model = await amqp.connect(withHeartbeat(url, this.options.heartbeatSeconds ?? 15), {
+          clientProperties: { connection_name: `${name} → ${node}` },
+          // Without it Nagle's algorithm holds small frames (acks, confirms) for up to 40 ms.
+          noDelay: true,
+          // A node that does not answer (a dead host, a black hole) gives way to the next one.
+          timeout: 10_000,
+        });
+      } catch (err) {
+        if (isAccessRefused(err)) this.fatal = new BrokerAccessRefusedError(redacted(url));
+        throw err;
+      }
+      this.pending = model;
       // Listen before anything else: an error emitted during setup (541 when a cluster node dies
       // under a stream consume) would otherwise end the process.
       model.on('error', (err: Error) => logger.warn('broker connection error', { connection: name, node, error: err.message }));
@@ -141,31 +177,31 @@ export class BrokerConnection extends EventEmitter {
         closed = true;
         this.lost(opened, err);
       });
+      if (this.closing) throw new BrokerUnavailableError('closed while connecting');
       await this.setup(model);
       if (closed) throw new BrokerUnavailableError('connection closed during setup');
-      if (this.closing) {
-        await model.close().catch(() => {});
-        return;
-      }
+      if (this.closing) throw new BrokerUnavailableError('closed while connecting');
       this.attempt = 0;
       this.node = node;
       logger.info('broker connected', { connection: name, node });
       this.firstConnect?.resolve();
       this.emit('connected');
     } catch (err) {
-      if (model) await model.close().catch(() => {});
+      if (model && (await within(CLOSE_STEP_MS, model.close().then(() => true, () => true))) === undefined) destroy(model);
       if (this.current === model) this.forget();
+      if (this.closing) return;
       logger.warn('broker connect failed', { connection: name, node, error: (err as Error).message });
       if (!this.fatal) this.scheduleReconnect();
       else if (this.firstConnect) this.firstConnect.reject(this.fatal);
       else {
-        // Reconnecting cannot fix it (someone re-created a queue with other arguments): say so
-        // and let the program stop, instead of running on without a broker.
-        logger.error('broker topology mismatch on reconnect; not reconnecting', { connection: name, error: this.fatal.message });
+        // Reconnecting cannot fix it (someone re-created a queue with other arguments, the
+        // password changed): say so and let the program stop, instead of running on without a broker.
+        logger.error('broker refuses this program for good; not reconnecting', { connection: name, error: this.fatal.message });
         this.emit('fatal', this.fatal);
       }
     } finally {
       this.connecting = false;
+      if (this.pending === model) this.pending = undefined;
     }
   }
 
@@ -200,7 +236,7 @@ export class BrokerConnection extends EventEmitter {
         const opened: Channel[] = [];
         try {
           await this.options.declare(async () => {
-            const channel = await model.createChannel();
+            const channel = await this.newChannel(model);
             channel.on('error', () => {});
             opened.push(channel);
             return channel;
@@ -221,7 +257,7 @@ export class BrokerConnection extends EventEmitter {
 
   /** A confirm channel for publishes, with the tracker of what the broker returns as unroutable. */
   private async openPublishChannel(model: ChannelModel): Promise<{ channel: ConfirmChannel; returns: ReturnTracker }> {
-    const channel = await model.createConfirmChannel();
+    const channel = (await this.newChannel(model, true)) as ConfirmChannel;
     this.watch(model, channel, 'publish');
     return { channel, returns: new ReturnTracker(channel) };
   }
@@ -246,11 +282,21 @@ export class BrokerConnection extends EventEmitter {
     });
   }
 
+  /** Every channel opens here, guarded against replies nobody asked for (see ignoreUnsolicitedReplies). */
+  private async newChannel(model: ChannelModel, confirm = false): Promise<Channel> {
+    const channel = confirm ? await model.createConfirmChannel() : await model.createChannel();
+    ignoreUnsolicitedReplies(channel, (method) =>
+      this.options.logger.warn('broker sent a reply nobody waits for; ignored', { connection: this.options.name, method }),
+    );
+    return channel;
+  }
+
   private async startConsumer(model: ChannelModel, state: ConsumerState): Promise<void> {
     if (state.cancelled) return;
-    const channel = await model.createChannel();
+    const channel = await this.newChannel(model);
     const acks = new AckBatcher(channel);
-    this.consumerChannels.set(channel, acks);
+    const tags = new Set<string>();
+    this.consumerChannels.set(channel, { acks, tags });
     let open = true;
     channel.on('close', () => {
       open = false;
@@ -271,6 +317,7 @@ export class BrokerConnection extends EventEmitter {
       (message) => {
         if (message === null) {
           // The broker cancelled us (queue deleted or its leader moved): reconnecting re-declares and resumes.
+          tags.clear();
           this.options.logger.warn('broker cancelled consumer', { queue: state.queue });
           if (!state.cancelled) model.close().catch(() => {});
           return;
@@ -281,6 +328,7 @@ export class BrokerConnection extends EventEmitter {
     );
     state.channel = channel;
     state.tag = reply.consumerTag;
+    tags.add(reply.consumerTag);
   }
 
   /** Starts consuming now if connected, and again after every reconnect until cancelled. */
@@ -293,9 +341,53 @@ export class BrokerConnection extends EventEmitter {
         if (state.cancelled) return;
         state.cancelled = true;
         this.consumers.delete(state);
-        if (state.channel && state.tag) await state.channel.cancel(state.tag).catch(() => {});
+        if (state.channel && state.tag) {
+          const { channel, tag } = state;
+          await within(CLOSE_STEP_MS, channel.cancel(tag).then(() => this.consumerChannels.get(channel)?.tags.delete(tag), () => {}));
+        }
       },
     };
+  }
+
+  /**
+   * A consumer on a channel of its own for a one-off read (a stream entry at an offset, a probe):
+   * not resumed after a reconnect. Its close() cancels the consumer before closing the channel, as
+   * close() of the whole connection does for every reader still open.
+   */
+  async openReader(queue: string, options: ReaderOptions): Promise<Reader> {
+    if (!this.current) throw new BrokerUnavailableError('not connected to RabbitMQ');
+    const channel = await this.newChannel(this.current);
+    const tags = new Set<string>();
+    this.consumerChannels.set(channel, { tags });
+    let closing = false;
+    channel.on('error', () => {});
+    channel.on('close', () => {
+      this.consumerChannels.delete(channel);
+      if (!closing) options.onClose?.();
+    });
+    const close = async () => {
+      if (closing) return;
+      closing = true;
+      this.consumerChannels.delete(channel);
+      await cancelAndClose(channel, tags, CLOSE_STEP_MS);
+    };
+    try {
+      await channel.prefetch(options.prefetch);
+      const reply = await channel.consume(
+        queue,
+        (message) => {
+          if (message) channel.ack(message);
+          else tags.clear(); // the broker cancelled it: nothing left to cancel
+          options.onMessage(message);
+        },
+        { noAck: false, arguments: options.arguments },
+      );
+      tags.add(reply.consumerTag);
+    } catch (err) {
+      await close();
+      throw err;
+    }
+    return { close };
   }
 
   private async waitForPublishChannel(waitMs = this.options.publishWaitMs ?? 10_000): Promise<ConfirmChannel> {
@@ -390,29 +482,65 @@ export class BrokerConnection extends EventEmitter {
   /** A channel for one-off operations (admin commands, tests); the caller closes it. */
   async createChannel(): Promise<Channel> {
     if (!this.current) throw new BrokerUnavailableError('not connected to RabbitMQ');
-    const channel = await this.current.createChannel();
+    const channel = await this.newChannel(this.current);
     channel.on('error', () => {});
     return channel;
   }
 
-  /** Safe to call twice. Cancel consumers and drain in-flight work before calling this. */
-  async close(): Promise<void> {
-    if (this.closing) return;
+  /**
+   * Safe to call twice. Cancel consumers and drain in-flight work before calling this. Bounded by
+   * `timeoutMs` whatever the broker does: what it has not answered by then is cut (the socket is
+   * destroyed), so a stopping program never waits on a broker that stopped answering.
+   */
+  async close(timeoutMs = 5_000): Promise<void> {
+    if (this.closing) return this.closed;
     this.closing = true;
-    clearTimeout(this.reconnectTimer);
-    for (const wake of this.waiters.splice(0)) wake();
-    // Close consumer channels first and wait for close-ok: RabbitMQ applies the acks sent on a
-    // channel before closing it, but acks still in flight when the connection drops are lost
-    // and those deliveries come back (measured on 3.10 quorum queues).
-    await Promise.all(
-      [...this.consumerChannels].map(([channel, acks]) => {
-        acks.flush();
-        return channel.close().catch(() => {});
-      }),
-    );
-    await this.current?.close().catch(() => {});
-    this.forget();
+    this.closed = (async () => {
+      const deadline = Date.now() + timeoutMs;
+      clearTimeout(this.reconnectTimer);
+      for (const wake of this.waiters.splice(0)) wake();
+      // Close consumer channels first and wait for close-ok: RabbitMQ applies the acks sent on a
+      // channel before closing it, but acks still in flight when the connection drops are lost
+      // and those deliveries come back (measured on 3.10 quorum queues). Cancelled first: see cancelAndClose.
+      const step = Math.min(CLOSE_STEP_MS, timeoutMs / 2);
+      await Promise.all(
+        [...this.consumerChannels].map(([channel, { acks, tags }]) => {
+          acks?.flush();
+          return cancelAndClose(channel, tags, step);
+        }),
+      );
+      const models = [...new Set([this.current, this.pending])].filter((m): m is ChannelModel => m !== undefined);
+      const closedInTime = await within(deadline - Date.now(), Promise.all(models.map((m) => m.close().then(() => true, () => true))));
+      if (!closedInTime) for (const model of models) destroy(model);
+      this.forget();
+    })();
+    return this.closed;
   }
+}
+
+/**
+ * Cuts a connection whose close the broker did not answer. With an error, so that amqplib takes it
+ * as a lost socket: it stops its heartbeat timer and settles what waits on the connection.
+ */
+function destroy(model: ChannelModel): void {
+  (model as unknown as { connection?: { stream?: { destroy?: (err: Error) => void } } }).connection?.stream?.destroy?.(
+    new Error('closed by the client: the broker did not answer in time'),
+  );
+}
+
+/**
+ * amqplib gives a refused login no code of its own, only the broker's close frame in the text
+ * ("Handshake terminated by server: 403 (ACCESS-REFUSED) ..."): read here once, into a named error.
+ */
+function isAccessRefused(err: unknown): boolean {
+  return err instanceof Error && /^Handshake terminated by server: 403\b/.test(err.message);
+}
+
+/** The URL without its password, for messages. */
+function redacted(url: string): string {
+  const parsed = new URL(url);
+  if (parsed.password) parsed.password = '***';
+  return parsed.toString();
 }
 
 function swallowClosed(op: () => void): void {

@@ -1,2 +1,12 @@
-export { BrokerConnection, type BrokerConnectionOptions, type Consumer, type ConsumeOptions, type Delivery } from './connection.js';
-export { BrokerUnavailableError, BrokerUnroutableError } from './errors.js';
+export {
+  BrokerConnection,
+  type BrokerConnectionOptions,
+  type Consumer,
+  type ConsumeOptions,
+  type Delivery,
+  type Reader,
+  type ReaderOptions,
+} from './connection.js';
+export { within } from './channels.js';
+export { BrokerAccessRefusedError, BrokerUnavailableError, BrokerUnroutableError, StartAbortedError } from './errors.js';
+export { copyProperties, type HeldMessage, moveMessage, type MoveOptions, type MoveResult, publishCopy } from './move.js';

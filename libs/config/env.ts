@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { parseDuration } from './durations.js';
 import { ConfigError } from './errors.js';
+import { parseRetrySchedule } from '../retry-policy/schedule.js';
 
 /**
  * Field schemas shared by the apps' config parsers. Each app composes its own z.object from these
@@ -27,22 +28,17 @@ export const envFields = {
     .default('webhooks')
     .refine((v) => /^[A-Za-z0-9][A-Za-z0-9._-]{0,100}$/.test(v), 'must be 1-101 characters of letters, digits, ".", "_" or "-"'),
   logLevel: z.enum(['error', 'warn', 'info', 'debug']).default('info'),
-  /** Comma-separated durations; empty means no retry (a single attempt). */
+  /** Comma-separated durations; empty means no retry (a single attempt). See parseRetrySchedule. */
   retrySchedule: z
     .string()
     .default('5s,5m,30m,2h,5h,10h,10h')
     .transform((text, ctx) => {
-      const parts = text.split(',').map((p) => p.trim()).filter((p) => p !== '');
-      const delays: number[] = [];
-      for (const part of parts) {
-        const ms = parseDuration(part);
-        if (ms === undefined || ms < 1) {
-          ctx.addIssue({ code: 'custom', message: `"${part}" is not a duration (use e.g. 200ms, 5s, 5m, 2h, 1d)` });
-          return z.NEVER;
-        }
-        delays.push(ms);
+      const result = parseRetrySchedule(text);
+      if ('problem' in result) {
+        ctx.addIssue({ code: 'custom', message: result.problem });
+        return z.NEVER;
       }
-      return delays;
+      return result.delays;
     }),
   durationMs: (fallback: string) =>
     z

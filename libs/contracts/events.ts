@@ -27,6 +27,14 @@ export function isWellFormedReference(text: string): boolean {
   return text.length >= 1 && text.length <= MAX_REFERENCE_LENGTH && !/[\u0000-\u001f\u007f-\u009f]/.test(text);
 }
 
+/** The rule for a messageId, said the same way by the dispatcher (which parks others) and the CLI (which refuses them). */
+export const WEBHOOK_ID_RULE = 'printable ASCII without spaces, at most 200 characters: it is sent as the webhook-id header';
+
+/** Sent as the webhook-id header and signed: no byte that HTTP or a merchant's parser could mangle. */
+export function isWellFormedWebhookId(value: unknown): boolean {
+  return typeof value === 'string' && value.length <= 200 && /^[\x21-\x7e]+$/.test(value);
+}
+
 /**
  * The upstream message: only what the service relies on is checked; everything else in `data`
  * is relayed untouched, so the schema is loose and never coerces.

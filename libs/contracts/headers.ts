@@ -41,6 +41,10 @@ export const HEADERS = {
   retryQueue: 'x-retry-queue',
   /** On a copy the retry watch put back in dispatch because its tier did not hand it back in time. */
   recoveredBy: 'x-recovered-by',
+  /** Unique per publish of a waiting message into a tier or back into dispatch: of two copies of one wait, the first to arrive is delivered. */
+  copyId: 'x-copy-id',
+  /** On a retries journal entry that does not carry the message body: the offset of the entry that does. */
+  bodyOffset: 'x-body-offset',
 } as const;
 
 /** Why a webhook went to `failed`, so operators can tell an outage from a bug. */
@@ -61,10 +65,25 @@ export const FAILED_REASONS = {
 
 export type FailedReason = (typeof FAILED_REASONS)[keyof typeof FAILED_REASONS];
 
+/**
+ * Codes of messages parked in `invalid` (x-invalid-code), and `delivery-limit` for what the broker
+ * itself parked after too many returns; the CLI's help and the README list these.
+ */
+export const INVALID_CODES = [
+  'not-json',
+  'invalid-envelope',
+  'missing-reference',
+  'invalid-message-id',
+  'too-large',
+  'unknown-merchant',
+  'internal-error',
+  'delivery-limit',
+] as const;
+
 export const ENTRY_TYPES = { failure: 'failure', resolution: 'resolution', checkpoint: 'checkpoint', claim: 'claim' } as const;
 
-/** Entries of the retries journal: a wait began, it ended (the message is back), a claim to recover it. */
-export const JOURNAL_ENTRY_TYPES = { scheduled: 'scheduled', arrived: 'arrived', recovery: 'recovery' } as const;
+/** Entries of the retries journal: a wait began, a copy of it arrived, a claim to recover it; and a snapshot of the watch (its own stream). */
+export const JOURNAL_ENTRY_TYPES = { scheduled: 'scheduled', arrived: 'arrived', recovery: 'recovery', snapshot: 'snapshot' } as const;
 
 export type ScalarHeaders = Record<string, string | number | boolean>;
 

@@ -2,3 +2,5 @@ export * from './events.js';
 export { rawMember } from './raw-json.js';
 export { sampleEvent } from './samples.js';
 export * from './headers.js';
+export * from './copy-headers.js';
+export { MERCHANT_ID_PATTERN, merchantIdSchema } from './merchant-id.js';

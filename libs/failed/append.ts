@@ -1,5 +1,5 @@
 import type { BrokerConnection } from '../broker/index.js';
-import { ENTRY_TYPES, HEADERS } from '../contracts/index.js';
+import { ENTRY_TYPES, HEADERS, type ScalarHeaders } from '../contracts/index.js';
 import { type Claim, encodeClaim, encodeResolution, type EntryType, type Resolution } from './entries.js';
 
 /**
@@ -50,4 +50,33 @@ export function appendClaim(broker: BrokerConnection, stream: string, claim: Cla
     { [HEADERS.claimId]: claim.claimId, [HEADERS.merchantId]: claim.merchantId },
     deadlineMs,
   );
+}
+
+/** What a failure entry records about the webhook's last attempt, or why it had none. */
+export interface FailureFacts {
+  reason: string;
+  failedAt: Date;
+  attempts: number;
+  lastError: string;
+  lastStatus?: number;
+  /** Absent when the failure was not an attempt (an open circuit, a webhook no longer available). */
+  lastAttemptAt?: Date;
+}
+
+/**
+ * The headers of a failure entry: the webhook's own (`webhook`: who, which event, references,
+ * first seen) and the failure's. A status from an earlier attempt is not carried: the entry says
+ * what the last attempt answered, or nothing.
+ */
+export function failureEntryHeaders(webhook: ScalarHeaders, facts: FailureFacts): ScalarHeaders {
+  const headers: ScalarHeaders = { ...webhook };
+  delete headers[HEADERS.lastStatus];
+  headers[HEADERS.attempts] = facts.attempts;
+  headers[HEADERS.lastError] = facts.lastError.slice(0, 500);
+  if (facts.lastAttemptAt) headers[HEADERS.lastAttemptAt] = facts.lastAttemptAt.toISOString();
+  if (facts.lastStatus !== undefined) headers[HEADERS.lastStatus] = facts.lastStatus;
+  headers[HEADERS.entryType] = ENTRY_TYPES.failure;
+  headers[HEADERS.failedReason] = facts.reason;
+  headers[HEADERS.failedAt] = facts.failedAt.toISOString();
+  return headers;
 }

@@ -47,9 +47,14 @@ export function decodeResolution(content: Buffer): Resolution | undefined {
 const claimSchema = z.object({
   claimId: z.string().min(1).max(100),
   merchantId: z.string(),
-  /** Milliseconds since the epoch on the claimant's clock; leases are measured between claims. */
+  /** Milliseconds since the epoch on the claimant's clock: for operators only, no decision reads it. */
   at: z.number().int().nonnegative(),
   offsets: z.array(z.number().int().nonnegative()).max(10_000),
+  /**
+   * Claims whose lease the claimant saw run out on its own monotonic clock: their entries go to
+   * this claim. Every replica decides from the stream alone, so none compares two hosts' clocks.
+   */
+  takesOver: z.array(z.string().min(1).max(100)).max(10_000).optional(),
   /** The reference the offsets were looked up by: only that merchant's entries for it can be won. */
   reference: z.string().optional(),
   /** Gives back the entries this claim won but did not resend (its republish failed). */
@@ -75,6 +80,12 @@ export function decodeClaim(content: Buffer): Claim | undefined {
 export function webhookIdOf(entry: ConsumeMessage): string | undefined {
   const id = entry.properties.headers?.[HEADERS.webhookId] ?? entry.properties.messageId;
   return typeof id === 'string' && id.length > 0 ? id : undefined;
+}
+
+/** The event name a failure entry carries; undefined for an entry written without it. */
+export function eventOf(entry: ConsumeMessage): string | undefined {
+  const event = entry.properties.headers?.[HEADERS.event];
+  return typeof event === 'string' && event.length > 0 ? event : undefined;
 }
 
 function decodeJson<T>(schema: z.ZodType<T>, content: Buffer): T | undefined {

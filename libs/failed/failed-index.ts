@@ -6,15 +6,27 @@ import { ReadBacks, StreamTail } from '../streams/index.js';
 import { type Claim, decodeClaim, decodeResolution, entryTypeOf, failureKeysOf, type Resolution, webhookIdOf } from './entries.js';
 import { firstOffset } from './reader.js';
 
-/** A claim that won an entry, in stream order, and when it was made (its maker's clock). */
+/**
+ * A claim that won an entry, in stream order, and when this replica read it on its own monotonic
+ * clock: a lease is timed by each reader from what it saw, never from the claimant's clock.
+ */
 interface Held {
   id: string;
-  at: number;
+  seenAt: number;
+}
+
+/** A claim holding an entry, as this replica sees it. */
+export interface Hold {
+  claimId: string;
+  /** Lease left by this replica's clock; 0 once it ran out. */
+  remainingMs: number;
 }
 
 export interface FailedIndexOptions {
   /** A claim not followed by a resolution stops holding its entries after this long. */
   claimLeaseMs?: number;
+  /** Times claim leases; monotonic, so a wall-clock step or a skewed host changes nothing. */
+  monotonic?: () => number;
   /** How often entries that retention removed from the stream are dropped from the index. */
   retentionCheckMs?: number;
   /** Backoff for a checkpoint append that failed, so readiness recovers without a reconnect. */
@@ -45,6 +57,7 @@ export class FailedIndex {
   private duplicates = 0;
   private readonly claims = new Map<number, Held>();
   private readonly claimWaiters = new ReadBacks<number[]>();
+  private readonly monotonic: () => number;
   private readonly tail: StreamTail;
   private retentionTimer?: NodeJS.Timeout;
   readonly claimLeaseMs: number;
@@ -56,10 +69,12 @@ export class FailedIndex {
     private readonly options: FailedIndexOptions = {},
   ) {
     this.claimLeaseMs = options.claimLeaseMs ?? 30_000;
+    this.monotonic = options.monotonic ?? (() => performance.now());
     this.tail = new StreamTail(broker, stream, logger, {
       prefetch: 2_000,
       onEntry: (message, offset) => this.apply(message, offset),
       onCaughtUp: (offset) => this.logger.info('failed index caught up', { unresolved: this.size, offset }),
+      onReset: () => this.reset(),
       checkpointRetryMs: options.checkpointRetryMs,
       checkpointDeadlineMs: options.checkpointDeadlineMs,
     });
@@ -109,11 +124,35 @@ export class FailedIndex {
     this.claimWaiters.forget(claimId);
   }
 
+  /** Resolves once this replica has read back the release of a claim (its entries are free here). */
+  awaitRelease(claimId: string, timeoutMs: number): Promise<number[]> {
+    return this.claimWaiters.expect(releaseKey(claimId), timeoutMs, `release of claim ${claimId} from ${this.stream}`);
+  }
+
+  forgetRelease(claimId: string): void {
+    this.claimWaiters.forget(releaseKey(claimId));
+  }
+
+  /** The claim holding an unresolved entry and its lease left on this replica's clock; undefined when free. */
+  holdOf(offset: number): Hold | undefined {
+    const held = this.claims.get(offset);
+    if (!held || !this.hashes.has(offset)) return undefined;
+    return { claimId: held.id, remainingMs: Math.max(0, this.claimLeaseMs - (this.monotonic() - held.seenAt)) };
+  }
+
   /** Applies a resolution at once on this instance; the stream brings it to the others. */
   resolve(resolution: Resolution): void {
     for (const { offset, references } of resolution.resolved) {
       this.removeFailure(offset, references.map((reference) => keyOf(resolution.merchantId, reference)));
     }
+  }
+
+  /** The stream was deleted: its entries and claims are gone with it (they cannot be read to resend). */
+  private reset(): void {
+    this.byKey.clear();
+    this.hashes.clear();
+    this.claims.clear();
+    this.duplicates = 0;
   }
 
   /** Retention removes whole segments from the stream's head: drop what is now before its first offset. */
@@ -161,9 +200,20 @@ export class FailedIndex {
     }
   }
 
-  /** First claim wins; a claim whose lease ran out (by the claims' own clocks) can be taken over. */
+  /**
+   * First claim wins. A held entry goes to a later claim only if that claim names the holder in
+   * `takesOver`: its claimant saw the lease run out on its own clock. The verdict depends on the
+   * stream alone, so every replica reaches the same one whatever its clock or its lag.
+   *
+   * The lease of a claim counts from when this replica read it, also in a replay at start-up: a
+   * replica that just started holds every claim it replays for a whole lease before it offers to
+   * take one over. That is conservative: it may wait up to one lease longer than the claimant's
+   * own peers, never less.
+   */
   private applyClaim(claim: Claim): void {
     const won: number[] = [];
+    const takesOver = new Set(claim.takesOver ?? []);
+    const seenAt = this.monotonic();
     // Only the claimant's merchant's entries for that reference can be won.
     const own = claim.reference === undefined ? undefined : new Set(listOf(this.byKey.get(keyOf(claim.merchantId, claim.reference))));
     for (const offset of claim.offsets) {
@@ -173,11 +223,11 @@ export class FailedIndex {
         if (held?.id === claim.claimId) this.claims.delete(offset);
         continue;
       }
-      if (held && claim.at - held.at < this.claimLeaseMs) continue;
-      this.claims.set(offset, { id: claim.claimId, at: claim.at });
+      if (held && !takesOver.has(held.id)) continue;
+      this.claims.set(offset, { id: claim.claimId, seenAt });
       won.push(offset);
     }
-    this.claimWaiters.settle(claim.claimId, won);
+    this.claimWaiters.settle(claim.release ? releaseKey(claim.claimId) : claim.claimId, won);
   }
 
   private addFailure(offset: number, keys: string[], hash: number): void {
@@ -221,6 +271,10 @@ function removeFrom(map: Map<string, number | number[]>, key: string, offset: nu
 
 function listOf(value: number | number[] | undefined): number[] {
   return value === undefined ? [] : typeof value === 'number' ? [value] : value;
+}
+
+function releaseKey(claimId: string): string {
+  return `release:${claimId}`;
 }
 
 function keyOf(merchantId: string, reference: string): string {

@@ -15,6 +15,8 @@ export interface FailureRecord {
   attempts?: number;
   lastStatus?: number;
   lastError?: string;
+  /** x-failed-reason: attempts-exhausted, circuit-open, webhook-disabled, ... (FAILED_REASONS). */
+  failedReason?: string;
   /** A later resolution entry names this offset: it was resent. */
   resolved: boolean;
 }
@@ -35,6 +37,7 @@ export function failureRecordOf(offset: number, properties: Pick<MessageProperti
     attempts: count(headers?.[HEADERS.attempts]),
     lastStatus: count(headers?.[HEADERS.lastStatus]),
     lastError: text(headers?.[HEADERS.lastError]),
+    failedReason: text(headers?.[HEADERS.failedReason]),
     resolved: false,
   };
 }

@@ -1,7 +1,7 @@
 export * from './entries.js';
-export { appendResolution } from './append.js';
+export { appendResolution, failureEntryHeaders, type FailureFacts } from './append.js';
 export { EntryExpiredError, readEntryAt } from './reader.js';
-export { FailedIndex } from './failed-index.js';
-export { NothingToResendError, ResendService } from './resend.js';
+export { FailedIndex, type Hold } from './failed-index.js';
+export { EventNotSubscribedError, NothingToResendError, type ResendFilter, ResendInProgressError, ResendOutcomeUnknownError, ResendService } from './resend.js';
 export { type FailureRecord, failedAtMs, failureRecordOf } from './failure-record.js';
 export { readFailures, type SnapshotOptions } from './snapshot.js';

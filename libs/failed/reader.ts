@@ -42,8 +42,9 @@ export function firstOffset(broker: BrokerConnection, stream: string, timeoutMs 
 }
 
 /**
- * Consumes the stream from `start` on a channel of its own until `onMessage` settles the answer
- * (a value, or an error thrown by its thunk) or `timeoutMs` passes, then closes the channel.
+ * Consumes the stream from `start` with a one-off reader until `onMessage` settles the answer (a
+ * value, or an error thrown by its thunk) or `timeoutMs` passes, then closes the reader, which
+ * cancels its consumer first (a stream consumer closed without a cancel stays on RabbitMQ 3.10).
  */
 async function readStream<T>(
   broker: BrokerConnection,
@@ -54,38 +55,44 @@ async function readStream<T>(
   onMessage: (message: ConsumeMessage, settle: (answer: () => T) => void) => void,
   onTimeout: () => T,
 ): Promise<T> {
-  const channel = await broker.createChannel();
+  let done = false;
+  let resolveAnswer!: (value: T) => void;
+  let rejectAnswer!: (err: unknown) => void;
+  const answer = new Promise<T>((resolve, reject) => {
+    resolveAnswer = resolve;
+    rejectAnswer = reject;
+  });
+  const settle = (thunk: () => T) => {
+    if (done) return;
+    done = true;
+    clearTimeout(timer);
+    try {
+      resolveAnswer(thunk());
+    } catch (err) {
+      rejectAnswer(err);
+    }
+  };
+  const fail = (err: Error) => settle(() => {
+    throw err;
+  });
+  const timer = setTimeout(() => settle(onTimeout), timeoutMs);
+  let reader;
   try {
-    await channel.prefetch(prefetch);
-    return await new Promise<T>((resolve, reject) => {
-      let done = false;
-      const settle = (answer: () => T) => {
-        if (done) return;
-        done = true;
-        clearTimeout(timer);
-        try {
-          resolve(answer());
-        } catch (err) {
-          reject(err);
-        }
-      };
-      const timer = setTimeout(() => settle(onTimeout), timeoutMs);
-      channel.on('close', () => reject(new BrokerUnavailableError('channel closed while reading the failed stream')));
-      channel
-        .consume(
-          stream,
-          (message) => {
-            if (!message) return;
-            channel.ack(message);
-            onMessage(message, settle);
-          },
-          { noAck: false, arguments: { 'x-stream-offset': start } },
-        )
-        .catch((err: unknown) => settle(() => {
-          throw new BrokerUnavailableError('cannot read the failed stream', { cause: err });
-        }));
+    reader = await broker.openReader(stream, {
+      prefetch,
+      arguments: { 'x-stream-offset': start },
+      onMessage: (message) => {
+        if (message) onMessage(message, settle);
+        else fail(new BrokerUnavailableError(`the broker cancelled the read of ${stream}`));
+      },
+      onClose: () => fail(new BrokerUnavailableError(`channel closed while reading ${stream}`)),
     });
+  } catch (err) {
+    fail(err instanceof BrokerUnavailableError ? err : new BrokerUnavailableError(`cannot read ${stream}`, { cause: err }));
+  }
+  try {
+    return await answer;
   } finally {
-    await channel.close().catch(() => {});
+    await reader?.close();
   }
 }

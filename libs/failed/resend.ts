@@ -1,27 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import type { ConsumeMessage } from 'amqplib';
-import { BrokerUnavailableError, type BrokerConnection } from '../broker/index.js';
-import { HEADERS, type ScalarHeaders, scalarHeaders } from '../contracts/index.js';
+import { BrokerUnavailableError, BrokerUnroutableError, type BrokerConnection, copyProperties } from '../broker/index.js';
+import { copyHeaders, HEADERS, type ScalarHeaders } from '../contracts/index.js';
 import type { Logger } from '../logger/index.js';
 import { type TopologyNames, topologyNames } from '../topology/index.js';
 import { appendClaim, appendResolution } from './append.js';
-import { type Claim, failureKeysOf, type Resolution, webhookIdOf } from './entries.js';
+import { type Claim, eventOf, failureKeysOf, type Resolution, webhookIdOf } from './entries.js';
 import type { FailedIndex } from './failed-index.js';
 import { EntryExpiredError, readEntryAt } from './reader.js';
 
 /** Headers that describe past attempts: a resent webhook starts with fresh counters. */
-const ATTEMPT_HEADERS: string[] = [
-  HEADERS.attempts,
-  HEADERS.deferrals,
-  HEADERS.postponements,
-  HEADERS.lastStatus,
-  HEADERS.lastError,
-  HEADERS.lastAttemptAt,
-  HEADERS.failedAt,
-  HEADERS.failedReason,
-  HEADERS.entryType,
-  HEADERS.streamOffset,
-];
 
 /** The unresolved entries of one webhook, and the newest still in the stream (absent: all expired). */
 interface WebhookEntries {
@@ -36,6 +24,37 @@ export class NothingToResendError extends Error {
   }
 }
 
+/**
+ * Another resend holds these entries: it is under way, or its republish was not confirmed and may
+ * still be delivered. Resending now could deliver twice; after `retryAfterMs` the claim's lease has
+ * run out on this replica's clock.
+ */
+export class ResendInProgressError extends Error {
+  constructor(readonly retryAfterMs: number) {
+    super(`another resend holds these failed webhooks (under way, or its outcome not known yet); try again in ${Math.ceil(retryAfterMs / 1000)} s`);
+    this.name = 'ResendInProgressError';
+  }
+}
+
+/**
+ * A republish the broker did not confirm in time, or whose channel failed before the confirm: it
+ * may be stored and delivered, so its claim is kept for its lease (`holdMs`) instead of released.
+ */
+export class ResendOutcomeUnknownError extends BrokerUnavailableError {
+  constructor(readonly holdMs: number, options?: { cause?: unknown }) {
+    super('resent copy not confirmed; it may still be delivered', options);
+    this.name = 'ResendOutcomeUnknownError';
+  }
+}
+
+/** Every failed webhook found is of an event the merchant's webhook no longer receives; they stay failed. */
+export class EventNotSubscribedError extends Error {
+  constructor(readonly events: string[]) {
+    super(`the webhook does not receive ${events.join(', ')}`);
+    this.name = 'EventNotSubscribedError';
+  }
+}
+
 export interface ResendOptions {
   now?: () => Date;
   /** Each publish of a resend (claim, republish, resolution) is confirmed within this or fails (503). */
@@ -44,19 +63,29 @@ export interface ResendOptions {
   replica?: string;
 }
 
+export interface ResendFilter {
+  /** Whether the merchant's webhook receives this event now; an entry it does not is left failed. */
+  receives?: (event: string) => boolean;
+}
+
 /**
  * Resends a merchant's failed webhooks for a reference, once, however many replicas are asked at
  * the same moment. It appends a claim naming the entries to the failed stream and waits to read it
  * back: every replica applies claims in stream order, so the first claim on an entry wins it
- * everywhere, and a later claim wins nothing (NothingToResendError: 404). The winner republishes
- * one copy per webhook-id to `dispatch` and appends a resolution for each webhook as soon as it is
- * republished, so a resend that fails half-way is retried without sending again what went out.
- * The claim's lease frees entries whose claimant died before resolving them.
+ * everywhere, and a later claim wins nothing (ResendInProgressError while the winner holds it,
+ * NothingToResendError once it is resolved). The winner republishes one copy per webhook-id to
+ * `dispatch`, each with a copy id of its own, and appends a resolution for each webhook as soon as
+ * its copy is confirmed, so a resend that fails half-way is retried without sending again what
+ * went out. A copy whose confirm does not come in time may still be stored: its claim is kept, not
+ * released, so a retry cannot send a second copy while the first may be on its way. A claim's lease
+ * frees entries whose claimant died before resolving them.
  */
 export class ResendService {
   private readonly names: TopologyNames;
   private readonly now: () => Date;
   private readonly deadlineMs: number;
+  /** Claims of ours with a republish still awaiting its confirm: held beyond their lease. */
+  private readonly unconfirmed = new Map<string, number>();
 
   constructor(
     private readonly broker: BrokerConnection,
@@ -70,12 +99,17 @@ export class ResendService {
     this.deadlineMs = options.publishDeadlineMs ?? 5_000;
   }
 
-  async resend(merchantId: string, reference: string): Promise<number> {
+  async resend(merchantId: string, reference: string, filter: ResendFilter = {}): Promise<number> {
     const offsets = this.index.lookup(merchantId, reference);
     if (offsets.length === 0) throw new NothingToResendError();
+    // Everything held by a live claim: say so without appending a claim that can only lose.
+    if (offsets.every((offset) => this.isHeld(offset))) throw this.inProgress(offsets);
     const claim = this.newClaim(merchantId, reference, offsets);
     const won = await this.claim(claim);
-    if (won.length === 0) throw new NothingToResendError();
+    if (won.length === 0) {
+      if (offsets.some((offset) => this.isHeld(offset))) throw this.inProgress(offsets);
+      throw new NothingToResendError();
+    }
 
     // Entries of one webhook share its hash (a webhook split in two by a connection drop).
     const byHash = new Map<number, number[]>();
@@ -84,7 +118,9 @@ export class ResendService {
       byHash.set(hash, [...(byHash.get(hash) ?? []), offset]);
     }
     let sent = 0;
-    const settled = new Set<number>();
+    /** Resent, gone, or of unknown outcome: never given back by a release. */
+    const kept = new Set<number>();
+    const excluded = new Set<string>();
     try {
       for (const candidates of byHash.values()) {
         for (const group of await this.sameWebhooks(candidates)) {
@@ -92,26 +128,55 @@ export class ResendService {
           if (!group.newest) {
             // Retention removed it: it cannot be resent, and every replica drops it the same way.
             this.index.resolve({ merchantId, resolved: group.offsets.map((offset) => ({ offset, references: [reference] })) });
-            for (const offset of group.offsets) settled.add(offset);
+            for (const offset of group.offsets) kept.add(offset);
             continue;
           }
           const { entry, offset } = group.newest;
-          await this.republish(entry, offset);
+          const event = eventOf(entry);
+          // The dispatcher would only put it back in failed: leave it there, and say why.
+          if (event !== undefined && filter.receives && !filter.receives(event)) {
+            excluded.add(event);
+            continue;
+          }
           const references = failureKeysOf(entry.properties.headers)?.references ?? [reference];
-          await this.appendResolution({ merchantId, resolved: group.offsets.map((offset) => ({ offset, references })) }, reference);
-          for (const offset of group.offsets) settled.add(offset);
+          const resolution: Resolution = { merchantId, resolved: group.offsets.map((offset) => ({ offset, references })) };
+          try {
+            await this.republish(claim.claimId, entry, offset, resolution, reference);
+          } catch (err) {
+            if (err instanceof ResendOutcomeUnknownError) for (const offset of group.offsets) kept.add(offset);
+            throw err;
+          }
+          for (const offset of group.offsets) kept.add(offset);
           sent++;
+          await this.recordResolution(resolution, reference);
         }
       }
     } catch (err) {
-      // Give back what was not resent, so a retry need not wait for the lease.
-      const left = won.filter((offset) => !settled.has(offset));
-      if (left.length > 0) await this.appendClaim({ ...claim, offsets: left, release: true }).catch(() => {});
+      // Give back what was surely not resent, so a retry need not wait for the lease.
+      await this.release(claim, won.filter((offset) => !kept.has(offset)));
       throw err;
     }
-    if (sent === 0) throw new NothingToResendError();
+    // What is left are the events the webhook no longer receives: they stay failed, and free.
+    await this.release(claim, won.filter((offset) => !kept.has(offset)));
+    if (sent === 0) throw excluded.size > 0 ? new EventNotSubscribedError([...excluded]) : new NothingToResendError();
     this.logger.info('failed webhooks resent', { merchantId, reference, count: sent });
     return sent;
+  }
+
+  /** Held by a claim whose lease has not run out on this replica's clock, or by one of ours still unconfirmed. */
+  private isHeld(offset: number): boolean {
+    const hold = this.index.holdOf(offset);
+    return hold !== undefined && (hold.remainingMs > 0 || this.unconfirmed.has(hold.claimId));
+  }
+
+  private inProgress(offsets: number[]): ResendInProgressError {
+    let longest = 1_000;
+    for (const offset of offsets) {
+      const hold = this.index.holdOf(offset);
+      if (!hold) continue;
+      longest = Math.max(longest, this.unconfirmed.has(hold.claimId) ? this.index.claimLeaseMs : hold.remainingMs);
+    }
+    return new ResendInProgressError(longest);
   }
 
   /** Appends a claim and waits for the stream's verdict: the offsets this claim won. */
@@ -124,14 +189,48 @@ export class ResendService {
       verdict.catch(() => {});
       // Not confirmed is not "not stored": a blocked claim may land later. A release published
       // after it on the same channel lands after it too, so the entries are not held for a lease.
-      void this.appendClaim({ ...claim, release: true }).catch(() => {});
+      // Nothing was republished yet, so giving them back cannot send twice.
+      void this.appendClaim({ ...claim, takesOver: undefined, release: true }).catch(() => {});
       throw err;
     }
     return verdict;
   }
 
+  /**
+   * Gives entries back and waits until this replica has read the release, so that the merchant's
+   * next request here finds them free. Best effort: an unconfirmed release leaves them to the lease.
+   */
+  private async release(claim: Claim, offsets: number[]): Promise<void> {
+    if (offsets.length === 0) return;
+    const readBack = this.index.awaitRelease(claim.claimId, this.deadlineMs);
+    readBack.catch(() => {});
+    try {
+      await this.appendClaim({ ...claim, offsets, takesOver: undefined, release: true });
+      await readBack;
+    } catch {
+      this.index.forgetRelease(claim.claimId);
+    }
+  }
+
+  /**
+   * A claim on every offset; it takes over the claims whose lease this replica saw run out, timed
+   * from when it read them, except its own whose republish may still land.
+   */
   private newClaim(merchantId: string, reference: string, offsets: number[]): Claim {
-    return { claimId: randomUUID(), merchantId, reference, at: this.now().getTime(), offsets, by: this.options.replica };
+    const takesOver = new Set<string>();
+    for (const offset of offsets) {
+      const hold = this.index.holdOf(offset);
+      if (hold && hold.remainingMs === 0 && !this.unconfirmed.has(hold.claimId)) takesOver.add(hold.claimId);
+    }
+    return {
+      claimId: randomUUID(),
+      merchantId,
+      reference,
+      at: this.now().getTime(),
+      offsets,
+      by: this.options.replica,
+      ...(takesOver.size > 0 ? { takesOver: [...takesOver] } : {}),
+    };
   }
 
   /**
@@ -163,32 +262,78 @@ export class ResendService {
     return appendClaim(this.broker, this.names.failed, claim, this.deadlineMs);
   }
 
-  private async appendResolution(resolution: Resolution, reference: string): Promise<void> {
-    await appendResolution(this.broker, this.names.failed, resolution, { reference, resentAt: this.now(), deadlineMs: this.deadlineMs });
+  /**
+   * The copy is in `dispatch`: whatever happens to this append, it is sent, and the dispatcher's
+   * own resolution (on the copy's first handling) covers a lost one. So a failed append is logged,
+   * not answered 503, and this replica forgets the entries at once; the claim keeps the others
+   * from sending it again until that resolution reaches them.
+   */
+  private async recordResolution(resolution: Resolution, reference: string): Promise<void> {
+    try {
+      await appendResolution(this.broker, this.names.failed, resolution, { reference, resentAt: this.now(), deadlineMs: this.deadlineMs });
+    } catch (err) {
+      this.logger.warn('resolution of a resent webhook not recorded; the dispatcher records it', {
+        merchantId: resolution.merchantId,
+        reference,
+        error: (err as Error).message,
+      });
+    }
     this.index.resolve(resolution);
   }
 
-  private async republish(entry: ConsumeMessage, offset: number): Promise<void> {
-    const headers: ScalarHeaders = scalarHeaders(entry.properties.headers);
-    for (const name of ATTEMPT_HEADERS) delete headers[name];
+  /**
+   * Publishes a fresh copy with confirms. Resolves when confirmed. Throws BrokerUnavailableError
+   * when surely nothing was stored (not connected, or no queue took it), ResendOutcomeUnknownError
+   * when it may have been: no confirm within the deadline, or a channel failure before it.
+   */
+  private async republish(claimId: string, entry: ConsumeMessage, offset: number, resolution: Resolution, reference: string): Promise<void> {
+    const headers: ScalarHeaders = copyHeaders(entry.properties.headers, { from: 'failure-entry' });
     headers[HEADERS.resentAt] = this.now().toISOString();
     headers[HEADERS.resentFromOffset] = offset;
+    // The dispatcher delivers the first copy of a resent entry it sees and drops any other copy id.
+    headers[HEADERS.copyId] = randomUUID();
+    if (!this.broker.isConnected) throw new BrokerUnavailableError('not connected to RabbitMQ; nothing was resent');
+    // No deadline on the publish itself: a confirm that comes after the answer still settles it.
+    const publish = this.broker.sendToQueue(
+      this.names.dispatch,
+      entry.content,
+      copyProperties(entry.properties, headers, headers[HEADERS.webhookId] as string | undefined),
+    );
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<'late'>((resolve) => {
+      timer = setTimeout(() => resolve('late'), this.deadlineMs);
+    });
     try {
-      await this.broker.sendToQueue(
-        this.names.dispatch,
-        entry.content,
-        {
-          persistent: true,
-          contentType: entry.properties.contentType ?? 'application/json',
-          messageId: entry.properties.messageId ?? (headers[HEADERS.webhookId] as string | undefined),
-          timestamp: entry.properties.timestamp,
-          headers,
-        },
-        this.deadlineMs,
-      );
+      const first = await Promise.race([publish.then(() => 'confirmed' as const), late]);
+      if (first === 'confirmed') return;
     } catch (err) {
-      if (err instanceof BrokerUnavailableError) throw err;
-      throw new BrokerUnavailableError('resend publish failed', { cause: err });
+      if (err instanceof BrokerUnroutableError) throw new BrokerUnavailableError('no queue took the resent copy', { cause: err });
+      // Nacked or its channel closed: the broker may have stored it all the same.
+      this.logger.warn('resent copy not confirmed; its claim holds for its lease', { merchantId: resolution.merchantId, reference, error: (err as Error).message });
+      throw new ResendOutcomeUnknownError(this.index.claimLeaseMs, { cause: err });
+    } finally {
+      clearTimeout(timer);
     }
+    this.followLateConfirm(claimId, publish, resolution, reference);
+    throw new ResendOutcomeUnknownError(this.index.claimLeaseMs);
+  }
+
+  /** A copy still awaiting its confirm: resolved once the broker confirms it, held until then. */
+  private followLateConfirm(claimId: string, publish: Promise<void>, resolution: Resolution, reference: string): void {
+    this.unconfirmed.set(claimId, (this.unconfirmed.get(claimId) ?? 0) + 1);
+    const meta = { merchantId: resolution.merchantId, reference };
+    publish
+      .then(
+        async () => {
+          this.logger.info('late resent copy confirmed', meta);
+          await this.recordResolution(resolution, reference);
+        },
+        (err: unknown) => this.logger.warn('late resent copy failed; its claim holds for its lease', { ...meta, error: (err as Error).message }),
+      )
+      .finally(() => {
+        const left = (this.unconfirmed.get(claimId) ?? 1) - 1;
+        if (left > 0) this.unconfirmed.set(claimId, left);
+        else this.unconfirmed.delete(claimId);
+      });
   }
 }

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { ConsumeMessage } from 'amqplib';
-import { type BrokerConnection, BrokerUnavailableError } from '../broker/index.js';
+import { type BrokerConnection, BrokerUnavailableError, type Reader } from '../broker/index.js';
 import { ENTRY_TYPES } from '../contracts/index.js';
 import { appendCheckpoint, isCheckpoint, offsetOf } from '../streams/index.js';
 import { decodeResolution, entryTypeOf } from './entries.js';
@@ -33,10 +33,9 @@ export async function readFailures(broker: BrokerConnection, stream: string, opt
   const checkpointId = randomUUID();
   const records = new Map<number, FailureRecord>();
   const idleTimeoutMs = options.idleTimeoutMs ?? 30_000;
-  const channel = await broker.createChannel();
-  let consumerTag: string | undefined;
+  let reader: Reader | undefined;
+  let finished = false;
   try {
-    await channel.prefetch(1_000);
     await new Promise<void>((resolve, reject) => {
       let timer: NodeJS.Timeout | undefined;
       const fail = (err: Error) => {
@@ -47,29 +46,33 @@ export async function readFailures(broker: BrokerConnection, stream: string, opt
         clearTimeout(timer);
         timer = setTimeout(() => fail(new BrokerUnavailableError(`no entry from ${stream} for ${idleTimeoutMs} ms`)), idleTimeoutMs);
       };
-      channel.on('close', () => fail(new BrokerUnavailableError(`channel closed while reading ${stream}`)));
       const onEntry = (message: ConsumeMessage | null) => {
         if (!message) return fail(new BrokerUnavailableError(`the broker cancelled the read of ${stream}`));
         idle();
-        channel.ack(message);
         if (apply(message, records, checkpointId, options.match)) {
           clearTimeout(timer);
           resolve();
         }
       };
       idle();
-      channel
-        .consume(stream, onEntry, { noAck: false, arguments: { 'x-stream-offset': startOffset(options.from) } })
-        .then(async (reply) => {
-          consumerTag = reply.consumerTag;
+      broker
+        .openReader(stream, {
+          prefetch: 1_000,
+          arguments: { 'x-stream-offset': startOffset(options.from) },
+          onMessage: onEntry,
+          onClose: () => fail(new BrokerUnavailableError(`channel closed while reading ${stream}`)),
+        })
+        .then(async (opened) => {
+          reader = opened;
+          if (finished) return void (await opened.close());
           // Appended after the consumer attached, so it is read whatever offset the read started at.
           await appendCheckpoint(broker, stream, checkpointId);
         })
         .catch((err: unknown) => fail(err instanceof BrokerUnavailableError ? err : new BrokerUnavailableError(`cannot read ${stream}`, { cause: err })));
     });
   } finally {
-    if (consumerTag) await channel.cancel(consumerTag).catch(() => {});
-    await channel.close().catch(() => {});
+    finished = true;
+    await reader?.close();
   }
   return [...records.values()].sort((a, b) => a.offset - b.offset);
 }

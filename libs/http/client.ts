@@ -9,6 +9,8 @@ export interface WebhookRequest {
 export interface WebhookResponse {
   status: number;
   headers: Record<string, string | string[] | undefined>;
+  /** The first `responseBodyBytes` bytes of the body as UTF-8, when the client was asked to keep them. */
+  body?: string;
 }
 
 /**

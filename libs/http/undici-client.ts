@@ -10,6 +10,11 @@ export interface UndiciClientOptions {
   allowPrivateTargets?: boolean;
   /** Response bytes read before the connection is dropped; merchants' bodies are never needed. */
   maxResponseBytes?: number;
+  /**
+   * Bytes of each response body kept for the delivery log (DELIVERY_LOG_RESPONSE_BYTES); 0 keeps
+   * none and answers as soon as the head arrives.
+   */
+  responseBodyBytes?: number;
   /** Connections per merchant origin kept open and reused. */
   connectionsPerOrigin?: number;
 }
@@ -22,6 +27,7 @@ export interface UndiciClientOptions {
 export function createUndiciClient(options: UndiciClientOptions = {}): WebhookHttpClient {
   const guard = options.allowPrivateTargets !== true;
   const maxResponseBytes = options.maxResponseBytes ?? 64 * 1024;
+  const keepBytes = Math.min(options.responseBodyBytes ?? 0, maxResponseBytes);
   const agent = new Agent({
     connections: options.connectionsPerOrigin ?? 256,
     keepAliveTimeout: 30_000,
@@ -52,9 +58,15 @@ export function createUndiciClient(options: UndiciClientOptions = {}): WebhookHt
           headersTimeout: req.timeoutMs,
           bodyTimeout: req.timeoutMs,
         });
+        if (keepBytes === 0) {
+          clearTimeout(timer);
+          res.body.dump({ limit: maxResponseBytes }).catch(() => {});
+          return { status: res.statusCode, headers: res.headers };
+        }
+        // The deadline still runs while the kept bytes are read: a slow body cannot hold the attempt.
+        const body = await readCapped(res.body, keepBytes, maxResponseBytes).catch(() => '');
         clearTimeout(timer);
-        res.body.dump({ limit: maxResponseBytes }).catch(() => {});
-        return { status: res.statusCode, headers: res.headers };
+        return { status: res.statusCode, headers: res.headers, body };
       } catch (err) {
         clearTimeout(timer);
         if (timedOut) throw new WebhookTimeoutError(req.timeoutMs);
@@ -74,4 +86,22 @@ function classify(err: Error & { code?: string; cause?: Error & { code?: string 
   }
   if (root.code === 'EBLOCKEDADDRESS') return new WebhookBlockedError(root.message);
   return new WebhookNetworkError(root.code ?? root.name, root.message);
+}
+
+/**
+ * The first `keep` bytes of a body; the rest is read and dropped up to `max` (so the connection
+ * can be reused), and a body longer than that is cut off.
+ */
+async function readCapped(body: AsyncIterable<Buffer> & { destroy(): void }, keep: number, max: number): Promise<string> {
+  const kept: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    if (size < keep) kept.push(chunk.subarray(0, keep - size));
+    size += chunk.length;
+    if (size > max) {
+      body.destroy();
+      break;
+    }
+  }
+  return Buffer.concat(kept).toString('utf8');
 }

@@ -6,7 +6,15 @@ import type { Logger } from '../logger/index.js';
 import { ReadBacks, StreamTail } from '../streams/index.js';
 import type { MerchantDirectory } from './directory.js';
 import type { Merchant } from './schema.js';
-import { appendSettingsEntry, decodeSettingsEntry, SETTINGS_ENTRY_TYPE, type SettingsEntry } from './settings-entries.js';
+import {
+  appendSettingsEntry,
+  appendSyncEntry,
+  decodeSettingsEntry,
+  type IdempotencyRecord,
+  SETTINGS_ENTRY_TYPE,
+  type SettingsEntry,
+  SYNC_ENTRY_TYPE,
+} from './settings-entries.js';
 
 export interface BrokerDirectoryOptions {
   /** A merchant whose latest entry is older than this is written again (a refresh), so that retention never removes it. */
@@ -37,6 +45,24 @@ interface Current {
 /** What a change function returns: the new settings, or undefined to leave the merchant as it is. */
 export type SettingsChange = (current: Merchant | undefined) => Merchant | undefined;
 
+/** How long an Idempotency-Key's result is answered again (Stripe's window). */
+export const IDEMPOTENCY_WINDOW_MS = 24 * 3_600_000;
+
+/** A write made under an Idempotency-Key: `result` is computed after the change, for the entry. */
+export interface IdempotentWrite {
+  key: string;
+  fingerprint: string;
+  result: (next: Merchant, current: Merchant | undefined) => unknown;
+}
+
+/** The Idempotency-Key was used, within its window, for a different request. */
+export class IdempotencyKeyReusedError extends Error {
+  constructor() {
+    super('this Idempotency-Key was used for a different request');
+    this.name = 'IdempotencyKeyReusedError';
+  }
+}
+
 /**
  * Merchants and their webhook settings from the `merchants` stream, which the admin API and the CLI
  * write. Every program tails it from the first offset and follows it live, so a change reaches
@@ -46,6 +72,9 @@ export type SettingsChange = (current: Merchant | undefined) => Merchant | undef
 export class BrokerMerchantDirectory implements MerchantDirectory {
   private readonly byIdMap = new Map<string, Current>();
   private readonly byKeyMap = new Map<string, string>();
+  /** Idempotency-Key → the result of the write it made, while within IDEMPOTENCY_WINDOW_MS. */
+  private readonly results = new Map<string, { fingerprint: string; result: unknown; until: number }>();
+  private resultsSweptAt = 0;
   private readonly writeWaiters = new ReadBacks<void>();
   private readonly tail: StreamTail;
   private caughtUpOnce = false;
@@ -63,6 +92,11 @@ export class BrokerMerchantDirectory implements MerchantDirectory {
     this.tail = new StreamTail(broker, stream, logger, {
       prefetch: 1_000,
       onEntry: (message, offset) => this.apply(message, offset),
+      // The stream was deleted: the merchants are what the new stream says, from its first entry.
+      onReset: () => {
+        this.byIdMap.clear();
+        this.byKeyMap.clear();
+      },
       onCaughtUp: (offset) => {
         this.caughtUpOnce = true;
         this.logger.info('merchant directory caught up', { merchants: this.byIdMap.size, offset });
@@ -114,14 +148,62 @@ export class BrokerMerchantDirectory implements MerchantDirectory {
    * write is lost, none is applied twice. Resolves with the settings that won.
    */
   async update(merchantId: string, change: SettingsChange): Promise<{ merchant: Merchant; created: boolean; changed: boolean }> {
+    const { merchant, created, changed } = await this.write(merchantId, change);
+    return { merchant, created, changed };
+  }
+
+  /**
+   * Like update, under an Idempotency-Key: the entry that makes the change also records the key
+   * and its result, so a repeat of the key on any replica, after any restart, within 24 h gets
+   * that result back (`replayed`) and changes nothing. Two writes racing with one key: the first
+   * entry wins the version, the other sees its record when it tries again.
+   */
+  async updateOnce(merchantId: string, change: SettingsChange, write: IdempotentWrite): Promise<{ result: unknown; replayed: boolean }> {
+    const { result, replayed } = await this.write(merchantId, change, write);
+    return { result, replayed: replayed ?? false };
+  }
+
+  /** The recorded result of an Idempotency-Key, or undefined; throws when it was for another request. */
+  private recorded(write: IdempotentWrite): { result: unknown } | undefined {
+    const found = this.results.get(write.key);
+    if (!found || found.until <= this.now().getTime()) return undefined;
+    if (found.fingerprint !== write.fingerprint) throw new IdempotencyKeyReusedError();
+    return { result: found.result };
+  }
+
+  private async write(
+    merchantId: string,
+    change: SettingsChange,
+    idempotent?: IdempotentWrite,
+  ): Promise<{ merchant: Merchant; created: boolean; changed: boolean; result?: unknown; replayed?: boolean }> {
+    let synced = false;
     for (let attempt = 0; attempt < 5; attempt++) {
       if (!this.ready) throw new DirectoryNotReadyError();
       const current = this.byIdMap.get(merchantId);
-      const next = change(current?.merchant);
+      const replay = idempotent && this.recorded(idempotent);
+      // The fingerprint names the merchant, so a recorded result was this merchant's write.
+      if (replay && current) return { merchant: current.merchant, created: false, changed: false, result: replay.result, replayed: true };
+      let next: Merchant | undefined;
+      try {
+        next = change(current?.merchant);
+      } catch (err) {
+        // A refusal (no such merchant, key taken, …) may come from what this replica has not read
+        // yet: a merchant created on another replica a moment ago. Read up to now and ask again.
+        if (synced) throw err;
+        await this.sync();
+        synced = true;
+        attempt--;
+        continue;
+      }
       if (next === undefined) {
         if (!current) throw new Error(`no settings for merchant ${merchantId}`);
         return { merchant: current.merchant, created: false, changed: false };
       }
+      const record: IdempotencyRecord | undefined = idempotent && {
+        key: idempotent.key,
+        fingerprint: idempotent.fingerprint,
+        result: idempotent.result(next, current?.merchant),
+      };
       const entry: SettingsEntry = {
         merchantId,
         version: (current?.version ?? 0) + 1,
@@ -129,22 +211,42 @@ export class BrokerMerchantDirectory implements MerchantDirectory {
         writtenAt: this.now().toISOString(),
         kind: 'change',
         merchant: next,
+        ...(record ? { idempotency: record } : {}),
       };
-      await this.write(entry);
+      await this.append(entry);
       const now = this.byIdMap.get(merchantId);
       if (now?.entryId === entry.entryId) {
         this.logger.info('merchant settings written', { merchantId, version: entry.version });
-        return { merchant: now.merchant, created: current === undefined, changed: true };
+        return { merchant: now.merchant, created: current === undefined, changed: true, result: record?.result, replayed: false };
       }
-      // Another writer took this version first: apply the change again to what it wrote.
+      // Another writer took this version first, or the entry was refused (a public key another
+      // merchant took first): apply the change again to what the stream holds now.
     }
     throw new BrokerUnavailableError(`merchant ${merchantId} kept changing under five writes in a row`);
   }
 
+  /** Resolves once this directory has read everything appended to the stream before now. */
+  private async sync(): Promise<void> {
+    const timeoutMs = this.options.writeTimeoutMs ?? 10_000;
+    const syncId = randomUUID();
+    const readBack = this.writeWaiters.expect(syncId, timeoutMs, `a sync marker from ${this.stream}`);
+    readBack.catch(() => {});
+    try {
+      await appendSyncEntry(this.broker, this.stream, syncId, timeoutMs);
+    } catch (err) {
+      this.writeWaiters.forget(syncId);
+      throw err;
+    }
+    await readBack;
+  }
+
   /** Appends the entry and waits until this directory has read it back. */
-  private async write(entry: SettingsEntry): Promise<void> {
+  private async append(entry: SettingsEntry): Promise<void> {
     const timeoutMs = this.options.writeTimeoutMs ?? 10_000;
     const readBack = this.writeWaiters.expect(entry.entryId, timeoutMs, `merchant settings from ${this.stream}`);
+    // The read-back may time out while the append still waits for its confirm: that rejection is
+    // awaited below, and must not count as unhandled meanwhile (Node would end the process).
+    readBack.catch(() => {});
     try {
       await appendSettingsEntry(this.broker, this.stream, entry, timeoutMs);
     } catch (err) {
@@ -155,7 +257,9 @@ export class BrokerMerchantDirectory implements MerchantDirectory {
   }
 
   private apply(message: ConsumeMessage, offset: number): void {
-    if (message.properties.headers?.[HEADERS.entryType] !== SETTINGS_ENTRY_TYPE) return;
+    const headers = message.properties.headers;
+    if (headers?.[HEADERS.entryType] === SYNC_ENTRY_TYPE) return this.writeWaiters.settle(String(headers['x-sync-id']), undefined);
+    if (headers?.[HEADERS.entryType] !== SETTINGS_ENTRY_TYPE) return;
     const entry = decodeSettingsEntry(message.content);
     if (entry) this.applyEntry(entry);
     else this.logger.warn('merchants stream entry skipped: not valid settings', { offset });
@@ -170,13 +274,34 @@ export class BrokerMerchantDirectory implements MerchantDirectory {
       if (entry.kind === 'refresh' && entry.entryId === current.entryId) current.writtenAt = Math.max(current.writtenAt, writtenAt);
       return this.settleWrite(entry);
     }
+    const owner = this.byKeyMap.get(entry.merchant.publicKey);
+    if (entry.kind === 'change' && owner !== undefined && owner !== entry.merchantId) {
+      // Two writers gave one public key to two merchants: the first entry in the stream keeps it,
+      // and every reader refuses the second alike, so no replica ever sees both.
+      this.logger.warn('merchant settings entry refused: another merchant has its public key', { merchantId: entry.merchantId, owner, version: entry.version });
+      return this.settleWrite(entry);
+    }
     if (current && current.merchant.publicKey !== entry.merchant.publicKey && this.byKeyMap.get(current.merchant.publicKey) === entry.merchantId) {
       this.byKeyMap.delete(current.merchant.publicKey);
     }
     this.byIdMap.set(entry.merchantId, { merchant: entry.merchant, version: entry.version, entryId: entry.entryId, writtenAt });
     this.byKeyMap.set(entry.merchant.publicKey, entry.merchantId);
+    if (entry.idempotency) this.remember(entry.idempotency, writtenAt);
     if (this.caughtUpOnce) this.logger.info('merchant settings applied', { merchantId: entry.merchantId, version: entry.version });
     this.settleWrite(entry);
+  }
+
+  private remember(record: IdempotencyRecord, writtenAt: number): void {
+    const now = this.now().getTime();
+    const until = writtenAt + IDEMPOTENCY_WINDOW_MS;
+    const kept = this.results.get(record.key);
+    if (until <= now || (kept && kept.until > now)) return;
+    this.results.set(record.key, { fingerprint: record.fingerprint, result: record.result, until });
+    // Results kept at most a day: sweep the expired ones now and then, not on every write.
+    if (now - this.resultsSweptAt > 60_000) {
+      this.resultsSweptAt = now;
+      for (const [key, kept] of this.results) if (kept.until <= now) this.results.delete(key);
+    }
   }
 
   private settleWrite(entry: SettingsEntry): void {

@@ -1,4 +1,4 @@
-import type { Merchant, MerchantWebhook } from './schema.js';
+import type { GraceSecret, Merchant, MerchantWebhook } from './schema.js';
 
 /**
  * Where merchants and their webhook settings come from: a JSON file (FileMerchantDirectory) or
@@ -20,9 +20,24 @@ export function receivesEvent(webhook: MerchantWebhook, event: string): boolean 
   return webhook.events === undefined || (webhook.events as readonly string[]).includes(event);
 }
 
-/** The secrets to sign with now: the current one, and the previous one during its rotation grace. */
+/** The secrets to sign with now: the current one, and every replaced one still in its grace. */
 export function signingSecrets(webhook: MerchantWebhook, now: Date): string[] {
-  const previous = webhook.previousSecret;
-  if (previous && Date.parse(previous.expiresAt) > now.getTime()) return [webhook.secret, previous.secret];
-  return [webhook.secret];
+  // Called for every delivery: most webhooks are not being rotated.
+  if (!webhook.previousSecret && !webhook.previousSecrets?.length) return [webhook.secret];
+  return [webhook.secret, ...graceSecrets(webhook, now).map((grace) => grace.secret)];
+}
+
+/**
+ * Replaced secrets still in their grace at `now`, the latest expiry first. A file or an entry may
+ * hold them in previousSecrets, in previousSecret (the form before several were kept), or both.
+ */
+export function graceSecrets(webhook: MerchantWebhook, now: Date): GraceSecret[] {
+  const seen = new Set([webhook.secret]);
+  const kept: GraceSecret[] = [];
+  for (const grace of [...(webhook.previousSecrets ?? []), ...(webhook.previousSecret ? [webhook.previousSecret] : [])]) {
+    if (seen.has(grace.secret) || !(Date.parse(grace.expiresAt) > now.getTime())) continue;
+    seen.add(grace.secret);
+    kept.push(grace);
+  }
+  return kept.sort((a, b) => Date.parse(b.expiresAt) - Date.parse(a.expiresAt));
 }

@@ -5,6 +5,15 @@ export const WEBHOOK_SECRET = /^whsec_[A-Za-z0-9+/]{16,}={0,2}$/;
 
 const secret = z.string().regex(WEBHOOK_SECRET, 'webhook.secret must be whsec_ followed by base64');
 
+/**
+ * Old secrets that still sign during their grace, at most: each adds a signature to every webhook,
+ * and a merchant switching its verification needs one or two, not a history.
+ */
+export const MAX_GRACE_SECRETS = 3;
+
+const graceSecret = z.object({ secret, expiresAt: z.iso.datetime({ offset: true }) });
+export type GraceSecret = z.infer<typeof graceSecret>;
+
 /** Which events a webhook receives; absent means all of them. */
 export const webhookEventsSchema = z
   .array(z.enum(EVENT_NAMES, { error: `each event must be one of ${EVENT_NAMES.join(', ')}` }))
@@ -20,8 +29,14 @@ export const merchantSchema = z.object({
       enabled: z.boolean(),
       secret,
       events: webhookEventsSchema.optional(),
-      /** The secret before the last rotation: webhooks are signed with both until it expires. */
-      previousSecret: z.object({ secret, expiresAt: z.iso.datetime({ offset: true }) }).optional(),
+      /**
+       * The secret before the last rotation: webhooks are signed with it too until it expires. Kept
+       * beside previousSecrets so that a program of the release before, reading the same stream
+       * during a rolling deploy, still signs with the newest old secret.
+       */
+      previousSecret: graceSecret.optional(),
+      /** Every secret replaced within its grace, newest first, each signing until its own expiry. */
+      previousSecrets: z.array(graceSecret).max(MAX_GRACE_SECRETS, `at most ${MAX_GRACE_SECRETS} previous secrets`).optional(),
     })
     .optional(),
 });

@@ -17,9 +17,23 @@ export interface SettingsEntry {
   /** `change` for a write, `refresh` for the same settings appended again to outlive retention. */
   kind: 'change' | 'refresh';
   merchant: Merchant;
+  /**
+   * The admin write's Idempotency-Key and its result, in the entry that made the change: whichever
+   * replica reads it (after a restart too) answers a repeat of the key with this result.
+   */
+  idempotency?: IdempotencyRecord;
+}
+
+export interface IdempotencyRecord {
+  key: string;
+  /** Hash of the operation, merchant and input: the same key for another request is refused. */
+  fingerprint: string;
+  result: unknown;
 }
 
 export const SETTINGS_ENTRY_TYPE = 'merchant-settings';
+/** A marker a writer appends and reads back to know it has read everything written before it. */
+export const SYNC_ENTRY_TYPE = 'merchant-settings-sync';
 
 const entrySchema = z.object({
   merchantId: z.string().min(1).max(200),
@@ -28,6 +42,7 @@ const entrySchema = z.object({
   writtenAt: z.string(),
   kind: z.enum(['change', 'refresh']),
   merchant: merchantSchema,
+  idempotency: z.object({ key: z.string().min(1).max(255), fingerprint: z.string().min(1).max(200), result: z.unknown() }).optional(),
 });
 
 /** Undefined for anything that is not a valid entry: a reader skips it, it never stops the replay. */
@@ -54,6 +69,16 @@ export function appendSettingsEntry(broker: BrokerConnection, stream: string, en
         'x-settings-kind': entry.kind,
       },
     },
+    deadlineMs,
+  );
+}
+
+/** Appends a sync marker: no settings, only its id (in a header, so readers need not parse a body). */
+export function appendSyncEntry(broker: BrokerConnection, stream: string, syncId: string, deadlineMs: number): Promise<void> {
+  return broker.sendToQueue(
+    stream,
+    Buffer.from('{}'),
+    { contentType: 'application/json', headers: { [HEADERS.entryType]: SYNC_ENTRY_TYPE, 'x-sync-id': syncId } },
     deadlineMs,
   );
 }

@@ -1,38 +1,84 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { EVENT_NAMES } from '../contracts/events.js';
 import { isBlockedAddress } from '../http/address-guard.js';
 import type { BrokerMerchantDirectory } from './broker-directory.js';
-import { type Merchant, type MerchantWebhook, webhookEventsSchema } from './schema.js';
+import { graceSecrets } from './directory.js';
+import { MAX_GRACE_SECRETS, type Merchant, type MerchantWebhook, webhookEventsSchema } from './schema.js';
 
-/** What the dashboard's backend (or an operator) sends: everything but the secret, which the service owns. */
-export const merchantInputSchema = z
-  .object({
-    publicKey: z.string().min(8, 'must be at least 8 characters').max(512, 'must be at most 512 characters'),
+/**
+ * zod's messages name types ("expected string, received undefined"); these say what the field
+ * needs in the words of the admin API's documentation.
+ */
+const expecting =
+  (what: string, allowed?: readonly string[]) =>
+  (issue: { code?: string; input?: unknown; keys?: string[] }): string => {
+    if (issue.code === 'unrecognized_keys') return `unknown field ${issue.keys?.join(', ')}; allowed: ${allowed?.join(', ')}`;
+    return issue.input === undefined ? 'is required' : `must be ${what}`;
+  };
+
+const publicKeyField = z
+  .string({ error: expecting('a string') })
+  .min(8, 'must be at least 8 characters')
+  .max(512, 'must be at most 512 characters');
+const urlField = z.string({ error: expecting('a string') }).min(1, 'is required').max(2048, 'must be at most 2048 characters');
+const enabledField = z.boolean({ error: 'must be true or false' });
+const WEBHOOK_FIELDS = ['url', 'enabled', 'events'] as const;
+
+/**
+ * What the dashboard's backend (or an operator) sends: everything but the secret, which the service
+ * owns. A webhook being set up is on unless `enabled` says otherwise.
+ */
+export const merchantInputSchema = z.strictObject(
+  {
+    publicKey: publicKeyField,
     webhook: z
-      .object({
-        url: z.string().min(1, 'is required').max(2048, 'must be at most 2048 characters'),
-        enabled: z.boolean({ error: 'must be true or false' }),
-        events: webhookEventsSchema.optional(),
-      })
-      .strict()
+      .strictObject(
+        { url: urlField, enabled: enabledField.default(true), events: webhookEventsSchema.optional() },
+        { error: expecting('an object with url, enabled and events', WEBHOOK_FIELDS) },
+      )
       .optional(),
-  })
-  .strict();
+  },
+  { error: expecting('a JSON object', ['publicKey', 'webhook']) },
+);
 
 export type MerchantInput = z.infer<typeof merchantInputSchema>;
 
-export const rotateInputSchema = z
-  .object({
+/**
+ * PATCH: only the fields named change (JSON merge patch, RFC 7396): `webhook: null` removes the
+ * webhook, `events: null` goes back to every event.
+ */
+export const merchantPatchSchema = z.strictObject(
+  {
+    publicKey: publicKeyField.optional(),
+    webhook: z
+      .strictObject(
+        { url: urlField.optional(), enabled: enabledField.optional(), events: webhookEventsSchema.nullable().optional() },
+        { error: expecting('an object with url, enabled and events, or null', WEBHOOK_FIELDS) },
+      )
+      .nullable()
+      .optional(),
+  },
+  { error: expecting('a JSON object', ['publicKey', 'webhook']) },
+);
+
+export type MerchantPatch = z.infer<typeof merchantPatchSchema>;
+
+export const rotateInputSchema = z.strictObject(
+  {
     graceSeconds: z
       .number({ error: 'must be a number of seconds' })
       .int('must be a whole number of seconds')
       .min(0, 'must be 0 or more')
       .max(30 * 86_400, 'must be at most 2592000 (30 days)')
       .default(86_400),
-  })
-  .strict();
+  },
+  { error: expecting('a JSON object', ['graceSeconds']) },
+);
+
+/** An Idempotency-Key as Stripe takes it: 1 to 255 printable ASCII characters. */
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 
 /** Where webhook URLs may point: https outside development, and the address guard's rules. */
 export interface UrlPolicy {
@@ -40,10 +86,13 @@ export interface UrlPolicy {
   allowPrivateTargets: boolean;
 }
 
-/** A field of the input is wrong: `field` names it (webhook.url, publicKey, …). */
+/**
+ * A field of the input is wrong: `field` names it (webhook.url, publicKey, …). The message reads as
+ * a sentence: "publicKey is required", "webhook.url must be an https URL".
+ */
 export class InvalidSettingsError extends Error {
   constructor(readonly field: string, detail: string) {
-    super(`${field}: ${detail}`);
+    super(/^(must|is|are) /.test(detail) ? `${field} ${detail}` : field === 'body' ? detail : `${field}: ${detail}`);
     this.name = 'InvalidSettingsError';
   }
 }
@@ -69,6 +118,24 @@ export class WebhookNotSetUpError extends Error {
   }
 }
 
+/** A rotation with a grace would leave more old secrets signing than MAX_GRACE_SECRETS. */
+export class TooManySecretsError extends Error {
+  constructor(readonly merchantId: string, readonly earliestExpiry: string) {
+    super(
+      `merchant ${merchantId} already has ${MAX_GRACE_SECRETS} previous secrets signing; the first stops at ${earliestExpiry}. ` +
+        'Rotate after that, or with graceSeconds 0 to replace the current secret at once',
+    );
+    this.name = 'TooManySecretsError';
+  }
+}
+
+export class InvalidIdempotencyKeyError extends Error {
+  constructor() {
+    super('Idempotency-Key must be 1 to 255 printable ASCII characters without spaces (a UUID, say)');
+    this.name = 'InvalidIdempotencyKeyError';
+  }
+}
+
 /** Checks a webhook URL on write; throws InvalidSettingsError naming webhook.url. */
 export function checkWebhookUrl(text: string, policy: UrlPolicy): string {
   let url: URL;
@@ -83,7 +150,7 @@ export function checkWebhookUrl(text: string, policy: UrlPolicy): string {
   if (url.username || url.password) throw new InvalidSettingsError('webhook.url', 'must not carry credentials (user:password@)');
   const host = url.hostname.replace(/^\[|\]$/g, '');
   if (isIP(host) && !policy.allowPrivateTargets && isBlockedAddress(host)) {
-    throw new InvalidSettingsError('webhook.url', 'points to a loopback, private, link-local or reserved address');
+    throw new InvalidSettingsError('webhook.url', 'must not point to a loopback, private, link-local or reserved address');
   }
   return url.toString();
 }
@@ -92,12 +159,20 @@ export function checkWebhookUrl(text: string, policy: UrlPolicy): string {
 export interface MerchantView {
   id: string;
   publicKey: string;
-  webhook: { url: string; enabled: boolean; events: string[]; previousSecretExpiresAt: string | null } | null;
+  webhook: {
+    url: string;
+    enabled: boolean;
+    events: string[];
+    /** When the last of the previous secrets stops signing; null when none is in its grace. */
+    previousSecretExpiresAt: string | null;
+    /** Each previous secret still signing, by when it stops, the latest first. */
+    previousSecrets: Array<{ expiresAt: string }>;
+  } | null;
 }
 
 export function viewOf(merchant: Merchant, now: Date): MerchantView {
   const webhook = merchant.webhook;
-  const previous = webhook?.previousSecret;
+  const grace = webhook ? graceSecrets(webhook, now) : [];
   return {
     id: merchant.id,
     publicKey: merchant.publicKey,
@@ -106,7 +181,8 @@ export function viewOf(merchant: Merchant, now: Date): MerchantView {
           url: webhook.url,
           enabled: webhook.enabled,
           events: [...(webhook.events ?? EVENT_NAMES)],
-          previousSecretExpiresAt: previous && Date.parse(previous.expiresAt) > now.getTime() ? previous.expiresAt : null,
+          previousSecretExpiresAt: grace[0]?.expiresAt ?? null,
+          previousSecrets: grace.map(({ expiresAt }) => ({ expiresAt })),
         }
       : null,
   };
@@ -116,9 +192,29 @@ export function newWebhookSecret(): string {
   return `whsec_${randomBytes(24).toString('base64')}`;
 }
 
+/** What a PUT or PATCH did: the settings as shown, and the secret of a webhook set up just now. */
+export interface SettingsResult {
+  view: MerchantView;
+  created: boolean;
+  secret?: string;
+}
+
+export interface RotationResult {
+  secret: string;
+  previousSecretExpiresAt: string | null;
+}
+
+/** A result, and whether it is the recorded result of an earlier write with the same Idempotency-Key. */
+export type Written<T> = T & { replayed: boolean };
+
+/** A webhook's secrets as written: the current one and those in grace, the newest old one also as previousSecret. */
+function withGrace(webhook: Omit<MerchantWebhook, 'previousSecret' | 'previousSecrets'>, grace: MerchantWebhook['previousSecrets']): MerchantWebhook {
+  return grace && grace.length > 0 ? { ...webhook, previousSecret: grace[0], previousSecrets: grace } : webhook;
+}
+
 /**
  * Creating, changing and rotating merchant settings on the merchants stream: the admin API and the
- * CLI both go through here, so both apply the same rules.
+ * CLI both go through here, so both apply the same rules. Each write may carry an Idempotency-Key.
  */
 export class MerchantSettings {
   constructor(
@@ -140,54 +236,129 @@ export class MerchantSettings {
    * Creates or replaces a merchant's settings. The webhook's secret is kept; a webhook set up for
    * the first time gets a new one, returned here once and never shown again.
    */
-  async put(merchantId: string, input: MerchantInput): Promise<{ view: MerchantView; created: boolean; secret?: string }> {
+  put(merchantId: string, input: MerchantInput, idempotencyKey?: string): Promise<Written<SettingsResult>> {
     const url = input.webhook ? checkWebhookUrl(input.webhook.url, this.policy) : undefined;
-    const owner = this.directory.byPublicKey(input.publicKey);
-    if (owner && owner.id !== merchantId) throw new PublicKeyTakenError();
-    let secret: string | undefined;
-    const { merchant, created } = await this.directory.update(merchantId, (current) => {
+    return this.write<SettingsResult>('put', merchantId, input, idempotencyKey, (current, issued) => {
+      this.checkPublicKey(merchantId, input.publicKey);
       let webhook: MerchantWebhook | undefined;
       if (input.webhook) {
         const kept = current?.webhook;
-        secret = kept ? undefined : newWebhookSecret();
-        webhook = {
-          url: url!,
-          enabled: input.webhook.enabled,
-          secret: kept?.secret ?? secret!,
-          ...(input.webhook.events ? { events: input.webhook.events } : {}),
-          ...(kept?.previousSecret ? { previousSecret: kept.previousSecret } : {}),
-        };
+        webhook = withGrace(
+          {
+            url: url!,
+            enabled: input.webhook.enabled,
+            secret: kept?.secret ?? issued.secret(),
+            ...(input.webhook.events ? { events: input.webhook.events } : {}),
+          },
+          kept && graceSecrets(kept, this.now()),
+        );
       }
       return { id: merchantId, publicKey: input.publicKey, ...(webhook ? { webhook } : {}) };
     });
-    return { view: viewOf(merchant, this.now()), created, ...(secret ? { secret } : {}) };
+  }
+
+  /** Changes only what the patch names; the merchant must exist. */
+  patch(merchantId: string, patch: MerchantPatch, idempotencyKey?: string): Promise<Written<SettingsResult>> {
+    const url = patch.webhook?.url === undefined ? undefined : checkWebhookUrl(patch.webhook.url, this.policy);
+    return this.write<SettingsResult>('patch', merchantId, patch, idempotencyKey, (current, issued) => {
+      if (!current) throw new MerchantNotFoundError(merchantId);
+      const publicKey = patch.publicKey ?? current.publicKey;
+      this.checkPublicKey(merchantId, publicKey);
+      const { webhook: kept, ...rest } = current;
+      if (patch.webhook === null) return { ...rest, publicKey };
+      if (patch.webhook === undefined) return { ...rest, publicKey, ...(kept ? { webhook: kept } : {}) };
+      if (!kept && url === undefined) throw new InvalidSettingsError('webhook.url', 'is required: this merchant has no webhook yet');
+      const webhook: MerchantWebhook = {
+        ...(kept ?? { secret: issued.secret(), enabled: true }),
+        url: url ?? kept!.url,
+        ...(patch.webhook.enabled === undefined ? {} : { enabled: patch.webhook.enabled }),
+      } as MerchantWebhook;
+      if (patch.webhook.events === null) delete webhook.events;
+      else if (patch.webhook.events) webhook.events = patch.webhook.events;
+      return { ...rest, publicKey, webhook };
+    });
   }
 
   /**
-   * A new secret; until `graceSeconds` have passed every webhook is signed with it and with the
-   * one it replaces, so the merchant can switch its verification at any time in between.
+   * A new secret; the one it replaces keeps signing until `graceSeconds` have passed, and so does
+   * every older one still in its own grace: a second rotation (or a double-submitted one) never
+   * stops a secret the merchant may still verify with. At most MAX_GRACE_SECRETS old ones.
    */
-  async rotate(merchantId: string, graceSeconds: number): Promise<{ secret: string; previousSecretExpiresAt: string | null }> {
+  rotate(merchantId: string, graceSeconds: number, idempotencyKey?: string): Promise<Written<RotationResult>> {
     const secret = newWebhookSecret();
-    const now = this.now();
-    const expiresAt = graceSeconds > 0 ? new Date(now.getTime() + graceSeconds * 1000).toISOString() : null;
-    await this.directory.update(merchantId, (current) => {
-      if (!current) throw new MerchantNotFoundError(merchantId);
-      if (!current.webhook) throw new WebhookNotSetUpError(merchantId);
-      const { previousSecret: _replaced, ...webhook } = current.webhook;
-      return {
-        ...current,
-        webhook: { ...webhook, secret, ...(expiresAt ? { previousSecret: { secret: current.webhook.secret, expiresAt } } : {}) },
-      };
-    });
-    return { secret, previousSecretExpiresAt: expiresAt };
+    return this.write<RotationResult>(
+      'rotate',
+      merchantId,
+      { graceSeconds },
+      idempotencyKey,
+      (current) => {
+        if (!current) throw new MerchantNotFoundError(merchantId);
+        if (!current.webhook) throw new WebhookNotSetUpError(merchantId);
+        const now = this.now();
+        const grace = graceSecrets(current.webhook, now);
+        if (graceSeconds > 0) {
+          if (grace.length >= MAX_GRACE_SECRETS) throw new TooManySecretsError(merchantId, grace[grace.length - 1]!.expiresAt);
+          grace.unshift({ secret: current.webhook.secret, expiresAt: new Date(now.getTime() + graceSeconds * 1000).toISOString() });
+        }
+        const { previousSecret: _newest, previousSecrets: _all, ...webhook } = current.webhook;
+        return { ...current, webhook: withGrace({ ...webhook, secret }, grace) };
+      },
+      (next) => {
+        const replaced = graceSeconds > 0 ? next.webhook?.previousSecrets?.[0] : undefined;
+        return { secret, previousSecretExpiresAt: replaced?.expiresAt ?? null };
+      },
+    );
+  }
+
+  private checkPublicKey(merchantId: string, publicKey: string): void {
+    const owner = this.directory.byPublicKey(publicKey);
+    if (owner && owner.id !== merchantId) throw new PublicKeyTakenError();
+  }
+
+  /**
+   * One write, under an Idempotency-Key when given. `change` may be applied more than once (a lost
+   * version race); a secret it issues is the same one each time, so the result names the secret
+   * that was stored.
+   */
+  private async write<T extends object>(
+    operation: 'put' | 'patch' | 'rotate',
+    merchantId: string,
+    input: unknown,
+    idempotencyKey: string | undefined,
+    change: (current: Merchant | undefined, issued: { secret(): string }) => Merchant,
+    resultOf?: (next: Merchant, current: Merchant | undefined) => T,
+  ): Promise<Written<T>> {
+    let issuedSecret: string | undefined;
+    let issuedNow = false;
+    const issued = {
+      secret: () => {
+        issuedNow = true;
+        return (issuedSecret ??= newWebhookSecret());
+      },
+    };
+    const apply = (current: Merchant | undefined) => {
+      issuedNow = false;
+      return change(current, issued);
+    };
+    const result =
+      resultOf ??
+      ((next: Merchant, current: Merchant | undefined) =>
+        ({ view: viewOf(next, this.now()), created: current === undefined, ...(issuedNow ? { secret: issuedSecret } : {}) }) as unknown as T);
+    if (idempotencyKey === undefined) {
+      const written = await this.directory.update(merchantId, apply);
+      return { ...result(written.merchant, written.created ? undefined : written.merchant), replayed: false };
+    }
+    if (!IDEMPOTENCY_KEY.test(idempotencyKey)) throw new InvalidIdempotencyKeyError();
+    const fingerprint = createHash('sha256').update(JSON.stringify([operation, merchantId, input])).digest('base64url');
+    const written = await this.directory.updateOnce(merchantId, apply, { key: idempotencyKey, fingerprint, result });
+    return { ...(written.result as T), replayed: written.replayed };
   }
 }
 
 /** The first problem of a zod parse as field and message, for a 400 or a CLI error naming the field. */
 export function firstIssue(error: z.ZodError): InvalidSettingsError {
   const issue = error.issues[0]!;
-  const field = issue.path.join('.') || 'body';
-  const detail = issue.code === 'unrecognized_keys' ? `unknown field ${issue.keys.join(', ')}` : issue.message;
-  return new InvalidSettingsError(field, detail);
+  // An array element's problem is the array's: "webhook.events: each event must be one of …".
+  const path = issue.path.filter((part) => typeof part !== 'number');
+  return new InvalidSettingsError(path.join('.') || 'body', issue.message);
 }

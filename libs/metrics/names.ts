@@ -24,12 +24,24 @@ export const METRIC_NAMES = {
   queueMessages: 'webhooks_queue_messages',
   /** gauge {queue}: messages moved into a retry tier and not back yet, ready or held by the broker (retries journal) */
   retryWaiting: 'webhooks_retry_waiting',
-  /** gauge {queue}: of those, the ones past due by more than RETRY_OVERDUE_AFTER */
+  /** gauge {queue}: of those, the stranded: not back although dispatch was seen empty RETRY_OVERDUE_AFTER after they were due */
   retryOverdue: 'webhooks_retry_overdue',
   /** counter: copies the retry watch put back in dispatch for messages their tier held too long */
   retriesRecovered: 'webhooks_retries_recovered_total',
+  /** Copies delivered without the journal's verdict on which copy of their wait arrived first. */
+  retryArrivalsUnconfirmed: 'webhooks_retry_arrivals_unconfirmed_total',
   /** counter {status}: resend API answers by HTTP status */
   resends: 'webhooks_resend_requests_total',
   /** gauge: 1 while connected to RabbitMQ */
   brokerConnected: 'webhooks_broker_connected',
+  /** gauge: seconds since the delivery log last held every record read (API: from PostgreSQL; recorder: its own view) */
+  deliveryLogBehind: 'webhooks_delivery_log_behind_seconds',
+  /** gauge: stream messages the recorder has read and not stored yet */
+  deliveryLogPending: 'webhooks_delivery_log_pending_messages',
+  /** gauge: delivery records stored in PostgreSQL by this recorder since it started (cumulative) */
+  deliveryLogStored: 'webhooks_delivery_log_records_stored',
+  /** gauge: 1 while this recorder holds the lead (one writes at a time) */
+  deliveryLogLeading: 'webhooks_delivery_log_leading',
+  /** counter: deliveries the dispatcher settled without their delivery-log record (the deliveries stream refused it) */
+  deliveryRecordsLost: 'webhooks_delivery_records_lost_total',
 } as const;

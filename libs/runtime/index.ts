@@ -1,1 +1,3 @@
-export { runUntilSignal } from './run.js';
+export { runUntilSignal, type Running } from './run.js';
+export { abortable } from './abortable.js';
+export { stopBudget } from './stop-budget.js';

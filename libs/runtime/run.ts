@@ -1,36 +1,52 @@
 import type { Logger } from '../logger/index.js';
 
+export interface Running {
+  stop(): Promise<void>;
+  fatal?: Promise<Error>;
+}
+
 /**
- * Runs a program until SIGTERM or SIGINT, then stops it within a bound and exits 0; start-up
- * errors print one line naming the problem and exit 1. Signals are handled from the first
- * moment: one that arrives during start-up stops the program as soon as it has started.
+ * Runs a program until SIGTERM or SIGINT, then stops it and exits 0; start-up errors print one
+ * line naming the problem and exit 1. A signal during start-up aborts `signal`, which ends the
+ * start at once (a broker that cannot be reached is not waited for), and the process exits 0.
+ * `stopTimeoutMs` is the program's own stop deadline: its stop() is bounded by it whatever the
+ * broker does; if it still has not returned a moment after, the process exits 1 anyway.
  */
 export async function runUntilSignal(
   name: string,
-  start: () => Promise<{ stop(): Promise<void>; fatal?: Promise<Error> }>,
+  start: (signal: AbortSignal) => Promise<Running>,
   logger?: Logger,
   stopTimeoutMs = 35_000,
 ): Promise<void> {
+  const abort = new AbortController();
   let signalled: string | undefined;
   let started: ((signal: string) => void) | undefined;
+  const backstop = (code: number) => {
+    const force = setTimeout(() => {
+      logger?.error('shutdown timed out', { timeoutMs: stopTimeoutMs });
+      process.exit(code);
+    }, stopTimeoutMs + 1_000);
+    force.unref();
+  };
   const onSignal = (signal: string) => {
     if (signalled) return;
     signalled = signal;
     logger?.info('shutting down', { signal });
-    const force = setTimeout(() => {
-      logger?.error('shutdown timed out', { timeoutMs: stopTimeoutMs });
-      process.exit(1);
-    }, stopTimeoutMs);
-    force.unref();
-    started?.(signal);
+    backstop(1);
+    if (started) started(signal);
+    else abort.abort();
   };
   process.on('SIGTERM', () => onSignal('SIGTERM'));
   process.on('SIGINT', () => onSignal('SIGINT'));
 
-  let program: { stop(): Promise<void>; fatal?: Promise<Error> };
+  let program: Running;
   try {
-    program = await start();
+    program = await start(abort.signal);
   } catch (err) {
+    if (signalled) {
+      logger?.info('start-up interrupted; stopped', { signal: signalled });
+      process.exit(0);
+    }
     process.stderr.write(`${name} could not start: ${(err as Error).message}\n`);
     process.exit(1);
   }
@@ -50,8 +66,7 @@ export async function runUntilSignal(
     if (signalled) return;
     signalled = 'fatal';
     process.stderr.write(`${name} stopped: ${err.message}\n`);
-    const force = setTimeout(() => process.exit(1), stopTimeoutMs);
-    force.unref();
+    backstop(1);
     program.stop().finally(() => process.exit(1));
   });
 }

@@ -9,6 +9,8 @@ export async function openTopologyBroker(options: {
   name: string;
   logger: Logger;
   topology: TopologyOptions;
+  /** Aborts the first connect (a signal during start-up). */
+  signal?: AbortSignal;
 }): Promise<BrokerConnection> {
   const broker = new BrokerConnection({
     url: options.url,
@@ -16,6 +18,6 @@ export async function openTopologyBroker(options: {
     logger: options.logger,
     declare: (openChannel) => declareTopology(openChannel, options.topology),
   });
-  await broker.open();
+  await broker.open(undefined, options.signal);
   return broker;
 }

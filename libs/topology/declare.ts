@@ -125,3 +125,8 @@ export async function declareTopology(source: ChannelSource, options: TopologyOp
     if (queue.name !== spec.binding.destination) await declareQueue(declarer, queue);
   }
 }
+
+/** One queue or stream on its own, e.g. the deliveries stream declared by the programs that use it. */
+export async function declareQueueSpec(source: ChannelSource, queue: QueueSpec): Promise<void> {
+  await declareQueue(new Declarer(source), queue);
+}

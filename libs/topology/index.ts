@@ -2,6 +2,8 @@ export { topologyNames, type TopologyNames } from './names.js';
 export {
   CREATION_ONLY_ARGUMENTS,
   DEFAULT_REPLICATION,
+  DELIVERIES_RETENTION,
+  deliveriesSpec,
   DISPATCH_DELIVERY_LIMIT,
   MERCHANTS_REFRESH_AFTER_MS,
   intakeSpec,
@@ -14,5 +16,5 @@ export {
   type TopologyOptions,
   type TopologySpec,
 } from './spec.js';
-export { type ChannelSource, declareIntake, declareTopology, TopologyMismatchError } from './declare.js';
+export { type ChannelSource, declareIntake, declareQueueSpec, declareTopology, TopologyMismatchError } from './declare.js';
 export { openTopologyBroker } from './broker.js';

@@ -10,6 +10,8 @@ export interface TopologyOptions {
   replication?: Replication;
   /** Declare the merchants stream (MERCHANT_DIRECTORY=broker). */
   merchantsStream?: boolean;
+  /** Declare the deliveries stream (DELIVERY_LOG=on). */
+  deliveriesStream?: boolean;
 }
 
 export interface Replication {
@@ -66,13 +68,20 @@ function quorum(replication: Replication = DEFAULT_REPLICATION) {
 }
 
 /** A stream kept `maxAge`; small segments let retention drop them (it never drops the one being written). */
-function stream(name: string, maxAge: string, replication: Replication = DEFAULT_REPLICATION, segmentBytes?: number): QueueSpec {
+function stream(
+  name: string,
+  maxAge: string,
+  replication: Replication = DEFAULT_REPLICATION,
+  segmentBytes?: number,
+  maxBytes?: number,
+): QueueSpec {
   return {
     name,
     kind: 'stream',
     arguments: {
       'x-queue-type': 'stream',
       'x-max-age': maxAge,
+      ...(maxBytes === undefined ? {} : { 'x-max-length-bytes': maxBytes }),
       ...(segmentBytes === undefined ? {} : { 'x-stream-max-segment-size-bytes': segmentBytes }),
       'x-initial-cluster-size': replication.streamClusterSize,
     },
@@ -104,6 +113,21 @@ export const SMALL_SEGMENT_BYTES = 8_000_000;
  */
 export const MERCHANTS_RETENTION = '90D';
 export const MERCHANTS_REFRESH_AFTER_MS = 30 * 86_400_000;
+
+/**
+ * The deliveries stream is a buffer between the dispatcher and PostgreSQL, not the log itself: it
+ * must outlast a PostgreSQL outage (days at most), and its size cap keeps a long outage from
+ * filling the broker's disk (the oldest records go first; the log then misses them, which the
+ * recorder's lag metric shows long before).
+ */
+export const DELIVERIES_RETENTION = '7D';
+export const DELIVERIES_MAX_BYTES = 5_000_000_000;
+export const DELIVERIES_SEGMENT_BYTES = 50_000_000;
+
+/** The deliveries stream alone: the delivery recorder (writer) and the recorder declare it. */
+export function deliveriesSpec(prefix: string, replication?: Replication): QueueSpec {
+  return stream(topologyNames(prefix).deliveries, DELIVERIES_RETENTION, replication, DELIVERIES_SEGMENT_BYTES, DELIVERIES_MAX_BYTES);
+}
 
 export function intakeSpec(prefix: string, replication?: Replication): IntakeSpec {
   const names = topologyNames(prefix);
@@ -158,7 +182,9 @@ export function topologySpec(options: TopologyOptions): TopologySpec {
       stream(names.failed, options.failedRetention, options.replication),
       { name: names.invalid, kind: 'queue', arguments: { ...quorum(options.replication) } },
       stream(names.retries, RETRIES_RETENTION, options.replication, SMALL_SEGMENT_BYTES),
+      stream(names.retrySnapshots, RETRIES_RETENTION, options.replication, SMALL_SEGMENT_BYTES),
       ...(options.merchantsStream ? [stream(names.merchants, MERCHANTS_RETENTION, options.replication, SMALL_SEGMENT_BYTES)] : []),
+      ...(options.deliveriesStream ? [deliveriesSpec(options.prefix, options.replication)] : []),
     ],
     binding: intake.binding,
   };

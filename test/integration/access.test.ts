@@ -18,7 +18,7 @@ const RESEND = '/nucleus/tnx/webhook';
 describe('development mode is explicit', () => {
   const prefix = uniquePrefix('access');
   const merchantsFile = writeMerchantsFile([testMerchant('m_1', 'https://merchant.example/hooks')]);
-  const base = { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, PORT: '0', METRICS_PORT: '0', LOG_LEVEL: 'error' };
+  const base = { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, PORT: '0', METRICS_PORT: '0', LOG_LEVEL: 'error', DELIVERY_LOG: 'off' };
 
   afterAll(async () => {
     const test = await TestBroker.open();

@@ -79,7 +79,7 @@ describe('webhooks failed (operator CLI on the failed stream)', () => {
     return JSON.parse(result.stdout) as FailedJson[];
   }
 
-  it('lists unresolved failures as a table with aligned columns, oldest first', async () => {
+  it('lists unresolved failures as a table with aligned columns, oldest first, each with why it failed beside its last error', async () => {
     const first = await failedEvent(merchants.alice, 'payout');
     const second = await failedEvent(merchants.bob, 'charge.completed');
 
@@ -88,21 +88,21 @@ describe('webhooks failed (operator CLI on the failed stream)', () => {
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
     const [header, ...rows] = result.stdout.trimEnd().split('\n');
-    expect(header!.split(/\s{2,}/)).toEqual(['OFFSET', 'FAILED AT', 'MERCHANT', 'EVENT', 'REFERENCE', 'WEBHOOK ID', 'ATTEMPTS', 'LAST STATUS', 'LAST ERROR']);
+    expect(header!.split(/\s{2,}/)).toEqual(['OFFSET', 'FAILED AT', 'MERCHANT', 'EVENT', 'REFERENCE', 'WEBHOOK ID', 'ATTEMPTS', 'LAST STATUS', 'REASON', 'LAST ERROR']);
     const rowOf = (reference: string) => rows.findIndex((row) => row.includes(reference));
     expect(rowOf(first.reference)).toBeGreaterThanOrEqual(0);
     expect(rowOf(second.reference)).toBeGreaterThan(rowOf(first.reference));
     for (const row of [rows[rowOf(first.reference)]!, rows[rowOf(second.reference)]!]) {
-      for (const column of ['MERCHANT', 'EVENT', 'REFERENCE', 'WEBHOOK ID', 'ATTEMPTS', 'LAST STATUS', 'LAST ERROR']) {
+      for (const column of ['MERCHANT', 'EVENT', 'REFERENCE', 'WEBHOOK ID', 'ATTEMPTS', 'LAST STATUS', 'REASON', 'LAST ERROR']) {
         expect(row[header!.indexOf(column)]).not.toBe(' ');
         expect(row[header!.indexOf(column) - 1]).toBe(' ');
       }
     }
     const aliceRow = rows[rowOf(first.reference)]!;
-    expect(aliceRow.slice(header!.indexOf('MERCHANT'))).toMatch(new RegExp(`^${merchants.alice.id}\\s+payout\\s+${first.reference}\\s+${first.messageId}\\s+1\\s+500\\s+`));
+    expect(aliceRow.slice(header!.indexOf('MERCHANT'))).toMatch(new RegExp(`^${merchants.alice.id}\\s+payout\\s+${first.reference}\\s+${first.messageId}\\s+1\\s+500\\s+attempts-exhausted\\s+`));
   });
 
-  it('prints one JSON array with each failure\'s story for scripts, filtered by merchant and by reference', async () => {
+  it('prints one JSON array with each failure\'s story (failed reason included) for scripts, filtered by merchant and by reference', async () => {
     const payout = await failedEvent(merchants.alice, 'payout');
     const refund = await failedEvent(merchants.alice, 'refund.completed');
     const other = await failedEvent(merchants.bob, 'payout');
@@ -124,6 +124,7 @@ describe('webhooks failed (operator CLI on the failed stream)', () => {
       webhookId: payout.messageId,
       attempts: 1,
       lastStatus: 500,
+      failedReason: 'attempts-exhausted',
       lastError: expect.stringContaining('500'),
       resolved: false,
     });
@@ -277,13 +278,16 @@ describe('webhooks failed (operator CLI on the failed stream)', () => {
   });
 
   it.each([
-    [['failed'], 'failed needs a command: list, resend, replay', 'Usage: webhooks failed <list|resend|replay>'],
-    [['failed', 'purge'], 'unknown command failed purge', 'Usage: webhooks failed <list|resend|replay>'],
-    [['failed', 'list', '--bogus'], "Unknown option '--bogus'", 'Usage: webhooks failed list'],
+    [['failed', 'purge'], "unknown command 'purge'", 'Usage: webhooks failed <list|resend|replay>'],
+    [['failed', 'list', '--bogus'], "unknown option '--bogus'", 'Usage: webhooks failed list'],
+    [['failed', 'list', '--merchnt', 'm'], "unknown option '--merchnt'\n(Did you mean --merchant?)", 'Usage: webhooks failed list'],
+    [['failed', 'list', '--since', '2026-02-30T00:00:00Z'], '--since: 2026-02-30 is not a date', 'Usage: webhooks failed list'],
+    [['failed', 'list', '--until', '2026-04-31'], '--until: 2026-04-31 is not a date', 'Usage: webhooks failed list'],
+    [['failed', 'replay', '--merchant', 'm', '--since', '2026-05-01T24:30:00Z'], '--since: 24:30:00 is not a time of day', 'Usage: webhooks failed replay'],
     [['failed', 'list', '--since', 'yesterday'], '--since takes an ISO-8601 time', 'Usage: webhooks failed list'],
     [['failed', 'list', '--since', '1h', '--until', '2h'], '--since must be before --until', 'Usage: webhooks failed list'],
     [['failed', 'list', '--limit', '0'], '--limit takes a whole number', 'Usage: webhooks failed list'],
-    [['failed', 'resend', '--merchant', 'm'], 'failed resend needs a <reference>', 'Usage: webhooks failed resend'],
+    [['failed', 'resend', '--merchant', 'm'], "missing required argument 'reference'", 'Usage: webhooks failed resend'],
     [['failed', 'resend', 'REF-1'], 'failed resend needs --merchant <id>', 'Usage: webhooks failed resend'],
     [['failed', 'resend', 'a\u0007b', '--merchant', 'm'], 'a reference is 1 to 200 characters without control characters', 'Usage: webhooks failed resend'],
     [['failed', 'replay', '--merchant', 'm'], 'failed replay needs --since <time>', 'Usage: webhooks failed replay'],
@@ -294,6 +298,13 @@ describe('webhooks failed (operator CLI on the failed stream)', () => {
     expect(result.stderr).toContain(`webhooks: ${message}`);
     expect(result.stderr).toContain(usage);
     expect(result.stdout).toBe('');
+  });
+
+  it('lists the commands of the group, exit 2, when no command is given', async () => {
+    const result = await runProgram(CLI, env, ['failed']);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('Usage: webhooks failed <list|resend|replay>');
+    expect(result.stderr).toMatch(/list \[options\][\s\S]*resend \[options\] <reference>[\s\S]*replay \[options\]/);
   });
 
   it('exits 1 with a clear message when the failed stream does not exist, and declares nothing', async () => {

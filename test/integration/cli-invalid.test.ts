@@ -1,6 +1,7 @@
 import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
 import { startDispatcher } from '../../apps/dispatcher/program.js';
-import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
+import type { InvalidCode } from '../../apps/dispatcher/errors.js';
+import { HEADERS, INVALID_CODES, sampleEvent } from '../../libs/contracts/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { brokerUrl, uniquePrefix } from '../support/broker.js';
 import { type Harness, startHarness, testMerchant, writeMerchantsFile } from '../support/harness.js';
@@ -9,6 +10,9 @@ import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
 const CLI = 'dist/apps/cli/main.js';
+
+// Typechecked: every code the dispatcher can park with is one the CLI knows and lists.
+export const dispatcherCodesAreListed: readonly (typeof INVALID_CODES)[number][] = [] as InvalidCode[];
 
 interface ParkedJson {
   code: string;
@@ -213,6 +217,15 @@ describe('webhooks invalid (operator CLI on parked messages)', () => {
     expect(result.stderr).toBe('');
   });
 
+  it('lists every parking code in the --help of list and requeue', async () => {
+    for (const command of ['list', 'requeue']) {
+      const { stdout } = await runProgram(CLI, {}, ['invalid', command, '--help']);
+      for (const code of INVALID_CODES) expect(stdout).toContain(code);
+      expect(stdout).toContain('invalid-message-id');
+      expect(stdout).toContain('delivery-limit');
+    }
+  });
+
   it('says in --help how it reads the queue without ever requeueing', async () => {
     for (const command of ['list', 'requeue']) {
       const { stdout } = await runProgram(CLI, {}, ['invalid', command, '--help']);
@@ -222,11 +235,16 @@ describe('webhooks invalid (operator CLI on parked messages)', () => {
   });
 
   it.each([
-    [['invalid'], 'invalid needs a command: list, requeue'],
-    [['invalid', 'peek'], 'unknown command invalid peek'],
-    [['invalid', 'list', '--all'], "Unknown option '--all'"],
+    [['invalid', 'peek'], "unknown command 'peek'"],
+    [['invalid', 'list', '--all'], "unknown option '--all'"],
+    [['invalid', 'list', '--cod', 'not-json'], "unknown option '--cod'\n(Did you mean --code?)"],
     [['invalid', 'list', '--limit', 'many'], '--limit takes a whole number'],
-    [['invalid', 'list', 'extra'], 'unexpected argument extra'],
+    [['invalid', 'list', 'extra'], "too many arguments for 'list'"],
+    [
+      ['invalid', 'list', '--code', 'bogus'],
+      '--code: unknown code "bogus"; the codes are not-json, invalid-envelope, missing-reference, invalid-message-id, too-large, unknown-merchant, internal-error, delivery-limit',
+    ],
+    [['invalid', 'requeue', '--code', 'unknown_merchant'], '--code: unknown code "unknown_merchant"; the codes are not-json,'],
   ])('exits 2 with the reason and the usage for %j', async (args, message) => {
     const result = await runProgram(CLI, env, args);
     expect(result.code).toBe(2);

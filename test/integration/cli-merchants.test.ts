@@ -60,7 +60,7 @@ describe('webhooks merchants (operator CLI on the merchants stream)', () => {
     expect(JSON.parse(shown.stdout)).toEqual({
       id: 'm_cli',
       publicKey: 'pk_cli_0001',
-      webhook: { url: 'https://hooks.example.com/cli', enabled: true, events: ['payout', 'refund.completed'], previousSecretExpiresAt: null },
+      webhook: { url: 'https://hooks.example.com/cli', enabled: true, events: ['payout', 'refund.completed'], previousSecretExpiresAt: null, previousSecrets: [] },
     });
   });
 
@@ -92,7 +92,7 @@ describe('webhooks merchants (operator CLI on the merchants stream)', () => {
     expect(noKey.stderr).toContain('merchant m_new is new: give --public-key');
     const plain = await cli('set', 'm_new', '--public-key', 'pk_new_00001', '--url', 'http://hooks.example.com/new');
     expect(plain.code).toBe(2);
-    expect(plain.stderr).toContain('webhook.url: must be an https URL');
+    expect(plain.stderr).toContain('webhook.url must be an https URL');
     const taken = await cli('set', 'm_new', '--public-key', 'pk_cli_0001', '--url', 'https://hooks.example.com/new');
     expect(taken.code).toBe(1);
     expect(taken.stderr).toContain('another merchant has this public key');
@@ -102,6 +102,41 @@ describe('webhooks merchants (operator CLI on the merchants stream)', () => {
     expect((await cli('rotate-secret', 'm_nobody')).code).toBe(3);
     expect((await cli('rotate-secret', 'm_cli', '--grace', 'forever')).code).toBe(2);
     expect(program.byId('m_new')).toBeUndefined();
+  });
+
+  it('honours development mode as the API does: loopback http URLs with WEBHOOKS_DEV=true or NODE_ENV=development', async () => {
+    const dev = await runProgram(CLI, { ...env, WEBHOOKS_DEV: 'true' }, ['merchants', 'set', 'm_dev', '--public-key', 'pk_dev_00001', '--url', 'http://127.0.0.1:4400/webhooks']);
+    expect(dev.stderr).toContain('merchant m_dev created');
+    expect(dev.code).toBe(0);
+    const node = await runProgram(CLI, { ...env, NODE_ENV: 'development' }, ['merchants', 'set', 'm_node', '--public-key', 'pk_node_0001', '--url', 'http://127.0.0.1:4401/webhooks']);
+    expect(node.stderr).toContain('merchant m_node created');
+    expect(node.code).toBe(0);
+    await waitFor('program applied both', () => program.byId('m_dev') !== undefined && program.byId('m_node') !== undefined, 5_000);
+    expect(program.byId('m_dev')!.webhook!.url).toBe('http://127.0.0.1:4400/webhooks');
+  });
+
+  it('checks only what changes: --disable works on a webhook whose URL only development mode accepts, a new URL is checked', async () => {
+    // m_dev was set up in development mode; this operator's shell is not in it.
+    const disabled = await cli('set', 'm_dev', '--disable');
+    expect(disabled.stderr).toContain('merchant m_dev updated');
+    expect(disabled.code).toBe(0);
+    await waitFor('program applied it', () => program.byId('m_dev')?.webhook?.enabled === false, 5_000);
+    expect(program.byId('m_dev')!.webhook!.url).toBe('http://127.0.0.1:4400/webhooks');
+    const narrowed = await cli('set', 'm_dev', '--events', 'payout');
+    expect(narrowed.code).toBe(0);
+
+    const moved = await cli('set', 'm_dev', '--url', 'http://127.0.0.1:4402/webhooks');
+    expect(moved.code).toBe(2);
+    expect(moved.stderr).toContain('webhook.url must be an https URL');
+    expect(program.byId('m_dev')!.webhook!.url).toBe('http://127.0.0.1:4400/webhooks');
+  });
+
+  it('lists every option of merchants set in its --help, --no-webhook included', async () => {
+    const { stdout, code } = await runProgram(CLI, {}, ['merchants', 'set', '--help']);
+    expect(code).toBe(0);
+    for (const option of ['--public-key <key>', '--url <url>', '--enable', '--disable', '--events <list>', '--all-events', '--no-webhook']) {
+      expect(stdout).toContain(option);
+    }
   });
 
   it('says which stream is missing when the programs never declared it', async () => {

@@ -2,6 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jwtVerify } from 'jose';
+import { ADMIN_SCOPE } from '../../apps/api/auth.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
 import { runProgram } from '../support/process.js';
@@ -64,13 +65,64 @@ describe('webhooks publish', () => {
     [['publish', '--sample', 'charge.created', '--merchant', 'm'], '--sample takes one of'],
     [['publish', '--sample', 'payout'], '--sample needs --merchant'],
     [['publish'], 'publish needs --sample'],
-    [['unpublish'], 'unknown command unpublish'],
-    [['publish', '--bogus'], "Unknown option '--bogus'"],
+    [['unpublish'], "unknown command 'unpublish'\n(Did you mean publish?)"],
+    [['publish', '--bogus'], "unknown option '--bogus'"],
+    [['publish', '--mesage-id', 'x'], "unknown option '--mesage-id'\n(Did you mean --message-id?)"],
+    [['token', '--merchnt', 'm'], "unknown option '--merchnt'\n(Did you mean --merchant?)"],
   ])('exits 2 with a usage message for %j', async (args, message) => {
     const result = await runProgram(CLI, env, args);
     expect(result.code).toBe(2);
     expect(result.stderr).toContain(message);
     expect(result.stderr).toContain('Usage: webhooks');
+  });
+
+  /** Writes an event to a file of its own and publishes it with the CLI. */
+  async function publishFile(event: unknown, ...args: string[]) {
+    const file = join(tmpdir(), `event-${process.pid}-${Math.random().toString(36).slice(2)}.json`);
+    writeFileSync(file, JSON.stringify(event));
+    return runProgram(CLI, env, ['publish', '--file', file, ...args]);
+  }
+
+  it.each([
+    ['a space', 'evt 123'],
+    ['a non-ASCII character', 'evt_é'],
+    ['more than 200 characters', `evt_${'x'.repeat(200)}`],
+  ])('refuses a --message-id with %s, as the dispatcher would park it, and publishes nothing', async (_what, messageId) => {
+    const result = await publishFile(sampleEvent('payout', 'm_demo'), '--message-id', messageId);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('--message-id must be printable ASCII without spaces, at most 200 characters');
+    expect(result.stdout).not.toContain('published');
+    expect(await test.messageCount(`${prefix}.dispatch`)).toBe(0);
+  });
+
+  it('refuses a reference with spaces at either end, which a resend by the trimmed reference would never find', async () => {
+    const event = sampleEvent('payout', 'm_demo');
+    const result = await publishFile({ ...event, data: { ...event.data, reference: ' PO-2026-0042 ' } });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('data.reference " PO-2026-0042 " has spaces at its start or end; publish it trimmed');
+    expect(result.stdout).not.toContain('published');
+  });
+
+  it('refuses an event without its reference, as the dispatcher would park it as missing-reference', async () => {
+    const event = sampleEvent('refund.completed', 'm_demo');
+    const result = await publishFile({ ...event, data: { amount: 1 } });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('a refund.completed event needs data.refundRef or data.tnxRef');
+  });
+
+  it.each([
+    ['publish', 'Usage: webhooks publish'],
+    ['token', 'Usage: webhooks token'],
+  ])('prints the help of %s itself on --help, not the general usage', async (command, usage) => {
+    const result = await runProgram(CLI, {}, [command, '--help']);
+    expect(result.code).toBe(0);
+    expect(result.stdout.startsWith(usage)).toBe(true);
+  });
+
+  it('says in publish --help that it declares events and dispatch, and that TOPOLOGY_PREFIX must be the programs\'', async () => {
+    const { stdout } = await runProgram(CLI, {}, ['publish', '--help']);
+    expect(stdout).toContain('It declares <TOPOLOGY_PREFIX>.events and <TOPOLOGY_PREFIX>.dispatch');
+    expect(stdout).toContain('Export the TOPOLOGY_PREFIX the programs run with');
   });
 
   it('exits 2 with the reason when the file is not a valid event', async () => {
@@ -89,5 +141,32 @@ describe('webhooks publish', () => {
     expect(protectedHeader.alg).toBe('HS256');
     expect(payload.sub).toBe('m_demo');
     expect(payload.exp! - payload.iat!).toBe(600);
+  });
+
+  it('mints an admin token (scope webhooks:admin) for the admin API with --admin, in development mode without a secret', async () => {
+    const result = await runProgram(CLI, { ...env, WEBHOOKS_DEV: 'true' }, ['token', '--admin']);
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    const { DEV_JWT_SECRET } = await import('../../libs/config/index.js');
+    const { payload } = await jwtVerify(result.stdout.trim(), new TextEncoder().encode(DEV_JWT_SECRET));
+    expect(String(payload.scope).split(' ')).toContain(ADMIN_SCOPE);
+  });
+
+  it('puts --scope values and the configured issuer and audience in the token, as the API checks them', async () => {
+    const secret = 'cli-test-secret-long-enough-for-hs256-000';
+    const result = await runProgram(
+      CLI,
+      { ...env, AUTH_JWT_SECRET: secret, AUTH_JWT_ISSUER: 'https://auth.example', AUTH_JWT_AUDIENCE: 'webhooks' },
+      ['token', '--merchant', 'm_1', '--scope', 'a:read,b:write'],
+    );
+    expect(result.code).toBe(0);
+    const { payload } = await jwtVerify(result.stdout.trim(), new TextEncoder().encode(secret), { issuer: 'https://auth.example', audience: 'webhooks' });
+    expect(payload).toMatchObject({ sub: 'm_1', scope: 'a:read b:write' });
+  });
+
+  it('says a token needs --merchant or --admin', async () => {
+    const result = await runProgram(CLI, { ...env, WEBHOOKS_DEV: 'true' }, ['token']);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('token needs --merchant <id> (resend API) or --admin (admin API)');
   });
 });

@@ -1,6 +1,3 @@
-import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { promisify } from 'node:util';
 import type { ApiProgram } from '../../apps/api/program.js';
 import { ENTRY_TYPES, HEADERS, sampleEvent } from '../../libs/contracts/index.js';
 import { call, startTestApi, token } from '../support/api.js';
@@ -8,12 +5,11 @@ import { brokerUrl } from '../support/broker.js';
 import { type Harness, startHarness, testMerchant, writeMerchantsFile } from '../support/harness.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
+import { localCtl } from '../support/rabbitmqctl.js';
 
-const run = promisify(execFile);
-const ctl = ['/usr/sbin/rabbitmqctl', '/usr/lib/rabbitmq/bin/rabbitmqctl'].find(existsSync);
-const local = ['127.0.0.1', 'localhost'].includes(new URL(process.env.RABBITMQ_URL ?? 'amqp://x').hostname);
+const ctl = localCtl();
 // Raising a memory alarm needs rabbitmqctl on the broker's own machine.
-const maybe = ctl && local ? describe : describe.skip;
+const maybe = ctl ? describe : describe.skip;
 
 maybe('under broker flow control', () => {
   let receiver: Receiver;
@@ -23,7 +19,7 @@ maybe('under broker flow control', () => {
 
   beforeAll(async () => {
     brokerUrl();
-    const { stdout } = await run(ctl!, ['eval', 'vm_memory_monitor:get_vm_memory_high_watermark().']);
+    const { stdout } = await ctl!(['eval', 'vm_memory_monitor:get_vm_memory_high_watermark().']);
     if (/^[\d.]+$/.test(stdout.trim())) watermark = stdout.trim();
     receiver = await Receiver.start(() => 500);
     harness = await startHarness({ name: 'flow', merchants: [testMerchant('m_flow', 'http://placeholder')], retryDelaysMs: [] });
@@ -31,7 +27,7 @@ maybe('under broker flow control', () => {
 
   afterAll(async () => {
     // Never leave the shared broker blocked.
-    await run(ctl!, ['set_vm_memory_high_watermark', watermark]).catch(() => {});
+    await ctl!(['set_vm_memory_high_watermark', watermark]).catch(() => {});
     await api?.stop();
     await harness?.close();
     await receiver?.close();
@@ -53,7 +49,7 @@ maybe('under broker flow control', () => {
     });
     await waitFor('indexed', () => api.index.lookup(merchant.id, reference).length === 1);
 
-    await run(ctl!, ['set_vm_memory_high_watermark', '0.0000001']);
+    await ctl!(['set_vm_memory_high_watermark', '0.0000001']);
     try {
       const started = Date.now();
       let timer: NodeJS.Timeout | undefined;
@@ -64,7 +60,7 @@ maybe('under broker flow control', () => {
       expect(answer.status).toBe(503);
       expect(Date.now() - started).toBeLessThan(15_000);
     } finally {
-      await run(ctl!, ['set_vm_memory_high_watermark', watermark]);
+      await ctl!(['set_vm_memory_high_watermark', watermark]);
     }
     // Once the alarm clears the same resend goes through: the blocked claim was released.
     await waitFor('resend accepted', async () => {

@@ -1,6 +1,6 @@
 import { BrokerConnection } from '../../libs/broker/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
-import { BrokerMerchantDirectory } from '../../libs/merchants/index.js';
+import { BrokerMerchantDirectory, MerchantSettings } from '../../libs/merchants/index.js';
 import { appendSettingsEntry } from '../../libs/merchants/settings-entries.js';
 import { declareTopology, topologyNames } from '../../libs/topology/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
@@ -111,5 +111,67 @@ describe('the broker merchant directory', () => {
     await waitFor('b applied both', () => b.byId('m_key')?.publicKey === 'pk_rekeyed_01', 5_000);
     expect(b.byPublicKey(m.publicKey)).toBeUndefined();
     expect(b.byPublicKey('pk_rekeyed_01')?.id).toBe('m_key');
+  });
+
+  it('gives a public key to the merchant whose entry came first, on every replica and every replay', async () => {
+    const a = await directory();
+    const first = testMerchant('m_owner', 'https://hooks.example.com/owner');
+    // Two replicas that both read the key as free: each appends its merchant with it.
+    await appendSettingsEntry(broker, stream, { merchantId: 'm_owner', version: 1, entryId: 'owner-1', writtenAt: new Date(clock).toISOString(), kind: 'change', merchant: first }, 5_000);
+    await appendSettingsEntry(broker, stream, {
+      merchantId: 'm_squatter',
+      version: 1,
+      entryId: 'squatter-1',
+      writtenAt: new Date(clock).toISOString(),
+      kind: 'change',
+      merchant: testMerchant('m_squatter', 'https://hooks.example.com/squatter', { publicKey: first.publicKey }),
+    }, 5_000);
+    const b = await directory();
+    for (const dir of [a, b]) {
+      await waitFor('entries read', () => dir.byId('m_owner') !== undefined, 5_000);
+      expect(dir.byPublicKey(first.publicKey)?.id).toBe('m_owner');
+      expect(dir.byId('m_squatter')).toBeUndefined();
+    }
+    // The refused merchant can still be created with a key of its own, at the version it would have had.
+    const own = testMerchant('m_squatter', 'https://hooks.example.com/squatter');
+    const written = await b.update('m_squatter', () => own);
+    expect(written.created).toBe(true);
+    await waitFor('a applied it', () => a.byPublicKey(own.publicKey)?.id === 'm_squatter', 5_000);
+  });
+
+  it('answers a retry with the key of a write that timed out but was stored, secret included, and writes nothing again', async () => {
+    const policy = { allowHttp: false, allowPrivateTargets: false };
+    // A replica whose writes time out before the broker confirms them: its caller got a 503.
+    const slow = new BrokerMerchantDirectory(broker, stream, silentLogger(), { now: () => new Date(clock), writeTimeoutMs: 1 });
+    open.push(slow);
+    await slow.start();
+    await slow.waitUntilReady(10_000);
+    const input = { publicKey: 'pk_timeout_01', webhook: { url: 'https://hooks.example.com/timeout', enabled: true } };
+    await expect(new MerchantSettings(slow, policy).put('m_timeout', input, 'key-timeout-1')).rejects.toThrow();
+
+    const b = await directory();
+    await waitFor('the timed-out write is stored', () => b.byId('m_timeout'), 5_000);
+    const retried = await new MerchantSettings(b, policy).put('m_timeout', input, 'key-timeout-1');
+    expect(retried).toMatchObject({ replayed: true, created: true, secret: b.byId('m_timeout')!.webhook!.secret });
+    // Nothing written again: the version is still the first one.
+    const again = await b.update('m_timeout', (current) => current);
+    expect(again.merchant.webhook?.secret).toBe(retried.secret);
+  });
+
+  it('reads up to now before refusing a write: a merchant created on another replica a moment ago can be changed at once', async () => {
+    const b = await directory();
+    const settings = new MerchantSettings(b, { allowHttp: false, allowPrivateTargets: false });
+    const refused: string[] = [];
+    for (let i = 0; i < 20; i++) {
+      const merchant = testMerchant(`m_fresh_${i}`, 'https://hooks.example.com/fresh');
+      // Another replica's write, confirmed by the broker: b may not have been delivered it yet.
+      await appendSettingsEntry(broker, stream, { merchantId: merchant.id, version: 1, entryId: `fresh-${i}`, writtenAt: new Date(clock).toISOString(), kind: 'change', merchant }, 5_000);
+      try {
+        await settings.patch(merchant.id, { webhook: { enabled: false } });
+      } catch (err) {
+        refused.push(`${merchant.id}: ${(err as Error).message}`);
+      }
+    }
+    expect(refused).toEqual([]);
   });
 });

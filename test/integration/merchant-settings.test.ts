@@ -1,28 +1,17 @@
-import { SignJWT } from 'jose';
 import { Webhook } from 'standardwebhooks';
 import type { ApiProgram } from '../../apps/api/program.js';
-import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
-import { type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/program.js';
+import type { DispatcherProgram } from '../../apps/dispatcher/program.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
-import { silentLogger } from '../../libs/logger/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
-import { type Answer, call, expectDocumented, JWT_SECRET, seen, startTestApi, token } from '../support/api.js';
+import { adminToken, type Answer, call, expectDocumented, seen, startTestApi, token } from '../support/api.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
 import { testMerchant, writeMerchantsFile } from '../support/harness.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
+import { startBrokerDirectoryDispatcher } from '../support/dispatcher-program.js';
 
 const prefix = uniquePrefix('merchants');
 const BROKER_DIRECTORY = { MERCHANT_DIRECTORY: 'broker', MERCHANTS_FILE: undefined };
-
-function adminToken(scope = 'webhooks:admin'): Promise<string> {
-  return new SignJWT({ scope })
-    .setProtectedHeader({ alg: 'HS256' })
-    .setSubject('dashboard-backend')
-    .setIssuedAt()
-    .setExpirationTime('5m')
-    .sign(new TextEncoder().encode(JWT_SECRET));
-}
 
 describe('merchant settings on the broker (admin API, live directory)', () => {
   let receiver: Receiver;
@@ -39,18 +28,7 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
     receiver = await Receiver.start(() => 204);
     apiA = await startTestApi(prefix, '', {}, { ...BROKER_DIRECTORY, WEBHOOKS_DEV: 'true', ALLOW_PRIVATE_TARGETS: 'true' });
     apiB = await startTestApi(prefix, '', {}, BROKER_DIRECTORY);
-    dispatcher = await startDispatcher(
-      loadDispatcherConfig({
-        RABBITMQ_URL: brokerUrl(),
-        TOPOLOGY_PREFIX: prefix,
-        MERCHANT_DIRECTORY: 'broker',
-        RETRY_SCHEDULE: '',
-        FAILED_RETENTION: '1D',
-        ALLOW_PRIVATE_TARGETS: 'true',
-        METRICS_PORT: '0',
-      }),
-      silentLogger(),
-    );
+    dispatcher = await startBrokerDirectoryDispatcher(prefix);
     publisher = new EventPublisher(dispatcher.broker, prefix);
     auth = { authorization: `Bearer ${await adminToken()}`, 'content-type': 'application/json' };
   });
@@ -93,7 +71,7 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
       return answer.status === 200 && answer;
     }, 5_000, 50);
     expect(JSON.stringify(onB.body)).not.toContain('whsec_');
-    expect(data(onB)).toEqual({ id: 'm_live', publicKey: 'pk_live_0001', webhook: { url: `${receiver.url}/m_live`, enabled: true, events: ['charge.completed', 'payout', 'refund.completed'], previousSecretExpiresAt: null } });
+    expect(data(onB)).toEqual({ id: 'm_live', publicKey: 'pk_live_0001', webhook: { url: `${receiver.url}/m_live`, enabled: true, events: ['charge.completed', 'payout', 'refund.completed'], previousSecretExpiresAt: null, previousSecrets: [] } });
 
     // A second PUT keeps the secret and does not show it.
     const again = await put(apiB, 'm_live', { publicKey: 'pk_live_0001', webhook: { url: 'https://hooks.example.com/m_live', enabled: true } });
@@ -155,19 +133,19 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
     secret = newSecret;
   });
 
-  it('lands two rotations made at once on two replicas one after the other, losing neither', async () => {
+  it('lands two rotations made at once on two replicas one after the other, losing neither and stopping no secret', async () => {
     const [onA, onB] = await Promise.all([rotate(apiA, 'm_live', { graceSeconds: 60 }), rotate(apiB, 'm_live', { graceSeconds: 60 })]);
     expect([onA.status, onB.status]).toEqual([200, 200]);
     const secrets = [data(onA).secret as string, data(onB).secret as string];
     expect(secrets[0]).not.toBe(secrets[1]);
-    // Whichever came second replaced the first: the webhook is signed with those two, not with the one before.
+    // Whichever came second put the first in its grace, and kept the secret before both in its own.
     const last = await waitFor('dispatcher applied both', () => {
       const webhook = dispatcher.merchants.byId('m_live')?.webhook;
-      return webhook && secrets.includes(webhook.secret) && webhook.previousSecret && secrets.includes(webhook.previousSecret.secret) && webhook;
+      return webhook && secrets.includes(webhook.secret) && webhook.previousSecrets?.length === 2 && webhook;
     }, 5_000);
     const request = await deliveredTo('m_live', 'payout');
-    for (const s of secrets) new Webhook(s).verify(request.body, request.headers as Record<string, string>);
-    expect(() => new Webhook(secret).verify(request.body, request.headers as Record<string, string>)).toThrow();
+    for (const s of [...secrets, secret]) new Webhook(s).verify(request.body, request.headers as Record<string, string>);
+    expect(String(request.headers['webhook-signature']).split(' ')).toHaveLength(3);
     secret = last.secret;
   });
 
@@ -211,10 +189,10 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
     await invalid({ ...valid, webhook: { ...valid.webhook, events: ['payout', 'payout'] } }, 'webhook.events');
     await invalid({ ...valid, webhook: { ...valid.webhook, events: ['charge.failed'] } }, 'webhook.events');
     await invalid({ ...valid, webhook: { ...valid.webhook, url: 'not a url' } }, 'webhook.url');
-    await invalid({ ...valid, webhook: { ...valid.webhook, url: 'http://hooks.example.com/x' } }, 'webhook.url: must be an https URL');
-    await invalid({ ...valid, webhook: { ...valid.webhook, url: 'https://user:pw@hooks.example.com/x' } }, 'webhook.url: must not carry credentials');
-    await invalid({ ...valid, webhook: { ...valid.webhook, url: 'https://169.254.169.254/latest' } }, 'webhook.url: points to');
-    await invalid({ ...valid, webhook: { ...valid.webhook, url: 'https://[::1]:8443/x' } }, 'webhook.url: points to');
+    await invalid({ ...valid, webhook: { ...valid.webhook, url: 'http://hooks.example.com/x' } }, 'webhook.url must be an https URL');
+    await invalid({ ...valid, webhook: { ...valid.webhook, url: 'https://user:pw@hooks.example.com/x' } }, 'webhook.url must not carry credentials');
+    await invalid({ ...valid, webhook: { ...valid.webhook, url: 'https://169.254.169.254/latest' } }, 'webhook.url must not point to');
+    await invalid({ ...valid, webhook: { ...valid.webhook, url: 'https://[::1]:8443/x' } }, 'webhook.url must not point to');
     await invalid({ ...valid, webhook: { ...valid.webhook, url: 'ftp://hooks.example.com/x' } }, 'webhook.url', apiA);
 
     expect(code(await put(apiB, 'm_other', { ...valid, publicKey: 'pk_live_0001' }))).toEqual([409, 'public_key_taken']);

@@ -1,13 +1,13 @@
 import { writeFileSync } from 'node:fs';
 import type { ApiProgram } from '../../apps/api/program.js';
 import type { BrokerConnection } from '../../libs/broker/index.js';
-import { BrokerUnavailableError } from '../../libs/broker/index.js';
+import { BrokerUnavailableError, BrokerUnroutableError } from '../../libs/broker/index.js';
 import { ENTRY_TYPES, HEADERS, sampleEvent } from '../../libs/contracts/index.js';
 import { ResendService } from '../../libs/failed/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import type { Merchant } from '../../libs/merchants/index.js';
-import { call, startTestApi, token } from '../support/api.js';
-import { type Harness, startHarness, testMerchant } from '../support/harness.js';
+import { call, expectDocumented, seen, startTestApi, token } from '../support/api.js';
+import { type Harness, startHarness, testMerchant, writeMerchantsFile } from '../support/harness.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
@@ -60,12 +60,23 @@ describe('one resend, one delivery', () => {
     return receiver.requests.filter((r) => r.headers['webhook-id'] === messageId).length;
   }
 
-  it('delivers once when two replicas are asked at the same moment: one 200, the others 404', async () => {
+  /** One 200; every other answer says "in progress" (409) or, once the winner resolved it, "nothing left" (404). */
+  function expectOneWinner(statuses: number[]): void {
+    expect(statuses.filter((status) => status === 200)).toHaveLength(1);
+    for (const status of statuses.filter((s) => s !== 200)) expect([404, 409]).toContain(status);
+  }
+
+  it('delivers once when two replicas are asked at the same moment: one 200, the others 409 resend_in_progress or 404', async () => {
     const { messageId, reference } = await failed('payout');
     mode = 'ok';
     const h = await headers();
     const answers = await Promise.all([one, two, one, two].map((api) => call(api, `${RESEND}?reference=${reference}`, { headers: h })));
-    expect(answers.map((a) => a.status).sort()).toEqual([200, 404, 404, 404]);
+    expectOneWinner(answers.map((a) => a.status));
+    const busy = answers.find((a) => a.status === 409);
+    if (busy) {
+      expect(busy.body).toMatchObject({ error: { code: 'resend_in_progress', status: 409 }, data: null });
+      expect(Number(busy.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    }
     // The first attempt failed (500), then exactly one resend delivery.
     expect(await deliveriesOf(messageId)).toBe(2);
   });
@@ -78,7 +89,7 @@ describe('one resend, one delivery', () => {
       call(one, `${RESEND}?reference=${reference}`, { headers: h }),
       call(two, `${RESEND}?reference=${String(message.data.tnxRef)}`, { headers: h }),
     ]);
-    expect(answers.map((a) => a.status).sort()).toEqual([200, 404]);
+    expectOneWinner(answers.map((a) => a.status));
     await deliveriesOf(messageId);
     expect(receiver.requests.filter((r) => r.headers['webhook-id'] === messageId)).toHaveLength(2);
   });
@@ -99,8 +110,9 @@ describe('one resend, one delivery', () => {
     expect(one.index.size).toBe(sizeBefore - 1);
   });
 
-  it('does not send again what a resend that failed half-way already sent', async () => {
-    // Two failed webhooks for one reference: the broker goes away after the first is republished.
+  it('does not send again what a resend that failed half-way already sent, and sends at once what surely did not go out', async () => {
+    // Two failed webhooks for one reference: no queue takes the second copy (an operator deleted
+    // dispatch for a moment), so it surely was not stored and its claim is given back.
     const message = sampleEvent('payout', merchant.id);
     const first = await harness.publisher.publish(message);
     const second = await harness.publisher.publish(message, { messageId: `${first.messageId}_2` });
@@ -112,7 +124,7 @@ describe('one resend, one delivery', () => {
       get(target, prop, receiverArg) {
         if (prop === 'sendToQueue') {
           return (queue: string, ...rest: unknown[]) => {
-            if (queue === harness.names.dispatch && ++republished === 2) return Promise.reject(new BrokerUnavailableError('connection lost'));
+            if (queue === harness.names.dispatch && ++republished === 2) return Promise.reject(new BrokerUnroutableError('', queue, 'NO_ROUTE'));
             return (target.sendToQueue as (...a: unknown[]) => Promise<void>).call(target, queue, ...rest);
           };
         }
@@ -122,6 +134,7 @@ describe('one resend, one delivery', () => {
     }) as BrokerConnection;
     const halfway = new ResendService(flaky, one.index, harness.prefix, silentLogger());
     await expect(halfway.resend(merchant.id, reference)).rejects.toThrow(BrokerUnavailableError);
+    await waitFor('the second given back on the other replica', () => one.index.lookup(merchant.id, reference).every((offset) => two.index.holdOf(offset) === undefined));
 
     // The merchant tries again at once: only what was not sent goes out.
     expect((await call(two, `${RESEND}?reference=${reference}`, { headers: await headers() })).status).toBe(200);
@@ -175,9 +188,41 @@ describe('one resend, one delivery', () => {
     expect(receiver.requests.filter((r) => r.headers['webhook-id'] === messageId)).toHaveLength(2);
   });
 
+  it('answers 409 event_not_subscribed for an event the webhook no longer receives, keeps the entry, and sends nothing', async () => {
+    const { messageId, reference } = await failed('payout');
+    mode = 'ok';
+    // A replica that reads the merchant's new settings: its webhook now receives charges only.
+    const filtered = { ...merchant, webhook: { ...merchant.webhook!, events: ['charge.completed' as const] } };
+    const three = await startTestApi(harness.prefix, writeMerchantsFile([filtered]));
+    try {
+      await waitFor('third replica ready', () => three.index.ready);
+      const answer = await call(three, `${RESEND}?reference=${reference}`, { headers: await headers() });
+      expect(answer.status).toBe(409);
+      expect(answer.body).toEqual({
+        message: 'The webhook no longer receives payout events; add them to its events on the dashboard, then resend',
+        error: { code: 'event_not_subscribed', status: 409 },
+        data: null,
+      });
+      // The entry stays failed and free on every replica: resendable once the merchant opts back in.
+      const [offset] = three.index.lookup(merchant.id, reference);
+      expect(offset).toBeDefined();
+      await waitFor('entry free on every replica', () => [one, two, three].every((api) => api.index.lookup(merchant.id, reference).length === 1 && api.index.holdOf(offset!) === undefined));
+      expect(await harness.test.messageCount(harness.names.dispatch)).toBe(0);
+    } finally {
+      await three.stop();
+    }
+    expect((await call(one, `${RESEND}?reference=${reference}`, { headers: await headers() })).status).toBe(200);
+    expect(await deliveriesOf(messageId)).toBe(2);
+  });
+
   it('writes claims and resolutions as stream entries every replica can read', async () => {
     const entries = await harness.test.readStream(harness.names.failed, 1);
     const types = new Set(entries.map((e) => e.properties.headers?.[HEADERS.entryType]));
     expect(types.has(ENTRY_TYPES.claim)).toBe(true);
+  });
+
+  it('gives only answers the OpenAPI document describes', () => {
+    const statuses = expectDocumented(seen);
+    expect(statuses).toContain('/nucleus/tnx/webhook 409');
   });
 });

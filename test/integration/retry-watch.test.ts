@@ -1,7 +1,7 @@
 import type { GetMessage } from 'amqplib';
 import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
-import { RetryWatch } from '../../libs/retries/index.js';
+import { RetryWatch } from '../../libs/stranded-retries/index.js';
 import { type Harness, startHarness, testMerchant } from '../support/harness.js';
 import { failOnceThenSucceed, Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
@@ -69,6 +69,7 @@ describe('the retry watch', () => {
     // A second dispatcher's watch, started now, rebuilds the same picture from the journal and competes.
     second = new RetryWatch(harness.broker, harness.names.retries, silentLogger(), {
       dispatch: harness.names.dispatch,
+      tierDelaysMs: { [tier]: DELAY_MS },
       overdueAfterMs: OVERDUE_AFTER_MS,
       checkEveryMs: 100,
     });
@@ -94,20 +95,25 @@ describe('the retry watch', () => {
     const { messageId } = await harness.publisher.publish(sampleEvent('payout', merchant.id));
     await waitFor('first attempt', () => requestsFor(messageId).length === 1, 10_000);
     await waitFor('message waiting in the tier', async () => (await harness.test.channel.get(tier, { noAck: true })) !== false, 2_000, 20);
-    // Two watches whose clocks run a minute ahead see it overdue at once, long before the
+    // Two watches that take the tier for an instant one see it stranded at once, long before the
     // harness's own watch does, and claim it in the same moment: stream order must pick one.
     const racers = [0, 1].map(
       () => new RetryWatch(harness.broker, harness.names.retries, silentLogger(), {
         dispatch: harness.names.dispatch,
-        overdueAfterMs: OVERDUE_AFTER_MS,
+        tierDelaysMs: { [tier]: 0 },
+        overdueAfterMs: 10,
         checkEveryMs: 3_600_000,
-        now: () => Date.now() + 60_000,
       }),
     );
     try {
       for (const racer of racers) await racer.start();
       await waitFor('both see it waiting', () => racers.every((r) => r.ready && r.waitingByQueue().get(tier) === 1), 5_000);
-      await Promise.all(racers.map((r) => r.check()));
+      // Both check at the same instant, round after round: the first sees dispatch empty after the
+      // wait was due, and once it is 10 ms stranded both claim it together.
+      await waitFor('a copy made', async () => {
+        await Promise.all(racers.map((r) => r.check()));
+        return racers[0]!.stats.recovered + racers[1]!.stats.recovered > 0;
+      }, 5_000, 10);
       expect(racers[0]!.stats.recovered + racers[1]!.stats.recovered).toBe(1);
       await waitFor('second attempt, from the one copy', () => requestsFor(messageId).length === 2, 10_000);
       await waitFor('the copy arrived', () => racers.every((r) => r.waitingByQueue().size === 0), 5_000);

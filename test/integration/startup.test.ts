@@ -1,7 +1,9 @@
 import { writeFileSync } from 'node:fs';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
 import { testMerchant, writeMerchantsFile } from '../support/harness.js';
-import { runProgram, startProgram } from '../support/process.js';
+import { FrozenProxy } from '../support/frozen-proxy.js';
+import { finishedWithin, runProgram, startProgram } from '../support/process.js';
+import { freePort } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
 const DISPATCHER = 'dist/apps/dispatcher/main.js';
@@ -29,6 +31,7 @@ describe('dispatcher start-up and shutdown', () => {
     RETRY_SCHEDULE: '1s,2s',
     METRICS_PORT: '0',
     LOG_LEVEL: 'error',
+    DELIVERY_LOG: 'off',
     ...extra,
   });
 
@@ -116,5 +119,61 @@ describe('dispatcher start-up and shutdown', () => {
     await waitFor('index caught up', () => program.output.stdout.includes('failed index caught up'), 15_000);
     program.child.kill('SIGTERM');
     expect((await program.finished).code).toBe(0);
+  });
+
+  it.each([
+    ['dispatcher', 'SIGINT', DISPATCHER],
+    ['API', 'SIGTERM', API],
+  ])('stops the %s at once on %s while the broker cannot be reached, not after the connect deadline', async (_, signal, script) => {
+    const unreachable = `amqp://guest:guest@127.0.0.1:${await freePort()}`;
+    const program = startProgram(script, env({ RABBITMQ_URL: unreachable, LOG_LEVEL: 'warn', PORT: '0', AUTH_JWT_SECRET: 'x'.repeat(40) }));
+    try {
+      await waitFor('a connect attempt failed', () => program.output.stdout.includes('broker connect failed'), 10_000);
+      const signalledAt = Date.now();
+      program.child.kill(signal as NodeJS.Signals);
+      const result = await program.finished;
+      expect(Date.now() - signalledAt).toBeLessThan(2_000);
+      expect(result.code).toBe(0);
+      expect(result.stderr).not.toContain('not reachable');
+    } finally {
+      if (program.child.exitCode === null) program.child.kill('SIGKILL');
+    }
+  });
+
+  it.each([
+    ['dispatcher', DISPATCHER],
+    ['API', API],
+  ])('stops the %s at once when RabbitMQ refuses the login, naming RABBITMQ_URL without the password', async (name, script) => {
+    const password = 'not-the-password-4711';
+    const url = new URL(brokerUrl());
+    url.password = password;
+    const started = Date.now();
+    const result = await runProgram(script, env({ RABBITMQ_URL: url.toString(), PORT: '0', AUTH_JWT_SECRET: 'x'.repeat(40) }));
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(result.code).toBe(1);
+    const lower = name === 'API' ? 'api' : 'dispatcher';
+    expect(result.stderr).toContain(`${lower} could not start: RabbitMQ refused the login (ACCESS_REFUSED) at amqp://${url.username}:***@${url.host}`);
+    expect(result.stderr).toContain('RABBITMQ_URL');
+    expect(result.stderr + result.stdout).not.toContain(password);
+  });
+
+  it('exits 0 within SHUTDOWN_TIMEOUT on SIGTERM when the broker stops answering', async () => {
+    const proxy = await FrozenProxy.start(brokerUrl());
+    const program = startProgram(DISPATCHER, env({ RABBITMQ_URL: proxy.url, SHUTDOWN_TIMEOUT: '3s', LOG_LEVEL: 'info' }));
+    try {
+      await waitFor('dispatcher consuming', () => program.output.stdout.includes('dispatcher consuming'), 15_000);
+      // Nothing passes any more: no cancel-ok, no close-ok, no heartbeat for the next 30 s.
+      proxy.freeze();
+      const signalledAt = Date.now();
+      program.child.kill('SIGTERM');
+      const result = await finishedWithin(program, 10_000);
+      expect(result).toBeDefined();
+      expect(Date.now() - signalledAt).toBeLessThan(4_500);
+      expect(result!.code).toBe(0);
+      expect(result!.stdout).toContain('shutdown step did not finish in time');
+    } finally {
+      if (program.child.exitCode === null) program.child.kill('SIGKILL');
+      await proxy.close();
+    }
   });
 });

@@ -22,6 +22,8 @@ export async function startTestApi(
     RETRY_SCHEDULE: '',
     FAILED_RETENTION: '1D',
     AUTH_JWT_SECRET: JWT_SECRET,
+    // The delivery log's tests turn it on with their own database.
+    DELIVERY_LOG: 'off',
     ...env,
   });
   return startApi(config, silentLogger(), { rateLimit: { perMinute: 6_000, burst: 1_000 }, ...options });
@@ -34,6 +36,16 @@ export function token(sub: string, options: { secret?: string; expiresIn?: strin
     .setIssuedAt()
     .setExpirationTime(options.expiresIn ?? '5m')
     .sign(new TextEncoder().encode(options.secret ?? JWT_SECRET));
+}
+
+/** A token of the dashboard's backend (or an operator): its scope names what it may do. */
+export function adminToken(scope = 'webhooks:admin', sub = 'dashboard-backend'): Promise<string> {
+  return new SignJWT({ scope })
+    .setProtectedHeader({ alg: 'HS256' })
+    .setSubject(sub)
+    .setIssuedAt()
+    .setExpirationTime('5m')
+    .sign(new TextEncoder().encode(JWT_SECRET));
 }
 
 export interface Answer {

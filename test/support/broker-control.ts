@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { promisify } from 'node:util';
+import { localCtl } from './rabbitmqctl.js';
 
 const run = promisify(execFile);
 
@@ -15,11 +15,10 @@ export interface BrokerControl {
  */
 export function brokerControl(): BrokerControl | undefined {
   const container = process.env.RABBITMQ_CONTAINER_ID;
-  const host = new URL(process.env.RABBITMQ_URL ?? 'amqp://127.0.0.1').hostname;
-  const ctl = ['/usr/sbin/rabbitmqctl', '/usr/lib/rabbitmq/bin/rabbitmqctl', '/usr/local/sbin/rabbitmqctl'].find(existsSync);
+  const ctl = localCtl();
   let command: (action: string) => Promise<unknown>;
   if (container) command = (action) => run('docker', ['exec', container, 'rabbitmqctl', action], { timeout: 120_000 });
-  else if (ctl && ['127.0.0.1', 'localhost', '::1'].includes(host)) command = (action) => run(ctl, [action], { timeout: 120_000 });
+  else if (ctl) command = (action) => ctl([action]);
   else return undefined;
   return {
     stop: async () => {

@@ -1,3 +1,4 @@
+import { DeliveryRecorder } from '../../libs/delivery-log/index.js';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -8,7 +9,7 @@ import { createGotClient, createUndiciClient } from '../../libs/http/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { FileMerchantDirectory, type Merchant } from '../../libs/merchants/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
-import { RetryWatch } from '../../libs/retries/index.js';
+import { RetryWatch, type RetryWatchOptions } from '../../libs/stranded-retries/index.js';
 import { declareTopology, type TopologyNames, topologyNames } from '../../libs/topology/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from './broker.js';
 
@@ -56,7 +57,9 @@ export async function startHarness(options: {
   allowPrivateTargets?: boolean;
   httpClient?: 'undici' | 'got';
   /** Runs a retry watch beside the dispatcher, as the program does. */
-  retryWatch?: { overdueAfterMs: number; checkEveryMs?: number };
+  retryWatch?: Partial<RetryWatchOptions> & { overdueAfterMs: number };
+  /** Records every settled delivery on the deliveries stream, as the program does with DELIVERY_LOG=on. */
+  deliveryLog?: boolean;
 }): Promise<Harness> {
   const prefix = uniquePrefix(options.name);
   const retryDelaysMs = options.retryDelaysMs ?? [];
@@ -71,16 +74,24 @@ export async function startHarness(options: {
   const merchantsFile = writeMerchantsFile(options.merchants);
   const merchants = new FileMerchantDirectory(merchantsFile, logger);
   // Test merchants listen on loopback, which production refuses (see ssrf.test.ts).
-  const clientOptions = { allowPrivateTargets: options.allowPrivateTargets ?? true };
+  const clientOptions = { allowPrivateTargets: options.allowPrivateTargets ?? true, responseBodyBytes: options.deliveryLog ? 1024 : 0 };
   const http = options.httpClient === 'got' ? createGotClient(clientOptions) : createUndiciClient(clientOptions);
   const names = topologyNames(prefix);
   let retryWatch: RetryWatch | undefined;
   if (options.retryWatch) {
-    retryWatch = new RetryWatch(broker, names.retries, logger, { dispatch: names.dispatch, ...options.retryWatch });
+    retryWatch = new RetryWatch(broker, names.retries, logger, {
+      dispatch: names.dispatch,
+      tierDelaysMs: Object.fromEntries(retryDelaysMs.map((delay, tier) => [names.retry(tier), delay])),
+      ...options.retryWatch,
+    });
     await retryWatch.start();
+    // As the program does: deliveries only once the journal is read up to date.
+    await retryWatch.waitUntilCaughtUp(10_000);
   }
+  const deliveryLog = options.deliveryLog ? new DeliveryRecorder(broker, logger, { prefix }) : undefined;
+  await deliveryLog?.start();
   const dispatcher = new Dispatcher(
-    { broker, merchants, http, logger, retryWatch },
+    { broker, merchants, http, logger, retryWatch, deliveryLog },
     {
       prefix,
       retryDelaysMs,
@@ -106,6 +117,7 @@ export async function startHarness(options: {
     test,
     async close() {
       await dispatcher.stop();
+      await deliveryLog?.stop();
       await retryWatch?.stop();
       await broker.close();
       http.close();

@@ -27,3 +27,13 @@ export function startProgram(script: string, env: Record<string, string>, args: 
 export async function runProgram(script: string, env: Record<string, string>, args: string[] = []): Promise<Finished> {
   return startProgram(script, env, args).finished;
 }
+
+/** The program's end, or undefined if it is still running after `ms` (the caller kills it). */
+export async function finishedWithin(program: { finished: Promise<Finished> }, ms: number): Promise<Finished | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([program.finished, new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

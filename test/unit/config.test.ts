@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
 import { loadApiConfig } from '../../apps/api/config.js';
 import { ConfigError, formatDuration, parseDuration } from '../../libs/config/index.js';
@@ -69,10 +70,21 @@ describe('dispatcher configuration', () => {
 
   it('takes an empty RETRY_SCHEDULE as a single attempt', () => {
     expect(loadDispatcherConfig({ ...file, RETRY_SCHEDULE: '' }).RETRY_SCHEDULE).toEqual([]);
+    expect(loadDispatcherConfig({ ...file, RETRY_SCHEDULE: '  ' }).RETRY_SCHEDULE).toEqual([]);
   });
 
   it.each([
-    ['RETRY_SCHEDULE', '5s,soon', 'Invalid configuration: RETRY_SCHEDULE: "soon" is not a duration'],
+    ['1s,,2s', 'RETRY_SCHEDULE: delay 2 of 3 is empty (two commas in a row, or a comma at an end)'],
+    ['1s,2s,', 'RETRY_SCHEDULE: delay 3 of 3 is empty'],
+    ['0s', 'RETRY_SCHEDULE: delay 1 of 1 is zero ("0s"): every delay must be at least 1ms, because a zero delay retries at once'],
+    ['5s,0ms', 'RETRY_SCHEDULE: delay 2 of 2 is zero ("0ms")'],
+    ['5', 'RETRY_SCHEDULE: "5" is not a duration (delay 1 of 1): give a number and a unit among ms, s, m, h, d'],
+  ])('refuses RETRY_SCHEDULE=%j saying exactly which delay is wrong and why', (schedule, message) => {
+    expect(() => loadDispatcherConfig({ ...file, RETRY_SCHEDULE: schedule })).toThrow(message);
+  });
+
+  it.each([
+    ['RETRY_SCHEDULE', '5s,soon', 'Invalid configuration: RETRY_SCHEDULE: "soon" is not a duration (delay 2 of 2): give a number and a unit'],
     ['DELIVERY_TIMEOUT_MS', '0', 'Invalid configuration: DELIVERY_TIMEOUT_MS: "0" must be a whole number from 1 to 300000'],
     ['DELIVERY_TIMEOUT_MS', '10s', 'Invalid configuration: DELIVERY_TIMEOUT_MS: "10s" must be a whole number'],
     ['DISPATCH_CONCURRENCY', '-3', 'Invalid configuration: DISPATCH_CONCURRENCY: "-3" must be a whole number'],
@@ -98,7 +110,7 @@ describe('dispatcher configuration', () => {
 });
 
 describe('API configuration', () => {
-  const base = { MERCHANTS_FILE: 'merchants.json', AUTH_JWT_SECRET: 'x'.repeat(40) };
+  const base = { MERCHANTS_FILE: 'merchants.json', AUTH_JWT_SECRET: 'x'.repeat(40), DELIVERY_LOG: 'off' };
 
   it('reads RESEND_RATE_LIMIT as resends per minute with an optional burst', () => {
     expect(loadApiConfig(base).RESEND_RATE_LIMIT).toEqual({ perMinute: 60, burst: 20 });
@@ -110,7 +122,33 @@ describe('API configuration', () => {
     ['RESEND_RATE_LIMIT', '60/min', 'Invalid configuration: RESEND_RATE_LIMIT: "60/min" must be resends per minute'],
     ['RESEND_RATE_LIMIT', '0', 'Invalid configuration: RESEND_RATE_LIMIT: "0" must be resends per minute'],
     ['METRICS_PORT', '8080', 'Invalid configuration: METRICS_PORT: must differ from PORT'],
+    ['ADMIN_PORT', '8080', 'Invalid configuration: ADMIN_PORT: must differ from PORT and METRICS_PORT'],
   ])('refuses %s=%j with a message naming the variable', (variable, value, message) => {
     expect(() => loadApiConfig({ ...base, [variable]: value })).toThrow(message);
+  });
+});
+
+describe('.env.example', () => {
+  /** KEY=VALUE lines as a shell or docker --env-file reads them; comments and blank lines skipped. */
+  const example = Object.fromEntries(
+    readFileSync('.env.example', 'utf8')
+      .split('\n')
+      .filter((line) => /^[A-Z_]+=/.test(line))
+      .map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]),
+  );
+  // What a deployment must add to the example before either program starts outside development mode.
+  const env = { ...example, MERCHANTS_FILE: 'merchants.json', AUTH_JWT_SECRET: 'x'.repeat(40), DATABASE_URL: 'postgres://db.internal/webhooks' };
+
+  it('serves the API and the dispatcher on one host without both binding one port', () => {
+    const api = loadApiConfig(env);
+    const dispatcher = loadDispatcherConfig(env);
+    const apiPorts = [api.PORT, api.METRICS_PORT].filter((port) => port !== undefined);
+    expect(apiPorts).not.toContain(dispatcher.METRICS_PORT);
+  });
+
+  it('gives the defaults the README gives: the dispatcher\'s metrics on 9464, the API\'s on PORT 8080', () => {
+    expect(loadDispatcherConfig(env).METRICS_PORT).toBe(9464);
+    expect(loadApiConfig(env).METRICS_PORT).toBeUndefined();
+    expect(loadApiConfig(env).PORT).toBe(8080);
   });
 });

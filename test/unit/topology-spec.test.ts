@@ -61,6 +61,11 @@ describe('topologySpec', () => {
           kind: 'stream',
           arguments: { 'x-queue-type': 'stream', 'x-max-age': '7D', 'x-stream-max-segment-size-bytes': 8_000_000, 'x-initial-cluster-size': 3 },
         },
+        {
+          name: 'acme.retries.snapshots',
+          kind: 'stream',
+          arguments: { 'x-queue-type': 'stream', 'x-max-age': '7D', 'x-stream-max-segment-size-bytes': 8_000_000, 'x-initial-cluster-size': 3 },
+        },
       ],
       binding: { source: 'acme.events', destination: 'acme.dispatch', routingKey: '#' },
     });
@@ -74,12 +79,13 @@ describe('topologySpec', () => {
       ['acme.failed', 2],
       ['acme.invalid', 5],
       ['acme.retries', 2],
+      ['acme.retries.snapshots', 2],
     ]);
   });
 
   it('has no retry queues when the schedule is empty', () => {
     const spec = topologySpec({ prefix: 'acme', retryDelaysMs: [], failedRetention: '1D' });
-    expect(spec.queues.map((q) => q.name)).toEqual(['acme.dispatch', 'acme.failed', 'acme.invalid', 'acme.retries']);
+    expect(spec.queues.map((q) => q.name)).toEqual(['acme.dispatch', 'acme.failed', 'acme.invalid', 'acme.retries', 'acme.retries.snapshots']);
   });
 
   it('keeps equal delays as separate tiers, in schedule order', () => {

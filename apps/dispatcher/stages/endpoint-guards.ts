@@ -12,6 +12,12 @@ export interface EndpointGuardOptions {
    * instead of waiting for a slot; for a fast one they wait, since a slot frees in moments.
    */
   slowAfterMs?: number;
+  /**
+   * Endpoints remembered at most, besides those with deliveries in flight or waiting: past it the
+   * least recently used idle ones are forgotten, closed circuits before open ones. A forgotten
+   * endpoint starts again closed, which for an idle closed one is what it was anyway.
+   */
+  maxEndpoints?: number;
   now?: () => number;
 }
 
@@ -48,13 +54,21 @@ interface EndpointState {
  * take the dispatcher's connections and prefetch slots from the others.
  */
 export class EndpointGuards {
+  /** In order of last use, the least recent first (a Map keeps insertion order; a use re-inserts). */
   private readonly endpoints = new Map<string, EndpointState>();
   private readonly now: () => number;
   private readonly slowAfterMs: number;
+  private readonly maxEndpoints: number;
 
   constructor(private readonly options: EndpointGuardOptions) {
     this.now = options.now ?? Date.now;
     this.slowAfterMs = options.slowAfterMs ?? 100;
+    this.maxEndpoints = options.maxEndpoints ?? 10_000;
+  }
+
+  /** Endpoints remembered now. */
+  get size(): number {
+    return this.endpoints.size;
   }
 
   /**
@@ -67,11 +81,12 @@ export class EndpointGuards {
     request: { merchantId: string; canDefer: boolean; force: boolean },
     stopped: () => boolean,
   ): Promise<Admission | undefined> {
-    const state = this.state(endpoint);
-    if (state.merchants.size < 20) state.merchants.add(request.merchantId);
     const { canDefer } = request;
     for (;;) {
       if (stopped()) return undefined;
+      // Looked up again after each wait: an idle endpoint may have been pruned meanwhile.
+      const state = this.state(endpoint);
+      if (state.merchants.size < 20) state.merchants.add(request.merchantId);
       if (state.openUntil > 0 && !request.force) {
         if (this.now() < state.openUntil || state.probing) {
           const retryInMs = state.probing ? state.cooldownMs : state.openUntil - this.now();
@@ -152,7 +167,11 @@ export class EndpointGuards {
 
   private state(endpoint: string): EndpointState {
     let state = this.endpoints.get(endpoint);
-    if (!state) {
+    if (state) {
+      this.endpoints.delete(endpoint);
+      this.endpoints.set(endpoint, state);
+    } else {
+      if (this.endpoints.size >= this.maxEndpoints) this.prune();
       state = {
         started: [],
         failures: 0,
@@ -166,6 +185,22 @@ export class EndpointGuards {
       this.endpoints.set(endpoint, state);
     }
     return state;
+  }
+
+  /**
+   * Forgets the least recently used idle endpoints down to 90% of the bound (so that pruning runs
+   * once per tenth of the bound, not on every new URL): closed circuits first, then open ones if
+   * the closed were not enough. Busy endpoints (in flight, waiting, probing) are never forgotten.
+   */
+  private prune(): void {
+    const target = Math.floor(this.maxEndpoints * 0.9);
+    for (const closedOnly of [true, false]) {
+      for (const [endpoint, state] of this.endpoints) {
+        if (this.endpoints.size <= target) return;
+        const idle = state.started.length === 0 && state.waiters.length === 0 && !state.probing;
+        if (idle && (!closedOnly || state.openUntil === 0)) this.endpoints.delete(endpoint);
+      }
+    }
   }
 }
 

@@ -3,12 +3,15 @@ import type { ConsumeMessage } from 'amqplib';
 import {
   type EventName,
   HEADERS,
+  isEventName,
+  isWellFormedWebhookId,
   REFERENCE_FIELDS,
   rawMember,
   referencesOf,
   upstreamMessageSchema,
-} from '../../libs/contracts/index.js';
-import { InvalidMessageError } from './errors.js';
+  WEBHOOK_ID_RULE,
+} from '../../../libs/contracts/index.js';
+import { InvalidMessageError } from '../errors.js';
 
 /** What the dispatcher needs from one message on `dispatch`, validated. */
 export interface IntakeEvent {
@@ -54,7 +57,7 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
   if (messageId !== undefined && messageId !== null && messageId !== '' && !isWellFormedWebhookId(messageId)) {
     throw new InvalidMessageError(
       'invalid-message-id',
-      'messageId must be printable ASCII without spaces, at most 200 characters: it is sent as the webhook-id header',
+      `messageId must be ${WEBHOOK_ID_RULE}`,
     );
   }
   let text: string;
@@ -65,13 +68,7 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
   } catch (err) {
     throw new InvalidMessageError('not-json', `body is not UTF-8 JSON (${(err as Error).message})`);
   }
-  const parsed = upstreamMessageSchema.safeParse(json);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    const where = issue.path.join('.') || 'body';
-    throw new InvalidMessageError('invalid-envelope', `${where}: ${issue.message}`);
-  }
-  const { merchantId, event, data } = parsed.data;
+  const { merchantId, event, data } = envelopeOf(json);
   const references = referencesOf(event, data);
   if (references.length === 0) {
     const fields = REFERENCE_FIELDS[event].map((f) => `data.${f}`).join(' or ');
@@ -107,9 +104,29 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
   };
 }
 
-/** Sent as the webhook-id header and signed: no byte that HTTP or a merchant's parser could mangle. */
-function isWellFormedWebhookId(value: unknown): boolean {
-  return typeof value === 'string' && value.length <= 200 && /^[\x21-\x7e]+$/.test(value);
+/**
+ * The envelope, checked by hand for the shape nearly every message has (the schema's own rules:
+ * merchantId a string of 1 to 200, a known event, data an object), and by the schema when that
+ * check fails, for its error. Per delivery the schema costs more than the rest of intake together.
+ */
+function envelopeOf(json: unknown): { merchantId: string; event: EventName; data: Record<string, unknown> } {
+  if (typeof json === 'object' && json !== null && !Array.isArray(json)) {
+    const { merchantId, event, data } = json as Record<string, unknown>;
+    if (
+      typeof merchantId === 'string' && merchantId.length >= 1 && merchantId.length <= 200 &&
+      isEventName(event) &&
+      typeof data === 'object' && data !== null && !Array.isArray(data) && Object.getPrototypeOf(data) === Object.prototype
+    ) {
+      return { merchantId, event, data: data as Record<string, unknown> };
+    }
+  }
+  const parsed = upstreamMessageSchema.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const where = issue.path.join('.') || 'body';
+    throw new InvalidMessageError('invalid-envelope', `${where}: ${issue.message}`);
+  }
+  return parsed.data;
 }
 
 function count(value: unknown): number {
@@ -128,4 +145,27 @@ export function webhookIdOf(message: ConsumeMessage): string {
   const id = message.properties.messageId;
   if (typeof id === 'string' && id.length > 0) return id;
   return `msg_${createHash('sha256').update(message.content).digest('hex').slice(0, 32)}`;
+}
+
+/** One wait a copy ends: its key in the retries journal, and this copy's id. */
+export interface Wait {
+  key: string;
+  copyId: string | undefined;
+}
+
+/**
+ * The wait a message ends, if it is one of several possible copies: back from a retry tier or
+ * the retry watch (its scheduleId), or resent from `failed` (the entry it was resent from).
+ * Never on upstream's messages.
+ */
+export function waitOf(message: ConsumeMessage, upstreamExchange: string): Wait | undefined {
+  if (message.fields.exchange === upstreamExchange) return undefined;
+  const headers = message.properties.headers;
+  if (!headers) return undefined;
+  const copyId = typeof headers[HEADERS.copyId] === 'string' && headers[HEADERS.copyId] !== '' ? (headers[HEADERS.copyId] as string) : undefined;
+  const scheduleId = headers[HEADERS.scheduleId];
+  if (typeof scheduleId === 'string' && scheduleId.length > 0) return { key: scheduleId, copyId };
+  const resentFrom = headers[HEADERS.resentFromOffset];
+  if (typeof resentFrom === 'number' && Number.isSafeInteger(resentFrom) && resentFrom >= 0) return { key: `resend:${resentFrom}`, copyId };
+  return undefined;
 }

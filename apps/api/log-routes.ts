@@ -1,0 +1,171 @@
+import { z } from 'zod';
+import { EVENT_NAMES, merchantIdSchema } from '../../libs/contracts/index.js';
+import { OUTCOMES, WEBHOOK_STATUSES } from '../../libs/delivery-log/index.js';
+import type { RouteDeclaration } from './routes.js';
+import { envelope } from './schemas.js';
+
+/** The delivery log's routes: the merchant's own under /nucleus, any merchant's under /admin. */
+
+const time = z.iso.datetime({ offset: true });
+const when = z.string().nullable();
+
+export const listQuery = z.strictObject({
+  reference: z.string().min(1).max(200).optional().describe('Only webhooks carrying this reference (a refund: its refundRef or tnxRef)'),
+  event: z.enum(EVENT_NAMES).optional(),
+  status: z.enum(WEBHOOK_STATUSES).optional().describe('The webhook status: its latest record\'s outcome'),
+  since: time.optional().describe('First seen at or after this time (ISO 8601)'),
+  until: time.optional().describe('First seen before this time (ISO 8601)'),
+  limit: z.coerce.number().int().min(1).max(100).default(50),
+  cursor: z.string().max(500).optional().describe('nextCursor of the previous page'),
+});
+
+export const feedQuery = z.strictObject({
+  after: z
+    .string()
+    .regex(/^\d{1,19}$/)
+    .optional()
+    .describe('The cursor of the last event already seen (the previous page\'s nextCursor); absent: from the oldest event kept'),
+  limit: z.coerce.number().int().min(1).max(500).default(100),
+});
+
+export const webhookIdParams = z.strictObject({ webhookId: z.string().min(1).max(200) });
+const adminWebhookParams = z.strictObject({ merchantId: merchantIdSchema, webhookId: z.string().min(1).max(200) });
+const adminParams = z.strictObject({ merchantId: merchantIdSchema });
+
+export const webhookSummary = z.strictObject({
+  webhookId: z.string(),
+  event: z.string(),
+  references: z.array(z.string()),
+  status: z.enum(WEBHOOK_STATUSES),
+  attempts: z.number().int().min(0).describe('HTTP attempts made so far'),
+  firstSeenAt: z.string(),
+  firstAttemptAt: when,
+  lastAttemptAt: when,
+  lastHttpStatus: z.number().int().nullable(),
+  lastError: z.string().nullable(),
+  nextAttemptAt: when.describe('When retrying: when the next attempt is due'),
+});
+
+export const deliveryRecordView = z.strictObject({
+  at: z.string(),
+  outcome: z.enum(OUTCOMES),
+  attemptNumber: z.number().int(),
+  startedAt: when.describe('null: no attempt was made (see reason)'),
+  durationMs: z.number().int().nullable(),
+  httpStatus: z.number().int().nullable(),
+  error: z.string().nullable(),
+  responseBody: z.string().nullable().describe('The first DELIVERY_LOG_RESPONSE_BYTES bytes of the answer'),
+  reason: z.string().nullable().describe('Why no attempt was made (circuit-open, deferred, webhook-disabled, ...) or why it failed'),
+  nextAttemptAt: when,
+});
+
+export const webhookDetail = webhookSummary.extend({
+  payload: z.unknown().describe('The body sent: {"event": ..., "data": ...}'),
+  records: z.array(deliveryRecordView).describe('Every record, oldest first: each attempt, and each time none was made'),
+});
+
+export const feedEvent = z.strictObject({
+  cursor: z.string().describe('Pass as after= to continue past this event'),
+  webhookId: z.string(),
+  event: z.string(),
+  references: z.array(z.string()),
+  firstSeenAt: z.string(),
+  status: z.enum(WEBHOOK_STATUSES),
+  payload: z.unknown(),
+});
+
+const LOG_ERRORS = {
+  '400': 'invalid_parameter: a query parameter is malformed (the message names it); unknown_parameter',
+  '401': 'missing_credentials, invalid_credentials, token_expired',
+  '403': 'merchant_mismatch (merchant routes); insufficient_scope (admin routes)',
+  '503': 'log_unavailable: PostgreSQL is unreachable; retry after Retry-After. log_disabled: DELIVERY_LOG=off here. auth_unavailable',
+};
+const NOT_FOUND = { '404': 'webhook_not_found: no such webhook for this merchant (or not recorded yet: the log may be behind)' };
+
+const list = envelope(z.strictObject({ webhooks: z.array(webhookSummary), nextCursor: z.string().nullable() }));
+const detail = envelope(webhookDetail);
+const feed = envelope(
+  z.strictObject({
+    events: z.array(feedEvent),
+    nextCursor: z.string().describe('Pass as after= for the next page; the same cursor again when there was nothing new'),
+  }),
+);
+
+const MERCHANT_AUTH = [{ merchantPublicKey: [], accessToken: [] }] as const;
+const ADMIN_AUTH = [{ adminToken: [] }] as const;
+
+const LIST_TEXT =
+  'Newest first. Status is the latest record\'s outcome: delivered, retrying (also while postponed or deferred), failed ' +
+  '(attempts exhausted, circuit open past the schedule, disabled since, or parked invalid) or skipped (not sent: webhook ' +
+  'disabled or not subscribed to the event). The log is written from a stream and may be a few seconds behind.';
+const FEED_TEXT =
+  'Every event for the merchant in one stable order (the order the log recorded them), with its payload and the ' +
+  'webhook-id it was, or would have been, sent with: skipped events are here too. Store nextCursor; calling again with ' +
+  'after=<nextCursor> returns only what came after, so a merchant catching up after an outage misses nothing.';
+
+export const LOG_ROUTES = [
+  {
+    operationId: 'listWebhooks',
+    method: 'get',
+    path: '/nucleus/webhooks',
+    summary: "The merchant's webhooks and what happened to each",
+    description: LIST_TEXT,
+    security: MERCHANT_AUTH,
+    input: { query: listQuery },
+    output: { '200': { description: 'A page of webhooks', schema: list } },
+    errors: LOG_ERRORS,
+  },
+  {
+    operationId: 'getWebhook',
+    method: 'get',
+    path: '/nucleus/webhooks/{webhookId}',
+    summary: 'One webhook with its payload and every attempt',
+    security: MERCHANT_AUTH,
+    input: { params: webhookIdParams },
+    output: { '200': { description: 'The webhook', schema: detail } },
+    errors: { ...LOG_ERRORS, ...NOT_FOUND },
+  },
+  {
+    operationId: 'listEvents',
+    method: 'get',
+    path: '/nucleus/events',
+    summary: 'The feed: every event for the merchant, to reconcile',
+    description: FEED_TEXT,
+    security: MERCHANT_AUTH,
+    input: { query: feedQuery },
+    output: { '200': { description: 'A page of the feed', schema: feed } },
+    errors: LOG_ERRORS,
+  },
+  {
+    operationId: 'adminListWebhooks',
+    method: 'get',
+    path: '/admin/merchants/{merchantId}/webhooks',
+    summary: "Any merchant's webhooks (operators)",
+    description: LIST_TEXT,
+    security: ADMIN_AUTH,
+    input: { params: adminParams, query: listQuery },
+    output: { '200': { description: 'A page of webhooks', schema: list } },
+    errors: LOG_ERRORS,
+  },
+  {
+    operationId: 'adminGetWebhook',
+    method: 'get',
+    path: '/admin/merchants/{merchantId}/webhooks/{webhookId}',
+    summary: "Any merchant's webhook with every attempt (operators)",
+    security: ADMIN_AUTH,
+    input: { params: adminWebhookParams },
+    output: { '200': { description: 'The webhook', schema: detail } },
+    errors: { ...LOG_ERRORS, ...NOT_FOUND },
+  },
+  {
+    operationId: 'adminListEvents',
+    method: 'get',
+    path: '/admin/merchants/{merchantId}/events',
+    summary: "Any merchant's feed (operators)",
+    description: FEED_TEXT,
+    security: ADMIN_AUTH,
+    input: { params: adminParams, query: feedQuery },
+    output: { '200': { description: 'A page of the feed', schema: feed } },
+    errors: LOG_ERRORS,
+  },
+] as const satisfies readonly RouteDeclaration[];

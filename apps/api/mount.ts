@@ -1,0 +1,67 @@
+import type { NextFunction, Request, Response, Router } from 'express';
+import type { z } from 'zod';
+import { ApiError, badRequest } from './errors.js';
+import { type OperationId, ROUTES, route as routeOf, type RouteDeclaration } from './routes.js';
+
+export interface Parsed {
+  params: Record<string, unknown>;
+  query: Record<string, unknown>;
+}
+
+type Handler = (req: Request, res: Response, input: Parsed) => Promise<void> | void;
+
+/** `/admin/merchants/{merchantId}` → `/merchants/:merchantId` for a router mounted at `/admin`. */
+function expressPath(template: string, base: string): string {
+  return template.slice(base.length).replace(/\{([^}]+)\}/g, ':$1');
+}
+
+/** The first problem with a parameter, in the envelope: the code says which kind, the message which one. */
+function parse(schema: z.ZodObject | undefined, value: unknown, where: 'path' | 'query'): Record<string, unknown> {
+  if (!schema) return {};
+  const result = schema.safeParse(value ?? {});
+  if (result.success) return result.data as Record<string, unknown>;
+  const issue = result.error.issues[0]!;
+  if (issue.code === 'unrecognized_keys') {
+    throw badRequest('unknown_parameter', `Unknown query parameter: ${String(issue.keys[0]).slice(0, 50)}`);
+  }
+  const name = String(issue.path[0] ?? where);
+  if (name === 'merchantId') {
+    throw badRequest('invalid_merchant_id', 'The merchant id must be 1 to 200 letters, digits, ".", "_", ":" or "-", starting with a letter or digit');
+  }
+  const given = (value as Record<string, unknown>)?.[name];
+  if (Array.isArray(given)) throw badRequest('invalid_parameter', `Give the ${name} parameter once`);
+  throw badRequest('invalid_parameter', `The ${name} ${where === 'path' ? 'path segment' : 'query parameter'} is not valid: ${issue.message}`);
+}
+
+/**
+ * Mounts the handler of a declared route: its path and input schemas come from the route table.
+ * `ownQuery`: the handler reads the query itself (the resend route keeps its historical codes:
+ * missing_reference, invalid_reference).
+ */
+export function mount(router: Router, operationId: OperationId, handler: Handler, base = '', ownQuery = false): void {
+  const declared = routeOf(operationId);
+  router[declared.method](expressPath(declared.path, base), async (req: Request, res: Response, next: NextFunction) => {
+    try {
+      const params = parse(declared.input?.params, req.params, 'path');
+      const query = ownQuery ? {} : parse(declared.input?.query, req.query, 'query');
+      await handler(req, res, { params, query });
+    } catch (err) {
+      next(err);
+    }
+  });
+}
+
+/** Any other method on a declared path answers 405 naming the ones that exist. */
+export function methodsNotAllowed(router: Router, base = '', only?: (route: RouteDeclaration) => boolean): void {
+  const byPath = new Map<string, string[]>();
+  for (const declared of ROUTES as readonly RouteDeclaration[]) {
+    if (!declared.path.startsWith(base) || (only && !only(declared))) continue;
+    byPath.set(declared.path, [...(byPath.get(declared.path) ?? []), declared.method.toUpperCase()]);
+  }
+  for (const [path, methods] of byPath) {
+    const allow = methods.join(', ');
+    router.all(expressPath(path, base), (_req, _res, next) => {
+      next(new ApiError(405, 'method_not_allowed', `Use ${allow} for this endpoint`, { allow }));
+    });
+  }
+}

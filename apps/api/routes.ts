@@ -1,0 +1,228 @@
+import { z } from 'zod';
+import { merchantIdSchema } from '../../libs/contracts/index.js';
+import { merchantInputSchema, merchantPatchSchema, rotateInputSchema } from '../../libs/merchants/index.js';
+import { envelope, merchantView, readiness, rotated } from './schemas.js';
+import { LOG_ROUTES } from './log-routes.js';
+
+/**
+ * One declaration per route: method, path, input, output and errors. Express mounts handlers by
+ * operationId (mount.ts parses params and query with these schemas), and openapi.ts makes the
+ * OpenAPI document from this table, so neither can drift from the other.
+ */
+export interface RouteDeclaration {
+  operationId: string;
+  method: 'get' | 'post' | 'put' | 'patch';
+  /** OpenAPI template: `/admin/merchants/{merchantId}`. */
+  path: string;
+  summary: string;
+  description?: string;
+  security?: ReadonlyArray<Record<string, readonly string[]>>;
+  input?: {
+    params?: z.ZodObject;
+    query?: z.ZodObject;
+    body?: z.ZodType;
+    bodyRequired?: boolean;
+    bodyMediaTypes?: readonly string[];
+    /** Header parameters, as OpenAPI parameter objects. */
+    headers?: readonly object[];
+  };
+  /** Successful answers by status: the whole body's schema, or a media type that is not JSON. */
+  output: Record<string, { description: string; schema?: z.ZodType; mediaType?: string }>;
+  /** Error answers by status, in the envelope; the description names the codes. */
+  errors: Record<string, string>;
+}
+
+export const MERCHANT_AUTH = [{ merchantPublicKey: [], accessToken: [] }] as const;
+export const ADMIN_AUTH = [{ adminToken: [] }] as const;
+
+export const merchantIdParams = z.strictObject({ merchantId: merchantIdSchema });
+
+const ADMIN_ERRORS = {
+  '400':
+    'invalid_merchant_id; invalid_settings: the message names the field and what it allows ("publicKey is required"); ' +
+    'invalid_body; invalid_idempotency_key',
+  '401': 'missing_credentials, invalid_credentials, token_expired',
+  '403': "insufficient_scope: the token lacks webhooks:admin (a merchant's token)",
+  '405': 'method_not_allowed',
+  '413': 'Request body too large',
+  '503': 'service_unavailable: the broker or the merchant directory is not available yet; auth_unavailable',
+};
+const IDEMPOTENCY_ERRORS = { '422': 'idempotency_key_reused: this Idempotency-Key was used within 24 h for a different request' };
+const READ_ONLY_OR_KEY = 'public_key_taken: another merchant has this public key; directory_read_only: MERCHANT_DIRECTORY=file';
+
+/** Admin writes: a repeat of the key within 24 h, on any replica, gets the first answer again. */
+const idempotencyKeyHeader = {
+  name: 'Idempotency-Key',
+  in: 'header',
+  required: false,
+  description:
+    'Makes the write safe to repeat (a timeout, a 503, a double click): the same key within 24 hours gets the first ' +
+    'answer again, secret included, from any replica and after restarts, and changes nothing; that answer carries ' +
+    'Idempotent-Replayed: true. The same key with a different request answers 422 idempotency_key_reused. Use a new ' +
+    'UUID per intended change.',
+  schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7e]+$' },
+} as const;
+
+const merchantAnswer = (description: string) => ({ description, schema: envelope(merchantView) });
+
+export const referenceSchema = z
+  .string()
+  .min(1)
+  .max(200)
+  .regex(/^[^\u0000-\u001f\u007f-\u009f]+$/)
+  .describe(
+    'The reference used when initiating the transaction (tx_ref), URL-encoded: 1 to 200 characters, any except ' +
+      'control characters; the same set the service accepts from upstream, so every failed webhook can be resent.',
+  );
+
+export const ROUTES = [
+  {
+    operationId: 'resendWebhook',
+    method: 'post',
+    path: '/nucleus/tnx/webhook',
+    summary: 'Resend the failed webhook(s) of a transaction reference',
+    description:
+      "Finds the caller's unresolved failed webhooks for the reference (a refund is found by refundRef or tnxRef), " +
+      'sends them again with their original webhook-id, and marks them resolved. If delivery fails again they return ' +
+      'to the failed queue and can be resent again. No request body is needed; a JSON body is ignored.',
+    security: MERCHANT_AUTH,
+    input: { query: z.strictObject({ reference: referenceSchema }) },
+    output: {
+      '200': { description: 'The webhook was sent again', schema: envelope(z.null(), z.string().regex(/^webhook sent for reference .+$/)) },
+    },
+    errors: {
+      '400': 'Missing, repeated or malformed reference; unknown parameter; body that is not JSON',
+      '401': 'Missing or invalid public key or access token, or an expired token',
+      '403': 'The token and the public key name different merchants',
+      '404':
+        'not_found: no unresolved failed webhook for this merchant and reference: none failed, or it was already resent ' +
+        '(a resend whose outcome was unknown and that was delivered ends here too).',
+      '409':
+        "webhook_disabled: the merchant's webhook is disabled or not set up; the failed entry stays and can be resent once it is enabled. " +
+        "event_not_subscribed: the webhook's events no longer include the failed webhook's event; the entry stays and can be resent " +
+        'once the event is added back. resend_in_progress: another request (on this or another replica) is resending this ' +
+        'reference, or an earlier resend answered 503 resend_outcome_unknown and its copy may still be delivered; resending now ' +
+        "could deliver twice, so wait for Retry-After (the rest of that resend's 30 s claim), then a resend answers 404 if it " +
+        'was delivered or 200 if it never left. Of two concurrent resends of one reference, one answers 200 and the other 409 ' +
+        '(or 404 if the first had already finished); the webhook is delivered once.',
+      '413': 'Request body too large',
+      '429': 'Rate limited; see Retry-After',
+      '431': 'Request headers too large',
+      '503':
+        'service_unavailable: broker unavailable or slow to confirm (flow control) before anything was resent, or the failed ' +
+        'queue index not ready; retry after Retry-After. resend_outcome_unknown: the copy was published but the broker did not ' +
+        "confirm it in time; it may still be delivered, so the resend keeps its claim: Retry-After is that claim's lease, and " +
+        "a resend before then answers 409 resend_in_progress. auth_unavailable: the auth service's keys could not be fetched.",
+    },
+  },
+  ...LOG_ROUTES,
+  {
+    operationId: 'getMerchant',
+    method: 'get',
+    path: '/admin/merchants/{merchantId}',
+    summary: "A merchant's webhook settings (never the secret)",
+    security: ADMIN_AUTH,
+    input: { params: merchantIdParams },
+    output: { '200': merchantAnswer("The merchant's settings") },
+    errors: { ...ADMIN_ERRORS, '404': 'merchant_not_found' },
+  },
+  {
+    operationId: 'putMerchant',
+    method: 'put',
+    path: '/admin/merchants/{merchantId}',
+    summary: "Create or replace a merchant's settings",
+    description:
+      "Creates the merchant or replaces its public key and webhook. The webhook secret is the service's: a webhook set up " +
+      'for the first time gets a new whsec_ secret, returned in this answer only (webhook.secret); later PUTs keep it. ' +
+      'The URL must be https (http only in development mode), carry no credentials, and not be a loopback, private or ' +
+      'link-local address literal. Leaving out webhook removes it (webhooks not set up); leaving out events means all three.',
+    security: ADMIN_AUTH,
+    input: { params: merchantIdParams, headers: [idempotencyKeyHeader], body: merchantInputSchema, bodyRequired: true },
+    output: {
+      '200': merchantAnswer('Updated'),
+      '201': merchantAnswer('Created; webhook.secret is shown this once (and again to a repeat of its Idempotency-Key)'),
+    },
+    errors: { ...ADMIN_ERRORS, '409': READ_ONLY_OR_KEY, ...IDEMPOTENCY_ERRORS },
+  },
+  {
+    operationId: 'patchMerchant',
+    method: 'patch',
+    path: '/admin/merchants/{merchantId}',
+    summary: 'Change only the settings the body names',
+    description:
+      'A JSON merge patch (RFC 7396) of the settings: fields left out stay as they are. {"webhook":{"enabled":false}} ' +
+      'disables the webhook and keeps its URL, events and secret; "events": null goes back to every event; ' +
+      '"webhook": null removes the webhook. A merchant without a webhook needs webhook.url to get one; it is then ' +
+      'enabled unless the patch says otherwise, and its new secret is returned in this answer only.',
+    security: ADMIN_AUTH,
+    input: {
+      params: merchantIdParams,
+      headers: [idempotencyKeyHeader],
+      body: merchantPatchSchema,
+      bodyRequired: true,
+      bodyMediaTypes: ['application/json', 'application/merge-patch+json'],
+    },
+    output: { '200': merchantAnswer('Changed; webhook.secret only when this patch set the webhook up') },
+    errors: { ...ADMIN_ERRORS, '404': 'merchant_not_found: PUT creates merchants', '409': READ_ONLY_OR_KEY, ...IDEMPOTENCY_ERRORS },
+  },
+  {
+    operationId: 'rotateWebhookSecret',
+    method: 'post',
+    path: '/admin/merchants/{merchantId}/webhook/secret/rotate',
+    summary: 'Rotate the webhook secret, signing with both secrets during a grace period',
+    description:
+      'Returns the new secret (this once, and again to a repeat of its Idempotency-Key). The secret it replaces keeps ' +
+      'signing until previousSecretExpiresAt, and every older secret still in its grace keeps signing until its own ' +
+      "expiry: each webhook carries one signature per secret in webhook-signature, so the merchant's check passes " +
+      'with any of them. At most 3 old secrets sign at once; graceSeconds 0 replaces the current secret at once.',
+    security: ADMIN_AUTH,
+    input: { params: merchantIdParams, headers: [idempotencyKeyHeader], body: rotateInputSchema, bodyRequired: false },
+    output: { '200': { description: 'Rotated', schema: envelope(rotated) } },
+    errors: {
+      ...ADMIN_ERRORS,
+      '404': 'merchant_not_found',
+      '409':
+        'webhook_not_set_up: PUT a webhook first; too_many_secrets: 3 old secrets are still in their grace (rotate later, ' +
+        'or with graceSeconds 0); directory_read_only: MERCHANT_DIRECTORY=file',
+      ...IDEMPOTENCY_ERRORS,
+    },
+  },
+  {
+    operationId: 'health',
+    method: 'get',
+    path: '/healthz',
+    summary: 'Liveness',
+    output: { '200': { description: 'The process is up', schema: z.looseObject({ status: z.literal('ok') }) } },
+    errors: {},
+  },
+  {
+    operationId: 'ready',
+    method: 'get',
+    path: '/readyz',
+    summary: 'Readiness: broker connected, failed index caught up; how far behind the delivery log is',
+    output: { '200': { description: 'Ready', schema: readiness }, '503': { description: 'Not ready', schema: readiness } },
+    errors: {},
+  },
+  {
+    operationId: 'metrics',
+    method: 'get',
+    path: '/metrics',
+    summary: 'Prometheus metrics (text exposition format)',
+    output: { '200': { description: 'Metrics', mediaType: 'text/plain' } },
+    errors: {},
+  },
+  {
+    operationId: 'openapi',
+    method: 'get',
+    path: '/openapi.json',
+    summary: 'This document',
+    output: { '200': { description: 'OpenAPI 3.1 document', schema: z.looseObject({}) } },
+    errors: {},
+  },
+] as const satisfies readonly RouteDeclaration[];
+
+export type OperationId = (typeof ROUTES)[number]['operationId'];
+
+export function route(operationId: OperationId): RouteDeclaration {
+  return ROUTES.find((r) => r.operationId === operationId)!;
+}

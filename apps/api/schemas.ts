@@ -1,0 +1,61 @@
+import { z } from 'zod';
+import { EVENT_NAMES } from '../../libs/contracts/index.js';
+import { ERROR_CODES } from './errors.js';
+
+/** Zod schemas of what the API answers; the route table uses them and the OpenAPI document is made from them. */
+
+/** A success in the envelope: `data` holds what the operation returns. */
+export const envelope = <T extends z.ZodType>(data: T, message: z.ZodString = z.string()) =>
+  z.strictObject({ message, error: z.null(), data });
+
+export const errorEnvelope = z
+  .strictObject({
+    message: z.string(),
+    error: z.strictObject({ code: z.enum(ERROR_CODES), status: z.number().int() }),
+    data: z.null(),
+  });
+
+const eventName = z.enum(EVENT_NAMES);
+
+export const merchantView = z
+  .strictObject({
+    id: z.string(),
+    publicKey: z.string(),
+    webhook: z.union([
+      z.null(),
+      z.strictObject({
+        url: z.string(),
+        enabled: z.boolean(),
+        events: z.array(eventName),
+        previousSecretExpiresAt: z
+          .string()
+          .nullable()
+          .describe('ISO 8601 time the last previous secret stops signing; null when none is in its grace period'),
+        previousSecrets: z
+          .array(z.strictObject({ expiresAt: z.string() }))
+          .max(3)
+          .describe('Each previous secret still signing, the latest expiry first (never the secret itself)'),
+        secret: z.string().regex(/^whsec_/).optional().describe('Only in the answer that created the webhook'),
+      }),
+    ]),
+  });
+
+export const rotated = z.strictObject({
+  secret: z.string().regex(/^whsec_/),
+  previousSecretExpiresAt: z.string().nullable().describe('ISO 8601 time the replaced secret stops signing; null with graceSeconds 0'),
+});
+
+export const readiness = z
+  .looseObject({
+    status: z.enum(['ready', 'not ready']),
+    broker: z.enum(['connected', 'disconnected']),
+    index: z.enum(['caught up', 'replaying']),
+    merchants: z.enum(['caught up', 'replaying']).optional(),
+    unresolved: z.number().int().min(0),
+    deliveryLog: z
+      .strictObject({
+        database: z.enum(['up', 'unreachable', 'off']),
+        behindSeconds: z.number().int().min(0).nullable().describe('Seconds since the log last held every delivery record read'),
+      })
+      .optional(),
+  });

@@ -1,0 +1,62 @@
+import { BrokerUnavailableError } from '../../libs/broker/index.js';
+import { InvalidCursorError, LogUnavailableError } from '../../libs/delivery-store/index.js';
+import {
+  EventNotSubscribedError,
+  NothingToResendError,
+  ResendInProgressError,
+  ResendOutcomeUnknownError,
+} from '../../libs/failed/index.js';
+import type { Logger } from '../../libs/logger/index.js';
+import {
+  DirectoryNotReadyError,
+  IdempotencyKeyReusedError,
+  InvalidIdempotencyKeyError,
+  InvalidSettingsError,
+  MerchantNotFoundError,
+  PublicKeyTakenError,
+  TooManySecretsError,
+  WebhookNotSetUpError,
+} from '../../libs/merchants/index.js';
+import { ApiError, badRequest, notFound, resendInProgress, resendOutcomeUnknown, unavailable } from './errors.js';
+
+/**
+ * The one place a thrown error becomes an answer, for every route and both apps: domain errors
+ * by class (never by message), Express's own by their type, anything else a 500 that is logged.
+ */
+export function toApiError(err: unknown, logger: Logger): ApiError {
+  if (err instanceof ApiError) return err;
+  if (err instanceof NothingToResendError) return notFound('not_found', 'No failed webhook for this reference');
+  if (err instanceof ResendInProgressError) return resendInProgress(err.retryAfterMs);
+  if (err instanceof EventNotSubscribedError) {
+    return new ApiError(
+      409,
+      'event_not_subscribed',
+      `The webhook no longer receives ${err.events.join(', ')} events; add them to its events on the dashboard, then resend`,
+    );
+  }
+  if (err instanceof ResendOutcomeUnknownError) return resendOutcomeUnknown(err.holdMs);
+  if (err instanceof BrokerUnavailableError) return unavailable('The message broker is unavailable; try again shortly');
+  if (err instanceof LogUnavailableError) {
+    return new ApiError(503, 'log_unavailable', 'The delivery log database is unavailable; try again shortly', { 'retry-after': '5' });
+  }
+  if (err instanceof InvalidCursorError) return badRequest('invalid_parameter', err.message);
+  if (err instanceof InvalidSettingsError) return badRequest('invalid_settings', err.message);
+  if (err instanceof InvalidIdempotencyKeyError) return badRequest('invalid_idempotency_key', err.message);
+  if (err instanceof IdempotencyKeyReusedError) {
+    return new ApiError(422, 'idempotency_key_reused', 'This Idempotency-Key was used within the last 24 hours for a different request; use a new key');
+  }
+  if (err instanceof TooManySecretsError) return new ApiError(409, 'too_many_secrets', err.message);
+  if (err instanceof MerchantNotFoundError) return notFound('merchant_not_found', `No merchant ${err.merchantId}`);
+  if (err instanceof PublicKeyTakenError) return new ApiError(409, 'public_key_taken', 'Another merchant has this public key');
+  if (err instanceof WebhookNotSetUpError) return new ApiError(409, 'webhook_not_set_up', 'This merchant has no webhook; PUT one first');
+  if (err instanceof DirectoryNotReadyError) return unavailable('The merchant directory is still loading; try again shortly');
+  const status = (err as { status?: number; statusCode?: number })?.status ?? (err as { statusCode?: number })?.statusCode;
+  const type = (err as { type?: string })?.type;
+  if (type === 'entity.parse.failed') return new ApiError(400, 'invalid_body', 'The request body is not valid JSON');
+  if (type === 'entity.too.large') return new ApiError(413, 'body_too_large', 'The request body is too large');
+  if (typeof status === 'number' && status >= 400 && status < 500) {
+    return new ApiError(status, 'bad_request', 'The request could not be read');
+  }
+  logger.error('request failed', { error: (err as Error)?.message });
+  return new ApiError(500, 'internal_error', 'Something went wrong on our side');
+}

@@ -1,0 +1,123 @@
+import type { Command } from 'commander';
+import { WEBHOOK_STATUSES } from '../../libs/delivery-log/index.js';
+import { deliveryLogQueries, openPostgres, type WebhookDetail, type WebhookSummary } from '../../libs/delivery-store/index.js';
+import { merchantIdSchema } from '../../libs/contracts/index.js';
+import { action } from './command.js';
+import { type CliContext, type CliIo, writeLine } from './context.js';
+import { NothingMatchedError, UsageError } from './errors.js';
+import { EXIT } from './help-text.js';
+import { checkReference, parseLimit } from './options.js';
+import { formatTable, truncate } from './table.js';
+
+interface Raw {
+  merchant?: string;
+  reference?: string;
+  webhookId?: string;
+  status?: string;
+  limit: string;
+  json: boolean;
+}
+
+export interface LogOptions {
+  merchantId: string;
+  reference?: string;
+  webhookId?: string;
+  status?: string;
+  limit: number;
+  json: boolean;
+}
+
+export function declareLog(program: Command, io: CliIo): void {
+  program
+    .command('log')
+    .summary("what happened to a merchant's webhooks: each one's attempts, from the delivery log")
+    .description(
+      'Reads the delivery log in PostgreSQL (DATABASE_URL). With --webhook-id or --reference: each webhook with a ' +
+        'timeline of its records (every attempt with its time, duration, HTTP status, error and the first bytes of the ' +
+        'answer, and each time none was made and why). Otherwise the merchant\'s latest webhooks, newest first. ' +
+        'The log is fed from a stream and may be a few seconds behind.',
+    )
+    .requiredOption('--merchant <id>', 'the merchant whose log to read')
+    .option('--reference <ref>', 'the webhooks of this reference, with their timelines')
+    .option('--webhook-id <id>', 'this webhook, with its timeline')
+    .option('--status <status>', `only webhooks in this status: ${WEBHOOK_STATUSES.join(', ')}`)
+    .option('--limit <n>', 'at most this many webhooks (newest first)', '50')
+    .option('--json', 'JSON on stdout, for scripts', false)
+    .addHelpText('after', `\nEnvironment: DATABASE_URL (the delivery log's PostgreSQL).\n${EXIT}`)
+    .action(action(io, check, run));
+}
+
+function check(raw: Raw): LogOptions {
+  if (!merchantIdSchema.safeParse(raw.merchant).success) throw new UsageError('--merchant takes a merchant id (letters, digits, ".", "_", ":", "-")');
+  if (raw.status !== undefined && !(WEBHOOK_STATUSES as readonly string[]).includes(raw.status)) {
+    throw new UsageError(`--status must be one of ${WEBHOOK_STATUSES.join(', ')}`);
+  }
+  if (raw.webhookId !== undefined && (raw.webhookId.length === 0 || raw.webhookId.length > 200)) throw new UsageError('--webhook-id takes 1 to 200 characters');
+  const limit = parseLimit(raw.limit);
+  if (limit > 100) throw new UsageError('--limit is at most 100 here');
+  return {
+    merchantId: raw.merchant!,
+    reference: raw.reference === undefined ? undefined : checkReference(raw.reference),
+    webhookId: raw.webhookId,
+    status: raw.status,
+    limit,
+    json: raw.json,
+  };
+}
+
+function summaryRow(w: WebhookSummary): string[] {
+  return [
+    w.firstSeenAt,
+    w.webhookId,
+    w.event,
+    w.references.join(','),
+    w.status,
+    String(w.attempts),
+    w.lastHttpStatus === null ? '-' : String(w.lastHttpStatus),
+    w.nextAttemptAt ?? '-',
+    truncate(w.lastError ?? '', 60),
+  ];
+}
+
+/** One webhook and its records, oldest first: what support reads to answer "did they get it?". */
+export function timeline(w: WebhookDetail): string {
+  const head = `${w.webhookId}  ${w.event}  ${w.references.join(',')}  first seen ${w.firstSeenAt}  ${w.status}, ${w.attempts} attempt(s)`;
+  const rows = w.records.map((r) => [
+    r.startedAt ?? r.at,
+    r.outcome,
+    r.startedAt ? `#${r.attemptNumber}` : '-',
+    r.durationMs === null ? '-' : `${r.durationMs} ms`,
+    r.httpStatus === null ? '-' : String(r.httpStatus),
+    truncate([r.error, r.reason, r.nextAttemptAt ? `next ${r.nextAttemptAt}` : null, r.responseBody ? `body ${JSON.stringify(r.responseBody)}` : null].filter(Boolean).join('; '), 100),
+  ]);
+  return `${head}\n${formatTable(['TIME', 'OUTCOME', 'ATTEMPT', 'DURATION', 'STATUS', 'DETAIL'], rows)}`;
+}
+
+async function run(options: LogOptions, ctx: CliContext): Promise<number> {
+  const url = ctx.env.DATABASE_URL;
+  if (!url) throw new Error('DATABASE_URL is not set: webhooks log reads the delivery log in PostgreSQL');
+  const database = openPostgres(url, { maxConnections: 2 });
+  try {
+    const log = deliveryLogQueries(database);
+    if (options.webhookId || options.reference) {
+      const ids = options.webhookId
+        ? [options.webhookId]
+        : (await log.listWebhooks(options.merchantId, { reference: options.reference, status: options.status, limit: options.limit })).webhooks.map((w) => w.webhookId);
+      const details = (await Promise.all(ids.map((id) => log.getWebhook(options.merchantId, id)))).filter((d): d is WebhookDetail => d !== undefined);
+      if (options.json) writeLine(ctx.stdout, JSON.stringify(details));
+      if (details.length === 0) throw new NothingMatchedError('no webhook in the delivery log matches');
+      if (!options.json) writeLine(ctx.stdout, details.map(timeline).join('\n\n'));
+      return 0;
+    }
+    const page = await log.listWebhooks(options.merchantId, { status: options.status, limit: options.limit });
+    if (options.json) writeLine(ctx.stdout, JSON.stringify(page.webhooks));
+    if (page.webhooks.length === 0) throw new NothingMatchedError('no webhook in the delivery log matches');
+    if (!options.json) {
+      writeLine(ctx.stdout, formatTable(['FIRST SEEN', 'WEBHOOK-ID', 'EVENT', 'REFERENCES', 'STATUS', 'ATTEMPTS', 'LAST', 'NEXT', 'LAST ERROR'], page.webhooks.map(summaryRow)));
+    }
+    if (page.nextCursor) writeLine(ctx.stderr, `showing the ${page.webhooks.length} most recent; raise --limit or add --status to see others`);
+    return 0;
+  } finally {
+    await database.close();
+  }
+}

@@ -1,0 +1,58 @@
+import { activeWebhook, type MerchantDirectory, receivesEvent, type MerchantWebhook } from '../../../libs/merchants/index.js';
+import type { RetryPolicy } from '../../../libs/retry-policy/index.js';
+import type { Finding } from './decide.js';
+import { type Admission as Slot, EndpointGuards, endpointOf } from './endpoint-guards.js';
+import type { IntakeEvent } from './intake.js';
+
+/** Admitted: the webhook to POST to and a slot on its endpoint, released by the attempt. */
+export interface Admitted {
+  kind: 'admitted';
+  webhook: MerchantWebhook;
+  slot: Extract<Slot, { kind: 'send' }>;
+}
+
+/**
+ * Admission: is there someone to send this to, and may it go now? The directory (merchant,
+ * active webhook, event filter), then the endpoint's guards (circuit breaker, bulkhead).
+ */
+export class AdmissionStage {
+  /** Webhook URL → endpoint: parsing a URL per delivery costs more than the rest of admission. */
+  private readonly endpoints = new Map<string, string>();
+
+  constructor(
+    private readonly merchants: MerchantDirectory,
+    readonly guards: EndpointGuards,
+    private readonly policy: RetryPolicy,
+  ) {}
+
+  async admit(intake: IntakeEvent, now: Date, stopped: () => boolean): Promise<Admitted | Finding> {
+    const merchant = this.merchants.byId(intake.merchantId);
+    if (!merchant) return { kind: 'unavailable', why: 'merchant-removed' };
+    const webhook = activeWebhook(merchant);
+    if (!webhook) return { kind: 'unavailable', why: 'webhook-disabled' };
+    // The merchant chose its events: one it does not receive is treated like a disabled webhook.
+    if (!receivesEvent(webhook, intake.event)) return { kind: 'unavailable', why: 'event-not-subscribed' };
+    // A resend is the merchant saying "fixed": its first attempt goes through an open circuit.
+    // So does a webhook never attempted whose span is over: nothing reaches failed untried.
+    const force = intake.attempts === 0 && (intake.resentAt !== undefined || this.policy.spanOver(intake.resentAt ?? intake.firstSeenAt, now));
+    const slot = await this.guards.acquire(
+      this.endpointOf(webhook.url),
+      { merchantId: intake.merchantId, canDefer: this.policy.canDefer(intake.deferrals), force },
+      stopped,
+    );
+    if (!slot) return { kind: 'stopping' };
+    if (slot.kind === 'defer') return { kind: 'busy' };
+    if (slot.kind === 'open') return { kind: 'circuit-open', failures: slot.failures, retryInMs: slot.retryInMs, lastError: slot.lastError };
+    return { kind: 'admitted', webhook, slot };
+  }
+
+  private endpointOf(url: string): string {
+    let endpoint = this.endpoints.get(url);
+    if (endpoint === undefined) {
+      if (this.endpoints.size >= 10_000) this.endpoints.clear();
+      endpoint = endpointOf(url);
+      this.endpoints.set(url, endpoint);
+    }
+    return endpoint;
+  }
+}

@@ -1,0 +1,59 @@
+import { DeliveryFailedError, WebhookRejectedError, type WebhookHttpClient } from '../../../libs/http/index.js';
+import { signingSecrets } from '../../../libs/merchants/index.js';
+import type { DeliveryObserver } from '../../../libs/metrics/index.js';
+import type { WebhookSigner } from '../../../libs/signing/index.js';
+import type { Admitted } from './admission.js';
+import type { Finding } from './decide.js';
+import type { AttemptResult } from './endpoint-guards.js';
+import type { IntakeEvent } from './intake.js';
+
+export interface AttemptSettings {
+  deliveryTimeoutMs: number;
+  userAgent: string;
+}
+
+/**
+ * The attempt: sign, POST, and tell the endpoint's guards how it went. Its result is a finding for
+ * the decision; an error that is not a failed attempt (a bug) is thrown, its slot released.
+ */
+export class AttemptStage {
+  constructor(
+    private readonly http: WebhookHttpClient,
+    private readonly signer: WebhookSigner,
+    private readonly observer: DeliveryObserver,
+    private readonly settings: AttemptSettings,
+  ) {}
+
+  async run(intake: IntakeEvent, { webhook, slot }: Admitted, now: Date): Promise<Finding> {
+    const started = performance.now();
+    let responseBody: string | undefined;
+    try {
+      const signed = this.signer.sign(signingSecrets(webhook, now), intake.webhookId, intake.body, now);
+      const response = await this.http.post({
+        url: webhook.url,
+        body: intake.body,
+        timeoutMs: this.settings.deliveryTimeoutMs,
+        headers: { 'content-type': 'application/json', 'user-agent': this.settings.userAgent, ...signed },
+      });
+      responseBody = response.body;
+      if (response.status < 200 || response.status > 299) {
+        const retryAfter = response.headers['retry-after'];
+        throw new WebhookRejectedError(response.status, typeof retryAfter === 'string' ? retryAfter : undefined);
+      }
+      slot.release('succeeded');
+      this.observer.attempt(true, (performance.now() - started) / 1000, intake.event);
+      return { kind: 'sent', status: response.status, trace: { startedAt: now, durationMs: performance.now() - started, responseBody } };
+    } catch (err) {
+      slot.release(breakerResult(err), (err as Error)?.message);
+      this.observer.attempt(false, (performance.now() - started) / 1000, intake.event);
+      if (!(err instanceof DeliveryFailedError)) throw err;
+      return { kind: 'attempt-failed', error: err, trace: { startedAt: now, durationMs: performance.now() - started, responseBody } };
+    }
+  }
+}
+
+/** A 4xx other than 408 and 429 is an answer, not an outage: see AttemptResult. */
+export function breakerResult(err: unknown): AttemptResult {
+  if (err instanceof WebhookRejectedError && err.status >= 400 && err.status < 500 && err.status !== 408 && err.status !== 429) return 'rejected';
+  return 'failed';
+}

@@ -1,0 +1,104 @@
+import { FAILED_REASONS, type FailedReason } from '../../../libs/contracts/index.js';
+import { type DeliveryFailedError, WebhookBlockedError, WebhookRejectedError } from '../../../libs/http/index.js';
+import type { RetryPolicy } from '../../../libs/retry-policy/index.js';
+import type { InvalidCode } from '../errors.js';
+import type { IntakeEvent } from './intake.js';
+
+/** Why an accepted webhook can no longer be sent to its merchant as things stand. */
+export type Unavailable = 'merchant-removed' | 'webhook-disabled' | 'event-not-subscribed';
+
+/** When an attempt was made and what came back, for the delivery log. */
+export interface AttemptTrace {
+  startedAt: Date;
+  durationMs: number;
+  /** The first DELIVERY_LOG_RESPONSE_BYTES bytes of the answer, when the client keeps them. */
+  responseBody?: string;
+}
+
+/**
+ * What the stages before the decision found, one per delivery: the intake's verdict, the
+ * admission's refusal, or the attempt's result.
+ */
+export type Finding =
+  /** Intake: another copy of the same wait arrived first. */
+  | { kind: 'superseded'; key: string }
+  /** Intake: the message can never be delivered as it is (or handling it failed unexpectedly). */
+  | { kind: 'invalid'; code: InvalidCode; detail: string }
+  /** Admission: no merchant, no active webhook, or the event is filtered out. */
+  | { kind: 'unavailable'; why: Unavailable }
+  /** Admission: the dispatcher stopped while this delivery waited for a slot. */
+  | { kind: 'stopping' }
+  /** Admission: the endpoint is at its in-flight bound and slow. */
+  | { kind: 'busy' }
+  /** Admission: the endpoint's circuit is open. */
+  | { kind: 'circuit-open'; failures: number; retryInMs: number; lastError?: string }
+  /** Attempt: the merchant answered 2xx. */
+  | { kind: 'sent'; status: number; trace?: AttemptTrace }
+  /** Attempt: it failed (a non-2xx answer, a timeout, a network error, a blocked address). */
+  | { kind: 'attempt-failed'; error: DeliveryFailedError; trace?: AttemptTrace };
+
+/** What happens to the delivery: exactly one of these. */
+export type Decision =
+  | { kind: 'delivered'; attempt: number; status: number }
+  | { kind: 'superseded'; key: string }
+  | { kind: 'skipped'; why: 'webhook-disabled' | 'event-not-subscribed' }
+  /** Back to its queue untried, once (stopping). */
+  | { kind: 'returned' }
+  | { kind: 'retry'; tier: number; attempt: number; error: string; status?: number }
+  | { kind: 'defer'; tier: number }
+  | { kind: 'postpone'; tier: number }
+  | { kind: 'failed'; reason: FailedReason; attempts: number; error: string; status?: number; attempted: boolean }
+  | { kind: 'invalid'; code: InvalidCode; detail: string };
+
+const UNAVAILABLE_MESSAGES: Record<Unavailable, string> = {
+  'webhook-disabled': 'webhook disabled',
+  'merchant-removed': 'merchant removed from the directory',
+  'event-not-subscribed': "event not in the webhook's events",
+};
+
+/**
+ * The one decision of the delivery path, pure: from what the stages found, the webhook's intake,
+ * the retry policy and the time, what happens to the delivery. `intake` is absent only when the
+ * message did not pass intake (superseded, invalid).
+ */
+export function decide(finding: Finding, intake: IntakeEvent | undefined, policy: RetryPolicy, now: Date): Decision {
+  switch (finding.kind) {
+    case 'superseded':
+      return { kind: 'superseded', key: finding.key };
+    case 'invalid':
+      return { kind: 'invalid', code: finding.code, detail: finding.detail };
+    case 'stopping':
+      return { kind: 'returned' };
+  }
+  if (!intake) throw new Error(`decide: ${finding.kind} needs the intake`);
+  switch (finding.kind) {
+    case 'unavailable':
+      // One already accepted (retrying, resent) goes to failed, to be resent once it is back; a
+      // new one is not sent (spec 6.3), and a new one for a merchant nobody knows is invalid.
+      if (intake.accepted) {
+        return { kind: 'failed', reason: finding.why, attempts: intake.attempts, error: UNAVAILABLE_MESSAGES[finding.why], attempted: false };
+      }
+      if (finding.why === 'merchant-removed') return { kind: 'invalid', code: 'unknown-merchant', detail: `no merchant ${intake.merchantId} in the directory` };
+      return { kind: 'skipped', why: finding.why };
+    case 'busy':
+      return { kind: 'defer', tier: policy.deferTier(intake.attempts) };
+    case 'circuit-open': {
+      if (!policy.spanOver(intake.resentAt ?? intake.firstSeenAt, now)) return { kind: 'postpone', tier: policy.postponeTier(finding.retryInMs) };
+      const circuit = `circuit open: the endpoint failed ${finding.failures} times in a row${finding.lastError ? `; last error: ${finding.lastError}` : ''}`;
+      // The last real error: this webhook's own, else the endpoint's.
+      return { kind: 'failed', reason: FAILED_REASONS.circuitOpen, attempts: intake.attempts, error: intake.lastError ?? circuit, status: intake.lastStatus, attempted: false };
+    }
+    case 'sent':
+      return { kind: 'delivered', attempt: intake.attempts + 1, status: finding.status };
+    case 'attempt-failed': {
+      const attempt = intake.attempts + 1;
+      const { error } = finding;
+      const failed = { kind: 'failed' as const, attempts: attempt, error: error.message, status: error.status, attempted: true };
+      if (error instanceof WebhookBlockedError) return { ...failed, reason: FAILED_REASONS.blocked };
+      if (policy.exhausted(attempt)) return { ...failed, reason: FAILED_REASONS.attemptsExhausted };
+      const retryAfter = error instanceof WebhookRejectedError ? error.retryAfter : undefined;
+      const tier = policy.tierAfterFailure(attempt, { status: error.status, retryAfter }, now);
+      return { kind: 'retry', tier, attempt, error: error.message, status: error.status };
+    }
+  }
+}

@@ -1,0 +1,69 @@
+import { BrokerConnection } from '../../libs/broker/index.js';
+import { replicationOf } from '../../libs/config/index.js';
+import { type Database, DeliveryLogRecorder, openPostgres } from '../../libs/delivery-store/index.js';
+import type { Logger } from '../../libs/logger/index.js';
+import { METRIC_NAMES, createRegistry, gaugeFrom } from '../../libs/metrics/index.js';
+import { startHealthServer } from '../../libs/metrics/health-server.js';
+
+export interface RecorderProgram {
+  recorder: DeliveryLogRecorder;
+  metricsPort?: number;
+  fatal: Promise<Error>;
+  stop(): Promise<void>;
+}
+
+interface RecorderProgramConfig {
+  RABBITMQ_URL: string[];
+  TOPOLOGY_PREFIX: string;
+  QUORUM_GROUP_SIZE: number;
+  STREAM_CLUSTER_SIZE: number;
+  METRICS_PORT?: number;
+  DATABASE_URL?: string;
+  DELIVERY_LOG_RETENTION: number;
+}
+
+/**
+ * The recorder as a program of its own (npm run start:recorder), and inside npm start. Any number
+ * may run: one leads (PostgreSQL advisory lock), the others stand by and take over when it stops.
+ */
+export async function startRecorder(config: RecorderProgramConfig, logger: Logger, options: { database?: Database } = {}): Promise<RecorderProgram> {
+  const database = options.database ?? openPostgres(config.DATABASE_URL!);
+  const broker = new BrokerConnection({ url: config.RABBITMQ_URL, name: 'webhooks-recorder', logger });
+  try {
+    await broker.open();
+  } catch (err) {
+    if (!options.database) await database.close();
+    throw err;
+  }
+  const recorder = new DeliveryLogRecorder(broker, database, logger, {
+    prefix: config.TOPOLOGY_PREFIX,
+    replication: replicationOf(config),
+    retentionMs: config.DELIVERY_LOG_RETENTION,
+  });
+  await recorder.start();
+  const registry = createRegistry('recorder');
+  const state = recorder.state;
+  gaugeFrom(registry, METRIC_NAMES.deliveryLogLeading, '1 while this recorder holds the lead', () => (state.leading ? 1 : 0));
+  gaugeFrom(registry, METRIC_NAMES.deliveryLogPending, 'Stream messages read and not stored yet', () => state.pending);
+  gaugeFrom(registry, METRIC_NAMES.deliveryLogStored, 'Delivery records stored by this recorder', () => state.recordsStored);
+  gaugeFrom(registry, METRIC_NAMES.deliveryLogBehind, 'Seconds since the log last held every record read', () =>
+    state.leading && state.caughtUpAt ? Math.round((Date.now() - state.caughtUpAt) / 1000) : 0,
+  );
+  const metrics =
+    config.METRICS_PORT === undefined ? undefined : await startHealthServer({ port: config.METRICS_PORT, registry, ready: () => broker.isConnected });
+  let stopping: Promise<void> | undefined;
+  return {
+    recorder,
+    metricsPort: metrics?.port,
+    fatal: new Promise<Error>((resolve) => broker.once('fatal', resolve)),
+    stop() {
+      stopping ??= (async () => {
+        await recorder.stop();
+        await metrics?.close();
+        await broker.close();
+        if (!options.database) await database.close();
+      })();
+      return stopping;
+    },
+  };
+}

@@ -1,0 +1,153 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { BrokerConnection } from '../libs/broker/index.js';
+import { type DeliveryRecordInput, DeliveryRecorder } from '../libs/delivery-log/index.js';
+import { type Database, DeliveryLogRecorder, deliveryLogQueries, ensureSchema, openPostgres } from '../libs/delivery-store/index.js';
+import { ensurePartition } from '../libs/delivery-store/schema.js';
+import { silentLogger } from '../libs/logger/index.js';
+import { topologyNames } from '../libs/topology/index.js';
+import { percentile } from './stats.js';
+
+/**
+ * The delivery log's benchmarks, on the local PostgreSQL (BENCH_DATABASE_URL, else
+ * postgres://postgres@127.0.0.1:5432/postgres as the admin connection): each run creates a
+ * database of its own and drops it after.
+ */
+const adminUrl = () => process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+
+async function withDatabase<T>(label: string, work: (url: string) => Promise<T>): Promise<T> {
+  const name = `${process.env.BENCH_DATABASE_PREFIX ?? 'h21_bench'}_${label}_${randomBytes(3).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: adminUrl() });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  const url = new URL(adminUrl());
+  url.pathname = `/${name}`;
+  try {
+    return await work(url.toString());
+  } finally {
+    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => {});
+    await admin.end();
+  }
+}
+
+function record(n: number): DeliveryRecordInput {
+  const now = new Date().toISOString();
+  return {
+    webhookId: `wh_${n >> 2}`,
+    merchantId: `m_${n % 100}`,
+    event: 'charge.completed',
+    references: [`tx_${n >> 2}`],
+    payload: { event: 'charge.completed', data: { tnxRef: `tx_${n >> 2}`, amount: 1000, currency: 'NGN', status: 'successful' } },
+    firstSeenAt: now,
+    outcome: n % 4 === 3 ? 'delivered' : 'retrying',
+    attemptNumber: (n % 4) + 1,
+    attempt: { startedAt: now, durationMs: 12, httpStatus: n % 4 === 3 ? 200 : 503, responseBody: 'Service Unavailable' },
+  };
+}
+
+/**
+ * Recorder throughput: N records already on the stream (as after an outage, the worst case), then
+ * the time the recorder takes to store them all, offset included.
+ */
+export async function recorderThroughput(url: string, total: number): Promise<{ recordsPerSecond: number; seconds: number }> {
+  const prefix = `bench.recorder.${randomBytes(3).toString('hex')}`;
+  const broker = new BrokerConnection({ url, name: 'bench-recorder', logger: silentLogger() });
+  await broker.open();
+  try {
+    const writer = new DeliveryRecorder(broker, silentLogger(), { prefix });
+    await writer.start();
+    const inFlight: Array<Promise<void>> = [];
+    for (let n = 0; n < total; n++) {
+      inFlight.push(writer.record(record(n)));
+      if (inFlight.length >= 5_000) await Promise.all(inFlight.splice(0));
+    }
+    await Promise.all(inFlight);
+    await writer.stop();
+    return await withDatabase('recorder', async (dbUrl) => {
+      const database = openPostgres(dbUrl);
+      const recorder = new DeliveryLogRecorder(broker, database, silentLogger(), { prefix, retentionMs: 30 * 86_400_000 });
+      const started = performance.now();
+      await recorder.start();
+      while (recorder.state.recordsStored < total) await new Promise((resolve) => setTimeout(resolve, 20));
+      const seconds = (performance.now() - started) / 1000;
+      await recorder.stop();
+      await database.close();
+      return { recordsPerSecond: Math.round(total / seconds), seconds: Math.round(seconds * 10) / 10 };
+    });
+  } finally {
+    const ch = await broker.createChannel();
+    await ch.deleteQueue(topologyNames(prefix).deliveries).catch(() => {});
+    await ch.close().catch(() => {});
+    await broker.close();
+  }
+}
+
+/**
+ * The two queries merchants and support run most, against `attempts` rows made with
+ * generate_series: 4 attempts per webhook, 1,000 merchants, over the last 7 days.
+ */
+export async function logQueries(attempts: number, samples: number): Promise<{ latest50P50: number; latest50P99: number; referenceP50: number; referenceP99: number; loadSeconds: number }> {
+  return withDatabase('queries', async (dbUrl) => {
+    const database: Database = openPostgres(dbUrl, { statementTimeoutMs: 3_600_000 });
+    try {
+      const session = await database.session();
+      await ensureSchema(session);
+      const today = Date.now();
+      for (let d = -8; d <= 1; d++) {
+        const day = new Date(today + d * 86_400_000).toISOString().slice(0, 10);
+        await ensurePartition(session, 'delivery_webhooks', day);
+        await ensurePartition(session, 'delivery_records', day);
+      }
+      const webhooks = Math.floor(attempts / 4);
+      const loadStarted = performance.now();
+      await session.query(
+        `INSERT INTO delivery_webhooks (merchant_id, webhook_id, first_seen_at, event, refs, merchant_refs, payload, status, attempts,
+           first_attempt_at, last_attempt_at, last_http_status, last_record_at)
+         SELECT 'm_' || (g % 1000), 'wh_' || g, now() - ((g::bigint * 7919) % 604800) * interval '1 second', 'charge.completed',
+           ARRAY['tx_' || g], ARRAY['m_' || (g % 1000) || chr(31) || 'tx_' || g], jsonb_build_object('event', 'charge.completed', 'data', jsonb_build_object('tnxRef', 'tx_' || g, 'amount', 1000)),
+           'delivered', 4, now() - ((g::bigint * 7919) % 604800) * interval '1 second', now() - ((g::bigint * 7919) % 604800) * interval '1 second' + interval '40 seconds',
+           200, now() - ((g::bigint * 7919) % 604800) * interval '1 second' + interval '40 seconds'
+         FROM generate_series(1, $1::integer) g`,
+        [webhooks],
+      );
+      await session.query(
+        `INSERT INTO delivery_records (id, at, merchant_id, webhook_id, outcome, attempt_number, started_at, duration_ms, http_status, response_body)
+         SELECT gen_random_uuid(), w.first_seen_at + a * interval '10 seconds', w.merchant_id, w.webhook_id,
+           CASE WHEN a = 4 THEN 'delivered' ELSE 'retrying' END, a, w.first_seen_at + a * interval '10 seconds', 12,
+           CASE WHEN a = 4 THEN 200 ELSE 503 END, 'Service Unavailable'
+         FROM delivery_webhooks w, generate_series(1, 4) a`,
+      );
+      await session.query('ANALYZE');
+      const loadSeconds = Math.round((performance.now() - loadStarted) / 1000);
+      await session.close();
+
+      const log = deliveryLogQueries(database);
+      const latest: number[] = [];
+      const byReference: number[] = [];
+      for (let i = 0; i < samples; i++) {
+        const g = 1 + Math.floor(Math.random() * webhooks);
+        const merchant = `m_${g % 1000}`;
+        let t = performance.now();
+        await log.listWebhooks(merchant, { limit: 50 });
+        latest.push(performance.now() - t);
+        t = performance.now();
+        const found = await log.listWebhooks(merchant, { reference: `tx_${g}`, limit: 50 });
+        for (const w of found.webhooks) await log.getWebhook(merchant, w.webhookId);
+        byReference.push(performance.now() - t);
+        if (found.webhooks.length !== 1) throw new Error(`reference tx_${g} not found`);
+      }
+      latest.sort((a, b) => a - b);
+      byReference.sort((a, b) => a - b);
+      const ms = (v: number) => Math.round(v * 100) / 100;
+      return {
+        latest50P50: ms(percentile(latest, 50)),
+        latest50P99: ms(percentile(latest, 99)),
+        referenceP50: ms(percentile(byReference, 50)),
+        referenceP99: ms(percentile(byReference, 99)),
+        loadSeconds,
+      };
+    } finally {
+      await database.close();
+    }
+  });
+}

@@ -1,0 +1,32 @@
+import { z } from 'zod';
+import { envFields } from './env.js';
+
+/**
+ * The delivery log's variables, spread into the schema of each program that uses them (the API,
+ * the recorder, the dispatcher for the response bytes).
+ */
+export const deliveryLogFields = {
+  /** PostgreSQL of the delivery log; outside development mode required unless DELIVERY_LOG=off. */
+  DATABASE_URL: z
+    .string()
+    .refine((v) => /^postgres(ql)?:\/\/\S+$/.test(v) && URL.canParse(v), 'must be a postgres:// or postgresql:// URL')
+    .optional(),
+  DELIVERY_LOG: z.enum(['on', 'off'], { error: 'must be on or off' }).default('on'),
+  DELIVERY_LOG_RETENTION: envFields.durationMs('30d'),
+  DELIVERY_LOG_RESPONSE_BYTES: z
+    .string()
+    .default('1024')
+    .refine((v) => /^\d+$/.test(v.trim()) && Number(v) <= 65_536, 'must be a whole number of bytes from 0 to 65536')
+    .transform(Number),
+};
+
+/** Outside development mode the log needs a real PostgreSQL: an embedded one would lose it with the container. */
+export function requireDatabase(env: { DATABASE_URL?: string; DELIVERY_LOG: 'on' | 'off'; WEBHOOKS_DEV?: boolean }, ctx: z.RefinementCtx): void {
+  if (env.DELIVERY_LOG === 'on' && !env.DATABASE_URL && !env.WEBHOOKS_DEV) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['DATABASE_URL'],
+      message: 'is required for the delivery log (or set DELIVERY_LOG=off, or WEBHOOKS_DEV=true for an embedded database)',
+    });
+  }
+}

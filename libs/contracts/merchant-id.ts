@@ -1,0 +1,8 @@
+import { z } from 'zod';
+
+/** A merchant id as the API, the CLI and the delivery log take it: the one definition. */
+export const MERCHANT_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$/;
+
+export const merchantIdSchema = z
+  .string()
+  .regex(MERCHANT_ID_PATTERN, 'The merchant id must be 1 to 200 letters, digits, ".", "_", ":" or "-", starting with a letter or digit');

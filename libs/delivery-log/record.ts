@@ -1,0 +1,101 @@
+import { z } from 'zod';
+
+/** What happened to one delivery of a webhook; `retrying`, `deferred` and `postponed` leave it pending. */
+export const OUTCOMES = ['delivered', 'retrying', 'failed', 'skipped', 'deferred', 'postponed', 'invalid'] as const;
+export type Outcome = (typeof OUTCOMES)[number];
+
+/** The status a webhook shows in the log: its latest record's outcome, folded to what merchants filter by. */
+export const WEBHOOK_STATUSES = ['delivered', 'retrying', 'failed', 'skipped'] as const;
+export type WebhookStatus = (typeof WEBHOOK_STATUSES)[number];
+
+export function statusOf(outcome: Outcome): WebhookStatus {
+  switch (outcome) {
+    case 'delivered':
+    case 'failed':
+    case 'skipped':
+      return outcome;
+    // A message parked in invalid will not be delivered without an operator: failed, for merchants.
+    case 'invalid':
+      return 'failed';
+    default:
+      return 'retrying';
+  }
+}
+
+const iso = z.iso.datetime({ offset: true });
+
+/** An attempt: an HTTP request was made (or tried: a timeout, a refused connection). */
+export const attemptSchema = z.object({
+  startedAt: iso,
+  durationMs: z.number().int().min(0),
+  /** The merchant's answer; absent when there was none (timeout, network error). */
+  httpStatus: z.number().int().min(100).max(599).optional(),
+  /** Why the attempt failed without an answer, or a short description of a non-2xx one. */
+  error: z.string().max(1000).optional(),
+  /** The first DELIVERY_LOG_RESPONSE_BYTES bytes of the response body, as UTF-8 text. */
+  responseBody: z.string().optional(),
+});
+export type Attempt = z.infer<typeof attemptSchema>;
+
+/**
+ * One record of the delivery log: what happened to one delivery of a webhook. The dispatcher
+ * writes one per delivery it settles (attempted or not); the recorder stores it in PostgreSQL.
+ *
+ * `payload` travels on every record, not only the first: a record then stands alone (a webhook
+ * whose first record is older than the stream's retention, or than the log itself, still shows
+ * its body), and the recorder keeps it once per webhook. The cost is the body again on each
+ * retry, at most RETRY_SCHEDULE's length times per webhook, against the HTTP POST that carries
+ * the same body anyway.
+ */
+export const deliveryRecordSchema = z.object({
+  /** Unique per record: a record published twice (an unconfirmed flush sent again) is stored once. */
+  id: z.uuid(),
+  /** When the record was made; the recorder partitions attempts by its day. */
+  at: iso,
+  webhookId: z.string().min(1).max(200),
+  merchantId: z.string().min(1).max(200),
+  event: z.string().min(1).max(100),
+  references: z.array(z.string().min(1).max(200)).max(4),
+  /** The webhook body sent, `{"event":...,"data":...}` as a JSON value. */
+  payload: z.unknown().optional(),
+  /** When the service first saw the event (x-first-seen-at): the same on every record of a webhook. */
+  firstSeenAt: iso,
+  outcome: z.enum(OUTCOMES),
+  /** The attempt number this record is about (1 for the first POST); attempts so far when none was made. */
+  attemptNumber: z.number().int().min(0),
+  attempt: attemptSchema.optional(),
+  /** `retrying`, `postponed`, `deferred`: when the next attempt is due. */
+  nextAttemptAt: iso.optional(),
+  /** `failed`: a FAILED_REASONS value; `skipped`: why (webhook-disabled, not-subscribed, ...); `invalid`: its code. */
+  reason: z.string().max(200).optional(),
+});
+export type DeliveryRecord = z.infer<typeof deliveryRecordSchema>;
+/** What the dispatcher gives record(): the id and time are filled in when absent. */
+export type DeliveryRecordInput = Omit<DeliveryRecord, 'id' | 'at'> & { id?: string; at?: string };
+
+/** Records travel several to a stream message, as a JSON array. */
+export function encodeRecords(records: readonly DeliveryRecord[]): Buffer {
+  return Buffer.from(JSON.stringify(records));
+}
+
+/**
+ * The records of one stream message. A message that is not JSON or an entry that does not match
+ * is dropped (and counted by the caller), never allowed to stop the recorder.
+ */
+export function decodeRecords(body: Buffer): { records: DeliveryRecord[]; rejected: number } {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body.toString('utf8'));
+  } catch {
+    return { records: [], rejected: 1 };
+  }
+  if (!Array.isArray(parsed)) return { records: [], rejected: 1 };
+  const records: DeliveryRecord[] = [];
+  let rejected = 0;
+  for (const entry of parsed) {
+    const result = deliveryRecordSchema.safeParse(entry);
+    if (result.success) records.push(result.data);
+    else rejected++;
+  }
+  return { records, rejected };
+}

@@ -1,0 +1,130 @@
+import { randomUUID } from 'node:crypto';
+import type { BrokerConnection } from '../broker/index.js';
+import type { Logger } from '../logger/index.js';
+import { declareQueueSpec, deliveriesSpec, type Replication, topologyNames } from '../topology/index.js';
+import { type DeliveryRecord, type DeliveryRecordInput, encodeRecords } from './record.js';
+
+export interface DeliveryRecorderOptions {
+  prefix: string;
+  replication?: Replication;
+  /** A batch is published once it holds this many records... */
+  maxRecords?: number;
+  /** ...or this long after its first record, whichever comes first. */
+  flushAfterMs?: number;
+  /** A publish the broker has not confirmed within this fails its records (RecordNotConfirmedError). */
+  confirmDeadlineMs?: number;
+}
+
+/** The stream message holding a record was not confirmed: the delivery must not be acked. */
+export class RecordNotConfirmedError extends Error {
+  constructor(cause: unknown) {
+    super(`delivery record not confirmed: ${(cause as Error)?.message ?? String(cause)}`, { cause });
+    this.name = 'RecordNotConfirmedError';
+  }
+}
+
+/** record() after stop(): the program is shutting down. */
+export class RecorderStoppedError extends Error {
+  constructor() {
+    super('the delivery recorder is stopped');
+    this.name = 'RecorderStoppedError';
+  }
+}
+
+interface Pending {
+  record: DeliveryRecord;
+  resolve: () => void;
+  reject: (err: Error) => void;
+}
+
+/**
+ * Writes delivery records to `<prefix>.deliveries`, several per stream message: a batch is
+ * published when it holds maxRecords or flushAfterMs after its first record, and each record()
+ * resolves once the broker confirmed the message that holds it. The dispatcher acks a delivery
+ * only after that, so a crash cannot leave an attempt unrecorded; a failed publish rejects every
+ * record of the batch, and the dispatcher leaves those deliveries unacked (they come back, and are
+ * recorded then). Batches are published concurrently; each is its own confirm.
+ */
+export class DeliveryRecorder {
+  private batch: Pending[] = [];
+  private timer?: NodeJS.Timeout;
+  private readonly inFlight = new Set<Promise<void>>();
+  private stopped = false;
+  private stopping?: Promise<void>;
+  private readonly stream: string;
+  private readonly maxRecords: number;
+  private readonly flushAfterMs: number;
+  private readonly confirmDeadlineMs: number;
+  private readonly onConnected = () => void this.declare().catch(() => {});
+
+  constructor(
+    private readonly broker: BrokerConnection,
+    private readonly logger: Logger,
+    private readonly options: DeliveryRecorderOptions,
+  ) {
+    this.stream = topologyNames(options.prefix).deliveries;
+    this.maxRecords = options.maxRecords ?? 200;
+    this.flushAfterMs = options.flushAfterMs ?? 5;
+    this.confirmDeadlineMs = options.confirmDeadlineMs ?? 10_000;
+  }
+
+  /** Declares the deliveries stream, now and after every reconnect (the stream may have been deleted). */
+  async start(): Promise<void> {
+    await this.declare();
+    this.broker.off('connected', this.onConnected);
+    this.broker.on('connected', this.onConnected);
+  }
+
+  /** Resolves once the stream message holding this record is confirmed. */
+  record(input: DeliveryRecordInput): Promise<void> {
+    if (this.stopped) return Promise.reject(new RecorderStoppedError());
+    const record: DeliveryRecord = { ...input, id: input.id ?? randomUUID(), at: input.at ?? new Date().toISOString() };
+    return new Promise<void>((resolve, reject) => {
+      this.batch.push({ record, resolve, reject });
+      if (this.batch.length >= this.maxRecords) this.flush();
+      else this.timer ??= setTimeout(() => this.flush(), this.flushAfterMs);
+    });
+  }
+
+  /** Publishes what is batched, waits for every publish under way; later calls reject. Safe twice. */
+  stop(): Promise<void> {
+    this.stopping ??= (async () => {
+      this.stopped = true;
+      this.broker.off('connected', this.onConnected);
+      this.flush();
+      await Promise.allSettled([...this.inFlight]);
+    })();
+    return this.stopping;
+  }
+
+  private async declare(): Promise<void> {
+    await declareQueueSpec(() => this.broker.createChannel(), deliveriesSpec(this.options.prefix, this.options.replication));
+  }
+
+  private flush(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    if (this.batch.length === 0) return;
+    const batch = this.batch;
+    this.batch = [];
+    const publishing = this.publish(batch);
+    this.inFlight.add(publishing);
+    void publishing.finally(() => this.inFlight.delete(publishing));
+  }
+
+  private async publish(batch: Pending[]): Promise<void> {
+    try {
+      await this.broker.sendToQueue(
+        this.stream,
+        encodeRecords(batch.map((p) => p.record)),
+        { contentType: 'application/json', headers: { 'x-record-count': batch.length } },
+        this.confirmDeadlineMs,
+      );
+      for (const p of batch) p.resolve();
+    } catch (err) {
+      this.logger.warn('delivery records not confirmed', { stream: this.stream, records: batch.length, error: (err as Error).message });
+      const failure = new RecordNotConfirmedError(err);
+      for (const p of batch) p.reject(failure);
+    }
+  }
+}

@@ -1,0 +1,48 @@
+import type { Queryable } from './database.js';
+import { caughtUpAt } from './materialise.js';
+
+export interface LogHealthState {
+  /** 'up': PostgreSQL answered the last check; 'unreachable': it did not. */
+  database: 'up' | 'unreachable';
+  /** Seconds since the log last held everything the recorder had read; null before the first write. */
+  behindSeconds: number | null;
+}
+
+/**
+ * How far behind the delivery log is, checked in the background every few seconds so that
+ * /readyz and /metrics answer at once even while PostgreSQL hangs.
+ */
+export class LogHealth {
+  private timer?: NodeJS.Timeout;
+  private checking = false;
+  state: LogHealthState = { database: 'unreachable', behindSeconds: null };
+
+  constructor(
+    private readonly db: Queryable,
+    private readonly stream: string,
+    private readonly everyMs = 2_000,
+  ) {}
+
+  async start(): Promise<void> {
+    await this.check();
+    this.timer = setInterval(() => void this.check(), this.everyMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+
+  private async check(): Promise<void> {
+    if (this.checking) return;
+    this.checking = true;
+    try {
+      const at = await caughtUpAt(this.db, this.stream);
+      this.state = { database: 'up', behindSeconds: at ? Math.max(0, Math.round((Date.now() - at.getTime()) / 1000)) : null };
+    } catch {
+      this.state = { database: 'unreachable', behindSeconds: this.state.behindSeconds };
+    } finally {
+      this.checking = false;
+    }
+  }
+}

@@ -1,0 +1,12 @@
+/**
+ * The delivery log's PostgreSQL side: the schema, the recorder that materialises the deliveries
+ * stream (one leader at a time), and the reads the API and the CLI make.
+ */
+export { type Database, openPglite, openPostgres, type PostgresOptions, type Queryable, type Session } from './database.js';
+export { InvalidCursorError, LogUnavailableError } from './errors.js';
+export { caughtUpAt, storedOffset } from './materialise.js';
+export { deliveryLogQueries } from './queries.js';
+export { DeliveryLogRecorder, type RecorderOptions, type RecorderState } from './recorder.js';
+export { dropExpiredPartitions, ensureSchema } from './schema.js';
+export type { DeliveryLogQueries, FeedEvent, RecordView, WebhookDetail, WebhookFilters, WebhookSummary } from './views.js';
+export { LogHealth, type LogHealthState } from './health.js';

@@ -1,0 +1,152 @@
+import { type DeliveryRecord, statusOf } from '../delivery-log/index.js';
+import type { Queryable } from './database.js';
+import { dayOf, ensurePartition } from './schema.js';
+
+/**
+ * One statement stores a batch: records inserted once each (a copy published twice has the same
+ * id and time, and is skipped), and each webhook's row updated from the records that were new
+ * only, so a duplicate never counts an attempt twice. A webhook's status, last status and next
+ * attempt follow its latest record, whatever order batches arrive in.
+ */
+const STORE_BATCH = `
+WITH stored_offset AS (
+  -- In the same statement, so the records and the offset commit together or not at all.
+  INSERT INTO delivery_log_offsets AS o (stream, next_offset, caught_up_at) VALUES ($2, $3, now())
+  ON CONFLICT (stream) DO UPDATE SET next_offset = EXCLUDED.next_offset,
+    caught_up_at = CASE WHEN $4 THEN now() ELSE o.caught_up_at END
+), input AS (
+  SELECT DISTINCT ON (id, at) * FROM jsonb_to_recordset($1::jsonb) AS r(
+    id uuid, at timestamptz, merchant_id text, webhook_id text, first_seen_at timestamptz, event text, refs text[],
+    payload jsonb, outcome text, status text, attempt_number integer, started_at timestamptz, duration_ms integer,
+    http_status integer, error text, response_body text, reason text, next_attempt_at timestamptz, ord integer)
+  ORDER BY id, at, ord
+), inserted AS (
+  INSERT INTO delivery_records (id, at, merchant_id, webhook_id, outcome, attempt_number, started_at, duration_ms,
+    http_status, error, response_body, reason, next_attempt_at)
+  SELECT id, at, merchant_id, webhook_id, outcome, attempt_number, started_at, duration_ms, http_status, error,
+    response_body, reason, next_attempt_at FROM input
+  ON CONFLICT DO NOTHING
+  RETURNING id, at
+), fresh AS (
+  -- IN over a hashed subquery, not a join: the planner cannot estimate jsonb_to_recordset's rows
+  -- and would nest loops over two CTEs (quadratic in the batch).
+  SELECT * FROM input WHERE (id, at) IN (SELECT id, at FROM inserted)
+), per_webhook AS (
+  SELECT merchant_id, webhook_id, first_seen_at,
+    min(ord) AS first_ord,
+    min(event) AS event,
+    min(refs) AS refs,
+    max(at) AS last_record_at,
+    (array_agg(status ORDER BY at DESC, ord DESC))[1] AS status,
+    (array_agg(next_attempt_at ORDER BY at DESC, ord DESC))[1] AS next_attempt_at,
+    count(started_at)::integer AS attempts,
+    min(started_at) AS first_attempt_at,
+    max(started_at) AS last_attempt_at,
+    (array_agg(http_status ORDER BY started_at DESC) FILTER (WHERE started_at IS NOT NULL))[1] AS last_http_status,
+    (array_agg(coalesce(error, reason) ORDER BY at DESC) FILTER (WHERE error IS NOT NULL OR reason IS NOT NULL))[1] AS last_error,
+    (array_agg(payload ORDER BY ord) FILTER (WHERE payload IS NOT NULL))[1] AS payload
+  FROM fresh GROUP BY merchant_id, webhook_id, first_seen_at
+)
+INSERT INTO delivery_webhooks AS w (merchant_id, webhook_id, first_seen_at, event, refs, merchant_refs, payload, status, attempts,
+  first_attempt_at, last_attempt_at, last_http_status, last_error, next_attempt_at, last_record_at)
+SELECT merchant_id, webhook_id, first_seen_at, event, refs, ARRAY(SELECT merchant_id || chr(31) || r FROM unnest(refs) AS r), payload, status, attempts,
+  first_attempt_at, last_attempt_at, last_http_status, last_error, next_attempt_at, last_record_at
+FROM per_webhook
+ORDER BY first_ord
+ON CONFLICT (merchant_id, webhook_id, first_seen_at) DO UPDATE SET
+  attempts = w.attempts + EXCLUDED.attempts,
+  payload = coalesce(w.payload, EXCLUDED.payload),
+  first_attempt_at = least(w.first_attempt_at, EXCLUDED.first_attempt_at),
+  last_attempt_at = greatest(w.last_attempt_at, EXCLUDED.last_attempt_at),
+  last_http_status = CASE WHEN EXCLUDED.last_attempt_at IS NOT NULL AND (w.last_attempt_at IS NULL OR EXCLUDED.last_attempt_at >= w.last_attempt_at)
+    THEN EXCLUDED.last_http_status ELSE w.last_http_status END,
+  last_error = CASE WHEN EXCLUDED.last_record_at >= w.last_record_at THEN coalesce(EXCLUDED.last_error, w.last_error) ELSE w.last_error END,
+  status = CASE WHEN EXCLUDED.last_record_at >= w.last_record_at THEN EXCLUDED.status ELSE w.status END,
+  next_attempt_at = CASE WHEN EXCLUDED.last_record_at >= w.last_record_at THEN EXCLUDED.next_attempt_at ELSE w.next_attempt_at END,
+  last_record_at = greatest(w.last_record_at, EXCLUDED.last_record_at)
+`;
+
+// PostgreSQL text and jsonb cannot hold NUL: dropped, so one odd record never stops the recorder.
+const noNul = (text: string) => text.replaceAll('\u0000', '');
+
+function row(record: DeliveryRecord, ord: number) {
+  const a = record.attempt;
+  return {
+    id: record.id,
+    at: record.at,
+    merchant_id: noNul(record.merchantId),
+    webhook_id: noNul(record.webhookId),
+    first_seen_at: record.firstSeenAt,
+    event: noNul(record.event),
+    refs: record.references.map(noNul),
+    payload: record.payload ?? null,
+    outcome: record.outcome,
+    status: statusOf(record.outcome),
+    attempt_number: record.attemptNumber,
+    started_at: a?.startedAt ?? null,
+    duration_ms: a?.durationMs ?? null,
+    http_status: a?.httpStatus ?? null,
+    error: a?.error === undefined ? null : noNul(a.error),
+    response_body: a?.responseBody === undefined ? null : noNul(a.responseBody),
+    reason: record.reason === undefined ? null : noNul(record.reason),
+    next_attempt_at: record.nextAttemptAt ?? null,
+    ord,
+  };
+}
+
+/** Partitions already known to exist, per database: created once, then only looked up here. */
+const known = new WeakMap<object, Set<string>>();
+
+export async function ensurePartitionsFor(db: Queryable, records: readonly DeliveryRecord[], cacheKey: object): Promise<void> {
+  const seen = known.get(cacheKey) ?? new Set<string>();
+  known.set(cacheKey, seen);
+  const needed = new Set<string>();
+  for (const r of records) {
+    needed.add(`delivery_records ${dayOf(r.at)}`);
+    needed.add(`delivery_webhooks ${dayOf(r.firstSeenAt)}`);
+  }
+  for (const key of needed) {
+    if (seen.has(key)) continue;
+    const [table, day] = key.split(' ') as ['delivery_records' | 'delivery_webhooks', string];
+    await ensurePartition(db, table, day);
+    seen.add(key);
+  }
+}
+
+/** Forgets the partitions known for a database (retention dropped some). */
+export function forgetPartitions(cacheKey: object): void {
+  known.delete(cacheKey);
+}
+
+/**
+ * A batch ready to store: the rows as one JSON parameter (the escaped NUL that jsonb refuses is
+ * removed from it, payloads included). Made while the previous batch is being stored.
+ */
+export function prepareRows(records: readonly DeliveryRecord[]): string {
+  return JSON.stringify(records.map(row)).replaceAll('\\u0000', '');
+}
+
+/**
+ * Stores prepared rows and moves the stream offset in one statement, hence one transaction.
+ * `caughtUp`: nothing else was waiting, so the log now holds everything the recorder has read
+ * (caught_up_at, what /readyz reports lag from).
+ */
+export async function storeBatch(db: Queryable, stream: string, rows: string, nextOffset: number, caughtUp: boolean): Promise<void> {
+  await db.query(STORE_BATCH, [rows, stream, nextOffset, caughtUp]);
+}
+
+/** Idle: nothing is waiting, so the log is current as of now. */
+export async function markCaughtUp(db: Queryable, stream: string): Promise<void> {
+  await db.query('UPDATE delivery_log_offsets SET caught_up_at = now() WHERE stream = $1', [stream]);
+}
+
+/** When the log last held everything the recorder had read; undefined before its first write. */
+export async function caughtUpAt(db: Queryable, stream: string): Promise<Date | undefined> {
+  const { rows } = await db.query<{ caught_up_at: Date }>('SELECT caught_up_at FROM delivery_log_offsets WHERE stream = $1', [stream]);
+  return rows[0] ? new Date(rows[0].caught_up_at) : undefined;
+}
+
+export async function storedOffset(db: Queryable, stream: string): Promise<number | undefined> {
+  const { rows } = await db.query<{ next_offset: string }>('SELECT next_offset FROM delivery_log_offsets WHERE stream = $1', [stream]);
+  return rows[0] ? Number(rows[0].next_offset) : undefined;
+}

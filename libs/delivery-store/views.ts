@@ -1,0 +1,60 @@
+import type { Outcome, WebhookStatus } from '../delivery-log/index.js';
+
+/** What the delivery log answers: the API's and the CLI's reads. */
+export interface WebhookSummary {
+  webhookId: string;
+  event: string;
+  references: string[];
+  status: WebhookStatus;
+  attempts: number;
+  firstSeenAt: string;
+  firstAttemptAt: string | null;
+  lastAttemptAt: string | null;
+  lastHttpStatus: number | null;
+  lastError: string | null;
+  nextAttemptAt: string | null;
+}
+
+export interface RecordView {
+  at: string;
+  outcome: Outcome;
+  attemptNumber: number;
+  startedAt: string | null;
+  durationMs: number | null;
+  httpStatus: number | null;
+  error: string | null;
+  responseBody: string | null;
+  reason: string | null;
+  nextAttemptAt: string | null;
+}
+
+export interface WebhookDetail extends WebhookSummary {
+  payload: unknown;
+  records: RecordView[];
+}
+
+export interface FeedEvent {
+  cursor: string;
+  webhookId: string;
+  event: string;
+  references: string[];
+  firstSeenAt: string;
+  status: WebhookStatus;
+  payload: unknown;
+}
+
+export interface WebhookFilters {
+  reference?: string;
+  event?: string;
+  status?: string;
+  since?: string;
+  until?: string;
+  cursor?: string;
+  limit: number;
+}
+
+export interface DeliveryLogQueries {
+  listWebhooks(merchantId: string, filters: WebhookFilters): Promise<{ webhooks: WebhookSummary[]; nextCursor: string | null }>;
+  getWebhook(merchantId: string, webhookId: string): Promise<WebhookDetail | undefined>;
+  feed(merchantId: string, after: string | undefined, limit: number): Promise<{ events: FeedEvent[]; nextCursor: string }>;
+}

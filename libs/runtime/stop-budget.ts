@@ -1,0 +1,29 @@
+/**
+ * A stop's time budget: each step gets what is left of it (or less), and a step that overruns or
+ * fails is reported and left behind, so the next one still runs and the whole stop ends in time.
+ */
+export function stopBudget(timeoutMs: number, onProblem: (step: string, error?: Error) => void) {
+  const deadline = Date.now() + timeoutMs;
+  return {
+    left: () => Math.max(0, deadline - Date.now()),
+    async step(name: string, run: () => Promise<unknown>, capMs = Infinity): Promise<void> {
+      const ms = Math.min(capMs, Math.max(0, deadline - Date.now()));
+      let timer: NodeJS.Timeout | undefined;
+      const overran = await Promise.race([
+        Promise.resolve().then(run).then(
+          () => false,
+          (err: unknown) => {
+            onProblem(name, err as Error);
+            return false;
+          },
+        ),
+        new Promise<boolean>((resolve) => {
+          timer = setTimeout(() => resolve(true), ms);
+          timer.unref();
+        }),
+      ]);
+      clearTimeout(timer);
+      if (overran) onProblem(name);
+    },
+  };
+}

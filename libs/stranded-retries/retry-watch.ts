@@ -1,0 +1,494 @@
+import { randomUUID } from 'node:crypto';
+import type { Channel, ConsumeMessage } from 'amqplib';
+import { type BrokerConnection, publishCopy } from '../broker/index.js';
+import { HEADERS, JOURNAL_ENTRY_TYPES } from '../contracts/index.js';
+import { EntryExpiredError, readEntryAt } from '../failed/reader.js';
+import type { Logger } from '../logger/index.js';
+import { ReadBacks, StreamTail } from '../streams/index.js';
+import { appendArrived, appendRecoveryClaim, recoveredCopy } from './journal.js';
+import { appendSnapshot, readLatestSnapshot, type WatchSnapshot } from './snapshot.js';
+
+export interface RetryWatchOptions {
+  /** The dispatch queue, where a recovered message goes back. */
+  dispatch: string;
+  /** Each retry tier's queue and its delay: a wait is due that long after this watch read its entry. */
+  tierDelaysMs: Readonly<Record<string, number>>;
+  /**
+   * How long after `dispatch` was seen empty past a wait's due time the wait counts as stranded
+   * in its tier; also how long a recovery claim is left to its holder before another takes over.
+   */
+  overdueAfterMs: number;
+  /** How often stranded waits are looked for (and `dispatch` looked at). */
+  checkEveryMs?: number;
+  /** Waits recovered per check at most, so that a tier that failed wholesale comes back in a stream, not a flood. */
+  maxPerCheck?: number;
+  /** Waits older than this are gone from the journal (its retention) and dropped from the watch. */
+  retentionMs?: number;
+  /**
+   * How long the winning copy of a retry wait is remembered after it arrived (default 1 h): a copy
+   * made again after a lost confirm waits in the same tier as its twin and comes out with it. A
+   * resend's is remembered a day, a recovered wait's as long as the journal keeps it.
+   */
+  rememberArrivalsMs?: number;
+  /** How long a copy waits to read its own arrival back before it is delivered anyway. */
+  arrivalTimeoutMs?: number;
+  /** The stream of snapshots of this state: read on start, written as the journal grows. */
+  snapshots?: { stream: string; everyEntries?: number; everyMs?: number };
+  /** Milliseconds on a monotonic clock; injected by tests to run a watch's clock ahead. */
+  clock?: () => number;
+}
+
+interface Waiting {
+  /** The scheduled entry, and the one holding the body (the same unless the webhook waited before). */
+  offset: number;
+  bodyOffset: number;
+  webhookId: string | undefined;
+  queue: string;
+  /** On this watch's clock: when it read the entry, plus the tier's delay. */
+  dueAt: number;
+  /** On this watch's clock: the first time `dispatch` was seen empty after the wait was due (or claimed). */
+  drainedAt?: number;
+  /** The current recovery claim, and when this watch read it. */
+  claim?: { claimId: string; readAt: number };
+}
+
+interface Arrival {
+  copyId: string;
+  at: number;
+  recovered: boolean;
+}
+
+interface Body {
+  offset: number;
+  /** When this watch read the entry holding the body, and when a wait last pointed at it. */
+  readAt: number;
+  usedAt: number;
+}
+
+const DAY_MS = 86_400_000;
+/** Wait keys of resent webhooks (the dispatcher's `resend:<offset>`). */
+const RESEND_KEY = 'resend:';
+/** After an arrival the journal did not confirm, how long copies are delivered without asking it. */
+const JOURNAL_DOWN_MS = 15_000;
+
+/**
+ * Tails the retries journal and knows every message waiting in a retry tier and which copy of each
+ * wait arrived first. A tier whose dead-lettering stalls (RabbitMQ 3.10 and 4.x both have had
+ * at-least-once dead-letter workers stuck after a leader change) holds its messages past their
+ * time; a wait that has not arrived although `dispatch` was seen empty well after it was due
+ * cannot be sitting in a backlog, so the watch puts one copy back in dispatch (claimed in the
+ * journal, first claim in stream order wins across dispatchers). Every copy of a wait (the
+ * original, a recovered copy, a publish whose confirm was lost and was made again) carries the
+ * same key and its own copy id; the dispatcher delivers only the copy whose arrival is first in
+ * the journal (`arrive`). Every time is read on this process's own monotonic clock.
+ */
+export class RetryWatch {
+  readonly stats = { recovered: 0, unconfirmedArrivals: 0, snapshots: 0 };
+  private readonly waiting = new Map<string, Waiting>();
+  /** The first copy of each wait to arrive, in the order read. */
+  private readonly arrivals = new Map<string, Arrival>();
+  private readonly bodies = new Map<string, Body>();
+  private readonly claimWaiters = new ReadBacks<string[]>();
+  private readonly arrivalWaiters = new ReadBacks<string>();
+  private tail?: StreamTail;
+  private timer?: NodeJS.Timeout;
+  private checking?: Promise<void>;
+  private probe?: Promise<Channel>;
+  private stopped = false;
+  private readonly clock: () => number;
+  private lastOffset = -1;
+  private appliedSinceSnapshot = 0;
+  private lastSnapshotAt: number;
+  private lastPruneAt = 0;
+  /** Until then arrivals are delivered without waiting for the journal's verdict. */
+  private journalDownUntil = 0;
+
+  constructor(
+    private readonly broker: BrokerConnection,
+    private readonly stream: string,
+    private readonly logger: Logger,
+    private readonly options: RetryWatchOptions,
+  ) {
+    this.clock = options.clock ?? (() => performance.now());
+    this.lastSnapshotAt = this.clock();
+  }
+
+  /** Caught up with the journal: what it says is waiting is what is waiting. */
+  get ready(): boolean {
+    return this.tail?.ready ?? false;
+  }
+
+  async start(): Promise<void> {
+    const snapshot = this.options.snapshots ? await this.loadSnapshot(this.options.snapshots.stream) : undefined;
+    this.tail = new StreamTail(this.broker, this.stream, this.logger, {
+      prefetch: 2_000,
+      startAt: snapshot ? snapshot.covers + 1 : undefined,
+      onEntry: (message, offset) => this.apply(message, offset),
+      onCaughtUp: (offset) => this.logger.info('retries journal caught up', { waiting: this.waiting.size, offset }),
+      // The journal was deleted: what it said is waiting is unknown now; the new one is read from its start.
+      onReset: () => {
+        this.waiting.clear();
+        this.arrivals.clear();
+        this.bodies.clear();
+        this.lastOffset = -1;
+        this.appliedSinceSnapshot = 0;
+      },
+    });
+    await this.tail.start();
+    this.timer = setInterval(() => {
+      this.checking ??= this.check().finally(() => {
+        this.checking = undefined;
+      });
+    }, this.options.checkEveryMs ?? 5_000);
+    this.timer.unref();
+  }
+
+  /** Resolves once the journal is read up to date; a dispatcher takes deliveries only then. */
+  waitUntilCaughtUp(timeoutMs: number): Promise<void> {
+    return this.tail!.waitUntilCaughtUp(timeoutMs);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    await this.checking;
+    await this.tail?.stop();
+    const probe = await this.probe?.catch(() => undefined);
+    await probe?.close().catch(() => {});
+  }
+
+  /**
+   * A copy of a wait was consumed from dispatch: true if it is the copy to deliver, the first of its
+   * key to arrive in stream order (the same copy redelivered stays the one). The verdict is the
+   * journal's: this watch appends the arrival and waits to read it back, which means it has read
+   * everything before it, however late it started. When the journal does not confirm in time the
+   * copy is delivered (at least once beats never) and counted in `unconfirmedArrivals`, and so are
+   * the copies arriving in the next 15 s, without waiting: a journal that lost its leader must not
+   * hold every retry for the whole timeout.
+   */
+  async arrive(key: string, copyId: string): Promise<boolean> {
+    const known = this.arrivals.get(key);
+    if (known) return known.copyId === copyId;
+    const timeoutMs = this.options.arrivalTimeoutMs ?? 10_000;
+    if (this.clock() < this.journalDownUntil) {
+      // The journal just failed to confirm one: while it recovers (a stream leader lost with its
+      // node), do not hold every retry for the whole timeout; record the arrival in the background.
+      this.stats.unconfirmedArrivals++;
+      void appendArrived(this.broker, this.stream, { key, copyId }, timeoutMs).catch(() => {});
+      return true;
+    }
+    const arrivalId = randomUUID();
+    const readBack = this.arrivalWaiters.expect(arrivalId, timeoutMs, `arrival in ${this.stream}`);
+    try {
+      await appendArrived(this.broker, this.stream, { key, copyId, arrivalId }, timeoutMs);
+      return (await readBack) === copyId;
+    } catch (err) {
+      this.arrivalWaiters.forget(arrivalId);
+      this.stats.unconfirmedArrivals++;
+      this.journalDownUntil = Math.max(this.journalDownUntil, this.clock() + JOURNAL_DOWN_MS);
+      this.logger.warn('retry arrival not confirmed by the journal; delivered anyway', { key, error: (err as Error).message });
+      return true;
+    }
+  }
+
+  /**
+   * Where the journal holds this webhook's body, so a next wait need not copy it again; undefined
+   * when unknown, or read so long ago that retention could drop it before the wait ends.
+   */
+  bodyOffsetOf(webhookId: string): number | undefined {
+    const body = this.bodies.get(webhookId);
+    if (!body || this.clock() - body.readAt > this.retentionMs / 2) return undefined;
+    return body.offset;
+  }
+
+  /** Messages in each tier, ready or held by the broker, that have not come back yet. */
+  waitingByQueue(): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const wait of this.waiting.values()) counts.set(wait.queue, (counts.get(wait.queue) ?? 0) + 1);
+    return counts;
+  }
+
+  /** Of those, the stranded ones: not back although dispatch drained well after they were due. */
+  overdueByQueue(): Map<string, number> {
+    const counts = new Map<string, number>();
+    const now = this.clock();
+    for (const wait of this.waiting.values()) if (this.stranded(wait, now)) counts.set(wait.queue, (counts.get(wait.queue) ?? 0) + 1);
+    return counts;
+  }
+
+  private stranded(wait: Waiting, now: number): boolean {
+    return wait.drainedAt !== undefined && now - wait.drainedAt >= this.options.overdueAfterMs;
+  }
+
+  private get retentionMs(): number {
+    return this.options.retentionMs ?? 7 * DAY_MS;
+  }
+
+  private apply(message: ConsumeMessage, offset: number): void {
+    this.lastOffset = offset;
+    this.appliedSinceSnapshot++;
+    const headers = message.properties.headers ?? {};
+    const key = headers[HEADERS.scheduleId];
+    switch (headers[HEADERS.entryType]) {
+      case JOURNAL_ENTRY_TYPES.scheduled:
+        if (typeof key === 'string') this.applyScheduled(key, headers, offset);
+        return;
+      case JOURNAL_ENTRY_TYPES.arrived:
+        if (typeof key === 'string') this.applyArrived(key, headers);
+        return;
+      case JOURNAL_ENTRY_TYPES.recovery:
+        this.applyClaim(headers, message.content);
+        return;
+      default:
+        return;
+    }
+  }
+
+  private applyScheduled(key: string, headers: Record<string, unknown>, offset: number): void {
+    const queue = headers[HEADERS.retryQueue];
+    if (typeof queue !== 'string') return;
+    // Arrived before its scheduled entry landed (a slow append on another dispatcher): not waiting.
+    if (this.arrivals.has(key)) return;
+    const now = this.clock();
+    const webhookId = typeof headers[HEADERS.webhookId] === 'string' ? (headers[HEADERS.webhookId] as string) : undefined;
+    const pointer = headers[HEADERS.bodyOffset];
+    const bodyOffset = typeof pointer === 'number' && Number.isSafeInteger(pointer) ? pointer : offset;
+    if (webhookId !== undefined) {
+      const body = this.bodies.get(webhookId);
+      if (bodyOffset === offset) this.bodies.set(webhookId, { offset, readAt: now, usedAt: now });
+      else if (body) body.usedAt = now;
+    }
+    this.waiting.set(key, { offset, bodyOffset, webhookId, queue, dueAt: now + this.delayOf(queue) });
+  }
+
+  /** A tier this watch does not know (the schedule changed): the longest delay, so never early. */
+  private delayOf(queue: string): number {
+    return this.options.tierDelaysMs[queue] ?? Math.max(0, ...Object.values(this.options.tierDelaysMs));
+  }
+
+  private applyArrived(key: string, headers: Record<string, unknown>): void {
+    const copyId = typeof headers[HEADERS.copyId] === 'string' ? (headers[HEADERS.copyId] as string) : '';
+    let first = this.arrivals.get(key);
+    if (!first) {
+      const wait = this.waiting.get(key);
+      first = { copyId, at: this.clock(), recovered: wait?.claim !== undefined };
+      this.arrivals.set(key, first);
+      this.waiting.delete(key);
+      if (wait?.webhookId !== undefined) {
+        const body = this.bodies.get(wait.webhookId);
+        if (body) body.usedAt = first.at;
+      }
+    }
+    const arrivalId = headers[HEADERS.claimId];
+    if (typeof arrivalId === 'string') this.arrivalWaiters.settle(arrivalId, first.copyId);
+  }
+
+  /** A claim wins each wait still waiting whose current claim is the one it says it replaces. */
+  private applyClaim(headers: Record<string, unknown>, content: Buffer): void {
+    const claimId = headers[HEADERS.claimId];
+    if (typeof claimId !== 'string') return;
+    let body: { scheduleIds?: unknown; replaces?: unknown };
+    try {
+      body = JSON.parse(content.toString('utf8')) as typeof body;
+    } catch {
+      return;
+    }
+    const replaces = (body.replaces && typeof body.replaces === 'object' ? body.replaces : {}) as Record<string, unknown>;
+    const won: string[] = [];
+    const now = this.clock();
+    for (const id of Array.isArray(body.scheduleIds) ? body.scheduleIds : []) {
+      if (typeof id !== 'string') continue;
+      const wait = this.waiting.get(id);
+      if (!wait || wait.claim?.claimId !== replaces[id]) continue;
+      wait.claim = { claimId, readAt: now };
+      // The copy may now wait in a backlog like anything else: a new drain must be seen.
+      wait.drainedAt = undefined;
+      won.push(id);
+    }
+    this.claimWaiters.settle(claimId, won);
+  }
+
+  /** How many messages are ready in dispatch; undefined when it cannot be asked now. */
+  private async dispatchReady(): Promise<number | undefined> {
+    try {
+      this.probe ??= this.broker.createChannel().then((channel) => {
+        channel.on('error', () => {});
+        channel.on('close', () => {
+          this.probe = undefined;
+        });
+        return channel;
+      });
+      const channel = await this.probe;
+      return (await channel.checkQueue(this.options.dispatch)).messageCount;
+    } catch {
+      this.probe = undefined;
+      return undefined;
+    }
+  }
+
+  /** Looks at dispatch, finds stranded waits, claims them, and puts back a copy of each one this watch won. */
+  async check(): Promise<void> {
+    if (this.stopped || !this.broker.isConnected) return;
+    this.forgetExpired(this.clock());
+    if (!this.ready) return;
+    await this.maybeSnapshot();
+    if (this.waiting.size === 0) return;
+    const askedAt = this.clock();
+    const ready = await this.dispatchReady();
+    if (ready === 0) {
+      // Dispatch was empty: whatever was due before askedAt and came out of its tier has been consumed.
+      for (const wait of this.waiting.values()) {
+        if (wait.drainedAt === undefined && (wait.claim?.readAt ?? wait.dueAt) <= askedAt) wait.drainedAt = askedAt;
+      }
+    }
+    const now = this.clock();
+    const stranded: string[] = [];
+    const replaces: Record<string, string> = {};
+    for (const [id, wait] of this.waiting) {
+      if (!this.stranded(wait, now)) continue;
+      stranded.push(id);
+      if (wait.claim) replaces[id] = wait.claim.claimId;
+      if (stranded.length >= (this.options.maxPerCheck ?? 500)) break;
+    }
+    if (stranded.length === 0) return;
+    const claimId = randomUUID();
+    let won: string[];
+    try {
+      const readBack = this.claimWaiters.expect(claimId, 10_000, `recovery claim from ${this.stream}`);
+      await appendRecoveryClaim(this.broker, this.stream, { claimId, scheduleIds: stranded, replaces }, 10_000);
+      won = await readBack;
+    } catch (err) {
+      this.claimWaiters.forget(claimId);
+      this.logger.warn('stranded retries not claimed; trying again at the next check', { stranded: stranded.length, error: (err as Error).message });
+      return;
+    }
+    for (const id of won) await this.recover(id, claimId, now);
+  }
+
+  private async recover(scheduleId: string, claimId: string, now: number): Promise<void> {
+    const wait = this.waiting.get(scheduleId);
+    if (!wait) return; // arrived while the claim was read back
+    try {
+      const entry = await readEntryAt(this.broker, this.stream, wait.offset);
+      const content = wait.bodyOffset === wait.offset ? entry.content : (await readEntryAt(this.broker, this.stream, wait.bodyOffset)).content;
+      const { properties } = entry;
+      await publishCopy(this.broker, this.options.dispatch, { content, properties }, recoveredCopy(properties.headers ?? {}, claimId, randomUUID()), 10_000);
+      this.stats.recovered++;
+      this.logger.warn('retry recovered: its tier did not hand it back although dispatch drained', {
+        queue: wait.queue,
+        scheduleId,
+        overdueMs: Math.round(now - wait.dueAt),
+        merchantId: properties.headers?.[HEADERS.merchantId],
+        webhookId: properties.headers?.[HEADERS.webhookId],
+      });
+    } catch (err) {
+      // The claim's lease runs out and the next check takes it over.
+      this.logger.warn('stranded retry not recovered; trying again after the claim lease', { queue: wait.queue, scheduleId, error: (err as Error).message });
+    }
+  }
+
+  /** What retention removed from the journal cannot be recovered: stop counting it. */
+  private forgetExpired(now: number): void {
+    if (now - this.lastPruneAt < 60_000) return;
+    this.lastPruneAt = now;
+    const horizon = now - this.retentionMs;
+    for (const [id, wait] of this.waiting) {
+      if (wait.dueAt >= horizon) break; // in the order read; the rest go at a later check
+      this.waiting.delete(id);
+      this.logger.warn('waiting retry older than the journal retention forgotten', { queue: wait.queue, scheduleId: id });
+    }
+    // A recovered wait's stuck original may still come out, as late as retention allows; a
+    // resend's twin is published beside it; a retry's, after a lost confirm, waits with it.
+    const remember = now - (this.options.rememberArrivalsMs ?? 3_600_000);
+    for (const [key, arrival] of this.arrivals) {
+      if (arrival.at >= remember) break;
+      const until = arrival.recovered ? horizon : key.startsWith(RESEND_KEY) ? now - DAY_MS : Infinity;
+      if (arrival.at < until) this.arrivals.delete(key);
+    }
+    const inUse = new Set<number>();
+    for (const wait of this.waiting.values()) inUse.add(wait.bodyOffset);
+    for (const [webhookId, body] of this.bodies) {
+      if (body.usedAt < now - 3_600_000 && !inUse.has(body.offset)) this.bodies.delete(webhookId);
+    }
+  }
+
+  private async loadSnapshot(stream: string): Promise<WatchSnapshot | undefined> {
+    let snapshot: WatchSnapshot | undefined;
+    try {
+      snapshot = await readLatestSnapshot(this.broker, stream);
+    } catch (err) {
+      this.logger.warn('retry watch snapshot not read; reading the whole journal', { error: (err as Error).message });
+      return undefined;
+    }
+    if (!snapshot) return undefined;
+    if (!(await this.journalHolds(snapshot.covers))) {
+      // The journal was deleted and declared again (or it cannot be read now): its offsets start
+      // over, and a tail started past its end would never catch up. Read it all instead.
+      this.logger.warn('retry watch snapshot ignored: the journal has no entry at the offset it covers', { covers: snapshot.covers });
+      return undefined;
+    }
+    const now = this.clock();
+    for (const [id, offset, bodyOffset, webhookId, queue, dueInMs, claimId, claimAgoMs] of snapshot.waits) {
+      const wait: Waiting = { offset, bodyOffset, webhookId: webhookId ?? undefined, queue, dueAt: now + dueInMs };
+      if (claimId !== null) wait.claim = { claimId, readAt: now - (claimAgoMs ?? 0) };
+      this.waiting.set(id, wait);
+    }
+    for (const [key, copyId, agoMs, recovered] of snapshot.arrivals) this.arrivals.set(key, { copyId, at: now - agoMs, recovered });
+    for (const [webhookId, offset, agoMs] of snapshot.bodies) this.bodies.set(webhookId, { offset, readAt: now - agoMs, usedAt: now });
+    this.lastOffset = snapshot.covers;
+    this.logger.info('retry watch restored from a snapshot', { covers: snapshot.covers, waiting: this.waiting.size });
+    return snapshot;
+  }
+
+  /** True when the entry at `offset` is in the journal, or was there and retention removed it. */
+  private async journalHolds(offset: number): Promise<boolean> {
+    try {
+      await readEntryAt(this.broker, this.stream, offset, 3_000);
+      return true;
+    } catch (err) {
+      return err instanceof EntryExpiredError;
+    }
+  }
+
+  /** Every `everyEntries` entries (or `everyMs` with anything new), while caught up. */
+  private async maybeSnapshot(): Promise<void> {
+    const options = this.options.snapshots;
+    if (!options || this.appliedSinceSnapshot === 0) return;
+    const now = this.clock();
+    if (this.appliedSinceSnapshot < (options.everyEntries ?? 100_000) && now - this.lastSnapshotAt < (options.everyMs ?? 600_000)) return;
+    await this.writeSnapshot();
+  }
+
+  /** Writes this watch's state as of the last entry it read; the next start reads on from there. */
+  async writeSnapshot(): Promise<void> {
+    const options = this.options.snapshots;
+    if (!options || this.lastOffset < 0) return;
+    const now = this.clock();
+    const snapshot: WatchSnapshot = {
+      v: 1,
+      covers: this.lastOffset,
+      waits: [...this.waiting].map(([id, w]) => [
+        id,
+        w.offset,
+        w.bodyOffset,
+        w.webhookId ?? null,
+        w.queue,
+        Math.round(w.dueAt - now),
+        w.claim?.claimId ?? null,
+        w.claim ? Math.round(now - w.claim.readAt) : null,
+      ]),
+      arrivals: [...this.arrivals].map(([key, a]) => [key, a.copyId, Math.round(now - a.at), a.recovered]),
+      bodies: [...this.bodies].map(([webhookId, b]) => [webhookId, b.offset, Math.round(now - b.readAt)]),
+    };
+    const applied = this.appliedSinceSnapshot;
+    this.appliedSinceSnapshot = 0;
+    this.lastSnapshotAt = now;
+    try {
+      await appendSnapshot(this.broker, options.stream, snapshot, 30_000);
+      this.stats.snapshots++;
+    } catch (err) {
+      this.appliedSinceSnapshot += applied;
+      this.logger.warn('retry watch snapshot not written', { error: (err as Error).message });
+    }
+  }
+}

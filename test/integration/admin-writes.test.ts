@@ -1,0 +1,243 @@
+import { Webhook } from 'standardwebhooks';
+import type { ApiProgram } from '../../apps/api/program.js';
+import type { DispatcherProgram } from '../../apps/dispatcher/program.js';
+import { sampleEvent } from '../../libs/contracts/index.js';
+import { EventPublisher } from '../../libs/publisher/index.js';
+import { adminToken, type Answer, call, expectDocumented, seen, startTestApi } from '../support/api.js';
+import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
+import { Receiver } from '../support/receiver.js';
+import { waitFor } from '../support/wait.js';
+import { startBrokerDirectoryDispatcher } from '../support/dispatcher-program.js';
+
+const prefix = uniquePrefix('admin-writes');
+/** Development mode so that merchants can point at the local receiver; two replicas on one stream. */
+const ENV = { MERCHANT_DIRECTORY: 'broker', MERCHANTS_FILE: undefined, WEBHOOKS_DEV: 'true', ALLOW_PRIVATE_TARGETS: 'true' };
+
+/** Admin writes a dashboard's backend can repeat safely, and the rules that keep merchants apart. */
+describe('admin writes: rotations, idempotency keys, PATCH, public keys and the admin port', () => {
+  let receiver: Receiver;
+  let apiA: ApiProgram;
+  let apiB: ApiProgram;
+  let dispatcher: DispatcherProgram;
+  let publisher: EventPublisher;
+  let auth: Record<string, string>;
+
+  beforeAll(async () => {
+    receiver = await Receiver.start(() => 204);
+    apiA = await startTestApi(prefix, '', {}, ENV);
+    apiB = await startTestApi(prefix, '', {}, ENV);
+    dispatcher = await startBrokerDirectoryDispatcher(prefix);
+    publisher = new EventPublisher(dispatcher.broker, prefix);
+    auth = { authorization: `Bearer ${await adminToken()}`, 'content-type': 'application/json' };
+  });
+
+  afterAll(async () => {
+    await dispatcher?.stop();
+    await apiA?.stop();
+    await apiB?.stop();
+    await receiver?.close();
+    const test = await TestBroker.open();
+    await test.deleteTopology(prefix, 0);
+    await test.channel.deleteQueue(`${prefix}.merchants`).catch(() => {});
+    await test.close();
+  });
+
+  const send = (api: ApiProgram, method: string, path: string, body: unknown, headers: Record<string, string> = {}) =>
+    call(api, path, { method, headers: { ...auth, ...headers }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const put = (api: ApiProgram, id: string, body: unknown, headers?: Record<string, string>) => send(api, 'PUT', `/admin/merchants/${id}`, body, headers);
+  const patch = (api: ApiProgram, id: string, body: unknown, headers?: Record<string, string>) => send(api, 'PATCH', `/admin/merchants/${id}`, body, headers);
+  const rotate = (api: ApiProgram, id: string, body: unknown, headers?: Record<string, string>) =>
+    send(api, 'POST', `/admin/merchants/${id}/webhook/secret/rotate`, body, headers);
+  const get = (api: ApiProgram, id: string) => call(api, `/admin/merchants/${id}`, { method: 'GET', headers: auth });
+  const data = (answer: Answer) => (answer.body as { data: Record<string, any> }).data;
+  const code = (answer: Answer) => [answer.status, (answer.body as { error: { code: string } | null }).error?.code];
+  const message = (answer: Answer) => (answer.body as { message: string }).message;
+
+  async function delivered(merchantId: string) {
+    const { messageId } = await publisher.publish(sampleEvent('payout', merchantId));
+    return waitFor('webhook delivered', () => receiver.requests.find((r) => r.headers['webhook-id'] === messageId), 10_000);
+  }
+  const verifies = (secret: string, request: { body: string; headers: Record<string, unknown> }) => {
+    try {
+      new Webhook(secret).verify(request.body, request.headers as Record<string, string>);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+
+  it('keeps every secret issued within its grace signing until its own expiry, across rotations in a row', async () => {
+    const created = await put(apiA, 'm_rot', { publicKey: 'pk_rot_00001', webhook: { url: `${receiver.url}/m_rot`, enabled: true } });
+    expect(created.status).toBe(201);
+    const s0 = data(created).webhook.secret as string;
+    // The first rotation gives s0 a short grace, the second gives s1 a long one.
+    const first = await rotate(apiA, 'm_rot', { graceSeconds: 3 });
+    const s1 = data(first).secret as string;
+    const second = await rotate(apiB, 'm_rot', { graceSeconds: 600 });
+    expect(second.status).toBe(200);
+    const s2 = data(second).secret as string;
+    await waitFor('dispatcher has s2', () => dispatcher.merchants.byId('m_rot')?.webhook?.secret === s2, 5_000);
+
+    const during = await delivered('m_rot');
+    expect([s0, s1, s2].map((s) => verifies(s, during))).toEqual([true, true, true]);
+    const view = data(await get(apiB, 'm_rot')).webhook;
+    expect(view.previousSecrets).toHaveLength(2);
+    expect(view.previousSecretExpiresAt).toBe(data(second).previousSecretExpiresAt);
+
+    await waitFor('s0 expired', () => Date.now() > Date.parse(data(first).previousSecretExpiresAt) + 10, 5_000, 50);
+    const after = await delivered('m_rot');
+    expect([s0, s1, s2].map((s) => verifies(s, after))).toEqual([false, true, true]);
+  });
+
+  it('refuses a rotation that would keep more than three old secrets signing, and never drops one in use', async () => {
+    await rotate(apiA, 'm_rot', { graceSeconds: 600 });
+    const third = await rotate(apiA, 'm_rot', { graceSeconds: 600 });
+    expect(third.status).toBe(200);
+    expect(data(await get(apiA, 'm_rot')).webhook.previousSecrets).toHaveLength(3);
+    const refused = await rotate(apiB, 'm_rot', { graceSeconds: 600 });
+    expect(code(refused)).toEqual([409, 'too_many_secrets']);
+    expect(message(refused)).toContain('graceSeconds 0');
+    // Rotating with no grace replaces only the current secret; the three in grace keep signing.
+    const now = await rotate(apiB, 'm_rot', { graceSeconds: 0 });
+    expect(now.status).toBe(200);
+    expect(data(await get(apiA, 'm_rot')).webhook.previousSecrets).toHaveLength(3);
+  });
+
+  it('answers a repeated Idempotency-Key with the first answer, secret included, on another replica and after a restart', async () => {
+    const body = { publicKey: 'pk_idem_0001', webhook: { url: `${receiver.url}/m_idem`, enabled: true } };
+    const first = await put(apiA, 'm_idem', body, { 'idempotency-key': 'create-m_idem-1' });
+    expect(first.status).toBe(201);
+    const secret = data(first).webhook.secret as string;
+    expect(secret).toMatch(/^whsec_/);
+
+    const again = await put(apiB, 'm_idem', body, { 'idempotency-key': 'create-m_idem-1' });
+    expect(again.status).toBe(201);
+    expect(again.body).toEqual(first.body);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+
+    // Rotations: a double-submitted one rotates once and both answers carry the same secret.
+    const [r1, r2] = await Promise.all([
+      rotate(apiA, 'm_idem', { graceSeconds: 60 }, { 'idempotency-key': 'rotate-m_idem-1' }),
+      rotate(apiB, 'm_idem', { graceSeconds: 60 }, { 'idempotency-key': 'rotate-m_idem-1' }),
+    ]);
+    expect([r1.status, r2.status]).toEqual([200, 200]);
+    expect(data(r1).secret).toBe(data(r2).secret);
+    await waitFor('dispatcher has the rotation', () => dispatcher.merchants.byId('m_idem')?.webhook?.secret === data(r1).secret, 5_000);
+    expect(data(await get(apiA, 'm_idem')).webhook.previousSecrets).toHaveLength(1);
+
+    await apiB.stop();
+    apiB = await startTestApi(prefix, '', {}, ENV);
+    await waitFor('restarted replica ready', async () => (await call(apiB, '/readyz', { method: 'GET' })).status === 200, 10_000, 50);
+    const afterRestart = await rotate(apiB, 'm_idem', { graceSeconds: 60 }, { 'idempotency-key': 'rotate-m_idem-1' });
+    expect(afterRestart.body).toEqual(r1.body);
+
+    // The same key for another request is a client bug: say so, change nothing.
+    const reused = await put(apiB, 'm_idem', { ...body, publicKey: 'pk_idem_0002' }, { 'idempotency-key': 'create-m_idem-1' });
+    expect(code(reused)).toEqual([422, 'idempotency_key_reused']);
+    expect(code(await put(apiB, 'm_idem', body, { 'idempotency-key': 'x'.repeat(300) }))).toEqual([400, 'invalid_idempotency_key']);
+    expect(data(await get(apiA, 'm_idem')).publicKey).toBe('pk_idem_0001');
+  });
+
+  it('gives a public key to one merchant only, when two replicas race to PUT it', async () => {
+    for (let round = 0; round < 5; round++) {
+      const key = `pk_race_${round}_0000`;
+      const [onA, onB] = await Promise.all([
+        put(apiA, `m_race_a${round}`, { publicKey: key }),
+        put(apiB, `m_race_b${round}`, { publicKey: key }),
+      ]);
+      expect([onA.status, onB.status].sort()).toEqual([201, 409]);
+      const loser = onA.status === 409 ? onA : onB;
+      expect(code(loser)).toEqual([409, 'public_key_taken']);
+      const winner = onA.status === 201 ? `m_race_a${round}` : `m_race_b${round}`;
+      const other = onA.status === 201 ? `m_race_b${round}` : `m_race_a${round}`;
+      for (const api of [apiA, apiB]) {
+        expect((await get(api, winner)).status).toBe(200);
+        expect((await get(api, other)).status).toBe(404);
+      }
+      await waitFor('dispatcher has the winner', () => dispatcher.merchants.byPublicKey(key)?.id === winner, 5_000);
+      expect(dispatcher.merchants.byId(other)).toBeUndefined();
+    }
+  });
+
+  it('changes with PATCH only what the body names: disabling keeps the URL, the events and the secret', async () => {
+    const created = await put(apiA, 'm_patch', {
+      publicKey: 'pk_patch_001',
+      webhook: { url: `${receiver.url}/m_patch`, enabled: true, events: ['payout'] },
+    });
+    const secret = data(created).webhook.secret;
+    const disabled = await patch(apiB, 'm_patch', { webhook: { enabled: false } });
+    expect(disabled.status).toBe(200);
+    expect(data(disabled)).toEqual({
+      id: 'm_patch',
+      publicKey: 'pk_patch_001',
+      webhook: { url: `${receiver.url}/m_patch`, enabled: false, events: ['payout'], previousSecretExpiresAt: null, previousSecrets: [] },
+    });
+    await waitFor('dispatcher sees it disabled', () => dispatcher.merchants.byId('m_patch')?.webhook?.enabled === false, 5_000);
+    expect(dispatcher.merchants.byId('m_patch')!.webhook).toMatchObject({ secret, events: ['payout'] });
+
+    const allEvents = await patch(apiA, 'm_patch', { webhook: { enabled: true, events: null } });
+    expect(data(allEvents).webhook.events).toEqual(['charge.completed', 'payout', 'refund.completed']);
+    const rekeyed = await patch(apiA, 'm_patch', { publicKey: 'pk_patch_002' });
+    expect(data(rekeyed)).toMatchObject({ publicKey: 'pk_patch_002', webhook: { enabled: true } });
+
+    expect(code(await patch(apiA, 'm_patch_nobody', { webhook: { enabled: false } }))).toEqual([404, 'merchant_not_found']);
+    await put(apiA, 'm_patch_nohook', { publicKey: 'pk_patch_003' });
+    const noUrl = await patch(apiA, 'm_patch_nohook', { webhook: { enabled: true } });
+    expect(code(noUrl)).toEqual([400, 'invalid_settings']);
+    expect(message(noUrl)).toBe('webhook.url is required: this merchant has no webhook yet');
+    const hooked = await patch(apiA, 'm_patch_nohook', { webhook: { url: `${receiver.url}/m_patch_nohook` } });
+    expect(hooked.status).toBe(200);
+    expect(data(hooked).webhook).toMatchObject({ enabled: true, secret: expect.stringMatching(/^whsec_/) });
+    expect(code(await patch(apiA, 'm_patch', { publicKey: 'pk_rot_00001' }))).toEqual([409, 'public_key_taken']);
+  });
+
+  it('turns a new webhook on when enabled is left out, and names the field and what it allows in every refusal', async () => {
+    const created = await put(apiA, 'm_msg', { publicKey: 'pk_msg_00001', webhook: { url: `${receiver.url}/m_msg` } });
+    expect(created.status).toBe(201);
+    expect(data(created).webhook.enabled).toBe(true);
+
+    const refusal = async (body: unknown, expected: string) => {
+      const answer = await put(apiB, 'm_msg_bad', body);
+      expect(code(answer)).toEqual([400, 'invalid_settings']);
+      expect(message(answer)).toBe(expected);
+    };
+    await refusal({}, 'publicKey is required');
+    await refusal({ publicKey: 12345678 }, 'publicKey must be a string');
+    await refusal({ publicKey: 'pk_msg_00002', webhook: {} }, 'webhook.url is required');
+    await refusal({ publicKey: 'pk_msg_00002', webhook: 'https://x.example' }, 'webhook must be an object with url, enabled and events');
+    await refusal({ publicKey: 'pk_msg_00002', extra: 1 }, 'unknown field extra; allowed: publicKey, webhook');
+    await refusal({ publicKey: 'pk_msg_00002', webhook: { url: 'https://x.example', enabled: 'yes' } }, 'webhook.enabled must be true or false');
+    await refusal(
+      { publicKey: 'pk_msg_00002', webhook: { url: 'https://x.example', events: ['charge.failed'] } },
+      'webhook.events: each event must be one of charge.completed, payout, refund.completed',
+    );
+    await refusal([], 'body must be a JSON object');
+    const rotation = await rotate(apiB, 'm_msg', { graceSeconds: '60' });
+    expect(message(rotation)).toBe('graceSeconds must be a number of seconds');
+  });
+
+  it('serves the admin API only on ADMIN_PORT when it is set', async () => {
+    const separate = await startTestApi(prefix, '', {}, { ...ENV, ADMIN_PORT: '0' });
+    try {
+      expect(separate.adminPort).toBeGreaterThan(0);
+      expect(separate.adminPort).not.toBe(separate.port);
+      const onPublic = await get(separate, 'm_msg');
+      expect(code(onPublic)).toEqual([404, 'route_not_found']);
+      const onAdmin = await get({ ...separate, port: separate.adminPort! }, 'm_msg');
+      expect(onAdmin.status).toBe(200);
+      expect(data(onAdmin).id).toBe('m_msg');
+      // The merchant-facing port still serves health and the resend API.
+      expect((await call(separate, '/healthz', { method: 'GET' })).status).toBe(200);
+      // A second API asking for the same ADMIN_PORT fails to start, naming the cause.
+      await expect(startTestApi(prefix, '', {}, { ...ENV, ADMIN_PORT: String(separate.adminPort) })).rejects.toThrow(/EADDRINUSE/);
+    } finally {
+      await separate.stop();
+    }
+  });
+
+  it('documents every answer it gave in the OpenAPI file', () => {
+    const statuses = expectDocumented(seen);
+    for (const status of ['200', '400', '404', '409']) expect(statuses).toContain(`/admin/merchants/{merchantId} ${status}`);
+    expect(statuses).toContain('/admin/merchants/{merchantId} 422');
+  });
+});

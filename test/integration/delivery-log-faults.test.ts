@@ -1,0 +1,192 @@
+import { execFileSync } from 'node:child_process';
+import { BrokerConnection } from '../../libs/broker/index.js';
+import { type DeliveryRecordInput, DeliveryRecorder } from '../../libs/delivery-log/index.js';
+import { DeliveryLogRecorder, openPostgres } from '../../libs/delivery-store/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
+import { topologyNames } from '../../libs/topology/index.js';
+import { call, startTestApi, token } from '../support/api.js';
+import { brokerUrl, TestBroker, uniquePrefix } from '../support/broker.js';
+import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
+import { startProgram } from '../support/process.js';
+import { waitFor } from '../support/wait.js';
+
+const RECORDER = 'dist/apps/recorder/main.js';
+
+/** A webhook's story: three failed attempts and a delivery, four records. */
+function recordsOf(merchantId: string, n: number): DeliveryRecordInput[] {
+  const firstSeenAt = new Date().toISOString();
+  const base = { webhookId: `wh_${merchantId}_${n}`, merchantId, event: 'payout', references: [`po-${n}`], firstSeenAt, payload: { event: 'payout', data: { reference: `po-${n}` } } };
+  const attempt = (i: number, status: number) => ({ startedAt: new Date().toISOString(), durationMs: i, httpStatus: status });
+  return [
+    { ...base, outcome: 'retrying', attemptNumber: 1, attempt: attempt(1, 500) },
+    { ...base, outcome: 'retrying', attemptNumber: 2, attempt: attempt(2, 502) },
+    { ...base, outcome: 'retrying', attemptNumber: 3, attempt: attempt(3, 503) },
+    { ...base, outcome: 'delivered', attemptNumber: 4, attempt: attempt(4, 200) },
+  ];
+}
+
+interface Exactness {
+  records: number;
+  distinctRecords: number;
+  webhooks: number;
+  attempts: number;
+  delivered: number;
+  nextOffset: number;
+}
+
+async function exactness(db: TestDatabase, stream: string): Promise<Exactness> {
+  const [row] = await db.query<Record<string, string>>(
+    `SELECT (SELECT count(*) FROM delivery_records) AS records,
+            (SELECT count(DISTINCT id) FROM delivery_records) AS distinct_records,
+            (SELECT count(*) FROM delivery_webhooks) AS webhooks,
+            (SELECT coalesce(sum(attempts), 0) FROM delivery_webhooks) AS attempts,
+            (SELECT count(*) FROM delivery_webhooks WHERE status = 'delivered') AS delivered,
+            (SELECT coalesce(max(next_offset), 0) FROM delivery_log_offsets WHERE stream = $1) AS next_offset`,
+    [stream],
+  );
+  return {
+    records: Number(row!.records),
+    distinctRecords: Number(row!.distinct_records),
+    webhooks: Number(row!.webhooks),
+    attempts: Number(row!.attempts),
+    delivered: Number(row!.delivered),
+    nextOffset: Number(row!.next_offset),
+  };
+}
+
+const exact = (webhooks: number, streamMessages: number): Exactness => ({
+  records: webhooks * 4,
+  distinctRecords: webhooks * 4,
+  webhooks,
+  attempts: webhooks * 4,
+  delivered: webhooks,
+  nextOffset: streamMessages,
+});
+
+describe('the delivery log under faults', () => {
+  const prefix = uniquePrefix('delivery-log-faults');
+  const stream = topologyNames(prefix).deliveries;
+  let db: TestDatabase;
+  let test: TestBroker;
+  let broker: BrokerConnection;
+  let writer: DeliveryRecorder;
+
+  beforeAll(async () => {
+    db = await createTestDatabase('delivery_log_faults');
+    test = await TestBroker.open();
+    broker = new BrokerConnection({ url: brokerUrl(), name: 'delivery-log-faults-test', logger: silentLogger() });
+    await broker.open();
+    // Small stream messages, so that a recorder transaction spans many and a kill lands inside one.
+    writer = new DeliveryRecorder(broker, silentLogger(), { prefix, maxRecords: 20 });
+    await writer.start();
+  });
+
+  afterAll(async () => {
+    await writer?.stop();
+    await broker?.close();
+    await test?.deleteTopology(prefix, 0);
+    await test?.close();
+    await db?.drop();
+  });
+
+  const env = () => ({ RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, DATABASE_URL: db.url, LOG_LEVEL: 'error' });
+
+  it('leaves the log exact when the recorder is killed (SIGKILL) in the middle of its batches', async () => {
+    const webhooks = 5_000;
+    const records = Array.from({ length: webhooks }, (_, n) => recordsOf('m_kill', n)).flat();
+    await Promise.all(records.map((r) => writer.record(r)));
+
+    const first = startProgram(RECORDER, env());
+    await waitFor('the recorder storing', async () => ((await exactness(db, stream).catch(() => undefined))?.records ?? 0) > 0, 30_000, 5);
+    const stored = (await exactness(db, stream)).records;
+    first.child.kill('SIGKILL');
+    await first.finished;
+    expect(stored).toBeGreaterThan(0);
+    expect(stored).toBeLessThan(records.length);
+
+    const second = startProgram(RECORDER, env());
+    try {
+      await waitFor('the log complete', async () => (await exactness(db, stream)).records === records.length, 60_000, 100);
+      // The stream's message count is reported with a delay: wait until it and the stored offset agree.
+      const messages = await waitFor('the offset stored', async () => {
+        const count = await test.messageCount(stream);
+        return count > 0 && (await exactness(db, stream)).nextOffset === count && count;
+      }, 10_000, 100);
+      expect(await exactness(db, stream)).toEqual(exact(webhooks, messages));
+    } finally {
+      second.child.kill('SIGTERM');
+      expect((await second.finished).code).toBe(0);
+    }
+  });
+
+  it('leaves the log exact when PostgreSQL restarts while records keep coming', async () => {
+    const database = openPostgres(db.url);
+    const recorder = new DeliveryLogRecorder(broker, database, silentLogger(), { prefix, retentionMs: 30 * 86_400_000, retryMs: 200 });
+    await recorder.start();
+    try {
+      const before = await exactness(db, stream);
+      const webhooks = 2_000;
+      const writing = (async () => {
+        for (let n = 0; n < webhooks; n++) {
+          await Promise.all(recordsOf('m_restart', n).map((r) => writer.record(r)));
+        }
+      })();
+      await waitFor('some records of this run stored', async () => (await exactness(db, stream)).records > before.records, 30_000, 20);
+      execFileSync('pg_ctlcluster', ['--skip-systemctl-redirect', '15', 'main', 'restart'], { stdio: 'ignore' });
+      await writing;
+      await waitFor('the log complete after the restart', async () => (await exactness(db, stream).catch(() => before)).records === before.records + webhooks * 4, 60_000, 200);
+      const messages = await waitFor('the offset stored', async () => {
+        const count = await test.messageCount(stream);
+        return count > before.nextOffset && (await exactness(db, stream)).nextOffset === count && count;
+      }, 10_000, 100);
+      expect(await exactness(db, stream)).toEqual(exact(webhooks + before.webhooks, messages));
+    } finally {
+      await recorder.stop();
+      await database.close();
+    }
+  });
+
+  it('lets one recorder write at a time: a standby takes the lead when the leader stops, and the log stays exact', async () => {
+    const databases = [openPostgres(db.url), openPostgres(db.url)];
+    const [a, b] = databases.map((database) => new DeliveryLogRecorder(broker, database, silentLogger(), { prefix, retentionMs: 30 * 86_400_000, retryMs: 100 }));
+    try {
+      await a!.start();
+      await waitFor('a leading', () => a!.state.leading);
+      await b!.start();
+      const before = await exactness(db, stream);
+      await Promise.all(recordsOf('m_standby', 1).map((r) => writer.record(r)));
+      await waitFor('stored by the leader', async () => (await exactness(db, stream)).records === before.records + 4);
+      // Several lock attempts have passed: the standby is still standing by.
+      expect(b!.state.leading).toBe(false);
+      await a!.stop();
+      await waitFor('b leading', () => b!.state.leading, 10_000);
+      await Promise.all(recordsOf('m_standby', 2).map((r) => writer.record(r)));
+      await waitFor('stored by the new leader', async () => (await exactness(db, stream)).records === before.records + 8);
+      expect(b!.state.recordsStored).toBe(4);
+    } finally {
+      await a!.stop();
+      await b!.stop();
+      for (const database of databases) await database.close();
+    }
+  });
+
+  it('answers 503 in the envelope while PostgreSQL is unreachable, and says so in /readyz', async () => {
+    const merchant = testMerchant('m_outage', 'https://outage.example/hooks');
+    const api = await startTestApi(prefix, writeMerchantsFile([merchant]), {}, { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/nowhere', DELIVERY_LOG: 'on' });
+    try {
+      const headers = { 'x-auth-token': merchant.publicKey, authorization: `Bearer ${await token(merchant.id)}` };
+      for (const path of ['/nucleus/webhooks', '/nucleus/webhooks/wh_1', '/nucleus/events']) {
+        const answer = await call(api, path, { method: 'GET', headers });
+        expect(answer.status).toBe(503);
+        expect(answer.body).toMatchObject({ error: { code: 'log_unavailable', status: 503 }, data: null });
+        expect(answer.headers.get('retry-after')).toBe('5');
+      }
+      const ready = await call(api, '/readyz', { method: 'GET' });
+      // Resends and deliveries do not need the log: the API stays ready.
+      expect(ready).toMatchObject({ status: 200, body: { deliveryLog: { database: 'unreachable' } } });
+    } finally {
+      await api.stop();
+    }
+  });
+});

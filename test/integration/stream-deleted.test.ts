@@ -1,0 +1,148 @@
+import type { GetMessage } from 'amqplib';
+import type { DispatcherProgram } from '../../apps/dispatcher/program.js';
+import { BrokerConnection } from '../../libs/broker/index.js';
+import { sampleEvent } from '../../libs/contracts/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
+import { BrokerMerchantDirectory } from '../../libs/merchants/index.js';
+import { EventPublisher } from '../../libs/publisher/index.js';
+import { declareTopology, topologyNames } from '../../libs/topology/index.js';
+import { call, startTestApi, token } from '../support/api.js';
+import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
+import { startHarness, testMerchant } from '../support/harness.js';
+import { failOnceThenSucceed, Receiver } from '../support/receiver.js';
+import { waitFor } from '../support/wait.js';
+import { startBrokerDirectoryDispatcher } from '../support/dispatcher-program.js';
+
+/**
+ * An operator deletes a stream (streams cannot be purged). The next connect declares it again,
+ * empty, with offsets starting over: every tail must read the new one from its first entry.
+ */
+describe('a deleted stream is declared again and read from its start, without a restart', () => {
+  let test: TestBroker;
+
+  beforeAll(async () => {
+    test = await TestBroker.open();
+  });
+
+  afterAll(async () => {
+    await test.close();
+  });
+
+  it('failed: the index rebuilds from the new stream, /readyz recovers and a new failure is resent', async () => {
+    let mode: 'fail' | 'ok' = 'fail';
+    const receiver = await Receiver.start(() => (mode === 'fail' ? 500 : 200));
+    const merchant = testMerchant('m_deleted_failed', receiver.url);
+    const harness = await startHarness({ name: 'deleted-failed', merchants: [merchant], retryDelaysMs: [] });
+    const api = await startTestApi(harness.prefix, harness.merchantsFile);
+    try {
+      // Enough entries that the index resumes far past the end of the stream declared again.
+      const before: string[] = [];
+      for (let i = 0; i < 5; i++) {
+        const message = sampleEvent('payout', merchant.id);
+        before.push(String(message.data.reference));
+        await harness.publisher.publish(message);
+      }
+      await waitFor('failures indexed', () => before.every((r) => api.index.lookup(merchant.id, r).length === 1), 15_000);
+
+      await test.channel.deleteQueue(harness.names.failed);
+      await waitFor('the old entries forgotten', () => before.every((r) => api.index.lookup(merchant.id, r).length === 0), 15_000);
+      await waitFor('/readyz 200 again', async () => (await call(api, '/readyz', { method: 'GET' })).status === 200, 15_000);
+
+      const message = sampleEvent('payout', merchant.id);
+      const reference = String(message.data.reference);
+      const { messageId } = await harness.publisher.publish(message);
+      await waitFor('new failure indexed', () => api.index.lookup(merchant.id, reference).length === 1, 15_000);
+      mode = 'ok';
+      const headers = { 'x-auth-token': merchant.publicKey, authorization: `Bearer ${await token(merchant.id)}` };
+      expect((await call(api, `/nucleus/tnx/webhook?reference=${reference}`, { headers })).status).toBe(200);
+      await waitFor('resent webhook delivered', () => receiver.requests.filter((r) => r.headers['webhook-id'] === messageId).length === 2, 10_000);
+    } finally {
+      await api.stop();
+      await harness.close();
+      await receiver.close();
+    }
+  }, 90_000);
+
+  it('retries: the watch reads the new journal from its start and recovers a retry written there', async () => {
+    const receiver = await Receiver.start(failOnceThenSucceed());
+    const merchant = testMerchant('m_deleted_retries', receiver.url);
+    const harness = await startHarness({
+      name: 'deleted-retries',
+      merchants: [merchant],
+      retryDelaysMs: [3_000],
+      retryWatch: { overdueAfterMs: 500, checkEveryMs: 100 },
+    });
+    const watch = harness.retryWatch!;
+    const requestsFor = (id: string) => receiver.requests.filter((r) => r.headers['webhook-id'] === id);
+    try {
+      for (let i = 0; i < 3; i++) {
+        const { messageId } = await harness.publisher.publish(sampleEvent('payout', merchant.id));
+        await waitFor('retried and delivered', () => requestsFor(messageId).length === 2, 15_000);
+      }
+      await waitFor('nothing waiting', () => watch.waitingByQueue().size === 0, 5_000);
+
+      await test.channel.deleteQueue(harness.names.retries);
+      await waitFor('the watch lost its journal', () => !watch.ready, 10_000);
+      await waitFor('the watch caught up with the new journal', () => watch.ready, 15_000);
+
+      // A retry whose tier never hands it back, journaled in the new stream: recovered from it.
+      const { messageId } = await harness.publisher.publish(sampleEvent('payout', merchant.id));
+      await waitFor('first attempt', () => requestsFor(messageId).length === 1, 10_000);
+      let held: GetMessage | false = false;
+      await waitFor('taken out of its tier', async () => (held = await harness.test.channel.get(harness.names.retry(0), { noAck: true })) !== false, 2_000, 20);
+      await waitFor('delivered from the recovered copy', () => requestsFor(messageId).length === 2, 15_000);
+      expect(watch.stats.recovered).toBe(1);
+    } finally {
+      await harness.close();
+      await receiver.close();
+    }
+  }, 90_000);
+
+  it('merchants: a running dispatcher forgets the old settings and delivers with the ones written again', async () => {
+    const prefix = uniquePrefix('deleted-merchants');
+    const names = topologyNames(prefix);
+    const first = await Receiver.start(() => 204);
+    const second = await Receiver.start(() => 204);
+    const admin = new BrokerConnection({
+      url: brokerUrl(),
+      name: 'test-deleted-merchants',
+      logger: silentLogger(),
+      declare: (openChannel) => declareTopology(openChannel, { prefix, retryDelaysMs: [], failedRetention: '1D', merchantsStream: true }),
+    });
+    await admin.open(10_000);
+    const writer = new BrokerMerchantDirectory(admin, names.merchants, silentLogger());
+    await writer.start();
+    await writer.waitUntilReady(10_000);
+    let dispatcher: DispatcherProgram | undefined;
+    try {
+      const merchant = testMerchant('m_deleted', first.url);
+      // Several versions: the directory resumes past the end of the stream declared again.
+      for (let v = 0; v < 3; v++) await writer.update(merchant.id, () => ({ ...merchant, webhook: { ...merchant.webhook!, url: `${first.url}?v=${v}` } }));
+      await writer.update('m_other', () => testMerchant('m_other', first.url));
+      dispatcher = await startBrokerDirectoryDispatcher(prefix);
+      const directory = dispatcher.merchants as BrokerMerchantDirectory;
+      const publisher = new EventPublisher(dispatcher.broker, prefix);
+      const { messageId: before } = await publisher.publish(sampleEvent('payout', merchant.id));
+      await waitFor('delivered with the first settings', () => first.requests.some((r) => r.headers['webhook-id'] === before), 10_000);
+
+      await test.channel.deleteQueue(names.merchants);
+      await waitFor('old settings forgotten', () => directory.byId(merchant.id) === undefined && writer.byId(merchant.id) === undefined, 15_000);
+      await waitFor('both directories caught up with the new stream', () => directory.ready && writer.ready, 15_000);
+      expect(directory.byId('m_other')).toBeUndefined();
+
+      await writer.update(merchant.id, () => ({ ...merchant, webhook: { ...merchant.webhook!, url: second.url } }));
+      await waitFor('dispatcher applied the settings written again', () => directory.byId(merchant.id)?.webhook?.url === second.url, 10_000);
+      const { messageId: after } = await publisher.publish(sampleEvent('payout', merchant.id));
+      await waitFor('delivered with the new settings', () => second.requests.some((r) => r.headers['webhook-id'] === after), 10_000);
+      expect(first.requests.some((r) => r.headers['webhook-id'] === after)).toBe(false);
+    } finally {
+      await dispatcher?.stop();
+      await writer.close();
+      await admin.close();
+      await first.close();
+      await second.close();
+      await test.deleteTopology(prefix, 0);
+      await test.channel.deleteQueue(names.merchants).catch(() => {});
+    }
+  }, 90_000);
+});

@@ -1,0 +1,53 @@
+import { once } from 'node:events';
+import { type AddressInfo, createServer, type Socket, connect } from 'node:net';
+
+/**
+ * A TCP proxy in front of the broker that can freeze: connections stay open but nothing passes
+ * either way any more, as with a broker that stopped answering (a hung node, a black-holed route).
+ */
+export class FrozenProxy {
+  private frozen = false;
+  private readonly sockets = new Set<Socket>();
+
+  private constructor(
+    private readonly server: ReturnType<typeof createServer>,
+    readonly url: string,
+  ) {}
+
+  static async start(brokerUrl: string): Promise<FrozenProxy> {
+    const target = new URL(brokerUrl);
+    let proxy: FrozenProxy | undefined;
+    const server = createServer((client) => {
+      const upstream = connect(Number(target.port || 5672), target.hostname);
+      for (const socket of [client, upstream]) {
+        proxy!.sockets.add(socket);
+        socket.on('error', () => {});
+        socket.on('close', () => proxy!.sockets.delete(socket));
+      }
+      const relay = (from: Socket, to: Socket) =>
+        from.on('data', (chunk) => {
+          if (!proxy!.frozen) to.write(chunk);
+        });
+      relay(client, upstream);
+      relay(upstream, client);
+      client.on('close', () => upstream.destroy());
+      upstream.on('close', () => client.destroy());
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const url = new URL(brokerUrl);
+    url.hostname = '127.0.0.1';
+    url.port = String((server.address() as AddressInfo).port);
+    proxy = new FrozenProxy(server, url.toString());
+    return proxy;
+  }
+
+  freeze(): void {
+    this.frozen = true;
+  }
+
+  async close(): Promise<void> {
+    for (const socket of this.sockets) socket.destroy();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}

@@ -1,0 +1,48 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+
+/**
+ * PostgreSQL for the delivery log's tests: DATABASE_URL when set, else the local server with
+ * trust auth. Each test file gets a database of its own, dropped after.
+ */
+export function adminDatabaseUrl(): string {
+  return process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
+}
+
+export interface TestDatabase {
+  url: string;
+  name: string;
+  query<R = Record<string, unknown>>(text: string, params?: unknown[]): Promise<R[]>;
+  drop(): Promise<void>;
+}
+
+export async function createTestDatabase(label: string): Promise<TestDatabase> {
+  const prefix = process.env.TEST_DATABASE_PREFIX ?? 'h21_test';
+  const name = `${prefix}_${label.replace(/[^a-z0-9_]/g, '_')}_${randomBytes(4).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: adminDatabaseUrl() });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(adminDatabaseUrl());
+  url.pathname = `/${name}`;
+  const pool = new pg.Pool({ connectionString: url.toString(), max: 2 });
+  pool.on('error', () => {});
+  return {
+    url: url.toString(),
+    name,
+    query: async (text, params) => (await pool.query(text, params)).rows as never,
+    async drop() {
+      await pool.end().catch(() => {});
+      const client = new pg.Client({ connectionString: adminDatabaseUrl() });
+      await client.connect();
+      try {
+        await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      } finally {
+        await client.end();
+      }
+    },
+  };
+}

@@ -1,0 +1,59 @@
+import { AdmissionStage } from '../../../apps/dispatcher/stages/admission.js';
+import { EndpointGuards } from '../../../apps/dispatcher/stages/endpoint-guards.js';
+import type { IntakeEvent } from '../../../apps/dispatcher/stages/intake.js';
+import type { Merchant, MerchantDirectory } from '../../../libs/merchants/index.js';
+import { RetryPolicy } from '../../../libs/retry-policy/index.js';
+import { merchant } from './fakes.js';
+
+const now = new Date('2026-01-01T12:00:00Z');
+const intake: IntakeEvent = {
+  merchantId: 'm_1', event: 'charge.completed', references: ['r'], body: '{}', webhookId: 'evt_1',
+  attempts: 0, deferrals: 0, postponements: 0, firstSeenAt: now.toISOString(), accepted: false,
+};
+
+function stage(found: Merchant | undefined, clock = { t: 0 }) {
+  const directory: MerchantDirectory = { byId: () => found, byPublicKey: () => undefined, close: async () => {} };
+  const guards = new EndpointGuards({ maxInFlight: 1, failureThreshold: 1, cooldownMs: 10_000, maxCooldownMs: 60_000, now: () => clock.t });
+  return { admission: new AdmissionStage(directory, guards, new RetryPolicy({ delaysMs: [1_000, 60_000] })), guards };
+}
+
+describe('admission', () => {
+  it('finds a merchant missing from the directory unavailable', async () => {
+    expect(await stage(undefined).admission.admit(intake, now, () => false)).toEqual({ kind: 'unavailable', why: 'merchant-removed' });
+  });
+
+  it('finds a disabled webhook unavailable', async () => {
+    expect(await stage(merchant({ enabled: false })).admission.admit(intake, now, () => false)).toEqual({ kind: 'unavailable', why: 'webhook-disabled' });
+  });
+
+  it("finds an event outside the webhook's events unavailable", async () => {
+    const found = await stage(merchant({ events: ['refund.completed'] } as never)).admission.admit(intake, now, () => false);
+    expect(found).toEqual({ kind: 'unavailable', why: 'event-not-subscribed' });
+  });
+
+  it('admits with a slot, and finds the circuit open after the endpoint failed', async () => {
+    const { admission } = stage(merchant());
+    const first = await admission.admit(intake, now, () => false);
+    if (first.kind !== 'admitted') throw new Error(first.kind);
+    first.slot.release('failed', 'HTTP 500');
+    expect(await admission.admit(intake, now, () => false)).toMatchObject({ kind: 'circuit-open', failures: 1, lastError: 'HTTP 500' });
+  });
+
+  it('lets a resend through an open circuit', async () => {
+    const { admission } = stage(merchant());
+    const first = await admission.admit(intake, now, () => false);
+    if (first.kind !== 'admitted') throw new Error(first.kind);
+    first.slot.release('failed', 'HTTP 500');
+    expect(await admission.admit({ ...intake, resentAt: now.toISOString(), accepted: true }, now, () => false)).toMatchObject({ kind: 'admitted' });
+  });
+
+  it('finds a busy slow endpoint busy, and a stopped wait stopping', async () => {
+    const clock = { t: 0 };
+    const { admission } = stage(merchant(), clock);
+    const held = await admission.admit(intake, now, () => false);
+    expect(held.kind).toBe('admitted');
+    clock.t = 1_000; // the request in flight now counts as slow
+    expect(await admission.admit(intake, now, () => false)).toEqual({ kind: 'busy' });
+    expect(await admission.admit({ ...intake, deferrals: 99 }, now, () => true)).toEqual({ kind: 'stopping' });
+  });
+});

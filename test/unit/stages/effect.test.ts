@@ -1,0 +1,82 @@
+import { EffectStage } from '../../../apps/dispatcher/stages/effect.js';
+import type { IntakeEvent } from '../../../apps/dispatcher/stages/intake.js';
+import { HEADERS } from '../../../libs/contracts/index.js';
+import { silentLogger } from '../../../libs/logger/index.js';
+import { noopObserver } from '../../../libs/metrics/index.js';
+import { RetryPolicy } from '../../../libs/retry-policy/index.js';
+import { topologyNames } from '../../../libs/topology/index.js';
+import { fakeBroker, fakeDelivery } from './fakes.js';
+
+const now = new Date('2026-01-01T12:00:00.000Z');
+const names = topologyNames('p');
+const intake: IntakeEvent = {
+  merchantId: 'm_1', event: 'charge.completed', references: ['ref_1', 'tnx_1'], body: '{}', webhookId: 'evt_1',
+  attempts: 1, deferrals: 0, postponements: 0, firstSeenAt: '2026-01-01T11:59:00.000Z', accepted: true,
+};
+
+function stage(refuse = 0) {
+  const { broker, published } = fakeBroker(refuse);
+  const effect = new EffectStage({
+    broker, names, policy: new RetryPolicy({ delaysMs: [1_000, 10_000] }), logger: silentLogger(), observer: noopObserver,
+    now: () => now, moveBackoffMs: [1], stopping: () => false,
+  });
+  return { effect, published };
+}
+
+describe('effect', () => {
+  it('acks a delivered webhook and publishes nothing', async () => {
+    const { effect, published } = stage();
+    const delivery = fakeDelivery({});
+    await effect.apply(delivery, intake, { kind: 'delivered', attempt: 2, status: 200 }, now);
+    expect([delivery.settled, published.length, effect.stats.delivered]).toEqual([['ack'], 0, 1]);
+  });
+
+  it('moves a retry to its tier with the attempt headers and a wait of its own, journals it, then acks', async () => {
+    const { effect, published } = stage();
+    const delivery = fakeDelivery({}, { headers: { 'x-upstream': 'billing', [HEADERS.scheduleId]: 'old', 'x-delivery-count': 2 } }, '');
+    await effect.apply(delivery, intake, { kind: 'retry', tier: 1, attempt: 2, error: 'HTTP 500', status: 500 }, now);
+    expect(published.map((p) => p.queue)).toEqual([names.retry(1), names.retries]);
+    const headers = published[0]!.options.headers!;
+    expect(headers).toMatchObject({ 'x-upstream': 'billing', [HEADERS.attempts]: 2, [HEADERS.lastStatus]: 500, [HEADERS.lastError]: 'HTTP 500', [HEADERS.tnxRef]: 'tnx_1', [HEADERS.dueAt]: now.getTime() + 10_000 });
+    expect(headers[HEADERS.scheduleId]).not.toBe('old');
+    expect(headers['x-delivery-count']).toBeUndefined();
+    expect(published[0]!.options.messageId).toBe('evt_1');
+    expect(delivery.settled).toEqual(['ack']);
+  });
+
+  it('writes a failure entry through libs/failed: no earlier status, the reason and no attempt time for an attempt-less failure', async () => {
+    const { effect, published } = stage();
+    const delivery = fakeDelivery({}, { headers: { [HEADERS.lastStatus]: 502, [HEADERS.attempts]: 1 } }, '');
+    await effect.apply(delivery, intake, { kind: 'failed', reason: 'webhook-disabled', attempts: 1, error: 'webhook disabled', attempted: false }, now);
+    const headers = published[0]!.options.headers!;
+    expect(published[0]!.queue).toBe(names.failed);
+    expect(headers).toMatchObject({ [HEADERS.entryType]: 'failure', [HEADERS.failedReason]: 'webhook-disabled', [HEADERS.failedAt]: now.toISOString() });
+    expect(headers[HEADERS.lastStatus]).toBeUndefined();
+    expect(headers[HEADERS.lastAttemptAt]).toBeUndefined();
+    expect(delivery.settled).toEqual(['ack']);
+  });
+
+  it('parks an invalid message with its code and original routing key', async () => {
+    const { effect, published } = stage();
+    const delivery = fakeDelivery('not json');
+    await effect.apply(delivery, undefined, { kind: 'invalid', code: 'not-json', detail: 'body is not JSON' }, now);
+    expect(published[0]!.queue).toBe(names.invalid);
+    expect(published[0]!.options.headers).toMatchObject({ [HEADERS.invalidCode]: 'not-json', [HEADERS.invalidReason]: 'not-json: body is not JSON', [HEADERS.originalRoutingKey]: 'charge.completed' });
+  });
+
+  it('retries a refused move, then hands the delivery back once and counts it requeued', async () => {
+    const { effect, published } = stage(5);
+    const delivery = fakeDelivery({});
+    await effect.apply(delivery, intake, { kind: 'defer', tier: 0 }, now);
+    expect([published.length, delivery.settled, effect.stats.requeued, effect.stats.deferred]).toEqual([0, ['requeue'], 1, 0]);
+  });
+
+  it('returns a delivery untried when stopping, and acks a superseded copy', async () => {
+    const { effect } = stage();
+    const returned = fakeDelivery({});
+    await effect.apply(returned, intake, { kind: 'returned' }, now);
+    const superseded = fakeDelivery({});
+    await effect.apply(superseded, undefined, { kind: 'superseded', key: 's_1' }, now);
+    expect([returned.settled, superseded.settled, effect.stats.superseded]).toEqual([['requeue'], ['ack'], 1]);
+  });
+});
