@@ -1,5 +1,5 @@
 import type { ConsumeMessage } from 'amqplib';
-import { type BrokerConnection, BrokerUnavailableError } from '../broker/index.js';
+import { type BrokerConnection, BrokerUnavailableError, type Reader } from '../broker/index.js';
 import { offsetOf } from '../streams/index.js';
 
 /** The entry is no longer in the stream: retention (FAILED_RETENTION) removed it. */
@@ -24,6 +24,27 @@ export function readEntryAt(broker: BrokerConnection, stream: string, offset: nu
     });
   }, () => {
     throw new BrokerUnavailableError(`no entry at offset ${offset} of ${stream} within ${timeoutMs} ms`);
+  });
+}
+
+/**
+ * Reads the entries at several offsets with one reader: from the lowest, forward, until each is
+ * seen or passed. An offset passed without its entry was removed by retention and is absent from
+ * the answer; so are those not reached within `timeoutMs` (the caller tries those again later).
+ */
+export function readEntriesAt(broker: BrokerConnection, stream: string, offsets: readonly number[], timeoutMs = 10_000): Promise<Map<number, ConsumeMessage>> {
+  const wanted = new Set(offsets);
+  const found = new Map<number, ConsumeMessage>();
+  if (wanted.size === 0) return Promise.resolve(found);
+  const last = Math.max(...wanted);
+  return readStream<Map<number, ConsumeMessage>>(broker, stream, Math.min(...wanted), 1_000, timeoutMs, (message, settle) => {
+    const at = offsetOf(message.properties.headers);
+    if (at === undefined) return;
+    if (wanted.has(at)) found.set(at, message);
+    if (at >= last || found.size === wanted.size) settle(() => found);
+  }, () => {
+    if (found.size === 0) throw new BrokerUnavailableError(`no entry of ${wanted.size} read from ${stream} within ${timeoutMs} ms`);
+    return found;
   });
 }
 
@@ -76,23 +97,29 @@ async function readStream<T>(
     throw err;
   });
   const timer = setTimeout(() => settle(onTimeout), timeoutMs);
-  let reader;
-  try {
-    reader = await broker.openReader(stream, {
-      prefetch,
-      arguments: { 'x-stream-offset': start },
-      onMessage: (message) => {
-        if (message) onMessage(message, settle);
-        else fail(new BrokerUnavailableError(`the broker cancelled the read of ${stream}`));
-      },
-      onClose: () => fail(new BrokerUnavailableError(`channel closed while reading ${stream}`)),
-    });
-  } catch (err) {
-    fail(err instanceof BrokerUnavailableError ? err : new BrokerUnavailableError(`cannot read ${stream}`, { cause: err }));
-  }
+  // The deadline covers opening the reader too: a consume on a stream whose leader was just lost
+  // can wait for its consume-ok far longer than the read may take. A reader opened after the
+  // answer is closed as soon as it is.
+  let opened: Reader | undefined;
+  const opening = broker.openReader(stream, {
+    prefetch,
+    arguments: { 'x-stream-offset': start },
+    onMessage: (message) => {
+      if (message) onMessage(message, settle);
+      else fail(new BrokerUnavailableError(`the broker cancelled the read of ${stream}`));
+    },
+    onClose: () => fail(new BrokerUnavailableError(`channel closed while reading ${stream}`)),
+  });
+  opening.then(
+    (reader) => {
+      opened = reader;
+      if (done) void reader.close();
+    },
+    (err: unknown) => fail(err instanceof BrokerUnavailableError ? err : new BrokerUnavailableError(`cannot read ${stream}`, { cause: err })),
+  );
   try {
     return await answer;
   } finally {
-    await reader?.close();
+    await opened?.close();
   }
 }

@@ -125,3 +125,54 @@ describe('the retry watch', () => {
     }
   });
 });
+
+/**
+ * A tier whose dead-letter worker stopped after its leader was lost (seen on the three-node 3.10
+ * cluster) holds every message moved into it, hundreds at once: the watch puts them all back in a
+ * few claims, every webhook attempted once more, none twice. The tier is simulated by a consumer
+ * that takes each message as it lands.
+ */
+describe('the retry watch, when a whole tier stops handing messages back', () => {
+  const WEBHOOKS = 200;
+  let receiver: Receiver;
+  let harness: Harness;
+  let consumerTag: string | undefined;
+
+  beforeAll(async () => {
+    receiver = await Receiver.start(failOnceThenSucceed());
+    // A merchant (an endpoint, a circuit) per webhook: one shared endpoint's circuit would open.
+    const merchants = Array.from({ length: WEBHOOKS }, (_, i) => testMerchant(`m_tier_${i}`, `${receiver.url}/${i}`));
+    harness = await startHarness({
+      name: 'retry-watch-tier',
+      merchants,
+      retryDelaysMs: [1_000],
+      retryWatch: { overdueAfterMs: 500, checkEveryMs: 100, maxPerCheck: 50 },
+    });
+  });
+
+  afterAll(async () => {
+    if (consumerTag) await harness?.test.channel.cancel(consumerTag);
+    await harness?.close();
+    await receiver?.close();
+  });
+
+  it('puts back every retry it holds, a claim of 50 at a time, and each webhook is attempted exactly twice', async () => {
+    const held: string[] = [];
+    ({ consumerTag } = await harness.test.channel.consume(harness.names.retry(0), (message) => {
+      if (message) held.push(String(message.properties.headers?.[HEADERS.scheduleId]));
+    }, { noAck: true }));
+    const ids: string[] = [];
+    for (let i = 0; i < WEBHOOKS; i++) ids.push((await harness.publisher.publish(sampleEvent('payout', `m_tier_${i}`))).messageId);
+    const attempts = () => {
+      const count = new Map<string, number>();
+      for (const r of receiver.requests) count.set(String(r.headers['webhook-id']), (count.get(String(r.headers['webhook-id'])) ?? 0) + 1);
+      return count;
+    };
+    await waitFor('every webhook attempted twice', () => ids.every((id) => attempts().get(id) === 2), 60_000, 200);
+    expect(held).toHaveLength(WEBHOOKS);
+    expect(harness.retryWatch!.stats.recovered).toBe(WEBHOOKS);
+    await waitFor('every copy arrived', () => harness.retryWatch!.waitingByQueue().size === 0, 10_000);
+    // No copy made twice: every webhook was POSTed twice, not three times.
+    expect([...attempts().values()].filter((n) => n !== 2)).toEqual([]);
+  }, 90_000);
+});

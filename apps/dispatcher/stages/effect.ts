@@ -232,12 +232,26 @@ export class EffectStage {
     return result === 'moved';
   }
 
+  /**
+   * A wait the journal does not hold cannot be recovered if its tier stalls, so the append (read
+   * back by the watch, which holds what it read even if the stream loses it) is tried again with
+   * the move's backoff while the delivery stays unacked (a journal stream that lost its leader is
+   * back within seconds); only when stopping or after the last try does the move complete without it.
+   */
   private async journal(retry: ScheduledRetry & { properties: Options.Publish }): Promise<void> {
-    try {
-      await appendScheduled(this.deps.broker, this.deps.names.retries, retry, 10_000);
-    } catch (err) {
-      // The message is in its tier: only the watch's safety net is missing for it.
-      this.deps.logger.warn('retry not recorded in the journal', { queue: retry.queue, scheduleId: retry.scheduleId, error: (err as Error).message });
+    for (let attempt = 0; ; attempt++) {
+      try {
+        if (this.deps.retryWatch) await this.deps.retryWatch.schedule(retry, 10_000);
+        else await appendScheduled(this.deps.broker, this.deps.names.retries, retry, 10_000);
+        return;
+      } catch (err) {
+        if (attempt >= this.deps.moveBackoffMs.length || this.deps.stopping()) {
+          // The message is in its tier: only the watch's safety net is missing for it.
+          this.deps.logger.warn('retry not recorded in the journal', { queue: retry.queue, scheduleId: retry.scheduleId, error: (err as Error).message });
+          return;
+        }
+        await new Promise((resolve) => setTimeout(resolve, this.deps.moveBackoffMs[attempt]));
+      }
     }
   }
 }

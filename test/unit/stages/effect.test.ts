@@ -14,11 +14,11 @@ const intake: IntakeEvent = {
   attempts: 1, deferrals: 0, postponements: 0, firstSeenAt: '2026-01-01T11:59:00.000Z', accepted: true,
 };
 
-function stage(refuse = 0) {
-  const { broker, published } = fakeBroker(refuse);
+function stage(refuse = 0, only?: string, moveBackoffMs = [1]) {
+  const { broker, published } = fakeBroker(refuse, only);
   const effect = new EffectStage({
     broker, names, policy: new RetryPolicy({ delaysMs: [1_000, 10_000] }), logger: silentLogger(), observer: noopObserver,
-    now: () => now, moveBackoffMs: [1], stopping: () => false,
+    now: () => now, moveBackoffMs, stopping: () => false,
   });
   return { effect, published };
 }
@@ -42,6 +42,24 @@ describe('effect', () => {
     expect(headers['x-delivery-count']).toBeUndefined();
     expect(published[0]!.options.messageId).toBe('evt_1');
     expect(delivery.settled).toEqual(['ack']);
+  });
+
+  it('holds the delivery while the journal refuses its wait, appends it once the journal takes it, then acks', async () => {
+    const { effect, published } = stage(2, names.retries, [1, 1, 1]);
+    const delivery = fakeDelivery({});
+    await effect.apply(delivery, intake, { kind: 'retry', tier: 0, attempt: 2, error: 'HTTP 500', status: 500 }, now);
+    // One copy in the tier (the journal's refusals do not move it again), one journal entry for it.
+    expect(published.map((p) => p.queue)).toEqual([names.retry(0), names.retries]);
+    expect(published[1]!.options.headers![HEADERS.scheduleId]).toBe(published[0]!.options.headers![HEADERS.scheduleId]);
+    expect([delivery.settled, effect.stats.retried]).toEqual([['ack'], 1]);
+  });
+
+  it('completes the move without its journal entry only after the last try', async () => {
+    const { effect, published } = stage(3, names.retries, [1, 1]);
+    const delivery = fakeDelivery({});
+    await effect.apply(delivery, intake, { kind: 'retry', tier: 0, attempt: 2, error: 'HTTP 500', status: 500 }, now);
+    expect(published.map((p) => p.queue)).toEqual([names.retry(0)]);
+    expect([delivery.settled, effect.stats.retried]).toEqual([['ack'], 1]);
   });
 
   it('writes a failure entry through libs/failed: no earlier status, the reason and no attempt time for an attempt-less failure', async () => {

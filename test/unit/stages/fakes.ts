@@ -8,14 +8,14 @@ export function merchant(over: Partial<NonNullable<Merchant['webhook']>> = {}): 
   return { id: 'm_1', publicKey: 'pk_test_12345678', webhook: { url: 'https://shop.example.com/hooks', enabled: true, secret: SECRET, ...over } } as Merchant;
 }
 
-/** A broker that records what is published, and refuses the first `refuse` publishes. */
-export function fakeBroker(refuse = 0) {
+/** A broker that records what is published, and refuses the first `refuse` publishes (to `only`, when named). */
+export function fakeBroker(refuse = 0, only?: string) {
   const published: Array<{ queue: string; content: Buffer; options: Options.Publish }> = [];
   let refusals = refuse;
   const broker = {
     isConnected: true,
     async sendToQueue(queue: string, content: Buffer, options: Options.Publish) {
-      if (refusals > 0) {
+      if (refusals > 0 && (only === undefined || queue === only)) {
         refusals--;
         throw new BrokerUnavailableError('nacked');
       }
