@@ -1,4 +1,7 @@
 import { once } from 'node:events';
+import { writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { ChildProcess } from 'node:child_process';
 import { BrokerConnection } from '../../libs/broker/index.js';
@@ -10,7 +13,7 @@ import { testMerchant, writeMerchantsFile } from '../support/harness.js';
 import { startProgram } from '../support/process.js';
 import { failOnceThenSucceed, Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
-import { cleanUp, killNode, leaders, nodeByName } from './cluster.js';
+import { cleanUp, connectAny, killNode, leaders, nodeByName } from './cluster.js';
 
 const urls = (process.env.CLUSTER_URLS ?? '').split(',');
 const prefix = `cluster.copies.${randomBytes(3).toString('hex')}`;
@@ -24,6 +27,45 @@ function messageCounts(log: string): Record<string, number> {
   const counts: Record<string, number> = {};
   for (const match of log.matchAll(/"message":"([^"]+)"/g)) counts[match[1]!] = (counts[match[1]!] ?? 0) + 1;
   return counts;
+}
+
+/** What the retries journal holds, read from its first entry: entries by type and distinct waits scheduled. */
+async function journalCounts(missing: string[]): Promise<Record<string, number>> {
+  const model = await connectAny(urls.filter((_, i) => i > 0));
+  const channel = await model.createChannel();
+  const counts: Record<string, number> = {};
+  const scheduled = new Set<string>();
+  const scheduleOf = new Map<string, string>();
+  const arrived = new Set<string>();
+  let last = -1;
+  try {
+    await channel.prefetch(1_000);
+    let lastAt = Date.now();
+    await channel.consume(names.retries, (message) => {
+      if (!message) return;
+      lastAt = Date.now();
+      const headers = message.properties.headers ?? {};
+      const type = String(headers['x-entry-type'] ?? 'other');
+      counts[type] = (counts[type] ?? 0) + 1;
+      if (type === 'scheduled') scheduled.add(String(headers['x-schedule-id']));
+      if (type === 'scheduled') scheduleOf.set(String(headers['x-webhook-id']), String(headers['x-schedule-id']));
+      if (type === 'arrived') arrived.add(String(headers['x-schedule-id']));
+      last = Number(headers['x-stream-offset'] ?? last);
+      channel.ack(message);
+    }, { arguments: { 'x-stream-offset': 'first' } });
+    await waitFor('journal read', () => Date.now() - lastAt > 2_000, 30_000, 200);
+  } finally {
+    await model.close().catch(() => {});
+  }
+  const missingScheduled = missing.filter((id) => scheduleOf.has(id));
+  return {
+    ...counts,
+    distinctScheduled: scheduled.size,
+    lastOffset: last,
+    missing: missing.length,
+    missingScheduled: missingScheduled.length,
+    missingArrived: missingScheduled.filter((id) => arrived.has(scheduleOf.get(id)!)).length,
+  };
 }
 
 /**
@@ -108,8 +150,10 @@ describe('moves into a retry tier whose leader dies under load', () => {
       for (const r of receiver.requests) count.set(String(r.headers['webhook-id']), (count.get(String(r.headers['webhook-id'])) ?? 0) + 1);
       return ids.filter((id) => (count.get(id) ?? 0) >= 2).length;
     };
-    await waitFor('every webhook delivered', () => tally() === EVENTS, 180_000, 500).catch((err: unknown) => {
-      console.log(JSON.stringify({ delivered: tally(), of: EVENTS, log: messageCounts(dispatcher.output.stdout) }));
+    await waitFor('every webhook delivered', () => tally() === EVENTS, 180_000, 500).catch(async (err: unknown) => {
+      const saved = join(tmpdir(), `retry-copies-${Date.now()}.log`);
+      writeFileSync(saved, dispatcher.output.stdout + dispatcher.output.stderr);
+      console.log(JSON.stringify({ delivered: tally(), of: EVENTS, log: messageCounts(dispatcher.output.stdout), dispatcherLog: saved, journal: await journalCounts(ids.filter((id) => (count.get(id) ?? 0) < 2)) }));
       throw err;
     });
     // Time for a second chain, if one was started, to make its attempts (1 s tier).
