@@ -29,7 +29,7 @@ export function declareToken(program: Command, io: CliIo): void {
   program
     .command('token')
     .summary('a development access token: --merchant for the resend API, --admin for the admin API')
-    .usage('--merchant <id> [--ttl 1h]  |  --admin [--ttl 1h]')
+    .usage('--merchant <id> [--scope <scopes>] [--ttl 1h]  |  --admin [--scope <scopes>] [--ttl 1h]')
     .description(
       'Prints an access token signed with AUTH_JWT_SECRET (the development secret in development mode): ' +
         "with --merchant, a merchant's token for the resend API (sub = the merchant id); with --admin, a token " +
