@@ -16,6 +16,7 @@ describe('the broker merchant directory', () => {
   let broker: BrokerConnection;
   let clock = Date.parse('2026-01-01T00:00:00Z');
   const open: BrokerMerchantDirectory[] = [];
+  const closeAfter: BrokerConnection[] = [];
 
   async function directory(): Promise<BrokerMerchantDirectory> {
     const dir = new BrokerMerchantDirectory(broker, stream, silentLogger(), { now: () => new Date(clock), refreshAfterMs: 30 * DAY, refreshCheckMs: 3_600_000 });
@@ -37,6 +38,7 @@ describe('the broker merchant directory', () => {
 
   afterAll(async () => {
     for (const dir of open) await dir.close();
+    for (const other of closeAfter) await other.close();
     await broker?.close();
     const test = await TestBroker.open();
     await test.deleteTopology(prefix, 0);
@@ -141,11 +143,21 @@ describe('the broker merchant directory', () => {
 
   it('answers a retry with the key of a write that timed out but was stored, secret included, and writes nothing again', async () => {
     const policy = { allowHttp: false, allowPrivateTargets: false };
-    // A replica whose writes time out before the broker confirms them: its caller got a 503.
-    const slow = new BrokerMerchantDirectory(broker, stream, silentLogger(), { now: () => new Date(clock), writeTimeoutMs: 1 });
+    // A replica whose write is stored but not read back in time: its caller got a 503. Its tail
+    // stops receiving once ready, so the read-back surely times out (a 1 ms deadline did not:
+    // on a busy machine the confirm and the read-back can both arrive before the timer runs).
+    const slowBroker = new BrokerConnection({ url: brokerUrl(), name: 'test-merchant-stream-slow', logger: silentLogger() });
+    await slowBroker.open(10_000);
+    let frozen = false;
+    const realConsume = slowBroker.consume.bind(slowBroker);
+    slowBroker.consume = (queue, options) =>
+      realConsume(queue, { ...options, onMessage: (delivery) => (frozen ? undefined : options.onMessage(delivery)) });
+    const slow = new BrokerMerchantDirectory(slowBroker, stream, silentLogger(), { now: () => new Date(clock), writeTimeoutMs: 500 });
     open.push(slow);
+    closeAfter.push(slowBroker);
     await slow.start();
     await slow.waitUntilReady(10_000);
+    frozen = true;
     const input = { publicKey: 'pk_timeout_01', webhook: { url: 'https://hooks.example.com/timeout', enabled: true } };
     await expect(new MerchantSettings(slow, policy).put('m_timeout', input, 'key-timeout-1')).rejects.toThrow();
 
