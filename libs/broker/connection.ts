@@ -50,6 +50,8 @@ export interface ConsumeOptions {
 export interface Consumer {
   /** Stops new deliveries; deliveries already handed out can still be acked. */
   cancel(): Promise<void>;
+  /** Cancels, then closes the consumer's channel (once every delivery is acked): safe twice. */
+  close(): Promise<void>;
 }
 
 export interface ReaderOptions {
@@ -336,15 +338,25 @@ export class BrokerConnection extends EventEmitter {
     const state: ConsumerState = { queue, options, cancelled: false };
     this.consumers.add(state);
     if (this.current) await this.startConsumer(this.current, state);
+    const cancel = async () => {
+      if (state.cancelled) return;
+      state.cancelled = true;
+      this.consumers.delete(state);
+      if (state.channel && state.tag) {
+        const { channel, tag } = state;
+        await within(CLOSE_STEP_MS, channel.cancel(tag).then(() => this.consumerChannels.get(channel)?.tags.delete(tag), () => {}));
+      }
+    };
     return {
-      cancel: async () => {
-        if (state.cancelled) return;
-        state.cancelled = true;
-        this.consumers.delete(state);
-        if (state.channel && state.tag) {
-          const { channel, tag } = state;
-          await within(CLOSE_STEP_MS, channel.cancel(tag).then(() => this.consumerChannels.get(channel)?.tags.delete(tag), () => {}));
-        }
+      cancel,
+      close: async () => {
+        const channel = state.channel;
+        await cancel();
+        if (!channel || this.retired.has(channel)) return;
+        // Closed on purpose: its close must not bring the connection down (see watch).
+        this.retired.add(channel);
+        this.consumerChannels.delete(channel);
+        await within(CLOSE_STEP_MS, channel.close().catch(() => {}));
       },
     };
   }

@@ -56,7 +56,7 @@ export class FailedIndex {
   /** Entries beyond the first of each webhook: size counts a webhook split in two once. */
   private duplicates = 0;
   private readonly claims = new Map<number, Held>();
-  private readonly claimWaiters = new ReadBacks<number[]>();
+  private readonly claimWaiters = new ReadBacks<number[]>(() => void this.tail?.verifyLive());
   private readonly monotonic: () => number;
   private readonly tail: StreamTail;
   private retentionTimer?: NodeJS.Timeout;

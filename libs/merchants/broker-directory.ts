@@ -75,7 +75,7 @@ export class BrokerMerchantDirectory implements MerchantDirectory {
   /** Idempotency-Key → the result of the write it made, while within IDEMPOTENCY_WINDOW_MS. */
   private readonly results = new Map<string, { fingerprint: string; result: unknown; until: number }>();
   private resultsSweptAt = 0;
-  private readonly writeWaiters = new ReadBacks<void>();
+  private readonly writeWaiters = new ReadBacks<void>(() => void this.tail?.verifyLive());
   private readonly tail: StreamTail;
   private caughtUpOnce = false;
   private refreshTimer?: NodeJS.Timeout;

@@ -7,6 +7,9 @@ import { BrokerUnavailableError } from '../broker/index.js';
 export class ReadBacks<T> {
   private readonly waiting = new Map<string, { timer: NodeJS.Timeout; settle: (value: T) => void }>();
 
+  /** `onTimeout`: an entry did not come back; the tail checks it still reads (StreamTail.verifyLive). */
+  constructor(private readonly onTimeout?: () => void) {}
+
   /**
    * Registers before the append, so an entry read back at once is not missed. Rejects with
    * BrokerUnavailableError naming `what` when nothing comes back within `timeoutMs`.
@@ -15,6 +18,7 @@ export class ReadBacks<T> {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.waiting.delete(id);
+        this.onTimeout?.();
         reject(new BrokerUnavailableError(`${what} not read back within ${timeoutMs} ms`));
       }, timeoutMs);
       this.waiting.set(id, {

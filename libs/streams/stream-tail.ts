@@ -4,6 +4,7 @@ import { type BrokerConnection, BrokerUnavailableError, type Consumer, type Deli
 import { HEADERS } from '../contracts/index.js';
 import type { Logger } from '../logger/index.js';
 import { appendCheckpoint, CHECKPOINT, isCheckpoint, offsetOf } from './entries.js';
+import { landCheckpoint } from './probe.js';
 
 export interface StreamTailOptions {
   prefetch: number;
@@ -22,6 +23,10 @@ export interface StreamTailOptions {
   checkpointDeadlineMs?: number;
   /** Start here instead of the first offset (what comes before was read from a snapshot). */
   startAt?: number;
+  /** A tail that has read nothing for this long checks that it still reads (0: never on its own). */
+  idleCheckMs?: number;
+  /** A liveness checkpoint not read back within this means the tail stopped reading: subscribe again. */
+  livenessDeadlineMs?: number;
 }
 
 /**
@@ -34,6 +39,12 @@ export interface StreamTailOptions {
  * start over, so resuming at the old offset would wait past its end for ever. After each
  * reconnect the tail learns where its own checkpoint landed (a probe reading from 'next'); an
  * offset below the one it resumes at means a new stream: it starts again from the first entry.
+ *
+ * A consumer can also stop receiving while its channel and connection stay open (seen on a
+ * three-node 3.10 cluster after a stream leader was killed: over a minute without a delivery while
+ * appends were confirmed). So a tail idle for `idleCheckMs`, or asked by a writer whose entry did
+ * not come back (`verifyLive`), appends a checkpoint of its own; if its consumer does not read it
+ * back in time, it subscribes again from just past the last entry it applied.
  */
 export class StreamTail {
   private nextOffset: number | undefined;
@@ -45,6 +56,11 @@ export class StreamTail {
   /** Bumped at each restart: deliveries still coming from the consumer before it are ignored. */
   private generation = 0;
   private readonly waiters = new Set<() => void>();
+  private lastReadAt = performance.now();
+  private idleTimer?: NodeJS.Timeout;
+  private verifying?: Promise<void>;
+  private liveness?: { id: string; seen: () => void };
+  readonly stats = { resubscribed: 0 };
   private readonly onConnected = () => void this.appendCheckpoint();
   private readonly onDisconnected = () => {
     this.caughtUp = false;
@@ -69,6 +85,62 @@ export class StreamTail {
     this.broker.on('disconnected', this.onDisconnected);
     await this.follow();
     await this.appendCheckpoint();
+    const idleMs = this.options.idleCheckMs ?? 30_000;
+    if (idleMs > 0) {
+      this.idleTimer = setInterval(() => {
+        if (performance.now() - this.lastReadAt >= idleMs) void this.verifyLive();
+      }, idleMs);
+      this.idleTimer.unref();
+    }
+  }
+
+  /**
+   * Checks that the consumer still reads: appends a checkpoint and waits for it; when the append
+   * is confirmed and the checkpoint does not come back, subscribes again from where the tail is.
+   * Calls while one check runs share it. A broker that refuses the append is not a stalled tail
+   * (the connection's own recovery handles it).
+   */
+  verifyLive(): Promise<void> {
+    this.verifying ??= this.checkLive().finally(() => {
+      this.verifying = undefined;
+    });
+    return this.verifying;
+  }
+
+  private async checkLive(): Promise<void> {
+    if (this.stopped || !this.broker.isConnected || !this.consumer) return;
+    const id = randomUUID();
+    const deadlineMs = this.options.livenessDeadlineMs ?? 5_000;
+    let timer: NodeJS.Timeout | undefined;
+    const seen = new Promise<boolean>((resolve) => {
+      this.liveness = { id, seen: () => resolve(true) };
+      timer = setTimeout(() => resolve(false), deadlineMs);
+    });
+    try {
+      try {
+        await appendCheckpoint(this.broker, this.stream, id, deadlineMs);
+      } catch {
+        return;
+      }
+      if ((await seen) || this.stopped || this.liveness?.id !== id) return;
+      this.stats.resubscribed++;
+      this.logger.warn('stream tail stopped reading; subscribing again', { stream: this.stream, resumeAt: this.nextOffset, deadlineMs });
+      await this.resubscribe();
+    } finally {
+      clearTimeout(timer);
+      if (this.liveness?.id === id) this.liveness = undefined;
+    }
+  }
+
+  /** A new consumer from just past the last entry applied; caught up again once it reads a new checkpoint. */
+  private async resubscribe(): Promise<void> {
+    this.generation++;
+    const old = this.consumer;
+    this.consumer = undefined;
+    await old?.close();
+    if (this.stopped) return;
+    await this.follow();
+    await this.appendCheckpoint();
   }
 
   private async follow(): Promise<void> {
@@ -91,7 +163,7 @@ export class StreamTail {
     this.nextOffset = undefined;
     const old = this.consumer;
     this.consumer = undefined;
-    await old?.cancel();
+    await old?.close();
     this.options.onReset?.();
     if (this.stopped) return;
     await this.follow();
@@ -100,9 +172,12 @@ export class StreamTail {
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.checkpointTimer);
+    clearInterval(this.idleTimer);
+    this.liveness?.seen(); // a check in progress ends now
     this.broker.off('connected', this.onConnected);
     this.broker.off('disconnected', this.onDisconnected);
-    await this.consumer?.cancel();
+    await this.consumer?.close();
+    await this.verifying;
   }
 
   /** Resolves once caught up; a program waits for it before it acts on what the stream says. */
@@ -133,7 +208,7 @@ export class StreamTail {
       if (resumedAt === undefined) {
         await appendCheckpoint(this.broker, this.stream, id, deadlineMs);
       } else {
-        const landedAt = await this.probe(id, deadlineMs);
+        const landedAt = await landCheckpoint(this.broker, this.stream, id, deadlineMs);
         if (landedAt < resumedAt && !this.stopped && this.checkpointId === id) {
           await this.restart();
           return void (await this.appendCheckpoint());
@@ -151,40 +226,12 @@ export class StreamTail {
     }
   }
 
-  /** Appends checkpoint `id` and reads where it landed, from a reader attached at the stream's end. */
-  private async probe(id: string, timeoutMs: number): Promise<number> {
-    let found!: (offset: number) => void;
-    let failed!: (err: Error) => void;
-    const landed = new Promise<number>((resolve, reject) => {
-      found = resolve;
-      failed = reject;
-    });
-    landed.catch(() => {}); // settled before it is awaited when the append fails
-    const reader = await this.broker.openReader(this.stream, {
-      prefetch: 100,
-      arguments: { 'x-stream-offset': 'next' },
-      onMessage: (message) => {
-        if (!message) return failed(new BrokerUnavailableError(`the broker cancelled the probe of ${this.stream}`));
-        const offset = offsetOf(message.properties.headers);
-        if (offset !== undefined && isCheckpoint(message.properties.headers, id)) found(offset);
-      },
-      onClose: () => failed(new BrokerUnavailableError(`channel closed while probing ${this.stream}`)),
-    });
-    const timer = setTimeout(() => failed(new BrokerUnavailableError(`checkpoint not read back from ${this.stream} within ${timeoutMs} ms`)), timeoutMs);
-    try {
-      await appendCheckpoint(this.broker, this.stream, id, timeoutMs);
-      return await landed;
-    } finally {
-      clearTimeout(timer);
-      await reader.close();
-    }
-  }
-
   private apply(delivery: Delivery): void {
     const { message } = delivery;
     const headers = message.properties.headers;
     const offset = offsetOf(headers);
     delivery.ack();
+    this.lastReadAt = performance.now();
     if (offset === undefined) return;
     if (this.nextOffset !== undefined && offset < this.nextOffset) return; // already applied before a reconnect
     this.nextOffset = offset + 1;
@@ -195,6 +242,7 @@ export class StreamTail {
       for (const wake of [...this.waiters]) wake();
       return;
     }
+    if (this.liveness && isCheckpoint(headers, this.liveness.id)) return this.liveness.seen();
     if (headers?.[HEADERS.entryType] === CHECKPOINT) return; // another reader's
     this.options.onEntry(message, offset);
   }
