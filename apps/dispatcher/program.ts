@@ -3,13 +3,14 @@ import { DeliveryRecorder } from '../../libs/delivery-log/index.js';
 import type { BrokerConnection } from '../../libs/broker/index.js';
 import { createGotClient, createUndiciClient } from '../../libs/http/index.js';
 import type { Logger } from '../../libs/logger/index.js';
+import type { Registry } from 'prom-client';
 import { BrokerMerchantDirectory, FileMerchantDirectory, type MerchantDirectory } from '../../libs/merchants/index.js';
 import { METRIC_NAMES, counterFrom, createRegistry, deliveryMetrics, gaugeFrom, labelledGaugeFrom } from '../../libs/metrics/index.js';
 import { RetryWatch } from '../../libs/stranded-retries/index.js';
 import { openTopologyBroker, topologyNames } from '../../libs/topology/index.js';
 import type { DispatcherConfig } from './config.js';
 import { Dispatcher } from './dispatcher.js';
-import { startHealthServer } from '../../libs/metrics/health-server.js';
+import { type HealthServer, startHealthServer } from '../../libs/metrics/health-server.js';
 import { abortable, stopBudget } from '../../libs/runtime/index.js';
 
 export const USER_AGENT = 'nucleus-webhooks/0.1 (+https://github.com/standard-webhooks/standard-webhooks)';
@@ -33,6 +34,28 @@ const CLOSE_RESERVE_MS = 5_000;
  * client. `signal` ends the start-up at once (Ctrl-C while the broker cannot be reached).
  */
 export async function startDispatcher(config: DispatcherConfig, logger: Logger, options: { signal?: AbortSignal } = {}): Promise<DispatcherProgram> {
+  // Up from the first moment, so an orchestrator sees /healthz 200 and /readyz 503 (with what is
+  // awaited) through a long start-up: the broker unreachable, a journal or directory being read.
+  const registry = createRegistry('dispatcher');
+  let awaited: () => string | undefined = () => 'RabbitMQ';
+  const health = await startHealthServer({ port: config.METRICS_PORT, registry, ready: () => awaited() === undefined, waitingFor: () => awaited() });
+  logger.info('dispatcher metrics listening', { port: health.port });
+  try {
+    return await startParts(config, logger, options, { registry, health, awaiting: (check) => (awaited = check) });
+  } catch (err) {
+    await health.close();
+    throw err;
+  }
+}
+
+interface Readiness {
+  registry: Registry;
+  health: HealthServer;
+  /** What /readyz says the dispatcher waits for; undefined once it takes deliveries. */
+  awaiting(check: () => string | undefined): void;
+}
+
+async function startParts(config: DispatcherConfig, logger: Logger, options: { signal?: AbortSignal }, { registry, health, awaiting }: Readiness): Promise<DispatcherProgram> {
   const fromFile = config.MERCHANT_DIRECTORY === 'file';
   let merchants: MerchantDirectory | undefined = fromFile ? new FileMerchantDirectory(config.MERCHANTS_FILE!, logger).watch() : undefined;
   let broker: BrokerConnection;
@@ -58,6 +81,7 @@ export async function startDispatcher(config: DispatcherConfig, logger: Logger, 
   const names = topologyNames(config.TOPOLOGY_PREFIX);
   if (!merchants) {
     // Deliveries wait for the whole directory: an event for a merchant not read yet would be parked as unknown.
+    awaiting(() => 'the merchants stream');
     const directory = new BrokerMerchantDirectory(broker, names.merchants, logger);
     try {
       await abortable(directory.start(), options.signal);
@@ -77,7 +101,7 @@ export async function startDispatcher(config: DispatcherConfig, logger: Logger, 
           // Kept for the delivery log's attempts.
           responseBodyBytes: config.DELIVERY_LOG === 'on' ? config.DELIVERY_LOG_RESPONSE_BYTES : 0,
         });
-  const registry = createRegistry('dispatcher');
+  awaiting(() => 'the retries journal');
   const retryWatch = new RetryWatch(broker, names.retries, logger, {
     dispatch: names.dispatch,
     tierDelaysMs: Object.fromEntries(config.RETRY_SCHEDULE.map((delay, tier) => [names.retry(tier), delay])),
@@ -152,12 +176,13 @@ export async function startDispatcher(config: DispatcherConfig, logger: Logger, 
     () => retryWatch.stats.unconfirmedArrivals,
   );
   // Ready while connected and the journal (and the merchant directory, when on the broker) is read up to date.
-  const health = await startHealthServer({
-    port: config.METRICS_PORT,
-    registry,
-    ready: () => broker.isConnected && retryWatch.ready && (!(merchants instanceof BrokerMerchantDirectory) || merchants.ready),
+  const directory = merchants;
+  awaiting(() => {
+    if (!broker.isConnected) return 'RabbitMQ';
+    if (!retryWatch.ready) return 'the retries journal';
+    if (directory instanceof BrokerMerchantDirectory && !directory.ready) return 'the merchants stream';
+    return undefined;
   });
-  logger.info('dispatcher metrics listening', { port: health.port });
 
   let stopping: Promise<void> | undefined;
   return {

@@ -3,6 +3,12 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
 
+export interface HealthServer {
+  server: Server;
+  port: number;
+  close(): Promise<void>;
+}
+
 /**
  * A metrics port: Prometheus metrics, liveness, and readiness (connected to the
  * broker and consuming), for container health checks and load balancers' drains.
@@ -11,7 +17,9 @@ export async function startHealthServer(options: {
   port: number;
   registry: Registry;
   ready: () => boolean;
-}): Promise<{ server: Server; port: number; close(): Promise<void> }> {
+  /** Named in /readyz's answer while not ready: what the program is waiting for. */
+  waitingFor?: () => string | undefined;
+}): Promise<HealthServer> {
   const server = createServer((req, res) => {
     if (req.method !== 'GET') return void res.writeHead(405, { allow: 'GET' }).end();
     if (req.url === '/healthz') return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
@@ -19,7 +27,7 @@ export async function startHealthServer(options: {
       const ready = options.ready();
       return void res
         .writeHead(ready ? 200 : 503, { 'content-type': 'application/json' })
-        .end(JSON.stringify({ status: ready ? 'ready' : 'not ready' }));
+        .end(JSON.stringify(ready ? { status: 'ready' } : { status: 'not ready', waitingFor: options.waitingFor?.() }));
     }
     if (req.url === '/metrics') {
       options.registry.metrics().then(

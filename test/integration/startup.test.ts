@@ -157,6 +157,35 @@ describe('dispatcher start-up and shutdown', () => {
     expect(result.stderr + result.stdout).not.toContain(password);
   });
 
+  it('answers /healthz 200 and /readyz 503 saying what it waits for until it takes deliveries', async () => {
+    // RabbitMQ is not there yet: the address refuses until the proxy listens on it.
+    const brokerPort = await freePort();
+    const metricsPort = await freePort();
+    const url = new URL(brokerUrl());
+    url.hostname = '127.0.0.1';
+    url.port = String(brokerPort);
+    const program = startProgram(DISPATCHER, env({ RABBITMQ_URL: url.toString(), METRICS_PORT: String(metricsPort), LOG_LEVEL: 'info' }));
+    let proxy: FrozenProxy | undefined;
+    const get = async (path: string) => {
+      const response = await fetch(`http://127.0.0.1:${metricsPort}${path}`);
+      return { status: response.status, body: await response.json() };
+    };
+    try {
+      await waitFor('metrics port up', () => get('/healthz').then((r) => r.status === 200, () => false), 15_000);
+      expect(await get('/readyz')).toEqual({ status: 503, body: { status: 'not ready', waitingFor: 'RabbitMQ' } });
+      expect(program.output.stdout).not.toContain('dispatcher consuming');
+
+      proxy = await FrozenProxy.start(brokerUrl(), brokerPort);
+      await waitFor('dispatcher consuming', () => program.output.stdout.includes('dispatcher consuming'), 30_000);
+      expect(await get('/readyz')).toEqual({ status: 200, body: { status: 'ready' } });
+      program.child.kill('SIGTERM');
+      expect((await program.finished).code).toBe(0);
+    } finally {
+      if (program.child.exitCode === null) program.child.kill('SIGKILL');
+      await proxy?.close();
+    }
+  }, 60_000);
+
   it('exits 0 within SHUTDOWN_TIMEOUT on SIGTERM when the broker stops answering', async () => {
     const proxy = await FrozenProxy.start(brokerUrl());
     const program = startProgram(DISPATCHER, env({ RABBITMQ_URL: proxy.url, SHUTDOWN_TIMEOUT: '3s', LOG_LEVEL: 'info' }));

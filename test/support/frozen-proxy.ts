@@ -14,7 +14,8 @@ export class FrozenProxy {
     readonly url: string,
   ) {}
 
-  static async start(brokerUrl: string): Promise<FrozenProxy> {
+  /** `port`: listen there (a port a program was told to use before the proxy was up); any free one by default. */
+  static async start(brokerUrl: string, port = 0): Promise<FrozenProxy> {
     const target = new URL(brokerUrl);
     let proxy: FrozenProxy | undefined;
     const server = createServer((client) => {
@@ -33,7 +34,7 @@ export class FrozenProxy {
       client.on('close', () => upstream.destroy());
       upstream.on('close', () => client.destroy());
     });
-    server.listen(0, '127.0.0.1');
+    server.listen(port, '127.0.0.1');
     await once(server, 'listening');
     const url = new URL(brokerUrl);
     url.hostname = '127.0.0.1';
