@@ -36,6 +36,8 @@ export interface RetryWatchOptions {
   snapshots?: { stream: string; everyEntries?: number; everyMs?: number };
   /** Milliseconds on a monotonic clock; injected by tests to run a watch's clock ahead. */
   clock?: () => number;
+  /** Waits between background appends of a wait the journal did not take (keepScheduling). */
+  lateBackoffMs?: readonly number[];
 }
 
 interface Waiting {
@@ -73,6 +75,9 @@ const JOURNAL_DOWN_MS = 15_000;
 /** Recovered copies published at once: a tier that failed wholesale comes back in seconds, not minutes. */
 const RECOVER_IN_FLIGHT = 64;
 const PROBE_TIMEOUT_MS = 5_000;
+/** Waits appended again in the background at most; beyond, a wait goes without its entry. */
+const MAX_LATE_WAITS = 10_000;
+const LATE_BACKOFF_MS = [2_000, 5_000, 10_000, 30_000];
 
 /**
  * Tails the retries journal and knows every message waiting in a retry tier and which copy of each
@@ -86,14 +91,16 @@ const PROBE_TIMEOUT_MS = 5_000;
  * the journal (`arrive`). Every time is read on this process's own monotonic clock.
  */
 export class RetryWatch {
-  readonly stats = { recovered: 0, unconfirmedArrivals: 0, snapshots: 0 };
+  readonly stats = { recovered: 0, unconfirmedArrivals: 0, snapshots: 0, recordedLate: 0, unrecorded: 0 };
+  /** Waits the journal has not taken yet, appended again in the background (keepScheduling). */
+  private readonly late = new Set<string>();
   private readonly waiting = new Map<string, Waiting>();
   /** The first copy of each wait to arrive, in the order read. */
   private readonly arrivals = new Map<string, Arrival>();
   private readonly bodies = new Map<string, Body>();
-  private readonly claimWaiters = new ReadBacks<string[]>();
-  private readonly arrivalWaiters = new ReadBacks<string>();
-  private readonly scheduledWaiters = new ReadBacks<void>();
+  private readonly claimWaiters = new ReadBacks<string[]>(() => void this.tail?.verifyLive());
+  private readonly arrivalWaiters = new ReadBacks<string>(() => void this.tail?.verifyLive());
+  private readonly scheduledWaiters = new ReadBacks<void>(() => void this.tail?.verifyLive());
   private tail?: StreamTail;
   private timer?: NodeJS.Timeout;
   private checking?: Promise<void>;
@@ -214,6 +221,48 @@ export class RetryWatch {
       this.scheduledWaiters.forget(retry.scheduleId);
       throw err;
     }
+  }
+
+  /** Waits being appended again in the background now. */
+  get appendingLate(): number {
+    return this.late.size;
+  }
+
+  /**
+   * A wait the journal did not take while its move held the delivery (the journal's stream, or
+   * this watch's reading of it, stalled for longer than the move's tries): appended again in the
+   * background, same scheduleId, until this watch reads it back, the wait arrives, or the watch
+   * stops; the delivery is acked meanwhile and its slot freed. Measured on a three-node 3.10
+   * cluster: a journal unreadable for 55 s after a leader kill, and appends made then lost.
+   */
+  keepScheduling(retry: ScheduledRetry): void {
+    if (this.stopped || this.late.has(retry.scheduleId)) return;
+    if (this.late.size >= MAX_LATE_WAITS) {
+      this.stats.unrecorded++;
+      this.logger.warn('retry not recorded in the journal', { queue: retry.queue, scheduleId: retry.scheduleId, reason: 'too many waits already being appended again' });
+      return;
+    }
+    this.late.add(retry.scheduleId);
+    void (async () => {
+      for (let attempt = 0; ; attempt++) {
+        const backoff = this.options.lateBackoffMs ?? LATE_BACKOFF_MS;
+        await new Promise((resolve) => setTimeout(resolve, backoff[Math.min(attempt, backoff.length - 1)]!).unref());
+        if (this.arrivals.has(retry.scheduleId)) return; // back from its tier: nothing left to watch
+        if (this.stopped) {
+          this.stats.unrecorded++;
+          this.logger.warn('retry not recorded in the journal', { queue: retry.queue, scheduleId: retry.scheduleId, reason: 'stopped' });
+          return;
+        }
+        try {
+          await this.schedule(retry, 10_000);
+          this.stats.recordedLate++;
+          this.logger.info('retry recorded in the journal after all', { queue: retry.queue, scheduleId: retry.scheduleId, tries: attempt + 1 });
+          return;
+        } catch {
+          // the journal is still not taking it: next try after the backoff
+        }
+      }
+    })().finally(() => this.late.delete(retry.scheduleId));
   }
 
   /**

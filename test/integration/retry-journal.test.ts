@@ -201,6 +201,57 @@ describe('the retry watch reading the journal', () => {
     }
   });
 
+  it('appends in the background a wait the journal did not take, until it is read back, and not once it arrived', async () => {
+    const w = watch({ lateBackoffMs: [200] });
+    await w.start();
+    await w.waitUntilCaughtUp(5_000);
+    const tier = harness.names.retry(0);
+    const retry = (scheduleId: string) => ({
+      scheduleId,
+      queue: tier,
+      dueAt: Date.now() + 300_000,
+      content: Buffer.from('{}'),
+      properties: { headers: { [HEADERS.webhookId]: `evt_${randomUUID()}` } },
+    });
+    // The journal refuses this wait's next two appends (a stream without a leader).
+    const refused = randomUUID();
+    let refusals = 2;
+    const realSend = harness.broker.sendToQueue.bind(harness.broker);
+    harness.broker.sendToQueue = (queue, content, options, deadlineMs) => {
+      if (options?.headers?.[HEADERS.scheduleId] === refused && refusals > 0) {
+        refusals--;
+        return Promise.reject(new BrokerUnavailableError('publish not confirmed within 10000 ms'));
+      }
+      return realSend(queue, content, options, deadlineMs);
+    };
+    try {
+      w.keepScheduling(retry(refused));
+      await waitFor('the wait recorded after the refusals', () => w.stats.recordedLate === 1, 10_000);
+      expect(refusals).toBe(0);
+      expect(w.waitingByQueue().get(tier)).toBe(1);
+    } finally {
+      harness.broker.sendToQueue = realSend;
+    }
+    // It came back from its tier: no watch reading this journal later takes it for a stranded one.
+    await appendArrived(harness.broker, harness.names.retries, { key: refused, copyId: 'c0' }, 5_000);
+    await waitFor('the wait over', () => (w.waitingByQueue().get(tier) ?? 0) === 0, 5_000);
+
+    // Back from its tier before the journal took it: nothing is appended for it any more.
+    const arrived = randomUUID();
+    refusals = 0;
+    w.keepScheduling(retry(arrived));
+    await appendArrived(harness.broker, harness.names.retries, { key: arrived, copyId: 'c1' }, 5_000);
+    await waitFor('the arrival read', () => w.arrive(arrived, 'c1'), 5_000);
+    await waitFor('the background append given up', () => w.appendingLate === 0, 5_000);
+    const marker = randomUUID();
+    await appendArrived(harness.broker, harness.names.retries, { key: marker, copyId: 'm' }, 5_000);
+    await waitFor('the marker read', () => w.arrive(marker, 'm'), 5_000);
+    expect(w.stats.recordedLate).toBe(1);
+    const entries = (await readAll(harness)).filter((m) => m.properties.headers?.[HEADERS.scheduleId] === arrived);
+    expect(entries.length).toBeGreaterThan(0);
+    expect(entries.filter((m) => m.properties.headers?.[HEADERS.entryType] === 'scheduled')).toEqual([]);
+  });
+
   it('counts a wait whose arrival landed before its scheduled entry as arrived, not waiting', async () => {
     const w = watch();
     await w.start();

@@ -236,7 +236,8 @@ export class EffectStage {
    * A wait the journal does not hold cannot be recovered if its tier stalls, so the append (read
    * back by the watch, which holds what it read even if the stream loses it) is tried again with
    * the move's backoff while the delivery stays unacked (a journal stream that lost its leader is
-   * back within seconds); only when stopping or after the last try does the move complete without it.
+   * back within seconds). After the last try the move completes and the watch goes on appending
+   * it in the background, so a journal down for minutes does not hold every failing delivery's slot.
    */
   private async journal(retry: ScheduledRetry & { properties: Options.Publish }): Promise<void> {
     for (let attempt = 0; ; attempt++) {
@@ -247,7 +248,12 @@ export class EffectStage {
       } catch (err) {
         if (attempt >= this.deps.moveBackoffMs.length || this.deps.stopping()) {
           // The message is in its tier: only the watch's safety net is missing for it.
-          this.deps.logger.warn('retry not recorded in the journal', { queue: retry.queue, scheduleId: retry.scheduleId, error: (err as Error).message });
+          if (this.deps.retryWatch && !this.deps.stopping()) {
+            this.deps.logger.warn('retry not recorded in the journal yet; appending it again in the background', { queue: retry.queue, scheduleId: retry.scheduleId, error: (err as Error).message });
+            this.deps.retryWatch.keepScheduling(retry);
+          } else {
+            this.deps.logger.warn('retry not recorded in the journal', { queue: retry.queue, scheduleId: retry.scheduleId, error: (err as Error).message });
+          }
           return;
         }
         await new Promise((resolve) => setTimeout(resolve, this.deps.moveBackoffMs[attempt]));
