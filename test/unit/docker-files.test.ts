@@ -15,6 +15,7 @@ import { loadApiConfig } from '../../apps/api/config.js';
 import { loadDemoReceiverConfig } from '../../apps/demo-receiver/config.js';
 import { createDemoReceiver } from '../../apps/demo-receiver/server.js';
 import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
+import { loadRecorderConfig } from '../../apps/recorder/config.js';
 import { ConfigError } from '../../libs/config/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { merchantsFileSchema } from '../../libs/merchants/schema.js';
@@ -40,7 +41,7 @@ interface Service {
 // Compose resolves YAML merge keys (<<), which YAML 1.2 leaves off unless asked.
 const compose = parse(read('docker/compose.yaml'), { merge: true }) as { services: Record<string, Service>; version?: unknown };
 const services = compose.services;
-const PROGRAMS = { api: 'api', dispatcher: 'dispatcher', 'demo-merchant': 'demo-receiver' } as const;
+const PROGRAMS = { api: 'api', dispatcher: 'dispatcher', recorder: 'recorder', 'demo-merchant': 'demo-receiver' } as const;
 
 function service(name: string): Service {
   const found = services[name];
@@ -111,11 +112,12 @@ interface Definitions {
 const definitions = JSON.parse(read('docker/rabbitmq/definitions.json')) as Definitions;
 
 describe('docker/compose.yaml', () => {
-  it('runs the broker and the three programs by default, and Prometheus and Grafana only with the monitoring profile', () => {
+  it('runs the broker, PostgreSQL and the four programs by default, and Prometheus and Grafana only with the monitoring profile', () => {
     expect(compose.version).toBeUndefined();
     const byDefault = Object.keys(services).filter((name) => !services[name]!.profiles);
     const monitoring = Object.keys(services).filter((name) => services[name]!.profiles?.includes('monitoring'));
-    expect(byDefault.sort()).toEqual(['api', 'demo-merchant', 'dispatcher', 'rabbitmq']);
+    expect(byDefault.sort()).toEqual(['api', 'demo-merchant', 'dispatcher', 'postgres', 'rabbitmq', 'recorder']);
+    expect(service('postgres').image).toMatch(/^postgres:15(\b|$)/);
     expect(monitoring.sort()).toEqual(['grafana', 'prometheus']);
     expect(service('prometheus').image).toMatch(/^prom\/prometheus(:|$)/);
     expect(service('grafana').image).toMatch(/^grafana\/grafana(:|$)/);
@@ -136,16 +138,21 @@ describe('docker/compose.yaml', () => {
     expect(existsSync(join(REPO, 'apps', app, 'main.ts'))).toBe(true);
   });
 
-  it('starts the API and the dispatcher only once RabbitMQ is healthy', () => {
-    for (const name of ['api', 'dispatcher']) {
+  it('starts the programs only once RabbitMQ is healthy, and those that read the delivery log once PostgreSQL is', () => {
+    for (const name of ['api', 'dispatcher', 'recorder']) {
       expect(service(name).depends_on).toMatchObject({ rabbitmq: { condition: 'service_healthy' } });
     }
+    for (const name of ['api', 'recorder']) {
+      expect(service(name).depends_on).toMatchObject({ postgres: { condition: 'service_healthy' } });
+    }
+    expect(service('postgres').healthcheck?.test.slice(0, 2)).toEqual(['CMD', 'pg_isready']);
   });
 
   it('checks each program\'s health at /healthz on the port it serves', () => {
     const ports = {
       api: envOf('api').PORT ?? '8080',
       dispatcher: envOf('dispatcher').METRICS_PORT,
+      recorder: envOf('recorder').METRICS_PORT,
       'demo-merchant': envOf('demo-merchant').DEMO_RECEIVER_PORT,
     };
     expect(ports.dispatcher).toBe('9464');
@@ -158,7 +165,7 @@ describe('docker/compose.yaml', () => {
   });
 
   it('connects the programs to the broker as the user the definitions create, with the password that hashes to its password_hash', () => {
-    for (const name of ['api', 'dispatcher']) {
+    for (const name of ['api', 'dispatcher', 'recorder']) {
       const url = new URL(envOf(name).RABBITMQ_URL!);
       expect(url.hostname).toBe('rabbitmq');
       expect(url.pathname).toBe(''); // the default vhost, "/"
@@ -182,6 +189,24 @@ describe('docker/compose.yaml', () => {
       expect(config.MERCHANTS_FILE).toBe('/app/docker/merchants.compose.json');
       expect(mountTarget(name, 'docker/merchants.compose.json')).toBe(config.MERCHANTS_FILE);
     }
+  });
+
+  it('turns the delivery log on, with the database of the postgres service, and a recorder its parser accepts', () => {
+    const recorder = loadRecorderConfig(envOf('recorder'));
+    const postgres = envOf('postgres');
+    for (const config of [loadApiConfig(envOf('api')), loadDispatcherConfig(envOf('dispatcher')), recorder]) {
+      expect(config.DELIVERY_LOG).toBe('on');
+    }
+    for (const name of ['api', 'recorder']) {
+      const url = new URL(envOf(name).DATABASE_URL!);
+      expect({ host: url.host, user: url.username, password: url.password, db: url.pathname }).toEqual({
+        host: 'postgres:5432',
+        user: postgres.POSTGRES_USER,
+        password: postgres.POSTGRES_PASSWORD,
+        db: `/${postgres.POSTGRES_DB}`,
+      });
+    }
+    expect(recorder.METRICS_PORT).toBe(9465);
   });
 
   it('mounts only files that exist in the repository, read-only', () => {
@@ -209,7 +234,12 @@ describe('docker/rabbitmq/definitions.json', () => {
     expect(config).toMatchObject({ TOPOLOGY_PREFIX: 'webhooks', FAILED_RETENTION: '30D' });
     expect(config.RETRY_SCHEDULE).toHaveLength(7);
     const expected = definitionsOf(
-      topologySpec({ prefix: config.TOPOLOGY_PREFIX, retryDelaysMs: config.RETRY_SCHEDULE, failedRetention: config.FAILED_RETENTION }),
+      topologySpec({
+        prefix: config.TOPOLOGY_PREFIX,
+        retryDelaysMs: config.RETRY_SCHEDULE,
+        failedRetention: config.FAILED_RETENTION,
+        deliveriesStream: config.DELIVERY_LOG === 'on',
+      }),
     );
     expect({
       exchanges: definitions.exchanges,
@@ -320,12 +350,16 @@ describe('monitoring', () => {
     Object.values(METRIC_NAMES).flatMap((name) => (histograms.has(name) ? ['_bucket', '_sum', '_count'].map((s) => name + s) : [name])),
   );
 
-  it('has Prometheus scrape /metrics of the API and of the dispatcher on the ports they serve', () => {
+  it('has Prometheus scrape /metrics of the API, the dispatcher and the recorder on the ports they serve', () => {
     const targets = prometheus.scrape_configs.flatMap((job) =>
       job.static_configs.flatMap((c) => c.targets.map((t) => `${job.metrics_path ?? '/metrics'} ${t}`)),
     );
     expect(targets).toEqual(
-      expect.arrayContaining([`/metrics api:${envOf('api').PORT ?? '8080'}`, `/metrics dispatcher:${envOf('dispatcher').METRICS_PORT}`]),
+      expect.arrayContaining([
+        `/metrics api:${envOf('api').PORT ?? '8080'}`,
+        `/metrics dispatcher:${envOf('dispatcher').METRICS_PORT}`,
+        `/metrics recorder:${envOf('recorder').METRICS_PORT}`,
+      ]),
     );
     expect(mountTarget('prometheus', 'docker/prometheus.yml')).toBe('/etc/prometheus/prometheus.yml');
   });
