@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { BrokerConnection } from '../broker/index.js';
+import { type BrokerConnection, BrokerUnroutableError } from '../broker/index.js';
 import type { Logger } from '../logger/index.js';
 import { declareQueueSpec, deliveriesSpec, type Replication, topologyNames } from '../topology/index.js';
 import { type DeliveryRecord, type DeliveryRecordInput, encodeRecords } from './record.js';
@@ -78,7 +78,9 @@ export class DeliveryRecorder {
   /** Resolves once the stream message holding this record is confirmed. */
   record(input: DeliveryRecordInput): Promise<void> {
     if (this.stopped) return Promise.reject(new RecorderStoppedError());
-    const record: DeliveryRecord = { ...input, id: input.id ?? randomUUID(), at: input.at ?? new Date().toISOString() };
+    // A record made whole by its writer (the dispatcher's are) is kept as it is, not copied.
+    const record: DeliveryRecord =
+      input.id !== undefined && input.at !== undefined ? (input as DeliveryRecord) : { ...input, id: input.id ?? randomUUID(), at: input.at ?? new Date().toISOString() };
     return new Promise<void>((resolve, reject) => {
       this.batch.push({ record, resolve, reject });
       if (this.batch.length >= this.maxRecords) this.flush();
@@ -113,13 +115,20 @@ export class DeliveryRecorder {
   }
 
   private async publish(batch: Pending[]): Promise<void> {
+    const content = encodeRecords(batch.map((p) => p.record));
+    const send = () =>
+      this.broker.sendToQueue(this.stream, content, { contentType: 'application/json', headers: { 'x-record-count': batch.length } }, this.confirmDeadlineMs);
     try {
-      await this.broker.sendToQueue(
-        this.stream,
-        encodeRecords(batch.map((p) => p.record)),
-        { contentType: 'application/json', headers: { 'x-record-count': batch.length } },
-        this.confirmDeadlineMs,
-      );
+      try {
+        await send();
+      } catch (err) {
+        // An operator deleted the stream (it cannot be purged): declare it again and send once more,
+        // rather than lose every record until the next reconnect.
+        if (!(err instanceof BrokerUnroutableError)) throw err;
+        this.logger.warn('deliveries stream missing; declaring it again', { stream: this.stream });
+        await this.declare();
+        await send();
+      }
       for (const p of batch) p.resolve();
     } catch (err) {
       this.logger.warn('delivery records not confirmed', { stream: this.stream, records: batch.length, error: (err as Error).message });

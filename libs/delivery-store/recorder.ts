@@ -1,10 +1,12 @@
 import type { BrokerConnection, Consumer, Delivery } from '../broker/index.js';
 import { decodeRecords, type DeliveryRecord } from '../delivery-log/index.js';
 import type { Logger } from '../logger/index.js';
-import { offsetOf } from '../streams/index.js';
+import { randomUUID } from 'node:crypto';
+import { HEADERS } from '../contracts/index.js';
+import { CHECKPOINT, landCheckpoint, offsetOf } from '../streams/index.js';
 import { declareQueueSpec, deliveriesSpec, type Replication, topologyNames } from '../topology/index.js';
 import type { Database, Session } from './database.js';
-import { ensurePartitionsFor, markCaughtUp, prepareRows, storeBatch, storedOffset } from './materialise.js';
+import { ensurePartitionsFor, markCaughtUp, NO_ROWS, type PreparedRows, prepareRows, storeBatch, storedOffset } from './materialise.js';
 import { dropExpiredPartitions, ensureSchema } from './schema.js';
 
 export interface RecorderOptions {
@@ -41,7 +43,7 @@ interface Pending {
 interface Prepared {
   items: Pending[];
   records: DeliveryRecord[];
-  rows: string;
+  rows: PreparedRows;
   nextOffset: number;
 }
 
@@ -79,6 +81,8 @@ export class DeliveryLogRecorder {
     this.buffer = [];
     this.state.pending = 0;
   };
+  /** A reconnect may follow an operator deleting the stream: lead again, which looks at where it ends. */
+  private readonly onConnected = () => void this.checkStream();
 
   constructor(
     private readonly broker: BrokerConnection,
@@ -93,6 +97,7 @@ export class DeliveryLogRecorder {
   async start(): Promise<void> {
     await declareQueueSpec(() => this.broker.createChannel(), deliveriesSpec(this.options.prefix, this.options.replication));
     this.broker.on('disconnected', this.onDisconnected);
+    this.broker.on('connected', this.onConnected);
     void this.tryToLead();
   }
 
@@ -103,6 +108,7 @@ export class DeliveryLogRecorder {
       clearTimeout(this.retryTimer);
       clearTimeout(this.idleTimer);
       this.broker.off('disconnected', this.onDisconnected);
+      this.broker.off('connected', this.onConnected);
       await this.consumer?.cancel();
       clearTimeout(this.flushTimer);
       await this.writing?.catch(() => {});
@@ -135,9 +141,15 @@ export class DeliveryLogRecorder {
       // loses both, and the recorder reads those records again from the stream.
       await session.query('SET synchronous_commit = off');
       this.next = await storedOffset(session, this.stream);
+      if (this.next !== undefined && (await this.streamEnd()) < this.next) {
+        // Deleted and declared again (streams cannot be purged): its offsets started over, and
+        // resuming at the stored one would wait past its end for ever.
+        this.logger.warn('stream deleted and declared again; reading it from its first entry', { stream: this.stream, resumedAt: this.next });
+        this.next = undefined;
+      }
       await this.expire(session);
     } catch (err) {
-      this.logger.warn('delivery recorder cannot reach the database; retrying', { error: (err as Error).message });
+      this.logger.warn('delivery recorder cannot take the lead yet (database or stream unreachable); retrying', { error: (err as Error).message });
       await session?.close();
       this.schedule(() => void this.tryToLead(), retryMs);
       return;
@@ -159,6 +171,23 @@ export class DeliveryLogRecorder {
       onMessage: (delivery) => this.receive(delivery, generation),
     });
     this.idle();
+  }
+
+  /** The offset the stream is at now (a checkpoint appended and read back where it landed). */
+  private streamEnd(): Promise<number> {
+    return landCheckpoint(this.broker, this.stream, randomUUID(), 10_000);
+  }
+
+  /** After a reconnect while leading: a stream that ends before the stored offset is a new one. */
+  private async checkStream(): Promise<void> {
+    if (!this.session || this.next === undefined || this.stopped) return;
+    try {
+      if ((await this.streamEnd()) >= (this.next ?? 0) || !this.session) return;
+    } catch {
+      return; // the broker is not taking appends yet; the next reconnect looks again
+    }
+    await this.resign();
+    void this.tryToLead();
   }
 
   private receive(delivery: Delivery, generation: number): void {
@@ -199,11 +228,13 @@ export class DeliveryLogRecorder {
     if (items.length === 0) return undefined;
     const records: DeliveryRecord[] = [];
     for (const item of items) {
+      // Appended by a recorder to learn where the stream ends: no records, but its offset is stored past it.
+      if (item.delivery.message.properties.headers?.[HEADERS.entryType] === CHECKPOINT) continue;
       const decoded = decodeRecords(item.delivery.message.content);
       records.push(...decoded.records);
       if (decoded.rejected > 0) {
         this.state.rejected += decoded.rejected;
-        this.logger.warn('delivery records rejected', { stream: this.stream, offset: item.offset, rejected: decoded.rejected });
+        this.logger.warn('delivery records rejected', { stream: this.stream, offset: item.offset, rejected: decoded.rejected, reason: decoded.reason });
       }
     }
     this.preparedUpTo = items.at(-1)!.offset;
@@ -258,7 +289,7 @@ export class DeliveryLogRecorder {
         if (!isDataError(err)) throw err;
         this.state.rejected += records.length;
         this.logger.error('delivery records skipped: the database refuses their data', { offset: item.offset, records: records.length, error: (err as Error).message });
-        await storeBatch(session, this.stream, '[]', item.offset + 1, false);
+        await storeBatch(session, this.stream, NO_ROWS, item.offset + 1, false);
       }
     }
   }

@@ -115,11 +115,14 @@ describe('the delivery recorder (the writer the dispatcher calls)', () => {
   });
 
   it('rejects the records of a batch the broker did not take, so their deliveries stay unacked', async () => {
+    // In place of the stream, a queue that refuses every message (nacks each publish).
     const ch = await test.connection.createChannel();
     await ch.deleteQueue(names.deliveries);
-    await ch.close();
+    await ch.assertQueue(names.deliveries, { durable: true, arguments: { 'x-queue-type': 'classic', 'x-max-length': 0, 'x-overflow': 'reject-publish' } });
     await expect(recorder.record(recordFor('w-lost'))).rejects.toBeInstanceOf(RecordNotConfirmedError);
-    // Declared again (as on a reconnect), records are confirmed again.
+    // The stream declared again, records are confirmed again.
+    await ch.deleteQueue(names.deliveries);
+    await ch.close();
     await recorder.start();
     await expect(recorder.record(recordFor('w-after'))).resolves.toBeUndefined();
   });

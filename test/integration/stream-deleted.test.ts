@@ -2,6 +2,8 @@ import type { GetMessage } from 'amqplib';
 import type { DispatcherProgram } from '../../apps/dispatcher/program.js';
 import { BrokerConnection } from '../../libs/broker/index.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
+import { decodeRecords, type DeliveryRecordInput, DeliveryRecorder } from '../../libs/delivery-log/index.js';
+import { DeliveryLogRecorder, openPostgres } from '../../libs/delivery-store/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { BrokerMerchantDirectory } from '../../libs/merchants/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
@@ -11,6 +13,7 @@ import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
 import { startHarness, testMerchant } from '../support/harness.js';
 import { failOnceThenSucceed, Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
+import { createTestDatabase } from '../support/postgres.js';
 import { startBrokerDirectoryDispatcher } from '../support/dispatcher-program.js';
 
 /**
@@ -97,6 +100,56 @@ describe('a deleted stream is declared again and read from its start, without a 
       await receiver.close();
     }
   }, 90_000);
+
+  it('deliveries: the record writer declares the stream again, and the recorder stores the new stream from its start', async () => {
+    const prefix = uniquePrefix('deleted-deliveries');
+    const { deliveries } = topologyNames(prefix);
+    const broker = new BrokerConnection({ url: brokerUrl(), name: 'test-deleted-deliveries', logger: silentLogger() });
+    await broker.open(10_000);
+    // The recorder on a connection of its own, as in its own program: the broker cancels its consumer.
+    const recorderBroker = new BrokerConnection({ url: brokerUrl(), name: 'test-deleted-deliveries-recorder', logger: silentLogger() });
+    await recorderBroker.open(10_000);
+    const db = await createTestDatabase('deleted_deliveries');
+    const database = openPostgres(db.url);
+    const writer = new DeliveryRecorder(broker, silentLogger(), { prefix, maxRecords: 1 });
+    const recorder = new DeliveryLogRecorder(recorderBroker, database, silentLogger(), { prefix, retentionMs: 86_400_000, retryMs: 200 });
+    const record = (webhookId: string): DeliveryRecordInput => ({
+      webhookId,
+      merchantId: 'm_1',
+      event: 'payout',
+      references: [`po-${webhookId}`],
+      firstSeenAt: new Date().toISOString(),
+      outcome: 'delivered',
+      attemptNumber: 1,
+    });
+    // The recorder makes the schema once it leads; before that, nothing is stored.
+    const stored = async () =>
+      (await db.query<{ webhook_id: string }>('SELECT webhook_id FROM delivery_webhooks ORDER BY webhook_id').catch(() => [])).map((r) => r.webhook_id);
+    try {
+      await writer.start();
+      await recorder.start();
+      // One record per stream message: the stored offset ends well past the new stream's end.
+      for (let i = 0; i < 5; i++) await writer.record(record(`wh_before_${i}`));
+      await waitFor('the records before stored', async () => (await stored()).length === 5, 15_000);
+
+      await test.channel.deleteQueue(deliveries);
+      await writer.record(record('wh_after'));
+      const [entry] = await test.readStream(deliveries, 1);
+      expect(decodeRecords(entry!.content).records.map((r) => r.webhookId)).toEqual(['wh_after']);
+      await waitFor('the record written to the new stream stored', async () => (await stored()).includes('wh_after'), 20_000);
+      await writer.record(record('wh_later'));
+      await waitFor('and the next one', async () => (await stored()).includes('wh_later'), 10_000);
+      expect(await stored()).toEqual([...Array.from({ length: 5 }, (_, i) => `wh_before_${i}`), 'wh_after', 'wh_later'].sort());
+    } finally {
+      await writer.stop();
+      await recorder.stop();
+      await database.close();
+      await broker.close();
+      await recorderBroker.close();
+      await test.channel.deleteQueue(deliveries).catch(() => {});
+      await db.drop();
+    }
+  }, 60_000);
 
   it('merchants: a running dispatcher forgets the old settings and delivers with the ones written again', async () => {
     const prefix = uniquePrefix('deleted-merchants');
