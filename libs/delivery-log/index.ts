@@ -21,9 +21,10 @@ export {
   WEBHOOK_STATUSES,
   type WebhookStatus,
   attemptSchema,
-  decodeRecords,
   deliveryRecordSchema,
   encodeRecords,
+  RawJson,
   statusOf,
 } from './record.js';
+export { decodeRecords } from './decode.js';
 export { DeliveryRecorder, type DeliveryRecorderOptions, RecordNotConfirmedError, RecorderStoppedError } from './writer.js';

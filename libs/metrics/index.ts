@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { METRIC_NAMES } from './names.js';
+import { type CounterSeries, CounterSeriesSet, histogramObserver } from './series.js';
 
 export { METRIC_NAMES };
 
@@ -23,24 +24,30 @@ export function createRegistry(program: string): Registry {
   return registry;
 }
 
+const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
 export function deliveryMetrics(registry: Registry): DeliveryObserver {
-  const deliveries = new Counter({
+  const deliveriesSeries = new CounterSeriesSet(() => deliveries);
+  const attemptsSeries = new CounterSeriesSet(() => attempts);
+  const deliveries: Counter = new Counter({
     name: METRIC_NAMES.deliveries,
     help: 'Webhook deliveries by outcome and event',
     labelNames: ['outcome', 'event'],
     registers: [registry],
+    collect: () => deliveriesSeries.fold(),
   });
-  const attempts = new Counter({
+  const attempts: Counter = new Counter({
     name: METRIC_NAMES.attempts,
     help: 'HTTP attempts to merchant endpoints by result',
     labelNames: ['result'],
     registers: [registry],
+    collect: () => attemptsSeries.fold(),
   });
   const duration = new Histogram({
     name: METRIC_NAMES.deliveryDuration,
     help: 'Duration of one HTTP attempt to a merchant endpoint, seconds',
     labelNames: ['event', 'result'],
-    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    buckets: DURATION_BUCKETS,
     registers: [registry],
   });
   const failed = new Counter({
@@ -49,24 +56,26 @@ export function deliveryMetrics(registry: Registry): DeliveryObserver {
     labelNames: ['reason'],
     registers: [registry],
   });
-  // Labelled children looked up once per label set: hashing labels on every delivery shows in profiles.
-  const children = new Map<string, { deliveries?: Counter.Internal; duration?: Histogram.Internal<string> }>();
-  const success = attempts.labels('success');
-  const failure = attempts.labels('failure');
+  // Each label set's series found once (outcome → event, result → event), then updated in place.
+  const outcomes = new Map<string, Map<string, CounterSeries>>();
+  const durations = { success: new Map<string, (seconds: number) => void>(), failure: new Map<string, (seconds: number) => void>() };
+  const success = attemptsSeries.series({ result: 'success' });
+  const failure = attemptsSeries.series({ result: 'failure' });
   return {
     outcome: (outcome, event) => {
-      const key = `o\u0000${outcome}\u0000${event}`;
-      let child = children.get(key);
-      if (!child) children.set(key, (child = { deliveries: deliveries.labels(outcome, event) }));
-      child.deliveries!.inc();
+      let byEvent = outcomes.get(outcome);
+      if (!byEvent) outcomes.set(outcome, (byEvent = new Map()));
+      let series = byEvent.get(event);
+      if (!series) byEvent.set(event, (series = deliveriesSeries.series({ outcome, event })));
+      series.pending++;
     },
     attempt: (succeeded, seconds, event) => {
-      (succeeded ? success : failure).inc();
+      (succeeded ? success : failure).pending++;
       const result = succeeded ? 'success' : 'failure';
-      const key = `a\u0000${event}\u0000${result}`;
-      let child = children.get(key);
-      if (!child) children.set(key, (child = { duration: duration.labels(event, result) }));
-      child.duration!.observe(seconds);
+      const byEvent = durations[result];
+      let observe = byEvent.get(event);
+      if (!observe) byEvent.set(event, (observe = histogramObserver(duration, { event, result }, DURATION_BUCKETS)));
+      observe(seconds);
     },
     failed: (reason) => failed.labels(reason).inc(),
   };

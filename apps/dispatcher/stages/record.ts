@@ -1,4 +1,5 @@
-import type { DeliveryRecordInput } from '../../../libs/delivery-log/index.js';
+import { randomUUID } from 'node:crypto';
+import { type Attempt, type DeliveryRecordInput, RawJson } from '../../../libs/delivery-log/index.js';
 import type { RetryPolicy } from '../../../libs/retry-policy/index.js';
 import type { AttemptTrace, Decision, Finding } from './decide.js';
 import type { IntakeEvent } from './intake.js';
@@ -17,44 +18,65 @@ export function recordOf(
 ): DeliveryRecordInput | undefined {
   if (!intake || decision.kind === 'superseded' || decision.kind === 'returned') return undefined;
   const trace = finding.kind === 'sent' || finding.kind === 'attempt-failed' ? finding.trace : undefined;
-  const base = {
+  // `now` is the walk's one clock reading: a fresh webhook's first-seen time and its attempt's
+  // start are that same instant, so its text is made once.
+  const at = now.toISOString();
+  const firstSeenAt = intake.firstSeenAt === at ? at : new Date(intake.firstSeenAt).toISOString();
+  // One literal per record: spreading a shared base into each cost more than the rest of recordOf.
+  const record = (outcome: DeliveryRecordInput['outcome'], attemptNumber: number): DeliveryRecordInput => ({
+    id: randomUUID(),
+    at,
     webhookId: intake.webhookId,
     merchantId: intake.merchantId,
     event: intake.event,
     references: intake.references,
-    payload: JSON.parse(intake.body) as unknown,
-    firstSeenAt: new Date(intake.firstSeenAt).toISOString(),
-    at: now.toISOString(),
+    payload: new RawJson(intake.body),
+    firstSeenAt,
+    outcome,
+    attemptNumber,
+  });
+  const attempt = (httpStatus: number | undefined, error: string | undefined): Attempt | undefined => {
+    if (!trace) return undefined;
+    const made: Attempt = { startedAt: trace.startedAt === now ? at : trace.startedAt.toISOString(), durationMs: Math.max(0, Math.round(trace.durationMs)) };
+    if (httpStatus !== undefined) made.httpStatus = httpStatus;
+    if (error !== undefined) made.error = error.slice(0, 1000);
+    if (trace.responseBody !== undefined) made.responseBody = trace.responseBody;
+    return made;
   };
-  const attempt = (httpStatus: number | undefined, error: string | undefined) =>
-    trace && {
-      startedAt: trace.startedAt.toISOString(),
-      durationMs: Math.max(0, Math.round(trace.durationMs)),
-      ...(httpStatus !== undefined ? { httpStatus } : {}),
-      ...(error !== undefined ? { error: error.slice(0, 1000) } : {}),
-      ...(trace.responseBody !== undefined ? { responseBody: trace.responseBody } : {}),
-    };
   const nextAt = (tier: number) => new Date(now.getTime() + policy.delayOf(tier)).toISOString();
+  let made: DeliveryRecordInput;
   switch (decision.kind) {
     case 'delivered':
-      return { ...base, outcome: 'delivered', attemptNumber: decision.attempt, attempt: attempt(decision.status, undefined) };
+      made = record('delivered', decision.attempt);
+      made.attempt = attempt(decision.status, undefined);
+      return made;
     case 'retry':
-      return { ...base, outcome: 'retrying', attemptNumber: decision.attempt, attempt: attempt(decision.status, decision.error), nextAttemptAt: nextAt(decision.tier) };
+      made = record('retrying', decision.attempt);
+      made.attempt = attempt(decision.status, decision.error);
+      made.nextAttemptAt = nextAt(decision.tier);
+      return made;
     case 'defer':
-      return { ...base, outcome: 'deferred', attemptNumber: intake.attempts, reason: 'endpoint-busy', nextAttemptAt: nextAt(decision.tier) };
+      made = record('deferred', intake.attempts);
+      made.reason = 'endpoint-busy';
+      made.nextAttemptAt = nextAt(decision.tier);
+      return made;
     case 'postpone':
-      return { ...base, outcome: 'postponed', attemptNumber: intake.attempts, reason: 'circuit-open', nextAttemptAt: nextAt(decision.tier) };
+      made = record('postponed', intake.attempts);
+      made.reason = 'circuit-open';
+      made.nextAttemptAt = nextAt(decision.tier);
+      return made;
     case 'failed':
-      return {
-        ...base,
-        outcome: 'failed',
-        attemptNumber: decision.attempts,
-        reason: decision.reason,
-        ...(decision.attempted ? { attempt: attempt(decision.status, decision.error) } : {}),
-      };
+      made = record('failed', decision.attempts);
+      made.reason = decision.reason;
+      if (decision.attempted) made.attempt = attempt(decision.status, decision.error);
+      return made;
     case 'skipped':
-      return { ...base, outcome: 'skipped', attemptNumber: intake.attempts, reason: decision.why };
+      made = record('skipped', intake.attempts);
+      made.reason = decision.why;
+      return made;
     case 'invalid':
-      return { ...base, outcome: 'invalid', attemptNumber: intake.attempts, reason: decision.code };
+      made = record('invalid', intake.attempts);
+      made.reason = decision.code;
+      return made;
   }
 }

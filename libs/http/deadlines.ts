@@ -1,0 +1,84 @@
+/** Something with a deadline, linked into a Deadlines list while it runs. */
+export interface Deadlined {
+  deadline: number;
+  newer: Deadlined | undefined;
+  older: Deadlined | undefined;
+  /** Called once, when the deadline passes before remove(). */
+  expire(): void;
+}
+
+/**
+ * Every attempt's deadline under one timer. A timer per request (with the abort machinery it
+ * drives) cost more CPU than the rest of the client's own work; attempts of one client share a
+ * timeout, so their deadlines come in the order they start and the list stays sorted by adding at
+ * the end. The timer is armed for the earliest deadline only; removing an attempt leaves it armed,
+ * and when it fires it expires what is due and arms for the next. Deadlines hold to the
+ * millisecond, as separate timers did.
+ */
+export class Deadlines {
+  private oldest: Deadlined | undefined;
+  private newest: Deadlined | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private armedFor = Infinity;
+  private readonly sweep = () => this.expireDue();
+
+  constructor(private readonly now: () => number = () => performance.now()) {}
+
+  add(item: Deadlined, timeoutMs: number): void {
+    const deadline = this.now() + timeoutMs;
+    item.deadline = deadline;
+    // From the newest back: with one timeout for every attempt this stops at once.
+    let before = this.newest;
+    while (before && before.deadline > deadline) before = before.older;
+    item.older = before;
+    item.newer = before ? before.newer : this.oldest;
+    if (item.newer) item.newer.older = item;
+    else this.newest = item;
+    if (before) before.newer = item;
+    else this.oldest = item;
+    if (deadline < this.armedFor) this.arm(deadline);
+  }
+
+  /** Safe to call for an item that expired or was removed already. */
+  remove(item: Deadlined): void {
+    if (item.older) item.older.newer = item.newer;
+    else if (this.oldest === item) this.oldest = item.newer;
+    else return;
+    if (item.newer) item.newer.older = item.older;
+    else this.newest = item.older;
+    item.older = item.newer = undefined;
+  }
+
+  /** Attempts with a deadline still running. */
+  get size(): number {
+    let n = 0;
+    for (let item = this.oldest; item; item = item.newer) n++;
+    return n;
+  }
+
+  close(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    this.armedFor = Infinity;
+  }
+
+  private arm(at: number): void {
+    clearTimeout(this.timer);
+    this.armedFor = at;
+    this.timer = setTimeout(this.sweep, Math.max(1, Math.ceil(at - this.now())));
+    // The requests hold the process open, not their deadlines.
+    this.timer.unref();
+  }
+
+  private expireDue(): void {
+    this.timer = undefined;
+    this.armedFor = Infinity;
+    const now = this.now();
+    while (this.oldest && this.oldest.deadline <= now) {
+      const due = this.oldest;
+      this.remove(due);
+      due.expire();
+    }
+    if (this.oldest) this.arm(this.oldest.deadline);
+  }
+}

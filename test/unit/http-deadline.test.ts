@@ -1,0 +1,125 @@
+import { once } from 'node:events';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createUndiciClient, WebhookTimeoutError } from '../../libs/http/index.js';
+import { type Deadlined, Deadlines } from '../../libs/http/deadlines.js';
+
+/**
+ * The whole attempt's deadline, now one shared timer rather than one per request: it must still
+ * cut a merchant off where it hangs (before the head, or while kept body bytes are read), to
+ * the millisecond scale of a per-request timer, and not touch the requests that answer.
+ */
+describe('the undici client deadline', () => {
+  let server: http.Server;
+  let url: string;
+  const open = new Set<http.ServerResponse>();
+
+  beforeAll(async () => {
+    server = http.createServer((req, res) => {
+      req.resume();
+      const path = req.url ?? '';
+      if (path.startsWith('/hang')) return void open.add(res);
+      if (path.startsWith('/slow-body')) {
+        open.add(res);
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        res.write('first bytes');
+        return;
+      }
+      res.writeHead(204).end();
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+
+  afterAll(async () => {
+    for (const res of open) res.destroy();
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+
+  const post = (client: ReturnType<typeof createUndiciClient>, path: string, timeoutMs: number) =>
+    client.post({ url: `${url}${path}`, headers: { 'content-type': 'application/json' }, body: '{}', timeoutMs });
+
+  it('cuts off a merchant that never answers at the deadline, and the others answer meanwhile', async () => {
+    const client = createUndiciClient({ allowPrivateTargets: true });
+    try {
+      const started = performance.now();
+      const hanging = [post(client, '/hang/1', 300), post(client, '/hang/2', 300)].map((p) =>
+        p.then(
+          () => ({ err: undefined as unknown, ms: NaN }),
+          (err: unknown) => ({ err, ms: performance.now() - started }),
+        ),
+      );
+      const fast = await Promise.all(Array.from({ length: 20 }, () => post(client, '/ok', 300)));
+      expect(fast.every((r) => r.status === 204)).toBe(true);
+      for (const outcome of await Promise.all(hanging)) {
+        expect(outcome.err).toBeInstanceOf(WebhookTimeoutError);
+        expect((outcome.err as Error).message).toBe('timeout after 300 ms');
+        expect(outcome.ms).toBeGreaterThanOrEqual(295);
+        expect(outcome.ms).toBeLessThan(1_000);
+      }
+    } finally {
+      client.close();
+    }
+  });
+
+  it('holds the deadline while kept body bytes are read: the answer stands, without a body', async () => {
+    const client = createUndiciClient({ allowPrivateTargets: true, responseBodyBytes: 64 });
+    try {
+      const started = performance.now();
+      const response = await post(client, '/slow-body', 300);
+      const ms = performance.now() - started;
+      expect(response.status).toBe(200);
+      expect(response.body).toBe('');
+      expect(ms).toBeGreaterThanOrEqual(295);
+      expect(ms).toBeLessThan(1_000);
+    } finally {
+      client.close();
+    }
+  });
+
+  it('each attempt has its own deadline, whatever its timeout', async () => {
+    const client = createUndiciClient({ allowPrivateTargets: true });
+    try {
+      const started = performance.now();
+      const times = await Promise.all(
+        [500, 150].map((timeoutMs) =>
+          post(client, '/hang', timeoutMs).then(
+            () => NaN,
+            () => performance.now() - started,
+          ),
+        ),
+      );
+      expect(times[1]).toBeGreaterThanOrEqual(145);
+      expect(times[1]).toBeLessThan(400);
+      expect(times[0]).toBeGreaterThanOrEqual(495);
+    } finally {
+      client.close();
+    }
+  });
+});
+
+describe('Deadlines', () => {
+  const item = (log: string[], name: string): Deadlined => ({ deadline: 0, newer: undefined, older: undefined, expire: () => log.push(name) });
+
+  it('expires what is due in deadline order, not what was removed', async () => {
+    const deadlines = new Deadlines();
+    const log: string[] = [];
+    const a = item(log, 'a');
+    const b = item(log, 'b');
+    const c = item(log, 'c');
+    const d = item(log, 'd');
+    deadlines.add(a, 60);
+    deadlines.add(b, 20);
+    deadlines.add(c, 40);
+    deadlines.add(d, 30);
+    deadlines.remove(d);
+    deadlines.remove(d);
+    expect(deadlines.size).toBe(3);
+    await new Promise((resolve) => setTimeout(resolve, 120));
+    expect(log).toEqual(['b', 'c', 'a']);
+    expect(deadlines.size).toBe(0);
+    deadlines.close();
+  });
+});
