@@ -100,10 +100,9 @@ async function run(options: LogOptions, ctx: CliContext): Promise<number> {
   try {
     const log = deliveryLogQueries(database);
     if (options.webhookId || options.reference) {
-      const ids = options.webhookId
-        ? [options.webhookId]
-        : (await log.listWebhooks(options.merchantId, { reference: options.reference, status: options.status, limit: options.limit })).webhooks.map((w) => w.webhookId);
-      const details = (await Promise.all(ids.map((id) => log.getWebhook(options.merchantId, id)))).filter((d): d is WebhookDetail => d !== undefined);
+      const details = options.webhookId
+        ? [await log.getWebhook(options.merchantId, options.webhookId)].filter((d): d is WebhookDetail => d !== undefined)
+        : (await log.listWebhookDetails(options.merchantId, { reference: options.reference, status: options.status, limit: options.limit })).webhooks;
       if (options.json) writeLine(ctx.stdout, JSON.stringify(details));
       if (details.length === 0) throw new NothingMatchedError('no webhook in the delivery log matches');
       if (!options.json) writeLine(ctx.stdout, details.map(timeline).join('\n\n'));

@@ -1,7 +1,7 @@
 import type { ApiProgram } from '../../apps/api/program.js';
 import { BrokerConnection } from '../../libs/broker/index.js';
 import { type DeliveryRecordInput, DeliveryRecorder } from '../../libs/delivery-log/index.js';
-import { DeliveryLogRecorder, openPostgres, type Database } from '../../libs/delivery-store/index.js';
+import { DeliveryLogRecorder, deliveryLogQueries, openPostgres, type Database } from '../../libs/delivery-store/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { adminToken, call, expectDocumented, seen, startTestApi, token } from '../support/api.js';
 import { brokerUrl, TestBroker, uniquePrefix } from '../support/broker.js';
@@ -119,6 +119,32 @@ describe('the delivery log through the API', () => {
     ]);
     expect(data.records[0]).toMatchObject({ durationMs: 12, responseBody: 'upstream down', error: 'HTTP 500', startedAt: story[0]!.attempt!.startedAt });
     expect(data.records[1]).toMatchObject({ startedAt: null, durationMs: null, nextAttemptAt: story[1]!.nextAttemptAt });
+  });
+
+  it('reads a reference\'s webhooks with every attempt in one statement, the same as each detail by id', async () => {
+    const log = deliveryLogQueries(database);
+    const detail = (await get(alice, '/nucleus/webhooks/wh_recover')).body as { data: unknown };
+    expect((await log.listWebhookDetails(alice.id, { reference: 'tx-recover', limit: 10 })).webhooks).toEqual([detail.data]);
+    expect((await log.listWebhookDetails(bob.id, { reference: 'tx-recover', limit: 10 })).webhooks).toEqual([]);
+    const first = await log.listWebhookDetails(alice.id, { limit: 1 });
+    expect(first.webhooks.map((w) => [w.webhookId, w.records.length])).toEqual([['wh_other', 1]]);
+    const second = await log.listWebhookDetails(alice.id, { limit: 1, cursor: first.nextCursor! });
+    expect(second).toEqual({ webhooks: [detail.data], nextCursor: null });
+  });
+
+  it('finds the attempts of a webhook in the days after the one it was first seen on', async () => {
+    const twoDaysAgo = minutesAgo(2 * 24 * 60);
+    const late = {
+      webhookId: 'wh_late', merchantId: 'm_carol', event: 'payout', references: ['po-late'], firstSeenAt: twoDaysAgo,
+      payload: { event: 'payout', data: { reference: 'po-late' } },
+    };
+    await writer.record({ ...late, at: twoDaysAgo, outcome: 'retrying', attemptNumber: 1, attempt: { startedAt: twoDaysAgo, durationMs: 3, httpStatus: 503 } });
+    await writer.record({ ...late, at: minutesAgo(1), outcome: 'delivered', attemptNumber: 2, attempt: { startedAt: minutesAgo(1), durationMs: 3, httpStatus: 200 } });
+    const log = deliveryLogQueries(database);
+    await waitFor('both attempts stored', async () => (await log.getWebhook('m_carol', 'wh_late'))?.attempts === 2, 10_000);
+    const byId = await log.getWebhook('m_carol', 'wh_late');
+    expect(byId?.records.map((r) => r.httpStatus)).toEqual([503, 200]);
+    expect((await log.listWebhookDetails('m_carol', { reference: 'po-late', limit: 10 })).webhooks).toEqual([byId]);
   });
 
   it('gives the feed in one stable order, agreeing with the list, and nothing after its last cursor', async () => {

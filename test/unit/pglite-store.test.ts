@@ -34,6 +34,7 @@ describe('the delivery log on the embedded PGlite of development mode', () => {
     const log = deliveryLogQueries(db);
     expect((await log.listWebhooks('m_1', { limit: 10, reference: 'po-1' })).webhooks).toMatchObject([{ webhookId: 'wh_1', status: 'delivered', attempts: 1 }]);
     expect((await log.getWebhook('m_1', 'wh_1'))?.records).toHaveLength(1);
+    expect((await log.listWebhookDetails('m_1', { limit: 10, reference: 'po-1' })).webhooks).toEqual([await log.getWebhook('m_1', 'wh_1')]);
     expect((await log.feed('m_1', undefined, 10)).events).toHaveLength(1);
     // Everything is older than a retention of "0 days ago + 2 days" in the future.
     const dropped = await dropExpiredPartitions(db, 0, new Date(Date.now() + 2 * 86_400_000));
