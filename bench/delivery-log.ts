@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { BrokerConnection } from '../libs/broker/index.js';
 import { type DeliveryRecordInput, DeliveryRecorder } from '../libs/delivery-log/index.js';
-import { type Database, DeliveryLogRecorder, deliveryLogQueries, ensureSchema, openPostgres } from '../libs/delivery-store/index.js';
+import { type Database, DeliveryLogRecorder, deliveryLogQueries, ensureSchema, openPostgres, type Session } from '../libs/delivery-store/index.js';
 import { ensurePartition } from '../libs/delivery-store/schema.js';
 import { silentLogger } from '../libs/logger/index.js';
 import { topologyNames } from '../libs/topology/index.js';
@@ -15,30 +15,37 @@ import { percentile } from './stats.js';
  */
 const adminUrl = () => process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
-async function withDatabase<T>(label: string, work: (url: string) => Promise<T>): Promise<T> {
-  const name = `${process.env.BENCH_DATABASE_PREFIX ?? 'h21_bench'}_${label}_${randomBytes(3).toString('hex')}`;
+export async function withDatabase<T>(label: string, work: (url: string) => Promise<T>, keep?: string): Promise<T> {
+  const name = keep ?? `${process.env.BENCH_DATABASE_PREFIX ?? 'h21_bench'}_${label}_${randomBytes(3).toString('hex')}`;
+  if (!/^[a-z_][a-z0-9_]*$/.test(name)) throw new Error(`not a database name: ${name}`);
   const admin = new pg.Client({ connectionString: adminUrl() });
   await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
+  const exists = (await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [name])).rows.length > 0;
+  if (!exists) await admin.query(`CREATE DATABASE ${name}`);
   const url = new URL(adminUrl());
   url.pathname = `/${name}`;
   try {
     return await work(url.toString());
   } finally {
-    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => {});
+    // A kept database is the caller's to drop (it is ~4 GB with 10,000,000 attempts).
+    if (!keep) await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => {});
     await admin.end();
   }
 }
 
-function record(n: number): DeliveryRecordInput {
+/**
+ * The n-th record: webhook n >> 2's attempt (n % 4) + 1, so four records per webhook, all with
+ * the webhook's merchant and first-seen time, as the dispatcher writes them.
+ */
+function record(n: number, firstSeenAt: string): DeliveryRecordInput {
   const now = new Date().toISOString();
   return {
     webhookId: `wh_${n >> 2}`,
-    merchantId: `m_${n % 100}`,
+    merchantId: `m_${(n >> 2) % 100}`,
     event: 'charge.completed',
     references: [`tx_${n >> 2}`],
     payload: { event: 'charge.completed', data: { tnxRef: `tx_${n >> 2}`, amount: 1000, currency: 'NGN', status: 'successful' } },
-    firstSeenAt: now,
+    firstSeenAt,
     outcome: n % 4 === 3 ? 'delivered' : 'retrying',
     attemptNumber: (n % 4) + 1,
     attempt: { startedAt: now, durationMs: 12, httpStatus: n % 4 === 3 ? 200 : 503, responseBody: 'Service Unavailable' },
@@ -57,8 +64,10 @@ export async function recorderThroughput(url: string, total: number): Promise<{ 
     const writer = new DeliveryRecorder(broker, silentLogger(), { prefix });
     await writer.start();
     const inFlight: Array<Promise<void>> = [];
+    let firstSeenAt = '';
     for (let n = 0; n < total; n++) {
-      inFlight.push(writer.record(record(n)));
+      if (n % 4 === 0) firstSeenAt = new Date().toISOString();
+      inFlight.push(writer.record(record(n, firstSeenAt)));
       if (inFlight.length >= 5_000) await Promise.all(inFlight.splice(0));
     }
     await Promise.all(inFlight);
@@ -82,11 +91,48 @@ export async function recorderThroughput(url: string, total: number): Promise<{ 
   }
 }
 
+/** 4 attempts per webhook, 1,000 merchants, first seen at times spread over the last 7 days. */
+async function load(session: Session, webhooks: number): Promise<void> {
+  await session.query(
+    `INSERT INTO delivery_webhooks (merchant_id, webhook_id, first_seen_at, event, refs, merchant_refs, payload, status, attempts,
+       first_attempt_at, last_attempt_at, last_http_status, last_record_at)
+     SELECT 'm_' || (g % 1000), 'wh_' || g, now() - ((g::bigint * 7919) % 604800) * interval '1 second', 'charge.completed',
+       ARRAY['tx_' || g], ARRAY['m_' || (g % 1000) || chr(31) || 'tx_' || g], jsonb_build_object('event', 'charge.completed', 'data', jsonb_build_object('tnxRef', 'tx_' || g, 'amount', 1000)),
+       'delivered', 4, now() - ((g::bigint * 7919) % 604800) * interval '1 second', now() - ((g::bigint * 7919) % 604800) * interval '1 second' + interval '40 seconds',
+       200, now() - ((g::bigint * 7919) % 604800) * interval '1 second' + interval '40 seconds'
+     FROM generate_series(1, $1::integer) g`,
+    [webhooks],
+  );
+  await session.query(
+    `INSERT INTO delivery_records (id, at, merchant_id, webhook_id, outcome, attempt_number, started_at, duration_ms, http_status, response_body)
+     SELECT gen_random_uuid(), w.first_seen_at + a * interval '10 seconds', w.merchant_id, w.webhook_id,
+       CASE WHEN a = 4 THEN 'delivered' ELSE 'retrying' END, a, w.first_seen_at + a * interval '10 seconds', 12,
+       CASE WHEN a = 4 THEN 200 ELSE 503 END, 'Service Unavailable'
+     FROM delivery_webhooks w, generate_series(1, 4) a`,
+  );
+  // As autovacuum leaves a day's partition once it is written (hint bits set, GIN pending lists
+  // merged), and so that it does not start on 4 GB in the middle of the measurement.
+  await session.query('VACUUM (ANALYZE)');
+}
+
 /**
  * The two queries merchants and support run most, against `attempts` rows made with
- * generate_series: 4 attempts per webhook, 1,000 merchants, over the last 7 days.
+ * generate_series. With `keep`, the database of that name is filled once and reused by later runs
+ * (the load takes minutes at 10,000,000 attempts) and left for the caller to drop.
  */
-export async function logQueries(attempts: number, samples: number): Promise<{ latest50P50: number; latest50P99: number; referenceP50: number; referenceP99: number; loadSeconds: number }> {
+export async function logQueries(
+  attempts: number,
+  samples: number,
+  keep?: string,
+): Promise<{
+  latest50P50: number;
+  latest50P99: number;
+  referenceP50: number;
+  referenceP99: number;
+  detailByIdP50: number;
+  detailByIdP99: number;
+  loadSeconds: number;
+}> {
   return withDatabase('queries', async (dbUrl) => {
     const database: Database = openPostgres(dbUrl, { statementTimeoutMs: 3_600_000 });
     try {
@@ -100,30 +146,20 @@ export async function logQueries(attempts: number, samples: number): Promise<{ l
       }
       const webhooks = Math.floor(attempts / 4);
       const loadStarted = performance.now();
-      await session.query(
-        `INSERT INTO delivery_webhooks (merchant_id, webhook_id, first_seen_at, event, refs, merchant_refs, payload, status, attempts,
-           first_attempt_at, last_attempt_at, last_http_status, last_record_at)
-         SELECT 'm_' || (g % 1000), 'wh_' || g, now() - ((g::bigint * 7919) % 604800) * interval '1 second', 'charge.completed',
-           ARRAY['tx_' || g], ARRAY['m_' || (g % 1000) || chr(31) || 'tx_' || g], jsonb_build_object('event', 'charge.completed', 'data', jsonb_build_object('tnxRef', 'tx_' || g, 'amount', 1000)),
-           'delivered', 4, now() - ((g::bigint * 7919) % 604800) * interval '1 second', now() - ((g::bigint * 7919) % 604800) * interval '1 second' + interval '40 seconds',
-           200, now() - ((g::bigint * 7919) % 604800) * interval '1 second' + interval '40 seconds'
-         FROM generate_series(1, $1::integer) g`,
-        [webhooks],
-      );
-      await session.query(
-        `INSERT INTO delivery_records (id, at, merchant_id, webhook_id, outcome, attempt_number, started_at, duration_ms, http_status, response_body)
-         SELECT gen_random_uuid(), w.first_seen_at + a * interval '10 seconds', w.merchant_id, w.webhook_id,
-           CASE WHEN a = 4 THEN 'delivered' ELSE 'retrying' END, a, w.first_seen_at + a * interval '10 seconds', 12,
-           CASE WHEN a = 4 THEN 200 ELSE 503 END, 'Service Unavailable'
-         FROM delivery_webhooks w, generate_series(1, 4) a`,
-      );
-      await session.query('ANALYZE');
-      const loadSeconds = Math.round((performance.now() - loadStarted) / 1000);
+      await session.query('CREATE TABLE IF NOT EXISTS bench_dataset (webhooks integer NOT NULL)');
+      const made = (await session.query<{ webhooks: number }>('SELECT webhooks FROM bench_dataset')).rows[0];
+      if (made && made.webhooks !== webhooks) throw new Error(`${keep} holds ${made.webhooks} webhooks, not ${webhooks}: drop it first`);
+      if (!made) {
+        await load(session, webhooks);
+        await session.query('INSERT INTO bench_dataset VALUES ($1)', [webhooks]);
+      }
+      const loadSeconds = made ? 0 : Math.round((performance.now() - loadStarted) / 1000);
       await session.close();
 
       const log = deliveryLogQueries(database);
       const latest: number[] = [];
       const byReference: number[] = [];
+      const byId: number[] = [];
       for (let i = 0; i < samples; i++) {
         const g = 1 + Math.floor(Math.random() * webhooks);
         const merchant = `m_${g % 1000}`;
@@ -131,23 +167,28 @@ export async function logQueries(attempts: number, samples: number): Promise<{ l
         await log.listWebhooks(merchant, { limit: 50 });
         latest.push(performance.now() - t);
         t = performance.now();
-        const found = await log.listWebhooks(merchant, { reference: `tx_${g}`, limit: 50 });
-        for (const w of found.webhooks) await log.getWebhook(merchant, w.webhookId);
+        const found = await log.listWebhookDetails(merchant, { reference: `tx_${g}`, limit: 50 });
         byReference.push(performance.now() - t);
-        if (found.webhooks.length !== 1) throw new Error(`reference tx_${g} not found`);
+        if (found.webhooks.length !== 1 || found.webhooks[0]!.records.length !== 4) throw new Error(`reference tx_${g} not found with its 4 attempts`);
+        // Another webhook's, so that the reference query just before has not read its pages.
+        const other = 1 + Math.floor(Math.random() * webhooks);
+        t = performance.now();
+        const alone = await log.getWebhook(`m_${other % 1000}`, `wh_${other}`);
+        byId.push(performance.now() - t);
+        if (alone?.records.length !== 4) throw new Error(`wh_${other} not found with its 4 attempts`);
       }
-      latest.sort((a, b) => a - b);
-      byReference.sort((a, b) => a - b);
-      const ms = (v: number) => Math.round(v * 100) / 100;
+      const ms = (values: number[], p: number) => Math.round(percentile(values.sort((a, b) => a - b), p) * 100) / 100;
       return {
-        latest50P50: ms(percentile(latest, 50)),
-        latest50P99: ms(percentile(latest, 99)),
-        referenceP50: ms(percentile(byReference, 50)),
-        referenceP99: ms(percentile(byReference, 99)),
+        latest50P50: ms(latest, 50),
+        latest50P99: ms(latest, 99),
+        referenceP50: ms(byReference, 50),
+        referenceP99: ms(byReference, 99),
+        detailByIdP50: ms(byId, 50),
+        detailByIdP99: ms(byId, 99),
         loadSeconds,
       };
     } finally {
       await database.close();
     }
-  });
+  }, keep);
 }

@@ -34,8 +34,18 @@ export async function steadyRun(options: {
   expectDelivered: (merchantId: string) => boolean;
   concurrency?: number;
   timeoutMs?: number;
+  /** More of the dispatcher's environment (e.g. DELIVERY_LOG). */
+  env?: Record<string, string>;
+  /** Runs once publishing reaches this second (not awaited: publishing keeps its pace). */
+  at?: Array<{ second: number; run: () => unknown }>;
+  /** The topology prefix to use (a recorder started beforehand reads the same deliveries stream). */
+  prefix?: string;
+  /** Runs once every webhook was received, before the dispatcher stops and the topology goes. */
+  afterDelivered?: () => Promise<void>;
+  /** How long to wait for every delivery after the last publish. */
+  waitMs?: number;
 }): Promise<Record<string, Latency>> {
-  const prefix = benchPrefix('steady');
+  const prefix = options.prefix ?? benchPrefix('steady');
   const broker = new BrokerConnection({ url: options.url, name: 'bench-upstream', logger: silentLogger() });
   await broker.open();
   const channel = await broker.createChannel();
@@ -52,6 +62,7 @@ export async function steadyRun(options: {
     ALLOW_PRIVATE_TARGETS: 'true',
     METRICS_PORT: '0',
     LOG_LEVEL: 'info',
+    ...options.env,
   });
   // One untimed second first: the dispatcher process is fresh and its code not yet optimised.
   const warmup = options.rate;
@@ -61,7 +72,9 @@ export async function steadyRun(options: {
     const { events } = topologyNames(prefix);
     const started = performance.now();
     const confirms: Promise<void>[] = [];
+    const hooks = [...(options.at ?? [])].sort((a, b) => a.second - b.second);
     for (let i = 0; i < total; i++) {
+      while (hooks.length > 0 && i >= warmup + hooks[0]!.second * options.rate) void hooks.shift()!.run();
       // Pace against the clock, not with sleeps per message: batches of 1 ms worth of events.
       const due = started + (i / options.rate) * 1000;
       const wait = due - performance.now();
@@ -78,9 +91,10 @@ export async function steadyRun(options: {
         for (const receiver of options.receivers) count += (await receiver.stats()).count;
         return count >= expected;
       },
-      120_000,
+      options.waitMs ?? 120_000,
       100,
     );
+    await options.afterDelivered?.();
     const result: Record<string, Latency> = {};
     for (const receiver of options.receivers) {
       for (const [merchant, values] of Object.entries((await receiver.stats()).merchants)) result[merchant] = latency(values);

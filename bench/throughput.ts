@@ -127,7 +127,7 @@ export async function referenceThroughput(url: string, receiver: ReceiverProcess
 }
 
 /** The dispatcher as deployed (its own process, every guarantee on): its rate and CPU µs per delivery. */
-export async function dispatcherCpu(url: string, receiver: ReceiverProcess, total: number, concurrency: number) {
+export async function dispatcherCpu(url: string, receiver: ReceiverProcess, total: number, concurrency: number, env: Record<string, string> = {}) {
   const prefix = benchPrefix('throughput');
   await fillDispatch(url, prefix, total, () => 'm_bench');
   await receiver.reset();
@@ -140,6 +140,7 @@ export async function dispatcherCpu(url: string, receiver: ReceiverProcess, tota
     ALLOW_PRIVATE_TARGETS: 'true',
     METRICS_PORT: '0',
     LOG_LEVEL: 'warn',
+    ...env,
   });
   try {
     const cpuUs = await cpuPerDelivery(program.child.pid, receiver, total);
