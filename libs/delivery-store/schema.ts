@@ -36,7 +36,10 @@ CREATE TABLE IF NOT EXISTS delivery_webhooks (
 ) PARTITION BY RANGE (first_seen_at);
 CREATE INDEX IF NOT EXISTS delivery_webhooks_newest ON delivery_webhooks (merchant_id, first_seen_at DESC, webhook_id DESC);
 CREATE INDEX IF NOT EXISTS delivery_webhooks_feed ON delivery_webhooks (merchant_id, seq);
-CREATE INDEX IF NOT EXISTS delivery_webhooks_refs ON delivery_webhooks USING gin (merchant_refs);
+-- fastupdate off: with it, every reference search read the whole pending list of the day being
+-- written (60,000 entries: p50 1.6 -> 4.9 ms), and a row holds one or two keys, so inserting
+-- straight into the index costs the recorder nothing measurable.
+CREATE INDEX IF NOT EXISTS delivery_webhooks_refs ON delivery_webhooks USING gin (merchant_refs) WITH (fastupdate = off);
 CREATE TABLE IF NOT EXISTS delivery_records (
   id uuid NOT NULL,
   at timestamptz NOT NULL,
@@ -63,7 +66,25 @@ export async function ensureSchema(session: Session): Promise<void> {
     // Serialised: two programs starting at once on an empty database must not race on CREATE.
     await tx.query('SELECT pg_advisory_xact_lock(hashtext($1))', ['webhooks-delivery-log-schema']);
     for (const statement of SCHEMA.split(';').map((s) => s.trim()).filter(Boolean)) await tx.query(statement);
+    await referencesWithoutPendingList(tx);
   });
+}
+
+/**
+ * A database made before the references' GIN index had fastupdate off keeps the parent index as
+ * it was (PostgreSQL cannot alter a partitioned index's options), so each day's index is set
+ * here, and again for each new day. A metadata change; what is pending is merged by VACUUM.
+ */
+async function referencesWithoutPendingList(db: Queryable): Promise<void> {
+  const { rows } = await db.query<{ name: string }>(
+    `SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent
+     WHERE p.relname = 'delivery_webhooks_refs' AND NOT coalesce(c.reloptions @> ARRAY['fastupdate=off'], false)`,
+  );
+  for (const { name } of rows) await db.query(`ALTER INDEX ${quoteIdent(name)} SET (fastupdate = off)`);
+}
+
+function quoteIdent(name: string): string {
+  return `"${name.replaceAll('"', '""')}"`;
 }
 
 const DAY_MS = 86_400_000;
@@ -83,6 +104,7 @@ export async function ensurePartition(db: Queryable, table: (typeof PARTITIONED_
   await db.query(
     `CREATE TABLE IF NOT EXISTS ${partitionName(table, day)} PARTITION OF ${table} FOR VALUES FROM ('${day}T00:00:00Z') TO ('${next}T00:00:00Z')`,
   );
+  if (table === 'delivery_webhooks') await referencesWithoutPendingList(db);
 }
 
 /** Drops every day partition that ended before now − retention; returns what it dropped. */
