@@ -4,7 +4,7 @@
  * Webhooks format (node:crypto), POST with undici with the dispatcher's requests in flight to one
  * endpoint, ack each delivery. No validation, directory, breaker, retries, metrics or journal.
  * argv = RabbitMQ URL, queue, receiver URL, total, prefetch, in flight, secret. Sends the count
- * of deliveries acked when done.
+ * of deliveries acked when done, and exits when the bench sends it a message.
  */
 import { createHmac } from 'node:crypto';
 import amqp from 'amqplib';
@@ -45,3 +45,6 @@ await channel.close();
 await connection.close();
 await agent.close();
 process.send?.(acked);
+// Alive until the bench has read this process's CPU time from /proc; then it says so (or leaves).
+if (process.send) await new Promise((resolve) => { process.once('message', resolve); process.once('disconnect', resolve); });
+process.exit(0);

@@ -13,6 +13,7 @@ import { startApi } from '../apps/api/program.js';
 import { ENTRY_TYPES, HEADERS, sampleEvent } from '../libs/contracts/index.js';
 import { silentLogger } from '../libs/logger/index.js';
 import { topologyNames } from '../libs/topology/index.js';
+import { deleteTopology } from './fixtures.js';
 import { percentile, round } from './stats.js';
 
 export interface ResendResult {
@@ -83,10 +84,9 @@ export async function benchResend(url: string, entries: number, samples: number)
     if (i >= warmup) latencies.push(performance.now() - t0);
   }
   await api.stop();
-  await channel.deleteQueue(names.failed).catch(() => {});
-  for (const queue of [names.dispatch, names.invalid, names.retries]) await channel.deleteQueue(queue).catch(() => {});
-  await channel.deleteExchange(names.events).catch(() => {});
   await connection.close();
+  // Every queue and stream the API declared (the retries snapshots stream was left behind before).
+  await deleteTopology(url, prefix, 0);
 
   latencies.sort((a, b) => a - b);
   return {

@@ -116,8 +116,11 @@ export async function referenceThroughput(url: string, receiver: ReceiverProcess
     execArgv: args,
   });
   try {
+    const exited = once(child, 'exit');
     const cpuUs = await cpuPerDelivery(child.pid, receiver, total);
-    await once(child, 'exit');
+    // It waits to be told, so that /proc still held it when its CPU time was read.
+    child.send('exit');
+    await Promise.race([exited, new Promise((_, reject) => setTimeout(() => reject(new Error('bench: the reference pipeline did not exit')), 30_000).unref())]);
     const stats = await receiver.stats();
     return { rate: total / ((stats.last - stats.first) / 1000), cpuUs };
   } finally {
