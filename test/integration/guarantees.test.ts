@@ -214,6 +214,8 @@ describe('moves the broker does not take', () => {
       await declareTopology(ch, { prefix: harness.prefix, retryDelaysMs: [60_000], failedRetention: '1D' });
       await ch.close();
       await waitFor('the message in the restored tier', async () => (await harness.test.messageCount(harness.names.retry(0))) === 1, 15_000);
+      // The move counts once its wait is also in the journal, a moment after the copy is in the tier.
+      await waitFor('the move counted', () => harness.dispatcher.stats.retried > 0, 10_000);
       expect(harness.dispatcher.stats.retried).toBe(1);
       expect(await harness.test.messageCount(harness.names.invalid)).toBe(0);
     } finally {
