@@ -34,6 +34,7 @@ export async function logOutage(url: string, receiver: ReceiverProcess, options:
     const recorder = startProgram('recorder/main.js', { RABBITMQ_URL: url, TOPOLOGY_PREFIX: prefix, DATABASE_URL: proxy.urlFor(dbUrl), LOG_LEVEL: 'warn' });
     const db = new pg.Client({ connectionString: dbUrl });
     await db.connect();
+    let ended = false;
     try {
       const phaseOf = (i: number) => {
         const second = i / rate - 1; // the first second is the untimed warm-up
@@ -45,7 +46,7 @@ export async function logOutage(url: string, receiver: ReceiverProcess, options:
       let backlogStored = 0;
       const backlog = rate * (1 + beforeS + outageS);
       const watchBacklog = async () => {
-        while (backlogStored === 0) {
+        while (backlogStored === 0 && !ended) {
           const { rows } = await db
             .query<{ n: string }>(`SELECT count(*) AS n FROM delivery_webhooks WHERE status = 'delivered' AND merchant_id IN ('m_before', 'm_during')`)
             .catch(() => ({ rows: [] as Array<{ n: string }> }));
@@ -117,6 +118,7 @@ export async function logOutage(url: string, receiver: ReceiverProcess, options:
         notOnce: exact.notOnce,
       };
     } finally {
+      ended = true;
       await recorder.stop();
       await db.end();
       await proxy.down();
