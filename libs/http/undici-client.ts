@@ -142,15 +142,15 @@ class Attempt implements Deadlined {
     if (status < 200) return true; // informational: the answer is still to come
     this.status = status;
     this.rawHeaders = rawHeaders;
-    if (this.keep === 0) {
-      // The head is the answer; the body is drained (up to the cap) under undici's body timeout.
-      this.deadlines.remove(this);
-      this.answer(undefined);
-    } else {
+    if (this.keep > 0) {
       this.kept = [];
+      return true;
     }
+    // The head is the answer; the body is drained (up to the cap) under undici's body timeout.
+    this.deadlines.remove(this);
+    this.answer(undefined);
     // As undici's dump(): a body announced over the cap is not read at all.
-    if (this.keep === 0 && (contentLength(rawHeaders) ?? 0) > this.max) this.cutOff();
+    if ((contentLength(rawHeaders) ?? 0) > this.max) this.cutOff();
     return true;
   }
 
