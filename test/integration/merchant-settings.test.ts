@@ -139,10 +139,16 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
     const secrets = [data(onA).secret as string, data(onB).secret as string];
     expect(secrets[0]).not.toBe(secrets[1]);
     // Whichever came second put the first in its grace, and kept the secret before both in its own.
+    // 15 s, not 5: once, in a full run on two busy cores, the dispatcher's copy had not got there in 5 s.
+    // The message says what it held, so a state that never comes (a secret lost) is told from a late one.
     const last = await waitFor('dispatcher applied both', () => {
       const webhook = dispatcher.merchants.byId('m_live')?.webhook;
       return webhook && secrets.includes(webhook.secret) && webhook.previousSecrets?.length === 2 && webhook;
-    }, 5_000);
+    }, 15_000).catch((err: Error) => {
+      const webhook = dispatcher.merchants.byId('m_live')?.webhook;
+      const known = webhook && [webhook.secret, ...(webhook.previousSecrets ?? []).map((p) => p.secret)].map((s) => (s === secret ? 'before' : secrets.includes(s) ? 'new' : 'other'));
+      throw new Error(`${err.message}; the dispatcher holds ${JSON.stringify(known)}`);
+    });
     const request = await deliveredTo('m_live', 'payout');
     for (const s of [...secrets, secret]) new Webhook(s).verify(request.body, request.headers as Record<string, string>);
     expect(String(request.headers['webhook-signature']).split(' ')).toHaveLength(3);
