@@ -2,9 +2,9 @@ import { once } from 'node:events';
 import type { Server } from 'node:http';
 import type express from 'express';
 import type { AddressInfo } from 'node:net';
-import { replicationOf } from '../../libs/config/index.js';
+import { ConfigError, replicationOf } from '../../libs/config/index.js';
 import type { BrokerConnection } from '../../libs/broker/index.js';
-import { FailedIndex, ResendService } from '../../libs/failed/index.js';
+import { EntrySpool, FailedIndex, ResendService } from '../../libs/failed/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import { BrokerMerchantDirectory, FileMerchantDirectory, type MerchantDirectory, MerchantSettings } from '../../libs/merchants/index.js';
 import { METRIC_NAMES, createRegistry, gaugeFrom } from '../../libs/metrics/index.js';
@@ -43,6 +43,7 @@ export interface ApiOptions {
 }
 
 export async function startApi(config: ApiConfig, logger: Logger, options: ApiOptions = {}): Promise<ApiProgram> {
+  const spool = openSpool(config);
   const fromFile = config.MERCHANT_DIRECTORY === 'file';
   let merchants: MerchantDirectory | undefined = fromFile ? new FileMerchantDirectory(config.MERCHANTS_FILE!, logger).watch() : undefined;
   let broker: BrokerConnection;
@@ -63,6 +64,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     });
   } catch (err) {
     await merchants?.close();
+    await spool?.close();
     throw err;
   }
   // The API answers /readyz 503 until the directory has caught up, like the failed index.
@@ -72,7 +74,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     merchants = directory;
   }
   const merchantsReady = () => directory?.ready ?? true;
-  const index = new FailedIndex(broker, topologyNames(config.TOPOLOGY_PREFIX).failed, logger);
+  const index = new FailedIndex(broker, topologyNames(config.TOPOLOGY_PREFIX).failed, logger, { spool });
   try {
     await abortable(
       (async () => {
@@ -210,4 +212,14 @@ async function drain(server: Server, waitMs: number): Promise<void> {
   server.closeIdleConnections();
   await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, waitMs).unref())]);
   server.closeAllConnections();
+}
+
+/** Made before anything else starts, so that a directory it cannot write stops start-up with its variable's name. */
+function openSpool(config: ApiConfig): EntrySpool | undefined {
+  if (config.FAILED_SPOOL_SIZE === 0) return undefined;
+  try {
+    return new EntrySpool({ maxBytes: config.FAILED_SPOOL_SIZE, dir: config.FAILED_SPOOL_DIR });
+  } catch (err) {
+    throw new ConfigError(config.FAILED_SPOOL_DIR === undefined ? 'FAILED_SPOOL_SIZE' : 'FAILED_SPOOL_DIR', `cannot make the spool's file: ${(err as Error).message} (FAILED_SPOOL_SIZE=0 turns it off)`);
+  }
 }

@@ -1,4 +1,4 @@
-import type { ConsumeMessage } from 'amqplib';
+import type { MessageProperties } from 'amqplib';
 import { z } from 'zod';
 import { ENTRY_TYPES, HEADERS } from '../contracts/index.js';
 
@@ -77,13 +77,13 @@ export function decodeClaim(content: Buffer): Claim | undefined {
  * The webhook-id a failure entry carries (its header, else its messageId); undefined when it has
  * none, which callers replace with one of their own for that offset.
  */
-export function webhookIdOf(entry: ConsumeMessage): string | undefined {
+export function webhookIdOf(entry: { properties: MessageProperties }): string | undefined {
   const id = entry.properties.headers?.[HEADERS.webhookId] ?? entry.properties.messageId;
   return typeof id === 'string' && id.length > 0 ? id : undefined;
 }
 
 /** The event name a failure entry carries; undefined for an entry written without it. */
-export function eventOf(entry: ConsumeMessage): string | undefined {
+export function eventOf(entry: { properties: MessageProperties }): string | undefined {
   const event = entry.properties.headers?.[HEADERS.event];
   return typeof event === 'string' && event.length > 0 ? event : undefined;
 }

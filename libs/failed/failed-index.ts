@@ -3,6 +3,7 @@ import type { BrokerConnection } from '../broker/index.js';
 import { ENTRY_TYPES } from '../contracts/index.js';
 import type { Logger } from '../logger/index.js';
 import { ReadBacks, StreamTail } from '../streams/index.js';
+import type { EntrySpool, SpooledEntry } from './entry-spool.js';
 import { type Claim, decodeClaim, decodeResolution, entryTypeOf, failureKeysOf, type Resolution, webhookIdOf } from './entries.js';
 import { firstOffset } from './reader.js';
 
@@ -23,6 +24,8 @@ export interface Hold {
 }
 
 export interface FailedIndexOptions {
+  /** Keeps a local copy of each failure entry read, so a resend need not open a stream consumer. */
+  spool?: EntrySpool;
   /** A claim not followed by a resolution stops holding its entries after this long. */
   claimLeaseMs?: number;
   /** Times claim leases; monotonic, so a wall-clock step or a skewed host changes nothing. */
@@ -99,6 +102,12 @@ export class FailedIndex {
   async stop(): Promise<void> {
     clearInterval(this.retentionTimer);
     await this.tail.stop();
+    await this.options.spool?.close();
+  }
+
+  /** The failure entry at this offset from the local spool; undefined when the stream must be read. */
+  async spooledEntryAt(offset: number): Promise<SpooledEntry | undefined> {
+    return this.hashes.has(offset) ? this.options.spool?.get(offset) : undefined;
   }
 
   /** Offsets of this merchant's unresolved failures for a reference, oldest first. */
@@ -153,6 +162,7 @@ export class FailedIndex {
     this.hashes.clear();
     this.claims.clear();
     this.duplicates = 0;
+    this.options.spool?.clear();
   }
 
   /** Retention removes whole segments from the stream's head: drop what is now before its first offset. */
@@ -165,6 +175,7 @@ export class FailedIndex {
       return; // tried again at the next check
     }
     const oldest = this.hashes.keys().next().value;
+    if (first !== undefined) this.options.spool?.forgetBefore(first);
     if (first === undefined || oldest === undefined || oldest >= first) return;
     const before = this.hashes.size;
     // Rare (once per expired segment) and bounded by the number of keys: scanning them all keeps
@@ -182,6 +193,7 @@ export class FailedIndex {
         const keys = failureKeysOf(headers);
         if (!keys) return;
         const hash = hashOf(webhookIdOf(message) ?? `offset:${offset}`);
+        this.options.spool?.put(offset, message);
         this.addFailure(offset, [...new Set(keys.references)].map((reference) => keyOf(keys.merchantId, reference)), hash);
         return;
       }

@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import type { ConsumeMessage } from 'amqplib';
 import { BrokerUnavailableError, BrokerUnroutableError, type BrokerConnection, copyProperties } from '../broker/index.js';
 import { copyHeaders, HEADERS, type ScalarHeaders } from '../contracts/index.js';
 import type { Logger } from '../logger/index.js';
 import { type TopologyNames, topologyNames } from '../topology/index.js';
 import { appendClaim, appendResolution } from './append.js';
 import { type Claim, eventOf, failureKeysOf, type Resolution, webhookIdOf } from './entries.js';
+import type { SpooledEntry } from './entry-spool.js';
 import type { FailedIndex } from './failed-index.js';
 import { EntryExpiredError, readEntryAt } from './reader.js';
 
@@ -14,7 +14,7 @@ import { EntryExpiredError, readEntryAt } from './reader.js';
 /** The unresolved entries of one webhook, and the newest still in the stream (absent: all expired). */
 interface WebhookEntries {
   offsets: number[];
-  newest?: { entry: ConsumeMessage; offset: number };
+  newest?: { entry: SpooledEntry; offset: number };
 }
 
 export class NothingToResendError extends Error {
@@ -105,6 +105,8 @@ export class ResendService {
     // Everything held by a live claim: say so without appending a claim that can only lose.
     if (offsets.every((offset) => this.isHeld(offset))) throw this.inProgress(offsets);
     const claim = this.newClaim(merchantId, reference, offsets);
+    // Read from the local spool while the claim goes round the stream: the disk is not the broker.
+    const spooled = new Map(offsets.map((offset) => [offset, this.index.spooledEntryAt(offset)]));
     const won = await this.claim(claim);
     if (won.length === 0) {
       if (offsets.some((offset) => this.isHeld(offset))) throw this.inProgress(offsets);
@@ -123,7 +125,7 @@ export class ResendService {
     const excluded = new Set<string>();
     try {
       for (const candidates of byHash.values()) {
-        for (const group of await this.sameWebhooks(candidates)) {
+        for (const group of await this.sameWebhooks(candidates, spooled)) {
           // Entries of one webhook carry the same body and webhook-id: send it once, the newest.
           if (!group.newest) {
             // Retention removed it: it cannot be resent, and every replica drops it the same way.
@@ -148,7 +150,7 @@ export class ResendService {
           }
           for (const offset of group.offsets) kept.add(offset);
           sent++;
-          await this.recordResolution(resolution, reference);
+          void this.recordResolution(resolution, reference);
         }
       }
     } catch (err) {
@@ -235,10 +237,13 @@ export class ResendService {
 
   /**
    * Splits offsets whose webhook-ids hash alike into webhooks, by the webhook-ids the entries
-   * really carry. `newest` is the entry to republish, absent when retention removed it.
+   * really carry. `newest` is the entry to republish, absent when retention removed it. `spooled`
+   * holds the reads of the local spool begun before the claim; what it lacks is read from the stream.
    */
-  private async sameWebhooks(offsets: number[]): Promise<WebhookEntries[]> {
-    const read = async (offset: number): Promise<ConsumeMessage | undefined> => {
+  private async sameWebhooks(offsets: number[], spooled: ReadonlyMap<number, Promise<SpooledEntry | undefined>>): Promise<WebhookEntries[]> {
+    const read = async (offset: number): Promise<SpooledEntry | undefined> => {
+      const local = await (spooled.get(offset) ?? this.index.spooledEntryAt(offset));
+      if (local) return local;
       try {
         return await readEntryAt(this.broker, this.names.failed, offset);
       } catch (err) {
@@ -264,21 +269,21 @@ export class ResendService {
 
   /**
    * The copy is in `dispatch`: whatever happens to this append, it is sent, and the dispatcher's
-   * own resolution (on the copy's first handling) covers a lost one. So a failed append is logged,
-   * not answered 503, and this replica forgets the entries at once; the claim keeps the others
-   * from sending it again until that resolution reaches them.
+   * own resolution (on the copy's first handling) covers a lost one. So the answer does not wait
+   * for it (a confirm round trip off every resend) and a failed append is logged, not answered
+   * 503; this replica forgets the entries at once, and the claim keeps the others from sending
+   * them again until a resolution reaches them. Published on the channel the claim and any release
+   * use, it lands between them in stream order.
    */
-  private async recordResolution(resolution: Resolution, reference: string): Promise<void> {
-    try {
-      await appendResolution(this.broker, this.names.failed, resolution, { reference, resentAt: this.now(), deadlineMs: this.deadlineMs });
-    } catch (err) {
+  private recordResolution(resolution: Resolution, reference: string): Promise<void> {
+    this.index.resolve(resolution);
+    return appendResolution(this.broker, this.names.failed, resolution, { reference, resentAt: this.now(), deadlineMs: this.deadlineMs }).catch((err: unknown) => {
       this.logger.warn('resolution of a resent webhook not recorded; the dispatcher records it', {
         merchantId: resolution.merchantId,
         reference,
         error: (err as Error).message,
       });
-    }
-    this.index.resolve(resolution);
+    });
   }
 
   /**
@@ -286,7 +291,7 @@ export class ResendService {
    * when surely nothing was stored (not connected, or no queue took it), ResendOutcomeUnknownError
    * when it may have been: no confirm within the deadline, or a channel failure before it.
    */
-  private async republish(claimId: string, entry: ConsumeMessage, offset: number, resolution: Resolution, reference: string): Promise<void> {
+  private async republish(claimId: string, entry: SpooledEntry, offset: number, resolution: Resolution, reference: string): Promise<void> {
     const headers: ScalarHeaders = copyHeaders(entry.properties.headers, { from: 'failure-entry' });
     headers[HEADERS.resentAt] = this.now().toISOString();
     headers[HEADERS.resentFromOffset] = offset;

@@ -1,6 +1,6 @@
 import { BrokerConnection, BrokerUnavailableError } from '../../libs/broker/index.js';
 import { ENTRY_TYPES, HEADERS } from '../../libs/contracts/index.js';
-import { FailedIndex } from '../../libs/failed/index.js';
+import { EntrySpool, FailedIndex, readEntryAt } from '../../libs/failed/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
 import { waitFor } from '../support/wait.js';
@@ -86,6 +86,44 @@ describe('the failed index keeps itself right', () => {
       await waitFor('expired entries dropped', () => index.lookup('m_index', 'ref_0').length === 0, 15_000, 100);
       expect(index.size).toBeLessThan(20);
       expect(index.lookup('m_index', 'ref_19')).toHaveLength(1);
+    } finally {
+      await index.stop();
+    }
+  });
+
+  it('serves each failure entry from its spool as the stream holds it, and nothing the stream no longer has', async () => {
+    const name = await stream();
+    for (let i = 0; i < 40; i++) {
+      await test.publishRaw(name, Buffer.from(JSON.stringify({ i, text: 'é'.repeat(i) })), {
+        messageId: `evt_${i}`,
+        contentType: 'application/json',
+        timestamp: 1_700_000_000 + i,
+        headers: {
+          [HEADERS.entryType]: ENTRY_TYPES.failure,
+          [HEADERS.merchantId]: 'm_spool',
+          [HEADERS.reference]: `ref_${i}`,
+          [HEADERS.webhookId]: `evt_${i}`,
+          'x-bytes': Buffer.from([i, 255]),
+          'x-count': i,
+        },
+      });
+    }
+    const spool = new EntrySpool({ maxBytes: 8 * 1024 * 1024 });
+    const index = new FailedIndex(broker, name, silentLogger(), { spool });
+    await index.start();
+    try {
+      await waitFor('the index to hold 40 entries', () => index.size === 40, 10_000);
+      for (let i = 0; i < 40; i++) {
+        const [offset] = index.lookup('m_spool', `ref_${i}`);
+        const fromStream = await readEntryAt(broker, name, offset!);
+        const spooled = await index.spooledEntryAt(offset!);
+        expect(spooled?.content).toEqual(fromStream.content);
+        expect(spooled?.properties).toEqual(fromStream.properties);
+      }
+      // A resolved entry is not offered any more, although its bytes are still on disk.
+      const [first] = index.lookup('m_spool', 'ref_0');
+      index.resolve({ merchantId: 'm_spool', resolved: [{ offset: first!, references: ['ref_0'] }] });
+      expect(await index.spooledEntryAt(first!)).toBeUndefined();
     } finally {
       await index.stop();
     }

@@ -114,6 +114,12 @@ describe('dispatcher start-up and shutdown', () => {
     expect(result.stderr).not.toContain('short-secret');
   });
 
+  it('refuses a FAILED_SPOOL_DIR it cannot write, naming the variable, before connecting', async () => {
+    const result = await runProgram(API, env({ AUTH_JWT_SECRET: 'x'.repeat(40), FAILED_SPOOL_DIR: '/nonexistent/spool', RABBITMQ_URL: 'amqp://127.0.0.1:9' }));
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('Invalid configuration: FAILED_SPOOL_DIR: cannot make the spool\'s file');
+  });
+
   it('serves the API until SIGTERM, ready once its index caught up, then exits 0', async () => {
     const program = startProgram(API, env({ LOG_LEVEL: 'info', PORT: '0', AUTH_JWT_SECRET: 'x'.repeat(40) }));
     await waitFor('index caught up', () => program.output.stdout.includes('failed index caught up'), 15_000);

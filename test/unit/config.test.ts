@@ -118,11 +118,22 @@ describe('API configuration', () => {
     expect(loadApiConfig({ ...base, RESEND_RATE_LIMIT: '10, 5' }).RESEND_RATE_LIMIT).toEqual({ perMinute: 10, burst: 5 });
   });
 
+  it('reads FAILED_SPOOL_SIZE in bytes, 512MB by default, 0 for off', () => {
+    expect(loadApiConfig(base).FAILED_SPOOL_SIZE).toBe(512 * 1024 * 1024);
+    expect(loadApiConfig({ ...base, FAILED_SPOOL_SIZE: '2GB' }).FAILED_SPOOL_SIZE).toBe(2 * 1024 ** 3);
+    expect(loadApiConfig({ ...base, FAILED_SPOOL_SIZE: '64mb' }).FAILED_SPOOL_SIZE).toBe(64 * 1024 ** 2);
+    expect(loadApiConfig({ ...base, FAILED_SPOOL_SIZE: '0' }).FAILED_SPOOL_SIZE).toBe(0);
+    expect(loadApiConfig({ ...base, FAILED_SPOOL_DIR: '' }).FAILED_SPOOL_DIR).toBeUndefined();
+  });
+
   it.each([
     ['RESEND_RATE_LIMIT', '60/min', 'Invalid configuration: RESEND_RATE_LIMIT: "60/min" must be resends per minute'],
     ['RESEND_RATE_LIMIT', '0', 'Invalid configuration: RESEND_RATE_LIMIT: "0" must be resends per minute'],
     ['METRICS_PORT', '8080', 'Invalid configuration: METRICS_PORT: must differ from PORT'],
     ['ADMIN_PORT', '8080', 'Invalid configuration: ADMIN_PORT: must differ from PORT and METRICS_PORT'],
+    ['FAILED_SPOOL_SIZE', '512', 'Invalid configuration: FAILED_SPOOL_SIZE: "512" must be a size of at least 1MB'],
+    ['FAILED_SPOOL_SIZE', '1TB', 'Invalid configuration: FAILED_SPOOL_SIZE: "1TB" must be a size of at least 1MB'],
+    ['FAILED_SPOOL_SIZE', '-1MB', 'Invalid configuration: FAILED_SPOOL_SIZE: "-1MB" must be a size of at least 1MB'],
   ])('refuses %s=%j with a message naming the variable', (variable, value, message) => {
     expect(() => loadApiConfig({ ...base, [variable]: value })).toThrow(message);
   });
