@@ -195,13 +195,16 @@ alone **${r.undiciRatio.toFixed(2)}×**, dispatcher ÷ reference CPU per deliver
     sections.push(`## 2. Resend latency as the failed stream grows
 
 \`failed\` is filled with N unresolved failure entries; the API starts (replay timed until it is ready);
-then 300 sequential resends of random references (after 30 untimed) are timed over HTTP: auth,
-index lookup, read at the offset, republish with confirm, resolution entry with confirm.
+then 600 sequential resends of distinct random references (after 60 untimed) are timed over HTTP, from
+the API's own process, alternating two clients: undici's \`request\` on one kept-alive connection and
+\`fetch\`. Each resend: auth, index lookup, claim appended and read back, the entry read from the local
+spool (\`FAILED_SPOOL_SIZE\`; from the stream at its offset when not there), republish with confirm; the
+resolution entry is appended behind the answer.
 
-| unresolved entries | p50 ms | p99 ms |
-|---|---|---|
-| 1,000 | ${small.p50Ms} | ${small.p99Ms} |
-| 100,000 | ${large.p50Ms} | ${large.p99Ms} |
+| unresolved entries | p50 ms | p99 ms | with fetch: p50 ms | p99 ms |
+|---|---|---|---|---|
+| 1,000 | ${small.p50Ms} | ${small.p99Ms} | ${small.fetchP50Ms} | ${small.fetchP99Ms} |
+| 100,000 | ${large.p50Ms} | ${large.p99Ms} | ${large.fetchP50Ms} | ${large.fetchP99Ms} |
 
 p99 at 100,000 ÷ p99 at 1,000: **${round(large.p99Ms / small.p99Ms)}x** (target ≤ 1.5x).
 Scanning a quorum queue of 100,000 for a reference's failed webhooks (the whole queue, since a
