@@ -62,7 +62,8 @@ export class EntrySpool {
     const most = HEADER + entry.content.length + props.length * 3;
     if (most > this.segmentBytes) return;
     if (this.current.pending > (this.options.maxPendingBytes ?? 64 * 1024 * 1024)) return;
-    if (this.current.end + most > this.segmentBytes) this.rotate();
+    // A segment whose write failed answers nothing more: start a new file (the disk may have room again).
+    if (this.current.broken || this.current.end + most > this.segmentBytes) this.rotate();
     this.current.append(offset, entry.content, props, most);
   }
 
@@ -123,6 +124,8 @@ class Segment {
   end = 0;
   private written = 0;
   firstOffset = -1;
+  /** A write failed: what follows it cannot be located, so the segment stops answering. */
+  broken = false;
   private sampleOffsets = new Float64Array(256);
   private samplePositions = new Float64Array(256);
   private samples = 0;
@@ -145,7 +148,7 @@ class Segment {
   }
 
   holds(offset: number): boolean {
-    return this.firstOffset >= 0 && offset >= this.firstOffset && offset <= this.lastOffset && !this.closing;
+    return !this.broken && this.firstOffset >= 0 && offset >= this.firstOffset && offset <= this.lastOffset && !this.closing;
   }
 
   /** Appends a record of at most `most` bytes; written to the file once this turn of the event loop ends. */
@@ -182,7 +185,7 @@ class Segment {
     const stop = lo + 1 < this.samples ? this.samplePositions[lo + 1]! : this.end;
     if (this.written < stop) this.flush();
     while (this.written < stop && this.writing) await this.writing;
-    if (this.written < stop || this.closing) return undefined;
+    if (this.written < stop || this.closing || this.broken) return undefined;
     const window = Buffer.allocUnsafe(stop - start);
     const { bytesRead } = await readAt(this.fd, window, 0, window.length, start);
     for (let at = 0; at + HEADER <= bytesRead; ) {
@@ -248,8 +251,7 @@ class Segment {
         this.written += bytes;
       }
     } catch {
-      // A disk that fails a write: nothing after it can be located, so the segment stops answering.
-      this.firstOffset = -1;
+      this.broken = true;
       this.queue = [];
     } finally {
       this.writing = undefined;

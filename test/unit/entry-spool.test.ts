@@ -1,4 +1,4 @@
-import { readdirSync } from 'node:fs';
+import { closeSync, openSync, readdirSync, readlinkSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -103,6 +103,29 @@ describe('the failed entry spool', () => {
     // The new stream's offsets start at 0 again.
     spool.put(0, entry(1_000));
     expect(await spool.get(0)).toEqual(entry(1_000));
+  });
+
+  it('stops answering for a file whose write failed, and spools what comes after into a new one', async () => {
+    const spool = open();
+    for (let i = 0; i < 10; i++) spool.put(i, entry(i));
+    expect(await spool.get(9)).toEqual(entry(9));
+    // The disk fails the next write: the spool's file descriptor is taken away under it.
+    const fds = readdirSync('/proc/self/fd').filter((fd) => {
+      try {
+        return readlinkSync(`/proc/self/fd/${fd}`).startsWith(dir);
+      } catch {
+        return false;
+      }
+    });
+    expect(fds).toHaveLength(1);
+    closeSync(Number(fds[0]));
+    // Holds the number, so that the spool's own close of it later closes this and nothing else.
+    openSync('/dev/null', 'r');
+    spool.put(10, entry(10));
+    expect(await spool.get(10)).toBeUndefined();
+    expect(await spool.get(9)).toBeUndefined();
+    spool.put(11, entry(11));
+    expect(await spool.get(11)).toEqual(entry(11));
   });
 
   it('refuses an entry larger than half its disk, and answers nothing once closed (close is safe twice)', async () => {
