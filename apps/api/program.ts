@@ -43,7 +43,7 @@ export interface ApiOptions {
 }
 
 export async function startApi(config: ApiConfig, logger: Logger, options: ApiOptions = {}): Promise<ApiProgram> {
-  const spool = openSpool(config);
+  const spool = openSpool(config, logger);
   const fromFile = config.MERCHANT_DIRECTORY === 'file';
   let merchants: MerchantDirectory | undefined = fromFile ? new FileMerchantDirectory(config.MERCHANTS_FILE!, logger).watch() : undefined;
   let broker: BrokerConnection;
@@ -215,10 +215,14 @@ async function drain(server: Server, waitMs: number): Promise<void> {
 }
 
 /** Made before anything else starts, so that a directory it cannot write stops start-up with its variable's name. */
-function openSpool(config: ApiConfig): EntrySpool | undefined {
+function openSpool(config: ApiConfig, logger: Logger): EntrySpool | undefined {
   if (config.FAILED_SPOOL_SIZE === 0) return undefined;
   try {
-    return new EntrySpool({ maxBytes: config.FAILED_SPOOL_SIZE, dir: config.FAILED_SPOOL_DIR });
+    return new EntrySpool({
+      maxBytes: config.FAILED_SPOOL_SIZE,
+      dir: config.FAILED_SPOOL_DIR,
+      onError: (err) => logger.warn('failed spool turned off; resends read their entries from the stream', { error: err.message }),
+    });
   } catch (err) {
     throw new ConfigError(config.FAILED_SPOOL_DIR === undefined ? 'FAILED_SPOOL_SIZE' : 'FAILED_SPOOL_DIR', `cannot make the spool's file: ${(err as Error).message} (FAILED_SPOOL_SIZE=0 turns it off)`);
   }

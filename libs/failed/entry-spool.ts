@@ -21,6 +21,8 @@ export interface EntrySpoolOptions {
   dir?: string;
   /** Records queued for the disk beyond which new ones are not spooled (a slow disk never holds the tail up). */
   maxPendingBytes?: number;
+  /** A new file could not be made: the spool turns itself off, and every resend reads the stream. */
+  onError?: (err: Error) => void;
 }
 
 /** One record in SAMPLE is located by its offset; the others by reading forward from it. */
@@ -37,8 +39,9 @@ const SLAB = 1024 * 1024;
  *
  * Memory per entry is a fraction of a byte (one sampled offset and position per 16 records), so
  * the index's bound holds; spooling costs the replay a few microseconds per entry (JSON of the
- * properties, copies into a slab; Buffers in headers come back through Buffer's toJSON). Each file is unlinked as soon as it is opened: it is reachable only
- * through this process, and the OS frees it when the process ends, however it ends.
+ * properties, copies into a slab; Buffers in headers come back through Buffer's toJSON). Each
+ * file is unlinked as soon as it is opened: it is reachable only through this process, and the OS
+ * frees it when the process ends, however it ends.
  */
 export class EntrySpool {
   private current: Segment;
@@ -46,8 +49,9 @@ export class EntrySpool {
   private floor = -1;
   private closed = false;
 
+  /** Throws when the first file cannot be made, so that a bad directory stops start-up. */
   constructor(private readonly options: EntrySpoolOptions) {
-    this.current = this.newSegment();
+    this.current = new Segment(openUnlinked(options.dir ?? tmpdir()), -1);
   }
 
   /** Spools an entry the index read; entries at or before the last spooled offset are already here. */
@@ -63,7 +67,9 @@ export class EntrySpool {
     if (most > this.segmentBytes) return;
     if (this.current.pending > (this.options.maxPendingBytes ?? 64 * 1024 * 1024)) return;
     // A segment whose write failed answers nothing more: start a new file (the disk may have room again).
-    if (this.current.broken || this.current.end + most > this.segmentBytes) this.rotate();
+    if (this.current.broken || this.current.end + most > this.segmentBytes) {
+      if (!this.rotate()) return;
+    }
     this.current.append(offset, entry.content, props, most);
   }
 
@@ -93,8 +99,9 @@ export class EntrySpool {
     void this.older?.close();
     this.older = undefined;
     void this.current.close();
-    this.current = this.newSegment();
     this.floor = -1;
+    const fresh = this.newSegment();
+    if (fresh) this.current = fresh;
   }
 
   async close(): Promise<void> {
@@ -107,14 +114,24 @@ export class EntrySpool {
     return Math.floor(this.options.maxBytes / 2);
   }
 
-  private rotate(): void {
+  private rotate(): boolean {
+    const fresh = this.newSegment(this.current.lastOffset);
+    if (!fresh) return false;
     void this.older?.close();
     this.older = this.current;
-    this.current = this.newSegment(this.older.lastOffset);
+    this.current = fresh;
+    return true;
   }
 
-  private newSegment(lastOffset = -1): Segment {
-    return new Segment(openUnlinked(this.options.dir ?? tmpdir()), lastOffset);
+  /** Undefined (and the spool off) when the file cannot be made: the index it serves must go on reading. */
+  private newSegment(lastOffset = -1): Segment | undefined {
+    try {
+      return new Segment(openUnlinked(this.options.dir ?? tmpdir()), lastOffset);
+    } catch (err) {
+      void this.close();
+      this.options.onError?.(err as Error);
+      return undefined;
+    }
   }
 }
 

@@ -128,6 +128,25 @@ describe('the failed entry spool', () => {
     expect(await spool.get(11)).toEqual(entry(11));
   });
 
+  it('turns itself off, saying so, when it cannot make its next file, and never throws to the index', async () => {
+    const errors: Error[] = [];
+    const gone = await mkdtemp(join(tmpdir(), 'spool-gone-'));
+    const spool = new EntrySpool({ maxBytes: 1024 * 1024, dir: gone, onError: (err) => errors.push(err) });
+    spools.push(spool);
+    spool.put(0, entry(0, 1_000));
+    expect(await spool.get(0)).toEqual(entry(0, 1_000));
+    await rm(gone, { recursive: true });
+    // Enough to fill the first half: the next record needs a new file in a directory that is gone.
+    for (let i = 1; i < 1_000; i++) spool.put(i, entry(i, 1_000));
+    expect(errors).toHaveLength(1);
+    expect(errors[0]!.message).toContain('ENOENT');
+    expect(await spool.get(0)).toBeUndefined();
+    expect(await spool.get(999)).toBeUndefined();
+    spool.clear();
+    spool.put(1_000, entry(1_000));
+    expect(await spool.get(1_000)).toBeUndefined();
+  });
+
   it('refuses an entry larger than half its disk, and answers nothing once closed (close is safe twice)', async () => {
     const spool = open(2 * 1024 * 1024);
     spool.put(0, entry(0, 1_100_000));
