@@ -173,6 +173,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
         const forRequests = Math.max(0, config.SHUTDOWN_TIMEOUT - Math.min(5_000, config.SHUTDOWN_TIMEOUT / 2));
         await budget.step('requests in flight', () => Promise.all([drain(server, forRequests), adminServer && drain(adminServer, forRequests)]), forRequests);
         await budget.step('metrics server', async () => metrics?.close(), budget.left() / 3);
+        await budget.step('resolutions of resends', () => deps.resend.drain(), budget.left() / 3);
         await budget.step('failed index', () => index.stop(), budget.left() / 3);
         health?.stop();
         await budget.step('delivery log', async () => log?.close(), budget.left() / 3);

@@ -49,7 +49,15 @@ export async function openResendSession(broker: BrokerConnection, prefix: string
   const logger = silentLogger();
   const index = new FailedIndex(broker, topologyNames(prefix).failed, logger);
   await index.start();
-  const session = { index, resend: new ResendService(broker, index, prefix, logger), close: () => index.stop() };
+  const resend = new ResendService(broker, index, prefix, logger);
+  const session = {
+    index,
+    resend,
+    close: async () => {
+      await resend.drain();
+      await index.stop();
+    },
+  };
   const deadline = Date.now() + timeoutMs;
   while (!index.ready) {
     if (Date.now() > deadline) {

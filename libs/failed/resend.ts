@@ -86,6 +86,8 @@ export class ResendService {
   private readonly deadlineMs: number;
   /** Claims of ours with a republish still awaiting its confirm: held beyond their lease. */
   private readonly unconfirmed = new Map<string, number>();
+  /** Resolution appends made behind the answer; drain() waits for them before the broker closes. */
+  private readonly resolving = new Set<Promise<void>>();
 
   constructor(
     private readonly broker: BrokerConnection,
@@ -150,7 +152,9 @@ export class ResendService {
           }
           for (const offset of group.offsets) kept.add(offset);
           sent++;
-          void this.recordResolution(resolution, reference);
+          const resolving = this.recordResolution(resolution, reference);
+          this.resolving.add(resolving);
+          void resolving.finally(() => this.resolving.delete(resolving));
         }
       }
     } catch (err) {
@@ -163,6 +167,15 @@ export class ResendService {
     if (sent === 0) throw excluded.size > 0 ? new EventNotSubscribedError([...excluded]) : new NothingToResendError();
     this.logger.info('failed webhooks resent', { merchantId, reference, count: sent });
     return sent;
+  }
+
+  /**
+   * Waits for the resolutions appended behind answers (each bounded by the publish deadline), so a
+   * program that stops, or a CLI that exits, does not cut them off: every replica then frees the
+   * entries at once rather than when the dispatcher's own resolution reaches it.
+   */
+  async drain(): Promise<void> {
+    await Promise.allSettled([...this.resolving]);
   }
 
   /** Held by a claim whose lease has not run out on this replica's clock, or by one of ours still unconfirmed. */
