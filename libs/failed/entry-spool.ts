@@ -40,8 +40,8 @@ const SLAB = 1024 * 1024;
  * Memory per entry is a fraction of a byte (one sampled offset and position per 16 records), so
  * the index's bound holds; spooling costs the replay a few microseconds per entry (JSON of the
  * properties, copies into a slab; Buffers in headers come back through Buffer's toJSON). Each
- * file is unlinked as soon as it is opened: it is reachable only through this process, and the OS
- * frees it when the process ends, however it ends.
+ * file (0600) is unlinked as soon as it is opened: it has no name, so it is reachable only through
+ * this process (and /proc, like its memory), and the OS frees it when the process ends, however it ends.
  */
 export class EntrySpool {
   private current: Segment;
