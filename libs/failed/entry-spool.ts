@@ -51,12 +51,14 @@ export class EntrySpool {
 
   /** Throws when the first file cannot be made, so that a bad directory stops start-up. */
   constructor(private readonly options: EntrySpoolOptions) {
-    this.current = new Segment(openUnlinked(options.dir ?? tmpdir()), -1);
+    this.current = this.openSegment(-1);
   }
 
   /** Spools an entry the index read; entries at or before the last spooled offset are already here. */
   put(offset: number, entry: SpooledEntry): void {
     if (this.closed || offset <= this.current.lastOffset) return;
+    // A disk behind: checked before the JSON, so entries not kept cost nothing.
+    if (this.current.pending > (this.options.maxPendingBytes ?? 64 * 1024 * 1024)) return;
     let props: string;
     try {
       props = JSON.stringify(entry.properties);
@@ -65,7 +67,6 @@ export class EntrySpool {
     }
     const most = HEADER + entry.content.length + props.length * 3;
     if (most > this.segmentBytes) return;
-    if (this.current.pending > (this.options.maxPendingBytes ?? 64 * 1024 * 1024)) return;
     // A segment whose write failed answers nothing more: start a new file (the disk may have room again).
     if (this.current.broken || this.current.end + most > this.segmentBytes) {
       if (!this.rotate()) return;
@@ -123,10 +124,14 @@ export class EntrySpool {
     return true;
   }
 
+  private openSegment(lastOffset: number): Segment {
+    return new Segment(openUnlinked(this.options.dir ?? tmpdir()), lastOffset);
+  }
+
   /** Undefined (and the spool off) when the file cannot be made: the index it serves must go on reading. */
   private newSegment(lastOffset = -1): Segment | undefined {
     try {
-      return new Segment(openUnlinked(this.options.dir ?? tmpdir()), lastOffset);
+      return this.openSegment(lastOffset);
     } catch (err) {
       void this.close();
       this.options.onError?.(err as Error);

@@ -86,7 +86,7 @@ export class ResendService {
   private readonly deadlineMs: number;
   /** Claims of ours with a republish still awaiting its confirm: held beyond their lease. */
   private readonly unconfirmed = new Map<string, number>();
-  /** Resolution appends made behind the answer; drain() waits for them before the broker closes. */
+  /** Resolution appends in flight (behind an answer, or after a late confirm); drain() waits for them. */
   private readonly resolving = new Set<Promise<void>>();
 
   constructor(
@@ -152,9 +152,7 @@ export class ResendService {
           }
           for (const offset of group.offsets) kept.add(offset);
           sent++;
-          const resolving = this.recordResolution(resolution, reference);
-          this.resolving.add(resolving);
-          void resolving.finally(() => this.resolving.delete(resolving));
+          void this.recordResolution(resolution, reference);
         }
       }
     } catch (err) {
@@ -290,13 +288,16 @@ export class ResendService {
    */
   private recordResolution(resolution: Resolution, reference: string): Promise<void> {
     this.index.resolve(resolution);
-    return appendResolution(this.broker, this.names.failed, resolution, { reference, resentAt: this.now(), deadlineMs: this.deadlineMs }).catch((err: unknown) => {
+    const appended = appendResolution(this.broker, this.names.failed, resolution, { reference, resentAt: this.now(), deadlineMs: this.deadlineMs }).catch((err: unknown) => {
       this.logger.warn('resolution of a resent webhook not recorded; the dispatcher records it', {
         merchantId: resolution.merchantId,
         reference,
         error: (err as Error).message,
       });
     });
+    this.resolving.add(appended);
+    void appended.finally(() => this.resolving.delete(appended));
+    return appended;
   }
 
   /**
