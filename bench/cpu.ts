@@ -1,12 +1,42 @@
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
+
+/** utime + stime of a /proc stat line, in seconds (clock ticks of 1/100 s). */
+function statSeconds(stat: string): number {
+  const fields = stat.slice(stat.lastIndexOf(') ') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
 
 /** CPU seconds (user + system) a process has used so far, from /proc; undefined elsewhere. */
 export function cpuSeconds(pid: number | undefined): number | undefined {
   if (!pid) return undefined;
   try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / 100; // utime + stime, in clock ticks of 1/100 s
+    return statSeconds(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A process's CPU seconds split by thread: its main thread (the event loop, where the program's
+ * own JavaScript runs) and every other thread together (V8's compiler and GC helpers, libuv's pool).
+ */
+export function threadCpuSeconds(pid: number | undefined): { main: number; others: number } | undefined {
+  if (!pid) return undefined;
+  try {
+    let main = 0;
+    let others = 0;
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      let seconds: number;
+      try {
+        seconds = statSeconds(readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8'));
+      } catch {
+        continue; // a thread that ended between the listing and the read
+      }
+      if (Number(tid) === pid) main = seconds;
+      else others += seconds;
+    }
+    return { main, others };
   } catch {
     return undefined;
   }

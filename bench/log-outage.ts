@@ -10,9 +10,12 @@ import { type ReceiverProcess, startProgram, until } from './processes.js';
 import { steadyRun } from './steady.js';
 import { dispatcherCpu } from './throughput.js';
 
-/** One round: the dispatcher with DELIVERY_LOG on and off, in the order given, same events and receiver. */
-export async function logOverheadRound(url: string, receiver: ReceiverProcess, total: number, concurrency: number, onFirst: boolean) {
-  const run = (log: 'on' | 'off') => dispatcherCpu(url, receiver, total, concurrency, { DELIVERY_LOG: log });
+/**
+ * One round: the dispatcher with DELIVERY_LOG on and off, in the order given, same events and
+ * receiver; measured over `total` deliveries after `warmup` (see dispatcherCpu).
+ */
+export async function logOverheadRound(url: string, receiver: ReceiverProcess, warmup: number, total: number, concurrency: number, onFirst: boolean) {
+  const run = async (log: 'on' | 'off') => (await dispatcherCpu(url, receiver, warmup, total, concurrency, { DELIVERY_LOG: log })).warm;
   const first = await run(onFirst ? 'on' : 'off');
   const second = await run(onFirst ? 'off' : 'on');
   const [on, off] = onFirst ? [first, second] : [second, first];

@@ -1,6 +1,7 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
+import type { Mark } from './receiver-process.js';
 
 const here = (file: string) => fileURLToPath(new URL(file, import.meta.url));
 
@@ -8,6 +9,10 @@ export interface ReceiverProcess {
   url: string;
   pid: number | undefined;
   stats(): Promise<{ count: number; first: number; last: number; latencies: number[]; merchants: Record<string, number[]> }>;
+  /** The count and the marks, without the latencies: cheap to poll. */
+  count(): Promise<{ count: number; first: number; last: number; marks: Mark[] }>;
+  /** Reads `pid`'s CPU time at the receipt of each of these counts (see receiver-process.ts). */
+  watch(pid: number, at: number[]): Promise<void>;
   reset(): Promise<void>;
   stop(): Promise<void>;
 }
@@ -21,6 +26,13 @@ export async function startReceiver(): Promise<ReceiverProcess> {
     pid: child.pid,
     async stats() {
       return (await (await fetch(`${base}/stats`)).json()) as Awaited<ReturnType<ReceiverProcess['stats']>>;
+    },
+    async count() {
+      return (await (await fetch(`${base}/count`)).json()) as Awaited<ReturnType<ReceiverProcess['count']>>;
+    },
+    async watch(pid, at) {
+      const res = await fetch(`${base}/watch`, { method: 'POST', body: JSON.stringify({ pid, at }) });
+      if (!res.ok) throw new Error(`bench: the receiver cannot watch: ${await res.text()}`);
     },
     async reset() {
       await fetch(`${base}/reset`, { method: 'POST' });

@@ -1,9 +1,21 @@
 /**
  * A merchant server for the benchmarks, in its own process so it does not share an event loop
  * with what is measured. Paths: /ok answers 204 at once, /hang never answers. GET /stats returns
- * the count, first/last receipt times and publish-to-receipt latencies (from data.sentAt).
+ * the count, first/last receipt times and publish-to-receipt latencies (from data.sentAt); GET
+ * /count the same without the latencies, cheap enough to poll while a CPU figure is measured.
+ * POST /watch {pid, at: [counts]} reads that process's CPU time (main thread and the others) at
+ * the receipt of exactly those counts, so a window of deliveries is measured without polling.
  */
-import { createServer } from 'node:http';
+import { createServer, type IncomingMessage } from 'node:http';
+import { threadCpuSeconds } from './cpu.js';
+
+export interface Mark {
+  count: number;
+  /** ms, Date.now() scale with sub-millisecond precision */
+  at: number;
+  main: number;
+  others: number;
+}
 
 const port = Number(process.argv[2] ?? 0);
 let count = 0;
@@ -11,11 +23,30 @@ let first = 0;
 let last = 0;
 let latencies: number[] = [];
 const byMerchant = new Map<string, number[]>();
+let watched: { pid: number; at: Set<number> } | undefined;
+let marks: Mark[] = [];
+
+function mark(): void {
+  if (!watched?.at.has(count)) return;
+  const at = performance.timeOrigin + performance.now();
+  const cpu = threadCpuSeconds(watched.pid);
+  marks.push({ count, at, main: cpu?.main ?? NaN, others: cpu?.others ?? NaN });
+}
+
+async function jsonBody(req: IncomingMessage): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  for await (const c of req) chunks.push(c as Buffer);
+  return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+}
 
 const server = createServer((req, res) => {
   if (req.method === 'GET' && req.url === '/stats') {
     const merchants = Object.fromEntries([...byMerchant].map(([m, l]) => [m, l]));
     res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ count, first, last, latencies, merchants }));
+    return;
+  }
+  if (req.method === 'GET' && req.url === '/count') {
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ count, first, last, marks }));
     return;
   }
   if (req.method === 'POST' && req.url === '/reset') {
@@ -24,7 +55,20 @@ const server = createServer((req, res) => {
     last = 0;
     latencies = [];
     byMerchant.clear();
+    watched = undefined;
+    marks = [];
     res.writeHead(204).end();
+    return;
+  }
+  if (req.method === 'POST' && req.url === '/watch') {
+    void jsonBody(req).then((body) => {
+      const { pid, at } = body as { pid: number; at: number[] };
+      // A count already passed cannot be marked any more: say so rather than measure a shorter window.
+      if (at.some((n) => n <= count)) return void res.writeHead(409).end(`count ${count} is past a mark`);
+      watched = { pid, at: new Set(at) };
+      marks = [];
+      res.writeHead(204).end();
+    });
     return;
   }
   const chunks: Buffer[] = [];
@@ -35,6 +79,7 @@ const server = createServer((req, res) => {
     count++;
     if (!first) first = now;
     last = now;
+    mark();
     try {
       const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { data?: { sentAt?: number; benchMerchant?: string; warmup?: boolean } };
       if (typeof body.data?.sentAt === 'number' && !body.data.warmup) {

@@ -7,7 +7,7 @@ import amqp from 'amqplib';
 import { fork } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
-import { brokerPid, coresDuring, cpuSeconds } from './cpu.js';
+import { brokerPid, coresDuring } from './cpu.js';
 import { benchPrefix, deleteTopology, fillDispatch, merchantsFile, SECRET } from './fixtures.js';
 import { type ReceiverProcess, startProgram, until } from './processes.js';
 
@@ -91,48 +91,67 @@ export async function dispatcherThroughputCores(
   return { rate: total / ((stats.last - stats.first) / 1000), cores };
 }
 
-/**
- * CPU time of `pid` per delivery the receiver counted, from /proc, between the first delivery
- * and the last: CPU time, unlike a rate, holds when other processes share the machine.
- */
-async function cpuPerDelivery(pid: number | undefined, receiver: ReceiverProcess, total: number): Promise<number> {
-  await until('first delivery', async () => (await receiver.stats()).count > 0, 30_000, 5);
-  const cpuBefore = cpuSeconds(pid);
-  const countBefore = (await receiver.stats()).count;
-  await until('all deliveries', async () => (await receiver.stats()).count >= total, 180_000, 20);
-  const cpuAfter = cpuSeconds(pid);
-  const delivered = (await receiver.stats()).count - countBefore;
-  return cpuBefore === undefined || cpuAfter === undefined ? NaN : ((cpuAfter - cpuBefore) * 1e6) / delivered;
+/** One window of deliveries: its rate, and the CPU µs per delivery of the process that made them. */
+export interface CpuWindow {
+  rate: number;
+  cpuUs: number;
+  /** Of cpuUs: the main thread (the event loop, the program's own code) and the other threads (V8's compiler and GC helpers). */
+  mainUs: number;
+  othersUs: number;
 }
 
-/** The reference pipeline (bench/reference-pipeline.ts) in its own process: its rate and CPU µs per delivery. */
-export async function referenceThroughput(url: string, receiver: ReceiverProcess, total: number, prefetch: number, inFlight: number) {
+/**
+ * CPU time of `pid` per delivery the receiver counted, from /proc, in two windows: `cold`, the
+ * first `warmup` deliveries of a fresh process (V8 still compiling its hot code), and `warm`, the
+ * `total` after them, what a long-running process pays. The receiver reads /proc at the receipt
+ * of exactly those counts, so neither window depends on when the bench polls. CPU time, unlike a
+ * rate, holds when other processes share the machine.
+ */
+async function cpuWindows(pid: number | undefined, receiver: ReceiverProcess, warmup: number, total: number): Promise<{ cold: CpuWindow; warm: CpuWindow }> {
+  if (!pid) throw new Error('bench: no process to measure');
+  await receiver.watch(pid, [1, warmup, warmup + total]);
+  await until('all deliveries', async () => (await receiver.count()).count >= warmup + total, 300_000, 50);
+  const { marks } = await receiver.count();
+  const window = (from: number, to: number): CpuWindow => {
+    const a = marks[from]!;
+    const b = marks[to]!;
+    const deliveries = b.count - a.count;
+    const mainUs = ((b.main - a.main) * 1e6) / deliveries;
+    const othersUs = ((b.others - a.others) * 1e6) / deliveries;
+    return { rate: deliveries / ((b.at - a.at) / 1000), cpuUs: mainUs + othersUs, mainUs, othersUs };
+  };
+  if (marks.length < 3) throw new Error(`bench: the receiver marked ${marks.length} of 3 counts`);
+  return { cold: window(0, 1), warm: window(1, 2) };
+}
+
+/** The reference pipeline (bench/reference-pipeline.ts) in its own process: its rate and CPU µs per delivery, cold and warm. */
+export async function referenceThroughput(url: string, receiver: ReceiverProcess, warmup: number, total: number, prefetch: number, inFlight: number) {
   const prefix = benchPrefix('reference');
-  await fillDispatch(url, prefix, total, () => 'm_bench');
+  await fillDispatch(url, prefix, warmup + total, () => 'm_bench');
   await receiver.reset();
   const args = process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir=profiles'] : [];
-  const child = fork(fileURLToPath(new URL('./reference-pipeline.js', import.meta.url)), [url, `${prefix}.dispatch`, receiver.url, String(total), String(prefetch), String(inFlight), SECRET], {
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    execArgv: args,
-  });
+  const child = fork(
+    fileURLToPath(new URL('./reference-pipeline.js', import.meta.url)),
+    [url, `${prefix}.dispatch`, receiver.url, String(warmup + total), String(prefetch), String(inFlight), SECRET],
+    { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: args },
+  );
   try {
     const exited = once(child, 'exit');
-    const cpuUs = await cpuPerDelivery(child.pid, receiver, total);
+    const windows = await cpuWindows(child.pid, receiver, warmup, total);
     // It waits to be told, so that /proc still held it when its CPU time was read.
     child.send('exit');
     await Promise.race([exited, new Promise((_, reject) => setTimeout(() => reject(new Error('bench: the reference pipeline did not exit')), 30_000).unref())]);
-    const stats = await receiver.stats();
-    return { rate: total / ((stats.last - stats.first) / 1000), cpuUs };
+    return windows;
   } finally {
     if (child.exitCode === null) child.kill('SIGKILL');
     await deleteTopology(url, prefix, 0);
   }
 }
 
-/** The dispatcher as deployed (its own process, every guarantee on): its rate and CPU µs per delivery. */
-export async function dispatcherCpu(url: string, receiver: ReceiverProcess, total: number, concurrency: number, env: Record<string, string> = {}) {
+/** The dispatcher as deployed (its own process, every guarantee on): its rate and CPU µs per delivery, cold and warm. */
+export async function dispatcherCpu(url: string, receiver: ReceiverProcess, warmup: number, total: number, concurrency: number, env: Record<string, string> = {}) {
   const prefix = benchPrefix('throughput');
-  await fillDispatch(url, prefix, total, () => 'm_bench');
+  await fillDispatch(url, prefix, warmup + total, () => 'm_bench');
   await receiver.reset();
   const program = startProgram('dispatcher/main.js', {
     RABBITMQ_URL: url,
@@ -146,9 +165,7 @@ export async function dispatcherCpu(url: string, receiver: ReceiverProcess, tota
     ...env,
   });
   try {
-    const cpuUs = await cpuPerDelivery(program.child.pid, receiver, total);
-    const stats = await receiver.stats();
-    return { rate: total / ((stats.last - stats.first) / 1000), cpuUs };
+    return await cpuWindows(program.child.pid, receiver, warmup, total);
   } finally {
     await program.stop();
     await deleteTopology(url, prefix, 1);
