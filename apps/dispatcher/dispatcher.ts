@@ -24,10 +24,19 @@ export type { DispatcherStats } from './stages/effect.js';
 /** After a record the deliveries stream did not confirm, how long records are sent without waiting. */
 const RECORDS_DOWN_MS = 15_000;
 
+/**
+ * Deliveries held (the prefetch) per request slot. A delivery keeps its prefetch slot after its
+ * request, until its record is confirmed and its ack sent (5 ms or more): with the prefetch equal
+ * to the requests allowed, those settling kept the next deliveries from being sent, and a fast
+ * endpoint got 13,800 deliveries/s instead of 18,500 (BENCHMARKS.md 1b).
+ */
+const PREFETCH_PER_SLOT = 2;
+
 export interface DispatcherSettings {
   prefix: string;
   retryDelaysMs: readonly number[];
   deliveryTimeoutMs: number;
+  /** Requests in flight at once, to all endpoints together (DISPATCH_CONCURRENCY). */
   concurrency: number;
   maxMessageBytes: number;
   userAgent: string;
@@ -86,6 +95,7 @@ export class Dispatcher {
     const observer = deps.observer ?? noopObserver;
     this.guards = new EndpointGuards({
       maxInFlight: settings.perEndpointConcurrency ?? Math.max(1, Math.ceil(settings.concurrency / 2)),
+      maxTotalInFlight: settings.concurrency,
       failureThreshold: settings.breakerThreshold ?? 5,
       cooldownMs: settings.breakerCooldownMs ?? 30_000,
       maxCooldownMs: Math.max(settings.breakerCooldownMs ?? 30_000, 600_000),
@@ -112,7 +122,7 @@ export class Dispatcher {
 
   async start(): Promise<void> {
     this.consumer = await this.deps.broker.consume(this.names.dispatch, {
-      prefetch: this.settings.concurrency,
+      prefetch: PREFETCH_PER_SLOT * this.settings.concurrency,
       onMessage: (delivery) => this.track(this.handle(delivery).catch((err: unknown) => this.onUnexpected(delivery, err))),
     });
     this.deps.logger.info('dispatcher consuming', {

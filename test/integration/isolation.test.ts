@@ -39,6 +39,35 @@ describe('slow and failing merchants', () => {
     }
   });
 
+  it('keeps DISPATCH_CONCURRENCY requests in flight across endpoints, and holds twice that many deliveries so the next goes out when one ends', async () => {
+    let holding = true;
+    let mostHeld = 0;
+    const receiver = await Receiver.start(() => {
+      if (!holding) return 204;
+      mostHeld = Math.max(mostHeld, receiver.held + 1);
+      return 'hang';
+    });
+    // Four merchants, four endpoints: each could take 2 (half of 4) requests, 8 in all, without the process's bound.
+    const merchants = [0, 1, 2, 3].map((i) => testMerchant(`m_bound_${i}`, `${receiver.url}/m${i}`));
+    const harness = await startHarness({ name: 'bound', merchants, settings: { concurrency: 4, deliveryTimeoutMs: 30_000 } });
+    try {
+      for (let round = 0; round < 3; round++) for (const m of merchants) await harness.publisher.publish(sampleEvent('payout', m.id));
+      // The prefetch is 8: 4 requests held by the merchants, 4 deliveries waiting for a slot, 4 still in the queue.
+      await waitFor('4 requests held and 4 deliveries waiting for a slot', () => receiver.held === 4 && harness.dispatcher.guards.waitingForRoom === 4, 10_000);
+      expect(harness.dispatcher.guards.inFlight).toBe(4);
+      expect((await harness.test.channel.checkQueue(harness.names.dispatch)).messageCount).toBe(4);
+      holding = false;
+      receiver.answerHeld(204);
+      await waitFor('12 delivered', () => harness.dispatcher.stats.delivered === 12, 10_000);
+      expect(mostHeld).toBe(4);
+      // Waiting for the process's room is not a slow endpoint: nothing was set aside.
+      expect(harness.dispatcher.stats.deferred).toBe(0);
+    } finally {
+      await harness.close();
+      await receiver.close();
+    }
+  });
+
   it('opens the circuit after consecutive failures, postpones without spending attempts, and probes after the cooldown', async () => {
     const failing = await Receiver.start(() => 500);
     const merchant = testMerchant('m_breaker', failing.url);

@@ -73,6 +73,17 @@ export class Receiver {
     return receiver;
   }
 
+  /** Requests held open now ('hang', or a delayed answer not yet sent). */
+  get held(): number {
+    return this.hanging.size;
+  }
+
+  /** Answers every request held open with `status`. */
+  answerHeld(status = 204): void {
+    for (const res of this.hanging) if (!res.destroyed) res.writeHead(status, { 'content-type': 'text/plain' }).end('ok');
+    this.hanging.clear();
+  }
+
   waitForRequests(count: number, timeoutMs = 10_000): Promise<ReceivedRequest[]> {
     return waitFor(`${count} request(s) at ${this.url}`, () => this.requests.length >= count && this.requests, timeoutMs);
   }

@@ -38,3 +38,72 @@ describe('the per-endpoint breaker map', () => {
     guards.wakeAll();
   });
 });
+
+describe('the bound on requests in flight to all endpoints', () => {
+  const send = { merchantId: 'm_1', canDefer: true, force: false };
+  const acquire = (guards: EndpointGuards, url: string) => guards.acquire(url, send, () => false);
+  async function sending(guards: EndpointGuards, url: string) {
+    const admission = await acquire(guards, url);
+    if (admission?.kind !== 'send') throw new Error(`expected to send to ${url}, got ${admission?.kind}`);
+    return admission;
+  }
+
+  it('makes a delivery whose endpoint has room wait while every slot is taken, never setting it aside, and hands it the next slot freed anywhere', async () => {
+    const clock = { t: 0 };
+    const guards = new EndpointGuards({ ...options, maxTotalInFlight: 3, now: () => clock.t });
+    const a1 = await sending(guards, 'https://a.example.com/h');
+    await sending(guards, 'https://a.example.com/h');
+    await sending(guards, 'https://b.example.com/h');
+    let admitted: Awaited<ReturnType<EndpointGuards['acquire']>> | 'waiting' = 'waiting';
+    const c = acquire(guards, 'https://c.example.com/h').then((a) => (admitted = a));
+    await Promise.resolve();
+    clock.t = 10_000; // every request in flight is long past slow: still not a reason to set c aside
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(admitted).toBe('waiting');
+    expect(guards.inFlight).toBe(3);
+    expect(guards.waitingForRoom).toBe(1);
+
+    a1.release('succeeded');
+    await c;
+    expect(admitted).toMatchObject({ kind: 'send' });
+    expect(guards.inFlight).toBe(3);
+    expect(guards.waitingForRoom).toBe(0);
+  });
+
+  it("gives a freed slot to the endpoint's own waiter first, then to those waiting for the process", async () => {
+    const guards = new EndpointGuards({ ...options, maxTotalInFlight: 2 });
+    const a1 = await sending(guards, 'https://a.example.com/h');
+    const a2 = await sending(guards, 'https://a.example.com/h');
+    const order: string[] = [];
+    const a3 = acquire(guards, 'https://a.example.com/h').then((x) => (order.push('a3'), x));
+    const b1 = acquire(guards, 'https://b.example.com/h').then((x) => (order.push('b1'), x));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(order).toEqual([]);
+    a1.release('succeeded');
+    const third = await a3;
+    expect(order).toEqual(['a3']);
+    a2.release('succeeded');
+    await b1;
+    expect(order).toEqual(['a3', 'b1']);
+    expect(guards.inFlight).toBe(2);
+    if (third?.kind === 'send') third.release('succeeded');
+  });
+
+  it('counts a probe of an open circuit against the bound, and hands back waiters on stop', async () => {
+    const clock = { t: 0 };
+    const guards = new EndpointGuards({ ...options, failureThreshold: 1, cooldownMs: 100, maxTotalInFlight: 1, now: () => clock.t });
+    const failed = await sending(guards, 'https://down.example.com/h');
+    failed.release('failed', 'HTTP 500');
+    clock.t = 1_000; // the cooldown is over: the next delivery would probe
+    const held = await sending(guards, 'https://up.example.com/h');
+    let stopped = false;
+    const probe = guards.acquire('https://down.example.com/h', send, () => stopped);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(guards.waitingForRoom).toBe(1);
+    stopped = true;
+    guards.wakeAll();
+    expect(await probe).toBeUndefined();
+    held.release('succeeded');
+    expect(guards.inFlight).toBe(0);
+  });
+});

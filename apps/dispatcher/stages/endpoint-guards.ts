@@ -1,6 +1,12 @@
 export interface EndpointGuardOptions {
   /** Requests in flight to one endpoint at most. */
   maxInFlight: number;
+  /**
+   * Requests in flight to all endpoints together at most (DISPATCH_CONCURRENCY); unbounded when
+   * absent. The dispatcher holds more deliveries than this (its prefetch), so that those whose
+   * record and ack are still going out do not keep the next ones from being sent.
+   */
+  maxTotalInFlight?: number;
   /** Consecutive failed attempts that open the circuit. */
   failureThreshold: number;
   /** How long an open circuit stays open before one probe is let through; doubles while probes fail. */
@@ -59,11 +65,27 @@ export class EndpointGuards {
   private readonly now: () => number;
   private readonly slowAfterMs: number;
   private readonly maxEndpoints: number;
+  private readonly maxTotal: number;
+  /** Requests in flight to all endpoints. */
+  private total = 0;
+  /** Deliveries whose endpoint has room while every request slot of the process is taken, first come first. */
+  private readonly blocked: Array<() => void> = [];
 
   constructor(private readonly options: EndpointGuardOptions) {
     this.now = options.now ?? Date.now;
     this.slowAfterMs = options.slowAfterMs ?? 100;
     this.maxEndpoints = options.maxEndpoints ?? 10_000;
+    this.maxTotal = options.maxTotalInFlight ?? Infinity;
+  }
+
+  /** Requests in flight to all endpoints now. */
+  get inFlight(): number {
+    return this.total;
+  }
+
+  /** Deliveries waiting because every request slot of the process is taken (not for their endpoint). */
+  get waitingForRoom(): number {
+    return this.blocked.length;
   }
 
   /** Endpoints remembered now. */
@@ -87,15 +109,21 @@ export class EndpointGuards {
       // Looked up again after each wait: an idle endpoint may have been pruned meanwhile.
       const state = this.state(endpoint);
       if (state.merchants.size < 20) state.merchants.add(request.merchantId);
-      if (state.openUntil > 0 && !request.force) {
-        if (this.now() < state.openUntil || state.probing) {
-          const retryInMs = state.probing ? state.cooldownMs : state.openUntil - this.now();
-          return { kind: 'open', failures: state.failures, retryInMs, lastError: state.lastError };
-        }
-        state.probing = true; // half-open: this one delivery probes the endpoint
-        return this.send(state, true);
+      const open = state.openUntil > 0 && !request.force;
+      if (open && (this.now() < state.openUntil || state.probing)) {
+        const retryInMs = state.probing ? state.cooldownMs : state.openUntil - this.now();
+        return { kind: 'open', failures: state.failures, retryInMs, lastError: state.lastError };
       }
-      if (state.started.length < this.options.maxInFlight) return this.send(state, false);
+      if (open || state.started.length < this.options.maxInFlight) {
+        if (this.total < this.maxTotal) {
+          if (open) state.probing = true; // half-open: this one delivery probes the endpoint
+          return this.send(state, open);
+        }
+        // The endpoint has room but the process has none: wait for any request to end. Never set
+        // aside for this: the endpoint is not slow, the dispatcher is busy.
+        await new Promise<void>((resolve) => this.blocked.push(resolve));
+        continue;
+      }
       const slowIn = this.slowIn(state);
       if (slowIn <= 0 && canDefer) return { kind: 'defer' };
       // Wake on a free slot, or when the endpoint would count as slow, whichever comes first.
@@ -115,6 +143,7 @@ export class EndpointGuards {
   /** Wakes every delivery waiting for a slot, so a stopping dispatcher can hand them back. */
   wakeAll(): void {
     for (const state of this.endpoints.values()) for (const wake of [...state.waiters]) wake();
+    for (const wake of this.blocked.splice(0)) wake();
   }
 
   /** Endpoints whose circuit is open now, as labels safe to show: origin and merchants, never the path. */
@@ -136,6 +165,7 @@ export class EndpointGuards {
   private send(state: EndpointState, probe: boolean): Admission {
     const start = this.now();
     state.started.push(start);
+    this.total++;
     let released = false;
     return {
       kind: 'send',
@@ -143,6 +173,7 @@ export class EndpointGuards {
         if (released) return;
         released = true;
         state.started.splice(state.started.indexOf(start), 1);
+        this.total--;
         const took = this.now() - start;
         state.latencyMs = state.latencyMs === undefined ? took : 0.8 * state.latencyMs + 0.2 * took;
         if (probe) state.probing = false;
@@ -160,7 +191,10 @@ export class EndpointGuards {
             state.openUntil = this.now() + state.cooldownMs;
           }
         }
-        state.waiters[0]?.();
+        // One request ended, so one slot is free: it goes to the next delivery for this endpoint
+        // (which has both kinds of room now), else to the first one waiting for the process's room.
+        if (state.waiters.length > 0) state.waiters[0]!();
+        else this.blocked.shift()?.();
       },
     };
   }
