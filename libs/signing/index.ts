@@ -27,6 +27,7 @@ export class WebhookSigner {
     const timestamp = String(Math.floor(now.getTime() / 1000));
     let signature: string;
     if (typeof secrets === 'string') signature = this.signOne(secrets, webhookId, timestamp, body);
+    else if (secrets.length === 1) signature = this.signOne(secrets[0]!, webhookId, timestamp, body); // no rotation: nearly every delivery
     else signature = secrets.map((secret) => this.signOne(secret, webhookId, timestamp, body)).join(' ');
     return { 'webhook-id': webhookId, 'webhook-timestamp': timestamp, 'webhook-signature': signature };
   }

@@ -33,7 +33,14 @@ export class AttemptStage {
         url: webhook.url,
         body: intake.body,
         timeoutMs: this.settings.deliveryTimeoutMs,
-        headers: { 'content-type': 'application/json', 'user-agent': this.settings.userAgent, ...signed },
+        // One literal of a fixed shape: a spread of the signed headers copied them per delivery.
+        headers: {
+          'content-type': 'application/json',
+          'user-agent': this.settings.userAgent,
+          'webhook-id': signed['webhook-id'],
+          'webhook-timestamp': signed['webhook-timestamp'],
+          'webhook-signature': signed['webhook-signature'],
+        },
       });
       responseBody = response.body;
       if (response.status < 200 || response.status > 299) {

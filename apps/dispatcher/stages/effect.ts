@@ -65,16 +65,14 @@ export class EffectStage {
         return delivery.nack(true);
     }
     if (!intake) throw new Error(`effect: ${decision.kind} needs the intake`);
-    // Built only where a log line needs it: the delivered path runs per delivery.
-    const meta = () => ({ merchantId: intake.merchantId, event: intake.event, reference: intake.references[0], webhookId: intake.webhookId });
     switch (decision.kind) {
       case 'delivered':
         this.count('delivered', 'delivered', intake.event);
-        if (this.debug) logger.debug('webhook delivered', { ...meta(), attempt: decision.attempt, status: decision.status });
+        if (this.debug) logger.debug('webhook delivered', { ...logFields(intake), attempt: decision.attempt, status: decision.status });
         return delivery.ack();
       case 'skipped':
         this.count('skipped', 'skipped', intake.event);
-        logger.info(decision.why === 'webhook-disabled' ? 'webhook skipped: not set up or disabled' : 'webhook skipped: event not subscribed', meta());
+        logger.info(decision.why === 'webhook-disabled' ? 'webhook skipped: not set up or disabled' : 'webhook skipped: event not subscribed', logFields(intake));
         return delivery.ack();
       case 'defer': {
         const headers = this.waitingHeaders(delivery, intake);
@@ -260,4 +258,9 @@ export class EffectStage {
       }
     }
   }
+}
+
+/** A webhook's fields for a log line, built only where a line is written: the delivered path runs per delivery. */
+function logFields(intake: IntakeEvent) {
+  return { merchantId: intake.merchantId, event: intake.event, reference: intake.references[0], webhookId: intake.webhookId };
 }

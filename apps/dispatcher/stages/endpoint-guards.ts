@@ -43,6 +43,7 @@ export type Admission =
   | { kind: 'defer' };
 
 interface EndpointState {
+  /** Start times of the requests in flight, oldest first (appended as they start, removed as they end). */
   started: number[];
   failures: number;
   openUntil: number;
@@ -62,6 +63,9 @@ interface EndpointState {
 export class EndpointGuards {
   /** In order of last use, the least recent first (a Map keeps insertion order; a use re-inserts). */
   private readonly endpoints = new Map<string, EndpointState>();
+  /** The endpoint used last, already at the end of that order: its next use needs no re-insert. */
+  private latestEndpoint: string | undefined;
+  private latestState: EndpointState | undefined;
   private readonly now: () => number;
   private readonly slowAfterMs: number;
   private readonly maxEndpoints: number;
@@ -158,7 +162,7 @@ export class EndpointGuards {
 
   private slowIn(state: EndpointState): number {
     const threshold = Math.max(this.slowAfterMs, 4 * (state.latencyMs ?? 0));
-    const oldest = Math.min(...state.started);
+    const oldest = state.started[0]!;
     return oldest + threshold - this.now();
   }
 
@@ -200,6 +204,7 @@ export class EndpointGuards {
   }
 
   private state(endpoint: string): EndpointState {
+    if (this.latestEndpoint === endpoint) return this.latestState!;
     let state = this.endpoints.get(endpoint);
     if (state) {
       this.endpoints.delete(endpoint);
@@ -218,6 +223,8 @@ export class EndpointGuards {
       };
       this.endpoints.set(endpoint, state);
     }
+    this.latestEndpoint = endpoint;
+    this.latestState = state;
     return state;
   }
 
@@ -232,7 +239,10 @@ export class EndpointGuards {
       for (const [endpoint, state] of this.endpoints) {
         if (this.endpoints.size <= target) return;
         const idle = state.started.length === 0 && state.waiters.length === 0 && !state.probing;
-        if (idle && (!closedOnly || state.openUntil === 0)) this.endpoints.delete(endpoint);
+        if (idle && (!closedOnly || state.openUntil === 0)) {
+          this.endpoints.delete(endpoint);
+          if (this.latestEndpoint === endpoint) this.latestEndpoint = this.latestState = undefined;
+        }
       }
     }
   }
