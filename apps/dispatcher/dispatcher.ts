@@ -123,7 +123,7 @@ export class Dispatcher {
   async start(): Promise<void> {
     this.consumer = await this.deps.broker.consume(this.names.dispatch, {
       prefetch: PREFETCH_PER_SLOT * this.settings.concurrency,
-      onMessage: (delivery) => this.track(this.handle(delivery).catch((err: unknown) => this.onUnexpected(delivery, err))),
+      onMessage: (delivery) => this.track(this.handle(delivery)),
     });
     this.deps.logger.info('dispatcher consuming', {
       queue: this.names.dispatch,
@@ -153,15 +153,19 @@ export class Dispatcher {
     return this.stopping;
   }
 
-  /** One delivery, walked through its stages. */
+  /** One delivery, walked through its stages; never rejects (what goes wrong unexpectedly parks it). */
   private async handle(delivery: Delivery): Promise<void> {
-    const now = this.now();
-    const { intake, finding } = await this.find(delivery.message, now);
-    const decision = decide(finding, intake, this.policy, now);
-    // Recorded before the effect: a crash after the ack cannot leave the attempt out of the log.
-    const record = this.deps.deliveryLog && recordOf(intake, finding, decision, this.policy, now);
-    if (record) await this.record(record);
-    await this.effect.apply(delivery, intake, decision, now);
+    try {
+      const now = this.now();
+      const { intake, finding } = await this.find(delivery.message, now);
+      const decision = decide(finding, intake, this.policy, now);
+      // Recorded before the effect: a crash after the ack cannot leave the attempt out of the log.
+      const record = this.deps.deliveryLog && recordOf(intake, finding, decision, this.policy, now);
+      if (record) await this.record(record);
+      await this.effect.apply(delivery, intake, decision, now);
+    } catch (err) {
+      await this.onUnexpected(delivery, err);
+    }
   }
 
   /** Intake, admission and attempt: each stage either finds what ends the walk or hands on. */
@@ -194,18 +198,16 @@ export class Dispatcher {
    * Handing the delivery back instead would POST the webhook again: a duplicate to the merchant
    * is worse than a gap in the log.
    */
-  private async record(record: DeliveryRecordInput): Promise<void> {
+  private record(record: DeliveryRecordInput): Promise<void> | undefined {
     const written = this.deps.deliveryLog!.record(record);
     if (performance.now() < this.recordsDownUntil) {
       written.catch((err: unknown) => this.recordLost(record, err));
-      return;
+      return undefined;
     }
-    try {
-      await written;
-    } catch (err) {
+    return written.then(undefined, (err: unknown) => {
       this.recordsDownUntil = performance.now() + RECORDS_DOWN_MS;
       this.recordLost(record, err);
-    }
+    });
   }
 
   private recordLost(record: DeliveryRecordInput, err: unknown): void {
@@ -220,7 +222,8 @@ export class Dispatcher {
 
   private track(work: Promise<void>): void {
     this.inFlight.add(work);
-    void work.finally(() => this.inFlight.delete(work));
+    const done = () => void this.inFlight.delete(work);
+    void work.then(done, done);
   }
 
   private async onUnexpected(delivery: Delivery, err: unknown): Promise<void> {

@@ -31,8 +31,10 @@ export class RecorderStoppedError extends Error {
   }
 }
 
-interface Pending {
-  record: DeliveryRecord;
+/** Records waiting to be published together, and the one promise each of their record() calls returns. */
+interface Batch {
+  records: DeliveryRecord[];
+  written: Promise<void>;
   resolve: () => void;
   reject: (err: Error) => void;
 }
@@ -46,7 +48,7 @@ interface Pending {
  * recorded then). Batches are published concurrently; each is its own confirm.
  */
 export class DeliveryRecorder {
-  private batch: Pending[] = [];
+  private batch: Batch | undefined;
   private timer?: NodeJS.Timeout;
   private readonly inFlight = new Set<Promise<void>>();
   private stopped = false;
@@ -75,17 +77,20 @@ export class DeliveryRecorder {
     this.broker.on('connected', this.onConnected);
   }
 
-  /** Resolves once the stream message holding this record is confirmed. */
+  /**
+   * Resolves once the stream message holding this record is confirmed. Every record of a batch gets
+   * the batch's one promise: a promise per record cost more than the rest of record().
+   */
   record(input: DeliveryRecordInput): Promise<void> {
     if (this.stopped) return Promise.reject(new RecorderStoppedError());
     // A record made whole by its writer (the dispatcher's are) is kept as it is, not copied.
     const record: DeliveryRecord =
       input.id !== undefined && input.at !== undefined ? (input as DeliveryRecord) : { ...input, id: input.id ?? randomUUID(), at: input.at ?? new Date().toISOString() };
-    return new Promise<void>((resolve, reject) => {
-      this.batch.push({ record, resolve, reject });
-      if (this.batch.length >= this.maxRecords) this.flush();
-      else this.timer ??= setTimeout(() => this.flush(), this.flushAfterMs);
-    });
+    const batch = (this.batch ??= newBatch());
+    batch.records.push(record);
+    if (batch.records.length >= this.maxRecords) this.flush();
+    else this.timer ??= setTimeout(() => this.flush(), this.flushAfterMs);
+    return batch.written;
   }
 
   /** Publishes what is batched, waits for every publish under way; later calls reject. Safe twice. */
@@ -106,18 +111,18 @@ export class DeliveryRecorder {
   private flush(): void {
     clearTimeout(this.timer);
     this.timer = undefined;
-    if (this.batch.length === 0) return;
     const batch = this.batch;
-    this.batch = [];
+    if (!batch) return;
+    this.batch = undefined;
     const publishing = this.publish(batch);
     this.inFlight.add(publishing);
     void publishing.finally(() => this.inFlight.delete(publishing));
   }
 
-  private async publish(batch: Pending[]): Promise<void> {
-    const content = encodeRecords(batch.map((p) => p.record));
+  private async publish(batch: Batch): Promise<void> {
+    const content = encodeRecords(batch.records);
     const send = () =>
-      this.broker.sendToQueue(this.stream, content, { contentType: 'application/json', headers: { 'x-record-count': batch.length } }, this.confirmDeadlineMs);
+      this.broker.sendToQueue(this.stream, content, { contentType: 'application/json', headers: { 'x-record-count': batch.records.length } }, this.confirmDeadlineMs);
     try {
       try {
         await send();
@@ -129,11 +134,22 @@ export class DeliveryRecorder {
         await this.declare();
         await send();
       }
-      for (const p of batch) p.resolve();
+      batch.resolve();
     } catch (err) {
-      this.logger.warn('delivery records not confirmed', { stream: this.stream, records: batch.length, error: (err as Error).message });
-      const failure = new RecordNotConfirmedError(err);
-      for (const p of batch) p.reject(failure);
+      this.logger.warn('delivery records not confirmed', { stream: this.stream, records: batch.records.length, error: (err as Error).message });
+      batch.reject(new RecordNotConfirmedError(err));
     }
   }
+}
+
+function newBatch(): Batch {
+  let resolve!: () => void;
+  let reject!: (err: Error) => void;
+  const written = new Promise<void>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  // Each record() caller handles the rejection; this keeps a batch nobody awaits from being an unhandled one.
+  written.catch(() => {});
+  return { records: [], written, resolve, reject };
 }
