@@ -27,8 +27,8 @@ const RECORDS_DOWN_MS = 15_000;
 /**
  * Deliveries held (the prefetch) per request slot. A delivery keeps its prefetch slot after its
  * request, until its record is confirmed and its ack sent (5 ms or more): with the prefetch equal
- * to the requests allowed, those settling kept the next deliveries from being sent, and a fast
- * endpoint got 13,800 deliveries/s instead of 18,500 (BENCHMARKS.md 1b).
+ * to the requests allowed, those settling kept the next deliveries from being sent: a fast
+ * endpoint got 13,800 deliveries/s, and 18,600 to 19,900 with twice the prefetch (BENCHMARKS.md 1b).
  */
 const PREFETCH_PER_SLOT = 2;
 

@@ -79,7 +79,7 @@ export class DeliveryRecorder {
 
   /**
    * Resolves once the stream message holding this record is confirmed. Every record of a batch gets
-   * the batch's one promise: a promise per record cost more than the rest of record().
+   * the batch's one promise, not a promise and a pending entry of its own: record() runs per delivery.
    */
   record(input: DeliveryRecordInput): Promise<void> {
     if (this.stopped) return Promise.reject(new RecorderStoppedError());

@@ -61,7 +61,8 @@ export class Receiver {
           receiver.hanging.add(res);
           setTimeout(() => {
             receiver.hanging.delete(res);
-            if (!res.destroyed) reply();
+            // answerHeld() may have answered it already.
+            if (!res.destroyed && !res.writableEnded) reply();
           }, delayMs);
         } else reply();
       });
