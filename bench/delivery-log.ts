@@ -94,9 +94,9 @@ export async function recorderThroughput(url: string, total: number): Promise<{ 
 /** 4 attempts per webhook, 1,000 merchants, first seen at times spread over the last 7 days. */
 async function load(session: Session, webhooks: number): Promise<void> {
   await session.query(
-    `INSERT INTO delivery_webhooks (merchant_id, webhook_id, first_seen_at, event, refs, merchant_refs, payload, status, attempts,
+    `INSERT INTO delivery_webhooks (merchant_id, webhook_id, first_seen_at, seq, event, refs, merchant_refs, payload, status, attempts,
        first_attempt_at, last_attempt_at, last_http_status, last_record_at)
-     SELECT 'm_' || (g % 1000), 'wh_' || g, now() - ((g::bigint * 7919) % 604800) * interval '1 second', 'charge.completed',
+     SELECT 'm_' || (g % 1000), 'wh_' || g, now() - ((g::bigint * 7919) % 604800) * interval '1 second', g, 'charge.completed',
        ARRAY['tx_' || g], ARRAY['m_' || (g % 1000) || chr(31) || 'tx_' || g], jsonb_build_object('event', 'charge.completed', 'data', jsonb_build_object('tnxRef', 'tx_' || g, 'amount', 1000)),
        'delivered', 4, now() - ((g::bigint * 7919) % 604800) * interval '1 second', now() - ((g::bigint * 7919) % 604800) * interval '1 second' + interval '40 seconds',
        200, now() - ((g::bigint * 7919) % 604800) * interval '1 second' + interval '40 seconds'
@@ -141,7 +141,6 @@ export async function logQueries(
       const today = Date.now();
       for (let d = -8; d <= 1; d++) {
         const day = new Date(today + d * 86_400_000).toISOString().slice(0, 10);
-        await ensurePartition(session, 'delivery_webhooks', day);
         await ensurePartition(session, 'delivery_records', day);
       }
       const webhooks = Math.floor(attempts / 4);

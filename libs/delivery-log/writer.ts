@@ -2,13 +2,14 @@ import { randomUUID } from 'node:crypto';
 import { type BrokerConnection, BrokerUnroutableError } from '../broker/index.js';
 import type { Logger } from '../logger/index.js';
 import { declareQueueSpec, deliveriesSpec, type Replication, topologyNames } from '../topology/index.js';
-import { type DeliveryRecord, type DeliveryRecordInput, encodeRecords } from './record.js';
+import { type DeliveryRecord, type DeliveryRecordInput, encodeRecords, RawJson } from './record.js';
 
 export interface DeliveryRecorderOptions {
   prefix: string;
   replication?: Replication;
-  /** A batch is published once it holds this many records... */
+  /** A batch is published once it holds this many records, or about this many bytes... */
   maxRecords?: number;
+  maxBytes?: number;
   /** ...or this long after its first record, whichever comes first. */
   flushAfterMs?: number;
   /** A publish the broker has not confirmed within this fails its records (RecordNotConfirmedError). */
@@ -34,6 +35,8 @@ export class RecorderStoppedError extends Error {
 /** Records waiting to be published together, and the one promise each of their record() calls returns. */
 interface Batch {
   records: DeliveryRecord[];
+  /** About what the records take in the stream message (payloads and response bodies counted exactly). */
+  bytes: number;
   written: Promise<void>;
   resolve: () => void;
   reject: (err: Error) => void;
@@ -55,6 +58,7 @@ export class DeliveryRecorder {
   private stopping?: Promise<void>;
   private readonly stream: string;
   private readonly maxRecords: number;
+  private readonly maxBytes: number;
   private readonly flushAfterMs: number;
   private readonly confirmDeadlineMs: number;
   private readonly onConnected = () => void this.declare().catch(() => {});
@@ -66,6 +70,7 @@ export class DeliveryRecorder {
   ) {
     this.stream = topologyNames(options.prefix).deliveries;
     this.maxRecords = options.maxRecords ?? 200;
+    this.maxBytes = options.maxBytes ?? 1024 * 1024;
     this.flushAfterMs = options.flushAfterMs ?? 5;
     this.confirmDeadlineMs = options.confirmDeadlineMs ?? 10_000;
   }
@@ -88,7 +93,9 @@ export class DeliveryRecorder {
       input.id !== undefined && input.at !== undefined ? (input as DeliveryRecord) : { ...input, id: input.id ?? randomUUID(), at: input.at ?? new Date().toISOString() };
     const batch = (this.batch ??= newBatch());
     batch.records.push(record);
-    if (batch.records.length >= this.maxRecords) this.flush();
+    batch.bytes += sizeOf(record);
+    // Bounded in bytes too, so that what the log's recorder holds per message read is bounded.
+    if (batch.records.length >= this.maxRecords || batch.bytes >= this.maxBytes) this.flush();
     else this.timer ??= setTimeout(() => this.flush(), this.flushAfterMs);
     return batch.written;
   }
@@ -151,5 +158,11 @@ function newBatch(): Batch {
   });
   // Each record() caller handles the rejection; this keeps a batch nobody awaits from being an unhandled one.
   written.catch(() => {});
-  return { records: [], written, resolve, reject };
+  return { records: [], bytes: 0, written, resolve, reject };
+}
+
+/** The record's fixed fields, and what varies: a payload the dispatcher passes as text, the response body, the error. */
+function sizeOf(record: DeliveryRecord): number {
+  const payload = record.payload instanceof RawJson ? record.payload.text.length : record.payload === undefined ? 0 : 1024;
+  return 400 + payload + (record.attempt?.responseBody?.length ?? 0) + (record.attempt?.error?.length ?? 0);
 }

@@ -6,26 +6,30 @@ import { dayOf, ensurePartition } from './schema.js';
  * One statement stores a batch: records inserted once each (a copy published twice has the same
  * id and time, and is skipped), and each webhook's row updated from the records that were new
  * only, so a duplicate never counts an attempt twice. A webhook's status, last status and next
- * attempt follow its latest record, whatever order batches arrive in.
+ * attempt follow its latest record, whatever order batches arrive in; it is one row whatever
+ * first-seen times its records carry (the earliest is kept), and its feed position (seq) is fixed
+ * by its first record's place in the stream.
  */
 const STORE_BATCH = `
 WITH stored_offset AS (
   -- In the same statement, so the records and the offset commit together or not at all.
-  INSERT INTO delivery_log_offsets AS o (stream, next_offset, caught_up_at) VALUES ($1, $2, now())
+  INSERT INTO delivery_log_offsets AS o (stream, next_offset, caught_up_at) VALUES ($1, $2, $3::timestamptz)
   ON CONFLICT (stream) DO UPDATE SET next_offset = EXCLUDED.next_offset,
-    caught_up_at = CASE WHEN $3 THEN now() ELSE o.caught_up_at END
+    caught_up_at = coalesce(greatest(o.caught_up_at, EXCLUDED.caught_up_at), o.caught_up_at, EXCLUDED.caught_up_at)
+), base AS (
+  SELECT coalesce((SELECT seq_base FROM delivery_log_offsets WHERE stream = $1), 0) AS seq_base
 ), input AS (
   -- One array per column, zipped by ROWS FROM: PostgreSQL parses these at a third of the CPU that
   -- jsonb_to_recordset took, which also turned every payload back into text to parse it again.
   SELECT DISTINCT ON (id, at) id, at, merchant_id, webhook_id, first_seen_at, event, refs::text[] AS refs,
     NULLIF(payload, 'null') AS payload, outcome, status, attempt_number, started_at, duration_ms, http_status, error,
-    response_body, reason, next_attempt_at, ord
+    response_body, reason, next_attempt_at, ord, pos
   FROM ROWS FROM (unnest($4::uuid[]), unnest($5::timestamptz[]), unnest($6::text[]), unnest($7::text[]),
     unnest($8::timestamptz[]), unnest($9::text[]), unnest($10::text[]), jsonb_array_elements($11::jsonb), unnest($12::text[]),
     unnest($13::text[]), unnest($14::integer[]), unnest($15::timestamptz[]), unnest($16::integer[]), unnest($17::integer[]),
-    unnest($18::text[]), unnest($19::text[]), unnest($20::text[]), unnest($21::timestamptz[]), unnest($22::integer[]))
+    unnest($18::text[]), unnest($19::text[]), unnest($20::text[]), unnest($21::timestamptz[]), unnest($22::integer[]), unnest($23::bigint[]))
   AS r(id, at, merchant_id, webhook_id, first_seen_at, event, refs, payload, outcome, status, attempt_number, started_at,
-    duration_ms, http_status, error, response_body, reason, next_attempt_at, ord)
+    duration_ms, http_status, error, response_body, reason, next_attempt_at, ord, pos)
   ORDER BY id, at, ord
 ), inserted AS (
   INSERT INTO delivery_records (id, at, merchant_id, webhook_id, outcome, attempt_number, started_at, duration_ms,
@@ -39,8 +43,11 @@ WITH stored_offset AS (
   -- and would nest loops over two CTEs (quadratic in the batch).
   SELECT * FROM input WHERE (id, at) IN (SELECT id, at FROM inserted)
 ), per_webhook AS (
-  SELECT merchant_id, webhook_id, first_seen_at,
+  SELECT merchant_id, webhook_id,
+    min(first_seen_at) AS first_seen_at,
     min(ord) AS first_ord,
+    -- From 1: the feed reads after cursor 0 when given none.
+    (SELECT seq_base FROM base) + min(pos) + 1 AS seq,
     min(event) AS event,
     min(refs) AS refs,
     max(at) AS last_record_at,
@@ -52,15 +59,16 @@ WITH stored_offset AS (
     (array_agg(http_status ORDER BY started_at DESC) FILTER (WHERE started_at IS NOT NULL))[1] AS last_http_status,
     (array_agg(coalesce(error, reason) ORDER BY at DESC) FILTER (WHERE error IS NOT NULL OR reason IS NOT NULL))[1] AS last_error,
     (array_agg(payload ORDER BY ord) FILTER (WHERE payload IS NOT NULL))[1] AS payload
-  FROM fresh GROUP BY merchant_id, webhook_id, first_seen_at
+  FROM fresh GROUP BY merchant_id, webhook_id
 )
-INSERT INTO delivery_webhooks AS w (merchant_id, webhook_id, first_seen_at, event, refs, merchant_refs, payload, status, attempts,
+INSERT INTO delivery_webhooks AS w (merchant_id, webhook_id, first_seen_at, seq, event, refs, merchant_refs, payload, status, attempts,
   first_attempt_at, last_attempt_at, last_http_status, last_error, next_attempt_at, last_record_at)
-SELECT merchant_id, webhook_id, first_seen_at, event, refs, ARRAY(SELECT merchant_id || chr(31) || r FROM unnest(refs) AS r), payload, status, attempts,
+SELECT merchant_id, webhook_id, first_seen_at, seq, event, refs, ARRAY(SELECT merchant_id || chr(31) || r FROM unnest(refs) AS r), payload, status, attempts,
   first_attempt_at, last_attempt_at, last_http_status, last_error, next_attempt_at, last_record_at
 FROM per_webhook
 ORDER BY first_ord
-ON CONFLICT (merchant_id, webhook_id, first_seen_at) DO UPDATE SET
+ON CONFLICT (merchant_id, webhook_id) DO UPDATE SET
+  first_seen_at = least(w.first_seen_at, EXCLUDED.first_seen_at),
   attempts = w.attempts + EXCLUDED.attempts,
   payload = coalesce(w.payload, EXCLUDED.payload),
   first_attempt_at = least(w.first_attempt_at, EXCLUDED.first_attempt_at),
@@ -95,15 +103,11 @@ export async function ensurePartitionsFor(db: Queryable, records: readonly Deliv
   const seen = known.get(cacheKey) ?? new Set<string>();
   known.set(cacheKey, seen);
   const needed = new Set<string>();
-  for (const r of records) {
-    needed.add(`delivery_records ${utcDay(r.at)}`);
-    needed.add(`delivery_webhooks ${utcDay(r.firstSeenAt)}`);
-  }
-  for (const key of needed) {
-    if (seen.has(key)) continue;
-    const [table, day] = key.split(' ') as ['delivery_records' | 'delivery_webhooks', string];
-    await ensurePartition(db, table, day);
-    seen.add(key);
+  for (const r of records) needed.add(utcDay(r.at));
+  for (const day of needed) {
+    if (seen.has(day)) continue;
+    await ensurePartition(db, 'delivery_records', day);
+    seen.add(day);
   }
 }
 
@@ -119,12 +123,12 @@ export type PreparedRows = readonly string[];
  * Made while the previous batch is being stored. Times, ids and numbers are the validated values
  * as they are; payloads go as one JSON array (the escaped NUL that jsonb refuses removed from it).
  */
-export function prepareRows(records: readonly DeliveryRecord[]): PreparedRows {
+export function prepareRows(records: readonly DeliveryRecord[], positions: readonly number[] = []): PreparedRows {
   const n = records.length;
   const column = () => new Array<string | number>(n);
   const [ids, ats, merchants, webhooks, firstSeen, events, refs] = [column(), column(), column(), column(), column(), column(), column()];
   const [outcomes, statuses, attemptNumbers, startedAts, durations, httpStatuses] = [column(), column(), column(), column(), column(), column()];
-  const [errors, bodies, reasons, nextAttempts, ords] = [column(), column(), column(), column(), column()];
+  const [errors, bodies, reasons, nextAttempts, ords, pos] = [column(), column(), column(), column(), column(), column()];
   const payloads = new Array<unknown>(n);
   for (let i = 0; i < n; i++) {
     const record = records[i]!;
@@ -148,11 +152,12 @@ export function prepareRows(records: readonly DeliveryRecord[]): PreparedRows {
     reasons[i] = textOrNull(record.reason);
     nextAttempts[i] = record.nextAttemptAt ?? 'NULL';
     ords[i] = i;
+    pos[i] = positions[i] ?? 0;
   }
   const json = JSON.stringify(payloads).replaceAll('\\u0000', '');
   return [ids, ats, merchants, webhooks, firstSeen, events, refs].map(literal).concat(
     json,
-    [outcomes, statuses, attemptNumbers, startedAts, durations, httpStatuses, errors, bodies, reasons, nextAttempts, ords].map(literal),
+    [outcomes, statuses, attemptNumbers, startedAts, durations, httpStatuses, errors, bodies, reasons, nextAttempts, ords, pos].map(literal),
   );
 }
 
@@ -161,22 +166,48 @@ export const NO_ROWS = prepareRows([]);
 
 /**
  * Stores prepared rows and moves the stream offset in one statement, hence one transaction.
- * `caughtUp`: nothing else was waiting, so the log now holds everything the recorder has read
- * (caught_up_at, what /readyz reports lag from).
+ * `caughtUpAt`: the stream ended before nextOffset at that time, so the log now holds everything
+ * appended until then (caught_up_at, what /readyz reports lag from); null leaves it.
  */
-export async function storeBatch(db: Queryable, stream: string, rows: PreparedRows, nextOffset: number, caughtUp: boolean): Promise<void> {
-  await db.query(STORE_BATCH, [stream, nextOffset, caughtUp, ...rows]);
+export async function storeBatch(db: Queryable, stream: string, rows: PreparedRows, nextOffset: number, caughtUpAt: Date | null): Promise<void> {
+  await db.query(STORE_BATCH, [stream, nextOffset, caughtUpAt?.toISOString() ?? null, ...rows]);
 }
 
-/** Idle: nothing is waiting, so the log is current as of now. */
-export async function markCaughtUp(db: Queryable, stream: string): Promise<void> {
-  await db.query('UPDATE delivery_log_offsets SET caught_up_at = now() WHERE stream = $1', [stream]);
+/**
+ * The deliveries stream was deleted and declared again: its offsets start over at 0, so feed
+ * positions start past every one given out, and reading starts at its first entry.
+ */
+export async function restartStream(db: Queryable, stream: string): Promise<void> {
+  await db.query(
+    `INSERT INTO delivery_log_offsets (stream, next_offset, seq_base) VALUES ($1, 0, (SELECT coalesce(max(seq), 0) + 1 FROM delivery_webhooks))
+     ON CONFLICT (stream) DO UPDATE SET next_offset = 0, seq_base = EXCLUDED.seq_base`,
+    [stream],
+  );
 }
 
-/** When the log last held everything the recorder had read; undefined before its first write. */
+/** A record (or a message that held none) PostgreSQL refused, set aside with where it was in the stream. */
+export interface Quarantined {
+  offset: number;
+  /** The record's place in its message; -1: the whole message. */
+  position: number;
+  merchantId?: string;
+  webhookId?: string;
+  error: string;
+  content: string;
+}
+
+export async function quarantine(db: Queryable, stream: string, entry: Quarantined): Promise<void> {
+  await db.query(
+    `INSERT INTO delivery_log_quarantine (stream, stream_offset, position, merchant_id, webhook_id, error, content)
+     VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
+    [stream, entry.offset, entry.position, entry.merchantId ?? null, entry.webhookId ?? null, entry.error.slice(0, 2000), entry.content.replaceAll('\u0000', '')],
+  );
+}
+
+/** When the stream last ended where the log held everything; undefined before that was measured. */
 export async function caughtUpAt(db: Queryable, stream: string): Promise<Date | undefined> {
-  const { rows } = await db.query<{ caught_up_at: Date }>('SELECT caught_up_at FROM delivery_log_offsets WHERE stream = $1', [stream]);
-  return rows[0] ? new Date(rows[0].caught_up_at) : undefined;
+  const { rows } = await db.query<{ caught_up_at: Date | null }>('SELECT caught_up_at FROM delivery_log_offsets WHERE stream = $1', [stream]);
+  return rows[0]?.caught_up_at ? new Date(rows[0].caught_up_at) : undefined;
 }
 
 export async function storedOffset(db: Queryable, stream: string): Promise<number | undefined> {

@@ -1,26 +1,38 @@
+import { randomUUID } from 'node:crypto';
 import type { BrokerConnection, Consumer, Delivery } from '../broker/index.js';
+import { HEADERS } from '../contracts/index.js';
 import { decodeRecords, type DeliveryRecord } from '../delivery-log/index.js';
 import type { Logger } from '../logger/index.js';
-import { randomUUID } from 'node:crypto';
-import { HEADERS } from '../contracts/index.js';
-import { CHECKPOINT, landCheckpoint, offsetOf } from '../streams/index.js';
+import { appendCheckpoint, CHECKPOINT, landCheckpoint, offsetOf } from '../streams/index.js';
 import { declareQueueSpec, deliveriesSpec, type Replication, topologyNames } from '../topology/index.js';
 import type { Database, Session } from './database.js';
-import { ensurePartitionsFor, markCaughtUp, NO_ROWS, type PreparedRows, prepareRows, storeBatch, storedOffset } from './materialise.js';
-import { dropExpiredPartitions, ensureSchema } from './schema.js';
+import { ensurePartitionsFor, forgetPartitions, NO_ROWS, prepareRows, type Quarantined, quarantine, restartStream, storeBatch, storedOffset } from './materialise.js';
+import { isRefusal, isTimeout } from './refusals.js';
+import { dropExpiredPartitions, ensureSchema, SEQ_PER_OFFSET } from './schema.js';
 
 export interface RecorderOptions {
   prefix: string;
   replication?: Replication;
   /** DELIVERY_LOG_RETENTION: day partitions older than this are dropped. */
   retentionMs: number;
-  /** Stream messages per transaction at most (each holds up to 200 records). */
+  /** Stream messages per transaction at most (each holds up to 200 records)... */
   maxMessages?: number;
+  /** ...and their bytes at most (at least one message): PostgreSQL refuses a jsonb over 255 MB. */
+  maxBatchBytes?: number;
   /** A batch is written this long after its first message at the latest. */
   flushAfterMs?: number;
   /** How often a standby tries to take the lock, and a leader without a database tries again. */
   retryMs?: number;
+  /** Stream messages handed out before an ack... */
   prefetch?: number;
+  /** ...and the bytes read and not stored at most: past this the recorder stops reading until it stored half. */
+  bufferBytes?: number;
+  /** How often the leader appends a checkpoint to learn how far behind the stream's end it is. */
+  checkpointEveryMs?: number;
+  /** A checkpoint not read back within this, while nothing else arrives, means the consumer stopped: subscribe again. */
+  livenessDeadlineMs?: number;
+  /** A single record whose statement times out this many times in a row is set aside. */
+  timeoutsBeforeQuarantine?: number;
 }
 
 /** What a recorder reports, for metrics and tests. */
@@ -28,35 +40,66 @@ export interface RecorderState {
   leading: boolean;
   /** Stream messages read and not yet stored. */
   pending: number;
-  /** When the log last held everything read (ms since epoch), as far as this recorder knows. */
+  /** Their bytes. */
+  pendingBytes: number;
+  /** When the stream last ended where the log now holds everything (ms since epoch), measured by a checkpoint. */
   caughtUpAt?: number;
   recordsStored: number;
+  /** Entries that are not records (not JSON, not the schema): set aside in the quarantine table. */
   rejected: number;
+  /** Records PostgreSQL refused: set aside in the quarantine table. */
+  quarantined: number;
+  /** Times the consumer was subscribed again: it stopped receiving, or reading paused for memory. */
+  resubscribed: number;
 }
 
 interface Pending {
   offset: number;
   delivery: Delivery;
+  bytes: number;
+  acked?: boolean;
+}
+
+/** Acks once (a second ack of a tag closes the channel), and only on the channel it came on. */
+function settle(item: Pending): void {
+  if (item.acked) return;
+  item.acked = true;
+  if (item.delivery.live) item.delivery.ack();
 }
 
 /** A batch decoded and serialised, ready for one statement. */
 interface Prepared {
   items: Pending[];
   records: DeliveryRecord[];
-  rows: PreparedRows;
+  /** Each record's feed position relative to the stream's seq_base: offset × SEQ_PER_OFFSET + its place. */
+  positions: number[];
+  /** Each record's stream offset and place, for setting it aside. */
+  places: Array<[number, number]>;
+  /** Entries that are not records, to set aside as the batch is stored. */
+  refused: Quarantined[];
   nextOffset: number;
+  /** The append time of the last of this recorder's checkpoints in the batch: the log holds all before it. */
+  caughtUpAt: Date | null;
 }
-
-/** SQLSTATE class 22 (data exception): this batch's data, not the database, is the problem. */
-const isDataError = (err: unknown) => String((err as { code?: string })?.code ?? '').startsWith('22');
 
 /**
  * Materialises `<prefix>.deliveries` into PostgreSQL. One recorder writes at a time: the leader
  * holds a session-level advisory lock, and the others wait and retry (replicas stand by). The
  * leader reads the stream from the offset stored in PostgreSQL and stores each batch and the next
- * offset in one transaction, so after a crash, a lost connection or a PostgreSQL restart it
- * resumes exactly after what was stored: nothing is missed or stored twice. Any database error
- * gives the lead up; it is taken again from the stored offset.
+ * offset in one statement, so after a crash, a lost connection or a PostgreSQL restart it resumes
+ * exactly after what was stored: nothing is missed or stored twice.
+ *
+ * What PostgreSQL refuses for the data itself (a value it cannot hold, a size over its limits) is
+ * split until the one record it refuses is found, and that record is set aside in
+ * delivery_log_quarantine with its stream offset: one record must not stop the log for every
+ * merchant. Anything else (connection lost, server shutting down) gives the lead up; it is taken
+ * again from the stored offset.
+ *
+ * How far behind it is, is measured, not assumed: every few seconds the leader appends a
+ * checkpoint to the stream, and only once that checkpoint is stored past does caught_up_at move to
+ * its append time. A consumer that stopped receiving (RabbitMQ 3.10 can leave one silent on an
+ * open channel) or a lost connection leaves caught_up_at where it was, and the consumer is
+ * subscribed again when its checkpoint does not come back.
  */
 export class DeliveryLogRecorder {
   private readonly stream: string;
@@ -72,14 +115,24 @@ export class DeliveryLogRecorder {
   private writing?: Promise<void>;
   private stopped = false;
   private stopping?: Promise<void>;
+  /** Bumped at each lead taken or given up: work from an earlier lead is ignored. */
   private generation = 0;
+  /** Bumped at each subscription: deliveries from a cancelled consumer are ignored. */
+  private subscription = 0;
+  /** Reading stopped while the buffer holds more than bufferBytes. */
+  private paused = false;
   /** The last offset taken into a prepared batch. */
   private preparedUpTo?: number;
-  readonly state: RecorderState = { leading: false, pending: 0, recordsStored: 0, rejected: 0 };
+  /** This leader's checkpoints appended and not stored past yet: id → append time. */
+  private readonly checkpoints = new Map<string, number>();
+  private lastReceivedAt = Date.now();
+  /** Statement timeouts in a row of the single record at this place ("offset:position"). */
+  private timeouts = { place: '', count: 0 };
+  readonly state: RecorderState = { leading: false, pending: 0, pendingBytes: 0, recordsStored: 0, rejected: 0, quarantined: 0, resubscribed: 0 };
   private readonly onDisconnected = () => {
     // What the lost channel delivered will come again from the stored offset.
     this.buffer = [];
-    this.state.pending = 0;
+    this.countBuffer();
   };
   /** A reconnect may follow an operator deleting the stream: lead again, which looks at where it ends. */
   private readonly onConnected = () => void this.checkStream();
@@ -137,16 +190,19 @@ export class DeliveryLogRecorder {
         return;
       }
       await ensureSchema(session);
-      // Safe here: a batch and its offset commit together, so a commit lost in a PostgreSQL crash
-      // loses both, and the recorder reads those records again from the stream.
-      await session.query('SET synchronous_commit = off');
       this.next = await storedOffset(session, this.stream);
       if (this.next !== undefined && (await this.streamEnd()) < this.next) {
         // Deleted and declared again (streams cannot be purged): its offsets started over, and
-        // resuming at the stored one would wait past its end for ever.
+        // resuming at the stored one would wait past its end for ever. Feed positions move past
+        // every one given out, so that no cursor skips the new stream's webhooks.
         this.logger.warn('stream deleted and declared again; reading it from its first entry', { stream: this.stream, resumedAt: this.next });
-        this.next = undefined;
+        await restartStream(session, this.stream);
+        this.next = 0;
       }
+      // Safe here: a batch and its offset commit together, so a commit lost in a PostgreSQL crash
+      // loses both, and the recorder stores those records again from the stream, with the same
+      // feed positions (derived from their offsets), so no cursor handed out skips them.
+      await session.query('SET synchronous_commit = off');
       await this.expire(session);
     } catch (err) {
       this.logger.warn('delivery recorder cannot take the lead yet (database or stream unreachable); retrying', { error: (err as Error).message });
@@ -165,12 +221,36 @@ export class DeliveryLogRecorder {
       if (this.generation === generation) void this.giveUp(err);
     });
     this.logger.info('delivery recorder leading', { stream: this.stream, from: this.next ?? 'first' });
-    this.consumer = await this.broker.consume(this.stream, {
-      prefetch: this.options.prefetch ?? 2_000,
-      arguments: () => ({ 'x-stream-offset': this.next ?? 'first' }),
-      onMessage: (delivery) => this.receive(delivery, generation),
-    });
+    await this.subscribe();
     this.idle();
+  }
+
+  /** Reads from just past what is buffered (or stored), with deliveries of any earlier subscription ignored. */
+  private async subscribe(): Promise<void> {
+    const subscription = ++this.subscription;
+    const generation = this.generation;
+    this.lastReceivedAt = Date.now();
+    const consumer = await this.broker.consume(this.stream, {
+      prefetch: this.options.prefetch ?? 200,
+      arguments: () => ({ 'x-stream-offset': this.resumeAt() ?? 'first' }),
+      onMessage: (delivery) => this.receive(delivery, generation, subscription),
+    });
+    if (this.subscription !== subscription || this.generation !== generation) await consumer.cancel();
+    else this.consumer = consumer;
+  }
+
+  private resumeAt(): number | undefined {
+    const last = this.buffer.at(-1)?.offset ?? this.preparedUpTo;
+    if (last === undefined) return this.next;
+    return Math.max(last + 1, this.next ?? 0);
+  }
+
+  private async unsubscribe(): Promise<void> {
+    this.subscription++;
+    const consumer = this.consumer;
+    this.consumer = undefined;
+    // Closed, not only cancelled: its channel goes too, and what it handed out is no longer live.
+    await consumer?.close();
   }
 
   /** The offset the stream is at now (a checkpoint appended and read back where it landed). */
@@ -190,22 +270,36 @@ export class DeliveryLogRecorder {
     void this.tryToLead();
   }
 
-  private receive(delivery: Delivery, generation: number): void {
+  private receive(delivery: Delivery, generation: number, subscription: number): void {
     const offset = offsetOf(delivery.message.properties.headers);
     // A stream hands out whole chunks: entries before the requested offset are already stored.
-    if (generation !== this.generation || offset === undefined || (this.next !== undefined && offset < this.next)) {
+    if (generation !== this.generation || subscription !== this.subscription || offset === undefined || (this.next !== undefined && offset < this.next)) {
       delivery.ack();
       return;
     }
+    this.lastReceivedAt = Date.now();
     const last = this.buffer.at(-1);
     if (last && offset <= last.offset) {
       delivery.ack();
       return;
     }
-    this.buffer.push({ offset, delivery });
-    this.state.pending = this.buffer.length;
-    if (this.buffer.length >= (this.options.maxMessages ?? 100)) this.kick();
+    this.buffer.push({ offset, delivery, bytes: delivery.message.content.length });
+    this.countBuffer();
+    if (this.state.pendingBytes > (this.options.bufferBytes ?? 32 * 1024 * 1024)) {
+      // A catch-up of large messages: the prefetch bounds messages, not bytes. Stop reading, and
+      // subscribe again from past the buffer once half of it is stored.
+      this.paused = true;
+      void this.unsubscribe();
+    }
+    if (this.buffer.length >= (this.options.maxMessages ?? 100) || this.paused) this.kick();
     else this.flushTimer ??= setTimeout(() => this.kick(), this.options.flushAfterMs ?? 20);
+  }
+
+  private countBuffer(): void {
+    let bytes = 0;
+    for (const item of this.buffer) bytes += item.bytes;
+    this.state.pending = this.buffer.length;
+    this.state.pendingBytes = bytes;
   }
 
   /** One write at a time, in stream order. */
@@ -224,21 +318,48 @@ export class DeliveryLogRecorder {
   /** The next batch from the buffer: decoded and serialised (CPU work done while PostgreSQL stores the previous one). */
   private prepare(): Prepared | undefined {
     const after = Math.max(this.preparedUpTo ?? -1, (this.next ?? 0) - 1);
-    const items = this.buffer.filter((p) => p.offset > after).slice(0, this.options.maxMessages ?? 100);
+    const maxMessages = this.options.maxMessages ?? 100;
+    const maxBytes = this.options.maxBatchBytes ?? 8 * 1024 * 1024;
+    const items: Pending[] = [];
+    let bytes = 0;
+    for (const p of this.buffer) {
+      if (p.offset <= after) continue;
+      if (items.length >= maxMessages || (items.length > 0 && bytes + p.bytes > maxBytes)) break;
+      items.push(p);
+      bytes += p.bytes;
+    }
     if (items.length === 0) return undefined;
-    const records: DeliveryRecord[] = [];
+    const batch: Prepared = { items, records: [], positions: [], places: [], refused: [], nextOffset: items.at(-1)!.offset + 1, caughtUpAt: null };
     for (const item of items) {
+      const headers = item.delivery.message.properties.headers;
       // Appended by a recorder to learn where the stream ends: no records, but its offset is stored past it.
-      if (item.delivery.message.properties.headers?.[HEADERS.entryType] === CHECKPOINT) continue;
+      if (headers?.[HEADERS.entryType] === CHECKPOINT) {
+        const appendedAt = this.checkpoints.get(String(headers[HEADERS.checkpointId]));
+        if (appendedAt !== undefined) {
+          this.checkpoints.delete(String(headers[HEADERS.checkpointId]));
+          batch.caughtUpAt = new Date(Math.max(appendedAt, batch.caughtUpAt?.getTime() ?? 0));
+        }
+        continue;
+      }
       const decoded = decodeRecords(item.delivery.message.content);
-      records.push(...decoded.records);
+      for (const refused of decoded.refused) batch.refused.push({ offset: item.offset, position: refused.position, error: refused.reason, content: refused.content });
+      for (let i = 0; i < decoded.records.length; i++) {
+        const place = decoded.positions[i]!;
+        if (place >= SEQ_PER_OFFSET) {
+          // Its feed position would be another message's: a writer of ours never puts this many in one.
+          batch.refused.push({ offset: item.offset, position: place, error: `more than ${SEQ_PER_OFFSET} records in one stream message`, content: JSON.stringify(decoded.records[i]) });
+          continue;
+        }
+        batch.records.push(decoded.records[i]!);
+        batch.positions.push(item.offset * SEQ_PER_OFFSET + place);
+        batch.places.push([item.offset, place]);
+      }
       if (decoded.rejected > 0) {
-        this.state.rejected += decoded.rejected;
-        this.logger.warn('delivery records rejected', { stream: this.stream, offset: item.offset, rejected: decoded.rejected, reason: decoded.reason });
+        this.logger.warn('delivery records rejected; set aside in delivery_log_quarantine', { stream: this.stream, offset: item.offset, rejected: decoded.rejected, reason: decoded.reason });
       }
     }
     this.preparedUpTo = items.at(-1)!.offset;
-    return { items, records, rows: prepareRows(records), nextOffset: items.at(-1)!.offset + 1 };
+    return batch;
   }
 
   /**
@@ -250,62 +371,117 @@ export class DeliveryLogRecorder {
     while (current) {
       const session = this.session;
       if (!session) return;
-      await ensurePartitionsFor(session, current.records, session);
-      const caughtUp = this.buffer.every((p) => p.offset < current!.nextOffset);
-      const storing = this.store(session, current, caughtUp);
+      const storing = this.store(session, current);
       // Let the statement go out, then prepare the next batch meanwhile.
       await new Promise((resolve) => setImmediate(resolve));
       const next = this.prepare();
       await storing;
       this.next = current.nextOffset;
-      // The buffer may have been cleared by a disconnect meanwhile: drop only what was stored.
-      this.buffer = this.buffer.filter((p) => p.offset >= this.next!);
-      this.state.pending = this.buffer.length;
+      // The buffer may have been cleared by a disconnect meanwhile, and what was read again then is
+      // stored now: drop, and ack, only what was stored.
+      for (const item of current.items) settle(item);
+      this.buffer = this.buffer.filter((p) => p.offset >= this.next! || (settle(p), false));
+      this.countBuffer();
       this.state.recordsStored += current.records.length;
-      if (caughtUp && this.buffer.length === 0) this.state.caughtUpAt = Date.now();
-      for (const item of current.items) if (item.delivery.live) item.delivery.ack();
+      if (current.caughtUpAt) this.state.caughtUpAt = Math.max(this.state.caughtUpAt ?? 0, current.caughtUpAt.getTime());
+      this.resumeIfDrained();
       current = next;
     }
   }
 
-  /**
-   * A batch PostgreSQL refuses for its data (a value it cannot hold) is stored message by message,
-   * and a message refused alone is skipped with its offset (counted and logged): one bad record
-   * must not stop the log.
-   */
-  private async store(session: Session, batch: Prepared, caughtUp: boolean): Promise<void> {
-    try {
-      await storeBatch(session, this.stream, batch.rows, batch.nextOffset, caughtUp);
-      return;
-    } catch (err) {
-      if (!isDataError(err)) throw err;
-      this.logger.warn('delivery records refused by the database; storing them one message at a time', { error: (err as Error).message });
-    }
-    for (const item of batch.items) {
-      const { records } = decodeRecords(item.delivery.message.content);
-      try {
-        await storeBatch(session, this.stream, prepareRows(records), item.offset + 1, false);
-      } catch (err) {
-        if (!isDataError(err)) throw err;
-        this.state.rejected += records.length;
-        this.logger.error('delivery records skipped: the database refuses their data', { offset: item.offset, records: records.length, error: (err as Error).message });
-        await storeBatch(session, this.stream, NO_ROWS, item.offset + 1, false);
-      }
-    }
+  private resumeIfDrained(): void {
+    if (!this.paused || this.state.pendingBytes > (this.options.bufferBytes ?? 32 * 1024 * 1024) / 2 || !this.session) return;
+    this.paused = false;
+    this.state.resubscribed++;
+    void this.subscribe().catch((err) => this.logger.warn('delivery recorder cannot subscribe again yet; the next reconnect does', { error: (err as Error).message }));
   }
 
-  /** While nothing arrives the log stays current: say so every few seconds, and apply retention hourly. */
+  /** A batch and its offset in one statement; what PostgreSQL refuses for its data is split until found and set aside. */
+  private async store(session: Session, batch: Prepared): Promise<void> {
+    const storedUpTo = batch.items[0]!.offset;
+    for (const entry of batch.refused) await this.setAside(session, entry);
+    try {
+      await ensurePartitionsFor(session, batch.records, session);
+      await storeBatch(session, this.stream, prepareRows(batch.records, batch.positions), batch.nextOffset, batch.caughtUpAt);
+      return;
+    } catch (err) {
+      if (!isRefusal(err, batch.records.length)) throw err;
+      // Retention may have dropped a day partition this session knew of: made again where needed.
+      forgetPartitions(session);
+      this.logger.warn('delivery records refused by the database; looking for the ones it refuses', { offset: storedUpTo, records: batch.records.length, error: (err as Error).message });
+    }
+    await this.storeApart(session, batch, 0, batch.records.length, storedUpTo);
+    await storeBatch(session, this.stream, NO_ROWS, batch.nextOffset, batch.caughtUpAt);
+  }
+
+  /**
+   * Records [from, to) of a refused batch, halved until the refused ones stand alone. Halves do not
+   * move the stored offset (the whole batch's last statement does), and storing a record twice
+   * changes nothing, so a crash in the middle starts the batch again harmlessly.
+   */
+  private async storeApart(session: Session, batch: Prepared, from: number, to: number, storedUpTo: number): Promise<void> {
+    const records = batch.records.slice(from, to);
+    try {
+      await ensurePartitionsFor(session, records, session);
+      await storeBatch(session, this.stream, prepareRows(records, batch.positions.slice(from, to)), storedUpTo, null);
+      return;
+    } catch (err) {
+      const one = to - from === 1;
+      const [offset, position] = batch.places[from]!;
+      if (one && isTimeout(err) && !this.timedOutEnough(`${offset}:${position}`)) throw err;
+      if (!isRefusal(err, to - from) && !(one && isTimeout(err))) throw err;
+      if (one) {
+        const record = records[0]!;
+        await this.setAside(session, {
+          offset,
+          position,
+          merchantId: record.merchantId,
+          webhookId: record.webhookId,
+          error: (err as Error).message,
+          content: JSON.stringify(record),
+        });
+        this.state.quarantined++;
+        return;
+      }
+    }
+    const middle = from + Math.ceil((to - from) / 2);
+    await this.storeApart(session, batch, from, middle, storedUpTo);
+    await this.storeApart(session, batch, middle, to, storedUpTo);
+  }
+
+  /** A record alone whose statement keeps timing out is set aside; a database merely slow for a moment is waited for. */
+  private timedOutEnough(place: string): boolean {
+    this.timeouts = this.timeouts.place === place ? { place, count: this.timeouts.count + 1 } : { place, count: 1 };
+    return this.timeouts.count >= (this.options.timeoutsBeforeQuarantine ?? 3);
+  }
+
+  private async setAside(session: Session, entry: Quarantined): Promise<void> {
+    await quarantine(session, this.stream, entry);
+    if (entry.webhookId === undefined) this.state.rejected++;
+    this.logger.error('delivery record set aside in delivery_log_quarantine', {
+      stream: this.stream,
+      offset: entry.offset,
+      position: entry.position,
+      merchantId: entry.merchantId,
+      webhookId: entry.webhookId,
+      error: entry.error.slice(0, 500),
+    });
+  }
+
+  /**
+   * Every few seconds: a checkpoint appended to learn how far behind the log is (and, if it does
+   * not come back while nothing else arrives, a silent consumer subscribed again); retention hourly.
+   */
   private idle(): void {
     let sinceExpiry = 0;
+    const every = this.options.checkpointEveryMs ?? 5_000;
     const tick = async () => {
       const session = this.session;
       if (this.stopped || !session) return;
       try {
-        if (this.buffer.length === 0 && !this.writing) {
-          await markCaughtUp(session, this.stream);
-          this.state.caughtUpAt = Date.now();
-        }
-        if ((sinceExpiry += 5_000) >= 3_600_000) {
+        await this.checkLiveness();
+        await this.appendCheckpoint();
+        if ((sinceExpiry += every) >= 3_600_000) {
           sinceExpiry = 0;
           await this.expire(session);
         }
@@ -313,9 +489,35 @@ export class DeliveryLogRecorder {
         await this.giveUp(err as Error);
         return;
       }
-      this.idleTimer = setTimeout(() => void tick(), 5_000);
+      if (this.session === session) this.idleTimer = setTimeout(() => void tick(), every);
     };
-    this.idleTimer = setTimeout(() => void tick(), 5_000);
+    void tick();
+  }
+
+  private async appendCheckpoint(): Promise<void> {
+    if (!this.broker.isConnected || this.checkpoints.size >= 1_000) return;
+    const id = randomUUID();
+    const at = Date.now();
+    // Recorded before the append: the consumer may read it back before the confirm arrives.
+    this.checkpoints.set(id, at);
+    try {
+      await appendCheckpoint(this.broker, this.stream, id, 10_000);
+    } catch {
+      this.checkpoints.delete(id); // the broker is not taking appends: behind grows, as it should
+    }
+  }
+
+  private async checkLiveness(): Promise<void> {
+    const deadline = this.options.livenessDeadlineMs ?? 30_000;
+    const now = Date.now();
+    const oldest = Math.min(...this.checkpoints.values());
+    if (this.paused || this.writing || this.buffer.length > 0 || !this.broker.isConnected) return;
+    if (now - oldest < deadline || now - this.lastReceivedAt < deadline) return;
+    this.logger.warn('delivery recorder consumer stopped receiving; subscribing again', { stream: this.stream, silentForMs: now - this.lastReceivedAt });
+    this.checkpoints.clear();
+    this.state.resubscribed++;
+    await this.unsubscribe();
+    await this.subscribe();
   }
 
   private async expire(session: Session): Promise<void> {
@@ -334,18 +536,18 @@ export class DeliveryLogRecorder {
   private async resign(): Promise<void> {
     this.generation++;
     this.preparedUpTo = undefined;
+    this.paused = false;
+    this.checkpoints.clear();
     clearTimeout(this.idleTimer);
     clearTimeout(this.flushTimer);
     this.flushTimer = undefined;
-    const consumer = this.consumer;
     const session = this.session;
-    this.consumer = undefined;
     this.session = undefined;
     this.state.leading = false;
-    for (const item of this.buffer) if (item.delivery.live) item.delivery.ack();
+    for (const item of this.buffer) settle(item);
     this.buffer = [];
-    this.state.pending = 0;
-    await consumer?.cancel();
+    this.countBuffer();
+    await this.unsubscribe();
     // Closing the session releases the advisory lock.
     await session?.close();
   }

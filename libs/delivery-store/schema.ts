@@ -1,23 +1,35 @@
 import type { Queryable, Session } from './database.js';
 
 /**
- * The delivery log's tables. Both are partitioned by day (records by their time, webhooks by when
- * the event was first seen), so DELIVERY_LOG_RETENTION drops whole partitions instead of deleting
- * rows. Unique keys include the partition key, as PostgreSQL requires; a record's id and time, and
- * a webhook's first-seen time, are the same on every copy of it.
+ * The delivery log's tables. Records are partitioned by day (their time), so
+ * DELIVERY_LOG_RETENTION drops whole partitions; a record's id and time are the same on every copy
+ * of it. A webhook is one row, keyed by merchant and webhook id, whatever happens to its messages:
+ * a redelivered upstream message, or a copy handed back to `dispatch`, comes with another
+ * first-seen time, and a row keyed by that time became a second row (issue 28). Webhooks expire by
+ * their last record, so a webhook resent after the retention stays listed; quarantined records
+ * after the retention too.
+ *
+ * `seq`, the feed's cursor, is derived from the deliveries stream's offset of the webhook's first
+ * record (seq_base + offset * SEQ_PER_OFFSET + the record's place in its message + 1), never from a
+ * sequence: rows a PostgreSQL crash or a failover takes back are stored again from the stream with
+ * the same seq, so a cursor already handed out never skips them. seq_base moves past every seq when
+ * the stream is deleted and its offsets start over.
  */
 export const SCHEMA = `
 CREATE TABLE IF NOT EXISTS delivery_log_offsets (
   stream text PRIMARY KEY,
   next_offset bigint NOT NULL,
-  caught_up_at timestamptz NOT NULL DEFAULT now()
+  caught_up_at timestamptz
 );
-CREATE SEQUENCE IF NOT EXISTS delivery_feed_seq;
+-- caught_up_at: when the stream ended where the log now holds everything (null: not measured yet).
+ALTER TABLE delivery_log_offsets ALTER COLUMN caught_up_at DROP NOT NULL;
+ALTER TABLE delivery_log_offsets ALTER COLUMN caught_up_at DROP DEFAULT;
+ALTER TABLE delivery_log_offsets ADD COLUMN IF NOT EXISTS seq_base bigint NOT NULL DEFAULT 0;
 CREATE TABLE IF NOT EXISTS delivery_webhooks (
   merchant_id text NOT NULL,
   webhook_id text NOT NULL,
   first_seen_at timestamptz NOT NULL,
-  seq bigint NOT NULL DEFAULT nextval('delivery_feed_seq'),
+  seq bigint NOT NULL,
   event text NOT NULL,
   refs text[] NOT NULL,
   -- merchant id, unit separator, reference: one GIN lookup finds a merchant's reference (a GIN
@@ -32,13 +44,14 @@ CREATE TABLE IF NOT EXISTS delivery_webhooks (
   last_error text,
   next_attempt_at timestamptz,
   last_record_at timestamptz NOT NULL,
-  PRIMARY KEY (merchant_id, webhook_id, first_seen_at)
-) PARTITION BY RANGE (first_seen_at);
+  PRIMARY KEY (merchant_id, webhook_id)
+);
 CREATE INDEX IF NOT EXISTS delivery_webhooks_newest ON delivery_webhooks (merchant_id, first_seen_at DESC, webhook_id DESC);
 CREATE INDEX IF NOT EXISTS delivery_webhooks_feed ON delivery_webhooks (merchant_id, seq);
--- fastupdate off: with it, every reference search read the whole pending list of the day being
--- written (60,000 entries: p50 1.6 -> 4.9 ms), and a row holds one or two keys, so inserting
--- straight into the index costs the recorder nothing measurable.
+CREATE INDEX IF NOT EXISTS delivery_webhooks_expiry ON delivery_webhooks (last_record_at);
+-- fastupdate off: with it, every reference search read the whole pending list (60,000 entries:
+-- p50 1.6 -> 4.9 ms), and a row holds one or two keys, so inserting straight into the index costs
+-- the recorder nothing measurable.
 CREATE INDEX IF NOT EXISTS delivery_webhooks_refs ON delivery_webhooks USING gin (merchant_refs) WITH (fastupdate = off);
 CREATE TABLE IF NOT EXISTS delivery_records (
   id uuid NOT NULL,
@@ -57,34 +70,71 @@ CREATE TABLE IF NOT EXISTS delivery_records (
   PRIMARY KEY (id, at)
 ) PARTITION BY RANGE (at);
 CREATE INDEX IF NOT EXISTS delivery_records_webhook ON delivery_records (merchant_id, webhook_id, at);
+-- Records PostgreSQL refused (a value it cannot hold, a size over its limits): set aside with
+-- where they were in the stream, so that the rest of the log keeps flowing and operators see them.
+CREATE TABLE IF NOT EXISTS delivery_log_quarantine (
+  stream text NOT NULL,
+  stream_offset bigint NOT NULL,
+  -- The record's place in its stream message (-1: the whole message).
+  position integer NOT NULL,
+  quarantined_at timestamptz NOT NULL DEFAULT now(),
+  merchant_id text,
+  webhook_id text,
+  error text NOT NULL,
+  -- The record as JSON text (NUL removed), or the message's first bytes when it was not records.
+  content text NOT NULL,
+  PRIMARY KEY (stream, stream_offset, position)
+);
 `;
 
-export const PARTITIONED_TABLES = ['delivery_webhooks', 'delivery_records'] as const;
+/** How many feed cursors one stream message spans: its records' places (a message holds at most 200). */
+export const SEQ_PER_OFFSET = 1024;
+
+export const PARTITIONED_TABLES = ['delivery_records'] as const;
 
 export async function ensureSchema(session: Session): Promise<void> {
   await session.transaction(async (tx) => {
     // Serialised: two programs starting at once on an empty database must not race on CREATE.
     await tx.query('SELECT pg_advisory_xact_lock(hashtext($1))', ['webhooks-delivery-log-schema']);
-    for (const statement of SCHEMA.split(';').map((s) => s.trim()).filter(Boolean)) await tx.query(statement);
-    await referencesWithoutPendingList(tx);
+    const legacy = await webhooksByDay(tx);
+    if (legacy) await tx.query('ALTER TABLE delivery_webhooks RENAME TO delivery_webhooks_by_day');
+    for (const statement of SCHEMA.split(';').map((s) => s.trim()).filter(Boolean)) {
+      // The old table's indexes hold these names until it is dropped below.
+      if (legacy && /^CREATE INDEX IF NOT EXISTS delivery_webhooks_/.test(statement)) continue;
+      await tx.query(statement);
+    }
+    if (legacy) {
+      await moveWebhooksByDay(tx);
+      for (const statement of SCHEMA.split(';').map((s) => s.trim()).filter((s) => /^CREATE INDEX IF NOT EXISTS delivery_webhooks_/.test(s))) await tx.query(statement);
+    }
   });
 }
 
-/**
- * A database made before the references' GIN index had fastupdate off keeps the parent index as
- * it was (PostgreSQL cannot alter a partitioned index's options), so each day's index is set
- * here, and again for each new day. A metadata change; what is pending is merged by VACUUM.
- */
-async function referencesWithoutPendingList(db: Queryable): Promise<void> {
-  const { rows } = await db.query<{ name: string }>(
-    `SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent
-     WHERE p.relname = 'delivery_webhooks_refs' AND NOT coalesce(c.reloptions @> ARRAY['fastupdate=off'], false)`,
-  );
-  for (const { name } of rows) await db.query(`ALTER INDEX ${quoteIdent(name)} SET (fastupdate = off)`);
+/** A database made before issue 28 holds webhooks partitioned by their first-seen day. */
+async function webhooksByDay(db: Queryable): Promise<boolean> {
+  const { rows } = await db.query<{ kind: string }>(`SELECT relkind::text AS kind FROM pg_class WHERE relname = 'delivery_webhooks' AND relkind IN ('p', 'r')`);
+  return rows[0]?.kind === 'p';
 }
 
-function quoteIdent(name: string): string {
-  return `"${name.replaceAll('"', '""')}"`;
+/**
+ * One row per webhook from the rows per first-seen time: attempts added up, the earliest
+ * first-seen and feed position kept, the rest from the row with the latest record. New seq values
+ * start past the old ones (the sequence they came from is dropped).
+ */
+async function moveWebhooksByDay(db: Queryable): Promise<void> {
+  await db.query(`
+    INSERT INTO delivery_webhooks (merchant_id, webhook_id, first_seen_at, seq, event, refs, merchant_refs, payload, status, attempts,
+      first_attempt_at, last_attempt_at, last_http_status, last_error, next_attempt_at, last_record_at)
+    SELECT DISTINCT ON (merchant_id, webhook_id) merchant_id, webhook_id,
+      min(first_seen_at) OVER w, min(seq) OVER w, event, refs, merchant_refs, coalesce(payload, first_value(payload) OVER w), status,
+      (sum(attempts) OVER w)::integer, min(first_attempt_at) OVER w, max(last_attempt_at) OVER w, last_http_status, last_error,
+      next_attempt_at, last_record_at
+    FROM delivery_webhooks_by_day
+    WINDOW w AS (PARTITION BY merchant_id, webhook_id)
+    ORDER BY merchant_id, webhook_id, last_record_at DESC`);
+  await db.query(`UPDATE delivery_log_offsets SET seq_base = (SELECT coalesce(max(seq), 0) + 1 FROM delivery_webhooks_by_day)`);
+  await db.query('DROP TABLE delivery_webhooks_by_day');
+  await db.query('DROP SEQUENCE IF EXISTS delivery_feed_seq');
 }
 
 const DAY_MS = 86_400_000;
@@ -97,17 +147,27 @@ function partitionName(table: string, day: string): string {
   return `${table}_${day.replaceAll('-', '')}`;
 }
 
-/** Creates the day's partition of each table if it is missing. */
+/** A time PostgreSQL's partitions cannot be made for (beyond year 9999, before year 1). */
+export class UnstorableTimeError extends Error {
+  constructor(day: string) {
+    super(`no day partition can hold ${day}`);
+    this.name = 'UnstorableTimeError';
+  }
+}
+
+/** Creates the day's partition of records if it is missing. */
 export async function ensurePartition(db: Queryable, table: (typeof PARTITIONED_TABLES)[number], day: string): Promise<void> {
-  if (!/^\d{4}-\d{2}-\d{2}$/.test(day)) throw new Error(`not a day: ${day}`);
-  const next = new Date(Date.parse(`${day}T00:00:00Z`) + DAY_MS).toISOString().slice(0, 10);
+  const next = /^\d{4}-\d{2}-\d{2}$/.test(day) ? new Date(Date.parse(`${day}T00:00:00Z`) + DAY_MS).toISOString().slice(0, 10) : '';
+  if (!/^\d{4}-\d{2}-\d{2}$/.test(next) || day < '0001-01-01') throw new UnstorableTimeError(day);
   await db.query(
     `CREATE TABLE IF NOT EXISTS ${partitionName(table, day)} PARTITION OF ${table} FOR VALUES FROM ('${day}T00:00:00Z') TO ('${next}T00:00:00Z')`,
   );
-  if (table === 'delivery_webhooks') await referencesWithoutPendingList(db);
 }
 
-/** Drops every day partition that ended before now − retention; returns what it dropped. */
+/**
+ * Drops every day partition of records that ended before now − retention, and the webhooks whose
+ * last record is older than that (in slices, so no long lock); returns what it dropped.
+ */
 export async function dropExpiredPartitions(db: Queryable, retentionMs: number, now = new Date()): Promise<string[]> {
   const cutoff = now.getTime() - retentionMs;
   const dropped: string[] = [];
@@ -126,5 +186,15 @@ export async function dropExpiredPartitions(db: Queryable, retentionMs: number, 
       }
     }
   }
+  const before = new Date(cutoff).toISOString();
+  for (;;) {
+    const { rows } = await db.query<{ n: number }>(
+      `WITH gone AS (DELETE FROM delivery_webhooks WHERE ctid IN (SELECT ctid FROM delivery_webhooks WHERE last_record_at < $1::timestamptz LIMIT 10000) RETURNING 1)
+       SELECT count(*)::integer AS n FROM gone`,
+      [before],
+    );
+    if (!rows[0]?.n) break;
+  }
+  await db.query('DELETE FROM delivery_log_quarantine WHERE quarantined_at < $1::timestamptz', [before]);
   return dropped;
 }

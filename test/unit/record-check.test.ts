@@ -60,8 +60,15 @@ describe('checkRecord against deliveryRecordSchema', () => {
     expect(checkRecord(JSON.parse(JSON.stringify(valid)))).toBeDefined();
   });
 
-  it('says why a message is dropped whole', () => {
-    expect(decodeRecords(Buffer.from('{'))).toEqual({ records: [], rejected: 1, reason: 'not JSON' });
-    expect(decodeRecords(Buffer.from('{}'))).toEqual({ records: [], rejected: 1, reason: 'not a JSON array' });
+  it('says why a message is refused whole, with its first bytes for the quarantine', () => {
+    expect(decodeRecords(Buffer.from('{'))).toEqual({ records: [], positions: [], rejected: 1, reason: 'not JSON', refused: [{ position: -1, reason: 'not JSON', content: '{' }] });
+    expect(decodeRecords(Buffer.from('{}'))).toMatchObject({ records: [], rejected: 1, reason: 'not a JSON array', refused: [{ position: -1, content: '{}' }] });
+  });
+
+  it('gives each record its place in the message and each refused entry its own', () => {
+    const good = { id: '7d3c1a52-4c1e-4d7b-9d55-2c5a1f0e8b11', at: '2026-11-25T10:00:00Z', webhookId: 'wh', merchantId: 'm', event: 'payout', references: [], firstSeenAt: '2026-11-25T10:00:00Z', outcome: 'delivered', attemptNumber: 1 };
+    const decoded = decodeRecords(Buffer.from(JSON.stringify([{ nope: 1 }, good, 'x', good])));
+    expect(decoded.positions).toEqual([1, 3]);
+    expect(decoded.refused.map((r) => [r.position, r.content])).toEqual([[0, '{"nope":1}'], [2, '"x"']]);
   });
 });

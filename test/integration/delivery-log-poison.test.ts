@@ -1,0 +1,223 @@
+import { randomUUID } from 'node:crypto';
+import { BrokerConnection, type ConsumeOptions } from '../../libs/broker/index.js';
+import { type DeliveryRecordInput, DeliveryRecorder } from '../../libs/delivery-log/index.js';
+import { type Database, deliveryLogQueries, DeliveryLogRecorder, dropExpiredPartitions, LogHealth, openPostgres } from '../../libs/delivery-store/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
+import { declareQueueSpec, deliveriesSpec, topologyNames } from '../../libs/topology/index.js';
+import { brokerUrl, TestBroker, uniquePrefix } from '../support/broker.js';
+import { FrozenProxy } from '../support/frozen-proxy.js';
+import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
+import { waitFor } from '../support/wait.js';
+
+const DAY_MS = 86_400_000;
+
+/** A record as the dispatcher writes it, whole (id and time set), for appending to the stream by hand. */
+function record(webhookId: string, overrides: Partial<DeliveryRecordInput> = {}): Record<string, unknown> {
+  const now = new Date().toISOString();
+  return {
+    id: randomUUID(),
+    at: now,
+    webhookId,
+    merchantId: 'm_poison',
+    event: 'payout',
+    references: [`po-${webhookId}`],
+    payload: { event: 'payout', data: { reference: `po-${webhookId}` } },
+    firstSeenAt: now,
+    outcome: 'delivered',
+    attemptNumber: 1,
+    attempt: { startedAt: now, durationMs: 3, httpStatus: 200 },
+    ...overrides,
+  };
+}
+
+/** The first consumer stops receiving from a moment on (RabbitMQ 3.10's silent stream consumer), its channel open. */
+function freezableConsumes(broker: BrokerConnection): { freezeFirst(): void } {
+  const realConsume = broker.consume.bind(broker);
+  let count = 0;
+  let frozen = false;
+  broker.consume = (queue: string, options: ConsumeOptions) => {
+    const index = count++;
+    return realConsume(queue, { ...options, onMessage: (delivery) => (index === 0 && frozen ? undefined : options.onMessage(delivery)) });
+  };
+  return { freezeFirst: () => void (frozen = true) };
+}
+
+describe('the delivery log under poison, size, silence and redeliveries', () => {
+  const base = uniquePrefix('delivery-log-poison');
+  let db: TestDatabase;
+  let database: Database;
+  let test: TestBroker;
+  let broker: BrokerConnection;
+  const prefixes: string[] = [];
+  const stops: Array<() => Promise<unknown>> = [];
+
+  /** A topology and a recorder of its own per test; everything is stopped and deleted after. */
+  const setUp = async (name: string, options: Partial<ConstructorParameters<typeof DeliveryLogRecorder>[3]> = {}, recorderBroker = broker) => {
+    const prefix = `${base}.${name}`;
+    prefixes.push(prefix);
+    const recorder = new DeliveryLogRecorder(recorderBroker, database, silentLogger(), { prefix, retentionMs: 30 * DAY_MS, retryMs: 200, ...options });
+    stops.push(() => recorder.stop());
+    return { prefix, stream: topologyNames(prefix).deliveries, recorder };
+  };
+
+  const count = async (sql: string, params: unknown[] = []) => Number((await db.query<{ n: string }>(sql, params))[0]!.n);
+
+  beforeAll(async () => {
+    db = await createTestDatabase('delivery_log_poison');
+    database = openPostgres(db.url);
+    test = await TestBroker.open();
+    broker = new BrokerConnection({ url: brokerUrl(), name: 'delivery-log-poison-test', logger: silentLogger() });
+    await broker.open();
+  });
+
+  afterAll(async () => {
+    for (const stop of stops.reverse()) await stop().catch(() => {});
+    await broker?.close();
+    for (const prefix of prefixes) await test?.deleteTopology(prefix, 0);
+    await test?.close();
+    await database?.close();
+    await db?.drop();
+  });
+
+  it('sets aside a record PostgreSQL cannot hold, with its stream offset, and stores every other record before and after it', async () => {
+    const { prefix, stream, recorder } = await setUp('poison');
+    const append = (body: unknown) => test.publishRaw(stream, Buffer.from(typeof body === 'string' ? body : JSON.stringify(body)));
+    await declareQueueSpec(() => broker.createChannel(), deliveriesSpec(prefix));
+    // Offset 0: a good record, one first seen in year 0 (no timestamptz holds it), another good one.
+    await append([record('wh_before'), record('wh_year0', { firstSeenAt: '0000-01-01T00:00:00Z' }), record('wh_beside')]);
+    // Offset 1: a record made on the last day PostgreSQL's day partitions can be made for.
+    await append([record('wh_end_of_time', { at: '9999-12-31T12:00:00Z' })]);
+    // Offset 2: not records at all.
+    await append('{"truncated":');
+    await recorder.start();
+    // Five ordinary webhooks after them, as the dispatcher writes them.
+    const writer = new DeliveryRecorder(broker, silentLogger(), { prefix });
+    await writer.start();
+    stops.push(() => writer.stop());
+    const after = Array.from({ length: 5 }, (_, i) => `wh_after_${i}`);
+    await Promise.all(after.map((id) => writer.record(record(id) as unknown as DeliveryRecordInput)));
+
+    const log = deliveryLogQueries(database);
+    await waitFor('every ordinary webhook listed', async () => (await log.listWebhooks('m_poison', { limit: 50 }).catch(() => undefined))?.webhooks.length === 7, 20_000);
+    expect((await log.listWebhooks('m_poison', { limit: 50 })).webhooks.map((w) => w.webhookId).sort()).toEqual(['wh_before', 'wh_beside', ...after].sort());
+    const quarantined = await db.query<{ stream_offset: string; position: number; webhook_id: string | null; error: string }>(
+      'SELECT stream_offset, position, webhook_id, error FROM delivery_log_quarantine WHERE stream = $1 ORDER BY stream_offset, position',
+      [stream],
+    );
+    expect(quarantined.map((q) => [Number(q.stream_offset), q.position, q.webhook_id])).toEqual([
+      [0, 1, 'wh_year0'],
+      [1, 0, 'wh_end_of_time'],
+      [2, -1, null],
+    ]);
+    expect(quarantined[2]!.error).toBe('not JSON');
+    expect(recorder.state).toMatchObject({ quarantined: 2, rejected: 1 });
+  }, 60_000);
+
+  it('stores a catch-up whose batch would be over PostgreSQL\'s 255 MB jsonb limit, holding a bounded number of bytes while it does', async () => {
+    const { prefix, stream, recorder } = await setUp('oversized', { checkpointEveryMs: 60_000 });
+    await declareQueueSpec(() => broker.createChannel(), deliveriesSpec(prefix));
+    // 100 messages (a whole batch before this fix) of 22 webhooks with 125 KB payloads: 275 MB.
+    const blob = 'x'.repeat(125_000);
+    const messages = 100;
+    const perMessage = 22;
+    for (let m = 0; m < messages; m++) {
+      const records = Array.from({ length: perMessage }, (_, i) => record(`wh_big_${m}_${i}`, { merchantId: 'm_big', payload: { event: 'payout', data: { reference: `po-${m}-${i}`, blob } } }));
+      await test.publishRaw(stream, Buffer.from(JSON.stringify(records)));
+    }
+    let peak = 0;
+    const watch = setInterval(() => (peak = Math.max(peak, recorder.state.pendingBytes)), 5);
+    try {
+      await recorder.start();
+      await waitFor('every large webhook stored', async () => (await count(`SELECT count(*) AS n FROM delivery_webhooks WHERE merchant_id = 'm_big'`)) === messages * perMessage, 120_000, 200);
+    } finally {
+      clearInterval(watch);
+    }
+    expect(await count('SELECT count(*) AS n FROM delivery_log_quarantine WHERE stream = $1', [stream])).toBe(0);
+    // 32 MB of buffer, and the messages in flight when reading paused (each 2.75 MB).
+    expect(peak).toBeLessThan(48 * 1024 * 1024);
+    expect(peak).toBeGreaterThan(0);
+  }, 180_000);
+
+  it('says it is behind while its consumer is silent or its broker connection is lost, and catches up after', async () => {
+    const proxy = await FrozenProxy.start(brokerUrl());
+    const port = Number(new URL(proxy.url).port);
+    let current = proxy;
+    stops.push(() => current.close());
+    const recorderBroker = new BrokerConnection({ url: proxy.url, name: 'delivery-log-poison-recorder', logger: silentLogger() });
+    await recorderBroker.open();
+    stops.push(() => recorderBroker.close());
+    const gate = freezableConsumes(recorderBroker);
+    const { prefix, recorder } = await setUp('behind', { checkpointEveryMs: 200, livenessDeadlineMs: 12_000 }, recorderBroker);
+    const stream = topologyNames(prefix).deliveries;
+    const health = new LogHealth(database, stream, 200);
+    stops.push(async () => health.stop());
+    await recorder.start();
+    await health.start();
+    const writer = new DeliveryRecorder(broker, silentLogger(), { prefix });
+    await writer.start();
+    stops.push(() => writer.stop());
+    const log = deliveryLogQueries(database);
+    const listed = async () => (await log.listWebhooks('m_behind', { limit: 100 })).webhooks.length;
+
+    await writer.record(record('wh_behind_0', { merchantId: 'm_behind' }) as unknown as DeliveryRecordInput);
+    await waitFor('caught up', () => health.state.behindSeconds === 0 && recorder.state.caughtUpAt !== undefined, 15_000);
+
+    // Silent: appends are confirmed, nothing reaches the recorder. Behind grows past what an idle
+    // recorder's own clock would say (it said "caught up" every 5 s while its buffer was empty).
+    gate.freezeFirst();
+    await writer.record(record('wh_behind_1', { merchantId: 'm_behind' }) as unknown as DeliveryRecordInput);
+    await waitFor('behind while silent', () => (health.state.behindSeconds ?? 0) >= 7, 20_000, 100);
+    expect(await listed()).toBe(1);
+    // Its checkpoint never came back: it subscribes again, stores what waited, and is current.
+    await waitFor('subscribed again and caught up', async () => recorder.state.resubscribed >= 1 && (await listed()) === 2 && health.state.behindSeconds === 0, 30_000, 100);
+
+    // Disconnected: the broker is out of reach.
+    await current.close();
+    await waitFor('behind while disconnected', () => (health.state.behindSeconds ?? 0) >= 7, 20_000, 100);
+    current = await FrozenProxy.start(brokerUrl(), port);
+    await writer.record(record('wh_behind_2', { merchantId: 'm_behind' }) as unknown as DeliveryRecordInput);
+    await waitFor('caught up after the reconnect', async () => (await listed()) === 3 && health.state.behindSeconds === 0, 30_000, 100);
+  }, 120_000);
+
+  it('keeps one row per webhook whose copies carry different first-seen times, reading its latest status', async () => {
+    const { prefix, recorder } = await setUp('one-row');
+    const writer = new DeliveryRecorder(broker, silentLogger(), { prefix, maxRecords: 1 });
+    await writer.start();
+    stops.push(() => writer.stop());
+    await recorder.start();
+    // An upstream message redelivered after its record was written (or a copy handed back to
+    // dispatch after an unroutable move) is taken as first seen again, later.
+    const first = new Date(Date.now() - 60_000).toISOString();
+    const again = new Date().toISOString();
+    const base = { merchantId: 'm_one', event: 'payout', references: ['po-one'], payload: { event: 'payout', data: { reference: 'po-one' } } };
+    await writer.record({ ...base, webhookId: 'wh_one', firstSeenAt: first, outcome: 'retrying', attemptNumber: 1, nextAttemptAt: again, attempt: { startedAt: first, durationMs: 5, httpStatus: 503 } });
+    await writer.record({ ...base, webhookId: 'wh_one', firstSeenAt: again, outcome: 'delivered', attemptNumber: 1, attempt: { startedAt: again, durationMs: 5, httpStatus: 200 } });
+    const log = deliveryLogQueries(database);
+    await waitFor('both records stored', async () => (await log.getWebhook('m_one', 'wh_one'))?.records.length === 2, 15_000);
+    expect((await log.listWebhooks('m_one', { limit: 10 })).webhooks).toEqual([expect.objectContaining({ webhookId: 'wh_one', status: 'delivered', attempts: 2, firstSeenAt: first, nextAttemptAt: null })]);
+    expect(await log.getWebhook('m_one', 'wh_one')).toMatchObject({ status: 'delivered', firstSeenAt: first });
+    expect((await log.feed('m_one', undefined, 10)).events.map((e) => e.webhookId)).toEqual(['wh_one']);
+  }, 30_000);
+
+  it('keeps a webhook first seen before the retention and resent today listed, and expires one whose last record is older', async () => {
+    const { prefix, recorder } = await setUp('retention');
+    const writer = new DeliveryRecorder(broker, silentLogger(), { prefix });
+    await writer.start();
+    stops.push(() => writer.stop());
+    await recorder.start();
+    const longAgo = new Date(Date.now() - 40 * DAY_MS).toISOString();
+    const base = { merchantId: 'm_old', event: 'payout', payload: { event: 'payout', data: {} }, firstSeenAt: longAgo, attemptNumber: 1 };
+    await writer.record({ ...base, webhookId: 'wh_resent', references: ['po-resent'], at: longAgo, outcome: 'failed', reason: 'attempts-exhausted' });
+    await writer.record({ ...base, webhookId: 'wh_forgotten', references: ['po-forgotten'], at: longAgo, outcome: 'failed', reason: 'attempts-exhausted' });
+    // Resent today from the failed stream: its new attempt carries the first-seen time of 40 days ago.
+    await writer.record({ ...base, webhookId: 'wh_resent', references: ['po-resent'], outcome: 'delivered', attempt: { startedAt: new Date().toISOString(), durationMs: 4, httpStatus: 200 } });
+    const log = deliveryLogQueries(database);
+    await waitFor('all stored', async () => (await log.getWebhook('m_old', 'wh_resent'))?.status === 'delivered' && (await log.getWebhook('m_old', 'wh_forgotten')) !== undefined, 15_000);
+
+    // The hourly expiry, with DELIVERY_LOG_RETENTION's default of 30 days.
+    await dropExpiredPartitions(database, 30 * DAY_MS);
+    expect((await log.listWebhooks('m_old', { limit: 10 })).webhooks.map((w) => [w.webhookId, w.status])).toEqual([['wh_resent', 'delivered']]);
+    expect(await log.getWebhook('m_old', 'wh_resent')).toMatchObject({ status: 'delivered', firstSeenAt: longAgo, records: [expect.objectContaining({ outcome: 'delivered' })] });
+    expect(await log.getWebhook('m_old', 'wh_forgotten')).toBeUndefined();
+  }, 30_000);
+});
