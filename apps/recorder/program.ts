@@ -45,8 +45,13 @@ export async function startRecorder(config: RecorderProgramConfig, logger: Logge
   const state = recorder.state;
   gaugeFrom(registry, METRIC_NAMES.deliveryLogLeading, '1 while this recorder holds the lead', () => (state.leading ? 1 : 0));
   gaugeFrom(registry, METRIC_NAMES.deliveryLogPending, 'Stream messages read and not stored yet', () => state.pending);
+  gaugeFrom(registry, METRIC_NAMES.deliveryLogPendingBytes, 'Bytes of the stream messages read and not stored yet', () => state.pendingBytes);
   gaugeFrom(registry, METRIC_NAMES.deliveryLogStored, 'Delivery records stored by this recorder', () => state.recordsStored);
-  gaugeFrom(registry, METRIC_NAMES.deliveryLogBehind, 'Seconds since the log last held every record read', () =>
+  gaugeFrom(registry, METRIC_NAMES.deliveryLogQuarantined, 'Delivery records PostgreSQL refused, set aside in delivery_log_quarantine', () => state.quarantined);
+  gaugeFrom(registry, METRIC_NAMES.deliveryLogRejected, 'Stream entries that were not delivery records, set aside in delivery_log_quarantine', () => state.rejected);
+  // Measured: the time of the last checkpoint stored past, so a silent consumer or a lost
+  // connection shows as growing, not as caught up.
+  gaugeFrom(registry, METRIC_NAMES.deliveryLogBehind, 'Seconds since the stream last ended where the log held every record', () =>
     state.leading && state.caughtUpAt ? Math.round((Date.now() - state.caughtUpAt) / 1000) : 0,
   );
   const metrics =

@@ -19,12 +19,11 @@ export const SCHEMA = `
 CREATE TABLE IF NOT EXISTS delivery_log_offsets (
   stream text PRIMARY KEY,
   next_offset bigint NOT NULL,
-  caught_up_at timestamptz
+  -- When the stream ended where the log now holds everything (null: not measured yet).
+  caught_up_at timestamptz,
+  seq_base bigint NOT NULL DEFAULT 0
 );
--- caught_up_at: when the stream ended where the log now holds everything (null: not measured yet).
-ALTER TABLE delivery_log_offsets ALTER COLUMN caught_up_at DROP NOT NULL;
-ALTER TABLE delivery_log_offsets ALTER COLUMN caught_up_at DROP DEFAULT;
-ALTER TABLE delivery_log_offsets ADD COLUMN IF NOT EXISTS seq_base bigint NOT NULL DEFAULT 0;
+
 CREATE TABLE IF NOT EXISTS delivery_webhooks (
   merchant_id text NOT NULL,
   webhook_id text NOT NULL,
@@ -103,11 +102,26 @@ export async function ensureSchema(session: Session): Promise<void> {
       if (legacy && /^CREATE INDEX IF NOT EXISTS delivery_webhooks_/.test(statement)) continue;
       await tx.query(statement);
     }
+    await upgradeOffsets(tx);
     if (legacy) {
       await moveWebhooksByDay(tx);
       for (const statement of SCHEMA.split(';').map((s) => s.trim()).filter((s) => /^CREATE INDEX IF NOT EXISTS delivery_webhooks_/.test(s))) await tx.query(statement);
     }
   });
+}
+
+/**
+ * The offsets table of a database made before issue 28: no seq_base, and a caught_up_at that was
+ * always set. Altered only when so, since ALTER TABLE locks out every reader of the table.
+ */
+async function upgradeOffsets(db: Queryable): Promise<void> {
+  const { rows } = await db.query<{ name: string; notnull: boolean }>(
+    `SELECT attname AS name, attnotnull AS notnull FROM pg_attribute WHERE attrelid = 'delivery_log_offsets'::regclass AND attnum > 0 AND NOT attisdropped`,
+  );
+  if (!rows.some((r) => r.name === 'seq_base')) await db.query('ALTER TABLE delivery_log_offsets ADD COLUMN seq_base bigint NOT NULL DEFAULT 0');
+  if (rows.some((r) => r.name === 'caught_up_at' && r.notnull)) {
+    await db.query('ALTER TABLE delivery_log_offsets ALTER COLUMN caught_up_at DROP NOT NULL, ALTER COLUMN caught_up_at DROP DEFAULT');
+  }
 }
 
 /** A database made before issue 28 holds webhooks partitioned by their first-seen day. */

@@ -34,12 +34,18 @@ export const METRIC_NAMES = {
   resends: 'webhooks_resend_requests_total',
   /** gauge: 1 while connected to RabbitMQ */
   brokerConnected: 'webhooks_broker_connected',
-  /** gauge: seconds since the delivery log last held every record read (API: from PostgreSQL; recorder: its own view) */
+  /** gauge: seconds since the deliveries stream last ended where the log held every record, measured by a checkpoint the recorder appends every 5 s (API: from PostgreSQL; recorder: its own view) */
   deliveryLogBehind: 'webhooks_delivery_log_behind_seconds',
   /** gauge: stream messages the recorder has read and not stored yet */
   deliveryLogPending: 'webhooks_delivery_log_pending_messages',
   /** gauge: delivery records stored in PostgreSQL by this recorder since it started (cumulative) */
   deliveryLogStored: 'webhooks_delivery_log_records_stored',
+  /** gauge: delivery records PostgreSQL refused, set aside in delivery_log_quarantine by this recorder (cumulative) */
+  deliveryLogQuarantined: 'webhooks_delivery_log_records_quarantined',
+  /** gauge: stream entries that were not delivery records, set aside in delivery_log_quarantine by this recorder (cumulative) */
+  deliveryLogRejected: 'webhooks_delivery_log_entries_rejected',
+  /** gauge: bytes of the stream messages the recorder has read and not stored yet */
+  deliveryLogPendingBytes: 'webhooks_delivery_log_pending_bytes',
   /** gauge: 1 while this recorder holds the lead (one writes at a time) */
   deliveryLogLeading: 'webhooks_delivery_log_leading',
   /** counter: deliveries the dispatcher settled without their delivery-log record (the deliveries stream refused it) */

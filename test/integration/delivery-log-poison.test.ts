@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { BrokerConnection, type ConsumeOptions } from '../../libs/broker/index.js';
 import { type DeliveryRecordInput, DeliveryRecorder } from '../../libs/delivery-log/index.js';
-import { type Database, deliveryLogQueries, DeliveryLogRecorder, dropExpiredPartitions, LogHealth, openPostgres } from '../../libs/delivery-store/index.js';
+import pg from 'pg';
+import { type Database, deliveryLogQueries, DeliveryLogRecorder, dropExpiredPartitions, ensureSchema, LogHealth, openPostgres } from '../../libs/delivery-store/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { declareQueueSpec, deliveriesSpec, topologyNames } from '../../libs/topology/index.js';
 import { brokerUrl, TestBroker, uniquePrefix } from '../support/broker.js';
@@ -116,24 +117,37 @@ describe('the delivery log under poison, size, silence and redeliveries', () => 
   it('stores a catch-up whose batch would be over PostgreSQL\'s 255 MB jsonb limit, holding a bounded number of bytes while it does', async () => {
     const { prefix, stream, recorder } = await setUp('oversized', { checkpointEveryMs: 60_000 });
     await declareQueueSpec(() => broker.createChannel(), deliveriesSpec(prefix));
-    // 100 messages (a whole batch before this fix) of 22 webhooks with 125 KB payloads: 275 MB.
-    const blob = 'x'.repeat(125_000);
+    // 100 messages (a whole batch before this fix) of 22 webhooks with 140 KB payloads: 308 MB.
+    const blob = 'x'.repeat(140_000);
     const messages = 100;
     const perMessage = 22;
     for (let m = 0; m < messages; m++) {
       const records = Array.from({ length: perMessage }, (_, i) => record(`wh_big_${m}_${i}`, { merchantId: 'm_big', payload: { event: 'payout', data: { reference: `po-${m}-${i}`, blob } } }));
       await test.publishRaw(stream, Buffer.from(JSON.stringify(records)));
     }
+    // The first batch is held (its offset row locked), so that what follows piles up as after an
+    // outage, and the next batch takes as much as the recorder allows.
+    const session = await database.session();
+    await ensureSchema(session);
+    await session.close();
+    await db.query('INSERT INTO delivery_log_offsets (stream, next_offset) VALUES ($1, 0)', [stream]);
+    const holder = new pg.Client({ connectionString: db.url });
+    await holder.connect();
+    stops.push(() => holder.end());
+    await holder.query('BEGIN');
+    await holder.query('SELECT * FROM delivery_log_offsets WHERE stream = $1 FOR UPDATE', [stream]);
     let peak = 0;
-    const watch = setInterval(() => (peak = Math.max(peak, recorder.state.pendingBytes)), 5);
+    const watch = setInterval(() => (peak = Math.max(peak, recorder.state.pendingBytes ?? 0)), 5);
     try {
       await recorder.start();
+      await waitFor('the stream read up to what the recorder holds', () => recorder.state.pending >= messages || (recorder.state.pendingBytes ?? 0) > 32 * 1024 * 1024, 60_000);
+      await holder.query('COMMIT');
       await waitFor('every large webhook stored', async () => (await count(`SELECT count(*) AS n FROM delivery_webhooks WHERE merchant_id = 'm_big'`)) === messages * perMessage, 120_000, 200);
     } finally {
       clearInterval(watch);
     }
     expect(await count('SELECT count(*) AS n FROM delivery_log_quarantine WHERE stream = $1', [stream])).toBe(0);
-    // 32 MB of buffer, and the messages in flight when reading paused (each 2.75 MB).
+    // 32 MB of buffer, and the messages in flight when reading paused (each 3.1 MB).
     expect(peak).toBeLessThan(48 * 1024 * 1024);
     expect(peak).toBeGreaterThan(0);
   }, 180_000);

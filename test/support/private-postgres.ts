@@ -1,0 +1,80 @@
+import { execFile } from 'node:child_process';
+import { chmodSync, chownSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+const BIN = process.env.PG_BIN_DIR ?? '/usr/lib/postgresql/15/bin';
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as { port: number }).port;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/**
+ * A PostgreSQL server of a test's own, in a temporary folder, that the test may crash
+ * (`pg_ctl stop -m immediate`) without touching the machine's server that other tests use. Its
+ * WAL writer waits 10 s between flushes, so that asynchronous commits are still in memory when it
+ * is crashed, as after a power cut or a failover to an asynchronous replica.
+ */
+export class PrivatePostgres {
+  private constructor(
+    private readonly dir: string,
+    readonly port: number,
+    private readonly asUser: string[],
+  ) {}
+
+  /** undefined where initdb is not installed (PG_BIN_DIR), or cannot run here. */
+  static async start(): Promise<PrivatePostgres | undefined> {
+    if (!existsSync(join(BIN, 'initdb'))) return undefined;
+    const root = process.getuid?.() === 0;
+    const asUser = root ? ['runuser', '-u', 'postgres', '--'] : [];
+    const dir = mkdtempSync(join(tmpdir(), 'private-pg-'));
+    if (root) {
+      // Root cannot run a PostgreSQL server: the Debian package's postgres user does.
+      const ids = await Promise.all(['-u', '-g'].map(async (flag) => Number((await run('id', [flag, 'postgres'])).stdout.trim())));
+      chmodSync(dir, 0o700);
+      chownSync(dir, ids[0]!, ids[1]!);
+    }
+    const pg = new PrivatePostgres(dir, await freePort(), asUser);
+    await pg.exec('initdb', ['-D', join(dir, 'data'), '-A', 'trust', '-U', 'postgres', '--no-sync']);
+    await pg.up();
+    return pg;
+  }
+
+  get url(): string {
+    return `postgres://postgres@127.0.0.1:${this.port}/postgres`;
+  }
+
+  private exec(tool: string, args: string[]): Promise<unknown> {
+    const [cmd, ...rest] = [...this.asUser, join(BIN, tool), ...args];
+    return run(cmd!, rest, { timeout: 60_000 });
+  }
+
+  async up(): Promise<void> {
+    const options = [
+      `-p ${this.port}`,
+      `-k ${this.dir}`,
+      '-c listen_addresses=127.0.0.1',
+      '-c wal_writer_delay=10000ms',
+      '-c wal_writer_flush_after=1GB',
+      '-c wal_buffers=64MB',
+    ].join(' ');
+    await this.exec('pg_ctl', ['-D', join(this.dir, 'data'), '-o', options, '-l', join(this.dir, 'log'), '-w', 'start']);
+  }
+
+  /** SIGQUIT to the server: what its WAL buffers held is lost, as in a crash. */
+  async crash(): Promise<void> {
+    await this.exec('pg_ctl', ['-D', join(this.dir, 'data'), '-m', 'immediate', 'stop']);
+  }
+
+  async stop(): Promise<void> {
+    await this.exec('pg_ctl', ['-D', join(this.dir, 'data'), '-m', 'fast', 'stop']).catch(() => {});
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
