@@ -82,6 +82,19 @@ export function webhookIdOf(entry: { properties: MessageProperties }): string | 
   return typeof id === 'string' && id.length > 0 ? id : undefined;
 }
 
+/**
+ * What a failure entry is known by across deletions of the stream: its x-failure-id, or for an
+ * entry written before failure ids, its failure time with its offset (a stream declared again
+ * starts its offsets over, but not at the same millisecond). Undefined when it carries neither.
+ */
+export function failureIdOf(entry: { properties: MessageProperties }, offset: number): string | undefined {
+  const headers = entry.properties.headers;
+  const id = headers?.[HEADERS.failureId];
+  if (typeof id === 'string' && id.length > 0 && id.length <= 200) return id;
+  const failedAt = headers?.[HEADERS.failedAt];
+  return typeof failedAt === 'string' && failedAt.length > 0 && failedAt.length <= 40 ? `${failedAt}#${offset}` : undefined;
+}
+
 /** The event name a failure entry carries; undefined for an entry written without it. */
 export function eventOf(entry: { properties: MessageProperties }): string | undefined {
   const event = entry.properties.headers?.[HEADERS.event];

@@ -68,8 +68,11 @@ interface Body {
 }
 
 const DAY_MS = 86_400_000;
-/** Wait keys of resent webhooks (the dispatcher's `resend:<offset>`). */
-const RESEND_KEY = 'resend:';
+/**
+ * Prefix of the wait keys of resent webhooks: `resend:<x-failure-id>` of the entry resent (or
+ * `resend:<offset>` on a copy resent before failure entries had ids).
+ */
+export const RESEND_KEY = 'resend:';
 /** After an arrival the journal did not confirm, how long copies are delivered without asking it. */
 const JOURNAL_DOWN_MS = 15_000;
 /** Recovered copies published at once: a tier that failed wholesale comes back in seconds, not minutes. */
