@@ -30,7 +30,18 @@ export function failureKeysOf(headers: Record<string, unknown> | undefined): { m
 
 const resolutionSchema = z.object({
   merchantId: z.string(),
-  resolved: z.array(z.object({ offset: z.number().int().nonnegative(), references: z.array(z.string()) })),
+  resolved: z.array(
+    z.object({
+      offset: z.number().int().nonnegative(),
+      references: z.array(z.string()),
+      /**
+       * The webhook-id of the entry resolved. A resolution can land in a stream declared again
+       * after a deletion, whose offsets started over; a reader resolves an entry only if it is of
+       * this webhook. Absent in resolutions written before it was added: those go by offset alone.
+       */
+      webhookId: z.string().optional(),
+    }),
+  ),
 });
 
 export type Resolution = z.infer<typeof resolutionSchema>;

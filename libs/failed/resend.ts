@@ -143,7 +143,10 @@ export class ResendService {
             continue;
           }
           const references = failureKeysOf(entry.properties.headers)?.references ?? [reference];
-          const resolution: Resolution = { merchantId, resolved: group.offsets.map((offset) => ({ offset, references })) };
+          // Every entry of the group is of this webhook: a reader of a stream declared again since
+          // resolves only that webhook's entries at these offsets.
+          const webhookId = webhookIdOf(entry);
+          const resolution: Resolution = { merchantId, resolved: group.offsets.map((offset) => ({ offset, references, ...(webhookId ? { webhookId } : {}) })) };
           try {
             await this.republish(claim.claimId, entry, offset, resolution, reference);
           } catch (err) {

@@ -40,7 +40,7 @@ async function appendFiller(test: TestBroker, stream: string): Promise<number> {
  * Issue 28, finding 2. Deleting `failed` (the README's way to empty it) starts its offsets again
  * at 0, so a failure after the deletion can sit at the offset of one resent before it. The resend
  * of the new one must still be delivered: the dispatcher must not take it for another copy of the
- * old resend.
+ * old resend, and no resolution meant for the old entry may resolve the new one.
  */
 describe('a resend after the failed stream was deleted and declared again', () => {
   let mode: 'fail' | 'ok' = 'fail';
@@ -114,5 +114,28 @@ describe('a resend after the failed stream was deleted and declared again', () =
     expect(await resend(second.reference)).toBe(200);
     await waitFor('second resend delivered to the merchant', () => deliveriesOf(second.messageId) === 2, 15_000);
     expect(harness.dispatcher.stats.superseded).toBe(0);
+  }, 90_000);
+
+  it('stays resendable when a copy resent from the deleted stream reaches the dispatcher afterwards', async () => {
+    const { first, second } = await failAtTheSameOffsetAfterADeletion();
+    mode = 'ok';
+    // A copy of the first webhook resent before the deletion and still in dispatch: the dispatcher
+    // writes its resolution (offset of the old entry) to the new stream before delivering it.
+    await harness.test.publishRaw(harness.names.dispatch, Buffer.from(JSON.stringify(first.message)), {
+      messageId: first.messageId,
+      contentType: 'application/json',
+      headers: {
+        [HEADERS.merchantId]: merchant.id,
+        [HEADERS.webhookId]: first.messageId,
+        [HEADERS.resentAt]: new Date().toISOString(),
+        [HEADERS.resentFromOffset]: first.offset,
+        [HEADERS.resentFromId]: randomUUID(),
+        [HEADERS.copyId]: randomUUID(),
+      },
+    });
+    await waitFor('the late copy delivered', () => deliveriesOf(first.messageId) === 3, 10_000);
+    // The resend's claim lands after that resolution: it is decided with the resolution applied.
+    expect(await resend(second.reference)).toBe(200);
+    await waitFor('second resend delivered to the merchant', () => deliveriesOf(second.messageId) === 2, 15_000);
   }, 90_000);
 });
