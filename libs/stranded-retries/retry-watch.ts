@@ -68,6 +68,31 @@ interface Body {
 }
 
 const DAY_MS = 86_400_000;
+
+/**
+ * A wait's x-body-offset names an entry that does not hold its webhook's body. Offsets are no
+ * identity: a journal deleted and declared again starts them over, and a move journaled by a
+ * dispatcher that had not seen the deletion yet points into the old journal. Recovering from it
+ * would send another webhook's body under this one's id.
+ */
+export class BodyOfAnotherWebhookError extends Error {
+  constructor(readonly bodyOffset: number) {
+    super(`the journal entry at ${bodyOffset} holds another webhook's body`);
+    this.name = 'BodyOfAnotherWebhookError';
+  }
+}
+
+/** A scheduled entry of the same webhook, with its body. */
+function holdsBodyOf(body: ConsumeMessage, entry: ConsumeMessage): boolean {
+  const headers = body.properties.headers ?? {};
+  const webhookId = entry.properties.headers?.[HEADERS.webhookId];
+  return (
+    headers[HEADERS.entryType] === JOURNAL_ENTRY_TYPES.scheduled &&
+    headers[HEADERS.bodyOffset] === undefined &&
+    typeof webhookId === 'string' &&
+    headers[HEADERS.webhookId] === webhookId
+  );
+}
 /**
  * Prefix of the wait keys of resent webhooks: `resend:<x-failure-id>` of the entry resent (or
  * `resend:<offset>` on a copy resent before failure entries had ids).
@@ -94,7 +119,7 @@ const LATE_BACKOFF_MS = [2_000, 5_000, 10_000, 30_000];
  * the journal (`arrive`). Every time is read on this process's own monotonic clock.
  */
 export class RetryWatch {
-  readonly stats = { recovered: 0, unconfirmedArrivals: 0, snapshots: 0, recordedLate: 0, unrecorded: 0 };
+  readonly stats = { recovered: 0, unconfirmedArrivals: 0, snapshots: 0, recordedLate: 0, unrecorded: 0, unrecoverable: 0 };
   /** Waits the journal has not taken yet, appended again in the background (keepScheduling). */
   private readonly late = new Set<string>();
   private readonly waiting = new Map<string, Waiting>();
@@ -484,6 +509,7 @@ export class RetryWatch {
     const body = entries.get(wait.bodyOffset);
     try {
       if (!entry || !body) throw new Error('its journal entry was not read (expired, or not reached in time)');
+      if (body !== entry && !holdsBodyOf(body, entry)) throw new BodyOfAnotherWebhookError(wait.bodyOffset);
       const { properties } = entry;
       await publishCopy(this.broker, this.options.dispatch, { content: body.content, properties }, recoveredCopy(properties.headers ?? {}, claimId, randomUUID()), 10_000);
       this.stats.recovered++;
@@ -495,6 +521,13 @@ export class RetryWatch {
         webhookId: properties.headers?.[HEADERS.webhookId],
       });
     } catch (err) {
+      if (err instanceof BodyOfAnotherWebhookError) {
+        // No later check can do better: the body it needs is not in this journal.
+        this.waiting.delete(scheduleId);
+        this.stats.unrecoverable++;
+        this.logger.warn('stranded retry cannot be recovered: its body pointer names another webhook', { queue: wait.queue, scheduleId, webhookId: wait.webhookId, bodyOffset: wait.bodyOffset });
+        return;
+      }
       // The claim's lease runs out and the next check takes it over.
       this.logger.warn('stranded retry not recovered; trying again after the claim lease', { queue: wait.queue, scheduleId, error: (err as Error).message });
     }
