@@ -6,7 +6,7 @@ import { EntryExpiredError, readEntriesAt, readEntryAt } from '../failed/reader.
 import type { Logger } from '../logger/index.js';
 import { ReadBacks, StreamTail } from '../streams/index.js';
 import { appendArrived, appendRecoveryClaim, appendScheduled, recoveredCopy, type ScheduledRetry } from './journal.js';
-import { appendSnapshot, readLatestSnapshot, type WatchSnapshot } from './snapshot.js';
+import { appendSnapshot, entryIdentity, readLatestSnapshot, type WatchSnapshot } from './snapshot.js';
 
 export interface RetryWatchOptions {
   /** The dispatch queue, where a recovered message goes back. */
@@ -136,6 +136,8 @@ export class RetryWatch {
   private stopped = false;
   private readonly clock: () => number;
   private lastOffset = -1;
+  /** entryIdentity of the entry at lastOffset, so a snapshot names which journal it covers. */
+  private lastEntry?: string;
   private appliedSinceSnapshot = 0;
   private lastSnapshotAt: number;
   private lastPruneAt = 0;
@@ -170,6 +172,7 @@ export class RetryWatch {
         this.arrivals.clear();
         this.bodies.clear();
         this.lastOffset = -1;
+        this.lastEntry = undefined;
         this.appliedSinceSnapshot = 0;
       },
     });
@@ -328,6 +331,7 @@ export class RetryWatch {
 
   private apply(message: ConsumeMessage, offset: number): void {
     this.lastOffset = offset;
+    this.lastEntry = entryIdentity(message.properties.headers);
     this.appliedSinceSnapshot++;
     const headers = message.properties.headers ?? {};
     const key = headers[HEADERS.scheduleId];
@@ -567,10 +571,11 @@ export class RetryWatch {
       return undefined;
     }
     if (!snapshot) return undefined;
-    if (!(await this.journalHolds(snapshot.covers))) {
+    if (!(await this.journalHolds(snapshot.covers, snapshot.coversEntry))) {
       // The journal was deleted and declared again (or it cannot be read now): its offsets start
-      // over, and a tail started past its end would never catch up. Read it all instead.
-      this.logger.warn('retry watch snapshot ignored: the journal has no entry at the offset it covers', { covers: snapshot.covers });
+      // over, and a tail started past its end would never catch up, or, once the new journal has
+      // grown past it, would skip its start and restore waits of the old one. Read it all instead.
+      this.logger.warn('retry watch snapshot ignored: the journal does not hold the entry it covers', { covers: snapshot.covers });
       return undefined;
     }
     const now = this.clock();
@@ -582,15 +587,19 @@ export class RetryWatch {
     for (const [key, copyId, agoMs, recovered] of snapshot.arrivals) this.arrivals.set(key, { copyId, at: now - agoMs, recovered });
     for (const [webhookId, offset, agoMs] of snapshot.bodies) this.bodies.set(webhookId, { offset, readAt: now - agoMs, usedAt: now });
     this.lastOffset = snapshot.covers;
+    this.lastEntry = snapshot.coversEntry;
     this.logger.info('retry watch restored from a snapshot', { covers: snapshot.covers, waiting: this.waiting.size });
     return snapshot;
   }
 
-  /** True when the entry at `offset` is in the journal, or was there and retention removed it. */
-  private async journalHolds(offset: number): Promise<boolean> {
+  /**
+   * True when the entry at `offset` is in the journal (the same entry, when the snapshot says
+   * which), or was there and retention removed it.
+   */
+  private async journalHolds(offset: number, identity: string | undefined): Promise<boolean> {
     try {
-      await readEntryAt(this.broker, this.stream, offset, 3_000);
-      return true;
+      const entry = await readEntryAt(this.broker, this.stream, offset, 3_000);
+      return identity === undefined || entryIdentity(entry.properties.headers) === identity;
     } catch (err) {
       return err instanceof EntryExpiredError;
     }
@@ -613,6 +622,7 @@ export class RetryWatch {
     const snapshot: WatchSnapshot = {
       v: 1,
       covers: this.lastOffset,
+      ...(this.lastEntry === undefined ? {} : { coversEntry: this.lastEntry }),
       waits: [...this.waiting].map(([id, w]) => [
         id,
         w.offset,
