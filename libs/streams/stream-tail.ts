@@ -221,8 +221,9 @@ export class StreamTail {
       } else {
         const landedAt = await landCheckpoint(this.broker, this.stream, id, deadlineMs);
         const before = this.appliedBeforeDrop;
-        this.appliedBeforeDrop = undefined;
         const replaced = landedAt < resumedAt || (before !== undefined && !(await stillHolds(this.broker, this.stream, before, deadlineMs)));
+        // Kept when the read failed (thrown above): the retried checkpoint checks it again.
+        if (this.appliedBeforeDrop === before) this.appliedBeforeDrop = undefined;
         if (replaced && !this.stopped && this.checkpointId === id) {
           await this.restart();
           return void (await this.appendCheckpoint());
