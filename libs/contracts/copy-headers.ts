@@ -30,12 +30,14 @@ export const BOOKKEEPING_HEADERS: ReadonlySet<string> = new Set([
   HEADERS.entryType,
   HEADERS.resentAt,
   HEADERS.resentFromOffset,
+  HEADERS.resentFromId,
+  HEADERS.failureId,
   HEADERS.resolvedOffsets,
   HEADERS.checkpointId,
   HEADERS.streamOffset,
 ]);
 
-/** What a resend starts over: the webhook's schedule, its attempts and where its failure entry was. */
+/** What a resend starts over: the webhook's schedule, its attempts, and its failure entry's place and id (the resender names the entry in headers of its own). */
 export const RESET_ON_RESEND: ReadonlySet<string> = new Set([
   HEADERS.attempts,
   HEADERS.deferrals,
@@ -45,6 +47,7 @@ export const RESET_ON_RESEND: ReadonlySet<string> = new Set([
   HEADERS.lastAttemptAt,
   HEADERS.failedAt,
   HEADERS.failedReason,
+  HEADERS.failureId,
   HEADERS.entryType,
   HEADERS.streamOffset,
 ]);

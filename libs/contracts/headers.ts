@@ -33,7 +33,12 @@ export const HEADERS = {
   /** A resend's claim on failure entries; the first claim in stream order wins them. */
   claimId: 'x-claim-id',
   resentAt: 'x-resent-at',
+  /** Where in `failed` the entry a resend came from sits: read it there, never know it by it (offsets start over when the stream is deleted). */
   resentFromOffset: 'x-resent-from-offset',
+  /** A failure entry's own id, random per failure: what a resend of it is known by, whatever offset it sits at. */
+  failureId: 'x-failure-id',
+  /** On a resent copy: the x-failure-id of the entry it was resent from, its wait's key in the retries journal. */
+  resentFromId: 'x-resent-from-id',
   /** One wait in a retry tier: the key of its entries in the retries journal. */
   scheduleId: 'x-schedule-id',
   /** When that wait ends (epoch ms): the tier's TTL from the move. */

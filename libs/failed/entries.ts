@@ -30,7 +30,18 @@ export function failureKeysOf(headers: Record<string, unknown> | undefined): { m
 
 const resolutionSchema = z.object({
   merchantId: z.string(),
-  resolved: z.array(z.object({ offset: z.number().int().nonnegative(), references: z.array(z.string()) })),
+  resolved: z.array(
+    z.object({
+      offset: z.number().int().nonnegative(),
+      references: z.array(z.string()),
+      /**
+       * The webhook-id of the entry resolved. A resolution can land in a stream declared again
+       * after a deletion, whose offsets started over; a reader resolves an entry only if it is of
+       * this webhook. Absent in resolutions written before it was added: those go by offset alone.
+       */
+      webhookId: z.string().optional(),
+    }),
+  ),
 });
 
 export type Resolution = z.infer<typeof resolutionSchema>;
@@ -80,6 +91,19 @@ export function decodeClaim(content: Buffer): Claim | undefined {
 export function webhookIdOf(entry: { properties: MessageProperties }): string | undefined {
   const id = entry.properties.headers?.[HEADERS.webhookId] ?? entry.properties.messageId;
   return typeof id === 'string' && id.length > 0 ? id : undefined;
+}
+
+/**
+ * What a failure entry is known by across deletions of the stream: its x-failure-id, or for an
+ * entry written before failure ids, its failure time with its offset (a stream declared again
+ * starts its offsets over, but not at the same millisecond). Undefined when it carries neither.
+ */
+export function failureIdOf(entry: { properties: MessageProperties }, offset: number): string | undefined {
+  const headers = entry.properties.headers;
+  const id = headers?.[HEADERS.failureId];
+  if (typeof id === 'string' && id.length > 0 && id.length <= 200) return id;
+  const failedAt = headers?.[HEADERS.failedAt];
+  return typeof failedAt === 'string' && failedAt.length > 0 && failedAt.length <= 40 ? `${failedAt}#${offset}` : undefined;
 }
 
 /** The event name a failure entry carries; undefined for an entry written without it. */

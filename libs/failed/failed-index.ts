@@ -149,9 +149,16 @@ export class FailedIndex {
     return { claimId: held.id, remainingMs: Math.max(0, this.claimLeaseMs - (this.monotonic() - held.seenAt)) };
   }
 
-  /** Applies a resolution at once on this instance; the stream brings it to the others. */
+  /**
+   * Applies a resolution at once on this instance; the stream brings it to the others. An item
+   * naming a webhook resolves the entry at its offset only if it is of that webhook: one written
+   * for an entry of a deleted stream (a resent copy the dispatcher handled after the deletion)
+   * must not resolve another webhook that now sits at that offset.
+   */
   resolve(resolution: Resolution): void {
-    for (const { offset, references } of resolution.resolved) {
+    for (const { offset, references, webhookId } of resolution.resolved) {
+      const hash = this.hashes.get(offset);
+      if (webhookId !== undefined && hash !== undefined && hash !== hashOf(webhookId)) continue;
       this.removeFailure(offset, references.map((reference) => keyOf(resolution.merchantId, reference)));
     }
   }

@@ -4,7 +4,7 @@ import { copyHeaders, HEADERS, type ScalarHeaders } from '../contracts/index.js'
 import type { Logger } from '../logger/index.js';
 import { type TopologyNames, topologyNames } from '../topology/index.js';
 import { appendClaim, appendResolution } from './append.js';
-import { type Claim, eventOf, failureKeysOf, type Resolution, webhookIdOf } from './entries.js';
+import { type Claim, eventOf, failureIdOf, failureKeysOf, type Resolution, webhookIdOf } from './entries.js';
 import type { SpooledEntry } from './entry-spool.js';
 import type { FailedIndex } from './failed-index.js';
 import { EntryExpiredError, readEntryAt } from './reader.js';
@@ -143,7 +143,10 @@ export class ResendService {
             continue;
           }
           const references = failureKeysOf(entry.properties.headers)?.references ?? [reference];
-          const resolution: Resolution = { merchantId, resolved: group.offsets.map((offset) => ({ offset, references })) };
+          // Every entry of the group is of this webhook: a reader of a stream declared again since
+          // resolves only that webhook's entries at these offsets.
+          const webhookId = webhookIdOf(entry);
+          const resolution: Resolution = { merchantId, resolved: group.offsets.map((offset) => ({ offset, references, ...(webhookId ? { webhookId } : {}) })) };
           try {
             await this.republish(claim.claimId, entry, offset, resolution, reference);
           } catch (err) {
@@ -309,6 +312,10 @@ export class ResendService {
     const headers: ScalarHeaders = copyHeaders(entry.properties.headers, { from: 'failure-entry' });
     headers[HEADERS.resentAt] = this.now().toISOString();
     headers[HEADERS.resentFromOffset] = offset;
+    // The copy's key in the retries journal: the entry's own id, since after a deletion of `failed`
+    // another entry can sit at the same offset, and its resend would be taken for this one's twin.
+    const failureId = failureIdOf(entry, offset);
+    if (failureId !== undefined) headers[HEADERS.resentFromId] = failureId;
     // The dispatcher delivers the first copy of a resent entry it sees and drops any other copy id.
     headers[HEADERS.copyId] = randomUUID();
     if (!this.broker.isConnected) throw new BrokerUnavailableError('not connected to RabbitMQ; nothing was resent');

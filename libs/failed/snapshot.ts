@@ -94,9 +94,10 @@ function apply(
       return false;
     }
     case ENTRY_TYPES.resolution: {
-      for (const { offset: resolved } of decodeResolution(message.content)?.resolved ?? []) {
+      for (const { offset: resolved, webhookId } of decodeResolution(message.content)?.resolved ?? []) {
         const record = records.get(resolved);
-        if (record) record.resolved = true;
+        // Another webhook at that offset: the resolution was written for an entry of a deleted stream.
+        if (record && (webhookId === undefined || record.webhookId === undefined || record.webhookId === webhookId)) record.resolved = true;
       }
       return false;
     }

@@ -6,7 +6,7 @@ import { EntryExpiredError, readEntriesAt, readEntryAt } from '../failed/reader.
 import type { Logger } from '../logger/index.js';
 import { ReadBacks, StreamTail } from '../streams/index.js';
 import { appendArrived, appendRecoveryClaim, appendScheduled, recoveredCopy, type ScheduledRetry } from './journal.js';
-import { appendSnapshot, readLatestSnapshot, type WatchSnapshot } from './snapshot.js';
+import { appendSnapshot, entryIdentity, readLatestSnapshot, type WatchSnapshot } from './snapshot.js';
 
 export interface RetryWatchOptions {
   /** The dispatch queue, where a recovered message goes back. */
@@ -68,8 +68,36 @@ interface Body {
 }
 
 const DAY_MS = 86_400_000;
-/** Wait keys of resent webhooks (the dispatcher's `resend:<offset>`). */
-const RESEND_KEY = 'resend:';
+
+/**
+ * A wait's x-body-offset names an entry that does not hold its webhook's body. Offsets are no
+ * identity: a journal deleted and declared again starts them over, and a move journaled by a
+ * dispatcher that had not seen the deletion yet points into the old journal. Recovering from it
+ * would send another webhook's body under this one's id.
+ */
+export class BodyOfAnotherWebhookError extends Error {
+  constructor(readonly bodyOffset: number) {
+    super(`the journal entry at ${bodyOffset} holds another webhook's body`);
+    this.name = 'BodyOfAnotherWebhookError';
+  }
+}
+
+/** A scheduled entry of the same webhook, with its body. */
+function holdsBodyOf(body: ConsumeMessage, entry: ConsumeMessage): boolean {
+  const headers = body.properties.headers ?? {};
+  const webhookId = entry.properties.headers?.[HEADERS.webhookId];
+  return (
+    headers[HEADERS.entryType] === JOURNAL_ENTRY_TYPES.scheduled &&
+    headers[HEADERS.bodyOffset] === undefined &&
+    typeof webhookId === 'string' &&
+    headers[HEADERS.webhookId] === webhookId
+  );
+}
+/**
+ * Prefix of the wait keys of resent webhooks: `resend:<x-failure-id>` of the entry resent (or
+ * `resend:<offset>` on a copy resent before failure entries had ids).
+ */
+export const RESEND_KEY = 'resend:';
 /** After an arrival the journal did not confirm, how long copies are delivered without asking it. */
 const JOURNAL_DOWN_MS = 15_000;
 /** Recovered copies published at once: a tier that failed wholesale comes back in seconds, not minutes. */
@@ -91,7 +119,7 @@ const LATE_BACKOFF_MS = [2_000, 5_000, 10_000, 30_000];
  * the journal (`arrive`). Every time is read on this process's own monotonic clock.
  */
 export class RetryWatch {
-  readonly stats = { recovered: 0, unconfirmedArrivals: 0, snapshots: 0, recordedLate: 0, unrecorded: 0 };
+  readonly stats = { recovered: 0, unconfirmedArrivals: 0, snapshots: 0, recordedLate: 0, unrecorded: 0, unrecoverable: 0 };
   /** Waits the journal has not taken yet, appended again in the background (keepScheduling). */
   private readonly late = new Set<string>();
   private readonly waiting = new Map<string, Waiting>();
@@ -108,6 +136,8 @@ export class RetryWatch {
   private stopped = false;
   private readonly clock: () => number;
   private lastOffset = -1;
+  /** entryIdentity of the entry at lastOffset, so a snapshot names which journal it covers. */
+  private lastEntry?: string;
   private appliedSinceSnapshot = 0;
   private lastSnapshotAt: number;
   private lastPruneAt = 0;
@@ -142,6 +172,7 @@ export class RetryWatch {
         this.arrivals.clear();
         this.bodies.clear();
         this.lastOffset = -1;
+        this.lastEntry = undefined;
         this.appliedSinceSnapshot = 0;
       },
     });
@@ -300,6 +331,7 @@ export class RetryWatch {
 
   private apply(message: ConsumeMessage, offset: number): void {
     this.lastOffset = offset;
+    this.lastEntry = entryIdentity(message.properties.headers);
     this.appliedSinceSnapshot++;
     const headers = message.properties.headers ?? {};
     const key = headers[HEADERS.scheduleId];
@@ -481,6 +513,7 @@ export class RetryWatch {
     const body = entries.get(wait.bodyOffset);
     try {
       if (!entry || !body) throw new Error('its journal entry was not read (expired, or not reached in time)');
+      if (body !== entry && !holdsBodyOf(body, entry)) throw new BodyOfAnotherWebhookError(wait.bodyOffset);
       const { properties } = entry;
       await publishCopy(this.broker, this.options.dispatch, { content: body.content, properties }, recoveredCopy(properties.headers ?? {}, claimId, randomUUID()), 10_000);
       this.stats.recovered++;
@@ -492,6 +525,13 @@ export class RetryWatch {
         webhookId: properties.headers?.[HEADERS.webhookId],
       });
     } catch (err) {
+      if (err instanceof BodyOfAnotherWebhookError) {
+        // No later check can do better: the body it needs is not in this journal.
+        this.waiting.delete(scheduleId);
+        this.stats.unrecoverable++;
+        this.logger.warn('stranded retry cannot be recovered: its body pointer names another webhook', { queue: wait.queue, scheduleId, webhookId: wait.webhookId, bodyOffset: wait.bodyOffset });
+        return;
+      }
       // The claim's lease runs out and the next check takes it over.
       this.logger.warn('stranded retry not recovered; trying again after the claim lease', { queue: wait.queue, scheduleId, error: (err as Error).message });
     }
@@ -531,10 +571,11 @@ export class RetryWatch {
       return undefined;
     }
     if (!snapshot) return undefined;
-    if (!(await this.journalHolds(snapshot.covers))) {
+    if (!(await this.journalHolds(snapshot.covers, snapshot.coversEntry))) {
       // The journal was deleted and declared again (or it cannot be read now): its offsets start
-      // over, and a tail started past its end would never catch up. Read it all instead.
-      this.logger.warn('retry watch snapshot ignored: the journal has no entry at the offset it covers', { covers: snapshot.covers });
+      // over, and a tail started past its end would never catch up, or, once the new journal has
+      // grown past it, would skip its start and restore waits of the old one. Read it all instead.
+      this.logger.warn('retry watch snapshot ignored: the journal does not hold the entry it covers', { covers: snapshot.covers });
       return undefined;
     }
     const now = this.clock();
@@ -546,15 +587,19 @@ export class RetryWatch {
     for (const [key, copyId, agoMs, recovered] of snapshot.arrivals) this.arrivals.set(key, { copyId, at: now - agoMs, recovered });
     for (const [webhookId, offset, agoMs] of snapshot.bodies) this.bodies.set(webhookId, { offset, readAt: now - agoMs, usedAt: now });
     this.lastOffset = snapshot.covers;
+    this.lastEntry = snapshot.coversEntry;
     this.logger.info('retry watch restored from a snapshot', { covers: snapshot.covers, waiting: this.waiting.size });
     return snapshot;
   }
 
-  /** True when the entry at `offset` is in the journal, or was there and retention removed it. */
-  private async journalHolds(offset: number): Promise<boolean> {
+  /**
+   * True when the entry at `offset` is in the journal (the same entry, when the snapshot says
+   * which), or was there and retention removed it.
+   */
+  private async journalHolds(offset: number, identity: string | undefined): Promise<boolean> {
     try {
-      await readEntryAt(this.broker, this.stream, offset, 3_000);
-      return true;
+      const entry = await readEntryAt(this.broker, this.stream, offset, 3_000);
+      return identity === undefined || entryIdentity(entry.properties.headers) === identity;
     } catch (err) {
       return err instanceof EntryExpiredError;
     }
@@ -577,6 +622,7 @@ export class RetryWatch {
     const snapshot: WatchSnapshot = {
       v: 1,
       covers: this.lastOffset,
+      ...(this.lastEntry === undefined ? {} : { coversEntry: this.lastEntry }),
       waits: [...this.waiting].map(([id, w]) => [
         id,
         w.offset,

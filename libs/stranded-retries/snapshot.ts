@@ -12,12 +12,28 @@ export interface WatchSnapshot {
   v: 1;
   /** The last journal offset the state includes. */
   covers: number;
+  /**
+   * What the entry at `covers` is (entryIdentity): an offset alone does not say which journal it
+   * is of, since a journal deleted and declared again starts its offsets over. Absent in snapshots
+   * written before it was added.
+   */
+  coversEntry?: string;
   /** [scheduleId, entry offset, body offset, webhookId, queue, due in ms, claimId, claim read ms ago] */
   waits: Array<[string, number, number, string | null, string, number, string | null, number | null]>;
   /** [wait key, winning copy id, read ms ago, recovered] */
   arrivals: Array<[string, string, number, boolean]>;
   /** [webhookId, offset of the entry holding its body, read ms ago] */
   bodies: Array<[string, number, number]>;
+}
+
+/**
+ * A journal entry told apart from any other by the ids it carries (a wait's schedule id, a copy
+ * id, an arrival's or a claim's id, all random), so that a snapshot can tell whether the entry at
+ * its offset is still the one it covered.
+ */
+export function entryIdentity(headers: Record<string, unknown> | undefined): string {
+  const h = headers ?? {};
+  return JSON.stringify([h[HEADERS.entryType] ?? null, h[HEADERS.scheduleId] ?? null, h[HEADERS.copyId] ?? null, h[HEADERS.claimId] ?? null]);
 }
 
 export function appendSnapshot(broker: BrokerConnection, stream: string, snapshot: WatchSnapshot, deadlineMs: number): Promise<void> {

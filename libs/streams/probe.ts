@@ -1,4 +1,6 @@
+import type { ConsumeMessage } from 'amqplib';
 import { type BrokerConnection, BrokerUnavailableError } from '../broker/index.js';
+import { HEADERS } from '../contracts/index.js';
 import { appendCheckpoint, isCheckpoint, offsetOf } from './entries.js';
 
 /**
@@ -31,5 +33,49 @@ export async function landCheckpoint(broker: BrokerConnection, stream: string, i
   } finally {
     clearTimeout(timer);
     await reader.close();
+  }
+}
+
+/**
+ * Whether the stream still holds `entry` at its offset: false when another entry is there (the
+ * stream was deleted and declared again, and written past that offset since). Retention removing
+ * it, or no answer in time, cannot tell: true, so a slow broker never makes a reader start over.
+ */
+export async function stillHolds(broker: BrokerConnection, stream: string, entry: ConsumeMessage, timeoutMs: number): Promise<boolean> {
+  const offset = offsetOf(entry.properties.headers);
+  if (offset === undefined) return true;
+  let settle!: (holds: boolean) => void;
+  const answer = new Promise<boolean>((resolve) => {
+    settle = resolve;
+  });
+  const reader = await broker.openReader(stream, {
+    prefetch: 10,
+    arguments: { 'x-stream-offset': offset },
+    onMessage: (message) => {
+      if (!message) return settle(true);
+      const at = offsetOf(message.properties.headers);
+      if (at === undefined || at < offset) return;
+      settle(at > offset || sameEntry(message, entry));
+    },
+    onClose: () => settle(true),
+  });
+  const timer = setTimeout(() => settle(true), timeoutMs);
+  try {
+    return await answer;
+  } finally {
+    clearTimeout(timer);
+    await reader.close();
+  }
+}
+
+/** Same body and same headers, but for the offset the broker adds to each delivery. */
+function sameEntry(a: ConsumeMessage, b: ConsumeMessage): boolean {
+  if (!a.content.equals(b.content)) return false;
+  const { [HEADERS.streamOffset]: _a, ...left } = a.properties.headers ?? {};
+  const { [HEADERS.streamOffset]: _b, ...right } = b.properties.headers ?? {};
+  try {
+    return JSON.stringify(left) === JSON.stringify(right);
+  } catch {
+    return true; // a header JSON cannot write (a 64-bit integer): cannot tell
   }
 }

@@ -4,7 +4,7 @@ import { type BrokerConnection, BrokerUnavailableError, type Consumer, type Deli
 import { HEADERS } from '../contracts/index.js';
 import type { Logger } from '../logger/index.js';
 import { appendCheckpoint, CHECKPOINT, isCheckpoint, offsetOf } from './entries.js';
-import { landCheckpoint } from './probe.js';
+import { landCheckpoint, stillHolds } from './probe.js';
 
 export interface StreamTailOptions {
   prefetch: number;
@@ -64,7 +64,16 @@ export class StreamTail {
   private readonly onConnected = () => void this.appendCheckpoint();
   private readonly onDisconnected = () => {
     this.caughtUp = false;
+    // Checked on the reconnect: the consumer resumes before it, and may read past it.
+    this.appliedBeforeDrop ??= this.lastApplied;
   };
+  /**
+   * The last entry applied, and the one applied before the connection dropped: on the reconnect
+   * the stream must still hold it at its offset, or it is a new stream (deleted and declared again)
+   * that has grown past where this tail stopped, which the checkpoint's offset alone cannot tell.
+   */
+  private lastApplied?: ConsumeMessage;
+  private appliedBeforeDrop?: ConsumeMessage;
 
   constructor(
     private readonly broker: BrokerConnection,
@@ -161,6 +170,8 @@ export class StreamTail {
     this.generation++;
     this.caughtUp = false;
     this.nextOffset = undefined;
+    this.lastApplied = undefined;
+    this.appliedBeforeDrop = undefined;
     const old = this.consumer;
     this.consumer = undefined;
     await old?.close();
@@ -209,7 +220,11 @@ export class StreamTail {
         await appendCheckpoint(this.broker, this.stream, id, deadlineMs);
       } else {
         const landedAt = await landCheckpoint(this.broker, this.stream, id, deadlineMs);
-        if (landedAt < resumedAt && !this.stopped && this.checkpointId === id) {
+        const before = this.appliedBeforeDrop;
+        const replaced = landedAt < resumedAt || (before !== undefined && !(await stillHolds(this.broker, this.stream, before, deadlineMs)));
+        // Kept when the read failed (thrown above): the retried checkpoint checks it again.
+        if (this.appliedBeforeDrop === before) this.appliedBeforeDrop = undefined;
+        if (replaced && !this.stopped && this.checkpointId === id) {
           await this.restart();
           return void (await this.appendCheckpoint());
         }
@@ -235,6 +250,7 @@ export class StreamTail {
     if (offset === undefined) return;
     if (this.nextOffset !== undefined && offset < this.nextOffset) return; // already applied before a reconnect
     this.nextOffset = offset + 1;
+    this.lastApplied = message;
     if (isCheckpoint(headers, this.checkpointId)) {
       if (this.caughtUp) return;
       this.caughtUp = true;

@@ -360,6 +360,44 @@ describe('the retry watch reading the journal', () => {
       await harness.test.channel.deleteQueue(snapshots).catch(() => {});
     }
   });
+
+  it('ignores a snapshot of a deleted journal once the journal declared again has grown past the offset it covers', async () => {
+    const journal = `${harness.prefix}.journal-grown`;
+    const snapshots = `${harness.prefix}.journal-grown.snapshots`;
+    const args = { 'x-queue-type': 'stream', 'x-max-age': '1D' };
+    const declare = async () => {
+      await harness.test.channel.assertQueue(journal, { durable: true, arguments: args });
+      await harness.test.channel.assertQueue(snapshots, { durable: true, arguments: args });
+    };
+    const wait = (scheduleId: string, queue: string) =>
+      appendScheduled(harness.broker, journal, { scheduleId, queue, dueAt: 0, content: Buffer.from('{}'), properties: { headers: {} } }, 5_000);
+    await declare();
+    try {
+      const options = { tierDelaysMs: { old: 300, new: 300 }, snapshots: { stream: snapshots } };
+      const other = () =>
+        new RetryWatch(harness.broker, journal, silentLogger(), { dispatch: harness.names.dispatch, overdueAfterMs: 1_000, checkEveryMs: 3_600_000, ...options });
+      const first = other();
+      watches.push(first);
+      await first.start();
+      for (let i = 0; i < 5; i++) await wait(`old-${i}`, 'old');
+      await waitFor('the first watch sees them', () => first.waitingByQueue().get('old') === 5, 5_000);
+      await first.writeSnapshot();
+      await first.stop();
+      // Deleted and declared again, and written to past the offset the snapshot covers before
+      // the next watch starts: an entry is there, but not the one the snapshot covered.
+      await harness.test.channel.deleteQueue(journal);
+      await declare();
+      for (let i = 0; i < 8; i++) await wait(`new-${i}`, 'new');
+      const again = other();
+      watches.push(again);
+      await again.start();
+      await again.waitUntilCaughtUp(10_000);
+      expect(Object.fromEntries(again.waitingByQueue())).toEqual({ new: 8 });
+    } finally {
+      await harness.test.channel.deleteQueue(journal).catch(() => {});
+      await harness.test.channel.deleteQueue(snapshots).catch(() => {});
+    }
+  });
 });
 
 /** Every entry of the journal so far: appends a marker and reads until it. */

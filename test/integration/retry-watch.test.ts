@@ -1,12 +1,31 @@
+import { randomUUID } from 'node:crypto';
 import type { GetMessage } from 'amqplib';
 import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
-import { RetryWatch } from '../../libs/stranded-retries/index.js';
+import { appendArrived, appendScheduled, RetryWatch } from '../../libs/stranded-retries/index.js';
 import { type Harness, startHarness, testMerchant } from '../support/harness.js';
 import { failOnceThenSucceed, Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
 const DELAY_MS = 3_000;
+
+/** The offset of the entry of a stream whose x-schedule-id is `key`. */
+async function offsetInStream(harness: Harness, stream: string, key: string): Promise<number> {
+  const ch = await harness.test.connection.createChannel();
+  await ch.prefetch(1_000);
+  let offset: number | undefined;
+  const { consumerTag } = await ch.consume(stream, (msg) => {
+    if (!msg) return;
+    if (msg.properties.headers?.[HEADERS.scheduleId] === key) offset = msg.properties.headers[HEADERS.streamOffset] as number;
+    ch.ack(msg);
+  }, { arguments: { 'x-stream-offset': 'first' } });
+  try {
+    return await waitFor(`${key} read from ${stream}`, () => offset, 10_000);
+  } finally {
+    await ch.cancel(consumerTag).catch(() => {});
+    await ch.close().catch(() => {});
+  }
+}
 const OVERDUE_AFTER_MS = 1_000;
 
 /**
@@ -123,6 +142,38 @@ describe('the retry watch', () => {
     } finally {
       for (const racer of racers) await racer.stop();
     }
+  });
+
+  it("does not recover a wait whose body pointer names another webhook's entry (an offset of a journal deleted since)", async () => {
+    const tier = harness.names.retry(0);
+    const journal = harness.names.retries;
+    const stamp = randomUUID();
+    const scheduled = (webhookId: string, bodyOffset?: number) => ({
+      scheduleId: `${webhookId}-wait`,
+      queue: tier,
+      dueAt: Date.now(),
+      content: Buffer.from(JSON.stringify(sampleEvent('payout', merchant.id))),
+      properties: { messageId: webhookId, contentType: 'application/json', headers: { [HEADERS.webhookId]: webhookId, [HEADERS.merchantId]: merchant.id, [HEADERS.attempts]: 1 } },
+      bodyOffset,
+    });
+    // Another webhook's wait, with its body; it has arrived, so nothing recovers it.
+    const other = `evt_other_${stamp}`;
+    await appendScheduled(harness.broker, journal, scheduled(other), 5_000);
+    await appendArrived(harness.broker, journal, { key: `${other}-wait`, copyId: 'c' }, 5_000);
+    const otherOffset = await offsetInStream(harness, journal, `${other}-wait`);
+    // A wait that points at it for its body, as a move journaled just after a deletion would.
+    const lost = `evt_lost_${stamp}`;
+    const unrecoverable = harness.retryWatch!.stats.unrecoverable + (second?.stats.unrecoverable ?? 0);
+    const recovered = harness.retryWatch!.stats.recovered + (second?.stats.recovered ?? 0);
+    await appendScheduled(harness.broker, journal, scheduled(lost, otherOffset), 5_000);
+    const watches = () => [harness.retryWatch!, ...(second ? [second] : [])];
+    await waitFor('counted as waiting', () => watches().every((w) => w.waitingByQueue().get(tier) === 1), 5_000);
+    // Whichever watch wins its claim gives it up; another one does when it takes the claim over.
+    await waitFor('given up as unrecoverable', () => watches().every((w) => !w.waitingByQueue().has(tier)), 15_000);
+    expect(watches().reduce((n, w) => n + w.stats.unrecoverable, 0)).toBeGreaterThan(unrecoverable);
+    expect(watches().reduce((n, w) => n + w.stats.recovered, 0)).toBe(recovered);
+    expect(requestsFor(lost)).toHaveLength(0);
+    expect(requestsFor(other)).toHaveLength(0);
   });
 });
 

@@ -1,10 +1,11 @@
-import type { GetMessage } from 'amqplib';
+import type { Channel, GetMessage } from 'amqplib';
 import type { DispatcherProgram } from '../../apps/dispatcher/program.js';
 import { BrokerConnection } from '../../libs/broker/index.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { decodeRecords, type DeliveryRecordInput, DeliveryRecorder } from '../../libs/delivery-log/index.js';
 import { DeliveryLogRecorder, openPostgres } from '../../libs/delivery-store/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
+import { StreamTail } from '../../libs/streams/index.js';
 import { BrokerMerchantDirectory } from '../../libs/merchants/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { declareTopology, topologyNames } from '../../libs/topology/index.js';
@@ -30,6 +31,61 @@ describe('a deleted stream is declared again and read from its start, without a 
   afterAll(async () => {
     await test.close();
   });
+
+  it('any tail: a stream written past where the tail stopped before it reconnected is still read from its first entry', async () => {
+    const stream = `${uniquePrefix('deleted-grown')}.s`;
+    const declareStream = async (channel: Channel) => void (await channel.assertQueue(stream, { durable: true, arguments: { 'x-queue-type': 'stream' } }));
+    await declareStream(test.channel);
+    // The tail's reconnects wait at this gate, so the new stream can grow first (another replica
+    // reconnected sooner, dispatchers wrote to it) however fast this one would have been.
+    let gate: Promise<void> = Promise.resolve();
+    const broker = new BrokerConnection({
+      url: brokerUrl(),
+      name: 'test-deleted-grown',
+      logger: silentLogger(),
+      declare: async (openChannel) => {
+        await gate;
+        await declareStream(await openChannel());
+      },
+    });
+    await broker.open(10_000);
+    const seen: string[] = [];
+    let resets = 0;
+    const tail = new StreamTail(broker, stream, silentLogger(), {
+      prefetch: 10,
+      idleCheckMs: 0,
+      onEntry: (message) => seen.push(String(message.properties.headers?.['x-test-entry'])),
+      onReset: () => {
+        resets++;
+        seen.length = 0;
+      },
+    });
+    const append = (entry: string) => test.publishRaw(stream, Buffer.from('{}'), { headers: { 'x-test-entry': entry } });
+    try {
+      await tail.start();
+      for (let i = 0; i < 3; i++) await append(`old-${i}`);
+      await waitFor('the old entries read', () => seen.length === 3, 10_000);
+
+      let open!: () => void;
+      gate = new Promise((resolve) => {
+        open = resolve;
+      });
+      await test.channel.deleteQueue(stream);
+      await waitFor('the tail lost its stream', () => !tail.ready, 10_000);
+      await declareStream(test.channel);
+      for (let i = 0; i < 6; i++) await append(`new-${i}`);
+      open();
+
+      await waitFor('every entry of the new stream read', () => seen.length === 6, 15_000);
+      expect(seen).toEqual(['new-0', 'new-1', 'new-2', 'new-3', 'new-4', 'new-5']);
+      expect(resets).toBe(1);
+      await waitFor('caught up', () => tail.ready, 10_000);
+    } finally {
+      await tail.stop();
+      await broker.close();
+      await test.channel.deleteQueue(stream).catch(() => {});
+    }
+  }, 60_000);
 
   it('failed: the index rebuilds from the new stream, /readyz recovers and a new failure is resent', async () => {
     let mode: 'fail' | 'ok' = 'fail';

@@ -132,7 +132,8 @@ export class EffectStage {
    * Idempotent: resolving a resolved entry changes nothing.
    */
   async recordResent(intake: IntakeEvent, offset: number): Promise<void> {
-    const resolution = { merchantId: intake.merchantId, resolved: [{ offset, references: intake.references }] };
+    // The webhook-id too: if `failed` was deleted since the resend, another entry may sit at this offset.
+    const resolution = { merchantId: intake.merchantId, resolved: [{ offset, references: intake.references, webhookId: intake.webhookId }] };
     try {
       await appendResolution(this.deps.broker, this.deps.names.failed, resolution, { reference: intake.references[0]!, deadlineMs: 5_000 });
     } catch (err) {

@@ -11,6 +11,7 @@ import {
   upstreamMessageSchema,
   WEBHOOK_ID_RULE,
 } from '../../../libs/contracts/index.js';
+import { RESEND_KEY } from '../../../libs/stranded-retries/index.js';
 import { InvalidMessageError } from '../errors.js';
 
 /** What the dispatcher needs from one message on `dispatch`, validated. */
@@ -155,7 +156,9 @@ export interface Wait {
 
 /**
  * The wait a message ends, if it is one of several possible copies: back from a retry tier or
- * the retry watch (its scheduleId), or resent from `failed` (the entry it was resent from).
+ * the retry watch (its scheduleId), or resent from `failed` (the entry it was resent from, by the
+ * entry's own id: its offset is no identity, since a deleted stream starts its offsets over). A
+ * copy resent before ids existed carries only the offset, and keeps its old key.
  * Never on upstream's messages.
  */
 export function waitOf(message: ConsumeMessage, upstreamExchange: string): Wait | undefined {
@@ -165,7 +168,9 @@ export function waitOf(message: ConsumeMessage, upstreamExchange: string): Wait 
   const copyId = typeof headers[HEADERS.copyId] === 'string' && headers[HEADERS.copyId] !== '' ? (headers[HEADERS.copyId] as string) : undefined;
   const scheduleId = headers[HEADERS.scheduleId];
   if (typeof scheduleId === 'string' && scheduleId.length > 0) return { key: scheduleId, copyId };
+  const resentFromId = headers[HEADERS.resentFromId];
+  if (typeof resentFromId === 'string' && resentFromId.length > 0) return { key: `${RESEND_KEY}${resentFromId}`, copyId };
   const resentFrom = headers[HEADERS.resentFromOffset];
-  if (typeof resentFrom === 'number' && Number.isSafeInteger(resentFrom) && resentFrom >= 0) return { key: `resend:${resentFrom}`, copyId };
+  if (typeof resentFrom === 'number' && Number.isSafeInteger(resentFrom) && resentFrom >= 0) return { key: `${RESEND_KEY}${resentFrom}`, copyId };
   return undefined;
 }
