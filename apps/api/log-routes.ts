@@ -1,16 +1,18 @@
 import { z } from 'zod';
-import { EVENT_NAMES, merchantIdSchema } from '../../libs/contracts/index.js';
+import { EVENT_NAMES, isWellFormedReference, merchantIdSchema } from '../../libs/contracts/index.js';
+import { isStorableFeedCursor, isStorableText, isStorableTime } from '../../libs/delivery-store/index.js';
 import { OUTCOMES, WEBHOOK_STATUSES } from '../../libs/delivery-log/index.js';
 import type { RouteDeclaration } from './routes.js';
 import { envelope } from './schemas.js';
 
 /** The delivery log's routes: the merchant's own under /nucleus, any merchant's under /admin. */
 
-const time = z.iso.datetime({ offset: true });
+// Checked against what PostgreSQL holds too, so that a time it would refuse answers 400, not 503.
+const time = z.iso.datetime({ offset: true }).refine(isStorableTime, 'must be a time in the years 0001 to 9999');
 const when = z.string().nullable();
 
 export const listQuery = z.strictObject({
-  reference: z.string().min(1).max(200).optional().describe('Only webhooks carrying this reference (a refund: its refundRef or tnxRef)'),
+  reference: z.string().min(1).max(200).refine(isWellFormedReference, 'must be 1 to 200 characters without control characters').optional().describe('Only webhooks carrying this reference (a refund: its refundRef or tnxRef)'),
   event: z.enum(EVENT_NAMES).optional(),
   status: z.enum(WEBHOOK_STATUSES).optional().describe('The webhook status: its latest record\'s outcome'),
   since: time.optional().describe('First seen at or after this time (ISO 8601)'),
@@ -23,13 +25,15 @@ export const feedQuery = z.strictObject({
   after: z
     .string()
     .regex(/^\d{1,19}$/)
+    .refine(isStorableFeedCursor, 'must be a cursor this service gave (digits, at most 9223372036854775807)')
     .optional()
     .describe('The cursor of the last event already seen (the previous page\'s nextCursor); absent: from the oldest event kept'),
   limit: z.coerce.number().int().min(1).max(500).default(100),
 });
 
-export const webhookIdParams = z.strictObject({ webhookId: z.string().min(1).max(200) });
-const adminWebhookParams = z.strictObject({ merchantId: merchantIdSchema, webhookId: z.string().min(1).max(200) });
+const webhookId = z.string().min(1).max(200).refine(isStorableText, 'must not hold a NUL character');
+export const webhookIdParams = z.strictObject({ webhookId });
+const adminWebhookParams = z.strictObject({ merchantId: merchantIdSchema, webhookId });
 const adminParams = z.strictObject({ merchantId: merchantIdSchema });
 
 export const webhookSummary = z.strictObject({
@@ -75,7 +79,9 @@ export const feedEvent = z.strictObject({
 });
 
 const LOG_ERRORS = {
-  '400': 'invalid_parameter: a query parameter is malformed (the message names it); unknown_parameter',
+  '400':
+    'invalid_parameter: a parameter is malformed or outside what the log holds (a time outside the years 0001 to 9999, a ' +
+    'feed cursor past 9223372036854775807, a cursor this service did not give; the message names it); unknown_parameter',
   '401': 'missing_credentials, invalid_credentials, token_expired',
   '403': 'merchant_mismatch (merchant routes); insufficient_scope (admin routes)',
   '503': 'log_unavailable: PostgreSQL is unreachable; retry after Retry-After. log_disabled: DELIVERY_LOG=off here. auth_unavailable',

@@ -8,7 +8,7 @@ import { EntrySpool, FailedIndex, ResendService } from '../../libs/failed/index.
 import type { Logger } from '../../libs/logger/index.js';
 import { BrokerMerchantDirectory, FileMerchantDirectory, type MerchantDirectory, MerchantSettings } from '../../libs/merchants/index.js';
 import { METRIC_NAMES, createRegistry, gaugeFrom } from '../../libs/metrics/index.js';
-import { type Database, deliveryLogQueries, LogHealth } from '../../libs/delivery-store/index.js';
+import { type Database, deliveryLogQueries, LogHealth, type Queryable } from '../../libs/delivery-store/index.js';
 import { openTopologyBroker, topologyNames } from '../../libs/topology/index.js';
 import { createAdminApp, createApp } from './app.js';
 import { Authenticator } from './auth.js';
@@ -40,6 +40,11 @@ export interface ApiOptions {
   signal?: AbortSignal;
   /** The delivery log's database when the caller opened it (npm start shares one PGlite with its recorder). */
   database?: Database;
+  /**
+   * Wraps what the log's reads run on (not the health check's). Tests make one merchant's
+   * queries slow with it, so that fairness is checked against real connections and timeouts.
+   */
+  wrapLogQueries?: (db: Queryable) => Queryable;
 }
 
 export async function startApi(config: ApiConfig, logger: Logger, options: ApiOptions = {}): Promise<ApiProgram> {
@@ -124,7 +129,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     serveMetrics: config.METRICS_PORT === undefined,
     // With ADMIN_PORT set, the admin API is not on the public port at all.
     serveAdmin: config.ADMIN_PORT === undefined,
-    log: log && deliveryLogQueries(log.database),
+    log: log && deliveryLogQueries(options.wrapLogQueries?.(log.database) ?? log.database),
     logHealth: health && (() => health.state),
   };
   const app = createApp(deps);

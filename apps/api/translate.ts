@@ -1,5 +1,5 @@
 import { BrokerUnavailableError } from '../../libs/broker/index.js';
-import { InvalidCursorError, LogUnavailableError } from '../../libs/delivery-store/index.js';
+import { InvalidCursorError, InvalidFilterError, LogUnavailableError } from '../../libs/delivery-store/index.js';
 import {
   EventNotSubscribedError,
   NothingToResendError,
@@ -40,6 +40,7 @@ export function toApiError(err: unknown, logger: Logger): ApiError {
     return new ApiError(503, 'log_unavailable', 'The delivery log database is unavailable; try again shortly', { 'retry-after': '5' });
   }
   if (err instanceof InvalidCursorError) return badRequest('invalid_parameter', err.message);
+  if (err instanceof InvalidFilterError) return badRequest('invalid_parameter', err.message);
   if (err instanceof InvalidSettingsError) return badRequest('invalid_settings', err.message);
   if (err instanceof InvalidIdempotencyKeyError) return badRequest('invalid_idempotency_key', err.message);
   if (err instanceof IdempotencyKeyReusedError) {

@@ -13,3 +13,14 @@ export class InvalidCursorError extends Error {
     this.name = 'InvalidCursorError';
   }
 }
+
+/**
+ * A filter holding a value PostgreSQL cannot take (a time outside years 1 to 9999, a NUL in
+ * text): the request is wrong, and asking again would not help (400, never 503).
+ */
+export class InvalidFilterError extends Error {
+  constructor(readonly parameter: string, reason: string) {
+    super(`The ${parameter} parameter is not valid: ${reason}`);
+    this.name = 'InvalidFilterError';
+  }
+}

@@ -1,0 +1,143 @@
+import type { ApiProgram } from '../../apps/api/program.js';
+import { BrokerConnection } from '../../libs/broker/index.js';
+import { type DeliveryRecordInput, DeliveryRecorder } from '../../libs/delivery-log/index.js';
+import { DeliveryLogRecorder, deliveryLogQueries, openPostgres, type Database, type Queryable } from '../../libs/delivery-store/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
+import { adminToken, call, expectDocumented, seen, startTestApi, token } from '../support/api.js';
+import { brokerUrl, TestBroker, uniquePrefix } from '../support/broker.js';
+import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
+import { waitFor } from '../support/wait.js';
+
+/** What a client may ask the log for, what it may ask at once, and how much one page may weigh. */
+describe('the delivery log\'s limits', () => {
+  const prefix = uniquePrefix('delivery-log-limits');
+  const alice = testMerchant('m_alice', 'https://alice.example/hooks');
+  // Its every query takes 1.5 s (under the API's statement timeout): a merchant with heavy filters.
+  const heavy = testMerchant('m_heavy', 'https://heavy.example/hooks');
+  // Its every query takes longer than the API's statement timeout.
+  const glacial = testMerchant('m_glacial', 'https://glacial.example/hooks');
+  const bystander = testMerchant('m_bystander', 'https://bystander.example/hooks');
+  const eager = testMerchant('m_eager', 'https://eager.example/hooks');
+  const feeder = testMerchant('m_feeder', 'https://feeder.example/hooks');
+  let db: TestDatabase;
+  let database: Database;
+  let test: TestBroker;
+  let broker: BrokerConnection;
+  let writer: DeliveryRecorder;
+  let recorder: DeliveryLogRecorder;
+  let api: ApiProgram;
+  let slowInFlight = 0;
+
+  const headersOf = async (merchant: typeof alice) => ({ 'x-auth-token': merchant.publicKey, authorization: `Bearer ${await token(merchant.id)}` });
+  const get = async (merchant: typeof alice, path: string) => call(api, path, { method: 'GET', headers: await headersOf(merchant) });
+  const adminGet = async (path: string) => call(api, path, { method: 'GET', headers: { authorization: `Bearer ${await adminToken('webhooks:admin', 'ops')}` } });
+  const cursorOf = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
+
+  /** Runs a pg_sleep on the API's own pool before each query of the slow merchants: it holds a real connection. */
+  const slowFor = (db: Queryable): Queryable => ({
+    async query(text, params) {
+      const seconds = params?.[0] === heavy.id ? 1.5 : params?.[0] === glacial.id ? 4 : 0;
+      if (seconds === 0) return db.query(text, params);
+      slowInFlight += 1;
+      try {
+        await db.query('SELECT pg_sleep($1)', [seconds]);
+        return await db.query(text, params);
+      } finally {
+        slowInFlight -= 1;
+      }
+    },
+  });
+
+  // 20 events of about 300 KB each: 6 MB, more than one page may carry (4 MB).
+  const bigEvents: DeliveryRecordInput[] = Array.from({ length: 20 }, (_, i) => ({
+    webhookId: `wh_big_${String(i).padStart(2, '0')}`,
+    merchantId: feeder.id,
+    event: 'payout',
+    references: [`po-big-${i}`],
+    firstSeenAt: new Date(Date.now() - (20 - i) * 1000).toISOString(),
+    payload: { event: 'payout', data: { reference: `po-big-${i}`, note: String(i % 10).repeat(300_000) } },
+    at: new Date(Date.now() - (20 - i) * 1000).toISOString(),
+    outcome: 'delivered',
+    attemptNumber: 1,
+    attempt: { startedAt: new Date().toISOString(), durationMs: 3, httpStatus: 200 },
+  }));
+
+  beforeAll(async () => {
+    db = await createTestDatabase('delivery_log_limits');
+    test = await TestBroker.open();
+    broker = new BrokerConnection({ url: brokerUrl(), name: 'delivery-log-limits-test', logger: silentLogger() });
+    await broker.open();
+    writer = new DeliveryRecorder(broker, silentLogger(), { prefix });
+    await writer.start();
+    database = openPostgres(db.url);
+    recorder = new DeliveryLogRecorder(broker, database, silentLogger(), { prefix, retentionMs: 30 * 86_400_000, retryMs: 200 });
+    await recorder.start();
+    api = await startTestApi(
+      prefix,
+      writeMerchantsFile([alice, heavy, glacial, bystander, eager, feeder]),
+      { wrapLogQueries: slowFor },
+      { DATABASE_URL: db.url, DELIVERY_LOG: 'on' },
+    );
+    const small = (merchantId: string, webhookId: string): DeliveryRecordInput => ({
+      webhookId, merchantId, event: 'payout', references: [`po-${webhookId}`], firstSeenAt: new Date().toISOString(),
+      payload: { event: 'payout', data: { reference: `po-${webhookId}` } }, at: new Date().toISOString(), outcome: 'delivered',
+      attemptNumber: 1, attempt: { startedAt: new Date().toISOString(), durationMs: 3, httpStatus: 200 },
+    });
+    for (const event of bigEvents) await writer.record(event);
+    await Promise.all([small(bystander.id, 'wh_bystander'), small(heavy.id, 'wh_heavy'), small(alice.id, 'wh_alice')].map((r) => writer.record(r)));
+    await waitFor('every record stored', async () => (await db.query<{ n: string }>('SELECT count(*) AS n FROM delivery_records'))[0]!.n === '23', 30_000);
+  });
+
+  afterAll(async () => {
+    await api?.stop();
+    await writer?.stop();
+    await recorder?.stop();
+    await database?.close();
+    await broker?.close();
+    await test?.deleteTopology(prefix, 0);
+    await test?.close();
+    await db?.drop();
+  });
+
+  it.each([
+    ['year 0 as since', '/nucleus/webhooks?since=0000-01-01T00:00:00Z'],
+    ['year 0 as until', '/nucleus/webhooks?until=0000-12-31T23:59:59Z'],
+    ['a time before year 1 once its offset applies', '/nucleus/webhooks?since=0001-01-01T00:00:00%2B01:00'],
+    ['a feed cursor past bigint', '/nucleus/events?after=9999999999999999999'],
+    ['a feed cursor one past bigint', '/nucleus/events?after=9223372036854775808'],
+    ['a list cursor in year 0', `/nucleus/webhooks?cursor=${cursorOf(['0000-01-01T00:00:00Z', 'wh_x'])}`],
+    ['a list cursor past year 9999', `/nucleus/webhooks?cursor=${cursorOf(['+275760-09-13T00:00:00.000Z', 'wh_x'])}`],
+    ['a list cursor naming a NUL', `/nucleus/webhooks?cursor=${cursorOf(['2026-01-01T00:00:00Z', 'wh_\u0000'])}`],
+    ['a reference with a NUL', '/nucleus/webhooks?reference=po%00x'],
+    ['a webhook id with a NUL', '/nucleus/webhooks/wh%00x'],
+  ])('answers 400 invalid_parameter, not 503, for a value PostgreSQL cannot hold: %s', async (_what, path) => {
+    const answer = await get(alice, path);
+    expect({ status: answer.status, retryAfter: answer.headers.get('retry-after') }).toEqual({ status: 400, retryAfter: null });
+    expect(answer.body).toMatchObject({ message: expect.any(String), error: { code: 'invalid_parameter', status: 400 }, data: null });
+  });
+
+  it('answers 400 for the same values under /admin', async () => {
+    for (const path of [
+      `/admin/merchants/${alice.id}/webhooks?since=0000-01-01T00:00:00Z`,
+      `/admin/merchants/${alice.id}/webhooks?cursor=${cursorOf(['0000-01-01T00:00:00Z', 'wh_x'])}`,
+      `/admin/merchants/${alice.id}/events?after=9999999999999999999`,
+    ]) {
+      const answer = await adminGet(path);
+      expect({ path, status: answer.status, body: answer.body }).toMatchObject({ path, status: 400, body: { error: { code: 'invalid_parameter' }, data: null } });
+    }
+  });
+
+  it('still takes the extremes PostgreSQL can hold', async () => {
+    expect((await get(alice, '/nucleus/events?after=9223372036854775807')).body).toMatchObject({ data: { events: [] } });
+    const widest = await get(alice, '/nucleus/webhooks?since=0001-01-01T00:00:00Z&until=9999-12-31T23:59:59.999Z');
+    expect((widest.body as { data: { webhooks: Array<{ webhookId: string }> } }).data.webhooks.map((w) => w.webhookId)).toEqual(['wh_alice']);
+  });
+
+  it('matches every answer it gave to the OpenAPI document', () => {
+    const statuses = expectDocumented(seen);
+    for (const status of ['/nucleus/webhooks 400', '/nucleus/events 400']) {
+      expect(statuses).toContain(status);
+    }
+  });
+});
