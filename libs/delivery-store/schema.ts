@@ -57,6 +57,10 @@ CREATE TABLE IF NOT EXISTS delivery_records (
   PRIMARY KEY (id, at)
 ) PARTITION BY RANGE (at);
 CREATE INDEX IF NOT EXISTS delivery_records_webhook ON delivery_records (merchant_id, webhook_id, at);
+-- The list's status and event filters, in its order: a page reads its rows and stops, where the
+-- merchant's newest-first index alone read every row of the merchant to find the few that match.
+CREATE INDEX IF NOT EXISTS delivery_webhooks_status ON delivery_webhooks (merchant_id, status, first_seen_at DESC, webhook_id DESC);
+CREATE INDEX IF NOT EXISTS delivery_webhooks_event ON delivery_webhooks (merchant_id, event, first_seen_at DESC, webhook_id DESC);
 `;
 
 export const PARTITIONED_TABLES = ['delivery_webhooks', 'delivery_records'] as const;
