@@ -84,7 +84,12 @@ const LOG_ERRORS = {
     'feed cursor past 9223372036854775807, a cursor this service did not give; the message names it); unknown_parameter',
   '401': 'missing_credentials, invalid_credentials, token_expired',
   '403': 'merchant_mismatch (merchant routes); insufficient_scope (admin routes)',
-  '503': 'log_unavailable: PostgreSQL is unreachable; retry after Retry-After. log_disabled: DELIVERY_LOG=off here. auth_unavailable',
+  '429':
+    'rate_limited: more reads of this merchant\'s log per minute than LOG_RATE_LIMIT allows; too_many_concurrent_queries: ' +
+    'this merchant already has 2 reads in flight and 8 waiting (or one waited 2 s). Retry after Retry-After',
+  '503':
+    'log_unavailable: PostgreSQL is unreachable, or the query ran past 2 s (narrow it: since and until, a lower limit); ' +
+    'retry after Retry-After. log_disabled: DELIVERY_LOG=off here. auth_unavailable',
 };
 const NOT_FOUND = { '404': 'webhook_not_found: no such webhook for this merchant (or not recorded yet: the log may be behind)' };
 

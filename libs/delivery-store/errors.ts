@@ -6,6 +6,18 @@ export class LogUnavailableError extends Error {
   }
 }
 
+/**
+ * A read cancelled by the statement timeout the caller set (SQLSTATE 57014): too heavy for now,
+ * under the load PostgreSQL has. Still an outage to the caller (503, retry later), but one that
+ * a narrower read (a time range, a lower limit) may avoid.
+ */
+export class LogQueryTimeoutError extends LogUnavailableError {
+  constructor(cause: unknown) {
+    super(cause);
+    this.name = 'LogQueryTimeoutError';
+  }
+}
+
 /** A list cursor that this service did not give out. */
 export class InvalidCursorError extends Error {
   constructor() {

@@ -4,7 +4,7 @@
  */
 export { type Database, openPglite, openPostgres, type PostgresOptions, type Queryable, type Session } from './database.js';
 export { isStorableFeedCursor, isStorableText, isStorableTime, MAX_FEED_CURSOR } from './bounds.js';
-export { InvalidCursorError, InvalidFilterError, LogUnavailableError } from './errors.js';
+export { InvalidCursorError, InvalidFilterError, LogQueryTimeoutError, LogUnavailableError } from './errors.js';
 export { caughtUpAt, storedOffset } from './materialise.js';
 export { deliveryLogQueries } from './queries.js';
 export { DeliveryLogRecorder, type RecorderOptions, type RecorderState } from './recorder.js';

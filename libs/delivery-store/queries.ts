@@ -1,7 +1,7 @@
 import type { WebhookStatus } from '../delivery-log/index.js';
 import type { Queryable } from './database.js';
 import { isStorableFeedCursor, isStorableText, isStorableTime } from './bounds.js';
-import { InvalidCursorError, InvalidFilterError, LogUnavailableError } from './errors.js';
+import { InvalidCursorError, InvalidFilterError, LogQueryTimeoutError, LogUnavailableError } from './errors.js';
 import type { DeliveryLogQueries, FeedEvent, RecordView, WebhookDetail, WebhookFilters, WebhookSummary } from './views.js';
 
 interface WebhookRow {
@@ -113,6 +113,7 @@ async function run<R>(db: Queryable, text: string, params: unknown[]): Promise<R
   } catch (err) {
     const code = (err as { code?: unknown })?.code;
     if (typeof code === 'string' && code.startsWith('22')) throw new InvalidFilterError('query', 'PostgreSQL cannot hold one of its values');
+    if (code === '57014') throw new LogQueryTimeoutError(err);
     throw new LogUnavailableError(err);
   }
 }

@@ -20,6 +20,7 @@ describe('the delivery log\'s limits', () => {
   const bystander = testMerchant('m_bystander', 'https://bystander.example/hooks');
   const eager = testMerchant('m_eager', 'https://eager.example/hooks');
   const feeder = testMerchant('m_feeder', 'https://feeder.example/hooks');
+
   let db: TestDatabase;
   let database: Database;
   let test: TestBroker;
@@ -76,7 +77,7 @@ describe('the delivery log\'s limits', () => {
     api = await startTestApi(
       prefix,
       writeMerchantsFile([alice, heavy, glacial, bystander, eager, feeder]),
-      { wrapLogQueries: slowFor },
+      { wrapLogQueries: slowFor, logRateLimit: { perMinute: 600, burst: 100 } },
       { DATABASE_URL: db.url, DELIVERY_LOG: 'on' },
     );
     const small = (merchantId: string, webhookId: string): DeliveryRecordInput => ({
@@ -134,9 +135,87 @@ describe('the delivery log\'s limits', () => {
     expect((widest.body as { data: { webhooks: Array<{ webhookId: string }> } }).data.webhooks.map((w) => w.webhookId)).toEqual(['wh_alice']);
   });
 
+  /** Polls /readyz until `done`, and returns what each poll said of the log. */
+  async function readinessUntil(done: () => boolean): Promise<unknown[]> {
+    const readiness: unknown[] = [];
+    while (!done()) {
+      const ready = await call(api, '/readyz', { method: 'GET' });
+      readiness.push({ status: ready.status, database: (ready.body as { deliveryLog: { database: string } }).deliveryLog.database });
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    return readiness;
+  }
+
+  it('keeps other merchants\' reads fast and /readyz answering while one merchant floods the log with slow queries', async () => {
+    let flooding = true;
+    const flood = Promise.all(Array.from({ length: 40 }, () => get(heavy, '/nucleus/webhooks?status=failed'))).finally(() => (flooding = false));
+    await waitFor('the heavy merchant\'s queries holding connections', () => slowInFlight >= 2);
+    const others: Array<{ status: number; ms: number }> = [];
+    const readiness = readinessUntil(() => !flooding);
+    while (flooding) {
+      const started = Date.now();
+      const read = await get(bystander, '/nucleus/webhooks');
+      others.push({ status: read.status, ms: Date.now() - started });
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    const answers = await flood;
+    expect(others.map((o) => o.status)).toEqual(others.map(() => 200));
+    // Never queued behind the heavy merchant's reads (1.5 s each): served as soon as asked.
+    expect(Math.max(...others.map((o) => o.ms))).toBeLessThan(1_000);
+    expect(others.length).toBeGreaterThan(3);
+    expect(await readiness).toEqual((await readiness).map(() => ({ status: 200, database: 'up' })));
+    // The heavy merchant's own reads: served two at a time, the rest told when to come back.
+    const statuses = answers.map((a) => a.status);
+    expect(statuses.filter((s) => s === 200).length).toBeGreaterThanOrEqual(2);
+    expect(new Set(statuses.filter((s) => s !== 200))).toEqual(new Set([429]));
+    for (const refused of answers.filter((a) => a.status === 429)) {
+      expect(refused.body).toMatchObject({ error: { code: 'too_many_concurrent_queries', status: 429 }, data: null });
+      expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    }
+  });
+
+  it('checks the log\'s health on a connection of its own, which merchants\' reads cannot take', async () => {
+    // However many merchants fill the reads' pool, /readyz's check does not wait behind them.
+    expect((await get(bystander, '/nucleus/webhooks')).status).toBe(200);
+    const connections = await waitFor('the API\'s connections', async () => {
+      const rows = await db.query<{ name: string; n: string }>(
+        'SELECT application_name AS name, count(*) AS n FROM pg_stat_activity WHERE datname = $1 AND application_name LIKE $2 GROUP BY 1',
+        [db.name, 'webhooks-api%'],
+      );
+      const byName = Object.fromEntries(rows.map((r) => [r.name, Number(r.n)]));
+      return byName['webhooks-api log health'] && byName['webhooks-api log reads'] ? byName : undefined;
+    });
+    expect(connections['webhooks-api log health']).toBe(1);
+  });
+
+  it('answers 503 log_unavailable with Retry-After when a query runs past the statement timeout', async () => {
+    const started = Date.now();
+    const answer = await get(glacial, '/nucleus/webhooks');
+    expect(answer.status).toBe(503);
+    expect(answer.body).toMatchObject({ error: { code: 'log_unavailable', status: 503 }, data: null });
+    expect(Number(answer.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(Date.now() - started).toBeLessThan(4_000);
+  });
+
+  it('answers 429 rate_limited with Retry-After once a merchant has used its log reads', async () => {
+    const statuses: number[] = [];
+    let refused: Awaited<ReturnType<typeof get>> | undefined;
+    for (let i = 0; i < 150 && !refused; i += 1) {
+      const answer = await get(eager, i % 2 === 0 ? '/nucleus/webhooks' : '/nucleus/events');
+      statuses.push(answer.status);
+      if (answer.status === 429) refused = answer;
+    }
+    expect(refused).toBeDefined();
+    expect(statuses.slice(0, 100)).toEqual(Array(100).fill(200));
+    expect(refused!.body).toMatchObject({ message: expect.any(String), error: { code: 'rate_limited', status: 429 }, data: null });
+    expect(Number(refused!.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    // Another merchant's reads are not counted against it.
+    expect((await get(bystander, '/nucleus/events')).status).toBe(200);
+  });
+
   it('matches every answer it gave to the OpenAPI document', () => {
     const statuses = expectDocumented(seen);
-    for (const status of ['/nucleus/webhooks 400', '/nucleus/events 400']) {
+    for (const status of ['/nucleus/webhooks 400', '/nucleus/events 400', '/nucleus/webhooks 429', '/nucleus/webhooks 503']) {
       expect(statuses).toContain(status);
     }
   });
