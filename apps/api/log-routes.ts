@@ -28,7 +28,7 @@ export const feedQuery = z.strictObject({
     .refine(isStorableFeedCursor, 'must be a cursor this service gave (digits, at most 9223372036854775807)')
     .optional()
     .describe('The cursor of the last event already seen (the previous page\'s nextCursor); absent: from the oldest event kept'),
-  limit: z.coerce.number().int().min(1).max(500).default(100),
+  limit: z.coerce.number().int().min(1).max(500).default(100).describe('At most this many events; a page also stops once its payloads pass 4 MB (always at least one event)'),
 });
 
 const webhookId = z.string().min(1).max(200).refine(isStorableText, 'must not hold a NUL character');
@@ -112,7 +112,9 @@ const LIST_TEXT =
 const FEED_TEXT =
   'Every event for the merchant in one stable order (the order the log recorded them), with its payload and the ' +
   'webhook-id it was, or would have been, sent with: skipped events are here too. Store nextCursor; calling again with ' +
-  'after=<nextCursor> returns only what came after, so a merchant catching up after an outage misses nothing.';
+  'after=<nextCursor> returns only what came after, so a merchant catching up after an outage misses nothing. A page ' +
+  'holds at most 4 MB of payloads whatever the limit (always at least one event): fewer events than the limit do not ' +
+  'mean the end; an empty page does.';
 
 export const LOG_ROUTES = [
   {

@@ -172,8 +172,32 @@ function page<T>(rows: WebhookRow[], limit: number, view: (row: WebhookRow) => T
   return { webhooks: shown.map(view), nextCursor: rows.length > limit ? encodeCursor(shown.at(-1)!) : null };
 }
 
+/** The most payload bytes (as JSON text) a feed page carries, whatever its limit: 500 events of 256 KB would be 128 MB. */
+export const FEED_PAGE_BYTES = 4 * 1024 * 1024;
+
+export interface DeliveryLogQueryOptions {
+  /** FEED_PAGE_BYTES by default; a page always holds at least one event. */
+  feedPageBytes?: number;
+}
+
+/**
+ * The feed's page: up to `limit` events after the cursor, cut where their payloads' running total
+ * passes the budget, in PostgreSQL, so that the events left out never reach this process. A page
+ * is a prefix in seq order (the running total only grows), so the next page starts right after its
+ * last event; the first event is kept whatever its size, so a page always moves the cursor on.
+ */
+const FEED_STATEMENT = `
+SELECT ${SUMMARY_COLUMNS}, payload FROM (
+  SELECT page.*, row_number() OVER running AS n, sum(coalesce(octet_length(payload::text), 0)) OVER running AS bytes
+  FROM (SELECT ${SUMMARY_COLUMNS}, payload FROM delivery_webhooks WHERE merchant_id = $1 AND seq > $2::bigint ORDER BY seq LIMIT $3) page
+  WINDOW running AS (ORDER BY seq ROWS UNBOUNDED PRECEDING)
+) counted
+WHERE n = 1 OR bytes <= $4
+ORDER BY seq`;
+
 /** The API's and the CLI's reads of the delivery log; every one is scoped to one merchant. */
-export function deliveryLogQueries(db: Queryable): DeliveryLogQueries {
+export function deliveryLogQueries(db: Queryable, options: DeliveryLogQueryOptions = {}): DeliveryLogQueries {
+  const feedPageBytes = options.feedPageBytes ?? FEED_PAGE_BYTES;
   return {
     async listWebhooks(merchantId: string, filters: WebhookFilters) {
       const { text, params } = listStatement(merchantId, filters, SUMMARY_COLUMNS);
@@ -200,11 +224,7 @@ export function deliveryLogQueries(db: Queryable): DeliveryLogQueries {
 
     async feed(merchantId: string, after: string | undefined, limit: number) {
       if (after !== undefined && !isStorableFeedCursor(after)) throw new InvalidCursorError();
-      const rows = await run<WebhookRow>(
-        db,
-        `SELECT ${SUMMARY_COLUMNS}, payload FROM delivery_webhooks WHERE merchant_id = $1 AND seq > $2::bigint ORDER BY seq LIMIT $3`,
-        [merchantId, after ?? '0', limit],
-      );
+      const rows = await run<WebhookRow>(db, FEED_STATEMENT, [merchantId, after ?? '0', limit, feedPageBytes]);
       const events = rows.map(
         (row): FeedEvent => ({
           cursor: String(row.seq),

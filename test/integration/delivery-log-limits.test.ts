@@ -213,6 +213,39 @@ describe('the delivery log\'s limits', () => {
     expect((await get(bystander, '/nucleus/events')).status).toBe(200);
   });
 
+  it('stops a feed page at 4 MB of payloads and continues on the next page without a gap', async () => {
+    const pages: Array<Array<{ webhookId: string; cursor: string; payload: unknown }>> = [];
+    let after = '0';
+    for (;;) {
+      const answer = await get(feeder, `/nucleus/events?limit=500&after=${after}`);
+      expect(answer.status).toBe(200);
+      const { events, nextCursor } = (answer.body as { data: { events: Array<{ webhookId: string; cursor: string; payload: unknown }>; nextCursor: string } }).data;
+      if (events.length === 0) break;
+      pages.push(events);
+      expect(nextCursor).toBe(events.at(-1)!.cursor);
+      after = nextCursor;
+    }
+    const bytes = (events: Array<{ payload: unknown }>) => events.reduce((sum, e) => sum + Buffer.byteLength(JSON.stringify(e.payload)), 0);
+    expect(pages.length).toBeGreaterThanOrEqual(2);
+    for (const page of pages) expect(bytes(page)).toBeLessThanOrEqual(4 * 1024 * 1024);
+    expect(pages.flat().map((e) => e.webhookId)).toEqual(bigEvents.map((e) => e.webhookId));
+    expect(pages.flat().map((e) => e.payload)).toEqual(bigEvents.map((e) => e.payload));
+  });
+
+  it('gives at least one event per feed page however small the byte budget', async () => {
+    const log = deliveryLogQueries(database, { feedPageBytes: 1 });
+    const seenIds: string[] = [];
+    let after: string | undefined;
+    for (;;) {
+      const page = await log.feed(feeder.id, after, 500);
+      if (page.events.length === 0) break;
+      expect(page.events).toHaveLength(1);
+      seenIds.push(page.events[0]!.webhookId);
+      after = page.nextCursor;
+    }
+    expect(seenIds).toEqual(bigEvents.map((e) => e.webhookId));
+  });
+
   it('matches every answer it gave to the OpenAPI document', () => {
     const statuses = expectDocumented(seen);
     for (const status of ['/nucleus/webhooks 400', '/nucleus/events 400', '/nucleus/webhooks 429', '/nucleus/webhooks 503']) {
