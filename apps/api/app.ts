@@ -13,6 +13,7 @@ import { ApiError, badRequest, errorBody, notFound, rateLimited, unavailable } f
 import { mountLogRoutes } from './log-handlers.js';
 import { methodsNotAllowed, mount } from './mount.js';
 import { openApiDocument } from './openapi.js';
+import type { KeyedConcurrency } from './concurrency.js';
 import type { RateLimiter } from './rate-limit.js';
 import { toApiError } from './translate.js';
 
@@ -35,6 +36,9 @@ export interface ApiDeps {
   serveAdmin?: boolean;
   /** The delivery log's reads; absent with DELIVERY_LOG=off. */
   log?: DeliveryLogQueries;
+  /** Per merchant: log reads per minute, and log reads in flight at once. */
+  logLimiter?: RateLimiter;
+  logConcurrency?: KeyedConcurrency;
   logHealth?: () => LogHealthState;
 }
 

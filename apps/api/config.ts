@@ -2,6 +2,23 @@ import { z } from 'zod';
 import { DEV_JWT_SECRET, deliveryLogFields, envFields, parseEnv, replicationFields, requireDatabase } from '../../libs/config/index.js';
 import { requireMerchantsFile } from '../../libs/config/env.js';
 
+/** `<per minute>` or `<per minute>,<burst>`; the burst defaults to a third of the rate. */
+function rateLimit(defaultText: string, what: string) {
+  return z
+    .string()
+    .default(defaultText)
+    .transform((text, ctx) => {
+      const match = /^\s*(\d+)\s*(?:,\s*(\d+)\s*)?$/.exec(text);
+      const perMinute = Number(match?.[1]);
+      const burst = match?.[2] === undefined ? Math.max(1, Math.ceil(perMinute / 3)) : Number(match[2]);
+      if (!match || perMinute < 1 || perMinute > 1_000_000 || burst < 1 || burst > 1_000_000) {
+        ctx.addIssue({ code: 'custom', message: `"${text}" must be ${what} per minute, optionally with a burst: e.g. ${defaultText.split(',')[0]} or ${defaultText}` });
+        return z.NEVER;
+      }
+      return { perMinute, burst };
+    });
+}
+
 export const apiEnvSchema = z
   .object({
     RABBITMQ_URL: envFields.rabbitmqUrl,
@@ -25,19 +42,12 @@ export const apiEnvSchema = z
     AUTH_JWT_ISSUER: z.string().min(1).max(500).optional(),
     AUTH_JWT_AUDIENCE: z.string().min(1).max(500).optional(),
     /** Resends per merchant per minute, optionally with the burst allowed at once: `60` or `60,20`. */
-    RESEND_RATE_LIMIT: z
-      .string()
-      .default('60,20')
-      .transform((text, ctx) => {
-        const match = /^\s*(\d+)\s*(?:,\s*(\d+)\s*)?$/.exec(text);
-        const perMinute = Number(match?.[1]);
-        const burst = match?.[2] === undefined ? Math.max(1, Math.ceil(perMinute / 3)) : Number(match[2]);
-        if (!match || perMinute < 1 || perMinute > 1_000_000 || burst < 1 || burst > 1_000_000) {
-          ctx.addIssue({ code: 'custom', message: `"${text}" must be resends per minute, optionally with a burst: e.g. 60 or 60,20` });
-          return z.NEVER;
-        }
-        return { perMinute, burst };
-      }),
+    RESEND_RATE_LIMIT: rateLimit('60,20', 'resends'),
+    /**
+     * Reads of the delivery log (list, webhook, feed) per merchant per minute, and the burst: the
+     * log's PostgreSQL is shared by every merchant, so one merchant's script must not take it.
+     */
+    LOG_RATE_LIMIT: rateLimit('300,60', 'log reads'),
     /** Webhook URLs written through the admin API: loopback and private addresses refused unless true. */
     ALLOW_PRIVATE_TARGETS: envFields.boolean(false),
     /**

@@ -21,6 +21,7 @@ export const ERROR_CODES = [
   'body_too_large',
   'header_too_large',
   'rate_limited',
+  'too_many_concurrent_queries',
   'service_unavailable',
   'auth_unavailable',
   'log_unavailable',
@@ -57,8 +58,8 @@ export const unauthorized = (code: ErrorCode, message: string) =>
   new ApiError(401, code, message, { 'www-authenticate': 'Bearer' });
 export const forbidden = (message: string) => new ApiError(403, 'merchant_mismatch', message);
 export const notFound = (code: ErrorCode, message: string) => new ApiError(404, code, message);
-export const rateLimited = (retryAfterSeconds: number) =>
-  new ApiError(429, 'rate_limited', 'Too many resend requests; try again later', { 'retry-after': String(retryAfterSeconds) });
+export const rateLimited = (retryAfterSeconds: number, what = 'resend requests') =>
+  new ApiError(429, 'rate_limited', `Too many ${what}; try again later`, { 'retry-after': String(retryAfterSeconds) });
 export const unavailable = (message: string) =>
   new ApiError(503, 'service_unavailable', message, { 'retry-after': '5' });
 

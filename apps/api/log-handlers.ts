@@ -1,11 +1,17 @@
 import type { Request, Router } from 'express';
 import type { DeliveryLogQueries } from '../../libs/delivery-store/index.js';
-import { ApiError, notFound } from './errors.js';
+import type { KeyedConcurrency } from './concurrency.js';
+import { ApiError, notFound, rateLimited } from './errors.js';
 import { mount } from './mount.js';
+import type { RateLimiter } from './rate-limit.js';
 
 export interface LogHandlerDeps {
   /** Absent with DELIVERY_LOG=off: the routes answer 503 log_disabled. */
   log?: DeliveryLogQueries;
+  /** Reads per merchant per minute (LOG_RATE_LIMIT): 429 rate_limited past it. */
+  logLimiter?: RateLimiter;
+  /** Reads in flight per merchant: 429 too_many_concurrent_queries past it. */
+  logConcurrency?: KeyedConcurrency;
 }
 
 type MerchantOf = (req: Request, params: Record<string, unknown>) => Promise<string>;
@@ -28,9 +34,22 @@ export function mountLogRoutes(router: Router, deps: LogHandlerDeps, admin: { ba
     ? ({ list: 'adminListWebhooks', get: 'adminGetWebhook', feed: 'adminListEvents' } as const)
     : ({ list: 'listWebhooks', get: 'getWebhook', feed: 'listEvents' } as const);
 
+  /**
+   * Runs one read of `merchantId`'s log within its limits. An operator's reads (/admin) count
+   * apart from the merchant's own, so that support looking into a merchant does not use up that
+   * merchant's reads, and are bounded per merchant read all the same.
+   */
+  const read = <T>(merchantId: string, work: (log: DeliveryLogQueries) => Promise<T>): Promise<T> => {
+    const log = queries(deps);
+    const key = isAdmin ? `admin ${merchantId}` : merchantId;
+    const allowed = deps.logLimiter?.take(key) ?? { ok: true };
+    if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds, 'delivery log reads');
+    return deps.logConcurrency ? deps.logConcurrency.run(key, () => work(log)) : work(log);
+  };
+
   mount(router, ids.list, async (req, res, { params, query }) => {
     const merchantId = await admin.merchantOf(req, params);
-    const page = await queries(deps).listWebhooks(merchantId, {
+    const page = await read(merchantId, (log) => log.listWebhooks(merchantId, {
       reference: query.reference as string | undefined,
       event: query.event as string | undefined,
       status: query.status as string | undefined,
@@ -38,21 +57,21 @@ export function mountLogRoutes(router: Router, deps: LogHandlerDeps, admin: { ba
       until: query.until as string | undefined,
       cursor: query.cursor as string | undefined,
       limit: query.limit as number,
-    });
+    }));
     res.json({ message: `${page.webhooks.length} webhook(s)`, error: null, data: page });
   }, base);
 
   mount(router, ids.get, async (req, res, { params }) => {
     const merchantId = await admin.merchantOf(req, params);
     const webhookId = params.webhookId as string;
-    const webhook = await queries(deps).getWebhook(merchantId, webhookId);
+    const webhook = await read(merchantId, (log) => log.getWebhook(merchantId, webhookId));
     if (!webhook) throw notFound('webhook_not_found', `No webhook ${webhookId.slice(0, 200)} in the delivery log`);
     res.json({ message: `webhook ${webhookId}`, error: null, data: webhook });
   }, base);
 
   mount(router, ids.feed, async (req, res, { params, query }) => {
     const merchantId = await admin.merchantOf(req, params);
-    const page = await queries(deps).feed(merchantId, query.after as string | undefined, query.limit as number);
+    const page = await read(merchantId, (log) => log.feed(merchantId, query.after as string | undefined, query.limit as number));
     res.json({ message: `${page.events.length} event(s)`, error: null, data: page });
   }, base);
 }

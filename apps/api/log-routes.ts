@@ -1,16 +1,18 @@
 import { z } from 'zod';
-import { EVENT_NAMES, merchantIdSchema } from '../../libs/contracts/index.js';
+import { EVENT_NAMES, isWellFormedReference, merchantIdSchema } from '../../libs/contracts/index.js';
+import { isStorableFeedCursor, isStorableText, isStorableTime } from '../../libs/delivery-store/index.js';
 import { OUTCOMES, WEBHOOK_STATUSES } from '../../libs/delivery-log/index.js';
 import type { RouteDeclaration } from './routes.js';
 import { envelope } from './schemas.js';
 
 /** The delivery log's routes: the merchant's own under /nucleus, any merchant's under /admin. */
 
-const time = z.iso.datetime({ offset: true });
+// Checked against what PostgreSQL holds too, so that a time it would refuse answers 400, not 503.
+const time = z.iso.datetime({ offset: true }).refine(isStorableTime, 'must be a time in the years 0001 to 9999');
 const when = z.string().nullable();
 
 export const listQuery = z.strictObject({
-  reference: z.string().min(1).max(200).optional().describe('Only webhooks carrying this reference (a refund: its refundRef or tnxRef)'),
+  reference: z.string().min(1).max(200).refine(isWellFormedReference, 'must be 1 to 200 characters without control characters').optional().describe('Only webhooks carrying this reference (a refund: its refundRef or tnxRef)'),
   event: z.enum(EVENT_NAMES).optional(),
   status: z.enum(WEBHOOK_STATUSES).optional().describe('The webhook status: its latest record\'s outcome'),
   since: time.optional().describe('First seen at or after this time (ISO 8601)'),
@@ -23,13 +25,15 @@ export const feedQuery = z.strictObject({
   after: z
     .string()
     .regex(/^\d{1,19}$/)
+    .refine(isStorableFeedCursor, 'must be a cursor this service gave (digits, at most 9223372036854775807)')
     .optional()
     .describe('The cursor of the last event already seen (the previous page\'s nextCursor); absent: from the oldest event kept'),
-  limit: z.coerce.number().int().min(1).max(500).default(100),
+  limit: z.coerce.number().int().min(1).max(500).default(100).describe('At most this many events; a page also stops once its payloads pass 4 MB (always at least one event)'),
 });
 
-export const webhookIdParams = z.strictObject({ webhookId: z.string().min(1).max(200) });
-const adminWebhookParams = z.strictObject({ merchantId: merchantIdSchema, webhookId: z.string().min(1).max(200) });
+const webhookId = z.string().min(1).max(200).refine(isStorableText, 'must not hold a NUL character');
+export const webhookIdParams = z.strictObject({ webhookId });
+const adminWebhookParams = z.strictObject({ merchantId: merchantIdSchema, webhookId });
 const adminParams = z.strictObject({ merchantId: merchantIdSchema });
 
 export const webhookSummary = z.strictObject({
@@ -75,10 +79,17 @@ export const feedEvent = z.strictObject({
 });
 
 const LOG_ERRORS = {
-  '400': 'invalid_parameter: a query parameter is malformed (the message names it); unknown_parameter',
+  '400':
+    'invalid_parameter: a parameter is malformed or outside what the log holds (a time outside the years 0001 to 9999, a ' +
+    'feed cursor past 9223372036854775807, a cursor this service did not give; the message names it); unknown_parameter',
   '401': 'missing_credentials, invalid_credentials, token_expired',
   '403': 'merchant_mismatch (merchant routes); insufficient_scope (admin routes)',
-  '503': 'log_unavailable: PostgreSQL is unreachable; retry after Retry-After. log_disabled: DELIVERY_LOG=off here. auth_unavailable',
+  '429':
+    'rate_limited: more reads of this merchant\'s log per minute than LOG_RATE_LIMIT allows; too_many_concurrent_queries: ' +
+    'this merchant already has 2 reads in flight and 8 waiting (or one waited 2 s). Retry after Retry-After',
+  '503':
+    'log_unavailable: PostgreSQL is unreachable, or the query ran past 2 s (narrow it: since and until, a lower limit); ' +
+    'retry after Retry-After. log_disabled: DELIVERY_LOG=off here. auth_unavailable',
 };
 const NOT_FOUND = { '404': 'webhook_not_found: no such webhook for this merchant (or not recorded yet: the log may be behind)' };
 
@@ -101,7 +112,9 @@ const LIST_TEXT =
 const FEED_TEXT =
   'Every event for the merchant in one stable order (the order the log recorded them), with its payload and the ' +
   'webhook-id it was, or would have been, sent with: skipped events are here too. Store nextCursor; calling again with ' +
-  'after=<nextCursor> returns only what came after, so a merchant catching up after an outage misses nothing.';
+  'after=<nextCursor> returns only what came after, so a merchant catching up after an outage misses nothing. A page ' +
+  'holds at most 4 MB of payloads whatever the limit (always at least one event): fewer events than the limit do not ' +
+  'mean the end; an empty page does.';
 
 export const LOG_ROUTES = [
   {

@@ -8,16 +8,35 @@ import { EntrySpool, FailedIndex, ResendService } from '../../libs/failed/index.
 import type { Logger } from '../../libs/logger/index.js';
 import { BrokerMerchantDirectory, FileMerchantDirectory, type MerchantDirectory, MerchantSettings } from '../../libs/merchants/index.js';
 import { METRIC_NAMES, createRegistry, gaugeFrom } from '../../libs/metrics/index.js';
-import { type Database, deliveryLogQueries, LogHealth } from '../../libs/delivery-store/index.js';
+import { type Database, deliveryLogQueries, LogHealth, openPostgres, type PostgresOptions, type Queryable } from '../../libs/delivery-store/index.js';
 import { openTopologyBroker, topologyNames } from '../../libs/topology/index.js';
 import { createAdminApp, createApp } from './app.js';
 import { Authenticator } from './auth.js';
 import type { ApiConfig } from './config.js';
 import { ApiError, errorBody } from './errors.js';
+import { KeyedConcurrency } from './concurrency.js';
 import { RateLimiter } from './rate-limit.js';
 import { startHealthServer } from '../../libs/metrics/health-server.js';
 import { abortable, stopBudget } from '../../libs/runtime/index.js';
 import { type OpenedLog, openDeliveryLog } from '../recorder/open-log.js';
+
+/**
+ * The log's reads on this instance's pool. A statement is cancelled after 2 s (a read that takes
+ * longer is too heavy for a request: 503 log_unavailable, narrow it), well under the 5 s a read may
+ * wait for a connection, so a connection is always handed on before waiters give up. The recorder
+ * opens its own connection with its own, longer, timeout.
+ */
+const LOG_READS_POOL: PostgresOptions = { maxConnections: 10, connectTimeoutMs: 5_000, statementTimeoutMs: 2_000, applicationName: 'webhooks-api log reads' };
+/** /readyz's check of the log, on one connection of its own. */
+const LOG_HEALTH_POOL: PostgresOptions = { maxConnections: 1, connectTimeoutMs: 2_000, statementTimeoutMs: 2_000, applicationName: 'webhooks-api log health' };
+/**
+ * Each merchant's reads in flight at once: 2 of the pool's 10, so that one merchant's heavy reads
+ * leave room for everyone else's. The next 8 wait their turn up to 2 s (a dashboard opening a list
+ * and a few webhooks at once is served without retrying), and any more answer 429 at once.
+ */
+const LOG_READS_PER_MERCHANT = 2;
+const LOG_READS_QUEUED_PER_MERCHANT = 8;
+const LOG_READ_QUEUE_WAIT_MS = 2_000;
 
 export interface ApiProgram {
   server: Server;
@@ -36,10 +55,17 @@ export interface ApiProgram {
 export interface ApiOptions {
   /** Resends per merchant per minute, and the burst allowed at once; RESEND_RATE_LIMIT by default. */
   rateLimit?: { perMinute: number; burst: number };
+  /** Log reads per merchant per minute, and the burst allowed at once; LOG_RATE_LIMIT by default. */
+  logRateLimit?: { perMinute: number; burst: number };
   /** Ends the start-up at once (Ctrl-C while the broker cannot be reached). */
   signal?: AbortSignal;
   /** The delivery log's database when the caller opened it (npm start shares one PGlite with its recorder). */
   database?: Database;
+  /**
+   * Wraps what the log's reads run on (not the health check's). Tests make one merchant's
+   * queries slow with it, so that fairness is checked against real connections and timeouts.
+   */
+  wrapLogQueries?: (db: Queryable) => Queryable;
 }
 
 export async function startApi(config: ApiConfig, logger: Logger, options: ApiOptions = {}): Promise<ApiProgram> {
@@ -91,9 +117,18 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
   }
   let log: OpenedLog | undefined;
   let health: LogHealth | undefined;
+  let healthDatabase: Database | undefined;
   if (config.DELIVERY_LOG === 'on') {
-    log = await openDeliveryLog(config, broker, logger, options.database);
-    health = new LogHealth(log.database, topologyNames(config.TOPOLOGY_PREFIX).deliveries);
+    if (config.DATABASE_URL && !options.database) {
+      const database = openPostgres(config.DATABASE_URL, LOG_READS_POOL);
+      log = { database, close: () => database.close() };
+      // A connection of its own: merchants' reads filling the pool must not make the log look down.
+      healthDatabase = openPostgres(config.DATABASE_URL, LOG_HEALTH_POOL);
+    } else {
+      // The caller's database, or development mode's embedded one (with its recorder): one process, no pool.
+      log = await openDeliveryLog(config, broker, logger, options.database);
+    }
+    health = new LogHealth(healthDatabase ?? log.database, topologyNames(config.TOPOLOGY_PREFIX).deliveries);
     await health.start();
   }
 
@@ -103,6 +138,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     { issuer: config.AUTH_JWT_ISSUER, audience: config.AUTH_JWT_AUDIENCE },
   );
   const rate = options.rateLimit ?? config.RESEND_RATE_LIMIT;
+  const logRate = options.logRateLimit ?? config.LOG_RATE_LIMIT;
   const registry = createRegistry('api');
   gaugeFrom(registry, METRIC_NAMES.failedIndexEntries, 'Unresolved failure entries in the failed index', () => index.size);
   gaugeFrom(registry, METRIC_NAMES.brokerConnected, '1 while connected to RabbitMQ', () => (broker.isConnected ? 1 : 0));
@@ -114,6 +150,8 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     index,
     resend: new ResendService(broker, index, config.TOPOLOGY_PREFIX, logger, { replica: `webhooks-api pid ${process.pid}` }),
     limiter: new RateLimiter(rate.perMinute, rate.burst),
+    logLimiter: new RateLimiter(logRate.perMinute, logRate.burst),
+    logConcurrency: new KeyedConcurrency(LOG_READS_PER_MERCHANT, LOG_READS_QUEUED_PER_MERCHANT, LOG_READ_QUEUE_WAIT_MS),
     logger,
     brokerConnected: () => broker.isConnected,
     registry,
@@ -124,7 +162,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     serveMetrics: config.METRICS_PORT === undefined,
     // With ADMIN_PORT set, the admin API is not on the public port at all.
     serveAdmin: config.ADMIN_PORT === undefined,
-    log: log && deliveryLogQueries(log.database),
+    log: log && deliveryLogQueries(options.wrapLogQueries?.(log.database) ?? log.database),
     logHealth: health && (() => health.state),
   };
   const app = createApp(deps);
@@ -144,6 +182,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     await metrics?.close();
     await index.stop();
     health?.stop();
+    await healthDatabase?.close();
     await log?.close();
     await merchants.close();
     await broker.close();
@@ -176,7 +215,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
         await budget.step('resolutions of resends', () => deps.resend.drain(), budget.left() / 3);
         await budget.step('failed index', () => index.stop(), budget.left() / 3);
         health?.stop();
-        await budget.step('delivery log', async () => log?.close(), budget.left() / 3);
+        await budget.step('delivery log', async () => Promise.all([log?.close(), healthDatabase?.close()]), budget.left() / 3);
         await budget.step('merchant directory', () => merchants!.close(), budget.left() / 2);
         await budget.step('broker connection', () => broker.close(budget.left()));
       })();

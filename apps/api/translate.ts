@@ -1,5 +1,5 @@
 import { BrokerUnavailableError } from '../../libs/broker/index.js';
-import { InvalidCursorError, LogUnavailableError } from '../../libs/delivery-store/index.js';
+import { InvalidCursorError, InvalidFilterError, LogQueryTimeoutError, LogUnavailableError } from '../../libs/delivery-store/index.js';
 import {
   EventNotSubscribedError,
   NothingToResendError,
@@ -17,6 +17,7 @@ import {
   TooManySecretsError,
   WebhookNotSetUpError,
 } from '../../libs/merchants/index.js';
+import { TooManyInFlightError } from './concurrency.js';
 import { ApiError, badRequest, notFound, resendInProgress, resendOutcomeUnknown, unavailable } from './errors.js';
 
 /**
@@ -36,10 +37,22 @@ export function toApiError(err: unknown, logger: Logger): ApiError {
   }
   if (err instanceof ResendOutcomeUnknownError) return resendOutcomeUnknown(err.holdMs);
   if (err instanceof BrokerUnavailableError) return unavailable('The message broker is unavailable; try again shortly');
+  // Before LogUnavailableError, which it extends: same code, but the message says what helps.
+  if (err instanceof LogQueryTimeoutError) {
+    return new ApiError(503, 'log_unavailable', 'The delivery log query took too long; try again shortly, or narrow it (since and until, a lower limit)', {
+      'retry-after': '5',
+    });
+  }
   if (err instanceof LogUnavailableError) {
     return new ApiError(503, 'log_unavailable', 'The delivery log database is unavailable; try again shortly', { 'retry-after': '5' });
   }
+  if (err instanceof TooManyInFlightError) {
+    return new ApiError(429, 'too_many_concurrent_queries', 'Too many delivery log reads of this merchant at once; wait for the others to answer', {
+      'retry-after': String(err.retryAfterSeconds),
+    });
+  }
   if (err instanceof InvalidCursorError) return badRequest('invalid_parameter', err.message);
+  if (err instanceof InvalidFilterError) return badRequest('invalid_parameter', err.message);
   if (err instanceof InvalidSettingsError) return badRequest('invalid_settings', err.message);
   if (err instanceof InvalidIdempotencyKeyError) return badRequest('invalid_idempotency_key', err.message);
   if (err instanceof IdempotencyKeyReusedError) {

@@ -28,6 +28,8 @@ export interface PostgresOptions {
   connectTimeoutMs?: number;
   statementTimeoutMs?: number;
   maxConnections?: number;
+  /** Names the connections in pg_stat_activity, so that an operator sees whose they are. */
+  applicationName?: string;
 }
 
 export function openPostgres(url: string, options: PostgresOptions = {}): Database {
@@ -35,6 +37,7 @@ export function openPostgres(url: string, options: PostgresOptions = {}): Databa
     connectionString: url,
     connectionTimeoutMillis: options.connectTimeoutMs ?? 2_000,
     statement_timeout: options.statementTimeoutMs ?? 30_000,
+    application_name: options.applicationName,
     keepAlive: true,
   };
   const pool = new pg.Pool({ ...settings, max: options.maxConnections ?? 5 });

@@ -3,9 +3,10 @@
  * stream (one leader at a time), and the reads the API and the CLI make.
  */
 export { type Database, openPglite, openPostgres, type PostgresOptions, type Queryable, type Session } from './database.js';
-export { InvalidCursorError, LogUnavailableError } from './errors.js';
+export { isStorableFeedCursor, isStorableText, isStorableTime, MAX_FEED_CURSOR } from './bounds.js';
+export { InvalidCursorError, InvalidFilterError, LogQueryTimeoutError, LogUnavailableError } from './errors.js';
 export { caughtUpAt, storedOffset } from './materialise.js';
-export { deliveryLogQueries } from './queries.js';
+export { deliveryLogQueries, type DeliveryLogQueryOptions, FEED_PAGE_BYTES } from './queries.js';
 export { DeliveryLogRecorder, type RecorderOptions, type RecorderState } from './recorder.js';
 export { dropExpiredPartitions, ensureSchema } from './schema.js';
 export type { DeliveryLogQueries, FeedEvent, RecordView, WebhookDetail, WebhookFilters, WebhookSummary } from './views.js';

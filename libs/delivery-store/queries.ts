@@ -1,6 +1,7 @@
 import type { WebhookStatus } from '../delivery-log/index.js';
 import type { Queryable } from './database.js';
-import { InvalidCursorError, LogUnavailableError } from './errors.js';
+import { isStorableFeedCursor, isStorableText, isStorableTime } from './bounds.js';
+import { InvalidCursorError, InvalidFilterError, LogQueryTimeoutError, LogUnavailableError } from './errors.js';
 import type { DeliveryLogQueries, FeedEvent, RecordView, WebhookDetail, WebhookFilters, WebhookSummary } from './views.js';
 
 interface WebhookRow {
@@ -90,8 +91,9 @@ function encodeCursor(row: WebhookRow): string {
 function decodeCursor(cursor: string): [string, string] {
   try {
     const value = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown;
-    if (Array.isArray(value) && value.length === 2 && typeof value[1] === 'string' && !Number.isNaN(Date.parse(String(value[0])))) {
-      return [String(value[0]), value[1]];
+    // Checked as the filters are: a cursor PostgreSQL would refuse is one this service never gave.
+    if (Array.isArray(value) && value.length === 2 && typeof value[0] === 'string' && isStorableTime(value[0]) && typeof value[1] === 'string' && isStorableText(value[1])) {
+      return [value[0], value[1]];
     }
   } catch {
     // falls through to the error
@@ -99,12 +101,31 @@ function decodeCursor(cursor: string): [string, string] {
   throw new InvalidCursorError();
 }
 
-/** Any failure of the database is an outage to the caller (503): the queries themselves are fixed. */
+/**
+ * Any failure of the database is an outage to the caller (503): the queries themselves are fixed.
+ * Except a data exception (SQLSTATE class 22: a value out of range, malformed, a NUL in text):
+ * with fixed statements only a parameter can cause one, and the filters are checked before they
+ * get here, so this is the backstop that keeps a value we missed from answering "retry later".
+ */
 async function run<R>(db: Queryable, text: string, params: unknown[]): Promise<R[]> {
   try {
     return (await db.query<R>(text, params)).rows;
   } catch (err) {
+    const code = (err as { code?: unknown })?.code;
+    if (typeof code === 'string' && code.startsWith('22')) throw new InvalidFilterError('query', 'PostgreSQL cannot hold one of its values');
+    if (code === '57014') throw new LogQueryTimeoutError(err);
     throw new LogUnavailableError(err);
+  }
+}
+
+function checkFilters(filters: WebhookFilters): void {
+  for (const name of ['since', 'until'] as const) {
+    const value = filters[name];
+    if (value !== undefined && !isStorableTime(value)) throw new InvalidFilterError(name, 'give an ISO 8601 time in the years 0001 to 9999');
+  }
+  for (const name of ['reference', 'event', 'status'] as const) {
+    const value = filters[name];
+    if (value !== undefined && !isStorableText(value)) throw new InvalidFilterError(name, 'it holds a NUL character');
   }
 }
 
@@ -117,6 +138,7 @@ async function run<R>(db: Queryable, text: string, params: unknown[]): Promise<R
  * every one of the merchant's rows through that B-tree instead (2,200 pages for one reference).
  */
 function listStatement(merchantId: string, filters: WebhookFilters, columns: string): { text: string; params: unknown[] } {
+  checkFilters(filters);
   const where = ['merchant_id = $1'];
   const params: unknown[] = [merchantId];
   const add = (clause: (n: string) => string, value: unknown) => {
@@ -150,8 +172,32 @@ function page<T>(rows: WebhookRow[], limit: number, view: (row: WebhookRow) => T
   return { webhooks: shown.map(view), nextCursor: rows.length > limit ? encodeCursor(shown.at(-1)!) : null };
 }
 
+/** The most payload bytes (as JSON text) a feed page carries, whatever its limit: 500 events of 256 KB would be 128 MB. */
+export const FEED_PAGE_BYTES = 4 * 1024 * 1024;
+
+export interface DeliveryLogQueryOptions {
+  /** FEED_PAGE_BYTES by default; a page always holds at least one event. */
+  feedPageBytes?: number;
+}
+
+/**
+ * The feed's page: up to `limit` events after the cursor, cut where their payloads' running total
+ * passes the budget, in PostgreSQL, so that the events left out never reach this process. A page
+ * is a prefix in seq order (the running total only grows), so the next page starts right after its
+ * last event; the first event is kept whatever its size, so a page always moves the cursor on.
+ */
+const FEED_STATEMENT = `
+SELECT ${SUMMARY_COLUMNS}, payload FROM (
+  SELECT page.*, row_number() OVER running AS n, sum(coalesce(octet_length(payload::text), 0)) OVER running AS bytes
+  FROM (SELECT ${SUMMARY_COLUMNS}, payload FROM delivery_webhooks WHERE merchant_id = $1 AND seq > $2::bigint ORDER BY seq LIMIT $3) page
+  WINDOW running AS (ORDER BY seq ROWS UNBOUNDED PRECEDING)
+) counted
+WHERE n = 1 OR bytes <= $4
+ORDER BY seq`;
+
 /** The API's and the CLI's reads of the delivery log; every one is scoped to one merchant. */
-export function deliveryLogQueries(db: Queryable): DeliveryLogQueries {
+export function deliveryLogQueries(db: Queryable, options: DeliveryLogQueryOptions = {}): DeliveryLogQueries {
+  const feedPageBytes = options.feedPageBytes ?? FEED_PAGE_BYTES;
   return {
     async listWebhooks(merchantId: string, filters: WebhookFilters) {
       const { text, params } = listStatement(merchantId, filters, SUMMARY_COLUMNS);
@@ -166,6 +212,7 @@ export function deliveryLogQueries(db: Queryable): DeliveryLogQueries {
     },
 
     async getWebhook(merchantId: string, webhookId: string): Promise<WebhookDetail | undefined> {
+      if (!isStorableText(webhookId)) throw new InvalidFilterError('webhookId', 'it holds a NUL character');
       // An id alone does not name its day: each day's partition is probed, oldest first, until found.
       const rows = await run<WebhookRow>(
         db,
@@ -176,11 +223,8 @@ export function deliveryLogQueries(db: Queryable): DeliveryLogQueries {
     },
 
     async feed(merchantId: string, after: string | undefined, limit: number) {
-      const rows = await run<WebhookRow>(
-        db,
-        `SELECT ${SUMMARY_COLUMNS}, payload FROM delivery_webhooks WHERE merchant_id = $1 AND seq > $2::bigint ORDER BY seq LIMIT $3`,
-        [merchantId, after ?? '0', limit],
-      );
+      if (after !== undefined && !isStorableFeedCursor(after)) throw new InvalidCursorError();
+      const rows = await run<WebhookRow>(db, FEED_STATEMENT, [merchantId, after ?? '0', limit, feedPageBytes]);
       const events = rows.map(
         (row): FeedEvent => ({
           cursor: String(row.seq),

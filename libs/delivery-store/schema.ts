@@ -84,7 +84,16 @@ CREATE TABLE IF NOT EXISTS delivery_log_quarantine (
   content text NOT NULL,
   PRIMARY KEY (stream, stream_offset, position)
 );
+-- The list's status and event filters, in its order: a page reads its rows and stops, where the
+-- merchant's newest-first index alone read every row of the merchant to find the few that match.
+CREATE INDEX IF NOT EXISTS delivery_webhooks_status ON delivery_webhooks (merchant_id, status, first_seen_at DESC, webhook_id DESC);
+CREATE INDEX IF NOT EXISTS delivery_webhooks_event ON delivery_webhooks (merchant_id, event, first_seen_at DESC, webhook_id DESC);
 `;
+
+/** SCHEMA's statements, their comment lines left out (a comment may hold a semicolon). */
+const STATEMENTS = SCHEMA.split(/;\s*$/m)
+  .map((chunk) => chunk.split('\n').filter((line) => !line.trim().startsWith('--')).join('\n').trim())
+  .filter(Boolean);
 
 /** How many feed cursors one stream message spans: its records' places (a message holds at most 200). */
 export const SEQ_PER_OFFSET = 1024;
@@ -97,7 +106,7 @@ export async function ensureSchema(session: Session): Promise<void> {
     await tx.query('SELECT pg_advisory_xact_lock(hashtext($1))', ['webhooks-delivery-log-schema']);
     const legacy = await webhooksByDay(tx);
     if (legacy) await tx.query('ALTER TABLE delivery_webhooks RENAME TO delivery_webhooks_by_day');
-    for (const statement of SCHEMA.split(';').map((s) => s.trim()).filter(Boolean)) {
+    for (const statement of STATEMENTS) {
       // The old table's indexes hold these names until it is dropped below.
       if (legacy && /^CREATE INDEX IF NOT EXISTS delivery_webhooks_/.test(statement)) continue;
       await tx.query(statement);
@@ -105,7 +114,7 @@ export async function ensureSchema(session: Session): Promise<void> {
     await upgradeOffsets(tx);
     if (legacy) {
       await moveWebhooksByDay(tx);
-      for (const statement of SCHEMA.split(';').map((s) => s.trim()).filter((s) => /^CREATE INDEX IF NOT EXISTS delivery_webhooks_/.test(s))) await tx.query(statement);
+      for (const statement of STATEMENTS.filter((s) => /^CREATE INDEX IF NOT EXISTS delivery_webhooks_/.test(s))) await tx.query(statement);
     }
   });
 }

@@ -26,7 +26,7 @@ export async function startTestApi(
     DELIVERY_LOG: 'off',
     ...env,
   });
-  return startApi(config, silentLogger(), { rateLimit: { perMinute: 6_000, burst: 1_000 }, ...options });
+  return startApi(config, silentLogger(), { rateLimit: { perMinute: 6_000, burst: 1_000 }, logRateLimit: { perMinute: 60_000, burst: 10_000 }, ...options });
 }
 
 export function token(sub: string, options: { secret?: string; expiresIn?: string | number } = {}): Promise<string> {

@@ -118,6 +118,12 @@ describe('API configuration', () => {
     expect(loadApiConfig({ ...base, RESEND_RATE_LIMIT: '10, 5' }).RESEND_RATE_LIMIT).toEqual({ perMinute: 10, burst: 5 });
   });
 
+  it('reads LOG_RATE_LIMIT as log reads per merchant per minute with an optional burst', () => {
+    expect(loadApiConfig(base).LOG_RATE_LIMIT).toEqual({ perMinute: 300, burst: 60 });
+    expect(loadApiConfig({ ...base, LOG_RATE_LIMIT: '90' }).LOG_RATE_LIMIT).toEqual({ perMinute: 90, burst: 30 });
+    expect(loadApiConfig({ ...base, LOG_RATE_LIMIT: '1000,200' }).LOG_RATE_LIMIT).toEqual({ perMinute: 1000, burst: 200 });
+  });
+
   it('reads FAILED_SPOOL_SIZE in bytes, 512MB by default, 0 for off', () => {
     expect(loadApiConfig(base).FAILED_SPOOL_SIZE).toBe(512 * 1024 * 1024);
     expect(loadApiConfig({ ...base, FAILED_SPOOL_SIZE: '2GB' }).FAILED_SPOOL_SIZE).toBe(2 * 1024 ** 3);
@@ -129,6 +135,8 @@ describe('API configuration', () => {
   it.each([
     ['RESEND_RATE_LIMIT', '60/min', 'Invalid configuration: RESEND_RATE_LIMIT: "60/min" must be resends per minute'],
     ['RESEND_RATE_LIMIT', '0', 'Invalid configuration: RESEND_RATE_LIMIT: "0" must be resends per minute'],
+    ['LOG_RATE_LIMIT', '300/min', 'Invalid configuration: LOG_RATE_LIMIT: "300/min" must be log reads per minute'],
+    ['LOG_RATE_LIMIT', '300,0', 'Invalid configuration: LOG_RATE_LIMIT: "300,0" must be log reads per minute'],
     ['METRICS_PORT', '8080', 'Invalid configuration: METRICS_PORT: must differ from PORT'],
     ['ADMIN_PORT', '8080', 'Invalid configuration: ADMIN_PORT: must differ from PORT and METRICS_PORT'],
     ['FAILED_SPOOL_SIZE', '512', 'Invalid configuration: FAILED_SPOOL_SIZE: "512" must be a size of at least 1MB'],

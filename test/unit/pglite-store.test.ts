@@ -82,6 +82,9 @@ describe('the delivery log on the embedded PGlite of development mode', () => {
       expect(feed.events.map((e) => e.webhookId)).toEqual(['wh_1', 'wh_2']);
       const { rows } = await old.query<{ seq_base: string }>(`SELECT seq_base FROM delivery_log_offsets WHERE stream = 's'`);
       expect(Number(rows[0]!.seq_base)).toBeGreaterThan(Number(feed.nextCursor));
+      const indexes = await old.query<{ name: string }>(`SELECT indexname AS name FROM pg_indexes WHERE tablename = 'delivery_webhooks' ORDER BY 1`);
+      expect(indexes.rows.map((r) => r.name)).toEqual(expect.arrayContaining(['delivery_webhooks_expiry', 'delivery_webhooks_feed', 'delivery_webhooks_newest', 'delivery_webhooks_refs', 'delivery_webhooks_status']));
+      expect((await log.listWebhooks('m_1', { limit: 10, reference: 'po-1' })).webhooks).toHaveLength(2);
       // Idempotent: a second start changes nothing.
       await ensureSchema(session);
       expect((await log.listWebhooks('m_1', { limit: 10 })).webhooks).toHaveLength(2);

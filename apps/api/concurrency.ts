@@ -1,0 +1,75 @@
+/** A read refused because its merchant already has as many in flight, and waiting, as allowed. */
+export class TooManyInFlightError extends Error {
+  constructor(readonly retryAfterSeconds: number) {
+    super('too many queries in flight for this key');
+    this.name = 'TooManyInFlightError';
+  }
+}
+
+interface Waiter {
+  start(): void;
+  timer: NodeJS.Timeout;
+}
+
+/**
+ * At most `perKey` operations in flight per key (a merchant); the next `queue` wait their turn in
+ * arrival order, each at most `waitMs`, and any more are refused at once. In memory and per
+ * instance, like the rate limiter: what it bounds is this instance's connection pool, which one
+ * merchant's heavy reads would otherwise fill, making every other merchant's reads wait for a
+ * connection until they fail.
+ */
+export class KeyedConcurrency {
+  private readonly keys = new Map<string, { running: number; waiting: Waiter[] }>();
+
+  constructor(
+    private readonly perKey: number,
+    private readonly queue: number,
+    private readonly waitMs: number,
+  ) {}
+
+  async run<T>(key: string, work: () => Promise<T>): Promise<T> {
+    await this.acquire(key);
+    try {
+      return await work();
+    } finally {
+      this.release(key);
+    }
+  }
+
+  private acquire(key: string): Promise<void> {
+    let entry = this.keys.get(key);
+    if (!entry) {
+      entry = { running: 0, waiting: [] };
+      this.keys.set(key, entry);
+    }
+    if (entry.running < this.perKey) {
+      entry.running += 1;
+      return Promise.resolve();
+    }
+    const retryAfterSeconds = Math.max(1, Math.ceil(this.waitMs / 1000));
+    if (entry.waiting.length >= this.queue) return Promise.reject(new TooManyInFlightError(retryAfterSeconds));
+    const waiting = entry.waiting;
+    return new Promise<void>((resolve, reject) => {
+      const waiter: Waiter = {
+        start: () => {
+          clearTimeout(waiter.timer);
+          resolve();
+        },
+        timer: setTimeout(() => {
+          waiting.splice(waiting.indexOf(waiter), 1);
+          reject(new TooManyInFlightError(retryAfterSeconds));
+        }, this.waitMs),
+      };
+      waiting.push(waiter);
+    });
+  }
+
+  private release(key: string): void {
+    const entry = this.keys.get(key)!;
+    // The slot passes straight to the next in line, so a newcomer cannot overtake the queue.
+    const next = entry.waiting.shift();
+    if (next) return next.start();
+    entry.running -= 1;
+    if (entry.running === 0) this.keys.delete(key);
+  }
+}

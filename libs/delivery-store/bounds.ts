@@ -1,0 +1,31 @@
+/**
+ * What PostgreSQL can hold, checked before a value reaches it: a value it refuses fails the whole
+ * statement, and a failed statement would otherwise read as an outage (503, "retry later") for a
+ * request that can never succeed.
+ */
+
+/** The feed's cursor is a bigint. */
+export const MAX_FEED_CURSOR = 9_223_372_036_854_775_807n;
+
+// timestamptz reaches from 4713 BC to 294276 AD, but ISO text with a year outside 0001-9999 (year
+// 0, "+275760-...") is refused or read differently by PostgreSQL than by Date.parse; the log holds
+// nothing outside these years anyway.
+const EARLIEST = Date.parse('0001-01-01T00:00:00Z');
+const LATEST = Date.parse('9999-12-31T23:59:59.999Z');
+
+/** A time as the API takes it (ISO 8601 with an offset) whose instant lies in years 1 to 9999. */
+export function isStorableTime(text: string): boolean {
+  if (!/^\d{4}-\d{2}-\d{2}T/.test(text)) return false;
+  const at = Date.parse(text);
+  return !Number.isNaN(at) && at >= EARLIEST && at <= LATEST;
+}
+
+/** A feed cursor as digits that fit a bigint. */
+export function isStorableFeedCursor(text: string): boolean {
+  return /^\d{1,19}$/.test(text) && BigInt(text) <= MAX_FEED_CURSOR;
+}
+
+/** Text PostgreSQL can store: it refuses NUL in text (SQLSTATE 22021). */
+export function isStorableText(text: string): boolean {
+  return !text.includes('\u0000');
+}
