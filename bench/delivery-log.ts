@@ -1,4 +1,7 @@
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { promisify } from 'node:util';
 import pg from 'pg';
 import { BrokerConnection } from '../libs/broker/index.js';
 import { type DeliveryRecordInput, DeliveryRecorder } from '../libs/delivery-log/index.js';
@@ -6,6 +9,7 @@ import { type Database, DeliveryLogRecorder, deliveryLogQueries, ensureSchema, o
 import { ensurePartition } from '../libs/delivery-store/schema.js';
 import { silentLogger } from '../libs/logger/index.js';
 import { topologyNames } from '../libs/topology/index.js';
+import { startProgram, until } from './processes.js';
 import { percentile } from './stats.js';
 
 /**
@@ -190,4 +194,76 @@ export async function logQueries(
       await database.close();
     }
   }, keep);
+}
+
+/**
+ * A catch-up after an outage: `total` records (1 KB payloads and response bodies, as merchants'
+ * webhooks are) already on the stream, then the recorder as deployed (its own process) storing
+ * them all. Its peak resident memory (VmHWM) is what the bound on bytes read ahead is for.
+ */
+export async function recorderCatchUp(url: string, total: number): Promise<{ recordsPerSecond: number; seconds: number; peakRssMb: number; streamMb: number }> {
+  const prefix = `bench.catchup.${randomBytes(3).toString('hex')}`;
+  const broker = new BrokerConnection({ url, name: 'bench-catchup', logger: silentLogger() });
+  await broker.open();
+  try {
+    const writer = new DeliveryRecorder(broker, silentLogger(), { prefix });
+    await writer.start();
+    const filler = 'x'.repeat(900);
+    const inFlight: Array<Promise<void>> = [];
+    let firstSeenAt = '';
+    for (let n = 0; n < total; n++) {
+      if (n % 4 === 0) firstSeenAt = new Date().toISOString();
+      const r = record(n, firstSeenAt);
+      r.payload = { event: 'charge.completed', data: { tnxRef: `tx_${n >> 2}`, amount: 1000, currency: 'NGN', narration: filler } };
+      r.attempt!.responseBody = filler.slice(0, 512);
+      inFlight.push(writer.record(r));
+      if (inFlight.length >= 5_000) await Promise.all(inFlight.splice(0));
+    }
+    await Promise.all(inFlight);
+    await writer.stop();
+    const streamBytes = await streamSize(topologyNames(prefix).deliveries);
+    return await withDatabase('catchup', async (dbUrl) => {
+      const db = new pg.Client({ connectionString: dbUrl });
+      await db.connect();
+      const started = performance.now();
+      const recorder = startProgram('recorder/main.js', { RABBITMQ_URL: url, TOPOLOGY_PREFIX: prefix, DATABASE_URL: dbUrl, LOG_LEVEL: 'error' });
+      try {
+        const stored = async () => {
+          try {
+            return Number((await db.query<{ n: string }>('SELECT count(*) AS n FROM delivery_records')).rows[0]!.n);
+          } catch {
+            return 0;
+          }
+        };
+        await until('every record stored', async () => (await stored()) >= total, 1_800_000, 500);
+        const seconds = (performance.now() - started) / 1000;
+        const peakRssMb = peakRss(recorder.child.pid);
+        return { recordsPerSecond: Math.round(total / seconds), seconds: Math.round(seconds), peakRssMb, streamMb: Math.round(streamBytes / 1024 / 1024) };
+      } finally {
+        await recorder.stop();
+        await db.end();
+      }
+    });
+  } finally {
+    const ch = await broker.createChannel();
+    await ch.deleteQueue(topologyNames(prefix).deliveries).catch(() => {});
+    await ch.close().catch(() => {});
+    await broker.close();
+  }
+}
+
+function peakRss(pid: number | undefined): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Math.round(Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? 0) / 1024);
+}
+
+/** The stream's bytes on disk, from the management-free queue info the CLI reads. */
+async function streamSize(stream: string): Promise<number> {
+  try {
+    const { stdout } = await promisify(execFile)('rabbitmqctl', ['list_queues', '-q', '--no-table-headers', 'name', 'message_bytes']);
+    const line = stdout.split('\n').find((l) => l.startsWith(`${stream}\t`));
+    return Number(line?.split('\t')[1] ?? 0);
+  } catch {
+    return 0;
+  }
 }

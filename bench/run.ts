@@ -6,7 +6,7 @@
 import { writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { clusterAvailable, clusterThroughput, startCluster, stopCluster } from './cluster.js';
-import { logQueries, recorderThroughput } from './delivery-log.js';
+import { logQueries, recorderCatchUp, recorderThroughput } from './delivery-log.js';
 import { logOutage, logOverheadRound } from './log-outage.js';
 import { benchIsolation } from './isolation.js';
 import { benchJournalBytes, benchJournalStartup } from './journal.js';
@@ -390,6 +390,18 @@ under load; four records per webhook, each with a 90-byte payload and a 19-byte 
 PostgreSQL 15 (a fresh database): **${r.recordsPerSecond.toLocaleString('en')} records/s** (${r.seconds} s), target 20,000/s.
 Each transaction stores up to 100 stream messages with one statement (one array per column, zipped by \`ROWS FROM\`) and
 the next offset.
+`);
+  }
+  if (want('recorder-catchup')) {
+    const total = Number(process.env.BENCH_RECORDS ?? 1_000_000);
+    const r = await medianOf('recorder-catchup', () => recorderCatchUp(url, total));
+    sections.push(`## 8b. Delivery log: the recorder's memory in a catch-up
+
+${total.toLocaleString('en')} delivery records already on \`deliveries\` (${r.streamMb} MB in the stream: 1 KB payloads and 512-byte
+response bodies, as after an outage of PostgreSQL), then the recorder as deployed (\`dist/apps/recorder/main.js\`, its own
+process, defaults) storing them all into a fresh database: **peak resident memory ${r.peakRssMb} MB** (VmHWM), ${r.recordsPerSecond.toLocaleString('en')} records/s
+(${r.seconds} s, process start included). What it holds is bounded by its read-ahead (200 stream messages, and reading
+stops past 32 MB until half is stored) and its batch (100 messages, 8 MB), not by the backlog.
 `);
   }
   if (want('log-queries')) {

@@ -13,8 +13,8 @@ import { dayOf, ensurePartition } from './schema.js';
 const STORE_BATCH = `
 WITH stored_offset AS (
   -- In the same statement, so the records and the offset commit together or not at all.
-  INSERT INTO delivery_log_offsets AS o (stream, next_offset, caught_up_at) VALUES ($1, $2, $3::timestamptz)
-  ON CONFLICT (stream) DO UPDATE SET next_offset = EXCLUDED.next_offset,
+  INSERT INTO delivery_log_offsets AS o (stream, next_offset, caught_up_at, last_entry) VALUES ($1, $2, $3::timestamptz, $24)
+  ON CONFLICT (stream) DO UPDATE SET next_offset = EXCLUDED.next_offset, last_entry = coalesce(EXCLUDED.last_entry, o.last_entry),
     caught_up_at = coalesce(greatest(o.caught_up_at, EXCLUDED.caught_up_at), o.caught_up_at, EXCLUDED.caught_up_at)
 ), base AS (
   SELECT coalesce((SELECT seq_base FROM delivery_log_offsets WHERE stream = $1), 0) AS seq_base
@@ -167,10 +167,11 @@ export const NO_ROWS = prepareRows([]);
 /**
  * Stores prepared rows and moves the stream offset in one statement, hence one transaction.
  * `caughtUpAt`: the stream ended before nextOffset at that time, so the log now holds everything
- * appended until then (caught_up_at, what /readyz reports lag from); null leaves it.
+ * appended until then (caught_up_at, what /readyz reports lag from); null leaves it. `lastEntry`:
+ * the fingerprint of the entry at nextOffset - 1.
  */
-export async function storeBatch(db: Queryable, stream: string, rows: PreparedRows, nextOffset: number, caughtUpAt: Date | null): Promise<void> {
-  await db.query(STORE_BATCH, [stream, nextOffset, caughtUpAt?.toISOString() ?? null, ...rows]);
+export async function storeBatch(db: Queryable, stream: string, rows: PreparedRows, nextOffset: number, caughtUpAt: Date | null, lastEntry: string | null = null): Promise<void> {
+  await db.query(STORE_BATCH, [stream, nextOffset, caughtUpAt?.toISOString() ?? null, ...rows, lastEntry]);
 }
 
 /**
@@ -180,7 +181,7 @@ export async function storeBatch(db: Queryable, stream: string, rows: PreparedRo
 export async function restartStream(db: Queryable, stream: string): Promise<void> {
   await db.query(
     `INSERT INTO delivery_log_offsets (stream, next_offset, seq_base) VALUES ($1, 0, (SELECT coalesce(max(seq), 0) + 1 FROM delivery_webhooks))
-     ON CONFLICT (stream) DO UPDATE SET next_offset = 0, seq_base = EXCLUDED.seq_base`,
+     ON CONFLICT (stream) DO UPDATE SET next_offset = 0, seq_base = EXCLUDED.seq_base, last_entry = NULL`,
     [stream],
   );
 }
@@ -211,6 +212,11 @@ export async function caughtUpAt(db: Queryable, stream: string): Promise<Date | 
 }
 
 export async function storedOffset(db: Queryable, stream: string): Promise<number | undefined> {
-  const { rows } = await db.query<{ next_offset: string }>('SELECT next_offset FROM delivery_log_offsets WHERE stream = $1', [stream]);
-  return rows[0] ? Number(rows[0].next_offset) : undefined;
+  return (await storedPlace(db, stream))?.nextOffset;
+}
+
+/** The next offset to read, and the fingerprint of the entry before it (null before this was kept). */
+export async function storedPlace(db: Queryable, stream: string): Promise<{ nextOffset: number; lastEntry: string | null } | undefined> {
+  const { rows } = await db.query<{ next_offset: string; last_entry: string | null }>('SELECT next_offset, last_entry FROM delivery_log_offsets WHERE stream = $1', [stream]);
+  return rows[0] ? { nextOffset: Number(rows[0].next_offset), lastEntry: rows[0].last_entry } : undefined;
 }

@@ -3,10 +3,10 @@ import type { BrokerConnection, Consumer, Delivery } from '../broker/index.js';
 import { HEADERS } from '../contracts/index.js';
 import { decodeRecords, type DeliveryRecord } from '../delivery-log/index.js';
 import type { Logger } from '../logger/index.js';
-import { appendCheckpoint, CHECKPOINT, landCheckpoint, offsetOf } from '../streams/index.js';
+import { appendCheckpoint, CHECKPOINT, fingerprintAt, fingerprintOf, landCheckpoint, offsetOf } from '../streams/index.js';
 import { declareQueueSpec, deliveriesSpec, type Replication, topologyNames } from '../topology/index.js';
 import type { Database, Session } from './database.js';
-import { ensurePartitionsFor, forgetPartitions, NO_ROWS, prepareRows, type Quarantined, quarantine, restartStream, storeBatch, storedOffset } from './materialise.js';
+import { ensurePartitionsFor, forgetPartitions, NO_ROWS, prepareRows, type Quarantined, quarantine, restartStream, storeBatch, storedPlace } from './materialise.js';
 import { isRefusal, isTimeout } from './refusals.js';
 import { dropExpiredPartitions, ensureSchema, SEQ_PER_OFFSET } from './schema.js';
 
@@ -80,6 +80,8 @@ interface Prepared {
   nextOffset: number;
   /** The append time of the last of this recorder's checkpoints in the batch: the log holds all before it. */
   caughtUpAt: Date | null;
+  /** The fingerprint of the batch's last entry, stored with the offset past it. */
+  lastEntry: string;
 }
 
 /**
@@ -123,6 +125,8 @@ export class DeliveryLogRecorder {
   private paused = false;
   /** The last offset taken into a prepared batch. */
   private preparedUpTo?: number;
+  /** The fingerprint of the entry before `next`. */
+  private lastEntry?: string | null;
   /** This leader's checkpoints appended and not stored past yet: id → append time. */
   private readonly checkpoints = new Map<string, number>();
   private lastReceivedAt = Date.now();
@@ -190,14 +194,18 @@ export class DeliveryLogRecorder {
         return;
       }
       await ensureSchema(session);
-      this.next = await storedOffset(session, this.stream);
-      if (this.next !== undefined && (await this.streamEnd()) < this.next) {
+      const place = await storedPlace(session, this.stream);
+      this.next = place?.nextOffset;
+      this.lastEntry = place?.lastEntry;
+      if (place && (await this.isNewStream(place.nextOffset, place.lastEntry))) {
         // Deleted and declared again (streams cannot be purged): its offsets started over, and
-        // resuming at the stored one would wait past its end for ever. Feed positions move past
-        // every one given out, so that no cursor skips the new stream's webhooks.
+        // resuming at the stored one would wait past its end for ever, or skip the new stream's
+        // first entries. Feed positions move past every one given out, so that no cursor skips
+        // the new stream's webhooks.
         this.logger.warn('stream deleted and declared again; reading it from its first entry', { stream: this.stream, resumedAt: this.next });
         await restartStream(session, this.stream);
         this.next = 0;
+        this.lastEntry = null;
       }
       // Safe here: a batch and its offset commit together, so a commit lost in a PostgreSQL crash
       // loses both, and the recorder stores those records again from the stream, with the same
@@ -253,6 +261,17 @@ export class DeliveryLogRecorder {
     await consumer?.close();
   }
 
+  /**
+   * A stream that ends before the stored offset, or holds another entry than the one stored last
+   * just before it, is not the one the offset was stored for.
+   */
+  private async isNewStream(nextOffset: number, lastEntry: string | null): Promise<boolean> {
+    if ((await this.streamEnd()) < nextOffset) return true;
+    if (nextOffset === 0 || lastEntry === null) return false;
+    const there = await fingerprintAt(this.broker, this.stream, nextOffset - 1, 5_000);
+    return there !== undefined && there !== lastEntry;
+  }
+
   /** The offset the stream is at now (a checkpoint appended and read back where it landed). */
   private streamEnd(): Promise<number> {
     return landCheckpoint(this.broker, this.stream, randomUUID(), 10_000);
@@ -262,7 +281,7 @@ export class DeliveryLogRecorder {
   private async checkStream(): Promise<void> {
     if (!this.session || this.next === undefined || this.stopped) return;
     try {
-      if ((await this.streamEnd()) >= (this.next ?? 0) || !this.session) return;
+      if (!(await this.isNewStream(this.next, this.lastEntry ?? null)) || !this.session) return;
     } catch {
       return; // the broker is not taking appends yet; the next reconnect looks again
     }
@@ -329,7 +348,16 @@ export class DeliveryLogRecorder {
       bytes += p.bytes;
     }
     if (items.length === 0) return undefined;
-    const batch: Prepared = { items, records: [], positions: [], places: [], refused: [], nextOffset: items.at(-1)!.offset + 1, caughtUpAt: null };
+    const batch: Prepared = {
+      items,
+      records: [],
+      positions: [],
+      places: [],
+      refused: [],
+      nextOffset: items.at(-1)!.offset + 1,
+      caughtUpAt: null,
+      lastEntry: fingerprintOf(items.at(-1)!.delivery.message),
+    };
     for (const item of items) {
       const headers = item.delivery.message.properties.headers;
       // Appended by a recorder to learn where the stream ends: no records, but its offset is stored past it.
@@ -377,6 +405,7 @@ export class DeliveryLogRecorder {
       const next = this.prepare();
       await storing;
       this.next = current.nextOffset;
+      this.lastEntry = current.lastEntry;
       // The buffer may have been cleared by a disconnect meanwhile, and what was read again then is
       // stored now: drop, and ack, only what was stored.
       for (const item of current.items) settle(item);
@@ -402,7 +431,7 @@ export class DeliveryLogRecorder {
     for (const entry of batch.refused) await this.setAside(session, entry);
     try {
       await ensurePartitionsFor(session, batch.records, session);
-      await storeBatch(session, this.stream, prepareRows(batch.records, batch.positions), batch.nextOffset, batch.caughtUpAt);
+      await storeBatch(session, this.stream, prepareRows(batch.records, batch.positions), batch.nextOffset, batch.caughtUpAt, batch.lastEntry);
       return;
     } catch (err) {
       if (!isRefusal(err, batch.records.length)) throw err;
@@ -411,7 +440,7 @@ export class DeliveryLogRecorder {
       this.logger.warn('delivery records refused by the database; looking for the ones it refuses', { offset: storedUpTo, records: batch.records.length, error: (err as Error).message });
     }
     await this.storeApart(session, batch, 0, batch.records.length, storedUpTo);
-    await storeBatch(session, this.stream, NO_ROWS, batch.nextOffset, batch.caughtUpAt);
+    await storeBatch(session, this.stream, NO_ROWS, batch.nextOffset, batch.caughtUpAt, batch.lastEntry);
   }
 
   /**

@@ -21,7 +21,10 @@ CREATE TABLE IF NOT EXISTS delivery_log_offsets (
   next_offset bigint NOT NULL,
   -- When the stream ended where the log now holds everything (null: not measured yet).
   caught_up_at timestamptz,
-  seq_base bigint NOT NULL DEFAULT 0
+  seq_base bigint NOT NULL DEFAULT 0,
+  -- The fingerprint of the entry at next_offset - 1: another one there means the stream was
+  -- deleted, declared again and written past that offset meanwhile.
+  last_entry text
 );
 
 CREATE TABLE IF NOT EXISTS delivery_webhooks (
@@ -128,6 +131,7 @@ async function upgradeOffsets(db: Queryable): Promise<void> {
     `SELECT attname AS name, attnotnull AS notnull FROM pg_attribute WHERE attrelid = 'delivery_log_offsets'::regclass AND attnum > 0 AND NOT attisdropped`,
   );
   if (!rows.some((r) => r.name === 'seq_base')) await db.query('ALTER TABLE delivery_log_offsets ADD COLUMN seq_base bigint NOT NULL DEFAULT 0');
+  if (!rows.some((r) => r.name === 'last_entry')) await db.query('ALTER TABLE delivery_log_offsets ADD COLUMN last_entry text');
   if (rows.some((r) => r.name === 'caught_up_at' && r.notnull)) {
     await db.query('ALTER TABLE delivery_log_offsets ALTER COLUMN caught_up_at DROP NOT NULL, ALTER COLUMN caught_up_at DROP DEFAULT');
   }

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { ConsumeMessage } from 'amqplib';
 import { type BrokerConnection, BrokerUnavailableError } from '../broker/index.js';
 import { HEADERS } from '../contracts/index.js';
@@ -44,22 +45,28 @@ export async function landCheckpoint(broker: BrokerConnection, stream: string, i
 export async function stillHolds(broker: BrokerConnection, stream: string, entry: ConsumeMessage, timeoutMs: number): Promise<boolean> {
   const offset = offsetOf(entry.properties.headers);
   if (offset === undefined) return true;
-  let settle!: (holds: boolean) => void;
-  const answer = new Promise<boolean>((resolve) => {
+  const there = await entryAt(broker, stream, offset, timeoutMs);
+  return there === undefined || sameEntry(there, entry);
+}
+
+/** The entry at `offset`, or undefined when it cannot tell (removed by retention, past the end, no answer in time). */
+async function entryAt(broker: BrokerConnection, stream: string, offset: number, timeoutMs: number): Promise<ConsumeMessage | undefined> {
+  let settle!: (entry: ConsumeMessage | undefined) => void;
+  const answer = new Promise<ConsumeMessage | undefined>((resolve) => {
     settle = resolve;
   });
   const reader = await broker.openReader(stream, {
     prefetch: 10,
     arguments: { 'x-stream-offset': offset },
     onMessage: (message) => {
-      if (!message) return settle(true);
+      if (!message) return settle(undefined);
       const at = offsetOf(message.properties.headers);
       if (at === undefined || at < offset) return;
-      settle(at > offset || sameEntry(message, entry));
+      settle(at === offset ? message : undefined);
     },
-    onClose: () => settle(true),
+    onClose: () => settle(undefined),
   });
-  const timer = setTimeout(() => settle(true), timeoutMs);
+  const timer = setTimeout(() => settle(undefined), timeoutMs);
   try {
     return await answer;
   } finally {
@@ -78,4 +85,26 @@ function sameEntry(a: ConsumeMessage, b: ConsumeMessage): boolean {
   } catch {
     return true; // a header JSON cannot write (a 64-bit integer): cannot tell
   }
+}
+
+/** What names one entry of a stream, whatever its offset: a digest of its body and headers. */
+export function fingerprintOf(message: ConsumeMessage): string {
+  const { [HEADERS.streamOffset]: _offset, ...headers } = message.properties.headers ?? {};
+  let named: string;
+  try {
+    named = JSON.stringify(headers);
+  } catch {
+    named = '';
+  }
+  return createHash('sha256').update(message.content).update('\0').update(named).digest('base64url').slice(0, 24);
+}
+
+/**
+ * The fingerprint of the entry at `offset`, or undefined when it cannot tell (retention removed
+ * it, the stream ends before it, no answer in time): a reader then keeps to its offset, so a slow
+ * broker never makes it start over.
+ */
+export async function fingerprintAt(broker: BrokerConnection, stream: string, offset: number, timeoutMs: number): Promise<string | undefined> {
+  const entry = await entryAt(broker, stream, offset, timeoutMs);
+  return entry && fingerprintOf(entry);
 }

@@ -2,6 +2,7 @@ import { BrokerConnection } from '../../libs/broker/index.js';
 import { type DeliveryRecordInput, DeliveryRecorder } from '../../libs/delivery-log/index.js';
 import { type Database, deliveryLogQueries, DeliveryLogRecorder, openPostgres } from '../../libs/delivery-store/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
+import { fingerprintAt } from '../../libs/streams/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
 import { brokerUrl, TestBroker, uniquePrefix } from '../support/broker.js';
 import { createTestDatabase } from '../support/postgres.js';
@@ -21,6 +22,7 @@ describe('the feed read across a PostgreSQL crash (stop -m immediate) under load
   let broker: BrokerConnection;
   let database: Database;
   let reader: Database;
+  let running: DeliveryLogRecorder | undefined;
 
   beforeAll(async () => {
     server = await PrivatePostgres.start();
@@ -30,6 +32,7 @@ describe('the feed read across a PostgreSQL crash (stop -m immediate) under load
   }, 60_000);
 
   afterAll(async () => {
+    await running?.stop();
     await broker?.close();
     await test?.deleteTopology(prefix, 0);
     await test?.close();
@@ -49,6 +52,7 @@ describe('the feed read across a PostgreSQL crash (stop -m immediate) under load
     await writer.start();
     const recorder = new DeliveryLogRecorder(broker, database, silentLogger(), { prefix, retentionMs: 30 * 86_400_000, retryMs: 100, checkpointEveryMs: 60_000 });
     await recorder.start();
+    running = recorder;
 
     // A webhook's three records, a retry apart: each batch updates rows an earlier one inserted.
     const webhooks = 1_800;
@@ -112,6 +116,7 @@ describe('the feed read across a PostgreSQL crash (stop -m immediate) under load
     const db = await createTestDatabase('delivery_log_lost_commit');
     const lossPrefix = `${prefix}.lost`;
     const local = openPostgres(db.url);
+    let recorder: DeliveryLogRecorder | undefined;
     try {
       const writer = new DeliveryRecorder(broker, silentLogger(), { prefix: lossPrefix, maxRecords: 1 });
       await writer.start();
@@ -120,7 +125,7 @@ describe('the feed read across a PostgreSQL crash (stop -m immediate) under load
         await recorder.start();
         return recorder;
       };
-      let recorder = await startRecorder();
+      recorder = await startRecorder();
       const firstSeenAt = new Date().toISOString();
       const write = (n: number, attempt: number) =>
         writer.record({ webhookId: `wh_${n}`, merchantId: 'm_lost', event: 'payout', references: [`po-${n}`], firstSeenAt, outcome: attempt === 3 ? 'delivered' : 'retrying',
@@ -144,7 +149,9 @@ describe('the feed read across a PostgreSQL crash (stop -m immediate) under load
       const lost = before.events.slice(10).map((e) => e.webhookId);
       await db.query('DELETE FROM delivery_webhooks WHERE webhook_id = ANY($1)', [lost]);
       await db.query('DELETE FROM delivery_records WHERE webhook_id = ANY($1)', [lost]);
-      await db.query('UPDATE delivery_log_offsets SET next_offset = 30 WHERE stream = $1', [topologyNames(lossPrefix).deliveries]);
+      // With the offset, what the commit before stored: the fingerprint of the entry before it.
+      const stream = topologyNames(lossPrefix).deliveries;
+      await db.query('UPDATE delivery_log_offsets SET next_offset = 30, last_entry = $2 WHERE stream = $1', [stream, await fingerprintAt(broker, stream, 29, 5_000)]);
       const sequence = await db.query<{ n: string }>(`SELECT count(*) AS n FROM pg_class WHERE relname = 'delivery_feed_seq'`);
       if (sequence[0]!.n !== '0') await db.query(`SELECT setval('delivery_feed_seq', (SELECT max(seq) FROM delivery_webhooks))`);
 
@@ -157,6 +164,7 @@ describe('the feed read across a PostgreSQL crash (stop -m immediate) under load
       await recorder.stop();
       await writer.stop();
     } finally {
+      await recorder?.stop();
       await local.close();
       await test.deleteTopology(lossPrefix, 0);
       await db.drop();

@@ -3,7 +3,7 @@ import type { DispatcherProgram } from '../../apps/dispatcher/program.js';
 import { BrokerConnection } from '../../libs/broker/index.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { decodeRecords, type DeliveryRecordInput, DeliveryRecorder } from '../../libs/delivery-log/index.js';
-import { DeliveryLogRecorder, openPostgres } from '../../libs/delivery-store/index.js';
+import { deliveryLogQueries, DeliveryLogRecorder, openPostgres } from '../../libs/delivery-store/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { StreamTail } from '../../libs/streams/index.js';
 import { BrokerMerchantDirectory } from '../../libs/merchants/index.js';
@@ -202,6 +202,46 @@ describe('a deleted stream is declared again and read from its start, without a 
       await database.close();
       await broker.close();
       await recorderBroker.close();
+      await test.channel.deleteQueue(deliveries).catch(() => {});
+      await db.drop();
+    }
+  }, 60_000);
+
+  it('deliveries: a recorder away while the stream was deleted and written past its old end stores the new stream from its start, at cursors past the old ones', async () => {
+    const prefix = uniquePrefix('deleted-deliveries-past');
+    const { deliveries } = topologyNames(prefix);
+    const broker = new BrokerConnection({ url: brokerUrl(), name: 'test-deleted-deliveries-past', logger: silentLogger() });
+    await broker.open(10_000);
+    const db = await createTestDatabase('deleted_deliveries_past');
+    const database = openPostgres(db.url);
+    const writer = new DeliveryRecorder(broker, silentLogger(), { prefix, maxRecords: 1 });
+    const newRecorder = () => new DeliveryLogRecorder(broker, database, silentLogger(), { prefix, retentionMs: 86_400_000, retryMs: 200 });
+    const record = (webhookId: string): DeliveryRecordInput => ({ webhookId, merchantId: 'm_1', event: 'payout', references: [`po-${webhookId}`], firstSeenAt: new Date().toISOString(), outcome: 'delivered', attemptNumber: 1 });
+    const stored = async () => (await db.query<{ webhook_id: string }>('SELECT webhook_id FROM delivery_webhooks ORDER BY webhook_id').catch(() => [])).map((r) => r.webhook_id);
+    const log = deliveryLogQueries(database);
+    let recorder = newRecorder();
+    try {
+      await writer.start();
+      await recorder.start();
+      for (let i = 0; i < 5; i++) await writer.record(record(`wh_before_${i}`));
+      await waitFor('the records before stored', async () => (await stored()).length === 5, 15_000);
+      const before = await log.feed('m_1', undefined, 100);
+      await recorder.stop();
+
+      // While no recorder runs: deleted, declared again by the writer, and written past the old end.
+      await test.channel.deleteQueue(deliveries);
+      const after = Array.from({ length: 12 }, (_, i) => `wh_after_${String(i).padStart(2, '0')}`);
+      for (const id of after) await writer.record(record(id));
+      recorder = newRecorder();
+      await recorder.start();
+      await waitFor('every record of the new stream stored', async () => (await stored()).length === 17, 20_000);
+      const fromBefore = await log.feed('m_1', before.nextCursor, 100);
+      expect(fromBefore.events.map((e) => e.webhookId)).toEqual(after);
+    } finally {
+      await writer.stop();
+      await recorder.stop();
+      await database.close();
+      await broker.close();
       await test.channel.deleteQueue(deliveries).catch(() => {});
       await db.drop();
     }
