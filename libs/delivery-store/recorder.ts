@@ -6,7 +6,7 @@ import type { Logger } from '../logger/index.js';
 import { appendCheckpoint, CHECKPOINT, fingerprintAt, fingerprintOf, landCheckpoint, offsetOf } from '../streams/index.js';
 import { declareQueueSpec, deliveriesSpec, type Replication, topologyNames } from '../topology/index.js';
 import type { Database, Session } from './database.js';
-import { ensurePartitionsFor, forgetPartitions, NO_ROWS, prepareRows, type Quarantined, quarantine, restartStream, storeBatch, storedPlace } from './materialise.js';
+import { caughtUpAt, ensurePartitionsFor, forgetPartitions, NO_ROWS, prepareRows, type Quarantined, quarantine, restartStream, storeBatch, storedPlace } from './materialise.js';
 import { isRefusal, isTimeout } from './refusals.js';
 import { dropExpiredPartitions, ensureSchema, SEQ_PER_OFFSET } from './schema.js';
 
@@ -137,6 +137,9 @@ export class DeliveryLogRecorder {
     // What the lost channel delivered will come again from the stored offset.
     this.buffer = [];
     this.countBuffer();
+    // A consumer closed to pause reading is not resumed by the reconnect: subscribe it again now
+    // (it starts once connected).
+    this.resumeIfDrained();
   };
   /** A reconnect may follow an operator deleting the stream: lead again, which looks at where it ends. */
   private readonly onConnected = () => void this.checkStream();
@@ -211,6 +214,12 @@ export class DeliveryLogRecorder {
       // loses both, and the recorder stores those records again from the stream, with the same
       // feed positions (derived from their offsets), so no cursor handed out skips them.
       await session.query('SET synchronous_commit = off');
+      // A lock held elsewhere (a migration, VACUUM FULL) is the database's state, not the data's:
+      // it must fail as lock_not_available (retried), never as a statement timeout (which may set
+      // a record aside).
+      await session.query("SET lock_timeout = '10s'");
+      const measured = await caughtUpAt(session, this.stream);
+      this.state.caughtUpAt = (measured ?? new Date()).getTime();
       await this.expire(session);
     } catch (err) {
       this.logger.warn('delivery recorder cannot take the lead yet (database or stream unreachable); retrying', { error: (err as Error).message });
