@@ -417,6 +417,7 @@ ${attempts.toLocaleString('en')} attempt rows and ${(attempts / 4).toLocaleStrin
 | query | p50 ms | p99 ms |
 |---|---|---|
 | a merchant's last 50 webhooks (\`GET /nucleus/webhooks\`) | ${r.latest50P50} | ${r.latest50P99} |
+| a merchant's last 50 failed webhooks (\`GET /nucleus/webhooks?status=failed\`; 1 in 50 failed) | ${r.failed50P50} | ${r.failed50P99} |
 | one reference's webhooks with every attempt (\`webhooks log --reference\`: one statement) | ${r.referenceP50} | ${r.referenceP99} |
 | one webhook by id alone, with every attempt (\`GET /nucleus/webhooks/{webhookId}\`) | ${r.detailByIdP50} | ${r.detailByIdP99} |
 
