@@ -1,7 +1,5 @@
-import { execFile } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { promisify } from 'node:util';
 import pg from 'pg';
 import { BrokerConnection } from '../libs/broker/index.js';
 import { type DeliveryRecordInput, DeliveryRecorder } from '../libs/delivery-log/index.js';
@@ -220,17 +218,21 @@ export async function recorderCatchUp(url: string, total: number): Promise<{ rec
     const filler = 'x'.repeat(900);
     const inFlight: Array<Promise<void>> = [];
     let firstSeenAt = '';
-    for (let n = 0; n < total; n++) {
-      if (n % 4 === 0) firstSeenAt = new Date().toISOString();
+    const make = (n: number) => {
       const r = record(n, firstSeenAt);
       r.payload = { event: 'charge.completed', data: { tnxRef: `tx_${n >> 2}`, amount: 1000, currency: 'NGN', narration: filler } };
       r.attempt!.responseBody = filler.slice(0, 512);
-      inFlight.push(writer.record(r));
+      return r;
+    };
+    const sample = { ...make(0), id: randomUUID(), at: new Date().toISOString() };
+    for (let n = 0; n < total; n++) {
+      if (n % 4 === 0) firstSeenAt = new Date().toISOString();
+      inFlight.push(writer.record(make(n)));
       if (inFlight.length >= 5_000) await Promise.all(inFlight.splice(0));
     }
     await Promise.all(inFlight);
     await writer.stop();
-    const streamBytes = await streamSize(topologyNames(prefix).deliveries);
+    const streamBytes = total * Buffer.byteLength(JSON.stringify(sample));
     return await withDatabase('catchup', async (dbUrl) => {
       const db = new pg.Client({ connectionString: dbUrl });
       await db.connect();
@@ -264,15 +266,4 @@ export async function recorderCatchUp(url: string, total: number): Promise<{ rec
 function peakRss(pid: number | undefined): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   return Math.round(Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? 0) / 1024);
-}
-
-/** The stream's bytes on disk, from the management-free queue info the CLI reads. */
-async function streamSize(stream: string): Promise<number> {
-  try {
-    const { stdout } = await promisify(execFile)('rabbitmqctl', ['list_queues', '-q', '--no-table-headers', 'name', 'message_bytes']);
-    const line = stdout.split('\n').find((l) => l.startsWith(`${stream}\t`));
-    return Number(line?.split('\t')[1] ?? 0);
-  } catch {
-    return 0;
-  }
 }

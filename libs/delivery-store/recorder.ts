@@ -60,6 +60,13 @@ interface Pending {
   acked?: boolean;
 }
 
+/**
+ * What a catch-up holds: the read-ahead's bytes, and a batch's (decoded, serialised and sent while
+ * the next is prepared, so several copies of it live at once). Measured in BENCHMARKS 8b.
+ */
+const BUFFER_BYTES = 16 * 1024 * 1024;
+const BATCH_BYTES = 4 * 1024 * 1024;
+
 /** Acks once (a second ack of a tag closes the channel), and only on the channel it came on. */
 function settle(item: Pending): void {
   if (item.acked) return;
@@ -248,7 +255,7 @@ export class DeliveryLogRecorder {
     const generation = this.generation;
     this.lastReceivedAt = Date.now();
     const consumer = await this.broker.consume(this.stream, {
-      prefetch: this.options.prefetch ?? 200,
+      prefetch: this.options.prefetch ?? 100,
       arguments: () => ({ 'x-stream-offset': this.resumeAt() ?? 'first' }),
       onMessage: (delivery) => this.receive(delivery, generation, subscription),
     });
@@ -313,7 +320,7 @@ export class DeliveryLogRecorder {
     }
     this.buffer.push({ offset, delivery, bytes: delivery.message.content.length });
     this.countBuffer();
-    if (this.state.pendingBytes > (this.options.bufferBytes ?? 32 * 1024 * 1024)) {
+    if (this.state.pendingBytes > (this.options.bufferBytes ?? BUFFER_BYTES)) {
       // A catch-up of large messages: the prefetch bounds messages, not bytes. Stop reading, and
       // subscribe again from past the buffer once half of it is stored.
       this.paused = true;
@@ -347,7 +354,7 @@ export class DeliveryLogRecorder {
   private prepare(): Prepared | undefined {
     const after = Math.max(this.preparedUpTo ?? -1, (this.next ?? 0) - 1);
     const maxMessages = this.options.maxMessages ?? 100;
-    const maxBytes = this.options.maxBatchBytes ?? 8 * 1024 * 1024;
+    const maxBytes = this.options.maxBatchBytes ?? BATCH_BYTES;
     const items: Pending[] = [];
     let bytes = 0;
     for (const p of this.buffer) {
@@ -428,7 +435,7 @@ export class DeliveryLogRecorder {
   }
 
   private resumeIfDrained(): void {
-    if (!this.paused || this.state.pendingBytes > (this.options.bufferBytes ?? 32 * 1024 * 1024) / 2 || !this.session) return;
+    if (!this.paused || this.state.pendingBytes > (this.options.bufferBytes ?? BUFFER_BYTES) / 2 || !this.session) return;
     this.paused = false;
     this.state.resubscribed++;
     void this.subscribe().catch((err) => this.logger.warn('delivery recorder cannot subscribe again yet; the next reconnect does', { error: (err as Error).message }));

@@ -140,15 +140,15 @@ describe('the delivery log under poison, size, silence and redeliveries', () => 
     const watch = setInterval(() => (peak = Math.max(peak, recorder.state.pendingBytes ?? 0)), 5);
     try {
       await recorder.start();
-      await waitFor('the stream read up to what the recorder holds', () => recorder.state.pending >= messages || (recorder.state.pendingBytes ?? 0) > 32 * 1024 * 1024, 60_000);
+      await waitFor('the stream read up to what the recorder holds', () => recorder.state.pending >= messages || (recorder.state.pendingBytes ?? 0) > 16 * 1024 * 1024, 60_000);
       await holder.query('COMMIT');
       await waitFor('every large webhook stored', async () => (await count(`SELECT count(*) AS n FROM delivery_webhooks WHERE merchant_id = 'm_big'`)) === messages * perMessage, 120_000, 200);
     } finally {
       clearInterval(watch);
     }
     expect(await count('SELECT count(*) AS n FROM delivery_log_quarantine WHERE stream = $1', [stream])).toBe(0);
-    // 32 MB of buffer, and the messages in flight when reading paused (each 3.1 MB).
-    expect(peak).toBeLessThan(48 * 1024 * 1024);
+    // 16 MB of buffer, and the messages in flight when reading paused (each 3.1 MB).
+    expect(peak).toBeLessThan(32 * 1024 * 1024);
     expect(peak).toBeGreaterThan(0);
   }, 180_000);
 
