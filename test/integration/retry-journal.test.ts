@@ -316,8 +316,9 @@ describe('the retry watch reading the journal', () => {
     const reader = watch({ snapshots: { stream: harness.names.retrySnapshots } });
     await reader.start();
     expect(reader.waitingByQueue().get(tier)).toBe(1);
-    expect(reader.bodyOffsetOf(messageId)).toBe(writer.bodyOffsetOf(messageId));
-    expect(reader.bodyOffsetOf(messageId)).toBeDefined();
+    const waitKey = held!.properties.headers![HEADERS.scheduleId] as string;
+    expect(reader.bodyOffsetOf(waitKey)).toBe(writer.bodyOffsetOf(waitKey));
+    expect(reader.bodyOffsetOf(waitKey)).toBeDefined();
     expect(await reader.arrive(key, 'second')).toBe(false);
     await reader.waitUntilCaughtUp(5_000);
     // Stranded: it is recovered from the body the snapshot points at.
