@@ -1,0 +1,69 @@
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { sampleEvent } from '../../libs/contracts/index.js';
+import { type Harness, startHarness, testMerchant } from '../support/harness.js';
+import { refusedUrl } from '../support/receiver.js';
+import { waitFor } from '../support/wait.js';
+
+/**
+ * Issue 29: a merchant whose server is down while its traffic keeps coming leaves webhooks
+ * waiting in the retry tiers by the hundred thousand, and every dispatcher's retry watch holds
+ * each of them. The heap (with array buffers) is measured after a full collection (not RSS, which the allocator keeps
+ * high), so the figure is what the watch holds: it was about 1,000 bytes per waiting webhook.
+ */
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
+
+/** The JavaScript heap and the array buffers outside it (where typed arrays keep their bytes). */
+function heapAfterGc(): number {
+  gc();
+  gc();
+  const { heapUsed, arrayBuffers } = process.memoryUsage();
+  return heapUsed + arrayBuffers;
+}
+
+const WARM = 3_000;
+const MORE = 20_000;
+
+describe('retry watch memory with a dead endpoint under load', () => {
+  let harness: Harness;
+  const merchant = testMerchant('m_down', 'http://placeholder');
+
+  beforeAll(async () => {
+    merchant.webhook!.url = await refusedUrl();
+    harness = await startHarness({
+      name: 'watch-memory',
+      merchants: [merchant],
+      // Long tiers: every webhook stays waiting for the whole test.
+      retryDelaysMs: [600_000, 600_000],
+      retryWatch: { overdueAfterMs: 120_000 },
+    });
+  });
+
+  afterAll(async () => {
+    await harness?.close();
+  });
+
+  const waiting = () => [...harness.retryWatch!.waitingByQueue().values()].reduce((sum, n) => sum + n, 0);
+
+  async function publishAndWait(count: number, total: number): Promise<void> {
+    for (let i = 0; i < count; i += 500) {
+      await Promise.all(Array.from({ length: Math.min(500, count - i) }, () => harness.publisher.publish(sampleEvent('payout', merchant.id))));
+    }
+    await waitFor(`${total} webhooks waiting`, () => waiting() === total, 120_000, 200);
+  }
+
+  it('holds at most 150 bytes per waiting webhook as their number grows (it held 370)', async () => {
+    await publishAndWait(WARM, WARM);
+    const warm = heapAfterGc();
+    await publishAndWait(MORE, WARM + MORE);
+    const grown = heapAfterGc();
+    const perWait = (grown - warm) / MORE;
+    // The watch's own estimate says the same of its arrays (it is what the metric reports).
+    const { waits, bytes } = harness.retryWatch!.memory();
+    process.stdout.write(`heap per waiting webhook: ${Math.round(perWait)} bytes; watch estimate ${Math.round(bytes / waits)} bytes over ${waits} waits\n`);
+    expect(waits).toBe(WARM + MORE);
+    expect(perWait).toBeLessThan(150);
+    expect(bytes / waits).toBeLessThan(150);
+  }, 300_000);
+});
