@@ -17,6 +17,11 @@ const MIN_LANE = 256;
 const MIN_TABLE = 1024;
 /** Bytes a key held as a string costs (string, Map entry), for bytesHeld(). */
 const RAW_KEY_BYTES = 120;
+/**
+ * A full lane grows by a quarter (plus a little): each record then costs at most 1.25 times its
+ * row, and a rebuild, which copies the lane, comes once per quarter of its size added.
+ */
+const grownCap = (live: number) => Math.max(MIN_LANE, Math.ceil(live * 1.25) + MIN_LANE);
 
 class Lane {
   /** Sequence numbers of the first record still held and of the next one added; a record's row is seq % cap. */
@@ -106,7 +111,7 @@ export class KeyedLanes {
   /** The same, the key given as UUID words (from a snapshot), or as a string when it is not one. */
   private append(laneId: number, key: string | undefined, words: Uint32Array | undefined, at: number, values: readonly number[]): number {
     const lane = this.lanes[laneId]!;
-    if (lane.tail - lane.head >= lane.cap) this.rebuild(lane, Math.max(MIN_LANE, Math.ceil(lane.live * 1.5) + MIN_LANE));
+    if (lane.tail - lane.head >= lane.cap) this.rebuild(lane, grownCap(lane.live));
     const seq = lane.tail++;
     const row = seq % lane.cap;
     const handle = seq * MAX_LANES + laneId;
@@ -146,7 +151,7 @@ export class KeyedLanes {
     lane.live--;
     while (lane.head < lane.tail && !lane.alive[lane.head % lane.cap]) lane.head++;
     // Drained after a burst: give the memory back.
-    if (lane.cap > MIN_LANE * 4 && lane.live < lane.cap / 8) this.rebuild(lane, Math.max(MIN_LANE, Math.ceil(lane.live * 1.5) + MIN_LANE));
+    if (lane.cap > MIN_LANE * 4 && lane.live < lane.cap / 8) this.rebuild(lane, grownCap(lane.live));
     if (this.table.length > MIN_TABLE && this.tableSize < this.table.length / 16) this.rehash();
   }
 
@@ -169,9 +174,40 @@ export class KeyedLanes {
     return { keys, columns, raw };
   }
 
+  /** Bytes writeLane writes: 16 per key and 8 per column, per record. */
+  laneBytes(laneId: number): number {
+    return this.lanes[laneId]!.live * (16 + 8 * this.columns);
+  }
+
+  /**
+   * The same as exportLane, written into `into` at `at` (keys, then each column; `at` a multiple
+   * of 8), so a snapshot of a million records is not built twice in memory. Returns the raw keys.
+   */
+  writeLane(laneId: number, into: ArrayBuffer, at: number): Array<[number, string]> {
+    const lane = this.lanes[laneId]!;
+    const keys = new Uint32Array(into, at, lane.live * 4);
+    const columns = lane.cols.map((_, c) => new Float64Array(into, at + lane.live * 16 + c * lane.live * 8, lane.live));
+    const raw: Array<[number, string]> = [];
+    let i = 0;
+    for (let seq = lane.head; seq < lane.tail; seq++) {
+      const row = seq % lane.cap;
+      if (!lane.alive[row]) continue;
+      const rawKey = lane.raw.get(seq);
+      if (rawKey !== undefined) raw.push([i, rawKey]);
+      else keys.set(lane.keys.subarray(row * 4, row * 4 + 4), i * 4);
+      for (let c = 0; c < columns.length; c++) columns[c]![i] = lane.cols[c]![row]!;
+      i++;
+    }
+    return raw;
+  }
+
   /** Records as exportLane gave them, added in order; a key already held is left as it is. */
   importLane(laneId: number, keys: Uint32Array, columns: Float64Array[], raw: ReadonlyMap<number, string>): void {
     const count = keys.length / 4;
+    // Sized once for all of them: growing a quarter at a time would copy a million records many times over.
+    const lane = this.lanes[laneId]!;
+    if (lane.tail - lane.head + count > lane.cap) this.rebuild(lane, grownCap(lane.live + count));
+    if (this.tableUsed + count > this.table.length * 0.75) this.rehash(this.tableSize + count);
     const values = new Array<number>(this.columns).fill(NaN);
     for (let i = 0; i < count; i++) {
       for (let c = 0; c < this.columns; c++) values[c] = columns[c]?.[i] ?? NaN;
@@ -259,7 +295,7 @@ export class KeyedLanes {
   }
 
   private insertSlot(words: Uint32Array, at: number, handle: number): void {
-    if (this.tableUsed + 1 > this.table.length * 0.7) this.rehash(this.tableSize + 1);
+    if (this.tableUsed + 1 > this.table.length * 0.75) this.rehash(this.tableSize + 1);
     const mask = this.table.length - 1;
     for (let i = this.hash(words, at) & mask; ; i = (i + 1) & mask) {
       if (this.table[i]! <= 0) {
@@ -271,10 +307,10 @@ export class KeyedLanes {
     }
   }
 
-  /** Sized for the keys held at a load of 0.35 to 0.7; drops deleted slots. */
+  /** Sized for the keys held at a load of 0.375 to 0.75 (8 to 21 bytes a key); drops deleted slots. */
   private rehash(size = this.tableSize): void {
     let cap = MIN_TABLE;
-    while (cap * 0.35 < size) cap *= 2;
+    while (cap * 0.5 < size) cap *= 2;
     const old = this.table;
     this.table = new Float64Array(cap);
     this.tableUsed = 0;

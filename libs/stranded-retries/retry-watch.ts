@@ -8,7 +8,7 @@ import { ReadBacks, StreamTail } from '../streams/index.js';
 import { appendArrived, appendRecoveryClaim, appendScheduled, recoveredCopy, type ScheduledRetry } from './journal.js';
 import { KeyedLanes } from './keyed-lanes.js';
 import { OffsetClock } from './offset-clock.js';
-import { ARRIVAL_COLUMNS, appendSnapshot, entryIdentity, readLatestSnapshot, WAIT_COLUMNS, type WatchColumns, type WatchSnapshot } from './snapshot.js';
+import { ARRIVAL_COLUMNS, appendSnapshot, encodeSnapshotV2, entryIdentity, readLatestSnapshot, WAIT_COLUMNS, type WatchColumns, type WatchSnapshot } from './snapshot.js';
 import { uuidToWords, wordsToUuid } from './uuid-words.js';
 
 export interface RetryWatchOptions {
@@ -749,52 +749,60 @@ export class RetryWatch {
     await this.writeSnapshot();
   }
 
-  /** This watch's state now, times as durations from `now`. */
-  private snapshotOf(now: number): WatchSnapshot {
-    const lanesOf = (store: KeyedLanes, rawKeys: Array<[number, number, string]>) =>
-      store.laneIds().map((lane, i) => {
-        const { keys, columns, raw } = store.exportLane(lane);
-        for (const [index, key] of raw) rawKeys.push([i, index, key]);
-        return { name: store.laneName(lane), columns: { keys, columns } as WatchColumns, raw };
-      });
-    const rawWaitKeys: Array<[number, number, string]> = [];
-    const rawArrivalKeys: Array<[number, number, string]> = [];
-    const waits = lanesOf(this.waits, rawWaitKeys);
-    const arrivals = lanesOf(this.arrivals, rawArrivalKeys);
-    for (const { columns } of waits) {
-      const due = columns.columns[W_DUE]!;
-      const drained = columns.columns[W_DRAINED]!;
-      for (let r = 0; r < due.length; r++) {
-        due[r] = Math.round(due[r]! - now);
-        drained[r] = Math.round(now - drained[r]!);
-      }
-    }
-    const rawCopyIds: Array<[number, number, string]> = [];
-    arrivals.forEach(({ columns }, i) => {
-      const at = columns.columns[A_AT]!;
-      const copy = columns.columns[A_COPY]!;
-      const raw = new Map(rawArrivalKeys.filter(([l]) => l === i).map(([, index, key]) => [index, key]));
-      for (let r = 0; r < at.length; r++) {
-        at[r] = Math.round(now - at[r]!);
-        if (Number.isNaN(copy[r]!)) {
-          const copyId = this.rawCopyIds.get(raw.get(r) ?? wordsToUuid(columns.keys, r * 4));
-          if (copyId !== undefined) rawCopyIds.push([i, r, copyId]);
+  /** This watch's state now, times as durations from `now`, encoded (encodeSnapshotV2). */
+  private snapshotOf(now: number): Buffer {
+    const waitLanes = this.waits.laneIds();
+    const arrivalLanes = this.arrivals.laneIds();
+    const bytes = [...waitLanes.map((l) => this.waits.laneBytes(l)), ...arrivalLanes.map((l) => this.arrivals.laneBytes(l))].reduce((a, b) => a + b, 0);
+    return encodeSnapshotV2(bytes, (memory, start) => {
+      let at = start;
+      const write = (store: KeyedLanes, lanes: number[], columns: number, rawKeys: Array<[number, number, string]>) =>
+        lanes.map((lane, i) => {
+          const count = store.count(lane);
+          for (const [index, key] of store.writeLane(lane, memory, at)) rawKeys.push([i, index, key]);
+          const keys = new Uint32Array(memory, at, count * 4);
+          const cols = Array.from({ length: columns }, (_, c) => new Float64Array(memory, at + count * 16 + c * count * 8, count));
+          at += count * (16 + 8 * columns);
+          return { keys, columns: cols } as WatchColumns;
+        });
+      const rawWaitKeys: Array<[number, number, string]> = [];
+      const rawArrivalKeys: Array<[number, number, string]> = [];
+      const waits = write(this.waits, waitLanes, WAIT_COLUMNS, rawWaitKeys);
+      const arrivals = write(this.arrivals, arrivalLanes, ARRIVAL_COLUMNS, rawArrivalKeys);
+      for (const { columns } of waits) {
+        const due = columns[W_DUE]!;
+        const drained = columns[W_DRAINED]!;
+        for (let r = 0; r < due.length; r++) {
+          due[r] = Math.round(due[r]! - now);
+          drained[r] = Math.round(now - drained[r]!);
         }
       }
+      const rawCopyIds: Array<[number, number, string]> = [];
+      arrivals.forEach(({ keys, columns }, i) => {
+        const at = columns[A_AT]!;
+        const copy = columns[A_COPY]!;
+        const raw = new Map(rawArrivalKeys.filter(([l]) => l === i).map(([, index, key]) => [index, key]));
+        for (let r = 0; r < at.length; r++) {
+          at[r] = Math.round(now - at[r]!);
+          if (Number.isNaN(copy[r]!)) {
+            const copyId = this.rawCopyIds.get(raw.get(r) ?? wordsToUuid(keys, r * 4));
+            if (copyId !== undefined) rawCopyIds.push([i, r, copyId]);
+          }
+        }
+      });
+      return {
+        v: 2,
+        covers: this.lastOffset,
+        ...(this.lastEntry === undefined ? {} : { coversEntry: this.lastEntry }),
+        waitLanes: waitLanes.map((lane, i) => ({ name: this.waits.laneName(lane), count: waits[i]!.keys.length / 4 })),
+        arrivalLanes: arrivalLanes.map((lane, i) => ({ name: this.arrivals.laneName(lane), count: arrivals[i]!.keys.length / 4 })),
+        rawWaitKeys,
+        rawArrivalKeys,
+        rawCopyIds,
+        claims: [...this.claims].map(([id, claim]) => [id, claim.claimId, Math.round(now - claim.readAt)]),
+        readTimes: this.readTimes.samples(now),
+      };
     });
-    return {
-      v: 2,
-      covers: this.lastOffset,
-      ...(this.lastEntry === undefined ? {} : { coversEntry: this.lastEntry }),
-      waitLanes: waits.map(({ name, columns }) => ({ name, count: columns.keys.length / 4 })),
-      arrivalLanes: arrivals.map(({ name, columns }) => ({ name, count: columns.keys.length / 4 })),
-      rawWaitKeys,
-      rawArrivalKeys,
-      rawCopyIds,
-      claims: [...this.claims].map(([id, claim]) => [id, claim.claimId, Math.round(now - claim.readAt)]),
-      readTimes: this.readTimes.samples(now),
-      lanes: { waits: waits.map(({ columns }) => columns), arrivals: arrivals.map(({ columns }) => columns) },
-    };
   }
 
   /** Writes this watch's state as of the last entry it read; the next start reads on from there. */

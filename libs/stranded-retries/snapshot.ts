@@ -29,8 +29,7 @@ export interface WatchSnapshotV1 {
 /**
  * Version 2 holds the watch's records as they are in memory, columns of numbers: a million waits
  * are 48 MB of columns instead of about 150 MB of JSON arrays (more than RabbitMQ's default
- * largest message), and read back in well under a second. On the wire: a 4-byte length, this
- * header as JSON, then each lane's columns (see WatchColumns) in the order listed.
+ * largest message), and read back in well under a second. On the wire see encodeSnapshotV2.
  */
 export interface WatchSnapshotV2 {
   v: 2;
@@ -60,7 +59,8 @@ export interface WatchColumns {
   columns: Float64Array[];
 }
 
-export type WatchSnapshot = (WatchSnapshotV1 & { lanes?: undefined }) | (WatchSnapshotV2 & { lanes: { waits: WatchColumns[]; arrivals: WatchColumns[] } });
+/** As read back; `bytes` is the message's size. */
+export type WatchSnapshot = (WatchSnapshotV1 & { lanes?: undefined; bytes?: number }) | (WatchSnapshotV2 & { lanes: { waits: WatchColumns[]; arrivals: WatchColumns[] }; bytes?: number });
 
 export const WAIT_COLUMNS = 4;
 export const ARRIVAL_COLUMNS = 6;
@@ -75,48 +75,73 @@ export function entryIdentity(headers: Record<string, unknown> | undefined): str
   return JSON.stringify([h[HEADERS.entryType] ?? null, h[HEADERS.scheduleId] ?? null, h[HEADERS.copyId] ?? null, h[HEADERS.claimId] ?? null]);
 }
 
-export function appendSnapshot(broker: BrokerConnection, stream: string, snapshot: WatchSnapshot, deadlineMs: number): Promise<void> {
-  return broker.sendToQueue(stream, encodeSnapshot(snapshot), { contentType: snapshot.v === 1 ? 'application/json' : 'application/octet-stream', headers: { [HEADERS.entryType]: JOURNAL_ENTRY_TYPES.snapshot } }, deadlineMs);
+/** Content as encodeSnapshotV2 (or, for a version 1 snapshot, JSON) made it. */
+export function appendSnapshot(broker: BrokerConnection, stream: string, content: Buffer, deadlineMs: number): Promise<void> {
+  const contentType = content[0] === 0x7b ? 'application/json' : 'application/octet-stream';
+  return broker.sendToQueue(stream, content, { contentType, headers: { [HEADERS.entryType]: JOURNAL_ENTRY_TYPES.snapshot } }, deadlineMs);
 }
 
-export function encodeSnapshot(snapshot: WatchSnapshot): Buffer {
-  if (snapshot.v === 1) return Buffer.from(JSON.stringify(snapshot));
-  const { lanes, ...header } = snapshot;
-  const json = Buffer.from(JSON.stringify(header));
-  const parts: Buffer[] = [Buffer.alloc(4), json];
-  parts[0]!.writeUInt32BE(json.length, 0);
-  for (const lane of [...lanes.waits, ...lanes.arrivals]) {
-    parts.push(Buffer.from(lane.keys.buffer, lane.keys.byteOffset, lane.keys.byteLength));
-    for (const column of lane.columns) parts.push(Buffer.from(column.buffer, column.byteOffset, column.byteLength));
-  }
-  return Buffer.concat(parts);
+/** Starts a version 2 snapshot; version 1 is JSON and starts with `{`. */
+const MAGIC = Buffer.from('RWSNAP2\n');
+/** Room left after the columns for the header, so that the snapshot is not copied whole to add it. */
+const HEADER_ROOM = 65_536;
+
+/**
+ * A version 2 snapshot: the magic, the lanes' columns (WatchColumns, `columnBytes` in all, written
+ * by `write` into the buffer at the offset it is given, a multiple of 8, and it returns the
+ * header), then the header as JSON and its length (4 bytes). Built in one buffer: a million waits
+ * are 48 MB, and a dispatcher's peak memory is what it holds plus what it builds.
+ */
+export function encodeSnapshotV2(columnBytes: number, write: (into: ArrayBuffer, at: number) => WatchSnapshotV2): Buffer {
+  const memory = new ArrayBuffer(MAGIC.length + columnBytes + HEADER_ROOM);
+  const out = Buffer.from(memory);
+  MAGIC.copy(out, 0);
+  const header = Buffer.from(JSON.stringify(write(memory, MAGIC.length)));
+  const end = MAGIC.length + columnBytes;
+  const length = Buffer.alloc(4);
+  length.writeUInt32BE(header.length, 0);
+  if (header.length + 4 > HEADER_ROOM) return Buffer.concat([out.subarray(0, end), header, length]);
+  header.copy(out, end);
+  length.copy(out, end + header.length);
+  return out.subarray(0, end + header.length + 4);
 }
 
-/** Version 1 is JSON (it starts with `{`); version 2 a length and its JSON header, then columns. */
+/** Version 1 is JSON; version 2 as encodeSnapshotV2 wrote it, its columns read in place when aligned. */
 export function decodeSnapshot(content: Buffer): WatchSnapshot | undefined {
   if (content[0] === 0x7b) {
     const parsed = JSON.parse(content.toString('utf8')) as WatchSnapshotV1;
     return parsed.v === 1 && Number.isSafeInteger(parsed.covers) ? parsed : undefined;
   }
-  const length = content.readUInt32BE(0);
-  const header = JSON.parse(content.subarray(4, 4 + length).toString('utf8')) as WatchSnapshotV2;
+  if (content.length < MAGIC.length + 4 || !content.subarray(0, MAGIC.length).equals(MAGIC)) return undefined;
+  const length = content.readUInt32BE(content.length - 4);
+  const headerAt = content.length - 4 - length;
+  const header = JSON.parse(content.subarray(headerAt, content.length - 4).toString('utf8')) as WatchSnapshotV2;
   if (header.v !== 2 || !Number.isSafeInteger(header.covers)) return undefined;
-  // Copied out to aligned memory: a typed array over a Buffer needs its offset aligned.
-  let at = 4 + length;
-  const take = (bytes: number) => {
-    const copy = new ArrayBuffer(bytes);
-    new Uint8Array(copy).set(content.subarray(at, at + bytes));
-    at += bytes;
-    return copy;
+  // A Float64Array must start on a multiple of 8: the message's own bytes when they do, else one copy.
+  let memory = content.buffer as ArrayBuffer;
+  let base = content.byteOffset;
+  if (base % 8 !== 0) {
+    memory = new ArrayBuffer(content.length);
+    new Uint8Array(memory).set(content);
+    base = 0;
+  }
+  let at = base + MAGIC.length;
+  const lane = (count: number, columns: number): WatchColumns => {
+    const keys = new Uint32Array(memory, at, count * 4);
+    at += count * 16;
+    return {
+      keys,
+      columns: Array.from({ length: columns }, () => {
+        const column = new Float64Array(memory, at, count);
+        at += count * 8;
+        return column;
+      }),
+    };
   };
-  const lane = (count: number, columns: number): WatchColumns => ({
-    keys: new Uint32Array(take(count * 16)),
-    columns: Array.from({ length: columns }, () => new Float64Array(take(count * 8))),
-  });
   const waits = header.waitLanes.map(({ count }) => lane(count, WAIT_COLUMNS));
   const arrivals = header.arrivalLanes.map(({ count }) => lane(count, ARRIVAL_COLUMNS));
-  if (at !== content.length) throw new Error('retry watch snapshot: columns do not match their header');
-  return { ...header, lanes: { waits, arrivals } };
+  if (at !== base + headerAt) throw new Error('retry watch snapshot: columns do not match their header');
+  return { ...header, lanes: { waits, arrivals }, bytes: content.length };
 }
 
 /**
@@ -157,7 +182,9 @@ export async function readLatestSnapshot(
         }, reject);
     });
     if (!content) return undefined;
-    return decodeSnapshot(content);
+    const snapshot = decodeSnapshot(content);
+    if (snapshot) snapshot.bytes = content.length;
+    return snapshot;
   } finally {
     // RabbitMQ 3.10 keeps a stream consumer registered when its channel closes without a cancel.
     if (consumerTag) await channel.cancel(consumerTag).catch(() => {});
