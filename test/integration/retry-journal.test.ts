@@ -4,6 +4,7 @@ import { BrokerUnavailableError } from '../../libs/broker/index.js';
 import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { appendArrived, appendScheduled, RetryWatch } from '../../libs/stranded-retries/index.js';
+import { appendSnapshot, type WatchSnapshotV1 } from '../../libs/stranded-retries/snapshot.js';
 import { type Harness, startHarness, testMerchant } from '../support/harness.js';
 import { failOnceThenSucceed, Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
@@ -323,6 +324,59 @@ describe('the retry watch reading the journal', () => {
     await reader.waitUntilCaughtUp(5_000);
     // Stranded: it is recovered from the body the snapshot points at.
     await waitFor('recovered and delivered', () => byId(receiver, messageId).length === 2, 15_000);
+  });
+
+  it('starts from a snapshot of the JSON format written before issue 29, and writes one of its own format that the next start reads the same', async () => {
+    const journal = `${harness.prefix}.journal-v1`;
+    const snapshots = `${harness.prefix}.journal-v1.snapshots`;
+    const args = { 'x-queue-type': 'stream', 'x-max-age': '1D' };
+    await harness.test.channel.assertQueue(journal, { durable: true, arguments: args });
+    await harness.test.channel.assertQueue(snapshots, { durable: true, arguments: args });
+    try {
+      const uuidKey = randomUUID();
+      const keys = ['v1-wait-0', 'v1-wait-1', uuidKey, 'v1-arrived'];
+      for (const scheduleId of keys) {
+        await appendScheduled(harness.broker, journal, { scheduleId, queue: 'tier', dueAt: 0, content: Buffer.from('{}'), properties: { headers: { [HEADERS.webhookId]: `evt_${scheduleId}` } } }, 5_000);
+      }
+      // As a dispatcher of the version before wrote it, covering those four entries (offsets 0 to 3).
+      const v1: WatchSnapshotV1 = {
+        v: 1,
+        covers: 3,
+        waits: [
+          ['v1-wait-0', 0, 0, 'evt_v1-wait-0', 'tier', 300_000, null, null],
+          ['v1-wait-1', 1, 1, 'evt_v1-wait-1', 'tier', 300_000, 'claim-1', 100],
+          [uuidKey, 2, 2, `evt_${uuidKey}`, 'tier', 300_000, null, null],
+        ],
+        arrivals: [['v1-arrived', 'copy-a', 1_000, false]],
+        bodies: [['evt_v1-wait-0', 0, 1_000]],
+      };
+      await appendSnapshot(harness.broker, snapshots, Buffer.from(JSON.stringify(v1)), 5_000);
+      const options = { tierDelaysMs: { tier: 300_000 }, snapshots: { stream: snapshots } };
+      const start = async () => {
+        const w = new RetryWatch(harness.broker, journal, silentLogger(), { dispatch: harness.names.dispatch, overdueAfterMs: 1_000, checkEveryMs: 3_600_000, ...options });
+        watches.push(w);
+        await w.start();
+        await w.waitUntilCaughtUp(10_000);
+        return w;
+      };
+      const restored = await start();
+      expect(restored.waitingByQueue().get('tier')).toBe(3);
+      expect(await restored.arrive('v1-arrived', 'copy-b')).toBe(false);
+      expect(await restored.arrive('v1-arrived', 'copy-a')).toBe(true);
+      expect(restored.bodyOffsetOf('v1-wait-0')).toBe(0);
+      await restored.writeSnapshot();
+      expect(restored.stats.snapshots).toBe(1);
+      await restored.stop();
+      // The next start reads the new format: the same waits, and the same copy arrived first.
+      const next = await start();
+      expect(next.waitingByQueue().get('tier')).toBe(3);
+      expect(await next.arrive('v1-arrived', 'copy-b')).toBe(false);
+      expect(next.bodyOffsetOf(uuidKey)).toBe(2);
+      expect(next.memory().claims).toBe(1);
+    } finally {
+      await harness.test.channel.deleteQueue(journal).catch(() => {});
+      await harness.test.channel.deleteQueue(snapshots).catch(() => {});
+    }
   });
 
   it('ignores a snapshot that covers more than a journal deleted and declared again holds, and reads that journal from its start', async () => {
