@@ -366,12 +366,26 @@ export class RetryWatch {
   }
 
   /**
-   * The lane's waits due by `until`, in order: within a tier they are due in the order read
-   * (every message of a tier has its delay), so the rest of the lane is not due yet. A claimed
-   * wait was due before its claim, so it is among them.
+   * The lane's waits that can be drained or stranded by `until`: those due by then, in order
+   * (within a tier they are due in the order read, every message of a tier having its delay, so
+   * the rest of the lane is not due yet), then the claimed ones due later on this watch's clock
+   * (a watch that started later read the entry later; another claimed it, and a claim counts from
+   * when it was read, not from when the wait is due). Stops when `visit` returns false.
    */
   private forEachDue(lane: number, until: number, visit: (wait: number) => boolean | void): void {
-    this.waits.forEach(lane, (wait) => (this.waits.value(wait, W_DUE) > until ? false : visit(wait)));
+    let stopped = false;
+    this.waits.forEach(lane, (wait) => {
+      if (this.waits.value(wait, W_DUE) > until) return false;
+      if (visit(wait) !== false) return true;
+      stopped = true;
+      return false;
+    });
+    if (stopped || this.claims.size === 0) return;
+    for (const key of [...this.claims.keys()]) {
+      const wait = this.waits.get(key);
+      if (wait === undefined || this.waits.laneOf(wait) !== lane || this.waits.value(wait, W_DUE) <= until) continue;
+      if (visit(wait) === false) return;
+    }
   }
 
   private stranded(wait: number, now: number): boolean {

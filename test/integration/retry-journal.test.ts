@@ -4,6 +4,7 @@ import { BrokerUnavailableError } from '../../libs/broker/index.js';
 import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { appendArrived, appendScheduled, RetryWatch } from '../../libs/stranded-retries/index.js';
+import { appendRecoveryClaim } from '../../libs/stranded-retries/journal.js';
 import { appendSnapshot, type WatchSnapshotV1 } from '../../libs/stranded-retries/snapshot.js';
 import { type Harness, startHarness, testMerchant } from '../support/harness.js';
 import { failOnceThenSucceed, Receiver } from '../support/receiver.js';
@@ -324,6 +325,31 @@ describe('the retry watch reading the journal', () => {
     await reader.waitUntilCaughtUp(5_000);
     // Stranded: it is recovered from the body the snapshot points at.
     await waitFor('recovered and delivered', () => byId(receiver, messageId).length === 2, 15_000);
+  });
+
+  it('takes over a claim whose holder went away, even for a wait not due yet on its own clock (it read the entry later)', async () => {
+    const journal = `${harness.prefix}.journal-claimed`;
+    await harness.test.channel.assertQueue(journal, { durable: true, arguments: { 'x-queue-type': 'stream', 'x-max-age': '1D' } });
+    try {
+      // This watch counts the wait due in an hour, as one that started long after the others read it would.
+      const late = new RetryWatch(harness.broker, journal, silentLogger(), { dispatch: harness.names.dispatch, tierDelaysMs: { tier: 3_600_000 }, overdueAfterMs: 500, checkEveryMs: 3_600_000 });
+      watches.push(late);
+      await late.start();
+      await late.waitUntilCaughtUp(5_000);
+      const scheduleId = randomUUID();
+      const webhookId = `evt_${randomUUID()}`;
+      const properties = { messageId: webhookId, contentType: 'application/json', headers: { [HEADERS.webhookId]: webhookId, [HEADERS.merchantId]: merchant.id, [HEADERS.attempts]: 1 } };
+      await appendScheduled(harness.broker, journal, { scheduleId, queue: 'tier', dueAt: Date.now(), content: Buffer.from(JSON.stringify(sampleEvent('payout', merchant.id))), properties }, 5_000);
+      // Another watch found it stranded, claimed it, and went away before putting a copy back.
+      await appendRecoveryClaim(harness.broker, journal, { claimId: randomUUID(), scheduleIds: [scheduleId], replaces: {} }, 5_000);
+      await waitFor('the claim read', () => late.memory().claims === 1, 5_000);
+      await waitFor('the claim taken over and the wait recovered', async () => {
+        await late.check();
+        return late.stats.recovered === 1;
+      }, 15_000, 100);
+    } finally {
+      await harness.test.channel.deleteQueue(journal).catch(() => {});
+    }
   });
 
   it('starts from a snapshot of the JSON format written before issue 29, and writes one of its own format that the next start reads the same', async () => {
