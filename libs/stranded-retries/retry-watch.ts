@@ -664,7 +664,15 @@ export class RetryWatch {
     for (const lane of this.arrivals.laneIds()) {
       const until = now - keepFor[this.arrivals.laneName(lane)]!;
       for (let arrival = this.arrivals.first(lane); arrival !== undefined && this.arrivals.value(arrival, A_AT) < until; arrival = this.arrivals.first(lane)) {
-        if (Number.isNaN(this.arrivals.value(arrival, A_COPY))) this.rawCopyIds.delete(this.arrivals.keyOf(arrival));
+        const key = this.late.size > 0 || Number.isNaN(this.arrivals.value(arrival, A_COPY)) ? this.arrivals.keyOf(arrival) : undefined;
+        if (key !== undefined && this.late.has(key)) {
+          // Still being appended again (keepScheduling): forgotten now, its entry landing later would be a wait that never ends.
+          const values = Array.from({ length: ARRIVAL_COLUMNS }, (_, c) => this.arrivals.value(arrival!, c));
+          this.arrivals.delete(arrival);
+          this.arrivals.add(lane, key, [now, ...values.slice(1)]);
+          continue;
+        }
+        if (key !== undefined) this.rawCopyIds.delete(key);
         this.arrivals.delete(arrival);
       }
     }
@@ -727,7 +735,8 @@ export class RetryWatch {
   /** A snapshot written before version 2: the same state, as objects. */
   private restoreV1(snapshot: Extract<WatchSnapshot, { v: 1 }>): void {
     const now = this.clock();
-    for (const [id, offset, bodyOffset, , queue, dueInMs, claimId, claimAgoMs] of snapshot.waits) {
+    // In the order due, as each tier's lane must be (a wait appended again kept its first place in the Map).
+    for (const [id, offset, bodyOffset, , queue, dueInMs, claimId, claimAgoMs] of [...snapshot.waits].sort((a, b) => a[5] - b[5])) {
       this.deleteWait(id);
       this.waits.add(this.waits.lane(queue), id, [offset, bodyOffset, now + dueInMs, NaN]);
       if (claimId !== null) this.claims.set(id, { claimId, readAt: now - (claimAgoMs ?? 0) });
