@@ -233,7 +233,7 @@ export async function benchJournalStartup(url: string, entries: number): Promise
       await writer.check();
       await writer.writeSnapshot();
       await writer.stop();
-      const bytes = JSON.stringify(await readLatestSnapshot(broker, names.retrySnapshots)).length;
+      const bytes = (await readLatestSnapshot(broker, names.retrySnapshots))?.bytes ?? 0;
       const at = performance.now();
       const program = await startDispatcher(loadDispatcherConfig(env(url, prefix, file)), logger);
       const ms = performance.now() - at;

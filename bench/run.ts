@@ -10,6 +10,7 @@ import { logQueries, recorderCatchUp, recorderThroughput } from './delivery-log.
 import { logOutage, logOverheadRound } from './log-outage.js';
 import { benchIsolation } from './isolation.js';
 import { benchJournalBytes, benchJournalStartup } from './journal.js';
+import { benchWatchMemory } from './watch-memory.js';
 import { startReceiver } from './processes.js';
 import { benchResend } from './resend.js';
 import { scanQueue } from './scan.js';
@@ -443,6 +444,25 @@ process and is not running here: this is what recording costs the dispatcher and
 | on | ${Math.round(r.onRate)} | ${Math.round(r.onCpuUs)} |
 
 Per round, median: on ÷ off rate **${r.rateRatio.toFixed(2)}×** (target ≥ 0.95), CPU per delivery **${r.cpuRatio.toFixed(2)}×**.
+`);
+  }
+  if (want('watch-memory')) {
+    const waiting = Number(process.env.BENCH_WAITING ?? 1_000_000);
+    // One run: the fill alone writes a million entries.
+    const r = await benchWatchMemory(url, waiting, 60);
+    log(`watch-memory: ${JSON.stringify(r)}`);
+    sections.push(`## 12. A million webhooks waiting for a dead endpoint (issue 29)
+
+${r.waiting.toLocaleString('en')} waits written to the retries journal as the dispatcher writes them (each a webhook's first wait,
+with its ~450-byte body, spread over the tiers of 30 min to 10 h of the default schedule; written directly, in
+${r.fillSeconds} s, since driving a million real deliveries into the tiers takes too long on two shared cores). Then two
+dispatcher processes at the defaults: the first reads the whole journal (and writes its snapshot), the second starts once
+the snapshot is there (or after 90 s without one); both run 60 s more. Start-up is from the process's start to
+\`dispatcher consuming\`; peak resident memory is the kernel's high-water mark (VmHWM). One run.
+
+| dispatcher | started from | start-up s | peak RSS MB | RSS at the end MB | watch's own estimate MB |
+|---|---|---|---|---|---|
+${r.dispatchers.map((d) => `| ${d.name} | ${d.from} | ${(d.startupMs / 1000).toFixed(1)} | ${d.peakRssMb} | ${d.rssMb} | ${d.watchBytes === undefined ? '-' : (d.watchBytes / 2 ** 20).toFixed(0)} |`).join('\n')}
 `);
   }
   if (want('log-outage')) {

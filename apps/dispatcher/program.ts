@@ -167,6 +167,16 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: { s
   labelledGaugeFrom(registry, METRIC_NAMES.retryOverdue, 'Messages not back from the retry tier although dispatch was seen empty RETRY_OVERDUE_AFTER after they were due', 'queue', () => [
     ...retryWatch.overdueByQueue(),
   ]);
+  // The watch's own memory: about 100 bytes per waiting webhook and per arrival remembered (README, "Running on a cluster").
+  gaugeFrom(registry, METRIC_NAMES.retryWatchBytes, 'Bytes the retry watch holds for waiting retries and arrivals (estimate: its arrays at their allocated size)', () => retryWatch.memory().bytes);
+  labelledGaugeFrom(registry, METRIC_NAMES.retryWatchRecords, 'Records the retry watch holds: waits not back yet, arrivals remembered, recovery claims', 'kind', () => {
+    const { waits, arrivals, claims } = retryWatch.memory();
+    return [
+      ['waits', waits],
+      ['arrivals', arrivals],
+      ['claims', claims],
+    ];
+  });
   counterFrom(registry, METRIC_NAMES.deliveryRecordsLost, 'Deliveries settled without their delivery-log record', () => dispatcher.recordsLost);
   counterFrom(registry, METRIC_NAMES.retriesRecovered, 'Copies put back in dispatch for messages their retry tier did not hand back', () => retryWatch.stats.recovered);
   counterFrom(

@@ -26,6 +26,10 @@ export const METRIC_NAMES = {
   retryWaiting: 'webhooks_retry_waiting',
   /** gauge {queue}: of those, the stranded: not back although dispatch was seen empty RETRY_OVERDUE_AFTER after they were due */
   retryOverdue: 'webhooks_retry_overdue',
+  /** gauge: bytes the retry watch holds for what waits and what arrived (its own estimate: arrays at their allocated size) */
+  retryWatchBytes: 'webhooks_retry_watch_bytes',
+  /** gauge {kind: waits|arrivals|claims}: records the retry watch holds */
+  retryWatchRecords: 'webhooks_retry_watch_records',
   /** counter: copies the retry watch put back in dispatch for messages their tier held too long */
   retriesRecovered: 'webhooks_retries_recovered_total',
   /** Copies delivered without the journal's verdict on which copy of their wait arrived first. */

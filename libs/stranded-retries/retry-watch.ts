@@ -6,7 +6,10 @@ import { EntryExpiredError, readEntriesAt, readEntryAt } from '../failed/reader.
 import type { Logger } from '../logger/index.js';
 import { ReadBacks, StreamTail } from '../streams/index.js';
 import { appendArrived, appendRecoveryClaim, appendScheduled, recoveredCopy, type ScheduledRetry } from './journal.js';
-import { appendSnapshot, entryIdentity, readLatestSnapshot, type WatchSnapshot } from './snapshot.js';
+import { KeyedLanes } from './keyed-lanes.js';
+import { OffsetClock } from './offset-clock.js';
+import { ARRIVAL_COLUMNS, appendSnapshot, encodeSnapshotV2, entryIdentity, readLatestSnapshot, WAIT_COLUMNS, type WatchColumns, type WatchSnapshot } from './snapshot.js';
+import { uuidToWords, wordsToUuid } from './uuid-words.js';
 
 export interface RetryWatchOptions {
   /** The dispatch queue, where a recovered message goes back. */
@@ -25,9 +28,11 @@ export interface RetryWatchOptions {
   /** Waits older than this are gone from the journal (its retention) and dropped from the watch. */
   retentionMs?: number;
   /**
-   * How long the winning copy of a retry wait is remembered after it arrived (default 1 h): a copy
-   * made again after a lost confirm waits in the same tier as its twin and comes out with it. A
-   * resend's is remembered a day, a recovered wait's as long as the journal keeps it.
+   * How long the winning copy of a retry wait is remembered after it arrived (default 10 min): a
+   * copy made again after a lost confirm waits in the same tier as its twin, published within the
+   * move's backoff (15.5 s in all) after it, and comes out seconds after it. A resend's is
+   * remembered a day, a recovered wait's as long as the journal keeps it. Arrivals are held at
+   * about 100 bytes each: this times the rate of retries is their memory.
    */
   rememberArrivalsMs?: number;
   /** How long a copy waits to read its own arrival back before it is delivered anyway. */
@@ -40,34 +45,43 @@ export interface RetryWatchOptions {
   lateBackoffMs?: readonly number[];
 }
 
-interface Waiting {
-  /** The scheduled entry, and the one holding the body (the same unless the webhook waited before). */
+/**
+ * A waiting retry's columns (KeyedLanes, a lane per tier): the scheduled entry and the one holding
+ * the body (the same unless the webhook waited before); on this watch's clock, when it is due
+ * (when it read the entry, plus the tier's delay) and the first time `dispatch` was seen empty
+ * after it was due or claimed (NaN until then). Nothing else is held per wait: the webhook's id
+ * and headers are read back from the entry when it is recovered.
+ */
+const W_OFFSET = 0;
+const W_BODY = 1;
+const W_DUE = 2;
+const W_DRAINED = 3;
+/** An arrival's columns: when read, the body offset of the wait it ended (NaN if none), the winning copy id's four words (NaN when not a UUID). */
+const A_AT = 0;
+const A_BODY = 1;
+const A_COPY = 2;
+/** Arrival lanes, each its own FIFO since each is remembered for its own time. */
+const RETRY = 'retry';
+const RESEND = 'resend';
+const RECOVERED = 'recovered';
+
+interface Claim {
+  claimId: string;
+  /** When this watch read it. */
+  readAt: number;
+}
+
+/** A wait's fields copied out, to hold across an await (its handle may move). */
+interface WaitCopy {
+  scheduleId: string;
+  queue: string;
   offset: number;
   bodyOffset: number;
-  webhookId: string | undefined;
-  queue: string;
-  /** On this watch's clock: when it read the entry, plus the tier's delay. */
   dueAt: number;
-  /** On this watch's clock: the first time `dispatch` was seen empty after the wait was due (or claimed). */
-  drainedAt?: number;
-  /** The current recovery claim, and when this watch read it. */
-  claim?: { claimId: string; readAt: number };
-}
-
-interface Arrival {
-  copyId: string;
-  at: number;
-  recovered: boolean;
-}
-
-interface Body {
-  offset: number;
-  /** When this watch read the entry holding the body, and when a wait last pointed at it. */
-  readAt: number;
-  usedAt: number;
 }
 
 const DAY_MS = 86_400_000;
+const REMEMBER_ARRIVALS_MS = 600_000;
 
 /**
  * A wait's x-body-offset names an entry that does not hold its webhook's body. Offsets are no
@@ -122,10 +136,16 @@ export class RetryWatch {
   readonly stats = { recovered: 0, unconfirmedArrivals: 0, snapshots: 0, recordedLate: 0, unrecorded: 0, unrecoverable: 0 };
   /** Waits the journal has not taken yet, appended again in the background (keepScheduling). */
   private readonly late = new Set<string>();
-  private readonly waiting = new Map<string, Waiting>();
+  /** Every wait not back yet, a lane per tier in the order read: within a tier, in the order due. */
+  private readonly waits = new KeyedLanes(WAIT_COLUMNS);
   /** The first copy of each wait to arrive, in the order read. */
-  private readonly arrivals = new Map<string, Arrival>();
-  private readonly bodies = new Map<string, Body>();
+  private readonly arrivals = new KeyedLanes(ARRIVAL_COLUMNS);
+  /** Copy ids that are not UUIDs, by key (tests, older writers). */
+  private readonly rawCopyIds = new Map<string, string>();
+  /** The current recovery claim of each claimed wait: few, only stranded waits are claimed. */
+  private readonly claims = new Map<string, Claim>();
+  private readonly readTimes = new OffsetClock();
+  private readonly words = new Uint32Array(4);
   private readonly claimWaiters = new ReadBacks<string[]>(() => void this.tail?.verifyLive());
   private readonly arrivalWaiters = new ReadBacks<string>(() => void this.tail?.verifyLive());
   private readonly scheduledWaiters = new ReadBacks<void>(() => void this.tail?.verifyLive());
@@ -165,12 +185,14 @@ export class RetryWatch {
       prefetch: 2_000,
       startAt: snapshot ? snapshot.covers + 1 : undefined,
       onEntry: (message, offset) => this.apply(message, offset),
-      onCaughtUp: (offset) => this.logger.info('retries journal caught up', { waiting: this.waiting.size, offset }),
+      onCaughtUp: (offset) => this.logger.info('retries journal caught up', { waiting: this.waits.size, offset }),
       // The journal was deleted: what it said is waiting is unknown now; the new one is read from its start.
       onReset: () => {
-        this.waiting.clear();
+        this.waits.clear();
         this.arrivals.clear();
-        this.bodies.clear();
+        this.rawCopyIds.clear();
+        this.claims.clear();
+        this.readTimes.clear();
         this.lastOffset = -1;
         this.lastEntry = undefined;
         this.appliedSinceSnapshot = 0;
@@ -209,8 +231,8 @@ export class RetryWatch {
    * hold every retry for the whole timeout.
    */
   async arrive(key: string, copyId: string): Promise<boolean> {
-    const known = this.arrivals.get(key);
-    if (known) return known.copyId === copyId;
+    const known = this.arrivedCopy(key);
+    if (known !== undefined) return known === copyId;
     const timeoutMs = this.options.arrivalTimeoutMs ?? 10_000;
     if (this.clock() < this.journalDownUntil) {
       // The journal just failed to confirm one: while it recovers (a stream leader lost with its
@@ -297,32 +319,100 @@ export class RetryWatch {
   }
 
   /**
-   * Where the journal holds this webhook's body, so a next wait need not copy it again; undefined
-   * when unknown, or read so long ago that retention could drop it before the wait ends.
+   * Where the journal holds the body of the webhook that came back from the wait `key` (waiting
+   * still, or arrived lately), so its next wait need not copy it again; undefined when unknown, or
+   * read so long ago that retention could drop it before the next wait ends.
    */
-  bodyOffsetOf(webhookId: string): number | undefined {
-    const body = this.bodies.get(webhookId);
-    if (!body || this.clock() - body.readAt > this.retentionMs / 2) return undefined;
-    return body.offset;
+  bodyOffsetOf(key: string): number | undefined {
+    const wait = this.waits.get(key);
+    const arrival = wait === undefined ? this.arrivals.get(key) : undefined;
+    const offset = wait !== undefined ? this.waits.value(wait, W_BODY) : arrival !== undefined ? this.arrivals.value(arrival, A_BODY) : NaN;
+    if (Number.isNaN(offset)) return undefined;
+    const readAt = this.readTimes.readAtOf(offset);
+    if (readAt === undefined || this.clock() - readAt > this.retentionMs / 2) return undefined;
+    return offset;
   }
 
   /** Messages in each tier, ready or held by the broker, that have not come back yet. */
   waitingByQueue(): Map<string, number> {
-    const counts = new Map<string, number>();
-    for (const wait of this.waiting.values()) counts.set(wait.queue, (counts.get(wait.queue) ?? 0) + 1);
-    return counts;
+    return this.waits.counts();
   }
 
   /** Of those, the stranded ones: not back although dispatch drained well after they were due. */
   overdueByQueue(): Map<string, number> {
     const counts = new Map<string, number>();
     const now = this.clock();
-    for (const wait of this.waiting.values()) if (this.stranded(wait, now)) counts.set(wait.queue, (counts.get(wait.queue) ?? 0) + 1);
+    for (const lane of this.waits.laneIds()) {
+      let overdue = 0;
+      this.forEachDue(lane, now, (wait) => {
+        if (this.stranded(wait, now)) overdue++;
+      });
+      if (overdue > 0) counts.set(this.waits.laneName(lane), overdue);
+    }
     return counts;
   }
 
-  private stranded(wait: Waiting, now: number): boolean {
-    return wait.drainedAt !== undefined && now - wait.drainedAt >= this.options.overdueAfterMs;
+  /**
+   * What this watch holds, for the metric of its own memory: records and the bytes of the arrays
+   * holding them. About 100 bytes per waiting webhook and per arrival remembered.
+   */
+  memory(): { waits: number; arrivals: number; claims: number; bytes: number } {
+    return {
+      waits: this.waits.size,
+      arrivals: this.arrivals.size,
+      claims: this.claims.size,
+      bytes: this.waits.bytesHeld() + this.arrivals.bytesHeld() + (this.rawCopyIds.size + this.claims.size) * 200 + this.readTimes.size * 16,
+    };
+  }
+
+  /**
+   * The lane's waits that can be drained or stranded by `until`: those due by then, in order
+   * (within a tier they are due in the order read, every message of a tier having its delay, so
+   * the rest of the lane is not due yet), then the claimed ones due later on this watch's clock
+   * (a watch that started later read the entry later; another claimed it, and a claim counts from
+   * when it was read, not from when the wait is due). Stops when `visit` returns false.
+   */
+  private forEachDue(lane: number, until: number, visit: (wait: number) => boolean | void): void {
+    let stopped = false;
+    this.waits.forEach(lane, (wait) => {
+      if (this.waits.value(wait, W_DUE) > until) return false;
+      if (visit(wait) !== false) return true;
+      stopped = true;
+      return false;
+    });
+    if (stopped || this.claims.size === 0) return;
+    for (const key of [...this.claims.keys()]) {
+      const wait = this.waits.get(key);
+      if (wait === undefined || this.waits.laneOf(wait) !== lane || this.waits.value(wait, W_DUE) <= until) continue;
+      if (visit(wait) === false) return;
+    }
+  }
+
+  private stranded(wait: number, now: number): boolean {
+    const drainedAt = this.waits.value(wait, W_DRAINED);
+    return !Number.isNaN(drainedAt) && now - drainedAt >= this.options.overdueAfterMs;
+  }
+
+  /** The winning copy id of the wait `key`, if one arrived. */
+  private arrivedCopy(key: string): string | undefined {
+    const arrival = this.arrivals.get(key);
+    if (arrival === undefined) return undefined;
+    if (Number.isNaN(this.arrivals.value(arrival, A_COPY))) return this.rawCopyIds.get(key) ?? '';
+    for (let i = 0; i < 4; i++) this.words[i] = this.arrivals.value(arrival, A_COPY + i);
+    return wordsToUuid(this.words, 0);
+  }
+
+  /** The copy id as the arrival columns hold it; kept as a string beside them when not a UUID. */
+  private copyColumns(key: string, copyId: string): number[] {
+    if (uuidToWords(copyId, this.words, 0)) return [this.words[0]!, this.words[1]!, this.words[2]!, this.words[3]!];
+    this.rawCopyIds.set(key, copyId);
+    return [NaN, NaN, NaN, NaN];
+  }
+
+  private deleteWait(key: string): void {
+    const wait = this.waits.get(key);
+    if (wait !== undefined) this.waits.delete(wait);
+    this.claims.delete(key);
   }
 
   private get retentionMs(): number {
@@ -331,6 +421,7 @@ export class RetryWatch {
 
   private apply(message: ConsumeMessage, offset: number): void {
     this.lastOffset = offset;
+    this.readTimes.read(offset, this.clock());
     this.lastEntry = entryIdentity(message.properties.headers);
     this.appliedSinceSnapshot++;
     const headers = message.properties.headers ?? {};
@@ -356,16 +447,12 @@ export class RetryWatch {
     this.scheduledWaiters.settle(key, undefined);
     // Arrived before its scheduled entry landed (a slow append on another dispatcher): not waiting.
     if (this.arrivals.has(key)) return;
-    const now = this.clock();
-    const webhookId = typeof headers[HEADERS.webhookId] === 'string' ? (headers[HEADERS.webhookId] as string) : undefined;
     const pointer = headers[HEADERS.bodyOffset];
     const bodyOffset = typeof pointer === 'number' && Number.isSafeInteger(pointer) ? pointer : offset;
-    if (webhookId !== undefined) {
-      const body = this.bodies.get(webhookId);
-      if (bodyOffset === offset) this.bodies.set(webhookId, { offset, readAt: now, usedAt: now });
-      else if (body) body.usedAt = now;
-    }
-    this.waiting.set(key, { offset, bodyOffset, webhookId, queue, dueAt: now + this.delayOf(queue) });
+    // The same wait appended again (its first append unconfirmed): it waits from this entry, at
+    // the end of its tier, as it is due from now; no claim or drain of the first one carries over.
+    this.deleteWait(key);
+    this.waits.add(this.waits.lane(queue), key, [offset, bodyOffset, this.clock() + this.delayOf(queue), NaN]);
   }
 
   /** A tier this watch does not know (the schedule changed): the longest delay, so never early. */
@@ -375,19 +462,19 @@ export class RetryWatch {
 
   private applyArrived(key: string, headers: Record<string, unknown>): void {
     const copyId = typeof headers[HEADERS.copyId] === 'string' ? (headers[HEADERS.copyId] as string) : '';
-    let first = this.arrivals.get(key);
-    if (!first) {
-      const wait = this.waiting.get(key);
-      first = { copyId, at: this.clock(), recovered: wait?.claim !== undefined };
-      this.arrivals.set(key, first);
-      this.waiting.delete(key);
-      if (wait?.webhookId !== undefined) {
-        const body = this.bodies.get(wait.webhookId);
-        if (body) body.usedAt = first.at;
-      }
+    let first = this.arrivedCopy(key);
+    if (first === undefined) {
+      first = copyId;
+      const wait = this.waits.get(key);
+      const recovered = this.claims.has(key);
+      const lane = recovered ? RECOVERED : key.startsWith(RESEND_KEY) ? RESEND : RETRY;
+      // The body offset stays known a while: the webhook's next wait points at it (bodyOffsetOf).
+      const body = wait === undefined ? NaN : this.waits.value(wait, W_BODY);
+      this.arrivals.add(this.arrivals.lane(lane), key, [this.clock(), body, ...this.copyColumns(key, copyId)]);
+      this.deleteWait(key);
     }
     const arrivalId = headers[HEADERS.claimId];
-    if (typeof arrivalId === 'string') this.arrivalWaiters.settle(arrivalId, first.copyId);
+    if (typeof arrivalId === 'string') this.arrivalWaiters.settle(arrivalId, first);
   }
 
   /** A claim wins each wait still waiting whose current claim is the one it says it replaces. */
@@ -405,11 +492,11 @@ export class RetryWatch {
     const now = this.clock();
     for (const id of Array.isArray(body.scheduleIds) ? body.scheduleIds : []) {
       if (typeof id !== 'string') continue;
-      const wait = this.waiting.get(id);
-      if (!wait || wait.claim?.claimId !== replaces[id]) continue;
-      wait.claim = { claimId, readAt: now };
+      const wait = this.waits.get(id);
+      if (wait === undefined || this.claims.get(id)?.claimId !== replaces[id]) continue;
+      this.claims.set(id, { claimId, readAt: now });
       // The copy may now wait in a backlog like anything else: a new drain must be seen.
-      wait.drainedAt = undefined;
+      this.waits.setValue(wait, W_DRAINED, NaN);
       won.push(id);
     }
     this.claimWaiters.settle(claimId, won);
@@ -451,25 +538,41 @@ export class RetryWatch {
     this.forgetExpired(this.clock());
     if (!this.ready) return;
     await this.maybeSnapshot();
-    if (this.waiting.size === 0) return;
+    if (this.waits.size === 0) return;
     const askedAt = this.clock();
     const ready = await this.dispatchReady();
     if (ready === 0) {
       // Dispatch was empty: whatever was due before askedAt and came out of its tier has been consumed.
-      for (const wait of this.waiting.values()) {
-        if (wait.drainedAt === undefined && (wait.claim?.readAt ?? wait.dueAt) <= askedAt) wait.drainedAt = askedAt;
+      for (const lane of this.waits.laneIds()) {
+        this.forEachDue(lane, askedAt, (wait) => {
+          if (!Number.isNaN(this.waits.value(wait, W_DRAINED))) return;
+          const claim = this.claims.size === 0 ? undefined : this.claims.get(this.waits.keyOf(wait));
+          if ((claim?.readAt ?? this.waits.value(wait, W_DUE)) <= askedAt) this.waits.setValue(wait, W_DRAINED, askedAt);
+        });
       }
     }
     const now = this.clock();
-    const stranded: string[] = [];
-    const replaces: Record<string, string> = {};
-    for (const [id, wait] of this.waiting) {
-      if (!this.stranded(wait, now)) continue;
-      stranded.push(id);
-      if (wait.claim) replaces[id] = wait.claim.claimId;
-      if (stranded.length >= (this.options.maxPerCheck ?? 500)) break;
+    // The first stranded in the order read, across tiers, as many as a check takes.
+    const max = this.options.maxPerCheck ?? 500;
+    const found: Array<{ id: string; offset: number }> = [];
+    for (const lane of this.waits.laneIds()) {
+      let taken = 0;
+      this.forEachDue(lane, now, (wait) => {
+        if (!this.stranded(wait, now)) return;
+        found.push({ id: this.waits.keyOf(wait), offset: this.waits.value(wait, W_OFFSET) });
+        return ++taken < max;
+      });
     }
-    if (stranded.length === 0) return;
+    if (found.length === 0) return;
+    const stranded = found
+      .sort((a, b) => a.offset - b.offset)
+      .slice(0, max)
+      .map(({ id }) => id);
+    const replaces: Record<string, string> = {};
+    for (const id of stranded) {
+      const claim = this.claims.get(id);
+      if (claim) replaces[id] = claim.claimId;
+    }
     const claimId = randomUUID();
     let won: string[];
     try {
@@ -490,25 +593,28 @@ export class RetryWatch {
    * wholesale holds hundreds), the copies published side by side, each confirmed.
    */
   private async recover(scheduleIds: string[], claimId: string, now: number): Promise<void> {
-    const waits = scheduleIds.flatMap((id) => {
-      const wait = this.waiting.get(id);
-      return wait ? [[id, wait] as const] : []; // one that arrived while the claim was read back is done
+    const waits = scheduleIds.flatMap((id): WaitCopy[] => {
+      const wait = this.waits.get(id);
+      if (wait === undefined) return []; // one that arrived while the claim was read back is done
+      const value = (column: number) => this.waits.value(wait, column);
+      return [{ scheduleId: id, queue: this.waits.laneName(this.waits.laneOf(wait)), offset: value(W_OFFSET), bodyOffset: value(W_BODY), dueAt: value(W_DUE) }];
     });
     if (waits.length === 0) return;
     let entries: Map<number, ConsumeMessage>;
     try {
-      entries = await readEntriesAt(this.broker, this.stream, waits.flatMap(([, w]) => [w.offset, w.bodyOffset]));
+      entries = await readEntriesAt(this.broker, this.stream, waits.flatMap((w) => [w.offset, w.bodyOffset]));
     } catch (err) {
       // The claim's lease runs out and the next check takes it over.
       this.logger.warn('stranded retries not recovered; trying again after the claim lease', { stranded: waits.length, error: (err as Error).message });
       return;
     }
     for (let i = 0; i < waits.length; i += RECOVER_IN_FLIGHT) {
-      await Promise.all(waits.slice(i, i + RECOVER_IN_FLIGHT).map(([id, wait]) => this.recoverOne(id, wait, entries, claimId, now)));
+      await Promise.all(waits.slice(i, i + RECOVER_IN_FLIGHT).map((wait) => this.recoverOne(wait, entries, claimId, now)));
     }
   }
 
-  private async recoverOne(scheduleId: string, wait: Waiting, entries: Map<number, ConsumeMessage>, claimId: string, now: number): Promise<void> {
+  private async recoverOne(wait: WaitCopy, entries: Map<number, ConsumeMessage>, claimId: string, now: number): Promise<void> {
+    const { scheduleId } = wait;
     const entry = entries.get(wait.offset);
     const body = entries.get(wait.bodyOffset);
     try {
@@ -527,9 +633,10 @@ export class RetryWatch {
     } catch (err) {
       if (err instanceof BodyOfAnotherWebhookError) {
         // No later check can do better: the body it needs is not in this journal.
-        this.waiting.delete(scheduleId);
+        this.deleteWait(scheduleId);
         this.stats.unrecoverable++;
-        this.logger.warn('stranded retry cannot be recovered: its body pointer names another webhook', { queue: wait.queue, scheduleId, webhookId: wait.webhookId, bodyOffset: wait.bodyOffset });
+        const webhookId = entry?.properties.headers?.[HEADERS.webhookId];
+        this.logger.warn('stranded retry cannot be recovered: its body pointer names another webhook', { queue: wait.queue, scheduleId, webhookId, bodyOffset: wait.bodyOffset });
         return;
       }
       // The claim's lease runs out and the next check takes it over.
@@ -542,24 +649,35 @@ export class RetryWatch {
     if (now - this.lastPruneAt < 60_000) return;
     this.lastPruneAt = now;
     const horizon = now - this.retentionMs;
-    for (const [id, wait] of this.waiting) {
-      if (wait.dueAt >= horizon) break; // in the order read; the rest go at a later check
-      this.waiting.delete(id);
-      this.logger.warn('waiting retry older than the journal retention forgotten', { queue: wait.queue, scheduleId: id });
+    for (const lane of this.waits.laneIds()) {
+      // In the order due: the first one not expired ends the lane's.
+      for (let wait = this.waits.first(lane); wait !== undefined && this.waits.value(wait, W_DUE) < horizon; wait = this.waits.first(lane)) {
+        const scheduleId = this.waits.keyOf(wait);
+        this.deleteWait(scheduleId);
+        this.logger.warn('waiting retry older than the journal retention forgotten', { queue: this.waits.laneName(lane), scheduleId });
+      }
     }
     // A recovered wait's stuck original may still come out, as late as retention allows; a
     // resend's twin is published beside it; a retry's, after a lost confirm, waits with it.
-    const remember = now - (this.options.rememberArrivalsMs ?? 3_600_000);
-    for (const [key, arrival] of this.arrivals) {
-      if (arrival.at >= remember) break;
-      const until = arrival.recovered ? horizon : key.startsWith(RESEND_KEY) ? now - DAY_MS : Infinity;
-      if (arrival.at < until) this.arrivals.delete(key);
+    const remember = this.options.rememberArrivalsMs ?? REMEMBER_ARRIVALS_MS;
+    const keepFor: Record<string, number> = { [RETRY]: remember, [RESEND]: Math.max(remember, DAY_MS), [RECOVERED]: Math.max(remember, this.retentionMs) };
+    for (const lane of this.arrivals.laneIds()) {
+      const until = now - keepFor[this.arrivals.laneName(lane)]!;
+      for (let arrival = this.arrivals.first(lane); arrival !== undefined && this.arrivals.value(arrival, A_AT) < until; arrival = this.arrivals.first(lane)) {
+        const key = this.late.size > 0 || Number.isNaN(this.arrivals.value(arrival, A_COPY)) ? this.arrivals.keyOf(arrival) : undefined;
+        if (key !== undefined && this.late.has(key)) {
+          // Still being appended again (keepScheduling): forgotten now, its entry landing later would be a wait that never ends.
+          const values = Array.from({ length: ARRIVAL_COLUMNS }, (_, c) => this.arrivals.value(arrival!, c));
+          this.arrivals.delete(arrival);
+          this.arrivals.add(lane, key, [now, ...values.slice(1)]);
+          continue;
+        }
+        if (key !== undefined) this.rawCopyIds.delete(key);
+        this.arrivals.delete(arrival);
+      }
     }
-    const inUse = new Set<number>();
-    for (const wait of this.waiting.values()) inUse.add(wait.bodyOffset);
-    for (const [webhookId, body] of this.bodies) {
-      if (body.usedAt < now - 3_600_000 && !inUse.has(body.offset)) this.bodies.delete(webhookId);
-    }
+    // Read times past half the retention say only "too old to point at", as no sample does.
+    this.readTimes.forgetBefore(now - this.retentionMs / 2);
   }
 
   private async loadSnapshot(stream: string): Promise<WatchSnapshot | undefined> {
@@ -578,18 +696,58 @@ export class RetryWatch {
       this.logger.warn('retry watch snapshot ignored: the journal does not hold the entry it covers', { covers: snapshot.covers });
       return undefined;
     }
-    const now = this.clock();
-    for (const [id, offset, bodyOffset, webhookId, queue, dueInMs, claimId, claimAgoMs] of snapshot.waits) {
-      const wait: Waiting = { offset, bodyOffset, webhookId: webhookId ?? undefined, queue, dueAt: now + dueInMs };
-      if (claimId !== null) wait.claim = { claimId, readAt: now - (claimAgoMs ?? 0) };
-      this.waiting.set(id, wait);
-    }
-    for (const [key, copyId, agoMs, recovered] of snapshot.arrivals) this.arrivals.set(key, { copyId, at: now - agoMs, recovered });
-    for (const [webhookId, offset, agoMs] of snapshot.bodies) this.bodies.set(webhookId, { offset, readAt: now - agoMs, usedAt: now });
+    if (snapshot.v === 1) this.restoreV1(snapshot);
+    else this.restore(snapshot);
     this.lastOffset = snapshot.covers;
     this.lastEntry = snapshot.coversEntry;
-    this.logger.info('retry watch restored from a snapshot', { covers: snapshot.covers, waiting: this.waiting.size });
+    this.logger.info('retry watch restored from a snapshot', { covers: snapshot.covers, version: snapshot.v, waiting: this.waits.size });
     return snapshot;
+  }
+
+  /** Columns as written: times as durations, turned into instants on this watch's clock. */
+  private restore(snapshot: Extract<WatchSnapshot, { v: 2 }>): void {
+    const now = this.clock();
+    const rawOf = (list: Array<[number, number, string]>, lane: number) => new Map(list.filter(([l]) => l === lane).map(([, i, key]) => [i, key]));
+    snapshot.waitLanes.forEach(({ name }, i) => {
+      const { keys, columns } = snapshot.lanes.waits[i]!;
+      const due = columns[W_DUE]!;
+      const drained = columns[W_DRAINED]!;
+      for (let r = 0; r < due.length; r++) {
+        due[r] = now + due[r]!;
+        drained[r] = now - drained[r]!; // NaN stays NaN
+      }
+      this.waits.importLane(this.waits.lane(name), keys, columns, rawOf(snapshot.rawWaitKeys, i));
+    });
+    snapshot.arrivalLanes.forEach(({ name }, i) => {
+      const { keys, columns } = snapshot.lanes.arrivals[i]!;
+      const at = columns[A_AT]!;
+      for (let r = 0; r < at.length; r++) at[r] = now - at[r]!;
+      const rawKeys = rawOf(snapshot.rawArrivalKeys, i);
+      this.arrivals.importLane(this.arrivals.lane(name), keys, columns, rawKeys);
+      for (const [, index, copyId] of snapshot.rawCopyIds.filter(([l]) => l === i)) {
+        this.rawCopyIds.set(rawKeys.get(index) ?? wordsToUuid(keys, index * 4), copyId);
+      }
+    });
+    for (const [scheduleId, claimId, agoMs] of snapshot.claims) if (this.waits.has(scheduleId)) this.claims.set(scheduleId, { claimId, readAt: now - agoMs });
+    for (const [offset, agoMs] of snapshot.readTimes) this.readTimes.read(offset, now - agoMs);
+  }
+
+  /** A snapshot written before version 2: the same state, as objects. */
+  private restoreV1(snapshot: Extract<WatchSnapshot, { v: 1 }>): void {
+    const now = this.clock();
+    // In the order due, as each tier's lane must be (a wait appended again kept its first place in the Map).
+    for (const [id, offset, bodyOffset, , queue, dueInMs, claimId, claimAgoMs] of [...snapshot.waits].sort((a, b) => a[5] - b[5])) {
+      this.deleteWait(id);
+      this.waits.add(this.waits.lane(queue), id, [offset, bodyOffset, now + dueInMs, NaN]);
+      if (claimId !== null) this.claims.set(id, { claimId, readAt: now - (claimAgoMs ?? 0) });
+    }
+    // Bodies were remembered by webhook: their read times, in offset order, are read-time samples.
+    for (const [, offset, agoMs] of [...snapshot.bodies].sort((a, b) => a[1] - b[1] || b[2] - a[2])) this.readTimes.read(offset, now - agoMs);
+    for (const [key, copyId, agoMs, recovered] of [...snapshot.arrivals].sort((a, b) => b[2] - a[2])) {
+      if (this.arrivals.has(key)) continue;
+      const lane = recovered ? RECOVERED : key.startsWith(RESEND_KEY) ? RESEND : RETRY;
+      this.arrivals.add(this.arrivals.lane(lane), key, [now - agoMs, NaN, ...this.copyColumns(key, copyId)]);
+    }
   }
 
   /**
@@ -614,28 +772,68 @@ export class RetryWatch {
     await this.writeSnapshot();
   }
 
+  /** This watch's state now, times as durations from `now`, encoded (encodeSnapshotV2). */
+  private snapshotOf(now: number): Buffer {
+    const waitLanes = this.waits.laneIds();
+    const arrivalLanes = this.arrivals.laneIds();
+    const bytes = [...waitLanes.map((l) => this.waits.laneBytes(l)), ...arrivalLanes.map((l) => this.arrivals.laneBytes(l))].reduce((a, b) => a + b, 0);
+    return encodeSnapshotV2(bytes, (memory, start) => {
+      let at = start;
+      const write = (store: KeyedLanes, lanes: number[], columns: number, rawKeys: Array<[number, number, string]>) =>
+        lanes.map((lane, i) => {
+          const count = store.count(lane);
+          for (const [index, key] of store.writeLane(lane, memory, at)) rawKeys.push([i, index, key]);
+          const keys = new Uint32Array(memory, at, count * 4);
+          const cols = Array.from({ length: columns }, (_, c) => new Float64Array(memory, at + count * 16 + c * count * 8, count));
+          at += count * (16 + 8 * columns);
+          return { keys, columns: cols } as WatchColumns;
+        });
+      const rawWaitKeys: Array<[number, number, string]> = [];
+      const rawArrivalKeys: Array<[number, number, string]> = [];
+      const waits = write(this.waits, waitLanes, WAIT_COLUMNS, rawWaitKeys);
+      const arrivals = write(this.arrivals, arrivalLanes, ARRIVAL_COLUMNS, rawArrivalKeys);
+      for (const { columns } of waits) {
+        const due = columns[W_DUE]!;
+        const drained = columns[W_DRAINED]!;
+        for (let r = 0; r < due.length; r++) {
+          due[r] = Math.round(due[r]! - now);
+          drained[r] = Math.round(now - drained[r]!);
+        }
+      }
+      const rawCopyIds: Array<[number, number, string]> = [];
+      arrivals.forEach(({ keys, columns }, i) => {
+        const at = columns[A_AT]!;
+        const copy = columns[A_COPY]!;
+        const raw = new Map(rawArrivalKeys.filter(([l]) => l === i).map(([, index, key]) => [index, key]));
+        for (let r = 0; r < at.length; r++) {
+          at[r] = Math.round(now - at[r]!);
+          if (Number.isNaN(copy[r]!)) {
+            const copyId = this.rawCopyIds.get(raw.get(r) ?? wordsToUuid(keys, r * 4));
+            if (copyId !== undefined) rawCopyIds.push([i, r, copyId]);
+          }
+        }
+      });
+      return {
+        v: 2,
+        covers: this.lastOffset,
+        ...(this.lastEntry === undefined ? {} : { coversEntry: this.lastEntry }),
+        waitLanes: waitLanes.map((lane, i) => ({ name: this.waits.laneName(lane), count: waits[i]!.keys.length / 4 })),
+        arrivalLanes: arrivalLanes.map((lane, i) => ({ name: this.arrivals.laneName(lane), count: arrivals[i]!.keys.length / 4 })),
+        rawWaitKeys,
+        rawArrivalKeys,
+        rawCopyIds,
+        claims: [...this.claims].map(([id, claim]) => [id, claim.claimId, Math.round(now - claim.readAt)]),
+        readTimes: this.readTimes.samples(now),
+      };
+    });
+  }
+
   /** Writes this watch's state as of the last entry it read; the next start reads on from there. */
   async writeSnapshot(): Promise<void> {
     const options = this.options.snapshots;
     if (!options || this.lastOffset < 0) return;
     const now = this.clock();
-    const snapshot: WatchSnapshot = {
-      v: 1,
-      covers: this.lastOffset,
-      ...(this.lastEntry === undefined ? {} : { coversEntry: this.lastEntry }),
-      waits: [...this.waiting].map(([id, w]) => [
-        id,
-        w.offset,
-        w.bodyOffset,
-        w.webhookId ?? null,
-        w.queue,
-        Math.round(w.dueAt - now),
-        w.claim?.claimId ?? null,
-        w.claim ? Math.round(now - w.claim.readAt) : null,
-      ]),
-      arrivals: [...this.arrivals].map(([key, a]) => [key, a.copyId, Math.round(now - a.at), a.recovered]),
-      bodies: [...this.bodies].map(([webhookId, b]) => [webhookId, b.offset, Math.round(now - b.readAt)]),
-    };
+    const snapshot = this.snapshotOf(now);
     const applied = this.appliedSinceSnapshot;
     this.appliedSinceSnapshot = 0;
     this.lastSnapshotAt = now;

@@ -4,6 +4,8 @@ import { BrokerUnavailableError } from '../../libs/broker/index.js';
 import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { appendArrived, appendScheduled, RetryWatch } from '../../libs/stranded-retries/index.js';
+import { appendRecoveryClaim } from '../../libs/stranded-retries/journal.js';
+import { appendSnapshot, type WatchSnapshotV1 } from '../../libs/stranded-retries/snapshot.js';
 import { type Harness, startHarness, testMerchant } from '../support/harness.js';
 import { failOnceThenSucceed, Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
@@ -316,12 +318,91 @@ describe('the retry watch reading the journal', () => {
     const reader = watch({ snapshots: { stream: harness.names.retrySnapshots } });
     await reader.start();
     expect(reader.waitingByQueue().get(tier)).toBe(1);
-    expect(reader.bodyOffsetOf(messageId)).toBe(writer.bodyOffsetOf(messageId));
-    expect(reader.bodyOffsetOf(messageId)).toBeDefined();
+    const waitKey = held!.properties.headers![HEADERS.scheduleId] as string;
+    expect(reader.bodyOffsetOf(waitKey)).toBe(writer.bodyOffsetOf(waitKey));
+    expect(reader.bodyOffsetOf(waitKey)).toBeDefined();
     expect(await reader.arrive(key, 'second')).toBe(false);
     await reader.waitUntilCaughtUp(5_000);
     // Stranded: it is recovered from the body the snapshot points at.
     await waitFor('recovered and delivered', () => byId(receiver, messageId).length === 2, 15_000);
+  });
+
+  it('takes over a claim whose holder went away, even for a wait not due yet on its own clock (it read the entry later)', async () => {
+    const journal = `${harness.prefix}.journal-claimed`;
+    await harness.test.channel.assertQueue(journal, { durable: true, arguments: { 'x-queue-type': 'stream', 'x-max-age': '1D' } });
+    try {
+      // This watch counts the wait due in an hour, as one that started long after the others read it would.
+      const late = new RetryWatch(harness.broker, journal, silentLogger(), { dispatch: harness.names.dispatch, tierDelaysMs: { tier: 3_600_000 }, overdueAfterMs: 500, checkEveryMs: 3_600_000 });
+      watches.push(late);
+      await late.start();
+      await late.waitUntilCaughtUp(5_000);
+      const scheduleId = randomUUID();
+      const webhookId = `evt_${randomUUID()}`;
+      const properties = { messageId: webhookId, contentType: 'application/json', headers: { [HEADERS.webhookId]: webhookId, [HEADERS.merchantId]: merchant.id, [HEADERS.attempts]: 1 } };
+      await appendScheduled(harness.broker, journal, { scheduleId, queue: 'tier', dueAt: Date.now(), content: Buffer.from(JSON.stringify(sampleEvent('payout', merchant.id))), properties }, 5_000);
+      // Another watch found it stranded, claimed it, and went away before putting a copy back.
+      await appendRecoveryClaim(harness.broker, journal, { claimId: randomUUID(), scheduleIds: [scheduleId], replaces: {} }, 5_000);
+      await waitFor('the claim read', () => late.memory().claims === 1, 5_000);
+      await waitFor('the claim taken over and the wait recovered', async () => {
+        await late.check();
+        return late.stats.recovered === 1;
+      }, 15_000, 100);
+    } finally {
+      await harness.test.channel.deleteQueue(journal).catch(() => {});
+    }
+  });
+
+  it('starts from a snapshot of the JSON format written before issue 29, and writes one of its own format that the next start reads the same', async () => {
+    const journal = `${harness.prefix}.journal-v1`;
+    const snapshots = `${harness.prefix}.journal-v1.snapshots`;
+    const args = { 'x-queue-type': 'stream', 'x-max-age': '1D' };
+    await harness.test.channel.assertQueue(journal, { durable: true, arguments: args });
+    await harness.test.channel.assertQueue(snapshots, { durable: true, arguments: args });
+    try {
+      const uuidKey = randomUUID();
+      const keys = ['v1-wait-0', 'v1-wait-1', uuidKey, 'v1-arrived'];
+      for (const scheduleId of keys) {
+        await appendScheduled(harness.broker, journal, { scheduleId, queue: 'tier', dueAt: 0, content: Buffer.from('{}'), properties: { headers: { [HEADERS.webhookId]: `evt_${scheduleId}` } } }, 5_000);
+      }
+      // As a dispatcher of the version before wrote it, covering those four entries (offsets 0 to 3).
+      const v1: WatchSnapshotV1 = {
+        v: 1,
+        covers: 3,
+        waits: [
+          ['v1-wait-0', 0, 0, 'evt_v1-wait-0', 'tier', 300_000, null, null],
+          ['v1-wait-1', 1, 1, 'evt_v1-wait-1', 'tier', 300_000, 'claim-1', 100],
+          [uuidKey, 2, 2, `evt_${uuidKey}`, 'tier', 300_000, null, null],
+        ],
+        arrivals: [['v1-arrived', 'copy-a', 1_000, false]],
+        bodies: [['evt_v1-wait-0', 0, 1_000]],
+      };
+      await appendSnapshot(harness.broker, snapshots, Buffer.from(JSON.stringify(v1)), 5_000);
+      const options = { tierDelaysMs: { tier: 300_000 }, snapshots: { stream: snapshots } };
+      const start = async () => {
+        const w = new RetryWatch(harness.broker, journal, silentLogger(), { dispatch: harness.names.dispatch, overdueAfterMs: 1_000, checkEveryMs: 3_600_000, ...options });
+        watches.push(w);
+        await w.start();
+        await w.waitUntilCaughtUp(10_000);
+        return w;
+      };
+      const restored = await start();
+      expect(restored.waitingByQueue().get('tier')).toBe(3);
+      expect(await restored.arrive('v1-arrived', 'copy-b')).toBe(false);
+      expect(await restored.arrive('v1-arrived', 'copy-a')).toBe(true);
+      expect(restored.bodyOffsetOf('v1-wait-0')).toBe(0);
+      await restored.writeSnapshot();
+      expect(restored.stats.snapshots).toBe(1);
+      await restored.stop();
+      // The next start reads the new format: the same waits, and the same copy arrived first.
+      const next = await start();
+      expect(next.waitingByQueue().get('tier')).toBe(3);
+      expect(await next.arrive('v1-arrived', 'copy-b')).toBe(false);
+      expect(next.bodyOffsetOf(uuidKey)).toBe(2);
+      expect(next.memory().claims).toBe(1);
+    } finally {
+      await harness.test.channel.deleteQueue(journal).catch(() => {});
+      await harness.test.channel.deleteQueue(snapshots).catch(() => {});
+    }
   });
 
   it('ignores a snapshot that covers more than a journal deleted and declared again holds, and reads that journal from its start', async () => {

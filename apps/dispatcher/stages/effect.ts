@@ -218,7 +218,9 @@ export class EffectStage {
       headers: wait ? () => ({ ...base, [HEADERS.copyId]: randomUUID() }) : () => base,
       afterPublish: wait
         ? (properties) => {
-            const bodyOffset = webhookId === undefined ? undefined : this.deps.retryWatch?.bodyOffsetOf(webhookId);
+            // Back from a wait: its body is where that wait's entry points (the watch holds it by wait, not by webhook).
+            const cameFrom = message.properties.headers?.[HEADERS.scheduleId];
+            const bodyOffset = typeof cameFrom === 'string' ? this.deps.retryWatch?.bodyOffsetOf(cameFrom) : undefined;
             return this.journal({ ...wait, queue, content: message.content, properties, bodyOffset });
           }
         : undefined,
