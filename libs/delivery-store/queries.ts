@@ -213,10 +213,10 @@ export function deliveryLogQueries(db: Queryable, options: DeliveryLogQueryOptio
 
     async getWebhook(merchantId: string, webhookId: string): Promise<WebhookDetail | undefined> {
       if (!isStorableText(webhookId)) throw new InvalidFilterError('webhookId', 'it holds a NUL character');
-      // An id alone does not name its day: each day's partition is probed, oldest first, until found.
+      // One row per webhook: its primary key.
       const rows = await run<WebhookRow>(
         db,
-        withRecords(`SELECT ${DETAIL_COLUMNS} FROM delivery_webhooks WHERE merchant_id = $1 AND webhook_id = $2 ORDER BY first_seen_at LIMIT 1`),
+        withRecords(`SELECT ${DETAIL_COLUMNS} FROM delivery_webhooks WHERE merchant_id = $1 AND webhook_id = $2`),
         [merchantId, webhookId],
       );
       return rows[0] && detail(rows[0]);
