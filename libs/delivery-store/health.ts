@@ -39,8 +39,10 @@ export class LogHealth {
     try {
       const at = await caughtUpAt(this.db, this.stream);
       this.state = { database: 'up', behindSeconds: at ? Math.max(0, Math.round((Date.now() - at.getTime()) / 1000)) : null };
-    } catch {
-      this.state = { database: 'unreachable', behindSeconds: this.state.behindSeconds };
+    } catch (err) {
+      // No table yet: PostgreSQL answered, and no recorder has led on this database so far.
+      if ((err as { code?: string })?.code === '42P01') this.state = { database: 'up', behindSeconds: null };
+      else this.state = { database: 'unreachable', behindSeconds: this.state.behindSeconds };
     } finally {
       this.checking = false;
     }

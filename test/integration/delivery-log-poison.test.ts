@@ -193,6 +193,20 @@ describe('the delivery log under poison, size, silence and redeliveries', () => 
     await waitFor('caught up after the reconnect', async () => (await listed()) === 3 && health.state.behindSeconds === 0, 30_000, 100);
   }, 120_000);
 
+  it('says the database is up, and behind unknown, before any recorder made the log\'s tables', async () => {
+    const empty = await createTestDatabase('delivery_log_empty');
+    const emptyDb = openPostgres(empty.url);
+    const health = new LogHealth(emptyDb, 'webhooks.deliveries', 60_000);
+    try {
+      await health.start();
+      expect(health.state).toEqual({ database: 'up', behindSeconds: null });
+    } finally {
+      health.stop();
+      await emptyDb.close();
+      await empty.drop();
+    }
+  });
+
   it('keeps one row per webhook whose copies carry different first-seen times, reading its latest status', async () => {
     const { prefix, recorder } = await setUp('one-row');
     const writer = new DeliveryRecorder(broker, silentLogger(), { prefix, maxRecords: 1 });
