@@ -157,21 +157,11 @@ export class KeyedLanes {
 
   /** The lane's records in order: keys as words (zero for a key kept as a string, listed in `raw` by index), and columns. */
   exportLane(laneId: number): { keys: Uint32Array; columns: Float64Array[]; raw: Array<[number, string]> } {
-    const lane = this.lanes[laneId]!;
-    const keys = new Uint32Array(lane.live * 4);
-    const columns = lane.cols.map(() => new Float64Array(lane.live));
-    const raw: Array<[number, string]> = [];
-    let i = 0;
-    for (let seq = lane.head; seq < lane.tail; seq++) {
-      const row = seq % lane.cap;
-      if (!lane.alive[row]) continue;
-      const rawKey = lane.raw.get(seq);
-      if (rawKey !== undefined) raw.push([i, rawKey]);
-      else keys.set(lane.keys.subarray(row * 4, row * 4 + 4), i * 4);
-      for (let c = 0; c < columns.length; c++) columns[c]![i] = lane.cols[c]![row]!;
-      i++;
-    }
-    return { keys, columns, raw };
+    const live = this.lanes[laneId]!.live;
+    const buffer = new ArrayBuffer(this.laneBytes(laneId));
+    const raw = this.writeLane(laneId, buffer, 0);
+    const columns = Array.from({ length: this.columns }, (_, c) => new Float64Array(buffer, live * 16 + c * live * 8, live));
+    return { keys: new Uint32Array(buffer, 0, live * 4), columns, raw };
   }
 
   /** Bytes writeLane writes: 16 per key and 8 per column, per record. */
