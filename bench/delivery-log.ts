@@ -54,6 +54,21 @@ function record(n: number, firstSeenAt: string): DeliveryRecordInput {
   };
 }
 
+/** `total` records on the deliveries stream through the dispatcher's writer, four per webhook, 5,000 in flight. */
+async function fillDeliveries(broker: BrokerConnection, prefix: string, total: number, make: (n: number, firstSeenAt: string) => DeliveryRecordInput): Promise<void> {
+  const writer = new DeliveryRecorder(broker, silentLogger(), { prefix });
+  await writer.start();
+  const inFlight: Array<Promise<void>> = [];
+  let firstSeenAt = '';
+  for (let n = 0; n < total; n++) {
+    if (n % 4 === 0) firstSeenAt = new Date().toISOString();
+    inFlight.push(writer.record(make(n, firstSeenAt)));
+    if (inFlight.length >= 5_000) await Promise.all(inFlight.splice(0));
+  }
+  await Promise.all(inFlight);
+  await writer.stop();
+}
+
 /**
  * Recorder throughput: N records already on the stream (as after an outage, the worst case), then
  * the time the recorder takes to store them all, offset included.
@@ -63,17 +78,7 @@ export async function recorderThroughput(url: string, total: number): Promise<{ 
   const broker = new BrokerConnection({ url, name: 'bench-recorder', logger: silentLogger() });
   await broker.open();
   try {
-    const writer = new DeliveryRecorder(broker, silentLogger(), { prefix });
-    await writer.start();
-    const inFlight: Array<Promise<void>> = [];
-    let firstSeenAt = '';
-    for (let n = 0; n < total; n++) {
-      if (n % 4 === 0) firstSeenAt = new Date().toISOString();
-      inFlight.push(writer.record(record(n, firstSeenAt)));
-      if (inFlight.length >= 5_000) await Promise.all(inFlight.splice(0));
-    }
-    await Promise.all(inFlight);
-    await writer.stop();
+    await fillDeliveries(broker, prefix, total, record);
     return await withDatabase('recorder', async (dbUrl) => {
       const database = openPostgres(dbUrl);
       const recorder = new DeliveryLogRecorder(broker, database, silentLogger(), { prefix, retentionMs: 30 * 86_400_000 });
@@ -213,25 +218,15 @@ export async function recorderCatchUp(url: string, total: number): Promise<{ rec
   const broker = new BrokerConnection({ url, name: 'bench-catchup', logger: silentLogger() });
   await broker.open();
   try {
-    const writer = new DeliveryRecorder(broker, silentLogger(), { prefix });
-    await writer.start();
     const filler = 'x'.repeat(900);
-    const inFlight: Array<Promise<void>> = [];
-    let firstSeenAt = '';
-    const make = (n: number) => {
+    const make = (n: number, firstSeenAt: string) => {
       const r = record(n, firstSeenAt);
       r.payload = { event: 'charge.completed', data: { tnxRef: `tx_${n >> 2}`, amount: 1000, currency: 'NGN', narration: filler } };
       r.attempt!.responseBody = filler.slice(0, 512);
       return r;
     };
-    const sample = { ...make(0), id: randomUUID(), at: new Date().toISOString() };
-    for (let n = 0; n < total; n++) {
-      if (n % 4 === 0) firstSeenAt = new Date().toISOString();
-      inFlight.push(writer.record(make(n)));
-      if (inFlight.length >= 5_000) await Promise.all(inFlight.splice(0));
-    }
-    await Promise.all(inFlight);
-    await writer.stop();
+    const sample = { ...make(0, new Date().toISOString()), id: randomUUID(), at: new Date().toISOString() };
+    await fillDeliveries(broker, prefix, total, make);
     const streamBytes = total * Buffer.byteLength(JSON.stringify(sample));
     return await withDatabase('catchup', async (dbUrl) => {
       const db = new pg.Client({ connectionString: dbUrl });
