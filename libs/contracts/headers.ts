@@ -88,7 +88,7 @@ export const INVALID_CODES = [
 export const ENTRY_TYPES = { failure: 'failure', resolution: 'resolution', checkpoint: 'checkpoint', claim: 'claim' } as const;
 
 /** Entries of the retries journal: a wait began, a copy of it arrived, a claim to recover it; and a snapshot of the watch (its own stream). */
-export const JOURNAL_ENTRY_TYPES = { scheduled: 'scheduled', arrived: 'arrived', recovery: 'recovery', snapshot: 'snapshot' } as const;
+export const JOURNAL_ENTRY_TYPES = { scheduled: 'scheduled', arrived: 'arrived', recovery: 'recovery', snapshot: 'snapshot', snapshotPart: 'snapshot-part' } as const;
 
 export type ScalarHeaders = Record<string, string | number | boolean>;
 
