@@ -1,4 +1,4 @@
-import { closeSync, ftruncateSync, mkdtempSync, openSync, readSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, ftruncateSync, mkdtempSync, openSync, readdirSync, readSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { uuidToWords, wordsToUuid } from './uuid-words.js';
@@ -22,6 +22,33 @@ const WRITE_BATCH = 64 * 1024;
 const READ_BATCH = 256 * 1024;
 /** A file read this far past its start, and mostly read, is rewritten with only what is left. */
 const COMPACT_AFTER = 64 * 1024 * 1024;
+
+const DIR_PREFIX = 'webhooks-retry-watch-';
+
+/** A dispatcher killed without its stop() leaves its files: the next one on the host removes them. */
+function removeDeadProcessesFiles(parent: string): void {
+  let names: string[];
+  try {
+    names = readdirSync(parent);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const pid = Number(/^webhooks-retry-watch-(\d+)-/.exec(name)?.[1]);
+    if (!Number.isSafeInteger(pid) || pid === process.pid || alive(pid)) continue;
+    rmSync(join(parent, name), { recursive: true, force: true });
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: it runs, as another user.
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
 
 class SpillFile {
   count = 0;
@@ -218,7 +245,10 @@ export class WaitSpill {
   private file(lane: string): SpillFile {
     let file = this.files.get(lane);
     if (!file) {
-      this.dir ??= mkdtempSync(join(this.parentDir, 'webhooks-retry-watch-'));
+      if (!this.dir) {
+        removeDeadProcessesFiles(this.parentDir);
+        this.dir = mkdtempSync(join(this.parentDir, `${DIR_PREFIX}${process.pid}-`));
+      }
       const path = join(this.dir, `${this.files.size}.spill`);
       file = new SpillFile(path, openSync(path, 'w+'));
       this.files.set(lane, file);

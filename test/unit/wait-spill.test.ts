@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { WaitSpill } from '../../libs/stranded-retries/wait-spill.js';
 
@@ -58,5 +59,21 @@ describe('WaitSpill', () => {
     spill.release();
     expect(spill.bytesOnDisk()).toBe(0);
     spill.close();
+  });
+
+  it('removes the files a killed process left behind, and not those of a process that runs', () => {
+    const parent = mkdtempSync(join(tmpdir(), 'spill-parent-'));
+    // No process has pid 2^22+1 (the kernel's largest is 2^22); pid 1 always runs.
+    const dead = join(parent, 'webhooks-retry-watch-4194305-abc');
+    const running = join(parent, 'webhooks-retry-watch-1-abc');
+    mkdirSync(dead);
+    mkdirSync(running);
+    const spill = new WaitSpill(4, parent);
+    spill.append('tier', randomUUID(), [1, 2, 3, 4]);
+    expect(existsSync(dead)).toBe(false);
+    expect(existsSync(running)).toBe(true);
+    expect(spill.directory!.startsWith(join(parent, `webhooks-retry-watch-${process.pid}-`))).toBe(true);
+    spill.close();
+    rmSync(parent, { recursive: true, force: true });
   });
 });
