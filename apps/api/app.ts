@@ -8,6 +8,7 @@ import type { Logger } from '../../libs/logger/index.js';
 import { activeWebhook, type MerchantDirectory, type MerchantSettings, receivesEvent } from '../../libs/merchants/index.js';
 import { METRIC_NAMES } from '../../libs/metrics/index.js';
 import { adminRouter } from './admin.js';
+import { docsRouter } from './docs.js';
 import type { Authenticator } from './auth.js';
 import { ApiError, badRequest, errorBody, notFound, rateLimited, unavailable } from './errors.js';
 import { mountLogRoutes } from './log-handlers.js';
@@ -109,6 +110,7 @@ export function createApp(deps: ApiDeps): express.Express {
   app.get('/openapi.json', (_req, res) => {
     res.json(openApiDocument);
   });
+  app.use(docsRouter());
 
   const registry = deps.registry;
   if (registry && deps.serveMetrics !== false) {
