@@ -167,7 +167,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: { s
   labelledGaugeFrom(registry, METRIC_NAMES.retryOverdue, 'Messages not back from the retry tier although dispatch was seen empty RETRY_OVERDUE_AFTER after they were due', 'queue', () => [
     ...retryWatch.overdueByQueue(),
   ]);
-  // The watch's own memory: a window of waits per tier, and arrivals remembered (README, "Memory of the retry watch").
+  // The watch's own memory: a window of waits per tier, and arrivals remembered (docs/operating.md, "Memory of the retry watch").
   gaugeFrom(registry, METRIC_NAMES.retryWatchBytes, 'Bytes the retry watch holds in memory for waiting retries and arrivals (estimate: its arrays at their allocated size)', () => retryWatch.memory().bytes);
   gaugeFrom(registry, METRIC_NAMES.retryWatchDiskBytes, 'Bytes of waiting retries the retry watch keeps on local disk beyond its window per tier', () => retryWatch.memory().diskBytes);
   labelledGaugeFrom(registry, METRIC_NAMES.retryWatchRecords, 'Records the retry watch holds: waits not back yet (all, and of those on disk), arrivals remembered, recovery claims', 'kind', () => {

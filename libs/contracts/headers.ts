@@ -72,7 +72,7 @@ export type FailedReason = (typeof FAILED_REASONS)[keyof typeof FAILED_REASONS];
 
 /**
  * Codes of messages parked in `invalid` (x-invalid-code), and `delivery-limit` for what the broker
- * itself parked after too many returns; the CLI's help and the README list these.
+ * itself parked after too many returns; the CLI's help and docs/operating.md list these.
  */
 export const INVALID_CODES = [
   'not-json',

@@ -7,7 +7,7 @@ import { dispatcherEnvSchema } from '../../apps/dispatcher/config.js';
 import { recorderEnvSchema } from '../../apps/recorder/config.js';
 
 /** The guide whose table says what each variable does. */
-const GUIDE = 'README.md';
+const GUIDE = 'docs/configuration.md';
 
 const schemas: Record<string, z.ZodObject> = {
   api: apiEnvSchema as unknown as z.ZodObject,
