@@ -483,6 +483,15 @@ export class RetryWatch {
     this.spill.append(queue, key, values);
   }
 
+  /** Every lane under half its window with waits on disk (after a restore, which reads no arrival). */
+  private refillAll(): void {
+    for (const queue of this.spill.lanes()) {
+      const lane = this.waits.lane(queue);
+      if (this.waits.count(lane) < this.window / 2) this.refillLanes.add(lane);
+    }
+    if (this.refillLanes.size > 0) this.refill();
+  }
+
   /** Reads waits back from disk into the lanes that fell under half their window. */
   private refill(): void {
     for (const lane of this.refillLanes) {
@@ -777,7 +786,7 @@ export class RetryWatch {
     }
     // Read times past half the retention say only "too old to point at", as no sample does.
     this.readTimes.forgetBefore(now - this.retentionMs / 2);
-    if (this.refillLanes.size > 0) this.refill();
+    this.refillAll();
     this.pruneTombstones();
   }
 
@@ -866,6 +875,7 @@ export class RetryWatch {
       });
       if (used !== content.length) throw new Error(`a part of ${queue} ends inside a record`);
     });
+    this.refillAll();
   }
 
   /** A snapshot written before version 2: the same state, as objects. */
