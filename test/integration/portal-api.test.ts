@@ -1,7 +1,8 @@
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import type { ApiProgram } from '../../apps/api/program.js';
-import { type Answer, call, expectDocumented, seen, token } from '../support/api.js';
+import { type Answer, call, expectDocumented, JWT_SECRET, seen, token } from '../support/api.js';
+import { runProgram } from '../support/process.js';
 import { startPortalStack, type PortalStack } from '../support/portal.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
@@ -84,6 +85,19 @@ describe('the merchant portal API', () => {
     const session = { cookie: cookie.split(';')[0]!, csrf: '' };
     expect((await get(session, '/portal/api/session', apiA)).status).toBe(200);
     expect((await get(session, '/portal/api/session', apiB)).status).toBe(200);
+  });
+
+  it('prints a link from the CLI that opens the portal with the permissions asked for', async () => {
+    const run = await runProgram('dist/apps/cli/main.js', { AUTH_JWT_SECRET: JWT_SECRET }, [
+      'portal', '--merchant', 'm_a', '--permissions', 'resend', '--expires-in', '10m', '--api', `http://127.0.0.1:${apiA.port}`,
+    ]);
+    expect(run).toMatchObject({ code: 0, stderr: expect.stringMatching(/^works once, until \d{4}-/) });
+    const opened = await redeem(apiB, run.stdout.trim());
+    expect(opened.status).toBe(201);
+    expect((opened.body as { data: { permissions: string[] } }).data.permissions).toEqual(['resend']);
+    const refused = await runProgram('dist/apps/cli/main.js', { AUTH_JWT_SECRET: JWT_SECRET }, ['portal', '--merchant', 'm_nobody', '--api', `http://127.0.0.1:${apiA.port}`]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('404');
   });
 
   it('lets exactly one of two replicas redeem a link opened on both at the same moment', async () => {

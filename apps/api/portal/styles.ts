@@ -18,7 +18,7 @@ nav a[aria-current=page]{background:var(--bg);box-shadow:inset 0 -3px 0 var(--ac
 main{max-width:72rem;margin:0 auto;padding:1rem}
 main:focus{outline:none}
 h1{font-size:1.5rem;margin:.5rem 0 1rem}h2{font-size:1.15rem;margin:1.5rem 0 .5rem}
-.card{border:1px solid var(--line);border-radius:8px;padding:1rem;margin:0 0 1rem}
+.card{border:1px solid var(--line);border-radius:8px;padding:1rem;margin:0 0 1rem}.card h2{margin-top:0}
 .tiles{display:grid;grid-template-columns:repeat(auto-fit,minmax(9rem,1fr));gap:.75rem;margin:0 0 1rem;padding:0;list-style:none}
 .tiles li{border:1px solid var(--line);border-radius:8px;padding:.75rem}
 .tiles b{display:block;font-size:1.5rem}

@@ -45,6 +45,7 @@ const announce = (text: string) => { live.textContent = text; };
 const alertBox = (answer: Answer) => h('p', { class: 'alert', role: 'alert' }, String(answer.body?.message ?? `Error ${answer.status}`));
 function ago(iso: string): string {
   const s = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
+  if (s < 60) return 'less than a minute';
   if (s < 3600) return `${Math.round(s / 60)} minutes`;
   if (s < 172800) return `${Math.round(s / 3600)} hours`;
   return `${Math.round(s / 86400)} days`;
@@ -433,7 +434,9 @@ async function route(): Promise<void> {
   else if (path === 'endpoint') await endpoint();
   else if (path === 'verify') await verify();
   else await overview();
-  main.focus();
+  // Focus moves to the new screen (screen readers announce it) without scrolling past the header.
+  window.scrollTo(0, 0);
+  main.focus({ preventScroll: true });
 }
 
 async function start(): Promise<void> {
