@@ -1,7 +1,7 @@
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import type { ApiProgram } from '../../apps/api/program.js';
-import { type Answer, call, expectDocumented, JWT_SECRET, seen, token } from '../support/api.js';
+import { adminToken, type Answer, call, expectDocumented, JWT_SECRET, seen, startTestApi, token } from '../support/api.js';
 import { runProgram } from '../support/process.js';
 import { startPortalStack, type PortalStack } from '../support/portal.js';
 import { Receiver } from '../support/receiver.js';
@@ -182,6 +182,26 @@ describe('the merchant portal API', () => {
       expect(code(await call(apiA, `/nucleus/webhooks/${two.webhookId}/resend`, { headers: {} }))).toEqual([401, 'missing_credentials']);
     } finally {
       failing.add('/a');
+    }
+  });
+
+  it('is never served on ADMIN_PORT, and the links minted there point at the public port', async () => {
+    const split = await startTestApi(stack.prefix, '', {}, { ...stack.env, ADMIN_PORT: '0' });
+    try {
+      const onAdmin = await fetch(`http://127.0.0.1:${split.adminPort}/portal/`);
+      expect(onAdmin.status).toBe(404);
+      expect((await fetch(`http://127.0.0.1:${split.adminPort}/portal/api/session`)).status).toBe(404);
+      expect((await fetch(`http://127.0.0.1:${split.port}/portal/`)).status).toBe(200);
+      const minted = await fetch(`http://127.0.0.1:${split.adminPort}/admin/merchants/m_a/portal-sessions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${await adminToken()}` },
+      });
+      expect(minted.status).toBe(201);
+      const { url } = ((await minted.json()) as { data: { url: string } }).data;
+      expect(url.startsWith(`http://127.0.0.1:${split.port}/portal/#token=`)).toBe(true);
+      expect((await redeem(split, url)).status).toBe(201);
+    } finally {
+      await split.stop();
     }
   });
 

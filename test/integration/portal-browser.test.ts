@@ -31,7 +31,8 @@ describe('the merchant portal in a browser', () => {
     if (!existsSync(CHROMIUM)) throw new Error(`no browser at ${CHROMIUM}: apt-get install -y chromium (or set CHROMIUM_PATH)`);
     receiver = await Receiver.start((_n, req) => (failing.has(req.path.replace('/webhooks', '')) ? 500 : 204));
     moved = await Receiver.start(() => 204);
-    stack = await startPortalStack('portal-browser');
+    // One resend every 0.5 s, no burst: Recover meets the rate limit and must wait it out.
+    stack = await startPortalStack('portal-browser', 1, { rateLimit: { perMinute: 120, burst: 1 } });
     api = stack.apis[0]!;
     publisher = new EventPublisher(stack.dispatcher.broker, stack.prefix);
     await stack.putMerchant('m_p', `${receiver.url}/p`);
@@ -140,10 +141,17 @@ describe('the merchant portal in a browser', () => {
     await page.getByRole('button', { name: 'Find failed webhooks' }).click();
     await page.getByText('2 failed webhook(s) since').waitFor();
     await checkScreen(page, 360);
+    const answers: number[] = [];
+    page.on('response', (res) => {
+      if (/\/portal\/api\/webhooks\/.+\/resend$/.test(res.url())) answers.push(res.status());
+    });
     failing.delete('/p');
     try {
       await page.getByRole('button', { name: 'Resend 2 webhook(s)' }).click();
       await page.getByText('Done: 2 resent').waitFor({ timeout: 20_000 });
+      // The second came too soon for RESEND_RATE_LIMIT: the page waited for Retry-After, then sent it.
+      expect(answers.filter((status) => status === 429).length).toBeGreaterThan(0);
+      expect(answers.filter((status) => status === 200)).toHaveLength(2);
       expect(await page.locator('progress').getAttribute('value')).toBe('2');
       for (const id of ids) await stack.logged('m_p', id, 'delivered');
     } finally {

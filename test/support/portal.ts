@@ -1,4 +1,4 @@
-import type { ApiProgram } from '../../apps/api/program.js';
+import type { ApiOptions, ApiProgram } from '../../apps/api/program.js';
 import { type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/program.js';
 import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
 import { loadRecorderConfig } from '../../apps/recorder/config.js';
@@ -26,10 +26,12 @@ export interface PortalStack {
   link(merchantId: string, body?: unknown, api?: ApiProgram): Promise<string>;
   /** Waits until the log shows the webhook in this status. */
   logged(merchantId: string, webhookId: string, status: string, timeoutMs?: number): Promise<void>;
+  /** The environment the API replicas run with, for a test that starts one more. */
+  env: Record<string, string | undefined>;
   close(): Promise<void>;
 }
 
-export async function startPortalStack(name: string, replicas = 1): Promise<PortalStack> {
+export async function startPortalStack(name: string, replicas = 1, options: ApiOptions = {}): Promise<PortalStack> {
   const prefix = uniquePrefix(name);
   const db = await createTestDatabase(name.replace(/-/g, '_'));
   const env = {
@@ -54,7 +56,7 @@ export async function startPortalStack(name: string, replicas = 1): Promise<Port
   };
   try {
     recorder = await startRecorder(loadRecorderConfig({ RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, DATABASE_URL: db.url }), silentLogger());
-    for (let i = 0; i < replicas; i++) apis.push(await startTestApi(prefix, '', {}, env));
+    for (let i = 0; i < replicas; i++) apis.push(await startTestApi(prefix, '', options, env));
     dispatcher = await startDispatcher(
       loadDispatcherConfig({
         RABBITMQ_URL: brokerUrl(),
@@ -78,6 +80,7 @@ export async function startPortalStack(name: string, replicas = 1): Promise<Port
   const d = dispatcher;
   return {
     prefix,
+    env,
     db,
     apis,
     dispatcher: d,

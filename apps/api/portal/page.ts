@@ -62,6 +62,7 @@ function shell(js: Asset, css: Asset): string {
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">
+<link rel="icon" href="data:,">
 <title>Webhooks</title>
 <link rel="stylesheet" href="/portal/portal.css?v=${escape(css.hash)}">
 <script type="module" src="/portal/portal.js?v=${escape(js.hash)}"></script>
