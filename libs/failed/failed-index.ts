@@ -123,12 +123,12 @@ export class FailedIndex {
    */
   lookupWebhook(merchantId: string, webhookId: string, references?: readonly string[]): { reference: string; offsets: number[] } | undefined {
     const hash = hashOf(webhookId);
-    const keys = references && references.length > 0
-      ? references.map((reference) => keyOf(merchantId, reference))
-      : [...this.byKey.keys()].filter((key) => key.startsWith(`${merchantId}\u0000`));
+    const prefix = keyOf(merchantId, '');
+    const keys = references && references.length > 0 ? references.map((reference) => keyOf(merchantId, reference)) : this.byKey.keys();
     for (const key of keys) {
+      if (!key.startsWith(prefix)) continue;
       const offsets = listOf(this.byKey.get(key)).filter((offset) => this.hashes.get(offset) === hash);
-      if (offsets.length > 0) return { reference: key.slice(merchantId.length + 1), offsets };
+      if (offsets.length > 0) return { reference: key.slice(prefix.length), offsets };
     }
     return undefined;
   }
