@@ -185,6 +185,25 @@ describe('the merchant portal API', () => {
     }
   });
 
+  it('shows the endpoint and its last 24 hours as the log holds them', async () => {
+    const a = await open('m_a');
+    const answer = await get(a, '/portal/api/overview');
+    expect(answer.status).toBe(200);
+    const { endpoint, health } = (answer.body as { data: { endpoint: Record<string, unknown>; health: Record<string, any> } }).data;
+    expect(endpoint).toMatchObject({ url: `${receiver.url}/a`, enabled: true, disabledReason: null, allEvents: true, secretCreatedAt: expect.any(String) });
+    const rows = await stack.db.query<{ status: string; n: string }>(
+      "SELECT status, count(*) AS n FROM delivery_webhooks WHERE merchant_id = 'm_a' AND first_seen_at > now() - interval '23 hours' GROUP BY status",
+    );
+    const expected = Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]));
+    expect(health.failed).toBe(expected.failed ?? 0);
+    expect(health.delivered).toBe(expected.delivered ?? 0);
+    expect(health.delivered + health.failed).toBeGreaterThan(0);
+    expect(health.successRate).toBeCloseTo(health.delivered / (health.delivered + health.failed));
+    expect(health.hours).toHaveLength(24);
+    expect(health.hours.reduce((n: number, h: { failed: number }) => n + h.failed, 0)).toBe(health.failed);
+    expect(health.medianResponseMs).toEqual(expect.any(Number));
+  });
+
   it('is never served on ADMIN_PORT, and the links minted there point at the public port', async () => {
     const split = await startTestApi(stack.prefix, '', {}, { ...stack.env, ADMIN_PORT: '0' });
     try {

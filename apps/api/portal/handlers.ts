@@ -143,7 +143,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
   mount(app, 'openPortalSession', async (req, res) => {
     const token = (req.body as { token?: unknown } | undefined)?.token;
     if (typeof token !== 'string' || token.length === 0 || token.length > 200) throw badRequest('invalid_body', 'Give the link\'s token: {"token": "..."}');
-    let opened;
+    let opened: { sessionId: string; session: PortalSession };
     try {
       opened = await sessionsOf(deps).redeem(token);
     } catch (err) {
@@ -153,15 +153,12 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
       }
       throw err;
     }
-    const { sessionId, session: opened_ } = opened;
+    const { sessionId, session: started } = opened;
     const secure = deps.portal!.secureCookies || req.secure;
-    const maxAge = Math.max(1, Math.floor((Date.parse(opened_.expiresAt) - Date.now()) / 1000));
-    res.set(
-      'set-cookie',
-      `${SESSION_COOKIE}=${sessionId}; Path=/portal; HttpOnly; SameSite=Strict; Max-Age=${maxAge}${secure ? '; Secure' : ''}`,
-    );
-    deps.logger.info('portal session opened', { merchantId: opened_.merchantId });
-    res.status(201).json({ message: 'portal session opened', error: null, data: sessionView(opened_) });
+    const maxAge = Math.max(1, Math.floor((Date.parse(started.expiresAt) - Date.now()) / 1000));
+    res.set('set-cookie', `${SESSION_COOKIE}=${sessionId}; Path=/portal; HttpOnly; SameSite=Strict; Max-Age=${maxAge}${secure ? '; Secure' : ''}`);
+    deps.logger.info('portal session opened', { merchantId: started.merchantId });
+    res.status(201).json({ message: 'portal session opened', error: null, data: sessionView(started) });
   });
 
   mount(app, 'getPortalSession', async (req, res) => {
