@@ -162,6 +162,18 @@ export const openApiDocument = {
         bearerFormat: 'JWT',
         description: 'Access token from the platform auth service; sub is the merchant id',
       },
+      portalSession: {
+        type: 'apiKey',
+        in: 'cookie',
+        name: 'webhooks_portal',
+        description: 'The merchant portal\'s session, set by POST /portal/api/session from a single-use link',
+      },
+      portalCsrf: {
+        type: 'apiKey',
+        in: 'header',
+        name: 'x-csrf-token',
+        description: 'The session\'s CSRF token (GET /portal/api/session), on every portal write',
+      },
     },
     schemas: { ErrorEnvelope: jsonSchema(errorEnvelope, 'output') },
   },

@@ -42,11 +42,12 @@ export async function openLogSource(ctx: CliContext): Promise<LogSource> {
   } catch {
     throw new UsageError('WEBHOOKS_API_URL is not a URL (e.g. http://127.0.0.1:8080)');
   }
-  const token = ctx.env.WEBHOOKS_ADMIN_TOKEN ?? (await adminToken(ctx.env.AUTH_JWT_SECRET ?? DEV_JWT_SECRET, ctx.env));
+  const token = ctx.env.WEBHOOKS_ADMIN_TOKEN ?? (await signAdminToken(ctx.env.AUTH_JWT_SECRET ?? DEV_JWT_SECRET, ctx.env));
   return new ApiLogSource(base, token);
 }
 
-async function adminToken(secret: string, env: Record<string, string | undefined>): Promise<string> {
+/** A short-lived admin token signed with `secret`, with the API's issuer and audience when set. */
+export async function signAdminToken(secret: string, env: Record<string, string | undefined>): Promise<string> {
   const jwt = new SignJWT({ scope: ADMIN_SCOPE })
     .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
     .setSubject('webhooks-cli')

@@ -37,6 +37,8 @@ export const merchantSchema = z.object({
       previousSecret: graceSecret.optional(),
       /** Every secret replaced within its grace, newest first, each signing until its own expiry. */
       previousSecrets: z.array(graceSecret).max(MAX_GRACE_SECRETS, `at most ${MAX_GRACE_SECRETS} previous secrets`).optional(),
+      /** When `secret` was issued (the portal shows its age); absent for secrets issued before it was recorded. */
+      secretIssuedAt: z.iso.datetime({ offset: true }).optional(),
     })
     .optional(),
 });

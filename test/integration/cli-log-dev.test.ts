@@ -68,6 +68,16 @@ describe('webhooks log beside npm start', () => {
     expect(timeline.stderr).toBe('');
   }, 60_000);
 
+  it('prints a portal link for the demo merchant that opens a session, as the README shows', async () => {
+    const result = await runProgram(CLI, {}, ['portal', '--merchant', 'm_demo', '--api', `http://127.0.0.1:${port}`]);
+    expect(result.code).toBe(0);
+    const url = new URL(result.stdout.trim().split('\n').at(-1)!);
+    expect(url.pathname).toBe('/portal/');
+    const token = new URLSearchParams(url.hash.slice(1)).get('token');
+    const session = await fetch(`http://127.0.0.1:${port}/portal/api/session`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token }) });
+    expect(session.status).toBe(201);
+  });
+
   it('says what to set when neither DATABASE_URL nor an API is there', async () => {
     const result = await runProgram(CLI, { WEBHOOKS_API_URL: `http://127.0.0.1:${await freePort()}` }, ['log', '--merchant', 'm_demo']);
     expect(result.code).toBe(1);
