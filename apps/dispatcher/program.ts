@@ -112,7 +112,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: { s
   try {
     await retryWatch.start();
     // Which copy of a wait to deliver is decided by the journal: read it up to date first.
-    await retryWatch.waitUntilCaughtUp(120_000);
+    await retryWatch.waitUntilCaughtUpWhileReading(120_000, (offset) => logger.info('retries journal still being read', { offset }));
   } catch (err) {
     await retryWatch.stop();
     await merchants.close();

@@ -225,7 +225,7 @@ export class RetryWatch {
       prefetch: 2_000,
       startAt: snapshot ? snapshot.covers + 1 : undefined,
       onEntry: (message, offset) => this.apply(message, offset),
-      onCaughtUp: (offset) => this.logger.info('retries journal caught up', { waiting: this.waits.size, offset }),
+      onCaughtUp: (offset) => this.logger.info('retries journal caught up', { waiting: this.waits.size + this.spill.size, onDisk: this.spill.size, offset }),
       // The journal was deleted: what it said is waiting is unknown now; the new one is read from its start.
       onReset: () => {
         this.clearState();
@@ -246,6 +246,24 @@ export class RetryWatch {
   /** Resolves once the journal is read up to date; a dispatcher takes deliveries only then. */
   waitUntilCaughtUp(timeoutMs: number): Promise<void> {
     return this.tail!.waitUntilCaughtUp(timeoutMs);
+  }
+
+  /**
+   * The same, for as long as the journal is being read: fails only after `stalledMs` without an
+   * entry read. A journal of millions of waits (a snapshot lost, or none written yet) takes
+   * minutes to read at about 30,000 entries/s, and a dispatcher that gave up after a fixed time
+   * would restart and read it again, forever.
+   */
+  async waitUntilCaughtUpWhileReading(stalledMs: number, onProgress?: (offset: number) => void): Promise<void> {
+    for (;;) {
+      const before = this.lastOffset;
+      try {
+        return await this.tail!.waitUntilCaughtUp(stalledMs);
+      } catch (err) {
+        if (this.lastOffset === before || this.stopped) throw err;
+        onProgress?.(this.lastOffset);
+      }
+    }
   }
 
   async stop(): Promise<void> {
