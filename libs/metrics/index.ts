@@ -133,3 +133,25 @@ export function labelledGaugeFrom(
     },
   });
 }
+
+/** A counter whose every known label value exists from start-up at 0, so a dashboard shows 0 and not "No data". */
+export function zeroedCounter(registry: Registry, name: string, help: string, label: string, values: readonly string[]): Counter {
+  const counter = new Counter({ name, help, labelNames: [label], registers: [registry] });
+  for (const value of values) counter.labels(value).inc(0);
+  return counter;
+}
+
+/** The operational events' series: events published by type, webhooks turned off by reason. */
+export interface OperationalMetrics {
+  published(type: string): void;
+  disabled(reason: string): void;
+}
+
+export function operationalMetrics(registry: Registry, types: readonly string[], reasons: readonly string[]): OperationalMetrics {
+  const events = zeroedCounter(registry, METRIC_NAMES.operationalEvents, 'Operational events published, by type', 'type', types);
+  const disabled = zeroedCounter(registry, METRIC_NAMES.endpointsDisabledTotal, 'Webhooks turned off, by the service (failing) or an operator (manual)', 'reason', reasons);
+  return {
+    published: (type) => events.labels(type).inc(),
+    disabled: (reason) => disabled.labels(reason).inc(),
+  };
+}

@@ -60,7 +60,7 @@ describe('webhooks merchants (operator CLI on the merchants stream)', () => {
     expect(JSON.parse(shown.stdout)).toEqual({
       id: 'm_cli',
       publicKey: 'pk_cli_0001',
-      webhook: { url: 'https://hooks.example.com/cli', enabled: true, events: ['payout', 'refund.completed'], previousSecretExpiresAt: null, previousSecrets: [] },
+      webhook: { url: 'https://hooks.example.com/cli', enabled: true, events: ['payout', 'refund.completed'], previousSecretExpiresAt: null, previousSecrets: [], disabledReason: null, disabledAt: null, failingSince: null },
     });
   });
 
