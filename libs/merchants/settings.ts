@@ -244,19 +244,18 @@ export interface EndpointTransition {
 
 /** What a write did to the webhook's on/off state; undefined when nothing turned. */
 export function transitionOf(before: Merchant | undefined, after: Merchant, now: Date): EndpointTransition | undefined {
-  const was = before?.webhook?.enabled ?? false;
+  // Only a webhook that exists before and after turns: setting one up or removing one is no transition.
+  const was = before?.webhook;
   const webhook = after.webhook;
-  const is = webhook?.enabled ?? false;
-  if (was === is) return undefined;
-  if (is) return { kind: 'enabled', merchantId: after.id, url: webhook!.url, at: now.toISOString() };
-  const url = webhook?.url ?? before!.webhook!.url;
+  if (!was || !webhook || was.enabled === webhook.enabled) return undefined;
+  if (webhook.enabled) return { kind: 'enabled', merchantId: after.id, url: webhook.url, at: now.toISOString() };
   return {
     kind: 'disabled',
     merchantId: after.id,
-    url,
-    reason: webhook?.disabledReason ?? 'manual',
-    ...(webhook?.failingSince ? { failingSince: webhook.failingSince } : {}),
-    at: webhook?.disabledAt ?? now.toISOString(),
+    url: webhook.url,
+    reason: webhook.disabledReason ?? 'manual',
+    ...(webhook.failingSince ? { failingSince: webhook.failingSince } : {}),
+    at: webhook.disabledAt ?? now.toISOString(),
   };
 }
 
