@@ -5,6 +5,10 @@ import { type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/p
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { DeliveryLogRecorder, openPostgres, type Database } from '../../libs/delivery-store/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
+import { BrokerMerchantDirectory } from '../../libs/merchants/index.js';
+import { OperationalPublisher } from '../../libs/operational/index.js';
+import { Operations } from '../../apps/dispatcher/operations.js';
+import type { IntakeEvent } from '../../apps/dispatcher/stages/intake.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { adminToken, call, startTestApi, token } from '../support/api.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
@@ -133,13 +137,18 @@ describe('operational events and auto-disable', () => {
     await waitFor(`both dispatchers know ${id}`, () => dispatcherA.merchants.byId(id) && dispatcherB.merchants.byId(id), 5_000);
   }
 
-  /** Publishes an event for the merchant every 100 ms until stopped. */
-  function traffic(merchantId: string): { stop(): Promise<void>; sent: string[] } {
+  /**
+   * Publishes `burst` events for the merchant every 100 ms until stopped: bursts make both
+   * dispatchers fail on the endpoint in the same few milliseconds, so both decide to disable it at
+   * once and the compare-and-set, not luck, keeps it to one.
+   */
+  function traffic(merchantId: string, burst = 1): { stop(): Promise<void>; sent: string[] } {
     const sent: string[] = [];
     let running = true;
     const loop = (async () => {
       while (running) {
-        sent.push((await publisher.publish(sampleEvent('payout', merchantId))).messageId);
+        const published = await Promise.all(Array.from({ length: burst }, () => publisher.publish(sampleEvent('payout', merchantId))));
+        sent.push(...published.map((p) => p.messageId));
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
     })();
@@ -181,7 +190,7 @@ describe('operational events and auto-disable', () => {
   it('disables an endpoint failing for ENDPOINT_DISABLE_AFTER once, with two dispatchers and one restarted mid-way, and publishes endpoint.disabled once', async () => {
     await merchant('m_dead');
     answers.set('m_dead', 404);
-    const load = traffic('m_dead');
+    const load = traffic('m_dead', 20);
     try {
       // The failing clock is in the merchants stream: a restart does not start it over.
       const since = await waitFor('failing clock recorded', () => webhookOf('m_dead')?.failingSince, 5_000);
@@ -214,6 +223,39 @@ describe('operational events and auto-disable', () => {
     expect((view.body as any).data.webhook).toMatchObject({ enabled: false, disabledReason: 'failing', disabledAt: settings.disabledAt, failingSince: settings.failingSince });
   });
 
+  it('lets one of two dispatchers that decide at the same moment disable the endpoint, and only that one announce it', async () => {
+    await merchant('m_race');
+    const stream = `${prefix}.merchants`;
+    const directories = [new BrokerMerchantDirectory(dispatcherA.broker, stream, silentLogger()), new BrokerMerchantDirectory(dispatcherB.broker, stream, silentLogger())];
+    const publishers = directories.map(() => new OperationalPublisher(dispatcherA.broker, `${prefix}.operational`, silentLogger()));
+    try {
+      for (const directory of directories) {
+        await directory.start();
+        await directory.waitUntilReady(10_000);
+      }
+      // Failing for longer than the threshold, as the dispatchers recorded it.
+      const since = new Date(Date.now() - 2 * DISABLE_AFTER_MS).toISOString();
+      await directories[0]!.update('m_race', (current) => ({ ...current!, webhook: { ...current!.webhook!, failingSince: since } }));
+      await waitFor('both read the clock', () => directories.every((d) => d.byId('m_race')?.webhook?.failingSince === since), 5_000);
+      const operations = directories.map((directory, i) => new Operations({ merchants: directory, writer: directory, publisher: publishers[i]!, logger: silentLogger() }, { disableAfterMs: DISABLE_AFTER_MS, intervalMs: 3_600_000 }));
+      const intake: IntakeEvent = {
+        merchantId: 'm_race', event: 'payout', references: ['ref_race'], body: '{}', webhookId: 'evt_race', attempts: 1,
+        deferrals: 0, postponements: 0, firstSeenAt: new Date().toISOString(), accepted: true,
+      };
+      const now = new Date();
+      for (const each of operations) each.observe(intake, { kind: 'retry', tier: 0, attempt: 2, error: 'HTTP 404', status: 404 }, now);
+      await Promise.all(operations.map((each) => each.stop()));
+      await Promise.all(publishers.map((each) => each.stop()));
+      expect(directories.map((d) => d.byId('m_race')?.webhook?.disabledReason)).toEqual(['failing', 'failing']);
+      await waitFor('endpoint.disabled published', () => of('m_race', 'endpoint.disabled').length > 0, 5_000);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(of('m_race', 'endpoint.disabled')).toHaveLength(1);
+      expect(of('m_race', 'endpoint.disabled')[0]!.data).toMatchObject({ reason: 'failing', failingSince: since, webhookId: 'evt_race', lastHttpStatus: 404 });
+    } finally {
+      await Promise.all(directories.map((d) => d.close()));
+    }
+  });
+
   it('skips new events while disabled, with reason endpoint-disabled in the log and skipped in the feed', async () => {
     const { messageId } = await publisher.publish(sampleEvent('payout', 'm_dead'));
     const merchantAuth = { 'x-auth-token': keys.get('m_dead')!, authorization: `Bearer ${await token('m_dead')}` };
@@ -223,8 +265,16 @@ describe('operational events and auto-disable', () => {
     }, 15_000, 100);
     expect(detail.records.map((r: any) => [r.outcome, r.reason])).toEqual([['skipped', 'endpoint-disabled']]);
     expect(merchantServer.requests.some((r) => r.headers['webhook-id'] === messageId)).toBe(false);
-    const feed = await call(api, '/nucleus/events', { method: 'GET', headers: merchantAuth });
-    expect((feed.body as any).data.events.find((e: any) => e.webhookId === messageId)).toMatchObject({ status: 'skipped' });
+    // The feed the merchant reconciles from, read to its end: the skipped event is in it.
+    let found: { status: string } | undefined;
+    for (let after = '', pages = 0; !found && pages < 50; pages++) {
+      const feed = await call(api, `/nucleus/events?limit=500${after ? `&after=${encodeURIComponent(after)}` : ''}`, { method: 'GET', headers: merchantAuth });
+      const page = (feed.body as any).data as { events: Array<{ webhookId: string; status: string }>; nextCursor: string };
+      found = page.events.find((e) => e.webhookId === messageId);
+      if (page.events.length === 0) break;
+      after = page.nextCursor;
+    }
+    expect(found).toMatchObject({ status: 'skipped' });
   });
 
   it('publishes endpoint.enabled when re-enabled through the admin API, and delivers the next event', async () => {
