@@ -1,4 +1,6 @@
+import { Writable } from 'node:stream';
 import { Webhook } from 'standardwebhooks';
+import winston from 'winston';
 import type { ApiProgram } from '../../apps/api/program.js';
 import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
 import { type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/program.js';
@@ -12,7 +14,7 @@ import type { IntakeEvent } from '../../apps/dispatcher/stages/intake.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { adminToken, call, startTestApi, token } from '../support/api.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
-import { testSecret } from '../support/harness.js';
+import { testMerchant, testSecret, writeMerchantsFile } from '../support/harness.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
@@ -370,5 +372,55 @@ describe('operational events of a dead endpoint under load', () => {
     await waitFor('the folded events', () => events.length === 4, 5_000);
     const exhausted = events.filter((e) => e.type === 'message.attempt.exhausted');
     expect(exhausted.map((e) => e.data.suppressed)).toEqual([0, 998]);
+  });
+});
+
+describe('operational events with MERCHANT_DIRECTORY=file', () => {
+  const prefix = uniquePrefix('ops-file');
+  let test: TestBroker;
+  let dead: Receiver;
+  let dispatcher: DispatcherProgram;
+  let events: Seen[];
+  const lines: string[] = [];
+
+  beforeAll(async () => {
+    dead = await Receiver.start(() => 404);
+    test = await TestBroker.open();
+    const merchant = testMerchant('m_file_dead', `${dead.url}/file`);
+    const logger = winston.createLogger({
+      level: 'info',
+      transports: [new winston.transports.Stream({ stream: new Writable({ objectMode: true, write: (info: { message: string }, _e, done) => { lines.push(info.message); done(); } }) })],
+    });
+    dispatcher = await startDispatcher(
+      dispatcherEnv(prefix, { MERCHANT_DIRECTORY: 'file', MERCHANTS_FILE: writeMerchantsFile([merchant]), ENDPOINT_DISABLE_AFTER: '300ms', OPERATIONAL_EVENT_INTERVAL: '1h' }),
+      logger,
+    );
+    events = await collect(test, prefix);
+  });
+
+  afterAll(async () => {
+    await dispatcher?.stop();
+    await dead?.close();
+    await test?.deleteTopology(prefix, 4);
+    await test?.channel.deleteQueue(`${prefix}.test-subscriber`).catch(() => {});
+    await test?.close();
+  });
+
+  it('says once at start-up that auto-disable is off, still publishes the events, and never disables', async () => {
+    expect(lines.filter((line) => line.startsWith('auto-disable off'))).toHaveLength(1);
+    const publisher = new EventPublisher(dispatcher.broker, prefix);
+    const started = Date.now();
+    let sent = 0;
+    // Failing for three times ENDPOINT_DISABLE_AFTER.
+    while (Date.now() - started < 1_000) {
+      await publisher.publish(sampleEvent('payout', 'm_file_dead'));
+      sent++;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    await waitFor('exhausted published', () => events.some((e) => e.type === 'message.attempt.exhausted'), 10_000);
+    await waitFor('every webhook failed', () => dispatcher.dispatcher.stats.failed >= sent, 10_000);
+    expect(events.map((e) => e.type)).not.toContain('endpoint.disabled');
+    expect(dispatcher.merchants.byId('m_file_dead')?.webhook?.enabled).toBe(true);
+    expect(lines.filter((line) => line.startsWith('auto-disable off'))).toHaveLength(1);
   });
 });
