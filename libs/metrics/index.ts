@@ -1,10 +1,15 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { EVENT_NAMES } from '../contracts/events.js';
+import { FAILED_REASONS } from '../contracts/headers.js';
 import { METRIC_NAMES } from './names.js';
 import { type CounterSeries, CounterSeriesSet, histogramObserver } from './series.js';
 
 export { METRIC_NAMES };
 
 export type Outcome = 'delivered' | 'retried' | 'failed' | 'invalid' | 'skipped' | 'deferred' | 'circuit_open' | 'requeued' | 'superseded';
+
+/** Outcomes counted by event (invalid and superseded messages have no event: `unknown`). */
+const PER_EVENT_OUTCOMES: readonly Outcome[] = ['delivered', 'retried', 'failed', 'skipped', 'deferred', 'circuit_open', 'requeued'];
 
 /** What the dispatcher reports; a no-op by default so the library runs without Prometheus. */
 export interface DeliveryObserver {
@@ -56,6 +61,11 @@ export function deliveryMetrics(registry: Registry): DeliveryObserver {
     labelNames: ['reason'],
     registers: [registry],
   });
+  // Every known series from start-up at 0, so that the dashboard's rates read 0, not "No data", on a quiet service.
+  for (const outcome of PER_EVENT_OUTCOMES) for (const event of EVENT_NAMES) deliveries.labels({ outcome, event }).inc(0);
+  for (const outcome of ['invalid', 'superseded'] as const) deliveries.labels({ outcome, event: 'unknown' }).inc(0);
+  for (const result of ['success', 'failure']) attempts.labels({ result }).inc(0);
+  for (const reason of Object.values(FAILED_REASONS)) failed.labels(reason).inc(0);
   // Each label set's series found once (outcome → event, result → event), then updated in place.
   const outcomes = new Map<string, Map<string, CounterSeries>>();
   const durations = { success: new Map<string, (seconds: number) => void>(), failure: new Map<string, (seconds: number) => void>() };
