@@ -4,12 +4,12 @@ import type { OperationalMetrics } from '../../libs/metrics/index.js';
 import {
   attemptEvent,
   type AttemptFacts,
+  clockState,
   disabledEvent,
   FAILING_ATTEMPT,
   type IdentifiedEvent,
   IntervalFolder,
   type OperationalPublisher,
-  shouldDisable,
   shouldRecordFailing,
 } from '../../libs/operational/index.js';
 import type { Decision } from './stages/decide.js';
@@ -34,6 +34,8 @@ export interface OperationsSettings {
 /** This dispatcher's own run of failures on one endpoint, since its last success there. */
 interface Streak {
   since: number;
+  /** Its latest failure: after a silence of two tenths of ENDPOINT_DISABLE_AFTER the run starts over. */
+  lastAt: number;
   /** The directory's failing clock when last looked at: its disappearance means a success elsewhere. */
   sharedSeen?: number;
 }
@@ -50,7 +52,9 @@ const MAX_REMEMBERED = 20_000;
  * Auto-disable is decided through the merchants stream, where every dispatcher reads the same
  * history and each write is a compare-and-set on the merchant's version (BrokerMerchantDirectory):
  * - a dispatcher that has seen only failures on an endpoint for a tenth of ENDPOINT_DISABLE_AFTER
- *   writes `failingSince` (its first failure) on the webhook, if nobody has;
+ *   writes `failingSince` (its first failure) on the webhook, if nobody has, and `lastFailureAt`,
+ *   refreshed at most once per tenth while failures go on; a clock without a failure for two
+ *   tenths is stale (no traffic, dispatchers down) and starts over (clockState);
  * - any dispatcher that sees a success after `failingSince` clears it, and one that sees it cleared
  *   starts its own count again;
  * - a dispatcher whose attempt fails ENDPOINT_DISABLE_AFTER after `failingSince` writes
@@ -75,14 +79,19 @@ export class Operations {
     this.health = deps.writer !== undefined && settings.disableAfterMs > 0;
   }
 
-  /** Enabled webhooks whose failing clock runs, and webhooks off now by reason: the dashboard's gauges. */
-  static census(merchants: Iterable<Merchant>): { failing: number; disabled: Record<'failing' | 'manual', number> } {
+  /**
+   * Enabled webhooks whose failing clock runs (a stale one, without a failure for two tenths of
+   * ENDPOINT_DISABLE_AFTER, does not count), and webhooks off now by reason: the dashboard's gauges.
+   */
+  static census(merchants: Iterable<Merchant>, now: number, disableAfterMs: number): { failing: number; disabled: Record<'failing' | 'manual', number> } {
     const counts = { failing: 0, disabled: { failing: 0, manual: 0 } };
     for (const merchant of merchants) {
       const webhook = merchant.webhook;
       if (!webhook) continue;
       if (webhook.enabled) {
-        if (webhook.failingSince) counts.failing++;
+        if (!webhook.failingSince) continue;
+        const last = webhook.lastFailureAt === undefined ? undefined : Date.parse(webhook.lastFailureAt);
+        if (disableAfterMs === 0 || clockState(Date.parse(webhook.failingSince), last, now, disableAfterMs) !== 'stale') counts.failing++;
       } else {
         counts.disabled[webhook.disabledReason ?? 'manual']++;
       }
@@ -158,6 +167,7 @@ export class Operations {
     if (!webhook?.enabled) return;
     const key = `${intake.merchantId}\n${webhook.url}`;
     const at = now.getTime();
+    const after = this.settings.disableAfterMs;
     const shared = webhook.failingSince === undefined ? undefined : Date.parse(webhook.failingSince);
     // A success seen here after the shared clock started (another dispatcher started it meanwhile).
     if (shared !== undefined && (this.lastSuccess.get(key) ?? -Infinity) > shared) {
@@ -165,36 +175,60 @@ export class Operations {
       return;
     }
     let streak = this.streaks.get(key);
-    // Another dispatcher saw a success and cleared the clock: this one's failures before it do not count.
-    if (streak && streak.sharedSeen !== undefined && shared === undefined) streak = undefined;
+    // Another dispatcher saw a success and cleared the clock: this one's failures before it do not
+    // count. Nor do failures before a long silence: they are no run of failures up to now.
+    if (streak && ((streak.sharedSeen !== undefined && shared === undefined) || at - streak.lastAt > after / 5)) streak = undefined;
     if (!streak) {
       if (this.streaks.size >= MAX_REMEMBERED) this.streaks.clear();
-      streak = { since: at };
+      streak = { since: at, lastAt: at };
       this.streaks.set(key, streak);
     }
     streak.sharedSeen = shared;
-    if (shared === undefined) {
-      if (shouldRecordFailing(streak.since, at, this.settings.disableAfterMs)) this.recordFailing(intake.merchantId, webhook.url, streak.since);
-      return;
-    }
-    if (shouldDisable(shared, at, at, this.settings.disableAfterMs)) {
-      this.disable(intake, webhook.url, now, { attempts, status: status ?? intake.lastStatus, error: error ?? intake.lastError });
+    streak.lastAt = at;
+    const last = webhook.lastFailureAt === undefined ? undefined : Date.parse(webhook.lastFailureAt);
+    switch (clockState(shared, last, at, after)) {
+      case 'none':
+      case 'stale':
+        // The clock starts (or starts over) once this dispatcher's own failures span a tenth.
+        if (shouldRecordFailing(streak.since, at, after)) this.startClock(intake.merchantId, webhook.url, webhook.failingSince, streak.since, at);
+        return;
+      case 'refresh':
+        this.refreshClock(intake.merchantId, webhook.url, at);
+        return;
+      case 'due':
+        this.disable(intake, webhook.url, now, { attempts, status: status ?? intake.lastStatus, error: error ?? intake.lastError });
+        return;
+      case 'running':
+        return;
     }
   }
 
-  private recordFailing(merchantId: string, url: string, since: number): void {
-    this.write(merchantId, url, 'record failing', (current) => {
+  /** Starts the clock where there is none, or where the one there (`seen`) is stale. */
+  private startClock(merchantId: string, url: string, seen: string | undefined, since: number, at: number): void {
+    this.write(merchantId, url, 'start failing clock', (current) => {
       const webhook = current?.webhook;
-      if (!current || !webhook?.enabled || webhook.url !== url || webhook.failingSince) return undefined;
-      return { ...current, webhook: { ...webhook, failingSince: new Date(since).toISOString() } };
+      if (!current || !webhook?.enabled || webhook.url !== url || webhook.failingSince !== seen) return undefined;
+      if (seen !== undefined && clockState(Date.parse(seen), webhook.lastFailureAt === undefined ? undefined : Date.parse(webhook.lastFailureAt), at, this.settings.disableAfterMs) !== 'stale') return undefined;
+      return { ...current, webhook: { ...webhook, failingSince: new Date(since).toISOString(), lastFailureAt: new Date(at).toISOString() } };
+    });
+  }
+
+  /** Records a failure on a running clock, at most once per tenth: its failures stay spread up to now. */
+  private refreshClock(merchantId: string, url: string, at: number): void {
+    this.write(merchantId, url, 'refresh failing clock', (current) => {
+      const webhook = current?.webhook;
+      if (!current || !webhook?.enabled || webhook.url !== url || !webhook.failingSince) return undefined;
+      const last = webhook.lastFailureAt === undefined ? undefined : Date.parse(webhook.lastFailureAt);
+      if (clockState(Date.parse(webhook.failingSince), last, at, this.settings.disableAfterMs) !== 'refresh') return undefined;
+      return { ...current, webhook: { ...webhook, lastFailureAt: new Date(at).toISOString() } };
     });
   }
 
   private clearFailing(merchantId: string, url: string, successAt: number): void {
-    this.write(merchantId, url, 'clear failing', (current) => {
+    this.write(merchantId, url, 'clear failing clock', (current) => {
       const webhook = current?.webhook;
       if (!current || !webhook?.failingSince || !webhook.enabled || webhook.url !== url || !(Date.parse(webhook.failingSince) < successAt)) return undefined;
-      const { failingSince: _cleared, ...rest } = webhook;
+      const { failingSince: _cleared, lastFailureAt: _last, ...rest } = webhook;
       return { ...current, webhook: rest };
     });
   }
@@ -206,7 +240,8 @@ export class Operations {
     this.write(intake.merchantId, url, 'disable', (current) => {
       const webhook = current?.webhook;
       if (!current || !webhook?.enabled || webhook.url !== url || !webhook.failingSince) return undefined;
-      if (!shouldDisable(Date.parse(webhook.failingSince), at, at, this.settings.disableAfterMs)) return undefined;
+      const last = webhook.lastFailureAt === undefined ? undefined : Date.parse(webhook.lastFailureAt);
+      if (clockState(Date.parse(webhook.failingSince), last, at, this.settings.disableAfterMs) !== 'due') return undefined;
       failingSince = webhook.failingSince;
       return { ...current, webhook: { ...webhook, enabled: false, disabledReason: 'failing', disabledAt } };
     }, () => {

@@ -194,8 +194,8 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: { s
   const perTier = (counts: Map<string, number>): Array<[string, number]> => [...tiers.map((tier): [string, number] => [tier, counts.get(tier) ?? 0]), ...[...counts].filter(([queue]) => !tiers.includes(queue))];
   labelledGaugeFrom(registry, METRIC_NAMES.retryWaiting, 'Messages moved into the retry tier and not back yet, ready or held by the broker', 'queue', () => perTier(retryWatch.waitingByQueue()));
   labelledGaugeFrom(registry, METRIC_NAMES.retryOverdue, 'Messages not back from the retry tier although dispatch was seen empty RETRY_OVERDUE_AFTER after they were due', 'queue', () => perTier(retryWatch.overdueByQueue()));
-  labelledGaugeFrom(registry, METRIC_NAMES.endpointsDisabled, 'Webhooks off now in the merchant directory, by why', 'reason', () => Object.entries(Operations.census(directoryList(merchants!)).disabled));
-  gaugeFrom(registry, METRIC_NAMES.endpointsFailing, 'Enabled webhooks whose failing clock runs (auto-disable)', () => Operations.census(directoryList(merchants!)).failing);
+  labelledGaugeFrom(registry, METRIC_NAMES.endpointsDisabled, 'Webhooks off now in the merchant directory, by why', 'reason', () => Object.entries(Operations.census(directoryList(merchants!), Date.now(), config.ENDPOINT_DISABLE_AFTER).disabled));
+  gaugeFrom(registry, METRIC_NAMES.endpointsFailing, 'Enabled webhooks whose failing clock runs (auto-disable)', () => Operations.census(directoryList(merchants!), Date.now(), config.ENDPOINT_DISABLE_AFTER).failing);
   // The watch's own memory: about 100 bytes per waiting webhook and per arrival remembered (README, "Running on a cluster").
   gaugeFrom(registry, METRIC_NAMES.retryWatchBytes, 'Bytes the retry watch holds for waiting retries and arrivals (estimate: its arrays at their allocated size)', () => retryWatch.memory().bytes);
   labelledGaugeFrom(registry, METRIC_NAMES.retryWatchRecords, 'Records the retry watch holds: waits not back yet, arrivals remembered, recovery claims', 'kind', () => {

@@ -53,6 +53,11 @@ export const merchantSchema = z.object({
        * the auto-disable clock, shared by every dispatcher and kept across restarts.
        */
       failingSince: z.iso.datetime({ offset: true }).optional(),
+      /**
+       * The latest failure the dispatchers recorded for that clock (refreshed at most every tenth
+       * of ENDPOINT_DISABLE_AFTER): a clock without a failure for two tenths is stale, not running.
+       */
+      lastFailureAt: z.iso.datetime({ offset: true }).optional(),
     })
     .optional(),
 });

@@ -221,14 +221,15 @@ export type Written<T> = T & { replayed: boolean };
  * (no reason, no failing clock). Only the service itself writes `failing`.
  */
 export function withStatus(kept: MerchantWebhook | undefined, next: MerchantWebhook, now: Date): MerchantWebhook {
-  const { disabledReason: _reason, disabledAt: _at, failingSince: _since, ...base } = next;
+  const { disabledReason: _reason, disabledAt: _at, failingSince: _since, lastFailureAt: _last, ...base } = next;
+  const clock = kept?.failingSince ? { failingSince: kept.failingSince, ...(kept.lastFailureAt ? { lastFailureAt: kept.lastFailureAt } : {}) } : {};
   if (!next.enabled) {
     if (kept && !kept.enabled && kept.disabledReason) {
-      return { ...base, disabledReason: kept.disabledReason, ...(kept.disabledAt ? { disabledAt: kept.disabledAt } : {}), ...(kept.failingSince ? { failingSince: kept.failingSince } : {}) };
+      return { ...base, disabledReason: kept.disabledReason, ...(kept.disabledAt ? { disabledAt: kept.disabledAt } : {}), ...clock };
     }
     return { ...base, disabledReason: 'manual', disabledAt: now.toISOString() };
   }
-  if (kept?.enabled && kept.url === next.url && kept.failingSince) return { ...base, failingSince: kept.failingSince };
+  if (kept?.enabled && kept.url === next.url) return { ...base, ...clock };
   return base;
 }
 

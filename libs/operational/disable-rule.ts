@@ -16,3 +16,23 @@ export function shouldDisable(failingSince: number, lastFailureAt: number, now: 
 export function shouldRecordFailing(localSince: number, now: number, afterMs: number): boolean {
   return afterMs > 0 && now - localSince >= afterMs / 10;
 }
+
+/**
+ * An endpoint's failing clock as the directory holds it, at a failed attempt `now`:
+ * - `none`: no clock;
+ * - `stale`: no failure recorded for two tenths of ENDPOINT_DISABLE_AFTER (the endpoint had no
+ *   traffic, or the dispatchers were down): the failures it counted are history, not a run of
+ *   failures up to now, and a new clock must start;
+ * - `due`: failing for ENDPOINT_DISABLE_AFTER, failures spread over a tenth of it: disable;
+ * - `refresh`: running, and its last recorded failure is a tenth old: record this one;
+ * - `running`.
+ * The dispatchers' attempts (retries hours apart, circuit probes) keep a dead endpoint's failures
+ * well within two tenths (the default 5d gives 24 h, the longest default retry delay is 10 h).
+ */
+export function clockState(failingSince: number | undefined, lastFailureAt: number | undefined, now: number, afterMs: number): 'none' | 'stale' | 'due' | 'refresh' | 'running' {
+  if (failingSince === undefined || !Number.isFinite(failingSince)) return 'none';
+  const last = lastFailureAt !== undefined && Number.isFinite(lastFailureAt) ? Math.max(lastFailureAt, failingSince) : failingSince;
+  if (now - last > afterMs / 5) return 'stale';
+  if (shouldDisable(failingSince, now, now, afterMs)) return 'due';
+  return now - last >= afterMs / 10 ? 'refresh' : 'running';
+}

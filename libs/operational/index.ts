@@ -10,7 +10,7 @@ export {
   type OperationalEvent,
   type OperationalEventType,
 } from './events.js';
-export { shouldDisable, shouldRecordFailing } from './disable-rule.js';
+export { clockState, shouldDisable, shouldRecordFailing } from './disable-rule.js';
 export { IntervalFolder } from './folder.js';
 export { OperationalPublisher, type OperationalPublisherOptions } from './publisher.js';
 export { announcer } from './announce.js';

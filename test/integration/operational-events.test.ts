@@ -221,6 +221,11 @@ describe('operational events and auto-disable', () => {
       lastHttpStatus: 404,
       lastError: 'HTTP 404',
     });
+    // Counted once, by the dispatcher that won; both show it off.
+    const scrapes = await Promise.all([dispatcherA, dispatcherB].map(async (d) => (await fetch(`http://127.0.0.1:${d.metricsPort}/metrics`)).text()));
+    const value = (text: string, name: string) => Number(new RegExp(`^${name}\\{reason="failing"[^}]*\\} (\\S+)$`, 'm').exec(text)?.[1]);
+    expect(scrapes.map((text) => value(text, 'webhooks_endpoints_disabled_total')).reduce((a, b) => a + b, 0)).toBe(1);
+    expect(scrapes.map((text) => value(text, 'webhooks_endpoints_disabled'))).toEqual([1, 1]);
     const view = await admin('GET', 'm_dead');
     expect((view.body as any).data.webhook).toMatchObject({ enabled: false, disabledReason: 'failing', disabledAt: settings.disabledAt, failingSince: settings.failingSince });
   });
@@ -237,7 +242,7 @@ describe('operational events and auto-disable', () => {
       }
       // Failing for longer than the threshold, as the dispatchers recorded it.
       const since = new Date(Date.now() - 2 * DISABLE_AFTER_MS).toISOString();
-      await directories[0]!.update('m_race', (current) => ({ ...current!, webhook: { ...current!.webhook!, failingSince: since } }));
+      await directories[0]!.update('m_race', (current) => ({ ...current!, webhook: { ...current!.webhook!, failingSince: since, lastFailureAt: new Date().toISOString() } }));
       await waitFor('both read the clock', () => directories.every((d) => d.byId('m_race')?.webhook?.failingSince === since), 5_000);
       const operations = directories.map((directory, i) => new Operations({ merchants: directory, writer: directory, publisher: publishers[i]!, logger: silentLogger() }, { disableAfterMs: DISABLE_AFTER_MS, intervalMs: 3_600_000 }));
       const intake: IntakeEvent = {

@@ -1,4 +1,4 @@
-import { IntervalFolder, shouldDisable, shouldRecordFailing } from '../../libs/operational/index.js';
+import { clockState, IntervalFolder, shouldDisable, shouldRecordFailing } from '../../libs/operational/index.js';
 import { transitionOf, withStatus, type Merchant, type MerchantWebhook } from '../../libs/merchants/index.js';
 import { waitFor } from '../support/wait.js';
 
@@ -30,6 +30,31 @@ describe('the auto-disable rule', () => {
     expect(shouldRecordFailing(0, DAY / 2 - 1, after)).toBe(false);
     expect(shouldRecordFailing(0, DAY / 2, after)).toBe(true);
     expect(shouldRecordFailing(0, 100 * DAY, 0)).toBe(false);
+  });
+});
+
+describe("an endpoint's failing clock at a failed attempt", () => {
+  const after = 5 * DAY;
+  it('has none until a dispatcher records one', () => {
+    expect(clockState(undefined, undefined, 0, after)).toBe('none');
+  });
+
+  it('runs while failures are recorded, and is refreshed once its last failure is a tenth old', () => {
+    expect(clockState(0, 0, DAY / 4, after)).toBe('running');
+    expect(clockState(0, 0, DAY / 2, after)).toBe('refresh');
+    expect(clockState(0, 2 * DAY, 2 * DAY + DAY / 4, after)).toBe('running');
+  });
+
+  it('is due after ENDPOINT_DISABLE_AFTER of failures spread up to now', () => {
+    expect(clockState(0, 4.8 * DAY, 5 * DAY, after)).toBe('due');
+    expect(clockState(0, 4.8 * DAY, 5 * DAY - 1, after)).toBe('running');
+    expect(clockState(0, 4.4 * DAY, 5 * DAY - 1, after)).toBe('refresh');
+  });
+
+  it('is stale after two tenths without a recorded failure: a burst followed by silence, or a clock kept for months, never disables', () => {
+    expect(clockState(0, 3_600_000, 5 * DAY, after)).toBe('stale');
+    expect(clockState(0, undefined, 90 * DAY, after)).toBe('stale');
+    expect(clockState(0, 4 * DAY, 5 * DAY + 1, after)).toBe('stale');
   });
 });
 
