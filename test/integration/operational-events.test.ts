@@ -221,6 +221,11 @@ describe('operational events and auto-disable', () => {
       lastHttpStatus: 404,
       lastError: 'HTTP 404',
     });
+    // Webhooks that were mid-retry when it was turned off went to failed, resendable, saying why.
+    await waitFor('mid-retry webhooks failed as endpoint-disabled', async () => {
+      const rows = await db.query<{ n: string }>("SELECT count(*) AS n FROM delivery_records WHERE merchant_id = 'm_dead' AND outcome = 'failed' AND reason = 'endpoint-disabled'");
+      return Number(rows[0]?.n) > 0;
+    }, 15_000, 200);
     // Counted once, by the dispatcher that won; both show it off.
     const scrapes = await Promise.all([dispatcherA, dispatcherB].map(async (d) => (await fetch(`http://127.0.0.1:${d.metricsPort}/metrics`)).text()));
     const value = (text: string, name: string) => Number(new RegExp(`^${name}\\{reason="failing"[^}]*\\} (\\S+)$`, 'm').exec(text)?.[1]);
