@@ -53,7 +53,8 @@ export interface ProgramProcess {
 /** Runs a built program (dist/apps/…) in its own process with `--cpu-prof` when BENCH_PROFILE is set. */
 export function startProgram(script: string, env: Record<string, string>): ProgramProcess {
   const args = process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir=profiles'] : [];
-  const child = fork(here(`../apps/${script}`), [], {
+  // An absolute path runs another build (an A/B against an earlier commit's dist).
+  const child = fork(script.startsWith('/') ? script : here(`../apps/${script}`), [], {
     env: { PATH: process.env.PATH ?? '', ...env },
     execArgv: args,
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],

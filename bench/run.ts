@@ -11,6 +11,7 @@ import { logOutage, logOverheadRound } from './log-outage.js';
 import { benchIsolation } from './isolation.js';
 import { benchJournalBytes, benchJournalStartup } from './journal.js';
 import { benchWatchMemory } from './watch-memory.js';
+import { benchSoak } from './soak.js';
 import { startReceiver } from './processes.js';
 import { benchResend } from './resend.js';
 import { scanQueue } from './scan.js';
@@ -463,6 +464,24 @@ the snapshot is there (or after 90 s without one); both run 60 s more. Start-up 
 | dispatcher | started from | start-up s | peak RSS MB | RSS at the end MB | watch's own estimate MB |
 |---|---|---|---|---|---|
 ${r.dispatchers.map((d) => `| ${d.name} | ${d.from} | ${(d.startupMs / 1000).toFixed(1)} | ${d.peakRssMb} | ${d.rssMb} | ${d.watchBytes === undefined ? '-' : (d.watchBytes / 2 ** 20).toFixed(0)} |`).join('\n')}
+`);
+  }
+  if (want('soak')) {
+    const seconds = Number(process.env.BENCH_SOAK_SECONDS ?? 900);
+    const runs = await benchSoak(url, 300, seconds, process.env.BENCH_BEFORE_DIST);
+    log(`soak: ${JSON.stringify(runs)}`);
+    const at = (run: (typeof runs)[number], second: number) => run.samples.reduce((best, s) => (Math.abs(s.second - second) < Math.abs(best.second - second) ? s : best));
+    const marks = [60, 300, 540, 720, seconds].filter((m) => m <= seconds);
+    sections.push(`## 13. Soak: 300 events/s for ${seconds / 60} min, 10 of 50 merchants flaky (issue 29)
+
+One dispatcher at the defaults (schedule 5s,5m,30m,2h,5h,10h,10h) receives 300 events/s for 50 merchants; 10 of them
+answer 503 nine times in ten, so their webhooks pile up in the retry tiers. Resident memory (VmRSS) and
+\`webhooks_retry_waiting\` (summed over the tiers) sampled every 15 s.${runs.length > 1 ? ' "before" is the build named by BENCH_BEFORE_DIST, run at the same time beside it on its own topology.' : ''}
+\`BENCH_BEFORE_DIST=<dist of an earlier build> npm run bench -- soak\` (\`BENCH_SOAK_SECONDS\`, default 900).
+
+| build | ${marks.map((m) => `${Math.round(m / 60)} min: RSS MB / waiting`).join(' | ')} |
+|---|${marks.map(() => '---').join('|')}|
+${runs.map((run) => `| ${run.name} | ${marks.map((m) => `${at(run, m).rssMb} / ${at(run, m).waiting.toLocaleString('en')}`).join(' | ')} |`).join('\n')}
 `);
   }
   if (want('log-outage')) {

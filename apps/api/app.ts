@@ -8,6 +8,7 @@ import type { Logger } from '../../libs/logger/index.js';
 import { activeWebhook, type MerchantDirectory, type MerchantSettings, receivesEvent } from '../../libs/merchants/index.js';
 import { METRIC_NAMES } from '../../libs/metrics/index.js';
 import { adminRouter } from './admin.js';
+import { docsRouter } from './docs.js';
 import type { Authenticator } from './auth.js';
 import { ApiError, badRequest, errorBody, notFound, rateLimited, unavailable } from './errors.js';
 import { mountLogRoutes } from './log-handlers.js';
@@ -16,6 +17,8 @@ import { openApiDocument } from './openapi.js';
 import type { KeyedConcurrency } from './concurrency.js';
 import type { RateLimiter } from './rate-limit.js';
 import { toApiError } from './translate.js';
+import type { PortalDeps } from './portal/deps.js';
+import { mountPortal, mountPortalAdmin, mountResendById } from './portal/handlers.js';
 
 export interface ApiDeps {
   auth: Authenticator;
@@ -40,6 +43,8 @@ export interface ApiDeps {
   logLimiter?: RateLimiter;
   logConcurrency?: KeyedConcurrency;
   logHealth?: () => LogHealthState;
+  /** The merchant portal (/portal/ and /portal/api/...), on the public port only. */
+  portal?: PortalDeps;
 }
 
 
@@ -73,7 +78,10 @@ const adminOf = (deps: ApiDeps, merchants: MerchantDirectory) =>
     settings: deps.settings,
     ready: deps.merchantsReady,
     logger: deps.logger,
-    extend: (router) => mountLogRoutes(router, deps, { base: '/admin', merchantOf: async (_req, params) => params.merchantId as string }),
+    extend: (router) => {
+      mountLogRoutes(router, deps, { base: '/admin', merchantOf: async (_req, params) => params.merchantId as string });
+      mountPortalAdmin(router, deps);
+    },
   });
 
 /** The admin API alone, for ADMIN_PORT, so that the merchant-facing port need not expose it. */
@@ -109,6 +117,7 @@ export function createApp(deps: ApiDeps): express.Express {
   app.get('/openapi.json', (_req, res) => {
     res.json(openApiDocument);
   });
+  app.use(docsRouter());
 
   const registry = deps.registry;
   if (registry && deps.serveMetrics !== false) {
@@ -153,7 +162,9 @@ export function createApp(deps: ApiDeps): express.Express {
       return (await deps.auth.authenticate(req.get('x-auth-token'), req.get('authorization'))).id;
     },
   });
-  methodsNotAllowed(app, '', (declared) => declared.path.startsWith('/nucleus/'));
+  mountResendById(app, deps);
+  mountPortal(app, deps);
+  methodsNotAllowed(app, '', (declared) => declared.path.startsWith('/nucleus/') || declared.path.startsWith('/portal/'));
 
   if (deps.merchants && deps.serveAdmin !== false) app.use('/admin', adminOf(deps, deps.merchants));
   return finish(app, deps.logger);

@@ -72,6 +72,28 @@ export const apiEnvSchema = z
     FAILED_SPOOL_DIR: z.string().min(1).optional(),
     /** How long a stop (SIGTERM) may take, requests in flight included; the process exits by then whatever the broker does. */
     SHUTDOWN_TIMEOUT: envFields.durationMs('30s'),
+    /**
+     * The merchant portal's address as merchants reach it (behind a proxy: its https URL), the base
+     * of the links POST /admin/merchants/{id}/portal-sessions returns; this API's own address when unset.
+     */
+    PORTAL_PUBLIC_URL: z
+      .url({ protocol: /^https?$/, error: 'must be an http(s) URL such as https://webhooks.example.com' })
+      .transform((url) => url.replace(/\/+$/, ''))
+      .optional(),
+    /** Origins that may show the portal in an iframe (the dashboard's), space-separated; none but its own when unset. */
+    PORTAL_FRAME_ANCESTORS: z
+      .string()
+      .default('')
+      .transform((text, ctx) => {
+        const origins = text.split(/\s+/).filter((o) => o !== '');
+        for (const origin of origins) {
+          if (!/^https?:\/\/[A-Za-z0-9.*-]+(:\d{1,5})?$/.test(origin)) {
+            ctx.addIssue({ code: 'custom', message: `"${origin.slice(0, 80)}" must be an origin such as https://dashboard.example.com` });
+            return z.NEVER;
+          }
+        }
+        return origins;
+      }),
     ...deliveryLogFields,
     LOG_LEVEL: envFields.logLevel,
   })
@@ -88,6 +110,9 @@ export const apiEnvSchema = z
     }
     if (!env.WEBHOOKS_DEV && env.AUTH_JWKS_URL?.startsWith('http:')) {
       ctx.addIssue({ code: 'custom', path: ['AUTH_JWKS_URL'], message: 'must be https outside development mode (keys fetched in clear can be swapped)' });
+    }
+    if (!env.WEBHOOKS_DEV && env.PORTAL_PUBLIC_URL?.startsWith('http:')) {
+      ctx.addIssue({ code: 'custom', path: ['PORTAL_PUBLIC_URL'], message: 'must be https outside development mode (the link carries a session token)' });
     }
     if (env.METRICS_PORT !== undefined && env.METRICS_PORT !== 0 && env.METRICS_PORT === env.PORT) {
       ctx.addIssue({ code: 'custom', path: ['METRICS_PORT'], message: 'must differ from PORT' });

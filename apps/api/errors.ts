@@ -37,6 +37,13 @@ export const ERROR_CODES = [
   'public_key_taken',
   'webhook_not_set_up',
   'directory_read_only',
+  // The merchant portal's
+  'portal_session_required',
+  'portal_link_used',
+  'portal_link_expired',
+  'portal_link_invalid',
+  'csrf_token_invalid',
+  'permission_denied',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 

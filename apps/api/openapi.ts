@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { EVENT_NAMES, EVENT_SUMMARIES, webhookExample, webhookPayloadSchema } from '../../libs/contracts/index.js';
 import { ROUTES, type RouteDeclaration } from './routes.js';
 import { errorEnvelope } from './schemas.js';
 
@@ -67,6 +68,66 @@ function paths(): Json {
   return out;
 }
 
+const SIGNATURE_HEADERS = [
+  {
+    name: 'webhook-id',
+    in: 'header',
+    required: true,
+    description: "The webhook's id (the upstream messageId): the same on every attempt and resend, so a merchant can drop a duplicate by it.",
+    schema: { type: 'string', maxLength: 200 },
+    example: 'evt_5e0c7c2a',
+  },
+  {
+    name: 'webhook-timestamp',
+    in: 'header',
+    required: true,
+    description: 'Seconds since the epoch when this attempt was signed; refuse one far from your clock (Standard Webhooks: 5 minutes) against replays.',
+    schema: { type: 'string', pattern: '^[0-9]+$' },
+    example: '1777629600',
+  },
+  {
+    name: 'webhook-signature',
+    in: 'header',
+    required: true,
+    description:
+      "Space-separated `v1,<base64 HMAC-SHA256 of '<webhook-id>.<webhook-timestamp>.<body>'>` with the merchant's whsec_ secret (base64 after the prefix). " +
+      "During a secret rotation's grace period there is one signature per secret: accept the request when any of them verifies. The standardwebhooks libraries do this.",
+    schema: { type: 'string' },
+    example: 'v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=',
+  },
+];
+
+/**
+ * The webhooks themselves (OpenAPI 3.1 `webhooks`): what the service POSTs to a merchant's server
+ * for each event, with the signature headers; the event catalog, from the same schemas.
+ */
+function webhooks(): Json {
+  return Object.fromEntries(
+    EVENT_NAMES.map((event) => [
+      event,
+      {
+        post: {
+          operationId: `webhook.${event}`,
+          summary: EVENT_SUMMARIES[event],
+          description:
+            `POSTed to the merchant's webhook URL for each ${event} event, body exactly {"event", "data"}, content-type application/json. ` +
+            'Answer 2xx within the delivery timeout once you have stored it; anything else, a timeout or a network error is a failed attempt, ' +
+            "retried on the schedule, then kept in the failed queue for a resend. Verify webhook-signature over the body's exact bytes before parsing it.",
+          parameters: SIGNATURE_HEADERS,
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: jsonSchema(webhookPayloadSchema(event), 'output'), example: webhookExample(event) } },
+          },
+          responses: {
+            '2XX': { description: 'Delivered: no further attempt' },
+            default: { description: 'A failed attempt (so are a timeout and a network error): retried on the schedule' },
+          },
+        },
+      },
+    ]),
+  );
+}
+
 export const openApiDocument = {
   openapi: '3.1.0',
   info: {
@@ -80,6 +141,7 @@ export const openApiDocument = {
   },
   servers: [{ url: 'http://127.0.0.1:8080' }],
   paths: paths(),
+  webhooks: webhooks(),
   components: {
     securitySchemes: {
       adminToken: {
@@ -99,6 +161,18 @@ export const openApiDocument = {
         scheme: 'bearer',
         bearerFormat: 'JWT',
         description: 'Access token from the platform auth service; sub is the merchant id',
+      },
+      portalSession: {
+        type: 'apiKey',
+        in: 'cookie',
+        name: 'webhooks_portal',
+        description: 'The merchant portal\'s session, set by POST /portal/api/session from a single-use link',
+      },
+      portalCsrf: {
+        type: 'apiKey',
+        in: 'header',
+        name: 'x-csrf-token',
+        description: 'The session\'s CSRF token (GET /portal/api/session), on every portal write',
       },
     },
     schemas: { ErrorEnvelope: jsonSchema(errorEnvelope, 'output') },

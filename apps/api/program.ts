@@ -19,6 +19,9 @@ import { KeyedConcurrency } from './concurrency.js';
 import { RateLimiter } from './rate-limit.js';
 import { startHealthServer } from '../../libs/metrics/health-server.js';
 import { abortable, stopBudget } from '../../libs/runtime/index.js';
+import { endpointHealth, PortalSessions } from '../../libs/portal/index.js';
+import { EventPublisher } from '../../libs/publisher/index.js';
+import type { PortalDeps } from './portal/deps.js';
 import { type OpenedLog, openDeliveryLog } from '../recorder/open-log.js';
 
 /**
@@ -149,6 +152,22 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
   // A webhook turned off or on through the admin API: endpoint.disabled (manual) or endpoint.enabled.
   const operationalCounts = operationalMetrics(registry, OPERATIONAL_EVENT_TYPES, DISABLED_REASONS);
   const operational = new OperationalPublisher(broker, topologyNames(config.TOPOLOGY_PREFIX).operational, logger, { onPublished: (type) => operationalCounts.published(type) });
+  const logDatabase = log && (options.wrapLogQueries?.(log.database) ?? log.database);
+  /** Set once the public port listens: the default base of portal links (never ADMIN_PORT). */
+  let publicPort: number | undefined;
+  const publisher = new EventPublisher(broker, config.TOPOLOGY_PREFIX);
+  const portal: PortalDeps = {
+    sessions: logDatabase && new PortalSessions(logDatabase),
+    health: (merchantId) => endpointHealth(logDatabase!, merchantId),
+    publish: (message) => publisher.publish(message),
+    baseUrl: (req) => {
+      if (config.PORTAL_PUBLIC_URL) return config.PORTAL_PUBLIC_URL;
+      const host = (req.hostname || '127.0.0.1').replace(/^\[|\]$/g, '');
+      return `http://${host.includes(':') ? `[${host}]` : host}:${publicPort}`;
+    },
+    secureCookies: config.PORTAL_PUBLIC_URL?.startsWith('https:') ?? false,
+    frameAncestors: config.PORTAL_FRAME_ANCESTORS,
+  };
   const deps = {
     auth,
     index,
@@ -168,8 +187,9 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     serveMetrics: config.METRICS_PORT === undefined,
     // With ADMIN_PORT set, the admin API is not on the public port at all.
     serveAdmin: config.ADMIN_PORT === undefined,
-    log: log && deliveryLogQueries(options.wrapLogQueries?.(log.database) ?? log.database),
+    log: logDatabase && deliveryLogQueries(logDatabase),
     logHealth: health && (() => health.state),
+    portal,
   };
   const app = createApp(deps);
   const metrics =
@@ -178,6 +198,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
       : await startHealthServer({ port: config.METRICS_PORT, registry, ready: () => broker.isConnected && index.ready && merchantsReady() });
 
   const server = await listen(app, config.PORT);
+  publicPort = (server.address() as AddressInfo).port;
   const adminPortAsked = config.ADMIN_PORT;
   let adminServer: Server | undefined;
   try {

@@ -3,6 +3,7 @@ import { merchantIdSchema } from '../../libs/contracts/index.js';
 import { merchantInputSchema, merchantPatchSchema, rotateInputSchema } from '../../libs/merchants/index.js';
 import { envelope, merchantView, readiness, rotated } from './schemas.js';
 import { LOG_ROUTES } from './log-routes.js';
+import { PORTAL_ROUTES } from './portal/routes.js';
 
 /**
  * One declaration per route: method, path, input, output and errors. Express mounts handlers by
@@ -116,6 +117,7 @@ export const ROUTES = [
     },
   },
   ...LOG_ROUTES,
+  ...PORTAL_ROUTES,
   {
     operationId: 'getMerchant',
     method: 'get',

@@ -1,11 +1,12 @@
 import type { Command } from 'commander';
 import { WEBHOOK_STATUSES } from '../../libs/delivery-log/index.js';
-import { deliveryLogQueries, openPostgres, type WebhookDetail, type WebhookSummary } from '../../libs/delivery-store/index.js';
+import type { WebhookDetail, WebhookSummary } from '../../libs/delivery-store/index.js';
 import { merchantIdSchema } from '../../libs/contracts/index.js';
 import { action } from './command.js';
 import { type CliContext, type CliIo, writeLine } from './context.js';
 import { NothingMatchedError, UsageError } from './errors.js';
 import { EXIT } from './help-text.js';
+import { openLogSource } from './log-source.js';
 import { checkReference, parseLimit } from './options.js';
 import { formatTable, truncate } from './table.js';
 
@@ -32,7 +33,8 @@ export function declareLog(program: Command, io: CliIo): void {
     .command('log')
     .summary("what happened to a merchant's webhooks: each one's attempts, from the delivery log")
     .description(
-      'Reads the delivery log in PostgreSQL (DATABASE_URL). With --webhook-id or --reference: each webhook with a ' +
+      'Reads the delivery log in PostgreSQL (DATABASE_URL), or, without DATABASE_URL, through the running API\'s admin routes ' +
+        '(WEBHOOKS_API_URL, default http://127.0.0.1:8080: beside `npm start`, whose database lives in its process). With --webhook-id or --reference: each webhook with a ' +
         'timeline of its records (every attempt with its time, duration, HTTP status, error and the first bytes of the ' +
         'answer, and each time none was made and why). Otherwise the merchant\'s latest webhooks, newest first. ' +
         'The log is fed from a stream and may be a few seconds behind.',
@@ -43,7 +45,11 @@ export function declareLog(program: Command, io: CliIo): void {
     .option('--status <status>', `only webhooks in this status: ${WEBHOOK_STATUSES.join(', ')}`)
     .option('--limit <n>', 'at most this many webhooks (newest first)', '50')
     .option('--json', 'JSON on stdout, for scripts', false)
-    .addHelpText('after', `\nEnvironment: DATABASE_URL (the delivery log's PostgreSQL).\n${EXIT}`)
+    .addHelpText(
+      'after',
+      "\nEnvironment: DATABASE_URL (the delivery log's PostgreSQL); without it WEBHOOKS_API_URL (the API, default http://127.0.0.1:8080) " +
+        `and WEBHOOKS_ADMIN_TOKEN (an admin token; else one signed with AUTH_JWT_SECRET or the development secret).\n${EXIT}`,
+    )
     .action(action(io, check, run));
 }
 
@@ -94,11 +100,8 @@ export function timeline(w: WebhookDetail): string {
 }
 
 async function run(options: LogOptions, ctx: CliContext): Promise<number> {
-  const url = ctx.env.DATABASE_URL;
-  if (!url) throw new Error('DATABASE_URL is not set: webhooks log reads the delivery log in PostgreSQL');
-  const database = openPostgres(url, { maxConnections: 2 });
+  const log = await openLogSource(ctx);
   try {
-    const log = deliveryLogQueries(database);
     if (options.webhookId || options.reference) {
       const details = options.webhookId
         ? [await log.getWebhook(options.merchantId, options.webhookId)].filter((d): d is WebhookDetail => d !== undefined)
@@ -117,6 +120,6 @@ async function run(options: LogOptions, ctx: CliContext): Promise<number> {
     if (page.nextCursor) writeLine(ctx.stderr, `showing the ${page.webhooks.length} most recent; raise --limit or add --status to see others`);
     return 0;
   } finally {
-    await database.close();
+    await log.close();
   }
 }

@@ -8,6 +8,7 @@ import { declareInvalidList } from './invalid-list.js';
 import { declareInvalidRequeue } from './invalid-requeue.js';
 import { declareLog } from './log.js';
 import { declareMerchants } from './merchants.js';
+import { declarePortal } from './portal.js';
 import { declarePublish } from './publish.js';
 import { declareToken } from './token.js';
 
@@ -45,5 +46,6 @@ export function createProgram(io: CliIo): Command {
 
   declareMerchants(program, io);
   declareLog(program, io);
+  declarePortal(program, io);
   return program;
 }

@@ -4,7 +4,7 @@ import type { Logger } from '../../libs/logger/index.js';
 
 /**
  * A merchant's server for demos: verifies each webhook's signature with the standardwebhooks
- * library, exactly as the README tells merchants to, and logs what arrived. `POST /down` makes it
+ * library, exactly as docs/receiving.md tells merchants to, and logs what arrived. `POST /down` makes it
  * answer 503 (an outage, to watch retries and the failed queue), `POST /up` ends the outage.
  * `GET /healthz` answers 200 for container health checks.
  */

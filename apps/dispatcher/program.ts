@@ -196,12 +196,14 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: { s
   labelledGaugeFrom(registry, METRIC_NAMES.retryOverdue, 'Messages not back from the retry tier although dispatch was seen empty RETRY_OVERDUE_AFTER after they were due', 'queue', () => perTier(retryWatch.overdueByQueue()));
   labelledGaugeFrom(registry, METRIC_NAMES.endpointsDisabled, 'Webhooks off now in the merchant directory, by why', 'reason', () => Object.entries(Operations.census(directoryList(merchants!), Date.now(), config.ENDPOINT_DISABLE_AFTER).disabled));
   gaugeFrom(registry, METRIC_NAMES.endpointsFailing, 'Enabled webhooks whose failing clock runs (auto-disable)', () => Operations.census(directoryList(merchants!), Date.now(), config.ENDPOINT_DISABLE_AFTER).failing);
-  // The watch's own memory: about 100 bytes per waiting webhook and per arrival remembered (README, "Running on a cluster").
-  gaugeFrom(registry, METRIC_NAMES.retryWatchBytes, 'Bytes the retry watch holds for waiting retries and arrivals (estimate: its arrays at their allocated size)', () => retryWatch.memory().bytes);
-  labelledGaugeFrom(registry, METRIC_NAMES.retryWatchRecords, 'Records the retry watch holds: waits not back yet, arrivals remembered, recovery claims', 'kind', () => {
-    const { waits, arrivals, claims } = retryWatch.memory();
+  // The watch's own memory: a window of waits per tier, and arrivals remembered (docs/operating.md, "Memory of the retry watch").
+  gaugeFrom(registry, METRIC_NAMES.retryWatchBytes, 'Bytes the retry watch holds in memory for waiting retries and arrivals (estimate: its arrays at their allocated size)', () => retryWatch.memory().bytes);
+  gaugeFrom(registry, METRIC_NAMES.retryWatchDiskBytes, 'Bytes of waiting retries the retry watch keeps on local disk beyond its window per tier', () => retryWatch.memory().diskBytes);
+  labelledGaugeFrom(registry, METRIC_NAMES.retryWatchRecords, 'Records the retry watch holds: waits not back yet (all, and of those on disk), arrivals remembered, recovery claims', 'kind', () => {
+    const { waits, waitsOnDisk, arrivals, claims } = retryWatch.memory();
     return [
       ['waits', waits],
+      ['waits_on_disk', waitsOnDisk],
       ['arrivals', arrivals],
       ['claims', claims],
     ];

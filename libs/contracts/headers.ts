@@ -74,7 +74,7 @@ export type FailedReason = (typeof FAILED_REASONS)[keyof typeof FAILED_REASONS];
 
 /**
  * Codes of messages parked in `invalid` (x-invalid-code), and `delivery-limit` for what the broker
- * itself parked after too many returns; the CLI's help and the README list these.
+ * itself parked after too many returns; the CLI's help and docs/operating.md list these.
  */
 export const INVALID_CODES = [
   'not-json',
@@ -90,7 +90,7 @@ export const INVALID_CODES = [
 export const ENTRY_TYPES = { failure: 'failure', resolution: 'resolution', checkpoint: 'checkpoint', claim: 'claim' } as const;
 
 /** Entries of the retries journal: a wait began, a copy of it arrived, a claim to recover it; and a snapshot of the watch (its own stream). */
-export const JOURNAL_ENTRY_TYPES = { scheduled: 'scheduled', arrived: 'arrived', recovery: 'recovery', snapshot: 'snapshot' } as const;
+export const JOURNAL_ENTRY_TYPES = { scheduled: 'scheduled', arrived: 'arrived', recovery: 'recovery', snapshot: 'snapshot', snapshotPart: 'snapshot-part' } as const;
 
 export type ScalarHeaders = Record<string, string | number | boolean>;
 

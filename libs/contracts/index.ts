@@ -4,3 +4,4 @@ export { sampleEvent } from './samples.js';
 export * from './headers.js';
 export * from './copy-headers.js';
 export { MERCHANT_ID_PATTERN, merchantIdSchema } from './merchant-id.js';
+export { EVENT_SUMMARIES, examplesAccepted, webhookExample, webhookPayloadSchema } from './webhook-payloads.js';

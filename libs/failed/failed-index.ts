@@ -116,6 +116,23 @@ export class FailedIndex {
     return listOf(this.byKey.get(keyOf(merchantId, reference))).filter((offset) => this.hashes.has(offset));
   }
 
+  /**
+   * Offsets of one webhook's unresolved failures: under one of its references when the caller knows
+   * them (the delivery log does), else by a walk over the merchant's keys (rare: the log is off).
+   * Matched by the webhook-id's hash; the resender checks the entries' real webhook-id.
+   */
+  lookupWebhook(merchantId: string, webhookId: string, references?: readonly string[]): { reference: string; offsets: number[] } | undefined {
+    const hash = hashOf(webhookId);
+    const prefix = keyOf(merchantId, '');
+    const keys = references && references.length > 0 ? references.map((reference) => keyOf(merchantId, reference)) : this.byKey.keys();
+    for (const key of keys) {
+      if (!key.startsWith(prefix)) continue;
+      const offsets = listOf(this.byKey.get(key)).filter((offset) => this.hashes.get(offset) === hash);
+      if (offsets.length > 0) return { reference: key.slice(prefix.length), offsets };
+    }
+    return undefined;
+  }
+
   /** A hash of the webhook-id of an unresolved entry: equal for every entry of one webhook. */
   webhookHashAt(offset: number): number | undefined {
     return this.hashes.get(offset);

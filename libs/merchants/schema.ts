@@ -58,6 +58,8 @@ export const merchantSchema = z.object({
        * of ENDPOINT_DISABLE_AFTER): a clock without a failure for two tenths is stale, not running.
        */
       lastFailureAt: z.iso.datetime({ offset: true }).optional(),
+      /** When `secret` was issued (the portal shows its age); absent for secrets issued before it was recorded. */
+      secretIssuedAt: z.iso.datetime({ offset: true }).optional(),
     })
     .optional(),
 });

@@ -308,6 +308,7 @@ export class MerchantSettings {
               url: url!,
               enabled: input.webhook.enabled,
               secret: kept?.secret ?? issued.secret(),
+              ...(kept ? (kept.secretIssuedAt ? { secretIssuedAt: kept.secretIssuedAt } : {}) : { secretIssuedAt: this.now().toISOString() }),
               ...(input.webhook.events ? { events: input.webhook.events } : {}),
             },
             kept && graceSecrets(kept, this.now()),
@@ -331,7 +332,7 @@ export class MerchantSettings {
       if (patch.webhook === undefined) return { ...rest, publicKey, ...(kept ? { webhook: kept } : {}) };
       if (!kept && url === undefined) throw new InvalidSettingsError('webhook.url', 'is required: this merchant has no webhook yet');
       const webhook: MerchantWebhook = {
-        ...(kept ?? { secret: issued.secret(), enabled: true }),
+        ...(kept ?? { secret: issued.secret(), secretIssuedAt: this.now().toISOString(), enabled: true }),
         url: url ?? kept!.url,
         ...(patch.webhook.enabled === undefined ? {} : { enabled: patch.webhook.enabled }),
       } as MerchantWebhook;
@@ -363,7 +364,7 @@ export class MerchantSettings {
           grace.unshift({ secret: current.webhook.secret, expiresAt: new Date(now.getTime() + graceSeconds * 1000).toISOString() });
         }
         const { previousSecret: _newest, previousSecrets: _all, ...webhook } = current.webhook;
-        return { ...current, webhook: withGrace({ ...webhook, secret }, grace) };
+        return { ...current, webhook: withGrace({ ...webhook, secret, secretIssuedAt: now.toISOString() }, grace) };
       },
       (next) => {
         const replaced = graceSeconds > 0 ? next.webhook?.previousSecrets?.[0] : undefined;

@@ -40,6 +40,7 @@ export const METRIC_NAMES = {
   retryOverdue: 'webhooks_retry_overdue',
   /** gauge: bytes the retry watch holds for what waits and what arrived (its own estimate: arrays at their allocated size) */
   retryWatchBytes: 'webhooks_retry_watch_bytes',
+  retryWatchDiskBytes: 'webhooks_retry_watch_disk_bytes',
   /** gauge {kind: waits|arrivals|claims}: records the retry watch holds */
   retryWatchRecords: 'webhooks_retry_watch_records',
   /** counter: copies the retry watch put back in dispatch for messages their tier held too long */

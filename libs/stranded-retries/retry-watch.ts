@@ -8,8 +8,21 @@ import { ReadBacks, StreamTail } from '../streams/index.js';
 import { appendArrived, appendRecoveryClaim, appendScheduled, recoveredCopy, type ScheduledRetry } from './journal.js';
 import { KeyedLanes } from './keyed-lanes.js';
 import { OffsetClock } from './offset-clock.js';
-import { ARRIVAL_COLUMNS, appendSnapshot, encodeSnapshotV2, entryIdentity, readLatestSnapshot, WAIT_COLUMNS, type WatchColumns, type WatchSnapshot } from './snapshot.js';
+import {
+  ARRIVAL_COLUMNS,
+  appendSnapshot,
+  appendSnapshotPart,
+  encodeSnapshotV2,
+  entryIdentity,
+  readLatestSnapshot,
+  readSnapshotParts,
+  WAIT_COLUMNS,
+  type WatchColumns,
+  type WatchSnapshot,
+  type WatchSnapshotV3,
+} from './snapshot.js';
 import { uuidToWords, wordsToUuid } from './uuid-words.js';
+import { WaitSpill } from './wait-spill.js';
 
 export interface RetryWatchOptions {
   /** The dispatch queue, where a recovered message goes back. */
@@ -43,6 +56,14 @@ export interface RetryWatchOptions {
   clock?: () => number;
   /** Waits between background appends of a wait the journal did not take (keepScheduling). */
   lateBackoffMs?: readonly number[];
+  /**
+   * Waits of one tier held in memory at most (default 20,000); the rest wait on local disk in
+   * `spillDir` (default the system's temporary directory) and are read back in order as the
+   * first ones come back. A tier hands its messages back in the order they entered it, so the
+   * waits that can be due or stranded next are always the ones in memory.
+   */
+  waitsInMemoryPerTier?: number;
+  spillDir?: string;
 }
 
 /**
@@ -82,6 +103,9 @@ interface WaitCopy {
 
 const DAY_MS = 86_400_000;
 const REMEMBER_ARRIVALS_MS = 600_000;
+const WAITS_IN_MEMORY_PER_TIER = 20_000;
+/** Waits of one tier per part of a snapshot: about 5 MB of records. */
+const SNAPSHOT_PART_RECORDS = 100_000;
 
 /**
  * A wait's x-body-offset names an entry that does not hold its webhook's body. Offsets are no
@@ -133,7 +157,7 @@ const LATE_BACKOFF_MS = [2_000, 5_000, 10_000, 30_000];
  * the journal (`arrive`). Every time is read on this process's own monotonic clock.
  */
 export class RetryWatch {
-  readonly stats = { recovered: 0, unconfirmedArrivals: 0, snapshots: 0, recordedLate: 0, unrecorded: 0, unrecoverable: 0 };
+  readonly stats = { recovered: 0, unconfirmedArrivals: 0, snapshots: 0, recordedLate: 0, unrecorded: 0, unrecoverable: 0, restoredFromSnapshot: 0 };
   /** Waits the journal has not taken yet, appended again in the background (keepScheduling). */
   private readonly late = new Set<string>();
   /** Every wait not back yet, a lane per tier in the order read: within a tier, in the order due. */
@@ -145,6 +169,19 @@ export class RetryWatch {
   /** The current recovery claim of each claimed wait: few, only stranded waits are claimed. */
   private readonly claims = new Map<string, Claim>();
   private readonly readTimes = new OffsetClock();
+  /** Waits of each tier beyond the first `window` (the tier's lane in `waits`), in the order read. */
+  private readonly spill: WaitSpill;
+  private readonly window: number;
+  /** Lanes of `waits` that fell under half the window while waits of theirs are on disk. */
+  private readonly refillLanes = new Set<number>();
+  /**
+   * Keys that arrived while waits were on disk and were not in memory: their wait may be on disk
+   * still (a tier's order is not quite the journal's when several dispatchers move into it), and
+   * must not be read back as waiting. By key, the arrival's journal offset.
+   */
+  private readonly tombstones = new Map<string, number>();
+  /** Per tier with waits on disk, a journal offset below which none of them is left. */
+  private readonly spillFloors = new Map<string, number>();
   private readonly words = new Uint32Array(4);
   private readonly claimWaiters = new ReadBacks<string[]>(() => void this.tail?.verifyLive());
   private readonly arrivalWaiters = new ReadBacks<string>(() => void this.tail?.verifyLive());
@@ -152,6 +189,7 @@ export class RetryWatch {
   private tail?: StreamTail;
   private timer?: NodeJS.Timeout;
   private checking?: Promise<void>;
+  private snapshotting?: Promise<void>;
   private probe?: Promise<Channel>;
   private stopped = false;
   private readonly clock: () => number;
@@ -172,6 +210,8 @@ export class RetryWatch {
   ) {
     this.clock = options.clock ?? (() => performance.now());
     this.lastSnapshotAt = this.clock();
+    this.window = Math.max(1, options.waitsInMemoryPerTier ?? WAITS_IN_MEMORY_PER_TIER);
+    this.spill = new WaitSpill(WAIT_COLUMNS, options.spillDir);
   }
 
   /** Caught up with the journal: what it says is waiting is what is waiting. */
@@ -188,11 +228,7 @@ export class RetryWatch {
       onCaughtUp: (offset) => this.logger.info('retries journal caught up', { waiting: this.waits.size, offset }),
       // The journal was deleted: what it said is waiting is unknown now; the new one is read from its start.
       onReset: () => {
-        this.waits.clear();
-        this.arrivals.clear();
-        this.rawCopyIds.clear();
-        this.claims.clear();
-        this.readTimes.clear();
+        this.clearState();
         this.lastOffset = -1;
         this.lastEntry = undefined;
         this.appliedSinceSnapshot = 0;
@@ -219,6 +255,20 @@ export class RetryWatch {
     await this.tail?.stop();
     const probe = await this.probe?.catch(() => undefined);
     await probe?.close().catch(() => {});
+    await this.snapshotting;
+    this.spill.close();
+  }
+
+  private clearState(): void {
+    this.waits.clear();
+    this.arrivals.clear();
+    this.rawCopyIds.clear();
+    this.claims.clear();
+    this.readTimes.clear();
+    this.spill.clear();
+    this.refillLanes.clear();
+    this.tombstones.clear();
+    this.spillFloors.clear();
   }
 
   /**
@@ -335,7 +385,9 @@ export class RetryWatch {
 
   /** Messages in each tier, ready or held by the broker, that have not come back yet. */
   waitingByQueue(): Map<string, number> {
-    return this.waits.counts();
+    const counts = this.waits.counts();
+    for (const queue of this.spill.lanes()) counts.set(queue, (counts.get(queue) ?? 0) + this.spill.count(queue));
+    return counts;
   }
 
   /** Of those, the stranded ones: not back although dispatch drained well after they were due. */
@@ -356,12 +408,14 @@ export class RetryWatch {
    * What this watch holds, for the metric of its own memory: records and the bytes of the arrays
    * holding them. About 100 bytes per waiting webhook and per arrival remembered.
    */
-  memory(): { waits: number; arrivals: number; claims: number; bytes: number } {
+  memory(): { waits: number; waitsOnDisk: number; arrivals: number; claims: number; bytes: number; diskBytes: number } {
     return {
-      waits: this.waits.size,
+      waits: this.waits.size + this.spill.size,
+      waitsOnDisk: this.spill.size,
       arrivals: this.arrivals.size,
       claims: this.claims.size,
-      bytes: this.waits.bytesHeld() + this.arrivals.bytesHeld() + (this.rawCopyIds.size + this.claims.size) * 200 + this.readTimes.size * 16,
+      bytes: this.waits.bytesHeld() + this.arrivals.bytesHeld() + (this.rawCopyIds.size + this.claims.size + this.tombstones.size) * 200 + this.readTimes.size * 16,
+      diskBytes: this.spill.bytesOnDisk(),
     };
   }
 
@@ -411,8 +465,60 @@ export class RetryWatch {
 
   private deleteWait(key: string): void {
     const wait = this.waits.get(key);
-    if (wait !== undefined) this.waits.delete(wait);
     this.claims.delete(key);
+    if (wait === undefined) return;
+    const lane = this.waits.laneOf(wait);
+    this.waits.delete(wait);
+    if (this.spill.size > 0 && this.waits.count(lane) < this.window / 2 && this.spill.count(this.waits.laneName(lane)) > 0) this.refillLanes.add(lane);
+  }
+
+  /** A tier's wait goes to memory while its tier has room there and none of it waits on disk (the order must hold). */
+  private addWait(queue: string, key: string, values: readonly number[]): void {
+    const lane = this.waits.lane(queue);
+    if (this.waits.count(lane) < this.window && this.spill.count(queue) === 0) {
+      this.waits.add(lane, key, values);
+      return;
+    }
+    if (this.spill.count(queue) === 0) this.spillFloors.set(queue, values[W_OFFSET]! - 1);
+    this.spill.append(queue, key, values);
+  }
+
+  /** Every lane under half its window with waits on disk (after a restore, which reads no arrival). */
+  private refillAll(): void {
+    for (const queue of this.spill.lanes()) {
+      const lane = this.waits.lane(queue);
+      if (this.waits.count(lane) < this.window / 2) this.refillLanes.add(lane);
+    }
+    if (this.refillLanes.size > 0) this.refill();
+  }
+
+  /** Reads waits back from disk into the lanes that fell under half their window. */
+  private refill(): void {
+    for (const lane of this.refillLanes) {
+      const queue = this.waits.laneName(lane);
+      this.spill.take(queue, this.window - this.waits.count(lane), (key, values) => {
+        this.spillFloors.set(queue, values[W_OFFSET]!);
+        if (this.tombstones.delete(key) || this.arrivals.has(key)) return; // came back while on disk
+        const held = this.waits.get(key);
+        if (held !== undefined) {
+          // The same wait appended again: the later entry is the one it waits from.
+          if (this.waits.value(held, W_OFFSET) >= values[W_OFFSET]!) return;
+          this.deleteWait(key);
+        }
+        this.waits.add(lane, key, values);
+      });
+      if (this.spill.count(queue) === 0) this.spillFloors.delete(queue);
+    }
+    this.refillLanes.clear();
+  }
+
+  /** A tombstone no wait on disk can match any longer: every tier's waits on disk were read after it. */
+  private pruneTombstones(): void {
+    if (this.tombstones.size === 0) return;
+    if (this.spill.size === 0) return this.tombstones.clear();
+    let floor = Infinity;
+    for (const queue of this.spill.lanes()) floor = Math.min(floor, this.spillFloors.get(queue) ?? -1);
+    for (const [key, offset] of this.tombstones) if (offset <= floor) this.tombstones.delete(key);
   }
 
   private get retentionMs(): number {
@@ -429,16 +535,17 @@ export class RetryWatch {
     switch (headers[HEADERS.entryType]) {
       case JOURNAL_ENTRY_TYPES.scheduled:
         if (typeof key === 'string') this.applyScheduled(key, headers, offset);
-        return;
+        break;
       case JOURNAL_ENTRY_TYPES.arrived:
-        if (typeof key === 'string') this.applyArrived(key, headers);
-        return;
+        if (typeof key === 'string') this.applyArrived(key, headers, offset);
+        break;
       case JOURNAL_ENTRY_TYPES.recovery:
         this.applyClaim(headers, message.content);
-        return;
+        break;
       default:
-        return;
+        break;
     }
+    if (this.refillLanes.size > 0) this.refill();
   }
 
   private applyScheduled(key: string, headers: Record<string, unknown>, offset: number): void {
@@ -452,7 +559,7 @@ export class RetryWatch {
     // The same wait appended again (its first append unconfirmed): it waits from this entry, at
     // the end of its tier, as it is due from now; no claim or drain of the first one carries over.
     this.deleteWait(key);
-    this.waits.add(this.waits.lane(queue), key, [offset, bodyOffset, this.clock() + this.delayOf(queue), NaN]);
+    this.addWait(queue, key, [offset, bodyOffset, this.clock() + this.delayOf(queue), NaN]);
   }
 
   /** A tier this watch does not know (the schedule changed): the longest delay, so never early. */
@@ -460,7 +567,7 @@ export class RetryWatch {
     return this.options.tierDelaysMs[queue] ?? Math.max(0, ...Object.values(this.options.tierDelaysMs));
   }
 
-  private applyArrived(key: string, headers: Record<string, unknown>): void {
+  private applyArrived(key: string, headers: Record<string, unknown>, offset: number): void {
     const copyId = typeof headers[HEADERS.copyId] === 'string' ? (headers[HEADERS.copyId] as string) : '';
     let first = this.arrivedCopy(key);
     if (first === undefined) {
@@ -471,6 +578,7 @@ export class RetryWatch {
       // The body offset stays known a while: the webhook's next wait points at it (bodyOffsetOf).
       const body = wait === undefined ? NaN : this.waits.value(wait, W_BODY);
       this.arrivals.add(this.arrivals.lane(lane), key, [this.clock(), body, ...this.copyColumns(key, copyId)]);
+      if (wait === undefined && this.spill.size > 0) this.tombstones.set(key, offset);
       this.deleteWait(key);
     }
     const arrivalId = headers[HEADERS.claimId];
@@ -678,6 +786,8 @@ export class RetryWatch {
     }
     // Read times past half the retention say only "too old to point at", as no sample does.
     this.readTimes.forgetBefore(now - this.retentionMs / 2);
+    this.refillAll();
+    this.pruneTombstones();
   }
 
   private async loadSnapshot(stream: string): Promise<WatchSnapshot | undefined> {
@@ -698,14 +808,24 @@ export class RetryWatch {
     }
     if (snapshot.v === 1) this.restoreV1(snapshot);
     else this.restore(snapshot);
+    if (snapshot.v === 3) {
+      try {
+        await this.restoreSpilled(stream, snapshot);
+      } catch (err) {
+        this.clearState();
+        this.logger.warn('retry watch snapshot ignored: its waits on disk were not all read; reading the whole journal', { covers: snapshot.covers, error: (err as Error).message });
+        return undefined;
+      }
+    }
     this.lastOffset = snapshot.covers;
     this.lastEntry = snapshot.coversEntry;
+    this.stats.restoredFromSnapshot = snapshot.v;
     this.logger.info('retry watch restored from a snapshot', { covers: snapshot.covers, version: snapshot.v, waiting: this.waits.size });
     return snapshot;
   }
 
   /** Columns as written: times as durations, turned into instants on this watch's clock. */
-  private restore(snapshot: Extract<WatchSnapshot, { v: 2 }>): void {
+  private restore(snapshot: Extract<WatchSnapshot, { v: 2 | 3 }>): void {
     const now = this.clock();
     const rawOf = (list: Array<[number, number, string]>, lane: number) => new Map(list.filter(([l]) => l === lane).map(([, i, key]) => [i, key]));
     snapshot.waitLanes.forEach(({ name }, i) => {
@@ -716,7 +836,13 @@ export class RetryWatch {
         due[r] = now + due[r]!;
         drained[r] = now - drained[r]!; // NaN stays NaN
       }
-      this.waits.importLane(this.waits.lane(name), keys, columns, rawOf(snapshot.rawWaitKeys, i));
+      const raw = rawOf(snapshot.rawWaitKeys, i);
+      // A snapshot of a watch that kept more in memory (one written before issue 29's window): the rest goes to disk.
+      const held = Math.min(due.length, this.window);
+      this.waits.importLane(this.waits.lane(name), keys.subarray(0, held * 4), columns.map((column) => column.subarray(0, held)), raw);
+      for (let r = held; r < due.length; r++) {
+        this.addWait(name, raw.get(r) ?? wordsToUuid(keys, r * 4), columns.map((column) => column[r]!));
+      }
     });
     snapshot.arrivalLanes.forEach(({ name }, i) => {
       const { keys, columns } = snapshot.lanes.arrivals[i]!;
@@ -732,13 +858,33 @@ export class RetryWatch {
     for (const [offset, agoMs] of snapshot.readTimes) this.readTimes.read(offset, now - agoMs);
   }
 
+  /** The waits a version 3 snapshot holds in parts: to memory while their tier has room there, else to disk. */
+  private async restoreSpilled(stream: string, snapshot: WatchSnapshotV3): Promise<void> {
+    const now = this.clock();
+    for (const [key, offset] of snapshot.tombstones) this.tombstones.set(key, offset);
+    await readSnapshotParts(this.broker, stream, snapshot, (queue, content) => {
+      const { used } = this.spill.decode(content, (key, values) => {
+        values[W_DUE] = now + values[W_DUE]!;
+        values[W_DRAINED] = now - values[W_DRAINED]!; // NaN stays NaN
+        // Into memory (this watch keeps more there than the writer did): as when read back from disk.
+        if (this.spill.count(queue) === 0 && this.waits.count(this.waits.lane(queue)) < this.window) {
+          if (this.tombstones.delete(key) || this.arrivals.has(key)) return;
+          if (this.waits.has(key)) this.deleteWait(key);
+        }
+        this.addWait(queue, key, values);
+      });
+      if (used !== content.length) throw new Error(`a part of ${queue} ends inside a record`);
+    });
+    this.refillAll();
+  }
+
   /** A snapshot written before version 2: the same state, as objects. */
   private restoreV1(snapshot: Extract<WatchSnapshot, { v: 1 }>): void {
     const now = this.clock();
     // In the order due, as each tier's lane must be (a wait appended again kept its first place in the Map).
     for (const [id, offset, bodyOffset, , queue, dueInMs, claimId, claimAgoMs] of [...snapshot.waits].sort((a, b) => a[5] - b[5])) {
       this.deleteWait(id);
-      this.waits.add(this.waits.lane(queue), id, [offset, bodyOffset, now + dueInMs, NaN]);
+      this.addWait(queue, id, [offset, bodyOffset, now + dueInMs, NaN]);
       if (claimId !== null) this.claims.set(id, { claimId, readAt: now - (claimAgoMs ?? 0) });
     }
     // Bodies were remembered by webhook: their read times, in offset order, are read-time samples.
@@ -773,7 +919,7 @@ export class RetryWatch {
   }
 
   /** This watch's state now, times as durations from `now`, encoded (encodeSnapshotV2). */
-  private snapshotOf(now: number): Buffer {
+  private snapshotOf(now: number, spilled?: Pick<WatchSnapshotV3, 'id' | 'parts' | 'startedAt' | 'spilled' | 'tombstones'>): Buffer {
     const waitLanes = this.waits.laneIds();
     const arrivalLanes = this.arrivals.laneIds();
     const bytes = [...waitLanes.map((l) => this.waits.laneBytes(l)), ...arrivalLanes.map((l) => this.arrivals.laneBytes(l))].reduce((a, b) => a + b, 0);
@@ -814,7 +960,7 @@ export class RetryWatch {
         }
       });
       return {
-        v: 2,
+        ...(spilled ? { ...spilled, v: 3 as const } : { v: 2 as const }),
         covers: this.lastOffset,
         ...(this.lastEntry === undefined ? {} : { coversEntry: this.lastEntry }),
         waitLanes: waitLanes.map((lane, i) => ({ name: this.waits.laneName(lane), count: waits[i]!.keys.length / 4 })),
@@ -828,21 +974,81 @@ export class RetryWatch {
     });
   }
 
-  /** Writes this watch's state as of the last entry it read; the next start reads on from there. */
-  async writeSnapshot(): Promise<void> {
+  /** Writes this watch's state as of the last entry it read; the next start reads on from there. One at a time. */
+  writeSnapshot(): Promise<void> {
     const options = this.options.snapshots;
-    if (!options || this.lastOffset < 0) return;
+    if (!options || this.lastOffset < 0) return Promise.resolve();
+    this.snapshotting ??= this.writeSnapshotNow(options.stream).finally(() => {
+      this.snapshotting = undefined;
+    });
+    return this.snapshotting;
+  }
+
+  private async writeSnapshotNow(stream: string): Promise<void> {
     const now = this.clock();
-    const snapshot = this.snapshotOf(now);
     const applied = this.appliedSinceSnapshot;
     this.appliedSinceSnapshot = 0;
     this.lastSnapshotAt = now;
+    const spilled = this.spill.lanes().map((queue): [string, number] => [queue, this.spill.count(queue)]);
+    // The waits on disk are copied part by part while the watch goes on: their files are held as they are meanwhile.
+    this.spill.hold();
     try {
-      await appendSnapshot(this.broker, options.stream, snapshot, 30_000);
+      if (spilled.length === 0) {
+        await appendSnapshot(this.broker, stream, this.snapshotOf(now), 30_000);
+      } else {
+        const id = randomUUID();
+        const parts = spilled.reduce((sum, [, count]) => sum + Math.ceil(count / SNAPSHOT_PART_RECORDS), 0);
+        const ranges = spilled.map(([queue]) => ({ queue, ...this.spill.range(queue) }));
+        const last = this.snapshotOf(now, { id, parts, startedAt: Date.now(), spilled, tombstones: [...this.tombstones] });
+        let part = 0;
+        for (const range of ranges) part = await this.writeParts(stream, id, part, range, now);
+        if (part !== parts) throw new Error(`${part} parts written where ${parts} were counted`);
+        await appendSnapshot(this.broker, stream, last, 30_000);
+      }
       this.stats.snapshots++;
     } catch (err) {
       this.appliedSinceSnapshot += applied;
       this.logger.warn('retry watch snapshot not written', { error: (err as Error).message });
+    } finally {
+      this.spill.release();
     }
+  }
+
+  /** The records of one tier's waits on disk, times as durations from `now`, in parts of SNAPSHOT_PART_RECORDS. */
+  private async writeParts(stream: string, id: string, part: number, range: { queue: string; count: number; head: Buffer; from: number; to: number }, now: number): Promise<number> {
+    let carry = range.head;
+    let at = range.from;
+    let out: Buffer[] = [];
+    let written = 0;
+    const flush = async () => {
+      if (out.length === 0) return;
+      written += out.length;
+      await appendSnapshotPart(this.broker, stream, id, ++part, range.queue, Buffer.concat(out), 30_000);
+      out = [];
+    };
+    for (;;) {
+      const { used } = this.spill.decode(
+        carry,
+        (key, values) => {
+          values[W_DUE] = Math.round(values[W_DUE]! - now);
+          values[W_DRAINED] = Math.round(now - values[W_DRAINED]!);
+          out.push(this.spill.encode(key, values));
+        },
+        SNAPSHOT_PART_RECORDS - out.length,
+      );
+      carry = carry.subarray(used);
+      if (out.length >= SNAPSHOT_PART_RECORDS) {
+        await flush();
+        continue;
+      }
+      if (at >= range.to) break;
+      const chunk = this.spill.read(range.queue, at, Math.min(1024 * 1024, range.to - at));
+      if (chunk.length === 0) break;
+      at += chunk.length;
+      carry = carry.length === 0 ? chunk : Buffer.concat([carry, chunk]);
+    }
+    await flush();
+    if (written !== range.count) throw new Error(`${written} waits of ${range.queue} read from disk where ${range.count} were counted`);
+    return part;
   }
 }

@@ -1,3 +1,4 @@
+import type { ConsumeMessage } from 'amqplib';
 import type { BrokerConnection } from '../broker/index.js';
 import { HEADERS, JOURNAL_ENTRY_TYPES } from '../contracts/index.js';
 import { offsetOf } from '../streams/index.js';
@@ -59,8 +60,34 @@ export interface WatchColumns {
   columns: Float64Array[];
 }
 
+/**
+ * Version 3 is version 2 (the waits in memory, the arrivals, the claims) plus the waits the watch
+ * keeps on disk (WaitSpill), which can be millions: those are written first, as parts of at most
+ * 8 MB (`x-snapshot-id`, `x-snapshot-part` 1..parts, `x-snapshot-lane`), each holding records as
+ * WaitSpill encodes them with times as durations; this message comes last, so a reader that finds
+ * it knows its parts are all written. No single message grows with the number waiting.
+ */
+export interface WatchSnapshotV3 extends Omit<WatchSnapshotV2, 'v'> {
+  v: 3;
+  id: string;
+  /** Parts written before this message, in order. */
+  parts: number;
+  /** When the first part was written (the writer's wall clock, ms): where a reader starts looking for them. */
+  startedAt: number;
+  /** Waits on disk, by tier: [queue, count], in the parts in this order. */
+  spilled: Array<[string, number]>;
+  /** Arrivals of waits that were on disk: [key, journal offset of the arrival]. */
+  tombstones: Array<[string, number]>;
+}
+
 /** As read back; `bytes` is the message's size. */
-export type WatchSnapshot = (WatchSnapshotV1 & { lanes?: undefined; bytes?: number }) | (WatchSnapshotV2 & { lanes: { waits: WatchColumns[]; arrivals: WatchColumns[] }; bytes?: number });
+export type WatchSnapshot =
+  | (WatchSnapshotV1 & { lanes?: undefined; bytes?: number })
+  | ((WatchSnapshotV2 | WatchSnapshotV3) & { lanes: { waits: WatchColumns[]; arrivals: WatchColumns[] }; bytes?: number });
+
+export const SNAPSHOT_HEADERS = { id: 'x-snapshot-id', part: 'x-snapshot-part', lane: 'x-snapshot-lane' } as const;
+/** A part of a version 3 snapshot holds at most this many bytes of records. */
+export const SNAPSHOT_PART_BYTES = 8 * 1024 * 1024;
 
 export const WAIT_COLUMNS = 4;
 export const ARRIVAL_COLUMNS = 6;
@@ -92,7 +119,7 @@ const HEADER_ROOM = 65_536;
  * header), then the header as JSON and its length (4 bytes). Built in one buffer: a million waits
  * are 48 MB, and a dispatcher's peak memory is what it holds plus what it builds.
  */
-export function encodeSnapshotV2(columnBytes: number, write: (into: ArrayBuffer, at: number) => WatchSnapshotV2): Buffer {
+export function encodeSnapshotV2(columnBytes: number, write: (into: ArrayBuffer, at: number) => WatchSnapshotV2 | WatchSnapshotV3): Buffer {
   const memory = new ArrayBuffer(MAGIC.length + columnBytes + HEADER_ROOM);
   const out = Buffer.from(memory);
   MAGIC.copy(out, 0);
@@ -115,8 +142,8 @@ export function decodeSnapshot(content: Buffer): WatchSnapshot | undefined {
   if (content.length < MAGIC.length + 4 || !content.subarray(0, MAGIC.length).equals(MAGIC)) return undefined;
   const length = content.readUInt32BE(content.length - 4);
   const headerAt = content.length - 4 - length;
-  const header = JSON.parse(content.subarray(headerAt, content.length - 4).toString('utf8')) as WatchSnapshotV2;
-  if (header.v !== 2 || !Number.isSafeInteger(header.covers)) return undefined;
+  const header = JSON.parse(content.subarray(headerAt, content.length - 4).toString('utf8')) as WatchSnapshotV2 | WatchSnapshotV3;
+  if ((header.v !== 2 && header.v !== 3) || !Number.isSafeInteger(header.covers)) return undefined;
   // A Float64Array must start on a multiple of 8: the message's own bytes when they do, else one copy.
   let memory = content.buffer as ArrayBuffer;
   let base = content.byteOffset;
@@ -144,47 +171,111 @@ export function decodeSnapshot(content: Buffer): WatchSnapshot | undefined {
   return { ...header, lanes: { waits, arrivals }, bytes: content.length };
 }
 
+/** Part of a version 3 snapshot, written before its last message. */
+export function appendSnapshotPart(broker: BrokerConnection, stream: string, id: string, part: number, lane: string, content: Buffer, deadlineMs: number): Promise<void> {
+  const headers = { [HEADERS.entryType]: JOURNAL_ENTRY_TYPES.snapshotPart, [SNAPSHOT_HEADERS.id]: id, [SNAPSHOT_HEADERS.part]: part, [SNAPSHOT_HEADERS.lane]: lane };
+  return broker.sendToQueue(stream, content, { contentType: 'application/octet-stream', headers }, deadlineMs);
+}
+
+/** How far back to look when the stream's last chunk holds no whole snapshot (another writer's parts are being written). */
+const LOOK_BACK_MS = 20 * 60_000;
+/** Chunk timestamps are the broker's clock, a snapshot's start the writer's: look this much earlier. */
+const CLOCK_MARGIN_MS = 60_000;
+
+const timestampSpec = (ms: number) => ({ '!': 'timestamp', value: Math.max(0, Math.floor(ms / 1000)) });
+
 /**
- * The newest snapshot: only snapshots are written to that stream, so its last chunk holds the
- * newest one. The broker delivers a chunk at once; a short quiet after the last entry ends the
- * read, and an empty stream answers undefined after `emptyAfterMs`.
+ * The newest snapshot: the newest last message of one (parts are not), from the stream's last
+ * chunk, else from the chunks of the last 20 minutes. The broker delivers a chunk at once; a short
+ * quiet after the last entry ends the read, and an empty stream answers undefined after
+ * `emptyAfterMs`.
  */
 export async function readLatestSnapshot(
   broker: BrokerConnection,
   stream: string,
   options: { emptyAfterMs?: number; quietMs?: number } = {},
 ): Promise<WatchSnapshot | undefined> {
+  let content: Buffer | undefined;
+  for (const from of ['last', timestampSpec(Date.now() - LOOK_BACK_MS)]) {
+    let best: { offset: number; content: Buffer } | undefined;
+    let read = 0;
+    await readFrom(broker, stream, from, options, (message, offset) => {
+      read++;
+      if (message.properties.headers?.[HEADERS.entryType] === JOURNAL_ENTRY_TYPES.snapshot && (!best || offset > best.offset)) best = { offset, content: message.content };
+      return false;
+    });
+    content = best?.content;
+    // An empty stream has nothing further back either.
+    if (content || read === 0) break;
+  }
+  if (!content) return undefined;
+  const snapshot = decodeSnapshot(content);
+  if (snapshot) snapshot.bytes = content.length;
+  return snapshot;
+}
+
+/**
+ * Reads the parts of a version 3 snapshot, in order, handing each to `onPart`. Throws when they
+ * are not all found (retention dropped them, or the writer's clock is far from the broker's).
+ */
+export async function readSnapshotParts(broker: BrokerConnection, stream: string, snapshot: WatchSnapshotV3, onPart: (lane: string, content: Buffer) => void): Promise<void> {
+  if (snapshot.parts === 0) return;
+  let next = 1;
+  let failure: Error | undefined;
+  await readFrom(broker, stream, timestampSpec(snapshot.startedAt - CLOCK_MARGIN_MS), { emptyAfterMs: 5_000, quietMs: 5_000 }, (message) => {
+    const headers = message.properties.headers ?? {};
+    if (headers[HEADERS.entryType] !== JOURNAL_ENTRY_TYPES.snapshotPart || headers[SNAPSHOT_HEADERS.id] !== snapshot.id) return false;
+    const part = headers[SNAPSHOT_HEADERS.part];
+    const lane = headers[SNAPSHOT_HEADERS.lane];
+    if (part !== next || typeof lane !== 'string') {
+      failure = new Error(`retry watch snapshot ${snapshot.id}: part ${String(part)} read where part ${next} was expected`);
+      return true;
+    }
+    onPart(lane, message.content);
+    return ++next > snapshot.parts;
+  });
+  if (failure) throw failure;
+  if (next <= snapshot.parts) throw new Error(`retry watch snapshot ${snapshot.id}: ${next - 1} of ${snapshot.parts} parts found`);
+}
+
+/**
+ * Reads the stream from `from` until `visit` says done, or a quiet of `quietMs` after the last
+ * entry (`emptyAfterMs` before the first).
+ */
+async function readFrom(
+  broker: BrokerConnection,
+  stream: string,
+  from: unknown,
+  options: { emptyAfterMs?: number; quietMs?: number },
+  visit: (message: ConsumeMessage, offset: number) => boolean,
+): Promise<void> {
   const channel = await broker.createChannel();
   let consumerTag: string | undefined;
   try {
     await channel.prefetch(10);
-    const content = await new Promise<Buffer | undefined>((resolve, reject) => {
-      let best: { offset: number; content: Buffer } | undefined;
-      let timer = setTimeout(() => resolve(undefined), options.emptyAfterMs ?? 1_000);
+    await new Promise<void>((resolve, reject) => {
+      let timer = setTimeout(resolve, options.emptyAfterMs ?? 1_000);
+      let done = false;
       channel.on('close', () => reject(new Error(`channel closed while reading ${stream}`)));
       channel
         .consume(
           stream,
           (message) => {
-            if (!message) return;
+            if (!message || done) return;
             channel.ack(message);
-            const offset = offsetOf(message.properties.headers) ?? -1;
-            if (message.properties.headers?.[HEADERS.entryType] === JOURNAL_ENTRY_TYPES.snapshot && (!best || offset > best.offset)) {
-              best = { offset, content: message.content };
-            }
             clearTimeout(timer);
-            timer = setTimeout(() => resolve(best?.content), options.quietMs ?? 150);
+            if (visit(message, offsetOf(message.properties.headers) ?? -1)) {
+              done = true;
+              return resolve();
+            }
+            timer = setTimeout(resolve, options.quietMs ?? 150);
           },
-          { arguments: { 'x-stream-offset': 'last' } },
+          { arguments: { 'x-stream-offset': from } },
         )
         .then((ok) => {
           consumerTag = ok.consumerTag;
         }, reject);
     });
-    if (!content) return undefined;
-    const snapshot = decodeSnapshot(content);
-    if (snapshot) snapshot.bytes = content.length;
-    return snapshot;
   } finally {
     // RabbitMQ 3.10 keeps a stream consumer registered when its channel closes without a cancel.
     if (consumerTag) await channel.cancel(consumerTag).catch(() => {});

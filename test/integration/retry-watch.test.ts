@@ -183,7 +183,11 @@ describe('the retry watch', () => {
  * few claims, every webhook attempted once more, none twice. The tier is simulated by a consumer
  * that takes each message as it lands.
  */
-describe('the retry watch, when a whole tier stops handing messages back', () => {
+describe.each([
+  ['all in memory', undefined],
+  // Issue 29: 170 of them wait on disk, read back as the first ones are put back.
+  ['30 in memory and the rest on disk', 30],
+])('the retry watch, when a whole tier stops handing messages back (%s)', (_, waitsInMemoryPerTier) => {
   const WEBHOOKS = 200;
   let receiver: Receiver;
   let harness: Harness;
@@ -197,7 +201,7 @@ describe('the retry watch, when a whole tier stops handing messages back', () =>
       name: 'retry-watch-tier',
       merchants,
       retryDelaysMs: [1_000],
-      retryWatch: { overdueAfterMs: 500, checkEveryMs: 100, maxPerCheck: 50 },
+      retryWatch: { overdueAfterMs: 500, checkEveryMs: 100, maxPerCheck: 50, waitsInMemoryPerTier },
     });
   });
 

@@ -1,0 +1,18 @@
+import type { Request } from 'express';
+import type { UpstreamMessage } from '../../../libs/contracts/index.js';
+import type { EndpointHealth, PortalSessions } from '../../../libs/portal/index.js';
+
+/** What the merchant portal needs beyond the API's own dependencies. */
+export interface PortalDeps {
+  /** Links and sessions, in the delivery log's PostgreSQL; absent with DELIVERY_LOG=off (the portal answers 503). */
+  sessions?: PortalSessions;
+  health(merchantId: string): Promise<EndpointHealth>;
+  /** Publishes a test event to the events exchange, as upstream does. */
+  publish(message: UpstreamMessage): Promise<{ messageId: string }>;
+  /** Where links point: PORTAL_PUBLIC_URL, else this API's public port on the host the caller used. */
+  baseUrl(req: Request): string;
+  /** Secure cookies whatever the request says (PORTAL_PUBLIC_URL is https, behind a TLS proxy). */
+  secureCookies: boolean;
+  /** PORTAL_FRAME_ANCESTORS: origins allowed to embed the portal in an iframe, beyond its own. */
+  frameAncestors: string[];
+}

@@ -1,0 +1,327 @@
+import { randomUUID, timingSafeEqual } from 'node:crypto';
+import type { Request, Response, Router } from 'express';
+import { type EventName, REFERENCE_FIELDS, sampleEvent } from '../../../libs/contracts/index.js';
+import type { DeliveryLogQueries } from '../../../libs/delivery-store/index.js';
+import { NothingToResendError } from '../../../libs/failed/index.js';
+import { activeWebhook, graceSecrets, type Merchant, receivesEvent, WebhookNotSetUpError } from '../../../libs/merchants/index.js';
+import { MAX_LINK_LIFETIME_MS, PORTAL_PERMISSIONS, PortalLinkError, type PortalPermission, type PortalSession } from '../../../libs/portal/index.js';
+import { USER_AGENT } from '../../dispatcher/program.js';
+import type { ApiDeps } from '../app.js';
+import { ApiError, badRequest, notFound, rateLimited, unavailable } from '../errors.js';
+import { mount } from '../mount.js';
+import { endpointPatch, portalSessionInput, rotateBody, testEventBody } from './routes.js';
+import { servePortalAssets } from './page.js';
+
+export const SESSION_COOKIE = 'webhooks_portal';
+const RECOVER_MAX = 1_000;
+
+const sessionRequired = () => new ApiError(401, 'portal_session_required', 'No portal session, or it has expired: open a new portal link');
+
+/** The delivery log holds the portal's sessions and everything it shows. */
+function logOf(deps: ApiDeps): DeliveryLogQueries {
+  if (!deps.log || !deps.portal?.sessions) throw new ApiError(503, 'log_disabled', 'The merchant portal needs the delivery log, which is switched off here (DELIVERY_LOG=off)');
+  return deps.log;
+}
+
+function sessionsOf(deps: ApiDeps) {
+  logOf(deps);
+  return deps.portal!.sessions!;
+}
+
+/**
+ * Resends exactly one failed webhook of the merchant, by its webhook-id: the resend by reference's
+ * checks and claims (ResendService), restricted to that webhook's entries. Its references come
+ * from the delivery log when it has them, else from a walk over the index.
+ */
+export async function resendOne(deps: ApiDeps, merchant: Merchant, webhookId: string): Promise<void> {
+  const allowed = deps.limiter.take(merchant.id);
+  if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds);
+  if (!deps.index.ready || !deps.brokerConnected()) throw unavailable('The failed queue is not available yet; try again shortly');
+  const webhook = activeWebhook(merchant);
+  if (!webhook) {
+    throw new ApiError(409, 'webhook_disabled', 'Webhooks are not enabled for this merchant; enable them, then resend');
+  }
+  let references: string[] | undefined;
+  try {
+    references = (await deps.log?.getWebhook(merchant.id, webhookId))?.references;
+  } catch {
+    // The log is down or behind: the index alone can still find it.
+  }
+  const found = deps.index.lookupWebhook(merchant.id, webhookId, references) ?? (references ? deps.index.lookupWebhook(merchant.id, webhookId) : undefined);
+  if (!found) throw new NothingToResendError();
+  await deps.resend.resend(merchant.id, found.reference, { receives: (event) => receivesEvent(webhook, event), webhookId });
+}
+
+/** POST /nucleus/webhooks/{webhookId}/resend: merchant auth, as the resend by reference. */
+export function mountResendById(app: Router, deps: ApiDeps): void {
+  mount(app, 'resendWebhookById', async (req, res, { params }) => {
+    if (deps.merchantsReady && !deps.merchantsReady()) throw unavailable('The merchant directory is still loading; try again shortly');
+    const merchant = await deps.auth.authenticate(req.get('x-auth-token'), req.get('authorization'));
+    const webhookId = params.webhookId as string;
+    await resendOne(deps, merchant, webhookId);
+    res.status(200).json({ message: `webhook ${webhookId} sent again`, error: null, data: null });
+  });
+}
+
+/** `30m`, `1h`, `7d` → ms; undefined past 7 days or under a second. */
+function lifetimeMs(text: string | undefined): number | undefined {
+  if (text === undefined) return 3_600_000;
+  const match = /^(\d+)(s|m|h|d)$/.exec(text);
+  if (!match) return undefined;
+  const ms = Number(match[1]) * { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }[match[2] as 's']!;
+  return ms >= 1_000 && ms <= MAX_LINK_LIFETIME_MS ? ms : undefined;
+}
+
+/** POST /admin/merchants/{id}/portal-sessions, on the admin router (already authenticated). */
+export function mountPortalAdmin(router: Router, deps: ApiDeps): void {
+  mount(router, 'createPortalSession', async (req, res, { params }) => {
+    const merchantId = params.merchantId as string;
+    const input = portalSessionInput.safeParse(req.body ?? {});
+    if (!input.success) throw badRequest('invalid_body', `The body is not valid: ${input.error.issues[0]!.path.join('.') || 'body'} ${input.error.issues[0]!.message}`);
+    const lifetime = lifetimeMs(input.data.expiresIn);
+    if (lifetime === undefined) throw badRequest('invalid_body', 'expiresIn must be from 1s to 7d, e.g. 30m, 1h or 7d');
+    if (deps.merchantsReady && !deps.merchantsReady()) throw unavailable('The merchant directory is still loading; try again shortly');
+    if (!deps.merchants?.byId(merchantId)) throw notFound('merchant_not_found', `No merchant ${merchantId}`);
+    const permissions = input.data.permissions ?? [...PORTAL_PERMISSIONS];
+    const link = await sessionsOf(deps).createLink(merchantId, permissions, lifetime);
+    deps.logger.info('portal link issued', { merchantId, permissions, expiresAt: link.expiresAt });
+    // The token is in the fragment: browsers never send it to a server, a proxy log or a Referer.
+    const url = `${deps.portal!.baseUrl(req)}/portal/#token=${link.token}`;
+    res.status(201).json({ message: `portal link for merchant ${merchantId}`, error: null, data: { url, expiresAt: link.expiresAt } });
+  }, '/admin');
+}
+
+function cookieOf(req: Request, name: string): string | undefined {
+  for (const part of (req.headers.cookie ?? '').split(';')) {
+    const at = part.indexOf('=');
+    if (at > 0 && part.slice(0, at).trim() === name) return part.slice(at + 1).trim();
+  }
+  return undefined;
+}
+
+function sameText(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+/** The merchant portal: its page and assets, and its API under /portal/api. Never on ADMIN_PORT. */
+export function mountPortal(app: Router, deps: ApiDeps): void {
+  servePortalAssets(app, deps.portal?.frameAncestors ?? []);
+
+  const session = async (req: Request): Promise<PortalSession> => {
+    const id = cookieOf(req, SESSION_COOKIE);
+    if (!id || id.length > 100) throw sessionRequired();
+    const found = await sessionsOf(deps).session(id);
+    if (!found) throw sessionRequired();
+    return found;
+  };
+  /** A write: the session, its CSRF token in x-csrf-token, and the permission the link granted. */
+  const writer = async (req: Request, permission: PortalPermission): Promise<PortalSession> => {
+    const found = await session(req);
+    const csrf = req.get('x-csrf-token');
+    if (!csrf || !sameText(csrf, found.csrfToken)) throw new ApiError(403, 'csrf_token_invalid', 'This write needs the session\'s CSRF token in x-csrf-token; reload the portal');
+    if (!found.permissions.includes(permission)) throw new ApiError(403, 'permission_denied', `This portal link does not allow ${permission}`);
+    return found;
+  };
+  const merchantOf = (merchantId: string): Merchant | undefined => deps.merchants?.byId(merchantId);
+  /** Reads count against the merchant's log limits, as its own API calls do. */
+  const read = <T>(merchantId: string, work: (log: DeliveryLogQueries) => Promise<T>): Promise<T> => {
+    const log = logOf(deps);
+    const allowed = deps.logLimiter?.take(merchantId) ?? { ok: true };
+    if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds, 'delivery log reads');
+    return deps.logConcurrency ? deps.logConcurrency.run(merchantId, () => work(log)) : work(log);
+  };
+  const sessionView = (s: PortalSession) => ({
+    merchantId: s.merchantId,
+    permissions: s.permissions,
+    expiresAt: s.expiresAt,
+    csrfToken: s.csrfToken,
+    settingsWritable: deps.settings !== undefined,
+  });
+
+  mount(app, 'openPortalSession', async (req, res) => {
+    const token = (req.body as { token?: unknown } | undefined)?.token;
+    if (typeof token !== 'string' || token.length === 0 || token.length > 200) throw badRequest('invalid_body', 'Give the link\'s token: {"token": "..."}');
+    let opened: { sessionId: string; session: PortalSession };
+    try {
+      opened = await sessionsOf(deps).redeem(token);
+    } catch (err) {
+      if (err instanceof PortalLinkError) {
+        const code = err.reason === 'used' ? 'portal_link_used' : err.reason === 'expired' ? 'portal_link_expired' : 'portal_link_invalid';
+        throw new ApiError(401, code, `${err.message[0]!.toUpperCase()}${err.message.slice(1)}: ask for a new one`);
+      }
+      throw err;
+    }
+    const { sessionId, session: started } = opened;
+    const secure = deps.portal!.secureCookies || req.secure;
+    const maxAge = Math.max(1, Math.floor((Date.parse(started.expiresAt) - Date.now()) / 1000));
+    res.set('set-cookie', `${SESSION_COOKIE}=${sessionId}; Path=/portal; HttpOnly; SameSite=Strict; Max-Age=${maxAge}${secure ? '; Secure' : ''}`);
+    deps.logger.info('portal session opened', { merchantId: started.merchantId });
+    res.status(201).json({ message: 'portal session opened', error: null, data: sessionView(started) });
+  });
+
+  mount(app, 'getPortalSession', async (req, res) => {
+    const found = await session(req);
+    res.json({ message: 'portal session', error: null, data: sessionView(found) });
+  });
+
+  mount(app, 'portalOverview', async (req, res) => {
+    const found = await session(req);
+    const merchant = merchantOf(found.merchantId);
+    const health = await read(found.merchantId, () => deps.portal!.health(found.merchantId));
+    res.json({ message: 'overview', error: null, data: { merchantId: found.merchantId, endpoint: merchant ? endpointOf(merchant) : null, health } });
+  });
+
+  mount(app, 'portalListWebhooks', async (req, res, { query }) => {
+    const found = await session(req);
+    const page = await read(found.merchantId, (log) => log.listWebhooks(found.merchantId, {
+      reference: query.reference as string | undefined,
+      event: query.event as string | undefined,
+      status: query.status as string | undefined,
+      since: query.since as string | undefined,
+      until: query.until as string | undefined,
+      cursor: query.cursor as string | undefined,
+      limit: query.limit as number,
+    }));
+    res.json({ message: `${page.webhooks.length} webhook(s)`, error: null, data: page });
+  });
+
+  mount(app, 'portalGetWebhook', async (req, res, { params }) => {
+    const found = await session(req);
+    const webhookId = params.webhookId as string;
+    const webhook = await read(found.merchantId, (log) => log.getWebhook(found.merchantId, webhookId));
+    if (!webhook) throw notFound('webhook_not_found', `No webhook ${webhookId.slice(0, 200)} in the delivery log`);
+    const at = webhook.lastAttemptAt ?? webhook.firstSeenAt;
+    const headers = {
+      'content-type': 'application/json',
+      'user-agent': USER_AGENT,
+      'webhook-id': webhook.webhookId,
+      'webhook-timestamp': String(Math.floor(Date.parse(at) / 1000)),
+      'webhook-signature': 'v1,<base64 HMAC-SHA256 of id.timestamp.body> (one per secret signing at the time)',
+    };
+    res.json({ message: `webhook ${webhookId}`, error: null, data: { ...webhook, headers } });
+  });
+
+  mount(app, 'portalResendWebhook', async (req, res, { params }) => {
+    const found = await writer(req, 'resend');
+    const merchant = merchantOf(found.merchantId);
+    if (!merchant) throw new ApiError(409, 'webhook_disabled', 'This merchant has no webhook set up');
+    const webhookId = params.webhookId as string;
+    await resendOne(deps, merchant, webhookId);
+    deps.logger.info('webhook resent from the portal', { merchantId: found.merchantId, webhookId });
+    res.json({ message: `webhook ${webhookId} sent again`, error: null, data: null });
+  });
+
+  mount(app, 'portalRecoverPreview', async (req, res, { query }) => {
+    const found = await session(req);
+    const since = query.since as string;
+    const webhooks: Array<{ webhookId: string; event: string; references: string[]; firstSeenAt: string }> = [];
+    let cursor: string | undefined;
+    let truncated = false;
+    // Pages of 100 within the merchant's read limits; a merchant with more than 1,000 recovers in rounds.
+    do {
+      const page = await read(found.merchantId, (log) => log.listWebhooks(found.merchantId, { status: 'failed', since, cursor, limit: 100 }));
+      for (const w of page.webhooks) webhooks.push({ webhookId: w.webhookId, event: w.event, references: w.references, firstSeenAt: w.firstSeenAt });
+      cursor = page.nextCursor ?? undefined;
+      if (webhooks.length >= RECOVER_MAX && cursor) truncated = true;
+    } while (cursor && !truncated);
+    // Oldest first: a merchant's server sees them in the order they happened.
+    webhooks.reverse();
+    res.json({ message: `${webhooks.length} failed webhook(s) since ${since}`, error: null, data: { since, count: webhooks.length, webhooks, truncated } });
+  });
+
+  const writable = () => {
+    if (!deps.settings) throw new ApiError(409, 'directory_read_only', 'Endpoint settings come from MERCHANTS_FILE here (MERCHANT_DIRECTORY=file): they are read-only in the portal');
+    return deps.settings;
+  };
+
+  mount(app, 'portalUpdateEndpoint', async (req, res) => {
+    const found = await writer(req, 'manage-endpoint');
+    const settings = writable();
+    const input = endpointPatch.safeParse(req.body ?? {});
+    if (!input.success) {
+      const issue = input.error.issues[0]!;
+      throw badRequest('invalid_settings', `${issue.path.filter((p) => typeof p !== 'number').join('.') || 'body'}: ${issue.message}`);
+    }
+    if (!merchantOf(found.merchantId)?.webhook) throw new WebhookNotSetUpError(found.merchantId);
+    const written = await settings.patch(found.merchantId, { webhook: input.data });
+    deps.logger.info('webhook endpoint changed from the portal', { merchantId: found.merchantId, fields: Object.keys(input.data) });
+    const merchant = merchantOf(found.merchantId);
+    res.json({ message: 'endpoint updated', error: null, data: merchant ? endpointOf(merchant) : endpointFromView(written.view) });
+  });
+
+  mount(app, 'portalRotateSecret', async (req, res) => {
+    const found = await writer(req, 'manage-secret');
+    const settings = writable();
+    const input = rotateBody.safeParse(req.body ?? {});
+    if (!input.success) throw badRequest('invalid_settings', `graceSeconds: ${input.error.issues[0]!.message}`);
+    const { replayed: _replayed, ...rotated } = await settings.rotate(found.merchantId, input.data.graceSeconds);
+    deps.logger.info('webhook secret rotated from the portal', { merchantId: found.merchantId, previousSecretExpiresAt: rotated.previousSecretExpiresAt });
+    // The new secret is in this answer only: never stored by the page, never cached.
+    res.set('cache-control', 'no-store').json({ message: 'webhook secret rotated', error: null, data: rotated });
+  });
+
+  mount(app, 'portalSendTestEvent', async (req, res) => {
+    const found = await writer(req, 'manage-endpoint');
+    const input = testEventBody.safeParse(req.body ?? {});
+    if (!input.success) throw badRequest('invalid_body', 'Give the event to send: {"event": "charge.completed" | "payout" | "refund.completed"}');
+    if (!merchantOf(found.merchantId)?.webhook) throw new WebhookNotSetUpError(found.merchantId);
+    if (!deps.brokerConnected()) throw unavailable('The message broker is unavailable; try again shortly');
+    const message = testSample(input.data.event, found.merchantId);
+    const reference = message.data[REFERENCE_FIELDS[input.data.event][0]!] as string;
+    const { messageId } = await deps.portal!.publish(message);
+    deps.logger.info('test event sent from the portal', { merchantId: found.merchantId, event: input.data.event, reference });
+    res.status(202).json({ message: `test ${input.data.event} sent`, error: null, data: { webhookId: messageId, reference } });
+  });
+}
+
+/** A sample of the event whose references all start with TEST-, so the merchant's code can tell. */
+function testSample(event: EventName, merchantId: string) {
+  const message = sampleEvent(event, merchantId);
+  const data = message.data as Record<string, unknown>;
+  for (const field of REFERENCE_FIELDS[event]) data[field] = `TEST-${randomUUID()}`;
+  return message as typeof message & { data: Record<string, unknown> };
+}
+
+type EndpointView = {
+  url: string;
+  enabled: boolean;
+  disabledReason: string | null;
+  disabledAt: string | null;
+  events: EventName[];
+  allEvents: boolean;
+  secretCreatedAt: string | null;
+  previousSecrets: Array<{ expiresAt: string }>;
+};
+
+function endpointOf(merchant: Merchant): EndpointView | null {
+  const webhook = merchant.webhook;
+  if (!webhook) return null;
+  // disabledReason and disabledAt come with auto-disable (operational events); read when present.
+  const extra = webhook as typeof webhook & { disabledReason?: string; disabledAt?: string; secretIssuedAt?: string };
+  return {
+    url: webhook.url,
+    enabled: webhook.enabled,
+    disabledReason: webhook.enabled ? null : (extra.disabledReason ?? 'manual'),
+    disabledAt: webhook.enabled ? null : (extra.disabledAt ?? null),
+    events: [...(webhook.events ?? (Object.keys(REFERENCE_FIELDS) as EventName[]))],
+    allEvents: webhook.events === undefined,
+    secretCreatedAt: extra.secretIssuedAt ?? null,
+    previousSecrets: graceSecrets(webhook, new Date()).map(({ expiresAt }) => ({ expiresAt })),
+  };
+}
+
+function endpointFromView(view: { webhook: { url: string; enabled: boolean; events: string[]; previousSecrets: Array<{ expiresAt: string }> } | null }): EndpointView | null {
+  if (!view.webhook) return null;
+  return {
+    url: view.webhook.url,
+    enabled: view.webhook.enabled,
+    disabledReason: view.webhook.enabled ? null : 'manual',
+    disabledAt: null,
+    events: view.webhook.events as EventName[],
+    allEvents: false,
+    secretCreatedAt: null,
+    previousSecrets: view.webhook.previousSecrets,
+  };
+}

@@ -1,0 +1,264 @@
+import { z } from 'zod';
+import { EVENT_NAMES, merchantIdSchema } from '../../../libs/contracts/index.js';
+import { isStorableText, isStorableTime } from '../../../libs/delivery-store/index.js';
+import { PORTAL_PERMISSIONS } from '../../../libs/portal/index.js';
+import { listQuery, webhookDetail, webhookIdParams, webhookSummary } from '../log-routes.js';
+import type { RouteDeclaration } from '../routes.js';
+import { envelope, rotated } from '../schemas.js';
+
+/**
+ * The merchant portal's routes and the resend of one webhook: spread into the route table
+ * (routes.ts), so they are mounted from it and in the OpenAPI document like every other.
+ */
+
+const MERCHANT_AUTH = [{ merchantPublicKey: [], accessToken: [] }] as const;
+const ADMIN_AUTH = [{ adminToken: [] }] as const;
+const PORTAL_AUTH = [{ portalSession: [] }] as const;
+const PORTAL_WRITE_AUTH = [{ portalSession: [], portalCsrf: [] }] as const;
+
+const lifetime = z
+  .string()
+  .regex(/^\d{1,7}(s|m|h|d)$/, 'must be a duration such as 30m, 1h or 7d')
+  .describe('How long the link, and the session it opens, lives: 1s to 7d; 1h when left out');
+
+export const portalSessionInput = z.strictObject({
+  permissions: z
+    .array(z.enum(PORTAL_PERMISSIONS))
+    .refine((list) => new Set(list).size === list.length, 'must not repeat a permission')
+    .optional()
+    .describe('What the merchant may do beyond viewing; all three when left out, [] for view only'),
+  expiresIn: lifetime.optional(),
+});
+
+const sessionView = z.strictObject({
+  merchantId: z.string(),
+  permissions: z.array(z.enum(PORTAL_PERMISSIONS)),
+  expiresAt: z.string(),
+  csrfToken: z.string().describe('Send back in x-csrf-token on every write'),
+  settingsWritable: z.boolean().describe('false with MERCHANT_DIRECTORY=file: the endpoint settings are read-only here'),
+});
+
+const endpointView = z.strictObject({
+  url: z.string(),
+  enabled: z.boolean(),
+  disabledReason: z.string().nullable(),
+  disabledAt: z.string().nullable(),
+  events: z.array(z.enum(EVENT_NAMES)),
+  allEvents: z.boolean().describe('true when the webhook receives every event (no events filter)'),
+  secretCreatedAt: z.string().nullable().describe('When the current secret was issued; null when not recorded'),
+  previousSecrets: z.array(z.strictObject({ expiresAt: z.string() })),
+});
+
+const hourBucket = z.strictObject({ hour: z.string(), delivered: z.number().int(), retrying: z.number().int(), failed: z.number().int(), skipped: z.number().int() });
+const health = z.strictObject({
+  since: z.string(),
+  delivered: z.number().int(),
+  retrying: z.number().int(),
+  failed: z.number().int(),
+  skipped: z.number().int(),
+  successRate: z.number().nullable(),
+  medianResponseMs: z.number().int().nullable(),
+  p95ResponseMs: z.number().int().nullable(),
+  attempts: z.number().int(),
+  hours: z.array(hourBucket).length(24),
+});
+
+const overview = z.strictObject({
+  merchantId: z.string(),
+  endpoint: endpointView.nullable().describe('null: no webhook is set up for this merchant'),
+  health: health.nullable().describe('null: the delivery log is off here'),
+});
+
+const sentHeaders = z.record(z.string(), z.string()).describe('The headers each attempt carries (webhook-timestamp and webhook-signature change per attempt; no secret)');
+const portalWebhook = webhookDetail.extend({ headers: sentHeaders });
+
+const time = z.iso.datetime({ offset: true }).refine(isStorableTime, 'must be a time in the years 0001 to 9999');
+const recoverQuery = z.strictObject({ since: time.describe('Failed webhooks first seen at or after this time (ISO 8601)') });
+const recoverPreview = z.strictObject({
+  since: z.string(),
+  count: z.number().int().min(0),
+  webhooks: z.array(webhookSummary.pick({ webhookId: true, event: true, references: true, firstSeenAt: true })),
+  truncated: z.boolean().describe('More than 1,000 failed: recover these, then again'),
+});
+
+export const endpointPatch = z.strictObject({
+  url: z.string().min(1).max(2048).optional(),
+  events: z.array(z.enum(EVENT_NAMES)).min(1).nullable().optional().describe('null: every event'),
+  enabled: z.boolean().optional(),
+});
+export const rotateBody = z.strictObject({ graceSeconds: z.number().int().min(0).max(30 * 86_400).default(86_400) });
+export const testEventBody = z.strictObject({ event: z.enum(EVENT_NAMES) });
+
+const webhookIdPath = z.string().min(1).max(200).refine(isStorableText, 'must not hold a NUL character');
+
+const READ_ERRORS = {
+  '400': 'invalid_parameter, unknown_parameter',
+  '401': 'portal_session_required: no session cookie, or the session has expired; open a new link',
+  '429': 'rate_limited, too_many_concurrent_queries',
+  '503': 'log_unavailable, log_disabled: the portal reads the delivery log',
+};
+const WRITE_ERRORS = {
+  '400': 'invalid_body, invalid_settings (the message names the field)',
+  '401': 'portal_session_required',
+  '403': 'csrf_token_invalid: x-csrf-token missing or not this session\'s; permission_denied: the link did not grant this',
+  '413': 'Request body too large',
+  '503': 'service_unavailable, log_unavailable',
+};
+const RESEND_ERRORS = {
+  '404': 'not_found: no unresolved failed webhook with this id for this merchant (never failed, or already resent)',
+  '409':
+    'webhook_disabled, event_not_subscribed, resend_in_progress: as for the resend by reference (POST /nucleus/tnx/webhook)',
+  '429': 'rate_limited: the merchant\'s resends share RESEND_RATE_LIMIT; see Retry-After',
+  '503': 'service_unavailable, resend_outcome_unknown, auth_unavailable: as for the resend by reference',
+};
+
+export const PORTAL_ROUTES = [
+  {
+    operationId: 'resendWebhookById',
+    method: 'post',
+    path: '/nucleus/webhooks/{webhookId}/resend',
+    summary: 'Resend one failed webhook by its webhook-id',
+    description:
+      'Exactly that webhook, not the other webhooks of its reference: the same claims (once, across replicas), envelope ' +
+      'and codes as the resend by reference. No request body is needed.',
+    security: MERCHANT_AUTH,
+    input: { params: z.strictObject({ webhookId: webhookIdPath }) },
+    output: { '200': { description: 'The webhook was sent again', schema: envelope(z.null()) } },
+    errors: {
+      '400': 'invalid_parameter',
+      '401': 'missing_credentials, invalid_credentials, token_expired',
+      '403': 'merchant_mismatch',
+      ...RESEND_ERRORS,
+    },
+  },
+  {
+    operationId: 'createPortalSession',
+    method: 'post',
+    path: '/admin/merchants/{merchantId}/portal-sessions',
+    summary: 'A single-use link to the merchant portal',
+    description:
+      'For the dashboard\'s backend: open url in the merchant\'s browser, or in an iframe of a page on the same site. ' +
+      'The token in its fragment works once, until expiresAt; it becomes a session cookie (HttpOnly, SameSite=Strict, ' +
+      'Secure on https) living until expiresAt. Viewing is always allowed; permissions grant the rest.',
+    security: ADMIN_AUTH,
+    input: { params: z.strictObject({ merchantId: merchantIdSchema }), body: portalSessionInput, bodyRequired: false },
+    output: { '201': { description: 'The link', schema: envelope(z.strictObject({ url: z.string(), expiresAt: z.string() })) } },
+    errors: {
+      '400': 'invalid_merchant_id, invalid_body',
+      '401': 'missing_credentials, invalid_credentials, token_expired',
+      '403': 'insufficient_scope',
+      '404': 'merchant_not_found',
+      '503': 'service_unavailable, log_unavailable, log_disabled: portal sessions are kept in the delivery log\'s PostgreSQL',
+    },
+  },
+  {
+    operationId: 'portalPage',
+    method: 'get',
+    path: '/portal/',
+    summary: 'The merchant portal (HTML); its script and style are /portal/portal.js and /portal/portal.css',
+    output: { '200': { description: 'The page', mediaType: 'text/html' } },
+    errors: {},
+  },
+  {
+    operationId: 'openPortalSession',
+    method: 'post',
+    path: '/portal/api/session',
+    summary: 'Exchange a link\'s token for a session cookie (the page does this)',
+    input: { body: z.strictObject({ token: z.string().min(1).max(200) }), bodyRequired: true },
+    output: { '201': { description: 'Session opened; Set-Cookie carries it', schema: envelope(sessionView) } },
+    errors: {
+      '400': 'invalid_body',
+      '401': 'portal_link_used: the link was opened already; portal_link_expired; portal_link_invalid',
+      '503': 'log_unavailable, log_disabled',
+    },
+  },
+  {
+    operationId: 'getPortalSession',
+    method: 'get',
+    path: '/portal/api/session',
+    summary: 'The session: merchant, permissions, expiry and CSRF token',
+    security: PORTAL_AUTH,
+    output: { '200': { description: 'The session', schema: envelope(sessionView) } },
+    errors: READ_ERRORS,
+  },
+  {
+    operationId: 'portalOverview',
+    method: 'get',
+    path: '/portal/api/overview',
+    summary: 'The endpoint and its health over the last 24 hours',
+    security: PORTAL_AUTH,
+    output: { '200': { description: 'Overview', schema: envelope(overview) } },
+    errors: READ_ERRORS,
+  },
+  {
+    operationId: 'portalListWebhooks',
+    method: 'get',
+    path: '/portal/api/webhooks',
+    summary: 'The session\'s merchant\'s webhooks (the delivery log)',
+    security: PORTAL_AUTH,
+    input: { query: listQuery },
+    output: { '200': { description: 'A page', schema: envelope(z.strictObject({ webhooks: z.array(webhookSummary), nextCursor: z.string().nullable() })) } },
+    errors: READ_ERRORS,
+  },
+  {
+    operationId: 'portalGetWebhook',
+    method: 'get',
+    path: '/portal/api/webhooks/{webhookId}',
+    summary: 'One webhook: payload, headers, every attempt',
+    security: PORTAL_AUTH,
+    input: { params: webhookIdParams },
+    output: { '200': { description: 'The webhook', schema: envelope(portalWebhook) } },
+    errors: { ...READ_ERRORS, '404': 'webhook_not_found' },
+  },
+  {
+    operationId: 'portalResendWebhook',
+    method: 'post',
+    path: '/portal/api/webhooks/{webhookId}/resend',
+    summary: 'Resend one failed webhook (permission resend)',
+    security: PORTAL_WRITE_AUTH,
+    input: { params: webhookIdParams },
+    output: { '200': { description: 'Sent again', schema: envelope(z.null()) } },
+    errors: { ...WRITE_ERRORS, ...RESEND_ERRORS },
+  },
+  {
+    operationId: 'portalRecoverPreview',
+    method: 'get',
+    path: '/portal/api/recover',
+    summary: 'What "resend everything that failed since" would resend (the dry run)',
+    security: PORTAL_AUTH,
+    input: { query: recoverQuery },
+    output: { '200': { description: 'The failed webhooks', schema: envelope(recoverPreview) } },
+    errors: READ_ERRORS,
+  },
+  {
+    operationId: 'portalUpdateEndpoint',
+    method: 'patch',
+    path: '/portal/api/endpoint',
+    summary: 'Change the URL, the events or enable/disable (permission manage-endpoint)',
+    description: 'Validated as the admin API does: https outside development mode, no credentials, no private address literal.',
+    security: PORTAL_WRITE_AUTH,
+    input: { body: endpointPatch, bodyRequired: true },
+    output: { '200': { description: 'Changed', schema: envelope(endpointView) } },
+    errors: { ...WRITE_ERRORS, '409': 'directory_read_only: MERCHANT_DIRECTORY=file; webhook_not_set_up' },
+  },
+  {
+    operationId: 'portalRotateSecret',
+    method: 'post',
+    path: '/portal/api/endpoint/secret/rotate',
+    summary: 'Rotate the secret with a grace period (permission manage-secret); the new one is shown this once',
+    security: PORTAL_WRITE_AUTH,
+    input: { body: rotateBody, bodyRequired: false },
+    output: { '200': { description: 'Rotated', schema: envelope(rotated) } },
+    errors: { ...WRITE_ERRORS, '409': 'directory_read_only, webhook_not_set_up, too_many_secrets' },
+  },
+  {
+    operationId: 'portalSendTestEvent',
+    method: 'post',
+    path: '/portal/api/endpoint/test',
+    summary: 'Send a sample of an event with a TEST- reference, delivered and logged like any other (permission manage-endpoint)',
+    security: PORTAL_WRITE_AUTH,
+    input: { body: testEventBody, bodyRequired: true },
+    output: { '202': { description: 'Published', schema: envelope(z.strictObject({ webhookId: z.string(), reference: z.string() })) } },
+    errors: { ...WRITE_ERRORS, '409': 'webhook_not_set_up' },
+  },
+] as const satisfies readonly RouteDeclaration[];

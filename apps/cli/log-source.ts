@@ -1,0 +1,117 @@
+import { SignJWT } from 'jose';
+import { DEV_JWT_SECRET } from '../../libs/config/index.js';
+import { deliveryLogQueries, openPostgres, type WebhookDetail, type WebhookFilters, type WebhookSummary } from '../../libs/delivery-store/index.js';
+import type { CliContext } from './context.js';
+import { UsageError } from './errors.js';
+import { ADMIN_SCOPE } from './token.js';
+
+/** What `webhooks log` reads: the delivery log in PostgreSQL, or the same through the admin API. */
+export interface LogSource {
+  readonly where: string;
+  getWebhook(merchantId: string, webhookId: string): Promise<WebhookDetail | undefined>;
+  listWebhooks(merchantId: string, filters: WebhookFilters): Promise<{ webhooks: WebhookSummary[]; nextCursor: string | null }>;
+  listWebhookDetails(merchantId: string, filters: WebhookFilters): Promise<{ webhooks: WebhookDetail[] }>;
+  close(): Promise<void>;
+}
+
+/** The API `npm start` serves, where the development database lives inside the process. */
+const DEFAULT_API_URL = 'http://127.0.0.1:8080';
+
+/**
+ * DATABASE_URL when set; else the running API's admin routes (WEBHOOKS_API_URL, default
+ * http://127.0.0.1:8080), with WEBHOOKS_ADMIN_TOKEN, or a token signed with AUTH_JWT_SECRET, or
+ * with the development secret, which only an API in development mode accepts: `npm start` keeps
+ * its database in its own process, and the CLI beside it reads the log through it.
+ */
+export async function openLogSource(ctx: CliContext): Promise<LogSource> {
+  const url = ctx.env.DATABASE_URL;
+  if (url) {
+    const database = openPostgres(url, { maxConnections: 2 });
+    const log = deliveryLogQueries(database);
+    return {
+      where: 'PostgreSQL (DATABASE_URL)',
+      getWebhook: (m, id) => log.getWebhook(m, id),
+      listWebhooks: (m, f) => log.listWebhooks(m, f),
+      listWebhookDetails: (m, f) => log.listWebhookDetails(m, f),
+      close: () => database.close(),
+    };
+  }
+  let base: URL;
+  try {
+    base = new URL(ctx.env.WEBHOOKS_API_URL ?? DEFAULT_API_URL);
+  } catch {
+    throw new UsageError('WEBHOOKS_API_URL is not a URL (e.g. http://127.0.0.1:8080)');
+  }
+  const token = ctx.env.WEBHOOKS_ADMIN_TOKEN ?? (await signAdminToken(ctx.env.AUTH_JWT_SECRET ?? DEV_JWT_SECRET, ctx.env));
+  return new ApiLogSource(base, token);
+}
+
+/** A short-lived admin token signed with `secret`, with the API's issuer and audience when set. */
+export async function signAdminToken(secret: string, env: Record<string, string | undefined>): Promise<string> {
+  const jwt = new SignJWT({ scope: ADMIN_SCOPE })
+    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+    .setSubject('webhooks-cli')
+    .setIssuedAt()
+    .setExpirationTime('5m');
+  if (env.AUTH_JWT_ISSUER) jwt.setIssuer(env.AUTH_JWT_ISSUER);
+  if (env.AUTH_JWT_AUDIENCE) jwt.setAudience(env.AUTH_JWT_AUDIENCE);
+  return jwt.sign(new TextEncoder().encode(secret));
+}
+
+/** An answer of the API that is not the log's: said as the API said it, with what to do. */
+export class LogApiError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'LogApiError';
+  }
+}
+
+class ApiLogSource implements LogSource {
+  readonly where: string;
+
+  constructor(
+    private readonly base: URL,
+    private readonly token: string,
+  ) {
+    this.where = `the API at ${base.origin}`;
+  }
+
+  async getWebhook(merchantId: string, webhookId: string): Promise<WebhookDetail | undefined> {
+    return this.get<WebhookDetail>(`/admin/merchants/${encodeURIComponent(merchantId)}/webhooks/${encodeURIComponent(webhookId)}`, {}, true);
+  }
+
+  async listWebhooks(merchantId: string, filters: WebhookFilters): Promise<{ webhooks: WebhookSummary[]; nextCursor: string | null }> {
+    const query: Record<string, string> = { limit: String(filters.limit) };
+    for (const name of ['reference', 'status', 'event'] as const) if (filters[name] !== undefined) query[name] = String(filters[name]);
+    return (await this.get<{ webhooks: WebhookSummary[]; nextCursor: string | null }>(`/admin/merchants/${encodeURIComponent(merchantId)}/webhooks`, query))!;
+  }
+
+  async listWebhookDetails(merchantId: string, filters: WebhookFilters): Promise<{ webhooks: WebhookDetail[] }> {
+    const page = await this.listWebhooks(merchantId, filters);
+    const details = await Promise.all(page.webhooks.map((w) => this.getWebhook(merchantId, w.webhookId)));
+    return { webhooks: details.filter((d): d is WebhookDetail => d !== undefined) };
+  }
+
+  async close(): Promise<void> {}
+
+  private async get<T>(path: string, query: Record<string, string>, notFoundIsNone = false): Promise<T | undefined> {
+    const url = new URL(path, this.base);
+    for (const [name, value] of Object.entries(query)) url.searchParams.set(name, value);
+    let res: Response;
+    try {
+      res = await fetch(url, { headers: { authorization: `Bearer ${this.token}`, accept: 'application/json' }, signal: AbortSignal.timeout(15_000) });
+    } catch {
+      throw new LogApiError(
+        `DATABASE_URL is not set, and no API answers at ${this.base.origin}: set DATABASE_URL to read the delivery log in PostgreSQL, ` +
+          'or start the API (npm start) or set WEBHOOKS_API_URL to one that runs',
+      );
+    }
+    const body = (await res.json().catch(() => undefined)) as { message?: string; error?: { code?: string }; data?: T } | undefined;
+    if (res.ok) return body?.data;
+    if (res.status === 404 && notFoundIsNone && body?.error?.code === 'webhook_not_found') return undefined;
+    if (res.status === 401 || res.status === 403) {
+      throw new LogApiError(`the API at ${this.base.origin} refused the CLI's token (${res.status}): set WEBHOOKS_ADMIN_TOKEN to an admin token, or AUTH_JWT_SECRET to the API's`);
+    }
+    throw new LogApiError(`the API at ${this.base.origin} answered ${res.status}: ${body?.message ?? 'no message'}`);
+  }
+}

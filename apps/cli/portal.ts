@@ -1,0 +1,86 @@
+import type { Command } from 'commander';
+import { DEV_JWT_SECRET } from '../../libs/config/index.js';
+import { merchantIdSchema } from '../../libs/contracts/index.js';
+import { action } from './command.js';
+import { type CliContext, type CliIo, writeLine } from './context.js';
+import { UsageError } from './errors.js';
+import { EXIT } from './help-text.js';
+import { signAdminToken } from './log-source.js';
+import { ADMIN_SCOPE } from './token.js';
+
+const PERMISSIONS = ['resend', 'manage-endpoint', 'manage-secret'];
+
+interface Raw {
+  merchant?: string;
+  permissions?: string;
+  expiresIn: string;
+  api?: string;
+  adminToken?: string;
+}
+
+export interface PortalOptions {
+  merchantId: string;
+  permissions?: string[];
+  expiresIn: string;
+  api?: string;
+  adminToken?: string;
+}
+
+export function declarePortal(program: Command, io: CliIo): void {
+  program
+    .command('portal')
+    .summary("a single-use link to a merchant's portal (development and support)")
+    .description(
+      'Asks the admin API (POST /admin/merchants/<id>/portal-sessions) for a link to the merchant portal and prints it. ' +
+        'The link works once, until it expires; opening it gives a session in the browser. The admin token is made with ' +
+        `AUTH_JWT_SECRET (scope ${ADMIN_SCOPE}; else the development secret, which only an API in development mode accepts), or given with --admin-token or WEBHOOKS_ADMIN_TOKEN.`,
+    )
+    .requiredOption('--merchant <id>', 'the merchant whose portal to open')
+    .option('--permissions <list>', `what the link allows beyond viewing, comma-separated: ${PERMISSIONS.join(', ')}, or none (default all)`)
+    .option('--expires-in <duration>', 'how long the link and its session live, 1s to 7d', '1h')
+    .option('--api <url>', 'the admin API (default http://127.0.0.1:<ADMIN_PORT or PORT or 8080>)')
+    .option('--admin-token <jwt>', `a token with the ${ADMIN_SCOPE} scope, instead of one made with AUTH_JWT_SECRET`)
+    .addHelpText('after', `\nEnvironment: WEBHOOKS_ADMIN_TOKEN, AUTH_JWT_SECRET, AUTH_JWT_ISSUER, AUTH_JWT_AUDIENCE, ADMIN_PORT, PORT.\n${EXIT}`)
+    .action(action(io, check, run));
+}
+
+function check(raw: Raw): PortalOptions {
+  if (!merchantIdSchema.safeParse(raw.merchant).success) throw new UsageError('--merchant takes a merchant id (letters, digits, ".", "_", ":", "-")');
+  let permissions: string[] | undefined;
+  if (raw.permissions !== undefined) {
+    permissions = raw.permissions === 'none' ? [] : raw.permissions.split(',').map((p) => p.trim()).filter((p) => p !== '');
+    const unknown = permissions.find((p) => !PERMISSIONS.includes(p));
+    if (unknown !== undefined) throw new UsageError(`--permissions takes ${PERMISSIONS.join(', ')} or none, not ${unknown}`);
+  }
+  if (!/^\d{1,7}(s|m|h|d)$/.test(raw.expiresIn)) throw new UsageError('--expires-in takes a duration such as 30m, 1h or 7d');
+  if (raw.api !== undefined && !URL.canParse(raw.api)) throw new UsageError('--api takes a URL such as http://127.0.0.1:8080');
+  return { merchantId: raw.merchant!, permissions, expiresIn: raw.expiresIn, api: raw.api, adminToken: raw.adminToken };
+}
+
+async function adminTokenOf(options: PortalOptions, ctx: CliContext): Promise<string> {
+  // As `webhooks log`: the token given, else one signed with the API's secret, else with the
+  // development secret, which only an API in development mode (npm start) accepts.
+  return options.adminToken ?? ctx.env.WEBHOOKS_ADMIN_TOKEN ?? signAdminToken(ctx.env.AUTH_JWT_SECRET ?? DEV_JWT_SECRET, ctx.env);
+}
+
+async function run(options: PortalOptions, ctx: CliContext): Promise<number> {
+  const base = (options.api ?? `http://127.0.0.1:${ctx.env.ADMIN_PORT || ctx.env.PORT || '8080'}`).replace(/\/+$/, '');
+  const body = { ...(options.permissions ? { permissions: options.permissions } : {}), expiresIn: options.expiresIn };
+  let res: Response;
+  try {
+    res = await fetch(`${base}/admin/merchants/${encodeURIComponent(options.merchantId)}/portal-sessions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${await adminTokenOf(options, ctx)}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(10_000),
+    });
+  } catch (err) {
+    if (err instanceof UsageError) throw err;
+    throw new Error(`the admin API at ${base} could not be reached (${(err as Error).message}); is the API running? --api says where`);
+  }
+  const answer = (await res.json().catch(() => ({}))) as { message?: string; data?: { url: string; expiresAt: string } };
+  if (res.status !== 201 || !answer.data) throw new Error(`the admin API answered ${res.status}: ${answer.message ?? 'no message'}`);
+  writeLine(ctx.stdout, answer.data.url);
+  writeLine(ctx.stderr, `works once, until ${answer.data.expiresAt}`);
+  return 0;
+}

@@ -1,0 +1,109 @@
+/**
+ * Issue 29's soak: 300 events/s for 15 minutes to 50 merchants, 10 of them flaky (503 nine times
+ * in ten), one dispatcher at the default retry schedule; its resident memory and the webhooks
+ * waiting in the tiers sampled every 15 s. With BENCH_BEFORE_DIST (a `dist` built from an
+ * earlier commit) the same soak runs beside it against that build, at the same time, each on its
+ * own topology, so the two see the same machine.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { BrokerConnection } from '../libs/broker/index.js';
+import { silentLogger } from '../libs/logger/index.js';
+import { declareIntake, topologyNames } from '../libs/topology/index.js';
+import { benchPrefix, deleteTopology, eventBody, merchantsFile } from './fixtures.js';
+import { type ProgramProcess, startProgram, startReceiver, until } from './processes.js';
+
+export interface SoakSample {
+  second: number;
+  rssMb: number;
+  waiting: number;
+  watchMb: number | undefined;
+}
+
+export interface SoakResult {
+  name: string;
+  samples: SoakSample[];
+}
+
+function rssMb(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? NaN) / 1024;
+}
+
+/** Sums every series of a metric in a Prometheus text page. */
+async function scrapeSum(port: number, metric: string): Promise<number | undefined> {
+  try {
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    const lines = text.split('\n').filter((l) => l.startsWith(`${metric} `) || l.startsWith(`${metric}{`));
+    return lines.length === 0 ? undefined : lines.reduce((sum, l) => sum + Number(l.split(' ').at(-1)), 0);
+  } catch {
+    return undefined;
+  }
+}
+
+const MERCHANTS = 50;
+const FLAKY = 10;
+const TIERS = 7;
+
+async function soakOne(url: string, name: string, dist: string | undefined, receiverUrl: string, rate: number, seconds: number, metricsPort: number): Promise<SoakResult> {
+  const prefix = benchPrefix(`soak-${name}`);
+  const merchants = Array.from({ length: MERCHANTS }, (_, i) => ({ id: `m_soak_${i}`, url: `${receiverUrl}/${i < FLAKY ? 'flaky' : 'ok'}/${i}` }));
+  const broker = new BrokerConnection({ url, name: `bench-soak-${name}`, logger: silentLogger() });
+  await broker.open();
+  const channel = await broker.createChannel();
+  await declareIntake(channel, prefix);
+  await channel.close();
+  const env = {
+    RABBITMQ_URL: url,
+    TOPOLOGY_PREFIX: prefix,
+    MERCHANTS_FILE: merchantsFile(merchants),
+    ALLOW_PRIVATE_TARGETS: 'true',
+    METRICS_PORT: String(metricsPort),
+    LOG_LEVEL: 'warn',
+  };
+  const program: ProgramProcess = dist ? startProgram(join(dist, 'apps/dispatcher/main.js'), env) : startProgram('dispatcher/main.js', env);
+  const samples: SoakSample[] = [];
+  try {
+    await until(`${name} dispatcher ready`, async () => (await scrapeSum(metricsPort, 'webhooks_broker_connected')) === 1, 60_000, 200);
+    const { events } = topologyNames(prefix);
+    const started = performance.now();
+    let nextSample = 0;
+    const confirms: Promise<void>[] = [];
+    for (let i = 0; i < rate * seconds; i++) {
+      const due = started + (i / rate) * 1000;
+      const wait = due - performance.now();
+      if (wait > 1) await new Promise((resolve) => setTimeout(resolve, wait));
+      const second = (performance.now() - started) / 1000;
+      if (second >= nextSample) {
+        nextSample += 15;
+        samples.push({
+          second: Math.round(second),
+          rssMb: Math.round(rssMb(program.child.pid!)),
+          waiting: (await scrapeSum(metricsPort, 'webhooks_retry_waiting')) ?? NaN,
+          watchMb: ((await scrapeSum(metricsPort, 'webhooks_retry_watch_bytes')) ?? NaN) / 2 ** 20,
+        });
+      }
+      const merchant = merchants[i % MERCHANTS]!.id;
+      confirms.push(broker.publish(events, 'charge.completed', eventBody(merchant), { persistent: true, contentType: 'application/json', messageId: `evt_${name}_${i}` }));
+      if (confirms.length >= 100) await Promise.all(confirms.splice(0));
+    }
+    await Promise.all(confirms);
+    samples.push({ second: seconds, rssMb: Math.round(rssMb(program.child.pid!)), waiting: (await scrapeSum(metricsPort, 'webhooks_retry_waiting')) ?? NaN, watchMb: ((await scrapeSum(metricsPort, 'webhooks_retry_watch_bytes')) ?? NaN) / 2 ** 20 });
+    return { name, samples };
+  } finally {
+    await program.stop();
+    await broker.close();
+    await deleteTopology(url, prefix, TIERS);
+  }
+}
+
+export async function benchSoak(url: string, rate: number, seconds: number, beforeDist: string | undefined): Promise<SoakResult[]> {
+  const receiver = await startReceiver();
+  try {
+    const runs = [soakOne(url, 'after', undefined, receiver.url, rate, seconds, 19_461)];
+    if (beforeDist) runs.push(soakOne(url, 'before', beforeDist, receiver.url, rate, seconds, 19_462));
+    return await Promise.all(runs);
+  } finally {
+    await receiver.stop();
+  }
+}

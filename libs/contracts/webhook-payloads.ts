@@ -1,0 +1,89 @@
+import { z } from 'zod';
+import { EVENT_NAMES, type EventName, REFERENCE_FIELDS, upstreamMessageSchema } from './events.js';
+import { sampleEvent } from './samples.js';
+
+/**
+ * What a merchant's server receives for each event (spec section 2), for the OpenAPI document's
+ * `webhooks` (the event catalog). Each is the upstream message's `event` and `data` as the
+ * dispatcher relays them (upstreamMessageSchema, which checks only what the service relies on),
+ * with the spec's fields described: the references the service requires, the rest relayed as
+ * upstream sent them. Loose: fields the spec does not list are relayed too.
+ */
+const timestamp = (what: string) => z.string().describe(`${what}: <YYYY-MM-DD>T<HH:MM:SS.mmm>, no time zone designator`);
+const status = z.enum(['successful', 'failed']).describe('successful or failed');
+
+const customer = z
+  .looseObject({
+    id: z.number().int().describe('Customer identifier'),
+    name: z.string(),
+    email: z.string(),
+    phone: z.union([z.string(), z.number()]).describe('Telephone number (a bare number with a leading zero in the samples)'),
+    createdAt: z.string().describe('<YYYY-MM-DD> <HH:MM:SS>'),
+    updatedAt: z.string().describe('<YYYY-MM-DD> <HH:MM:SS>'),
+  })
+  .partial()
+  .describe('The customer (spec 2.5)');
+
+const reference = (what: string) => z.string().min(1).max(200).describe(`${what}; required: the webhook is resent by it`);
+
+const DATA: Record<EventName, z.ZodObject> = {
+  'charge.completed': z.looseObject({
+    tnxRef: reference('Transaction reference, UUID format'),
+    createdAt: timestamp('When the collection was made').optional(),
+    narration: z.string().optional(),
+    sourceAmount: z.number().optional(),
+    sourceCurrency: z.string().optional(),
+    destinationAmount: z.number().optional(),
+    destinationCurrency: z.string().optional(),
+    status: status.optional(),
+    customer: customer.optional(),
+  }),
+  payout: z.looseObject({
+    reference: reference('Payout reference, a dash-separated string'),
+    createdAt: timestamp('When the payout was made').optional(),
+    amount: z.number().optional(),
+    accountName: z.string().optional(),
+    narration: z.string().optional(),
+    name: z.string().optional().describe('Beneficiary or sender name'),
+    currency: z.string().optional(),
+    bankName: z.string().optional(),
+    accountNumber: z.string().optional().describe('Receiving account number, digits, as a string'),
+    status: status.optional(),
+  }),
+  'refund.completed': z.looseObject({
+    refundRef: reference('Refund reference, UUID format'),
+    tnxRef: z.string().optional().describe('Reference of the transaction refunded, UUID format (a second reference the refund is resent by)'),
+    createdAt: timestamp('When the refund was made').optional(),
+    refundType: z.string().optional().describe('partial in the samples'),
+    amount: z.number().optional(),
+    completeMessage: z.string().optional(),
+    status: status.optional(),
+    customer: customer.optional(),
+  }),
+};
+
+export const EVENT_SUMMARIES: Record<EventName, string> = {
+  'charge.completed': 'A collection: a customer paid the merchant',
+  payout: 'A payout: money sent from the merchant to a bank account',
+  'refund.completed': 'A refund of a collection',
+};
+
+/** The webhook body of `event`: `{event, data}` exactly. */
+export function webhookPayloadSchema(event: EventName): z.ZodObject {
+  return z.object({ event: z.literal(event).describe('The event name'), data: DATA[event] }).describe(EVENT_SUMMARIES[event]);
+}
+
+/** A body of each event, as the dispatcher sends it (fixed values, so the document does not change between builds). */
+export function webhookExample(event: EventName): { event: EventName; data: Record<string, unknown> } {
+  const sample = sampleEvent(event, 'm_example', new Date('2026-05-01T10:00:00.000Z'));
+  const data: Record<string, unknown> = { ...sample.data };
+  const fixed: Record<string, string> = { tnxRef: '5e0c7c2a-9d0c-4a5e-8f0e-1a2b3c4d5e6f', refundRef: '9b1f6c3e-2a4d-4e8b-b7a1-0c9d8e7f6a5b', reference: 'PO-1777629600000-3f2a9c1b' };
+  for (const field of REFERENCE_FIELDS[event]) data[field] = fixed[field];
+  if (event === 'refund.completed') data.tnxRef = fixed.tnxRef;
+  return { event, data };
+}
+
+/** Every example is a message the service accepts: the catalog cannot show what intake would park. */
+export function examplesAccepted(): boolean {
+  return EVENT_NAMES.every((event) => upstreamMessageSchema.safeParse({ merchantId: 'm_example', ...webhookExample(event) }).success && webhookPayloadSchema(event).safeParse(webhookExample(event)).success);
+}

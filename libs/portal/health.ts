@@ -1,0 +1,90 @@
+import type { Queryable } from '../delivery-store/index.js';
+import { LogQueryTimeoutError, LogUnavailableError } from '../delivery-store/index.js';
+
+/** One hour of the chart: webhooks first seen in it, by their status now. */
+export interface HourBucket {
+  hour: string;
+  delivered: number;
+  retrying: number;
+  failed: number;
+  skipped: number;
+}
+
+/** A merchant's endpoint over the last 24 hours, from the delivery log. */
+export interface EndpointHealth {
+  since: string;
+  delivered: number;
+  retrying: number;
+  failed: number;
+  skipped: number;
+  /** Delivered out of delivered and failed (retrying ones are not decided yet); null when none was. */
+  successRate: number | null;
+  /** Median duration of the HTTP attempts made in the window, in ms; null when none was made. */
+  medianResponseMs: number | null;
+  p95ResponseMs: number | null;
+  attempts: number;
+  /** 24 hours, oldest first, each present even when empty. */
+  hours: HourBucket[];
+}
+
+const HOUR_MS = 3_600_000;
+const STATUSES = ['delivered', 'retrying', 'failed', 'skipped'] as const;
+
+/**
+ * Two statements, each on the merchant's indexes: the webhooks first seen in the window counted by
+ * hour and status (delivery_webhooks_newest), and the attempts' durations in the window
+ * (delivery_records_webhook, on the window's one or two day partitions only).
+ */
+export async function endpointHealth(db: Queryable, merchantId: string, now: Date = new Date()): Promise<EndpointHealth> {
+  const firstHour = Math.floor(now.getTime() / HOUR_MS) * HOUR_MS - 23 * HOUR_MS;
+  const since = new Date(firstHour).toISOString();
+  const run = async <R>(text: string, params: unknown[]): Promise<R[]> => {
+    try {
+      return (await db.query<R>(text, params)).rows;
+    } catch (err) {
+      if ((err as { code?: string })?.code === '57014') throw new LogQueryTimeoutError(err);
+      throw new LogUnavailableError(err);
+    }
+  };
+  const [byHour, durations] = await Promise.all([
+    run<{ hour: Date | string; status: string; n: string }>(
+      `SELECT date_trunc('hour', first_seen_at) AS hour, status, count(*) AS n FROM delivery_webhooks
+       WHERE merchant_id = $1 AND first_seen_at >= $2::timestamptz GROUP BY 1, 2`,
+      [merchantId, since],
+    ),
+    run<{ attempts: string; p50: number | null; p95: number | null }>(
+      `SELECT count(*) AS attempts, percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms) AS p50,
+              percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms) AS p95
+       FROM delivery_records WHERE merchant_id = $1 AND at >= $2::timestamptz AND started_at IS NOT NULL AND duration_ms IS NOT NULL`,
+      [merchantId, since],
+    ),
+  ]);
+  const hours: HourBucket[] = Array.from({ length: 24 }, (_, i) => ({
+    hour: new Date(firstHour + i * HOUR_MS).toISOString(),
+    delivered: 0,
+    retrying: 0,
+    failed: 0,
+    skipped: 0,
+  }));
+  const totals = { delivered: 0, retrying: 0, failed: 0, skipped: 0 };
+  for (const row of byHour) {
+    const status = row.status as (typeof STATUSES)[number];
+    if (!STATUSES.includes(status)) continue;
+    const bucket = hours[Math.floor((new Date(row.hour).getTime() - firstHour) / HOUR_MS)];
+    const n = Number(row.n);
+    if (bucket) bucket[status] += n;
+    totals[status] += n;
+  }
+  const decided = totals.delivered + totals.failed;
+  const stat = durations[0];
+  const round = (value: number | null | undefined) => (value === null || value === undefined ? null : Math.round(Number(value)));
+  return {
+    since,
+    ...totals,
+    successRate: decided === 0 ? null : totals.delivered / decided,
+    medianResponseMs: round(stat?.p50),
+    p95ResponseMs: round(stat?.p95),
+    attempts: Number(stat?.attempts ?? 0),
+    hours,
+  };
+}

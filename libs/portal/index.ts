@@ -1,0 +1,10 @@
+/** The merchant portal's own state: single-use links, sessions, and the overview's health numbers. */
+export {
+  MAX_LINK_LIFETIME_MS,
+  PORTAL_PERMISSIONS,
+  PortalLinkError,
+  type PortalPermission,
+  type PortalSession,
+  PortalSessions,
+} from './sessions.js';
+export { type EndpointHealth, endpointHealth, type HourBucket } from './health.js';

@@ -1,0 +1,244 @@
+import { sampleEvent } from '../../libs/contracts/index.js';
+import { EventPublisher } from '../../libs/publisher/index.js';
+import type { ApiProgram } from '../../apps/api/program.js';
+import { adminToken, type Answer, call, expectDocumented, JWT_SECRET, seen, startTestApi, token } from '../support/api.js';
+import { runProgram } from '../support/process.js';
+import { startPortalStack, type PortalStack } from '../support/portal.js';
+import { Receiver } from '../support/receiver.js';
+import { waitFor } from '../support/wait.js';
+
+/**
+ * The portal's API and the resend of one webhook, without a browser: what must hold whatever the
+ * page does (single-use links across replicas, expiry, one merchant never reaching another's,
+ * CSRF, permissions, exactly-once resends). portal-browser.test.ts drives the page itself.
+ */
+describe('the merchant portal API', () => {
+  let stack: PortalStack;
+  let receiver: Receiver;
+  let publisher: EventPublisher;
+  let apiA: ApiProgram;
+  let apiB: ApiProgram;
+  /** Paths (after /webhooks) that answer 500. */
+  const failing = new Set<string>(['/a', '/b']);
+
+  beforeAll(async () => {
+    receiver = await Receiver.start((_n, req) => (failing.has(req.path.replace('/webhooks', '')) ? 500 : 204));
+    stack = await startPortalStack('portal-api', 2);
+    [apiA, apiB] = stack.apis as [ApiProgram, ApiProgram];
+    publisher = new EventPublisher(stack.dispatcher.broker, stack.prefix);
+    await stack.putMerchant('m_a', `${receiver.url}/a`);
+    await stack.putMerchant('m_b', `${receiver.url}/b`);
+  });
+
+  afterAll(async () => {
+    await stack?.close();
+    await receiver?.close();
+  });
+
+  const code = (answer: Answer) => [answer.status, (answer.body as { error: { code: string } | null }).error?.code ?? null];
+  const tokenOf = (url: string) => /#token=([A-Za-z0-9_-]+)$/.exec(url)![1]!;
+  const redeem = (api: ApiProgram, url: string) =>
+    call(api, '/portal/api/session', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token: tokenOf(url) }) });
+
+  interface Browser { cookie: string; csrf: string }
+  async function open(merchantId: string, body?: unknown, api = apiA): Promise<Browser> {
+    const answer = await redeem(api, await stack.link(merchantId, body));
+    expect(answer.status).toBe(201);
+    const cookie = answer.headers.get('set-cookie')!.split(';')[0]!;
+    return { cookie, csrf: (answer.body as { data: { csrfToken: string } }).data.csrfToken };
+  }
+  const get = (b: Browser, path: string, api = apiA) => call(api, path, { method: 'GET', headers: { cookie: b.cookie } });
+  const write = (b: Browser, method: string, path: string, body?: unknown, csrf: string | null = b.csrf, api = apiA) =>
+    call(api, path, {
+      method,
+      headers: { cookie: b.cookie, 'content-type': 'application/json', ...(csrf === null ? {} : { 'x-csrf-token': csrf }) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+
+  /** Publishes an event for the merchant and waits until the log says it failed and the index holds it. */
+  async function failedWebhook(merchantId: string, event: 'payout' | 'charge.completed' = 'payout', reference?: string) {
+    const message = sampleEvent(event, merchantId);
+    if (reference) (message.data as Record<string, unknown>)[event === 'payout' ? 'reference' : 'tnxRef'] = reference;
+    const { messageId } = await publisher.publish(message);
+    await stack.logged(merchantId, messageId, 'failed');
+    const ref = (message.data as Record<string, string>)[event === 'payout' ? 'reference' : 'tnxRef']!;
+    await waitFor('in every replica\'s index', () => stack.apis.every((api) => api.index.lookup(merchantId, ref).length > 0) || undefined, 10_000);
+    return { webhookId: messageId, reference: ref };
+  }
+
+  it('gives a link that opens a session once, on whichever replica, and refuses it the second time', async () => {
+    const created = await stack.admin(apiA, 'POST', '/admin/merchants/m_a/portal-sessions', {});
+    expect(created.status).toBe(201);
+    const { url, expiresAt } = (created.body as { data: { url: string; expiresAt: string } }).data;
+    expect(url).toMatch(new RegExp(`^http://127\\.0\\.0\\.1:${apiA.port}/portal/#token=[A-Za-z0-9_-]{40,}$`));
+    expect(Date.parse(expiresAt) - Date.now()).toBeGreaterThan(3_500_000);
+
+    // Minted on A, opened on B, then on A again: refused, whatever replica is asked.
+    const first = await redeem(apiB, url);
+    expect(first.status).toBe(201);
+    const cookie = first.headers.get('set-cookie')!;
+    expect(cookie).toMatch(/^webhooks_portal=[A-Za-z0-9_-]+; Path=\/portal; HttpOnly; SameSite=Strict; Max-Age=\d+$/);
+    expect((first.body as { data: unknown }).data).toMatchObject({ merchantId: 'm_a', permissions: ['resend', 'manage-endpoint', 'manage-secret'], settingsWritable: true });
+    expect(code(await redeem(apiA, url))).toEqual([401, 'portal_link_used']);
+    expect(code(await redeem(apiB, url))).toEqual([401, 'portal_link_used']);
+    // The session itself works on either replica.
+    const session = { cookie: cookie.split(';')[0]!, csrf: '' };
+    expect((await get(session, '/portal/api/session', apiA)).status).toBe(200);
+    expect((await get(session, '/portal/api/session', apiB)).status).toBe(200);
+  });
+
+  it('prints a link from the CLI that opens the portal with the permissions asked for', async () => {
+    const run = await runProgram('dist/apps/cli/main.js', { AUTH_JWT_SECRET: JWT_SECRET }, [
+      'portal', '--merchant', 'm_a', '--permissions', 'resend', '--expires-in', '10m', '--api', `http://127.0.0.1:${apiA.port}`,
+    ]);
+    expect(run).toMatchObject({ code: 0, stderr: expect.stringMatching(/^works once, until \d{4}-/) });
+    const opened = await redeem(apiB, run.stdout.trim());
+    expect(opened.status).toBe(201);
+    expect((opened.body as { data: { permissions: string[] } }).data.permissions).toEqual(['resend']);
+    const refused = await runProgram('dist/apps/cli/main.js', { AUTH_JWT_SECRET: JWT_SECRET }, ['portal', '--merchant', 'm_nobody', '--api', `http://127.0.0.1:${apiA.port}`]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('404');
+  });
+
+  it('lets exactly one of two replicas redeem a link opened on both at the same moment', async () => {
+    for (let round = 0; round < 5; round++) {
+      const url = await stack.link('m_a');
+      const answers = await Promise.all([redeem(apiA, url), redeem(apiB, url)]);
+      expect(answers.map((a) => a.status).sort()).toEqual([201, 401]);
+    }
+  });
+
+  it('refuses a link after its expiry, and an unknown one', async () => {
+    const url = await stack.link('m_a', { expiresIn: '1s' });
+    await waitFor('the link expired by PostgreSQL\'s clock', async () => (await stack.db.query<{ over: boolean }>('SELECT bool_and(expires_at < now()) AS over FROM portal_links WHERE expires_at < now() + interval \'2 seconds\''))[0]?.over === true, 5_000, 100);
+    expect(code(await redeem(apiA, url))).toEqual([401, 'portal_link_expired']);
+    expect(code(await redeem(apiA, `${url.slice(0, -4)}AAAA`))).toEqual([401, 'portal_link_invalid']);
+    expect(code(await stack.admin(apiA, 'POST', '/admin/merchants/m_a/portal-sessions', { expiresIn: '8d' }))).toEqual([400, 'invalid_body']);
+    expect(code(await stack.admin(apiA, 'POST', '/admin/merchants/m_nobody/portal-sessions', {}))).toEqual([404, 'merchant_not_found']);
+    const merchantToken = await token('m_a');
+    expect(code(await call(apiA, '/admin/merchants/m_a/portal-sessions', { method: 'POST', headers: { authorization: `Bearer ${merchantToken}` } }))).toEqual([403, 'insufficient_scope']);
+  });
+
+  it('never shows or resends another merchant\'s webhook, by id or by API call', async () => {
+    const theirs = await failedWebhook('m_b');
+    const mine = await failedWebhook('m_a');
+    const a = await open('m_a');
+    const list = await get(a, '/portal/api/webhooks?limit=100');
+    const ids = (list.body as { data: { webhooks: Array<{ webhookId: string }> } }).data.webhooks.map((w) => w.webhookId);
+    expect(ids).toContain(mine.webhookId);
+    expect(ids).not.toContain(theirs.webhookId);
+    expect(code(await get(a, `/portal/api/webhooks/${theirs.webhookId}`))).toEqual([404, 'webhook_not_found']);
+    expect(code(await get(a, `/portal/api/webhooks?reference=${theirs.reference}`))).toEqual([200, null]);
+    expect((await get(a, `/portal/api/webhooks?reference=${theirs.reference}`)).body).toMatchObject({ data: { webhooks: [] } });
+    expect(code(await write(a, 'POST', `/portal/api/webhooks/${theirs.webhookId}/resend`))).toEqual([404, 'not_found']);
+    // A merchant's own credentials do not reach another's webhook either.
+    const auth = { 'x-auth-token': 'pk_test_m_a_000000', authorization: `Bearer ${await token('m_a')}` };
+    expect(code(await call(apiA, `/nucleus/webhooks/${theirs.webhookId}/resend`, { headers: auth }))).toEqual([404, 'not_found']);
+    expect(stack.apis.every((api) => api.index.lookup('m_b', theirs.reference).length === 1)).toBe(true);
+    // No query parameter names a merchant.
+    expect(code(await get(a, '/portal/api/webhooks?merchantId=m_b'))).toEqual([400, 'unknown_parameter']);
+  });
+
+  it('refuses a write without the session\'s CSRF token, and one the link did not permit', async () => {
+    const { webhookId } = await failedWebhook('m_a');
+    const viewer = await open('m_a', { permissions: [] });
+    const other = await open('m_a');
+    expect(code(await write(viewer, 'POST', `/portal/api/webhooks/${webhookId}/resend`, undefined, null))).toEqual([403, 'csrf_token_invalid']);
+    expect(code(await write(viewer, 'POST', `/portal/api/webhooks/${webhookId}/resend`, undefined, other.csrf))).toEqual([403, 'csrf_token_invalid']);
+    expect(code(await write(viewer, 'POST', `/portal/api/webhooks/${webhookId}/resend`))).toEqual([403, 'permission_denied']);
+    expect(code(await write(viewer, 'POST', '/portal/api/endpoint/secret/rotate', {}))).toEqual([403, 'permission_denied']);
+    expect(code(await write(viewer, 'PATCH', '/portal/api/endpoint', { enabled: false }))).toEqual([403, 'permission_denied']);
+    expect(code(await write(other, 'PATCH', '/portal/api/endpoint', { url: 'not a url' }))).toEqual([400, 'invalid_settings']);
+    const noSecret = await open('m_a', { permissions: ['resend', 'manage-endpoint'] });
+    expect(code(await write(noSecret, 'POST', '/portal/api/endpoint/secret/rotate', {}))).toEqual([403, 'permission_denied']);
+    expect(code(await call(apiA, '/portal/api/session', { method: 'GET' }))).toEqual([401, 'portal_session_required']);
+    expect(code(await call(apiA, '/portal/api/overview', { method: 'GET', headers: { cookie: 'webhooks_portal=forged' } }))).toEqual([401, 'portal_session_required']);
+    // Nothing was resent by the refused writes.
+    expect(stack.apis.every((api) => api.index.lookupWebhook('m_a', webhookId) !== undefined)).toBe(true);
+    expect(code(await write(other, 'POST', `/portal/api/webhooks/${webhookId}/resend`))).toEqual([200, null]);
+  });
+
+  it('resends exactly the webhook asked for, once, however many replicas are asked at once', async () => {
+    const reference = `PO-shared-${Date.now()}`;
+    const one = await failedWebhook('m_a', 'payout', reference);
+    const two = await failedWebhook('m_a', 'payout', reference);
+    failing.delete('/a');
+    try {
+      const auth = { 'x-auth-token': 'pk_test_m_a_000000', authorization: `Bearer ${await token('m_a')}` };
+      const before = receiver.requests.length;
+      const answers = await Promise.all([apiA, apiB, apiA, apiB].map((api) => call(api, `/nucleus/webhooks/${one.webhookId}/resend`, { headers: auth })));
+      const codes = answers.map(code);
+      expect(codes.filter(([status]) => status === 200)).toHaveLength(1);
+      expect(codes.filter(([status]) => status !== 200).every(([status, c]) => (status === 409 && c === 'resend_in_progress') || (status === 404 && c === 'not_found'))).toBe(true);
+      expect(answers.find((a) => a.status === 200)!.body).toEqual({ message: `webhook ${one.webhookId} sent again`, error: null, data: null });
+      await stack.logged('m_a', one.webhookId, 'delivered');
+      // Its twin under the same reference stays failed and resendable.
+      await waitFor('the resolution reached every replica', () => stack.apis.every((api) => api.index.lookup('m_a', reference).length === 1) || undefined, 10_000);
+      const sent = receiver.requests.slice(before).filter((r) => r.path.endsWith('/a'));
+      expect(sent.map((r) => r.headers['webhook-id'])).toEqual([one.webhookId]);
+      expect(code(await call(apiB, `/nucleus/webhooks/${one.webhookId}/resend`, { headers: auth }))).toEqual([404, 'not_found']);
+      expect(code(await call(apiB, `/nucleus/webhooks/${two.webhookId}/resend`, { headers: auth }))).toEqual([200, null]);
+      await stack.logged('m_a', two.webhookId, 'delivered');
+      expect(code(await call(apiA, `/nucleus/webhooks/${two.webhookId}/resend`, { headers: {} }))).toEqual([401, 'missing_credentials']);
+    } finally {
+      failing.add('/a');
+    }
+  });
+
+  it('shows the endpoint and its last 24 hours as the log holds them', async () => {
+    const a = await open('m_a');
+    const answer = await get(a, '/portal/api/overview');
+    expect(answer.status).toBe(200);
+    const { endpoint, health } = (answer.body as { data: { endpoint: Record<string, unknown>; health: Record<string, any> } }).data;
+    expect(endpoint).toMatchObject({ url: `${receiver.url}/a`, enabled: true, disabledReason: null, allEvents: true, secretCreatedAt: expect.any(String) });
+    const rows = await stack.db.query<{ status: string; n: string }>(
+      "SELECT status, count(*) AS n FROM delivery_webhooks WHERE merchant_id = 'm_a' AND first_seen_at > now() - interval '23 hours' GROUP BY status",
+    );
+    const expected = Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]));
+    expect(health.failed).toBe(expected.failed ?? 0);
+    expect(health.delivered).toBe(expected.delivered ?? 0);
+    expect(health.delivered + health.failed).toBeGreaterThan(0);
+    expect(health.successRate).toBeCloseTo(health.delivered / (health.delivered + health.failed));
+    expect(health.hours).toHaveLength(24);
+    expect(health.hours.reduce((n: number, h: { failed: number }) => n + h.failed, 0)).toBe(health.failed);
+    expect(health.medianResponseMs).toEqual(expect.any(Number));
+  });
+
+  it('is never served on ADMIN_PORT, and the links minted there point at the public port', async () => {
+    const split = await startTestApi(stack.prefix, '', {}, { ...stack.env, ADMIN_PORT: '0' });
+    try {
+      const onAdmin = await fetch(`http://127.0.0.1:${split.adminPort}/portal/`);
+      expect(onAdmin.status).toBe(404);
+      expect((await fetch(`http://127.0.0.1:${split.adminPort}/portal/api/session`)).status).toBe(404);
+      expect((await fetch(`http://127.0.0.1:${split.port}/portal/`)).status).toBe(200);
+      const minted = await fetch(`http://127.0.0.1:${split.adminPort}/admin/merchants/m_a/portal-sessions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${await adminToken()}` },
+      });
+      expect(minted.status).toBe(201);
+      const { url } = ((await minted.json()) as { data: { url: string } }).data;
+      expect(url.startsWith(`http://127.0.0.1:${split.port}/portal/#token=`)).toBe(true);
+      expect((await redeem(split, url)).status).toBe(201);
+    } finally {
+      await split.stop();
+    }
+  });
+
+  it('serves the page with a CSP of \'self\', its script small, and documents every answer', async () => {
+    const page = await fetch(`http://127.0.0.1:${apiA.port}/portal/`);
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-security-policy')).toContain("default-src 'self'");
+    expect(page.headers.get('content-security-policy')).not.toMatch(/unsafe|https:|http:/);
+    const html = await page.text();
+    expect(html).not.toMatch(/<script>|<style>| style=|https?:\/\//);
+    const src = /<script type="module" src="([^"]+)">/.exec(html)![1]!;
+    const script = await fetch(`http://127.0.0.1:${apiA.port}${src}`, { headers: { 'accept-encoding': 'gzip' } });
+    expect(script.status).toBe(200);
+    expect(script.headers.get('content-type')).toMatch(/^text\/javascript/);
+    const { portalScriptWeight } = await import('../../apps/api/portal/page.js');
+    expect(portalScriptWeight().gzipBytes).toBeLessThan(12_000);
+    const statuses = expectDocumented(seen);
+    expect(statuses).toContain('/nucleus/webhooks/{webhookId}/resend 200');
+    expect(statuses).toContain('/portal/api/session 201');
+  });
+});

@@ -1,0 +1,254 @@
+import { existsSync } from 'node:fs';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { Webhook } from 'standardwebhooks';
+import type { ApiProgram } from '../../apps/api/program.js';
+import { sampleEvent } from '../../libs/contracts/index.js';
+import { EventPublisher } from '../../libs/publisher/index.js';
+import { startPortalStack, type PortalStack } from '../support/portal.js';
+import { type ReceivedRequest, Receiver } from '../support/receiver.js';
+import { waitFor } from '../support/wait.js';
+
+/** Debian's chromium (apt-get install -y chromium; .ci/run installs it); CHROMIUM_PATH elsewhere. */
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+
+/**
+ * The merchant portal in a real browser, end to end against the real API, broker and PostgreSQL:
+ * every flow a merchant uses, at 360 px where it matters, by keyboard, and the screenshots of the
+ * README (docs/portal-*.png) taken on the way. One browser for the file; a context per session.
+ */
+describe('the merchant portal in a browser', () => {
+  let stack: PortalStack;
+  let api: ApiProgram;
+  let receiver: Receiver;
+  let moved: Receiver;
+  let publisher: EventPublisher;
+  let browser: Browser;
+  const contexts: BrowserContext[] = [];
+  /** Merchant paths whose webhooks the receiver answers 500. */
+  const failing = new Set<string>(['/p', '/q']);
+
+  beforeAll(async () => {
+    if (!existsSync(CHROMIUM)) throw new Error(`no browser at ${CHROMIUM}: apt-get install -y chromium (or set CHROMIUM_PATH)`);
+    receiver = await Receiver.start((_n, req) => (failing.has(req.path.replace('/webhooks', '')) ? 500 : 204));
+    moved = await Receiver.start(() => 204);
+    // One resend every 0.5 s, no burst: Recover meets the rate limit and must wait it out.
+    stack = await startPortalStack('portal-browser', 1, { rateLimit: { perMinute: 120, burst: 1 } });
+    api = stack.apis[0]!;
+    publisher = new EventPublisher(stack.dispatcher.broker, stack.prefix);
+    await stack.putMerchant('m_p', `${receiver.url}/p`);
+    await stack.putMerchant('m_q', `${receiver.url}/q`);
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: process.getuid?.() === 0 ? ['--no-sandbox'] : [] });
+  });
+
+  afterAll(async () => {
+    for (const context of contexts) await context.close().catch(() => {});
+    await browser?.close();
+    await stack?.close();
+    await receiver?.close();
+    await moved?.close();
+  });
+
+  async function openPage(url: string, viewport = { width: 1100, height: 900 }): Promise<Page> {
+    const context = await browser.newContext({ viewport });
+    contexts.push(context);
+    const page = await context.newPage();
+    page.on('pageerror', (err) => {
+      throw err;
+    });
+    await page.goto(url);
+    return page;
+  }
+
+  async function publish(merchantId: string, event: 'payout' | 'charge.completed' | 'refund.completed' = 'payout') {
+    const message = sampleEvent(event, merchantId);
+    const { messageId } = await publisher.publish(message);
+    return { webhookId: messageId, message };
+  }
+
+  async function failed(merchantId: string) {
+    const { webhookId, message } = await publish(merchantId);
+    await stack.logged(merchantId, webhookId, 'failed');
+    const reference = (message.data as { reference: string }).reference;
+    await waitFor('failed entry indexed', () => api.index.lookup(merchantId, reference).length > 0 || undefined, 10_000);
+    return webhookId;
+  }
+
+  /** Every control on the page has an accessible name, and nothing makes the page scroll sideways. */
+  async function checkScreen(page: Page, width?: number) {
+    // Runs in the page (a string: the tests are compiled without the DOM's types).
+    const unnamed = await page.evaluate(`[...document.querySelectorAll('button, a, input, select, textarea')]
+      .filter((e) => !((e.labels && e.labels.length > 0) || e.getAttribute('aria-label') || (e.textContent || '').trim() || e.getAttribute('title'))
+        && e.type !== 'hidden' && !e.closest('[hidden]'))
+      .map((e) => e.outerHTML.slice(0, 120))`);
+    expect(unnamed).toEqual([]);
+    if (width) expect(await page.evaluate('document.documentElement.scrollWidth')).toBeLessThanOrEqual(width);
+  }
+
+  it('opens from a link, shows a failed webhook, resends it and watches it turn delivered', async () => {
+    // Some history for the chart: delivered ones and a failed one.
+    for (let i = 0; i < 3; i++) {
+      failing.delete('/p');
+      const { webhookId } = await publish('m_p', (['charge.completed', 'payout', 'refund.completed'] as const)[i]!);
+      await stack.logged('m_p', webhookId, 'delivered');
+    }
+    failing.add('/p');
+    const webhookId = await failed('m_p');
+
+    const page = await openPage(await stack.link('m_p'));
+    await page.getByRole('heading', { name: 'Overview' }).waitFor();
+    expect(page.url()).not.toContain('token=');
+    await page.getByText(`${receiver.url}/p`).waitFor();
+    expect(await page.locator('.tiles li').filter({ hasText: 'failed' }).locator('b').textContent()).toBe('1');
+    expect(await page.locator('svg.chart rect').count()).toBeGreaterThan(0);
+    await checkScreen(page);
+    await page.screenshot({ path: 'docs/portal-overview.png' });
+
+    // By keyboard: the nav's Webhooks link, then the failed one.
+    await page.getByRole('link', { name: 'Webhooks' }).focus();
+    await page.keyboard.press('Enter');
+    await page.getByRole('heading', { name: 'Webhooks' }).waitFor();
+    await page.getByLabel('Status').selectOption('failed');
+    await page.getByRole('button', { name: 'Apply filters' }).click();
+    await page.waitForURL(/status=failed/);
+    const row = page.locator('tbody tr').filter({ hasText: 'failed' }).first();
+    await row.waitFor();
+    await checkScreen(page);
+    await row.getByRole('link').click();
+    await page.getByRole('heading', { name: `Webhook ${webhookId}` }).waitFor();
+    await page.getByText('HTTP 500').first().waitFor();
+    await page.getByText('"event": "payout"').waitFor();
+    await page.getByRole('cell', { name: 'webhook-id' }).waitFor();
+    await checkScreen(page);
+    await page.screenshot({ path: 'docs/portal-webhook.png', fullPage: true });
+
+    failing.delete('/p');
+    try {
+      await page.getByRole('button', { name: 'Resend this webhook' }).click();
+      await page.locator('#main').getByText('Resent: now delivered').waitFor({ timeout: 20_000 });
+      expect(receiver.requests.filter((r) => r.headers['webhook-id'] === webhookId)).toHaveLength(2);
+    } finally {
+      failing.add('/p');
+    }
+  });
+
+  it('recovers everything that failed since a time: the count first, then each one with a progress bar', async () => {
+    const ids = [await failed('m_p'), await failed('m_p')];
+    const page = await openPage(await stack.link('m_p'), { width: 360, height: 800 });
+    await page.getByRole('heading', { name: 'Overview' }).waitFor();
+    await checkScreen(page, 360);
+    // Every screen reads at 360 px: tables scroll inside their own box, never the page.
+    for (const [hash, heading] of [['#/webhooks', 'Webhooks'], ['#/endpoint', 'Endpoint'], ['#/verify', 'Verify signatures']] as const) {
+      await page.goto(`${page.url().split('#')[0]}${hash}`);
+      await page.getByRole('heading', { name: heading }).waitFor();
+      await checkScreen(page, 360);
+    }
+    await page.goto(`${page.url().split('#')[0]}#/recover`);
+    await page.getByRole('heading', { name: 'Recover' }).waitFor();
+    await page.getByRole('button', { name: 'Find failed webhooks' }).click();
+    await page.getByText('2 failed webhook(s) since').waitFor();
+    await checkScreen(page, 360);
+    const answers: number[] = [];
+    page.on('response', (res) => {
+      if (/\/portal\/api\/webhooks\/.+\/resend$/.test(res.url())) answers.push(res.status());
+    });
+    failing.delete('/p');
+    try {
+      await page.getByRole('button', { name: 'Resend 2 webhook(s)' }).click();
+      await page.getByText('Done: 2 resent').waitFor({ timeout: 20_000 });
+      // The second came too soon for RESEND_RATE_LIMIT: the page waited for Retry-After, then sent it.
+      expect(answers.filter((status) => status === 429).length).toBeGreaterThan(0);
+      expect(answers.filter((status) => status === 200)).toHaveLength(2);
+      expect(await page.locator('progress').getAttribute('value')).toBe('2');
+      for (const id of ids) await stack.logged('m_p', id, 'delivered');
+    } finally {
+      failing.add('/p');
+    }
+  });
+
+  it('changes the URL and the next webhook arrives there; rotates the secret and the new one verifies the next webhook', async () => {
+    const page = await openPage(`${await stack.link('m_p')}`);
+    await page.getByRole('heading', { name: 'Overview' }).waitFor();
+    await page.getByRole('link', { name: 'Endpoint' }).click();
+    await page.getByRole('heading', { name: 'Endpoint' }).waitFor();
+    await checkScreen(page);
+    await page.getByLabel('Endpoint URL').fill(`${moved.url}/p`);
+    await page.getByRole('button', { name: 'Save endpoint' }).click();
+    await page.getByText('Saved. The next webhook goes to this URL.').waitFor();
+    await waitFor('the dispatcher has the new URL', () => stack.dispatcher.merchants.byId('m_p')?.webhook?.url === `${moved.url}/p`, 5_000);
+    const first = await publish('m_p');
+    const arrived = await waitFor('webhook at the new URL', () => moved.requests.find((r) => r.headers['webhook-id'] === first.webhookId), 10_000);
+    expect(arrived.path).toBe('/webhooks/p');
+
+    await page.getByLabel('Old secret keeps signing for').selectOption('0');
+    await page.getByRole('button', { name: 'Rotate secret' }).click();
+    const secret = await page.getByLabel('New signing secret').inputValue();
+    expect(secret).toMatch(/^whsec_/);
+    await page.getByRole('button', { name: 'Copy secret' }).waitFor();
+    await waitFor('the dispatcher signs with the new secret', () => stack.dispatcher.merchants.byId('m_p')?.webhook?.secret === secret, 5_000);
+    const second = await publish('m_p');
+    const signed = await waitFor('webhook signed with the new secret', () => moved.requests.find((r) => r.headers['webhook-id'] === second.webhookId), 10_000);
+    expect(verifies(secret, signed)).toBe(true);
+  });
+
+  it('sends a test event with a TEST- reference, delivered and logged like any other', async () => {
+    const page = await openPage(await stack.link('m_p'));
+    await page.getByRole('heading', { name: 'Overview' }).waitFor();
+    await page.getByRole('link', { name: 'Endpoint' }).click();
+    await page.getByLabel('Event', { exact: true }).selectOption('refund.completed');
+    await page.getByRole('button', { name: 'Send test event' }).click();
+    await page.getByText(/Test event sent with reference TEST-/).waitFor();
+    const request = await waitFor('the test event', () => moved.requests.find((r) => r.body.includes('"refundRef":"TEST-')), 10_000);
+    expect(JSON.parse(request.body)).toMatchObject({ event: 'refund.completed', data: { refundRef: expect.stringMatching(/^TEST-/), tnxRef: expect.stringMatching(/^TEST-/) } });
+    await stack.logged('m_p', String(request.headers['webhook-id']), 'delivered');
+    await page.getByRole('link', { name: 'See what happened to it' }).click();
+    await page.getByRole('heading', { name: `Webhook ${String(request.headers['webhook-id'])}` }).waitFor();
+    expect(await page.locator('dl.facts .badge').textContent()).toBe('delivered');
+    await page.getByRole('link', { name: 'Verify signatures' }).click();
+    await page.getByText("app.post('/webhooks/p'").waitFor();
+    await checkScreen(page);
+  });
+
+  it('refuses the link the second time and after its expiry', async () => {
+    const url = await stack.link('m_p');
+    const first = await openPage(url);
+    await first.getByRole('heading', { name: 'Overview' }).waitFor();
+    const again = await openPage(url);
+    await again.getByRole('heading', { name: 'This link cannot be used' }).waitFor();
+    await again.getByText('already used').waitFor();
+
+    const short = await stack.link('m_p', { expiresIn: '1s' });
+    await waitFor('the link expired', async () => (await stack.db.query<{ n: string }>('SELECT count(*) AS n FROM portal_links WHERE expires_at > now() - interval \'1 minute\' AND expires_at < now() AND redeemed_at IS NULL'))[0]!.n !== '0', 5_000, 100);
+    const late = await openPage(short);
+    await late.getByText('expired').waitFor();
+  });
+
+  it('never shows another merchant\'s webhook, and refuses writes without the CSRF token or the permission', async () => {
+    const theirs = await failed('m_q');
+    const page = await openPage(await stack.link('m_p', { permissions: ['resend', 'manage-endpoint'] }));
+    await page.getByRole('heading', { name: 'Overview' }).waitFor();
+    const base = page.url().split('#')[0];
+    await page.goto(`${base}#/webhooks/${theirs}`);
+    await page.getByText(`No webhook ${theirs}`).waitFor();
+    const answers = await page.evaluate(`(async (id) => {
+      const session = await (await fetch('/portal/api/session')).json();
+      const noCsrf = await fetch('/portal/api/webhooks/' + id + '/resend', { method: 'POST' });
+      const rotate = await fetch('/portal/api/endpoint/secret/rotate', { method: 'POST', headers: { 'x-csrf-token': session.data.csrfToken, 'content-type': 'application/json' }, body: '{}' });
+      const theirs = await fetch('/portal/api/webhooks/' + id + '/resend', { method: 'POST', headers: { 'x-csrf-token': session.data.csrfToken } });
+      return [noCsrf.status, (await noCsrf.json()).error.code, rotate.status, (await rotate.json()).error.code, theirs.status];
+    })(${JSON.stringify(theirs)})`);
+    expect(answers).toEqual([403, 'csrf_token_invalid', 403, 'permission_denied', 404]);
+    await page.goto(`${base}#/endpoint`);
+    await page.getByRole('heading', { name: 'Endpoint' }).waitFor();
+    await page.getByRole('button', { name: 'Save endpoint' }).waitFor();
+    expect(await page.getByRole('button', { name: 'Rotate secret' }).count()).toBe(0);
+  });
+});
+
+function verifies(secret: string, request: ReceivedRequest): boolean {
+  try {
+    new Webhook(secret).verify(request.body, request.headers as Record<string, string>);
+    return true;
+  } catch {
+    return false;
+  }
+}

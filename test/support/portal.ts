@@ -1,0 +1,111 @@
+import type { ApiOptions, ApiProgram } from '../../apps/api/program.js';
+import { type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/program.js';
+import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
+import { loadRecorderConfig } from '../../apps/recorder/config.js';
+import { type RecorderProgram, startRecorder } from '../../apps/recorder/program.js';
+import { silentLogger } from '../../libs/logger/index.js';
+import { adminToken, type Answer, call, startTestApi } from './api.js';
+import { brokerUrl, TestBroker, uniquePrefix } from './broker.js';
+import { createTestDatabase, type TestDatabase } from './postgres.js';
+import { waitFor } from './wait.js';
+
+/**
+ * The whole service for the portal's tests, as deployed: API replicas with the broker directory
+ * and the delivery log, a dispatcher (one attempt, then failed), a recorder into PostgreSQL.
+ */
+export interface PortalStack {
+  prefix: string;
+  db: TestDatabase;
+  apis: ApiProgram[];
+  dispatcher: DispatcherProgram;
+  recorder: RecorderProgram;
+  admin(api: ApiProgram, method: string, path: string, body?: unknown): Promise<Answer>;
+  /** A merchant whose webhook points at `url`; returns its first secret. */
+  putMerchant(id: string, url: string): Promise<string>;
+  /** A single-use link to the portal, minted through the admin API. */
+  link(merchantId: string, body?: unknown, api?: ApiProgram): Promise<string>;
+  /** Waits until the log shows the webhook in this status. */
+  logged(merchantId: string, webhookId: string, status: string, timeoutMs?: number): Promise<void>;
+  /** The environment the API replicas run with, for a test that starts one more. */
+  env: Record<string, string | undefined>;
+  close(): Promise<void>;
+}
+
+export async function startPortalStack(name: string, replicas = 1, options: ApiOptions = {}): Promise<PortalStack> {
+  const prefix = uniquePrefix(name);
+  const db = await createTestDatabase(name.replace(/-/g, '_'));
+  const env = {
+    MERCHANT_DIRECTORY: 'broker',
+    MERCHANTS_FILE: undefined,
+    WEBHOOKS_DEV: 'true',
+    ALLOW_PRIVATE_TARGETS: 'true',
+    DATABASE_URL: db.url,
+    DELIVERY_LOG: 'on',
+  };
+  const apis: ApiProgram[] = [];
+  let dispatcher: DispatcherProgram | undefined;
+  let recorder: RecorderProgram | undefined;
+  const close = async () => {
+    await dispatcher?.stop();
+    for (const api of apis) await api.stop();
+    await recorder?.stop();
+    const test = await TestBroker.open();
+    await test.deleteTopology(prefix, 0);
+    await test.close();
+    await db.drop();
+  };
+  try {
+    recorder = await startRecorder(loadRecorderConfig({ RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, DATABASE_URL: db.url }), silentLogger());
+    for (let i = 0; i < replicas; i++) apis.push(await startTestApi(prefix, '', options, env));
+    dispatcher = await startDispatcher(
+      loadDispatcherConfig({
+        RABBITMQ_URL: brokerUrl(),
+        TOPOLOGY_PREFIX: prefix,
+        MERCHANT_DIRECTORY: 'broker',
+        RETRY_SCHEDULE: '',
+        FAILED_RETENTION: '1D',
+        ALLOW_PRIVATE_TARGETS: 'true',
+        DELIVERY_TIMEOUT_MS: '2000',
+        METRICS_PORT: '0',
+      }),
+      silentLogger(),
+    );
+  } catch (err) {
+    await close();
+    throw err;
+  }
+  const adminAuth = `Bearer ${await adminToken()}`;
+  const admin = (api: ApiProgram, method: string, path: string, body?: unknown) =>
+    call(api, path, { method, headers: { authorization: adminAuth, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const d = dispatcher;
+  return {
+    prefix,
+    env,
+    db,
+    apis,
+    dispatcher: d,
+    recorder: recorder!,
+    admin,
+    async putMerchant(id, url) {
+      const answer = await admin(apis[0]!, 'PUT', `/admin/merchants/${id}`, { publicKey: `pk_test_${id}_000000`, webhook: { url, enabled: true } });
+      if (answer.status !== 201) throw new Error(`PUT ${id}: ${answer.status} ${JSON.stringify(answer.body)}`);
+      await waitFor(`${id} known to the dispatcher`, () => d.merchants.byId(id) !== undefined, 10_000);
+      for (const api of apis) await waitFor(`${id} known to every replica`, async () => (await admin(api, 'GET', `/admin/merchants/${id}`)).status === 200, 10_000);
+      return (answer.body as { data: { webhook: { secret: string } } }).data.webhook.secret;
+    },
+    async link(merchantId, body, api = apis[0]!) {
+      const answer = await admin(api, 'POST', `/admin/merchants/${merchantId}/portal-sessions`, body);
+      if (answer.status !== 201) throw new Error(`portal link: ${answer.status} ${JSON.stringify(answer.body)}`);
+      return (answer.body as { data: { url: string } }).data.url;
+    },
+    async logged(merchantId, webhookId, status, timeoutMs = 15_000) {
+      await waitFor(
+        `${webhookId} ${status} in the log`,
+        async () => (await db.query<{ status: string }>('SELECT status FROM delivery_webhooks WHERE merchant_id = $1 AND webhook_id = $2', [merchantId, webhookId]))[0]?.status === status,
+        timeoutMs,
+        50,
+      );
+    },
+    close,
+  };
+}
