@@ -128,6 +128,8 @@ export function createApp(deps: ApiDeps): express.Express {
   const resends = registry
     ? new Counter({ name: METRIC_NAMES.resends, help: 'Resend API answers by HTTP status', labelNames: ['status'], registers: [registry] })
     : undefined;
+  // The answers a resend can get, at 0 from start-up: the dashboard's panel reads 0, not "No data".
+  for (const status of ['200', '400', '401', '403', '404', '409', '429', '503']) resends?.inc({ status }, 0);
   const countResends = (req: Request, res: Response, next: NextFunction) => {
     if (req.method === 'POST') res.on('finish', () => resends?.inc({ status: String(res.statusCode) }));
     next();

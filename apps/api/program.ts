@@ -6,8 +6,9 @@ import { ConfigError, replicationOf } from '../../libs/config/index.js';
 import type { BrokerConnection } from '../../libs/broker/index.js';
 import { EntrySpool, FailedIndex, ResendService } from '../../libs/failed/index.js';
 import type { Logger } from '../../libs/logger/index.js';
-import { BrokerMerchantDirectory, FileMerchantDirectory, type MerchantDirectory, MerchantSettings } from '../../libs/merchants/index.js';
-import { METRIC_NAMES, createRegistry, gaugeFrom } from '../../libs/metrics/index.js';
+import { BrokerMerchantDirectory, DISABLED_REASONS, FileMerchantDirectory, type MerchantDirectory, MerchantSettings } from '../../libs/merchants/index.js';
+import { OPERATIONAL_EVENT_TYPES, OperationalPublisher, announcer } from '../../libs/operational/index.js';
+import { METRIC_NAMES, createRegistry, gaugeFrom, operationalMetrics } from '../../libs/metrics/index.js';
 import { type Database, deliveryLogQueries, LogHealth, openPostgres, type PostgresOptions, type Queryable } from '../../libs/delivery-store/index.js';
 import { openTopologyBroker, topologyNames } from '../../libs/topology/index.js';
 import { createAdminApp, createApp } from './app.js';
@@ -148,6 +149,9 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
   if (health) {
     gaugeFrom(registry, METRIC_NAMES.deliveryLogBehind, 'Seconds since the delivery log last held every record read', () => health.state.behindSeconds ?? 0);
   }
+  // A webhook turned off or on through the admin API: endpoint.disabled (manual) or endpoint.enabled.
+  const operationalCounts = operationalMetrics(registry, OPERATIONAL_EVENT_TYPES, DISABLED_REASONS);
+  const operational = new OperationalPublisher(broker, topologyNames(config.TOPOLOGY_PREFIX).operational, logger, { onPublished: (type) => operationalCounts.published(type) });
   const logDatabase = log && (options.wrapLogQueries?.(log.database) ?? log.database);
   /** Set once the public port listens: the default base of portal links (never ADMIN_PORT). */
   let publicPort: number | undefined;
@@ -175,7 +179,9 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     brokerConnected: () => broker.isConnected,
     registry,
     merchants,
-    settings: directory && new MerchantSettings(directory, { allowHttp: config.WEBHOOKS_DEV, allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS }),
+    settings:
+      directory &&
+      new MerchantSettings(directory, { allowHttp: config.WEBHOOKS_DEV, allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS }, undefined, announcer(operational, logger, (reason) => operationalCounts.disabled(reason))),
     merchantsReady,
     // With METRICS_PORT set, the public port serves only the resend API and health.
     serveMetrics: config.METRICS_PORT === undefined,

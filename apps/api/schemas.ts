@@ -35,6 +35,15 @@ export const merchantView = z
           .array(z.strictObject({ expiresAt: z.string() }))
           .max(3)
           .describe('Each previous secret still signing, the latest expiry first (never the secret itself)'),
+        disabledReason: z
+          .enum(['failing', 'manual'])
+          .nullable()
+          .describe('Why the webhook is off: failing (disabled automatically after ENDPOINT_DISABLE_AFTER of failed attempts) or manual; null while enabled'),
+        disabledAt: z.string().nullable().describe('ISO 8601 time the webhook was turned off; null while enabled'),
+        failingSince: z
+          .string()
+          .nullable()
+          .describe("ISO 8601 time of the endpoint's first failure after its last success, once it has failed for a tenth of ENDPOINT_DISABLE_AFTER (the auto-disable clock); null otherwise"),
         secret: z.string().regex(/^whsec_/).optional().describe('Only in the answer that created the webhook'),
       }),
     ]),

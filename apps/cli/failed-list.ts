@@ -34,7 +34,7 @@ export function declareFailedList(failed: Command, io: CliIo): void {
     .description(
       'Reads <TOPOLOGY_PREFIX>.failed up to now and shows the unresolved failed webhooks, oldest first: ' +
         'offset, failed-at, merchant, event, reference(s), webhook-id, attempts, last status, why it failed ' +
-        '(attempts-exhausted, circuit-open, blocked, webhook-disabled, merchant-removed, event-not-subscribed) ' +
+        '(attempts-exhausted, circuit-open, blocked, webhook-disabled, endpoint-disabled, merchant-removed, event-not-subscribed) ' +
         'and the last error.',
     )
     .option('--merchant <id>', "only this merchant's")

@@ -14,6 +14,7 @@ import {
   firstIssue,
   merchantInputSchema,
 } from '../../libs/merchants/index.js';
+import { OperationalPublisher, announcer } from '../../libs/operational/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
 import { withBroker } from './broker.js';
 import { action } from './command.js';
@@ -33,7 +34,9 @@ async function withSettings<T>(ctx: CliContext, policy: UrlPolicy, run: (setting
     try {
       await directory.start();
       await directory.waitUntilReady(120_000);
-      return await run(new MerchantSettings(directory, policy));
+      // A webhook turned off or on here is announced as the admin API does (endpoint.disabled / endpoint.enabled).
+      const announce = announcer(new OperationalPublisher(broker, topologyNames(ctx.config.TOPOLOGY_PREFIX).operational, silentLogger(), { backoffMs: [500, 1_000] }), silentLogger());
+      return await run(new MerchantSettings(directory, policy, undefined, announce));
     } finally {
       await directory.close();
     }
@@ -66,6 +69,14 @@ function table(views: MerchantView[]): string {
   );
 }
 
+/** Webhooks that are off: why (failing: auto-disable; manual), since when, and since when they failed. */
+function disabledTable(views: MerchantView[]): string {
+  return formatTable(
+    ['MERCHANT', 'REASON', 'DISABLED AT', 'FAILING SINCE', 'URL'],
+    views.map((v) => [v.id, v.webhook?.disabledReason ?? 'manual', v.webhook?.disabledAt ?? '-', v.webhook?.failingSince ?? '-', v.webhook?.url ?? '-']),
+  );
+}
+
 function merchantId([id]: string[]): string {
   if (id === undefined || id.trim() === '') throw new UsageError('give the merchant id');
   return id;
@@ -83,13 +94,15 @@ export function declareMerchants(program: Command, io: CliIo): void {
     .summary("shows every merchant's webhook settings (never a secret)")
     .description("Reads <TOPOLOGY_PREFIX>.merchants up to now and shows each merchant's settings. Secrets are never shown.")
     .option('--json', 'one JSON array on stdout, for scripts', false)
+    .option('--disabled', 'only webhooks that are off: why (failing: disabled automatically after ENDPOINT_DISABLE_AFTER; manual) and since when', false)
     .addHelpText('after', `\n${EXIT}`)
     .action(
-      action(io, (raw: { json: boolean }) => raw, async (options, ctx) => {
-        const views = await withSettings(ctx, urlPolicy(ctx), async (settings) => settings.list());
+      action(io, (raw: { json: boolean; disabled: boolean }) => raw, async (options, ctx) => {
+        const all = await withSettings(ctx, urlPolicy(ctx), async (settings) => settings.list());
+        const views = options.disabled ? all.filter((v) => v.webhook && !v.webhook.enabled) : all;
         if (options.json) writeLine(ctx.stdout, JSON.stringify(views));
-        if (views.length === 0) throw new NothingMatchedError('no merchant in the merchants stream');
-        if (!options.json) writeLine(ctx.stdout, table(views));
+        if (views.length === 0) throw new NothingMatchedError(options.disabled ? 'no disabled webhook' : 'no merchant in the merchants stream');
+        if (!options.json) writeLine(ctx.stdout, options.disabled ? disabledTable(views) : table(views));
         return 0;
       }),
     );

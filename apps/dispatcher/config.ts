@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { deliveryLogFields, envFields, parseEnv, replicationFields } from '../../libs/config/index.js';
 import { requireMerchantsFile } from '../../libs/config/env.js';
+import { parseDuration } from '../../libs/config/durations.js';
+import { WEBHOOK_SECRET } from '../../libs/merchants/schema.js';
 
 export const dispatcherEnvSchema = z.object({
   RABBITMQ_URL: envFields.rabbitmqUrl,
@@ -30,8 +32,35 @@ export const dispatcherEnvSchema = z.object({
   /** The delivery log: on, the dispatcher declares <prefix>.deliveries and keeps the first bytes of each answer. */
   DELIVERY_LOG: deliveryLogFields.DELIVERY_LOG,
   DELIVERY_LOG_RESPONSE_BYTES: deliveryLogFields.DELIVERY_LOG_RESPONSE_BYTES,
+  /**
+   * Auto-disable: an endpoint whose every attempt has failed this long (failures spread over a
+   * tenth of it) is turned off in the merchant directory (MERCHANT_DIRECTORY=broker). `0`: never.
+   */
+  ENDPOINT_DISABLE_AFTER: z
+    .string()
+    .default('5d')
+    .transform((text, ctx) => {
+      if (text.trim() === '0') return 0;
+      const ms = parseDuration(text);
+      if (ms === undefined || ms < 1) {
+        ctx.addIssue({ code: 'custom', message: `"${text}" is not a duration (use e.g. 5d, 12h) or 0 for never` });
+        return z.NEVER;
+      }
+      return ms;
+    }),
+  /** Per endpoint, at most one operational event of a kind per this; later ones fold into the next one's count. */
+  OPERATIONAL_EVENT_INTERVAL: envFields.durationMs('1h'),
+  /** Optional: the operational events also POSTed here as Standard Webhooks, signed with OPERATIONAL_WEBHOOK_SECRET. */
+  OPERATIONAL_WEBHOOK_URL: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional(),
+  OPERATIONAL_WEBHOOK_SECRET: z.string().regex(WEBHOOK_SECRET, 'must be whsec_ followed by base64 (a Standard Webhooks secret)').optional(),
   LOG_LEVEL: envFields.logLevel,
-}).superRefine(requireMerchantsFile);
+})
+  .superRefine(requireMerchantsFile)
+  .superRefine((env, ctx) => {
+    if (env.OPERATIONAL_WEBHOOK_URL && !env.OPERATIONAL_WEBHOOK_SECRET) {
+      ctx.addIssue({ code: 'custom', path: ['OPERATIONAL_WEBHOOK_SECRET'], message: 'is required when OPERATIONAL_WEBHOOK_URL is set' });
+    }
+  });
 
 export type DispatcherConfig = z.infer<typeof dispatcherEnvSchema>;
 

@@ -10,6 +10,7 @@ import { WebhookSigner } from '../../libs/signing/index.js';
 import type { RetryWatch } from '../../libs/stranded-retries/index.js';
 import { type TopologyNames, topologyNames } from '../../libs/topology/index.js';
 import { InvalidMessageError } from './errors.js';
+import type { Operations } from './operations.js';
 import { AdmissionStage } from './stages/admission.js';
 import { Arrivals } from './stages/arrival.js';
 import { AttemptStage } from './stages/attempt.js';
@@ -65,6 +66,8 @@ export interface DispatcherDeps {
   retryWatch?: RetryWatch;
   /** The delivery log's writer: each settled delivery's record is confirmed before its effect and ack. */
   deliveryLog?: DeliveryRecorder;
+  /** Operational events and endpoint health, told of each settled delivery after its effect. */
+  operations?: Operations;
 }
 
 /**
@@ -163,6 +166,7 @@ export class Dispatcher {
       const record = this.deps.deliveryLog && recordOf(intake, finding, decision, this.policy, now);
       if (record) await this.record(record);
       await this.effect.apply(delivery, intake, decision, now);
+      this.deps.operations?.observe(intake, decision, now);
     } catch (err) {
       await this.onUnexpected(delivery, err);
     }

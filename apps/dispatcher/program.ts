@@ -4,8 +4,10 @@ import type { BrokerConnection } from '../../libs/broker/index.js';
 import { createGotClient, createUndiciClient } from '../../libs/http/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import type { Registry } from 'prom-client';
-import { BrokerMerchantDirectory, FileMerchantDirectory, type MerchantDirectory } from '../../libs/merchants/index.js';
-import { METRIC_NAMES, counterFrom, createRegistry, deliveryMetrics, gaugeFrom, labelledGaugeFrom } from '../../libs/metrics/index.js';
+import { BrokerMerchantDirectory, DISABLED_REASONS, FileMerchantDirectory, type Merchant, type MerchantDirectory } from '../../libs/merchants/index.js';
+import { METRIC_NAMES, counterFrom, createRegistry, deliveryMetrics, gaugeFrom, labelledGaugeFrom, operationalMetrics, zeroedCounter } from '../../libs/metrics/index.js';
+import { OPERATIONAL_EVENT_TYPES, OperationalPublisher, OperationalWebhookSender } from '../../libs/operational/index.js';
+import { Operations } from './operations.js';
 import { RetryWatch } from '../../libs/stranded-retries/index.js';
 import { openTopologyBroker, topologyNames } from '../../libs/topology/index.js';
 import type { DispatcherConfig } from './config.js';
@@ -71,6 +73,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: { s
         replication: replicationOf(config),
         merchantsStream: !fromFile,
         deliveriesStream: config.DELIVERY_LOG === 'on',
+        operationalWebhook: config.OPERATIONAL_WEBHOOK_URL !== undefined,
       },
       signal: options.signal,
     });
@@ -129,8 +132,31 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: { s
     await broker.close();
     throw err;
   }
+  // Operational events: published on <prefix>.operational; auto-disable only where the directory can be written.
+  const operationalCounts = operationalMetrics(registry, OPERATIONAL_EVENT_TYPES, DISABLED_REASONS);
+  const operational = new OperationalPublisher(broker, names.operational, logger, { onPublished: (type) => operationalCounts.published(type) });
+  if (fromFile && config.ENDPOINT_DISABLE_AFTER > 0) {
+    logger.warn('auto-disable off: MERCHANT_DIRECTORY=file is never written; failing endpoints are reported as operational events, never disabled', {
+      ENDPOINT_DISABLE_AFTER: config.ENDPOINT_DISABLE_AFTER,
+    });
+  }
+  const operations = new Operations(
+    { merchants, writer: merchants instanceof BrokerMerchantDirectory ? merchants : undefined, publisher: operational, logger, metrics: operationalCounts },
+    { disableAfterMs: config.ENDPOINT_DISABLE_AFTER, intervalMs: config.OPERATIONAL_EVENT_INTERVAL },
+  );
+  const webhookResults = zeroedCounter(registry, METRIC_NAMES.operationalWebhook, 'POSTs of operational events to OPERATIONAL_WEBHOOK_URL, by result', 'result', ['delivered', 'retried', 'failed']);
+  const operationalWebhook = config.OPERATIONAL_WEBHOOK_URL
+    ? new OperationalWebhookSender(broker, names, http, logger, {
+        url: config.OPERATIONAL_WEBHOOK_URL,
+        secret: config.OPERATIONAL_WEBHOOK_SECRET!,
+        retryDelaysMs: config.RETRY_SCHEDULE,
+        timeoutMs: config.DELIVERY_TIMEOUT_MS,
+        userAgent: USER_AGENT,
+        onResult: (result) => webhookResults.labels(result).inc(),
+      })
+    : undefined;
   const dispatcher = new Dispatcher(
-    { broker, merchants, http, logger, observer: deliveryMetrics(registry), retryWatch, deliveryLog },
+    { broker, merchants, http, logger, observer: deliveryMetrics(registry), retryWatch, deliveryLog, operations },
     {
       prefix: config.TOPOLOGY_PREFIX,
       retryDelaysMs: config.RETRY_SCHEDULE,
@@ -142,6 +168,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: { s
     },
   );
   await dispatcher.start();
+  await operationalWebhook?.start();
 
   const queues = [names.dispatch, ...config.RETRY_SCHEDULE.map((_, i) => names.retry(i)), names.invalid];
   gaugeFrom(registry, METRIC_NAMES.brokerConnected, '1 while connected to RabbitMQ', () => (broker.isConnected ? 1 : 0));
@@ -161,12 +188,14 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: { s
       await channel.close().catch(() => {});
     }
   });
-  labelledGaugeFrom(registry, METRIC_NAMES.retryWaiting, 'Messages moved into the retry tier and not back yet, ready or held by the broker', 'queue', () => [
-    ...retryWatch.waitingByQueue(),
-  ]);
-  labelledGaugeFrom(registry, METRIC_NAMES.retryOverdue, 'Messages not back from the retry tier although dispatch was seen empty RETRY_OVERDUE_AFTER after they were due', 'queue', () => [
-    ...retryWatch.overdueByQueue(),
-  ]);
+  gaugeFrom(registry, METRIC_NAMES.circuitsOpen, 'Endpoints whose circuit is open now', () => dispatcher.guards.openEndpoints().length);
+  // Every tier from start-up, 0 when nothing waits there: a healthy service shows 0, not "No data".
+  const tiers = config.RETRY_SCHEDULE.map((_, i) => names.retry(i));
+  const perTier = (counts: Map<string, number>): Array<[string, number]> => [...tiers.map((tier): [string, number] => [tier, counts.get(tier) ?? 0]), ...[...counts].filter(([queue]) => !tiers.includes(queue))];
+  labelledGaugeFrom(registry, METRIC_NAMES.retryWaiting, 'Messages moved into the retry tier and not back yet, ready or held by the broker', 'queue', () => perTier(retryWatch.waitingByQueue()));
+  labelledGaugeFrom(registry, METRIC_NAMES.retryOverdue, 'Messages not back from the retry tier although dispatch was seen empty RETRY_OVERDUE_AFTER after they were due', 'queue', () => perTier(retryWatch.overdueByQueue()));
+  labelledGaugeFrom(registry, METRIC_NAMES.endpointsDisabled, 'Webhooks off now in the merchant directory, by why', 'reason', () => Object.entries(Operations.census(directoryList(merchants!), Date.now(), config.ENDPOINT_DISABLE_AFTER).disabled));
+  gaugeFrom(registry, METRIC_NAMES.endpointsFailing, 'Enabled webhooks whose failing clock runs (auto-disable)', () => Operations.census(directoryList(merchants!), Date.now(), config.ENDPOINT_DISABLE_AFTER).failing);
   // The watch's own memory: a window of waits per tier, and arrivals remembered (docs/operating.md, "Memory of the retry watch").
   gaugeFrom(registry, METRIC_NAMES.retryWatchBytes, 'Bytes the retry watch holds in memory for waiting retries and arrivals (estimate: its arrays at their allocated size)', () => retryWatch.memory().bytes);
   gaugeFrom(registry, METRIC_NAMES.retryWatchDiskBytes, 'Bytes of waiting retries the retry watch keeps on local disk beyond its window per tier', () => retryWatch.memory().diskBytes);
@@ -211,6 +240,11 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: { s
           logger.warn('shutdown step did not finish in time; going on', { step, error: error?.message }),
         );
         await budget.step('drain deliveries', () => dispatcher.stop());
+        await budget.step('operational webhook', async () => operationalWebhook?.stop(), budget.left() / 4);
+        await budget.step('operational events', async () => {
+          await operations.stop();
+          await operational.stop();
+        }, budget.left() / 4);
         await budget.step('delivery records', async () => deliveryLog?.stop(), budget.left() / 3);
         await budget.step('retry watch', () => retryWatch.stop(), budget.left() / 3);
         await budget.step('health server', () => health.close(), budget.left() / 3);
@@ -221,4 +255,9 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: { s
       return stopping;
     },
   };
+}
+
+/** Every merchant of either directory, for the gauges read at a scrape. */
+function directoryList(directory: MerchantDirectory): Iterable<Merchant> {
+  return directory instanceof BrokerMerchantDirectory || directory instanceof FileMerchantDirectory ? directory.list() : [];
 }

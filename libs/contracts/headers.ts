@@ -62,6 +62,8 @@ export const FAILED_REASONS = {
   blocked: 'blocked',
   /** The merchant's webhook was disabled while this one was retrying or resent. */
   webhookDisabled: 'webhook-disabled',
+  /** The endpoint was disabled automatically (ENDPOINT_DISABLE_AFTER) while this webhook was retrying or resent. */
+  endpointDisabled: 'endpoint-disabled',
   /** The merchant left the directory while this webhook was retrying or resent. */
   merchantRemoved: 'merchant-removed',
   /** The merchant's webhook stopped receiving this event (its events filter) while it was retrying or resent. */

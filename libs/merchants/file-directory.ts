@@ -104,6 +104,10 @@ export class FileMerchantDirectory implements MerchantDirectory {
     return this.byKeyMap.get(publicKey);
   }
 
+  list(): Merchant[] {
+    return [...this.byIdMap.values()];
+  }
+
   async close(): Promise<void> {
     clearInterval(this.timer);
     this.timer = undefined;

@@ -1,6 +1,6 @@
 export { type MerchantDirectory, activeWebhook, graceSecrets, receivesEvent, signingSecrets } from './directory.js';
 export { FileMerchantDirectory, MerchantsFileError } from './file-directory.js';
-export { type GraceSecret, MAX_GRACE_SECRETS, type Merchant, type MerchantWebhook, type MerchantsFile, WEBHOOK_SECRET, merchantSchema, merchantsFileSchema, webhookEventsSchema } from './schema.js';
+export { DISABLED_REASONS, type DisabledReason, type GraceSecret, MAX_GRACE_SECRETS, type Merchant, type MerchantWebhook, type MerchantsFile, WEBHOOK_SECRET, merchantSchema, merchantsFileSchema, webhookEventsSchema } from './schema.js';
 export {
   BrokerMerchantDirectory,
   DirectoryNotReadyError,
@@ -13,6 +13,7 @@ export {
 export {
   InvalidIdempotencyKeyError,
   InvalidSettingsError,
+  type EndpointTransition,
   type MerchantInput,
   type MerchantPatch,
   MerchantNotFoundError,
@@ -29,5 +30,7 @@ export {
   merchantInputSchema,
   merchantPatchSchema,
   rotateInputSchema,
+  transitionOf,
   viewOf,
+  withStatus,
 } from './settings.js';

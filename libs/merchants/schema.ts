@@ -14,6 +14,10 @@ export const MAX_GRACE_SECRETS = 3;
 const graceSecret = z.object({ secret, expiresAt: z.iso.datetime({ offset: true }) });
 export type GraceSecret = z.infer<typeof graceSecret>;
 
+/** Why a webhook was turned off: by the service after failing too long, or by an operator. */
+export const DISABLED_REASONS = ['failing', 'manual'] as const;
+export type DisabledReason = (typeof DISABLED_REASONS)[number];
+
 /** Which events a webhook receives; absent means all of them. */
 export const webhookEventsSchema = z
   .array(z.enum(EVENT_NAMES, { error: `each event must be one of ${EVENT_NAMES.join(', ')}` }))
@@ -37,6 +41,23 @@ export const merchantSchema = z.object({
       previousSecret: graceSecret.optional(),
       /** Every secret replaced within its grace, newest first, each signing until its own expiry. */
       previousSecrets: z.array(graceSecret).max(MAX_GRACE_SECRETS, `at most ${MAX_GRACE_SECRETS} previous secrets`).optional(),
+      /**
+       * Why the webhook is off, when the service or an operator turned it off: `failing` (auto-disable,
+       * ENDPOINT_DISABLE_AFTER) or `manual` (admin API, CLI); and since when. Absent while enabled.
+       */
+      disabledReason: z.enum(DISABLED_REASONS).optional(),
+      disabledAt: z.iso.datetime({ offset: true }).optional(),
+      /**
+       * The endpoint's first failure after its last success, once a dispatcher has seen it fail for a
+       * tenth of ENDPOINT_DISABLE_AFTER without a success (cleared by the next success anywhere):
+       * the auto-disable clock, shared by every dispatcher and kept across restarts.
+       */
+      failingSince: z.iso.datetime({ offset: true }).optional(),
+      /**
+       * The latest failure the dispatchers recorded for that clock (refreshed at most every tenth
+       * of ENDPOINT_DISABLE_AFTER): a clock without a failure for two tenths is stale, not running.
+       */
+      lastFailureAt: z.iso.datetime({ offset: true }).optional(),
       /** When `secret` was issued (the portal shows its age); absent for secrets issued before it was recorded. */
       secretIssuedAt: z.iso.datetime({ offset: true }).optional(),
     })

@@ -5,7 +5,7 @@ import { EVENT_NAMES } from '../contracts/events.js';
 import { isBlockedAddress } from '../http/address-guard.js';
 import type { BrokerMerchantDirectory } from './broker-directory.js';
 import { graceSecrets } from './directory.js';
-import { MAX_GRACE_SECRETS, type Merchant, type MerchantWebhook, webhookEventsSchema } from './schema.js';
+import { type DisabledReason, MAX_GRACE_SECRETS, type Merchant, type MerchantWebhook, webhookEventsSchema } from './schema.js';
 
 /**
  * zod's messages name types ("expected string, received undefined"); these say what the field
@@ -167,6 +167,11 @@ export interface MerchantView {
     previousSecretExpiresAt: string | null;
     /** Each previous secret still signing, by when it stops, the latest first. */
     previousSecrets: Array<{ expiresAt: string }>;
+    /** Why it is off (`failing`: disabled automatically; `manual`) and since when; null while enabled. */
+    disabledReason: DisabledReason | null;
+    disabledAt: string | null;
+    /** The first failure after its last success, once it has failed a tenth of ENDPOINT_DISABLE_AFTER; null otherwise. */
+    failingSince: string | null;
   } | null;
 }
 
@@ -183,6 +188,9 @@ export function viewOf(merchant: Merchant, now: Date): MerchantView {
           events: [...(webhook.events ?? EVENT_NAMES)],
           previousSecretExpiresAt: grace[0]?.expiresAt ?? null,
           previousSecrets: grace.map(({ expiresAt }) => ({ expiresAt })),
+          disabledReason: webhook.enabled ? null : (webhook.disabledReason ?? null),
+          disabledAt: webhook.enabled ? null : (webhook.disabledAt ?? null),
+          failingSince: webhook.failingSince ?? null,
         }
       : null,
   };
@@ -207,6 +215,51 @@ export interface RotationResult {
 /** A result, and whether it is the recorded result of an earlier write with the same Idempotency-Key. */
 export type Written<T> = T & { replayed: boolean };
 
+/**
+ * A webhook's state across a write: turned off now, it says why (`manual`: an operator) and when;
+ * left off, it keeps the reason and time it had; turned on, or pointed elsewhere, it starts over
+ * (no reason, no failing clock). Only the service itself writes `failing`.
+ */
+export function withStatus(kept: MerchantWebhook | undefined, next: MerchantWebhook, now: Date): MerchantWebhook {
+  const { disabledReason: _reason, disabledAt: _at, failingSince: _since, lastFailureAt: _last, ...base } = next;
+  const clock = kept?.failingSince ? { failingSince: kept.failingSince, ...(kept.lastFailureAt ? { lastFailureAt: kept.lastFailureAt } : {}) } : {};
+  if (!next.enabled) {
+    if (kept && !kept.enabled && kept.disabledReason) {
+      return { ...base, disabledReason: kept.disabledReason, ...(kept.disabledAt ? { disabledAt: kept.disabledAt } : {}), ...clock };
+    }
+    return { ...base, disabledReason: 'manual', disabledAt: now.toISOString() };
+  }
+  if (kept?.enabled && kept.url === next.url) return { ...base, ...clock };
+  return base;
+}
+
+/** A webhook turned off or on by a write, for the operational events (endpoint.disabled, endpoint.enabled). */
+export interface EndpointTransition {
+  kind: 'disabled' | 'enabled';
+  merchantId: string;
+  url: string;
+  reason?: DisabledReason;
+  failingSince?: string;
+  at: string;
+}
+
+/** What a write did to the webhook's on/off state; undefined when nothing turned. */
+export function transitionOf(before: Merchant | undefined, after: Merchant, now: Date): EndpointTransition | undefined {
+  // Only a webhook that exists before and after turns: setting one up or removing one is no transition.
+  const was = before?.webhook;
+  const webhook = after.webhook;
+  if (!was || !webhook || was.enabled === webhook.enabled) return undefined;
+  if (webhook.enabled) return { kind: 'enabled', merchantId: after.id, url: webhook.url, at: now.toISOString() };
+  return {
+    kind: 'disabled',
+    merchantId: after.id,
+    url: webhook.url,
+    reason: webhook.disabledReason ?? 'manual',
+    ...(webhook.failingSince ? { failingSince: webhook.failingSince } : {}),
+    at: webhook.disabledAt ?? now.toISOString(),
+  };
+}
+
 /** A webhook's secrets as written: the current one and those in grace, the newest old one also as previousSecret. */
 function withGrace(webhook: Omit<MerchantWebhook, 'previousSecret' | 'previousSecrets'>, grace: MerchantWebhook['previousSecrets']): MerchantWebhook {
   return grace && grace.length > 0 ? { ...webhook, previousSecret: grace[0], previousSecrets: grace } : webhook;
@@ -221,6 +274,11 @@ export class MerchantSettings {
     private readonly directory: BrokerMerchantDirectory,
     private readonly policy: UrlPolicy,
     private readonly now: () => Date = () => new Date(),
+    /**
+     * Told when a write (not a replay) turned a webhook off or on, after the write is in the
+     * stream: the programs publish endpoint.disabled (manual) or endpoint.enabled from it.
+     */
+    private readonly announce?: (transition: EndpointTransition) => Promise<void>,
   ) {}
 
   get(merchantId: string): MerchantView | undefined {
@@ -243,15 +301,19 @@ export class MerchantSettings {
       let webhook: MerchantWebhook | undefined;
       if (input.webhook) {
         const kept = current?.webhook;
-        webhook = withGrace(
-          {
-            url: url!,
-            enabled: input.webhook.enabled,
-            secret: kept?.secret ?? issued.secret(),
-            ...(kept ? (kept.secretIssuedAt ? { secretIssuedAt: kept.secretIssuedAt } : {}) : { secretIssuedAt: this.now().toISOString() }),
-            ...(input.webhook.events ? { events: input.webhook.events } : {}),
-          },
-          kept && graceSecrets(kept, this.now()),
+        webhook = withStatus(
+          kept,
+          withGrace(
+            {
+              url: url!,
+              enabled: input.webhook.enabled,
+              secret: kept?.secret ?? issued.secret(),
+              ...(kept ? (kept.secretIssuedAt ? { secretIssuedAt: kept.secretIssuedAt } : {}) : { secretIssuedAt: this.now().toISOString() }),
+              ...(input.webhook.events ? { events: input.webhook.events } : {}),
+            },
+            kept && graceSecrets(kept, this.now()),
+          ),
+          this.now(),
         );
       }
       return { id: merchantId, publicKey: input.publicKey, ...(webhook ? { webhook } : {}) };
@@ -276,7 +338,7 @@ export class MerchantSettings {
       } as MerchantWebhook;
       if (patch.webhook.events === null) delete webhook.events;
       else if (patch.webhook.events) webhook.events = patch.webhook.events;
-      return { ...rest, publicKey, webhook };
+      return { ...rest, publicKey, webhook: withStatus(kept, webhook, this.now()) };
     });
   }
 
@@ -337,9 +399,16 @@ export class MerchantSettings {
         return (issuedSecret ??= newWebhookSecret());
       },
     };
+    // The settings the last application of the change started from: the write that won.
+    let before: Merchant | undefined;
     const apply = (current: Merchant | undefined) => {
       issuedNow = false;
+      before = current;
       return change(current, issued);
+    };
+    const announce = async (after: Merchant, replayed: boolean) => {
+      const transition = !replayed && this.announce ? transitionOf(before, after, this.now()) : undefined;
+      if (transition) await this.announce!(transition);
     };
     const result =
       resultOf ??
@@ -347,11 +416,16 @@ export class MerchantSettings {
         ({ view: viewOf(next, this.now()), created: current === undefined, ...(issuedNow ? { secret: issuedSecret } : {}) }) as unknown as T);
     if (idempotencyKey === undefined) {
       const written = await this.directory.update(merchantId, apply);
+      if (written.changed) await announce(written.merchant, false);
       return { ...result(written.merchant, written.created ? undefined : written.merchant), replayed: false };
     }
     if (!IDEMPOTENCY_KEY.test(idempotencyKey)) throw new InvalidIdempotencyKeyError();
     const fingerprint = createHash('sha256').update(JSON.stringify([operation, merchantId, input])).digest('base64url');
     const written = await this.directory.updateOnce(merchantId, apply, { key: idempotencyKey, fingerprint, result });
+    if (!written.replayed) {
+      const after = this.directory.byId(merchantId);
+      if (after) await announce(after, false);
+    }
     return { ...(written.result as T), replayed: written.replayed };
   }
 }

@@ -1,10 +1,15 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { EVENT_NAMES } from '../contracts/events.js';
+import { FAILED_REASONS } from '../contracts/headers.js';
 import { METRIC_NAMES } from './names.js';
 import { type CounterSeries, CounterSeriesSet, histogramObserver } from './series.js';
 
 export { METRIC_NAMES };
 
 export type Outcome = 'delivered' | 'retried' | 'failed' | 'invalid' | 'skipped' | 'deferred' | 'circuit_open' | 'requeued' | 'superseded';
+
+/** Outcomes counted by event (invalid and superseded messages have no event: `unknown`). */
+const PER_EVENT_OUTCOMES: readonly Outcome[] = ['delivered', 'retried', 'failed', 'skipped', 'deferred', 'circuit_open', 'requeued'];
 
 /** What the dispatcher reports; a no-op by default so the library runs without Prometheus. */
 export interface DeliveryObserver {
@@ -56,6 +61,11 @@ export function deliveryMetrics(registry: Registry): DeliveryObserver {
     labelNames: ['reason'],
     registers: [registry],
   });
+  // Every known series from start-up at 0, so that the dashboard's rates read 0, not "No data", on a quiet service.
+  for (const outcome of PER_EVENT_OUTCOMES) for (const event of EVENT_NAMES) deliveries.labels({ outcome, event }).inc(0);
+  for (const outcome of ['invalid', 'superseded'] as const) deliveries.labels({ outcome, event: 'unknown' }).inc(0);
+  for (const result of ['success', 'failure']) attempts.labels({ result }).inc(0);
+  for (const reason of Object.values(FAILED_REASONS)) failed.labels(reason).inc(0);
   // Each label set's series found once (outcome → event, result → event), then updated in place.
   const outcomes = new Map<string, Map<string, CounterSeries>>();
   const durations = { success: new Map<string, (seconds: number) => void>(), failure: new Map<string, (seconds: number) => void>() };
@@ -132,4 +142,26 @@ export function labelledGaugeFrom(
       for (const [value, n] of values) this.set({ [label]: value }, n);
     },
   });
+}
+
+/** A counter whose every known label value exists from start-up at 0, so a dashboard shows 0 and not "No data". */
+export function zeroedCounter(registry: Registry, name: string, help: string, label: string, values: readonly string[]): Counter {
+  const counter = new Counter({ name, help, labelNames: [label], registers: [registry] });
+  for (const value of values) counter.labels(value).inc(0);
+  return counter;
+}
+
+/** The operational events' series: events published by type, webhooks turned off by reason. */
+export interface OperationalMetrics {
+  published(type: string): void;
+  disabled(reason: string): void;
+}
+
+export function operationalMetrics(registry: Registry, types: readonly string[], reasons: readonly string[]): OperationalMetrics {
+  const events = zeroedCounter(registry, METRIC_NAMES.operationalEvents, 'Operational events published, by type', 'type', types);
+  const disabled = zeroedCounter(registry, METRIC_NAMES.endpointsDisabledTotal, 'Webhooks turned off, by the service (failing) or an operator (manual)', 'reason', reasons);
+  return {
+    published: (type) => events.labels(type).inc(),
+    disabled: (reason) => disabled.labels(reason).inc(),
+  };
 }

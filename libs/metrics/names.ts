@@ -18,6 +18,18 @@ export const METRIC_NAMES = {
   attempts: 'webhooks_delivery_attempts_total',
   /** gauge {endpoint}: 1 while the endpoint's circuit is open */
   circuitOpen: 'webhooks_circuit_open',
+  /** gauge: endpoints whose circuit is open now, a count (0 when none), beside the per-endpoint series */
+  circuitsOpen: 'webhooks_circuits_open',
+  /** counter {reason: failing|manual}: webhooks turned off, by the service (auto-disable) or by an operator */
+  endpointsDisabledTotal: 'webhooks_endpoints_disabled_total',
+  /** gauge {reason: failing|manual}: webhooks off now in the merchant directory */
+  endpointsDisabled: 'webhooks_endpoints_disabled',
+  /** gauge: enabled webhooks whose failing clock runs (failed a tenth of ENDPOINT_DISABLE_AFTER without a success) */
+  endpointsFailing: 'webhooks_endpoints_failing',
+  /** counter {type}: operational events published (endpoint.disabled, message.attempt.failing, ...) */
+  operationalEvents: 'webhooks_operational_events_total',
+  /** counter {result: delivered|retried|failed}: POSTs of operational events to OPERATIONAL_WEBHOOK_URL */
+  operationalWebhook: 'webhooks_operational_webhook_total',
   /** gauge: unresolved failure entries in the API's failed index */
   failedIndexEntries: 'webhooks_failed_index_entries',
   /** gauge {queue}: messages ready in dispatch, retry tiers and invalid */

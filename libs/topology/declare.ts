@@ -3,6 +3,7 @@ import {
   CREATION_ONLY_ARGUMENTS,
   type ExchangeSpec,
   intakeSpec,
+  operationalWebhookSpec,
   type QueueSpec,
   type Replication,
   type TopologyOptions,
@@ -123,6 +124,12 @@ export async function declareTopology(source: ChannelSource, options: TopologyOp
   await declareIntakeWith(declarer, options.prefix, options.replication);
   for (const queue of spec.queues) {
     if (queue.name !== spec.binding.destination) await declareQueue(declarer, queue);
+  }
+  await declareExchange(declarer, spec.operational);
+  if (options.operationalWebhook) {
+    const webhook = operationalWebhookSpec(options.prefix, options.retryDelaysMs, options.replication);
+    for (const queue of webhook.queues) await declareQueue(declarer, queue);
+    await declarer.step((channel) => channel.bindQueue(webhook.binding.destination, webhook.binding.source, webhook.binding.routingKey));
   }
 }
 

@@ -7,6 +7,7 @@ export {
   DISPATCH_DELIVERY_LIMIT,
   MERCHANTS_REFRESH_AFTER_MS,
   intakeSpec,
+  operationalWebhookSpec,
   topologySpec,
   type BindingSpec,
   type ExchangeSpec,

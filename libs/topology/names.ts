@@ -12,6 +12,11 @@ export interface TopologyNames {
   merchants: string;
   /** Delivery records for the delivery log (what happened to each delivery), read by the recorder. */
   deliveries: string;
+  /** Operational events for the platform (endpoint disabled, attempts failing or exhausted): topic exchange, routing key = type. */
+  operational: string;
+  /** The operational events for OPERATIONAL_WEBHOOK_URL: a queue bound to `operational`, and its own retry tiers. */
+  operationalWebhook: string;
+  operationalRetry(tier: number): string;
   retry(tier: number): string;
 }
 
@@ -26,6 +31,9 @@ export function topologyNames(prefix: string): TopologyNames {
     retrySnapshots: `${prefix}.retries.snapshots`,
     merchants: `${prefix}.merchants`,
     deliveries: `${prefix}.deliveries`,
+    operational: `${prefix}.operational`,
+    operationalWebhook: `${prefix}.operational.webhook`,
+    operationalRetry: (tier) => `${prefix}.operational.retry.${tier}`,
     retry: (tier) => `${prefix}.retry.${tier}`,
   };
 }

@@ -12,6 +12,11 @@ export interface TopologyOptions {
   merchantsStream?: boolean;
   /** Declare the deliveries stream (DELIVERY_LOG=on). */
   deliveriesStream?: boolean;
+  /**
+   * Declare the queue that feeds OPERATIONAL_WEBHOOK_URL and its retry tiers (one per delay of
+   * the retry schedule): only the dispatcher, and only when the URL is set.
+   */
+  operationalWebhook?: boolean;
 }
 
 export interface Replication {
@@ -58,6 +63,8 @@ export interface IntakeSpec {
 
 export interface TopologySpec {
   exchange: ExchangeSpec;
+  /** Where operational events are published; the platform binds its own queues to it. */
+  operational: ExchangeSpec;
   /** In declaration order: dispatch, retry tiers, failed, invalid, retries. */
   queues: QueueSpec[];
   binding: BindingSpec;
@@ -176,6 +183,7 @@ export function topologySpec(options: TopologyOptions): TopologySpec {
   );
   return {
     exchange: intake.exchange,
+    operational: { name: names.operational, type: 'topic' },
     queues: [
       intake.queue,
       ...retries,
@@ -187,5 +195,32 @@ export function topologySpec(options: TopologyOptions): TopologySpec {
       ...(options.deliveriesStream ? [deliveriesSpec(options.prefix, options.replication)] : []),
     ],
     binding: intake.binding,
+  };
+}
+
+/**
+ * The operational webhook's queue, bound to the operational exchange with `#`, and its retry tiers:
+ * a failed POST waits in tier i (x-message-ttl = the schedule's delay i) and dead-letters back to
+ * the queue, as merchants' webhooks do through dispatch.
+ */
+export function operationalWebhookSpec(prefix: string, retryDelaysMs: readonly number[], replication?: Replication): { queues: QueueSpec[]; binding: BindingSpec } {
+  const names = topologyNames(prefix);
+  const retries = retryDelaysMs.map(
+    (delay, tier): QueueSpec => ({
+      name: names.operationalRetry(tier),
+      kind: 'queue',
+      arguments: {
+        ...quorum(replication),
+        'x-message-ttl': delay,
+        'x-dead-letter-exchange': '',
+        'x-dead-letter-routing-key': names.operationalWebhook,
+        'x-dead-letter-strategy': 'at-least-once',
+        'x-overflow': 'reject-publish',
+      },
+    }),
+  );
+  return {
+    queues: [{ name: names.operationalWebhook, kind: 'queue', arguments: { ...quorum(replication), 'x-delivery-limit': DISPATCH_DELIVERY_LIMIT } }, ...retries],
+    binding: { source: names.operational, destination: names.operationalWebhook, routingKey: '#' },
   };
 }

@@ -170,7 +170,7 @@ describe('admin writes: rotations, idempotency keys, PATCH, public keys and the 
     expect(data(disabled)).toEqual({
       id: 'm_patch',
       publicKey: 'pk_patch_001',
-      webhook: { url: `${receiver.url}/m_patch`, enabled: false, events: ['payout'], previousSecretExpiresAt: null, previousSecrets: [] },
+      webhook: { url: `${receiver.url}/m_patch`, enabled: false, events: ['payout'], previousSecretExpiresAt: null, previousSecrets: [], disabledReason: 'manual', disabledAt: expect.any(String), failingSince: null },
     });
     await waitFor('dispatcher sees it disabled', () => dispatcher.merchants.byId('m_patch')?.webhook?.enabled === false, 5_000);
     expect(dispatcher.merchants.byId('m_patch')!.webhook).toMatchObject({ secret, events: ['payout'] });

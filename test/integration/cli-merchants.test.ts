@@ -60,7 +60,7 @@ describe('webhooks merchants (operator CLI on the merchants stream)', () => {
     expect(JSON.parse(shown.stdout)).toEqual({
       id: 'm_cli',
       publicKey: 'pk_cli_0001',
-      webhook: { url: 'https://hooks.example.com/cli', enabled: true, events: ['payout', 'refund.completed'], previousSecretExpiresAt: null, previousSecrets: [] },
+      webhook: { url: 'https://hooks.example.com/cli', enabled: true, events: ['payout', 'refund.completed'], previousSecretExpiresAt: null, previousSecrets: [], disabledReason: null, disabledAt: null, failingSince: null },
     });
   });
 
@@ -129,6 +129,45 @@ describe('webhooks merchants (operator CLI on the merchants stream)', () => {
     expect(moved.code).toBe(2);
     expect(moved.stderr).toContain('webhook.url must be an https URL');
     expect(program.byId('m_dev')!.webhook!.url).toBe('http://127.0.0.1:4400/webhooks');
+  });
+
+  it('lists the webhooks that are off with --disabled: why and since when; --enable turns one on and publishes endpoint.enabled', async () => {
+    // As a dispatcher's auto-disable writes it.
+    await cli('set', 'm_auto', '--public-key', 'pk_cli_auto_0001', '--url', 'https://hooks.example.com/auto');
+    await waitFor('program has m_auto', () => program.byId('m_auto'), 5_000);
+    await program.update('m_auto', (current) => ({
+      ...current!,
+      webhook: { ...current!.webhook!, enabled: false, disabledReason: 'failing', disabledAt: '2026-01-06T00:00:00.000Z', failingSince: '2026-01-01T00:00:00.000Z' },
+    }));
+    const listed = await cli('list', '--disabled');
+    expect(listed.code).toBe(0);
+    const rows = listed.stdout.split('\n');
+    expect(rows[0]).toMatch(/^MERCHANT\s+REASON\s+DISABLED AT\s+FAILING SINCE\s+URL/);
+    expect(rows.find((r) => r.startsWith('m_auto'))).toMatch(/^m_auto\s+failing\s+2026-01-06T00:00:00.000Z\s+2026-01-01T00:00:00.000Z\s+https:\/\/hooks.example.com\/auto/);
+    expect(rows.find((r) => r.startsWith('m_dev'))).toMatch(/^m_dev\s+manual\s+\d{4}-/);
+    const off = () => program.list().filter((m) => m.webhook && !m.webhook.enabled).map((m) => m.id);
+    expect(rows.slice(1).filter((r) => r.trim() !== '').map((r) => r.split(/\s+/)[0])).toEqual(off());
+    expect(program.list().some((m) => m.webhook?.enabled)).toBe(true);
+
+    const test = await TestBroker.open();
+    const queue = `${prefix}.cli-test-subscriber`;
+    await test.channel.assertQueue(queue, { durable: false, autoDelete: true });
+    await test.channel.bindQueue(queue, `${prefix}.operational`, 'endpoint.*');
+    try {
+      const enabled = await cli('set', 'm_auto', '--enable');
+      expect(enabled.code).toBe(0);
+      const [message] = await test.drain(queue, 1, 5_000);
+      expect(message!.fields.routingKey).toBe('endpoint.enabled');
+      expect(JSON.parse(message!.content.toString())).toMatchObject({ type: 'endpoint.enabled', data: { merchantId: 'm_auto', url: 'https://hooks.example.com/auto' } });
+      await waitFor('program sees it on', () => program.byId('m_auto')?.webhook?.enabled === true, 5_000);
+      expect(program.byId('m_auto')!.webhook).not.toHaveProperty('disabledReason');
+      const after = await cli('list', '--disabled', '--json');
+      expect(JSON.parse(after.stdout).map((v: { id: string }) => v.id)).toEqual(off());
+      expect(off()).not.toContain('m_auto');
+    } finally {
+      await test.channel.deleteQueue(queue).catch(() => {});
+      await test.close();
+    }
   });
 
   it('lists every option of merchants set in its --help, --no-webhook included', async () => {

@@ -63,6 +63,28 @@ describe('Prometheus metrics', () => {
 
   const scrape = async () => (await fetch(`http://127.0.0.1:${program.metricsPort}/metrics`)).text();
 
+  it('shows from start-up, before any delivery, 0 for every series a dashboard panel reads, for each known label', async () => {
+    const text = await scrape();
+    for (let tier = 0; tier < 5; tier++) {
+      expect(series(text, 'webhooks_retry_waiting', { queue: `${prefix}.retry.${tier}` })).toBe(0);
+      expect(series(text, 'webhooks_retry_overdue', { queue: `${prefix}.retry.${tier}` })).toBe(0);
+    }
+    expect(series(text, 'webhooks_circuits_open', { program: 'dispatcher' })).toBe(0);
+    expect(series(text, 'webhooks_endpoints_failing', { program: 'dispatcher' })).toBe(0);
+    for (const reason of ['failing', 'manual']) {
+      expect(series(text, 'webhooks_endpoints_disabled', { reason })).toBe(0);
+      expect(series(text, 'webhooks_endpoints_disabled_total', { reason })).toBe(0);
+    }
+    for (const type of ['endpoint.disabled', 'endpoint.enabled', 'message.attempt.failing', 'message.attempt.exhausted', 'message.attempt.recovered']) {
+      expect(series(text, 'webhooks_operational_events_total', { type })).toBe(0);
+    }
+    for (const result of ['delivered', 'retried', 'failed']) expect(series(text, 'webhooks_operational_webhook_total', { result })).toBe(0);
+    // The rates the other panels read: 0 on a quiet service, not "No data".
+    for (const result of ['success', 'failure']) expect(series(text, 'webhooks_delivery_attempts_total', { result })).toBe(0);
+    expect(series(text, 'webhooks_deliveries_total', { outcome: 'delivered', event: 'payout' })).toBe(0);
+    expect(series(text, 'webhooks_failed_total', { reason: 'attempts-exhausted' })).toBe(0);
+  });
+
   it('counts deliveries, attempts and their durations as webhooks are delivered', async () => {
     const before = await scrape();
     expect(series(before, 'webhooks_deliveries_total', { outcome: 'delivered', event: 'payout' }) ?? 0).toBe(0);
@@ -88,6 +110,13 @@ describe('Prometheus metrics', () => {
     expect(series(text, 'webhooks_failed_total', { reason: 'circuit-open' })).toBe(1);
     // Labelled by origin and merchant: a hook URL's path can hold a token.
     expect(series(text, 'webhooks_circuit_open', { endpoint: `${new URL(failing.url).origin} (${bad.id})` })).toBe(1);
+    expect(series(text, 'webhooks_circuits_open', { program: 'dispatcher' })).toBe(1);
+    // The webhook went to failed: one message.attempt.exhausted (and .failing on its 4th attempt), published confirmed.
+    const published = await waitFor('exhausted published', async () => {
+      const now = await scrape();
+      return series(now, 'webhooks_operational_events_total', { type: 'message.attempt.exhausted' }) === 1 && now;
+    });
+    expect(series(published, 'webhooks_operational_events_total', { type: 'message.attempt.failing' })).toBe(1);
   });
 
   it('answers liveness and readiness on the metrics port', async () => {

@@ -92,6 +92,11 @@ export class TestBroker {
     ch.on('error', () => {});
     await ch.deleteExchange(names.events).catch(() => {});
     await ch.close().catch(() => {});
+    const operational = await this.connection.createChannel();
+    operational.on('error', () => {});
+    for (const queue of [names.operationalWebhook, ...Array.from({ length: tiers }, (_, i) => names.operationalRetry(i))]) await operational.deleteQueue(queue).catch(() => {});
+    await operational.deleteExchange(names.operational).catch(() => {});
+    await operational.close().catch(() => {});
   }
 
   async close(): Promise<void> {

@@ -58,6 +58,18 @@ describe('dispatcher configuration', () => {
     expect(() => loadDispatcherConfig({ ...file, MERCHANT_DIRECTORY: 'redis' })).toThrow('MERCHANT_DIRECTORY: must be file or broker');
   });
 
+  it('reads the operational events settings: ENDPOINT_DISABLE_AFTER (0 never), the interval, and a secret with the URL', () => {
+    expect(loadDispatcherConfig(file)).toMatchObject({ ENDPOINT_DISABLE_AFTER: 5 * 86_400_000, OPERATIONAL_EVENT_INTERVAL: 3_600_000 });
+    expect(loadDispatcherConfig({ ...file, ENDPOINT_DISABLE_AFTER: '0' }).ENDPOINT_DISABLE_AFTER).toBe(0);
+    expect(loadDispatcherConfig({ ...file, ENDPOINT_DISABLE_AFTER: '12h' }).ENDPOINT_DISABLE_AFTER).toBe(43_200_000);
+    expect(() => loadDispatcherConfig({ ...file, ENDPOINT_DISABLE_AFTER: 'never' })).toThrow('ENDPOINT_DISABLE_AFTER: "never" is not a duration (use e.g. 5d, 12h) or 0 for never');
+    expect(() => loadDispatcherConfig({ ...file, OPERATIONAL_EVENT_INTERVAL: '0' })).toThrow('OPERATIONAL_EVENT_INTERVAL');
+    expect(() => loadDispatcherConfig({ ...file, OPERATIONAL_WEBHOOK_URL: 'https://platform.example/ops' })).toThrow('OPERATIONAL_WEBHOOK_SECRET: is required when OPERATIONAL_WEBHOOK_URL is set');
+    expect(() => loadDispatcherConfig({ ...file, OPERATIONAL_WEBHOOK_URL: 'ftp://platform.example', OPERATIONAL_WEBHOOK_SECRET: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' })).toThrow('OPERATIONAL_WEBHOOK_URL');
+    expect(() => loadDispatcherConfig({ ...file, OPERATIONAL_WEBHOOK_URL: 'https://platform.example/ops', OPERATIONAL_WEBHOOK_SECRET: 'hunter2' })).toThrow('OPERATIONAL_WEBHOOK_SECRET: must be whsec_');
+    expect(loadDispatcherConfig({ ...file, OPERATIONAL_WEBHOOK_URL: 'https://platform.example/ops', OPERATIONAL_WEBHOOK_SECRET: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' }).OPERATIONAL_WEBHOOK_URL).toBe('https://platform.example/ops');
+  });
+
   it('reads RETRY_OVERDUE_AFTER as a duration, naming the variable when it is not one', () => {
     expect(loadDispatcherConfig(file).RETRY_OVERDUE_AFTER).toBe(120_000);
     expect(loadDispatcherConfig({ ...file, RETRY_OVERDUE_AFTER: '30s' }).RETRY_OVERDUE_AFTER).toBe(30_000);

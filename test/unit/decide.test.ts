@@ -36,6 +36,13 @@ const cases: Array<[string, Finding, IntakeEvent | undefined, Decision]> = [
   ['a delivery stopped while waiting for a slot goes back untried', { kind: 'stopping' }, intake(), { kind: 'returned' }],
   ['a new event for an unknown merchant is invalid', { kind: 'unavailable', why: 'merchant-removed' }, intake(), { kind: 'invalid', code: 'unknown-merchant', detail: 'no merchant m_1 in the directory' }],
   ['a new event for a disabled webhook is skipped', { kind: 'unavailable', why: 'webhook-disabled' }, intake(), { kind: 'skipped', why: 'webhook-disabled' }],
+  ['a new event for an endpoint disabled for failing is skipped as endpoint-disabled', { kind: 'unavailable', why: 'endpoint-disabled' }, intake(), { kind: 'skipped', why: 'endpoint-disabled' }],
+  [
+    'a retrying webhook whose endpoint was disabled for failing fails, resendable, as endpoint-disabled',
+    { kind: 'unavailable', why: 'endpoint-disabled' },
+    intake({ attempts: 3 }),
+    { kind: 'failed', reason: 'endpoint-disabled', attempts: 3, error: 'endpoint disabled: every attempt failed for ENDPOINT_DISABLE_AFTER', attempted: false },
+  ],
   ['a new event the webhook does not receive is skipped', { kind: 'unavailable', why: 'event-not-subscribed' }, intake(), { kind: 'skipped', why: 'event-not-subscribed' }],
   [
     'a retrying webhook whose merchant left fails, resendable, without an attempt',

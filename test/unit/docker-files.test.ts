@@ -93,7 +93,7 @@ function metricNamesIn(expr: string): string[] {
 function definitionsOf(spec: TopologySpec) {
   const byName = (a: { name: string }, b: { name: string }) => a.name.localeCompare(b.name);
   return {
-    exchanges: [{ name: spec.exchange.name, vhost: '/', type: spec.exchange.type, durable: true, auto_delete: false, internal: false, arguments: {} }],
+    exchanges: [spec.exchange, spec.operational].map((exchange) => ({ name: exchange.name, vhost: '/', type: exchange.type, durable: true, auto_delete: false, internal: false, arguments: {} })),
     queues: spec.queues.map((q) => ({ name: q.name, vhost: '/', durable: true, auto_delete: false, arguments: q.arguments })).sort(byName),
     bindings: [
       { source: spec.binding.source, vhost: '/', destination: spec.binding.destination, destination_type: 'queue', routing_key: spec.binding.routingKey, arguments: {} },

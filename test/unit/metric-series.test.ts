@@ -1,4 +1,5 @@
 import { Counter, Histogram, Registry } from 'prom-client';
+import { EVENT_NAMES, FAILED_REASONS } from '../../libs/contracts/index.js';
 import { deliveryMetrics, METRIC_NAMES } from '../../libs/metrics/index.js';
 
 /**
@@ -18,6 +19,11 @@ describe('delivery metrics', () => {
       registers: [registry],
     });
     const failed = new Counter({ name: METRIC_NAMES.failed, help: 'Webhooks that went to the failed stream, by reason', labelNames: ['reason'], registers: [registry] });
+    // Every known series at 0 from start-up, as deliveryMetrics makes them.
+    for (const outcome of ['delivered', 'retried', 'failed', 'skipped', 'deferred', 'circuit_open', 'requeued']) for (const event of EVENT_NAMES) deliveries.inc({ outcome, event }, 0);
+    for (const outcome of ['invalid', 'superseded']) deliveries.inc({ outcome, event: 'unknown' }, 0);
+    for (const result of ['success', 'failure']) attempts.inc({ result }, 0);
+    for (const reason of Object.values(FAILED_REASONS)) failed.inc({ reason }, 0);
     return {
       outcome: (outcome: string, event: string) => deliveries.inc({ outcome, event }),
       attempt: (succeeded: boolean, seconds: number, event: string) => {
@@ -51,6 +57,8 @@ describe('delivery metrics', () => {
         }
       }
     };
+    expect(await mine.metrics()).toBe(await theirs.metrics());
+    expect(await mine.metrics()).toMatch(/^webhooks_deliveries_total\{outcome="delivered",event="payout",program="dispatcher"\} 0$/m);
     feed(1_000);
     expect(await mine.metrics()).toBe(await theirs.metrics());
     feed(500);

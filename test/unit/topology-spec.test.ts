@@ -38,6 +38,7 @@ describe('topologySpec', () => {
   it('describes the exchange, each queue with its exact arguments, and the binding for a prefix and a schedule', () => {
     expect(topologySpec({ prefix: 'acme', retryDelaysMs: [1_000, 60_000], failedRetention: '7D' })).toEqual({
       exchange: { name: 'acme.events', type: 'topic' },
+      operational: { name: 'acme.operational', type: 'topic' },
       queues: [
         {
           name: 'acme.dispatch',
@@ -110,6 +111,32 @@ describe('declaring the topology from its spec', () => {
       ['queue', 'acme.dispatch', { durable: true, arguments: spec.queues[0]!.arguments }],
       ['bind', 'acme.dispatch', 'acme.events', '#'],
       ...spec.queues.slice(1).map((q) => ['queue', q.name, { durable: true, arguments: q.arguments }]),
+      ['exchange', 'acme.operational', 'topic', { durable: true }],
+    ]);
+  });
+
+  it('declares the operational webhook queue, bound to the operational exchange, and its retry tiers only when asked', async () => {
+    const { channel, calls } = recordingChannel();
+    await declareTopology(channel, { ...options, operationalWebhook: true });
+    expect(calls.slice(-3)).toEqual([
+      ['queue', 'acme.operational.webhook', { durable: true, arguments: { 'x-queue-type': 'quorum', 'x-quorum-initial-group-size': 3, 'x-delivery-limit': 10 } }],
+      [
+        'queue',
+        'acme.operational.retry.0',
+        {
+          durable: true,
+          arguments: {
+            'x-queue-type': 'quorum',
+            'x-quorum-initial-group-size': 3,
+            'x-message-ttl': 1_000,
+            'x-dead-letter-exchange': '',
+            'x-dead-letter-routing-key': 'acme.operational.webhook',
+            'x-dead-letter-strategy': 'at-least-once',
+            'x-overflow': 'reject-publish',
+          },
+        },
+      ],
+      ['bind', 'acme.operational.webhook', 'acme.operational', '#'],
     ]);
   });
 

@@ -29,7 +29,8 @@ export class AdmissionStage {
     const merchant = this.merchants.byId(intake.merchantId);
     if (!merchant) return { kind: 'unavailable', why: 'merchant-removed' };
     const webhook = activeWebhook(merchant);
-    if (!webhook) return { kind: 'unavailable', why: 'webhook-disabled' };
+    // Turned off by auto-disable: said apart, so the merchant's log tells it from its own choice.
+    if (!webhook) return { kind: 'unavailable', why: merchant.webhook?.disabledReason === 'failing' ? 'endpoint-disabled' : 'webhook-disabled' };
     // The merchant chose its events: one it does not receive is treated like a disabled webhook.
     if (!receivesEvent(webhook, intake.event)) return { kind: 'unavailable', why: 'event-not-subscribed' };
     // A resend is the merchant saying "fixed": its first attempt goes through an open circuit.

@@ -5,7 +5,7 @@ import type { InvalidCode } from '../errors.js';
 import type { IntakeEvent } from './intake.js';
 
 /** Why an accepted webhook can no longer be sent to its merchant as things stand. */
-export type Unavailable = 'merchant-removed' | 'webhook-disabled' | 'event-not-subscribed';
+export type Unavailable = 'merchant-removed' | 'webhook-disabled' | 'endpoint-disabled' | 'event-not-subscribed';
 
 /** When an attempt was made and what came back, for the delivery log. */
 export interface AttemptTrace {
@@ -41,7 +41,7 @@ export type Finding =
 export type Decision =
   | { kind: 'delivered'; attempt: number; status: number }
   | { kind: 'superseded'; key: string }
-  | { kind: 'skipped'; why: 'webhook-disabled' | 'event-not-subscribed' }
+  | { kind: 'skipped'; why: 'webhook-disabled' | 'endpoint-disabled' | 'event-not-subscribed' }
   /** Back to its queue untried, once (stopping). */
   | { kind: 'returned' }
   | { kind: 'retry'; tier: number; attempt: number; error: string; status?: number }
@@ -52,6 +52,7 @@ export type Decision =
 
 const UNAVAILABLE_MESSAGES: Record<Unavailable, string> = {
   'webhook-disabled': 'webhook disabled',
+  'endpoint-disabled': 'endpoint disabled: every attempt failed for ENDPOINT_DISABLE_AFTER',
   'merchant-removed': 'merchant removed from the directory',
   'event-not-subscribed': "event not in the webhook's events",
 };

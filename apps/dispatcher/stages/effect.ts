@@ -72,7 +72,7 @@ export class EffectStage {
         return delivery.ack();
       case 'skipped':
         this.count('skipped', 'skipped', intake.event);
-        logger.info(decision.why === 'webhook-disabled' ? 'webhook skipped: not set up or disabled' : 'webhook skipped: event not subscribed', logFields(intake));
+        logger.info(decision.why === 'event-not-subscribed' ? 'webhook skipped: event not subscribed' : 'webhook skipped: not set up or disabled', { ...logFields(intake), why: decision.why });
         return delivery.ack();
       case 'defer': {
         const headers = this.waitingHeaders(delivery, intake);

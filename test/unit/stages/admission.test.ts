@@ -26,6 +26,13 @@ describe('admission', () => {
     expect(await stage(merchant({ enabled: false })).admission.admit(intake, now, () => false)).toEqual({ kind: 'unavailable', why: 'webhook-disabled' });
   });
 
+  it('finds a webhook disabled automatically for failing unavailable as endpoint-disabled, one an operator disabled as webhook-disabled', async () => {
+    const auto = merchant({ enabled: false, disabledReason: 'failing', disabledAt: now.toISOString() } as never);
+    expect(await stage(auto).admission.admit(intake, now, () => false)).toEqual({ kind: 'unavailable', why: 'endpoint-disabled' });
+    const manual = merchant({ enabled: false, disabledReason: 'manual', disabledAt: now.toISOString() } as never);
+    expect(await stage(manual).admission.admit(intake, now, () => false)).toEqual({ kind: 'unavailable', why: 'webhook-disabled' });
+  });
+
   it("finds an event outside the webhook's events unavailable", async () => {
     const found = await stage(merchant({ events: ['refund.completed'] } as never)).admission.admit(intake, now, () => false);
     expect(found).toEqual({ kind: 'unavailable', why: 'event-not-subscribed' });

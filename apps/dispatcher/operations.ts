@@ -1,0 +1,305 @@
+import type { Logger } from '../../libs/logger/index.js';
+import type { BrokerMerchantDirectory, Merchant, MerchantDirectory } from '../../libs/merchants/index.js';
+import type { OperationalMetrics } from '../../libs/metrics/index.js';
+import {
+  attemptEvent,
+  type AttemptFacts,
+  clockState,
+  disabledEvent,
+  FAILING_ATTEMPT,
+  type IdentifiedEvent,
+  IntervalFolder,
+  type OperationalPublisher,
+  shouldRecordFailing,
+} from '../../libs/operational/index.js';
+import type { Decision } from './stages/decide.js';
+import type { IntakeEvent } from './stages/intake.js';
+
+export interface OperationsDeps {
+  merchants: MerchantDirectory;
+  /** The broker directory (MERCHANT_DIRECTORY=broker): the failing clock and auto-disable are written through it. */
+  writer?: BrokerMerchantDirectory;
+  publisher: OperationalPublisher;
+  logger: Logger;
+  metrics?: OperationalMetrics;
+}
+
+export interface OperationsSettings {
+  /** ENDPOINT_DISABLE_AFTER; 0: never. */
+  disableAfterMs: number;
+  /** OPERATIONAL_EVENT_INTERVAL: per endpoint, at most one event of a kind per interval. */
+  intervalMs: number;
+}
+
+/** This dispatcher's own run of failures on one endpoint, since its last success there. */
+interface Streak {
+  since: number;
+  /** Its latest failure: after a silence of two tenths of ENDPOINT_DISABLE_AFTER the run starts over. */
+  lastAt: number;
+  /** The directory's failing clock when last looked at: its disappearance means a success elsewhere. */
+  sharedSeen?: number;
+}
+
+/** Endpoints whose last success (or run of failures) this dispatcher remembers, at most. */
+const MAX_REMEMBERED = 20_000;
+
+/**
+ * The platform's side of deliveries: after each settled delivery, the operational events it makes
+ * (message.attempt.failing on a webhook's 4th failed attempt, .exhausted when it goes to failed,
+ * .recovered when one that was failing is delivered), folded per endpoint and kind to one per
+ * OPERATIONAL_EVENT_INTERVAL; and the endpoint's health for auto-disable.
+ *
+ * Auto-disable is decided through the merchants stream, where every dispatcher reads the same
+ * history and each write is a compare-and-set on the merchant's version (BrokerMerchantDirectory):
+ * - a dispatcher that has seen only failures on an endpoint for a tenth of ENDPOINT_DISABLE_AFTER
+ *   writes `failingSince` (its first failure) on the webhook, if nobody has, and `lastFailureAt`,
+ *   refreshed at most once per tenth while failures go on; a clock without a failure for two
+ *   tenths is stale (no traffic, dispatchers down) and starts over (clockState);
+ * - any dispatcher that sees a success after `failingSince` clears it, and one that sees it cleared
+ *   starts its own count again;
+ * - a dispatcher whose attempt fails ENDPOINT_DISABLE_AFTER after `failingSince` writes
+ *   `enabled: false, disabledReason: failing`. Of several that try at once, the first entry in the
+ *   stream wins the version; the others find it disabled when they apply their change again and
+ *   write nothing. Only the winner publishes endpoint.disabled, so it is published once, and a
+ *   restarted dispatcher reads the clock back from the stream.
+ */
+export class Operations {
+  private readonly folder: IntervalFolder<IdentifiedEvent>;
+  private readonly streaks = new Map<string, Streak>();
+  /** Merchant → its endpoint's last success seen here (the URL, in case it changed since). */
+  private readonly lastSuccess = new Map<string, { url: string; at: number }>();
+  private readonly writing = new Set<string>();
+  private readonly inFlight = new Set<Promise<void>>();
+  private readonly health: boolean;
+
+  constructor(private readonly deps: OperationsDeps, private readonly settings: OperationsSettings) {
+    this.folder = new IntervalFolder(settings.intervalMs, (item, suppressed) => {
+      item.event.data.suppressed = suppressed;
+      deps.publisher.emit(item);
+    });
+    this.health = deps.writer !== undefined && settings.disableAfterMs > 0;
+  }
+
+  /**
+   * Enabled webhooks whose failing clock runs (a stale one, without a failure for two tenths of
+   * ENDPOINT_DISABLE_AFTER, does not count), and webhooks off now by reason: the dashboard's gauges.
+   */
+  static census(merchants: Iterable<Merchant>, now: number, disableAfterMs: number): { failing: number; disabled: Record<'failing' | 'manual', number> } {
+    const counts = { failing: 0, disabled: { failing: 0, manual: 0 } };
+    for (const merchant of merchants) {
+      const webhook = merchant.webhook;
+      if (!webhook) continue;
+      if (webhook.enabled) {
+        if (!webhook.failingSince) continue;
+        const last = webhook.lastFailureAt === undefined ? undefined : Date.parse(webhook.lastFailureAt);
+        if (disableAfterMs === 0 || clockState(Date.parse(webhook.failingSince), last, now, disableAfterMs) !== 'stale') counts.failing++;
+      } else {
+        counts.disabled[webhook.disabledReason ?? 'manual']++;
+      }
+    }
+    return counts;
+  }
+
+  /** One settled delivery; never throws and never waits (writes and publishes run in the background). */
+  observe(intake: IntakeEvent | undefined, decision: Decision, now: Date): void {
+    if (!intake) return;
+    try {
+      switch (decision.kind) {
+        case 'delivered':
+          if (decision.attempt > FAILING_ATTEMPT) this.fold('message.attempt.recovered', this.facts(intake, decision.attempt, decision.status), now);
+          if (this.health) this.succeeded(intake.merchantId, now.getTime());
+          return;
+        case 'retry':
+          if (decision.attempt === FAILING_ATTEMPT) this.fold('message.attempt.failing', this.facts(intake, decision.attempt, decision.status, decision.error), now);
+          if (this.health) this.failed(intake, now, decision.attempt, decision.status, decision.error);
+          return;
+        case 'postpone':
+          // The circuit is open: the endpoint's last attempts failed and its probes still do.
+          if (this.health) this.failed(intake, now);
+          return;
+        case 'failed': {
+          const facts = this.facts(intake, decision.attempts, decision.status, decision.error);
+          if (decision.attempted && decision.attempts === FAILING_ATTEMPT) this.fold('message.attempt.failing', facts, now);
+          this.fold('message.attempt.exhausted', { ...facts, reason: decision.reason }, now);
+          if (this.health && decision.attempted) this.failed(intake, now, decision.attempts, decision.status, decision.error);
+          return;
+        }
+      }
+    } catch (err) {
+      this.deps.logger.error('operational events: unexpected error', { merchantId: intake.merchantId, error: (err as Error)?.message });
+    }
+  }
+
+  /** Sends what is folded (with its count) and waits for directory writes in flight. */
+  async stop(): Promise<void> {
+    this.folder.flush();
+    await Promise.allSettled([...this.inFlight]);
+  }
+
+  private facts(intake: IntakeEvent, attempts: number, status?: number, error?: string): AttemptFacts {
+    return {
+      merchantId: intake.merchantId,
+      url: this.deps.merchants.byId(intake.merchantId)?.webhook?.url ?? '',
+      webhookId: intake.webhookId,
+      event: intake.event,
+      references: intake.references,
+      attempts,
+      lastHttpStatus: status ?? intake.lastStatus,
+      lastError: error ?? intake.lastError,
+    };
+  }
+
+  private fold(type: 'message.attempt.failing' | 'message.attempt.exhausted' | 'message.attempt.recovered', facts: AttemptFacts, now: Date): void {
+    this.folder.offer(`${type}\n${facts.merchantId}\n${facts.url}`, attemptEvent(type, facts, now));
+  }
+
+  /** On every delivered webhook: kept to two lookups and two assignments (measured 35 ns, against 270 with a string key per delivery). */
+  private succeeded(merchantId: string, at: number): void {
+    const webhook = this.deps.merchants.byId(merchantId)?.webhook;
+    if (!webhook) return;
+    const last = this.lastSuccess.get(merchantId);
+    if (last) {
+      last.url = webhook.url;
+      last.at = at;
+    } else {
+      if (this.lastSuccess.size >= MAX_REMEMBERED) this.lastSuccess.clear();
+      this.lastSuccess.set(merchantId, { url: webhook.url, at });
+    }
+    if (this.streaks.size > 0) this.streaks.delete(`${merchantId}\n${webhook.url}`);
+    if (webhook.failingSince && Date.parse(webhook.failingSince) < at) this.clearFailing(merchantId, webhook.url, at);
+  }
+
+  /** This dispatcher's last success on the merchant's endpoint at `url`. */
+  private successAt(merchantId: string, url: string): number {
+    const last = this.lastSuccess.get(merchantId);
+    return last && last.url === url ? last.at : -Infinity;
+  }
+
+  private failed(intake: IntakeEvent, now: Date, attempts?: number, status?: number, error?: string): void {
+    const webhook = this.deps.merchants.byId(intake.merchantId)?.webhook;
+    if (!webhook?.enabled) return;
+    const key = `${intake.merchantId}\n${webhook.url}`;
+    const at = now.getTime();
+    const after = this.settings.disableAfterMs;
+    const shared = webhook.failingSince === undefined ? undefined : Date.parse(webhook.failingSince);
+    // A success seen here after the shared clock started (another dispatcher started it meanwhile).
+    const succeededAt = this.successAt(intake.merchantId, webhook.url);
+    if (shared !== undefined && succeededAt > shared) {
+      this.clearFailing(intake.merchantId, webhook.url, succeededAt);
+      return;
+    }
+    let streak = this.streaks.get(key);
+    // Another dispatcher saw a success and cleared the clock: this one's failures before it do not
+    // count. Nor do failures before a long silence: they are no run of failures up to now.
+    if (streak && ((streak.sharedSeen !== undefined && shared === undefined) || at - streak.lastAt > after / 5)) streak = undefined;
+    if (!streak) {
+      if (this.streaks.size >= MAX_REMEMBERED) this.streaks.clear();
+      streak = { since: at, lastAt: at };
+      this.streaks.set(key, streak);
+    }
+    streak.sharedSeen = shared;
+    streak.lastAt = at;
+    const last = webhook.lastFailureAt === undefined ? undefined : Date.parse(webhook.lastFailureAt);
+    switch (clockState(shared, last, at, after)) {
+      case 'none':
+      case 'stale':
+        // The clock starts (or starts over) once this dispatcher's own failures span a tenth.
+        if (shouldRecordFailing(streak.since, at, after)) this.startClock(intake.merchantId, webhook.url, webhook.failingSince, streak.since, at);
+        return;
+      case 'refresh':
+        this.refreshClock(intake.merchantId, webhook.url, at);
+        return;
+      case 'due':
+        this.disable(intake, webhook.url, now, { attempts, status: status ?? intake.lastStatus, error: error ?? intake.lastError });
+        return;
+      case 'running':
+        return;
+    }
+  }
+
+  /** Starts the clock where there is none, or where the one there (`seen`) is stale. */
+  private startClock(merchantId: string, url: string, seen: string | undefined, since: number, at: number): void {
+    this.write(merchantId, url, 'start failing clock', (current) => {
+      const webhook = current?.webhook;
+      if (!current || !webhook?.enabled || webhook.url !== url || webhook.failingSince !== seen) return undefined;
+      if (seen !== undefined && clockState(Date.parse(seen), webhook.lastFailureAt === undefined ? undefined : Date.parse(webhook.lastFailureAt), at, this.settings.disableAfterMs) !== 'stale') return undefined;
+      return { ...current, webhook: { ...webhook, failingSince: new Date(since).toISOString(), lastFailureAt: new Date(at).toISOString() } };
+    });
+  }
+
+  /** Records a failure on a running clock, at most once per tenth: its failures stay spread up to now. */
+  private refreshClock(merchantId: string, url: string, at: number): void {
+    this.write(merchantId, url, 'refresh failing clock', (current) => {
+      const webhook = current?.webhook;
+      if (!current || !webhook?.enabled || webhook.url !== url || !webhook.failingSince) return undefined;
+      const last = webhook.lastFailureAt === undefined ? undefined : Date.parse(webhook.lastFailureAt);
+      if (clockState(Date.parse(webhook.failingSince), last, at, this.settings.disableAfterMs) !== 'refresh') return undefined;
+      return { ...current, webhook: { ...webhook, lastFailureAt: new Date(at).toISOString() } };
+    });
+  }
+
+  private clearFailing(merchantId: string, url: string, successAt: number): void {
+    this.write(merchantId, url, 'clear failing clock', (current) => {
+      const webhook = current?.webhook;
+      if (!current || !webhook?.failingSince || !webhook.enabled || webhook.url !== url || !(Date.parse(webhook.failingSince) < successAt)) return undefined;
+      const { failingSince: _cleared, lastFailureAt: _last, ...rest } = webhook;
+      return { ...current, webhook: rest };
+    });
+  }
+
+  private disable(intake: IntakeEvent, url: string, now: Date, last: { attempts?: number; status?: number; error?: string }): void {
+    const at = now.getTime();
+    const disabledAt = now.toISOString();
+    let failingSince: string | undefined;
+    this.write(intake.merchantId, url, 'disable', (current) => {
+      const webhook = current?.webhook;
+      if (!current || !webhook?.enabled || webhook.url !== url || !webhook.failingSince) return undefined;
+      const last = webhook.lastFailureAt === undefined ? undefined : Date.parse(webhook.lastFailureAt);
+      if (clockState(Date.parse(webhook.failingSince), last, at, this.settings.disableAfterMs) !== 'due') return undefined;
+      failingSince = webhook.failingSince;
+      return { ...current, webhook: { ...webhook, enabled: false, disabledReason: 'failing', disabledAt } };
+    }, () => {
+      this.deps.metrics?.disabled('failing');
+      this.deps.logger.warn('endpoint disabled: every attempt failed for ENDPOINT_DISABLE_AFTER', { merchantId: intake.merchantId, failingSince, disabledAt });
+      this.deps.publisher.emit(
+        disabledEvent(
+          {
+            merchantId: intake.merchantId,
+            url,
+            reason: 'failing',
+            disabledAt,
+            failingSince,
+            lastHttpStatus: last.status,
+            lastError: last.error,
+            webhookId: intake.webhookId,
+            event: intake.event,
+            references: intake.references,
+            attempts: last.attempts ?? intake.attempts,
+          },
+          now,
+        ),
+      );
+    });
+  }
+
+  /** One compare-and-set write per endpoint at a time, in the background; `won` runs if this write's entry took the version. */
+  private write(merchantId: string, url: string, what: string, change: (current: Merchant | undefined) => Merchant | undefined, won?: () => void): void {
+    const writer = this.deps.writer;
+    const key = `${merchantId}\n${url}`;
+    if (!writer || this.writing.has(key)) return;
+    this.writing.add(key);
+    const work = (async () => {
+      try {
+        const result = await writer.update(merchantId, change);
+        if (result.changed) won?.();
+      } catch (err) {
+        // A merchant removed meanwhile, or the broker away: the next delivery tries again.
+        this.deps.logger.warn('endpoint health not written; tried again on the next delivery', { merchantId, what, error: (err as Error).message });
+      } finally {
+        this.writing.delete(key);
+      }
+    })();
+    this.inFlight.add(work);
+    void work.then(() => this.inFlight.delete(work));
+  }
+}

@@ -1,0 +1,105 @@
+import { createHash, randomUUID } from 'node:crypto';
+import type { DisabledReason } from '../merchants/index.js';
+
+/** Svix's names, so platform teams recognise them (DESIGN.md "Operational events"). */
+export const OPERATIONAL_EVENT_TYPES = [
+  'endpoint.disabled',
+  'endpoint.enabled',
+  'message.attempt.failing',
+  'message.attempt.exhausted',
+  'message.attempt.recovered',
+] as const;
+
+export type OperationalEventType = (typeof OPERATIONAL_EVENT_TYPES)[number];
+
+/** A webhook's failed attempt that makes it "failing": its 4th, as Svix. */
+export const FAILING_ATTEMPT = 4;
+
+/** One operational event: the body published to `<prefix>.operational` (routing key = type) and POSTed to OPERATIONAL_WEBHOOK_URL. */
+export interface OperationalEvent {
+  type: OperationalEventType;
+  timestamp: string;
+  data: Record<string, unknown>;
+}
+
+/** An event and its AMQP messageId (also the operational webhook's webhook-id). */
+export interface IdentifiedEvent {
+  id: string;
+  event: OperationalEvent;
+}
+
+/** What a message.attempt.* event says about one webhook: all a reader needs without another call. */
+export interface AttemptFacts {
+  merchantId: string;
+  url: string;
+  webhookId: string;
+  event: string;
+  references: string[];
+  attempts: number;
+  lastHttpStatus?: number;
+  lastError?: string;
+  /** message.attempt.exhausted: why it went to failed (FAILED_REASONS). */
+  reason?: string;
+}
+
+export function attemptEvent(type: 'message.attempt.failing' | 'message.attempt.exhausted' | 'message.attempt.recovered', facts: AttemptFacts, now: Date): IdentifiedEvent {
+  const data: Record<string, unknown> = {
+    merchantId: facts.merchantId,
+    url: facts.url,
+    webhookId: facts.webhookId,
+    event: facts.event,
+    references: facts.references,
+    attempts: facts.attempts,
+    lastHttpStatus: facts.lastHttpStatus ?? null,
+    lastError: facts.lastError ?? null,
+  };
+  if (type === 'message.attempt.exhausted') data.reason = facts.reason ?? null;
+  return { id: idOf(type, facts.merchantId, facts.webhookId, randomUUID()), event: { type, timestamp: now.toISOString(), data } };
+}
+
+export interface DisabledFacts {
+  merchantId: string;
+  url: string;
+  reason: DisabledReason;
+  disabledAt: string;
+  failingSince?: string;
+  lastHttpStatus?: number;
+  lastError?: string;
+  /** The webhook whose failure tipped it over, when disabled automatically. */
+  webhookId?: string;
+  event?: string;
+  references?: string[];
+  attempts?: number;
+}
+
+/** Deterministic id (merchant and the time it was turned off): a repeat after a crash carries the same messageId. */
+export function disabledEvent(facts: DisabledFacts, now: Date): IdentifiedEvent {
+  const data: Record<string, unknown> = {
+    merchantId: facts.merchantId,
+    url: facts.url,
+    reason: facts.reason,
+    disabledAt: facts.disabledAt,
+    failingSince: facts.failingSince ?? null,
+    lastHttpStatus: facts.lastHttpStatus ?? null,
+    lastError: facts.lastError ?? null,
+  };
+  if (facts.webhookId !== undefined) {
+    data.webhookId = facts.webhookId;
+    data.event = facts.event ?? null;
+    data.references = facts.references ?? [];
+    data.attempts = facts.attempts ?? null;
+  }
+  return { id: idOf('endpoint.disabled', facts.merchantId, facts.disabledAt), event: { type: 'endpoint.disabled', timestamp: now.toISOString(), data } };
+}
+
+export function enabledEvent(facts: { merchantId: string; url: string; enabledAt: string }, now: Date): IdentifiedEvent {
+  return {
+    id: idOf('endpoint.enabled', facts.merchantId, facts.enabledAt, randomUUID()),
+    event: { type: 'endpoint.enabled', timestamp: now.toISOString(), data: { merchantId: facts.merchantId, url: facts.url, enabledAt: facts.enabledAt } },
+  };
+}
+
+/** `op_` and 32 hex characters: a well-formed webhook-id for the operational webhook as well. */
+function idOf(...parts: string[]): string {
+  return `op_${createHash('sha256').update(parts.join('\u0000')).digest('hex').slice(0, 32)}`;
+}

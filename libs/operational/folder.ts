@@ -1,0 +1,63 @@
+/**
+ * Noise bound: per key (an endpoint and an event kind), at most one event per interval. The first
+ * goes out at once; those that follow within the interval are folded, and the latest of them goes
+ * out when the interval ends, saying how many others it stands for (`suppressed`). A dead endpoint
+ * receiving 10,000 webhooks an hour thus makes two events of a kind per hour, not 10,000.
+ */
+export class IntervalFolder<T> {
+  private readonly keys = new Map<string, { openUntil: number; folded: number; pending?: T; timer?: NodeJS.Timeout }>();
+
+  constructor(
+    private readonly intervalMs: number,
+    private readonly emit: (item: T, suppressed: number) => void,
+    private readonly now: () => number = Date.now,
+    /** Keys remembered at most; past it the idle ones are forgotten (their next event goes out at once). */
+    private readonly maxKeys = 10_000,
+  ) {}
+
+  offer(key: string, item: T): void {
+    const now = this.now();
+    const state = this.keys.get(key);
+    if (!state || (now >= state.openUntil && state.pending === undefined)) {
+      if (!state && this.keys.size >= this.maxKeys) this.prune(now);
+      this.keys.set(key, { openUntil: now + this.intervalMs, folded: 0 });
+      this.emit(item, 0);
+      return;
+    }
+    state.folded++;
+    state.pending = item;
+    if (!state.timer) {
+      state.timer = setTimeout(() => this.release(key), Math.max(0, state.openUntil - now));
+      state.timer.unref();
+    }
+  }
+
+  /** Sends every folded event now (a stopping program), each with its count. */
+  flush(): void {
+    for (const key of [...this.keys.keys()]) this.release(key);
+    this.keys.clear();
+  }
+
+  get size(): number {
+    return this.keys.size;
+  }
+
+  private release(key: string): void {
+    const state = this.keys.get(key);
+    if (!state) return;
+    clearTimeout(state.timer);
+    state.timer = undefined;
+    if (state.pending === undefined) return;
+    const { pending, folded } = state;
+    state.pending = undefined;
+    state.folded = 0;
+    state.openUntil = this.now() + this.intervalMs;
+    this.emit(pending, folded - 1);
+  }
+
+  private prune(now: number): void {
+    for (const [key, state] of this.keys) {
+      if (state.pending === undefined && now >= state.openUntil) this.keys.delete(key);
+    }
+  }
+}

@@ -1,0 +1,17 @@
+export {
+  attemptEvent,
+  type AttemptFacts,
+  disabledEvent,
+  type DisabledFacts,
+  enabledEvent,
+  FAILING_ATTEMPT,
+  type IdentifiedEvent,
+  OPERATIONAL_EVENT_TYPES,
+  type OperationalEvent,
+  type OperationalEventType,
+} from './events.js';
+export { clockState, shouldDisable, shouldRecordFailing } from './disable-rule.js';
+export { IntervalFolder } from './folder.js';
+export { OperationalPublisher, type OperationalPublisherOptions } from './publisher.js';
+export { announcer } from './announce.js';
+export { OperationalWebhookSender, type OperationalWebhookOptions } from './webhook-sender.js';

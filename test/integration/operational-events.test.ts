@@ -1,0 +1,436 @@
+import { Writable } from 'node:stream';
+import { Webhook } from 'standardwebhooks';
+import winston from 'winston';
+import type { ApiProgram } from '../../apps/api/program.js';
+import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
+import { type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/program.js';
+import { sampleEvent } from '../../libs/contracts/index.js';
+import { DeliveryLogRecorder, openPostgres, type Database } from '../../libs/delivery-store/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
+import { BrokerMerchantDirectory } from '../../libs/merchants/index.js';
+import { OperationalPublisher } from '../../libs/operational/index.js';
+import { Operations } from '../../apps/dispatcher/operations.js';
+import type { IntakeEvent } from '../../apps/dispatcher/stages/intake.js';
+import { EventPublisher } from '../../libs/publisher/index.js';
+import { adminToken, call, startTestApi, token } from '../support/api.js';
+import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
+import { testMerchant, testSecret, writeMerchantsFile } from '../support/harness.js';
+import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
+import { Receiver } from '../support/receiver.js';
+import { waitFor } from '../support/wait.js';
+
+interface Seen {
+  type: string;
+  messageId: string;
+  body: string;
+  data: Record<string, any>;
+}
+
+/** A queue of the test's own bound to <prefix>.operational, as a platform service would bind one. */
+async function collect(test: TestBroker, prefix: string): Promise<Seen[]> {
+  const seen: Seen[] = [];
+  const queue = `${prefix}.test-subscriber`;
+  await test.channel.assertQueue(queue, { durable: false, autoDelete: true });
+  await test.channel.bindQueue(queue, `${prefix}.operational`, '#');
+  await test.channel.consume(queue, (message) => {
+    if (!message) return;
+    const body = message.content.toString('utf8');
+    const parsed = JSON.parse(body) as { type: string; data: Record<string, any> };
+    expect(message.fields.routingKey).toBe(parsed.type);
+    seen.push({ type: parsed.type, messageId: String(message.properties.messageId), body, data: parsed.data });
+  }, { noAck: true });
+  return seen;
+}
+
+function dispatcherEnv(prefix: string, env: Record<string, string | undefined>) {
+  return loadDispatcherConfig({
+    RABBITMQ_URL: brokerUrl(),
+    TOPOLOGY_PREFIX: prefix,
+    MERCHANT_DIRECTORY: 'broker',
+    // Five attempts, 100 ms apart: the 4th failed one makes a webhook "failing".
+    RETRY_SCHEDULE: '100ms,100ms,100ms,100ms',
+    FAILED_RETENTION: '1D',
+    ALLOW_PRIVATE_TARGETS: 'true',
+    METRICS_PORT: '0',
+    ...env,
+  });
+}
+
+const BROKER_DIRECTORY = { MERCHANT_DIRECTORY: 'broker', MERCHANTS_FILE: undefined, WEBHOOKS_DEV: 'true', ALLOW_PRIVATE_TARGETS: 'true' };
+
+describe('operational events and auto-disable', () => {
+  const prefix = uniquePrefix('ops');
+  const DISABLE_AFTER_MS = 3_000;
+  const opsSecret = testSecret();
+  let test: TestBroker;
+  let merchantServer: Receiver;
+  let opsReceiver: Receiver;
+  let db: TestDatabase;
+  let database: Database;
+  let recorder: DeliveryLogRecorder;
+  let api: ApiProgram;
+  let dispatcherA: DispatcherProgram;
+  let dispatcherB: DispatcherProgram;
+  let publisher: EventPublisher;
+  let events: Seen[];
+  let auth: Record<string, string>;
+  const keys = new Map<string, string>();
+  /** What each merchant's path answers now. */
+  const answers = new Map<string, number>();
+  const failFirstFour = new Map<string, number>();
+  const env = () => ({
+    ENDPOINT_DISABLE_AFTER: `${DISABLE_AFTER_MS}ms`,
+    OPERATIONAL_EVENT_INTERVAL: '1h',
+    OPERATIONAL_WEBHOOK_URL: `${opsReceiver.url}/platform`,
+    OPERATIONAL_WEBHOOK_SECRET: opsSecret,
+    DELIVERY_LOG: 'on',
+  });
+  const startOne = () => startDispatcher(dispatcherEnv(prefix, env()), silentLogger());
+
+  beforeAll(async () => {
+    merchantServer = await Receiver.start((_n, req) => {
+      const path = req.path.slice(req.path.lastIndexOf('/') + 1);
+      if (failFirstFour.has(path)) {
+        const id = String(req.headers['webhook-id']);
+        const n = (failFirstFour.get(`${path}:${id}`) ?? 0) + 1;
+        failFirstFour.set(`${path}:${id}`, n);
+        return n <= 4 ? 503 : 204;
+      }
+      return answers.get(path) ?? 204;
+    });
+    opsReceiver = await Receiver.start(() => 204);
+    db = await createTestDatabase('operational');
+    api = await startTestApi(prefix, '', {}, { ...BROKER_DIRECTORY, DATABASE_URL: db.url, DELIVERY_LOG: 'on' });
+    test = await TestBroker.open();
+    events = await collect(test, prefix);
+    dispatcherA = await startOne();
+    dispatcherB = await startOne();
+    database = openPostgres(db.url);
+    recorder = new DeliveryLogRecorder(dispatcherA.broker, database, silentLogger(), { prefix, retentionMs: 30 * 86_400_000, retryMs: 200 });
+    await recorder.start();
+    publisher = new EventPublisher(dispatcherA.broker, prefix);
+    auth = { authorization: `Bearer ${await adminToken()}`, 'content-type': 'application/json' };
+  });
+
+  afterAll(async () => {
+    await dispatcherA?.stop();
+    await dispatcherB?.stop();
+    await recorder?.stop();
+    await database?.close();
+    await api?.stop();
+    await merchantServer?.close();
+    await opsReceiver?.close();
+    await test?.deleteTopology(prefix, 4);
+    await test?.channel.deleteQueue(`${prefix}.merchants`).catch(() => {});
+    await test?.channel.deleteQueue(`${prefix}.test-subscriber`).catch(() => {});
+    await test?.close();
+    await db?.drop();
+  });
+
+  const admin = (method: string, id: string, body?: unknown) => call(api, `/admin/merchants/${id}`, { method, headers: auth, body: body === undefined ? undefined : JSON.stringify(body) });
+  const webhookOf = (id: string) => dispatcherA.merchants.byId(id)?.webhook;
+  const of = (merchantId: string, type?: string) => events.filter((e) => e.data.merchantId === merchantId && (type === undefined || e.type === type));
+
+  async function merchant(id: string): Promise<void> {
+    const publicKey = `pk_ops_${id}_0001`;
+    keys.set(id, publicKey);
+    const created = await admin('PUT', id, { publicKey, webhook: { url: `${merchantServer.url}/${id}`, enabled: true } });
+    expect(created.status).toBe(201);
+    await waitFor(`both dispatchers know ${id}`, () => dispatcherA.merchants.byId(id) && dispatcherB.merchants.byId(id), 5_000);
+  }
+
+  /**
+   * Publishes `burst` events for the merchant every 100 ms until stopped: bursts make both
+   * dispatchers fail on the endpoint in the same few milliseconds, so both decide to disable it at
+   * once and the compare-and-set, not luck, keeps it to one.
+   */
+  function traffic(merchantId: string, burst = 1): { stop(): Promise<void>; sent: string[] } {
+    const sent: string[] = [];
+    let running = true;
+    const loop = (async () => {
+      while (running) {
+        const published = await Promise.all(Array.from({ length: burst }, () => publisher.publish(sampleEvent('payout', merchantId))));
+        sent.push(...published.map((p) => p.messageId));
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    })();
+    return { sent, stop: async () => { running = false; await loop; } };
+  }
+
+  it("publishes message.attempt.failing once, on a webhook's 4th failed attempt, and message.attempt.recovered when it is delivered", async () => {
+    await merchant('m_recover');
+    failFirstFour.set('m_recover', 0);
+    const charge = sampleEvent('charge.completed', 'm_recover');
+    const { messageId } = await publisher.publish(charge);
+    const recovered = await waitFor('recovered event', () => of('m_recover', 'message.attempt.recovered')[0], 15_000);
+    expect(recovered.data).toMatchObject({
+      merchantId: 'm_recover',
+      url: `${merchantServer.url}/m_recover`,
+      webhookId: messageId,
+      event: 'charge.completed',
+      references: [charge.data.tnxRef],
+      attempts: 5,
+      lastHttpStatus: 204,
+      suppressed: 0,
+    });
+    const failing = of('m_recover', 'message.attempt.failing');
+    expect(failing).toHaveLength(1);
+    expect(failing[0]!.data).toMatchObject({ webhookId: messageId, attempts: 4, lastHttpStatus: 503, lastError: 'HTTP 503', references: [charge.data.tnxRef] });
+    expect(of('m_recover', 'message.attempt.exhausted')).toHaveLength(0);
+    expect(new Set(events.map((e) => e.messageId)).size).toBe(events.length);
+  });
+
+  it('publishes message.attempt.exhausted when a webhook goes to failed, with its attempts, last status and reason', async () => {
+    await merchant('m_exhaust');
+    answers.set('m_exhaust', 404);
+    const { messageId } = await publisher.publish(sampleEvent('payout', 'm_exhaust'));
+    const exhausted = await waitFor('exhausted event', () => of('m_exhaust', 'message.attempt.exhausted')[0], 15_000);
+    expect(exhausted.data).toMatchObject({ merchantId: 'm_exhaust', webhookId: messageId, event: 'payout', attempts: 5, lastHttpStatus: 404, lastError: 'HTTP 404', reason: 'attempts-exhausted' });
+    expect(of('m_exhaust', 'message.attempt.failing')).toHaveLength(1);
+  });
+
+  it('disables an endpoint failing for ENDPOINT_DISABLE_AFTER once, with two dispatchers and one restarted mid-way, and publishes endpoint.disabled once', async () => {
+    await merchant('m_dead');
+    answers.set('m_dead', 404);
+    const load = traffic('m_dead', 20);
+    try {
+      // The failing clock is in the merchants stream: a restart does not start it over.
+      const since = await waitFor('failing clock recorded', () => webhookOf('m_dead')?.failingSince, 5_000);
+      await dispatcherB.stop();
+      dispatcherB = await startOne();
+      expect(dispatcherB.merchants.byId('m_dead')?.webhook?.failingSince).toBe(since);
+      const disabled = await waitFor('endpoint disabled', () => webhookOf('m_dead')?.enabled === false && webhookOf('m_dead'), 15_000);
+      expect(disabled).toMatchObject({ enabled: false, disabledReason: 'failing', failingSince: since });
+      expect(Date.parse(disabled.disabledAt!) - Date.parse(since)).toBeGreaterThanOrEqual(DISABLE_AFTER_MS);
+      // Both dispatchers keep getting failures and events for a while: nobody disables it again.
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+    } finally {
+      await load.stop();
+    }
+    await waitFor('endpoint.disabled published', () => of('m_dead', 'endpoint.disabled').length > 0, 5_000);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const announced = of('m_dead', 'endpoint.disabled');
+    expect(announced).toHaveLength(1);
+    const settings = webhookOf('m_dead')!;
+    expect(announced[0]!.data).toMatchObject({
+      merchantId: 'm_dead',
+      url: `${merchantServer.url}/m_dead`,
+      reason: 'failing',
+      failingSince: settings.failingSince,
+      disabledAt: settings.disabledAt,
+      lastHttpStatus: 404,
+      lastError: 'HTTP 404',
+    });
+    // Webhooks that were mid-retry when it was turned off went to failed, resendable, saying why.
+    await waitFor('mid-retry webhooks failed as endpoint-disabled', async () => {
+      const rows = await db.query<{ n: string }>("SELECT count(*) AS n FROM delivery_records WHERE merchant_id = 'm_dead' AND outcome = 'failed' AND reason = 'endpoint-disabled'");
+      return Number(rows[0]?.n) > 0;
+    }, 15_000, 200);
+    // Counted once, by the dispatcher that won; both show it off.
+    const scrapes = await Promise.all([dispatcherA, dispatcherB].map(async (d) => (await fetch(`http://127.0.0.1:${d.metricsPort}/metrics`)).text()));
+    const value = (text: string, name: string) => Number(new RegExp(`^${name}\\{reason="failing"[^}]*\\} (\\S+)$`, 'm').exec(text)?.[1]);
+    expect(scrapes.map((text) => value(text, 'webhooks_endpoints_disabled_total')).reduce((a, b) => a + b, 0)).toBe(1);
+    expect(scrapes.map((text) => value(text, 'webhooks_endpoints_disabled'))).toEqual([1, 1]);
+    const view = await admin('GET', 'm_dead');
+    expect((view.body as any).data.webhook).toMatchObject({ enabled: false, disabledReason: 'failing', disabledAt: settings.disabledAt, failingSince: settings.failingSince });
+  });
+
+  it('lets one of two dispatchers that decide at the same moment disable the endpoint, and only that one announce it', async () => {
+    await merchant('m_race');
+    const stream = `${prefix}.merchants`;
+    const directories = [new BrokerMerchantDirectory(dispatcherA.broker, stream, silentLogger()), new BrokerMerchantDirectory(dispatcherB.broker, stream, silentLogger())];
+    const publishers = directories.map(() => new OperationalPublisher(dispatcherA.broker, `${prefix}.operational`, silentLogger()));
+    try {
+      for (const directory of directories) {
+        await directory.start();
+        await directory.waitUntilReady(10_000);
+      }
+      // Failing for longer than the threshold, as the dispatchers recorded it.
+      const since = new Date(Date.now() - 2 * DISABLE_AFTER_MS).toISOString();
+      await directories[0]!.update('m_race', (current) => ({ ...current!, webhook: { ...current!.webhook!, failingSince: since, lastFailureAt: new Date().toISOString() } }));
+      await waitFor('both read the clock', () => directories.every((d) => d.byId('m_race')?.webhook?.failingSince === since), 5_000);
+      const operations = directories.map((directory, i) => new Operations({ merchants: directory, writer: directory, publisher: publishers[i]!, logger: silentLogger() }, { disableAfterMs: DISABLE_AFTER_MS, intervalMs: 3_600_000 }));
+      const intake: IntakeEvent = {
+        merchantId: 'm_race', event: 'payout', references: ['ref_race'], body: '{}', webhookId: 'evt_race', attempts: 1,
+        deferrals: 0, postponements: 0, firstSeenAt: new Date().toISOString(), accepted: true,
+      };
+      const now = new Date();
+      for (const each of operations) each.observe(intake, { kind: 'retry', tier: 0, attempt: 2, error: 'HTTP 404', status: 404 }, now);
+      await Promise.all(operations.map((each) => each.stop()));
+      await Promise.all(publishers.map((each) => each.stop()));
+      expect(directories.map((d) => d.byId('m_race')?.webhook?.disabledReason)).toEqual(['failing', 'failing']);
+      await waitFor('endpoint.disabled published', () => of('m_race', 'endpoint.disabled').length > 0, 5_000);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(of('m_race', 'endpoint.disabled')).toHaveLength(1);
+      expect(of('m_race', 'endpoint.disabled')[0]!.data).toMatchObject({ reason: 'failing', failingSince: since, webhookId: 'evt_race', lastHttpStatus: 404 });
+    } finally {
+      await Promise.all(directories.map((d) => d.close()));
+    }
+  });
+
+  it('skips new events while disabled, with reason endpoint-disabled in the log and skipped in the feed', async () => {
+    const { messageId } = await publisher.publish(sampleEvent('payout', 'm_dead'));
+    const merchantAuth = { 'x-auth-token': keys.get('m_dead')!, authorization: `Bearer ${await token('m_dead')}` };
+    const detail = await waitFor('the skip is in the log', async () => {
+      const answer = await call(api, `/nucleus/webhooks/${messageId}`, { method: 'GET', headers: merchantAuth });
+      return answer.status === 200 && (answer.body as any).data;
+    }, 15_000, 100);
+    expect(detail.records.map((r: any) => [r.outcome, r.reason])).toEqual([['skipped', 'endpoint-disabled']]);
+    expect(merchantServer.requests.some((r) => r.headers['webhook-id'] === messageId)).toBe(false);
+    // The feed the merchant reconciles from, read to its end: the skipped event is in it.
+    let found: { status: string } | undefined;
+    for (let after = '', pages = 0; !found && pages < 50; pages++) {
+      const feed = await call(api, `/nucleus/events?limit=500${after ? `&after=${encodeURIComponent(after)}` : ''}`, { method: 'GET', headers: merchantAuth });
+      const page = (feed.body as any).data as { events: Array<{ webhookId: string; status: string }>; nextCursor: string };
+      found = page.events.find((e) => e.webhookId === messageId);
+      if (page.events.length === 0) break;
+      after = page.nextCursor;
+    }
+    expect(found).toMatchObject({ status: 'skipped' });
+  });
+
+  it('publishes endpoint.enabled when re-enabled through the admin API, and delivers the next event', async () => {
+    answers.set('m_dead', 204);
+    const enabled = await admin('PATCH', 'm_dead', { webhook: { enabled: true } });
+    expect(enabled.status).toBe(200);
+    expect((enabled.body as any).data.webhook).toMatchObject({ enabled: true, disabledReason: null, disabledAt: null, failingSince: null });
+    expect(of('m_dead', 'endpoint.enabled')).toHaveLength(1);
+    expect(of('m_dead', 'endpoint.enabled')[0]!.data).toMatchObject({ merchantId: 'm_dead', url: `${merchantServer.url}/m_dead` });
+    await waitFor('dispatchers see it enabled', () => dispatcherA.merchants.byId('m_dead')?.webhook?.enabled && dispatcherB.merchants.byId('m_dead')?.webhook?.enabled, 5_000);
+    const { messageId } = await publisher.publish(sampleEvent('payout', 'm_dead'));
+    await waitFor('delivered after re-enabling', () => merchantServer.requests.find((r) => r.headers['webhook-id'] === messageId && r.path.endsWith('/m_dead')), 10_000);
+  });
+
+  it('never disables an endpoint that recovers before the threshold, and clears its failing clock', async () => {
+    await merchant('m_recovers');
+    answers.set('m_recovers', 404);
+    const load = traffic('m_recovers');
+    const started = Date.now();
+    try {
+      await waitFor('failing clock recorded', () => webhookOf('m_recovers')?.failingSince, 5_000);
+      await new Promise((resolve) => setTimeout(resolve, DISABLE_AFTER_MS / 2));
+      answers.set('m_recovers', 204);
+      await waitFor('failing clock cleared', () => webhookOf('m_recovers')?.failingSince === undefined && dispatcherB.merchants.byId('m_recovers')?.webhook?.failingSince === undefined, 5_000);
+      // Past the threshold from the first failure, still sending.
+      await waitFor('past the threshold', () => Date.now() - started > DISABLE_AFTER_MS + 1_000, DISABLE_AFTER_MS + 3_000, 100);
+    } finally {
+      await load.stop();
+    }
+    expect(webhookOf('m_recovers')).toMatchObject({ enabled: true });
+    expect(webhookOf('m_recovers')?.disabledReason).toBeUndefined();
+    expect(of('m_recovers', 'endpoint.disabled')).toHaveLength(0);
+  });
+
+  it('POSTs the same events to OPERATIONAL_WEBHOOK_URL, signed as Standard Webhooks with OPERATIONAL_WEBHOOK_SECRET', async () => {
+    const published = events.filter((e) => ['m_recover', 'm_exhaust', 'm_dead'].includes(e.data.merchantId));
+    const types = new Set(published.map((e) => e.type));
+    expect([...types].sort()).toEqual(['endpoint.disabled', 'endpoint.enabled', 'message.attempt.exhausted', 'message.attempt.failing', 'message.attempt.recovered']);
+    const received = await waitFor('every event at the platform URL', () => {
+      const byId = new Map(opsReceiver.requests.map((r) => [String(r.headers['webhook-id']), r]));
+      return published.every((e) => byId.has(e.messageId)) && byId;
+    }, 15_000);
+    const verifier = new Webhook(opsSecret);
+    for (const event of published) {
+      const request = received.get(event.messageId)!;
+      expect(request.path).toBe('/webhooks/platform');
+      expect(request.body).toBe(event.body);
+      expect(verifier.verify(request.body, request.headers as Record<string, string>)).toMatchObject({ type: event.type });
+    }
+  });
+});
+
+describe('operational events of a dead endpoint under load', () => {
+  const prefix = uniquePrefix('ops-noise');
+  let test: TestBroker;
+  let dead: Receiver;
+  let api: ApiProgram;
+  let dispatcher: DispatcherProgram;
+  let events: Seen[];
+
+  beforeAll(async () => {
+    dead = await Receiver.start(() => 404);
+    api = await startTestApi(prefix, '', {}, BROKER_DIRECTORY);
+    test = await TestBroker.open();
+    events = await collect(test, prefix);
+    dispatcher = await startDispatcher(dispatcherEnv(prefix, { ENDPOINT_DISABLE_AFTER: '0', OPERATIONAL_EVENT_INTERVAL: '1h', DISPATCH_CONCURRENCY: '64' }), silentLogger());
+  });
+
+  afterAll(async () => {
+    await dispatcher?.stop();
+    await api?.stop();
+    await dead?.close();
+    await test?.deleteTopology(prefix, 4);
+    await test?.channel.deleteQueue(`${prefix}.merchants`).catch(() => {});
+    await test?.channel.deleteQueue(`${prefix}.test-subscriber`).catch(() => {});
+    await test?.close();
+  });
+
+  it('makes a handful of events, not one per webhook, for 1,000 webhooks to a dead endpoint within one interval', async () => {
+    const auth = { authorization: `Bearer ${await adminToken()}`, 'content-type': 'application/json' };
+    const created = await call(api, '/admin/merchants/m_noise', { method: 'PUT', headers: auth, body: JSON.stringify({ publicKey: 'pk_ops_noise_0001', webhook: { url: `${dead.url}/noise`, enabled: true } }) });
+    expect(created.status).toBe(201);
+    await waitFor('dispatcher knows m_noise', () => dispatcher.merchants.byId('m_noise'), 5_000);
+    const publisher = new EventPublisher(dispatcher.broker, prefix);
+    for (let i = 0; i < 1_000; i++) await publisher.publish(sampleEvent('payout', 'm_noise'));
+    await waitFor('1,000 webhooks failed', () => dispatcher.dispatcher.stats.failed >= 1_000, 120_000, 100);
+    expect(dead.requests.length).toBeGreaterThanOrEqual(1_000 * 4);
+    await waitFor('the first events', () => events.some((e) => e.type === 'message.attempt.exhausted'), 5_000);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(events.map((e) => e.type).sort()).toEqual(['message.attempt.exhausted', 'message.attempt.failing']);
+    // Stopping sends what was folded, each with the count of the others it stands for.
+    await dispatcher.stop();
+    await waitFor('the folded events', () => events.length === 4, 5_000);
+    const exhausted = events.filter((e) => e.type === 'message.attempt.exhausted');
+    expect(exhausted.map((e) => e.data.suppressed)).toEqual([0, 998]);
+  });
+});
+
+describe('operational events with MERCHANT_DIRECTORY=file', () => {
+  const prefix = uniquePrefix('ops-file');
+  let test: TestBroker;
+  let dead: Receiver;
+  let dispatcher: DispatcherProgram;
+  let events: Seen[];
+  const lines: string[] = [];
+
+  beforeAll(async () => {
+    dead = await Receiver.start(() => 404);
+    test = await TestBroker.open();
+    const merchant = testMerchant('m_file_dead', `${dead.url}/file`);
+    const logger = winston.createLogger({
+      level: 'info',
+      transports: [new winston.transports.Stream({ stream: new Writable({ objectMode: true, write: (info: { message: string }, _e, done) => { lines.push(info.message); done(); } }) })],
+    });
+    dispatcher = await startDispatcher(
+      dispatcherEnv(prefix, { MERCHANT_DIRECTORY: 'file', MERCHANTS_FILE: writeMerchantsFile([merchant]), ENDPOINT_DISABLE_AFTER: '300ms', OPERATIONAL_EVENT_INTERVAL: '1h' }),
+      logger,
+    );
+    events = await collect(test, prefix);
+  });
+
+  afterAll(async () => {
+    await dispatcher?.stop();
+    await dead?.close();
+    await test?.deleteTopology(prefix, 4);
+    await test?.channel.deleteQueue(`${prefix}.test-subscriber`).catch(() => {});
+    await test?.close();
+  });
+
+  it('says once at start-up that auto-disable is off, still publishes the events, and never disables', async () => {
+    expect(lines.filter((line) => line.startsWith('auto-disable off'))).toHaveLength(1);
+    const publisher = new EventPublisher(dispatcher.broker, prefix);
+    const started = Date.now();
+    let sent = 0;
+    // Failing for three times ENDPOINT_DISABLE_AFTER.
+    while (Date.now() - started < 1_000) {
+      await publisher.publish(sampleEvent('payout', 'm_file_dead'));
+      sent++;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    await waitFor('exhausted published', () => events.some((e) => e.type === 'message.attempt.exhausted'), 10_000);
+    await waitFor('every webhook failed', () => dispatcher.dispatcher.stats.failed >= sent, 10_000);
+    expect(events.map((e) => e.type)).not.toContain('endpoint.disabled');
+    expect(dispatcher.merchants.byId('m_file_dead')?.webhook?.enabled).toBe(true);
+    expect(lines.filter((line) => line.startsWith('auto-disable off'))).toHaveLength(1);
+  });
+});

@@ -1,0 +1,120 @@
+import { clockState, IntervalFolder, shouldDisable, shouldRecordFailing } from '../../libs/operational/index.js';
+import { transitionOf, withStatus, type Merchant, type MerchantWebhook } from '../../libs/merchants/index.js';
+import { waitFor } from '../support/wait.js';
+
+const DAY = 86_400_000;
+
+describe('the auto-disable rule', () => {
+  const after = 5 * DAY;
+  it('disables an endpoint whose attempts have all failed for ENDPOINT_DISABLE_AFTER, failures spread over a tenth of it', () => {
+    expect(shouldDisable(0, 5 * DAY, 5 * DAY, after)).toBe(true);
+    expect(shouldDisable(0, 6 * DAY, 6 * DAY, after)).toBe(true);
+  });
+
+  it('waits until the whole time has passed since the first failure after the last success', () => {
+    expect(shouldDisable(0, 5 * DAY - 1, 5 * DAY - 1, after)).toBe(false);
+  });
+
+  it('never disables on a burst of failures followed by silence', () => {
+    // Failed for an hour 5 days ago, nothing since: failures spread over 1 h, less than 12 h.
+    expect(shouldDisable(0, 3_600_000, 5 * DAY, after)).toBe(false);
+    expect(shouldDisable(0, DAY / 2, 5 * DAY, after)).toBe(true);
+  });
+
+  it('never disables with ENDPOINT_DISABLE_AFTER=0, or without a failing clock', () => {
+    expect(shouldDisable(0, 100 * DAY, 100 * DAY, 0)).toBe(false);
+    expect(shouldDisable(Number.NaN, 100 * DAY, 100 * DAY, after)).toBe(false);
+  });
+
+  it('records the failing clock once a dispatcher has seen only failures for a tenth of the time', () => {
+    expect(shouldRecordFailing(0, DAY / 2 - 1, after)).toBe(false);
+    expect(shouldRecordFailing(0, DAY / 2, after)).toBe(true);
+    expect(shouldRecordFailing(0, 100 * DAY, 0)).toBe(false);
+  });
+});
+
+describe("an endpoint's failing clock at a failed attempt", () => {
+  const after = 5 * DAY;
+  it('has none until a dispatcher records one', () => {
+    expect(clockState(undefined, undefined, 0, after)).toBe('none');
+  });
+
+  it('runs while failures are recorded, and is refreshed once its last failure is a tenth old', () => {
+    expect(clockState(0, 0, DAY / 4, after)).toBe('running');
+    expect(clockState(0, 0, DAY / 2, after)).toBe('refresh');
+    expect(clockState(0, 2 * DAY, 2 * DAY + DAY / 4, after)).toBe('running');
+  });
+
+  it('is due after ENDPOINT_DISABLE_AFTER of failures spread up to now', () => {
+    expect(clockState(0, 4.8 * DAY, 5 * DAY, after)).toBe('due');
+    expect(clockState(0, 4.8 * DAY, 5 * DAY - 1, after)).toBe('running');
+    expect(clockState(0, 4.4 * DAY, 5 * DAY - 1, after)).toBe('refresh');
+  });
+
+  it('is stale after two tenths without a recorded failure: a burst followed by silence, or a clock kept for months, never disables', () => {
+    expect(clockState(0, 3_600_000, 5 * DAY, after)).toBe('stale');
+    expect(clockState(0, undefined, 90 * DAY, after)).toBe('stale');
+    expect(clockState(0, 4 * DAY, 5 * DAY + 1, after)).toBe('stale');
+  });
+});
+
+describe('folding operational events per interval', () => {
+  it('sends the first at once, folds the rest, and sends the latest at the end of the interval with the count of the others', async () => {
+    const sent: Array<[string, number]> = [];
+    const folder = new IntervalFolder<string>(150, (item, suppressed) => sent.push([item, suppressed]));
+    for (let i = 0; i < 1_000; i++) folder.offer('endpoint-a failing', `a${i}`);
+    folder.offer('endpoint-b failing', 'b0');
+    expect(sent).toEqual([
+      ['a0', 0],
+      ['b0', 0],
+    ]);
+    await waitFor('the interval to end', () => sent.length === 3, 2_000);
+    expect(sent[2]).toEqual(['a999', 998]);
+    // The next interval has begun: the next one waits for its end.
+    folder.offer('endpoint-a failing', 'a1000');
+    expect(sent).toHaveLength(3);
+    folder.flush();
+    expect(sent[3]).toEqual(['a1000', 0]);
+  });
+
+  it('sends at once again after a quiet interval', () => {
+    let now = 0;
+    const sent: string[] = [];
+    const folder = new IntervalFolder<string>(1_000, (item) => sent.push(item), () => now);
+    folder.offer('k', 'first');
+    now = 5_000;
+    folder.offer('k', 'second');
+    expect(sent).toEqual(['first', 'second']);
+  });
+});
+
+describe('a webhook turned off or on by a write', () => {
+  const now = new Date('2026-01-01T00:00:00.000Z');
+  const webhook: MerchantWebhook = { url: 'https://m.example/hooks', enabled: true, secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' };
+  const merchant = (w: MerchantWebhook): Merchant => ({ id: 'm_1', publicKey: 'pk_test_1', webhook: w });
+
+  it('says why and since when when an operator turns it off, and keeps both while it stays off', () => {
+    const off = withStatus(webhook, { ...webhook, enabled: false }, now);
+    expect(off).toMatchObject({ enabled: false, disabledReason: 'manual', disabledAt: now.toISOString() });
+    const auto = { ...webhook, enabled: false, disabledReason: 'failing' as const, disabledAt: '2025-12-31T00:00:00.000Z', failingSince: '2025-12-26T00:00:00.000Z' };
+    expect(withStatus(auto, { ...auto, events: ['payout'] }, now)).toMatchObject({ disabledReason: 'failing', disabledAt: auto.disabledAt, failingSince: auto.failingSince });
+  });
+
+  it('starts over when turned on: no reason, no failing clock', () => {
+    const auto = { ...webhook, enabled: false, disabledReason: 'failing' as const, disabledAt: '2025-12-31T00:00:00.000Z', failingSince: '2025-12-26T00:00:00.000Z' };
+    expect(withStatus(auto, { ...auto, enabled: true }, now)).toEqual(webhook);
+  });
+
+  it('keeps the failing clock of an enabled webhook across an unrelated change, not across a new URL', () => {
+    const failing = { ...webhook, failingSince: '2025-12-31T00:00:00.000Z' };
+    expect(withStatus(failing, { ...failing, events: ['payout'] }, now).failingSince).toBe(failing.failingSince);
+    expect(withStatus(failing, { ...failing, url: 'https://m.example/new' }, now).failingSince).toBeUndefined();
+  });
+
+  it('names the transition for the operational events', () => {
+    const off = merchant({ ...webhook, enabled: false, disabledReason: 'manual', disabledAt: now.toISOString() });
+    expect(transitionOf(merchant(webhook), off, now)).toEqual({ kind: 'disabled', merchantId: 'm_1', url: webhook.url, reason: 'manual', at: now.toISOString() });
+    expect(transitionOf(off, merchant(webhook), now)).toEqual({ kind: 'enabled', merchantId: 'm_1', url: webhook.url, at: now.toISOString() });
+    expect(transitionOf(merchant(webhook), merchant({ ...webhook, events: ['payout'] }), now)).toBeUndefined();
+  });
+});
