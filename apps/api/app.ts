@@ -16,6 +16,7 @@ import { openApiDocument } from './openapi.js';
 import type { KeyedConcurrency } from './concurrency.js';
 import type { RateLimiter } from './rate-limit.js';
 import { toApiError } from './translate.js';
+import { traceRequests } from './tracing.js';
 
 export interface ApiDeps {
   auth: Authenticator;
@@ -47,6 +48,7 @@ function baseApp(): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('query parser', 'simple');
+  app.use(traceRequests);
   app.use(helmet());
   app.use(express.json({ limit: '16kb', strict: false, type: ['application/json', 'application/*+json'] }));
   return app;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { deliveryLogFields, envFields, parseEnv, replicationFields } from '../../libs/config/index.js';
+import { deliveryLogFields, envFields, parseEnv, replicationFields, tracingFields } from '../../libs/config/index.js';
 import { requireMerchantsFile } from '../../libs/config/env.js';
 
 export const dispatcherEnvSchema = z.object({
@@ -31,6 +31,8 @@ export const dispatcherEnvSchema = z.object({
   DELIVERY_LOG: deliveryLogFields.DELIVERY_LOG,
   DELIVERY_LOG_RESPONSE_BYTES: deliveryLogFields.DELIVERY_LOG_RESPONSE_BYTES,
   LOG_LEVEL: envFields.logLevel,
+  /** The standard OpenTelemetry variables; tracing is off without an OTLP endpoint. */
+  ...tracingFields,
 }).superRefine(requireMerchantsFile);
 
 export type DispatcherConfig = z.infer<typeof dispatcherEnvSchema>;
