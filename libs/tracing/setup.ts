@@ -6,11 +6,13 @@ import { setTracingActive } from './state.js';
 export interface Tracing {
   /** True when spans are exported (an endpoint was configured). */
   readonly active: boolean;
+  /** Exports the spans buffered so far (a CLI before it exits, a test before it looks). */
+  flush(): Promise<void>;
   /** Exports what is buffered (bounded by `timeoutMs`) and stops; safe twice. */
   shutdown(timeoutMs?: number): Promise<void>;
 }
 
-const OFF: Tracing = { active: false, shutdown: async () => {} };
+const OFF: Tracing = { active: false, flush: async () => {}, shutdown: async () => {} };
 
 /**
  * Starts the OpenTelemetry SDK for this process when `settings` says where to export (see
@@ -64,6 +66,7 @@ export async function startTracing(settings: TracingSettings | undefined, logger
   let stopping: Promise<void> | undefined;
   return {
     active: true,
+    flush: () => provider.forceFlush(),
     shutdown(timeoutMs = 5_000) {
       stopping ??= (async () => {
         let timer: NodeJS.Timeout | undefined;
