@@ -71,6 +71,8 @@ export interface TracingSettings {
   serviceName: string;
   sampler: { name: (typeof SAMPLERS)[number]; ratio: number };
   resourceAttributes: Record<string, string>;
+  /** How long one export may take; unset, the SDK's OTEL_EXPORTER_OTLP_TIMEOUT (10 s). Tests shorten it. */
+  exportTimeoutMs?: number;
 }
 
 /** The tracing settings of a program, or undefined when no exporter is configured (tracing off). */

@@ -51,7 +51,7 @@ export async function startTracing(settings: TracingSettings | undefined, logger
     parentbased_traceidratio: ratio,
   }[settings.sampler.name];
   const sampler = settings.sampler.name.startsWith('parentbased_') ? new sdk.ParentBasedSampler({ root }) : root;
-  const exporter = new exporterModule.OTLPTraceExporter({ url: settings.url });
+  const exporter = new exporterModule.OTLPTraceExporter({ url: settings.url, ...(settings.exportTimeoutMs ? { timeoutMillis: settings.exportTimeoutMs } : {}) });
   const provider = new sdk.NodeTracerProvider({
     resource: resources.defaultResource().merge(
       resources.resourceFromAttributes({ ...settings.resourceAttributes, 'service.name': settings.serviceName }),
