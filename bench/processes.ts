@@ -50,10 +50,10 @@ export interface ProgramProcess {
   stop(): Promise<void>;
 }
 
-/** Runs a built program (dist/apps/…) in its own process with `--cpu-prof` when BENCH_PROFILE is set. */
+/** Runs a built program (dist/apps/…, or another build's by absolute path) in its own process with `--cpu-prof` when BENCH_PROFILE is set. */
 export function startProgram(script: string, env: Record<string, string>): ProgramProcess {
   const args = process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir=profiles'] : [];
-  const child = fork(here(`../apps/${script}`), [], {
+  const child = fork(script.startsWith('/') ? script : here(`../apps/${script}`), [], {
     env: { PATH: process.env.PATH ?? '', ...env },
     execArgv: args,
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
