@@ -19,10 +19,13 @@ import { EndpointGuards } from './stages/endpoint-guards.js';
 import { type IntakeEvent, parseIntake, waitOf } from './stages/intake.js';
 import { recordOf } from './stages/record.js';
 import type { Span } from '@opentelemetry/api';
-import { ATTR, publishSpan, tracingActive } from '../../libs/tracing/index.js';
+import { publishSpan, tracingActive } from '../../libs/tracing/index.js';
 import { describeDelivery, traceDelivery } from './stages/trace.js';
 
 export type { DispatcherStats } from './stages/effect.js';
+
+/** The record's span needs none of its own: the delivery's span says whose record it is. */
+const NO_ATTRIBUTES = {};
 
 /** After a record the deliveries stream did not confirm, how long records are sent without waiting. */
 const RECORDS_DOWN_MS = 15_000;
@@ -167,7 +170,7 @@ export class Dispatcher {
       if (span) describeDelivery(span, intake, decision);
       // Recorded before the effect: a crash after the ack cannot leave the attempt out of the log.
       const record = this.deps.deliveryLog && recordOf(intake, finding, decision, this.policy, now);
-      if (record) await (span ? publishSpan(this.names.deliveries, undefined, { [ATTR.outcome]: record.outcome }, async () => this.record(record)) : this.record(record));
+      if (record) await (span ? publishSpan(this.names.deliveries, undefined, NO_ATTRIBUTES, async () => this.record(record)) : this.record(record));
       await this.effect.apply(delivery, intake, decision, now);
     } catch (err) {
       await this.onUnexpected(delivery, err);

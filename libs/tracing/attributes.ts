@@ -34,7 +34,21 @@ export const MESSAGING_SYSTEM = 'rabbitmq';
  * A URL as a span may show it: no query, no fragment, no user or password (a merchant's URL may
  * carry a token in its query), so a trace viewer never holds a credential.
  */
-export function safeUrl(url: string): { full: string; address: string; port: number; scheme: string } | undefined {
+export function safeUrl(url: string): SafeUrl | undefined {
+  // Per attempt: a merchant's URL is parsed once (a new URL() costs microseconds), the cache bounded.
+  let safe = safeUrls.get(url);
+  if (safe === undefined && !safeUrls.has(url)) {
+    if (safeUrls.size >= 10_000) safeUrls.clear();
+    safe = parseSafeUrl(url);
+    safeUrls.set(url, safe);
+  }
+  return safe;
+}
+
+type SafeUrl = { full: string; address: string; port: number; scheme: string };
+const safeUrls = new Map<string, SafeUrl | undefined>();
+
+function parseSafeUrl(url: string): SafeUrl | undefined {
   let parsed: URL;
   try {
     parsed = new URL(url);

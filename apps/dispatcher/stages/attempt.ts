@@ -45,7 +45,7 @@ export class AttemptStage {
         } as Record<string, string>,
       };
       // With tracing on, a client span whose traceparent the request carries.
-      const response = await (tracingActive() ? tracedPost(this.http, request, intake.attempts + 1) : this.http.post(request));
+      const response = await (tracingActive() ? tracedPost(this.http, request) : this.http.post(request));
       responseBody = response.body;
       if (response.status < 200 || response.status > 299) {
         const retryAfter = response.headers['retry-after'];

@@ -23,7 +23,6 @@ export function traceDelivery(message: ConsumeMessage, queue: string, walk: (spa
         [ATTR.messagingOperationName]: 'process',
         [ATTR.messagingDestination]: queue,
         [ATTR.messagingRoutingKey]: message.fields.routingKey,
-        [ATTR.messagingBodySize]: message.content.length,
         ...(typeof message.properties.messageId === 'string' ? { [ATTR.messagingMessageId]: message.properties.messageId } : {}),
       },
     },
@@ -66,13 +65,12 @@ export function describeDelivery(span: Span, intake: IntakeEvent | undefined, de
  * One HTTP attempt as a client span (method, URL without query, server address, status, duration)
  * whose traceparent the merchant's request carries, so a merchant that traces joins the trace.
  */
-export async function tracedPost(http: WebhookHttpClient, request: WebhookRequest, attempt: number): Promise<WebhookResponse> {
+export async function tracedPost(http: WebhookHttpClient, request: WebhookRequest): Promise<WebhookResponse> {
   const url = safeUrl(request.url);
   const span = tracer().startSpan('POST', {
     kind: SpanKind.CLIENT,
     attributes: {
       [ATTR.httpMethod]: 'POST',
-      [ATTR.attempt]: attempt,
       ...(url ? { [ATTR.urlFull]: url.full, [ATTR.serverAddress]: url.address, [ATTR.serverPort]: url.port } : {}),
     },
   });
