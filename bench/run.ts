@@ -461,7 +461,7 @@ Per round, median: on ÷ off rate **${r.rateRatio.toFixed(2)}×** (target ≥ 0.
       sections.push(`## 13. Tracing: its cost to dispatch (issue 32)
 
 ${(W + N).toLocaleString('en')} events already in \`dispatch\`, one merchant, the same receiver, the dispatcher as deployed
-(\`DISPATCH_CONCURRENCY=${2 * C}\`, delivery log on), measured over the ${N.toLocaleString('en')} deliveries after the first ${W.toLocaleString('en')} (warm, as in 1b), three
+(\`DISPATCH_CONCURRENCY=${2 * C}\`, delivery log on), measured over the ${N.toLocaleString('en')} deliveries after the first ${W.toLocaleString('en')} (warm, as in 1b), four
 ways in the same round, rounds rotating which goes first: the build before tracing (\`BENCH_BASELINE_DIST\`), this build with
 no OTEL variable (tracing off: no SDK loaded), this build with every delivery sampled (\`OTEL_TRACES_SAMPLER=always_on\`)
 exporting over http/protobuf to a local collector stub in its own process (bench/collector-process.ts, which answers at once
