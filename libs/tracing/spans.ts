@@ -1,4 +1,4 @@
-import { type Attributes, context, INVALID_SPAN_CONTEXT, isSpanContextValid, type Link, type Span, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
+import { type Attributes, type Context, context, INVALID_SPAN_CONTEXT, isSpanContextValid, type Link, type Span, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { ATTR, MESSAGING_SYSTEM } from './attributes.js';
 import { contextFromHeaders, injectInto } from './carrier.js';
 import { tracer, tracingActive } from './state.js';
@@ -13,17 +13,28 @@ export function markFailed(span: Span, err: unknown, type?: string): void {
 }
 
 /**
+ * A span whose attributes are set only when it is recorded: the samplers used here decide without
+ * them, and an unsampled span (a tenth sampled, an upstream's unsampled traceparent) then costs no
+ * attribute checks.
+ */
+export function recordingSpan(name: string, kind: SpanKind, attributes: Attributes | undefined, parent: Context, links?: Link[]): Span {
+  const span = tracer().startSpan(name, links ? { kind, links } : { kind }, parent);
+  if (attributes && span.isRecording()) span.setAttributes(attributes);
+  return span;
+}
+
+/**
  * Runs `work` in a new span, child of the active context (or `parent`), ended when it settles.
  * With tracing off it only calls `work` (with a non-recording span).
  */
 export async function inSpan<T>(
   name: string,
-  options: { kind?: SpanKind; attributes?: Attributes; links?: Link[]; parent?: ReturnType<typeof context.active> },
+  options: { kind?: SpanKind; attributes?: Attributes; links?: Link[]; parent?: Context },
   work: (span: Span) => Promise<T>,
 ): Promise<T> {
   if (!tracingActive()) return work(NOT_RECORDING);
   const parent = options.parent ?? context.active();
-  const span = tracer().startSpan(name, { kind: options.kind ?? SpanKind.INTERNAL, attributes: options.attributes, links: options.links }, parent);
+  const span = recordingSpan(name, options.kind ?? SpanKind.INTERNAL, options.attributes, parent, options.links);
   try {
     return await context.with(trace.setSpan(parent, span), () => work(span));
   } catch (err) {

@@ -1,7 +1,7 @@
 import type { ConsumeMessage } from 'amqplib';
 import { context, ROOT_CONTEXT, type Span, SpanStatusCode, trace } from '@opentelemetry/api';
 import { DeliveryFailedError, WebhookNetworkError, type WebhookHttpClient, type WebhookRequest, type WebhookResponse } from '../../../libs/http/index.js';
-import { ATTR, contextFromHeaders, injectInto, markFailed, MESSAGING_SYSTEM, safeUrl, SpanKind, tracer } from '../../../libs/tracing/index.js';
+import { ATTR, contextFromHeaders, injectInto, markFailed, MESSAGING_SYSTEM, recordingSpan, safeUrl, SpanKind } from '../../../libs/tracing/index.js';
 import type { Decision } from './decide.js';
 import type { IntakeEvent } from './intake.js';
 
@@ -13,21 +13,17 @@ import type { IntakeEvent } from './intake.js';
  */
 export function traceDelivery(message: ConsumeMessage, queue: string, walk: (span: Span) => Promise<void>): Promise<void> {
   const parent = contextFromHeaders(message.properties.headers, ROOT_CONTEXT);
-  const span = tracer().startSpan(
-    `process ${queue}`,
-    {
-      kind: SpanKind.CONSUMER,
-      attributes: {
-        [ATTR.messagingSystem]: MESSAGING_SYSTEM,
-        [ATTR.messagingOperationType]: 'process',
-        [ATTR.messagingOperationName]: 'process',
-        [ATTR.messagingDestination]: queue,
-        [ATTR.messagingRoutingKey]: message.fields.routingKey,
-        ...(typeof message.properties.messageId === 'string' ? { [ATTR.messagingMessageId]: message.properties.messageId } : {}),
-      },
-    },
-    parent,
-  );
+  const span = recordingSpan(`process ${queue}`, SpanKind.CONSUMER, undefined, parent);
+  if (span.isRecording()) {
+    span.setAttributes({
+      [ATTR.messagingSystem]: MESSAGING_SYSTEM,
+      [ATTR.messagingOperationType]: 'process',
+      [ATTR.messagingOperationName]: 'process',
+      [ATTR.messagingDestination]: queue,
+      [ATTR.messagingRoutingKey]: message.fields.routingKey,
+    });
+    if (typeof message.properties.messageId === 'string') span.setAttribute(ATTR.messagingMessageId, message.properties.messageId);
+  }
   return context.with(trace.setSpan(parent, span), () => walk(span)).finally(() => span.end());
 }
 
@@ -66,15 +62,14 @@ export function describeDelivery(span: Span, intake: IntakeEvent | undefined, de
  * whose traceparent the merchant's request carries, so a merchant that traces joins the trace.
  */
 export async function tracedPost(http: WebhookHttpClient, request: WebhookRequest): Promise<WebhookResponse> {
-  const url = safeUrl(request.url);
-  const span = tracer().startSpan('POST', {
-    kind: SpanKind.CLIENT,
-    attributes: {
-      [ATTR.httpMethod]: 'POST',
-      ...(url ? { [ATTR.urlFull]: url.full, [ATTR.serverAddress]: url.address, [ATTR.serverPort]: url.port } : {}),
-    },
-  });
-  const ctx = trace.setSpan(context.active(), span);
+  const parent = context.active();
+  const span = recordingSpan('POST', SpanKind.CLIENT, undefined, parent);
+  if (span.isRecording()) {
+    const url = safeUrl(request.url);
+    span.setAttribute(ATTR.httpMethod, 'POST');
+    if (url) span.setAttributes({ [ATTR.urlFull]: url.full, [ATTR.serverAddress]: url.address, [ATTR.serverPort]: url.port });
+  }
+  const ctx = trace.setSpan(parent, span);
   injectInto(request.headers, ctx);
   try {
     const response = await context.with(ctx, () => http.post(request));
