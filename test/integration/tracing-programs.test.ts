@@ -105,6 +105,31 @@ describe('the dispatcher program with and without OTEL variables', () => {
     expect(stdout).toContain('"message":"tracing on"');
   });
 
+  it('has `webhooks publish` export its publish span and put that span in the event\'s traceparent', async () => {
+    const cli = spawn(process.execPath, ['dist/apps/cli/main.js', 'publish', '--sample', 'payout', '--merchant', 'm_prog', '--message-id', 'evt_cli_traced'], {
+      env: {
+        PATH: process.env.PATH ?? '',
+        RABBITMQ_URL: brokerUrl(),
+        TOPOLOGY_PREFIX: prefix,
+        QUORUM_GROUP_SIZE: '1',
+        OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint,
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    cli.stdout!.on('data', (c: Buffer) => (output += c.toString()));
+    cli.stderr!.on('data', (c: Buffer) => (output += c.toString()));
+    const [code] = await once(cli, 'exit');
+    expect({ code, output }).toMatchObject({ code: 0 });
+    // Exported before the CLI exited.
+    const span = otlp.spans.find((s) => s.attributes['webhook.id'] === 'evt_cli_traced');
+    expect(span).toMatchObject({ service: 'webhooks-cli', name: `publish ${prefix}.events`, kind: 4 });
+    const [message] = await test.drain(`${prefix}.dispatch`, 1);
+    expect(message!.properties.messageId).toBe('evt_cli_traced');
+    expect(String(message!.properties.headers?.traceparent)).toBe(`00-${span!.traceId}-${span!.spanId}-01`);
+  });
+
   it('refuses an unsupported protocol at start-up, naming the variable', async () => {
     const program = spawn(process.execPath, [DISPATCHER], {
       env: { PATH: process.env.PATH ?? '', MERCHANTS_FILE: merchantsFile, OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' },
