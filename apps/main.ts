@@ -6,10 +6,11 @@
  * resent.
  */
 import { once } from 'node:events';
-import { DEV_MERCHANTS_FILE, withDevDefaults } from '../libs/config/index.js';
+import { DEV_MERCHANTS_FILE, tracingSettingsOf, withDevDefaults } from '../libs/config/index.js';
 import { createLogger } from '../libs/logger/index.js';
 import { FileMerchantDirectory } from '../libs/merchants/index.js';
 import { runUntilSignal } from '../libs/runtime/index.js';
+import { startTracing, stoppingTracing } from '../libs/tracing/index.js';
 import { topologyNames } from '../libs/topology/index.js';
 import { loadApiConfig } from './api/config.js';
 import { startApi } from './api/program.js';
@@ -33,6 +34,8 @@ try {
   process.exit(1);
 }
 const logger = createLogger({ level: dispatcherConfig.LOG_LEVEL, service: 'webhooks' });
+// One process, one SDK: loaded only when the OTEL variables configure an exporter.
+const tracing = await startTracing(tracingSettingsOf(dispatcherConfig, 'webhooks'), logger);
 
 await runUntilSignal(
   'webhooks',
@@ -79,7 +82,7 @@ await runUntilSignal(
       await stopAll();
       throw err;
     }
-    return { stop: stopAll, fatal: Promise.race(fatal) };
+    return stoppingTracing({ stop: stopAll, fatal: Promise.race(fatal) }, tracing);
   },
   logger,
   // The API stops first, then the dispatcher: each within its own SHUTDOWN_TIMEOUT.

@@ -50,7 +50,7 @@ export interface ProgramProcess {
   stop(): Promise<void>;
 }
 
-/** Runs a built program (dist/apps/…) in its own process with `--cpu-prof` when BENCH_PROFILE is set. */
+/** Runs a built program (dist/apps/…, or another build's by absolute path) in its own process with `--cpu-prof` when BENCH_PROFILE is set. */
 export function startProgram(script: string, env: Record<string, string>): ProgramProcess {
   const args = process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir=profiles'] : [];
   // An absolute path runs another build (an A/B against an earlier commit's dist).

@@ -17,6 +17,7 @@ import { benchResend } from './resend.js';
 import { scanQueue } from './scan.js';
 import { median, round } from './stats.js';
 import { steadyRun } from './steady.js';
+import { startCollector, tracingRound } from './tracing.js';
 import { dispatcherCpu, dispatcherThroughput, dispatcherThroughputCores, rawBroker, rawClient, referenceThroughput } from './throughput.js';
 
 const url = process.env.RABBITMQ_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
@@ -446,6 +447,43 @@ process and is not running here: this is what recording costs the dispatcher and
 
 Per round, median: on ÷ off rate **${r.rateRatio.toFixed(2)}×** (target ≥ 0.95), CPU per delivery **${r.cpuRatio.toFixed(2)}×**.
 `);
+  }
+  if (want('tracing')) {
+    const W = 20_000;
+    const N = 20_000;
+    const C = 64;
+    const baseline = process.env.BENCH_BASELINE_DIST;
+    const collector = await startCollector();
+    const orders = [['before', 'off', 'on', 'tenth'], ['off', 'on', 'tenth', 'before'], ['on', 'tenth', 'before', 'off'], ['tenth', 'before', 'off', 'on']] as const;
+    let roundNo = 0;
+    try {
+      const r = await medianOf('tracing', () => tracingRound(url, receiver, collector, W, N, 2 * C, [...orders[roundNo++ % 4]!], baseline));
+      const row = (name: string, rate: number | undefined, cpu: number | undefined) => `| ${name} | ${rate === undefined ? '-' : Math.round(rate)} | ${cpu === undefined ? '-' : Math.round(cpu)} |`;
+      sections.push(`## 14. Tracing: its cost to dispatch (issue 32)
+
+${(W + N).toLocaleString('en')} events already in \`dispatch\`, one merchant, the same receiver, the dispatcher as deployed
+(\`DISPATCH_CONCURRENCY=${2 * C}\`, delivery log on), measured over the ${N.toLocaleString('en')} deliveries after the first ${W.toLocaleString('en')} (warm, as in 1b), four
+ways in the same round, rounds rotating which goes first: the build before tracing (\`BENCH_BASELINE_DIST\`), this build with
+no OTEL variable (tracing off: no SDK loaded), this build with every delivery sampled (\`OTEL_TRACES_SAMPLER=always_on\`)
+exporting over http/protobuf to a local collector stub in its own process (bench/collector-process.ts, which answers at once
+and counts the spans), and the same sampling a tenth (\`parentbased_traceidratio\`, \`OTEL_TRACES_SAMPLER_ARG=0.1\`); the batch
+processor given room for the spans of this rate (\`OTEL_BSP_MAX_QUEUE_SIZE=16384\`, \`OTEL_BSP_SCHEDULE_DELAY=200\`). Three
+spans per sampled delivery: the delivery, its HTTP attempt and its record.
+
+| dispatcher | deliveries/s | dispatcher CPU µs per delivery |
+|---|---|---|
+${row('before tracing', r.beforeRate, r.beforeCpuUs)}
+${row('tracing off', r.offRate, r.offCpuUs)}
+${row('tracing on, all sampled', r.onRate, r.onCpuUs)}
+${row('tracing on, a tenth sampled', r.tenthRate, r.tenthCpuUs)}
+
+Per round, median: off ÷ before rate **${r.offRateRatio?.toFixed(2) ?? '-'}×**, CPU per delivery **${r.offCpuRatio?.toFixed(2) ?? '-'}×** (target: unchanged);
+all sampled ÷ off rate **${r.onRateRatio!.toFixed(2)}×** (target ≥ 0.9), CPU per delivery **${r.onCpuRatio!.toFixed(2)}×**; a tenth sampled ÷ off
+rate **${r.tenthRateRatio!.toFixed(2)}×**, CPU **${r.tenthCpuRatio!.toFixed(2)}×**. Spans the collector received per delivery, all sampled: ${r.onSpansPerDelivery!.toFixed(2)} (3 expected).
+`);
+    } finally {
+      await collector.stop();
+    }
   }
   if (want('watch-memory')) {
     const waiting = Number(process.env.BENCH_WAITING ?? 1_000_000);

@@ -149,11 +149,12 @@ export async function referenceThroughput(url: string, receiver: ReceiverProcess
 }
 
 /** The dispatcher as deployed (its own process, every guarantee on): its rate and CPU µs per delivery, cold and warm. */
-export async function dispatcherCpu(url: string, receiver: ReceiverProcess, warmup: number, total: number, concurrency: number, env: Record<string, string> = {}) {
+/** `script`: another build's dispatcher (an absolute path to its main.js), for A/B against the build before. */
+export async function dispatcherCpu(url: string, receiver: ReceiverProcess, warmup: number, total: number, concurrency: number, env: Record<string, string> = {}, script = 'dispatcher/main.js') {
   const prefix = benchPrefix('throughput');
   await fillDispatch(url, prefix, warmup + total, () => 'm_bench');
   await receiver.reset();
-  const program = startProgram('dispatcher/main.js', {
+  const program = startProgram(script, {
     RABBITMQ_URL: url,
     TOPOLOGY_PREFIX: prefix,
     MERCHANTS_FILE: merchantsFile([{ id: 'm_bench', url: `${receiver.url}/ok` }]),

@@ -19,6 +19,7 @@ import type { RateLimiter } from './rate-limit.js';
 import { toApiError } from './translate.js';
 import type { PortalDeps } from './portal/deps.js';
 import { mountPortal, mountPortalAdmin, mountResendById } from './portal/handlers.js';
+import { traceRequests } from './tracing.js';
 
 export interface ApiDeps {
   auth: Authenticator;
@@ -52,6 +53,7 @@ function baseApp(): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('query parser', 'simple');
+  app.use(traceRequests);
   app.use(helmet());
   app.use(express.json({ limit: '16kb', strict: false, type: ['application/json', 'application/*+json'] }));
   return app;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { DEV_JWT_SECRET, deliveryLogFields, envFields, parseEnv, replicationFields, requireDatabase } from '../../libs/config/index.js';
+import { DEV_JWT_SECRET, deliveryLogFields, envFields, parseEnv, replicationFields, requireDatabase, tracingFields } from '../../libs/config/index.js';
 import { requireMerchantsFile } from '../../libs/config/env.js';
 
 /** `<per minute>` or `<per minute>,<burst>`; the burst defaults to a third of the rate. */
@@ -96,6 +96,8 @@ export const apiEnvSchema = z
       }),
     ...deliveryLogFields,
     LOG_LEVEL: envFields.logLevel,
+    /** The standard OpenTelemetry variables; tracing is off without an OTLP endpoint. */
+    ...tracingFields,
   })
   .superRefine((env, ctx) => {
     requireMerchantsFile(env, ctx);

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-import { withDevDefaults } from '../../libs/config/index.js';
+import { tracingSettingsOf, withDevDefaults } from '../../libs/config/index.js';
 import { createLogger } from '../../libs/logger/index.js';
+import { startTracing, stoppingTracing } from '../../libs/tracing/index.js';
 import { runUntilSignal } from '../../libs/runtime/index.js';
 import { loadApiConfig } from './config.js';
 import { startApi } from './program.js';
@@ -13,4 +14,6 @@ try {
   process.exit(1);
 }
 const logger = createLogger({ level: config.LOG_LEVEL, service: 'api' });
-await runUntilSignal('api', (signal) => startApi(config, logger, { signal }), logger, config.SHUTDOWN_TIMEOUT);
+// Before the program: the SDK (loaded only when OTEL variables configure it) must be registered before the first span.
+const tracing = await startTracing(tracingSettingsOf(config, 'webhooks-api'), logger);
+await runUntilSignal('api', async (signal) => stoppingTracing(await startApi(config, logger, { signal }), tracing), logger, config.SHUTDOWN_TIMEOUT);

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { envFields, parseEnv, replicationFields } from '../../libs/config/index.js';
+import { envFields, parseEnv, replicationFields, tracingFields } from '../../libs/config/index.js';
 
 /** What the broker commands read: only the broker and the topology, so other programs' settings never stop them. */
 export const cliEnvSchema = z.object({
@@ -9,6 +9,8 @@ export const cliEnvSchema = z.object({
   /** merchants set: http webhook URLs are accepted only in development mode, private address literals only with this. */
   WEBHOOKS_DEV: envFields.boolean(false),
   ALLOW_PRIVATE_TARGETS: envFields.boolean(false),
+  /** publish: with an OTLP endpoint, each event's publish span is exported and its traceparent travels with it. */
+  ...tracingFields,
 });
 
 export type CliConfig = z.infer<typeof cliEnvSchema>;

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { BrokerConnection } from '../../libs/broker/index.js';
-import { replicationOf } from '../../libs/config/index.js';
+import { replicationOf, tracingSettingsOf } from '../../libs/config/index.js';
 import {
   EVENT_NAMES,
   type EventName,
@@ -17,6 +17,7 @@ import {
 import { silentLogger } from '../../libs/logger/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { declareIntake } from '../../libs/topology/index.js';
+import { startTracing } from '../../libs/tracing/index.js';
 import { action } from './command.js';
 import { type CliContext, type CliIo, writeLine } from './context.js';
 import { UsageError } from './errors.js';
@@ -95,6 +96,8 @@ async function run(options: PublishOptions, ctx: CliContext): Promise<number> {
     declare: (openChannel) => declareIntake(openChannel, config.TOPOLOGY_PREFIX, replicationOf(config)),
   });
   await broker.open(10_000);
+  // With OTEL variables, each publish is a span and the event carries its traceparent.
+  const tracing = await startTracing(tracingSettingsOf(config, 'webhooks-cli'));
   try {
     const publisher = new EventPublisher(broker, config.TOPOLOGY_PREFIX);
     for (const message of messages) {
@@ -103,6 +106,7 @@ async function run(options: PublishOptions, ctx: CliContext): Promise<number> {
     }
     return 0;
   } finally {
+    await tracing.shutdown();
     await broker.close();
   }
 }

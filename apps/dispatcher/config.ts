@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { deliveryLogFields, envFields, parseEnv, replicationFields } from '../../libs/config/index.js';
+import { deliveryLogFields, envFields, parseEnv, replicationFields, tracingFields } from '../../libs/config/index.js';
 import { requireMerchantsFile } from '../../libs/config/env.js';
 import { parseDuration } from '../../libs/config/durations.js';
 import { WEBHOOK_SECRET } from '../../libs/merchants/schema.js';
@@ -54,6 +54,8 @@ export const dispatcherEnvSchema = z.object({
   OPERATIONAL_WEBHOOK_URL: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional(),
   OPERATIONAL_WEBHOOK_SECRET: z.string().regex(WEBHOOK_SECRET, 'must be whsec_ followed by base64 (a Standard Webhooks secret)').optional(),
   LOG_LEVEL: envFields.logLevel,
+  /** The standard OpenTelemetry variables; tracing is off without an OTLP endpoint. */
+  ...tracingFields,
 })
   .superRefine(requireMerchantsFile)
   .superRefine((env, ctx) => {

@@ -19,8 +19,14 @@ import { type DispatcherStats, EffectStage } from './stages/effect.js';
 import { EndpointGuards } from './stages/endpoint-guards.js';
 import { type IntakeEvent, parseIntake, waitOf } from './stages/intake.js';
 import { recordOf } from './stages/record.js';
+import type { Span } from '@opentelemetry/api';
+import { publishSpan, tracingActive } from '../../libs/tracing/index.js';
+import { describeDelivery, traceDelivery } from './stages/trace.js';
 
 export type { DispatcherStats } from './stages/effect.js';
+
+/** The record's span needs none of its own: the delivery's span says whose record it is. */
+const NO_ATTRIBUTES = {};
 
 /** After a record the deliveries stream did not confirm, how long records are sent without waiting. */
 const RECORDS_DOWN_MS = 15_000;
@@ -126,7 +132,9 @@ export class Dispatcher {
   async start(): Promise<void> {
     this.consumer = await this.deps.broker.consume(this.names.dispatch, {
       prefetch: PREFETCH_PER_SLOT * this.settings.concurrency,
-      onMessage: (delivery) => this.track(this.handle(delivery)),
+      // With tracing on, each walk runs inside its delivery's span (stages/trace.ts).
+      onMessage: (delivery) =>
+        this.track(tracingActive() ? traceDelivery(delivery.message, this.names.dispatch, (span) => this.handle(delivery, span)) : this.handle(delivery)),
     });
     this.deps.logger.info('dispatcher consuming', {
       queue: this.names.dispatch,
@@ -157,14 +165,15 @@ export class Dispatcher {
   }
 
   /** One delivery, walked through its stages; never rejects (what goes wrong unexpectedly parks it). */
-  private async handle(delivery: Delivery): Promise<void> {
+  private async handle(delivery: Delivery, span?: Span): Promise<void> {
     try {
       const now = this.now();
       const { intake, finding } = await this.find(delivery.message, now);
       const decision = decide(finding, intake, this.policy, now);
+      if (span) describeDelivery(span, intake, decision);
       // Recorded before the effect: a crash after the ack cannot leave the attempt out of the log.
       const record = this.deps.deliveryLog && recordOf(intake, finding, decision, this.policy, now);
-      if (record) await this.record(record);
+      if (record) await (span ? publishSpan(this.names.deliveries, undefined, NO_ATTRIBUTES, async () => this.record(record)) : this.record(record));
       await this.effect.apply(delivery, intake, decision, now);
       this.deps.operations?.observe(intake, decision, now);
     } catch (err) {

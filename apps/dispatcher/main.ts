@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 import { runUntilSignal } from '../../libs/runtime/index.js';
-import { withDevDefaults } from '../../libs/config/index.js';
+import { tracingSettingsOf, withDevDefaults } from '../../libs/config/index.js';
 import { createLogger } from '../../libs/logger/index.js';
+import { startTracing, stoppingTracing } from '../../libs/tracing/index.js';
 import { loadDispatcherConfig } from './config.js';
 import { startDispatcher } from './program.js';
 
@@ -13,4 +14,6 @@ try {
   process.exit(1);
 }
 const logger = createLogger({ level: config.LOG_LEVEL, service: 'dispatcher' });
-await runUntilSignal('dispatcher', (signal) => startDispatcher(config, logger, { signal }), logger, config.SHUTDOWN_TIMEOUT);
+// Before the program: the SDK (loaded only when OTEL variables configure it) must be registered before the first span.
+const tracing = await startTracing(tracingSettingsOf(config, 'webhooks-dispatcher'), logger);
+await runUntilSignal('dispatcher', async (signal) => stoppingTracing(await startDispatcher(config, logger, { signal }), tracing), logger, config.SHUTDOWN_TIMEOUT);

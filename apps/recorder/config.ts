@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { deliveryLogFields, envFields, parseEnv, replicationFields, requireDatabase } from '../../libs/config/index.js';
+import { deliveryLogFields, envFields, parseEnv, replicationFields, requireDatabase, tracingFields } from '../../libs/config/index.js';
 
 export const recorderEnvSchema = z
   .object({
@@ -10,6 +10,8 @@ export const recorderEnvSchema = z
     WEBHOOKS_DEV: envFields.boolean(false),
     ...deliveryLogFields,
     LOG_LEVEL: envFields.logLevel,
+    /** The standard OpenTelemetry variables; tracing is off without an OTLP endpoint. */
+    ...tracingFields,
   })
   .superRefine((env, ctx) => {
     requireDatabase(env, ctx);

@@ -4,3 +4,4 @@ export { envFields, parseEnv, replicationFields, replicationOf, TRUE_VALUES } fr
 export { DEV_JWT_SECRET, DEV_MERCHANTS_FILE, isDevMode, withDevDefaults } from './dev.js';
 export { parseRetrySchedule } from '../retry-policy/schedule.js';
 export { deliveryLogFields, requireDatabase } from './delivery-log.js';
+export { tracingFields, tracingSettingsOf, type TracingConfig, type TracingSettings } from './tracing.js';

@@ -9,6 +9,7 @@ import type { Database, Session } from './database.js';
 import { caughtUpAt, ensurePartitionsFor, forgetPartitions, NO_ROWS, prepareRows, type Quarantined, quarantine, restartStream, storeBatch, storedPlace } from './materialise.js';
 import { isRefusal, isTimeout } from './refusals.js';
 import { dropExpiredPartitions, ensureSchema, SEQ_PER_OFFSET } from './schema.js';
+import { ATTR, inSpan, SpanKind } from '../tracing/index.js';
 
 export interface RecorderOptions {
   prefix: string;
@@ -415,7 +416,13 @@ export class DeliveryLogRecorder {
     while (current) {
       const session = this.session;
       if (!session) return;
-      const storing = this.store(session, current);
+      const batch = current;
+      // With tracing on, a span per batch stored (its own trace: a batch holds many webhooks' records).
+      const storing = inSpan(
+        'insert delivery log',
+        { kind: SpanKind.CLIENT, attributes: { 'db.system.name': 'postgresql', 'db.operation.name': 'INSERT', 'db.operation.batch.size': batch.records.length, [ATTR.messagingDestination]: this.stream } },
+        () => this.store(session, batch),
+      );
       // Let the statement go out, then prepare the next batch meanwhile.
       await new Promise((resolve) => setImmediate(resolve));
       const next = this.prepare();

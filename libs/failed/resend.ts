@@ -8,6 +8,7 @@ import { type Claim, eventOf, failureIdOf, failureKeysOf, type Resolution, webho
 import type { SpooledEntry } from './entry-spool.js';
 import type { FailedIndex } from './failed-index.js';
 import { EntryExpiredError, readEntryAt } from './reader.js';
+import { ATTR, inSpan, linkActiveSpanTo, publishSpan } from '../tracing/index.js';
 
 /** Headers that describe past attempts: a resent webhook starts with fresh counters. */
 
@@ -106,7 +107,13 @@ export class ResendService {
     this.deadlineMs = options.publishDeadlineMs ?? 5_000;
   }
 
-  async resend(merchantId: string, reference: string, filter: ResendFilter = {}): Promise<number> {
+  resend(merchantId: string, reference: string, filter: ResendFilter = {}): Promise<number> {
+    // With tracing on, a span of its own (a child of the API request's) linking to each resent
+    // webhook's trace; its claim, republishes and resolutions are its children.
+    return inSpan('resend', { attributes: { [ATTR.merchantId]: merchantId, [ATTR.reference]: reference } }, () => this.resendOnce(merchantId, reference, filter));
+  }
+
+  private async resendOnce(merchantId: string, reference: string, filter: ResendFilter): Promise<number> {
     const offsets = filter.webhookId === undefined
       ? this.index.lookup(merchantId, reference)
       : (this.index.lookupWebhook(merchantId, filter.webhookId, [reference])?.offsets ?? []);
@@ -287,7 +294,7 @@ export class ResendService {
   }
 
   private appendClaim(claim: Claim): Promise<void> {
-    return appendClaim(this.broker, this.names.failed, claim, this.deadlineMs);
+    return publishSpan(this.names.failed, undefined, {}, () => appendClaim(this.broker, this.names.failed, claim, this.deadlineMs), claim.release ? 'release' : 'claim');
   }
 
   /**
@@ -300,7 +307,8 @@ export class ResendService {
    */
   private recordResolution(resolution: Resolution, reference: string): Promise<void> {
     this.index.resolve(resolution);
-    const appended = appendResolution(this.broker, this.names.failed, resolution, { reference, resentAt: this.now(), deadlineMs: this.deadlineMs }).catch((err: unknown) => {
+    const append = () => appendResolution(this.broker, this.names.failed, resolution, { reference, resentAt: this.now(), deadlineMs: this.deadlineMs });
+    const appended = publishSpan(this.names.failed, undefined, {}, append, 'resolve').catch((err: unknown) => {
       this.logger.warn('resolution of a resent webhook not recorded; the dispatcher records it', {
         merchantId: resolution.merchantId,
         reference,
@@ -329,10 +337,11 @@ export class ResendService {
     headers[HEADERS.copyId] = randomUUID();
     if (!this.broker.isConnected) throw new BrokerUnavailableError('not connected to RabbitMQ; nothing was resent');
     // No deadline on the publish itself: a confirm that comes after the answer still settles it.
-    const publish = this.broker.sendToQueue(
-      this.names.dispatch,
-      entry.content,
-      copyProperties(entry.properties, headers, headers[HEADERS.webhookId] as string | undefined),
+    // The copy keeps the webhook's own traceparent (its attempts stay in the webhook's trace); the resend's span links to it.
+    const webhookId = headers[HEADERS.webhookId] as string | undefined;
+    linkActiveSpanTo(entry.properties.headers, webhookId ? { [ATTR.webhookId]: webhookId } : undefined);
+    const publish = publishSpan(this.names.dispatch, undefined, webhookId ? { [ATTR.webhookId]: webhookId } : {}, () =>
+      this.broker.sendToQueue(this.names.dispatch, entry.content, copyProperties(entry.properties, headers, webhookId)),
     );
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<'late'>((resolve) => {

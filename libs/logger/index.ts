@@ -1,4 +1,5 @@
 import winston from 'winston';
+import { activeIds } from '../tracing/spans.js';
 
 export type Logger = winston.Logger;
 export type LogLevel = 'error' | 'warn' | 'info' | 'debug';
@@ -13,13 +14,23 @@ const redact = winston.format((info) => {
   return info;
 });
 
+/** A line written inside a span names it (trace_id, span_id), so a trace and its log lines find each other. */
+const traceIds = winston.format((info) => {
+  const ids = activeIds();
+  if (ids) {
+    info.trace_id = ids.trace_id;
+    info.span_id = ids.span_id;
+  }
+  return info;
+});
+
 /** JSON lines on stdout: a fixed message plus metadata fields (merchantId, reference, event, attempt). */
 export function createLogger(options: { level: LogLevel; service: string; silent?: boolean }): Logger {
   return winston.createLogger({
     level: options.level,
     silent: options.silent ?? false,
     defaultMeta: { service: options.service },
-    format: winston.format.combine(redact(), winston.format.timestamp(), winston.format.json()),
+    format: winston.format.combine(redact(), traceIds(), winston.format.timestamp(), winston.format.json()),
     transports: [new winston.transports.Console()],
   });
 }

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { BrokerConnection } from '../broker/index.js';
 import { type EventName, HEADERS, referencesOf, type UpstreamMessage, upstreamMessageSchema } from '../contracts/index.js';
 import { topologyNames } from '../topology/index.js';
+import { ATTR, publishSpan } from '../tracing/index.js';
 
 export interface PublishResult {
   /** The event id: it becomes the webhook-id the merchant sees. */
@@ -32,13 +33,25 @@ export class EventPublisher {
     };
     if (reference) headers[HEADERS.reference] = reference;
     if (tnxRef) headers[HEADERS.tnxRef] = tnxRef;
-    await this.broker.publish(this.exchange, checked.event, Buffer.from(JSON.stringify(message)), {
-      persistent: true,
-      contentType: 'application/json',
-      messageId,
-      timestamp: Math.floor(Date.now() / 1000),
-      headers,
-    });
+    const body = Buffer.from(JSON.stringify(message));
+    // With tracing on, a producer span whose traceparent the dispatcher continues (the caller's span is its parent).
+    const attributes = {
+      [ATTR.messagingRoutingKey]: checked.event,
+      [ATTR.messagingMessageId]: messageId,
+      [ATTR.messagingBodySize]: body.length,
+      [ATTR.webhookId]: messageId,
+      [ATTR.merchantId]: checked.merchantId,
+      [ATTR.event]: checked.event,
+    };
+    await publishSpan(this.exchange, headers, attributes, () =>
+      this.broker.publish(this.exchange, checked.event, body, {
+        persistent: true,
+        contentType: 'application/json',
+        messageId,
+        timestamp: Math.floor(Date.now() / 1000),
+        headers,
+      }),
+    );
     return { messageId, routingKey: checked.event };
   }
 }

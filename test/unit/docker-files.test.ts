@@ -16,7 +16,7 @@ import { loadDemoReceiverConfig } from '../../apps/demo-receiver/config.js';
 import { createDemoReceiver } from '../../apps/demo-receiver/server.js';
 import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
 import { loadRecorderConfig } from '../../apps/recorder/config.js';
-import { ConfigError } from '../../libs/config/index.js';
+import { ConfigError, tracingSettingsOf } from '../../libs/config/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { merchantsFileSchema } from '../../libs/merchants/schema.js';
 import { METRIC_NAMES } from '../../libs/metrics/names.js';
@@ -49,10 +49,12 @@ function service(name: string): Service {
   return found;
 }
 
-function envOf(name: string): Record<string, string> {
+/** A service's environment as compose gives it, `${NAME:-default}` resolved from `shell` (empty by default: nothing exported). */
+function envOf(name: string, shell: Record<string, string> = {}): Record<string, string> {
   const env = service(name).environment ?? {};
-  if (!Array.isArray(env)) return Object.fromEntries(Object.entries(env).map(([k, v]) => [k, String(v)]));
-  return Object.fromEntries(env.map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]));
+  const entries = Array.isArray(env) ? env.map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]) : Object.entries(env);
+  const interpolate = (value: string) => value.replace(/\$\{([A-Z0-9_]+)(?::-([^}]*))?\}/g, (_m, key: string, fallback?: string) => shell[key] || (fallback ?? ''));
+  return Object.fromEntries(entries.map(([k, v]) => [k, interpolate(String(v))]));
 }
 
 /** Container ports of `[host_ip:]host:container[/proto]` entries. */
@@ -207,6 +209,18 @@ describe('docker/compose.yaml', () => {
       });
     }
     expect(recorder.METRICS_PORT).toBe(9465);
+  });
+
+  it('runs Jaeger only with the tracing profile, and the programs export to it when OTEL_EXPORTER_OTLP_ENDPOINT names it, and trace nothing otherwise', () => {
+    const tracing = Object.keys(services).filter((name) => services[name]!.profiles?.includes('tracing'));
+    expect(tracing).toEqual(['jaeger']);
+    expect(service('jaeger').image).toMatch(/^jaegertracing\/all-in-one:/);
+    expect(containerPorts('jaeger')).toEqual(expect.arrayContaining([16686, 4318]));
+    const configs = (shell: Record<string, string>) => [loadApiConfig(envOf('api', shell)), loadDispatcherConfig(envOf('dispatcher', shell)), loadRecorderConfig(envOf('recorder', shell))];
+    for (const config of configs({})) expect(tracingSettingsOf(config, 'x')).toBeUndefined();
+    for (const config of configs({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://jaeger:4318' })) {
+      expect(tracingSettingsOf(config, 'x')).toMatchObject({ url: 'http://jaeger:4318/v1/traces', protocol: 'http/protobuf' });
+    }
   });
 
   it('mounts only files that exist in the repository, read-only', () => {

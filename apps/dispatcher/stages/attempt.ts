@@ -6,6 +6,8 @@ import type { Admitted } from './admission.js';
 import type { Finding } from './decide.js';
 import type { AttemptResult } from './endpoint-guards.js';
 import type { IntakeEvent } from './intake.js';
+import { tracingActive } from '../../../libs/tracing/index.js';
+import { tracedPost } from './trace.js';
 
 export interface AttemptSettings {
   deliveryTimeoutMs: number;
@@ -29,7 +31,7 @@ export class AttemptStage {
     let responseBody: string | undefined;
     try {
       const signed = this.signer.sign(signingSecrets(webhook, now), intake.webhookId, intake.body, now);
-      const response = await this.http.post({
+      const request = {
         url: webhook.url,
         body: intake.body,
         timeoutMs: this.settings.deliveryTimeoutMs,
@@ -40,8 +42,10 @@ export class AttemptStage {
           'webhook-id': signed['webhook-id'],
           'webhook-timestamp': signed['webhook-timestamp'],
           'webhook-signature': signed['webhook-signature'],
-        },
-      });
+        } as Record<string, string>,
+      };
+      // With tracing on, a client span whose traceparent the request carries.
+      const response = await (tracingActive() ? tracedPost(this.http, request) : this.http.post(request));
       responseBody = response.body;
       if (response.status < 200 || response.status > 299) {
         const retryAfter = response.headers['retry-after'];

@@ -10,6 +10,7 @@ import { appendScheduled, type RetryWatch, type ScheduledRetry } from '../../../
 import type { TopologyNames } from '../../../libs/topology/index.js';
 import type { Decision } from './decide.js';
 import type { IntakeEvent } from './intake.js';
+import { ATTR, publishSpan } from '../../../libs/tracing/index.js';
 
 export interface DispatcherStats {
   delivered: number;
@@ -135,7 +136,9 @@ export class EffectStage {
     // The webhook-id too: if `failed` was deleted since the resend, another entry may sit at this offset.
     const resolution = { merchantId: intake.merchantId, resolved: [{ offset, references: intake.references, webhookId: intake.webhookId }] };
     try {
-      await appendResolution(this.deps.broker, this.deps.names.failed, resolution, { reference: intake.references[0]!, deadlineMs: 5_000 });
+      await publishSpan(this.deps.names.failed, undefined, { [ATTR.webhookId]: intake.webhookId }, () =>
+        appendResolution(this.deps.broker, this.deps.names.failed, resolution, { reference: intake.references[0]!, deadlineMs: 5_000 }),
+      );
     } catch (err) {
       // The resender's own resolution normally covers it; this one only closes a crash window.
       this.deps.logger.warn('resolution of a resent webhook not recorded', { merchantId: intake.merchantId, offset, error: (err as Error).message });
@@ -212,7 +215,8 @@ export class EffectStage {
       ack: () => delivery.ack(),
       nack: (requeue) => delivery.nack(requeue),
     };
-    const result = await moveMessage(this.deps.broker, held, queue, {
+    // With tracing on, a producer span whose context the copy carries: the next delivery continues the webhook's trace.
+    const result = await publishSpan(queue, base, { [ATTR.webhookId]: webhookId ?? '' }, () => moveMessage(this.deps.broker, held, queue, {
       backoffMs: this.deps.moveBackoffMs,
       webhookId,
       headers: wait ? () => ({ ...base, [HEADERS.copyId]: randomUUID() }) : () => base,
@@ -227,7 +231,7 @@ export class EffectStage {
       givingUp: this.deps.stopping,
       onRetry: (err, retry, giveUp) =>
         this.deps.logger.error(giveUp ? 'message could not be moved; returned to its queue' : 'message could not be moved; retrying', { queue, error: err.message, retry }),
-    });
+    }));
     if (result === 'channel-lost') this.deps.logger.warn('delivery channel lost before its move; the broker redelivers it', { queue });
     if (result === 'requeued') this.count('requeued', 'requeued', event);
     return result === 'moved';

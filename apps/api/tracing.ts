@@ -1,0 +1,35 @@
+import type { NextFunction, Request, Response } from 'express';
+import { context, ROOT_CONTEXT, SpanStatusCode, trace } from '@opentelemetry/api';
+import { ATTR, contextFromHeaders, SpanKind, tracer, tracingActive } from '../../libs/tracing/index.js';
+
+/**
+ * A server span per request while tracing is on (a caller's traceparent is continued), so that a
+ * resend's own span, and every log line of the request, sit in the request's trace. It names the
+ * route template, never the path or the query: a path may carry a portal token, headers carry
+ * credentials, and none of them belongs in a trace.
+ */
+export function traceRequests(req: Request, res: Response, next: NextFunction): void {
+  if (!tracingActive()) return next();
+  const parent = contextFromHeaders(req.headers as Record<string, unknown>, ROOT_CONTEXT);
+  const span = tracer().startSpan(req.method, { kind: SpanKind.SERVER, attributes: { [ATTR.httpMethod]: req.method, [ATTR.urlScheme]: req.protocol } }, parent);
+  let ended = false;
+  const end = () => {
+    if (ended) return;
+    ended = true;
+    const route = (req.route as { path?: unknown } | undefined)?.path;
+    if (typeof route === 'string') {
+      const template = `${req.baseUrl}${route}`;
+      span.setAttribute(ATTR.httpRoute, template);
+      span.updateName(`${req.method} ${template}`);
+    }
+    span.setAttribute(ATTR.httpStatus, res.statusCode);
+    if (res.statusCode >= 500) {
+      span.setAttribute(ATTR.errorType, String(res.statusCode));
+      span.setStatus({ code: SpanStatusCode.ERROR });
+    }
+    span.end();
+  };
+  res.once('finish', end);
+  res.once('close', end);
+  context.with(trace.setSpan(parent, span), next);
+}

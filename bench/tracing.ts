@@ -1,0 +1,89 @@
+/**
+ * Scenario `tracing` (issue 32): what tracing costs the dispatcher. In one round, the same events
+ * through the dispatcher three ways: the build before tracing (BENCH_BASELINE_DIST, a built
+ * checkout's dist/), this build with no OTEL variable (tracing off), and this build exporting
+ * every delivery (always_on) over http/protobuf to a local collector stub in its own process.
+ */
+import { type ChildProcess, fork } from 'node:child_process';
+import { once } from 'node:events';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { ReceiverProcess } from './processes.js';
+import { dispatcherCpu } from './throughput.js';
+
+export interface Collector {
+  endpoint: string;
+  stats(): Promise<{ requests: number; spans: number; bytes: number }>;
+  reset(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function startCollector(): Promise<Collector> {
+  const child: ChildProcess = fork(fileURLToPath(new URL('./collector-process.js', import.meta.url)), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const [message] = (await once(child, 'message')) as [{ port: number }];
+  const endpoint = `http://127.0.0.1:${message.port}`;
+  return {
+    endpoint,
+    async stats() {
+      return (await (await fetch(`${endpoint}/stats`)).json()) as Awaited<ReturnType<Collector['stats']>>;
+    },
+    async reset() {
+      await fetch(`${endpoint}/reset`, { method: 'POST' });
+    },
+    async stop() {
+      child.kill('SIGKILL');
+      await once(child, 'exit');
+    },
+  };
+}
+
+type Variant = 'before' | 'off' | 'on' | 'tenth';
+
+/** One round: each variant once, in the order given (rounds rotate it). Rates in deliveries/s, CPU in µs per delivery (warm window). */
+export async function tracingRound(
+  url: string,
+  receiver: ReceiverProcess,
+  collector: Collector,
+  warmup: number,
+  total: number,
+  concurrency: number,
+  order: Variant[],
+  baselineDist: string | undefined,
+) {
+  const result: Record<string, number> = {};
+  for (const variant of order) {
+    if (variant === 'before' && !baselineDist) continue;
+    await collector.reset();
+    const exporting = {
+      OTEL_EXPORTER_OTLP_ENDPOINT: collector.endpoint,
+      // Room for the spans of this rate, so that what is measured exports them all rather than drops
+      // some; batches of the default 512 sent at least every 200 ms, so spans die young (GC).
+      OTEL_BSP_MAX_QUEUE_SIZE: '16384',
+      OTEL_BSP_SCHEDULE_DELAY: '200',
+    };
+    const env: Record<string, string> =
+      variant === 'on'
+        ? { ...exporting, OTEL_TRACES_SAMPLER: 'always_on' }
+        : variant === 'tenth'
+          ? { ...exporting, OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.1' }
+          : {};
+    const script = variant === 'before' ? join(baselineDist!, 'apps/dispatcher/main.js') : undefined;
+    const { warm } = await dispatcherCpu(url, receiver, warmup, total, concurrency, env, script);
+    result[`${variant}Rate`] = warm.rate;
+    result[`${variant}CpuUs`] = warm.cpuUs;
+    if (variant === 'on') {
+      // The dispatcher's stop exported what it still held: spans received per delivery made.
+      const { spans } = await collector.stats();
+      result.onSpansPerDelivery = spans / (warmup + total);
+    }
+  }
+  result.onRateRatio = result.onRate! / result.offRate!;
+  result.onCpuRatio = result.onCpuUs! / result.offCpuUs!;
+  result.tenthRateRatio = result.tenthRate! / result.offRate!;
+  result.tenthCpuRatio = result.tenthCpuUs! / result.offCpuUs!;
+  if (baselineDist) {
+    result.offRateRatio = result.offRate! / result.beforeRate!;
+    result.offCpuRatio = result.offCpuUs! / result.beforeCpuUs!;
+  }
+  return result;
+}

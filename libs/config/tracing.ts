@@ -1,0 +1,96 @@
+import { z } from 'zod';
+import { TRUE_VALUES } from './env.js';
+
+/**
+ * The standard OpenTelemetry variables a program reads (DESIGN.md "Tracing"), checked at start-up
+ * like every other variable so a typo stops the program naming it. Tracing is on only when an
+ * OTLP endpoint is given; the SDK and its exporter are loaded only then (libs/tracing/setup.ts).
+ * OTEL_EXPORTER_OTLP_HEADERS, OTEL_BSP_* and the exporter's timeouts are read by the SDK itself.
+ */
+const SAMPLERS = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'] as const;
+const PROTOCOLS = ['http/protobuf', 'http/json'] as const;
+
+const httpUrl = z
+  .string()
+  .refine((v) => /^https?:\/\/\S+$/.test(v) && URL.canParse(v), 'must be an http:// or https:// URL, e.g. http://127.0.0.1:4318');
+
+const protocol = z.string().transform((text, ctx) => {
+  const value = text.trim();
+  if ((PROTOCOLS as readonly string[]).includes(value)) return value as (typeof PROTOCOLS)[number];
+  ctx.addIssue({ code: 'custom', message: `"${text}" is not supported: use http/protobuf (the default) or http/json` });
+  return z.NEVER;
+});
+
+export const tracingFields = {
+  OTEL_SDK_DISABLED: z.string().optional().transform((v) => v !== undefined && TRUE_VALUES.includes(v.trim().toLowerCase())),
+  OTEL_TRACES_EXPORTER: z.enum(['otlp', 'none'], { error: 'must be otlp or none' }).optional(),
+  OTEL_EXPORTER_OTLP_ENDPOINT: httpUrl.optional(),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: httpUrl.optional(),
+  OTEL_EXPORTER_OTLP_PROTOCOL: protocol.optional(),
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: protocol.optional(),
+  OTEL_SERVICE_NAME: z.string().max(200).optional(),
+  OTEL_TRACES_SAMPLER: z.enum(SAMPLERS, { error: `must be one of ${SAMPLERS.join(', ')}` }).optional(),
+  OTEL_TRACES_SAMPLER_ARG: z
+    .string()
+    .optional()
+    .refine((v) => v === undefined || (/^\s*(0|1|0?\.\d+|1\.0*)\s*$/.test(v) && Number(v) >= 0 && Number(v) <= 1), 'must be a ratio from 0 to 1'),
+  OTEL_RESOURCE_ATTRIBUTES: z
+    .string()
+    .optional()
+    .transform((text, ctx) => {
+      if (text === undefined) return {};
+      const attributes: Record<string, string> = {};
+      for (const pair of text.split(',')) {
+        if (pair.trim() === '') continue;
+        const at = pair.indexOf('=');
+        const key = at > 0 ? pair.slice(0, at).trim() : '';
+        let value: string;
+        try {
+          value = decodeURIComponent(pair.slice(at + 1).trim());
+        } catch {
+          value = '';
+        }
+        if (key === '' || at < 0) {
+          ctx.addIssue({ code: 'custom', message: 'must be key=value pairs separated by commas, e.g. deployment.environment=prod' });
+          return z.NEVER;
+        }
+        attributes[key] = value;
+      }
+      return attributes;
+    }),
+};
+
+const tracingSchema = z.object(tracingFields);
+export type TracingConfig = z.infer<typeof tracingSchema>;
+
+/** What libs/tracing needs to start the SDK: present only when tracing is configured. */
+export interface TracingSettings {
+  /** The traces URL the exporter posts to (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else <endpoint>/v1/traces). */
+  url: string;
+  protocol: 'http/protobuf' | 'http/json';
+  serviceName: string;
+  sampler: { name: (typeof SAMPLERS)[number]; ratio: number };
+  resourceAttributes: Record<string, string>;
+  /** How long one export may take; unset, the SDK's OTEL_EXPORTER_OTLP_TIMEOUT (10 s). Tests shorten it. */
+  exportTimeoutMs?: number;
+}
+
+/** The tracing settings of a program, or undefined when no exporter is configured (tracing off). */
+export function tracingSettingsOf(config: TracingConfig, defaultServiceName: string): TracingSettings | undefined {
+  if (config.OTEL_SDK_DISABLED || config.OTEL_TRACES_EXPORTER === 'none') return undefined;
+  const url =
+    config.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ??
+    (config.OTEL_EXPORTER_OTLP_ENDPOINT ? `${config.OTEL_EXPORTER_OTLP_ENDPOINT.replace(/\/+$/, '')}/v1/traces` : undefined);
+  if (url === undefined) return undefined;
+  const { 'service.name': fromResource, ...resourceAttributes } = config.OTEL_RESOURCE_ATTRIBUTES;
+  return {
+    url,
+    protocol: config.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? config.OTEL_EXPORTER_OTLP_PROTOCOL ?? 'http/protobuf',
+    serviceName: config.OTEL_SERVICE_NAME ?? fromResource ?? defaultServiceName,
+    sampler: {
+      name: config.OTEL_TRACES_SAMPLER ?? 'parentbased_always_on',
+      ratio: config.OTEL_TRACES_SAMPLER_ARG === undefined ? 1 : Number(config.OTEL_TRACES_SAMPLER_ARG),
+    },
+    resourceAttributes,
+  };
+}

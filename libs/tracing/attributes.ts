@@ -1,0 +1,61 @@
+/**
+ * Span attribute names: OpenTelemetry's messaging and HTTP conventions, and the webhook's own
+ * (DESIGN.md "Tracing"). Never a secret, a token, a signature or a payload.
+ */
+export const ATTR = {
+  messagingSystem: 'messaging.system',
+  messagingOperationType: 'messaging.operation.type',
+  messagingOperationName: 'messaging.operation.name',
+  messagingDestination: 'messaging.destination.name',
+  messagingRoutingKey: 'messaging.rabbitmq.destination.routing_key',
+  messagingMessageId: 'messaging.message.id',
+  messagingBodySize: 'messaging.message.body.size',
+  messagingDeliveryTag: 'messaging.rabbitmq.message.delivery_tag',
+  httpMethod: 'http.request.method',
+  httpStatus: 'http.response.status_code',
+  httpRoute: 'http.route',
+  urlFull: 'url.full',
+  urlPath: 'url.path',
+  urlScheme: 'url.scheme',
+  serverAddress: 'server.address',
+  serverPort: 'server.port',
+  errorType: 'error.type',
+  webhookId: 'webhook.id',
+  merchantId: 'webhook.merchant_id',
+  event: 'webhook.event',
+  attempt: 'webhook.attempt',
+  outcome: 'webhook.outcome',
+  reference: 'webhook.reference',
+} as const;
+
+export const MESSAGING_SYSTEM = 'rabbitmq';
+
+/**
+ * A URL as a span may show it: no query, no fragment, no user or password (a merchant's URL may
+ * carry a token in its query), so a trace viewer never holds a credential.
+ */
+export function safeUrl(url: string): SafeUrl | undefined {
+  // Per attempt: a merchant's URL is parsed once (a new URL() costs microseconds), the cache bounded.
+  let safe = safeUrls.get(url);
+  if (safe === undefined && !safeUrls.has(url)) {
+    if (safeUrls.size >= 10_000) safeUrls.clear();
+    safe = parseSafeUrl(url);
+    safeUrls.set(url, safe);
+  }
+  return safe;
+}
+
+type SafeUrl = { full: string; address: string; port: number; scheme: string };
+const safeUrls = new Map<string, SafeUrl | undefined>();
+
+function parseSafeUrl(url: string): SafeUrl | undefined {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return undefined;
+  }
+  const scheme = parsed.protocol.replace(/:$/, '');
+  const port = parsed.port !== '' ? Number(parsed.port) : scheme === 'https' ? 443 : 80;
+  return { full: `${parsed.protocol}//${parsed.host}${parsed.pathname}`, address: parsed.hostname, port, scheme };
+}

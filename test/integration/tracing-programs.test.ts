@@ -1,0 +1,145 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { sampleEvent } from '../../libs/contracts/index.js';
+import { BrokerConnection } from '../../libs/broker/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
+import { EventPublisher } from '../../libs/publisher/index.js';
+import { brokerUrl, TestBroker, uniquePrefix } from '../support/broker.js';
+import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { OtlpReceiver } from '../support/otlp-receiver.js';
+import { Receiver } from '../support/receiver.js';
+import { waitFor } from '../support/wait.js';
+
+/**
+ * The built dispatcher as operators run it: without OTEL variables no SDK or exporter module is
+ * loaded and the merchant's request carries no traceparent; with OTEL_EXPORTER_OTLP_ENDPOINT it
+ * exports over the default protocol (http/protobuf) to a real receiver.
+ */
+const DISPATCHER = 'dist/apps/dispatcher/main.js';
+const PRELOAD = 'test/support/loaded-modules.mjs';
+
+describe('the dispatcher program with and without OTEL variables', () => {
+  const prefix = uniquePrefix('tracingprog');
+  let test: TestBroker;
+  let receiver: Receiver;
+  let otlp: OtlpReceiver;
+  let merchantsFile: string;
+  let broker: BrokerConnection;
+  let publisher: EventPublisher;
+  let child: ChildProcess | undefined;
+
+  beforeAll(async () => {
+    test = await TestBroker.open();
+    receiver = await Receiver.start(() => 200);
+    otlp = await OtlpReceiver.start();
+    merchantsFile = writeMerchantsFile([testMerchant('m_prog', receiver.url)]);
+    broker = new BrokerConnection({ url: brokerUrl(), name: 'test-tracing-programs', logger: silentLogger() });
+    await broker.open(10_000);
+    publisher = new EventPublisher(broker, prefix);
+  });
+
+  afterAll(async () => {
+    if (child && child.exitCode === null) child.kill('SIGKILL');
+    await broker?.close();
+    await receiver?.close();
+    await otlp?.close();
+    await test?.deleteTopology(prefix, 1);
+    await test?.close();
+  });
+
+  /** Runs the dispatcher until it delivered one event, stops it, and says which modules it loaded. */
+  async function deliverOne(otel: Record<string, string>): Promise<{ modules: string[]; traceparent: unknown; stdout: string }> {
+    const modulesFile = join(mkdtempSync(join(tmpdir(), 'modules-')), 'loaded.txt');
+    child = spawn(process.execPath, ['--import', `./${PRELOAD}`, DISPATCHER], {
+      env: {
+        PATH: process.env.PATH ?? '',
+        RABBITMQ_URL: brokerUrl(),
+        TOPOLOGY_PREFIX: prefix,
+        MERCHANTS_FILE: merchantsFile,
+        METRICS_PORT: '0',
+        RETRY_SCHEDULE: '',
+        ALLOW_PRIVATE_TARGETS: 'true',
+        QUORUM_GROUP_SIZE: '1',
+        STREAM_CLUSTER_SIZE: '1',
+        LOG_LEVEL: 'info',
+        LOADED_MODULES_FILE: modulesFile,
+        ...otel,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr!.on('data', (c: Buffer) => (stdout += c.toString()));
+    const exited = once(child, 'exit');
+    await waitFor('dispatcher consuming', () => stdout.includes('dispatcher consuming'), 20_000);
+    const { messageId } = await publisher.publish(sampleEvent('payout', 'm_prog'));
+    const request = await waitFor('the delivery', () => receiver.requests.find((r) => r.headers['webhook-id'] === messageId));
+    child.kill('SIGTERM');
+    const [code] = await exited;
+    expect({ code, stdout }).toMatchObject({ code: 0 });
+    return { modules: readFileSync(modulesFile, 'utf8').split('\n'), traceparent: request.headers.traceparent, stdout };
+  }
+
+  const opentelemetry = (modules: string[]) =>
+    [...new Set(modules.map((file) => /node_modules\/@opentelemetry\/([^/]+)\//.exec(file)?.[1]).filter((name): name is string => name !== undefined))].sort();
+
+  it('loads no SDK and no exporter, exports nothing and sends no traceparent when no OTEL variable is set', async () => {
+    const before = otlp.requests.length;
+    const { modules, traceparent } = await deliverOne({ OTEL_SERVICE_NAME: 'ignored-without-an-endpoint' });
+    // The API package alone: a no-op.
+    expect(opentelemetry(modules)).toEqual(['api']);
+    expect(traceparent).toBeUndefined();
+    expect(otlp.requests.length).toBe(before);
+  });
+
+  it('exports the delivery over http/protobuf (the default) and sends its traceparent when OTEL_EXPORTER_OTLP_ENDPOINT is set', async () => {
+    const { modules, traceparent, stdout } = await deliverOne({ OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint, OTEL_SERVICE_NAME: 'dispatcher-under-test' });
+    expect(opentelemetry(modules)).toEqual(expect.arrayContaining(['api', 'exporter-trace-otlp-proto', 'sdk-trace-node']));
+    expect(opentelemetry(modules)).not.toContain('exporter-trace-otlp-http');
+    expect(String(traceparent)).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
+    // The stop flushed what was buffered.
+    expect(otlp.requests).toContain('application/x-protobuf');
+    expect(stdout).toContain('"message":"tracing on"');
+  });
+
+  it('has `webhooks publish` export its publish span and put that span in the event\'s traceparent', async () => {
+    const cli = spawn(process.execPath, ['dist/apps/cli/main.js', 'publish', '--sample', 'payout', '--merchant', 'm_prog', '--message-id', 'evt_cli_traced'], {
+      env: {
+        PATH: process.env.PATH ?? '',
+        RABBITMQ_URL: brokerUrl(),
+        TOPOLOGY_PREFIX: prefix,
+        QUORUM_GROUP_SIZE: '1',
+        OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint,
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    cli.stdout!.on('data', (c: Buffer) => (output += c.toString()));
+    cli.stderr!.on('data', (c: Buffer) => (output += c.toString()));
+    const [code] = await once(cli, 'exit');
+    expect({ code, output }).toMatchObject({ code: 0 });
+    // Exported before the CLI exited.
+    const span = otlp.spans.find((s) => s.attributes['webhook.id'] === 'evt_cli_traced');
+    expect(span).toMatchObject({ service: 'webhooks-cli', name: `publish ${prefix}.events`, kind: 4 });
+    const [message] = await test.drain(`${prefix}.dispatch`, 1);
+    expect(message!.properties.messageId).toBe('evt_cli_traced');
+    expect(String(message!.properties.headers?.traceparent)).toBe(`00-${span!.traceId}-${span!.spanId}-01`);
+  });
+
+  it('refuses an unsupported protocol at start-up, naming the variable', async () => {
+    const program = spawn(process.execPath, [DISPATCHER], {
+      env: { PATH: process.env.PATH ?? '', MERCHANTS_FILE: merchantsFile, OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    program.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
+    const [code] = await once(program, 'exit');
+    expect(code).toBe(1);
+    expect(stderr).toContain('OTEL_EXPORTER_OTLP_PROTOCOL');
+    expect(stderr).toContain('http/protobuf');
+  });
+});
