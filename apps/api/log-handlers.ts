@@ -1,9 +1,22 @@
 import type { Request, Router } from 'express';
-import type { DeliveryLogQueries } from '../../libs/delivery-store/index.js';
+import type { DeliveryLogQueries, WebhookFilters } from '../../libs/delivery-store/index.js';
 import type { KeyedConcurrency } from './concurrency.js';
 import { ApiError, notFound, rateLimited } from './errors.js';
 import { mount } from './mount.js';
 import type { RateLimiter } from './rate-limit.js';
+
+/** The list's filters as the route table parsed them (listQuery), for the log's query. */
+export function listFilters(query: Record<string, unknown>): WebhookFilters {
+  return {
+    reference: query.reference as string | undefined,
+    event: query.event as string | undefined,
+    status: query.status as string | undefined,
+    since: query.since as string | undefined,
+    until: query.until as string | undefined,
+    cursor: query.cursor as string | undefined,
+    limit: query.limit as number,
+  };
+}
 
 export interface LogHandlerDeps {
   /** Absent with DELIVERY_LOG=off: the routes answer 503 log_disabled. */
@@ -49,15 +62,7 @@ export function mountLogRoutes(router: Router, deps: LogHandlerDeps, admin: { ba
 
   mount(router, ids.list, async (req, res, { params, query }) => {
     const merchantId = await admin.merchantOf(req, params);
-    const page = await read(merchantId, (log) => log.listWebhooks(merchantId, {
-      reference: query.reference as string | undefined,
-      event: query.event as string | undefined,
-      status: query.status as string | undefined,
-      since: query.since as string | undefined,
-      until: query.until as string | undefined,
-      cursor: query.cursor as string | undefined,
-      limit: query.limit as number,
-    }));
+    const page = await read(merchantId, (log) => log.listWebhooks(merchantId, listFilters(query)));
     res.json({ message: `${page.webhooks.length} webhook(s)`, error: null, data: page });
   }, base);
 

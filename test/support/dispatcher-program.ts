@@ -4,7 +4,7 @@ import { silentLogger } from '../../libs/logger/index.js';
 import { brokerUrl } from './broker.js';
 
 /** The dispatcher program as deployed with the broker directory: one attempt, loopback merchants allowed. */
-export function startBrokerDirectoryDispatcher(prefix: string): Promise<DispatcherProgram> {
+export function startBrokerDirectoryDispatcher(prefix: string, env: Record<string, string> = {}): Promise<DispatcherProgram> {
   return startDispatcher(
     loadDispatcherConfig({
       RABBITMQ_URL: brokerUrl(),
@@ -14,6 +14,7 @@ export function startBrokerDirectoryDispatcher(prefix: string): Promise<Dispatch
       FAILED_RETENTION: '1D',
       ALLOW_PRIVATE_TARGETS: 'true',
       METRICS_PORT: '0',
+      ...env,
     }),
     silentLogger(),
   );

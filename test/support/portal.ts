@@ -1,11 +1,11 @@
 import type { ApiOptions, ApiProgram } from '../../apps/api/program.js';
-import { type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/program.js';
-import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
+import type { DispatcherProgram } from '../../apps/dispatcher/program.js';
 import { loadRecorderConfig } from '../../apps/recorder/config.js';
 import { type RecorderProgram, startRecorder } from '../../apps/recorder/program.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { adminToken, type Answer, call, startTestApi } from './api.js';
 import { brokerUrl, TestBroker, uniquePrefix } from './broker.js';
+import { startBrokerDirectoryDispatcher } from './dispatcher-program.js';
 import { createTestDatabase, type TestDatabase } from './postgres.js';
 import { waitFor } from './wait.js';
 
@@ -57,19 +57,7 @@ export async function startPortalStack(name: string, replicas = 1, options: ApiO
   try {
     recorder = await startRecorder(loadRecorderConfig({ RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, DATABASE_URL: db.url }), silentLogger());
     for (let i = 0; i < replicas; i++) apis.push(await startTestApi(prefix, '', options, env));
-    dispatcher = await startDispatcher(
-      loadDispatcherConfig({
-        RABBITMQ_URL: brokerUrl(),
-        TOPOLOGY_PREFIX: prefix,
-        MERCHANT_DIRECTORY: 'broker',
-        RETRY_SCHEDULE: '',
-        FAILED_RETENTION: '1D',
-        ALLOW_PRIVATE_TARGETS: 'true',
-        DELIVERY_TIMEOUT_MS: '2000',
-        METRICS_PORT: '0',
-      }),
-      silentLogger(),
-    );
+    dispatcher = await startBrokerDirectoryDispatcher(prefix, { DELIVERY_TIMEOUT_MS: '2000' });
   } catch (err) {
     await close();
     throw err;

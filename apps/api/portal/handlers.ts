@@ -8,6 +8,7 @@ import { MAX_LINK_LIFETIME_MS, PORTAL_PERMISSIONS, PortalLinkError, type PortalP
 import { USER_AGENT } from '../../dispatcher/program.js';
 import type { ApiDeps } from '../app.js';
 import { ApiError, badRequest, notFound, rateLimited, unavailable } from '../errors.js';
+import { listFilters } from '../log-handlers.js';
 import { mount } from '../mount.js';
 import { endpointPatch, portalSessionInput, rotateBody, testEventBody } from './routes.js';
 import { servePortalAssets } from './page.js';
@@ -175,15 +176,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
 
   mount(app, 'portalListWebhooks', async (req, res, { query }) => {
     const found = await session(req);
-    const page = await read(found.merchantId, (log) => log.listWebhooks(found.merchantId, {
-      reference: query.reference as string | undefined,
-      event: query.event as string | undefined,
-      status: query.status as string | undefined,
-      since: query.since as string | undefined,
-      until: query.until as string | undefined,
-      cursor: query.cursor as string | undefined,
-      limit: query.limit as number,
-    }));
+    const page = await read(found.merchantId, (log) => log.listWebhooks(found.merchantId, listFilters(query)));
     res.json({ message: `${page.webhooks.length} webhook(s)`, error: null, data: page });
   });
 
