@@ -516,18 +516,23 @@ export class RetryWatch {
       const queue = this.waits.laneName(lane);
       this.spill.take(queue, this.window - this.waits.count(lane), (key, values) => {
         this.spillFloors.set(queue, values[W_OFFSET]!);
-        if (this.tombstones.delete(key) || this.arrivals.has(key)) return; // came back while on disk
-        const held = this.waits.get(key);
-        if (held !== undefined) {
-          // The same wait appended again: the later entry is the one it waits from.
-          if (this.waits.value(held, W_OFFSET) >= values[W_OFFSET]!) return;
-          this.deleteWait(key);
-        }
-        this.waits.add(lane, key, values);
+        this.takeBack(lane, key, values);
       });
       if (this.spill.count(queue) === 0) this.spillFloors.delete(queue);
     }
     this.refillLanes.clear();
+  }
+
+  /** A wait read back from disk (or from a snapshot's parts) goes to memory unless it came back meanwhile. */
+  private takeBack(lane: number, key: string, values: number[]): void {
+    if (this.tombstones.delete(key) || this.arrivals.has(key)) return;
+    const held = this.waits.get(key);
+    if (held !== undefined) {
+      // The same wait appended again: the later entry is the one it waits from.
+      if (this.waits.value(held, W_OFFSET) >= values[W_OFFSET]!) return;
+      this.deleteWait(key);
+    }
+    this.waits.add(lane, key, values);
   }
 
   /** A tombstone no wait on disk can match any longer: every tier's waits on disk were read after it. */
@@ -884,12 +889,10 @@ export class RetryWatch {
       const { used } = this.spill.decode(content, (key, values) => {
         values[W_DUE] = now + values[W_DUE]!;
         values[W_DRAINED] = now - values[W_DRAINED]!; // NaN stays NaN
-        // Into memory (this watch keeps more there than the writer did): as when read back from disk.
-        if (this.spill.count(queue) === 0 && this.waits.count(this.waits.lane(queue)) < this.window) {
-          if (this.tombstones.delete(key) || this.arrivals.has(key)) return;
-          if (this.waits.has(key)) this.deleteWait(key);
-        }
-        this.addWait(queue, key, values);
+        // Into memory while its tier has room there (this watch keeps more than the writer did), as when read back from disk.
+        const lane = this.waits.lane(queue);
+        if (this.spill.count(queue) === 0 && this.waits.count(lane) < this.window) this.takeBack(lane, key, values);
+        else this.addWait(queue, key, values);
       });
       if (used !== content.length) throw new Error(`a part of ${queue} ends inside a record`);
     });
