@@ -58,9 +58,9 @@ function isMismatch(err: unknown): boolean {
 }
 
 /** RabbitMQ's 406 names the first argument that differs: "inequivalent arg 'x-…'". */
-function namesCreationOnly(err: unknown): boolean {
+function namesOneOf(err: unknown, names: readonly string[]): boolean {
   const text = String((err as Error)?.message ?? '');
-  return CREATION_ONLY_ARGUMENTS.some((name) => text.includes(`'${name}'`));
+  return names.some((name) => text.includes(`'${name}'`));
 }
 
 async function declareExchange(declarer: Declarer, exchange: ExchangeSpec): Promise<void> {
@@ -73,27 +73,30 @@ async function declareExchange(declarer: Declarer, exchange: ExchangeSpec): Prom
 
 /**
  * Declares a queue with its arguments. When only its replication differs (created by an older
- * version, or with another QUORUM_GROUP_SIZE / STREAM_CLUSTER_SIZE), it is kept as it is: the
- * rest of its arguments are checked by declaring it again without the creation-only ones, and if
- * it was created with explicit other sizes, that check is not possible and it is accepted.
+ * version, or with another QUORUM_GROUP_SIZE / STREAM_CLUSTER_SIZE), or it lacks an argument added
+ * since (`addedLater`), it is kept as it is: the rest of its arguments are checked by declaring it
+ * again without those, and if it was created with explicit other values, that check is not
+ * possible and it is accepted.
  */
 async function declareQueue(declarer: Declarer, queue: QueueSpec): Promise<void> {
   const entity = `${queue.kind} ${queue.name}`;
+  // What an existing queue may differ in: its replication, and arguments added since it was made.
+  const tolerated = [...CREATION_ONLY_ARGUMENTS, ...(queue.addedLater ?? [])];
   const assert = (args: Record<string, unknown>) => (channel: Channel) => channel.assertQueue(queue.name, { durable: true, arguments: args });
   try {
     await declarer.step(assert({ ...queue.arguments }));
     return;
   } catch (err) {
     if (!isMismatch(err)) throw err;
-    if (!namesCreationOnly(err) || !declarer.canReopen) throw new TopologyMismatchError(entity, err);
+    if (!namesOneOf(err, tolerated) || !declarer.canReopen) throw new TopologyMismatchError(entity, err);
   }
   const rest: Record<string, unknown> = { ...queue.arguments };
-  for (const name of CREATION_ONLY_ARGUMENTS) delete rest[name];
+  for (const name of tolerated) delete rest[name];
   try {
     await declarer.step(assert(rest));
   } catch (err) {
     if (!isMismatch(err)) throw err;
-    if (!namesCreationOnly(err)) throw new TopologyMismatchError(entity, err);
+    if (!namesOneOf(err, tolerated)) throw new TopologyMismatchError(entity, err);
   }
 }
 

@@ -46,6 +46,11 @@ export interface QueueSpec {
   /** Names the entity in errors; the queue type itself is the x-queue-type argument. */
   kind: 'queue' | 'stream';
   arguments: Readonly<Record<string, string | number>>;
+  /**
+   * Arguments added after the queue was first declared by an earlier version: a queue that lacks
+   * them is accepted as it is (RabbitMQ cannot change them on an existing queue; a policy can).
+   */
+  addedLater?: readonly string[];
 }
 
 export interface BindingSpec {
@@ -109,6 +114,13 @@ export const DISPATCH_DELIVERY_LIMIT = 10;
  * longest delay is well under a day in practice) plus the time to notice and recover it.
  */
 export const RETRIES_RETENTION = '7D';
+/**
+ * The retry watch's snapshots: only the newest is ever read, and at 1,000,000 waiting each is about
+ * 55 MB, written every 100,000 journal entries by every dispatcher: kept for the journal's 7 days
+ * they would fill the broker's disk during a long outage (hundreds of GB). A cap holds the last
+ * dozens of them.
+ */
+export const RETRY_SNAPSHOTS_MAX_BYTES = 1_000_000_000;
 /** Segments of the retries and merchants streams: small, so retention can drop them at all. */
 export const SMALL_SEGMENT_BYTES = 8_000_000;
 
@@ -190,7 +202,7 @@ export function topologySpec(options: TopologyOptions): TopologySpec {
       stream(names.failed, options.failedRetention, options.replication),
       { name: names.invalid, kind: 'queue', arguments: { ...quorum(options.replication) } },
       stream(names.retries, RETRIES_RETENTION, options.replication, SMALL_SEGMENT_BYTES),
-      stream(names.retrySnapshots, RETRIES_RETENTION, options.replication, SMALL_SEGMENT_BYTES),
+      { ...stream(names.retrySnapshots, RETRIES_RETENTION, options.replication, SMALL_SEGMENT_BYTES, RETRY_SNAPSHOTS_MAX_BYTES), addedLater: ['x-max-length-bytes'] },
       ...(options.merchantsStream ? [stream(names.merchants, MERCHANTS_RETENTION, options.replication, SMALL_SEGMENT_BYTES)] : []),
       ...(options.deliveriesStream ? [deliveriesSpec(options.prefix, options.replication)] : []),
     ],

@@ -65,7 +65,8 @@ describe('topologySpec', () => {
         {
           name: 'acme.retries.snapshots',
           kind: 'stream',
-          arguments: { 'x-queue-type': 'stream', 'x-max-age': '7D', 'x-stream-max-segment-size-bytes': 8_000_000, 'x-initial-cluster-size': 3 },
+          arguments: { 'x-queue-type': 'stream', 'x-max-age': '7D', 'x-max-length-bytes': 1_000_000_000, 'x-stream-max-segment-size-bytes': 8_000_000, 'x-initial-cluster-size': 3 },
+          addedLater: ['x-max-length-bytes'],
         },
       ],
       binding: { source: 'acme.events', destination: 'acme.dispatch', routingKey: '#' },
