@@ -138,6 +138,8 @@ export function createApp(deps: ApiDeps): express.Express {
   };
 
   app.use('/nucleus/tnx/webhook', countResends);
+  // The resend of one webhook by id (the portal's Resend and Recover call it) is a resend as well.
+  app.use(/^\/nucleus\/webhooks\/[^/]+\/resend$/, countResends);
   mount(app, 'resendWebhook', async (req, res) => {
     {
       const reference = referenceFrom(req);

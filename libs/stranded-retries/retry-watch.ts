@@ -1007,18 +1007,20 @@ export class RetryWatch {
 
   private async writeSnapshotNow(stream: string): Promise<void> {
     const now = this.clock();
+    const covers = this.lastOffset;
     const applied = this.appliedSinceSnapshot;
     this.appliedSinceSnapshot = 0;
     this.lastSnapshotAt = now;
     const spilled = this.spill.lanes().map((queue): [string, number] => [queue, this.spill.count(queue)]);
     // The waits on disk are copied part by part while the watch goes on: their files are held as they are meanwhile.
     this.spill.hold();
+    let parts = 0;
     try {
       if (spilled.length === 0) {
         await appendSnapshot(this.broker, stream, this.snapshotOf(now), 30_000);
       } else {
         const id = randomUUID();
-        const parts = spilled.reduce((sum, [, count]) => sum + Math.ceil(count / SNAPSHOT_PART_RECORDS), 0);
+        parts = spilled.reduce((sum, [, count]) => sum + Math.ceil(count / SNAPSHOT_PART_RECORDS), 0);
         const ranges = spilled.map(([queue]) => ({ queue, ...this.spill.range(queue) }));
         const last = this.snapshotOf(now, { id, parts, startedAt: Date.now(), spilled, tombstones: [...this.tombstones] });
         let part = 0;
@@ -1027,6 +1029,7 @@ export class RetryWatch {
         await appendSnapshot(this.broker, stream, last, 30_000);
       }
       this.stats.snapshots++;
+      this.logger.info('retry watch snapshot written', { covers, waiting: this.waits.size + this.spill.size, parts, ms: Math.round(this.clock() - now) });
     } catch (err) {
       this.appliedSinceSnapshot += applied;
       this.logger.warn('retry watch snapshot not written', { error: (err as Error).message });

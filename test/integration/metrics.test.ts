@@ -132,8 +132,10 @@ describe('Prometheus metrics', () => {
       await waitFor('API ready', () => api.index.ready);
       const headers = { 'x-auth-token': bad.publicKey, authorization: `Bearer ${await token(bad.id)}` };
       expect((await call(api, '/nucleus/tnx/webhook?reference=unknown', { headers })).status).toBe(404);
+      // The resend of one webhook by id counts too.
+      expect((await call(api, '/nucleus/webhooks/evt_unknown/resend', { method: 'POST', headers })).status).toBe(404);
       const text = await (await fetch(`http://127.0.0.1:${api.port}/metrics`)).text();
-      expect(series(text, 'webhooks_resend_requests_total', { status: '404', program: 'api' })).toBe(1);
+      expect(series(text, 'webhooks_resend_requests_total', { status: '404', program: 'api' })).toBe(2);
       expect(series(text, 'webhooks_failed_index_entries', { program: 'api' })).toBe(1);
       expect(series(text, 'webhooks_broker_connected', { program: 'api' })).toBe(1);
     } finally {
