@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { EVENT_NAMES, EVENT_SUMMARIES, webhookExample, webhookPayloadSchema } from '../../libs/contracts/index.js';
+import { attemptEvent, disabledEvent, enabledEvent, OPERATIONAL_EVENT_TYPES, type OperationalEvent, type OperationalEventType, operationalEventSchema } from '../../libs/operational/index.js';
 import { ROUTES, type RouteDeclaration } from './routes.js';
 import { errorEnvelope } from './schemas.js';
 
@@ -97,13 +98,62 @@ const SIGNATURE_HEADERS = [
   },
 ];
 
+/** An operational event of each type as the dispatcher builds it (fixed values, so the document does not change between builds). */
+function operationalExample(type: OperationalEventType): OperationalEvent {
+  const at = new Date('2026-05-01T10:00:00.000Z');
+  const facts = {
+    merchantId: 'm_example',
+    url: 'https://merchant.example/hooks',
+    webhookId: 'evt_5e0c7c2a',
+    event: 'payout',
+    references: ['PO-1777629600000-3f2a9c1b'],
+    attempts: 4,
+    lastHttpStatus: 503,
+    lastError: 'HTTP 503',
+  };
+  switch (type) {
+    case 'endpoint.disabled':
+      return disabledEvent({ ...facts, reason: 'failing', disabledAt: at.toISOString(), failingSince: '2026-04-26T09:12:00.000Z' }, at).event;
+    case 'endpoint.enabled':
+      return enabledEvent({ merchantId: facts.merchantId, url: facts.url, enabledAt: at.toISOString() }, at).event;
+    case 'message.attempt.exhausted':
+      return attemptEvent(type, { ...facts, attempts: 8, reason: 'attempts-exhausted' }, at).event;
+    default:
+      return attemptEvent(type, facts, at).event;
+  }
+}
+
+/**
+ * The operational events as the platform's OPERATIONAL_WEBHOOK_URL receives them (the same bodies
+ * as on the `<prefix>.operational` exchange, routing key = type).
+ */
+function operationalWebhooks(): Array<[string, Json]> {
+  return OPERATIONAL_EVENT_TYPES.map((type) => [
+    type,
+    {
+      post: {
+        operationId: `operational.${type}`,
+        summary: `Operational event, to the platform: ${operationalEventSchema(type).description ?? type}`,
+        description:
+          'POSTed to OPERATIONAL_WEBHOOK_URL (signed with OPERATIONAL_WEBHOOK_SECRET) and published to `<prefix>.operational` with routing key ' +
+          `${type}. Noise is bounded: per endpoint at most one message.attempt.* event of a kind per OPERATIONAL_EVENT_INTERVAL, the rest counted in data.suppressed.`,
+        tags: ['Operational events (platform)'],
+        parameters: SIGNATURE_HEADERS,
+        requestBody: { required: true, content: { 'application/json': { schema: jsonSchema(operationalEventSchema(type), 'output'), example: operationalExample(type) } } },
+        responses: { '2XX': { description: 'Received' }, default: { description: 'A failed attempt: retried on RETRY_SCHEDULE' } },
+      },
+    },
+  ]);
+}
+
 /**
  * The webhooks themselves (OpenAPI 3.1 `webhooks`): what the service POSTs to a merchant's server
- * for each event, with the signature headers; the event catalog, from the same schemas.
+ * for each event, with the signature headers; the event catalog, from the same schemas. Then the
+ * operational events the platform's own URL receives.
  */
 function webhooks(): Json {
-  return Object.fromEntries(
-    EVENT_NAMES.map((event) => [
+  return Object.fromEntries([
+    ...EVENT_NAMES.map((event): [string, Json] => [
       event,
       {
         post: {
@@ -113,6 +163,7 @@ function webhooks(): Json {
             `POSTed to the merchant's webhook URL for each ${event} event, body exactly {"event", "data"}, content-type application/json. ` +
             'Answer 2xx within the delivery timeout once you have stored it; anything else, a timeout or a network error is a failed attempt, ' +
             "retried on the schedule, then kept in the failed queue for a resend. Verify webhook-signature over the body's exact bytes before parsing it.",
+          tags: ['Webhooks to merchants'],
           parameters: SIGNATURE_HEADERS,
           requestBody: {
             required: true,
@@ -125,7 +176,8 @@ function webhooks(): Json {
         },
       },
     ]),
-  );
+    ...operationalWebhooks(),
+  ]);
 }
 
 export const openApiDocument = {

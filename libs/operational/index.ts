@@ -15,3 +15,4 @@ export { IntervalFolder } from './folder.js';
 export { OperationalPublisher, type OperationalPublisherOptions } from './publisher.js';
 export { announcer } from './announce.js';
 export { OperationalWebhookSender, type OperationalWebhookOptions } from './webhook-sender.js';
+export { operationalEventSchema } from './schemas.js';

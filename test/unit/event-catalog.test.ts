@@ -1,6 +1,7 @@
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { openApiDocument } from '../../apps/api/openapi.js';
 import { EVENT_NAMES, examplesAccepted, sampleEvent } from '../../libs/contracts/index.js';
+import { attemptEvent, disabledEvent, enabledEvent, OPERATIONAL_EVENT_TYPES } from '../../libs/operational/index.js';
 
 type Operation = { parameters: Array<{ name: string; in: string; required: boolean }>; requestBody: { content: { 'application/json': { schema: object; example: unknown } } } };
 
@@ -9,8 +10,8 @@ describe('the event catalog (OpenAPI webhooks)', () => {
   const ajv = new Ajv2020({ strict: false });
 
   it('describes every event, with its signature headers, a schema and an example that fits it', () => {
-    expect(Object.keys(webhooks).sort()).toEqual([...EVENT_NAMES].sort());
-    for (const event of EVENT_NAMES) {
+    expect(Object.keys(webhooks).sort()).toEqual([...EVENT_NAMES, ...OPERATIONAL_EVENT_TYPES].sort());
+    for (const event of [...EVENT_NAMES, ...OPERATIONAL_EVENT_TYPES]) {
       const { parameters, requestBody } = webhooks[event]!.post;
       expect(parameters.filter((p) => p.in === 'header' && p.required).map((p) => p.name)).toEqual(['webhook-id', 'webhook-timestamp', 'webhook-signature']);
       const { schema, example } = requestBody.content['application/json'];
@@ -30,6 +31,27 @@ describe('the event catalog (OpenAPI webhooks)', () => {
       const reference = { 'charge.completed': 'tnxRef', payout: 'reference', 'refund.completed': 'refundRef' }[event];
       const { [reference]: _dropped, ...withoutReference } = data;
       expect(validate({ event, data: withoutReference })).toBe(false);
+    }
+  });
+
+  it('fits every operational event as the dispatcher builds it, folded or not, and refuses one of another type', () => {
+    const now = new Date();
+    const facts = { merchantId: 'm_1', url: 'https://m.example/h', webhookId: 'evt_1', event: 'payout', references: ['PO-1'], attempts: 4 };
+    const built = [
+      attemptEvent('message.attempt.failing', facts, now).event,
+      attemptEvent('message.attempt.recovered', { ...facts, lastHttpStatus: 204 }, now).event,
+      attemptEvent('message.attempt.exhausted', { ...facts, lastError: 'timeout', reason: 'attempts-exhausted' }, now).event,
+      disabledEvent({ merchantId: 'm_1', url: 'https://m.example/h', reason: 'manual', disabledAt: now.toISOString() }, now).event,
+      disabledEvent({ ...facts, reason: 'failing', disabledAt: now.toISOString(), failingSince: now.toISOString(), lastHttpStatus: 503 }, now).event,
+      enabledEvent({ merchantId: 'm_1', url: 'https://m.example/h', enabledAt: now.toISOString() }, now).event,
+    ];
+    // Folded: the event that stands for others says how many (apps/dispatcher/operations.ts).
+    built[0]!.data.suppressed = 998;
+    for (const event of built) {
+      const validate = ajv.compile(webhooks[event.type]!.post.requestBody.content['application/json'].schema);
+      expect(validate(event) ? [] : validate.errors).toEqual([]);
+      const other = OPERATIONAL_EVENT_TYPES.find((t) => t !== event.type)!;
+      expect(validate({ ...event, type: other })).toBe(false);
     }
   });
 });

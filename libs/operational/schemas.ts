@@ -1,0 +1,55 @@
+import { z } from 'zod';
+import type { OperationalEventType } from './events.js';
+
+/**
+ * What each operational event's body holds, for the OpenAPI document's catalog (the platform's
+ * OPERATIONAL_WEBHOOK_URL receives them as Standard Webhooks, and the same bodies are on the
+ * `<prefix>.operational` exchange). A test builds every event with the builders of events.ts
+ * and checks it against these, so the catalog says what is sent.
+ */
+const merchantId = z.string().describe('The merchant');
+const url = z.string().describe("The merchant's webhook URL");
+const lastHttpStatus = z.number().int().nullable().describe('HTTP status of the last attempt; null when none answered (timeout, network error)');
+const lastError = z.string().nullable().describe('The last attempt\'s error, e.g. "HTTP 503" or "timeout"');
+
+const attempt = z.object({
+  merchantId,
+  url,
+  webhookId: z.string().describe('The webhook (its webhook-id header)'),
+  event: z.string().describe('charge.completed, payout or refund.completed'),
+  references: z.array(z.string()).describe('Its transaction references, to resend it by'),
+  attempts: z.number().int().describe('Attempts made so far'),
+  lastHttpStatus,
+  lastError,
+  suppressed: z.number().int().optional().describe('Events of this kind for the same endpoint folded into this one within OPERATIONAL_EVENT_INTERVAL'),
+});
+
+const DATA: Record<OperationalEventType, z.ZodObject> = {
+  'message.attempt.failing': attempt.describe("A webhook's 4th attempt failed; sent once per webhook"),
+  'message.attempt.exhausted': attempt
+    .extend({ reason: z.string().nullable().describe('Why it went to the failed queue, e.g. attempts-exhausted, endpoint-disabled') })
+    .describe('A webhook went to the failed queue: resendable'),
+  'message.attempt.recovered': attempt.describe('A webhook that had a failing event was delivered'),
+  'endpoint.disabled': z
+    .object({
+      merchantId,
+      url,
+      reason: z.enum(['failing', 'manual']).describe('failing: every attempt failed for ENDPOINT_DISABLE_AFTER; manual: turned off by the admin API, the CLI or the portal'),
+      disabledAt: z.string().describe('ISO 8601'),
+      failingSince: z.string().nullable().describe('ISO 8601: the first failure after the last success'),
+      lastHttpStatus,
+      lastError,
+      webhookId: z.string().optional().describe('The webhook whose failure tipped it over (automatic disable)'),
+      event: z.string().nullable().optional(),
+      references: z.array(z.string()).optional(),
+      attempts: z.number().int().nullable().optional(),
+    })
+    .describe("A merchant's webhook endpoint was turned off; new events are skipped (and listed in its feed) until it is turned on"),
+  'endpoint.enabled': z.object({ merchantId, url, enabledAt: z.string().describe('ISO 8601') }).describe('An endpoint was turned back on; deliveries resume'),
+};
+
+export function operationalEventSchema(type: OperationalEventType): z.ZodObject {
+  return z
+    .object({ type: z.literal(type), timestamp: z.string().describe('ISO 8601, when the event was made'), data: DATA[type] })
+    .describe(DATA[type].description ?? type);
+}
