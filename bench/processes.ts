@@ -1,5 +1,8 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type { Mark } from './receiver-process.js';
 
@@ -78,5 +81,33 @@ export async function until(what: string, check: () => boolean | Promise<boolean
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`bench: timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+}
+
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/** Peak and current resident set of a process, from the kernel (VmHWM is the high-water mark). */
+export function rssOf(pid: number): { peakMb: number; nowMb: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1] ?? NaN);
+  return { peakMb: kb('VmHWM') / 1024, nowMb: kb('VmRSS') / 1024 };
+}
+
+/** A metric from a program's /metrics, summed over its series (one series: its value); undefined when absent or unreachable. */
+export async function scrape(port: number, metric: string): Promise<number | undefined> {
+  try {
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    // `name{program="dispatcher"} value`: the registry labels every series with its program.
+    const lines = text.split('\n').filter((l) => l.startsWith(`${metric} `) || l.startsWith(`${metric}{`));
+    return lines.length === 0 ? undefined : lines.reduce((sum, l) => sum + Number(l.split(' ').at(-1)), 0);
+  } catch {
+    return undefined;
   }
 }

@@ -5,13 +5,12 @@
  * earlier commit) the same soak runs beside it against that build, at the same time, each on its
  * own topology, so the two see the same machine.
  */
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BrokerConnection } from '../libs/broker/index.js';
 import { silentLogger } from '../libs/logger/index.js';
 import { declareIntake, topologyNames } from '../libs/topology/index.js';
 import { benchPrefix, deleteTopology, eventBody, merchantsFile } from './fixtures.js';
-import { type ProgramProcess, startProgram, startReceiver, until } from './processes.js';
+import { freePort, type ProgramProcess, rssOf, scrape, startProgram, startReceiver, until } from './processes.js';
 
 export interface SoakSample {
   second: number;
@@ -23,22 +22,6 @@ export interface SoakSample {
 export interface SoakResult {
   name: string;
   samples: SoakSample[];
-}
-
-function rssMb(pid: number): number {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? NaN) / 1024;
-}
-
-/** Sums every series of a metric in a Prometheus text page. */
-async function scrapeSum(port: number, metric: string): Promise<number | undefined> {
-  try {
-    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-    const lines = text.split('\n').filter((l) => l.startsWith(`${metric} `) || l.startsWith(`${metric}{`));
-    return lines.length === 0 ? undefined : lines.reduce((sum, l) => sum + Number(l.split(' ').at(-1)), 0);
-  } catch {
-    return undefined;
-  }
 }
 
 const MERCHANTS = 50;
@@ -64,7 +47,7 @@ async function soakOne(url: string, name: string, dist: string | undefined, rece
   const program: ProgramProcess = dist ? startProgram(join(dist, 'apps/dispatcher/main.js'), env) : startProgram('dispatcher/main.js', env);
   const samples: SoakSample[] = [];
   try {
-    await until(`${name} dispatcher ready`, async () => (await scrapeSum(metricsPort, 'webhooks_broker_connected')) === 1, 60_000, 200);
+    await until(`${name} dispatcher ready`, async () => (await scrape(metricsPort, 'webhooks_broker_connected')) === 1, 60_000, 200);
     const { events } = topologyNames(prefix);
     const started = performance.now();
     let nextSample = 0;
@@ -78,9 +61,9 @@ async function soakOne(url: string, name: string, dist: string | undefined, rece
         nextSample += 15;
         samples.push({
           second: Math.round(second),
-          rssMb: Math.round(rssMb(program.child.pid!)),
-          waiting: (await scrapeSum(metricsPort, 'webhooks_retry_waiting')) ?? NaN,
-          watchMb: ((await scrapeSum(metricsPort, 'webhooks_retry_watch_bytes')) ?? NaN) / 2 ** 20,
+          rssMb: Math.round(rssOf(program.child.pid!).nowMb),
+          waiting: (await scrape(metricsPort, 'webhooks_retry_waiting')) ?? NaN,
+          watchMb: ((await scrape(metricsPort, 'webhooks_retry_watch_bytes')) ?? NaN) / 2 ** 20,
         });
       }
       const merchant = merchants[i % MERCHANTS]!.id;
@@ -88,7 +71,7 @@ async function soakOne(url: string, name: string, dist: string | undefined, rece
       if (confirms.length >= 100) await Promise.all(confirms.splice(0));
     }
     await Promise.all(confirms);
-    samples.push({ second: seconds, rssMb: Math.round(rssMb(program.child.pid!)), waiting: (await scrapeSum(metricsPort, 'webhooks_retry_waiting')) ?? NaN, watchMb: ((await scrapeSum(metricsPort, 'webhooks_retry_watch_bytes')) ?? NaN) / 2 ** 20 });
+    samples.push({ second: seconds, rssMb: Math.round(rssOf(program.child.pid!).nowMb), waiting: (await scrape(metricsPort, 'webhooks_retry_waiting')) ?? NaN, watchMb: ((await scrape(metricsPort, 'webhooks_retry_watch_bytes')) ?? NaN) / 2 ** 20 });
     return { name, samples };
   } finally {
     await program.stop();
@@ -100,8 +83,8 @@ async function soakOne(url: string, name: string, dist: string | undefined, rece
 export async function benchSoak(url: string, rate: number, seconds: number, beforeDist: string | undefined): Promise<SoakResult[]> {
   const receiver = await startReceiver();
   try {
-    const runs = [soakOne(url, 'after', undefined, receiver.url, rate, seconds, 19_461)];
-    if (beforeDist) runs.push(soakOne(url, 'before', beforeDist, receiver.url, rate, seconds, 19_462));
+    const runs = [soakOne(url, 'after', undefined, receiver.url, rate, seconds, await freePort())];
+    if (beforeDist) runs.push(soakOne(url, 'before', beforeDist, receiver.url, rate, seconds, await freePort()));
     return await Promise.all(runs);
   } finally {
     await receiver.stop();

@@ -8,16 +8,13 @@
  */
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import amqp from 'amqplib';
 import { BrokerConnection } from '../libs/broker/index.js';
 import { HEADERS, JOURNAL_ENTRY_TYPES } from '../libs/contracts/index.js';
 import { silentLogger } from '../libs/logger/index.js';
 import { declareTopology, topologyNames } from '../libs/topology/index.js';
 import { benchPrefix, deleteTopology, eventBody, merchantsFile } from './fixtures.js';
-import { type ProgramProcess, startProgram, until } from './processes.js';
+import { freePort, type ProgramProcess, rssOf, scrape, startProgram, until } from './processes.js';
 
 /** The default schedule (5s,5m,30m,2h,5h,10h,10h): a dead endpoint's webhooks spend nearly all their time in the long tiers. */
 const TIERS = 7;
@@ -27,33 +24,6 @@ export interface WatchMemoryResult {
   waiting: number;
   fillSeconds: number;
   dispatchers: Array<{ name: string; startupMs: number; from: string; peakRssMb: number; rssMb: number; watchBytes: number | undefined }>;
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
-
-/** Peak and current resident set of a process, from the kernel (VmHWM is the high-water mark). */
-function rssOf(pid: number): { peakMb: number; nowMb: number } {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const kb = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1] ?? NaN);
-  return { peakMb: kb('VmHWM') / 1024, nowMb: kb('VmRSS') / 1024 };
-}
-
-async function scrape(port: number, metric: string): Promise<number | undefined> {
-  try {
-    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-    // `name{program="dispatcher"} value`: the registry labels every series with its program.
-    const line = text.split('\n').find((l) => l.startsWith(`${metric} `) || l.startsWith(`${metric}{`));
-    return line === undefined ? undefined : Number(line.split(' ').at(-1));
-  } catch {
-    return undefined;
-  }
 }
 
 /** `waiting` waits, each a webhook's first in the journal (so with its body), spread over the long tiers. */
