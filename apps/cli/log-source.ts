@@ -14,8 +14,14 @@ export interface LogSource {
   close(): Promise<void>;
 }
 
-/** The API `npm start` serves, where the development database lives inside the process. */
-const DEFAULT_API_URL = 'http://127.0.0.1:8080';
+/**
+ * Where the CLI finds the admin API: `given` (an option), else WEBHOOKS_API_URL, else this host
+ * on ADMIN_PORT or PORT or 8080 (`npm start`'s, where the development database lives inside the
+ * process).
+ */
+export function adminApiBase(env: Record<string, string | undefined>, given?: string): string {
+  return (given ?? env.WEBHOOKS_API_URL ?? `http://127.0.0.1:${env.ADMIN_PORT || env.PORT || '8080'}`).replace(/\/+$/, '');
+}
 
 /**
  * DATABASE_URL when set; else the running API's admin routes (WEBHOOKS_API_URL, default
@@ -38,7 +44,7 @@ export async function openLogSource(ctx: CliContext): Promise<LogSource> {
   }
   let base: URL;
   try {
-    base = new URL(ctx.env.WEBHOOKS_API_URL ?? DEFAULT_API_URL);
+    base = new URL(adminApiBase(ctx.env));
   } catch {
     throw new UsageError('WEBHOOKS_API_URL is not a URL (e.g. http://127.0.0.1:8080)');
   }

@@ -34,7 +34,7 @@ export function declareLog(program: Command, io: CliIo): void {
     .summary("what happened to a merchant's webhooks: each one's attempts, from the delivery log")
     .description(
       'Reads the delivery log in PostgreSQL (DATABASE_URL), or, without DATABASE_URL, through the running API\'s admin routes ' +
-        '(WEBHOOKS_API_URL, default http://127.0.0.1:8080: beside `npm start`, whose database lives in its process). With --webhook-id or --reference: each webhook with a ' +
+        '(WEBHOOKS_API_URL, default http://127.0.0.1:<ADMIN_PORT or PORT or 8080>: beside `npm start`, whose database lives in its process). With --webhook-id or --reference: each webhook with a ' +
         'timeline of its records (every attempt with its time, duration, HTTP status, error and the first bytes of the ' +
         'answer, and each time none was made and why). Otherwise the merchant\'s latest webhooks, newest first. ' +
         'The log is fed from a stream and may be a few seconds behind.',
@@ -47,7 +47,7 @@ export function declareLog(program: Command, io: CliIo): void {
     .option('--json', 'JSON on stdout, for scripts', false)
     .addHelpText(
       'after',
-      "\nEnvironment: DATABASE_URL (the delivery log's PostgreSQL); without it WEBHOOKS_API_URL (the API, default http://127.0.0.1:8080) " +
+      "\nEnvironment: DATABASE_URL (the delivery log's PostgreSQL); without it WEBHOOKS_API_URL (the API, default http://127.0.0.1:<ADMIN_PORT or PORT or 8080>) " +
         `and WEBHOOKS_ADMIN_TOKEN (an admin token; else one signed with AUTH_JWT_SECRET or the development secret).\n${EXIT}`,
     )
     .action(action(io, check, run));

@@ -5,7 +5,7 @@ import { action } from './command.js';
 import { type CliContext, type CliIo, writeLine } from './context.js';
 import { UsageError } from './errors.js';
 import { EXIT } from './help-text.js';
-import { signAdminToken } from './log-source.js';
+import { adminApiBase, signAdminToken } from './log-source.js';
 import { ADMIN_SCOPE } from './token.js';
 
 const PERMISSIONS = ['resend', 'manage-endpoint', 'manage-secret'];
@@ -38,9 +38,9 @@ export function declarePortal(program: Command, io: CliIo): void {
     .requiredOption('--merchant <id>', 'the merchant whose portal to open')
     .option('--permissions <list>', `what the link allows beyond viewing, comma-separated: ${PERMISSIONS.join(', ')}, or none (default all)`)
     .option('--expires-in <duration>', 'how long the link and its session live, 1s to 7d', '1h')
-    .option('--api <url>', 'the admin API (default http://127.0.0.1:<ADMIN_PORT or PORT or 8080>)')
+    .option('--api <url>', 'the admin API (default WEBHOOKS_API_URL, else http://127.0.0.1:<ADMIN_PORT or PORT or 8080>)')
     .option('--admin-token <jwt>', `a token with the ${ADMIN_SCOPE} scope, instead of one made with AUTH_JWT_SECRET`)
-    .addHelpText('after', `\nEnvironment: WEBHOOKS_ADMIN_TOKEN, AUTH_JWT_SECRET, AUTH_JWT_ISSUER, AUTH_JWT_AUDIENCE, ADMIN_PORT, PORT.\n${EXIT}`)
+    .addHelpText('after', `\nEnvironment: WEBHOOKS_API_URL, WEBHOOKS_ADMIN_TOKEN, AUTH_JWT_SECRET, AUTH_JWT_ISSUER, AUTH_JWT_AUDIENCE, ADMIN_PORT, PORT.\n${EXIT}`)
     .action(action(io, check, run));
 }
 
@@ -64,7 +64,7 @@ async function adminTokenOf(options: PortalOptions, ctx: CliContext): Promise<st
 }
 
 async function run(options: PortalOptions, ctx: CliContext): Promise<number> {
-  const base = (options.api ?? `http://127.0.0.1:${ctx.env.ADMIN_PORT || ctx.env.PORT || '8080'}`).replace(/\/+$/, '');
+  const base = adminApiBase(ctx.env, options.api);
   const body = { ...(options.permissions ? { permissions: options.permissions } : {}), expiresIn: options.expiresIn };
   let res: Response;
   try {
