@@ -94,8 +94,14 @@ class ApiLogSource implements LogSource {
 
   async listWebhookDetails(merchantId: string, filters: WebhookFilters): Promise<{ webhooks: WebhookDetail[] }> {
     const page = await this.listWebhooks(merchantId, filters);
-    const details = await Promise.all(page.webhooks.map((w) => this.getWebhook(merchantId, w.webhookId)));
-    return { webhooks: details.filter((d): d is WebhookDetail => d !== undefined) };
+    // One at a time: the API lets a merchant's log have 2 reads in flight and 8 waiting, and
+    // answers 429 past them; a reference rarely names more than a few webhooks.
+    const details: WebhookDetail[] = [];
+    for (const w of page.webhooks) {
+      const detail = await this.getWebhook(merchantId, w.webhookId);
+      if (detail) details.push(detail);
+    }
+    return { webhooks: details };
   }
 
   async close(): Promise<void> {}

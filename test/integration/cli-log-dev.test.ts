@@ -68,6 +68,32 @@ describe('webhooks log beside npm start', () => {
     expect(timeline.stderr).toBe('');
   }, 60_000);
 
+  it('shows the timelines of a reference with 20 webhooks, within the API\'s limits on a merchant\'s reads in flight', async () => {
+    // As an upstream client without the typed publisher would, each confirmed.
+    const test = await TestBroker.open();
+    try {
+      const confirms = await test.connection.createConfirmChannel();
+      for (let i = 0; i < 20; i++) {
+        const event = { merchantId: 'm_demo', event: 'payout', data: { reference: 'PO-MANY', amount: i, currency: 'NGN', status: 'successful' } };
+        confirms.publish(`${prefix}.events`, 'payout', Buffer.from(JSON.stringify(event)), { messageId: `evt_many_${i}`, contentType: 'application/json', persistent: true });
+      }
+      await confirms.waitForConfirms();
+      await confirms.close();
+    } finally {
+      await test.close();
+    }
+    const env = { WEBHOOKS_API_URL: `http://127.0.0.1:${port}` };
+    // Polled with the list (one read each time): the merchant's reads per minute are limited too.
+    await waitFor('20 delivered', async () => {
+      const result = await runProgram(CLI, env, ['log', '--merchant', 'm_demo', '--status', 'delivered', '--limit', '100', '--json']);
+      return result.code === 0 && (JSON.parse(result.stdout) as Array<{ references: string[] }>).filter((w) => w.references.includes('PO-MANY')).length === 20;
+    }, 30_000, 500);
+    const result = await runProgram(CLI, env, ['log', '--merchant', 'm_demo', '--reference', 'PO-MANY']);
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    expect(result.stdout.match(/PO-MANY {2}first seen/g)).toHaveLength(20);
+  }, 60_000);
+
   it('prints a portal link for the demo merchant that opens a session, as the README shows', async () => {
     const result = await runProgram(CLI, {}, ['portal', '--merchant', 'm_demo', '--api', `http://127.0.0.1:${port}`]);
     expect(result.code).toBe(0);
