@@ -19,14 +19,10 @@ import { type DispatcherStats, EffectStage } from './stages/effect.js';
 import { EndpointGuards } from './stages/endpoint-guards.js';
 import { type IntakeEvent, parseIntake, waitOf } from './stages/intake.js';
 import { recordOf } from './stages/record.js';
-import type { Span } from '@opentelemetry/api';
-import { publishSpan, tracingActive } from '../../libs/tracing/index.js';
-import { describeDelivery, traceDelivery } from './stages/trace.js';
+import { type ExplicitSpan, publishIn, tracingActive } from '../../libs/tracing/index.js';
+import { deliverySpan, describeDelivery } from './stages/trace.js';
 
 export type { DispatcherStats } from './stages/effect.js';
-
-/** The record's span needs none of its own: the delivery's span says whose record it is. */
-const NO_ATTRIBUTES = {};
 
 /** After a record the deliveries stream did not confirm, how long records are sent without waiting. */
 const RECORDS_DOWN_MS = 15_000;
@@ -132,9 +128,8 @@ export class Dispatcher {
   async start(): Promise<void> {
     this.consumer = await this.deps.broker.consume(this.names.dispatch, {
       prefetch: PREFETCH_PER_SLOT * this.settings.concurrency,
-      // With tracing on, each walk runs inside its delivery's span (stages/trace.ts).
-      onMessage: (delivery) =>
-        this.track(tracingActive() ? traceDelivery(delivery.message, this.names.dispatch, (span) => this.handle(delivery, span)) : this.handle(delivery)),
+      // With tracing on, each walk carries its delivery's span (stages/trace.ts).
+      onMessage: (delivery) => this.track(tracingActive() ? this.handleTraced(delivery) : this.handle(delivery)),
     });
     this.deps.logger.info('dispatcher consuming', {
       queue: this.names.dispatch,
@@ -164,25 +159,34 @@ export class Dispatcher {
     return this.stopping;
   }
 
+  private async handleTraced(delivery: Delivery): Promise<void> {
+    const span = deliverySpan(delivery.message, this.names.dispatch);
+    try {
+      await this.handle(delivery, span);
+    } finally {
+      span?.end();
+    }
+  }
+
   /** One delivery, walked through its stages; never rejects (what goes wrong unexpectedly parks it). */
-  private async handle(delivery: Delivery, span?: Span): Promise<void> {
+  private async handle(delivery: Delivery, span?: ExplicitSpan): Promise<void> {
     try {
       const now = this.now();
-      const { intake, finding } = await this.find(delivery.message, now);
+      const { intake, finding } = await this.find(delivery.message, now, span);
       const decision = decide(finding, intake, this.policy, now);
       if (span) describeDelivery(span, intake, decision);
       // Recorded before the effect: a crash after the ack cannot leave the attempt out of the log.
       const record = this.deps.deliveryLog && recordOf(intake, finding, decision, this.policy, now);
-      if (record) await (span ? publishSpan(this.names.deliveries, undefined, NO_ATTRIBUTES, async () => this.record(record)) : this.record(record));
-      await this.effect.apply(delivery, intake, decision, now);
+      if (record) await (span ? publishIn(span, this.names.deliveries, undefined, undefined, async () => this.record(record, span)) : this.record(record));
+      await this.effect.apply(delivery, intake, decision, now, span);
       this.deps.operations?.observe(intake, decision, now);
     } catch (err) {
-      await this.onUnexpected(delivery, err);
+      await this.onUnexpected(delivery, err, span);
     }
   }
 
   /** Intake, admission and attempt: each stage either finds what ends the walk or hands on. */
-  private async find(message: ConsumeMessage, now: Date): Promise<{ intake?: IntakeEvent; finding: Finding }> {
+  private async find(message: ConsumeMessage, now: Date, span: ExplicitSpan | undefined): Promise<{ intake?: IntakeEvent; finding: Finding }> {
     // Intake: one copy of a wait is delivered, the first to arrive; then parse and validate.
     const wait = waitOf(message, this.names.events);
     if (wait && !(await this.arrivals.isFirst(wait))) return { finding: { kind: 'superseded', key: wait.key } };
@@ -194,13 +198,13 @@ export class Dispatcher {
       throw err;
     }
     if (intake.resentFromOffset !== undefined && intake.attempts === 0 && intake.deferrals === 0 && intake.postponements === 0) {
-      await this.effect.recordResent(intake, intake.resentFromOffset);
+      await this.effect.recordResent(intake, intake.resentFromOffset, span);
     }
     // Admission: someone to send it to, and a slot on their endpoint.
     const admitted = await this.admission.admit(intake, now, () => this.stopping !== undefined);
     if (admitted.kind !== 'admitted') return { intake, finding: admitted };
     // Attempt: sign and POST.
-    return { intake, finding: await this.attempt.run(intake, admitted, now) };
+    return { intake, finding: await this.attempt.run(intake, admitted, now, span) };
   }
 
   /**
@@ -211,25 +215,26 @@ export class Dispatcher {
    * Handing the delivery back instead would POST the webhook again: a duplicate to the merchant
    * is worse than a gap in the log.
    */
-  private record(record: DeliveryRecordInput): Promise<void> | undefined {
+  private record(record: DeliveryRecordInput, span?: ExplicitSpan): Promise<void> | undefined {
     const written = this.deps.deliveryLog!.record(record);
     if (performance.now() < this.recordsDownUntil) {
-      written.catch((err: unknown) => this.recordLost(record, err));
+      written.catch((err: unknown) => this.recordLost(record, err, span));
       return undefined;
     }
     return written.then(undefined, (err: unknown) => {
       this.recordsDownUntil = performance.now() + RECORDS_DOWN_MS;
-      this.recordLost(record, err);
+      this.recordLost(record, err, span);
     });
   }
 
-  private recordLost(record: DeliveryRecordInput, err: unknown): void {
+  private recordLost(record: DeliveryRecordInput, err: unknown, span: ExplicitSpan | undefined): void {
     this.recordsLost++;
     this.deps.logger.error('delivery record not written; the delivery goes on without it', {
       merchantId: record.merchantId,
       webhookId: record.webhookId,
       outcome: record.outcome,
       error: (err as Error)?.message,
+      ...span?.logFields,
     });
   }
 
@@ -239,10 +244,10 @@ export class Dispatcher {
     void work.then(done, done);
   }
 
-  private async onUnexpected(delivery: Delivery, err: unknown): Promise<void> {
-    this.deps.logger.error('unexpected error handling a message', { error: (err as Error)?.message });
+  private async onUnexpected(delivery: Delivery, err: unknown, span: ExplicitSpan | undefined): Promise<void> {
+    this.deps.logger.error('unexpected error handling a message', { error: (err as Error)?.message, ...span?.logFields });
     try {
-      await this.effect.apply(delivery, undefined, { kind: 'invalid', code: 'internal-error', detail: String((err as Error)?.message ?? err) }, this.now());
+      await this.effect.apply(delivery, undefined, { kind: 'invalid', code: 'internal-error', detail: String((err as Error)?.message ?? err) }, this.now(), span);
     } catch {
       if (delivery.live) delivery.nack(true);
     }

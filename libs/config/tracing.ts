@@ -5,7 +5,8 @@ import { TRUE_VALUES } from './env.js';
  * The standard OpenTelemetry variables a program reads (DESIGN.md "Tracing"), checked at start-up
  * like every other variable so a typo stops the program naming it. Tracing is on only when an
  * OTLP endpoint is given; the SDK and its exporter are loaded only then (libs/tracing/setup.ts).
- * OTEL_EXPORTER_OTLP_HEADERS, OTEL_BSP_* and the exporter's timeouts are read by the SDK itself.
+ * OTEL_EXPORTER_OTLP_HEADERS and the exporter's timeouts are read by the SDK's exporter itself;
+ * OTEL_BSP_* do not apply: spans are batched by the export worker (libs/tracing/export-worker.ts).
  */
 const SAMPLERS = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'] as const;
 const PROTOCOLS = ['http/protobuf', 'http/json'] as const;

@@ -14,8 +14,12 @@ const redact = winston.format((info) => {
   return info;
 });
 
-/** A line written inside a span names it (trace_id, span_id), so a trace and its log lines find each other. */
+/**
+ * A line written inside a span names it (trace_id, span_id), so a trace and its log lines find each
+ * other: the active span's, unless the line names its span itself (the dispatcher's explicit spans).
+ */
 const traceIds = winston.format((info) => {
+  if (info.trace_id !== undefined) return info;
   const ids = activeIds();
   if (ids) {
     info.trace_id = ids.trace_id;

@@ -1,7 +1,8 @@
-import { context, diag, DiagLogLevel, propagation, trace } from '@opentelemetry/api';
+import { context, diag, DiagLogLevel, propagation, ROOT_CONTEXT, SpanKind, trace } from '@opentelemetry/api';
+import type { Sampler } from '@opentelemetry/sdk-trace-base';
 import type { TracingSettings } from '../config/tracing.js';
 import type { Logger } from '../logger/index.js';
-import { setTracingActive } from './state.js';
+import { SCOPE, setTracingActive } from './state.js';
 
 export interface Tracing {
   /** True when spans are exported (an endpoint was configured). */
@@ -18,18 +19,21 @@ const OFF: Tracing = { active: false, flush: async () => {}, shutdown: async () 
  * Starts the OpenTelemetry SDK for this process when `settings` says where to export (see
  * tracingSettingsOf), and does nothing otherwise. The SDK and the exporter are imported here, and
  * only here, only then: with no OTEL variables no exporter module is even loaded, and the rest of
- * the code sees the API package's no-op tracer. Spans go through a batch processor, so an
- * unreachable collector drops spans instead of slowing deliveries.
+ * the code sees the API package's no-op tracer. Spans are encoded and exported on a worker
+ * thread through the SDK's batch processor (export-worker.ts), so an unreachable collector drops
+ * spans instead of slowing deliveries, and the encoding costs the program's thread nothing.
  */
 export async function startTracing(settings: TracingSettings | undefined, logger?: Logger): Promise<Tracing> {
   if (!settings) return OFF;
-  const [sdk, resources, exporterModule] = await Promise.all([
+  const [sdk, resources, core, { SpanChannel }, { ChannelSpanProcessor }] = await Promise.all([
     import('@opentelemetry/sdk-trace-node'),
     import('@opentelemetry/resources'),
-    settings.protocol === 'http/json' ? import('@opentelemetry/exporter-trace-otlp-http') : import('@opentelemetry/exporter-trace-otlp-proto'),
+    import('@opentelemetry/core'),
+    import('./span-channel.js'),
+    import('./channel-processor.js'),
   ]);
   if (logger) {
-    // The SDK's own complaints (an export that failed) as warnings of ours, never more than that.
+    // The SDK's own complaints on this thread as warnings of ours (the worker forwards its own).
     diag.setLogger(
       {
         error: (message) => logger.warn('tracing: exporter error', { detail: message.slice(0, 300) }),
@@ -42,7 +46,7 @@ export async function startTracing(settings: TracingSettings | undefined, logger
     );
   }
   const ratio = new sdk.TraceIdRatioBasedSampler(settings.sampler.ratio);
-  const root = {
+  const root: Sampler = {
     always_on: new sdk.AlwaysOnSampler(),
     always_off: new sdk.AlwaysOffSampler(),
     traceidratio: ratio,
@@ -50,33 +54,55 @@ export async function startTracing(settings: TracingSettings | undefined, logger
     parentbased_always_off: new sdk.AlwaysOffSampler(),
     parentbased_traceidratio: ratio,
   }[settings.sampler.name];
-  const sampler = settings.sampler.name.startsWith('parentbased_') ? new sdk.ParentBasedSampler({ root }) : root;
-  const exporter = new exporterModule.OTLPTraceExporter({ url: settings.url, ...(settings.exportTimeoutMs ? { timeoutMillis: settings.exportTimeoutMs } : {}) });
+  const parentBased = settings.sampler.name.startsWith('parentbased_');
+  const sampler = parentBased ? new sdk.ParentBasedSampler({ root }) : root;
+  // The exporter, its batch processor and the encoding run on a worker thread (export-worker.ts).
+  const channel = new SpanChannel(
+    {
+      url: settings.url,
+      protocol: settings.protocol,
+      serviceName: settings.serviceName,
+      resourceAttributes: settings.resourceAttributes,
+      exportTimeoutMs: settings.exportTimeoutMs,
+      scope: { ...SCOPE },
+    },
+    logger,
+  );
   const provider = new sdk.NodeTracerProvider({
     resource: resources.defaultResource().merge(
       resources.resourceFromAttributes({ ...settings.resourceAttributes, 'service.name': settings.serviceName }),
     ),
     sampler,
-    spanProcessors: [new sdk.BatchSpanProcessor(exporter)],
+    spanProcessors: [new ChannelSpanProcessor(channel)],
   });
   // The global tracer provider, an AsyncLocalStorage context manager and the W3C propagator.
   provider.register();
-  setTracingActive(true);
+  const ids = new sdk.RandomIdGenerator();
+  // A local parent's decision is its children's; this decides the rest as the sampler above does
+  // (ParentBasedSampler: a remote parent's sampled flag; otherwise the root sampler).
+  const rootSampled = (traceId: string): boolean => root.shouldSample(ROOT_CONTEXT, traceId, '', SpanKind.INTERNAL, {}, []).decision === sdk.SamplingDecision.RECORD_AND_SAMPLED;
+  setTracingActive(true, {
+    channel,
+    spanId: () => ids.generateSpanId(),
+    traceId: () => ids.generateTraceId(),
+    sample: (traceId, parent) => (parentBased && parent ? parent.sampled : rootSampled(traceId)),
+    parseTraceparent: core.parseTraceParent,
+    traceState: (header) => new core.TraceState(header).serialize(),
+  });
   logger?.info('tracing on', { url: settings.url, protocol: settings.protocol, serviceName: settings.serviceName, sampler: settings.sampler.name });
   let stopping: Promise<void> | undefined;
   return {
     active: true,
-    flush: () => provider.forceFlush(),
+    flush: async () => {
+      await provider.forceFlush();
+      await channel.flush();
+    },
     shutdown(timeoutMs = 5_000) {
       stopping ??= (async () => {
-        let timer: NodeJS.Timeout | undefined;
-        const late = new Promise<void>((resolve) => {
-          timer = setTimeout(resolve, timeoutMs);
-          timer.unref();
-        });
-        await Promise.race([provider.shutdown().catch(() => {}), late]);
-        clearTimeout(timer);
+        const startedAt = performance.now();
         setTracingActive(false);
+        await provider.shutdown().catch(() => {});
+        await channel.shutdown(Math.max(0, timeoutMs - (performance.now() - startedAt)));
         trace.disable();
         context.disable();
         propagation.disable();

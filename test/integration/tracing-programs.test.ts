@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sampleEvent } from '../../libs/contracts/index.js';
@@ -51,8 +51,9 @@ describe('the dispatcher program with and without OTEL variables', () => {
   });
 
   /** Runs the dispatcher until it delivered one event, stops it, and says which modules it loaded. */
-  async function deliverOne(otel: Record<string, string>): Promise<{ modules: string[]; traceparent: unknown; stdout: string }> {
-    const modulesFile = join(mkdtempSync(join(tmpdir(), 'modules-')), 'loaded.txt');
+  async function deliverOne(otel: Record<string, string>): Promise<{ modules: string[]; workerModules: string[]; traceparent: unknown; stdout: string }> {
+    const modulesDir = mkdtempSync(join(tmpdir(), 'modules-'));
+    const modulesFile = join(modulesDir, 'loaded.txt');
     child = spawn(process.execPath, ['--import', `./${PRELOAD}`, DISPATCHER], {
       env: {
         PATH: process.env.PATH ?? '',
@@ -80,7 +81,10 @@ describe('the dispatcher program with and without OTEL variables', () => {
     child.kill('SIGTERM');
     const [code] = await exited;
     expect({ code, stdout }).toMatchObject({ code: 0 });
-    return { modules: readFileSync(modulesFile, 'utf8').split('\n'), traceparent: request.headers.traceparent, stdout };
+    const workerModules = readdirSync(modulesDir)
+      .filter((name) => name.startsWith('loaded.txt.thread-'))
+      .flatMap((name) => readFileSync(join(modulesDir, name), 'utf8').split('\n'));
+    return { modules: readFileSync(modulesFile, 'utf8').split('\n'), workerModules, traceparent: request.headers.traceparent, stdout };
   }
 
   const opentelemetry = (modules: string[]) =>
@@ -88,17 +92,20 @@ describe('the dispatcher program with and without OTEL variables', () => {
 
   it('loads no SDK and no exporter, exports nothing and sends no traceparent when no OTEL variable is set', async () => {
     const before = otlp.requests.length;
-    const { modules, traceparent } = await deliverOne({ OTEL_SERVICE_NAME: 'ignored-without-an-endpoint' });
-    // The API package alone: a no-op.
+    const { modules, workerModules, traceparent } = await deliverOne({ OTEL_SERVICE_NAME: 'ignored-without-an-endpoint' });
+    // The API package alone: a no-op. No export worker either.
     expect(opentelemetry(modules)).toEqual(['api']);
+    expect(workerModules).toEqual([]);
     expect(traceparent).toBeUndefined();
     expect(otlp.requests.length).toBe(before);
   });
 
   it('exports the delivery over http/protobuf (the default) and sends its traceparent when OTEL_EXPORTER_OTLP_ENDPOINT is set', async () => {
-    const { modules, traceparent, stdout } = await deliverOne({ OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint, OTEL_SERVICE_NAME: 'dispatcher-under-test' });
-    expect(opentelemetry(modules)).toEqual(expect.arrayContaining(['api', 'exporter-trace-otlp-proto', 'sdk-trace-node']));
-    expect(opentelemetry(modules)).not.toContain('exporter-trace-otlp-http');
+    const { modules, workerModules, traceparent, stdout } = await deliverOne({ OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint, OTEL_SERVICE_NAME: 'dispatcher-under-test' });
+    // The SDK on the program's thread; the exporter (and its encoding) only on the export worker's.
+    expect(opentelemetry(modules)).toEqual(expect.arrayContaining(['api', 'sdk-trace-node']));
+    expect(opentelemetry(modules).filter((name) => name.startsWith('otlp-'))).toEqual([]);
+    expect(opentelemetry(workerModules)).toEqual(expect.arrayContaining(['otlp-exporter-base', 'otlp-transformer']));
     expect(String(traceparent)).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
     // The stop flushed what was buffered.
     expect(otlp.requests).toContain('application/x-protobuf');

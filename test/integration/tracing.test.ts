@@ -2,7 +2,8 @@ import { Writable } from 'node:stream';
 import winston from 'winston';
 import type { ApiProgram } from '../../apps/api/program.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
-import { createLogger } from '../../libs/logger/index.js';
+import { context } from '@opentelemetry/api';
+import { createLogger, type Logger } from '../../libs/logger/index.js';
 import type { Merchant } from '../../libs/merchants/index.js';
 import { inSpan, startTracing, type Tracing } from '../../libs/tracing/index.js';
 import { call, startTestApi, token } from '../support/api.js';
@@ -43,17 +44,42 @@ async function spansWhere(what: string, match: (span: ReceivedSpan) => boolean, 
   );
 }
 
+/** A logger writing its JSON lines into `lines`, as the programs' loggers write them to stdout. */
+function capturingLogger(lines: Array<Record<string, unknown>>): Logger {
+  const logger = createLogger({ level: 'info', service: 'tracing-test' });
+  logger.clear();
+  logger.add(new winston.transports.Stream({ stream: new Writable({ write: (chunk, _e, done) => (lines.push(JSON.parse(String(chunk))), done()) }) }));
+  return logger;
+}
+
+/** Counts the calls of context.with (entering a context) until stop(). */
+function countContextEntries(): { stop(): number } {
+  const original = context.with;
+  let calls = 0;
+  context.with = function (this: typeof context, ...args: Parameters<typeof original>) {
+    calls++;
+    return original.apply(this, args);
+  } as typeof original;
+  return {
+    stop() {
+      context.with = original;
+      return calls;
+    },
+  };
+}
+
 const traceparentOf = (header: unknown) => /^00-([0-9a-f]{32})-([0-9a-f]{16})-0[01]$/.exec(String(header));
 
 describe('a webhook traced from its publish to the merchant', () => {
   let receiver: Receiver;
   let harness: Harness;
   let merchant: Merchant;
+  const lines: Array<Record<string, unknown>> = [];
 
   beforeAll(async () => {
     receiver = await Receiver.start(failOnceThenSucceed());
     merchant = testMerchant('m_trace', `${receiver.url}?token=abc`);
-    harness = await startHarness({ name: 'tracing', merchants: [merchant], retryDelaysMs: [300], deliveryLog: true });
+    harness = await startHarness({ name: 'tracing', merchants: [merchant], retryDelaysMs: [300], deliveryLog: true, logger: capturingLogger(lines) });
   });
 
   afterAll(async () => {
@@ -65,10 +91,18 @@ describe('a webhook traced from its publish to the merchant', () => {
     const sample = sampleEvent('charge.completed', merchant.id);
     const event = { ...sample, data: { ...sample.data, note: 'payload-marker-7c1d' } };
     const { messageId } = await harness.publisher.publish(event);
-    const requests = await waitFor('two requests', () => {
-      const seen = receiver.requests.filter((r) => r.headers['webhook-id'] === messageId);
-      return seen.length === 2 && seen;
-    });
+    // The dispatcher passes its spans by hand: it never enters a context, which would turn on
+    // AsyncLocalStorage's hook on every promise of the process (BENCHMARKS.md section 14).
+    const entered = countContextEntries();
+    let requests: Awaited<ReturnType<typeof receiver.requests.filter>> = [];
+    try {
+      requests = await waitFor('two requests', () => {
+        const seen = receiver.requests.filter((r) => r.headers['webhook-id'] === messageId);
+        return seen.length === 2 && seen;
+      });
+    } finally {
+      expect(entered.stop()).toBe(0);
+    }
 
     const [publish] = await spansWhere('the publish span', (s) => s.name === `publish ${harness.names.events}` && s.attributes['webhook.id'] === messageId);
     expect(publish).toMatchObject({ kind: KIND.producer, service: 'tracing-test' });
@@ -96,6 +130,10 @@ describe('a webhook traced from its publish to the merchant', () => {
       ['POST', second.spanId, 204, url, '127.0.0.1'],
     ]);
     expect(attempts[0]!.attributes['error.type']).toBe('500');
+
+    // The dispatcher's log line about the failed attempt names the first delivery's span.
+    const retried = lines.filter((l) => l.message === 'webhook attempt failed, retry scheduled' && l.merchantId === merchant.id);
+    expect(retried.map((l) => [l.trace_id, l.span_id])).toContainEqual([trace, first.spanId]);
 
     // The merchant's requests carry the trace, each its own attempt's span.
     expect(requests.map((r) => traceparentOf(r.headers.traceparent)?.slice(1))).toEqual([
@@ -138,9 +176,7 @@ describe('a webhook traced from its publish to the merchant', () => {
 
   it('writes trace_id and span_id on every log line written inside a span, and none outside', async () => {
     const lines: Array<Record<string, unknown>> = [];
-    const logger = createLogger({ level: 'info', service: 'tracing-test' });
-    logger.clear();
-    logger.add(new winston.transports.Stream({ stream: new Writable({ write: (chunk, _e, done) => (lines.push(JSON.parse(String(chunk))), done()) }) }));
+    const logger = capturingLogger(lines);
     let ids: { traceId: string; spanId: string } | undefined;
     await inSpan('work', {}, async (span) => {
       ids = span.spanContext();

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { Dispatcher, type DispatcherSettings } from '../../apps/dispatcher/dispatcher.js';
 import { BrokerConnection } from '../../libs/broker/index.js';
 import { createGotClient, createUndiciClient } from '../../libs/http/index.js';
-import { silentLogger } from '../../libs/logger/index.js';
+import { type Logger, silentLogger } from '../../libs/logger/index.js';
 import { FileMerchantDirectory, type Merchant } from '../../libs/merchants/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { RetryWatch, type RetryWatchOptions } from '../../libs/stranded-retries/index.js';
@@ -60,10 +60,12 @@ export async function startHarness(options: {
   retryWatch?: Partial<RetryWatchOptions> & { overdueAfterMs: number };
   /** Records every settled delivery on the deliveries stream, as the program does with DELIVERY_LOG=on. */
   deliveryLog?: boolean;
+  /** The dispatcher's logger (silent by default). */
+  logger?: Logger;
 }): Promise<Harness> {
   const prefix = uniquePrefix(options.name);
   const retryDelaysMs = options.retryDelaysMs ?? [];
-  const logger = silentLogger();
+  const logger = options.logger ?? silentLogger();
   const broker = new BrokerConnection({
     url: brokerUrl(),
     name: `test-${options.name}`,

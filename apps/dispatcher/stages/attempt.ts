@@ -6,7 +6,7 @@ import type { Admitted } from './admission.js';
 import type { Finding } from './decide.js';
 import type { AttemptResult } from './endpoint-guards.js';
 import type { IntakeEvent } from './intake.js';
-import { tracingActive } from '../../../libs/tracing/index.js';
+import type { ExplicitSpan } from '../../../libs/tracing/index.js';
 import { tracedPost } from './trace.js';
 
 export interface AttemptSettings {
@@ -26,7 +26,7 @@ export class AttemptStage {
     private readonly settings: AttemptSettings,
   ) {}
 
-  async run(intake: IntakeEvent, { webhook, slot }: Admitted, now: Date): Promise<Finding> {
+  async run(intake: IntakeEvent, { webhook, slot }: Admitted, now: Date, span?: ExplicitSpan): Promise<Finding> {
     const started = performance.now();
     let responseBody: string | undefined;
     try {
@@ -45,7 +45,7 @@ export class AttemptStage {
         } as Record<string, string>,
       };
       // With tracing on, a client span whose traceparent the request carries.
-      const response = await (tracingActive() ? tracedPost(this.http, request) : this.http.post(request));
+      const response = await (span ? tracedPost(this.http, request, span) : this.http.post(request));
       responseBody = response.body;
       if (response.status < 200 || response.status > 299) {
         const retryAfter = response.headers['retry-after'];

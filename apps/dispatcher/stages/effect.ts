@@ -10,7 +10,7 @@ import { appendScheduled, type RetryWatch, type ScheduledRetry } from '../../../
 import type { TopologyNames } from '../../../libs/topology/index.js';
 import type { Decision } from './decide.js';
 import type { IntakeEvent } from './intake.js';
-import { ATTR, publishSpan } from '../../../libs/tracing/index.js';
+import { type ExplicitSpan, publishIn } from '../../../libs/tracing/index.js';
 
 export interface DispatcherStats {
   delivered: number;
@@ -51,17 +51,17 @@ export class EffectStage {
     this.debug = deps.logger.isDebugEnabled();
   }
 
-  async apply(delivery: Delivery, intake: IntakeEvent | undefined, decision: Decision, now: Date): Promise<void> {
+  async apply(delivery: Delivery, intake: IntakeEvent | undefined, decision: Decision, now: Date, span?: ExplicitSpan): Promise<void> {
     const { logger } = this.deps;
     switch (decision.kind) {
       case 'superseded':
         // Another copy of this wait arrived first (a recovered copy, or a publish made again after
         // its confirm was lost, or a resend sent twice): that copy is the one delivered.
         this.count('superseded', 'superseded', 'unknown');
-        logger.info('copy dropped: another copy of the same wait arrived first', { key: decision.key });
+        logger.info('copy dropped: another copy of the same wait arrived first', { key: decision.key, ...span?.logFields });
         return delivery.ack();
       case 'invalid':
-        return this.park(delivery, decision.code, decision.detail);
+        return this.park(delivery, decision.code, decision.detail, span);
       case 'returned':
         return delivery.nack(true);
     }
@@ -69,26 +69,26 @@ export class EffectStage {
     switch (decision.kind) {
       case 'delivered':
         this.count('delivered', 'delivered', intake.event);
-        if (this.debug) logger.debug('webhook delivered', { ...logFields(intake), attempt: decision.attempt, status: decision.status });
+        if (this.debug) logger.debug('webhook delivered', { ...logFields(intake), attempt: decision.attempt, status: decision.status, ...span?.logFields });
         return delivery.ack();
       case 'skipped':
         this.count('skipped', 'skipped', intake.event);
-        logger.info(decision.why === 'event-not-subscribed' ? 'webhook skipped: event not subscribed' : 'webhook skipped: not set up or disabled', { ...logFields(intake), why: decision.why });
+        logger.info(decision.why === 'event-not-subscribed' ? 'webhook skipped: event not subscribed' : 'webhook skipped: not set up or disabled', { ...logFields(intake), why: decision.why, ...span?.logFields });
         return delivery.ack();
       case 'defer': {
         const headers = this.waitingHeaders(delivery, intake);
         headers[HEADERS.deferrals] = intake.deferrals + 1;
-        if (!(await this.move(delivery, this.deps.names.retry(decision.tier), headers, intake.event, decision.tier))) return;
+        if (!(await this.move(delivery, this.deps.names.retry(decision.tier), headers, intake.event, decision.tier, span))) return;
         this.count('deferred', 'deferred', intake.event);
-        if (this.debug) logger.debug('delivery deferred: endpoint busy', { merchantId: intake.merchantId, reference: intake.references[0] });
+        if (this.debug) logger.debug('delivery deferred: endpoint busy', { merchantId: intake.merchantId, reference: intake.references[0], ...span?.logFields });
         return;
       }
       case 'postpone': {
         const headers = this.waitingHeaders(delivery, intake);
         headers[HEADERS.postponements] = intake.postponements + 1;
-        if (!(await this.move(delivery, this.deps.names.retry(decision.tier), headers, intake.event, decision.tier))) return;
+        if (!(await this.move(delivery, this.deps.names.retry(decision.tier), headers, intake.event, decision.tier, span))) return;
         this.count('circuitOpen', 'circuit_open', intake.event);
-        if (this.debug) logger.debug('delivery postponed: circuit open', { merchantId: intake.merchantId, reference: intake.references[0], delayMs: this.deps.policy.delayOf(decision.tier) });
+        if (this.debug) logger.debug('delivery postponed: circuit open', { merchantId: intake.merchantId, reference: intake.references[0], delayMs: this.deps.policy.delayOf(decision.tier), ...span?.logFields });
         return;
       }
       case 'retry': {
@@ -97,7 +97,7 @@ export class EffectStage {
         headers[HEADERS.lastError] = decision.error.slice(0, 500);
         headers[HEADERS.lastAttemptAt] = now.toISOString();
         if (decision.status !== undefined) headers[HEADERS.lastStatus] = decision.status;
-        if (!(await this.move(delivery, this.deps.names.retry(decision.tier), headers, intake.event, decision.tier))) return;
+        if (!(await this.move(delivery, this.deps.names.retry(decision.tier), headers, intake.event, decision.tier, span))) return;
         this.count('retried', 'retried', intake.event);
         logger.info('webhook attempt failed, retry scheduled', {
           merchantId: intake.merchantId,
@@ -106,6 +106,7 @@ export class EffectStage {
           attempt: decision.attempt,
           error: decision.error,
           delayMs: this.deps.policy.delayOf(decision.tier),
+          ...span?.logFields,
         });
         return;
       }
@@ -118,10 +119,10 @@ export class EffectStage {
           lastStatus: decision.status,
           lastAttemptAt: decision.attempted ? now : undefined,
         });
-        if (!(await this.move(delivery, this.deps.names.failed, headers, intake.event))) return;
+        if (!(await this.move(delivery, this.deps.names.failed, headers, intake.event, undefined, span))) return;
         this.count('failed', 'failed', intake.event);
         this.deps.observer.failed(decision.reason);
-        logger.warn('webhook failed', { merchantId: intake.merchantId, event: intake.event, reference: intake.references[0], reason: decision.reason, attempts: decision.attempts, error: decision.error });
+        logger.warn('webhook failed', { merchantId: intake.merchantId, event: intake.event, reference: intake.references[0], reason: decision.reason, attempts: decision.attempts, error: decision.error, ...span?.logFields });
         return;
       }
     }
@@ -132,16 +133,15 @@ export class EffectStage {
    * its republish and its own resolution, so that a later resend does not send it a second time.
    * Idempotent: resolving a resolved entry changes nothing.
    */
-  async recordResent(intake: IntakeEvent, offset: number): Promise<void> {
+  async recordResent(intake: IntakeEvent, offset: number, span?: ExplicitSpan): Promise<void> {
     // The webhook-id too: if `failed` was deleted since the resend, another entry may sit at this offset.
     const resolution = { merchantId: intake.merchantId, resolved: [{ offset, references: intake.references, webhookId: intake.webhookId }] };
     try {
-      await publishSpan(this.deps.names.failed, undefined, { [ATTR.webhookId]: intake.webhookId }, () =>
-        appendResolution(this.deps.broker, this.deps.names.failed, resolution, { reference: intake.references[0]!, deadlineMs: 5_000 }),
-      );
+      const append = () => appendResolution(this.deps.broker, this.deps.names.failed, resolution, { reference: intake.references[0]!, deadlineMs: 5_000 });
+      await (span ? publishIn(span, this.deps.names.failed, undefined, intake.webhookId, append) : append());
     } catch (err) {
       // The resender's own resolution normally covers it; this one only closes a crash window.
-      this.deps.logger.warn('resolution of a resent webhook not recorded', { merchantId: intake.merchantId, offset, error: (err as Error).message });
+      this.deps.logger.warn('resolution of a resent webhook not recorded', { merchantId: intake.merchantId, offset, error: (err as Error).message, ...span?.logFields });
     }
   }
 
@@ -181,7 +181,7 @@ export class EffectStage {
     return headers;
   }
 
-  private async park(delivery: Delivery, code: string, detail: string): Promise<void> {
+  private async park(delivery: Delivery, code: string, detail: string, span: ExplicitSpan | undefined): Promise<void> {
     const { message } = delivery;
     const moved = await this.move(delivery, this.deps.names.invalid, {
       ...this.carried(delivery),
@@ -189,10 +189,10 @@ export class EffectStage {
       [HEADERS.invalidReason]: `${code}: ${detail}`.slice(0, 1000),
       [HEADERS.invalidAt]: this.deps.now().toISOString(),
       [HEADERS.originalRoutingKey]: message.fields.routingKey,
-    }, 'unknown');
+    }, 'unknown', undefined, span);
     if (!moved) return;
     this.count('invalid', 'invalid', 'unknown');
-    this.deps.logger.warn('message parked as invalid', { code, reason: detail.slice(0, 200) });
+    this.deps.logger.warn('message parked as invalid', { code, reason: detail.slice(0, 200), ...span?.logFields });
   }
 
   /**
@@ -201,7 +201,7 @@ export class EffectStage {
    * unknown is made again with the same scheduleId and a new copy id: if both land, the first to
    * arrive is delivered, the other dropped. True when moved.
    */
-  private async move(delivery: Delivery, queue: string, headers: ScalarHeaders, event: string, tier?: number): Promise<boolean> {
+  private async move(delivery: Delivery, queue: string, headers: ScalarHeaders, event: string, tier: number | undefined, span: ExplicitSpan | undefined): Promise<boolean> {
     const { message } = delivery;
     const wait = tier === undefined ? undefined : { scheduleId: randomUUID(), dueAt: this.deps.now().getTime() + this.deps.policy.delayOf(tier) };
     const base: ScalarHeaders = wait ? { ...headers, [HEADERS.scheduleId]: wait.scheduleId, [HEADERS.dueAt]: wait.dueAt } : headers;
@@ -215,8 +215,7 @@ export class EffectStage {
       ack: () => delivery.ack(),
       nack: (requeue) => delivery.nack(requeue),
     };
-    // With tracing on, a producer span whose context the copy carries: the next delivery continues the webhook's trace.
-    const result = await publishSpan(queue, base, { [ATTR.webhookId]: webhookId ?? '' }, () => moveMessage(this.deps.broker, held, queue, {
+    const send = () => moveMessage(this.deps.broker, held, queue, {
       backoffMs: this.deps.moveBackoffMs,
       webhookId,
       headers: wait ? () => ({ ...base, [HEADERS.copyId]: randomUUID() }) : () => base,
@@ -230,9 +229,11 @@ export class EffectStage {
         : undefined,
       givingUp: this.deps.stopping,
       onRetry: (err, retry, giveUp) =>
-        this.deps.logger.error(giveUp ? 'message could not be moved; returned to its queue' : 'message could not be moved; retrying', { queue, error: err.message, retry }),
-    }));
-    if (result === 'channel-lost') this.deps.logger.warn('delivery channel lost before its move; the broker redelivers it', { queue });
+        this.deps.logger.error(giveUp ? 'message could not be moved; returned to its queue' : 'message could not be moved; retrying', { queue, error: err.message, retry, ...span?.logFields }),
+    });
+    // With tracing on, a producer span whose context the copy carries: the next delivery continues the webhook's trace.
+    const result = await (span ? publishIn(span, queue, base, webhookId ?? '', send) : send());
+    if (result === 'channel-lost') this.deps.logger.warn('delivery channel lost before its move; the broker redelivers it', { queue, ...span?.logFields });
     if (result === 'requeued') this.count('requeued', 'requeued', event);
     return result === 'moved';
   }

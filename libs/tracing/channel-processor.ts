@@ -1,0 +1,54 @@
+import type { HrTime } from '@opentelemetry/api';
+import type { ReadableSpan, SpanProcessor } from '@opentelemetry/sdk-trace-base';
+import type { SpanChannel } from './span-channel.js';
+import { BITS, INLINE, pushAttributes, STATUS_SHIFT } from './span-records.js';
+
+const ms = (time: HrTime): number => time[0] * 1_000 + time[1] / 1e6;
+
+/**
+ * The SDK's spans (the API's requests, the publisher's, a resend's) handed to the export worker
+ * like the explicit ones, so every program encodes and exports off its own thread. Span events
+ * are not carried: nothing here records any.
+ */
+export class ChannelSpanProcessor implements SpanProcessor {
+  constructor(private readonly channel: SpanChannel) {}
+
+  onStart(): void {}
+
+  onEnd(span: ReadableSpan): void {
+    const context = span.spanContext();
+    if ((context.traceFlags & 1) === 0) return;
+    const parent = span.parentSpanContext;
+    const traceState = context.traceState?.serialize() ?? '';
+    const message = span.status.message ?? '';
+    const bits =
+      (context.traceFlags & 0xff) |
+      (parent?.isRemote ? BITS.remoteParent : 0) |
+      (traceState ? BITS.state : 0) |
+      (message ? BITS.message : 0) |
+      (span.links.length > 0 ? BITS.links : 0) |
+      (span.status.code << STATUS_SHIFT);
+    const records = this.channel.records;
+    records.push(INLINE, span.name, span.kind, context.traceId, context.spanId, parent?.spanId ?? '', bits, ms(span.startTime), ms(span.endTime));
+    if (traceState) records.push(traceState);
+    if (message) records.push(message);
+    pushAttributes(records, span.attributes);
+    if (span.links.length > 0) {
+      records.push(span.links.length);
+      for (const link of span.links) {
+        records.push(link.context.traceId, link.context.spanId);
+        pushAttributes(records, link.attributes);
+      }
+    }
+    this.channel.ended();
+  }
+
+  forceFlush(): Promise<void> {
+    return this.channel.flush();
+  }
+
+  /** The channel is shut by setup.ts, after the provider, so the provider's last spans still go. */
+  shutdown(): Promise<void> {
+    return Promise.resolve();
+  }
+}

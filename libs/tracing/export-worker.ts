@@ -1,0 +1,173 @@
+/**
+ * The export worker: a thread of its own that takes a program's ended spans as flat records
+ * (span-records.ts), encodes them as OTLP and sends them with the SDK's OTLP/HTTP export delegate
+ * (its retries, timeouts, headers and TLS from the OTEL_EXPORTER_OTLP_* variables). The encoding
+ * and the exports happen here, so the program's own thread, the dispatcher's above all, only
+ * lists its spans. http/protobuf is written straight from the records (otlp-protobuf.ts);
+ * http/json goes through the SDK's spans and its JSON serializer.
+ *
+ * Spans wait here in batches, at most MAX_WAITING of them (the rest are dropped and counted), and
+ * go out one request at a time, at most MAX_REQUEST spans each.
+ *
+ * Messages in: { spans, records } per batch, { type: 'shape', shape }, { type: 'flush', id },
+ * { type: 'shutdown' }. Messages out: { type: 'took' } per batch, { type: 'flushed', id },
+ * { type: 'shut' }, { type: 'diag', level, message } for what the program should log.
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import { diag, DiagLogLevel } from '@opentelemetry/api';
+import { ExportResultCode } from '@opentelemetry/core';
+import { OTLPExporterBase } from '@opentelemetry/otlp-exporter-base';
+import { convertLegacyHttpOptions, createOtlpHttpExportDelegate } from '@opentelemetry/otlp-exporter-base/node-http';
+import { JsonTraceSerializer, ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
+import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources';
+import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { encodeTraceRequest } from './otlp-protobuf.js';
+import { readableSpan } from './readable-span.js';
+import { readSpanRecords, type SpanRecords, type SpanShape } from './span-records.js';
+
+export interface ExportWorkerSettings {
+  url: string;
+  protocol: 'http/protobuf' | 'http/json';
+  serviceName: string;
+  resourceAttributes: Record<string, string>;
+  exportTimeoutMs?: number;
+  scope: { name: string; version: string };
+}
+
+export interface SpanBatch {
+  spans: number;
+  records: SpanRecords;
+}
+
+type Request = { batches: SpanRecords[]; spans: number };
+
+const MAX_WAITING = 16_384;
+const MAX_REQUEST = 4_096;
+const WARNING_EVERY_MS = 60_000;
+
+const port = parentPort!;
+const settings = workerData as ExportWorkerSettings;
+const warnings = new Map<string, number>();
+
+/** A warning for the program's log, at most once a minute per message. */
+function warn(message: string, detail: string): void {
+  const now = Date.now();
+  if (now - (warnings.get(message) ?? -Infinity) < WARNING_EVERY_MS) return;
+  warnings.set(message, now);
+  port.postMessage({ type: 'diag', level: 'warn', message: `${message}: ${detail}`.slice(0, 300) });
+}
+
+diag.setLogger(
+  {
+    error: (message) => warn('exporter error', String(message)),
+    warn: (message) => warn('exporter warning', String(message)),
+    info: () => {},
+    debug: () => {},
+    verbose: () => {},
+  },
+  DiagLogLevel.WARN,
+);
+
+const shapes = new Map<number, SpanShape>();
+const resource = defaultResource().merge(resourceFromAttributes({ ...settings.resourceAttributes, 'service.name': settings.serviceName }));
+const envelope = { resource: resource.attributes, scope: settings.scope };
+const json = settings.protocol === 'http/json';
+
+const serializer = json
+  ? {
+      serializeRequest: (request: Request) => JsonTraceSerializer.serializeRequest(readableSpans(request)),
+      deserializeResponse: (data: Uint8Array) => JsonTraceSerializer.deserializeResponse(data),
+    }
+  : {
+      serializeRequest: (request: Request) => encodeTraceRequest(request.batches, shapes, envelope),
+      deserializeResponse: (data: Uint8Array) => ProtobufTraceSerializer.deserializeResponse(data),
+    };
+
+const exporter = new OTLPExporterBase<Request>(
+  createOtlpHttpExportDelegate(
+    convertLegacyHttpOptions({ url: settings.url, ...(settings.exportTimeoutMs ? { timeoutMillis: settings.exportTimeoutMs } : {}) }, 'TRACES', 'v1/traces', {
+      'Content-Type': json ? 'application/json' : 'application/x-protobuf',
+    }),
+    serializer,
+    'otlp_http_span_exporter',
+    { name: 'span', countItems: (request: Request) => request.spans },
+    undefined,
+  ),
+);
+
+const waiting: SpanBatch[] = [];
+let waitingSpans = 0;
+let exporting = false;
+let flushes: Array<() => void> = [];
+
+function take(batch: SpanBatch): void {
+  if (waitingSpans + batch.spans > MAX_WAITING) {
+    warn('spans dropped', `more than ${MAX_WAITING} waiting to be exported (the collector is slow or down)`);
+    return;
+  }
+  waiting.push(batch);
+  waitingSpans += batch.spans;
+  pump();
+}
+
+function pump(): void {
+  if (exporting) return;
+  if (waiting.length === 0) {
+    for (const resolve of flushes) resolve();
+    flushes = [];
+    return;
+  }
+  const request: Request = { batches: [], spans: 0 };
+  while (waiting.length > 0 && (request.spans === 0 || request.spans + waiting[0]!.spans <= MAX_REQUEST)) {
+    const batch = waiting.shift()!;
+    request.batches.push(batch.records);
+    request.spans += batch.spans;
+  }
+  waitingSpans -= request.spans;
+  exporting = true;
+  exporter.export(request, (result) => {
+    exporting = false;
+    if (result.code !== ExportResultCode.SUCCESS) warn('export failed', String(result.error?.message ?? result.error));
+    pump();
+  });
+}
+
+/** Resolves once every span taken so far has been exported (or given up on). */
+function drained(): Promise<void> {
+  if (!exporting && waiting.length === 0) return Promise.resolve();
+  return new Promise((resolve) => flushes.push(resolve));
+}
+
+/** The SDK's spans for its JSON serializer. */
+function readableSpans(request: Request): ReadableSpan[] {
+  const spans: ReadableSpan[] = [];
+  for (const records of request.batches) readSpanRecords(records, shapes, (span) => spans.push(readableSpan(span, resource, settings.scope)));
+  return spans;
+}
+
+port.on('message', (message: SpanBatch | { type: 'shape'; shape: SpanShape } | { type: 'flush'; id: number } | { type: 'shutdown' }) => {
+  if (!('type' in message)) {
+    take(message);
+    port.postMessage({ type: 'took' });
+    return;
+  }
+  if (message.type === 'shape') {
+    shapes.set(message.shape.id, message.shape);
+    return;
+  }
+  if (message.type === 'flush') {
+    const { id } = message;
+    void drained().then(() => port.postMessage({ type: 'flushed', id }));
+    return;
+  }
+  if (message.type === 'shutdown') {
+    void drained()
+      .then(() => exporter.shutdown())
+      .catch(() => {})
+      .then(() => {
+        port.postMessage({ type: 'shut' });
+        // Ends this thread only; the exporter's keep-alive sockets would hold it open.
+        process.exit(0);
+      });
+  }
+});

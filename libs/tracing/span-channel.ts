@@ -1,0 +1,156 @@
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import type { Logger } from '../logger/index.js';
+import type { ExportWorkerSettings, SpanBatch } from './export-worker.js';
+import type { SpanRecords, SpanShape } from './span-records.js';
+
+/** Spans sent to the worker at once, and how long an ended span may wait for its batch. */
+const BATCH_SPANS = 256;
+const BATCH_DELAY_MS = 20;
+/** Batches the worker has not taken yet beyond which new spans are dropped, not queued without end. */
+const MAX_OUTSTANDING = 64;
+const DROP_WARNING_EVERY_MS = 60_000;
+
+/**
+ * The program's side of the export worker (export-worker.ts): ended spans are appended to
+ * `records` and sent in batches. A worker that falls behind (its thread starved of CPU) costs
+ * spans, counted and logged, never memory without bound or time on the program's thread; a
+ * collector that is down costs the worker's batch processor its queue, as the SDK's does.
+ */
+export class SpanChannel {
+  /** Where ended spans append their fields (span-records.ts layout). */
+  records: SpanRecords = [];
+  private spans = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private outstanding = 0;
+  private dropped = 0;
+  private lastDropWarning = 0;
+  private nextFlush = 0;
+  private readonly flushes = new Map<number, () => void>();
+  private closed = false;
+  /** Shapes by kind, then name: a shape's constant attributes follow from its name and kind. */
+  private readonly shapes: Array<Map<string, SpanShape>> = [];
+  private nextShape = 0;
+  private shut: (() => void) | undefined;
+  private readonly worker: Worker;
+
+  constructor(settings: ExportWorkerSettings, private readonly logger?: Logger) {
+    this.worker = new Worker(workerScript(), { workerData: settings });
+    // A program exits when its own work is done; the worker's exports never hold it open.
+    this.worker.unref();
+    this.worker.on('message', (message: { type: string; id?: number; level?: string; message?: string }) => {
+      if (message.type === 'took') this.outstanding--;
+      else if (message.type === 'flushed') this.settleFlush(message.id!);
+      else if (message.type === 'shut') this.shut?.();
+      else if (message.type === 'diag') this.logger?.warn(message.level === 'error' ? 'tracing: exporter error' : 'tracing: exporter warning', { detail: message.message });
+    });
+    this.worker.on('error', (err) => {
+      this.logger?.warn('tracing: export worker stopped; spans are no longer exported', { error: err.message });
+      this.close();
+    });
+    this.worker.on('exit', () => this.close());
+  }
+
+  /**
+   * The shape of spans named `name` of this kind, sent to the worker the first time it is asked
+   * for (before any batch that uses it: the port keeps order). `attributes` are the constant ones,
+   * the same for every span of that name and kind.
+   */
+  shape(name: string, kind: number, attributes?: () => SpanShape['attributes']): SpanShape {
+    const byName = (this.shapes[kind] ??= new Map());
+    let shape = byName.get(name);
+    if (shape === undefined) {
+      shape = { id: this.nextShape++, name, kind, attributes: attributes?.() ?? {} };
+      byName.set(name, shape);
+      if (!this.closed) this.worker.postMessage({ type: 'shape', shape });
+    }
+    return shape;
+  }
+
+  /** Called once a span's fields are in `records`. */
+  ended(): void {
+    if (++this.spans >= BATCH_SPANS) this.send();
+    else if (this.timer === undefined) {
+      this.timer = setTimeout(() => this.send(), BATCH_DELAY_MS);
+      this.timer.unref();
+    }
+  }
+
+  /** Every span ended so far, exported (bounded by the exporter's own timeout). */
+  flush(): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    this.send();
+    const id = this.nextFlush++;
+    return new Promise<void>((resolve) => {
+      this.flushes.set(id, resolve);
+      this.worker.postMessage({ type: 'flush', id });
+    });
+  }
+
+  /** Exports what is left, then ends the worker; bounded by `timeoutMs`, safe twice. */
+  async shutdown(timeoutMs: number): Promise<void> {
+    if (this.closed) return;
+    this.send();
+    const done = new Promise<void>((resolve) => {
+      this.shut = resolve;
+    });
+    this.worker.postMessage({ type: 'shutdown' });
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, timeoutMs);
+      timer.unref();
+    });
+    // The worker ends by itself once it has exported and closed its port; terminate() only one that did not.
+    const exited = new Promise<void>((resolve) => this.worker.once('exit', () => resolve()));
+    await Promise.race([done.then(() => exited), late]);
+    clearTimeout(timer);
+    this.close();
+    await this.worker.terminate();
+  }
+
+  private send(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    if (this.spans === 0) return;
+    const batch = this.records;
+    const count = this.spans;
+    this.records = [];
+    this.spans = 0;
+    if (this.closed) return;
+    if (this.outstanding >= MAX_OUTSTANDING) return this.drop(count);
+    this.outstanding++;
+    this.worker.postMessage({ spans: count, records: batch } satisfies SpanBatch);
+  }
+
+  private drop(count: number): void {
+    this.dropped += count;
+    const now = Date.now();
+    if (now - this.lastDropWarning < DROP_WARNING_EVERY_MS) return;
+    this.lastDropWarning = now;
+    this.logger?.warn('tracing: spans dropped, the export worker is behind', { dropped: this.dropped });
+    this.dropped = 0;
+  }
+
+  private settleFlush(id: number): void {
+    this.flushes.get(id)?.();
+    this.flushes.delete(id);
+  }
+
+  private close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    clearTimeout(this.timer);
+    for (const resolve of this.flushes.values()) resolve();
+    this.flushes.clear();
+    this.shut?.();
+  }
+}
+
+/** The compiled worker beside this file, or, when this file runs from source (jest), the build's. */
+function workerScript(): URL {
+  const candidates = [new URL('./export-worker.js', import.meta.url), new URL('../../dist/libs/tracing/export-worker.js', import.meta.url)];
+  const found = candidates.find((url) => existsSync(fileURLToPath(url)));
+  if (!found) throw new Error('tracing: the export worker is not built (npm run build)');
+  return found;
+}
