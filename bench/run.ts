@@ -466,9 +466,9 @@ ${(W + N).toLocaleString('en')} events already in \`dispatch\`, one merchant, th
 ways in the same round, rounds rotating which goes first: the build before tracing (\`BENCH_BASELINE_DIST\`), this build with
 no OTEL variable (tracing off: no SDK loaded), this build with every delivery sampled (\`OTEL_TRACES_SAMPLER=always_on\`)
 exporting over http/protobuf to a local collector stub in its own process (bench/collector-process.ts, which answers at once
-and counts the spans), and the same sampling a tenth (\`parentbased_traceidratio\`, \`OTEL_TRACES_SAMPLER_ARG=0.1\`); the batch
-processor given room for the spans of this rate (\`OTEL_BSP_MAX_QUEUE_SIZE=16384\`, \`OTEL_BSP_SCHEDULE_DELAY=200\`). Three
-spans per sampled delivery: the delivery, its HTTP attempt and its record.
+and counts the spans), and the same sampling a tenth (\`parentbased_traceidratio\`, \`OTEL_TRACES_SAMPLER_ARG=0.1\`). Three
+spans per sampled delivery: the delivery, its HTTP attempt and its record, encoded and sent by the dispatcher's export
+worker thread (its CPU is in the dispatcher's).
 
 | dispatcher | deliveries/s | dispatcher CPU µs per delivery |
 |---|---|---|
