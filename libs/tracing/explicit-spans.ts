@@ -141,16 +141,17 @@ export function spanFromHeaders(name: string, kind: SpanKind, headers: Record<st
 /**
  * A publish to RabbitMQ inside `parent` as a producer span (`<operation> <destination>`), its
  * context written into `headers` so that whoever consumes the copy continues this trace: the
- * explicit counterpart of publishSpan.
+ * explicit counterpart of publishSpan. Without a parent (tracing off) it is only `send()`.
  */
 export async function publishIn<T>(
-  parent: ExplicitSpan,
+  parent: ExplicitSpan | undefined,
   destination: string,
   headers: Record<string, unknown> | undefined,
   webhookId: string | undefined,
   send: () => Promise<T>,
   operation = 'publish',
 ): Promise<T> {
+  if (!parent) return send();
   const span = parent.child(`${operation} ${destination}`, SpanKind.PRODUCER, () => ({
     [ATTR.messagingSystem]: MESSAGING_SYSTEM,
     [ATTR.messagingOperationType]: 'send',

@@ -137,8 +137,9 @@ export class EffectStage {
     // The webhook-id too: if `failed` was deleted since the resend, another entry may sit at this offset.
     const resolution = { merchantId: intake.merchantId, resolved: [{ offset, references: intake.references, webhookId: intake.webhookId }] };
     try {
-      const append = () => appendResolution(this.deps.broker, this.deps.names.failed, resolution, { reference: intake.references[0]!, deadlineMs: 5_000 });
-      await (span ? publishIn(span, this.deps.names.failed, undefined, intake.webhookId, append) : append());
+      await publishIn(span, this.deps.names.failed, undefined, intake.webhookId, () =>
+        appendResolution(this.deps.broker, this.deps.names.failed, resolution, { reference: intake.references[0]!, deadlineMs: 5_000 }),
+      );
     } catch (err) {
       // The resender's own resolution normally covers it; this one only closes a crash window.
       this.deps.logger.warn('resolution of a resent webhook not recorded', { merchantId: intake.merchantId, offset, error: (err as Error).message, ...span?.logFields });
@@ -215,7 +216,8 @@ export class EffectStage {
       ack: () => delivery.ack(),
       nack: (requeue) => delivery.nack(requeue),
     };
-    const send = () => moveMessage(this.deps.broker, held, queue, {
+    // With tracing on, a producer span whose context the copy carries: the next delivery continues the webhook's trace.
+    const result = await publishIn(span, queue, base, webhookId ?? '', () => moveMessage(this.deps.broker, held, queue, {
       backoffMs: this.deps.moveBackoffMs,
       webhookId,
       headers: wait ? () => ({ ...base, [HEADERS.copyId]: randomUUID() }) : () => base,
@@ -230,9 +232,7 @@ export class EffectStage {
       givingUp: this.deps.stopping,
       onRetry: (err, retry, giveUp) =>
         this.deps.logger.error(giveUp ? 'message could not be moved; returned to its queue' : 'message could not be moved; retrying', { queue, error: err.message, retry, ...span?.logFields }),
-    });
-    // With tracing on, a producer span whose context the copy carries: the next delivery continues the webhook's trace.
-    const result = await (span ? publishIn(span, queue, base, webhookId ?? '', send) : send());
+    }));
     if (result === 'channel-lost') this.deps.logger.warn('delivery channel lost before its move; the broker redelivers it', { queue, ...span?.logFields });
     if (result === 'requeued') this.count('requeued', 'requeued', event);
     return result === 'moved';
