@@ -18,10 +18,14 @@ dir() { echo "$CLUSTER_DIR/c$1"; }
 start_node() {
   local i="$1" d
   d="$(dir "$i")"
+  # A killed node leaves its pid file behind: `wait` would read the dead pid, or the file while the
+  # new node is writing it (":garbage_in_pid_file"). Start without it and wait until it is written.
+  rm -f "$d/pid"
   RABBITMQ_NODENAME="$(name "$i")" RABBITMQ_NODE_PORT=$((5690 + i)) RABBITMQ_DIST_PORT=$((25690 + i)) \
     RABBITMQ_MNESIA_BASE="$d/mnesia" RABBITMQ_LOG_BASE="$d/log" RABBITMQ_CONFIG_FILE="$d/rabbitmq.conf" \
     RABBITMQ_ENABLED_PLUGINS_FILE="$d/enabled_plugins" RABBITMQ_PID_FILE="$d/pid" \
     rabbitmq-server -detached
+  for _ in $(seq 1 240); do [ -s "$d/pid" ] && break; sleep 0.5; done
   # `wait` follows the pid file until the node has booted (await_startup fails before it is in epmd).
   rabbitmqctl -n "$(name "$i")" wait "$d/pid" --timeout 120 >/dev/null
 }
