@@ -11,7 +11,7 @@
  *
  * Messages in: { spans, records } per batch, { type: 'shape', shape }, { type: 'flush', id },
  * { type: 'shutdown' }. Messages out: { type: 'took' } per batch, { type: 'flushed', id },
- * { type: 'shut' }, { type: 'diag', level, message } for what the program should log.
+ * { type: 'shut' }, { type: 'diag', message } for what the program should log.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { diag, DiagLogLevel } from '@opentelemetry/api';
@@ -54,7 +54,7 @@ function warn(message: string, detail: string): void {
   const now = Date.now();
   if (now - (warnings.get(message) ?? -Infinity) < WARNING_EVERY_MS) return;
   warnings.set(message, now);
-  port.postMessage({ type: 'diag', level: 'warn', message: `${message}: ${detail}`.slice(0, 300) });
+  port.postMessage({ type: 'diag', message: `${message}: ${detail}`.slice(0, 300) });
 }
 
 diag.setLogger(

@@ -20,8 +20,8 @@ const OFF: Tracing = { active: false, flush: async () => {}, shutdown: async () 
  * tracingSettingsOf), and does nothing otherwise. The SDK and the exporter are imported here, and
  * only here, only then: with no OTEL variables no exporter module is even loaded, and the rest of
  * the code sees the API package's no-op tracer. Spans are encoded and exported on a worker
- * thread through the SDK's batch processor (export-worker.ts), so an unreachable collector drops
- * spans instead of slowing deliveries, and the encoding costs the program's thread nothing.
+ * thread (export-worker.ts) whose queue is bounded, so an unreachable collector drops spans
+ * instead of slowing deliveries, and the encoding costs the program's thread nothing.
  */
 export async function startTracing(settings: TracingSettings | undefined, logger?: Logger): Promise<Tracing> {
   if (!settings) return OFF;
@@ -56,7 +56,7 @@ export async function startTracing(settings: TracingSettings | undefined, logger
   }[settings.sampler.name];
   const parentBased = settings.sampler.name.startsWith('parentbased_');
   const sampler = parentBased ? new sdk.ParentBasedSampler({ root }) : root;
-  // The exporter, its batch processor and the encoding run on a worker thread (export-worker.ts).
+  // The exporter, its queue and the encoding run on a worker thread (export-worker.ts).
   const channel = new SpanChannel(
     {
       url: settings.url,

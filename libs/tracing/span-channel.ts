@@ -16,7 +16,7 @@ const DROP_WARNING_EVERY_MS = 60_000;
  * The program's side of the export worker (export-worker.ts): ended spans are appended to
  * `records` and sent in batches. A worker that falls behind (its thread starved of CPU) costs
  * spans, counted and logged, never memory without bound or time on the program's thread; a
- * collector that is down costs the worker's batch processor its queue, as the SDK's does.
+ * collector that is down fills the worker's own bounded queue, and it drops the rest.
  */
 export class SpanChannel {
   /** Where ended spans append their fields (span-records.ts layout). */
@@ -39,11 +39,12 @@ export class SpanChannel {
     this.worker = new Worker(workerScript(), { workerData: settings });
     // A program exits when its own work is done; the worker's exports never hold it open.
     this.worker.unref();
-    this.worker.on('message', (message: { type: string; id?: number; level?: string; message?: string }) => {
+    this.worker.on('message', (message: { type: string; id?: number; message?: string }) => {
       if (message.type === 'took') this.outstanding--;
       else if (message.type === 'flushed') this.settleFlush(message.id!);
       else if (message.type === 'shut') this.shut?.();
-      else if (message.type === 'diag') this.logger?.warn(message.level === 'error' ? 'tracing: exporter error' : 'tracing: exporter warning', { detail: message.message });
+      // The worker says what went wrong in its message (exporter error, spans dropped), at most once a minute each.
+      else if (message.type === 'diag') this.logger?.warn('tracing: exporter warning', { detail: message.message });
     });
     this.worker.on('error', (err) => {
       this.logger?.warn('tracing: export worker stopped; spans are no longer exported', { error: err.message });
