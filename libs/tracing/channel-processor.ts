@@ -1,7 +1,7 @@
 import type { HrTime } from '@opentelemetry/api';
 import type { ReadableSpan, SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import type { SpanChannel } from './span-channel.js';
-import { BITS, INLINE, pushAttributes, STATUS_SHIFT } from './span-records.js';
+import { BITS, INLINE, STATUS_SHIFT } from './span-records.js';
 
 const ms = (time: HrTime): number => time[0] * 1_000 + time[1] / 1e6;
 
@@ -28,16 +28,25 @@ export class ChannelSpanProcessor implements SpanProcessor {
       (message ? BITS.message : 0) |
       (span.links.length > 0 ? BITS.links : 0) |
       (span.status.code << STATUS_SHIFT);
-    const records = this.channel.records;
-    records.push(INLINE, span.name, span.kind, context.traceId, context.spanId, parent?.spanId ?? '', bits, ms(span.startTime), ms(span.endTime));
-    if (traceState) records.push(traceState);
-    if (message) records.push(message);
-    pushAttributes(records, span.attributes);
+    const w = this.channel.writer;
+    w.u32(INLINE);
+    w.string(span.name);
+    w.u8(span.kind);
+    w.id(context.traceId, 16);
+    w.id(context.spanId, 8);
+    w.id(parent?.spanId ?? '', 8);
+    w.u32(bits);
+    w.f64(ms(span.startTime));
+    w.f64(ms(span.endTime));
+    if (traceState) w.string(traceState);
+    if (message) w.string(message);
+    w.attributes(span.attributes);
     if (span.links.length > 0) {
-      records.push(span.links.length);
+      w.u16(span.links.length);
       for (const link of span.links) {
-        records.push(link.context.traceId, link.context.spanId);
-        pushAttributes(records, link.attributes);
+        w.id(link.context.traceId, 16);
+        w.id(link.context.spanId, 8);
+        w.attributes(link.attributes);
       }
     }
     this.channel.ended();

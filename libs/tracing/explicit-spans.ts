@@ -97,21 +97,30 @@ export class ExplicitSpan {
     if (!this.sampled || this.ended) return;
     this.ended = true;
     const { channel } = this.tracer;
-    const records = channel.records;
+    const w = channel.writer;
     const bits =
       1 |
       (this.remoteParent ? BITS.remoteParent : 0) |
       (this.traceState !== '' ? BITS.state : 0) |
       (this.statusMessage !== '' ? BITS.message : 0) |
       (this.statusCode << STATUS_SHIFT);
-    records.push(this.shape.id, this.traceId, this.spanId, this.parentSpanId, bits, ORIGIN + this.startMs, ORIGIN + performance.now());
-    if (this.traceState !== '') records.push(this.traceState);
-    if (this.statusMessage !== '') records.push(this.statusMessage);
+    w.u32(this.shape.id);
+    w.id(this.traceId, 16);
+    w.id(this.spanId, 8);
+    w.id(this.parentSpanId, 8);
+    w.u32(bits);
+    w.f64(ORIGIN + this.startMs);
+    w.f64(ORIGIN + performance.now());
+    if (this.traceState !== '') w.string(this.traceState);
+    if (this.statusMessage !== '') w.string(this.statusMessage);
     const attributes = this.attributes;
-    if (attributes === undefined) records.push(0);
+    if (attributes === undefined) w.u16(0);
     else {
-      records.push(attributes.length / 2);
-      for (let i = 0; i < attributes.length; i++) records.push(attributes[i]);
+      w.u16(attributes.length / 2);
+      for (let i = 0; i < attributes.length; i += 2) {
+        w.key(attributes[i] as string | number);
+        w.value(attributes[i + 1]);
+      }
     }
     channel.ended();
   }

@@ -1,15 +1,16 @@
 /**
- * The export worker: a thread of its own that takes a program's ended spans as flat records
- * (span-records.ts), encodes them as OTLP and sends them with the SDK's OTLP/HTTP export delegate
+ * The export worker: a thread of its own that takes a program's ended spans as records
+ * (span-records.ts, bytes transferred to it), encodes them as OTLP and sends them with the SDK's OTLP/HTTP export delegate
  * (its retries, timeouts, headers and TLS from the OTEL_EXPORTER_OTLP_* variables). The encoding
  * and the exports happen here, so the program's own thread, the dispatcher's above all, only
  * lists its spans. http/protobuf is written straight from the records (otlp-protobuf.ts);
  * http/json goes through the SDK's spans and its JSON serializer.
  *
  * Spans wait here in batches, at most MAX_WAITING of them (the rest are dropped and counted), and
- * go out one request at a time, at most MAX_REQUEST spans each.
+ * go out one request at a time, at most MAX_REQUEST spans each, gathered into requests of
+ * GATHER_SPANS or GATHER_MS.
  *
- * Messages in: { spans, records } per batch, { type: 'shape', shape }, { type: 'flush', id },
+ * Messages in: a SpanBatch { spans, buffer, length } per batch (its buffer transferred), { type: 'shape', shape }, { type: 'flush', id },
  * { type: 'shutdown' }. Messages out: { type: 'took' } per batch, { type: 'flushed', id },
  * { type: 'shut' }, { type: 'diag', message } for what the program should log.
  */
@@ -23,7 +24,7 @@ import { defaultResource, resourceFromAttributes } from '@opentelemetry/resource
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { encodeTraceRequest } from './otlp-protobuf.js';
 import { readableSpan } from './readable-span.js';
-import { readSpanRecords, type SpanRecords, type SpanShape } from './span-records.js';
+import { readSpanRecords, type SpanBatch, type SpanShape } from './span-records.js';
 
 export interface ExportWorkerSettings {
   url: string;
@@ -34,15 +35,17 @@ export interface ExportWorkerSettings {
   scope: { name: string; version: string };
 }
 
-export interface SpanBatch {
-  spans: number;
-  records: SpanRecords;
-}
-
-type Request = { batches: SpanRecords[]; spans: number };
+type Request = { batches: Uint8Array[]; spans: number };
 
 const MAX_WAITING = 16_384;
 const MAX_REQUEST = 4_096;
+/**
+ * A request waits until this many spans are waiting, or the oldest has waited this long: each
+ * request costs this thread and the collector far more than a span in it does, and one per batch
+ * the program sends would be dozens a second from a busy dispatcher.
+ */
+const GATHER_SPANS = 2_048;
+const GATHER_MS = 200;
 const WARNING_EVERY_MS = 60_000;
 
 const port = parentPort!;
@@ -95,17 +98,18 @@ const exporter = new OTLPExporterBase<Request>(
   ),
 );
 
-const waiting: SpanBatch[] = [];
+const waiting: Array<SpanBatch & { at: number }> = [];
 let waitingSpans = 0;
 let exporting = false;
 let flushes: Array<() => void> = [];
+let gathering: NodeJS.Timeout | undefined;
 
 function take(batch: SpanBatch): void {
   if (waitingSpans + batch.spans > MAX_WAITING) {
     warn('spans dropped', `more than ${MAX_WAITING} waiting to be exported (the collector is slow or down)`);
     return;
   }
-  waiting.push(batch);
+  waiting.push({ ...batch, at: performance.now() });
   waitingSpans += batch.spans;
   pump();
 }
@@ -117,10 +121,20 @@ function pump(): void {
     flushes = [];
     return;
   }
+  const waited = performance.now() - waiting[0]!.at;
+  if (waitingSpans < GATHER_SPANS && waited < GATHER_MS && flushes.length === 0) {
+    gathering ??= setTimeout(() => {
+      gathering = undefined;
+      pump();
+    }, GATHER_MS - waited);
+    return;
+  }
+  clearTimeout(gathering);
+  gathering = undefined;
   const request: Request = { batches: [], spans: 0 };
   while (waiting.length > 0 && (request.spans === 0 || request.spans + waiting[0]!.spans <= MAX_REQUEST)) {
     const batch = waiting.shift()!;
-    request.batches.push(batch.records);
+    request.batches.push(new Uint8Array(batch.buffer, 0, batch.length));
     request.spans += batch.spans;
   }
   waitingSpans -= request.spans;
@@ -135,13 +149,16 @@ function pump(): void {
 /** Resolves once every span taken so far has been exported (or given up on). */
 function drained(): Promise<void> {
   if (!exporting && waiting.length === 0) return Promise.resolve();
-  return new Promise((resolve) => flushes.push(resolve));
+  const done = new Promise<void>((resolve) => flushes.push(resolve));
+  // Spans still gathering for a request go now.
+  pump();
+  return done;
 }
 
 /** The SDK's spans for its JSON serializer. */
 function readableSpans(request: Request): ReadableSpan[] {
   const spans: ReadableSpan[] = [];
-  for (const records of request.batches) readSpanRecords(records, shapes, (span) => spans.push(readableSpan(span, resource, settings.scope)));
+  for (const batch of request.batches) readSpanRecords(batch, shapes, (span) => spans.push(readableSpan(span, resource, settings.scope)));
   return spans;
 }
 

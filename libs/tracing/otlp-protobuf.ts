@@ -1,10 +1,11 @@
-import { BITS, keyName, readSpanHead, type SpanRecords, type SpanShape, STATUS_SHIFT } from './span-records.js';
+import { BITS, INLINE, KEY_INLINE, keyName, shapeOf, SpanReader, type SpanShape, STATUS_SHIFT, VALUE } from './span-records.js';
 
 /**
  * An OTLP/protobuf ExportTraceServiceRequest written straight from span records
- * (span-records.ts), without a span object per span: the export worker's encoder. The SDK's
- * serializer needs the SDK's spans, and rebuilding them cost the worker about 25 µs of CPU and
- * most of the process's garbage per span; this writes a span in about one. The SDK's exporter
+ * (span-records.ts), without a span object per span: the export worker's encoder. Ids and
+ * strings are copied as the records hold them, already bytes. The SDK's serializer needs the
+ * SDK's spans, and rebuilding them cost the worker about 25 µs of CPU and most of the process's
+ * garbage per span; this writes a span in about one. The SDK's exporter
  * still sends what this writes (export-worker.ts). Field numbers are those of
  * opentelemetry/proto/trace/v1/trace.proto; test/unit/otlp-protobuf.test.ts checks the output
  * against the SDK's own serializer, field by field.
@@ -87,6 +88,18 @@ class Writer {
     this.close(at);
   }
 
+  /** A length-delimited field copied from `length` bytes of `source` at `at`. */
+  copied(field: number, source: Uint8Array, at: number, length: number): void {
+    this.tag(field, LEN);
+    this.varint(length);
+    this.reserve(length);
+    const buf = this.buf;
+    // Ids and most strings are short: a loop beats a subarray and set().
+    if (length <= 64) for (let i = 0; i < length; i++) buf[this.pos + i] = source[at + i]!;
+    else buf.set(source.subarray(at, at + length), this.pos);
+    this.pos += length;
+  }
+
   /** Bytes encoded once (a shape's name and constant attributes, a key). */
   raw(bytes: Uint8Array): void {
     const n = bytes.length;
@@ -94,16 +107,6 @@ class Writer {
     const buf = this.buf;
     for (let i = 0; i < n; i++) buf[this.pos + i] = bytes[i]!;
     this.pos += n;
-  }
-
-  /** A hex id (trace or span id) as its bytes. */
-  id(field: number, hex: string): void {
-    this.tag(field, LEN);
-    const bytes = hex.length >>> 1;
-    this.varint(bytes);
-    this.reserve(bytes);
-    const buf = this.buf;
-    for (let i = 0; i < bytes; i++) buf[this.pos++] = (HEX[hex.charCodeAt(2 * i)]! << 4) | HEX[hex.charCodeAt(2 * i + 1)]!;
   }
 
   /**
@@ -140,13 +143,6 @@ class Writer {
   }
 }
 
-/** Hex digit values by character code. */
-const HEX = new Uint8Array(128);
-for (let i = 0; i < 16; i++) {
-  HEX['0123456789abcdef'.charCodeAt(i)] = i;
-  HEX['0123456789ABCDEF'.charCodeAt(i)] = i;
-}
-
 function varintSize(value: number): number {
   let size = 1;
   while (value > 0x7f) {
@@ -161,30 +157,9 @@ const MAX_INT64 = 2 ** 63;
 /** AnyValue, as the SDK writes it: strings, booleans, integers as int64, other numbers as doubles, arrays. */
 function anyValue(w: Writer, value: unknown): void {
   if (typeof value === 'string') w.string(1, value);
-  else if (typeof value === 'boolean') {
-    w.tag(2, VARINT);
-    w.varint(value ? 1 : 0);
-  } else if (typeof value === 'number') {
-    if (Number.isInteger(value) && value >= -MAX_INT64 && value < MAX_INT64) {
-      w.tag(3, VARINT);
-      if (value >= 0) w.varint(value);
-      else {
-        // Two's complement over 64 bits: ten bytes.
-        let rest = BigInt.asUintN(64, BigInt(value));
-        w.reserve(10);
-        while (rest > 0x7fn) {
-          w.buf[w.pos++] = Number(rest & 0x7fn) | 0x80;
-          rest >>= 7n;
-        }
-        w.buf[w.pos++] = Number(rest);
-      }
-    } else {
-      w.tag(4, I64);
-      w.reserve(8);
-      w.buf.writeDoubleLE(value, w.pos);
-      w.pos += 8;
-    }
-  } else if (Array.isArray(value)) {
+  else if (typeof value === 'boolean') boolValue(w, value);
+  else if (typeof value === 'number') numberValue(w, value);
+  else if (Array.isArray(value)) {
     const array = w.open(5);
     for (const item of value) {
       const at = w.open(1);
@@ -192,6 +167,52 @@ function anyValue(w: Writer, value: unknown): void {
       w.close(at);
     }
     w.close(array);
+  }
+}
+
+/** anyValue() of a value as the records hold it (span-records.ts VALUE). */
+function recordedValue(w: Writer, r: SpanReader): void {
+  const tag = r.u8();
+  if (tag === VALUE.string) {
+    const { at, length } = r.stringBytes();
+    w.copied(1, r.bytes, at, length);
+  } else if (tag === VALUE.number) numberValue(w, r.f64());
+  else if (tag === VALUE.true || tag === VALUE.false) boolValue(w, tag === VALUE.true);
+  else if (tag === VALUE.array) {
+    const array = w.open(5);
+    for (let n = r.u32(); n > 0; n--) {
+      const at = w.open(1);
+      recordedValue(w, r);
+      w.close(at);
+    }
+    w.close(array);
+  }
+}
+
+function boolValue(w: Writer, value: boolean): void {
+  w.tag(2, VARINT);
+  w.varint(value ? 1 : 0);
+}
+
+function numberValue(w: Writer, value: number): void {
+  if (Number.isInteger(value) && value >= -MAX_INT64 && value < MAX_INT64) {
+    w.tag(3, VARINT);
+    if (value >= 0) w.varint(value);
+    else {
+      // Two's complement over 64 bits: ten bytes.
+      let rest = BigInt.asUintN(64, BigInt(value));
+      w.reserve(10);
+      while (rest > 0x7fn) {
+        w.buf[w.pos++] = Number(rest & 0x7fn) | 0x80;
+        rest >>= 7n;
+      }
+      w.buf[w.pos++] = Number(rest);
+    }
+  } else {
+    w.tag(4, I64);
+    w.reserve(8);
+    w.buf.writeDoubleLE(value, w.pos);
+    w.pos += 8;
   }
 }
 
@@ -215,6 +236,23 @@ function keyBytes(key: string): Uint8Array {
     if (keys.size < 10_000) keys.set(key, bytes);
   }
   return bytes;
+}
+
+/** keyBytes() by the records' key codes. */
+const codedKeys: Uint8Array[] = [];
+
+/** A KeyValue as the records hold it: a key code or a key, then a value. */
+function recordedKeyValue(w: Writer, field: number, r: SpanReader): void {
+  const at = w.open(field);
+  const code = r.u8();
+  if (code === KEY_INLINE) {
+    const key = r.stringBytes();
+    w.copied(1, r.bytes, key.at, key.length);
+  } else w.raw((codedKeys[code] ??= keyBytes(keyName(code))));
+  const inner = w.open(2);
+  recordedValue(w, r);
+  w.close(inner);
+  w.close(at);
 }
 
 /** A shape's name, kind and constant attributes as span fields, encoded once per shape. */
@@ -245,7 +283,7 @@ export interface OtlpEnvelope {
  * name is written from the shape; its constant attributes come first, as the worker's reader
  * puts them.
  */
-export function encodeTraceRequest(batches: readonly SpanRecords[], shapes: ReadonlyMap<number, SpanShape>, envelope: OtlpEnvelope): Uint8Array {
+export function encodeTraceRequest(batches: readonly Uint8Array[], shapes: ReadonlyMap<number, SpanShape>, envelope: OtlpEnvelope): Uint8Array {
   // One scratch buffer, grown as needed and kept: the request is copied out of it at the end.
   const w = scratch;
   w.pos = 0;
@@ -258,7 +296,7 @@ export function encodeTraceRequest(batches: readonly SpanRecords[], shapes: Read
   w.string(1, envelope.scope.name);
   w.string(2, envelope.scope.version);
   w.close(scope);
-  for (const records of batches) encodeSpans(w, records, shapes);
+  for (const batch of batches) encodeSpans(w, batch, shapes);
   w.close(scopeSpans);
   w.close(resourceSpans);
   return Buffer.from(w.bytes());
@@ -266,54 +304,62 @@ export function encodeTraceRequest(batches: readonly SpanRecords[], shapes: Read
 
 const scratch = new Writer(1024 * 1024);
 
-function encodeSpans(w: Writer, records: SpanRecords, shapes: ReadonlyMap<number, SpanShape>): void {
-  let i = 0;
-  const attributes = (field: number): void => {
-    const count = records[i++] as number;
-    for (let n = 0; n < count; n++, i += 2) {
-      const key = records[i] as string | number;
-      keyValue(w, field, typeof key === 'number' ? keyName(key) : key, records[i + 1]);
-    }
-  };
-  while (i < records.length) {
-    const { shape, name, kind, traceId, spanId, parentSpanId, bits, startMs, endMs, traceState, statusMessage, next } = readSpanHead(records, i, shapes);
-    i = next;
-
+function encodeSpans(w: Writer, batch: Uint8Array, shapes: ReadonlyMap<number, SpanShape>): void {
+  const r = new SpanReader(batch);
+  const bytes = r.bytes;
+  while (!r.done) {
+    const head = r.u32();
+    // The records put the name first and the status message before the attributes; the span
+    // wants them in field order, so where they are is kept until then.
+    let shape: SpanShape | undefined;
+    let name = { at: 0, length: 0 };
+    let kind = 0;
+    if (head === INLINE) {
+      name = r.stringBytes();
+      kind = r.u8();
+    } else shape = shapeOf(head, shapes);
     const span = w.open(2);
-    w.id(1, traceId);
-    w.id(2, spanId);
-    if (traceState !== '') w.string(3, traceState);
-    if (parentSpanId !== '') w.id(4, parentSpanId);
+    w.copied(1, bytes, r.skip(16), 16);
+    w.copied(2, bytes, r.skip(8), 8);
+    const parentAt = r.skip(8);
+    const hasParent = !r.zeros(parentAt, 8);
+    const bits = r.u32();
+    const startMs = r.f64();
+    const endMs = r.f64();
+    if (bits & BITS.state) {
+      const state = r.stringBytes();
+      w.copied(3, bytes, state.at, state.length);
+    }
+    if (hasParent) w.copied(4, bytes, parentAt, 8);
     const fields = shape && fieldsOf(shape);
     if (fields) w.raw(fields.name);
     else {
-      w.string(5, name);
+      w.copied(5, bytes, name.at, name.length);
       // The API's SpanKind starts at INTERNAL = 0; OTLP's at UNSPECIFIED = 0.
       w.tag(6, VARINT);
       w.varint(kind + 1);
     }
     w.time(7, startMs);
     w.time(8, endMs);
+    const message = bits & BITS.message ? r.stringBytes() : undefined;
     if (fields) w.raw(fields.attributes);
-    attributes(9);
+    for (let n = r.u16(); n > 0; n--) recordedKeyValue(w, 9, r);
     if (bits & BITS.links) {
-      const links = records[i++] as number;
-      for (let n = 0; n < links; n++) {
+      for (let links = r.u16(); links > 0; links--) {
         const link = w.open(13);
-        w.id(1, records[i] as string);
-        w.id(2, records[i + 1] as string);
-        i += 2;
-        attributes(4);
+        w.copied(1, bytes, r.skip(16), 16);
+        w.copied(2, bytes, r.skip(8), 8);
+        for (let n = r.u16(); n > 0; n--) recordedKeyValue(w, 4, r);
         w.fixed32(6, 1 | HAS_IS_REMOTE | IS_REMOTE);
         w.close(link);
       }
     }
     const status = w.open(15);
-    if (statusMessage !== '') w.string(2, statusMessage);
+    if (message) w.copied(2, bytes, message.at, message.length);
     w.tag(3, VARINT);
     w.varint(bits >>> STATUS_SHIFT);
     w.close(status);
-    w.fixed32(16, (bits & 0xff) | HAS_IS_REMOTE | (parentSpanId !== '' && bits & BITS.remoteParent ? IS_REMOTE : 0));
+    w.fixed32(16, (bits & 0xff) | HAS_IS_REMOTE | (hasParent && bits & BITS.remoteParent ? IS_REMOTE : 0));
     w.close(span);
   }
 }

@@ -2,8 +2,8 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from '../logger/index.js';
-import type { ExportWorkerSettings, SpanBatch } from './export-worker.js';
-import type { SpanRecords, SpanShape } from './span-records.js';
+import type { ExportWorkerSettings } from './export-worker.js';
+import { type SpanShape, SpanWriter } from './span-records.js';
 
 /** Spans sent to the worker at once, and how long an ended span may wait for its batch. */
 const BATCH_SPANS = 256;
@@ -13,15 +13,14 @@ const MAX_OUTSTANDING = 64;
 const DROP_WARNING_EVERY_MS = 60_000;
 
 /**
- * The program's side of the export worker (export-worker.ts): ended spans are appended to
- * `records` and sent in batches. A worker that falls behind (its thread starved of CPU) costs
+ * The program's side of the export worker (export-worker.ts): ended spans are written by
+ * `writer` and their bytes handed over (transferred, not copied) in batches. A worker that falls behind (its thread starved of CPU) costs
  * spans, counted and logged, never memory without bound or time on the program's thread; a
  * collector that is down fills the worker's own bounded queue, and it drops the rest.
  */
 export class SpanChannel {
-  /** Where ended spans append their fields (span-records.ts layout). */
-  records: SpanRecords = [];
-  private spans = 0;
+  /** Where ended spans write their fields (span-records.ts layout). */
+  readonly writer = new SpanWriter();
   private timer: NodeJS.Timeout | undefined;
   private outstanding = 0;
   private dropped = 0;
@@ -69,9 +68,9 @@ export class SpanChannel {
     return shape;
   }
 
-  /** Called once a span's fields are in `records`. */
+  /** Called once a span's fields are written. */
   ended(): void {
-    if (++this.spans >= BATCH_SPANS) this.send();
+    if (++this.writer.spans >= BATCH_SPANS) this.send();
     else if (this.timer === undefined) {
       this.timer = setTimeout(() => this.send(), BATCH_DELAY_MS);
       this.timer.unref();
@@ -113,15 +112,12 @@ export class SpanChannel {
   private send(): void {
     clearTimeout(this.timer);
     this.timer = undefined;
-    if (this.spans === 0) return;
-    const batch = this.records;
-    const count = this.spans;
-    this.records = [];
-    this.spans = 0;
+    if (this.writer.spans === 0) return;
+    const batch = this.writer.take();
     if (this.closed) return;
-    if (this.outstanding >= MAX_OUTSTANDING) return this.drop(count);
+    if (this.outstanding >= MAX_OUTSTANDING) return this.drop(batch.spans);
     this.outstanding++;
-    this.worker.postMessage({ spans: count, records: batch } satisfies SpanBatch);
+    this.worker.postMessage(batch, [batch.buffer]);
   }
 
   private drop(count: number): void {

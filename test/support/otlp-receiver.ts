@@ -47,6 +47,8 @@ export class OtlpReceiver {
   readonly spans: ReceivedSpan[] = [];
   /** Content types of every export request, in order. */
   readonly requests: string[] = [];
+  /** Spans in each http/json request, in order. */
+  readonly spansPerRequest: number[] = [];
   private readonly held = new Set<ServerResponse>();
 
   private constructor(private readonly server: Server, readonly url: string) {}
@@ -79,6 +81,7 @@ export class OtlpReceiver {
   }
 
   private take(body: { resourceSpans?: Array<{ resource?: { attributes?: OtlpKeyValue[] }; scopeSpans?: Array<{ spans?: any[] }> }> }): void {
+    const before = this.spans.length;
     for (const resourceSpans of body.resourceSpans ?? []) {
       const service = String(attributesOf(resourceSpans.resource?.attributes)['service.name'] ?? '');
       for (const scope of resourceSpans.scopeSpans ?? []) {
@@ -103,6 +106,7 @@ export class OtlpReceiver {
         }
       }
     }
+    this.spansPerRequest.push(this.spans.length - before);
   }
 
   inTrace(traceId: string): ReceivedSpan[] {

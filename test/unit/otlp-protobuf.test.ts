@@ -8,7 +8,7 @@ import { type ExplicitTracer, publishIn, spanFromHeaders } from '../../libs/trac
 import { encodeTraceRequest } from '../../libs/tracing/otlp-protobuf.js';
 import { readableSpan } from '../../libs/tracing/readable-span.js';
 import type { SpanChannel } from '../../libs/tracing/span-channel.js';
-import { readSpanRecords, type SpanRecords, type SpanShape } from '../../libs/tracing/span-records.js';
+import { readSpanRecords, type SpanShape, SpanWriter } from '../../libs/tracing/span-records.js';
 import { setTracingActive } from '../../libs/tracing/state.js';
 
 /**
@@ -73,7 +73,18 @@ function decode(buf: Buffer, message: string): Field[] {
 }
 
 class FakeChannel {
-  records: SpanRecords = [];
+  /** Small, so that spans grow it mid-span. */
+  readonly writer = new SpanWriter(64);
+  private written = new Uint8Array(0);
+  /** Every span written so far, as the worker would get them. */
+  bytes(): Uint8Array {
+    const batch = this.writer.take();
+    const all = new Uint8Array(this.written.length + batch.length);
+    all.set(this.written);
+    all.set(new Uint8Array(batch.buffer, 0, batch.length), this.written.length);
+    this.written = all;
+    return all;
+  }
   readonly shapes = new Map<number, SpanShape>();
   private readonly byName = new Map<string, SpanShape>();
   ended(): void {}
@@ -135,10 +146,10 @@ it("writes the request the SDK's serializer writes for the same spans", async ()
   const resource = defaultResource().merge(resourceFromAttributes({ 'service.name': 'encoder-test', 'deployment.environment': 'test' }));
   const scope = { name: 'webhook-relay', version: '0.1.0' };
   const spans: ReadableSpan[] = [];
-  readSpanRecords(channel.records, channel.shapes, (span) => spans.push(readableSpan(span, resource, scope)));
+  readSpanRecords(channel.bytes(), channel.shapes, (span) => spans.push(readableSpan(span, resource, scope)));
   expect(spans).toHaveLength(5);
 
-  const ours = Buffer.from(encodeTraceRequest([channel.records], channel.shapes, { resource: resource.attributes, scope }));
+  const ours = Buffer.from(encodeTraceRequest([channel.bytes()], channel.shapes, { resource: resource.attributes, scope }));
   const sdk = Buffer.from(ProtobufTraceSerializer.serializeRequest(spans)!);
   expect(decode(ours, 'request')).toEqual(decode(sdk, 'request'));
   // Not trivially equal: five spans, every field there.

@@ -4,7 +4,7 @@ import { BasicTracerProvider, RandomIdGenerator, type ReadableSpan } from '@open
 import { ChannelSpanProcessor } from '../../libs/tracing/channel-processor.js';
 import { type ExplicitTracer, publishIn, spanFromHeaders } from '../../libs/tracing/explicit-spans.js';
 import type { SpanChannel } from '../../libs/tracing/span-channel.js';
-import { type RecordedSpan, readSpanRecords, type SpanRecords, type SpanShape } from '../../libs/tracing/span-records.js';
+import { type RecordedSpan, readSpanRecords, type SpanShape, SpanWriter } from '../../libs/tracing/span-records.js';
 import { setTracingActive } from '../../libs/tracing/state.js';
 
 /**
@@ -13,7 +13,18 @@ import { setTracingActive } from '../../libs/tracing/state.js';
  * a shape's constant attributes included, and what is usually empty costs nothing.
  */
 class FakeChannel {
-  records: SpanRecords = [];
+  /** Small, so that spans grow it mid-span. */
+  readonly writer = new SpanWriter(64);
+  private written = new Uint8Array(0);
+  /** Every span written so far, as the worker would get them. */
+  bytes(): Uint8Array {
+    const batch = this.writer.take();
+    const all = new Uint8Array(this.written.length + batch.length);
+    all.set(this.written);
+    all.set(new Uint8Array(batch.buffer, 0, batch.length), this.written.length);
+    this.written = all;
+    return all;
+  }
   readonly shapes = new Map<number, SpanShape>();
   readonly byName = new Map<string, SpanShape>();
   ended(): void {}
@@ -29,7 +40,7 @@ class FakeChannel {
   }
   read(): RecordedSpan[] {
     const spans: RecordedSpan[] = [];
-    readSpanRecords(this.records, this.shapes, (span) => spans.push(span));
+    readSpanRecords(this.bytes(), this.shapes, (span) => spans.push(span));
     return spans;
   }
 }
