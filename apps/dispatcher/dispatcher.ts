@@ -26,6 +26,8 @@ export type { DispatcherStats } from './stages/effect.js';
 
 /** After a record the deliveries stream did not confirm, how long records are sent without waiting. */
 const RECORDS_DOWN_MS = 15_000;
+/** What the record span waits for when the record is sent without waiting for its confirm. */
+const NOT_WAITED: Promise<void> = Promise.resolve();
 
 /**
  * Deliveries held (the prefetch) per request slot. A delivery keeps its prefetch slot after its
@@ -129,7 +131,7 @@ export class Dispatcher {
     this.consumer = await this.deps.broker.consume(this.names.dispatch, {
       prefetch: PREFETCH_PER_SLOT * this.settings.concurrency,
       // With tracing on, each walk carries its delivery's span (stages/trace.ts).
-      onMessage: (delivery) => this.track(tracingActive() ? this.handleTraced(delivery) : this.handle(delivery)),
+      onMessage: (delivery) => this.track(this.handle(delivery, tracingActive() ? deliverySpan(delivery.message, this.names.dispatch) : undefined)),
     });
     this.deps.logger.info('dispatcher consuming', {
       queue: this.names.dispatch,
@@ -159,16 +161,7 @@ export class Dispatcher {
     return this.stopping;
   }
 
-  private async handleTraced(delivery: Delivery): Promise<void> {
-    const span = deliverySpan(delivery.message, this.names.dispatch);
-    try {
-      await this.handle(delivery, span);
-    } finally {
-      span?.end();
-    }
-  }
-
-  /** One delivery, walked through its stages; never rejects (what goes wrong unexpectedly parks it). */
+  /** One delivery, walked through its stages, its span ended at the end; never rejects (what goes wrong unexpectedly parks it). */
   private async handle(delivery: Delivery, span?: ExplicitSpan): Promise<void> {
     try {
       const now = this.now();
@@ -177,11 +170,13 @@ export class Dispatcher {
       if (span) describeDelivery(span, intake, decision);
       // Recorded before the effect: a crash after the ack cannot leave the attempt out of the log.
       const record = this.deps.deliveryLog && recordOf(intake, finding, decision, this.policy, now);
-      if (record) await (span ? publishIn(span, this.names.deliveries, undefined, undefined, async () => this.record(record, span)) : this.record(record));
+      if (record) await (span ? publishIn(span, this.names.deliveries, undefined, undefined, () => this.record(record, span) ?? NOT_WAITED) : this.record(record));
       await this.effect.apply(delivery, intake, decision, now, span);
       this.deps.operations?.observe(intake, decision, now);
     } catch (err) {
       await this.onUnexpected(delivery, err, span);
+    } finally {
+      span?.end();
     }
   }
 

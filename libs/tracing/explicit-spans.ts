@@ -1,17 +1,15 @@
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { ATTR, MESSAGING_SYSTEM } from './attributes.js';
 import type { SpanChannel } from './span-channel.js';
-import { BITS, keyCode, type SpanShape, STATUS_SHIFT } from './span-records.js';
+import { BITS, hexBytes, keyCode, type SpanShape, STATUS_SHIFT } from './span-records.js';
 import { explicitTracer } from './state.js';
 
 /**
- * What explicit spans need from the SDK started in setup.ts: its id generator, the configured
- * sampler's decision, its traceparent and tracestate parsing, and the channel to the export worker.
+ * What explicit spans need from the SDK started in setup.ts: the configured sampler's decision,
+ * its traceparent and tracestate parsing, and the channel to the export worker.
  */
 export interface ExplicitTracer {
   readonly channel: SpanChannel;
-  spanId(): string;
-  traceId(): string;
   /** The configured sampler's decision for a span with no local parent (a root, or under a remote parent). */
   sample(traceId: string, parent: { sampled: boolean } | undefined): boolean;
   /** A traceparent header as the W3C propagator reads it, or null when it is not a valid one. */
@@ -22,6 +20,33 @@ export interface ExplicitTracer {
 
 const ORIGIN = performance.timeOrigin;
 
+/** A trace's id: its hex for headers, sampling and logs, and its bytes once a span of it is written. */
+interface TraceId {
+  readonly hex: string;
+  bytes: Uint8Array | undefined;
+}
+
+/**
+ * Ids as the SDK's RandomIdGenerator makes them (Math.random, never all zeros), but a span's
+ * kept as two numbers: it is written as they are, and turned into hex only when a header or a
+ * log line asks (a delivery's HTTP attempt; its other spans seldom).
+ */
+const random32 = (): number => (Math.random() * 0x1_0000_0000) >>> 0;
+/** Where ids are turned into hex: Buffer's hex is native, a number's toString(16) several times slower. */
+const scratch = Buffer.alloc(16);
+
+function hex64(high: number, low: number): string {
+  scratch.writeUInt32BE(high, 0);
+  scratch.writeUInt32BE(low, 4);
+  return scratch.toString('hex', 0, 8);
+}
+
+function newTraceId(): TraceId {
+  for (let i = 0; i < 16; i += 4) scratch.writeUInt32BE(random32(), i);
+  if (scratch.readUInt32BE(12) === 0) scratch[15] = 1;
+  return { hex: scratch.toString('hex', 0, 16), bytes: undefined };
+}
+
 type Constants = () => SpanShape['attributes'];
 
 /**
@@ -29,7 +54,7 @@ type Constants = () => SpanShape['attributes'];
  * dispatcher's delivery, its HTTP attempt, its record and its moves. The SDK's spans cost about
  * 4 µs each and its AsyncLocalStorage context a hook on every promise of the process; these
  * cost well under a microsecond, list their fields when they end, and leave the encoding to the
- * export worker. Sampling, ids and header parsing are the SDK's (ExplicitTracer). An unsampled
+ * export worker. Sampling and header parsing are the SDK's (ExplicitTracer). An unsampled
  * span still has ids, so the traceparent handed on says "not sampled", and records nothing.
  */
 export class ExplicitSpan {
@@ -38,18 +63,30 @@ export class ExplicitSpan {
   private statusCode: number = SpanStatusCode.UNSET;
   private statusMessage = '';
   private ended = false;
+  private readonly high = random32();
+  private readonly low = random32() || 1;
+  private hex: string | undefined;
 
   constructor(
     private readonly tracer: ExplicitTracer,
     /** Its name, kind and constant attributes, sent to the worker once (span-records.ts). */
     private readonly shape: SpanShape,
-    readonly traceId: string,
-    readonly spanId: string,
-    private readonly parentSpanId: string,
+    private readonly trace: TraceId,
+    /** The parent's span id as two numbers; zeros for a root. */
+    private readonly parentHigh: number,
+    private readonly parentLow: number,
     readonly sampled: boolean,
     private readonly remoteParent: boolean,
     private readonly traceState: string,
   ) {}
+
+  get traceId(): string {
+    return this.trace.hex;
+  }
+
+  get spanId(): string {
+    return (this.hex ??= hex64(this.high, this.low));
+  }
 
   get name(): string {
     return this.shape.name;
@@ -75,7 +112,7 @@ export class ExplicitSpan {
 
   /** A span under this one; `constants` are the attributes every span of this name and kind has. */
   child(name: string, kind: SpanKind, constants?: Constants): ExplicitSpan {
-    return new ExplicitSpan(this.tracer, this.tracer.channel.shape(name, kind, constants), this.traceId, this.tracer.spanId(), this.spanId, this.sampled, false, this.traceState);
+    return new ExplicitSpan(this.tracer, this.tracer.channel.shape(name, kind, constants), this.trace, this.high, this.low, this.sampled, false, this.traceState);
   }
 
   get traceparent(): string {
@@ -105,9 +142,11 @@ export class ExplicitSpan {
       (this.statusMessage !== '' ? BITS.message : 0) |
       (this.statusCode << STATUS_SHIFT);
     w.u32(this.shape.id);
-    w.id(this.traceId, 16);
-    w.id(this.spanId, 8);
-    w.id(this.parentSpanId, 8);
+    w.raw((this.trace.bytes ??= hexBytes(this.trace.hex)));
+    w.u32be(this.high);
+    w.u32be(this.low);
+    w.u32be(this.parentHigh);
+    w.u32be(this.parentLow);
     w.u32(bits);
     w.f64(ORIGIN + this.startMs);
     w.f64(ORIGIN + performance.now());
@@ -141,18 +180,22 @@ export function spanFromHeaders(name: string, kind: SpanKind, headers: Record<st
   if (parent) {
     const sampled = tracer.sample(parent.traceId, { sampled: (parent.traceFlags & 1) === 1 });
     const traceState = headerText(headers?.tracestate);
-    return new ExplicitSpan(tracer, shape, parent.traceId, tracer.spanId(), parent.spanId, sampled, true, traceState ? tracer.traceState(traceState) : '');
+    const trace = { hex: parent.traceId, bytes: undefined };
+    const high = parseInt(parent.spanId.slice(0, 8), 16);
+    const low = parseInt(parent.spanId.slice(8), 16);
+    return new ExplicitSpan(tracer, shape, trace, high, low, sampled, true, traceState ? tracer.traceState(traceState) : '');
   }
-  const traceId = tracer.traceId();
-  return new ExplicitSpan(tracer, shape, traceId, tracer.spanId(), '', tracer.sample(traceId, undefined), false, '');
+  const trace = newTraceId();
+  return new ExplicitSpan(tracer, shape, trace, 0, 0, tracer.sample(trace.hex, undefined), false, '');
 }
 
 /**
  * A publish to RabbitMQ inside `parent` as a producer span (`<operation> <destination>`), its
  * context written into `headers` so that whoever consumes the copy continues this trace: the
- * explicit counterpart of publishSpan. Without a parent (tracing off) it is only `send()`.
+ * explicit counterpart of publishSpan. Without a parent (tracing off) it is only `send()`. Not an
+ * async function: on the dispatcher's path each delivery would pay for its frame and promise.
  */
-export async function publishIn<T>(
+export function publishIn<T>(
   parent: ExplicitSpan | undefined,
   destination: string,
   headers: Record<string, unknown> | undefined,
@@ -169,12 +212,25 @@ export async function publishIn<T>(
   }));
   if (webhookId !== undefined) span.set(ATTR.webhookId, webhookId);
   if (headers) span.inject(headers);
+  let sending: Promise<T>;
   try {
-    return await send();
+    sending = send();
   } catch (err) {
-    span.fail((err as Error)?.name ?? 'Error', String((err as Error)?.message ?? err));
-    throw err;
-  } finally {
-    span.end();
+    publishFailed(span, err);
+    return Promise.reject(err);
   }
+  return sending.then(
+    (value) => {
+      span.end();
+      return value;
+    },
+    (err: unknown) => {
+      publishFailed(span, err);
+      throw err;
+    },
+  );
+}
+
+function publishFailed(span: ExplicitSpan, err: unknown): void {
+  span.fail((err as Error)?.name ?? 'Error', String((err as Error)?.message ?? err)).end();
 }

@@ -11,7 +11,8 @@
  * GATHER_SPANS or GATHER_MS.
  *
  * Messages in: a SpanBatch { spans, buffer, length } per batch (its buffer transferred), { type: 'shape', shape }, { type: 'flush', id },
- * { type: 'shutdown' }. Messages out: { type: 'took' } per batch, { type: 'flushed', id },
+ * { type: 'shutdown' }. Messages out: { type: 'took' } per batch, { type: 'spent', buffers } giving
+ * back the buffers of a request once sent (or of batches dropped), { type: 'flushed', id },
  * { type: 'shut' }, { type: 'diag', message } for what the program should log.
  */
 import { parentPort, workerData } from 'node:worker_threads';
@@ -107,6 +108,7 @@ let gathering: NodeJS.Timeout | undefined;
 function take(batch: SpanBatch): void {
   if (waitingSpans + batch.spans > MAX_WAITING) {
     warn('spans dropped', `more than ${MAX_WAITING} waiting to be exported (the collector is slow or down)`);
+    spent([batch.buffer]);
     return;
   }
   waiting.push({ ...batch, at: performance.now() });
@@ -141,9 +143,15 @@ function pump(): void {
   exporting = true;
   exporter.export(request, (result) => {
     exporting = false;
+    spent(request.batches.map((batch) => batch.buffer as ArrayBuffer));
     if (result.code !== ExportResultCode.SUCCESS) warn('export failed', String(result.error?.message ?? result.error));
     pump();
   });
+}
+
+/** The program writes its next batches into these buffers again, instead of new ones. */
+function spent(buffers: ArrayBuffer[]): void {
+  port.postMessage({ type: 'spent', buffers }, buffers);
 }
 
 /** Resolves once every span taken so far has been exported (or given up on). */

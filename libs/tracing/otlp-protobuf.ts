@@ -46,28 +46,40 @@ class Writer {
     this.varint((field << 3) | wire);
   }
 
-  /** Opens a length-delimited field; its length byte is written by close(). */
-  open(field: number): number {
+  /**
+   * Opens a length-delimited field with `reserved` bytes for its length, written by close(): a
+   * span takes two (128 bytes to 16 KiB), a request's outer messages four, so that their bytes
+   * seldom move.
+   */
+  open(field: number, reserved = 1): number {
     this.tag(field, LEN);
-    this.reserve(1);
-    return this.pos++;
+    this.reserve(reserved);
+    const at = this.pos;
+    this.pos += reserved;
+    return at;
   }
 
-  /** Writes the length of what follows `at`, moving it up when the length takes more than a byte. */
-  close(at: number): void {
-    const length = this.pos - at - 1;
-    if (length < 0x80) {
+  /** Writes the length of what follows the `reserved` bytes at `at`, moving it when the length takes another number of bytes. */
+  close(at: number, reserved = 1): void {
+    const length = this.pos - at - reserved;
+    if (length < 0x80 && reserved === 1) {
       this.buf[at] = length;
       return;
     }
-    const extra = varintSize(length) - 1;
-    this.reserve(extra);
-    this.buf.copyWithin(at + 1 + extra, at + 1, this.pos);
-    this.pos += extra;
-    const end = this.pos;
-    this.pos = at;
-    this.varint(length);
-    this.pos = end;
+    const size = varintSize(length);
+    if (size !== reserved) {
+      if (size > reserved) this.reserve(size - reserved);
+      this.buf.copyWithin(at + size, at + reserved, this.pos);
+      this.pos += size - reserved;
+    }
+    const buf = this.buf;
+    let value = length;
+    let pos = at;
+    while (value > 0x7f) {
+      buf[pos++] = (value & 0x7f) | 0x80;
+      value = Math.floor(value / 128);
+    }
+    buf[pos] = value;
   }
 
   string(field: number, value: string): void {
@@ -281,28 +293,33 @@ export interface OtlpEnvelope {
 /**
  * Encodes batches of span records as one ExportTraceServiceRequest under `envelope`. A shape's
  * name is written from the shape; its constant attributes come first, as the worker's reader
- * puts them.
+ * puts them. The bytes returned stay valid until the second call after this one.
  */
 export function encodeTraceRequest(batches: readonly Uint8Array[], shapes: ReadonlyMap<number, SpanShape>, envelope: OtlpEnvelope): Uint8Array {
-  // One scratch buffer, grown as needed and kept: the request is copied out of it at the end.
-  const w = scratch;
+  // The request is sent from the scratch buffer itself: a new buffer per request cost more in
+  // page faults than the encoding. The worker sends one request at a time and encodes the next
+  // only once the last is answered or given up; two buffers in turn leave the last one untouched
+  // even so.
+  const w = scratch[next]!;
+  next = 1 - next;
   w.pos = 0;
-  const resourceSpans = w.open(1);
+  const resourceSpans = w.open(1, 4);
   const resource = w.open(1);
   for (const key in envelope.resource) keyValue(w, 1, key, envelope.resource[key]);
   w.close(resource);
-  const scopeSpans = w.open(2);
+  const scopeSpans = w.open(2, 4);
   const scope = w.open(1);
   w.string(1, envelope.scope.name);
   w.string(2, envelope.scope.version);
   w.close(scope);
   for (const batch of batches) encodeSpans(w, batch, shapes);
-  w.close(scopeSpans);
-  w.close(resourceSpans);
-  return Buffer.from(w.bytes());
+  w.close(scopeSpans, 4);
+  w.close(resourceSpans, 4);
+  return w.bytes();
 }
 
-const scratch = new Writer(1024 * 1024);
+const scratch = [new Writer(1024 * 1024), new Writer(1024 * 1024)];
+let next = 0;
 
 function encodeSpans(w: Writer, batch: Uint8Array, shapes: ReadonlyMap<number, SpanShape>): void {
   const r = new SpanReader(batch);
@@ -318,7 +335,7 @@ function encodeSpans(w: Writer, batch: Uint8Array, shapes: ReadonlyMap<number, S
       name = r.stringBytes();
       kind = r.u8();
     } else shape = shapeOf(head, shapes);
-    const span = w.open(2);
+    const span = w.open(2, 2);
     w.copied(1, bytes, r.skip(16), 16);
     w.copied(2, bytes, r.skip(8), 8);
     const parentAt = r.skip(8);
@@ -360,6 +377,6 @@ function encodeSpans(w: Writer, batch: Uint8Array, shapes: ReadonlyMap<number, S
     w.varint(bits >>> STATUS_SHIFT);
     w.close(status);
     w.fixed32(16, (bits & 0xff) | HAS_IS_REMOTE | (hasParent && bits & BITS.remoteParent ? IS_REMOTE : 0));
-    w.close(span);
+    w.close(span, 2);
   }
 }

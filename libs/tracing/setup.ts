@@ -77,14 +77,11 @@ export async function startTracing(settings: TracingSettings | undefined, logger
   });
   // The global tracer provider, an AsyncLocalStorage context manager and the W3C propagator.
   provider.register();
-  const ids = new sdk.RandomIdGenerator();
   // A local parent's decision is its children's; this decides the rest as the sampler above does
   // (ParentBasedSampler: a remote parent's sampled flag; otherwise the root sampler).
   const rootSampled = (traceId: string): boolean => root.shouldSample(ROOT_CONTEXT, traceId, '', SpanKind.INTERNAL, {}, []).decision === sdk.SamplingDecision.RECORD_AND_SAMPLED;
   setTracingActive(true, {
     channel,
-    spanId: () => ids.generateSpanId(),
-    traceId: () => ids.generateTraceId(),
     sample: (traceId, parent) => (parentBased && parent ? parent.sampled : rootSampled(traceId)),
     parseTraceparent: core.parseTraceParent,
     traceState: (header) => new core.TraceState(header).serialize(),

@@ -10,6 +10,9 @@ const BATCH_SPANS = 256;
 const BATCH_DELAY_MS = 20;
 /** Batches the worker has not taken yet beyond which new spans are dropped, not queued without end. */
 const MAX_OUTSTANDING = 64;
+/** Buffers the worker gave back, kept for the next batches. */
+const MAX_SPARE = 8;
+const BUFFER_BYTES = 64 * 1024;
 const DROP_WARNING_EVERY_MS = 60_000;
 
 /**
@@ -20,7 +23,8 @@ const DROP_WARNING_EVERY_MS = 60_000;
  */
 export class SpanChannel {
   /** Where ended spans write their fields (span-records.ts layout). */
-  readonly writer = new SpanWriter();
+  readonly writer = new SpanWriter(BUFFER_BYTES, () => this.spare.pop());
+  private readonly spare: ArrayBuffer[] = [];
   private timer: NodeJS.Timeout | undefined;
   private outstanding = 0;
   private dropped = 0;
@@ -38,8 +42,9 @@ export class SpanChannel {
     this.worker = new Worker(workerScript(), { workerData: settings });
     // A program exits when its own work is done; the worker's exports never hold it open.
     this.worker.unref();
-    this.worker.on('message', (message: { type: string; id?: number; message?: string }) => {
+    this.worker.on('message', (message: { type: string; id?: number; message?: string; buffers?: ArrayBuffer[] }) => {
       if (message.type === 'took') this.outstanding--;
+      else if (message.type === 'spent') this.keep(message.buffers!);
       else if (message.type === 'flushed') this.settleFlush(message.id!);
       else if (message.type === 'shut') this.shut?.();
       // The worker says what went wrong in its message (exporter error, spans dropped), at most once a minute each.
@@ -115,9 +120,17 @@ export class SpanChannel {
     if (this.writer.spans === 0) return;
     const batch = this.writer.take();
     if (this.closed) return;
-    if (this.outstanding >= MAX_OUTSTANDING) return this.drop(batch.spans);
+    if (this.outstanding >= MAX_OUTSTANDING) {
+      this.keep([batch.buffer]);
+      return this.drop(batch.spans);
+    }
     this.outstanding++;
     this.worker.postMessage(batch, [batch.buffer]);
+  }
+
+  /** Buffers whose spans were sent or dropped, written again (a grown one is left to the collector). */
+  private keep(buffers: ArrayBuffer[]): void {
+    for (const buffer of buffers) if (this.spare.length < MAX_SPARE && buffer.byteLength === BUFFER_BYTES) this.spare.push(buffer);
   }
 
   private drop(count: number): void {

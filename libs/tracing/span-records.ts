@@ -60,6 +60,13 @@ for (let i = 0; i < 16; i++) {
 
 const utf8 = new TextEncoder();
 
+/** A hex id's bytes. */
+export function hexBytes(hex: string): Uint8Array {
+  const bytes = new Uint8Array(hex.length >>> 1);
+  for (let i = 0; i < bytes.length; i++) bytes[i] = (HEX[hex.charCodeAt(2 * i)]! << 4) | HEX[hex.charCodeAt(2 * i + 1)]!;
+  return bytes;
+}
+
 /**
  * The program's side: appends ended spans to a buffer that take() hands over whole. Each write
  * makes room for itself, so a span of any size fits; the buffer starts at `size` bytes.
@@ -72,7 +79,11 @@ export class SpanWriter {
   /** Spans written since the last take(). */
   spans = 0;
 
-  constructor(private readonly size = 64 * 1024) {
+  /** `reuse` gives back a buffer the worker is done with, when it has one (a new one costs page faults). */
+  constructor(
+    private readonly size = 64 * 1024,
+    private readonly reuse: () => ArrayBuffer | undefined = () => undefined,
+  ) {
     this.buffer = new ArrayBuffer(size);
     this.bytes = new Uint8Array(this.buffer);
     this.view = new DataView(this.buffer);
@@ -81,7 +92,7 @@ export class SpanWriter {
   /** What has been written since the last take(), as a buffer of its own to transfer; the writer starts a new one. */
   take(): SpanBatch {
     const batch = { spans: this.spans, buffer: this.buffer, length: this.pos };
-    this.buffer = new ArrayBuffer(this.size);
+    this.buffer = this.reuse() ?? new ArrayBuffer(this.size);
     this.bytes = new Uint8Array(this.buffer);
     this.view = new DataView(this.buffer);
     this.pos = 0;
@@ -120,6 +131,22 @@ export class SpanWriter {
     this.room(8);
     this.view.setFloat64(this.pos, value, true);
     this.pos += 8;
+  }
+
+  /** Big-endian, as an id's bytes are written from its hex. */
+  u32be(value: number): void {
+    this.room(4);
+    this.view.setUint32(this.pos, value, false);
+    this.pos += 4;
+  }
+
+  /** An id already as bytes (hexBytes()). */
+  raw(bytes: Uint8Array): void {
+    const n = bytes.length;
+    this.room(n);
+    const target = this.bytes;
+    for (let i = 0; i < n; i++) target[this.pos + i] = bytes[i]!;
+    this.pos += n;
   }
 
   /** A hex id as its `size` bytes; an empty one (no parent) as zeros. */

@@ -1,6 +1,5 @@
 import { SpanKind } from '@opentelemetry/api';
 import { parseTraceParent, TraceState } from '@opentelemetry/core';
-import { RandomIdGenerator } from '@opentelemetry/sdk-trace-base';
 import { type ExplicitTracer, spanFromHeaders } from '../../libs/tracing/explicit-spans.js';
 import { SpanChannel } from '../../libs/tracing/span-channel.js';
 import { setTracingActive } from '../../libs/tracing/state.js';
@@ -18,11 +17,8 @@ let channel: SpanChannel;
 beforeEach(async () => {
   receiver = await OtlpReceiver.start();
   channel = new SpanChannel({ url: receiver.url, protocol: 'http/json', serviceName: 'channel-test', resourceAttributes: {}, scope: { name: 'webhook-relay', version: '0.1.0' } });
-  const ids = new RandomIdGenerator();
   const tracer: ExplicitTracer = {
     channel,
-    spanId: () => ids.generateSpanId(),
-    traceId: () => ids.generateTraceId(),
     sample: () => true,
     parseTraceparent: parseTraceParent,
     traceState: (header) => new TraceState(header).serialize(),

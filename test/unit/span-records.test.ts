@@ -1,6 +1,6 @@
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { parseTraceParent, TraceState } from '@opentelemetry/core';
-import { BasicTracerProvider, RandomIdGenerator, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { BasicTracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { ChannelSpanProcessor } from '../../libs/tracing/channel-processor.js';
 import { type ExplicitTracer, publishIn, spanFromHeaders } from '../../libs/tracing/explicit-spans.js';
 import type { SpanChannel } from '../../libs/tracing/span-channel.js';
@@ -45,15 +45,12 @@ class FakeChannel {
   }
 }
 
-const ids = new RandomIdGenerator();
 let channel: FakeChannel;
 
 beforeEach(() => {
   channel = new FakeChannel();
   const tracer: ExplicitTracer = {
     channel: channel as unknown as SpanChannel,
-    spanId: () => ids.generateSpanId(),
-    traceId: () => ids.generateTraceId(),
     sample: (_traceId, parent) => parent?.sampled ?? true,
     parseTraceparent: parseTraceParent,
     traceState: (header) => new TraceState(header).serialize(),
@@ -135,6 +132,8 @@ describe('span records', () => {
     const unsampled = spanFromHeaders('process q', SpanKind.CONSUMER, { traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00' })!;
     const child = unsampled.child('POST', SpanKind.CLIENT);
     expect(child.traceparent).toBe(`00-4bf92f3577b34da6a3ce929d0e0e4736-${child.spanId}-00`);
+    expect(child.spanId).toMatch(/^[0-9a-f]{16}$/);
+    expect(child.spanId).not.toBe(unsampled.spanId);
     child.set('http.response.status_code', 200).end();
     unsampled.end();
     expect(channel.read().map((s) => [s.traceId, s.parentSpanId])).toEqual([[root.traceId, '']]);

@@ -61,25 +61,40 @@ export function describeDelivery(span: ExplicitSpan, intake: IntakeEvent | undef
  */
 const POST = () => ({ [ATTR.httpMethod]: 'POST' });
 
-export async function tracedPost(http: WebhookHttpClient, request: WebhookRequest, parent: ExplicitSpan): Promise<WebhookResponse> {
+export function tracedPost(http: WebhookHttpClient, request: WebhookRequest, parent: ExplicitSpan): Promise<WebhookResponse> {
   const span = parent.child('POST', SpanKind.CLIENT, POST);
   if (span.sampled) {
     const url = safeUrl(request.url);
     if (url) span.set(ATTR.urlFull, url.full).set(ATTR.serverAddress, url.address).set(ATTR.serverPort, url.port);
   }
   span.inject(request.headers);
+  // Not an async function (as publishIn): the span ends when the POST settles.
+  let posting: Promise<WebhookResponse>;
   try {
-    const response = await http.post(request);
-    if (span.sampled) {
-      span.set(ATTR.httpStatus, response.status);
-      if (response.status >= 400) span.fail(String(response.status));
-    }
-    return response;
+    posting = http.post(request);
   } catch (err) {
-    const type = err instanceof WebhookNetworkError ? err.code : err instanceof DeliveryFailedError ? err.name : (err as Error)?.name ?? 'Error';
-    span.fail(type, String((err as Error)?.message ?? err));
-    throw err;
-  } finally {
+    attemptFailed(span, err);
     span.end();
+    return Promise.reject(err);
   }
+  return posting.then(
+    (response) => {
+      if (span.sampled) {
+        span.set(ATTR.httpStatus, response.status);
+        if (response.status >= 400) span.fail(String(response.status));
+      }
+      span.end();
+      return response;
+    },
+    (err: unknown) => {
+      attemptFailed(span, err);
+      span.end();
+      throw err;
+    },
+  );
+}
+
+function attemptFailed(span: ExplicitSpan, err: unknown): void {
+  const type = err instanceof WebhookNetworkError ? err.code : err instanceof DeliveryFailedError ? err.name : (err as Error)?.name ?? 'Error';
+  span.fail(type, String((err as Error)?.message ?? err));
 }
