@@ -204,12 +204,8 @@ export function publishIn<T>(
   operation = 'publish',
 ): Promise<T> {
   if (!parent) return send();
-  const span = parent.child(`${operation} ${destination}`, SpanKind.PRODUCER, () => ({
-    [ATTR.messagingSystem]: MESSAGING_SYSTEM,
-    [ATTR.messagingOperationType]: 'send',
-    [ATTR.messagingOperationName]: 'publish',
-    [ATTR.messagingDestination]: destination,
-  }));
+  const named = publishNamed(operation, destination);
+  const span = parent.child(named.name, SpanKind.PRODUCER, named.constants);
   if (webhookId !== undefined) span.set(ATTR.webhookId, webhookId);
   if (headers) span.inject(headers);
   let sending: Promise<T>;
@@ -229,6 +225,32 @@ export function publishIn<T>(
       throw err;
     },
   );
+}
+
+/**
+ * A publish span's name and constant attributes by operation and destination, made once: a
+ * delivery's record would otherwise build the name, and hash it anew, every time. Destinations
+ * are the topology's queue names, the same strings each time, so their hashes are kept.
+ */
+const publishNames = new Map<string, Map<string, { name: string; constants: Constants }>>();
+function publishNamed(operation: string, destination: string): { name: string; constants: Constants } {
+  let byDestination = publishNames.get(operation);
+  if (byDestination === undefined) publishNames.set(operation, (byDestination = new Map()));
+  let named = byDestination.get(destination);
+  if (named === undefined) {
+    named = {
+      name: `${operation} ${destination}`,
+      constants: () => ({
+        [ATTR.messagingSystem]: MESSAGING_SYSTEM,
+        [ATTR.messagingOperationType]: 'send',
+        [ATTR.messagingOperationName]: 'publish',
+        [ATTR.messagingDestination]: destination,
+      }),
+    };
+    // A handful in practice; the bound only guards against a bug.
+    if (byDestination.size < 1_000) byDestination.set(destination, named);
+  }
+  return named;
 }
 
 function publishFailed(span: ExplicitSpan, err: unknown): void {

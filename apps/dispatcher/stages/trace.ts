@@ -14,16 +14,22 @@ import type { IntakeEvent } from './intake.js';
  * publisher's, an upstream client's own traceparent, or, on a retry or a resend, the move that
  * put it back.
  */
-let processing = { queue: '', name: '' };
+let processing = { queue: '', name: '', constants: () => ({}) };
 
 export function deliverySpan(message: ConsumeMessage, queue: string): ExplicitSpan | undefined {
-  if (queue !== processing.queue) processing = { queue, name: `process ${queue}` };
-  const span = spanFromHeaders(processing.name, SpanKind.CONSUMER, message.properties.headers, () => ({
-    [ATTR.messagingSystem]: MESSAGING_SYSTEM,
-    [ATTR.messagingOperationType]: 'process',
-    [ATTR.messagingOperationName]: 'process',
-    [ATTR.messagingDestination]: queue,
-  }));
+  if (queue !== processing.queue) {
+    processing = {
+      queue,
+      name: `process ${queue}`,
+      constants: () => ({
+        [ATTR.messagingSystem]: MESSAGING_SYSTEM,
+        [ATTR.messagingOperationType]: 'process',
+        [ATTR.messagingOperationName]: 'process',
+        [ATTR.messagingDestination]: queue,
+      }),
+    };
+  }
+  const span = spanFromHeaders(processing.name, SpanKind.CONSUMER, message.properties.headers, processing.constants);
   if (span?.sampled) {
     span.set(ATTR.messagingRoutingKey, message.fields.routingKey);
     if (typeof message.properties.messageId === 'string') span.set(ATTR.messagingMessageId, message.properties.messageId);
