@@ -19,15 +19,13 @@ import { type DispatcherStats, EffectStage } from './stages/effect.js';
 import { EndpointGuards } from './stages/endpoint-guards.js';
 import { type IntakeEvent, parseIntake, waitOf } from './stages/intake.js';
 import { recordOf } from './stages/record.js';
-import { type ExplicitSpan, publishIn, tracingActive } from '../../libs/tracing/index.js';
+import { type ExplicitSpan, publishChild, tracingActive } from '../../libs/tracing/index.js';
 import { deliverySpan, describeDelivery } from './stages/trace.js';
 
 export type { DispatcherStats } from './stages/effect.js';
 
 /** After a record the deliveries stream did not confirm, how long records are sent without waiting. */
 const RECORDS_DOWN_MS = 15_000;
-/** What the record span waits for when the record is sent without waiting for its confirm. */
-const NOT_WAITED: Promise<void> = Promise.resolve();
 
 /**
  * Deliveries held (the prefetch) per request slot. A delivery keeps its prefetch slot after its
@@ -170,7 +168,12 @@ export class Dispatcher {
       if (span) describeDelivery(span, intake, decision);
       // Recorded before the effect: a crash after the ack cannot leave the attempt out of the log.
       const record = this.deps.deliveryLog && recordOf(intake, finding, decision, this.policy, now);
-      if (record) await (span ? publishIn(span, this.names.deliveries, undefined, undefined, () => this.record(record, span) ?? NOT_WAITED) : this.record(record));
+      if (record) {
+        // Its producer span ends here rather than in publishIn's callbacks: one promise and two closures less per delivery.
+        const recording = span && publishChild(span, this.names.deliveries);
+        await this.record(record, span);
+        recording?.end();
+      }
       await this.effect.apply(delivery, intake, decision, now, span);
       this.deps.operations?.observe(intake, decision, now);
     } catch (err) {

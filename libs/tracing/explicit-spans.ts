@@ -204,9 +204,7 @@ export function publishIn<T>(
   operation = 'publish',
 ): Promise<T> {
   if (!parent) return send();
-  const named = publishNamed(operation, destination);
-  const span = parent.child(named.name, SpanKind.PRODUCER, named.constants);
-  if (webhookId !== undefined) span.set(ATTR.webhookId, webhookId);
+  const span = publishChild(parent, destination, webhookId, operation);
   if (headers) span.inject(headers);
   let sending: Promise<T>;
   try {
@@ -225,6 +223,14 @@ export function publishIn<T>(
       throw err;
     },
   );
+}
+
+/** The producer span of a publish inside `parent`, for a caller that ends it itself: the explicit counterpart of publishSpan. */
+export function publishChild(parent: ExplicitSpan, destination: string, webhookId?: string, operation = 'publish'): ExplicitSpan {
+  const named = publishNamed(operation, destination);
+  const span = parent.child(named.name, SpanKind.PRODUCER, named.constants);
+  if (webhookId !== undefined) span.set(ATTR.webhookId, webhookId);
+  return span;
 }
 
 /**

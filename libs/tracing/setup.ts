@@ -79,7 +79,13 @@ export async function startTracing(settings: TracingSettings | undefined, logger
   provider.register();
   // A local parent's decision is its children's; this decides the rest as the sampler above does
   // (ParentBasedSampler: a remote parent's sampled flag; otherwise the root sampler).
-  const rootSampled = (traceId: string): boolean => root.shouldSample(ROOT_CONTEXT, traceId, '', SpanKind.INTERNAL, {}, []).decision === sdk.SamplingDecision.RECORD_AND_SAMPLED;
+  // Always on and always off are answered without the call: it allocates its arguments and result on every delivery.
+  const rootSampled =
+    root instanceof sdk.AlwaysOnSampler
+      ? () => true
+      : root instanceof sdk.AlwaysOffSampler
+        ? () => false
+        : (traceId: string): boolean => root.shouldSample(ROOT_CONTEXT, traceId, '', SpanKind.INTERNAL, {}, []).decision === sdk.SamplingDecision.RECORD_AND_SAMPLED;
   setTracingActive(true, {
     channel,
     sample: (traceId, parent) => (parentBased && parent ? parent.sampled : rootSampled(traceId)),

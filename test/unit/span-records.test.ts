@@ -6,6 +6,8 @@ import { type ExplicitTracer, publishIn, spanFromHeaders } from '../../libs/trac
 import type { SpanChannel } from '../../libs/tracing/span-channel.js';
 import { type RecordedSpan, readSpanRecords, type SpanShape, SpanWriter } from '../../libs/tracing/span-records.js';
 import { setTracingActive } from '../../libs/tracing/state.js';
+import { attemptSpan, endAttempt } from '../../apps/dispatcher/stages/trace.js';
+import { WebhookNetworkError } from '../../libs/http/index.js';
 
 /**
  * The records a program's thread hands its export worker, written by explicit spans and by the
@@ -122,6 +124,26 @@ describe('span records', () => {
     // Ended twice, recorded once; a shape is sent once however many spans use it.
     expect(channel.read()).toHaveLength(3);
     expect(channel.shapes.size).toBe(3);
+  });
+
+  it("carry an HTTP attempt's outcome: its status, or the network error that stopped it", () => {
+    const root = spanFromHeaders('process q', SpanKind.CONSUMER, undefined)!;
+    const headers: Record<string, string> = {};
+    const refused = attemptSpan(root, { url: 'https://merchant.example/hook?token=secret', body: '{}', timeoutMs: 1_000, headers });
+    expect(headers.traceparent).toBe(refused.traceparent);
+    endAttempt(refused, undefined, new WebhookNetworkError('ECONNREFUSED', 'connect ECONNREFUSED 10.0.0.1:443'));
+    const answered = attemptSpan(root, { url: 'https://merchant.example/hook', body: '{}', timeoutMs: 1_000, headers: {} });
+    endAttempt(answered, { status: 503, headers: {}, body: '' });
+    const [first, second] = channel.read();
+    expect(first).toMatchObject({
+      name: 'POST',
+      parentSpanId: root.spanId,
+      statusCode: SpanStatusCode.ERROR,
+      statusMessage: 'ECONNREFUSED: connect ECONNREFUSED 10.0.0.1:443',
+      attributes: { 'http.request.method': 'POST', 'url.full': 'https://merchant.example/hook', 'server.address': 'merchant.example', 'error.type': 'ECONNREFUSED' },
+    });
+    expect(first!.attributes).not.toHaveProperty('http.response.status_code');
+    expect(second).toMatchObject({ statusCode: SpanStatusCode.ERROR, attributes: { 'http.response.status_code': 503, 'error.type': '503' } });
   });
 
   it('start a trace of their own without a valid traceparent, and record nothing when not sampled', () => {

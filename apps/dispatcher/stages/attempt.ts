@@ -1,4 +1,4 @@
-import { DeliveryFailedError, WebhookRejectedError, type WebhookHttpClient } from '../../../libs/http/index.js';
+import { DeliveryFailedError, WebhookRejectedError, type WebhookHttpClient, type WebhookResponse } from '../../../libs/http/index.js';
 import { signingSecrets } from '../../../libs/merchants/index.js';
 import type { DeliveryObserver } from '../../../libs/metrics/index.js';
 import type { WebhookSigner } from '../../../libs/signing/index.js';
@@ -7,7 +7,7 @@ import type { Finding } from './decide.js';
 import type { AttemptResult } from './endpoint-guards.js';
 import type { IntakeEvent } from './intake.js';
 import type { ExplicitSpan } from '../../../libs/tracing/index.js';
-import { tracedPost } from './trace.js';
+import { attemptSpan, endAttempt } from './trace.js';
 
 export interface AttemptSettings {
   deliveryTimeoutMs: number;
@@ -45,7 +45,15 @@ export class AttemptStage {
         } as Record<string, string>,
       };
       // With tracing on, a client span whose traceparent the request carries.
-      const response = await (span ? tracedPost(this.http, request, span) : this.http.post(request));
+      const attempt = span && attemptSpan(span, request);
+      let response: WebhookResponse;
+      try {
+        response = await this.http.post(request);
+      } catch (err) {
+        if (attempt) endAttempt(attempt, undefined, err);
+        throw err;
+      }
+      if (attempt) endAttempt(attempt, response);
       responseBody = response.body;
       if (response.status < 200 || response.status > 299) {
         const retryAfter = response.headers['retry-after'];

@@ -1,6 +1,6 @@
 import type { ConsumeMessage } from 'amqplib';
 import { SpanKind } from '@opentelemetry/api';
-import { DeliveryFailedError, WebhookNetworkError, type WebhookHttpClient, type WebhookRequest, type WebhookResponse } from '../../../libs/http/index.js';
+import { DeliveryFailedError, WebhookNetworkError, type WebhookRequest, type WebhookResponse } from '../../../libs/http/index.js';
 import { ATTR, type ExplicitSpan, MESSAGING_SYSTEM, safeUrl, spanFromHeaders } from '../../../libs/tracing/index.js';
 import type { Decision } from './decide.js';
 import type { IntakeEvent } from './intake.js';
@@ -67,40 +67,30 @@ export function describeDelivery(span: ExplicitSpan, intake: IntakeEvent | undef
  */
 const POST = () => ({ [ATTR.httpMethod]: 'POST' });
 
-export function tracedPost(http: WebhookHttpClient, request: WebhookRequest, parent: ExplicitSpan): Promise<WebhookResponse> {
+export function attemptSpan(parent: ExplicitSpan, request: WebhookRequest): ExplicitSpan {
   const span = parent.child('POST', SpanKind.CLIENT, POST);
   if (span.sampled) {
     const url = safeUrl(request.url);
     if (url) span.set(ATTR.urlFull, url.full).set(ATTR.serverAddress, url.address).set(ATTR.serverPort, url.port);
   }
   span.inject(request.headers);
-  // Not an async function (as publishIn): the span ends when the POST settles.
-  let posting: Promise<WebhookResponse>;
-  try {
-    posting = http.post(request);
-  } catch (err) {
-    attemptFailed(span, err);
-    span.end();
-    return Promise.reject(err);
-  }
-  return posting.then(
-    (response) => {
-      if (span.sampled) {
-        span.set(ATTR.httpStatus, response.status);
-        if (response.status >= 400) span.fail(String(response.status));
-      }
-      span.end();
-      return response;
-    },
-    (err: unknown) => {
-      attemptFailed(span, err);
-      span.end();
-      throw err;
-    },
-  );
+  return span;
 }
 
-function attemptFailed(span: ExplicitSpan, err: unknown): void {
-  const type = err instanceof WebhookNetworkError ? err.code : err instanceof DeliveryFailedError ? err.name : (err as Error)?.name ?? 'Error';
-  span.fail(type, String((err as Error)?.message ?? err));
+/**
+ * Ends an attempt's span with the response's status, or with the error that stopped it. The
+ * attempt stage ends it in its own try rather than through a wrapper's promise callbacks: one
+ * promise and two closures less per delivery.
+ */
+export function endAttempt(span: ExplicitSpan, response: WebhookResponse | undefined, err?: unknown): void {
+  if (response) {
+    if (span.sampled) {
+      span.set(ATTR.httpStatus, response.status);
+      if (response.status >= 400) span.fail(String(response.status));
+    }
+  } else {
+    const type = err instanceof WebhookNetworkError ? err.code : err instanceof DeliveryFailedError ? err.name : (err as Error)?.name ?? 'Error';
+    span.fail(type, String((err as Error)?.message ?? err));
+  }
+  span.end();
 }
