@@ -15,6 +15,7 @@
  * back the buffers of a request once sent (or of batches dropped), { type: 'flushed', id },
  * { type: 'shut' }, { type: 'diag', message } for what the program should log.
  */
+import { setPriority } from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
 import { diag, DiagLogLevel } from '@opentelemetry/api';
 import { ExportResultCode } from '@opentelemetry/core';
@@ -50,6 +51,22 @@ const GATHER_MS = 200;
 const WARNING_EVERY_MS = 60_000;
 
 const port = parentPort!;
+
+/**
+ * This thread runs at a lower priority (nice 10): exporting can wait, deliveries cannot. On a busy
+ * host it takes mostly the CPU the program's thread leaves idle, and under contention still about
+ * a tenth of the program's share, about what exporting every span needs; what it cannot export in
+ * time is dropped and counted (below), never deliveries slowed. Only on Linux,
+ * where setpriority on the calling task changes this thread alone; elsewhere it would change the
+ * whole process.
+ */
+if (process.platform === 'linux') {
+  try {
+    setPriority(10);
+  } catch {
+    // Not allowed here (a seccomp profile): the thread keeps the program's priority.
+  }
+}
 const settings = workerData as ExportWorkerSettings;
 const warnings = new Map<string, number>();
 
