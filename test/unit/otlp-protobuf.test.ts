@@ -8,8 +8,9 @@ import { type ExplicitTracer, publishIn, spanFromHeaders } from '../../libs/trac
 import { encodeTraceRequest } from '../../libs/tracing/otlp-protobuf.js';
 import { readableSpan } from '../../libs/tracing/readable-span.js';
 import type { SpanChannel } from '../../libs/tracing/span-channel.js';
-import { readSpanRecords, type SpanShape, SpanWriter } from '../../libs/tracing/span-records.js';
+import { readSpanRecords } from '../../libs/tracing/span-records.js';
 import { setTracingActive } from '../../libs/tracing/state.js';
+import { FakeSpanChannel } from '../support/fake-span-channel.js';
 
 /**
  * The export worker's own OTLP/protobuf encoder against the SDK's serializer: the same spans
@@ -72,37 +73,10 @@ function decode(buf: Buffer, message: string): Field[] {
   return out;
 }
 
-class FakeChannel {
-  /** Small, so that spans grow it mid-span. */
-  readonly writer = new SpanWriter(64);
-  private written = new Uint8Array(0);
-  /** Every span written so far, as the worker would get them. */
-  bytes(): Uint8Array {
-    const batch = this.writer.take();
-    const all = new Uint8Array(this.written.length + batch.length);
-    all.set(this.written);
-    all.set(new Uint8Array(batch.buffer, 0, batch.length), this.written.length);
-    this.written = all;
-    return all;
-  }
-  readonly shapes = new Map<number, SpanShape>();
-  private readonly byName = new Map<string, SpanShape>();
-  ended(): void {}
-  shape(name: string, kind: number, attributes?: () => SpanShape['attributes']): SpanShape {
-    let shape = this.byName.get(`${kind} ${name}`);
-    if (!shape) {
-      shape = { id: this.shapes.size, name, kind, attributes: attributes?.() ?? {} };
-      this.shapes.set(shape.id, shape);
-      this.byName.set(`${kind} ${name}`, shape);
-    }
-    return shape;
-  }
-}
-
 const ids = new RandomIdGenerator();
 
 it("writes the request the SDK's serializer writes for the same spans", async () => {
-  const channel = new FakeChannel();
+  const channel = new FakeSpanChannel();
   const tracer: ExplicitTracer = {
     channel: channel as unknown as SpanChannel,
     sample: () => true,

@@ -4,8 +4,8 @@ import { BasicTracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace
 import { ChannelSpanProcessor } from '../../libs/tracing/channel-processor.js';
 import { type ExplicitTracer, publishIn, spanFromHeaders } from '../../libs/tracing/explicit-spans.js';
 import type { SpanChannel } from '../../libs/tracing/span-channel.js';
-import { type RecordedSpan, readSpanRecords, type SpanShape, SpanWriter } from '../../libs/tracing/span-records.js';
 import { setTracingActive } from '../../libs/tracing/state.js';
+import { FakeSpanChannel } from '../support/fake-span-channel.js';
 import { attemptSpan, endAttempt } from '../../apps/dispatcher/stages/trace.js';
 import { WebhookNetworkError } from '../../libs/http/index.js';
 
@@ -14,43 +14,10 @@ import { WebhookNetworkError } from '../../libs/http/index.js';
  * SDK's spans (ChannelSpanProcessor), read back as the worker reads them: every field survives,
  * a shape's constant attributes included, and what is usually empty costs nothing.
  */
-class FakeChannel {
-  /** Small, so that spans grow it mid-span. */
-  readonly writer = new SpanWriter(64);
-  private written = new Uint8Array(0);
-  /** Every span written so far, as the worker would get them. */
-  bytes(): Uint8Array {
-    const batch = this.writer.take();
-    const all = new Uint8Array(this.written.length + batch.length);
-    all.set(this.written);
-    all.set(new Uint8Array(batch.buffer, 0, batch.length), this.written.length);
-    this.written = all;
-    return all;
-  }
-  readonly shapes = new Map<number, SpanShape>();
-  readonly byName = new Map<string, SpanShape>();
-  ended(): void {}
-  shape(name: string, kind: number, attributes?: () => SpanShape['attributes']): SpanShape {
-    const key = `${kind} ${name}`;
-    let shape = this.byName.get(key);
-    if (!shape) {
-      shape = { id: this.shapes.size, name, kind, attributes: attributes?.() ?? {} };
-      this.shapes.set(shape.id, shape);
-      this.byName.set(key, shape);
-    }
-    return shape;
-  }
-  read(): RecordedSpan[] {
-    const spans: RecordedSpan[] = [];
-    readSpanRecords(this.bytes(), this.shapes, (span) => spans.push(span));
-    return spans;
-  }
-}
-
-let channel: FakeChannel;
+let channel: FakeSpanChannel;
 
 beforeEach(() => {
-  channel = new FakeChannel();
+  channel = new FakeSpanChannel();
   const tracer: ExplicitTracer = {
     channel: channel as unknown as SpanChannel,
     sample: (_traceId, parent) => parent?.sampled ?? true,
