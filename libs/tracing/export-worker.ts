@@ -1,19 +1,21 @@
 /**
  * The export worker: a thread of its own that takes a program's ended spans as records
- * (span-records.ts, bytes transferred to it), encodes them as OTLP and sends them with the SDK's OTLP/HTTP export delegate
- * (its retries, timeouts, headers and TLS from the OTEL_EXPORTER_OTLP_* variables). The encoding
- * and the exports happen here, so the program's own thread, the dispatcher's above all, only
- * lists its spans. http/protobuf is written straight from the records (otlp-protobuf.ts);
- * http/json goes through the SDK's spans and its JSON serializer.
+ * (span-records.ts, bytes transferred to it), encodes them as OTLP and sends them with the SDK's
+ * OTLP/HTTP export delegate (its retries, timeouts, headers and TLS from the
+ * OTEL_EXPORTER_OTLP_* variables). The encoding and the exports happen here, so the program's
+ * own thread, the dispatcher's above all, only writes its spans. http/protobuf is written
+ * straight from the records (otlp-protobuf.ts); http/json goes through the SDK's spans and its
+ * JSON serializer.
  *
  * Spans wait here in batches, at most MAX_WAITING of them (the rest are dropped and counted), and
  * go out one request at a time, at most MAX_REQUEST spans each, gathered into requests of
  * GATHER_SPANS or GATHER_MS.
  *
- * Messages in: a SpanBatch { spans, buffer, length } per batch (its buffer transferred), { type: 'shape', shape }, { type: 'flush', id },
- * { type: 'shutdown' }. Messages out: { type: 'took' } per batch, { type: 'spent', buffers } giving
- * back the buffers of a request once sent (or of batches dropped), { type: 'flushed', id },
- * { type: 'shut' }, { type: 'diag', message } for what the program should log.
+ * Messages in: a SpanBatch { spans, buffer, length } per batch (its buffer transferred),
+ * { type: 'shape', shape }, { type: 'flush', id }, { type: 'shutdown' }. Messages out:
+ * { type: 'took' } per batch, { type: 'spent', buffers } giving back the buffers of a request
+ * once sent (or of batches dropped), { type: 'flushed', id }, { type: 'shut' }, and
+ * { type: 'diag', message } for what the program should log.
  */
 import { setPriority } from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
@@ -56,9 +58,9 @@ const port = parentPort!;
  * This thread runs at a lower priority (nice 10): exporting can wait, deliveries cannot. On a busy
  * host it takes mostly the CPU the program's thread leaves idle, and under contention still about
  * a tenth of the program's share, about what exporting every span needs; what it cannot export in
- * time is dropped and counted (below), never deliveries slowed. Only on Linux,
- * where setpriority on the calling task changes this thread alone; elsewhere it would change the
- * whole process.
+ * time is dropped and counted (below), never deliveries slowed. Only on Linux, where
+ * setpriority on the calling task changes this thread alone; elsewhere it would change the whole
+ * process.
  */
 if (process.platform === 'linux') {
   try {
