@@ -53,7 +53,7 @@ type Constants = () => SpanShape['attributes'];
  * A span whose context is passed by hand instead of through the active context: the
  * dispatcher's delivery, its HTTP attempt, its record and its moves. The SDK's spans cost about
  * 4 µs each and its AsyncLocalStorage context a hook on every promise of the process; these
- * cost well under a microsecond, list their fields when they end, and leave the encoding to the
+ * cost well under a microsecond, write their fields as bytes when they end, and leave the encoding to the
  * export worker. Sampling and header parsing are the SDK's (ExplicitTracer). An unsampled
  * span still has ids, so the traceparent handed on says "not sampled", and records nothing.
  */
