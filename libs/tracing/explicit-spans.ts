@@ -1,7 +1,7 @@
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { ATTR, MESSAGING_SYSTEM } from './attributes.js';
 import type { SpanChannel } from './span-channel.js';
-import { BITS, hexBytes, keyCode, type SpanShape, STATUS_SHIFT } from './span-records.js';
+import { BITS, keyCode, type SpanShape, STATUS_SHIFT } from './span-records.js';
 import { explicitTracer } from './state.js';
 
 /**
@@ -20,12 +20,6 @@ export interface ExplicitTracer {
 
 const ORIGIN = performance.timeOrigin;
 
-/** A trace's id: its hex for headers, sampling and logs, and its bytes once a span of it is written. */
-interface TraceId {
-  readonly hex: string;
-  bytes: Uint8Array | undefined;
-}
-
 /**
  * Ids as the SDK's RandomIdGenerator makes them (Math.random, never all zeros), but a span's
  * kept as two numbers: it is written as they are, and turned into hex only when a header or a
@@ -41,10 +35,10 @@ function hex64(high: number, low: number): string {
   return scratch.toString('hex', 0, 8);
 }
 
-function newTraceId(): TraceId {
+function newTraceId(): string {
   for (let i = 0; i < 16; i += 4) scratch.writeUInt32BE(random32(), i);
   if (scratch.readUInt32BE(12) === 0) scratch[15] = 1;
-  return { hex: scratch.toString('hex', 0, 16), bytes: undefined };
+  return scratch.toString('hex', 0, 16);
 }
 
 type Constants = () => SpanShape['attributes'];
@@ -71,7 +65,7 @@ export class ExplicitSpan {
     private readonly tracer: ExplicitTracer,
     /** Its name, kind and constant attributes, sent to the worker once (span-records.ts). */
     private readonly shape: SpanShape,
-    private readonly trace: TraceId,
+    readonly traceId: string,
     /** The parent's span id as two numbers; zeros for a root. */
     private readonly parentHigh: number,
     private readonly parentLow: number,
@@ -79,10 +73,6 @@ export class ExplicitSpan {
     private readonly remoteParent: boolean,
     private readonly traceState: string,
   ) {}
-
-  get traceId(): string {
-    return this.trace.hex;
-  }
 
   get spanId(): string {
     return (this.hex ??= hex64(this.high, this.low));
@@ -112,7 +102,7 @@ export class ExplicitSpan {
 
   /** A span under this one; `constants` are the attributes every span of this name and kind has. */
   child(name: string, kind: SpanKind, constants?: Constants): ExplicitSpan {
-    return new ExplicitSpan(this.tracer, this.tracer.channel.shape(name, kind, constants), this.trace, this.high, this.low, this.sampled, false, this.traceState);
+    return new ExplicitSpan(this.tracer, this.tracer.channel.shape(name, kind, constants), this.traceId, this.high, this.low, this.sampled, false, this.traceState);
   }
 
   get traceparent(): string {
@@ -142,7 +132,7 @@ export class ExplicitSpan {
       (this.statusMessage !== '' ? BITS.message : 0) |
       (this.statusCode << STATUS_SHIFT);
     w.u32(this.shape.id);
-    w.raw((this.trace.bytes ??= hexBytes(this.trace.hex)));
+    w.id(this.traceId, 16);
     w.u32be(this.high);
     w.u32be(this.low);
     w.u32be(this.parentHigh);
@@ -180,13 +170,12 @@ export function spanFromHeaders(name: string, kind: SpanKind, headers: Record<st
   if (parent) {
     const sampled = tracer.sample(parent.traceId, { sampled: (parent.traceFlags & 1) === 1 });
     const traceState = headerText(headers?.tracestate);
-    const trace = { hex: parent.traceId, bytes: undefined };
     const high = parseInt(parent.spanId.slice(0, 8), 16);
     const low = parseInt(parent.spanId.slice(8), 16);
-    return new ExplicitSpan(tracer, shape, trace, high, low, sampled, true, traceState ? tracer.traceState(traceState) : '');
+    return new ExplicitSpan(tracer, shape, parent.traceId, high, low, sampled, true, traceState ? tracer.traceState(traceState) : '');
   }
-  const trace = newTraceId();
-  return new ExplicitSpan(tracer, shape, trace, 0, 0, tracer.sample(trace.hex, undefined), false, '');
+  const traceId = newTraceId();
+  return new ExplicitSpan(tracer, shape, traceId, 0, 0, tracer.sample(traceId, undefined), false, '');
 }
 
 /**

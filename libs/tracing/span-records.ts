@@ -60,13 +60,6 @@ for (let i = 0; i < 16; i++) {
 
 const utf8 = new TextEncoder();
 
-/** A hex id's bytes. */
-export function hexBytes(hex: string): Uint8Array {
-  const bytes = new Uint8Array(hex.length >>> 1);
-  for (let i = 0; i < bytes.length; i++) bytes[i] = (HEX[hex.charCodeAt(2 * i)]! << 4) | HEX[hex.charCodeAt(2 * i + 1)]!;
-  return bytes;
-}
-
 /**
  * The program's side: appends ended spans to a buffer that take() hands over whole. Each write
  * makes room for itself, so a span of any size fits; the buffer starts at `size` bytes.
@@ -138,15 +131,6 @@ export class SpanWriter {
     this.room(4);
     this.view.setUint32(this.pos, value, false);
     this.pos += 4;
-  }
-
-  /** An id already as bytes (hexBytes()). */
-  raw(bytes: Uint8Array): void {
-    const n = bytes.length;
-    this.room(n);
-    const target = this.bytes;
-    for (let i = 0; i < n; i++) target[this.pos + i] = bytes[i]!;
-    this.pos += n;
   }
 
   /** A hex id as its `size` bytes; an empty one (no parent) as zeros. */
