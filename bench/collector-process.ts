@@ -6,10 +6,13 @@
  */
 import { createServer } from 'node:http';
 
-/** The length-delimited fields numbered `wanted` of one protobuf message. */
-function fields(buf: Buffer, wanted: number): Buffer[] {
-  const out: Buffer[] = [];
-  let i = 0;
+/**
+ * Calls `each` with the start and end of every length-delimited field numbered `wanted` of the
+ * protobuf message in buf[start, end). Offsets, not subarrays: at tens of thousands of spans a
+ * second the stub's own garbage would take CPU from the dispatcher it shares the machine with.
+ */
+function fields(buf: Buffer, start: number, end: number, wanted: number, each: (start: number, end: number) => void): void {
+  let i = start;
   const varint = (): number => {
     let value = 0;
     let scale = 1;
@@ -20,7 +23,7 @@ function fields(buf: Buffer, wanted: number): Buffer[] {
       if (byte < 0x80) return value;
     }
   };
-  while (i < buf.length) {
+  while (i < end) {
     const key = varint();
     const field = Math.floor(key / 8);
     const type = key % 8;
@@ -29,17 +32,17 @@ function fields(buf: Buffer, wanted: number): Buffer[] {
     else if (type === 5) i += 4;
     else if (type === 2) {
       const length = varint();
-      if (field === wanted) out.push(buf.subarray(i, i + length));
+      if (field === wanted) each(i, i + length);
       i += length;
     } else throw new Error(`wire type ${type}`);
   }
-  return out;
 }
 
 /** ExportTraceServiceRequest.resource_spans(1) → ResourceSpans.scope_spans(2) → ScopeSpans.spans(2). */
 function countProtobuf(body: Buffer): number {
   let spans = 0;
-  for (const resource of fields(body, 1)) for (const scope of fields(resource, 2)) spans += fields(scope, 2).length;
+  const span = () => void spans++;
+  fields(body, 0, body.length, 1, (a, b) => fields(body, a, b, 2, (c, d) => fields(body, c, d, 2, span)));
   return spans;
 }
 
