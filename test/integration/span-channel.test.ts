@@ -37,11 +37,11 @@ function spans(count: number, from = 0): void {
 }
 
 it('gathers the batches of a burst into one request, sent without a flush', async () => {
-  // 1,000 spans leave the program's thread as four batches of 256 or fewer.
-  spans(1_000);
-  await waitFor('1,000 spans exported', () => receiver.spans.length === 1_000, 5_000);
-  expect(receiver.spansPerRequest).toEqual([1_000]);
-  expect(new Set(receiver.spans.map((span) => span.attributes['webhook.id'])).size).toBe(1_000);
+  // 2,000 spans leave the program's thread as two batches (1,024 and 976).
+  spans(2_000);
+  await waitFor('2,000 spans exported', () => receiver.spans.length === 2_000, 5_000);
+  expect(receiver.spansPerRequest).toEqual([2_000]);
+  expect(new Set(receiver.spans.map((span) => span.attributes['webhook.id'])).size).toBe(2_000);
 });
 
 it('sends a backlog in a few requests of at most 4,096 spans', async () => {
@@ -52,7 +52,7 @@ it('sends a backlog in a few requests of at most 4,096 spans', async () => {
 });
 
 it('carries a span larger than the batch buffer and text that is not ASCII, byte for byte', async () => {
-  const long = 'é✓'.repeat(40_000);
+  const long = 'é✓'.repeat(60_000);
   spans(10);
   spanFromHeaders('process q.dispatch', SpanKind.CONSUMER, { traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' })!
     .set('webhook.id', 'msg_ünïcode')
