@@ -1,7 +1,7 @@
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { ATTR, MESSAGING_SYSTEM } from './attributes.js';
 import type { SpanChannel } from './span-channel.js';
-import { BITS, keyCode, type SpanShape, STATUS_SHIFT } from './span-records.js';
+import { HAS_IS_REMOTE, IS_REMOTE, keyCode, type SpanShape } from './span-records.js';
 import { explicitTracer } from './state.js';
 
 /**
@@ -63,7 +63,7 @@ export class ExplicitSpan {
 
   constructor(
     private readonly tracer: ExplicitTracer,
-    /** Its name, kind and constant attributes, sent to the worker once (span-records.ts). */
+    /** Its name, kind and constant attributes, encoded once (span-records.ts). */
     private readonly shape: SpanShape,
     readonly traceId: string,
     /** The parent's span id as two numbers; zeros for a root. */
@@ -125,32 +125,18 @@ export class ExplicitSpan {
     this.ended = true;
     const { channel } = this.tracer;
     const w = channel.writer;
-    const bits =
-      1 |
-      (this.remoteParent ? BITS.remoteParent : 0) |
-      (this.traceState !== '' ? BITS.state : 0) |
-      (this.statusMessage !== '' ? BITS.message : 0) |
-      (this.statusCode << STATUS_SHIFT);
-    w.u32(this.shape.id);
-    w.id(this.traceId, 16);
-    w.u32be(this.high);
-    w.u32be(this.low);
-    w.u32be(this.parentHigh);
-    w.u32be(this.parentLow);
-    w.u32(bits);
-    w.f64(ORIGIN + this.startMs);
-    w.f64(ORIGIN + performance.now());
-    if (this.traceState !== '') w.string(this.traceState);
-    if (this.statusMessage !== '') w.string(this.statusMessage);
+    const span = w.beginSpan();
+    w.ids(this.traceId, this.high, this.low);
+    w.traceState(this.traceState);
+    w.parent(this.parentHigh, this.parentLow);
+    w.raw(this.shape.head);
+    w.times(ORIGIN + this.startMs, ORIGIN + performance.now());
+    w.raw(this.shape.constants);
     const attributes = this.attributes;
-    if (attributes === undefined) w.u16(0);
-    else {
-      w.u16(attributes.length / 2);
-      for (let i = 0; i < attributes.length; i += 2) {
-        w.key(attributes[i] as string | number);
-        w.value(attributes[i + 1]);
-      }
-    }
+    if (attributes !== undefined) for (let i = 0; i < attributes.length; i += 2) w.attribute(attributes[i] as string | number, attributes[i + 1]);
+    const remote = this.remoteParent && (this.parentHigh !== 0 || this.parentLow !== 0);
+    w.statusAndFlags(this.statusCode, this.statusMessage, 1 | HAS_IS_REMOTE | (remote ? IS_REMOTE : 0));
+    w.endSpan(span);
     channel.ended();
   }
 }

@@ -1,18 +1,17 @@
 /**
- * The export worker: a thread of its own that takes a program's ended spans as records
- * (span-records.ts, bytes transferred to it), encodes them as OTLP and sends them with the SDK's
+ * The export worker: a thread of its own that takes a program's ended spans (span-records.ts:
+ * already OTLP/protobuf Spans, their bytes transferred to it) and sends them with the SDK's
  * OTLP/HTTP export delegate (its retries, timeouts, headers and TLS from the
- * OTEL_EXPORTER_OTLP_* variables). The encoding and the exports happen here, so the program's
- * own thread, the dispatcher's above all, only writes its spans. http/protobuf is written
- * straight from the records (otlp-protobuf.ts); http/json goes through the SDK's spans and its
- * JSON serializer.
+ * OTEL_EXPORTER_OTLP_* variables). The program's own thread, the dispatcher's above all, only
+ * writes its spans. An http/protobuf request is its envelope and the spans' bytes as they are
+ * (otlp-protobuf.ts); http/json reads the spans back into the SDK's and uses its JSON serializer.
  *
  * Spans wait here in batches, at most MAX_WAITING of them (the rest are dropped and counted), and
  * go out one request at a time, at most MAX_REQUEST spans each, gathered into requests of
  * GATHER_SPANS or GATHER_MS.
  *
  * Messages in: a SpanBatch { spans, buffer, length } per batch (its buffer transferred),
- * { type: 'shape', shape }, { type: 'flush', id }, { type: 'shutdown' }. Messages out:
+ * { type: 'flush', id }, { type: 'shutdown' }. Messages out:
  * { type: 'took' } per batch, { type: 'spent', buffers } giving back the buffers of a request
  * once sent (or of batches dropped), { type: 'flushed', id }, { type: 'shut' }, and
  * { type: 'diag', message } for what the program should log.
@@ -26,9 +25,9 @@ import { convertLegacyHttpOptions, createOtlpHttpExportDelegate } from '@opentel
 import { JsonTraceSerializer, ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
-import { encodeTraceRequest } from './otlp-protobuf.js';
+import { encodeEnvelope, encodeTraceRequest } from './otlp-protobuf.js';
 import { readableSpan } from './readable-span.js';
-import { readSpanRecords, type SpanBatch, type SpanShape } from './span-records.js';
+import { readSpanRecords, type SpanBatch } from './span-records.js';
 
 export interface ExportWorkerSettings {
   url: string;
@@ -91,9 +90,8 @@ diag.setLogger(
   DiagLogLevel.WARN,
 );
 
-const shapes = new Map<number, SpanShape>();
 const resource = defaultResource().merge(resourceFromAttributes({ ...settings.resourceAttributes, 'service.name': settings.serviceName }));
-const envelope = { resource: resource.attributes, scope: settings.scope };
+const envelope = encodeEnvelope({ resource: resource.attributes, scope: settings.scope });
 const json = settings.protocol === 'http/json';
 
 const serializer = json
@@ -102,7 +100,7 @@ const serializer = json
       deserializeResponse: (data: Uint8Array) => JsonTraceSerializer.deserializeResponse(data),
     }
   : {
-      serializeRequest: (request: Request) => encodeTraceRequest(request.batches, shapes, envelope),
+      serializeRequest: (request: Request) => encodeTraceRequest(request.batches, envelope),
       deserializeResponse: (data: Uint8Array) => ProtobufTraceSerializer.deserializeResponse(data),
     };
 
@@ -185,18 +183,14 @@ function drained(): Promise<void> {
 /** The SDK's spans for its JSON serializer. */
 function readableSpans(request: Request): ReadableSpan[] {
   const spans: ReadableSpan[] = [];
-  for (const batch of request.batches) readSpanRecords(batch, shapes, (span) => spans.push(readableSpan(span, resource, settings.scope)));
+  for (const batch of request.batches) readSpanRecords(batch, (span) => spans.push(readableSpan(span, resource, settings.scope)));
   return spans;
 }
 
-port.on('message', (message: SpanBatch | { type: 'shape'; shape: SpanShape } | { type: 'flush'; id: number } | { type: 'shutdown' }) => {
+port.on('message', (message: SpanBatch | { type: 'flush'; id: number } | { type: 'shutdown' }) => {
   if (!('type' in message)) {
     take(message);
     port.postMessage({ type: 'took' });
-    return;
-  }
-  if (message.type === 'shape') {
-    shapes.set(message.shape.id, message.shape);
     return;
   }
   if (message.type === 'flush') {

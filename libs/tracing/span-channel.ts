@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from '../logger/index.js';
 import type { ExportWorkerSettings } from './export-worker.js';
-import { type SpanShape, SpanWriter } from './span-records.js';
+import { encodeShape, type SpanShape, SpanWriter } from './span-records.js';
 
 /**
  * Spans sent to the worker at once, and how long an ended span may wait for its batch. Each
@@ -39,7 +39,6 @@ export class SpanChannel {
   private closed = false;
   /** Shapes by kind, then name: a shape's constant attributes follow from its name and kind. */
   private readonly shapes: Array<Map<string, SpanShape>> = [];
-  private nextShape = 0;
   private shut: (() => void) | undefined;
   private readonly worker: Worker;
 
@@ -63,17 +62,15 @@ export class SpanChannel {
   }
 
   /**
-   * The shape of spans named `name` of this kind, sent to the worker the first time it is asked
-   * for (before any batch that uses it: the port keeps order). `attributes` are the constant ones,
-   * the same for every span of that name and kind.
+   * The shape of spans named `name` of this kind, its fields encoded the first time it is asked
+   * for. `attributes` are the constant ones, the same for every span of that name and kind.
    */
   shape(name: string, kind: number, attributes?: () => SpanShape['attributes']): SpanShape {
     const byName = (this.shapes[kind] ??= new Map());
     let shape = byName.get(name);
     if (shape === undefined) {
-      shape = { id: this.nextShape++, name, kind, attributes: attributes?.() ?? {} };
+      shape = encodeShape(name, kind, attributes?.());
       byName.set(name, shape);
-      if (!this.closed) this.worker.postMessage({ type: 'shape', shape });
     }
     return shape;
   }

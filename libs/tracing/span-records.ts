@@ -1,52 +1,61 @@
 import { ATTR } from './attributes.js';
 
 /**
- * Ended spans as they cross from a program's thread to its export worker: bytes in an
- * ArrayBuffer that postMessage transfers, not copies. A structured clone of the same fields as
- * JavaScript values cost the dispatcher's thread about 9 µs per delivery and kept every string
- * alive until the batch went; these bytes are written in well under a microsecond a span, and the
- * worker copies ids and strings into the OTLP request as they are (otlp-protobuf.ts). A span's
- * name, kind and constant attributes are a shape sent once (SpanShape), attribute keys of ours
- * are one byte (KEYS), and what is usually empty is left out. Little-endian, per span:
- *
- *   u32 shape id, or INLINE followed by the name (a string) and the kind (u8);
- *   trace id (16 bytes), span id (8), parent span id (8, zeros for a root);
- *   u32 bits (BITS), f64 start and end (epoch ms);
- *   the trace state if BITS.state, the status message if BITS.message (strings);
- *   u16 attribute count, then per attribute its key (a KEYS index as u8, or KEY_INLINE and the
- *   key as a string) and its value (VALUE tag, then the string, f64 or items);
- *   if BITS.links: u16 link count, then per link its trace id, span id and attributes as above.
- *
- * A string is its UTF-8 length (u32) and bytes.
+ * Ended spans as they cross from a program's thread to its export worker: each is written, once,
+ * as the OTLP/protobuf Span it will be sent as (field 2 of a ScopeSpans: its tag, its length, the
+ * message), into an ArrayBuffer that postMessage transfers, not copies. The worker's request is
+ * then its envelope and these bytes as they are (otlp-protobuf.ts): re-encoding records into
+ * protobuf there cost about 0.7 µs a span, two thirds of the worker's CPU, for bytes the
+ * program's thread writes at about the same cost as records of its own. A span's name, kind and
+ * constant attributes are encoded once per shape (SpanShape) and copied; attribute keys of ours
+ * once per key (KEYS). Fields are written in field number order, as the SDK's serializer writes
+ * them. For http/json and tests, readSpanRecords() reads the spans back.
  */
-export const INLINE = 0xffffffff;
-export const KEY_INLINE = 0xff;
 
-/** `bits`: the W3C trace flags in the low byte, then these; the status code from STATUS_SHIFT. */
-export const BITS = { remoteParent: 0x100, state: 0x200, message: 0x400, links: 0x800 } as const;
-export const STATUS_SHIFT = 12;
+/** A ScopeSpans' `spans` field: what each record starts with. */
+const SPAN = 0x12;
+/** Span fields (field number << 3 | wire type). */
+const TAG = {
+  traceId: 0x0a,
+  spanId: 0x12,
+  traceState: 0x1a,
+  parentSpanId: 0x22,
+  name: 0x2a,
+  kind: 0x30,
+  start: 0x39,
+  end: 0x41,
+  attribute: 0x4a,
+  link: 0x6a,
+  status: 0x7a,
+} as const;
+/** Span.flags (field 16, fixed32): its tag, 133, takes two bytes as a varint. */
+const FLAGS_KEY = (16 << 3) | 5;
+const FLAGS_TAG = [(FLAGS_KEY & 0x7f) | 0x80, FLAGS_KEY >> 7] as const;
+const LINK = { traceId: 0x0a, spanId: 0x12, attribute: 0x22, flags: 0x35 } as const;
+const KEY_VALUE = { key: 0x0a, value: 0x12 } as const;
+const ANY = { string: 0x0a, bool: 0x10, int: 0x18, double: 0x21, array: 0x2a } as const;
+const ARRAY_VALUES = 0x0a;
+const STATUS = { message: 0x12, code: 0x18 } as const;
+/** Span.flags and Link.flags: the W3C flags, plus whether the parent's remoteness is known and whether it is remote. */
+export const HAS_IS_REMOTE = 0x100;
+export const IS_REMOTE = 0x200;
 
-/** What follows an attribute's key. */
-export const VALUE = { string: 0, false: 1, true: 2, number: 3, array: 4, null: 5 } as const;
-
-/** A span's name, kind and the attributes every span of that shape has, sent to the worker once. */
+/** A span's name, kind and the attributes every span of that shape has, encoded once. */
 export interface SpanShape {
-  id: number;
   name: string;
   kind: number;
   attributes: Record<string, string | number | boolean>;
+  /** The name and kind fields. */
+  head: Uint8Array;
+  /** The constant attributes, as Span.attributes fields. */
+  constants: Uint8Array;
 }
 
-/** Attribute keys sent as their index here. */
+/** Attribute keys whose KeyValue.key field is encoded once: keyCode() gives their index. */
 const KEYS: readonly string[] = [...new Set([...Object.values(ATTR), 'db.system.name', 'db.operation.name', 'db.operation.batch.size'])];
 const KEY_CODES = new Map(KEYS.map((key, code) => [key, code]));
 
-/** The key a KEYS index stands for. */
-export function keyName(code: number): string {
-  return KEYS[code]!;
-}
-
-/** A key as the records carry it: its KEYS index, or the key itself. */
+/** A key as spans keep it until they end: its KEYS index, or the key itself. */
 export function keyCode(key: string): string | number {
   return KEY_CODES.get(key) ?? key;
 }
@@ -59,6 +68,7 @@ for (let i = 0; i < 16; i++) {
 }
 
 const utf8 = new TextEncoder();
+const MAX_INT64 = 2 ** 63;
 
 /**
  * The program's side: appends ended spans to a buffer that take() hands over whole. Each write
@@ -93,6 +103,11 @@ export class SpanWriter {
     return batch;
   }
 
+  /** A copy of what was written, for bytes encoded once (a shape's, a key's). */
+  copy(): Uint8Array {
+    return this.bytes.slice(0, this.pos);
+  }
+
   private room(bytes: number): void {
     if (this.pos + bytes <= this.bytes.length) return;
     const bigger = new ArrayBuffer(Math.max(2 * this.bytes.length, this.pos + bytes));
@@ -103,52 +118,186 @@ export class SpanWriter {
     this.view = new DataView(bigger);
   }
 
-  u8(value: number): void {
-    this.room(1);
+  /** Starts a span's record: its tag and two bytes set aside for its length (128 bytes to 16 KiB), returned to endSpan(). */
+  beginSpan(): number {
+    return this.open(SPAN, 2);
+  }
+
+  endSpan(at: number): void {
+    this.close(at, 2);
+  }
+
+  /** A span's trace id and span id fields, from a hex trace id and a span id as two numbers. */
+  ids(traceId: string, high: number, low: number): void {
+    this.hexField(TAG.traceId, traceId, 16);
+    this.idField(TAG.spanId, high, low);
+  }
+
+  /** The same from hex ids (an SDK span's). */
+  hexIds(traceId: string, spanId: string): void {
+    this.hexField(TAG.traceId, traceId, 16);
+    this.hexField(TAG.spanId, spanId, 8);
+  }
+
+  /** The trace state field, when there is one. */
+  traceState(value: string): void {
+    if (value !== '') this.string(TAG.traceState, value);
+  }
+
+  /** The parent span id field from its two halves; none for a root (zeros). */
+  parent(high: number, low: number): void {
+    if (high !== 0 || low !== 0) this.idField(TAG.parentSpanId, high, low);
+  }
+
+  /** The parent span id field from hex; none for a root. */
+  parentHex(spanId: string | undefined): void {
+    if (spanId !== undefined) this.hexField(TAG.parentSpanId, spanId, 8);
+  }
+
+  /** The start and end fields from epoch milliseconds. */
+  times(startMs: number, endMs: number): void {
+    this.time(TAG.start, startMs);
+    this.time(TAG.end, endMs);
+  }
+
+  /** The same from the SDK's [seconds, nanoseconds], exactly. */
+  hrTimes(start: readonly [number, number], end: readonly [number, number]): void {
+    this.timeHr(TAG.start, start[0], start[1]);
+    this.timeHr(TAG.end, end[0], end[1]);
+  }
+
+  /** An 8-byte id field (a span id, a parent's) from its two halves. */
+  private idField(tag: number, high: number, low: number): void {
+    this.room(10);
+    this.bytes[this.pos] = tag;
+    this.bytes[this.pos + 1] = 8;
+    this.view.setUint32(this.pos + 2, high, false);
+    this.view.setUint32(this.pos + 6, low, false);
+    this.pos += 10;
+  }
+
+  /** A bytes field from a hex id of `size` bytes; an id of another length (none) writes nothing. */
+  private hexField(tag: number, hex: string, size: number): void {
+    if (hex.length !== 2 * size) return;
+    this.room(2 + size);
+    this.bytes[this.pos++] = tag;
+    this.bytes[this.pos++] = size;
+    this.hex(hex, size);
+  }
+
+  private hex(hex: string, size: number): void {
+    const bytes = this.bytes;
+    let pos = this.pos;
+    for (let i = 0; i < 2 * size; i += 2) bytes[pos++] = (HEX[hex.charCodeAt(i)]! << 4) | HEX[hex.charCodeAt(i + 1)]!;
+    this.pos = pos;
+  }
+
+  /** Bytes encoded once (a shape's fields, a key). */
+  raw(bytes: Uint8Array): void {
+    const n = bytes.length;
+    this.room(n);
+    const buf = this.bytes;
+    if (n > 64) buf.set(bytes, this.pos);
+    else for (let i = 0; i < n; i++) buf[this.pos + i] = bytes[i]!;
+    this.pos += n;
+  }
+
+  /** A fixed64 time field in nanoseconds from epoch milliseconds. */
+  private time(tag: number, ms: number): void {
+    const seconds = Math.floor(ms / 1_000);
+    this.timeHr(tag, seconds, Math.round((ms - seconds * 1_000) * 1e6));
+  }
+
+  /**
+   * A fixed64 time field from seconds and nanoseconds, in exact integer steps without a BigInt:
+   * seconds × 10⁹ is (seconds × 1,953,125) × 2⁹, whose first factor stays below 2⁵³.
+   */
+  private timeHr(tag: number, seconds: number, nanos: number): void {
+    const m = seconds * 1_953_125;
+    const mHigh = Math.floor(m / 2 ** 23);
+    let low = (m - mHigh * 2 ** 23) * 512 + nanos;
+    let high = mHigh;
+    if (low >= 2 ** 32) {
+      low -= 2 ** 32;
+      high++;
+    }
+    this.room(9);
+    this.bytes[this.pos] = tag;
+    this.view.setUint32(this.pos + 1, low, true);
+    this.view.setUint32(this.pos + 5, high, true);
+    this.pos += 9;
+  }
+
+  /** The status field (its message when there is one, its code), then the flags field: what ends every span. */
+  statusAndFlags(code: number, message: string, flags: number): void {
+    const status = this.open(TAG.status);
+    if (message !== '') this.string(STATUS.message, message);
+    this.room(2);
+    this.bytes[this.pos++] = STATUS.code;
+    this.bytes[this.pos++] = code;
+    this.close(status);
+    this.room(6);
+    const bytes = this.bytes;
+    bytes[this.pos] = FLAGS_TAG[0];
+    bytes[this.pos + 1] = FLAGS_TAG[1];
+    this.view.setUint32(this.pos + 2, flags, true);
+    this.pos += 6;
+  }
+
+  private varint(value: number): void {
+    this.room(10);
+    while (value > 0x7f) {
+      this.bytes[this.pos++] = (value & 0x7f) | 0x80;
+      value = Math.floor(value / 128);
+    }
     this.bytes[this.pos++] = value;
   }
 
-  u16(value: number): void {
-    this.room(2);
-    this.view.setUint16(this.pos, value, true);
-    this.pos += 2;
+  /**
+   * Opens a length-delimited field with `reserved` bytes for its length, written by close(): one
+   * for an attribute (under 128 bytes), two for a span, so that their bytes seldom move.
+   */
+  private open(tag: number, reserved = 1): number {
+    this.room(1 + reserved);
+    this.bytes[this.pos++] = tag;
+    const at = this.pos;
+    this.pos += reserved;
+    return at;
   }
 
-  u32(value: number): void {
-    this.room(4);
-    this.view.setUint32(this.pos, value, true);
-    this.pos += 4;
+  /** Writes the length of what follows the `reserved` bytes at `at`, moving it when the length takes another number of bytes. */
+  private close(at: number, reserved = 1): void {
+    const length = this.pos - at - reserved;
+    if (length < 0x80 && reserved === 1) {
+      this.bytes[at] = length;
+      return;
+    }
+    let size = 1;
+    for (let rest = length; rest > 0x7f; rest = Math.floor(rest / 128)) size++;
+    if (size !== reserved) {
+      if (size > reserved) this.room(size - reserved);
+      this.bytes.copyWithin(at + size, at + reserved, this.pos);
+      this.pos += size - reserved;
+    }
+    const bytes = this.bytes;
+    let value = length;
+    let pos = at;
+    while (value > 0x7f) {
+      bytes[pos++] = (value & 0x7f) | 0x80;
+      value = Math.floor(value / 128);
+    }
+    bytes[pos] = value;
   }
 
-  f64(value: number): void {
-    this.room(8);
-    this.view.setFloat64(this.pos, value, true);
-    this.pos += 8;
-  }
-
-  /** Big-endian, as an id's bytes are written from its hex. */
-  u32be(value: number): void {
-    this.room(4);
-    this.view.setUint32(this.pos, value, false);
-    this.pos += 4;
-  }
-
-  /** A hex id as its `size` bytes; an empty one (no parent) as zeros. */
-  id(hex: string, size: number): void {
-    this.room(size);
+  /** A string field, UTF-8. */
+  string(tag: number, value: string): void {
+    const n = value.length;
+    // Its length in one byte when it fits; a longer one moves its bytes once, in close().
+    const reserved = n < 0x80 ? 1 : 2;
+    const at = this.open(tag, reserved);
+    this.room(3 * n);
     const bytes = this.bytes;
     let pos = this.pos;
-    if (hex.length !== 2 * size) bytes.fill(0, pos, pos + size);
-    else for (let i = 0; i < 2 * size; i += 2) bytes[pos++] = (HEX[hex.charCodeAt(i)]! << 4) | HEX[hex.charCodeAt(i + 1)]!;
-    this.pos += size;
-  }
-
-  string(value: string): void {
-    const n = value.length;
-    this.room(4 + 3 * n);
-    const bytes = this.bytes;
-    const start = this.pos + 4;
-    let pos = start;
     // Most of what spans say is ASCII, copied by hand: faster than encodeInto for short strings.
     let i = 0;
     for (; i < n; i++) {
@@ -157,46 +306,162 @@ export class SpanWriter {
       bytes[pos++] = code;
     }
     if (i < n) pos += utf8.encodeInto(i === 0 ? value : value.slice(i), bytes.subarray(pos)).written;
-    this.view.setUint32(this.pos, pos - start, true);
     this.pos = pos;
+    this.close(at, reserved);
   }
 
-  /** An attribute's key: a KEYS index from keyCode(), or a key of someone else's. */
-  key(key: string | number): void {
-    if (typeof key === 'number') this.u8(key);
-    else {
-      this.u8(KEY_INLINE);
-      this.string(key);
+  /** A KeyValue field (a span's attribute, tag 9; a link's, tag 4): a key from keyCode(), or a key of someone else's. */
+  attribute(key: string | number, value: unknown, tag: number = TAG.attribute): void {
+    // Most attributes are a key of ours and a short ASCII string or a small integer: their
+    // lengths are known before their bytes, so they are written in one pass.
+    if (typeof key === 'number') {
+      if (typeof value === 'string' ? this.shortString(tag, KEY_BYTES[key]!, value) : typeof value === 'number' && this.smallInt(tag, KEY_BYTES[key]!, value)) return;
+    }
+    const at = this.open(tag);
+    if (typeof key === 'number') this.raw(KEY_BYTES[key]!);
+    else this.string(KEY_VALUE.key, key);
+    const inner = this.open(KEY_VALUE.value);
+    this.anyValue(value);
+    this.close(inner);
+    this.close(at);
+  }
+
+  /** A KeyValue of a short ASCII string, when it is one (else nothing is written). */
+  private shortString(tag: number, key: Uint8Array, value: string): boolean {
+    const k = key.length;
+    const n = value.length;
+    // KeyValue: tag, length, key, value tag, length, AnyValue: string tag, length, the string; every length one byte.
+    if (k + n + 4 > 0x7f) return false;
+    this.room(k + n + 6);
+    const bytes = this.bytes;
+    let pos = this.pos + 2;
+    for (let i = 0; i < k; i++) bytes[pos++] = key[i]!;
+    const text = pos + 4;
+    for (let i = 0; i < n; i++) {
+      const code = value.charCodeAt(i);
+      if (code > 0x7f) return false;
+      bytes[text + i] = code;
+    }
+    bytes[this.pos] = tag;
+    bytes[this.pos + 1] = k + n + 4;
+    bytes[pos] = KEY_VALUE.value;
+    bytes[pos + 1] = n + 2;
+    bytes[pos + 2] = ANY.string;
+    bytes[pos + 3] = n;
+    this.pos = text + n;
+    return true;
+  }
+
+  /** A KeyValue of an integer from 0 to 2²¹ (a status code, a port, an attempt), when it is one. */
+  private smallInt(tag: number, key: Uint8Array, value: number): boolean {
+    if (!(value >= 0 && value < 0x20_0000 && Number.isInteger(value))) return false;
+    const k = key.length;
+    const size = value < 0x80 ? 1 : value < 0x4000 ? 2 : 3;
+    this.room(k + size + 5);
+    const bytes = this.bytes;
+    bytes[this.pos] = tag;
+    bytes[this.pos + 1] = k + size + 3;
+    let pos = this.pos + 2;
+    for (let i = 0; i < k; i++) bytes[pos++] = key[i]!;
+    bytes[pos++] = KEY_VALUE.value;
+    bytes[pos++] = size + 1;
+    bytes[pos++] = ANY.int;
+    let rest = value;
+    while (rest > 0x7f) {
+      bytes[pos++] = (rest & 0x7f) | 0x80;
+      rest >>>= 7;
+    }
+    bytes[pos++] = rest;
+    this.pos = pos;
+    return true;
+  }
+
+  /** An AnyValue as the SDK writes it: strings, booleans, integers as int64, other numbers as doubles, arrays; nothing for null. */
+  private anyValue(value: unknown): void {
+    if (typeof value === 'string') this.string(ANY.string, value);
+    else if (typeof value === 'number') {
+      if (Number.isInteger(value) && value >= 0 && value < MAX_INT64) {
+        this.u8(ANY.int);
+        this.varint(value);
+      } else if (Number.isInteger(value) && value >= -MAX_INT64 && value < 0) {
+        // Two's complement over 64 bits: ten bytes.
+        this.u8(ANY.int);
+        this.room(10);
+        let rest = BigInt.asUintN(64, BigInt(value));
+        while (rest > 0x7fn) {
+          this.bytes[this.pos++] = Number(rest & 0x7fn) | 0x80;
+          rest >>= 7n;
+        }
+        this.bytes[this.pos++] = Number(rest);
+      } else {
+        this.room(9);
+        this.bytes[this.pos] = ANY.double;
+        this.view.setFloat64(this.pos + 1, value, true);
+        this.pos += 9;
+      }
+    } else if (typeof value === 'boolean') {
+      this.u8(ANY.bool);
+      this.u8(value ? 1 : 0);
+    } else if (Array.isArray(value)) {
+      const array = this.open(ANY.array);
+      for (const item of value) {
+        const at = this.open(ARRAY_VALUES);
+        if (item !== null && item !== undefined) this.anyValue(item);
+        this.close(at);
+      }
+      this.close(array);
     }
   }
 
-  value(value: unknown): void {
-    if (typeof value === 'string') {
-      this.u8(VALUE.string);
-      this.string(value);
-    } else if (typeof value === 'number') {
-      this.u8(VALUE.number);
-      this.f64(value);
-    } else if (typeof value === 'boolean') this.u8(value ? VALUE.true : VALUE.false);
-    else if (Array.isArray(value)) {
-      this.u8(VALUE.array);
-      this.u32(value.length);
-      for (const item of value) this.value(item);
-    } else this.u8(VALUE.null);
+  private u8(value: number): void {
+    this.room(1);
+    this.bytes[this.pos++] = value;
   }
 
-  /** Attributes given as an object (a span of the SDK's, or a link's): the count, then each. */
-  attributes(attributes: Record<string, unknown> | undefined): void {
-    let count = 0;
-    for (const key in attributes) if (attributes[key] !== undefined) count++;
-    this.u16(count);
+  /** Attributes given as an object (a span of the SDK's, a link's, a shape's constants). */
+  attributes(attributes: Record<string, unknown> | undefined, tag: number = TAG.attribute): void {
     for (const key in attributes) {
       const value = attributes[key];
-      if (value === undefined) continue;
-      this.key(keyCode(key));
-      this.value(value);
+      if (value !== undefined) this.attribute(keyCode(key), value, tag);
     }
   }
+
+  /** A link to another trace's span (its remote flags set, as the SDK's serializer sets them). */
+  link(traceId: string, spanId: string, attributes: Record<string, unknown> | undefined): void {
+    const at = this.open(TAG.link);
+    this.hexField(LINK.traceId, traceId, 16);
+    this.hexField(LINK.spanId, spanId, 8);
+    this.attributes(attributes, LINK.attribute);
+    this.room(5);
+    this.bytes[this.pos] = LINK.flags;
+    this.view.setUint32(this.pos + 1, 1 | HAS_IS_REMOTE | IS_REMOTE, true);
+    this.pos += 5;
+    this.close(at);
+  }
+
+  /** A span's name and kind fields, from an SDK span (its kind is the API's, which starts at INTERNAL = 0; OTLP's at UNSPECIFIED = 0). */
+  nameAndKind(name: string, kind: number): void {
+    this.string(TAG.name, name);
+    this.u8(TAG.kind);
+    this.u8(kind + 1);
+  }
+}
+
+/** KeyValue.key fields by KEYS index. */
+const KEY_BYTES: readonly Uint8Array[] = KEYS.map((key) => {
+  const w = new SpanWriter(64);
+  w.string(KEY_VALUE.key, key);
+  return w.copy();
+});
+
+/** A shape's fields, encoded (once per shape: SpanChannel keeps them). */
+export function encodeShape(name: string, kind: number, attributes: SpanShape['attributes'] = {}): SpanShape {
+  const w = new SpanWriter(256);
+  w.nameAndKind(name, kind);
+  const head = w.copy();
+  w.take();
+  w.attributes(attributes);
+  return { name, kind, attributes, head, constants: w.copy() };
 }
 
 /** A batch as it crosses to the worker: `buffer` is transferred, its first `length` bytes written. */
@@ -206,114 +471,13 @@ export interface SpanBatch {
   length: number;
 }
 
-/** The worker's side: reads a batch in the order it was written. */
-export class SpanReader {
-  readonly bytes: Uint8Array;
-  private readonly view: DataView;
-  pos = 0;
-
-  constructor(batch: Uint8Array) {
-    this.bytes = batch;
-    this.view = new DataView(batch.buffer, batch.byteOffset, batch.byteLength);
-  }
-
-  get done(): boolean {
-    return this.pos >= this.bytes.length;
-  }
-
-  u8(): number {
-    return this.bytes[this.pos++]!;
-  }
-
-  u16(): number {
-    const value = this.view.getUint16(this.pos, true);
-    this.pos += 2;
-    return value;
-  }
-
-  u32(): number {
-    const value = this.view.getUint32(this.pos, true);
-    this.pos += 4;
-    return value;
-  }
-
-  f64(): number {
-    const value = this.view.getFloat64(this.pos, true);
-    this.pos += 8;
-    return value;
-  }
-
-  /** Where the next `size` bytes start; they are skipped. */
-  skip(size: number): number {
-    const at = this.pos;
-    this.pos += size;
-    return at;
-  }
-
-  /** A string's bytes, where they start and how many, moving past them. */
-  stringBytes(): { at: number; length: number } {
-    const length = this.u32();
-    return { at: this.skip(length), length };
-  }
-
-  string(): string {
-    const { at, length } = this.stringBytes();
-    return Buffer.from(this.bytes.buffer, this.bytes.byteOffset + at, length).toString('utf8');
-  }
-
-  hex(size: number): string {
-    const at = this.skip(size);
-    return Buffer.from(this.bytes.buffer, this.bytes.byteOffset + at, size).toString('hex');
-  }
-
-  /** Whether the `size` bytes at `at` are all zero (an empty parent span id). */
-  zeros(at: number, size: number): boolean {
-    for (let i = 0; i < size; i++) if (this.bytes[at + i] !== 0) return false;
-    return true;
-  }
-
-  key(): string {
-    const code = this.u8();
-    return code === KEY_INLINE ? this.string() : KEYS[code]!;
-  }
-
-  value(): unknown {
-    const tag = this.u8();
-    switch (tag) {
-      case VALUE.string:
-        return this.string();
-      case VALUE.number:
-        return this.f64();
-      case VALUE.false:
-        return false;
-      case VALUE.true:
-        return true;
-      case VALUE.array: {
-        const items: unknown[] = [];
-        for (let n = this.u32(); n > 0; n--) items.push(this.value());
-        return items;
-      }
-      default:
-        return null;
-    }
-  }
-
-  attributesInto(attributes: Record<string, unknown>): Record<string, unknown> {
-    for (let n = this.u16(); n > 0; n--) {
-      const key = this.key();
-      attributes[key] = this.value();
-    }
-    return attributes;
-  }
-}
-
 export interface SpanLink {
   traceId: string;
   spanId: string;
   attributes: Record<string, unknown>;
 }
 
-/** One span read back from the records, as the worker rebuilds it. */
+/** One span read back from the records (for http/json and tests). */
 export interface RecordedSpan {
   name: string;
   kind: number;
@@ -326,67 +490,179 @@ export interface RecordedSpan {
   traceState: string;
   startMs: number;
   endMs: number;
+  /** The same times as the SDK keeps them, [seconds, nanoseconds], exactly as sent. */
+  startTime: [number, number];
+  endTime: [number, number];
   statusCode: number;
   statusMessage: string;
   attributes: Record<string, unknown>;
   links: SpanLink[];
 }
 
-/** The shape a span names, or an error for one never sent (the port keeps order, so a bug). */
-export function shapeOf(id: number, shapes: ReadonlyMap<number, SpanShape>): SpanShape {
-  const shape = shapes.get(id);
-  if (!shape) throw new Error(`span shape ${id} was never sent`);
-  return shape;
+/** Reads protobuf fields: what readSpanRecords() needs of the wire format. */
+class Reader {
+  pos: number;
+
+  constructor(
+    readonly bytes: Uint8Array,
+    start: number,
+    readonly end: number,
+  ) {
+    this.pos = start;
+  }
+
+  get done(): boolean {
+    return this.pos >= this.end;
+  }
+
+  varint(): bigint {
+    let value = 0n;
+    let shift = 0n;
+    for (;;) {
+      const byte = this.bytes[this.pos++]!;
+      value |= BigInt(byte & 0x7f) << shift;
+      shift += 7n;
+      if (byte < 0x80) return value;
+    }
+  }
+
+  /** A length-delimited field's body as a reader of its own, moving past it. */
+  inner(): Reader {
+    const length = Number(this.varint());
+    const start = this.pos;
+    this.pos += length;
+    return new Reader(this.bytes, start, start + length);
+  }
+
+  fixed(size: 4 | 8): bigint {
+    let value = 0n;
+    for (let i = size - 1; i >= 0; i--) value = (value << 8n) | BigInt(this.bytes[this.pos + i]!);
+    this.pos += size;
+    return value;
+  }
+
+  skip(wire: number): void {
+    if (wire === 0) this.varint();
+    else if (wire === 1) this.pos += 8;
+    else if (wire === 5) this.pos += 4;
+    else if (wire === 2) this.inner();
+    else throw new Error(`span records: wire type ${wire}`);
+  }
+
+  text(): string {
+    return Buffer.from(this.bytes.buffer, this.bytes.byteOffset + this.pos, this.end - this.pos).toString('utf8');
+  }
+
+  hex(): string {
+    return Buffer.from(this.bytes.buffer, this.bytes.byteOffset + this.pos, this.end - this.pos).toString('hex');
+  }
 }
 
-/** Reads every span of a batch, in order, its shape's attributes first (for http/json and tests). */
-export function readSpanRecords(batch: Uint8Array, shapes: ReadonlyMap<number, SpanShape>, each: (span: RecordedSpan) => void): void {
-  const r = new SpanReader(batch);
+function readAnyValue(r: Reader): unknown {
+  let value: unknown = null;
   while (!r.done) {
-    const head = r.u32();
-    let shape: SpanShape | undefined;
-    let name: string;
-    let kind: number;
-    if (head === INLINE) {
-      name = r.string();
-      kind = r.u8();
-    } else {
-      shape = shapeOf(head, shapes);
-      ({ name, kind } = shape);
-    }
-    const traceId = r.hex(16);
-    const spanId = r.hex(8);
-    const parentAt = r.pos;
-    const parentSpanId = r.zeros(parentAt, 8) ? (r.skip(8), '') : r.hex(8);
-    const bits = r.u32();
-    const startMs = r.f64();
-    const endMs = r.f64();
-    const traceState = bits & BITS.state ? r.string() : '';
-    const statusMessage = bits & BITS.message ? r.string() : '';
-    const attributes = r.attributesInto(shape ? { ...shape.attributes } : {});
-    const links: SpanLink[] = [];
-    if (bits & BITS.links) {
-      for (let n = r.u16(); n > 0; n--) {
-        const traceId = r.hex(16);
-        const spanId = r.hex(8);
-        links.push({ traceId, spanId, attributes: r.attributesInto({}) });
+    const key = Number(r.varint());
+    if (key === ANY.string) value = r.inner().text();
+    else if (key === ANY.bool) value = r.varint() !== 0n;
+    else if (key === ANY.int) value = Number(BigInt.asIntN(64, r.varint()));
+    else if (key === ANY.double) {
+      value = new DataView(r.bytes.buffer, r.bytes.byteOffset + r.pos, 8).getFloat64(0, true);
+      r.pos += 8;
+    } else if (key === ANY.array) {
+      const items: unknown[] = [];
+      const array = r.inner();
+      while (!array.done) {
+        if (Number(array.varint()) === ARRAY_VALUES) items.push(readAnyValue(array.inner()));
       }
-    }
-    each({
-      name,
-      kind,
-      traceId,
-      spanId,
-      parentSpanId,
-      flags: bits & 0xff,
-      remoteParent: (bits & BITS.remoteParent) !== 0,
-      traceState,
-      startMs,
-      endMs,
-      statusCode: bits >>> STATUS_SHIFT,
-      statusMessage,
-      attributes,
-      links,
-    });
+      value = items;
+    } else r.skip(key & 7);
+  }
+  return value;
+}
+
+function readKeyValue(r: Reader, into: Record<string, unknown>): void {
+  let key = '';
+  let value: unknown = null;
+  while (!r.done) {
+    const tag = Number(r.varint());
+    if (tag === KEY_VALUE.key) key = r.inner().text();
+    else if (tag === KEY_VALUE.value) value = readAnyValue(r.inner());
+    else r.skip(tag & 7);
+  }
+  into[key] = value;
+}
+
+/** [seconds, nanoseconds] from fixed64 nanoseconds. */
+function hrTime(nanos: bigint): [number, number] {
+  return [Number(nanos / 1_000_000_000n), Number(nanos % 1_000_000_000n)];
+}
+
+const millis = (time: [number, number]): number => time[0] * 1_000 + time[1] / 1e6;
+
+function readSpan(r: Reader): RecordedSpan {
+  const span: RecordedSpan = {
+    name: '',
+    kind: 0,
+    traceId: '',
+    spanId: '',
+    parentSpanId: '',
+    flags: 0,
+    remoteParent: false,
+    traceState: '',
+    startMs: 0,
+    endMs: 0,
+    startTime: [0, 0],
+    endTime: [0, 0],
+    statusCode: 0,
+    statusMessage: '',
+    attributes: {},
+    links: [],
+  };
+  while (!r.done) {
+    const tag = Number(r.varint());
+    if (tag === TAG.traceId) span.traceId = r.inner().hex();
+    else if (tag === TAG.spanId) span.spanId = r.inner().hex();
+    else if (tag === TAG.traceState) span.traceState = r.inner().text();
+    else if (tag === TAG.parentSpanId) span.parentSpanId = r.inner().hex();
+    else if (tag === TAG.name) span.name = r.inner().text();
+    else if (tag === TAG.kind) span.kind = Number(r.varint()) - 1;
+    else if (tag === TAG.start) span.startMs = millis((span.startTime = hrTime(r.fixed(8))));
+    else if (tag === TAG.end) span.endMs = millis((span.endTime = hrTime(r.fixed(8))));
+    else if (tag === TAG.attribute) readKeyValue(r.inner(), span.attributes);
+    else if (tag === TAG.link) {
+      const link: SpanLink = { traceId: '', spanId: '', attributes: {} };
+      const l = r.inner();
+      while (!l.done) {
+        const field = Number(l.varint());
+        if (field === LINK.traceId) link.traceId = l.inner().hex();
+        else if (field === LINK.spanId) link.spanId = l.inner().hex();
+        else if (field === LINK.attribute) readKeyValue(l.inner(), link.attributes);
+        else l.skip(field & 7);
+      }
+      span.links.push(link);
+    } else if (tag === TAG.status) {
+      const s = r.inner();
+      while (!s.done) {
+        const field = Number(s.varint());
+        if (field === STATUS.message) span.statusMessage = s.inner().text();
+        else if (field === STATUS.code) span.statusCode = Number(s.varint());
+        else s.skip(field & 7);
+      }
+    } else if (tag === FLAGS_KEY) {
+      const flags = Number(r.fixed(4));
+      span.flags = flags & 0xff;
+      span.remoteParent = (flags & IS_REMOTE) !== 0;
+    } else r.skip(tag & 7);
+  }
+  return span;
+}
+
+/** Reads every span of a batch, in order (for http/json and tests; protobuf requests carry the bytes as they are). */
+export function readSpanRecords(batch: Uint8Array, each: (span: RecordedSpan) => void): void {
+  const r = new Reader(batch, 0, batch.length);
+  while (!r.done) {
+    const tag = Number(r.varint());
+    if (tag !== SPAN) throw new Error(`span records: tag ${tag} where a span was expected`);
+    each(readSpan(r.inner()));
   }
 }

@@ -1,4 +1,4 @@
-import { type RecordedSpan, readSpanRecords, type SpanShape, SpanWriter } from '../../libs/tracing/span-records.js';
+import { encodeShape, type RecordedSpan, readSpanRecords, type SpanShape, SpanWriter } from '../../libs/tracing/span-records.js';
 
 /**
  * The program's side of the export worker without the worker: spans write into `writer`, and
@@ -7,19 +7,18 @@ import { type RecordedSpan, readSpanRecords, type SpanShape, SpanWriter } from '
  */
 export class FakeSpanChannel {
   readonly writer = new SpanWriter(64);
-  readonly shapes = new Map<number, SpanShape>();
-  private readonly byName = new Map<string, SpanShape>();
+  /** Shapes by kind and name, each encoded once. */
+  readonly shapes = new Map<string, SpanShape>();
   private written = new Uint8Array(0);
 
   ended(): void {}
 
   shape(name: string, kind: number, attributes?: () => SpanShape['attributes']): SpanShape {
     const key = `${kind} ${name}`;
-    let shape = this.byName.get(key);
+    let shape = this.shapes.get(key);
     if (!shape) {
-      shape = { id: this.shapes.size, name, kind, attributes: attributes?.() ?? {} };
-      this.shapes.set(shape.id, shape);
-      this.byName.set(key, shape);
+      shape = encodeShape(name, kind, attributes?.());
+      this.shapes.set(key, shape);
     }
     return shape;
   }
@@ -36,7 +35,7 @@ export class FakeSpanChannel {
   /** Every span written so far, read back as the worker reads them. */
   read(): RecordedSpan[] {
     const spans: RecordedSpan[] = [];
-    readSpanRecords(this.bytes(), this.shapes, (span) => spans.push(span));
+    readSpanRecords(this.bytes(), (span) => spans.push(span));
     return spans;
   }
 }

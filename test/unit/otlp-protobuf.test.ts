@@ -5,7 +5,7 @@ import { defaultResource, resourceFromAttributes } from '@opentelemetry/resource
 import { BasicTracerProvider, RandomIdGenerator, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { ChannelSpanProcessor } from '../../libs/tracing/channel-processor.js';
 import { type ExplicitTracer, publishIn, spanFromHeaders } from '../../libs/tracing/explicit-spans.js';
-import { encodeTraceRequest } from '../../libs/tracing/otlp-protobuf.js';
+import { encodeEnvelope, encodeTraceRequest } from '../../libs/tracing/otlp-protobuf.js';
 import { readableSpan } from '../../libs/tracing/readable-span.js';
 import type { SpanChannel } from '../../libs/tracing/span-channel.js';
 import { readSpanRecords } from '../../libs/tracing/span-records.js';
@@ -120,10 +120,10 @@ it("writes the request the SDK's serializer writes for the same spans", async ()
   const resource = defaultResource().merge(resourceFromAttributes({ 'service.name': 'encoder-test', 'deployment.environment': 'test' }));
   const scope = { name: 'webhook-relay', version: '0.1.0' };
   const spans: ReadableSpan[] = [];
-  readSpanRecords(channel.bytes(), channel.shapes, (span) => spans.push(readableSpan(span, resource, scope)));
+  readSpanRecords(channel.bytes(), (span) => spans.push(readableSpan(span, resource, scope)));
   expect(spans).toHaveLength(6);
 
-  const ours = Buffer.from(encodeTraceRequest([channel.bytes()], channel.shapes, { resource: resource.attributes, scope }));
+  const ours = Buffer.from(encodeTraceRequest([channel.bytes()], encodeEnvelope({ resource: resource.attributes, scope })));
   const sdk = Buffer.from(ProtobufTraceSerializer.serializeRequest(spans)!);
   expect(decode(ours, 'request')).toEqual(decode(sdk, 'request'));
   // Not trivially equal: six spans, every field there.

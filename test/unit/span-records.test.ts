@@ -62,6 +62,8 @@ describe('span records', () => {
       traceState: 'vendor=upstream',
       startMs: expect.any(Number),
       endMs: expect.any(Number),
+      startTime: [expect.any(Number), expect.any(Number)],
+      endTime: [expect.any(Number), expect.any(Number)],
       statusCode: SpanStatusCode.ERROR,
       statusMessage: 'failed: exhausted',
       attributes: { 'messaging.system': 'rabbitmq', 'messaging.destination.name': 'q.dispatch', 'webhook.id': 'msg_1', 'webhook.attempt': 2, 'custom.flag': true },
@@ -88,7 +90,7 @@ describe('span records', () => {
       statusMessage: '',
       attributes: { 'messaging.system': 'rabbitmq', 'messaging.operation.type': 'send', 'messaging.operation.name': 'publish', 'messaging.destination.name': 'q.deliveries' },
     });
-    // Ended twice, recorded once; a shape is sent once however many spans use it.
+    // Ended twice, recorded once; a shape is encoded once however many spans use it.
     expect(channel.read()).toHaveLength(3);
     expect(channel.shapes.size).toBe(3);
   });
@@ -155,6 +157,9 @@ describe('span records', () => {
       traceState: 'a=1',
       startMs: readable.startTime[0] * 1000 + readable.startTime[1] / 1e6,
       endMs: readable.endTime[0] * 1000 + readable.endTime[1] / 1e6,
+      // The SDK's times, to the nanosecond.
+      startTime: readable.startTime,
+      endTime: readable.endTime,
       statusCode: SpanStatusCode.ERROR,
       statusMessage: 'claim refused',
       attributes: { 'webhook.merchant_id': 'm_1', n: 3 },
