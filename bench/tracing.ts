@@ -66,6 +66,9 @@ export async function tracingRound(
     const { warm } = await dispatcherCpu(url, receiver, warmup, total, concurrency, env, script);
     result[`${variant}Rate`] = warm.rate;
     result[`${variant}CpuUs`] = warm.cpuUs;
+    // The dispatcher's own thread, and the rest (the export worker, V8's helpers).
+    result[`${variant}MainUs`] = warm.mainUs;
+    result[`${variant}OthersUs`] = warm.othersUs;
     if (variant === 'on') {
       // The dispatcher's stop exported what it still held: spans received per delivery made.
       const { spans } = await collector.stats();

@@ -43,6 +43,9 @@ function newTraceId(): string {
 
 type Constants = () => SpanShape['attributes'];
 
+/** In a span's attributes, where a key would be: what follows is encoded attributes. */
+const ENCODED = -1;
+
 /**
  * A span whose context is passed by hand instead of through the active context: the
  * dispatcher's delivery, its HTTP attempt, its record and its moves. The SDK's spans cost about
@@ -85,6 +88,12 @@ export class ExplicitSpan {
   /** An attribute, kept only when the span is sampled (values are strings, numbers or booleans). */
   set(key: string, value: string | number | boolean): this {
     if (this.sampled) (this.attributes ??= []).push(keyCode(key), value);
+    return this;
+  }
+
+  /** Attributes encoded once by encodeAttributes() (those of an endpoint), kept only when the span is sampled. */
+  setEncoded(attributes: Uint8Array): this {
+    if (this.sampled) (this.attributes ??= []).push(ENCODED, attributes);
     return this;
   }
 
@@ -133,7 +142,13 @@ export class ExplicitSpan {
     w.times(ORIGIN + this.startMs, ORIGIN + performance.now());
     w.raw(this.shape.constants);
     const attributes = this.attributes;
-    if (attributes !== undefined) for (let i = 0; i < attributes.length; i += 2) w.attribute(attributes[i] as string | number, attributes[i + 1]);
+    if (attributes !== undefined) {
+      for (let i = 0; i < attributes.length; i += 2) {
+        const key = attributes[i] as string | number;
+        if (key === ENCODED) w.raw(attributes[i + 1] as Uint8Array);
+        else w.attribute(key, attributes[i + 1]);
+      }
+    }
     const remote = this.remoteParent && (this.parentHigh !== 0 || this.parentLow !== 0);
     w.statusAndFlags(this.statusCode, this.statusMessage, 1 | HAS_IS_REMOTE | (remote ? IS_REMOTE : 0));
     w.endSpan(span);

@@ -15,9 +15,13 @@ const BATCH_DELAY_MS = 20;
 /** Batches the worker has not taken yet beyond which new spans are dropped, not queued without end. */
 const MAX_OUTSTANDING = 16;
 /** Buffers the worker gave back, kept for the next batches. */
-const MAX_SPARE = 8;
-/** A batch of a thousand spans takes about 200 KiB (a delivery's three spans about 600 bytes). */
-const BUFFER_BYTES = 256 * 1024;
+const MAX_SPARE = 4;
+/**
+ * A batch's buffer: a thousand of the dispatcher's spans take about 380 KiB (a delivery's three,
+ * as OTLP protobuf, about 1,100 bytes). A batch that outgrows it is copied into a bigger one that
+ * is not reused, so it is sized for a batch of the largest spans of ours, with room to spare.
+ */
+const BUFFER_BYTES = 512 * 1024;
 const DROP_WARNING_EVERY_MS = 60_000;
 
 /**

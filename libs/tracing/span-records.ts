@@ -454,6 +454,13 @@ const KEY_BYTES: readonly Uint8Array[] = KEYS.map((key) => {
   return w.copy();
 });
 
+/** Attributes as Span.attributes fields, for those that are the same for many spans (an endpoint's URL): written with ExplicitSpan.setEncoded(). */
+export function encodeAttributes(attributes: Record<string, string | number | boolean>): Uint8Array {
+  const w = new SpanWriter(256);
+  w.attributes(attributes);
+  return w.copy();
+}
+
 /** A shape's fields, encoded (once per shape: SpanChannel keeps them). */
 export function encodeShape(name: string, kind: number, attributes: SpanShape['attributes'] = {}): SpanShape {
   const w = new SpanWriter(256);

@@ -52,7 +52,7 @@ it('sends a backlog in a few requests of at most 4,096 spans', async () => {
 });
 
 it('carries a span larger than the batch buffer and text that is not ASCII, byte for byte', async () => {
-  const long = 'é✓'.repeat(60_000);
+  const long = 'é✓'.repeat(120_000);
   spans(10);
   spanFromHeaders('process q.dispatch', SpanKind.CONSUMER, { traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' })!
     .set('webhook.id', 'msg_ünïcode')

@@ -1,7 +1,7 @@
 import type { ConsumeMessage } from 'amqplib';
 import { SpanKind } from '@opentelemetry/api';
 import { DeliveryFailedError, WebhookNetworkError, type WebhookRequest, type WebhookResponse } from '../../../libs/http/index.js';
-import { ATTR, type ExplicitSpan, MESSAGING_SYSTEM, safeUrl, spanFromHeaders } from '../../../libs/tracing/index.js';
+import { ATTR, encodeAttributes, type ExplicitSpan, MESSAGING_SYSTEM, safeUrl, spanFromHeaders } from '../../../libs/tracing/index.js';
 import type { Decision } from './decide.js';
 import type { IntakeEvent } from './intake.js';
 
@@ -67,11 +67,21 @@ export function describeDelivery(span: ExplicitSpan, intake: IntakeEvent | undef
  */
 const POST = () => ({ [ATTR.httpMethod]: 'POST' });
 
+/** An endpoint's URL attributes, encoded once per URL (safeUrl() keeps one object per URL). */
+const urlAttributes = new WeakMap<object, Uint8Array>();
+
 export function attemptSpan(parent: ExplicitSpan, request: WebhookRequest): ExplicitSpan {
   const span = parent.child('POST', SpanKind.CLIENT, POST);
   if (span.sampled) {
     const url = safeUrl(request.url);
-    if (url) span.set(ATTR.urlFull, url.full).set(ATTR.serverAddress, url.address).set(ATTR.serverPort, url.port);
+    if (url) {
+      let encoded = urlAttributes.get(url);
+      if (encoded === undefined) {
+        encoded = encodeAttributes({ [ATTR.urlFull]: url.full, [ATTR.serverAddress]: url.address, [ATTR.serverPort]: url.port });
+        urlAttributes.set(url, encoded);
+      }
+      span.setEncoded(encoded);
+    }
   }
   span.inject(request.headers);
   return span;
