@@ -1,7 +1,7 @@
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { ATTR, MESSAGING_SYSTEM } from './attributes.js';
 import type { SpanChannel } from './span-channel.js';
-import { HAS_IS_REMOTE, IS_REMOTE, keyCode, type SpanShape } from './span-records.js';
+import { HAS_IS_REMOTE, IS_REMOTE, keyCode, type SpanAttributes, type SpanShape } from './span-records.js';
 import { explicitTracer } from './state.js';
 
 /**
@@ -41,7 +41,7 @@ function newTraceId(): string {
   return scratch.toString('hex', 0, 16);
 }
 
-type Constants = () => SpanShape['attributes'];
+type Constants = () => SpanAttributes;
 
 /** In a span's attributes, where a key would be: what follows is encoded attributes. */
 const ENCODED = -1;

@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from '../logger/index.js';
 import type { ExportWorkerSettings } from './export-worker.js';
-import { encodeShape, type SpanShape, SpanWriter } from './span-records.js';
+import { encodeShape, type SpanAttributes, type SpanShape, SpanWriter } from './span-records.js';
 
 /**
  * Spans sent to the worker at once, and how long an ended span may wait for its batch. Each
@@ -69,7 +69,7 @@ export class SpanChannel {
    * The shape of spans named `name` of this kind, its fields encoded the first time it is asked
    * for. `attributes` are the constant ones, the same for every span of that name and kind.
    */
-  shape(name: string, kind: number, attributes?: () => SpanShape['attributes']): SpanShape {
+  shape(name: string, kind: number, attributes?: () => SpanAttributes): SpanShape {
     const byName = (this.shapes[kind] ??= new Map());
     let shape = byName.get(name);
     if (shape === undefined) {

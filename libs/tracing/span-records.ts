@@ -40,11 +40,12 @@ const STATUS = { message: 0x12, code: 0x18 } as const;
 export const HAS_IS_REMOTE = 0x100;
 export const IS_REMOTE = 0x200;
 
-/** A span's name, kind and the attributes every span of that shape has, encoded once. */
+/** Attributes as spans of ours carry them. */
+export type SpanAttributes = Record<string, string | number | boolean>;
+
+/** A span's name and kind, and the attributes every span of that shape has, encoded once. */
 export interface SpanShape {
   name: string;
-  kind: number;
-  attributes: Record<string, string | number | boolean>;
   /** The name and kind fields. */
   head: Uint8Array;
   /** The constant attributes, as Span.attributes fields. */
@@ -455,20 +456,17 @@ const KEY_BYTES: readonly Uint8Array[] = KEYS.map((key) => {
 });
 
 /** Attributes as Span.attributes fields, for those that are the same for many spans (an endpoint's URL): written with ExplicitSpan.setEncoded(). */
-export function encodeAttributes(attributes: Record<string, string | number | boolean>): Uint8Array {
+export function encodeAttributes(attributes: SpanAttributes): Uint8Array {
   const w = new SpanWriter(256);
   w.attributes(attributes);
   return w.copy();
 }
 
 /** A shape's fields, encoded (once per shape: SpanChannel keeps them). */
-export function encodeShape(name: string, kind: number, attributes: SpanShape['attributes'] = {}): SpanShape {
-  const w = new SpanWriter(256);
-  w.nameAndKind(name, kind);
-  const head = w.copy();
-  w.take();
-  w.attributes(attributes);
-  return { name, kind, attributes, head, constants: w.copy() };
+export function encodeShape(name: string, kind: number, attributes: SpanAttributes = {}): SpanShape {
+  const head = new SpanWriter(256);
+  head.nameAndKind(name, kind);
+  return { name, head: head.copy(), constants: encodeAttributes(attributes) };
 }
 
 /** A batch as it crosses to the worker: `buffer` is transferred, its first `length` bytes written. */

@@ -1,4 +1,4 @@
-import { encodeShape, type RecordedSpan, readSpanRecords, type SpanShape, SpanWriter } from '../../libs/tracing/span-records.js';
+import { encodeShape, type RecordedSpan, readSpanRecords, type SpanAttributes, type SpanShape, SpanWriter } from '../../libs/tracing/span-records.js';
 
 /**
  * The program's side of the export worker without the worker: spans write into `writer`, and
@@ -13,7 +13,7 @@ export class FakeSpanChannel {
 
   ended(): void {}
 
-  shape(name: string, kind: number, attributes?: () => SpanShape['attributes']): SpanShape {
+  shape(name: string, kind: number, attributes?: () => SpanAttributes): SpanShape {
     const key = `${kind} ${name}`;
     let shape = this.shapes.get(key);
     if (!shape) {
