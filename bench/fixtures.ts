@@ -64,7 +64,8 @@ export async function deleteTopology(url: string, prefix: string, tiers: number)
   }
   const ch = await connection.createChannel();
   ch.on('error', () => {});
-  await ch.deleteExchange(names.events).catch(() => {});
+  // Every program declares the operational exchange too: left behind, each run's stayed on the broker.
+  for (const exchange of [names.events, names.operational]) await ch.deleteExchange(exchange).catch(() => {});
   await ch.close().catch(() => {});
   await connection.close();
 }
