@@ -1,4 +1,4 @@
-import { SpanWriter } from './span-records.js';
+import { SpanWriter, varintSize, writeVarint } from './span-records.js';
 
 /**
  * An OTLP/protobuf ExportTraceServiceRequest around span records, which are already protobuf
@@ -18,24 +18,6 @@ const SCOPE = { name: 0x0a, version: 0x12 } as const;
 export interface OtlpEnvelope {
   resource: Record<string, unknown>;
   scope: { name: string; version: string };
-}
-
-function varintSize(value: number): number {
-  let size = 1;
-  while (value > 0x7f) {
-    value = Math.floor(value / 128);
-    size++;
-  }
-  return size;
-}
-
-function writeVarint(buf: Uint8Array, pos: number, value: number): number {
-  while (value > 0x7f) {
-    buf[pos++] = (value & 0x7f) | 0x80;
-    value = Math.floor(value / 128);
-  }
-  buf[pos++] = value;
-  return pos;
 }
 
 /** A length-delimited field: its tag, its length, its bytes. */

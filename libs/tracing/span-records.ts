@@ -69,6 +69,23 @@ for (let i = 0; i < 16; i++) {
 }
 
 const utf8 = new TextEncoder();
+
+/** How many bytes `value` takes as a protobuf varint. */
+export function varintSize(value: number): number {
+  let size = 1;
+  for (let rest = value; rest > 0x7f; rest = Math.floor(rest / 128)) size++;
+  return size;
+}
+
+/** Writes `value` as a varint at `pos`; where the next byte goes. */
+export function writeVarint(bytes: Uint8Array, pos: number, value: number): number {
+  while (value > 0x7f) {
+    bytes[pos++] = (value & 0x7f) | 0x80;
+    value = Math.floor(value / 128);
+  }
+  bytes[pos++] = value;
+  return pos;
+}
 const MAX_INT64 = 2 ** 63;
 
 /**
@@ -247,11 +264,7 @@ export class SpanWriter {
 
   private varint(value: number): void {
     this.room(10);
-    while (value > 0x7f) {
-      this.bytes[this.pos++] = (value & 0x7f) | 0x80;
-      value = Math.floor(value / 128);
-    }
-    this.bytes[this.pos++] = value;
+    this.pos = writeVarint(this.bytes, this.pos, value);
   }
 
   /**
@@ -273,21 +286,13 @@ export class SpanWriter {
       this.bytes[at] = length;
       return;
     }
-    let size = 1;
-    for (let rest = length; rest > 0x7f; rest = Math.floor(rest / 128)) size++;
+    const size = varintSize(length);
     if (size !== reserved) {
       if (size > reserved) this.room(size - reserved);
       this.bytes.copyWithin(at + size, at + reserved, this.pos);
       this.pos += size - reserved;
     }
-    const bytes = this.bytes;
-    let value = length;
-    let pos = at;
-    while (value > 0x7f) {
-      bytes[pos++] = (value & 0x7f) | 0x80;
-      value = Math.floor(value / 128);
-    }
-    bytes[pos] = value;
+    writeVarint(this.bytes, at, length);
   }
 
   /** A string field, UTF-8. */
@@ -357,7 +362,7 @@ export class SpanWriter {
   private smallInt(tag: number, key: Uint8Array, value: number): boolean {
     if (!(value >= 0 && value < 0x20_0000 && Number.isInteger(value))) return false;
     const k = key.length;
-    const size = value < 0x80 ? 1 : value < 0x4000 ? 2 : 3;
+    const size = varintSize(value);
     this.room(k + size + 5);
     const bytes = this.bytes;
     bytes[this.pos] = tag;
@@ -367,13 +372,7 @@ export class SpanWriter {
     bytes[pos++] = KEY_VALUE.value;
     bytes[pos++] = size + 1;
     bytes[pos++] = ANY.int;
-    let rest = value;
-    while (rest > 0x7f) {
-      bytes[pos++] = (rest & 0x7f) | 0x80;
-      rest >>>= 7;
-    }
-    bytes[pos++] = rest;
-    this.pos = pos;
+    this.pos = writeVarint(bytes, pos, value);
     return true;
   }
 
