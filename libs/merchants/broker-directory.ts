@@ -75,7 +75,8 @@ export class BrokerMerchantDirectory implements MerchantDirectory {
   /** Idempotency-Key → the result of the write it made, while within IDEMPOTENCY_WINDOW_MS. */
   private readonly results = new Map<string, { fingerprint: string; result: unknown; until: number }>();
   private resultsSweptAt = 0;
-  private readonly writeWaiters = new ReadBacks<void>(() => void this.tail?.verifyLive());
+  /** Settled with whether the entry was applied: read back in stream order, that is the verdict. */
+  private readonly writeWaiters = new ReadBacks<boolean>(() => void this.tail?.verifyLive());
   private readonly tail: StreamTail;
   private caughtUpOnce = false;
   private refreshTimer?: NodeJS.Timeout;
@@ -213,11 +214,12 @@ export class BrokerMerchantDirectory implements MerchantDirectory {
         merchant: next,
         ...(record ? { idempotency: record } : {}),
       };
-      await this.append(entry);
-      const now = this.byIdMap.get(merchantId);
-      if (now?.entryId === entry.entryId) {
+      // The verdict comes from the read-back, not from what the directory holds once this resumes:
+      // the tail may already have applied another replica's next version on top of this entry, and
+      // taking that for a lost race would apply the change a second time (a rotation twice).
+      if (await this.append(entry)) {
         this.logger.info('merchant settings written', { merchantId, version: entry.version });
-        return { merchant: now.merchant, created: current === undefined, changed: true, result: record?.result, replayed: false };
+        return { merchant: next, created: current === undefined, changed: true, result: record?.result, replayed: false };
       }
       // Another writer took this version first, or the entry was refused (a public key another
       // merchant took first): apply the change again to what the stream holds now.
@@ -240,8 +242,8 @@ export class BrokerMerchantDirectory implements MerchantDirectory {
     await readBack;
   }
 
-  /** Appends the entry and waits until this directory has read it back. */
-  private async append(entry: SettingsEntry): Promise<void> {
+  /** Appends the entry and waits until this directory has read it back: true when it was applied. */
+  private async append(entry: SettingsEntry): Promise<boolean> {
     const timeoutMs = this.options.writeTimeoutMs ?? 10_000;
     const readBack = this.writeWaiters.expect(entry.entryId, timeoutMs, `merchant settings from ${this.stream}`);
     // The read-back may time out while the append still waits for its confirm: that rejection is
@@ -253,12 +255,12 @@ export class BrokerMerchantDirectory implements MerchantDirectory {
       this.writeWaiters.forget(entry.entryId);
       throw err;
     }
-    await readBack;
+    return readBack;
   }
 
   private apply(message: ConsumeMessage, offset: number): void {
     const headers = message.properties.headers;
-    if (headers?.[HEADERS.entryType] === SYNC_ENTRY_TYPE) return this.writeWaiters.settle(String(headers['x-sync-id']), undefined);
+    if (headers?.[HEADERS.entryType] === SYNC_ENTRY_TYPE) return this.writeWaiters.settle(String(headers['x-sync-id']), true);
     if (headers?.[HEADERS.entryType] !== SETTINGS_ENTRY_TYPE) return;
     const entry = decodeSettingsEntry(message.content);
     if (entry) this.applyEntry(entry);
@@ -268,18 +270,18 @@ export class BrokerMerchantDirectory implements MerchantDirectory {
   private applyEntry(entry: SettingsEntry): void {
     const current = this.byIdMap.get(entry.merchantId);
     const writtenAt = Date.parse(entry.writtenAt) || 0;
-    if (current && entry.version < current.version) return this.settleWrite(entry);
+    if (current && entry.version < current.version) return this.settleWrite(entry, false);
     if (current && entry.version === current.version) {
       // A refresh of these settings, or a writer that lost the race for this version.
       if (entry.kind === 'refresh' && entry.entryId === current.entryId) current.writtenAt = Math.max(current.writtenAt, writtenAt);
-      return this.settleWrite(entry);
+      return this.settleWrite(entry, false);
     }
     const owner = this.byKeyMap.get(entry.merchant.publicKey);
     if (entry.kind === 'change' && owner !== undefined && owner !== entry.merchantId) {
       // Two writers gave one public key to two merchants: the first entry in the stream keeps it,
       // and every reader refuses the second alike, so no replica ever sees both.
       this.logger.warn('merchant settings entry refused: another merchant has its public key', { merchantId: entry.merchantId, owner, version: entry.version });
-      return this.settleWrite(entry);
+      return this.settleWrite(entry, false);
     }
     if (current && current.merchant.publicKey !== entry.merchant.publicKey && this.byKeyMap.get(current.merchant.publicKey) === entry.merchantId) {
       this.byKeyMap.delete(current.merchant.publicKey);
@@ -288,7 +290,7 @@ export class BrokerMerchantDirectory implements MerchantDirectory {
     this.byKeyMap.set(entry.merchant.publicKey, entry.merchantId);
     if (entry.idempotency) this.remember(entry.idempotency, writtenAt);
     if (this.caughtUpOnce) this.logger.info('merchant settings applied', { merchantId: entry.merchantId, version: entry.version });
-    this.settleWrite(entry);
+    this.settleWrite(entry, true);
   }
 
   private remember(record: IdempotencyRecord, writtenAt: number): void {
@@ -304,8 +306,8 @@ export class BrokerMerchantDirectory implements MerchantDirectory {
     }
   }
 
-  private settleWrite(entry: SettingsEntry): void {
-    this.writeWaiters.settle(entry.entryId, undefined);
+  private settleWrite(entry: SettingsEntry, applied: boolean): void {
+    this.writeWaiters.settle(entry.entryId, applied);
   }
 
   /**

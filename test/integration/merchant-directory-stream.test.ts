@@ -105,6 +105,43 @@ describe('the broker merchant directory', () => {
     expect(b.byId('m_race')?.webhook).toMatchObject({ enabled: false, url: 'https://hooks.example.com/race' });
   });
 
+  it('applies a write once that won its version, even when the next version is read back with it', async () => {
+    // A replica whose tail reads its own entry and another replica's next version in one go (one
+    // socket read on a busy process): its write won, and must not be taken for a lost race and
+    // applied again on top of the other (seen as a rotation applied twice: its secret in its own grace).
+    const heldBroker = new BrokerConnection({ url: brokerUrl(), name: 'test-merchant-stream-held', logger: silentLogger() });
+    await heldBroker.open(10_000);
+    let held: Array<() => void> | undefined;
+    const realConsume = heldBroker.consume.bind(heldBroker);
+    heldBroker.consume = (queue, options) =>
+      realConsume(queue, { ...options, onMessage: (delivery) => (held ? held.push(() => options.onMessage(delivery)) : options.onMessage(delivery)) });
+    const a = new BrokerMerchantDirectory(heldBroker, stream, silentLogger(), { now: () => new Date(clock) });
+    open.push(a);
+    closeAfter.push(heldBroker);
+    await a.start();
+    await a.waitUntilReady(10_000);
+    const b = await directory();
+    await b.update('m_twice', () => testMerchant('m_twice', 'https://hooks.example.com/twice'));
+    await waitFor('a read version 1', () => a.byId('m_twice') !== undefined, 5_000);
+
+    held = [];
+    let applied = 0;
+    const written = a.update('m_twice', (current) => {
+      applied++;
+      return { ...current!, webhook: { ...current!.webhook!, url: `${current!.webhook!.url}/a` } };
+    });
+    await waitFor('b read a\'s version 2', () => b.byId('m_twice')?.webhook?.url.endsWith('/a'), 5_000);
+    await b.update('m_twice', (current) => ({ ...current!, webhook: { ...current!.webhook!, enabled: false } }));
+    const deliveries = held;
+    held = undefined;
+    for (const deliver of deliveries) deliver();
+
+    expect((await written).merchant.webhook?.url).toBe('https://hooks.example.com/twice/a');
+    expect(applied).toBe(1);
+    const c = await directory();
+    expect(c.byId('m_twice')?.webhook).toMatchObject({ url: 'https://hooks.example.com/twice/a', enabled: false });
+  });
+
   it('answers from the latest write on every replica, and one that re-keys a merchant frees its old public key', async () => {
     const [a, b] = [await directory(), await directory()];
     const m = testMerchant('m_key', 'https://hooks.example.com/key');
