@@ -7,6 +7,8 @@ type AttributeValue = string | number | boolean;
 /** One span as the exporter sent it (OTLP/HTTP JSON), decoded. */
 export interface ReceivedSpan {
   service: string;
+  /** The exporting program's service.instance.id, when its resource has one. */
+  instance?: string;
   traceId: string;
   spanId: string;
   parentSpanId?: string;
@@ -83,11 +85,14 @@ export class OtlpReceiver {
   private take(body: { resourceSpans?: Array<{ resource?: { attributes?: OtlpKeyValue[] }; scopeSpans?: Array<{ spans?: any[] }> }> }): void {
     const before = this.spans.length;
     for (const resourceSpans of body.resourceSpans ?? []) {
-      const service = String(attributesOf(resourceSpans.resource?.attributes)['service.name'] ?? '');
+      const resource = attributesOf(resourceSpans.resource?.attributes);
+      const service = String(resource['service.name'] ?? '');
+      const instance = resource['service.instance.id'] === undefined ? undefined : String(resource['service.instance.id']);
       for (const scope of resourceSpans.scopeSpans ?? []) {
         for (const span of scope.spans ?? []) {
           this.spans.push({
             service,
+            ...(instance === undefined ? {} : { instance }),
             traceId: span.traceId,
             spanId: span.spanId,
             parentSpanId: span.parentSpanId || undefined,
