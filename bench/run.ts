@@ -456,21 +456,25 @@ Per round, median: on ÷ off rate **${r.rateRatio.toFixed(2)}×** (target ≥ 0.
     const C = 64;
     const baseline = process.env.BENCH_BASELINE_DIST;
     const collector = await startCollector();
-    const orders = [['before', 'off', 'on', 'tenth'], ['off', 'on', 'tenth', 'before'], ['on', 'tenth', 'before', 'off'], ['tenth', 'before', 'off', 'on']] as const;
+    const variants = ['before', 'off', 'on', 'tenth', 'none'] as const;
     let roundNo = 0;
     try {
-      const r = await medianOf('tracing', () => tracingRound(url, receiver, collector, W, N, 2 * C, [...orders[roundNo++ % 4]!], baseline));
+      const r = await medianOf('tracing', () => {
+        const first = roundNo++ % variants.length;
+        return tracingRound(url, receiver, collector, W, N, 2 * C, [...variants.slice(first), ...variants.slice(0, first)], baseline);
+      });
       const row = (name: string, rate: number | undefined, cpu: number | undefined) => `| ${name} | ${rate === undefined ? '-' : Math.round(rate)} | ${cpu === undefined ? '-' : Math.round(cpu)} |`;
       sections.push(`## 14. Tracing: its cost to dispatch (issue 32)
 
 ${(W + N).toLocaleString('en')} events already in \`dispatch\`, one merchant, the same receiver, the dispatcher as deployed
-(\`DISPATCH_CONCURRENCY=${2 * C}\`, delivery log on), measured over the ${N.toLocaleString('en')} deliveries after the first ${W.toLocaleString('en')} (warm, as in 1b), four
+(\`DISPATCH_CONCURRENCY=${2 * C}\`, delivery log on), measured over the ${N.toLocaleString('en')} deliveries after the first ${W.toLocaleString('en')} (warm, as in 1b), five
 ways in the same round, rounds rotating which goes first: the build before tracing (\`BENCH_BASELINE_DIST\`), this build with
 no OTEL variable (tracing off: no SDK loaded), this build with every delivery sampled (\`OTEL_TRACES_SAMPLER=always_on\`)
 exporting over http/protobuf to a local collector stub in its own process (bench/collector-process.ts, which answers at once
-and counts the spans), and the same sampling a tenth (\`parentbased_traceidratio\`, \`OTEL_TRACES_SAMPLER_ARG=0.1\`). Three
-spans per sampled delivery: the delivery, its HTTP attempt and its record, encoded and sent by the dispatcher's export
-worker thread (its CPU is in the dispatcher's).
+and counts the spans), the same sampling a tenth (\`parentbased_traceidratio\`, \`OTEL_TRACES_SAMPLER_ARG=0.1\`), and none
+(\`always_off\`: every span made and the merchant's \`traceparent\` sent, nothing exported). Three spans per sampled
+delivery: the delivery, its HTTP attempt and its record, written as OTLP protobuf by the dispatcher's thread and sent by
+its export worker thread (its CPU is in the dispatcher's).
 
 | dispatcher | deliveries/s | dispatcher CPU µs per delivery |
 |---|---|---|
@@ -478,10 +482,11 @@ ${row('before tracing', r.beforeRate, r.beforeCpuUs)}
 ${row('tracing off', r.offRate, r.offCpuUs)}
 ${row('tracing on, all sampled', r.onRate, r.onCpuUs)}
 ${row('tracing on, a tenth sampled', r.tenthRate, r.tenthCpuUs)}
+${row('tracing on, none sampled', r.noneRate, r.noneCpuUs)}
 
 Per round, median: off ÷ before rate **${r.offRateRatio?.toFixed(2) ?? '-'}×**, CPU per delivery **${r.offCpuRatio?.toFixed(2) ?? '-'}×** (target: unchanged);
 all sampled ÷ off rate **${r.onRateRatio!.toFixed(2)}×** (target ≥ 0.9), CPU per delivery **${r.onCpuRatio!.toFixed(2)}×**; a tenth sampled ÷ off
-rate **${r.tenthRateRatio!.toFixed(2)}×**, CPU **${r.tenthCpuRatio!.toFixed(2)}×**. Spans the collector received per delivery, all sampled: ${r.onSpansPerDelivery!.toFixed(2)} (3 expected).
+rate **${r.tenthRateRatio!.toFixed(2)}×**, CPU **${r.tenthCpuRatio!.toFixed(2)}×**; none sampled ÷ off rate **${r.noneRateRatio!.toFixed(2)}×**, CPU **${r.noneCpuRatio!.toFixed(2)}×**. Spans the collector received per delivery, all sampled: ${r.onSpansPerDelivery!.toFixed(2)} (3 expected).
 `);
     } finally {
       await collector.stop();

@@ -3,7 +3,7 @@
  * through the dispatcher three ways: the build before tracing (BENCH_BASELINE_DIST, a built
  * checkout's dist/), this build with no OTEL variable (tracing off), and this build exporting
  * every delivery (always_on), or a tenth of them, over http/protobuf to a local collector stub in
- * its own process.
+ * its own process, or none of them (always_off: spans made, the merchant's traceparent sent, nothing exported).
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { once } from 'node:events';
@@ -38,7 +38,7 @@ export async function startCollector(): Promise<Collector> {
   };
 }
 
-type Variant = 'before' | 'off' | 'on' | 'tenth';
+type Variant = 'before' | 'off' | 'on' | 'tenth' | 'none';
 
 /** One round: each variant once, in the order given (rounds rotate it). Rates in deliveries/s, CPU in µs per delivery (warm window). */
 export async function tracingRound(
@@ -61,7 +61,10 @@ export async function tracingRound(
         ? { ...exporting, OTEL_TRACES_SAMPLER: 'always_on' }
         : variant === 'tenth'
           ? { ...exporting, OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.1' }
-          : {};
+          : variant === 'none'
+            ? // Tracing on, nothing sampled: each delivery's spans are made and its traceparent sent, nothing exported.
+              { ...exporting, OTEL_TRACES_SAMPLER: 'always_off' }
+            : {};
     const script = variant === 'before' ? join(baselineDist!, 'apps/dispatcher/main.js') : undefined;
     const { warm } = await dispatcherCpu(url, receiver, warmup, total, concurrency, env, script);
     result[`${variant}Rate`] = warm.rate;
@@ -79,6 +82,8 @@ export async function tracingRound(
   result.onCpuRatio = result.onCpuUs! / result.offCpuUs!;
   result.tenthRateRatio = result.tenthRate! / result.offRate!;
   result.tenthCpuRatio = result.tenthCpuUs! / result.offCpuUs!;
+  result.noneRateRatio = result.noneRate! / result.offRate!;
+  result.noneCpuRatio = result.noneCpuUs! / result.offCpuUs!;
   if (baselineDist) {
     result.offRateRatio = result.offRate! / result.beforeRate!;
     result.offCpuRatio = result.offCpuUs! / result.beforeCpuUs!;
