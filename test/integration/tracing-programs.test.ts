@@ -10,6 +10,7 @@ import { EventPublisher } from '../../libs/publisher/index.js';
 import { brokerUrl, TestBroker, uniquePrefix } from '../support/broker.js';
 import { testMerchant, writeMerchantsFile } from '../support/harness.js';
 import { OtlpReceiver } from '../support/otlp-receiver.js';
+import { dispatcherEnv } from '../support/process.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
@@ -55,20 +56,7 @@ describe('the dispatcher program with and without OTEL variables', () => {
     const modulesDir = mkdtempSync(join(tmpdir(), 'modules-'));
     const modulesFile = join(modulesDir, 'loaded.txt');
     child = spawn(process.execPath, ['--import', `./${PRELOAD}`, DISPATCHER], {
-      env: {
-        PATH: process.env.PATH ?? '',
-        RABBITMQ_URL: brokerUrl(),
-        TOPOLOGY_PREFIX: prefix,
-        MERCHANTS_FILE: merchantsFile,
-        METRICS_PORT: '0',
-        RETRY_SCHEDULE: '',
-        ALLOW_PRIVATE_TARGETS: 'true',
-        QUORUM_GROUP_SIZE: '1',
-        STREAM_CLUSTER_SIZE: '1',
-        LOG_LEVEL: 'info',
-        LOADED_MODULES_FILE: modulesFile,
-        ...otel,
-      },
+      env: { PATH: process.env.PATH ?? '', ...dispatcherEnv(prefix, merchantsFile, { LOADED_MODULES_FILE: modulesFile, ...otel }) },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';

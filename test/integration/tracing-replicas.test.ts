@@ -6,7 +6,7 @@ import { topologyNames } from '../../libs/topology/index.js';
 import { brokerUrl, TestBroker, uniquePrefix } from '../support/broker.js';
 import { testMerchant, writeMerchantsFile } from '../support/harness.js';
 import { KIND, OtlpReceiver } from '../support/otlp-receiver.js';
-import { startProgram } from '../support/process.js';
+import { dispatcherEnv, startProgram } from '../support/process.js';
 import { type ReceivedRequest, Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
@@ -36,21 +36,15 @@ describe('two dispatcher replicas tracing at once, one killed mid-delivery', () 
     await broker.open(10_000);
     const merchantsFile = writeMerchantsFile([testMerchant('m_replicas', receiver.url)]);
     for (const instance of ['a', 'b']) {
-      const replica = startProgram(DISPATCHER, {
-        RABBITMQ_URL: brokerUrl(),
-        TOPOLOGY_PREFIX: prefix,
-        MERCHANTS_FILE: merchantsFile,
-        METRICS_PORT: '0',
-        RETRY_SCHEDULE: '',
-        ALLOW_PRIVATE_TARGETS: 'true',
-        QUORUM_GROUP_SIZE: '1',
-        STREAM_CLUSTER_SIZE: '1',
-        LOG_LEVEL: 'info',
-        OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint,
-        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
-        OTEL_SERVICE_NAME: 'webhook-dispatcher',
-        OTEL_RESOURCE_ATTRIBUTES: `service.instance.id=${instance}`,
-      });
+      const replica = startProgram(
+        DISPATCHER,
+        dispatcherEnv(prefix, merchantsFile, {
+          OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint,
+          OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+          OTEL_SERVICE_NAME: 'webhook-dispatcher',
+          OTEL_RESOURCE_ATTRIBUTES: `service.instance.id=${instance}`,
+        }),
+      );
       replicas.push(replica);
       // One at a time: the first declares the topology the second then finds.
       await waitFor(`replica ${instance} consuming`, () => replica.output.stdout.includes('dispatcher consuming') || replica.child.exitCode !== null, 20_000);

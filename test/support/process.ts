@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { brokerUrl } from './broker.js';
 
 export interface Finished {
   code: number | null;
@@ -36,4 +37,24 @@ export async function finishedWithin(program: { finished: Promise<Finished> }, m
   } finally {
     clearTimeout(timer);
   }
+}
+
+/**
+ * A built dispatcher's environment in a test: `prefix`'s topology on the test broker with
+ * one-node queues and streams, merchants from `merchantsFile`, private targets allowed (the local
+ * receiver), no retry tiers, info logs (its "dispatcher consuming" line says it is up).
+ */
+export function dispatcherEnv(prefix: string, merchantsFile: string, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    RABBITMQ_URL: brokerUrl(),
+    TOPOLOGY_PREFIX: prefix,
+    MERCHANTS_FILE: merchantsFile,
+    METRICS_PORT: '0',
+    RETRY_SCHEDULE: '',
+    ALLOW_PRIVATE_TARGETS: 'true',
+    QUORUM_GROUP_SIZE: '1',
+    STREAM_CLUSTER_SIZE: '1',
+    LOG_LEVEL: 'info',
+    ...extra,
+  };
 }
