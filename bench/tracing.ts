@@ -1,9 +1,10 @@
 /**
  * Scenario `tracing` (issue 32): what tracing costs the dispatcher. In one round, the same events
- * through the dispatcher three ways: the build before tracing (BENCH_BASELINE_DIST, a built
- * checkout's dist/), this build with no OTEL variable (tracing off), and this build exporting
- * every delivery (always_on), or a tenth of them, over http/protobuf to a local collector stub in
- * its own process, or none of them (always_off: spans made, the merchant's traceparent sent, nothing exported).
+ * through the dispatcher each way: the build before tracing (BENCH_BASELINE_DIST, a built
+ * checkout's dist/), this build with no OTEL variable (tracing off), and this build with tracing on,
+ * sampling every delivery (always_on), a tenth of them, or none (always_off: spans made, the
+ * merchant's traceparent sent, nothing exported), exporting over http/protobuf to a local collector
+ * stub in its own process.
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { once } from 'node:events';
