@@ -26,6 +26,24 @@ describe('the broker merchant directory', () => {
     return dir;
   }
 
+  /**
+   * A directory on a connection of its own whose stream deliveries pass through `tap` first: it
+   * may hand one on (`deliver`), hold it for later or drop it, as a busy or stalled process would.
+   */
+  async function tappedDirectory(name: string, tap: (deliver: () => void) => void, options: { writeTimeoutMs?: number } = {}): Promise<BrokerMerchantDirectory> {
+    const tapped = new BrokerConnection({ url: brokerUrl(), name, logger: silentLogger() });
+    await tapped.open(10_000);
+    closeAfter.push(tapped);
+    const realConsume = tapped.consume.bind(tapped);
+    tapped.consume = (queue, consumeOptions) =>
+      realConsume(queue, { ...consumeOptions, onMessage: (delivery) => tap(() => consumeOptions.onMessage(delivery)) });
+    const dir = new BrokerMerchantDirectory(tapped, stream, silentLogger(), { now: () => new Date(clock), ...options });
+    open.push(dir);
+    await dir.start();
+    await dir.waitUntilReady(10_000);
+    return dir;
+  }
+
   beforeAll(async () => {
     broker = new BrokerConnection({
       url: brokerUrl(),
@@ -109,17 +127,8 @@ describe('the broker merchant directory', () => {
     // A replica whose tail reads its own entry and another replica's next version in one go (one
     // socket read on a busy process): its write won, and must not be taken for a lost race and
     // applied again on top of the other (seen as a rotation applied twice: its secret in its own grace).
-    const heldBroker = new BrokerConnection({ url: brokerUrl(), name: 'test-merchant-stream-held', logger: silentLogger() });
-    await heldBroker.open(10_000);
     let held: Array<() => void> | undefined;
-    const realConsume = heldBroker.consume.bind(heldBroker);
-    heldBroker.consume = (queue, options) =>
-      realConsume(queue, { ...options, onMessage: (delivery) => (held ? held.push(() => options.onMessage(delivery)) : options.onMessage(delivery)) });
-    const a = new BrokerMerchantDirectory(heldBroker, stream, silentLogger(), { now: () => new Date(clock) });
-    open.push(a);
-    closeAfter.push(heldBroker);
-    await a.start();
-    await a.waitUntilReady(10_000);
+    const a = await tappedDirectory('test-merchant-stream-held', (deliver) => (held ? held.push(deliver) : deliver()));
     const b = await directory();
     await b.update('m_twice', () => testMerchant('m_twice', 'https://hooks.example.com/twice'));
     await waitFor('a read version 1', () => a.byId('m_twice') !== undefined, 5_000);
@@ -183,17 +192,8 @@ describe('the broker merchant directory', () => {
     // A replica whose write is stored but not read back in time: its caller got a 503. Its tail
     // stops receiving once ready, so the read-back surely times out (a 1 ms deadline did not:
     // on a busy machine the confirm and the read-back can both arrive before the timer runs).
-    const slowBroker = new BrokerConnection({ url: brokerUrl(), name: 'test-merchant-stream-slow', logger: silentLogger() });
-    await slowBroker.open(10_000);
     let frozen = false;
-    const realConsume = slowBroker.consume.bind(slowBroker);
-    slowBroker.consume = (queue, options) =>
-      realConsume(queue, { ...options, onMessage: (delivery) => (frozen ? undefined : options.onMessage(delivery)) });
-    const slow = new BrokerMerchantDirectory(slowBroker, stream, silentLogger(), { now: () => new Date(clock), writeTimeoutMs: 500 });
-    open.push(slow);
-    closeAfter.push(slowBroker);
-    await slow.start();
-    await slow.waitUntilReady(10_000);
+    const slow = await tappedDirectory('test-merchant-stream-slow', (deliver) => (frozen ? undefined : deliver()), { writeTimeoutMs: 500 });
     frozen = true;
     const input = { publicKey: 'pk_timeout_01', webhook: { url: 'https://hooks.example.com/timeout', enabled: true } };
     await expect(new MerchantSettings(slow, policy).put('m_timeout', input, 'key-timeout-1')).rejects.toThrow();
