@@ -1,7 +1,7 @@
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { ATTR, MESSAGING_SYSTEM } from './attributes.js';
 import type { SpanChannel } from './span-channel.js';
-import { HAS_IS_REMOTE, IS_REMOTE, keyCode, type SpanAttributes, type SpanShape } from './span-records.js';
+import { ATTR_CODE, HAS_IS_REMOTE, IS_REMOTE, keyCode, type SpanAttributes, type SpanShape, traceIdField } from './span-records.js';
 import { explicitTracer } from './state.js';
 
 /**
@@ -43,6 +43,16 @@ function newTraceId(): string {
 
 type Constants = () => SpanAttributes;
 
+/**
+ * What the spans of one trace made here share: its id (hex, as headers and log lines carry it)
+ * and its trace state, and the id's encoded field, made when the first of them is written.
+ */
+interface Trace {
+  readonly id: string;
+  readonly state: string;
+  field: Uint8Array | undefined;
+}
+
 /** In a span's attributes, where a key would be: what follows is encoded attributes. */
 const ENCODED = -1;
 
@@ -50,8 +60,8 @@ const ENCODED = -1;
  * A span whose context is passed by hand instead of through the active context: the
  * dispatcher's delivery, its HTTP attempt, its record and its moves. The SDK's spans cost about
  * 4 µs each and its AsyncLocalStorage context a hook on every promise of the process; these
- * cost well under a microsecond, write their fields as bytes when they end, and leave the encoding to the
- * export worker. Sampling and header parsing are the SDK's (ExplicitTracer). An unsampled
+ * cost well under a microsecond, write themselves as the OTLP/protobuf Span they are sent as when
+ * they end, and leave the sending to the export worker. Sampling and header parsing are the SDK's (ExplicitTracer). An unsampled
  * span still has ids, so the traceparent handed on says "not sampled", and records nothing.
  */
 export class ExplicitSpan {
@@ -68,14 +78,17 @@ export class ExplicitSpan {
     private readonly tracer: ExplicitTracer,
     /** Its name, kind and constant attributes, encoded once (span-records.ts). */
     private readonly shape: SpanShape,
-    readonly traceId: string,
+    private readonly trace: Trace,
     /** The parent's span id as two numbers; zeros for a root. */
     private readonly parentHigh: number,
     private readonly parentLow: number,
     readonly sampled: boolean,
     private readonly remoteParent: boolean,
-    private readonly traceState: string,
   ) {}
+
+  get traceId(): string {
+    return this.trace.id;
+  }
 
   get spanId(): string {
     return (this.hex ??= hex64(this.high, this.low));
@@ -85,9 +98,12 @@ export class ExplicitSpan {
     return this.shape.name;
   }
 
-  /** An attribute, kept only when the span is sampled (values are strings, numbers or booleans). */
-  set(key: string, value: string | number | boolean): this {
-    if (this.sampled) (this.attributes ??= []).push(keyCode(key), value);
+  /**
+   * An attribute, kept only when the span is sampled (values are strings, numbers or booleans).
+   * Its key by name, or as its ATTR_CODE where a delivery's spans set it.
+   */
+  set(key: string | number, value: string | number | boolean): this {
+    if (this.sampled) (this.attributes ??= []).push(typeof key === 'number' ? key : keyCode(key), value);
     return this;
   }
 
@@ -106,12 +122,12 @@ export class ExplicitSpan {
 
   /** error(), with the error's class as error.type. */
   fail(type: string, message?: string): this {
-    return this.set(ATTR.errorType, type).error(message);
+    return this.set(ATTR_CODE.errorType, type).error(message);
   }
 
   /** A span under this one; `constants` are the attributes every span of this name and kind has. */
   child(name: string, kind: SpanKind, constants?: Constants): ExplicitSpan {
-    return new ExplicitSpan(this.tracer, this.tracer.channel.shape(name, kind, constants), this.traceId, this.high, this.low, this.sampled, false, this.traceState);
+    return new ExplicitSpan(this.tracer, this.tracer.channel.shape(name, kind, constants), this.trace, this.high, this.low, this.sampled, false);
   }
 
   get traceparent(): string {
@@ -121,7 +137,7 @@ export class ExplicitSpan {
   /** Writes this span's context into AMQP or HTTP headers, so what they carry continues its trace. */
   inject(headers: Record<string, unknown>): void {
     headers.traceparent = this.traceparent;
-    if (this.traceState !== '') headers.tracestate = this.traceState;
+    if (this.trace.state !== '') headers.tracestate = this.trace.state;
   }
 
   /** The ids a log line written inside this span carries. */
@@ -135,8 +151,9 @@ export class ExplicitSpan {
     const { channel } = this.tracer;
     const w = channel.writer;
     const span = w.beginSpan();
-    w.ids(this.traceId, this.high, this.low);
-    w.traceState(this.traceState);
+    const trace = this.trace;
+    w.ids((trace.field ??= traceIdField(trace.id)), this.high, this.low);
+    w.traceState(trace.state);
     w.parent(this.parentHigh, this.parentLow);
     w.raw(this.shape.head);
     w.times(ORIGIN + this.startMs, ORIGIN + performance.now());
@@ -173,10 +190,11 @@ export function spanFromHeaders(name: string, kind: SpanKind, headers: Record<st
     const traceState = headerText(headers?.tracestate);
     const high = parseInt(parent.spanId.slice(0, 8), 16);
     const low = parseInt(parent.spanId.slice(8), 16);
-    return new ExplicitSpan(tracer, shape, parent.traceId, high, low, sampled, true, traceState ? tracer.traceState(traceState) : '');
+    const trace: Trace = { id: parent.traceId, state: traceState ? tracer.traceState(traceState) : '', field: undefined };
+    return new ExplicitSpan(tracer, shape, trace, high, low, sampled, true);
   }
   const traceId = newTraceId();
-  return new ExplicitSpan(tracer, shape, traceId, 0, 0, tracer.sample(traceId, undefined), false, '');
+  return new ExplicitSpan(tracer, shape, { id: traceId, state: '', field: undefined }, 0, 0, tracer.sample(traceId, undefined), false);
 }
 
 /**
@@ -219,7 +237,7 @@ export function publishIn<T>(
 export function publishChild(parent: ExplicitSpan, destination: string, webhookId?: string, operation = 'publish'): ExplicitSpan {
   const named = publishNamed(operation, destination);
   const span = parent.child(named.name, SpanKind.PRODUCER, named.constants);
-  if (webhookId !== undefined) span.set(ATTR.webhookId, webhookId);
+  if (webhookId !== undefined) span.set(ATTR_CODE.webhookId, webhookId);
   return span;
 }
 

@@ -4,4 +4,4 @@ export { activeIds, inSpan, linkActiveSpanTo, linkFromHeaders, markFailed, publi
 export { tracingActive } from './state.js';
 export { ExplicitSpan, publishChild, publishIn, spanFromHeaders } from './explicit-spans.js';
 export { startTracing, stoppingTracing, type Tracing } from './setup.js';
-export { encodeAttributes } from './span-records.js';
+export { ATTR_CODE, encodeAttributes } from './span-records.js';

@@ -61,6 +61,9 @@ export function keyCode(key: string): string | number {
   return KEY_CODES.get(key) ?? key;
 }
 
+/** Each ATTR key's code, for the dispatcher's spans: a delivery would otherwise look up eight keys by name. */
+export const ATTR_CODE = Object.fromEntries(Object.entries(ATTR).map(([name, key]) => [name, KEY_CODES.get(key)!])) as { readonly [K in keyof typeof ATTR]: number };
+
 /** Hex digit values by character code. */
 const HEX = new Uint8Array(128);
 for (let i = 0; i < 16; i++) {
@@ -145,9 +148,9 @@ export class SpanWriter {
     this.close(at, 2);
   }
 
-  /** A span's trace id and span id fields, from a hex trace id and a span id as two numbers. */
-  ids(traceId: string, high: number, low: number): void {
-    this.hexField(TAG.traceId, traceId, 16);
+  /** A span's trace id field as traceIdField() encoded it, and its span id field from two numbers. */
+  ids(traceId: Uint8Array, high: number, low: number): void {
+    this.raw(traceId);
     this.idField(TAG.spanId, high, low);
   }
 
@@ -453,6 +456,19 @@ const KEY_BYTES: readonly Uint8Array[] = KEYS.map((key) => {
   w.string(KEY_VALUE.key, key);
   return w.copy();
 });
+
+/**
+ * A trace id field (tag, length, 16 bytes) from its hex, or no bytes for an id of another length:
+ * encoded once for a trace's spans, which write it as it is.
+ */
+export function traceIdField(hex: string): Uint8Array {
+  if (hex.length !== 32) return new Uint8Array(0);
+  const field = new Uint8Array(18);
+  field[0] = TAG.traceId;
+  field[1] = 16;
+  for (let i = 0; i < 16; i++) field[2 + i] = (HEX[hex.charCodeAt(2 * i)]! << 4) | HEX[hex.charCodeAt(2 * i + 1)]!;
+  return field;
+}
 
 /** Attributes as Span.attributes fields, for those that are the same for many spans (an endpoint's URL): written with ExplicitSpan.setEncoded(). */
 export function encodeAttributes(attributes: SpanAttributes): Uint8Array {

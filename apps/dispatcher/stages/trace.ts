@@ -1,7 +1,7 @@
 import type { ConsumeMessage } from 'amqplib';
 import { SpanKind } from '@opentelemetry/api';
 import { DeliveryFailedError, WebhookNetworkError, type WebhookRequest, type WebhookResponse } from '../../../libs/http/index.js';
-import { ATTR, encodeAttributes, type ExplicitSpan, MESSAGING_SYSTEM, safeUrl, spanFromHeaders } from '../../../libs/tracing/index.js';
+import { ATTR, ATTR_CODE, encodeAttributes, type ExplicitSpan, MESSAGING_SYSTEM, safeUrl, spanFromHeaders } from '../../../libs/tracing/index.js';
 import type { Decision } from './decide.js';
 import type { IntakeEvent } from './intake.js';
 
@@ -31,8 +31,8 @@ export function deliverySpan(message: ConsumeMessage, queue: string): ExplicitSp
   }
   const span = spanFromHeaders(processing.name, SpanKind.CONSUMER, message.properties.headers, processing.constants);
   if (span?.sampled) {
-    span.set(ATTR.messagingRoutingKey, message.fields.routingKey);
-    if (typeof message.properties.messageId === 'string') span.set(ATTR.messagingMessageId, message.properties.messageId);
+    span.set(ATTR_CODE.messagingRoutingKey, message.fields.routingKey);
+    if (typeof message.properties.messageId === 'string') span.set(ATTR_CODE.messagingMessageId, message.properties.messageId);
   }
   return span;
 }
@@ -53,10 +53,10 @@ const OUTCOMES: Record<Decision['kind'], string> = {
 /** The webhook's attributes and the walk's outcome on the delivery span. */
 export function describeDelivery(span: ExplicitSpan, intake: IntakeEvent | undefined, decision: Decision): void {
   if (!span.sampled) return;
-  if (intake) span.set(ATTR.webhookId, intake.webhookId).set(ATTR.merchantId, intake.merchantId).set(ATTR.event, intake.event);
+  if (intake) span.set(ATTR_CODE.webhookId, intake.webhookId).set(ATTR_CODE.merchantId, intake.merchantId).set(ATTR_CODE.event, intake.event);
   const attempt = decision.kind === 'delivered' || decision.kind === 'retry' ? decision.attempt : decision.kind === 'failed' ? decision.attempts : intake?.attempts;
-  if (attempt !== undefined) span.set(ATTR.attempt, attempt);
-  span.set(ATTR.outcome, OUTCOMES[decision.kind]);
+  if (attempt !== undefined) span.set(ATTR_CODE.attempt, attempt);
+  span.set(ATTR_CODE.outcome, OUTCOMES[decision.kind]);
   if (decision.kind === 'failed') span.error(`failed: ${decision.reason}`);
   if (decision.kind === 'invalid') span.error(`invalid: ${decision.code}`);
 }
@@ -95,7 +95,7 @@ export function attemptSpan(parent: ExplicitSpan, request: WebhookRequest): Expl
 export function endAttempt(span: ExplicitSpan, response: WebhookResponse | undefined, err?: unknown): void {
   if (response) {
     if (span.sampled) {
-      span.set(ATTR.httpStatus, response.status);
+      span.set(ATTR_CODE.httpStatus, response.status);
       if (response.status >= 400) span.fail(String(response.status));
     }
   } else {
