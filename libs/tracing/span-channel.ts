@@ -14,8 +14,11 @@ const BATCH_SPANS = 1_024;
 const BATCH_DELAY_MS = 20;
 /** Batches the worker has not taken yet beyond which new spans are dropped, not queued without end. */
 const MAX_OUTSTANDING = 16;
-/** Buffers the worker gave back, kept for the next batches. */
-const MAX_SPARE = 4;
+/**
+ * Buffers the worker gave back, kept for the next batches: a request's worth (8 batches), given
+ * back at once when it is sent, so that the next batches are written into memory already mapped.
+ */
+const MAX_SPARE = 12;
 /**
  * A batch's buffer: a thousand of the dispatcher's spans take about 380 KiB (a delivery's three,
  * as OTLP protobuf, about 1,100 bytes). A batch that outgrows it is copied into a bigger one that
