@@ -43,11 +43,12 @@ type Request = { batches: Uint8Array[]; spans: number };
 const MAX_WAITING = 16_384;
 const MAX_REQUEST = 8_192;
 /**
- * A request waits until this many spans are waiting, or the oldest has waited this long: each
- * request costs this thread about a millisecond and the collector stub most of one (Node's HTTP
- * client and server, run too seldom to be optimised), where a span costs them well under a
- * microsecond. Requests of 8,192 spans (about 3 MB of the dispatcher's) instead of 2,048 cut
- * both by a third per span (BENCHMARKS.md section 14); collectors take up to 20 MiB by default.
+ * A request waits until this many spans are waiting, or the oldest has waited this long: a
+ * request costs this thread about a millisecond whatever it holds (Node's HTTP client, run too
+ * seldom to be optimised) and the collector its own per-request work, where a span costs them
+ * well under a microsecond. Requests of 8,192 spans (about 3 MB of the dispatcher's) instead of
+ * 2,048 cut both by about a third per span (BENCHMARKS.md section 14); the OpenTelemetry
+ * Collector takes request bodies of up to 20 MiB by default.
  */
 const GATHER_SPANS = 8_192;
 const GATHER_MS = 500;
