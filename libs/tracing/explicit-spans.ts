@@ -61,8 +61,9 @@ const ENCODED = -1;
  * dispatcher's delivery, its HTTP attempt, its record and its moves. The SDK's spans cost about
  * 4 µs each and its AsyncLocalStorage context a hook on every promise of the process; these
  * cost well under a microsecond, write themselves as the OTLP/protobuf Span they are sent as when
- * they end, and leave the sending to the export worker. Sampling and header parsing are the SDK's (ExplicitTracer). An unsampled
- * span still has ids, so the traceparent handed on says "not sampled", and records nothing.
+ * they end, and leave the sending to the export worker. Sampling and header parsing are the
+ * SDK's (ExplicitTracer). An unsampled span still has ids, so the traceparent handed on says
+ * "not sampled", and records nothing.
  */
 export class ExplicitSpan {
   private attributes: unknown[] | undefined;

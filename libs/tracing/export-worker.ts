@@ -47,7 +47,7 @@ const MAX_REQUEST = 8_192;
  * request costs this thread about a millisecond whatever it holds (Node's HTTP client, run too
  * seldom to be optimised) and the collector its own per-request work, where a span costs them
  * well under a microsecond. Requests of 8,192 spans (about 3 MB of the dispatcher's) instead of
- * 2,048 cut both by about a third per span (BENCHMARKS.md section 14); the OpenTelemetry
+ * about 2,400 cut both by about a third per span (BENCHMARKS.md section 14); the OpenTelemetry
  * Collector takes request bodies of up to 20 MiB by default.
  */
 const GATHER_SPANS = 8_192;
