@@ -52,6 +52,12 @@ const MAX_REQUEST = 8_192;
  */
 const GATHER_SPANS = 8_192;
 const GATHER_MS = 500;
+/**
+ * A request's spans also stop at this many bytes of protobuf (a batch larger alone still goes
+ * alone): 8,192 of the dispatcher's spans are about 3 MB, well under the 4 MiB a gRPC-minded
+ * backend may take, and http/json writes about three times the bytes.
+ */
+const MAX_REQUEST_BYTES = { protobuf: 4 * 1024 * 1024 - 64 * 1024, json: 1536 * 1024 } as const;
 const WARNING_EVERY_MS = 60_000;
 
 const port = parentPort!;
@@ -96,6 +102,7 @@ diag.setLogger(
 const resource = defaultResource().merge(resourceFromAttributes({ ...settings.resourceAttributes, 'service.name': settings.serviceName }));
 const envelope = encodeEnvelope({ resource: resource.attributes, scope: settings.scope });
 const json = settings.protocol === 'http/json';
+const maxRequestBytes = json ? MAX_REQUEST_BYTES.json : MAX_REQUEST_BYTES.protobuf;
 
 const serializer = json
   ? {
@@ -121,6 +128,7 @@ const exporter = new OTLPExporterBase<Request>(
 
 const waiting: Array<SpanBatch & { at: number }> = [];
 let waitingSpans = 0;
+let waitingBytes = 0;
 let exporting = false;
 let flushes: Array<() => void> = [];
 let gathering: NodeJS.Timeout | undefined;
@@ -133,6 +141,7 @@ function take(batch: SpanBatch): void {
   }
   waiting.push({ ...batch, at: performance.now() });
   waitingSpans += batch.spans;
+  waitingBytes += batch.length;
   pump();
 }
 
@@ -144,7 +153,7 @@ function pump(): void {
     return;
   }
   const waited = performance.now() - waiting[0]!.at;
-  if (waitingSpans < GATHER_SPANS && waited < GATHER_MS && flushes.length === 0) {
+  if (waitingSpans < GATHER_SPANS && waitingBytes < maxRequestBytes && waited < GATHER_MS && flushes.length === 0) {
     gathering ??= setTimeout(() => {
       gathering = undefined;
       pump();
@@ -154,12 +163,15 @@ function pump(): void {
   clearTimeout(gathering);
   gathering = undefined;
   const request: Request = { batches: [], spans: 0 };
-  while (waiting.length > 0 && (request.spans === 0 || request.spans + waiting[0]!.spans <= MAX_REQUEST)) {
+  let bytes = 0;
+  while (waiting.length > 0 && (request.spans === 0 || (request.spans + waiting[0]!.spans <= MAX_REQUEST && bytes + waiting[0]!.length <= maxRequestBytes))) {
     const batch = waiting.shift()!;
     request.batches.push(new Uint8Array(batch.buffer, 0, batch.length));
     request.spans += batch.spans;
+    bytes += batch.length;
   }
   waitingSpans -= request.spans;
+  waitingBytes -= bytes;
   exporting = true;
   exporter.export(request, (result) => {
     exporting = false;

@@ -53,6 +53,15 @@ it('sends a backlog in a few requests of at most 8,192 spans', async () => {
   for (const count of receiver.spansPerRequest) expect(count).toBeLessThanOrEqual(8_192);
 });
 
+it('keeps a request of large spans under its byte bound, even with fewer spans than a request may hold', async () => {
+  // About 1 KB each as protobuf: a batch of 1,024 is about 1 MB, two are past http/json's bound (1.5 MiB of protobuf).
+  const text = 'x'.repeat(1_000);
+  for (let i = 0; i < 3_000; i++) spanFromHeaders('process q.dispatch', SpanKind.CONSUMER, undefined)!.set('webhook.id', `msg_${i}`).set('custom.text', text).end();
+  await waitFor('3,000 spans exported', () => receiver.spans.length === 3_000, 10_000);
+  expect(receiver.spansPerRequest.length).toBeGreaterThanOrEqual(3);
+  for (const count of receiver.spansPerRequest) expect(count).toBeLessThanOrEqual(1_024);
+});
+
 it('carries a span larger than the batch buffer and text that is not ASCII, byte for byte', async () => {
   const long = 'é✓'.repeat(120_000);
   spans(10);
