@@ -41,6 +41,14 @@ export async function startCollector(): Promise<Collector> {
 
 type Variant = 'before' | 'off' | 'on' | 'tenth' | 'none';
 
+/** The sampler of each way with tracing on; the others run with no OTEL variable. */
+const SAMPLING: Partial<Record<Variant, Record<string, string>>> = {
+  on: { OTEL_TRACES_SAMPLER: 'always_on' },
+  tenth: { OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.1' },
+  // Nothing sampled: each delivery's spans are made and its traceparent sent, nothing exported.
+  none: { OTEL_TRACES_SAMPLER: 'always_off' },
+};
+
 /** One round: each variant once, in the order given (rounds rotate it). Rates in deliveries/s, CPU in µs per delivery (warm window). */
 export async function tracingRound(
   url: string,
@@ -56,16 +64,8 @@ export async function tracingRound(
   for (const variant of order) {
     if (variant === 'before' && !baselineDist) continue;
     await collector.reset();
-    const exporting = { OTEL_EXPORTER_OTLP_ENDPOINT: collector.endpoint };
-    const env: Record<string, string> =
-      variant === 'on'
-        ? { ...exporting, OTEL_TRACES_SAMPLER: 'always_on' }
-        : variant === 'tenth'
-          ? { ...exporting, OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.1' }
-          : variant === 'none'
-            ? // Tracing on, nothing sampled: each delivery's spans are made and its traceparent sent, nothing exported.
-              { ...exporting, OTEL_TRACES_SAMPLER: 'always_off' }
-            : {};
+    const sampling = SAMPLING[variant];
+    const env: Record<string, string> = sampling ? { OTEL_EXPORTER_OTLP_ENDPOINT: collector.endpoint, ...sampling } : {};
     const script = variant === 'before' ? join(baselineDist!, 'apps/dispatcher/main.js') : undefined;
     const { warm } = await dispatcherCpu(url, receiver, warmup, total, concurrency, env, script);
     result[`${variant}Rate`] = warm.rate;
@@ -79,12 +79,10 @@ export async function tracingRound(
       result.onSpansPerDelivery = spans / (warmup + total);
     }
   }
-  result.onRateRatio = result.onRate! / result.offRate!;
-  result.onCpuRatio = result.onCpuUs! / result.offCpuUs!;
-  result.tenthRateRatio = result.tenthRate! / result.offRate!;
-  result.tenthCpuRatio = result.tenthCpuUs! / result.offCpuUs!;
-  result.noneRateRatio = result.noneRate! / result.offRate!;
-  result.noneCpuRatio = result.noneCpuUs! / result.offCpuUs!;
+  for (const variant of ['on', 'tenth', 'none'] as const) {
+    result[`${variant}RateRatio`] = result[`${variant}Rate`]! / result.offRate!;
+    result[`${variant}CpuRatio`] = result[`${variant}CpuUs`]! / result.offCpuUs!;
+  }
   if (baselineDist) {
     result.offRateRatio = result.offRate! / result.beforeRate!;
     result.offCpuRatio = result.offCpuUs! / result.beforeCpuUs!;
