@@ -455,26 +455,28 @@ Per round, median: on ÷ off rate **${r.rateRatio.toFixed(2)}×** (target ≥ 0.
     const N = Number(process.env.BENCH_TRACING_N ?? 80_000);
     const C = 64;
     const baseline = process.env.BENCH_BASELINE_DIST;
-    const collector = await startCollector();
     const variants = ['before', 'off', 'on', 'tenth', 'none'] as const;
-    let roundNo = 0;
+    // Each way its own receiver and collector (see tracingRound).
+    const receivers = await Promise.all(variants.map(() => startReceiver()));
+    const collectors = await Promise.all(variants.map(() => startCollector()));
     try {
-      const r = await medianOf('tracing', () => {
-        const first = roundNo++ % variants.length;
-        return tracingRound(url, receiver, collector, W, N, 2 * C, [...variants.slice(first), ...variants.slice(0, first)], baseline);
-      });
+      const r = await medianOf('tracing', () => tracingRound(url, receivers, collectors, W, N, 2 * C, variants, baseline));
       const row = (name: string, rate: number | undefined, cpu: number | undefined) => `| ${name} | ${rate === undefined ? '-' : Math.round(rate)} | ${cpu === undefined ? '-' : Math.round(cpu)} |`;
       sections.push(`## 14. Tracing: its cost to dispatch (issue 32)
 
-${(W + N).toLocaleString('en')} events already in \`dispatch\`, one merchant, the same receiver, the dispatcher as deployed
-(\`DISPATCH_CONCURRENCY=${2 * C}\`, delivery log on), measured over the ${N.toLocaleString('en')} deliveries after the first ${W.toLocaleString('en')} (warm, as in 1b), five
-ways in the same round, rounds rotating which goes first: the build before tracing (\`BENCH_BASELINE_DIST\`), this build with
-no OTEL variable (tracing off: no SDK loaded), this build with every delivery sampled (\`OTEL_TRACES_SAMPLER=always_on\`)
-exporting over http/protobuf to a local collector stub in its own process (bench/collector-process.ts, which answers at once
-and counts the spans), the same sampling a tenth (\`parentbased_traceidratio\`, \`OTEL_TRACES_SAMPLER_ARG=0.1\`), and none
-(\`always_off\`: every span made and the merchant's \`traceparent\` sent, nothing exported). Three spans per sampled
-delivery: the delivery, its HTTP attempt and its record, written as OTLP protobuf by the dispatcher's thread and sent by
-its export worker thread (its CPU is in the dispatcher's).
+Five ways at once, each its own dispatcher as deployed (\`DISPATCH_CONCURRENCY=${2 * C}\`, delivery log on) with its own
+queue of ${(W + N).toLocaleString('en')} events or more, one merchant, its own receiver: the build before tracing (\`BENCH_BASELINE_DIST\`),
+this build with no OTEL variable (tracing off: no SDK loaded), this build with every delivery sampled
+(\`OTEL_TRACES_SAMPLER=always_on\`) exporting over http/protobuf to a local collector stub in its own process
+(bench/collector-process.ts, which answers at once and counts the spans), the same sampling a tenth
+(\`parentbased_traceidratio\`, \`OTEL_TRACES_SAMPLER_ARG=0.1\`), and none (\`always_off\`: every span made and the
+merchant's \`traceparent\` sent, nothing exported). Three spans per sampled delivery: the delivery, its HTTP attempt and
+its record, written as OTLP protobuf by the dispatcher's thread and sent by its export worker thread (its CPU is in the
+dispatcher's). In a round each way makes its first ${W.toLocaleString('en')} deliveries alone (warm-up, as in 1b), then
+the ways take turns of half a second, all others stopped (SIGSTOP), the order rotating every turn, until each has made
+${N.toLocaleString('en')} more: rate per second of its own turns, CPU from /proc over the same deliveries. Taking turns
+puts every way on the same machine: this machine's speed drifts by a fifth over seconds, and ways run one after
+another (the bench before 2026-11-26, sixth session) each met another machine.
 
 | dispatcher | deliveries/s | dispatcher CPU µs per delivery |
 |---|---|---|
@@ -489,7 +491,7 @@ all sampled ÷ off rate **${r.onRateRatio!.toFixed(2)}×** (target ≥ 0.9), CPU
 rate **${r.tenthRateRatio!.toFixed(2)}×**, CPU **${r.tenthCpuRatio!.toFixed(2)}×**; none sampled ÷ off rate **${r.noneRateRatio!.toFixed(2)}×**, CPU **${r.noneCpuRatio!.toFixed(2)}×**. Spans the collector received per delivery, all sampled: ${r.onSpansPerDelivery!.toFixed(2)} (3 expected).
 `);
     } finally {
-      await collector.stop();
+      await Promise.all([...receivers, ...collectors].map((p) => p.stop()));
     }
   }
   if (want('watch-memory')) {

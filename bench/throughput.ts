@@ -9,7 +9,7 @@ import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { brokerPid, coresDuring } from './cpu.js';
 import { benchPrefix, deleteTopology, fillDispatch, merchantsFile, SECRET } from './fixtures.js';
-import { type ReceiverProcess, startProgram, until } from './processes.js';
+import { type ProgramProcess, type ReceiverProcess, startProgram, until } from './processes.js';
 
 /** A raw client's rate, measured in a fresh process, with the cores it and the receiver used. */
 export async function rawClient(receiver: ReceiverProcess, total: number, concurrency: number, client: 'undici' | 'got') {
@@ -148,13 +148,13 @@ export async function referenceThroughput(url: string, receiver: ReceiverProcess
   }
 }
 
-/** The dispatcher as deployed (its own process, every guarantee on): its rate and CPU µs per delivery, cold and warm. */
-/** `script`: another build's dispatcher (an absolute path to its main.js), for A/B against the build before. */
-export async function dispatcherCpu(url: string, receiver: ReceiverProcess, warmup: number, total: number, concurrency: number, env: Record<string, string> = {}, script = 'dispatcher/main.js') {
-  const prefix = benchPrefix('throughput');
-  await fillDispatch(url, prefix, warmup + total, () => 'm_bench');
-  await receiver.reset();
-  const program = startProgram(script, {
+/**
+ * A dispatcher on `prefix`'s queues delivering one merchant's events to `receiver`, with `env`
+ * added; `script` runs another build's (an absolute path to its main.js, for A/B against the
+ * build before).
+ */
+export function startBenchDispatcher(url: string, prefix: string, receiver: ReceiverProcess, concurrency: number, env: Record<string, string> = {}, script = 'dispatcher/main.js'): ProgramProcess {
+  return startProgram(script, {
     RABBITMQ_URL: url,
     TOPOLOGY_PREFIX: prefix,
     MERCHANTS_FILE: merchantsFile([{ id: 'm_bench', url: `${receiver.url}/ok` }]),
@@ -165,6 +165,14 @@ export async function dispatcherCpu(url: string, receiver: ReceiverProcess, warm
     LOG_LEVEL: 'warn',
     ...env,
   });
+}
+
+/** The dispatcher as deployed (its own process, every guarantee on): its rate and CPU µs per delivery, cold and warm. */
+export async function dispatcherCpu(url: string, receiver: ReceiverProcess, warmup: number, total: number, concurrency: number, env: Record<string, string> = {}) {
+  const prefix = benchPrefix('throughput');
+  await fillDispatch(url, prefix, warmup + total, () => 'm_bench');
+  await receiver.reset();
+  const program = startBenchDispatcher(url, prefix, receiver, concurrency, env);
   try {
     return await cpuWindows(program.child.pid, receiver, warmup, total);
   } finally {

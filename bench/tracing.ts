@@ -1,17 +1,19 @@
 /**
  * Scenario `tracing` (issue 32): what tracing costs the dispatcher. In one round, the same events
- * through the dispatcher each way: the build before tracing (BENCH_BASELINE_DIST, a built
- * checkout's dist/), this build with no OTEL variable (tracing off), and this build with tracing on,
- * sampling every delivery (always_on), a tenth of them, or none (always_off: spans made, the
- * merchant's traceparent sent, nothing exported), exporting over http/protobuf to a local collector
- * stub in its own process.
+ * through the dispatcher each way, the ways taking turns (tracingRound): the build before tracing
+ * (BENCH_BASELINE_DIST, a built checkout's dist/), this build with no OTEL variable (tracing off),
+ * and this build with tracing on, sampling every delivery (always_on), a tenth of them, or none
+ * (always_off: spans made, the merchant's traceparent sent, nothing exported), exporting over
+ * http/protobuf to a local collector stub in its own process.
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { once } from 'node:events';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { ReceiverProcess } from './processes.js';
-import { dispatcherCpu } from './throughput.js';
+import { threadCpuSeconds } from './cpu.js';
+import { benchPrefix, deleteTopology, fillDispatch } from './fixtures.js';
+import { type ProgramProcess, type ReceiverProcess, until } from './processes.js';
+import { startBenchDispatcher } from './throughput.js';
 
 export interface Collector {
   endpoint: string;
@@ -49,34 +51,106 @@ const SAMPLING: Partial<Record<Variant, Record<string, string>>> = {
   none: { OTEL_TRACES_SAMPLER: 'always_off' },
 };
 
-/** One round: each variant once, in the order given (rounds rotate it). Rates in deliveries/s, CPU in µs per delivery (warm window). */
+/** How long each way runs at a time before the next takes its turn. */
+const SLICE_MS = 500;
+/** Events beyond warmup + total in each way's queue: its last turn runs past `total` and must not run dry. */
+const SPARE_EVENTS = 25_000;
+
+type Reading = { count: number; cpu: { main: number; others: number } };
+
+interface Way {
+  variant: Variant;
+  receiver: ReceiverProcess;
+  program: ProgramProcess;
+  pid: number;
+  /** The count and CPU where its measured window starts. */
+  from?: Reading;
+  /** Where it ends: the first reading `total` or more deliveries past `from`. */
+  to?: Reading;
+  /** Its running time (its turns) since `from`. */
+  runningMs: number;
+  done: boolean;
+}
+
+/**
+ * One round: every way at once, each its own dispatcher on its own queue of the same events and
+ * its own receiver, all stopped (SIGSTOP) but one at any moment. Each makes its first `warmup`
+ * deliveries alone, then they take turns of SLICE_MS, in an order that rotates every turn, until
+ * each has made `total` more. A machine whose speed drifts over seconds (a neighbour's load, its
+ * CPU's clock) then slows every way alike, where ways run one after another each met another
+ * machine. Rates in deliveries per second of the way's own running time, CPU in µs per delivery.
+ */
 export async function tracingRound(
   url: string,
-  receiver: ReceiverProcess,
-  collector: Collector,
+  receivers: ReceiverProcess[],
+  collectors: Collector[],
   warmup: number,
   total: number,
   concurrency: number,
-  order: Variant[],
+  variants: readonly Variant[],
   baselineDist: string | undefined,
 ) {
+  const chosen = variants.filter((v) => v !== 'before' || baselineDist);
+  const ways: Way[] = [];
+  const prefixes = chosen.map((variant) => benchPrefix(`tracing-${variant}`));
+  try {
+    // Every queue filled before any dispatcher starts: a stopped one must not wait out the
+    // others' fills, or its records' confirms time out (10 s) the moment it runs again.
+    for (const prefix of prefixes) await fillDispatch(url, prefix, warmup + total + SPARE_EVENTS, () => 'm_bench');
+    for (const [i, variant] of chosen.entries()) {
+      // Each way its own receiver and collector: what arrives after its turn still counts as its.
+      const receiver = receivers[i]!;
+      await receiver.reset();
+      await collectors[i]!.reset();
+      const sampling = SAMPLING[variant];
+      const env = sampling ? { OTEL_EXPORTER_OTLP_ENDPOINT: collectors[i]!.endpoint, ...sampling } : {};
+      const script = variant === 'before' ? join(baselineDist!, 'apps/dispatcher/main.js') : undefined;
+      const program = startBenchDispatcher(url, prefixes[i]!, receiver, concurrency, env, script);
+      ways.push({ variant, receiver, program, pid: program.child.pid!, runningMs: 0, done: false });
+      // Its warm-up alone, the others stopped, then it stops too.
+      await until(`${variant}'s warm-up`, async () => (await receiver.count()).count >= warmup, 300_000, 50);
+      program.child.kill('SIGSTOP');
+    }
+    for (let turn = 0; ways.some((w) => !w.done); turn++) {
+      for (let k = 0; k < ways.length; k++) {
+        const way = ways[(turn + k) % ways.length]!;
+        if (way.done) continue;
+        if (way.program.child.exitCode !== null) throw new Error(`bench: the ${way.variant} dispatcher exited: ${way.program.output().slice(-500)}`);
+        // Read while it is stopped: what its last turn sent has arrived by now.
+        const count = (await way.receiver.count()).count;
+        const cpu = threadCpuSeconds(way.pid)!;
+        way.from ??= { count, cpu };
+        if (count - way.from.count >= total) {
+          way.done = true;
+          way.to = { count, cpu };
+          continue;
+        }
+        const started = performance.now();
+        way.program.child.kill('SIGCONT');
+        await new Promise((resolve) => setTimeout(resolve, SLICE_MS));
+        way.program.child.kill('SIGSTOP');
+        way.runningMs += performance.now() - started;
+      }
+    }
+  } finally {
+    for (const way of ways) way.program.child.kill('SIGCONT');
+    await Promise.all(ways.map((w) => w.program.stop()));
+    for (const prefix of prefixes) await deleteTopology(url, prefix, 1);
+  }
   const result: Record<string, number> = {};
-  for (const variant of order) {
-    if (variant === 'before' && !baselineDist) continue;
-    await collector.reset();
-    const sampling = SAMPLING[variant];
-    const env: Record<string, string> = sampling ? { OTEL_EXPORTER_OTLP_ENDPOINT: collector.endpoint, ...sampling } : {};
-    const script = variant === 'before' ? join(baselineDist!, 'apps/dispatcher/main.js') : undefined;
-    const { warm } = await dispatcherCpu(url, receiver, warmup, total, concurrency, env, script);
-    result[`${variant}Rate`] = warm.rate;
-    result[`${variant}CpuUs`] = warm.cpuUs;
+  for (const way of ways) {
+    const from = way.from!;
+    const to = way.to!;
+    const deliveries = to.count - from.count;
+    result[`${way.variant}Rate`] = deliveries / (way.runningMs / 1000);
     // The dispatcher's own thread, and the rest (the export worker, V8's helpers).
-    result[`${variant}MainUs`] = warm.mainUs;
-    result[`${variant}OthersUs`] = warm.othersUs;
-    if (variant === 'on') {
-      // The dispatcher's stop exported what it still held: spans received per delivery made.
-      const { spans } = await collector.stats();
-      result.onSpansPerDelivery = spans / (warmup + total);
+    result[`${way.variant}MainUs`] = ((to.cpu.main - from.cpu.main) * 1e6) / deliveries;
+    result[`${way.variant}OthersUs`] = ((to.cpu.others - from.cpu.others) * 1e6) / deliveries;
+    result[`${way.variant}CpuUs`] = result[`${way.variant}MainUs`]! + result[`${way.variant}OthersUs`]!;
+    if (way.variant === 'on') {
+      // Its stop exported what it still held: spans received per delivery it made.
+      const { spans } = await collectors[chosen.indexOf('on')]!.stats();
+      result.onSpansPerDelivery = spans / (await way.receiver.count()).count;
     }
   }
   for (const variant of ['on', 'tenth', 'none'] as const) {
