@@ -472,8 +472,8 @@ this build with no OTEL variable (tracing off: no SDK loaded), this build with e
 (\`parentbased_traceidratio\`, \`OTEL_TRACES_SAMPLER_ARG=0.1\`), and none (\`always_off\`: every span made and the
 merchant's \`traceparent\` sent, nothing exported). Three spans per sampled delivery: the delivery, its HTTP attempt and
 its record, written as OTLP protobuf by the dispatcher's thread and sent by its export worker thread (its CPU is in the
-dispatcher's). In a round each way makes its first ${W.toLocaleString('en')} deliveries alone (warm-up, as in 1b), then
-the ways take turns of half a second, all others stopped (SIGSTOP), the order rotating every turn, until each has made
+dispatcher's). In a round the ways take turns of half a second, all others stopped (SIGSTOP), the order rotating
+every turn, through each way's first ${W.toLocaleString('en')} deliveries (warm-up, as in 1b, not measured) and
 ${N.toLocaleString('en')} more: rate per second of its own turns, CPU from /proc over the same deliveries. Taking turns
 puts every way on the same machine: this machine's speed drifts by a fifth over seconds, and ways run one after
 another (the bench before 2026-11-26, sixth session) each met another machine.

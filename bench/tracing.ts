@@ -62,21 +62,19 @@ interface Way {
   variant: Variant;
   receiver: ReceiverProcess;
   program: ProgramProcess;
-  pid: number;
-  /** The count and CPU where its measured window starts. */
+  /** The first reading after its warm-up, where its measured window starts. */
   from?: Reading;
   /** Where it ends: the first reading `total` or more deliveries past `from`. */
   to?: Reading;
   /** Its running time (its turns) since `from`. */
   runningMs: number;
-  done: boolean;
 }
 
 /**
  * One round: every way at once, each its own dispatcher on its own queue of the same events and
- * its own receiver, all stopped (SIGSTOP) but one at any moment. Each makes its first `warmup`
- * deliveries alone, then they take turns of SLICE_MS, in an order that rotates every turn, until
- * each has made `total` more. A machine whose speed drifts over seconds (a neighbour's load, its
+ * its own receiver, all stopped (SIGSTOP) but one at any moment. They take turns of SLICE_MS, in
+ * an order that rotates every turn, through each one's first `warmup` deliveries (not measured)
+ * and then `total` more. A machine whose speed drifts over seconds (a neighbour's load, its
  * CPU's clock) then slows every way alike, where ways run one after another each met another
  * machine. Rates in deliveries per second of the way's own running time, CPU in µs per delivery.
  */
@@ -94,8 +92,9 @@ export async function tracingRound(
   const ways: Way[] = [];
   const prefixes = chosen.map((variant) => benchPrefix(`tracing-${variant}`));
   try {
-    // Every queue filled before any dispatcher starts: a stopped one must not wait out the
-    // others' fills, or its records' confirms time out (10 s) the moment it runs again.
+    // Every queue filled before any dispatcher starts, and warm-ups by turns too: a way stopped
+    // for longer (the others' fills took 20 s) found its records' confirms timed out (10 s) the
+    // moment it ran again, and paid for it in every figure.
     for (const prefix of prefixes) await fillDispatch(url, prefix, warmup + total + SPARE_EVENTS, () => 'm_bench');
     for (const [i, variant] of chosen.entries()) {
       // Each way its own receiver and collector: what arrives after its turn still counts as its.
@@ -106,22 +105,21 @@ export async function tracingRound(
       const env = sampling ? { OTEL_EXPORTER_OTLP_ENDPOINT: collectors[i]!.endpoint, ...sampling } : {};
       const script = variant === 'before' ? join(baselineDist!, 'apps/dispatcher/main.js') : undefined;
       const program = startBenchDispatcher(url, prefixes[i]!, receiver, concurrency, env, script);
-      ways.push({ variant, receiver, program, pid: program.child.pid!, runningMs: 0, done: false });
-      // Its warm-up alone, the others stopped, then it stops too.
-      await until(`${variant}'s warm-up`, async () => (await receiver.count()).count >= warmup, 300_000, 50);
+      ways.push({ variant, receiver, program, runningMs: 0 });
+      // Stopped once it delivers: no way is stopped longer than the others' starts and turns.
+      await until(`${variant}'s first delivery`, async () => (await receiver.count()).count > 0, 60_000, 20);
       program.child.kill('SIGSTOP');
     }
-    for (let turn = 0; ways.some((w) => !w.done); turn++) {
+    for (let turn = 0; ways.some((w) => !w.to); turn++) {
       for (let k = 0; k < ways.length; k++) {
         const way = ways[(turn + k) % ways.length]!;
-        if (way.done) continue;
+        if (way.to) continue;
         if (way.program.child.exitCode !== null) throw new Error(`bench: the ${way.variant} dispatcher exited: ${way.program.output().slice(-500)}`);
         // Read while it is stopped: what its last turn sent has arrived by now.
         const count = (await way.receiver.count()).count;
-        const cpu = threadCpuSeconds(way.pid)!;
-        way.from ??= { count, cpu };
-        if (count - way.from.count >= total) {
-          way.done = true;
+        const cpu = threadCpuSeconds(way.program.child.pid)!;
+        if (count >= warmup) way.from ??= { count, cpu };
+        if (way.from && count - way.from.count >= total) {
           way.to = { count, cpu };
           continue;
         }
@@ -129,7 +127,7 @@ export async function tracingRound(
         way.program.child.kill('SIGCONT');
         await new Promise((resolve) => setTimeout(resolve, SLICE_MS));
         way.program.child.kill('SIGSTOP');
-        way.runningMs += performance.now() - started;
+        if (way.from) way.runningMs += performance.now() - started;
       }
     }
   } finally {
