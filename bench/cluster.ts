@@ -5,8 +5,9 @@
  */
 import { execFileSync } from 'node:child_process';
 import { coresDuring } from './cpu.js';
-import { benchPrefix, deleteTopology, fillDispatch, merchantsFile } from './fixtures.js';
-import { type ProgramProcess, type ReceiverProcess, startProgram, until } from './processes.js';
+import { benchPrefix, deleteTopology, fillDispatch } from './fixtures.js';
+import { type ProgramProcess, type ReceiverProcess, until } from './processes.js';
+import { startBenchDispatcher } from './throughput.js';
 
 const SCRIPT = 'test/cluster/cluster.sh';
 
@@ -53,18 +54,7 @@ export async function clusterThroughput(
   await receiver.reset();
   const programs: ProgramProcess[] = [];
   for (let i = 0; i < dispatchers; i++) {
-    programs.push(
-      startProgram('dispatcher/main.js', {
-        RABBITMQ_URL: urls.join(','),
-        TOPOLOGY_PREFIX: prefix,
-        MERCHANTS_FILE: merchantsFile([{ id: 'm_bench', url: `${receiver.url}/ok` }]),
-        RETRY_SCHEDULE: '5s',
-        DISPATCH_CONCURRENCY: String(concurrency),
-        ALLOW_PRIVATE_TARGETS: 'true',
-        METRICS_PORT: '0',
-        LOG_LEVEL: 'warn',
-      }),
-    );
+    programs.push(startBenchDispatcher(urls.join(','), prefix, receiver, concurrency));
   }
   let cores: Record<string, number> = {};
   try {

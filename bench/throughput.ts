@@ -66,17 +66,7 @@ export async function dispatcherThroughputCores(
   const prefix = benchPrefix('throughput');
   await fillDispatch(url, prefix, total, () => 'm_bench');
   await receiver.reset();
-  const program = startProgram('dispatcher/main.js', {
-    RABBITMQ_URL: url,
-    TOPOLOGY_PREFIX: prefix,
-    MERCHANTS_FILE: merchantsFile([{ id: 'm_bench', url: `${receiver.url}/ok` }]),
-    RETRY_SCHEDULE: '5s',
-    DISPATCH_CONCURRENCY: String(concurrency),
-    ALLOW_PRIVATE_TARGETS: 'true',
-    HTTP_CLIENT: client,
-    METRICS_PORT: '0',
-    LOG_LEVEL: 'warn',
-  });
+  const program = startBenchDispatcher(url, prefix, receiver, concurrency, { HTTP_CLIENT: client });
   let cores: Record<string, number> = {};
   try {
     await until('first delivery', async () => (await receiver.stats()).count > 0, 30_000, 10);

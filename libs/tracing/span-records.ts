@@ -71,6 +71,12 @@ for (let i = 0; i < 16; i++) {
   HEX['0123456789ABCDEF'.charCodeAt(i)] = i;
 }
 
+/** Writes `size` bytes from their hex at `pos`; returns the position after them. */
+function hexInto(bytes: Uint8Array, pos: number, hex: string, size: number): number {
+  for (let i = 0; i < 2 * size; i += 2) bytes[pos++] = (HEX[hex.charCodeAt(i)]! << 4) | HEX[hex.charCodeAt(i + 1)]!;
+  return pos;
+}
+
 const utf8 = new TextEncoder();
 
 /** How many bytes `value` takes as a protobuf varint. */
@@ -207,10 +213,7 @@ export class SpanWriter {
   }
 
   private hex(hex: string, size: number): void {
-    const bytes = this.bytes;
-    let pos = this.pos;
-    for (let i = 0; i < 2 * size; i += 2) bytes[pos++] = (HEX[hex.charCodeAt(i)]! << 4) | HEX[hex.charCodeAt(i + 1)]!;
-    this.pos = pos;
+    this.pos = hexInto(this.bytes, this.pos, hex, size);
   }
 
   /** Bytes encoded once (a shape's fields, a key). */
@@ -466,7 +469,7 @@ export function traceIdField(hex: string): Uint8Array {
   const field = new Uint8Array(18);
   field[0] = TAG.traceId;
   field[1] = 16;
-  for (let i = 0; i < 16; i++) field[2 + i] = (HEX[hex.charCodeAt(2 * i)]! << 4) | HEX[hex.charCodeAt(2 * i + 1)]!;
+  hexInto(field, 2, hex, 16);
   return field;
 }
 
