@@ -3,7 +3,7 @@ import type { ApiProgram } from '../../apps/api/program.js';
 import type { DispatcherProgram } from '../../apps/dispatcher/program.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
-import { adminToken, type Answer, call, expectDocumented, seen, startTestApi } from '../support/api.js';
+import { adminToken, type Answer, call, expectDocumented, seen, startTestApi, waitReady } from '../support/api.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
@@ -24,8 +24,8 @@ describe('admin writes: rotations, idempotency keys, PATCH, public keys and the 
 
   beforeAll(async () => {
     receiver = await Receiver.start(() => 204);
-    apiA = await startTestApi(prefix, '', {}, ENV);
-    apiB = await startTestApi(prefix, '', {}, ENV);
+    apiA = await waitReady(await startTestApi(prefix, '', {}, ENV));
+    apiB = await waitReady(await startTestApi(prefix, '', {}, ENV));
     dispatcher = await startBrokerDirectoryDispatcher(prefix);
     publisher = new EventPublisher(dispatcher.broker, prefix);
     auth = { authorization: `Bearer ${await adminToken()}`, 'content-type': 'application/json' };
@@ -219,6 +219,7 @@ describe('admin writes: rotations, idempotency keys, PATCH, public keys and the 
   it('serves the admin API only on ADMIN_PORT when it is set', async () => {
     const separate = await startTestApi(prefix, '', {}, { ...ENV, ADMIN_PORT: '0' });
     try {
+      await waitReady(separate);
       expect(separate.adminPort).toBeGreaterThan(0);
       expect(separate.adminPort).not.toBe(separate.port);
       const onPublic = await get(separate, 'm_msg');

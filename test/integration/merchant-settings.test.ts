@@ -3,7 +3,7 @@ import type { ApiProgram } from '../../apps/api/program.js';
 import type { DispatcherProgram } from '../../apps/dispatcher/program.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
-import { adminToken, type Answer, call, expectDocumented, seen, startTestApi, token } from '../support/api.js';
+import { adminToken, type Answer, call, expectDocumented, seen, startTestApi, token, waitReady } from '../support/api.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
 import { testMerchant, writeMerchantsFile } from '../support/harness.js';
 import { Receiver } from '../support/receiver.js';
@@ -26,8 +26,8 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
 
   beforeAll(async () => {
     receiver = await Receiver.start(() => 204);
-    apiA = await startTestApi(prefix, '', {}, { ...BROKER_DIRECTORY, WEBHOOKS_DEV: 'true', ALLOW_PRIVATE_TARGETS: 'true' });
-    apiB = await startTestApi(prefix, '', {}, BROKER_DIRECTORY);
+    apiA = await waitReady(await startTestApi(prefix, '', {}, { ...BROKER_DIRECTORY, WEBHOOKS_DEV: 'true', ALLOW_PRIVATE_TARGETS: 'true' }));
+    apiB = await waitReady(await startTestApi(prefix, '', {}, BROKER_DIRECTORY));
     dispatcher = await startBrokerDirectoryDispatcher(prefix);
     publisher = new EventPublisher(dispatcher.broker, prefix);
     auth = { authorization: `Bearer ${await adminToken()}`, 'content-type': 'application/json' };

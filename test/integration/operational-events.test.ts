@@ -12,7 +12,7 @@ import { OperationalPublisher } from '../../libs/operational/index.js';
 import { Operations } from '../../apps/dispatcher/operations.js';
 import type { IntakeEvent } from '../../apps/dispatcher/stages/intake.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
-import { adminToken, call, startTestApi, token } from '../support/api.js';
+import { adminToken, call, startTestApi, token, waitReady } from '../support/api.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
 import { testMerchant, testSecret, writeMerchantsFile } from '../support/harness.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
@@ -100,7 +100,7 @@ describe('operational events and auto-disable', () => {
     });
     opsReceiver = await Receiver.start(() => 204);
     db = await createTestDatabase('operational');
-    api = await startTestApi(prefix, '', {}, { ...BROKER_DIRECTORY, DATABASE_URL: db.url, DELIVERY_LOG: 'on' });
+    api = await waitReady(await startTestApi(prefix, '', {}, { ...BROKER_DIRECTORY, DATABASE_URL: db.url, DELIVERY_LOG: 'on' }));
     test = await TestBroker.open();
     events = await collect(test, prefix);
     dispatcherA = await startOne();
@@ -349,7 +349,7 @@ describe('operational events of a dead endpoint under load', () => {
 
   beforeAll(async () => {
     dead = await Receiver.start(() => 404);
-    api = await startTestApi(prefix, '', {}, BROKER_DIRECTORY);
+    api = await waitReady(await startTestApi(prefix, '', {}, BROKER_DIRECTORY));
     test = await TestBroker.open();
     events = await collect(test, prefix);
     dispatcher = await startDispatcher(dispatcherEnv(prefix, { ENDPOINT_DISABLE_AFTER: '0', OPERATIONAL_EVENT_INTERVAL: '1h', DISPATCH_CONCURRENCY: '64' }), silentLogger());

@@ -5,6 +5,7 @@ import { loadApiConfig } from '../../apps/api/config.js';
 import { type ApiOptions, type ApiProgram, startApi } from '../../apps/api/program.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { brokerUrl } from './broker.js';
+import { waitFor } from './wait.js';
 
 export const JWT_SECRET = 'test-jwt-secret-that-is-long-enough-0123456789';
 
@@ -27,6 +28,15 @@ export async function startTestApi(
     ...env,
   });
   return startApi(config, silentLogger(), { rateLimit: { perMinute: 6_000, burst: 1_000 }, logRateLimit: { perMinute: 60_000, burst: 10_000 }, ...options });
+}
+
+/**
+ * Waits for /readyz to answer 200. With the broker directory, an API answers its merchant routes 503
+ * until it has read the merchants' stream: a test that asks at once can meet that on a slow machine.
+ */
+export async function waitReady(api: ApiProgram, timeoutMs = 10_000): Promise<ApiProgram> {
+  await waitFor('API ready', async () => (await fetch(`http://127.0.0.1:${api.port}/readyz`)).status === 200, timeoutMs, 50);
+  return api;
 }
 
 export function token(sub: string, options: { secret?: string; expiresIn?: string | number } = {}): Promise<string> {
