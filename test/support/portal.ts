@@ -3,7 +3,7 @@ import type { DispatcherProgram } from '../../apps/dispatcher/program.js';
 import { loadRecorderConfig } from '../../apps/recorder/config.js';
 import { type RecorderProgram, startRecorder } from '../../apps/recorder/program.js';
 import { silentLogger } from '../../libs/logger/index.js';
-import { adminToken, type Answer, call, startTestApi } from './api.js';
+import { adminToken, type Answer, call, startTestApi, waitReady } from './api.js';
 import { brokerUrl, TestBroker, uniquePrefix } from './broker.js';
 import { startBrokerDirectoryDispatcher } from './dispatcher-program.js';
 import { createTestDatabase, type TestDatabase } from './postgres.js';
@@ -58,6 +58,8 @@ export async function startPortalStack(name: string, replicas = 1, options: ApiO
     recorder = await startRecorder(loadRecorderConfig({ RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, DATABASE_URL: db.url }), silentLogger());
     for (let i = 0; i < replicas; i++) apis.push(await startTestApi(prefix, '', options, env));
     dispatcher = await startBrokerDirectoryDispatcher(prefix, { DELIVERY_TIMEOUT_MS: '2000' });
+    // Writes answer 503 until a replica has read the merchants' stream.
+    for (const api of apis) await waitReady(api);
   } catch (err) {
     await close();
     throw err;
