@@ -1,7 +1,7 @@
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { ATTR, MESSAGING_SYSTEM } from './attributes.js';
 import type { SpanChannel } from './span-channel.js';
-import { ATTR_CODE, HAS_IS_REMOTE, IS_REMOTE, keyCode, type SpanAttributes, type SpanShape, traceIdField } from './span-records.js';
+import { ATTR_CODE, HAS_IS_REMOTE, IS_REMOTE, keyCode, type SpanAttributes, type SpanShape, type TraceWords } from './span-records.js';
 import { explicitTracer } from './state.js';
 
 /**
@@ -21,36 +21,49 @@ export interface ExplicitTracer {
 const ORIGIN = performance.timeOrigin;
 
 /**
- * Ids as the SDK's RandomIdGenerator makes them (Math.random, never all zeros), but a span's
- * kept as two numbers: it is written as they are, and turned into hex only when a header or a
- * log line asks (a delivery's HTTP attempt; its other spans seldom).
+ * Ids as the SDK's RandomIdGenerator makes them (Math.random, never all zeros), but kept as
+ * 32-bit words, signed: written as they are, turned into hex only when a header or a log line
+ * asks (a delivery's HTTP attempt; its other spans seldom). Signed, because a word above 2³¹ kept
+ * in a field would be a heap number, allocated anew for every span.
  */
-const random32 = (): number => (Math.random() * 0x1_0000_0000) >>> 0;
-/** Where ids are turned into hex: Buffer's hex is native, a number's toString(16) several times slower. */
+const random32 = (): number => (Math.random() * 0x1_0000_0000) | 0;
+/** Where ids are turned into hex and back: Buffer's hex is native, a number's toString(16) several times slower. */
 const scratch = Buffer.alloc(16);
 
 function hex64(high: number, low: number): string {
-  scratch.writeUInt32BE(high, 0);
-  scratch.writeUInt32BE(low, 4);
+  scratch.writeInt32BE(high, 0);
+  scratch.writeInt32BE(low, 4);
   return scratch.toString('hex', 0, 8);
 }
 
-function newTraceId(): string {
-  for (let i = 0; i < 16; i += 4) scratch.writeUInt32BE(random32(), i);
-  if (scratch.readUInt32BE(12) === 0) scratch[15] = 1;
-  return scratch.toString('hex', 0, 16);
+/** A new trace: its id's words, and its hex. */
+function newTrace(): Trace {
+  const w0 = random32();
+  const w1 = random32();
+  const w2 = random32();
+  const w3 = random32() || 1;
+  scratch.writeInt32BE(w0, 0);
+  scratch.writeInt32BE(w1, 4);
+  scratch.writeInt32BE(w2, 8);
+  scratch.writeInt32BE(w3, 12);
+  return { id: scratch.toString('hex', 0, 16), state: '', w0, w1, w2, w3 };
+}
+
+/** A trace continued from a traceparent whose ids the W3C propagator has checked: 32 and 16 hex digits. */
+function remoteTrace(traceId: string, state: string): Trace {
+  scratch.write(traceId, 0, 16, 'hex');
+  return { id: traceId, state, w0: scratch.readInt32BE(0), w1: scratch.readInt32BE(4), w2: scratch.readInt32BE(8), w3: scratch.readInt32BE(12) };
 }
 
 type Constants = () => SpanAttributes;
 
 /**
- * What the spans of one trace made here share: its id (hex, as headers and log lines carry it)
- * and its trace state, and the id's encoded field, made when the first of them is written.
+ * What the spans of one trace made here share: its id, in hex as headers and log lines carry it
+ * and as the words its spans are written with (TraceWords), and its trace state.
  */
-interface Trace {
+interface Trace extends TraceWords {
   readonly id: string;
   readonly state: string;
-  field: Uint8Array | undefined;
 }
 
 /** In a span's attributes, where a key would be: what follows is encoded attributes. */
@@ -67,7 +80,8 @@ const ENCODED = -1;
  */
 export class ExplicitSpan {
   private attributes: unknown[] | undefined;
-  private readonly startMs = performance.now();
+  /** Read only when the span is written: an unsampled span costs no clock read (nor a heap number). */
+  private readonly startMs: number;
   private statusCode: number = SpanStatusCode.UNSET;
   private statusMessage = '';
   private ended = false;
@@ -85,7 +99,9 @@ export class ExplicitSpan {
     private readonly parentLow: number,
     readonly sampled: boolean,
     private readonly remoteParent: boolean,
-  ) {}
+  ) {
+    this.startMs = sampled ? performance.now() : 0;
+  }
 
   get traceId(): string {
     return this.trace.id;
@@ -153,7 +169,7 @@ export class ExplicitSpan {
     const w = channel.writer;
     const span = w.beginSpan();
     const trace = this.trace;
-    w.ids((trace.field ??= traceIdField(trace.id)), this.high, this.low);
+    w.ids(trace, this.high, this.low);
     w.traceState(trace.state);
     w.parent(this.parentHigh, this.parentLow);
     w.raw(this.shape.head);
@@ -189,13 +205,14 @@ export function spanFromHeaders(name: string, kind: SpanKind, headers: Record<st
   if (parent) {
     const sampled = tracer.sample(parent.traceId, { sampled: (parent.traceFlags & 1) === 1 });
     const traceState = headerText(headers?.tracestate);
-    const high = parseInt(parent.spanId.slice(0, 8), 16);
-    const low = parseInt(parent.spanId.slice(8), 16);
-    const trace: Trace = { id: parent.traceId, state: traceState ? tracer.traceState(traceState) : '', field: undefined };
+    scratch.write(parent.spanId, 0, 8, 'hex');
+    const high = scratch.readInt32BE(0);
+    const low = scratch.readInt32BE(4);
+    const trace = remoteTrace(parent.traceId, traceState ? tracer.traceState(traceState) : '');
     return new ExplicitSpan(tracer, shape, trace, high, low, sampled, true);
   }
-  const traceId = newTraceId();
-  return new ExplicitSpan(tracer, shape, { id: traceId, state: '', field: undefined }, 0, 0, tracer.sample(traceId, undefined), false);
+  const trace = newTrace();
+  return new ExplicitSpan(tracer, shape, trace, 0, 0, tracer.sample(trace.id, undefined), false);
 }
 
 /**

@@ -40,6 +40,14 @@ const STATUS = { message: 0x12, code: 0x18 } as const;
 export const HAS_IS_REMOTE = 0x100;
 export const IS_REMOTE = 0x200;
 
+/** A trace id as four 32-bit words, big-endian order, each signed or not (written modulo 2³²). */
+export interface TraceWords {
+  readonly w0: number;
+  readonly w1: number;
+  readonly w2: number;
+  readonly w3: number;
+}
+
 /** Attributes as spans of ours carry them. */
 export type SpanAttributes = Record<string, string | number | boolean>;
 
@@ -154,9 +162,19 @@ export class SpanWriter {
     this.close(at, 2);
   }
 
-  /** A span's trace id field as traceIdField() encoded it, and its span id field from two numbers. */
-  ids(traceId: Uint8Array, high: number, low: number): void {
-    this.raw(traceId);
+  /** A span's trace id field from its four words, and its span id field from two. */
+  ids(trace: TraceWords, high: number, low: number): void {
+    this.room(28);
+    const bytes = this.bytes;
+    const view = this.view;
+    const pos = this.pos;
+    bytes[pos] = TAG.traceId;
+    bytes[pos + 1] = 16;
+    view.setInt32(pos + 2, trace.w0, false);
+    view.setInt32(pos + 6, trace.w1, false);
+    view.setInt32(pos + 10, trace.w2, false);
+    view.setInt32(pos + 14, trace.w3, false);
+    this.pos = pos + 18;
     this.idField(TAG.spanId, high, low);
   }
 
@@ -198,8 +216,8 @@ export class SpanWriter {
     this.room(10);
     this.bytes[this.pos] = tag;
     this.bytes[this.pos + 1] = 8;
-    this.view.setUint32(this.pos + 2, high, false);
-    this.view.setUint32(this.pos + 6, low, false);
+    this.view.setInt32(this.pos + 2, high, false);
+    this.view.setInt32(this.pos + 6, low, false);
     this.pos += 10;
   }
 
@@ -459,19 +477,6 @@ const KEY_BYTES: readonly Uint8Array[] = KEYS.map((key) => {
   w.string(KEY_VALUE.key, key);
   return w.copy();
 });
-
-/**
- * A trace id field (tag, length, 16 bytes) from its hex, or no bytes for an id of another length:
- * encoded once for a trace's spans, which write it as it is.
- */
-export function traceIdField(hex: string): Uint8Array {
-  if (hex.length !== 32) return new Uint8Array(0);
-  const field = new Uint8Array(18);
-  field[0] = TAG.traceId;
-  field[1] = 16;
-  hexInto(field, 2, hex, 16);
-  return field;
-}
 
 /** Attributes as Span.attributes fields, for those that are the same for many spans (an endpoint's URL): written with ExplicitSpan.setEncoded(). */
 export function encodeAttributes(attributes: SpanAttributes): Uint8Array {

@@ -31,8 +31,9 @@ afterAll(() => setTracingActive(false));
 
 describe('span records', () => {
   it('carry an explicit span and its children: ids, parent, remote flag, trace state, shape attributes, attributes, status', async () => {
-    const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
-    const upstream = '00f067aa0ba902b7';
+    // Words with the top bit set and not: ids are kept as signed 32-bit words and written modulo 2³².
+    const traceId = '4bf92f35f7b34da6a3ce929d0e0e4736';
+    const upstream = 'e0f067aa8ba902b7';
     const before = Date.now();
     const root = spanFromHeaders('process q.dispatch', SpanKind.CONSUMER, { traceparent: Buffer.from(`00-${traceId}-${upstream}-01`), tracestate: 'vendor=upstream,bad key=1' }, () => ({
       'messaging.system': 'rabbitmq',
