@@ -10,6 +10,8 @@ import { waitFor } from '../support/wait.js';
 
 /** Debian's chromium (apt-get install -y chromium; .ci/run installs it); CHROMIUM_PATH elsewhere. */
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+/** Where to write the docs' screenshots of the portal (`DOCS_SCREENSHOTS=docs`), as api-docs-browser does with DOCS_SCREENSHOT: a plain run leaves the tracked images alone. */
+const SHOTS = process.env.DOCS_SCREENSHOTS;
 
 /**
  * The merchant portal in a real browser, end to end against the real API, broker and PostgreSQL:
@@ -101,7 +103,7 @@ describe('the merchant portal in a browser', () => {
     expect(await page.locator('.tiles li').filter({ hasText: 'failed' }).locator('b').textContent()).toBe('1');
     expect(await page.locator('svg.chart rect').count()).toBeGreaterThan(0);
     await checkScreen(page);
-    await page.screenshot({ path: 'docs/portal-overview.png' });
+    if (SHOTS) await page.screenshot({ path: `${SHOTS}/portal-overview.png` });
 
     // By keyboard: the nav's Webhooks link, then the failed one.
     await page.getByRole('link', { name: 'Webhooks' }).focus();
@@ -119,7 +121,7 @@ describe('the merchant portal in a browser', () => {
     await page.getByText('"event": "payout"').waitFor();
     await page.getByRole('cell', { name: 'webhook-id' }).waitFor();
     await checkScreen(page);
-    await page.screenshot({ path: 'docs/portal-webhook.png', fullPage: true });
+    if (SHOTS) await page.screenshot({ path: `${SHOTS}/portal-webhook.png`, fullPage: true });
 
     failing.delete('/p');
     try {
