@@ -127,7 +127,7 @@ describe('admin writes: rotations, idempotency keys, PATCH, public keys and the 
 
     await apiB.stop();
     apiB = await startTestApi(prefix, '', {}, ENV);
-    await waitFor('restarted replica ready', async () => (await call(apiB, '/readyz', { method: 'GET' })).status === 200, 10_000, 50);
+    await waitReady(apiB);
     const afterRestart = await rotate(apiB, 'm_idem', { graceSeconds: 60 }, { 'idempotency-key': 'rotate-m_idem-1' });
     expect(afterRestart.body).toEqual(r1.body);
 

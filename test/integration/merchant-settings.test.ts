@@ -120,8 +120,8 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
     // The other replica shows it once it has read the stream: a GET may lag by a few milliseconds
     // (docs/merchants.md), more on two busy cores (a full CI run once read it before the rotation).
     const onA = await waitFor('replica A shows the rotation', async () => {
-      const seen = data(await get(apiA, 'm_live')).webhook.previousSecretExpiresAt;
-      return seen !== null && seen;
+      const shown = data(await get(apiA, 'm_live')).webhook.previousSecretExpiresAt;
+      return shown !== null && shown;
     }, 5_000, 50);
     expect(onA).toBe(previousSecretExpiresAt);
     await dispatcherSees('m_live', (w) => w?.secret === newSecret);
@@ -164,7 +164,7 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
   it('rebuilds the directory from the stream when a program restarts', async () => {
     await apiB.stop();
     apiB = await startTestApi(prefix, '', {}, BROKER_DIRECTORY);
-    await waitFor('restarted replica ready', async () => (await call(apiB, '/readyz', { method: 'GET' })).status === 200, 10_000, 50);
+    await waitReady(apiB);
     const answer = await get(apiB, 'm_live');
     expect(answer.status).toBe(200);
     expect(data(answer).webhook.url).toBe(`${receiver.url}/m_live`);
