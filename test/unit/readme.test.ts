@@ -16,4 +16,11 @@ describe('README.md', () => {
       expect(guides).toContain(`docs/${guide}.md`);
     }
   });
+
+  it('shows how to find a webhook\'s trace by its webhook-id (issue 32)', () => {
+    const section = readme.split(/^## /m).find((s) => s.startsWith("Find a webhook's trace"));
+    expect(section).toContain('--profile tracing');
+    expect(section).toContain('OTEL_EXPORTER_OTLP_ENDPOINT');
+    expect(section).toMatch(/Tags `webhook\.id=evt_\w+`/);
+  });
 });
