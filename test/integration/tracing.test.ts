@@ -244,3 +244,47 @@ describe('a resend traced', () => {
     expect(traceparentOf(last.headers.traceparent)?.[1]).toBe(webhookTrace);
   });
 });
+
+describe('several merchants on one host, traced', () => {
+  let receiver: Receiver;
+  let harness: Harness;
+  // Two merchants behind one URL, a third on another path of the same host: an endpoint's URL
+  // attributes are encoded once per URL and shared, the merchant's own set per delivery.
+  let merchants: Merchant[];
+
+  beforeAll(async () => {
+    receiver = await Receiver.start();
+    merchants = [testMerchant('m_host_a', receiver.url), testMerchant('m_host_b', receiver.url), testMerchant('m_host_c', `${receiver.url}/c?k=v`)];
+    harness = await startHarness({ name: 'tracinghost', merchants, settings: { concurrency: 16 } });
+  });
+
+  afterAll(async () => {
+    await harness?.close();
+    await receiver?.close();
+  });
+
+  it("keeps each webhook in its own trace with its own merchant's attributes, however the deliveries interleave", async () => {
+    const events = Array.from({ length: 30 }, (_, i) => sampleEvent('payout', merchants[i % 3]!.id));
+    const published = await Promise.all(events.map(async (event) => ({ merchantId: event.merchantId, ...(await harness.publisher.publish(event)) })));
+    const requests = await waitFor('every webhook delivered', () => {
+      const seen = receiver.requests.filter((r) => published.some((p) => p.messageId === r.headers['webhook-id']));
+      return seen.length === published.length && seen;
+    });
+    const ids = new Set(published.map((p) => p.messageId));
+    const deliveries = await spansWhere('every delivery span', (s) => s.kind === KIND.consumer && ids.has(String(s.attributes['webhook.id'])), published.length);
+    const attempts = await spansWhere('every HTTP attempt', (s) => s.kind === KIND.client && deliveries.some((d) => d.spanId === s.parentSpanId), published.length);
+
+    const traces = new Set<string>();
+    for (const { messageId, merchantId } of published) {
+      const delivery = deliveries.find((d) => d.attributes['webhook.id'] === messageId)!;
+      expect(delivery.attributes).toMatchObject({ 'webhook.merchant_id': merchantId, 'webhook.outcome': 'delivered' });
+      traces.add(delivery.traceId);
+      const attempt = attempts.find((a) => a.parentSpanId === delivery.spanId)!;
+      expect(attempt.traceId).toBe(delivery.traceId);
+      expect(attempt.attributes['url.full']).toBe(merchantId === 'm_host_c' ? `${receiver.url}/c` : receiver.url);
+      const request = requests.find((r) => r.headers['webhook-id'] === messageId)!;
+      expect(traceparentOf(request.headers.traceparent)?.slice(1)).toEqual([delivery.traceId, attempt.spanId]);
+    }
+    expect(traces.size).toBe(published.length);
+  });
+});
