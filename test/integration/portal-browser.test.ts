@@ -10,7 +10,7 @@ import { waitFor } from '../support/wait.js';
 
 /** Debian's chromium (apt-get install -y chromium; .ci/run installs it); CHROMIUM_PATH elsewhere. */
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-/** Where to write the docs' screenshots of the portal (`DOCS_SCREENSHOTS=docs`), as api-docs-browser does with DOCS_SCREENSHOT: a plain run leaves the tracked images alone. */
+/** Where to write the docs' screenshots of the portal (`DOCS_SCREENSHOTS=docs`; api-docs-browser writes its own there too): a plain run leaves the tracked images alone. */
 const SHOTS = process.env.DOCS_SCREENSHOTS;
 
 /**
