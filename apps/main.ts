@@ -8,16 +8,16 @@
 import { once } from 'node:events';
 import { DEV_MERCHANTS_FILE, tracingSettingsOf, withDevDefaults } from '../libs/config/index.js';
 import { createLogger } from '../libs/logger/index.js';
+import { type Database, openPglite } from '../libs/delivery-store/index.js';
 import { FileMerchantDirectory } from '../libs/merchants/index.js';
 import { runUntilSignal } from '../libs/runtime/index.js';
 import { startTracing, stoppingTracing } from '../libs/tracing/index.js';
-import { topologyNames } from '../libs/topology/index.js';
 import { loadApiConfig } from './api/config.js';
 import { startApi } from './api/program.js';
 import { createDemoReceiver } from './demo-receiver/server.js';
-import { seedDevMerchants } from './dev-merchants.js';
 import { loadDispatcherConfig } from './dispatcher/config.js';
 import { startDispatcher } from './dispatcher/program.js';
+import { PGLITE_DIR } from './recorder/open-log.js';
 import { startRecorder } from './recorder/program.js';
 
 const DEMO_PORT = 4400;
@@ -46,13 +46,17 @@ await runUntilSignal(
       for (const stop of stops) await stop();
     };
     try {
+      // One database for every program of this process: development mode without DATABASE_URL
+      // embeds PGlite, which only one process can open.
+      let database: Database | undefined;
+      if (!apiConfig.MERCHANTS_FILE && !apiConfig.DATABASE_URL) {
+        logger.warn('development mode: merchants and the delivery log in an embedded PGlite database', { dir: PGLITE_DIR });
+        database = await openPglite(PGLITE_DIR);
+        const opened = database;
+        stops.push(() => opened.close());
+      }
       if (dev) {
-        logger.warn(
-          apiConfig.MERCHANT_DIRECTORY === 'broker'
-            ? 'development defaults: a development token secret, and the demo merchants written to the merchants stream'
-            : 'development defaults: demo merchants and a development token secret',
-          { merchantsFile: DEV_MERCHANTS_FILE },
-        );
+        logger.warn('development defaults: demo merchants, a development token secret and secrets key', { merchantsFile: DEV_MERCHANTS_FILE });
         const demo = new FileMerchantDirectory(DEV_MERCHANTS_FILE, logger).byId('m_demo');
         const receiver = createDemoReceiver({ secret: demo!.webhook!.secret, logger: logger.child({ service: 'demo-merchant' }) });
         receiver.listen(DEMO_PORT, '127.0.0.1');
@@ -61,23 +65,18 @@ await runUntilSignal(
         stops.push(() => new Promise((resolve) => receiver.close(() => resolve())));
       }
       // Stop order: API first (no new resends), then the dispatcher drains, then the demo merchant.
-      const dispatcher = await startDispatcher(dispatcherConfig, logger.child({ service: 'dispatcher' }), { signal });
+      const dispatcher = await startDispatcher(dispatcherConfig, logger.child({ service: 'dispatcher' }), { signal, database });
       stops.unshift(() => dispatcher.stop());
       fatal.push(dispatcher.fatal);
-      // Without DATABASE_URL (development) the API opens the embedded database and runs the recorder itself.
+      // On the embedded database the API runs the recorder itself (openDeliveryLog).
       if (apiConfig.DELIVERY_LOG === 'on' && apiConfig.DATABASE_URL) {
         const recorder = await startRecorder({ ...apiConfig, METRICS_PORT: undefined }, logger.child({ service: 'recorder' }));
         stops.unshift(() => recorder.stop());
         fatal.push(recorder.fatal);
       }
-      const api = await startApi(apiConfig, logger.child({ service: 'api' }), { signal });
+      const api = await startApi(apiConfig, logger.child({ service: 'api' }), { signal, database });
       stops.unshift(() => api.stop());
       fatal.push(api.fatal);
-      if (dev && apiConfig.MERCHANT_DIRECTORY === 'broker') {
-        const stream = topologyNames(apiConfig.TOPOLOGY_PREFIX).merchants;
-        const seeded = await seedDevMerchants(api.broker, stream, DEV_MERCHANTS_FILE, logger);
-        logger.info('development merchants in the merchants stream', { stream, written: seeded });
-      }
     } catch (err) {
       await stopAll();
       throw err;

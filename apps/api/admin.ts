@@ -4,6 +4,7 @@ import {
   type MerchantDirectory,
   type MerchantSettings,
   type SettingsResult,
+  type WriteGuards,
   firstIssue,
   merchantInputSchema,
   merchantPatchSchema,
@@ -19,9 +20,9 @@ export interface AdminDeps {
   auth: Authenticator;
   /** Every directory can be read. */
   merchants: MerchantDirectory;
-  /** Only the broker directory can be written (MERCHANT_DIRECTORY=broker). */
+  /** Only the database directory can be written (not MERCHANTS_FILE). */
   settings?: MerchantSettings;
-  /** False while the directory is still reading the merchants stream: a 404 then would be a lie. */
+  /** False while the directory is still loading: a 404 then would be a lie. */
   ready?: () => boolean;
   logger: Logger;
   /** More admin routes on the same authenticated router (the delivery log's). */
@@ -31,7 +32,8 @@ export interface AdminDeps {
 /**
  * The admin API for the dashboard's backend: a merchant's webhook settings, created, read, changed,
  * and its secret rotated. Bearer JWT with the webhooks:admin scope; the spec's envelope for every
- * answer. Writes accept an Idempotency-Key (kept on the merchants stream, so any replica answers it).
+ * answer. Writes accept an Idempotency-Key (kept in PostgreSQL, so any replica answers it) and
+ * If-Match with the ETag of a GET (the merchant's version: 412 when someone changed it since).
  * Paths and inputs are declared in routes.ts; domain errors become answers in translate.ts.
  */
 export function adminRouter(deps: AdminDeps): express.Router {
@@ -52,6 +54,8 @@ export function adminRouter(deps: AdminDeps): express.Router {
     if (deps.ready && !deps.ready()) throw new DirectoryNotReadyError();
     const merchant = deps.merchants.byId(merchantId);
     if (!merchant) throw notFound('merchant_not_found', `No merchant ${merchantId}`);
+    const version = deps.settings?.versionOf(merchantId);
+    if (version !== undefined) res.set('etag', `"${version}"`);
     res.json({ message: `merchant ${merchantId}`, error: null, data: viewOf(merchant, new Date()) });
   }, base);
 
@@ -60,7 +64,7 @@ export function adminRouter(deps: AdminDeps): express.Router {
     const settings = writable(deps);
     const input = merchantInputSchema.safeParse(req.body ?? {});
     if (!input.success) throw firstIssue(input.error);
-    const written = await settings.put(merchantId, input.data, idempotencyKeyOf(req));
+    const written = await settings.put(merchantId, input.data, guardsOf(req));
     deps.logger.info('merchant settings saved through the admin API', { merchantId, created: written.created, replayed: written.replayed });
     sendSettings(res, merchantId, written);
   }, base);
@@ -70,7 +74,7 @@ export function adminRouter(deps: AdminDeps): express.Router {
     const settings = writable(deps);
     const patch = merchantPatchSchema.safeParse(req.body ?? {});
     if (!patch.success) throw firstIssue(patch.error);
-    const written = await settings.patch(merchantId, patch.data, idempotencyKeyOf(req));
+    const written = await settings.patch(merchantId, patch.data, guardsOf(req));
     deps.logger.info('merchant settings changed through the admin API', { merchantId, replayed: written.replayed });
     sendSettings(res, merchantId, written);
   }, base);
@@ -80,7 +84,8 @@ export function adminRouter(deps: AdminDeps): express.Router {
     const settings = writable(deps);
     const input = rotateInputSchema.safeParse(req.body ?? {});
     if (!input.success) throw firstIssue(input.error);
-    const { replayed, ...rotated } = await settings.rotate(merchantId, input.data.graceSeconds, idempotencyKeyOf(req));
+    const { replayed, version, ...rotated } = await settings.rotate(merchantId, input.data.graceSeconds, guardsOf(req));
+    res.set('etag', `"${version}"`);
     deps.logger.info('merchant webhook secret rotated', { merchantId, previousSecretExpiresAt: rotated.previousSecretExpiresAt, replayed });
     if (replayed) res.set('idempotent-replayed', 'true');
     res.json({ message: `webhook secret of merchant ${merchantId} rotated`, error: null, data: rotated });
@@ -92,23 +97,28 @@ export function adminRouter(deps: AdminDeps): express.Router {
 }
 
 /** The answer to a PUT or PATCH; a replayed one is the first answer again, secret included. */
-function sendSettings(res: Response, merchantId: string, written: SettingsResult & { replayed: boolean }): void {
+function sendSettings(res: Response, merchantId: string, written: SettingsResult & { replayed: boolean; version: number }): void {
   const { view, created, secret } = written;
+  res.set('etag', `"${written.version}"`);
   const data = secret && view.webhook ? { ...view, webhook: { ...view.webhook, secret } } : view;
   if (written.replayed) res.set('idempotent-replayed', 'true');
   res.status(created ? 201 : 200).json({ message: `merchant ${merchantId} ${created ? 'created' : 'updated'}`, error: null, data });
 }
 
-/** Idempotency-Key given once, or not at all; MerchantSettings checks its form. */
-function idempotencyKeyOf(req: Request): string | undefined {
+/** Idempotency-Key given once, or not at all (MerchantSettings checks its form); If-Match as a version. */
+function guardsOf(req: Request): WriteGuards {
   const key = req.headers['idempotency-key'];
   if (Array.isArray(key)) throw badRequest('invalid_idempotency_key', 'Give the Idempotency-Key header once');
-  return key;
+  const ifMatch = req.get('if-match');
+  if (ifMatch === undefined) return { idempotencyKey: key };
+  // An ETag this service did not give matches no version: 412, as RFC 9110 says.
+  const match = /^\s*(?:W\/)?"(\d{1,15})"\s*$/.exec(ifMatch);
+  return { idempotencyKey: key, ifVersion: match ? Number(match[1]) : -1 };
 }
 
 function writable(deps: AdminDeps): MerchantSettings {
   if (!deps.settings) {
-    throw new ApiError(409, 'directory_read_only', 'Merchant settings come from MERCHANTS_FILE here (MERCHANT_DIRECTORY=file); edit the file');
+    throw new ApiError(409, 'directory_read_only', 'Merchant settings come from MERCHANTS_FILE here; edit the file');
   }
   return deps.settings;
 }

@@ -146,7 +146,7 @@ export function createApp(deps: ApiDeps): express.Express {
       // A merchant the directory has not read yet is not unknown: say "try again", never 401.
       if (deps.merchantsReady && !deps.merchantsReady()) throw unavailable('The merchant directory is still loading; try again shortly');
       const merchant = await deps.auth.authenticate(req.get('x-auth-token'), req.get('authorization'));
-      const allowed = deps.limiter.take(merchant.id);
+      const allowed = await deps.limiter.take(merchant.id);
       if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds);
       if (!deps.index.ready || !deps.brokerConnected()) {
         throw unavailable('The failed queue is not available yet; try again shortly');

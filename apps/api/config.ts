@@ -1,6 +1,5 @@
 import { z } from 'zod';
-import { DEV_JWT_SECRET, deliveryLogFields, envFields, parseEnv, replicationFields, requireDatabase, tracingFields } from '../../libs/config/index.js';
-import { requireMerchantsFile } from '../../libs/config/env.js';
+import { DEV_JWT_SECRET, deliveryLogFields, envFields, merchantStoreFields, parseEnv, replicationFields, requireDatabase, requireMerchantStore, tracingFields } from '../../libs/config/index.js';
 
 /** `<per minute>` or `<per minute>,<burst>`; the burst defaults to a third of the rate. */
 function rateLimit(defaultText: string, what: string) {
@@ -31,8 +30,7 @@ export const apiEnvSchema = z
     ADMIN_PORT: envFields.port(),
     /** Set by withDevDefaults when development mode is switched on (WEBHOOKS_DEV or NODE_ENV=development). */
     WEBHOOKS_DEV: envFields.boolean(false),
-    MERCHANTS_FILE: envFields.filePath.optional(),
-    MERCHANT_DIRECTORY: envFields.merchantDirectory,
+    ...merchantStoreFields,
     // Both programs declare the whole topology, so the API needs the same schedule and retention.
     RETRY_SCHEDULE: envFields.retrySchedule,
     FAILED_RETENTION: envFields.streamMaxAge,
@@ -100,7 +98,7 @@ export const apiEnvSchema = z
     ...tracingFields,
   })
   .superRefine((env, ctx) => {
-    requireMerchantsFile(env, ctx);
+    requireMerchantStore(env, ctx);
     requireDatabase(env, ctx);
     if (!env.AUTH_JWT_SECRET && !env.AUTH_JWKS_URL) {
       ctx.addIssue({ code: 'custom', path: ['AUTH_JWT_SECRET'], message: 'set AUTH_JWT_SECRET or AUTH_JWKS_URL to verify access tokens' });

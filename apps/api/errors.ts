@@ -32,6 +32,7 @@ export const ERROR_CODES = [
   'invalid_settings',
   'invalid_idempotency_key',
   'idempotency_key_reused',
+  'precondition_failed',
   'too_many_secrets',
   'merchant_not_found',
   'public_key_taken',

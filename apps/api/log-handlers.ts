@@ -52,10 +52,10 @@ export function mountLogRoutes(router: Router, deps: LogHandlerDeps, admin: { ba
    * apart from the merchant's own, so that support looking into a merchant does not use up that
    * merchant's reads, and are bounded per merchant read all the same.
    */
-  const read = <T>(merchantId: string, work: (log: DeliveryLogQueries) => Promise<T>): Promise<T> => {
+  const read = async <T>(merchantId: string, work: (log: DeliveryLogQueries) => Promise<T>): Promise<T> => {
     const log = queries(deps);
     const key = isAdmin ? `admin ${merchantId}` : merchantId;
-    const allowed = deps.logLimiter?.take(key) ?? { ok: true };
+    const allowed = (await deps.logLimiter?.take(key)) ?? { ok: true };
     if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds, 'delivery log reads');
     return deps.logConcurrency ? deps.logConcurrency.run(key, () => work(log)) : work(log);
   };

@@ -2,27 +2,27 @@ import { once } from 'node:events';
 import type { Server } from 'node:http';
 import type express from 'express';
 import type { AddressInfo } from 'node:net';
-import { ConfigError, replicationOf } from '../../libs/config/index.js';
+import { ConfigError, DEV_MERCHANTS_FILE, replicationOf } from '../../libs/config/index.js';
 import type { BrokerConnection } from '../../libs/broker/index.js';
 import { EntrySpool, FailedIndex, ResendService } from '../../libs/failed/index.js';
 import type { Logger } from '../../libs/logger/index.js';
-import { BrokerMerchantDirectory, DISABLED_REASONS, FileMerchantDirectory, type MerchantDirectory, MerchantSettings } from '../../libs/merchants/index.js';
+import { DISABLED_REASONS, MerchantSettings, type OpenedMerchants, openMerchants } from '../../libs/merchants/index.js';
 import { OPERATIONAL_EVENT_TYPES, OperationalPublisher, announcer } from '../../libs/operational/index.js';
 import { METRIC_NAMES, createRegistry, gaugeFrom, operationalMetrics } from '../../libs/metrics/index.js';
-import { type Database, deliveryLogQueries, LogHealth, openPostgres, type PostgresOptions, type Queryable } from '../../libs/delivery-store/index.js';
+import { type Database, deliveryLogQueries, LogHealth, openPglite, openPostgres, type PostgresOptions, type Queryable } from '../../libs/delivery-store/index.js';
 import { openTopologyBroker, topologyNames } from '../../libs/topology/index.js';
 import { createAdminApp, createApp } from './app.js';
 import { Authenticator } from './auth.js';
 import type { ApiConfig } from './config.js';
 import { ApiError, errorBody } from './errors.js';
 import { KeyedConcurrency } from './concurrency.js';
-import { RateLimiter } from './rate-limit.js';
+import { MemoryRateLimiter, SharedRateLimiter } from './rate-limit.js';
 import { startHealthServer } from '../../libs/metrics/health-server.js';
 import { abortable, stopBudget } from '../../libs/runtime/index.js';
 import { endpointHealth, PortalSessions } from '../../libs/portal/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import type { PortalDeps } from './portal/deps.js';
-import { type OpenedLog, openDeliveryLog } from '../recorder/open-log.js';
+import { type OpenedLog, openDeliveryLog, PGLITE_DIR } from '../recorder/open-log.js';
 
 /**
  * The log's reads on this instance's pool. A statement is cancelled after 2 s (a read that takes
@@ -63,8 +63,13 @@ export interface ApiOptions {
   logRateLimit?: { perMinute: number; burst: number };
   /** Ends the start-up at once (Ctrl-C while the broker cannot be reached). */
   signal?: AbortSignal;
-  /** The delivery log's database when the caller opened it (npm start shares one PGlite with its recorder). */
+  /**
+   * The database when the caller opened it (npm start shares one PGlite between the API, the
+   * dispatcher and the recorder); else DATABASE_URL, or in development mode an embedded one.
+   */
   database?: Database;
+  /** How often the merchant directory polls for changes a lost notification did not announce. */
+  merchantsPollMs?: number;
   /**
    * Wraps what the log's reads run on (not the health check's). Tests make one merchant's
    * queries slow with it, so that fairness is checked against real connections and timeouts.
@@ -74,8 +79,19 @@ export interface ApiOptions {
 
 export async function startApi(config: ApiConfig, logger: Logger, options: ApiOptions = {}): Promise<ApiProgram> {
   const spool = openSpool(config, logger);
-  const fromFile = config.MERCHANT_DIRECTORY === 'file';
-  let merchants: MerchantDirectory | undefined = fromFile ? new FileMerchantDirectory(config.MERCHANTS_FILE!, logger).watch() : undefined;
+  // Development mode without DATABASE_URL: an embedded database, which this process then owns.
+  const ownDatabase = !options.database && !config.DATABASE_URL && (!config.MERCHANTS_FILE || config.DELIVERY_LOG === 'on') ? await openPglite(PGLITE_DIR) : undefined;
+  const given = options.database ?? ownDatabase;
+  let opened: OpenedMerchants;
+  try {
+    opened = await openMerchants(config, logger, { database: given, applicationName: 'webhooks-api merchants', signal: options.signal, pollIntervalMs: options.merchantsPollMs, seedFile: config.WEBHOOKS_DEV ? DEV_MERCHANTS_FILE : undefined });
+  } catch (err) {
+    await spool?.close();
+    await ownDatabase?.close();
+    throw err;
+  }
+  const merchants = opened.merchants;
+  const directory = opened.writable;
   let broker: BrokerConnection;
   try {
     broker = await openTopologyBroker({
@@ -87,50 +103,39 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
         retryDelaysMs: config.RETRY_SCHEDULE,
         failedRetention: config.FAILED_RETENTION,
         replication: replicationOf(config),
-        merchantsStream: !fromFile,
         deliveriesStream: config.DELIVERY_LOG === 'on',
       },
       signal: options.signal,
     });
   } catch (err) {
-    await merchants?.close();
+    await opened.close();
     await spool?.close();
+    await ownDatabase?.close();
     throw err;
-  }
-  // The API answers /readyz 503 until the directory has caught up, like the failed index.
-  let directory: BrokerMerchantDirectory | undefined;
-  if (!merchants) {
-    directory = new BrokerMerchantDirectory(broker, topologyNames(config.TOPOLOGY_PREFIX).merchants, logger);
-    merchants = directory;
   }
   const merchantsReady = () => directory?.ready ?? true;
   const index = new FailedIndex(broker, topologyNames(config.TOPOLOGY_PREFIX).failed, logger, { spool });
   try {
-    await abortable(
-      (async () => {
-        await directory?.start();
-        await index.start();
-      })(),
-      options.signal,
-    );
+    await abortable(index.start(), options.signal);
   } catch (err) {
     await index.stop().catch(() => {});
-    await merchants.close();
+    await opened.close();
     await broker.close();
+    await ownDatabase?.close();
     throw err;
   }
   let log: OpenedLog | undefined;
   let health: LogHealth | undefined;
   let healthDatabase: Database | undefined;
   if (config.DELIVERY_LOG === 'on') {
-    if (config.DATABASE_URL && !options.database) {
+    if (config.DATABASE_URL && !given) {
       const database = openPostgres(config.DATABASE_URL, LOG_READS_POOL);
       log = { database, close: () => database.close() };
       // A connection of its own: merchants' reads filling the pool must not make the log look down.
       healthDatabase = openPostgres(config.DATABASE_URL, LOG_HEALTH_POOL);
     } else {
       // The caller's database, or development mode's embedded one (with its recorder): one process, no pool.
-      log = await openDeliveryLog(config, broker, logger, options.database);
+      log = await openDeliveryLog(config, broker, logger, given);
     }
     health = new LogHealth(healthDatabase ?? log.database, topologyNames(config.TOPOLOGY_PREFIX).deliveries);
     await health.start();
@@ -172,8 +177,10 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     auth,
     index,
     resend: new ResendService(broker, index, config.TOPOLOGY_PREFIX, logger, { replica: `webhooks-api pid ${process.pid}` }),
-    limiter: new RateLimiter(rate.perMinute, rate.burst),
-    logLimiter: new RateLimiter(logRate.perMinute, logRate.burst),
+    // Resends count in PostgreSQL, so that replicas together allow what one allows; log reads bound
+    // this replica's own pool, so they count here. Without a database (MERCHANTS_FILE) there is one API.
+    limiter: opened.database ? new SharedRateLimiter(opened.database, 'resend', rate.perMinute, rate.burst) : new MemoryRateLimiter(rate.perMinute, rate.burst),
+    logLimiter: new MemoryRateLimiter(logRate.perMinute, logRate.burst),
     logConcurrency: new KeyedConcurrency(LOG_READS_PER_MERCHANT, LOG_READS_QUEUED_PER_MERCHANT, LOG_READ_QUEUE_WAIT_MS),
     logger,
     brokerConnected: () => broker.isConnected,
@@ -211,7 +218,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     health?.stop();
     await healthDatabase?.close();
     await log?.close();
-    await merchants.close();
+    await opened.close();
     await broker.close();
     throw err;
   }
@@ -243,7 +250,8 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
         await budget.step('failed index', () => index.stop(), budget.left() / 3);
         health?.stop();
         await budget.step('delivery log', async () => Promise.all([log?.close(), healthDatabase?.close()]), budget.left() / 3);
-        await budget.step('merchant directory', () => merchants!.close(), budget.left() / 2);
+        await budget.step('merchant directory', () => opened.close(), budget.left() / 2);
+        await ownDatabase?.close();
         await budget.step('broker connection', () => broker.close(budget.left()));
       })();
       return stopping;

@@ -48,8 +48,22 @@ const ADMIN_ERRORS = {
   '413': 'Request body too large',
   '503': 'service_unavailable: the broker or the merchant directory is not available yet; auth_unavailable',
 };
-const IDEMPOTENCY_ERRORS = { '422': 'idempotency_key_reused: this Idempotency-Key was used within 24 h for a different request' };
-const READ_ONLY_OR_KEY = 'public_key_taken: another merchant has this public key; directory_read_only: MERCHANT_DIRECTORY=file';
+const IDEMPOTENCY_ERRORS = {
+  '412': 'precondition_failed: If-Match names a version the merchant no longer has; GET it again and redo the change',
+  '422': 'idempotency_key_reused: this Idempotency-Key was used within 24 h for a different request',
+};
+const READ_ONLY_OR_KEY = 'public_key_taken: another merchant has this public key; directory_read_only: merchants come from MERCHANTS_FILE here';
+
+/** Compare-and-set for the dashboard: the ETag of a GET (or of the last write) in If-Match. */
+const ifMatchHeader = {
+  name: 'If-Match',
+  in: 'header',
+  required: false,
+  description:
+    'The ETag a GET of this merchant answered (its version, e.g. "7"): the write is made only if nobody changed ' +
+    'the merchant since, else 412 precondition_failed. On PUT, "0" creates only a merchant that does not exist yet.',
+  schema: { type: 'string', maxLength: 64 },
+} as const;
 
 /** Admin writes: a repeat of the key within 24 h, on any replica, gets the first answer again. */
 const idempotencyKeyHeader = {
@@ -127,6 +141,7 @@ export const ROUTES = [
     input: { params: merchantIdParams },
     output: { '200': merchantAnswer("The merchant's settings") },
     errors: { ...ADMIN_ERRORS, '404': 'merchant_not_found' },
+    // Its ETag header is the merchant's version, for If-Match on the next write.
   },
   {
     operationId: 'putMerchant',
@@ -139,7 +154,7 @@ export const ROUTES = [
       'The URL must be https (http only in development mode), carry no credentials, and not be a loopback, private or ' +
       'link-local address literal. Leaving out webhook removes it (webhooks not set up); leaving out events means all three.',
     security: ADMIN_AUTH,
-    input: { params: merchantIdParams, headers: [idempotencyKeyHeader], body: merchantInputSchema, bodyRequired: true },
+    input: { params: merchantIdParams, headers: [idempotencyKeyHeader, ifMatchHeader], body: merchantInputSchema, bodyRequired: true },
     output: {
       '200': merchantAnswer('Updated'),
       '201': merchantAnswer('Created; webhook.secret is shown this once (and again to a repeat of its Idempotency-Key)'),
@@ -159,7 +174,7 @@ export const ROUTES = [
     security: ADMIN_AUTH,
     input: {
       params: merchantIdParams,
-      headers: [idempotencyKeyHeader],
+      headers: [idempotencyKeyHeader, ifMatchHeader],
       body: merchantPatchSchema,
       bodyRequired: true,
       bodyMediaTypes: ['application/json', 'application/merge-patch+json'],
@@ -178,14 +193,14 @@ export const ROUTES = [
       "expiry: each webhook carries one signature per secret in webhook-signature, so the merchant's check passes " +
       'with any of them. At most 3 old secrets sign at once; graceSeconds 0 replaces the current secret at once.',
     security: ADMIN_AUTH,
-    input: { params: merchantIdParams, headers: [idempotencyKeyHeader], body: rotateInputSchema, bodyRequired: false },
+    input: { params: merchantIdParams, headers: [idempotencyKeyHeader, ifMatchHeader], body: rotateInputSchema, bodyRequired: false },
     output: { '200': { description: 'Rotated', schema: envelope(rotated) } },
     errors: {
       ...ADMIN_ERRORS,
       '404': 'merchant_not_found',
       '409':
         'webhook_not_set_up: PUT a webhook first; too_many_secrets: 3 old secrets are still in their grace (rotate later, ' +
-        'or with graceSeconds 0); directory_read_only: MERCHANT_DIRECTORY=file',
+        'or with graceSeconds 0); directory_read_only: merchants come from MERCHANTS_FILE here',
       ...IDEMPOTENCY_ERRORS,
     },
   },

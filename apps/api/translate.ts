@@ -13,8 +13,10 @@ import {
   InvalidIdempotencyKeyError,
   InvalidSettingsError,
   MerchantNotFoundError,
+  MerchantStoreUnavailableError,
   PublicKeyTakenError,
   TooManySecretsError,
+  VersionMismatchError,
   WebhookNotSetUpError,
 } from '../../libs/merchants/index.js';
 import { TooManyInFlightError } from './concurrency.js';
@@ -63,6 +65,10 @@ export function toApiError(err: unknown, logger: Logger): ApiError {
   if (err instanceof PublicKeyTakenError) return new ApiError(409, 'public_key_taken', 'Another merchant has this public key');
   if (err instanceof WebhookNotSetUpError) return new ApiError(409, 'webhook_not_set_up', 'This merchant has no webhook; PUT one first');
   if (err instanceof DirectoryNotReadyError) return unavailable('The merchant directory is still loading; try again shortly');
+  if (err instanceof MerchantStoreUnavailableError) return unavailable('The merchant database is unavailable; try again shortly');
+  if (err instanceof VersionMismatchError) {
+    return new ApiError(412, 'precondition_failed', 'The merchant changed since the version If-Match names; GET it again and redo the change');
+  }
   const status = (err as { status?: number; statusCode?: number })?.status ?? (err as { statusCode?: number })?.statusCode;
   const type = (err as { type?: string })?.type;
   if (type === 'entity.parse.failed') return new ApiError(400, 'invalid_body', 'The request body is not valid JSON');

@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { envFields, parseEnv, replicationFields, tracingFields } from '../../libs/config/index.js';
+import { deliveryLogFields, envFields, merchantStoreFields, parseEnv, replicationFields, tracingFields } from '../../libs/config/index.js';
 
-/** What the broker commands read: only the broker and the topology, so other programs' settings never stop them. */
+/** What the commands read: the broker and the topology, and for merchants the database; other programs' settings never stop them. */
 export const cliEnvSchema = z.object({
   RABBITMQ_URL: envFields.rabbitmqUrl,
   TOPOLOGY_PREFIX: envFields.topologyPrefix,
@@ -9,6 +9,10 @@ export const cliEnvSchema = z.object({
   /** merchants set: http webhook URLs are accepted only in development mode, private address literals only with this. */
   WEBHOOKS_DEV: envFields.boolean(false),
   ALLOW_PRIVATE_TARGETS: envFields.boolean(false),
+  /** merchants: the database where merchants live, and the key their secrets are sealed with. */
+  DATABASE_URL: deliveryLogFields.DATABASE_URL,
+  SECRETS_KEY: merchantStoreFields.SECRETS_KEY,
+  SECRETS_KEY_PREVIOUS: merchantStoreFields.SECRETS_KEY_PREVIOUS,
   /** publish: with an OTLP endpoint, each event's publish span is exported and its traceparent travels with it. */
   ...tracingFields,
 });

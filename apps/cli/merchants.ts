@@ -4,7 +4,6 @@ import { parseDuration } from '../../libs/config/index.js';
 import { EVENT_NAMES } from '../../libs/contracts/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import {
-  BrokerMerchantDirectory,
   InvalidSettingsError,
   type MerchantInput,
   MerchantNotFoundError,
@@ -12,8 +11,13 @@ import {
   type MerchantView,
   type UrlPolicy,
   firstIssue,
+  ensureMerchantTables,
   merchantInputSchema,
+  openMerchants,
+  resealSecrets,
+  SecretBox,
 } from '../../libs/merchants/index.js';
+import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
 import { OperationalPublisher, announcer } from '../../libs/operational/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
 import { withBroker } from './broker.js';
@@ -24,23 +28,36 @@ import { EXIT } from './help-text.js';
 import { formatTable } from './table.js';
 
 /**
- * Operators' side of the admin API: the same MerchantSettings over the merchants stream, so a
- * change made here follows the same rules and reaches every program the same way.
+ * Operators' side of the admin API: the same MerchantSettings on the same PostgreSQL table, so a
+ * change made here follows the same rules and reaches every program the same way (NOTIFY).
  */
 async function withSettings<T>(ctx: CliContext, policy: UrlPolicy, run: (settings: MerchantSettings) => Promise<T>): Promise<T> {
-  const stream = topologyNames(ctx.config.TOPOLOGY_PREFIX).merchants;
-  return withBroker(ctx.config, [stream], async (broker: BrokerConnection) => {
-    const directory = new BrokerMerchantDirectory(broker, stream, silentLogger());
-    try {
-      await directory.start();
-      await directory.waitUntilReady(120_000);
+  if (!ctx.config.DATABASE_URL) {
+    throw new UsageError('merchants commands need DATABASE_URL (and SECRETS_KEY): merchants live in PostgreSQL. Beside npm start, use the admin API or the portal');
+  }
+  if (!ctx.config.SECRETS_KEY) throw new UsageError('merchants commands need SECRETS_KEY, the key the programs seal webhook secrets with');
+  const opened = await openMerchants({ ...ctx.config, MERCHANTS_FILE: undefined }, silentLogger(), { applicationName: 'webhooks-cli', startStallMs: 10_000 });
+  try {
+    return await withBroker(ctx.config, [], async (broker: BrokerConnection) => {
       // A webhook turned off or on here is announced as the admin API does (endpoint.disabled / endpoint.enabled).
       const announce = announcer(new OperationalPublisher(broker, topologyNames(ctx.config.TOPOLOGY_PREFIX).operational, silentLogger(), { backoffMs: [500, 1_000] }), silentLogger());
-      return await run(new MerchantSettings(directory, policy, undefined, announce));
-    } finally {
-      await directory.close();
-    }
-  });
+      return run(new MerchantSettings(opened.writable!, policy, undefined, announce));
+    });
+  } finally {
+    await opened.close();
+  }
+}
+
+/** The merchants' database and the key their secrets are sealed with, for a command that needs no directory. */
+async function withSealedStore<T>(ctx: CliContext, run: (database: Database, box: SecretBox) => Promise<T>): Promise<T> {
+  if (!ctx.config.DATABASE_URL || !ctx.config.SECRETS_KEY) throw new UsageError('merchants reseal needs DATABASE_URL and SECRETS_KEY (and SECRETS_KEY_PREVIOUS, the key it replaces)');
+  const database = openPostgres(ctx.config.DATABASE_URL, { maxConnections: 1, applicationName: 'webhooks-cli' });
+  try {
+    await ensureMerchantTables(database);
+    return await run(database, new SecretBox(ctx.config.SECRETS_KEY, ctx.config.SECRETS_KEY_PREVIOUS ? [ctx.config.SECRETS_KEY_PREVIOUS] : []));
+  } finally {
+    await database.close();
+  }
 }
 
 /** The rules for a URL written now: https outside development mode, no private address literal unless allowed. */
@@ -85,14 +102,14 @@ function merchantId([id]: string[]): string {
 export function declareMerchants(program: Command, io: CliIo): void {
   const merchants = program
     .command('merchants')
-    .usage('<list|get|set|rotate-secret> [options]')
-    .description('Merchant webhook settings in <TOPOLOGY_PREFIX>.merchants (MERCHANT_DIRECTORY=broker), as the admin API.')
-    .addHelpText('after', '\nSettings live in <TOPOLOGY_PREFIX>.merchants, read by programs run with MERCHANT_DIRECTORY=broker.');
+    .usage('<list|get|set|rotate-secret|reseal> [options]')
+    .description('Merchant webhook settings in PostgreSQL (DATABASE_URL, SECRETS_KEY), as the admin API.')
+    .addHelpText('after', '\nSettings live in the merchants table of DATABASE_URL; every program sees a change within a second.');
 
   merchants
     .command('list')
     .summary("shows every merchant's webhook settings (never a secret)")
-    .description("Reads <TOPOLOGY_PREFIX>.merchants up to now and shows each merchant's settings. Secrets are never shown.")
+    .description("Shows each merchant's settings from PostgreSQL. Secrets are never shown.")
     .option('--json', 'one JSON array on stdout, for scripts', false)
     .option('--disabled', 'only webhooks that are off: why (failing: disabled automatically after ENDPOINT_DISABLE_AFTER; manual) and since when', false)
     .addHelpText('after', `\n${EXIT}`)
@@ -101,7 +118,7 @@ export function declareMerchants(program: Command, io: CliIo): void {
         const all = await withSettings(ctx, urlPolicy(ctx), async (settings) => settings.list());
         const views = options.disabled ? all.filter((v) => v.webhook && !v.webhook.enabled) : all;
         if (options.json) writeLine(ctx.stdout, JSON.stringify(views));
-        if (views.length === 0) throw new NothingMatchedError(options.disabled ? 'no disabled webhook' : 'no merchant in the merchants stream');
+        if (views.length === 0) throw new NothingMatchedError(options.disabled ? 'no disabled webhook' : 'no merchant in the database');
         if (!options.json) writeLine(ctx.stdout, options.disabled ? disabledTable(views) : table(views));
         return 0;
       }),
@@ -177,6 +194,23 @@ export function declareMerchants(program: Command, io: CliIo): void {
           return 0;
         },
       ),
+    );
+
+  merchants
+    .command('reseal')
+    .summary('seals every stored secret with SECRETS_KEY, after rotating it')
+    .description(
+      'The last step of a rotation of SECRETS_KEY: with the new key in SECRETS_KEY and the old one in ' +
+        'SECRETS_KEY_PREVIOUS (and every program restarted with both), seals again with the new key every stored ' +
+        'secret the old one sealed. Settings are not changed. Afterwards SECRETS_KEY_PREVIOUS can be removed.',
+    )
+    .addHelpText('after', `\n${EXIT}`)
+    .action(
+      action(io, () => ({}), async (_options, ctx) => {
+        const count = await withSealedStore(ctx, (database, box) => resealSecrets(database, box));
+        writeLine(ctx.stderr, `${count} stored secret(s) sealed again with SECRETS_KEY; no secret is sealed with another key now`);
+        return 0;
+      }),
     );
 }
 

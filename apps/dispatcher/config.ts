@@ -1,6 +1,5 @@
 import { z } from 'zod';
-import { deliveryLogFields, envFields, parseEnv, replicationFields, tracingFields } from '../../libs/config/index.js';
-import { requireMerchantsFile } from '../../libs/config/env.js';
+import { deliveryLogFields, envFields, merchantStoreFields, parseEnv, replicationFields, requireMerchantStore, tracingFields } from '../../libs/config/index.js';
 import { parseDuration } from '../../libs/config/durations.js';
 import { WEBHOOK_SECRET } from '../../libs/merchants/schema.js';
 
@@ -9,8 +8,9 @@ export const dispatcherEnvSchema = z.object({
   TOPOLOGY_PREFIX: envFields.topologyPrefix,
   ...replicationFields,
   WEBHOOKS_DEV: envFields.boolean(false),
-  MERCHANTS_FILE: envFields.filePath.optional(),
-  MERCHANT_DIRECTORY: envFields.merchantDirectory,
+  ...merchantStoreFields,
+  /** Where merchants live (unless MERCHANTS_FILE): the dispatcher reads them, and writes the failing clock and auto-disable. */
+  DATABASE_URL: deliveryLogFields.DATABASE_URL,
   RETRY_SCHEDULE: envFields.retrySchedule,
   DELIVERY_TIMEOUT_MS: envFields.positiveInt(10_000, 300_000),
   DISPATCH_CONCURRENCY: envFields.positiveInt(64, 10_000),
@@ -34,7 +34,7 @@ export const dispatcherEnvSchema = z.object({
   DELIVERY_LOG_RESPONSE_BYTES: deliveryLogFields.DELIVERY_LOG_RESPONSE_BYTES,
   /**
    * Auto-disable: an endpoint whose every attempt has failed this long (failures spread over a
-   * tenth of it) is turned off in the merchant directory (MERCHANT_DIRECTORY=broker). `0`: never.
+   * tenth of it) is turned off in the merchant directory (not with MERCHANTS_FILE, which is read-only). `0`: never.
    */
   ENDPOINT_DISABLE_AFTER: z
     .string()
@@ -57,7 +57,7 @@ export const dispatcherEnvSchema = z.object({
   /** The standard OpenTelemetry variables; tracing is off without an OTLP endpoint. */
   ...tracingFields,
 })
-  .superRefine(requireMerchantsFile)
+  .superRefine(requireMerchantStore)
   .superRefine((env, ctx) => {
     if (env.OPERATIONAL_WEBHOOK_URL && !env.OPERATIONAL_WEBHOOK_SECRET) {
       ctx.addIssue({ code: 'custom', path: ['OPERATIONAL_WEBHOOK_SECRET'], message: 'is required when OPERATIONAL_WEBHOOK_URL is set' });

@@ -1,5 +1,5 @@
 import type { Logger } from '../../libs/logger/index.js';
-import type { BrokerMerchantDirectory, Merchant, MerchantDirectory } from '../../libs/merchants/index.js';
+import type { Merchant, MerchantDirectory, PgMerchantDirectory } from '../../libs/merchants/index.js';
 import type { OperationalMetrics } from '../../libs/metrics/index.js';
 import {
   attemptEvent,
@@ -17,8 +17,8 @@ import type { IntakeEvent } from './stages/intake.js';
 
 export interface OperationsDeps {
   merchants: MerchantDirectory;
-  /** The broker directory (MERCHANT_DIRECTORY=broker): the failing clock and auto-disable are written through it. */
-  writer?: BrokerMerchantDirectory;
+  /** The database directory (not MERCHANTS_FILE): the failing clock and auto-disable are written through it. */
+  writer?: PgMerchantDirectory;
   publisher: OperationalPublisher;
   logger: Logger;
   metrics?: OperationalMetrics;
@@ -49,8 +49,8 @@ const MAX_REMEMBERED = 20_000;
  * .recovered when one that was failing is delivered), folded per endpoint and kind to one per
  * OPERATIONAL_EVENT_INTERVAL; and the endpoint's health for auto-disable.
  *
- * Auto-disable is decided through the merchants stream, where every dispatcher reads the same
- * history and each write is a compare-and-set on the merchant's version (BrokerMerchantDirectory):
+ * Auto-disable is decided through the merchants table, where every dispatcher sees the same row
+ * and each write is a transaction on the locked row (PgMerchantDirectory.update):
  * - a dispatcher that has seen only failures on an endpoint for a tenth of ENDPOINT_DISABLE_AFTER
  *   writes `failingSince` (its first failure) on the webhook, if nobody has, and `lastFailureAt`,
  *   refreshed at most once per tenth while failures go on; a clock without a failure for two
@@ -58,10 +58,10 @@ const MAX_REMEMBERED = 20_000;
  * - any dispatcher that sees a success after `failingSince` clears it, and one that sees it cleared
  *   starts its own count again;
  * - a dispatcher whose attempt fails ENDPOINT_DISABLE_AFTER after `failingSince` writes
- *   `enabled: false, disabledReason: failing`. Of several that try at once, the first entry in the
- *   stream wins the version; the others find it disabled when they apply their change again and
- *   write nothing. Only the winner publishes endpoint.disabled, so it is published once, and a
- *   restarted dispatcher reads the clock back from the stream.
+ *   `enabled: false, disabledReason: failing`. Of several that try at once, the first to lock the
+ *   row writes it; the others find it disabled when their transaction reads it and write nothing.
+ *   Only the winner publishes endpoint.disabled, so it is published once, and a restarted
+ *   dispatcher reads the clock back from the table.
  */
 export class Operations {
   private readonly folder: IntervalFolder<IdentifiedEvent>;
@@ -282,7 +282,7 @@ export class Operations {
     });
   }
 
-  /** One compare-and-set write per endpoint at a time, in the background; `won` runs if this write's entry took the version. */
+  /** One write per endpoint at a time, in the background; `won` runs if this write changed the row. */
   private write(merchantId: string, url: string, what: string, change: (current: Merchant | undefined) => Merchant | undefined, won?: () => void): void {
     const writer = this.deps.writer;
     const key = `${merchantId}\n${url}`;
@@ -293,7 +293,7 @@ export class Operations {
         const result = await writer.update(merchantId, change);
         if (result.changed) won?.();
       } catch (err) {
-        // A merchant removed meanwhile, or the broker away: the next delivery tries again.
+        // A merchant removed meanwhile, or the database away: the next delivery tries again.
         this.deps.logger.warn('endpoint health not written; tried again on the next delivery', { merchantId, what, error: (err as Error).message });
       } finally {
         this.writing.delete(key);

@@ -1,10 +1,12 @@
-import { replicationOf } from '../../libs/config/index.js';
+import { DEV_MERCHANTS_FILE, replicationOf } from '../../libs/config/index.js';
 import { DeliveryRecorder } from '../../libs/delivery-log/index.js';
 import type { BrokerConnection } from '../../libs/broker/index.js';
 import { createGotClient, createUndiciClient } from '../../libs/http/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import type { Registry } from 'prom-client';
-import { BrokerMerchantDirectory, DISABLED_REASONS, FileMerchantDirectory, type Merchant, type MerchantDirectory } from '../../libs/merchants/index.js';
+import { DISABLED_REASONS, type MerchantDirectory, openMerchants } from '../../libs/merchants/index.js';
+import { type Database, openPglite } from '../../libs/delivery-store/index.js';
+import { PGLITE_DIR } from '../recorder/open-log.js';
 import { METRIC_NAMES, counterFrom, createRegistry, deliveryMetrics, gaugeFrom, labelledGaugeFrom, operationalMetrics, zeroedCounter } from '../../libs/metrics/index.js';
 import { OPERATIONAL_EVENT_TYPES, OperationalPublisher, OperationalWebhookSender } from '../../libs/operational/index.js';
 import { Operations } from './operations.js';
@@ -35,7 +37,16 @@ const CLOSE_RESERVE_MS = 5_000;
  * Wires the dispatcher from parsed config: directory, broker (topology on every connect), HTTP
  * client. `signal` ends the start-up at once (Ctrl-C while the broker cannot be reached).
  */
-export async function startDispatcher(config: DispatcherConfig, logger: Logger, options: { signal?: AbortSignal } = {}): Promise<DispatcherProgram> {
+export interface DispatcherOptions {
+  /** Ends the start-up at once (Ctrl-C while the broker or the database cannot be reached). */
+  signal?: AbortSignal;
+  /** The database when the caller opened it (npm start shares one embedded PGlite); else DATABASE_URL. */
+  database?: Database;
+  /** How often the merchant directory polls for changes a lost notification did not announce. */
+  merchantsPollMs?: number;
+}
+
+export async function startDispatcher(config: DispatcherConfig, logger: Logger, options: DispatcherOptions = {}): Promise<DispatcherProgram> {
   // Up from the first moment, so an orchestrator sees /healthz 200 and /readyz 503 (with what is
   // awaited) through a long start-up: the broker unreachable, a journal or directory being read.
   const registry = createRegistry('dispatcher');
@@ -57,9 +68,24 @@ interface Readiness {
   awaiting(check: () => string | undefined): void;
 }
 
-async function startParts(config: DispatcherConfig, logger: Logger, options: { signal?: AbortSignal }, { registry, health, awaiting }: Readiness): Promise<DispatcherProgram> {
-  const fromFile = config.MERCHANT_DIRECTORY === 'file';
-  let merchants: MerchantDirectory | undefined = fromFile ? new FileMerchantDirectory(config.MERCHANTS_FILE!, logger).watch() : undefined;
+async function startParts(config: DispatcherConfig, logger: Logger, options: DispatcherOptions, { registry, health, awaiting }: Readiness): Promise<DispatcherProgram> {
+  const fromFile = config.MERCHANTS_FILE !== undefined;
+  // Deliveries wait for the whole directory: an event for a merchant not loaded yet would be parked as unknown.
+  if (!fromFile) awaiting(() => 'the merchant database');
+  // Development mode without DATABASE_URL, run alone: an embedded database of its own.
+  const ownDatabase = !fromFile && !options.database && !config.DATABASE_URL ? await openPglite(PGLITE_DIR) : undefined;
+  const opened = await openMerchants(config, logger, {
+    database: options.database ?? ownDatabase,
+    applicationName: 'webhooks-dispatcher merchants',
+    signal: options.signal,
+    pollIntervalMs: options.merchantsPollMs,
+    seedFile: config.WEBHOOKS_DEV ? DEV_MERCHANTS_FILE : undefined,
+  }).catch(async (err: unknown) => {
+    await ownDatabase?.close();
+    throw err;
+  });
+  const merchants: MerchantDirectory = opened.merchants;
+  awaiting(() => 'RabbitMQ');
   let broker: BrokerConnection;
   try {
     broker = await openTopologyBroker({
@@ -71,31 +97,21 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: { s
         retryDelaysMs: config.RETRY_SCHEDULE,
         failedRetention: config.FAILED_RETENTION,
         replication: replicationOf(config),
-        merchantsStream: !fromFile,
         deliveriesStream: config.DELIVERY_LOG === 'on',
         operationalWebhook: config.OPERATIONAL_WEBHOOK_URL !== undefined,
       },
       signal: options.signal,
     });
   } catch (err) {
-    await merchants?.close();
+    await opened.close();
+    await ownDatabase?.close();
     throw err;
   }
+  const closeMerchants = async () => {
+    await opened.close();
+    await ownDatabase?.close();
+  };
   const names = topologyNames(config.TOPOLOGY_PREFIX);
-  if (!merchants) {
-    // Deliveries wait for the whole directory: an event for a merchant not read yet would be parked as unknown.
-    awaiting(() => 'the merchants stream');
-    const directory = new BrokerMerchantDirectory(broker, names.merchants, logger);
-    try {
-      await abortable(directory.start(), options.signal);
-      await abortable(directory.waitUntilReady(120_000), options.signal);
-    } catch (err) {
-      await directory.close();
-      await broker.close();
-      throw err;
-    }
-    merchants = directory;
-  }
   const http =
     config.HTTP_CLIENT === 'got'
       ? createGotClient({ allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS })
@@ -118,7 +134,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: { s
     await retryWatch.waitUntilCaughtUpWhileReading(120_000, (offset) => logger.info('retries journal still being read', { offset }));
   } catch (err) {
     await retryWatch.stop();
-    await merchants.close();
+    await closeMerchants();
     await broker.close();
     throw err;
   }
@@ -128,7 +144,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: { s
     await deliveryLog?.start();
   } catch (err) {
     await retryWatch.stop();
-    await merchants.close();
+    await closeMerchants();
     await broker.close();
     throw err;
   }
@@ -136,12 +152,12 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: { s
   const operationalCounts = operationalMetrics(registry, OPERATIONAL_EVENT_TYPES, DISABLED_REASONS);
   const operational = new OperationalPublisher(broker, names.operational, logger, { onPublished: (type) => operationalCounts.published(type) });
   if (fromFile && config.ENDPOINT_DISABLE_AFTER > 0) {
-    logger.warn('auto-disable off: MERCHANT_DIRECTORY=file is never written; failing endpoints are reported as operational events, never disabled', {
+    logger.warn('auto-disable off: MERCHANTS_FILE is never written; failing endpoints are reported as operational events, never disabled', {
       ENDPOINT_DISABLE_AFTER: config.ENDPOINT_DISABLE_AFTER,
     });
   }
   const operations = new Operations(
-    { merchants, writer: merchants instanceof BrokerMerchantDirectory ? merchants : undefined, publisher: operational, logger, metrics: operationalCounts },
+    { merchants, writer: opened.writable, publisher: operational, logger, metrics: operationalCounts },
     { disableAfterMs: config.ENDPOINT_DISABLE_AFTER, intervalMs: config.OPERATIONAL_EVENT_INTERVAL },
   );
   const webhookResults = zeroedCounter(registry, METRIC_NAMES.operationalWebhook, 'POSTs of operational events to OPERATIONAL_WEBHOOK_URL, by result', 'result', ['delivered', 'retried', 'failed']);
@@ -194,8 +210,8 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: { s
   const perTier = (counts: Map<string, number>): Array<[string, number]> => [...tiers.map((tier): [string, number] => [tier, counts.get(tier) ?? 0]), ...[...counts].filter(([queue]) => !tiers.includes(queue))];
   labelledGaugeFrom(registry, METRIC_NAMES.retryWaiting, 'Messages moved into the retry tier and not back yet, ready or held by the broker', 'queue', () => perTier(retryWatch.waitingByQueue()));
   labelledGaugeFrom(registry, METRIC_NAMES.retryOverdue, 'Messages not back from the retry tier although dispatch was seen empty RETRY_OVERDUE_AFTER after they were due', 'queue', () => perTier(retryWatch.overdueByQueue()));
-  labelledGaugeFrom(registry, METRIC_NAMES.endpointsDisabled, 'Webhooks off now in the merchant directory, by why', 'reason', () => Object.entries(Operations.census(directoryList(merchants!), Date.now(), config.ENDPOINT_DISABLE_AFTER).disabled));
-  gaugeFrom(registry, METRIC_NAMES.endpointsFailing, 'Enabled webhooks whose failing clock runs (auto-disable)', () => Operations.census(directoryList(merchants!), Date.now(), config.ENDPOINT_DISABLE_AFTER).failing);
+  labelledGaugeFrom(registry, METRIC_NAMES.endpointsDisabled, 'Webhooks off now in the merchant directory, by why', 'reason', () => Object.entries(Operations.census(merchants.list(), Date.now(), config.ENDPOINT_DISABLE_AFTER).disabled));
+  gaugeFrom(registry, METRIC_NAMES.endpointsFailing, 'Enabled webhooks whose failing clock runs (auto-disable)', () => Operations.census(merchants.list(), Date.now(), config.ENDPOINT_DISABLE_AFTER).failing);
   // The watch's own memory: a window of waits per tier, and arrivals remembered (docs/operating.md, "Memory of the retry watch").
   gaugeFrom(registry, METRIC_NAMES.retryWatchBytes, 'Bytes the retry watch holds in memory for waiting retries and arrivals (estimate: its arrays at their allocated size)', () => retryWatch.memory().bytes);
   gaugeFrom(registry, METRIC_NAMES.retryWatchDiskBytes, 'Bytes of waiting retries the retry watch keeps on local disk beyond its window per tier', () => retryWatch.memory().diskBytes);
@@ -216,12 +232,10 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: { s
     'Copies of a wait delivered without the journal confirming they arrived first (journal unavailable)',
     () => retryWatch.stats.unconfirmedArrivals,
   );
-  // Ready while connected and the journal (and the merchant directory, when on the broker) is read up to date.
-  const directory = merchants;
+  // Ready while connected and the journal is read up to date (the merchants were loaded before).
   awaiting(() => {
     if (!broker.isConnected) return 'RabbitMQ';
     if (!retryWatch.ready) return 'the retries journal';
-    if (directory instanceof BrokerMerchantDirectory && !directory.ready) return 'the merchants stream';
     return undefined;
   });
 
@@ -248,16 +262,11 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: { s
         await budget.step('delivery records', async () => deliveryLog?.stop(), budget.left() / 3);
         await budget.step('retry watch', () => retryWatch.stop(), budget.left() / 3);
         await budget.step('health server', () => health.close(), budget.left() / 3);
-        await budget.step('merchant directory', () => merchants!.close(), budget.left() / 2);
+        await budget.step('merchant directory', closeMerchants, budget.left() / 2);
         await budget.step('broker connection', () => broker.close(budget.left()));
         http.close();
       })();
       return stopping;
     },
   };
-}
-
-/** Every merchant of either directory, for the gauges read at a scrape. */
-function directoryList(directory: MerchantDirectory): Iterable<Merchant> {
-  return directory instanceof BrokerMerchantDirectory || directory instanceof FileMerchantDirectory ? directory.list() : [];
 }

@@ -1,9 +1,9 @@
 import { resolve } from 'node:path';
 import type { BrokerConnection } from '../../libs/broker/index.js';
-import { type Database, DeliveryLogRecorder, openPglite, openPostgres } from '../../libs/delivery-store/index.js';
+import { type Database, DeliveryLogRecorder, openPostgres } from '../../libs/delivery-store/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 
-/** Development mode's embedded database lives here (git-ignored). */
+/** Development mode's embedded database (merchants and the delivery log) lives here (git-ignored). */
 export const PGLITE_DIR = resolve('.data/delivery-log');
 
 export interface OpenedLog {
@@ -20,26 +20,18 @@ interface LogConfig {
 }
 
 /**
- * The delivery log's database for a program that reads it. With DATABASE_URL, PostgreSQL; without
- * (development mode only, config enforces it), an embedded PGlite that only this process can
- * open, so this process also runs the recorder that fills it.
+ * The delivery log's database for a program that reads it: the caller's (npm start's, or the API's
+ * own embedded one in development mode), else PostgreSQL at DATABASE_URL. An embedded PGlite only
+ * this process can open, so this process also runs the recorder that fills it.
  */
 export async function openDeliveryLog(config: LogConfig, broker: BrokerConnection, logger: Logger, given?: Database): Promise<OpenedLog> {
-  if (given) return { database: given, close: async () => {} };
-  if (config.DATABASE_URL) {
-    const database = openPostgres(config.DATABASE_URL);
+  if (!given) {
+    const database = openPostgres(config.DATABASE_URL!);
     return { database, close: () => database.close() };
   }
+  if (given.kind !== 'pglite') return { database: given, close: async () => {} };
   logger.warn('development mode: the delivery log uses an embedded PGlite database', { dir: PGLITE_DIR });
-  const database = await openPglite(PGLITE_DIR);
-  const recorder = new DeliveryLogRecorder(broker, database, logger, { prefix: config.TOPOLOGY_PREFIX, retentionMs: config.DELIVERY_LOG_RETENTION });
+  const recorder = new DeliveryLogRecorder(broker, given, logger, { prefix: config.TOPOLOGY_PREFIX, retentionMs: config.DELIVERY_LOG_RETENTION });
   await recorder.start();
-  return {
-    database,
-    recorder,
-    close: async () => {
-      await recorder.stop();
-      await database.close();
-    },
-  };
+  return { database: given, recorder, close: () => recorder.stop() };
 }

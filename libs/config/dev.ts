@@ -1,11 +1,13 @@
 /**
  * Development mode is switched on explicitly, with WEBHOOKS_DEV=true or NODE_ENV=development (the
- * `npm start` script sets it), never inferred from a file path. It brings the bundled development
- * merchants, a fixed development token secret and webhooks to loopback (the demo merchant), so a
- * fresh clone works. Without it the programs need MERCHANTS_FILE and AUTH_JWT_SECRET or
- * AUTH_JWKS_URL, refuse the development secret, and keep the address guard on by default.
+ * `npm start` script sets it), never inferred from a file path. It brings an embedded database
+ * (PGlite) when DATABASE_URL is unset, the bundled development merchants written into it, fixed
+ * development keys (token secret, SECRETS_KEY) and webhooks to loopback (the demo merchant), so a
+ * fresh clone works. Without it the programs need DATABASE_URL, SECRETS_KEY and AUTH_JWT_SECRET
+ * or AUTH_JWKS_URL, refuse the development keys, and keep the address guard on by default.
  */
 import { TRUE_VALUES } from './env.js';
+import { DEV_SECRETS_KEY } from './merchants.js';
 
 export const DEV_MERCHANTS_FILE = 'config/merchants.dev.json';
 export const DEV_JWT_SECRET = 'dev-only-jwt-secret-never-use-in-production-0123456789';
@@ -18,7 +20,7 @@ export function withDevDefaults(env: Record<string, string | undefined>): { env:
   const dev = isDevMode(env);
   if (!dev) return { env, dev };
   const withDefaults: Record<string, string | undefined> = { ...env, WEBHOOKS_DEV: 'true' };
-  if (!env.MERCHANTS_FILE && env.MERCHANT_DIRECTORY !== 'broker') withDefaults.MERCHANTS_FILE = DEV_MERCHANTS_FILE;
+  if (!env.SECRETS_KEY) withDefaults.SECRETS_KEY = DEV_SECRETS_KEY;
   if (!env.AUTH_JWT_SECRET && !env.AUTH_JWKS_URL) withDefaults.AUTH_JWT_SECRET = DEV_JWT_SECRET;
   if (!env.ALLOW_PRIVATE_TARGETS) withDefaults.ALLOW_PRIVATE_TARGETS = 'true';
   return { env: withDefaults, dev };

@@ -80,9 +80,6 @@ export const envFields = {
     .string()
     .default('30D')
     .refine((v) => /^[1-9]\d*(Y|M|D|h|m|s)$/.test(v), 'must be a RabbitMQ max-age such as 7D, 12h or 1Y'),
-  filePath: z.string().min(1, 'must name a file'),
-  /** file: MERCHANTS_FILE (demos, tests, npm start); broker: the merchants stream fed by the admin API. */
-  merchantDirectory: z.enum(['file', 'broker'], { error: 'must be file or broker' }).default('file'),
   port: (fallback?: string) => {
     const port = z.string().refine((v) => /^\d+$/.test(v) && Number(v) <= 65_535, 'must be a port number from 0 to 65535');
     return fallback === undefined ? port.transform(Number).optional() : port.default(fallback).transform(Number);
@@ -104,17 +101,6 @@ export function replicationOf(config: { QUORUM_GROUP_SIZE: number; STREAM_CLUSTE
   streamClusterSize: number;
 } {
   return { quorumGroupSize: config.QUORUM_GROUP_SIZE, streamClusterSize: config.STREAM_CLUSTER_SIZE };
-}
-
-/** Outside development mode the merchants file is named, never the bundled demo one by default. */
-export function requireMerchantsFile(env: { MERCHANTS_FILE?: string; MERCHANT_DIRECTORY?: 'file' | 'broker' }, ctx: z.RefinementCtx): void {
-  if (env.MERCHANT_DIRECTORY !== 'broker' && !env.MERCHANTS_FILE) {
-    ctx.addIssue({
-      code: 'custom',
-      path: ['MERCHANTS_FILE'],
-      message: 'is required (or set WEBHOOKS_DEV=true to run with the development merchants)',
-    });
-  }
 }
 
 /**

@@ -16,8 +16,18 @@ export interface Session extends Queryable {
   close(): Promise<void>;
 }
 
+/** A LISTEN on its own connection: `lost` settles when that connection ends (notifications may be missed). */
+export interface Listener {
+  readonly lost: Promise<Error>;
+  close(): Promise<void>;
+}
+
 export interface Database extends Queryable {
   session(): Promise<Session>;
+  /** One transaction on one pooled connection: committed when `work` resolves, rolled back when it throws. */
+  transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T>;
+  /** Calls `onPayload` for each NOTIFY on `channel`, delivered on commit, while the listener lives. */
+  listen(channel: string, onPayload: (payload: string) => void): Promise<Listener>;
   close(): Promise<void>;
   /** 'postgres' or 'pglite': for logs and /readyz. */
   readonly kind: 'postgres' | 'pglite';
@@ -47,31 +57,65 @@ export function openPostgres(url: string, options: PostgresOptions = {}): Databa
     kind: 'postgres',
     query: (text, params) => pool.query(text, params as unknown[]) as never,
     async session() {
-      const client = new pg.Client(settings);
-      let markLost!: (err: Error) => void;
-      const lost = new Promise<Error>((resolve) => (markLost = resolve));
-      client.on('error', (err) => markLost(err));
-      client.on('end', () => markLost(new Error('connection ended')));
-      await client.connect();
+      const { client, lost } = await connect(settings);
       return {
         lost,
         query: (text, params) => client.query(text, params as unknown[]) as never,
-        async transaction(work) {
-          await client.query('BEGIN');
-          try {
-            const result = await work({ query: (text, params) => client.query(text, params as unknown[]) as never });
-            await client.query('COMMIT');
-            return result;
-          } catch (err) {
-            await client.query('ROLLBACK').catch(() => {});
-            throw err;
-          }
-        },
+        transaction: (work) => inTransaction(client, work),
         close: () => client.end().catch(() => {}),
       };
     },
+    async transaction(work) {
+      const client = await pool.connect();
+      let broken: Error | undefined;
+      try {
+        return await inTransaction(client, work);
+      } catch (err) {
+        // A connection that failed mid-transaction goes, not back to the pool.
+        if (!(err as { code?: string })?.code) broken = err as Error;
+        throw err;
+      } finally {
+        client.release(broken);
+      }
+    },
+    async listen(channel, onPayload) {
+      const { client, lost } = await connect(settings);
+      client.on('notification', (message) => {
+        if (message.channel === channel) onPayload(message.payload ?? '');
+      });
+      await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+      return { lost, close: () => client.end().catch(() => {}) };
+    },
     close: () => pool.end(),
   };
+}
+
+/** A client of its own (not from the pool), whose `lost` settles when it errs or ends. */
+async function connect(settings: pg.ClientConfig): Promise<{ client: pg.Client; lost: Promise<Error> }> {
+  const client = new pg.Client(settings);
+  let markLost!: (err: Error) => void;
+  const lost = new Promise<Error>((resolve) => (markLost = resolve));
+  client.on('error', (err) => markLost(err));
+  client.on('end', () => markLost(new Error('connection ended')));
+  try {
+    await client.connect();
+  } catch (err) {
+    await client.end().catch(() => {});
+    throw err;
+  }
+  return { client, lost };
+}
+
+async function inTransaction<T>(client: pg.ClientBase, work: (tx: Queryable) => Promise<T>): Promise<T> {
+  await client.query('BEGIN');
+  try {
+    const result = await work({ query: (text, params) => client.query(text, params as unknown[]) as never });
+    await client.query('COMMIT');
+    return result;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw err;
+  }
 }
 
 /**
@@ -83,16 +127,18 @@ export async function openPglite(dir: string): Promise<Database> {
   const { PGlite } = await import('@electric-sql/pglite');
   const db = await PGlite.create(dir);
   const queryable: Queryable = { query: (text, params) => db.query(text, params) as never };
+  const transaction = <T>(work: (tx: Queryable) => Promise<T>) => db.transaction((tx) => work({ query: (text, params) => tx.query(text, params) as never }));
+  const never = new Promise<Error>(() => {});
   return {
     kind: 'pglite',
     query: queryable.query,
     async session() {
-      return {
-        lost: new Promise<Error>(() => {}),
-        query: queryable.query,
-        transaction: (work) => db.transaction((tx) => work({ query: (text, params) => tx.query(text, params) as never })),
-        close: async () => {},
-      };
+      return { lost: never, query: queryable.query, transaction, close: async () => {} };
+    },
+    transaction,
+    async listen(channel, onPayload) {
+      const unlisten = await db.listen(channel, onPayload);
+      return { lost: never, close: () => unlisten() };
     },
     close: () => db.close(),
   };

@@ -2,7 +2,7 @@
  * The delivery log's PostgreSQL side: the schema, the recorder that materialises the deliveries
  * stream (one leader at a time), and the reads the API and the CLI make.
  */
-export { type Database, openPglite, openPostgres, type PostgresOptions, type Queryable, type Session } from './database.js';
+export { type Database, type Listener, openPglite, openPostgres, type PostgresOptions, type Queryable, type Session } from './database.js';
 export { isStorableFeedCursor, isStorableText, isStorableTime, MAX_FEED_CURSOR } from './bounds.js';
 export { InvalidCursorError, InvalidFilterError, LogQueryTimeoutError, LogUnavailableError } from './errors.js';
 export { caughtUpAt, storedOffset } from './materialise.js';

@@ -1,12 +1,14 @@
 import type { GraceSecret, Merchant, MerchantWebhook } from './schema.js';
 
 /**
- * Where merchants and their webhook settings come from: a JSON file (FileMerchantDirectory) or
- * the merchants stream fed by the admin API (BrokerMerchantDirectory).
+ * Where merchants and their webhook settings come from: PostgreSQL, written by the admin API, the
+ * portal and the CLI (PgMerchantDirectory), or a read-only JSON file (FileMerchantDirectory).
+ * Reads are synchronous: every program answers them from memory.
  */
 export interface MerchantDirectory {
   byId(id: string): Merchant | undefined;
   byPublicKey(publicKey: string): Merchant | undefined;
+  list(): Merchant[];
   close(): Promise<void>;
 }
 
@@ -23,18 +25,15 @@ export function receivesEvent(webhook: MerchantWebhook, event: string): boolean 
 /** The secrets to sign with now: the current one, and every replaced one still in its grace. */
 export function signingSecrets(webhook: MerchantWebhook, now: Date): string[] {
   // Called for every delivery: most webhooks are not being rotated.
-  if (!webhook.previousSecret && !webhook.previousSecrets?.length) return [webhook.secret];
+  if (!webhook.previousSecrets?.length) return [webhook.secret];
   return [webhook.secret, ...graceSecrets(webhook, now).map((grace) => grace.secret)];
 }
 
-/**
- * Replaced secrets still in their grace at `now`, the latest expiry first. A file or an entry may
- * hold them in previousSecrets, in previousSecret (the form before several were kept), or both.
- */
+/** Replaced secrets still in their grace at `now`, the latest expiry first. */
 export function graceSecrets(webhook: MerchantWebhook, now: Date): GraceSecret[] {
   const seen = new Set([webhook.secret]);
   const kept: GraceSecret[] = [];
-  for (const grace of [...(webhook.previousSecrets ?? []), ...(webhook.previousSecret ? [webhook.previousSecret] : [])]) {
+  for (const grace of webhook.previousSecrets ?? []) {
     if (seen.has(grace.secret) || !(Date.parse(grace.expiresAt) > now.getTime())) continue;
     seen.add(grace.secret);
     kept.push(grace);

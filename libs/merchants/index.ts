@@ -2,14 +2,19 @@ export { type MerchantDirectory, activeWebhook, graceSecrets, receivesEvent, sig
 export { FileMerchantDirectory, MerchantsFileError } from './file-directory.js';
 export { DISABLED_REASONS, type DisabledReason, type GraceSecret, MAX_GRACE_SECRETS, type Merchant, type MerchantWebhook, type MerchantsFile, WEBHOOK_SECRET, merchantSchema, merchantsFileSchema, webhookEventsSchema } from './schema.js';
 export {
-  BrokerMerchantDirectory,
   DirectoryNotReadyError,
   IDEMPOTENCY_WINDOW_MS,
   IdempotencyKeyReusedError,
-  type BrokerDirectoryOptions,
   type IdempotentWrite,
+  MerchantStoreUnavailableError,
+  PgMerchantDirectory,
+  type PgDirectoryOptions,
   type SettingsChange,
-} from './broker-directory.js';
+  VersionMismatchError,
+  type Written,
+} from './pg-directory.js';
+export { SecretBox, SecretsKeyError } from './secret-box.js';
+export { ensureMerchantTables, resealSecrets } from './rows.js';
 export {
   InvalidIdempotencyKeyError,
   InvalidSettingsError,
@@ -25,6 +30,7 @@ export {
   TooManySecretsError,
   type UrlPolicy,
   WebhookNotSetUpError,
+  type WriteGuards,
   checkWebhookUrl,
   firstIssue,
   merchantInputSchema,
@@ -34,3 +40,5 @@ export {
   viewOf,
   withStatus,
 } from './settings.js';
+export { type MerchantStoreConfig, type OpenedMerchants, openMerchants } from './open.js';
+export { isUnavailable } from './pg-directory.js';

@@ -33,12 +33,6 @@ export const merchantSchema = z.object({
       enabled: z.boolean(),
       secret,
       events: webhookEventsSchema.optional(),
-      /**
-       * The secret before the last rotation: webhooks are signed with it too until it expires. Kept
-       * beside previousSecrets so that a program of the release before, reading the same stream
-       * during a rolling deploy, still signs with the newest old secret.
-       */
-      previousSecret: graceSecret.optional(),
       /** Every secret replaced within its grace, newest first, each signing until its own expiry. */
       previousSecrets: z.array(graceSecret).max(MAX_GRACE_SECRETS, `at most ${MAX_GRACE_SECRETS} previous secrets`).optional(),
       /**

@@ -3,7 +3,7 @@ import { isIP } from 'node:net';
 import { z } from 'zod';
 import { EVENT_NAMES } from '../contracts/events.js';
 import { isBlockedAddress } from '../http/address-guard.js';
-import type { BrokerMerchantDirectory } from './broker-directory.js';
+import type { PgMerchantDirectory } from './pg-directory.js';
 import { graceSecrets } from './directory.js';
 import { type DisabledReason, MAX_GRACE_SECRETS, type Merchant, type MerchantWebhook, webhookEventsSchema } from './schema.js';
 
@@ -212,8 +212,11 @@ export interface RotationResult {
   previousSecretExpiresAt: string | null;
 }
 
-/** A result, and whether it is the recorded result of an earlier write with the same Idempotency-Key. */
-export type Written<T> = T & { replayed: boolean };
+/**
+ * A result, whether it is the recorded result of an earlier write with the same Idempotency-Key,
+ * and the merchant's version after the write (its ETag).
+ */
+export type Written<T> = T & { replayed: boolean; version: number };
 
 /**
  * A webhook's state across a write: turned off now, it says why (`manual`: an operator) and when;
@@ -260,23 +263,29 @@ export function transitionOf(before: Merchant | undefined, after: Merchant, now:
   };
 }
 
-/** A webhook's secrets as written: the current one and those in grace, the newest old one also as previousSecret. */
-function withGrace(webhook: Omit<MerchantWebhook, 'previousSecret' | 'previousSecrets'>, grace: MerchantWebhook['previousSecrets']): MerchantWebhook {
-  return grace && grace.length > 0 ? { ...webhook, previousSecret: grace[0], previousSecrets: grace } : webhook;
+/** A webhook's secrets as written: the current one and those in grace. */
+function withGrace(webhook: Omit<MerchantWebhook, 'previousSecrets'>, grace: MerchantWebhook['previousSecrets']): MerchantWebhook {
+  return grace && grace.length > 0 ? { ...webhook, previousSecrets: grace } : webhook;
+}
+
+/** How a write is guarded: an Idempotency-Key (a repeat gets the first answer), an If-Match version (412 when stale). */
+export interface WriteGuards {
+  idempotencyKey?: string;
+  ifVersion?: number;
 }
 
 /**
- * Creating, changing and rotating merchant settings on the merchants stream: the admin API and the
- * CLI both go through here, so both apply the same rules. Each write may carry an Idempotency-Key.
+ * Creating, changing and rotating merchant settings in PostgreSQL: the admin API, the portal and
+ * the CLI all go through here, so all apply the same rules.
  */
 export class MerchantSettings {
   constructor(
-    private readonly directory: BrokerMerchantDirectory,
+    private readonly directory: PgMerchantDirectory,
     private readonly policy: UrlPolicy,
     private readonly now: () => Date = () => new Date(),
     /**
-     * Told when a write (not a replay) turned a webhook off or on, after the write is in the
-     * stream: the programs publish endpoint.disabled (manual) or endpoint.enabled from it.
+     * Told when a write (not a replay) turned a webhook off or on, after the write is committed:
+     * the programs publish endpoint.disabled (manual) or endpoint.enabled from it.
      */
     private readonly announce?: (transition: EndpointTransition) => Promise<void>,
   ) {}
@@ -284,6 +293,11 @@ export class MerchantSettings {
   get(merchantId: string): MerchantView | undefined {
     const merchant = this.directory.byId(merchantId);
     return merchant && viewOf(merchant, this.now());
+  }
+
+  /** The merchant's version as this program holds it: the admin API's ETag. */
+  versionOf(merchantId: string): number | undefined {
+    return this.directory.versionOf(merchantId);
   }
 
   list(): MerchantView[] {
@@ -294,9 +308,9 @@ export class MerchantSettings {
    * Creates or replaces a merchant's settings. The webhook's secret is kept; a webhook set up for
    * the first time gets a new one, returned here once and never shown again.
    */
-  put(merchantId: string, input: MerchantInput, idempotencyKey?: string): Promise<Written<SettingsResult>> {
+  put(merchantId: string, input: MerchantInput, guards: WriteGuards = {}): Promise<Written<SettingsResult>> {
     const url = input.webhook ? checkWebhookUrl(input.webhook.url, this.policy) : undefined;
-    return this.write<SettingsResult>('put', merchantId, input, idempotencyKey, (current, issued) => {
+    return this.write<SettingsResult>('put', merchantId, input, guards, (current, issued) => {
       this.checkPublicKey(merchantId, input.publicKey);
       let webhook: MerchantWebhook | undefined;
       if (input.webhook) {
@@ -321,9 +335,9 @@ export class MerchantSettings {
   }
 
   /** Changes only what the patch names; the merchant must exist. */
-  patch(merchantId: string, patch: MerchantPatch, idempotencyKey?: string): Promise<Written<SettingsResult>> {
+  patch(merchantId: string, patch: MerchantPatch, guards: WriteGuards = {}): Promise<Written<SettingsResult>> {
     const url = patch.webhook?.url === undefined ? undefined : checkWebhookUrl(patch.webhook.url, this.policy);
-    return this.write<SettingsResult>('patch', merchantId, patch, idempotencyKey, (current, issued) => {
+    return this.write<SettingsResult>('patch', merchantId, patch, guards, (current, issued) => {
       if (!current) throw new MerchantNotFoundError(merchantId);
       const publicKey = patch.publicKey ?? current.publicKey;
       this.checkPublicKey(merchantId, publicKey);
@@ -347,13 +361,13 @@ export class MerchantSettings {
    * every older one still in its own grace: a second rotation (or a double-submitted one) never
    * stops a secret the merchant may still verify with. At most MAX_GRACE_SECRETS old ones.
    */
-  rotate(merchantId: string, graceSeconds: number, idempotencyKey?: string): Promise<Written<RotationResult>> {
+  rotate(merchantId: string, graceSeconds: number, guards: WriteGuards = {}): Promise<Written<RotationResult>> {
     const secret = newWebhookSecret();
     return this.write<RotationResult>(
       'rotate',
       merchantId,
       { graceSeconds },
-      idempotencyKey,
+      guards,
       (current) => {
         if (!current) throw new MerchantNotFoundError(merchantId);
         if (!current.webhook) throw new WebhookNotSetUpError(merchantId);
@@ -363,7 +377,7 @@ export class MerchantSettings {
           if (grace.length >= MAX_GRACE_SECRETS) throw new TooManySecretsError(merchantId, grace[grace.length - 1]!.expiresAt);
           grace.unshift({ secret: current.webhook.secret, expiresAt: new Date(now.getTime() + graceSeconds * 1000).toISOString() });
         }
-        const { previousSecret: _newest, previousSecrets: _all, ...webhook } = current.webhook;
+        const { previousSecrets: _all, ...webhook } = current.webhook;
         return { ...current, webhook: withGrace({ ...webhook, secret, secretIssuedAt: now.toISOString() }, grace) };
       },
       (next) => {
@@ -379,15 +393,15 @@ export class MerchantSettings {
   }
 
   /**
-   * One write, under an Idempotency-Key when given. `change` may be applied more than once (a lost
-   * version race); a secret it issues is the same one each time, so the result names the secret
-   * that was stored.
+   * One write, under an Idempotency-Key and an If-Match version when given. `change` may be applied
+   * more than once (a transaction run again after a race); a secret it issues is the same one each
+   * time, so the result names the secret that was stored.
    */
   private async write<T extends object>(
     operation: 'put' | 'patch' | 'rotate',
     merchantId: string,
     input: unknown,
-    idempotencyKey: string | undefined,
+    { idempotencyKey, ifVersion }: WriteGuards,
     change: (current: Merchant | undefined, issued: { secret(): string }) => Merchant,
     resultOf?: (next: Merchant, current: Merchant | undefined) => T,
   ): Promise<Written<T>> {
@@ -399,34 +413,30 @@ export class MerchantSettings {
         return (issuedSecret ??= newWebhookSecret());
       },
     };
-    // The settings the last application of the change started from: the write that won.
+    // The settings the last application of the change started from: the write that was committed.
     let before: Merchant | undefined;
     const apply = (current: Merchant | undefined) => {
       issuedNow = false;
       before = current;
       return change(current, issued);
     };
-    const announce = async (after: Merchant, replayed: boolean) => {
-      const transition = !replayed && this.announce ? transitionOf(before, after, this.now()) : undefined;
-      if (transition) await this.announce!(transition);
-    };
     const result =
       resultOf ??
       ((next: Merchant, current: Merchant | undefined) =>
         ({ view: viewOf(next, this.now()), created: current === undefined, ...(issuedNow ? { secret: issuedSecret } : {}) }) as unknown as T);
-    if (idempotencyKey === undefined) {
-      const written = await this.directory.update(merchantId, apply);
-      if (written.changed) await announce(written.merchant, false);
-      return { ...result(written.merchant, written.created ? undefined : written.merchant), replayed: false };
+    if (idempotencyKey !== undefined && !IDEMPOTENCY_KEY.test(idempotencyKey)) throw new InvalidIdempotencyKeyError();
+    const idempotency = idempotencyKey === undefined ? undefined : {
+      key: idempotencyKey,
+      fingerprint: createHash('sha256').update(JSON.stringify([operation, merchantId, input])).digest('base64url'),
+      result,
+    };
+    const written = await this.directory.update(merchantId, apply, { ifVersion, idempotency });
+    if (written.changed && this.announce) {
+      const transition = transitionOf(before, written.merchant, this.now());
+      if (transition) await this.announce(transition);
     }
-    if (!IDEMPOTENCY_KEY.test(idempotencyKey)) throw new InvalidIdempotencyKeyError();
-    const fingerprint = createHash('sha256').update(JSON.stringify([operation, merchantId, input])).digest('base64url');
-    const written = await this.directory.updateOnce(merchantId, apply, { key: idempotencyKey, fingerprint, result });
-    if (!written.replayed) {
-      const after = this.directory.byId(merchantId);
-      if (after) await announce(after, false);
-    }
-    return { ...(written.result as T), replayed: written.replayed };
+    const answer = (written.replayed || idempotency ? written.result : result(written.merchant, written.created ? undefined : written.merchant)) as T;
+    return { ...answer, replayed: written.replayed, version: written.version };
   }
 }
 

@@ -5,7 +5,6 @@ export {
   DELIVERIES_RETENTION,
   deliveriesSpec,
   DISPATCH_DELIVERY_LIMIT,
-  MERCHANTS_REFRESH_AFTER_MS,
   intakeSpec,
   operationalWebhookSpec,
   topologySpec,

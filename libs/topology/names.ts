@@ -8,8 +8,6 @@ export interface TopologyNames {
   retries: string;
   /** Snapshots of the retry watch's state, so a starting dispatcher reads the journal from the newest one on. */
   retrySnapshots: string;
-  /** Merchant webhook settings, when MERCHANT_DIRECTORY=broker. */
-  merchants: string;
   /** Delivery records for the delivery log (what happened to each delivery), read by the recorder. */
   deliveries: string;
   /** Operational events for the platform (endpoint disabled, attempts failing or exhausted): topic exchange, routing key = type. */
@@ -29,7 +27,6 @@ export function topologyNames(prefix: string): TopologyNames {
     invalid: `${prefix}.invalid`,
     retries: `${prefix}.retries`,
     retrySnapshots: `${prefix}.retries.snapshots`,
-    merchants: `${prefix}.merchants`,
     deliveries: `${prefix}.deliveries`,
     operational: `${prefix}.operational`,
     operationalWebhook: `${prefix}.operational.webhook`,

@@ -8,8 +8,6 @@ export interface TopologyOptions {
   failedRetention: string;
   /** Replication; the broker caps each at its number of nodes, so 3 runs on a single node too. */
   replication?: Replication;
-  /** Declare the merchants stream (MERCHANT_DIRECTORY=broker). */
-  merchantsStream?: boolean;
   /** Declare the deliveries stream (DELIVERY_LOG=on). */
   deliveriesStream?: boolean;
   /**
@@ -121,17 +119,8 @@ export const RETRIES_RETENTION = '7D';
  * dozens of them.
  */
 export const RETRY_SNAPSHOTS_MAX_BYTES = 1_000_000_000;
-/** Segments of the retries and merchants streams: small, so retention can drop them at all. */
+/** Segments of the retries streams: small, so retention can drop them at all. */
 export const SMALL_SEGMENT_BYTES = 8_000_000;
-
-/**
- * The merchants stream keeps entries this long; every program writes a merchant's latest settings
- * again once they are MERCHANTS_REFRESH_AFTER_MS old (BrokerMerchantDirectory.refresh), so the
- * latest entry of each merchant is always well inside retention while any program runs at least
- * once every two months.
- */
-export const MERCHANTS_RETENTION = '90D';
-export const MERCHANTS_REFRESH_AFTER_MS = 30 * 86_400_000;
 
 /**
  * The deliveries stream is a buffer between the dispatcher and PostgreSQL, not the log itself: it
@@ -203,7 +192,6 @@ export function topologySpec(options: TopologyOptions): TopologySpec {
       { name: names.invalid, kind: 'queue', arguments: { ...quorum(options.replication) } },
       stream(names.retries, RETRIES_RETENTION, options.replication, SMALL_SEGMENT_BYTES),
       { ...stream(names.retrySnapshots, RETRIES_RETENTION, options.replication, SMALL_SEGMENT_BYTES, RETRY_SNAPSHOTS_MAX_BYTES), addedLater: ['x-max-length-bytes'] },
-      ...(options.merchantsStream ? [stream(names.merchants, MERCHANTS_RETENTION, options.replication, SMALL_SEGMENT_BYTES)] : []),
       ...(options.deliveriesStream ? [deliveriesSpec(options.prefix, options.replication)] : []),
     ],
     binding: intake.binding,

@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -26,16 +29,16 @@ describe('development mode is explicit', () => {
     await test.close();
   });
 
-  it('refuses to start the API as the Docker image runs it by default: no merchants file, no token key, no demo secret', async () => {
+  it('refuses to start the API as the Docker image runs it by default: no database, no token key, no demo secret', async () => {
     const result = await runProgram(API, { ...base, NODE_ENV: 'production' });
     expect(result.code).toBe(1);
-    expect(result.stderr).toContain('Invalid configuration: MERCHANTS_FILE: is required (or set WEBHOOKS_DEV=true');
+    expect(result.stderr).toContain('Invalid configuration: DATABASE_URL: is required: merchants live in PostgreSQL');
   });
 
-  it('refuses the dispatcher without a merchants file outside development mode', async () => {
+  it('refuses the dispatcher without a database (or a merchants file) outside development mode', async () => {
     const result = await runProgram(DISPATCHER, base);
     expect(result.code).toBe(1);
-    expect(result.stderr).toContain('Invalid configuration: MERCHANTS_FILE: is required');
+    expect(result.stderr).toContain('Invalid configuration: DATABASE_URL: is required');
   });
 
   it('refuses the development token secret outside development mode', async () => {
@@ -53,12 +56,18 @@ describe('development mode is explicit', () => {
   it.each([['WEBHOOKS_DEV=true', { WEBHOOKS_DEV: 'true' }], ['NODE_ENV=development', { NODE_ENV: 'development' }]])(
     'starts with the development merchants and token secret with %s',
     async (_name, flag) => {
-      const program = startProgram(API, { ...base, LOG_LEVEL: 'info', ...flag });
+      // Its own directory for the embedded database (.data/), with the repository's development merchants.
+      const cwd = mkdtempSync(join(tmpdir(), 'access-dev-'));
+      symlinkSync(resolve('config'), join(cwd, 'config'));
+      const program = startProgram(resolve(API), { ...base, LOG_LEVEL: 'info', ...flag }, [], cwd);
       try {
-        await waitFor('index caught up', () => program.output.stdout.includes('failed index caught up'), 15_000);
+        await waitFor('index caught up', () => program.output.stdout.includes('failed index caught up'), 30_000);
+        expect(program.output.stdout).toContain('development merchants written to the embedded database');
+        expect(program.output.stdout).toMatch(/"merchants":2,"message":"merchant directory loaded"/);
       } finally {
         program.child.kill('SIGTERM');
         expect((await program.finished).code).toBe(0);
+        rmSync(cwd, { recursive: true, force: true });
       }
     },
   );

@@ -7,11 +7,12 @@ import { adminToken, type Answer, call, expectDocumented, seen, startTestApi, wa
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
-import { startBrokerDirectoryDispatcher } from '../support/dispatcher-program.js';
+import { startDatabaseDispatcher, TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
+import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 
 const prefix = uniquePrefix('admin-writes');
-/** Development mode so that merchants can point at the local receiver; two replicas on one stream. */
-const ENV = { MERCHANT_DIRECTORY: 'broker', MERCHANTS_FILE: undefined, WEBHOOKS_DEV: 'true', ALLOW_PRIVATE_TARGETS: 'true' };
+/** Development mode so that merchants can point at the local receiver; two replicas on one database. */
+const ENV: Record<string, string | undefined> = { MERCHANTS_FILE: undefined, WEBHOOKS_DEV: 'true', ALLOW_PRIVATE_TARGETS: 'true', SECRETS_KEY: TEST_SECRETS_KEY };
 
 /** Admin writes a dashboard's backend can repeat safely, and the rules that keep merchants apart. */
 describe('admin writes: rotations, idempotency keys, PATCH, public keys and the admin port', () => {
@@ -22,11 +23,15 @@ describe('admin writes: rotations, idempotency keys, PATCH, public keys and the 
   let publisher: EventPublisher;
   let auth: Record<string, string>;
 
+  let db: TestDatabase;
+
   beforeAll(async () => {
+    db = await createTestDatabase('admin_writes');
+    ENV.DATABASE_URL = db.url;
     receiver = await Receiver.start(() => 204);
     apiA = await waitReady(await startTestApi(prefix, '', {}, ENV));
     apiB = await waitReady(await startTestApi(prefix, '', {}, ENV));
-    dispatcher = await startBrokerDirectoryDispatcher(prefix);
+    dispatcher = await startDatabaseDispatcher(prefix, db.url);
     publisher = new EventPublisher(dispatcher.broker, prefix);
     auth = { authorization: `Bearer ${await adminToken()}`, 'content-type': 'application/json' };
   });
@@ -38,8 +43,8 @@ describe('admin writes: rotations, idempotency keys, PATCH, public keys and the 
     await receiver?.close();
     const test = await TestBroker.open();
     await test.deleteTopology(prefix, 0);
-    await test.channel.deleteQueue(`${prefix}.merchants`).catch(() => {});
     await test.close();
+    await db?.drop();
   });
 
   const send = (api: ApiProgram, method: string, path: string, body: unknown, headers: Record<string, string> = {}) =>

@@ -1,48 +1,56 @@
 import { BrokerConnection } from '../../libs/broker/index.js';
+import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
-import { BrokerMerchantDirectory } from '../../libs/merchants/index.js';
-import { declareTopology, topologyNames } from '../../libs/topology/index.js';
+import { PgMerchantDirectory, SecretBox } from '../../libs/merchants/index.js';
+import { declareTopology } from '../../libs/topology/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
+import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
+import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { runProgram } from '../support/process.js';
 import { waitFor } from '../support/wait.js';
 
 const CLI = 'dist/apps/cli/main.js';
 
-describe('webhooks merchants (operator CLI on the merchants stream)', () => {
+describe('webhooks merchants (operator CLI on the merchants table)', () => {
   const prefix = uniquePrefix('cli-merchants');
-  const stream = topologyNames(prefix).merchants;
-  const env = { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix };
+  const env: Record<string, string> = { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, SECRETS_KEY: TEST_SECRETS_KEY };
   let broker: BrokerConnection;
-  /** What a running program sees: a directory of its own, tailing the stream. */
-  let program: BrokerMerchantDirectory;
+  let db: TestDatabase;
+  let database: Database;
+  /** What a running program sees: a directory of its own, kept current by NOTIFY. */
+  let program: PgMerchantDirectory;
   const cli = (...args: string[]) => runProgram(CLI, env, ['merchants', ...args]);
 
   beforeAll(async () => {
+    db = await createTestDatabase('cli_merchants');
+    env.DATABASE_URL = db.url;
+    // The operational exchange the CLI announces on, as the programs declare it.
     broker = new BrokerConnection({
       url: brokerUrl(),
       name: 'test-cli-merchants',
       logger: silentLogger(),
-      declare: (open) => declareTopology(open, { prefix, retryDelaysMs: [], failedRetention: '1D', merchantsStream: true }),
+      declare: (open) => declareTopology(open, { prefix, retryDelaysMs: [], failedRetention: '1D' }),
     });
     await broker.open(10_000);
-    program = new BrokerMerchantDirectory(broker, stream, silentLogger());
+    database = openPostgres(db.url);
+    program = new PgMerchantDirectory(database, new SecretBox(Buffer.from(TEST_SECRETS_KEY, 'base64')), silentLogger());
     await program.start();
-    await program.waitUntilReady(10_000);
   });
 
   afterAll(async () => {
     await program?.close();
+    await database?.close();
     await broker?.close();
     const test = await TestBroker.open();
     await test.deleteTopology(prefix, 0);
-    await test.channel.deleteQueue(stream).catch(() => {});
     await test.close();
+    await db?.drop();
   });
 
   it('says there is nobody yet with exit 3', async () => {
     const result = await cli('list');
     expect(result.code).toBe(3);
-    expect(result.stderr).toContain('no merchant in the merchants stream');
+    expect(result.stderr).toContain('no merchant in the database');
   });
 
   it('creates a merchant, printing its secret once, and a running program applies it', async () => {
@@ -82,8 +90,8 @@ describe('webhooks merchants (operator CLI on the merchants stream)', () => {
     expect(result.code).toBe(0);
     const secret = /webhook secret: (whsec_\S+)/.exec(result.stdout)?.[1];
     await waitFor('program applied it', () => program.byId('m_cli')?.webhook?.secret === secret, 5_000);
-    expect(program.byId('m_cli')!.webhook!.previousSecret?.secret).toBe(before);
-    expect(Date.parse(program.byId('m_cli')!.webhook!.previousSecret!.expiresAt) - Date.now()).toBeGreaterThan(3_500_000);
+    expect(program.byId('m_cli')!.webhook!.previousSecrets?.[0]?.secret).toBe(before);
+    expect(Date.parse(program.byId('m_cli')!.webhook!.previousSecrets![0]!.expiresAt) - Date.now()).toBeGreaterThan(3_500_000);
   });
 
   it('refuses what the admin API refuses, naming the field, and writes nothing', async () => {
@@ -178,9 +186,19 @@ describe('webhooks merchants (operator CLI on the merchants stream)', () => {
     }
   });
 
-  it('says which stream is missing when the programs never declared it', async () => {
-    const result = await runProgram(CLI, { ...env, TOPOLOGY_PREFIX: uniquePrefix('nowhere') }, ['merchants', 'list']);
-    expect(result.code).toBe(1);
-    expect(result.stderr).toContain('.merchants does not exist on this broker');
+  it('says what it needs without DATABASE_URL or SECRETS_KEY, and that a wrong key opens no secret', async () => {
+    const noDatabase = await runProgram(CLI, { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix }, ['merchants', 'list']);
+    expect(noDatabase.code).toBe(2);
+    expect(noDatabase.stderr).toContain('merchants commands need DATABASE_URL');
+    const noKey = await runProgram(CLI, { ...env, SECRETS_KEY: '' }, ['merchants', 'list']);
+    expect(noKey.code).toBe(2);
+    expect(noKey.stderr).toContain('SECRETS_KEY');
+    const badKey = await runProgram(CLI, { ...env, SECRETS_KEY: 'short' }, ['merchants', 'list']);
+    expect(badKey.stderr).toContain('SECRETS_KEY: must be 32 random bytes');
+    expect(badKey.code).not.toBe(0);
+    const otherKey = await runProgram(CLI, { ...env, SECRETS_KEY: Buffer.alloc(32, 7).toString('base64') }, ['merchants', 'list']);
+    expect(otherKey.stderr).toContain('does not open with SECRETS_KEY or SECRETS_KEY_PREVIOUS');
+    expect(otherKey.code).not.toBe(0);
+    expect(otherKey.stderr).not.toContain('whsec_');
   });
 });

@@ -8,10 +8,11 @@ import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
 import { testMerchant, writeMerchantsFile } from '../support/harness.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
-import { startBrokerDirectoryDispatcher } from '../support/dispatcher-program.js';
+import { startDatabaseDispatcher, TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
+import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 
 const prefix = uniquePrefix('merchants');
-const BROKER_DIRECTORY = { MERCHANT_DIRECTORY: 'broker', MERCHANTS_FILE: undefined };
+const DATABASE_DIRECTORY: Record<string, string | undefined> = { MERCHANTS_FILE: undefined, SECRETS_KEY: TEST_SECRETS_KEY };
 
 describe('merchant settings on the broker (admin API, live directory)', () => {
   let receiver: Receiver;
@@ -24,11 +25,15 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
   let auth: Record<string, string>;
   let secret: string;
 
+  let db: TestDatabase;
+
   beforeAll(async () => {
+    db = await createTestDatabase('merchant_settings');
+    DATABASE_DIRECTORY.DATABASE_URL = db.url;
     receiver = await Receiver.start(() => 204);
-    apiA = await waitReady(await startTestApi(prefix, '', {}, { ...BROKER_DIRECTORY, WEBHOOKS_DEV: 'true', ALLOW_PRIVATE_TARGETS: 'true' }));
-    apiB = await waitReady(await startTestApi(prefix, '', {}, BROKER_DIRECTORY));
-    dispatcher = await startBrokerDirectoryDispatcher(prefix);
+    apiA = await waitReady(await startTestApi(prefix, '', {}, { ...DATABASE_DIRECTORY, WEBHOOKS_DEV: 'true', ALLOW_PRIVATE_TARGETS: 'true' }));
+    apiB = await waitReady(await startTestApi(prefix, '', {}, DATABASE_DIRECTORY));
+    dispatcher = await startDatabaseDispatcher(prefix, db.url);
     publisher = new EventPublisher(dispatcher.broker, prefix);
     auth = { authorization: `Bearer ${await adminToken()}`, 'content-type': 'application/json' };
   });
@@ -40,8 +45,8 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
     await receiver?.close();
     const test = await TestBroker.open();
     await test.deleteTopology(prefix, 0);
-    await test.channel.deleteQueue(`${prefix}.merchants`).catch(() => {});
     await test.close();
+    await db?.drop();
   });
 
   const put = (api: ApiProgram, id: string, body: unknown, headers = auth) =>
@@ -161,9 +166,9 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
     secret = last.secret;
   });
 
-  it('rebuilds the directory from the stream when a program restarts', async () => {
+  it('loads the directory from PostgreSQL when a program restarts', async () => {
     await apiB.stop();
-    apiB = await startTestApi(prefix, '', {}, BROKER_DIRECTORY);
+    apiB = await startTestApi(prefix, '', {}, DATABASE_DIRECTORY);
     await waitReady(apiB);
     const answer = await get(apiB, 'm_live');
     expect(answer.status).toBe(200);
@@ -219,7 +224,7 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
 
     for (const id of ['m_bad', 'm_other', 'm_nobody']) expect(dispatcher.merchants.byId(id)).toBeUndefined();
 
-    // With MERCHANT_DIRECTORY=file the settings are read-only.
+    // With MERCHANTS_FILE the settings are read-only.
     const filePrefix = uniquePrefix('merchants-file');
     const fileApi = await startTestApi(filePrefix, writeMerchantsFile([testMerchant('m_file', 'https://hooks.example.com/f')]));
     try {

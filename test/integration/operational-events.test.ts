@@ -7,7 +7,8 @@ import { type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/p
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { DeliveryLogRecorder, openPostgres, type Database } from '../../libs/delivery-store/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
-import { BrokerMerchantDirectory } from '../../libs/merchants/index.js';
+import { PgMerchantDirectory, SecretBox } from '../../libs/merchants/index.js';
+import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
 import { OperationalPublisher } from '../../libs/operational/index.js';
 import { Operations } from '../../apps/dispatcher/operations.js';
 import type { IntakeEvent } from '../../apps/dispatcher/stages/intake.js';
@@ -46,7 +47,7 @@ function dispatcherEnv(prefix: string, env: Record<string, string | undefined>) 
   return loadDispatcherConfig({
     RABBITMQ_URL: brokerUrl(),
     TOPOLOGY_PREFIX: prefix,
-    MERCHANT_DIRECTORY: 'broker',
+    SECRETS_KEY: TEST_SECRETS_KEY,
     // Five attempts, 100 ms apart: the 4th failed one makes a webhook "failing".
     RETRY_SCHEDULE: '100ms,100ms,100ms,100ms',
     FAILED_RETENTION: '1D',
@@ -56,7 +57,7 @@ function dispatcherEnv(prefix: string, env: Record<string, string | undefined>) 
   });
 }
 
-const BROKER_DIRECTORY = { MERCHANT_DIRECTORY: 'broker', MERCHANTS_FILE: undefined, WEBHOOKS_DEV: 'true', ALLOW_PRIVATE_TARGETS: 'true' };
+const DATABASE_DIRECTORY = { MERCHANTS_FILE: undefined, WEBHOOKS_DEV: 'true', ALLOW_PRIVATE_TARGETS: 'true', SECRETS_KEY: TEST_SECRETS_KEY };
 
 describe('operational events and auto-disable', () => {
   const prefix = uniquePrefix('ops');
@@ -84,6 +85,7 @@ describe('operational events and auto-disable', () => {
     OPERATIONAL_WEBHOOK_URL: `${opsReceiver.url}/platform`,
     OPERATIONAL_WEBHOOK_SECRET: opsSecret,
     DELIVERY_LOG: 'on',
+    DATABASE_URL: db.url,
   });
   const startOne = () => startDispatcher(dispatcherEnv(prefix, env()), silentLogger());
 
@@ -100,7 +102,7 @@ describe('operational events and auto-disable', () => {
     });
     opsReceiver = await Receiver.start(() => 204);
     db = await createTestDatabase('operational');
-    api = await waitReady(await startTestApi(prefix, '', {}, { ...BROKER_DIRECTORY, DATABASE_URL: db.url, DELIVERY_LOG: 'on' }));
+    api = await waitReady(await startTestApi(prefix, '', {}, { ...DATABASE_DIRECTORY, DATABASE_URL: db.url, DELIVERY_LOG: 'on' }));
     test = await TestBroker.open();
     events = await collect(test, prefix);
     dispatcherA = await startOne();
@@ -121,7 +123,6 @@ describe('operational events and auto-disable', () => {
     await merchantServer?.close();
     await opsReceiver?.close();
     await test?.deleteTopology(prefix, 4);
-    await test?.channel.deleteQueue(`${prefix}.merchants`).catch(() => {});
     await test?.channel.deleteQueue(`${prefix}.test-subscriber`).catch(() => {});
     await test?.close();
     await db?.drop();
@@ -237,14 +238,11 @@ describe('operational events and auto-disable', () => {
 
   it('lets one of two dispatchers that decide at the same moment disable the endpoint, and only that one announce it', async () => {
     await merchant('m_race');
-    const stream = `${prefix}.merchants`;
-    const directories = [new BrokerMerchantDirectory(dispatcherA.broker, stream, silentLogger()), new BrokerMerchantDirectory(dispatcherB.broker, stream, silentLogger())];
+    const databases = [openPostgres(db.url), openPostgres(db.url)];
+    const directories = databases.map((each) => new PgMerchantDirectory(each, new SecretBox(Buffer.from(TEST_SECRETS_KEY, 'base64')), silentLogger()));
     const publishers = directories.map(() => new OperationalPublisher(dispatcherA.broker, `${prefix}.operational`, silentLogger()));
     try {
-      for (const directory of directories) {
-        await directory.start();
-        await directory.waitUntilReady(10_000);
-      }
+      for (const directory of directories) await directory.start();
       // Failing for longer than the threshold, as the dispatchers recorded it.
       const since = new Date(Date.now() - 2 * DISABLE_AFTER_MS).toISOString();
       await directories[0]!.update('m_race', (current) => ({ ...current!, webhook: { ...current!.webhook!, failingSince: since, lastFailureAt: new Date().toISOString() } }));
@@ -265,6 +263,7 @@ describe('operational events and auto-disable', () => {
       expect(of('m_race', 'endpoint.disabled')[0]!.data).toMatchObject({ reason: 'failing', failingSince: since, webhookId: 'evt_race', lastHttpStatus: 404 });
     } finally {
       await Promise.all(directories.map((d) => d.close()));
+      await Promise.all(databases.map((d) => d.close()));
     }
   });
 
@@ -346,13 +345,15 @@ describe('operational events of a dead endpoint under load', () => {
   let api: ApiProgram;
   let dispatcher: DispatcherProgram;
   let events: Seen[];
+  let db: TestDatabase;
 
   beforeAll(async () => {
     dead = await Receiver.start(() => 404);
-    api = await waitReady(await startTestApi(prefix, '', {}, BROKER_DIRECTORY));
+    db = await createTestDatabase('operational_noise');
+    api = await waitReady(await startTestApi(prefix, '', {}, { ...DATABASE_DIRECTORY, DATABASE_URL: db.url }));
     test = await TestBroker.open();
     events = await collect(test, prefix);
-    dispatcher = await startDispatcher(dispatcherEnv(prefix, { ENDPOINT_DISABLE_AFTER: '0', OPERATIONAL_EVENT_INTERVAL: '1h', DISPATCH_CONCURRENCY: '64' }), silentLogger());
+    dispatcher = await startDispatcher(dispatcherEnv(prefix, { ENDPOINT_DISABLE_AFTER: '0', OPERATIONAL_EVENT_INTERVAL: '1h', DISPATCH_CONCURRENCY: '64', DATABASE_URL: db.url }), silentLogger());
   });
 
   afterAll(async () => {
@@ -360,9 +361,9 @@ describe('operational events of a dead endpoint under load', () => {
     await api?.stop();
     await dead?.close();
     await test?.deleteTopology(prefix, 4);
-    await test?.channel.deleteQueue(`${prefix}.merchants`).catch(() => {});
     await test?.channel.deleteQueue(`${prefix}.test-subscriber`).catch(() => {});
     await test?.close();
+    await db?.drop();
   });
 
   it('makes a handful of events, not one per webhook, for 1,000 webhooks to a dead endpoint within one interval', async () => {
@@ -385,7 +386,7 @@ describe('operational events of a dead endpoint under load', () => {
   });
 });
 
-describe('operational events with MERCHANT_DIRECTORY=file', () => {
+describe('operational events with MERCHANTS_FILE', () => {
   const prefix = uniquePrefix('ops-file');
   let test: TestBroker;
   let dead: Receiver;
@@ -402,7 +403,7 @@ describe('operational events with MERCHANT_DIRECTORY=file', () => {
       transports: [new winston.transports.Stream({ stream: new Writable({ objectMode: true, write: (info: { message: string }, _e, done) => { lines.push(info.message); done(); } }) })],
     });
     dispatcher = await startDispatcher(
-      dispatcherEnv(prefix, { MERCHANT_DIRECTORY: 'file', MERCHANTS_FILE: writeMerchantsFile([merchant]), ENDPOINT_DISABLE_AFTER: '300ms', OPERATIONAL_EVENT_INTERVAL: '1h' }),
+      dispatcherEnv(prefix, { MERCHANTS_FILE: writeMerchantsFile([merchant]), ENDPOINT_DISABLE_AFTER: '300ms', OPERATIONAL_EVENT_INTERVAL: '1h' }),
       logger,
     );
     events = await collect(test, prefix);

@@ -6,7 +6,6 @@ import { decodeRecords, type DeliveryRecordInput, DeliveryRecorder } from '../..
 import { deliveryLogQueries, DeliveryLogRecorder, openPostgres } from '../../libs/delivery-store/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { StreamTail } from '../../libs/streams/index.js';
-import { BrokerMerchantDirectory } from '../../libs/merchants/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { declareTopology, topologyNames } from '../../libs/topology/index.js';
 import { call, startTestApi, token } from '../support/api.js';
@@ -15,7 +14,6 @@ import { startHarness, testMerchant } from '../support/harness.js';
 import { failOnceThenSucceed, Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 import { createTestDatabase } from '../support/postgres.js';
-import { startBrokerDirectoryDispatcher } from '../support/dispatcher-program.js';
 
 /**
  * An operator deletes a stream (streams cannot be purged). The next connect declares it again,
@@ -246,52 +244,4 @@ describe('a deleted stream is declared again and read from its start, without a 
       await db.drop();
     }
   }, 60_000);
-
-  it('merchants: a running dispatcher forgets the old settings and delivers with the ones written again', async () => {
-    const prefix = uniquePrefix('deleted-merchants');
-    const names = topologyNames(prefix);
-    const first = await Receiver.start(() => 204);
-    const second = await Receiver.start(() => 204);
-    const admin = new BrokerConnection({
-      url: brokerUrl(),
-      name: 'test-deleted-merchants',
-      logger: silentLogger(),
-      declare: (openChannel) => declareTopology(openChannel, { prefix, retryDelaysMs: [], failedRetention: '1D', merchantsStream: true }),
-    });
-    await admin.open(10_000);
-    const writer = new BrokerMerchantDirectory(admin, names.merchants, silentLogger());
-    await writer.start();
-    await writer.waitUntilReady(10_000);
-    let dispatcher: DispatcherProgram | undefined;
-    try {
-      const merchant = testMerchant('m_deleted', first.url);
-      // Several versions: the directory resumes past the end of the stream declared again.
-      for (let v = 0; v < 3; v++) await writer.update(merchant.id, () => ({ ...merchant, webhook: { ...merchant.webhook!, url: `${first.url}?v=${v}` } }));
-      await writer.update('m_other', () => testMerchant('m_other', first.url));
-      dispatcher = await startBrokerDirectoryDispatcher(prefix);
-      const directory = dispatcher.merchants as BrokerMerchantDirectory;
-      const publisher = new EventPublisher(dispatcher.broker, prefix);
-      const { messageId: before } = await publisher.publish(sampleEvent('payout', merchant.id));
-      await waitFor('delivered with the first settings', () => first.requests.some((r) => r.headers['webhook-id'] === before), 10_000);
-
-      await test.channel.deleteQueue(names.merchants);
-      await waitFor('old settings forgotten', () => directory.byId(merchant.id) === undefined && writer.byId(merchant.id) === undefined, 15_000);
-      await waitFor('both directories caught up with the new stream', () => directory.ready && writer.ready, 15_000);
-      expect(directory.byId('m_other')).toBeUndefined();
-
-      await writer.update(merchant.id, () => ({ ...merchant, webhook: { ...merchant.webhook!, url: second.url } }));
-      await waitFor('dispatcher applied the settings written again', () => directory.byId(merchant.id)?.webhook?.url === second.url, 10_000);
-      const { messageId: after } = await publisher.publish(sampleEvent('payout', merchant.id));
-      await waitFor('delivered with the new settings', () => second.requests.some((r) => r.headers['webhook-id'] === after), 10_000);
-      expect(first.requests.some((r) => r.headers['webhook-id'] === after)).toBe(false);
-    } finally {
-      await dispatcher?.stop();
-      await writer.close();
-      await admin.close();
-      await first.close();
-      await second.close();
-      await test.deleteTopology(prefix, 0);
-      await test.channel.deleteQueue(names.merchants).catch(() => {});
-    }
-  }, 90_000);
 });

@@ -1,15 +1,19 @@
 import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
-import { type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/program.js';
+import { type DispatcherOptions, type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/program.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { brokerUrl } from './broker.js';
 
-/** The dispatcher program as deployed with the broker directory: one attempt, loopback merchants allowed. */
-export function startBrokerDirectoryDispatcher(prefix: string, env: Record<string, string> = {}): Promise<DispatcherProgram> {
+/** 32 bytes, base64: the tests' SECRETS_KEY. */
+export const TEST_SECRETS_KEY = Buffer.from('test-secrets-key-32-bytes-long!!').toString('base64');
+
+/** The dispatcher program as deployed, merchants in the database at `databaseUrl`: one attempt, loopback merchants allowed. */
+export function startDatabaseDispatcher(prefix: string, databaseUrl: string, env: Record<string, string> = {}, options: DispatcherOptions = {}): Promise<DispatcherProgram> {
   return startDispatcher(
     loadDispatcherConfig({
       RABBITMQ_URL: brokerUrl(),
       TOPOLOGY_PREFIX: prefix,
-      MERCHANT_DIRECTORY: 'broker',
+      DATABASE_URL: databaseUrl,
+      SECRETS_KEY: TEST_SECRETS_KEY,
       RETRY_SCHEDULE: '',
       FAILED_RETENTION: '1D',
       ALLOW_PRIVATE_TARGETS: 'true',
@@ -17,5 +21,6 @@ export function startBrokerDirectoryDispatcher(prefix: string, env: Record<strin
       ...env,
     }),
     silentLogger(),
+    options,
   );
 }

@@ -5,13 +5,13 @@ import { type RecorderProgram, startRecorder } from '../../apps/recorder/program
 import { silentLogger } from '../../libs/logger/index.js';
 import { adminToken, type Answer, call, startTestApi, waitReady } from './api.js';
 import { brokerUrl, TestBroker, uniquePrefix } from './broker.js';
-import { startBrokerDirectoryDispatcher } from './dispatcher-program.js';
+import { startDatabaseDispatcher, TEST_SECRETS_KEY } from './dispatcher-program.js';
 import { createTestDatabase, type TestDatabase } from './postgres.js';
 import { waitFor } from './wait.js';
 
 /**
- * The whole service for the portal's tests, as deployed: API replicas with the broker directory
- * and the delivery log, a dispatcher (one attempt, then failed), a recorder into PostgreSQL.
+ * The whole service for the portal's tests, as deployed: API replicas with merchants and the
+ * delivery log in PostgreSQL, a dispatcher (one attempt, then failed), a recorder.
  */
 export interface PortalStack {
   prefix: string;
@@ -35,9 +35,9 @@ export async function startPortalStack(name: string, replicas = 1, options: ApiO
   const prefix = uniquePrefix(name);
   const db = await createTestDatabase(name.replace(/-/g, '_'));
   const env = {
-    MERCHANT_DIRECTORY: 'broker',
     MERCHANTS_FILE: undefined,
     WEBHOOKS_DEV: 'true',
+    SECRETS_KEY: TEST_SECRETS_KEY,
     ALLOW_PRIVATE_TARGETS: 'true',
     DATABASE_URL: db.url,
     DELIVERY_LOG: 'on',
@@ -57,8 +57,7 @@ export async function startPortalStack(name: string, replicas = 1, options: ApiO
   try {
     recorder = await startRecorder(loadRecorderConfig({ RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, DATABASE_URL: db.url }), silentLogger());
     for (let i = 0; i < replicas; i++) apis.push(await startTestApi(prefix, '', options, env));
-    dispatcher = await startBrokerDirectoryDispatcher(prefix, { DELIVERY_TIMEOUT_MS: '2000' });
-    // Writes answer 503 until a replica has read the merchants' stream.
+    dispatcher = await startDatabaseDispatcher(prefix, db.url, { DELIVERY_TIMEOUT_MS: '2000' });
     for (const api of apis) await waitReady(api);
   } catch (err) {
     await close();

@@ -8,13 +8,14 @@ export interface Finished {
   stderr: string;
 }
 
-/** Runs a built program (dist/) with its own environment and collects its output. */
-export function startProgram(script: string, env: Record<string, string>, args: string[] = []): {
+/** Runs a built program (dist/) with its own environment (and working directory) and collects its output. */
+export function startProgram(script: string, env: Record<string, string>, args: string[] = [], cwd?: string): {
   child: ChildProcess;
   output: { stdout: string; stderr: string };
   finished: Promise<Finished>;
 } {
   const child = spawn(process.execPath, [script, ...args], {
+    cwd,
     env: { PATH: process.env.PATH ?? '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

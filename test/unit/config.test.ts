@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
 import { loadApiConfig } from '../../apps/api/config.js';
-import { ConfigError, formatDuration, parseDuration } from '../../libs/config/index.js';
+import { ConfigError, DEV_SECRETS_KEY, formatDuration, parseDuration } from '../../libs/config/index.js';
 
 describe('durations', () => {
   it.each([
@@ -51,11 +51,18 @@ describe('dispatcher configuration', () => {
     ]);
   });
 
-  it('needs no MERCHANTS_FILE with MERCHANT_DIRECTORY=broker, and names the variable for any other value', () => {
-    expect(loadDispatcherConfig({ MERCHANT_DIRECTORY: 'broker' }).MERCHANT_DIRECTORY).toBe('broker');
-    expect(loadDispatcherConfig(file).MERCHANT_DIRECTORY).toBe('file');
-    expect(() => loadDispatcherConfig({})).toThrow('MERCHANTS_FILE');
-    expect(() => loadDispatcherConfig({ ...file, MERCHANT_DIRECTORY: 'redis' })).toThrow('MERCHANT_DIRECTORY: must be file or broker');
+  it('needs DATABASE_URL and SECRETS_KEY for merchants in PostgreSQL, or MERCHANTS_FILE, and never the development key outside development mode', () => {
+    const key = Buffer.alloc(32, 1);
+    const database = { DATABASE_URL: 'postgres://u@db/webhooks' };
+    expect(loadDispatcherConfig({ ...database, SECRETS_KEY: key.toString('base64') }).SECRETS_KEY).toEqual(key);
+    expect(loadDispatcherConfig({ ...database, SECRETS_KEY: key.toString('hex') }).SECRETS_KEY).toEqual(key);
+    expect(loadDispatcherConfig(file).MERCHANTS_FILE).toBe('merchants.json');
+    expect(() => loadDispatcherConfig({})).toThrow('DATABASE_URL: is required: merchants live in PostgreSQL');
+    expect(() => loadDispatcherConfig(database)).toThrow('SECRETS_KEY: is required');
+    expect(() => loadDispatcherConfig({ ...database, SECRETS_KEY: 'c2hvcnQ=' })).toThrow('SECRETS_KEY: must be 32 random bytes');
+    expect(() => loadDispatcherConfig({ ...database, SECRETS_KEY: key.toString('base64'), SECRETS_KEY_PREVIOUS: 'nope' })).toThrow('SECRETS_KEY_PREVIOUS: must be 32 random bytes');
+    expect(() => loadDispatcherConfig({ ...database, SECRETS_KEY: DEV_SECRETS_KEY })).toThrow('SECRETS_KEY: is the development key');
+    expect(loadDispatcherConfig({ ...database, SECRETS_KEY: DEV_SECRETS_KEY, WEBHOOKS_DEV: 'true' }).WEBHOOKS_DEV).toBe(true);
   });
 
   it('reads the operational events settings: ENDPOINT_DISABLE_AFTER (0 never), the interval, and a secret with the URL', () => {

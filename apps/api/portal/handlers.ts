@@ -35,7 +35,7 @@ function sessionsOf(deps: ApiDeps) {
  * from the delivery log when it has them, else from a walk over the index.
  */
 export async function resendOne(deps: ApiDeps, merchant: Merchant, webhookId: string): Promise<void> {
-  const allowed = deps.limiter.take(merchant.id);
+  const allowed = await deps.limiter.take(merchant.id);
   if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds);
   if (!deps.index.ready || !deps.brokerConnected()) throw unavailable('The failed queue is not available yet; try again shortly');
   const webhook = activeWebhook(merchant);
@@ -127,9 +127,9 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
   };
   const merchantOf = (merchantId: string): Merchant | undefined => deps.merchants?.byId(merchantId);
   /** Reads count against the merchant's log limits, as its own API calls do. */
-  const read = <T>(merchantId: string, work: (log: DeliveryLogQueries) => Promise<T>): Promise<T> => {
+  const read = async <T>(merchantId: string, work: (log: DeliveryLogQueries) => Promise<T>): Promise<T> => {
     const log = logOf(deps);
-    const allowed = deps.logLimiter?.take(merchantId) ?? { ok: true };
+    const allowed = (await deps.logLimiter?.take(merchantId)) ?? { ok: true };
     if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds, 'delivery log reads');
     return deps.logConcurrency ? deps.logConcurrency.run(merchantId, () => work(log)) : work(log);
   };
@@ -225,7 +225,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
   });
 
   const writable = () => {
-    if (!deps.settings) throw new ApiError(409, 'directory_read_only', 'Endpoint settings come from MERCHANTS_FILE here (MERCHANT_DIRECTORY=file): they are read-only in the portal');
+    if (!deps.settings) throw new ApiError(409, 'directory_read_only', 'Endpoint settings come from MERCHANTS_FILE here: they are read-only in the portal');
     return deps.settings;
   };
 

@@ -35,7 +35,7 @@ const sessionView = z.strictObject({
   permissions: z.array(z.enum(PORTAL_PERMISSIONS)),
   expiresAt: z.string(),
   csrfToken: z.string().describe('Send back in x-csrf-token on every write'),
-  settingsWritable: z.boolean().describe('false with MERCHANT_DIRECTORY=file: the endpoint settings are read-only here'),
+  settingsWritable: z.boolean().describe('false with MERCHANTS_FILE: the endpoint settings are read-only here'),
 });
 
 const endpointView = z.strictObject({
@@ -239,7 +239,7 @@ export const PORTAL_ROUTES = [
     security: PORTAL_WRITE_AUTH,
     input: { body: endpointPatch, bodyRequired: true },
     output: { '200': { description: 'Changed', schema: envelope(endpointView) } },
-    errors: { ...WRITE_ERRORS, '409': 'directory_read_only: MERCHANT_DIRECTORY=file; webhook_not_set_up' },
+    errors: { ...WRITE_ERRORS, '409': 'directory_read_only: merchants come from MERCHANTS_FILE here; webhook_not_set_up' },
   },
   {
     operationId: 'portalRotateSecret',

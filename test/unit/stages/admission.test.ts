@@ -12,7 +12,7 @@ const intake: IntakeEvent = {
 };
 
 function stage(found: Merchant | undefined, clock = { t: 0 }) {
-  const directory: MerchantDirectory = { byId: () => found, byPublicKey: () => undefined, close: async () => {} };
+  const directory: MerchantDirectory = { byId: () => found, byPublicKey: () => undefined, list: () => [], close: async () => {} };
   const guards = new EndpointGuards({ maxInFlight: 1, failureThreshold: 1, cooldownMs: 10_000, maxCooldownMs: 60_000, now: () => clock.t });
   return { admission: new AdmissionStage(directory, guards, new RetryPolicy({ delaysMs: [1_000, 60_000] })), guards };
 }

@@ -1,0 +1,63 @@
+import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+
+/**
+ * Webhook secrets at rest: AES-256-GCM from node's crypto, with SECRETS_KEY. A sealed value reads
+ * `v1:<key id>:<base64 of iv, ciphertext, tag>`; the key id (from the key's hash) says which key
+ * sealed it, so that during a rotation of SECRETS_KEY the previous key still opens what it sealed
+ * (SECRETS_KEY_PREVIOUS) while new writes use the new one. The associated data binds a value to its
+ * row (the merchant id): a sealed secret copied to another merchant's row does not open.
+ */
+export class SecretBox {
+  private readonly keys = new Map<string, Buffer>();
+  private readonly current: { id: string; key: Buffer };
+
+  /** `key` seals and opens; `previous` only opens. Each is 32 bytes. */
+  constructor(key: Buffer, previous: readonly Buffer[] = []) {
+    for (const k of [key, ...previous]) {
+      if (k.length !== 32) throw new Error('a secrets key must be 32 bytes');
+      this.keys.set(keyId(k), k);
+    }
+    this.current = { id: keyId(key), key };
+  }
+
+  seal(plain: string, boundTo: string): string {
+    const iv = randomBytes(12);
+    const cipher = createCipheriv('aes-256-gcm', this.current.key, iv);
+    cipher.setAAD(Buffer.from(boundTo, 'utf8'));
+    const body = Buffer.concat([iv, cipher.update(plain, 'utf8'), cipher.final(), cipher.getAuthTag()]);
+    return `v1:${this.current.id}:${body.toString('base64')}`;
+  }
+
+  open(sealed: string, boundTo: string): string {
+    const [version, id, data] = sealed.split(':');
+    const key = id === undefined ? undefined : this.keys.get(id);
+    if (version !== 'v1' || !key || data === undefined) throw new SecretsKeyError(id);
+    const body = Buffer.from(data, 'base64');
+    const decipher = createDecipheriv('aes-256-gcm', key, body.subarray(0, 12));
+    decipher.setAAD(Buffer.from(boundTo, 'utf8'));
+    decipher.setAuthTag(body.subarray(body.length - 16));
+    try {
+      return Buffer.concat([decipher.update(body.subarray(12, body.length - 16)), decipher.final()]).toString('utf8');
+    } catch {
+      throw new SecretsKeyError(id);
+    }
+  }
+
+  /** Whether `sealed` was sealed with the current key (a re-encryption skips it). */
+  isCurrent(sealed: string): boolean {
+    return sealed.startsWith(`v1:${this.current.id}:`);
+  }
+}
+
+/** A sealed value that no configured key opens: SECRETS_KEY changed without SECRETS_KEY_PREVIOUS, or the value was altered. */
+export class SecretsKeyError extends Error {
+  constructor(readonly keyId: string | undefined) {
+    super(`a stored secret does not open with SECRETS_KEY or SECRETS_KEY_PREVIOUS (sealed with key ${keyId ?? 'unknown'})`);
+    this.name = 'SecretsKeyError';
+  }
+}
+
+/** Eight characters of the key's SHA-256: names the key in a sealed value without revealing it. */
+export function keyId(key: Buffer): string {
+  return createHash('sha256').update(key).digest('base64url').slice(0, 8);
+}
