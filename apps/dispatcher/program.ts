@@ -74,21 +74,28 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   if (!fromFile) awaiting(() => 'the merchant database');
   // Development mode without DATABASE_URL, run alone: an embedded database of its own.
   const ownDatabase = !fromFile && !options.database && !config.DATABASE_URL ? await openPglite(PGLITE_DIR) : undefined;
-  const opened = await openMerchants(config, logger, {
-    database: options.database ?? ownDatabase,
-    applicationName: 'webhooks-dispatcher merchants',
-    signal: options.signal,
-    pollIntervalMs: options.merchantsPollMs,
-    seedFile: config.WEBHOOKS_DEV ? DEV_MERCHANTS_FILE : undefined,
-  }).catch(async (err: unknown) => {
-    await ownDatabase?.close();
-    throw err;
-  });
-  const merchants: MerchantDirectory = opened.merchants;
-  awaiting(() => 'RabbitMQ');
-  let broker: BrokerConnection;
-  try {
-    broker = await openTopologyBroker({
+  // The directory loads while the broker connects and declares: neither waits for the other, and
+  // a directory that cannot load ends the broker's attempts too.
+  const failed = new AbortController();
+  const signal = options.signal ? AbortSignal.any([options.signal, failed.signal]) : failed.signal;
+  const [loaded, connected] = await Promise.allSettled([
+    openMerchants(config, logger, {
+      database: options.database ?? ownDatabase,
+      applicationName: 'webhooks-dispatcher merchants',
+      signal: options.signal,
+      pollIntervalMs: options.merchantsPollMs,
+      seedFile: config.WEBHOOKS_DEV ? DEV_MERCHANTS_FILE : undefined,
+    }).then(
+      (opened) => {
+        if (!fromFile) awaiting(() => 'RabbitMQ');
+        return opened;
+      },
+      (err: unknown) => {
+        failed.abort();
+        throw err;
+      },
+    ),
+    openTopologyBroker({
       url: config.RABBITMQ_URL,
       name: 'webhooks-dispatcher',
       logger,
@@ -100,13 +107,18 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
         deliveriesStream: config.DELIVERY_LOG === 'on',
         operationalWebhook: config.OPERATIONAL_WEBHOOK_URL !== undefined,
       },
-      signal: options.signal,
-    });
-  } catch (err) {
-    await opened.close();
+      signal,
+    }),
+  ]);
+  if (loaded.status === 'rejected' || connected.status === 'rejected') {
+    if (loaded.status === 'fulfilled') await loaded.value.close();
+    if (connected.status === 'fulfilled') await connected.value.close();
     await ownDatabase?.close();
-    throw err;
+    throw loaded.status === 'rejected' ? loaded.reason : (connected as PromiseRejectedResult).reason;
   }
+  const opened = loaded.value;
+  const merchants: MerchantDirectory = opened.merchants;
+  const broker: BrokerConnection = connected.value;
   const closeMerchants = async () => {
     await opened.close();
     await ownDatabase?.close();

@@ -244,19 +244,26 @@ export class PgMerchantDirectory implements MerchantDirectory {
     return { merchant: next, version: version + 1, created: !row, changed: true, result, replayed: false };
   }
 
-  /** Reads every merchant, a page at a time, from a cursor taken first: nothing committed meanwhile is missed. */
+  /**
+   * Reads every merchant, a page at a time, from a cursor taken first: nothing committed meanwhile
+   * is missed. The next page is asked for before this one's secrets are opened, so that the
+   * database reads while this process decrypts.
+   */
   private async load(progress: () => void): Promise<void> {
     const cursor = await this.snapshotCursor();
-    const pageSize = this.options.pageSize ?? 5_000;
-    let after = '';
-    for (;;) {
-      const { rows } = await this.db.query<MerchantRow>(`SELECT ${MERCHANT_COLUMNS} FROM merchants WHERE id > $1 ORDER BY id LIMIT $2`, [after, pageSize]);
+    const pageSize = this.options.pageSize ?? 10_000;
+    const page = (after: string) => this.db.query<MerchantRow>(`SELECT ${MERCHANT_COLUMNS} FROM merchants WHERE id > $1 ORDER BY id LIMIT $2`, [after, pageSize]);
+    for (let next = page(''); ; ) {
+      const { rows } = await next;
+      if (rows.length === pageSize) {
+        next = page(rows[rows.length - 1]!.id);
+        next.catch(() => {}); // awaited on the next turn; unawaited only if this page throws
+      }
       // A secret that does not open at start-up is a wrong SECRETS_KEY: stop, naming it, rather
       // than run without merchants whose events would then be parked as unknown.
       for (const row of rows) this.apply(merchantOf(row, this.box), Number(row.version));
       progress();
       if (rows.length < pageSize) break;
-      after = rows[rows.length - 1]!.id;
     }
     this.cursor = cursor;
   }
