@@ -1,6 +1,5 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import {
-  DirectoryNotReadyError,
   type MerchantDirectory,
   type MerchantSettings,
   type SettingsResult,
@@ -22,8 +21,6 @@ export interface AdminDeps {
   merchants: MerchantDirectory;
   /** Only the database directory can be written (not MERCHANTS_FILE). */
   settings?: MerchantSettings;
-  /** False while the directory is still loading: a 404 then would be a lie. */
-  ready?: () => boolean;
   logger: Logger;
   /** More admin routes on the same authenticated router (the delivery log's). */
   extend?: (router: express.Router) => void;
@@ -51,7 +48,6 @@ export function adminRouter(deps: AdminDeps): express.Router {
 
   mount(router, 'getMerchant', (_req, res, { params }) => {
     const merchantId = params.merchantId as string;
-    if (deps.ready && !deps.ready()) throw new DirectoryNotReadyError();
     const merchant = deps.merchants.byId(merchantId);
     if (!merchant) throw notFound('merchant_not_found', `No merchant ${merchantId}`);
     const version = deps.settings?.versionOf(merchantId);

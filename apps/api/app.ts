@@ -31,11 +31,9 @@ export interface ApiDeps {
   registry?: Registry;
   /** Serve /metrics on this app's port (false when METRICS_PORT gives it a port of its own). */
   serveMetrics?: boolean;
-  /** The admin API reads merchants here and writes them through settings (broker directory only). */
+  /** The admin API reads merchants here and writes them through settings (not with MERCHANTS_FILE). */
   merchants?: MerchantDirectory;
   settings?: MerchantSettings;
-  /** False while the broker directory is still reading the merchants stream. */
-  merchantsReady?: () => boolean;
   /** Serve /admin on this app's port (false when ADMIN_PORT gives it a port of its own: createAdminApp). */
   serveAdmin?: boolean;
   /** The delivery log's reads; absent with DELIVERY_LOG=off. */
@@ -78,7 +76,6 @@ const adminOf = (deps: ApiDeps, merchants: MerchantDirectory) =>
     auth: deps.auth,
     merchants,
     settings: deps.settings,
-    ready: deps.merchantsReady,
     logger: deps.logger,
     extend: (router) => {
       mountLogRoutes(router, deps, { base: '/admin', merchantOf: async (_req, params) => params.merchantId as string });
@@ -103,13 +100,11 @@ export function createApp(deps: ApiDeps): express.Express {
   app.get('/readyz', (_req, res) => {
     const broker = deps.brokerConnected();
     const index = deps.index.ready;
-    const merchants = deps.merchantsReady?.() ?? true;
-    const ready = broker && index && merchants;
+    const ready = broker && index;
     res.status(ready ? 200 : 503).json({
       status: ready ? 'ready' : 'not ready',
       broker: broker ? 'connected' : 'disconnected',
       index: index ? 'caught up' : 'replaying',
-      merchants: merchants ? 'caught up' : 'replaying',
       unresolved: deps.index.size,
       // Reported, never a reason to be unready: resends and deliveries do not need the log.
       deliveryLog: deps.logHealth ? deps.logHealth() : { database: 'off', behindSeconds: null },
@@ -143,8 +138,6 @@ export function createApp(deps: ApiDeps): express.Express {
   mount(app, 'resendWebhook', async (req, res) => {
     {
       const reference = referenceFrom(req);
-      // A merchant the directory has not read yet is not unknown: say "try again", never 401.
-      if (deps.merchantsReady && !deps.merchantsReady()) throw unavailable('The merchant directory is still loading; try again shortly');
       const merchant = await deps.auth.authenticate(req.get('x-auth-token'), req.get('authorization'));
       const allowed = await deps.limiter.take(merchant.id);
       if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds);
@@ -162,7 +155,6 @@ export function createApp(deps: ApiDeps): express.Express {
   }, '', true);
   mountLogRoutes(app, deps, {
     merchantOf: async (req) => {
-      if (deps.merchantsReady && !deps.merchantsReady()) throw unavailable('The merchant directory is still loading; try again shortly');
       return (await deps.auth.authenticate(req.get('x-auth-token'), req.get('authorization'))).id;
     },
   });

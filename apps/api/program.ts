@@ -113,7 +113,6 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     await ownDatabase?.close();
     throw err;
   }
-  const merchantsReady = () => directory?.ready ?? true;
   const index = new FailedIndex(broker, topologyNames(config.TOPOLOGY_PREFIX).failed, logger, { spool });
   try {
     await abortable(index.start(), options.signal);
@@ -189,7 +188,6 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     settings:
       directory &&
       new MerchantSettings(directory, { allowHttp: config.WEBHOOKS_DEV, allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS }, undefined, announcer(operational, logger, (reason) => operationalCounts.disabled(reason))),
-    merchantsReady,
     // With METRICS_PORT set, the public port serves only the resend API and health.
     serveMetrics: config.METRICS_PORT === undefined,
     // With ADMIN_PORT set, the admin API is not on the public port at all.
@@ -202,7 +200,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
   const metrics =
     config.METRICS_PORT === undefined
       ? undefined
-      : await startHealthServer({ port: config.METRICS_PORT, registry, ready: () => broker.isConnected && index.ready && merchantsReady() });
+      : await startHealthServer({ port: config.METRICS_PORT, registry, ready: () => broker.isConnected && index.ready });
 
   const server = await listen(app, config.PORT);
   publicPort = (server.address() as AddressInfo).port;

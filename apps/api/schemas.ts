@@ -59,7 +59,6 @@ export const readiness = z
     status: z.enum(['ready', 'not ready']),
     broker: z.enum(['connected', 'disconnected']),
     index: z.enum(['caught up', 'replaying']),
-    merchants: z.enum(['caught up', 'replaying']).optional(),
     unresolved: z.number().int().min(0),
     deliveryLog: z
       .strictObject({

@@ -8,7 +8,6 @@ import {
 } from '../../libs/failed/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import {
-  DirectoryNotReadyError,
   IdempotencyKeyReusedError,
   InvalidIdempotencyKeyError,
   InvalidSettingsError,
@@ -64,7 +63,6 @@ export function toApiError(err: unknown, logger: Logger): ApiError {
   if (err instanceof MerchantNotFoundError) return notFound('merchant_not_found', `No merchant ${err.merchantId}`);
   if (err instanceof PublicKeyTakenError) return new ApiError(409, 'public_key_taken', 'Another merchant has this public key');
   if (err instanceof WebhookNotSetUpError) return new ApiError(409, 'webhook_not_set_up', 'This merchant has no webhook; PUT one first');
-  if (err instanceof DirectoryNotReadyError) return unavailable('The merchant directory is still loading; try again shortly');
   if (err instanceof MerchantStoreUnavailableError) return unavailable('The merchant database is unavailable; try again shortly');
   if (err instanceof VersionMismatchError) {
     return new ApiError(412, 'precondition_failed', 'The merchant changed since the version If-Match names; GET it again and redo the change');

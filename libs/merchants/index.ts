@@ -2,7 +2,6 @@ export { type MerchantDirectory, activeWebhook, graceSecrets, receivesEvent, sig
 export { FileMerchantDirectory, MerchantsFileError } from './file-directory.js';
 export { DISABLED_REASONS, type DisabledReason, type GraceSecret, MAX_GRACE_SECRETS, type Merchant, type MerchantWebhook, type MerchantsFile, WEBHOOK_SECRET, merchantSchema, merchantsFileSchema, webhookEventsSchema } from './schema.js';
 export {
-  DirectoryNotReadyError,
   IDEMPOTENCY_WINDOW_MS,
   IdempotencyKeyReusedError,
   type IdempotentWrite,

@@ -16,14 +16,6 @@ export interface PgDirectoryOptions {
   pageSize?: number;
 }
 
-/** The directory has not loaded the merchants yet: it cannot answer for what it has not read. */
-export class DirectoryNotReadyError extends Error {
-  constructor() {
-    super('the merchant directory is still loading the merchants from PostgreSQL');
-    this.name = 'DirectoryNotReadyError';
-  }
-}
-
 /** PostgreSQL could not be reached for a merchant write (or a read that must be current): 503, try again. */
 export class MerchantStoreUnavailableError extends Error {
   constructor(cause: unknown) {

@@ -56,7 +56,6 @@ export async function resendOne(deps: ApiDeps, merchant: Merchant, webhookId: st
 /** POST /nucleus/webhooks/{webhookId}/resend: merchant auth, as the resend by reference. */
 export function mountResendById(app: Router, deps: ApiDeps): void {
   mount(app, 'resendWebhookById', async (req, res, { params }) => {
-    if (deps.merchantsReady && !deps.merchantsReady()) throw unavailable('The merchant directory is still loading; try again shortly');
     const merchant = await deps.auth.authenticate(req.get('x-auth-token'), req.get('authorization'));
     const webhookId = params.webhookId as string;
     await resendOne(deps, merchant, webhookId);
@@ -81,7 +80,6 @@ export function mountPortalAdmin(router: Router, deps: ApiDeps): void {
     if (!input.success) throw badRequest('invalid_body', `The body is not valid: ${input.error.issues[0]!.path.join('.') || 'body'} ${input.error.issues[0]!.message}`);
     const lifetime = lifetimeMs(input.data.expiresIn);
     if (lifetime === undefined) throw badRequest('invalid_body', 'expiresIn must be from 1s to 7d, e.g. 30m, 1h or 7d');
-    if (deps.merchantsReady && !deps.merchantsReady()) throw unavailable('The merchant directory is still loading; try again shortly');
     if (!deps.merchants?.byId(merchantId)) throw notFound('merchant_not_found', `No merchant ${merchantId}`);
     const permissions = input.data.permissions ?? [...PORTAL_PERMISSIONS];
     const link = await sessionsOf(deps).createLink(merchantId, permissions, lifetime);
