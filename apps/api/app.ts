@@ -26,6 +26,11 @@ export interface ApiDeps {
   index: FailedIndex;
   resend: ResendService;
   limiter: RateLimiter;
+  /**
+   * The portal's writes, per merchant, apart from its API budget: endpoint changes and rotations
+   * (`settings`), test events (`tests`). Shared by the replicas, as the resend limit.
+   */
+  portalLimits?: { settings: RateLimiter; tests: RateLimiter };
   logger: Logger;
   brokerConnected: () => boolean;
   registry?: Registry;

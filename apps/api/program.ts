@@ -42,6 +42,10 @@ const LOG_READS_PER_MERCHANT = 2;
 const LOG_READS_QUEUED_PER_MERCHANT = 8;
 const LOG_READ_QUEUE_WAIT_MS = 2_000;
 
+/** Per merchant, shared by the replicas: the portal's endpoint changes and rotations, and its test events. */
+export const PORTAL_SETTINGS_LIMIT = { perMinute: 10, burst: 10 };
+export const PORTAL_TEST_LIMIT = { perMinute: 10, burst: 10 };
+
 export interface ApiProgram {
   server: Server;
   port: number;
@@ -180,6 +184,10 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     // this replica's own pool, so they count here. Without a database (MERCHANTS_FILE) there is one API.
     limiter: opened.database ? new SharedRateLimiter(opened.database, 'resend', rate.perMinute, rate.burst) : new MemoryRateLimiter(rate.perMinute, rate.burst),
     logLimiter: new MemoryRateLimiter(logRate.perMinute, logRate.burst),
+    portalLimits: {
+      settings: opened.database ? new SharedRateLimiter(opened.database, 'portal-settings', PORTAL_SETTINGS_LIMIT.perMinute, PORTAL_SETTINGS_LIMIT.burst) : new MemoryRateLimiter(PORTAL_SETTINGS_LIMIT.perMinute, PORTAL_SETTINGS_LIMIT.burst),
+      tests: opened.database ? new SharedRateLimiter(opened.database, 'portal-tests', PORTAL_TEST_LIMIT.perMinute, PORTAL_TEST_LIMIT.burst) : new MemoryRateLimiter(PORTAL_TEST_LIMIT.perMinute, PORTAL_TEST_LIMIT.burst),
+    },
     logConcurrency: new KeyedConcurrency(LOG_READS_PER_MERCHANT, LOG_READS_QUEUED_PER_MERCHANT, LOG_READ_QUEUE_WAIT_MS),
     logger,
     brokerConnected: () => broker.isConnected,

@@ -224,6 +224,20 @@ describe('the merchant portal API', () => {
     }
   });
 
+  it('counts test events and endpoint changes per merchant across both replicas, apart from its resends', async () => {
+    await stack.putMerchant('m_busy', `${receiver.url}/busy`);
+    const b = await open('m_busy', { permissions: ['manage-endpoint', 'manage-secret'] });
+    const tests = [];
+    for (let i = 0; i < 12; i++) tests.push(await write(b, 'POST', '/portal/api/endpoint/test', { event: 'payout' }, b.csrf, i % 2 ? apiB : apiA));
+    expect(tests.map((a) => a.status)).toEqual([...Array(10).fill(202), 429, 429]);
+    expect(code(tests[11]!)).toEqual([429, 'rate_limited']);
+    expect(Number(tests[11]!.headers.get('retry-after'))).toBeGreaterThan(0);
+    const changes = [];
+    for (let i = 0; i < 11; i++) changes.push(await write(b, 'PATCH', '/portal/api/endpoint', { url: `${receiver.url}/busy/${i}` }, b.csrf, i % 2 ? apiB : apiA));
+    expect(changes.map((a) => a.status)).toEqual([...Array(10).fill(200), 429]);
+    expect(code(await write(b, 'POST', '/portal/api/endpoint/secret/rotate', { graceSeconds: 0 }, b.csrf, apiB))).toEqual([429, 'rate_limited']);
+  });
+
   it('serves the page with a CSP of \'self\', its script small, and documents every answer', async () => {
     const page = await fetch(`http://127.0.0.1:${apiA.port}/portal/`);
     expect(page.status).toBe(200);

@@ -227,9 +227,16 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     return deps.settings;
   };
 
+  /** A portal write counts against the merchant's portal bucket of its kind, on every replica. */
+  const limited = async (kind: 'settings' | 'tests', merchantId: string) => {
+    const allowed = (await deps.portalLimits?.[kind].take(merchantId)) ?? { ok: true };
+    if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds, kind === 'tests' ? 'test events' : 'endpoint changes');
+  };
+
   mount(app, 'portalUpdateEndpoint', async (req, res) => {
     const found = await writer(req, 'manage-endpoint');
     const settings = writable();
+    await limited('settings', found.merchantId);
     const input = endpointPatch.safeParse(req.body ?? {});
     if (!input.success) {
       const issue = input.error.issues[0]!;
@@ -245,6 +252,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
   mount(app, 'portalRotateSecret', async (req, res) => {
     const found = await writer(req, 'manage-secret');
     const settings = writable();
+    await limited('settings', found.merchantId);
     const input = rotateBody.safeParse(req.body ?? {});
     if (!input.success) throw badRequest('invalid_settings', `graceSeconds: ${input.error.issues[0]!.message}`);
     const { replayed: _replayed, ...rotated } = await settings.rotate(found.merchantId, input.data.graceSeconds);
@@ -259,6 +267,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     if (!input.success) throw badRequest('invalid_body', 'Give the event to send: {"event": "charge.completed" | "payout" | "refund.completed"}');
     if (!merchantOf(found.merchantId)?.webhook) throw new WebhookNotSetUpError(found.merchantId);
     if (!deps.brokerConnected()) throw unavailable('The message broker is unavailable; try again shortly');
+    await limited('tests', found.merchantId);
     const message = testSample(input.data.event, found.merchantId);
     const reference = message.data[REFERENCE_FIELDS[input.data.event][0]!] as string;
     const { messageId } = await deps.portal!.publish(message);

@@ -104,6 +104,7 @@ const WRITE_ERRORS = {
   '413': 'Request body too large',
   '503': 'service_unavailable, log_unavailable',
 };
+const SETTINGS_LIMITED = 'rate_limited: at most 10 endpoint changes and rotations a minute per merchant, on all replicas together; see Retry-After';
 const RESEND_ERRORS = {
   '404': 'not_found: no unresolved failed webhook with this id for this merchant (never failed, or already resent)',
   '409':
@@ -239,7 +240,7 @@ export const PORTAL_ROUTES = [
     security: PORTAL_WRITE_AUTH,
     input: { body: endpointPatch, bodyRequired: true },
     output: { '200': { description: 'Changed', schema: envelope(endpointView) } },
-    errors: { ...WRITE_ERRORS, '409': 'directory_read_only: merchants come from MERCHANTS_FILE here; webhook_not_set_up' },
+    errors: { ...WRITE_ERRORS, '409': 'directory_read_only: merchants come from MERCHANTS_FILE here; webhook_not_set_up', '429': SETTINGS_LIMITED },
   },
   {
     operationId: 'portalRotateSecret',
@@ -249,7 +250,7 @@ export const PORTAL_ROUTES = [
     security: PORTAL_WRITE_AUTH,
     input: { body: rotateBody, bodyRequired: false },
     output: { '200': { description: 'Rotated', schema: envelope(rotated) } },
-    errors: { ...WRITE_ERRORS, '409': 'directory_read_only, webhook_not_set_up, too_many_secrets' },
+    errors: { ...WRITE_ERRORS, '409': 'directory_read_only, webhook_not_set_up, too_many_secrets', '429': SETTINGS_LIMITED },
   },
   {
     operationId: 'portalSendTestEvent',
@@ -259,6 +260,6 @@ export const PORTAL_ROUTES = [
     security: PORTAL_WRITE_AUTH,
     input: { body: testEventBody, bodyRequired: true },
     output: { '202': { description: 'Published', schema: envelope(z.strictObject({ webhookId: z.string(), reference: z.string() })) } },
-    errors: { ...WRITE_ERRORS, '409': 'webhook_not_set_up' },
+    errors: { ...WRITE_ERRORS, '409': 'webhook_not_set_up', '429': 'rate_limited: at most 10 test events a minute per merchant, on all replicas together; see Retry-After' },
   },
 ] as const satisfies readonly RouteDeclaration[];
