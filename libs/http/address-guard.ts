@@ -4,7 +4,9 @@ import { BlockList, isIP } from 'node:net';
 /**
  * Addresses a webhook must never reach unless private targets are allowed: loopback, private,
  * carrier-grade NAT, link-local (cloud metadata at 169.254.169.254 and fd00:ec2::254), multicast,
- * reserved and unspecified, in IPv4 and IPv6 (IPv4-mapped IPv6 is checked as IPv4).
+ * reserved and unspecified, in IPv4 and IPv6 (IPv4-mapped IPv6 is checked as IPv4), and the IPv6
+ * ranges that carry an IPv4 address a relay or translator may unwrap to a private one (NAT64 local
+ * use, 6to4 and its relays, Teredo, IPv4-compatible).
  */
 const blocked = new BlockList();
 for (const [net, prefix] of [
@@ -16,6 +18,7 @@ for (const [net, prefix] of [
   ['172.16.0.0', 12],
   ['192.0.0.0', 24],
   ['192.0.2.0', 24],
+  ['192.88.99.0', 24],
   ['192.168.0.0', 16],
   ['198.18.0.0', 15],
   ['198.51.100.0', 24],
@@ -26,9 +29,12 @@ for (const [net, prefix] of [
   blocked.addSubnet(net, prefix, 'ipv4');
 }
 for (const [net, prefix] of [
-  ['::', 128],
+  ['::', 96],
   ['::1', 128],
   ['64:ff9b::', 96],
+  ['64:ff9b:1::', 48],
+  ['2001::', 32],
+  ['2002::', 16],
   ['100::', 64],
   ['2001:db8::', 32],
   ['fc00::', 7],

@@ -238,6 +238,17 @@ describe('the merchant portal API', () => {
     expect(code(await write(b, 'POST', '/portal/api/endpoint/secret/rotate', { graceSeconds: 0 }, b.csrf, apiB))).toEqual([429, 'rate_limited']);
   });
 
+  it('answers every /portal/api call with Cache-Control: no-store, refusals included', async () => {
+    const b = await open('m_a');
+    const answers = [await get(b, '/portal/api/session'), await get(b, '/portal/api/webhooks'), await get(b, '/portal/api/overview'), await get({ cookie: 'x=y', csrf: '' }, '/portal/api/webhooks')];
+    expect(answers.map((a) => [a.status, a.headers.get('cache-control')])).toEqual([
+      [200, 'no-store'],
+      [200, 'no-store'],
+      [200, 'no-store'],
+      [401, 'no-store'],
+    ]);
+  });
+
   it('serves the page with a CSP of \'self\', its script small, and documents every answer', async () => {
     const page = await fetch(`http://127.0.0.1:${apiA.port}/portal/`);
     expect(page.status).toBe(200);

@@ -75,6 +75,13 @@ describe.each(['undici', 'got'] as const)('outbound safety with ALLOW_PRIVATE_TA
 });
 
 describe('the address guard', () => {
+  it.each(['64:ff9b:1::a14:311', '2002:a14:311::1', '2001:0:4136:e378:8000:63bf:f5eb:fcee', '::10.20.3.17', '::', '192.88.99.1'])(
+    'refuses %s, an IPv6 range that wraps an IPv4 address (or 6to4\'s relay)',
+    (address) => {
+      expect(isBlockedAddress(address)).toBe(true);
+    },
+  );
+
   it.each(['8.8.8.8', '1.1.1.1', '2606:4700:4700::1111', '172.32.0.1', '100.128.0.1', '192.169.0.1'])('lets public %s through', (address) => {
     expect(isBlockedAddress(address)).toBe(false);
   });
