@@ -36,7 +36,7 @@ export function declarePortal(program: Command, io: CliIo): void {
         `AUTH_JWT_SECRET (scope ${ADMIN_SCOPE}; else the development secret, which only an API in development mode accepts), or given with --admin-token or WEBHOOKS_ADMIN_TOKEN.`,
     )
     .requiredOption('--merchant <id>', 'the merchant whose portal to open')
-    .option('--permissions <list>', `what the link allows beyond viewing, comma-separated: ${PERMISSIONS.join(', ')}, or none (default all)`)
+    .option('--permissions <list>', `what the link allows beyond viewing, comma-separated: ${PERMISSIONS.join(', ')}, or none (default none: view only)`)
     .option('--expires-in <duration>', 'how long the link and its session live, 1s to 7d', '1h')
     .option('--api <url>', 'the admin API (default WEBHOOKS_API_URL, else http://127.0.0.1:<ADMIN_PORT or PORT or 8080>)')
     .option('--admin-token <jwt>', `a token with the ${ADMIN_SCOPE} scope, instead of one made with AUTH_JWT_SECRET`)

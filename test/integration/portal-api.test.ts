@@ -78,7 +78,7 @@ describe('the merchant portal API', () => {
     expect(first.status).toBe(201);
     const cookie = first.headers.get('set-cookie')!;
     expect(cookie).toMatch(/^webhooks_portal=[A-Za-z0-9_-]+; Path=\/portal; HttpOnly; SameSite=Strict; Max-Age=\d+$/);
-    expect((first.body as { data: unknown }).data).toMatchObject({ merchantId: 'm_a', permissions: ['resend', 'manage-endpoint', 'manage-secret'], settingsWritable: true });
+    expect((first.body as { data: unknown }).data).toMatchObject({ merchantId: 'm_a', permissions: [], settingsWritable: true });
     expect(code(await redeem(apiA, url))).toEqual([401, 'portal_link_used']);
     expect(code(await redeem(apiB, url))).toEqual([401, 'portal_link_used']);
     // The session itself works on either replica.
@@ -236,6 +236,17 @@ describe('the merchant portal API', () => {
     for (let i = 0; i < 11; i++) changes.push(await write(b, 'PATCH', '/portal/api/endpoint', { url: `${receiver.url}/busy/${i}` }, b.csrf, i % 2 ? apiB : apiA));
     expect(changes.map((a) => a.status)).toEqual([...Array(10).fill(200), 429]);
     expect(code(await write(b, 'POST', '/portal/api/endpoint/secret/rotate', { graceSeconds: 0 }, b.csrf, apiB))).toEqual([429, 'rate_limited']);
+  });
+
+  it('gives a link minted without permissions the power to view, and nothing else', async () => {
+    const minted = await stack.admin(apiA, 'POST', '/admin/merchants/m_a/portal-sessions', {});
+    expect(minted.status).toBe(201);
+    const answer = await redeem(apiA, (minted.body as { data: { url: string } }).data.url);
+    const viewer = { cookie: answer.headers.get('set-cookie')!.split(';')[0]!, csrf: (answer.body as any).data.csrfToken as string };
+    expect((answer.body as any).data.permissions).toEqual([]);
+    expect((await get(viewer, '/portal/api/webhooks')).status).toBe(200);
+    expect(code(await write(viewer, 'POST', '/portal/api/endpoint/test', { event: 'payout' }))).toEqual([403, 'permission_denied']);
+    expect(code(await write(viewer, 'POST', '/portal/api/endpoint/secret/rotate', { graceSeconds: 0 }))).toEqual([403, 'permission_denied']);
   });
 
   it('answers every /portal/api call with Cache-Control: no-store, refusals included', async () => {

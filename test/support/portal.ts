@@ -22,7 +22,7 @@ export interface PortalStack {
   admin(api: ApiProgram, method: string, path: string, body?: unknown): Promise<Answer>;
   /** A merchant whose webhook points at `url`; returns its first secret. */
   putMerchant(id: string, url: string): Promise<string>;
-  /** A single-use link to the portal, minted through the admin API. */
+  /** A single-use link to the portal, minted through the admin API; with every permission unless `body` says otherwise. */
   link(merchantId: string, body?: unknown, api?: ApiProgram): Promise<string>;
   /** Waits until the log shows the webhook in this status. */
   logged(merchantId: string, webhookId: string, status: string, timeoutMs?: number): Promise<void>;
@@ -83,7 +83,7 @@ export async function startPortalStack(name: string, replicas = 1, options: ApiO
       return (answer.body as { data: { webhook: { secret: string } } }).data.webhook.secret;
     },
     async link(merchantId, body, api = apis[0]!) {
-      const answer = await admin(api, 'POST', `/admin/merchants/${merchantId}/portal-sessions`, body);
+      const answer = await admin(api, 'POST', `/admin/merchants/${merchantId}/portal-sessions`, body ?? { permissions: ['resend', 'manage-endpoint', 'manage-secret'] });
       if (answer.status !== 201) throw new Error(`portal link: ${answer.status} ${JSON.stringify(answer.body)}`);
       return (answer.body as { data: { url: string } }).data.url;
     },

@@ -81,7 +81,8 @@ export function mountPortalAdmin(router: Router, deps: ApiDeps): void {
     const lifetime = lifetimeMs(input.data.expiresIn);
     if (lifetime === undefined) throw badRequest('invalid_body', 'expiresIn must be from 1s to 7d, e.g. 30m, 1h or 7d');
     if (!deps.merchants?.byId(merchantId)) throw notFound('merchant_not_found', `No merchant ${merchantId}`);
-    const permissions = input.data.permissions ?? [...PORTAL_PERMISSIONS];
+    // Left out, a link only shows: each power it gives is asked for by name.
+    const permissions = input.data.permissions ?? [];
     const link = await sessionsOf(deps).createLink(merchantId, permissions, lifetime);
     deps.logger.info('portal link issued', { merchantId, permissions, expiresAt: link.expiresAt });
     // The token is in the fragment: browsers never send it to a server, a proxy log or a Referer.

@@ -26,7 +26,7 @@ export const portalSessionInput = z.strictObject({
     .array(z.enum(PORTAL_PERMISSIONS))
     .refine((list) => new Set(list).size === list.length, 'must not repeat a permission')
     .optional()
-    .describe('What the merchant may do beyond viewing; all three when left out, [] for view only'),
+    .describe('What the merchant may do beyond viewing; none (view only) when left out'),
   expiresIn: lifetime.optional(),
 });
 
