@@ -45,6 +45,8 @@ export const ERROR_CODES = [
   'portal_link_invalid',
   'csrf_token_invalid',
   'permission_denied',
+  'cross_origin_write',
+  'endpoint_disabled_by_operator',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 

@@ -12,7 +12,7 @@ import { PORTAL_ROUTES } from './portal/routes.js';
  */
 export interface RouteDeclaration {
   operationId: string;
-  method: 'get' | 'post' | 'put' | 'patch';
+  method: 'get' | 'post' | 'put' | 'patch' | 'delete';
   /** OpenAPI template: `/admin/merchants/{merchantId}`. */
   path: string;
   summary: string;

@@ -8,6 +8,7 @@ import {
 } from '../../libs/failed/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import {
+  DisabledByOperatorError,
   IdempotencyKeyReusedError,
   InvalidIdempotencyKeyError,
   InvalidSettingsError,
@@ -63,6 +64,9 @@ export function toApiError(err: unknown, logger: Logger): ApiError {
   if (err instanceof MerchantNotFoundError) return notFound('merchant_not_found', `No merchant ${err.merchantId}`);
   if (err instanceof PublicKeyTakenError) return new ApiError(409, 'public_key_taken', 'Another merchant has this public key');
   if (err instanceof WebhookNotSetUpError) return new ApiError(409, 'webhook_not_set_up', 'This merchant has no webhook; PUT one first');
+  if (err instanceof DisabledByOperatorError) {
+    return new ApiError(409, 'endpoint_disabled_by_operator', 'The platform turned this endpoint off; ask the platform\'s support to turn it on again');
+  }
   if (err instanceof MerchantStoreUnavailableError) return unavailable('The merchant database is unavailable; try again shortly');
   if (err instanceof VersionMismatchError) {
     return new ApiError(412, 'precondition_failed', 'The merchant changed since the version If-Match names; GET it again and redo the change');

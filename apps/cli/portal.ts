@@ -16,6 +16,7 @@ interface Raw {
   expiresIn: string;
   api?: string;
   adminToken?: string;
+  revoke?: boolean;
 }
 
 export interface PortalOptions {
@@ -24,6 +25,8 @@ export interface PortalOptions {
   expiresIn: string;
   api?: string;
   adminToken?: string;
+  /** End the merchant's sessions and unused links instead of minting one. */
+  revoke: boolean;
 }
 
 export function declarePortal(program: Command, io: CliIo): void {
@@ -39,6 +42,7 @@ export function declarePortal(program: Command, io: CliIo): void {
     .option('--permissions <list>', `what the link allows beyond viewing, comma-separated: ${PERMISSIONS.join(', ')}, or none (default none: view only)`)
     .option('--expires-in <duration>', 'how long the link and its session live, 1s to 7d', '1h')
     .option('--api <url>', 'the admin API (default WEBHOOKS_API_URL, else http://127.0.0.1:<ADMIN_PORT or PORT or 8080>)')
+    .option('--revoke', 'instead: end every portal session and unused link of the merchant (a leaked link, a merchant who left)', false)
     .option('--admin-token <jwt>', `a token with the ${ADMIN_SCOPE} scope, instead of one made with AUTH_JWT_SECRET`)
     .addHelpText('after', `\nEnvironment: WEBHOOKS_API_URL, WEBHOOKS_ADMIN_TOKEN, AUTH_JWT_SECRET, AUTH_JWT_ISSUER, AUTH_JWT_AUDIENCE, ADMIN_PORT, PORT.\n${EXIT}`)
     .action(action(io, check, run));
@@ -54,7 +58,8 @@ function check(raw: Raw): PortalOptions {
   }
   if (!/^\d{1,7}(s|m|h|d)$/.test(raw.expiresIn)) throw new UsageError('--expires-in takes a duration such as 30m, 1h or 7d');
   if (raw.api !== undefined && !URL.canParse(raw.api)) throw new UsageError('--api takes a URL such as http://127.0.0.1:8080');
-  return { merchantId: raw.merchant!, permissions, expiresIn: raw.expiresIn, api: raw.api, adminToken: raw.adminToken };
+  if (raw.revoke && raw.permissions !== undefined) throw new UsageError('--revoke ends sessions; it takes no --permissions');
+  return { merchantId: raw.merchant!, permissions, expiresIn: raw.expiresIn, api: raw.api, adminToken: raw.adminToken, revoke: raw.revoke === true };
 }
 
 async function adminTokenOf(options: PortalOptions, ctx: CliContext): Promise<string> {
@@ -69,14 +74,20 @@ async function run(options: PortalOptions, ctx: CliContext): Promise<number> {
   let res: Response;
   try {
     res = await fetch(`${base}/admin/merchants/${encodeURIComponent(options.merchantId)}/portal-sessions`, {
-      method: 'POST',
+      method: options.revoke ? 'DELETE' : 'POST',
       headers: { authorization: `Bearer ${await adminTokenOf(options, ctx)}`, 'content-type': 'application/json' },
-      body: JSON.stringify(body),
+      body: options.revoke ? undefined : JSON.stringify(body),
       signal: AbortSignal.timeout(10_000),
     });
   } catch (err) {
     if (err instanceof UsageError) throw err;
     throw new Error(`the admin API at ${base} could not be reached (${(err as Error).message}); is the API running? --api says where`);
+  }
+  if (options.revoke) {
+    const ended = (await res.json().catch(() => ({}))) as { message?: string };
+    if (res.status !== 200) throw new Error(`the admin API answered ${res.status}: ${ended.message ?? 'no message'}`);
+    writeLine(ctx.stderr, ended.message!);
+    return 0;
   }
   const answer = (await res.json().catch(() => ({}))) as { message?: string; data?: { url: string; expiresAt: string } };
   if (res.status !== 201 || !answer.data) throw new Error(`the admin API answered ${res.status}: ${answer.message ?? 'no message'}`);

@@ -15,6 +15,7 @@ export {
 export { SecretBox, SecretsKeyError } from './secret-box.js';
 export { ensureMerchantTables, resealSecrets } from './rows.js';
 export {
+  DisabledByOperatorError,
   InvalidIdempotencyKeyError,
   InvalidSettingsError,
   type EndpointTransition,

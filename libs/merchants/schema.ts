@@ -42,6 +42,11 @@ export const merchantSchema = z.object({
       disabledReason: z.enum(DISABLED_REASONS).optional(),
       disabledAt: z.iso.datetime({ offset: true }).optional(),
       /**
+       * Who turned a `manual` disable on: the platform's operator (admin API, CLI; the default) or
+       * the merchant itself (the portal). The portal may undo only the merchant's own.
+       */
+      disabledBy: z.enum(['operator', 'merchant']).optional(),
+      /**
        * The endpoint's first failure after its last success, once a dispatcher has seen it fail for a
        * tenth of ENDPOINT_DISABLE_AFTER without a success (cleared by the next success anywhere):
        * the auto-disable clock, shared by every dispatcher and kept across restarts.

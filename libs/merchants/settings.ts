@@ -129,6 +129,14 @@ export class TooManySecretsError extends Error {
   }
 }
 
+/** The portal asked to turn on an endpoint the platform's operator turned off. */
+export class DisabledByOperatorError extends Error {
+  constructor(readonly merchantId: string) {
+    super(`the webhook of merchant ${merchantId} was disabled by the platform; only the platform can enable it`);
+    this.name = 'DisabledByOperatorError';
+  }
+}
+
 export class InvalidIdempotencyKeyError extends Error {
   constructor() {
     super('Idempotency-Key must be 1 to 255 printable ASCII characters without spaces (a UUID, say)');
@@ -223,14 +231,14 @@ export type Written<T> = T & { replayed: boolean; version: number };
  * left off, it keeps the reason and time it had; turned on, or pointed elsewhere, it starts over
  * (no reason, no failing clock). Only the service itself writes `failing`.
  */
-export function withStatus(kept: MerchantWebhook | undefined, next: MerchantWebhook, now: Date): MerchantWebhook {
-  const { disabledReason: _reason, disabledAt: _at, failingSince: _since, lastFailureAt: _last, ...base } = next;
+export function withStatus(kept: MerchantWebhook | undefined, next: MerchantWebhook, now: Date, by: 'operator' | 'merchant' = 'operator'): MerchantWebhook {
+  const { disabledReason: _reason, disabledAt: _at, disabledBy: _by, failingSince: _since, lastFailureAt: _last, ...base } = next;
   const clock = kept?.failingSince ? { failingSince: kept.failingSince, ...(kept.lastFailureAt ? { lastFailureAt: kept.lastFailureAt } : {}) } : {};
   if (!next.enabled) {
     if (kept && !kept.enabled && kept.disabledReason) {
-      return { ...base, disabledReason: kept.disabledReason, ...(kept.disabledAt ? { disabledAt: kept.disabledAt } : {}), ...clock };
+      return { ...base, disabledReason: kept.disabledReason, ...(kept.disabledAt ? { disabledAt: kept.disabledAt } : {}), ...(kept.disabledBy ? { disabledBy: kept.disabledBy } : {}), ...clock };
     }
-    return { ...base, disabledReason: 'manual', disabledAt: now.toISOString() };
+    return { ...base, disabledReason: 'manual', disabledAt: now.toISOString(), disabledBy: by };
   }
   if (kept?.enabled && kept.url === next.url) return { ...base, ...clock };
   return base;
@@ -272,6 +280,8 @@ function withGrace(webhook: Omit<MerchantWebhook, 'previousSecrets'>, grace: Mer
 export interface WriteGuards {
   idempotencyKey?: string;
   ifVersion?: number;
+  /** Who writes: the platform's operator (the default) or the merchant through the portal, who may not undo the operator. */
+  by?: 'operator' | 'merchant';
 }
 
 /**
@@ -352,7 +362,10 @@ export class MerchantSettings {
       } as MerchantWebhook;
       if (patch.webhook.events === null) delete webhook.events;
       else if (patch.webhook.events) webhook.events = patch.webhook.events;
-      return { ...rest, publicKey, webhook: withStatus(kept, webhook, this.now()) };
+      if (guards.by === 'merchant' && webhook.enabled && kept && !kept.enabled && kept.disabledReason === 'manual' && kept.disabledBy !== 'merchant') {
+        throw new DisabledByOperatorError(merchantId);
+      }
+      return { ...rest, publicKey, webhook: withStatus(kept, webhook, this.now(), guards.by) };
     });
   }
 

@@ -1,6 +1,8 @@
 /** The merchant portal's own state: single-use links, sessions, and the overview's health numbers. */
 export {
   MAX_LINK_LIFETIME_MS,
+  keyDigestOf,
+  PORTAL_IDLE_TIMEOUT_MS,
   PORTAL_PERMISSIONS,
   PortalLinkError,
   type PortalPermission,

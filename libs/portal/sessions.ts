@@ -15,6 +15,10 @@ export interface PortalSession {
   /** Sent back by the page in x-csrf-token on every write. */
   csrfToken: string;
   expiresAt: string;
+  /** When the link that opened it was minted: a change by an operator after it ends the session. */
+  createdAt: string;
+  /** Digest of the merchant's public key when the link was minted: another key now ends the session. */
+  keyDigest: string;
 }
 
 /** Why a link was refused: the page says which, so a merchant knows to ask for a new one. */
@@ -25,56 +29,77 @@ export class PortalLinkError extends Error {
   }
 }
 
+/** A session that idles this long ends, whatever its link's expiry. */
+export const PORTAL_IDLE_TIMEOUT_MS = 30 * 60_000;
+
 const STATEMENTS = [
   `CREATE TABLE IF NOT EXISTS portal_links (
     token_hash text PRIMARY KEY,
     merchant_id text NOT NULL,
     permissions text[] NOT NULL,
+    key_digest text NOT NULL,
     created_at timestamptz NOT NULL DEFAULT now(),
     expires_at timestamptz NOT NULL,
     redeemed_at timestamptz
   )`,
   'CREATE INDEX IF NOT EXISTS portal_links_expiry ON portal_links (expires_at)',
+  'CREATE INDEX IF NOT EXISTS portal_links_merchant ON portal_links (merchant_id)',
   `CREATE TABLE IF NOT EXISTS portal_sessions (
     session_hash text PRIMARY KEY,
     merchant_id text NOT NULL,
+    link_hash text NOT NULL,
     permissions text[] NOT NULL,
     csrf_token text NOT NULL,
+    key_digest text NOT NULL,
+    link_created_at timestamptz NOT NULL,
+    last_seen_at timestamptz NOT NULL DEFAULT now(),
     expires_at timestamptz NOT NULL
   )`,
   'CREATE INDEX IF NOT EXISTS portal_sessions_expiry ON portal_sessions (expires_at)',
+  'CREATE INDEX IF NOT EXISTS portal_sessions_merchant ON portal_sessions (merchant_id)',
+  'CREATE INDEX IF NOT EXISTS portal_sessions_link ON portal_sessions (link_hash)',
 ];
 
 const digest = (secret: string) => createHash('sha256').update(secret).digest('base64url');
 const secret = () => randomBytes(32).toString('base64url');
+
+/** The digest a session keeps of the merchant's public key (never the key itself). */
+export const keyDigestOf = (publicKey: string) => digest(`public-key:${publicKey}`);
 
 interface SessionRow {
   merchant_id: string;
   permissions: string[];
   csrf_token: string;
   expires_at: Date | string;
+  link_created_at: Date | string;
+  key_digest: string;
 }
+
+const SESSION_COLUMNS = 'merchant_id, permissions, csrf_token, expires_at, link_created_at, key_digest';
 
 /**
  * Portal links and sessions, in the delivery log's PostgreSQL: every API replica reads the same
  * rows, so a link minted by one is redeemed on another, and its single use is one UPDATE that only
- * one replica can win (no signing key to share, nothing kept in memory). Only digests of the link's
- * token and of the session id are stored: a copy of the table opens no session. Expiry is judged by
+ * one replica can win (nothing kept in memory). Only digests of the link's token and of the
+ * session id are stored: a copy of the table opens no session. Expiry and idling are judged by
  * PostgreSQL's clock, the same for every replica.
  */
 export class PortalSessions {
   private schema?: Promise<void>;
 
-  constructor(private readonly db: Queryable) {}
+  constructor(
+    private readonly db: Queryable,
+    private readonly idleTimeoutMs = PORTAL_IDLE_TIMEOUT_MS,
+  ) {}
 
-  /** A link's token (shown once, in the URL) valid until `expiresAt`. */
-  async createLink(merchantId: string, permissions: readonly PortalPermission[], lifetimeMs: number): Promise<{ token: string; expiresAt: string }> {
+  /** A link's token (shown once, in the URL) valid until `expiresAt`, for the merchant whose key has `keyDigest` now. */
+  async createLink(merchantId: string, permissions: readonly PortalPermission[], lifetimeMs: number, keyDigest: string): Promise<{ token: string; expiresAt: string }> {
     await this.ready();
     const token = secret();
     const rows = await this.run<{ expires_at: Date | string }>(
-      `INSERT INTO portal_links (token_hash, merchant_id, permissions, expires_at)
-       VALUES ($1, $2, $3, now() + ($4::bigint * interval '1 millisecond')) RETURNING expires_at`,
-      [digest(token), merchantId, [...permissions], lifetimeMs],
+      `INSERT INTO portal_links (token_hash, merchant_id, permissions, key_digest, expires_at)
+       VALUES ($1, $2, $3, $4, now() + ($5::bigint * interval '1 millisecond')) RETURNING expires_at`,
+      [digest(token), merchantId, [...permissions], keyDigest, lifetimeMs],
     );
     // Links and sessions past their expiry are dead: drop them now and then, on a write.
     void this.run('DELETE FROM portal_links WHERE expires_at < now() - interval \'1 day\'', []).catch(() => {});
@@ -82,7 +107,10 @@ export class PortalSessions {
     return { token, expiresAt: new Date(rows[0]!.expires_at).toISOString() };
   }
 
-  /** Turns a link into a session, once: of two replicas redeeming it at once, one wins. */
+  /**
+   * Turns a link into a session, once: of two replicas redeeming it at once, one wins. A second
+   * use ends every session the link made: whoever has the link now is not to be trusted with them.
+   */
   async redeem(token: string): Promise<{ sessionId: string; session: PortalSession }> {
     await this.ready();
     const sessionId = secret();
@@ -91,29 +119,40 @@ export class PortalSessions {
       `WITH used AS (
          UPDATE portal_links SET redeemed_at = now()
          WHERE token_hash = $1 AND redeemed_at IS NULL AND expires_at > now()
-         RETURNING merchant_id, permissions, expires_at)
-       INSERT INTO portal_sessions (session_hash, merchant_id, permissions, csrf_token, expires_at)
-       SELECT $2, merchant_id, permissions, $3, expires_at FROM used
-       RETURNING merchant_id, permissions, csrf_token, expires_at`,
+         RETURNING merchant_id, permissions, expires_at, created_at, key_digest)
+       INSERT INTO portal_sessions (session_hash, merchant_id, link_hash, permissions, csrf_token, key_digest, link_created_at, expires_at)
+       SELECT $2, merchant_id, $1, permissions, $3, key_digest, created_at, expires_at FROM used
+       RETURNING ${SESSION_COLUMNS}`,
       [digest(token), digest(sessionId), csrf],
     );
     if (rows[0]) return { sessionId, session: sessionOf(rows[0]) };
     const known = await this.run<{ used: boolean }>('SELECT redeemed_at IS NOT NULL AS used FROM portal_links WHERE token_hash = $1', [digest(token)]);
+    if (known[0]?.used) await this.run('DELETE FROM portal_sessions WHERE link_hash = $1', [digest(token)]);
     throw new PortalLinkError(known[0] === undefined ? 'unknown' : known[0].used ? 'used' : 'expired');
   }
 
-  /** The live session of this cookie value; undefined when unknown or expired. */
+  /** The live session of this cookie value, marked as seen now; undefined when unknown, expired or idle too long. */
   async session(sessionId: string): Promise<PortalSession | undefined> {
     await this.ready();
     const rows = await this.run<SessionRow>(
-      'SELECT merchant_id, permissions, csrf_token, expires_at FROM portal_sessions WHERE session_hash = $1 AND expires_at > now()',
-      [digest(sessionId)],
+      `UPDATE portal_sessions SET last_seen_at = now()
+       WHERE session_hash = $1 AND expires_at > now() AND last_seen_at > now() - $2::bigint * interval '1 millisecond'
+       RETURNING ${SESSION_COLUMNS}`,
+      [digest(sessionId), this.idleTimeoutMs],
     );
     return rows[0] && sessionOf(rows[0]);
   }
 
   async end(sessionId: string): Promise<void> {
     await this.run('DELETE FROM portal_sessions WHERE session_hash = $1', [digest(sessionId)]);
+  }
+
+  /** Ends every session of the merchant and every link not used yet; returns how many of each. */
+  async endMerchant(merchantId: string): Promise<{ sessions: number; links: number }> {
+    await this.ready();
+    const sessions = await this.run('DELETE FROM portal_sessions WHERE merchant_id = $1 RETURNING 1', [merchantId]);
+    const links = await this.run('DELETE FROM portal_links WHERE merchant_id = $1 AND redeemed_at IS NULL RETURNING 1', [merchantId]);
+    return { sessions: sessions.length, links: links.length };
   }
 
   /** Made on first use by whichever replica comes first; a failure is tried again on the next call. */
@@ -144,5 +183,7 @@ function sessionOf(row: SessionRow): PortalSession {
     permissions: row.permissions.filter((p): p is PortalPermission => (PORTAL_PERMISSIONS as readonly string[]).includes(p)),
     csrfToken: row.csrf_token,
     expiresAt: new Date(row.expires_at).toISOString(),
+    createdAt: new Date(row.link_created_at).toISOString(),
+    keyDigest: row.key_digest,
   };
 }

@@ -6,6 +6,8 @@ import { runProgram } from '../support/process.js';
 import { startPortalStack, type PortalStack } from '../support/portal.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
+import { keyDigestOf, PortalSessions } from '../../libs/portal/index.js';
+import { openPostgres } from '../../libs/delivery-store/index.js';
 
 /**
  * The portal's API and the resend of one webhook, without a browser: what must hold whatever the
@@ -66,7 +68,7 @@ describe('the merchant portal API', () => {
     return { webhookId: messageId, reference: ref };
   }
 
-  it('gives a link that opens a session once, on whichever replica, and refuses it the second time', async () => {
+  it('gives a link that opens a session once, on whichever replica, and refuses it the second time, ending the session it made', async () => {
     const created = await stack.admin(apiA, 'POST', '/admin/merchants/m_a/portal-sessions', {});
     expect(created.status).toBe(201);
     const { url, expiresAt } = (created.body as { data: { url: string; expiresAt: string } }).data;
@@ -77,14 +79,83 @@ describe('the merchant portal API', () => {
     const first = await redeem(apiB, url);
     expect(first.status).toBe(201);
     const cookie = first.headers.get('set-cookie')!;
-    expect(cookie).toMatch(/^webhooks_portal=[A-Za-z0-9_-]+; Path=\/portal; HttpOnly; SameSite=Strict; Max-Age=\d+$/);
+    // A session cookie (no Max-Age): it ends with the browser, and sooner on the server.
+    expect(cookie).toMatch(/^webhooks_portal=[A-Za-z0-9_-]+; Path=\/portal; HttpOnly; SameSite=Strict$/);
     expect((first.body as { data: unknown }).data).toMatchObject({ merchantId: 'm_a', permissions: [], settingsWritable: true });
-    expect(code(await redeem(apiA, url))).toEqual([401, 'portal_link_used']);
-    expect(code(await redeem(apiB, url))).toEqual([401, 'portal_link_used']);
     // The session itself works on either replica.
     const session = { cookie: cookie.split(';')[0]!, csrf: '' };
     expect((await get(session, '/portal/api/session', apiA)).status).toBe(200);
     expect((await get(session, '/portal/api/session', apiB)).status).toBe(200);
+    // Used a second time, the link is refused, and whoever opened it first loses the session too:
+    // one of the two is not the merchant.
+    expect(code(await redeem(apiA, url))).toEqual([401, 'portal_link_used']);
+    expect(code(await redeem(apiB, url))).toEqual([401, 'portal_link_used']);
+    expect(code(await get(session, '/portal/api/session', apiA))).toEqual([401, 'portal_session_required']);
+  });
+
+  it('ends a stolen session on logout, on revocation, on a new public key and on an operator\'s disable', async () => {
+    await stack.putMerchant('m_stolen', `${receiver.url}/stolen`);
+    const full = { permissions: ['resend', 'manage-endpoint', 'manage-secret'] };
+    const alive = async (b: Browser) => (await get(b, '/portal/api/session', apiB)).status === 200;
+
+    const loggedOut = await open('m_stolen', full);
+    const out = await write(loggedOut, 'POST', '/portal/api/logout');
+    expect(out.status).toBe(200);
+    expect(out.headers.get('set-cookie')).toMatch(/^webhooks_portal=; Path=\/portal; HttpOnly; SameSite=Strict; Max-Age=0$/);
+    expect(await alive(loggedOut)).toBe(false);
+
+    const one = await open('m_stolen', full);
+    const two = await open('m_stolen', full, apiB);
+    const unused = await stack.link('m_stolen');
+    const revoked = await stack.admin(apiB, 'DELETE', '/admin/merchants/m_stolen/portal-sessions');
+    expect(revoked.status).toBe(200);
+    expect((revoked.body as any).data).toEqual({ sessions: 2, links: 1 });
+    expect([await alive(one), await alive(two)]).toEqual([false, false]);
+    expect(code(await redeem(apiA, unused))).toEqual([401, 'portal_link_invalid']);
+    const cli = await runProgram('dist/apps/cli/main.js', { AUTH_JWT_SECRET: JWT_SECRET }, ['portal', '--merchant', 'm_stolen', '--revoke', '--api', `http://127.0.0.1:${apiA.port}`]);
+    expect(cli).toMatchObject({ code: 0, stderr: expect.stringContaining('0 portal session(s) and 0 unused link(s) of merchant m_stolen ended') });
+
+    const rekeyed = await open('m_stolen', full);
+    expect((await stack.admin(apiA, 'PATCH', '/admin/merchants/m_stolen', { publicKey: 'pk_test_m_stolen_rekeyed' })).status).toBe(200);
+    await waitFor('the new key seen by both replicas', async () => !(await alive(rekeyed)), 5_000, 50);
+
+    // The operator turns the webhook off: the session that could have turned it on (elsewhere) dies,
+    // and a new one may not undo the operator.
+    const hijacked = await open('m_stolen', full);
+    expect((await stack.admin(apiA, 'PATCH', '/admin/merchants/m_stolen', { webhook: { enabled: false } })).status).toBe(200);
+    await waitFor('the disable seen by both replicas', async () => !(await alive(hijacked)), 5_000, 50);
+    expect(code(await write(hijacked, 'PATCH', '/portal/api/endpoint', { enabled: true, url: 'https://attacker.example/x' }))).toEqual([401, 'portal_session_required']);
+    const fresh = await open('m_stolen', full);
+    expect(code(await write(fresh, 'PATCH', '/portal/api/endpoint', { enabled: true }))).toEqual([409, 'endpoint_disabled_by_operator']);
+    expect(stack.dispatcher.merchants.byId('m_stolen')?.webhook?.enabled).toBe(false);
+    // What the merchant turned off itself, it may turn on again.
+    expect((await stack.admin(apiA, 'PATCH', '/admin/merchants/m_stolen', { webhook: { enabled: true } })).status).toBe(200);
+    const own = await open('m_stolen', full);
+    expect((await write(own, 'PATCH', '/portal/api/endpoint', { enabled: false })).status).toBe(200);
+    expect((await write(own, 'PATCH', '/portal/api/endpoint', { enabled: true })).status).toBe(200);
+    expect(await alive(own)).toBe(true);
+  });
+
+  it('refuses a portal write that a browser says comes from another site', async () => {
+    const b = await open('m_a', { permissions: ['manage-endpoint'] });
+    const cross = (headers: Record<string, string>) =>
+      call(apiA, '/portal/api/endpoint/test', { method: 'POST', headers: { cookie: b.cookie, 'content-type': 'application/json', 'x-csrf-token': b.csrf, ...headers }, body: '{"event":"payout"}' });
+    expect(code(await cross({ origin: 'https://evil.example' }))).toEqual([403, 'cross_origin_write']);
+    expect(code(await cross({ 'sec-fetch-site': 'cross-site' }))).toEqual([403, 'cross_origin_write']);
+    expect(code(await cross({ 'sec-fetch-site': 'same-site' }))).toEqual([403, 'cross_origin_write']);
+    expect((await cross({ origin: `http://127.0.0.1:${apiA.port}`, 'sec-fetch-site': 'same-origin' })).status).toBe(202);
+  });
+
+  it('ends a session idle longer than its timeout, whatever its link\'s expiry', async () => {
+    const database = openPostgres(stack.db.url);
+    const sessions = new PortalSessions(database, 400);
+    const { token } = await sessions.createLink('m_a', [], 3_600_000, keyDigestOf('pk_test_m_a_000000'));
+    const { sessionId } = await sessions.redeem(token);
+    expect(await sessions.session(sessionId)).toBeDefined();
+    const touched = Date.now();
+    await waitFor('more than the idle timeout passed', () => Date.now() - touched > 600, 2_000, 50);
+    expect(await sessions.session(sessionId)).toBeUndefined();
+    await database.close();
   });
 
   it('prints a link from the CLI that opens the portal with the permissions asked for', async () => {

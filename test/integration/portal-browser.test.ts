@@ -210,6 +210,21 @@ describe('the merchant portal in a browser', () => {
     await checkScreen(page);
   });
 
+  it('logs out: the page says so, and the session is gone on the server, not only in this tab', async () => {
+    const page = await openPage(await stack.link('m_p'));
+    await page.getByRole('heading', { name: 'Overview' }).waitFor();
+    const cookie = (await page.context().cookies()).find((c) => c.name === 'webhooks_portal')!;
+    expect(cookie.expires).toBe(-1); // a session cookie
+    await page.getByRole('button', { name: 'Log out' }).click();
+    await page.getByRole('heading', { name: 'You are logged out' }).waitFor();
+    expect(await page.getByRole('navigation', { name: 'Portal' }).isHidden()).toBe(true);
+    // Whoever copied the cookie before the logout holds nothing now.
+    const copied = await fetch(`http://127.0.0.1:${stack.apis[0]!.port}/portal/api/session`, { headers: { cookie: `webhooks_portal=${cookie.value}` } });
+    expect(copied.status).toBe(401);
+    await page.reload();
+    await page.getByRole('heading', { name: 'This link cannot be used' }).waitFor();
+  });
+
   it('refuses the link the second time and after its expiry', async () => {
     const url = await stack.link('m_p');
     const first = await openPage(url);

@@ -4,7 +4,7 @@ import { type EventName, REFERENCE_FIELDS, sampleEvent } from '../../../libs/con
 import type { DeliveryLogQueries } from '../../../libs/delivery-store/index.js';
 import { NothingToResendError } from '../../../libs/failed/index.js';
 import { activeWebhook, graceSecrets, type Merchant, receivesEvent, WebhookNotSetUpError } from '../../../libs/merchants/index.js';
-import { MAX_LINK_LIFETIME_MS, PORTAL_PERMISSIONS, PortalLinkError, type PortalPermission, type PortalSession } from '../../../libs/portal/index.js';
+import { keyDigestOf, MAX_LINK_LIFETIME_MS, PortalLinkError, type PortalPermission, type PortalSession } from '../../../libs/portal/index.js';
 import { USER_AGENT } from '../../dispatcher/program.js';
 import type { ApiDeps } from '../app.js';
 import { ApiError, badRequest, notFound, rateLimited, unavailable } from '../errors.js';
@@ -13,7 +13,13 @@ import { mount } from '../mount.js';
 import { endpointPatch, portalSessionInput, rotateBody, testEventBody } from './routes.js';
 import { servePortalAssets } from './page.js';
 
+/**
+ * The session cookie: `__Host-` on https, so that no subdomain can set or shadow it (which needs
+ * Path=/ and Secure); a plain name over http (development only). No Max-Age: it ends with the
+ * browser, and the session itself ends earlier server-side (idle, expiry, logout, revocation).
+ */
 export const SESSION_COOKIE = 'webhooks_portal';
+const SECURE_SESSION_COOKIE = `__Host-${SESSION_COOKIE}`;
 const RECOVER_MAX = 1_000;
 
 const sessionRequired = () => new ApiError(401, 'portal_session_required', 'No portal session, or it has expired: open a new portal link');
@@ -80,15 +86,33 @@ export function mountPortalAdmin(router: Router, deps: ApiDeps): void {
     if (!input.success) throw badRequest('invalid_body', `The body is not valid: ${input.error.issues[0]!.path.join('.') || 'body'} ${input.error.issues[0]!.message}`);
     const lifetime = lifetimeMs(input.data.expiresIn);
     if (lifetime === undefined) throw badRequest('invalid_body', 'expiresIn must be from 1s to 7d, e.g. 30m, 1h or 7d');
-    if (!deps.merchants?.byId(merchantId)) throw notFound('merchant_not_found', `No merchant ${merchantId}`);
+    const merchant = deps.merchants?.byId(merchantId);
+    if (!merchant) throw notFound('merchant_not_found', `No merchant ${merchantId}`);
     // Left out, a link only shows: each power it gives is asked for by name.
     const permissions = input.data.permissions ?? [];
-    const link = await sessionsOf(deps).createLink(merchantId, permissions, lifetime);
+    const link = await sessionsOf(deps).createLink(merchantId, permissions, lifetime, keyDigestOf(merchant.publicKey));
     deps.logger.info('portal link issued', { merchantId, permissions, expiresAt: link.expiresAt });
     // The token is in the fragment: browsers never send it to a server, a proxy log or a Referer.
     const url = `${deps.portal!.baseUrl(req)}/portal/#token=${link.token}`;
     res.status(201).json({ message: `portal link for merchant ${merchantId}`, error: null, data: { url, expiresAt: link.expiresAt } });
   }, '/admin');
+
+  mount(router, 'revokePortalSessions', async (_req, res, { params }) => {
+    const merchantId = params.merchantId as string;
+    const ended = await sessionsOf(deps).endMerchant(merchantId);
+    deps.logger.info('portal sessions revoked', { merchantId, ...ended });
+    res.json({ message: `${ended.sessions} portal session(s) and ${ended.links} unused link(s) of merchant ${merchantId} ended`, error: null, data: ended });
+  }, '/admin');
+}
+
+/**
+ * Whether the session outlived what it was opened on: the merchant is gone, its public key changed
+ * since the link was minted, or the platform's operator turned its webhook off since.
+ */
+function outlived(merchant: Merchant | undefined, session: PortalSession): boolean {
+  if (!merchant || keyDigestOf(merchant.publicKey) !== session.keyDigest) return true;
+  const webhook = merchant.webhook;
+  return !!webhook && !webhook.enabled && webhook.disabledReason === 'manual' && webhook.disabledBy !== 'merchant' && Date.parse(webhook.disabledAt ?? '') >= Date.parse(session.createdAt);
 }
 
 function cookieOf(req: Request, name: string): string | undefined {
@@ -97,6 +121,11 @@ function cookieOf(req: Request, name: string): string | undefined {
     if (at > 0 && part.slice(0, at).trim() === name) return part.slice(at + 1).trim();
   }
   return undefined;
+}
+
+/** The portal's own origin: PORTAL_PUBLIC_URL's, else (development) the one this request was made to. */
+function originOf(req: Request, deps: ApiDeps): string {
+  return new URL(deps.portal!.baseUrl(req)).origin;
 }
 
 function sameText(a: string, b: string): boolean {
@@ -114,19 +143,35 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     next();
   });
 
+  const secure = deps.portal?.secureCookies ?? false;
+  const cookieName = secure ? SECURE_SESSION_COOKIE : SESSION_COOKIE;
+  const sessionId = (req: Request) => cookieOf(req, cookieName);
   const session = async (req: Request): Promise<PortalSession> => {
-    const id = cookieOf(req, SESSION_COOKIE);
+    const id = sessionId(req);
     if (!id || id.length > 100) throw sessionRequired();
     const found = await sessionsOf(deps).session(id);
     if (!found) throw sessionRequired();
+    if (outlived(deps.merchants?.byId(found.merchantId), found)) {
+      await sessionsOf(deps).end(id);
+      deps.logger.info('portal session ended: the merchant changed since its link was minted', { merchantId: found.merchantId });
+      throw sessionRequired();
+    }
     return found;
   };
-  /** A write: the session, its CSRF token in x-csrf-token, and the permission the link granted. */
-  const writer = async (req: Request, permission: PortalPermission): Promise<PortalSession> => {
+  /**
+   * A write: from the portal's own origin (a browser says where a request comes from), with the
+   * session, its CSRF token in x-csrf-token, and the permission the link granted.
+   */
+  const writer = async (req: Request, permission: PortalPermission | 'view'): Promise<PortalSession> => {
+    const site = req.get('sec-fetch-site');
+    const origin = req.get('origin');
+    if ((site !== undefined && site !== 'same-origin') || (origin !== undefined && origin !== originOf(req, deps))) {
+      throw new ApiError(403, 'cross_origin_write', 'Portal writes come from the portal\'s own page');
+    }
     const found = await session(req);
     const csrf = req.get('x-csrf-token');
     if (!csrf || !sameText(csrf, found.csrfToken)) throw new ApiError(403, 'csrf_token_invalid', 'This write needs the session\'s CSRF token in x-csrf-token; reload the portal');
-    if (!found.permissions.includes(permission)) throw new ApiError(403, 'permission_denied', `This portal link does not allow ${permission}`);
+    if (permission !== 'view' && !found.permissions.includes(permission)) throw new ApiError(403, 'permission_denied', `This portal link does not allow ${permission}`);
     return found;
   };
   const merchantOf = (merchantId: string): Merchant | undefined => deps.merchants?.byId(merchantId);
@@ -158,12 +203,18 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
       }
       throw err;
     }
-    const { sessionId, session: started } = opened;
-    const secure = deps.portal!.secureCookies || req.secure;
-    const maxAge = Math.max(1, Math.floor((Date.parse(started.expiresAt) - Date.now()) / 1000));
-    res.set('set-cookie', `${SESSION_COOKIE}=${sessionId}; Path=/portal; HttpOnly; SameSite=Strict; Max-Age=${maxAge}${secure ? '; Secure' : ''}`);
+    const { sessionId: id, session: started } = opened;
+    res.set('set-cookie', `${cookieName}=${id}; ${secure ? 'Path=/; Secure' : 'Path=/portal'}; HttpOnly; SameSite=Strict`);
     deps.logger.info('portal session opened', { merchantId: started.merchantId });
     res.status(201).json({ message: 'portal session opened', error: null, data: sessionView(started) });
+  });
+
+  mount(app, 'portalLogout', async (req, res) => {
+    const found = await writer(req, 'view');
+    await sessionsOf(deps).end(sessionId(req)!);
+    res.set('set-cookie', `${cookieName}=; ${secure ? 'Path=/; Secure' : 'Path=/portal'}; HttpOnly; SameSite=Strict; Max-Age=0`);
+    deps.logger.info('portal session ended by logout', { merchantId: found.merchantId });
+    res.json({ message: 'logged out', error: null, data: null });
   });
 
   mount(app, 'getPortalSession', async (req, res) => {
@@ -249,7 +300,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
       throw badRequest('invalid_settings', `${issue.path.filter((p) => typeof p !== 'number').join('.') || 'body'}: ${issue.message}`);
     }
     if (!merchantOf(found.merchantId)?.webhook) throw new WebhookNotSetUpError(found.merchantId);
-    const written = await settings.patch(found.merchantId, { webhook: input.data });
+    const written = await settings.patch(found.merchantId, { webhook: input.data }, { by: 'merchant' });
     deps.logger.info('webhook endpoint changed from the portal', { merchantId: found.merchantId, fields: Object.keys(input.data) });
     const merchant = merchantOf(found.merchantId);
     res.json({ message: 'endpoint updated', error: null, data: merchant ? endpointOf(merchant) : endpointFromView(written.view) });

@@ -72,6 +72,7 @@ function shell(js: Asset, css: Asset): string {
 <header class="top">
   <span class="brand">Webhooks</span>
   <span id="who" class="who"></span>
+  <button id="logout" type="button" hidden>Log out</button>
 </header>
 <nav id="nav" aria-label="Portal" hidden>
   <a href="#/overview">Overview</a>

@@ -100,7 +100,9 @@ const READ_ERRORS = {
 const WRITE_ERRORS = {
   '400': 'invalid_body, invalid_settings (the message names the field)',
   '401': 'portal_session_required',
-  '403': 'csrf_token_invalid: x-csrf-token missing or not this session\'s; permission_denied: the link did not grant this',
+  '403':
+    'csrf_token_invalid: x-csrf-token missing or not this session\'s; permission_denied: the link did not grant this; ' +
+    'cross_origin_write: Origin or Sec-Fetch-Site says the request does not come from the portal\'s page',
   '413': 'Request body too large',
   '503': 'service_unavailable, log_unavailable',
 };
@@ -151,6 +153,31 @@ export const PORTAL_ROUTES = [
       '404': 'merchant_not_found',
       '503': 'service_unavailable, log_unavailable, log_disabled: portal sessions are kept in the delivery log\'s PostgreSQL',
     },
+  },
+  {
+    operationId: 'revokePortalSessions',
+    method: 'delete',
+    path: '/admin/merchants/{merchantId}/portal-sessions',
+    summary: "End every portal session of a merchant, and every link not used yet",
+    description: 'For a leaked link or a merchant who left: whoever holds a session or an unused link loses it at once, on every replica.',
+    security: ADMIN_AUTH,
+    input: { params: z.strictObject({ merchantId: merchantIdSchema }) },
+    output: { '200': { description: 'What was ended', schema: envelope(z.strictObject({ sessions: z.number().int(), links: z.number().int() })) } },
+    errors: {
+      '400': 'invalid_merchant_id',
+      '401': 'missing_credentials, invalid_credentials, token_expired',
+      '403': 'insufficient_scope',
+      '503': 'service_unavailable, log_unavailable, log_disabled: portal sessions are kept in the delivery log\'s PostgreSQL',
+    },
+  },
+  {
+    operationId: 'portalLogout',
+    method: 'post',
+    path: '/portal/api/logout',
+    summary: 'End this session (the page\'s Log out)',
+    security: PORTAL_WRITE_AUTH,
+    output: { '200': { description: 'Logged out; Set-Cookie clears the cookie', schema: envelope(z.null()) } },
+    errors: WRITE_ERRORS,
   },
   {
     operationId: 'portalPage',
@@ -240,7 +267,11 @@ export const PORTAL_ROUTES = [
     security: PORTAL_WRITE_AUTH,
     input: { body: endpointPatch, bodyRequired: true },
     output: { '200': { description: 'Changed', schema: envelope(endpointView) } },
-    errors: { ...WRITE_ERRORS, '409': 'directory_read_only: merchants come from MERCHANTS_FILE here; webhook_not_set_up', '429': SETTINGS_LIMITED },
+    errors: {
+      ...WRITE_ERRORS,
+      '409': 'directory_read_only: merchants come from MERCHANTS_FILE here; webhook_not_set_up; endpoint_disabled_by_operator: the platform turned it off, only the platform turns it on',
+      '429': SETTINGS_LIMITED,
+    },
   },
   {
     operationId: 'portalRotateSecret',

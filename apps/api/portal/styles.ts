@@ -12,6 +12,7 @@ a{color:var(--accent)}
 .skip{position:absolute;left:-999px}.skip:focus{left:.5rem;top:.5rem;background:var(--bg);padding:.5rem;z-index:2}
 .top{display:flex;justify-content:space-between;align-items:center;gap:1rem;padding:.75rem 1rem;border-bottom:1px solid var(--line);flex-wrap:wrap}
 .brand{font-weight:700}.who{color:var(--muted);font-size:.875rem}
+[hidden]{display:none!important}
 nav{display:flex;gap:.25rem;padding:.5rem 1rem;border-bottom:1px solid var(--line);overflow-x:auto;background:var(--soft)}
 nav a{padding:.5rem .75rem;border-radius:6px;text-decoration:none;white-space:nowrap;color:var(--fg)}
 nav a[aria-current=page]{background:var(--bg);box-shadow:inset 0 -3px 0 var(--accent);font-weight:600}

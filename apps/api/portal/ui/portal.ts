@@ -439,6 +439,18 @@ async function route(): Promise<void> {
   main.focus({ preventScroll: true });
 }
 
+/** Ends the session on the server (the cookie alone would only forget it here), then says so. */
+async function logOut(): Promise<void> {
+  const answer = await api('POST', '/portal/api/logout');
+  if (answer.status !== 200) return void main.replaceChildren(h('h1', {}, 'Not logged out'), alertBox(answer));
+  session = undefined;
+  document.getElementById('nav')!.hidden = true;
+  document.getElementById('logout')!.hidden = true;
+  document.getElementById('who')!.textContent = '';
+  document.title = 'Logged out · Webhooks';
+  main.replaceChildren(h('h1', {}, 'You are logged out'), h('p', {}, 'Open the portal again from your dashboard to get a new link.'));
+}
+
 async function start(): Promise<void> {
   const token = /^#token=([A-Za-z0-9_-]+)$/.exec(location.hash)?.[1];
   let answer: Answer;
@@ -458,6 +470,9 @@ async function start(): Promise<void> {
   session = answer.body.data as Session;
   document.getElementById('who')!.textContent = `${session.merchantId} · until ${when(session.expiresAt)}`;
   document.getElementById('nav')!.hidden = false;
+  const logout = document.getElementById('logout') as HTMLButtonElement;
+  logout.hidden = false;
+  logout.addEventListener('click', () => void logOut());
   window.addEventListener('hashchange', () => void route());
   await route();
 }
