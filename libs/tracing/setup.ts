@@ -21,8 +21,9 @@ const OFF: Tracing = { active: false, flush: async () => {}, shutdown: async () 
  * the SDK and the exporter are imported only then, so with no OTEL variables the rest of the code
  * sees the API package's no-op tracer. The SDK's BatchSpanProcessor holds at most
  * `batch.maxQueueSize` spans: a collector down or slow drops spans, never slows a delivery.
+ * `activeContext: false`: no context manager, for a program that passes every parent by hand.
  */
-export async function startTracing(settings: TracingSettings | undefined, logger?: Logger): Promise<Tracing> {
+export async function startTracing(settings: TracingSettings | undefined, logger?: Logger, options: { activeContext?: boolean } = {}): Promise<Tracing> {
   if (!settings) return OFF;
   const [sdk, { resourceFromAttributes, defaultResource }, { OTLPTraceExporter }] = await Promise.all([
     import('@opentelemetry/sdk-trace-node'),
@@ -46,8 +47,11 @@ export async function startTracing(settings: TracingSettings | undefined, logger
     sampler: settings.sampler.name.startsWith('parentbased_') ? new sdk.ParentBasedSampler({ root }) : root,
     spanProcessors: [new sdk.BatchSpanProcessor(exporter, { ...settings.batch, exportTimeoutMillis: settings.exportTimeoutMs ?? settings.batch.exportTimeoutMillis })],
   });
-  // The global tracer provider, an AsyncLocalStorage context manager and the W3C propagator.
-  provider.register();
+  // The global tracer provider and the W3C propagator, and, unless the program passes every parent
+  // by hand (the dispatcher), an AsyncLocalStorage context manager: once entered (the batch
+  // processor enters one per export) it costs a hook on every promise of the process, about a
+  // sixth of a delivery's CPU (BENCHMARKS.md section 14).
+  provider.register(options.activeContext === false ? { contextManager: null } : {});
   setTracingActive(true);
   logger?.info('tracing on', { url: settings.url, protocol: settings.protocol, serviceName: settings.serviceName, sampler: settings.sampler.name });
   let stopping: Promise<void> | undefined;
