@@ -22,7 +22,7 @@ describe('a collector that does not answer', () => {
     otlp = await OtlpReceiver.start('hang');
     // A queue smaller than the spans of the deliveries below: some must be dropped, and said so.
     const settings = testTracingSettings(otlp.url, 'http/protobuf');
-    tracing = await startTracing({ ...settings, sampler: { name: 'always_on', ratio: 1 }, batch: { ...settings.batch, maxQueueSize: 1_000, maxExportBatchSize: 500 }, exportTimeoutMs: 1_000 }, logger);
+    tracing = await startTracing({ ...settings, sampler: { name: 'always_on', ratio: 1 }, batch: { ...settings.batch, maxQueueSize: 200, maxExportBatchSize: 100 }, exportTimeoutMs: 1_000 }, logger);
     receiver = await Receiver.start(() => 200);
     harness = await startHarness({ name: 'tracingdown', merchants: [testMerchant('m_down', receiver.url)], settings: { concurrency: 32 } });
   });
@@ -48,7 +48,7 @@ describe('a collector that does not answer', () => {
     expect(receiver.requests.every((r) => typeof r.headers.traceparent === 'string')).toBe(true);
     // About 1 s on this machine; a delivery that waited on its export would take the exporter's 10 s timeout.
     expect(elapsed).toBeLessThan(8_000);
-    // 4,500 spans for a queue of 1,000 and a collector that never answers: the processor dropped
+    // 4,500 spans for a queue of 200 (a batch of 100 a second leaves it, at the export's timeout) and a collector that never answers: the processor dropped
     // spans, and a warning says how many. The SDK counts them once it can queue a span again (an
     // export timed out): a delivery now and then until it does.
     const warning = await waitFor('the dropped spans reported', async () => {
