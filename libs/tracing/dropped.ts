@@ -5,10 +5,9 @@ import type { Logger } from '../logger/index.js';
 const DROPPED = /^Dropped (\d+) spans because maxQueueSize reached/;
 
 /**
- * The SDK's warnings and errors as the program's log lines, at most one of each kind a minute: a
- * collector down fails every export, and each would otherwise be a line. Spans the batch
- * processor dropped (its queue full) are added up and logged as `tracing: spans dropped` with
- * how many; what is still unreported when the drops stop is logged at the end of the minute.
+ * The SDK's warnings and errors as log lines, at most one of a kind a minute (a collector down
+ * fails every export). Spans the batch processor dropped, its queue full, are summed and logged
+ * as `tracing: spans dropped`; those still unreported when the drops stop, at the minute's end.
  */
 export function droppedSpansReporter(logger: Logger, everyMs = 60_000): DiagLogger {
   let dropped = 0;
@@ -16,9 +15,8 @@ export function droppedSpansReporter(logger: Logger, everyMs = 60_000): DiagLogg
   const reportDropped = () => {
     droppedTimer = undefined;
     if (dropped === 0) return;
-    logger.warn('tracing: spans dropped', { dropped, reason: 'the batch span processor queue was full: the collector is slow or down, or spans come faster than it exports' });
+    logger.warn('tracing: spans dropped', { dropped, reason: 'the batch span processor queue was full: the collector is slow or down' });
     dropped = 0;
-    // The next drops wait for the rest of the minute.
     droppedTimer = setTimeout(reportDropped, everyMs).unref();
   };
   const lastAt = new Map<string, number>();

@@ -1,15 +1,13 @@
 import { type Attributes, type Context, context, ROOT_CONTEXT, type Span, SpanKind, trace } from '@opentelemetry/api';
 import { ATTR, MESSAGING_SYSTEM } from './attributes.js';
 import { contextFromHeaders, injectInto } from './carrier.js';
-import { markFailed } from './spans.js';
-import { tracer, tracingActive } from './state.js';
+import { markFailed, tracer, tracingActive } from './spans.js';
 
 /**
- * SDK spans whose parent is passed by hand rather than through the active context: the
- * dispatcher's delivery, its HTTP attempt, its record and its moves. Entering a context per
- * delivery (context.with) would cost an AsyncLocalStorage frame on every promise of the walk.
- * Attributes are set only on a recorded span: an unsampled one (a tenth sampled, an upstream's
- * `-00`) costs no attribute checks, and still has ids, so the traceparent handed on says so.
+ * SDK spans whose parent is passed by hand, not through the active context (AsyncLocalStorage
+ * costs every promise once entered): the dispatcher's delivery, its attempt, record and moves.
+ * Attributes are set only on a recorded span: an unsampled one costs no attribute checks, and
+ * still has ids, so the traceparent handed on says `-00`.
  */
 function startIn(parent: Context, name: string, kind: SpanKind, attributes: Attributes | undefined): Span {
   const span = tracer().startSpan(name, { kind }, parent);
@@ -45,34 +43,18 @@ export function spanLogFields(span: Span | undefined): { trace_id?: string; span
   return { trace_id: traceId, span_id: spanId };
 }
 
-/**
- * A publish span's name and constant attributes by operation and destination, made once: the
- * topology's queue names are the same few strings every time.
- */
-const publishNames = new Map<string, { name: string; attributes: Attributes }>();
-function publishNamed(operation: string, destination: string): { name: string; attributes: Attributes } {
-  const key = `${operation} ${destination}`;
-  let named = publishNames.get(key);
-  if (named === undefined) {
-    named = {
-      name: key,
-      attributes: {
-        [ATTR.messagingSystem]: MESSAGING_SYSTEM,
-        [ATTR.messagingOperationType]: 'send',
-        [ATTR.messagingOperationName]: 'publish',
-        [ATTR.messagingDestination]: destination,
-      },
-    };
-    // A handful in practice; the bound only guards against a bug.
-    if (publishNames.size < 1_000) publishNames.set(key, named);
-  }
-  return named;
-}
+/** Publish spans' constant attributes by destination, made once: the topology's few queue names. */
+const publishAttributes = new Map<string, Attributes>();
 
 /** The producer span of a publish (`<operation> <destination>`) in `parent`, for a caller that ends it itself. */
 export function publishChild(parent: Span | Context, destination: string, webhookId?: string, operation = 'publish', attributes?: Attributes): Span {
-  const named = publishNamed(operation, destination);
-  const span = startIn('spanContext' in parent ? trace.setSpan(ROOT_CONTEXT, parent) : parent, named.name, SpanKind.PRODUCER, named.attributes);
+  let constants = publishAttributes.get(destination);
+  if (constants === undefined) {
+    constants = { [ATTR.messagingSystem]: MESSAGING_SYSTEM, [ATTR.messagingOperationType]: 'send', [ATTR.messagingOperationName]: 'publish', [ATTR.messagingDestination]: destination };
+    // A handful in practice; the bound only guards against a bug.
+    if (publishAttributes.size < 1_000) publishAttributes.set(destination, constants);
+  }
+  const span = startIn('spanContext' in parent ? trace.setSpan(ROOT_CONTEXT, parent) : parent, `${operation} ${destination}`, SpanKind.PRODUCER, constants);
   if (span.isRecording()) {
     if (webhookId !== undefined) span.setAttribute(ATTR.webhookId, webhookId);
     if (attributes) span.setAttributes(attributes);
@@ -83,10 +65,9 @@ export function publishChild(parent: Span | Context, destination: string, webhoo
 /**
  * A publish to RabbitMQ inside `parent` as a producer span, its context written into `headers`
  * so that whoever consumes the copy continues this trace. Without a parent (tracing off) it is
- * only `send()`. Not an async function: on the dispatcher's path each delivery would pay for its
- * frame and promise.
+ * only `send()`.
  */
-export function publishIn<T>(
+export async function publishIn<T>(
   parent: Span | Context | undefined,
   destination: string,
   headers: Record<string, unknown> | undefined,
@@ -98,25 +79,14 @@ export function publishIn<T>(
   if (parent === undefined) return send();
   const span = publishChild(parent, destination, webhookId, operation, attributes);
   if (headers) injectSpan(span, headers);
-  let sending: Promise<T>;
   try {
-    sending = send();
+    return await send();
   } catch (err) {
     markFailed(span, err);
+    throw err;
+  } finally {
     span.end();
-    return Promise.reject(err);
   }
-  return sending.then(
-    (value) => {
-      span.end();
-      return value;
-    },
-    (err: unknown) => {
-      markFailed(span, err);
-      span.end();
-      throw err;
-    },
-  );
 }
 
 /**

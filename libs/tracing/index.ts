@@ -1,7 +1,6 @@
 export { ATTR, MESSAGING_SYSTEM, safeUrl } from './attributes.js';
 export { contextFromHeaders } from './carrier.js';
-export { activeIds, inSpan, linkActiveSpanTo, markFailed, SpanKind, tracer } from './spans.js';
-export { tracingActive } from './state.js';
+export { activeIds, inSpan, linkActiveSpanTo, markFailed, SpanKind, tracer, tracingActive } from './spans.js';
 export { childSpan, injectSpan, publishChild, publishIn, publishSpan, spanFromHeaders, spanLogFields } from './explicit-spans.js';
 export { startTracing, stoppingTracing, type Tracing } from './setup.js';
 export type { Span } from '@opentelemetry/api';

@@ -3,7 +3,7 @@ import type { Sampler } from '@opentelemetry/sdk-trace-base';
 import type { TracingSettings } from '../config/tracing.js';
 import type { Logger } from '../logger/index.js';
 import { droppedSpansReporter } from './dropped.js';
-import { setTracingActive } from './state.js';
+import { setTracingActive } from './spans.js';
 
 export interface Tracing {
   /** True when spans are exported (an endpoint was configured). */
@@ -31,20 +31,14 @@ export async function startTracing(settings: TracingSettings | undefined, logger
     settings.protocol === 'http/json' ? import('@opentelemetry/exporter-trace-otlp-http') : import('@opentelemetry/exporter-trace-otlp-proto'),
   ]);
   if (logger) diag.setLogger(droppedSpansReporter(logger), DiagLogLevel.WARN);
-  const ratio = new sdk.TraceIdRatioBasedSampler(settings.sampler.ratio);
-  const roots: Record<TracingSettings['sampler']['name'], Sampler> = {
-    always_on: new sdk.AlwaysOnSampler(),
-    always_off: new sdk.AlwaysOffSampler(),
-    traceidratio: ratio,
-    parentbased_always_on: new sdk.AlwaysOnSampler(),
-    parentbased_always_off: new sdk.AlwaysOffSampler(),
-    parentbased_traceidratio: ratio,
-  };
-  const root = roots[settings.sampler.name];
+  // OTEL_TRACES_SAMPLER: parentbased_X keeps a parent's decision and decides roots as X does.
+  const rootName = settings.sampler.name.replace(/^parentbased_/, '');
+  const root: Sampler =
+    rootName === 'always_on' ? new sdk.AlwaysOnSampler() : rootName === 'always_off' ? new sdk.AlwaysOffSampler() : new sdk.TraceIdRatioBasedSampler(settings.sampler.ratio);
   const exporter = new OTLPTraceExporter({ url: settings.url, ...(settings.exportTimeoutMs ? { timeoutMillis: settings.exportTimeoutMs } : {}) });
   const provider = new sdk.NodeTracerProvider({
     resource: defaultResource().merge(resourceFromAttributes({ ...settings.resourceAttributes, 'service.name': settings.serviceName })),
-    sampler: settings.sampler.name.startsWith('parentbased_') ? new sdk.ParentBasedSampler({ root }) : root,
+    sampler: rootName !== settings.sampler.name ? new sdk.ParentBasedSampler({ root }) : root,
     spanProcessors: [new sdk.BatchSpanProcessor(exporter, { ...settings.batch, exportTimeoutMillis: settings.exportTimeoutMs ?? settings.batch.exportTimeoutMillis })],
   });
   // The global tracer provider and the W3C propagator, and, unless the program passes every parent

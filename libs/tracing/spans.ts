@@ -1,9 +1,30 @@
-import { type Attributes, type Context, context, INVALID_SPAN_CONTEXT, isSpanContextValid, type Link, type Span, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
+import { type Attributes, type Context, context, INVALID_SPAN_CONTEXT, isSpanContextValid, type Link, type Span, SpanKind, SpanStatusCode, trace, type Tracer } from '@opentelemetry/api';
 import { ATTR } from './attributes.js';
 import { contextFromHeaders } from './carrier.js';
-import { tracer, tracingActive } from './state.js';
 
 const NOT_RECORDING = trace.wrapSpanContext(INVALID_SPAN_CONTEXT);
+
+/**
+ * Whether the SDK was started in this process. The API package alone is a no-op, but the hot path
+ * asks this first so that with tracing off a delivery creates no span object, closure or context.
+ */
+let active = false;
+let current: Tracer | undefined;
+
+export function tracingActive(): boolean {
+  return active;
+}
+
+export function setTracingActive(on: boolean): void {
+  active = on;
+  // A tracer belongs to the provider registered when it was taken: a restarted SDK (tests) needs a new one.
+  current = undefined;
+}
+
+/** The service's tracer, from the provider registered now (the API's no-op one when tracing is off). */
+export function tracer(): Tracer {
+  return (current ??= trace.getTracer('webhook-relay', '0.1.0'));
+}
 
 /** Marks a span failed with the error's class, never its stack (messages may quote what a merchant answered). */
 export function markFailed(span: Span, err: unknown, type?: string): void {
@@ -48,4 +69,4 @@ export function activeIds(): { trace_id: string; span_id: string } | undefined {
   return { trace_id: spanContext.traceId, span_id: spanContext.spanId };
 }
 
-export { SpanKind, tracer };
+export { SpanKind };
