@@ -141,7 +141,7 @@ export async function tracingRound(
     const to = way.to!;
     const deliveries = to.count - from.count;
     result[`${way.variant}Rate`] = deliveries / (way.runningMs / 1000);
-    // The dispatcher's own thread, and the rest (the export worker, V8's helpers).
+    // The dispatcher's own thread, and the rest (V8's GC and compiler threads, libuv's).
     result[`${way.variant}MainUs`] = ((to.cpu.main - from.cpu.main) * 1e6) / deliveries;
     result[`${way.variant}OthersUs`] = ((to.cpu.others - from.cpu.others) * 1e6) / deliveries;
     result[`${way.variant}CpuUs`] = result[`${way.variant}MainUs`]! + result[`${way.variant}OthersUs`]!;

@@ -19,7 +19,7 @@ import { type DispatcherStats, EffectStage } from './stages/effect.js';
 import { EndpointGuards } from './stages/endpoint-guards.js';
 import { type IntakeEvent, parseIntake, waitOf } from './stages/intake.js';
 import { recordOf } from './stages/record.js';
-import { type ExplicitSpan, publishChild, tracingActive } from '../../libs/tracing/index.js';
+import { publishChild, type Span, spanLogFields, tracingActive } from '../../libs/tracing/index.js';
 import { deliverySpan, describeDelivery } from './stages/trace.js';
 
 export type { DispatcherStats } from './stages/effect.js';
@@ -160,7 +160,7 @@ export class Dispatcher {
   }
 
   /** One delivery, walked through its stages, its span ended at the end; never rejects (what goes wrong unexpectedly parks it). */
-  private async handle(delivery: Delivery, span?: ExplicitSpan): Promise<void> {
+  private async handle(delivery: Delivery, span?: Span): Promise<void> {
     try {
       const now = this.now();
       const { intake, finding } = await this.find(delivery.message, now, span);
@@ -184,7 +184,7 @@ export class Dispatcher {
   }
 
   /** Intake, admission and attempt: each stage either finds what ends the walk or hands on. */
-  private async find(message: ConsumeMessage, now: Date, span: ExplicitSpan | undefined): Promise<{ intake?: IntakeEvent; finding: Finding }> {
+  private async find(message: ConsumeMessage, now: Date, span: Span | undefined): Promise<{ intake?: IntakeEvent; finding: Finding }> {
     // Intake: one copy of a wait is delivered, the first to arrive; then parse and validate.
     const wait = waitOf(message, this.names.events);
     if (wait && !(await this.arrivals.isFirst(wait))) return { finding: { kind: 'superseded', key: wait.key } };
@@ -213,7 +213,7 @@ export class Dispatcher {
    * Handing the delivery back instead would POST the webhook again: a duplicate to the merchant
    * is worse than a gap in the log.
    */
-  private record(record: DeliveryRecordInput, span?: ExplicitSpan): Promise<void> | undefined {
+  private record(record: DeliveryRecordInput, span?: Span): Promise<void> | undefined {
     const written = this.deps.deliveryLog!.record(record);
     if (performance.now() < this.recordsDownUntil) {
       written.catch((err: unknown) => this.recordLost(record, err, span));
@@ -225,14 +225,14 @@ export class Dispatcher {
     });
   }
 
-  private recordLost(record: DeliveryRecordInput, err: unknown, span: ExplicitSpan | undefined): void {
+  private recordLost(record: DeliveryRecordInput, err: unknown, span: Span | undefined): void {
     this.recordsLost++;
     this.deps.logger.error('delivery record not written; the delivery goes on without it', {
       merchantId: record.merchantId,
       webhookId: record.webhookId,
       outcome: record.outcome,
       error: (err as Error)?.message,
-      ...span?.logFields,
+      ...spanLogFields(span),
     });
   }
 
@@ -242,8 +242,8 @@ export class Dispatcher {
     void work.then(done, done);
   }
 
-  private async onUnexpected(delivery: Delivery, err: unknown, span: ExplicitSpan | undefined): Promise<void> {
-    this.deps.logger.error('unexpected error handling a message', { error: (err as Error)?.message, ...span?.logFields });
+  private async onUnexpected(delivery: Delivery, err: unknown, span: Span | undefined): Promise<void> {
+    this.deps.logger.error('unexpected error handling a message', { error: (err as Error)?.message, ...spanLogFields(span) });
     try {
       await this.effect.apply(delivery, undefined, { kind: 'invalid', code: 'internal-error', detail: String((err as Error)?.message ?? err) }, this.now(), span);
     } catch {

@@ -15,5 +15,6 @@ try {
 }
 const logger = createLogger({ level: config.LOG_LEVEL, service: 'dispatcher' });
 // Before the program: the SDK (loaded only when OTEL variables configure it) must be registered before the first span.
-const tracing = await startTracing(tracingSettingsOf(config, 'webhooks-dispatcher'), logger);
+// The dispatcher passes its spans by hand: no active context (stages/trace.ts).
+const tracing = await startTracing(tracingSettingsOf(config, 'webhooks-dispatcher'), logger, { activeContext: false });
 await runUntilSignal('dispatcher', async (signal) => stoppingTracing(await startDispatcher(config, logger, { signal }), tracing), logger, config.SHUTDOWN_TIMEOUT);

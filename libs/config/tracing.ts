@@ -6,7 +6,7 @@ import { TRUE_VALUES } from './env.js';
  * like every other variable so a typo stops the program naming it. Tracing is on only when an
  * OTLP endpoint is given; the SDK and its exporter are loaded only then (libs/tracing/setup.ts).
  * OTEL_EXPORTER_OTLP_HEADERS and the exporter's timeouts are read by the SDK's exporter itself;
- * OTEL_BSP_* do not apply: spans are batched by the export worker (libs/tracing/export-worker.ts).
+ * OTEL_BSP_* size and pace the SDK's BatchSpanProcessor.
  */
 const SAMPLERS = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'] as const;
 const PROTOCOLS = ['http/protobuf', 'http/json'] as const;
@@ -22,6 +22,13 @@ const protocol = z.string().transform((text, ctx) => {
   return z.NEVER;
 });
 
+const count = (fallback: number) =>
+  z
+    .string()
+    .optional()
+    .refine((v) => v === undefined || /^\s*[1-9]\d*\s*$/.test(v), 'must be a whole number above 0')
+    .transform((v) => (v === undefined ? fallback : Number(v)));
+
 export const tracingFields = {
   OTEL_SDK_DISABLED: z.string().optional().transform((v) => v !== undefined && TRUE_VALUES.includes(v.trim().toLowerCase())),
   OTEL_TRACES_EXPORTER: z.enum(['otlp', 'none'], { error: 'must be otlp or none' }).optional(),
@@ -35,6 +42,12 @@ export const tracingFields = {
     .string()
     .optional()
     .refine((v) => v === undefined || (/^\s*(0|1|0?\.\d+|1\.0*)\s*$/.test(v) && Number(v) >= 0 && Number(v) <= 1), 'must be a ratio from 0 to 1'),
+  // Spans waiting to be exported, at most (the rest are dropped and counted: a collector down
+  // must not grow the heap); per request, at most; and how long a span may wait for more.
+  OTEL_BSP_MAX_QUEUE_SIZE: count(16_384),
+  OTEL_BSP_MAX_EXPORT_BATCH_SIZE: count(2_048),
+  OTEL_BSP_SCHEDULE_DELAY: count(500),
+  OTEL_BSP_EXPORT_TIMEOUT: count(30_000),
   OTEL_RESOURCE_ATTRIBUTES: z
     .string()
     .optional()
@@ -72,6 +85,8 @@ export interface TracingSettings {
   serviceName: string;
   sampler: { name: (typeof SAMPLERS)[number]; ratio: number };
   resourceAttributes: Record<string, string>;
+  /** The SDK's BatchSpanProcessor (OTEL_BSP_*). */
+  batch: { maxQueueSize: number; maxExportBatchSize: number; scheduledDelayMillis: number; exportTimeoutMillis: number };
   /** How long one export may take; unset, the SDK's OTEL_EXPORTER_OTLP_TIMEOUT (10 s). Tests shorten it. */
   exportTimeoutMs?: number;
 }
@@ -93,5 +108,11 @@ export function tracingSettingsOf(config: TracingConfig, defaultServiceName: str
       ratio: config.OTEL_TRACES_SAMPLER_ARG === undefined ? 1 : Number(config.OTEL_TRACES_SAMPLER_ARG),
     },
     resourceAttributes,
+    batch: {
+      maxQueueSize: config.OTEL_BSP_MAX_QUEUE_SIZE,
+      maxExportBatchSize: config.OTEL_BSP_MAX_EXPORT_BATCH_SIZE,
+      scheduledDelayMillis: config.OTEL_BSP_SCHEDULE_DELAY,
+      exportTimeoutMillis: config.OTEL_BSP_EXPORT_TIMEOUT,
+    },
   };
 }

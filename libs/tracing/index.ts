@@ -1,7 +1,6 @@
 export { ATTR, MESSAGING_SYSTEM, safeUrl } from './attributes.js';
-export { contextFromHeaders, injectInto } from './carrier.js';
-export { activeIds, inSpan, linkActiveSpanTo, linkFromHeaders, markFailed, publishSpan, recordingSpan, SpanKind, tracer } from './spans.js';
-export { tracingActive } from './state.js';
-export { ExplicitSpan, publishChild, publishIn, spanFromHeaders } from './explicit-spans.js';
+export { contextFromHeaders } from './carrier.js';
+export { activeIds, inSpan, linkActiveSpanTo, markFailed, SpanKind, tracer, tracingActive } from './spans.js';
+export { childSpan, injectSpan, publishChild, publishIn, publishSpan, spanFromHeaders, spanLogFields } from './explicit-spans.js';
 export { startTracing, stoppingTracing, type Tracing } from './setup.js';
-export { ATTR_CODE, encodeAttributes } from './span-records.js';
+export type { Span } from '@opentelemetry/api';

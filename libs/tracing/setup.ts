@@ -1,8 +1,9 @@
-import { context, diag, DiagLogLevel, propagation, ROOT_CONTEXT, SpanKind, trace } from '@opentelemetry/api';
+import { context, diag, DiagLogLevel, propagation, trace } from '@opentelemetry/api';
 import type { Sampler } from '@opentelemetry/sdk-trace-base';
 import type { TracingSettings } from '../config/tracing.js';
 import type { Logger } from '../logger/index.js';
-import { SCOPE, setTracingActive } from './state.js';
+import { droppedSpansReporter } from './dropped.js';
+import { setTracingActive } from './spans.js';
 
 export interface Tracing {
   /** True when spans are exported (an endpoint was configured). */
@@ -16,96 +17,46 @@ export interface Tracing {
 const OFF: Tracing = { active: false, flush: async () => {}, shutdown: async () => {} };
 
 /**
- * Starts the OpenTelemetry SDK for this process when `settings` says where to export (see
- * tracingSettingsOf), and does nothing otherwise. The SDK and the exporter are imported here, and
- * only here, only then: with no OTEL variables no exporter module is even loaded, and the rest of
- * the code sees the API package's no-op tracer. Spans are encoded and exported on a worker
- * thread (export-worker.ts) whose queue is bounded, so an unreachable collector drops spans
- * instead of slowing deliveries, and the encoding costs the program's thread nothing.
+ * Starts the OpenTelemetry SDK when `settings` say where to export, and does nothing otherwise:
+ * the SDK and the exporter are imported only then, so with no OTEL variables the rest of the code
+ * sees the API package's no-op tracer. The SDK's BatchSpanProcessor holds at most
+ * `batch.maxQueueSize` spans: a collector down or slow drops spans, never slows a delivery.
+ * `activeContext: false`: no context manager, for a program that passes every parent by hand.
  */
-export async function startTracing(settings: TracingSettings | undefined, logger?: Logger): Promise<Tracing> {
+export async function startTracing(settings: TracingSettings | undefined, logger?: Logger, options: { activeContext?: boolean } = {}): Promise<Tracing> {
   if (!settings) return OFF;
-  const [sdk, resources, core, { SpanChannel }, { ChannelSpanProcessor }] = await Promise.all([
+  const [sdk, { resourceFromAttributes, defaultResource }, { OTLPTraceExporter }] = await Promise.all([
     import('@opentelemetry/sdk-trace-node'),
     import('@opentelemetry/resources'),
-    import('@opentelemetry/core'),
-    import('./span-channel.js'),
-    import('./channel-processor.js'),
+    settings.protocol === 'http/json' ? import('@opentelemetry/exporter-trace-otlp-http') : import('@opentelemetry/exporter-trace-otlp-proto'),
   ]);
-  if (logger) {
-    // The SDK's own complaints on this thread as warnings of ours (the worker forwards its own).
-    diag.setLogger(
-      {
-        error: (message) => logger.warn('tracing: exporter error', { detail: message.slice(0, 300) }),
-        warn: (message) => logger.warn('tracing: exporter warning', { detail: message.slice(0, 300) }),
-        info: () => {},
-        debug: () => {},
-        verbose: () => {},
-      },
-      DiagLogLevel.WARN,
-    );
-  }
-  const ratio = new sdk.TraceIdRatioBasedSampler(settings.sampler.ratio);
-  const root: Sampler = {
-    always_on: new sdk.AlwaysOnSampler(),
-    always_off: new sdk.AlwaysOffSampler(),
-    traceidratio: ratio,
-    parentbased_always_on: new sdk.AlwaysOnSampler(),
-    parentbased_always_off: new sdk.AlwaysOffSampler(),
-    parentbased_traceidratio: ratio,
-  }[settings.sampler.name];
-  const parentBased = settings.sampler.name.startsWith('parentbased_');
-  const sampler = parentBased ? new sdk.ParentBasedSampler({ root }) : root;
-  // The exporter, its queue and the encoding run on a worker thread (export-worker.ts).
-  const channel = new SpanChannel(
-    {
-      url: settings.url,
-      protocol: settings.protocol,
-      serviceName: settings.serviceName,
-      resourceAttributes: settings.resourceAttributes,
-      exportTimeoutMs: settings.exportTimeoutMs,
-      scope: { ...SCOPE },
-    },
-    logger,
-  );
+  if (logger) diag.setLogger(droppedSpansReporter(logger), DiagLogLevel.WARN);
+  // OTEL_TRACES_SAMPLER: parentbased_X keeps a parent's decision and decides roots as X does.
+  const rootName = settings.sampler.name.replace(/^parentbased_/, '');
+  const root: Sampler =
+    rootName === 'always_on' ? new sdk.AlwaysOnSampler() : rootName === 'always_off' ? new sdk.AlwaysOffSampler() : new sdk.TraceIdRatioBasedSampler(settings.sampler.ratio);
+  const exporter = new OTLPTraceExporter({ url: settings.url, ...(settings.exportTimeoutMs ? { timeoutMillis: settings.exportTimeoutMs } : {}) });
   const provider = new sdk.NodeTracerProvider({
-    resource: resources.defaultResource().merge(
-      resources.resourceFromAttributes({ ...settings.resourceAttributes, 'service.name': settings.serviceName }),
-    ),
-    sampler,
-    spanProcessors: [new ChannelSpanProcessor(channel)],
+    resource: defaultResource().merge(resourceFromAttributes({ ...settings.resourceAttributes, 'service.name': settings.serviceName })),
+    sampler: rootName !== settings.sampler.name ? new sdk.ParentBasedSampler({ root }) : root,
+    spanProcessors: [new sdk.BatchSpanProcessor(exporter, { ...settings.batch, exportTimeoutMillis: settings.exportTimeoutMs ?? settings.batch.exportTimeoutMillis })],
   });
-  // The global tracer provider, an AsyncLocalStorage context manager and the W3C propagator.
-  provider.register();
-  // A local parent's decision is its children's; this decides the rest as the sampler above does
-  // (ParentBasedSampler: a remote parent's sampled flag; otherwise the root sampler).
-  // Always on and always off are answered without the call: it allocates its arguments and result on every delivery.
-  const rootSampled =
-    root instanceof sdk.AlwaysOnSampler
-      ? () => true
-      : root instanceof sdk.AlwaysOffSampler
-        ? () => false
-        : (traceId: string): boolean => root.shouldSample(ROOT_CONTEXT, traceId, '', SpanKind.INTERNAL, {}, []).decision === sdk.SamplingDecision.RECORD_AND_SAMPLED;
-  setTracingActive(true, {
-    channel,
-    sample: (traceId, parent) => (parentBased && parent ? parent.sampled : rootSampled(traceId)),
-    parseTraceparent: core.parseTraceParent,
-    traceState: (header) => new core.TraceState(header).serialize(),
-  });
+  // The global tracer provider and the W3C propagator, and, unless the program passes every parent
+  // by hand (the dispatcher), an AsyncLocalStorage context manager: once entered (the batch
+  // processor enters one per export) it costs a hook on every promise of the process: a third of
+  // the dispatcher's rate in the bench (BENCHMARKS.md section 14).
+  provider.register(options.activeContext === false ? { contextManager: null } : {});
+  setTracingActive(true);
   logger?.info('tracing on', { url: settings.url, protocol: settings.protocol, serviceName: settings.serviceName, sampler: settings.sampler.name });
   let stopping: Promise<void> | undefined;
   return {
     active: true,
-    flush: async () => {
-      await provider.forceFlush();
-      await channel.flush();
-    },
+    flush: () => provider.forceFlush(),
     shutdown(timeoutMs = 5_000) {
       stopping ??= (async () => {
-        const startedAt = performance.now();
         setTracingActive(false);
-        await provider.shutdown().catch(() => {});
-        await channel.shutdown(Math.max(0, timeoutMs - (performance.now() - startedAt)));
+        // An export hanging on a collector that never answers must not hold a program's stop.
+        await Promise.race([provider.shutdown().catch(() => {}), new Promise((resolve) => setTimeout(resolve, timeoutMs).unref())]);
         trace.disable();
         context.disable();
         propagation.disable();

@@ -1,26 +1,36 @@
-import { type Attributes, type Context, context, INVALID_SPAN_CONTEXT, isSpanContextValid, type Link, type Span, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
-import { ATTR, MESSAGING_SYSTEM } from './attributes.js';
-import { contextFromHeaders, injectInto } from './carrier.js';
-import { tracer, tracingActive } from './state.js';
+import { type Attributes, type Context, context, INVALID_SPAN_CONTEXT, isSpanContextValid, type Link, type Span, SpanKind, SpanStatusCode, trace, type Tracer } from '@opentelemetry/api';
+import { ATTR } from './attributes.js';
+import { contextFromHeaders } from './carrier.js';
 
 const NOT_RECORDING = trace.wrapSpanContext(INVALID_SPAN_CONTEXT);
+
+/**
+ * Whether the SDK was started in this process. The API package alone is a no-op, but the hot path
+ * asks this first so that with tracing off a delivery creates no span object, closure or context.
+ */
+let active = false;
+let current: Tracer | undefined;
+
+export function tracingActive(): boolean {
+  return active;
+}
+
+export function setTracingActive(on: boolean): void {
+  active = on;
+  // A tracer belongs to the provider registered when it was taken: a restarted SDK (tests) needs a new one.
+  current = undefined;
+}
+
+/** The service's tracer, from the provider registered now (the API's no-op one when tracing is off). */
+export function tracer(): Tracer {
+  return (current ??= trace.getTracer('webhook-relay', '0.1.0'));
+}
 
 /** Marks a span failed with the error's class, never its stack (messages may quote what a merchant answered). */
 export function markFailed(span: Span, err: unknown, type?: string): void {
   const error = err as Error | undefined;
   span.setAttribute(ATTR.errorType, type ?? error?.name ?? 'Error');
   span.setStatus({ code: SpanStatusCode.ERROR, message: String(error?.message ?? err).slice(0, 200) });
-}
-
-/**
- * A span whose attributes are set only when it is recorded: the samplers used here decide without
- * them, and an unsampled span (a tenth sampled, an upstream's unsampled traceparent) then costs no
- * attribute checks.
- */
-export function recordingSpan(name: string, kind: SpanKind, attributes: Attributes | undefined, parent: Context, links?: Link[]): Span {
-  const span = tracer().startSpan(name, links ? { kind, links } : { kind }, parent);
-  if (attributes && span.isRecording()) span.setAttributes(attributes);
-  return span;
 }
 
 /**
@@ -34,7 +44,7 @@ export async function inSpan<T>(
 ): Promise<T> {
   if (!tracingActive()) return work(NOT_RECORDING);
   const parent = options.parent ?? context.active();
-  const span = recordingSpan(name, options.kind ?? SpanKind.INTERNAL, options.attributes, parent, options.links);
+  const span = tracer().startSpan(name, { kind: options.kind ?? SpanKind.INTERNAL, attributes: options.attributes, links: options.links }, parent);
   try {
     return await context.with(trace.setSpan(parent, span), () => work(span));
   } catch (err) {
@@ -45,50 +55,11 @@ export async function inSpan<T>(
   }
 }
 
-/**
- * A publish to RabbitMQ as a producer span (`publish <destination>`), its context written into
- * the message's headers so that whoever consumes the copy continues this trace (`operation` names
- * what the publish is for: a claim, a resolution). With tracing off
- * it is only `send()`: the headers keep whatever traceparent they carried.
- */
-export function publishSpan<T>(
-  destination: string,
-  headers: Record<string, unknown> | undefined,
-  attributes: Attributes,
-  send: () => Promise<T>,
-  operation = 'publish',
-): Promise<T> {
-  if (!tracingActive()) return send();
-  return inSpan(
-    `${operation} ${destination}`,
-    {
-      kind: SpanKind.PRODUCER,
-      attributes: {
-        [ATTR.messagingSystem]: MESSAGING_SYSTEM,
-        [ATTR.messagingOperationType]: 'send',
-        [ATTR.messagingOperationName]: 'publish',
-        [ATTR.messagingDestination]: destination,
-        ...attributes,
-      },
-    },
-    async () => {
-      if (headers) injectInto(headers);
-      return send();
-    },
-  );
-}
-
-/** A link to the trace a message's headers carry (a failure entry's webhook), or undefined when it carries none. */
-export function linkFromHeaders(headers: Record<string, unknown> | undefined, attributes?: Attributes): Link | undefined {
-  const spanContext = trace.getSpanContext(contextFromHeaders(headers));
-  return spanContext && isSpanContextValid(spanContext) ? { context: spanContext, attributes } : undefined;
-}
-
-/** Adds that link to the active span, when tracing is on and the headers carry a trace. */
+/** Links the active span to the trace a message's headers carry (a failure entry's webhook), when tracing is on and they carry one. */
 export function linkActiveSpanTo(headers: Record<string, unknown> | undefined, attributes?: Attributes): void {
   if (!tracingActive()) return;
-  const link = linkFromHeaders(headers, attributes);
-  if (link) trace.getActiveSpan()?.addLink(link);
+  const spanContext = trace.getSpanContext(contextFromHeaders(headers));
+  if (spanContext && isSpanContextValid(spanContext)) trace.getActiveSpan()?.addLink({ context: spanContext, attributes });
 }
 
 /** The trace and span ids of the active span, for log lines; undefined outside a span. */
@@ -98,4 +69,4 @@ export function activeIds(): { trace_id: string; span_id: string } | undefined {
   return { trace_id: spanContext.traceId, span_id: spanContext.spanId };
 }
 
-export { SpanKind, tracer };
+export { SpanKind };

@@ -1,7 +1,8 @@
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { startTracing, type Tracing } from '../../libs/tracing/index.js';
+import { capturingLogger } from '../support/capturing-logger.js';
 import { type Harness, startHarness, testMerchant } from '../support/harness.js';
-import { OtlpReceiver } from '../support/otlp-receiver.js';
+import { OtlpReceiver, testTracingSettings } from '../support/otlp-receiver.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
@@ -14,10 +15,14 @@ describe('a collector that does not answer', () => {
   let tracing: Tracing;
   let receiver: Receiver;
   let harness: Harness;
+  const lines: Array<Record<string, unknown>> = [];
 
   beforeAll(async () => {
+    const logger = capturingLogger(lines);
     otlp = await OtlpReceiver.start('hang');
-    tracing = await startTracing({ url: otlp.url, protocol: 'http/protobuf', serviceName: 'collector-down', sampler: { name: 'always_on', ratio: 1 }, resourceAttributes: {}, exportTimeoutMs: 1_000 });
+    // A queue smaller than the spans of the deliveries below: some must be dropped, and said so.
+    const settings = testTracingSettings(otlp.url, 'http/protobuf');
+    tracing = await startTracing({ ...settings, sampler: { name: 'always_on', ratio: 1 }, batch: { ...settings.batch, maxQueueSize: 200, maxExportBatchSize: 100 }, exportTimeoutMs: 1_000 }, logger);
     receiver = await Receiver.start(() => 200);
     harness = await startHarness({ name: 'tracingdown', merchants: [testMerchant('m_down', receiver.url)], settings: { concurrency: 32 } });
   });
@@ -38,10 +43,19 @@ describe('a collector that does not answer', () => {
     }
     await waitFor(`${count} deliveries`, () => receiver.requests.length >= count, 20_000);
     const elapsed = Date.now() - started;
-    // The exporter did try, and hangs: the spans reached it (a request waits up to half a second for more spans).
+    // The exporter did try, and hangs.
     await waitFor('an export request', () => otlp.requests.length > 0, 5_000);
     expect(receiver.requests.every((r) => typeof r.headers.traceparent === 'string')).toBe(true);
     // About 1 s on this machine; a delivery that waited on its export would take the exporter's 10 s timeout.
     expect(elapsed).toBeLessThan(8_000);
+    // 4,500 spans for a queue of 200 (a batch of 100 a second leaves it, at the export's timeout) and a collector that never answers: the processor dropped
+    // spans, and a warning says how many. The SDK counts them once it can queue a span again (an
+    // export timed out): a delivery now and then until it does.
+    const warning = await waitFor('the dropped spans reported', async () => {
+      await harness.publisher.publish(sampleEvent('payout', 'm_down'));
+      return lines.find((l) => l.message === 'tracing: spans dropped');
+    }, 10_000, 100);
+    expect(warning.dropped).toEqual(expect.any(Number));
+    expect(warning.dropped as number).toBeGreaterThan(0);
   });
 });

@@ -52,7 +52,7 @@ describe('the dispatcher program with and without OTEL variables', () => {
   });
 
   /** Runs the dispatcher until it delivered one event, stops it, and says which modules it loaded. */
-  async function deliverOne(otel: Record<string, string>): Promise<{ modules: string[]; workerModules: string[]; traceparent: unknown; stdout: string; niced: number[] }> {
+  async function deliverOne(otel: Record<string, string>): Promise<{ modules: string[]; workerModules: string[]; traceparent: unknown; stdout: string }> {
     const modulesDir = mkdtempSync(join(tmpdir(), 'modules-'));
     const modulesFile = join(modulesDir, 'loaded.txt');
     child = spawn(process.execPath, ['--import', `./${PRELOAD}`, DISPATCHER], {
@@ -66,25 +66,13 @@ describe('the dispatcher program with and without OTEL variables', () => {
     await waitFor('dispatcher consuming', () => stdout.includes('dispatcher consuming'), 20_000);
     const { messageId } = await publisher.publish(sampleEvent('payout', 'm_prog'));
     const request = await waitFor('the delivery', () => receiver.requests.find((r) => r.headers['webhook-id'] === messageId));
-    const niced = nicedThreads(child.pid!);
     child.kill('SIGTERM');
     const [code] = await exited;
     expect({ code, stdout }).toMatchObject({ code: 0 });
     const workerModules = readdirSync(modulesDir)
       .filter((name) => name.startsWith('loaded.txt.thread-'))
       .flatMap((name) => readFileSync(join(modulesDir, name), 'utf8').split('\n'));
-    return { modules: readFileSync(modulesFile, 'utf8').split('\n'), workerModules, traceparent: request.headers.traceparent, stdout, niced };
-  }
-
-  /** The nice values of the program's threads that run at another priority than its own (Linux's /proc; elsewhere none). */
-  function nicedThreads(pid: number): number[] {
-    if (process.platform !== 'linux') return [];
-    return readdirSync(`/proc/${pid}/task`)
-      .map((tid) => {
-        const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-        return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
-      })
-      .filter((nice) => nice !== 0);
+    return { modules: readFileSync(modulesFile, 'utf8').split('\n'), workerModules, traceparent: request.headers.traceparent, stdout };
   }
 
   const opentelemetry = (modules: string[]) =>
@@ -92,26 +80,24 @@ describe('the dispatcher program with and without OTEL variables', () => {
 
   it('loads no SDK and no exporter, exports nothing and sends no traceparent when no OTEL variable is set', async () => {
     const before = otlp.requests.length;
-    const { modules, workerModules, traceparent, niced } = await deliverOne({ OTEL_SERVICE_NAME: 'ignored-without-an-endpoint' });
-    // The API package alone: a no-op. No export worker either.
+    const { modules, workerModules, traceparent } = await deliverOne({ OTEL_SERVICE_NAME: 'ignored-without-an-endpoint' });
+    // The API package alone: a no-op.
     expect(opentelemetry(modules)).toEqual(['api']);
     expect(workerModules).toEqual([]);
-    expect(niced).toEqual([]);
     expect(traceparent).toBeUndefined();
     expect(otlp.requests.length).toBe(before);
   });
 
   it('exports the delivery over http/protobuf (the default) and sends its traceparent when OTEL_EXPORTER_OTLP_ENDPOINT is set', async () => {
-    const { modules, workerModules, traceparent, stdout, niced } = await deliverOne({ OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint, OTEL_SERVICE_NAME: 'dispatcher-under-test' });
-    // The SDK on the program's thread; the exporter (and its encoding) only on the export worker's,
-    // which alone runs at a lower priority (nice 10) so that it yields to deliveries.
-    expect(opentelemetry(modules)).toEqual(expect.arrayContaining(['api', 'sdk-trace-node']));
-    if (process.platform === 'linux') expect(niced).toEqual([10]);
-    expect(opentelemetry(modules).filter((name) => name.startsWith('otlp-'))).toEqual([]);
-    expect(opentelemetry(workerModules)).toEqual(expect.arrayContaining(['otlp-exporter-base', 'otlp-transformer']));
+    const { modules, workerModules, traceparent, stdout } = await deliverOne({ OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint, OTEL_SERVICE_NAME: 'dispatcher-under-test' });
+    // The SDK and its protobuf exporter, on the program's thread; no thread of ours.
+    expect(opentelemetry(modules)).toEqual(expect.arrayContaining(['api', 'sdk-trace-node', 'sdk-trace', 'exporter-trace-otlp-proto']));
+    expect(opentelemetry(modules)).not.toContain('exporter-trace-otlp-http');
+    expect(workerModules).toEqual([]);
     expect(String(traceparent)).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
-    // The stop flushed what was buffered.
+    // The stop flushed what was buffered: the delivery's span, read back from the protobuf.
     expect(otlp.requests).toContain('application/x-protobuf');
+    expect(otlp.spans.find((s) => s.service === 'dispatcher-under-test' && s.kind === 5 && s.traceId === /^00-([0-9a-f]{32})-/.exec(String(traceparent))?.[1])).toBeDefined();
     expect(stdout).toContain('"message":"tracing on"');
   });
 

@@ -11,7 +11,7 @@ import { type ReceivedRequest, Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
 /**
- * Two built dispatchers tracing at once, each with its own export worker, to one collector, and
+ * Two built dispatchers tracing at once, each with its own batch span processor, to one collector, and
  * one of them killed (SIGKILL) while its attempts wait on the merchant: the webhooks it held are
  * delivered by the other, in the trace their publisher started, and the one left goes on
  * exporting. What the killed one had not exported yet is lost, as with the SDK's batch processor.

@@ -1,10 +1,12 @@
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { TracingSettings } from '../../libs/config/index.js';
+import { decodeTraceRequest } from './otlp-proto.js';
 
 type AttributeValue = string | number | boolean;
 
-/** One span as the exporter sent it (OTLP/HTTP JSON), decoded. */
+/** One span as the exporter sent it (OTLP/HTTP, JSON or protobuf), decoded. */
 export interface ReceivedSpan {
   service: string;
   /** The exporting program's service.instance.id, when its resource has one. */
@@ -12,6 +14,7 @@ export interface ReceivedSpan {
   traceId: string;
   spanId: string;
   parentSpanId?: string;
+  traceState?: string;
   name: string;
   /** OTLP's numbering: 1 internal, 2 server, 3 client, 4 producer, 5 consumer. */
   kind: number;
@@ -41,16 +44,14 @@ function attributesOf(list: OtlpKeyValue[] | undefined): Record<string, Attribut
 }
 
 /**
- * A real OTLP/HTTP receiver on loopback: it decodes the JSON the exporter posts to /v1/traces
- * (http/json) and counts protobuf posts (http/protobuf) without decoding them. `hang` leaves
+ * A real OTLP/HTTP receiver on loopback: it decodes what the exporter posts to /v1/traces, JSON
+ * (http/json) or protobuf (http/protobuf), into the same spans. `hang` leaves
  * every request unanswered, as a collector that accepts connections and never replies.
  */
 export class OtlpReceiver {
   readonly spans: ReceivedSpan[] = [];
   /** Content types of every export request, in order. */
   readonly requests: string[] = [];
-  /** Spans in each http/json request, in order. */
-  readonly spansPerRequest: number[] = [];
   private readonly held = new Set<ServerResponse>();
 
   private constructor(private readonly server: Server, readonly url: string) {}
@@ -67,7 +68,8 @@ export class OtlpReceiver {
           receiver.held.add(res);
           return;
         }
-        if (type.includes('json')) receiver.take(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+        const body = Buffer.concat(chunks);
+        receiver.take(type.includes('json') ? JSON.parse(body.toString('utf8')) : decodeTraceRequest(body));
         res.writeHead(200, { 'content-type': type.includes('json') ? 'application/json' : 'application/x-protobuf' }).end(type.includes('json') ? '{}' : '');
       });
     });
@@ -83,7 +85,6 @@ export class OtlpReceiver {
   }
 
   private take(body: { resourceSpans?: Array<{ resource?: { attributes?: OtlpKeyValue[] }; scopeSpans?: Array<{ spans?: any[] }> }> }): void {
-    const before = this.spans.length;
     for (const resourceSpans of body.resourceSpans ?? []) {
       const resource = attributesOf(resourceSpans.resource?.attributes);
       const service = String(resource['service.name'] ?? '');
@@ -96,6 +97,7 @@ export class OtlpReceiver {
             traceId: span.traceId,
             spanId: span.spanId,
             parentSpanId: span.parentSpanId || undefined,
+            ...(span.traceState ? { traceState: span.traceState } : {}),
             name: span.name,
             kind: span.kind,
             attributes: attributesOf(span.attributes),
@@ -111,7 +113,6 @@ export class OtlpReceiver {
         }
       }
     }
-    this.spansPerRequest.push(this.spans.length - before);
   }
 
   inTrace(traceId: string): ReceivedSpan[] {
@@ -123,4 +124,16 @@ export class OtlpReceiver {
     this.server.closeAllConnections();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
+}
+
+/** Tracing settings as a program would parse them, exporting to `url`: every span sampled, the batch processor's defaults. */
+export function testTracingSettings(url: string, protocol: 'http/json' | 'http/protobuf' = 'http/json'): TracingSettings {
+  return {
+    url,
+    protocol,
+    serviceName: 'test',
+    sampler: { name: 'parentbased_always_on', ratio: 1 },
+    resourceAttributes: {},
+    batch: { maxQueueSize: 16_384, maxExportBatchSize: 2_048, scheduledDelayMillis: 500, exportTimeoutMillis: 30_000 },
+  };
 }

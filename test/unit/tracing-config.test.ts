@@ -10,17 +10,18 @@ describe('the OTEL variables', () => {
     expect(settings({ OTEL_SERVICE_NAME: 'x', OTEL_TRACES_SAMPLER: 'always_on', OTEL_EXPORTER_OTLP_ENDPOINT: '' })).toBeUndefined();
   });
 
-  it('turn it on with an endpoint: traces to <endpoint>/v1/traces over http/protobuf, parent-based, named after the program', () => {
+  it('turn it on with an endpoint: traces to <endpoint>/v1/traces over http/protobuf, parent-based, named after the program, the batch processor bounded', () => {
     expect(settings({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318/' })).toEqual({
       url: 'http://collector:4318/v1/traces',
       protocol: 'http/protobuf',
       serviceName: 'webhooks-dispatcher',
       sampler: { name: 'parentbased_always_on', ratio: 1 },
       resourceAttributes: {},
+      batch: { maxQueueSize: 16_384, maxExportBatchSize: 2_048, scheduledDelayMillis: 500, exportTimeoutMillis: 30_000 },
     });
   });
 
-  it('take the traces endpoint as the whole URL, the traces protocol over the general one, and the resource attributes', () => {
+  it('take the traces endpoint as the whole URL, the traces protocol over the general one, the resource attributes and OTEL_BSP_*', () => {
     expect(
       settings({
         OTEL_EXPORTER_OTLP_ENDPOINT: 'http://ignored:4318',
@@ -30,6 +31,10 @@ describe('the OTEL variables', () => {
         OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
         OTEL_TRACES_SAMPLER_ARG: '0.25',
         OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment=prod,team=pay%20ments,service.name=from-resource',
+        OTEL_BSP_MAX_QUEUE_SIZE: '4096',
+        OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '512',
+        OTEL_BSP_SCHEDULE_DELAY: '5000',
+        OTEL_BSP_EXPORT_TIMEOUT: '10000',
       }),
     ).toEqual({
       url: 'https://otel.example/custom/traces',
@@ -37,6 +42,7 @@ describe('the OTEL variables', () => {
       serviceName: 'from-resource',
       sampler: { name: 'parentbased_traceidratio', ratio: 0.25 },
       resourceAttributes: { 'deployment.environment': 'prod', team: 'pay ments' },
+      batch: { maxQueueSize: 4_096, maxExportBatchSize: 512, scheduledDelayMillis: 5_000, exportTimeoutMillis: 10_000 },
     });
     expect(settings({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_SERVICE_NAME: 'mine', OTEL_RESOURCE_ATTRIBUTES: 'service.name=other' })?.serviceName).toBe('mine');
   });
@@ -54,6 +60,8 @@ describe('the OTEL variables', () => {
     ['OTEL_TRACES_SAMPLER_ARG', '2', 'must be a ratio from 0 to 1'],
     ['OTEL_RESOURCE_ATTRIBUTES', 'justakey', 'must be key=value pairs'],
     ['OTEL_TRACES_EXPORTER', 'zipkin', 'must be otlp or none'],
+    ['OTEL_BSP_MAX_QUEUE_SIZE', '0', 'must be a whole number above 0'],
+    ['OTEL_BSP_SCHEDULE_DELAY', '1s', 'must be a whole number above 0'],
   ])('refuses %s=%j naming the variable', (variable, value, message) => {
     expect(() => loadDispatcherConfig({ ...base, [variable]: value })).toThrow(`Invalid configuration: ${variable}: `);
     expect(() => loadDispatcherConfig({ ...base, [variable]: value })).toThrow(message);

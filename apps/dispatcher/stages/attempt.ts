@@ -6,7 +6,7 @@ import type { Admitted } from './admission.js';
 import type { Finding } from './decide.js';
 import type { AttemptResult } from './endpoint-guards.js';
 import type { IntakeEvent } from './intake.js';
-import type { ExplicitSpan } from '../../../libs/tracing/index.js';
+import type { Span } from '../../../libs/tracing/index.js';
 import { attemptSpan, endAttempt } from './trace.js';
 
 export interface AttemptSettings {
@@ -26,7 +26,7 @@ export class AttemptStage {
     private readonly settings: AttemptSettings,
   ) {}
 
-  async run(intake: IntakeEvent, { webhook, slot }: Admitted, now: Date, span?: ExplicitSpan): Promise<Finding> {
+  async run(intake: IntakeEvent, { webhook, slot }: Admitted, now: Date, span?: Span): Promise<Finding> {
     const started = performance.now();
     let responseBody: string | undefined;
     try {

@@ -10,7 +10,7 @@ import { appendScheduled, type RetryWatch, type ScheduledRetry } from '../../../
 import type { TopologyNames } from '../../../libs/topology/index.js';
 import type { Decision } from './decide.js';
 import type { IntakeEvent } from './intake.js';
-import { type ExplicitSpan, publishIn } from '../../../libs/tracing/index.js';
+import { publishIn, type Span, spanLogFields } from '../../../libs/tracing/index.js';
 
 export interface DispatcherStats {
   delivered: number;
@@ -51,14 +51,14 @@ export class EffectStage {
     this.debug = deps.logger.isDebugEnabled();
   }
 
-  async apply(delivery: Delivery, intake: IntakeEvent | undefined, decision: Decision, now: Date, span?: ExplicitSpan): Promise<void> {
+  async apply(delivery: Delivery, intake: IntakeEvent | undefined, decision: Decision, now: Date, span?: Span): Promise<void> {
     const { logger } = this.deps;
     switch (decision.kind) {
       case 'superseded':
         // Another copy of this wait arrived first (a recovered copy, or a publish made again after
         // its confirm was lost, or a resend sent twice): that copy is the one delivered.
         this.count('superseded', 'superseded', 'unknown');
-        logger.info('copy dropped: another copy of the same wait arrived first', { key: decision.key, ...span?.logFields });
+        logger.info('copy dropped: another copy of the same wait arrived first', { key: decision.key, ...spanLogFields(span) });
         return delivery.ack();
       case 'invalid':
         return this.park(delivery, decision.code, decision.detail, span);
@@ -69,18 +69,18 @@ export class EffectStage {
     switch (decision.kind) {
       case 'delivered':
         this.count('delivered', 'delivered', intake.event);
-        if (this.debug) logger.debug('webhook delivered', { ...logFields(intake), attempt: decision.attempt, status: decision.status, ...span?.logFields });
+        if (this.debug) logger.debug('webhook delivered', { ...logFields(intake), attempt: decision.attempt, status: decision.status, ...spanLogFields(span) });
         return delivery.ack();
       case 'skipped':
         this.count('skipped', 'skipped', intake.event);
-        logger.info(decision.why === 'event-not-subscribed' ? 'webhook skipped: event not subscribed' : 'webhook skipped: not set up or disabled', { ...logFields(intake), why: decision.why, ...span?.logFields });
+        logger.info(decision.why === 'event-not-subscribed' ? 'webhook skipped: event not subscribed' : 'webhook skipped: not set up or disabled', { ...logFields(intake), why: decision.why, ...spanLogFields(span) });
         return delivery.ack();
       case 'defer': {
         const headers = this.waitingHeaders(delivery, intake);
         headers[HEADERS.deferrals] = intake.deferrals + 1;
         if (!(await this.move(delivery, this.deps.names.retry(decision.tier), headers, intake.event, decision.tier, span))) return;
         this.count('deferred', 'deferred', intake.event);
-        if (this.debug) logger.debug('delivery deferred: endpoint busy', { merchantId: intake.merchantId, reference: intake.references[0], ...span?.logFields });
+        if (this.debug) logger.debug('delivery deferred: endpoint busy', { merchantId: intake.merchantId, reference: intake.references[0], ...spanLogFields(span) });
         return;
       }
       case 'postpone': {
@@ -88,7 +88,7 @@ export class EffectStage {
         headers[HEADERS.postponements] = intake.postponements + 1;
         if (!(await this.move(delivery, this.deps.names.retry(decision.tier), headers, intake.event, decision.tier, span))) return;
         this.count('circuitOpen', 'circuit_open', intake.event);
-        if (this.debug) logger.debug('delivery postponed: circuit open', { merchantId: intake.merchantId, reference: intake.references[0], delayMs: this.deps.policy.delayOf(decision.tier), ...span?.logFields });
+        if (this.debug) logger.debug('delivery postponed: circuit open', { merchantId: intake.merchantId, reference: intake.references[0], delayMs: this.deps.policy.delayOf(decision.tier), ...spanLogFields(span) });
         return;
       }
       case 'retry': {
@@ -106,7 +106,7 @@ export class EffectStage {
           attempt: decision.attempt,
           error: decision.error,
           delayMs: this.deps.policy.delayOf(decision.tier),
-          ...span?.logFields,
+          ...spanLogFields(span),
         });
         return;
       }
@@ -122,7 +122,7 @@ export class EffectStage {
         if (!(await this.move(delivery, this.deps.names.failed, headers, intake.event, undefined, span))) return;
         this.count('failed', 'failed', intake.event);
         this.deps.observer.failed(decision.reason);
-        logger.warn('webhook failed', { merchantId: intake.merchantId, event: intake.event, reference: intake.references[0], reason: decision.reason, attempts: decision.attempts, error: decision.error, ...span?.logFields });
+        logger.warn('webhook failed', { merchantId: intake.merchantId, event: intake.event, reference: intake.references[0], reason: decision.reason, attempts: decision.attempts, error: decision.error, ...spanLogFields(span) });
         return;
       }
     }
@@ -133,7 +133,7 @@ export class EffectStage {
    * its republish and its own resolution, so that a later resend does not send it a second time.
    * Idempotent: resolving a resolved entry changes nothing.
    */
-  async recordResent(intake: IntakeEvent, offset: number, span?: ExplicitSpan): Promise<void> {
+  async recordResent(intake: IntakeEvent, offset: number, span?: Span): Promise<void> {
     // The webhook-id too: if `failed` was deleted since the resend, another entry may sit at this offset.
     const resolution = { merchantId: intake.merchantId, resolved: [{ offset, references: intake.references, webhookId: intake.webhookId }] };
     try {
@@ -142,7 +142,7 @@ export class EffectStage {
       );
     } catch (err) {
       // The resender's own resolution normally covers it; this one only closes a crash window.
-      this.deps.logger.warn('resolution of a resent webhook not recorded', { merchantId: intake.merchantId, offset, error: (err as Error).message, ...span?.logFields });
+      this.deps.logger.warn('resolution of a resent webhook not recorded', { merchantId: intake.merchantId, offset, error: (err as Error).message, ...spanLogFields(span) });
     }
   }
 
@@ -182,7 +182,7 @@ export class EffectStage {
     return headers;
   }
 
-  private async park(delivery: Delivery, code: string, detail: string, span: ExplicitSpan | undefined): Promise<void> {
+  private async park(delivery: Delivery, code: string, detail: string, span: Span | undefined): Promise<void> {
     const { message } = delivery;
     const moved = await this.move(delivery, this.deps.names.invalid, {
       ...this.carried(delivery),
@@ -193,7 +193,7 @@ export class EffectStage {
     }, 'unknown', undefined, span);
     if (!moved) return;
     this.count('invalid', 'invalid', 'unknown');
-    this.deps.logger.warn('message parked as invalid', { code, reason: detail.slice(0, 200), ...span?.logFields });
+    this.deps.logger.warn('message parked as invalid', { code, reason: detail.slice(0, 200), ...spanLogFields(span) });
   }
 
   /**
@@ -202,7 +202,7 @@ export class EffectStage {
    * unknown is made again with the same scheduleId and a new copy id: if both land, the first to
    * arrive is delivered, the other dropped. True when moved.
    */
-  private async move(delivery: Delivery, queue: string, headers: ScalarHeaders, event: string, tier: number | undefined, span: ExplicitSpan | undefined): Promise<boolean> {
+  private async move(delivery: Delivery, queue: string, headers: ScalarHeaders, event: string, tier: number | undefined, span: Span | undefined): Promise<boolean> {
     const { message } = delivery;
     const wait = tier === undefined ? undefined : { scheduleId: randomUUID(), dueAt: this.deps.now().getTime() + this.deps.policy.delayOf(tier) };
     const base: ScalarHeaders = wait ? { ...headers, [HEADERS.scheduleId]: wait.scheduleId, [HEADERS.dueAt]: wait.dueAt } : headers;
@@ -231,9 +231,9 @@ export class EffectStage {
         : undefined,
       givingUp: this.deps.stopping,
       onRetry: (err, retry, giveUp) =>
-        this.deps.logger.error(giveUp ? 'message could not be moved; returned to its queue' : 'message could not be moved; retrying', { queue, error: err.message, retry, ...span?.logFields }),
+        this.deps.logger.error(giveUp ? 'message could not be moved; returned to its queue' : 'message could not be moved; retrying', { queue, error: err.message, retry, ...spanLogFields(span) }),
     }));
-    if (result === 'channel-lost') this.deps.logger.warn('delivery channel lost before its move; the broker redelivers it', { queue, ...span?.logFields });
+    if (result === 'channel-lost') this.deps.logger.warn('delivery channel lost before its move; the broker redelivers it', { queue, ...spanLogFields(span) });
     if (result === 'requeued') this.count('requeued', 'requeued', event);
     return result === 'moved';
   }
