@@ -4,13 +4,16 @@ import {
   type MerchantSettings,
   type SettingsResult,
   type WriteGuards,
+  type Actor,
   firstIssue,
+  listAudit,
   merchantInputSchema,
   merchantPatchSchema,
   rotateInputSchema,
   viewOf,
 } from '../../libs/merchants/index.js';
 import type { Logger } from '../../libs/logger/index.js';
+import type { Queryable } from '../../libs/delivery-store/index.js';
 import type { Authenticator } from './auth.js';
 import { ApiError, badRequest, notFound } from './errors.js';
 import { methodsNotAllowed, mount } from './mount.js';
@@ -22,6 +25,8 @@ export interface AdminDeps {
   /** Only the database directory can be written (not MERCHANTS_FILE). */
   settings?: MerchantSettings;
   logger: Logger;
+  /** The merchants' database, where the audit trail is; absent with MERCHANTS_FILE. */
+  audit?: Queryable;
   /** More admin routes on the same authenticated router (the delivery log's). */
   extend?: (router: express.Router) => void;
 }
@@ -37,9 +42,11 @@ export function adminRouter(deps: AdminDeps): express.Router {
   const router = express.Router();
   const base = '/admin';
 
-  router.use(async (req: Request, _res: Response, next: NextFunction) => {
+  router.use(async (req: Request, res: Response, next: NextFunction) => {
     try {
-      await deps.auth.authorizeAdmin(req.get('authorization'));
+      const token = await deps.auth.authorizeAdmin(req.get('authorization'));
+      // Who, for the audit trail: the admin token's subject (the dashboard's backend, an operator).
+      res.locals.actor = { actor: `admin:${String(token.sub ?? 'unknown').slice(0, 200)}`, address: req.ip };
       next();
     } catch (err) {
       next(err);
@@ -60,7 +67,7 @@ export function adminRouter(deps: AdminDeps): express.Router {
     const settings = writable(deps);
     const input = merchantInputSchema.safeParse(req.body ?? {});
     if (!input.success) throw firstIssue(input.error);
-    const written = await settings.put(merchantId, input.data, guardsOf(req));
+    const written = await settings.put(merchantId, input.data, guardsOf(req, res));
     deps.logger.info('merchant settings saved through the admin API', { merchantId, created: written.created, replayed: written.replayed });
     sendSettings(res, merchantId, written);
   }, base);
@@ -70,9 +77,16 @@ export function adminRouter(deps: AdminDeps): express.Router {
     const settings = writable(deps);
     const patch = merchantPatchSchema.safeParse(req.body ?? {});
     if (!patch.success) throw firstIssue(patch.error);
-    const written = await settings.patch(merchantId, patch.data, guardsOf(req));
+    const written = await settings.patch(merchantId, patch.data, guardsOf(req, res));
     deps.logger.info('merchant settings changed through the admin API', { merchantId, replayed: written.replayed });
     sendSettings(res, merchantId, written);
+  }, base);
+
+  mount(router, 'getMerchantAudit', async (_req, res, { params, query }) => {
+    const merchantId = params.merchantId as string;
+    if (!deps.audit) throw new ApiError(409, 'directory_read_only', 'Merchants come from MERCHANTS_FILE here: nothing is written, so nothing is audited');
+    const entries = await listAudit(deps.audit, merchantId, (query.limit as number | undefined) ?? 100, query.before as string | undefined);
+    res.json({ message: `${entries.length} audit entr${entries.length === 1 ? 'y' : 'ies'} of merchant ${merchantId}`, error: null, data: { entries, nextBefore: entries.at(-1)?.id ?? null } });
   }, base);
 
   mount(router, 'rotateWebhookSecret', async (req, res, { params }) => {
@@ -80,7 +94,7 @@ export function adminRouter(deps: AdminDeps): express.Router {
     const settings = writable(deps);
     const input = rotateInputSchema.safeParse(req.body ?? {});
     if (!input.success) throw firstIssue(input.error);
-    const { replayed, version, ...rotated } = await settings.rotate(merchantId, input.data.graceSeconds, guardsOf(req));
+    const { replayed, version, ...rotated } = await settings.rotate(merchantId, input.data.graceSeconds, guardsOf(req, res));
     res.set('etag', `"${version}"`);
     deps.logger.info('merchant webhook secret rotated', { merchantId, previousSecretExpiresAt: rotated.previousSecretExpiresAt, replayed });
     if (replayed) res.set('idempotent-replayed', 'true');
@@ -102,14 +116,15 @@ function sendSettings(res: Response, merchantId: string, written: SettingsResult
 }
 
 /** Idempotency-Key given once, or not at all (MerchantSettings checks its form); If-Match as a version. */
-function guardsOf(req: Request): WriteGuards {
+function guardsOf(req: Request, res: Response): WriteGuards {
   const key = req.headers['idempotency-key'];
   if (Array.isArray(key)) throw badRequest('invalid_idempotency_key', 'Give the Idempotency-Key header once');
+  const actor = res.locals.actor as Actor;
   const ifMatch = req.get('if-match');
-  if (ifMatch === undefined) return { idempotencyKey: key };
+  if (ifMatch === undefined) return { idempotencyKey: key, actor };
   // An ETag this service did not give matches no version: 412, as RFC 9110 says.
   const match = /^\s*(?:W\/)?"(\d{1,15})"\s*$/.exec(ifMatch);
-  return { idempotencyKey: key, ifVersion: match ? Number(match[1]) : -1 };
+  return { idempotencyKey: key, ifVersion: match ? Number(match[1]) : -1, actor };
 }
 
 function writable(deps: AdminDeps): MerchantSettings {

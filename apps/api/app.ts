@@ -1,7 +1,7 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import helmet from 'helmet';
 import { Counter, type Registry } from 'prom-client';
-import type { DeliveryLogQueries, LogHealthState } from '../../libs/delivery-store/index.js';
+import type { DeliveryLogQueries, LogHealthState, Queryable } from '../../libs/delivery-store/index.js';
 import type { FailedIndex, ResendService } from '../../libs/failed/index.js';
 import { isWellFormedReference } from '../../libs/contracts/index.js';
 import type { Logger } from '../../libs/logger/index.js';
@@ -39,6 +39,8 @@ export interface ApiDeps {
   /** The admin API reads merchants here and writes them through settings (not with MERCHANTS_FILE). */
   merchants?: MerchantDirectory;
   settings?: MerchantSettings;
+  /** The merchants' database, where the audit trail is written and read; absent with MERCHANTS_FILE. */
+  audit?: Queryable;
   /** Serve /admin on this app's port (false when ADMIN_PORT gives it a port of its own: createAdminApp). */
   serveAdmin?: boolean;
   /** The delivery log's reads; absent with DELIVERY_LOG=off. */
@@ -81,6 +83,7 @@ const adminOf = (deps: ApiDeps, merchants: MerchantDirectory) =>
     auth: deps.auth,
     merchants,
     settings: deps.settings,
+    audit: deps.audit,
     logger: deps.logger,
     extend: (router) => {
       mountLogRoutes(router, deps, { base: '/admin', merchantOf: async (_req, params) => params.merchantId as string });

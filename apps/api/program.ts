@@ -193,6 +193,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     brokerConnected: () => broker.isConnected,
     registry,
     merchants,
+    audit: opened.database,
     settings:
       directory &&
       new MerchantSettings(directory, { allowHttp: config.WEBHOOKS_DEV, allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS }, undefined, announcer(operational, logger, (reason) => operationalCounts.disabled(reason))),

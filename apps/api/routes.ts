@@ -38,6 +38,19 @@ export const ADMIN_AUTH = [{ adminToken: [] }] as const;
 
 export const merchantIdParams = z.strictObject({ merchantId: merchantIdSchema });
 
+const auditQuery = z.strictObject({
+  limit: z.coerce.number().int().min(1).max(500).optional().describe('Entries per page, 100 by default'),
+  before: z.string().regex(/^\d{1,18}$/, 'must be an entry id from nextBefore').optional(),
+});
+const auditEntry = z.strictObject({
+  id: z.string(),
+  at: z.string(),
+  actor: z.string(),
+  action: z.string().describe('merchant.created, merchant.updated, secret.rotated, portal.link_minted, portal.sessions_revoked'),
+  changes: z.record(z.string(), z.unknown()).describe('By field: {from, to}, or "rotated" for the secret'),
+  address: z.string().nullable(),
+});
+
 const ADMIN_ERRORS = {
   '400':
     'invalid_merchant_id; invalid_settings: the message names the field and what it allows ("publicKey is required"); ' +
@@ -142,6 +155,20 @@ export const ROUTES = [
     output: { '200': merchantAnswer("The merchant's settings") },
     errors: { ...ADMIN_ERRORS, '404': 'merchant_not_found' },
     // Its ETag header is the merchant's version, for If-Match on the next write.
+  },
+  {
+    operationId: 'getMerchantAudit',
+    method: 'get',
+    path: '/admin/merchants/{merchantId}/audit',
+    summary: "The merchant's audit trail, newest first",
+    description:
+      'Every settings write (admin API, portal, CLI, auto-disable, rotation), portal link minted and revocation of ' +
+      'portal sessions: when, who (admin:<token sub>, portal:<session>, cli, service), what changed by field (a secret ' +
+      'only as "rotated", never its value) and from which address. Pages: pass nextBefore as before.',
+    security: ADMIN_AUTH,
+    input: { params: merchantIdParams, query: auditQuery },
+    output: { '200': { description: 'The entries', schema: envelope(z.strictObject({ entries: z.array(auditEntry), nextBefore: z.string().nullable() })) } },
+    errors: { ...ADMIN_ERRORS, '409': 'directory_read_only: merchants come from MERCHANTS_FILE here' },
   },
   {
     operationId: 'putMerchant',

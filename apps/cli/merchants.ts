@@ -15,6 +15,8 @@ import {
   merchantInputSchema,
   openMerchants,
   resealSecrets,
+  listAudit,
+  type Actor,
   SecretBox,
 } from '../../libs/merchants/index.js';
 import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
@@ -50,7 +52,7 @@ async function withSettings<T>(ctx: CliContext, policy: UrlPolicy, run: (setting
 
 /** The merchants' database and the key their secrets are sealed with, for a command that needs no directory. */
 async function withSealedStore<T>(ctx: CliContext, run: (database: Database, box: SecretBox) => Promise<T>): Promise<T> {
-  if (!ctx.config.DATABASE_URL || !ctx.config.SECRETS_KEY) throw new UsageError('merchants reseal needs DATABASE_URL and SECRETS_KEY (and SECRETS_KEY_PREVIOUS, the key it replaces)');
+  if (!ctx.config.DATABASE_URL || !ctx.config.SECRETS_KEY) throw new UsageError('this command needs DATABASE_URL and SECRETS_KEY (reseal: and SECRETS_KEY_PREVIOUS, the key it replaces)');
   const database = openPostgres(ctx.config.DATABASE_URL, { maxConnections: 1, applicationName: 'webhooks-cli' });
   try {
     await ensureMerchantTables(database);
@@ -59,6 +61,9 @@ async function withSealedStore<T>(ctx: CliContext, run: (database: Database, box
     await database.close();
   }
 }
+
+/** Changes made here are the CLI's in the audit trail. */
+const CLI_ACTOR: Actor = { actor: 'cli' };
 
 /** The rules for a URL written now: https outside development mode, no private address literal unless allowed. */
 function urlPolicy(ctx: CliContext): UrlPolicy {
@@ -102,7 +107,7 @@ function merchantId([id]: string[]): string {
 export function declareMerchants(program: Command, io: CliIo): void {
   const merchants = program
     .command('merchants')
-    .usage('<list|get|set|rotate-secret|reseal> [options]')
+    .usage('<list|get|set|rotate-secret|audit|reseal> [options]')
     .description('Merchant webhook settings in PostgreSQL (DATABASE_URL, SECRETS_KEY), as the admin API.')
     .addHelpText('after', '\nSettings live in the merchants table of DATABASE_URL; every program sees a change within a second.');
 
@@ -180,7 +185,7 @@ export function declareMerchants(program: Command, io: CliIo): void {
           return { id: merchantId(args), graceSeconds: Math.round(graceMs / 1000) };
         },
         async (options, ctx) => {
-          const rotated = await withSettings(ctx, urlPolicy(ctx), (settings) => settings.rotate(options.id, options.graceSeconds)).catch((err: unknown) => {
+          const rotated = await withSettings(ctx, urlPolicy(ctx), (settings) => settings.rotate(options.id, options.graceSeconds, { actor: CLI_ACTOR })).catch((err: unknown) => {
             if (err instanceof MerchantNotFoundError) throw new NothingMatchedError(`no merchant ${options.id}`);
             throw err;
           });
@@ -191,6 +196,40 @@ export function declareMerchants(program: Command, io: CliIo): void {
               ? `Webhooks are signed with the new and the previous secret until ${rotated.previousSecretExpiresAt}; give the merchant the new one now.`
               : 'The previous secret stopped signing at once; give the merchant the new one now.',
           );
+          return 0;
+        },
+      ),
+    );
+
+  merchants
+    .command('audit')
+    .summary("shows who changed a merchant's settings, what and when")
+    .description(
+      "The merchant's audit trail, newest first: every settings write (admin API, portal, CLI, auto-disable), secret " +
+        'rotation, portal link minted and revocation of portal sessions, with who made it (admin:<token sub>, ' +
+        'portal:<session>, cli, service), what changed by field (a secret only as rotated) and from which address.',
+    )
+    .argument('<merchant-id>')
+    .option('--limit <n>', 'entries at most', '50')
+    .option('--json', 'one JSON array on stdout, for scripts', false)
+    .addHelpText('after', `\n${EXIT} (3: nothing recorded for this merchant)`)
+    .action(
+      action(
+        io,
+        (raw: { limit: string; json: boolean }, args) => {
+          const limit = Number(raw.limit);
+          if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new UsageError('--limit takes a whole number from 1 to 500');
+          return { id: merchantId(args), limit, json: raw.json };
+        },
+        async (options, ctx) => {
+          const entries = await withSealedStore(ctx, (database) => listAudit(database, options.id, options.limit));
+          if (options.json) writeLine(ctx.stdout, JSON.stringify(entries));
+          if (entries.length === 0) throw new NothingMatchedError(`nothing recorded for merchant ${options.id}`);
+          if (!options.json) {
+            const shown = (changes: Record<string, unknown>) =>
+              Object.entries(changes).map(([field, change]) => (typeof change === 'object' && change && 'to' in change ? `${field}=${JSON.stringify((change as { to: unknown }).to)}` : `${field}:${JSON.stringify(change)}`)).join(' ');
+            writeLine(ctx.stdout, formatTable(['AT', 'ACTOR', 'ACTION', 'ADDRESS', 'CHANGES'], entries.map((e) => [e.at, e.actor, e.action, e.address ?? '-', shown(e.changes)])));
+          }
           return 0;
         },
       ),
@@ -272,7 +311,7 @@ async function runSet(options: MerchantsSetOptions, ctx: CliContext): Promise<nu
     }
     const parsed = merchantInputSchema.safeParse(input);
     if (!parsed.success) throw firstIssue(parsed.error);
-    return settings.put(options.id, parsed.data as MerchantInput);
+    return settings.put(options.id, parsed.data as MerchantInput, { actor: CLI_ACTOR });
   }).catch((err: unknown) => {
     if (err instanceof InvalidSettingsError) throw new UsageError(err.message);
     throw err;

@@ -13,6 +13,7 @@ export {
   type Written,
 } from './pg-directory.js';
 export { SecretBox, SecretsKeyError } from './secret-box.js';
+export { type Actor, type AuditEntry, listAudit, recordAudit } from './audit.js';
 export { ensureMerchantTables, resealSecrets } from './rows.js';
 export {
   DisabledByOperatorError,

@@ -5,6 +5,7 @@ import type { MerchantDirectory } from './directory.js';
 import { CHANGES_CHANNEL, columnsOf, ensureMerchantTables, MERCHANT_COLUMNS, type MerchantRow, merchantOf } from './rows.js';
 import type { Merchant } from './schema.js';
 import { type SecretBox, SecretsKeyError } from './secret-box.js';
+import { type Actor, auditAction, auditChanges, recordAudit } from './audit.js';
 import { InvalidSettingsError, PublicKeyTakenError } from './settings.js';
 
 export interface PgDirectoryOptions {
@@ -57,6 +58,8 @@ export interface WriteOptions {
   /** Compare-and-set: the write happens only at this version (0: the merchant must not exist). */
   ifVersion?: number;
   idempotency?: IdempotentWrite;
+  /** Who writes, for the audit trail; the service itself (auto-disable) when absent. */
+  by?: Actor;
 }
 
 export interface Written {
@@ -171,7 +174,9 @@ export class PgMerchantDirectory implements MerchantDirectory {
     for (let attempt = 0; ; attempt++) {
       try {
         const written = await this.db.transaction((tx) => this.write(tx, merchantId, change, options));
-        if (written.changed) this.apply(written.merchant, written.version);
+        // What the transaction read is current: the cache takes it now, written or not (a writer
+        // that lost a race sees the winner's row before its notification arrives).
+        if (!written.replayed) this.apply(written.merchant, written.version);
         return written;
       } catch (err) {
         if (err instanceof Refusal) throw err.cause;
@@ -188,7 +193,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
     }
   }
 
-  private async write(tx: Queryable, merchantId: string, change: SettingsChange, { ifVersion, idempotency }: WriteOptions): Promise<Written> {
+  private async write(tx: Queryable, merchantId: string, change: SettingsChange, { ifVersion, idempotency, by }: WriteOptions): Promise<Written> {
     if (idempotency) {
       const kept = await tx.query<{ fingerprint: string; result: string }>(
         `SELECT fingerprint, result FROM merchant_idempotency WHERE key = $1 AND created_at > now() - $2::bigint * interval '1 millisecond'`,
@@ -223,6 +228,8 @@ export class PgMerchantDirectory implements MerchantDirectory {
     } else {
       await tx.query('INSERT INTO merchants (id, public_key, webhook, secrets, version) VALUES ($1, $2, $3, $4, 1)', [merchantId, ...columns]);
     }
+    const changes = auditChanges(current, next);
+    if (Object.keys(changes).length > 0) await recordAudit(tx, merchantId, auditAction(current, changes), changes, by ?? { actor: 'service' });
     const result = idempotency?.result(next, current);
     if (idempotency) {
       await tx.query('DELETE FROM merchant_idempotency WHERE created_at < now() - $1::bigint * interval \'1 millisecond\'', [IDEMPOTENCY_WINDOW_MS]);

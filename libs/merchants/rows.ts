@@ -1,4 +1,5 @@
 import type { Queryable } from '../delivery-store/index.js';
+import { AUDIT_INDEX, AUDIT_TABLE } from './audit.js';
 import type { Merchant, MerchantWebhook } from './schema.js';
 import type { SecretBox } from './secret-box.js';
 
@@ -31,6 +32,8 @@ const STATEMENTS = [
     key text PRIMARY KEY,
     tat timestamptz NOT NULL
   )`,
+  AUDIT_TABLE,
+  AUDIT_INDEX,
 ];
 
 /** The channel a write notifies on commit; its payload is the merchant id. */

@@ -3,6 +3,7 @@ import { isIP } from 'node:net';
 import { z } from 'zod';
 import { EVENT_NAMES } from '../contracts/events.js';
 import { isBlockedAddress } from '../http/address-guard.js';
+import type { Actor } from './audit.js';
 import type { PgMerchantDirectory } from './pg-directory.js';
 import { graceSecrets } from './directory.js';
 import { type DisabledReason, MAX_GRACE_SECRETS, type Merchant, type MerchantWebhook, webhookEventsSchema } from './schema.js';
@@ -282,6 +283,8 @@ export interface WriteGuards {
   ifVersion?: number;
   /** Who writes: the platform's operator (the default) or the merchant through the portal, who may not undo the operator. */
   by?: 'operator' | 'merchant';
+  /** Who and from where, for the audit trail (`admin:<sub>`, `portal:<session>`, `cli`). */
+  actor?: Actor;
 }
 
 /**
@@ -414,7 +417,7 @@ export class MerchantSettings {
     operation: 'put' | 'patch' | 'rotate',
     merchantId: string,
     input: unknown,
-    { idempotencyKey, ifVersion }: WriteGuards,
+    { idempotencyKey, ifVersion, actor }: WriteGuards,
     change: (current: Merchant | undefined, issued: { secret(): string }) => Merchant,
     resultOf?: (next: Merchant, current: Merchant | undefined) => T,
   ): Promise<Written<T>> {
@@ -443,7 +446,7 @@ export class MerchantSettings {
       fingerprint: createHash('sha256').update(JSON.stringify([operation, merchantId, input])).digest('base64url'),
       result,
     };
-    const written = await this.directory.update(merchantId, apply, { ifVersion, idempotency });
+    const written = await this.directory.update(merchantId, apply, { ifVersion, idempotency, by: actor });
     if (written.changed && this.announce) {
       const transition = transitionOf(before, written.merchant, this.now());
       if (transition) await this.announce(transition);

@@ -19,6 +19,8 @@ export interface PortalSession {
   createdAt: string;
   /** Digest of the merchant's public key when the link was minted: another key now ends the session. */
   keyDigest: string;
+  /** Names the session in the audit trail (the start of its id's digest: it opens nothing). */
+  ref: string;
 }
 
 /** Why a link was refused: the page says which, so a merchant knows to ask for a new one. */
@@ -73,9 +75,10 @@ interface SessionRow {
   expires_at: Date | string;
   link_created_at: Date | string;
   key_digest: string;
+  session_hash: string;
 }
 
-const SESSION_COLUMNS = 'merchant_id, permissions, csrf_token, expires_at, link_created_at, key_digest';
+const SESSION_COLUMNS = 'merchant_id, permissions, csrf_token, expires_at, link_created_at, key_digest, session_hash';
 
 /**
  * Portal links and sessions, in the delivery log's PostgreSQL: every API replica reads the same
@@ -185,5 +188,6 @@ function sessionOf(row: SessionRow): PortalSession {
     expiresAt: new Date(row.expires_at).toISOString(),
     createdAt: new Date(row.link_created_at).toISOString(),
     keyDigest: row.key_digest,
+    ref: row.session_hash.slice(0, 12),
   };
 }

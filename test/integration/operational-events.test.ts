@@ -234,6 +234,11 @@ describe('operational events and auto-disable', () => {
     expect(scrapes.map((text) => value(text, 'webhooks_endpoints_disabled'))).toEqual([1, 1]);
     const view = await admin('GET', 'm_dead');
     expect((view.body as any).data.webhook).toMatchObject({ enabled: false, disabledReason: 'failing', disabledAt: settings.disabledAt, failingSince: settings.failingSince });
+    // The audit trail names the service as who turned it off, once; the failing clock's own writes are not in it.
+    const trail = ((await call(api, '/admin/merchants/m_dead/audit', { method: 'GET', headers: auth })).body as any).data.entries as Array<{ actor: string; action: string; changes: object }>;
+    expect(trail.filter((e) => e.actor === 'service')).toEqual([
+      expect.objectContaining({ action: 'merchant.updated', changes: { 'webhook.enabled': { from: true, to: false }, 'webhook.disabledReason': { from: null, to: 'failing' } } }),
+    ]);
   });
 
   it('lets one of two dispatchers that decide at the same moment disable the endpoint, and only that one announce it', async () => {

@@ -136,6 +136,39 @@ describe('the merchant portal API', () => {
     expect(await alive(own)).toBe(true);
   });
 
+  it('keeps an audit trail of every settings write, link and revocation: who, what (never a secret), when, from where', async () => {
+    await stack.putMerchant('m_audit', `${receiver.url}/audit`);
+    const b = await open('m_audit', { permissions: ['manage-endpoint', 'manage-secret'] });
+    expect((await write(b, 'PATCH', '/portal/api/endpoint', { url: `${receiver.url}/audit/moved`, events: ['payout'] })).status).toBe(200);
+    const rotated = await write(b, 'POST', '/portal/api/endpoint/secret/rotate', { graceSeconds: 0 });
+    expect(rotated.status).toBe(200);
+    expect((await stack.admin(apiB, 'PATCH', '/admin/merchants/m_audit', { webhook: { enabled: false } })).status).toBe(200);
+    expect((await stack.admin(apiB, 'DELETE', '/admin/merchants/m_audit/portal-sessions')).status).toBe(200);
+
+    const trail = await stack.admin(apiA, 'GET', '/admin/merchants/m_audit/audit');
+    expect(trail.status).toBe(200);
+    const entries = (trail.body as any).data.entries as Array<{ actor: string; action: string; changes: Record<string, any>; address: string | null }>;
+    expect(entries.map((e) => [e.action, e.actor.replace(/^portal:[A-Za-z0-9_-]{12}$/, 'portal:<session>')]).reverse()).toEqual([
+      ['merchant.created', 'admin:dashboard-backend'],
+      ['portal.link_minted', 'admin:dashboard-backend'],
+      ['merchant.updated', 'portal:<session>'],
+      ['secret.rotated', 'portal:<session>'],
+      ['merchant.updated', 'admin:dashboard-backend'],
+      ['portal.sessions_revoked', 'admin:dashboard-backend'],
+    ]);
+    expect(entries[3]!.changes).toEqual({ 'webhook.url': { from: `${receiver.url}/audit`, to: `${receiver.url}/audit/moved` }, 'webhook.events': { from: null, to: ['payout'] } });
+    expect(entries[2]!.changes).toEqual({ 'webhook.secret': 'rotated' });
+    expect(entries[1]!.changes).toMatchObject({ 'webhook.enabled': { from: true, to: false }, 'webhook.disabledReason': { from: null, to: 'manual' } });
+    expect(entries.every((e) => e.address !== null)).toBe(true);
+    expect(JSON.stringify(trail.body)).not.toContain('whsec_');
+
+    const cli = await runProgram('dist/apps/cli/main.js', { DATABASE_URL: stack.db.url, SECRETS_KEY: stack.env.SECRETS_KEY! }, ['merchants', 'audit', 'm_audit']);
+    expect(cli.code).toBe(0);
+    expect(cli.stdout.split('\n')[0]).toMatch(/^AT\s+ACTOR\s+ACTION\s+ADDRESS\s+CHANGES/);
+    expect(cli.stdout).toContain('secret.rotated');
+    expect(cli.stdout).not.toContain('whsec_');
+  });
+
   it('refuses a portal write that a browser says comes from another site', async () => {
     const b = await open('m_a', { permissions: ['manage-endpoint'] });
     const cross = (headers: Record<string, string>) =>

@@ -3,7 +3,7 @@ import type { Request, Response, Router } from 'express';
 import { type EventName, REFERENCE_FIELDS, sampleEvent } from '../../../libs/contracts/index.js';
 import type { DeliveryLogQueries } from '../../../libs/delivery-store/index.js';
 import { NothingToResendError } from '../../../libs/failed/index.js';
-import { activeWebhook, graceSecrets, type Merchant, receivesEvent, WebhookNotSetUpError } from '../../../libs/merchants/index.js';
+import { type Actor, activeWebhook, graceSecrets, type Merchant, receivesEvent, recordAudit, WebhookNotSetUpError } from '../../../libs/merchants/index.js';
 import { keyDigestOf, MAX_LINK_LIFETIME_MS, PortalLinkError, type PortalPermission, type PortalSession } from '../../../libs/portal/index.js';
 import { USER_AGENT } from '../../dispatcher/program.js';
 import type { ApiDeps } from '../app.js';
@@ -91,15 +91,17 @@ export function mountPortalAdmin(router: Router, deps: ApiDeps): void {
     // Left out, a link only shows: each power it gives is asked for by name.
     const permissions = input.data.permissions ?? [];
     const link = await sessionsOf(deps).createLink(merchantId, permissions, lifetime, keyDigestOf(merchant.publicKey));
+    if (deps.audit) await recordAudit(deps.audit, merchantId, 'portal.link_minted', { permissions, expiresAt: link.expiresAt }, res.locals.actor as Actor);
     deps.logger.info('portal link issued', { merchantId, permissions, expiresAt: link.expiresAt });
     // The token is in the fragment: browsers never send it to a server, a proxy log or a Referer.
     const url = `${deps.portal!.baseUrl(req)}/portal/#token=${link.token}`;
     res.status(201).json({ message: `portal link for merchant ${merchantId}`, error: null, data: { url, expiresAt: link.expiresAt } });
   }, '/admin');
 
-  mount(router, 'revokePortalSessions', async (_req, res, { params }) => {
+  mount(router, 'revokePortalSessions', async (req, res, { params }) => {
     const merchantId = params.merchantId as string;
     const ended = await sessionsOf(deps).endMerchant(merchantId);
+    if (deps.audit) await recordAudit(deps.audit, merchantId, 'portal.sessions_revoked', ended, res.locals.actor as Actor);
     deps.logger.info('portal sessions revoked', { merchantId, ...ended });
     res.json({ message: `${ended.sessions} portal session(s) and ${ended.links} unused link(s) of merchant ${merchantId} ended`, error: null, data: ended });
   }, '/admin');
@@ -121,6 +123,11 @@ function cookieOf(req: Request, name: string): string | undefined {
     if (at > 0 && part.slice(0, at).trim() === name) return part.slice(at + 1).trim();
   }
   return undefined;
+}
+
+/** The portal session that writes, for the audit trail. */
+function portalActor(session: PortalSession, req: Request): Actor {
+  return { actor: `portal:${session.ref}`, address: req.ip };
 }
 
 /** The portal's own origin: PORTAL_PUBLIC_URL's, else (development) the one this request was made to. */
@@ -300,7 +307,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
       throw badRequest('invalid_settings', `${issue.path.filter((p) => typeof p !== 'number').join('.') || 'body'}: ${issue.message}`);
     }
     if (!merchantOf(found.merchantId)?.webhook) throw new WebhookNotSetUpError(found.merchantId);
-    const written = await settings.patch(found.merchantId, { webhook: input.data }, { by: 'merchant' });
+    const written = await settings.patch(found.merchantId, { webhook: input.data }, { by: 'merchant', actor: portalActor(found, req) });
     deps.logger.info('webhook endpoint changed from the portal', { merchantId: found.merchantId, fields: Object.keys(input.data) });
     const merchant = merchantOf(found.merchantId);
     res.json({ message: 'endpoint updated', error: null, data: merchant ? endpointOf(merchant) : endpointFromView(written.view) });
@@ -312,7 +319,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     await limited('settings', found.merchantId);
     const input = rotateBody.safeParse(req.body ?? {});
     if (!input.success) throw badRequest('invalid_settings', `graceSeconds: ${input.error.issues[0]!.message}`);
-    const { replayed: _replayed, ...rotated } = await settings.rotate(found.merchantId, input.data.graceSeconds);
+    const { replayed: _replayed, version: _version, ...rotated } = await settings.rotate(found.merchantId, input.data.graceSeconds, { actor: portalActor(found, req) });
     deps.logger.info('webhook secret rotated from the portal', { merchantId: found.merchantId, previousSecretExpiresAt: rotated.previousSecretExpiresAt });
     // The new secret is in this answer only: never stored by the page, never cached.
     res.set('cache-control', 'no-store').json({ message: 'webhook secret rotated', error: null, data: rotated });

@@ -1,0 +1,79 @@
+import type { Queryable } from '../delivery-store/index.js';
+import type { Merchant } from './schema.js';
+
+/**
+ * The audit trail of merchant settings: who changed what, when, from where. One row per change,
+ * in the merchants' PostgreSQL, written in the same transaction as the change it describes (or
+ * alone, for portal links and revocations). What changed is told by field, never with a secret.
+ */
+export const AUDIT_TABLE = `CREATE TABLE IF NOT EXISTS merchant_audit (
+  id bigserial PRIMARY KEY,
+  merchant_id text NOT NULL,
+  at timestamptz NOT NULL DEFAULT now(),
+  actor text NOT NULL,
+  action text NOT NULL,
+  changes jsonb NOT NULL,
+  address text
+)`;
+export const AUDIT_INDEX = 'CREATE INDEX IF NOT EXISTS merchant_audit_merchant ON merchant_audit (merchant_id, id DESC)';
+
+/** Who made a change, and from which address: `admin:<token sub>`, `portal:<session>`, `cli`, or `service` (auto-disable). */
+export interface Actor {
+  actor: string;
+  address?: string;
+}
+
+export interface AuditEntry {
+  id: string;
+  at: string;
+  actor: string;
+  action: string;
+  changes: Record<string, unknown>;
+  address: string | null;
+}
+
+type Changes = Record<string, { from: unknown; to: unknown } | 'rotated'>;
+
+/** The fields an operator asks about; the failing clock's own bookkeeping is left out. */
+export function auditChanges(before: Merchant | undefined, after: Merchant): Changes {
+  const changes: Changes = {};
+  const note = (field: string, from: unknown, to: unknown) => {
+    if (JSON.stringify(from) !== JSON.stringify(to)) changes[field] = { from: from ?? null, to: to ?? null };
+  };
+  note('publicKey', before?.publicKey, after.publicKey);
+  const was = before?.webhook;
+  const now = after.webhook;
+  note('webhook.url', was?.url, now?.url);
+  note('webhook.enabled', was?.enabled, now?.enabled);
+  note('webhook.events', was?.events, now?.events);
+  note('webhook.disabledReason', was?.disabledReason, now?.disabledReason);
+  if (was && now && was.secret !== now.secret) changes['webhook.secret'] = 'rotated';
+  return changes;
+}
+
+/** The action a set of changes is: what the trail lists first. */
+export function auditAction(before: Merchant | undefined, changes: Changes): string {
+  if (!before) return 'merchant.created';
+  if (Object.keys(changes).length === 1 && changes['webhook.secret']) return 'secret.rotated';
+  return 'merchant.updated';
+}
+
+export async function recordAudit(db: Queryable, merchantId: string, action: string, changes: Record<string, unknown>, by: Actor): Promise<void> {
+  await db.query('INSERT INTO merchant_audit (merchant_id, actor, action, changes, address) VALUES ($1, $2, $3, $4, $5)', [
+    merchantId,
+    by.actor,
+    action,
+    JSON.stringify(changes),
+    by.address ?? null,
+  ]);
+}
+
+/** The merchant's trail, newest first: `limit` entries before the entry `before` (an id) when given. */
+export async function listAudit(db: Queryable, merchantId: string, limit: number, before?: string): Promise<AuditEntry[]> {
+  const { rows } = await db.query<{ id: string; at: Date | string; actor: string; action: string; changes: Record<string, unknown>; address: string | null }>(
+    `SELECT id::text, at, actor, action, changes, address FROM merchant_audit
+     WHERE merchant_id = $1 AND ($2::bigint IS NULL OR id < $2::bigint) ORDER BY id DESC LIMIT $3`,
+    [merchantId, before ?? null, limit],
+  );
+  return rows.map((row) => ({ ...row, at: new Date(row.at).toISOString() }));
+}
