@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { EVENT_NAMES, EVENT_SUMMARIES, webhookExample, webhookPayloadSchema } from '../../libs/contracts/index.js';
-import { attemptEvent, disabledEvent, enabledEvent, OPERATIONAL_EVENT_TYPES, type OperationalEvent, type OperationalEventType, operationalEventSchema } from '../../libs/operational/index.js';
+import { attemptEvent, disabledEvent, enabledEvent, OPERATIONAL_EVENT_TYPES, secretRotatedEvent, updatedEvent, type OperationalEvent, type OperationalEventType, operationalEventSchema } from '../../libs/operational/index.js';
 import { ROUTES, type RouteDeclaration } from './routes.js';
 import { errorEnvelope } from './schemas.js';
 
@@ -116,6 +116,10 @@ function operationalExample(type: OperationalEventType): OperationalEvent {
       return disabledEvent({ ...facts, reason: 'failing', disabledAt: at.toISOString(), failingSince: '2026-04-26T09:12:00.000Z' }, at).event;
     case 'endpoint.enabled':
       return enabledEvent({ merchantId: facts.merchantId, url: facts.url, enabledAt: at.toISOString() }, at).event;
+    case 'endpoint.updated':
+      return updatedEvent({ merchantId: facts.merchantId, url: facts.url, previousUrl: 'https://merchant.example/old-hooks', changed: ['url'], events: null, updatedAt: at.toISOString() }, at).event;
+    case 'endpoint.secret_rotated':
+      return secretRotatedEvent({ merchantId: facts.merchantId, url: facts.url, rotatedAt: at.toISOString() }, at).event;
     case 'message.attempt.exhausted':
       return attemptEvent(type, { ...facts, attempts: 8, reason: 'attempts-exhausted' }, at).event;
     default:

@@ -37,7 +37,7 @@ export {
   merchantInputSchema,
   merchantPatchSchema,
   rotateInputSchema,
-  transitionOf,
+  transitionsOf,
   viewOf,
   withStatus,
 } from './settings.js';

@@ -245,31 +245,40 @@ export function withStatus(kept: MerchantWebhook | undefined, next: MerchantWebh
   return base;
 }
 
-/** A webhook turned off or on by a write, for the operational events (endpoint.disabled, endpoint.enabled). */
+/**
+ * What a write did to a webhook that the platform hears of (operational events): turned off or on
+ * (endpoint.disabled, endpoint.enabled), its URL or events changed (endpoint.updated), its secret
+ * replaced (endpoint.secret_rotated).
+ */
 export interface EndpointTransition {
-  kind: 'disabled' | 'enabled';
+  kind: 'disabled' | 'enabled' | 'updated' | 'secret_rotated';
   merchantId: string;
   url: string;
   reason?: DisabledReason;
   failingSince?: string;
+  /** updated: what changed, and the URL before. */
+  changed?: Array<'url' | 'events'>;
+  previousUrl?: string;
+  events?: string[] | null;
   at: string;
 }
 
-/** What a write did to the webhook's on/off state; undefined when nothing turned. */
-export function transitionOf(before: Merchant | undefined, after: Merchant, now: Date): EndpointTransition | undefined {
-  // Only a webhook that exists before and after turns: setting one up or removing one is no transition.
+/** What a write did to a webhook that existed before and after it (setting one up or removing one announces nothing). */
+export function transitionsOf(before: Merchant | undefined, after: Merchant, now: Date): EndpointTransition[] {
   const was = before?.webhook;
   const webhook = after.webhook;
-  if (!was || !webhook || was.enabled === webhook.enabled) return undefined;
-  if (webhook.enabled) return { kind: 'enabled', merchantId: after.id, url: webhook.url, at: now.toISOString() };
-  return {
-    kind: 'disabled',
-    merchantId: after.id,
-    url: webhook.url,
-    reason: webhook.disabledReason ?? 'manual',
-    ...(webhook.failingSince ? { failingSince: webhook.failingSince } : {}),
-    at: webhook.disabledAt ?? now.toISOString(),
-  };
+  if (!was || !webhook) return [];
+  const base = { merchantId: after.id, url: webhook.url, at: now.toISOString() };
+  const changed = [...(was.url !== webhook.url ? (['url'] as const) : []), ...(JSON.stringify(was.events) !== JSON.stringify(webhook.events) ? (['events'] as const) : [])];
+  return [
+    ...(changed.length > 0 ? [{ ...base, kind: 'updated' as const, changed, previousUrl: was.url, events: webhook.events ?? null }] : []),
+    ...(was.secret !== webhook.secret ? [{ ...base, kind: 'secret_rotated' as const }] : []),
+    ...(was.enabled === webhook.enabled
+      ? []
+      : webhook.enabled
+        ? [{ ...base, kind: 'enabled' as const }]
+        : [{ ...base, kind: 'disabled' as const, reason: webhook.disabledReason ?? 'manual', ...(webhook.failingSince ? { failingSince: webhook.failingSince } : {}), at: webhook.disabledAt ?? base.at }]),
+  ];
 }
 
 /** A webhook's secrets as written: the current one and those in grace. */
@@ -448,8 +457,7 @@ export class MerchantSettings {
     };
     const written = await this.directory.update(merchantId, apply, { ifVersion, idempotency, by: actor });
     if (written.changed && this.announce) {
-      const transition = transitionOf(before, written.merchant, this.now());
-      if (transition) await this.announce(transition);
+      for (const transition of transitionsOf(before, written.merchant, this.now())) await this.announce(transition);
     }
     const answer = (written.replayed || idempotency ? written.result : result(written.merchant, written.created ? undefined : written.merchant)) as T;
     return { ...answer, replayed: written.replayed, version: written.version };

@@ -1,20 +1,26 @@
 import type { Logger } from '../logger/index.js';
 import type { EndpointTransition } from '../merchants/index.js';
-import { disabledEvent, enabledEvent } from './events.js';
+import { disabledEvent, enabledEvent, secretRotatedEvent, updatedEvent } from './events.js';
 import type { OperationalPublisher } from './publisher.js';
 
 /**
- * What MerchantSettings calls after a write that turned a webhook off or on (admin API, CLI):
- * endpoint.disabled (reason manual) or endpoint.enabled, confirmed before the write's answer. The
+ * What MerchantSettings calls after a write the platform hears of (admin API, CLI, portal):
+ * endpoint.disabled (reason manual), endpoint.enabled, endpoint.updated, endpoint.secret_rotated,
+ * confirmed before the write's answer. The
  * write stands even if the broker never confirms the event: that is logged, never an error to the caller.
  */
 export function announcer(publisher: OperationalPublisher, logger: Logger, onDisabled?: (reason: string) => void): (transition: EndpointTransition) => Promise<void> {
   return async (transition) => {
     const now = new Date();
+    const { merchantId, url, at } = transition;
     const event =
       transition.kind === 'enabled'
-        ? enabledEvent({ merchantId: transition.merchantId, url: transition.url, enabledAt: transition.at }, now)
-        : disabledEvent({ merchantId: transition.merchantId, url: transition.url, reason: transition.reason ?? 'manual', disabledAt: transition.at, failingSince: transition.failingSince }, now);
+        ? enabledEvent({ merchantId, url, enabledAt: at }, now)
+        : transition.kind === 'updated'
+          ? updatedEvent({ merchantId, url, previousUrl: transition.previousUrl!, changed: transition.changed!, events: transition.events ?? null, updatedAt: at }, now)
+          : transition.kind === 'secret_rotated'
+            ? secretRotatedEvent({ merchantId, url, rotatedAt: at }, now)
+            : disabledEvent({ merchantId, url, reason: transition.reason ?? 'manual', disabledAt: at, failingSince: transition.failingSince }, now);
     if (transition.kind === 'disabled') onDisabled?.(transition.reason ?? 'manual');
     try {
       await publisher.publish(event);

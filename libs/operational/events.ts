@@ -5,6 +5,8 @@ import type { DisabledReason } from '../merchants/index.js';
 export const OPERATIONAL_EVENT_TYPES = [
   'endpoint.disabled',
   'endpoint.enabled',
+  'endpoint.updated',
+  'endpoint.secret_rotated',
   'message.attempt.failing',
   'message.attempt.exhausted',
   'message.attempt.recovered',
@@ -96,6 +98,20 @@ export function enabledEvent(facts: { merchantId: string; url: string; enabledAt
   return {
     id: idOf('endpoint.enabled', facts.merchantId, facts.enabledAt, randomUUID()),
     event: { type: 'endpoint.enabled', timestamp: now.toISOString(), data: { merchantId: facts.merchantId, url: facts.url, enabledAt: facts.enabledAt } },
+  };
+}
+
+export function updatedEvent(facts: { merchantId: string; url: string; previousUrl: string; changed: string[]; events: string[] | null; updatedAt: string }, now: Date): IdentifiedEvent {
+  return {
+    id: idOf('endpoint.updated', facts.merchantId, facts.updatedAt, randomUUID()),
+    event: { type: 'endpoint.updated', timestamp: now.toISOString(), data: { ...facts } },
+  };
+}
+
+export function secretRotatedEvent(facts: { merchantId: string; url: string; rotatedAt: string }, now: Date): IdentifiedEvent {
+  return {
+    id: idOf('endpoint.secret_rotated', facts.merchantId, facts.rotatedAt, randomUUID()),
+    event: { type: 'endpoint.secret_rotated', timestamp: now.toISOString(), data: { ...facts } },
   };
 }
 

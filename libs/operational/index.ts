@@ -4,6 +4,8 @@ export {
   disabledEvent,
   type DisabledFacts,
   enabledEvent,
+  secretRotatedEvent,
+  updatedEvent,
   FAILING_ATTEMPT,
   type IdentifiedEvent,
   OPERATIONAL_EVENT_TYPES,

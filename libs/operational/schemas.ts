@@ -46,6 +46,19 @@ const DATA: Record<OperationalEventType, z.ZodObject> = {
     })
     .describe("A merchant's webhook endpoint was turned off; new events are skipped (and listed in its feed) until it is turned on"),
   'endpoint.enabled': z.object({ merchantId, url, enabledAt: z.string().describe('ISO 8601') }).describe('An endpoint was turned back on; deliveries resume'),
+  'endpoint.updated': z
+    .object({
+      merchantId,
+      url: url.describe('The endpoint URL now'),
+      previousUrl: z.string().describe('The URL before this change'),
+      changed: z.array(z.enum(['url', 'events'])).describe('What changed'),
+      events: z.array(z.string()).nullable().describe('The events it receives now; null: all of them'),
+      updatedAt: z.string().describe('ISO 8601'),
+    })
+    .describe("A merchant's endpoint URL or events changed (admin API, CLI or portal); who did it is in the audit trail"),
+  'endpoint.secret_rotated': z
+    .object({ merchantId, url, rotatedAt: z.string().describe('ISO 8601') })
+    .describe("A merchant's webhook secret was replaced (never the secret itself); the old one may still sign during its grace"),
 };
 
 export function operationalEventSchema(type: OperationalEventType): z.ZodObject {

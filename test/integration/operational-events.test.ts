@@ -305,6 +305,23 @@ describe('operational events and auto-disable', () => {
     await waitFor('delivered after re-enabling', () => merchantServer.requests.find((r) => r.headers['webhook-id'] === messageId && r.path.endsWith('/m_dead')), 10_000);
   });
 
+  it('publishes endpoint.updated when a URL or the events change, and endpoint.secret_rotated on a rotation, never the secret', async () => {
+    await merchant('m_moves');
+    const moved = await admin('PATCH', 'm_moves', { webhook: { url: `${merchantServer.url}/m_moves/v2`, events: ['payout'] } });
+    expect(moved.status).toBe(200);
+    expect(of('m_moves', 'endpoint.updated').map((e) => e.data)).toEqual([
+      expect.objectContaining({ merchantId: 'm_moves', url: `${merchantServer.url}/m_moves/v2`, previousUrl: `${merchantServer.url}/m_moves`, changed: ['url', 'events'], events: ['payout'] }),
+    ]);
+    const rotated = await call(api, '/admin/merchants/m_moves/webhook/secret/rotate', { method: 'POST', headers: auth, body: '{"graceSeconds":60}' });
+    expect(rotated.status).toBe(200);
+    expect(of('m_moves', 'endpoint.secret_rotated')).toHaveLength(1);
+    expect(of('m_moves', 'endpoint.secret_rotated')[0]!.data).toEqual({ merchantId: 'm_moves', url: `${merchantServer.url}/m_moves/v2`, rotatedAt: expect.any(String) });
+    expect(JSON.stringify(events.filter((e) => e.data.merchantId === 'm_moves'))).not.toContain('whsec_');
+    // A write that changes neither says nothing.
+    expect((await admin('PATCH', 'm_moves', { webhook: { events: ['payout'] } })).status).toBe(200);
+    expect(of('m_moves', 'endpoint.updated')).toHaveLength(1);
+  });
+
   it('never disables an endpoint that recovers before the threshold, and clears its failing clock', async () => {
     await merchant('m_recovers');
     answers.set('m_recovers', 404);

@@ -1,5 +1,5 @@
 import { clockState, IntervalFolder, shouldDisable, shouldRecordFailing } from '../../libs/operational/index.js';
-import { transitionOf, withStatus, type Merchant, type MerchantWebhook } from '../../libs/merchants/index.js';
+import { transitionsOf, withStatus, type Merchant, type MerchantWebhook } from '../../libs/merchants/index.js';
 import { waitFor } from '../support/wait.js';
 
 const DAY = 86_400_000;
@@ -111,10 +111,17 @@ describe('a webhook turned off or on by a write', () => {
     expect(withStatus(failing, { ...failing, url: 'https://m.example/new' }, now).failingSince).toBeUndefined();
   });
 
-  it('names the transition for the operational events', () => {
+  it('names the transitions for the operational events', () => {
     const off = merchant({ ...webhook, enabled: false, disabledReason: 'manual', disabledAt: now.toISOString() });
-    expect(transitionOf(merchant(webhook), off, now)).toEqual({ kind: 'disabled', merchantId: 'm_1', url: webhook.url, reason: 'manual', at: now.toISOString() });
-    expect(transitionOf(off, merchant(webhook), now)).toEqual({ kind: 'enabled', merchantId: 'm_1', url: webhook.url, at: now.toISOString() });
-    expect(transitionOf(merchant(webhook), merchant({ ...webhook, events: ['payout'] }), now)).toBeUndefined();
+    const at = now.toISOString();
+    expect(transitionsOf(merchant(webhook), off, now)).toEqual([{ kind: 'disabled', merchantId: 'm_1', url: webhook.url, reason: 'manual', at }]);
+    expect(transitionsOf(off, merchant(webhook), now)).toEqual([{ kind: 'enabled', merchantId: 'm_1', url: webhook.url, at }]);
+    expect(transitionsOf(merchant(webhook), merchant({ ...webhook, events: ['payout'] }), now)).toEqual([
+      { kind: 'updated', merchantId: 'm_1', url: webhook.url, previousUrl: webhook.url, changed: ['events'], events: ['payout'], at },
+    ]);
+    const moved = merchant({ ...webhook, url: 'https://m.example/new', secret: 'whsec_bmV3LXNlY3JldC1uZXctc2VjcmV0' });
+    expect(transitionsOf(merchant(webhook), moved, now).map((t) => [t.kind, t.changed ?? null])).toEqual([['updated', ['url']], ['secret_rotated', null]]);
+    expect(transitionsOf(undefined, merchant(webhook), now)).toEqual([]);
+    expect(transitionsOf(merchant(webhook), merchant(webhook), now)).toEqual([]);
   });
 });
