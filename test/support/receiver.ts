@@ -53,6 +53,8 @@ export class Receiver {
         const answer = behaviour(n, request);
         if (answer === 'hang') {
           receiver.hanging.add(res);
+          // Held only while the client waits: a request it gave up on is no longer in flight.
+          res.on('close', () => receiver.hanging.delete(res));
           return;
         }
         const { status, headers, delayMs } = typeof answer === 'number' ? { status: answer, headers: {}, delayMs: 0 } : answer;
