@@ -98,11 +98,8 @@ describe('what a merchant sees of an attempt to a blocked address', () => {
 });
 
 describe('what a merchant sees of connection, DNS, TLS and timeout errors, and of an answer', () => {
-  const refused = testMerchant('m_err_refused', 'http://placeholder');
-  const tls = testMerchant('m_err_tls', 'http://placeholder');
-  const dns = testMerchant('m_err_dns', 'http://no-such-host.invalid/hooks');
-  const slow = testMerchant('m_err_slow', 'http://placeholder');
-  const answering = testMerchant('m_err_500', 'http://placeholder');
+  // Their URLs are set once the receiver listens.
+  const [refused, tls, dns, slow, answering] = ['refused', 'tls', 'dns', 'slow', '500'].map((name) => testMerchant(`m_err_${name}`, 'http://placeholder')) as [Merchant, Merchant, Merchant, Merchant, Merchant];
   let receiver: Receiver;
   let log: Awaited<ReturnType<typeof startLog>>;
 
@@ -110,6 +107,7 @@ describe('what a merchant sees of connection, DNS, TLS and timeout errors, and o
     receiver = await Receiver.start((_n, req) => (req.path.startsWith('/slow') ? 'hang' : 500));
     const port = new URL(receiver.url).port;
     refused.webhook!.url = `http://127.0.0.1:${await freePort()}/hooks`;
+    dns.webhook!.url = 'http://no-such-host.invalid/hooks';
     tls.webhook!.url = `https://127.0.0.1:${port}/tls`; // TLS to a plain HTTP server
     slow.webhook!.url = `http://127.0.0.1:${port}/slow`;
     answering.webhook!.url = `http://127.0.0.1:${port}/answer`;
