@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { EVENT_NAMES, isWellFormedReference, merchantIdSchema } from '../../libs/contracts/index.js';
 import { isStorableFeedCursor, isStorableText, isStorableTime } from '../../libs/delivery-store/index.js';
 import { OUTCOMES, WEBHOOK_STATUSES } from '../../libs/delivery-log/index.js';
+import { ATTEMPT_ERROR_CLASSES } from '../../libs/http/index.js';
 import type { RouteDeclaration } from './routes.js';
 import { envelope } from './schemas.js';
 
@@ -10,6 +11,7 @@ import { envelope } from './schemas.js';
 // Checked against what PostgreSQL holds too, so that a time it would refuse answers 400, not 503.
 const time = z.iso.datetime({ offset: true }).refine(isStorableTime, 'must be a time in the years 0001 to 9999');
 const when = z.string().nullable();
+const ERROR_CLASSES = ATTEMPT_ERROR_CLASSES.join(', ');
 
 export const listQuery = z.strictObject({
   reference: z.string().min(1).max(200).refine(isWellFormedReference, 'must be 1 to 200 characters without control characters').optional().describe('Only webhooks carrying this reference (a refund: its refundRef or tnxRef)'),
@@ -46,7 +48,7 @@ export const webhookSummary = z.strictObject({
   firstAttemptAt: when,
   lastAttemptAt: when,
   lastHttpStatus: z.number().int().nullable(),
-  lastError: z.string().nullable(),
+  lastError: z.string().nullable().describe(`The latest record's error class (${ERROR_CLASSES}) or reason`),
   nextAttemptAt: when.describe('When retrying: when the next attempt is due'),
 });
 
@@ -57,8 +59,8 @@ export const deliveryRecordView = z.strictObject({
   startedAt: when.describe('null: no attempt was made (see reason)'),
   durationMs: z.number().int().nullable(),
   httpStatus: z.number().int().nullable(),
-  error: z.string().nullable(),
-  responseBody: z.string().nullable().describe('The first DELIVERY_LOG_RESPONSE_BYTES bytes of the answer'),
+  error: z.string().nullable().describe(`Why the attempt failed, as a class: ${ERROR_CLASSES}; never an address or a system message`),
+  responseBody: z.string().nullable().describe('The first DELIVERY_LOG_RESPONSE_BYTES bytes of the answer, when the endpoint answered (never for blocked_address)'),
   reason: z.string().nullable().describe('Why no attempt was made (circuit-open, deferred, webhook-disabled, ...) or why it failed'),
   nextAttemptAt: when,
 });

@@ -30,9 +30,9 @@ export const attemptSchema = z.object({
   durationMs: z.number().int().min(0),
   /** The merchant's answer; absent when there was none (timeout, network error). */
   httpStatus: z.number().int().min(100).max(599).optional(),
-  /** Why the attempt failed without an answer, or a short description of a non-2xx one. */
+  /** Why the attempt failed, as a class (ATTEMPT_ERROR_CLASSES: http_<status>, timeout, ...): merchants read it, so never the detail. */
   error: z.string().max(1000).optional(),
-  /** The first DELIVERY_LOG_RESPONSE_BYTES bytes of the response body, as UTF-8 text. */
+  /** The first DELIVERY_LOG_RESPONSE_BYTES bytes of the response body, as UTF-8 text; only when there was an answer. */
   responseBody: z.string().optional(),
 });
 export type Attempt = z.infer<typeof attemptSchema>;

@@ -1,7 +1,17 @@
+/**
+ * What a merchant is told of a failed attempt: one of a small closed set, never a resolved address
+ * or an OS message (those would make the delivery log a DNS, port and TLS oracle on the network
+ * the dispatcher sits in). The detail stays in the error's message, for operators only.
+ */
+export const ATTEMPT_ERROR_CLASSES = ['blocked_address', 'dns_failure', 'connection_refused', 'timeout', 'tls_error', 'network_error', 'http_<status>'] as const;
+export type AttemptErrorClass = 'blocked_address' | 'dns_failure' | 'connection_refused' | 'timeout' | 'tls_error' | 'network_error' | `http_${number}`;
+
 /** One delivery attempt did not succeed; the dispatcher retries it on the schedule. */
 export abstract class DeliveryFailedError extends Error {
   /** The HTTP status, when the merchant answered at all. */
   abstract readonly status: number | undefined;
+  /** What the merchant may see of it (the delivery log); the message is for operators. */
+  abstract readonly errorClass: AttemptErrorClass;
 }
 
 export class WebhookRejectedError extends DeliveryFailedError {
@@ -9,10 +19,15 @@ export class WebhookRejectedError extends DeliveryFailedError {
     super(`HTTP ${status}`);
     this.name = 'WebhookRejectedError';
   }
+
+  get errorClass(): AttemptErrorClass {
+    return `http_${this.status}`;
+  }
 }
 
 export class WebhookTimeoutError extends DeliveryFailedError {
   readonly status = undefined;
+  readonly errorClass = 'timeout';
   constructor(timeoutMs: number) {
     super(`timeout after ${timeoutMs} ms`);
     this.name = 'WebhookTimeoutError';
@@ -21,17 +36,33 @@ export class WebhookTimeoutError extends DeliveryFailedError {
 
 export class WebhookNetworkError extends DeliveryFailedError {
   readonly status = undefined;
+  readonly errorClass: AttemptErrorClass;
   constructor(readonly code: string, detail: string) {
     super(`${code}: ${detail}`);
     this.name = 'WebhookNetworkError';
+    this.errorClass = networkErrorClass(code);
   }
 }
 
 /** The URL resolves to an address webhooks may not reach: retrying cannot help, so it fails at once. */
 export class WebhookBlockedError extends DeliveryFailedError {
   readonly status = undefined;
+  readonly errorClass = 'blocked_address';
   constructor(detail: string) {
     super(`blocked: ${detail}`);
     this.name = 'WebhookBlockedError';
   }
+}
+
+const DNS_CODES = new Set(['ENOTFOUND', 'EAI_AGAIN', 'EAI_FAIL', 'EAI_NONAME', 'EAI_NODATA', 'ENODATA', 'ESERVFAIL', 'ENOTIMP', 'EREFUSED']);
+const TLS_CODES = new Set(['EPROTO', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'SELF_SIGNED_CERT_IN_CHAIN', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY', 'CERT_HAS_EXPIRED', 'CERT_NOT_YET_VALID', 'CERT_REVOKED', 'CERT_UNTRUSTED', 'CERT_REJECTED', 'HOSTNAME_MISMATCH']);
+
+/** An OS, Node or undici error code → its class; anything not named here is `network_error`. */
+export function networkErrorClass(code: string): AttemptErrorClass {
+  if (code === 'ECONNREFUSED') return 'connection_refused';
+  if (code === 'ETIMEDOUT' || code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') return 'timeout';
+  if (DNS_CODES.has(code)) return 'dns_failure';
+  if (TLS_CODES.has(code) || code.startsWith('ERR_TLS_') || code.startsWith('ERR_SSL_') || code.startsWith('ERR_OSSL_')) return 'tls_error';
+  if (code === 'EBLOCKEDADDRESS') return 'blocked_address';
+  return 'network_error';
 }

@@ -10,7 +10,7 @@ import type { OperationalEventType } from './events.js';
 const merchantId = z.string().describe('The merchant');
 const url = z.string().describe("The merchant's webhook URL");
 const lastHttpStatus = z.number().int().nullable().describe('HTTP status of the last attempt; null when none answered (timeout, network error)');
-const lastError = z.string().nullable().describe('The last attempt\'s error, e.g. "HTTP 503" or "timeout"');
+const lastError = z.string().nullable().describe('The last attempt\'s error in full, for the platform ("HTTP 503", "timeout after 10000 ms", "ECONNREFUSED: ..."); merchants see only its class');
 
 const attempt = z.object({
   merchantId,

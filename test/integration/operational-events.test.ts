@@ -258,7 +258,7 @@ describe('operational events and auto-disable', () => {
         deferrals: 0, postponements: 0, firstSeenAt: new Date().toISOString(), accepted: true,
       };
       const now = new Date();
-      for (const each of operations) each.observe(intake, { kind: 'retry', tier: 0, attempt: 2, error: 'HTTP 404', status: 404 }, now);
+      for (const each of operations) each.observe(intake, { kind: 'retry', tier: 0, attempt: 2, error: 'HTTP 404', errorClass: 'http_404', status: 404 }, now);
       await Promise.all(operations.map((each) => each.stop()));
       await Promise.all(publishers.map((each) => each.stop()));
       expect(directories.map((d) => d.byId('m_race')?.webhook?.disabledReason)).toEqual(['failing', 'failing']);

@@ -1,4 +1,7 @@
-import { existsSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { Webhook } from 'standardwebhooks';
 import type { ApiProgram } from '../../apps/api/program.js';
@@ -117,7 +120,7 @@ describe('the merchant portal in a browser', () => {
     await checkScreen(page);
     await row.getByRole('link').click();
     await page.getByRole('heading', { name: `Webhook ${webhookId}` }).waitFor();
-    await page.getByText('HTTP 500').first().waitFor();
+    await page.getByText('http_500').first().waitFor();
     await page.getByText('"event": "payout"').waitFor();
     await page.getByRole('cell', { name: 'webhook-id' }).waitFor();
     await checkScreen(page);
@@ -206,7 +209,7 @@ describe('the merchant portal in a browser', () => {
     await page.getByRole('heading', { name: `Webhook ${String(request.headers['webhook-id'])}` }).waitFor();
     expect(await page.locator('dl.facts .badge').textContent()).toBe('delivered');
     await page.getByRole('link', { name: 'Verify signatures' }).click();
-    await page.getByText("app.post('/webhooks/p'").waitFor();
+    await page.getByText('app.post("/webhooks/p", express.raw').waitFor();
     await checkScreen(page);
   });
 
@@ -258,6 +261,47 @@ describe('the merchant portal in a browser', () => {
     await page.getByRole('heading', { name: 'Endpoint' }).waitFor();
     await page.getByRole('button', { name: 'Save endpoint' }).waitFor();
     expect(await page.getByRole('button', { name: 'Rotate secret' }).count()).toBe(0);
+  });
+
+  it('shows verify snippets that keep a hostile URL path a string: copied and run, they register the path and run nothing', async () => {
+    // A colleague (or anyone who can set the URL) puts code in the path: it passes validation.
+    await stack.putMerchant('m_snippet', `${moved.url}/snippet`);
+    const hostile = `${moved.url}/hooks/'+eval(atob('cHJvY2Vzcy5leGl0KDY2KQ=='))+'`; // process.exit(66)
+    const page = await openPage(await stack.link('m_snippet', { permissions: ['manage-endpoint'] }));
+    await page.getByRole('heading', { name: 'Overview' }).waitFor();
+    await page.getByRole('link', { name: 'Endpoint' }).click();
+    await page.getByLabel('Endpoint URL').fill(hostile);
+    await page.getByRole('button', { name: 'Save endpoint' }).click();
+    await page.getByText('Saved. The next webhook goes to this URL.').waitFor();
+    await page.getByRole('link', { name: 'Verify signatures' }).click();
+    await page.getByRole('heading', { name: 'Verify signatures' }).waitFor();
+    const path = new URL(hostile).pathname;
+    expect(path).toContain("'+eval(");
+    const node = await page.getByLabel('Node.js example').textContent();
+    const python = await page.getByLabel('Python example').textContent();
+    // What the colleague's machine does with them: express, flask and standardwebhooks replaced by
+    // stubs that write down the route registered.
+    const dir = mkdtempSync(join(tmpdir(), 'snippet-'));
+    const stub = (name: string, files: Record<string, string>) => {
+      mkdirSync(join(dir, name), { recursive: true });
+      for (const [file, text] of Object.entries(files)) writeFileSync(join(dir, name, file), text);
+    };
+    stub('node_modules/express', {
+      'package.json': '{"type":"module","main":"index.js"}',
+      'index.js': "import { writeFileSync } from 'node:fs';\nexport default function express() { return { post(path) { writeFileSync(process.env.ROUTE_FILE, JSON.stringify(path)); }, listen() {} }; }\nexpress.raw = () => () => {};\n",
+    });
+    stub('node_modules/standardwebhooks', { 'package.json': '{"type":"module","main":"index.js"}', 'index.js': 'export class Webhook {}\n' });
+    stub('flask', { '__init__.py': "import json, os\nrequest = None\nclass Flask:\n    def __init__(self, name): pass\n    def post(self, path):\n        open(os.environ['ROUTE_FILE'], 'w').write(json.dumps(path))\n        return lambda f: f\n" });
+    stub('standardwebhooks', { '__init__.py': '', 'webhooks.py': 'class Webhook:\n    def __init__(self, secret): pass\n' });
+    writeFileSync(join(dir, 'snippet.mjs'), node!);
+    writeFileSync(join(dir, 'snippet.py'), python!);
+    const run = (command: string, file: string) => {
+      const routeFile = join(dir, `${file}.route`);
+      const ran = spawnSync(command, [file], { cwd: dir, timeout: 10_000, encoding: 'utf8', env: { ...process.env, ROUTE_FILE: routeFile, PYTHONPATH: dir, WEBHOOK_SECRET: 'whsec_x' } });
+      return { status: ran.status, stderr: ran.stderr, route: existsSync(routeFile) ? JSON.parse(readFileSync(routeFile, 'utf8')) : undefined };
+    };
+    expect(run(process.execPath, 'snippet.mjs')).toEqual({ status: 0, stderr: '', route: path });
+    expect(run('python3', 'snippet.py')).toEqual({ status: 0, stderr: '', route: path });
   });
 });
 

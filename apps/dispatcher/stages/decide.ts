@@ -1,5 +1,5 @@
 import { FAILED_REASONS, type FailedReason } from '../../../libs/contracts/index.js';
-import { type DeliveryFailedError, WebhookBlockedError, WebhookRejectedError } from '../../../libs/http/index.js';
+import { type AttemptErrorClass, type DeliveryFailedError, WebhookBlockedError, WebhookRejectedError } from '../../../libs/http/index.js';
 import type { RetryPolicy } from '../../../libs/retry-policy/index.js';
 import type { InvalidCode } from '../errors.js';
 import type { IntakeEvent } from './intake.js';
@@ -44,10 +44,11 @@ export type Decision =
   | { kind: 'skipped'; why: 'webhook-disabled' | 'endpoint-disabled' | 'event-not-subscribed' }
   /** Back to its queue untried, once (stopping). */
   | { kind: 'returned' }
-  | { kind: 'retry'; tier: number; attempt: number; error: string; status?: number }
+  /** `error` is the detail, for operators (log lines, headers of the tiers and `failed`); `errorClass` is what the merchant sees. */
+  | { kind: 'retry'; tier: number; attempt: number; error: string; errorClass: AttemptErrorClass; status?: number }
   | { kind: 'defer'; tier: number }
   | { kind: 'postpone'; tier: number }
-  | { kind: 'failed'; reason: FailedReason; attempts: number; error: string; status?: number; attempted: boolean }
+  | { kind: 'failed'; reason: FailedReason; attempts: number; error: string; errorClass?: AttemptErrorClass; status?: number; attempted: boolean }
   | { kind: 'invalid'; code: InvalidCode; detail: string };
 
 const UNAVAILABLE_MESSAGES: Record<Unavailable, string> = {
@@ -94,12 +95,12 @@ export function decide(finding: Finding, intake: IntakeEvent | undefined, policy
     case 'attempt-failed': {
       const attempt = intake.attempts + 1;
       const { error } = finding;
-      const failed = { kind: 'failed' as const, attempts: attempt, error: error.message, status: error.status, attempted: true };
+      const failed = { kind: 'failed' as const, attempts: attempt, error: error.message, errorClass: error.errorClass, status: error.status, attempted: true };
       if (error instanceof WebhookBlockedError) return { ...failed, reason: FAILED_REASONS.blocked };
       if (policy.exhausted(attempt)) return { ...failed, reason: FAILED_REASONS.attemptsExhausted };
       const retryAfter = error instanceof WebhookRejectedError ? error.retryAfter : undefined;
       const tier = policy.tierAfterFailure(attempt, { status: error.status, retryAfter }, now);
-      return { kind: 'retry', tier, attempt, error: error.message, status: error.status };
+      return { kind: 'retry', tier, attempt, error: error.message, errorClass: error.errorClass, status: error.status };
     }
   }
 }

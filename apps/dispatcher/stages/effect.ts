@@ -105,6 +105,7 @@ export class EffectStage {
           reference: intake.references[0],
           attempt: decision.attempt,
           error: decision.error,
+          errorClass: decision.errorClass,
           delayMs: this.deps.policy.delayOf(decision.tier),
           ...spanLogFields(span),
         });
@@ -122,7 +123,7 @@ export class EffectStage {
         if (!(await this.move(delivery, this.deps.names.failed, headers, intake.event, undefined, span))) return;
         this.count('failed', 'failed', intake.event);
         this.deps.observer.failed(decision.reason);
-        logger.warn('webhook failed', { merchantId: intake.merchantId, event: intake.event, reference: intake.references[0], reason: decision.reason, attempts: decision.attempts, error: decision.error, ...spanLogFields(span) });
+        logger.warn('webhook failed', { merchantId: intake.merchantId, event: intake.event, reference: intake.references[0], reason: decision.reason, attempts: decision.attempts, error: decision.error, errorClass: decision.errorClass, ...spanLogFields(span) });
         return;
       }
     }

@@ -35,12 +35,16 @@ export function recordOf(
     outcome,
     attemptNumber,
   });
-  const attempt = (httpStatus: number | undefined, error: string | undefined): Attempt | undefined => {
+  // What the merchant reads: the error's class (never its message: an address, an OS message) and
+  // the first bytes of an answer only when there was one (never for a blocked target).
+  const attempt = (httpStatus: number | undefined, errorClass: string | undefined): Attempt | undefined => {
     if (!trace) return undefined;
     const made: Attempt = { startedAt: trace.startedAt === now ? at : trace.startedAt.toISOString(), durationMs: Math.max(0, Math.round(trace.durationMs)) };
-    if (httpStatus !== undefined) made.httpStatus = httpStatus;
-    if (error !== undefined) made.error = error.slice(0, 1000);
-    if (trace.responseBody !== undefined) made.responseBody = trace.responseBody;
+    if (httpStatus !== undefined) {
+      made.httpStatus = httpStatus;
+      if (trace.responseBody !== undefined) made.responseBody = trace.responseBody;
+    }
+    if (errorClass !== undefined) made.error = errorClass;
     return made;
   };
   const nextAt = (tier: number) => new Date(now.getTime() + policy.delayOf(tier)).toISOString();
@@ -52,7 +56,7 @@ export function recordOf(
       return made;
     case 'retry':
       made = record('retrying', decision.attempt);
-      made.attempt = attempt(decision.status, decision.error);
+      made.attempt = attempt(decision.status, decision.errorClass);
       made.nextAttemptAt = nextAt(decision.tier);
       return made;
     case 'defer':
@@ -68,7 +72,7 @@ export function recordOf(
     case 'failed':
       made = record('failed', decision.attempts);
       made.reason = decision.reason;
-      if (decision.attempted) made.attempt = attempt(decision.status, decision.error);
+      if (decision.attempted) made.attempt = attempt(decision.status, decision.errorClass);
       return made;
     case 'skipped':
       made = record('skipped', intake.attempts);

@@ -383,6 +383,11 @@ async function endpoint(): Promise<void> {
 async function verify(): Promise<void> {
   const answer = await api('GET', '/portal/api/overview');
   const url = answer.status === 200 && answer.body.data.endpoint ? new URL(answer.body.data.endpoint.url) : new URL('https://example.com/webhooks');
+  // Every value from the endpoint goes in as a JSON literal (a valid JavaScript and Python literal
+  // too): the URL is the merchant's to set, and a path such as /'+eval(...)+' would otherwise be
+  // code on the machine of whoever copies the snippet.
+  const path = JSON.stringify(url.pathname);
+  const port = JSON.stringify(Number(url.port) || (url.protocol === 'https:' ? 443 : 80));
   const node = `// npm install standardwebhooks express
 import express from 'express';
 import { Webhook } from 'standardwebhooks';
@@ -390,7 +395,7 @@ import { Webhook } from 'standardwebhooks';
 const wh = new Webhook(process.env.WEBHOOK_SECRET); // whsec_... from the Endpoint screen
 const app = express();
 
-app.post('${url.pathname}', express.raw({ type: 'application/json' }), (req, res) => {
+app.post(${path}, express.raw({ type: 'application/json' }), (req, res) => {
   try {
     // Checks webhook-id, webhook-timestamp (5 minutes) and every signature in webhook-signature.
     const { event, data } = wh.verify(req.body, req.headers);
@@ -400,7 +405,7 @@ app.post('${url.pathname}', express.raw({ type: 'application/json' }), (req, res
     res.sendStatus(400);
   }
 });
-app.listen(${url.port || (url.protocol === 'https:' ? 443 : 80)});`;
+app.listen(${port});`;
   const python = `# pip install standardwebhooks flask
 import os
 from flask import Flask, request
@@ -409,7 +414,7 @@ from standardwebhooks.webhooks import Webhook
 wh = Webhook(os.environ["WEBHOOK_SECRET"])  # whsec_... from the Endpoint screen
 app = Flask(__name__)
 
-@app.post("${url.pathname}")
+@app.post(${path})
 def webhook():
     try:
         payload = wh.verify(request.get_data(), dict(request.headers))
