@@ -240,16 +240,15 @@ export class EndpointGuards {
 
   /** Forgets idle merchants down to 90% of the bound, those whose last circuit is closed first. */
   private pruneMerchants(): void {
-    const target = Math.floor(this.maxEndpoints * 0.9);
-    for (const closedOnly of [true, false]) {
-      for (const [merchantId, merchant] of this.merchants) {
-        if (this.merchants.size <= target) return;
-        if (merchant.started.length === 0 && merchant.waiters.length === 0 && (!closedOnly || !merchant.endpoint || merchant.endpoint.openUntil === 0)) {
-          this.merchants.delete(merchantId);
-          if (this.latestMerchantId === merchantId) this.latestMerchantId = this.latestMerchant = undefined;
-        }
-      }
-    }
+    pruneIdle(
+      this.merchants,
+      this.maxEndpoints,
+      (merchant) => merchant.started.length === 0 && merchant.waiters.length === 0,
+      (merchant) => !merchant.endpoint || merchant.endpoint.openUntil === 0,
+      (merchantId) => {
+        if (this.latestMerchantId === merchantId) this.latestMerchantId = this.latestMerchant = undefined;
+      },
+    );
   }
 
   private send(state: EndpointState, merchant: MerchantState, probe: boolean): Admission {
@@ -327,15 +326,27 @@ export class EndpointGuards {
    * the closed were not enough. Busy endpoints (in flight, waiting, probing) are never forgotten.
    */
   private prune(): void {
-    const target = Math.floor(this.maxEndpoints * 0.9);
-    for (const closedOnly of [true, false]) {
-      for (const [endpoint, state] of this.endpoints) {
-        if (this.endpoints.size <= target) return;
-        const idle = state.started.length === 0 && state.waiters.length === 0 && !state.probing;
-        if (idle && (!closedOnly || state.openUntil === 0)) {
-          this.endpoints.delete(endpoint);
-          if (this.latestEndpoint === endpoint) this.latestEndpoint = this.latestState = undefined;
-        }
+    pruneIdle(
+      this.endpoints,
+      this.maxEndpoints,
+      (state) => state.started.length === 0 && state.waiters.length === 0 && !state.probing,
+      (state) => state.openUntil === 0,
+      (endpoint) => {
+        if (this.latestEndpoint === endpoint) this.latestEndpoint = this.latestState = undefined;
+      },
+    );
+  }
+}
+
+/** Deletes idle entries, least recently used first, down to 90% of `bound`: closed circuits first, then open ones. */
+function pruneIdle<T>(map: Map<string, T>, bound: number, idle: (value: T) => boolean, closed: (value: T) => boolean, forgotten: (key: string) => void): void {
+  const target = Math.floor(bound * 0.9);
+  for (const closedOnly of [true, false]) {
+    for (const [key, value] of map) {
+      if (map.size <= target) return;
+      if (idle(value) && (!closedOnly || closed(value))) {
+        map.delete(key);
+        forgotten(key);
       }
     }
   }
