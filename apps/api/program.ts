@@ -167,7 +167,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
   const portal: PortalDeps = {
     sessions: logDatabase && new PortalSessions(logDatabase),
     health: (merchantId) => endpointHealth(logDatabase!, merchantId),
-    publish: (message) => publisher.publish(message),
+    publish: (message, options) => publisher.publish(message, options),
     baseUrl: (req) => {
       if (config.PORTAL_PUBLIC_URL) return config.PORTAL_PUBLIC_URL;
       const host = (req.hostname || '127.0.0.1').replace(/^\[|\]$/g, '');

@@ -47,6 +47,8 @@ export interface DispatcherSettings {
   drainTimeoutMs?: number;
   /** Requests in flight to one endpoint (a merchant's webhook URL); default half of concurrency. */
   perEndpointConcurrency?: number;
+  /** Requests in flight for one merchant, to all its URLs together; default half of concurrency, like one endpoint's. */
+  perMerchantConcurrency?: number;
   /** Consecutive failures that open an endpoint's circuit (default 5), and how long it stays open (30 s, doubling to 10 min). */
   breakerThreshold?: number;
   breakerCooldownMs?: number;
@@ -101,6 +103,7 @@ export class Dispatcher {
     this.guards = new EndpointGuards({
       maxInFlight: settings.perEndpointConcurrency ?? Math.max(1, Math.ceil(settings.concurrency / 2)),
       maxTotalInFlight: settings.concurrency,
+      maxPerMerchant: settings.perMerchantConcurrency ?? Math.max(1, Math.ceil(settings.concurrency / 2)),
       failureThreshold: settings.breakerThreshold ?? 5,
       cooldownMs: settings.breakerCooldownMs ?? 30_000,
       maxCooldownMs: Math.max(settings.breakerCooldownMs ?? 30_000, 600_000),

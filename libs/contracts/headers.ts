@@ -39,6 +39,11 @@ export const HEADERS = {
   failureId: 'x-failure-id',
   /** On a resent copy: the x-failure-id of the entry it was resent from, its wait's key in the retries journal. */
   resentFromId: 'x-resent-from-id',
+  /**
+   * A test event (the portal's "send test event"): attempted once, never retried, counted apart.
+   * Trusted from upstream too: it can only take attempts away from the event it marks.
+   */
+  testEvent: 'x-test-event',
   /** One wait in a retry tier: the key of its entries in the retries journal. */
   scheduleId: 'x-schedule-id',
   /** When that wait ends (epoch ms): the tier's TTL from the move. */

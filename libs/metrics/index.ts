@@ -17,9 +17,11 @@ export interface DeliveryObserver {
   attempt(succeeded: boolean, seconds: number, event: string): void;
   /** A webhook went to `failed`, and why (FAILED_REASONS). */
   failed(reason: string): void;
+  /** A test event's delivery (the portal's), by outcome: also counted in outcome(), and here apart. */
+  test(outcome: Outcome): void;
 }
 
-export const noopObserver: DeliveryObserver = { outcome: () => {}, attempt: () => {}, failed: () => {} };
+export const noopObserver: DeliveryObserver = { outcome: () => {}, attempt: () => {}, failed: () => {}, test: () => {} };
 
 /** One registry per program, with Node's default process metrics. */
 export function createRegistry(program: string): Registry {
@@ -66,6 +68,8 @@ export function deliveryMetrics(registry: Registry): DeliveryObserver {
   for (const outcome of ['invalid', 'superseded'] as const) deliveries.labels({ outcome, event: 'unknown' }).inc(0);
   for (const result of ['success', 'failure']) attempts.labels({ result }).inc(0);
   for (const reason of Object.values(FAILED_REASONS)) failed.labels(reason).inc(0);
+  const tests = new Counter({ name: METRIC_NAMES.testDeliveries, help: 'Test events (sent from the portal) by outcome; also in webhooks_deliveries_total', labelNames: ['outcome'], registers: [registry] });
+  for (const outcome of ['delivered', 'failed', 'deferred', 'circuit_open', 'skipped']) tests.labels(outcome).inc(0);
   // Each label set's series found once (outcome → event, result → event), then updated in place.
   const outcomes = new Map<string, Map<string, CounterSeries>>();
   const durations = { success: new Map<string, (seconds: number) => void>(), failure: new Map<string, (seconds: number) => void>() };
@@ -88,6 +92,7 @@ export function deliveryMetrics(registry: Registry): DeliveryObserver {
       observe(seconds);
     },
     failed: (reason) => failed.labels(reason).inc(),
+    test: (outcome) => tests.labels(outcome).inc(),
   };
 }
 

@@ -10,6 +10,8 @@ export const METRIC_NAMES = {
    * had put a copy back: dropped)
    */
   deliveries: 'webhooks_deliveries_total',
+  /** counter {outcome}: deliveries of test events (the portal's "send test event", x-test-event), apart from the merchants' real webhooks; they are in `deliveries` too */
+  testDeliveries: 'webhooks_test_deliveries_total',
   /** counter {reason: attempts-exhausted|circuit-open|blocked|webhook-disabled|merchant-removed} */
   failed: 'webhooks_failed_total',
   /** histogram, seconds, one HTTP attempt {event, result: success|failure} */

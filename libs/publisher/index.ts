@@ -21,18 +21,20 @@ export class EventPublisher {
     this.exchange = topologyNames(prefix).events;
   }
 
-  async publish(message: UpstreamMessage, options: { messageId?: string } = {}): Promise<PublishResult> {
+  /** `test`: a test event (x-test-event), attempted once and counted apart by the dispatcher. */
+  async publish(message: UpstreamMessage, options: { messageId?: string; test?: boolean } = {}): Promise<PublishResult> {
     const checked = upstreamMessageSchema.parse(message);
     const messageId = options.messageId ?? `evt_${randomUUID()}`;
     const [reference, tnxRef] = referencesOf(checked.event, checked.data);
     // Headers only for people reading the RabbitMQ console; the dispatcher trusts the body.
-    const headers: Record<string, string> = {
+    const headers: Record<string, string | boolean> = {
       [HEADERS.merchantId]: checked.merchantId,
       [HEADERS.event]: checked.event,
       [HEADERS.webhookId]: messageId,
     };
     if (reference) headers[HEADERS.reference] = reference;
     if (tnxRef) headers[HEADERS.tnxRef] = tnxRef;
+    if (options.test) headers[HEADERS.testEvent] = true;
     const body = Buffer.from(JSON.stringify(message));
     // With tracing on, a producer span whose traceparent the dispatcher continues (the caller's span is its parent).
     const attributes = {

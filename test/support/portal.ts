@@ -31,7 +31,8 @@ export interface PortalStack {
   close(): Promise<void>;
 }
 
-export async function startPortalStack(name: string, replicas = 1, options: ApiOptions = {}): Promise<PortalStack> {
+/** `dispatcherEnv` overrides the dispatcher's settings (its schedule, concurrency, timeout). */
+export async function startPortalStack(name: string, replicas = 1, options: ApiOptions = {}, dispatcherEnv: Record<string, string> = {}): Promise<PortalStack> {
   const prefix = uniquePrefix(name);
   const db = await createTestDatabase(name.replace(/-/g, '_'));
   const env = {
@@ -57,7 +58,7 @@ export async function startPortalStack(name: string, replicas = 1, options: ApiO
   try {
     recorder = await startRecorder(loadRecorderConfig({ RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, DATABASE_URL: db.url }), silentLogger());
     for (let i = 0; i < replicas; i++) apis.push(await startTestApi(prefix, '', options, env));
-    dispatcher = await startDatabaseDispatcher(prefix, db.url, { DELIVERY_TIMEOUT_MS: '2000' });
+    dispatcher = await startDatabaseDispatcher(prefix, db.url, { DELIVERY_TIMEOUT_MS: '2000', ...dispatcherEnv });
     for (const api of apis) await waitReady(api);
   } catch (err) {
     await close();

@@ -2,8 +2,11 @@ import { EndpointGuards } from '../../apps/dispatcher/stages/endpoint-guards.js'
 
 const options = { maxInFlight: 2, failureThreshold: 2, cooldownMs: 30_000, maxCooldownMs: 600_000, maxEndpoints: 1_000 };
 
+/** These tests are about endpoints: each URL is its own merchant's (a merchant's URLs share its circuit and bound). */
+const merchantOf = (url: string) => (url === 'https://down.example.com/hook' ? 'm_1' : `m_${new URL(url).hostname}`);
+
 async function deliverOnce(guards: EndpointGuards, url: string, result: 'succeeded' | 'failed' = 'succeeded') {
-  const admission = await guards.acquire(url, { merchantId: 'm_1', canDefer: true, force: false }, () => false);
+  const admission = await guards.acquire(url, { merchantId: merchantOf(url), canDefer: true, force: false }, () => false);
   if (admission?.kind !== 'send') throw new Error(`expected to send to ${url}, got ${admission?.kind}`);
   admission.release(result, result === 'failed' ? 'HTTP 500' : undefined);
 }
@@ -40,8 +43,8 @@ describe('the per-endpoint breaker map', () => {
 });
 
 describe('the bound on requests in flight to all endpoints', () => {
-  const send = { merchantId: 'm_1', canDefer: true, force: false };
-  const acquire = (guards: EndpointGuards, url: string) => guards.acquire(url, send, () => false);
+  const send = (url: string) => ({ merchantId: merchantOf(url), canDefer: true, force: false });
+  const acquire = (guards: EndpointGuards, url: string) => guards.acquire(url, send(url), () => false);
   async function sending(guards: EndpointGuards, url: string) {
     const admission = await acquire(guards, url);
     if (admission?.kind !== 'send') throw new Error(`expected to send to ${url}, got ${admission?.kind}`);
@@ -97,7 +100,7 @@ describe('the bound on requests in flight to all endpoints', () => {
     clock.t = 1_000; // the cooldown is over: the next delivery would probe
     const held = await sending(guards, 'https://up.example.com/h');
     let stopped = false;
-    const probe = guards.acquire('https://down.example.com/h', send, () => stopped);
+    const probe = guards.acquire('https://down.example.com/h', send('https://down.example.com/h'), () => stopped);
     await new Promise((resolve) => setImmediate(resolve));
     expect(guards.waitingForRoom).toBe(1);
     stopped = true;
@@ -105,5 +108,54 @@ describe('the bound on requests in flight to all endpoints', () => {
     expect(await probe).toBeUndefined();
     held.release('succeeded');
     expect(guards.inFlight).toBe(0);
+  });
+});
+
+describe("a merchant's share across its URLs", () => {
+  const request = (merchantId: string, canDefer = false) => ({ merchantId, canDefer, force: false });
+  const tick = () => new Promise((resolve) => setImmediate(resolve));
+
+  it('bounds the requests in flight for one merchant across its URLs, so a URL change does not add a share, and leaves other merchants their room', async () => {
+    const clock = { t: 0 };
+    const guards = new EndpointGuards({ ...options, maxPerMerchant: 2, maxTotalInFlight: 4, now: () => clock.t });
+    const first = await guards.acquire('https://tarpit.example/a', request('m_hostile'), () => false);
+    await guards.acquire('https://tarpit.example/a', request('m_hostile'), () => false);
+    // The merchant moves to another URL: that endpoint has room, the merchant has none.
+    let moved: Awaited<ReturnType<EndpointGuards['acquire']>> | 'waiting' = 'waiting';
+    const next = guards.acquire('https://tarpit.example/b', request('m_hostile'), () => false).then((a) => (moved = a));
+    await tick();
+    expect(moved).toBe('waiting');
+    expect(guards.merchantInFlight('m_hostile')).toBe(2);
+    // Another merchant still has the rest of the process's slots.
+    expect(await guards.acquire('https://shop.example/h', request('m_other'), () => false)).toMatchObject({ kind: 'send' });
+    expect(await guards.acquire('https://shop.example/h', request('m_other'), () => false)).toMatchObject({ kind: 'send' });
+    // Once slow, the merchant's next delivery on its new URL is set aside rather than held.
+    clock.t = 10_000;
+    expect(await guards.acquire('https://tarpit.example/b', request('m_hostile', true), () => false)).toEqual({ kind: 'defer' });
+    // One of its requests ends: the waiting one takes the slot.
+    if (first?.kind === 'send') first.release('succeeded');
+    await next;
+    expect(moved).toMatchObject({ kind: 'send' });
+    expect(guards.merchantInFlight('m_hostile')).toBe(2);
+  });
+
+  it("starts a merchant's new URL with the circuit its old URL opened, but never opens the circuit of a URL another merchant uses", async () => {
+    const clock = { t: 0 };
+    const guards = new EndpointGuards({ ...options, now: () => clock.t });
+    const fail = async (url: string, merchantId: string) => {
+      const admission = await guards.acquire(url, request(merchantId), () => false);
+      if (admission?.kind !== 'send') throw new Error(`expected to send, got ${admission?.kind}`);
+      admission.release('failed', 'HTTP 500');
+    };
+    await fail('https://dead.example/a', 'm_1');
+    await fail('https://dead.example/a', 'm_1');
+    expect(await guards.acquire('https://dead.example/a', request('m_1'), () => false)).toMatchObject({ kind: 'open', failures: 2 });
+    // A URL change does not close the circuit: the new URL is postponed as the old one was.
+    expect(await guards.acquire('https://fresh.example/b', request('m_1'), () => false)).toMatchObject({ kind: 'open', failures: 2, lastError: 'HTTP 500' });
+    expect(guards.openUntil('https://fresh.example/b')).toBe(guards.openUntil('https://dead.example/a'));
+    // Pointing at another merchant's URL neither opens its circuit nor is postponed there.
+    await deliverOnce(guards, 'https://victim.example/h');
+    expect(await guards.acquire('https://victim.example/h', request('m_1'), () => false)).toMatchObject({ kind: 'send' });
+    expect(guards.openUntil('https://victim.example/h')).toBe(0);
   });
 });

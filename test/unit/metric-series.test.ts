@@ -24,6 +24,8 @@ describe('delivery metrics', () => {
     for (const outcome of ['invalid', 'superseded']) deliveries.inc({ outcome, event: 'unknown' }, 0);
     for (const result of ['success', 'failure']) attempts.inc({ result }, 0);
     for (const reason of Object.values(FAILED_REASONS)) failed.inc({ reason }, 0);
+    const tests = new Counter({ name: METRIC_NAMES.testDeliveries, help: 'Test events (sent from the portal) by outcome; also in webhooks_deliveries_total', labelNames: ['outcome'], registers: [registry] });
+    for (const outcome of ['delivered', 'failed', 'deferred', 'circuit_open', 'skipped']) tests.inc({ outcome }, 0);
     return {
       outcome: (outcome: string, event: string) => deliveries.inc({ outcome, event }),
       attempt: (succeeded: boolean, seconds: number, event: string) => {

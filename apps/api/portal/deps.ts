@@ -7,8 +7,8 @@ export interface PortalDeps {
   /** Links and sessions, in the delivery log's PostgreSQL; absent with DELIVERY_LOG=off (the portal answers 503). */
   sessions?: PortalSessions;
   health(merchantId: string): Promise<EndpointHealth>;
-  /** Publishes a test event to the events exchange, as upstream does. */
-  publish(message: UpstreamMessage): Promise<{ messageId: string }>;
+  /** Publishes a test event to the events exchange, as upstream does; `test` marks it x-test-event (one attempt). */
+  publish(message: UpstreamMessage, options?: { test?: boolean }): Promise<{ messageId: string }>;
   /** Where links point: PORTAL_PUBLIC_URL, else this API's public port on the host the caller used. */
   baseUrl(req: Request): string;
   /** Secure cookies whatever the request says (PORTAL_PUBLIC_URL is https, behind a TLS proxy). */

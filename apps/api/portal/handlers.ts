@@ -334,17 +334,25 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     await limited('tests', found.merchantId);
     const message = testSample(input.data.event, found.merchantId);
     const reference = message.data[REFERENCE_FIELDS[input.data.event][0]!] as string;
-    const { messageId } = await deps.portal!.publish(message);
+    const { messageId } = await deps.portal!.publish(message, { test: true });
     deps.logger.info('test event sent from the portal', { merchantId: found.merchantId, event: input.data.event, reference });
     res.status(202).json({ message: `test ${input.data.event} sent`, error: null, data: { webhookId: messageId, reference } });
   });
 }
 
-/** A sample of the event whose references all start with TEST-, so the merchant's code can tell. */
-function testSample(event: EventName, merchantId: string) {
+/** The sample events' amount fields: zero in a test, so no test reads as money moved. */
+const AMOUNT_FIELDS = ['sourceAmount', 'destinationAmount', 'amount'];
+
+/**
+ * A sample of the event marked as a test inside the signed body: `data.test: true`, every amount
+ * 0, and references that all start with TEST-. Published with x-test-event: attempted once.
+ */
+export function testSample(event: EventName, merchantId: string) {
   const message = sampleEvent(event, merchantId);
   const data = message.data as Record<string, unknown>;
   for (const field of REFERENCE_FIELDS[event]) data[field] = `TEST-${randomUUID()}`;
+  for (const field of AMOUNT_FIELDS) if (field in data) data[field] = 0;
+  data.test = true;
   return message as typeof message & { data: Record<string, unknown> };
 }
 

@@ -97,7 +97,8 @@ export function decide(finding: Finding, intake: IntakeEvent | undefined, policy
       const { error } = finding;
       const failed = { kind: 'failed' as const, attempts: attempt, error: error.message, errorClass: error.errorClass, status: error.status, attempted: true };
       if (error instanceof WebhookBlockedError) return { ...failed, reason: FAILED_REASONS.blocked };
-      if (policy.exhausted(attempt)) return { ...failed, reason: FAILED_REASONS.attemptsExhausted };
+      // A test event has a schedule of one attempt: it fails like any webhook whose attempts ran out.
+      if (intake.test || policy.exhausted(attempt)) return { ...failed, reason: FAILED_REASONS.attemptsExhausted };
       const retryAfter = error instanceof WebhookRejectedError ? error.retryAfter : undefined;
       const tier = policy.tierAfterFailure(attempt, { status: error.status, retryAfter }, now);
       return { kind: 'retry', tier, attempt, error: error.message, errorClass: error.errorClass, status: error.status };

@@ -68,18 +68,18 @@ export class EffectStage {
     if (!intake) throw new Error(`effect: ${decision.kind} needs the intake`);
     switch (decision.kind) {
       case 'delivered':
-        this.count('delivered', 'delivered', intake.event);
+        this.count('delivered', 'delivered', intake.event, intake.test);
         if (this.debug) logger.debug('webhook delivered', { ...logFields(intake), attempt: decision.attempt, status: decision.status, ...spanLogFields(span) });
         return delivery.ack();
       case 'skipped':
-        this.count('skipped', 'skipped', intake.event);
+        this.count('skipped', 'skipped', intake.event, intake.test);
         logger.info(decision.why === 'event-not-subscribed' ? 'webhook skipped: event not subscribed' : 'webhook skipped: not set up or disabled', { ...logFields(intake), why: decision.why, ...spanLogFields(span) });
         return delivery.ack();
       case 'defer': {
         const headers = this.waitingHeaders(delivery, intake);
         headers[HEADERS.deferrals] = intake.deferrals + 1;
         if (!(await this.move(delivery, this.deps.names.retry(decision.tier), headers, intake.event, decision.tier, span))) return;
-        this.count('deferred', 'deferred', intake.event);
+        this.count('deferred', 'deferred', intake.event, intake.test);
         if (this.debug) logger.debug('delivery deferred: endpoint busy', { merchantId: intake.merchantId, reference: intake.references[0], ...spanLogFields(span) });
         return;
       }
@@ -87,7 +87,7 @@ export class EffectStage {
         const headers = this.waitingHeaders(delivery, intake);
         headers[HEADERS.postponements] = intake.postponements + 1;
         if (!(await this.move(delivery, this.deps.names.retry(decision.tier), headers, intake.event, decision.tier, span))) return;
-        this.count('circuitOpen', 'circuit_open', intake.event);
+        this.count('circuitOpen', 'circuit_open', intake.event, intake.test);
         if (this.debug) logger.debug('delivery postponed: circuit open', { merchantId: intake.merchantId, reference: intake.references[0], delayMs: this.deps.policy.delayOf(decision.tier), ...spanLogFields(span) });
         return;
       }
@@ -98,7 +98,7 @@ export class EffectStage {
         headers[HEADERS.lastAttemptAt] = now.toISOString();
         if (decision.status !== undefined) headers[HEADERS.lastStatus] = decision.status;
         if (!(await this.move(delivery, this.deps.names.retry(decision.tier), headers, intake.event, decision.tier, span))) return;
-        this.count('retried', 'retried', intake.event);
+        this.count('retried', 'retried', intake.event, intake.test);
         logger.info('webhook attempt failed, retry scheduled', {
           merchantId: intake.merchantId,
           event: intake.event,
@@ -121,7 +121,7 @@ export class EffectStage {
           lastAttemptAt: decision.attempted ? now : undefined,
         });
         if (!(await this.move(delivery, this.deps.names.failed, headers, intake.event, undefined, span))) return;
-        this.count('failed', 'failed', intake.event);
+        this.count('failed', 'failed', intake.event, intake.test);
         this.deps.observer.failed(decision.reason);
         logger.warn('webhook failed', { merchantId: intake.merchantId, event: intake.event, reference: intake.references[0], reason: decision.reason, attempts: decision.attempts, error: decision.error, errorClass: decision.errorClass, ...spanLogFields(span) });
         return;
@@ -147,9 +147,10 @@ export class EffectStage {
     }
   }
 
-  private count(stat: keyof DispatcherStats, outcome: Outcome, event: string): void {
+  private count(stat: keyof DispatcherStats, outcome: Outcome, event: string, test = false): void {
     this.stats[stat]++;
     this.deps.observer.outcome(outcome, event);
+    if (test) this.deps.observer.test(outcome);
   }
 
   private carried(delivery: Delivery): ScalarHeaders {

@@ -7,6 +7,11 @@ export interface EndpointGuardOptions {
    * record and ack are still going out do not keep the next ones from being sent.
    */
   maxTotalInFlight?: number;
+  /**
+   * Requests in flight for one merchant at most, whatever its URLs (unbounded when absent): the
+   * per-endpoint bound alone lets a merchant that changes its URL take one share per URL.
+   */
+  maxPerMerchant?: number;
   /** Consecutive failed attempts that open the circuit. */
   failureThreshold: number;
   /** How long an open circuit stays open before one probe is let through; doubles while probes fail. */
@@ -56,6 +61,16 @@ interface EndpointState {
   merchants: Set<string>;
 }
 
+/** One merchant's share, across its endpoints: a URL change neither adds a share nor closes a circuit. */
+interface MerchantState {
+  /** Start times of the merchant's requests in flight, to any of its endpoints, oldest first. */
+  started: number[];
+  /** Deliveries whose endpoint has room while the merchant is at its bound, first come first. */
+  waiters: Array<() => void>;
+  /** The endpoint the merchant sent to last: a new one starts with its circuit. */
+  endpoint: EndpointState | undefined;
+}
+
 /**
  * Per-endpoint bulkhead and circuit breaker, so one merchant whose server hangs or fails cannot
  * take the dispatcher's connections and prefetch slots from the others.
@@ -70,6 +85,11 @@ export class EndpointGuards {
   private readonly slowAfterMs: number;
   private readonly maxEndpoints: number;
   private readonly maxTotal: number;
+  private readonly maxPerMerchant: number;
+  private readonly merchants = new Map<string, MerchantState>();
+  /** The merchant admitted last: most deliveries come in runs of one merchant, so no lookup for those. */
+  private latestMerchantId: string | undefined;
+  private latestMerchant: MerchantState | undefined;
   /** Requests in flight to all endpoints. */
   private total = 0;
   /** Deliveries whose endpoint has room while every request slot of the process is taken, first come first. */
@@ -80,6 +100,12 @@ export class EndpointGuards {
     this.slowAfterMs = options.slowAfterMs ?? 100;
     this.maxEndpoints = options.maxEndpoints ?? 10_000;
     this.maxTotal = options.maxTotalInFlight ?? Infinity;
+    this.maxPerMerchant = options.maxPerMerchant ?? Infinity;
+  }
+
+  /** Requests in flight for one merchant now, to all its endpoints. */
+  merchantInFlight(merchantId: string): number {
+    return this.merchants.get(merchantId)?.started.length ?? 0;
   }
 
   /** Requests in flight to all endpoints now. */
@@ -113,33 +139,39 @@ export class EndpointGuards {
       // Looked up again after each wait: an idle endpoint may have been pruned meanwhile.
       const state = this.state(endpoint);
       if (state.merchants.size < 20) state.merchants.add(request.merchantId);
+      const merchant = this.merchant(request.merchantId);
+      if (merchant.endpoint !== state) this.moved(merchant, state);
       const open = state.openUntil > 0 && !request.force;
       if (open && (this.now() < state.openUntil || state.probing)) {
         const retryInMs = state.probing ? state.cooldownMs : state.openUntil - this.now();
         return { kind: 'open', failures: state.failures, retryInMs, lastError: state.lastError };
       }
-      if (open || state.started.length < this.options.maxInFlight) {
+      if ((open || state.started.length < this.options.maxInFlight) && merchant.started.length < this.maxPerMerchant) {
         if (this.total < this.maxTotal) {
           if (open) state.probing = true; // half-open: this one delivery probes the endpoint
-          return this.send(state, open);
+          return this.send(state, merchant, open);
         }
         // The endpoint has room but the process has none: wait for any request to end. Never set
         // aside for this: the endpoint is not slow, the dispatcher is busy.
         await new Promise<void>((resolve) => this.blocked.push(resolve));
         continue;
       }
-      const slowIn = this.slowIn(state);
+      // At the endpoint's bound, or the merchant's (its requests in flight to its other URLs,
+      // usually the one it left): slow is judged on those requests, the oldest first.
+      const full = open || state.started.length < this.options.maxInFlight ? undefined : state;
+      const slowIn = full ? this.slowIn(full) : this.merchantSlowIn(merchant, state);
       if (slowIn <= 0 && canDefer) return { kind: 'defer' };
       // Wake on a free slot, or when the endpoint would count as slow, whichever comes first.
+      const waiters = full ? full.waiters : merchant.waiters;
       await new Promise<void>((resolve) => {
         const timer = slowIn > 0 && canDefer ? setTimeout(wake, slowIn + 1) : undefined;
         function wake() {
           clearTimeout(timer);
-          const at = state.waiters.indexOf(wake);
-          if (at >= 0) state.waiters.splice(at, 1);
+          const at = waiters.indexOf(wake);
+          if (at >= 0) waiters.splice(at, 1);
           resolve();
         }
-        state.waiters.push(wake);
+        waiters.push(wake);
       });
     }
   }
@@ -147,6 +179,7 @@ export class EndpointGuards {
   /** Wakes every delivery waiting for a slot, so a stopping dispatcher can hand them back. */
   wakeAll(): void {
     for (const state of this.endpoints.values()) for (const wake of [...state.waiters]) wake();
+    for (const merchant of this.merchants.values()) for (const wake of [...merchant.waiters]) wake();
     for (const wake of this.blocked.splice(0)) wake();
   }
 
@@ -166,9 +199,62 @@ export class EndpointGuards {
     return oldest + threshold - this.now();
   }
 
-  private send(state: EndpointState, probe: boolean): Admission {
+  /**
+   * The merchant is at its bound while this endpoint has room (its requests are on URLs it left,
+   * or spread over several): slow by its oldest request, against this endpoint's usual latency.
+   */
+  private merchantSlowIn(merchant: MerchantState, state: EndpointState): number {
+    const threshold = Math.max(this.slowAfterMs, 4 * (state.latencyMs ?? 0));
+    return merchant.started[0]! + threshold - this.now();
+  }
+
+  /**
+   * The merchant sends to another endpoint than last time (it changed its URL): the new one takes
+   * the merchant's circuit when that is the more open, so a URL change does not close a circuit.
+   */
+  private moved(merchant: MerchantState, state: EndpointState): void {
+    const previous = merchant.endpoint;
+    merchant.endpoint = state;
+    if (!previous || previous.openUntil <= state.openUntil) return;
+    // Only an endpoint of this merchant's own: one another merchant uses keeps its circuit, or a
+    // merchant could open another's circuit by pointing its URL there.
+    if (state.merchants.size !== 1) return;
+    state.failures = Math.max(state.failures, previous.failures);
+    state.openUntil = previous.openUntil;
+    state.cooldownMs = previous.cooldownMs;
+    state.lastError = previous.lastError;
+  }
+
+  private merchant(merchantId: string): MerchantState {
+    if (this.latestMerchantId === merchantId) return this.latestMerchant!;
+    let merchant = this.merchants.get(merchantId);
+    if (!merchant) {
+      if (this.merchants.size >= this.maxEndpoints) this.pruneMerchants();
+      merchant = { started: [], waiters: [], endpoint: undefined };
+      this.merchants.set(merchantId, merchant);
+    }
+    this.latestMerchantId = merchantId;
+    this.latestMerchant = merchant;
+    return merchant;
+  }
+
+  /** Forgets idle merchants down to 90% of the bound, those whose last circuit is closed first. */
+  private pruneMerchants(): void {
+    pruneIdle(
+      this.merchants,
+      this.maxEndpoints,
+      (merchant) => merchant.started.length === 0 && merchant.waiters.length === 0,
+      (merchant) => !merchant.endpoint || merchant.endpoint.openUntil === 0,
+      (merchantId) => {
+        if (this.latestMerchantId === merchantId) this.latestMerchantId = this.latestMerchant = undefined;
+      },
+    );
+  }
+
+  private send(state: EndpointState, merchant: MerchantState, probe: boolean): Admission {
     const start = this.now();
     state.started.push(start);
+    merchant.started.push(start);
     this.total++;
     let released = false;
     return {
@@ -177,6 +263,7 @@ export class EndpointGuards {
         if (released) return;
         released = true;
         state.started.splice(state.started.indexOf(start), 1);
+        merchant.started.splice(merchant.started.indexOf(start), 1);
         this.total--;
         const took = this.now() - start;
         state.latencyMs = state.latencyMs === undefined ? took : 0.8 * state.latencyMs + 0.2 * took;
@@ -197,8 +284,13 @@ export class EndpointGuards {
         }
         // One request ended, so one slot is free: it goes to the next delivery for this endpoint
         // (which has both kinds of room now), else to the first one waiting for the process's room.
-        if (state.waiters.length > 0) state.waiters[0]!();
-        else this.blocked.shift()?.();
+        // The merchant's own waiter (for its bound, on another of its URLs) is woken too: it
+        // looks again, and waits again if the endpoint's waiter took the slot.
+        const merchantWaiter = merchant.waiters[0];
+        const endpointWaiter = state.waiters[0];
+        merchantWaiter?.();
+        if (endpointWaiter) endpointWaiter();
+        else if (!merchantWaiter) this.blocked.shift()?.();
       },
     };
   }
@@ -234,15 +326,27 @@ export class EndpointGuards {
    * the closed were not enough. Busy endpoints (in flight, waiting, probing) are never forgotten.
    */
   private prune(): void {
-    const target = Math.floor(this.maxEndpoints * 0.9);
-    for (const closedOnly of [true, false]) {
-      for (const [endpoint, state] of this.endpoints) {
-        if (this.endpoints.size <= target) return;
-        const idle = state.started.length === 0 && state.waiters.length === 0 && !state.probing;
-        if (idle && (!closedOnly || state.openUntil === 0)) {
-          this.endpoints.delete(endpoint);
-          if (this.latestEndpoint === endpoint) this.latestEndpoint = this.latestState = undefined;
-        }
+    pruneIdle(
+      this.endpoints,
+      this.maxEndpoints,
+      (state) => state.started.length === 0 && state.waiters.length === 0 && !state.probing,
+      (state) => state.openUntil === 0,
+      (endpoint) => {
+        if (this.latestEndpoint === endpoint) this.latestEndpoint = this.latestState = undefined;
+      },
+    );
+  }
+}
+
+/** Deletes idle entries, least recently used first, down to 90% of `bound`: closed circuits first, then open ones. */
+function pruneIdle<T>(map: Map<string, T>, bound: number, idle: (value: T) => boolean, closed: (value: T) => boolean, forgotten: (key: string) => void): void {
+  const target = Math.floor(bound * 0.9);
+  for (const closedOnly of [true, false]) {
+    for (const [key, value] of map) {
+      if (map.size <= target) return;
+      if (idle(value) && (!closedOnly || closed(value))) {
+        map.delete(key);
+        forgotten(key);
       }
     }
   }

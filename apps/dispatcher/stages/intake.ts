@@ -41,6 +41,8 @@ export interface IntakeEvent {
    * from now on sends it to `failed`, never drops it.
    */
   accepted: boolean;
+  /** A test event (x-test-event): one attempt, no retry. */
+  test?: boolean;
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
@@ -102,6 +104,8 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
     lastError: typeof lastError === 'string' && lastError.length > 0 ? lastError : undefined,
     lastStatus: typeof lastStatus === 'number' && Number.isInteger(lastStatus) ? lastStatus : undefined,
     accepted: attempts > 0 || deferrals > 0 || postponements > 0 || resentAt !== undefined,
+    // From any exchange: the mark only takes attempts away, and a copy keeps it (a retry tier, failed, a resend).
+    test: message.properties.headers?.[HEADERS.testEvent] === true,
   };
 }
 
