@@ -96,7 +96,7 @@ const cases: Array<[string, Finding, IntakeEvent | undefined, Decision]> = [
     "a test event's failed attempt is its only one: it fails as attempts-exhausted, never retried",
     failedWith(new WebhookRejectedError(503, '1')),
     intake({ test: true }),
-    { kind: 'failed', reason: 'attempts-exhausted', attempts: 1, error: 'HTTP 503', status: 503, attempted: true },
+    { kind: 'failed', reason: 'attempts-exhausted', attempts: 1, error: 'HTTP 503', errorClass: 'http_503', status: 503, attempted: true },
   ],
   ['a test event is still postponed by an open circuit, which spends no attempt', circuit(5_000), intake({ test: true }), { kind: 'postpone', tier: 1 }],
   [
