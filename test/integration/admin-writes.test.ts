@@ -155,8 +155,9 @@ describe('admin writes: rotations, idempotency keys, PATCH, public keys and the 
       expect(code(loser)).toEqual([409, 'public_key_taken']);
       const winner = onA.status === 201 ? `m_race_a${round}` : `m_race_b${round}`;
       const other = onA.status === 201 ? `m_race_b${round}` : `m_race_a${round}`;
+      // A replica answers GET from memory, a notification behind the replica that wrote.
       for (const api of [apiA, apiB]) {
-        expect((await get(api, winner)).status).toBe(200);
+        await waitFor(`the winner seen by every replica`, async () => (await get(api, winner)).status === 200, 2_000, 10);
         expect((await get(api, other)).status).toBe(404);
       }
       await waitFor('dispatcher has the winner', () => dispatcher.merchants.byPublicKey(key)?.id === winner, 5_000);
