@@ -169,6 +169,27 @@ describe('the merchant portal API', () => {
     expect(cli.stdout).not.toContain('whsec_');
   });
 
+  it('resends one webhook, or one reference, at most 5 times a day on all replicas, and starts at most 10 Recover rounds a day', async () => {
+    await stack.putMerchant('m_replay', `${receiver.url}/replay`);
+    const auth = { 'x-auth-token': 'pk_test_m_replay_000000', authorization: `Bearer ${await token('m_replay')}` };
+    const byId = [];
+    for (let i = 0; i < 6; i++) byId.push(code(await call(i % 2 ? apiB : apiA, '/nucleus/webhooks/evt_replayed_1/resend', { headers: auth })));
+    expect(byId).toEqual([...Array(5).fill([404, 'not_found']), [429, 'rate_limited']]);
+    // Another webhook has its own count.
+    expect(code(await call(apiA, '/nucleus/webhooks/evt_replayed_2/resend', { headers: auth }))).toEqual([404, 'not_found']);
+    const byReference = [];
+    for (let i = 0; i < 6; i++) byReference.push(code(await call(i % 2 ? apiB : apiA, '/nucleus/tnx/webhook?reference=PO-REPLAYED', { headers: auth })));
+    expect(byReference).toEqual([...Array(5).fill([404, 'not_found']), [429, 'rate_limited']]);
+
+    const resender = await open('m_replay', { permissions: ['resend'] });
+    const viewer = await open('m_replay', { permissions: [] });
+    const rounds = [];
+    for (let i = 0; i < 11; i++) rounds.push((await get(resender, '/portal/api/recover?since=2026-01-01T00:00:00.000Z', i % 2 ? apiB : apiA)).status);
+    expect(rounds).toEqual([...Array(10).fill(200), 429]);
+    // A session that may not resend only looks: its count costs nothing.
+    expect((await get(viewer, '/portal/api/recover?since=2026-01-01T00:00:00.000Z')).status).toBe(200);
+  });
+
   it('refuses a portal write that a browser says comes from another site', async () => {
     const b = await open('m_a', { permissions: ['manage-endpoint'] });
     const cross = (headers: Record<string, string>) =>
