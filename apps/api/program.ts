@@ -19,7 +19,7 @@ import { KeyedConcurrency } from './concurrency.js';
 import { MemoryRateLimiter, SharedRateLimiter } from './rate-limit.js';
 import { startHealthServer } from '../../libs/metrics/health-server.js';
 import { abortable, stopBudget } from '../../libs/runtime/index.js';
-import { endpointHealth, PortalSessions } from '../../libs/portal/index.js';
+import { endpointHealth, PortalSessions, TokenSigner } from '../../libs/portal/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import type { PortalDeps } from './portal/deps.js';
 import { type OpenedLog, openDeliveryLog, PGLITE_DIR } from '../recorder/open-log.js';
@@ -78,6 +78,8 @@ export interface ApiOptions {
   database?: Database;
   /** How often the merchant directory polls for changes a lost notification did not announce. */
   merchantsPollMs?: number;
+  /** A portal session idle this long ends (30 minutes by default). */
+  portalIdleTimeoutMs?: number;
   /**
    * Wraps what the log's reads run on (not the health check's). Tests make one merchant's
    * queries slow with it, so that fairness is checked against real connections and timeouts.
@@ -169,7 +171,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
   let publicPort: number | undefined;
   const publisher = new EventPublisher(broker, config.TOPOLOGY_PREFIX);
   const portal: PortalDeps = {
-    sessions: logDatabase && new PortalSessions(logDatabase),
+    sessions: logDatabase && new PortalSessions(logDatabase, new TokenSigner(config.SECRETS_KEY), options.portalIdleTimeoutMs),
     health: (merchantId) => endpointHealth(logDatabase!, merchantId),
     publish: (message, options) => publisher.publish(message, options),
     baseUrl: (req) => {

@@ -6,7 +6,7 @@ import { runProgram } from '../support/process.js';
 import { startPortalStack, type PortalStack } from '../support/portal.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
-import { keyDigestOf, PortalSessions } from '../../libs/portal/index.js';
+import { keyDigestOf, PortalLinkError, PortalSessions, TokenSigner } from '../../libs/portal/index.js';
 import { openPostgres } from '../../libs/delivery-store/index.js';
 
 /**
@@ -38,7 +38,7 @@ describe('the merchant portal API', () => {
   });
 
   const code = (answer: Answer) => [answer.status, (answer.body as { error: { code: string } | null }).error?.code ?? null];
-  const tokenOf = (url: string) => /#token=([A-Za-z0-9_-]+)$/.exec(url)![1]!;
+  const tokenOf = (url: string) => /#token=([A-Za-z0-9_.-]+)$/.exec(url)![1]!;
   const redeem = (api: ApiProgram, url: string) =>
     call(api, '/portal/api/session', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token: tokenOf(url) }) });
 
@@ -72,7 +72,7 @@ describe('the merchant portal API', () => {
     const created = await stack.admin(apiA, 'POST', '/admin/merchants/m_a/portal-sessions', {});
     expect(created.status).toBe(201);
     const { url, expiresAt } = (created.body as { data: { url: string; expiresAt: string } }).data;
-    expect(url).toMatch(new RegExp(`^http://127\\.0\\.0\\.1:${apiA.port}/portal/#token=[A-Za-z0-9_-]{40,}$`));
+    expect(url).toMatch(new RegExp(`^http://127\\.0\\.0\\.1:${apiA.port}/portal/#token=[A-Za-z0-9_-]{43}\\.[A-Za-z0-9_-]{43}$`));
     expect(Date.parse(expiresAt) - Date.now()).toBeGreaterThan(3_500_000);
 
     // Minted on A, opened on B, then on A again: refused, whatever replica is asked.
@@ -80,7 +80,7 @@ describe('the merchant portal API', () => {
     expect(first.status).toBe(201);
     const cookie = first.headers.get('set-cookie')!;
     // A session cookie (no Max-Age): it ends with the browser, and sooner on the server.
-    expect(cookie).toMatch(/^webhooks_portal=[A-Za-z0-9_-]+; Path=\/portal; HttpOnly; SameSite=Strict$/);
+    expect(cookie).toMatch(/^webhooks_portal=[A-Za-z0-9_-]{43}\.[A-Za-z0-9_-]{43}; Path=\/portal; HttpOnly; SameSite=Strict$/);
     expect((first.body as { data: unknown }).data).toMatchObject({ merchantId: 'm_a', permissions: [], settingsWritable: true });
     // The session itself works on either replica.
     const session = { cookie: cookie.split(';')[0]!, csrf: '' };
@@ -200,9 +200,31 @@ describe('the merchant portal API', () => {
     expect((await cross({ origin: `http://127.0.0.1:${apiA.port}`, 'sec-fetch-site': 'same-origin' })).status).toBe(202);
   });
 
+  it('refuses forged session cookies and link tokens without a query, on the API and in the sessions\' own code', async () => {
+    const database = openPostgres(stack.db.url);
+    let queries = 0;
+    const counted = { query: (text: string, params?: unknown[]) => (queries++, database.query(text, params)) } as typeof database;
+    const signer = new TokenSigner(Buffer.alloc(32, 3));
+    const sessions = new PortalSessions(counted, signer);
+    const real = signer.make();
+    const forged = [real.replace(/.$/, (c) => (c === 'A' ? 'B' : 'A')), `${real.split('.')[0]}.${'x'.repeat(43)}`, 'a'.repeat(87), 'short', `${real}x`];
+    for (const token of forged) {
+      expect(await sessions.session(token)).toBeUndefined();
+      await expect(sessions.redeem(token)).rejects.toThrow(PortalLinkError);
+    }
+    // A token signed with another key (another deployment's) is forged here too.
+    expect(await sessions.session(new TokenSigner(Buffer.alloc(32, 4)).make())).toBeUndefined();
+    expect(queries).toBe(0);
+    await database.close();
+    // Through the API: a flood of made-up cookies all answer 401, and the replicas' pools stay free for everyone else.
+    const answers = await Promise.all(Array.from({ length: 200 }, (_, i) => get({ cookie: `webhooks_portal=${'a'.repeat(43)}.${String(i).padStart(43, 'b')}`, csrf: '' }, '/portal/api/webhooks', i % 2 ? apiB : apiA)));
+    expect(new Set(answers.map((a) => a.status))).toEqual(new Set([401]));
+    expect(code(await redeem(apiA, `http://x/portal/#token=${'c'.repeat(43)}.${'d'.repeat(43)}`))).toEqual([401, 'portal_link_invalid']);
+  });
+
   it('ends a session idle longer than its timeout, whatever its link\'s expiry', async () => {
     const database = openPostgres(stack.db.url);
-    const sessions = new PortalSessions(database, 400);
+    const sessions = new PortalSessions(database, undefined, 400);
     const { token } = await sessions.createLink('m_a', [], 3_600_000, keyDigestOf('pk_test_m_a_000000'));
     const { sessionId } = await sessions.redeem(token);
     expect(await sessions.session(sessionId)).toBeDefined();
