@@ -30,7 +30,9 @@ export interface ApiDeps {
    * The portal's writes, per merchant, apart from its API budget: endpoint changes and rotations
    * (`settings`), test events (`tests`). Shared by the replicas, as the resend limit.
    */
-  portalLimits?: { settings: RateLimiter; tests: RateLimiter };
+  portalLimits?: { settings: RateLimiter; tests: RateLimiter; recover: RateLimiter };
+  /** Resends of one webhook (or one reference) per day, whoever asks: a failed webhook is not a lever to replay at will. */
+  resendsOfOne?: RateLimiter;
   logger: Logger;
   brokerConnected: () => boolean;
   registry?: Registry;
@@ -149,6 +151,8 @@ export function createApp(deps: ApiDeps): express.Express {
       const merchant = await deps.auth.authenticate(req.get('x-auth-token'), req.get('authorization'));
       const allowed = await deps.limiter.take(merchant.id);
       if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds);
+      const again = (await deps.resendsOfOne?.take(`${merchant.id}\u001freference\u001f${reference}`)) ?? { ok: true };
+      if (!again.ok) throw rateLimited(again.retryAfterSeconds, `resends of reference ${reference.slice(0, 100)} today`);
       if (!deps.index.ready || !deps.brokerConnected()) {
         throw unavailable('The failed queue is not available yet; try again shortly');
       }

@@ -19,7 +19,7 @@ import { KeyedConcurrency } from './concurrency.js';
 import { MemoryRateLimiter, SharedRateLimiter } from './rate-limit.js';
 import { startHealthServer } from '../../libs/metrics/health-server.js';
 import { abortable, stopBudget } from '../../libs/runtime/index.js';
-import { endpointHealth, PortalSessions } from '../../libs/portal/index.js';
+import { endpointHealth, PortalSessions, TokenSigner } from '../../libs/portal/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import type { PortalDeps } from './portal/deps.js';
 import { type OpenedLog, openDeliveryLog, PGLITE_DIR } from '../recorder/open-log.js';
@@ -45,6 +45,10 @@ const LOG_READ_QUEUE_WAIT_MS = 2_000;
 /** Per merchant, shared by the replicas: the portal's endpoint changes and rotations, and its test events. */
 export const PORTAL_SETTINGS_LIMIT = { perMinute: 10, burst: 10 };
 export const PORTAL_TEST_LIMIT = { perMinute: 10, burst: 10 };
+/** Recover rounds a merchant may start per day (each resends up to 1,000 webhooks). */
+export const RECOVER_ROUNDS_PER_DAY = 10;
+/** Resends of one webhook, or of one reference, per day. */
+export const RESENDS_OF_ONE_PER_DAY = 5;
 
 export interface ApiProgram {
   server: Server;
@@ -74,6 +78,8 @@ export interface ApiOptions {
   database?: Database;
   /** How often the merchant directory polls for changes a lost notification did not announce. */
   merchantsPollMs?: number;
+  /** A portal session idle this long ends (30 minutes by default). */
+  portalIdleTimeoutMs?: number;
   /**
    * Wraps what the log's reads run on (not the health check's). Tests make one merchant's
    * queries slow with it, so that fairness is checked against real connections and timeouts.
@@ -165,7 +171,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
   let publicPort: number | undefined;
   const publisher = new EventPublisher(broker, config.TOPOLOGY_PREFIX);
   const portal: PortalDeps = {
-    sessions: logDatabase && new PortalSessions(logDatabase),
+    sessions: logDatabase && new PortalSessions(logDatabase, new TokenSigner(config.SECRETS_KEY), options.portalIdleTimeoutMs),
     health: (merchantId) => endpointHealth(logDatabase!, merchantId),
     publish: (message, options) => publisher.publish(message, options),
     baseUrl: (req) => {
@@ -187,7 +193,11 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     portalLimits: {
       settings: opened.database ? new SharedRateLimiter(opened.database, 'portal-settings', PORTAL_SETTINGS_LIMIT.perMinute, PORTAL_SETTINGS_LIMIT.burst) : new MemoryRateLimiter(PORTAL_SETTINGS_LIMIT.perMinute, PORTAL_SETTINGS_LIMIT.burst),
       tests: opened.database ? new SharedRateLimiter(opened.database, 'portal-tests', PORTAL_TEST_LIMIT.perMinute, PORTAL_TEST_LIMIT.burst) : new MemoryRateLimiter(PORTAL_TEST_LIMIT.perMinute, PORTAL_TEST_LIMIT.burst),
+      recover: opened.database ? new SharedRateLimiter(opened.database, 'portal-recover', RECOVER_ROUNDS_PER_DAY / 1440, RECOVER_ROUNDS_PER_DAY) : new MemoryRateLimiter(RECOVER_ROUNDS_PER_DAY / 1440, RECOVER_ROUNDS_PER_DAY),
     },
+    resendsOfOne: opened.database
+      ? new SharedRateLimiter(opened.database, 'resends-of-one', RESENDS_OF_ONE_PER_DAY / 1440, RESENDS_OF_ONE_PER_DAY)
+      : new MemoryRateLimiter(RESENDS_OF_ONE_PER_DAY / 1440, RESENDS_OF_ONE_PER_DAY),
     logConcurrency: new KeyedConcurrency(LOG_READS_PER_MERCHANT, LOG_READS_QUEUED_PER_MERCHANT, LOG_READ_QUEUE_WAIT_MS),
     logger,
     brokerConnected: () => broker.isConnected,

@@ -8,5 +8,6 @@ export {
   type PortalPermission,
   type PortalSession,
   PortalSessions,
+  TokenSigner,
 } from './sessions.js';
 export { type EndpointHealth, endpointHealth, type HourBucket } from './health.js';

@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Queryable } from '../delivery-store/index.js';
 import { LogUnavailableError } from '../delivery-store/index.js';
 
@@ -63,7 +63,38 @@ const STATEMENTS = [
 ];
 
 const digest = (secret: string) => createHash('sha256').update(secret).digest('base64url');
-const secret = () => randomBytes(32).toString('base64url');
+
+/**
+ * Link tokens and session ids carry an HMAC of their random part (`<random>.<mac>`), with a key
+ * every replica derives alike (from SECRETS_KEY): a forged or guessed one is refused before any
+ * query, so a flood of them costs the database nothing.
+ */
+export class TokenSigner {
+  private readonly key: Buffer;
+
+  /** `seed`: SECRETS_KEY; without it (MERCHANTS_FILE, one replica) a random key of this process. */
+  constructor(seed?: Buffer) {
+    this.key = Buffer.from(hkdfSync('sha256', seed ?? randomBytes(32), Buffer.alloc(0), 'webhooks portal tokens', 32));
+  }
+
+  make(): string {
+    const random = randomBytes(32).toString('base64url');
+    return `${random}.${this.mac(random)}`;
+  }
+
+  /** Whether `token` is one this service made (its shape and its HMAC), without a query. */
+  verify(token: string): boolean {
+    const at = token.indexOf('.');
+    if (at !== 43 || token.length !== 87) return false;
+    const given = Buffer.from(token.slice(at + 1));
+    const expected = Buffer.from(this.mac(token.slice(0, at)));
+    return given.length === expected.length && timingSafeEqual(given, expected);
+  }
+
+  private mac(random: string): string {
+    return createHmac('sha256', this.key).update(random).digest('base64url');
+  }
+}
 
 /** The digest a session keeps of the merchant's public key (never the key itself). */
 export const keyDigestOf = (publicKey: string) => digest(`public-key:${publicKey}`);
@@ -92,13 +123,19 @@ export class PortalSessions {
 
   constructor(
     private readonly db: Queryable,
+    private readonly signer: TokenSigner = new TokenSigner(),
     private readonly idleTimeoutMs = PORTAL_IDLE_TIMEOUT_MS,
   ) {}
+
+  /** Whether a link token or a session id could be one of ours: checked before any query. */
+  wellFormed(token: string): boolean {
+    return this.signer.verify(token);
+  }
 
   /** A link's token (shown once, in the URL) valid until `expiresAt`, for the merchant whose key has `keyDigest` now. */
   async createLink(merchantId: string, permissions: readonly PortalPermission[], lifetimeMs: number, keyDigest: string): Promise<{ token: string; expiresAt: string }> {
     await this.ready();
-    const token = secret();
+    const token = this.signer.make();
     const rows = await this.run<{ expires_at: Date | string }>(
       `INSERT INTO portal_links (token_hash, merchant_id, permissions, key_digest, expires_at)
        VALUES ($1, $2, $3, $4, now() + ($5::bigint * interval '1 millisecond')) RETURNING expires_at`,
@@ -115,9 +152,10 @@ export class PortalSessions {
    * use ends every session the link made: whoever has the link now is not to be trusted with them.
    */
   async redeem(token: string): Promise<{ sessionId: string; session: PortalSession }> {
+    if (!this.signer.verify(token)) throw new PortalLinkError('unknown');
     await this.ready();
-    const sessionId = secret();
-    const csrf = secret();
+    const sessionId = this.signer.make();
+    const csrf = randomBytes(32).toString('base64url');
     const rows = await this.run<SessionRow>(
       `WITH used AS (
          UPDATE portal_links SET redeemed_at = now()
@@ -136,6 +174,7 @@ export class PortalSessions {
 
   /** The live session of this cookie value, marked as seen now; undefined when unknown, expired or idle too long. */
   async session(sessionId: string): Promise<PortalSession | undefined> {
+    if (!this.signer.verify(sessionId)) return undefined;
     await this.ready();
     const rows = await this.run<SessionRow>(
       `UPDATE portal_sessions SET last_seen_at = now()

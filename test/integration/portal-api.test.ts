@@ -6,7 +6,7 @@ import { runProgram } from '../support/process.js';
 import { startPortalStack, type PortalStack } from '../support/portal.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
-import { keyDigestOf, PortalSessions } from '../../libs/portal/index.js';
+import { keyDigestOf, PortalLinkError, PortalSessions, TokenSigner } from '../../libs/portal/index.js';
 import { openPostgres } from '../../libs/delivery-store/index.js';
 
 /**
@@ -38,7 +38,7 @@ describe('the merchant portal API', () => {
   });
 
   const code = (answer: Answer) => [answer.status, (answer.body as { error: { code: string } | null }).error?.code ?? null];
-  const tokenOf = (url: string) => /#token=([A-Za-z0-9_-]+)$/.exec(url)![1]!;
+  const tokenOf = (url: string) => /#token=([A-Za-z0-9_.-]+)$/.exec(url)![1]!;
   const redeem = (api: ApiProgram, url: string) =>
     call(api, '/portal/api/session', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token: tokenOf(url) }) });
 
@@ -72,7 +72,7 @@ describe('the merchant portal API', () => {
     const created = await stack.admin(apiA, 'POST', '/admin/merchants/m_a/portal-sessions', {});
     expect(created.status).toBe(201);
     const { url, expiresAt } = (created.body as { data: { url: string; expiresAt: string } }).data;
-    expect(url).toMatch(new RegExp(`^http://127\\.0\\.0\\.1:${apiA.port}/portal/#token=[A-Za-z0-9_-]{40,}$`));
+    expect(url).toMatch(new RegExp(`^http://127\\.0\\.0\\.1:${apiA.port}/portal/#token=[A-Za-z0-9_-]{43}\\.[A-Za-z0-9_-]{43}$`));
     expect(Date.parse(expiresAt) - Date.now()).toBeGreaterThan(3_500_000);
 
     // Minted on A, opened on B, then on A again: refused, whatever replica is asked.
@@ -80,7 +80,7 @@ describe('the merchant portal API', () => {
     expect(first.status).toBe(201);
     const cookie = first.headers.get('set-cookie')!;
     // A session cookie (no Max-Age): it ends with the browser, and sooner on the server.
-    expect(cookie).toMatch(/^webhooks_portal=[A-Za-z0-9_-]+; Path=\/portal; HttpOnly; SameSite=Strict$/);
+    expect(cookie).toMatch(/^webhooks_portal=[A-Za-z0-9_-]{43}\.[A-Za-z0-9_-]{43}; Path=\/portal; HttpOnly; SameSite=Strict$/);
     expect((first.body as { data: unknown }).data).toMatchObject({ merchantId: 'm_a', permissions: [], settingsWritable: true });
     // The session itself works on either replica.
     const session = { cookie: cookie.split(';')[0]!, csrf: '' };
@@ -169,6 +169,27 @@ describe('the merchant portal API', () => {
     expect(cli.stdout).not.toContain('whsec_');
   });
 
+  it('resends one webhook, or one reference, at most 5 times a day on all replicas, and starts at most 10 Recover rounds a day', async () => {
+    await stack.putMerchant('m_replay', `${receiver.url}/replay`);
+    const auth = { 'x-auth-token': 'pk_test_m_replay_000000', authorization: `Bearer ${await token('m_replay')}` };
+    const byId = [];
+    for (let i = 0; i < 6; i++) byId.push(code(await call(i % 2 ? apiB : apiA, '/nucleus/webhooks/evt_replayed_1/resend', { headers: auth })));
+    expect(byId).toEqual([...Array(5).fill([404, 'not_found']), [429, 'rate_limited']]);
+    // Another webhook has its own count.
+    expect(code(await call(apiA, '/nucleus/webhooks/evt_replayed_2/resend', { headers: auth }))).toEqual([404, 'not_found']);
+    const byReference = [];
+    for (let i = 0; i < 6; i++) byReference.push(code(await call(i % 2 ? apiB : apiA, '/nucleus/tnx/webhook?reference=PO-REPLAYED', { headers: auth })));
+    expect(byReference).toEqual([...Array(5).fill([404, 'not_found']), [429, 'rate_limited']]);
+
+    const resender = await open('m_replay', { permissions: ['resend'] });
+    const viewer = await open('m_replay', { permissions: [] });
+    const rounds = [];
+    for (let i = 0; i < 11; i++) rounds.push((await get(resender, '/portal/api/recover?since=2026-01-01T00:00:00.000Z', i % 2 ? apiB : apiA)).status);
+    expect(rounds).toEqual([...Array(10).fill(200), 429]);
+    // A session that may not resend only looks: its count costs nothing.
+    expect((await get(viewer, '/portal/api/recover?since=2026-01-01T00:00:00.000Z')).status).toBe(200);
+  });
+
   it('refuses a portal write that a browser says comes from another site', async () => {
     const b = await open('m_a', { permissions: ['manage-endpoint'] });
     const cross = (headers: Record<string, string>) =>
@@ -179,9 +200,31 @@ describe('the merchant portal API', () => {
     expect((await cross({ origin: `http://127.0.0.1:${apiA.port}`, 'sec-fetch-site': 'same-origin' })).status).toBe(202);
   });
 
+  it('refuses forged session cookies and link tokens without a query, on the API and in the sessions\' own code', async () => {
+    const database = openPostgres(stack.db.url);
+    let queries = 0;
+    const counted = { query: (text: string, params?: unknown[]) => (queries++, database.query(text, params)) } as typeof database;
+    const signer = new TokenSigner(Buffer.alloc(32, 3));
+    const sessions = new PortalSessions(counted, signer);
+    const real = signer.make();
+    const forged = [real.replace(/.$/, (c) => (c === 'A' ? 'B' : 'A')), `${real.split('.')[0]}.${'x'.repeat(43)}`, 'a'.repeat(87), 'short', `${real}x`];
+    for (const token of forged) {
+      expect(await sessions.session(token)).toBeUndefined();
+      await expect(sessions.redeem(token)).rejects.toThrow(PortalLinkError);
+    }
+    // A token signed with another key (another deployment's) is forged here too.
+    expect(await sessions.session(new TokenSigner(Buffer.alloc(32, 4)).make())).toBeUndefined();
+    expect(queries).toBe(0);
+    await database.close();
+    // Through the API: a flood of made-up cookies all answer 401, and the replicas' pools stay free for everyone else.
+    const answers = await Promise.all(Array.from({ length: 200 }, (_, i) => get({ cookie: `webhooks_portal=${'a'.repeat(43)}.${String(i).padStart(43, 'b')}`, csrf: '' }, '/portal/api/webhooks', i % 2 ? apiB : apiA)));
+    expect(new Set(answers.map((a) => a.status))).toEqual(new Set([401]));
+    expect(code(await redeem(apiA, `http://x/portal/#token=${'c'.repeat(43)}.${'d'.repeat(43)}`))).toEqual([401, 'portal_link_invalid']);
+  });
+
   it('ends a session idle longer than its timeout, whatever its link\'s expiry', async () => {
     const database = openPostgres(stack.db.url);
-    const sessions = new PortalSessions(database, 400);
+    const sessions = new PortalSessions(database, undefined, 400);
     const { token } = await sessions.createLink('m_a', [], 3_600_000, keyDigestOf('pk_test_m_a_000000'));
     const { sessionId } = await sessions.redeem(token);
     expect(await sessions.session(sessionId)).toBeDefined();

@@ -43,6 +43,8 @@ function sessionsOf(deps: ApiDeps) {
 export async function resendOne(deps: ApiDeps, merchant: Merchant, webhookId: string): Promise<void> {
   const allowed = await deps.limiter.take(merchant.id);
   if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds);
+  const again = (await deps.resendsOfOne?.take(`${merchant.id}\u001fwebhook\u001f${webhookId}`)) ?? { ok: true };
+  if (!again.ok) throw rateLimited(again.retryAfterSeconds, 'resends of this webhook today');
   if (!deps.index.ready || !deps.brokerConnected()) throw unavailable('The failed queue is not available yet; try again shortly');
   const webhook = activeWebhook(merchant);
   if (!webhook) {
@@ -268,8 +270,17 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     res.json({ message: `webhook ${webhookId} sent again`, error: null, data: null });
   });
 
+  /** A portal write counts against the merchant's portal bucket of its kind, on every replica. */
+  const limited = async (kind: 'settings' | 'tests' | 'recover', merchantId: string) => {
+    const allowed = (await deps.portalLimits?.[kind].take(merchantId)) ?? { ok: true };
+    if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds, { tests: 'test events', settings: 'endpoint changes', recover: 'Recover rounds today' }[kind]);
+  };
+
   mount(app, 'portalRecoverPreview', async (req, res, { query }) => {
     const found = await session(req);
+    // A round of Recover starts with its count: rounds are what the daily budget counts (a view-only
+    // session can see the count, and resend nothing, so its look costs nothing).
+    if (found.permissions.includes('resend')) await limited('recover', found.merchantId);
     const since = query.since as string;
     const webhooks: Array<{ webhookId: string; event: string; references: string[]; firstSeenAt: string }> = [];
     let cursor: string | undefined;
@@ -291,11 +302,6 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     return deps.settings;
   };
 
-  /** A portal write counts against the merchant's portal bucket of its kind, on every replica. */
-  const limited = async (kind: 'settings' | 'tests', merchantId: string) => {
-    const allowed = (await deps.portalLimits?.[kind].take(merchantId)) ?? { ok: true };
-    if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds, kind === 'tests' ? 'test events' : 'endpoint changes');
-  };
 
   mount(app, 'portalUpdateEndpoint', async (req, res) => {
     const found = await writer(req, 'manage-endpoint');

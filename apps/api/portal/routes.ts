@@ -111,7 +111,7 @@ const RESEND_ERRORS = {
   '404': 'not_found: no unresolved failed webhook with this id for this merchant (never failed, or already resent)',
   '409':
     'webhook_disabled, event_not_subscribed, resend_in_progress: as for the resend by reference (POST /nucleus/tnx/webhook)',
-  '429': 'rate_limited: the merchant\'s resends share RESEND_RATE_LIMIT; see Retry-After',
+  '429': 'rate_limited: the merchant\'s resends share RESEND_RATE_LIMIT, and one webhook is resent at most 5 times a day; see Retry-After',
   '503': 'service_unavailable, resend_outcome_unknown, auth_unavailable: as for the resend by reference',
 };
 
@@ -256,7 +256,7 @@ export const PORTAL_ROUTES = [
     security: PORTAL_AUTH,
     input: { query: recoverQuery },
     output: { '200': { description: 'The failed webhooks', schema: envelope(recoverPreview) } },
-    errors: READ_ERRORS,
+    errors: { ...READ_ERRORS, '429': 'rate_limited, too_many_concurrent_queries: as every read; and at most 10 Recover rounds a day per merchant (a round starts with this count, for a session that may resend); see Retry-After' },
   },
   {
     operationId: 'portalUpdateEndpoint',

@@ -457,7 +457,7 @@ async function logOut(): Promise<void> {
 }
 
 async function start(): Promise<void> {
-  const token = /^#token=([A-Za-z0-9_-]+)$/.exec(location.hash)?.[1];
+  const token = /^#token=([A-Za-z0-9_.-]+)$/.exec(location.hash)?.[1];
   let answer: Answer;
   if (token) {
     // Out of the address bar and the history at once: the token works once anyway.
