@@ -151,10 +151,13 @@ export function createApp(deps: ApiDeps): express.Express {
       const merchant = await deps.auth.authenticate(req.get('x-auth-token'), req.get('authorization'));
       const allowed = await deps.limiter.take(merchant.id);
       if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds);
-      const again = (await deps.resendsOfOne?.take(`${merchant.id}\u001freference\u001f${reference}`)) ?? { ok: true };
-      if (!again.ok) throw rateLimited(again.retryAfterSeconds, `resends of reference ${reference.slice(0, 100)} today`);
       if (!deps.index.ready || !deps.brokerConnected()) {
         throw unavailable('The failed queue is not available yet; try again shortly');
+      }
+      // Only a resend that has something to send counts against the reference's daily resends.
+      if (deps.resendsOfOne && deps.index.lookup(merchant.id, reference).length > 0) {
+        const again = await deps.resendsOfOne.take(`${merchant.id}\u001freference\u001f${reference}`);
+        if (!again.ok) throw rateLimited(again.retryAfterSeconds, `resends of reference ${reference.slice(0, 100)} today`);
       }
       // Resending to a webhook that is off would only fail again: say so, and keep the entry.
       const webhook = activeWebhook(merchant);

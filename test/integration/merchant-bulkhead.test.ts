@@ -39,7 +39,7 @@ describe("a merchant's share of the dispatcher, and its test events", () => {
 
   async function portal(merchantId: string) {
     const url = await stack.link(merchantId, { permissions: ['manage-endpoint'] });
-    const token = /#token=([A-Za-z0-9_-]+)$/.exec(url)![1]!;
+    const token = /#token=([A-Za-z0-9_.-]+)$/.exec(url)![1]!;
     const session = await call(api, '/portal/api/session', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token }) });
     expect(session.status).toBe(201);
     const cookie = session.headers.get('set-cookie')!.split(';')[0]!;

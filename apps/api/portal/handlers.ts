@@ -43,8 +43,6 @@ function sessionsOf(deps: ApiDeps) {
 export async function resendOne(deps: ApiDeps, merchant: Merchant, webhookId: string): Promise<void> {
   const allowed = await deps.limiter.take(merchant.id);
   if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds);
-  const again = (await deps.resendsOfOne?.take(`${merchant.id}\u001fwebhook\u001f${webhookId}`)) ?? { ok: true };
-  if (!again.ok) throw rateLimited(again.retryAfterSeconds, 'resends of this webhook today');
   if (!deps.index.ready || !deps.brokerConnected()) throw unavailable('The failed queue is not available yet; try again shortly');
   const webhook = activeWebhook(merchant);
   if (!webhook) {
@@ -58,6 +56,9 @@ export async function resendOne(deps: ApiDeps, merchant: Merchant, webhookId: st
   }
   const found = deps.index.lookupWebhook(merchant.id, webhookId, references) ?? (references ? deps.index.lookupWebhook(merchant.id, webhookId) : undefined);
   if (!found) throw new NothingToResendError();
+  // Only a resend that has something to send counts against the webhook's daily resends.
+  const again = (await deps.resendsOfOne?.take(`${merchant.id}\u001fwebhook\u001f${webhookId}`)) ?? { ok: true };
+  if (!again.ok) throw rateLimited(again.retryAfterSeconds, 'resends of this webhook today');
   await deps.resend.resend(merchant.id, found.reference, { receives: (event) => receivesEvent(webhook, event), webhookId });
 }
 
