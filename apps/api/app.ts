@@ -31,8 +31,6 @@ export interface ApiDeps {
    * (`settings`), test events (`tests`). Shared by the replicas, as the resend limit.
    */
   portalLimits?: { settings: RateLimiter; tests: RateLimiter; recover: RateLimiter };
-  /** Resends of one webhook (or one reference) per day, whoever asks: a failed webhook is not a lever to replay at will. */
-  resendsOfOne?: RateLimiter;
   logger: Logger;
   brokerConnected: () => boolean;
   registry?: Registry;
@@ -153,11 +151,6 @@ export function createApp(deps: ApiDeps): express.Express {
       if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds);
       if (!deps.index.ready || !deps.brokerConnected()) {
         throw unavailable('The failed queue is not available yet; try again shortly');
-      }
-      // Only a resend that has something to send counts against the reference's daily resends.
-      if (deps.resendsOfOne && deps.index.lookup(merchant.id, reference).length > 0) {
-        const again = await deps.resendsOfOne.take(`${merchant.id}\u001freference\u001f${reference}`);
-        if (!again.ok) throw rateLimited(again.retryAfterSeconds, `resends of reference ${reference.slice(0, 100)} today`);
       }
       // Resending to a webhook that is off would only fail again: say so, and keep the entry.
       const webhook = activeWebhook(merchant);

@@ -47,8 +47,6 @@ export const PORTAL_SETTINGS_LIMIT = { perMinute: 10, burst: 10 };
 export const PORTAL_TEST_LIMIT = { perMinute: 10, burst: 10 };
 /** Recover rounds a merchant may start per day (each resends up to 1,000 webhooks). */
 export const RECOVER_ROUNDS_PER_DAY = 10;
-/** Resends of one webhook, or of one reference, per day. */
-export const RESENDS_OF_ONE_PER_DAY = 5;
 
 export interface ApiProgram {
   server: Server;
@@ -195,9 +193,6 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
       tests: opened.database ? new SharedRateLimiter(opened.database, 'portal-tests', PORTAL_TEST_LIMIT.perMinute, PORTAL_TEST_LIMIT.burst) : new MemoryRateLimiter(PORTAL_TEST_LIMIT.perMinute, PORTAL_TEST_LIMIT.burst),
       recover: opened.database ? new SharedRateLimiter(opened.database, 'portal-recover', RECOVER_ROUNDS_PER_DAY / 1440, RECOVER_ROUNDS_PER_DAY) : new MemoryRateLimiter(RECOVER_ROUNDS_PER_DAY / 1440, RECOVER_ROUNDS_PER_DAY),
     },
-    resendsOfOne: opened.database
-      ? new SharedRateLimiter(opened.database, 'resends-of-one', RESENDS_OF_ONE_PER_DAY / 1440, RESENDS_OF_ONE_PER_DAY)
-      : new MemoryRateLimiter(RESENDS_OF_ONE_PER_DAY / 1440, RESENDS_OF_ONE_PER_DAY),
     logConcurrency: new KeyedConcurrency(LOG_READS_PER_MERCHANT, LOG_READS_QUEUED_PER_MERCHANT, LOG_READ_QUEUE_WAIT_MS),
     logger,
     brokerConnected: () => broker.isConnected,

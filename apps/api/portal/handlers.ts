@@ -56,9 +56,6 @@ export async function resendOne(deps: ApiDeps, merchant: Merchant, webhookId: st
   }
   const found = deps.index.lookupWebhook(merchant.id, webhookId, references) ?? (references ? deps.index.lookupWebhook(merchant.id, webhookId) : undefined);
   if (!found) throw new NothingToResendError();
-  // Only a resend that has something to send counts against the webhook's daily resends.
-  const again = (await deps.resendsOfOne?.take(`${merchant.id}\u001fwebhook\u001f${webhookId}`)) ?? { ok: true };
-  if (!again.ok) throw rateLimited(again.retryAfterSeconds, 'resends of this webhook today');
   await deps.resend.resend(merchant.id, found.reference, { receives: (event) => receivesEvent(webhook, event), webhookId });
 }
 
