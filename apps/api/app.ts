@@ -2,7 +2,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import helmet from 'helmet';
 import { Counter, type Registry } from 'prom-client';
 import type { DeliveryLogQueries, LogHealthState, Queryable } from '../../libs/delivery-store/index.js';
-import type { FailedIndex, ResendService } from '../../libs/failed/index.js';
+import type { ResendService } from '../../libs/failed/index.js';
 import { isWellFormedReference } from '../../libs/contracts/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import { activeWebhook, type MerchantDirectory, type MerchantSettings, receivesEvent } from '../../libs/merchants/index.js';
@@ -23,7 +23,6 @@ import { traceRequests } from './tracing.js';
 
 export interface ApiDeps {
   auth: Authenticator;
-  index: FailedIndex;
   resend: ResendService;
   limiter: RateLimiter;
   /**
@@ -107,14 +106,11 @@ export function createApp(deps: ApiDeps): express.Express {
 
   app.get('/readyz', (_req, res) => {
     const broker = deps.brokerConnected();
-    const index = deps.index.ready;
-    const ready = broker && index;
-    res.status(ready ? 200 : 503).json({
-      status: ready ? 'ready' : 'not ready',
+    res.status(broker ? 200 : 503).json({
+      status: broker ? 'ready' : 'not ready',
       broker: broker ? 'connected' : 'disconnected',
-      index: index ? 'caught up' : 'replaying',
-      unresolved: deps.index.size,
-      // Reported, never a reason to be unready: resends and deliveries do not need the log.
+      // Reported, never a reason to be unready: a replica without PostgreSQL still serves what it
+      // can, and answers resends 503 with Retry-After until the database is back.
       deliveryLog: deps.logHealth ? deps.logHealth() : { database: 'off', behindSeconds: null },
     });
   });
@@ -149,9 +145,7 @@ export function createApp(deps: ApiDeps): express.Express {
       const merchant = await deps.auth.authenticate(req.get('x-auth-token'), req.get('authorization'));
       const allowed = await deps.limiter.take(merchant.id);
       if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds);
-      if (!deps.index.ready || !deps.brokerConnected()) {
-        throw unavailable('The failed queue is not available yet; try again shortly');
-      }
+      if (!deps.brokerConnected()) throw unavailable('The message broker is unavailable; try again shortly');
       // Resending to a webhook that is off would only fail again: say so, and keep the entry.
       const webhook = activeWebhook(merchant);
       if (!webhook) {

@@ -48,26 +48,6 @@ export const apiEnvSchema = z
     LOG_RATE_LIMIT: rateLimit('300,60', 'log reads'),
     /** Webhook URLs written through the admin API: loopback and private addresses refused unless true. */
     ALLOW_PRIVATE_TARGETS: envFields.boolean(false),
-    /**
-     * Disk for a local copy of the failure entries the index reads, so that a resend reads its
-     * entry from disk and not with a stream consumer (6 ms or more on RabbitMQ 3.10). `512MB`,
-     * `2GB`, or `0` to read every resent entry from the stream.
-     */
-    FAILED_SPOOL_SIZE: z
-      .string()
-      .default('512MB')
-      .transform((text, ctx) => {
-        const match = /^\s*(\d+)\s*(KB|MB|GB)?\s*$/i.exec(text);
-        const unit = { KB: 1024, MB: 1024 ** 2, GB: 1024 ** 3 }[(match?.[2] ?? '').toUpperCase()] ?? 1;
-        const bytes = Number(match?.[1]) * unit;
-        if (!match || !Number.isSafeInteger(bytes) || (bytes !== 0 && bytes < 1024 ** 2)) {
-          ctx.addIssue({ code: 'custom', message: `"${text}" must be a size of at least 1MB (e.g. 512MB, 2GB), or 0 to turn the spool off` });
-          return z.NEVER;
-        }
-        return bytes;
-      }),
-    /** Where the spool's files are made (each is unlinked at once); the OS temp directory when unset. */
-    FAILED_SPOOL_DIR: z.string().min(1).optional(),
     /** How long a stop (SIGTERM) may take, requests in flight included; the process exits by then whatever the broker does. */
     SHUTDOWN_TIMEOUT: envFields.durationMs('30s'),
     /**

@@ -4,12 +4,12 @@ import type express from 'express';
 import type { AddressInfo } from 'node:net';
 import { ConfigError, DEV_MERCHANTS_FILE, replicationOf } from '../../libs/config/index.js';
 import type { BrokerConnection } from '../../libs/broker/index.js';
-import { EntrySpool, FailedIndex, ResendService } from '../../libs/failed/index.js';
+import { FailedStore, ResendService } from '../../libs/failed/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import { DISABLED_REASONS, MerchantSettings, type OpenedMerchants, openMerchants } from '../../libs/merchants/index.js';
 import { OPERATIONAL_EVENT_TYPES, OperationalPublisher, announcer } from '../../libs/operational/index.js';
 import { METRIC_NAMES, createRegistry, gaugeFrom, operationalMetrics } from '../../libs/metrics/index.js';
-import { type Database, deliveryLogQueries, LogHealth, openPglite, openPostgres, type PostgresOptions, type Queryable } from '../../libs/delivery-store/index.js';
+import { type Database, deliveryLogQueries, ensureSchema, LogHealth, openPglite, openPostgres, type PostgresOptions, type Queryable } from '../../libs/delivery-store/index.js';
 import { openTopologyBroker, topologyNames } from '../../libs/topology/index.js';
 import { createAdminApp, createApp } from './app.js';
 import { Authenticator } from './auth.js';
@@ -31,6 +31,8 @@ import { type OpenedLog, openDeliveryLog, PGLITE_DIR } from '../recorder/open-lo
  * opens its own connection with its own, longer, timeout.
  */
 const LOG_READS_POOL: PostgresOptions = { maxConnections: 10, connectTimeoutMs: 5_000, statementTimeoutMs: 2_000, applicationName: 'webhooks-api log reads' };
+/** Resends' claims when merchants are in a file: a pool of their own. */
+const FAILURES_POOL: PostgresOptions = { maxConnections: 5, connectTimeoutMs: 2_000, statementTimeoutMs: 5_000, applicationName: 'webhooks-api resends' };
 /** /readyz's check of the log, on one connection of its own. */
 const LOG_HEALTH_POOL: PostgresOptions = { maxConnections: 1, connectTimeoutMs: 2_000, statementTimeoutMs: 2_000, applicationName: 'webhooks-api log health' };
 /**
@@ -55,8 +57,9 @@ export interface ApiProgram {
   metricsPort?: number;
   /** Where /admin is served when ADMIN_PORT is set (then not on `port`). */
   adminPort?: number;
-  index: FailedIndex;
   broker: BrokerConnection;
+  /** The failure index in PostgreSQL (what resends claim). */
+  failures: FailedStore;
   /** Settles when the broker connection hit what reconnecting cannot fix (a topology mismatch). */
   fatal: Promise<Error>;
   stop(): Promise<void>;
@@ -86,15 +89,13 @@ export interface ApiOptions {
 }
 
 export async function startApi(config: ApiConfig, logger: Logger, options: ApiOptions = {}): Promise<ApiProgram> {
-  const spool = openSpool(config, logger);
   // Development mode without DATABASE_URL: an embedded database, which this process then owns.
-  const ownDatabase = !options.database && !config.DATABASE_URL && (!config.MERCHANTS_FILE || config.DELIVERY_LOG === 'on') ? await openPglite(PGLITE_DIR) : undefined;
+  const ownDatabase = !options.database && !config.DATABASE_URL ? await openPglite(PGLITE_DIR) : undefined;
   const given = options.database ?? ownDatabase;
   let opened: OpenedMerchants;
   try {
     opened = await openMerchants(config, logger, { database: given, applicationName: 'webhooks-api merchants', signal: options.signal, pollIntervalMs: options.merchantsPollMs, seedFile: config.WEBHOOKS_DEV ? DEV_MERCHANTS_FILE : undefined });
   } catch (err) {
-    await spool?.close();
     await ownDatabase?.close();
     throw err;
   }
@@ -117,19 +118,18 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     });
   } catch (err) {
     await opened.close();
-    await spool?.close();
     await ownDatabase?.close();
     throw err;
   }
-  const index = new FailedIndex(broker, topologyNames(config.TOPOLOGY_PREFIX).failed, logger, { spool });
+  // The failure index and the claims of resends: the merchants' pool, or one of its own (MERCHANTS_FILE).
+  const failuresDatabase = given ?? opened.database ?? openPostgres(config.DATABASE_URL!, FAILURES_POOL);
+  const failures = new FailedStore(failuresDatabase);
+  const ownFailuresDatabase = failuresDatabase === given || failuresDatabase === opened.database ? undefined : failuresDatabase;
   try {
-    await abortable(index.start(), options.signal);
+    // Made here too, not only by the recorder: a resend may come before any recorder ran.
+    await abortable(ensureSchema(failuresDatabase), options.signal);
   } catch (err) {
-    await index.stop().catch(() => {});
-    await opened.close();
-    await broker.close();
-    await ownDatabase?.close();
-    throw err;
+    logger.warn('failure index not made yet; resends answer 503 until the database answers', { error: (err as Error).message });
   }
   let log: OpenedLog | undefined;
   let health: LogHealth | undefined;
@@ -156,7 +156,6 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
   const rate = options.rateLimit ?? config.RESEND_RATE_LIMIT;
   const logRate = options.logRateLimit ?? config.LOG_RATE_LIMIT;
   const registry = createRegistry('api');
-  gaugeFrom(registry, METRIC_NAMES.failedIndexEntries, 'Unresolved failure entries in the failed index', () => index.size);
   gaugeFrom(registry, METRIC_NAMES.brokerConnected, '1 while connected to RabbitMQ', () => (broker.isConnected ? 1 : 0));
   if (health) {
     gaugeFrom(registry, METRIC_NAMES.deliveryLogBehind, 'Seconds since the delivery log last held every record read', () => health.state.behindSeconds ?? 0);
@@ -182,8 +181,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
   };
   const deps = {
     auth,
-    index,
-    resend: new ResendService(broker, index, config.TOPOLOGY_PREFIX, logger, { replica: `webhooks-api pid ${process.pid}` }),
+    resend: new ResendService(broker, failures, config.TOPOLOGY_PREFIX, logger),
     // Resends count in PostgreSQL, so that replicas together allow what one allows; log reads bound
     // this replica's own pool, so they count here. Without a database (MERCHANTS_FILE) there is one API.
     limiter: opened.database ? new SharedRateLimiter(opened.database, 'resend', rate.perMinute, rate.burst) : new MemoryRateLimiter(rate.perMinute, rate.burst),
@@ -214,7 +212,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
   const metrics =
     config.METRICS_PORT === undefined
       ? undefined
-      : await startHealthServer({ port: config.METRICS_PORT, registry, ready: () => broker.isConnected && index.ready });
+      : await startHealthServer({ port: config.METRICS_PORT, registry, ready: () => broker.isConnected });
 
   const server = await listen(app, config.PORT);
   publicPort = (server.address() as AddressInfo).port;
@@ -226,8 +224,8 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     // ADMIN_PORT taken: leave nothing open behind the error the program exits with.
     server.close();
     await metrics?.close();
-    await index.stop();
     health?.stop();
+    await ownFailuresDatabase?.close();
     await healthDatabase?.close();
     await log?.close();
     await opened.close();
@@ -244,8 +242,8 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     port,
     metricsPort: metrics?.port,
     adminPort,
-    index,
     broker,
+    failures,
     fatal: new Promise<Error>((resolve) => broker.once('fatal', resolve)),
     stop() {
       // Bounded by SHUTDOWN_TIMEOUT whatever the broker does: requests in flight get what the
@@ -258,8 +256,8 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
         const forRequests = Math.max(0, config.SHUTDOWN_TIMEOUT - Math.min(5_000, config.SHUTDOWN_TIMEOUT / 2));
         await budget.step('requests in flight', () => Promise.all([drain(server, forRequests), adminServer && drain(adminServer, forRequests)]), forRequests);
         await budget.step('metrics server', async () => metrics?.close(), budget.left() / 3);
-        await budget.step('resolutions of resends', () => deps.resend.drain(), budget.left() / 3);
-        await budget.step('failed index', () => index.stop(), budget.left() / 3);
+        await budget.step('late confirms of resends', () => deps.resend.drain(), budget.left() / 3);
+        await ownFailuresDatabase?.close();
         health?.stop();
         await budget.step('delivery log', async () => Promise.all([log?.close(), healthDatabase?.close()]), budget.left() / 3);
         await budget.step('merchant directory', () => opened.close(), budget.left() / 2);
@@ -299,18 +297,4 @@ async function drain(server: Server, waitMs: number): Promise<void> {
   server.closeIdleConnections();
   await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, waitMs).unref())]);
   server.closeAllConnections();
-}
-
-/** Made before anything else starts, so that a directory it cannot write stops start-up with its variable's name. */
-function openSpool(config: ApiConfig, logger: Logger): EntrySpool | undefined {
-  if (config.FAILED_SPOOL_SIZE === 0) return undefined;
-  try {
-    return new EntrySpool({
-      maxBytes: config.FAILED_SPOOL_SIZE,
-      dir: config.FAILED_SPOOL_DIR,
-      onError: (err) => logger.warn('failed spool turned off; resends read their entries from the stream', { error: err.message }),
-    });
-  } catch (err) {
-    throw new ConfigError(config.FAILED_SPOOL_DIR === undefined ? 'FAILED_SPOOL_SIZE' : 'FAILED_SPOOL_DIR', `cannot make the spool's file: ${(err as Error).message} (FAILED_SPOOL_SIZE=0 turns it off)`);
-  }
 }

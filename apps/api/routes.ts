@@ -111,7 +111,8 @@ export const ROUTES = [
     summary: 'Resend the failed webhook(s) of a transaction reference',
     description:
       "Finds the caller's unresolved failed webhooks for the reference (a refund is found by refundRef or tnxRef), " +
-      'sends them again with their original webhook-id, and marks them resolved. If delivery fails again they return ' +
+      'claims them in PostgreSQL (one conditional update, so any number of replicas deliver each once), ' +
+      'sends them again with their original webhook-id, and marks them resent. If delivery fails again they return ' +
       'to the failed queue and can be resent again. No request body is needed; a JSON body is ignored.',
     security: MERCHANT_AUTH,
     input: { query: z.strictObject({ reference: referenceSchema }) },
@@ -137,8 +138,8 @@ export const ROUTES = [
       '429': 'rate_limited: over RESEND_RATE_LIMIT, counted on all replicas together; see Retry-After',
       '431': 'Request headers too large',
       '503':
-        'service_unavailable: broker unavailable or slow to confirm (flow control) before anything was resent, or the failed ' +
-        'queue index not ready; retry after Retry-After. resend_outcome_unknown: the copy was published but the broker did not ' +
+        'service_unavailable: broker unavailable or slow to confirm (flow control) before anything was resent, or PostgreSQL ' +
+        '(the failure index) not answering; retry after Retry-After. resend_outcome_unknown: the copy was published but the broker did not ' +
         "confirm it in time; it may still be delivered, so the resend keeps its claim: Retry-After is that claim's lease, and " +
         "a resend before then answers 409 resend_in_progress. auth_unavailable: the auth service's keys could not be fetched.",
     },
@@ -243,7 +244,7 @@ export const ROUTES = [
     operationId: 'ready',
     method: 'get',
     path: '/readyz',
-    summary: 'Readiness: broker connected, failed index caught up; how far behind the delivery log is',
+    summary: 'Readiness: broker connected; whether PostgreSQL answers and how far behind the delivery log is',
     output: { '200': { description: 'Ready', schema: readiness }, '503': { description: 'Not ready', schema: readiness } },
     errors: {},
   },

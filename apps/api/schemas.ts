@@ -58,8 +58,6 @@ export const readiness = z
   .looseObject({
     status: z.enum(['ready', 'not ready']),
     broker: z.enum(['connected', 'disconnected']),
-    index: z.enum(['caught up', 'replaying']),
-    unresolved: z.number().int().min(0),
     deliveryLog: z
       .strictObject({
         database: z.enum(['up', 'unreachable', 'off']),

@@ -2,6 +2,7 @@ import { BrokerUnavailableError } from '../../libs/broker/index.js';
 import { InvalidCursorError, InvalidFilterError, LogQueryTimeoutError, LogUnavailableError } from '../../libs/delivery-store/index.js';
 import {
   EventNotSubscribedError,
+  FailureIndexUnavailableError,
   NothingToResendError,
   ResendInProgressError,
   ResendOutcomeUnknownError,
@@ -38,6 +39,7 @@ export function toApiError(err: unknown, logger: Logger): ApiError {
     );
   }
   if (err instanceof ResendOutcomeUnknownError) return resendOutcomeUnknown(err.holdMs);
+  if (err instanceof FailureIndexUnavailableError) return unavailable('The database is unavailable; nothing was resent; try again shortly');
   if (err instanceof BrokerUnavailableError) return unavailable('The message broker is unavailable; try again shortly');
   // Before LogUnavailableError, which it extends: same code, but the message says what helps.
   if (err instanceof LogQueryTimeoutError) {

@@ -1,9 +1,9 @@
 import { BrokerConnection, BrokerUnavailableError } from '../../libs/broker/index.js';
-import { FailedIndex, ResendService } from '../../libs/failed/index.js';
+import { openPostgres } from '../../libs/delivery-store/index.js';
+import { FailedStore, ResendService } from '../../libs/failed/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
-import { topologyNames } from '../../libs/topology/index.js';
 import type { CliConfig } from './config.js';
-import { MissingQueueError } from './errors.js';
+import { MissingQueueError, UsageError } from './errors.js';
 
 /**
  * Connects without declaring anything, then checks that the queues the command uses exist. Runs the
@@ -35,36 +35,21 @@ async function requireQueues(broker: BrokerConnection, prefix: string, queues: s
   }
 }
 
-export interface ResendSession {
-  index: FailedIndex;
-  resend: ResendService;
-  close(): Promise<void>;
+/**
+ * The failure index in PostgreSQL (DATABASE_URL), for the `failed` commands: the same rows and
+ * claims the API's resends use, so an operator's resend is the merchant's resend.
+ */
+export async function withFailures<T>(config: CliConfig, run: (store: FailedStore) => Promise<T>): Promise<T> {
+  if (!config.DATABASE_URL) throw new UsageError('failed commands need DATABASE_URL: failed webhooks and their resends are kept in PostgreSQL');
+  const database = openPostgres(config.DATABASE_URL, { maxConnections: 2, applicationName: 'webhooks-cli failed' });
+  try {
+    return await run(new FailedStore(database));
+  } finally {
+    await database.close();
+  }
 }
 
-/**
- * The API's own index and resend service, so an operator's resend is the merchant's resend: same
- * entries, same resolution entry, seen by every API replica.
- */
-export async function openResendSession(broker: BrokerConnection, prefix: string, timeoutMs = 120_000): Promise<ResendSession> {
-  const logger = silentLogger();
-  const index = new FailedIndex(broker, topologyNames(prefix).failed, logger);
-  await index.start();
-  const resend = new ResendService(broker, index, prefix, logger);
-  const session = {
-    index,
-    resend,
-    close: async () => {
-      await resend.drain();
-      await index.stop();
-    },
-  };
-  const deadline = Date.now() + timeoutMs;
-  while (!index.ready) {
-    if (Date.now() > deadline) {
-      await session.close();
-      throw new BrokerUnavailableError(`the failed stream was not read up to now within ${timeoutMs / 1000} s`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  return session;
+/** The API's own resend over the CLI's broker connection and database. */
+export function resendService(broker: BrokerConnection, store: FailedStore, prefix: string): ResendService {
+  return new ResendService(broker, store, prefix, silentLogger());
 }

@@ -1,11 +1,9 @@
 import type { Command } from 'commander';
-import { readFailures } from '../../libs/failed/index.js';
-import { topologyNames } from '../../libs/topology/index.js';
-import { withBroker } from './broker.js';
+import { withFailures } from './broker.js';
 import { action } from './command.js';
 import { type CliContext, type CliIo, writeLine } from './context.js';
 import { NothingMatchedError, UsageError } from './errors.js';
-import { type FailureFilter, matchesFailure } from './failure-filter.js';
+import type { FailureFilter } from './failure-filter.js';
 import { failureJson, failuresTable } from './failure-output.js';
 import { EXIT, TIME } from './help-text.js';
 import { checkReference, parseLimit, parseTime, requireMerchant } from './options.js';
@@ -32,19 +30,19 @@ export function declareFailedList(failed: Command, io: CliIo): void {
     .command('list')
     .summary('shows failed webhooks, why they failed and their last error')
     .description(
-      'Reads <TOPOLOGY_PREFIX>.failed up to now and shows the unresolved failed webhooks, oldest first: ' +
-        'offset, failed-at, merchant, event, reference(s), webhook-id, attempts, last status, why it failed ' +
+      'Reads the failure index in PostgreSQL (DATABASE_URL) and shows the failed webhooks not resent since, oldest first: ' +
+        'failed-at, merchant, event, reference(s), webhook-id, attempts, last status, why it failed ' +
         '(attempts-exhausted, circuit-open, blocked, webhook-disabled, endpoint-disabled, merchant-removed, event-not-subscribed) ' +
         'and the last error.',
     )
     .option('--merchant <id>', "only this merchant's")
     .option('--reference <ref>', 'only this reference (a refund is found by its refundRef or its tnxRef)')
-    .option('--since <time>', 'only failures at or after this time (the read starts there, so it is fast)')
+    .option('--since <time>', 'only failures at or after this time')
     .option('--until <time>', 'only failures before this time')
     .option('--all', 'resolved (already resent) failures too, with a RESOLVED column', false)
     .option('--limit <n>', 'the N most recent; a note on stderr says when some were left out', '500')
     .option('--json', 'one JSON array on stdout, for scripts', false)
-    .addHelpText('after', `\n${TIME}\nReading appends a checkpoint entry to the stream to know where "now" is; it changes nothing else.\n${EXIT}`)
+    .addHelpText('after', `\n${TIME}\nEnvironment: DATABASE_URL (the failure index's PostgreSQL).\n${EXIT}`)
     .action(action(io, check, run));
 }
 
@@ -60,16 +58,16 @@ function check(raw: Raw, _args: string[], now: Date): FailedListOptions {
 }
 
 async function run(options: FailedListOptions, ctx: CliContext): Promise<number> {
-  const { failed } = topologyNames(ctx.config.TOPOLOGY_PREFIX);
-  const records = await withBroker(ctx.config, [failed], (broker) =>
-    readFailures(broker, failed, { from: options.filter.since, match: matchesFailure(options.filter) }),
+  const { filter } = options;
+  // One more than asked: whether some were left out.
+  const rows = await withFailures(ctx.config, (store) =>
+    store.list({ merchantId: filter.merchantId, reference: filter.reference, since: filter.since, until: filter.until, unresolvedOnly: !options.all, limit: options.limit + 1 }),
   );
-  const visible = options.all ? records : records.filter((r) => !r.resolved);
-  const shown = visible.slice(-options.limit);
+  const shown = rows.slice(0, options.limit).reverse();
   // Scripts get a JSON array even when it is empty; the exit code says whether anything matched.
   if (options.json) writeLine(ctx.stdout, JSON.stringify(shown.map(failureJson)));
-  if (visible.length === 0) throw new NothingMatchedError(options.all ? 'no failed webhook matches' : 'no unresolved failed webhook matches');
+  if (shown.length === 0) throw new NothingMatchedError(options.all ? 'no failed webhook matches' : 'no unresolved failed webhook matches');
   if (!options.json) writeLine(ctx.stdout, failuresTable(shown, options.all));
-  if (shown.length < visible.length) writeLine(ctx.stderr, `showing the ${shown.length} most recent of ${visible.length}; raise --limit to see more`);
+  if (rows.length > shown.length) writeLine(ctx.stderr, `showing the ${shown.length} most recent; raise --limit to see more`);
   return 0;
 }

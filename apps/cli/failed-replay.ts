@@ -1,12 +1,11 @@
 import type { Command } from 'commander';
 import { BrokerUnavailableError } from '../../libs/broker/index.js';
-import { type FailureRecord, NothingToResendError, readFailures } from '../../libs/failed/index.js';
+import { type FailureRow, NothingToResendError, type ResendService } from '../../libs/failed/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
-import { openResendSession, type ResendSession, withBroker } from './broker.js';
+import { resendService, withBroker, withFailures } from './broker.js';
 import { action } from './command.js';
 import { type CliContext, type CliIo, writeLine } from './context.js';
 import { NothingMatchedError, UsageError } from './errors.js';
-import { matchesFailure } from './failure-filter.js';
 import { failuresTable } from './failure-output.js';
 import { EXIT, TIME } from './help-text.js';
 import { parseRate, parseTime, requireMerchant } from './options.js';
@@ -43,9 +42,8 @@ export function declareFailedReplay(failed: Command, io: CliIo): void {
     .usage('--merchant <id> --since <time> [--until <time>] [--dry-run] [--rate <per-second>]')
     .description(
       'Bulk recovery after a merchant outage: resends every unresolved failed webhook of the merchant that ' +
-        'failed in the window, one reference at a time through the same resend as the API (a reference that ' +
-        "also has failures outside the window is resent whole, as the merchant's own resend would). " +
-        'Shows progress on stderr and ends with a summary: resent, skipped (resolved meanwhile), errors.',
+        'failed in the window (the failure index in PostgreSQL, DATABASE_URL), one webhook at a time through the same ' +
+        'resend as the API. Shows progress on stderr and ends with a summary: resent, skipped (resent meanwhile), errors.',
     )
     .option('--merchant <id>', 'the merchant (required)')
     .option('--since <time>', 'start of the window (required)')
@@ -65,90 +63,63 @@ function check(raw: Raw, _args: string[], now: Date): FailedReplayOptions {
   return { merchantId, since, until, dryRun: raw.dryRun, rate: parseRate(raw.rate) };
 }
 
+/** At most this many failures in one replay: a larger window is replayed in parts. */
+const MAX_REPLAY = 100_000;
+
 async function run(options: FailedReplayOptions, ctx: CliContext): Promise<number> {
   const { merchantId } = options;
   const names = topologyNames(ctx.config.TOPOLOGY_PREFIX);
-  return withBroker(ctx.config, [names.failed, names.dispatch], async (broker) => {
-    const filter = { merchantId, since: options.since, until: options.until };
-    const candidates = (await readFailures(broker, names.failed, { from: options.since, match: matchesFailure(filter) })).filter(
-      (r) => !r.resolved,
-    );
+  return withFailures(ctx.config, async (store) => {
+    const candidates = (await store.list({ merchantId, since: options.since, until: options.until, unresolvedOnly: true, limit: MAX_REPLAY })).reverse();
     if (candidates.length === 0) throw new NothingMatchedError(`no unresolved failed webhook of merchant ${merchantId} in the window`);
-    const groups = byReference(candidates);
-
     if (options.dryRun) {
       writeLine(ctx.stdout, failuresTable(candidates, false));
-      writeLine(
-        ctx.stdout,
-        `dry run: would resend ${candidates.length} webhook(s) for ${groups.size} reference(s) of merchant ${merchantId}; nothing was published`,
-      );
+      writeLine(ctx.stdout, `dry run: would resend ${candidates.length} webhook(s) of merchant ${merchantId}; nothing was published`);
       return 0;
     }
-
-    const session = await openResendSession(broker, ctx.config.TOPOLOGY_PREFIX);
-    let summary: Summary;
-    try {
-      summary = await replay(session, merchantId, groups, candidates.length, options.rate, ctx);
-    } finally {
-      await session.close();
-    }
+    const summary = await withBroker(ctx.config, [names.dispatch], async (broker) => {
+      const resend = resendService(broker, store, ctx.config.TOPOLOGY_PREFIX);
+      try {
+        return await replay(resend, merchantId, candidates, options.rate, ctx);
+      } finally {
+        await resend.drain();
+      }
+    });
     writeLine(ctx.stdout, `replay of merchant ${merchantId}: resent ${summary.resent}, skipped ${summary.skipped}, errors ${summary.errors}`);
     if (summary.errors > 0) {
       writeLine(ctx.stderr, `webhooks: some resends failed; the last error: ${summary.lastError ?? 'unknown'}. Run the replay again to retry them.`);
       return 1;
     }
-    // Everything was resolved by someone else meanwhile: nothing was done, as with no match.
+    // Everything was resent by someone else meanwhile: nothing was done, as with no match.
     return summary.resent === 0 ? 3 : 0;
   });
 }
 
-/** Primary reference → its failures in the window, in stream order: the unit the resend works on. */
-function byReference(records: FailureRecord[]): Map<string, FailureRecord[]> {
-  const groups = new Map<string, FailureRecord[]>();
-  for (const record of records) {
-    const reference = record.references[0]!;
-    const group = groups.get(reference);
-    if (group) group.push(record);
-    else groups.set(reference, [record]);
-  }
-  return groups;
-}
-
-async function replay(
-  session: ResendSession,
-  merchantId: string,
-  groups: Map<string, FailureRecord[]>,
-  total: number,
-  rate: number,
-  ctx: CliContext,
-): Promise<Summary> {
+async function replay(resend: ResendService, merchantId: string, candidates: FailureRow[], rate: number, ctx: CliContext): Promise<Summary> {
   const summary: Summary = { resent: 0, skipped: 0, errors: 0 };
   const pacer = new Pacer(rate);
-  const progress = startProgress('replay', total, ctx.stderr);
+  const progress = startProgress('replay', candidates.length, ctx.stderr);
   let brokerGone = false;
   try {
-    for (const [reference, records] of groups) {
-      const pending = session.index.lookup(merchantId, reference).length;
+    for (const failure of candidates) {
       if (brokerGone) {
-        summary.errors += records.length;
-      } else if (pending === 0) {
-        summary.skipped += records.length; // resolved since the window was read, e.g. by the merchant
+        summary.errors++;
       } else {
-        await pacer.take(pending);
+        await pacer.take(1);
         try {
-          summary.resent += await session.resend.resend(merchantId, reference);
+          summary.resent += await resend.resendWebhook(merchantId, failure.webhookId);
         } catch (err) {
           if (err instanceof NothingToResendError) {
-            summary.skipped += records.length;
+            summary.skipped++; // resent since the window was read, e.g. by the merchant
           } else {
-            summary.errors += records.length;
+            summary.errors++;
             summary.lastError = (err as Error).message;
             // Each further resend would wait for a connection in vain: count the rest as errors.
             brokerGone = err instanceof BrokerUnavailableError;
           }
         }
       }
-      progress.advance(records.length);
+      progress.advance(1);
     }
   } finally {
     progress.stop();

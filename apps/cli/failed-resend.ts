@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { NothingToResendError } from '../../libs/failed/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
-import { openResendSession, withBroker } from './broker.js';
+import { resendService, withBroker, withFailures } from './broker.js';
 import { action } from './command.js';
 import { type CliContext, type CliIo, writeLine } from './context.js';
 import { NothingMatchedError } from './errors.js';
@@ -21,8 +21,8 @@ export function declareFailedResend(failed: Command, io: CliIo): void {
     .description(
       "Does what the merchant's POST /nucleus/tnx/webhook?reference=<reference> does, for an operator: " +
         'republishes every unresolved failed webhook of that merchant and reference to <TOPOLOGY_PREFIX>.dispatch ' +
-        'with its original webhook-id and fresh attempt counters, and appends a resolution entry that every ' +
-        'API replica applies. Prints how many were resent.',
+        'with its original webhook-id and fresh attempt counters, claiming them in PostgreSQL (DATABASE_URL) ' +
+        'as the API does, so that no replica sends them again. Prints how many were resent.',
     )
     .argument('<reference>', 'the reference, exactly as published (a refund: its refundRef or its tnxRef)')
     .option('--merchant <id>', 'the merchant the webhooks belong to (required)')
@@ -41,19 +41,21 @@ export function declareFailedResend(failed: Command, io: CliIo): void {
 
 async function run({ merchantId, reference }: FailedResendOptions, ctx: CliContext): Promise<number> {
   const names = topologyNames(ctx.config.TOPOLOGY_PREFIX);
-  const count = await withBroker(ctx.config, [names.failed, names.dispatch], async (broker) => {
-    const session = await openResendSession(broker, ctx.config.TOPOLOGY_PREFIX);
-    try {
-      return await session.resend.resend(merchantId, reference);
-    } catch (err) {
-      if (err instanceof NothingToResendError) {
-        throw new NothingMatchedError(`no unresolved failed webhook for merchant ${merchantId} and reference ${reference}`);
+  const count = await withFailures(ctx.config, (store) =>
+    withBroker(ctx.config, [names.dispatch], async (broker) => {
+      const resend = resendService(broker, store, ctx.config.TOPOLOGY_PREFIX);
+      try {
+        return await resend.resend(merchantId, reference);
+      } catch (err) {
+        if (err instanceof NothingToResendError) {
+          throw new NothingMatchedError(`no unresolved failed webhook for merchant ${merchantId} and reference ${reference}`);
+        }
+        throw err;
+      } finally {
+        await resend.drain();
       }
-      throw err;
-    } finally {
-      await session.close();
-    }
-  });
+    }),
+  );
   writeLine(ctx.stdout, `resent ${count} webhook(s) for reference ${reference} of merchant ${merchantId}`);
   return 0;
 }

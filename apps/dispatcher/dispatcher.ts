@@ -8,6 +8,7 @@ import type { MerchantDirectory } from '../../libs/merchants/index.js';
 import { RetryPolicy } from '../../libs/retry-policy/index.js';
 import { WebhookSigner } from '../../libs/signing/index.js';
 import type { RetryWatch } from '../../libs/stranded-retries/index.js';
+import type { FailedStore } from '../../libs/failed/index.js';
 import { type TopologyNames, topologyNames } from '../../libs/topology/index.js';
 import { InvalidMessageError } from './errors.js';
 import type { Operations } from './operations.js';
@@ -72,6 +73,8 @@ export interface DispatcherDeps {
   deliveryLog?: DeliveryRecorder;
   /** Operational events and endpoint health, told of each settled delivery after its effect. */
   operations?: Operations;
+  /** The failure index in PostgreSQL: each failure written once it is in `failed` (best effort; the recorder writes it too). */
+  failures?: FailedStore;
 }
 
 /**
@@ -118,6 +121,7 @@ export class Dispatcher {
       logger: deps.logger,
       observer,
       retryWatch: deps.retryWatch,
+      failures: deps.failures,
       now: this.now,
       moveBackoffMs: settings.moveBackoffMs ?? [500, 1_000, 2_000, 4_000, 8_000],
       stopping: () => this.stopping !== undefined,
@@ -198,8 +202,8 @@ export class Dispatcher {
       if (err instanceof InvalidMessageError) return { finding: { kind: 'invalid', code: err.code, detail: err.detail } };
       throw err;
     }
-    if (intake.resentFromOffset !== undefined && intake.attempts === 0 && intake.deferrals === 0 && intake.postponements === 0) {
-      await this.effect.recordResent(intake, intake.resentFromOffset, span);
+    if (intake.resendClaim !== undefined && intake.attempts === 0 && intake.deferrals === 0 && intake.postponements === 0) {
+      this.effect.markResent(intake, intake.resendClaim);
     }
     // Admission: someone to send it to, and a slot on their endpoint.
     const admitted = await this.admission.admit(intake, now, () => this.stopping !== undefined);

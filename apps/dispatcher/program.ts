@@ -5,7 +5,8 @@ import { createGotClient, createUndiciClient } from '../../libs/http/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import type { Registry } from 'prom-client';
 import { DISABLED_REASONS, type MerchantDirectory, openMerchants } from '../../libs/merchants/index.js';
-import { type Database, openPglite } from '../../libs/delivery-store/index.js';
+import { type Database, ensureSchema, openPglite, openPostgres } from '../../libs/delivery-store/index.js';
+import { FailedStore } from '../../libs/failed/index.js';
 import { PGLITE_DIR } from '../recorder/open-log.js';
 import { METRIC_NAMES, counterFrom, createRegistry, deliveryMetrics, gaugeFrom, labelledGaugeFrom, operationalMetrics, zeroedCounter } from '../../libs/metrics/index.js';
 import { OPERATIONAL_EVENT_TYPES, OperationalPublisher, OperationalWebhookSender } from '../../libs/operational/index.js';
@@ -119,8 +120,17 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   const opened = loaded.value;
   const merchants: MerchantDirectory = opened.merchants;
   const broker: BrokerConnection = connected.value;
+  // The failure index: each failure written as soon as it is in `failed` (the recorder writes it too).
+  const failuresDatabase = opened.database ?? (config.DATABASE_URL ? openPostgres(config.DATABASE_URL, { maxConnections: 2, applicationName: 'webhooks-dispatcher failures' }) : undefined);
+  const ownFailuresDatabase = failuresDatabase === opened.database ? undefined : failuresDatabase;
+  if (failuresDatabase) {
+    await ensureSchema(failuresDatabase).catch((err: unknown) =>
+      logger.warn('failure index not made yet; failures are indexed by the recorder meanwhile', { error: (err as Error).message }),
+    );
+  }
   const closeMerchants = async () => {
     await opened.close();
+    await ownFailuresDatabase?.close();
     await ownDatabase?.close();
   };
   const names = topologyNames(config.TOPOLOGY_PREFIX);
@@ -184,7 +194,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
       })
     : undefined;
   const dispatcher = new Dispatcher(
-    { broker, merchants, http, logger, observer: deliveryMetrics(registry), retryWatch, deliveryLog, operations },
+    { broker, merchants, http, logger, observer: deliveryMetrics(registry), retryWatch, deliveryLog, operations, failures: failuresDatabase && new FailedStore(failuresDatabase) },
     {
       prefix: config.TOPOLOGY_PREFIX,
       retryDelaysMs: config.RETRY_SCHEDULE,

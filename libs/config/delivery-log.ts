@@ -6,7 +6,7 @@ import { envFields } from './env.js';
  * the recorder, the dispatcher for the response bytes).
  */
 export const deliveryLogFields = {
-  /** PostgreSQL of the delivery log; outside development mode required unless DELIVERY_LOG=off. */
+  /** PostgreSQL: the failure index, the claims of resends and the delivery log; required outside development mode. */
   DATABASE_URL: z
     .string()
     .refine((v) => /^postgres(ql)?:\/\/\S+$/.test(v) && URL.canParse(v), 'must be a postgres:// or postgresql:// URL')
@@ -20,13 +20,16 @@ export const deliveryLogFields = {
     .transform(Number),
 };
 
-/** Outside development mode the log needs a real PostgreSQL: an embedded one would lose it with the container. */
-export function requireDatabase(env: { DATABASE_URL?: string; DELIVERY_LOG: 'on' | 'off'; WEBHOOKS_DEV?: boolean }, ctx: z.RefinementCtx): void {
-  if (env.DELIVERY_LOG === 'on' && !env.DATABASE_URL && !env.WEBHOOKS_DEV) {
+/**
+ * Outside development mode the failure index and the log need a real PostgreSQL: an embedded one
+ * would lose them with the container. DELIVERY_LOG=off turns the log off, not the failure index.
+ */
+export function requireDatabase(env: { DATABASE_URL?: string; WEBHOOKS_DEV?: boolean }, ctx: z.RefinementCtx): void {
+  if (!env.DATABASE_URL && !env.WEBHOOKS_DEV) {
     ctx.addIssue({
       code: 'custom',
       path: ['DATABASE_URL'],
-      message: 'is required for the delivery log (or set DELIVERY_LOG=off, or WEBHOOKS_DEV=true for an embedded database)',
+      message: 'is required: failed webhooks, their resends and the delivery log are kept in PostgreSQL (or WEBHOOKS_DEV=true for an embedded database)',
     });
   }
 }

@@ -31,6 +31,7 @@ export const BOOKKEEPING_HEADERS: ReadonlySet<string> = new Set([
   HEADERS.resentAt,
   HEADERS.resentFromOffset,
   HEADERS.resentFromId,
+  HEADERS.claimId,
   HEADERS.failureId,
   HEADERS.resolvedOffsets,
   HEADERS.checkpointId,
@@ -48,6 +49,7 @@ export const RESET_ON_RESEND: ReadonlySet<string> = new Set([
   HEADERS.failedAt,
   HEADERS.failedReason,
   HEADERS.failureId,
+  HEADERS.claimId,
   HEADERS.entryType,
   HEADERS.streamOffset,
 ]);

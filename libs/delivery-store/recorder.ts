@@ -5,7 +5,8 @@ import { decodeRecords, type DeliveryRecord } from '../delivery-log/index.js';
 import type { Logger } from '../logger/index.js';
 import { appendCheckpoint, CHECKPOINT, fingerprintAt, fingerprintOf, landCheckpoint, offsetOf } from '../streams/index.js';
 import { declareQueueSpec, deliveriesSpec, type Replication, topologyNames } from '../topology/index.js';
-import type { Database, Session } from './database.js';
+import type { Database, Queryable, Session } from './database.js';
+import { INDEX_FROM_LOG } from '../failed/store.js';
 import { caughtUpAt, ensurePartitionsFor, forgetPartitions, NO_ROWS, prepareRows, type Quarantined, quarantine, restartStream, storeBatch, storedPlace } from './materialise.js';
 import { isRefusal, isTimeout } from './refusals.js';
 import { dropExpiredPartitions, ensureSchema, SEQ_PER_OFFSET } from './schema.js';
@@ -454,7 +455,7 @@ export class DeliveryLogRecorder {
     for (const entry of batch.refused) await this.setAside(session, entry);
     try {
       await ensurePartitionsFor(session, batch.records, session);
-      await storeBatch(session, this.stream, prepareRows(batch.records, batch.positions), batch.nextOffset, batch.caughtUpAt, batch.lastEntry);
+      await storeIndexed(session, batch.records, (db) => storeBatch(db, this.stream, prepareRows(batch.records, batch.positions), batch.nextOffset, batch.caughtUpAt, batch.lastEntry));
       return;
     } catch (err) {
       if (!isRefusal(err, batch.records.length)) throw err;
@@ -475,7 +476,7 @@ export class DeliveryLogRecorder {
     const records = batch.records.slice(from, to);
     try {
       await ensurePartitionsFor(session, records, session);
-      await storeBatch(session, this.stream, prepareRows(records, batch.positions.slice(from, to)), storedUpTo, null);
+      await storeIndexed(session, records, (db) => storeBatch(db, this.stream, prepareRows(records, batch.positions.slice(from, to)), storedUpTo, null));
       return;
     } catch (err) {
       const one = to - from === 1;
@@ -603,4 +604,18 @@ export class DeliveryLogRecorder {
     // Closing the session releases the advisory lock.
     await session?.close();
   }
+}
+
+/**
+ * Stores a batch and, in the same transaction, indexes its failures (FailedStore's durable path):
+ * a failure the dispatcher could not write (the database was down) becomes resendable once the
+ * log holds it. A batch without failures is the one statement it always was.
+ */
+async function storeIndexed(session: Session, records: readonly DeliveryRecord[], store: (db: Queryable) => Promise<void>): Promise<void> {
+  const failed = records.filter((r) => r.outcome === 'failed');
+  if (failed.length === 0) return store(session);
+  await session.transaction(async (tx) => {
+    await store(tx);
+    await tx.query(INDEX_FROM_LOG, [failed.map((r) => r.merchantId), failed.map((r) => r.webhookId), failed.map((r) => r.at), failed.map((r) => r.reason ?? null)]);
+  });
 }

@@ -91,6 +91,30 @@ CREATE TABLE IF NOT EXISTS delivery_log_quarantine (
 -- merchant's newest-first index alone read every row of the merchant to find the few that match.
 CREATE INDEX IF NOT EXISTS delivery_webhooks_status ON delivery_webhooks (merchant_id, status, first_seen_at DESC, webhook_id DESC);
 CREATE INDEX IF NOT EXISTS delivery_webhooks_event ON delivery_webhooks (merchant_id, event, first_seen_at DESC, webhook_id DESC);
+-- The failure index (libs/failed/store.ts): one row per failed webhook, and its resend's claim.
+CREATE TABLE IF NOT EXISTS failed_webhooks (
+  merchant_id text NOT NULL,
+  webhook_id text NOT NULL,
+  failed_at timestamptz NOT NULL,
+  event text NOT NULL,
+  -- merchant id, unit separator, reference: as delivery_webhooks.merchant_refs.
+  merchant_refs text[] NOT NULL,
+  reason text,
+  attempts integer NOT NULL DEFAULT 0,
+  last_status integer,
+  last_error text,
+  -- The failed message's body and headers; null when only the recorder wrote the row (the
+  -- dispatcher could not reach the database): a resend then sends the log's copy of the payload.
+  content text,
+  headers jsonb,
+  claim_id uuid,
+  claimed_at timestamptz,
+  resent_at timestamptz,
+  PRIMARY KEY (merchant_id, webhook_id)
+);
+CREATE INDEX IF NOT EXISTS failed_webhooks_refs ON failed_webhooks USING gin (merchant_refs) WITH (fastupdate = off);
+CREATE INDEX IF NOT EXISTS failed_webhooks_open ON failed_webhooks (merchant_id, failed_at) WHERE resent_at IS NULL;
+CREATE INDEX IF NOT EXISTS failed_webhooks_expiry ON failed_webhooks (failed_at);
 `;
 
 /** SCHEMA's statements, their comment lines left out (a comment may hold a semicolon). */
@@ -103,7 +127,7 @@ export const SEQ_PER_OFFSET = 1024;
 
 export const PARTITIONED_TABLES = ['delivery_records'] as const;
 
-export async function ensureSchema(session: Session): Promise<void> {
+export async function ensureSchema(session: Pick<Session, 'transaction'>): Promise<void> {
   await session.transaction(async (tx) => {
     // Serialised: two programs starting at once on an empty database must not race on CREATE.
     await tx.query('SELECT pg_advisory_xact_lock(hashtext($1))', ['webhooks-delivery-log-schema']);

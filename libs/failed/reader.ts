@@ -1,3 +1,4 @@
+// TEMPORARY: only the retry watch (deleted by the retry-net branch) still reads this.
 import type { ConsumeMessage } from 'amqplib';
 import { type BrokerConnection, BrokerUnavailableError, type Reader } from '../broker/index.js';
 import { offsetOf } from '../streams/index.js';

@@ -1,7 +1,7 @@
 import type { ApiProgram } from '../../apps/api/program.js';
 import { type EventName, sampleEvent } from '../../libs/contracts/index.js';
 import type { Merchant } from '../../libs/merchants/index.js';
-import { startTestApi } from '../support/api.js';
+import { startTestApi, unresolved } from '../support/api.js';
 import { brokerUrl, uniquePrefix } from '../support/broker.js';
 import { type Harness, startHarness, testMerchant } from '../support/harness.js';
 import { runProgram } from '../support/process.js';
@@ -11,7 +11,6 @@ import { waitFor } from '../support/wait.js';
 const CLI = 'dist/apps/cli/main.js';
 
 interface FailedJson {
-  offset: number;
   failedAt: string;
   merchantId: string;
   event: string;
@@ -21,9 +20,10 @@ interface FailedJson {
   lastStatus: number | null;
   lastError: string;
   resolved: boolean;
+  resentAt: string | null;
 }
 
-describe('webhooks failed (operator CLI on the failed stream)', () => {
+describe('webhooks failed (operator CLI on the failure index)', () => {
   const modes = new Map<string, 'fail' | 'ok'>();
   const receivers = new Map<string, Receiver>();
   const merchants = {} as Record<'alice' | 'bob' | 'carol' | 'dave', Merchant>;
@@ -46,8 +46,7 @@ describe('webhooks failed (operator CLI on the failed stream)', () => {
       settings: { breakerThreshold: 1_000 },
     });
     api = await startTestApi(harness.prefix, harness.merchantsFile);
-    await waitFor('API ready', () => api.index.ready);
-    env = { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: harness.prefix };
+    env = { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: harness.prefix, DATABASE_URL: harness.database.url };
   });
 
   afterAll(async () => {
@@ -69,7 +68,7 @@ describe('webhooks failed (operator CLI on the failed stream)', () => {
     const { messageId } = await harness.publisher.publish(message);
     const field = event === 'charge.completed' ? 'tnxRef' : event === 'payout' ? 'reference' : 'refundRef';
     const reference = String(message.data[field]);
-    await waitFor(`failure of ${reference} indexed`, () => api.index.lookup(merchant.id, reference).length > 0);
+    await waitFor(`failure of ${reference} indexed`, async () => (await unresolved(api, merchant.id, reference)) > 0);
     return { message, messageId, reference };
   }
 
@@ -88,7 +87,7 @@ describe('webhooks failed (operator CLI on the failed stream)', () => {
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
     const [header, ...rows] = result.stdout.trimEnd().split('\n');
-    expect(header!.split(/\s{2,}/)).toEqual(['OFFSET', 'FAILED AT', 'MERCHANT', 'EVENT', 'REFERENCE', 'WEBHOOK ID', 'ATTEMPTS', 'LAST STATUS', 'REASON', 'LAST ERROR']);
+    expect(header!.split(/\s{2,}/)).toEqual(['FAILED AT', 'MERCHANT', 'EVENT', 'REFERENCE', 'WEBHOOK ID', 'ATTEMPTS', 'LAST STATUS', 'REASON', 'LAST ERROR']);
     const rowOf = (reference: string) => rows.findIndex((row) => row.includes(reference));
     expect(rowOf(first.reference)).toBeGreaterThanOrEqual(0);
     expect(rowOf(second.reference)).toBeGreaterThan(rowOf(first.reference));
@@ -115,9 +114,7 @@ describe('webhooks failed (operator CLI on the failed stream)', () => {
     const [entry, ...rest] = await listJson('--merchant', merchants.alice.id, '--reference', payout.reference);
     expect(rest).toEqual([]);
     expect(entry).toEqual({
-      offset: expect.any(Number),
       failedAt: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/),
-      firstSeenAt: expect.any(String),
       merchantId: merchants.alice.id,
       event: 'payout',
       references: [payout.reference],
@@ -127,6 +124,7 @@ describe('webhooks failed (operator CLI on the failed stream)', () => {
       failedReason: 'attempts-exhausted',
       lastError: expect.stringContaining('500'),
       resolved: false,
+      resentAt: null,
     });
 
     const byTnxRef = await listJson('--reference', String(refund.message.data.tnxRef));
@@ -183,7 +181,7 @@ describe('webhooks failed (operator CLI on the failed stream)', () => {
     const [delivered] = (await receiverOf(merchants.alice).waitForRequests(before + 1)).slice(before);
     expect(delivered!.headers['webhook-id']).toBe(messageId);
     expect(delivered!.body).toBe(JSON.stringify({ event: 'payout', data: message.data }));
-    await waitFor('the API applied the resolution', () => api.index.lookup(merchants.alice.id, reference).length === 0);
+    expect(await unresolved(api, merchants.alice.id, reference)).toBe(0);
 
     const again = await cli('failed', 'resend', reference, '--merchant', merchants.alice.id);
     expect(again.code).toBe(3);
@@ -194,7 +192,7 @@ describe('webhooks failed (operator CLI on the failed stream)', () => {
     const { reference } = await failedEvent(merchants.alice, 'payout');
     const result = await cli('failed', 'resend', reference, '--merchant', merchants.bob.id);
     expect(result.code).toBe(3);
-    expect(api.index.lookup(merchants.alice.id, reference)).toHaveLength(1);
+    expect(await unresolved(api, merchants.alice.id, reference)).toBe(1);
   });
 
   it("replays a merchant's failures of a time window: --dry-run publishes nothing, the real run delivers them all and touches nothing else", async () => {
@@ -210,7 +208,7 @@ describe('webhooks failed (operator CLI on the failed stream)', () => {
     expect(dry.code).toBe(0);
     for (const { reference } of inWindow) expect(dry.stdout).toContain(reference);
     expect(dry.stdout).not.toContain(outside.reference);
-    expect(dry.stdout).toContain(`dry run: would resend 3 webhook(s) for 3 reference(s) of merchant ${carol.id}; nothing was published`);
+    expect(dry.stdout).toContain(`dry run: would resend 3 webhook(s) of merchant ${carol.id}; nothing was published`);
     // Nothing resolved, and nothing reached the merchant before a later event did.
     expect((await listJson('--merchant', carol.id)).map((f) => f.webhookId)).toEqual(
       expect.arrayContaining([outside.messageId, ...inWindow.map((f) => f.messageId)]),
@@ -307,13 +305,21 @@ describe('webhooks failed (operator CLI on the failed stream)', () => {
     expect(result.stderr).toMatch(/list \[options\][\s\S]*resend \[options\] <reference>[\s\S]*replay \[options\]/);
   });
 
-  it('exits 1 with a clear message when the failed stream does not exist, and declares nothing', async () => {
+  it('exits 1 with a clear message when dispatch does not exist for a resend, and declares nothing', async () => {
     const absent = uniquePrefix('cli-absent');
-    const result = await runProgram(CLI, { ...env, TOPOLOGY_PREFIX: absent }, ['failed', 'list']);
+    const { reference } = await failedEvent(merchants.alice, 'payout');
+    const result = await runProgram(CLI, { ...env, TOPOLOGY_PREFIX: absent }, ['failed', 'resend', reference, '--merchant', merchants.alice.id]);
     expect(result.code).toBe(1);
     expect(result.stderr).toBe(
-      `webhooks: ${absent}.failed does not exist on this broker: no dispatcher or API has declared the topology of TOPOLOGY_PREFIX=${absent} here\n`,
+      `webhooks: ${absent}.dispatch does not exist on this broker: no dispatcher or API has declared the topology of TOPOLOGY_PREFIX=${absent} here\n`,
     );
-    expect(await harness.test.messageCount(`${absent}.failed`).catch((err: { code?: number }) => err.code)).toBe(404);
+    expect(await harness.test.messageCount(`${absent}.dispatch`).catch((err: { code?: number }) => err.code)).toBe(404);
+    expect(await unresolved(api, merchants.alice.id, reference)).toBe(1);
+  });
+
+  it('exits 2 naming DATABASE_URL when it is not set: the failure index is in PostgreSQL', async () => {
+    const result = await runProgram(CLI, { RABBITMQ_URL: env.RABBITMQ_URL!, TOPOLOGY_PREFIX: env.TOPOLOGY_PREFIX! }, ['failed', 'list']);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('DATABASE_URL');
   });
 });

@@ -1,6 +1,6 @@
 import type { ApiProgram } from '../../apps/api/program.js';
 import { ENTRY_TYPES, HEADERS, sampleEvent } from '../../libs/contracts/index.js';
-import { call, startTestApi, token } from '../support/api.js';
+import { call, startTestApi, token, unresolved } from '../support/api.js';
 import { brokerUrl } from '../support/broker.js';
 import { type Harness, startHarness, testMerchant, writeMerchantsFile } from '../support/harness.js';
 import { Receiver } from '../support/receiver.js';
@@ -37,7 +37,6 @@ maybe('under broker flow control', () => {
     const merchant = testMerchant('m_flow2', receiver.url);
     const file = writeMerchantsFile([merchant]);
     api = await startTestApi(harness.prefix, file);
-    await waitFor('API ready', () => api.index.ready);
     const auth = { 'x-auth-token': merchant.publicKey, authorization: `Bearer ${await token(merchant.id)}` };
 
     // A failure entry for it, written as the dispatcher would.
@@ -47,7 +46,7 @@ maybe('under broker flow control', () => {
       messageId: 'evt_flow',
       headers: { [HEADERS.entryType]: ENTRY_TYPES.failure, [HEADERS.merchantId]: merchant.id, [HEADERS.reference]: reference, [HEADERS.webhookId]: 'evt_flow' },
     });
-    await waitFor('indexed', () => api.index.lookup(merchant.id, reference).length === 1);
+    await waitFor('indexed', async () => (await unresolved(api, merchant.id, reference)) === 1);
 
     await ctl!(['set_vm_memory_high_watermark', '0.0000001']);
     try {

@@ -129,7 +129,6 @@ describe('Prometheus metrics', () => {
   it('counts resend answers by status and reports the failed index size on the API', async () => {
     const api = await startTestApi(prefix, merchantsFile);
     try {
-      await waitFor('API ready', () => api.index.ready);
       const headers = { 'x-auth-token': bad.publicKey, authorization: `Bearer ${await token(bad.id)}` };
       expect((await call(api, '/nucleus/tnx/webhook?reference=unknown', { headers })).status).toBe(404);
       // The resend of one webhook by id counts too.

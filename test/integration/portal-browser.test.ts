@@ -1,3 +1,4 @@
+import { unresolved } from '../support/api.js';
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -74,7 +75,7 @@ describe('the merchant portal in a browser', () => {
     const { webhookId, message } = await publish(merchantId);
     await stack.logged(merchantId, webhookId, 'failed');
     const reference = (message.data as { reference: string }).reference;
-    await waitFor('failed entry indexed', () => api.index.lookup(merchantId, reference).length > 0 || undefined, 10_000);
+    await waitFor('failed entry indexed', async () => (await unresolved(api, merchantId, reference)) > 0 || undefined, 10_000);
     return webhookId;
   }
 

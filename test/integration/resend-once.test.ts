@@ -1,12 +1,13 @@
+import { randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import type { ApiProgram } from '../../apps/api/program.js';
 import type { BrokerConnection } from '../../libs/broker/index.js';
 import { BrokerUnavailableError, BrokerUnroutableError } from '../../libs/broker/index.js';
 import { ENTRY_TYPES, HEADERS, sampleEvent } from '../../libs/contracts/index.js';
-import { ResendService } from '../../libs/failed/index.js';
+import { INDEX_FROM_LOG, ResendService } from '../../libs/failed/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import type { Merchant } from '../../libs/merchants/index.js';
-import { call, expectDocumented, seen, startTestApi, token } from '../support/api.js';
+import { call, expectDocumented, seen, startTestApi, token, unresolved } from '../support/api.js';
 import { type Harness, startHarness, testMerchant, writeMerchantsFile } from '../support/harness.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
@@ -27,7 +28,6 @@ describe('one resend, one delivery', () => {
     harness = await startHarness({ name: 'resendonce', merchants: [merchant], retryDelaysMs: [] });
     one = await startTestApi(harness.prefix, harness.merchantsFile);
     two = await startTestApi(harness.prefix, harness.merchantsFile);
-    await waitFor('both replicas ready', () => one.index.ready && two.index.ready);
   });
 
   afterAll(async () => {
@@ -49,7 +49,7 @@ describe('one resend, one delivery', () => {
     const message = sampleEvent(event, merchant.id);
     const published = await harness.publisher.publish(message, { messageId });
     const reference = String(event === 'refund.completed' ? message.data.refundRef : message.data.reference);
-    await waitFor('indexed by both replicas', () => one.index.lookup(merchant.id, reference).length > 0 && two.index.lookup(merchant.id, reference).length > 0);
+    await waitFor('indexed', async () => (await unresolved(one, merchant.id, reference)) > 0);
     return { message, messageId: published.messageId, reference };
   }
 
@@ -99,20 +99,22 @@ describe('one resend, one delivery', () => {
     expect(receiver.requests.filter((r) => r.headers['webhook-id'] === messageId)).toHaveLength(2);
   });
 
-  it('counts two entries of one webhook-id as one webhook and resends it once', async () => {
+  it('keeps one failure per webhook: the same failure written by the dispatcher and by the recorder is one row', async () => {
     const { messageId, reference } = await failed('payout', `evt_twice_${Date.now()}`);
-    const sizeBefore = one.index.size;
-    // A second chain of the same webhook (an older version split it on a connection drop).
-    const [entry] = (await harness.test.readStream(harness.names.failed, 1, 10_000)).filter((e) => e.properties.messageId === messageId);
-    await harness.test.publishRaw(harness.names.failed, entry!.content, { messageId, headers: { ...entry!.properties.headers } });
-    await waitFor('both entries indexed', () => one.index.lookup(merchant.id, reference).length === 2 && two.index.lookup(merchant.id, reference).length === 2);
-    expect(one.index.size).toBe(sizeBefore);
+    const [row] = await harness.database.query<{ failed_at: Date; content: string }>('SELECT failed_at, content FROM failed_webhooks WHERE webhook_id = $1', [messageId]);
+    // The recorder's durable path, for the same failure: it changes nothing the dispatcher wrote.
+    await harness.database.query(
+      `INSERT INTO delivery_webhooks (merchant_id, webhook_id, first_seen_at, seq, event, refs, merchant_refs, payload, status, attempts, last_record_at)
+       VALUES ($1, $2, now(), 1, 'payout', ARRAY[$3], ARRAY[$1 || chr(31) || $3], '{"event":"payout","data":{}}', 'failed', 1, now())`,
+      [merchant.id, messageId, reference],
+    );
+    await harness.database.query(INDEX_FROM_LOG, [[merchant.id], [messageId], [row!.failed_at.toISOString()], ['attempts-exhausted']]);
+    expect(await harness.database.query('SELECT content FROM failed_webhooks WHERE webhook_id = $1', [messageId])).toEqual([{ content: row!.content }]);
+    expect(await unresolved(one, merchant.id, reference)).toBe(1);
     mode = 'ok';
     expect((await call(one, `${RESEND}?reference=${reference}`, { headers: await headers() })).status).toBe(200);
-    await deliveriesOf(messageId);
-    expect(receiver.requests.filter((r) => r.headers['webhook-id'] === messageId)).toHaveLength(2);
-    await waitFor('both resolved on the other replica', () => two.index.lookup(merchant.id, reference).length === 0);
-    expect(one.index.size).toBe(sizeBefore - 1);
+    expect(await deliveriesOf(messageId)).toBe(2);
+    expect(await unresolved(two, merchant.id, reference)).toBe(0);
   });
 
   it('does not send again what a resend that failed half-way already sent, and sends at once what surely did not go out', async () => {
@@ -122,7 +124,7 @@ describe('one resend, one delivery', () => {
     const first = await harness.publisher.publish(message);
     const second = await harness.publisher.publish(message, { messageId: `${first.messageId}_2` });
     const reference = String(message.data.reference);
-    await waitFor('two failures indexed', () => one.index.lookup(merchant.id, reference).length === 2);
+    await waitFor('two failures indexed', async () => (await unresolved(one, merchant.id, reference)) === 2);
     mode = 'ok';
     let republished = 0;
     const flaky = new Proxy(one.broker, {
@@ -137,9 +139,13 @@ describe('one resend, one delivery', () => {
         return typeof value === 'function' ? value.bind(target) : value;
       },
     }) as BrokerConnection;
-    const halfway = new ResendService(flaky, one.index, harness.prefix, silentLogger());
+    const halfway = new ResendService(flaky, one.failures, harness.prefix, silentLogger());
     await expect(halfway.resend(merchant.id, reference)).rejects.toThrow(BrokerUnavailableError);
-    await waitFor('the second given back on the other replica', () => one.index.lookup(merchant.id, reference).every((offset) => two.index.holdOf(offset) === undefined));
+    // Given back at once, not held for the lease: the first marked resent, the second free.
+    expect(await harness.database.query('SELECT webhook_id, claim_id IS NULL AS free, resent_at IS NOT NULL AS resent FROM failed_webhooks WHERE webhook_id = ANY($1) ORDER BY webhook_id', [[first.messageId, second.messageId]])).toEqual([
+      { webhook_id: first.messageId, free: false, resent: true },
+      { webhook_id: second.messageId, free: true, resent: false },
+    ]);
 
     // The merchant tries again at once: only what was not sent goes out.
     expect((await call(two, `${RESEND}?reference=${reference}`, { headers: await headers() })).status).toBe(200);
@@ -148,21 +154,36 @@ describe('one resend, one delivery', () => {
     expect(receiver.requests.filter((r) => r.headers['webhook-id'] === second.messageId)).toHaveLength(2);
   });
 
-  it('does not send again a webhook republished by a resender that died before writing its resolution', async () => {
+  it('does not send again a webhook republished by a resender that died before marking it resent', async () => {
     const { message, messageId, reference } = await failed('payout');
     mode = 'ok';
-    const [offset] = one.index.lookup(merchant.id, reference);
-    // What a resender does up to its republish, then dies: no resolution entry of its own.
+    // What a resender does up to its republish, then dies: the claim made, the copy out, no mark.
+    const claimId = randomUUID();
+    expect(await one.failures.claim(merchant.id, { reference }, claimId)).toHaveLength(1);
     await harness.test.publishRaw(harness.names.dispatch, Buffer.from(JSON.stringify(message)), {
       messageId,
       contentType: 'application/json',
-      headers: { [HEADERS.resentAt]: new Date().toISOString(), [HEADERS.resentFromOffset]: offset!, [HEADERS.merchantId]: merchant.id },
+      headers: { [HEADERS.resentAt]: new Date().toISOString(), [HEADERS.claimId]: claimId, [HEADERS.merchantId]: merchant.id },
     });
     await deliveriesOf(messageId);
-    await waitFor('resolved by the dispatcher', () => one.index.lookup(merchant.id, reference).length === 0 && two.index.lookup(merchant.id, reference).length === 0);
+    // The dispatcher marked it when it took the copy: resent, not merely held until the lease ends.
+    await waitFor('marked resent by the dispatcher', async () => (await unresolved(two, merchant.id, reference)) === 0);
     expect((await call(two, `${RESEND}?reference=${reference}`, { headers: await headers() })).status).toBe(404);
     await deliveriesOf(messageId);
     expect(receiver.requests.filter((r) => r.headers['webhook-id'] === messageId)).toHaveLength(2);
+  });
+
+  it('frees the claim of a resender that died before its republish once the lease ends, and not before', async () => {
+    const { messageId, reference } = await failed('payout');
+    mode = 'ok';
+    expect(await one.failures.claim(merchant.id, { reference }, randomUUID())).toHaveLength(1);
+    const held = await call(two, `${RESEND}?reference=${reference}`, { headers: await headers() });
+    expect(held.status).toBe(409);
+    expect(Number(held.headers.get('retry-after'))).toBeGreaterThanOrEqual(25);
+    // The lease runs out (moved back in time rather than waited for).
+    await harness.database.query("UPDATE failed_webhooks SET claimed_at = claimed_at - interval '31 seconds' WHERE webhook_id = $1", [messageId]);
+    expect((await call(two, `${RESEND}?reference=${reference}`, { headers: await headers() })).status).toBe(200);
+    expect(await deliveriesOf(messageId)).toBe(2);
   });
 
   it('answers 409 webhook_disabled while the webhook is off, keeps the entry, and delivers once it is back on', async () => {
@@ -181,7 +202,7 @@ describe('one resend, one delivery', () => {
         error: { code: 'webhook_disabled', status: 409 },
         data: null,
       });
-      expect(one.index.lookup(merchant.id, reference)).toHaveLength(1);
+      expect(await unresolved(one, merchant.id, reference)).toBe(1);
     } finally {
       writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [merchant] }));
     }
@@ -200,7 +221,6 @@ describe('one resend, one delivery', () => {
     const filtered = { ...merchant, webhook: { ...merchant.webhook!, events: ['charge.completed' as const] } };
     const three = await startTestApi(harness.prefix, writeMerchantsFile([filtered]));
     try {
-      await waitFor('third replica ready', () => three.index.ready);
       const answer = await call(three, `${RESEND}?reference=${reference}`, { headers: await headers() });
       expect(answer.status).toBe(409);
       expect(answer.body).toEqual({
@@ -208,10 +228,9 @@ describe('one resend, one delivery', () => {
         error: { code: 'event_not_subscribed', status: 409 },
         data: null,
       });
-      // The entry stays failed and free on every replica: resendable once the merchant opts back in.
-      const [offset] = three.index.lookup(merchant.id, reference);
-      expect(offset).toBeDefined();
-      await waitFor('entry free on every replica', () => [one, two, three].every((api) => api.index.lookup(merchant.id, reference).length === 1 && api.index.holdOf(offset!) === undefined));
+      // The failure stays failed and free: resendable once the merchant opts back in.
+      expect(await harness.database.query('SELECT claim_id FROM failed_webhooks WHERE webhook_id = $1', [messageId])).toEqual([{ claim_id: null }]);
+      expect(await unresolved(three, merchant.id, reference)).toBe(1);
       expect(await harness.test.messageCount(harness.names.dispatch)).toBe(0);
     } finally {
       await three.stop();
@@ -220,10 +239,9 @@ describe('one resend, one delivery', () => {
     expect(await deliveriesOf(messageId)).toBe(2);
   });
 
-  it('writes claims and resolutions as stream entries every replica can read', async () => {
+  it('writes nothing to the failed stream but failures: claims and resends are rows', async () => {
     const entries = await harness.test.readStream(harness.names.failed, 1);
-    const types = new Set(entries.map((e) => e.properties.headers?.[HEADERS.entryType]));
-    expect(types.has(ENTRY_TYPES.claim)).toBe(true);
+    expect(new Set(entries.map((e) => e.properties.headers?.[HEADERS.entryType]))).toEqual(new Set([ENTRY_TYPES.failure]));
   });
 
   it('gives only answers the OpenAPI document describes', () => {

@@ -1,12 +1,11 @@
 import type { ApiProgram } from '../../apps/api/program.js';
 import { Dispatcher } from '../../apps/dispatcher/dispatcher.js';
-import { type BrokerConnection, BrokerUnavailableError } from '../../libs/broker/index.js';
-import { ENTRY_TYPES, HEADERS, sampleEvent } from '../../libs/contracts/index.js';
-import { ResendService } from '../../libs/failed/index.js';
+import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
+import { type FailedStore, ResendService } from '../../libs/failed/index.js';
 import { createUndiciClient } from '../../libs/http/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import type { Merchant } from '../../libs/merchants/index.js';
-import { call, expectDocumented, seen, startTestApi, token } from '../support/api.js';
+import { call, expectDocumented, seen, startTestApi, token, unresolved } from '../support/api.js';
 import { type Harness, startHarness, testMerchant } from '../support/harness.js';
 import { localCtl } from '../support/rabbitmqctl.js';
 import { Receiver } from '../support/receiver.js';
@@ -38,7 +37,6 @@ maybe('a resend whose outcome is not known delivers once', () => {
     await harness.dispatcher.stop();
     one = await startTestApi(harness.prefix, harness.merchantsFile);
     two = await startTestApi(harness.prefix, harness.merchantsFile);
-    await waitFor('both replicas ready', () => one.index.ready && two.index.ready);
   });
 
   afterAll(async () => {
@@ -61,32 +59,28 @@ maybe('a resend whose outcome is not known delivers once', () => {
     return { 'x-auth-token': merchant.publicKey, authorization: `Bearer ${await token(merchant.id)}` };
   }
 
-  /** A failure entry as the dispatcher writes it, indexed by both replicas. */
-  async function failedEntry(id: string): Promise<{ reference: string; offset: number }> {
+  /** A failure as the dispatcher indexes it once it is in `failed`. */
+  async function failedEntry(id: string): Promise<{ reference: string }> {
     const message = sampleEvent('payout', merchant.id);
     const reference = String(message.data.reference);
-    await harness.test.publishRaw(harness.names.failed, Buffer.from(JSON.stringify(message)), {
-      messageId: id,
-      contentType: 'application/json',
-      headers: {
-        [HEADERS.entryType]: ENTRY_TYPES.failure,
-        [HEADERS.merchantId]: merchant.id,
-        [HEADERS.reference]: reference,
-        [HEADERS.event]: 'payout',
-        [HEADERS.webhookId]: id,
-        [HEADERS.firstSeenAt]: new Date().toISOString(),
-      },
+    await one.failures.record({
+      merchantId: merchant.id,
+      webhookId: id,
+      failedAt: new Date(),
+      event: 'payout',
+      references: [reference],
+      reason: 'attempts-exhausted',
+      attempts: 1,
+      content: JSON.stringify(message),
+      headers: { [HEADERS.merchantId]: merchant.id, [HEADERS.reference]: reference, [HEADERS.event]: 'payout', [HEADERS.webhookId]: id, [HEADERS.firstSeenAt]: new Date().toISOString() },
     });
-    const [offset] = await waitFor('indexed by both replicas', () => {
-      const found = one.index.lookup(merchant.id, reference);
-      return found.length === 1 && two.index.lookup(merchant.id, reference).length === 1 && found;
-    });
-    return { reference, offset: offset! };
+    expect(await unresolved(two, merchant.id, reference)).toBe(1);
+    return { reference };
   }
 
   async function startDispatcher(): Promise<void> {
     dispatcher = new Dispatcher(
-      { broker: harness.broker, merchants: harness.merchants, http, logger: silentLogger() },
+      { broker: harness.broker, merchants: harness.merchants, http, logger: silentLogger(), failures: two.failures },
       { prefix: harness.prefix, retryDelaysMs: [], deliveryTimeoutMs: 2_000, concurrency: 4, maxMessageBytes: 64 * 1024, userAgent: 'test-dispatcher' },
     );
     await dispatcher.start();
@@ -101,14 +95,13 @@ maybe('a resend whose outcome is not known delivers once', () => {
   }
 
   it('keeps the claim of a republish blocked by a memory alarm: 503, then 409 on every replica, one POST after the alarm clears', async () => {
-    const { reference, offset } = await failedEntry('evt_alarm');
-    // The alarm goes up after the claim was won and read by both replicas, before the republish.
+    const { reference } = await failedEntry('evt_alarm');
+    // The alarm goes up after the claim was committed, before the republish.
     const sendToQueue = one.broker.sendToQueue.bind(one.broker);
     let alarmed = false;
     one.broker.sendToQueue = async (queue, ...rest) => {
       if (queue === harness.names.dispatch && !alarmed) {
         alarmed = true;
-        await waitFor('the claim read by the other replica', () => two.index.holdOf(offset));
         await ctl!(['set_vm_memory_high_watermark', '0.0000001']);
       }
       return sendToQueue(queue, ...rest);
@@ -133,12 +126,12 @@ maybe('a resend whose outcome is not known delivers once', () => {
     }
 
     // The blocked copy lands once the alarm clears; the merchant keeps retrying: never a 200.
-    await waitFor('the late copy resolved on both replicas', async () => {
+    await waitFor('the late copy marked resent', async () => {
       for (const api of [one, two]) {
         const again = await call(api, `${RESEND}?reference=${reference}`, { headers: await headers() });
         expect([404, 409]).toContain(again.status);
       }
-      return one.index.lookup(merchant.id, reference).length === 0 && two.index.lookup(merchant.id, reference).length === 0;
+      return (await unresolved(one, merchant.id, reference)) === 0;
     }, 30_000, 500);
     expect(await harness.test.messageCount(harness.names.dispatch)).toBe(1);
     await startDispatcher();
@@ -146,25 +139,13 @@ maybe('a resend whose outcome is not known delivers once', () => {
     expect((await call(two, `${RESEND}?reference=${reference}`, { headers: await headers() })).status).toBe(404);
   }, 120_000);
 
-  it('does not republish a confirmed copy whose resolution append failed when the merchant retries', async () => {
+  it('does not republish a confirmed copy whose mark as resent failed when the merchant retries', async () => {
     const { reference } = await failedEntry('evt_noresolution');
-    // Every resolution this resender appends fails as an unconfirmed publish would.
-    const flaky = new Proxy(one.broker, {
-      get(target, prop, receiverArg) {
-        if (prop === 'sendToQueue') {
-          return (queue: string, content: Buffer, options: { headers?: Record<string, unknown> }, ...rest: unknown[]) => {
-            if (queue === harness.names.failed && options.headers?.[HEADERS.entryType] === ENTRY_TYPES.resolution) {
-              return Promise.reject(new BrokerUnavailableError('publish not confirmed within 5000 ms'));
-            }
-            return (target.sendToQueue as (...a: unknown[]) => Promise<void>).call(target, queue, content, options, ...rest);
-          };
-        }
-        const value = Reflect.get(target, prop, receiverArg);
-        return typeof value === 'function' ? value.bind(target) : value;
-      },
-    }) as BrokerConnection;
-    const resender = new ResendService(flaky, one.index, harness.prefix, silentLogger());
-    // The copy is in dispatch: that is a resend done, whatever became of the resolution.
+    // This resender's marks fail as a database that went away between the claim and the mark would.
+    const store = Object.create(one.failures) as FailedStore;
+    store.markResent = () => Promise.reject(new Error('connection terminated'));
+    const resender = new ResendService(one.broker, store, harness.prefix, silentLogger());
+    // The copy is in dispatch: that is a resend done, whatever became of the mark.
     await expect(resender.resend(merchant.id, reference)).resolves.toBe(1);
 
     // The merchant retries at once on the other replica: the claim still holds there.
@@ -172,10 +153,10 @@ maybe('a resend whose outcome is not known delivers once', () => {
     expect(again.status).toBe(409);
     expect(await harness.test.messageCount(harness.names.dispatch)).toBe(1);
 
-    // The dispatcher resolves the entry on the copy's first handling: then nothing is left to resend.
+    // The dispatcher marks it resent on the copy's first handling: then nothing is left to resend.
     await startDispatcher();
     expect(await deliveriesOf('evt_noresolution')).toBe(1);
-    await waitFor('resolved by the dispatcher', () => two.index.lookup(merchant.id, reference).length === 0);
+    await waitFor('marked by the dispatcher', async () => (await unresolved(two, merchant.id, reference)) === 0);
     expect((await call(two, `${RESEND}?reference=${reference}`, { headers: await headers() })).status).toBe(404);
     expect(await deliveriesOf('evt_noresolution')).toBe(1);
   }, 60_000);

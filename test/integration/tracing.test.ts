@@ -3,7 +3,7 @@ import { sampleEvent } from '../../libs/contracts/index.js';
 import { context, trace } from '@opentelemetry/api';
 import type { Merchant } from '../../libs/merchants/index.js';
 import { inSpan, startTracing, type Tracing } from '../../libs/tracing/index.js';
-import { call, startTestApi, token } from '../support/api.js';
+import { call, startTestApi, token, unresolved } from '../support/api.js';
 import { capturingLogger } from '../support/capturing-logger.js';
 import { type Harness, startHarness, testMerchant } from '../support/harness.js';
 import { KIND, OtlpReceiver, type ReceivedSpan, testTracingSettings } from '../support/otlp-receiver.js';
@@ -210,7 +210,7 @@ describe.each(['http/json', 'http/protobuf'] as const)('tracing over %s', (proto
       const event = sampleEvent('charge.completed', merchant.id);
       const reference = String(event.data.tnxRef);
       const { messageId } = await harness.publisher.publish(event);
-      await waitFor('the failure indexed', () => api.index.lookup(merchant.id, reference).length === 1, 15_000);
+      await waitFor('the failure indexed', async () => (await unresolved(api, merchant.id, reference)) === 1, 15_000);
       const [publish] = await spansWhere('the publish span', (s) => s.kind === KIND.producer && s.attributes['webhook.id'] === messageId);
       const webhookTrace = publish!.traceId;
       const [toFailed] = await spansWhere('the move to failed', (s) => s.traceId === webhookTrace && s.name === `publish ${harness.names.failed}`);

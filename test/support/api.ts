@@ -5,6 +5,7 @@ import { loadApiConfig } from '../../apps/api/config.js';
 import { type ApiOptions, type ApiProgram, startApi } from '../../apps/api/program.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { brokerUrl } from './broker.js';
+import { createTestDatabase, databaseOf, type TestDatabase } from './postgres.js';
 import { waitFor } from './wait.js';
 
 export const JWT_SECRET = 'test-jwt-secret-that-is-long-enough-0123456789';
@@ -15,8 +16,16 @@ export async function startTestApi(
   options: ApiOptions = {},
   env: Record<string, string | undefined> = {},
 ): Promise<ApiProgram> {
+  // The failure index is in PostgreSQL: the harness's database for this prefix, else one of its own.
+  let own: TestDatabase | undefined;
+  let databaseUrl = 'DATABASE_URL' in env ? env.DATABASE_URL : databaseOf(prefix);
+  if (databaseUrl === undefined && !('DATABASE_URL' in env)) {
+    own = await createTestDatabase('api');
+    databaseUrl = own.url;
+  }
   const config = loadApiConfig({
     RABBITMQ_URL: brokerUrl(),
+    DATABASE_URL: databaseUrl,
     TOPOLOGY_PREFIX: prefix,
     PORT: '0',
     MERCHANTS_FILE: merchantsFile,
@@ -27,7 +36,19 @@ export async function startTestApi(
     DELIVERY_LOG: 'off',
     ...env,
   });
-  return startApi(config, silentLogger(), { rateLimit: { perMinute: 6_000, burst: 1_000 }, logRateLimit: { perMinute: 60_000, burst: 10_000 }, ...options });
+  let api: ApiProgram;
+  try {
+    api = await startApi(config, silentLogger(), { rateLimit: { perMinute: 6_000, burst: 1_000 }, logRateLimit: { perMinute: 60_000, burst: 10_000 }, ...options });
+  } catch (err) {
+    await own?.drop();
+    throw err;
+  }
+  if (own) {
+    const stop = api.stop.bind(api);
+    let dropped: Promise<void> | undefined;
+    api.stop = () => (dropped ??= stop().finally(() => own.drop()));
+  }
+  return api;
 }
 
 /**
@@ -116,4 +137,9 @@ export function expectDocumented(answers: typeof seen): Set<string> {
     statuses.add(`${found.template} ${answer.status}`);
   }
   return statuses;
+}
+
+/** How many of the merchant's failures for `reference` are in the failure index and not resent. */
+export async function unresolved(api: ApiProgram, merchantId: string, reference: string): Promise<number> {
+  return (await api.failures.list({ merchantId, reference, unresolvedOnly: true, limit: 1_000 })).length;
 }

@@ -12,6 +12,9 @@ import { EventPublisher } from '../../libs/publisher/index.js';
 import { RetryWatch, type RetryWatchOptions } from '../../libs/stranded-retries/index.js';
 import { declareTopology, type TopologyNames, topologyNames } from '../../libs/topology/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from './broker.js';
+import { type Database, ensureSchema, openPostgres } from '../../libs/delivery-store/index.js';
+import { FailedStore } from '../../libs/failed/index.js';
+import { createTestDatabase, forgetDatabase, registerDatabase, type TestDatabase } from './postgres.js';
 
 export function testSecret(): string {
   return `whsec_${randomBytes(24).toString('base64')}`;
@@ -43,6 +46,8 @@ export interface Harness {
   broker: BrokerConnection;
   publisher: EventPublisher;
   test: TestBroker;
+  /** The failure index's database (the test's API uses it too). */
+  database: TestDatabase;
   /** With the retryWatch option only. */
   retryWatch?: RetryWatch;
   close(): Promise<void>;
@@ -90,10 +95,15 @@ export async function startHarness(options: {
     // As the program does: deliveries only once the journal is read up to date.
     await retryWatch.waitUntilCaughtUp(10_000);
   }
+  // The failure index, as the program writes it: the test's API finds this prefix's database.
+  const database = await createTestDatabase(options.name);
+  const failuresDb: Database = openPostgres(database.url, { maxConnections: 2 });
+  await ensureSchema(failuresDb);
+  registerDatabase(prefix, database.url);
   const deliveryLog = options.deliveryLog ? new DeliveryRecorder(broker, logger, { prefix }) : undefined;
   await deliveryLog?.start();
   const dispatcher = new Dispatcher(
-    { broker, merchants, http, logger, retryWatch, deliveryLog },
+    { broker, merchants, http, logger, retryWatch, deliveryLog, failures: new FailedStore(failuresDb) },
     {
       prefix,
       retryDelaysMs,
@@ -117,6 +127,7 @@ export async function startHarness(options: {
     broker,
     publisher: new EventPublisher(broker, prefix),
     test,
+    database,
     async close() {
       await dispatcher.stop();
       await deliveryLog?.stop();
@@ -125,6 +136,9 @@ export async function startHarness(options: {
       http.close();
       await merchants.close();
       await test.close();
+      await failuresDb.close();
+      forgetDatabase(prefix);
+      await database.drop();
       // A fresh connection: a broker restart in the test may have closed the first one.
       const cleanup = await TestBroker.open();
       await cleanup.deleteTopology(prefix, retryDelaysMs.length);

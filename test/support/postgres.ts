@@ -46,3 +46,18 @@ export async function createTestDatabase(label: string): Promise<TestDatabase> {
     },
   };
 }
+
+/** The database a harness made for a topology prefix: the API of the same test uses it too. */
+const byPrefix = new Map<string, string>();
+
+export function registerDatabase(prefix: string, url: string): void {
+  byPrefix.set(prefix, url);
+}
+
+export function forgetDatabase(prefix: string): void {
+  byPrefix.delete(prefix);
+}
+
+export function databaseOf(prefix: string): string | undefined {
+  return byPrefix.get(prefix);
+}

@@ -129,7 +129,7 @@ describe('dispatcher configuration', () => {
 });
 
 describe('API configuration', () => {
-  const base = { MERCHANTS_FILE: 'merchants.json', AUTH_JWT_SECRET: 'x'.repeat(40), DELIVERY_LOG: 'off' };
+  const base = { MERCHANTS_FILE: 'merchants.json', AUTH_JWT_SECRET: 'x'.repeat(40), DELIVERY_LOG: 'off', DATABASE_URL: 'postgres://u@db/webhooks' };
 
   it('reads RESEND_RATE_LIMIT as resends per minute with an optional burst', () => {
     expect(loadApiConfig(base).RESEND_RATE_LIMIT).toEqual({ perMinute: 60, burst: 20 });
@@ -143,12 +143,10 @@ describe('API configuration', () => {
     expect(loadApiConfig({ ...base, LOG_RATE_LIMIT: '1000,200' }).LOG_RATE_LIMIT).toEqual({ perMinute: 1000, burst: 200 });
   });
 
-  it('reads FAILED_SPOOL_SIZE in bytes, 512MB by default, 0 for off', () => {
-    expect(loadApiConfig(base).FAILED_SPOOL_SIZE).toBe(512 * 1024 * 1024);
-    expect(loadApiConfig({ ...base, FAILED_SPOOL_SIZE: '2GB' }).FAILED_SPOOL_SIZE).toBe(2 * 1024 ** 3);
-    expect(loadApiConfig({ ...base, FAILED_SPOOL_SIZE: '64mb' }).FAILED_SPOOL_SIZE).toBe(64 * 1024 ** 2);
-    expect(loadApiConfig({ ...base, FAILED_SPOOL_SIZE: '0' }).FAILED_SPOOL_SIZE).toBe(0);
-    expect(loadApiConfig({ ...base, FAILED_SPOOL_DIR: '' }).FAILED_SPOOL_DIR).toBeUndefined();
+  it('needs DATABASE_URL outside development mode, even with DELIVERY_LOG=off: the failure index and resends live in PostgreSQL', () => {
+    const { DATABASE_URL: _unset, ...withoutDatabase } = base;
+    expect(() => loadApiConfig(withoutDatabase)).toThrow('DATABASE_URL: is required: failed webhooks, their resends and the delivery log are kept in PostgreSQL');
+    expect(loadApiConfig({ ...withoutDatabase, WEBHOOKS_DEV: 'true' }).DATABASE_URL).toBeUndefined();
   });
 
   it.each([
@@ -158,9 +156,6 @@ describe('API configuration', () => {
     ['LOG_RATE_LIMIT', '300,0', 'Invalid configuration: LOG_RATE_LIMIT: "300,0" must be log reads per minute'],
     ['METRICS_PORT', '8080', 'Invalid configuration: METRICS_PORT: must differ from PORT'],
     ['ADMIN_PORT', '8080', 'Invalid configuration: ADMIN_PORT: must differ from PORT and METRICS_PORT'],
-    ['FAILED_SPOOL_SIZE', '512', 'Invalid configuration: FAILED_SPOOL_SIZE: "512" must be a size of at least 1MB'],
-    ['FAILED_SPOOL_SIZE', '1TB', 'Invalid configuration: FAILED_SPOOL_SIZE: "1TB" must be a size of at least 1MB'],
-    ['FAILED_SPOOL_SIZE', '-1MB', 'Invalid configuration: FAILED_SPOOL_SIZE: "-1MB" must be a size of at least 1MB'],
   ])('refuses %s=%j with a message naming the variable', (variable, value, message) => {
     expect(() => loadApiConfig({ ...base, [variable]: value })).toThrow(message);
   });

@@ -2,7 +2,6 @@ import { randomUUID, timingSafeEqual } from 'node:crypto';
 import type { Request, Response, Router } from 'express';
 import { type EventName, REFERENCE_FIELDS, sampleEvent } from '../../../libs/contracts/index.js';
 import type { DeliveryLogQueries } from '../../../libs/delivery-store/index.js';
-import { NothingToResendError } from '../../../libs/failed/index.js';
 import { type Actor, activeWebhook, graceSecrets, type Merchant, receivesEvent, recordAudit, WebhookNotSetUpError } from '../../../libs/merchants/index.js';
 import { keyDigestOf, MAX_LINK_LIFETIME_MS, PortalLinkError, type PortalPermission, type PortalSession } from '../../../libs/portal/index.js';
 import { USER_AGENT } from '../../dispatcher/program.js';
@@ -37,26 +36,17 @@ function sessionsOf(deps: ApiDeps) {
 
 /**
  * Resends exactly one failed webhook of the merchant, by its webhook-id: the resend by reference's
- * checks and claims (ResendService), restricted to that webhook's entries. Its references come
- * from the delivery log when it has them, else from a walk over the index.
+ * checks and claim (ResendService), restricted to that webhook.
  */
 export async function resendOne(deps: ApiDeps, merchant: Merchant, webhookId: string): Promise<void> {
   const allowed = await deps.limiter.take(merchant.id);
   if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds);
-  if (!deps.index.ready || !deps.brokerConnected()) throw unavailable('The failed queue is not available yet; try again shortly');
+  if (!deps.brokerConnected()) throw unavailable('The message broker is unavailable; try again shortly');
   const webhook = activeWebhook(merchant);
   if (!webhook) {
     throw new ApiError(409, 'webhook_disabled', 'Webhooks are not enabled for this merchant; enable them, then resend');
   }
-  let references: string[] | undefined;
-  try {
-    references = (await deps.log?.getWebhook(merchant.id, webhookId))?.references;
-  } catch {
-    // The log is down or behind: the index alone can still find it.
-  }
-  const found = deps.index.lookupWebhook(merchant.id, webhookId, references) ?? (references ? deps.index.lookupWebhook(merchant.id, webhookId) : undefined);
-  if (!found) throw new NothingToResendError();
-  await deps.resend.resend(merchant.id, found.reference, { receives: (event) => receivesEvent(webhook, event), webhookId });
+  await deps.resend.resendWebhook(merchant.id, webhookId, (event) => receivesEvent(webhook, event));
 }
 
 /** POST /nucleus/webhooks/{webhookId}/resend: merchant auth, as the resend by reference. */

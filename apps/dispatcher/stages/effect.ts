@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Options } from 'amqplib';
 import { type BrokerConnection, type Delivery, type HeldMessage, moveMessage } from '../../../libs/broker/index.js';
 import { copyHeaders, HEADERS, type ScalarHeaders } from '../../../libs/contracts/index.js';
-import { appendResolution, failureEntryHeaders } from '../../../libs/failed/index.js';
+import { type FailedStore, failureEntryHeaders } from '../../../libs/failed/index.js';
 import type { Logger } from '../../../libs/logger/index.js';
 import type { DeliveryObserver, Outcome } from '../../../libs/metrics/index.js';
 import type { RetryPolicy } from '../../../libs/retry-policy/index.js';
@@ -31,6 +31,7 @@ export interface EffectDeps {
   logger: Logger;
   observer: DeliveryObserver;
   retryWatch?: RetryWatch;
+  failures?: FailedStore;
   now: () => Date;
   /** Waits between tries of a move the broker did not take, before the delivery goes back to its queue. */
   moveBackoffMs: readonly number[];
@@ -121,6 +122,7 @@ export class EffectStage {
           lastAttemptAt: decision.attempted ? now : undefined,
         });
         if (!(await this.move(delivery, this.deps.names.failed, headers, intake.event, undefined, span))) return;
+        this.index(delivery, intake, decision, headers, now);
         this.count('failed', 'failed', intake.event, intake.test);
         this.deps.observer.failed(decision.reason);
         logger.warn('webhook failed', { merchantId: intake.merchantId, event: intake.event, reference: intake.references[0], reason: decision.reason, attempts: decision.attempts, error: decision.error, errorClass: decision.errorClass, ...spanLogFields(span) });
@@ -130,21 +132,38 @@ export class EffectStage {
   }
 
   /**
-   * A resent webhook reached dispatch: resolve its failed entry, in case the resender died between
-   * its republish and its own resolution, so that a later resend does not send it a second time.
-   * Idempotent: resolving a resolved entry changes nothing.
+   * The failure, resendable at once: written to PostgreSQL once it is in `failed`, without holding
+   * the ack for it. A write that fails (the database down) is left to the recorder, which indexes
+   * the same failure from its delivery record when the log catches up.
    */
-  async recordResent(intake: IntakeEvent, offset: number, span?: Span): Promise<void> {
-    // The webhook-id too: if `failed` was deleted since the resend, another entry may sit at this offset.
-    const resolution = { merchantId: intake.merchantId, resolved: [{ offset, references: intake.references, webhookId: intake.webhookId }] };
-    try {
-      await publishIn(span, this.deps.names.failed, undefined, intake.webhookId, () =>
-        appendResolution(this.deps.broker, this.deps.names.failed, resolution, { reference: intake.references[0]!, deadlineMs: 5_000 }),
-      );
-    } catch (err) {
-      // The resender's own resolution normally covers it; this one only closes a crash window.
-      this.deps.logger.warn('resolution of a resent webhook not recorded', { merchantId: intake.merchantId, offset, error: (err as Error).message, ...spanLogFields(span) });
-    }
+  private index(delivery: Delivery, intake: IntakeEvent, decision: Extract<Decision, { kind: 'failed' }>, headers: ScalarHeaders, now: Date): void {
+    if (!this.deps.failures) return;
+    const failure = {
+      merchantId: intake.merchantId,
+      webhookId: intake.webhookId,
+      failedAt: now,
+      event: intake.event,
+      references: intake.references,
+      reason: decision.reason,
+      attempts: decision.attempts,
+      lastStatus: decision.status,
+      lastError: decision.error,
+      content: delivery.message.content.toString('utf8'),
+      headers,
+    };
+    this.deps.failures.record(failure).catch((err: unknown) => {
+      this.deps.logger.warn('failure not indexed; the recorder indexes it from the delivery log', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error).message });
+    });
+  }
+
+  /**
+   * A resent copy reached dispatch: its failure is marked resent, in case the resender died between
+   * the copy's confirm and its own mark, so that a later resend does not send it a second time.
+   */
+  markResent(intake: IntakeEvent, claimId: string): void {
+    this.deps.failures?.markResent(intake.merchantId, [intake.webhookId], claimId).catch((err: unknown) => {
+      this.deps.logger.warn('resent webhook not marked; its claim frees it after its lease', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error).message });
+    });
   }
 
   private count(stat: keyof DispatcherStats, outcome: Outcome, event: string, test = false): void {

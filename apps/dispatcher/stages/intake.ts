@@ -11,7 +11,6 @@ import {
   upstreamMessageSchema,
   WEBHOOK_ID_RULE,
 } from '../../../libs/contracts/index.js';
-import { RESEND_KEY } from '../../../libs/stranded-retries/index.js';
 import { InvalidMessageError } from '../errors.js';
 
 /** What the dispatcher needs from one message on `dispatch`, validated. */
@@ -31,8 +30,8 @@ export interface IntakeEvent {
   firstSeenAt: string;
   /** When a merchant asked for this webhook again; its schedule's span starts over then. */
   resentAt?: string;
-  /** The failed-stream entry this resend came from. */
-  resentFromOffset?: number;
+  /** The resend's claim on the failure (FailedStore): marked resent when this copy is taken. */
+  resendClaim?: string;
   /** The last real attempt's error, carried so a webhook failed by an open circuit still says it. */
   lastError?: string;
   lastStatus?: number;
@@ -86,7 +85,7 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
   const deferrals = count(headers[HEADERS.deferrals]);
   const postponements = count(headers[HEADERS.postponements]);
   const resentAt = timestamp(headers[HEADERS.resentAt]);
-  const resentFrom = headers[HEADERS.resentFromOffset];
+  const claim = headers[HEADERS.claimId];
   const lastError = headers[HEADERS.lastError];
   const lastStatus = headers[HEADERS.lastStatus];
   return {
@@ -100,7 +99,7 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
     postponements,
     firstSeenAt: timestamp(headers[HEADERS.firstSeenAt]) ?? now.toISOString(),
     resentAt,
-    resentFromOffset: resentAt !== undefined && typeof resentFrom === 'number' && Number.isSafeInteger(resentFrom) && resentFrom >= 0 ? resentFrom : undefined,
+    resendClaim: resentAt !== undefined && typeof claim === 'string' && /^[0-9a-f-]{36}$/.test(claim) ? claim : undefined,
     lastError: typeof lastError === 'string' && lastError.length > 0 ? lastError : undefined,
     lastStatus: typeof lastStatus === 'number' && Number.isInteger(lastStatus) ? lastStatus : undefined,
     accepted: attempts > 0 || deferrals > 0 || postponements > 0 || resentAt !== undefined,
@@ -172,9 +171,5 @@ export function waitOf(message: ConsumeMessage, upstreamExchange: string): Wait 
   const copyId = typeof headers[HEADERS.copyId] === 'string' && headers[HEADERS.copyId] !== '' ? (headers[HEADERS.copyId] as string) : undefined;
   const scheduleId = headers[HEADERS.scheduleId];
   if (typeof scheduleId === 'string' && scheduleId.length > 0) return { key: scheduleId, copyId };
-  const resentFromId = headers[HEADERS.resentFromId];
-  if (typeof resentFromId === 'string' && resentFromId.length > 0) return { key: `${RESEND_KEY}${resentFromId}`, copyId };
-  const resentFrom = headers[HEADERS.resentFromOffset];
-  if (typeof resentFrom === 'number' && Number.isSafeInteger(resentFrom) && resentFrom >= 0) return { key: `${RESEND_KEY}${resentFrom}`, copyId };
   return undefined;
 }

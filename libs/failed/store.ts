@@ -1,0 +1,255 @@
+import type { Queryable } from '../delivery-store/database.js';
+
+/**
+ * The failure index: one row per failed webhook of a merchant, the failed message as it went to
+ * `failed` (its body and headers) and the state of its resend. A row is one failure, known by its
+ * time: a webhook that fails again after a resend gets a later `failed_at`, which frees it for the
+ * next resend; the same failure written twice (by the dispatcher and by the recorder) is one row.
+ *
+ * Resending claims rows with one conditional UPDATE: `claim_id` set by the first resend, `resent_at`
+ * once its copy is confirmed in `dispatch`. A claim whose resender died before either is free again
+ * after `CLAIM_LEASE`; one whose copy was not confirmed in time stays held for that lease, since the
+ * copy may still be delivered.
+ */
+/** How long a claim holds its rows when its resender neither marked them resent nor gave them back. */
+export const CLAIM_LEASE_MS = 30_000;
+
+/** The key a merchant's reference is found by in merchant_refs. */
+export const merchantRef = (merchantId: string, reference: string) => `${merchantId}\u001f${reference}`;
+
+export interface Failure {
+  merchantId: string;
+  webhookId: string;
+  failedAt: Date;
+  event: string;
+  references: string[];
+  reason: string;
+  attempts: number;
+  lastStatus?: number;
+  lastError?: string;
+  content: string;
+  headers: Record<string, string | number | boolean>;
+}
+
+/** A claimed row: what a resend republishes. */
+export interface ClaimedFailure {
+  webhookId: string;
+  event: string;
+  failedAt: Date;
+  content: string;
+  /** Null when the row came from the log's copy (no headers were at hand). */
+  headers: Record<string, string | number | boolean> | null;
+  references: string[];
+}
+
+/** A row as operators list it. */
+export interface FailureRow {
+  merchantId: string;
+  webhookId: string;
+  failedAt: string;
+  event: string;
+  references: string[];
+  reason: string | null;
+  attempts: number;
+  lastStatus: number | null;
+  lastError: string | null;
+  resentAt: string | null;
+}
+
+/**
+ * Later failures win; the same failure fills in the message when the recorder wrote it first.
+ * A later failure frees the row for a resend; the same one keeps its claim.
+ */
+const UPSERT = `
+INSERT INTO failed_webhooks AS f (merchant_id, webhook_id, failed_at, event, merchant_refs, reason, attempts, last_status, last_error, content, headers)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+ON CONFLICT (merchant_id, webhook_id) DO UPDATE SET
+  failed_at = EXCLUDED.failed_at, event = EXCLUDED.event, merchant_refs = EXCLUDED.merchant_refs, reason = EXCLUDED.reason,
+  attempts = EXCLUDED.attempts, last_status = EXCLUDED.last_status, last_error = EXCLUDED.last_error,
+  content = EXCLUDED.content, headers = EXCLUDED.headers,
+  claim_id = CASE WHEN EXCLUDED.failed_at > f.failed_at THEN NULL ELSE f.claim_id END,
+  claimed_at = CASE WHEN EXCLUDED.failed_at > f.failed_at THEN NULL ELSE f.claimed_at END,
+  resent_at = CASE WHEN EXCLUDED.failed_at > f.failed_at THEN NULL ELSE f.resent_at END
+WHERE EXCLUDED.failed_at > f.failed_at OR (EXCLUDED.failed_at = f.failed_at AND f.content IS NULL)
+`;
+
+/**
+ * The durable path, in the recorder's transaction: a `failed` record of the batch whose failure
+ * the dispatcher did not write (the database was down), from the log's row of the webhook. Never
+ * replaces a row the dispatcher wrote for the same or a later failure.
+ */
+export const INDEX_FROM_LOG = `
+INSERT INTO failed_webhooks AS f (merchant_id, webhook_id, failed_at, event, merchant_refs, reason, attempts, last_status, last_error)
+SELECT w.merchant_id, w.webhook_id, r.at, w.event, w.merchant_refs, r.reason, w.attempts, w.last_http_status, w.last_error
+FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[]) AS r(merchant_id, webhook_id, at, reason)
+JOIN delivery_webhooks w ON w.merchant_id = r.merchant_id AND w.webhook_id = r.webhook_id
+ON CONFLICT (merchant_id, webhook_id) DO UPDATE SET
+  failed_at = EXCLUDED.failed_at, event = EXCLUDED.event, merchant_refs = EXCLUDED.merchant_refs, reason = EXCLUDED.reason,
+  attempts = EXCLUDED.attempts, last_status = EXCLUDED.last_status, last_error = EXCLUDED.last_error,
+  content = NULL, headers = NULL, claim_id = NULL, claimed_at = NULL, resent_at = NULL
+WHERE EXCLUDED.failed_at > f.failed_at
+`;
+
+/** Which of a merchant's failures a resend takes: a reference's, one webhook, or the oldest `limit`. */
+export type FailureFilter = { reference: string; webhookId?: string } | { webhookId: string } | { all: true; limit: number };
+
+export class FailedStore {
+  constructor(private readonly db: Queryable) {}
+
+  /** The dispatcher's write, once the failed message is confirmed in `failed`. */
+  async record(failure: Failure): Promise<void> {
+    await this.db.query(UPSERT, [
+      failure.merchantId,
+      failure.webhookId,
+      failure.failedAt.toISOString(),
+      failure.event,
+      failure.references.map((r) => merchantRef(failure.merchantId, r)),
+      failure.reason,
+      failure.attempts,
+      failure.lastStatus ?? null,
+      failure.lastError ?? null,
+      failure.content,
+      JSON.stringify(failure.headers),
+    ]);
+  }
+
+  /**
+   * Claims the merchant's unclaimed failures that `filter` names, at once: rows another resend
+   * holds are skipped, not waited for. The body is the failed message, or the log's copy of it.
+   */
+  async claim(merchantId: string, filter: FailureFilter, claimId: string, leaseMs = CLAIM_LEASE_MS): Promise<ClaimedFailure[]> {
+    const { where, params } = this.where(merchantId, filter, 3);
+    const limit = 'all' in filter ? `LIMIT ${Math.max(1, Math.floor(filter.limit))}` : '';
+    const { rows } = await this.db.query<{ webhook_id: string; event: string; failed_at: Date; content: string | null; headers: ClaimedFailure['headers']; merchant_refs: string[] }>(
+      `WITH picked AS (
+         SELECT merchant_id, webhook_id FROM failed_webhooks
+         WHERE ${where} AND resent_at IS NULL AND (claim_id IS NULL OR claimed_at < now() - make_interval(secs => $2::double precision / 1000))
+         ORDER BY failed_at ${limit} FOR UPDATE SKIP LOCKED
+       )
+       UPDATE failed_webhooks f SET claim_id = $1, claimed_at = now()
+       FROM picked WHERE f.merchant_id = picked.merchant_id AND f.webhook_id = picked.webhook_id
+       RETURNING f.webhook_id, f.event, f.failed_at, f.headers, f.merchant_refs,
+         coalesce(f.content, (SELECT (jsonb_build_object('merchantId', w.merchant_id) || w.payload)::text FROM delivery_webhooks w
+           WHERE w.merchant_id = f.merchant_id AND w.webhook_id = f.webhook_id)) AS content`,
+      [claimId, leaseMs, ...params],
+    );
+    const prefix = `${merchantId}\u001f`;
+    return rows
+      .filter((r) => r.content !== null)
+      .map((r) => ({
+        webhookId: r.webhook_id,
+        event: r.event,
+        failedAt: r.failed_at,
+        content: r.content!,
+        headers: r.headers,
+        references: r.merchant_refs.map((ref) => ref.slice(prefix.length)),
+      }));
+  }
+
+  /**
+   * After a claim won nothing: how long until the failures `filter` names are free again (0: there
+   * are none left to resend, they were resent or never failed).
+   */
+  async heldForMs(merchantId: string, filter: FailureFilter, leaseMs = CLAIM_LEASE_MS): Promise<number> {
+    const { where, params } = this.where(merchantId, filter, 2);
+    const { rows } = await this.db.query<{ n: number; ms: number | null }>(
+      `SELECT count(*)::integer AS n,
+         max(extract(epoch FROM (claimed_at + make_interval(secs => $1::double precision / 1000) - now())) * 1000)::double precision AS ms
+       FROM failed_webhooks WHERE ${where} AND resent_at IS NULL`,
+      [leaseMs, ...params],
+    );
+    const row = rows[0];
+    if (!row || row.n === 0) return 0;
+    // Unclaimed rows that the claim skipped were locked by a claim not committed yet.
+    return Math.max(1_000, Math.ceil(row.ms ?? 1_000));
+  }
+
+  /** The copies of these are in `dispatch`: resent, whoever asks next. */
+  async markResent(merchantId: string, webhookIds: readonly string[], claimId: string): Promise<void> {
+    await this.db.query('UPDATE failed_webhooks SET resent_at = now() WHERE merchant_id = $1 AND webhook_id = ANY($2::text[]) AND claim_id = $3 AND resent_at IS NULL', [
+      merchantId,
+      webhookIds,
+      claimId,
+    ]);
+  }
+
+  /** Gives back what this claim surely did not resend, so a retry need not wait for the lease. */
+  async release(merchantId: string, webhookIds: readonly string[], claimId: string): Promise<void> {
+    if (webhookIds.length === 0) return;
+    await this.db.query(
+      'UPDATE failed_webhooks SET claim_id = NULL, claimed_at = NULL WHERE merchant_id = $1 AND webhook_id = ANY($2::text[]) AND claim_id = $3 AND resent_at IS NULL',
+      [merchantId, webhookIds, claimId],
+    );
+  }
+
+  /** Operators' list, newest first: a merchant's, optionally one reference's, optionally only those not resent. */
+  async list(options: { merchantId?: string; reference?: string; unresolvedOnly?: boolean; since?: Date; until?: Date; limit: number }): Promise<FailureRow[]> {
+    const clauses: string[] = [];
+    const params: unknown[] = [];
+    if (options.merchantId !== undefined) {
+      params.push(options.merchantId);
+      clauses.push(`merchant_id = $${params.length}`);
+      if (options.reference !== undefined) {
+        params.push([merchantRef(options.merchantId, options.reference)]);
+        clauses.push(`merchant_refs @> $${params.length}::text[]`);
+      }
+    } else if (options.reference !== undefined) {
+      // Any merchant's: an operator's search, not indexed.
+      params.push(options.reference);
+      clauses.push(`EXISTS (SELECT 1 FROM unnest(merchant_refs) AS r WHERE split_part(r, chr(31), 2) = $${params.length})`);
+    }
+    if (options.unresolvedOnly) clauses.push('resent_at IS NULL');
+    if (options.since) {
+      params.push(options.since.toISOString());
+      clauses.push(`failed_at >= $${params.length}`);
+    }
+    if (options.until) {
+      params.push(options.until.toISOString());
+      clauses.push(`failed_at < $${params.length}`);
+    }
+    params.push(options.limit);
+    const { rows } = await this.db.query<{
+      merchant_id: string;
+      webhook_id: string;
+      failed_at: Date;
+      event: string;
+      merchant_refs: string[];
+      reason: string | null;
+      attempts: number;
+      last_status: number | null;
+      last_error: string | null;
+      resent_at: Date | null;
+    }>(
+      `SELECT merchant_id, webhook_id, failed_at, event, merchant_refs, reason, attempts, last_status, last_error, resent_at FROM failed_webhooks
+       ${clauses.length ? `WHERE ${clauses.join(' AND ')}` : ''} ORDER BY failed_at DESC, webhook_id DESC LIMIT $${params.length}`,
+      params,
+    );
+    return rows.map((r) => ({
+      merchantId: r.merchant_id,
+      webhookId: r.webhook_id,
+      failedAt: r.failed_at.toISOString(),
+      event: r.event,
+      references: r.merchant_refs.map((ref) => ref.slice(r.merchant_id.length + 1)),
+      reason: r.reason,
+      attempts: r.attempts,
+      lastStatus: r.last_status,
+      lastError: r.last_error,
+      resentAt: r.resent_at?.toISOString() ?? null,
+    }));
+  }
+
+  /** Failures older than the failed stream keeps its messages: dropped with them. */
+  async expire(retentionMs: number): Promise<void> {
+    await this.db.query(`DELETE FROM failed_webhooks WHERE failed_at < now() - make_interval(secs => $1::double precision / 1000)`, [retentionMs]);
+  }
+
+  private where(merchantId: string, filter: FailureFilter, first: number): { where: string; params: unknown[] } {
+    if ('all' in filter) return { where: `merchant_id = $${first}`, params: [merchantId] };
+    if ('reference' in filter) {
+      const byRef = `merchant_refs @> $${first}::text[]`;
+      if (filter.webhookId === undefined) return { where: byRef, params: [[merchantRef(merchantId, filter.reference)]] };
+      return { where: `${byRef} AND merchant_id = $${first + 1} AND webhook_id = $${first + 2}`, params: [[merchantRef(merchantId, filter.reference)], merchantId, filter.webhookId] };
+    }
+    return { where: `merchant_id = $${first} AND webhook_id = $${first + 1}`, params: [merchantId, filter.webhookId] };
+  }
+}
