@@ -232,21 +232,41 @@ export class BrokerConnection extends EventEmitter {
     }, delay);
   }
 
+  /**
+   * Declares the topology again on the live connection. A publish the broker returned unroutable
+   * names a queue an operator deleted (`failed`, a retry tier): the next try then finds it, where
+   * waiting for a reconnect would hold the message until its delivery limit parks it. Calls while
+   * one runs share it.
+   */
+  declareAgain(): Promise<void> {
+    const model = this.current;
+    if (!model || !this.options.declare) return Promise.resolve();
+    this.redeclaring ??= this.declareOn(model).finally(() => {
+      this.redeclaring = undefined;
+    });
+    return this.redeclaring;
+  }
+
+  private redeclaring?: Promise<void>;
+
+  private async declareOn(model: ChannelModel): Promise<void> {
+    if (!this.options.declare) return;
+    const opened: Channel[] = [];
+    try {
+      await this.options.declare(async () => {
+        const channel = await this.newChannel(model);
+        channel.on('error', () => {});
+        opened.push(channel);
+        return channel;
+      });
+    } finally {
+      await Promise.all(opened.map((channel) => channel.close().catch(() => {})));
+    }
+  }
+
   private async setup(model: ChannelModel): Promise<void> {
     try {
-      if (this.options.declare) {
-        const opened: Channel[] = [];
-        try {
-          await this.options.declare(async () => {
-            const channel = await this.newChannel(model);
-            channel.on('error', () => {});
-            opened.push(channel);
-            return channel;
-          });
-        } finally {
-          await Promise.all(opened.map((channel) => channel.close().catch(() => {})));
-        }
-      }
+      await this.declareOn(model);
       const publishing = await this.openPublishChannel(model);
       for (const consumer of this.consumers) await this.startConsumer(model, consumer);
       this.current = model;

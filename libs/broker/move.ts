@@ -70,6 +70,8 @@ export async function moveMessage(broker: BrokerConnection, held: HeldMessage, q
       if (!(err instanceof BrokerUnavailableError || err instanceof BrokerUnroutableError)) throw err;
       const giveUp = retry >= options.backoffMs.length || (options.givingUp?.() ?? false);
       options.onRetry?.(err, retry, giveUp);
+      // No queue took it: an operator deleted it. Declared again, the next try lands.
+      if (err instanceof BrokerUnroutableError && !giveUp) await broker.declareAgain().catch(() => {});
       if (giveUp) {
         if (held.live) held.nack(true);
         return 'requeued';

@@ -3,8 +3,11 @@ import { BrokerUnavailableError, BrokerUnroutableError, type BrokerConnection, c
 import { copyHeaders, HEADERS, type ScalarHeaders } from '../contracts/index.js';
 import type { Logger } from '../logger/index.js';
 import { type TopologyNames, topologyNames } from '../topology/index.js';
-import { ATTR, inSpan, linkActiveSpanTo, publishSpan } from '../tracing/index.js';
+import { ATTR, inSpan, linkActiveSpanTo, publishSpan, SpanKind } from '../tracing/index.js';
 import { CLAIM_LEASE_MS, type ClaimedFailure, type FailedStore, type FailureFilter } from './store.js';
+
+/** The claim and the mark as resent: child spans of the resend, as PostgreSQL client calls. */
+const DB_UPDATE = { kind: SpanKind.CLIENT, attributes: { 'db.system.name': 'postgresql', 'db.operation.name': 'UPDATE', 'db.collection.name': 'failed_webhooks' } };
 
 export class NothingToResendError extends Error {
   constructor() {
@@ -115,7 +118,7 @@ export class ResendService {
     const unavailable = (err: unknown): never => {
       throw new FailureIndexUnavailableError({ cause: err });
     };
-    const claimed = await inSpan('claim', {}, () => this.store.claim(merchantId, filter, claimId, this.leaseMs)).catch(unavailable);
+    const claimed = await inSpan('claim failed_webhooks', DB_UPDATE, () => this.store.claim(merchantId, filter, claimId, this.leaseMs)).catch(unavailable);
     if (claimed.length === 0) {
       const heldMs = await this.store.heldForMs(merchantId, filter, this.leaseMs).catch(unavailable);
       throw heldMs > 0 ? new ResendInProgressError(heldMs) : new NothingToResendError();
@@ -147,7 +150,7 @@ export class ResendService {
     // Marked resent as one statement: a later resend finds them resent, not held. A mark that fails
     // leaves them held for the lease; the dispatcher marks each copy again when it takes it.
     await Promise.all([
-      sent.length > 0 ? this.store.markResent(merchantId, sent, claimId).catch((err: unknown) => this.warn('resent webhooks not marked; the dispatcher marks them', merchantId, err)) : undefined,
+      sent.length > 0 ? inSpan('resolve failed_webhooks', DB_UPDATE, () => this.store.markResent(merchantId, sent, claimId)).catch((err: unknown) => this.warn('resent webhooks not marked; the dispatcher marks them', merchantId, err)) : undefined,
       this.store.release(merchantId, giveBack, claimId).catch((err: unknown) => this.warn('claim not given back; it frees itself after its lease', merchantId, err)),
     ]);
     if (failure !== undefined) throw failure;

@@ -33,7 +33,6 @@ export const METRIC_NAMES = {
   /** counter {result: delivered|retried|failed}: POSTs of operational events to OPERATIONAL_WEBHOOK_URL */
   operationalWebhook: 'webhooks_operational_webhook_total',
   /** gauge: unresolved failure entries in the API's failed index */
-  failedIndexEntries: 'webhooks_failed_index_entries',
   /** gauge {queue}: messages ready in dispatch, retry tiers and invalid */
   queueMessages: 'webhooks_queue_messages',
   /** gauge {queue}: messages moved into a retry tier and not back yet, ready or held by the broker (retries journal) */

@@ -42,13 +42,13 @@ describe('development mode is explicit', () => {
   });
 
   it('refuses the development token secret outside development mode', async () => {
-    const result = await runProgram(API, { ...base, MERCHANTS_FILE: merchantsFile, AUTH_JWT_SECRET: 'dev-only-jwt-secret-never-use-in-production-0123456789' });
+    const result = await runProgram(API, { ...base, DATABASE_URL: 'postgres://u@127.0.0.1:1/none', MERCHANTS_FILE: merchantsFile, AUTH_JWT_SECRET: 'dev-only-jwt-secret-never-use-in-production-0123456789' });
     expect(result.code).toBe(1);
     expect(result.stderr).toContain('Invalid configuration: AUTH_JWT_SECRET: is the development secret');
   });
 
   it('refuses an http AUTH_JWKS_URL outside development mode', async () => {
-    const result = await runProgram(API, { ...base, MERCHANTS_FILE: merchantsFile, AUTH_JWKS_URL: 'http://auth.internal/.well-known/jwks.json' });
+    const result = await runProgram(API, { ...base, DATABASE_URL: 'postgres://u@127.0.0.1:1/none', MERCHANTS_FILE: merchantsFile, AUTH_JWKS_URL: 'http://auth.internal/.well-known/jwks.json' });
     expect(result.code).toBe(1);
     expect(result.stderr).toContain('Invalid configuration: AUTH_JWKS_URL: must be https outside development mode');
   });
@@ -61,7 +61,7 @@ describe('development mode is explicit', () => {
       symlinkSync(resolve('config'), join(cwd, 'config'));
       const program = startProgram(resolve(API), { ...base, LOG_LEVEL: 'info', ...flag }, [], cwd);
       try {
-        await waitFor('index caught up', () => program.output.stdout.includes('failed index caught up'), 30_000);
+        await waitFor('listening', () => program.output.stdout.includes('api listening'), 30_000);
         expect(program.output.stdout).toContain('development merchants written to the embedded database');
         expect(program.output.stdout).toMatch(/"merchants":2,"message":"merchant directory loaded"/);
       } finally {
@@ -179,7 +179,7 @@ describe('rate limit, metrics port and references', () => {
       expect((await call(program, '/metrics', { method: 'GET' })).status).toBe(404);
       const metrics = await fetch(`http://127.0.0.1:${program.metricsPort}/metrics`);
       expect(metrics.status).toBe(200);
-      expect(await metrics.text()).toContain('webhooks_failed_index_entries');
+      expect(await metrics.text()).toContain('webhooks_broker_connected');
     } finally {
       await program.stop();
     }

@@ -228,7 +228,7 @@ describe.each(['http/json', 'http/protobuf'] as const)('tracing over %s', (proto
       const [server] = await spansWhere('the request span', (s) => s.spanId === resend!.parentSpanId);
       expect(server).toMatchObject({ kind: KIND.server, name: 'POST /nucleus/tnx/webhook', attributes: expect.objectContaining({ 'http.response.status_code': 200 }) });
       const children = await spansWhere('its claim, republish and resolution', (s) => s.parentSpanId === resend!.spanId, 3);
-      expect(children.map((s) => s.name).sort()).toEqual([`claim ${harness.names.failed}`, `publish ${harness.names.dispatch}`, `resolve ${harness.names.failed}`]);
+      expect(children.map((s) => s.name).sort()).toEqual(['claim failed_webhooks', `publish ${harness.names.dispatch}`, 'resolve failed_webhooks']);
 
       // The resent attempt is the webhook's: its trace, continued from the move to failed.
       const [resent] = await spansWhere('the resent delivery', (s) => s.kind === KIND.consumer && s.attributes['webhook.id'] === messageId && s.attributes['webhook.outcome'] === 'delivered');
