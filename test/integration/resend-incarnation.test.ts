@@ -53,8 +53,7 @@ describe('a resend after the failed stream was deleted and declared again', () =
     mode = 'fail';
     receiver = await Receiver.start(() => (mode === 'fail' ? 500 : 200));
     merchant = testMerchant('m_incarnation', receiver.url);
-    // A retry watch, as the dispatcher program runs: it decides which copy of a resend is delivered.
-    harness = await startHarness({ name: 'resend-incarnation', merchants: [merchant], retryDelaysMs: [], retryWatch: { overdueAfterMs: 60_000 } });
+    harness = await startHarness({ name: 'resend-incarnation', merchants: [merchant], retryDelaysMs: [] });
     api = await startTestApi(harness.prefix, harness.merchantsFile);
   });
 

@@ -120,41 +120,6 @@ describe('a deleted stream is declared again and read from its start, without a 
     }
   }, 90_000);
 
-  it('retries: the watch reads the new journal from its start and recovers a retry written there', async () => {
-    const receiver = await Receiver.start(failOnceThenSucceed());
-    const merchant = testMerchant('m_deleted_retries', receiver.url);
-    const harness = await startHarness({
-      name: 'deleted-retries',
-      merchants: [merchant],
-      retryDelaysMs: [3_000],
-      retryWatch: { overdueAfterMs: 500, checkEveryMs: 100 },
-    });
-    const watch = harness.retryWatch!;
-    const requestsFor = (id: string) => receiver.requests.filter((r) => r.headers['webhook-id'] === id);
-    try {
-      for (let i = 0; i < 3; i++) {
-        const { messageId } = await harness.publisher.publish(sampleEvent('payout', merchant.id));
-        await waitFor('retried and delivered', () => requestsFor(messageId).length === 2, 15_000);
-      }
-      await waitFor('nothing waiting', () => watch.waitingByQueue().size === 0, 5_000);
-
-      await test.channel.deleteQueue(harness.names.retries);
-      await waitFor('the watch lost its journal', () => !watch.ready, 10_000);
-      await waitFor('the watch caught up with the new journal', () => watch.ready, 15_000);
-
-      // A retry whose tier never hands it back, journaled in the new stream: recovered from it.
-      const { messageId } = await harness.publisher.publish(sampleEvent('payout', merchant.id));
-      await waitFor('first attempt', () => requestsFor(messageId).length === 1, 10_000);
-      let held: GetMessage | false = false;
-      await waitFor('taken out of its tier', async () => (held = await harness.test.channel.get(harness.names.retry(0), { noAck: true })) !== false, 2_000, 20);
-      await waitFor('delivered from the recovered copy', () => requestsFor(messageId).length === 2, 15_000);
-      expect(watch.stats.recovered).toBe(1);
-    } finally {
-      await harness.close();
-      await receiver.close();
-    }
-  }, 90_000);
-
   it('deliveries: the record writer declares the stream again, and the recorder stores the new stream from its start', async () => {
     const prefix = uniquePrefix('deleted-deliveries');
     const { deliveries } = topologyNames(prefix);

@@ -9,7 +9,7 @@ import { createGotClient, createUndiciClient } from '../../libs/http/index.js';
 import { type Logger, silentLogger } from '../../libs/logger/index.js';
 import { FileMerchantDirectory, type Merchant } from '../../libs/merchants/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
-import { RetryWatch, type RetryWatchOptions } from '../../libs/stranded-retries/index.js';
+import type { RetryNet } from '../../libs/retry-net/index.js';
 import { declareTopology, type TopologyNames, topologyNames } from '../../libs/topology/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from './broker.js';
 
@@ -43,8 +43,8 @@ export interface Harness {
   broker: BrokerConnection;
   publisher: EventPublisher;
   test: TestBroker;
-  /** With the retryWatch option only. */
-  retryWatch?: RetryWatch;
+  /** With the retryNet option only (started with the dispatcher). */
+  retryNet?: RetryNet;
   close(): Promise<void>;
 }
 
@@ -56,8 +56,8 @@ export async function startHarness(options: {
   settings?: Partial<DispatcherSettings>;
   allowPrivateTargets?: boolean;
   httpClient?: 'undici' | 'got';
-  /** Runs a retry watch beside the dispatcher, as the program does. */
-  retryWatch?: Partial<RetryWatchOptions> & { overdueAfterMs: number };
+  /** The retry safety net beside the dispatcher, as the program wires it (the test chooses its database). */
+  retryNet?: (broker: BrokerConnection, names: TopologyNames) => RetryNet;
   /** Records every settled delivery on the deliveries stream, as the program does with DELIVERY_LOG=on. */
   deliveryLog?: boolean;
   /** The dispatcher's logger (silent by default). */
@@ -79,21 +79,11 @@ export async function startHarness(options: {
   const clientOptions = { allowPrivateTargets: options.allowPrivateTargets ?? true, responseBodyBytes: options.deliveryLog ? 1024 : 0 };
   const http = options.httpClient === 'got' ? createGotClient(clientOptions) : createUndiciClient(clientOptions);
   const names = topologyNames(prefix);
-  let retryWatch: RetryWatch | undefined;
-  if (options.retryWatch) {
-    retryWatch = new RetryWatch(broker, names.retries, logger, {
-      dispatch: names.dispatch,
-      tierDelaysMs: Object.fromEntries(retryDelaysMs.map((delay, tier) => [names.retry(tier), delay])),
-      ...options.retryWatch,
-    });
-    await retryWatch.start();
-    // As the program does: deliveries only once the journal is read up to date.
-    await retryWatch.waitUntilCaughtUp(10_000);
-  }
+  const retryNet = options.retryNet?.(broker, names);
   const deliveryLog = options.deliveryLog ? new DeliveryRecorder(broker, logger, { prefix }) : undefined;
   await deliveryLog?.start();
   const dispatcher = new Dispatcher(
-    { broker, merchants, http, logger, retryWatch, deliveryLog },
+    { broker, merchants, http, logger, retryNet, deliveryLog },
     {
       prefix,
       retryDelaysMs,
@@ -106,13 +96,14 @@ export async function startHarness(options: {
     },
   );
   await dispatcher.start();
+  retryNet?.start();
   const test = await TestBroker.open();
   return {
     prefix,
     merchantsFile,
     merchants,
     names,
-    retryWatch,
+    retryNet,
     dispatcher,
     broker,
     publisher: new EventPublisher(broker, prefix),
@@ -120,7 +111,7 @@ export async function startHarness(options: {
     async close() {
       await dispatcher.stop();
       await deliveryLog?.stop();
-      await retryWatch?.stop();
+      await retryNet?.stop();
       await broker.close();
       http.close();
       await merchants.close();

@@ -1,5 +1,5 @@
 import type { ConsumeMessage } from 'amqplib';
-import { waitOf } from '../../../apps/dispatcher/stages/intake.js';
+import { dueAtOf } from '../../../apps/dispatcher/stages/intake.js';
 import { copyHeaders, HEADERS } from '../../../libs/contracts/index.js';
 import { failureEntryHeaders, failureIdOf } from '../../../libs/failed/index.js';
 
@@ -9,25 +9,16 @@ function message(headers: Record<string, unknown>, exchange = ''): ConsumeMessag
   return { content: Buffer.from('{}'), fields: { exchange }, properties: { headers } } as unknown as ConsumeMessage;
 }
 
-describe('the wait a resent copy ends', () => {
-  it('is keyed by the failure entry it was resent from, not by that entry offset, which a deleted stream reuses', () => {
-    const wait = waitOf(message({ [HEADERS.resentFromId]: 'f-1', [HEADERS.resentFromOffset]: 2, [HEADERS.copyId]: 'c-1' }), EVENTS);
-    expect(wait).toEqual({ key: 'resend:f-1', copyId: 'c-1' });
+describe('the due time a late retry is claimed by', () => {
+  it('is the x-due-at of a message back from a retry tier', () => {
+    expect(dueAtOf(message({ [HEADERS.dueAt]: 1_700_000_000_000 }), EVENTS)).toBe(1_700_000_000_000);
   });
 
-  it('of two entries at the same offset of two incarnations of the stream, gets two keys', () => {
-    const before = waitOf(message({ [HEADERS.resentFromId]: 'f-old', [HEADERS.resentFromOffset]: 2 }), EVENTS);
-    const after = waitOf(message({ [HEADERS.resentFromId]: 'f-new', [HEADERS.resentFromOffset]: 2 }), EVENTS);
-    expect(before!.key).not.toBe(after!.key);
-  });
-
-  it('keeps the offset key on a copy resent before failure ids existed (in flight across the upgrade)', () => {
-    expect(waitOf(message({ [HEADERS.resentFromOffset]: 2, [HEADERS.copyId]: 'c-1' }), EVENTS)).toEqual({ key: 'resend:2', copyId: 'c-1' });
-  });
-
-  it('is the schedule once the copy waited in a retry tier, and none on what upstream published', () => {
-    expect(waitOf(message({ [HEADERS.scheduleId]: 's-1', [HEADERS.resentFromId]: 'f-1' }), EVENTS)!.key).toBe('s-1');
-    expect(waitOf(message({ [HEADERS.resentFromId]: 'f-1' }, EVENTS), EVENTS)).toBeUndefined();
+  it("is none on what upstream published, on a copy the safety net republished, and on a due time that is not a time", () => {
+    expect(dueAtOf(message({ [HEADERS.dueAt]: 1_700_000_000_000 }, EVENTS), EVENTS)).toBeUndefined();
+    expect(dueAtOf(message({ [HEADERS.dueAt]: 1_700_000_000_000, [HEADERS.rescuedAt]: '2026-01-01T00:00:00.000Z' }), EVENTS)).toBeUndefined();
+    expect(dueAtOf(message({ [HEADERS.dueAt]: 'soon' }), EVENTS)).toBeUndefined();
+    expect(dueAtOf(message({}), EVENTS)).toBeUndefined();
   });
 });
 
