@@ -56,7 +56,7 @@ export async function fillDispatch(url: string, prefix: string, count: number, m
 export async function deleteTopology(url: string, prefix: string, tiers: number): Promise<void> {
   const names = topologyNames(prefix);
   const connection = await amqp.connect(url);
-  for (const queue of [names.dispatch, names.failed, names.invalid, names.retries, names.retrySnapshots, names.deliveries, ...Array.from({ length: tiers }, (_, i) => names.retry(i))]) {
+  for (const queue of [names.dispatch, names.failed, names.invalid, names.deliveries, ...Array.from({ length: tiers }, (_, i) => names.retry(i))]) {
     const ch = await connection.createChannel();
     ch.on('error', () => {});
     await ch.deleteQueue(queue).catch(() => {});

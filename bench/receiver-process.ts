@@ -1,6 +1,6 @@
 /**
  * A merchant server for the benchmarks, in its own process so it does not share an event loop
- * with what is measured. Paths: /ok answers 204 at once, /hang never answers, /flaky answers 503 nine times in ten. GET /stats returns
+ * with what is measured. Paths: /ok answers 204 at once, /hang never answers, /flaky answers 503 nine times in ten, /dead always 503. GET /stats returns
  * the count, first/last receipt times and publish-to-receipt latencies (from data.sentAt); GET
  * /count the same without the latencies, cheap enough to poll while a CPU figure is measured.
  * POST /watch {pid, at: [counts]} reads that process's CPU time (main thread and the others) at
@@ -75,6 +75,8 @@ const server = createServer((req, res) => {
   req.on('data', (c: Buffer) => chunks.push(c));
   req.on('end', () => {
     if (req.url?.startsWith('/hang')) return; // the socket stays open until the client gives up
+    // A dead merchant: every request answered 503.
+    if (req.url?.startsWith('/dead')) return void res.writeHead(503).end();
     // A flaky merchant: nine requests in ten answered 503, not counted as received.
     if (req.url?.startsWith('/flaky') && Math.random() < 0.9) return void res.writeHead(503).end();
     const now = Date.now();

@@ -9,9 +9,8 @@ import { clusterAvailable, clusterThroughput, startCluster, stopCluster } from '
 import { logQueries, recorderCatchUp, recorderThroughput } from './delivery-log.js';
 import { logOutage, logOverheadRound } from './log-outage.js';
 import { benchIsolation } from './isolation.js';
-import { benchJournalBytes, benchJournalStartup } from './journal.js';
 import { benchMerchantsStartup } from './merchants.js';
-import { benchWatchMemory } from './watch-memory.js';
+import { benchDeadMerchant } from './dead-merchant.js';
 import { benchSoak } from './soak.js';
 import { startReceiver } from './processes.js';
 import { benchResend } from './resend.js';
@@ -206,7 +205,7 @@ ${(W + N).toLocaleString('en')} events already in a quorum queue, one merchant, 
 signs HMAC-SHA256 in the Standard Webhooks format with node:crypto, POSTs with undici with ${C} in
 flight and acks each delivery; nothing else. The **dispatcher** runs as deployed (its own process,
 \`DISPATCH_CONCURRENCY=${2 * C}\`, so ${C} in flight to one endpoint and a prefetch of ${4 * C}; validation, directory, breaker,
-bulkhead, metrics, retries journal and delivery log on). **undici alone**: ${C} loops of signed POSTs, no broker.
+bulkhead, metrics and delivery log on). **undici alone**: ${C} loops of signed POSTs, no broker.
 All three in the same round; rounds alternate which program goes first.
 
 CPU µs per delivery is the process's user + system time from /proc ÷ deliveries, read by the receiver at the receipt of
@@ -339,34 +338,6 @@ the runs so far) moves with how much of the two cores the three broker nodes tak
       }
     }
   }
-  if (want('journal')) {
-    const bytes = await medianOf('journal bytes', () => benchJournalBytes(url, 200));
-    const startup = await medianOf('journal start-up', () => benchJournalStartup(url, 1_000_000));
-    sections.push(`## 7. The retries journal
-
-Bytes journaled per retried webhook: ${bytes.webhooks} webhooks with a ${bytes.bodyBytes}-byte body, each failing
-${bytes.waitsPerWebhook} times before it is delivered (\`RETRY_SCHEDULE=100ms,100ms,100ms\`), through the dispatcher program;
-bytes = entry bodies + headers (as JSON) of every journal entry, over the webhooks.
-
-| what | bytes per retried webhook |
-|---|---|
-| **now: the body once, later waits point at it** | **${Math.round(bytes.bytesPerRetriedWebhook)}** |
-| the same entries with the body in every wait (before) | ${Math.round(bytes.bytesPerRetriedWebhookBodyEachTime)} |
-
-Dispatcher start-up to ready (\`startDispatcher\` returns once the journal is read up to date; it takes no
-delivery before) with a journal of ${startup.entries.toLocaleString('en')} entries (each webhook: a wait with its body, two waits
-pointing at it, three arrivals; filled in ${startup.fillSeconds} s):
-
-| start | ms to ready |
-|---|---|
-| **from the newest snapshot, written by a watch whose entries span a day (${startup.snapshotBytes} bytes)** | **${Math.round(startup.startupFromSnapshotMs)}** |
-| from a snapshot written right after the fill, remembering every arrival (${startup.fullSnapshotBytes} bytes) | ${Math.round(startup.startupFromFullSnapshotMs)} |
-| the retry watch alone, reading every entry from the first (as before) | ${Math.round(startup.replayFromFirstMs)} |
-
-Target: ≤ 5,000 ms.
-`);
-  }
-
   if (want('merchants')) {
     const count = Number(process.env.BENCH_MERCHANTS ?? 100_000);
     const r = await medianOf('merchants', () => benchMerchantsStartup(url, count));
@@ -498,23 +469,25 @@ rate **${r.tenthRateRatio!.toFixed(2)}×** (target ≥ 0.95), CPU **${r.tenthCpu
       await Promise.all([...receivers, ...collectors].map((p) => p.stop()));
     }
   }
-  if (want('watch-memory')) {
-    const waiting = Number(process.env.BENCH_WAITING ?? 1_000_000);
-    // One run: the fill alone writes a million entries.
-    const r = await benchWatchMemory(url, waiting, 60);
-    log(`watch-memory: ${JSON.stringify(r)}`);
-    sections.push(`## 12. A million webhooks waiting for a dead endpoint (issue 29)
+  if (want('dead-merchant')) {
+    const rate = Number(process.env.BENCH_DEAD_RATE ?? 300);
+    const seconds = Number(process.env.BENCH_DEAD_SECONDS ?? 300);
+    const r = await benchDeadMerchant(url, rate, seconds);
+    log(`dead-merchant: ${JSON.stringify(r)}`);
+    sections.push(`## 12. A dispatcher's memory under a dead merchant, and its start-up with webhooks waiting (issue 45)
 
-${r.waiting.toLocaleString('en')} waits written to the retries journal as the dispatcher writes them (each a webhook's first wait,
-with its ~450-byte body, spread over the tiers of 30 min to 10 h of the default schedule; written directly, in
-${r.fillSeconds} s, since driving a million real deliveries into the tiers takes too long on two shared cores). Then two
-dispatcher processes at the defaults: the first reads the whole journal (and writes its snapshot), the second starts once
-the snapshot is there (or after 90 s without one); both run 60 s more. Start-up is from the process's start to
-\`dispatcher consuming\`; peak resident memory is the kernel's high-water mark (VmHWM). One run.
+One dispatcher as deployed (merchants and the delivery log in PostgreSQL, a recorder beside it, the retry safety net on,
+schedule 5s,5m,30m,2h,5h,10h,10h) receives ${rate} events/s for ${seconds / 60} min for one merchant answering 503 to
+everything, so its webhooks pile up in the retry tiers. Resident memory (VmRSS) and V8's used heap sampled every 15 s;
+waiting = events published less those the log says are done. Then a second dispatcher starts with all of them waiting.
+\`npm run bench -- dead-merchant\` (\`BENCH_DEAD_RATE\`, \`BENCH_DEAD_SECONDS\`). One run.
 
-| dispatcher | started from | start-up s | peak RSS MB | RSS at the end MB | watch's own estimate MB |
-|---|---|---|---|---|---|
-${r.dispatchers.map((d) => `| ${d.name} | ${d.from} | ${(d.startupMs / 1000).toFixed(1)} | ${d.peakRssMb} | ${d.rssMb} | ${d.watchBytes === undefined ? '-' : (d.watchBytes / 2 ** 20).toFixed(0)} |`).join('\n')}
+| second | RSS MB | heap MB | waiting |
+|---|---|---|---|
+${r.samples.map((s) => `| ${s.second} | ${s.rssMb} | ${s.heapMb} | ${s.waiting.toLocaleString('en')} |`).join('\n')}
+
+Growth per added wait from minute 1 to the end: RSS **${r.rssBytesPerWait} bytes**, heap **${r.heapBytesPerWait} bytes**
+(target ≤ 300). Start-up of a second dispatcher with ${r.startupWaiting.toLocaleString('en')} waiting: **${r.startupMs} ms** (target ≤ 5,000).
 `);
   }
   if (want('soak')) {

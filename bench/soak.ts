@@ -15,14 +15,31 @@ import { freePort, type ProgramProcess, rssOf, scrape, startProgram, startReceiv
 export interface SoakSample {
   second: number;
   rssMb: number;
+  /** Messages in the retry tiers, ready or not (the broker's count). */
   waiting: number;
-  watchMb: number | undefined;
 }
 
 export interface SoakResult {
   name: string;
   samples: SoakSample[];
 }
+
+/** Messages in the retry tiers of `prefix` (the broker counts every message of a queue, ready or not, in checkQueue). */
+async function queued(prefix: string): Promise<number | undefined> {
+  if (!soakBroker) return undefined;
+  const channel = await soakBroker.createChannel();
+  try {
+    let total = 0;
+    for (let tier = 0; tier < TIERS; tier++) total += (await channel.checkQueue(topologyNames(prefix).retry(tier))).messageCount;
+    return total;
+  } catch {
+    return undefined;
+  } finally {
+    await channel.close().catch(() => {});
+  }
+}
+
+let soakBroker: BrokerConnection | undefined;
 
 const MERCHANTS = 50;
 const FLAKY = 10;
@@ -33,6 +50,7 @@ async function soakOne(url: string, name: string, dist: string | undefined, rece
   const merchants = Array.from({ length: MERCHANTS }, (_, i) => ({ id: `m_soak_${i}`, url: `${receiverUrl}/${i < FLAKY ? 'flaky' : 'ok'}/${i}` }));
   const broker = new BrokerConnection({ url, name: `bench-soak-${name}`, logger: silentLogger() });
   await broker.open();
+  soakBroker = broker;
   const channel = await broker.createChannel();
   await declareIntake(channel, prefix);
   await channel.close();
@@ -62,8 +80,7 @@ async function soakOne(url: string, name: string, dist: string | undefined, rece
         samples.push({
           second: Math.round(second),
           rssMb: Math.round(rssOf(program.child.pid!).nowMb),
-          waiting: (await scrape(metricsPort, 'webhooks_retry_waiting')) ?? NaN,
-          watchMb: ((await scrape(metricsPort, 'webhooks_retry_watch_bytes')) ?? NaN) / 2 ** 20,
+          waiting: (await queued(prefix)) ?? NaN,
         });
       }
       const merchant = merchants[i % MERCHANTS]!.id;
@@ -71,7 +88,7 @@ async function soakOne(url: string, name: string, dist: string | undefined, rece
       if (confirms.length >= 100) await Promise.all(confirms.splice(0));
     }
     await Promise.all(confirms);
-    samples.push({ second: seconds, rssMb: Math.round(rssOf(program.child.pid!).nowMb), waiting: (await scrape(metricsPort, 'webhooks_retry_waiting')) ?? NaN, watchMb: ((await scrape(metricsPort, 'webhooks_retry_watch_bytes')) ?? NaN) / 2 ** 20 });
+    samples.push({ second: seconds, rssMb: Math.round(rssOf(program.child.pid!).nowMb), waiting: (await queued(prefix)) ?? NaN });
     return { name, samples };
   } finally {
     await program.stop();

@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import type { Server } from 'node:http';
 import type express from 'express';
 import type { AddressInfo } from 'node:net';
-import { ConfigError, DEV_MERCHANTS_FILE, replicationOf } from '../../libs/config/index.js';
+import { DEV_MERCHANTS_FILE, replicationOf } from '../../libs/config/index.js';
 import type { BrokerConnection } from '../../libs/broker/index.js';
 import { FailedStore, ResendService } from '../../libs/failed/index.js';
 import type { Logger } from '../../libs/logger/index.js';

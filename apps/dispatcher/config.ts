@@ -15,7 +15,7 @@ export const dispatcherEnvSchema = z.object({
   DELIVERY_TIMEOUT_MS: envFields.positiveInt(10_000, 300_000),
   DISPATCH_CONCURRENCY: envFields.positiveInt(64, 10_000),
   FAILED_RETENTION: envFields.streamMaxAge,
-  /** A message this late out of its retry tier is put back in dispatch by the retry watch. */
+  /** The retry safety net's grace: a webhook the delivery log says is this far past its next attempt is republished once. */
   RETRY_OVERDUE_AFTER: envFields.durationMs('2m'),
   ALLOW_PRIVATE_TARGETS: envFields.boolean(false),
   // undici is about four times faster here; got stays selectable (same contract, same tests).

@@ -7,18 +7,17 @@ import { type DeliveryObserver, noopObserver } from '../../libs/metrics/index.js
 import type { MerchantDirectory } from '../../libs/merchants/index.js';
 import { RetryPolicy } from '../../libs/retry-policy/index.js';
 import { WebhookSigner } from '../../libs/signing/index.js';
-import type { RetryWatch } from '../../libs/stranded-retries/index.js';
 import type { FailedStore } from '../../libs/failed/index.js';
+import type { RetryNet } from '../../libs/retry-net/index.js';
 import { type TopologyNames, topologyNames } from '../../libs/topology/index.js';
 import { InvalidMessageError } from './errors.js';
 import type { Operations } from './operations.js';
 import { AdmissionStage } from './stages/admission.js';
-import { Arrivals } from './stages/arrival.js';
 import { AttemptStage } from './stages/attempt.js';
 import { decide, type Finding } from './stages/decide.js';
 import { type DispatcherStats, EffectStage } from './stages/effect.js';
 import { EndpointGuards } from './stages/endpoint-guards.js';
-import { type IntakeEvent, parseIntake, waitOf } from './stages/intake.js';
+import { dueAtOf, type IntakeEvent, parseIntake } from './stages/intake.js';
 import { recordOf } from './stages/record.js';
 import { publishChild, type Span, spanLogFields, tracingActive } from '../../libs/tracing/index.js';
 import { deliverySpan, describeDelivery } from './stages/trace.js';
@@ -67,8 +66,8 @@ export interface DispatcherDeps {
   signer?: WebhookSigner;
   now?: () => Date;
   observer?: DeliveryObserver;
-  /** Decides which copy of a wait is delivered (the first to arrive) and knows where the journal holds a body. */
-  retryWatch?: RetryWatch;
+  /** The retry safety net: a retry arriving late asks it before its attempt whether its copy was republished. */
+  retryNet?: RetryNet;
   /** The delivery log's writer: each settled delivery's record is confirmed before its effect and ack. */
   deliveryLog?: DeliveryRecorder;
   /** Operational events and endpoint health, told of each settled delivery after its effect. */
@@ -87,7 +86,6 @@ export class Dispatcher {
   private readonly names: TopologyNames;
   private readonly policy: RetryPolicy;
   private readonly now: () => Date;
-  private readonly arrivals: Arrivals;
   private readonly admission: AdmissionStage;
   private readonly attempt: AttemptStage;
   private readonly effect: EffectStage;
@@ -111,7 +109,6 @@ export class Dispatcher {
       cooldownMs: settings.breakerCooldownMs ?? 30_000,
       maxCooldownMs: Math.max(settings.breakerCooldownMs ?? 30_000, 600_000),
     });
-    this.arrivals = new Arrivals({ broker: deps.broker, journal: this.names.retries, logger: deps.logger, retryWatch: deps.retryWatch }, (work) => this.track(work));
     this.admission = new AdmissionStage(deps.merchants, this.guards, this.policy);
     this.attempt = new AttemptStage(deps.http, deps.signer ?? new WebhookSigner(), observer, settings);
     this.effect = new EffectStage({
@@ -120,7 +117,6 @@ export class Dispatcher {
       policy: this.policy,
       logger: deps.logger,
       observer,
-      retryWatch: deps.retryWatch,
       failures: deps.failures,
       now: this.now,
       moveBackoffMs: settings.moveBackoffMs ?? [500, 1_000, 2_000, 4_000, 8_000],
@@ -192,15 +188,19 @@ export class Dispatcher {
 
   /** Intake, admission and attempt: each stage either finds what ends the walk or hands on. */
   private async find(message: ConsumeMessage, now: Date, span: Span | undefined): Promise<{ intake?: IntakeEvent; finding: Finding }> {
-    // Intake: one copy of a wait is delivered, the first to arrive; then parse and validate.
-    const wait = waitOf(message, this.names.events);
-    if (wait && !(await this.arrivals.isFirst(wait))) return { finding: { kind: 'superseded', key: wait.key } };
+    // Intake: parse and validate.
     let intake: IntakeEvent;
     try {
       intake = parseIntake(message, this.settings.maxMessageBytes, now, this.names.events);
     } catch (err) {
       if (err instanceof InvalidMessageError) return { finding: { kind: 'invalid', code: err.code, detail: err.detail } };
       throw err;
+    }
+    // A retry back late from its tier: delivered unless the retry safety net republished it already.
+    const dueAt = this.deps.retryNet && dueAtOf(message, this.names.events);
+    if (dueAt && this.deps.retryNet!.isLate(dueAt, now.getTime())) {
+      const key = { merchantId: intake.merchantId, webhookId: intake.webhookId, attempt: intake.attempts, dueAt };
+      if (!(await this.deps.retryNet!.mayDeliver(key))) return { finding: { kind: 'superseded', key: `${key.webhookId}@${key.attempt}` } };
     }
     if (intake.resendClaim !== undefined && intake.attempts === 0 && intake.deferrals === 0 && intake.postponements === 0) {
       this.effect.markResent(intake, intake.resendClaim);

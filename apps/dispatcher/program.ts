@@ -11,12 +11,12 @@ import { PGLITE_DIR } from '../recorder/open-log.js';
 import { METRIC_NAMES, counterFrom, createRegistry, deliveryMetrics, gaugeFrom, labelledGaugeFrom, operationalMetrics, zeroedCounter } from '../../libs/metrics/index.js';
 import { OPERATIONAL_EVENT_TYPES, OperationalPublisher, OperationalWebhookSender } from '../../libs/operational/index.js';
 import { Operations } from './operations.js';
-import { RetryWatch } from '../../libs/stranded-retries/index.js';
+import { RetryNet } from '../../libs/retry-net/index.js';
 import { openTopologyBroker, topologyNames } from '../../libs/topology/index.js';
 import type { DispatcherConfig } from './config.js';
 import { Dispatcher } from './dispatcher.js';
 import { type HealthServer, startHealthServer } from '../../libs/metrics/health-server.js';
-import { abortable, stopBudget } from '../../libs/runtime/index.js';
+import { stopBudget } from '../../libs/runtime/index.js';
 
 export const USER_AGENT = 'nucleus-webhooks/0.1 (+https://github.com/standard-webhooks/standard-webhooks)';
 
@@ -142,30 +142,27 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
           // Kept for the delivery log's attempts.
           responseBodyBytes: config.DELIVERY_LOG === 'on' ? config.DELIVERY_LOG_RESPONSE_BYTES : 0,
         });
-  awaiting(() => 'the retries journal');
-  const retryWatch = new RetryWatch(broker, names.retries, logger, {
-    dispatch: names.dispatch,
-    tierDelaysMs: Object.fromEntries(config.RETRY_SCHEDULE.map((delay, tier) => [names.retry(tier), delay])),
-    overdueAfterMs: config.RETRY_OVERDUE_AFTER,
-    checkEveryMs: Math.min(5_000, Math.max(200, Math.round(config.RETRY_OVERDUE_AFTER / 4))),
-    snapshots: { stream: names.retrySnapshots },
-  });
-  try {
-    await retryWatch.start();
-    // Which copy of a wait to deliver is decided by the journal: read it up to date first.
-    await retryWatch.waitUntilCaughtUpWhileReading(120_000, (offset) => logger.info('retries journal still being read', { offset }));
-  } catch (err) {
-    await retryWatch.stop();
-    await closeMerchants();
-    await broker.close();
-    throw err;
-  }
+  // The retry safety net reads the delivery log: only with the log, in PostgreSQL (docs/operating.md, "Retry safety net").
+  const netOn = !fromFile && config.DELIVERY_LOG === 'on' && config.RETRY_SCHEDULE.length > 0;
+  // A pool of its own: a late retry's claim waits at most a second, never behind the directory's queries.
+  const netDatabase = netOn && !options.database && config.DATABASE_URL
+    ? openPostgres(config.DATABASE_URL, { connectTimeoutMs: 1_000, statementTimeoutMs: 10_000, maxConnections: 4, applicationName: 'webhooks-dispatcher retry-net' })
+    : undefined;
+  const netQueries = netOn ? (netDatabase ?? options.database ?? ownDatabase) : undefined;
+  const retryNet = netQueries
+    ? new RetryNet(netQueries, broker, logger, {
+        graceMs: config.RETRY_OVERDUE_AFTER,
+        attemptBoundMs: config.DELIVERY_TIMEOUT_MS + 1_000,
+        dispatch: names.dispatch,
+        deliveriesStream: names.deliveries,
+      })
+    : undefined;
   // The delivery log: every settled delivery's record goes to the deliveries stream before its ack.
   const deliveryLog = config.DELIVERY_LOG === 'on' ? new DeliveryRecorder(broker, logger, { prefix: config.TOPOLOGY_PREFIX, replication: replicationOf(config) }) : undefined;
   try {
     await deliveryLog?.start();
   } catch (err) {
-    await retryWatch.stop();
+    await netDatabase?.close();
     await closeMerchants();
     await broker.close();
     throw err;
@@ -194,7 +191,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
       })
     : undefined;
   const dispatcher = new Dispatcher(
-    { broker, merchants, http, logger, observer: deliveryMetrics(registry), retryWatch, deliveryLog, operations, failures: failuresDatabase && new FailedStore(failuresDatabase) },
+    { broker, merchants, http, logger, observer: deliveryMetrics(registry), retryNet, deliveryLog, operations, failures: failuresDatabase && new FailedStore(failuresDatabase) },
     {
       prefix: config.TOPOLOGY_PREFIX,
       retryDelaysMs: config.RETRY_SCHEDULE,
@@ -206,6 +203,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
     },
   );
   await dispatcher.start();
+  retryNet?.start();
   await operationalWebhook?.start();
 
   const queues = [names.dispatch, ...config.RETRY_SCHEDULE.map((_, i) => names.retry(i)), names.invalid];
@@ -227,39 +225,13 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
     }
   });
   gaugeFrom(registry, METRIC_NAMES.circuitsOpen, 'Endpoints whose circuit is open now', () => dispatcher.guards.openEndpoints().length);
-  // Every tier from start-up, 0 when nothing waits there: a healthy service shows 0, not "No data".
-  const tiers = config.RETRY_SCHEDULE.map((_, i) => names.retry(i));
-  const perTier = (counts: Map<string, number>): Array<[string, number]> => [...tiers.map((tier): [string, number] => [tier, counts.get(tier) ?? 0]), ...[...counts].filter(([queue]) => !tiers.includes(queue))];
-  labelledGaugeFrom(registry, METRIC_NAMES.retryWaiting, 'Messages moved into the retry tier and not back yet, ready or held by the broker', 'queue', () => perTier(retryWatch.waitingByQueue()));
-  labelledGaugeFrom(registry, METRIC_NAMES.retryOverdue, 'Messages not back from the retry tier although dispatch was seen empty RETRY_OVERDUE_AFTER after they were due', 'queue', () => perTier(retryWatch.overdueByQueue()));
   labelledGaugeFrom(registry, METRIC_NAMES.endpointsDisabled, 'Webhooks off now in the merchant directory, by why', 'reason', () => Object.entries(Operations.census(merchants.list(), Date.now(), config.ENDPOINT_DISABLE_AFTER).disabled));
   gaugeFrom(registry, METRIC_NAMES.endpointsFailing, 'Enabled webhooks whose failing clock runs (auto-disable)', () => Operations.census(merchants.list(), Date.now(), config.ENDPOINT_DISABLE_AFTER).failing);
-  // The watch's own memory: a window of waits per tier, and arrivals remembered (docs/operating.md, "Memory of the retry watch").
-  gaugeFrom(registry, METRIC_NAMES.retryWatchBytes, 'Bytes the retry watch holds in memory for waiting retries and arrivals (estimate: its arrays at their allocated size)', () => retryWatch.memory().bytes);
-  gaugeFrom(registry, METRIC_NAMES.retryWatchDiskBytes, 'Bytes of waiting retries the retry watch keeps on local disk beyond its window per tier', () => retryWatch.memory().diskBytes);
-  labelledGaugeFrom(registry, METRIC_NAMES.retryWatchRecords, 'Records the retry watch holds: waits not back yet (all, and of those on disk), arrivals remembered, recovery claims', 'kind', () => {
-    const { waits, waitsOnDisk, arrivals, claims } = retryWatch.memory();
-    return [
-      ['waits', waits],
-      ['waits_on_disk', waitsOnDisk],
-      ['arrivals', arrivals],
-      ['claims', claims],
-    ];
-  });
   counterFrom(registry, METRIC_NAMES.deliveryRecordsLost, 'Deliveries settled without their delivery-log record', () => dispatcher.recordsLost);
-  counterFrom(registry, METRIC_NAMES.retriesRecovered, 'Copies put back in dispatch for messages their retry tier did not hand back', () => retryWatch.stats.recovered);
-  counterFrom(
-    registry,
-    METRIC_NAMES.retryArrivalsUnconfirmed,
-    'Copies of a wait delivered without the journal confirming they arrived first (journal unavailable)',
-    () => retryWatch.stats.unconfirmedArrivals,
-  );
-  // Ready while connected and the journal is read up to date (the merchants were loaded before).
-  awaiting(() => {
-    if (!broker.isConnected) return 'RabbitMQ';
-    if (!retryWatch.ready) return 'the retries journal';
-    return undefined;
-  });
+  counterFrom(registry, METRIC_NAMES.retryNetCopies, 'Copies the retry safety net republished to dispatch for waits their tier did not hand back in time', () => retryNet?.stats.copies ?? 0);
+  counterFrom(registry, METRIC_NAMES.retryNetDropped, 'Late originals dropped because the retry safety net had republished their wait', () => retryNet?.stats.originalsDropped ?? 0);
+  // Ready while connected (the merchants were loaded before).
+  awaiting(() => (broker.isConnected ? undefined : 'RabbitMQ'));
 
   let stopping: Promise<void> | undefined;
   return {
@@ -282,7 +254,10 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
           await operational.stop();
         }, budget.left() / 4);
         await budget.step('delivery records', async () => deliveryLog?.stop(), budget.left() / 3);
-        await budget.step('retry watch', () => retryWatch.stop(), budget.left() / 3);
+        await budget.step('retry safety net', async () => {
+          await retryNet?.stop();
+          await netDatabase?.close();
+        }, budget.left() / 3);
         await budget.step('health server', () => health.close(), budget.left() / 3);
         await budget.step('merchant directory', closeMerchants, budget.left() / 2);
         await budget.step('broker connection', () => broker.close(budget.left()));

@@ -14,7 +14,7 @@ function isBrokerHeader(key: string): boolean {
 }
 
 /** One wait in a retry tier and one copy of it: a copy that leaves dispatch starts a wait of its own. */
-export const WAIT_HEADERS: ReadonlySet<string> = new Set([HEADERS.scheduleId, HEADERS.dueAt, HEADERS.retryQueue, HEADERS.recoveredBy, HEADERS.copyId, HEADERS.bodyOffset]);
+export const WAIT_HEADERS: ReadonlySet<string> = new Set([HEADERS.dueAt, HEADERS.rescuedAt, HEADERS.copyId]);
 
 /** Our bookkeeping: trusted only on messages we moved, never on what upstream published. */
 export const BOOKKEEPING_HEADERS: ReadonlySet<string> = new Set([
@@ -54,21 +54,16 @@ export const RESET_ON_RESEND: ReadonlySet<string> = new Set([
   HEADERS.streamOffset,
 ]);
 
-/** A journal entry's own headers, not the waiting message's: dropped from a recovered copy. */
-const JOURNAL_ONLY: ReadonlySet<string> = new Set([HEADERS.entryType, HEADERS.streamOffset, HEADERS.dueAt, HEADERS.retryQueue, HEADERS.bodyOffset, HEADERS.copyId]);
-
 /**
  * Where a copy comes from, which decides what it drops:
  * - `delivery`: a message consumed from dispatch, moved to a tier, `failed` or `invalid`; drops
  *   its wait, and our bookkeeping too when it came straight from upstream's exchange.
  * - `failure-entry`: a failure entry resent to dispatch; drops the attempt headers (RESET_ON_RESEND).
- * - `journal-entry`: a scheduled journal entry put back in dispatch by the retry watch.
  * - `parked`: a message taken from `invalid`; drops the invalid verdict when it goes back to dispatch.
  */
 export type CopySource =
   | { from: 'delivery'; fromUpstream: boolean }
   | { from: 'failure-entry' }
-  | { from: 'journal-entry' }
   | { from: 'parked'; unpark: boolean };
 
 /** The scalar headers a copy keeps from `headers`, by the lifecycle above. */
@@ -86,8 +81,6 @@ function drops(key: string, source: CopySource): boolean {
       return WAIT_HEADERS.has(key) || (source.fromUpstream && (BOOKKEEPING_HEADERS.has(key) || key.startsWith('x-invalid-')));
     case 'failure-entry':
       return RESET_ON_RESEND.has(key);
-    case 'journal-entry':
-      return JOURNAL_ONLY.has(key);
     case 'parked':
       return source.unpark && key.startsWith('x-invalid-');
   }

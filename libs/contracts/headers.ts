@@ -44,17 +44,16 @@ export const HEADERS = {
    * Trusted from upstream too: it can only take attempts away from the event it marks.
    */
   testEvent: 'x-test-event',
-  /** One wait in a retry tier: the key of its entries in the retries journal. */
-  scheduleId: 'x-schedule-id',
-  /** When that wait ends (epoch ms): the tier's TTL from the move. */
+  /**
+   * When a wait in a retry tier ends (epoch ms): the move's time plus the tier's delay, the same
+   * instant as the delivery log's next attempt. With the attempts made, it names the wait that the
+   * retry safety net and a late original claim (libs/retry-net).
+   */
   dueAt: 'x-due-at',
-  retryQueue: 'x-retry-queue',
-  /** On a copy the retry watch put back in dispatch because its tier did not hand it back in time. */
-  recoveredBy: 'x-recovered-by',
-  /** Unique per publish of a waiting message into a tier or back into dispatch: of two copies of one wait, the first to arrive is delivered. */
+  /** On a copy the retry safety net republished for a wait its tier did not hand back in time: when (ISO 8601). */
+  rescuedAt: 'x-rescued-at',
+  /** Unique per publish of a resent copy. */
   copyId: 'x-copy-id',
-  /** On a retries journal entry that does not carry the message body: the offset of the entry that does. */
-  bodyOffset: 'x-body-offset',
 } as const;
 
 /** Why a webhook went to `failed`, so operators can tell an outage from a bug. */
@@ -93,9 +92,6 @@ export const INVALID_CODES = [
 ] as const;
 
 export const ENTRY_TYPES = { failure: 'failure', resolution: 'resolution', checkpoint: 'checkpoint', claim: 'claim' } as const;
-
-/** Entries of the retries journal: a wait began, a copy of it arrived, a claim to recover it; and a snapshot of the watch (its own stream). */
-export const JOURNAL_ENTRY_TYPES = { scheduled: 'scheduled', arrived: 'arrived', recovery: 'recovery', snapshot: 'snapshot', snapshotPart: 'snapshot-part' } as const;
 
 export type ScalarHeaders = Record<string, string | number | boolean>;
 

@@ -35,19 +35,10 @@ export const METRIC_NAMES = {
   /** gauge: unresolved failure entries in the API's failed index */
   /** gauge {queue}: messages ready in dispatch, retry tiers and invalid */
   queueMessages: 'webhooks_queue_messages',
-  /** gauge {queue}: messages moved into a retry tier and not back yet, ready or held by the broker (retries journal) */
-  retryWaiting: 'webhooks_retry_waiting',
-  /** gauge {queue}: of those, the stranded: not back although dispatch was seen empty RETRY_OVERDUE_AFTER after they were due */
-  retryOverdue: 'webhooks_retry_overdue',
-  /** gauge: bytes the retry watch holds for what waits and what arrived (its own estimate: arrays at their allocated size) */
-  retryWatchBytes: 'webhooks_retry_watch_bytes',
-  retryWatchDiskBytes: 'webhooks_retry_watch_disk_bytes',
-  /** gauge {kind: waits|arrivals|claims}: records the retry watch holds */
-  retryWatchRecords: 'webhooks_retry_watch_records',
-  /** counter: copies the retry watch put back in dispatch for messages their tier held too long */
-  retriesRecovered: 'webhooks_retries_recovered_total',
-  /** Copies delivered without the journal's verdict on which copy of their wait arrived first. */
-  retryArrivalsUnconfirmed: 'webhooks_retry_arrivals_unconfirmed_total',
+  /** counter: copies the retry safety net republished to dispatch for waits their tier did not hand back in time */
+  retryNetCopies: 'webhooks_retry_net_copies_total',
+  /** counter: late originals dropped because the retry safety net had already republished their wait */
+  retryNetDropped: 'webhooks_retry_net_originals_dropped_total',
   /** counter {status}: resend API answers by HTTP status */
   resends: 'webhooks_resend_requests_total',
   /** gauge: 1 while connected to RabbitMQ */

@@ -37,18 +37,6 @@ export async function landCheckpoint(broker: BrokerConnection, stream: string, i
   }
 }
 
-/**
- * Whether the stream still holds `entry` at its offset: false when another entry is there (the
- * stream was deleted and declared again, and written past that offset since). Retention removing
- * it, or no answer in time, cannot tell: true, so a slow broker never makes a reader start over.
- */
-export async function stillHolds(broker: BrokerConnection, stream: string, entry: ConsumeMessage, timeoutMs: number): Promise<boolean> {
-  const offset = offsetOf(entry.properties.headers);
-  if (offset === undefined) return true;
-  const there = await entryAt(broker, stream, offset, timeoutMs);
-  return there === undefined || sameEntry(there, entry);
-}
-
 /** The entry at `offset`, or undefined when it cannot tell (removed by retention, past the end, no answer in time). */
 async function entryAt(broker: BrokerConnection, stream: string, offset: number, timeoutMs: number): Promise<ConsumeMessage | undefined> {
   let settle!: (entry: ConsumeMessage | undefined) => void;
@@ -72,18 +60,6 @@ async function entryAt(broker: BrokerConnection, stream: string, offset: number,
   } finally {
     clearTimeout(timer);
     await reader.close();
-  }
-}
-
-/** Same body and same headers, but for the offset the broker adds to each delivery. */
-function sameEntry(a: ConsumeMessage, b: ConsumeMessage): boolean {
-  if (!a.content.equals(b.content)) return false;
-  const { [HEADERS.streamOffset]: _a, ...left } = a.properties.headers ?? {};
-  const { [HEADERS.streamOffset]: _b, ...right } = b.properties.headers ?? {};
-  try {
-    return JSON.stringify(left) === JSON.stringify(right);
-  } catch {
-    return true; // a header JSON cannot write (a 64-bit integer): cannot tell
   }
 }
 

@@ -68,7 +68,7 @@ export interface TopologySpec {
   exchange: ExchangeSpec;
   /** Where operational events are published; the platform binds its own queues to it. */
   operational: ExchangeSpec;
-  /** In declaration order: dispatch, retry tiers, failed, invalid, retries. */
+  /** In declaration order: dispatch, retry tiers, failed, invalid, deliveries. */
   queues: QueueSpec[];
   binding: BindingSpec;
 }
@@ -106,21 +106,6 @@ function stream(
  * because 3.10 has no limit by default and 4.x silently drops a message after 20 returns.
  */
 export const DISPATCH_DELIVERY_LIMIT = 10;
-
-/**
- * How long the retries journal keeps entries: longer than any wait in a tier (a retry schedule's
- * longest delay is well under a day in practice) plus the time to notice and recover it.
- */
-export const RETRIES_RETENTION = '7D';
-/**
- * The retry watch's snapshots: only the newest is ever read, and at 1,000,000 waiting each is about
- * 55 MB, written every 100,000 journal entries by every dispatcher: kept for the journal's 7 days
- * they would fill the broker's disk during a long outage (hundreds of GB). A cap holds the last
- * dozens of them.
- */
-export const RETRY_SNAPSHOTS_MAX_BYTES = 1_000_000_000;
-/** Segments of the retries streams: small, so retention can drop them at all. */
-export const SMALL_SEGMENT_BYTES = 8_000_000;
 
 /**
  * The deliveries stream is a buffer between the dispatcher and PostgreSQL, not the log itself: it
@@ -190,8 +175,6 @@ export function topologySpec(options: TopologyOptions): TopologySpec {
       ...retries,
       stream(names.failed, options.failedRetention, options.replication),
       { name: names.invalid, kind: 'queue', arguments: { ...quorum(options.replication) } },
-      stream(names.retries, RETRIES_RETENTION, options.replication, SMALL_SEGMENT_BYTES),
-      { ...stream(names.retrySnapshots, RETRIES_RETENTION, options.replication, SMALL_SEGMENT_BYTES, RETRY_SNAPSHOTS_MAX_BYTES), addedLater: ['x-max-length-bytes'] },
       ...(options.deliveriesStream ? [deliveriesSpec(options.prefix, options.replication)] : []),
     ],
     binding: intake.binding,

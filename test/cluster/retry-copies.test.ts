@@ -13,7 +13,7 @@ import { testMerchant, writeMerchantsFile } from '../support/harness.js';
 import { startProgram } from '../support/process.js';
 import { failOnceThenSucceed, Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
-import { cleanUp, connectAny, killNode, leaders, nodeByName } from './cluster.js';
+import { cleanUp, killNode, leaders, nodeByName } from './cluster.js';
 
 const urls = (process.env.CLUSTER_URLS ?? '').split(',');
 const prefix = `cluster.copies.${randomBytes(3).toString('hex')}`;
@@ -29,53 +29,11 @@ function messageCounts(log: string): Record<string, number> {
   return counts;
 }
 
-/** What the retries journal holds, read from its first entry: entries by type and distinct waits scheduled. */
-async function journalCounts(missing: string[]): Promise<Record<string, number>> {
-  const model = await connectAny(urls.filter((_, i) => i > 0));
-  const channel = await model.createChannel();
-  const counts: Record<string, number> = {};
-  const scheduled = new Set<string>();
-  const scheduleOf = new Map<string, string>();
-  const arrived = new Set<string>();
-  let last = -1;
-  try {
-    await channel.prefetch(1_000);
-    let lastAt = Date.now();
-    await channel.consume(names.retries, (message) => {
-      if (!message) return;
-      lastAt = Date.now();
-      const headers = message.properties.headers ?? {};
-      const type = String(headers['x-entry-type'] ?? 'other');
-      counts[type] = (counts[type] ?? 0) + 1;
-      if (type === 'scheduled') scheduled.add(String(headers['x-schedule-id']));
-      if (type === 'scheduled') scheduleOf.set(String(headers['x-webhook-id']), String(headers['x-schedule-id']));
-      if (type === 'arrived') arrived.add(String(headers['x-schedule-id']));
-      last = Number(headers['x-stream-offset'] ?? last);
-      channel.ack(message);
-    }, { arguments: { 'x-stream-offset': 'first' } });
-    await waitFor('journal read', () => Date.now() - lastAt > 2_000, 30_000, 200);
-  } finally {
-    await model.close().catch(() => {});
-  }
-  const missingScheduled = missing.filter((id) => scheduleOf.has(id));
-  return {
-    ...counts,
-    distinctScheduled: scheduled.size,
-    lastOffset: last,
-    missing: missing.length,
-    missingScheduled: missingScheduled.length,
-    missingArrived: missingScheduled.filter((id) => arrived.has(scheduleOf.get(id)!)).length,
-  };
-}
-
 /**
- * Moves into a retry tier while the node leading `dispatch`, the tier and the retries journal dies
- * under load. A publish whose confirm is lost (the channel renewed after a nack, a deadline) is
- * made again with the same scheduleId; however many copies land, each webhook gets one retry
- * chain: failed once, delivered once. And retries keep flowing while the journal has no leader:
- * a version that held each arrival 10 s for the journal's verdict delivered 12 of 1,000 in 3 min
- * here. (In the runs so far the nack path itself was not hit: `movesRetried` is logged; the lost
- * confirm is injected on one node in test/integration/retry-journal.test.ts.)
+ * Moves into a retry tier while the node leading `dispatch` and the tier dies under load: each
+ * webhook gets one retry chain, failed once, delivered once, and retries keep flowing. (A publish
+ * whose confirm is lost is made again and may leave two copies in the tier; in the runs so far
+ * that path was not hit: `movesRetried` is logged.)
  */
 describe('moves into a retry tier whose leader dies under load', () => {
   let receiver: Receiver;
@@ -107,9 +65,6 @@ describe('moves into a retry tier whose leader dies under load', () => {
       TOPOLOGY_PREFIX: prefix,
       MERCHANTS_FILE: writeMerchantsFile(merchants),
       RETRY_SCHEDULE: '1s',
-      // A tier whose leader died may stop dead-lettering on 3.10 (the reason the retry watch exists):
-      // its stranded retries are recovered 10 s after dispatch drains, and only one copy is delivered.
-      RETRY_OVERDUE_AFTER: '10s',
       FAILED_RETENTION: '1D',
       DISPATCH_CONCURRENCY: String(CONCURRENCY),
       ALLOW_PRIVATE_TARGETS: 'true',
@@ -153,7 +108,7 @@ describe('moves into a retry tier whose leader dies under load', () => {
     await waitFor('every webhook delivered', () => tally() === EVENTS, 180_000, 500).catch(async (err: unknown) => {
       const saved = join(tmpdir(), `retry-copies-${Date.now()}.log`);
       writeFileSync(saved, dispatcher.output.stdout + dispatcher.output.stderr);
-      console.log(JSON.stringify({ delivered: tally(), of: EVENTS, log: messageCounts(dispatcher.output.stdout), dispatcherLog: saved, journal: await journalCounts(ids.filter((id) => (count.get(id) ?? 0) < 2)) }));
+      console.log(JSON.stringify({ delivered: tally(), of: EVENTS, log: messageCounts(dispatcher.output.stdout), dispatcherLog: saved }));
       throw err;
     });
     // Time for a second chain, if one was started, to make its attempts (1 s tier).
@@ -166,7 +121,6 @@ describe('moves into a retry tier whose leader dies under load', () => {
         killed: leader,
         notTwice: twice.length,
         movesRetried: log.split('message could not be moved; retrying').length - 1,
-        copiesDropped: log.split('another copy of the same wait arrived first').length - 1,
         log: messageCounts(log),
       }),
     );

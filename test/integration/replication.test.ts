@@ -65,15 +65,6 @@ describe('replication settings on queues that already exist', () => {
     await broker.close();
   });
 
-  it("starts on a snapshots stream made before its byte cap, and keeps it (a stream's arguments cannot change)", async () => {
-    await declareAsBefore((args, name) => {
-      if (name === names.retrySnapshots) delete args['x-max-length-bytes'];
-    });
-    const broker = connect();
-    await broker.open(10_000);
-    await broker.close();
-  });
-
   it('still refuses a queue whose other arguments differ (a changed retry delay)', async () => {
     await declareAsBefore((args, name) => {
       if (name === names.retry(0)) args['x-message-ttl'] = 1_000;

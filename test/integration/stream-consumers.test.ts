@@ -1,4 +1,3 @@
-import type { GetMessage } from 'amqplib';
 import { BrokerConnection } from '../../libs/broker/index.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { fingerprintAt } from '../../libs/streams/index.js';
@@ -7,7 +6,7 @@ import { call, startTestApi, token, unresolved } from '../support/api.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
 import { startHarness, testMerchant } from '../support/harness.js';
 import { localCtl } from '../support/rabbitmqctl.js';
-import { failOnceThenSucceed, Receiver } from '../support/receiver.js';
+import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
 const ctl = localCtl();
@@ -54,41 +53,6 @@ async function consumersOn(queue: string): Promise<number> {
         await api.stop();
       }
       expect(await consumersOn(failed)).toBe(0);
-    } finally {
-      await harness.close();
-      await receiver.close();
-    }
-  }, 120_000);
-
-  it('leaves none behind after 100 recoveries of retries their tier held, and none once the watch stops', async () => {
-    const receiver = await Receiver.start(failOnceThenSucceed());
-    const merchant = testMerchant('m_consumers', receiver.url);
-    const harness = await startHarness({
-      name: 'consumers-recover',
-      merchants: [merchant],
-      retryDelaysMs: [2_000],
-      retryWatch: { overdueAfterMs: 500, checkEveryMs: 100 },
-    });
-    const retries = harness.names.retries;
-    try {
-      await waitFor('watch ready', () => harness.retryWatch!.ready);
-      const baseline = await consumersOn(retries);
-      expect(baseline).toBe(1); // the watch's own tail
-      for (let i = 0; i < 100; i++) await harness.publisher.publish(sampleEvent('payout', merchant.id));
-      // As in retry-watch.test.ts: a tier that never hands a message back, by taking each out of it.
-      const held: GetMessage[] = [];
-      await waitFor('100 retries taken out of their tier', async () => {
-        for (;;) {
-          const message = await harness.test.channel.get(harness.names.retry(0), { noAck: true });
-          if (!message) break;
-          held.push(message);
-        }
-        return held.length === 100;
-      }, 30_000);
-      await waitFor('100 recovered', () => harness.retryWatch!.stats.recovered === 100, 30_000);
-      expect(await consumersOn(retries)).toBe(baseline);
-      await harness.retryWatch!.stop();
-      expect(await consumersOn(retries)).toBe(0);
     } finally {
       await harness.close();
       await receiver.close();

@@ -81,7 +81,7 @@ export class TestBroker {
   /** Deletes everything a prefix declared; retry tiers up to `tiers`. */
   async deleteTopology(prefix: string, tiers = 10): Promise<void> {
     const names = topologyNames(prefix);
-    const queues = [names.dispatch, names.failed, names.invalid, names.retries, names.retrySnapshots, names.deliveries, ...Array.from({ length: tiers }, (_, i) => names.retry(i))];
+    const queues = [names.dispatch, names.failed, names.invalid, names.deliveries, ...Array.from({ length: tiers }, (_, i) => names.retry(i))];
     for (const queue of queues) {
       const ch = await this.connection.createChannel();
       ch.on('error', () => {});

@@ -9,7 +9,7 @@ import { createGotClient, createUndiciClient } from '../../libs/http/index.js';
 import { type Logger, silentLogger } from '../../libs/logger/index.js';
 import { FileMerchantDirectory, type Merchant } from '../../libs/merchants/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
-import { RetryWatch, type RetryWatchOptions } from '../../libs/stranded-retries/index.js';
+import type { RetryNet } from '../../libs/retry-net/index.js';
 import { declareTopology, type TopologyNames, topologyNames } from '../../libs/topology/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from './broker.js';
 import { type Database, ensureSchema, openPostgres } from '../../libs/delivery-store/index.js';
@@ -48,8 +48,8 @@ export interface Harness {
   test: TestBroker;
   /** The failure index's database (the test's API uses it too). */
   database: TestDatabase;
-  /** With the retryWatch option only. */
-  retryWatch?: RetryWatch;
+  /** With the retryNet option only (started with the dispatcher). */
+  retryNet?: RetryNet;
   close(): Promise<void>;
 }
 
@@ -61,8 +61,8 @@ export async function startHarness(options: {
   settings?: Partial<DispatcherSettings>;
   allowPrivateTargets?: boolean;
   httpClient?: 'undici' | 'got';
-  /** Runs a retry watch beside the dispatcher, as the program does. */
-  retryWatch?: Partial<RetryWatchOptions> & { overdueAfterMs: number };
+  /** The retry safety net beside the dispatcher, as the program wires it (the test chooses its database). */
+  retryNet?: (broker: BrokerConnection, names: TopologyNames) => RetryNet;
   /** Records every settled delivery on the deliveries stream, as the program does with DELIVERY_LOG=on. */
   deliveryLog?: boolean;
   /** The dispatcher's logger (silent by default). */
@@ -84,17 +84,7 @@ export async function startHarness(options: {
   const clientOptions = { allowPrivateTargets: options.allowPrivateTargets ?? true, responseBodyBytes: options.deliveryLog ? 1024 : 0 };
   const http = options.httpClient === 'got' ? createGotClient(clientOptions) : createUndiciClient(clientOptions);
   const names = topologyNames(prefix);
-  let retryWatch: RetryWatch | undefined;
-  if (options.retryWatch) {
-    retryWatch = new RetryWatch(broker, names.retries, logger, {
-      dispatch: names.dispatch,
-      tierDelaysMs: Object.fromEntries(retryDelaysMs.map((delay, tier) => [names.retry(tier), delay])),
-      ...options.retryWatch,
-    });
-    await retryWatch.start();
-    // As the program does: deliveries only once the journal is read up to date.
-    await retryWatch.waitUntilCaughtUp(10_000);
-  }
+  const retryNet = options.retryNet?.(broker, names);
   // The failure index, as the program writes it: the test's API finds this prefix's database.
   const database = await createTestDatabase(options.name);
   const failuresDb: Database = openPostgres(database.url, { maxConnections: 2 });
@@ -103,7 +93,7 @@ export async function startHarness(options: {
   const deliveryLog = options.deliveryLog ? new DeliveryRecorder(broker, logger, { prefix }) : undefined;
   await deliveryLog?.start();
   const dispatcher = new Dispatcher(
-    { broker, merchants, http, logger, retryWatch, deliveryLog, failures: new FailedStore(failuresDb) },
+    { broker, merchants, http, logger, retryNet, deliveryLog, failures: new FailedStore(failuresDb) },
     {
       prefix,
       retryDelaysMs,
@@ -116,13 +106,14 @@ export async function startHarness(options: {
     },
   );
   await dispatcher.start();
+  retryNet?.start();
   const test = await TestBroker.open();
   return {
     prefix,
     merchantsFile,
     merchants,
     names,
-    retryWatch,
+    retryNet,
     dispatcher,
     broker,
     publisher: new EventPublisher(broker, prefix),
@@ -131,7 +122,7 @@ export async function startHarness(options: {
     async close() {
       await dispatcher.stop();
       await deliveryLog?.stop();
-      await retryWatch?.stop();
+      await retryNet?.stop();
       await broker.close();
       http.close();
       await merchants.close();

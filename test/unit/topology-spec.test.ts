@@ -57,17 +57,6 @@ describe('topologySpec', () => {
         { name: 'acme.retry.1', kind: 'queue', arguments: { ...RETRY_TIER, 'x-message-ttl': 60_000 } },
         { name: 'acme.failed', kind: 'stream', arguments: { 'x-queue-type': 'stream', 'x-max-age': '7D', 'x-initial-cluster-size': 3 } },
         { name: 'acme.invalid', kind: 'queue', arguments: { 'x-queue-type': 'quorum', 'x-quorum-initial-group-size': 3 } },
-        {
-          name: 'acme.retries',
-          kind: 'stream',
-          arguments: { 'x-queue-type': 'stream', 'x-max-age': '7D', 'x-stream-max-segment-size-bytes': 8_000_000, 'x-initial-cluster-size': 3 },
-        },
-        {
-          name: 'acme.retries.snapshots',
-          kind: 'stream',
-          arguments: { 'x-queue-type': 'stream', 'x-max-age': '7D', 'x-max-length-bytes': 1_000_000_000, 'x-stream-max-segment-size-bytes': 8_000_000, 'x-initial-cluster-size': 3 },
-          addedLater: ['x-max-length-bytes'],
-        },
       ],
       binding: { source: 'acme.events', destination: 'acme.dispatch', routingKey: '#' },
     });
@@ -80,14 +69,12 @@ describe('topologySpec', () => {
       ['acme.retry.0', 5],
       ['acme.failed', 2],
       ['acme.invalid', 5],
-      ['acme.retries', 2],
-      ['acme.retries.snapshots', 2],
     ]);
   });
 
   it('has no retry queues when the schedule is empty', () => {
     const spec = topologySpec({ prefix: 'acme', retryDelaysMs: [], failedRetention: '1D' });
-    expect(spec.queues.map((q) => q.name)).toEqual(['acme.dispatch', 'acme.failed', 'acme.invalid', 'acme.retries', 'acme.retries.snapshots']);
+    expect(spec.queues.map((q) => q.name)).toEqual(['acme.dispatch', 'acme.failed', 'acme.invalid']);
   });
 
   it('keeps equal delays as separate tiers, in schedule order', () => {

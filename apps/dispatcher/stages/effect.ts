@@ -1,12 +1,9 @@
-import { randomUUID } from 'node:crypto';
-import type { Options } from 'amqplib';
 import { type BrokerConnection, type Delivery, type HeldMessage, moveMessage } from '../../../libs/broker/index.js';
 import { copyHeaders, HEADERS, type ScalarHeaders } from '../../../libs/contracts/index.js';
 import { type FailedStore, failureEntryHeaders } from '../../../libs/failed/index.js';
 import type { Logger } from '../../../libs/logger/index.js';
 import type { DeliveryObserver, Outcome } from '../../../libs/metrics/index.js';
 import type { RetryPolicy } from '../../../libs/retry-policy/index.js';
-import { appendScheduled, type RetryWatch, type ScheduledRetry } from '../../../libs/stranded-retries/index.js';
 import type { TopologyNames } from '../../../libs/topology/index.js';
 import type { Decision } from './decide.js';
 import type { IntakeEvent } from './intake.js';
@@ -30,7 +27,6 @@ export interface EffectDeps {
   policy: RetryPolicy;
   logger: Logger;
   observer: DeliveryObserver;
-  retryWatch?: RetryWatch;
   failures?: FailedStore;
   now: () => Date;
   /** Waits between tries of a move the broker did not take, before the delivery goes back to its queue. */
@@ -56,10 +52,10 @@ export class EffectStage {
     const { logger } = this.deps;
     switch (decision.kind) {
       case 'superseded':
-        // Another copy of this wait arrived first (a recovered copy, or a publish made again after
-        // its confirm was lost, or a resend sent twice): that copy is the one delivered.
+        // A retry that came back late from its tier, after the retry safety net had republished a
+        // copy of it: the copy is the one delivered. Nothing is recorded: the copy's attempt is.
         this.count('superseded', 'superseded', 'unknown');
-        logger.info('copy dropped: another copy of the same wait arrived first', { key: decision.key, ...spanLogFields(span) });
+        logger.info('late retry dropped: the retry safety net republished it first', { key: decision.key, ...spanLogFields(span) });
         return delivery.ack();
       case 'invalid':
         return this.park(delivery, decision.code, decision.detail, span);
@@ -79,7 +75,7 @@ export class EffectStage {
       case 'defer': {
         const headers = this.waitingHeaders(delivery, intake);
         headers[HEADERS.deferrals] = intake.deferrals + 1;
-        if (!(await this.move(delivery, this.deps.names.retry(decision.tier), headers, intake.event, decision.tier, span))) return;
+        if (!(await this.move(delivery, this.deps.names.retry(decision.tier), headers, intake.event, this.dueAt(now, decision.tier), span))) return;
         this.count('deferred', 'deferred', intake.event, intake.test);
         if (this.debug) logger.debug('delivery deferred: endpoint busy', { merchantId: intake.merchantId, reference: intake.references[0], ...spanLogFields(span) });
         return;
@@ -87,7 +83,7 @@ export class EffectStage {
       case 'postpone': {
         const headers = this.waitingHeaders(delivery, intake);
         headers[HEADERS.postponements] = intake.postponements + 1;
-        if (!(await this.move(delivery, this.deps.names.retry(decision.tier), headers, intake.event, decision.tier, span))) return;
+        if (!(await this.move(delivery, this.deps.names.retry(decision.tier), headers, intake.event, this.dueAt(now, decision.tier), span))) return;
         this.count('circuitOpen', 'circuit_open', intake.event, intake.test);
         if (this.debug) logger.debug('delivery postponed: circuit open', { merchantId: intake.merchantId, reference: intake.references[0], delayMs: this.deps.policy.delayOf(decision.tier), ...spanLogFields(span) });
         return;
@@ -98,7 +94,7 @@ export class EffectStage {
         headers[HEADERS.lastError] = decision.error.slice(0, 500);
         headers[HEADERS.lastAttemptAt] = now.toISOString();
         if (decision.status !== undefined) headers[HEADERS.lastStatus] = decision.status;
-        if (!(await this.move(delivery, this.deps.names.retry(decision.tier), headers, intake.event, decision.tier, span))) return;
+        if (!(await this.move(delivery, this.deps.names.retry(decision.tier), headers, intake.event, this.dueAt(now, decision.tier), span))) return;
         this.count('retried', 'retried', intake.event, intake.test);
         logger.info('webhook attempt failed, retry scheduled', {
           merchantId: intake.merchantId,
@@ -218,15 +214,20 @@ export class EffectStage {
   }
 
   /**
-   * The one move (libs/broker moveMessage), with a wait of its own in the retries journal for a
-   * move into a tier, so a tier that fails to hand it back is noticed. A publish whose outcome is
-   * unknown is made again with the same scheduleId and a new copy id: if both land, the first to
-   * arrive is delivered, the other dropped. True when moved.
+   * When a wait in tier `tier` ends: the walk's clock plus the delay, the same instant the delivery
+   * log records as the next attempt, so a wait is named alike by its message and by the log.
    */
-  private async move(delivery: Delivery, queue: string, headers: ScalarHeaders, event: string, tier: number | undefined, span: Span | undefined): Promise<boolean> {
+  private dueAt(now: Date, tier: number): number {
+    return now.getTime() + this.deps.policy.delayOf(tier);
+  }
+
+  /**
+   * The one move (libs/broker moveMessage). A move into a tier carries its due time (x-due-at),
+   * by which a late arrival asks the retry safety net whether it was republished. True when moved.
+   */
+  private async move(delivery: Delivery, queue: string, headers: ScalarHeaders, event: string, dueAt: number | undefined, span: Span | undefined): Promise<boolean> {
     const { message } = delivery;
-    const wait = tier === undefined ? undefined : { scheduleId: randomUUID(), dueAt: this.deps.now().getTime() + this.deps.policy.delayOf(tier) };
-    const base: ScalarHeaders = wait ? { ...headers, [HEADERS.scheduleId]: wait.scheduleId, [HEADERS.dueAt]: wait.dueAt } : headers;
+    const base: ScalarHeaders = dueAt === undefined ? headers : { ...headers, [HEADERS.dueAt]: dueAt };
     const webhookId = typeof headers[HEADERS.webhookId] === 'string' ? (headers[HEADERS.webhookId] as string) : undefined;
     const held: HeldMessage = {
       content: message.content,
@@ -241,15 +242,7 @@ export class EffectStage {
     const result = await publishIn(span, queue, base, webhookId ?? '', () => moveMessage(this.deps.broker, held, queue, {
       backoffMs: this.deps.moveBackoffMs,
       webhookId,
-      headers: wait ? () => ({ ...base, [HEADERS.copyId]: randomUUID() }) : () => base,
-      afterPublish: wait
-        ? (properties) => {
-            // Back from a wait: its body is where that wait's entry points (the watch holds it by wait, not by webhook).
-            const cameFrom = message.properties.headers?.[HEADERS.scheduleId];
-            const bodyOffset = typeof cameFrom === 'string' ? this.deps.retryWatch?.bodyOffsetOf(cameFrom) : undefined;
-            return this.journal({ ...wait, queue, content: message.content, properties, bodyOffset });
-          }
-        : undefined,
+      headers: () => base,
       givingUp: this.deps.stopping,
       onRetry: (err, retry, giveUp) =>
         this.deps.logger.error(giveUp ? 'message could not be moved; returned to its queue' : 'message could not be moved; retrying', { queue, error: err.message, retry, ...spanLogFields(span) }),
@@ -257,35 +250,6 @@ export class EffectStage {
     if (result === 'channel-lost') this.deps.logger.warn('delivery channel lost before its move; the broker redelivers it', { queue, ...spanLogFields(span) });
     if (result === 'requeued') this.count('requeued', 'requeued', event);
     return result === 'moved';
-  }
-
-  /**
-   * A wait the journal does not hold cannot be recovered if its tier stalls, so the append (read
-   * back by the watch, which holds what it read even if the stream loses it) is tried again with
-   * the move's backoff while the delivery stays unacked (a journal stream that lost its leader is
-   * back within seconds). After the last try the move completes and the watch goes on appending
-   * it in the background, so a journal down for minutes does not hold every failing delivery's slot.
-   */
-  private async journal(retry: ScheduledRetry & { properties: Options.Publish }): Promise<void> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        if (this.deps.retryWatch) await this.deps.retryWatch.schedule(retry, 10_000);
-        else await appendScheduled(this.deps.broker, this.deps.names.retries, retry, 10_000);
-        return;
-      } catch (err) {
-        if (attempt >= this.deps.moveBackoffMs.length || this.deps.stopping()) {
-          // The message is in its tier: only the watch's safety net is missing for it.
-          if (this.deps.retryWatch && !this.deps.stopping()) {
-            this.deps.logger.warn('retry not recorded in the journal yet; appending it again in the background', { queue: retry.queue, scheduleId: retry.scheduleId, error: (err as Error).message });
-            this.deps.retryWatch.keepScheduling(retry);
-          } else {
-            this.deps.logger.warn('retry not recorded in the journal', { queue: retry.queue, scheduleId: retry.scheduleId, error: (err as Error).message });
-          }
-          return;
-        }
-        await new Promise((resolve) => setTimeout(resolve, this.deps.moveBackoffMs[attempt]));
-      }
-    }
   }
 }
 

@@ -151,25 +151,15 @@ export function webhookIdOf(message: ConsumeMessage): string {
   return `msg_${createHash('sha256').update(message.content).digest('hex').slice(0, 32)}`;
 }
 
-/** One wait a copy ends: its key in the retries journal, and this copy's id. */
-export interface Wait {
-  key: string;
-  copyId: string | undefined;
-}
-
 /**
- * The wait a message ends, if it is one of several possible copies: back from a retry tier or
- * the retry watch (its scheduleId), or resent from `failed` (the entry it was resent from, by the
- * entry's own id: its offset is no identity, since a deleted stream starts its offsets over). A
- * copy resent before ids existed carries only the offset, and keeps its old key.
- * Never on upstream's messages.
+ * When the wait in a retry tier this message ends was due (its x-due-at, epoch ms), if it is an
+ * original back from a tier; undefined for upstream's messages and for a copy the retry safety net
+ * republished (it holds its wait's claim already).
  */
-export function waitOf(message: ConsumeMessage, upstreamExchange: string): Wait | undefined {
+export function dueAtOf(message: ConsumeMessage, upstreamExchange: string): number | undefined {
   if (message.fields.exchange === upstreamExchange) return undefined;
   const headers = message.properties.headers;
-  if (!headers) return undefined;
-  const copyId = typeof headers[HEADERS.copyId] === 'string' && headers[HEADERS.copyId] !== '' ? (headers[HEADERS.copyId] as string) : undefined;
-  const scheduleId = headers[HEADERS.scheduleId];
-  if (typeof scheduleId === 'string' && scheduleId.length > 0) return { key: scheduleId, copyId };
-  return undefined;
+  if (!headers || headers[HEADERS.rescuedAt] !== undefined) return undefined;
+  const dueAt = headers[HEADERS.dueAt];
+  return typeof dueAt === 'number' && Number.isSafeInteger(dueAt) && dueAt > 0 ? dueAt : undefined;
 }

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { type Attempt, type DeliveryRecordInput, RawJson } from '../../../libs/delivery-log/index.js';
 import type { RetryPolicy } from '../../../libs/retry-policy/index.js';
-import type { AttemptTrace, Decision, Finding } from './decide.js';
+import type { Decision, Finding } from './decide.js';
 import type { IntakeEvent } from './intake.js';
 
 /**

@@ -31,35 +31,17 @@ describe('effect', () => {
     expect([delivery.settled, published.length, effect.stats.delivered]).toEqual([['ack'], 0, 1]);
   });
 
-  it('moves a retry to its tier with the attempt headers and a wait of its own, journals it, then acks', async () => {
+  it('moves a retry to its tier with the attempt headers and its due time (the log records the same instant), then acks', async () => {
     const { effect, published } = stage();
-    const delivery = fakeDelivery({}, { headers: { 'x-upstream': 'billing', [HEADERS.scheduleId]: 'old', 'x-delivery-count': 2 } }, '');
+    const delivery = fakeDelivery({}, { headers: { 'x-upstream': 'billing', [HEADERS.dueAt]: 1, [HEADERS.rescuedAt]: 't', 'x-delivery-count': 2 } }, '');
     await effect.apply(delivery, intake, { kind: 'retry', tier: 1, attempt: 2, error: 'HTTP 500', errorClass: 'http_500', status: 500 }, now);
-    expect(published.map((p) => p.queue)).toEqual([names.retry(1), names.retries]);
+    expect(published.map((p) => p.queue)).toEqual([names.retry(1)]);
     const headers = published[0]!.options.headers!;
     expect(headers).toMatchObject({ 'x-upstream': 'billing', [HEADERS.attempts]: 2, [HEADERS.lastStatus]: 500, [HEADERS.lastError]: 'HTTP 500', [HEADERS.tnxRef]: 'tnx_1', [HEADERS.dueAt]: now.getTime() + 10_000 });
-    expect(headers[HEADERS.scheduleId]).not.toBe('old');
+    expect(headers[HEADERS.rescuedAt]).toBeUndefined();
     expect(headers['x-delivery-count']).toBeUndefined();
     expect(published[0]!.options.messageId).toBe('evt_1');
     expect(delivery.settled).toEqual(['ack']);
-  });
-
-  it('holds the delivery while the journal refuses its wait, appends it once the journal takes it, then acks', async () => {
-    const { effect, published } = stage(2, names.retries, [1, 1, 1]);
-    const delivery = fakeDelivery({});
-    await effect.apply(delivery, intake, { kind: 'retry', tier: 0, attempt: 2, error: 'HTTP 500', errorClass: 'http_500', status: 500 }, now);
-    // One copy in the tier (the journal's refusals do not move it again), one journal entry for it.
-    expect(published.map((p) => p.queue)).toEqual([names.retry(0), names.retries]);
-    expect(published[1]!.options.headers![HEADERS.scheduleId]).toBe(published[0]!.options.headers![HEADERS.scheduleId]);
-    expect([delivery.settled, effect.stats.retried]).toEqual([['ack'], 1]);
-  });
-
-  it('completes the move without its journal entry only after the last try', async () => {
-    const { effect, published } = stage(3, names.retries, [1, 1]);
-    const delivery = fakeDelivery({});
-    await effect.apply(delivery, intake, { kind: 'retry', tier: 0, attempt: 2, error: 'HTTP 500', errorClass: 'http_500', status: 500 }, now);
-    expect(published.map((p) => p.queue)).toEqual([names.retry(0)]);
-    expect([delivery.settled, effect.stats.retried]).toEqual([['ack'], 1]);
   });
 
   it('writes a failure entry through libs/failed: no earlier status, the reason and no attempt time for an attempt-less failure', async () => {

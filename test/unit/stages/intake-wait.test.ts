@@ -1,5 +1,5 @@
 import type { ConsumeMessage } from 'amqplib';
-import { waitOf } from '../../../apps/dispatcher/stages/intake.js';
+import { dueAtOf } from '../../../apps/dispatcher/stages/intake.js';
 import { copyHeaders, HEADERS } from '../../../libs/contracts/index.js';
 import { failureEntryHeaders } from '../../../libs/failed/index.js';
 
@@ -9,14 +9,16 @@ function message(headers: Record<string, unknown>, exchange = ''): ConsumeMessag
   return { content: Buffer.from('{}'), fields: { exchange }, properties: { headers } } as unknown as ConsumeMessage;
 }
 
-describe('the wait a copy ends', () => {
-  it('is none for a resent copy: its claim in PostgreSQL made it the one copy', () => {
-    expect(waitOf(message({ [HEADERS.resentAt]: '2026-11-25T10:00:00.000Z', [HEADERS.claimId]: 'c-1' }), EVENTS)).toBeUndefined();
+describe('the due time a late retry is claimed by', () => {
+  it('is the x-due-at of a message back from a retry tier', () => {
+    expect(dueAtOf(message({ [HEADERS.dueAt]: 1_700_000_000_000 }), EVENTS)).toBe(1_700_000_000_000);
   });
 
-  it('is the schedule once the copy waited in a retry tier, and none on what upstream published', () => {
-    expect(waitOf(message({ [HEADERS.scheduleId]: 's-1' }), EVENTS)!.key).toBe('s-1');
-    expect(waitOf(message({ [HEADERS.scheduleId]: 's-1' }, EVENTS), EVENTS)).toBeUndefined();
+  it("is none on what upstream published, on a copy the safety net republished, and on a due time that is not a time", () => {
+    expect(dueAtOf(message({ [HEADERS.dueAt]: 1_700_000_000_000 }, EVENTS), EVENTS)).toBeUndefined();
+    expect(dueAtOf(message({ [HEADERS.dueAt]: 1_700_000_000_000, [HEADERS.rescuedAt]: '2026-01-01T00:00:00.000Z' }), EVENTS)).toBeUndefined();
+    expect(dueAtOf(message({ [HEADERS.dueAt]: 'soon' }), EVENTS)).toBeUndefined();
+    expect(dueAtOf(message({}), EVENTS)).toBeUndefined();
   });
 });
 
