@@ -1,6 +1,5 @@
 import { Webhook } from 'standardwebhooks';
 import type { ApiProgram } from '../../apps/api/program.js';
-import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
 import { type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/program.js';
 import { HEADERS, PLATFORM_MERCHANT_ID, sampleEvent } from '../../libs/contracts/index.js';
 import { DeliveryLogRecorder, openPostgres, type Database } from '../../libs/delivery-store/index.js';
@@ -8,10 +7,10 @@ import { silentLogger } from '../../libs/logger/index.js';
 import { enabledEvent, type IdentifiedEvent, OperationalPublisher } from '../../libs/operational/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { adminToken, call, startTestApi, waitReady } from '../support/api.js';
-import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
-import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
+import { TestBroker, uniquePrefix } from '../support/broker.js';
 import { testSecret } from '../support/harness.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
+import { collect, DATABASE_DIRECTORY, dispatcherEnv, type Seen } from '../support/operational.js';
 import { type Behaviour, Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
@@ -21,20 +20,12 @@ import { waitFor } from '../support/wait.js';
  * webhook is, with RETRY_SCHEDULE's tiers, the endpoint's circuit, the delivery log and `failed`.
  */
 
-const DATABASE_DIRECTORY = { MERCHANTS_FILE: undefined, WEBHOOKS_DEV: 'true', ALLOW_PRIVATE_TARGETS: 'true', SECRETS_KEY: TEST_SECRETS_KEY };
-
-function dispatcherEnv(prefix: string, env: Record<string, string | undefined>) {
-  return loadDispatcherConfig({
-    RABBITMQ_URL: brokerUrl(),
-    TOPOLOGY_PREFIX: prefix,
-    SECRETS_KEY: TEST_SECRETS_KEY,
-    // Five attempts, 100 ms apart.
-    RETRY_SCHEDULE: '100ms,100ms,100ms,100ms',
-    FAILED_RETENTION: '1D',
-    ALLOW_PRIVATE_TARGETS: 'true',
-    METRICS_PORT: '0',
-    ...env,
-  });
+/** A dispatcher whose merchants are in `db`, with the platform endpoint at `platform`. */
+function startWithPlatform(prefix: string, db: TestDatabase, platform: Receiver, secret: string, env: Record<string, string> = {}): Promise<DispatcherProgram> {
+  return startDispatcher(
+    dispatcherEnv(prefix, { DATABASE_URL: db.url, OPERATIONAL_WEBHOOK_URL: `${platform.url}/ops`, OPERATIONAL_WEBHOOK_SECRET: secret, ...env }),
+    silentLogger(),
+  );
 }
 
 /** An event as the API or a dispatcher makes one, for a merchant of the test's. */
@@ -60,7 +51,7 @@ describe('operational webhooks delivered through the dispatch path', () => {
   let recorder: DeliveryLogRecorder;
   let operational: OperationalPublisher;
   let auth: Record<string, string>;
-  const events: Array<{ type: string; messageId: string; merchantId: unknown }> = [];
+  let events: Seen[];
 
   beforeAll(async () => {
     platform = await Receiver.start((_n, req) => {
@@ -73,27 +64,10 @@ describe('operational webhooks delivered through the dispatch path', () => {
     db = await createTestDatabase('operational_webhook');
     api = await waitReady(await startTestApi(prefix, '', {}, { ...DATABASE_DIRECTORY, DATABASE_URL: db.url, DELIVERY_LOG: 'on' }));
     test = await TestBroker.open();
-    dispatcher = await startDispatcher(
-      dispatcherEnv(prefix, {
-        DATABASE_URL: db.url,
-        DELIVERY_LOG: 'on',
-        // Short, so that the platform endpoint fails for longer than it in the loop test.
-        ENDPOINT_DISABLE_AFTER: '1s',
-        OPERATIONAL_EVENT_INTERVAL: '1ms',
-        OPERATIONAL_WEBHOOK_URL: `${platform.url}/ops`,
-        OPERATIONAL_WEBHOOK_SECRET: secret,
-      }),
-      silentLogger(),
-    );
+    // In the loop test the platform endpoint fails for longer than ENDPOINT_DISABLE_AFTER, and any event it raised would go out at once.
+    dispatcher = await startWithPlatform(prefix, db, platform, secret, { DELIVERY_LOG: 'on', ENDPOINT_DISABLE_AFTER: '1s', OPERATIONAL_EVENT_INTERVAL: '1ms' });
     // A platform service's own queue on the exchange: what it hears is what the exchange carries.
-    const queue = `${prefix}.test-subscriber`;
-    await test.channel.assertQueue(queue, { durable: false, autoDelete: true });
-    await test.channel.bindQueue(queue, `${prefix}.operational`, '#');
-    await test.channel.consume(queue, (message) => {
-      if (!message) return;
-      const parsed = JSON.parse(message.content.toString('utf8')) as { type: string; data: Record<string, unknown> };
-      events.push({ type: parsed.type, messageId: String(message.properties.messageId), merchantId: parsed.data.merchantId });
-    }, { noAck: true });
+    events = await collect(test, prefix);
     database = openPostgres(db.url);
     recorder = new DeliveryLogRecorder(dispatcher.broker, database, silentLogger(), { prefix, retentionMs: 30 * 86_400_000, retryMs: 200 });
     await recorder.start();
@@ -187,7 +161,7 @@ describe('operational webhooks delivered through the dispatch path', () => {
     await operational.publish(marker);
     await waitFor('the marker on the exchange', () => events.some((e) => e.messageId === marker.id), 10_000);
     await waitFor('the marker at the platform: the endpoint is still sent to', () => requestsFor(marker.id).length > 0, 40_000);
-    expect(events.filter((e) => e.merchantId === PLATFORM_MERCHANT_ID)).toEqual([]);
+    expect(events.filter((e) => e.data.merchantId === PLATFORM_MERCHANT_ID)).toEqual([]);
     // Only what the test published reached the platform: nothing the platform's failures raised.
     const published = new Set(events.map((e) => e.messageId));
     expect(platform.requests.filter((r) => !published.has(String(r.headers['webhook-id'])))).toEqual([]);
@@ -221,16 +195,7 @@ describe('a down platform endpoint and the merchants', () => {
     db = await createTestDatabase('operational_webhook_down');
     api = await waitReady(await startTestApi(prefix, '', {}, { ...DATABASE_DIRECTORY, DATABASE_URL: db.url }));
     test = await TestBroker.open();
-    dispatcher = await startDispatcher(
-      dispatcherEnv(prefix, {
-        DATABASE_URL: db.url,
-        DISPATCH_CONCURRENCY: '4',
-        DELIVERY_TIMEOUT_MS: '4000',
-        OPERATIONAL_WEBHOOK_URL: `${platform.url}/ops`,
-        OPERATIONAL_WEBHOOK_SECRET: testSecret(),
-      }),
-      silentLogger(),
-    );
+    dispatcher = await startWithPlatform(prefix, db, platform, testSecret(), { DISPATCH_CONCURRENCY: '4', DELIVERY_TIMEOUT_MS: '4000' });
   });
 
   afterAll(async () => {
