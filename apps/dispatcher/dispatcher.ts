@@ -4,7 +4,7 @@ import type { BrokerConnection, Consumer, Delivery } from '../../libs/broker/ind
 import type { WebhookHttpClient } from '../../libs/http/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import { type DeliveryObserver, noopObserver } from '../../libs/metrics/index.js';
-import type { MerchantDirectory } from '../../libs/merchants/index.js';
+import type { Merchant, MerchantDirectory } from '../../libs/merchants/index.js';
 import { RetryPolicy } from '../../libs/retry-policy/index.js';
 import { WebhookSigner } from '../../libs/signing/index.js';
 import type { FailedStore } from '../../libs/failed/index.js';
@@ -74,6 +74,11 @@ export interface DispatcherDeps {
   operations?: Operations;
   /** The failure index in PostgreSQL: each failure written once it is in `failed` (best effort; the recorder writes it too). */
   failures?: FailedStore;
+  /**
+   * The platform's endpoint (platformEndpoint()): the operational events bound to dispatch are
+   * delivered to it like a merchant's webhooks. Without it they are skipped (not set up).
+   */
+  platform?: Merchant;
 }
 
 /**
@@ -109,7 +114,7 @@ export class Dispatcher {
       cooldownMs: settings.breakerCooldownMs ?? 30_000,
       maxCooldownMs: Math.max(settings.breakerCooldownMs ?? 30_000, 600_000),
     });
-    this.admission = new AdmissionStage(deps.merchants, this.guards, this.policy);
+    this.admission = new AdmissionStage(deps.merchants, this.guards, this.policy, deps.platform);
     this.attempt = new AttemptStage(deps.http, deps.signer ?? new WebhookSigner(), observer, settings);
     this.effect = new EffectStage({
       broker: deps.broker,

@@ -1,3 +1,4 @@
+import { PLATFORM_MERCHANT_ID } from '../../libs/contracts/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import type { Merchant, MerchantDirectory, PgMerchantDirectory } from '../../libs/merchants/index.js';
 import type { OperationalMetrics } from '../../libs/metrics/index.js';
@@ -100,9 +101,13 @@ export class Operations {
     return counts;
   }
 
-  /** One settled delivery; never throws and never waits (writes and publishes run in the background). */
+  /**
+   * One settled delivery; never throws and never waits (writes and publishes run in the background).
+   * The platform's own endpoint makes no event (an event about failing to send events would be sent
+   * to the same failing endpoint, and so on) and has no failing clock: it is never disabled.
+   */
   observe(intake: IntakeEvent | undefined, decision: Decision, now: Date): void {
-    if (!intake) return;
+    if (!intake || intake.merchantId === PLATFORM_MERCHANT_ID) return;
     try {
       switch (decision.kind) {
         case 'delivered':

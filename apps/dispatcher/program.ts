@@ -8,10 +8,11 @@ import { DISABLED_REASONS, type MerchantDirectory, openMerchants } from '../../l
 import { type Database, ensureSchema, openPglite, openPostgres } from '../../libs/delivery-store/index.js';
 import { FailedStore } from '../../libs/failed/index.js';
 import { PGLITE_DIR } from '../recorder/open-log.js';
-import { METRIC_NAMES, counterFrom, createRegistry, deliveryMetrics, gaugeFrom, labelledGaugeFrom, operationalMetrics, zeroedCounter } from '../../libs/metrics/index.js';
-import { OPERATIONAL_EVENT_TYPES, OperationalPublisher, OperationalWebhookSender } from '../../libs/operational/index.js';
+import { METRIC_NAMES, counterFrom, createRegistry, deliveryMetrics, gaugeFrom, labelledGaugeFrom, operationalMetrics } from '../../libs/metrics/index.js';
+import { OPERATIONAL_EVENT_TYPES, OperationalPublisher } from '../../libs/operational/index.js';
 import { Operations } from './operations.js';
 import { RetryNet } from '../../libs/retry-net/index.js';
+import { platformEndpoint } from './platform.js';
 import { openTopologyBroker, topologyNames } from '../../libs/topology/index.js';
 import type { DispatcherConfig } from './config.js';
 import { Dispatcher } from './dispatcher.js';
@@ -179,19 +180,19 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
     { merchants, writer: opened.writable, publisher: operational, logger, metrics: operationalCounts },
     { disableAfterMs: config.ENDPOINT_DISABLE_AFTER, intervalMs: config.OPERATIONAL_EVENT_INTERVAL },
   );
-  const webhookResults = zeroedCounter(registry, METRIC_NAMES.operationalWebhook, 'POSTs of operational events to OPERATIONAL_WEBHOOK_URL, by result', 'result', ['delivered', 'retried', 'failed']);
-  const operationalWebhook = config.OPERATIONAL_WEBHOOK_URL
-    ? new OperationalWebhookSender(broker, names, http, logger, {
-        url: config.OPERATIONAL_WEBHOOK_URL,
-        secret: config.OPERATIONAL_WEBHOOK_SECRET!,
-        retryDelaysMs: config.RETRY_SCHEDULE,
-        timeoutMs: config.DELIVERY_TIMEOUT_MS,
-        userAgent: USER_AGENT,
-        onResult: (result) => webhookResults.labels(result).inc(),
-      })
-    : undefined;
   const dispatcher = new Dispatcher(
-    { broker, merchants, http, logger, observer: deliveryMetrics(registry), retryNet, deliveryLog, operations, failures: failuresDatabase && new FailedStore(failuresDatabase) },
+    {
+      broker,
+      merchants,
+      http,
+      logger,
+      observer: deliveryMetrics(registry, config.OPERATIONAL_WEBHOOK_URL ? OPERATIONAL_EVENT_TYPES : []),
+      retryNet,
+      deliveryLog,
+      operations,
+      failures: failuresDatabase && new FailedStore(failuresDatabase),
+      platform: platformEndpoint(config.OPERATIONAL_WEBHOOK_URL, config.OPERATIONAL_WEBHOOK_SECRET),
+    },
     {
       prefix: config.TOPOLOGY_PREFIX,
       retryDelaysMs: config.RETRY_SCHEDULE,
@@ -204,7 +205,6 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   );
   await dispatcher.start();
   retryNet?.start();
-  await operationalWebhook?.start();
 
   const queues = [names.dispatch, ...config.RETRY_SCHEDULE.map((_, i) => names.retry(i)), names.invalid];
   gaugeFrom(registry, METRIC_NAMES.brokerConnected, '1 while connected to RabbitMQ', () => (broker.isConnected ? 1 : 0));
@@ -248,7 +248,6 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
           logger.warn('shutdown step did not finish in time; going on', { step, error: error?.message }),
         );
         await budget.step('drain deliveries', () => dispatcher.stop());
-        await budget.step('operational webhook', async () => operationalWebhook?.stop(), budget.left() / 4);
         await budget.step('operational events', async () => {
           await operations.stop();
           await operational.stop();

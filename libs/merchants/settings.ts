@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { EVENT_NAMES } from '../contracts/events.js';
+import { PLATFORM_MERCHANT_ID } from '../contracts/merchant-id.js';
 import { isBlockedAddress } from '../http/address-guard.js';
 import type { Actor } from './audit.js';
 import type { PgMerchantDirectory } from './pg-directory.js';
@@ -331,6 +332,8 @@ export class MerchantSettings {
    * the first time gets a new one, returned here once and never shown again.
    */
   put(merchantId: string, input: MerchantInput, guards: WriteGuards = {}): Promise<Written<SettingsResult>> {
+    // The platform's endpoint (OPERATIONAL_WEBHOOK_URL) is delivered under this id: no merchant takes it.
+    if (merchantId === PLATFORM_MERCHANT_ID) return Promise.reject(new InvalidSettingsError('merchant id', `is reserved for the platform's operational webhook (${PLATFORM_MERCHANT_ID})`));
     const url = input.webhook ? checkWebhookUrl(input.webhook.url, this.policy) : undefined;
     return this.write<SettingsResult>('put', merchantId, input, guards, (current, issued) => {
       this.checkPublicKey(merchantId, input.publicKey);

@@ -33,7 +33,8 @@ export function createRegistry(program: string): Registry {
 
 const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
-export function deliveryMetrics(registry: Registry): DeliveryObserver {
+/** `platformEvents`: the operational event types, zeroed too when the platform's endpoint is set (OPERATIONAL_WEBHOOK_URL). */
+export function deliveryMetrics(registry: Registry, platformEvents: readonly string[] = []): DeliveryObserver {
   const deliveriesSeries = new CounterSeriesSet(() => deliveries);
   const attemptsSeries = new CounterSeriesSet(() => attempts);
   const deliveries: Counter = new Counter({
@@ -64,7 +65,7 @@ export function deliveryMetrics(registry: Registry): DeliveryObserver {
     registers: [registry],
   });
   // Every known series from start-up at 0, so that the dashboard's rates read 0, not "No data", on a quiet service.
-  for (const outcome of PER_EVENT_OUTCOMES) for (const event of EVENT_NAMES) deliveries.labels({ outcome, event }).inc(0);
+  for (const outcome of PER_EVENT_OUTCOMES) for (const event of [...EVENT_NAMES, ...platformEvents]) deliveries.labels({ outcome, event }).inc(0);
   for (const outcome of ['invalid', 'superseded'] as const) deliveries.labels({ outcome, event: 'unknown' }).inc(0);
   for (const result of ['success', 'failure']) attempts.labels({ result }).inc(0);
   for (const reason of Object.values(FAILED_REASONS)) failed.labels(reason).inc(0);

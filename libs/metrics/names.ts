@@ -30,8 +30,6 @@ export const METRIC_NAMES = {
   endpointsFailing: 'webhooks_endpoints_failing',
   /** counter {type}: operational events published (endpoint.disabled, message.attempt.failing, ...) */
   operationalEvents: 'webhooks_operational_events_total',
-  /** counter {result: delivered|retried|failed}: POSTs of operational events to OPERATIONAL_WEBHOOK_URL */
-  operationalWebhook: 'webhooks_operational_webhook_total',
   /** gauge: unresolved failure entries in the API's failed index */
   /** gauge {queue}: messages ready in dispatch, retry tiers and invalid */
   queueMessages: 'webhooks_queue_messages',

@@ -16,5 +16,4 @@ export { clockState, shouldDisable, shouldRecordFailing } from './disable-rule.j
 export { IntervalFolder } from './folder.js';
 export { OperationalPublisher, type OperationalPublisherOptions } from './publisher.js';
 export { announcer } from './announce.js';
-export { OperationalWebhookSender, type OperationalWebhookOptions } from './webhook-sender.js';
 export { operationalEventSchema } from './schemas.js';

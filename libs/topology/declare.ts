@@ -3,7 +3,7 @@ import {
   CREATION_ONLY_ARGUMENTS,
   type ExchangeSpec,
   intakeSpec,
-  operationalWebhookSpec,
+  operationalBinding,
   type QueueSpec,
   type Replication,
   type TopologyOptions,
@@ -129,10 +129,10 @@ export async function declareTopology(source: ChannelSource, options: TopologyOp
     if (queue.name !== spec.binding.destination) await declareQueue(declarer, queue);
   }
   await declareExchange(declarer, spec.operational);
-  if (options.operationalWebhook) {
-    const webhook = operationalWebhookSpec(options.prefix, options.retryDelaysMs, options.replication);
-    for (const queue of webhook.queues) await declareQueue(declarer, queue);
-    await declarer.step((channel) => channel.bindQueue(webhook.binding.destination, webhook.binding.source, webhook.binding.routingKey));
+  if (options.operationalWebhook !== undefined) {
+    // Unbinding a binding that is not there is no error: a dispatcher without the URL stops the events reaching dispatch.
+    const { source, destination, routingKey } = operationalBinding(options.prefix);
+    await declarer.step((channel) => (options.operationalWebhook ? channel.bindQueue(destination, source, routingKey) : channel.unbindQueue(destination, source, routingKey)));
   }
 }
 

@@ -6,7 +6,7 @@ export {
   deliveriesSpec,
   DISPATCH_DELIVERY_LIMIT,
   intakeSpec,
-  operationalWebhookSpec,
+  operationalBinding,
   topologySpec,
   type BindingSpec,
   type ExchangeSpec,

@@ -8,9 +8,6 @@ export interface TopologyNames {
   deliveries: string;
   /** Operational events for the platform (endpoint disabled, attempts failing or exhausted): topic exchange, routing key = type. */
   operational: string;
-  /** The operational events for OPERATIONAL_WEBHOOK_URL: a queue bound to `operational`, and its own retry tiers. */
-  operationalWebhook: string;
-  operationalRetry(tier: number): string;
   retry(tier: number): string;
 }
 
@@ -23,8 +20,6 @@ export function topologyNames(prefix: string): TopologyNames {
     invalid: `${prefix}.invalid`,
     deliveries: `${prefix}.deliveries`,
     operational: `${prefix}.operational`,
-    operationalWebhook: `${prefix}.operational.webhook`,
-    operationalRetry: (tier) => `${prefix}.operational.retry.${tier}`,
     retry: (tier) => `${prefix}.retry.${tier}`,
   };
 }

@@ -11,8 +11,9 @@ export interface TopologyOptions {
   /** Declare the deliveries stream (DELIVERY_LOG=on). */
   deliveriesStream?: boolean;
   /**
-   * Declare the queue that feeds OPERATIONAL_WEBHOOK_URL and its retry tiers (one per delay of
-   * the retry schedule): only the dispatcher, and only when the URL is set.
+   * The dispatcher only: bind the operational exchange to dispatch (OPERATIONAL_WEBHOOK_URL set,
+   * its events delivered to the platform's endpoint like webhooks), or unbind it (not set).
+   * Absent (every other program): the binding is left as it is.
    */
   operationalWebhook?: boolean;
 }
@@ -182,28 +183,10 @@ export function topologySpec(options: TopologyOptions): TopologySpec {
 }
 
 /**
- * The operational webhook's queue, bound to the operational exchange with `#`, and its retry tiers:
- * a failed POST waits in tier i (x-message-ttl = the schedule's delay i) and dead-letters back to
- * the queue, as merchants' webhooks do through dispatch.
+ * The operational exchange bound to dispatch with `#`: every operational event, whoever publishes
+ * it (dispatcher, API, CLI), is also a delivery for the platform's endpoint (OPERATIONAL_WEBHOOK_URL).
  */
-export function operationalWebhookSpec(prefix: string, retryDelaysMs: readonly number[], replication?: Replication): { queues: QueueSpec[]; binding: BindingSpec } {
+export function operationalBinding(prefix: string): BindingSpec {
   const names = topologyNames(prefix);
-  const retries = retryDelaysMs.map(
-    (delay, tier): QueueSpec => ({
-      name: names.operationalRetry(tier),
-      kind: 'queue',
-      arguments: {
-        ...quorum(replication),
-        'x-message-ttl': delay,
-        'x-dead-letter-exchange': '',
-        'x-dead-letter-routing-key': names.operationalWebhook,
-        'x-dead-letter-strategy': 'at-least-once',
-        'x-overflow': 'reject-publish',
-      },
-    }),
-  );
-  return {
-    queues: [{ name: names.operationalWebhook, kind: 'queue', arguments: { ...quorum(replication), 'x-delivery-limit': DISPATCH_DELIVERY_LIMIT } }, ...retries],
-    binding: { source: names.operational, destination: names.operationalWebhook, routingKey: '#' },
-  };
+  return { source: names.operational, destination: names.dispatch, routingKey: '#' };
 }

@@ -2,7 +2,6 @@ import { Writable } from 'node:stream';
 import { Webhook } from 'standardwebhooks';
 import winston from 'winston';
 import type { ApiProgram } from '../../apps/api/program.js';
-import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
 import { type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/program.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { DeliveryLogRecorder, openPostgres, type Database } from '../../libs/delivery-store/index.js';
@@ -14,50 +13,12 @@ import { Operations } from '../../apps/dispatcher/operations.js';
 import type { IntakeEvent } from '../../apps/dispatcher/stages/intake.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { adminToken, call, startTestApi, token, waitReady } from '../support/api.js';
-import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
+import { TestBroker, uniquePrefix } from '../support/broker.js';
 import { testMerchant, testSecret, writeMerchantsFile } from '../support/harness.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
+import { collect, DATABASE_DIRECTORY, dispatcherEnv, type Seen } from '../support/operational.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
-
-interface Seen {
-  type: string;
-  messageId: string;
-  body: string;
-  data: Record<string, any>;
-}
-
-/** A queue of the test's own bound to <prefix>.operational, as a platform service would bind one. */
-async function collect(test: TestBroker, prefix: string): Promise<Seen[]> {
-  const seen: Seen[] = [];
-  const queue = `${prefix}.test-subscriber`;
-  await test.channel.assertQueue(queue, { durable: false, autoDelete: true });
-  await test.channel.bindQueue(queue, `${prefix}.operational`, '#');
-  await test.channel.consume(queue, (message) => {
-    if (!message) return;
-    const body = message.content.toString('utf8');
-    const parsed = JSON.parse(body) as { type: string; data: Record<string, any> };
-    expect(message.fields.routingKey).toBe(parsed.type);
-    seen.push({ type: parsed.type, messageId: String(message.properties.messageId), body, data: parsed.data });
-  }, { noAck: true });
-  return seen;
-}
-
-function dispatcherEnv(prefix: string, env: Record<string, string | undefined>) {
-  return loadDispatcherConfig({
-    RABBITMQ_URL: brokerUrl(),
-    TOPOLOGY_PREFIX: prefix,
-    SECRETS_KEY: TEST_SECRETS_KEY,
-    // Five attempts, 100 ms apart: the 4th failed one makes a webhook "failing".
-    RETRY_SCHEDULE: '100ms,100ms,100ms,100ms',
-    FAILED_RETENTION: '1D',
-    ALLOW_PRIVATE_TARGETS: 'true',
-    METRICS_PORT: '0',
-    ...env,
-  });
-}
-
-const DATABASE_DIRECTORY = { MERCHANTS_FILE: undefined, WEBHOOKS_DEV: 'true', ALLOW_PRIVATE_TARGETS: 'true', SECRETS_KEY: TEST_SECRETS_KEY };
 
 describe('operational events and auto-disable', () => {
   const prefix = uniquePrefix('ops');

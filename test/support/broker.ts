@@ -94,7 +94,6 @@ export class TestBroker {
     await ch.close().catch(() => {});
     const operational = await this.connection.createChannel();
     operational.on('error', () => {});
-    for (const queue of [names.operationalWebhook, ...Array.from({ length: tiers }, (_, i) => names.operationalRetry(i))]) await operational.deleteQueue(queue).catch(() => {});
     await operational.deleteExchange(names.operational).catch(() => {});
     await operational.close().catch(() => {});
   }

@@ -30,6 +30,10 @@ function recordingChannel(fail?: { name: string; code: number }) {
       calls.push(['bind', queue, source, pattern]);
       return Promise.resolve({});
     },
+    unbindQueue: (queue: string, source: string, pattern: string) => {
+      calls.push(['unbind', queue, source, pattern]);
+      return Promise.resolve({});
+    },
   };
   return { channel: channel as unknown as Channel, calls };
 }
@@ -103,29 +107,18 @@ describe('declaring the topology from its spec', () => {
     ]);
   });
 
-  it('declares the operational webhook queue, bound to the operational exchange, and its retry tiers only when asked', async () => {
-    const { channel, calls } = recordingChannel();
-    await declareTopology(channel, { ...options, operationalWebhook: true });
-    expect(calls.slice(-3)).toEqual([
-      ['queue', 'acme.operational.webhook', { durable: true, arguments: { 'x-queue-type': 'quorum', 'x-quorum-initial-group-size': 3, 'x-delivery-limit': 10 } }],
-      [
-        'queue',
-        'acme.operational.retry.0',
-        {
-          durable: true,
-          arguments: {
-            'x-queue-type': 'quorum',
-            'x-quorum-initial-group-size': 3,
-            'x-message-ttl': 1_000,
-            'x-dead-letter-exchange': '',
-            'x-dead-letter-routing-key': 'acme.operational.webhook',
-            'x-dead-letter-strategy': 'at-least-once',
-            'x-overflow': 'reject-publish',
-          },
-        },
-      ],
-      ['bind', 'acme.operational.webhook', 'acme.operational', '#'],
-    ]);
+  it('binds the operational exchange to dispatch for a dispatcher with OPERATIONAL_WEBHOOK_URL, unbinds it for one without, and leaves it to other programs', async () => {
+    const declared = async (operationalWebhook?: boolean) => {
+      const { channel, calls } = recordingChannel();
+      await declareTopology(channel, { ...options, operationalWebhook });
+      return calls;
+    };
+    const plain = await declared(undefined);
+    expect(plain.filter((c) => c[2] === 'acme.operational')).toEqual([]);
+    expect(await declared(true)).toEqual([...plain, ['bind', 'acme.dispatch', 'acme.operational', '#']]);
+    expect(await declared(false)).toEqual([...plain, ['unbind', 'acme.dispatch', 'acme.operational', '#']]);
+    // No queue of its own: the operational webhook's retries are dispatch's tiers.
+    expect((await declared(true)).filter((c) => c[0] === 'queue' && String(c[1]).startsWith('acme.operational'))).toEqual([]);
   });
 
   it('gives publishers only the exchange, the dispatch queue and the binding', async () => {

@@ -1,4 +1,5 @@
-import { activeWebhook, type MerchantDirectory, receivesEvent, type MerchantWebhook } from '../../../libs/merchants/index.js';
+import { PLATFORM_MERCHANT_ID } from '../../../libs/contracts/index.js';
+import { activeWebhook, type Merchant, type MerchantDirectory, receivesEvent, type MerchantWebhook } from '../../../libs/merchants/index.js';
 import type { RetryPolicy } from '../../../libs/retry-policy/index.js';
 import type { Finding } from './decide.js';
 import { type Admission as Slot, EndpointGuards, endpointOf } from './endpoint-guards.js';
@@ -23,10 +24,12 @@ export class AdmissionStage {
     private readonly merchants: MerchantDirectory,
     readonly guards: EndpointGuards,
     private readonly policy: RetryPolicy,
+    /** The platform's endpoint (OPERATIONAL_WEBHOOK_URL), from the dispatcher's config: never in the directory. */
+    private readonly platform?: Merchant,
   ) {}
 
   async admit(intake: IntakeEvent, now: Date, stopped: () => boolean): Promise<Admitted | Finding> {
-    const merchant = this.merchants.byId(intake.merchantId);
+    const merchant = intake.merchantId === PLATFORM_MERCHANT_ID ? this.platform : this.merchants.byId(intake.merchantId);
     if (!merchant) return { kind: 'unavailable', why: 'merchant-removed' };
     const webhook = activeWebhook(merchant);
     // Turned off by auto-disable: said apart, so the merchant's log tells it from its own choice.

@@ -191,10 +191,11 @@ export class EffectStage {
       ...this.carried(delivery),
       [HEADERS.merchantId]: intake.merchantId,
       [HEADERS.event]: intake.event,
-      [HEADERS.reference]: intake.references[0]!,
       [HEADERS.webhookId]: intake.webhookId,
       [HEADERS.firstSeenAt]: intake.firstSeenAt,
     };
+    // An operational event (the platform's endpoint) has no reference.
+    if (intake.references[0]) headers[HEADERS.reference] = intake.references[0];
     if (intake.references[1]) headers[HEADERS.tnxRef] = intake.references[1];
     return headers;
   }

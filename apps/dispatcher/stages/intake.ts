@@ -5,21 +5,25 @@ import {
   HEADERS,
   isEventName,
   isWellFormedWebhookId,
+  PLATFORM_MERCHANT_ID,
   REFERENCE_FIELDS,
   rawMember,
   referencesOf,
   upstreamMessageSchema,
   WEBHOOK_ID_RULE,
 } from '../../../libs/contracts/index.js';
+import { OPERATIONAL_EVENT_TYPES, type OperationalEventType } from '../../../libs/operational/index.js';
 import { InvalidMessageError } from '../errors.js';
 
 /** What the dispatcher needs from one message on `dispatch`, validated. */
 export interface IntakeEvent {
+  /** The merchant, or PLATFORM_MERCHANT_ID for an operational event to OPERATIONAL_WEBHOOK_URL. */
   merchantId: string;
-  event: EventName;
-  /** The event's references, primary first (a refund has refundRef then tnxRef). */
+  /** A merchant's event, or an operational event's type (the platform's). */
+  event: EventName | OperationalEventType;
+  /** The event's references, primary first (a refund has refundRef then tnxRef); none for an operational event. */
   references: string[];
-  /** The outgoing body, `{"event":…,"data":…}` with `data` exactly as received. */
+  /** The outgoing body: `{"event":…,"data":…}` with `data` exactly as received; an operational event's body exactly as published. */
   body: string;
   webhookId: string;
   /** Real HTTP attempts already made before this delivery. */
@@ -70,16 +74,33 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
   } catch (err) {
     throw new InvalidMessageError('not-json', `body is not UTF-8 JSON (${(err as Error).message})`);
   }
-  const { merchantId, event, data } = envelopeOf(json);
-  const references = referencesOf(event, data);
-  if (references.length === 0) {
-    const fields = REFERENCE_FIELDS[event].map((f) => `data.${f}`).join(' or ');
-    throw new InvalidMessageError(
-      'missing-reference',
-      `${event} needs ${fields} as a string of 1 to 200 characters without control characters`,
-    );
-  }
   const ours = message.fields.exchange !== upstreamExchange;
+  // An operational event, from the operational exchange (bound to dispatch while
+  // OPERATIONAL_WEBHOOK_URL is set) or back from a tier: for the platform's endpoint, as published.
+  // Never from upstream's exchange: upstream cannot make the service sign a body for the platform.
+  const operational = ours ? operationalTypeOf(json) : undefined;
+  let merchantId: string;
+  let event: IntakeEvent['event'];
+  let references: string[];
+  let body: string;
+  if (operational !== undefined) {
+    merchantId = PLATFORM_MERCHANT_ID;
+    event = operational;
+    references = [];
+    body = text;
+  } else {
+    const envelope = envelopeOf(json);
+    ({ merchantId, event } = envelope);
+    references = referencesOf(envelope.event, envelope.data);
+    if (references.length === 0) {
+      const fields = REFERENCE_FIELDS[envelope.event].map((f) => `data.${f}`).join(' or ');
+      throw new InvalidMessageError(
+        'missing-reference',
+        `${envelope.event} needs ${fields} as a string of 1 to 200 characters without control characters`,
+      );
+    }
+    body = `{"event":${JSON.stringify(event)},"data":${rawMember(text, 'data')!}}`;
+  }
   const headers = ours ? (message.properties.headers ?? {}) : {};
   const attempts = count(headers[HEADERS.attempts]);
   const deferrals = count(headers[HEADERS.deferrals]);
@@ -92,7 +113,7 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
     merchantId,
     event,
     references,
-    body: `{"event":${JSON.stringify(event)},"data":${rawMember(text, 'data')!}}`,
+    body,
     webhookId: webhookIdOf(message),
     attempts,
     deferrals,
@@ -131,6 +152,18 @@ function envelopeOf(json: unknown): { merchantId: string; event: EventName; data
     throw new InvalidMessageError('invalid-envelope', `${where}: ${issue.message}`);
   }
   return parsed.data;
+}
+
+/**
+ * The type of an operational event's body, `{"type","timestamp","data"}` (libs/operational), or
+ * undefined for anything else. A body with a merchantId is a merchant's event whatever else it holds.
+ */
+function operationalTypeOf(json: unknown): OperationalEventType | undefined {
+  if (typeof json !== 'object' || json === null || Array.isArray(json) || 'merchantId' in json) return undefined;
+  const { type, timestamp, data } = json as Record<string, unknown>;
+  if (!(OPERATIONAL_EVENT_TYPES as readonly unknown[]).includes(type) || typeof timestamp !== 'string') return undefined;
+  if (typeof data !== 'object' || data === null || Array.isArray(data)) return undefined;
+  return type as OperationalEventType;
 }
 
 function count(value: unknown): number {
