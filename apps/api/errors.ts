@@ -21,6 +21,7 @@ export const ERROR_CODES = [
   'body_too_large',
   'header_too_large',
   'rate_limited',
+  'too_many_resends',
   'too_many_concurrent_queries',
   'service_unavailable',
   'auth_unavailable',

@@ -5,7 +5,9 @@ import {
   FailureIndexUnavailableError,
   NothingToResendError,
   ResendInProgressError,
+  ResendLimitError,
   ResendOutcomeUnknownError,
+  RESENDS_PER_WEBHOOK_PER_DAY,
 } from '../../libs/failed/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import {
@@ -31,6 +33,11 @@ export function toApiError(err: unknown, logger: Logger): ApiError {
   if (err instanceof ApiError) return err;
   if (err instanceof NothingToResendError) return notFound('not_found', 'No failed webhook for this reference');
   if (err instanceof ResendInProgressError) return resendInProgress(err.retryAfterMs);
+  if (err instanceof ResendLimitError) {
+    return new ApiError(429, 'too_many_resends', `This webhook was resent ${RESENDS_PER_WEBHOOK_PER_DAY} times in the last 24 hours; try again later`, {
+      'retry-after': String(Math.ceil(err.retryAfterMs / 1000)),
+    });
+  }
   if (err instanceof EventNotSubscribedError) {
     return new ApiError(
       409,

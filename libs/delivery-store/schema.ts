@@ -128,6 +128,10 @@ CREATE TABLE IF NOT EXISTS failed_webhooks (
   claim_id uuid,
   claimed_at timestamptz,
   resent_at timestamptz,
+  -- Resends of this webhook in the 24 hours from resends_since, whatever failures came between:
+  -- a merchant cannot turn one webhook into a stream of signed POSTs.
+  resends integer NOT NULL DEFAULT 0,
+  resends_since timestamptz,
   PRIMARY KEY (merchant_id, webhook_id)
 );
 CREATE INDEX IF NOT EXISTS failed_webhooks_refs ON failed_webhooks USING gin (merchant_refs) WITH (fastupdate = off);

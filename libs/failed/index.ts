@@ -1,3 +1,3 @@
 export { failureEntryHeaders, type FailureFacts } from './failure-headers.js';
-export { EventNotSubscribedError, FailureIndexUnavailableError, NothingToResendError, type ResendFilter, ResendInProgressError, ResendOutcomeUnknownError, ResendService } from './resend.js';
-export { CLAIM_LEASE_MS, type ClaimedFailure, FailedStore, type Failure, type FailureFilter, type FailureRow, INDEX_FROM_LOG, merchantRef } from './store.js';
+export { EventNotSubscribedError, FailureIndexUnavailableError, NothingToResendError, type ResendFilter, ResendInProgressError, ResendLimitError, ResendOutcomeUnknownError, ResendService } from './resend.js';
+export { CLAIM_LEASE_MS, RESENDS_PER_WEBHOOK_PER_DAY, type ClaimedFailure, FailedStore, type Failure, type FailureFilter, type FailureRow, INDEX_FROM_LOG, merchantRef } from './store.js';

@@ -4,7 +4,7 @@ import { copyHeaders, HEADERS, type ScalarHeaders } from '../contracts/index.js'
 import type { Logger } from '../logger/index.js';
 import { type TopologyNames, topologyNames } from '../topology/index.js';
 import { ATTR, inSpan, linkActiveSpanTo, publishSpan, SpanKind } from '../tracing/index.js';
-import { CLAIM_LEASE_MS, type ClaimedFailure, type FailedStore, type FailureFilter } from './store.js';
+import { CLAIM_LEASE_MS, type ClaimedFailure, type FailedStore, type FailureFilter, RESENDS_PER_WEBHOOK_PER_DAY } from './store.js';
 
 /** The claim and the mark as resent: child spans of the resend, as PostgreSQL client calls. */
 const DB_UPDATE = { kind: SpanKind.CLIENT, attributes: { 'db.system.name': 'postgresql', 'db.operation.name': 'UPDATE', 'db.collection.name': 'failed_webhooks' } };
@@ -44,6 +44,14 @@ export class FailureIndexUnavailableError extends Error {
   constructor(options?: { cause?: unknown }) {
     super('the failure index in PostgreSQL cannot be reached; nothing was resent', options);
     this.name = 'FailureIndexUnavailableError';
+  }
+}
+
+/** Each failed webhook found was resent RESENDS_PER_WEBHOOK_PER_DAY times in the last 24 hours. */
+export class ResendLimitError extends Error {
+  constructor(readonly retryAfterMs: number) {
+    super(`these webhooks were resent ${RESENDS_PER_WEBHOOK_PER_DAY} times in the last 24 hours`);
+    this.name = 'ResendLimitError';
   }
 }
 
@@ -120,8 +128,9 @@ export class ResendService {
     };
     const claimed = await inSpan('claim failed_webhooks', DB_UPDATE, () => this.store.claim(merchantId, filter, claimId, this.leaseMs)).catch(unavailable);
     if (claimed.length === 0) {
-      const heldMs = await this.store.heldForMs(merchantId, filter, this.leaseMs).catch(unavailable);
-      throw heldMs > 0 ? new ResendInProgressError(heldMs) : new NothingToResendError();
+      const why = await this.store.whyNone(merchantId, filter, this.leaseMs).catch(unavailable);
+      if (why.kind === 'held') throw new ResendInProgressError(why.ms);
+      throw why.kind === 'capped' ? new ResendLimitError(why.ms) : new NothingToResendError();
     }
     const excluded = new Set<string>();
     /** Surely not sent: given back. */

@@ -14,6 +14,12 @@ import type { Queryable } from '../delivery-store/database.js';
 /** How long a claim holds its rows when its resender neither marked them resent nor gave them back. */
 export const CLAIM_LEASE_MS = 30_000;
 
+/** Resends of one webhook within 24 hours; the next is refused until the first of them is a day old. */
+export const RESENDS_PER_WEBHOOK_PER_DAY = 10;
+
+/** Rows at the cap: claimed by nothing until their 24 hours are over. */
+const CAPPED = `resends >= ${RESENDS_PER_WEBHOOK_PER_DAY} AND resends_since > now() - interval '24 hours'`;
+
 /** The key a merchant's reference is found by in merchant_refs. */
 export const merchantRef = (merchantId: string, reference: string) => `${merchantId}\u001f${reference}`;
 
@@ -123,7 +129,7 @@ export class FailedStore {
     const { rows } = await this.db.query<{ webhook_id: string; event: string; failed_at: Date; content: string | null; headers: ClaimedFailure['headers']; merchant_refs: string[] }>(
       `WITH picked AS (
          SELECT merchant_id, webhook_id FROM failed_webhooks
-         WHERE ${where} AND resent_at IS NULL AND (claim_id IS NULL OR claimed_at < now() - make_interval(secs => $2::double precision / 1000))
+         WHERE ${where} AND resent_at IS NULL AND (claim_id IS NULL OR claimed_at < now() - make_interval(secs => $2::double precision / 1000)) AND NOT (${CAPPED})
          ORDER BY failed_at ${limit} FOR UPDATE SKIP LOCKED
        )
        UPDATE failed_webhooks f SET claim_id = $1, claimed_at = now()
@@ -147,30 +153,39 @@ export class FailedStore {
   }
 
   /**
-   * After a claim won nothing: how long until the failures `filter` names are free again (0: there
-   * are none left to resend, they were resent or never failed).
+   * After a claim won nothing, why: the failures `filter` names are held by another claim (free
+   * again in `ms`), at their daily cap of resends (`capped`, free in `ms`), or there are none left
+   * to resend (they were resent, or never failed).
    */
-  async heldForMs(merchantId: string, filter: FailureFilter, leaseMs = CLAIM_LEASE_MS): Promise<number> {
+  async whyNone(merchantId: string, filter: FailureFilter, leaseMs = CLAIM_LEASE_MS): Promise<{ kind: 'none' } | { kind: 'held' | 'capped'; ms: number }> {
     const { where, params } = this.where(merchantId, filter, 2);
-    const { rows } = await this.db.query<{ n: number; ms: number | null }>(
-      `SELECT count(*)::integer AS n,
-         max(extract(epoch FROM (claimed_at + make_interval(secs => $1::double precision / 1000) - now())) * 1000)::double precision AS ms
+    const { rows } = await this.db.query<{ open: number; capped: number; held_ms: number | null; capped_ms: number | null }>(
+      `SELECT count(*) FILTER (WHERE NOT (${CAPPED}))::integer AS open, count(*) FILTER (WHERE ${CAPPED})::integer AS capped,
+         max(extract(epoch FROM (claimed_at + make_interval(secs => $1::double precision / 1000) - now())) * 1000) FILTER (WHERE NOT (${CAPPED}))::double precision AS held_ms,
+         min(extract(epoch FROM (resends_since + interval '24 hours' - now())) * 1000) FILTER (WHERE ${CAPPED})::double precision AS capped_ms
        FROM failed_webhooks WHERE ${where} AND resent_at IS NULL`,
       [leaseMs, ...params],
     );
     const row = rows[0];
-    if (!row || row.n === 0) return 0;
     // Unclaimed rows that the claim skipped were locked by a claim not committed yet.
-    return Math.max(1_000, Math.ceil(row.ms ?? 1_000));
+    if (row && row.open > 0) return { kind: 'held', ms: Math.max(1_000, Math.ceil(row.held_ms ?? 1_000)) };
+    if (row && row.capped > 0) return { kind: 'capped', ms: Math.max(1_000, Math.ceil(row.capped_ms ?? 1_000)) };
+    return { kind: 'none' };
   }
 
   /** The copies of these are in `dispatch`: resent, whoever asks next. */
   async markResent(merchantId: string, webhookIds: readonly string[], claimId: string): Promise<void> {
-    await this.db.query('UPDATE failed_webhooks SET resent_at = now() WHERE merchant_id = $1 AND webhook_id = ANY($2::text[]) AND claim_id = $3 AND resent_at IS NULL', [
-      merchantId,
-      webhookIds,
-      claimId,
-    ]);
+    await this.db.query(
+      `UPDATE failed_webhooks SET resent_at = now(),
+         resends = CASE WHEN resends_since > now() - interval '24 hours' THEN resends + 1 ELSE 1 END,
+         resends_since = CASE WHEN resends_since > now() - interval '24 hours' THEN resends_since ELSE now() END
+       WHERE merchant_id = $1 AND webhook_id = ANY($2::text[]) AND claim_id = $3 AND resent_at IS NULL`,
+      [
+        merchantId,
+        webhookIds,
+        claimId,
+      ],
+    );
   }
 
   /** Gives back what this claim surely did not resend, so a retry need not wait for the lease. */

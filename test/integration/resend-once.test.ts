@@ -186,6 +186,36 @@ describe('one resend, one delivery', () => {
     expect(await deliveriesOf(messageId)).toBe(2);
   });
 
+  it('refuses the 11th resend of one webhook in 24 hours with 429 too_many_resends, counting only copies that went out', async () => {
+    const { messageId, reference } = await failed('payout');
+    mode = 'ok';
+    const count = async () => (await harness.database.query<{ resends: number }>('SELECT resends FROM failed_webhooks WHERE webhook_id = $1', [messageId]))[0]!.resends;
+    // A resend whose copy no queue took sent nothing: not counted.
+    const unroutable = new Proxy(one.broker, {
+      get(target, prop, receiverArg) {
+        if (prop === 'sendToQueue') return () => Promise.reject(new BrokerUnroutableError('', harness.names.dispatch, 'NO_ROUTE'));
+        const value = Reflect.get(target, prop, receiverArg);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    }) as BrokerConnection;
+    await expect(new ResendService(unroutable, one.failures, harness.prefix, silentLogger()).resend(merchant.id, reference)).rejects.toThrow(BrokerUnavailableError);
+    expect(await count()).toBe(0);
+    expect((await call(one, `${RESEND}?reference=${reference}`, { headers: await headers() })).status).toBe(200);
+    expect(await count()).toBe(1);
+    await deliveriesOf(messageId);
+    // Nine more resends of it today (the copies failed again each time), made here at once.
+    await harness.database.query("UPDATE failed_webhooks SET resends = 10, resent_at = NULL, claim_id = NULL WHERE webhook_id = $1", [messageId]);
+    const refused = await call(two, `${RESEND}?reference=${reference}`, { headers: await headers() });
+    expect(refused.status).toBe(429);
+    expect(refused.body).toMatchObject({ error: { code: 'too_many_resends', status: 429 }, data: null });
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(23 * 3600);
+    expect((await call(two, `/nucleus/webhooks/${messageId}/resend`, { headers: await headers() })).status).toBe(429);
+    // A day later it may be resent again, and the count starts over.
+    await harness.database.query("UPDATE failed_webhooks SET resends_since = now() - interval '25 hours' WHERE webhook_id = $1", [messageId]);
+    expect((await call(two, `${RESEND}?reference=${reference}`, { headers: await headers() })).status).toBe(200);
+    expect(await count()).toBe(1);
+  });
+
   it('answers 409 webhook_disabled while the webhook is off, keeps the entry, and delivers once it is back on', async () => {
     const { messageId, reference } = await failed('payout');
     mode = 'ok';

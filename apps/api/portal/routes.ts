@@ -111,7 +111,7 @@ const RESEND_ERRORS = {
   '404': 'not_found: no unresolved failed webhook with this id for this merchant (never failed, or already resent)',
   '409':
     'webhook_disabled, event_not_subscribed, resend_in_progress: as for the resend by reference (POST /nucleus/tnx/webhook)',
-  '429': 'rate_limited: the merchant\'s resends share RESEND_RATE_LIMIT; see Retry-After',
+  '429': 'rate_limited: the merchant\'s resends share RESEND_RATE_LIMIT. too_many_resends: this webhook was resent 10 times in the last 24 hours. See Retry-After',
   '503': 'service_unavailable, resend_outcome_unknown, auth_unavailable: as for the resend by reference',
 };
 
