@@ -8,14 +8,13 @@
  * waiting: its start-up is from the process's start to /readyz 200.
  */
 import { randomBytes } from 'node:crypto';
-import pg from 'pg';
 import { BrokerConnection } from '../libs/broker/index.js';
 import { openPostgres } from '../libs/delivery-store/index.js';
 import { silentLogger } from '../libs/logger/index.js';
 import { SecretBox } from '../libs/merchants/index.js';
 import { columnsOf, ensureMerchantTables } from '../libs/merchants/rows.js';
 import { declareIntake, topologyNames } from '../libs/topology/index.js';
-import { benchPrefix, deleteTopology, eventBody } from './fixtures.js';
+import { benchPrefix, deleteTopology, eventBody, withDatabase } from './fixtures.js';
 import { freePort, type ProgramProcess, rssOf, scrape, startProgram, startReceiver, until } from './processes.js';
 
 export interface DeadMerchantSample {
@@ -38,17 +37,13 @@ export interface DeadMerchantResult {
 }
 
 const KEY = randomBytes(32);
-const ADMIN_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
 const TIERS = 7;
 
-export async function benchDeadMerchant(url: string, rate: number, seconds: number): Promise<DeadMerchantResult> {
-  const name = `bench_dead_${randomBytes(4).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: ADMIN_URL });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  const target = new URL(ADMIN_URL);
-  target.pathname = `/${name}`;
-  const databaseUrl = target.toString();
+export function benchDeadMerchant(url: string, rate: number, seconds: number): Promise<DeadMerchantResult> {
+  return withDatabase('dead', (databaseUrl) => run(url, rate, seconds, databaseUrl));
+}
+
+async function run(url: string, rate: number, seconds: number, databaseUrl: string): Promise<DeadMerchantResult> {
   const database = openPostgres(databaseUrl, { statementTimeoutMs: 600_000 });
   const receiver = await startReceiver();
   const prefix = benchPrefix('dead-merchant');
@@ -136,7 +131,5 @@ export async function benchDeadMerchant(url: string, rate: number, seconds: numb
     await receiver.stop();
     await deleteTopology(url, prefix, TIERS);
     await database.close();
-    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-    await admin.end();
   }
 }

@@ -1,3 +1,4 @@
+/** The delivery log's benchmarks, each on a database of its own (withDatabase). */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
@@ -7,33 +8,9 @@ import { type Database, DeliveryLogRecorder, deliveryLogQueries, ensureSchema, o
 import { ensurePartition } from '../libs/delivery-store/schema.js';
 import { silentLogger } from '../libs/logger/index.js';
 import { topologyNames } from '../libs/topology/index.js';
+import { withDatabase } from './fixtures.js';
 import { startProgram, until } from './processes.js';
 import { percentile } from './stats.js';
-
-/**
- * The delivery log's benchmarks, on the local PostgreSQL (BENCH_DATABASE_URL, else
- * postgres://postgres@127.0.0.1:5432/postgres as the admin connection): each run creates a
- * database of its own and drops it after.
- */
-const adminUrl = () => process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-
-export async function withDatabase<T>(label: string, work: (url: string) => Promise<T>, keep?: string): Promise<T> {
-  const name = keep ?? `${process.env.BENCH_DATABASE_PREFIX ?? 'h21_bench'}_${label}_${randomBytes(3).toString('hex')}`;
-  if (!/^[a-z_][a-z0-9_]*$/.test(name)) throw new Error(`not a database name: ${name}`);
-  const admin = new pg.Client({ connectionString: adminUrl() });
-  await admin.connect();
-  const exists = (await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [name])).rows.length > 0;
-  if (!exists) await admin.query(`CREATE DATABASE ${name}`);
-  const url = new URL(adminUrl());
-  url.pathname = `/${name}`;
-  try {
-    return await work(url.toString());
-  } finally {
-    // A kept database is the caller's to drop (it is ~4 GB with 10,000,000 attempts).
-    if (!keep) await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => {});
-    await admin.end();
-  }
-}
 
 /**
  * The n-th record: webhook n >> 2's attempt (n % 4) + 1, so four records per webhook, all with

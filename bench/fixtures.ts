@@ -1,4 +1,5 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
+import pg from 'pg';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -69,3 +70,28 @@ export async function deleteTopology(url: string, prefix: string, tiers: number)
   await ch.close().catch(() => {});
   await connection.close();
 }
+
+/**
+ * A benchmark's own database on the local PostgreSQL (BENCH_DATABASE_URL, else
+ * postgres://postgres@127.0.0.1:5432/postgres as the admin connection), dropped after `work`.
+ */
+const adminUrl = () => process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+
+export async function withDatabase<T>(label: string, work: (url: string) => Promise<T>, keep?: string): Promise<T> {
+  const name = keep ?? `${process.env.BENCH_DATABASE_PREFIX ?? 'h21_bench'}_${label}_${randomBytes(3).toString('hex')}`;
+  if (!/^[a-z_][a-z0-9_]*$/.test(name)) throw new Error(`not a database name: ${name}`);
+  const admin = new pg.Client({ connectionString: adminUrl() });
+  await admin.connect();
+  const exists = (await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [name])).rows.length > 0;
+  if (!exists) await admin.query(`CREATE DATABASE ${name}`);
+  const url = new URL(adminUrl());
+  url.pathname = `/${name}`;
+  try {
+    return await work(url.toString());
+  } finally {
+    // A kept database is the caller's to drop (it is ~4 GB with 10,000,000 attempts).
+    if (!keep) await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => {});
+    await admin.end();
+  }
+}
+

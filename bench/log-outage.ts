@@ -3,7 +3,7 @@
  * outage under a steady load (deliveries must not slow; the log must be exact after).
  */
 import pg from 'pg';
-import { withDatabase } from './delivery-log.js';
+import { withDatabase } from './fixtures.js';
 import { benchPrefix } from './fixtures.js';
 import { PgProxy } from './pg-proxy.js';
 import { type ReceiverProcess, startProgram, until } from './processes.js';

@@ -4,12 +4,11 @@
  * /readyz answers 200; its resident memory then, against the same dispatcher on an empty table.
  */
 import { randomBytes } from 'node:crypto';
-import pg from 'pg';
 import { PgMerchantDirectory, SecretBox } from '../libs/merchants/index.js';
 import { silentLogger } from '../libs/logger/index.js';
 import { columnsOf, ensureMerchantTables } from '../libs/merchants/rows.js';
 import { openPostgres } from '../libs/delivery-store/index.js';
-import { benchPrefix, deleteTopology } from './fixtures.js';
+import { benchPrefix, deleteTopology, withDatabase } from './fixtures.js';
 import { freePort, rssOf, scrape, startProgram, until } from './processes.js';
 
 export interface MerchantsStartupResult {
@@ -26,30 +25,23 @@ export interface MerchantsStartupResult {
 }
 
 const KEY = randomBytes(32);
-const ADMIN_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
 
 export async function benchMerchantsStartup(url: string, count: number): Promise<MerchantsStartupResult> {
-  const name = `bench_merchants_${randomBytes(4).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: ADMIN_URL });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  const target = new URL(ADMIN_URL);
-  target.pathname = `/${name}`;
-  const database = openPostgres(target.toString(), { statementTimeoutMs: 600_000 });
-  try {
-    await ensureMerchantTables(database);
-    const empty = await startAndMeasure(url, target.toString());
-    const filledAt = Date.now();
-    await fill(database, count);
-    const fillSeconds = (Date.now() - filledAt) / 1000;
-    const full = await startAndMeasure(url, target.toString());
-    const directoryHeapMb = await heldByDirectory(database);
-    return { merchants: count, fillSeconds, readyMs: full.readyMs, rssMb: full.rssMb, heapUsedMb: full.heapUsedMb, emptyReadyMs: empty.readyMs, emptyRssMb: empty.rssMb, emptyHeapUsedMb: empty.heapUsedMb, directoryHeapMb };
-  } finally {
-    await database.close();
-    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-    await admin.end();
-  }
+  return withDatabase('merchants', async (databaseUrl) => {
+    const database = openPostgres(databaseUrl, { statementTimeoutMs: 600_000 });
+    try {
+      await ensureMerchantTables(database);
+      const empty = await startAndMeasure(url, databaseUrl);
+      const filledAt = Date.now();
+      await fill(database, count);
+      const fillSeconds = (Date.now() - filledAt) / 1000;
+      const full = await startAndMeasure(url, databaseUrl);
+      const directoryHeapMb = await heldByDirectory(database);
+      return { merchants: count, fillSeconds, readyMs: full.readyMs, rssMb: full.rssMb, heapUsedMb: full.heapUsedMb, emptyReadyMs: empty.readyMs, emptyRssMb: empty.rssMb, emptyHeapUsedMb: empty.heapUsedMb, directoryHeapMb };
+    } finally {
+      await database.close();
+    }
+  });
 }
 
 /** The directory loaded in this process (npm run bench runs with --expose-gc), measured between full collections. */

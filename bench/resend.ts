@@ -8,14 +8,13 @@ import { writeFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SignJWT } from 'jose';
-import pg from 'pg';
 import { Agent, request } from 'undici';
 import { loadApiConfig } from '../apps/api/config.js';
 import { startApi } from '../apps/api/program.js';
 import { HEADERS, sampleEvent } from '../libs/contracts/index.js';
 import { ensureSchema, openPostgres } from '../libs/delivery-store/index.js';
 import { silentLogger } from '../libs/logger/index.js';
-import { deleteTopology } from './fixtures.js';
+import { deleteTopology, withDatabase } from './fixtures.js';
 import { percentile, round } from './stats.js';
 
 export interface ResendResult {
@@ -29,7 +28,6 @@ export interface ResendResult {
 }
 
 const SECRET = 'bench-secret-long-enough-for-hs256-0000000';
-const adminUrl = () => process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
 
 export async function benchResend(url: string, entries: number, samples: number): Promise<ResendResult> {
   const prefix = `bench.resend.${randomUUID().slice(0, 8)}`;
@@ -37,13 +35,11 @@ export async function benchResend(url: string, entries: number, samples: number)
   const dir = mkdtempSync(join(tmpdir(), 'bench-'));
   writeFileSync(join(dir, 'merchants.json'), JSON.stringify({ merchants: [merchant] }));
 
-  const name = `bench_resend_${randomUUID().slice(0, 8)}`;
-  const admin = new pg.Client({ connectionString: adminUrl() });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  const dbUrl = new URL(adminUrl());
-  dbUrl.pathname = `/${name}`;
-  const db = openPostgres(dbUrl.toString(), { statementTimeoutMs: 600_000 });
+  return withDatabase('resend', (dbUrl) => run(url, entries, samples, prefix, dir, merchant, dbUrl));
+}
+
+async function run(url: string, entries: number, samples: number, prefix: string, dir: string, merchant: { id: string; publicKey: string }, dbUrl: string): Promise<ResendResult> {
+  const db = openPostgres(dbUrl, { statementTimeoutMs: 600_000 });
   await ensureSchema(db);
   // The merchant's failures, and as many of another merchant's: the index is shared.
   const body = JSON.stringify(sampleEvent('charge.completed', merchant.id));
@@ -63,7 +59,7 @@ export async function benchResend(url: string, entries: number, samples: number)
     TOPOLOGY_PREFIX: prefix,
     PORT: '0',
     MERCHANTS_FILE: join(dir, 'merchants.json'),
-    DATABASE_URL: dbUrl.toString(),
+    DATABASE_URL: dbUrl,
     RETRY_SCHEDULE: '',
     FAILED_RETENTION: '1D',
     AUTH_JWT_SECRET: SECRET,
@@ -102,8 +98,6 @@ export async function benchResend(url: string, entries: number, samples: number)
   await agent.close();
   await api.stop();
   await db.close();
-  await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-  await admin.end();
   await deleteTopology(url, prefix, 0);
 
   latencies.sort((a, b) => a - b);

@@ -29,11 +29,8 @@ export const BOOKKEEPING_HEADERS: ReadonlySet<string> = new Set([
   HEADERS.failedReason,
   HEADERS.entryType,
   HEADERS.resentAt,
-  HEADERS.resentFromOffset,
-  HEADERS.resentFromId,
   HEADERS.claimId,
   HEADERS.failureId,
-  HEADERS.resolvedOffsets,
   HEADERS.checkpointId,
   HEADERS.streamOffset,
 ]);

@@ -28,17 +28,12 @@ export const HEADERS = {
   originalRoutingKey: 'x-original-routing-key',
   /** Set by the broker on every entry read from a stream. */
   streamOffset: 'x-stream-offset',
-  resolvedOffsets: 'x-resolved-offsets',
   checkpointId: 'x-checkpoint-id',
-  /** A resend's claim on failure entries; the first claim in stream order wins them. */
+  /** On a resent copy: its resend's claim on the failure in PostgreSQL, which the dispatcher marks resent when it takes the copy. */
   claimId: 'x-claim-id',
   resentAt: 'x-resent-at',
-  /** Where in `failed` the entry a resend came from sits: read it there, never know it by it (offsets start over when the stream is deleted). */
-  resentFromOffset: 'x-resent-from-offset',
-  /** A failure entry's own id, random per failure: what a resend of it is known by, whatever offset it sits at. */
+  /** A failure entry's own id, random per failure: tells two failures of one webhook apart in the console. */
   failureId: 'x-failure-id',
-  /** On a resent copy: the x-failure-id of the entry it was resent from, its wait's key in the retries journal. */
-  resentFromId: 'x-resent-from-id',
   /**
    * A test event (the portal's "send test event"): attempted once, never retried, counted apart.
    * Trusted from upstream too: it can only take attempts away from the event it marks.
@@ -91,7 +86,7 @@ export const INVALID_CODES = [
   'delivery-limit',
 ] as const;
 
-export const ENTRY_TYPES = { failure: 'failure', resolution: 'resolution', checkpoint: 'checkpoint', claim: 'claim' } as const;
+export const ENTRY_TYPES = { failure: 'failure', checkpoint: 'checkpoint' } as const;
 
 export type ScalarHeaders = Record<string, string | number | boolean>;
 

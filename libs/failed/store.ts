@@ -17,6 +17,13 @@ export const CLAIM_LEASE_MS = 30_000;
 /** Resends of one webhook within 24 hours; the next is refused until the first of them is a day old. */
 export const RESENDS_PER_WEBHOOK_PER_DAY = 10;
 
+/**
+ * Rows with something to send: the failed message, or the log's copy of its payload (a row only the
+ * recorder wrote, whose log row is gone, is not resendable, and neither held nor claimable).
+ */
+const SENDABLE = `(content IS NOT NULL OR EXISTS (SELECT 1 FROM delivery_webhooks w
+  WHERE w.merchant_id = failed_webhooks.merchant_id AND w.webhook_id = failed_webhooks.webhook_id AND w.payload IS NOT NULL))`;
+
 /** Rows at the cap: claimed by nothing until their 24 hours are over. */
 const CAPPED = `resends >= ${RESENDS_PER_WEBHOOK_PER_DAY} AND resends_since > now() - interval '24 hours'`;
 
@@ -129,7 +136,7 @@ export class FailedStore {
     const { rows } = await this.db.query<{ webhook_id: string; event: string; failed_at: Date; content: string | null; headers: ClaimedFailure['headers']; merchant_refs: string[] }>(
       `WITH picked AS (
          SELECT merchant_id, webhook_id FROM failed_webhooks
-         WHERE ${where} AND resent_at IS NULL AND (claim_id IS NULL OR claimed_at < now() - make_interval(secs => $2::double precision / 1000)) AND NOT (${CAPPED})
+         WHERE ${where} AND resent_at IS NULL AND (claim_id IS NULL OR claimed_at < now() - make_interval(secs => $2::double precision / 1000)) AND NOT (${CAPPED}) AND ${SENDABLE}
          ORDER BY failed_at ${limit} FOR UPDATE SKIP LOCKED
        )
        UPDATE failed_webhooks f SET claim_id = $1, claimed_at = now()
@@ -140,16 +147,14 @@ export class FailedStore {
       [claimId, leaseMs, ...params],
     );
     const prefix = `${merchantId}\u001f`;
-    return rows
-      .filter((r) => r.content !== null)
-      .map((r) => ({
-        webhookId: r.webhook_id,
-        event: r.event,
-        failedAt: r.failed_at,
-        content: r.content!,
-        headers: r.headers,
-        references: r.merchant_refs.map((ref) => ref.slice(prefix.length)),
-      }));
+    return rows.map((r) => ({
+      webhookId: r.webhook_id,
+      event: r.event,
+      failedAt: r.failed_at,
+      content: r.content!,
+      headers: r.headers,
+      references: r.merchant_refs.map((ref) => ref.slice(prefix.length)),
+    }));
   }
 
   /**
@@ -163,7 +168,7 @@ export class FailedStore {
       `SELECT count(*) FILTER (WHERE NOT (${CAPPED}))::integer AS open, count(*) FILTER (WHERE ${CAPPED})::integer AS capped,
          max(extract(epoch FROM (claimed_at + make_interval(secs => $1::double precision / 1000) - now())) * 1000) FILTER (WHERE NOT (${CAPPED}))::double precision AS held_ms,
          min(extract(epoch FROM (resends_since + interval '24 hours' - now())) * 1000) FILTER (WHERE ${CAPPED})::double precision AS capped_ms
-       FROM failed_webhooks WHERE ${where} AND resent_at IS NULL`,
+       FROM failed_webhooks WHERE ${where} AND resent_at IS NULL AND ${SENDABLE}`,
       [leaseMs, ...params],
     );
     const row = rows[0];
@@ -251,11 +256,6 @@ export class FailedStore {
       lastError: r.last_error,
       resentAt: r.resent_at?.toISOString() ?? null,
     }));
-  }
-
-  /** Failures older than the failed stream keeps its messages: dropped with them. */
-  async expire(retentionMs: number): Promise<void> {
-    await this.db.query(`DELETE FROM failed_webhooks WHERE failed_at < now() - make_interval(secs => $1::double precision / 1000)`, [retentionMs]);
   }
 
   private where(merchantId: string, filter: FailureFilter, first: number): { where: string; params: unknown[] } {

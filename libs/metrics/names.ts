@@ -6,8 +6,8 @@ export const METRIC_NAMES = {
   /**
    * counter {outcome, event}: delivered|retried|failed|invalid|skipped; deferred (endpoint busy)
    * and circuit_open (postponed, circuit open) spend no attempt; requeued (a move the broker did
-   * not take, handed back to its queue); superseded (back from a retry tier after the retry watch
-   * had put a copy back: dropped)
+   * not take, handed back to its queue); superseded (back from a retry tier late, after the retry
+   * safety net had put a copy back: dropped)
    */
   deliveries: 'webhooks_deliveries_total',
   /** counter {outcome}: deliveries of test events (the portal's "send test event", x-test-event), apart from the merchants' real webhooks; they are in `deliveries` too */
@@ -30,7 +30,6 @@ export const METRIC_NAMES = {
   endpointsFailing: 'webhooks_endpoints_failing',
   /** counter {type}: operational events published (endpoint.disabled, message.attempt.failing, ...) */
   operationalEvents: 'webhooks_operational_events_total',
-  /** gauge: unresolved failure entries in the API's failed index */
   /** gauge {queue}: messages ready in dispatch, retry tiers and invalid */
   queueMessages: 'webhooks_queue_messages',
   /** counter: copies the retry safety net republished to dispatch for waits their tier did not hand back in time */
