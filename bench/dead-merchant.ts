@@ -39,11 +39,12 @@ export interface DeadMerchantResult {
 const KEY = randomBytes(32);
 const TIERS = 7;
 
-export function benchDeadMerchant(url: string, rate: number, seconds: number): Promise<DeadMerchantResult> {
-  return withDatabase('dead', (databaseUrl) => run(url, rate, seconds, databaseUrl));
+/** With `dist` (an earlier commit's build, absolute), its programs instead of this build's: a before and after. */
+export function benchDeadMerchant(url: string, rate: number, seconds: number, dist?: string): Promise<DeadMerchantResult> {
+  return withDatabase('dead', (databaseUrl) => run(url, rate, seconds, databaseUrl, (program) => (dist ? `${dist}/apps/${program}` : program)));
 }
 
-async function run(url: string, rate: number, seconds: number, databaseUrl: string): Promise<DeadMerchantResult> {
+async function run(url: string, rate: number, seconds: number, databaseUrl: string, script: (program: string) => string): Promise<DeadMerchantResult> {
   const database = openPostgres(databaseUrl, { statementTimeoutMs: 600_000 });
   const receiver = await startReceiver();
   const prefix = benchPrefix('dead-merchant');
@@ -71,9 +72,9 @@ async function run(url: string, rate: number, seconds: number, databaseUrl: stri
       ALLOW_PRIVATE_TARGETS: 'true',
       LOG_LEVEL: 'warn',
     });
-    programs.push(startProgram('recorder/main.js', { ...env(await freePort()) }));
+    programs.push(startProgram(script('recorder/main.js'), { ...env(await freePort()) }));
     const port = await freePort();
-    const dispatcher = startProgram('dispatcher/main.js', env(port));
+    const dispatcher = startProgram(script('dispatcher/main.js'), env(port));
     programs.push(dispatcher);
     await until('dispatcher ready', async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200, 60_000, 50);
     const done = async () => Number((await database.query<{ n: string }>(`SELECT count(*) AS n FROM delivery_webhooks WHERE status <> 'retrying'`)).rows[0]?.n ?? 0);
@@ -112,7 +113,7 @@ async function run(url: string, rate: number, seconds: number, databaseUrl: stri
     // A second dispatcher, everything still waiting.
     const secondPort = await freePort();
     const startedAt = Date.now();
-    const second = startProgram('dispatcher/main.js', env(secondPort));
+    const second = startProgram(script('dispatcher/main.js'), env(secondPort));
     programs.push(second);
     await until('second dispatcher ready', async () => (await fetch(`http://127.0.0.1:${secondPort}/readyz`).catch(() => undefined))?.status === 200, 60_000, 10);
     const startupMs = Date.now() - startedAt;

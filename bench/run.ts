@@ -472,19 +472,34 @@ rate **${r.tenthRateRatio!.toFixed(2)}×** (target ≥ 0.95), CPU **${r.tenthCpu
   if (want('dead-merchant')) {
     const rate = Number(process.env.BENCH_DEAD_RATE ?? 300);
     const seconds = Number(process.env.BENCH_DEAD_SECONDS ?? 300);
+    const beforeDist = process.env.BENCH_BEFORE_DIST;
+    const before = beforeDist ? await benchDeadMerchant(url, rate, seconds, beforeDist) : undefined;
+    if (before) log(`dead-merchant before: ${JSON.stringify(before)}`);
     const r = await benchDeadMerchant(url, rate, seconds);
     log(`dead-merchant: ${JSON.stringify(r)}`);
+    const rows = (x: typeof r) => x.samples.map((s) => `| ${s.second} | ${s.rssMb} | ${s.heapMb} | ${s.waiting.toLocaleString('en')} |`).join('\n');
     sections.push(`## 12. A dispatcher's memory under a dead merchant, and its start-up with webhooks waiting (issue 45)
 
-One dispatcher as deployed (merchants and the delivery log in PostgreSQL, a recorder beside it, the retry safety net on,
+One dispatcher as deployed (merchants and the delivery log in PostgreSQL, a recorder beside it,
 schedule 5s,5m,30m,2h,5h,10h,10h) receives ${rate} events/s for ${seconds / 60} min for one merchant answering 503 to
 everything, so its webhooks pile up in the retry tiers. Resident memory (VmRSS) and V8's used heap sampled every 15 s;
 waiting = events published less those the log says are done. Then a second dispatcher starts with all of them waiting.
-\`npm run bench -- dead-merchant\` (\`BENCH_DEAD_RATE\`, \`BENCH_DEAD_SECONDS\`). One run.
+\`npm run bench -- dead-merchant\` (\`BENCH_DEAD_RATE\`, \`BENCH_DEAD_SECONDS\`; \`BENCH_BEFORE_DIST\`: an earlier build's \`dist\`,
+run first on the same machine). One run each.
+${before ? `
+Before (${beforeDist}: the retry watch, its journal and spill files):
 
 | second | RSS MB | heap MB | waiting |
 |---|---|---|---|
-${r.samples.map((s) => `| ${s.second} | ${s.rssMb} | ${s.heapMb} | ${s.waiting.toLocaleString('en')} |`).join('\n')}
+${rows(before)}
+
+Growth per added wait from minute 1: RSS ${before.rssBytesPerWait} bytes, heap ${before.heapBytesPerWait} bytes. Start-up with ${before.startupWaiting.toLocaleString('en')} waiting: ${before.startupMs} ms.
+
+After (the retry safety net in PostgreSQL):
+` : ''}
+| second | RSS MB | heap MB | waiting |
+|---|---|---|---|
+${rows(r)}
 
 Growth per added wait from minute 1 to the end: RSS **${r.rssBytesPerWait} bytes**, heap **${r.heapBytesPerWait} bytes**
 (target ≤ 300). Start-up of a second dispatcher with ${r.startupWaiting.toLocaleString('en')} waiting: **${r.startupMs} ms** (target ≤ 5,000).
