@@ -9,6 +9,7 @@ import { EventPublisher } from '../../libs/publisher/index.js';
 import { declareIntake, topologyNames } from '../../libs/topology/index.js';
 import { JWT_SECRET, token } from '../support/api.js';
 import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { startProgram } from '../support/process.js';
 import { freePort, Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
@@ -38,8 +39,11 @@ describe('losing a node of a three-node cluster', () => {
   let api: { child: ChildProcess; output: { stdout: string; stderr: string } };
   let apiPort: number;
   const killed: string[] = [];
+  let database: TestDatabase;
 
   beforeAll(async () => {
+    // The failure index and the claims of resends.
+    database = await createTestDatabase('cluster_node_loss');
     healthy = await Receiver.start(() => 204);
     failing = await Receiver.start(() => (failingMode === 'fail' ? 500 : 204));
     mFail = testMerchant('m_fail', failing.url);
@@ -48,6 +52,7 @@ describe('losing a node of a three-node cluster', () => {
       RABBITMQ_URL: urls.join(','),
       TOPOLOGY_PREFIX: prefix,
       MERCHANTS_FILE: file,
+      DATABASE_URL: database.url,
       RETRY_SCHEDULE: '1s',
       ALLOW_PRIVATE_TARGETS: 'true',
       LOG_LEVEL: 'warn',
@@ -74,6 +79,7 @@ describe('losing a node of a three-node cluster', () => {
     await cleanUp(urls, killed, prefix);
     await healthy?.close();
     await failing?.close();
+    await database?.drop();
   });
 
   async function apiReady(): Promise<boolean> {
