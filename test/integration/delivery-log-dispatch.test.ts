@@ -81,14 +81,15 @@ describe('the delivery log of a webhook whose move the broker did not take', () 
   it('is one row reading its latest status after the webhook was handed back to dispatch (retry tier deleted)', async () => {
     const receiver = await Receiver.start((n) => (n < 2 ? 500 : 204));
     const merchant = testMerchant('m_log_handback', receiver.url);
-    const harness = await startHarness({ name: 'log-handback', merchants: [merchant], retryDelaysMs: [200], deliveryLog: true, settings: { moveBackoffMs: [100, 200] } });
+    // No retry of the move: it is handed back at the first refusal, before declaring the tier again.
+    const harness = await startHarness({ name: 'log-handback', merchants: [merchant], retryDelaysMs: [200], deliveryLog: true, settings: { moveBackoffMs: [] } });
     const db = await createTestDatabase('log_handback');
     const database = openPostgres(db.url);
     const recorder = new DeliveryLogRecorder(harness.broker, database, silentLogger(), { prefix: harness.prefix, retentionMs: 30 * 86_400_000, retryMs: 200 });
     try {
       await recorder.start();
-      // An operator deleted the tier: each failed attempt's move is unroutable, and after its
-      // backoff the message goes back to dispatch, where it is taken as first seen again.
+      // An operator deleted the tier: each failed attempt's move is unroutable, and the message
+      // goes back to dispatch, where it is taken as first seen again.
       await harness.test.channel.deleteQueue(harness.names.retry(0));
       const { messageId } = await harness.publisher.publish(sampleEvent('payout', merchant.id));
       await receiver.waitForRequests(3, 20_000);

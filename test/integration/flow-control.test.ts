@@ -1,5 +1,5 @@
 import type { ApiProgram } from '../../apps/api/program.js';
-import { ENTRY_TYPES, HEADERS, sampleEvent } from '../../libs/contracts/index.js';
+import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
 import { call, startTestApi, token, unresolved } from '../support/api.js';
 import { brokerUrl } from '../support/broker.js';
 import { type Harness, startHarness, testMerchant, writeMerchantsFile } from '../support/harness.js';
@@ -39,14 +39,21 @@ maybe('under broker flow control', () => {
     api = await startTestApi(harness.prefix, file);
     const auth = { 'x-auth-token': merchant.publicKey, authorization: `Bearer ${await token(merchant.id)}` };
 
-    // A failure entry for it, written as the dispatcher would.
+    // A failure for it, indexed as the dispatcher would.
     const message = sampleEvent('payout', merchant.id);
     const reference = String(message.data.reference);
-    await harness.test.publishRaw(harness.names.failed, Buffer.from(JSON.stringify(message)), {
-      messageId: 'evt_flow',
-      headers: { [HEADERS.entryType]: ENTRY_TYPES.failure, [HEADERS.merchantId]: merchant.id, [HEADERS.reference]: reference, [HEADERS.webhookId]: 'evt_flow' },
+    await api.failures.record({
+      merchantId: merchant.id,
+      webhookId: 'evt_flow',
+      failedAt: new Date(),
+      event: 'payout',
+      references: [reference],
+      reason: 'attempts-exhausted',
+      attempts: 1,
+      content: JSON.stringify(message),
+      headers: { [HEADERS.merchantId]: merchant.id, [HEADERS.reference]: reference, [HEADERS.webhookId]: 'evt_flow' },
     });
-    await waitFor('indexed', async () => (await unresolved(api, merchant.id, reference)) === 1);
+    expect(await unresolved(api, merchant.id, reference)).toBe(1);
 
     await ctl!(['set_vm_memory_high_watermark', '0.0000001']);
     try {
