@@ -1,3 +1,6 @@
+/**
+ * @runs-alone restarts the shared PostgreSQL server (pg_ctlcluster restart)
+ */
 import { execFileSync } from 'node:child_process';
 import { BrokerConnection } from '../../libs/broker/index.js';
 import { type DeliveryRecordInput, DeliveryRecorder } from '../../libs/delivery-log/index.js';

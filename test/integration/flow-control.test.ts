@@ -1,3 +1,6 @@
+/**
+ * @runs-alone sets a memory alarm on the shared broker: every publisher on it is blocked meanwhile
+ */
 import type { ApiProgram } from '../../apps/api/program.js';
 import { ENTRY_TYPES, HEADERS, sampleEvent } from '../../libs/contracts/index.js';
 import { call, startTestApi, token } from '../support/api.js';
