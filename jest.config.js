@@ -34,5 +34,5 @@ export default {
   // Each file has its own topology prefix and database, so files run in parallel; the files marked
   // `@runs-alone` (they stop or block the shared broker or database) run after, one at a time.
   runner: '<rootDir>/test/support/runner.js',
-  maxWorkers: 3,
+  maxWorkers: 4,
 };
