@@ -35,4 +35,6 @@ export default {
   // `@runs-alone` (they stop or block the shared broker or database) run after, one at a time.
   runner: '<rootDir>/test/support/runner.js',
   maxWorkers: 4,
+  // The slowest files first, also on a fresh checkout (test/durations.json).
+  testSequencer: '<rootDir>/test/support/sequencer.js',
 };
