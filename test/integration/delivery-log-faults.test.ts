@@ -113,11 +113,17 @@ describe('the delivery log under faults', () => {
     const second = startProgram(RECORDER, env());
     try {
       await waitFor('the log complete', async () => (await exactness(db, stream)).records === records.length, 60_000, 100);
-      // The stream's message count is reported with a delay: wait until it and the stored offset agree.
+      // The stream's message count is reported with a delay (longer on a loaded machine, where 10 s
+      // did not always do): wait until it and the stored offset agree.
+      let seen = {};
       const messages = await waitFor('the offset stored', async () => {
         const count = await test.messageCount(stream);
-        return count > 0 && (await exactness(db, stream)).nextOffset === count && count;
-      }, 10_000, 100);
+        const stored = (await exactness(db, stream)).nextOffset;
+        seen = { count, stored };
+        return count > 0 && stored === count && count;
+      }, 30_000, 100).catch((err: Error) => {
+        throw new Error(`${err.message}: last seen ${JSON.stringify(seen)}`);
+      });
       expect(await exactness(db, stream)).toEqual(exact(webhooks, messages));
     } finally {
       second.child.kill('SIGTERM');
