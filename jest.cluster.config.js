@@ -9,4 +9,6 @@ export default {
   globalSetup: '<rootDir>/test/cluster/global-setup.ts',
   globalTeardown: '<rootDir>/test/cluster/global-teardown.ts',
   testTimeout: 300_000,
+  // One file at a time: the files share one cluster and kill its nodes.
+  maxWorkers: 1,
 };

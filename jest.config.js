@@ -1,5 +1,23 @@
 // Native ESM: got@14 is ESM-only, so the whole project is ESM and Jest runs with
 // --experimental-vm-modules (see the "test" script) instead of transforming got to CommonJS.
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { runsAlone } from './test/support/runner.js';
+
+/** The test files whose first docblock says `@runs-alone` (see test/support/runner.js). */
+function runsAloneFiles() {
+  return readdirSync('test', { recursive: true })
+    .map((file) => join('test', String(file)))
+    .filter((file) => file.endsWith('.test.ts') && runsAlone(file) !== undefined);
+}
+
+const escape = (path) => path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+const ignored = ['/node_modules/', '<rootDir>/test/cluster/'];
+// RUNS_ALONE=skip leaves the files that stop or block the shared broker or database out (to test
+// beside someone else using them); RUNS_ALONE=only runs just those.
+const mode = process.env.RUNS_ALONE;
+const alone = mode === 'skip' || mode === 'only' ? runsAloneFiles() : [];
+
 export default {
   testEnvironment: 'node',
   extensionsToTreatAsEsm: ['.ts'],
@@ -7,12 +25,16 @@ export default {
   transform: {
     '^.+\\.ts$': ['ts-jest', { useESM: true, tsconfig: 'tsconfig.json', diagnostics: false }],
   },
-  testMatch: ['<rootDir>/test/**/*.test.ts'],
+  testMatch: mode === 'only' ? alone.map((file) => `<rootDir>/${file}`) : ['<rootDir>/test/**/*.test.ts'],
   // The cluster tests start their own three-node cluster: npm run test:cluster.
-  testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/cluster/'],
+  testPathIgnorePatterns: mode === 'skip' ? [...ignored, ...alone.map((file) => `<rootDir>/${escape(file)}$`)] : ignored,
   globalSetup: '<rootDir>/test/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',
   testTimeout: 60000,
-  // One file at a time: the fault tests stop and start the shared broker.
-  maxWorkers: 1,
+  // Each file has its own topology prefix and database, so files run in parallel; the files marked
+  // `@runs-alone` (they stop or block the shared broker or database) run after, one at a time.
+  runner: '<rootDir>/test/support/runner.js',
+  maxWorkers: 4,
+  // The slowest files first, also on a fresh checkout (test/durations.json).
+  testSequencer: '<rootDir>/test/support/sequencer.js',
 };

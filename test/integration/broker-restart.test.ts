@@ -1,3 +1,6 @@
+/**
+ * @runs-alone stops and starts the shared broker's application (rabbitmqctl stop_app / start_app)
+ */
 import type { ApiProgram } from '../../apps/api/program.js';
 import { BrokerConnection, BrokerUnavailableError } from '../../libs/broker/index.js';
 import { sampleEvent } from '../../libs/contracts/index.js';

@@ -34,6 +34,9 @@ describe('the delivery log written by the dispatcher', () => {
     database = openPostgres(db.url);
     recorder = new DeliveryLogRecorder(harness.broker, database, silentLogger(), { prefix: harness.prefix, retentionMs: 30 * 86_400_000, retryMs: 200 });
     await recorder.start();
+    // Its tables are made once it leads, in the background: asked before, they do not exist yet
+    // (met with the test files in parallel on a 2-core machine).
+    await waitFor('the recorder leading', () => recorder.state.leading, 30_000);
     api = await startTestApi(harness.prefix, harness.merchantsFile, {}, { DATABASE_URL: db.url, DELIVERY_LOG: 'on' });
   });
 

@@ -1,3 +1,6 @@
+/**
+ * @runs-alone sets a memory alarm on the shared broker: every publisher on it is blocked meanwhile
+ */
 import type { ApiProgram } from '../../apps/api/program.js';
 import { Dispatcher } from '../../apps/dispatcher/dispatcher.js';
 import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';

@@ -16,17 +16,18 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
-export async function createTestDatabase(label: string): Promise<TestDatabase> {
+/** A database of the test's own on the shared server, or on `adminUrl`'s (a private server's). */
+export async function createTestDatabase(label: string, adminUrl = adminDatabaseUrl()): Promise<TestDatabase> {
   const prefix = process.env.TEST_DATABASE_PREFIX ?? 'h21_test';
   const name = `${prefix}_${label.replace(/[^a-z0-9_]/g, '_')}_${randomBytes(4).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: adminDatabaseUrl() });
+  const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
   try {
     await admin.query(`CREATE DATABASE ${name}`);
   } finally {
     await admin.end();
   }
-  const url = new URL(adminDatabaseUrl());
+  const url = new URL(adminUrl);
   url.pathname = `/${name}`;
   const pool = new pg.Pool({ connectionString: url.toString(), max: 2 });
   pool.on('error', () => {});
@@ -36,7 +37,7 @@ export async function createTestDatabase(label: string): Promise<TestDatabase> {
     query: async (text, params) => (await pool.query(text, params)).rows as never,
     async drop() {
       await pool.end().catch(() => {});
-      const client = new pg.Client({ connectionString: adminDatabaseUrl() });
+      const client = new pg.Client({ connectionString: adminUrl });
       await client.connect();
       try {
         await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);

@@ -65,6 +65,12 @@ export class PrivatePostgres {
     await this.exec('pg_ctl', ['-D', join(this.dir, 'data'), '-m', 'immediate', 'stop']);
   }
 
+  /** A clean restart (`pg_ctl restart -m fast`, as `pg_ctlcluster restart` does): every connection is closed. */
+  async restart(): Promise<void> {
+    await this.exec('pg_ctl', ['-D', join(this.dir, 'data'), '-m', 'fast', '-w', 'stop']);
+    await this.up();
+  }
+
   async stop(): Promise<void> {
     await this.exec('pg_ctl', ['-D', join(this.dir, 'data'), '-m', 'fast', 'stop']).catch(() => {});
     rmSync(this.dir, { recursive: true, force: true });

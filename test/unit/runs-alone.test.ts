@@ -1,0 +1,53 @@
+import { jest } from '@jest/globals';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import SharedFirstThenAloneRunner, { runsAlone } from '../support/runner.js';
+
+const testFiles = readdirSync('test', { recursive: true })
+  .map((file) => join('test', String(file)))
+  .filter((file) => file.endsWith('.test.ts') && !file.startsWith(join('test', 'cluster')));
+const checked = testFiles.filter((file) => file !== join('test', 'unit', 'runs-alone.test.ts')); // it names the controls
+
+/**
+ * What stops, restarts, blocks or reconfigures the shared broker or PostgreSQL server. A private
+ * server (test/support/private-postgres.ts, the cluster's own nodes) is no one else's.
+ */
+const SHARED_FAULTS: Array<[string, RegExp]> = [
+  ['stops and starts the broker (broker-control.ts)', /\bbrokerControl\(/],
+  ['stop_app, start_app, stop or restart through rabbitmqctl', /['"](stop_app|start_app|stop|reset|force_reset|shutdown)['"]/],
+  ['a memory or disk alarm', /set_vm_memory_high_watermark|set_disk_free_limit/],
+  ['a policy, a user or a vhost of the broker', /['"](set_policy|clear_policy|set_operator_policy|add_user|delete_user|add_vhost|delete_vhost|set_permissions|close_all_connections)['"]/],
+  ['restarts or stops the PostgreSQL server', /pg_ctl|pg_ctlcluster|pg_terminate_backend|ALTER SYSTEM/],
+];
+
+describe('the files that run alone (@runs-alone, after every other file: README "Run it, test it")', () => {
+  it.each(checked)('%s carries @runs-alone if it stops, blocks or reconfigures the shared broker or database', (file) => {
+    const source = readFileSync(file, 'utf8');
+    const faults = SHARED_FAULTS.filter(([, pattern]) => pattern.test(source)).map(([what]) => what);
+    if (faults.length > 0) expect({ file, faults, markedRunsAlone: runsAlone(file) !== undefined }).toEqual({ file, faults, markedRunsAlone: true });
+    if (runsAlone(file) !== undefined) expect(runsAlone(file)).not.toBe('marked @runs-alone'); // says why
+  });
+
+  it('are run after the others, one at a time, and the others in parallel', async () => {
+    const calls: Array<{ files: string[]; serial: boolean }> = [];
+    // Its base class, jest-runner's TestRunner, runs a set of files in parallel or in band.
+    const base = Object.getPrototypeOf(SharedFirstThenAloneRunner.prototype) as SharedFirstThenAloneRunner;
+    const spy = jest.spyOn(base, 'runTests').mockImplementation(async (tests, _watcher, options) => {
+      calls.push({ files: tests.map((test) => test.path), serial: options.serial });
+    });
+    try {
+      const marked = testFiles.filter((file) => runsAlone(file) !== undefined);
+      const others = testFiles.filter((file) => runsAlone(file) === undefined);
+      expect(marked.length).toBeGreaterThan(0);
+      const tests = [marked[0]!, others[0]!, others[1]!].map((path) => ({ path }));
+      const runner = new SharedFirstThenAloneRunner({ maxWorkers: 2 }, {});
+      await runner.runTests(tests, { isInterrupted: () => false }, { serial: false });
+      expect(calls).toEqual([
+        { files: [others[0], others[1]], serial: false },
+        { files: [marked[0]], serial: true },
+      ]);
+    } finally {
+      spy.mockRestore();
+    }
+  });
+});
