@@ -143,8 +143,9 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
           // Kept for the delivery log's attempts.
           responseBodyBytes: config.DELIVERY_LOG === 'on' ? config.DELIVERY_LOG_RESPONSE_BYTES : 0,
         });
-  // The retry safety net reads the delivery log: only with the log, in PostgreSQL (docs/operating.md, "Retry safety net").
-  const netOn = !fromFile && config.DELIVERY_LOG === 'on' && config.RETRY_SCHEDULE.length > 0;
+  // The retry safety net reads the delivery log: only with the log, in PostgreSQL (docs/operating.md, "Retry safety net"),
+  // wherever the merchants are.
+  const netOn = config.DELIVERY_LOG === 'on' && config.RETRY_SCHEDULE.length > 0 && (config.DATABASE_URL !== undefined || options.database !== undefined || ownDatabase !== undefined);
   // A pool of its own: a late retry's claim waits at most a second, never behind the directory's queries.
   const netDatabase = netOn && !options.database && config.DATABASE_URL
     ? openPostgres(config.DATABASE_URL, { connectTimeoutMs: 1_000, statementTimeoutMs: 10_000, maxConnections: 4, applicationName: 'webhooks-dispatcher retry-net' })
