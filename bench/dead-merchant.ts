@@ -14,7 +14,7 @@ import { silentLogger } from '../libs/logger/index.js';
 import { SecretBox } from '../libs/merchants/index.js';
 import { columnsOf, ensureMerchantTables } from '../libs/merchants/rows.js';
 import { declareIntake, topologyNames } from '../libs/topology/index.js';
-import { benchPrefix, deleteTopology, eventBody, withDatabase } from './fixtures.js';
+import { benchPrefix, databaseProgramEnv, deleteTopology, eventBody, publishPaced, withDatabase } from './fixtures.js';
 import { freePort, type ProgramProcess, rssOf, scrape, startProgram, startReceiver, until } from './processes.js';
 
 export interface DeadMerchantSample {
@@ -61,17 +61,7 @@ async function run(url: string, rate: number, seconds: number, databaseUrl: stri
     const channel = await broker.createChannel();
     await declareIntake(channel, prefix);
     await channel.close();
-    const env = (port: number) => ({
-      RABBITMQ_URL: url,
-      TOPOLOGY_PREFIX: prefix,
-      DATABASE_URL: databaseUrl,
-      SECRETS_KEY: KEY.toString('base64'),
-      METRICS_PORT: String(port),
-      QUORUM_GROUP_SIZE: '1',
-      STREAM_CLUSTER_SIZE: '1',
-      ALLOW_PRIVATE_TARGETS: 'true',
-      LOG_LEVEL: 'warn',
-    });
+    const env = (port: number) => ({ ...databaseProgramEnv(url, prefix, databaseUrl, KEY, port), ALLOW_PRIVATE_TARGETS: 'true', LOG_LEVEL: 'warn' });
     programs.push(startProgram(script('recorder/main.js'), { ...env(await freePort()) }));
     const port = await freePort();
     const dispatcher = startProgram(script('dispatcher/main.js'), env(port));
@@ -88,25 +78,16 @@ async function run(url: string, rate: number, seconds: number, databaseUrl: stri
       });
     };
     const { events } = topologyNames(prefix);
-    const started = performance.now();
-    let nextSample = 0;
-    const confirms: Promise<void>[] = [];
     let published = 0;
-    for (let i = 0; i < rate * seconds; i++) {
-      const due = started + (i / rate) * 1000;
-      const wait = due - performance.now();
-      if (wait > 1) await new Promise((resolve) => setTimeout(resolve, wait));
-      const second = (performance.now() - started) / 1000;
-      if (second >= nextSample) {
-        nextSample += 15;
-        await sample(Math.round(second), published);
-      }
-      confirms.push(broker.publish(events, 'payout', eventBody('m_dead'), { persistent: true, contentType: 'application/json', messageId: `evt_dead_${i}` }));
-      published++;
-      if (confirms.length >= 100) await Promise.all(confirms.splice(0));
-    }
-    await Promise.all(confirms);
-    await sample(seconds, published);
+    await publishPaced(
+      rate,
+      seconds,
+      (i) => {
+        published++;
+        return broker.publish(events, 'payout', eventBody('m_dead'), { persistent: true, contentType: 'application/json', messageId: `evt_dead_${i}` });
+      },
+      (second) => sample(second, published),
+    );
     const first = samples.reduce((best, s) => (Math.abs(s.second - 60) < Math.abs(best.second - 60) ? s : best));
     const last = samples.at(-1)!;
     const added = Math.max(1, last.waiting - first.waiting);

@@ -95,3 +95,40 @@ export async function withDatabase<T>(label: string, work: (url: string) => Prom
   }
 }
 
+
+/**
+ * Publishes `rate` a second for `seconds` (the i-th at its due time, confirms awaited 100 at a
+ * time), calling `sample(second)` every 15 s and once at the end.
+ */
+export async function publishPaced(rate: number, seconds: number, publish: (i: number) => Promise<void>, sample: (second: number) => Promise<void>): Promise<void> {
+  const started = performance.now();
+  let nextSample = 0;
+  const confirms: Promise<void>[] = [];
+  for (let i = 0; i < rate * seconds; i++) {
+    const due = started + (i / rate) * 1000;
+    const wait = due - performance.now();
+    if (wait > 1) await new Promise((resolve) => setTimeout(resolve, wait));
+    const second = (performance.now() - started) / 1000;
+    if (second >= nextSample) {
+      nextSample += 15;
+      await sample(Math.round(second));
+    }
+    confirms.push(publish(i));
+    if (confirms.length >= 100) await Promise.all(confirms.splice(0));
+  }
+  await Promise.all(confirms);
+  await sample(seconds);
+}
+
+/** A program's environment with merchants in the bench's database, one broker node. */
+export function databaseProgramEnv(url: string, prefix: string, databaseUrl: string, key: Buffer, metricsPort: number): Record<string, string> {
+  return {
+    RABBITMQ_URL: url,
+    TOPOLOGY_PREFIX: prefix,
+    DATABASE_URL: databaseUrl,
+    SECRETS_KEY: key.toString('base64'),
+    METRICS_PORT: String(metricsPort),
+    QUORUM_GROUP_SIZE: '1',
+    STREAM_CLUSTER_SIZE: '1',
+  };
+}

@@ -8,7 +8,7 @@ import { PgMerchantDirectory, SecretBox } from '../libs/merchants/index.js';
 import { silentLogger } from '../libs/logger/index.js';
 import { columnsOf, ensureMerchantTables } from '../libs/merchants/rows.js';
 import { openPostgres } from '../libs/delivery-store/index.js';
-import { benchPrefix, deleteTopology, withDatabase } from './fixtures.js';
+import { benchPrefix, databaseProgramEnv, deleteTopology, withDatabase } from './fixtures.js';
 import { freePort, rssOf, scrape, startProgram, until } from './processes.js';
 
 export interface MerchantsStartupResult {
@@ -99,16 +99,7 @@ async function startAndMeasure(url: string, databaseUrl: string): Promise<{ read
   const prefix = benchPrefix('merchants');
   const port = await freePort();
   const startedAt = Date.now();
-  const program = startProgram('dispatcher/main.js', {
-    RABBITMQ_URL: url,
-    TOPOLOGY_PREFIX: prefix,
-    DATABASE_URL: databaseUrl,
-    SECRETS_KEY: KEY.toString('base64'),
-    METRICS_PORT: String(port),
-    QUORUM_GROUP_SIZE: '1',
-    STREAM_CLUSTER_SIZE: '1',
-    DELIVERY_LOG: 'off',
-  });
+  const program = startProgram('dispatcher/main.js', { ...databaseProgramEnv(url, prefix, databaseUrl, KEY, port), DELIVERY_LOG: 'off' });
   try {
     await until('dispatcher ready', async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200, 60_000, 10).catch((err: Error) => {
       throw new Error(`${err.message}\n${program.output().slice(-2_000)}`);

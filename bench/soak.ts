@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { BrokerConnection } from '../libs/broker/index.js';
 import { silentLogger } from '../libs/logger/index.js';
 import { declareIntake, topologyNames } from '../libs/topology/index.js';
-import { benchPrefix, deleteTopology, eventBody, merchantsFile } from './fixtures.js';
+import { benchPrefix, deleteTopology, eventBody, merchantsFile, publishPaced } from './fixtures.js';
 import { freePort, type ProgramProcess, rssOf, scrape, startProgram, startReceiver, until } from './processes.js';
 
 export interface SoakSample {
@@ -67,28 +67,12 @@ async function soakOne(url: string, name: string, dist: string | undefined, rece
   try {
     await until(`${name} dispatcher ready`, async () => (await scrape(metricsPort, 'webhooks_broker_connected')) === 1, 60_000, 200);
     const { events } = topologyNames(prefix);
-    const started = performance.now();
-    let nextSample = 0;
-    const confirms: Promise<void>[] = [];
-    for (let i = 0; i < rate * seconds; i++) {
-      const due = started + (i / rate) * 1000;
-      const wait = due - performance.now();
-      if (wait > 1) await new Promise((resolve) => setTimeout(resolve, wait));
-      const second = (performance.now() - started) / 1000;
-      if (second >= nextSample) {
-        nextSample += 15;
-        samples.push({
-          second: Math.round(second),
-          rssMb: Math.round(rssOf(program.child.pid!).nowMb),
-          waiting: (await queued(prefix)) ?? NaN,
-        });
-      }
-      const merchant = merchants[i % MERCHANTS]!.id;
-      confirms.push(broker.publish(events, 'charge.completed', eventBody(merchant), { persistent: true, contentType: 'application/json', messageId: `evt_${name}_${i}` }));
-      if (confirms.length >= 100) await Promise.all(confirms.splice(0));
-    }
-    await Promise.all(confirms);
-    samples.push({ second: seconds, rssMb: Math.round(rssOf(program.child.pid!).nowMb), waiting: (await queued(prefix)) ?? NaN });
+    await publishPaced(
+      rate,
+      seconds,
+      (i) => broker.publish(events, 'charge.completed', eventBody(merchants[i % MERCHANTS]!.id), { persistent: true, contentType: 'application/json', messageId: `evt_${name}_${i}` }),
+      async (second) => void samples.push({ second, rssMb: Math.round(rssOf(program.child.pid!).nowMb), waiting: (await queued(prefix)) ?? NaN }),
+    );
     return { name, samples };
   } finally {
     await program.stop();

@@ -2,8 +2,8 @@
  * @runs-alone sets a memory alarm on the shared broker: every publisher on it is blocked meanwhile
  */
 import type { ApiProgram } from '../../apps/api/program.js';
-import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
-import { call, startTestApi, token, unresolved } from '../support/api.js';
+import { sampleEvent } from '../../libs/contracts/index.js';
+import { call, startTestApi, token, unresolved, indexFailure } from '../support/api.js';
 import { brokerUrl } from '../support/broker.js';
 import { type Harness, startHarness, testMerchant, writeMerchantsFile } from '../support/harness.js';
 import { Receiver } from '../support/receiver.js';
@@ -45,17 +45,7 @@ maybe('under broker flow control', () => {
     // A failure for it, indexed as the dispatcher would.
     const message = sampleEvent('payout', merchant.id);
     const reference = String(message.data.reference);
-    await api.failures.record({
-      merchantId: merchant.id,
-      webhookId: 'evt_flow',
-      failedAt: new Date(),
-      event: 'payout',
-      references: [reference],
-      reason: 'attempts-exhausted',
-      attempts: 1,
-      content: JSON.stringify(message),
-      headers: { [HEADERS.merchantId]: merchant.id, [HEADERS.reference]: reference, [HEADERS.webhookId]: 'evt_flow' },
-    });
+    await indexFailure(api, message, 'evt_flow', reference);
     expect(await unresolved(api, merchant.id, reference)).toBe(1);
 
     await ctl!(['set_vm_memory_high_watermark', '0.0000001']);

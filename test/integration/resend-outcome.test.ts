@@ -3,12 +3,12 @@
  */
 import type { ApiProgram } from '../../apps/api/program.js';
 import { Dispatcher } from '../../apps/dispatcher/dispatcher.js';
-import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
+import { sampleEvent } from '../../libs/contracts/index.js';
 import { type FailedStore, ResendService } from '../../libs/failed/index.js';
 import { createUndiciClient } from '../../libs/http/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import type { Merchant } from '../../libs/merchants/index.js';
-import { call, expectDocumented, seen, startTestApi, token, unresolved } from '../support/api.js';
+import { call, expectDocumented, seen, startTestApi, token, unresolved, indexFailure } from '../support/api.js';
 import { type Harness, startHarness, testMerchant } from '../support/harness.js';
 import { localCtl } from '../support/rabbitmqctl.js';
 import { Receiver } from '../support/receiver.js';
@@ -66,17 +66,7 @@ maybe('a resend whose outcome is not known delivers once', () => {
   async function failedEntry(id: string): Promise<{ reference: string }> {
     const message = sampleEvent('payout', merchant.id);
     const reference = String(message.data.reference);
-    await one.failures.record({
-      merchantId: merchant.id,
-      webhookId: id,
-      failedAt: new Date(),
-      event: 'payout',
-      references: [reference],
-      reason: 'attempts-exhausted',
-      attempts: 1,
-      content: JSON.stringify(message),
-      headers: { [HEADERS.merchantId]: merchant.id, [HEADERS.reference]: reference, [HEADERS.event]: 'payout', [HEADERS.webhookId]: id, [HEADERS.firstSeenAt]: new Date().toISOString() },
-    });
+    await indexFailure(one, message, id, reference);
     expect(await unresolved(two, merchant.id, reference)).toBe(1);
     return { reference };
   }

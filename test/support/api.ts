@@ -3,6 +3,7 @@ import { SignJWT } from 'jose';
 import { openApiDocument } from '../../apps/api/openapi.js';
 import { loadApiConfig } from '../../apps/api/config.js';
 import { type ApiOptions, type ApiProgram, startApi } from '../../apps/api/program.js';
+import { HEADERS } from '../../libs/contracts/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { brokerUrl } from './broker.js';
 import { createTestDatabase, databaseOf, type TestDatabase } from './postgres.js';
@@ -142,4 +143,19 @@ export function expectDocumented(answers: typeof seen): Set<string> {
 /** How many of the merchant's failures for `reference` are in the failure index and not resent. */
 export async function unresolved(api: ApiProgram, merchantId: string, reference: string): Promise<number> {
   return (await api.failures.list({ merchantId, reference, unresolvedOnly: true, limit: 1_000 })).length;
+}
+
+/** Indexes a failure of `message` (its webhook `webhookId`) as the dispatcher does once it is in `failed`. */
+export async function indexFailure(api: ApiProgram, message: { merchantId: string; event: string; data: Record<string, unknown> }, webhookId: string, reference: string): Promise<void> {
+  await api.failures.record({
+    merchantId: message.merchantId,
+    webhookId,
+    failedAt: new Date(),
+    event: message.event,
+    references: [reference],
+    reason: 'attempts-exhausted',
+    attempts: 1,
+    content: JSON.stringify(message),
+    headers: { [HEADERS.merchantId]: message.merchantId, [HEADERS.reference]: reference, [HEADERS.event]: message.event, [HEADERS.webhookId]: webhookId },
+  });
 }
