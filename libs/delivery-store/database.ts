@@ -49,6 +49,11 @@ export function openPostgres(url: string, options: PostgresOptions = {}): Databa
     statement_timeout: options.statementTimeoutMs ?? 30_000,
     application_name: options.applicationName,
     keepAlive: true,
+    // No JIT: every statement here is a short indexed one, and a planner estimate over
+    // jit_above_cost (a GIN lookup is estimated at 10,000 rows) spent 13 ms compiling a claim that
+    // runs in 0.2 ms (resend p50 16 ms at 1,000,000 failures, 3 ms at 1,000). A DATABASE_URL with
+    // its own `options` keeps them.
+    options: '-c jit=off',
   };
   const pool = new pg.Pool({ ...settings, max: options.maxConnections ?? 5 });
   // An idle connection dropped by a restarting server must not end the process.
