@@ -15,7 +15,7 @@ import { mountLogRoutes } from './log-handlers.js';
 import { methodsNotAllowed, mount } from './mount.js';
 import { openApiDocument } from './openapi.js';
 import type { KeyedConcurrency } from './concurrency.js';
-import type { RateLimiter } from './rate-limit.js';
+import type { RateLimiter, RememberedRefusals } from './rate-limit.js';
 import { toApiError } from './translate.js';
 import type { PortalDeps } from './portal/deps.js';
 import { mountPortal, mountPortalAdmin, mountResendById } from './portal/handlers.js';
@@ -29,7 +29,9 @@ export interface ApiDeps {
    * The portal's writes, per merchant, apart from its API budget: endpoint changes and rotations
    * (`settings`), test events (`tests`). Shared by the replicas, as the resend limit.
    */
-  portalLimits?: { settings: RateLimiter; tests: RateLimiter; recover: RateLimiter };
+  portalLimits?: { settings: RateLimiter; tests: RateLimiter; recover: RateLimiter; address?: RememberedRefusals };
+  /** Express's `trust proxy` (TRUST_PROXY): which proxies may name the client in X-Forwarded-For; none when unset. */
+  trustProxy?: number | string[];
   logger: Logger;
   brokerConnected: () => boolean;
   registry?: Registry;
@@ -53,9 +55,11 @@ export interface ApiDeps {
 }
 
 
-function baseApp(): express.Express {
+function baseApp(trustProxy: ApiDeps['trustProxy']): express.Express {
   const app = express();
   app.disable('x-powered-by');
+  // req.ip: the peer of the connection, or with TRUST_PROXY the client a trusted proxy names.
+  app.set('trust proxy', trustProxy ?? false);
   app.set('query parser', 'simple');
   app.use(traceRequests);
   app.use(helmet());
@@ -92,13 +96,13 @@ const adminOf = (deps: ApiDeps, merchants: MerchantDirectory) =>
 
 /** The admin API alone, for ADMIN_PORT, so that the merchant-facing port need not expose it. */
 export function createAdminApp(deps: ApiDeps & { merchants: MerchantDirectory }): express.Express {
-  const app = baseApp();
+  const app = baseApp(deps.trustProxy);
   app.use('/admin', adminOf(deps, deps.merchants));
   return finish(app, deps.logger);
 }
 
 export function createApp(deps: ApiDeps): express.Express {
-  const app = baseApp();
+  const app = baseApp(deps.trustProxy);
 
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });

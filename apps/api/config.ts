@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { z } from 'zod';
 import { DEV_JWT_SECRET, deliveryLogFields, envFields, merchantStoreFields, parseEnv, replicationFields, requireDatabase, requireMerchantStore, tracingFields } from '../../libs/config/index.js';
 
@@ -15,6 +16,49 @@ function rateLimit(defaultText: string, what: string) {
         return z.NEVER;
       }
       return { perMinute, burst };
+    });
+}
+
+/**
+ * Hosts a browser treats as a secure context over plain http (and keeps Secure cookies for): a
+ * portal there is one machine's demo, where nothing crosses a network.
+ */
+export function isLoopbackUrl(url: string): boolean {
+  const host = new URL(url).hostname;
+  return host === 'localhost' || host === '[::1]' || /^127(\.\d{1,3}){3}$/.test(host);
+}
+
+/** Express's names for address ranges; anything else in the list must be an address or a CIDR. */
+const TRUST_PRESETS = new Set(['loopback', 'linklocal', 'uniquelocal']);
+
+/**
+ * TRUST_PROXY: a hop count (`1`: the proxy in front of the API), or a comma-separated list of
+ * Express's presets, addresses and CIDRs. `true` (trust any proxy) is refused: the client could
+ * then name any address in X-Forwarded-For and so get a new budget per request.
+ */
+function trustProxy() {
+  return z
+    .string()
+    .optional()
+    .transform((text, ctx): number | string[] | undefined => {
+      if (text === undefined || text.trim() === '' || text.trim() === 'false') return undefined;
+      const value = text.trim();
+      if (/^\d{1,2}$/.test(value)) return Number(value) === 0 ? undefined : Number(value);
+      if (value === 'true') {
+        ctx.addIssue({ code: 'custom', message: 'must not be true (any client could name its own address in X-Forwarded-For): give the proxies\' hop count, e.g. 1, or their addresses or CIDRs' });
+        return z.NEVER;
+      }
+      const entries = value.split(',').map((entry) => entry.trim());
+      for (const entry of entries) {
+        const [address, bits, ...rest] = entry.split('/');
+        const family = isIP(address ?? '');
+        const fits = TRUST_PRESETS.has(entry) || (family !== 0 && rest.length === 0 && (bits === undefined || (/^\d{1,3}$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128))));
+        if (!fits) {
+          ctx.addIssue({ code: 'custom', message: `"${entry.slice(0, 80)}" must be a hop count, loopback, linklocal, uniquelocal, an IP address or a CIDR such as 10.0.0.0/8` });
+          return z.NEVER;
+        }
+      }
+      return entries;
     });
 }
 
@@ -52,12 +96,20 @@ export const apiEnvSchema = z
     SHUTDOWN_TIMEOUT: envFields.durationMs('30s'),
     /**
      * The merchant portal's address as merchants reach it (behind a proxy: its https URL), the base
-     * of the links POST /admin/merchants/{id}/portal-sessions returns; this API's own address when unset.
+     * of the links POST /admin/merchants/{id}/portal-sessions returns. Required outside development
+     * mode (https, or http on a loopback host for a one-machine demo); in development mode this
+     * API's own address when unset. Never taken from a request.
      */
     PORTAL_PUBLIC_URL: z
       .url({ protocol: /^https?$/, error: 'must be an http(s) URL such as https://webhooks.example.com' })
       .transform((url) => url.replace(/\/+$/, ''))
       .optional(),
+    /**
+     * Express's `trust proxy`: which proxies in front of the API may say, in X-Forwarded-For, which
+     * client they forward (the address the portal's per-address limits and the audit trail use).
+     * Unset: none, the client is the peer of the TCP connection.
+     */
+    TRUST_PROXY: trustProxy(),
     /** Origins that may show the portal in an iframe (the dashboard's), space-separated; none but its own when unset. */
     PORTAL_FRAME_ANCESTORS: z
       .string()
@@ -91,8 +143,10 @@ export const apiEnvSchema = z
     if (!env.WEBHOOKS_DEV && env.AUTH_JWKS_URL?.startsWith('http:')) {
       ctx.addIssue({ code: 'custom', path: ['AUTH_JWKS_URL'], message: 'must be https outside development mode (keys fetched in clear can be swapped)' });
     }
-    if (!env.WEBHOOKS_DEV && env.PORTAL_PUBLIC_URL?.startsWith('http:')) {
-      ctx.addIssue({ code: 'custom', path: ['PORTAL_PUBLIC_URL'], message: 'must be https outside development mode (the link carries a session token)' });
+    if (!env.WEBHOOKS_DEV && !env.PORTAL_PUBLIC_URL) {
+      ctx.addIssue({ code: 'custom', path: ['PORTAL_PUBLIC_URL'], message: 'is required outside development mode: the https address merchants reach the portal at (links are never built from a request\'s Host header)' });
+    } else if (!env.WEBHOOKS_DEV && env.PORTAL_PUBLIC_URL?.startsWith('http:') && !isLoopbackUrl(env.PORTAL_PUBLIC_URL)) {
+      ctx.addIssue({ code: 'custom', path: ['PORTAL_PUBLIC_URL'], message: 'must be https outside development mode (the link carries a session token); http only on localhost, 127.0.0.1 or [::1]' });
     }
     if (env.METRICS_PORT !== undefined && env.METRICS_PORT !== 0 && env.METRICS_PORT === env.PORT) {
       ctx.addIssue({ code: 'custom', path: ['METRICS_PORT'], message: 'must differ from PORT' });

@@ -16,7 +16,7 @@ import { Authenticator } from './auth.js';
 import type { ApiConfig } from './config.js';
 import { ApiError, errorBody } from './errors.js';
 import { KeyedConcurrency } from './concurrency.js';
-import { MemoryRateLimiter, SharedRateLimiter } from './rate-limit.js';
+import { MemoryRateLimiter, RememberedRefusals, SharedRateLimiter } from './rate-limit.js';
 import { startHealthServer } from '../../libs/metrics/health-server.js';
 import { abortable, stopBudget } from '../../libs/runtime/index.js';
 import { endpointHealth, PortalSessions, TokenSigner } from '../../libs/portal/index.js';
@@ -49,6 +49,11 @@ export const PORTAL_SETTINGS_LIMIT = { perMinute: 10, burst: 10 };
 export const PORTAL_TEST_LIMIT = { perMinute: 10, burst: 10 };
 /** Recover rounds a merchant may start per day (each resends up to 1,000 webhooks). */
 export const RECOVER_ROUNDS_PER_DAY = 10;
+/**
+ * Per client address, shared by the replicas: link exchanges, and session lookups that passed the
+ * HMAC check and found no live session (each of those costs a query; a forged one costs none).
+ */
+export const PORTAL_ADDRESS_LIMIT = { perMinute: 30, burst: 30 };
 
 export interface ApiProgram {
   server: Server;
@@ -79,6 +84,8 @@ export interface ApiOptions {
   database?: Database;
   /** How often the merchant directory polls for changes a lost notification did not announce. */
   merchantsPollMs?: number;
+  /** Link exchanges and failed session lookups per client address; PORTAL_ADDRESS_LIMIT by default. */
+  portalAddressLimit?: { perMinute: number; burst: number };
   /** A portal session idle this long ends (30 minutes by default). */
   portalIdleTimeoutMs?: number;
   /**
@@ -155,6 +162,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
   );
   const rate = options.rateLimit ?? config.RESEND_RATE_LIMIT;
   const logRate = options.logRateLimit ?? config.LOG_RATE_LIMIT;
+  const addressRate = options.portalAddressLimit ?? PORTAL_ADDRESS_LIMIT;
   const registry = createRegistry('api');
   gaugeFrom(registry, METRIC_NAMES.brokerConnected, '1 while connected to RabbitMQ', () => (broker.isConnected ? 1 : 0));
   if (health) {
@@ -173,10 +181,16 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     publish: (message, options) => publisher.publish(message, options),
     baseUrl: (req) => {
       if (config.PORTAL_PUBLIC_URL) return config.PORTAL_PUBLIC_URL;
+      // Development mode only (the configuration requires PORTAL_PUBLIC_URL outside it): this API's
+      // own port on the host the caller used.
+      if (!config.WEBHOOKS_DEV) throw new Error('PORTAL_PUBLIC_URL is required outside development mode');
       const host = (req.hostname || '127.0.0.1').replace(/^\[|\]$/g, '');
       return `http://${host.includes(':') ? `[${host}]` : host}:${publicPort}`;
     },
-    secureCookies: config.PORTAL_PUBLIC_URL?.startsWith('https:') ?? false,
+    // Secure outside development mode, whatever the request says: also on http://localhost, which
+    // browsers treat as a secure context. `__Host-` needs https.
+    secureCookies: !config.WEBHOOKS_DEV || (config.PORTAL_PUBLIC_URL?.startsWith('https:') ?? false),
+    hostPrefixCookie: config.PORTAL_PUBLIC_URL?.startsWith('https:') ?? false,
     frameAncestors: config.PORTAL_FRAME_ANCESTORS,
   };
   const deps = {
@@ -190,7 +204,11 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
       settings: opened.database ? new SharedRateLimiter(opened.database, 'portal-settings', PORTAL_SETTINGS_LIMIT.perMinute, PORTAL_SETTINGS_LIMIT.burst) : new MemoryRateLimiter(PORTAL_SETTINGS_LIMIT.perMinute, PORTAL_SETTINGS_LIMIT.burst),
       tests: opened.database ? new SharedRateLimiter(opened.database, 'portal-tests', PORTAL_TEST_LIMIT.perMinute, PORTAL_TEST_LIMIT.burst) : new MemoryRateLimiter(PORTAL_TEST_LIMIT.perMinute, PORTAL_TEST_LIMIT.burst),
       recover: opened.database ? new SharedRateLimiter(opened.database, 'portal-recover', RECOVER_ROUNDS_PER_DAY / 1440, RECOVER_ROUNDS_PER_DAY) : new MemoryRateLimiter(RECOVER_ROUNDS_PER_DAY / 1440, RECOVER_ROUNDS_PER_DAY),
+      address: new RememberedRefusals(
+        opened.database ? new SharedRateLimiter(opened.database, 'portal-address', addressRate.perMinute, addressRate.burst) : new MemoryRateLimiter(addressRate.perMinute, addressRate.burst),
+      ),
     },
+    trustProxy: config.TRUST_PROXY,
     logConcurrency: new KeyedConcurrency(LOG_READS_PER_MERCHANT, LOG_READS_QUEUED_PER_MERCHANT, LOG_READ_QUEUE_WAIT_MS),
     logger,
     brokerConnected: () => broker.isConnected,

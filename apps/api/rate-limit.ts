@@ -81,3 +81,57 @@ export class SharedRateLimiter implements RateLimiter {
     }
   }
 }
+
+/**
+ * A limiter that remembers each refusal until its Retry-After runs out, and answers the key again
+ * from memory meanwhile: a client over a shared limit (a query each time) then costs no query at
+ * all until it may try again. The verdicts are the shared limiter's; only their replay is local.
+ */
+export class RememberedRefusals implements RateLimiter {
+  private readonly until = new Map<string, number>();
+
+  constructor(
+    private readonly inner: RateLimiter,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** The refusal still running for `key`, if any, without asking the limiter. */
+  refused(key: string): Allowance | undefined {
+    const until = this.until.get(key);
+    if (until === undefined) return undefined;
+    const left = until - this.now();
+    if (left <= 0) {
+      this.until.delete(key);
+      return undefined;
+    }
+    return { ok: false, retryAfterSeconds: Math.max(1, Math.ceil(left / 1000)) };
+  }
+
+  async take(key: string): Promise<Allowance> {
+    const remembered = this.refused(key);
+    if (remembered) return remembered;
+    const allowed = await this.inner.take(key);
+    if (!allowed.ok) {
+      if (this.until.size > 100_000) this.until.clear();
+      this.until.set(key, this.now() + allowed.retryAfterSeconds * 1000);
+    }
+    return allowed;
+  }
+}
+
+/**
+ * The key of a client address for a per-address limit: an IPv4 address as it is (an IPv4-mapped
+ * IPv6 one as its IPv4), an IPv6 one by its /64, which one subscriber is usually given whole.
+ */
+export function clientKey(address: string | undefined): string {
+  if (!address) return 'unknown';
+  const mapped = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i.exec(address);
+  if (mapped) return mapped[1]!;
+  if (!address.includes(':')) return address;
+  const [head, tail] = address.split('::') as [string, string | undefined];
+  const left = head === '' ? [] : head.split(':');
+  const right = tail === undefined || tail === '' ? [] : tail.split(':');
+  // An embedded IPv4 tail (::1.2.3.4) counts as two groups; only the first four groups matter here.
+  const groups = tail === undefined ? left : [...left, ...Array(Math.max(0, 8 - left.length - right.length - right.filter((g) => g.includes('.')).length)).fill('0'), ...right];
+  return `${groups.slice(0, 4).map((g) => (Number.parseInt(g, 16) || 0).toString(16)).join(':')}::/64`;
+}

@@ -67,7 +67,7 @@ describe('losing a node of a three-node cluster', () => {
     publisher = new EventPublisher(publisherBroker, prefix);
     dispatcher = startProgram('dist/apps/dispatcher/main.js', { ...env, METRICS_PORT: '0', DISPATCH_CONCURRENCY: '64' });
     apiPort = await freePort();
-    api = startProgram('dist/apps/api/main.js', { ...env, PORT: String(apiPort), AUTH_JWT_SECRET: JWT_SECRET, RESEND_RATE_LIMIT: '6000,1000', LOG_LEVEL: 'info', DELIVERY_LOG: 'off' });
+    api = startProgram('dist/apps/api/main.js', { ...env, PORT: String(apiPort), PORTAL_PUBLIC_URL: `http://127.0.0.1:${apiPort}`, AUTH_JWT_SECRET: JWT_SECRET, RESEND_RATE_LIMIT: '6000,1000', LOG_LEVEL: 'info', DELIVERY_LOG: 'off' });
     await waitFor('API ready', apiReady, 60_000, 200);
   });
 

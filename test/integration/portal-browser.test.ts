@@ -1,4 +1,4 @@
-import { unresolved } from '../support/api.js';
+import { startTestApi, unresolved } from '../support/api.js';
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -227,6 +227,26 @@ describe('the merchant portal in a browser', () => {
     expect(copied.status).toBe(401);
     await page.reload();
     await page.getByRole('heading', { name: 'This link cannot be used' }).waitFor();
+  });
+
+  it('keeps the Secure cookie of an API outside development mode on http://127.0.0.1 (a secure context), and sends it back', async () => {
+    // As deployed, not in development mode: PORTAL_PUBLIC_URL is http://127.0.0.1:<its port>.
+    const deployed = await startTestApi(stack.prefix, '', {}, { ...stack.env, WEBHOOKS_DEV: undefined });
+    try {
+      const url = await stack.link('m_p', undefined, deployed);
+      expect(url.startsWith(`http://127.0.0.1:${deployed.port}/portal/#token=`)).toBe(true);
+      const page = await openPage(url);
+      await page.getByRole('heading', { name: 'Overview' }).waitFor();
+      const cookie = (await page.context().cookies()).find((c) => c.name === 'webhooks_portal');
+      expect(cookie).toMatchObject({ secure: true, httpOnly: true, sameSite: 'Strict', path: '/portal', expires: -1 });
+      // The token is gone from the address bar: only the cookie, sent back over http, opens the session again.
+      await page.reload();
+      await page.getByRole('heading', { name: 'Overview' }).waitFor();
+      await page.getByRole('button', { name: 'Log out' }).click();
+      await page.getByRole('heading', { name: 'You are logged out' }).waitFor();
+    } finally {
+      await deployed.stop();
+    }
   });
 
   it('refuses the link the second time and after its expiry', async () => {

@@ -14,24 +14,23 @@ describe('dispatcher start-up and shutdown', () => {
   const prefix = uniquePrefix('startup');
   let test: TestBroker;
   let merchantsFile: string;
-  let database: TestDatabase;
+  /** The API keeps failed webhooks in PostgreSQL: required outside development mode. */
+  let db: TestDatabase;
 
   beforeAll(async () => {
     test = await TestBroker.open();
-    // The API's failure index: DATABASE_URL is required outside development mode.
-    database = await createTestDatabase('startup');
+    db = await createTestDatabase('startup');
     merchantsFile = writeMerchantsFile([testMerchant('m_1', 'http://127.0.0.1:9/hooks')]);
   });
 
   afterAll(async () => {
     await test.deleteTopology(prefix, 3);
     await test.close();
-    await database.drop();
+    await db?.drop();
   });
 
   const env = (extra: Record<string, string> = {}) => ({
     RABBITMQ_URL: brokerUrl(),
-    DATABASE_URL: database.url,
     TOPOLOGY_PREFIX: prefix,
     MERCHANTS_FILE: merchantsFile,
     RETRY_SCHEDULE: '1s,2s',
@@ -40,6 +39,8 @@ describe('dispatcher start-up and shutdown', () => {
     DELIVERY_LOG: 'off',
     ...extra,
   });
+  /** What the API needs besides outside development mode: its database and the portal's address. */
+  const apiEnv = (extra: Record<string, string> = {}) => env({ DATABASE_URL: db.url, PORTAL_PUBLIC_URL: 'https://portal.example.com', ...extra });
 
   it('refuses a bad RETRY_SCHEDULE before connecting, naming the variable', async () => {
     const result = await runProgram(DISPATCHER, env({ RETRY_SCHEDULE: '5s,later' }));
@@ -108,23 +109,36 @@ describe('dispatcher start-up and shutdown', () => {
   });
 
   it('refuses to start the API with real merchants and no token key, naming AUTH_JWT_SECRET', async () => {
-    const result = await runProgram(API, env());
+    const result = await runProgram(API, apiEnv());
     expect(result.code).toBe(1);
     expect(result.stderr).toContain('Invalid configuration: AUTH_JWT_SECRET: set AUTH_JWT_SECRET or AUTH_JWKS_URL');
   });
 
+  it('refuses to start the API outside development mode without PORTAL_PUBLIC_URL, naming it', async () => {
+    const result = await runProgram(API, apiEnv({ AUTH_JWT_SECRET: 'x'.repeat(40), PORTAL_PUBLIC_URL: '' }));
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('Invalid configuration: PORTAL_PUBLIC_URL: is required outside development mode');
+    const plain = await runProgram(API, apiEnv({ AUTH_JWT_SECRET: 'x'.repeat(40), PORTAL_PUBLIC_URL: 'http://webhooks.example.com' }));
+    expect(plain.code).toBe(1);
+    expect(plain.stderr).toContain('Invalid configuration: PORTAL_PUBLIC_URL: must be https outside development mode');
+  });
+
   it('refuses a short AUTH_JWT_SECRET without printing it', async () => {
-    const result = await runProgram(API, env({ AUTH_JWT_SECRET: 'short-secret' }));
+    const result = await runProgram(API, apiEnv({ AUTH_JWT_SECRET: 'short-secret' }));
     expect(result.code).toBe(1);
     expect(result.stderr).toContain('Invalid configuration: AUTH_JWT_SECRET: must be at least 32 characters');
     expect(result.stderr).not.toContain('short-secret');
   });
 
   it('serves the API until SIGTERM, then exits 0', async () => {
-    const program = startProgram(API, env({ LOG_LEVEL: 'info', PORT: '0', AUTH_JWT_SECRET: 'x'.repeat(40) }));
-    await waitFor('listening', () => program.output.stdout.includes('api listening'), 15_000);
-    program.child.kill('SIGTERM');
-    expect((await program.finished).code).toBe(0);
+    const program = startProgram(API, apiEnv({ LOG_LEVEL: 'info', PORT: '0', AUTH_JWT_SECRET: 'x'.repeat(40) }));
+    try {
+      await waitFor('listening', () => program.output.stdout.includes('api listening'), 15_000);
+      program.child.kill('SIGTERM');
+      expect((await program.finished).code).toBe(0);
+    } finally {
+      if (program.child.exitCode === null) program.child.kill('SIGKILL');
+    }
   });
 
   it.each([
@@ -132,7 +146,7 @@ describe('dispatcher start-up and shutdown', () => {
     ['API', 'SIGTERM', API],
   ])('stops the %s at once on %s while the broker cannot be reached, not after the connect deadline', async (_, signal, script) => {
     const unreachable = `amqp://guest:guest@127.0.0.1:${await freePort()}`;
-    const program = startProgram(script, env({ RABBITMQ_URL: unreachable, LOG_LEVEL: 'warn', PORT: '0', AUTH_JWT_SECRET: 'x'.repeat(40) }));
+    const program = startProgram(script, (script === API ? apiEnv : env)({ RABBITMQ_URL: unreachable, LOG_LEVEL: 'warn', PORT: '0', AUTH_JWT_SECRET: 'x'.repeat(40) }));
     try {
       await waitFor('a connect attempt failed', () => program.output.stdout.includes('broker connect failed'), 10_000);
       const signalledAt = Date.now();
@@ -154,7 +168,7 @@ describe('dispatcher start-up and shutdown', () => {
     const url = new URL(brokerUrl());
     url.password = password;
     const started = Date.now();
-    const result = await runProgram(script, env({ RABBITMQ_URL: url.toString(), PORT: '0', AUTH_JWT_SECRET: 'x'.repeat(40) }));
+    const result = await runProgram(script, (script === API ? apiEnv : env)({ RABBITMQ_URL: url.toString(), PORT: '0', AUTH_JWT_SECRET: 'x'.repeat(40) }));
     expect(Date.now() - started).toBeLessThan(5_000);
     expect(result.code).toBe(1);
     const lower = name === 'API' ? 'api' : 'dispatcher';

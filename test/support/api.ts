@@ -7,6 +7,7 @@ import { HEADERS } from '../../libs/contracts/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { brokerUrl } from './broker.js';
 import { createTestDatabase, databaseOf, type TestDatabase } from './postgres.js';
+import { freePort } from './receiver.js';
 import { waitFor } from './wait.js';
 
 export const JWT_SECRET = 'test-jwt-secret-that-is-long-enough-0123456789';
@@ -24,11 +25,21 @@ export async function startTestApi(
     own = await createTestDatabase('api');
     databaseUrl = own.url;
   }
+  // Outside development mode the portal's links need PORTAL_PUBLIC_URL: the port is picked first,
+  // so that the URL names the API's own address (http on loopback, as a one-machine demo).
+  const development = env.WEBHOOKS_DEV === 'true';
+  let port = env.PORT ?? '0';
+  let portal: Record<string, string> = {};
+  if (!development && !('PORTAL_PUBLIC_URL' in env)) {
+    if (port === '0') port = String(await freePort());
+    portal = { PORTAL_PUBLIC_URL: `http://127.0.0.1:${port}` };
+  }
   const config = loadApiConfig({
     RABBITMQ_URL: brokerUrl(),
     DATABASE_URL: databaseUrl,
     TOPOLOGY_PREFIX: prefix,
-    PORT: '0',
+    PORT: port,
+    ...portal,
     MERCHANTS_FILE: merchantsFile,
     RETRY_SCHEDULE: '',
     FAILED_RETENTION: '1D',
@@ -39,7 +50,13 @@ export async function startTestApi(
   });
   let api: ApiProgram;
   try {
-    api = await startApi(config, silentLogger(), { rateLimit: { perMinute: 6_000, burst: 1_000 }, logRateLimit: { perMinute: 60_000, burst: 10_000 }, ...options });
+    // Tests make many sessions from 127.0.0.1: the per-address limit is tested where a test asks for it.
+    api = await startApi(config, silentLogger(), {
+      rateLimit: { perMinute: 6_000, burst: 1_000 },
+      logRateLimit: { perMinute: 60_000, burst: 10_000 },
+      portalAddressLimit: { perMinute: 6_000, burst: 1_000 },
+      ...options,
+    });
   } catch (err) {
     await own?.drop();
     throw err;

@@ -129,7 +129,33 @@ describe('dispatcher configuration', () => {
 });
 
 describe('API configuration', () => {
-  const base = { MERCHANTS_FILE: 'merchants.json', AUTH_JWT_SECRET: 'x'.repeat(40), DELIVERY_LOG: 'off', DATABASE_URL: 'postgres://u@db/webhooks' };
+  const base = { MERCHANTS_FILE: 'merchants.json', AUTH_JWT_SECRET: 'x'.repeat(40), DELIVERY_LOG: 'off', DATABASE_URL: 'postgres://u@db/webhooks', PORTAL_PUBLIC_URL: 'https://webhooks.example.com' };
+
+  it('needs PORTAL_PUBLIC_URL outside development mode, naming it: links never come from a request', () => {
+    const { PORTAL_PUBLIC_URL: _unset, ...withoutPortal } = base;
+    expect(() => loadApiConfig(withoutPortal)).toThrow('Invalid configuration: PORTAL_PUBLIC_URL: is required outside development mode');
+    expect(() => loadApiConfig({ ...withoutPortal, PORTAL_PUBLIC_URL: '' })).toThrow('Invalid configuration: PORTAL_PUBLIC_URL: is required outside development mode');
+    expect(loadApiConfig({ ...withoutPortal, WEBHOOKS_DEV: 'true' }).PORTAL_PUBLIC_URL).toBeUndefined();
+    expect(loadApiConfig({ ...base, PORTAL_PUBLIC_URL: 'https://webhooks.example.com/' }).PORTAL_PUBLIC_URL).toBe('https://webhooks.example.com');
+  });
+
+  it('takes PORTAL_PUBLIC_URL over http outside development mode only on a loopback host (a one-machine demo)', () => {
+    for (const url of ['http://localhost:8080', 'http://127.0.0.1:8080', 'http://[::1]:8080']) {
+      expect(loadApiConfig({ ...base, PORTAL_PUBLIC_URL: url }).PORTAL_PUBLIC_URL).toBe(url);
+    }
+    for (const url of ['http://webhooks.example.com', 'http://10.0.0.5:8080', 'http://localhost.example.com', 'http://127.0.0.1.nip.io']) {
+      expect(() => loadApiConfig({ ...base, PORTAL_PUBLIC_URL: url })).toThrow('Invalid configuration: PORTAL_PUBLIC_URL: must be https outside development mode');
+    }
+    expect(loadApiConfig({ ...base, WEBHOOKS_DEV: 'true', PORTAL_PUBLIC_URL: 'http://devbox.internal:8080' }).PORTAL_PUBLIC_URL).toBe('http://devbox.internal:8080');
+  });
+
+  it('reads TRUST_PROXY as Express\'s trust proxy: unset by default, a hop count, or presets, addresses and CIDRs', () => {
+    expect(loadApiConfig(base).TRUST_PROXY).toBeUndefined();
+    expect(loadApiConfig({ ...base, TRUST_PROXY: 'false' }).TRUST_PROXY).toBeUndefined();
+    expect(loadApiConfig({ ...base, TRUST_PROXY: '0' }).TRUST_PROXY).toBeUndefined();
+    expect(loadApiConfig({ ...base, TRUST_PROXY: '2' }).TRUST_PROXY).toBe(2);
+    expect(loadApiConfig({ ...base, TRUST_PROXY: 'loopback, 10.0.0.0/8,fd00::/8, 192.168.1.7' }).TRUST_PROXY).toEqual(['loopback', '10.0.0.0/8', 'fd00::/8', '192.168.1.7']);
+  });
 
   it('reads RESEND_RATE_LIMIT as resends per minute with an optional burst', () => {
     expect(loadApiConfig(base).RESEND_RATE_LIMIT).toEqual({ perMinute: 60, burst: 20 });
@@ -156,6 +182,9 @@ describe('API configuration', () => {
     ['LOG_RATE_LIMIT', '300,0', 'Invalid configuration: LOG_RATE_LIMIT: "300,0" must be log reads per minute'],
     ['METRICS_PORT', '8080', 'Invalid configuration: METRICS_PORT: must differ from PORT'],
     ['ADMIN_PORT', '8080', 'Invalid configuration: ADMIN_PORT: must differ from PORT and METRICS_PORT'],
+    ['TRUST_PROXY', 'true', 'Invalid configuration: TRUST_PROXY: must not be true'],
+    ['TRUST_PROXY', '10.0.0.0/33', 'Invalid configuration: TRUST_PROXY: "10.0.0.0/33" must be a hop count'],
+    ['TRUST_PROXY', 'loopback,proxy.internal', 'Invalid configuration: TRUST_PROXY: "proxy.internal" must be a hop count'],
   ])('refuses %s=%j with a message naming the variable', (variable, value, message) => {
     expect(() => loadApiConfig({ ...base, [variable]: value })).toThrow(message);
   });
@@ -170,7 +199,7 @@ describe('.env.example', () => {
       .map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]),
   );
   // What a deployment must add to the example before either program starts outside development mode.
-  const env = { ...example, MERCHANTS_FILE: 'merchants.json', AUTH_JWT_SECRET: 'x'.repeat(40), DATABASE_URL: 'postgres://db.internal/webhooks' };
+  const env = { ...example, MERCHANTS_FILE: 'merchants.json', AUTH_JWT_SECRET: 'x'.repeat(40), DATABASE_URL: 'postgres://db.internal/webhooks', PORTAL_PUBLIC_URL: 'https://webhooks.example.com' };
 
   it('serves the API and the dispatcher on one host without both binding one port', () => {
     const api = loadApiConfig(env);

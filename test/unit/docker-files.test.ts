@@ -187,6 +187,13 @@ describe('docker/compose.yaml', () => {
     expect(api.AUTH_JWT_SECRET!.length).toBeGreaterThanOrEqual(32);
     expect(api.AUTH_JWT_SECRET).toMatch(/demo/);
     expect(dispatcher.ALLOW_PRIVATE_TARGETS).toBe(true);
+    // Outside development mode the portal's links need PORTAL_PUBLIC_URL: the demo's is the port
+    // published on this machine, http on a loopback host (a browser's secure context).
+    expect(api.WEBHOOKS_DEV).toBe(false);
+    const portal = new URL(api.PORTAL_PUBLIC_URL!);
+    const published = (service('api').ports ?? []).map((p) => String(p).split(':')).find((parts) => parts.at(-1) === String(api.PORT));
+    expect({ host: portal.hostname, port: portal.port, path: portal.pathname }).toEqual({ host: 'localhost', port: published?.at(-2), path: '/' });
+    expect(loadApiConfig(envOf('api', { PORTAL_PUBLIC_URL: 'https://webhooks.example.com' })).PORTAL_PUBLIC_URL).toBe('https://webhooks.example.com');
     for (const [name, config] of [['api', api], ['dispatcher', dispatcher]] as const) {
       expect(config.MERCHANTS_FILE).toBe('/app/docker/merchants.compose.json');
       expect(mountTarget(name, 'docker/merchants.compose.json')).toBe(config.MERCHANTS_FILE);

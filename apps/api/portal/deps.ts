@@ -9,10 +9,15 @@ export interface PortalDeps {
   health(merchantId: string): Promise<EndpointHealth>;
   /** Publishes a test event to the events exchange, as upstream does; `test` marks it x-test-event (one attempt). */
   publish(message: UpstreamMessage, options?: { test?: boolean }): Promise<{ messageId: string }>;
-  /** Where links point: PORTAL_PUBLIC_URL, else this API's public port on the host the caller used. */
+  /**
+   * Where links point: PORTAL_PUBLIC_URL; in development mode without it, this API's public port on
+   * the host the caller used (never outside development mode).
+   */
   baseUrl(req: Request): string;
-  /** Secure cookies whatever the request says (PORTAL_PUBLIC_URL is https, behind a TLS proxy). */
+  /** Secure cookies whatever the request says: outside development mode, and whenever PORTAL_PUBLIC_URL is https. */
   secureCookies: boolean;
+  /** The cookie named `__Host-…` with Path=/ (PORTAL_PUBLIC_URL is https): no subdomain can set or shadow it. */
+  hostPrefixCookie: boolean;
   /** PORTAL_FRAME_ANCESTORS: origins allowed to embed the portal in an iframe, beyond its own. */
   frameAncestors: string[];
 }

@@ -7,6 +7,7 @@ import { keyDigestOf, MAX_LINK_LIFETIME_MS, PortalLinkError, type PortalPermissi
 import { USER_AGENT } from '../../dispatcher/program.js';
 import type { ApiDeps } from '../app.js';
 import { ApiError, badRequest, notFound, rateLimited, unavailable } from '../errors.js';
+import { clientKey } from '../rate-limit.js';
 import { listFilters } from '../log-handlers.js';
 import { mount } from '../mount.js';
 import { endpointPatch, portalSessionInput, rotateBody, testEventBody } from './routes.js';
@@ -14,8 +15,9 @@ import { servePortalAssets } from './page.js';
 
 /**
  * The session cookie: `__Host-` on https, so that no subdomain can set or shadow it (which needs
- * Path=/ and Secure); a plain name over http (development only). No Max-Age: it ends with the
- * browser, and the session itself ends earlier server-side (idle, expiry, logout, revocation).
+ * Path=/ and Secure); a plain name over http: Secure outside development mode (a loopback demo,
+ * which browsers treat as a secure context), not in it. No Max-Age: it ends with the browser, and
+ * the session itself ends earlier server-side (idle, expiry, logout, revocation).
  */
 export const SESSION_COOKIE = 'webhooks_portal';
 const SECURE_SESSION_COOKIE = `__Host-${SESSION_COOKIE}`;
@@ -141,13 +143,37 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
   });
 
   const secure = deps.portal?.secureCookies ?? false;
-  const cookieName = secure ? SECURE_SESSION_COOKIE : SESSION_COOKIE;
+  const hostPrefix = deps.portal?.hostPrefixCookie ?? false;
+  const cookieName = hostPrefix ? SECURE_SESSION_COOKIE : SESSION_COOKIE;
+  const cookieAttributes = `${hostPrefix ? 'Path=/' : 'Path=/portal'}${secure ? '; Secure' : ''}; HttpOnly; SameSite=Strict`;
   const sessionId = (req: Request) => cookieOf(req, cookieName);
+  /**
+   * Per client address, on every replica: link exchanges and failed session lookups (what costs a
+   * query and finds nothing). An address refused is answered from memory until its Retry-After,
+   * with no query, on the replica that heard the refusal.
+   */
+  const addressLimit = deps.portalLimits?.address;
+  const addressRefused = (req: Request, what: string) => {
+    const refused = addressLimit?.refused(clientKey(req.ip));
+    if (refused && !refused.ok) throw rateLimited(refused.retryAfterSeconds, what);
+  };
+  const countAddress = async (req: Request, what: string) => {
+    const allowed = (await addressLimit?.take(clientKey(req.ip))) ?? { ok: true };
+    if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds, what);
+  };
   const session = async (req: Request): Promise<PortalSession> => {
     const id = sessionId(req);
     if (!id || id.length > 100) throw sessionRequired();
-    const found = await sessionsOf(deps).session(id);
-    if (!found) throw sessionRequired();
+    const sessions = sessionsOf(deps);
+    // Forged or guessed: refused by the HMAC, before any query, and not counted.
+    if (!sessions.wellFormed(id)) throw sessionRequired();
+    addressRefused(req, 'failed portal session lookups from this address');
+    const found = await sessions.session(id);
+    if (!found) {
+      // Ours, but ended, expired or idle: a query spent for nothing, counted against the address.
+      await countAddress(req, 'failed portal session lookups from this address');
+      throw sessionRequired();
+    }
     if (outlived(deps.merchants?.byId(found.merchantId), found)) {
       await sessionsOf(deps).end(id);
       deps.logger.info('portal session ended: the merchant changed since its link was minted', { merchantId: found.merchantId });
@@ -190,9 +216,13 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
   mount(app, 'openPortalSession', async (req, res) => {
     const token = (req.body as { token?: unknown } | undefined)?.token;
     if (typeof token !== 'string' || token.length === 0 || token.length > 200) throw badRequest('invalid_body', 'Give the link\'s token: {"token": "..."}');
+    const sessions = sessionsOf(deps);
+    // Forged or guessed: refused by the HMAC before any query (redeem says the same), not counted.
+    if (!sessions.wellFormed(token)) throw new ApiError(401, 'portal_link_invalid', 'This portal link is not valid: ask for a new one');
+    await countAddress(req, 'portal link exchanges from this address');
     let opened: { sessionId: string; session: PortalSession };
     try {
-      opened = await sessionsOf(deps).redeem(token);
+      opened = await sessions.redeem(token);
     } catch (err) {
       if (err instanceof PortalLinkError) {
         const code = err.reason === 'used' ? 'portal_link_used' : err.reason === 'expired' ? 'portal_link_expired' : 'portal_link_invalid';
@@ -201,7 +231,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
       throw err;
     }
     const { sessionId: id, session: started } = opened;
-    res.set('set-cookie', `${cookieName}=${id}; ${secure ? 'Path=/; Secure' : 'Path=/portal'}; HttpOnly; SameSite=Strict`);
+    res.set('set-cookie', `${cookieName}=${id}; ${cookieAttributes}`);
     deps.logger.info('portal session opened', { merchantId: started.merchantId });
     res.status(201).json({ message: 'portal session opened', error: null, data: sessionView(started) });
   });
@@ -209,7 +239,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
   mount(app, 'portalLogout', async (req, res) => {
     const found = await writer(req, 'view');
     await sessionsOf(deps).end(sessionId(req)!);
-    res.set('set-cookie', `${cookieName}=; ${secure ? 'Path=/; Secure' : 'Path=/portal'}; HttpOnly; SameSite=Strict; Max-Age=0`);
+    res.set('set-cookie', `${cookieName}=; ${cookieAttributes}; Max-Age=0`);
     deps.logger.info('portal session ended by logout', { merchantId: found.merchantId });
     res.json({ message: 'logged out', error: null, data: null });
   });

@@ -1,0 +1,33 @@
+import { clientKey, MemoryRateLimiter, RememberedRefusals } from '../../apps/api/rate-limit.js';
+
+describe('the per-address limit of the portal', () => {
+  it('keys an IPv4 address as it is, an IPv4-mapped one as its IPv4, and an IPv6 one by its /64', () => {
+    expect(clientKey('203.0.113.7')).toBe('203.0.113.7');
+    expect(clientKey('::ffff:203.0.113.7')).toBe('203.0.113.7');
+    expect(clientKey('2001:db8:1:2:aaaa::1')).toBe('2001:db8:1:2::/64');
+    expect(clientKey('2001:db8:1:2:bbbb:cccc:dddd:eeee')).toBe('2001:db8:1:2::/64');
+    expect(clientKey('2001:db8::1')).toBe('2001:db8:0:0::/64');
+    expect(clientKey('::1')).toBe('0:0:0:0::/64');
+    expect(clientKey(undefined)).toBe('unknown');
+  });
+
+  it('answers a refused key from memory until its Retry-After runs out, without asking the limiter', async () => {
+    let now = 0;
+    let asked = 0;
+    const inner = new MemoryRateLimiter(30, 2, () => now);
+    const limiter = new RememberedRefusals({ take: (key) => (asked++, inner.take(key)) }, () => now);
+    expect((await limiter.take('a')).ok).toBe(true);
+    expect((await limiter.take('a')).ok).toBe(true);
+    expect(await limiter.take('a')).toEqual({ ok: false, retryAfterSeconds: 2 });
+    expect(asked).toBe(3);
+    now = 1_000;
+    expect(limiter.refused('a')).toEqual({ ok: false, retryAfterSeconds: 1 });
+    expect(await limiter.take('a')).toEqual({ ok: false, retryAfterSeconds: 1 });
+    expect(asked).toBe(3);
+    expect(limiter.refused('b')).toBeUndefined();
+    now = 2_000;
+    expect(limiter.refused('a')).toBeUndefined();
+    expect((await limiter.take('a')).ok).toBe(true);
+    expect(asked).toBe(4);
+  });
+});
