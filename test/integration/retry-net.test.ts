@@ -126,6 +126,8 @@ describe('the retry safety net', () => {
   it('delivers each webhook of a deleted tier once, from the copy it republishes', async () => {
     const dispatcherNet = await start();
     const ids = await failedOnce(5);
+    // Every move landed first: a move after the deletion declares the tier again and lands there.
+    await waitFor('every retry in its tier', () => harness.dispatcher.stats.retried === 5, 10_000);
     await harness.test.channel.deleteQueue(harness.names.retry(0));
     await waitFor('each delivered from its copy', () => ids.every((id) => requestsFor(id) === 2), 30_000);
     await new Promise((resolve) => setTimeout(resolve, 1_500));
