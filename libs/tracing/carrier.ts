@@ -1,9 +1,8 @@
 import { type Context, context, propagation, type TextMapGetter, type TextMapSetter } from '@opentelemetry/api';
 
 /**
- * W3C trace context (`traceparent`, `tracestate`) in AMQP message headers and HTTP request
- * headers. amqplib hands a header back as a string or, from some clients (pika, rabbitmq-c
- * byte arrays), a Buffer: both are read.
+ * W3C trace context in AMQP and HTTP headers; amqplib hands a header back as a string or, from
+ * pika or rabbitmq-c, a Buffer: both are read.
  */
 const headerGetter: TextMapGetter<Record<string, unknown> | undefined> = {
   keys: (carrier) => (carrier ? Object.keys(carrier) : []),

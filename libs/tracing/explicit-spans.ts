@@ -1,13 +1,11 @@
-import { type Attributes, type Context, context, ROOT_CONTEXT, type Span, SpanKind, trace } from '@opentelemetry/api';
+import { type Attributes, type Context, context, ROOT_CONTEXT, type Span, SpanKind, trace, TraceFlags } from '@opentelemetry/api';
 import { ATTR, MESSAGING_SYSTEM } from './attributes.js';
 import { contextFromHeaders, injectInto } from './carrier.js';
 import { markFailed, tracer, tracingActive } from './spans.js';
 
 /**
  * SDK spans whose parent is passed by hand, not through the active context (AsyncLocalStorage
- * costs every promise once entered): the dispatcher's delivery, its attempt, record and moves.
- * Attributes are set only on a recorded span: an unsampled one costs no attribute checks, and
- * still has ids, so the traceparent handed on says `-00`.
+ * costs every promise once entered); attributes are set only on a recorded span.
  */
 function startIn(parent: Context, name: string, kind: SpanKind, attributes: Attributes | undefined): Span {
   const span = tracer().startSpan(name, { kind }, parent);
@@ -24,8 +22,14 @@ export function spanFromHeaders(name: string, kind: SpanKind, headers: Record<st
   return startIn(contextFromHeaders(headers, ROOT_CONTEXT), name, kind, attributes);
 }
 
+/** Unsampled: its children would not be sampled either, so the caller gets it back (end() and attributes do nothing; traceparent `-00`). */
+function unsampled(parent: Span | undefined): parent is Span {
+  return parent !== undefined && (parent.spanContext().traceFlags & TraceFlags.SAMPLED) === 0;
+}
+
 /** A span under `parent`; `attributes` are kept only if it is recorded (pass an object made once where it can be). */
 export function childSpan(parent: Span, name: string, kind: SpanKind, attributes?: Attributes): Span {
+  if (unsampled(parent)) return parent;
   return startIn(trace.setSpan(ROOT_CONTEXT, parent), name, kind, attributes);
 }
 
@@ -48,6 +52,8 @@ const publishAttributes = new Map<string, Attributes>();
 
 /** The producer span of a publish (`<operation> <destination>`) in `parent`, for a caller that ends it itself. */
 export function publishChild(parent: Span | Context, destination: string, webhookId?: string, operation = 'publish', attributes?: Attributes): Span {
+  const parentSpan = 'spanContext' in parent ? parent : trace.getSpan(parent);
+  if (unsampled(parentSpan)) return parentSpan;
   let constants = publishAttributes.get(destination);
   if (constants === undefined) {
     constants = { [ATTR.messagingSystem]: MESSAGING_SYSTEM, [ATTR.messagingOperationType]: 'send', [ATTR.messagingOperationName]: 'publish', [ATTR.messagingDestination]: destination };
@@ -89,12 +95,7 @@ export async function publishIn<T>(
   }
 }
 
-/**
- * A publish to RabbitMQ as a producer span (`<operation> <destination>`) under the active
- * context, its context written into the message's headers so that whoever consumes the copy
- * continues this trace (`operation` names what the publish is for: a claim, a resolution). With
- * tracing off it is only `send()`: the headers keep whatever traceparent they carried.
- */
+/** publishIn() under the active context (the API's resend); with tracing off only `send()`. */
 export function publishSpan<T>(
   destination: string,
   headers: Record<string, unknown> | undefined,
