@@ -50,6 +50,8 @@ export interface ApiDeps {
   logLimiter?: RateLimiter;
   logConcurrency?: KeyedConcurrency;
   logHealth?: () => LogHealthState;
+  /** Whether PostgreSQL answered its last check (every few seconds, on a connection of its own). */
+  databaseReachable?: () => boolean;
   /** The merchant portal (/portal/ and /portal/api/...), on the public port only. */
   portal?: PortalDeps;
 }
@@ -109,12 +111,15 @@ export function createApp(deps: ApiDeps): express.Express {
   });
 
   app.get('/readyz', (_req, res) => {
+    // Ready when the broker and the database are reachable (DESIGN.md): resends, the log and the
+    // portal need PostgreSQL, and a replica without it would only answer them 503.
     const broker = deps.brokerConnected();
-    res.status(broker ? 200 : 503).json({
-      status: broker ? 'ready' : 'not ready',
+    const database = deps.databaseReachable?.() ?? true;
+    const ready = broker && database;
+    res.status(ready ? 200 : 503).json({
+      status: ready ? 'ready' : 'not ready',
       broker: broker ? 'connected' : 'disconnected',
-      // Reported, never a reason to be unready: a replica without PostgreSQL still serves what it
-      // can, and answers resends 503 with Retry-After until the database is back.
+      database: database ? 'reachable' : 'unreachable',
       deliveryLog: deps.logHealth ? deps.logHealth() : { database: 'off', behindSeconds: null },
     });
   });

@@ -154,6 +154,10 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     health = new LogHealth(healthDatabase ?? log.database, topologyNames(config.TOPOLOGY_PREFIX).deliveries);
     await health.start();
   }
+  // /readyz: PostgreSQL holds the failure index and the claims of resends. The log's check when
+  // there is a log, else one of its own on the failures' database.
+  const databaseHealth = health ?? new LogHealth(failuresDatabase, topologyNames(config.TOPOLOGY_PREFIX).deliveries);
+  if (!health) await databaseHealth.start();
 
   const auth = new Authenticator(
     merchants,
@@ -224,6 +228,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     serveAdmin: config.ADMIN_PORT === undefined,
     log: logDatabase && deliveryLogQueries(logDatabase),
     logHealth: health && (() => health.state),
+    databaseReachable: () => databaseHealth.state.database === 'up',
     portal,
   };
   const app = createApp(deps);
@@ -242,7 +247,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     // ADMIN_PORT taken: leave nothing open behind the error the program exits with.
     server.close();
     await metrics?.close();
-    health?.stop();
+    databaseHealth.stop();
     await ownFailuresDatabase?.close();
     await healthDatabase?.close();
     await log?.close();
@@ -276,7 +281,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
         await budget.step('metrics server', async () => metrics?.close(), budget.left() / 3);
         await budget.step('late confirms of resends', () => deps.resend.drain(), budget.left() / 3);
         await ownFailuresDatabase?.close();
-        health?.stop();
+        databaseHealth.stop();
         await budget.step('delivery log', async () => Promise.all([log?.close(), healthDatabase?.close()]), budget.left() / 3);
         await budget.step('merchant directory', () => opened.close(), budget.left() / 2);
         await ownDatabase?.close();

@@ -58,6 +58,7 @@ export const readiness = z
   .looseObject({
     status: z.enum(['ready', 'not ready']),
     broker: z.enum(['connected', 'disconnected']),
+    database: z.enum(['reachable', 'unreachable']).describe('PostgreSQL (the failure index, claims, the log, portal sessions)'),
     deliveryLog: z
       .strictObject({
         database: z.enum(['up', 'unreachable', 'off']),
