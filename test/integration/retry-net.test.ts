@@ -156,7 +156,10 @@ describe('the retry safety net', () => {
     await waitFor('every webhook delivered', () => ids.every((id) => requestsFor(id) >= 2), 20_000);
     await new Promise((resolve) => setTimeout(resolve, 1_500));
     expect(ids.map(requestsFor)).toEqual(ids.map(() => 2));
-    expect(racer.stats.copies + harness.dispatcher.stats.superseded).toBeLessThanOrEqual(20);
+    // Each webhook went one way: its original claimed first and was delivered (no copy), or the net
+    // claimed first and its original was dropped. Which way a webhook goes depends on when the
+    // dispatcher takes its original, so only the pairing is fixed, not how many go each way.
+    await waitFor('every copied original dropped', () => harness.dispatcher.stats.superseded === racer.stats.copies, 10_000);
   }, 60_000);
 
   it('republishes one copy when two dispatchers run the net at once', async () => {
