@@ -90,6 +90,18 @@ export const ENTRY_TYPES = { failure: 'failure', checkpoint: 'checkpoint' } as c
 
 export type ScalarHeaders = Record<string, string | number | boolean>;
 
+/**
+ * What every message about a webhook says of it, for people reading the RabbitMQ console: its
+ * merchant, event, webhook-id and references (primary, then a refund's tnxRef; an operational
+ * event has none). The publisher, the dispatcher's moves, a resend and the retry safety net.
+ */
+export function webhookHeaders(merchantId: string, event: string, webhookId: string, references: readonly string[]): ScalarHeaders {
+  const headers: ScalarHeaders = { [HEADERS.merchantId]: merchantId, [HEADERS.event]: event, [HEADERS.webhookId]: webhookId };
+  if (references[0]) headers[HEADERS.reference] = references[0];
+  if (references[1]) headers[HEADERS.tnxRef] = references[1];
+  return headers;
+}
+
 /** Keeps the scalar headers of a message, dropping arrays and tables such as the broker's x-death. */
 export function scalarHeaders(headers: Record<string, unknown> | undefined): ScalarHeaders {
   const out: ScalarHeaders = {};

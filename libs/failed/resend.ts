@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { BrokerUnavailableError, BrokerUnroutableError, type BrokerConnection, copyProperties } from '../broker/index.js';
-import { copyHeaders, HEADERS, type ScalarHeaders } from '../contracts/index.js';
+import { copyHeaders, HEADERS, type ScalarHeaders, webhookHeaders } from '../contracts/index.js';
 import type { Logger } from '../logger/index.js';
 import { type TopologyNames, topologyNames } from '../topology/index.js';
 import { ATTR, inSpan, linkActiveSpanTo, publishSpan, SpanKind } from '../tracing/index.js';
@@ -179,7 +179,10 @@ export class ResendService {
    * when it may have been: no confirm within the deadline, or a channel failure before it.
    */
   private async republish(merchantId: string, claimId: string, webhook: ClaimedFailure, reference: string | undefined): Promise<void> {
-    const headers: ScalarHeaders = webhook.headers ? copyHeaders(webhook.headers, { from: 'failure-entry' }) : this.headersFromLog(merchantId, webhook);
+    // A failure only the recorder indexed has no headers: the ones the dispatcher needs, from the row.
+    const headers: ScalarHeaders = webhook.headers
+      ? copyHeaders(webhook.headers, { from: 'failure-entry' })
+      : webhookHeaders(merchantId, webhook.event, webhook.webhookId, webhook.references);
     headers[HEADERS.resentAt] = this.now().toISOString();
     // The dispatcher marks the failure resent when it takes this copy, in case this replica dies first.
     headers[HEADERS.claimId] = claimId;
@@ -215,14 +218,6 @@ export class ResendService {
     this.pending.add(marked);
     void marked.finally(() => this.pending.delete(marked));
     throw new ResendOutcomeUnknownError(this.leaseMs);
-  }
-
-  /** A failure only the recorder indexed: the headers the dispatcher needs, from the row. */
-  private headersFromLog(merchantId: string, webhook: ClaimedFailure): ScalarHeaders {
-    const headers: ScalarHeaders = { [HEADERS.webhookId]: webhook.webhookId, [HEADERS.merchantId]: merchantId, [HEADERS.event]: webhook.event };
-    if (webhook.references[0] !== undefined) headers[HEADERS.reference] = webhook.references[0];
-    if (webhook.references[1] !== undefined) headers[HEADERS.tnxRef] = webhook.references[1];
-    return headers;
   }
 
   private warn(message: string, merchantId: string, err: unknown): void {

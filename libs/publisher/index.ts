@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { BrokerConnection } from '../broker/index.js';
-import { type EventName, HEADERS, referencesOf, type UpstreamMessage, upstreamMessageSchema } from '../contracts/index.js';
+import { type EventName, HEADERS, referencesOf, type UpstreamMessage, upstreamMessageSchema, webhookHeaders } from '../contracts/index.js';
 import { topologyNames } from '../topology/index.js';
 import { ATTR, publishSpan } from '../tracing/index.js';
 
@@ -25,15 +25,8 @@ export class EventPublisher {
   async publish(message: UpstreamMessage, options: { messageId?: string; test?: boolean } = {}): Promise<PublishResult> {
     const checked = upstreamMessageSchema.parse(message);
     const messageId = options.messageId ?? `evt_${randomUUID()}`;
-    const [reference, tnxRef] = referencesOf(checked.event, checked.data);
     // Headers only for people reading the RabbitMQ console; the dispatcher trusts the body.
-    const headers: Record<string, string | boolean> = {
-      [HEADERS.merchantId]: checked.merchantId,
-      [HEADERS.event]: checked.event,
-      [HEADERS.webhookId]: messageId,
-    };
-    if (reference) headers[HEADERS.reference] = reference;
-    if (tnxRef) headers[HEADERS.tnxRef] = tnxRef;
+    const headers = webhookHeaders(checked.merchantId, checked.event, messageId, referencesOf(checked.event, checked.data));
     if (options.test) headers[HEADERS.testEvent] = true;
     const body = Buffer.from(JSON.stringify(message));
     // With tracing on, a producer span whose traceparent the dispatcher continues (the caller's span is its parent).

@@ -1,5 +1,5 @@
 import type { BrokerConnection } from '../broker/index.js';
-import { HEADERS, rawMember, type ScalarHeaders } from '../contracts/index.js';
+import { HEADERS, rawMember, type ScalarHeaders, webhookHeaders } from '../contracts/index.js';
 import type { Queryable } from '../delivery-store/index.js';
 import type { Logger } from '../logger/index.js';
 
@@ -214,16 +214,12 @@ export class RetryNet {
     }
     const content = Buffer.from(`{"merchantId":${JSON.stringify(row.merchant_id)},"event":${JSON.stringify(row.event)},"data":${data}}`);
     const headers: ScalarHeaders = {
-      [HEADERS.merchantId]: row.merchant_id,
-      [HEADERS.event]: row.event,
-      [HEADERS.webhookId]: row.webhook_id,
+      ...webhookHeaders(row.merchant_id, row.event, row.webhook_id, row.refs),
       [HEADERS.attempts]: row.attempt,
       [HEADERS.firstSeenAt]: new Date(row.first_seen_at).toISOString(),
       [HEADERS.dueAt]: dueAt.getTime(),
       [HEADERS.rescuedAt]: new Date().toISOString(),
     };
-    if (row.refs[0]) headers[HEADERS.reference] = row.refs[0];
-    if (row.refs[1]) headers[HEADERS.tnxRef] = row.refs[1];
     if (row.last_http_status !== null) headers[HEADERS.lastStatus] = row.last_http_status;
     if (row.last_error) headers[HEADERS.lastError] = row.last_error;
     try {

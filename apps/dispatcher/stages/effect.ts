@@ -1,5 +1,5 @@
 import { type BrokerConnection, type Delivery, type HeldMessage, moveMessage } from '../../../libs/broker/index.js';
-import { copyHeaders, HEADERS, type ScalarHeaders } from '../../../libs/contracts/index.js';
+import { copyHeaders, HEADERS, type ScalarHeaders, webhookHeaders } from '../../../libs/contracts/index.js';
 import { type FailedStore, failureEntryHeaders } from '../../../libs/failed/index.js';
 import type { Logger } from '../../../libs/logger/index.js';
 import type { DeliveryObserver, Outcome } from '../../../libs/metrics/index.js';
@@ -187,17 +187,11 @@ export class EffectStage {
 
   /** What every copy about this webhook says, whatever happens next. */
   private webhookHeaders(delivery: Delivery, intake: IntakeEvent): ScalarHeaders {
-    const headers: ScalarHeaders = {
+    return {
       ...this.carried(delivery),
-      [HEADERS.merchantId]: intake.merchantId,
-      [HEADERS.event]: intake.event,
-      [HEADERS.webhookId]: intake.webhookId,
+      ...webhookHeaders(intake.merchantId, intake.event, intake.webhookId, intake.references),
       [HEADERS.firstSeenAt]: intake.firstSeenAt,
     };
-    // An operational event (the platform's endpoint) has no reference.
-    if (intake.references[0]) headers[HEADERS.reference] = intake.references[0];
-    if (intake.references[1]) headers[HEADERS.tnxRef] = intake.references[1];
-    return headers;
   }
 
   private async park(delivery: Delivery, code: string, detail: string, span: Span | undefined): Promise<void> {
