@@ -1,5 +1,5 @@
 export * from './events.js';
-export { rawMember } from './raw-json.js';
+export { messageFromLoggedBody, rawMember } from './raw-json.js';
 export { sampleEvent } from './samples.js';
 export * from './headers.js';
 export * from './copy-headers.js';

@@ -1,3 +1,5 @@
+import { PLATFORM_MERCHANT_ID } from './merchant-id.js';
+
 /**
  * Returns the exact source text of a top-level member of a JSON object, so the webhook relays
  * `data` byte for byte: JSON.parse + JSON.stringify would round 1.10 to 1.1 and corrupt integers
@@ -80,4 +82,17 @@ function endOfValue(s: string, i: number): number {
     i++;
   }
   return i;
+}
+
+/**
+ * The message to put back in `dispatch` for a webhook, from the delivery log's copy of the body it
+ * was sent (`{"event":…,"data":…}`, as PostgreSQL prints it): upstream's envelope around the same
+ * `data`. An operational event was sent as published, so its body is its message. Undefined for a
+ * body without `data` (never: the log keeps what was sent). A resend of a failure only the
+ * recorder indexed, and the retry safety net's copy.
+ */
+export function messageFromLoggedBody(merchantId: string, event: string, body: string): string | undefined {
+  if (merchantId === PLATFORM_MERCHANT_ID) return body;
+  const data = rawMember(body, 'data');
+  return data === undefined ? undefined : `{"merchantId":${JSON.stringify(merchantId)},"event":${JSON.stringify(event)},"data":${data}}`;
 }

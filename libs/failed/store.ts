@@ -1,3 +1,4 @@
+import { messageFromLoggedBody } from '../contracts/index.js';
 import type { Queryable } from '../delivery-store/database.js';
 
 /**
@@ -133,7 +134,7 @@ export class FailedStore {
   async claim(merchantId: string, filter: FailureFilter, claimId: string, leaseMs = CLAIM_LEASE_MS): Promise<ClaimedFailure[]> {
     const { where, params } = this.where(merchantId, filter, 3);
     const limit = 'all' in filter ? `LIMIT ${Math.max(1, Math.floor(filter.limit))}` : '';
-    const { rows } = await this.db.query<{ webhook_id: string; event: string; failed_at: Date; content: string | null; headers: ClaimedFailure['headers']; merchant_refs: string[] }>(
+    const { rows } = await this.db.query<{ webhook_id: string; event: string; failed_at: Date; content: string | null; logged: string | null; headers: ClaimedFailure['headers']; merchant_refs: string[] }>(
       `WITH picked AS (
          SELECT merchant_id, webhook_id FROM failed_webhooks
          WHERE ${where} AND resent_at IS NULL AND (claim_id IS NULL OR claimed_at < now() - make_interval(secs => $2::double precision / 1000)) AND NOT (${CAPPED}) AND ${SENDABLE}
@@ -142,19 +143,19 @@ export class FailedStore {
        UPDATE failed_webhooks f SET claim_id = $1, claimed_at = now()
        FROM picked WHERE f.merchant_id = picked.merchant_id AND f.webhook_id = picked.webhook_id
        RETURNING f.webhook_id, f.event, f.failed_at, f.headers, f.merchant_refs,
-         coalesce(f.content, (SELECT (jsonb_build_object('merchantId', w.merchant_id) || w.payload)::text FROM delivery_webhooks w
-           WHERE w.merchant_id = f.merchant_id AND w.webhook_id = f.webhook_id)) AS content`,
+         f.content, CASE WHEN f.content IS NULL THEN (SELECT w.payload::text FROM delivery_webhooks w
+           WHERE w.merchant_id = f.merchant_id AND w.webhook_id = f.webhook_id) END AS logged`,
       [claimId, leaseMs, ...params],
     );
     const prefix = `${merchantId}\u001f`;
-    return rows.map((r) => ({
-      webhookId: r.webhook_id,
-      event: r.event,
-      failedAt: r.failed_at,
-      content: r.content!,
-      headers: r.headers,
-      references: r.merchant_refs.map((ref) => ref.slice(prefix.length)),
-    }));
+    const claimed: ClaimedFailure[] = [];
+    for (const r of rows) {
+      // A row only the recorder wrote: the log's copy of the body (SENDABLE: it has one).
+      const content = r.content ?? messageFromLoggedBody(merchantId, r.event, r.logged ?? '');
+      if (content === undefined) continue;
+      claimed.push({ webhookId: r.webhook_id, event: r.event, failedAt: r.failed_at, content, headers: r.headers, references: r.merchant_refs.map((ref) => ref.slice(prefix.length)) });
+    }
+    return claimed;
   }
 
   /**

@@ -1,5 +1,5 @@
 import type { BrokerConnection } from '../broker/index.js';
-import { HEADERS, rawMember, type ScalarHeaders, webhookHeaders } from '../contracts/index.js';
+import { HEADERS, messageFromLoggedBody, type ScalarHeaders, webhookHeaders } from '../contracts/index.js';
 import type { Queryable } from '../delivery-store/index.js';
 import type { Logger } from '../logger/index.js';
 
@@ -205,14 +205,14 @@ export class RetryNet {
     const params = [row.merchant_id, row.webhook_id, row.attempt, dueAt.toISOString()];
     const claimed = await this.db.query(CLAIM_FOR_COPY, [...params, this.staleMs()]);
     if (claimed.rows.length === 0) return false; // its original, late, or another dispatcher's net took it
-    const data = rawMember(row.payload, 'data');
+    const message = messageFromLoggedBody(row.merchant_id, row.event, row.payload);
     const fields = { merchantId: row.merchant_id, webhookId: row.webhook_id, dueAt: dueAt.toISOString(), attempt: row.attempt };
-    if (data === undefined) {
+    if (message === undefined) {
       // Never expected (the log stores the body that was sent); the claim stays, so it is not tried every pass.
       this.logger.error('stranded retry cannot be republished: its logged payload has no data', fields);
       return false;
     }
-    const content = Buffer.from(`{"merchantId":${JSON.stringify(row.merchant_id)},"event":${JSON.stringify(row.event)},"data":${data}}`);
+    const content = Buffer.from(message);
     const headers: ScalarHeaders = {
       ...webhookHeaders(row.merchant_id, row.event, row.webhook_id, row.refs),
       [HEADERS.attempts]: row.attempt,

@@ -1,4 +1,4 @@
-import { rawMember } from '../../libs/contracts/index.js';
+import { messageFromLoggedBody, PLATFORM_MERCHANT_ID, rawMember } from '../../libs/contracts/index.js';
 
 describe('rawMember', () => {
   it('returns the exact text of a member, whitespace inside it kept', () => {
@@ -32,5 +32,21 @@ describe('rawMember', () => {
     for (const key of Object.keys(doc)) {
       expect(JSON.parse(rawMember(text, key)!)).toEqual(doc[key as keyof typeof doc]);
     }
+  });
+});
+
+describe('messageFromLoggedBody', () => {
+  it("wraps a merchant's logged body in upstream's envelope, its data byte for byte", () => {
+    const body = '{"data": {"amount": 1.10, "id": 12345678901234567890}, "event": "payout"}';
+    expect(messageFromLoggedBody('m_1', 'payout', body)).toBe('{"merchantId":"m_1","event":"payout","data":{"amount": 1.10, "id": 12345678901234567890}}');
+  });
+
+  it("gives an operational event's body back as it is: it was sent as published, and a merchantId would make it a merchant's event", () => {
+    const body = '{"data": {"merchantId": "m_1"}, "type": "endpoint.disabled", "timestamp": "2026-11-27T10:00:00.000Z"}';
+    expect(messageFromLoggedBody(PLATFORM_MERCHANT_ID, 'endpoint.disabled', body)).toBe(body);
+  });
+
+  it('has nothing for a body without data', () => {
+    expect(messageFromLoggedBody('m_1', 'payout', '{"event":"payout"}')).toBeUndefined();
   });
 });
