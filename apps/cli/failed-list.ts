@@ -3,7 +3,6 @@ import { withFailures } from './broker.js';
 import { action } from './command.js';
 import { type CliContext, type CliIo, writeLine } from './context.js';
 import { NothingMatchedError, UsageError } from './errors.js';
-import type { FailureFilter } from './failure-filter.js';
 import { failureJson, failuresTable } from './failure-output.js';
 import { EXIT, TIME } from './help-text.js';
 import { checkReference, parseLimit, parseTime, requireMerchant } from './options.js';
@@ -16,6 +15,14 @@ interface Raw {
   all: boolean;
   limit: string;
   json: boolean;
+}
+
+/** Which failures `failed list` shows: a merchant's, a reference's (any merchant's), a time window. */
+export interface FailureFilter {
+  merchantId?: string;
+  reference?: string;
+  since?: Date;
+  until?: Date;
 }
 
 export interface FailedListOptions {

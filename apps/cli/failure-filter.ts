@@ -1,6 +1,0 @@
-export interface FailureFilter {
-  merchantId?: string;
-  reference?: string;
-  since?: Date;
-  until?: Date;
-}
