@@ -73,15 +73,14 @@ async function declareExchange(declarer: Declarer, exchange: ExchangeSpec): Prom
 
 /**
  * Declares a queue with its arguments. When only its replication differs (created by an older
- * version, or with another QUORUM_GROUP_SIZE / STREAM_CLUSTER_SIZE), or it lacks an argument added
- * since (`addedLater`), it is kept as it is: the rest of its arguments are checked by declaring it
- * again without those, and if it was created with explicit other values, that check is not
- * possible and it is accepted.
+ * version, or with another QUORUM_GROUP_SIZE / STREAM_CLUSTER_SIZE), it is kept as it is: the rest
+ * of its arguments are checked by declaring it again without those, and if it was created with
+ * explicit other values, that check is not possible and it is accepted.
  */
 async function declareQueue(declarer: Declarer, queue: QueueSpec): Promise<void> {
   const entity = `${queue.kind} ${queue.name}`;
-  // What an existing queue may differ in: its replication, and arguments added since it was made.
-  const tolerated = [...CREATION_ONLY_ARGUMENTS, ...(queue.addedLater ?? [])];
+  // What an existing queue may differ in: its replication.
+  const tolerated = CREATION_ONLY_ARGUMENTS;
   const assert = (args: Record<string, unknown>) => (channel: Channel) => channel.assertQueue(queue.name, { durable: true, arguments: args });
   try {
     await declarer.step(assert({ ...queue.arguments }));

@@ -45,11 +45,6 @@ export interface QueueSpec {
   /** Names the entity in errors; the queue type itself is the x-queue-type argument. */
   kind: 'queue' | 'stream';
   arguments: Readonly<Record<string, string | number>>;
-  /**
-   * Arguments added after the queue was first declared by an earlier version: a queue that lacks
-   * them is accepted as it is (RabbitMQ cannot change them on an existing queue; a policy can).
-   */
-  addedLater?: readonly string[];
 }
 
 export interface BindingSpec {
