@@ -197,20 +197,21 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     hostPrefixCookie: config.PORTAL_PUBLIC_URL?.startsWith('https:') ?? false,
     frameAncestors: config.PORTAL_FRAME_ANCESTORS,
   };
+  // Resends and the portal's writes count in PostgreSQL, so that replicas together allow what one
+  // allows; without a database (MERCHANTS_FILE) there is one API, and each counts in memory.
+  const shared = (name: string, perMinute: number, burst: number) =>
+    opened.database ? new SharedRateLimiter(opened.database, name, perMinute, burst) : new MemoryRateLimiter(perMinute, burst);
   const deps = {
     auth,
     resend: new ResendService(broker, failures, config.TOPOLOGY_PREFIX, logger),
-    // Resends count in PostgreSQL, so that replicas together allow what one allows; log reads bound
-    // this replica's own pool, so they count here. Without a database (MERCHANTS_FILE) there is one API.
-    limiter: opened.database ? new SharedRateLimiter(opened.database, 'resend', rate.perMinute, rate.burst) : new MemoryRateLimiter(rate.perMinute, rate.burst),
+    limiter: shared('resend', rate.perMinute, rate.burst),
+    // Log reads bound this replica's own pool, so they count here.
     logLimiter: new MemoryRateLimiter(logRate.perMinute, logRate.burst),
     portalLimits: {
-      settings: opened.database ? new SharedRateLimiter(opened.database, 'portal-settings', PORTAL_SETTINGS_LIMIT.perMinute, PORTAL_SETTINGS_LIMIT.burst) : new MemoryRateLimiter(PORTAL_SETTINGS_LIMIT.perMinute, PORTAL_SETTINGS_LIMIT.burst),
-      tests: opened.database ? new SharedRateLimiter(opened.database, 'portal-tests', PORTAL_TEST_LIMIT.perMinute, PORTAL_TEST_LIMIT.burst) : new MemoryRateLimiter(PORTAL_TEST_LIMIT.perMinute, PORTAL_TEST_LIMIT.burst),
-      recover: opened.database ? new SharedRateLimiter(opened.database, 'portal-recover', RECOVER_ROUNDS_PER_DAY / 1440, RECOVER_ROUNDS_PER_DAY) : new MemoryRateLimiter(RECOVER_ROUNDS_PER_DAY / 1440, RECOVER_ROUNDS_PER_DAY),
-      address: new RememberedRefusals(
-        opened.database ? new SharedRateLimiter(opened.database, 'portal-address', addressRate.perMinute, addressRate.burst) : new MemoryRateLimiter(addressRate.perMinute, addressRate.burst),
-      ),
+      settings: shared('portal-settings', PORTAL_SETTINGS_LIMIT.perMinute, PORTAL_SETTINGS_LIMIT.burst),
+      tests: shared('portal-tests', PORTAL_TEST_LIMIT.perMinute, PORTAL_TEST_LIMIT.burst),
+      recover: shared('portal-recover', RECOVER_ROUNDS_PER_DAY / 1440, RECOVER_ROUNDS_PER_DAY),
+      address: new RememberedRefusals(shared('portal-address', addressRate.perMinute, addressRate.burst)),
     },
     trustProxy: config.TRUST_PROXY,
     logConcurrency: new KeyedConcurrency(LOG_READS_PER_MERCHANT, LOG_READS_QUEUED_PER_MERCHANT, LOG_READ_QUEUE_WAIT_MS),
