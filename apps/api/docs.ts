@@ -15,7 +15,7 @@ const PAGE = `<!doctype html>
 <head>
   <meta charset="utf-8">
   <meta name="viewport" content="width=device-width, initial-scale=1">
-  <title>Payment webhooks: API reference</title>
+  <title>Nucleus Webhooks: API reference</title>
   <link rel="icon" href="/docs/assets/favicon-32x32.png">
   <link rel="stylesheet" href="/docs/assets/swagger-ui.css">
 </head>

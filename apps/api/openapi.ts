@@ -187,7 +187,7 @@ function webhooks(): Json {
 export const openApiDocument = {
   openapi: '3.1.0',
   info: {
-    title: 'Payment webhooks: resend API, delivery log and admin API',
+    title: 'Nucleus Webhooks: resend API, delivery log and admin API',
     version: '1.1.0',
     description:
       'Resends failed webhook notifications (charge.completed, payout, refund.completed) to the merchant server, and ' +

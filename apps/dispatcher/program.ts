@@ -19,7 +19,8 @@ import { Dispatcher } from './dispatcher.js';
 import { type HealthServer, startHealthServer } from '../../libs/metrics/health-server.js';
 import { stopBudget } from '../../libs/runtime/index.js';
 
-export const USER_AGENT = 'nucleus-webhooks/0.1 (+https://github.com/standard-webhooks/standard-webhooks)';
+/** The product's slug and package.json's version (test/unit/docs-product-name.test.ts checks both). */
+export const USER_AGENT = 'nucleus-webhooks/0.1.0 (+https://github.com/standard-webhooks/standard-webhooks)';
 
 export interface DispatcherProgram {
   dispatcher: Dispatcher;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { deliveryLogFields, envFields, parseEnv, replicationFields, requireDatabase, tracingFields } from '../../libs/config/index.js';
+import { deliveryLogFields, envFields, parseEnv, replicationFields, tracingFields } from '../../libs/config/index.js';
 
 export const recorderEnvSchema = z
   .object({
@@ -14,7 +14,7 @@ export const recorderEnvSchema = z
     ...tracingFields,
   })
   .superRefine((env, ctx) => {
-    requireDatabase(env, ctx);
+    // Not requireDatabase: its hint (WEBHOOKS_DEV=true for an embedded database) does not hold here.
     if (!env.DATABASE_URL) {
       // The embedded database belongs to the process that opens it: npm start runs the recorder itself.
       ctx.addIssue({ code: 'custom', path: ['DATABASE_URL'], message: 'is required to run the recorder on its own (npm start runs one with an embedded database)' });

@@ -23,7 +23,7 @@ export function setTracingActive(on: boolean): void {
 
 /** The service's tracer, from the provider registered now (the API's no-op one when tracing is off). */
 export function tracer(): Tracer {
-  return (current ??= trace.getTracer('webhook-relay', '0.1.0'));
+  return (current ??= trace.getTracer('nucleus-webhooks', '0.1.0'));
 }
 
 /** Marks a span failed with the error's class, never its stack (messages may quote what a merchant answered). */

@@ -46,7 +46,7 @@ describe('the API reference page (/docs) in a browser', () => {
       if (message.type() === 'error') failed.push(message.text());
     });
     await page.goto(`${base}/docs`);
-    await page.getByRole('heading', { name: /Payment webhooks/ }).waitFor({ timeout: 20_000 });
+    await page.getByRole('heading', { name: /Nucleus Webhooks/ }).waitFor({ timeout: 20_000 });
     await page.getByText('/nucleus/tnx/webhook', { exact: true }).first().waitFor();
     await page.getByText('/admin/merchants/{merchantId}', { exact: true }).first().waitFor();
     // The event catalog: OpenAPI 3.1 webhooks, one per event.

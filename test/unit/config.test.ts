@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
 import { loadApiConfig } from '../../apps/api/config.js';
+import { loadRecorderConfig } from '../../apps/recorder/config.js';
 import { ConfigError, DEV_SECRETS_KEY, formatDuration, parseDuration } from '../../libs/config/index.js';
 
 describe('durations', () => {
@@ -187,6 +188,12 @@ describe('API configuration', () => {
     ['TRUST_PROXY', 'loopback,proxy.internal', 'Invalid configuration: TRUST_PROXY: "proxy.internal" must be a hop count'],
   ])('refuses %s=%j with a message naming the variable', (variable, value, message) => {
     expect(() => loadApiConfig({ ...base, [variable]: value })).toThrow(message);
+  });
+});
+
+describe('recorder configuration', () => {
+  it.each([{}, { WEBHOOKS_DEV: 'true' }])('needs DATABASE_URL (%j), and does not suggest development mode for it, which does not help', (env) => {
+    expect(() => loadRecorderConfig(env)).toThrow('DATABASE_URL: is required to run the recorder on its own');
   });
 });
 

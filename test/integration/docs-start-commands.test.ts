@@ -1,0 +1,129 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
+import { documents, lineOf } from '../support/docs.js';
+import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
+import { freePort } from '../support/receiver.js';
+import { waitFor } from '../support/wait.js';
+
+/**
+ * Every `npm run start:<program>` command the docs show runs as written on a machine set up as the
+ * README says (Node, RabbitMQ and PostgreSQL on their default local ports, nothing else in the
+ * environment): started with only PATH and HOME, plus what the command itself sets (inline
+ * `NAME=value`, or an `export` line above it in the same code block), it becomes ready.
+ *
+ * What the test changes, and only that: the broker URL (this run's), the topology prefix (its
+ * own), a `postgres://` URL on 127.0.0.1:5432 becomes this file's database on the same server, and
+ * the ports (PORT, METRICS_PORT, ADMIN_PORT) are free ones, so that the run shares nothing. Ready
+ * is the program's /readyz answering 200 on METRICS_PORT. `npm start` is not run here: its demo
+ * merchant holds the fixed port 4400 (test/integration/cli-log-dev.test.ts starts it).
+ */
+interface DocCommand {
+  where: string;
+  script: string;
+  env: Record<string, string>;
+}
+
+const SHARED_COPIES = ['docs/DESIGN.md', 'docs/webhook-service-spec.md'];
+const ASSIGNMENT = /^([A-Z_][A-Z0-9_]*)=(\S*)$/;
+
+function parseAssignments(words: string[]): Record<string, string> | undefined {
+  const env: Record<string, string> = {};
+  for (const word of words) {
+    const m = ASSIGNMENT.exec(word);
+    if (!m) return undefined;
+    env[m[1]!] = m[2]!;
+  }
+  return env;
+}
+
+/** A command line: `NAME=value ... npm run start:<x>`; what a preceding `export` line set comes first. */
+function parseCommand(line: string, exported: Record<string, string>, where: string): DocCommand {
+  const m = /^(.*?)\bnpm run (start:[a-z-]+)\s*$/.exec(line.trim());
+  const assigned = m && parseAssignments(m[1]!.trim().split(/\s+/).filter((w) => w !== ''));
+  if (!m || !assigned) throw new Error(`${where}: cannot read "${line}" as NAME=value ... npm run start:<program>`);
+  return { where, script: m[2]!, env: { ...exported, ...assigned } };
+}
+
+function docCommands(): DocCommand[] {
+  const commands: DocCommand[] = [];
+  // DESIGN.md and the spec (shared copies, not edited here) list the scripts; they are no how-to.
+  for (const { file, text } of documents().filter((d) => !SHARED_COPIES.includes(d.file))) {
+    // In code blocks, line by line; an `export` line applies to the lines after it in its block.
+    const blocks = [...text.matchAll(/^```[a-z]*\n([\s\S]*?)^```/gm)];
+    for (const block of blocks) {
+      let exported: Record<string, string> = {};
+      let at = block.index + block[0].indexOf('\n') + 1;
+      for (const raw of block[1]!.split('\n')) {
+        const line = raw.replace(/\s+#.*$/, '');
+        const where = `${file}:${lineOf(text, at)}`;
+        at += raw.length + 1;
+        const exports = /^export\s+(.*)$/.exec(line.trim());
+        if (exports) exported = { ...exported, ...parseAssignments(exports[1]!.split(/\s+/)) };
+        else if (/\bnpm run start:/.test(line)) commands.push(parseCommand(line, exported, where));
+      }
+    }
+    // In prose, each code span on its own.
+    const prose = text.replace(/^```[a-z]*\n[\s\S]*?^```/gm, (block) => block.replace(/[^\n]/g, ' '));
+    for (const span of prose.matchAll(/`([^`\n]*\bnpm run start:[^`\n]*)`/g)) {
+      commands.push(parseCommand(span[1]!, {}, `${file}:${lineOf(text, span.index)}`));
+    }
+  }
+  return commands;
+}
+
+describe('the npm run start:* commands in the docs', () => {
+  const prefix = uniquePrefix('docs-start');
+  const commands = docCommands();
+  let database: TestDatabase;
+
+  beforeAll(async () => {
+    database = await createTestDatabase('docs_start');
+  });
+
+  afterAll(async () => {
+    const broker = await TestBroker.open();
+    await broker.deleteTopology(prefix, 10);
+    await broker.close();
+    await database.drop();
+  });
+
+  it('are found: the recorder, the API and the dispatcher, in the guides that run them alone', () => {
+    expect(new Set(commands.map((c) => c.script))).toEqual(new Set(['start:recorder', 'start:api', 'start:dispatcher']));
+  });
+
+  it.each(commands.map((c) => [`${c.where}: npm run ${c.script}`, c] as const))('%s starts and gets ready', async (_, command) => {
+    const ports = { PORT: String(await freePort()), METRICS_PORT: String(await freePort()), ADMIN_PORT: String(await freePort()) };
+    const env: Record<string, string> = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix };
+    for (const [name, value] of Object.entries(command.env)) {
+      // The README's machine's PostgreSQL, here a database of this file's own on it.
+      env[name] = name === 'DATABASE_URL' && /^postgres(ql)?:\/\/[^/]*@?127\.0\.0\.1:5432\//.test(value) ? database.url : value;
+    }
+    Object.assign(env, ports, { TOPOLOGY_PREFIX: prefix, RABBITMQ_URL: brokerUrl() });
+    if (!('ADMIN_PORT' in command.env)) delete env.ADMIN_PORT;
+
+    let output = '';
+    const child: ChildProcess = spawn('npm', ['run', command.script], { env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout!.on('data', (c: Buffer) => (output += c.toString()));
+    child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
+    const exited = once(child, 'exit');
+    try {
+      await waitFor(
+        `${command.where}: npm run ${command.script} ready`,
+        async () => {
+          if (child.exitCode !== null) throw new Error(`${command.where}: npm run ${command.script} exited with ${child.exitCode}:\n${output.slice(-3_000)}`);
+          const answer = await fetch(`http://127.0.0.1:${ports.METRICS_PORT}/readyz`).catch(() => undefined);
+          return answer?.status === 200;
+        },
+        60_000,
+        200,
+      ).catch((err: Error) => {
+        throw new Error(`${err.message}\n${output.slice(-3_000)}`);
+      });
+    } finally {
+      // The whole group npm started (npm, its shell, node), by the group's id.
+      if (child.exitCode === null) process.kill(-child.pid!, 'SIGTERM');
+      await exited;
+    }
+  }, 90_000);
+});
