@@ -21,6 +21,7 @@ import { silentLogger } from '../../libs/logger/index.js';
 import { merchantsFileSchema } from '../../libs/merchants/schema.js';
 import { METRIC_NAMES } from '../../libs/metrics/names.js';
 import { topologySpec, type TopologySpec } from '../../libs/topology/index.js';
+import { metricNamesIn } from '../support/promql.js';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 const DOCKER = join(REPO, 'docker');
@@ -72,23 +73,6 @@ function mounts(name: string): Array<{ source: string; target: string; mode?: st
 
 function mountTarget(name: string, repoPath: string): string | undefined {
   return mounts(name).find((m) => m.source === join(REPO, repoPath))?.target;
-}
-
-const PROMQL_KEYWORDS = new Set(['by', 'without', 'on', 'ignoring', 'group_left', 'group_right', 'bool', 'offset', 'and', 'or', 'unless', 'inf', 'nan']);
-
-/** Metric names in a PromQL expression: identifiers that are not functions, keywords, labels or strings. */
-function metricNamesIn(expr: string): string[] {
-  const bare = expr
-    .replace(/"(?:[^"\\]|\\.)*"/g, '""')
-    .replace(/\{[^}]*\}/g, '')
-    .replace(/\[[^\]]*\]/g, '')
-    .replace(/\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)/g, ' ');
-  const names: string[] = [];
-  for (const match of bare.matchAll(/[A-Za-z_:][A-Za-z0-9_:]*/g)) {
-    const isCall = bare.slice(match.index + match[0].length).trimStart().startsWith('(');
-    if (!isCall && !PROMQL_KEYWORDS.has(match[0].toLowerCase())) names.push(match[0]);
-  }
-  return names;
 }
 
 /** What `rabbitmqctl export_definitions` writes for a topology on the default vhost. */
