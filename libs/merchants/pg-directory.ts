@@ -128,7 +128,8 @@ export class PgMerchantDirectory implements MerchantDirectory {
         if (!isUnavailable(err)) throw err;
         if (signal?.aborted || Date.now() - lastProgress > stallMs) throw new MerchantStoreUnavailableError(err);
         if (attempt === 0) this.logger.warn('merchant database unreachable at start-up; waiting for it', { error: (err as Error).message, gives_up_after_ms: stallMs });
-        await new Promise((resolve) => setTimeout(resolve, Math.min(2_000, 200 * 2 ** attempt)).unref());
+        // Not unref'd: before its servers listen, this wait is all that keeps a program (the API) alive.
+        await new Promise((resolve) => setTimeout(resolve, Math.min(2_000, 200 * 2 ** attempt)));
       }
     }
     this.loaded = true;

@@ -2,6 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
 import { testMerchant, writeMerchantsFile } from '../support/harness.js';
 import { FrozenProxy } from '../support/frozen-proxy.js';
+import { PrivatePostgres } from '../support/private-postgres.js';
 import { finishedWithin, runProgram, startProgram } from '../support/process.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { freePort } from '../support/receiver.js';
@@ -223,6 +224,56 @@ describe('dispatcher start-up and shutdown', () => {
     } finally {
       if (program.child.exitCode === null) program.child.kill('SIGKILL');
       await proxy.close();
+    }
+  });
+});
+
+describe('the API with PostgreSQL down at start-up', () => {
+  const prefix = uniquePrefix('startup-pg-down');
+  let server: PrivatePostgres | undefined;
+  let test: TestBroker;
+
+  beforeAll(async () => {
+    test = await TestBroker.open();
+    server = await PrivatePostgres.start();
+  });
+
+  afterAll(async () => {
+    await server?.stop();
+    await test.deleteTopology(prefix, 0);
+    await test.close();
+  });
+
+  it('waits for the database (where it exited at once, code 13, with nothing said) and serves once it is up', async () => {
+    expect(server).toBeDefined(); // PG_BIN_DIR: initdb and pg_ctl are needed
+    await server!.crash();
+    const port = await freePort();
+    const api = startProgram(API, {
+      RABBITMQ_URL: brokerUrl(),
+      TOPOLOGY_PREFIX: prefix,
+      WEBHOOKS_DEV: 'true',
+      DATABASE_URL: server!.url,
+      PORT: String(port),
+      RETRY_SCHEDULE: '',
+      QUORUM_GROUP_SIZE: '1',
+      STREAM_CLUSTER_SIZE: '1',
+    });
+    try {
+      await waitFor('the warning', () => api.output.stdout.includes('merchant database unreachable at start-up; waiting for it') || api.child.exitCode !== null, 20_000);
+      expect(api.child.exitCode).toBeNull();
+      await server!.up();
+      await waitFor(
+        'the API ready',
+        async () => {
+          if (api.child.exitCode !== null) throw new Error(`the API exited with ${api.child.exitCode}: ${api.output.stdout}${api.output.stderr}`);
+          return (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200;
+        },
+        60_000,
+        200,
+      );
+    } finally {
+      api.child.kill('SIGTERM');
+      await finishedWithin(api, 10_000);
     }
   });
 });
