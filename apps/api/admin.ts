@@ -17,6 +17,7 @@ import type { Queryable } from '../../libs/delivery-store/index.js';
 import type { Authenticator } from './auth.js';
 import { ApiError, badRequest, notFound } from './errors.js';
 import { methodsNotAllowed, mount } from './mount.js';
+import { AUDIT_PAGE_LIMIT } from './routes.js';
 
 export interface AdminDeps {
   auth: Authenticator;
@@ -85,7 +86,7 @@ export function adminRouter(deps: AdminDeps): express.Router {
   mount(router, 'getMerchantAudit', async (_req, res, { params, query }) => {
     const merchantId = params.merchantId as string;
     if (!deps.audit) throw new ApiError(409, 'directory_read_only', 'Merchants come from MERCHANTS_FILE here: nothing is written, so nothing is audited');
-    const entries = await listAudit(deps.audit, merchantId, (query.limit as number | undefined) ?? 100, query.before as string | undefined);
+    const entries = await listAudit(deps.audit, merchantId, (query.limit as number | undefined) ?? AUDIT_PAGE_LIMIT.default, query.before as string | undefined);
     res.json({ message: `${entries.length} audit entr${entries.length === 1 ? 'y' : 'ies'} of merchant ${merchantId}`, error: null, data: { entries, nextBefore: entries.at(-1)?.id ?? null } });
   }, base);
 

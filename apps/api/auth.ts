@@ -6,6 +6,9 @@ import { ApiError, authUnavailable, forbidden, unauthorized } from './errors.js'
 /** The scope a token needs for the admin API (the dashboard's backend). */
 export const ADMIN_SCOPE = 'webhooks:admin';
 
+/** The auth service's keys (AUTH_JWKS_URL): a fetch's deadline, and the least time between two fetches. */
+export const JWKS_FETCH = { timeoutMs: 5_000, cooldownMs: 30_000 };
+
 export type JwtKeySource = { secret: string } | { jwksUrl: string };
 
 /** Claims checked when configured (AUTH_JWT_ISSUER, AUTH_JWT_AUDIENCE). */
@@ -33,7 +36,7 @@ export class Authenticator {
       this.verifyKey = () => key;
       this.algorithms = ['HS256'];
     } else {
-      const remote = createRemoteJWKSet(new URL(keys.jwksUrl), { cooldownDuration: 30_000, timeoutDuration: 5_000 });
+      const remote = createRemoteJWKSet(new URL(keys.jwksUrl), { cooldownDuration: JWKS_FETCH.cooldownMs, timeoutDuration: JWKS_FETCH.timeoutMs });
       // Any failure to get the auth service's keys (unreachable, timeout, not JSON, not a key
       // set) is ours; a token whose key is not in the set is the client's.
       this.verifyKey = (header, token) =>

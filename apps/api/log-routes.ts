@@ -8,6 +8,10 @@ import { envelope } from './schemas.js';
 
 /** The delivery log's routes: the merchant's own under /nucleus, any merchant's under /admin. */
 
+/** Webhooks per page of the log's list, and events per page of the feed: by default, and at most. */
+export const LOG_PAGE_LIMIT = { default: 50, max: 100 };
+export const FEED_PAGE_LIMIT = { default: 100, max: 500 };
+
 // Checked against what PostgreSQL holds too, so that a time it would refuse answers 400, not 503.
 const time = z.iso.datetime({ offset: true }).refine(isStorableTime, 'must be a time in the years 0001 to 9999');
 const when = z.string().nullable();
@@ -19,7 +23,7 @@ export const listQuery = z.strictObject({
   status: z.enum(WEBHOOK_STATUSES).optional().describe('The webhook status: its latest record\'s outcome'),
   since: time.optional().describe('First seen at or after this time (ISO 8601)'),
   until: time.optional().describe('First seen before this time (ISO 8601)'),
-  limit: z.coerce.number().int().min(1).max(100).default(50),
+  limit: z.coerce.number().int().min(1).max(LOG_PAGE_LIMIT.max).default(LOG_PAGE_LIMIT.default),
   cursor: z.string().max(500).optional().describe('nextCursor of the previous page'),
 });
 
@@ -30,7 +34,7 @@ export const feedQuery = z.strictObject({
     .refine(isStorableFeedCursor, 'must be a cursor this service gave (digits, at most 9223372036854775807)')
     .optional()
     .describe('The cursor of the last event already seen (the previous page\'s nextCursor); absent: from the oldest event kept'),
-  limit: z.coerce.number().int().min(1).max(500).default(100).describe('At most this many events; a page also stops once its payloads pass 4 MB (always at least one event)'),
+  limit: z.coerce.number().int().min(1).max(FEED_PAGE_LIMIT.max).default(FEED_PAGE_LIMIT.default).describe('At most this many events; a page also stops once its payloads pass 4 MB (always at least one event)'),
 });
 
 const webhookId = z.string().min(1).max(200).refine(isStorableText, 'must not hold a NUL character');

@@ -30,7 +30,7 @@ import { type OpenedLog, openDeliveryLog, PGLITE_DIR } from '../recorder/open-lo
  * wait for a connection, so a connection is always handed on before waiters give up. The recorder
  * opens its own connection with its own, longer, timeout.
  */
-const LOG_READS_POOL: PostgresOptions = { maxConnections: 10, connectTimeoutMs: 5_000, statementTimeoutMs: 2_000, applicationName: 'webhooks-api log reads' };
+export const LOG_READS_POOL: PostgresOptions = { maxConnections: 10, connectTimeoutMs: 5_000, statementTimeoutMs: 2_000, applicationName: 'webhooks-api log reads' };
 /** Resends' claims when merchants are in a file: a pool of their own. */
 const FAILURES_POOL: PostgresOptions = { maxConnections: 5, connectTimeoutMs: 2_000, statementTimeoutMs: 5_000, applicationName: 'webhooks-api resends' };
 /** /readyz's check of the log, on one connection of its own. */
@@ -40,9 +40,12 @@ const LOG_HEALTH_POOL: PostgresOptions = { maxConnections: 1, connectTimeoutMs: 
  * leave room for everyone else's. The next 8 wait their turn up to 2 s (a dashboard opening a list
  * and a few webhooks at once is served without retrying), and any more answer 429 at once.
  */
-const LOG_READS_PER_MERCHANT = 2;
-const LOG_READS_QUEUED_PER_MERCHANT = 8;
-const LOG_READ_QUEUE_WAIT_MS = 2_000;
+export const LOG_READS_PER_MERCHANT = 2;
+export const LOG_READS_QUEUED_PER_MERCHANT = 8;
+export const LOG_READ_QUEUE_WAIT_MS = 2_000;
+
+/** Node's server timeouts on every port of the API: the whole headers, and the whole request. */
+export const SERVER_TIMEOUTS = { headersMs: 10_000, requestMs: 30_000 };
 
 /** Per merchant, shared by the replicas: the portal's endpoint changes and rotations, and its test events. */
 export const PORTAL_SETTINGS_LIMIT = { perMinute: 10, burst: 10 };
@@ -296,8 +299,8 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
 /** Listens with the timeouts every port of the API uses; malformed requests get the envelope too. */
 async function listen(app: express.Express, port: number | undefined): Promise<Server> {
   const server = app.listen(port);
-  server.headersTimeout = 10_000;
-  server.requestTimeout = 30_000;
+  server.headersTimeout = SERVER_TIMEOUTS.headersMs;
+  server.requestTimeout = SERVER_TIMEOUTS.requestMs;
   // Malformed requests and oversized headers never reach Express: answer them in the envelope too.
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
     if (!socket.writable) return socket.destroy();

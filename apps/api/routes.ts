@@ -38,8 +38,11 @@ export const ADMIN_AUTH = [{ adminToken: [] }] as const;
 
 export const merchantIdParams = z.strictObject({ merchantId: merchantIdSchema });
 
+/** Entries per page of a merchant's audit trail: by default, and at most. */
+export const AUDIT_PAGE_LIMIT = { default: 100, max: 500 };
+
 const auditQuery = z.strictObject({
-  limit: z.coerce.number().int().min(1).max(500).optional().describe('Entries per page, 100 by default'),
+  limit: z.coerce.number().int().min(1).max(AUDIT_PAGE_LIMIT.max).optional().describe(`Entries per page, ${AUDIT_PAGE_LIMIT.default} by default`),
   before: z.string().regex(/^\d{1,18}$/, 'must be an entry id from nextBefore').optional(),
 });
 const auditEntry = z.strictObject({

@@ -25,7 +25,7 @@ import { deliverySpan, describeDelivery } from './stages/trace.js';
 export type { DispatcherStats } from './stages/effect.js';
 
 /** After a record the deliveries stream did not confirm, how long records are sent without waiting. */
-const RECORDS_DOWN_MS = 15_000;
+export const RECORDS_DOWN_MS = 15_000;
 
 /**
  * Deliveries held (the prefetch) per request slot. A delivery keeps its prefetch slot after its
@@ -33,7 +33,10 @@ const RECORDS_DOWN_MS = 15_000;
  * to the requests allowed, those settling kept the next deliveries from being sent: a fast
  * endpoint got 13,800 deliveries/s, and 18,600 to 19,900 with twice the prefetch (BENCHMARKS.md 1b).
  */
-const PREFETCH_PER_SLOT = 2;
+export const PREFETCH_PER_SLOT = 2;
+
+/** An endpoint's circuit: opened by this many failed attempts in a row, open this long, doubling while its probes fail, up to the most. */
+export const BREAKER = { threshold: 5, cooldownMs: 30_000, maxCooldownMs: 600_000 };
 
 export interface DispatcherSettings {
   prefix: string;
@@ -110,9 +113,9 @@ export class Dispatcher {
       maxInFlight: settings.perEndpointConcurrency ?? Math.max(1, Math.ceil(settings.concurrency / 2)),
       maxTotalInFlight: settings.concurrency,
       maxPerMerchant: settings.perMerchantConcurrency ?? Math.max(1, Math.ceil(settings.concurrency / 2)),
-      failureThreshold: settings.breakerThreshold ?? 5,
-      cooldownMs: settings.breakerCooldownMs ?? 30_000,
-      maxCooldownMs: Math.max(settings.breakerCooldownMs ?? 30_000, 600_000),
+      failureThreshold: settings.breakerThreshold ?? BREAKER.threshold,
+      cooldownMs: settings.breakerCooldownMs ?? BREAKER.cooldownMs,
+      maxCooldownMs: Math.max(settings.breakerCooldownMs ?? BREAKER.cooldownMs, BREAKER.maxCooldownMs),
     });
     this.admission = new AdmissionStage(deps.merchants, this.guards, this.policy, deps.platform);
     this.attempt = new AttemptStage(deps.http, deps.signer ?? new WebhookSigner(), observer, settings);

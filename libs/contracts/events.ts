@@ -30,9 +30,11 @@ export function isWellFormedReference(text: string): boolean {
 /** The rule for a messageId, said the same way by the dispatcher (which parks others) and the CLI (which refuses them). */
 export const WEBHOOK_ID_RULE = 'printable ASCII without spaces, at most 200 characters: it is sent as the webhook-id header';
 
+export const MAX_WEBHOOK_ID_LENGTH = 200;
+
 /** Sent as the webhook-id header and signed: no byte that HTTP or a merchant's parser could mangle. */
 export function isWellFormedWebhookId(value: unknown): boolean {
-  return typeof value === 'string' && value.length <= 200 && /^[\x21-\x7e]+$/.test(value);
+  return typeof value === 'string' && value.length <= MAX_WEBHOOK_ID_LENGTH && /^[\x21-\x7e]+$/.test(value);
 }
 
 /**

@@ -4,6 +4,9 @@ import type { Logger } from '../logger/index.js';
 import { declareQueueSpec, deliveriesSpec, type Replication, topologyNames } from '../topology/index.js';
 import { type DeliveryRecord, type DeliveryRecordInput, encodeRecords, RawJson } from './record.js';
 
+/** A message of the deliveries stream closes at this many records, or about this many bytes. */
+export const STREAM_MESSAGE_LIMITS = { records: 200, bytes: 1024 * 1024 };
+
 export interface DeliveryRecorderOptions {
   prefix: string;
   replication?: Replication;
@@ -69,8 +72,8 @@ export class DeliveryRecorder {
     private readonly options: DeliveryRecorderOptions,
   ) {
     this.stream = topologyNames(options.prefix).deliveries;
-    this.maxRecords = options.maxRecords ?? 200;
-    this.maxBytes = options.maxBytes ?? 1024 * 1024;
+    this.maxRecords = options.maxRecords ?? STREAM_MESSAGE_LIMITS.records;
+    this.maxBytes = options.maxBytes ?? STREAM_MESSAGE_LIMITS.bytes;
     this.flushAfterMs = options.flushAfterMs ?? 5;
     this.confirmDeadlineMs = options.confirmDeadlineMs ?? 10_000;
   }

@@ -66,8 +66,8 @@ interface Pending {
  * What a catch-up holds: the read-ahead's bytes, and a batch's (decoded, serialised and sent while
  * the next is prepared, so several copies of it live at once). Measured in BENCHMARKS 8b.
  */
-const BUFFER_BYTES = 16 * 1024 * 1024;
-const BATCH_BYTES = 4 * 1024 * 1024;
+export const BUFFER_BYTES = 16 * 1024 * 1024;
+export const BATCH_BYTES = 4 * 1024 * 1024;
 
 /** Acks once (a second ack of a tag closes the channel), and only on the channel it came on. */
 function settle(item: Pending): void {

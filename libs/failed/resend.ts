@@ -9,6 +9,9 @@ import { CLAIM_LEASE_MS, type ClaimedFailure, type FailedStore, type FailureFilt
 /** The claim and the mark as resent: child spans of the resend, as PostgreSQL client calls. */
 const DB_UPDATE = { kind: SpanKind.CLIENT, attributes: { 'db.system.name': 'postgresql', 'db.operation.name': 'UPDATE', 'db.collection.name': 'failed_webhooks' } };
 
+/** A resent copy not confirmed within this answers 503 resend_outcome_unknown. */
+export const RESEND_CONFIRM_DEADLINE_MS = 5_000;
+
 export class NothingToResendError extends Error {
   constructor() {
     super('no unresolved failed webhook for this merchant and reference');
@@ -103,7 +106,7 @@ export class ResendService {
   ) {
     this.names = topologyNames(prefix);
     this.now = options.now ?? (() => new Date());
-    this.deadlineMs = options.publishDeadlineMs ?? 5_000;
+    this.deadlineMs = options.publishDeadlineMs ?? RESEND_CONFIRM_DEADLINE_MS;
     this.leaseMs = options.leaseMs ?? CLAIM_LEASE_MS;
   }
 

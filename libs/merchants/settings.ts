@@ -24,7 +24,9 @@ const publicKeyField = z
   .string({ error: expecting('a string') })
   .min(8, 'must be at least 8 characters')
   .max(512, 'must be at most 512 characters');
-const urlField = z.string({ error: expecting('a string') }).min(1, 'is required').max(2048, 'must be at most 2048 characters');
+/** The longest webhook URL the admin API, the CLI and the portal take. */
+export const WEBHOOK_URL_MAX_LENGTH = 2048;
+const urlField = z.string({ error: expecting('a string') }).min(1, 'is required').max(WEBHOOK_URL_MAX_LENGTH, `must be at most ${WEBHOOK_URL_MAX_LENGTH} characters`);
 const enabledField = z.boolean({ error: 'must be true or false' });
 const WEBHOOK_FIELDS = ['url', 'enabled', 'events'] as const;
 
@@ -67,14 +69,17 @@ export const merchantPatchSchema = z.strictObject(
 
 export type MerchantPatch = z.infer<typeof merchantPatchSchema>;
 
+/** How long, in seconds, a replaced webhook secret keeps signing: by default, and at most. */
+export const GRACE_SECONDS = { default: 86_400, max: 30 * 86_400 };
+
 export const rotateInputSchema = z.strictObject(
   {
     graceSeconds: z
       .number({ error: 'must be a number of seconds' })
       .int('must be a whole number of seconds')
       .min(0, 'must be 0 or more')
-      .max(30 * 86_400, 'must be at most 2592000 (30 days)')
-      .default(86_400),
+      .max(GRACE_SECONDS.max, 'must be at most 2592000 (30 days)')
+      .default(GRACE_SECONDS.default),
   },
   { error: expecting('a JSON object', ['graceSeconds']) },
 );

@@ -2,7 +2,7 @@ import { createHash, createHmac, hkdfSync, randomBytes, timingSafeEqual } from '
 import type { Queryable } from '../delivery-store/index.js';
 import { LogUnavailableError } from '../delivery-store/index.js';
 
-/** What a portal session may do beyond viewing; a link carries any subset (default all). */
+/** What a portal session may do beyond viewing; a link carries any subset (none, view only, when the dashboard names none). */
 export const PORTAL_PERMISSIONS = ['resend', 'manage-endpoint', 'manage-secret'] as const;
 export type PortalPermission = (typeof PORTAL_PERMISSIONS)[number];
 

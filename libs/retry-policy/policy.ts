@@ -1,5 +1,8 @@
 import { retryAfterMs } from './retry-after.js';
 
+/** Times a delivery is set aside for a busy endpoint, by default, before it waits for a slot instead. */
+export const MAX_DEFERRALS = 20;
+
 export interface RetryPolicySettings {
   /** One delay per retry tier (RETRY_SCHEDULE); empty: a single attempt. */
   delaysMs: readonly number[];
@@ -22,7 +25,7 @@ export class RetryPolicy {
   constructor(settings: RetryPolicySettings) {
     this.delaysMs = settings.delaysMs;
     this.spanMs = settings.delaysMs.reduce((sum, delay) => sum + delay, 0);
-    this.maxDeferrals = settings.maxDeferrals ?? 20;
+    this.maxDeferrals = settings.maxDeferrals ?? MAX_DEFERRALS;
   }
 
   /** True once every attempt of the schedule was made: `attempt` counts from 1. */

@@ -21,7 +21,7 @@ import { servePortalAssets } from './page.js';
  */
 export const SESSION_COOKIE = 'webhooks_portal';
 const SECURE_SESSION_COOKIE = `__Host-${SESSION_COOKIE}`;
-const RECOVER_MAX = 1_000;
+export const RECOVER_MAX = 1_000;
 
 const sessionRequired = () => new ApiError(401, 'portal_session_required', 'No portal session, or it has expired: open a new portal link');
 
@@ -62,8 +62,11 @@ export function mountResendById(app: Router, deps: ApiDeps): void {
 }
 
 /** `30m`, `1h`, `7d` → ms; undefined past 7 days or under a second. */
+/** A portal link's lifetime, and its session's, when the dashboard names none. */
+export const DEFAULT_LINK_LIFETIME_MS = 3_600_000;
+
 function lifetimeMs(text: string | undefined): number | undefined {
-  if (text === undefined) return 3_600_000;
+  if (text === undefined) return DEFAULT_LINK_LIFETIME_MS;
   const match = /^(\d+)(s|m|h|d)$/.exec(text);
   if (!match) return undefined;
   const ms = Number(match[1]) * { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }[match[2] as 's']!;

@@ -366,7 +366,7 @@ async function endpoint(): Promise<void> {
     const sent = h('div', { 'aria-live': 'polite' });
     const pick = h('select', { id: 'test-event' }, ...EVENTS.map((ev) => h('option', { value: ev }, ev)));
     sections.push(h('h2', {}, 'Test event'),
-      h('p', {}, 'Sends a sample of the event to the endpoint, with a reference starting TEST-; it is delivered, retried and logged like any other.'),
+      h('p', {}, 'Sends a sample of the event to the endpoint, with a reference starting TEST-; it is attempted once, never retried, and logged like any other.'),
       h('div', { class: 'field' }, h('label', { for: 'test-event' }, 'Event'), pick),
       h('button', { type: 'button', class: 'secondary', onclick: async () => {
         const done = await api('POST', '/portal/api/endpoint/test', { event: (pick as HTMLSelectElement).value });
