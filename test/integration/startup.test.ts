@@ -245,7 +245,7 @@ describe('the API with PostgreSQL down at start-up', () => {
   });
 
   it('waits for the database (where it exited at once, code 13, with nothing said) and serves once it is up', async () => {
-    expect(server).toBeDefined(); // PG_BIN_DIR: initdb and pg_ctl are needed
+    expect(server).toBeDefined(); // PostgreSQL's server binaries (PG_BIN_DIR) are needed
     await server!.crash();
     const port = await freePort();
     const api = startProgram(API, {
