@@ -35,7 +35,7 @@ export function createProgram(io: CliIo): Command {
   declarePublish(program, io);
   declareToken(program, io);
 
-  const failed = program.command('failed').usage('<list|resend|replay> [options]').description('Failed webhooks in <TOPOLOGY_PREFIX>.failed: list, resend one reference, replay an outage.');
+  const failed = program.command('failed').usage('<list|resend|replay> [options]').description('Failed webhooks, from PostgreSQL (DATABASE_URL): list, resend one reference, replay an outage.');
   declareFailedList(failed, io);
   declareFailedResend(failed, io);
   declareFailedReplay(failed, io);

@@ -12,7 +12,7 @@ export const METRIC_NAMES = {
   deliveries: 'webhooks_deliveries_total',
   /** counter {outcome}: deliveries of test events (the portal's "send test event", x-test-event), apart from the merchants' real webhooks; they are in `deliveries` too */
   testDeliveries: 'webhooks_test_deliveries_total',
-  /** counter {reason: attempts-exhausted|circuit-open|blocked|webhook-disabled|merchant-removed} */
+  /** counter {reason}: one of FAILED_REASONS (libs/contracts/headers.ts) */
   failed: 'webhooks_failed_total',
   /** histogram, seconds, one HTTP attempt {event, result: success|failure} */
   deliveryDuration: 'webhooks_delivery_duration_seconds',

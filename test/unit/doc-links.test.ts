@@ -11,13 +11,13 @@ function markdownFiles(dir = '.'): string[] {
   });
 }
 
-/** GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens. */
+/** GitHub's anchor for a heading: lower case, markup and punctuation dropped (not `_`, which GitHub keeps), spaces to hyphens. */
 function slug(heading: string): string {
   return heading
     .trim()
     .toLowerCase()
-    .replace(/[`*_]/g, '')
-    .replace(/[^\p{L}\p{N} -]/gu, '')
+    .replace(/[`*]/g, '')
+    .replace(/[^\p{L}\p{N}_ -]/gu, '')
     .replace(/ /g, '-');
 }
 
