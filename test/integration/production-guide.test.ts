@@ -1,3 +1,6 @@
+/**
+ * @runs-alone the guide's step 3 adds a user and a vhost to the shared broker (deleted after)
+ */
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
