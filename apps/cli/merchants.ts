@@ -15,6 +15,7 @@ import {
   merchantInputSchema,
   openMerchants,
   resealSecrets,
+  deleteMerchantData,
   listAudit,
   type Actor,
   SecretBox,
@@ -107,7 +108,7 @@ function merchantId([id]: string[]): string {
 export function declareMerchants(program: Command, io: CliIo): void {
   const merchants = program
     .command('merchants')
-    .usage('<list|get|set|rotate-secret|audit|reseal> [options]')
+    .usage('<list|get|set|rotate-secret|audit|reseal|delete> [options]')
     .description('Merchant webhook settings in PostgreSQL (DATABASE_URL, SECRETS_KEY), as the admin API.')
     .addHelpText('after', '\nSettings live in the merchants table of DATABASE_URL; every program sees a change within a second.');
 
@@ -250,6 +251,47 @@ export function declareMerchants(program: Command, io: CliIo): void {
         writeLine(ctx.stderr, `${count} stored secret(s) sealed again with SECRETS_KEY; no secret is sealed with another key now`);
         return 0;
       }),
+    );
+
+  declareDelete(merchants, io);
+}
+
+/** Deletes one merchant's rows from every table, in one transaction; only DATABASE_URL is needed. */
+function declareDelete(merchants: Command, io: CliIo): void {
+  merchants
+    .command('delete')
+    .summary("deletes a merchant and every row of its data from PostgreSQL, in one transaction")
+    .description(
+      "Deletes the merchant and its data from every table of DATABASE_URL in one transaction: settings and sealed " +
+        'secrets, Idempotency-Key answers, audit trail, rate-limit counters, portal links and sessions, the delivery ' +
+        'log (webhooks, payloads, attempts, quarantined records), failed webhooks and retry claims. Prints the rows ' +
+        'deleted per table. RabbitMQ is not touched: messages of this merchant still queued or in the streams stay ' +
+        'until they are delivered, parked or age out, and the recorder stores records still in the deliveries stream ' +
+        'again (run it again once they are gone). Running programs keep the merchant they hold in memory until they ' +
+        'restart. --yes is required.',
+    )
+    .argument('<merchant-id>')
+    .option('--yes', 'really delete: nothing can bring the data back but a backup', false)
+    .addHelpText('after', `\n${EXIT} (3: no row of this merchant in any table)`)
+    .action(
+      action(
+        io,
+        (raw: { yes: boolean }, args) => {
+          const id = merchantId(args);
+          if (!raw.yes) throw new UsageError(`give --yes to delete merchant ${id} and all its data`);
+          return { id };
+        },
+        async (options, ctx) => {
+          if (!ctx.config.DATABASE_URL) throw new UsageError('merchants delete needs DATABASE_URL: merchants and their data live in PostgreSQL');
+          const database = openPostgres(ctx.config.DATABASE_URL, { maxConnections: 1, applicationName: 'webhooks-cli' });
+          const deleted = await deleteMerchantData(database, options.id).finally(() => database.close());
+          const total = Object.values(deleted).reduce((sum, n) => sum + n, 0);
+          writeLine(ctx.stdout, formatTable(['TABLE', 'ROWS DELETED'], Object.entries(deleted).map(([table, n]) => [table, String(n)])));
+          if (total === 0) throw new NothingMatchedError(`no row of merchant ${options.id} in any table`);
+          writeLine(ctx.stderr, `merchant ${options.id}: ${total} row(s) deleted; restart the API replicas and dispatchers so that none holds it in memory`);
+          return 0;
+        },
+      ),
     );
 }
 

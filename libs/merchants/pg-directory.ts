@@ -234,10 +234,11 @@ export class PgMerchantDirectory implements MerchantDirectory {
     const result = idempotency?.result(next, current);
     if (idempotency) {
       await tx.query('DELETE FROM merchant_idempotency WHERE created_at < now() - $1::bigint * interval \'1 millisecond\'', [IDEMPOTENCY_WINDOW_MS]);
-      await tx.query('INSERT INTO merchant_idempotency (key, fingerprint, result) VALUES ($1, $2, $3)', [
+      await tx.query('INSERT INTO merchant_idempotency (key, fingerprint, result, merchant_id) VALUES ($1, $2, $3, $4)', [
         idempotency.key,
         idempotency.fingerprint,
         this.box.seal(JSON.stringify(result ?? null), idempotency.key),
+        merchantId,
       ]);
     }
     await tx.query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, merchantId]);

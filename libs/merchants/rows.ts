@@ -25,7 +25,8 @@ const STATEMENTS = [
     key text PRIMARY KEY,
     fingerprint text NOT NULL,
     result text NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT now()
+    created_at timestamptz NOT NULL DEFAULT now(),
+    merchant_id text
   )`,
   'CREATE INDEX IF NOT EXISTS merchant_idempotency_age ON merchant_idempotency (created_at)',
   `CREATE TABLE IF NOT EXISTS rate_limits (
@@ -44,7 +45,20 @@ export async function ensureMerchantTables(db: { transaction<T>(work: (tx: Query
   await db.transaction(async (tx) => {
     await tx.query('SELECT pg_advisory_xact_lock(hashtext($1))', ['webhooks-merchants-schema']);
     for (const statement of STATEMENTS) await tx.query(statement);
+    await addIdempotencyMerchant(tx);
   });
+}
+
+/**
+ * merchant_idempotency of a database made before its rows named their merchant (so that
+ * `webhooks merchants delete` finds them): the column added, nullable, which a program of the
+ * version before ignores. Altered only when missing, since ALTER TABLE locks out every writer.
+ */
+async function addIdempotencyMerchant(db: Queryable): Promise<void> {
+  const { rows } = await db.query(
+    `SELECT 1 FROM pg_attribute WHERE attrelid = 'merchant_idempotency'::regclass AND attname = 'merchant_id' AND NOT attisdropped`,
+  );
+  if (rows.length === 0) await db.query('ALTER TABLE merchant_idempotency ADD COLUMN merchant_id text');
 }
 
 export const MERCHANT_COLUMNS = 'id, public_key, webhook, secrets, version';

@@ -1,0 +1,48 @@
+import type { Queryable } from '../delivery-store/index.js';
+import { CHANGES_CHANNEL } from './rows.js';
+
+/**
+ * Every table of the service's PostgreSQL that holds a merchant's data, and how that merchant's rows
+ * are found in it. `webhooks merchants delete` removes them in one transaction; a test checks that
+ * every table the programs make is either here or in TABLES_WITHOUT_MERCHANT_DATA, so a table added
+ * later cannot be forgotten silently.
+ */
+export const MERCHANT_TABLES: ReadonlyArray<{ table: string; where: string }> = [
+  { table: 'merchants', where: 'id = $1' },
+  // Sealed answers of the admin API's Idempotency-Keys (a rotation's answer holds the new secret).
+  { table: 'merchant_idempotency', where: 'merchant_id = $1' },
+  { table: 'merchant_audit', where: 'merchant_id = $1' },
+  // `<limit name>:<merchant id>`: the names hold no ':', a merchant id may.
+  { table: 'rate_limits', where: "substring(key from position(':' in key) + 1) = $1" },
+  { table: 'portal_links', where: 'merchant_id = $1' },
+  { table: 'portal_sessions', where: 'merchant_id = $1' },
+  { table: 'delivery_webhooks', where: 'merchant_id = $1' },
+  // Partitioned by day: a delete on the parent reaches every partition.
+  { table: 'delivery_records', where: 'merchant_id = $1' },
+  { table: 'failed_webhooks', where: 'merchant_id = $1' },
+  { table: 'retry_claims', where: 'merchant_id = $1' },
+  { table: 'delivery_log_quarantine', where: 'merchant_id = $1' },
+];
+
+/** Tables that hold nothing of any merchant: the recorder's place in the deliveries stream. */
+export const TABLES_WITHOUT_MERCHANT_DATA: readonly string[] = ['delivery_log_offsets'];
+
+/**
+ * Deletes every row of one merchant from every table above that exists (a database where the
+ * portal or the log never ran lacks some), in one transaction: all of it goes, or nothing.
+ * Returns the rows deleted per table. What RabbitMQ holds is not touched (see docs/production.md).
+ */
+export async function deleteMerchantData(db: { transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T> }, merchantId: string): Promise<Record<string, number>> {
+  return db.transaction(async (tx) => {
+    const deleted: Record<string, number> = {};
+    for (const { table, where } of MERCHANT_TABLES) {
+      const { rows } = await tx.query<{ present: string | null }>('SELECT to_regclass($1)::text AS present', [table]);
+      if (!rows[0]?.present) continue;
+      const gone = await tx.query<{ n: number }>(`WITH gone AS (DELETE FROM ${table} WHERE ${where} RETURNING 1) SELECT count(*)::integer AS n FROM gone`, [merchantId]);
+      deleted[table] = gone.rows[0]?.n ?? 0;
+    }
+    // Running programs poll on it; they find no row and keep what they hold until they restart.
+    await tx.query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, merchantId]);
+    return deleted;
+  });
+}

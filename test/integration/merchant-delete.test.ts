@@ -1,0 +1,105 @@
+import { type Database, ensureSchema, openPostgres } from '../../libs/delivery-store/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
+import { MERCHANT_TABLES, MerchantSettings, PgMerchantDirectory, SecretBox, TABLES_WITHOUT_MERCHANT_DATA, ensureMerchantTables } from '../../libs/merchants/index.js';
+import { PortalSessions, TokenSigner } from '../../libs/portal/index.js';
+import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
+import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
+import { runProgram } from '../support/process.js';
+
+const CLI = 'dist/apps/cli/main.js';
+
+/**
+ * `webhooks merchants delete` (docs/production.md, "Deleting a merchant's data"): afterwards no row
+ * of the merchant remains in any table the programs make, and another merchant's rows all remain.
+ */
+describe('webhooks merchants delete', () => {
+  // A ':' in the id: rate_limits keys are `<limit>:<merchant id>`.
+  const GONE = 'm:gone';
+  const KEPT = 'm_kept';
+  let db: TestDatabase;
+  let database: Database;
+  let directory: PgMerchantDirectory;
+  const env: Record<string, string> = { SECRETS_KEY: TEST_SECRETS_KEY };
+  const cli = (...args: string[]) => runProgram(CLI, env, ['merchants', 'delete', ...args]);
+
+  beforeAll(async () => {
+    db = await createTestDatabase('merchant_delete');
+    env.DATABASE_URL = db.url;
+    database = openPostgres(db.url);
+    await ensureSchema(database);
+    await ensureMerchantTables(database);
+    directory = new PgMerchantDirectory(database, new SecretBox(Buffer.from(TEST_SECRETS_KEY, 'base64')), silentLogger());
+    await directory.start();
+    const settings = new MerchantSettings(directory, { allowHttp: false, allowPrivateTargets: false });
+    const portal = new PortalSessions(database, new TokenSigner(Buffer.from(TEST_SECRETS_KEY, 'base64')));
+    for (const [id, n] of [[GONE, 1], [KEPT, 2]] as const) {
+      // Settings, a sealed secret, an audit entry and Idempotency-Key answers (a rotation's holds the new secret).
+      await settings.put(id, { publicKey: `pk_delete_${n}_0000`, webhook: { url: `https://hooks${n}.example.com/`, enabled: true } } as never, { idempotencyKey: `create-${n}`, actor: { actor: 'cli' } });
+      await settings.rotate(id, 60, { idempotencyKey: `rotate-${n}`, actor: { actor: 'cli' } });
+      const link = await portal.createLink(id, ['resend'], 60_000, 'digest');
+      await portal.redeem(link.token);
+      await db.query(`INSERT INTO rate_limits (key, tat) VALUES ($1, now()), ($2, now())`, [`resend:${id}`, `portal-settings:${id}`]);
+      await db.query(
+        `INSERT INTO delivery_webhooks (merchant_id, webhook_id, first_seen_at, seq, event, refs, merchant_refs, payload, status, attempts, last_record_at)
+         VALUES ($1, 'evt_1', now(), $2, 'payout', '{ref}', ARRAY[$1 || chr(31) || 'ref'], '{"amount":1}', 'failed', 1, now())`,
+        [id, n],
+      );
+      await db.query(`CREATE TABLE IF NOT EXISTS delivery_records_test PARTITION OF delivery_records FOR VALUES FROM ('2000-01-01') TO ('2100-01-01')`);
+      await db.query(`INSERT INTO delivery_records (id, at, merchant_id, webhook_id, outcome, attempt_number) VALUES (gen_random_uuid(), now(), $1, 'evt_1', 'failed', 1)`, [id]);
+      await db.query(`INSERT INTO failed_webhooks (merchant_id, webhook_id, failed_at, event, merchant_refs, content) VALUES ($1, 'evt_1', now(), 'payout', '{}', '{"amount":1}')`, [id]);
+      await db.query(`INSERT INTO retry_claims (merchant_id, webhook_id, attempt, due_at, claimed_by) VALUES ($1, 'evt_1', 1, now(), 'net')`, [id]);
+      await db.query(`INSERT INTO delivery_log_quarantine (stream, stream_offset, position, merchant_id, error, content) VALUES ('s', $2, 0, $1, 'e', 'c')`, [id, n]);
+    }
+  });
+
+  afterAll(async () => {
+    await directory?.close();
+    await database?.close();
+    await db?.drop();
+  });
+
+  /** Every table of the database, partitions left out (a delete on their parent reaches them). */
+  const tables = async () =>
+    (await db.query<{ name: string }>(`SELECT c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+      WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND NOT c.relispartition ORDER BY 1`)).map((r) => r.name);
+
+  /** Rows that name the merchant anywhere in them, or (sealed, hashed) belong to it by their merchant_id. */
+  const rowsOf = async (merchantId: string) => {
+    const found: Record<string, number> = {};
+    for (const table of await tables()) {
+      const [row] = await db.query<{ n: number }>(`SELECT count(*)::integer AS n FROM ${table} t WHERE strpos(t::text, $1) > 0`, [merchantId]);
+      if (row!.n > 0) found[table] = row!.n;
+    }
+    const [sealed] = await db.query<{ n: number }>('SELECT count(*)::integer AS n FROM merchant_idempotency WHERE merchant_id = $1', [merchantId]);
+    if (sealed!.n > 0) found.merchant_idempotency = sealed!.n;
+    return found;
+  };
+
+  it('knows every table the programs make: each is deleted from, or holds no merchant data', async () => {
+    const known = [...MERCHANT_TABLES.map((t) => t.table), ...TABLES_WITHOUT_MERCHANT_DATA, 'delivery_records_test'];
+    expect((await tables()).filter((table) => !known.includes(table))).toEqual([]);
+  });
+
+  it('refuses without --yes, and deletes nothing', async () => {
+    const result = await cli(GONE);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('--yes');
+    expect(Object.keys(await rowsOf(GONE)).sort()).toEqual(MERCHANT_TABLES.map((t) => t.table).sort());
+  });
+
+  it('leaves no row of the merchant in any table, and every row of another', async () => {
+    const before = await rowsOf(KEPT);
+    const result = await cli(GONE, '--yes');
+    expect(result.stderr).toContain(`merchant ${GONE}:`);
+    expect(result.code).toBe(0);
+    expect(await rowsOf(GONE)).toEqual({});
+    expect(await rowsOf(KEPT)).toEqual(before);
+    expect(Object.keys(before).sort()).toEqual(MERCHANT_TABLES.map((t) => t.table).sort());
+  });
+
+  it('says so with exit 3 when nothing of the merchant is left', async () => {
+    const result = await cli(GONE, '--yes');
+    expect(result.code).toBe(3);
+    expect(result.stderr).toContain(`no row of merchant ${GONE} in any table`);
+  });
+});
