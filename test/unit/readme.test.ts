@@ -12,7 +12,7 @@ describe('README.md', () => {
     expect(readme).toContain('npm test');
     expect(readme).toContain('From a failing merchant to a successful resend');
     const guides = [...readme.matchAll(/^- \[[^\]]+\]\((docs\/[a-z-]+\.md)\)/gm)].map((m) => m[1]);
-    for (const guide of ['publishing', 'receiving', 'resending', 'delivery-log', 'merchants', 'operating', 'cluster', 'configuration', 'cli', 'architecture']) {
+    for (const guide of ['publishing', 'receiving', 'resending', 'delivery-log', 'merchants', 'operating', 'cluster', 'configuration', 'cli', 'architecture', 'guarantees', 'limits', 'production', 'troubleshooting']) {
       expect(guides).toContain(`docs/${guide}.md`);
     }
   });
