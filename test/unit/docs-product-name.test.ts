@@ -11,6 +11,8 @@ import { USER_AGENT } from '../../apps/dispatcher/program.js';
 const FORMER_NAMES = /webhook[- ]relay\b|payment[- ]webhooks/i;
 /** Either spelling of the name, to find the ones spelt otherwise ("Nucleus webhooks", "nucleus_webhooks"). */
 const ANY_SPELLING = /nucleus[\s_-]*webhooks/gi;
+/** The name, the slug, and the slug where a hyphen cannot go (a PostgreSQL role and database, a RabbitMQ vhost). */
+const SPELLINGS = new Set(['Nucleus Webhooks', 'nucleus-webhooks', 'nucleus_webhooks']);
 
 /** Every file of the product a reader, an operator or a merchant sees, and the sources and tests. */
 function productFiles(): string[] {
@@ -47,7 +49,7 @@ describe('the product name', () => {
       const text = readFileSync(file, 'utf8');
       text.split('\n').forEach((line, i) => {
         if (FORMER_NAMES.test(line)) wrong.push(`${file}:${i + 1}: ${line.trim().slice(0, 120)}`);
-        for (const m of line.matchAll(ANY_SPELLING)) if (m[0] !== 'Nucleus Webhooks' && m[0] !== 'nucleus-webhooks') wrong.push(`${file}:${i + 1}: ${m[0]}`);
+        for (const m of line.matchAll(ANY_SPELLING)) if (!SPELLINGS.has(m[0])) wrong.push(`${file}:${i + 1}: ${m[0]}`);
       });
     }
     expect(wrong).toEqual([]);
