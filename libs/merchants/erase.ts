@@ -41,7 +41,7 @@ export async function deleteMerchantData(db: { transaction<T>(work: (tx: Queryab
       const gone = await tx.query<{ n: number }>(`WITH gone AS (DELETE FROM ${table} WHERE ${where} RETURNING 1) SELECT count(*)::integer AS n FROM gone`, [merchantId]);
       deleted[table] = gone.rows[0]?.n ?? 0;
     }
-    // Running programs poll on it; they find no row and keep what they hold until they restart.
+    // Running programs poll on it and, finding no row of the merchant it names, forget it (pg-directory.ts dropDeleted).
     await tx.query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, merchantId]);
     return deleted;
   });

@@ -95,6 +95,8 @@ export class PgMerchantDirectory implements MerchantDirectory {
   private listener?: Listener;
   private polling?: Promise<void>;
   private pollAgain = false;
+  /** Merchants a NOTIFY named since the last poll: a deleted one has no row left for the poll to find. */
+  private named = new Set<string>();
   private failing = false;
 
   constructor(
@@ -289,6 +291,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
           const { rows } = await this.db.query<MerchantRow>(`SELECT ${MERCHANT_COLUMNS} FROM merchants WHERE change_xid >= $1::xid8`, [this.cursor]);
           for (const row of rows) this.applyRow(row);
           this.cursor = cursor;
+          await this.dropDeleted();
           if (this.failing) this.logger.info('merchant database reachable again; directory current');
           this.failing = false;
         } catch (err) {
@@ -304,7 +307,10 @@ export class PgMerchantDirectory implements MerchantDirectory {
   private async keepListening(): Promise<void> {
     for (let attempt = 0; !this.stopped; ) {
       try {
-        this.listener = await this.db.listen(CHANGES_CHANNEL, () => void this.poll());
+        this.listener = await this.db.listen(CHANGES_CHANNEL, (merchantId) => {
+          if (merchantId && this.named.size < 10_000) this.named.add(merchantId);
+          void this.poll();
+        });
         attempt = 0;
         if (this.stopped) return void (await this.listener.close());
         void this.poll();
@@ -314,6 +320,27 @@ export class PgMerchantDirectory implements MerchantDirectory {
       }
       if (this.stopped) return;
       await new Promise((resolve) => setTimeout(resolve, Math.min(5_000, 250 * 2 ** attempt++)).unref());
+    }
+  }
+
+  /**
+   * Forgets the merchants a NOTIFY named that have no row any more (`webhooks merchants delete`):
+   * their events are then parked as unknown and their keys refused. One missed while this program
+   * was not listening stays until it restarts.
+   */
+  private async dropDeleted(): Promise<void> {
+    const named = [...this.named];
+    const held = named.filter((id) => this.byIdMap.has(id));
+    // Kept until read: a poll that fails looks again at the next.
+    const { rows } = held.length > 0 ? await this.db.query<{ id: string }>('SELECT id FROM merchants WHERE id = ANY($1::text[])', [held]) : { rows: [] };
+    for (const id of named) this.named.delete(id);
+    const present = new Set(rows.map((row) => row.id));
+    for (const id of held) {
+      if (present.has(id) || !this.byIdMap.has(id)) continue;
+      const { merchant } = this.byIdMap.get(id)!;
+      this.byIdMap.delete(id);
+      if (this.byKeyMap.get(merchant.publicKey) === id) this.byKeyMap.delete(merchant.publicKey);
+      this.logger.info('merchant deleted; no longer served', { merchantId: id });
     }
   }
 

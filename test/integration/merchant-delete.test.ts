@@ -5,6 +5,7 @@ import { PortalSessions, TokenSigner } from '../../libs/portal/index.js';
 import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { runProgram } from '../support/process.js';
+import { waitFor } from '../support/wait.js';
 
 const CLI = 'dist/apps/cli/main.js';
 
@@ -95,6 +96,14 @@ describe('webhooks merchants delete', () => {
     expect(await rowsOf(GONE)).toEqual({});
     expect(await rowsOf(KEPT)).toEqual(before);
     expect(Object.keys(before).sort()).toEqual(MERCHANT_TABLES.map((t) => t.table).sort());
+  });
+
+  it('is forgotten by a running program, through the delete\'s NOTIFY: no restart needed', async () => {
+    // The directory started before the delete (as an API or a dispatcher that runs on): it finds
+    // no row of the merchant by polling, so the notification names it.
+    await waitFor('the running directory to forget the deleted merchant', () => directory.byId(GONE) === undefined, 10_000);
+    expect(directory.byPublicKey('pk_delete_1_0000')).toBeUndefined();
+    expect(directory.byId(KEPT)?.publicKey).toBe('pk_delete_2_0000');
   });
 
   it('says so with exit 3 when nothing of the merchant is left', async () => {
