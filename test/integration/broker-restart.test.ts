@@ -101,9 +101,11 @@ describeWithControl('RabbitMQ stopped and started under load', () => {
     expect(confirmed.size).toBe(400);
 
     mode = 'ok';
+    // The API reconnects on its own schedule, not the dispatcher's: a load balancer sends it resends once it is ready.
+    await waitFor('the API ready again', async () => (await call(api, '/readyz', { method: 'GET' })).status === 200, 60_000, 100);
     const before = receiver.requests.length;
     const after = await call(api, `/nucleus/tnx/webhook?reference=${reference}`, { headers });
-    expect(after.status).toBe(200);
+    expect({ status: after.status, body: after.body }).toMatchObject({ status: 200 });
     await receiver.waitForRequests(before + 1, 20_000);
     if (process.env.REPORT_LATENCY) {
       const unique = new Set(receiver.requests.map((r) => r.headers['webhook-id'])).size;
