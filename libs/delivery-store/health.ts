@@ -15,7 +15,19 @@ export interface LogHealthState {
 export class LogHealth {
   private timer?: NodeJS.Timeout;
   private checking = false;
-  state: LogHealthState = { database: 'unreachable', behindSeconds: null };
+  private database: LogHealthState['database'] = 'unreachable';
+  /** When the log last held every record read, as last seen; undefined before the first write. */
+  private caughtUp?: Date;
+
+  /**
+   * Counted at each read from the time last seen: while PostgreSQL does not answer, no recorder
+   * can store anything, so the log is at least that far behind and the figure goes on growing
+   * (it stood still at its last value, and an alert on it never fired during an outage).
+   */
+  get state(): LogHealthState {
+    const behindSeconds = this.caughtUp ? Math.max(0, Math.round((Date.now() - this.caughtUp.getTime()) / 1000)) : null;
+    return { database: this.database, behindSeconds };
+  }
 
   constructor(
     private readonly db: Queryable,
@@ -37,12 +49,12 @@ export class LogHealth {
     if (this.checking) return;
     this.checking = true;
     try {
-      const at = await caughtUpAt(this.db, this.stream);
-      this.state = { database: 'up', behindSeconds: at ? Math.max(0, Math.round((Date.now() - at.getTime()) / 1000)) : null };
+      this.caughtUp = (await caughtUpAt(this.db, this.stream)) ?? undefined;
+      this.database = 'up';
     } catch (err) {
       // No table yet: PostgreSQL answered, and no recorder has led on this database so far.
-      if ((err as { code?: string })?.code === '42P01') this.state = { database: 'up', behindSeconds: null };
-      else this.state = { database: 'unreachable', behindSeconds: this.state.behindSeconds };
+      if ((err as { code?: string })?.code === '42P01') [this.database, this.caughtUp] = ['up', undefined];
+      else this.database = 'unreachable';
     } finally {
       this.checking = false;
     }

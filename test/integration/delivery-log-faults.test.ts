@@ -207,4 +207,27 @@ describe('the delivery log under faults', () => {
       await api.stop();
     }
   });
+
+  it('counts the log as further behind the whole time PostgreSQL is down, where the figure stood still (the alert on it never fired)', async () => {
+    expect(server).toBeDefined(); // this file's own PostgreSQL, to crash
+    const merchant = testMerchant('m_behind', 'https://behind.example/hooks');
+    const api = await startTestApi(prefix, writeMerchantsFile([merchant]), {}, { DATABASE_URL: db.url, DELIVERY_LOG: 'on' });
+    type Ready = { database: string; deliveryLog: { database: string; behindSeconds: number | null } };
+    const readyz = async () => (await call(api, '/readyz', { method: 'GET' })).body as Ready;
+    try {
+      // The tests above left the log caught up to some time: the API has seen it.
+      await waitFor('the API seeing how far behind the log is', async () => (await readyz()).deliveryLog.behindSeconds !== null, 10_000, 100);
+      await server!.crash();
+      const down = await waitFor('the API seeing PostgreSQL down', async () => {
+        const body = await readyz();
+        return body.database === 'unreachable' && body.deliveryLog.database === 'unreachable' && body.deliveryLog.behindSeconds !== null && body.deliveryLog.behindSeconds;
+      }, 15_000, 100);
+      await waitFor('the figure growing while it is down', async () => ((await readyz()).deliveryLog.behindSeconds ?? 0) >= down + 3, 10_000, 200);
+      const metrics = String((await call(api, '/metrics', { method: 'GET' })).body);
+      expect(Number(/^webhooks_delivery_log_behind_seconds\{program="api"\} (\d+)$/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(down + 3);
+    } finally {
+      await server?.up();
+      await api.stop();
+    }
+  });
 });
