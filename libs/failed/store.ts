@@ -31,6 +31,9 @@ const CAPPED = `resends >= ${RESENDS_PER_WEBHOOK_PER_DAY} AND resends_since > no
 /** The key a merchant's reference is found by in merchant_refs. */
 export const merchantRef = (merchantId: string, reference: string) => `${merchantId}\u001f${reference}`;
 
+/** The references merchantRef() keyed, back. */
+const referencesOf = (merchantId: string, keys: readonly string[]) => keys.map((key) => key.slice(merchantId.length + 1));
+
 export interface Failure {
   merchantId: string;
   webhookId: string;
@@ -147,13 +150,12 @@ export class FailedStore {
            WHERE w.merchant_id = f.merchant_id AND w.webhook_id = f.webhook_id) END AS logged`,
       [claimId, leaseMs, ...params],
     );
-    const prefix = `${merchantId}\u001f`;
     const claimed: ClaimedFailure[] = [];
     for (const r of rows) {
       // A row only the recorder wrote: the log's copy of the body (SENDABLE: it has one).
       const content = r.content ?? messageFromLoggedBody(merchantId, r.event, r.logged ?? '');
       if (content === undefined) continue;
-      claimed.push({ webhookId: r.webhook_id, event: r.event, failedAt: r.failed_at, content, headers: r.headers, references: r.merchant_refs.map((ref) => ref.slice(prefix.length)) });
+      claimed.push({ webhookId: r.webhook_id, event: r.event, failedAt: r.failed_at, content, headers: r.headers, references: referencesOf(merchantId, r.merchant_refs) });
     }
     return claimed;
   }
@@ -250,7 +252,7 @@ export class FailedStore {
       webhookId: r.webhook_id,
       failedAt: r.failed_at.toISOString(),
       event: r.event,
-      references: r.merchant_refs.map((ref) => ref.slice(r.merchant_id.length + 1)),
+      references: referencesOf(r.merchant_id, r.merchant_refs),
       reason: r.reason,
       attempts: r.attempts,
       lastStatus: r.last_status,

@@ -79,23 +79,22 @@ async function declareExchange(declarer: Declarer, exchange: ExchangeSpec): Prom
  */
 async function declareQueue(declarer: Declarer, queue: QueueSpec): Promise<void> {
   const entity = `${queue.kind} ${queue.name}`;
-  // What an existing queue may differ in: its replication.
-  const tolerated = CREATION_ONLY_ARGUMENTS;
   const assert = (args: Record<string, unknown>) => (channel: Channel) => channel.assertQueue(queue.name, { durable: true, arguments: args });
   try {
     await declarer.step(assert({ ...queue.arguments }));
     return;
   } catch (err) {
     if (!isMismatch(err)) throw err;
-    if (!namesOneOf(err, tolerated) || !declarer.canReopen) throw new TopologyMismatchError(entity, err);
+    if (!namesOneOf(err, CREATION_ONLY_ARGUMENTS) || !declarer.canReopen) throw new TopologyMismatchError(entity, err);
   }
   const rest: Record<string, unknown> = { ...queue.arguments };
-  for (const name of tolerated) delete rest[name];
+  // What an existing queue may differ in: its replication.
+  for (const name of CREATION_ONLY_ARGUMENTS) delete rest[name];
   try {
     await declarer.step(assert(rest));
   } catch (err) {
     if (!isMismatch(err)) throw err;
-    if (!namesOneOf(err, tolerated)) throw new TopologyMismatchError(entity, err);
+    if (!namesOneOf(err, CREATION_ONLY_ARGUMENTS)) throw new TopologyMismatchError(entity, err);
   }
 }
 
