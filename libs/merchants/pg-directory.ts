@@ -291,7 +291,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
           const { rows } = await this.db.query<MerchantRow>(`SELECT ${MERCHANT_COLUMNS} FROM merchants WHERE change_xid >= $1::xid8`, [this.cursor]);
           for (const row of rows) this.applyRow(row);
           this.cursor = cursor;
-          await this.dropDeleted();
+          await this.dropDeleted(rows);
           if (this.failing) this.logger.info('merchant database reachable again; directory current');
           this.failing = false;
         } catch (err) {
@@ -328,9 +328,11 @@ export class PgMerchantDirectory implements MerchantDirectory {
    * their events are then parked as unknown and their keys refused. One missed while this program
    * was not listening stays until it restarts.
    */
-  private async dropDeleted(): Promise<void> {
+  private async dropDeleted(changed: readonly MerchantRow[]): Promise<void> {
     const named = [...this.named];
-    const held = named.filter((id) => this.byIdMap.has(id));
+    // A merchant the poll just read back exists: only the others are asked about (a write's NOTIFY names one that does).
+    const read = new Set(changed.map((row) => row.id));
+    const held = named.filter((id) => this.byIdMap.has(id) && !read.has(id));
     // Kept until read: a poll that fails looks again at the next.
     const { rows } = held.length > 0 ? await this.db.query<{ id: string }>('SELECT id FROM merchants WHERE id = ANY($1::text[])', [held]) : { rows: [] };
     for (const id of named) this.named.delete(id);
