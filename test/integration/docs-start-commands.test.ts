@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
-import { documents, lineOf } from '../support/docs.js';
+import { codeBlocks, codeSpans, documents, lineOf } from '../support/docs.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { freePort } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
@@ -50,11 +50,10 @@ function docCommands(): DocCommand[] {
   // DESIGN.md and the spec (shared copies, not edited here) list the scripts; they are no how-to.
   for (const { file, text } of documents().filter((d) => !SHARED_COPIES.includes(d.file))) {
     // In code blocks, line by line; an `export` line applies to the lines after it in its block.
-    const blocks = [...text.matchAll(/^```[a-z]*\n([\s\S]*?)^```/gm)];
-    for (const block of blocks) {
+    for (const block of codeBlocks(text)) {
       let exported: Record<string, string> = {};
-      let at = block.index + block[0].indexOf('\n') + 1;
-      for (const raw of block[1]!.split('\n')) {
+      let at = block.at;
+      for (const raw of block.body.split('\n')) {
         const line = raw.replace(/\s+#.*$/, '');
         const where = `${file}:${lineOf(text, at)}`;
         at += raw.length + 1;
@@ -64,9 +63,8 @@ function docCommands(): DocCommand[] {
       }
     }
     // In prose, each code span on its own.
-    const prose = text.replace(/^```[a-z]*\n[\s\S]*?^```/gm, (block) => block.replace(/[^\n]/g, ' '));
-    for (const span of prose.matchAll(/`([^`\n]*\bnpm run start:[^`\n]*)`/g)) {
-      commands.push(parseCommand(span[1]!, {}, `${file}:${lineOf(text, span.index)}`));
+    for (const span of codeSpans(text).filter((s) => /\bnpm run start:/.test(s.body))) {
+      commands.push(parseCommand(span.body, {}, `${file}:${lineOf(text, span.at)}`));
     }
   }
   return commands;

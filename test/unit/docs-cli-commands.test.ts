@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { createProgram } from '../../apps/cli/program.js';
-import { documents, lineOf } from '../support/docs.js';
+import { codeBlocks, codeSpans, documents, lineOf } from '../support/docs.js';
 
 /**
  * Every CLI call the guides write (`npm run cli -- …`, `npx webhooks …`, `webhooks …` in a code
@@ -24,10 +24,7 @@ interface Call {
 function calls(): Call[] {
   const found: Call[] = [];
   for (const { file, text } of documents().filter((d) => d.file !== 'docs/cli.md')) {
-    const spans = [...text.matchAll(/^```[a-z]*\n([\s\S]*?)^```/gm)].map((m) => ({ at: m.index + m[0].indexOf('\n') + 1, body: m[1]! }));
-    const prose = text.replace(/^```[a-z]*\n[\s\S]*?^```/gm, (block) => block.replace(/[^\n]/g, ' '));
-    for (const m of prose.matchAll(/`([^`\n]+)`/g)) spans.push({ at: m.index + 1, body: m[1]! });
-    for (const { at, body } of spans) {
+    for (const { at, body } of [...codeBlocks(text), ...codeSpans(text)]) {
       for (const line of body.split('\n')) {
         const code = line.replace(/\s#.*$/, '').replace(/\\$/, '');
         for (const m of code.matchAll(CALL)) {
