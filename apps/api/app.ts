@@ -7,6 +7,7 @@ import { isWellFormedReference } from '../../libs/contracts/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import { activeWebhook, type MerchantDirectory, type MerchantSettings, receivesEvent } from '../../libs/merchants/index.js';
 import { METRIC_NAMES } from '../../libs/metrics/index.js';
+import type { SchemaWaitState } from '../../libs/migrations/index.js';
 import { adminRouter } from './admin.js';
 import { docsRouter } from './docs.js';
 import type { Authenticator } from './auth.js';
@@ -55,6 +56,8 @@ export interface ApiDeps {
   logHealth?: () => LogHealthState;
   /** Whether PostgreSQL answered its last check (every few seconds, on a connection of its own). */
   databaseReachable?: () => boolean;
+  /** What the schema check still waits for (with MERCHANTS_FILE it runs beside the API); none once it passed. */
+  schemaWaiting?: () => SchemaWaitState;
   /** The merchant portal (/portal/ and /portal/api/...), on the public port only. */
   portal?: PortalDeps;
 }
@@ -118,12 +121,14 @@ export function createApp(deps: ApiDeps): express.Express {
     // portal need PostgreSQL, and a replica without it would only answer them 503.
     const broker = deps.brokerConnected();
     const database = deps.databaseReachable?.() ?? true;
-    const ready = broker && database;
+    const schema = deps.schemaWaiting?.() ?? {};
+    const ready = broker && database && !schema.waiting;
     res.status(ready ? 200 : 503).json({
       status: ready ? 'ready' : 'not ready',
       broker: broker ? 'connected' : 'disconnected',
       database: database ? 'reachable' : 'unreachable',
       deliveryLog: deps.logHealth ? deps.logHealth() : { database: 'off', behindSeconds: null },
+      ...(schema.waiting === 'schema' && { waitingFor: 'the database schema', detail: schema.detail }),
     });
   });
 

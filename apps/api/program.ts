@@ -1,6 +1,5 @@
 import { once } from 'node:events';
-import type { Server } from 'node:http';
-import type express from 'express';
+import { createServer, type RequestListener, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DEV_MERCHANTS_FILE, replicationOf } from '../../libs/config/index.js';
 import type { BrokerConnection } from '../../libs/broker/index.js';
@@ -9,7 +8,8 @@ import type { Logger } from '../../libs/logger/index.js';
 import { DISABLED_REASONS, MerchantSettings, type OpenedMerchants, openMerchants } from '../../libs/merchants/index.js';
 import { OPERATIONAL_EVENT_TYPES, OperationalPublisher, announcer } from '../../libs/operational/index.js';
 import { METRIC_NAMES, createRegistry, gaugeFrom, operationalMetrics } from '../../libs/metrics/index.js';
-import { type Database, deliveryLogQueries, ensureSchema, LogHealth, openPglite, openPostgres, type PostgresOptions, type Queryable } from '../../libs/delivery-store/index.js';
+import { type Database, deliveryLogQueries, LogHealth, openPostgres, type PostgresOptions, type Queryable } from '../../libs/delivery-store/index.js';
+import { awaitSchema, awaitSchemaAt, type SchemaWaitState } from '../../libs/migrations/index.js';
 import { openTopologyBroker, topologyNames } from '../../libs/topology/index.js';
 import { createAdminApp, createApp } from './app.js';
 import { Authenticator } from './auth.js';
@@ -17,12 +17,14 @@ import type { ApiConfig } from './config.js';
 import { ApiError, errorBody } from './errors.js';
 import { KeyedConcurrency } from './concurrency.js';
 import { MemoryRateLimiter, RememberedRefusals, SharedRateLimiter } from './rate-limit.js';
-import { startHealthServer } from '../../libs/metrics/health-server.js';
-import { abortable, stopBudget } from '../../libs/runtime/index.js';
+import { type HealthServer, startHealthServer } from '../../libs/metrics/health-server.js';
+import { stopBudget } from '../../libs/runtime/index.js';
+import type { Registry } from 'prom-client';
+import { StartupProgress, startingHandler } from './starting.js';
 import { endpointHealth, PortalSessions, TokenSigner } from '../../libs/portal/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import type { PortalDeps } from './portal/deps.js';
-import { type OpenedLog, openDeliveryLog, PGLITE_DIR } from '../recorder/open-log.js';
+import { type OpenedLog, openDeliveryLog, openDevDatabase } from '../recorder/open-log.js';
 
 /**
  * The log's reads on this instance's pool. A statement is cancelled after 2 s (a read that takes
@@ -99,9 +101,72 @@ export interface ApiOptions {
 }
 
 export async function startApi(config: ApiConfig, logger: Logger, options: ApiOptions = {}): Promise<ApiProgram> {
-  // Development mode without DATABASE_URL: an embedded database, which this process then owns.
-  const ownDatabase = !options.database && !config.DATABASE_URL ? await openPglite(PGLITE_DIR) : undefined;
+  // PORT (and METRICS_PORT) listen from the first moment: /healthz 200 and /readyz 503 saying what
+  // start-up waits for (the schema, PostgreSQL, RabbitMQ), so a liveness probe sees a live process.
+  const registry = createRegistry('api');
+  const progress = new StartupProgress();
+  /** Ends the schema check that runs beside the API (MERCHANTS_FILE) when it stops or fails to start. */
+  const schemaWatch = new AbortController();
+  let serving: { broker: BrokerConnection } | undefined;
+  const server = await listen(startingHandler(progress), config.PORT);
+  let metrics: HealthServer | undefined;
+  try {
+    metrics =
+      config.METRICS_PORT === undefined
+        ? undefined
+        : await startHealthServer({
+            port: config.METRICS_PORT,
+            registry,
+            ready: () => serving?.broker.isConnected ?? false,
+            waitingFor: () => (serving ? 'RabbitMQ' : progress.what),
+            detail: () => (serving ? undefined : progress.detail),
+          });
+    const program = await startParts(config, logger, options, { registry, progress, server, metrics, schemaWatch });
+    serving = program;
+    return program;
+  } catch (err) {
+    schemaWatch.abort();
+    server.close();
+    server.closeAllConnections();
+    await metrics?.close();
+    throw err;
+  }
+}
+
+interface Started {
+  registry: Registry;
+  progress: StartupProgress;
+  /** PORT, answering with startingHandler until the app takes over. */
+  server: Server;
+  metrics?: HealthServer;
+  schemaWatch: AbortController;
+}
+
+async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions, { registry, progress, server, metrics, schemaWatch }: Started): Promise<ApiProgram> {
+  // Development mode without DATABASE_URL: an embedded database, which this process then owns (and migrates).
+  const ownDatabase = !options.database && !config.DATABASE_URL ? await openDevDatabase(logger) : undefined;
   const given = options.database ?? ownDatabase;
+  // The schema this release needs: waited for, never made here (`webhooks migrate`). With merchants
+  // in MERCHANTS_FILE the API serves without PostgreSQL (resends answer 503), so the schema is
+  // looked at beside it: /readyz is 503 until it is the version needed, and one newer (or still
+  // behind after the wait) stops the API.
+  let schema: SchemaWaitState = {};
+  let schemaFatal = new Promise<Error>(() => {});
+  try {
+    const onState = (state: SchemaWaitState) => progress.schema(state);
+    if (given) await awaitSchema(given, logger, { signal: options.signal, onState });
+    else if (config.MERCHANTS_FILE) {
+      schema = { waiting: 'database' };
+      schemaFatal = awaitSchemaAt(config.DATABASE_URL!, 'webhooks-api schema check', logger, { watch: true, signal: schemaWatch.signal, onState: (state) => (schema = state) }).then(
+        () => new Promise<Error>(() => {}),
+        (err: Error) => (schemaWatch.signal.aborted ? new Promise<Error>(() => {}) : err),
+      );
+    } else await awaitSchemaAt(config.DATABASE_URL!, 'webhooks-api schema check', logger, { signal: options.signal, onState });
+  } catch (err) {
+    await ownDatabase?.close();
+    throw err;
+  }
+  progress.waitFor(config.MERCHANTS_FILE ? 'RabbitMQ' : 'the merchant database');
   let opened: OpenedMerchants;
   try {
     opened = await openMerchants(config, logger, { database: given, applicationName: 'webhooks-api merchants', signal: options.signal, pollIntervalMs: options.merchantsPollMs, seedFile: config.WEBHOOKS_DEV ? DEV_MERCHANTS_FILE : undefined });
@@ -111,6 +176,8 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
   }
   const merchants = opened.merchants;
   const directory = opened.writable;
+  progress.waitFor('RabbitMQ');
+  progress.database = true;
   let broker: BrokerConnection;
   try {
     broker = await openTopologyBroker({
@@ -131,16 +198,12 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     await ownDatabase?.close();
     throw err;
   }
+  progress.broker = true;
+  if (config.DELIVERY_LOG === 'on') progress.waitFor('the delivery log');
   // The failure index and the claims of resends: the merchants' pool, or one of its own (MERCHANTS_FILE).
   const failuresDatabase = given ?? opened.database ?? openPostgres(config.DATABASE_URL!, FAILURES_POOL);
   const failures = new FailedStore(failuresDatabase);
   const ownFailuresDatabase = failuresDatabase === given || failuresDatabase === opened.database ? undefined : failuresDatabase;
-  try {
-    // Made here too, not only by the recorder: a resend may come before any recorder ran.
-    await abortable(ensureSchema(failuresDatabase), options.signal);
-  } catch (err) {
-    logger.warn('failure index not made yet; resends answer 503 until the database answers', { error: (err as Error).message });
-  }
   let log: OpenedLog | undefined;
   let health: LogHealth | undefined;
   let healthDatabase: Database | undefined;
@@ -170,7 +233,6 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
   const rate = options.rateLimit ?? config.RESEND_RATE_LIMIT;
   const logRate = options.logRateLimit ?? config.LOG_RATE_LIMIT;
   const addressRate = options.portalAddressLimit ?? PORTAL_ADDRESS_LIMIT;
-  const registry = createRegistry('api');
   gaugeFrom(registry, METRIC_NAMES.brokerConnected, '1 while connected to RabbitMQ', () => (broker.isConnected ? 1 : 0));
   if (health) {
     gaugeFrom(registry, METRIC_NAMES.deliveryLogBehind, 'Seconds since the delivery log last held every record read', () => health.state.behindSeconds ?? 0);
@@ -233,24 +295,17 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     log: logDatabase && deliveryLogQueries(logDatabase),
     logHealth: health && (() => health.state),
     databaseReachable: () => databaseHealth.state.database === 'up',
+    schemaWaiting: () => schema,
     portal,
   };
   const app = createApp(deps);
-  const metrics =
-    config.METRICS_PORT === undefined
-      ? undefined
-      : await startHealthServer({ port: config.METRICS_PORT, registry, ready: () => broker.isConnected });
-
-  const server = await listen(app, config.PORT);
   publicPort = (server.address() as AddressInfo).port;
   const adminPortAsked = config.ADMIN_PORT;
   let adminServer: Server | undefined;
   try {
     adminServer = adminPortAsked === undefined ? undefined : await listen(createAdminApp({ ...deps, merchants }), adminPortAsked);
   } catch (err) {
-    // ADMIN_PORT taken: leave nothing open behind the error the program exits with.
-    server.close();
-    await metrics?.close();
+    // ADMIN_PORT taken: leave nothing open behind the error the program exits with (startApi closes PORT).
     databaseHealth.stop();
     await ownFailuresDatabase?.close();
     await healthDatabase?.close();
@@ -259,6 +314,9 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     await broker.close();
     throw err;
   }
+  // Start-up is over: the app answers on PORT from now on.
+  server.removeAllListeners('request');
+  server.on('request', app);
   const { port } = server.address() as AddressInfo;
   const adminPort = adminServer && (adminServer.address() as AddressInfo).port;
   logger.info('api listening', { port, metricsPort: metrics?.port, adminPort });
@@ -271,7 +329,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     adminPort,
     broker,
     failures,
-    fatal: new Promise<Error>((resolve) => broker.once('fatal', resolve)),
+    fatal: Promise.race([new Promise<Error>((resolve) => broker.once('fatal', resolve)), schemaFatal]),
     stop() {
       // Bounded by SHUTDOWN_TIMEOUT whatever the broker does: requests in flight get what the
       // close steps leave, each close step gets what is left, and the connection is cut at the end.
@@ -279,6 +337,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
         const budget = stopBudget(config.SHUTDOWN_TIMEOUT, (step, error) =>
           logger.warn('shutdown step did not finish in time; going on', { step, error: error?.message }),
         );
+        schemaWatch.abort();
         // Finish requests in flight (their publishes need the broker), then disconnect.
         const forRequests = Math.max(0, config.SHUTDOWN_TIMEOUT - Math.min(5_000, config.SHUTDOWN_TIMEOUT / 2));
         await budget.step('requests in flight', () => Promise.all([drain(server, forRequests), adminServer && drain(adminServer, forRequests)]), forRequests);
@@ -297,8 +356,9 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
 }
 
 /** Listens with the timeouts every port of the API uses; malformed requests get the envelope too. */
-async function listen(app: express.Express, port: number | undefined): Promise<Server> {
-  const server = app.listen(port);
+async function listen(handler: RequestListener, port: number | undefined): Promise<Server> {
+  const server = createServer(handler);
+  server.listen(port);
   server.headersTimeout = SERVER_TIMEOUTS.headersMs;
   server.requestTimeout = SERVER_TIMEOUTS.requestMs;
   // Malformed requests and oversized headers never reach Express: answer them in the envelope too.

@@ -11,7 +11,6 @@ import {
   type MerchantView,
   type UrlPolicy,
   firstIssue,
-  ensureMerchantTables,
   merchantInputSchema,
   openMerchants,
   resealSecrets,
@@ -21,6 +20,7 @@ import {
   SecretBox,
 } from '../../libs/merchants/index.js';
 import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
+import { checkSchema } from '../../libs/migrations/index.js';
 import { OperationalPublisher, announcer } from '../../libs/operational/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
 import { withBroker } from './broker.js';
@@ -39,6 +39,7 @@ async function withSettings<T>(ctx: CliContext, policy: UrlPolicy, run: (setting
     throw new UsageError('merchants commands need DATABASE_URL (and SECRETS_KEY): merchants live in PostgreSQL. Beside npm start, use the admin API or the portal');
   }
   if (!ctx.config.SECRETS_KEY) throw new UsageError('merchants commands need SECRETS_KEY, the key the programs seal webhook secrets with');
+  await withSchemaChecked(ctx.config.DATABASE_URL);
   const opened = await openMerchants({ ...ctx.config, MERCHANTS_FILE: undefined }, silentLogger(), { applicationName: 'webhooks-cli', startStallMs: 10_000 });
   try {
     return await withBroker(ctx.config, [], async (broker: BrokerConnection) => {
@@ -51,12 +52,18 @@ async function withSettings<T>(ctx: CliContext, policy: UrlPolicy, run: (setting
   }
 }
 
+/** Stops a command on a database `webhooks migrate` has not brought to this release's schema. */
+async function withSchemaChecked(url: string): Promise<void> {
+  const database = openPostgres(url, { maxConnections: 1, applicationName: 'webhooks-cli' });
+  await checkSchema(database).finally(() => database.close());
+}
+
 /** The merchants' database and the key their secrets are sealed with, for a command that needs no directory. */
 async function withSealedStore<T>(ctx: CliContext, run: (database: Database, box: SecretBox) => Promise<T>): Promise<T> {
   if (!ctx.config.DATABASE_URL || !ctx.config.SECRETS_KEY) throw new UsageError('this command needs DATABASE_URL and SECRETS_KEY (reseal: and SECRETS_KEY_PREVIOUS, the key it replaces)');
   const database = openPostgres(ctx.config.DATABASE_URL, { maxConnections: 1, applicationName: 'webhooks-cli' });
   try {
-    await ensureMerchantTables(database);
+    await checkSchema(database);
     return await run(database, new SecretBox(ctx.config.SECRETS_KEY, ctx.config.SECRETS_KEY_PREVIOUS ? [ctx.config.SECRETS_KEY_PREVIOUS] : []));
   } finally {
     await database.close();
@@ -284,7 +291,7 @@ function declareDelete(merchants: Command, io: CliIo): void {
         async (options, ctx) => {
           if (!ctx.config.DATABASE_URL) throw new UsageError('merchants delete needs DATABASE_URL: merchants and their data live in PostgreSQL');
           const database = openPostgres(ctx.config.DATABASE_URL, { maxConnections: 1, applicationName: 'webhooks-cli' });
-          const deleted = await deleteMerchantData(database, options.id).finally(() => database.close());
+          const deleted = await checkSchema(database).then(() => deleteMerchantData(database, options.id)).finally(() => database.close());
           const total = Object.values(deleted).reduce((sum, n) => sum + n, 0);
           writeLine(ctx.stdout, formatTable(['TABLE', 'ROWS DELETED'], Object.entries(deleted).map(([table, n]) => [table, String(n)])));
           if (total === 0) throw new NothingMatchedError(`no row of merchant ${options.id} in any table`);

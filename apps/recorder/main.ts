@@ -16,4 +16,4 @@ try {
 const logger = createLogger({ level: config.LOG_LEVEL, service: 'recorder' });
 // Before the program: the SDK (loaded only when OTEL variables configure it) must be registered before the first span.
 const tracing = await startTracing(tracingSettingsOf(config, 'webhooks-recorder'), logger);
-await runUntilSignal('recorder', async () => stoppingTracing(await startRecorder(config, logger), tracing), logger);
+await runUntilSignal('recorder', async (signal) => stoppingTracing(await startRecorder(config, logger, { signal }), tracing), logger);

@@ -14,7 +14,7 @@ export {
 } from './pg-directory.js';
 export { SecretBox, SecretsKeyError } from './secret-box.js';
 export { type Actor, type AuditEntry, listAudit, recordAudit } from './audit.js';
-export { ensureMerchantTables, resealSecrets } from './rows.js';
+export { resealSecrets } from './rows.js';
 export { deleteMerchantData, MERCHANT_TABLES, TABLES_WITHOUT_MERCHANT_DATA } from './erase.js';
 export {
   DisabledByOperatorError,

@@ -3,7 +3,6 @@ import type { Logger } from '../logger/index.js';
 import type { MerchantDirectory } from './directory.js';
 import { FileMerchantDirectory } from './file-directory.js';
 import { PgMerchantDirectory } from './pg-directory.js';
-import { ensureMerchantTables } from './rows.js';
 import { seedMerchants } from './seed.js';
 import { SecretBox } from './secret-box.js';
 
@@ -49,7 +48,6 @@ export async function openMerchants(config: MerchantStoreConfig, logger: Logger,
   const directory = new PgMerchantDirectory(database, box, logger, { pollIntervalMs: options.pollIntervalMs, startStallMs: options.startStallMs });
   try {
     if (options.seedFile && database.kind === 'pglite') {
-      await ensureMerchantTables(database);
       await seedMerchants(database, box, options.seedFile, logger);
     }
     await directory.start(options.signal);

@@ -2,7 +2,7 @@ import { isDeepStrictEqual } from 'node:util';
 import type { Database, Listener, Queryable } from '../delivery-store/index.js';
 import type { Logger } from '../logger/index.js';
 import type { MerchantDirectory } from './directory.js';
-import { CHANGES_CHANNEL, columnsOf, ensureMerchantTables, MERCHANT_COLUMNS, type MerchantRow, merchantOf } from './rows.js';
+import { CHANGES_CHANNEL, columnsOf, MERCHANT_COLUMNS, type MerchantRow, merchantOf } from './rows.js';
 import type { Merchant } from './schema.js';
 import { type SecretBox, SecretsKeyError } from './secret-box.js';
 import { type Actor, auditAction, auditChanges, recordAudit } from './audit.js';
@@ -123,7 +123,6 @@ export class PgMerchantDirectory implements MerchantDirectory {
     let lastProgress = Date.now();
     for (let attempt = 0; ; attempt++) {
       try {
-        await ensureMerchantTables(this.db);
         await this.load(() => (lastProgress = Date.now()));
         break;
       } catch (err) {

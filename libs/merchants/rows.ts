@@ -1,65 +1,15 @@
 import type { Queryable } from '../delivery-store/index.js';
-import { AUDIT_INDEX, AUDIT_TABLE } from './audit.js';
 import type { Merchant, MerchantWebhook } from './schema.js';
 import type { SecretBox } from './secret-box.js';
 
 /**
- * The merchants' tables. A merchant is one row: its settings as JSON without the secrets, the
- * secrets sealed apart (SecretBox), a version that counts its changes (compare-and-set, the admin
- * API's ETag) and the id of the transaction that last changed it (`change_xid`), by which every
- * program's cache finds what changed since it last looked. The limits shared by API replicas and
- * the admin writes' Idempotency-Keys live beside them.
+ * A merchant is one row of `merchants` (libs/migrations/sql): its settings as JSON without the
+ * secrets, the secrets sealed apart (SecretBox), a version that counts its changes (compare-and-set,
+ * the admin API's ETag) and the id of the transaction that last changed it (`change_xid`), by which
+ * every program's cache finds what changed since it last looked. A write notifies this channel on
+ * commit; its payload is the merchant id.
  */
-const STATEMENTS = [
-  `CREATE TABLE IF NOT EXISTS merchants (
-    id text PRIMARY KEY,
-    public_key text NOT NULL UNIQUE,
-    webhook jsonb,
-    secrets text,
-    version bigint NOT NULL,
-    change_xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
-    updated_at timestamptz NOT NULL DEFAULT now()
-  )`,
-  'CREATE INDEX IF NOT EXISTS merchants_changes ON merchants (change_xid)',
-  `CREATE TABLE IF NOT EXISTS merchant_idempotency (
-    key text PRIMARY KEY,
-    fingerprint text NOT NULL,
-    result text NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT now(),
-    merchant_id text
-  )`,
-  'CREATE INDEX IF NOT EXISTS merchant_idempotency_age ON merchant_idempotency (created_at)',
-  `CREATE TABLE IF NOT EXISTS rate_limits (
-    key text PRIMARY KEY,
-    tat timestamptz NOT NULL
-  )`,
-  AUDIT_TABLE,
-  AUDIT_INDEX,
-];
-
-/** The channel a write notifies on commit; its payload is the merchant id. */
 export const CHANGES_CHANNEL = 'webhooks_merchants';
-
-/** Made by whichever program starts first; serialised, so two starting at once do not race on CREATE. */
-export async function ensureMerchantTables(db: { transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T> }): Promise<void> {
-  await db.transaction(async (tx) => {
-    await tx.query('SELECT pg_advisory_xact_lock(hashtext($1))', ['webhooks-merchants-schema']);
-    for (const statement of STATEMENTS) await tx.query(statement);
-    await addIdempotencyMerchant(tx);
-  });
-}
-
-/**
- * merchant_idempotency of a database made before its rows named their merchant (so that
- * `webhooks merchants delete` finds them): the column added, nullable, which a program of the
- * version before ignores. Altered only when missing, since ALTER TABLE locks out every writer.
- */
-async function addIdempotencyMerchant(db: Queryable): Promise<void> {
-  const { rows } = await db.query(
-    `SELECT 1 FROM pg_attribute WHERE attrelid = 'merchant_idempotency'::regclass AND attname = 'merchant_id' AND NOT attisdropped`,
-  );
-  if (rows.length === 0) await db.query('ALTER TABLE merchant_idempotency ADD COLUMN merchant_id text');
-}
 
 export const MERCHANT_COLUMNS = 'id, public_key, webhook, secrets, version';
 

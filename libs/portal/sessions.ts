@@ -34,34 +34,6 @@ export class PortalLinkError extends Error {
 /** A session that idles this long ends, whatever its link's expiry. */
 export const PORTAL_IDLE_TIMEOUT_MS = 30 * 60_000;
 
-const STATEMENTS = [
-  `CREATE TABLE IF NOT EXISTS portal_links (
-    token_hash text PRIMARY KEY,
-    merchant_id text NOT NULL,
-    permissions text[] NOT NULL,
-    key_digest text NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT now(),
-    expires_at timestamptz NOT NULL,
-    redeemed_at timestamptz
-  )`,
-  'CREATE INDEX IF NOT EXISTS portal_links_expiry ON portal_links (expires_at)',
-  'CREATE INDEX IF NOT EXISTS portal_links_merchant ON portal_links (merchant_id)',
-  `CREATE TABLE IF NOT EXISTS portal_sessions (
-    session_hash text PRIMARY KEY,
-    merchant_id text NOT NULL,
-    link_hash text NOT NULL,
-    permissions text[] NOT NULL,
-    csrf_token text NOT NULL,
-    key_digest text NOT NULL,
-    link_created_at timestamptz NOT NULL,
-    last_seen_at timestamptz NOT NULL DEFAULT now(),
-    expires_at timestamptz NOT NULL
-  )`,
-  'CREATE INDEX IF NOT EXISTS portal_sessions_expiry ON portal_sessions (expires_at)',
-  'CREATE INDEX IF NOT EXISTS portal_sessions_merchant ON portal_sessions (merchant_id)',
-  'CREATE INDEX IF NOT EXISTS portal_sessions_link ON portal_sessions (link_hash)',
-];
-
 const digest = (secret: string) => createHash('sha256').update(secret).digest('base64url');
 
 /**
@@ -116,11 +88,9 @@ const SESSION_COLUMNS = 'merchant_id, permissions, csrf_token, expires_at, link_
  * rows, so a link minted by one is redeemed on another, and its single use is one UPDATE that only
  * one replica can win (nothing kept in memory). Only digests of the link's token and of the
  * session id are stored: a copy of the table opens no session. Expiry and idling are judged by
- * PostgreSQL's clock, the same for every replica.
+ * PostgreSQL's clock, the same for every replica. The tables are made by libs/migrations/sql.
  */
 export class PortalSessions {
-  private schema?: Promise<void>;
-
   constructor(
     private readonly db: Queryable,
     private readonly signer: TokenSigner = new TokenSigner(),
@@ -134,7 +104,6 @@ export class PortalSessions {
 
   /** A link's token (shown once, in the URL) valid until `expiresAt`, for the merchant whose key has `keyDigest` now. */
   async createLink(merchantId: string, permissions: readonly PortalPermission[], lifetimeMs: number, keyDigest: string): Promise<{ token: string; expiresAt: string }> {
-    await this.ready();
     const token = this.signer.make();
     const rows = await this.run<{ expires_at: Date | string }>(
       `INSERT INTO portal_links (token_hash, merchant_id, permissions, key_digest, expires_at)
@@ -153,7 +122,6 @@ export class PortalSessions {
    */
   async redeem(token: string): Promise<{ sessionId: string; session: PortalSession }> {
     if (!this.signer.verify(token)) throw new PortalLinkError('unknown');
-    await this.ready();
     const sessionId = this.signer.make();
     const csrf = randomBytes(32).toString('base64url');
     const rows = await this.run<SessionRow>(
@@ -175,7 +143,6 @@ export class PortalSessions {
   /** The live session of this cookie value, marked as seen now; undefined when unknown, expired or idle too long. */
   async session(sessionId: string): Promise<PortalSession | undefined> {
     if (!this.signer.verify(sessionId)) return undefined;
-    await this.ready();
     const rows = await this.run<SessionRow>(
       `UPDATE portal_sessions SET last_seen_at = now()
        WHERE session_hash = $1 AND expires_at > now() AND last_seen_at > now() - $2::bigint * interval '1 millisecond'
@@ -191,29 +158,15 @@ export class PortalSessions {
 
   /** Ends every session of the merchant and every link not used yet; returns how many of each. */
   async endMerchant(merchantId: string): Promise<{ sessions: number; links: number }> {
-    await this.ready();
     const sessions = await this.run('DELETE FROM portal_sessions WHERE merchant_id = $1 RETURNING 1', [merchantId]);
     const links = await this.run('DELETE FROM portal_links WHERE merchant_id = $1 AND redeemed_at IS NULL RETURNING 1', [merchantId]);
     return { sessions: sessions.length, links: links.length };
-  }
-
-  /** Made on first use by whichever replica comes first; a failure is tried again on the next call. */
-  private ready(): Promise<void> {
-    this.schema ??= (async () => {
-      for (const statement of STATEMENTS) await this.run(statement, []);
-    })().catch((err: unknown) => {
-      this.schema = undefined;
-      throw err;
-    });
-    return this.schema;
   }
 
   private async run<R>(text: string, params: unknown[]): Promise<R[]> {
     try {
       return (await this.db.query<R>(text, params)).rows;
     } catch (err) {
-      // Two replicas creating the tables at the same moment: the loser's statement fails once.
-      if ((err as { code?: string })?.code === '23505' && text.startsWith('CREATE')) return [];
       throw new LogUnavailableError(err);
     }
   }

@@ -1,6 +1,6 @@
-import { type Database, ensureSchema, openPostgres } from '../../libs/delivery-store/index.js';
+import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
-import { MERCHANT_TABLES, MerchantSettings, PgMerchantDirectory, SecretBox, TABLES_WITHOUT_MERCHANT_DATA, ensureMerchantTables } from '../../libs/merchants/index.js';
+import { MERCHANT_TABLES, MerchantSettings, PgMerchantDirectory, SecretBox, TABLES_WITHOUT_MERCHANT_DATA } from '../../libs/merchants/index.js';
 import { PortalSessions, TokenSigner } from '../../libs/portal/index.js';
 import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
@@ -27,8 +27,6 @@ describe('webhooks merchants delete', () => {
     db = await createTestDatabase('merchant_delete');
     env.DATABASE_URL = db.url;
     database = openPostgres(db.url);
-    await ensureSchema(database);
-    await ensureMerchantTables(database);
     directory = new PgMerchantDirectory(database, new SecretBox(Buffer.from(TEST_SECRETS_KEY, 'base64')), silentLogger());
     await directory.start();
     const settings = new MerchantSettings(directory, { allowHttp: false, allowPrivateTargets: false });

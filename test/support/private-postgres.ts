@@ -3,6 +3,7 @@ import { chmodSync, chownSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { migrateDatabase } from './postgres.js';
 import { freePort } from './receiver.js';
 
 const run = promisify(execFile);
@@ -36,6 +37,8 @@ export class PrivatePostgres {
     const pg = new PrivatePostgres(dir, await freePort(), asUser);
     await pg.exec('initdb', ['-D', join(dir, 'data'), '-A', 'trust', '-U', 'postgres', '--no-sync']);
     await pg.up();
+    // Its `postgres` database, as `webhooks migrate` leaves it before the programs start.
+    await migrateDatabase(pg.url);
     return pg;
   }
 
