@@ -104,7 +104,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
   const given = options.database ?? ownDatabase;
   let opened: OpenedMerchants;
   try {
-    opened = await openMerchants(config, logger, { database: given, applicationName: 'webhooks-api merchants', signal: options.signal, pollIntervalMs: options.merchantsPollMs, seedFile: config.WEBHOOKS_DEV ? DEV_MERCHANTS_FILE : undefined });
+    opened = await openMerchants(config, logger, { database: given, applicationName: 'webhooks-api merchants', signal: options.signal, pollIntervalMs: options.merchantsPollMs, seedFile: config.WEBHOOKS_DEV ? DEV_MERCHANTS_FILE : undefined, openSecrets: false });
   } catch (err) {
     await ownDatabase?.close();
     throw err;
