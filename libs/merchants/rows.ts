@@ -110,9 +110,13 @@ export function merchantOf(row: MerchantRow, box: SecretBox, open = true): Merch
   if (!row.webhook || !row.secrets) return { id: row.id, publicKey: row.public_key };
   const { previousSecrets: expiries, ...settings } = row.webhook;
   const sealed = row.secrets;
+  if (open) {
+    const { secret, previous } = JSON.parse(box.open(sealed, row.id)) as Secrets;
+    const grace = expiries?.map(({ expiresAt }, i) => ({ secret: previous?.[i] ?? '', expiresAt }));
+    return { id: row.id, publicKey: row.public_key, webhook: { ...settings, secret, ...(grace?.length ? { previousSecrets: grace } : {}) } as MerchantWebhook };
+  }
   let opened: Secrets | undefined;
   const secrets = () => (opened ??= JSON.parse(box.open(sealed, row.id)) as Secrets);
-  if (open) secrets();
   const webhook = { ...settings } as MerchantWebhook;
   Object.defineProperty(webhook, 'secret', { enumerable: true, configurable: true, get: () => secrets().secret });
   if (expiries?.length) {
@@ -122,7 +126,7 @@ export function merchantOf(row: MerchantRow, box: SecretBox, open = true): Merch
       return grace;
     });
   }
-  return { id: row.id, publicKey: row.public_key, webhook: open ? structuredClone(webhook) : webhook };
+  return { id: row.id, publicKey: row.public_key, webhook };
 }
 
 /** The row's columns for a merchant: [public_key, webhook, secrets]. The failing clock is not the row's (endpoint_health). */
