@@ -55,6 +55,8 @@ export interface ApiDeps {
   logHealth?: () => LogHealthState;
   /** Whether PostgreSQL answered its last check (every few seconds, on a connection of its own). */
   databaseReachable?: () => boolean;
+  /** Merchants whose newest row this replica cannot open (sealed with a key it lacks): it is not ready while there are any. */
+  merchantsUnreadable?: () => number;
   /** The merchant portal (/portal/ and /portal/api/...), on the public port only. */
   portal?: PortalDeps;
 }
@@ -118,11 +120,13 @@ export function createApp(deps: ApiDeps): express.Express {
     // portal need PostgreSQL, and a replica without it would only answer them 503.
     const broker = deps.brokerConnected();
     const database = deps.databaseReachable?.() ?? true;
-    const ready = broker && database;
+    const unreadable = deps.merchantsUnreadable?.() ?? 0;
+    const ready = broker && database && unreadable === 0;
     res.status(ready ? 200 : 503).json({
       status: ready ? 'ready' : 'not ready',
       broker: broker ? 'connected' : 'disconnected',
       database: database ? 'reachable' : 'unreachable',
+      ...(unreadable > 0 ? { merchants: `${unreadable} merchant row(s) sealed with a key this replica lacks (SECRETS_KEY, SECRETS_KEY_PREVIOUS): served at their last readable version` } : {}),
       deliveryLog: deps.logHealth ? deps.logHealth() : { database: 'off', behindSeconds: null },
     });
   });

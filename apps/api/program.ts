@@ -172,6 +172,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
   const addressRate = options.portalAddressLimit ?? PORTAL_ADDRESS_LIMIT;
   const registry = createRegistry('api');
   gaugeFrom(registry, METRIC_NAMES.brokerConnected, '1 while connected to RabbitMQ', () => (broker.isConnected ? 1 : 0));
+  gaugeFrom(registry, METRIC_NAMES.merchantsUnreadable, 'Merchants whose newest row this program cannot open (a key it lacks): served at their last readable version', () => directory?.unreadable.length ?? 0);
   if (health) {
     gaugeFrom(registry, METRIC_NAMES.deliveryLogBehind, 'Seconds since the delivery log last held every record read', () => health.state.behindSeconds ?? 0);
   }
@@ -233,6 +234,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     log: logDatabase && deliveryLogQueries(logDatabase),
     logHealth: health && (() => health.state),
     databaseReachable: () => databaseHealth.state.database === 'up',
+    merchantsUnreadable: () => directory?.unreadable.length ?? 0,
     portal,
   };
   const app = createApp(deps);

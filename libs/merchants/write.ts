@@ -1,7 +1,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { Queryable } from '../delivery-store/index.js';
 import { type Actor, auditAction, auditChanges, recordAudit } from './audit.js';
-import { clearHealth, HEALTH_COLUMNS, type HealthRow, healthOf, withHealth } from './health.js';
+import { clearHealth, healthOf, withHealth } from './health.js';
 import { CHANGES_CHANNEL, columnsOf, idDigest, MERCHANT_COLUMNS, type MerchantRow, merchantOf } from './rows.js';
 import type { Merchant } from './schema.js';
 import type { SecretBox } from './secret-box.js';
@@ -91,10 +91,15 @@ export async function writeMerchant(
       return { ...replay(), created: false, changed: false, result, replayed: true };
     }
   }
-  const { rows } = await tx.query<MerchantRow>(`SELECT ${MERCHANT_COLUMNS} FROM merchants WHERE id = $1 FOR UPDATE`, [merchantId]);
+  // The clock read with the row, in the same statement (a PATCH that changes nothing costs no more).
+  const { rows } = await tx.query<MerchantRow & { health_url: string | null; failing_since: Date | null; last_failure_at: Date | null }>(
+    `SELECT ${MERCHANT_COLUMNS.split(', ').map((column) => `m.${column}`).join(', ')}, h.url AS health_url, h.failing_since, h.last_failure_at
+     FROM merchants m LEFT JOIN endpoint_health h ON h.merchant_id = m.id WHERE m.id = $1 FOR UPDATE OF m`,
+    [merchantId],
+  );
   const row = rows[0];
-  const health = row ? (await tx.query<HealthRow>(`SELECT ${HEALTH_COLUMNS} FROM endpoint_health WHERE merchant_id = $1`, [merchantId])).rows[0] : undefined;
-  const current = row && withHealth(merchantOf(row, box), health && healthOf(health));
+  const health = row?.health_url ? healthOf({ merchant_id: merchantId, url: row.health_url, failing_since: row.failing_since, last_failure_at: row.last_failure_at }) : undefined;
+  const current = row && withHealth(merchantOf(row, box), health);
   const version = row ? Number(row.version) : 0;
   if (ifVersion !== undefined && ifVersion !== version) throw new Refusal(new VersionMismatchError(merchantId, row ? version : undefined));
   let next: Merchant | undefined;
