@@ -58,6 +58,8 @@ export interface ApiDeps {
   databaseReachable?: () => boolean;
   /** What the schema check still waits for (with MERCHANTS_FILE it runs beside the API); none once it passed. */
   schemaWaiting?: () => SchemaWaitState;
+  /** Merchants whose newest row this replica cannot open (sealed with a key it lacks): it is not ready while there are any. */
+  merchantsUnreadable?: () => number;
   /** The merchant portal (/portal/ and /portal/api/...), on the public port only. */
   portal?: PortalDeps;
 }
@@ -122,11 +124,13 @@ export function createApp(deps: ApiDeps): express.Express {
     const broker = deps.brokerConnected();
     const database = deps.databaseReachable?.() ?? true;
     const schema = deps.schemaWaiting?.() ?? {};
-    const ready = broker && database && !schema.waiting;
+    const unreadable = deps.merchantsUnreadable?.() ?? 0;
+    const ready = broker && database && !schema.waiting && unreadable === 0;
     res.status(ready ? 200 : 503).json({
       status: ready ? 'ready' : 'not ready',
       broker: broker ? 'connected' : 'disconnected',
       database: database ? 'reachable' : 'unreachable',
+      ...(unreadable > 0 ? { merchants: `${unreadable} merchant row(s) sealed with a key this replica lacks (SECRETS_KEY, SECRETS_KEY_PREVIOUS): served at their last readable version` } : {}),
       deliveryLog: deps.logHealth ? deps.logHealth() : { database: 'off', behindSeconds: null },
       ...(schema.waiting === 'schema' && { waitingFor: 'the database schema', detail: schema.detail }),
     });

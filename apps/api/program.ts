@@ -169,7 +169,7 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
   progress.waitFor(config.MERCHANTS_FILE ? 'RabbitMQ' : 'the merchant database');
   let opened: OpenedMerchants;
   try {
-    opened = await openMerchants(config, logger, { database: given, applicationName: 'webhooks-api merchants', signal: options.signal, pollIntervalMs: options.merchantsPollMs, seedFile: config.WEBHOOKS_DEV ? DEV_MERCHANTS_FILE : undefined });
+    opened = await openMerchants(config, logger, { database: given, applicationName: 'webhooks-api merchants', signal: options.signal, pollIntervalMs: options.merchantsPollMs, seedFile: config.WEBHOOKS_DEV ? DEV_MERCHANTS_FILE : undefined, openSecrets: false });
   } catch (err) {
     await ownDatabase?.close();
     throw err;
@@ -234,6 +234,7 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
   const logRate = options.logRateLimit ?? config.LOG_RATE_LIMIT;
   const addressRate = options.portalAddressLimit ?? PORTAL_ADDRESS_LIMIT;
   gaugeFrom(registry, METRIC_NAMES.brokerConnected, '1 while connected to RabbitMQ', () => (broker.isConnected ? 1 : 0));
+  gaugeFrom(registry, METRIC_NAMES.merchantsUnreadable, 'Merchants whose newest row this program cannot open (a key it lacks): served at their last readable version', () => directory?.unreadable.length ?? 0);
   if (health) {
     gaugeFrom(registry, METRIC_NAMES.deliveryLogBehind, 'Seconds since the delivery log last held every record read', () => health.state.behindSeconds ?? 0);
   }
@@ -296,6 +297,7 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
     logHealth: health && (() => health.state),
     databaseReachable: () => databaseHealth.state.database === 'up',
     schemaWaiting: () => schema,
+    merchantsUnreadable: () => directory?.unreadable.length ?? 0,
     portal,
   };
   const app = createApp(deps);

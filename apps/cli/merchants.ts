@@ -275,7 +275,8 @@ function declareDelete(merchants: Command, io: CliIo): void {
         'deleted per table. RabbitMQ is not touched: messages of this merchant still queued or in the streams stay ' +
         'until they are delivered, parked or age out, and the recorder stores records still in the deliveries stream ' +
         'again (run it again once they are gone). Running programs forget the merchant within a second (the delete ' +
-        'notifies them); one not listening at that moment keeps it until it restarts. --yes is required.',
+        'notifies them), or at their next poll (10 s) when the notification is lost: a tombstone of the merchant ' +
+        '(a digest of its id, kept a day) tells them. --yes is required.',
     )
     .argument('<merchant-id>')
     .option('--yes', 'really delete: nothing can bring the data back but a backup', false)
@@ -295,7 +296,7 @@ function declareDelete(merchants: Command, io: CliIo): void {
           const total = Object.values(deleted).reduce((sum, n) => sum + n, 0);
           writeLine(ctx.stdout, formatTable(['TABLE', 'ROWS DELETED'], Object.entries(deleted).map(([table, n]) => [table, String(n)])));
           if (total === 0) throw new NothingMatchedError(`no row of merchant ${options.id} in any table`);
-          writeLine(ctx.stderr, `merchant ${options.id}: ${total} row(s) deleted; running programs forget it when notified (each logs "merchant deleted; no longer served")`);
+          writeLine(ctx.stderr, `merchant ${options.id}: ${total} row(s) deleted; running programs forget it within 10 s (each logs "merchant deleted; no longer served")`);
           return 0;
         },
       ),

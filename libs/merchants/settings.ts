@@ -6,7 +6,7 @@ import { PLATFORM_MERCHANT_ID } from '../contracts/merchant-id.js';
 import { isBlockedAddress } from '../http/address-guard.js';
 import type { Actor } from './audit.js';
 import type { PgMerchantDirectory } from './pg-directory.js';
-import { graceSecrets } from './directory.js';
+import { graceExpiries, graceSecrets } from './directory.js';
 import { type DisabledReason, MAX_GRACE_SECRETS, type Merchant, type MerchantWebhook, webhookEventsSchema } from './schema.js';
 
 /**
@@ -192,7 +192,7 @@ export interface MerchantView {
 
 export function viewOf(merchant: Merchant, now: Date): MerchantView {
   const webhook = merchant.webhook;
-  const grace = webhook ? graceSecrets(webhook, now) : [];
+  const grace = webhook ? graceExpiries(webhook, now) : [];
   return {
     id: merchant.id,
     publicKey: merchant.publicKey,

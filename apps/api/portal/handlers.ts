@@ -2,7 +2,7 @@ import { randomUUID, timingSafeEqual } from 'node:crypto';
 import type { Request, Router } from 'express';
 import { type EventName, REFERENCE_FIELDS, sampleEvent } from '../../../libs/contracts/index.js';
 import type { DeliveryLogQueries } from '../../../libs/delivery-store/index.js';
-import { type Actor, activeWebhook, graceSecrets, type Merchant, receivesEvent, recordAudit, WebhookNotSetUpError } from '../../../libs/merchants/index.js';
+import { type Actor, activeWebhook, graceExpiries, type Merchant, receivesEvent, recordAudit, WebhookNotSetUpError } from '../../../libs/merchants/index.js';
 import { keyDigestOf, MAX_LINK_LIFETIME_MS, PortalLinkError, type PortalPermission, type PortalSession } from '../../../libs/portal/index.js';
 import { USER_AGENT } from '../../dispatcher/program.js';
 import type { ApiDeps } from '../app.js';
@@ -407,7 +407,7 @@ function endpointOf(merchant: Merchant): EndpointView | null {
     events: [...(webhook.events ?? (Object.keys(REFERENCE_FIELDS) as EventName[]))],
     allEvents: webhook.events === undefined,
     secretCreatedAt: extra.secretIssuedAt ?? null,
-    previousSecrets: graceSecrets(webhook, new Date()).map(({ expiresAt }) => ({ expiresAt })),
+    previousSecrets: graceExpiries(webhook, new Date()),
   };
 }
 
