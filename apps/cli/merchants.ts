@@ -353,7 +353,7 @@ async function runSet(options: MerchantsSetOptions, ctx: CliContext): Promise<nu
     }
     const parsed = merchantInputSchema.safeParse(input);
     if (!parsed.success) throw firstIssue(parsed.error);
-    return settings.put(options.id, parsed.data as MerchantInput, { actor: CLI_ACTOR });
+    return settings.put(options.id, parsed.data as MerchantInput, { actor: CLI_ACTOR, enabledCarriedOver: options.enabled === undefined });
   }).catch((err: unknown) => {
     if (err instanceof InvalidSettingsError) throw new UsageError(err.message);
     throw err;

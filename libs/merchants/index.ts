@@ -18,6 +18,7 @@ export { ensureMerchantTables, resealSecrets } from './rows.js';
 export { deleteMerchantData, MERCHANT_TABLES, TABLES_WITHOUT_MERCHANT_DATA } from './erase.js';
 export {
   DisabledByOperatorError,
+  disabledByOperator,
   InvalidIdempotencyKeyError,
   InvalidSettingsError,
   type EndpointTransition,

@@ -136,6 +136,18 @@ describe('the merchant portal API', () => {
     expect(await alive(own)).toBe(true);
   });
 
+  it('makes an operator\'s disable of a webhook the merchant turned off the operator\'s: the portal cannot undo it', async () => {
+    await stack.putMerchant('m_offoff', `${receiver.url}/offoff`);
+    const full = { permissions: ['manage-endpoint'] };
+    const merchant = await open('m_offoff', full);
+    expect((await write(merchant, 'PATCH', '/portal/api/endpoint', { enabled: false })).status).toBe(200);
+    const disabled = await stack.admin(apiA, 'PATCH', '/admin/merchants/m_offoff', { webhook: { enabled: false } });
+    expect(disabled.status).toBe(200);
+    expect((disabled.body as any).data.webhook).toMatchObject({ enabled: false, disabledReason: 'manual' });
+    const fresh = await open('m_offoff', full);
+    expect(code(await write(fresh, 'PATCH', '/portal/api/endpoint', { enabled: true }))).toEqual([409, 'endpoint_disabled_by_operator']);
+  });
+
   it('keeps an audit trail of every settings write, link and revocation: who, what (never a secret), when, from where', async () => {
     await stack.putMerchant('m_audit', `${receiver.url}/audit`);
     const b = await open('m_audit', { permissions: ['manage-endpoint', 'manage-secret'] });

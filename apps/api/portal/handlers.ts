@@ -2,7 +2,7 @@ import { randomUUID, timingSafeEqual } from 'node:crypto';
 import type { Request, Router } from 'express';
 import { type EventName, REFERENCE_FIELDS, sampleEvent } from '../../../libs/contracts/index.js';
 import type { DeliveryLogQueries } from '../../../libs/delivery-store/index.js';
-import { type Actor, activeWebhook, graceSecrets, type Merchant, receivesEvent, recordAudit, WebhookNotSetUpError } from '../../../libs/merchants/index.js';
+import { type Actor, activeWebhook, disabledByOperator, graceSecrets, type Merchant, receivesEvent, recordAudit, WebhookNotSetUpError } from '../../../libs/merchants/index.js';
 import { keyDigestOf, MAX_LINK_LIFETIME_MS, PortalLinkError, type PortalPermission, type PortalSession } from '../../../libs/portal/index.js';
 import { USER_AGENT } from '../../dispatcher/program.js';
 import type { ApiDeps } from '../app.js';
@@ -109,7 +109,7 @@ export function mountPortalAdmin(router: Router, deps: ApiDeps): void {
 function outlived(merchant: Merchant | undefined, session: PortalSession): boolean {
   if (!merchant || keyDigestOf(merchant.publicKey) !== session.keyDigest) return true;
   const webhook = merchant.webhook;
-  return !!webhook && !webhook.enabled && webhook.disabledReason === 'manual' && webhook.disabledBy !== 'merchant' && Date.parse(webhook.disabledAt ?? '') >= Date.parse(session.createdAt);
+  return disabledByOperator(webhook) && Date.parse(webhook!.disabledAt ?? '') >= Date.parse(session.createdAt);
 }
 
 function cookieOf(req: Request, name: string): string | undefined {
