@@ -207,7 +207,9 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
   const deps = {
     auth,
     resend: new ResendService(broker, failures, config.TOPOLOGY_PREFIX, logger),
-    limiter: shared('resend', rate.perMinute, rate.burst),
+    // A refused resend is answered from this replica's memory until its Retry-After: a flood of
+    // them costs the pool (shared with claims, admin writes, the audit trail) no query.
+    limiter: new RememberedRefusals(shared('resend', rate.perMinute, rate.burst)),
     // Log reads bound this replica's own pool, so they count here.
     logLimiter: new MemoryRateLimiter(logRate.perMinute, logRate.burst),
     portalLimits: {

@@ -1,7 +1,7 @@
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import type { ApiProgram } from '../../apps/api/program.js';
-import { adminToken, type Answer, call, expectDocumented, JWT_SECRET, seen, startTestApi, token, unresolved } from '../support/api.js';
+import { adminToken, type Answer, call, expectDocumented, JWT_SECRET, seen, startTestApi, token, unresolved, waitReady } from '../support/api.js';
 import { runProgram } from '../support/process.js';
 import { startPortalStack, type PortalStack } from '../support/portal.js';
 import { Receiver } from '../support/receiver.js';
@@ -286,6 +286,36 @@ describe('the merchant portal API', () => {
     expect(await unresolved(apiA, 'm_b', theirs.reference)).toBe(1);
     // No query parameter names a merchant.
     expect(code(await get(a, '/portal/api/webhooks?merchantId=m_b'))).toEqual([400, 'unknown_parameter']);
+  });
+
+  it('answers a resend refused by RESEND_RATE_LIMIT from memory until its Retry-After: a flood of them costs no query', async () => {
+    await stack.putMerchant('m_flood', `${receiver.url}/flood`);
+    const auth = { 'x-auth-token': 'pk_test_m_flood_000000', authorization: `Bearer ${await token('m_flood')}` };
+    const resend = (api: ApiProgram) => call(api, '/nucleus/webhooks/wh_none/resend', { headers: auth });
+    // Two replicas that allow 3 resends at once, refilled at 1 a minute.
+    const small = { rateLimit: { perMinute: 1, burst: 3 } };
+    const one = await waitReady(await startTestApi(stack.prefix, '', small, stack.env));
+    const two = await waitReady(await startTestApi(stack.prefix, '', small, stack.env)).catch(async (err) => {
+      await one.stop();
+      throw err;
+    });
+    try {
+      const answers = [await resend(one), await resend(two), await resend(one), await resend(one)];
+      expect(answers.map(code)).toEqual([...Array(3).fill([404, 'not_found']), [429, 'rate_limited']]);
+      // PostgreSQL forgets the count (as if a minute had passed): the replica that heard the refusal
+      // still answers it, without asking, until its Retry-After; the other asks, and is allowed.
+      await stack.db.query("DELETE FROM rate_limits WHERE key = 'resend:m_flood'");
+      for (let i = 0; i < 20; i++) {
+        const again = await resend(one);
+        expect(code(again)).toEqual([429, 'rate_limited']);
+        expect(Number(again.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      }
+      expect(Number((await stack.db.query<{ n: string }>("SELECT count(*) AS n FROM rate_limits WHERE key = 'resend:m_flood'"))[0]!.n)).toBe(0);
+      expect(code(await resend(two))).toEqual([404, 'not_found']);
+    } finally {
+      await one.stop();
+      await two.stop();
+    }
   });
 
   it('refuses a write without the session\'s CSRF token, and one the link did not permit', async () => {
