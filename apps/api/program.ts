@@ -53,8 +53,8 @@ export const PORTAL_TEST_LIMIT = { perMinute: 10, burst: 10 };
 /** Recover rounds a merchant may start per day (each resends up to 1,000 webhooks). */
 export const RECOVER_ROUNDS_PER_DAY = 10;
 /**
- * Per client address, shared by the replicas: link exchanges, and session lookups that passed the
- * HMAC check and found no live session (each of those costs a query; a forged one costs none).
+ * Per client address, shared by the replicas: link exchanges of tokens that pass the HMAC check
+ * (each costs a query; a forged one costs none, nor one this replica already refused).
  */
 export const PORTAL_ADDRESS_LIMIT = { perMinute: 30, burst: 30 };
 
@@ -87,7 +87,7 @@ export interface ApiOptions {
   database?: Database;
   /** How often the merchant directory polls for changes a lost notification did not announce. */
   merchantsPollMs?: number;
-  /** Link exchanges and failed session lookups per client address; PORTAL_ADDRESS_LIMIT by default. */
+  /** Link exchanges per client address; PORTAL_ADDRESS_LIMIT by default. */
   portalAddressLimit?: { perMinute: number; burst: number };
   /** A portal session idle this long ends (30 minutes by default). */
   portalIdleTimeoutMs?: number;

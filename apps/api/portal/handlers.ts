@@ -151,32 +151,26 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
   const cookieAttributes = `${hostPrefix ? 'Path=/' : 'Path=/portal'}${secure ? '; Secure' : ''}; HttpOnly; SameSite=Strict`;
   const sessionId = (req: Request) => cookieOf(req, cookieName);
   /**
-   * Per client address, on every replica: link exchanges and failed session lookups (what costs a
-   * query and finds nothing). An address refused is answered from memory until its Retry-After,
-   * with no query, on the replica that heard the refusal.
+   * Per client address, on every replica: link exchanges of tokens this replica does not know dead.
+   * An address refused is answered from memory until its Retry-After, with no query, on the
+   * replica that heard the refusal.
    */
   const addressLimit = deps.portalLimits?.address;
-  const addressRefused = (req: Request, what: string) => {
-    const refused = addressLimit?.refused(clientKey(req.ip));
-    if (refused && !refused.ok) throw rateLimited(refused.retryAfterSeconds, what);
-  };
   const countAddress = async (req: Request, what: string) => {
     const allowed = (await addressLimit?.take(clientKey(req.ip))) ?? { ok: true };
     if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds, what);
   };
+  /**
+   * The request's live session. Nothing here counts against the client's address: a forged id is
+   * refused by its HMAC, and a dead one (ended, expired, idle) costs one query per replica, which
+   * then answers it from memory; so a replay of a dead id from behind a NAT address holds up no
+   * one else there, and an id of ours exists only for a link an operator minted.
+   */
   const session = async (req: Request): Promise<PortalSession> => {
     const id = sessionId(req);
     if (!id || id.length > 100) throw sessionRequired();
-    const sessions = sessionsOf(deps);
-    // Forged or guessed: refused by the HMAC, before any query, and not counted.
-    if (!sessions.wellFormed(id)) throw sessionRequired();
-    addressRefused(req, 'failed portal session lookups from this address');
-    const found = await sessions.session(id);
-    if (!found) {
-      // Ours, but ended, expired or idle: a query spent for nothing, counted against the address.
-      await countAddress(req, 'failed portal session lookups from this address');
-      throw sessionRequired();
-    }
+    const found = await sessionsOf(deps).session(id);
+    if (!found) throw sessionRequired();
     if (outlived(deps.merchants?.byId(found.merchantId), found)) {
       await sessionsOf(deps).end(id);
       deps.logger.info('portal session ended: the merchant changed since its link was minted', { merchantId: found.merchantId });
@@ -220,9 +214,10 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     const token = (req.body as { token?: unknown } | undefined)?.token;
     if (typeof token !== 'string' || token.length === 0 || token.length > 200) throw badRequest('invalid_body', 'Give the link\'s token: {"token": "..."}');
     const sessions = sessionsOf(deps);
-    // Forged or guessed: refused by the HMAC before any query (redeem says the same), not counted.
+    // Forged or guessed: refused by the HMAC before any query (redeem says the same), not counted;
+    // nor a token this replica already refused (redeem answers it from memory).
     if (!sessions.wellFormed(token)) throw new ApiError(401, 'portal_link_invalid', 'This portal link is not valid: ask for a new one');
-    await countAddress(req, 'portal link exchanges from this address');
+    if (!sessions.knownDead(token)) await countAddress(req, 'portal link exchanges from this address');
     let opened: { sessionId: string; session: PortalSession };
     try {
       opened = await sessions.redeem(token);
