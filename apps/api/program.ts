@@ -186,13 +186,12 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     sessions: logDatabase && new PortalSessions(logDatabase, new TokenSigner(config.SECRETS_KEY), options.portalIdleTimeoutMs),
     health: (merchantId) => endpointHealth(logDatabase!, merchantId),
     publish: (message, options) => publisher.publish(message, options),
-    baseUrl: (req) => {
+    baseUrl: () => {
       if (config.PORTAL_PUBLIC_URL) return config.PORTAL_PUBLIC_URL;
       // Development mode only (the configuration requires PORTAL_PUBLIC_URL outside it): this API's
-      // own port on the host the caller used.
+      // own port on loopback; never the request's Host, which whoever calls may set.
       if (!config.WEBHOOKS_DEV) throw new Error('PORTAL_PUBLIC_URL is required outside development mode');
-      const host = (req.hostname || '127.0.0.1').replace(/^\[|\]$/g, '');
-      return `http://${host.includes(':') ? `[${host}]` : host}:${publicPort}`;
+      return `http://127.0.0.1:${publicPort}`;
     },
     // Secure outside development mode, whatever the request says: also on http://localhost, which
     // browsers treat as a secure context. `__Host-` needs https.

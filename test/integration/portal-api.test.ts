@@ -1,3 +1,4 @@
+import { request } from 'node:http';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import type { ApiProgram } from '../../apps/api/program.js';
@@ -200,6 +201,35 @@ describe('the merchant portal API', () => {
     expect(code(await cross({ 'sec-fetch-site': 'cross-site' }))).toEqual([403, 'cross_origin_write']);
     expect(code(await cross({ 'sec-fetch-site': 'same-site' }))).toEqual([403, 'cross_origin_write']);
     expect((await cross({ origin: `http://127.0.0.1:${apiA.port}`, 'sec-fetch-site': 'same-origin' })).status).toBe(202);
+  });
+
+  it('refuses a link exchange that a browser says comes from another site (login CSRF), and leaves the link unused', async () => {
+    const url = await stack.link('m_a');
+    const exchange = (headers: Record<string, string>) =>
+      call(apiA, '/portal/api/session', { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify({ token: tokenOf(url) }) });
+    expect(code(await exchange({ origin: 'https://evil.example' }))).toEqual([403, 'cross_origin_write']);
+    expect(code(await exchange({ 'sec-fetch-site': 'cross-site' }))).toEqual([403, 'cross_origin_write']);
+    expect(code(await exchange({ origin: 'null' }))).toEqual([403, 'cross_origin_write']);
+    expect((await exchange({ origin: `http://127.0.0.1:${apiA.port}`, 'sec-fetch-site': 'same-origin' })).status).toBe(201);
+  });
+
+  it('builds links in development mode without PORTAL_PUBLIC_URL from its own address, never from the request\'s Host', async () => {
+    const auth = `Bearer ${await adminToken()}`;
+    // node:http, which sends the Host given (fetch puts the URL's own).
+    const body = await new Promise<string>((resolve, reject) => {
+      const req = request(
+        { host: '127.0.0.1', port: apiA.port, method: 'POST', path: '/admin/merchants/m_a/portal-sessions', headers: { authorization: auth, 'content-type': 'application/json', host: `attacker.example:${apiA.port}` } },
+        (res) => {
+          let text = '';
+          res.on('data', (chunk: Buffer) => (text += chunk.toString()));
+          res.on('end', () => resolve(text));
+        },
+      );
+      req.on('error', reject);
+      req.end('{}');
+    });
+    const url = (JSON.parse(body) as { data: { url: string } }).data.url;
+    expect(url.startsWith(`http://127.0.0.1:${apiA.port}/portal/#token=`)).toBe(true);
   });
 
   it('refuses forged session cookies and link tokens without a query, on the API and in the sessions\' own code', async () => {

@@ -89,7 +89,7 @@ export function mountPortalAdmin(router: Router, deps: ApiDeps): void {
     if (deps.audit) await recordAudit(deps.audit, merchantId, 'portal.link_minted', { permissions, expiresAt: link.expiresAt }, res.locals.actor as Actor);
     deps.logger.info('portal link issued', { merchantId, permissions, expiresAt: link.expiresAt });
     // The token is in the fragment: browsers never send it to a server, a proxy log or a Referer.
-    const url = `${deps.portal!.baseUrl(req)}/portal/#token=${link.token}`;
+    const url = `${deps.portal!.baseUrl()}/portal/#token=${link.token}`;
     res.status(201).json({ message: `portal link for merchant ${merchantId}`, error: null, data: { url, expiresAt: link.expiresAt } });
   }, '/admin');
 
@@ -125,9 +125,17 @@ function portalActor(session: PortalSession, req: Request): Actor {
   return { actor: `portal:${session.ref}`, address: req.ip };
 }
 
-/** The portal's own origin: PORTAL_PUBLIC_URL's, else (development) the one this request was made to. */
-function originOf(req: Request, deps: ApiDeps): string {
-  return new URL(deps.portal!.baseUrl(req)).origin;
+/**
+ * Refuses what a browser says comes from another site (Sec-Fetch-Site, Origin): a write, and the
+ * link exchange (login CSRF: a page elsewhere must not open its own session in the merchant's
+ * browser). A client that is not a browser sends neither header.
+ */
+function fromPortalPage(req: Request, deps: ApiDeps): void {
+  const site = req.get('sec-fetch-site');
+  const origin = req.get('origin');
+  if ((site !== undefined && site !== 'same-origin') || (origin !== undefined && origin !== new URL(deps.portal!.baseUrl()).origin)) {
+    throw new ApiError(403, 'cross_origin_write', 'Portal writes come from the portal\'s own page');
+  }
 }
 
 function sameText(a: string, b: string): boolean {
@@ -183,11 +191,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
    * session, its CSRF token in x-csrf-token, and the permission the link granted.
    */
   const writer = async (req: Request, permission: PortalPermission | 'view'): Promise<PortalSession> => {
-    const site = req.get('sec-fetch-site');
-    const origin = req.get('origin');
-    if ((site !== undefined && site !== 'same-origin') || (origin !== undefined && origin !== originOf(req, deps))) {
-      throw new ApiError(403, 'cross_origin_write', 'Portal writes come from the portal\'s own page');
-    }
+    fromPortalPage(req, deps);
     const found = await session(req);
     const csrf = req.get('x-csrf-token');
     if (!csrf || !sameText(csrf, found.csrfToken)) throw new ApiError(403, 'csrf_token_invalid', 'This write needs the session\'s CSRF token in x-csrf-token; reload the portal');
@@ -212,6 +216,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
 
   mount(app, 'openPortalSession', async (req, res) => {
     const token = (req.body as { token?: unknown } | undefined)?.token;
+    fromPortalPage(req, deps);
     if (typeof token !== 'string' || token.length === 0 || token.length > 200) throw badRequest('invalid_body', 'Give the link\'s token: {"token": "..."}');
     const sessions = sessionsOf(deps);
     // Forged or guessed: refused by the HMAC before any query (redeem says the same), not counted;

@@ -198,6 +198,7 @@ export const PORTAL_ROUTES = [
     errors: {
       '400': 'invalid_body',
       '401': 'portal_link_used: the link was opened already; portal_link_expired; portal_link_invalid',
+      '403': 'cross_origin_write: Origin or Sec-Fetch-Site says the request does not come from the portal\'s page (a login CSRF); the link stays unused',
       '429': 'rate_limited: at most 30 link exchanges a minute per client address (a forged token, or one this replica already refused, is answered without counting), on all replicas together; see Retry-After',
       '503': 'log_unavailable, log_disabled, service_unavailable',
     },
