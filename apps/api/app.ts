@@ -16,7 +16,7 @@ import { mountLogRoutes } from './log-handlers.js';
 import { methodsNotAllowed, mount } from './mount.js';
 import { openApiDocument } from './openapi.js';
 import type { KeyedConcurrency } from './concurrency.js';
-import type { RateLimiter, RememberedRefusals } from './rate-limit.js';
+import type { RateLimiter } from './rate-limit.js';
 import { toApiError } from './translate.js';
 import type { PortalDeps } from './portal/deps.js';
 import { mountPortal, mountPortalAdmin, mountResendById } from './portal/handlers.js';
@@ -33,7 +33,7 @@ export interface ApiDeps {
    * The portal's writes, per merchant, apart from its API budget: endpoint changes and rotations
    * (`settings`), test events (`tests`). Shared by the replicas, as the resend limit.
    */
-  portalLimits?: { settings: RateLimiter; tests: RateLimiter; recover: RateLimiter; address?: RememberedRefusals };
+  portalLimits?: { settings: RateLimiter; tests: RateLimiter; recover: RateLimiter; address?: RateLimiter };
   /** Express's `trust proxy` (TRUST_PROXY): which proxies may name the client in X-Forwarded-For; none when unset. */
   trustProxy?: number | string[];
   logger: Logger;

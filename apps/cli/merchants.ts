@@ -159,7 +159,7 @@ export function declareMerchants(program: Command, io: CliIo): void {
     .description(
       'Creates a merchant (--public-key and --url needed) or changes one; options left out keep their value, ' +
         'and only what changes is checked. A webhook set up for the first time gets a new whsec_ secret, printed ' +
-        'once on stdout. URLs must be https (http in development mode: WEBHOOKS_DEV=true or NODE_ENV=development), ' +
+        'once on stdout. URLs must be https (http in development mode: WEBHOOKS_DEV=true), ' +
         'without credentials, and not a private address literal unless ALLOW_PRIVATE_TARGETS=true (the default in ' +
         'development mode).',
     )
@@ -361,7 +361,7 @@ async function runSet(options: MerchantsSetOptions, ctx: CliContext): Promise<nu
     }
     const parsed = merchantInputSchema.safeParse(input);
     if (!parsed.success) throw firstIssue(parsed.error);
-    return settings.put(options.id, parsed.data as MerchantInput, { actor: CLI_ACTOR });
+    return settings.put(options.id, parsed.data as MerchantInput, { actor: CLI_ACTOR, enabledCarriedOver: options.enabled === undefined });
   }).catch((err: unknown) => {
     if (err instanceof InvalidSettingsError) throw new UsageError(err.message);
     throw err;

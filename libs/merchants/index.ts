@@ -20,6 +20,7 @@ export { type Health } from './health.js';
 export { deleteMerchantData, MERCHANT_TABLES, TABLES_WITHOUT_MERCHANT_DATA } from './erase.js';
 export {
   DisabledByOperatorError,
+  disabledByOperator,
   InvalidIdempotencyKeyError,
   InvalidSettingsError,
   type EndpointTransition,
