@@ -65,6 +65,10 @@ export function checkRecord(e: unknown): DeliveryRecord | undefined {
   out.firstSeenAt = e.firstSeenAt;
   out.outcome = e.outcome as DeliveryRecord['outcome'];
   out.attemptNumber = e.attemptNumber;
+  if (e.resend !== undefined) {
+    if (!isCount(e.resend)) return undefined;
+    out.resend = e.resend;
+  }
   if (e.attempt !== undefined) {
     const attempt = attemptOf(e.attempt);
     if (!attempt) return undefined;

@@ -61,8 +61,13 @@ export const deliveryRecordSchema = z.object({
   /** When the service first saw the event (x-first-seen-at): the same on every record of a webhook. */
   firstSeenAt: iso,
   outcome: z.enum(OUTCOMES),
-  /** The attempt number this record is about (1 for the first POST); attempts so far when none was made. */
+  /** The attempt number this record is about (1 for the first POST); attempts so far when none was made. A resend counts from 1 again. */
   attemptNumber: z.number().int().min(0),
+  /**
+   * Which run of attempts: 0 for the webhook's own, n for its n-th resend (x-resend). With the
+   * attempt number it orders a webhook's records, so no host's clock decides its status.
+   */
+  resend: z.number().int().min(0).optional(),
   attempt: attemptSchema.optional(),
   /** `retrying`, `postponed`, `deferred`: when the next attempt is due. */
   nextAttemptAt: iso.optional(),

@@ -46,6 +46,9 @@ CREATE TABLE IF NOT EXISTS delivery_webhooks (
   last_error text,
   next_attempt_at timestamptz,
   last_record_at timestamptz NOT NULL,
+  -- The place of the record status, next attempt and last error come from, in the webhook's own
+  -- order: {resend, attempt number, rank, stream position} (materialise.ts); never a host's clock.
+  last_key bigint[] NOT NULL DEFAULT '{}',
   PRIMARY KEY (merchant_id, webhook_id)
 );
 CREATE INDEX IF NOT EXISTS delivery_webhooks_newest ON delivery_webhooks (merchant_id, first_seen_at DESC, webhook_id DESC);
@@ -132,6 +135,9 @@ CREATE TABLE IF NOT EXISTS failed_webhooks (
   -- a merchant cannot turn one webhook into a stream of signed POSTs.
   resends integer NOT NULL DEFAULT 0,
   resends_since timestamptz,
+  -- Resends claimed of this webhook, ever: the next one's copies carry it plus one (x-resend), so
+  -- the delivery log orders each resend's attempts after the earlier ones without a clock.
+  resend_count integer NOT NULL DEFAULT 0,
   PRIMARY KEY (merchant_id, webhook_id)
 );
 CREATE INDEX IF NOT EXISTS failed_webhooks_refs ON failed_webhooks USING gin (merchant_refs) WITH (fastupdate = off);

@@ -34,6 +34,7 @@ export function recordOf(
     firstSeenAt,
     outcome,
     attemptNumber,
+    resend: intake.resend,
   });
   // What the merchant reads: the error's class (never its message: an address, an OS message) and
   // the first bytes of an answer only when there was one (never for a blocked target).
