@@ -37,7 +37,9 @@ CREATE TABLE IF NOT EXISTS delivery_webhooks (
   -- merchant id, unit separator, reference: one GIN lookup finds a merchant's reference (a GIN
   -- on refs alone would match every merchant's, then filter).
   merchant_refs text[] NOT NULL,
-  payload jsonb,
+  -- The body sent, as its text (never jsonb: that re-serialises it in PostgreSQL's key order and
+  -- number forms); a resend from the log sends these bytes.
+  payload text,
   status text NOT NULL,
   attempts integer NOT NULL,
   first_attempt_at timestamptz,
