@@ -88,7 +88,7 @@ export const INVALID_CODES = [
   'delivery-limit',
 ] as const;
 
-export const ENTRY_TYPES = { failure: 'failure', checkpoint: 'checkpoint' } as const;
+export const ENTRY_TYPES = { failure: 'failure', checkpoint: 'checkpoint', rollover: 'rollover' } as const;
 
 export type ScalarHeaders = Record<string, string | number | boolean>;
 
