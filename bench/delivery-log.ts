@@ -23,7 +23,7 @@ function record(n: number, firstSeenAt: string): DeliveryRecordInput {
     merchantId: `m_${(n >> 2) % 100}`,
     event: 'charge.completed',
     references: [`tx_${n >> 2}`],
-    payload: { event: 'charge.completed', data: { tnxRef: `tx_${n >> 2}`, amount: 1000, currency: 'NGN', status: 'successful' } },
+    payload: JSON.stringify({ event: 'charge.completed', data: { tnxRef: `tx_${n >> 2}`, amount: 1000, currency: 'NGN', status: 'successful' } }),
     firstSeenAt,
     outcome: n % 4 === 3 ? 'delivered' : 'retrying',
     attemptNumber: (n % 4) + 1,
@@ -197,7 +197,7 @@ export async function recorderCatchUp(url: string, total: number): Promise<{ rec
     const filler = 'x'.repeat(900);
     const make = (n: number, firstSeenAt: string) => {
       const r = record(n, firstSeenAt);
-      r.payload = { event: 'charge.completed', data: { tnxRef: `tx_${n >> 2}`, amount: 1000, currency: 'NGN', narration: filler } };
+      r.payload = JSON.stringify({ event: 'charge.completed', data: { tnxRef: `tx_${n >> 2}`, amount: 1000, currency: 'NGN', narration: filler } });
       r.attempt!.responseBody = filler.slice(0, 512);
       return r;
     };

@@ -14,7 +14,8 @@ import { OPERATIONAL_EVENT_TYPES, OperationalPublisher } from '../../libs/operat
 import { Operations } from './operations.js';
 import { RetryNet } from '../../libs/retry-net/index.js';
 import { platformEndpoint } from './platform.js';
-import { openTopologyBroker, topologyNames } from '../../libs/topology/index.js';
+import { FAILED_SEGMENT_BYTES, openTopologyBroker, topologyNames } from '../../libs/topology/index.js';
+import { FAILED_ROLLOVER_EVERY_MS, StreamRollover } from '../../libs/streams/index.js';
 import type { DispatcherConfig } from './config.js';
 import { Dispatcher } from './dispatcher.js';
 import { type HealthServer, startHealthServer } from '../../libs/metrics/health-server.js';
@@ -239,6 +240,9 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   );
   await dispatcher.start();
   retryNet?.start();
+  // Keeps FAILED_RETENTION true however few webhooks fail (RabbitMQ applies it only on a new segment).
+  const rollover = new StreamRollover(broker, names.failed, { bytes: FAILED_SEGMENT_BYTES, everyMs: FAILED_ROLLOVER_EVERY_MS, logger });
+  rollover.start();
 
   const queues = [names.dispatch, ...config.RETRY_SCHEDULE.map((_, i) => names.retry(i)), names.invalid];
   gaugeFrom(registry, METRIC_NAMES.brokerConnected, '1 while connected to RabbitMQ', () => (broker.isConnected ? 1 : 0));
@@ -285,6 +289,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
         );
         schemaWatch.abort();
         await budget.step('drain deliveries', () => dispatcher.stop());
+        await budget.step('failed stream rollover', () => rollover.stop(), budget.left() / 4);
         await budget.step('operational events', async () => {
           await operations.stop();
           await operational.stop();

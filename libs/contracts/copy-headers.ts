@@ -29,6 +29,7 @@ export const BOOKKEEPING_HEADERS: ReadonlySet<string> = new Set([
   HEADERS.failedReason,
   HEADERS.entryType,
   HEADERS.resentAt,
+  HEADERS.resend,
   HEADERS.claimId,
   HEADERS.failureId,
   HEADERS.checkpointId,

@@ -32,6 +32,8 @@ export const HEADERS = {
   /** On a resent copy: its resend's claim on the failure in PostgreSQL, which the dispatcher marks resent when it takes the copy. */
   claimId: 'x-claim-id',
   resentAt: 'x-resent-at',
+  /** On a resent copy: which resend of the webhook it is (1, 2, ...), counted in PostgreSQL; orders its attempts after the earlier runs' in the log. */
+  resend: 'x-resend',
   /** A failure entry's own id, random per failure: tells two failures of one webhook apart in the console. */
   failureId: 'x-failure-id',
   /**
@@ -86,7 +88,7 @@ export const INVALID_CODES = [
   'delivery-limit',
 ] as const;
 
-export const ENTRY_TYPES = { failure: 'failure', checkpoint: 'checkpoint' } as const;
+export const ENTRY_TYPES = { failure: 'failure', checkpoint: 'checkpoint', rollover: 'rollover' } as const;
 
 export type ScalarHeaders = Record<string, string | number | boolean>;
 

@@ -23,7 +23,6 @@ export {
   attemptSchema,
   deliveryRecordSchema,
   encodeRecords,
-  RawJson,
   statusOf,
 } from './record.js';
 export { decodeRecords } from './decode.js';

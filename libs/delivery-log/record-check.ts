@@ -61,10 +61,17 @@ export function checkRecord(e: unknown): DeliveryRecord | undefined {
   }
   // Keys in the schema's order, as zod builds them.
   const out = { id: e.id, at: e.at, webhookId: e.webhookId, merchantId: e.merchantId, event: e.event, references: [...(refs as string[])] } as DeliveryRecord;
-  if ('payload' in e) out.payload = e.payload;
+  if (e.payload !== undefined) {
+    if (typeof e.payload !== 'string') return undefined;
+    out.payload = e.payload;
+  }
   out.firstSeenAt = e.firstSeenAt;
   out.outcome = e.outcome as DeliveryRecord['outcome'];
   out.attemptNumber = e.attemptNumber;
+  if (e.resend !== undefined) {
+    if (!isCount(e.resend)) return undefined;
+    out.resend = e.resend;
+  }
   if (e.attempt !== undefined) {
     const attempt = attemptOf(e.attempt);
     if (!attempt) return undefined;

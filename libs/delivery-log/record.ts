@@ -45,7 +45,8 @@ export type Attempt = z.infer<typeof attemptSchema>;
  * whose first record is older than the stream's retention, or than the log itself, still shows
  * its body), and the recorder keeps it once per webhook. The cost is the body again on each
  * retry, at most RETRY_SCHEDULE's length times per webhook, against the HTTP POST that carries
- * the same body anyway.
+ * the same body anyway. It is the body's text, a JSON string in the stream message, never a parsed
+ * value: the log keeps the bytes sent (key order, `1.0`, escapes), and a resend from it sends them.
  */
 export const deliveryRecordSchema = z.object({
   /** Unique per record: a record published twice (an unconfirmed flush sent again) is stored once. */
@@ -56,13 +57,18 @@ export const deliveryRecordSchema = z.object({
   merchantId: z.string().min(1).max(200),
   event: z.string().min(1).max(100),
   references: z.array(z.string().min(1).max(200)).max(4),
-  /** The webhook body sent, `{"event":...,"data":...}` as a JSON value. */
-  payload: z.unknown().optional(),
+  /** The webhook body sent, `{"event":...,"data":...}`, as the exact text sent. */
+  payload: z.string().optional(),
   /** When the service first saw the event (x-first-seen-at): the same on every record of a webhook. */
   firstSeenAt: iso,
   outcome: z.enum(OUTCOMES),
-  /** The attempt number this record is about (1 for the first POST); attempts so far when none was made. */
+  /** The attempt number this record is about (1 for the first POST); attempts so far when none was made. A resend counts from 1 again. */
   attemptNumber: z.number().int().min(0),
+  /**
+   * Which run of attempts: 0 for the webhook's own, n for its n-th resend (x-resend). With the
+   * attempt number it orders a webhook's records, so no host's clock decides its status.
+   */
+  resend: z.number().int().min(0).optional(),
   attempt: attemptSchema.optional(),
   /** `retrying`, `postponed`, `deferred`: when the next attempt is due. */
   nextAttemptAt: iso.optional(),
@@ -73,38 +79,7 @@ export type DeliveryRecord = z.infer<typeof deliveryRecordSchema>;
 /** What the dispatcher gives record(): the id and time are filled in when absent. */
 export type DeliveryRecordInput = Omit<DeliveryRecord, 'id' | 'at'> & { id?: string; at?: string };
 
-/**
- * A payload that is JSON text already (the webhook body as sent), written into the stream message
- * as it is: parsing the body per delivery only to write it out again cost more than the rest of
- * the record. Anything else that serialises it gets the parsed value.
- */
-export class RawJson {
-  constructor(readonly text: string) {}
-
-  toJSON(): unknown {
-    return JSON.parse(this.text);
-  }
-}
-
 /** Records travel several to a stream message, as a JSON array. */
 export function encodeRecords(records: readonly DeliveryRecord[]): Buffer {
-  let json = '[';
-  for (const record of records) {
-    if (json.length > 1) json += ',';
-    const payload = record.payload;
-    if (payload instanceof RawJson) {
-      // Left out by JSON.stringify while undefined, then written as it is; a copy of the record
-      // without it (object rest) cost more than the stringify.
-      const writable = record as { payload?: unknown };
-      writable.payload = undefined;
-      try {
-        json += `${JSON.stringify(record).slice(0, -1)},"payload":${payload.text}}`;
-      } finally {
-        writable.payload = payload;
-      }
-    } else {
-      json += JSON.stringify(record);
-    }
-  }
-  return Buffer.from(`${json}]`);
+  return Buffer.from(JSON.stringify(records));
 }

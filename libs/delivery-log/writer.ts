@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { type BrokerConnection, BrokerUnroutableError } from '../broker/index.js';
 import type { Logger } from '../logger/index.js';
 import { declareQueueSpec, deliveriesSpec, type Replication, topologyNames } from '../topology/index.js';
-import { type DeliveryRecord, type DeliveryRecordInput, encodeRecords, RawJson } from './record.js';
+import { type DeliveryRecord, type DeliveryRecordInput, encodeRecords } from './record.js';
 
 /** A message of the deliveries stream closes at this many records, or about this many bytes. */
 export const STREAM_MESSAGE_LIMITS = { records: 200, bytes: 1024 * 1024 };
@@ -166,6 +166,6 @@ function newBatch(): Batch {
 
 /** The record's fixed fields, and what varies: a payload the dispatcher passes as text, the response body, the error. */
 function sizeOf(record: DeliveryRecord): number {
-  const payload = record.payload instanceof RawJson ? record.payload.text.length : record.payload === undefined ? 0 : 1024;
+  const payload = record.payload?.length ?? 0;
   return 400 + payload + (record.attempt?.responseBody?.length ?? 0) + (record.attempt?.error?.length ?? 0);
 }

@@ -5,10 +5,14 @@ import { dayOf, ensurePartition } from './schema.js';
 /**
  * One statement stores a batch: records inserted once each (a copy published twice has the same
  * id and time, and is skipped), and each webhook's row updated from the records that were new
- * only, so a duplicate never counts an attempt twice. A webhook's status, last status and next
- * attempt follow its latest record, whatever order batches arrive in; it is one row whatever
- * first-seen times its records carry (the earliest is kept), and its feed position (seq) is fixed
- * by its first record's place in the stream.
+ * only, so a duplicate never counts an attempt twice. A webhook's status, next attempt and last
+ * error follow the record that comes last in the webhook's own order, whatever order batches
+ * arrive in and whatever the dispatchers' clocks say: its key (ORDER_KEY) is the resend it belongs
+ * to, then its attempt number, then its rank (an attempt's retry, then a wait before the next
+ * attempt, then an end), then its place in the deliveries stream. The stream position is one copy's
+ * order (the recorder's), never a host's clock. A webhook is one row whatever first-seen times its
+ * records carry (the earliest is kept), and its feed position (seq) is fixed by its first record's
+ * place in the stream.
  */
 const STORE_BATCH = `
 WITH stored_offset AS (
@@ -20,16 +24,19 @@ WITH stored_offset AS (
   SELECT coalesce((SELECT seq_base FROM delivery_log_offsets WHERE stream = $1), 0) AS seq_base
 ), input AS (
   -- One array per column, zipped by ROWS FROM: PostgreSQL parses these at a third of the CPU that
-  -- jsonb_to_recordset took, which also turned every payload back into text to parse it again.
+  -- jsonb_to_recordset took. Payloads are text, stored as received: never parsed, never re-serialised.
   SELECT DISTINCT ON (id, at) id, at, merchant_id, webhook_id, first_seen_at, event, refs::text[] AS refs,
-    NULLIF(payload, 'null') AS payload, outcome, status, attempt_number, started_at, duration_ms, http_status, error,
-    response_body, reason, next_attempt_at, ord, pos
+    payload, outcome, status, attempt_number, started_at, duration_ms, http_status, error,
+    response_body, reason, next_attempt_at, ord, pos,
+    ARRAY[resend, attempt_number, CASE outcome WHEN 'retrying' THEN 0 WHEN 'deferred' THEN 1 WHEN 'postponed' THEN 1 ELSE 2 END,
+      (SELECT seq_base FROM base) + pos]::bigint[] AS key
   FROM ROWS FROM (unnest($4::uuid[]), unnest($5::timestamptz[]), unnest($6::text[]), unnest($7::text[]),
-    unnest($8::timestamptz[]), unnest($9::text[]), unnest($10::text[]), jsonb_array_elements($11::jsonb), unnest($12::text[]),
+    unnest($8::timestamptz[]), unnest($9::text[]), unnest($10::text[]), unnest($11::text[]), unnest($12::text[]),
     unnest($13::text[]), unnest($14::integer[]), unnest($15::timestamptz[]), unnest($16::integer[]), unnest($17::integer[]),
-    unnest($18::text[]), unnest($19::text[]), unnest($20::text[]), unnest($21::timestamptz[]), unnest($22::integer[]), unnest($23::bigint[]))
+    unnest($18::text[]), unnest($19::text[]), unnest($20::text[]), unnest($21::timestamptz[]), unnest($22::integer[]), unnest($23::bigint[]),
+    unnest($25::integer[]))
   AS r(id, at, merchant_id, webhook_id, first_seen_at, event, refs, payload, outcome, status, attempt_number, started_at,
-    duration_ms, http_status, error, response_body, reason, next_attempt_at, ord, pos)
+    duration_ms, http_status, error, response_body, reason, next_attempt_at, ord, pos, resend)
   ORDER BY id, at, ord
 ), inserted AS (
   INSERT INTO delivery_records (id, at, merchant_id, webhook_id, outcome, attempt_number, started_at, duration_ms,
@@ -39,7 +46,7 @@ WITH stored_offset AS (
   ON CONFLICT DO NOTHING
   RETURNING id, at
 ), fresh AS (
-  -- IN over a hashed subquery, not a join: the planner cannot estimate jsonb_to_recordset's rows
+  -- IN over a hashed subquery, not a join: the planner cannot estimate unnest's rows
   -- and would nest loops over two CTEs (quadratic in the batch).
   SELECT * FROM input WHERE (id, at) IN (SELECT id, at FROM inserted)
 ), per_webhook AS (
@@ -51,20 +58,21 @@ WITH stored_offset AS (
     min(event) AS event,
     min(refs) AS refs,
     max(at) AS last_record_at,
-    (array_agg(status ORDER BY at DESC, ord DESC))[1] AS status,
-    (array_agg(next_attempt_at ORDER BY at DESC, ord DESC))[1] AS next_attempt_at,
+    max(key) AS last_key,
+    (array_agg(status ORDER BY key DESC))[1] AS status,
+    (array_agg(next_attempt_at ORDER BY key DESC))[1] AS next_attempt_at,
     count(started_at)::integer AS attempts,
     min(started_at) AS first_attempt_at,
     max(started_at) AS last_attempt_at,
     (array_agg(http_status ORDER BY started_at DESC) FILTER (WHERE started_at IS NOT NULL))[1] AS last_http_status,
-    (array_agg(coalesce(error, reason) ORDER BY at DESC) FILTER (WHERE error IS NOT NULL OR reason IS NOT NULL))[1] AS last_error,
+    (array_agg(coalesce(error, reason) ORDER BY key DESC) FILTER (WHERE error IS NOT NULL OR reason IS NOT NULL))[1] AS last_error,
     (array_agg(payload ORDER BY ord) FILTER (WHERE payload IS NOT NULL))[1] AS payload
   FROM fresh GROUP BY merchant_id, webhook_id
 )
 INSERT INTO delivery_webhooks AS w (merchant_id, webhook_id, first_seen_at, seq, event, refs, merchant_refs, payload, status, attempts,
-  first_attempt_at, last_attempt_at, last_http_status, last_error, next_attempt_at, last_record_at)
+  first_attempt_at, last_attempt_at, last_http_status, last_error, next_attempt_at, last_record_at, last_key)
 SELECT merchant_id, webhook_id, first_seen_at, seq, event, refs, ARRAY(SELECT merchant_id || chr(31) || r FROM unnest(refs) AS r), payload, status, attempts,
-  first_attempt_at, last_attempt_at, last_http_status, last_error, next_attempt_at, last_record_at
+  first_attempt_at, last_attempt_at, last_http_status, last_error, next_attempt_at, last_record_at, last_key
 FROM per_webhook
 ORDER BY first_ord
 ON CONFLICT (merchant_id, webhook_id) DO UPDATE SET
@@ -75,9 +83,10 @@ ON CONFLICT (merchant_id, webhook_id) DO UPDATE SET
   last_attempt_at = greatest(w.last_attempt_at, EXCLUDED.last_attempt_at),
   last_http_status = CASE WHEN EXCLUDED.last_attempt_at IS NOT NULL AND (w.last_attempt_at IS NULL OR EXCLUDED.last_attempt_at >= w.last_attempt_at)
     THEN EXCLUDED.last_http_status ELSE w.last_http_status END,
-  last_error = CASE WHEN EXCLUDED.last_record_at >= w.last_record_at THEN coalesce(EXCLUDED.last_error, w.last_error) ELSE w.last_error END,
-  status = CASE WHEN EXCLUDED.last_record_at >= w.last_record_at THEN EXCLUDED.status ELSE w.status END,
-  next_attempt_at = CASE WHEN EXCLUDED.last_record_at >= w.last_record_at THEN EXCLUDED.next_attempt_at ELSE w.next_attempt_at END,
+  last_error = CASE WHEN EXCLUDED.last_key > w.last_key THEN coalesce(EXCLUDED.last_error, w.last_error) ELSE w.last_error END,
+  status = CASE WHEN EXCLUDED.last_key > w.last_key THEN EXCLUDED.status ELSE w.status END,
+  next_attempt_at = CASE WHEN EXCLUDED.last_key > w.last_key THEN EXCLUDED.next_attempt_at ELSE w.next_attempt_at END,
+  last_key = greatest(w.last_key, EXCLUDED.last_key),
   last_record_at = greatest(w.last_record_at, EXCLUDED.last_record_at)
 `;
 
@@ -121,15 +130,15 @@ export type PreparedRows = readonly string[];
 
 /**
  * Made while the previous batch is being stored. Times, ids and numbers are the validated values
- * as they are; payloads go as one JSON array (the escaped NUL that jsonb refuses removed from it).
+ * as they are; payloads as text, as the dispatcher sent them (a NUL, which text cannot hold, removed).
  */
 export function prepareRows(records: readonly DeliveryRecord[], positions: readonly number[] = []): PreparedRows {
   const n = records.length;
   const column = () => new Array<string | number>(n);
   const [ids, ats, merchants, webhooks, firstSeen, events, refs] = [column(), column(), column(), column(), column(), column(), column()];
   const [outcomes, statuses, attemptNumbers, startedAts, durations, httpStatuses] = [column(), column(), column(), column(), column(), column()];
-  const [errors, bodies, reasons, nextAttempts, ords, pos] = [column(), column(), column(), column(), column(), column()];
-  const payloads = new Array<unknown>(n);
+  const [errors, bodies, reasons, nextAttempts, ords, pos, resends] = [column(), column(), column(), column(), column(), column(), column()];
+  const payloads = column();
   for (let i = 0; i < n; i++) {
     const record = records[i]!;
     const a = record.attempt;
@@ -140,7 +149,7 @@ export function prepareRows(records: readonly DeliveryRecord[], positions: reado
     firstSeen[i] = record.firstSeenAt;
     events[i] = quoted(noNul(record.event));
     refs[i] = quoted(literal(record.references.map((r) => quoted(noNul(r)))));
-    payloads[i] = record.payload ?? null;
+    payloads[i] = textOrNull(record.payload);
     outcomes[i] = record.outcome;
     statuses[i] = statusOf(record.outcome);
     attemptNumbers[i] = record.attemptNumber;
@@ -153,11 +162,12 @@ export function prepareRows(records: readonly DeliveryRecord[], positions: reado
     nextAttempts[i] = record.nextAttemptAt ?? 'NULL';
     ords[i] = i;
     pos[i] = positions[i] ?? 0;
+    resends[i] = record.resend ?? 0;
   }
-  const json = JSON.stringify(payloads).replaceAll('\\u0000', '');
-  return [ids, ats, merchants, webhooks, firstSeen, events, refs].map(literal).concat(
-    json,
+  return [ids, ats, merchants, webhooks, firstSeen, events, refs, payloads].map(literal).concat(
     [outcomes, statuses, attemptNumbers, startedAts, durations, httpStatuses, errors, bodies, reasons, nextAttempts, ords, pos].map(literal),
+    // Last, after the stream's fingerprint ($24): each record's resend ($25).
+    literal(resends),
   );
 }
 
@@ -171,7 +181,7 @@ export const NO_ROWS = prepareRows([]);
  * the fingerprint of the entry at nextOffset - 1.
  */
 export async function storeBatch(db: Queryable, stream: string, rows: PreparedRows, nextOffset: number, caughtUpAt: Date | null, lastEntry: string | null = null): Promise<void> {
-  await db.query(STORE_BATCH, [stream, nextOffset, caughtUpAt?.toISOString() ?? null, ...rows, lastEntry]);
+  await db.query(STORE_BATCH, [stream, nextOffset, caughtUpAt?.toISOString() ?? null, ...rows.slice(0, -1), lastEntry, rows.at(-1)]);
 }
 
 /**

@@ -17,12 +17,22 @@ interface WebhookRow {
   last_error: string | null;
   next_attempt_at: Date | null;
   seq: string;
-  payload?: unknown;
+  payload?: string | null;
   /** From json_agg: the times in PostgreSQL's ISO text (microseconds, its time zone), not yet the API's. */
   records?: RecordView[];
 }
 
 const iso = (d: Date | string | null) => (d === null ? null : new Date(d).toISOString());
+
+/** The body as the log stored it (text), answered as JSON; a body that is not JSON (never written by a dispatcher) as its text. */
+function bodyOf(text: string | null | undefined): unknown {
+  if (text === null || text === undefined) return null;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return text;
+  }
+}
 
 const SUMMARY_COLUMNS =
   'webhook_id, event, refs, status, attempts, first_seen_at, first_attempt_at, last_attempt_at, last_http_status, last_error, next_attempt_at, seq';
@@ -46,7 +56,7 @@ function summary(row: WebhookRow): WebhookSummary {
 function detail(row: WebhookRow): WebhookDetail {
   return {
     ...summary(row),
-    payload: row.payload ?? null,
+    payload: bodyOf(row.payload),
     records: (row.records ?? []).map(
       (r): RecordView => ({
         at: iso(r.at)!,
@@ -188,7 +198,7 @@ export interface DeliveryLogQueryOptions {
  */
 const FEED_STATEMENT = `
 SELECT ${SUMMARY_COLUMNS}, payload FROM (
-  SELECT page.*, row_number() OVER running AS n, sum(coalesce(octet_length(payload::text), 0)) OVER running AS bytes
+  SELECT page.*, row_number() OVER running AS n, sum(coalesce(octet_length(payload), 0)) OVER running AS bytes
   FROM (SELECT ${SUMMARY_COLUMNS}, payload FROM delivery_webhooks WHERE merchant_id = $1 AND seq > $2::bigint ORDER BY seq LIMIT $3) page
   WINDOW running AS (ORDER BY seq ROWS UNBOUNDED PRECEDING)
 ) counted
@@ -233,7 +243,7 @@ export function deliveryLogQueries(db: Queryable, options: DeliveryLogQueryOptio
           references: row.refs,
           firstSeenAt: iso(row.first_seen_at)!,
           status: row.status,
-          payload: row.payload ?? null,
+          payload: bodyOf(row.payload),
         }),
       );
       return { events, nextCursor: events.at(-1)?.cursor ?? after ?? '0' };

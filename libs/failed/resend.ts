@@ -85,9 +85,12 @@ export interface ResendFilter {
  * one conditional UPDATE in PostgreSQL claims the failures no live claim holds (FailedStore), so
  * concurrent resends split them and a later one finds them held or resent. Each claimed webhook is
  * republished to `dispatch` (mandatory, confirmed) and marked resent as soon as its copy is
- * confirmed, so a resend that fails half-way is retried without sending again what went out. What
- * surely did not go out is given back at once; a copy whose confirm does not come in time may still
- * be stored, so its claim is kept for the lease (and marked resent if the confirm comes later).
+ * confirmed, so a resend that fails half-way is retried without sending again what went out; the
+ * claim is renewed while the copies go out, so a resend longer than the lease keeps what it holds.
+ * What surely did not go out is given back at once; a copy whose confirm does not come in time may
+ * still be stored, so its claim is kept for the lease (and marked resent if the confirm comes later).
+ * Each copy carries which resend of its webhook it is (x-resend), which orders its attempts after
+ * the earlier ones in the delivery log.
  */
 export class ResendService {
   private readonly names: TopologyNames;
@@ -140,35 +143,76 @@ export class ResendService {
     const giveBack: string[] = [];
     const sent: string[] = [];
     let failure: unknown;
-    for (const [i, webhook] of claimed.entries()) {
-      if (failure !== undefined) {
-        giveBack.push(...claimed.slice(i).map((w) => w.webhookId));
-        break;
-      }
-      if (receives && !receives(webhook.event)) {
-        // The dispatcher would only put it back in failed: leave it there, and say why.
-        excluded.add(webhook.event);
-        giveBack.push(webhook.webhookId);
-        continue;
-      }
-      try {
-        await this.republish(merchantId, claimId, webhook, reference);
+    const lease = this.keepLease(merchantId, claimId, claimed.map((w) => w.webhookId));
+    try {
+      for (const [i, webhook] of claimed.entries()) {
+        failure ??= lease.lost();
+        if (failure !== undefined) {
+          giveBack.push(...claimed.slice(i).map((w) => w.webhookId));
+          break;
+        }
+        lease.done(webhook.webhookId);
+        // Its lease ran out before a renewal reached it, and another resend took it: that one sends it.
+        if (!lease.holds(webhook.webhookId)) continue;
+        if (receives && !receives(webhook.event)) {
+          // The dispatcher would only put it back in failed: leave it there, and say why.
+          excluded.add(webhook.event);
+          giveBack.push(webhook.webhookId);
+          continue;
+        }
+        try {
+          await this.republish(merchantId, claimId, webhook, reference);
+        } catch (err) {
+          if (!(err instanceof ResendOutcomeUnknownError)) giveBack.push(webhook.webhookId);
+          failure = err;
+          continue;
+        }
         sent.push(webhook.webhookId);
-      } catch (err) {
-        if (!(err instanceof ResendOutcomeUnknownError)) giveBack.push(webhook.webhookId);
-        failure = err;
+        // Marked at once, so no later resend can claim a copy already sent, however long the rest
+        // take. A mark that fails leaves it held for the lease; the dispatcher marks the copy again
+        // when it takes it.
+        await inSpan('resolve failed_webhooks', DB_UPDATE, () => this.store.markResent(merchantId, [webhook.webhookId], claimId)).catch((err: unknown) =>
+          this.warn('resent webhook not marked; the dispatcher marks it', merchantId, err),
+        );
       }
+    } finally {
+      await lease.stop();
     }
-    // Marked resent as one statement: a later resend finds them resent, not held. A mark that fails
-    // leaves them held for the lease; the dispatcher marks each copy again when it takes it.
-    await Promise.all([
-      sent.length > 0 ? inSpan('resolve failed_webhooks', DB_UPDATE, () => this.store.markResent(merchantId, sent, claimId)).catch((err: unknown) => this.warn('resent webhooks not marked; the dispatcher marks them', merchantId, err)) : undefined,
-      this.store.release(merchantId, giveBack, claimId).catch((err: unknown) => this.warn('claim not given back; it frees itself after its lease', merchantId, err)),
-    ]);
+    await this.store.release(merchantId, giveBack, claimId).catch((err: unknown) => this.warn('claim not given back; it frees itself after its lease', merchantId, err));
     if (failure !== undefined) throw failure;
     if (sent.length === 0) throw excluded.size > 0 ? new EventNotSubscribedError([...excluded]) : new NothingToResendError();
     this.logger.info('failed webhooks resent', { merchantId, reference, count: sent.length });
     return sent.length;
+  }
+
+  /**
+   * Renews the claim every third of its lease while its copies go out (a slow broker, many rows),
+   * so no other resend takes a row this one still holds: the row in flight included. `done(id)`:
+   * the row is sent or about to be, no longer renewed once marked. `lost()`: a renewal failed
+   * (PostgreSQL unreachable), so the rows may be free soon and nothing more may go out.
+   */
+  private keepLease(merchantId: string, claimId: string, ids: string[]) {
+    let waiting = ids;
+    let held = new Set(ids);
+    let error: unknown;
+    let renewing: Promise<void> | undefined;
+    const timer = setInterval(() => {
+      if (renewing || error !== undefined) return;
+      renewing = this.store
+        .renew(merchantId, waiting, claimId)
+        .then((ids) => (held = ids), (err: unknown) => (error = new FailureIndexUnavailableError({ cause: err })))
+        .then(() => (renewing = undefined));
+    }, Math.max(1, Math.floor(this.leaseMs / 3)));
+    return {
+      holds: (id: string) => held.has(id),
+      // The row before `id` is marked or given back by now (or held for its lease): only the rest are renewed.
+      done: (id: string) => (waiting = waiting.slice(waiting.indexOf(id))),
+      lost: () => error,
+      stop: async () => {
+        clearInterval(timer);
+        await renewing;
+      },
+    };
   }
 
   /** Waits for the marks of copies confirmed after their answer, so a stopping program does not cut them off. */
@@ -187,6 +231,7 @@ export class ResendService {
       ? copyHeaders(webhook.headers, { from: 'failure-entry' })
       : webhookHeaders(merchantId, webhook.event, webhook.webhookId, webhook.references);
     headers[HEADERS.resentAt] = this.now().toISOString();
+    headers[HEADERS.resend] = webhook.resend;
     // The dispatcher marks the failure resent when it takes this copy, in case this replica dies first.
     headers[HEADERS.claimId] = claimId;
     if (!this.broker.isConnected) throw new BrokerUnavailableError('not connected to RabbitMQ; nothing was resent');

@@ -8,9 +8,10 @@ import type { Queryable } from '../delivery-store/database.js';
  * next resend; the same failure written twice (by the dispatcher and by the recorder) is one row.
  *
  * Resending claims rows with one conditional UPDATE: `claim_id` set by the first resend, `resent_at`
- * once its copy is confirmed in `dispatch`. A claim whose resender died before either is free again
- * after `CLAIM_LEASE`; one whose copy was not confirmed in time stays held for that lease, since the
- * copy may still be delivered.
+ * as soon as its copy is confirmed in `dispatch`. The resender renews its claim while its copies go
+ * out (renew()), so a resend of many rows may take longer than the lease; a claim whose resender
+ * died or lost the database is free again one lease after its last renewal, and one whose copy was
+ * not confirmed in time stays held for that lease, since the copy may still be delivered.
  */
 /** How long a claim holds its rows when its resender neither marked them resent nor gave them back. */
 export const CLAIM_LEASE_MS = 30_000;
@@ -54,6 +55,8 @@ export interface ClaimedFailure {
   event: string;
   failedAt: Date;
   content: string;
+  /** Which resend of the webhook this claim is (1 for its first): its copy's x-resend. */
+  resend: number;
   /** Null when the row came from the log's copy (no headers were at hand). */
   headers: Record<string, string | number | boolean> | null;
   references: string[];
@@ -137,15 +140,15 @@ export class FailedStore {
   async claim(merchantId: string, filter: FailureFilter, claimId: string, leaseMs = CLAIM_LEASE_MS): Promise<ClaimedFailure[]> {
     const { where, params } = this.where(merchantId, filter, 3);
     const limit = 'all' in filter ? `LIMIT ${Math.max(1, Math.floor(filter.limit))}` : '';
-    const { rows } = await this.db.query<{ webhook_id: string; event: string; failed_at: Date; content: string | null; logged: string | null; headers: ClaimedFailure['headers']; merchant_refs: string[] }>(
+    const { rows } = await this.db.query<{ webhook_id: string; event: string; failed_at: Date; content: string | null; logged: string | null; headers: ClaimedFailure['headers']; merchant_refs: string[]; resend_count: number }>(
       `WITH picked AS (
          SELECT merchant_id, webhook_id FROM failed_webhooks
          WHERE ${where} AND resent_at IS NULL AND (claim_id IS NULL OR claimed_at < now() - make_interval(secs => $2::double precision / 1000)) AND NOT (${CAPPED}) AND ${SENDABLE}
          ORDER BY failed_at ${limit} FOR UPDATE SKIP LOCKED
        )
-       UPDATE failed_webhooks f SET claim_id = $1, claimed_at = now()
+       UPDATE failed_webhooks f SET claim_id = $1, claimed_at = now(), resend_count = f.resend_count + 1
        FROM picked WHERE f.merchant_id = picked.merchant_id AND f.webhook_id = picked.webhook_id
-       RETURNING f.webhook_id, f.event, f.failed_at, f.headers, f.merchant_refs,
+       RETURNING f.webhook_id, f.event, f.failed_at, f.headers, f.merchant_refs, f.resend_count,
          f.content, CASE WHEN f.content IS NULL THEN (SELECT w.payload::text FROM delivery_webhooks w
            WHERE w.merchant_id = f.merchant_id AND w.webhook_id = f.webhook_id) END AS logged`,
       [claimId, leaseMs, ...params],
@@ -155,7 +158,7 @@ export class FailedStore {
       // A row only the recorder wrote: the log's copy of the body (SENDABLE: it has one).
       const content = r.content ?? messageFromLoggedBody(merchantId, r.event, r.logged ?? '');
       if (content === undefined) continue;
-      claimed.push({ webhookId: r.webhook_id, event: r.event, failedAt: r.failed_at, content, headers: r.headers, references: referencesOf(merchantId, r.merchant_refs) });
+      claimed.push({ webhookId: r.webhook_id, event: r.event, failedAt: r.failed_at, content, resend: r.resend_count, headers: r.headers, references: referencesOf(merchantId, r.merchant_refs) });
     }
     return claimed;
   }
@@ -194,6 +197,20 @@ export class FailedStore {
         claimId,
       ],
     );
+  }
+
+  /**
+   * Renews this claim's lease on its rows not resent yet, from now, and returns the ids it still
+   * holds: a row another resend took after the lease ran out (the renewal came too late) is not
+   * among them, and this resend must not send it.
+   */
+  async renew(merchantId: string, webhookIds: readonly string[], claimId: string): Promise<Set<string>> {
+    if (webhookIds.length === 0) return new Set();
+    const { rows } = await this.db.query<{ webhook_id: string }>(
+      'UPDATE failed_webhooks SET claimed_at = now() WHERE merchant_id = $1 AND webhook_id = ANY($2::text[]) AND claim_id = $3 AND resent_at IS NULL RETURNING webhook_id',
+      [merchantId, webhookIds, claimId],
+    );
+    return new Set(rows.map((r) => r.webhook_id));
   }
 
   /** Gives back what this claim surely did not resend, so a retry need not wait for the lease. */

@@ -4,6 +4,8 @@ export {
   DEFAULT_REPLICATION,
   DELIVERIES_RETENTION,
   deliveriesSpec,
+  FAILED_SEGMENT_BYTES,
+  failedSpec,
   DISPATCH_DELIVERY_LIMIT,
   intakeSpec,
   operationalBinding,

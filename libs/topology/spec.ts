@@ -113,6 +113,20 @@ export const DELIVERIES_RETENTION = '7D';
 export const DELIVERIES_MAX_BYTES = 5_000_000_000;
 export const DELIVERIES_SEGMENT_BYTES = 50_000_000;
 
+/**
+ * The failed stream's segment size. RabbitMQ 3.10 applies x-max-age only when it opens a new
+ * segment, and deletes whole closed segments (never the open one), so with its 500 MB default a
+ * quiet deployment kept failures for ever. With small segments, and the dispatchers' rollover
+ * entries (libs/streams/rollover.ts) filling the open one, an entry is gone at most
+ * FAILED_RETENTION + 2 × FAILED_ROLLOVER_EVERY_MS after it was written.
+ */
+export const FAILED_SEGMENT_BYTES = 1024 * 1024;
+
+/** The failed stream: kept `retention` (FAILED_RETENTION) in segments of `segmentBytes`. */
+export function failedSpec(prefix: string, retention: string, replication?: Replication, segmentBytes = FAILED_SEGMENT_BYTES): QueueSpec {
+  return stream(topologyNames(prefix).failed, retention, replication, segmentBytes);
+}
+
 /** The deliveries stream alone: the delivery recorder (writer) and the recorder declare it. */
 export function deliveriesSpec(prefix: string, replication?: Replication): QueueSpec {
   return stream(topologyNames(prefix).deliveries, DELIVERIES_RETENTION, replication, DELIVERIES_SEGMENT_BYTES, DELIVERIES_MAX_BYTES);
@@ -169,7 +183,7 @@ export function topologySpec(options: TopologyOptions): TopologySpec {
     queues: [
       intake.queue,
       ...retries,
-      stream(names.failed, options.failedRetention, options.replication),
+      failedSpec(options.prefix, options.failedRetention, options.replication),
       { name: names.invalid, kind: 'queue', arguments: { ...quorum(options.replication) } },
       ...(options.deliveriesStream ? [deliveriesSpec(options.prefix, options.replication)] : []),
     ],

@@ -60,7 +60,7 @@ describe('the feed read across a PostgreSQL crash (stop -m immediate) under load
     const records = (n: number): DeliveryRecordInput[] => {
       if (!firstSeen.has(n)) firstSeen.set(n, new Date().toISOString());
       const firstSeenAt = firstSeen.get(n)!;
-      const base = { webhookId: `wh_${n}`, merchantId: 'm_feed', event: 'payout', references: [`po-${n}`], firstSeenAt, payload: { event: 'payout', data: { reference: `po-${n}` } } };
+      const base = { webhookId: `wh_${n}`, merchantId: 'm_feed', event: 'payout', references: [`po-${n}`], firstSeenAt, payload: JSON.stringify({ event: 'payout', data: { reference: `po-${n}` } }) };
       return [1, 2, 3].map((i) => ({ ...base, outcome: i === 3 ? 'delivered' : 'retrying', attemptNumber: i, attempt: { startedAt: new Date().toISOString(), durationMs: 2, httpStatus: i === 3 ? 200 : 503 } }));
     };
     const seen = new Set<string>();

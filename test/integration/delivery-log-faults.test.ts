@@ -16,7 +16,7 @@ const RECORDER = 'dist/apps/recorder/main.js';
 /** A webhook's story: three failed attempts and a delivery, four records. */
 function recordsOf(merchantId: string, n: number): DeliveryRecordInput[] {
   const firstSeenAt = new Date().toISOString();
-  const base = { webhookId: `wh_${merchantId}_${n}`, merchantId, event: 'payout', references: [`po-${n}`], firstSeenAt, payload: { event: 'payout', data: { reference: `po-${n}` } } };
+  const base = { webhookId: `wh_${merchantId}_${n}`, merchantId, event: 'payout', references: [`po-${n}`], firstSeenAt, payload: JSON.stringify({ event: 'payout', data: { reference: `po-${n}` } }) };
   const attempt = (i: number, status: number) => ({ startedAt: new Date().toISOString(), durationMs: i, httpStatus: status });
   return [
     { ...base, outcome: 'retrying', attemptNumber: 1, attempt: attempt(1, 500) },

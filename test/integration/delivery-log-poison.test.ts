@@ -22,7 +22,7 @@ function record(webhookId: string, overrides: Partial<DeliveryRecordInput> = {})
     merchantId: 'm_poison',
     event: 'payout',
     references: [`po-${webhookId}`],
-    payload: { event: 'payout', data: { reference: `po-${webhookId}` } },
+    payload: JSON.stringify({ event: 'payout', data: { reference: `po-${webhookId}` } }),
     firstSeenAt: now,
     outcome: 'delivered',
     attemptNumber: 1,
@@ -122,7 +122,7 @@ describe('the delivery log under poison, size, silence and redeliveries', () => 
     const messages = 100;
     const perMessage = 22;
     for (let m = 0; m < messages; m++) {
-      const records = Array.from({ length: perMessage }, (_, i) => record(`wh_big_${m}_${i}`, { merchantId: 'm_big', payload: { event: 'payout', data: { reference: `po-${m}-${i}`, blob } } }));
+      const records = Array.from({ length: perMessage }, (_, i) => record(`wh_big_${m}_${i}`, { merchantId: 'm_big', payload: JSON.stringify({ event: 'payout', data: { reference: `po-${m}-${i}`, blob } }) }));
       await test.publishRaw(stream, Buffer.from(JSON.stringify(records)));
     }
     // The first batch is held (its offset row locked), so that what follows piles up as after an
@@ -216,7 +216,7 @@ describe('the delivery log under poison, size, silence and redeliveries', () => 
     // dispatch after an unroutable move) is taken as first seen again, later.
     const first = new Date(Date.now() - 60_000).toISOString();
     const again = new Date().toISOString();
-    const base = { merchantId: 'm_one', event: 'payout', references: ['po-one'], payload: { event: 'payout', data: { reference: 'po-one' } } };
+    const base = { merchantId: 'm_one', event: 'payout', references: ['po-one'], payload: JSON.stringify({ event: 'payout', data: { reference: 'po-one' } }) };
     await writer.record({ ...base, webhookId: 'wh_one', firstSeenAt: first, outcome: 'retrying', attemptNumber: 1, nextAttemptAt: again, attempt: { startedAt: first, durationMs: 5, httpStatus: 503 } });
     await writer.record({ ...base, webhookId: 'wh_one', firstSeenAt: again, outcome: 'delivered', attemptNumber: 1, attempt: { startedAt: again, durationMs: 5, httpStatus: 200 } });
     const log = deliveryLogQueries(database);
@@ -233,11 +233,11 @@ describe('the delivery log under poison, size, silence and redeliveries', () => 
     stops.push(() => writer.stop());
     await recorder.start();
     const longAgo = new Date(Date.now() - 40 * DAY_MS).toISOString();
-    const base = { merchantId: 'm_old', event: 'payout', payload: { event: 'payout', data: {} }, firstSeenAt: longAgo, attemptNumber: 1 };
+    const base = { merchantId: 'm_old', event: 'payout', payload: JSON.stringify({ event: 'payout', data: {} }), firstSeenAt: longAgo, attemptNumber: 1 };
     await writer.record({ ...base, webhookId: 'wh_resent', references: ['po-resent'], at: longAgo, outcome: 'failed', reason: 'attempts-exhausted' });
     await writer.record({ ...base, webhookId: 'wh_forgotten', references: ['po-forgotten'], at: longAgo, outcome: 'failed', reason: 'attempts-exhausted' });
     // Resent today from the failed stream: its new attempt carries the first-seen time of 40 days ago.
-    await writer.record({ ...base, webhookId: 'wh_resent', references: ['po-resent'], outcome: 'delivered', attempt: { startedAt: new Date().toISOString(), durationMs: 4, httpStatus: 200 } });
+    await writer.record({ ...base, webhookId: 'wh_resent', references: ['po-resent'], resend: 1, outcome: 'delivered', attempt: { startedAt: new Date().toISOString(), durationMs: 4, httpStatus: 200 } });
     const log = deliveryLogQueries(database);
     await waitFor('all stored', async () => (await log.getWebhook('m_old', 'wh_resent'))?.status === 'delivered' && (await log.getWebhook('m_old', 'wh_forgotten')) !== undefined, 15_000);
 

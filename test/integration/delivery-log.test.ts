@@ -34,7 +34,7 @@ describe('the delivery log through the API', () => {
   // A failing-then-recovering merchant: 500, circuit open (postponed), timeout, then 200.
   const firstSeenAt = minutesAgo(10);
   const payload = { event: 'charge.completed', data: { tnxRef: 'tx-recover', amount: 1000 } };
-  const base = { webhookId: 'wh_recover', merchantId: alice.id, event: 'charge.completed', references: ['tx-recover'], payload, firstSeenAt };
+  const base = { webhookId: 'wh_recover', merchantId: alice.id, event: 'charge.completed', references: ['tx-recover'], payload: JSON.stringify(payload), firstSeenAt };
   const story: DeliveryRecordInput[] = [
     { ...base, at: minutesAgo(9), outcome: 'retrying', attemptNumber: 1, nextAttemptAt: minutesAgo(8),
       attempt: { startedAt: minutesAgo(9), durationMs: 12, httpStatus: 500, error: 'HTTP 500', responseBody: 'upstream down' } },
@@ -46,12 +46,12 @@ describe('the delivery log through the API', () => {
   ];
   const other: DeliveryRecordInput = {
     webhookId: 'wh_other', merchantId: alice.id, event: 'payout', references: ['po-1'], firstSeenAt: minutesAgo(5),
-    payload: { event: 'payout', data: { reference: 'po-1' } }, at: minutesAgo(5), outcome: 'delivered', attemptNumber: 1,
+    payload: JSON.stringify({ event: 'payout', data: { reference: 'po-1' } }), at: minutesAgo(5), outcome: 'delivered', attemptNumber: 1,
     attempt: { startedAt: minutesAgo(5), durationMs: 4, httpStatus: 204 },
   };
   const skipped: DeliveryRecordInput = {
     webhookId: 'wh_bob_skipped', merchantId: bob.id, event: 'refund.completed', references: ['rf-1', 'tx-bob'], firstSeenAt: minutesAgo(4),
-    payload: { event: 'refund.completed', data: { refundRef: 'rf-1', tnxRef: 'tx-bob' } }, at: minutesAgo(4),
+    payload: JSON.stringify({ event: 'refund.completed', data: { refundRef: 'rf-1', tnxRef: 'tx-bob' } }), at: minutesAgo(4),
     outcome: 'skipped', attemptNumber: 0, reason: 'webhook-disabled',
   };
 
@@ -139,7 +139,7 @@ describe('the delivery log through the API', () => {
     const twoDaysAgo = minutesAgo(2 * 24 * 60);
     const late = {
       webhookId: 'wh_late', merchantId: 'm_carol', event: 'payout', references: ['po-late'], firstSeenAt: twoDaysAgo,
-      payload: { event: 'payout', data: { reference: 'po-late' } },
+      payload: JSON.stringify({ event: 'payout', data: { reference: 'po-late' } }),
     };
     await writer.record({ ...late, at: twoDaysAgo, outcome: 'retrying', attemptNumber: 1, attempt: { startedAt: twoDaysAgo, durationMs: 3, httpStatus: 503 } });
     await writer.record({ ...late, at: minutesAgo(1), outcome: 'delivered', attemptNumber: 2, attempt: { startedAt: minutesAgo(1), durationMs: 3, httpStatus: 200 } });

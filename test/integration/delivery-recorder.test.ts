@@ -19,7 +19,7 @@ function recordFor(webhookId: string, overrides: Partial<DeliveryRecordInput> = 
     merchantId: 'm_rec',
     event: 'charge.completed',
     references: [`ref-${webhookId}`],
-    payload: { event: 'charge.completed', data: { tnxRef: `ref-${webhookId}` } },
+    payload: JSON.stringify({ event: 'charge.completed', data: { tnxRef: `ref-${webhookId}` } }),
     firstSeenAt: new Date().toISOString(),
     outcome: 'delivered',
     attemptNumber: 1,

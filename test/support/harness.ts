@@ -67,6 +67,8 @@ export async function startHarness(options: {
   deliveryLog?: boolean;
   /** The dispatcher's logger (silent by default). */
   logger?: Logger;
+  /** The dispatcher's clock (the host's by default): a host whose clock is off. */
+  now?: () => Date;
 }): Promise<Harness> {
   const prefix = uniquePrefix(options.name);
   const retryDelaysMs = options.retryDelaysMs ?? [];
@@ -92,7 +94,7 @@ export async function startHarness(options: {
   const deliveryLog = options.deliveryLog ? new DeliveryRecorder(broker, logger, { prefix }) : undefined;
   await deliveryLog?.start();
   const dispatcher = new Dispatcher(
-    { broker, merchants, http, logger, retryNet, deliveryLog, failures: new FailedStore(failuresDb) },
+    { broker, merchants, http, logger, retryNet, deliveryLog, failures: new FailedStore(failuresDb), now: options.now },
     {
       prefix,
       retryDelaysMs,

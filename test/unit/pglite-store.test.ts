@@ -29,7 +29,7 @@ describe('the delivery log on the embedded PGlite of development mode', () => {
     const at = new Date().toISOString();
     const record: DeliveryRecord = {
       id: randomUUID(), at, webhookId: 'wh_1', merchantId: 'm_1', event: 'payout', references: ['po-1'],
-      payload: { event: 'payout', data: { reference: 'po-1' } }, firstSeenAt: at, outcome: 'delivered', attemptNumber: 1,
+      payload: JSON.stringify({ event: 'payout', data: { reference: 'po-1' } }), firstSeenAt: at, outcome: 'delivered', attemptNumber: 1,
       attempt: { startedAt: at, durationMs: 3, httpStatus: 200 },
     };
     await ensurePartitionsFor(session, [record], session);

@@ -7,7 +7,7 @@ describe('checkRecord against deliveryRecordSchema', () => {
   const at = '2026-11-23T10:00:00.123Z';
   const valid = {
     id: randomUUID(), at, webhookId: 'wh_1', merchantId: 'm_1', event: 'charge.completed', references: ['tx_1'],
-    payload: { event: 'charge.completed', data: { tnxRef: 'tx_1' } }, firstSeenAt: at, outcome: 'retrying', attemptNumber: 1,
+    payload: JSON.stringify({ event: 'charge.completed', data: { tnxRef: 'tx_1' } }), firstSeenAt: at, outcome: 'retrying', attemptNumber: 1,
     attempt: { startedAt: at, durationMs: 12, httpStatus: 503, error: 'HTTP 503', responseBody: 'Service Unavailable' },
     nextAttemptAt: '2026-11-23T10:00:05+01:00', reason: 'x',
   };

@@ -59,7 +59,7 @@ describe('topologySpec', () => {
         },
         { name: 'acme.retry.0', kind: 'queue', arguments: { ...RETRY_TIER, 'x-message-ttl': 1_000 } },
         { name: 'acme.retry.1', kind: 'queue', arguments: { ...RETRY_TIER, 'x-message-ttl': 60_000 } },
-        { name: 'acme.failed', kind: 'stream', arguments: { 'x-queue-type': 'stream', 'x-max-age': '7D', 'x-initial-cluster-size': 3 } },
+        { name: 'acme.failed', kind: 'stream', arguments: { 'x-queue-type': 'stream', 'x-max-age': '7D', 'x-stream-max-segment-size-bytes': 1024 * 1024, 'x-initial-cluster-size': 3 } },
         { name: 'acme.invalid', kind: 'queue', arguments: { 'x-queue-type': 'quorum', 'x-quorum-initial-group-size': 3 } },
       ],
       binding: { source: 'acme.events', destination: 'acme.dispatch', routingKey: '#' },

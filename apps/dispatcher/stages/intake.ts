@@ -34,6 +34,8 @@ export interface IntakeEvent {
   firstSeenAt: string;
   /** When a merchant asked for this webhook again; its schedule's span starts over then. */
   resentAt?: string;
+  /** Which resend this copy belongs to (x-resend; 0: the webhook's own attempts): the delivery log's order. */
+  resend?: number;
   /** The resend's claim on the failure (FailedStore): marked resent when this copy is taken. */
   resendClaim?: string;
   /** The last real attempt's error, carried so a webhook failed by an open circuit still says it. */
@@ -120,6 +122,7 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
     postponements,
     firstSeenAt: timestamp(headers[HEADERS.firstSeenAt]) ?? now.toISOString(),
     resentAt,
+    resend: resentAt === undefined ? undefined : count(headers[HEADERS.resend]),
     resendClaim: resentAt !== undefined && typeof claim === 'string' && /^[0-9a-f-]{36}$/.test(claim) ? claim : undefined,
     lastError: typeof lastError === 'string' && lastError.length > 0 ? lastError : undefined,
     lastStatus: typeof lastStatus === 'number' && Number.isInteger(lastStatus) ? lastStatus : undefined,

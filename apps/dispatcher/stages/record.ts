@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { type Attempt, type DeliveryRecordInput, RawJson } from '../../../libs/delivery-log/index.js';
+import type { Attempt, DeliveryRecordInput } from '../../../libs/delivery-log/index.js';
 import type { RetryPolicy } from '../../../libs/retry-policy/index.js';
 import type { Decision, Finding } from './decide.js';
 import type { IntakeEvent } from './intake.js';
@@ -30,10 +30,11 @@ export function recordOf(
     merchantId: intake.merchantId,
     event: intake.event,
     references: intake.references,
-    payload: new RawJson(intake.body),
+    payload: intake.body,
     firstSeenAt,
     outcome,
     attemptNumber,
+    resend: intake.resend,
   });
   // What the merchant reads: the error's class (never its message: an address, an OS message) and
   // the first bytes of an answer only when there was one (never for a blocked target).

@@ -1,0 +1,137 @@
+import { randomUUID } from 'node:crypto';
+import { Dispatcher } from '../../apps/dispatcher/dispatcher.js';
+import { sampleEvent } from '../../libs/contracts/index.js';
+import { type DeliveryRecord, DeliveryRecorder } from '../../libs/delivery-log/index.js';
+import { type Database, DeliveryLogRecorder, openPostgres } from '../../libs/delivery-store/index.js';
+import { ensurePartitionsFor, prepareRows, storeBatch } from '../../libs/delivery-store/materialise.js';
+import { createUndiciClient } from '../../libs/http/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
+import { type Harness, startHarness, testMerchant } from '../support/harness.js';
+import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
+import { failOnceThenSucceed, Receiver } from '../support/receiver.js';
+import { waitFor } from '../support/wait.js';
+
+/**
+ * A webhook's status and next attempt follow its own order (resend, attempt number, rank, stream
+ * position), never the clocks of the hosts that wrote its records.
+ */
+describe('the delivery log orders each webhook by its attempts, not by host clocks', () => {
+  let db: TestDatabase;
+  let database: Database;
+
+  beforeAll(async () => {
+    db = await createTestDatabase('log_order');
+    database = openPostgres(db.url);
+  });
+
+  afterAll(async () => {
+    await database?.close();
+    await db?.drop();
+  });
+
+  const statusOf = async (merchantId: string, webhookId: string) =>
+    (await db.query<{ status: string; next_attempt_at: Date | null; last_error: string | null }>(
+      'SELECT status, next_attempt_at, last_error FROM delivery_webhooks WHERE merchant_id = $1 AND webhook_id = $2',
+      [merchantId, webhookId],
+    ))[0];
+
+  it('leaves a delivered webhook delivered when the dispatcher that retried it runs 30 s ahead of the one that delivered it', async () => {
+    const receiver = await Receiver.start(failOnceThenSucceed());
+    const merchant = testMerchant('m_order', `${receiver.url}/order`);
+    // Dispatcher A: its clock 30 s ahead of dispatcher B's (the host's).
+    const harness: Harness = await startHarness({ name: 'log-order', merchants: [merchant], retryDelaysMs: [300], deliveryLog: true, now: () => new Date(Date.now() + 30_000) });
+    const recorder = new DeliveryLogRecorder(harness.broker, database, silentLogger(), { prefix: harness.prefix, retentionMs: 30 * 86_400_000, retryMs: 200 });
+    const logB = new DeliveryRecorder(harness.broker, silentLogger(), { prefix: harness.prefix });
+    const http = createUndiciClient({ allowPrivateTargets: true, responseBodyBytes: 1024 });
+    let b: Dispatcher | undefined;
+    try {
+      await recorder.start();
+      const { messageId } = await harness.publisher.publish(sampleEvent('payout', merchant.id));
+      await waitFor('A retrying it in the log', async () => (await statusOf(merchant.id, messageId))?.status === 'retrying', 20_000);
+      // A stops before its retry comes back: B, on the host's clock, makes the second attempt.
+      await harness.dispatcher.stop();
+      await logB.start();
+      b = new Dispatcher(
+        { broker: harness.broker, merchants: harness.merchants, http, logger: silentLogger(), deliveryLog: logB },
+        { prefix: harness.prefix, retryDelaysMs: [300], deliveryTimeoutMs: 2_000, concurrency: 4, maxMessageBytes: 64 * 1024, userAgent: 'test-dispatcher-b', drainTimeoutMs: 5_000 },
+      );
+      await b.start();
+      await receiver.waitForRequests(2, 15_000);
+      await waitFor('both records stored', async () => (await db.query<{ n: string }>('SELECT count(*) AS n FROM delivery_records WHERE webhook_id = $1', [messageId]))[0]?.n === '2', 20_000);
+      const records = await db.query<{ outcome: string; at: Date }>('SELECT outcome, at FROM delivery_records WHERE webhook_id = $1 ORDER BY attempt_number', [messageId]);
+      // The premise: the retry's record carries the later time.
+      expect(records.map((r) => r.outcome)).toEqual(['retrying', 'delivered']);
+      expect(records[0]!.at.getTime()).toBeGreaterThan(records[1]!.at.getTime());
+      expect(await statusOf(merchant.id, messageId)).toMatchObject({ status: 'delivered', next_attempt_at: null });
+    } finally {
+      await b?.stop();
+      await logB.stop();
+      await recorder.stop();
+      await harness.close();
+      http.close();
+      await receiver.close();
+    }
+  }, 60_000);
+
+  describe('which record wins', () => {
+    let session: Awaited<ReturnType<Database['session']>>;
+    let offset = 0;
+
+    beforeAll(async () => {
+      session = await database.session();
+    });
+
+    afterAll(async () => {
+      await session?.close();
+    });
+
+    const record = (webhookId: string, outcome: DeliveryRecord['outcome'], attemptNumber: number, secondsAgo: number, extra: Partial<DeliveryRecord> = {}): DeliveryRecord => ({
+      id: randomUUID(),
+      at: new Date(Date.now() - secondsAgo * 1000).toISOString(),
+      webhookId,
+      merchantId: 'm_rank',
+      event: 'payout',
+      references: ['PO-rank'],
+      firstSeenAt: new Date(Date.now() - 3_600_000).toISOString(),
+      outcome,
+      attemptNumber,
+      ...(outcome === 'retrying' || outcome === 'postponed' ? { nextAttemptAt: new Date(Date.now() + 60_000).toISOString() } : {}),
+      ...extra,
+    });
+
+    /** Each batch is one stream message further on: later batches have later stream positions. */
+    async function store(...batches: DeliveryRecord[][]): Promise<void> {
+      for (const batch of batches) {
+        await ensurePartitionsFor(session, batch, session);
+        offset++;
+        await storeBatch(session, 'order-test', prepareRows(batch, batch.map((_, i) => offset * 1024 + i)), offset + 1, null);
+      }
+    }
+
+    it('a higher attempt wins whatever its time, in one batch or across batches', async () => {
+      await store([record('wh_a', 'delivered', 2, 60), record('wh_a', 'retrying', 1, 0)]);
+      expect(await statusOf('m_rank', 'wh_a')).toMatchObject({ status: 'delivered', next_attempt_at: null });
+      await store([record('wh_b', 'delivered', 2, 60)], [record('wh_b', 'retrying', 1, 0)]);
+      expect(await statusOf('m_rank', 'wh_b')).toMatchObject({ status: 'delivered', next_attempt_at: null });
+    });
+
+    it('for the same attempt, an end wins over a retry, and a wait before the next attempt over the retry it follows', async () => {
+      await store([record('wh_c', 'delivered', 1, 60)], [record('wh_c', 'retrying', 1, 0)]);
+      expect(await statusOf('m_rank', 'wh_c')).toMatchObject({ status: 'delivered' });
+      await store([record('wh_d', 'postponed', 2, 60, { reason: 'circuit-open' })], [record('wh_d', 'retrying', 2, 0, { attempt: { startedAt: new Date().toISOString(), durationMs: 1, error: 'http_500' } })]);
+      expect(await statusOf('m_rank', 'wh_d')).toMatchObject({ status: 'retrying', last_error: 'circuit-open' });
+    });
+
+    it('a resend\'s records win over the failure before it, even its first wait and even with an earlier time', async () => {
+      await store([record('wh_e', 'failed', 3, 0, { reason: 'attempts-exhausted' })], [record('wh_e', 'postponed', 0, 120, { resend: 1, reason: 'circuit-open' })]);
+      expect(await statusOf('m_rank', 'wh_e')).toMatchObject({ status: 'retrying' });
+      await store([record('wh_e', 'delivered', 1, 100, { resend: 1 })], [record('wh_e', 'retrying', 2, 0)]);
+      expect(await statusOf('m_rank', 'wh_e')).toMatchObject({ status: 'delivered', next_attempt_at: null });
+    });
+
+    it('for the same attempt and rank, the later stream position wins', async () => {
+      await store([record('wh_f', 'failed', 2, 0, { reason: 'attempts-exhausted' })], [record('wh_f', 'delivered', 2, 60)]);
+      expect(await statusOf('m_rank', 'wh_f')).toMatchObject({ status: 'delivered' });
+    });
+  });
+});
