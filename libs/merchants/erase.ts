@@ -24,20 +24,18 @@ export const MERCHANT_TABLES: ReadonlyArray<{ table: string; where: string }> = 
   { table: 'delivery_log_quarantine', where: 'merchant_id = $1' },
 ];
 
-/** Tables that hold nothing of any merchant: the recorder's place in the deliveries stream. */
-export const TABLES_WITHOUT_MERCHANT_DATA: readonly string[] = ['delivery_log_offsets'];
+/** Tables that hold nothing of any merchant: the recorder's place in the deliveries stream, the migrations applied. */
+export const TABLES_WITHOUT_MERCHANT_DATA: readonly string[] = ['delivery_log_offsets', 'schema_migrations'];
 
 /**
- * Deletes every row of one merchant from every table above that exists (a database where the
- * portal or the log never ran lacks some), in one transaction: all of it goes, or nothing.
+ * Deletes every row of one merchant from every table above (all made by `webhooks migrate`; the
+ * CLI checks the schema version first), in one transaction: all of it goes, or nothing.
  * Returns the rows deleted per table. What RabbitMQ holds is not touched (see docs/production.md).
  */
 export async function deleteMerchantData(db: { transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T> }, merchantId: string): Promise<Record<string, number>> {
   return db.transaction(async (tx) => {
     const deleted: Record<string, number> = {};
     for (const { table, where } of MERCHANT_TABLES) {
-      const { rows } = await tx.query<{ present: string | null }>('SELECT to_regclass($1)::text AS present', [table]);
-      if (!rows[0]?.present) continue;
       const gone = await tx.query<{ n: number }>(`WITH gone AS (DELETE FROM ${table} WHERE ${where} RETURNING 1) SELECT count(*)::integer AS n FROM gone`, [merchantId]);
       deleted[table] = gone.rows[0]?.n ?? 0;
     }
