@@ -6,7 +6,7 @@
  * resent.
  */
 import { once } from 'node:events';
-import { DEV_MERCHANTS_FILE, tracingSettingsOf, withDevDefaults } from '../libs/config/index.js';
+import { DEV_MERCHANTS_FILE, devModeWarning, tracingSettingsOf, withDevDefaults } from '../libs/config/index.js';
 import { createLogger } from '../libs/logger/index.js';
 import type { Database } from '../libs/delivery-store/index.js';
 import { FileMerchantDirectory } from '../libs/merchants/index.js';
@@ -34,6 +34,8 @@ try {
   process.exit(1);
 }
 const logger = createLogger({ level: dispatcherConfig.LOG_LEVEL, service: 'webhooks' });
+const devMode = devModeWarning(process.env);
+if (devMode) logger.warn(devMode.message, devMode.fields);
 // One process, one SDK: loaded only when the OTEL variables configure an exporter.
 const tracing = await startTracing(tracingSettingsOf(dispatcherConfig, 'webhooks'), logger);
 

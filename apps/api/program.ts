@@ -55,8 +55,8 @@ export const PORTAL_TEST_LIMIT = { perMinute: 10, burst: 10 };
 /** Recover rounds a merchant may start per day (each resends up to 1,000 webhooks). */
 export const RECOVER_ROUNDS_PER_DAY = 10;
 /**
- * Per client address, shared by the replicas: link exchanges, and session lookups that passed the
- * HMAC check and found no live session (each of those costs a query; a forged one costs none).
+ * Per client address, shared by the replicas: link exchanges of tokens that pass the HMAC check
+ * (each costs a query; a forged one costs none, nor one this replica already refused).
  */
 export const PORTAL_ADDRESS_LIMIT = { perMinute: 30, burst: 30 };
 
@@ -89,7 +89,7 @@ export interface ApiOptions {
   database?: Database;
   /** How often the merchant directory polls for changes a lost notification did not announce. */
   merchantsPollMs?: number;
-  /** Link exchanges and failed session lookups per client address; PORTAL_ADDRESS_LIMIT by default. */
+  /** Link exchanges per client address; PORTAL_ADDRESS_LIMIT by default. */
   portalAddressLimit?: { perMinute: number; burst: number };
   /** A portal session idle this long ends (30 minutes by default). */
   portalIdleTimeoutMs?: number;
@@ -169,7 +169,7 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
   progress.waitFor(config.MERCHANTS_FILE ? 'RabbitMQ' : 'the merchant database');
   let opened: OpenedMerchants;
   try {
-    opened = await openMerchants(config, logger, { database: given, applicationName: 'webhooks-api merchants', signal: options.signal, pollIntervalMs: options.merchantsPollMs, seedFile: config.WEBHOOKS_DEV ? DEV_MERCHANTS_FILE : undefined });
+    opened = await openMerchants(config, logger, { database: given, applicationName: 'webhooks-api merchants', signal: options.signal, pollIntervalMs: options.merchantsPollMs, seedFile: config.WEBHOOKS_DEV ? DEV_MERCHANTS_FILE : undefined, openSecrets: false });
   } catch (err) {
     await ownDatabase?.close();
     throw err;
@@ -234,6 +234,7 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
   const logRate = options.logRateLimit ?? config.LOG_RATE_LIMIT;
   const addressRate = options.portalAddressLimit ?? PORTAL_ADDRESS_LIMIT;
   gaugeFrom(registry, METRIC_NAMES.brokerConnected, '1 while connected to RabbitMQ', () => (broker.isConnected ? 1 : 0));
+  gaugeFrom(registry, METRIC_NAMES.merchantsUnreadable, 'Merchants whose newest row this program cannot open (a key it lacks): served at their last readable version', () => directory?.unreadable.length ?? 0);
   if (health) {
     gaugeFrom(registry, METRIC_NAMES.deliveryLogBehind, 'Seconds since the delivery log last held every record read', () => health.state.behindSeconds ?? 0);
   }
@@ -248,13 +249,12 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
     sessions: logDatabase && new PortalSessions(logDatabase, new TokenSigner(config.SECRETS_KEY), options.portalIdleTimeoutMs),
     health: (merchantId) => endpointHealth(logDatabase!, merchantId),
     publish: (message, options) => publisher.publish(message, options),
-    baseUrl: (req) => {
+    baseUrl: () => {
       if (config.PORTAL_PUBLIC_URL) return config.PORTAL_PUBLIC_URL;
       // Development mode only (the configuration requires PORTAL_PUBLIC_URL outside it): this API's
-      // own port on the host the caller used.
+      // own port on loopback; never the request's Host, which whoever calls may set.
       if (!config.WEBHOOKS_DEV) throw new Error('PORTAL_PUBLIC_URL is required outside development mode');
-      const host = (req.hostname || '127.0.0.1').replace(/^\[|\]$/g, '');
-      return `http://${host.includes(':') ? `[${host}]` : host}:${publicPort}`;
+      return `http://127.0.0.1:${publicPort}`;
     },
     // Secure outside development mode, whatever the request says: also on http://localhost, which
     // browsers treat as a secure context. `__Host-` needs https.
@@ -269,7 +269,9 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
   const deps = {
     auth,
     resend: new ResendService(broker, failures, config.TOPOLOGY_PREFIX, logger),
-    limiter: shared('resend', rate.perMinute, rate.burst),
+    // A refused resend is answered from this replica's memory until its Retry-After: a flood of
+    // them costs the pool (shared with claims, admin writes, the audit trail) no query.
+    limiter: new RememberedRefusals(shared('resend', rate.perMinute, rate.burst)),
     // Log reads bound this replica's own pool, so they count here.
     logLimiter: new MemoryRateLimiter(logRate.perMinute, logRate.burst),
     portalLimits: {
@@ -296,6 +298,7 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
     logHealth: health && (() => health.state),
     databaseReachable: () => databaseHealth.state.database === 'up',
     schemaWaiting: () => schema,
+    merchantsUnreadable: () => directory?.unreadable.length ?? 0,
     portal,
   };
   const app = createApp(deps);

@@ -159,7 +159,7 @@ export function declareMerchants(program: Command, io: CliIo): void {
     .description(
       'Creates a merchant (--public-key and --url needed) or changes one; options left out keep their value, ' +
         'and only what changes is checked. A webhook set up for the first time gets a new whsec_ secret, printed ' +
-        'once on stdout. URLs must be https (http in development mode: WEBHOOKS_DEV=true or NODE_ENV=development), ' +
+        'once on stdout. URLs must be https (http in development mode: WEBHOOKS_DEV=true), ' +
         'without credentials, and not a private address literal unless ALLOW_PRIVATE_TARGETS=true (the default in ' +
         'development mode).',
     )
@@ -275,7 +275,8 @@ function declareDelete(merchants: Command, io: CliIo): void {
         'deleted per table. RabbitMQ is not touched: messages of this merchant still queued or in the streams stay ' +
         'until they are delivered, parked or age out, and the recorder stores records still in the deliveries stream ' +
         'again (run it again once they are gone). Running programs forget the merchant within a second (the delete ' +
-        'notifies them); one not listening at that moment keeps it until it restarts. --yes is required.',
+        'notifies them), or at their next poll (10 s) when the notification is lost: a tombstone of the merchant ' +
+        '(a digest of its id, kept a day) tells them. --yes is required.',
     )
     .argument('<merchant-id>')
     .option('--yes', 'really delete: nothing can bring the data back but a backup', false)
@@ -295,7 +296,7 @@ function declareDelete(merchants: Command, io: CliIo): void {
           const total = Object.values(deleted).reduce((sum, n) => sum + n, 0);
           writeLine(ctx.stdout, formatTable(['TABLE', 'ROWS DELETED'], Object.entries(deleted).map(([table, n]) => [table, String(n)])));
           if (total === 0) throw new NothingMatchedError(`no row of merchant ${options.id} in any table`);
-          writeLine(ctx.stderr, `merchant ${options.id}: ${total} row(s) deleted; running programs forget it when notified (each logs "merchant deleted; no longer served")`);
+          writeLine(ctx.stderr, `merchant ${options.id}: ${total} row(s) deleted; running programs forget it within 10 s (each logs "merchant deleted; no longer served")`);
           return 0;
         },
       ),
@@ -360,7 +361,7 @@ async function runSet(options: MerchantsSetOptions, ctx: CliContext): Promise<nu
     }
     const parsed = merchantInputSchema.safeParse(input);
     if (!parsed.success) throw firstIssue(parsed.error);
-    return settings.put(options.id, parsed.data as MerchantInput, { actor: CLI_ACTOR });
+    return settings.put(options.id, parsed.data as MerchantInput, { actor: CLI_ACTOR, enabledCarriedOver: options.enabled === undefined });
   }).catch((err: unknown) => {
     if (err instanceof InvalidSettingsError) throw new UsageError(err.message);
     throw err;

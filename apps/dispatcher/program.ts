@@ -264,8 +264,10 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   counterFrom(registry, METRIC_NAMES.deliveryRecordsLost, 'Deliveries settled without their delivery-log record', () => dispatcher.recordsLost);
   counterFrom(registry, METRIC_NAMES.retryNetCopies, 'Copies the retry safety net republished to dispatch for waits their tier did not hand back in time', () => retryNet?.stats.copies ?? 0);
   counterFrom(registry, METRIC_NAMES.retryNetDropped, 'Late originals dropped because the retry safety net had republished their wait', () => retryNet?.stats.originalsDropped ?? 0);
-  // Ready while connected (the merchants were loaded before).
-  awaiting(() => (broker.isConnected ? undefined : 'RabbitMQ'));
+  const unreadable = () => opened.writable?.unreadable.length ?? 0;
+  gaugeFrom(registry, METRIC_NAMES.merchantsUnreadable, 'Merchants whose newest row this program cannot open (a key it lacks): served at their last readable version', unreadable);
+  // Ready while connected (the merchants were loaded before) and able to read every merchant's newest row.
+  awaiting(() => (!broker.isConnected ? 'RabbitMQ' : unreadable() > 0 ? `SECRETS_KEY_PREVIOUS: ${unreadable()} merchant row(s) sealed with a key this program lacks` : undefined));
 
   let stopping: Promise<void> | undefined;
   return {

@@ -31,6 +31,35 @@ export class PortalLinkError extends Error {
   }
 }
 
+/** Dead tokens and session ids one replica remembers (about 100 bytes each); past it the oldest is forgotten. */
+export const REMEMBERED_DEAD_TOKENS = 10_000;
+
+/** A session id or link token of ours that found nothing; `session` for a session id. */
+type Dead = PortalLinkError['reason'] | 'session';
+
+/**
+ * What this replica learnt is dead: a session id that found no live session, a link token refused.
+ * Neither ever comes back (a session is never revived, a link is used once), so a replay of one is
+ * answered from here without a query, and counts against nobody: the one who replays a dead
+ * session id behind a NAT address holds up no one else there.
+ */
+class DeadTokens {
+  private readonly dead = new Map<string, Dead>();
+
+  constructor(private readonly max: number) {}
+
+  get(token: string): Dead | undefined {
+    return this.dead.get(token);
+  }
+
+  add(token: string, why: Dead): void {
+    this.dead.delete(token);
+    // A Map keeps insertion order: the first key is the oldest.
+    if (this.dead.size >= this.max) this.dead.delete(this.dead.keys().next().value!);
+    this.dead.set(token, why);
+  }
+}
+
 /** A session that idles this long ends, whatever its link's expiry. */
 export const PORTAL_IDLE_TIMEOUT_MS = 30 * 60_000;
 
@@ -91,6 +120,8 @@ const SESSION_COLUMNS = 'merchant_id, permissions, csrf_token, expires_at, link_
  * PostgreSQL's clock, the same for every replica. The tables are made by libs/migrations/sql.
  */
 export class PortalSessions {
+  private readonly dead = new DeadTokens(REMEMBERED_DEAD_TOKENS);
+
   constructor(
     private readonly db: Queryable,
     private readonly signer: TokenSigner = new TokenSigner(),
@@ -100,6 +131,11 @@ export class PortalSessions {
   /** Whether a link token or a session id could be one of ours: checked before any query. */
   wellFormed(token: string): boolean {
     return this.signer.verify(token);
+  }
+
+  /** Whether this replica already found `token` dead (a session id, or a link refused): known without a query. */
+  knownDead(token: string): boolean {
+    return this.dead.get(token) !== undefined;
   }
 
   /** A link's token (shown once, in the URL) valid until `expiresAt`, for the merchant whose key has `keyDigest` now. */
@@ -122,6 +158,8 @@ export class PortalSessions {
    */
   async redeem(token: string): Promise<{ sessionId: string; session: PortalSession }> {
     if (!this.signer.verify(token)) throw new PortalLinkError('unknown');
+    const dead = this.dead.get(token);
+    if (dead) throw new PortalLinkError(dead === 'session' ? 'unknown' : dead);
     const sessionId = this.signer.make();
     const csrf = randomBytes(32).toString('base64url');
     const rows = await this.run<SessionRow>(
@@ -137,23 +175,27 @@ export class PortalSessions {
     if (rows[0]) return { sessionId, session: sessionOf(rows[0]) };
     const known = await this.run<{ used: boolean }>('SELECT redeemed_at IS NOT NULL AS used FROM portal_links WHERE token_hash = $1', [digest(token)]);
     if (known[0]?.used) await this.run('DELETE FROM portal_sessions WHERE link_hash = $1', [digest(token)]);
-    throw new PortalLinkError(known[0] === undefined ? 'unknown' : known[0].used ? 'used' : 'expired');
+    const refused = new PortalLinkError(known[0] === undefined ? 'unknown' : known[0].used ? 'used' : 'expired');
+    this.dead.add(token, refused.reason);
+    throw refused;
   }
 
   /** The live session of this cookie value, marked as seen now; undefined when unknown, expired or idle too long. */
   async session(sessionId: string): Promise<PortalSession | undefined> {
-    if (!this.signer.verify(sessionId)) return undefined;
+    if (!this.signer.verify(sessionId) || this.knownDead(sessionId)) return undefined;
     const rows = await this.run<SessionRow>(
       `UPDATE portal_sessions SET last_seen_at = now()
        WHERE session_hash = $1 AND expires_at > now() AND last_seen_at > now() - $2::bigint * interval '1 millisecond'
        RETURNING ${SESSION_COLUMNS}`,
       [digest(sessionId), this.idleTimeoutMs],
     );
+    if (!rows[0]) this.dead.add(sessionId, 'session');
     return rows[0] && sessionOf(rows[0]);
   }
 
   async end(sessionId: string): Promise<void> {
     await this.run('DELETE FROM portal_sessions WHERE session_hash = $1', [digest(sessionId)]);
+    this.dead.add(sessionId, 'session');
   }
 
   /** Ends every session of the merchant and every link not used yet; returns how many of each. */

@@ -74,6 +74,31 @@ export class PrivatePostgres {
     await this.up();
   }
 
+  /**
+   * A cold backup, as a restore puts it back: the server stopped, its data directory copied, the
+   * server started again. Returns the backup's name for `restore`.
+   */
+  async backup(): Promise<string> {
+    const name = join(this.dir, `backup-${Date.now()}`);
+    await this.exec('pg_ctl', ['-D', join(this.dir, 'data'), '-m', 'fast', '-w', 'stop']);
+    await run(...this.shell(['cp', '-a', join(this.dir, 'data'), name]));
+    await this.up();
+    return name;
+  }
+
+  /** Restores a backup: the server stopped, its data directory replaced by the backup's, the server started. */
+  async restore(backup: string): Promise<void> {
+    await this.exec('pg_ctl', ['-D', join(this.dir, 'data'), '-m', 'fast', '-w', 'stop']);
+    await run(...this.shell(['rm', '-rf', join(this.dir, 'data')]));
+    await run(...this.shell(['cp', '-a', backup, join(this.dir, 'data')]));
+    await this.up();
+  }
+
+  private shell(command: string[]): [string, string[], { timeout: number }] {
+    const [cmd, ...rest] = [...this.asUser, ...command];
+    return [cmd!, rest, { timeout: 60_000 }];
+  }
+
   async stop(): Promise<void> {
     await this.exec('pg_ctl', ['-D', join(this.dir, 'data'), '-m', 'fast', 'stop']).catch(() => {});
     rmSync(this.dir, { recursive: true, force: true });
