@@ -27,24 +27,23 @@ export const MERCHANT_TABLES: ReadonlyArray<{ table: string; where: string }> = 
 ];
 
 /**
- * Tables that hold nothing of any merchant: the recorder's place in the deliveries stream, and the
- * tombstones of deleted merchants (a digest of the id and a version, kept a day).
+ * Tables that hold nothing of any merchant: the recorder's place in the deliveries stream, the
+ * tombstones of deleted merchants (a digest of the id and a version, kept a day), and the
+ * migrations applied.
  */
-export const TABLES_WITHOUT_MERCHANT_DATA: readonly string[] = ['delivery_log_offsets', 'merchant_tombstones'];
+export const TABLES_WITHOUT_MERCHANT_DATA: readonly string[] = ['delivery_log_offsets', 'merchant_tombstones', 'schema_migrations'];
 
 /**
- * Deletes every row of one merchant from every table above that exists (a database where the
- * portal or the log never ran lacks some), in one transaction: all of it goes, or nothing.
+ * Deletes every row of one merchant from every table above (all made by `webhooks migrate`; the
+ * CLI checks the schema version first), in one transaction: all of it goes, or nothing.
  * Returns the rows deleted per table. What RabbitMQ holds is not touched (see docs/production.md).
  */
 export async function deleteMerchantData(db: { transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T> }, merchantId: string): Promise<Record<string, number>> {
   return db.transaction(async (tx) => {
     const deleted: Record<string, number> = {};
-    const present = async (table: string) => !!(await tx.query<{ present: string | null }>('SELECT to_regclass($1)::text AS present', [table])).rows[0]?.present;
     // The merchant's row first: its lock orders this delete with a write of the merchant.
-    const made = await present('merchants');
-    const { rows: removed } = made ? await tx.query<{ version: string }>('DELETE FROM merchants WHERE id = $1 RETURNING version', [merchantId]) : { rows: [] };
-    if (made) deleted.merchants = removed.length;
+    const { rows: removed } = await tx.query<{ version: string }>('DELETE FROM merchants WHERE id = $1 RETURNING version', [merchantId]);
+    deleted.merchants = removed.length;
     if (removed[0]) {
       // The tombstone by which every running program forgets the merchant (its poll reads it, a
       // notification or not), and from whose version a merchant made again with this id goes on.
@@ -54,9 +53,8 @@ export async function deleteMerchantData(db: { transaction<T>(work: (tx: Queryab
         [idDigest(merchantId), removed[0].version],
       );
     }
-    if (made) await tx.query(`DELETE FROM merchant_tombstones WHERE deleted_at < now() - $1::bigint * interval '1 millisecond'`, [TOMBSTONE_KEEP_MS]);
+    await tx.query(`DELETE FROM merchant_tombstones WHERE deleted_at < now() - $1::bigint * interval '1 millisecond'`, [TOMBSTONE_KEEP_MS]);
     for (const { table, where } of MERCHANT_TABLES.slice(1)) {
-      if (!(await present(table))) continue;
       const gone = await tx.query<{ n: number }>(`WITH gone AS (DELETE FROM ${table} WHERE ${where} RETURNING 1) SELECT count(*)::integer AS n FROM gone`, [merchantId]);
       deleted[table] = gone.rows[0]?.n ?? 0;
     }

@@ -9,7 +9,8 @@ export class SchemaBehindError extends Error {
     readonly current: number,
     readonly needed: number,
   ) {
-    super(`database schema version ${current}, this program needs ${needed}: run ${MIGRATE_COMMAND}`);
+    // The command spelled out (MIGRATE_COMMAND), so that the guides can quote the message whole.
+    super(`database schema version ${current}, this program needs ${needed}: run npx webhooks migrate`);
     this.name = 'SchemaBehindError';
   }
 }

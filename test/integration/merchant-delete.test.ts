@@ -75,7 +75,7 @@ describe('webhooks merchants delete', () => {
     return found;
   };
 
-  it('knows every table the programs make: each is deleted from, or holds no merchant data', async () => {
+  it('knows every table the migrations make: each is deleted from, or holds no merchant data', async () => {
     const known = [...MERCHANT_TABLES.map((t) => t.table), ...TABLES_WITHOUT_MERCHANT_DATA, 'delivery_records_test'];
     expect((await tables()).filter((table) => !known.includes(table))).toEqual([]);
   });

@@ -4,7 +4,7 @@
  * or a schema newer than this release knows, refused before anything runs.
  */
 import { openPostgres, type Database } from '../../libs/delivery-store/index.js';
-import { checksumOf, currentVersion, MIGRATIONS, migrate, type Migration, REQUIRED_VERSION } from '../../libs/migrations/index.js';
+import { checksumOf, currentVersion, fileOf, MIGRATIONS, migrate, type Migration, REQUIRED_VERSION } from '../../libs/migrations/index.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { runProgram } from '../support/process.js';
 
@@ -65,7 +65,8 @@ describe('webhooks migrate', () => {
   it('says which version the database holds and which this release needs, applying nothing (--status)', async () => {
     const db = await empty('migrate_status');
     const before = await runProgram(CLI, { DATABASE_URL: db.url }, ['migrate', '--status']);
-    expect(before).toMatchObject({ code: 3, stdout: `schema version 0, this release needs ${REQUIRED_VERSION}\npending: 0001_initial.sql\n` });
+    const pending = MIGRATIONS.map((m) => `pending: ${fileOf(m)}\n`).join('');
+    expect(before).toMatchObject({ code: 3, stdout: `schema version 0, this release needs ${REQUIRED_VERSION}\n${pending}` });
     expect(await currentVersion(open(db.url))).toBe(0);
     await runProgram(CLI, { DATABASE_URL: db.url }, ['migrate']);
     expect(await runProgram(CLI, { DATABASE_URL: db.url }, ['migrate', '--status'])).toMatchObject({ code: 0, stdout: `schema version ${REQUIRED_VERSION}, this release needs ${REQUIRED_VERSION}\n` });

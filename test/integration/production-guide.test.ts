@@ -17,8 +17,9 @@ import { freePort } from '../support/receiver.js';
  * docs/production.md, "Install on Debian": the shell blocks marked `<!-- tested -->` run in order, in
  * one bash, against this machine's RabbitMQ and PostgreSQL, with the test's own directories, names
  * and ports in place of the guide's (the guide says which), and stand-ins for systemctl and runuser.
- * Afterwards the deployment runs: the API's /readyz answers 200, and the guide's own last block has
- * sent a webhook with the CLI to a receiver that verified its signature.
+ * The schema is made by the guide's `webhooks migrate` before the programs start (they never make
+ * it). Afterwards the deployment runs: the API's /readyz answers 200, and the guide's own last block
+ * has sent a webhook with the CLI to a receiver that verified its signature.
  */
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 const GUIDE = join(REPO, 'docs/production.md');
@@ -128,5 +129,18 @@ describe('the production guide, followed on this machine', () => {
     expect((await fetch(`http://127.0.0.1:${ports['8080']}/admin/merchants/m_x`)).status).toBe(404);
     expect((await fetch(`http://127.0.0.1:${ports['8081']}/admin/merchants/m_x`)).status).toBe(401);
     expect(output).toContain('m_smoke_check');
+    // The guide's migrate made the schema, before any program started.
+    expect(output).toContain('applied 0001_initial.sql');
+    // As the database's owner (the programs' role), so that the programs own what it made.
+    const url = new URL(adminDatabaseUrl());
+    url.pathname = `/${name}`;
+    const guideDb = new pg.Client({ connectionString: url.toString() });
+    await guideDb.connect();
+    try {
+      const owners = await guideDb.query<{ owner: string }>(`SELECT DISTINCT tableowner AS owner FROM pg_tables WHERE schemaname = 'public'`);
+      expect(owners.rows).toEqual([{ owner: name }]);
+    } finally {
+      await guideDb.end();
+    }
   }, 300_000);
 });
