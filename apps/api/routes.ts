@@ -249,7 +249,7 @@ export const ROUTES = [
     operationId: 'ready',
     method: 'get',
     path: '/readyz',
-    summary: 'Readiness: broker connected and PostgreSQL reachable; how far behind the delivery log is',
+    summary: 'Readiness: broker connected, PostgreSQL reachable and every merchant readable; how far behind the delivery log is',
     output: { '200': { description: 'Ready', schema: readiness }, '503': { description: 'Not ready', schema: readiness } },
     errors: {},
   },

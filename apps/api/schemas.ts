@@ -59,6 +59,10 @@ export const readiness = z
     status: z.enum(['ready', 'not ready']),
     broker: z.enum(['connected', 'disconnected']),
     database: z.enum(['reachable', 'unreachable']).describe('PostgreSQL (the failure index, claims, the log, portal sessions)'),
+    merchants: z
+      .string()
+      .optional()
+      .describe('Only while some merchant rows are sealed with a key this replica lacks (SECRETS_KEY rotation): how many; the replica is not ready meanwhile'),
     deliveryLog: z
       .strictObject({
         database: z.enum(['up', 'unreachable', 'off']),

@@ -146,9 +146,11 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
     // As a dispatcher's auto-disable writes it.
     await cli('set', 'm_auto', '--public-key', 'pk_cli_auto_0001', '--url', 'https://hooks.example.com/auto');
     await waitFor('program has m_auto', () => program.byId('m_auto'), 5_000);
+    const url = 'https://hooks.example.com/auto';
+    expect(await program.recordHealth('m_auto', url, undefined, { url, failingSince: '2026-01-01T00:00:00.000Z', lastFailureAt: '2026-01-06T00:00:00.000Z' })).toBe(true);
     await program.update('m_auto', (current) => ({
       ...current!,
-      webhook: { ...current!.webhook!, enabled: false, disabledReason: 'failing', disabledAt: '2026-01-06T00:00:00.000Z', failingSince: '2026-01-01T00:00:00.000Z' },
+      webhook: { ...current!.webhook!, enabled: false, disabledReason: 'failing', disabledAt: '2026-01-06T00:00:00.000Z' },
     }));
     const listed = await cli('list', '--disabled');
     expect(listed.code).toBe(0);

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
-import { type Logger, silentLogger } from '../../libs/logger/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
+import { capturingLogger } from '../support/capturing-logger.js';
 import { deleteMerchantData, MerchantSettings, PgMerchantDirectory, SecretBox } from '../../libs/merchants/index.js';
 import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
 import { migrateDatabase } from '../support/postgres.js';
@@ -20,7 +21,7 @@ describe('a running program across a restore of its database', () => {
   let admin: Database;
   let program: PgMerchantDirectory;
   let programDb: Database;
-  const infos: string[] = [];
+  const lines: Array<Record<string, unknown>> = [];
 
   beforeAll(async () => {
     server = await PrivatePostgres.start();
@@ -28,11 +29,7 @@ describe('a running program across a restore of its database', () => {
     admin = openPostgres(server.url);
     await migrateDatabase(server.url);
     programDb = openPostgres(server.url, { applicationName: 'restore-test program' });
-    const logger = silentLogger();
-    logger.info = ((message: string) => {
-      infos.push(message);
-      return logger;
-    }) as Logger['info'];
+    const logger = capturingLogger(lines);
     // The default poll: what the runbook promises is what a program as deployed does.
     program = new PgMerchantDirectory(programDb, new SecretBox(Buffer.from(TEST_SECRETS_KEY, 'base64')), logger);
   }, 120_000);
@@ -93,7 +90,7 @@ describe('a running program across a restore of its database', () => {
     expect(program.byPublicKey('pk_m_new_000000')).toBeUndefined();
     expect(program.byPublicKey('pk_m_deleted_000000')?.id).toBe('m_deleted');
     // What the runbook tells the operator to look for in each program's log.
-    expect(infos).toContain('merchant directory loads every merchant again');
+    expect(lines).toContainEqual(expect.objectContaining({ level: 'info', message: 'merchant directory loads every merchant again' }));
     expect(program.reloads).toBeGreaterThanOrEqual(1);
   }, 180_000);
 });

@@ -1,6 +1,9 @@
 import { type Database, openPostgres, type Queryable } from '../../libs/delivery-store/index.js';
 import { type Logger, silentLogger } from '../../libs/logger/index.js';
 import { deleteMerchantData, MerchantSettings, PgMerchantDirectory, SecretBox } from '../../libs/merchants/index.js';
+import { call, startTestApi, waitReady } from '../support/api.js';
+import { TestBroker, uniquePrefix } from '../support/broker.js';
+import { capturingLogger } from '../support/capturing-logger.js';
 import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { waitFor } from '../support/wait.js';
@@ -141,13 +144,17 @@ describe('the merchant directory of a running program', () => {
 
   it('says which merchants it serves at an old version when their new row is sealed with a key it lacks', async () => {
     await put('m_rekeyed', 'https://old-key.example.com/');
-    const errors: Array<{ message: string; meta: unknown }> = [];
-    const logger = silentLogger();
-    logger.error = ((message: string, meta: unknown) => {
-      errors.push({ message, meta });
-      return logger;
-    }) as Logger['error'];
-    const { dir: oldKeyOnly } = await program({ logger });
+    const lines: Array<Record<string, unknown>> = [];
+    const { dir: oldKeyOnly } = await program({ logger: capturingLogger(lines) });
+    // An API replica with the old key alone, as the programs run.
+    const prefix = uniquePrefix('merchant-directory');
+    const api = await waitReady(await startTestApi(prefix, '', {}, { MERCHANTS_FILE: undefined, DATABASE_URL: db.url, SECRETS_KEY: TEST_SECRETS_KEY, WEBHOOKS_DEV: 'true' }));
+    open.push({ close: async () => {
+      await api.stop();
+      const broker = await TestBroker.open();
+      await broker.deleteTopology(prefix, 0);
+      await broker.close();
+    } });
     const { dir: rotated } = await program({ keys: [NEW_KEY, KEY] });
     const newKeySettings = new MerchantSettings(rotated, { allowHttp: false, allowPrivateTargets: false });
     await newKeySettings.patch('m_rekeyed', { webhook: { url: 'https://new-key.example.com/' } });
@@ -155,12 +162,21 @@ describe('the merchant directory of a running program', () => {
     await waitFor('the program with the old key alone to report it', () => oldKeyOnly.unreadable.some((u) => u.merchantId === 'm_rekeyed'), 30_000);
     expect(urlIn(oldKeyOnly, 'm_rekeyed')).toBe('https://old-key.example.com/');
     expect(oldKeyOnly.unreadable).toEqual([{ merchantId: 'm_rekeyed', version: 2, keyId: expect.any(String) }]);
-    expect(errors.map((e) => e.message)).toEqual(['merchant row sealed with a key this program lacks (SECRETS_KEY, SECRETS_KEY_PREVIOUS): serving its last readable version']);
-    expect(JSON.stringify(errors)).not.toContain('whsec_');
+    const errors = lines.filter((line) => line.level === 'error');
+    expect(errors).toEqual([expect.objectContaining({ message: 'merchant row sealed with a key this program lacks (SECRETS_KEY, SECRETS_KEY_PREVIOUS): serving its last readable version', merchantId: 'm_rekeyed', version: 2 })]);
+    expect(JSON.stringify(lines)).not.toContain('whsec_');
+    // The replica says so where an orchestrator and Prometheus look, and leaves the load balancer.
+    const ready = await waitFor('the API replica to be not ready', async () => {
+      const answer = await call(api, '/readyz', { method: 'GET' });
+      return answer.status === 503 && answer;
+    }, 30_000, 100);
+    expect(ready.body).toMatchObject({ status: 'not ready', broker: 'connected', database: 'reachable', merchants: expect.stringMatching(/^1 merchant row\(s\) sealed with a key this replica lacks/) });
+    expect((await call(api, '/metrics', { method: 'GET' })).body as string).toMatch(/^webhooks_merchants_unreadable\{[^}]*\} 1$/m);
 
     // Sealed with the tests' key again (a write from a program that has it first): readable, no longer reported.
     const { dir: back } = await program({ keys: [KEY, NEW_KEY] });
     await new MerchantSettings(back, { allowHttp: false, allowPrivateTargets: false }).patch('m_rekeyed', { webhook: { url: 'https://old-key-again.example.com/' } });
     await waitFor('the report to end', () => oldKeyOnly.unreadable.length === 0 && urlIn(oldKeyOnly, 'm_rekeyed') === 'https://old-key-again.example.com/', 30_000);
+    await waitFor('the API replica to be ready again', async () => (await call(api, '/readyz', { method: 'GET' })).status === 200, 30_000, 100);
   });
 });
