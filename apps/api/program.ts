@@ -119,7 +119,6 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
       logger,
       topology: {
         prefix: config.TOPOLOGY_PREFIX,
-        retryDelaysMs: config.RETRY_SCHEDULE,
         failedRetention: config.FAILED_RETENTION,
         replication: replicationOf(config),
         deliveriesStream: config.DELIVERY_LOG === 'on',

@@ -55,24 +55,30 @@ CREATE INDEX IF NOT EXISTS delivery_webhooks_expiry ON delivery_webhooks (last_r
 -- p50 1.6 -> 4.9 ms), and a row holds one or two keys, so inserting straight into the index costs
 -- the recorder nothing measurable.
 CREATE INDEX IF NOT EXISTS delivery_webhooks_refs ON delivery_webhooks USING gin (merchant_refs) WITH (fastupdate = off);
--- The retry safety net (libs/retry-net): webhooks overdue in their tier are found by this partial
--- index (only the retrying ones, a small share of the log), and each wait (attempts made, due
--- time) is claimed once, by the net republishing a copy or by its original arriving late:
--- whichever inserts the row first; the other is dropped. Kept as long as the log.
-CREATE INDEX IF NOT EXISTS delivery_webhooks_overdue ON delivery_webhooks (next_attempt_at) WHERE status = 'retrying';
-CREATE TABLE IF NOT EXISTS retry_claims (
+-- Waits (libs/waits): a webhook that waits for its next attempt is one row, the only copy that
+-- decides; the scheduler picks due rows by pick_at (the due time, then the end of a hand-back's
+-- lease) with SKIP LOCKED, and \`hand\` (times handed back or rewritten) lets only the current
+-- hand-back take, rewrite or end it. Its bytes are stored once per webhook, as received.
+CREATE TABLE IF NOT EXISTS webhook_waits (
   merchant_id text NOT NULL,
   webhook_id text NOT NULL,
+  endpoint_id text NOT NULL DEFAULT '',
   attempt integer NOT NULL,
   due_at timestamptz NOT NULL,
-  -- 'net' (a copy is republished) or 'original' (the late original is delivered).
-  claimed_by text NOT NULL,
-  claimed_at timestamptz NOT NULL DEFAULT now(),
-  -- When the net's copy was confirmed in dispatch; a net claim without it for long is taken again.
-  copied_at timestamptz,
-  PRIMARY KEY (merchant_id, webhook_id, attempt, due_at)
+  reason text NOT NULL,
+  headers jsonb NOT NULL,
+  hand integer NOT NULL DEFAULT 0,
+  pick_at timestamptz,
+  PRIMARY KEY (merchant_id, webhook_id, endpoint_id)
 );
-CREATE INDEX IF NOT EXISTS retry_claims_expiry ON retry_claims (claimed_at);
+CREATE INDEX IF NOT EXISTS webhook_waits_pick ON webhook_waits (pick_at) WHERE pick_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS webhook_waits_due ON webhook_waits (merchant_id, due_at);
+CREATE TABLE IF NOT EXISTS webhook_bodies (
+  merchant_id text NOT NULL,
+  webhook_id text NOT NULL,
+  content bytea NOT NULL,
+  PRIMARY KEY (merchant_id, webhook_id)
+);
 CREATE TABLE IF NOT EXISTS delivery_records (
   id uuid NOT NULL,
   at timestamptz NOT NULL,
@@ -271,6 +277,5 @@ export async function dropExpiredPartitions(db: Queryable, retentionMs: number, 
   await db.query('DELETE FROM delivery_log_quarantine WHERE quarantined_at < $1::timestamptz', [before]);
   // Failures as long as the log: a resend of one only the recorder indexed sends the log's copy.
   await db.query('DELETE FROM failed_webhooks WHERE failed_at < $1::timestamptz', [before]);
-  await db.query('DELETE FROM retry_claims WHERE claimed_at < $1::timestamptz', [before]);
   return dropped;
 }

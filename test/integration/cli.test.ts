@@ -19,7 +19,7 @@ describe('webhooks publish', () => {
   });
 
   afterAll(async () => {
-    await test.deleteTopology(prefix, 0);
+    await test.deleteTopology(prefix);
     await test.close();
   });
 

@@ -24,7 +24,7 @@ describe('crashes and shutdowns lose nothing', () => {
 
   afterAll(async () => {
     await broker.close();
-    for (const prefix of prefixes) await test.deleteTopology(prefix, 2);
+    for (const prefix of prefixes) await test.deleteTopology(prefix);
     await test.close();
   });
 

@@ -57,7 +57,7 @@ describe('Prometheus metrics', () => {
     await program?.stop();
     await Promise.all([ok?.close(), failing?.close()]);
     const test = await TestBroker.open();
-    await test.deleteTopology(prefix, 5);
+    await test.deleteTopology(prefix);
     await test.close();
   });
 

@@ -85,7 +85,7 @@ describe('operational events and auto-disable', () => {
     await api?.stop();
     await merchantServer?.close();
     await opsReceiver?.close();
-    await test?.deleteTopology(prefix, 4);
+    await test?.deleteTopology(prefix);
     await test?.channel.deleteQueue(`${prefix}.test-subscriber`).catch(() => {});
     await test?.close();
     await db?.drop();
@@ -226,7 +226,7 @@ describe('operational events and auto-disable', () => {
         deferrals: 0, postponements: 0, firstSeenAt: new Date().toISOString(), accepted: true,
       };
       const now = new Date();
-      for (const each of operations) each.observe(intake, { kind: 'retry', tier: 0, attempt: 2, error: 'HTTP 404', errorClass: 'http_404', status: 404 }, now);
+      for (const each of operations) each.observe(intake, { kind: 'retry', step: 0, attempt: 2, error: 'HTTP 404', errorClass: 'http_404', status: 404 }, now);
       await Promise.all(operations.map((each) => each.stop()));
       await Promise.all(publishers.map((each) => each.stop()));
       expect(directories.map((d) => d.byId('m_race')?.webhook?.disabledReason)).toEqual(['failing', 'failing']);
@@ -350,7 +350,7 @@ describe('operational events of a dead endpoint under load', () => {
     await dispatcher?.stop();
     await api?.stop();
     await dead?.close();
-    await test?.deleteTopology(prefix, 4);
+    await test?.deleteTopology(prefix);
     await test?.channel.deleteQueue(`${prefix}.test-subscriber`).catch(() => {});
     await test?.close();
     await db?.drop();
@@ -402,7 +402,7 @@ describe('operational events with MERCHANTS_FILE', () => {
   afterAll(async () => {
     await dispatcher?.stop();
     await dead?.close();
-    await test?.deleteTopology(prefix, 4);
+    await test?.deleteTopology(prefix);
     await test?.channel.deleteQueue(`${prefix}.test-subscriber`).catch(() => {});
     await test?.close();
   });

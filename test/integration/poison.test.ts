@@ -17,7 +17,7 @@ describe('a message that keeps killing the dispatcher', () => {
   });
 
   afterAll(async () => {
-    await test.deleteTopology(prefix, 1);
+    await test.deleteTopology(prefix);
     await test.close();
   });
 

@@ -25,7 +25,7 @@ describe('dispatcher start-up and shutdown', () => {
   });
 
   afterAll(async () => {
-    await test.deleteTopology(prefix, 3);
+    await test.deleteTopology(prefix);
     await test.close();
     await db?.drop();
   });
@@ -76,7 +76,7 @@ describe('dispatcher start-up and shutdown', () => {
       expect(result.stderr).toContain(`queue ${clash}.retry.0 already exists with different arguments`);
       expect(result.stderr).toContain('RETRY_SCHEDULE');
     } finally {
-      await test.deleteTopology(clash, 3);
+      await test.deleteTopology(clash);
     }
   });
 
@@ -95,7 +95,7 @@ describe('dispatcher start-up and shutdown', () => {
       expect(result.stderr).toContain(`dispatcher stopped: queue ${clash}.dispatch already exists with different arguments`);
     } finally {
       if (program.child.exitCode === null) program.child.kill('SIGKILL');
-      await test.deleteTopology(clash, 3);
+      await test.deleteTopology(clash);
     }
   });
 
@@ -240,7 +240,7 @@ describe('the API with PostgreSQL down at start-up', () => {
 
   afterAll(async () => {
     await server?.stop();
-    await test.deleteTopology(prefix, 0);
+    await test.deleteTopology(prefix);
     await test.close();
   });
 
