@@ -51,6 +51,8 @@ export interface Harness {
   /** The waits in the test's database, and the scheduler that hands them back (started with the dispatcher). */
   waits: WaitStore;
   scheduler: WaitScheduler;
+  /** With the paused option: starts consuming dispatch. */
+  startDispatcher(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -64,6 +66,10 @@ export async function startHarness(options: {
   httpClient?: 'undici' | 'got';
   /** How long a hand-back of a wait may take to come to its attempt (default 60 s). */
   waitLeaseMs?: number;
+  /** The dispatcher does not consume dispatch until startDispatcher() (the scheduler runs). */
+  paused?: boolean;
+  /** The delivery log's writer in place of the real one (a stream that loses every record). */
+  recorder?: DeliveryRecorder;
   /** Records every settled delivery on the deliveries stream, as the program does with DELIVERY_LOG=on. */
   deliveryLog?: boolean;
   /** The dispatcher's logger (silent by default). */
@@ -94,7 +100,7 @@ export async function startHarness(options: {
   const writer = new WaitWriter(waits, logger);
   const waitLeaseMs = options.waitLeaseMs ?? 60_000;
   const scheduler = new WaitScheduler(waits, broker, logger, { dispatch: names.dispatch, leaseMs: waitLeaseMs, pollMs: 100 });
-  const deliveryLog = options.deliveryLog ? new DeliveryRecorder(broker, logger, { prefix }) : undefined;
+  const deliveryLog = options.recorder ?? (options.deliveryLog ? new DeliveryRecorder(broker, logger, { prefix }) : undefined);
   await deliveryLog?.start();
   const dispatcher = new Dispatcher(
     { broker, merchants, http, logger, waits: { store: waits, writer }, deliveryLog, failures: new FailedStore(failuresDb) },
@@ -110,7 +116,7 @@ export async function startHarness(options: {
       ...options.settings,
     },
   );
-  await dispatcher.start();
+  if (!options.paused) await dispatcher.start();
   scheduler.start();
   const test = await TestBroker.open();
   return {
@@ -121,6 +127,7 @@ export async function startHarness(options: {
     waits,
     scheduler,
     dispatcher,
+    startDispatcher: () => dispatcher.start(),
     broker,
     publisher: new EventPublisher(broker, prefix),
     test,
