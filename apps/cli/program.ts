@@ -11,6 +11,7 @@ import { declareMerchants } from './merchants.js';
 import { declarePortal } from './portal.js';
 import { declarePublish } from './publish.js';
 import { declareToken } from './token.js';
+import { declareWaitsList } from './waits-list.js';
 
 /**
  * The `webhooks` command line: one declaration per command gives its parsing, its --help and
@@ -44,6 +45,7 @@ export function createProgram(io: CliIo): Command {
   declareInvalidList(invalid, io);
   declareInvalidRequeue(invalid, io);
 
+  declareWaitsList(program, io);
   declareMerchants(program, io);
   declareLog(program, io);
   declarePortal(program, io);
