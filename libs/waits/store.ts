@@ -153,14 +153,6 @@ export class WaitStore {
     await this.db.query('UPDATE webhook_waits SET pick_at = now() WHERE merchant_id = $1 AND webhook_id = $2 AND hand = $3', [key.merchantId, key.webhookId, hand]);
   }
 
-  /** Seconds until the next wait is due (0 when one is), undefined when none waits. */
-  async nextDueInMs(): Promise<number | undefined> {
-    const { rows } = await this.db.query<{ ms: number | null }>(
-      'SELECT greatest(0, extract(epoch FROM min(pick_at) - now()) * 1000)::float8 AS ms FROM webhook_waits WHERE pick_at IS NOT NULL',
-    );
-    return rows[0]?.ms ?? undefined;
-  }
-
   /** Waiting now, and of those past their due time by more than `overdueMs`. */
   async census(overdueMs: number): Promise<{ waiting: number; overdue: number }> {
     const { rows } = await this.db.query<{ waiting: number; overdue: number }>(
