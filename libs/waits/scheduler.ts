@@ -4,6 +4,10 @@ import { HEADERS } from '../contracts/index.js';
 import type { Logger } from '../logger/index.js';
 import type { HandedWait, WaitStore } from './store.js';
 
+/** Rows picked per statement, and ready messages in dispatch above which nothing more is handed back. */
+export const WAIT_PICK_BATCH = 500;
+export const WAIT_MAX_READY = 10_000;
+
 export interface WaitSchedulerOptions {
   /** The queue due waits are put back on. */
   dispatch: string;
@@ -63,7 +67,7 @@ export class WaitScheduler {
       try {
         const handed = await this.tick();
         // A full batch: more are due, go again at once.
-        if (handed >= (this.options.batch ?? 500)) sleepMs = 0;
+        if (handed >= (this.options.batch ?? WAIT_PICK_BATCH)) sleepMs = 0;
       } catch (err) {
         this.problem('waits not handed back; trying again', err);
         sleepMs = 1_000;
@@ -80,7 +84,7 @@ export class WaitScheduler {
   /** One pick and its publishes; returns the waits handed back. */
   async tick(): Promise<number> {
     if (!this.broker.isConnected) return 0;
-    const room = Math.min(this.options.batch ?? 500, (this.options.maxReady ?? 10_000) - (await this.ready()));
+    const room = Math.min(this.options.batch ?? WAIT_PICK_BATCH, (this.options.maxReady ?? WAIT_MAX_READY) - (await this.ready()));
     if (room <= 0) return 0;
     const waits = await this.store.pick(room, this.options.leaseMs);
     await Promise.all(waits.map((wait) => this.handBack(wait)));
