@@ -76,7 +76,7 @@ describe('closing against a broker that misbehaves', () => {
         RABBITMQ_URL: brokerUrl(),
         TOPOLOGY_PREFIX: prefix,
         MERCHANTS_FILE: merchantsFile,
-        RETRY_SCHEDULE: '1s,2s',
+        RETRY_SCHEDULE: '',
         METRICS_PORT: '0',
         LOG_LEVEL: 'info',
       });

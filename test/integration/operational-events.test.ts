@@ -383,8 +383,11 @@ describe('operational events with MERCHANTS_FILE', () => {
   let dispatcher: DispatcherProgram;
   let events: Seen[];
   const lines: string[] = [];
+  // Waits are rows: the file's dispatcher still needs a database for its retries.
+  let db: TestDatabase;
 
   beforeAll(async () => {
+    db = await createTestDatabase('operational_file');
     dead = await Receiver.start(() => 404);
     test = await TestBroker.open();
     const merchant = testMerchant('m_file_dead', `${dead.url}/file`);
@@ -393,7 +396,7 @@ describe('operational events with MERCHANTS_FILE', () => {
       transports: [new winston.transports.Stream({ stream: new Writable({ objectMode: true, write: (info: { message: string }, _e, done) => { lines.push(info.message); done(); } }) })],
     });
     dispatcher = await startDispatcher(
-      dispatcherEnv(prefix, { MERCHANTS_FILE: writeMerchantsFile([merchant]), ENDPOINT_DISABLE_AFTER: '300ms', OPERATIONAL_EVENT_INTERVAL: '1h' }),
+      dispatcherEnv(prefix, { MERCHANTS_FILE: writeMerchantsFile([merchant]), DATABASE_URL: db.url, ENDPOINT_DISABLE_AFTER: '300ms', OPERATIONAL_EVENT_INTERVAL: '1h' }),
       logger,
     );
     events = await collect(test, prefix);
@@ -405,6 +408,7 @@ describe('operational events with MERCHANTS_FILE', () => {
     await test?.deleteTopology(prefix);
     await test?.channel.deleteQueue(`${prefix}.test-subscriber`).catch(() => {});
     await test?.close();
+    await db?.drop();
   });
 
   it('says once at start-up that auto-disable is off, still publishes the events, and never disables', async () => {
