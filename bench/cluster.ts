@@ -67,6 +67,6 @@ export async function clusterThroughput(
     await Promise.all(programs.map((p) => p.stop()));
   }
   const stats = await receiver.stats();
-  await deleteTopology(urls[0]!, prefix, 1);
+  await deleteTopology(urls[0]!, prefix);
   return { rate: total / ((stats.last - stats.first) / 1000), cores };
 }

@@ -110,7 +110,7 @@ async function run(url: string, rate: number, seconds: number, databaseUrl: stri
     for (const program of programs.reverse()) await program.stop();
     await broker.close().catch(() => {});
     await receiver.stop();
-    await deleteTopology(url, prefix, TIERS);
+    await deleteTopology(url, prefix);
     await database.close();
   }
 }

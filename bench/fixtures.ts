@@ -56,10 +56,10 @@ export async function fillDispatch(url: string, prefix: string, count: number, m
   await connection.close();
 }
 
-export async function deleteTopology(url: string, prefix: string, tiers: number): Promise<void> {
+export async function deleteTopology(url: string, prefix: string): Promise<void> {
   const names = topologyNames(prefix);
   const connection = await amqp.connect(url);
-  for (const queue of [names.dispatch, names.failed, names.invalid, names.deliveries, ...Array.from({ length: tiers }, (_, i) => names.retry(i))]) {
+  for (const queue of [names.dispatch, names.failed, names.invalid, names.deliveries]) {
     const ch = await connection.createChannel();
     ch.on('error', () => {});
     await ch.deleteQueue(queue).catch(() => {});

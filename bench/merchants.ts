@@ -110,6 +110,6 @@ async function startAndMeasure(url: string, databaseUrl: string): Promise<{ read
     return { readyMs, rssMb: rssOf(program.child.pid!).nowMb, heapUsedMb: heapUsed / 1024 / 1024 };
   } finally {
     await program.stop();
-    await deleteTopology(url, prefix, 7);
+    await deleteTopology(url, prefix);
   }
 }

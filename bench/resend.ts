@@ -97,7 +97,7 @@ async function run(url: string, entries: number, samples: number, prefix: string
   await agent.close();
   await api.stop();
   await db.close();
-  await deleteTopology(url, prefix, 0);
+  await deleteTopology(url, prefix);
 
   latencies.sort((a, b) => a - b);
   return { entries, startMs: round(startMs, 0), p50Ms: round(percentile(latencies, 50)), p99Ms: round(percentile(latencies, 99)), samples: latencies.length };

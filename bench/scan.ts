@@ -44,6 +44,6 @@ export async function scanQueue(url: string, entries: number): Promise<number> {
   await reader.close();
   const elapsed = found - started;
   await connection.close();
-  await deleteTopology(url, prefix, 0);
+  await deleteTopology(url, prefix);
   return elapsed;
 }

@@ -1,7 +1,7 @@
 /**
  * Issue 29's soak: 300 events/s for 15 minutes to 50 merchants, 10 of them flaky (503 nine times
  * in ten), one dispatcher at the default retry schedule; its resident memory and the webhooks
- * waiting in the tiers sampled every 15 s. With BENCH_BEFORE_DIST (a `dist` built from an
+ * waiting (rows) sampled every 15 s. With BENCH_BEFORE_DIST (a `dist` built from an
  * earlier commit) the same soak runs beside it against that build, at the same time, each on its
  * own topology, so the two see the same machine.
  */
@@ -9,13 +9,13 @@ import { join } from 'node:path';
 import { BrokerConnection } from '../libs/broker/index.js';
 import { silentLogger } from '../libs/logger/index.js';
 import { declareIntake, topologyNames } from '../libs/topology/index.js';
-import { benchPrefix, deleteTopology, eventBody, merchantsFile, publishPaced } from './fixtures.js';
+import { benchPrefix, deleteTopology, eventBody, merchantsFile, publishPaced, withDatabase } from './fixtures.js';
 import { freePort, type ProgramProcess, rssOf, scrape, startProgram, startReceiver, until } from './processes.js';
 
 export interface SoakSample {
   second: number;
   rssMb: number;
-  /** Messages in the retry tiers, ready or not (the broker's count). */
+  /** Webhooks waiting for their next attempt (the dispatcher's webhooks_waiting gauge). */
   waiting: number;
 }
 
@@ -24,33 +24,18 @@ export interface SoakResult {
   samples: SoakSample[];
 }
 
-/** Messages in the retry tiers of `prefix` (the broker counts every message of a queue, ready or not, in checkQueue). */
-async function queued(prefix: string): Promise<number | undefined> {
-  if (!soakBroker) return undefined;
-  const channel = await soakBroker.createChannel();
-  try {
-    let total = 0;
-    for (let tier = 0; tier < TIERS; tier++) total += (await channel.checkQueue(topologyNames(prefix).retry(tier))).messageCount;
-    return total;
-  } catch {
-    return undefined;
-  } finally {
-    await channel.close().catch(() => {});
-  }
-}
-
-let soakBroker: BrokerConnection | undefined;
-
 const MERCHANTS = 50;
 const FLAKY = 10;
-const TIERS = 7;
 
-async function soakOne(url: string, name: string, dist: string | undefined, receiverUrl: string, rate: number, seconds: number, metricsPort: number): Promise<SoakResult> {
+function soakOne(url: string, name: string, dist: string | undefined, receiverUrl: string, rate: number, seconds: number, metricsPort: number): Promise<SoakResult> {
+  return withDatabase(`soak_${name}`, (databaseUrl) => soakWith(url, name, dist, receiverUrl, rate, seconds, metricsPort, databaseUrl));
+}
+
+async function soakWith(url: string, name: string, dist: string | undefined, receiverUrl: string, rate: number, seconds: number, metricsPort: number, databaseUrl: string): Promise<SoakResult> {
   const prefix = benchPrefix(`soak-${name}`);
   const merchants = Array.from({ length: MERCHANTS }, (_, i) => ({ id: `m_soak_${i}`, url: `${receiverUrl}/${i < FLAKY ? 'flaky' : 'ok'}/${i}` }));
   const broker = new BrokerConnection({ url, name: `bench-soak-${name}`, logger: silentLogger() });
   await broker.open();
-  soakBroker = broker;
   const channel = await broker.createChannel();
   await declareIntake(channel, prefix);
   await channel.close();
@@ -58,6 +43,7 @@ async function soakOne(url: string, name: string, dist: string | undefined, rece
     RABBITMQ_URL: url,
     TOPOLOGY_PREFIX: prefix,
     MERCHANTS_FILE: merchantsFile(merchants),
+    DATABASE_URL: databaseUrl,
     ALLOW_PRIVATE_TARGETS: 'true',
     METRICS_PORT: String(metricsPort),
     LOG_LEVEL: 'warn',
@@ -71,13 +57,13 @@ async function soakOne(url: string, name: string, dist: string | undefined, rece
       rate,
       seconds,
       (i) => broker.publish(events, 'charge.completed', eventBody(merchants[i % MERCHANTS]!.id), { persistent: true, contentType: 'application/json', messageId: `evt_${name}_${i}` }),
-      async (second) => void samples.push({ second, rssMb: Math.round(rssOf(program.child.pid!).nowMb), waiting: (await queued(prefix)) ?? NaN }),
+      async (second) => void samples.push({ second, rssMb: Math.round(rssOf(program.child.pid!).nowMb), waiting: (await scrape(metricsPort, 'webhooks_waiting')) ?? NaN }),
     );
     return { name, samples };
   } finally {
     await program.stop();
     await broker.close();
-    await deleteTopology(url, prefix, TIERS);
+    await deleteTopology(url, prefix);
   }
 }
 

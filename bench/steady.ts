@@ -103,6 +103,6 @@ export async function steadyRun(options: {
   } finally {
     await program.stop();
     await broker.close();
-    await deleteTopology(options.url, prefix, 1);
+    await deleteTopology(options.url, prefix);
   }
 }

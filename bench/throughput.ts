@@ -41,7 +41,7 @@ export async function rawBroker(url: string, total: number, concurrency: number)
   });
   await until('broker-only consume', () => received >= total, 120_000, 10);
   await connection.close();
-  await deleteTopology(url, prefix, 0);
+  await deleteTopology(url, prefix);
   return total / ((last - first) / 1000);
 }
 
@@ -77,7 +77,7 @@ export async function dispatcherThroughputCores(
     await program.stop();
   }
   const stats = await receiver.stats();
-  await deleteTopology(url, prefix, 1);
+  await deleteTopology(url, prefix);
   return { rate: total / ((stats.last - stats.first) / 1000), cores };
 }
 
@@ -134,7 +134,7 @@ export async function referenceThroughput(url: string, receiver: ReceiverProcess
     return windows;
   } finally {
     if (child.exitCode === null) child.kill('SIGKILL');
-    await deleteTopology(url, prefix, 0);
+    await deleteTopology(url, prefix);
   }
 }
 
@@ -167,6 +167,6 @@ export async function dispatcherCpu(url: string, receiver: ReceiverProcess, warm
     return await cpuWindows(program.child.pid, receiver, warmup, total);
   } finally {
     await program.stop();
-    await deleteTopology(url, prefix, 1);
+    await deleteTopology(url, prefix);
   }
 }

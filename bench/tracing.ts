@@ -133,7 +133,7 @@ export async function tracingRound(
   } finally {
     for (const way of ways) way.program.child.kill('SIGCONT');
     await Promise.all(ways.map((w) => w.program.stop()));
-    for (const prefix of prefixes) await deleteTopology(url, prefix, 1);
+    for (const prefix of prefixes) await deleteTopology(url, prefix);
   }
   const result: Record<string, number> = {};
   for (const way of ways) {

@@ -75,8 +75,7 @@ export const apiEnvSchema = z
     /** Set by withDevDefaults when development mode is switched on (WEBHOOKS_DEV=true). */
     WEBHOOKS_DEV: envFields.boolean(false),
     ...merchantStoreFields,
-    // Both programs declare the whole topology, so the API needs the same schedule and retention.
-    RETRY_SCHEDULE: envFields.retrySchedule,
+    // Both programs declare the whole topology, so the API needs the same retention.
     FAILED_RETENTION: envFields.streamMaxAge,
     AUTH_JWT_SECRET: z.string().min(32, 'must be at least 32 characters (256 bits for HS256)').optional(),
     AUTH_JWKS_URL: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional(),

@@ -186,7 +186,6 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
       logger,
       topology: {
         prefix: config.TOPOLOGY_PREFIX,
-        retryDelaysMs: config.RETRY_SCHEDULE,
         failedRetention: config.FAILED_RETENTION,
         replication: replicationOf(config),
         deliveriesStream: config.DELIVERY_LOG === 'on',

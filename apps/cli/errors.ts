@@ -17,7 +17,7 @@ export class NothingMatchedError extends Error {
 /**
  * A queue or stream the command reads is not on the broker (reply 404): the programs never ran with
  * this TOPOLOGY_PREFIX here. Operator commands check rather than declare, so they cannot create a
- * queue with arguments that clash with the programs' (RETRY_SCHEDULE, FAILED_RETENTION).
+ * queue with arguments that clash with the programs' (FAILED_RETENTION).
  */
 export class MissingQueueError extends Error {
   constructor(readonly queue: string, prefix: string) {

@@ -12,6 +12,7 @@ import { declareMigrate } from './migrate.js';
 import { declarePortal } from './portal.js';
 import { declarePublish } from './publish.js';
 import { declareToken } from './token.js';
+import { declareWaitsList } from './waits-list.js';
 
 /**
  * The `webhooks` command line: one declaration per command gives its parsing, its --help and
@@ -45,6 +46,7 @@ export function createProgram(io: CliIo): Command {
   declareInvalidList(invalid, io);
   declareInvalidRequeue(invalid, io);
 
+  declareWaitsList(program, io);
   declareMerchants(program, io);
   declareMigrate(program, io);
   declareLog(program, io);

@@ -15,8 +15,8 @@ export const dispatcherEnvSchema = z.object({
   DELIVERY_TIMEOUT_MS: envFields.positiveInt(10_000, 300_000),
   DISPATCH_CONCURRENCY: envFields.positiveInt(64, 10_000),
   FAILED_RETENTION: envFields.streamMaxAge,
-  /** The retry safety net's grace: a webhook the delivery log says is this far past its next attempt is republished once. */
-  RETRY_OVERDUE_AFTER: envFields.durationMs('2m'),
+  /** How long a wait handed back to dispatch may take to come to its attempt before its row hands it on again (at least twice DELIVERY_TIMEOUT_MS). */
+  WAIT_LEASE: envFields.durationMs('1m'),
   ALLOW_PRIVATE_TARGETS: envFields.boolean(false),
   // undici is about four times faster here; got stays selectable (same contract, same tests).
   HTTP_CLIENT: z.enum(['undici', 'got']).default('undici'),
@@ -59,6 +59,10 @@ export const dispatcherEnvSchema = z.object({
 })
   .superRefine(requireMerchantStore)
   .superRefine((env, ctx) => {
+    // Waits are rows: a retry schedule needs the database (development mode without a file embeds one).
+    if (env.RETRY_SCHEDULE.length > 0 && !env.DATABASE_URL && (env.MERCHANTS_FILE || !env.WEBHOOKS_DEV)) {
+      ctx.addIssue({ code: 'custom', path: ['DATABASE_URL'], message: 'is required with a RETRY_SCHEDULE: a webhook waiting for its next attempt is a row in PostgreSQL (or set RETRY_SCHEDULE empty for a single attempt)' });
+    }
     if (env.OPERATIONAL_WEBHOOK_URL && !env.OPERATIONAL_WEBHOOK_SECRET) {
       ctx.addIssue({ code: 'custom', path: ['OPERATIONAL_WEBHOOK_SECRET'], message: 'is required when OPERATIONAL_WEBHOOK_URL is set' });
     }

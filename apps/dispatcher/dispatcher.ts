@@ -8,7 +8,7 @@ import type { Merchant, MerchantDirectory } from '../../libs/merchants/index.js'
 import { RetryPolicy } from '../../libs/retry-policy/index.js';
 import { WebhookSigner } from '../../libs/signing/index.js';
 import type { FailedStore } from '../../libs/failed/index.js';
-import type { RetryNet } from '../../libs/retry-net/index.js';
+import type { WaitStore, WaitWriter } from '../../libs/waits/index.js';
 import { type TopologyNames, topologyNames } from '../../libs/topology/index.js';
 import { InvalidMessageError } from './errors.js';
 import type { Operations } from './operations.js';
@@ -17,7 +17,7 @@ import { AttemptStage } from './stages/attempt.js';
 import { decide, type Finding } from './stages/decide.js';
 import { type DispatcherStats, EffectStage } from './stages/effect.js';
 import { EndpointGuards } from './stages/endpoint-guards.js';
-import { dueAtOf, type IntakeEvent, parseIntake } from './stages/intake.js';
+import { type IntakeEvent, parseIntake } from './stages/intake.js';
 import { recordOf } from './stages/record.js';
 import { publishChild, type Span, spanLogFields, tracingActive } from '../../libs/tracing/index.js';
 import { deliverySpan, describeDelivery } from './stages/trace.js';
@@ -59,6 +59,8 @@ export interface DispatcherSettings {
   maxDeferrals?: number;
   /** Waits between tries of a move the broker did not take, before the delivery goes back to its queue. */
   moveBackoffMs?: readonly number[];
+  /** How long a taken hand-back of a wait may take to end before the row hands it on again (WAIT_LEASE; at least twice the delivery timeout). */
+  waitLeaseMs?: number;
 }
 
 export interface DispatcherDeps {
@@ -69,8 +71,11 @@ export interface DispatcherDeps {
   signer?: WebhookSigner;
   now?: () => Date;
   observer?: DeliveryObserver;
-  /** The retry safety net: a retry arriving late asks it before its attempt whether its copy was republished. */
-  retryNet?: RetryNet;
+  /**
+   * Waits in PostgreSQL (libs/waits): `writer` writes a webhook that must wait, confirmed before its
+   * ack; `store` takes a hand-back to its attempt. Required with a retry schedule.
+   */
+  waits?: { writer: WaitWriter; store: WaitStore };
   /** The delivery log's writer: each settled delivery's record is confirmed before its effect and ack. */
   deliveryLog?: DeliveryRecorder;
   /** Operational events and endpoint health, told of each settled delivery after its effect. */
@@ -87,7 +92,7 @@ export interface DispatcherDeps {
 /**
  * Consumes `dispatch` and walks each delivery through its stages, top to bottom in handle():
  * intake → admission → attempt → decision → effect. Only the effect acks, and only once the
- * outcome is safe: delivered, or its copy confirmed in a retry tier, `failed` or `invalid`.
+ * outcome is safe: delivered, or its wait written, or its copy confirmed in `failed` or `invalid`.
  */
 export class Dispatcher {
   readonly guards: EndpointGuards;
@@ -108,6 +113,7 @@ export class Dispatcher {
     this.names = topologyNames(settings.prefix);
     this.now = deps.now ?? (() => new Date());
     this.policy = new RetryPolicy({ delaysMs: settings.retryDelaysMs, maxDeferrals: settings.maxDeferrals });
+    if (settings.retryDelaysMs.length > 0 && !deps.waits) throw new Error('a retry schedule needs waits in PostgreSQL (deps.waits)');
     const observer = deps.observer ?? noopObserver;
     this.guards = new EndpointGuards({
       maxInFlight: settings.perEndpointConcurrency ?? Math.max(1, Math.ceil(settings.concurrency / 2)),
@@ -126,6 +132,7 @@ export class Dispatcher {
       logger: deps.logger,
       observer,
       failures: deps.failures,
+      waits: deps.waits?.writer,
       now: this.now,
       moveBackoffMs: settings.moveBackoffMs ?? [500, 1_000, 2_000, 4_000, 8_000],
       stopping: () => this.stopping !== undefined,
@@ -145,7 +152,7 @@ export class Dispatcher {
     this.deps.logger.info('dispatcher consuming', {
       queue: this.names.dispatch,
       concurrency: this.settings.concurrency,
-      retryTiers: this.settings.retryDelaysMs.length,
+      retries: this.settings.retryDelaysMs.length,
     });
   }
 
@@ -177,15 +184,19 @@ export class Dispatcher {
       const { intake, finding } = await this.find(delivery.message, now, span);
       const decision = decide(finding, intake, this.policy, now);
       if (span) describeDelivery(span, intake, decision);
-      // Recorded before the effect: a crash after the ack cannot leave the attempt out of the log.
+      // Recorded after the effect it describes (a wait written, a move confirmed) and before the
+      // ack: a crash after the ack cannot leave the attempt out of the log, and a move that gives
+      // up records nothing.
       const record = this.deps.deliveryLog && recordOf(intake, finding, decision, this.policy, now);
-      if (record) {
-        // Its producer span ends here rather than in publishIn's callbacks: one promise and two closures less per delivery.
-        const recording = span && publishChild(span, this.names.deliveries);
-        await this.record(record, span);
-        recording?.end();
-      }
-      await this.effect.apply(delivery, intake, decision, now, span);
+      const settle = record
+        ? async () => {
+            // Its producer span ends here rather than in publishIn's callbacks: one promise and two closures less per delivery.
+            const recording = span && publishChild(span, this.names.deliveries);
+            await this.record(record, span);
+            recording?.end();
+          }
+        : undefined;
+      await this.effect.apply(delivery, intake, decision, now, span, settle);
       this.deps.operations?.observe(intake, decision, now);
     } catch (err) {
       await this.onUnexpected(delivery, err, span);
@@ -204,11 +215,9 @@ export class Dispatcher {
       if (err instanceof InvalidMessageError) return { finding: { kind: 'invalid', code: err.code, detail: err.detail } };
       throw err;
     }
-    // A retry back late from its tier: delivered unless the retry safety net republished it already.
-    const dueAt = this.deps.retryNet && dueAtOf(message, this.names.events);
-    if (dueAt && this.deps.retryNet!.isLate(dueAt, now.getTime())) {
-      const key = { merchantId: intake.merchantId, webhookId: intake.webhookId, attempt: intake.attempts, dueAt };
-      if (!(await this.deps.retryNet!.mayDeliver(key))) return { finding: { kind: 'superseded', key: `${key.webhookId}@${key.attempt}` } };
+    // A wait handed back: only its current hand comes to an attempt.
+    if (intake.hand !== undefined && !(await this.take(intake, intake.hand))) {
+      return { finding: { kind: 'superseded', key: `${intake.webhookId}#${intake.hand}` } };
     }
     if (intake.resendClaim !== undefined && intake.attempts === 0 && intake.deferrals === 0 && intake.postponements === 0) {
       this.effect.markResent(intake, intake.resendClaim);
@@ -238,6 +247,22 @@ export class Dispatcher {
       this.recordsDownUntil = performance.now() + RECORDS_DOWN_MS;
       this.recordLost(record, err, span);
     });
+  }
+
+  /**
+   * Takes a hand-back to its attempt (its lease then covers the attempt): false for a stale copy.
+   * PostgreSQL not answering takes it anyway: a duplicate is better than a webhook held back, and
+   * its outcome's write waits for PostgreSQL.
+   */
+  private async take(intake: IntakeEvent, hand: number): Promise<boolean> {
+    if (!this.deps.waits) return true;
+    const leaseMs = Math.max(this.settings.waitLeaseMs ?? 60_000, 2 * this.settings.deliveryTimeoutMs);
+    try {
+      return await this.deps.waits.store.take(intake, hand, leaseMs);
+    } catch (err) {
+      this.deps.logger.warn('wait not taken: PostgreSQL did not answer; attempted anyway', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message });
+      return true;
+    }
   }
 
   private recordLost(record: DeliveryRecordInput, err: unknown, span: Span | undefined): void {

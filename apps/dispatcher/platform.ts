@@ -6,7 +6,7 @@ import type { Merchant } from '../../libs/merchants/index.js';
  * reserved merchant id, built from the dispatcher's configuration (not a row: the admin API, the
  * CLI and the portal cannot see or change it). The operational exchange is bound to dispatch while
  * it is set, and the dispatcher delivers each event to it as a merchant's webhook: same signing,
- * retry tiers, circuit, delivery log and `failed`. Without a URL it has no webhook, so an event
+ * waits, circuit, delivery log and `failed`. Without a URL it has no webhook, so an event
  * still bound to dispatch is skipped (recorded), never parked.
  */
 export function platformEndpoint(url: string | undefined, secret: string | undefined): Merchant {

@@ -10,9 +10,10 @@ import { FailedStore } from '../../libs/failed/index.js';
 import { openDevDatabase } from '../recorder/open-log.js';
 import { awaitSchema, awaitSchemaAt, type SchemaGateOptions } from '../../libs/migrations/index.js';
 import { METRIC_NAMES, counterFrom, createRegistry, deliveryMetrics, gaugeFrom, labelledGaugeFrom, operationalMetrics } from '../../libs/metrics/index.js';
+import { waitMetrics } from './wait-metrics.js';
 import { OPERATIONAL_EVENT_TYPES, OperationalPublisher } from '../../libs/operational/index.js';
 import { Operations } from './operations.js';
-import { RetryNet } from '../../libs/retry-net/index.js';
+import { WaitScheduler, WaitStore, WaitWriter } from '../../libs/waits/index.js';
 import { platformEndpoint } from './platform.js';
 import { FAILED_SEGMENT_BYTES, openTopologyBroker, topologyNames } from '../../libs/topology/index.js';
 import { FAILED_ROLLOVER_EVERY_MS, StreamRollover } from '../../libs/streams/index.js';
@@ -140,7 +141,6 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
       logger,
       topology: {
         prefix: config.TOPOLOGY_PREFIX,
-        retryDelaysMs: config.RETRY_SCHEDULE,
         failedRetention: config.FAILED_RETENTION,
         replication: replicationOf(config),
         deliveriesStream: config.DELIVERY_LOG === 'on',
@@ -176,21 +176,17 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
           // Kept for the delivery log's attempts.
           responseBodyBytes: config.DELIVERY_LOG === 'on' ? config.DELIVERY_LOG_RESPONSE_BYTES : 0,
         });
-  // The retry safety net reads the delivery log: only with the log, in PostgreSQL (docs/operating.md, "Retry safety net"),
-  // wherever the merchants are.
-  const netOn = config.DELIVERY_LOG === 'on' && config.RETRY_SCHEDULE.length > 0 && (config.DATABASE_URL !== undefined || options.database !== undefined || ownDatabase !== undefined);
-  // A pool of its own: a late retry's claim waits at most a second, never behind the directory's queries.
-  const netDatabase = netOn && !options.database && config.DATABASE_URL
-    ? openPostgres(config.DATABASE_URL, { connectTimeoutMs: 1_000, statementTimeoutMs: 10_000, maxConnections: 4, applicationName: 'webhooks-dispatcher retry-net' })
+  // Waits are rows in PostgreSQL (libs/waits): written by the dispatcher, handed back by the
+  // scheduler each dispatcher runs, on a pool of their own so that neither waits behind the directory.
+  const waitsOn = config.RETRY_SCHEDULE.length > 0;
+  const waitsDatabase = waitsOn && !options.database && config.DATABASE_URL
+    ? openPostgres(config.DATABASE_URL, { connectTimeoutMs: 2_000, statementTimeoutMs: 10_000, maxConnections: 4, applicationName: 'webhooks-dispatcher waits' })
     : undefined;
-  const netQueries = netOn ? (netDatabase ?? options.database ?? ownDatabase) : undefined;
-  const retryNet = netQueries
-    ? new RetryNet(netQueries, broker, logger, {
-        graceMs: config.RETRY_OVERDUE_AFTER,
-        attemptBoundMs: config.DELIVERY_TIMEOUT_MS + 1_000,
-        dispatch: names.dispatch,
-        deliveriesStream: names.deliveries,
-      })
+  const waitsQueries = waitsOn ? (waitsDatabase ?? options.database ?? opened.database ?? ownDatabase) : undefined;
+  const waitStore = waitsQueries && new WaitStore(waitsQueries);
+  const waitWriter = waitStore && new WaitWriter(waitStore, logger);
+  const scheduler = waitStore
+    ? new WaitScheduler(waitStore, broker, logger, { dispatch: names.dispatch, leaseMs: Math.max(config.WAIT_LEASE, 2 * config.DELIVERY_TIMEOUT_MS) })
     : undefined;
   // The delivery log: every settled delivery's record goes to the deliveries stream before its ack.
   const deliveryLog = config.DELIVERY_LOG === 'on' ? new DeliveryRecorder(broker, logger, { prefix: config.TOPOLOGY_PREFIX, replication: replicationOf(config) }) : undefined;
@@ -198,7 +194,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
     await deliveryLog?.start();
   } catch (err) {
     schemaWatch.abort();
-    await netDatabase?.close();
+    await waitsDatabase?.close();
     await closeMerchants();
     await broker.close();
     throw err;
@@ -222,7 +218,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
       http,
       logger,
       observer: deliveryMetrics(registry, config.OPERATIONAL_WEBHOOK_URL ? OPERATIONAL_EVENT_TYPES : []),
-      retryNet,
+      waits: waitStore && waitWriter && { store: waitStore, writer: waitWriter },
       deliveryLog,
       operations,
       failures: failuresDatabase && new FailedStore(failuresDatabase),
@@ -236,15 +232,16 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
       drainTimeoutMs: Math.max(0, config.SHUTDOWN_TIMEOUT - Math.min(CLOSE_RESERVE_MS, config.SHUTDOWN_TIMEOUT / 2)),
       maxMessageBytes: config.MAX_MESSAGE_BYTES,
       userAgent: USER_AGENT,
+      waitLeaseMs: config.WAIT_LEASE,
     },
   );
   await dispatcher.start();
-  retryNet?.start();
+  scheduler?.start();
   // Keeps FAILED_RETENTION true however few webhooks fail (RabbitMQ applies it only on a new segment).
   const rollover = new StreamRollover(broker, names.failed, { bytes: FAILED_SEGMENT_BYTES, everyMs: FAILED_ROLLOVER_EVERY_MS, logger });
   rollover.start();
 
-  const queues = [names.dispatch, ...config.RETRY_SCHEDULE.map((_, i) => names.retry(i)), names.invalid];
+  const queues = [names.dispatch, names.invalid];
   gaugeFrom(registry, METRIC_NAMES.brokerConnected, '1 while connected to RabbitMQ', () => (broker.isConnected ? 1 : 0));
   labelledGaugeFrom(registry, METRIC_NAMES.circuitOpen, '1 while the endpoint circuit is open', 'endpoint', () =>
     dispatcher.guards.openEndpoints().map((endpoint) => [endpoint, 1]),
@@ -266,8 +263,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   labelledGaugeFrom(registry, METRIC_NAMES.endpointsDisabled, 'Webhooks off now in the merchant directory, by why', 'reason', () => Object.entries(Operations.census(merchants.list(), Date.now(), config.ENDPOINT_DISABLE_AFTER).disabled));
   gaugeFrom(registry, METRIC_NAMES.endpointsFailing, 'Enabled webhooks whose failing clock runs (auto-disable)', () => Operations.census(merchants.list(), Date.now(), config.ENDPOINT_DISABLE_AFTER).failing);
   counterFrom(registry, METRIC_NAMES.deliveryRecordsLost, 'Deliveries settled without their delivery-log record', () => dispatcher.recordsLost);
-  counterFrom(registry, METRIC_NAMES.retryNetCopies, 'Copies the retry safety net republished to dispatch for waits their tier did not hand back in time', () => retryNet?.stats.copies ?? 0);
-  counterFrom(registry, METRIC_NAMES.retryNetDropped, 'Late originals dropped because the retry safety net had republished their wait', () => retryNet?.stats.originalsDropped ?? 0);
+  if (waitStore) waitMetrics(registry, waitStore);
   const unreadable = () => opened.writable?.unreadable.length ?? 0;
   gaugeFrom(registry, METRIC_NAMES.merchantsUnreadable, 'Merchants whose newest row this program cannot open (a key it lacks): served at their last readable version', unreadable);
   // Ready while connected (the merchants were loaded before) and able to read every merchant's newest row.
@@ -295,9 +291,10 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
           await operational.stop();
         }, budget.left() / 4);
         await budget.step('delivery records', async () => deliveryLog?.stop(), budget.left() / 3);
-        await budget.step('retry safety net', async () => {
-          await retryNet?.stop();
-          await netDatabase?.close();
+        await budget.step('wait scheduler', async () => {
+          await scheduler?.stop();
+          waitWriter?.close();
+          await waitsDatabase?.close();
         }, budget.left() / 3);
         await budget.step('health server', () => health.close(), budget.left() / 3);
         await budget.step('merchant directory', closeMerchants, budget.left() / 2);

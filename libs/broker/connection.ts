@@ -234,7 +234,7 @@ export class BrokerConnection extends EventEmitter {
 
   /**
    * Declares the topology again on the live connection. A publish the broker returned unroutable
-   * names a queue an operator deleted (`failed`, a retry tier): the next try then finds it, where
+   * names a queue an operator deleted (`failed`, `invalid`): the next try then finds it, where
    * waiting for a reconnect would hold the message until its delivery limit parks it. Calls while
    * one runs share it.
    */

@@ -1,8 +1,8 @@
 import { HEADERS, type ScalarHeaders, scalarHeaders } from './headers.js';
 
 /**
- * The header lifecycle of a copy. Whenever the service publishes a message elsewhere (a retry
- * tier, `failed`, `invalid`, back to `dispatch` from a resend, a recovery or the CLI), the copy
+ * The header lifecycle of a copy. Whenever the service publishes a message elsewhere (a wait
+ * row, `failed`, `invalid`, back to `dispatch` from a resend, a recovery or the CLI), the copy
  * keeps upstream's own scalar headers and our story of the webhook, and drops what belonged to the
  * one message it was made from. What each kind of copy then resets or adds is its writer's job
  * (attempt headers for a retry, a failure entry's reason, a resend's offset), named here per kind.
@@ -13,8 +13,8 @@ function isBrokerHeader(key: string): boolean {
   return key.startsWith('x-first-death') || key.startsWith('x-last-death') || key === 'x-delivery-count' || key === 'x-acquired-count';
 }
 
-/** One wait in a retry tier and one copy of it: a copy that leaves dispatch starts a wait of its own. */
-export const WAIT_HEADERS: ReadonlySet<string> = new Set([HEADERS.dueAt, HEADERS.rescuedAt, HEADERS.copyId]);
+/** One hand-back of a wait and one copy of it: a copy that leaves dispatch starts a wait of its own. */
+export const WAIT_HEADERS: ReadonlySet<string> = new Set([HEADERS.waitHand, HEADERS.copyId]);
 
 /** Our bookkeeping: trusted only on messages we moved, never on what upstream published. */
 export const BOOKKEEPING_HEADERS: ReadonlySet<string> = new Set([
@@ -54,7 +54,7 @@ export const RESET_ON_RESEND: ReadonlySet<string> = new Set([
 
 /**
  * Where a copy comes from, which decides what it drops:
- * - `delivery`: a message consumed from dispatch, moved to a tier, `failed` or `invalid`; drops
+ * - `delivery`: a message consumed from dispatch, written as a wait, moved to `failed` or `invalid`; drops
  *   its wait, and our bookkeeping too when it came straight from upstream's exchange.
  * - `failure-entry`: a failure entry resent to dispatch; drops the attempt headers (RESET_ON_RESEND).
  * - `parked`: a message taken from `invalid`; drops the invalid verdict when it goes back to dispatch.

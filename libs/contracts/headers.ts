@@ -42,13 +42,10 @@ export const HEADERS = {
    */
   testEvent: 'x-test-event',
   /**
-   * When a wait in a retry tier ends (epoch ms): the move's time plus the tier's delay, the same
-   * instant as the delivery log's next attempt. With the attempts made, it names the wait that the
-   * retry safety net and a late original claim (libs/retry-net).
+   * On a wait handed back to dispatch (libs/waits): the wait row's hand. Only the current hand
+   * takes the wait to its attempt; an older copy is acked as a duplicate.
    */
-  dueAt: 'x-due-at',
-  /** On a copy the retry safety net republished for a wait its tier did not hand back in time: when (ISO 8601). */
-  rescuedAt: 'x-rescued-at',
+  waitHand: 'x-wait-hand',
   /** Unique per publish of a resent copy. */
   copyId: 'x-copy-id',
 } as const;
@@ -95,7 +92,7 @@ export type ScalarHeaders = Record<string, string | number | boolean>;
 /**
  * What every message about a webhook says of it, for people reading the RabbitMQ console: its
  * merchant, event, webhook-id and references (primary, then a refund's tnxRef; an operational
- * event has none). The publisher, the dispatcher's moves, a resend and the retry safety net.
+ * event has none). The publisher, the dispatcher's moves and waits, and a resend.
  */
 export function webhookHeaders(merchantId: string, event: string, webhookId: string, references: readonly string[]): ScalarHeaders {
   const headers: ScalarHeaders = { [HEADERS.merchantId]: merchantId, [HEADERS.event]: event, [HEADERS.webhookId]: webhookId };

@@ -89,7 +89,7 @@ function endOfValue(s: string, i: number): number {
  * was sent (`{"event":…,"data":…}`, as PostgreSQL prints it): upstream's envelope around the same
  * `data`. An operational event was sent as published, so its body is its message. Undefined for a
  * body without `data` (never: the log keeps what was sent). A resend of a failure only the
- * recorder indexed, and the retry safety net's copy.
+ * recorder indexed.
  */
 export function messageFromLoggedBody(merchantId: string, event: string, body: string): string | undefined {
   if (merchantId === PLATFORM_MERCHANT_ID) return body;

@@ -72,6 +72,5 @@ export async function dropExpiredPartitions(db: Queryable, retentionMs: number, 
   await db.query('DELETE FROM delivery_log_quarantine WHERE quarantined_at < $1::timestamptz', [before]);
   // Failures as long as the log: a resend of one only the recorder indexed sends the log's copy.
   await db.query('DELETE FROM failed_webhooks WHERE failed_at < $1::timestamptz', [before]);
-  await db.query('DELETE FROM retry_claims WHERE claimed_at < $1::timestamptz', [before]);
   return dropped;
 }

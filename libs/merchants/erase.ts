@@ -22,7 +22,8 @@ export const MERCHANT_TABLES: ReadonlyArray<{ table: string; where: string }> = 
   // Partitioned by day: a delete on the parent reaches every partition.
   { table: 'delivery_records', where: 'merchant_id = $1' },
   { table: 'failed_webhooks', where: 'merchant_id = $1' },
-  { table: 'retry_claims', where: 'merchant_id = $1' },
+  { table: 'webhook_waits', where: 'merchant_id = $1' },
+  { table: 'webhook_bodies', where: 'merchant_id = $1' },
   { table: 'delivery_log_quarantine', where: 'merchant_id = $1' },
 ];
 

@@ -6,8 +6,8 @@ export const METRIC_NAMES = {
   /**
    * counter {outcome, event}: delivered|retried|failed|invalid|skipped; deferred (endpoint busy)
    * and circuit_open (postponed, circuit open) spend no attempt; requeued (a move the broker did
-   * not take, handed back to its queue); superseded (back from a retry tier late, after the retry
-   * safety net had put a copy back: dropped)
+   * not take, handed back to its queue); superseded (a stale hand-back of a wait: another hand of
+   * it is current, or it has ended; dropped)
    */
   deliveries: 'webhooks_deliveries_total',
   /** counter {outcome}: deliveries of test events (the portal's "send test event", x-test-event), apart from the merchants' real webhooks; they are in `deliveries` too */
@@ -32,12 +32,12 @@ export const METRIC_NAMES = {
   merchantsUnreadable: 'webhooks_merchants_unreadable',
   /** counter {type}: operational events published (endpoint.disabled, message.attempt.failing, ...) */
   operationalEvents: 'webhooks_operational_events_total',
-  /** gauge {queue}: messages ready in dispatch, retry tiers and invalid */
+  /** gauge {queue}: messages ready in dispatch and invalid */
   queueMessages: 'webhooks_queue_messages',
-  /** counter: copies the retry safety net republished to dispatch for waits their tier did not hand back in time */
-  retryNetCopies: 'webhooks_retry_net_copies_total',
-  /** counter: late originals dropped because the retry safety net had already republished their wait */
-  retryNetDropped: 'webhooks_retry_net_originals_dropped_total',
+  /** gauge: webhooks waiting for their next attempt (rows of webhook_waits in PostgreSQL) */
+  waiting: 'webhooks_waiting',
+  /** gauge: waits more than a minute past their due time */
+  waitsOverdue: 'webhooks_waits_overdue',
   /** counter {status}: resend API answers by HTTP status */
   resends: 'webhooks_resend_requests_total',
   /** gauge: 1 while connected to RabbitMQ */

@@ -4,17 +4,16 @@ import { retryAfterMs } from './retry-after.js';
 export const MAX_DEFERRALS = 20;
 
 export interface RetryPolicySettings {
-  /** One delay per retry tier (RETRY_SCHEDULE); empty: a single attempt. */
+  /** One delay per retry step (RETRY_SCHEDULE); empty: a single attempt. */
   delaysMs: readonly number[];
   /** Times a delivery is set aside for a busy endpoint before it waits for a slot instead. */
   maxDeferrals?: number;
 }
 
 /**
- * The retry policy in one place: which tier a webhook waits in after a failed attempt (Retry-After
- * included), when a busy endpoint sets it aside, where an open circuit postpones it, and when its
- * schedule is over. Tiers are queues whose TTL is their delay (libs/topology declares them from the
- * same schedule), so a policy only ever picks a tier: it never invents a delay.
+ * The retry policy in one place: which step of the schedule a webhook waits after a failed attempt
+ * (Retry-After included), when a busy endpoint sets it aside, how long an open circuit postpones
+ * it, and when its schedule is over. A policy only ever picks a step: it never invents a delay.
  */
 export class RetryPolicy {
   readonly delaysMs: readonly number[];
@@ -43,31 +42,31 @@ export class RetryPolicy {
   }
 
   /**
-   * The tier after attempt `attempt` failed; a Retry-After on 429 or 503 moves it to the first tier
+   * The step after attempt `attempt` failed; a Retry-After on 429 or 503 moves it to the first step
    * that waits at least that long, never beyond the last: the schedule bounds how long anything waits.
    */
-  tierAfterFailure(attempt: number, failure: { status?: number; retryAfter?: string }, now: Date): number {
-    const tier = attempt - 1;
+  stepAfterFailure(attempt: number, failure: { status?: number; retryAfter?: string }, now: Date): number {
+    const step = attempt - 1;
     const delays = this.delaysMs;
-    if (failure.status !== 429 && failure.status !== 503) return tier;
+    if (failure.status !== 429 && failure.status !== 503) return step;
     const wanted = retryAfterMs(failure.retryAfter, now);
-    if (wanted === undefined || wanted <= delays[tier]!) return tier;
-    for (let i = tier; i < delays.length; i++) if (delays[i]! >= wanted) return i;
+    if (wanted === undefined || wanted <= delays[step]!) return step;
+    for (let i = step; i < delays.length; i++) if (delays[i]! >= wanted) return i;
     return delays.length - 1;
   }
 
-  /** A busy endpoint: wait in the tier the webhook would wait in anyway. */
-  deferTier(attempts: number): number {
+  /** A busy endpoint: wait in the step the webhook would wait in anyway. */
+  deferStep(attempts: number): number {
     return Math.min(attempts, this.delaysMs.length - 1);
   }
 
-  /** An open circuit: the first tier that outlasts its cooldown. */
-  postponeTier(retryInMs: number): number {
-    const tier = this.delaysMs.findIndex((delay) => delay >= retryInMs);
-    return tier < 0 ? this.delaysMs.length - 1 : tier;
+  /** An open circuit: the first step that outlasts its cooldown. */
+  postponeStep(retryInMs: number): number {
+    const step = this.delaysMs.findIndex((delay) => delay >= retryInMs);
+    return step < 0 ? this.delaysMs.length - 1 : step;
   }
 
-  delayOf(tier: number): number {
-    return this.delaysMs[tier]!;
+  delayOf(step: number): number {
+    return this.delaysMs[step]!;
   }
 }

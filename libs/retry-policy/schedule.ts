@@ -1,10 +1,9 @@
 import { parseDuration } from '../config/durations.js';
 
 /**
- * RETRY_SCHEDULE: comma-separated delays, one per retry tier; empty (or only spaces) means a single
+ * RETRY_SCHEDULE: comma-separated delays, one per retry; empty (or only spaces) means a single
  * attempt. Every item must be a duration above zero: an empty item (`1s,,2s`, a trailing comma) is a
- * typo, not a tier to skip, and a zero delay is refused because RabbitMQ dead-letters a zero-TTL
- * message at once, so the "retry" would hit a failing merchant again immediately.
+ * typo, not a step to skip, and a zero delay is refused because the "retry" would hit a failing merchant again immediately.
  * Returns the delays in ms, or the problem in words.
  */
 export function parseRetrySchedule(text: string): { delays: number[] } | { problem: string } {
@@ -14,7 +13,7 @@ export function parseRetrySchedule(text: string): { delays: number[] } | { probl
   for (const [i, part] of parts.entries()) {
     const which = `delay ${i + 1} of ${parts.length}`;
     if (part === '') {
-      return { problem: `${which} is empty (two commas in a row, or a comma at an end); give a duration for every tier, e.g. 5s,5m,30m, or leave RETRY_SCHEDULE empty for a single attempt` };
+      return { problem: `${which} is empty (two commas in a row, or a comma at an end); give a duration for every retry, e.g. 5s,5m,30m, or leave RETRY_SCHEDULE empty for a single attempt` };
     }
     const ms = parseDuration(part);
     if (ms === undefined) {

@@ -15,7 +15,7 @@ export class TopologyMismatchError extends Error {
   constructor(readonly entity: string, cause: unknown) {
     super(
       `${entity} already exists with different arguments (${String((cause as Error)?.message ?? cause)}). ` +
-        'If RETRY_SCHEDULE or FAILED_RETENTION changed (or the failed stream was made before its segment size was set), drain and delete the old queue or stream, or use another TOPOLOGY_PREFIX.',
+        'If FAILED_RETENTION changed (or the failed stream was made before its segment size was set), delete the old stream (its entries go), or use another TOPOLOGY_PREFIX.',
     );
     this.name = 'TopologyMismatchError';
   }

@@ -8,7 +8,6 @@ export interface TopologyNames {
   deliveries: string;
   /** Operational events for the platform (endpoint disabled, attempts failing or exhausted): topic exchange, routing key = type. */
   operational: string;
-  retry(tier: number): string;
 }
 
 export function topologyNames(prefix: string): TopologyNames {
@@ -20,6 +19,5 @@ export function topologyNames(prefix: string): TopologyNames {
     invalid: `${prefix}.invalid`,
     deliveries: `${prefix}.deliveries`,
     operational: `${prefix}.operational`,
-    retry: (tier) => `${prefix}.retry.${tier}`,
   };
 }

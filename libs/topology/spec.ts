@@ -2,8 +2,6 @@ import { topologyNames } from './names.js';
 
 export interface TopologyOptions {
   prefix: string;
-  /** One retry tier per delay, in order. */
-  retryDelaysMs: readonly number[];
   /** Stream retention as RabbitMQ's x-max-age, e.g. `30D`. */
   failedRetention: string;
   /** Replication; the broker caps each at its number of nodes, so 3 runs on a single node too. */
@@ -64,7 +62,7 @@ export interface TopologySpec {
   exchange: ExchangeSpec;
   /** Where operational events are published; the platform binds its own queues to it. */
   operational: ExchangeSpec;
-  /** In declaration order: dispatch, retry tiers, failed, invalid, deliveries. */
+  /** In declaration order: dispatch, failed, invalid, deliveries. */
   queues: QueueSpec[];
   binding: BindingSpec;
 }
@@ -161,28 +159,11 @@ export function intakeSpec(prefix: string, replication?: Replication): IntakeSpe
 export function topologySpec(options: TopologyOptions): TopologySpec {
   const names = topologyNames(options.prefix);
   const intake = intakeSpec(options.prefix, options.replication);
-  const retries = options.retryDelaysMs.map(
-    (delay, tier): QueueSpec => ({
-      name: names.retry(tier),
-      kind: 'queue',
-      arguments: {
-        ...quorum(options.replication),
-        'x-message-ttl': delay,
-        // Expired messages go back through the default exchange straight to dispatch.
-        'x-dead-letter-exchange': '',
-        'x-dead-letter-routing-key': names.dispatch,
-        // at-least-once keeps a message until dispatch confirms it; it requires reject-publish.
-        'x-dead-letter-strategy': 'at-least-once',
-        'x-overflow': 'reject-publish',
-      },
-    }),
-  );
   return {
     exchange: intake.exchange,
     operational: { name: names.operational, type: 'topic' },
     queues: [
       intake.queue,
-      ...retries,
       failedSpec(options.prefix, options.failedRetention, options.replication),
       { name: names.invalid, kind: 'queue', arguments: { ...quorum(options.replication) } },
       ...(options.deliveriesStream ? [deliveriesSpec(options.prefix, options.replication)] : []),

@@ -71,7 +71,7 @@ export async function cleanUp(urls: string[], killed: string[], prefix: string):
   for (const name of killed.splice(0)) await startNode(nodeByName(name)).catch(() => {});
   const names = topologyNames(prefix);
   const connection = await connectAny(urls);
-  for (const queue of [names.dispatch, names.retry(0), names.failed, names.invalid]) {
+  for (const queue of [names.dispatch, names.failed, names.invalid]) {
     const ch = await connection.createChannel();
     ch.on('error', () => {});
     await ch.deleteQueue(queue).catch(() => {});

@@ -12,7 +12,6 @@ import { cleanUp, NODES } from './cluster.js';
 const run = promisify(execFile);
 const urls = (process.env.CLUSTER_URLS ?? '').split(',');
 const prefix = `cluster.grow.${randomBytes(3).toString('hex')}`;
-const RETRY_DELAYS = [5_000, 60_000, 600_000];
 
 /**
  * docs/cluster.md, "Growing to three nodes": a topology created with one member per queue and
@@ -31,7 +30,7 @@ describe("cluster.md's recipe for growing to three nodes", () => {
       logger: silentLogger(),
       declare: async (open) => {
         const replication = { quorumGroupSize: 1, streamClusterSize: 1 };
-        await declareTopology(open, { prefix, retryDelaysMs: RETRY_DELAYS, failedRetention: '1D', replication });
+        await declareTopology(open, { prefix, failedRetention: '1D', replication });
         await declareQueueSpec(open, deliveriesSpec(prefix, replication));
       },
     });
@@ -39,9 +38,9 @@ describe("cluster.md's recipe for growing to three nodes", () => {
   });
 
   afterAll(async () => {
-    // What cleanUp does not delete: the later tiers and the deliveries stream.
+    // What cleanUp does not delete: the deliveries stream.
     const channel = broker && (await broker.createChannel().catch(() => undefined));
-    for (const queue of [...RETRY_DELAYS.slice(1).map((_, i) => `${prefix}.retry.${i + 1}`), `${prefix}.deliveries`]) await channel?.deleteQueue(queue).catch(() => {});
+    await channel?.deleteQueue(`${prefix}.deliveries`).catch(() => {});
     await channel?.close().catch(() => {});
     await broker?.close();
     await cleanUp(urls, [], prefix);
@@ -53,7 +52,7 @@ describe("cluster.md's recipe for growing to three nodes", () => {
   };
 
   it('gives every quorum queue and stream a member on each node', async () => {
-    const spec = topologySpec({ prefix, retryDelaysMs: RETRY_DELAYS, failedRetention: '1D', deliveriesStream: true });
+    const spec = topologySpec({ prefix, failedRetention: '1D', deliveriesStream: true });
     const all = spec.queues.map((q) => q.name).sort();
     const before = await members();
     expect([...before.keys()].sort()).toEqual(all);

@@ -25,7 +25,7 @@ describe('development mode is explicit', () => {
 
   afterAll(async () => {
     const test = await TestBroker.open();
-    await test.deleteTopology(prefix, 7);
+    await test.deleteTopology(prefix);
     await test.close();
   });
 

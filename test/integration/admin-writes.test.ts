@@ -42,7 +42,7 @@ describe('admin writes: rotations, idempotency keys, PATCH, public keys and the 
     await apiB?.stop();
     await receiver?.close();
     const test = await TestBroker.open();
-    await test.deleteTopology(prefix, 0);
+    await test.deleteTopology(prefix);
     await test.close();
     await db?.drop();
   });

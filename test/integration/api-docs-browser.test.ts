@@ -30,7 +30,7 @@ describe('the API reference page (/docs) in a browser', () => {
     await browser?.close();
     await api?.stop();
     const test = await TestBroker.open();
-    await test.deleteTopology(prefix, 0);
+    await test.deleteTopology(prefix);
     await test.close();
   });
 

@@ -76,7 +76,7 @@ describe('closing against a broker that misbehaves', () => {
         RABBITMQ_URL: brokerUrl(),
         TOPOLOGY_PREFIX: prefix,
         MERCHANTS_FILE: merchantsFile,
-        RETRY_SCHEDULE: '1s,2s',
+        RETRY_SCHEDULE: '',
         METRICS_PORT: '0',
         LOG_LEVEL: 'info',
       });
@@ -84,7 +84,7 @@ describe('closing against a broker that misbehaves', () => {
         await waitFor('dispatcher consuming', () => program.output.stdout.includes('dispatcher consuming'), 15_000);
         const signalledAt = Date.now();
         setTimeout(() => program.child.kill('SIGTERM'), round);
-        await test.deleteTopology(prefix, 2);
+        await test.deleteTopology(prefix);
         const result = await finishedWithin(program, 10_000);
         expect(result).toBeDefined();
         expect(Date.now() - signalledAt).toBeLessThan(5_000);
@@ -92,7 +92,7 @@ describe('closing against a broker that misbehaves', () => {
         expect(result!.stdout).not.toContain('reply is not a function');
       } finally {
         if (program.child.exitCode === null) program.child.kill('SIGKILL');
-        await test.deleteTopology(prefix, 2);
+        await test.deleteTopology(prefix);
       }
     }
   }, 120_000);

@@ -47,7 +47,7 @@ describe('webhooks log beside npm start', () => {
     }
     rmSync(cwd, { recursive: true, force: true });
     const test = await TestBroker.open();
-    await test.deleteTopology(prefix, 7);
+    await test.deleteTopology(prefix);
     await test.close();
   });
 

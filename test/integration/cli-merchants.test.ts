@@ -29,7 +29,7 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
       url: brokerUrl(),
       name: 'test-cli-merchants',
       logger: silentLogger(),
-      declare: (open) => declareTopology(open, { prefix, retryDelaysMs: [], failedRetention: '1D' }),
+      declare: (open) => declareTopology(open, { prefix, failedRetention: '1D' }),
     });
     await broker.open(10_000);
     database = openPostgres(db.url);
@@ -42,7 +42,7 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
     await database?.close();
     await broker?.close();
     const test = await TestBroker.open();
-    await test.deleteTopology(prefix, 0);
+    await test.deleteTopology(prefix);
     await test.close();
     await db?.drop();
   });

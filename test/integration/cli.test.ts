@@ -19,7 +19,7 @@ describe('webhooks publish', () => {
   });
 
   afterAll(async () => {
-    await test.deleteTopology(prefix, 0);
+    await test.deleteTopology(prefix);
     await test.close();
   });
 
@@ -41,13 +41,13 @@ describe('webhooks publish', () => {
     }
   });
 
-  it('declares only the intake (events and dispatch), so it never clashes with the retry schedule', async () => {
+  it('declares only the intake (events and dispatch), so it never clashes with the programs\' queues', async () => {
     const result = await runProgram(CLI, { ...env, RETRY_SCHEDULE: '7s' }, ['publish', '--sample', 'payout', '--merchant', 'm']);
     expect(result.code).toBe(0);
     await test.drain(`${prefix}.dispatch`, 1);
     const ch = await test.connection.createChannel();
     ch.on('error', () => {});
-    await expect(ch.checkQueue(`${prefix}.retry.0`)).rejects.toMatchObject({ code: 404 });
+    await expect(ch.checkQueue(`${prefix}.invalid`)).rejects.toMatchObject({ code: 404 });
   });
 
   it('publishes an event from a file with the given message id, body unchanged', async () => {

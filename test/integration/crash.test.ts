@@ -5,8 +5,9 @@ import { EventPublisher } from '../../libs/publisher/index.js';
 import { declareIntake } from '../../libs/topology/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
 import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { startProgram } from '../support/process.js';
-import { Receiver } from '../support/receiver.js';
+import { failOnceThenSucceed, Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
 const DISPATCHER = 'dist/apps/dispatcher/main.js';
@@ -14,18 +15,22 @@ const DISPATCHER = 'dist/apps/dispatcher/main.js';
 describe('crashes and shutdowns lose nothing', () => {
   let test: TestBroker;
   let broker: BrokerConnection;
+  // Waits are rows: the dispatcher's retries need its database.
+  let database: TestDatabase;
   const prefixes: string[] = [];
 
   beforeAll(async () => {
     test = await TestBroker.open();
+    database = await createTestDatabase('crash');
     broker = new BrokerConnection({ url: brokerUrl(), name: 'test-crash-publisher', logger: silentLogger() });
     await broker.open(10_000);
   });
 
   afterAll(async () => {
     await broker.close();
-    for (const prefix of prefixes) await test.deleteTopology(prefix, 2);
+    for (const prefix of prefixes) await test.deleteTopology(prefix);
     await test.close();
+    await database.drop();
   });
 
   async function publishAll(prefix: string, merchantId: string, count: number): Promise<Set<string>> {
@@ -51,6 +56,7 @@ describe('crashes and shutdowns lose nothing', () => {
       TOPOLOGY_PREFIX: prefix,
       MERCHANTS_FILE: merchantsFile,
       RETRY_SCHEDULE: retrySchedule,
+      DATABASE_URL: database.url,
       DISPATCH_CONCURRENCY: '32',
       ALLOW_PRIVATE_TARGETS: 'true',
       METRICS_PORT: '0',
@@ -96,6 +102,62 @@ describe('crashes and shutdowns lose nothing', () => {
       await receiver.close();
     }
   });
+
+  it('delivers every waiting webhook after dispatch is purged and the dispatcher killed with -9 among its hand-backs', async () => {
+    const prefix = uniquePrefix('crash-waits');
+    prefixes.push(prefix);
+    // One webhook in five fails its first attempt and waits; the others keep the circuit closed.
+    const seen = new Set<string>();
+    const receiver = await Receiver.start((_n, req) => {
+      const id = String(req.headers['webhook-id']);
+      if (Number(id.slice(4)) % 5 !== 0 || seen.has(id)) return 204;
+      seen.add(id);
+      return 500;
+    });
+    const merchant = testMerchant('m_crash_waits', receiver.url);
+    const file = writeMerchantsFile([merchant]);
+    const retried = () => {
+      const count = new Map<string, number>();
+      for (const r of receiver.requests) count.set(String(r.headers['webhook-id']), (count.get(String(r.headers['webhook-id'])) ?? 0) + 1);
+      return [...count.values()].filter((n) => n >= 2).length;
+    };
+    const waitsEnv = { ...env(prefix, file, '1s,1s,1s'), WAIT_LEASE: '2s', DELIVERY_TIMEOUT_MS: '1000' };
+    try {
+      const ids = await publishAll(prefix, merchant.id, 300);
+      const first = startProgram(DISPATCHER, waitsEnv);
+      await waitFor('some waits handed back and delivered, others still waiting', () => retried() >= 10, 30_000, 20).catch((err: unknown) => {
+        first.child.kill('SIGKILL');
+        throw err;
+      });
+      first.child.kill('SIGKILL');
+      expect((await first.finished).code).toBeNull();
+      expect(retried()).toBeLessThan(60);
+      // What the dead dispatcher had handed back and the broker still held is gone too.
+      await test.channel.purgeQueue(`${prefix}.dispatch`);
+
+      const second = startProgram(DISPATCHER, waitsEnv);
+      const waiting = async () => (await database.query<{ n: number }>('SELECT count(*)::int AS n FROM webhook_waits'))[0]!.n;
+      try {
+        await waitFor('every waiting webhook delivered', () => retried() === 60, 60_000, 100);
+        // A first attempt the killed dispatcher had written a wait for but not acked was redelivered
+        // and delivered again; its row still hands it back once more (a duplicate after a crash), then ends.
+        await waitFor('no wait left', async () => (await waiting()) === 0, 30_000, 100).catch(async (err: unknown) => {
+          const rows = await database.query('SELECT webhook_id, attempt, hand, reason, due_at, pick_at, now() FROM webhook_waits');
+          throw new Error(`${(err as Error).message}: ${JSON.stringify(rows)}\n${second.output.stdout.slice(-2000)}\n${second.output.stderr.slice(-2000)}`);
+        });
+      } finally {
+        second.child.kill('SIGTERM');
+        await second.finished;
+      }
+      const delivered = new Set(receiver.requests.map((r) => String(r.headers['webhook-id'])));
+      // Those still in dispatch when it was purged were first attempts: they are the broker's to lose, not waits.
+      for (const id of seen) expect(delivered.has(id)).toBe(true);
+      expect(seen.size).toBe(60);
+      expect(ids.size).toBe(300);
+    } finally {
+      await receiver.close();
+    }
+  }, 120_000);
 
   it('on SIGTERM finishes the deliveries in flight, exits 0, and leaves the rest queued', async () => {
     const prefix = uniquePrefix('sigterm');

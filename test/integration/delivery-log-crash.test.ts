@@ -34,7 +34,7 @@ describe('the feed read across a PostgreSQL crash (stop -m immediate) under load
   afterAll(async () => {
     await running?.stop();
     await broker?.close();
-    await test?.deleteTopology(prefix, 0);
+    await test?.deleteTopology(prefix);
     await test?.close();
     await database?.close().catch(() => {});
     await reader?.close().catch(() => {});
@@ -166,7 +166,7 @@ describe('the feed read across a PostgreSQL crash (stop -m immediate) under load
     } finally {
       await recorder?.stop();
       await local.close();
-      await test.deleteTopology(lossPrefix, 0);
+      await test.deleteTopology(lossPrefix);
       await db.drop();
     }
   }, 60_000);

@@ -79,36 +79,3 @@ describe('the delivery log written by the dispatcher', () => {
     expect(harness.dispatcher.recordsLost).toBe(0);
   });
 });
-
-describe('the delivery log of a webhook whose move the broker did not take', () => {
-  it('is one row reading its latest status after the webhook was handed back to dispatch (retry tier deleted)', async () => {
-    const receiver = await Receiver.start((n) => (n < 2 ? 500 : 204));
-    const merchant = testMerchant('m_log_handback', receiver.url);
-    // No retry of the move: it is handed back at the first refusal, before declaring the tier again.
-    const harness = await startHarness({ name: 'log-handback', merchants: [merchant], retryDelaysMs: [200], deliveryLog: true, settings: { moveBackoffMs: [] } });
-    const db = await createTestDatabase('log_handback');
-    const database = openPostgres(db.url);
-    const recorder = new DeliveryLogRecorder(harness.broker, database, silentLogger(), { prefix: harness.prefix, retentionMs: 30 * 86_400_000, retryMs: 200 });
-    try {
-      await recorder.start();
-      // An operator deleted the tier: each failed attempt's move is unroutable, and the message
-      // goes back to dispatch, where it is taken as first seen again.
-      await harness.test.channel.deleteQueue(harness.names.retry(0));
-      const { messageId } = await harness.publisher.publish(sampleEvent('payout', merchant.id));
-      await receiver.waitForRequests(3, 20_000);
-      expect(harness.dispatcher.stats.requeued).toBeGreaterThanOrEqual(1);
-      const rows = async () => db.query<{ status: string; attempts: number }>('SELECT status, attempts FROM delivery_webhooks WHERE webhook_id = $1', [messageId]).catch(() => []);
-      await waitFor('the delivery in the log', async () => (await rows()).some((r) => r.status === 'delivered'), 20_000);
-      expect(await rows()).toEqual([{ status: 'delivered', attempts: 3 }]);
-      const detail = await deliveryLogQueries(database).getWebhook(merchant.id, messageId);
-      expect(detail).toMatchObject({ status: 'delivered', attempts: 3, nextAttemptAt: null });
-    } finally {
-      await recorder.stop();
-      await database.close();
-      await harness.close();
-      await receiver.close();
-      await db.drop();
-    }
-  });
-});
-

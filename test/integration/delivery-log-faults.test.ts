@@ -89,7 +89,7 @@ describe('the delivery log under faults', () => {
   afterAll(async () => {
     await writer?.stop();
     await broker?.close();
-    await test?.deleteTopology(prefix, 0);
+    await test?.deleteTopology(prefix);
     await test?.close();
     await db?.drop();
     await server?.stop();

@@ -74,7 +74,7 @@ describe('the delivery log under poison, size, silence and redeliveries', () => 
   afterAll(async () => {
     for (const stop of stops.reverse()) await stop().catch(() => {});
     await broker?.close();
-    for (const prefix of prefixes) await test?.deleteTopology(prefix, 0);
+    for (const prefix of prefixes) await test?.deleteTopology(prefix);
     await test?.close();
     await database?.close();
     await db?.drop();

@@ -81,7 +81,7 @@ describe('the delivery log through the API', () => {
     await recorder?.stop();
     await database?.close();
     await broker?.close();
-    await test?.deleteTopology(prefix, 0);
+    await test?.deleteTopology(prefix);
     await test?.close();
     await db?.drop();
   });

@@ -64,7 +64,7 @@ describe('the delivery recorder (the writer the dispatcher calls)', () => {
     await recorder?.stop();
     await broker?.close();
     await test?.channel.deleteQueue(work).catch(() => {});
-    await test?.deleteTopology(prefix, 0);
+    await test?.deleteTopology(prefix);
     await test?.close();
   });
 

@@ -81,7 +81,7 @@ describe('the npm run start:* commands in the docs', () => {
 
   afterAll(async () => {
     const broker = await TestBroker.open();
-    await broker.deleteTopology(prefix, 10);
+    await broker.deleteTopology(prefix);
     await broker.close();
     await database.drop();
   });

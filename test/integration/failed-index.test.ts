@@ -108,7 +108,7 @@ describeWithPrivatePostgres('the failure index while PostgreSQL is down', () => 
     await recorder?.stop();
     await pg?.stop();
     await receiver?.close();
-    await test.deleteTopology(prefix, 0);
+    await test.deleteTopology(prefix);
     await test.close();
   });
 

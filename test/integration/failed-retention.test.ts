@@ -26,13 +26,13 @@ describe('the failed stream keeps its max age on a quiet deployment', () => {
   });
 
   afterAll(async () => {
-    await test?.deleteTopology(prefix, 0);
+    await test?.deleteTopology(prefix);
     await test?.close();
     await broker?.close();
   });
 
   it('declares the failed stream with its retention and the segment size it needs', () => {
-    const failed = topologySpec({ prefix, retryDelaysMs: [], failedRetention: '30D' }).queues.find((q) => q.name.endsWith('.failed'));
+    const failed = topologySpec({ prefix, failedRetention: '30D' }).queues.find((q) => q.name.endsWith('.failed'));
     expect(failed?.arguments).toMatchObject({ 'x-queue-type': 'stream', 'x-max-age': '30D', 'x-stream-max-segment-size-bytes': 1024 * 1024 });
   });
 

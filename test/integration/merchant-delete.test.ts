@@ -47,7 +47,8 @@ describe('webhooks merchants delete', () => {
       await db.query(`CREATE TABLE IF NOT EXISTS delivery_records_test PARTITION OF delivery_records FOR VALUES FROM ('2000-01-01') TO ('2100-01-01')`);
       await db.query(`INSERT INTO delivery_records (id, at, merchant_id, webhook_id, outcome, attempt_number) VALUES (gen_random_uuid(), now(), $1, 'evt_1', 'failed', 1)`, [id]);
       await db.query(`INSERT INTO failed_webhooks (merchant_id, webhook_id, failed_at, event, merchant_refs, content) VALUES ($1, 'evt_1', now(), 'payout', '{}', '{"amount":1}')`, [id]);
-      await db.query(`INSERT INTO retry_claims (merchant_id, webhook_id, attempt, due_at, claimed_by) VALUES ($1, 'evt_1', 1, now(), 'net')`, [id]);
+      await db.query(`INSERT INTO webhook_waits (merchant_id, webhook_id, attempt, due_at, reason, headers) VALUES ($1, 'evt_1', 1, now(), 'retry', '{}')`, [id]);
+      await db.query(`INSERT INTO webhook_bodies (merchant_id, webhook_id, content) VALUES ($1, 'evt_1', '\\x7b7d')`, [id]);
       await db.query(`INSERT INTO delivery_log_quarantine (stream, stream_offset, position, merchant_id, error, content) VALUES ('s', $2, 0, $1, 'e', 'c')`, [id, n]);
     }
   });

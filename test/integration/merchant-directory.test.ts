@@ -152,7 +152,7 @@ describe('the merchant directory of a running program', () => {
     open.push({ close: async () => {
       await api.stop();
       const broker = await TestBroker.open();
-      await broker.deleteTopology(prefix, 0);
+      await broker.deleteTopology(prefix);
       await broker.close();
     } });
     const { dir: rotated } = await program({ keys: [NEW_KEY, KEY] });

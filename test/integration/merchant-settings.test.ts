@@ -44,7 +44,7 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
     await apiB?.stop();
     await receiver?.close();
     const test = await TestBroker.open();
-    await test.deleteTopology(prefix, 0);
+    await test.deleteTopology(prefix);
     await test.close();
     await db?.drop();
   });
@@ -233,7 +233,7 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
     } finally {
       await fileApi.stop();
       const test = await TestBroker.open();
-      await test.deleteTopology(filePrefix, 0);
+      await test.deleteTopology(filePrefix);
       await test.close();
     }
   });

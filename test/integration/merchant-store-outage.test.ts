@@ -45,7 +45,7 @@ describe('the merchants database stopped for 30 s under load', () => {
     await api?.stop();
     await receiver?.close();
     const test = await TestBroker.open();
-    await test.deleteTopology(prefix, 3);
+    await test.deleteTopology(prefix);
     await test.close();
     await server?.stop();
   });

@@ -45,7 +45,7 @@ describe('merchants in PostgreSQL', () => {
     await apiA?.stop();
     await apiB?.stop();
     const test = await TestBroker.open();
-    await test.deleteTopology(prefix, 0);
+    await test.deleteTopology(prefix);
     await test.close();
     await db?.drop();
   });

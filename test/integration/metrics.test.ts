@@ -7,6 +7,7 @@ import { EventPublisher } from '../../libs/publisher/index.js';
 import { call, startTestApi, token } from '../support/api.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
 import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
@@ -28,6 +29,7 @@ describe('Prometheus metrics', () => {
   let failing: Receiver;
   let program: DispatcherProgram;
   let upstream: BrokerConnection;
+  let database: TestDatabase | undefined;
   const good = testMerchant('m_metrics_ok', 'http://placeholder');
   const bad = testMerchant('m_metrics_bad', 'http://placeholder');
   let merchantsFile: string;
@@ -43,6 +45,7 @@ describe('Prometheus metrics', () => {
       TOPOLOGY_PREFIX: prefix,
       MERCHANTS_FILE: merchantsFile,
       RETRY_SCHEDULE: '50ms,50ms,50ms,50ms,50ms',
+      DATABASE_URL: (database = await createTestDatabase('metrics')).url,
       ALLOW_PRIVATE_TARGETS: 'true',
       METRICS_PORT: '0',
       FAILED_RETENTION: '1D', // as the test API declares it
@@ -55,9 +58,10 @@ describe('Prometheus metrics', () => {
   afterAll(async () => {
     await upstream?.close();
     await program?.stop();
+    await database?.drop();
     await Promise.all([ok?.close(), failing?.close()]);
     const test = await TestBroker.open();
-    await test.deleteTopology(prefix, 5);
+    await test.deleteTopology(prefix);
     await test.close();
   });
 
@@ -65,8 +69,8 @@ describe('Prometheus metrics', () => {
 
   it('shows from start-up, before any delivery, 0 for every series a dashboard panel reads, for each known label', async () => {
     const text = await scrape();
-    expect(series(text, 'webhooks_retry_net_copies_total', { program: 'dispatcher' })).toBe(0);
-    expect(series(text, 'webhooks_retry_net_originals_dropped_total', { program: 'dispatcher' })).toBe(0);
+    expect(series(text, 'webhooks_waiting', { program: 'dispatcher' })).toBe(0);
+    expect(series(text, 'webhooks_waits_overdue', { program: 'dispatcher' })).toBe(0);
     expect(series(text, 'webhooks_circuits_open', { program: 'dispatcher' })).toBe(0);
     expect(series(text, 'webhooks_endpoints_failing', { program: 'dispatcher' })).toBe(0);
     for (const reason of ['failing', 'manual']) {

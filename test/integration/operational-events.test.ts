@@ -85,7 +85,7 @@ describe('operational events and auto-disable', () => {
     await api?.stop();
     await merchantServer?.close();
     await opsReceiver?.close();
-    await test?.deleteTopology(prefix, 4);
+    await test?.deleteTopology(prefix);
     await test?.channel.deleteQueue(`${prefix}.test-subscriber`).catch(() => {});
     await test?.close();
     await db?.drop();
@@ -233,7 +233,7 @@ describe('operational events and auto-disable', () => {
         deferrals: 0, postponements: 0, firstSeenAt: new Date().toISOString(), accepted: true,
       };
       const now = new Date();
-      for (const each of operations) each.observe(intake, { kind: 'retry', tier: 0, attempt: 2, error: 'HTTP 404', errorClass: 'http_404', status: 404 }, now);
+      for (const each of operations) each.observe(intake, { kind: 'retry', step: 0, attempt: 2, error: 'HTTP 404', errorClass: 'http_404', status: 404 }, now);
       await Promise.all(operations.map((each) => each.stop()));
       await Promise.all(publishers.map((each) => each.stop()));
       expect(directories.map((d) => d.byId('m_race')?.webhook?.disabledReason)).toEqual(['failing', 'failing']);
@@ -357,7 +357,7 @@ describe('operational events of a dead endpoint under load', () => {
     await dispatcher?.stop();
     await api?.stop();
     await dead?.close();
-    await test?.deleteTopology(prefix, 4);
+    await test?.deleteTopology(prefix);
     await test?.channel.deleteQueue(`${prefix}.test-subscriber`).catch(() => {});
     await test?.close();
     await db?.drop();
@@ -390,8 +390,11 @@ describe('operational events with MERCHANTS_FILE', () => {
   let dispatcher: DispatcherProgram;
   let events: Seen[];
   const lines: string[] = [];
+  // Waits are rows: the file's dispatcher still needs a database for its retries.
+  let db: TestDatabase;
 
   beforeAll(async () => {
+    db = await createTestDatabase('operational_file');
     dead = await Receiver.start(() => 404);
     test = await TestBroker.open();
     const merchant = testMerchant('m_file_dead', `${dead.url}/file`);
@@ -400,7 +403,7 @@ describe('operational events with MERCHANTS_FILE', () => {
       transports: [new winston.transports.Stream({ stream: new Writable({ objectMode: true, write: (info: { message: string }, _e, done) => { lines.push(info.message); done(); } }) })],
     });
     dispatcher = await startDispatcher(
-      dispatcherEnv(prefix, { MERCHANTS_FILE: writeMerchantsFile([merchant]), ENDPOINT_DISABLE_AFTER: '300ms', OPERATIONAL_EVENT_INTERVAL: '1h' }),
+      dispatcherEnv(prefix, { MERCHANTS_FILE: writeMerchantsFile([merchant]), DATABASE_URL: db.url, ENDPOINT_DISABLE_AFTER: '300ms', OPERATIONAL_EVENT_INTERVAL: '1h' }),
       logger,
     );
     events = await collect(test, prefix);
@@ -409,9 +412,10 @@ describe('operational events with MERCHANTS_FILE', () => {
   afterAll(async () => {
     await dispatcher?.stop();
     await dead?.close();
-    await test?.deleteTopology(prefix, 4);
+    await test?.deleteTopology(prefix);
     await test?.channel.deleteQueue(`${prefix}.test-subscriber`).catch(() => {});
     await test?.close();
+    await db?.drop();
   });
 
   it('says once at start-up that auto-disable is off, still publishes the events, and never disables', async () => {

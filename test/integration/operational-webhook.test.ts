@@ -83,7 +83,7 @@ describe('operational webhooks delivered through the dispatch path', () => {
     await platform?.close();
     await merchantServer?.close();
     await test?.channel.deleteQueue(`${prefix}.test-subscriber`).catch(() => {});
-    await test?.deleteTopology(prefix, 4);
+    await test?.deleteTopology(prefix);
     await test?.close();
     await db?.drop();
   });
@@ -203,7 +203,7 @@ describe('a down platform endpoint and the merchants', () => {
     await api?.stop();
     await platform?.close();
     await merchantServer?.close();
-    await test?.deleteTopology(prefix, 4);
+    await test?.deleteTopology(prefix);
     await test?.close();
     await db?.drop();
   });

@@ -17,7 +17,7 @@ describe('a message that keeps killing the dispatcher', () => {
   });
 
   afterAll(async () => {
-    await test.deleteTopology(prefix, 1);
+    await test.deleteTopology(prefix);
     await test.close();
   });
 
@@ -41,7 +41,7 @@ describe('a message that keeps killing the dispatcher', () => {
           RABBITMQ_URL: brokerUrl(),
           TOPOLOGY_PREFIX: prefix,
           MERCHANTS_FILE: file,
-          RETRY_SCHEDULE: '1m',
+          RETRY_SCHEDULE: '',
           ALLOW_PRIVATE_TARGETS: 'true',
           METRICS_PORT: '0',
           DELIVERY_TIMEOUT_MS: '120000',

@@ -68,7 +68,7 @@ describe('the publish snippets of docs/publishing.md, run as written', () => {
   afterAll(async () => {
     if (dir) rmSync(dir, { recursive: true, force: true });
     await broker?.channel.deleteExchange(unbound).catch(() => {});
-    await broker?.deleteTopology(prefix, 0);
+    await broker?.deleteTopology(prefix);
     await broker?.close();
   });
 

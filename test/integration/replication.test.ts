@@ -11,7 +11,7 @@ import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
 describe('replication settings on queues that already exist', () => {
   const prefix = uniquePrefix('replication');
   const names = topologyNames(prefix);
-  const options = { prefix, retryDelaysMs: [60_000], failedRetention: '1D' };
+  const options = { prefix, failedRetention: '1D' };
   let test: TestBroker;
 
   beforeAll(async () => {
@@ -19,7 +19,7 @@ describe('replication settings on queues that already exist', () => {
   });
 
   afterEach(async () => {
-    await test.deleteTopology(prefix, 1);
+    await test.deleteTopology(prefix);
   });
 
   afterAll(async () => {
@@ -65,13 +65,13 @@ describe('replication settings on queues that already exist', () => {
     await broker.close();
   });
 
-  it('still refuses a queue whose other arguments differ (a changed retry delay)', async () => {
+  it('still refuses a queue whose other arguments differ (a changed failed retention)', async () => {
     await declareAsBefore((args, name) => {
-      if (name === names.retry(0)) args['x-message-ttl'] = 1_000;
+      if (name === names.failed) args['x-max-age'] = '2D';
     });
     const error = await connect().open(10_000).catch((err: unknown) => err);
     expect(error).toBeInstanceOf(TopologyMismatchError);
-    expect((error as TopologyMismatchError).entity).toBe(`queue ${names.retry(0)}`);
+    expect((error as TopologyMismatchError).entity).toBe(`queue ${names.failed}`);
   });
 });
 

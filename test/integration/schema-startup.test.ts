@@ -38,7 +38,7 @@ describe('the programs and the schema version at start-up', () => {
 
   afterAll(async () => {
     for (const program of running) if (program.child.exitCode === null) program.child.kill('SIGKILL');
-    await test.deleteTopology(prefix, 0);
+    await test.deleteTopology(prefix);
     await test.close();
     for (const db of made) await db.drop();
   });

@@ -25,7 +25,7 @@ describe('dispatcher start-up and shutdown', () => {
   });
 
   afterAll(async () => {
-    await test.deleteTopology(prefix, 3);
+    await test.deleteTopology(prefix);
     await test.close();
     await db?.drop();
   });
@@ -35,13 +35,15 @@ describe('dispatcher start-up and shutdown', () => {
     TOPOLOGY_PREFIX: prefix,
     MERCHANTS_FILE: merchantsFile,
     RETRY_SCHEDULE: '1s,2s',
+    // Waits are rows: a dispatcher with a retry schedule needs its database.
+    DATABASE_URL: db.url,
     METRICS_PORT: '0',
     LOG_LEVEL: 'error',
     DELIVERY_LOG: 'off',
     ...extra,
   });
   /** What the API needs besides outside development mode: its database and the portal's address. */
-  const apiEnv = (extra: Record<string, string> = {}) => env({ DATABASE_URL: db.url, PORTAL_PUBLIC_URL: 'https://portal.example.com', ...extra });
+  const apiEnv = (extra: Record<string, string> = {}) => env({ PORTAL_PUBLIC_URL: 'https://portal.example.com', ...extra });
 
   it('refuses a bad RETRY_SCHEDULE before connecting, naming the variable', async () => {
     const result = await runProgram(DISPATCHER, env({ RETRY_SCHEDULE: '5s,later' }));
@@ -65,18 +67,18 @@ describe('dispatcher start-up and shutdown', () => {
     expect(result.stderr + result.stdout).not.toContain(secret);
   });
 
-  it('refuses to start when a retry tier exists with another delay, saying what to do', async () => {
+  it('refuses to start when the failed stream exists with another retention, saying what to do', async () => {
     const clash = uniquePrefix('clash');
     const ch = await test.connection.createChannel();
-    await ch.assertQueue(`${clash}.retry.0`, { durable: true, arguments: { 'x-queue-type': 'quorum', 'x-message-ttl': 999 } });
+    await ch.assertQueue(`${clash}.failed`, { durable: true, arguments: { 'x-queue-type': 'stream', 'x-max-age': '2D' } });
     await ch.close();
     try {
       const result = await runProgram(DISPATCHER, env({ TOPOLOGY_PREFIX: clash }));
       expect(result.code).toBe(1);
-      expect(result.stderr).toContain(`queue ${clash}.retry.0 already exists with different arguments`);
-      expect(result.stderr).toContain('RETRY_SCHEDULE');
+      expect(result.stderr).toContain(`stream ${clash}.failed already exists with different arguments`);
+      expect(result.stderr).toContain('FAILED_RETENTION');
     } finally {
-      await test.deleteTopology(clash, 3);
+      await test.deleteTopology(clash);
     }
   });
 
@@ -95,7 +97,7 @@ describe('dispatcher start-up and shutdown', () => {
       expect(result.stderr).toContain(`dispatcher stopped: queue ${clash}.dispatch already exists with different arguments`);
     } finally {
       if (program.child.exitCode === null) program.child.kill('SIGKILL');
-      await test.deleteTopology(clash, 3);
+      await test.deleteTopology(clash);
     }
   });
 
@@ -240,7 +242,7 @@ describe('the API with PostgreSQL down at start-up', () => {
 
   afterAll(async () => {
     await server?.stop();
-    await test.deleteTopology(prefix, 0);
+    await test.deleteTopology(prefix);
     await test.close();
   });
 

@@ -47,7 +47,7 @@ describe('the dispatcher program with and without OTEL variables', () => {
     await broker?.close();
     await receiver?.close();
     await otlp?.close();
-    await test?.deleteTopology(prefix, 1);
+    await test?.deleteTopology(prefix);
     await test?.close();
   });
 

@@ -59,7 +59,7 @@ describe('two dispatcher replicas tracing at once, one killed mid-delivery', () 
     await receiver?.close();
     await otlp?.close();
     const test = await TestBroker.open();
-    await test.deleteTopology(prefix, 1);
+    await test.deleteTopology(prefix);
     await test.close();
   });
 

@@ -104,7 +104,7 @@ describe.each(['http/json', 'http/protobuf'] as const)('tracing over %s', (proto
 
       const deliveries = await spansWhere('both delivery spans', (s) => s.traceId === trace && s.name === `process ${harness.names.dispatch}`, 2);
       const attempts = await spansWhere('both HTTP attempts', (s) => s.traceId === trace && s.kind === KIND.client, 2);
-      const [move] = await spansWhere('the move to the retry tier', (s) => s.traceId === trace && s.name === `publish ${harness.names.retry(0)}`);
+      const [move] = await spansWhere('the wait written', (s) => s.traceId === trace && s.name === 'publish webhook_waits');
       await spansWhere('both records', (s) => s.traceId === trace && s.name === `publish ${harness.names.deliveries}`, 2);
 
       deliveries.sort((a, b) => Number(a.startNs - b.startNs));
@@ -112,7 +112,7 @@ describe.each(['http/json', 'http/protobuf'] as const)('tracing over %s', (proto
       const [first, second] = deliveries as [ReceivedSpan, ReceivedSpan];
       expect(first).toMatchObject({ kind: KIND.consumer, parentSpanId: publish!.spanId });
       expect(first.attributes).toMatchObject({ 'webhook.id': messageId, 'webhook.merchant_id': merchant.id, 'webhook.event': 'charge.completed', 'webhook.attempt': 1, 'webhook.outcome': 'retrying' });
-      // The retry's delivery continues from the move that put it in its tier.
+      // The retry's delivery continues from the wait that held it.
       expect(move!.parentSpanId).toBe(first.spanId);
       expect(second.parentSpanId).toBe(move!.spanId);
       expect(second.attributes).toMatchObject({ 'webhook.id': messageId, 'webhook.attempt': 2, 'webhook.outcome': 'delivered' });

@@ -78,10 +78,10 @@ export class TestBroker {
     await ch.close();
   }
 
-  /** Deletes everything a prefix declared; retry tiers up to `tiers`. */
-  async deleteTopology(prefix: string, tiers = 10): Promise<void> {
+  /** Deletes everything a prefix declared. */
+  async deleteTopology(prefix: string): Promise<void> {
     const names = topologyNames(prefix);
-    const queues = [names.dispatch, names.failed, names.invalid, names.deliveries, ...Array.from({ length: tiers }, (_, i) => names.retry(i))];
+    const queues = [names.dispatch, names.failed, names.invalid, names.deliveries];
     for (const queue of queues) {
       const ch = await this.connection.createChannel();
       ch.on('error', () => {});

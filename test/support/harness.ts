@@ -9,7 +9,7 @@ import { createGotClient, createUndiciClient } from '../../libs/http/index.js';
 import { type Logger, silentLogger } from '../../libs/logger/index.js';
 import { FileMerchantDirectory, type Merchant } from '../../libs/merchants/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
-import type { RetryNet } from '../../libs/retry-net/index.js';
+import { WaitScheduler, WaitStore, WaitWriter } from '../../libs/waits/index.js';
 import { declareTopology, type TopologyNames, topologyNames } from '../../libs/topology/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from './broker.js';
 import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
@@ -48,8 +48,11 @@ export interface Harness {
   test: TestBroker;
   /** The failure index's database (the test's API uses it too). */
   database: TestDatabase;
-  /** With the retryNet option only (started with the dispatcher). */
-  retryNet?: RetryNet;
+  /** The waits in the test's database, and the scheduler that hands them back (started with the dispatcher). */
+  waits: WaitStore;
+  scheduler: WaitScheduler;
+  /** With the paused option: starts consuming dispatch. */
+  startDispatcher(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -61,8 +64,12 @@ export async function startHarness(options: {
   settings?: Partial<DispatcherSettings>;
   allowPrivateTargets?: boolean;
   httpClient?: 'undici' | 'got';
-  /** The retry safety net beside the dispatcher, as the program wires it (the test chooses its database). */
-  retryNet?: (broker: BrokerConnection, names: TopologyNames) => RetryNet;
+  /** How long a hand-back of a wait may take to come to its attempt (default 60 s). */
+  waitLeaseMs?: number;
+  /** The dispatcher does not consume dispatch until startDispatcher() (the scheduler runs). */
+  paused?: boolean;
+  /** The delivery log's writer in place of the real one (a stream that loses every record). */
+  recorder?: DeliveryRecorder;
   /** Records every settled delivery on the deliveries stream, as the program does with DELIVERY_LOG=on. */
   deliveryLog?: boolean;
   /** The dispatcher's logger (silent by default). */
@@ -77,7 +84,7 @@ export async function startHarness(options: {
     url: brokerUrl(),
     name: `test-${options.name}`,
     logger,
-    declare: (openChannel) => declareTopology(openChannel, { prefix, retryDelaysMs, failedRetention: '1D' }),
+    declare: (openChannel) => declareTopology(openChannel, { prefix, failedRetention: '1D' }),
   });
   await broker.open(10_000);
   const merchantsFile = writeMerchantsFile(options.merchants);
@@ -86,15 +93,18 @@ export async function startHarness(options: {
   const clientOptions = { allowPrivateTargets: options.allowPrivateTargets ?? true, responseBodyBytes: options.deliveryLog ? 1024 : 0 };
   const http = options.httpClient === 'got' ? createGotClient(clientOptions) : createUndiciClient(clientOptions);
   const names = topologyNames(prefix);
-  const retryNet = options.retryNet?.(broker, names);
   // The failure index, as the program writes it: the test's API finds this prefix's database.
   const database = await createTestDatabase(options.name);
   const failuresDb: Database = openPostgres(database.url, { maxConnections: 2 });
   registerDatabase(prefix, database.url);
-  const deliveryLog = options.deliveryLog ? new DeliveryRecorder(broker, logger, { prefix }) : undefined;
+  const waits = new WaitStore(failuresDb);
+  const writer = new WaitWriter(waits, logger);
+  const waitLeaseMs = options.waitLeaseMs ?? 60_000;
+  const scheduler = new WaitScheduler(waits, broker, logger, { dispatch: names.dispatch, leaseMs: waitLeaseMs, pollMs: 100 });
+  const deliveryLog = options.recorder ?? (options.deliveryLog ? new DeliveryRecorder(broker, logger, { prefix }) : undefined);
   await deliveryLog?.start();
   const dispatcher = new Dispatcher(
-    { broker, merchants, http, logger, retryNet, deliveryLog, failures: new FailedStore(failuresDb), now: options.now },
+    { broker, merchants, http, logger, waits: { store: waits, writer }, deliveryLog, failures: new FailedStore(failuresDb), now: options.now },
     {
       prefix,
       retryDelaysMs,
@@ -103,19 +113,22 @@ export async function startHarness(options: {
       maxMessageBytes: 64 * 1024,
       userAgent: 'test-dispatcher',
       drainTimeoutMs: 5_000,
+      waitLeaseMs,
       ...options.settings,
     },
   );
-  await dispatcher.start();
-  retryNet?.start();
+  if (!options.paused) await dispatcher.start();
+  scheduler.start();
   const test = await TestBroker.open();
   return {
     prefix,
     merchantsFile,
     merchants,
     names,
-    retryNet,
+    waits,
+    scheduler,
     dispatcher,
+    startDispatcher: () => dispatcher.start(),
     broker,
     publisher: new EventPublisher(broker, prefix),
     test,
@@ -123,7 +136,8 @@ export async function startHarness(options: {
     async close() {
       await dispatcher.stop();
       await deliveryLog?.stop();
-      await retryNet?.stop();
+      await scheduler.stop();
+      writer.close();
       await broker.close();
       http.close();
       await merchants.close();
@@ -133,7 +147,7 @@ export async function startHarness(options: {
       await database.drop();
       // A fresh connection: a broker restart in the test may have closed the first one.
       const cleanup = await TestBroker.open();
-      await cleanup.deleteTopology(prefix, retryDelaysMs.length);
+      await cleanup.deleteTopology(prefix);
       await cleanup.close();
     },
   };

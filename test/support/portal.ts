@@ -51,7 +51,7 @@ export async function startPortalStack(name: string, replicas = 1, options: ApiO
     for (const api of apis) await api.stop();
     await recorder?.stop();
     const test = await TestBroker.open();
-    await test.deleteTopology(prefix, 0);
+    await test.deleteTopology(prefix);
     await test.close();
     await db.drop();
   };

@@ -43,7 +43,7 @@ export async function finishedWithin(program: { finished: Promise<Finished> }, m
 /**
  * A built dispatcher's environment in a test: `prefix`'s topology on the test broker with
  * one-node queues and streams, merchants from `merchantsFile`, private targets allowed (the local
- * receiver), no retry tiers, info logs (its "dispatcher consuming" line says it is up).
+ * receiver), no retries (a single attempt), info logs (its "dispatcher consuming" line says it is up).
  */
 export function dispatcherEnv(prefix: string, merchantsFile: string, extra: Record<string, string> = {}): Record<string, string> {
   return {

@@ -39,7 +39,7 @@ describe('durations', () => {
 });
 
 describe('dispatcher configuration', () => {
-  const file = { MERCHANTS_FILE: 'merchants.json' };
+  const file = { MERCHANTS_FILE: 'merchants.json', DATABASE_URL: 'postgres://localhost/webhooks' };
 
   it('starts from the documented defaults', () => {
     const config = loadDispatcherConfig(file);
@@ -91,10 +91,15 @@ describe('dispatcher configuration', () => {
     expect(loadDispatcherConfig({ ...file, OPERATIONAL_WEBHOOK_URL: 'https://platform.example/ops', OPERATIONAL_WEBHOOK_SECRET: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' }).OPERATIONAL_WEBHOOK_URL).toBe('https://platform.example/ops');
   });
 
-  it('reads RETRY_OVERDUE_AFTER as a duration, naming the variable when it is not one', () => {
-    expect(loadDispatcherConfig(file).RETRY_OVERDUE_AFTER).toBe(120_000);
-    expect(loadDispatcherConfig({ ...file, RETRY_OVERDUE_AFTER: '30s' }).RETRY_OVERDUE_AFTER).toBe(30_000);
-    expect(() => loadDispatcherConfig({ ...file, RETRY_OVERDUE_AFTER: 'soon' })).toThrow('RETRY_OVERDUE_AFTER');
+  it('reads WAIT_LEASE as a duration, naming the variable when it is not one', () => {
+    expect(loadDispatcherConfig(file).WAIT_LEASE).toBe(60_000);
+    expect(loadDispatcherConfig({ ...file, WAIT_LEASE: '30s' }).WAIT_LEASE).toBe(30_000);
+    expect(() => loadDispatcherConfig({ ...file, WAIT_LEASE: 'soon' })).toThrow('WAIT_LEASE');
+  });
+
+  it('needs DATABASE_URL with a retry schedule (waits are rows), not for a single attempt', () => {
+    expect(() => loadDispatcherConfig({ MERCHANTS_FILE: 'merchants.json' })).toThrow('DATABASE_URL: is required with a RETRY_SCHEDULE');
+    expect(loadDispatcherConfig({ MERCHANTS_FILE: 'merchants.json', RETRY_SCHEDULE: '' }).RETRY_SCHEDULE).toEqual([]);
   });
 
   it('reads RETRY_SCHEDULE with spaces and mixed units', () => {

@@ -248,13 +248,12 @@ describe('docker/compose.yaml', () => {
 describe('docker/rabbitmq/definitions.json', () => {
   it('holds exactly the exchange, queues with their arguments, and binding that topologySpec gives for the compose configuration', () => {
     const config = loadDispatcherConfig(envOf('dispatcher'));
-    // Compose keeps the defaults; if it ever sets TOPOLOGY_PREFIX, RETRY_SCHEDULE or FAILED_RETENTION the file must follow.
+    // Compose keeps the defaults; if it ever sets TOPOLOGY_PREFIX or FAILED_RETENTION the file must follow.
     expect(config).toMatchObject({ TOPOLOGY_PREFIX: 'webhooks', FAILED_RETENTION: '30D' });
     expect(config.RETRY_SCHEDULE).toHaveLength(7);
     const expected = definitionsOf(
       topologySpec({
         prefix: config.TOPOLOGY_PREFIX,
-        retryDelaysMs: config.RETRY_SCHEDULE,
         failedRetention: config.FAILED_RETENTION,
         deliveriesStream: config.DELIVERY_LOG === 'on',
       }),

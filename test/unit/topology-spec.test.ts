@@ -1,15 +1,6 @@
 import type { Channel } from 'amqplib';
 import { declareIntake, declareTopology, TopologyMismatchError, topologySpec } from '../../libs/topology/index.js';
 
-const RETRY_TIER = {
-  'x-queue-type': 'quorum',
-  'x-quorum-initial-group-size': 3,
-  'x-dead-letter-exchange': '',
-  'x-dead-letter-routing-key': 'acme.dispatch',
-  'x-dead-letter-strategy': 'at-least-once',
-  'x-overflow': 'reject-publish',
-};
-
 /** Records what a declaration asks of the channel; `fail` answers one entity with an AMQP reply code. */
 function recordingChannel(fail?: { name: string; code: number }) {
   const calls: unknown[][] = [];
@@ -39,8 +30,8 @@ function recordingChannel(fail?: { name: string; code: number }) {
 }
 
 describe('topologySpec', () => {
-  it('describes the exchange, each queue with its exact arguments, and the binding for a prefix and a schedule', () => {
-    expect(topologySpec({ prefix: 'acme', retryDelaysMs: [1_000, 60_000], failedRetention: '7D' })).toEqual({
+  it('describes the exchange, each queue with its exact arguments, and the binding for a prefix: no retry queues (waits are rows)', () => {
+    expect(topologySpec({ prefix: 'acme', failedRetention: '7D' })).toEqual({
       exchange: { name: 'acme.events', type: 'topic' },
       operational: { name: 'acme.operational', type: 'topic' },
       queues: [
@@ -57,8 +48,6 @@ describe('topologySpec', () => {
             'x-overflow': 'reject-publish',
           },
         },
-        { name: 'acme.retry.0', kind: 'queue', arguments: { ...RETRY_TIER, 'x-message-ttl': 1_000 } },
-        { name: 'acme.retry.1', kind: 'queue', arguments: { ...RETRY_TIER, 'x-message-ttl': 60_000 } },
         { name: 'acme.failed', kind: 'stream', arguments: { 'x-queue-type': 'stream', 'x-max-age': '7D', 'x-stream-max-segment-size-bytes': 1024 * 1024, 'x-initial-cluster-size': 3 } },
         { name: 'acme.invalid', kind: 'queue', arguments: { 'x-queue-type': 'quorum', 'x-quorum-initial-group-size': 3 } },
       ],
@@ -67,32 +56,17 @@ describe('topologySpec', () => {
   });
 
   it('replicates each quorum queue and the stream as configured', () => {
-    const spec = topologySpec({ prefix: 'acme', retryDelaysMs: [1_000], failedRetention: '7D', replication: { quorumGroupSize: 5, streamClusterSize: 2 } });
+    const spec = topologySpec({ prefix: 'acme', failedRetention: '7D', replication: { quorumGroupSize: 5, streamClusterSize: 2 } });
     expect(spec.queues.map((q) => [q.name, q.arguments['x-quorum-initial-group-size'] ?? q.arguments['x-initial-cluster-size']])).toEqual([
       ['acme.dispatch', 5],
-      ['acme.retry.0', 5],
       ['acme.failed', 2],
       ['acme.invalid', 5],
-    ]);
-  });
-
-  it('has no retry queues when the schedule is empty', () => {
-    const spec = topologySpec({ prefix: 'acme', retryDelaysMs: [], failedRetention: '1D' });
-    expect(spec.queues.map((q) => q.name)).toEqual(['acme.dispatch', 'acme.failed', 'acme.invalid']);
-  });
-
-  it('keeps equal delays as separate tiers, in schedule order', () => {
-    const spec = topologySpec({ prefix: 'p', retryDelaysMs: [36_000_000, 36_000_000, 5_000], failedRetention: '1D' });
-    expect(spec.queues.filter((q) => q.name.startsWith('p.retry.')).map((q) => [q.name, q.arguments['x-message-ttl']])).toEqual([
-      ['p.retry.0', 36_000_000],
-      ['p.retry.1', 36_000_000],
-      ['p.retry.2', 5_000],
     ]);
   });
 });
 
 describe('declaring the topology from its spec', () => {
-  const options = { prefix: 'acme', retryDelaysMs: [1_000], failedRetention: '7D' };
+  const options = { prefix: 'acme', failedRetention: '7D' };
 
   it('declares the intake first, then every other queue of the spec with its arguments, all durable', async () => {
     const { channel, calls } = recordingChannel();
@@ -117,7 +91,7 @@ describe('declaring the topology from its spec', () => {
     expect(plain.filter((c) => c[2] === 'acme.operational')).toEqual([]);
     expect(await declared(true)).toEqual([...plain, ['bind', 'acme.dispatch', 'acme.operational', '#']]);
     expect(await declared(false)).toEqual([...plain, ['unbind', 'acme.dispatch', 'acme.operational', '#']]);
-    // No queue of its own: the operational webhook's retries are dispatch's tiers.
+    // No queue of its own: the operational webhook's retries are waits like any webhook's.
     expect((await declared(true)).filter((c) => c[0] === 'queue' && String(c[1]).startsWith('acme.operational'))).toEqual([]);
   });
 
@@ -133,7 +107,7 @@ describe('declaring the topology from its spec', () => {
 
   it.each([
     ['acme.events', 'exchange acme.events'],
-    ['acme.retry.0', 'queue acme.retry.0'],
+    ['acme.invalid', 'queue acme.invalid'],
     ['acme.failed', 'stream acme.failed'],
   ])('turns a 406 for %s into a TopologyMismatchError naming "%s"', async (name, entity) => {
     const { channel } = recordingChannel({ name, code: 406 });

@@ -44,10 +44,10 @@ export type Decision =
   | { kind: 'skipped'; why: 'webhook-disabled' | 'endpoint-disabled' | 'event-not-subscribed' }
   /** Back to its queue untried, once (stopping). */
   | { kind: 'returned' }
-  /** `error` is the detail, for operators (log lines, headers of the tiers and `failed`); `errorClass` is what the merchant sees. */
-  | { kind: 'retry'; tier: number; attempt: number; error: string; errorClass: AttemptErrorClass; status?: number }
-  | { kind: 'defer'; tier: number }
-  | { kind: 'postpone'; tier: number }
+  /** `error` is the detail, for operators (log lines, headers of the steps and `failed`); `errorClass` is what the merchant sees. */
+  | { kind: 'retry'; step: number; attempt: number; error: string; errorClass: AttemptErrorClass; status?: number }
+  | { kind: 'defer'; step: number }
+  | { kind: 'postpone'; step: number }
   | { kind: 'failed'; reason: FailedReason; attempts: number; error: string; errorClass?: AttemptErrorClass; status?: number; attempted: boolean }
   | { kind: 'invalid'; code: InvalidCode; detail: string };
 
@@ -83,9 +83,9 @@ export function decide(finding: Finding, intake: IntakeEvent | undefined, policy
       if (finding.why === 'merchant-removed') return { kind: 'invalid', code: 'unknown-merchant', detail: `no merchant ${intake.merchantId} in the directory` };
       return { kind: 'skipped', why: finding.why };
     case 'busy':
-      return { kind: 'defer', tier: policy.deferTier(intake.attempts) };
+      return { kind: 'defer', step: policy.deferStep(intake.attempts) };
     case 'circuit-open': {
-      if (!policy.spanOver(intake.resentAt ?? intake.firstSeenAt, now)) return { kind: 'postpone', tier: policy.postponeTier(finding.retryInMs) };
+      if (!policy.spanOver(intake.resentAt ?? intake.firstSeenAt, now)) return { kind: 'postpone', step: policy.postponeStep(finding.retryInMs) };
       const circuit = `circuit open: the endpoint failed ${finding.failures} times in a row${finding.lastError ? `; last error: ${finding.lastError}` : ''}`;
       // The last real error: this webhook's own, else the endpoint's.
       return { kind: 'failed', reason: FAILED_REASONS.circuitOpen, attempts: intake.attempts, error: intake.lastError ?? circuit, status: intake.lastStatus, attempted: false };
@@ -100,8 +100,8 @@ export function decide(finding: Finding, intake: IntakeEvent | undefined, policy
       // A test event has a schedule of one attempt: it fails like any webhook whose attempts ran out.
       if (intake.test || policy.exhausted(attempt)) return { ...failed, reason: FAILED_REASONS.attemptsExhausted };
       const retryAfter = error instanceof WebhookRejectedError ? error.retryAfter : undefined;
-      const tier = policy.tierAfterFailure(attempt, { status: error.status, retryAfter }, now);
-      return { kind: 'retry', tier, attempt, error: error.message, errorClass: error.errorClass, status: error.status };
+      const step = policy.stepAfterFailure(attempt, { status: error.status, retryAfter }, now);
+      return { kind: 'retry', step, attempt, error: error.message, errorClass: error.errorClass, status: error.status };
     }
   }
 }

@@ -5,9 +5,13 @@ import type { Logger } from '../../../libs/logger/index.js';
 import type { DeliveryObserver, Outcome } from '../../../libs/metrics/index.js';
 import type { RetryPolicy } from '../../../libs/retry-policy/index.js';
 import type { TopologyNames } from '../../../libs/topology/index.js';
+import type { WaitReason, WaitWriter } from '../../../libs/waits/index.js';
 import type { Decision } from './decide.js';
 import type { IntakeEvent } from './intake.js';
 import { publishIn, type Span, spanLogFields } from '../../../libs/tracing/index.js';
+
+/** The destination a wait's producer span names. */
+export const WAITS_TABLE = 'webhook_waits';
 
 export interface DispatcherStats {
   delivered: number;
@@ -28,6 +32,8 @@ export interface EffectDeps {
   logger: Logger;
   observer: DeliveryObserver;
   failures?: FailedStore;
+  /** Where a webhook that must wait is written (confirmed before its ack); needed with a retry schedule. */
+  waits?: WaitWriter;
   now: () => Date;
   /** Waits between tries of a move the broker did not take, before the delivery goes back to its queue. */
   moveBackoffMs: readonly number[];
@@ -36,8 +42,9 @@ export interface EffectDeps {
 
 /**
  * The effect: carries out the decision, and settles the delivery last. Every outcome ends in
- * exactly one ack (delivered, skipped, superseded, or once its copy is confirmed in a tier,
- * `failed` or `invalid`) or one return to the queue.
+ * exactly one ack (delivered, skipped, superseded, or once its wait is written or its copy
+ * confirmed in `failed` or `invalid`) or one return to the queue. `record` (the delivery log's
+ * record, which never rejects) runs after the effect it describes and before the ack.
  */
 export class EffectStage {
   readonly stats: DispatcherStats = { delivered: 0, deferred: 0, circuitOpen: 0, retried: 0, failed: 0, invalid: 0, skipped: 0, requeued: 0, superseded: 0 };
@@ -48,34 +55,38 @@ export class EffectStage {
     this.debug = deps.logger.isDebugEnabled();
   }
 
-  async apply(delivery: Delivery, intake: IntakeEvent | undefined, decision: Decision, now: Date, span?: Span): Promise<void> {
+  async apply(delivery: Delivery, intake: IntakeEvent | undefined, decision: Decision, now: Date, span?: Span, record: () => Promise<void> = async () => {}): Promise<void> {
     const { logger } = this.deps;
     switch (decision.kind) {
       case 'superseded':
-        // A retry that came back late from its tier, after the retry safety net had republished a
-        // copy of it: the copy is the one delivered. Nothing is recorded: the copy's attempt is.
+        // A stale hand-back of a wait (an older hand, or the wait has ended): the current one is
+        // the one delivered. Nothing is recorded: its attempt is.
         this.count('superseded', 'superseded', 'unknown');
-        logger.info('late retry dropped: the retry safety net republished it first', { key: decision.key, ...spanLogFields(span) });
+        logger.info('stale copy of a wait dropped: another hand-back of it is current', { key: decision.key, ...spanLogFields(span) });
         return delivery.ack();
       case 'invalid':
-        return this.park(delivery, decision.code, decision.detail, span);
+        return this.park(delivery, decision.code, decision.detail, span, record);
       case 'returned':
         return delivery.nack(true);
     }
     if (!intake) throw new Error(`effect: ${decision.kind} needs the intake`);
     switch (decision.kind) {
       case 'delivered':
+        await this.endWait(intake);
+        await record();
         this.count('delivered', 'delivered', intake.event, intake.test);
         if (this.debug) logger.debug('webhook delivered', { ...logFields(intake), attempt: decision.attempt, status: decision.status, ...spanLogFields(span) });
         return delivery.ack();
       case 'skipped':
+        await this.endWait(intake);
+        await record();
         this.count('skipped', 'skipped', intake.event, intake.test);
         logger.info(decision.why === 'event-not-subscribed' ? 'webhook skipped: event not subscribed' : 'webhook skipped: not set up or disabled', { ...logFields(intake), why: decision.why, ...spanLogFields(span) });
         return delivery.ack();
       case 'defer': {
         const headers = this.waitingHeaders(delivery, intake);
         headers[HEADERS.deferrals] = intake.deferrals + 1;
-        if (!(await this.move(delivery, this.deps.names.retry(decision.tier), headers, intake.event, this.dueAt(now, decision.tier), span))) return;
+        await this.wait(delivery, intake, 'endpoint-busy', headers, decision.step, record, span);
         this.count('deferred', 'deferred', intake.event, intake.test);
         if (this.debug) logger.debug('delivery deferred: endpoint busy', { merchantId: intake.merchantId, reference: intake.references[0], ...spanLogFields(span) });
         return;
@@ -83,9 +94,9 @@ export class EffectStage {
       case 'postpone': {
         const headers = this.waitingHeaders(delivery, intake);
         headers[HEADERS.postponements] = intake.postponements + 1;
-        if (!(await this.move(delivery, this.deps.names.retry(decision.tier), headers, intake.event, this.dueAt(now, decision.tier), span))) return;
+        await this.wait(delivery, intake, 'circuit-open', headers, decision.step, record, span);
         this.count('circuitOpen', 'circuit_open', intake.event, intake.test);
-        if (this.debug) logger.debug('delivery postponed: circuit open', { merchantId: intake.merchantId, reference: intake.references[0], delayMs: this.deps.policy.delayOf(decision.tier), ...spanLogFields(span) });
+        if (this.debug) logger.debug('delivery postponed: circuit open', { merchantId: intake.merchantId, reference: intake.references[0], delayMs: this.deps.policy.delayOf(decision.step), ...spanLogFields(span) });
         return;
       }
       case 'retry': {
@@ -94,7 +105,7 @@ export class EffectStage {
         headers[HEADERS.lastError] = decision.error.slice(0, 500);
         headers[HEADERS.lastAttemptAt] = now.toISOString();
         if (decision.status !== undefined) headers[HEADERS.lastStatus] = decision.status;
-        if (!(await this.move(delivery, this.deps.names.retry(decision.tier), headers, intake.event, this.dueAt(now, decision.tier), span))) return;
+        await this.wait(delivery, intake, 'retry', headers, decision.step, record, span);
         this.count('retried', 'retried', intake.event, intake.test);
         logger.info('webhook attempt failed, retry scheduled', {
           merchantId: intake.merchantId,
@@ -103,7 +114,7 @@ export class EffectStage {
           attempt: decision.attempt,
           error: decision.error,
           errorClass: decision.errorClass,
-          delayMs: this.deps.policy.delayOf(decision.tier),
+          delayMs: this.deps.policy.delayOf(decision.step),
           ...spanLogFields(span),
         });
         return;
@@ -117,7 +128,12 @@ export class EffectStage {
           lastStatus: decision.status,
           lastAttemptAt: decision.attempted ? now : undefined,
         });
-        if (!(await this.move(delivery, this.deps.names.failed, headers, intake.event, undefined, span))) return;
+        // The failure is recorded (and its wait ended) once it is in `failed`: a move that gives up leaves no failure behind.
+        const settle = async () => {
+          await this.endWait(intake);
+          await record();
+        };
+        if (!(await this.move(delivery, this.deps.names.failed, headers, intake.event, span, settle))) return;
         this.index(delivery, intake, decision, headers, now);
         this.count('failed', 'failed', intake.event, intake.test);
         this.deps.observer.failed(decision.reason);
@@ -173,7 +189,7 @@ export class EffectStage {
     return copyHeaders(message.properties.headers, { from: 'delivery', fromUpstream: message.fields.exchange === this.deps.names.events });
   }
 
-  /** Our bookkeeping for a message that waits in a retry tier without an attempt being made. */
+  /** Our bookkeeping for a webhook that waits without an attempt being made. */
   private waitingHeaders(delivery: Delivery, intake: IntakeEvent): ScalarHeaders {
     return {
       ...this.carried(delivery),
@@ -194,7 +210,7 @@ export class EffectStage {
     };
   }
 
-  private async park(delivery: Delivery, code: string, detail: string, span: Span | undefined): Promise<void> {
+  private async park(delivery: Delivery, code: string, detail: string, span: Span | undefined, record: () => Promise<void>): Promise<void> {
     const { message } = delivery;
     const moved = await this.move(delivery, this.deps.names.invalid, {
       ...this.carried(delivery),
@@ -202,28 +218,43 @@ export class EffectStage {
       [HEADERS.invalidReason]: `${code}: ${detail}`.slice(0, 1000),
       [HEADERS.invalidAt]: this.deps.now().toISOString(),
       [HEADERS.originalRoutingKey]: message.fields.routingKey,
-    }, 'unknown', undefined, span);
+    }, 'unknown', span, record);
     if (!moved) return;
     this.count('invalid', 'invalid', 'unknown');
     this.deps.logger.warn('message parked as invalid', { code, reason: detail.slice(0, 200), ...spanLogFields(span) });
   }
 
   /**
-   * When a wait in tier `tier` ends: the walk's clock plus the delay, the same instant the delivery
-   * log records as the next attempt, so a wait is named alike by its message and by the log.
+   * The wait written (a new row, or the next wait of this hand-back's row) and confirmed, then the
+   * record, then the ack. The write never gives up: while PostgreSQL is down the delivery is held.
    */
-  private dueAt(now: Date, tier: number): number {
-    return now.getTime() + this.deps.policy.delayOf(tier);
+  private async wait(delivery: Delivery, intake: IntakeEvent, reason: WaitReason, headers: ScalarHeaders, step: number, record: () => Promise<void>, span: Span | undefined): Promise<void> {
+    const waits = this.deps.waits;
+    if (!waits) throw new Error('effect: a wait needs the wait writer (a retry schedule needs PostgreSQL)');
+    // With tracing on, a producer span whose context the wait carries: its hand-back continues the webhook's trace.
+    await publishIn(span, WAITS_TABLE, headers, intake.webhookId, () => waits.put({
+      merchantId: intake.merchantId,
+      webhookId: intake.webhookId,
+      hand: intake.hand ?? 0,
+      attempt: typeof headers[HEADERS.attempts] === 'number' ? (headers[HEADERS.attempts] as number) : intake.attempts,
+      delayMs: this.deps.policy.delayOf(step),
+      reason,
+      headers: { ...headers, [HEADERS.webhookId]: intake.webhookId },
+      content: intake.hand === undefined ? delivery.message.content : undefined,
+    }));
+    await record();
+    if (delivery.live) delivery.ack();
   }
 
-  /**
-   * The one move (libs/broker moveMessage). A move into a tier carries its due time (x-due-at),
-   * by which a late arrival asks the retry safety net whether it was republished. True when moved.
-   */
-  private async move(delivery: Delivery, queue: string, headers: ScalarHeaders, event: string, dueAt: number | undefined, span: Span | undefined): Promise<boolean> {
+  /** A hand-back's attempt ended: its wait goes (only if it is still this hand's). */
+  private async endWait(intake: IntakeEvent): Promise<void> {
+    if (intake.hand !== undefined && this.deps.waits) await this.deps.waits.end({ merchantId: intake.merchantId, webhookId: intake.webhookId, hand: intake.hand });
+  }
+
+  /** The one move (libs/broker moveMessage); `settle` runs after the confirm, before the ack. True when moved. */
+  private async move(delivery: Delivery, queue: string, base: ScalarHeaders, event: string, span: Span | undefined, settle?: () => Promise<void>): Promise<boolean> {
     const { message } = delivery;
-    const base: ScalarHeaders = dueAt === undefined ? headers : { ...headers, [HEADERS.dueAt]: dueAt };
-    const webhookId = typeof headers[HEADERS.webhookId] === 'string' ? (headers[HEADERS.webhookId] as string) : undefined;
+    const webhookId = typeof base[HEADERS.webhookId] === 'string' ? (base[HEADERS.webhookId] as string) : undefined;
     const held: HeldMessage = {
       content: message.content,
       properties: message.properties,
@@ -238,6 +269,7 @@ export class EffectStage {
       backoffMs: this.deps.moveBackoffMs,
       webhookId,
       headers: () => base,
+      afterPublish: settle,
       givingUp: this.deps.stopping,
       onRetry: (err, retry, giveUp) =>
         this.deps.logger.error(giveUp ? 'message could not be moved; returned to its queue' : 'message could not be moved; retrying', { queue, error: err.message, retry, ...spanLogFields(span) }),

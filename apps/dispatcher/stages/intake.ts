@@ -41,9 +41,11 @@ export interface IntakeEvent {
   /** The last real attempt's error, carried so a webhook failed by an open circuit still says it. */
   lastError?: string;
   lastStatus?: number;
+  /** A wait handed back (x-wait-hand): its row's hand, which only this copy may take, rewrite or end. */
+  hand?: number;
   /**
-   * Already accepted for delivery: retried, set aside, postponed or resent. A settings change
-   * from now on sends it to `failed`, never drops it.
+   * Already accepted for delivery: a wait handed back, or resent. A settings change from now on
+   * sends it to `failed`, never drops it.
    */
   accepted: boolean;
   /** A test event (x-test-event): one attempt, no retry. */
@@ -78,7 +80,7 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
   }
   const ours = message.fields.exchange !== upstreamExchange;
   // An operational event, from the operational exchange (bound to dispatch while
-  // OPERATIONAL_WEBHOOK_URL is set) or back from a tier: for the platform's endpoint, as published.
+  // OPERATIONAL_WEBHOOK_URL is set) or a wait handed back: for the platform's endpoint, as published.
   // Never from upstream's exchange: upstream cannot make the service sign a body for the platform.
   const operational = ours ? operationalTypeOf(json) : undefined;
   let merchantId: string;
@@ -111,6 +113,7 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
   const claim = headers[HEADERS.claimId];
   const lastError = headers[HEADERS.lastError];
   const lastStatus = headers[HEADERS.lastStatus];
+  const hand = count(headers[HEADERS.waitHand]);
   return {
     merchantId,
     event,
@@ -126,8 +129,9 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
     resendClaim: resentAt !== undefined && typeof claim === 'string' && /^[0-9a-f-]{36}$/.test(claim) ? claim : undefined,
     lastError: typeof lastError === 'string' && lastError.length > 0 ? lastError : undefined,
     lastStatus: typeof lastStatus === 'number' && Number.isInteger(lastStatus) ? lastStatus : undefined,
-    accepted: attempts > 0 || deferrals > 0 || postponements > 0 || resentAt !== undefined,
-    // From any exchange: the mark only takes attempts away, and a copy keeps it (a retry tier, failed, a resend).
+    hand: hand > 0 ? hand : undefined,
+    accepted: hand > 0 || resentAt !== undefined,
+    // From any exchange: the mark only takes attempts away, and a copy keeps it (a wait, failed, a resend).
     test: message.properties.headers?.[HEADERS.testEvent] === true,
   };
 }
@@ -185,17 +189,4 @@ export function webhookIdOf(message: ConsumeMessage): string {
   const id = message.properties.messageId;
   if (typeof id === 'string' && id.length > 0) return id;
   return `msg_${createHash('sha256').update(message.content).digest('hex').slice(0, 32)}`;
-}
-
-/**
- * When the wait in a retry tier this message ends was due (its x-due-at, epoch ms), if it is an
- * original back from a tier; undefined for upstream's messages and for a copy the retry safety net
- * republished (it holds its wait's claim already).
- */
-export function dueAtOf(message: ConsumeMessage, upstreamExchange: string): number | undefined {
-  if (message.fields.exchange === upstreamExchange) return undefined;
-  const headers = message.properties.headers;
-  if (!headers || headers[HEADERS.rescuedAt] !== undefined) return undefined;
-  const dueAt = headers[HEADERS.dueAt];
-  return typeof dueAt === 'number' && Number.isSafeInteger(dueAt) && dueAt > 0 ? dueAt : undefined;
 }

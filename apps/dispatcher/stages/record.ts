@@ -48,7 +48,7 @@ export function recordOf(
     if (errorClass !== undefined) made.error = errorClass;
     return made;
   };
-  const nextAt = (tier: number) => new Date(now.getTime() + policy.delayOf(tier)).toISOString();
+  const nextAt = (step: number) => new Date(now.getTime() + policy.delayOf(step)).toISOString();
   let made: DeliveryRecordInput;
   switch (decision.kind) {
     case 'delivered':
@@ -58,17 +58,17 @@ export function recordOf(
     case 'retry':
       made = record('retrying', decision.attempt);
       made.attempt = attempt(decision.status, decision.errorClass);
-      made.nextAttemptAt = nextAt(decision.tier);
+      made.nextAttemptAt = nextAt(decision.step);
       return made;
     case 'defer':
       made = record('deferred', intake.attempts);
       made.reason = 'endpoint-busy';
-      made.nextAttemptAt = nextAt(decision.tier);
+      made.nextAttemptAt = nextAt(decision.step);
       return made;
     case 'postpone':
       made = record('postponed', intake.attempts);
       made.reason = 'circuit-open';
-      made.nextAttemptAt = nextAt(decision.tier);
+      made.nextAttemptAt = nextAt(decision.step);
       return made;
     case 'failed':
       made = record('failed', decision.attempts);

@@ -5,6 +5,7 @@ import { silentLogger } from '../../../libs/logger/index.js';
 import { noopObserver } from '../../../libs/metrics/index.js';
 import { RetryPolicy } from '../../../libs/retry-policy/index.js';
 import { topologyNames } from '../../../libs/topology/index.js';
+import type { WaitEnd, WaitPut, WaitWriter } from '../../../libs/waits/index.js';
 import { fakeBroker, fakeDelivery } from './fakes.js';
 
 const now = new Date('2026-01-01T12:00:00.000Z');
@@ -16,11 +17,16 @@ const intake: IntakeEvent = {
 
 function stage(refuse = 0, only?: string, moveBackoffMs = [1]) {
   const { broker, published } = fakeBroker(refuse, only);
+  const waits: { puts: WaitPut[]; ends: WaitEnd[] } = { puts: [], ends: [] };
+  const writer = {
+    put: async (wait: WaitPut) => void waits.puts.push(wait),
+    end: async (wait: WaitEnd) => void waits.ends.push(wait),
+  } as unknown as WaitWriter;
   const effect = new EffectStage({
     broker, names, policy: new RetryPolicy({ delaysMs: [1_000, 10_000] }), logger: silentLogger(), observer: noopObserver,
-    now: () => now, moveBackoffMs, stopping: () => false,
+    now: () => now, moveBackoffMs, stopping: () => false, waits: writer,
   });
-  return { effect, published };
+  return { effect, published, waits };
 }
 
 describe('effect', () => {
@@ -31,17 +37,40 @@ describe('effect', () => {
     expect([delivery.settled, published.length, effect.stats.delivered]).toEqual([['ack'], 0, 1]);
   });
 
-  it('moves a retry to its tier with the attempt headers and its due time (the log records the same instant), then acks', async () => {
-    const { effect, published } = stage();
-    const delivery = fakeDelivery({}, { headers: { 'x-upstream': 'billing', [HEADERS.dueAt]: 1, [HEADERS.rescuedAt]: 't', 'x-delivery-count': 2 } }, '');
-    await effect.apply(delivery, intake, { kind: 'retry', tier: 1, attempt: 2, error: 'HTTP 500', errorClass: 'http_500', status: 500 }, now);
-    expect(published.map((p) => p.queue)).toEqual([names.retry(1)]);
-    const headers = published[0]!.options.headers!;
-    expect(headers).toMatchObject({ 'x-upstream': 'billing', [HEADERS.attempts]: 2, [HEADERS.lastStatus]: 500, [HEADERS.lastError]: 'HTTP 500', [HEADERS.tnxRef]: 'tnx_1', [HEADERS.dueAt]: now.getTime() + 10_000 });
-    expect(headers[HEADERS.rescuedAt]).toBeUndefined();
-    expect(headers['x-delivery-count']).toBeUndefined();
-    expect(published[0]!.options.messageId).toBe('evt_1');
+  it('writes a retry as a wait with the attempt headers, its bytes and its delay, publishes nothing, then records and acks', async () => {
+    const { effect, published, waits } = stage();
+    const delivery = fakeDelivery({}, { headers: { 'x-upstream': 'billing', [HEADERS.waitHand]: 3, 'x-delivery-count': 2 } }, '');
+    const order: string[] = [];
+    await effect.apply(delivery, intake, { kind: 'retry', step: 1, attempt: 2, error: 'HTTP 500', errorClass: 'http_500', status: 500 }, now, undefined, async () => {
+      order.push(`record after ${waits.puts.length} wait`);
+    });
+    expect(published).toEqual([]);
+    expect(waits.puts).toHaveLength(1);
+    const wait = waits.puts[0]!;
+    expect(wait).toMatchObject({ merchantId: 'm_1', webhookId: 'evt_1', hand: 0, attempt: 2, delayMs: 10_000, reason: 'retry' });
+    expect(wait.content).toBe(delivery.message.content);
+    expect(wait.headers).toMatchObject({ 'x-upstream': 'billing', [HEADERS.attempts]: 2, [HEADERS.lastStatus]: 500, [HEADERS.lastError]: 'HTTP 500', [HEADERS.tnxRef]: 'tnx_1', [HEADERS.webhookId]: 'evt_1' });
+    expect(wait.headers[HEADERS.waitHand]).toBeUndefined();
+    expect(wait.headers['x-delivery-count']).toBeUndefined();
+    expect(order).toEqual(['record after 1 wait']);
     expect(delivery.settled).toEqual(['ack']);
+  });
+
+  it('rewrites the wait of a hand-back (its hand, no bytes again) and ends it when its attempt is delivered', async () => {
+    const { effect, waits } = stage();
+    await effect.apply(fakeDelivery({}), { ...intake, hand: 4 }, { kind: 'defer', step: 0 }, now);
+    expect(waits.puts[0]).toMatchObject({ hand: 4, attempt: 1, reason: 'endpoint-busy', content: undefined });
+    await effect.apply(fakeDelivery({}), { ...intake, hand: 5 }, { kind: 'delivered', attempt: 2, status: 200 }, now);
+    expect(waits.ends).toEqual([{ merchantId: 'm_1', webhookId: 'evt_1', hand: 5 }]);
+  });
+
+  it('records a failure only once it is in failed: a move that gives up records nothing and ends no wait', async () => {
+    const { effect, waits } = stage(10, undefined, []);
+    const delivery = fakeDelivery({});
+    let recorded = 0;
+    await effect.apply(delivery, { ...intake, hand: 2 }, { kind: 'failed', reason: 'attempts-exhausted', attempts: 3, error: 'HTTP 500', attempted: true }, now, undefined, async () => void recorded++);
+    expect(delivery.settled).toEqual(['requeue']);
+    expect([recorded, waits.ends.length, effect.stats.failed]).toEqual([0, 0, 0]);
   });
 
   it('writes a failure entry through libs/failed: no earlier status, the reason and no attempt time for an attempt-less failure', async () => {
@@ -67,8 +96,8 @@ describe('effect', () => {
   it('retries a refused move, then hands the delivery back once and counts it requeued', async () => {
     const { effect, published } = stage(5);
     const delivery = fakeDelivery({});
-    await effect.apply(delivery, intake, { kind: 'defer', tier: 0 }, now);
-    expect([published.length, delivery.settled, effect.stats.requeued, effect.stats.deferred]).toEqual([0, ['requeue'], 1, 0]);
+    await effect.apply(delivery, undefined, { kind: 'invalid', code: 'not-json', detail: 'body is not JSON' }, now);
+    expect([published.length, delivery.settled, effect.stats.requeued, effect.stats.invalid]).toEqual([0, ['requeue'], 1, 0]);
   });
 
   it('returns a delivery untried when stopping, and acks a superseded copy', async () => {

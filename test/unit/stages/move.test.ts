@@ -51,7 +51,7 @@ describe('the move primitive', () => {
 });
 
 describe('the header lifecycle of a copy', () => {
-  const story = { 'x-upstream': 'billing', [HEADERS.attempts]: 2, [HEADERS.dueAt]: 1, [HEADERS.rescuedAt]: 't', 'x-first-death-queue': 'q', 'x-delivery-count': 3, [HEADERS.invalidCode]: 'not-json' };
+  const story = { 'x-upstream': 'billing', [HEADERS.attempts]: 2, [HEADERS.waitHand]: 1, 'x-first-death-queue': 'q', 'x-delivery-count': 3, [HEADERS.invalidCode]: 'not-json' };
 
   it('a delivery from our own queues keeps its story and drops its wait and the broker bookkeeping', () => {
     expect(copyHeaders(story, { from: 'delivery', fromUpstream: false })).toEqual({ 'x-upstream': 'billing', [HEADERS.attempts]: 2, [HEADERS.invalidCode]: 'not-json' });

@@ -35,8 +35,8 @@ describe("an operational event on dispatch (the platform's endpoint)", () => {
     expect(intake).toMatchObject({ merchantId: PLATFORM_MERCHANT_ID, event: 'endpoint.enabled', references: [], body: published, webhookId: id, attempts: 0, accepted: false });
   });
 
-  it('keeps its attempts and first-seen time when it comes back from a retry tier', () => {
-    const back = message(published, '', { [HEADERS.attempts]: 2, [HEADERS.firstSeenAt]: '2026-11-25T09:59:00.000Z', [HEADERS.merchantId]: PLATFORM_MERCHANT_ID });
+  it('keeps its attempts and first-seen time when its wait is handed back', () => {
+    const back = message(published, '', { [HEADERS.waitHand]: 1, [HEADERS.attempts]: 2, [HEADERS.firstSeenAt]: '2026-11-25T09:59:00.000Z', [HEADERS.merchantId]: PLATFORM_MERCHANT_ID });
     expect(parseIntake(back, 1_000_000, now, EVENTS)).toMatchObject({ merchantId: PLATFORM_MERCHANT_ID, attempts: 2, firstSeenAt: '2026-11-25T09:59:00.000Z', accepted: true, body: published });
   });
 

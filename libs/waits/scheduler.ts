@@ -1,0 +1,128 @@
+import type { Channel } from 'amqplib';
+import type { BrokerConnection } from '../broker/index.js';
+import { HEADERS } from '../contracts/index.js';
+import type { Logger } from '../logger/index.js';
+import type { HandedWait, WaitStore } from './store.js';
+
+/** Rows picked per statement, and ready messages in dispatch above which nothing more is handed back. */
+export const WAIT_PICK_BATCH = 500;
+export const WAIT_MAX_READY = 10_000;
+
+export interface WaitSchedulerOptions {
+  /** The queue due waits are put back on. */
+  dispatch: string;
+  /** How long a hand-back may take to come to its attempt before the row hands it on again. */
+  leaseMs: number;
+  /** Rows picked per statement (default 500). */
+  batch?: number;
+  /** The longest sleep between two picks (default 200 ms): what bounds a due wait's delay. */
+  pollMs?: number;
+  /** Messages ready in dispatch above which nothing more is handed back (default 10,000). */
+  maxReady?: number;
+  /** A publish not confirmed within this fails, and the wait is due again at once (default 5 s). */
+  publishDeadlineMs?: number;
+}
+
+/**
+ * The one retry mechanism's other half: a loop in each dispatcher that picks due waits (SKIP
+ * LOCKED, so any number of dispatchers share them) and publishes each to `dispatch` (mandatory,
+ * confirmed) with its hand. A hand-back the broker does not take is due again at once; one that is
+ * lost later (purged, a node lost) is handed on when its lease ends. It hands nothing back while
+ * `dispatch` holds more than `maxReady` ready messages: a backlog waits in rows, not in the broker.
+ */
+export class WaitScheduler {
+  readonly stats = { handed: 0, unconfirmed: 0 };
+  private timer?: NodeJS.Timeout;
+  private wake?: () => void;
+  private loop?: Promise<void>;
+  private stopped = true;
+  private channel?: Channel;
+  private lastProblem = 0;
+
+  constructor(
+    private readonly store: WaitStore,
+    private readonly broker: BrokerConnection,
+    private readonly logger: Logger,
+    private readonly options: WaitSchedulerOptions,
+  ) {}
+
+  start(): void {
+    if (!this.stopped) return;
+    this.stopped = false;
+    this.loop = this.run();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    this.wake?.();
+    await this.loop;
+    await this.channel?.close().catch(() => {});
+    this.channel = undefined;
+  }
+
+  private async run(): Promise<void> {
+    while (!this.stopped) {
+      let sleepMs = this.options.pollMs ?? 200;
+      try {
+        const handed = await this.tick();
+        // A full batch: more are due, go again at once.
+        if (handed >= (this.options.batch ?? WAIT_PICK_BATCH)) sleepMs = 0;
+      } catch (err) {
+        this.problem('waits not handed back; trying again', err);
+        sleepMs = 1_000;
+      }
+      if (sleepMs > 0 && !this.stopped) {
+        await new Promise<void>((resolve) => {
+          this.wake = resolve;
+          this.timer = setTimeout(resolve, sleepMs);
+        });
+      }
+    }
+  }
+
+  /** One pick and its publishes; returns the waits handed back. */
+  async tick(): Promise<number> {
+    if (!this.broker.isConnected) return 0;
+    const room = Math.min(this.options.batch ?? WAIT_PICK_BATCH, (this.options.maxReady ?? WAIT_MAX_READY) - (await this.ready()));
+    if (room <= 0) return 0;
+    const waits = await this.store.pick(room, this.options.leaseMs);
+    await Promise.all(waits.map((wait) => this.handBack(wait)));
+    return waits.length;
+  }
+
+  private async handBack(wait: HandedWait): Promise<void> {
+    try {
+      await this.broker.sendToQueue(
+        this.options.dispatch,
+        wait.content,
+        { persistent: true, contentType: 'application/json', messageId: wait.webhookId, headers: { ...wait.headers, [HEADERS.waitHand]: wait.hand } },
+        this.options.publishDeadlineMs ?? 5_000,
+      );
+      this.stats.handed++;
+    } catch (err) {
+      this.stats.unconfirmed++;
+      this.problem('wait not handed back: dispatch did not confirm it; it is due again', err);
+      await this.store.unhand(wait, wait.hand).catch(() => {});
+    }
+  }
+
+  /** Messages ready in dispatch, on a channel kept for it (0 when it cannot be asked: the pick's own limit still bounds a tick). */
+  private async ready(): Promise<number> {
+    try {
+      this.channel ??= await this.broker.createChannel();
+      return (await this.channel.checkQueue(this.options.dispatch)).messageCount;
+    } catch {
+      await this.channel?.close().catch(() => {});
+      this.channel = undefined;
+      return 0;
+    }
+  }
+
+  private problem(message: string, err: unknown): void {
+    const now = Date.now();
+    if (now - this.lastProblem < 30_000) return;
+    this.lastProblem = now;
+    this.logger.warn(message, { error: (err as Error)?.message ?? String(err) });
+  }
+}
