@@ -27,7 +27,7 @@ interface RecorderProgramConfig {
  * may run: one leads (PostgreSQL advisory lock), the others stand by and take over when it stops.
  */
 export async function startRecorder(config: RecorderProgramConfig, logger: Logger, options: { database?: Database } = {}): Promise<RecorderProgram> {
-  const database = options.database ?? openPostgres(config.DATABASE_URL!);
+  const database = options.database ?? openPostgres(config.DATABASE_URL!, { applicationName: 'webhooks-recorder' });
   const broker = new BrokerConnection({ url: config.RABBITMQ_URL, name: 'webhooks-recorder', logger });
   try {
     await broker.open();
