@@ -6,13 +6,16 @@ import { FileMerchantDirectory, webhookSettingsOf } from '../../libs/merchants/i
 import type { CliConfig } from './config.js';
 import { MissingQueueError, NothingMatchedError, UsageError } from './errors.js';
 
+/** How long a command tries to reach RabbitMQ before it exits 1. */
+export const CLI_BROKER_DEADLINE_MS = 10_000;
+
 /**
  * Connects without declaring anything, then checks that the queues the command uses exist. Runs the
  * command and always disconnects.
  */
 export async function withBroker<T>(config: CliConfig, queues: string[], run: (broker: BrokerConnection) => Promise<T>): Promise<T> {
   const broker = new BrokerConnection({ url: config.RABBITMQ_URL, name: 'webhooks-cli', logger: silentLogger() });
-  await broker.open(10_000);
+  await broker.open(CLI_BROKER_DEADLINE_MS);
   try {
     await requireQueues(broker, config.TOPOLOGY_PREFIX, queues);
     return await run(broker);

@@ -1,4 +1,6 @@
 export {
+  BROKER_BACKOFF,
+  BROKER_START_DEADLINE_MS,
   BrokerConnection,
   type BrokerConnectionOptions,
   type Consumer,

@@ -44,6 +44,9 @@ export class IdempotencyKeyReusedError extends Error {
 /** How long an Idempotency-Key's result is answered again (Stripe's window). */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 3_600_000;
 
+/** At start-up, how long the directory waits for an unreachable database without progress before the program gives up. */
+export const MERCHANTS_START_STALL_MS = 120_000;
+
 /** What a change function returns: the new settings, or undefined to leave the merchant as it is. */
 export type SettingsChange = (current: Merchant | undefined) => Merchant | undefined;
 
@@ -119,7 +122,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
    * has stayed unreachable for `startStallMs` (or `signal` aborts).
    */
   async start(signal?: AbortSignal): Promise<void> {
-    const stallMs = this.options.startStallMs ?? 120_000;
+    const stallMs = this.options.startStallMs ?? MERCHANTS_START_STALL_MS;
     let lastProgress = Date.now();
     for (let attempt = 0; ; attempt++) {
       try {
