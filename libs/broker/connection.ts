@@ -6,6 +6,7 @@ import { AckBatcher } from './ack-batcher.js';
 import { cancelAndClose, ignoreUnsolicitedReplies, within } from './channels.js';
 import { BrokerAccessRefusedError, BrokerUnavailableError, BrokerUnroutableError, StartAbortedError } from './errors.js';
 import { ReturnTracker } from './return-tracker.js';
+import { BROKER_BACKOFF, BROKER_START_DEADLINE_MS } from './timing.js';
 
 export interface BrokerConnectionOptions {
   /**
@@ -27,14 +28,6 @@ export interface BrokerConnectionOptions {
   heartbeatSeconds?: number;
 }
 
-/** Reconnect backoff: from 200 ms doubling to 5 s, with ±20% jitter so replicas do not stampede. */
-export const BROKER_BACKOFF = { initialMs: 200, maxMs: 5_000, jitter: 0.2 };
-
-/**
- * How long a program tries to reach RabbitMQ at start-up before it gives up (and exits 1, for its
- * supervisor to start it again). Once connected, a lost connection is retried without a deadline.
- */
-export const BROKER_START_DEADLINE_MS = 30_000;
 
 /** A delivery bound to the channel it came on: acking on a newer channel would close it (406). */
 export interface Delivery {
