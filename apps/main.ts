@@ -6,9 +6,9 @@
  * resent.
  */
 import { once } from 'node:events';
-import { DEV_MERCHANTS_FILE, tracingSettingsOf, withDevDefaults } from '../libs/config/index.js';
+import { DEV_MERCHANTS_FILE, devModeWarning, tracingSettingsOf, withDevDefaults } from '../libs/config/index.js';
 import { createLogger } from '../libs/logger/index.js';
-import { type Database, openPglite } from '../libs/delivery-store/index.js';
+import type { Database } from '../libs/delivery-store/index.js';
 import { FileMerchantDirectory } from '../libs/merchants/index.js';
 import { runUntilSignal } from '../libs/runtime/index.js';
 import { startTracing, stoppingTracing } from '../libs/tracing/index.js';
@@ -17,7 +17,7 @@ import { startApi } from './api/program.js';
 import { createDemoReceiver } from './demo-receiver/server.js';
 import { loadDispatcherConfig } from './dispatcher/config.js';
 import { startDispatcher } from './dispatcher/program.js';
-import { PGLITE_DIR } from './recorder/open-log.js';
+import { openDevDatabase, PGLITE_DIR } from './recorder/open-log.js';
 import { startRecorder } from './recorder/program.js';
 
 const DEMO_PORT = 4400;
@@ -34,6 +34,8 @@ try {
   process.exit(1);
 }
 const logger = createLogger({ level: dispatcherConfig.LOG_LEVEL, service: 'webhooks' });
+const devMode = devModeWarning(process.env);
+if (devMode) logger.warn(devMode.message, devMode.fields);
 // One process, one SDK: loaded only when the OTEL variables configure an exporter.
 const tracing = await startTracing(tracingSettingsOf(dispatcherConfig, 'webhooks'), logger);
 
@@ -47,11 +49,12 @@ await runUntilSignal(
     };
     try {
       // One database for every program of this process: development mode without DATABASE_URL
-      // embeds PGlite, which only one process can open.
+      // embeds PGlite, which only one process can open, and which this process migrates (no
+      // operator runs `webhooks migrate` on it).
       let database: Database | undefined;
       if (!apiConfig.MERCHANTS_FILE && !apiConfig.DATABASE_URL) {
         logger.warn('development mode: merchants and the delivery log in an embedded PGlite database', { dir: PGLITE_DIR });
-        database = await openPglite(PGLITE_DIR);
+        database = await openDevDatabase(logger);
         const opened = database;
         stops.push(() => opened.close());
       }
@@ -70,7 +73,7 @@ await runUntilSignal(
       fatal.push(dispatcher.fatal);
       // On the embedded database the API runs the recorder itself (openDeliveryLog).
       if (apiConfig.DELIVERY_LOG === 'on' && apiConfig.DATABASE_URL) {
-        const recorder = await startRecorder({ ...apiConfig, METRICS_PORT: undefined }, logger.child({ service: 'recorder' }));
+        const recorder = await startRecorder({ ...apiConfig, METRICS_PORT: undefined }, logger.child({ service: 'recorder' }), { signal });
         stops.unshift(() => recorder.stop());
         fatal.push(recorder.fatal);
       }

@@ -12,7 +12,7 @@ import { BrokerConnection } from '../libs/broker/index.js';
 import { openPostgres } from '../libs/delivery-store/index.js';
 import { silentLogger } from '../libs/logger/index.js';
 import { SecretBox } from '../libs/merchants/index.js';
-import { columnsOf, ensureMerchantTables } from '../libs/merchants/rows.js';
+import { columnsOf } from '../libs/merchants/rows.js';
 import { declareIntake, topologyNames } from '../libs/topology/index.js';
 import { benchPrefix, databaseProgramEnv, deleteTopology, eventBody, publishPaced, withDatabase } from './fixtures.js';
 import { freePort, type ProgramProcess, rssOf, scrape, startProgram, startReceiver, until } from './processes.js';
@@ -51,7 +51,6 @@ async function run(url: string, rate: number, seconds: number, databaseUrl: stri
   const broker = new BrokerConnection({ url, name: 'bench-dead-merchant', logger: silentLogger() });
   const programs: ProgramProcess[] = [];
   try {
-    await ensureMerchantTables(database);
     const [publicKey, webhook, sealed] = columnsOf(
       { id: 'm_dead', publicKey: `pk_live_${randomBytes(12).toString('hex')}`, webhook: { url: `${receiver.url}/dead/0`, enabled: true, secret: `whsec_${randomBytes(24).toString('base64')}`, secretIssuedAt: new Date().toISOString() } } as never,
       new SecretBox(KEY),

@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { BrokerConnection } from '../libs/broker/index.js';
 import { type DeliveryRecordInput, DeliveryRecorder } from '../libs/delivery-log/index.js';
-import { type Database, DeliveryLogRecorder, deliveryLogQueries, ensureSchema, openPostgres, type Session } from '../libs/delivery-store/index.js';
+import { type Database, DeliveryLogRecorder, deliveryLogQueries, openPostgres, type Session } from '../libs/delivery-store/index.js';
 import { ensurePartition } from '../libs/delivery-store/schema.js';
 import { silentLogger } from '../libs/logger/index.js';
 import { topologyNames } from '../libs/topology/index.js';
@@ -123,7 +123,6 @@ export async function logQueries(
     const database: Database = openPostgres(dbUrl, { statementTimeoutMs: 3_600_000 });
     try {
       const session = await database.session();
-      await ensureSchema(session);
       const today = Date.now();
       for (let d = -8; d <= 1; d++) {
         const day = new Date(today + d * 86_400_000).toISOString().slice(0, 10);

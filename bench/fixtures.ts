@@ -6,6 +6,8 @@ import { join } from 'node:path';
 import amqp from 'amqplib';
 import { sampleEvent } from '../libs/contracts/index.js';
 import { intakeSpec, topologyNames } from '../libs/topology/index.js';
+import { openPostgres } from '../libs/delivery-store/index.js';
+import { migrate } from '../libs/migrations/index.js';
 
 export const SECRET = `whsec_${Buffer.from('bench-secret-bench-secret-0123').toString('base64')}`;
 
@@ -87,6 +89,9 @@ export async function withDatabase<T>(label: string, work: (url: string) => Prom
   const url = new URL(adminUrl());
   url.pathname = `/${name}`;
   try {
+    // The schema, as `webhooks migrate` makes it before the programs start.
+    const database = openPostgres(url.toString(), { statementTimeoutMs: 0 });
+    await migrate(database).finally(() => database.close());
     return await work(url.toString());
   } finally {
     // A kept database is the caller's to drop (it is ~4 GB with 10,000,000 attempts).

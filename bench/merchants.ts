@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { PgMerchantDirectory, SecretBox } from '../libs/merchants/index.js';
 import { silentLogger } from '../libs/logger/index.js';
-import { columnsOf, ensureMerchantTables } from '../libs/merchants/rows.js';
+import { columnsOf } from '../libs/merchants/rows.js';
 import { openPostgres } from '../libs/delivery-store/index.js';
 import { benchPrefix, databaseProgramEnv, deleteTopology, withDatabase } from './fixtures.js';
 import { freePort, rssOf, scrape, startProgram, until } from './processes.js';
@@ -30,7 +30,6 @@ export async function benchMerchantsStartup(url: string, count: number): Promise
   return withDatabase('merchants', async (databaseUrl) => {
     const database = openPostgres(databaseUrl, { statementTimeoutMs: 600_000 });
     try {
-      await ensureMerchantTables(database);
       const empty = await startAndMeasure(url, databaseUrl);
       const filledAt = Date.now();
       await fill(database, count);

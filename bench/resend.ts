@@ -12,7 +12,7 @@ import { Agent, request } from 'undici';
 import { loadApiConfig } from '../apps/api/config.js';
 import { startApi } from '../apps/api/program.js';
 import { HEADERS, sampleEvent } from '../libs/contracts/index.js';
-import { ensureSchema, openPostgres } from '../libs/delivery-store/index.js';
+import { openPostgres } from '../libs/delivery-store/index.js';
 import { silentLogger } from '../libs/logger/index.js';
 import { deleteTopology, withDatabase } from './fixtures.js';
 import { percentile, round } from './stats.js';
@@ -40,7 +40,6 @@ export async function benchResend(url: string, entries: number, samples: number)
 
 async function run(url: string, entries: number, samples: number, prefix: string, dir: string, merchant: { id: string; publicKey: string }, dbUrl: string): Promise<ResendResult> {
   const db = openPostgres(dbUrl, { statementTimeoutMs: 600_000 });
-  await ensureSchema(db);
   // The merchant's failures, and as many of another merchant's: the index is shared.
   const body = JSON.stringify(sampleEvent('charge.completed', merchant.id));
   for (const [owner, from] of [[merchant.id, 0], ['m_other', entries]] as const) {

@@ -6,7 +6,6 @@
  * third with an events filter).
  */
 import { openPostgres } from '../libs/delivery-store/index.js';
-import { ensureMerchantTables } from '../libs/merchants/rows.js';
 import { benchPrefix, databaseProgramEnv, deleteTopology, withDatabase } from './fixtures.js';
 import { fill, KEY } from './merchants.js';
 import { freePort, rssOf, scrape, startProgram, until } from './processes.js';
@@ -26,7 +25,6 @@ export async function benchDirectoryMemory(url: string, count: number): Promise<
   return withDatabase('sizing_memory', async (databaseUrl) => {
     const database = openPostgres(databaseUrl, { statementTimeoutMs: 600_000 });
     try {
-      await ensureMerchantTables(database);
       const empty = { dispatcher: await measure('dispatcher', url, databaseUrl), api: await measure('api', url, databaseUrl) };
       await fill(database, count);
       const full = { dispatcher: await measure('dispatcher', url, databaseUrl), api: await measure('api', url, databaseUrl) };

@@ -19,7 +19,7 @@ import pg from 'pg';
 import { BrokerConnection } from '../libs/broker/index.js';
 import { silentLogger } from '../libs/logger/index.js';
 import { SecretBox } from '../libs/merchants/index.js';
-import { columnsOf, ensureMerchantTables } from '../libs/merchants/rows.js';
+import { columnsOf } from '../libs/merchants/rows.js';
 import { declareIntake, topologyNames } from '../libs/topology/index.js';
 import { benchPrefix, databaseProgramEnv, deleteTopology, eventBody, withDatabase } from './fixtures.js';
 import { freePort, type ProgramProcess, scrape, startProgram, until } from './processes.js';
@@ -139,10 +139,9 @@ async function measure(url: string, databaseUrl: string, count: number, receiver
   }
 }
 
-/** The merchants as the admin API writes them: settings as JSON, the secret sealed with the programs' key. */
+/** The merchants as the admin API writes them (withDatabase made the schema): settings as JSON, the secret sealed with the programs' key. */
 async function insertMerchants(admin: pg.Client, port: number): Promise<void> {
   const box = new SecretBox(KEY);
-  await ensureMerchantTables({ transaction: async (work) => work({ query: (text, params) => admin.query(text, params as unknown[]) as never }) });
   const rows = [
     ...MERCHANTS.map(({ id, path }) => ({ id, url: `http://127.0.0.1:${port}${path}` })),
     ...READERS.map((id) => ({ id, url: `http://127.0.0.1:${port}/live` })),

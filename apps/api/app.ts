@@ -7,6 +7,7 @@ import { isWellFormedReference } from '../../libs/contracts/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import { type MerchantDirectory, type MerchantSettings } from '../../libs/merchants/index.js';
 import { METRIC_NAMES } from '../../libs/metrics/index.js';
+import type { SchemaWaitState } from '../../libs/migrations/index.js';
 import { adminRouter } from './admin.js';
 import { docsRouter } from './docs.js';
 import type { Authenticator } from './auth.js';
@@ -15,7 +16,7 @@ import { mountLogRoutes } from './log-handlers.js';
 import { methodsNotAllowed, mount } from './mount.js';
 import { openApiDocument } from './openapi.js';
 import type { KeyedConcurrency } from './concurrency.js';
-import type { RateLimiter, RememberedRefusals } from './rate-limit.js';
+import type { RateLimiter } from './rate-limit.js';
 import { toApiError } from './translate.js';
 import type { PortalDeps } from './portal/deps.js';
 import { mountPortal, mountPortalAdmin, mountResendById } from './portal/handlers.js';
@@ -32,7 +33,7 @@ export interface ApiDeps {
    * The portal's writes, per merchant, apart from its API budget: endpoint changes and rotations
    * (`settings`), test events (`tests`). Shared by the replicas, as the resend limit.
    */
-  portalLimits?: { settings: RateLimiter; tests: RateLimiter; recover: RateLimiter; address?: RememberedRefusals };
+  portalLimits?: { settings: RateLimiter; tests: RateLimiter; recover: RateLimiter; address?: RateLimiter };
   /** Express's `trust proxy` (TRUST_PROXY): which proxies may name the client in X-Forwarded-For; none when unset. */
   trustProxy?: number | string[];
   logger: Logger;
@@ -55,6 +56,10 @@ export interface ApiDeps {
   logHealth?: () => LogHealthState;
   /** Whether PostgreSQL answered its last check (every few seconds, on a connection of its own). */
   databaseReachable?: () => boolean;
+  /** What the schema check still waits for (with MERCHANTS_FILE it runs beside the API); none once it passed. */
+  schemaWaiting?: () => SchemaWaitState;
+  /** Merchants whose newest row this replica cannot open (sealed with a key it lacks): it is not ready while there are any. */
+  merchantsUnreadable?: () => number;
   /** The merchant portal (/portal/ and /portal/api/...), on the public port only. */
   portal?: PortalDeps;
 }
@@ -118,12 +123,16 @@ export function createApp(deps: ApiDeps): express.Express {
     // portal need PostgreSQL, and a replica without it would only answer them 503.
     const broker = deps.brokerConnected();
     const database = deps.databaseReachable?.() ?? true;
-    const ready = broker && database;
+    const schema = deps.schemaWaiting?.() ?? {};
+    const unreadable = deps.merchantsUnreadable?.() ?? 0;
+    const ready = broker && database && !schema.waiting && unreadable === 0;
     res.status(ready ? 200 : 503).json({
       status: ready ? 'ready' : 'not ready',
       broker: broker ? 'connected' : 'disconnected',
       database: database ? 'reachable' : 'unreachable',
+      ...(unreadable > 0 ? { merchants: `${unreadable} merchant row(s) sealed with a key this replica lacks (SECRETS_KEY, SECRETS_KEY_PREVIOUS): served at their last readable version` } : {}),
       deliveryLog: deps.logHealth ? deps.logHealth() : { database: 'off', behindSeconds: null },
+      ...(schema.waiting === 'schema' && { waitingFor: 'the database schema', detail: schema.detail }),
     });
   });
 

@@ -72,7 +72,7 @@ export const apiEnvSchema = z
     METRICS_PORT: envFields.port(),
     /** When set, the admin API (/admin/...) is served here and not on PORT, which then faces merchants only. */
     ADMIN_PORT: envFields.port(),
-    /** Set by withDevDefaults when development mode is switched on (WEBHOOKS_DEV or NODE_ENV=development). */
+    /** Set by withDevDefaults when development mode is switched on (WEBHOOKS_DEV=true). */
     WEBHOOKS_DEV: envFields.boolean(false),
     ...merchantStoreFields,
     // Both programs declare the whole topology, so the API needs the same schedule and retention.

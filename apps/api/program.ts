@@ -1,6 +1,5 @@
 import { once } from 'node:events';
-import type { Server } from 'node:http';
-import type express from 'express';
+import { createServer, type RequestListener, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DEV_MERCHANTS_FILE, replicationOf } from '../../libs/config/index.js';
 import type { BrokerConnection } from '../../libs/broker/index.js';
@@ -9,7 +8,8 @@ import type { Logger } from '../../libs/logger/index.js';
 import { DISABLED_REASONS, MerchantSettings, type OpenedMerchants, openMerchants } from '../../libs/merchants/index.js';
 import { OPERATIONAL_EVENT_TYPES, OperationalPublisher, announcer } from '../../libs/operational/index.js';
 import { METRIC_NAMES, createRegistry, gaugeFrom, operationalMetrics } from '../../libs/metrics/index.js';
-import { type Database, deliveryLogQueries, ensureSchema, LogHealth, openPglite, openPostgres, type PostgresOptions, type Queryable } from '../../libs/delivery-store/index.js';
+import { type Database, deliveryLogQueries, LogHealth, openPostgres, type PostgresOptions, type Queryable } from '../../libs/delivery-store/index.js';
+import { awaitSchema, awaitSchemaAt, type SchemaWaitState } from '../../libs/migrations/index.js';
 import { openTopologyBroker, topologyNames } from '../../libs/topology/index.js';
 import { createAdminApp, createApp } from './app.js';
 import { Authenticator } from './auth.js';
@@ -17,12 +17,14 @@ import type { ApiConfig } from './config.js';
 import { ApiError, errorBody } from './errors.js';
 import { KeyedConcurrency } from './concurrency.js';
 import { MemoryRateLimiter, RememberedRefusals, SharedRateLimiter } from './rate-limit.js';
-import { startHealthServer } from '../../libs/metrics/health-server.js';
-import { abortable, stopBudget } from '../../libs/runtime/index.js';
+import { type HealthServer, startHealthServer } from '../../libs/metrics/health-server.js';
+import { stopBudget } from '../../libs/runtime/index.js';
+import type { Registry } from 'prom-client';
+import { StartupProgress, startingHandler } from './starting.js';
 import { endpointHealth, PortalSessions, TokenSigner } from '../../libs/portal/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import type { PortalDeps } from './portal/deps.js';
-import { type OpenedLog, openDeliveryLog, PGLITE_DIR } from '../recorder/open-log.js';
+import { type OpenedLog, openDeliveryLog, openDevDatabase } from '../recorder/open-log.js';
 
 /**
  * The log's reads on this instance's pool. A statement is cancelled after 2 s (a read that takes
@@ -53,8 +55,8 @@ export const PORTAL_TEST_LIMIT = { perMinute: 10, burst: 10 };
 /** Recover rounds a merchant may start per day (each resends up to 1,000 webhooks). */
 export const RECOVER_ROUNDS_PER_DAY = 10;
 /**
- * Per client address, shared by the replicas: link exchanges, and session lookups that passed the
- * HMAC check and found no live session (each of those costs a query; a forged one costs none).
+ * Per client address, shared by the replicas: link exchanges of tokens that pass the HMAC check
+ * (each costs a query; a forged one costs none, nor one this replica already refused).
  */
 export const PORTAL_ADDRESS_LIMIT = { perMinute: 30, burst: 30 };
 
@@ -87,7 +89,7 @@ export interface ApiOptions {
   database?: Database;
   /** How often the merchant directory polls for changes a lost notification did not announce. */
   merchantsPollMs?: number;
-  /** Link exchanges and failed session lookups per client address; PORTAL_ADDRESS_LIMIT by default. */
+  /** Link exchanges per client address; PORTAL_ADDRESS_LIMIT by default. */
   portalAddressLimit?: { perMinute: number; burst: number };
   /** A portal session idle this long ends (30 minutes by default). */
   portalIdleTimeoutMs?: number;
@@ -99,18 +101,83 @@ export interface ApiOptions {
 }
 
 export async function startApi(config: ApiConfig, logger: Logger, options: ApiOptions = {}): Promise<ApiProgram> {
-  // Development mode without DATABASE_URL: an embedded database, which this process then owns.
-  const ownDatabase = !options.database && !config.DATABASE_URL ? await openPglite(PGLITE_DIR) : undefined;
+  // PORT (and METRICS_PORT) listen from the first moment: /healthz 200 and /readyz 503 saying what
+  // start-up waits for (the schema, PostgreSQL, RabbitMQ), so a liveness probe sees a live process.
+  const registry = createRegistry('api');
+  const progress = new StartupProgress();
+  /** Ends the schema check that runs beside the API (MERCHANTS_FILE) when it stops or fails to start. */
+  const schemaWatch = new AbortController();
+  let serving: { broker: BrokerConnection } | undefined;
+  const server = await listen(startingHandler(progress), config.PORT);
+  let metrics: HealthServer | undefined;
+  try {
+    metrics =
+      config.METRICS_PORT === undefined
+        ? undefined
+        : await startHealthServer({
+            port: config.METRICS_PORT,
+            registry,
+            ready: () => serving?.broker.isConnected ?? false,
+            waitingFor: () => (serving ? 'RabbitMQ' : progress.what),
+            detail: () => (serving ? undefined : progress.detail),
+          });
+    const program = await startParts(config, logger, options, { registry, progress, server, metrics, schemaWatch });
+    serving = program;
+    return program;
+  } catch (err) {
+    schemaWatch.abort();
+    server.close();
+    server.closeAllConnections();
+    await metrics?.close();
+    throw err;
+  }
+}
+
+interface Started {
+  registry: Registry;
+  progress: StartupProgress;
+  /** PORT, answering with startingHandler until the app takes over. */
+  server: Server;
+  metrics?: HealthServer;
+  schemaWatch: AbortController;
+}
+
+async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions, { registry, progress, server, metrics, schemaWatch }: Started): Promise<ApiProgram> {
+  // Development mode without DATABASE_URL: an embedded database, which this process then owns (and migrates).
+  const ownDatabase = !options.database && !config.DATABASE_URL ? await openDevDatabase(logger) : undefined;
   const given = options.database ?? ownDatabase;
+  // The schema this release needs: waited for, never made here (`webhooks migrate`). With merchants
+  // in MERCHANTS_FILE the API serves without PostgreSQL (resends answer 503), so the schema is
+  // looked at beside it: /readyz is 503 until it is the version needed, and one newer (or still
+  // behind after the wait) stops the API.
+  let schema: SchemaWaitState = {};
+  let schemaFatal = new Promise<Error>(() => {});
+  try {
+    const onState = (state: SchemaWaitState) => progress.schema(state);
+    if (given) await awaitSchema(given, logger, { signal: options.signal, onState });
+    else if (config.MERCHANTS_FILE) {
+      schema = { waiting: 'database' };
+      schemaFatal = awaitSchemaAt(config.DATABASE_URL!, 'webhooks-api schema check', logger, { watch: true, signal: schemaWatch.signal, onState: (state) => (schema = state) }).then(
+        () => new Promise<Error>(() => {}),
+        (err: Error) => (schemaWatch.signal.aborted ? new Promise<Error>(() => {}) : err),
+      );
+    } else await awaitSchemaAt(config.DATABASE_URL!, 'webhooks-api schema check', logger, { signal: options.signal, onState });
+  } catch (err) {
+    await ownDatabase?.close();
+    throw err;
+  }
+  progress.waitFor(config.MERCHANTS_FILE ? 'RabbitMQ' : 'the merchant database');
   let opened: OpenedMerchants;
   try {
-    opened = await openMerchants(config, logger, { database: given, applicationName: 'webhooks-api merchants', signal: options.signal, pollIntervalMs: options.merchantsPollMs, seedFile: config.WEBHOOKS_DEV ? DEV_MERCHANTS_FILE : undefined });
+    opened = await openMerchants(config, logger, { database: given, applicationName: 'webhooks-api merchants', signal: options.signal, pollIntervalMs: options.merchantsPollMs, seedFile: config.WEBHOOKS_DEV ? DEV_MERCHANTS_FILE : undefined, openSecrets: false });
   } catch (err) {
     await ownDatabase?.close();
     throw err;
   }
   const merchants = opened.merchants;
   const directory = opened.writable;
+  progress.waitFor('RabbitMQ');
+  progress.database = true;
   let broker: BrokerConnection;
   try {
     broker = await openTopologyBroker({
@@ -131,16 +198,12 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     await ownDatabase?.close();
     throw err;
   }
+  progress.broker = true;
+  if (config.DELIVERY_LOG === 'on') progress.waitFor('the delivery log');
   // The failure index and the claims of resends: the merchants' pool, or one of its own (MERCHANTS_FILE).
   const failuresDatabase = given ?? opened.database ?? openPostgres(config.DATABASE_URL!, FAILURES_POOL);
   const failures = new FailedStore(failuresDatabase);
   const ownFailuresDatabase = failuresDatabase === given || failuresDatabase === opened.database ? undefined : failuresDatabase;
-  try {
-    // Made here too, not only by the recorder: a resend may come before any recorder ran.
-    await abortable(ensureSchema(failuresDatabase), options.signal);
-  } catch (err) {
-    logger.warn('failure index not made yet; resends answer 503 until the database answers', { error: (err as Error).message });
-  }
   let log: OpenedLog | undefined;
   let health: LogHealth | undefined;
   let healthDatabase: Database | undefined;
@@ -170,8 +233,8 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
   const rate = options.rateLimit ?? config.RESEND_RATE_LIMIT;
   const logRate = options.logRateLimit ?? config.LOG_RATE_LIMIT;
   const addressRate = options.portalAddressLimit ?? PORTAL_ADDRESS_LIMIT;
-  const registry = createRegistry('api');
   gaugeFrom(registry, METRIC_NAMES.brokerConnected, '1 while connected to RabbitMQ', () => (broker.isConnected ? 1 : 0));
+  gaugeFrom(registry, METRIC_NAMES.merchantsUnreadable, 'Merchants whose newest row this program cannot open (a key it lacks): served at their last readable version', () => directory?.unreadable.length ?? 0);
   if (health) {
     gaugeFrom(registry, METRIC_NAMES.deliveryLogBehind, 'Seconds since the delivery log last held every record read', () => health.state.behindSeconds ?? 0);
   }
@@ -186,13 +249,12 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     sessions: logDatabase && new PortalSessions(logDatabase, new TokenSigner(config.SECRETS_KEY), options.portalIdleTimeoutMs),
     health: (merchantId) => endpointHealth(logDatabase!, merchantId),
     publish: (message, options) => publisher.publish(message, options),
-    baseUrl: (req) => {
+    baseUrl: () => {
       if (config.PORTAL_PUBLIC_URL) return config.PORTAL_PUBLIC_URL;
       // Development mode only (the configuration requires PORTAL_PUBLIC_URL outside it): this API's
-      // own port on the host the caller used.
+      // own port on loopback; never the request's Host, which whoever calls may set.
       if (!config.WEBHOOKS_DEV) throw new Error('PORTAL_PUBLIC_URL is required outside development mode');
-      const host = (req.hostname || '127.0.0.1').replace(/^\[|\]$/g, '');
-      return `http://${host.includes(':') ? `[${host}]` : host}:${publicPort}`;
+      return `http://127.0.0.1:${publicPort}`;
     },
     // Secure outside development mode, whatever the request says: also on http://localhost, which
     // browsers treat as a secure context. `__Host-` needs https.
@@ -207,7 +269,9 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
   const deps = {
     auth,
     resend: new ResendService(broker, failures, config.TOPOLOGY_PREFIX, logger),
-    limiter: shared('resend', rate.perMinute, rate.burst),
+    // A refused resend is answered from this replica's memory until its Retry-After: a flood of
+    // them costs the pool (shared with claims, admin writes, the audit trail) no query.
+    limiter: new RememberedRefusals(shared('resend', rate.perMinute, rate.burst)),
     // Log reads bound this replica's own pool, so they count here.
     logLimiter: new MemoryRateLimiter(logRate.perMinute, logRate.burst),
     portalLimits: {
@@ -233,24 +297,18 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     log: logDatabase && deliveryLogQueries(logDatabase),
     logHealth: health && (() => health.state),
     databaseReachable: () => databaseHealth.state.database === 'up',
+    schemaWaiting: () => schema,
+    merchantsUnreadable: () => directory?.unreadable.length ?? 0,
     portal,
   };
   const app = createApp(deps);
-  const metrics =
-    config.METRICS_PORT === undefined
-      ? undefined
-      : await startHealthServer({ port: config.METRICS_PORT, registry, ready: () => broker.isConnected });
-
-  const server = await listen(app, config.PORT);
   publicPort = (server.address() as AddressInfo).port;
   const adminPortAsked = config.ADMIN_PORT;
   let adminServer: Server | undefined;
   try {
     adminServer = adminPortAsked === undefined ? undefined : await listen(createAdminApp({ ...deps, merchants }), adminPortAsked);
   } catch (err) {
-    // ADMIN_PORT taken: leave nothing open behind the error the program exits with.
-    server.close();
-    await metrics?.close();
+    // ADMIN_PORT taken: leave nothing open behind the error the program exits with (startApi closes PORT).
     databaseHealth.stop();
     await ownFailuresDatabase?.close();
     await healthDatabase?.close();
@@ -259,6 +317,9 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     await broker.close();
     throw err;
   }
+  // Start-up is over: the app answers on PORT from now on.
+  server.removeAllListeners('request');
+  server.on('request', app);
   const { port } = server.address() as AddressInfo;
   const adminPort = adminServer && (adminServer.address() as AddressInfo).port;
   logger.info('api listening', { port, metricsPort: metrics?.port, adminPort });
@@ -271,7 +332,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     adminPort,
     broker,
     failures,
-    fatal: new Promise<Error>((resolve) => broker.once('fatal', resolve)),
+    fatal: Promise.race([new Promise<Error>((resolve) => broker.once('fatal', resolve)), schemaFatal]),
     stop() {
       // Bounded by SHUTDOWN_TIMEOUT whatever the broker does: requests in flight get what the
       // close steps leave, each close step gets what is left, and the connection is cut at the end.
@@ -279,6 +340,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
         const budget = stopBudget(config.SHUTDOWN_TIMEOUT, (step, error) =>
           logger.warn('shutdown step did not finish in time; going on', { step, error: error?.message }),
         );
+        schemaWatch.abort();
         // Finish requests in flight (their publishes need the broker), then disconnect.
         const forRequests = Math.max(0, config.SHUTDOWN_TIMEOUT - Math.min(5_000, config.SHUTDOWN_TIMEOUT / 2));
         await budget.step('requests in flight', () => Promise.all([drain(server, forRequests), adminServer && drain(adminServer, forRequests)]), forRequests);
@@ -297,8 +359,9 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
 }
 
 /** Listens with the timeouts every port of the API uses; malformed requests get the envelope too. */
-async function listen(app: express.Express, port: number | undefined): Promise<Server> {
-  const server = app.listen(port);
+async function listen(handler: RequestListener, port: number | undefined): Promise<Server> {
+  const server = createServer(handler);
+  server.listen(port);
   server.headersTimeout = SERVER_TIMEOUTS.headersMs;
   server.requestTimeout = SERVER_TIMEOUTS.requestMs;
   // Malformed requests and oversized headers never reach Express: answer them in the envelope too.

@@ -82,6 +82,9 @@ export class SharedRateLimiter implements RateLimiter {
   }
 }
 
+/** Refusals one replica remembers per limit (a key and a time each: under a megabyte). */
+export const REMEMBERED_REFUSALS = 10_000;
+
 /**
  * A limiter that remembers each refusal until its Retry-After runs out, and answers the key again
  * from memory meanwhile: a client over a shared limit (a query each time) then costs no query at
@@ -93,6 +96,8 @@ export class RememberedRefusals implements RateLimiter {
   constructor(
     private readonly inner: RateLimiter,
     private readonly now: () => number = Date.now,
+    /** Refusals kept at most: past it the oldest is forgotten (asked again), never all of them at once. */
+    private readonly max = REMEMBERED_REFUSALS,
   ) {}
 
   /** The refusal still running for `key`, if any, without asking the limiter. */
@@ -112,7 +117,9 @@ export class RememberedRefusals implements RateLimiter {
     if (remembered) return remembered;
     const allowed = await this.inner.take(key);
     if (!allowed.ok) {
-      if (this.until.size > 100_000) this.until.clear();
+      this.until.delete(key);
+      // A Map keeps insertion order: the first key is the oldest refusal.
+      if (this.until.size >= this.max) this.until.delete(this.until.keys().next().value!);
       this.until.set(key, this.now() + allowed.retryAfterSeconds * 1000);
     }
     return allowed;

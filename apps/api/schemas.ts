@@ -65,4 +65,6 @@ export const readiness = z
         behindSeconds: z.number().int().min(0).nullable().describe('Seconds since the log last held every delivery record read'),
       })
       .optional(),
+    waitingFor: z.string().optional().describe('While starting, or while the schema is not the version needed: what the API waits for'),
+    detail: z.string().optional().describe('Why, when there is more to say: the schema version and the command to run (npx webhooks migrate)'),
   });

@@ -21,7 +21,7 @@ export interface CliContext {
 }
 
 /**
- * Development mode (WEBHOOKS_DEV=true or NODE_ENV=development) brings the same defaults as in the
+ * Development mode (WEBHOOKS_DEV=true, never NODE_ENV) brings the same defaults as in the
  * API and the dispatcher (http and loopback webhook URLs, the development token secret), so a
  * command accepts what the programs it talks to accept.
  */

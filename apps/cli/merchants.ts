@@ -11,7 +11,6 @@ import {
   type MerchantView,
   type UrlPolicy,
   firstIssue,
-  ensureMerchantTables,
   merchantInputSchema,
   openMerchants,
   resealSecrets,
@@ -21,6 +20,7 @@ import {
   SecretBox,
 } from '../../libs/merchants/index.js';
 import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
+import { checkSchema } from '../../libs/migrations/index.js';
 import { OperationalPublisher, announcer } from '../../libs/operational/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
 import { withBroker } from './broker.js';
@@ -39,6 +39,7 @@ async function withSettings<T>(ctx: CliContext, policy: UrlPolicy, run: (setting
     throw new UsageError('merchants commands need DATABASE_URL (and SECRETS_KEY): merchants live in PostgreSQL. Beside npm start, use the admin API or the portal');
   }
   if (!ctx.config.SECRETS_KEY) throw new UsageError('merchants commands need SECRETS_KEY, the key the programs seal webhook secrets with');
+  await withSchemaChecked(ctx.config.DATABASE_URL);
   const opened = await openMerchants({ ...ctx.config, MERCHANTS_FILE: undefined }, silentLogger(), { applicationName: 'webhooks-cli', startStallMs: 10_000 });
   try {
     return await withBroker(ctx.config, [], async (broker: BrokerConnection) => {
@@ -51,12 +52,18 @@ async function withSettings<T>(ctx: CliContext, policy: UrlPolicy, run: (setting
   }
 }
 
+/** Stops a command on a database `webhooks migrate` has not brought to this release's schema. */
+async function withSchemaChecked(url: string): Promise<void> {
+  const database = openPostgres(url, { maxConnections: 1, applicationName: 'webhooks-cli' });
+  await checkSchema(database).finally(() => database.close());
+}
+
 /** The merchants' database and the key their secrets are sealed with, for a command that needs no directory. */
 async function withSealedStore<T>(ctx: CliContext, run: (database: Database, box: SecretBox) => Promise<T>): Promise<T> {
   if (!ctx.config.DATABASE_URL || !ctx.config.SECRETS_KEY) throw new UsageError('this command needs DATABASE_URL and SECRETS_KEY (reseal: and SECRETS_KEY_PREVIOUS, the key it replaces)');
   const database = openPostgres(ctx.config.DATABASE_URL, { maxConnections: 1, applicationName: 'webhooks-cli' });
   try {
-    await ensureMerchantTables(database);
+    await checkSchema(database);
     return await run(database, new SecretBox(ctx.config.SECRETS_KEY, ctx.config.SECRETS_KEY_PREVIOUS ? [ctx.config.SECRETS_KEY_PREVIOUS] : []));
   } finally {
     await database.close();
@@ -152,7 +159,7 @@ export function declareMerchants(program: Command, io: CliIo): void {
     .description(
       'Creates a merchant (--public-key and --url needed) or changes one; options left out keep their value, ' +
         'and only what changes is checked. A webhook set up for the first time gets a new whsec_ secret, printed ' +
-        'once on stdout. URLs must be https (http in development mode: WEBHOOKS_DEV=true or NODE_ENV=development), ' +
+        'once on stdout. URLs must be https (http in development mode: WEBHOOKS_DEV=true), ' +
         'without credentials, and not a private address literal unless ALLOW_PRIVATE_TARGETS=true (the default in ' +
         'development mode).',
     )
@@ -268,7 +275,8 @@ function declareDelete(merchants: Command, io: CliIo): void {
         'deleted per table. RabbitMQ is not touched: messages of this merchant still queued or in the streams stay ' +
         'until they are delivered, parked or age out, and the recorder stores records still in the deliveries stream ' +
         'again (run it again once they are gone). Running programs forget the merchant within a second (the delete ' +
-        'notifies them); one not listening at that moment keeps it until it restarts. --yes is required.',
+        'notifies them), or at their next poll (10 s) when the notification is lost: a tombstone of the merchant ' +
+        '(a digest of its id, kept a day) tells them. --yes is required.',
     )
     .argument('<merchant-id>')
     .option('--yes', 'really delete: nothing can bring the data back but a backup', false)
@@ -284,11 +292,11 @@ function declareDelete(merchants: Command, io: CliIo): void {
         async (options, ctx) => {
           if (!ctx.config.DATABASE_URL) throw new UsageError('merchants delete needs DATABASE_URL: merchants and their data live in PostgreSQL');
           const database = openPostgres(ctx.config.DATABASE_URL, { maxConnections: 1, applicationName: 'webhooks-cli' });
-          const deleted = await deleteMerchantData(database, options.id).finally(() => database.close());
+          const deleted = await checkSchema(database).then(() => deleteMerchantData(database, options.id)).finally(() => database.close());
           const total = Object.values(deleted).reduce((sum, n) => sum + n, 0);
           writeLine(ctx.stdout, formatTable(['TABLE', 'ROWS DELETED'], Object.entries(deleted).map(([table, n]) => [table, String(n)])));
           if (total === 0) throw new NothingMatchedError(`no row of merchant ${options.id} in any table`);
-          writeLine(ctx.stderr, `merchant ${options.id}: ${total} row(s) deleted; running programs forget it when notified (each logs "merchant deleted; no longer served")`);
+          writeLine(ctx.stderr, `merchant ${options.id}: ${total} row(s) deleted; running programs forget it within 10 s (each logs "merchant deleted; no longer served")`);
           return 0;
         },
       ),
@@ -353,7 +361,7 @@ async function runSet(options: MerchantsSetOptions, ctx: CliContext): Promise<nu
     }
     const parsed = merchantInputSchema.safeParse(input);
     if (!parsed.success) throw firstIssue(parsed.error);
-    return settings.put(options.id, parsed.data as MerchantInput, { actor: CLI_ACTOR });
+    return settings.put(options.id, parsed.data as MerchantInput, { actor: CLI_ACTOR, enabledCarriedOver: options.enabled === undefined });
   }).catch((err: unknown) => {
     if (err instanceof InvalidSettingsError) throw new UsageError(err.message);
     throw err;

@@ -8,6 +8,7 @@ import { declareInvalidList } from './invalid-list.js';
 import { declareInvalidRequeue } from './invalid-requeue.js';
 import { declareLog } from './log.js';
 import { declareMerchants } from './merchants.js';
+import { declareMigrate } from './migrate.js';
 import { declarePortal } from './portal.js';
 import { declarePublish } from './publish.js';
 import { declareToken } from './token.js';
@@ -45,6 +46,7 @@ export function createProgram(io: CliIo): Command {
   declareInvalidRequeue(invalid, io);
 
   declareMerchants(program, io);
+  declareMigrate(program, io);
   declareLog(program, io);
   declarePortal(program, io);
   return program;

@@ -1,6 +1,6 @@
 import { PLATFORM_MERCHANT_ID } from '../../libs/contracts/index.js';
 import type { Logger } from '../../libs/logger/index.js';
-import type { Merchant, MerchantDirectory, PgMerchantDirectory } from '../../libs/merchants/index.js';
+import type { Health, Merchant, MerchantDirectory, PgMerchantDirectory } from '../../libs/merchants/index.js';
 import type { OperationalMetrics } from '../../libs/metrics/index.js';
 import {
   attemptEvent,
@@ -50,19 +50,21 @@ const MAX_REMEMBERED = 20_000;
  * .recovered when one that was failing is delivered), folded per endpoint and kind to one per
  * OPERATIONAL_EVENT_INTERVAL; and the endpoint's health for auto-disable.
  *
- * Auto-disable is decided through the merchants table, where every dispatcher sees the same row
- * and each write is a transaction on the locked row (PgMerchantDirectory.update):
+ * Auto-disable is decided through PostgreSQL, where every dispatcher sees the same rows:
  * - a dispatcher that has seen only failures on an endpoint for a tenth of ENDPOINT_DISABLE_AFTER
- *   writes `failingSince` (its first failure) on the webhook, if nobody has, and `lastFailureAt`,
- *   refreshed at most once per tenth while failures go on; a clock without a failure for two
- *   tenths is stale (no traffic, dispatchers down) and starts over (clockState);
+ *   writes `failingSince` (its first failure) and `lastFailureAt` in `endpoint_health`, if no
+ *   clock runs there, refreshing `lastFailureAt` at most once per tenth while failures go on; a
+ *   clock without a failure for two tenths is stale (no traffic, dispatchers down) and starts over
+ *   (clockState). Each write is made only if the clock is still the one this dispatcher saw, and
+ *   none changes the merchant's version (the admin API's ETag) or its cached settings;
  * - any dispatcher that sees a success after `failingSince` clears it, and one that sees it cleared
  *   starts its own count again;
  * - a dispatcher whose attempt fails ENDPOINT_DISABLE_AFTER after `failingSince` writes
- *   `enabled: false, disabledReason: failing`. Of several that try at once, the first to lock the
- *   row writes it; the others find it disabled when their transaction reads it and write nothing.
- *   Only the winner publishes endpoint.disabled, so it is published once, and a restarted
- *   dispatcher reads the clock back from the table.
+ *   `enabled: false, disabledReason: failing` on the merchant's row (PgMerchantDirectory.update,
+ *   a transaction on the locked row that reads the clock). Of several that try at once, the first
+ *   to lock the row writes it; the others find it disabled and write nothing. Only the winner
+ *   publishes endpoint.disabled, so it is published once, and a restarted dispatcher reads the
+ *   clock back from the table.
  */
 export class Operations {
   private readonly folder: IntervalFolder<IdentifiedEvent>;
@@ -171,7 +173,7 @@ export class Operations {
       this.lastSuccess.set(merchantId, { url: webhook.url, at });
     }
     if (this.streaks.size > 0) this.streaks.delete(`${merchantId}\n${webhook.url}`);
-    if (webhook.failingSince && Date.parse(webhook.failingSince) < at) this.clearFailing(merchantId, webhook.url, at);
+    if (webhook.failingSince && Date.parse(webhook.failingSince) < at) this.clearFailing(merchantId, webhook.url, webhook);
   }
 
   /** This dispatcher's last success on the merchant's endpoint at `url`. */
@@ -190,7 +192,7 @@ export class Operations {
     // A success seen here after the shared clock started (another dispatcher started it meanwhile).
     const succeededAt = this.successAt(intake.merchantId, webhook.url);
     if (shared !== undefined && succeededAt > shared) {
-      this.clearFailing(intake.merchantId, webhook.url, succeededAt);
+      this.clearFailing(intake.merchantId, webhook.url, webhook);
       return;
     }
     let streak = this.streaks.get(key);
@@ -209,10 +211,10 @@ export class Operations {
       case 'none':
       case 'stale':
         // The clock starts (or starts over) once this dispatcher's own failures span a tenth.
-        if (shouldRecordFailing(streak.since, at, after)) this.startClock(intake.merchantId, webhook.url, webhook.failingSince, streak.since, at);
+        if (shouldRecordFailing(streak.since, at, after)) this.startClock(intake.merchantId, webhook.url, webhook, streak.since, at);
         return;
       case 'refresh':
-        this.refreshClock(intake.merchantId, webhook.url, at);
+        this.refreshClock(intake.merchantId, webhook.url, webhook, at);
         return;
       case 'due':
         this.disable(intake, webhook.url, now, { attempts, status: status ?? intake.lastStatus, error: error ?? intake.lastError });
@@ -223,33 +225,19 @@ export class Operations {
   }
 
   /** Starts the clock where there is none, or where the one there (`seen`) is stale. */
-  private startClock(merchantId: string, url: string, seen: string | undefined, since: number, at: number): void {
-    this.write(merchantId, url, 'start failing clock', (current) => {
-      const webhook = current?.webhook;
-      if (!current || !webhook?.enabled || webhook.url !== url || webhook.failingSince !== seen) return undefined;
-      if (seen !== undefined && clockState(Date.parse(seen), webhook.lastFailureAt === undefined ? undefined : Date.parse(webhook.lastFailureAt), at, this.settings.disableAfterMs) !== 'stale') return undefined;
-      return { ...current, webhook: { ...webhook, failingSince: new Date(since).toISOString(), lastFailureAt: new Date(at).toISOString() } };
-    });
+  private startClock(merchantId: string, url: string, seen: Merchant['webhook'], since: number, at: number): void {
+    this.writeClock(merchantId, url, 'start failing clock', clockOf(seen), { url, failingSince: new Date(since).toISOString(), lastFailureAt: new Date(at).toISOString() });
   }
 
   /** Records a failure on a running clock, at most once per tenth: its failures stay spread up to now. */
-  private refreshClock(merchantId: string, url: string, at: number): void {
-    this.write(merchantId, url, 'refresh failing clock', (current) => {
-      const webhook = current?.webhook;
-      if (!current || !webhook?.enabled || webhook.url !== url || !webhook.failingSince) return undefined;
-      const last = webhook.lastFailureAt === undefined ? undefined : Date.parse(webhook.lastFailureAt);
-      if (clockState(Date.parse(webhook.failingSince), last, at, this.settings.disableAfterMs) !== 'refresh') return undefined;
-      return { ...current, webhook: { ...webhook, lastFailureAt: new Date(at).toISOString() } };
-    });
+  private refreshClock(merchantId: string, url: string, seen: Merchant['webhook'], at: number): void {
+    const running = clockOf(seen);
+    if (running) this.writeClock(merchantId, url, 'refresh failing clock', running, { ...running, lastFailureAt: new Date(at).toISOString() });
   }
 
-  private clearFailing(merchantId: string, url: string, successAt: number): void {
-    this.write(merchantId, url, 'clear failing clock', (current) => {
-      const webhook = current?.webhook;
-      if (!current || !webhook?.failingSince || !webhook.enabled || webhook.url !== url || !(Date.parse(webhook.failingSince) < successAt)) return undefined;
-      const { failingSince: _cleared, lastFailureAt: _last, ...rest } = webhook;
-      return { ...current, webhook: rest };
-    });
+  private clearFailing(merchantId: string, url: string, seen: Merchant['webhook']): void {
+    const running = clockOf(seen);
+    if (running) this.writeClock(merchantId, url, 'clear failing clock', running, undefined);
   }
 
   private disable(intake: IntakeEvent, url: string, now: Date, last: { attempts?: number; status?: number; error?: string }): void {
@@ -290,13 +278,18 @@ export class Operations {
   /** One write per endpoint at a time, in the background; `won` runs if this write changed the row. */
   private write(merchantId: string, url: string, what: string, change: (current: Merchant | undefined) => Merchant | undefined, won?: () => void): void {
     const writer = this.deps.writer;
+    this.background(merchantId, url, what, writer && (async () => {
+      if ((await writer.update(merchantId, change)).changed) won?.();
+    }));
+  }
+
+  private background(merchantId: string, url: string, what: string, work: (() => Promise<unknown>) | undefined): void {
     const key = `${merchantId}\n${url}`;
-    if (!writer || this.writing.has(key)) return;
+    if (!work || this.writing.has(key)) return;
     this.writing.add(key);
-    const work = (async () => {
+    const running = (async () => {
       try {
-        const result = await writer.update(merchantId, change);
-        if (result.changed) won?.();
+        await work();
       } catch (err) {
         // A merchant removed meanwhile, or the database away: the next delivery tries again.
         this.deps.logger.warn('endpoint health not written; tried again on the next delivery', { merchantId, what, error: (err as Error).message });
@@ -304,7 +297,19 @@ export class Operations {
         this.writing.delete(key);
       }
     })();
-    this.inFlight.add(work);
-    void work.then(() => this.inFlight.delete(work));
+    this.inFlight.add(running);
+    void running.then(() => this.inFlight.delete(running));
   }
+
+  /** One clock write per endpoint at a time, in the background: endpoint_health only, the merchant's version untouched. */
+  private writeClock(merchantId: string, url: string, what: string, seen: Health | undefined, next: Health | undefined): void {
+    const writer = this.deps.writer;
+    this.background(merchantId, url, what, writer && (() => writer.recordHealth(merchantId, url, seen, next)));
+  }
+}
+
+/** The clock a webhook shows (the directory merges it from endpoint_health), as the health table holds it. */
+function clockOf(webhook: Merchant['webhook']): Health | undefined {
+  if (!webhook?.failingSince) return undefined;
+  return { url: webhook.url, failingSince: webhook.failingSince, ...(webhook.lastFailureAt ? { lastFailureAt: webhook.lastFailureAt } : {}) };
 }

@@ -5,9 +5,10 @@ import { createGotClient, createUndiciClient } from '../../libs/http/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import type { Registry } from 'prom-client';
 import { DISABLED_REASONS, type MerchantDirectory, openMerchants } from '../../libs/merchants/index.js';
-import { type Database, ensureSchema, openPglite, openPostgres } from '../../libs/delivery-store/index.js';
+import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
 import { FailedStore } from '../../libs/failed/index.js';
-import { PGLITE_DIR } from '../recorder/open-log.js';
+import { openDevDatabase } from '../recorder/open-log.js';
+import { awaitSchema, awaitSchemaAt, type SchemaGateOptions } from '../../libs/migrations/index.js';
 import { METRIC_NAMES, counterFrom, createRegistry, deliveryMetrics, gaugeFrom, labelledGaugeFrom, operationalMetrics } from '../../libs/metrics/index.js';
 import { OPERATIONAL_EVENT_TYPES, OperationalPublisher } from '../../libs/operational/index.js';
 import { Operations } from './operations.js';
@@ -54,10 +55,18 @@ export async function startDispatcher(config: DispatcherConfig, logger: Logger, 
   // awaited) through a long start-up: the broker unreachable, a journal or directory being read.
   const registry = createRegistry('dispatcher');
   let awaited: () => string | undefined = () => 'RabbitMQ';
-  const health = await startHealthServer({ port: config.METRICS_PORT, registry, ready: () => awaited() === undefined, waitingFor: () => awaited() });
+  let detail: string | undefined;
+  const health = await startHealthServer({ port: config.METRICS_PORT, registry, ready: () => awaited() === undefined, waitingFor: () => awaited(), detail: () => (awaited() ? detail : undefined) });
   logger.info('dispatcher metrics listening', { port: health.port });
   try {
-    return await startParts(config, logger, options, { registry, health, awaiting: (check) => (awaited = check) });
+    return await startParts(config, logger, options, {
+      registry,
+      health,
+      awaiting: (check, why) => {
+        awaited = check;
+        detail = why;
+      },
+    });
   } catch (err) {
     await health.close();
     throw err;
@@ -67,8 +76,8 @@ export async function startDispatcher(config: DispatcherConfig, logger: Logger, 
 interface Readiness {
   registry: Registry;
   health: HealthServer;
-  /** What /readyz says the dispatcher waits for; undefined once it takes deliveries. */
-  awaiting(check: () => string | undefined): void;
+  /** What /readyz says the dispatcher waits for (and why); undefined once it takes deliveries. */
+  awaiting(check: () => string | undefined, why?: string): void;
 }
 
 async function startParts(config: DispatcherConfig, logger: Logger, options: DispatcherOptions, { registry, health, awaiting }: Readiness): Promise<DispatcherProgram> {
@@ -76,19 +85,45 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   // Deliveries wait for the whole directory: an event for a merchant not loaded yet would be parked as unknown.
   if (!fromFile) awaiting(() => 'the merchant database');
   // Development mode without DATABASE_URL, run alone: an embedded database of its own.
-  const ownDatabase = !fromFile && !options.database && !config.DATABASE_URL ? await openPglite(PGLITE_DIR) : undefined;
+  const ownDatabase = !fromFile && !options.database && !config.DATABASE_URL ? await openDevDatabase(logger) : undefined;
+  // The schema this release needs, before the directory reads its tables (and the failure index
+  // writes its own): waited for, never made here (`webhooks migrate`).
+  const schemaOptions: SchemaGateOptions = {
+    signal: options.signal,
+    onState: (state) =>
+      state.waiting
+        ? awaiting(() => (state.waiting === 'schema' ? 'the database schema' : 'PostgreSQL'), state.detail)
+        : awaiting(() => (fromFile ? 'RabbitMQ' : 'the merchant database')),
+  };
+  const given = options.database ?? ownDatabase;
+  // With merchants in MERCHANTS_FILE the dispatcher delivers without PostgreSQL (the recorder
+  // indexes the failures it could not write), so there the schema is looked at beside it, and a
+  // newer one (or one still behind after the wait) stops it.
+  const schemaWatch = new AbortController();
+  const never = new Promise<Error>(() => {});
+  let schemaFatal = never;
+  const schemaReady = async () => {
+    if (given) return awaitSchema(given, logger, schemaOptions);
+    if (!config.DATABASE_URL) return;
+    const name = 'webhooks-dispatcher schema check';
+    if (!fromFile) return awaitSchemaAt(config.DATABASE_URL, name, logger, schemaOptions);
+    schemaFatal = awaitSchemaAt(config.DATABASE_URL, name, logger, { watch: true, signal: schemaWatch.signal }).then(
+      () => never,
+      (err: Error) => (schemaWatch.signal.aborted ? never : err),
+    );
+  };
   // The directory loads while the broker connects and declares: neither waits for the other, and
   // a directory that cannot load ends the broker's attempts too.
   const failed = new AbortController();
   const signal = options.signal ? AbortSignal.any([options.signal, failed.signal]) : failed.signal;
   const [loaded, connected] = await Promise.allSettled([
-    openMerchants(config, logger, {
-      database: options.database ?? ownDatabase,
+    schemaReady().then(() => openMerchants(config, logger, {
+      database: given,
       applicationName: 'webhooks-dispatcher merchants',
       signal: options.signal,
       pollIntervalMs: options.merchantsPollMs,
       seedFile: config.WEBHOOKS_DEV ? DEV_MERCHANTS_FILE : undefined,
-    }).then(
+    })).then(
       (opened) => {
         if (!fromFile) awaiting(() => 'RabbitMQ');
         return opened;
@@ -116,6 +151,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   if (loaded.status === 'rejected' || connected.status === 'rejected') {
     if (loaded.status === 'fulfilled') await loaded.value.close();
     if (connected.status === 'fulfilled') await connected.value.close();
+    schemaWatch.abort();
     await ownDatabase?.close();
     throw loaded.status === 'rejected' ? loaded.reason : (connected as PromiseRejectedResult).reason;
   }
@@ -125,11 +161,6 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   // The failure index: each failure written as soon as it is in `failed` (the recorder writes it too).
   const failuresDatabase = opened.database ?? (config.DATABASE_URL ? openPostgres(config.DATABASE_URL, { maxConnections: 2, applicationName: 'webhooks-dispatcher failures' }) : undefined);
   const ownFailuresDatabase = failuresDatabase === opened.database ? undefined : failuresDatabase;
-  if (failuresDatabase) {
-    await ensureSchema(failuresDatabase).catch((err: unknown) =>
-      logger.warn('failure index not made yet; failures are indexed by the recorder meanwhile', { error: (err as Error).message }),
-    );
-  }
   const closeMerchants = async () => {
     await opened.close();
     await ownFailuresDatabase?.close();
@@ -165,6 +196,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   try {
     await deliveryLog?.start();
   } catch (err) {
+    schemaWatch.abort();
     await netDatabase?.close();
     await closeMerchants();
     await broker.close();
@@ -232,15 +264,17 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   counterFrom(registry, METRIC_NAMES.deliveryRecordsLost, 'Deliveries settled without their delivery-log record', () => dispatcher.recordsLost);
   counterFrom(registry, METRIC_NAMES.retryNetCopies, 'Copies the retry safety net republished to dispatch for waits their tier did not hand back in time', () => retryNet?.stats.copies ?? 0);
   counterFrom(registry, METRIC_NAMES.retryNetDropped, 'Late originals dropped because the retry safety net had republished their wait', () => retryNet?.stats.originalsDropped ?? 0);
-  // Ready while connected (the merchants were loaded before).
-  awaiting(() => (broker.isConnected ? undefined : 'RabbitMQ'));
+  const unreadable = () => opened.writable?.unreadable.length ?? 0;
+  gaugeFrom(registry, METRIC_NAMES.merchantsUnreadable, 'Merchants whose newest row this program cannot open (a key it lacks): served at their last readable version', unreadable);
+  // Ready while connected (the merchants were loaded before) and able to read every merchant's newest row.
+  awaiting(() => (!broker.isConnected ? 'RabbitMQ' : unreadable() > 0 ? `SECRETS_KEY_PREVIOUS: ${unreadable()} merchant row(s) sealed with a key this program lacks` : undefined));
 
   let stopping: Promise<void> | undefined;
   return {
     dispatcher,
     broker,
     merchants,
-    fatal: new Promise<Error>((resolve) => broker.once('fatal', resolve)),
+    fatal: Promise.race([new Promise<Error>((resolve) => broker.once('fatal', resolve)), schemaFatal]),
     metricsPort: health.port,
     stop() {
       // Bounded by SHUTDOWN_TIMEOUT whatever the broker does: the drain takes what the close
@@ -249,6 +283,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
         const budget = stopBudget(config.SHUTDOWN_TIMEOUT, (step, error) =>
           logger.warn('shutdown step did not finish in time; going on', { step, error: error?.message }),
         );
+        schemaWatch.abort();
         await budget.step('drain deliveries', () => dispatcher.stop());
         await budget.step('operational events', async () => {
           await operations.stop();

@@ -1,10 +1,27 @@
 import { resolve } from 'node:path';
 import type { BrokerConnection } from '../../libs/broker/index.js';
-import { type Database, DeliveryLogRecorder, openPostgres } from '../../libs/delivery-store/index.js';
+import { type Database, DeliveryLogRecorder, openPglite, openPostgres } from '../../libs/delivery-store/index.js';
 import type { Logger } from '../../libs/logger/index.js';
+import { fileOf, migrate } from '../../libs/migrations/index.js';
 
 /** Development mode's embedded database (merchants and the delivery log) lives here (git-ignored). */
 export const PGLITE_DIR = resolve('.data/delivery-log');
+
+/**
+ * Development mode's embedded database, migrated here: it has no operator to run `webhooks migrate`,
+ * and only this process can open it. Every other database is migrated by `webhooks migrate` alone.
+ */
+export async function openDevDatabase(logger: Logger): Promise<Database> {
+  const database = await openPglite(PGLITE_DIR);
+  try {
+    const { applied } = await migrate(database);
+    if (applied.length > 0) logger.info('development mode: embedded database migrated', { applied: applied.map(fileOf) });
+  } catch (err) {
+    await database.close();
+    throw err;
+  }
+  return database;
+}
 
 export interface OpenedLog {
   database: Database;

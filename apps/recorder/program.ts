@@ -4,6 +4,7 @@ import { type Database, DeliveryLogRecorder, openPostgres } from '../../libs/del
 import type { Logger } from '../../libs/logger/index.js';
 import { METRIC_NAMES, createRegistry, gaugeFrom } from '../../libs/metrics/index.js';
 import { startHealthServer } from '../../libs/metrics/health-server.js';
+import { awaitSchema, type SchemaWaitState } from '../../libs/migrations/index.js';
 
 export interface RecorderProgram {
   recorder: DeliveryLogRecorder;
@@ -26,12 +27,24 @@ interface RecorderProgramConfig {
  * The recorder as a program of its own (npm run start:recorder), and inside npm start. Any number
  * may run: one leads (PostgreSQL advisory lock), the others stand by and take over when it stops.
  */
-export async function startRecorder(config: RecorderProgramConfig, logger: Logger, options: { database?: Database } = {}): Promise<RecorderProgram> {
+export async function startRecorder(config: RecorderProgramConfig, logger: Logger, options: { database?: Database; signal?: AbortSignal } = {}): Promise<RecorderProgram> {
+  // Up from the first moment (when METRICS_PORT is set), so an orchestrator sees /healthz 200 and
+  // /readyz 503 saying what start-up waits for: PostgreSQL, the schema version, RabbitMQ.
+  const registry = createRegistry('recorder');
+  let awaited: SchemaWaitState & { broker?: BrokerConnection } = { waiting: 'database' };
+  const waitingFor = () => (awaited.waiting === 'schema' ? 'the database schema' : awaited.waiting === 'database' ? 'PostgreSQL' : awaited.broker?.isConnected ? undefined : 'RabbitMQ');
+  const metrics =
+    config.METRICS_PORT === undefined
+      ? undefined
+      : await startHealthServer({ port: config.METRICS_PORT, registry, ready: () => waitingFor() === undefined, waitingFor, detail: () => awaited.detail });
   const database = options.database ?? openPostgres(config.DATABASE_URL!, { applicationName: 'webhooks-recorder' });
   const broker = new BrokerConnection({ url: config.RABBITMQ_URL, name: 'webhooks-recorder', logger });
   try {
-    await broker.open();
+    await awaitSchema(database, logger, { signal: options.signal, onState: (state) => (awaited = state) });
+    awaited = { broker };
+    await broker.open(undefined, options.signal);
   } catch (err) {
+    await metrics?.close();
     if (!options.database) await database.close();
     throw err;
   }
@@ -41,7 +54,6 @@ export async function startRecorder(config: RecorderProgramConfig, logger: Logge
     retentionMs: config.DELIVERY_LOG_RETENTION,
   });
   await recorder.start();
-  const registry = createRegistry('recorder');
   const state = recorder.state;
   gaugeFrom(registry, METRIC_NAMES.deliveryLogLeading, '1 while this recorder holds the lead', () => (state.leading ? 1 : 0));
   gaugeFrom(registry, METRIC_NAMES.deliveryLogPending, 'Stream messages read and not stored yet', () => state.pending);
@@ -54,8 +66,6 @@ export async function startRecorder(config: RecorderProgramConfig, logger: Logge
   gaugeFrom(registry, METRIC_NAMES.deliveryLogBehind, 'Seconds since the stream last ended where the log held every record', () =>
     state.leading && state.caughtUpAt ? Math.round((Date.now() - state.caughtUpAt) / 1000) : 0,
   );
-  const metrics =
-    config.METRICS_PORT === undefined ? undefined : await startHealthServer({ port: config.METRICS_PORT, registry, ready: () => broker.isConnected });
   let stopping: Promise<void> | undefined;
   return {
     recorder,

@@ -1,10 +1,11 @@
 /**
- * Development mode is switched on explicitly, with WEBHOOKS_DEV=true or NODE_ENV=development (the
- * `npm start` script sets it), never inferred from a file path. It brings an embedded database
- * (PGlite) when DATABASE_URL is unset, the bundled development merchants written into it, fixed
- * development keys (token secret, SECRETS_KEY) and webhooks to loopback (the demo merchant), so a
- * fresh clone works. Without it the programs need DATABASE_URL, SECRETS_KEY and AUTH_JWT_SECRET
- * or AUTH_JWKS_URL, refuse the development keys, and keep the address guard on by default.
+ * Development mode is switched on explicitly, with WEBHOOKS_DEV=true (the `npm start` script sets
+ * it), never inferred: not from NODE_ENV (which libraries and images set for their own reasons), not
+ * from a file path. It brings an embedded database (PGlite) when DATABASE_URL is unset, the bundled
+ * development merchants written into it, fixed development keys (token secret, SECRETS_KEY) and
+ * webhooks to loopback (the demo merchant), so a fresh clone works. Without it the programs need
+ * DATABASE_URL, SECRETS_KEY and AUTH_JWT_SECRET or AUTH_JWKS_URL, refuse the development keys, and
+ * keep the address guard on by default.
  */
 import { TRUE_VALUES } from './env.js';
 import { DEV_SECRETS_KEY } from './merchants.js';
@@ -13,7 +14,7 @@ export const DEV_MERCHANTS_FILE = 'config/merchants.dev.json';
 export const DEV_JWT_SECRET = 'dev-only-jwt-secret-never-use-in-production-0123456789';
 
 export function isDevMode(env: Record<string, string | undefined>): boolean {
-  return TRUE_VALUES.includes((env.WEBHOOKS_DEV ?? '').trim().toLowerCase()) || env.NODE_ENV === 'development';
+  return TRUE_VALUES.includes((env.WEBHOOKS_DEV ?? '').trim().toLowerCase());
 }
 
 export function withDevDefaults(env: Record<string, string | undefined>): { env: Record<string, string | undefined>; dev: boolean } {
@@ -24,4 +25,22 @@ export function withDevDefaults(env: Record<string, string | undefined>): { env:
   if (!env.AUTH_JWT_SECRET && !env.AUTH_JWKS_URL) withDefaults.AUTH_JWT_SECRET = DEV_JWT_SECRET;
   if (!env.ALLOW_PRIVATE_TARGETS) withDefaults.ALLOW_PRIVATE_TARGETS = 'true';
   return { env: withDefaults, dev };
+}
+
+/**
+ * The warning a program logs at start while development mode is on (what it relaxes, loudest when
+ * it runs against a DATABASE_URL, which may be a real one), or when NODE_ENV=development is set
+ * without it (which switches nothing on). Undefined otherwise.
+ */
+export function devModeWarning(env: Record<string, string | undefined>): { message: string; fields: Record<string, unknown> } | undefined {
+  if (isDevMode(env)) {
+    return {
+      message: `development mode is on (WEBHOOKS_DEV=true)${env.DATABASE_URL ? ' against DATABASE_URL' : ''}: webhook URLs may be http${env.ALLOW_PRIVATE_TARGETS ? '' : ' and private addresses (ALLOW_PRIVATE_TARGETS defaults to true)'}, development keys stand in for those left unset; never in production`,
+      fields: { databaseUrlSet: env.DATABASE_URL !== undefined && env.DATABASE_URL !== '' },
+    };
+  }
+  if (env.NODE_ENV === 'development') {
+    return { message: 'NODE_ENV=development does not switch development mode on: set WEBHOOKS_DEV=true for it', fields: {} };
+  }
+  return undefined;
 }

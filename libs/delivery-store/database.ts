@@ -12,6 +12,8 @@ export interface Queryable {
  */
 export interface Session extends Queryable {
   transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T>;
+  /** Runs a script of several statements, no parameters (a migration file). */
+  exec(sql: string): Promise<void>;
   readonly lost: Promise<Error>;
   close(): Promise<void>;
 }
@@ -66,6 +68,8 @@ export function openPostgres(url: string, options: PostgresOptions = {}): Databa
       return {
         lost,
         query: (text, params) => client.query(text, params as unknown[]) as never,
+        // Without parameters pg sends the simple query protocol, which takes several statements.
+        exec: async (sql) => void (await client.query(sql)),
         transaction: (work) => inTransaction(client, work),
         close: () => client.end().catch(() => {}),
       };
@@ -138,7 +142,7 @@ export async function openPglite(dir: string): Promise<Database> {
     kind: 'pglite',
     query: queryable.query,
     async session() {
-      return { lost: never, query: queryable.query, transaction, close: async () => {} };
+      return { lost: never, query: queryable.query, exec: async (sql) => void (await db.exec(sql)), transaction, close: async () => {} };
     },
     transaction,
     async listen(channel, onPayload) {

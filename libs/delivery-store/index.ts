@@ -8,6 +8,6 @@ export { InvalidCursorError, InvalidFilterError, LogQueryTimeoutError, LogUnavai
 export { caughtUpAt, storedOffset } from './materialise.js';
 export { deliveryLogQueries, type DeliveryLogQueryOptions, FEED_PAGE_BYTES } from './queries.js';
 export { DeliveryLogRecorder, type RecorderOptions, type RecorderState } from './recorder.js';
-export { dropExpiredPartitions, ensureSchema } from './schema.js';
+export { dropExpiredPartitions } from './schema.js';
 export type { DeliveryLogQueries, FeedEvent, RecordView, WebhookDetail, WebhookFilters, WebhookSummary } from './views.js';
 export { LogHealth, type LogHealthState } from './health.js';

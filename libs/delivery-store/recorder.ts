@@ -9,7 +9,7 @@ import type { Database, Queryable, Session } from './database.js';
 import { INDEX_FROM_LOG } from '../failed/store.js';
 import { caughtUpAt, ensurePartitionsFor, forgetPartitions, NO_ROWS, prepareRows, type Quarantined, quarantine, restartStream, storeBatch, storedPlace } from './materialise.js';
 import { isRefusal, isTimeout } from './refusals.js';
-import { dropExpiredPartitions, ensureSchema, SEQ_PER_OFFSET } from './schema.js';
+import { dropExpiredPartitions, SEQ_PER_OFFSET } from './schema.js';
 import { ATTR, inSpan, SpanKind } from '../tracing/index.js';
 
 export interface RecorderOptions {
@@ -205,7 +205,6 @@ export class DeliveryLogRecorder {
         this.schedule(() => void this.tryToLead(), retryMs);
         return;
       }
-      await ensureSchema(session);
       const place = await storedPlace(session, this.stream);
       this.next = place?.nextOffset;
       this.lastEntry = place?.lastEntry;

@@ -5,19 +5,10 @@ import type { Merchant } from './schema.js';
  * The audit trail of merchant settings: who changed what, when, from where. One row per change,
  * in the merchants' PostgreSQL, written in the same transaction as the change it describes (or
  * alone, for portal links and revocations). What changed is told by field, never with a secret.
+ * The table (merchant_audit) is made by libs/migrations/sql.
+ *
+ * Who made a change, and from which address: `admin:<token sub>`, `portal:<session>`, `cli`, or `service` (auto-disable).
  */
-export const AUDIT_TABLE = `CREATE TABLE IF NOT EXISTS merchant_audit (
-  id bigserial PRIMARY KEY,
-  merchant_id text NOT NULL,
-  at timestamptz NOT NULL DEFAULT now(),
-  actor text NOT NULL,
-  action text NOT NULL,
-  changes jsonb NOT NULL,
-  address text
-)`;
-export const AUDIT_INDEX = 'CREATE INDEX IF NOT EXISTS merchant_audit_merchant ON merchant_audit (merchant_id, id DESC)';
-
-/** Who made a change, and from which address: `admin:<token sub>`, `portal:<session>`, `cli`, or `service` (auto-disable). */
 export interface Actor {
   actor: string;
   address?: string;

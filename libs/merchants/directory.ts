@@ -29,6 +29,17 @@ export function signingSecrets(webhook: MerchantWebhook, now: Date): string[] {
   return [webhook.secret, ...graceSecrets(webhook, now).map((grace) => grace.secret)];
 }
 
+/**
+ * When each replaced secret still in its grace at `now` stops signing, the latest first: what a
+ * view shows. Reads no secret's value, so a program that holds them sealed (the API) opens none.
+ */
+export function graceExpiries(webhook: MerchantWebhook, now: Date): Array<{ expiresAt: string }> {
+  return (webhook.previousSecrets ?? [])
+    .filter((grace) => Date.parse(grace.expiresAt) > now.getTime())
+    .map(({ expiresAt }) => ({ expiresAt }))
+    .sort((a, b) => Date.parse(b.expiresAt) - Date.parse(a.expiresAt));
+}
+
 /** Replaced secrets still in their grace at `now`, the latest expiry first. */
 export function graceSecrets(webhook: MerchantWebhook, now: Date): GraceSecret[] {
   const seen = new Set([webhook.secret]);

@@ -1,5 +1,5 @@
 import type { Queryable } from '../delivery-store/index.js';
-import { CHANGES_CHANNEL } from './rows.js';
+import { CHANGES_CHANNEL, idDigest, TOMBSTONE_KEEP_MS } from './rows.js';
 
 /**
  * Every table of the service's PostgreSQL that holds a merchant's data, and how that merchant's rows
@@ -12,6 +12,8 @@ export const MERCHANT_TABLES: ReadonlyArray<{ table: string; where: string }> = 
   // Sealed answers of the admin API's Idempotency-Keys (a rotation's answer holds the new secret).
   { table: 'merchant_idempotency', where: 'merchant_id = $1' },
   { table: 'merchant_audit', where: 'merchant_id = $1' },
+  // The endpoint's failing clock (auto-disable).
+  { table: 'endpoint_health', where: 'merchant_id = $1' },
   // `<limit name>:<merchant id>`: the names hold no ':', a merchant id may.
   { table: 'rate_limits', where: "substring(key from position(':' in key) + 1) = $1" },
   { table: 'portal_links', where: 'merchant_id = $1' },
@@ -24,8 +26,11 @@ export const MERCHANT_TABLES: ReadonlyArray<{ table: string; where: string }> = 
   { table: 'delivery_log_quarantine', where: 'merchant_id = $1' },
 ];
 
-/** Tables that hold nothing of any merchant: the recorder's place in the deliveries stream. */
-export const TABLES_WITHOUT_MERCHANT_DATA: readonly string[] = ['delivery_log_offsets'];
+/**
+ * Tables that hold nothing of any merchant: the recorder's place in the deliveries stream, and the
+ * tombstones of deleted merchants (a digest of the id and a version, kept a day).
+ */
+export const TABLES_WITHOUT_MERCHANT_DATA: readonly string[] = ['delivery_log_offsets', 'merchant_tombstones'];
 
 /**
  * Deletes every row of one merchant from every table above that exists (a database where the
@@ -35,13 +40,26 @@ export const TABLES_WITHOUT_MERCHANT_DATA: readonly string[] = ['delivery_log_of
 export async function deleteMerchantData(db: { transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T> }, merchantId: string): Promise<Record<string, number>> {
   return db.transaction(async (tx) => {
     const deleted: Record<string, number> = {};
-    for (const { table, where } of MERCHANT_TABLES) {
-      const { rows } = await tx.query<{ present: string | null }>('SELECT to_regclass($1)::text AS present', [table]);
-      if (!rows[0]?.present) continue;
+    const present = async (table: string) => !!(await tx.query<{ present: string | null }>('SELECT to_regclass($1)::text AS present', [table])).rows[0]?.present;
+    // The merchant's row first: its lock orders this delete with a write of the merchant.
+    const made = await present('merchants');
+    const { rows: removed } = made ? await tx.query<{ version: string }>('DELETE FROM merchants WHERE id = $1 RETURNING version', [merchantId]) : { rows: [] };
+    if (made) deleted.merchants = removed.length;
+    if (removed[0]) {
+      // The tombstone by which every running program forgets the merchant (its poll reads it, a
+      // notification or not), and from whose version a merchant made again with this id goes on.
+      await tx.query(
+        `INSERT INTO merchant_tombstones (id_digest, version) VALUES ($1, $2)
+         ON CONFLICT (id_digest) DO UPDATE SET version = EXCLUDED.version, change_xid = pg_current_xact_id(), deleted_at = now()`,
+        [idDigest(merchantId), removed[0].version],
+      );
+    }
+    if (made) await tx.query(`DELETE FROM merchant_tombstones WHERE deleted_at < now() - $1::bigint * interval '1 millisecond'`, [TOMBSTONE_KEEP_MS]);
+    for (const { table, where } of MERCHANT_TABLES.slice(1)) {
+      if (!(await present(table))) continue;
       const gone = await tx.query<{ n: number }>(`WITH gone AS (DELETE FROM ${table} WHERE ${where} RETURNING 1) SELECT count(*)::integer AS n FROM gone`, [merchantId]);
       deleted[table] = gone.rows[0]?.n ?? 0;
     }
-    // Running programs poll on it and, finding no row of the merchant it names, forget it (pg-directory.ts dropDeleted).
     await tx.query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, merchantId]);
     return deleted;
   });

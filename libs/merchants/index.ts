@@ -1,4 +1,4 @@
-export { type MerchantDirectory, activeWebhook, graceSecrets, receivesEvent, signingSecrets } from './directory.js';
+export { type MerchantDirectory, activeWebhook, graceExpiries, graceSecrets, receivesEvent, signingSecrets } from './directory.js';
 export { FileMerchantDirectory, MerchantsFileError } from './file-directory.js';
 export { DISABLED_REASONS, type DisabledReason, type GraceSecret, MAX_GRACE_SECRETS, type Merchant, type MerchantWebhook, type MerchantsFile, WEBHOOK_SECRET, merchantSchema, merchantsFileSchema, webhookEventsSchema } from './schema.js';
 export {
@@ -6,6 +6,7 @@ export {
   IdempotencyKeyReusedError,
   type IdempotentWrite,
   MerchantStoreUnavailableError,
+  DEFAULT_POLL_INTERVAL_MS,
   PgMerchantDirectory,
   type PgDirectoryOptions,
   type SettingsChange,
@@ -14,10 +15,12 @@ export {
 } from './pg-directory.js';
 export { SecretBox, SecretsKeyError } from './secret-box.js';
 export { type Actor, type AuditEntry, listAudit, recordAudit } from './audit.js';
-export { ensureMerchantTables, resealSecrets } from './rows.js';
+export { resealSecrets, TOMBSTONE_KEEP_MS } from './rows.js';
+export { type Health } from './health.js';
 export { deleteMerchantData, MERCHANT_TABLES, TABLES_WITHOUT_MERCHANT_DATA } from './erase.js';
 export {
   DisabledByOperatorError,
+  disabledByOperator,
   InvalidIdempotencyKeyError,
   InvalidSettingsError,
   type EndpointTransition,

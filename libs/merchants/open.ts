@@ -3,7 +3,6 @@ import type { Logger } from '../logger/index.js';
 import type { MerchantDirectory } from './directory.js';
 import { FileMerchantDirectory } from './file-directory.js';
 import { PgMerchantDirectory } from './pg-directory.js';
-import { ensureMerchantTables } from './rows.js';
 import { seedMerchants } from './seed.js';
 import { SecretBox } from './secret-box.js';
 
@@ -34,6 +33,8 @@ export interface OpenMerchantsOptions {
   startStallMs?: number;
   /** Merchants an embedded (PGlite) database starts with: development mode's demo merchants. */
   seedFile?: string;
+  /** false: webhook secrets are opened only when read (a program that never signs: the API). */
+  openSecrets?: boolean;
 }
 
 /** Opens the directory the configuration names, loaded and kept current; a program waits for it before it acts on merchants. */
@@ -46,10 +47,9 @@ export async function openMerchants(config: MerchantStoreConfig, logger: Logger,
   const database = options.database ?? openPostgres(config.DATABASE_URL!, { maxConnections: 4, connectTimeoutMs: 2_000, statementTimeoutMs: 10_000, applicationName: options.applicationName });
   const closeDatabase = options.database ? async () => {} : () => database.close();
   const box = new SecretBox(config.SECRETS_KEY!, config.SECRETS_KEY_PREVIOUS ? [config.SECRETS_KEY_PREVIOUS] : []);
-  const directory = new PgMerchantDirectory(database, box, logger, { pollIntervalMs: options.pollIntervalMs, startStallMs: options.startStallMs });
+  const directory = new PgMerchantDirectory(database, box, logger, { pollIntervalMs: options.pollIntervalMs, startStallMs: options.startStallMs, openSecrets: options.openSecrets });
   try {
     if (options.seedFile && database.kind === 'pglite') {
-      await ensureMerchantTables(database);
       await seedMerchants(database, box, options.seedFile, logger);
     }
     await directory.start(options.signal);

@@ -1,12 +1,17 @@
-import { isDeepStrictEqual } from 'node:util';
-import type { Database, Listener, Queryable } from '../delivery-store/index.js';
+import { performance } from 'node:perf_hooks';
+import type { Database, Listener } from '../delivery-store/index.js';
 import type { Logger } from '../logger/index.js';
+import { DirectoryCache } from './cache.js';
 import type { MerchantDirectory } from './directory.js';
-import { CHANGES_CHANNEL, columnsOf, ensureMerchantTables, MERCHANT_COLUMNS, type MerchantRow, merchantOf } from './rows.js';
+import { type Health, HEALTH_COLUMNS, type HealthRow, healthOf, writeHealth } from './health.js';
+import { type Position, positionOf, reloadReason } from './history.js';
+import { CHANGES_CHANNEL, MERCHANT_COLUMNS, type MerchantRow, merchantOf, TOMBSTONE_KEEP_MS } from './rows.js';
 import type { Merchant } from './schema.js';
-import { type SecretBox, SecretsKeyError } from './secret-box.js';
-import { type Actor, auditAction, auditChanges, recordAudit } from './audit.js';
+import { keyIdOf, type SecretBox, SecretsKeyError } from './secret-box.js';
 import { InvalidSettingsError, PublicKeyTakenError } from './settings.js';
+import { Refusal, type SettingsChange, type WriteOptions, type Written, writeMerchant } from './write.js';
+
+export { IDEMPOTENCY_WINDOW_MS, IdempotencyKeyReusedError, type IdempotentWrite, type SettingsChange, VersionMismatchError, type WriteOptions, type Written } from './write.js';
 
 export interface PgDirectoryOptions {
   /** A change whose notification was lost is found by a poll this often. */
@@ -15,6 +20,12 @@ export interface PgDirectoryOptions {
   startStallMs?: number;
   /** Rows read per query while loading. */
   pageSize?: number;
+  /**
+   * Whether webhook secrets are opened as rows are read (a dispatcher, which signs), or only when
+   * one is read (the API, which never signs: it opens none). Either way a row sealed with a key
+   * this program lacks is found as it is read.
+   */
+  openSecrets?: boolean;
 }
 
 /** PostgreSQL could not be reached for a merchant write (or a read that must be current): 503, try again. */
@@ -25,82 +36,38 @@ export class MerchantStoreUnavailableError extends Error {
   }
 }
 
-/** If-Match named a version the merchant no longer has (or a merchant that does not exist). */
-export class VersionMismatchError extends Error {
-  constructor(readonly merchantId: string, readonly current: number | undefined) {
-    super(`merchant ${merchantId} is at version ${current ?? 'none'}, not the one If-Match names`);
-    this.name = 'VersionMismatchError';
-  }
-}
-
-/** The Idempotency-Key was used, within its window, for a different request. */
-export class IdempotencyKeyReusedError extends Error {
-  constructor() {
-    super('this Idempotency-Key was used for a different request');
-    this.name = 'IdempotencyKeyReusedError';
-  }
-}
-
-/** How long an Idempotency-Key's result is answered again (Stripe's window). */
-export const IDEMPOTENCY_WINDOW_MS = 24 * 3_600_000;
+/** The poll that runs when nothing is heard: every change is seen by every program within this (and within a second when notified). */
+export const DEFAULT_POLL_INTERVAL_MS = 10_000;
 
 /** At start-up, how long the directory waits for an unreachable database without progress before the program gives up. */
 export const MERCHANTS_START_STALL_MS = 120_000;
-
-/** What a change function returns: the new settings, or undefined to leave the merchant as it is. */
-export type SettingsChange = (current: Merchant | undefined) => Merchant | undefined;
-
-/** A write made under an Idempotency-Key: `result` is computed after the change, and kept (sealed) with the key. */
-export interface IdempotentWrite {
-  key: string;
-  fingerprint: string;
-  result: (next: Merchant, current: Merchant | undefined) => unknown;
-}
-
-export interface WriteOptions {
-  /** Compare-and-set: the write happens only at this version (0: the merchant must not exist). */
-  ifVersion?: number;
-  idempotency?: IdempotentWrite;
-  /** Who writes, for the audit trail; the service itself (auto-disable) when absent. */
-  by?: Actor;
-}
-
-export interface Written {
-  merchant: Merchant;
-  version: number;
-  created: boolean;
-  changed: boolean;
-  /** The idempotent write's result: computed now, or the one recorded under its key (`replayed`). */
-  result?: unknown;
-  replayed: boolean;
-}
-
-interface Cached {
-  merchant: Merchant;
-  version: number;
-}
 
 /**
  * Merchants from PostgreSQL, held in memory so that every read is synchronous and the delivery
  * path never waits for the database. Loaded at start; a write's NOTIFY (on commit) makes every
  * program read what changed since its cursor, within a second; a poll every `pollIntervalMs` does
- * the same in case a notification was lost (the listening connection dropped). The cursor is the
- * oldest transaction still running when the program last looked (`pg_snapshot_xmin`): a change
- * is found however late its transaction commits. While PostgreSQL is down the cache keeps serving.
+ * the same when a notification is lost (a reconnect, a half-open socket, a pooler in transaction
+ * mode). What changed is: merchants' rows, deleted merchants' tombstones (kept a day) and
+ * endpoints' failing clocks, each found by the transaction that wrote it (`change_xid`) from the
+ * oldest transaction still running at the last look, so a late commit is found too; a row or a
+ * tombstone is taken only above the version held. When the database's history is not the one the
+ * cursor belongs to (a restore, a failover, a restart), or the cursor would go back, or the last
+ * good poll is older than half a tombstone's life, everything is loaded again instead and takes
+ * the place of what is held. While PostgreSQL is down the cache keeps serving.
  */
 export class PgMerchantDirectory implements MerchantDirectory {
-  private readonly byIdMap = new Map<string, Cached>();
-  private readonly byKeyMap = new Map<string, string>();
-  private cursor?: string;
+  private cache = new DirectoryCache();
+  private position?: Position;
+  private polledAt = 0;
   private loaded = false;
   private stopped = false;
   private pollTimer?: NodeJS.Timeout;
   private listener?: Listener;
   private polling?: Promise<void>;
   private pollAgain = false;
-  /** Merchants a NOTIFY named since the last poll: a deleted one has no row left for the poll to find. */
-  private named = new Set<string>();
   private failing = false;
+  /** Full loads after the first (a restore, a failover, a restart of PostgreSQL). */
+  reloads = 0;
 
   constructor(
     private readonly db: Database,
@@ -114,7 +81,15 @@ export class PgMerchantDirectory implements MerchantDirectory {
   }
 
   get size(): number {
-    return this.byIdMap.size;
+    return this.cache.size;
+  }
+
+  /**
+   * Merchants whose newest row this program cannot read (sealed with a key it lacks): it serves
+   * their last readable version, and says so (the log, /readyz, a metric) until it can.
+   */
+  get unreadable(): Array<{ merchantId: string; version: number; keyId: string | undefined }> {
+    return [...this.cache.unreadable].map(([merchantId, { version, keyId }]) => ({ merchantId, version, keyId }));
   }
 
   /**
@@ -126,8 +101,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
     let lastProgress = Date.now();
     for (let attempt = 0; ; attempt++) {
       try {
-        await ensureMerchantTables(this.db);
-        await this.load(() => (lastProgress = Date.now()));
+        await this.load(() => (lastProgress = Date.now()), true);
         break;
       } catch (err) {
         if (!isUnavailable(err)) throw err;
@@ -138,9 +112,9 @@ export class PgMerchantDirectory implements MerchantDirectory {
       }
     }
     this.loaded = true;
-    this.logger.info('merchant directory loaded', { merchants: this.byIdMap.size });
+    this.logger.info('merchant directory loaded', { merchants: this.cache.size });
     void this.keepListening();
-    this.pollTimer = setInterval(() => void this.poll(), this.options.pollIntervalMs ?? 30_000);
+    this.pollTimer = setInterval(() => void this.poll(), this.options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS);
     this.pollTimer.unref();
   }
 
@@ -152,21 +126,20 @@ export class PgMerchantDirectory implements MerchantDirectory {
   }
 
   byId(id: string): Merchant | undefined {
-    return this.byIdMap.get(id)?.merchant;
+    return this.cache.byId(id);
   }
 
   byPublicKey(publicKey: string): Merchant | undefined {
-    const id = this.byKeyMap.get(publicKey);
-    return id === undefined ? undefined : this.byId(id);
+    return this.cache.byPublicKey(publicKey);
   }
 
   /** The version the cache holds (the admin API's ETag). */
   versionOf(id: string): number | undefined {
-    return this.byIdMap.get(id)?.version;
+    return this.cache.versionOf(id);
   }
 
   list(): Merchant[] {
-    return [...this.byIdMap.values()].map((cached) => cached.merchant).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    return this.cache.list();
   }
 
   /**
@@ -177,12 +150,14 @@ export class PgMerchantDirectory implements MerchantDirectory {
    * on any replica, gets it back and changes nothing.
    */
   async update(merchantId: string, change: SettingsChange, options: WriteOptions = {}): Promise<Written> {
+    const replay = () => ({ merchant: this.cache.byId(merchantId) ?? ({ id: merchantId } as Merchant), version: this.cache.versionOf(merchantId) ?? 0 });
     for (let attempt = 0; ; attempt++) {
       try {
-        const written = await this.db.transaction((tx) => this.write(tx, merchantId, change, options));
+        const written = await this.db.transaction((tx) => writeMerchant(tx, this.box, merchantId, change, options, replay));
         // What the transaction read is current: the cache takes it now, written or not (a writer
         // that lost a race sees the winner's row before its notification arrives).
-        if (!written.replayed) this.apply(written.merchant, written.version);
+        if (!written.replayed) this.cache.apply(this.options.openSecrets === false && written.row ? merchantOf(written.row, this.box, false) : written.merchant, written.version);
+        if (written.clockCleared) this.cache.setHealth(merchantId, undefined);
         return written;
       } catch (err) {
         if (err instanceof Refusal) throw err.cause;
@@ -199,64 +174,37 @@ export class PgMerchantDirectory implements MerchantDirectory {
     }
   }
 
-  private async write(tx: Queryable, merchantId: string, change: SettingsChange, { ifVersion, idempotency, by }: WriteOptions): Promise<Written> {
-    if (idempotency) {
-      const kept = await tx.query<{ fingerprint: string; result: string }>(
-        `SELECT fingerprint, result FROM merchant_idempotency WHERE key = $1 AND created_at > now() - $2::bigint * interval '1 millisecond'`,
-        [idempotency.key, IDEMPOTENCY_WINDOW_MS],
-      );
-      if (kept.rows[0]) {
-        if (kept.rows[0].fingerprint !== idempotency.fingerprint) throw new Refusal(new IdempotencyKeyReusedError());
-        const cached = this.byIdMap.get(merchantId);
-        const result = JSON.parse(this.box.open(kept.rows[0].result, idempotency.key)) as unknown;
-        return { merchant: cached?.merchant ?? ({ id: merchantId } as Merchant), version: cached?.version ?? 0, created: false, changed: false, result, replayed: true };
-      }
-    }
-    const { rows } = await tx.query<MerchantRow>(`SELECT ${MERCHANT_COLUMNS} FROM merchants WHERE id = $1 FOR UPDATE`, [merchantId]);
-    const row = rows[0];
-    const current = row && merchantOf(row, this.box);
-    const version = row ? Number(row.version) : 0;
-    if (ifVersion !== undefined && ifVersion !== version) throw new Refusal(new VersionMismatchError(merchantId, row ? version : undefined));
-    let next: Merchant | undefined;
+  /**
+   * Moves the failing clock of the merchant's endpoint at `url` from `seen` (as this program holds
+   * it) to `next` (undefined: cleared), unless another dispatcher moved it first or the webhook is
+   * no longer enabled there. The merchant's version does not change; the notification makes the
+   * programs read this clock, not the merchant. Returns whether it wrote.
+   */
+  async recordHealth(merchantId: string, url: string, seen: Health | undefined, next: Health | undefined): Promise<boolean> {
     try {
-      next = change(current);
+      const wrote = await this.db.transaction(async (tx) => {
+        if (!(await writeHealth(tx, merchantId, url, seen, next))) return false;
+        await tx.query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, merchantId]);
+        return true;
+      });
+      if (wrote) this.cache.setHealth(merchantId, next);
+      return wrote;
     } catch (err) {
-      throw new Refusal(err);
+      if (isUnavailable(err)) throw new MerchantStoreUnavailableError(err);
+      throw err;
     }
-    if (next === undefined || isDeepStrictEqual(next, current)) {
-      if (!current) throw new Error(`no settings for merchant ${merchantId}`);
-      // Nothing to record under a key either: a repeat finds nothing to change again.
-      return { merchant: current, version, created: false, changed: false, result: idempotency?.result(current, current), replayed: false };
-    }
-    const columns = columnsOf(next, this.box);
-    if (row) {
-      await tx.query('UPDATE merchants SET public_key = $2, webhook = $3, secrets = $4, version = version + 1, change_xid = pg_current_xact_id(), updated_at = now() WHERE id = $1', [merchantId, ...columns]);
-    } else {
-      await tx.query('INSERT INTO merchants (id, public_key, webhook, secrets, version) VALUES ($1, $2, $3, $4, 1)', [merchantId, ...columns]);
-    }
-    const changes = auditChanges(current, next);
-    if (Object.keys(changes).length > 0) await recordAudit(tx, merchantId, auditAction(current, changes), changes, by ?? { actor: 'service' });
-    const result = idempotency?.result(next, current);
-    if (idempotency) {
-      await tx.query('DELETE FROM merchant_idempotency WHERE created_at < now() - $1::bigint * interval \'1 millisecond\'', [IDEMPOTENCY_WINDOW_MS]);
-      await tx.query('INSERT INTO merchant_idempotency (key, fingerprint, result, merchant_id) VALUES ($1, $2, $3, $4)', [
-        idempotency.key,
-        idempotency.fingerprint,
-        this.box.seal(JSON.stringify(result ?? null), idempotency.key),
-        merchantId,
-      ]);
-    }
-    await tx.query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, merchantId]);
-    return { merchant: next, version: version + 1, created: !row, changed: true, result, replayed: false };
   }
 
   /**
-   * Reads every merchant, a page at a time, from a cursor taken first: nothing committed meanwhile
-   * is missed. The next page is asked for before this one's secrets are opened, so that the
-   * database reads while this process decrypts.
+   * Reads every merchant, a page at a time, from a position taken first: nothing committed
+   * meanwhile is missed. The next page is asked for before this one's secrets are opened, so that
+   * the database reads while this process decrypts. Builds a cache of its own, which then takes
+   * the place of the one held. At start-up (`strict`) a row no key opens stops the program, naming
+   * SECRETS_KEY; later (a reload) the last readable version of it is kept and reported.
    */
-  private async load(progress: () => void): Promise<void> {
-    const cursor = await this.snapshotCursor();
+  private async load(progress: () => void, strict: boolean): Promise<void> {
+    const position = await positionOf(this.db);
+    const cache = new DirectoryCache();
     const pageSize = this.options.pageSize ?? 10_000;
     const page = (after: string) => this.db.query<MerchantRow>(`SELECT ${MERCHANT_COLUMNS} FROM merchants WHERE id > $1 ORDER BY id LIMIT $2`, [after, pageSize]);
     for (let next = page(''); ; ) {
@@ -265,21 +213,44 @@ export class PgMerchantDirectory implements MerchantDirectory {
         next = page(rows[rows.length - 1]!.id);
         next.catch(() => {}); // awaited on the next turn; unawaited only if this page throws
       }
-      // A secret that does not open at start-up is a wrong SECRETS_KEY: stop, naming it, rather
-      // than run without merchants whose events would then be parked as unknown.
-      for (const row of rows) this.apply(merchantOf(row, this.box), Number(row.version));
+      for (const row of rows) {
+        try {
+          cache.apply(this.merchantOf(row), Number(row.version));
+        } catch (err) {
+          if (strict || !(err instanceof SecretsKeyError)) throw err;
+          this.unreadableRow(cache, row);
+          cache.keepFrom(this.cache, row.id);
+        }
+      }
       progress();
       if (rows.length < pageSize) break;
     }
-    this.cursor = cursor;
+    const { rows: clocks } = await this.db.query<HealthRow>(`SELECT ${HEALTH_COLUMNS} FROM endpoint_health WHERE failing_since IS NOT NULL`);
+    for (const row of clocks) cache.setHealth(row.merchant_id, healthOf(row));
+    this.cache = cache;
+    this.position = position;
+    this.polledAt = performance.now();
   }
 
-  private async snapshotCursor(): Promise<string> {
-    const { rows } = await this.db.query<{ xmin: string }>('SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xmin');
-    return rows[0]!.xmin;
+  /** The merchant a row holds, its secrets opened now or on first read; throws SecretsKeyError when no key of this program sealed them. */
+  private merchantOf(row: MerchantRow): Merchant {
+    if (this.options.openSecrets === false && row.secrets && !this.box.holdsKeyOf(row.secrets)) throw new SecretsKeyError(keyIdOf(row.secrets));
+    return merchantOf(row, this.box, this.options.openSecrets !== false);
   }
 
-  /** Reads what changed since the cursor. Calls that come while one runs make it run once more after. */
+  private unreadableRow(cache: DirectoryCache, row: MerchantRow): void {
+    const keyId = row.secrets ? keyIdOf(row.secrets) : undefined;
+    if (!cache.markUnreadable(row.id, Number(row.version), keyId)) return;
+    // Never the value: the merchant, its version and which key sealed it.
+    this.logger.error('merchant row sealed with a key this program lacks (SECRETS_KEY, SECRETS_KEY_PREVIOUS): serving its last readable version', {
+      merchantId: row.id,
+      version: Number(row.version),
+      keyId,
+      servedVersion: cache.versionOf(row.id) ?? null,
+    });
+  }
+
+  /** Reads what changed since the cursor (or everything, see the class). Calls that come while one runs make it run once more after. */
   poll(): Promise<void> {
     if (this.stopped || !this.loaded) return Promise.resolve();
     if (this.polling) {
@@ -290,11 +261,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
       do {
         this.pollAgain = false;
         try {
-          const cursor = await this.snapshotCursor();
-          const { rows } = await this.db.query<MerchantRow>(`SELECT ${MERCHANT_COLUMNS} FROM merchants WHERE change_xid >= $1::xid8`, [this.cursor]);
-          for (const row of rows) this.applyRow(row);
-          this.cursor = cursor;
-          await this.dropDeleted(rows);
+          await this.readChanges();
           if (this.failing) this.logger.info('merchant database reachable again; directory current');
           this.failing = false;
         } catch (err) {
@@ -306,14 +273,49 @@ export class PgMerchantDirectory implements MerchantDirectory {
     return this.polling;
   }
 
+  private async readChanges(): Promise<void> {
+    const position = await positionOf(this.db);
+    const held = this.position!;
+    const reason = reloadReason(held, position) ?? (performance.now() - this.polledAt > TOMBSTONE_KEEP_MS / 2 ? 'no change read for half a day' : undefined);
+    if (reason) {
+      this.logger.info('merchant directory loads every merchant again', { reason });
+      await this.load(() => {}, false);
+      this.reloads++;
+      return;
+    }
+    const since = [held.cursor];
+    const [{ rows }, { rows: tombstones }, { rows: clocks }] = await Promise.all([
+      this.db.query<MerchantRow>(`SELECT ${MERCHANT_COLUMNS} FROM merchants WHERE change_xid >= $1::xid8`, since),
+      this.db.query<{ id_digest: string; version: string }>('SELECT id_digest, version FROM merchant_tombstones WHERE change_xid >= $1::xid8', since),
+      this.db.query<HealthRow>(`SELECT ${HEALTH_COLUMNS} FROM endpoint_health WHERE change_xid >= $1::xid8`, since),
+    ]);
+    for (const row of rows) {
+      // Read again from the cursor until older transactions end: most rows are held already, and not opened again.
+      if ((this.cache.versionOf(row.id) ?? 0) >= Number(row.version)) continue;
+      try {
+        this.cache.apply(this.merchantOf(row), Number(row.version));
+      } catch (err) {
+        if (!(err instanceof SecretsKeyError)) throw err;
+        this.unreadableRow(this.cache, row);
+      }
+    }
+    if (tombstones.length > 0) {
+      const digests = this.cache.digests();
+      for (const tombstone of tombstones) {
+        const id = digests.get(tombstone.id_digest);
+        if (id !== undefined && this.cache.drop(id, Number(tombstone.version))) this.logger.info('merchant deleted; no longer served', { merchantId: id });
+      }
+    }
+    for (const row of clocks) this.cache.setHealth(row.merchant_id, healthOf(row));
+    this.position = position;
+    this.polledAt = performance.now();
+  }
+
   /** LISTEN on a connection of its own, again after each loss (then a poll: notifications meanwhile are lost). */
   private async keepListening(): Promise<void> {
     for (let attempt = 0; !this.stopped; ) {
       try {
-        this.listener = await this.db.listen(CHANGES_CHANNEL, (merchantId) => {
-          if (merchantId && this.named.size < 10_000) this.named.add(merchantId);
-          void this.poll();
-        });
+        this.listener = await this.db.listen(CHANGES_CHANNEL, () => void this.poll());
         attempt = 0;
         if (this.stopped) return void (await this.listener.close());
         void this.poll();
@@ -324,57 +326,6 @@ export class PgMerchantDirectory implements MerchantDirectory {
       if (this.stopped) return;
       await new Promise((resolve) => setTimeout(resolve, Math.min(5_000, 250 * 2 ** attempt++)).unref());
     }
-  }
-
-  /**
-   * Forgets the merchants a NOTIFY named that have no row any more (`webhooks merchants delete`):
-   * their events are then parked as unknown and their keys refused. One missed while this program
-   * was not listening stays until it restarts.
-   */
-  private async dropDeleted(changed: readonly MerchantRow[]): Promise<void> {
-    const named = [...this.named];
-    // A merchant the poll just read back exists: only the others are asked about (a write's NOTIFY names one that does).
-    const read = new Set(changed.map((row) => row.id));
-    const held = named.filter((id) => this.byIdMap.has(id) && !read.has(id));
-    // Kept until read: a poll that fails looks again at the next.
-    const { rows } = held.length > 0 ? await this.db.query<{ id: string }>('SELECT id FROM merchants WHERE id = ANY($1::text[])', [held]) : { rows: [] };
-    for (const id of named) this.named.delete(id);
-    const present = new Set(rows.map((row) => row.id));
-    for (const id of held) {
-      if (present.has(id) || !this.byIdMap.has(id)) continue;
-      const { merchant } = this.byIdMap.get(id)!;
-      this.byIdMap.delete(id);
-      if (this.byKeyMap.get(merchant.publicKey) === id) this.byKeyMap.delete(merchant.publicKey);
-      this.logger.info('merchant deleted; no longer served', { merchantId: id });
-    }
-  }
-
-  private applyRow(row: MerchantRow): void {
-    const version = Number(row.version);
-    if ((this.byIdMap.get(row.id)?.version ?? 0) >= version) return;
-    try {
-      this.apply(merchantOf(row, this.box), version);
-    } catch (err) {
-      // A secret no key opens: keep what is held, and say so (never the value).
-      this.logger.error('merchant row skipped: its secrets do not open', { merchantId: row.id, error: (err as Error).message });
-    }
-  }
-
-  private apply(merchant: Merchant, version: number): void {
-    const held = this.byIdMap.get(merchant.id);
-    if (held && held.version >= version) return;
-    if (held && held.merchant.publicKey !== merchant.publicKey && this.byKeyMap.get(held.merchant.publicKey) === merchant.id) {
-      this.byKeyMap.delete(held.merchant.publicKey);
-    }
-    this.byIdMap.set(merchant.id, { merchant, version });
-    this.byKeyMap.set(merchant.publicKey, merchant.id);
-  }
-}
-
-/** A write refused for what it asked (no such merchant, a stale version, …): rolled back, and thrown as it is. */
-class Refusal extends Error {
-  constructor(override readonly cause: unknown) {
-    super('refused');
   }
 }
 

@@ -1,94 +1,82 @@
+import { createHash } from 'node:crypto';
 import type { Queryable } from '../delivery-store/index.js';
-import { AUDIT_INDEX, AUDIT_TABLE } from './audit.js';
 import type { Merchant, MerchantWebhook } from './schema.js';
 import type { SecretBox } from './secret-box.js';
 
 /**
- * The merchants' tables. A merchant is one row: its settings as JSON without the secrets, the
- * secrets sealed apart (SecretBox), a version that counts its changes (compare-and-set, the admin
- * API's ETag) and the id of the transaction that last changed it (`change_xid`), by which every
- * program's cache finds what changed since it last looked. The limits shared by API replicas and
- * the admin writes' Idempotency-Keys live beside them.
+ * A merchant is one row of `merchants` (libs/migrations/sql): its settings as JSON without the
+ * secrets, the secrets sealed apart (SecretBox), a version that counts its changes (compare-and-set,
+ * the admin API's ETag) and the id of the transaction that last changed it (`change_xid`), by which
+ * every program's cache finds what changed since it last looked. A deleted merchant leaves a
+ * tombstone for a day (`merchant_tombstones`: a digest of its id, its last version), by which the
+ * programs forget it and a merchant created again with that id goes on from that version. The
+ * endpoints' failing clocks are in `endpoint_health` (health.ts), outside the version.
  */
-const STATEMENTS = [
-  `CREATE TABLE IF NOT EXISTS merchants (
-    id text PRIMARY KEY,
-    public_key text NOT NULL UNIQUE,
-    webhook jsonb,
-    secrets text,
-    version bigint NOT NULL,
-    change_xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
-    updated_at timestamptz NOT NULL DEFAULT now()
-  )`,
-  'CREATE INDEX IF NOT EXISTS merchants_changes ON merchants (change_xid)',
-  `CREATE TABLE IF NOT EXISTS merchant_idempotency (
-    key text PRIMARY KEY,
-    fingerprint text NOT NULL,
-    result text NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT now(),
-    merchant_id text
-  )`,
-  'CREATE INDEX IF NOT EXISTS merchant_idempotency_age ON merchant_idempotency (created_at)',
-  `CREATE TABLE IF NOT EXISTS rate_limits (
-    key text PRIMARY KEY,
-    tat timestamptz NOT NULL
-  )`,
-  AUDIT_TABLE,
-  AUDIT_INDEX,
-];
+/** How long a deleted merchant's tombstone is kept: a program that has not polled for half of it loads everything again. */
+export const TOMBSTONE_KEEP_MS = 24 * 3_600_000;
 
-/** The channel a write notifies on commit; its payload is the merchant id. */
+/** What a tombstone keeps of the merchant's id: its digest, so that no row names a deleted merchant. */
+export function idDigest(merchantId: string): string {
+  return createHash('sha256').update(merchantId, 'utf8').digest('base64url');
+}
+
+/** The channel a write notifies on commit (a merchant, a tombstone, an endpoint's health); its payload is the merchant id. */
 export const CHANGES_CHANNEL = 'webhooks_merchants';
 
-/** Made by whichever program starts first; serialised, so two starting at once do not race on CREATE. */
-export async function ensureMerchantTables(db: { transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T> }): Promise<void> {
-  await db.transaction(async (tx) => {
-    await tx.query('SELECT pg_advisory_xact_lock(hashtext($1))', ['webhooks-merchants-schema']);
-    for (const statement of STATEMENTS) await tx.query(statement);
-    await addIdempotencyMerchant(tx);
-  });
-}
-
-/**
- * merchant_idempotency of a database made before its rows named their merchant (so that
- * `webhooks merchants delete` finds them): the column added, nullable, which a program of the
- * version before ignores. Altered only when missing, since ALTER TABLE locks out every writer.
- */
-async function addIdempotencyMerchant(db: Queryable): Promise<void> {
-  const { rows } = await db.query(
-    `SELECT 1 FROM pg_attribute WHERE attrelid = 'merchant_idempotency'::regclass AND attname = 'merchant_id' AND NOT attisdropped`,
-  );
-  if (rows.length === 0) await db.query('ALTER TABLE merchant_idempotency ADD COLUMN merchant_id text');
-}
-
 export const MERCHANT_COLUMNS = 'id, public_key, webhook, secrets, version';
+
+/** The webhook's settings in clear: everything but the secrets' values (a grace secret's expiry is no secret). */
+type ClearWebhook = Omit<MerchantWebhook, 'secret' | 'previousSecrets' | 'failingSince' | 'lastFailureAt'> & { previousSecrets?: Array<{ expiresAt: string }> };
 
 export interface MerchantRow {
   id: string;
   public_key: string;
-  webhook: Omit<MerchantWebhook, 'secret' | 'previousSecrets'> | null;
+  webhook: ClearWebhook | null;
   secrets: string | null;
   version: string | number;
 }
 
-/** What is sealed: the secrets, and nothing else of the webhook. */
+/** What is sealed: the secrets' values, and nothing else (the previous ones in the order of the clear expiries). */
 interface Secrets {
   secret: string;
-  previousSecrets?: MerchantWebhook['previousSecrets'];
+  previous?: string[];
 }
 
-export function merchantOf(row: MerchantRow, box: SecretBox): Merchant {
+/**
+ * The merchant a row holds. `open: false` opens no secret now: `secret` and each grace secret's
+ * `secret` are opened on first read (and kept), so a program that never signs (the API) never
+ * decrypts one; every other field is there at once.
+ */
+export function merchantOf(row: MerchantRow, box: SecretBox, open = true): Merchant {
   if (!row.webhook || !row.secrets) return { id: row.id, publicKey: row.public_key };
-  const secrets = JSON.parse(box.open(row.secrets, row.id)) as Secrets;
-  return { id: row.id, publicKey: row.public_key, webhook: { ...row.webhook, ...secrets } as MerchantWebhook };
+  const { previousSecrets: expiries, ...settings } = row.webhook;
+  const sealed = row.secrets;
+  if (open) {
+    const { secret, previous } = JSON.parse(box.open(sealed, row.id)) as Secrets;
+    const grace = expiries?.map(({ expiresAt }, i) => ({ secret: previous?.[i] ?? '', expiresAt }));
+    return { id: row.id, publicKey: row.public_key, webhook: { ...settings, secret, ...(grace?.length ? { previousSecrets: grace } : {}) } as MerchantWebhook };
+  }
+  let opened: Secrets | undefined;
+  const secrets = () => (opened ??= JSON.parse(box.open(sealed, row.id)) as Secrets);
+  const webhook = { ...settings } as MerchantWebhook;
+  Object.defineProperty(webhook, 'secret', { enumerable: true, configurable: true, get: () => secrets().secret });
+  if (expiries?.length) {
+    webhook.previousSecrets = expiries.map(({ expiresAt }, i) => {
+      const grace = { expiresAt } as { secret: string; expiresAt: string };
+      Object.defineProperty(grace, 'secret', { enumerable: true, configurable: true, get: () => secrets().previous?.[i] ?? '' });
+      return grace;
+    });
+  }
+  return { id: row.id, publicKey: row.public_key, webhook };
 }
 
-/** The row's columns for a merchant: [public_key, webhook, secrets]. */
+/** The row's columns for a merchant: [public_key, webhook, secrets]. The failing clock is not the row's (endpoint_health). */
 export function columnsOf(merchant: Merchant, box: SecretBox): [string, string | null, string | null] {
   if (!merchant.webhook) return [merchant.publicKey, null, null];
-  const { secret, previousSecrets, ...settings } = merchant.webhook;
-  const sealed = box.seal(JSON.stringify(previousSecrets?.length ? { secret, previousSecrets } : { secret }), merchant.id);
-  return [merchant.publicKey, JSON.stringify(settings), sealed];
+  const { secret, previousSecrets, failingSince: _since, lastFailureAt: _last, ...settings } = merchant.webhook;
+  const clear: ClearWebhook = previousSecrets?.length ? { ...settings, previousSecrets: previousSecrets.map(({ expiresAt }) => ({ expiresAt })) } : settings;
+  const sealed = box.seal(JSON.stringify(previousSecrets?.length ? { secret, previous: previousSecrets.map((grace) => grace.secret) } : { secret }), merchant.id);
+  return [merchant.publicKey, JSON.stringify(clear), sealed];
 }
 
 /**

@@ -43,6 +43,11 @@ export class SecretBox {
     }
   }
 
+  /** Whether a key this box holds sealed `sealed` (checked without opening it). */
+  holdsKeyOf(sealed: string): boolean {
+    return this.keys.has(keyIdOf(sealed) ?? '');
+  }
+
   /** Whether `sealed` was sealed with the current key (a re-encryption skips it). */
   isCurrent(sealed: string): boolean {
     return sealed.startsWith(`v1:${this.current.id}:`);
@@ -55,6 +60,12 @@ export class SecretsKeyError extends Error {
     super(`a stored secret does not open with SECRETS_KEY or SECRETS_KEY_PREVIOUS (sealed with key ${keyId ?? 'unknown'})`);
     this.name = 'SecretsKeyError';
   }
+}
+
+/** The id of the key that sealed a value (`v1:<key id>:…`), or undefined when it is not one. */
+export function keyIdOf(sealed: string): string | undefined {
+  const [version, id] = sealed.split(':', 2);
+  return version === 'v1' ? id : undefined;
 }
 
 /** Eight characters of the key's SHA-256: names the key in a sealed value without revealing it. */

@@ -6,7 +6,7 @@ import { PLATFORM_MERCHANT_ID } from '../contracts/merchant-id.js';
 import { isBlockedAddress } from '../http/address-guard.js';
 import type { Actor } from './audit.js';
 import type { PgMerchantDirectory } from './pg-directory.js';
-import { graceSecrets } from './directory.js';
+import { graceExpiries, graceSecrets } from './directory.js';
 import { type DisabledReason, MAX_GRACE_SECRETS, type Merchant, type MerchantWebhook, webhookEventsSchema } from './schema.js';
 
 /**
@@ -192,7 +192,7 @@ export interface MerchantView {
 
 export function viewOf(merchant: Merchant, now: Date): MerchantView {
   const webhook = merchant.webhook;
-  const grace = webhook ? graceSecrets(webhook, now) : [];
+  const grace = webhook ? graceExpiries(webhook, now) : [];
   return {
     id: merchant.id,
     publicKey: merchant.publicKey,
@@ -236,19 +236,27 @@ export type Written<T> = T & { replayed: boolean; version: number };
 /**
  * A webhook's state across a write: turned off now, it says why (`manual`: an operator) and when;
  * left off, it keeps the reason and time it had; turned on, or pointed elsewhere, it starts over
- * (no reason, no failing clock). Only the service itself writes `failing`.
+ * (no reason, no failing clock). Only the service itself writes `failing`. An operator's write that
+ * says `enabled: false` (`disabling`) makes the disable the operator's, whatever turned it off
+ * before (auto-disable, the merchant): the portal may not undo it, and would otherwise.
  */
-export function withStatus(kept: MerchantWebhook | undefined, next: MerchantWebhook, now: Date, by: 'operator' | 'merchant' = 'operator'): MerchantWebhook {
+export function withStatus(kept: MerchantWebhook | undefined, next: MerchantWebhook, now: Date, by: 'operator' | 'merchant' = 'operator', disabling = false): MerchantWebhook {
   const { disabledReason: _reason, disabledAt: _at, disabledBy: _by, failingSince: _since, lastFailureAt: _last, ...base } = next;
   const clock = kept?.failingSince ? { failingSince: kept.failingSince, ...(kept.lastFailureAt ? { lastFailureAt: kept.lastFailureAt } : {}) } : {};
   if (!next.enabled) {
-    if (kept && !kept.enabled && kept.disabledReason) {
+    const operatorTakesOver = disabling && by === 'operator' && !disabledByOperator(kept);
+    if (kept && !kept.enabled && kept.disabledReason && !operatorTakesOver) {
       return { ...base, disabledReason: kept.disabledReason, ...(kept.disabledAt ? { disabledAt: kept.disabledAt } : {}), ...(kept.disabledBy ? { disabledBy: kept.disabledBy } : {}), ...clock };
     }
-    return { ...base, disabledReason: 'manual', disabledAt: now.toISOString(), disabledBy: by };
+    return { ...base, disabledReason: 'manual', disabledAt: now.toISOString(), disabledBy: by, ...(operatorTakesOver ? clock : {}) };
   }
   if (kept?.enabled && kept.url === next.url) return { ...base, ...clock };
   return base;
+}
+
+/** Off by the platform's operator (admin API, CLI): only the operator turns it on again. */
+export function disabledByOperator(webhook: MerchantWebhook | undefined): boolean {
+  return !!webhook && !webhook.enabled && webhook.disabledReason === 'manual' && webhook.disabledBy !== 'merchant';
 }
 
 /**
@@ -298,6 +306,8 @@ export interface WriteGuards {
   ifVersion?: number;
   /** Who writes: the platform's operator (the default) or the merchant through the portal, who may not undo the operator. */
   by?: 'operator' | 'merchant';
+  /** A PUT whose `enabled` is the merchant's current value carried over (the CLI's set without --enable/--disable), not a disable. */
+  enabledCarriedOver?: boolean;
   /** Who and from where, for the audit trail (`admin:<sub>`, `portal:<session>`, `cli`). */
   actor?: Actor;
 }
@@ -358,6 +368,8 @@ export class MerchantSettings {
             kept && graceSecrets(kept, this.now()),
           ),
           this.now(),
+          guards.by,
+          !input.webhook.enabled && !guards.enabledCarriedOver,
         );
       }
       return { id: merchantId, publicKey: input.publicKey, ...(webhook ? { webhook } : {}) };
@@ -382,10 +394,10 @@ export class MerchantSettings {
       } as MerchantWebhook;
       if (patch.webhook.events === null) delete webhook.events;
       else if (patch.webhook.events) webhook.events = patch.webhook.events;
-      if (guards.by === 'merchant' && webhook.enabled && kept && !kept.enabled && kept.disabledReason === 'manual' && kept.disabledBy !== 'merchant') {
+      if (guards.by === 'merchant' && webhook.enabled && disabledByOperator(kept)) {
         throw new DisabledByOperatorError(merchantId);
       }
-      return { ...rest, publicKey, webhook: withStatus(kept, webhook, this.now(), guards.by) };
+      return { ...rest, publicKey, webhook: withStatus(kept, webhook, this.now(), guards.by, patch.webhook.enabled === false) };
     });
   }
 

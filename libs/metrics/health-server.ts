@@ -19,6 +19,8 @@ export async function startHealthServer(options: {
   ready: () => boolean;
   /** Named in /readyz's answer while not ready: what the program is waiting for. */
   waitingFor?: () => string | undefined;
+  /** Why, when there is more to say (the schema version, and the command to run). */
+  detail?: () => string | undefined;
 }): Promise<HealthServer> {
   const server = createServer((req, res) => {
     if (req.method !== 'GET') return void res.writeHead(405, { allow: 'GET' }).end();
@@ -27,7 +29,7 @@ export async function startHealthServer(options: {
       const ready = options.ready();
       return void res
         .writeHead(ready ? 200 : 503, { 'content-type': 'application/json' })
-        .end(JSON.stringify(ready ? { status: 'ready' } : { status: 'not ready', waitingFor: options.waitingFor?.() }));
+        .end(JSON.stringify(ready ? { status: 'ready' } : { status: 'not ready', waitingFor: options.waitingFor?.(), detail: options.detail?.() }));
     }
     if (req.url === '/metrics') {
       options.registry.metrics().then(

@@ -28,6 +28,8 @@ export const METRIC_NAMES = {
   endpointsDisabled: 'webhooks_endpoints_disabled',
   /** gauge: enabled webhooks whose failing clock runs (failed a tenth of ENDPOINT_DISABLE_AFTER without a success) */
   endpointsFailing: 'webhooks_endpoints_failing',
+  /** gauge: merchants whose newest row this program cannot open (sealed with a key it lacks): it serves their last readable version */
+  merchantsUnreadable: 'webhooks_merchants_unreadable',
   /** counter {type}: operational events published (endpoint.disabled, message.attempt.failing, ...) */
   operationalEvents: 'webhooks_operational_events_total',
   /** gauge {queue}: messages ready in dispatch, retry tiers and invalid */

@@ -31,36 +31,37 @@ export class PortalLinkError extends Error {
   }
 }
 
+/** Dead tokens and session ids one replica remembers (about 100 bytes each); past it the oldest is forgotten. */
+export const REMEMBERED_DEAD_TOKENS = 10_000;
+
+/** A session id or link token of ours that found nothing; `session` for a session id. */
+type Dead = PortalLinkError['reason'] | 'session';
+
+/**
+ * What this replica learnt is dead: a session id that found no live session, a link token refused.
+ * Neither ever comes back (a session is never revived, a link is used once), so a replay of one is
+ * answered from here without a query, and counts against nobody: the one who replays a dead
+ * session id behind a NAT address holds up no one else there.
+ */
+class DeadTokens {
+  private readonly dead = new Map<string, Dead>();
+
+  constructor(private readonly max: number) {}
+
+  get(token: string): Dead | undefined {
+    return this.dead.get(token);
+  }
+
+  add(token: string, why: Dead): void {
+    this.dead.delete(token);
+    // A Map keeps insertion order: the first key is the oldest.
+    if (this.dead.size >= this.max) this.dead.delete(this.dead.keys().next().value!);
+    this.dead.set(token, why);
+  }
+}
+
 /** A session that idles this long ends, whatever its link's expiry. */
 export const PORTAL_IDLE_TIMEOUT_MS = 30 * 60_000;
-
-const STATEMENTS = [
-  `CREATE TABLE IF NOT EXISTS portal_links (
-    token_hash text PRIMARY KEY,
-    merchant_id text NOT NULL,
-    permissions text[] NOT NULL,
-    key_digest text NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT now(),
-    expires_at timestamptz NOT NULL,
-    redeemed_at timestamptz
-  )`,
-  'CREATE INDEX IF NOT EXISTS portal_links_expiry ON portal_links (expires_at)',
-  'CREATE INDEX IF NOT EXISTS portal_links_merchant ON portal_links (merchant_id)',
-  `CREATE TABLE IF NOT EXISTS portal_sessions (
-    session_hash text PRIMARY KEY,
-    merchant_id text NOT NULL,
-    link_hash text NOT NULL,
-    permissions text[] NOT NULL,
-    csrf_token text NOT NULL,
-    key_digest text NOT NULL,
-    link_created_at timestamptz NOT NULL,
-    last_seen_at timestamptz NOT NULL DEFAULT now(),
-    expires_at timestamptz NOT NULL
-  )`,
-  'CREATE INDEX IF NOT EXISTS portal_sessions_expiry ON portal_sessions (expires_at)',
-  'CREATE INDEX IF NOT EXISTS portal_sessions_merchant ON portal_sessions (merchant_id)',
-  'CREATE INDEX IF NOT EXISTS portal_sessions_link ON portal_sessions (link_hash)',
-];
 
 const digest = (secret: string) => createHash('sha256').update(secret).digest('base64url');
 
@@ -116,10 +117,10 @@ const SESSION_COLUMNS = 'merchant_id, permissions, csrf_token, expires_at, link_
  * rows, so a link minted by one is redeemed on another, and its single use is one UPDATE that only
  * one replica can win (nothing kept in memory). Only digests of the link's token and of the
  * session id are stored: a copy of the table opens no session. Expiry and idling are judged by
- * PostgreSQL's clock, the same for every replica.
+ * PostgreSQL's clock, the same for every replica. The tables are made by libs/migrations/sql.
  */
 export class PortalSessions {
-  private schema?: Promise<void>;
+  private readonly dead = new DeadTokens(REMEMBERED_DEAD_TOKENS);
 
   constructor(
     private readonly db: Queryable,
@@ -132,9 +133,13 @@ export class PortalSessions {
     return this.signer.verify(token);
   }
 
+  /** Whether this replica already found `token` dead (a session id, or a link refused): known without a query. */
+  knownDead(token: string): boolean {
+    return this.dead.get(token) !== undefined;
+  }
+
   /** A link's token (shown once, in the URL) valid until `expiresAt`, for the merchant whose key has `keyDigest` now. */
   async createLink(merchantId: string, permissions: readonly PortalPermission[], lifetimeMs: number, keyDigest: string): Promise<{ token: string; expiresAt: string }> {
-    await this.ready();
     const token = this.signer.make();
     const rows = await this.run<{ expires_at: Date | string }>(
       `INSERT INTO portal_links (token_hash, merchant_id, permissions, key_digest, expires_at)
@@ -153,7 +158,8 @@ export class PortalSessions {
    */
   async redeem(token: string): Promise<{ sessionId: string; session: PortalSession }> {
     if (!this.signer.verify(token)) throw new PortalLinkError('unknown');
-    await this.ready();
+    const dead = this.dead.get(token);
+    if (dead) throw new PortalLinkError(dead === 'session' ? 'unknown' : dead);
     const sessionId = this.signer.make();
     const csrf = randomBytes(32).toString('base64url');
     const rows = await this.run<SessionRow>(
@@ -169,51 +175,40 @@ export class PortalSessions {
     if (rows[0]) return { sessionId, session: sessionOf(rows[0]) };
     const known = await this.run<{ used: boolean }>('SELECT redeemed_at IS NOT NULL AS used FROM portal_links WHERE token_hash = $1', [digest(token)]);
     if (known[0]?.used) await this.run('DELETE FROM portal_sessions WHERE link_hash = $1', [digest(token)]);
-    throw new PortalLinkError(known[0] === undefined ? 'unknown' : known[0].used ? 'used' : 'expired');
+    const refused = new PortalLinkError(known[0] === undefined ? 'unknown' : known[0].used ? 'used' : 'expired');
+    this.dead.add(token, refused.reason);
+    throw refused;
   }
 
   /** The live session of this cookie value, marked as seen now; undefined when unknown, expired or idle too long. */
   async session(sessionId: string): Promise<PortalSession | undefined> {
-    if (!this.signer.verify(sessionId)) return undefined;
-    await this.ready();
+    if (!this.signer.verify(sessionId) || this.knownDead(sessionId)) return undefined;
     const rows = await this.run<SessionRow>(
       `UPDATE portal_sessions SET last_seen_at = now()
        WHERE session_hash = $1 AND expires_at > now() AND last_seen_at > now() - $2::bigint * interval '1 millisecond'
        RETURNING ${SESSION_COLUMNS}`,
       [digest(sessionId), this.idleTimeoutMs],
     );
+    if (!rows[0]) this.dead.add(sessionId, 'session');
     return rows[0] && sessionOf(rows[0]);
   }
 
   async end(sessionId: string): Promise<void> {
     await this.run('DELETE FROM portal_sessions WHERE session_hash = $1', [digest(sessionId)]);
+    this.dead.add(sessionId, 'session');
   }
 
   /** Ends every session of the merchant and every link not used yet; returns how many of each. */
   async endMerchant(merchantId: string): Promise<{ sessions: number; links: number }> {
-    await this.ready();
     const sessions = await this.run('DELETE FROM portal_sessions WHERE merchant_id = $1 RETURNING 1', [merchantId]);
     const links = await this.run('DELETE FROM portal_links WHERE merchant_id = $1 AND redeemed_at IS NULL RETURNING 1', [merchantId]);
     return { sessions: sessions.length, links: links.length };
-  }
-
-  /** Made on first use by whichever replica comes first; a failure is tried again on the next call. */
-  private ready(): Promise<void> {
-    this.schema ??= (async () => {
-      for (const statement of STATEMENTS) await this.run(statement, []);
-    })().catch((err: unknown) => {
-      this.schema = undefined;
-      throw err;
-    });
-    return this.schema;
   }
 
   private async run<R>(text: string, params: unknown[]): Promise<R[]> {
     try {
       return (await this.db.query<R>(text, params)).rows;
     } catch (err) {
-      // Two replicas creating the tables at the same moment: the loser's statement fails once.
-      if ((err as { code?: string })?.code === '23505' && text.startsWith('CREATE')) return [];
       throw new LogUnavailableError(err);
     }
   }

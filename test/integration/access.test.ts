@@ -53,24 +53,29 @@ describe('development mode is explicit', () => {
     expect(result.stderr).toContain('Invalid configuration: AUTH_JWKS_URL: must be https outside development mode');
   });
 
-  it.each([['WEBHOOKS_DEV=true', { WEBHOOKS_DEV: 'true' }], ['NODE_ENV=development', { NODE_ENV: 'development' }]])(
-    'starts with the development merchants and token secret with %s',
-    async (_name, flag) => {
-      // Its own directory for the embedded database (.data/), with the repository's development merchants.
-      const cwd = mkdtempSync(join(tmpdir(), 'access-dev-'));
-      symlinkSync(resolve('config'), join(cwd, 'config'));
-      const program = startProgram(resolve(API), { ...base, LOG_LEVEL: 'info', ...flag }, [], cwd);
-      try {
-        await waitFor('listening', () => program.output.stdout.includes('api listening'), 30_000);
-        expect(program.output.stdout).toContain('development merchants written to the embedded database');
-        expect(program.output.stdout).toMatch(/"merchants":2,"message":"merchant directory loaded"/);
-      } finally {
-        program.child.kill('SIGTERM');
-        expect((await program.finished).code).toBe(0);
-        rmSync(cwd, { recursive: true, force: true });
-      }
-    },
-  );
+  it('starts with the development merchants and token secret with WEBHOOKS_DEV=true, and warns that it is development mode', async () => {
+    // Its own directory for the embedded database (.data/), with the repository's development merchants.
+    const cwd = mkdtempSync(join(tmpdir(), 'access-dev-'));
+    symlinkSync(resolve('config'), join(cwd, 'config'));
+    const program = startProgram(resolve(API), { ...base, LOG_LEVEL: 'info', WEBHOOKS_DEV: 'true' }, [], cwd);
+    try {
+      // Opening a new PGlite takes over 30 s on a busy machine.
+      await waitFor('listening', () => program.output.stdout.includes('api listening'), 100_000);
+      expect(program.output.stdout).toContain('development merchants written to the embedded database');
+      expect(program.output.stdout).toMatch(/"merchants":2,"message":"merchant directory loaded"/);
+      expect(program.output.stdout).toMatch(/"level":"warn".*development mode is on \(WEBHOOKS_DEV=true\)/);
+    } finally {
+      program.child.kill('SIGTERM');
+      expect((await program.finished).code).toBe(0);
+      rmSync(cwd, { recursive: true, force: true });
+    }
+  }, 120_000);
+
+  it('never infers development mode from NODE_ENV=development: the production checks stand, naming the variables', async () => {
+    const result = await runProgram(API, { ...base, NODE_ENV: 'development' });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/Invalid configuration: .*DATABASE_URL/);
+  });
 });
 
 describe('the resend API checks tokens as configured', () => {

@@ -10,7 +10,6 @@ import { waitFor } from '../support/wait.js';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ensureMerchantTables } from '../../libs/merchants/index.js';
 
 const CLI = 'dist/apps/cli/main.js';
 
@@ -227,7 +226,6 @@ describe('webhooks failed (operator CLI on the failure index)', () => {
   it('reads the merchant from the merchants table without MERCHANTS_FILE: a disabled webhook stops the resend, an unknown merchant exits 3', async () => {
     const { reference } = await failedEvent(merchants.bob, 'payout');
     const db = harness.database;
-    await ensureMerchantTables({ transaction: (work) => work({ query: async (text: string, params?: unknown[]) => ({ rows: await db.query(text, params) }) } as never) });
     await db.query(`INSERT INTO merchants (id, public_key, webhook, version) VALUES ($1, 'pk_test_cli_failed_bob', $2::jsonb, 1)`, [
       merchants.bob.id,
       JSON.stringify({ url: merchants.bob.webhook!.url, enabled: false }),

@@ -112,13 +112,16 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
     expect(program.byId('m_new')).toBeUndefined();
   });
 
-  it('honours development mode as the API does: loopback http URLs with WEBHOOKS_DEV=true or NODE_ENV=development', async () => {
+  it('honours development mode as the API does: loopback http URLs with WEBHOOKS_DEV=true, never with NODE_ENV=development alone', async () => {
     const dev = await runProgram(CLI, { ...env, WEBHOOKS_DEV: 'true' }, ['merchants', 'set', 'm_dev', '--public-key', 'pk_dev_00001', '--url', 'http://127.0.0.1:4400/webhooks']);
     expect(dev.stderr).toContain('merchant m_dev created');
     expect(dev.code).toBe(0);
     const node = await runProgram(CLI, { ...env, NODE_ENV: 'development' }, ['merchants', 'set', 'm_node', '--public-key', 'pk_node_0001', '--url', 'http://127.0.0.1:4401/webhooks']);
-    expect(node.stderr).toContain('merchant m_node created');
-    expect(node.code).toBe(0);
+    expect(node.code).toBe(2);
+    expect(node.stderr).toContain('https');
+    expect(program.byId('m_node')).toBeUndefined();
+    const later = await runProgram(CLI, { ...env, WEBHOOKS_DEV: 'true' }, ['merchants', 'set', 'm_node', '--public-key', 'pk_node_0001', '--url', 'http://127.0.0.1:4401/webhooks']);
+    expect(later.code).toBe(0);
     await waitFor('program applied both', () => program.byId('m_dev') !== undefined && program.byId('m_node') !== undefined, 5_000);
     expect(program.byId('m_dev')!.webhook!.url).toBe('http://127.0.0.1:4400/webhooks');
   });

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { BrokerConnection, type ConsumeOptions } from '../../libs/broker/index.js';
 import { type DeliveryRecordInput, DeliveryRecorder } from '../../libs/delivery-log/index.js';
 import pg from 'pg';
-import { type Database, deliveryLogQueries, DeliveryLogRecorder, dropExpiredPartitions, ensureSchema, LogHealth, openPostgres } from '../../libs/delivery-store/index.js';
+import { type Database, deliveryLogQueries, DeliveryLogRecorder, dropExpiredPartitions, LogHealth, openPostgres } from '../../libs/delivery-store/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { declareQueueSpec, deliveriesSpec, topologyNames } from '../../libs/topology/index.js';
 import { brokerUrl, TestBroker, uniquePrefix } from '../support/broker.js';
@@ -127,9 +127,6 @@ describe('the delivery log under poison, size, silence and redeliveries', () => 
     }
     // The first batch is held (its offset row locked), so that what follows piles up as after an
     // outage, and the next batch takes as much as the recorder allows.
-    const session = await database.session();
-    await ensureSchema(session);
-    await session.close();
     await db.query('INSERT INTO delivery_log_offsets (stream, next_offset) VALUES ($1, 0)', [stream]);
     const holder = new pg.Client({ connectionString: db.url });
     await holder.connect();

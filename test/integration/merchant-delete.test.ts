@@ -1,6 +1,6 @@
-import { type Database, ensureSchema, openPostgres } from '../../libs/delivery-store/index.js';
+import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
-import { MERCHANT_TABLES, MerchantSettings, PgMerchantDirectory, SecretBox, TABLES_WITHOUT_MERCHANT_DATA, ensureMerchantTables } from '../../libs/merchants/index.js';
+import { MERCHANT_TABLES, MerchantSettings, PgMerchantDirectory, SecretBox, TABLES_WITHOUT_MERCHANT_DATA } from '../../libs/merchants/index.js';
 import { PortalSessions, TokenSigner } from '../../libs/portal/index.js';
 import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
@@ -27,8 +27,6 @@ describe('webhooks merchants delete', () => {
     db = await createTestDatabase('merchant_delete');
     env.DATABASE_URL = db.url;
     database = openPostgres(db.url);
-    await ensureSchema(database);
-    await ensureMerchantTables(database);
     directory = new PgMerchantDirectory(database, new SecretBox(Buffer.from(TEST_SECRETS_KEY, 'base64')), silentLogger());
     await directory.start();
     const settings = new MerchantSettings(directory, { allowHttp: false, allowPrivateTargets: false });
@@ -40,6 +38,7 @@ describe('webhooks merchants delete', () => {
       const link = await portal.createLink(id, ['resend'], 60_000, 'digest');
       await portal.redeem(link.token);
       await db.query(`INSERT INTO rate_limits (key, tat) VALUES ($1, now()), ($2, now())`, [`resend:${id}`, `portal-settings:${id}`]);
+      await db.query(`INSERT INTO endpoint_health (merchant_id, url, failing_since, last_failure_at) VALUES ($1, $2, now(), now())`, [id, `https://hooks${n}.example.com/`]);
       await db.query(
         `INSERT INTO delivery_webhooks (merchant_id, webhook_id, first_seen_at, seq, event, refs, merchant_refs, payload, status, attempts, last_record_at)
          VALUES ($1, 'evt_1', now(), $2, 'payout', '{ref}', ARRAY[$1 || chr(31) || 'ref'], '{"amount":1}', 'failed', 1, now())`,

@@ -155,13 +155,19 @@ describe('operational events and auto-disable', () => {
 
   it('disables an endpoint failing for ENDPOINT_DISABLE_AFTER once, with two dispatchers and one restarted mid-way, and publishes endpoint.disabled once', async () => {
     await merchant('m_dead');
+    const etag = (await admin('GET', 'm_dead')).headers.get('etag');
     answers.set('m_dead', 404);
     const load = traffic('m_dead', 20);
     try {
-      // The failing clock is in the merchants table: a restart does not start it over. (Which
-      // dispatcher's first failure it holds may change by a few ms while both start it at once,
-      // so what is checked is that it is older than the restart, not its exact value.)
+      // The failing clock is in PostgreSQL (endpoint_health): a restart does not start it over.
+      // (Which dispatcher's first failure it holds may change by a few ms while both start it at
+      // once, so what is checked is that it is older than the restart, not its exact value.)
       await waitFor('failing clock recorded', () => webhookOf('m_dead')?.failingSince, 5_000);
+      // ...and outside the merchant's version: a dashboard holding the ETag is not refused for it.
+      const first = webhookOf('m_dead')?.lastFailureAt;
+      await waitFor('the clock refreshed', () => webhookOf('m_dead')?.lastFailureAt !== first, 5_000);
+      await waitFor('the admin API to show the clock', async () => ((await admin('GET', 'm_dead')).body as any).data.webhook.failingSince !== null, 5_000);
+      expect((await admin('GET', 'm_dead')).headers.get('etag')).toBe(etag);
       await dispatcherB.stop();
       const restartedAt = Date.now();
       dispatcherB = await startOne();
@@ -218,7 +224,8 @@ describe('operational events and auto-disable', () => {
       for (const directory of directories) await directory.start();
       // Failing for longer than the threshold, as the dispatchers recorded it.
       const since = new Date(Date.now() - 2 * DISABLE_AFTER_MS).toISOString();
-      await directories[0]!.update('m_race', (current) => ({ ...current!, webhook: { ...current!.webhook!, failingSince: since, lastFailureAt: new Date().toISOString() } }));
+      const url = `${merchantServer.url}/m_race`;
+      expect(await directories[0]!.recordHealth('m_race', url, undefined, { url, failingSince: since, lastFailureAt: new Date().toISOString() })).toBe(true);
       await waitFor('both read the clock', () => directories.every((d) => d.byId('m_race')?.webhook?.failingSince === since), 5_000);
       const operations = directories.map((directory, i) => new Operations({ merchants: directory, writer: directory, publisher: publishers[i]!, logger: silentLogger() }, { disableAfterMs: DISABLE_AFTER_MS, intervalMs: 3_600_000 }));
       const intake: IntakeEvent = {

@@ -1,4 +1,5 @@
 import { request } from 'node:http';
+import pg from 'pg';
 import type { ApiProgram } from '../../apps/api/program.js';
 import type { Queryable } from '../../libs/delivery-store/index.js';
 import { adminToken, type Answer, call, expectDocumented, seen, startTestApi, waitReady } from '../support/api.js';
@@ -8,8 +9,8 @@ import { Receiver } from '../support/receiver.js';
 /**
  * The portal against whoever holds a leaked link or an ended session, outside development mode,
  * through two real API replicas and PostgreSQL: links built from PORTAL_PUBLIC_URL only, Secure
- * cookies, and per client address (TRUST_PROXY, X-Forwarded-For) one limit on link exchanges and
- * failed session lookups that both replicas enforce; forged tokens and cookies cost no query.
+ * cookies, and per client address (TRUST_PROXY, X-Forwarded-For) one limit on link exchanges that
+ * both replicas enforce; forged tokens and cookies cost no query, dead ones one per replica.
  */
 describe('the portal outside development mode: links, cookies and per-address limits', () => {
   let stack: PortalStack;
@@ -94,14 +95,13 @@ describe('the portal outside development mode: links, cookies and per-address li
   });
 
   it('refuses the 31st link exchange of a minute from one address on either replica, 429 with Retry-After, and not another address', async () => {
-    const url = await stack.link('m_l', undefined, apiA);
     const from = '198.51.100.7';
-    // The first opens a session; the next 29 are second uses (each a query): all count.
+    // 30 links, each exchanged once: every exchange counts, whether it opens a session or not.
     const answers: Answer[] = [];
-    for (let i = 0; i < 30; i++) answers.push(await exchange(i % 2 === 0 ? apiA : apiB, tokenOf(url), from));
-    expect(answers.map((a) => a.status)).toEqual([201, ...Array(29).fill(401)]);
+    for (let i = 0; i < 30; i++) answers.push(await exchange(i % 2 === 0 ? apiA : apiB, tokenOf(await stack.link('m_l', undefined, apiA)), from));
+    expect(answers.map((a) => a.status)).toEqual(Array(30).fill(201));
     for (const api of [apiA, apiB, apiA]) {
-      const refused = await exchange(api, tokenOf(url), from);
+      const refused = await exchange(api, tokenOf(await stack.link('m_l', undefined, apiA)), from);
       expect(code(refused)).toEqual([429, 'rate_limited']);
       const retryAfter = Number(refused.headers.get('retry-after'));
       expect(retryAfter).toBeGreaterThanOrEqual(1);
@@ -114,28 +114,44 @@ describe('the portal outside development mode: links, cookies and per-address li
     expect(code(await exchange(apiA, forged(1), from))).toEqual([401, 'portal_link_invalid']);
   });
 
-  it('counts failed session lookups (an ended session) per address the same way, on both replicas', async () => {
-    const opened = await exchange(apiA, tokenOf(await stack.link('m_l', undefined, apiA)), '192.0.2.50');
+  it('answers a replayed dead link or session id from memory: behind one NAT address it costs a query per replica, counts against no one, and holds up no live session', async () => {
+    const nat = '192.0.2.60';
+    const url = await stack.link('m_l', undefined, apiA);
+    const opened = await exchange(apiA, tokenOf(url), nat);
     const cookie = opened.headers.get('set-cookie')!.split(';')[0]!;
-    const live = await exchange(apiA, tokenOf(await stack.link('m_l', undefined, apiA)), '192.0.2.51');
+    const live = await exchange(apiA, tokenOf(await stack.link('m_l', undefined, apiA)), nat);
     const liveCookie = live.headers.get('set-cookie')!.split(';')[0]!;
-    expect((await lookup(apiB, cookie, '192.0.2.60')).status).toBe(200);
-    // The operator revokes a session, then someone keeps replaying its cookie from one address.
+    // The session is logged out; someone behind the same address keeps replaying its cookie and its link.
     const csrf = (opened.body as { data: { csrfToken: string } }).data.csrfToken;
-    const out = await call(apiA, '/portal/api/logout', { method: 'POST', headers: { cookie, 'x-csrf-token': csrf, 'x-forwarded-for': '192.0.2.50' } });
-    expect(out.status).toBe(200);
-    const from = '192.0.2.60';
-    const answers: Answer[] = [];
-    for (let i = 0; i < 30; i++) answers.push(await lookup(i % 2 === 0 ? apiB : apiA, cookie, from));
-    expect(answers.map(code)).toEqual(Array(30).fill([401, 'portal_session_required']));
-    for (const api of [apiA, apiB]) {
-      const refused = await lookup(api, cookie, from);
-      expect(code(refused)).toEqual([429, 'rate_limited']);
-      expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect((await call(apiA, '/portal/api/logout', { method: 'POST', headers: { cookie, 'x-csrf-token': csrf, 'x-forwarded-for': nat } })).status).toBe(200);
+    expect(code(await lookup(apiB, cookie, nat))).toEqual([401, 'portal_session_required']);
+    expect(code(await exchange(apiA, tokenOf(url), nat))).toEqual([401, 'portal_link_used']);
+    expect(code(await exchange(apiB, tokenOf(url), nat))).toEqual([401, 'portal_link_used']);
+    const before = logQueries;
+    const rowsBefore = await limitRows(nat);
+    for (let i = 0; i < 60; i++) {
+      const api = i % 2 === 0 ? apiA : apiB;
+      expect(code(await lookup(api, cookie, nat))).toEqual([401, 'portal_session_required']);
+      expect(code(await exchange(api, tokenOf(url), nat))).toEqual([401, 'portal_link_used']);
     }
-    // A live session from another address is not held up.
-    expect((await lookup(apiA, liveCookie, '192.0.2.61')).status).toBe(200);
-    expect((await lookup(apiB, liveCookie, '192.0.2.61')).status).toBe(200);
+    expect(logQueries - before).toBe(0);
+    expect(await limitRows(nat)).toBe(rowsBefore);
+    // The merchant behind the same address keeps its session, and may still open a new link.
+    expect((await lookup(apiA, liveCookie, nat)).status).toBe(200);
+    expect((await lookup(apiB, liveCookie, nat)).status).toBe(200);
+    expect((await exchange(apiB, tokenOf(await stack.link('m_l', undefined, apiA)), nat)).status).toBe(201);
+  });
+
+  it('sweeps stale limit rows through an index on their time, not by reading every row', async () => {
+    const client = new pg.Client({ connectionString: stack.db.url });
+    await client.connect();
+    try {
+      await client.query('SET enable_seqscan = off');
+      const plan = await client.query<{ 'QUERY PLAN': string }>("EXPLAIN DELETE FROM rate_limits WHERE tat < now() - interval '1 minute'");
+      expect(plan.rows.map((row) => row['QUERY PLAN']).join('\n')).toMatch(/Index (Only )?Scan using rate_limits_tat|Bitmap Index Scan on rate_limits_tat/);
+    } finally {
+      await client.end();
+    }
   });
 
   it('refuses forged cookies and link tokens by their HMAC: no query on either pool, never counted', async () => {

@@ -1,7 +1,8 @@
+import { request } from 'node:http';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import type { ApiProgram } from '../../apps/api/program.js';
-import { adminToken, type Answer, call, expectDocumented, JWT_SECRET, seen, startTestApi, token, unresolved } from '../support/api.js';
+import { adminToken, type Answer, call, expectDocumented, JWT_SECRET, seen, startTestApi, token, unresolved, waitReady } from '../support/api.js';
 import { runProgram } from '../support/process.js';
 import { startPortalStack, type PortalStack } from '../support/portal.js';
 import { Receiver } from '../support/receiver.js';
@@ -136,6 +137,18 @@ describe('the merchant portal API', () => {
     expect(await alive(own)).toBe(true);
   });
 
+  it('makes an operator\'s disable of a webhook the merchant turned off the operator\'s: the portal cannot undo it', async () => {
+    await stack.putMerchant('m_offoff', `${receiver.url}/offoff`);
+    const full = { permissions: ['manage-endpoint'] };
+    const merchant = await open('m_offoff', full);
+    expect((await write(merchant, 'PATCH', '/portal/api/endpoint', { enabled: false })).status).toBe(200);
+    const disabled = await stack.admin(apiA, 'PATCH', '/admin/merchants/m_offoff', { webhook: { enabled: false } });
+    expect(disabled.status).toBe(200);
+    expect((disabled.body as any).data.webhook).toMatchObject({ enabled: false, disabledReason: 'manual' });
+    const fresh = await open('m_offoff', full);
+    expect(code(await write(fresh, 'PATCH', '/portal/api/endpoint', { enabled: true }))).toEqual([409, 'endpoint_disabled_by_operator']);
+  });
+
   it('keeps an audit trail of every settings write, link and revocation: who, what (never a secret), when, from where', async () => {
     await stack.putMerchant('m_audit', `${receiver.url}/audit`);
     const b = await open('m_audit', { permissions: ['manage-endpoint', 'manage-secret'] });
@@ -188,6 +201,35 @@ describe('the merchant portal API', () => {
     expect(code(await cross({ 'sec-fetch-site': 'cross-site' }))).toEqual([403, 'cross_origin_write']);
     expect(code(await cross({ 'sec-fetch-site': 'same-site' }))).toEqual([403, 'cross_origin_write']);
     expect((await cross({ origin: `http://127.0.0.1:${apiA.port}`, 'sec-fetch-site': 'same-origin' })).status).toBe(202);
+  });
+
+  it('refuses a link exchange that a browser says comes from another site (login CSRF), and leaves the link unused', async () => {
+    const url = await stack.link('m_a');
+    const exchange = (headers: Record<string, string>) =>
+      call(apiA, '/portal/api/session', { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify({ token: tokenOf(url) }) });
+    expect(code(await exchange({ origin: 'https://evil.example' }))).toEqual([403, 'cross_origin_write']);
+    expect(code(await exchange({ 'sec-fetch-site': 'cross-site' }))).toEqual([403, 'cross_origin_write']);
+    expect(code(await exchange({ origin: 'null' }))).toEqual([403, 'cross_origin_write']);
+    expect((await exchange({ origin: `http://127.0.0.1:${apiA.port}`, 'sec-fetch-site': 'same-origin' })).status).toBe(201);
+  });
+
+  it('builds links in development mode without PORTAL_PUBLIC_URL from its own address, never from the request\'s Host', async () => {
+    const auth = `Bearer ${await adminToken()}`;
+    // node:http, which sends the Host given (fetch puts the URL's own).
+    const body = await new Promise<string>((resolve, reject) => {
+      const req = request(
+        { host: '127.0.0.1', port: apiA.port, method: 'POST', path: '/admin/merchants/m_a/portal-sessions', headers: { authorization: auth, 'content-type': 'application/json', host: `attacker.example:${apiA.port}` } },
+        (res) => {
+          let text = '';
+          res.on('data', (chunk: Buffer) => (text += chunk.toString()));
+          res.on('end', () => resolve(text));
+        },
+      );
+      req.on('error', reject);
+      req.end('{}');
+    });
+    const url = (JSON.parse(body) as { data: { url: string } }).data.url;
+    expect(url.startsWith(`http://127.0.0.1:${apiA.port}/portal/#token=`)).toBe(true);
   });
 
   it('refuses forged session cookies and link tokens without a query, on the API and in the sessions\' own code', async () => {
@@ -274,6 +316,36 @@ describe('the merchant portal API', () => {
     expect(await unresolved(apiA, 'm_b', theirs.reference)).toBe(1);
     // No query parameter names a merchant.
     expect(code(await get(a, '/portal/api/webhooks?merchantId=m_b'))).toEqual([400, 'unknown_parameter']);
+  });
+
+  it('answers a resend refused by RESEND_RATE_LIMIT from memory until its Retry-After: a flood of them costs no query', async () => {
+    await stack.putMerchant('m_flood', `${receiver.url}/flood`);
+    const auth = { 'x-auth-token': 'pk_test_m_flood_000000', authorization: `Bearer ${await token('m_flood')}` };
+    const resend = (api: ApiProgram) => call(api, '/nucleus/webhooks/wh_none/resend', { headers: auth });
+    // Two replicas that allow 3 resends at once, refilled at 1 a minute.
+    const small = { rateLimit: { perMinute: 1, burst: 3 } };
+    const one = await waitReady(await startTestApi(stack.prefix, '', small, stack.env));
+    const two = await waitReady(await startTestApi(stack.prefix, '', small, stack.env)).catch(async (err) => {
+      await one.stop();
+      throw err;
+    });
+    try {
+      const answers = [await resend(one), await resend(two), await resend(one), await resend(one)];
+      expect(answers.map(code)).toEqual([...Array(3).fill([404, 'not_found']), [429, 'rate_limited']]);
+      // PostgreSQL forgets the count (as if a minute had passed): the replica that heard the refusal
+      // still answers it, without asking, until its Retry-After; the other asks, and is allowed.
+      await stack.db.query("DELETE FROM rate_limits WHERE key = 'resend:m_flood'");
+      for (let i = 0; i < 20; i++) {
+        const again = await resend(one);
+        expect(code(again)).toEqual([429, 'rate_limited']);
+        expect(Number(again.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      }
+      expect(Number((await stack.db.query<{ n: string }>("SELECT count(*) AS n FROM rate_limits WHERE key = 'resend:m_flood'"))[0]!.n)).toBe(0);
+      expect(code(await resend(two))).toEqual([404, 'not_found']);
+    } finally {
+      await one.stop();
+      await two.stop();
+    }
   });
 
   it('refuses a write without the session\'s CSRF token, and one the link did not permit', async () => {

@@ -1,6 +1,6 @@
 import type { GetMessage } from 'amqplib';
 import { sampleEvent } from '../../libs/contracts/index.js';
-import { type Database, DeliveryLogRecorder, ensureSchema, openPostgres } from '../../libs/delivery-store/index.js';
+import { type Database, DeliveryLogRecorder, openPostgres } from '../../libs/delivery-store/index.js';
 import { type Logger, silentLogger } from '../../libs/logger/index.js';
 
 const consoleLogger = (): Logger => ({ ...silentLogger(), warn: (m: string, f?: object) => console.log(m, f), error: (m: string, f?: object) => console.log(m, f), info: (m: string, f?: object) => console.log(m, f) }) as Logger;
@@ -79,9 +79,6 @@ describe('the retry safety net', () => {
     receiver = await Receiver.start(failOnceThenSucceed());
     merchant.webhook!.url = receiver.url;
     database = openPostgres(db.url);
-    const session = await database.session();
-    await ensureSchema(session);
-    await session.close();
     await database.query('TRUNCATE delivery_webhooks, retry_claims');
   });
 

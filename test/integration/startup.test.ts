@@ -259,8 +259,12 @@ describe('the API with PostgreSQL down at start-up', () => {
       STREAM_CLUSTER_SIZE: '1',
     });
     try {
-      await waitFor('the warning', () => api.output.stdout.includes('merchant database unreachable at start-up; waiting for it') || api.child.exitCode !== null, 20_000);
+      await waitFor('the warning', () => api.output.stdout.includes('database unreachable at start-up; waiting for it') || api.child.exitCode !== null, 20_000);
       expect(api.child.exitCode).toBeNull();
+      // Alive while it waits: a liveness probe must not restart it; not ready, saying for what.
+      expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
+      const ready = await fetch(`http://127.0.0.1:${port}/readyz`);
+      expect({ status: ready.status, body: await ready.json() }).toMatchObject({ status: 503, body: { status: 'not ready', database: 'unreachable', waitingFor: 'PostgreSQL' } });
       await server!.up();
       await waitFor(
         'the API ready',

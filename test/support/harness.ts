@@ -12,7 +12,7 @@ import { EventPublisher } from '../../libs/publisher/index.js';
 import type { RetryNet } from '../../libs/retry-net/index.js';
 import { declareTopology, type TopologyNames, topologyNames } from '../../libs/topology/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from './broker.js';
-import { type Database, ensureSchema, openPostgres } from '../../libs/delivery-store/index.js';
+import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
 import { FailedStore } from '../../libs/failed/index.js';
 import { createTestDatabase, forgetDatabase, registerDatabase, type TestDatabase } from './postgres.js';
 
@@ -88,7 +88,6 @@ export async function startHarness(options: {
   // The failure index, as the program writes it: the test's API finds this prefix's database.
   const database = await createTestDatabase(options.name);
   const failuresDb: Database = openPostgres(database.url, { maxConnections: 2 });
-  await ensureSchema(failuresDb);
   registerDatabase(prefix, database.url);
   const deliveryLog = options.deliveryLog ? new DeliveryRecorder(broker, logger, { prefix }) : undefined;
   await deliveryLog?.start();

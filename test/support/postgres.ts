@@ -1,5 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { openPostgres } from '../../libs/delivery-store/index.js';
+import { migrate } from '../../libs/migrations/index.js';
 
 /**
  * PostgreSQL for the delivery log's tests: DATABASE_URL when set, else the local server with
@@ -16,8 +18,11 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
-/** A database of the test's own on the shared server, or on `adminUrl`'s (a private server's). */
-export async function createTestDatabase(label: string, adminUrl = adminDatabaseUrl()): Promise<TestDatabase> {
+/**
+ * A database of the test's own on the shared server, or on `adminUrl`'s (a private server's),
+ * migrated as `webhooks migrate` leaves it before the programs start (`migrated: false`: empty).
+ */
+export async function createTestDatabase(label: string, adminUrl = adminDatabaseUrl(), options: { migrated?: boolean } = {}): Promise<TestDatabase> {
   const prefix = process.env.TEST_DATABASE_PREFIX ?? 'h21_test';
   const name = `${prefix}_${label.replace(/[^a-z0-9_]/g, '_')}_${randomBytes(4).toString('hex')}`;
   const admin = new pg.Client({ connectionString: adminUrl });
@@ -29,6 +34,7 @@ export async function createTestDatabase(label: string, adminUrl = adminDatabase
   }
   const url = new URL(adminUrl);
   url.pathname = `/${name}`;
+  if (options.migrated ?? true) await migrateDatabase(url.toString());
   const pool = new pg.Pool({ connectionString: url.toString(), max: 2 });
   pool.on('error', () => {});
   return {
@@ -46,6 +52,12 @@ export async function createTestDatabase(label: string, adminUrl = adminDatabase
       }
     },
   };
+}
+
+/** What `webhooks migrate` does, on `url`. */
+export async function migrateDatabase(url: string): Promise<void> {
+  const database = openPostgres(url, { maxConnections: 1, statementTimeoutMs: 0 });
+  await migrate(database).finally(() => database.close());
 }
 
 /** The database a harness made for a topology prefix: the API of the same test uses it too. */

@@ -3,6 +3,7 @@ import { chmodSync, chownSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { migrateDatabase } from './postgres.js';
 import { freePort } from './receiver.js';
 
 const run = promisify(execFile);
@@ -36,6 +37,8 @@ export class PrivatePostgres {
     const pg = new PrivatePostgres(dir, await freePort(), asUser);
     await pg.exec('initdb', ['-D', join(dir, 'data'), '-A', 'trust', '-U', 'postgres', '--no-sync']);
     await pg.up();
+    // Its `postgres` database, as `webhooks migrate` leaves it before the programs start.
+    await migrateDatabase(pg.url);
     return pg;
   }
 
@@ -69,6 +72,31 @@ export class PrivatePostgres {
   async restart(): Promise<void> {
     await this.exec('pg_ctl', ['-D', join(this.dir, 'data'), '-m', 'fast', '-w', 'stop']);
     await this.up();
+  }
+
+  /**
+   * A cold backup, as a restore puts it back: the server stopped, its data directory copied, the
+   * server started again. Returns the backup's name for `restore`.
+   */
+  async backup(): Promise<string> {
+    const name = join(this.dir, `backup-${Date.now()}`);
+    await this.exec('pg_ctl', ['-D', join(this.dir, 'data'), '-m', 'fast', '-w', 'stop']);
+    await run(...this.shell(['cp', '-a', join(this.dir, 'data'), name]));
+    await this.up();
+    return name;
+  }
+
+  /** Restores a backup: the server stopped, its data directory replaced by the backup's, the server started. */
+  async restore(backup: string): Promise<void> {
+    await this.exec('pg_ctl', ['-D', join(this.dir, 'data'), '-m', 'fast', '-w', 'stop']);
+    await run(...this.shell(['rm', '-rf', join(this.dir, 'data')]));
+    await run(...this.shell(['cp', '-a', backup, join(this.dir, 'data')]));
+    await this.up();
+  }
+
+  private shell(command: string[]): [string, string[], { timeout: number }] {
+    const [cmd, ...rest] = [...this.asUser, ...command];
+    return [cmd!, rest, { timeout: 60_000 }];
   }
 
   async stop(): Promise<void> {

@@ -30,4 +30,10 @@ describe('the per-address limit of the portal', () => {
     expect((await limiter.take('a')).ok).toBe(true);
     expect(asked).toBe(4);
   });
+
+  it('keeps at most its bound of refusals, forgetting the oldest first, never all at once', async () => {
+    const limiter = new RememberedRefusals({ take: async () => ({ ok: false, retryAfterSeconds: 60 }) }, () => 0, 3);
+    for (const key of ['a', 'b', 'c', 'd']) await limiter.take(key);
+    expect(['a', 'b', 'c', 'd'].map((key) => limiter.refused(key) !== undefined)).toEqual([false, true, true, true]);
+  });
 });

@@ -2,7 +2,20 @@ import { readFileSync } from 'node:fs';
 import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
 import { loadApiConfig } from '../../apps/api/config.js';
 import { loadRecorderConfig } from '../../apps/recorder/config.js';
-import { ConfigError, DEV_SECRETS_KEY, formatDuration, parseDuration } from '../../libs/config/index.js';
+import { ConfigError, DEV_SECRETS_KEY, devModeWarning, formatDuration, parseDuration, withDevDefaults } from '../../libs/config/index.js';
+
+describe('development mode', () => {
+  it('is on only with WEBHOOKS_DEV=true, never inferred from NODE_ENV, and warned about whenever it is on', () => {
+    expect(withDevDefaults({ NODE_ENV: 'development' })).toEqual({ env: { NODE_ENV: 'development' }, dev: false });
+    expect(devModeWarning({ NODE_ENV: 'development' })?.message).toContain('NODE_ENV=development does not switch development mode on');
+    expect(withDevDefaults({ WEBHOOKS_DEV: 'true' }).dev).toBe(true);
+    expect(devModeWarning({ WEBHOOKS_DEV: 'true', DATABASE_URL: 'postgres://db.internal/webhooks' })).toEqual({
+      message: expect.stringMatching(/^development mode is on \(WEBHOOKS_DEV=true\) against DATABASE_URL: .*private addresses.*never in production$/),
+      fields: { databaseUrlSet: true },
+    });
+    expect(devModeWarning({})).toBeUndefined();
+  });
+});
 
 describe('durations', () => {
   it.each([

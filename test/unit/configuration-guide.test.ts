@@ -43,8 +43,8 @@ const schemas: Record<Program, z.ZodObject> = {
 
 /** Variables read outside the schemas (`ctx.env.X`, `env.NODE_ENV`), and by which programs. */
 const READ_OUTSIDE_SCHEMAS: Record<string, Program[]> = {
-  // isDevMode (libs/config/dev.ts), called by every program's entry point but the demo receiver's.
-  NODE_ENV: ['API', 'dispatcher', 'recorder', 'CLI'],
+  // devModeWarning (libs/config/dev.ts): the programs warn that NODE_ENV=development switches nothing on.
+  NODE_ENV: ['API', 'dispatcher', 'recorder'],
   // The CLI's `log` and `portal` find the API and sign an admin token (apps/cli/log-source.ts),
   // `token` mints a merchant's (apps/cli/token.ts).
   WEBHOOKS_API_URL: ['CLI'],

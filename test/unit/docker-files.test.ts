@@ -37,6 +37,7 @@ interface Service {
   healthcheck?: { test: string[] };
   depends_on?: Record<string, { condition: string }> | string[];
   profiles?: string[];
+  restart?: string;
 }
 
 // Compose resolves YAML merge keys (<<), which YAML 1.2 leaves off unless asked.
@@ -102,7 +103,7 @@ describe('docker/compose.yaml', () => {
     expect(compose.version).toBeUndefined();
     const byDefault = Object.keys(services).filter((name) => !services[name]!.profiles);
     const monitoring = Object.keys(services).filter((name) => services[name]!.profiles?.includes('monitoring'));
-    expect(byDefault.sort()).toEqual(['api', 'demo-merchant', 'dispatcher', 'postgres', 'rabbitmq', 'recorder']);
+    expect(byDefault.sort()).toEqual(['api', 'demo-merchant', 'dispatcher', 'migrate', 'postgres', 'rabbitmq', 'recorder']);
     expect(service('postgres').image).toMatch(/^postgres:15(\b|$)/);
     expect(monitoring.sort()).toEqual(['grafana', 'prometheus']);
     expect(service('prometheus').image).toMatch(/^prom\/prometheus(:|$)/);
@@ -132,6 +133,18 @@ describe('docker/compose.yaml', () => {
       expect(service(name).depends_on).toMatchObject({ postgres: { condition: 'service_healthy' } });
     }
     expect(service('postgres').healthcheck?.test.slice(0, 2)).toEqual(['CMD', 'pg_isready']);
+  });
+
+  it('runs webhooks migrate once PostgreSQL is healthy, on the programs\' database, and starts the programs only once it succeeded', () => {
+    const migrate = service('migrate');
+    expect(migrate.build).toEqual({ context: '..', dockerfile: 'docker/Dockerfile' });
+    expect(migrate.command).toEqual(['node', 'dist/apps/cli/main.js', 'migrate']);
+    expect(migrate.depends_on).toMatchObject({ postgres: { condition: 'service_healthy' } });
+    expect(migrate.restart).toBe('no');
+    for (const name of ['api', 'dispatcher', 'recorder']) {
+      expect(envOf('migrate').DATABASE_URL).toBe(envOf(name).DATABASE_URL);
+      expect(service(name).depends_on).toMatchObject({ migrate: { condition: 'service_completed_successfully' } });
+    }
   });
 
   it('checks each program\'s health at /healthz on the port it serves', () => {
@@ -268,6 +281,14 @@ describe('docker/Dockerfile', () => {
   it('builds in one stage and runs the compiled output in another', () => {
     expect(stages.length).toBeGreaterThanOrEqual(2);
     expect(final).toMatch(/^COPY --from=\S+ \/app\/dist \.\/dist$/m);
+  });
+
+  it('puts the SQL migrations where the built runner reads them (tsc does not copy them to dist/)', async () => {
+    expect(final).toMatch(/^COPY libs\/migrations\/sql \.\/libs\/migrations\/sql$/m);
+    // The built runner (the image's /app/dist) reads the package's libs/migrations/sql (/app/libs/...).
+    const built = (await import(join(REPO, 'dist/libs/migrations/files.js'))) as { SQL_DIR: string; MIGRATIONS: unknown[] };
+    expect(built.SQL_DIR).toBe(join(REPO, 'libs/migrations/sql/'));
+    expect(built.MIGRATIONS.length).toBeGreaterThan(0);
   });
 
   it('installs only production dependencies in the final stage', () => {

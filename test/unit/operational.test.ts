@@ -100,6 +100,19 @@ describe('a webhook turned off or on by a write', () => {
     expect(withStatus(auto, { ...auto, events: ['payout'] }, now)).toMatchObject({ disabledReason: 'failing', disabledAt: auto.disabledAt, failingSince: auto.failingSince });
   });
 
+  it('makes an operator\'s disable of a webhook already off (auto-disabled, or by the merchant) the operator\'s, and only an explicit one', () => {
+    const auto = { ...webhook, enabled: false, disabledReason: 'failing' as const, disabledAt: '2025-12-31T00:00:00.000Z', failingSince: '2025-12-26T00:00:00.000Z' };
+    expect(withStatus(auto, { ...auto }, now, 'operator', true)).toMatchObject({ disabledReason: 'manual', disabledBy: 'operator', disabledAt: now.toISOString(), failingSince: auto.failingSince });
+    const own = { ...webhook, enabled: false, disabledReason: 'manual' as const, disabledBy: 'merchant' as const, disabledAt: '2025-12-31T00:00:00.000Z' };
+    expect(withStatus(own, { ...own }, now, 'operator', true)).toMatchObject({ disabledReason: 'manual', disabledBy: 'operator', disabledAt: now.toISOString() });
+    // The merchant's own disable of an auto-disabled one, or a write that only carries `enabled` over, keeps the reason.
+    expect(withStatus(auto, { ...auto }, now, 'merchant', true)).toMatchObject({ disabledReason: 'failing', disabledAt: auto.disabledAt });
+    expect(withStatus(auto, { ...auto }, now, 'operator', false)).toMatchObject({ disabledReason: 'failing', disabledAt: auto.disabledAt });
+    // The operator's own disable, said again, keeps its time.
+    const operator = { ...own, disabledBy: 'operator' as const };
+    expect(withStatus(operator, { ...operator }, now, 'operator', true)).toMatchObject({ disabledBy: 'operator', disabledAt: operator.disabledAt });
+  });
+
   it('starts over when turned on: no reason, no failing clock', () => {
     const auto = { ...webhook, enabled: false, disabledReason: 'failing' as const, disabledAt: '2025-12-31T00:00:00.000Z', failingSince: '2025-12-26T00:00:00.000Z' };
     expect(withStatus(auto, { ...auto, enabled: true }, now)).toEqual(webhook);

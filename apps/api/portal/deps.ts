@@ -1,4 +1,3 @@
-import type { Request } from 'express';
 import type { UpstreamMessage } from '../../../libs/contracts/index.js';
 import type { EndpointHealth, PortalSessions } from '../../../libs/portal/index.js';
 
@@ -10,10 +9,10 @@ export interface PortalDeps {
   /** Publishes a test event to the events exchange, as upstream does; `test` marks it x-test-event (one attempt). */
   publish(message: UpstreamMessage, options?: { test?: boolean }): Promise<{ messageId: string }>;
   /**
-   * Where links point: PORTAL_PUBLIC_URL; in development mode without it, this API's public port on
-   * the host the caller used (never outside development mode).
+   * Where links point, and the portal's own origin: PORTAL_PUBLIC_URL; in development mode without
+   * it, http://127.0.0.1 on this API's public port. Never anything a request says.
    */
-  baseUrl(req: Request): string;
+  baseUrl(): string;
   /** Secure cookies whatever the request says: outside development mode, and whenever PORTAL_PUBLIC_URL is https. */
   secureCookies: boolean;
   /** The cookie named `__Host-…` with Path=/ (PORTAL_PUBLIC_URL is https): no subdomain can set or shadow it. */

@@ -2,7 +2,7 @@ import { randomUUID, timingSafeEqual } from 'node:crypto';
 import type { Request, Router } from 'express';
 import { type EventName, REFERENCE_FIELDS, sampleEvent } from '../../../libs/contracts/index.js';
 import type { DeliveryLogQueries } from '../../../libs/delivery-store/index.js';
-import { type Actor, graceSecrets, type Merchant, recordAudit, WebhookNotSetUpError } from '../../../libs/merchants/index.js';
+import { type Actor, disabledByOperator, graceExpiries, type Merchant, recordAudit, WebhookNotSetUpError } from '../../../libs/merchants/index.js';
 import { keyDigestOf, MAX_LINK_LIFETIME_MS, PortalLinkError, type PortalPermission, type PortalSession } from '../../../libs/portal/index.js';
 import { USER_AGENT } from '../../dispatcher/program.js';
 import type { ApiDeps } from '../app.js';
@@ -85,7 +85,7 @@ export function mountPortalAdmin(router: Router, deps: ApiDeps): void {
     if (deps.audit) await recordAudit(deps.audit, merchantId, 'portal.link_minted', { permissions, expiresAt: link.expiresAt }, res.locals.actor as Actor);
     deps.logger.info('portal link issued', { merchantId, permissions, expiresAt: link.expiresAt });
     // The token is in the fragment: browsers never send it to a server, a proxy log or a Referer.
-    const url = `${deps.portal!.baseUrl(req)}/portal/#token=${link.token}`;
+    const url = `${deps.portal!.baseUrl()}/portal/#token=${link.token}`;
     res.status(201).json({ message: `portal link for merchant ${merchantId}`, error: null, data: { url, expiresAt: link.expiresAt } });
   }, '/admin');
 
@@ -105,7 +105,7 @@ export function mountPortalAdmin(router: Router, deps: ApiDeps): void {
 function outlived(merchant: Merchant | undefined, session: PortalSession): boolean {
   if (!merchant || keyDigestOf(merchant.publicKey) !== session.keyDigest) return true;
   const webhook = merchant.webhook;
-  return !!webhook && !webhook.enabled && webhook.disabledReason === 'manual' && webhook.disabledBy !== 'merchant' && Date.parse(webhook.disabledAt ?? '') >= Date.parse(session.createdAt);
+  return disabledByOperator(webhook) && Date.parse(webhook!.disabledAt ?? '') >= Date.parse(session.createdAt);
 }
 
 function cookieOf(req: Request, name: string): string | undefined {
@@ -121,9 +121,17 @@ function portalActor(session: PortalSession, req: Request): Actor {
   return { actor: `portal:${session.ref}`, address: req.ip };
 }
 
-/** The portal's own origin: PORTAL_PUBLIC_URL's, else (development) the one this request was made to. */
-function originOf(req: Request, deps: ApiDeps): string {
-  return new URL(deps.portal!.baseUrl(req)).origin;
+/**
+ * Refuses what a browser says comes from another site (Sec-Fetch-Site, Origin): a write, and the
+ * link exchange (login CSRF: a page elsewhere must not open its own session in the merchant's
+ * browser). A client that is not a browser sends neither header.
+ */
+function fromPortalPage(req: Request, deps: ApiDeps): void {
+  const site = req.get('sec-fetch-site');
+  const origin = req.get('origin');
+  if ((site !== undefined && site !== 'same-origin') || (origin !== undefined && origin !== new URL(deps.portal!.baseUrl()).origin)) {
+    throw new ApiError(403, 'cross_origin_write', 'Portal writes come from the portal\'s own page');
+  }
 }
 
 function sameText(a: string, b: string): boolean {
@@ -147,32 +155,26 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
   const cookieAttributes = `${hostPrefix ? 'Path=/' : 'Path=/portal'}${secure ? '; Secure' : ''}; HttpOnly; SameSite=Strict`;
   const sessionId = (req: Request) => cookieOf(req, cookieName);
   /**
-   * Per client address, on every replica: link exchanges and failed session lookups (what costs a
-   * query and finds nothing). An address refused is answered from memory until its Retry-After,
-   * with no query, on the replica that heard the refusal.
+   * Per client address, on every replica: link exchanges of tokens this replica does not know dead.
+   * An address refused is answered from memory until its Retry-After, with no query, on the
+   * replica that heard the refusal.
    */
   const addressLimit = deps.portalLimits?.address;
-  const addressRefused = (req: Request, what: string) => {
-    const refused = addressLimit?.refused(clientKey(req.ip));
-    if (refused && !refused.ok) throw rateLimited(refused.retryAfterSeconds, what);
-  };
   const countAddress = async (req: Request, what: string) => {
     const allowed = (await addressLimit?.take(clientKey(req.ip))) ?? { ok: true };
     if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds, what);
   };
+  /**
+   * The request's live session. Nothing here counts against the client's address: a forged id is
+   * refused by its HMAC, and a dead one (ended, expired, idle) costs one query per replica, which
+   * then answers it from memory; so a replay of a dead id from behind a NAT address holds up no
+   * one else there, and an id of ours exists only for a link an operator minted.
+   */
   const session = async (req: Request): Promise<PortalSession> => {
     const id = sessionId(req);
     if (!id || id.length > 100) throw sessionRequired();
-    const sessions = sessionsOf(deps);
-    // Forged or guessed: refused by the HMAC, before any query, and not counted.
-    if (!sessions.wellFormed(id)) throw sessionRequired();
-    addressRefused(req, 'failed portal session lookups from this address');
-    const found = await sessions.session(id);
-    if (!found) {
-      // Ours, but ended, expired or idle: a query spent for nothing, counted against the address.
-      await countAddress(req, 'failed portal session lookups from this address');
-      throw sessionRequired();
-    }
+    const found = await sessionsOf(deps).session(id);
+    if (!found) throw sessionRequired();
     if (outlived(deps.merchants?.byId(found.merchantId), found)) {
       await sessionsOf(deps).end(id);
       deps.logger.info('portal session ended: the merchant changed since its link was minted', { merchantId: found.merchantId });
@@ -185,11 +187,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
    * session, its CSRF token in x-csrf-token, and the permission the link granted.
    */
   const writer = async (req: Request, permission: PortalPermission | 'view'): Promise<PortalSession> => {
-    const site = req.get('sec-fetch-site');
-    const origin = req.get('origin');
-    if ((site !== undefined && site !== 'same-origin') || (origin !== undefined && origin !== originOf(req, deps))) {
-      throw new ApiError(403, 'cross_origin_write', 'Portal writes come from the portal\'s own page');
-    }
+    fromPortalPage(req, deps);
     const found = await session(req);
     const csrf = req.get('x-csrf-token');
     if (!csrf || !sameText(csrf, found.csrfToken)) throw new ApiError(403, 'csrf_token_invalid', 'This write needs the session\'s CSRF token in x-csrf-token; reload the portal');
@@ -214,11 +212,13 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
 
   mount(app, 'openPortalSession', async (req, res) => {
     const token = (req.body as { token?: unknown } | undefined)?.token;
+    fromPortalPage(req, deps);
     if (typeof token !== 'string' || token.length === 0 || token.length > 200) throw badRequest('invalid_body', 'Give the link\'s token: {"token": "..."}');
     const sessions = sessionsOf(deps);
-    // Forged or guessed: refused by the HMAC before any query (redeem says the same), not counted.
+    // Forged or guessed: refused by the HMAC before any query (redeem says the same), not counted;
+    // nor a token this replica already refused (redeem answers it from memory).
     if (!sessions.wellFormed(token)) throw new ApiError(401, 'portal_link_invalid', 'This portal link is not valid: ask for a new one');
-    await countAddress(req, 'portal link exchanges from this address');
+    if (!sessions.knownDead(token)) await countAddress(req, 'portal link exchanges from this address');
     let opened: { sessionId: string; session: PortalSession };
     try {
       opened = await sessions.redeem(token);
@@ -403,7 +403,7 @@ function endpointOf(merchant: Merchant): EndpointView | null {
     events: [...(webhook.events ?? (Object.keys(REFERENCE_FIELDS) as EventName[]))],
     allEvents: webhook.events === undefined,
     secretCreatedAt: extra.secretIssuedAt ?? null,
-    previousSecrets: graceSecrets(webhook, new Date()).map(({ expiresAt }) => ({ expiresAt })),
+    previousSecrets: graceExpiries(webhook, new Date()),
   };
 }
 

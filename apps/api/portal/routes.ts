@@ -91,12 +91,10 @@ export const testEventBody = z.strictObject({ event: z.enum(EVENT_NAMES) });
 
 const webhookIdPath = z.string().min(1).max(200).refine(isStorableText, 'must not hold a NUL character');
 
-/** A session lookup that finds no live session counts against the client's address (PORTAL_ADDRESS_LIMIT). */
-const SESSION_LIMITED = 'rate_limited: at most 30 failed session lookups (an ended, expired or idle session) a minute per client address, on all replicas together';
 const READ_ERRORS = {
   '400': 'invalid_parameter, unknown_parameter',
   '401': 'portal_session_required: no session cookie, or the session has expired; open a new link',
-  '429': `rate_limited, too_many_concurrent_queries: the merchant's log reads; ${SESSION_LIMITED}; see Retry-After`,
+  '429': "rate_limited, too_many_concurrent_queries: the merchant's log reads; see Retry-After",
   '503': 'log_unavailable, log_disabled: the portal reads the delivery log',
 };
 const WRITE_ERRORS = {
@@ -106,15 +104,14 @@ const WRITE_ERRORS = {
     'csrf_token_invalid: x-csrf-token missing or not this session\'s; permission_denied: the link did not grant this; ' +
     'cross_origin_write: Origin or Sec-Fetch-Site says the request does not come from the portal\'s page',
   '413': 'Request body too large',
-  '429': `${SESSION_LIMITED}; see Retry-After`,
   '503': 'service_unavailable, log_unavailable',
 };
-const SETTINGS_LIMITED = `rate_limited: at most 10 endpoint changes and rotations a minute per merchant, on all replicas together; ${SESSION_LIMITED}; see Retry-After`;
+const SETTINGS_LIMITED = 'rate_limited: at most 10 endpoint changes and rotations a minute per merchant, on all replicas together; see Retry-After';
 const RESEND_ERRORS = {
   '404': 'not_found: no unresolved failed webhook with this id for this merchant (never failed, or already resent)',
   '409':
     'webhook_disabled, event_not_subscribed, resend_in_progress: as for the resend by reference (POST /nucleus/tnx/webhook)',
-  '429': 'rate_limited: the merchant\'s resends share RESEND_RATE_LIMIT (from the portal: and failed session lookups per client address). too_many_resends: this webhook was resent 10 times in the last 24 hours. See Retry-After',
+  '429': 'rate_limited: the merchant\'s resends share RESEND_RATE_LIMIT (a refusal is answered again from the replica\'s memory until Retry-After). too_many_resends: this webhook was resent 10 times in the last 24 hours. See Retry-After',
   '503': 'service_unavailable, resend_outcome_unknown, auth_unavailable: as for the resend by reference',
 };
 
@@ -201,7 +198,8 @@ export const PORTAL_ROUTES = [
     errors: {
       '400': 'invalid_body',
       '401': 'portal_link_used: the link was opened already; portal_link_expired; portal_link_invalid',
-      '429': 'rate_limited: at most 30 link exchanges a minute per client address (a forged token is refused without counting), on all replicas together; see Retry-After',
+      '403': 'cross_origin_write: Origin or Sec-Fetch-Site says the request does not come from the portal\'s page (a login CSRF); the link stays unused',
+      '429': 'rate_limited: at most 30 link exchanges a minute per client address (a forged token, or one this replica already refused, is answered without counting), on all replicas together; see Retry-After',
       '503': 'log_unavailable, log_disabled, service_unavailable',
     },
   },
@@ -261,7 +259,7 @@ export const PORTAL_ROUTES = [
     security: PORTAL_AUTH,
     input: { query: recoverQuery },
     output: { '200': { description: 'The failed webhooks', schema: envelope(recoverPreview) } },
-    errors: { ...READ_ERRORS, '429': 'rate_limited, too_many_concurrent_queries: as every read; and at most 10 Recover rounds a day per merchant (a round starts with this count, for a session that may resend); see Retry-After' + ` (and ${SESSION_LIMITED})` },
+    errors: { ...READ_ERRORS, '429': 'rate_limited, too_many_concurrent_queries: as every read; and at most 10 Recover rounds a day per merchant (a round starts with this count, for a session that may resend); see Retry-After' },
   },
   {
     operationId: 'portalUpdateEndpoint',
@@ -296,6 +294,6 @@ export const PORTAL_ROUTES = [
     security: PORTAL_WRITE_AUTH,
     input: { body: testEventBody, bodyRequired: true },
     output: { '202': { description: 'Published', schema: envelope(z.strictObject({ webhookId: z.string(), reference: z.string() })) } },
-    errors: { ...WRITE_ERRORS, '409': 'webhook_not_set_up', '429': `rate_limited: at most 10 test events a minute per merchant, on all replicas together; ${SESSION_LIMITED}; see Retry-After` },
+    errors: { ...WRITE_ERRORS, '409': 'webhook_not_set_up', '429': 'rate_limited: at most 10 test events a minute per merchant, on all replicas together; see Retry-After' },
   },
 ] as const satisfies readonly RouteDeclaration[];

@@ -1,0 +1,47 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { SchemaWaitState } from '../../libs/migrations/index.js';
+import { errorBody, unavailable } from './errors.js';
+
+/** What the API's start-up waits for now, for /readyz; `what` undefined once it serves. */
+export class StartupProgress {
+  what = 'PostgreSQL';
+  detail?: string;
+  /** Whether PostgreSQL answered the schema check, and RabbitMQ the connection, so far. */
+  database = false;
+  broker = false;
+
+  waitFor(what: string, detail?: string): void {
+    this.what = what;
+    this.detail = detail;
+  }
+
+  /** The schema gate's state (libs/migrations), in /readyz's words. */
+  schema(state: SchemaWaitState): void {
+    this.database = state.waiting !== 'database';
+    if (state.waiting) this.waitFor(state.waiting === 'schema' ? 'the database schema' : 'PostgreSQL', state.detail);
+    else this.waitFor('the merchant database');
+  }
+}
+
+/**
+ * PORT's answers while the API starts (the schema, PostgreSQL and RabbitMQ waited for, up to a few
+ * minutes): /healthz 200, so a liveness probe does not kill a program that is only waiting;
+ * /readyz 503 saying what it waits for and why; anything else 503 in the envelope, to try again.
+ */
+export function startingHandler(progress: StartupProgress): (req: IncomingMessage, res: ServerResponse) => void {
+  return (req, res) => {
+    const path = (req.url ?? '').split('?')[0];
+    const json = (status: number, body: unknown, headers: Record<string, string> = {}) =>
+      void res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', ...headers }).end(JSON.stringify(body));
+    if (req.method === 'GET' && path === '/healthz') return json(200, { status: 'ok' });
+    if (req.method === 'GET' && path === '/readyz') return json(503, {
+        status: 'not ready',
+        broker: progress.broker ? 'connected' : 'disconnected',
+        database: progress.database ? 'reachable' : 'unreachable',
+        waitingFor: progress.what,
+        detail: progress.detail,
+      });
+    const error = unavailable('The service is starting; try again shortly');
+    json(error.status, errorBody(error), error.headers);
+  };
+}

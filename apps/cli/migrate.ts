@@ -1,0 +1,47 @@
+import type { Command } from 'commander';
+import { openPostgres } from '../../libs/delivery-store/index.js';
+import { currentVersion, fileOf, MIGRATIONS, migrate, REQUIRED_VERSION } from '../../libs/migrations/index.js';
+import { action } from './command.js';
+import { type CliContext, type CliIo, writeLine } from './context.js';
+import { UsageError } from './errors.js';
+
+interface MigrateOptions {
+  status: boolean;
+}
+
+export function declareMigrate(program: Command, io: CliIo): void {
+  program
+    .command('migrate')
+    .summary('apply the numbered SQL migrations to DATABASE_URL (once per release, before the programs)')
+    .description(
+      "Brings the schema of DATABASE_URL's PostgreSQL to this release's version: applies each numbered SQL migration " +
+        '(libs/migrations/sql) not applied yet, in order, each in one transaction, and records it in schema_migrations. ' +
+        'Run it once per release, before starting or rolling the programs: they wait for the version they need and ' +
+        'never change the schema. Safe to run twice, and from two machines at once (one waits for the other). ' +
+        "Development mode's embedded database (npm start without DATABASE_URL) is migrated by the program that opens it.",
+    )
+    .option('--status', 'print the version the database holds and the one this release needs; apply nothing', false)
+    .addHelpText('after', '\nExit codes: 0 done (with --status: the database holds the version needed), 1 failed (a migration refused, a file changed after it ran, a newer schema, PostgreSQL unreachable), 2 usage error, 3 --status: migrations to apply.')
+    .action(action(io, (raw: MigrateOptions) => ({ status: raw.status }), run));
+}
+
+async function run(options: MigrateOptions, ctx: CliContext): Promise<number> {
+  if (!ctx.config.DATABASE_URL) throw new UsageError("migrate needs DATABASE_URL: the PostgreSQL the programs use (npm start's embedded database migrates itself)");
+  // No statement timeout: a migration of a large table, or the wait for another machine's run, takes what it takes.
+  const database = openPostgres(ctx.config.DATABASE_URL, { maxConnections: 1, statementTimeoutMs: 0, connectTimeoutMs: 10_000, applicationName: 'webhooks-cli migrate' });
+  try {
+    if (options.status) {
+      const current = await currentVersion(database);
+      writeLine(ctx.stdout, `schema version ${current}, this release needs ${REQUIRED_VERSION}`);
+      const pending = MIGRATIONS.filter((m) => m.version > current);
+      for (const migration of pending) writeLine(ctx.stdout, `pending: ${fileOf(migration)}`);
+      return pending.length > 0 ? 3 : 0;
+    }
+    const { applied, version } = await migrate(database);
+    for (const migration of applied) writeLine(ctx.stdout, `applied ${fileOf(migration)}`);
+    writeLine(ctx.stdout, applied.length > 0 ? `schema version ${version}` : `schema version ${version}: nothing to apply`);
+    return 0;
+  } finally {
+    await database.close();
+  }
+}

@@ -1,0 +1,103 @@
+import { type Health, withHealth, withoutHealth } from './health.js';
+import { idDigest } from './rows.js';
+import type { Merchant } from './schema.js';
+
+interface Entry {
+  /** As the row holds it (no clock). */
+  merchant: Merchant;
+  version: number;
+  /** What byId answers: the merchant with its endpoint's clock. */
+  served: Merchant;
+}
+
+/**
+ * What a program holds of the directory: merchants by id and by public key, each at a version
+ * that only goes forward (a row or a tombstone at a version not above the one held changes
+ * nothing), the endpoints' failing clocks, and the merchants whose newest row this program could
+ * not read (a key it lacks). A full load builds a new one and takes its place.
+ */
+export class DirectoryCache {
+  private readonly byIdMap = new Map<string, Entry>();
+  private readonly byKeyMap = new Map<string, string>();
+  private readonly health = new Map<string, Health>();
+  /** Merchant → the key id of the row it could not open, with its version. */
+  readonly unreadable = new Map<string, { version: number; keyId: string | undefined }>();
+
+  get size(): number {
+    return this.byIdMap.size;
+  }
+
+  byId(id: string): Merchant | undefined {
+    return this.byIdMap.get(id)?.served;
+  }
+
+  byPublicKey(publicKey: string): Merchant | undefined {
+    const id = this.byKeyMap.get(publicKey);
+    return id === undefined ? undefined : this.byId(id);
+  }
+
+  versionOf(id: string): number | undefined {
+    return this.byIdMap.get(id)?.version;
+  }
+
+  list(): Merchant[] {
+    return [...this.byIdMap.values()].map((entry) => entry.served).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  }
+
+  ids(): IterableIterator<string> {
+    return this.byIdMap.keys();
+  }
+
+  /** Holds `merchant` at `version` unless a version as new is held; returns whether it did. */
+  apply(merchant: Merchant, version: number): boolean {
+    const held = this.byIdMap.get(merchant.id);
+    if (held && held.version >= version) return false;
+    if (held && held.merchant.publicKey !== merchant.publicKey && this.byKeyMap.get(held.merchant.publicKey) === merchant.id) {
+      this.byKeyMap.delete(held.merchant.publicKey);
+    }
+    const bare = withoutHealth(merchant);
+    this.byIdMap.set(merchant.id, { merchant: bare, version, served: withHealth(bare, this.health.get(merchant.id)) });
+    this.byKeyMap.set(merchant.publicKey, merchant.id);
+    const unread = this.unreadable.get(merchant.id);
+    if (unread && unread.version <= version) this.unreadable.delete(merchant.id);
+    return true;
+  }
+
+  /** A newer row this program cannot open: the held copy stays, and the merchant is reported. */
+  markUnreadable(id: string, version: number, keyId: string | undefined): boolean {
+    if ((this.byIdMap.get(id)?.version ?? 0) >= version) return false;
+    this.unreadable.set(id, { version, keyId });
+    return true;
+  }
+
+  /** A tombstone at `version`: forgets the merchant held at that version or below; returns whether it did. */
+  drop(id: string, version: number): boolean {
+    const held = this.byIdMap.get(id);
+    if (!held || held.version > version) return false;
+    this.byIdMap.delete(id);
+    if (this.byKeyMap.get(held.merchant.publicKey) === id) this.byKeyMap.delete(held.merchant.publicKey);
+    this.health.delete(id);
+    this.unreadable.delete(id);
+    return true;
+  }
+
+  /** The ids held, by the digest a tombstone keeps (computed when tombstones come: deletes are rare). */
+  digests(): Map<string, string> {
+    const found = new Map<string, string>();
+    for (const id of this.byIdMap.keys()) found.set(idDigest(id), id);
+    return found;
+  }
+
+  setHealth(merchantId: string, health: Health | undefined): void {
+    if (health) this.health.set(merchantId, health);
+    else this.health.delete(merchantId);
+    const held = this.byIdMap.get(merchantId);
+    if (held) held.served = withHealth(held.merchant, health);
+  }
+
+  /** Takes over what an older cache holds that this one lacks a readable version of (a full load that met an unreadable row). */
+  keepFrom(older: DirectoryCache, id: string): void {
+    const held = older.byIdMap.get(id);
+    if (held && !this.byIdMap.has(id)) this.apply(held.merchant, held.version);
+  }
+}

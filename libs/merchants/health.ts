@@ -1,0 +1,88 @@
+import type { Queryable } from '../delivery-store/index.js';
+import type { Merchant } from './schema.js';
+
+/**
+ * An endpoint's failing clock (auto-disable, ENDPOINT_DISABLE_AFTER), in a table of its own: the
+ * dispatchers write it as failures go on, and writing it neither changes the merchant's version
+ * (the admin API's ETag) nor makes any program read the merchant's settings or secrets again.
+ * One row per merchant's endpoint today (the merchant id); `url` is the endpoint it was measured
+ * on, so a clock of a URL the webhook no longer has counts for nothing. A cleared clock keeps its
+ * row with `failing_since` null, so that the programs' poll sees the clearing as a change.
+ */
+
+/** A running clock: the first failure after the last success, and the latest failure recorded. */
+export interface Health {
+  url: string;
+  failingSince: string;
+  lastFailureAt?: string;
+}
+
+export interface HealthRow {
+  merchant_id: string;
+  url: string;
+  failing_since: Date | string | null;
+  last_failure_at: Date | string | null;
+}
+
+export const HEALTH_COLUMNS = 'merchant_id, url, failing_since, last_failure_at';
+
+const iso = (value: Date | string | null): string | undefined => (value === null ? undefined : new Date(value).toISOString());
+
+/** The row's clock; undefined when cleared. */
+export function healthOf(row: HealthRow): Health | undefined {
+  const failingSince = iso(row.failing_since);
+  if (failingSince === undefined) return undefined;
+  const lastFailureAt = iso(row.last_failure_at);
+  return { url: row.url, failingSince, ...(lastFailureAt ? { lastFailureAt } : {}) };
+}
+
+/** The merchant as programs see it: its webhook with the clock measured on its URL, if one runs. */
+export function withHealth(merchant: Merchant, health: Health | undefined): Merchant {
+  const webhook = merchant.webhook;
+  if (!webhook || !health || health.url !== webhook.url) return merchant;
+  // Copied by descriptor: a secret not opened yet (the API) stays unopened.
+  const merged = Object.defineProperties({}, Object.getOwnPropertyDescriptors(webhook)) as typeof webhook;
+  merged.failingSince = health.failingSince;
+  if (health.lastFailureAt) merged.lastFailureAt = health.lastFailureAt;
+  return { ...merchant, webhook: merged };
+}
+
+/** The clock fields taken off: the merchant as its row holds it. */
+export function withoutHealth(merchant: Merchant): Merchant {
+  const webhook = merchant.webhook;
+  if (!webhook || (webhook.failingSince === undefined && webhook.lastFailureAt === undefined)) return merchant;
+  const bare = Object.defineProperties({}, Object.getOwnPropertyDescriptors(webhook)) as typeof webhook;
+  delete bare.failingSince;
+  delete bare.lastFailureAt;
+  return { ...merchant, webhook: bare };
+}
+
+/**
+ * Writes the clock of the merchant's endpoint at `url` from `seen` (the clock as the caller read it;
+ * undefined: none running there) to `next` (undefined: cleared), only while the webhook is enabled
+ * at that URL and the clock is still `seen`: of dispatchers racing, one writes. The merchant's row
+ * is locked for share, so the write is ordered with a settings write (auto-disable, an operator).
+ * Returns whether it wrote.
+ */
+export async function writeHealth(tx: Queryable, merchantId: string, url: string, seen: Health | undefined, next: Health | undefined): Promise<boolean> {
+  const { rows: owner } = await tx.query<{ url: string | null; enabled: boolean | null }>(
+    `SELECT webhook->>'url' AS url, (webhook->>'enabled')::boolean AS enabled FROM merchants WHERE id = $1 FOR SHARE`,
+    [merchantId],
+  );
+  if (!owner[0]?.enabled || owner[0].url !== url) return false;
+  const { rows: held } = await tx.query<HealthRow>(`SELECT ${HEALTH_COLUMNS} FROM endpoint_health WHERE merchant_id = $1 FOR UPDATE`, [merchantId]);
+  const current = held[0] && healthOf(held[0]);
+  const running = current && current.url === url ? current : undefined;
+  if (running?.failingSince !== seen?.failingSince || running?.lastFailureAt !== seen?.lastFailureAt) return false;
+  await tx.query(
+    `INSERT INTO endpoint_health (merchant_id, url, failing_since, last_failure_at) VALUES ($1, $2, $3, $4)
+     ON CONFLICT (merchant_id) DO UPDATE SET url = EXCLUDED.url, failing_since = EXCLUDED.failing_since, last_failure_at = EXCLUDED.last_failure_at, change_xid = pg_current_xact_id()`,
+    [merchantId, url, next?.failingSince ?? null, next?.lastFailureAt ?? null],
+  );
+  return true;
+}
+
+/** Clears the merchant's clock (a settings write that turned the webhook off or on, or pointed it elsewhere). */
+export async function clearHealth(tx: Queryable, merchantId: string): Promise<void> {
+  await tx.query('UPDATE endpoint_health SET failing_since = NULL, last_failure_at = NULL, change_xid = pg_current_xact_id() WHERE merchant_id = $1 AND failing_since IS NOT NULL', [merchantId]);
+}

@@ -1,0 +1,142 @@
+import { isDeepStrictEqual } from 'node:util';
+import type { Queryable } from '../delivery-store/index.js';
+import { type Actor, auditAction, auditChanges, recordAudit } from './audit.js';
+import { clearHealth, healthOf, withHealth } from './health.js';
+import { CHANGES_CHANNEL, columnsOf, idDigest, MERCHANT_COLUMNS, type MerchantRow, merchantOf } from './rows.js';
+import type { Merchant } from './schema.js';
+import type { SecretBox } from './secret-box.js';
+
+/** If-Match named a version the merchant no longer has (or a merchant that does not exist). */
+export class VersionMismatchError extends Error {
+  constructor(readonly merchantId: string, readonly current: number | undefined) {
+    super(`merchant ${merchantId} is at version ${current ?? 'none'}, not the one If-Match names`);
+    this.name = 'VersionMismatchError';
+  }
+}
+
+/** The Idempotency-Key was used, within its window, for a different request. */
+export class IdempotencyKeyReusedError extends Error {
+  constructor() {
+    super('this Idempotency-Key was used for a different request');
+    this.name = 'IdempotencyKeyReusedError';
+  }
+}
+
+/** How long an Idempotency-Key's result is answered again (Stripe's window). */
+export const IDEMPOTENCY_WINDOW_MS = 24 * 3_600_000;
+
+/** What a change function returns: the new settings, or undefined to leave the merchant as it is. */
+export type SettingsChange = (current: Merchant | undefined) => Merchant | undefined;
+
+/** A write made under an Idempotency-Key: `result` is computed after the change, and kept (sealed) with the key. */
+export interface IdempotentWrite {
+  key: string;
+  fingerprint: string;
+  result: (next: Merchant, current: Merchant | undefined) => unknown;
+}
+
+export interface WriteOptions {
+  /** Compare-and-set: the write happens only at this version (0: the merchant must not exist). */
+  ifVersion?: number;
+  idempotency?: IdempotentWrite;
+  /** Who writes, for the audit trail; the service itself (auto-disable) when absent. */
+  by?: Actor;
+}
+
+export interface Written {
+  merchant: Merchant;
+  version: number;
+  created: boolean;
+  changed: boolean;
+  /** The idempotent write's result: computed now, or the one recorded under its key (`replayed`). */
+  result?: unknown;
+  replayed: boolean;
+  /** The write dropped the endpoint's failing clock (cleared in endpoint_health too). */
+  clockCleared?: boolean;
+  /** The row as it stands after the write (secrets sealed): what a program that opens no secret holds. */
+  row?: MerchantRow;
+}
+
+/** A write refused for what it asked (no such merchant, a stale version, …): rolled back, and thrown as it is. */
+export class Refusal extends Error {
+  constructor(override readonly cause: unknown) {
+    super('refused');
+  }
+}
+
+/**
+ * One write, in the caller's transaction, on the merchant's locked row. The change sees the
+ * merchant with its endpoint's failing clock; a change that drops the clock (the webhook turned off
+ * or on by hand, or pointed elsewhere) clears it in endpoint_health; the clock is never written
+ * into the row. A merchant created where a tombstone is goes on from the tombstone's version, so
+ * no version is given twice to one id and no program's cache takes the new row for an old one.
+ * `replay` answers a repeat of an Idempotency-Key from what the program holds.
+ */
+export async function writeMerchant(
+  tx: Queryable,
+  box: SecretBox,
+  merchantId: string,
+  change: SettingsChange,
+  { ifVersion, idempotency, by }: WriteOptions,
+  replay: () => { merchant: Merchant; version: number },
+): Promise<Written> {
+  if (idempotency) {
+    const kept = await tx.query<{ fingerprint: string; result: string }>(
+      `SELECT fingerprint, result FROM merchant_idempotency WHERE key = $1 AND created_at > now() - $2::bigint * interval '1 millisecond'`,
+      [idempotency.key, IDEMPOTENCY_WINDOW_MS],
+    );
+    if (kept.rows[0]) {
+      if (kept.rows[0].fingerprint !== idempotency.fingerprint) throw new Refusal(new IdempotencyKeyReusedError());
+      const result = JSON.parse(box.open(kept.rows[0].result, idempotency.key)) as unknown;
+      return { ...replay(), created: false, changed: false, result, replayed: true };
+    }
+  }
+  // The clock read with the row, in the same statement (a PATCH that changes nothing costs no more).
+  const { rows } = await tx.query<MerchantRow & { health_url: string | null; failing_since: Date | null; last_failure_at: Date | null }>(
+    `SELECT ${MERCHANT_COLUMNS.split(', ').map((column) => `m.${column}`).join(', ')}, h.url AS health_url, h.failing_since, h.last_failure_at
+     FROM merchants m LEFT JOIN endpoint_health h ON h.merchant_id = m.id WHERE m.id = $1 FOR UPDATE OF m`,
+    [merchantId],
+  );
+  const row = rows[0];
+  const health = row?.health_url ? healthOf({ merchant_id: merchantId, url: row.health_url, failing_since: row.failing_since, last_failure_at: row.last_failure_at }) : undefined;
+  const current = row && withHealth(merchantOf(row, box), health);
+  const version = row ? Number(row.version) : 0;
+  if (ifVersion !== undefined && ifVersion !== version) throw new Refusal(new VersionMismatchError(merchantId, row ? version : undefined));
+  let next: Merchant | undefined;
+  try {
+    next = change(current);
+  } catch (err) {
+    throw new Refusal(err);
+  }
+  if (next === undefined || isDeepStrictEqual(next, current)) {
+    if (!current) throw new Error(`no settings for merchant ${merchantId}`);
+    // Nothing to record under a key either: a repeat finds nothing to change again.
+    return { merchant: current, version, created: false, changed: false, result: idempotency?.result(current, current), replayed: false, row };
+  }
+  const columns = columnsOf(next, box);
+  let written = version + 1;
+  const clockCleared = !!current?.webhook?.failingSince && !next.webhook?.failingSince;
+  if (row) {
+    await tx.query('UPDATE merchants SET public_key = $2, webhook = $3, secrets = $4, version = version + 1, change_xid = pg_current_xact_id(), updated_at = now() WHERE id = $1', [merchantId, ...columns]);
+    if (clockCleared) await clearHealth(tx, merchantId);
+  } else {
+    const { rows: buried } = await tx.query<{ version: string }>('DELETE FROM merchant_tombstones WHERE id_digest = $1 RETURNING version', [idDigest(merchantId)]);
+    written = Number(buried[0]?.version ?? 0) + 1;
+    await tx.query('INSERT INTO merchants (id, public_key, webhook, secrets, version) VALUES ($1, $2, $3, $4, $5)', [merchantId, ...columns, written]);
+  }
+  const changes = auditChanges(current, next);
+  if (Object.keys(changes).length > 0) await recordAudit(tx, merchantId, auditAction(current, changes), changes, by ?? { actor: 'service' });
+  const result = idempotency?.result(next, current);
+  if (idempotency) {
+    await tx.query('DELETE FROM merchant_idempotency WHERE created_at < now() - $1::bigint * interval \'1 millisecond\'', [IDEMPOTENCY_WINDOW_MS]);
+    await tx.query('INSERT INTO merchant_idempotency (key, fingerprint, result, merchant_id) VALUES ($1, $2, $3, $4)', [
+      idempotency.key,
+      idempotency.fingerprint,
+      box.seal(JSON.stringify(result ?? null), idempotency.key),
+      merchantId,
+    ]);
+  }
+  await tx.query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, merchantId]);
+  const stored: MerchantRow = { id: merchantId, public_key: columns[0], webhook: columns[1] === null ? null : JSON.parse(columns[1]), secrets: columns[2], version: written };
+  return { merchant: next, version: written, created: !row, changed: true, result, replayed: false, clockCleared, row: stored };
+}

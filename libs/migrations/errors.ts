@@ -1,0 +1,54 @@
+import type { Migration } from './files.js';
+
+/** The command an operator runs; quoted in every message that asks for it. */
+export const MIGRATE_COMMAND = 'npx webhooks migrate';
+
+/** The database's schema is older than this release needs: `webhooks migrate` has not run yet. */
+export class SchemaBehindError extends Error {
+  constructor(
+    readonly current: number,
+    readonly needed: number,
+  ) {
+    super(`database schema version ${current}, this program needs ${needed}: run ${MIGRATE_COMMAND}`);
+    this.name = 'SchemaBehindError';
+  }
+}
+
+/** The database was migrated by a newer release: an older program must not run against it. */
+export class SchemaTooNewError extends Error {
+  constructor(
+    readonly current: number,
+    readonly known: number,
+  ) {
+    super(`database schema version ${current} is newer than this release knows (${known}): run the release that migrated it, or a newer one`);
+    this.name = 'SchemaTooNewError';
+  }
+}
+
+/** A migration file edited after it ran: what ran is no longer what the file says. */
+export class MigrationChangedError extends Error {
+  constructor(migration: Migration) {
+    super(`migration ${fileOf(migration)} was changed after it ran (its checksum differs): restore the released file; a change to the schema is a new migration`);
+    this.name = 'MigrationChangedError';
+  }
+}
+
+/** A migration PostgreSQL refused: rolled back, nothing of it applied. */
+export class MigrationFailedError extends Error {
+  constructor(migration: Migration, cause: unknown) {
+    super(`migration ${fileOf(migration)} failed and was rolled back: ${(cause as Error)?.message ?? String(cause)}`, { cause });
+    this.name = 'MigrationFailedError';
+  }
+}
+
+/** PostgreSQL stayed unreachable for the whole start-up wait. */
+export class SchemaUnknownError extends Error {
+  constructor(cause: unknown) {
+    super(`database unreachable at start-up, schema version unknown: ${(cause as Error)?.message ?? String(cause)} (DATABASE_URL)`, { cause });
+    this.name = 'SchemaUnknownError';
+  }
+}
+
+export function fileOf(migration: Pick<Migration, 'version' | 'name'>): string {
+  return `${String(migration.version).padStart(4, '0')}_${migration.name}.sql`;
+}

@@ -1,0 +1,49 @@
+import { createHash } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+/** One numbered SQL file: `NNNN_name.sql`, applied in version order, each in one transaction. */
+export interface Migration {
+  version: number;
+  name: string;
+  sql: string;
+  /** sha256 of the file: a file changed after it ran is refused (a change is a new file). */
+  checksum: string;
+}
+
+/**
+ * The package's libs/migrations/sql. tsc does not copy .sql files to dist/, so the built module
+ * (dist/libs/migrations/) reads them from the package's own folder (docker/Dockerfile copies it
+ * into the image); the source module (tests) finds them beside it.
+ */
+export const SQL_DIR = [new URL('./sql/', import.meta.url), new URL('../../../libs/migrations/sql/', import.meta.url)]
+  .map((url) => fileURLToPath(url))
+  .find((dir) => existsSync(dir))!;
+
+const FILE_NAME = /^(\d{4})_([a-z0-9_]+)\.sql$/;
+
+export function checksumOf(sql: string): string {
+  return createHash('sha256').update(sql).digest('hex');
+}
+
+/** The migrations in `dir`, by version; two files with one number are refused. */
+export function readMigrations(dir: string = SQL_DIR): Migration[] {
+  const migrations = readdirSync(dir)
+    .map((file) => ({ file, match: FILE_NAME.exec(file) }))
+    .filter((entry): entry is { file: string; match: RegExpExecArray } => entry.match !== null)
+    .map(({ file, match }) => {
+      const sql = readFileSync(`${dir}/${file}`, 'utf8');
+      return { version: Number(match[1]), name: match[2]!, sql, checksum: checksumOf(sql) };
+    })
+    .sort((a, b) => a.version - b.version);
+  migrations.forEach((m, i) => {
+    if (i > 0 && migrations[i - 1]!.version === m.version) throw new Error(`two migrations numbered ${m.version} in ${dir}`);
+  });
+  return migrations;
+}
+
+/** The migrations this release ships. */
+export const MIGRATIONS: readonly Migration[] = readMigrations();
+
+/** The schema version this release's programs need: the highest migration shipped. */
+export const REQUIRED_VERSION = MIGRATIONS.at(-1)?.version ?? 0;

@@ -1,0 +1,70 @@
+import type { Database, Queryable } from '../delivery-store/index.js';
+import { MIGRATIONS, type Migration } from './files.js';
+import { MigrationChangedError, MigrationFailedError, SchemaTooNewError } from './errors.js';
+
+/** Held for a whole run: a second `webhooks migrate` (another machine) waits, then finds nothing to do. */
+const LOCK = 'webhooks-schema-migrations';
+
+/** What ran: the one table made outside a numbered file, since it records them. */
+const LEDGER = `CREATE TABLE IF NOT EXISTS schema_migrations (
+  version integer PRIMARY KEY,
+  name text NOT NULL,
+  checksum text NOT NULL,
+  applied_at timestamptz NOT NULL DEFAULT now()
+)`;
+
+/** The highest migration applied; 0 for a database no migration ran on. */
+export async function currentVersion(db: Queryable): Promise<number> {
+  const { rows } = await db.query<{ present: boolean }>("SELECT to_regclass('schema_migrations') IS NOT NULL AS present");
+  if (!rows[0]?.present) return 0;
+  const max = await db.query<{ version: number | null }>('SELECT max(version) AS version FROM schema_migrations');
+  return Number(max.rows[0]?.version ?? 0);
+}
+
+export interface MigrateResult {
+  applied: Migration[];
+  version: number;
+}
+
+/**
+ * Applies every migration not applied yet, in order, each in a transaction of its own with its
+ * row in schema_migrations, under an advisory lock held for the whole run. A file changed after it
+ * ran, or a version no file here knows (a newer release migrated), stops it before anything runs.
+ */
+export async function migrate(db: Pick<Database, 'session'>, migrations: readonly Migration[] = MIGRATIONS): Promise<MigrateResult> {
+  const session = await db.session();
+  try {
+    await session.query('SELECT pg_advisory_lock(hashtext($1))', [LOCK]);
+    try {
+      await session.query(LEDGER);
+      const { rows } = await session.query<{ version: number; checksum: string }>('SELECT version, checksum FROM schema_migrations ORDER BY version');
+      const known = new Map(migrations.map((m) => [m.version, m]));
+      const highest = migrations.at(-1)?.version ?? 0;
+      for (const row of rows) {
+        const migration = known.get(row.version);
+        if (!migration) throw new SchemaTooNewError(rows.at(-1)!.version, highest);
+        if (migration.checksum !== row.checksum) throw new MigrationChangedError(migration);
+      }
+      const done = new Set(rows.map((row) => row.version));
+      const applied: Migration[] = [];
+      for (const migration of migrations) {
+        if (done.has(migration.version)) continue;
+        await session.query('BEGIN');
+        try {
+          await session.exec(migration.sql);
+          await session.query('INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)', [migration.version, migration.name, migration.checksum]);
+          await session.query('COMMIT');
+        } catch (err) {
+          await session.query('ROLLBACK').catch(() => {});
+          throw new MigrationFailedError(migration, err);
+        }
+        applied.push(migration);
+      }
+      return { applied, version: Math.max(highest, ...rows.map((row) => row.version)) };
+    } finally {
+      await session.query('SELECT pg_advisory_unlock(hashtext($1))', [LOCK]).catch(() => {});
+    }
+  } finally {
+    await session.close();
+  }
+}

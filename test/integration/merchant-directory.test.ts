@@ -1,0 +1,166 @@
+import { type Database, openPostgres, type Queryable } from '../../libs/delivery-store/index.js';
+import { type Logger, silentLogger } from '../../libs/logger/index.js';
+import { deleteMerchantData, MerchantSettings, PgMerchantDirectory, SecretBox } from '../../libs/merchants/index.js';
+import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
+import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
+import { waitFor } from '../support/wait.js';
+
+const KEY = Buffer.from(TEST_SECRETS_KEY, 'base64');
+const NEW_KEY = Buffer.alloc(32, 7);
+
+/**
+ * Issue 53: what every running program holds of the merchant directory never goes back and never
+ * keeps what the database no longer has: a merchant deleted and made again, a delete whose
+ * notification was lost, a clock write that must not touch the merchant, a row sealed with a key
+ * a program lacks. Each program here is a PgMerchantDirectory on a pool of its own, with the
+ * default poll unless the test says otherwise.
+ */
+describe('the merchant directory of a running program', () => {
+  let db: TestDatabase;
+  let database: Database;
+  let directory: PgMerchantDirectory;
+  let settings: MerchantSettings;
+  const open: Array<{ close(): Promise<void> }> = [];
+
+  beforeAll(async () => {
+    db = await createTestDatabase('merchant_directory');
+    database = openPostgres(db.url);
+    directory = new PgMerchantDirectory(database, new SecretBox(KEY), silentLogger());
+    await directory.start();
+    settings = new MerchantSettings(directory, { allowHttp: false, allowPrivateTargets: false });
+  });
+
+  afterAll(async () => {
+    for (const each of open.reverse()) await each.close();
+    await directory?.close();
+    await database?.close();
+    await db?.drop();
+  });
+
+  /** Counts what `box` opens from now on. */
+  const countOpens = (box: SecretBox) => {
+    const counted = { calls: 0 };
+    const open = box.open.bind(box);
+    box.open = (sealed, boundTo) => {
+      counted.calls++;
+      return open(sealed, boundTo);
+    };
+    return counted;
+  };
+
+  /** Another program's directory. */
+  async function program(options: { keys?: Buffer[]; logger?: Logger; openSecrets?: boolean; pollIntervalMs?: number } = {}): Promise<{ dir: PgMerchantDirectory; box: SecretBox; opens: { calls: number } }> {
+    const pool = openPostgres(db.url, { applicationName: 'merchant-directory-test' });
+    const [key, ...previous] = options.keys ?? [KEY];
+    const box = new SecretBox(key!, previous);
+    // Counted from the start: what the load opens too.
+    const opens = countOpens(box);
+    const dir = new PgMerchantDirectory(pool, box, options.logger ?? silentLogger(), { openSecrets: options.openSecrets, pollIntervalMs: options.pollIntervalMs });
+    open.push({ close: () => pool.close() }, dir);
+    await dir.start();
+    return { dir, box, opens };
+  }
+
+  const put = (id: string, url: string, by = settings) => by.put(id, { publicKey: `pk_${id}_000000`, webhook: { url, enabled: true } } as never);
+  const urlIn = (dir: PgMerchantDirectory, id: string) => dir.byId(id)?.webhook?.url;
+
+  /** The database with every NOTIFY swallowed: a notification lost (a reconnect, a half-open socket, a pooler in transaction mode). */
+  const deaf = (inner: Database) => ({
+    transaction: <T>(work: (tx: Queryable) => Promise<T>) =>
+      inner.transaction((tx) => work({ query: (text, params) => (text.includes('pg_notify') ? Promise.resolve({ rows: [] }) : tx.query(text, params)) as never })),
+  });
+
+  it('serves a merchant deleted and made again with the same id at its new settings, its version going on from the old one', async () => {
+    await put('m_again', 'https://one.example.com/');
+    await settings.patch('m_again', { webhook: { url: 'https://two.example.com/' } });
+    await settings.patch('m_again', { webhook: { url: 'https://three.example.com/' } });
+    const { dir: running } = await program();
+    expect([urlIn(running, 'm_again'), running.versionOf('m_again')]).toEqual(['https://three.example.com/', 3]);
+
+    await deleteMerchantData(database, 'm_again');
+    const again = await put('m_again', 'https://four.example.com/');
+    // No version is given twice to one id: a dashboard's ETag from before the delete is stale.
+    expect(again.version).toBe(4);
+    await waitFor('the running program to serve the new settings', () => urlIn(running, 'm_again') === 'https://four.example.com/', 30_000);
+    expect(running.versionOf('m_again')).toBe(4);
+    expect(running.byPublicKey('pk_m_again_000000')?.webhook?.url).toBe('https://four.example.com/');
+  });
+
+  it('forgets a merchant whose delete notified no one, by the poll, within 30 s', async () => {
+    await put('m_unheard', 'https://unheard.example.com/');
+    const { dir: running } = await program();
+    expect(urlIn(running, 'm_unheard')).toBe('https://unheard.example.com/');
+    const deletedAt = Date.now();
+    await deleteMerchantData(deaf(database), 'm_unheard');
+    await waitFor('the running program to forget it', () => running.byId('m_unheard') === undefined, 30_000, 100);
+    expect(Date.now() - deletedAt).toBeLessThan(30_000);
+    expect(running.byPublicKey('pk_m_unheard_000000')).toBeUndefined();
+  });
+
+  it('keeps the failing clock outside the merchant: its writes change no version and open no secret anywhere', async () => {
+    await put('m_clock', 'https://clock.example.com/');
+    const { dir: running, box } = await program();
+    const opens = countOpens(box);
+    const version = directory.versionOf('m_clock');
+    const since = new Date(Date.now() - 60_000).toISOString();
+    const clock = { url: 'https://clock.example.com/', failingSince: since, lastFailureAt: new Date().toISOString() };
+    expect(await directory.recordHealth('m_clock', clock.url, undefined, clock)).toBe(true);
+    // Another dispatcher that saw no clock starts none over it.
+    expect(await directory.recordHealth('m_clock', clock.url, undefined, { ...clock, failingSince: new Date().toISOString() })).toBe(false);
+    await waitFor('the running program to see the clock', () => running.byId('m_clock')?.webhook?.failingSince === since, 30_000);
+    expect(running.byId('m_clock')?.webhook?.lastFailureAt).toBe(clock.lastFailureAt);
+    expect([directory.versionOf('m_clock'), running.versionOf('m_clock')]).toEqual([version, version]);
+    expect((await db.query<{ version: string }>('SELECT version FROM merchants WHERE id = $1', ['m_clock']))[0]!.version).toBe(String(version));
+    expect(opens.calls).toBe(0);
+    expect(settings.get('m_clock')?.webhook?.failingSince).toBe(since);
+
+    // Turned off by hand, the clock starts over: cleared in the table, and so in every program.
+    await settings.patch('m_clock', { webhook: { enabled: false } });
+    await waitFor('the running program to see it cleared', () => running.byId('m_clock')?.webhook?.enabled === false && running.byId('m_clock')?.webhook?.failingSince === undefined, 30_000);
+    expect((await db.query('SELECT failing_since FROM endpoint_health WHERE merchant_id = $1', ['m_clock']))[0]).toEqual({ failing_since: null });
+  });
+
+  it('opens no webhook secret where it only shows settings (the API), and still answers one when asked', async () => {
+    await put('m_sealed', 'https://sealed.example.com/');
+    await settings.rotate('m_sealed', 3_600);
+    const { dir: api, opens } = await program({ openSecrets: false });
+    expect(opens.calls).toBe(0);
+    const viewing = new MerchantSettings(api, { allowHttp: false, allowPrivateTargets: false });
+    expect(viewing.list().length).toBeGreaterThanOrEqual(1);
+    expect(viewing.get('m_sealed')?.webhook?.previousSecrets).toHaveLength(1);
+    await viewing.patch('m_sealed', { webhook: { events: ['payout'] } });
+    expect(viewing.get('m_sealed')?.webhook?.events).toEqual(['payout']);
+    const opensByWrite = opens.calls;
+    expect(viewing.list().map((view) => view.id)).toContain('m_sealed');
+    expect(opens.calls).toBe(opensByWrite);
+    // Read, a secret is opened then, and is the one the dispatchers sign with.
+    await waitFor('the writer to hold the change', () => directory.byId('m_sealed')?.webhook?.events?.length === 1, 30_000);
+    expect(api.byId('m_sealed')?.webhook?.secret).toBe(directory.byId('m_sealed')?.webhook?.secret);
+    expect(api.byId('m_sealed')?.webhook?.previousSecrets?.[0]?.secret).toBe(directory.byId('m_sealed')?.webhook?.previousSecrets?.[0]?.secret);
+  });
+
+  it('says which merchants it serves at an old version when their new row is sealed with a key it lacks', async () => {
+    await put('m_rekeyed', 'https://old-key.example.com/');
+    const errors: Array<{ message: string; meta: unknown }> = [];
+    const logger = silentLogger();
+    logger.error = ((message: string, meta: unknown) => {
+      errors.push({ message, meta });
+      return logger;
+    }) as Logger['error'];
+    const { dir: oldKeyOnly } = await program({ logger });
+    const { dir: rotated } = await program({ keys: [NEW_KEY, KEY] });
+    const newKeySettings = new MerchantSettings(rotated, { allowHttp: false, allowPrivateTargets: false });
+    await newKeySettings.patch('m_rekeyed', { webhook: { url: 'https://new-key.example.com/' } });
+
+    await waitFor('the program with the old key alone to report it', () => oldKeyOnly.unreadable.some((u) => u.merchantId === 'm_rekeyed'), 30_000);
+    expect(urlIn(oldKeyOnly, 'm_rekeyed')).toBe('https://old-key.example.com/');
+    expect(oldKeyOnly.unreadable).toEqual([{ merchantId: 'm_rekeyed', version: 2, keyId: expect.any(String) }]);
+    expect(errors.map((e) => e.message)).toEqual(['merchant row sealed with a key this program lacks (SECRETS_KEY, SECRETS_KEY_PREVIOUS): serving its last readable version']);
+    expect(JSON.stringify(errors)).not.toContain('whsec_');
+
+    // Sealed with the tests' key again (a write from a program that has it first): readable, no longer reported.
+    const { dir: back } = await program({ keys: [KEY, NEW_KEY] });
+    await new MerchantSettings(back, { allowHttp: false, allowPrivateTargets: false }).patch('m_rekeyed', { webhook: { url: 'https://old-key-again.example.com/' } });
+    await waitFor('the report to end', () => oldKeyOnly.unreadable.length === 0 && urlIn(oldKeyOnly, 'm_rekeyed') === 'https://old-key-again.example.com/', 30_000);
+  });
+});

@@ -1,0 +1,109 @@
+/**
+ * `webhooks migrate` on the real PostgreSQL: numbered files applied once each, recorded in
+ * schema_migrations; safe to run twice and from two machines at once; a file changed after it ran,
+ * or a schema newer than this release knows, refused before anything runs.
+ */
+import { openPostgres, type Database } from '../../libs/delivery-store/index.js';
+import { checksumOf, currentVersion, MIGRATIONS, migrate, type Migration, REQUIRED_VERSION } from '../../libs/migrations/index.js';
+import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
+import { runProgram } from '../support/process.js';
+
+const CLI = 'dist/apps/cli/main.js';
+
+describe('webhooks migrate', () => {
+  const made: TestDatabase[] = [];
+  const opened: Database[] = [];
+  /** An empty database of this test's own. */
+  const empty = async (label: string) => {
+    const db = await createTestDatabase(label, undefined, { migrated: false });
+    made.push(db);
+    return db;
+  };
+  const open = (url: string) => {
+    const database = openPostgres(url, { maxConnections: 2 });
+    opened.push(database);
+    return database;
+  };
+
+  afterAll(async () => {
+    for (const database of opened) await database.close();
+    for (const db of made) await db.drop();
+  });
+
+  it('applies every migration on an empty database, and nothing the second time', async () => {
+    const db = await empty('migrate_twice');
+    const first = await runProgram(CLI, { DATABASE_URL: db.url }, ['migrate']);
+    expect(first).toMatchObject({ code: 0 });
+    expect(first.stdout).toContain('applied 0001_initial.sql');
+    expect(first.stdout).toContain(`schema version ${REQUIRED_VERSION}`);
+    const tables = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public'");
+    const second = await runProgram(CLI, { DATABASE_URL: db.url }, ['migrate']);
+    expect(second).toMatchObject({ code: 0, stdout: `schema version ${REQUIRED_VERSION}: nothing to apply\n` });
+    expect(await db.query("SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public'")).toEqual(tables);
+    expect(await db.query('SELECT version, name, checksum FROM schema_migrations ORDER BY version')).toEqual(
+      MIGRATIONS.map((m) => ({ version: m.version, name: m.name, checksum: m.checksum })),
+    );
+  });
+
+  it('runs from two machines at once on an empty database: both exit 0, each migration applied once', async () => {
+    const db = await empty('migrate_race');
+    const [a, b] = await Promise.all([runProgram(CLI, { DATABASE_URL: db.url }, ['migrate']), runProgram(CLI, { DATABASE_URL: db.url }, ['migrate'])]);
+    expect([a.code, b.code, a.stderr + b.stderr]).toEqual([0, 0, '']);
+    // One applied it; the other waited for the lock, then found nothing to do.
+    expect([a.stdout, b.stdout].filter((out) => out.includes('applied 0001_initial.sql'))).toHaveLength(1);
+    expect(await db.query('SELECT version FROM schema_migrations')).toEqual(MIGRATIONS.map((m) => ({ version: m.version })));
+  });
+
+  it('serialises runs that overlap for sure (a slow migration): each applied once, every run succeeds', async () => {
+    const db = await empty('migrate_overlap');
+    const slow: Migration = { version: 1, name: 'slow', sql: 'SELECT pg_sleep(0.5);\nCREATE TABLE slow (a int);', checksum: 'x' };
+    const runs = await Promise.all([1, 2, 3].map(() => migrate(open(db.url), [slow])));
+    expect(runs.map((run) => run.applied.length).sort()).toEqual([0, 0, 1]);
+    expect(await db.query('SELECT version FROM schema_migrations')).toEqual([{ version: 1 }]);
+  });
+
+  it('says which version the database holds and which this release needs, applying nothing (--status)', async () => {
+    const db = await empty('migrate_status');
+    const before = await runProgram(CLI, { DATABASE_URL: db.url }, ['migrate', '--status']);
+    expect(before).toMatchObject({ code: 3, stdout: `schema version 0, this release needs ${REQUIRED_VERSION}\npending: 0001_initial.sql\n` });
+    expect(await currentVersion(open(db.url))).toBe(0);
+    await runProgram(CLI, { DATABASE_URL: db.url }, ['migrate']);
+    expect(await runProgram(CLI, { DATABASE_URL: db.url }, ['migrate', '--status'])).toMatchObject({ code: 0, stdout: `schema version ${REQUIRED_VERSION}, this release needs ${REQUIRED_VERSION}\n` });
+  });
+
+  it('refuses a migration file changed after it ran, naming it, and applies nothing after it', async () => {
+    const db = await empty('migrate_changed');
+    const database = open(db.url);
+    const first: Migration = { version: 1, name: 'first', sql: 'CREATE TABLE t1 (a int);', checksum: checksumOf('CREATE TABLE t1 (a int);') };
+    await migrate(database, [first]);
+    const edited = { ...first, sql: 'CREATE TABLE t1 (a bigint);', checksum: checksumOf('CREATE TABLE t1 (a bigint);') };
+    const next: Migration = { version: 2, name: 'second', sql: 'CREATE TABLE t2 (a int);', checksum: checksumOf('CREATE TABLE t2 (a int);') };
+    await expect(migrate(database, [edited, next])).rejects.toThrow('migration 0001_first.sql was changed after it ran');
+    expect(await currentVersion(database)).toBe(1);
+  });
+
+  it('rolls a failing migration back whole, naming it, and keeps the ones before', async () => {
+    const db = await empty('migrate_failed');
+    const database = open(db.url);
+    const good: Migration = { version: 1, name: 'good', sql: 'CREATE TABLE good (a int);', checksum: 'x' };
+    const bad: Migration = { version: 2, name: 'bad', sql: 'CREATE TABLE half (a int);\nCREATE TABLE good (a int);', checksum: 'y' };
+    await expect(migrate(database, [good, bad])).rejects.toThrow(/^migration 0002_bad\.sql failed and was rolled back: relation "good" already exists/);
+    expect(await currentVersion(database)).toBe(1);
+    expect(await db.query("SELECT to_regclass('half') AS half")).toEqual([{ half: null }]);
+  });
+
+  it('refuses a database a newer release migrated', async () => {
+    const db = await empty('migrate_newer');
+    await runProgram(CLI, { DATABASE_URL: db.url }, ['migrate']);
+    await db.query("INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, 'from_the_future', 'x')", [REQUIRED_VERSION + 1]);
+    const result = await runProgram(CLI, { DATABASE_URL: db.url }, ['migrate']);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(`webhooks: database schema version ${REQUIRED_VERSION + 1} is newer than this release knows (${REQUIRED_VERSION})`);
+  });
+
+  it('needs DATABASE_URL', async () => {
+    const result = await runProgram(CLI, {}, ['migrate']);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('migrate needs DATABASE_URL');
+  });
+});
