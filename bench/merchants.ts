@@ -24,7 +24,7 @@ export interface MerchantsStartupResult {
   directoryHeapMb: number;
 }
 
-const KEY = randomBytes(32);
+export const KEY = randomBytes(32);
 
 export async function benchMerchantsStartup(url: string, count: number): Promise<MerchantsStartupResult> {
   return withDatabase('merchants', async (databaseUrl) => {
@@ -58,7 +58,7 @@ async function heldByDirectory(database: ReturnType<typeof openPostgres>): Promi
 }
 
 /** Realistic rows: a URL of its own per merchant, a sealed secret, a third with an events filter. */
-async function fill(database: ReturnType<typeof openPostgres>, count: number): Promise<void> {
+export async function fill(database: ReturnType<typeof openPostgres>, count: number): Promise<void> {
   const box = new SecretBox(KEY);
   for (let start = 0; start < count; start += 5_000) {
     const ids: string[] = [];

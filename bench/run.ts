@@ -12,6 +12,9 @@ import { benchIsolation } from './isolation.js';
 import { benchMerchantsStartup } from './merchants.js';
 import { benchDeadMerchant } from './dead-merchant.js';
 import { benchSoak } from './soak.js';
+import { benchSizing } from './sizing.js';
+import { benchDirectoryMemory } from './sizing-memory.js';
+import { directoryMemorySection, sizingSection } from './sizing-report.js';
 import { startReceiver } from './processes.js';
 import { benchResend } from './resend.js';
 import { scanQueue } from './scan.js';
@@ -358,6 +361,9 @@ The process's resident memory grows by ${round(r.rssMb - r.emptyRssMb)} MB: that
 collector and the heap V8 keeps after it. Targets: ready in ≤ 5,000 ms, the merchants held in ≤ 100 MB.
 `);
   }
+  // Issue 53's sizing figures: one run each (a run is minutes), only when asked by name.
+  if (wanted.has('sizing')) sections.push(sizingSection(await benchSizing(url, Number(process.env.BENCH_SIZING_WEBHOOKS ?? 100_000))));
+  if (wanted.has('sizing-memory')) sections.push(directoryMemorySection(await benchDirectoryMemory(url, Number(process.env.BENCH_MERCHANTS ?? 100_000))));
   if (want('recorder')) {
     const total = Number(process.env.BENCH_RECORDS ?? 200_000);
     const r = await medianOf('recorder', () => recorderThroughput(url, total));

@@ -5,7 +5,7 @@ import type { DeliveryLogQueries, LogHealthState, Queryable } from '../../libs/d
 import type { ResendService } from '../../libs/failed/index.js';
 import { isWellFormedReference } from '../../libs/contracts/index.js';
 import type { Logger } from '../../libs/logger/index.js';
-import { activeWebhook, type MerchantDirectory, type MerchantSettings, receivesEvent } from '../../libs/merchants/index.js';
+import { type MerchantDirectory, type MerchantSettings } from '../../libs/merchants/index.js';
 import { METRIC_NAMES } from '../../libs/metrics/index.js';
 import type { SchemaWaitState } from '../../libs/migrations/index.js';
 import { adminRouter } from './admin.js';
@@ -167,12 +167,8 @@ export function createApp(deps: ApiDeps): express.Express {
       const allowed = await deps.limiter.take(merchant.id);
       if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds);
       if (!deps.brokerConnected()) throw unavailable('The message broker is unavailable; try again shortly');
-      // Resending to a webhook that is off would only fail again: say so, and keep the entry.
-      const webhook = activeWebhook(merchant);
-      if (!webhook) {
-        throw new ApiError(409, 'webhook_disabled', 'Webhooks are not enabled for this merchant; enable them on the dashboard, then resend');
-      }
-      await deps.resend.resend(merchant.id, reference, { receives: (event) => receivesEvent(webhook, event) });
+      // The resend checks the merchant's webhook (on, receiving the event) before it claims anything.
+      await deps.resend.resend(merchant, reference);
       res.status(200).json({ message: `webhook sent for reference ${reference}`, error: null, data: null });
     }
   }, '', true);

@@ -8,6 +8,7 @@ import {
   ResendLimitError,
   ResendOutcomeUnknownError,
   RESENDS_PER_WEBHOOK_PER_DAY,
+  WebhookDisabledError,
 } from '../../libs/failed/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import {
@@ -37,6 +38,10 @@ export function toApiError(err: unknown, logger: Logger): ApiError {
     return new ApiError(429, 'too_many_resends', `This webhook was resent ${RESENDS_PER_WEBHOOK_PER_DAY} times in the last 24 hours; try again later`, {
       'retry-after': String(Math.ceil(err.retryAfterMs / 1000)),
     });
+  }
+  // Resending to a webhook that is off would only fail again: say so, and keep the entry.
+  if (err instanceof WebhookDisabledError) {
+    return new ApiError(409, 'webhook_disabled', 'Webhooks are not enabled for this merchant; enable them on the dashboard, then resend');
   }
   if (err instanceof EventNotSubscribedError) {
     return new ApiError(

@@ -1,9 +1,13 @@
 import { BrokerConnection, BrokerUnavailableError } from '../../libs/broker/index.js';
-import { openPostgres } from '../../libs/delivery-store/index.js';
-import { FailedStore, ResendService } from '../../libs/failed/index.js';
+import { openPostgres, type Queryable } from '../../libs/delivery-store/index.js';
+import { FailedStore, ResendService, type ResendTarget } from '../../libs/failed/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
+import { FileMerchantDirectory, webhookSettingsOf } from '../../libs/merchants/index.js';
 import type { CliConfig } from './config.js';
-import { MissingQueueError, UsageError } from './errors.js';
+import { MissingQueueError, NothingMatchedError, UsageError } from './errors.js';
+
+/** How long a command tries to reach RabbitMQ before it exits 1. */
+export const CLI_BROKER_DEADLINE_MS = 10_000;
 
 /**
  * Connects without declaring anything, then checks that the queues the command uses exist. Runs the
@@ -11,7 +15,7 @@ import { MissingQueueError, UsageError } from './errors.js';
  */
 export async function withBroker<T>(config: CliConfig, queues: string[], run: (broker: BrokerConnection) => Promise<T>): Promise<T> {
   const broker = new BrokerConnection({ url: config.RABBITMQ_URL, name: 'webhooks-cli', logger: silentLogger() });
-  await broker.open(10_000);
+  await broker.open(CLI_BROKER_DEADLINE_MS);
   try {
     await requireQueues(broker, config.TOPOLOGY_PREFIX, queues);
     return await run(broker);
@@ -37,16 +41,29 @@ async function requireQueues(broker: BrokerConnection, prefix: string, queues: s
 
 /**
  * The failure index in PostgreSQL (DATABASE_URL), for the `failed` commands: the same rows and
- * claims the API's resends use, so an operator's resend is the merchant's resend.
+ * claims the API's resends use, so an operator's resend is the merchant's resend. `merchant` reads
+ * what a resend checks of the merchant (its webhook on, its events), where the programs read it.
  */
-export async function withFailures<T>(config: CliConfig, run: (store: FailedStore) => Promise<T>): Promise<T> {
+export async function withFailures<T>(config: CliConfig, run: (store: FailedStore, merchant: (id: string) => Promise<ResendTarget>) => Promise<T>): Promise<T> {
   if (!config.DATABASE_URL) throw new UsageError('failed commands need DATABASE_URL: failed webhooks and their resends are kept in PostgreSQL');
   const database = openPostgres(config.DATABASE_URL, { maxConnections: 2, applicationName: 'webhooks-cli failed' });
   try {
-    return await run(new FailedStore(database));
+    return await run(new FailedStore(database), (id) => resendTargetOf(config, database, id));
   } finally {
     await database.close();
   }
+}
+
+/** The merchant as the programs hold it: from MERCHANTS_FILE when set, else its row in PostgreSQL. */
+async function resendTargetOf(config: CliConfig, database: Queryable, merchantId: string): Promise<ResendTarget> {
+  const webhook = config.MERCHANTS_FILE
+    ? (() => {
+        const merchant = new FileMerchantDirectory(config.MERCHANTS_FILE, silentLogger()).byId(merchantId);
+        return merchant ? (merchant.webhook ?? null) : undefined;
+      })()
+    : await webhookSettingsOf(database, merchantId);
+  if (webhook === undefined) throw new NothingMatchedError(`no merchant ${merchantId} in ${config.MERCHANTS_FILE ?? 'the merchants table (DATABASE_URL)'}`);
+  return { id: merchantId, webhook };
 }
 
 /** The API's own resend over the CLI's broker connection and database. */

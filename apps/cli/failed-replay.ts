@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { BrokerUnavailableError } from '../../libs/broker/index.js';
-import { type FailureRow, NothingToResendError, type ResendService } from '../../libs/failed/index.js';
+import { EventNotSubscribedError, type FailureRow, NothingToResendError, receiverOf, type ResendService, type ResendTarget } from '../../libs/failed/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
 import { resendService, withBroker, withFailures } from './broker.js';
 import { action } from './command.js';
@@ -43,14 +43,16 @@ export function declareFailedReplay(failed: Command, io: CliIo): void {
     .description(
       'Bulk recovery after a merchant outage: resends every unresolved failed webhook of the merchant that ' +
         'failed in the window (the failure index in PostgreSQL, DATABASE_URL), one webhook at a time through the same ' +
-        'resend as the API. Shows progress on stderr and ends with a summary: resent, skipped (resent meanwhile), errors.',
+        'resend as the API, with its checks: nothing is resent while the merchant\'s webhook is disabled or not set up. ' +
+        'Shows progress on stderr and ends with a summary: resent, skipped (resent meanwhile, or of an event the webhook ' +
+        'no longer receives, left failed), errors.',
     )
     .option('--merchant <id>', 'the merchant (required)')
     .option('--since <time>', 'start of the window (required)')
     .option('--until <time>', 'end of the window (default: now)')
     .option('--rate <n>', 'at most n webhooks a second', '50')
     .option('--dry-run', 'publish nothing; print what would be resent', false)
-    .addHelpText('after', `\n${TIME}\n${EXIT} (1 also when some resends failed; 3: nothing unresolved in the window)`)
+    .addHelpText('after', `\n${TIME}\n${EXIT} (1 also when some resends failed or the webhook is disabled; 3: nothing unresolved in the window, or no such merchant)`)
     .action(action(io, check, run));
 }
 
@@ -69,9 +71,12 @@ const MAX_REPLAY = 100_000;
 async function run(options: FailedReplayOptions, ctx: CliContext): Promise<number> {
   const { merchantId } = options;
   const names = topologyNames(ctx.config.TOPOLOGY_PREFIX);
-  return withFailures(ctx.config, async (store) => {
+  return withFailures(ctx.config, async (store, merchantOf) => {
     const candidates = (await store.list({ merchantId, since: options.since, until: options.until, unresolvedOnly: true, limit: MAX_REPLAY })).reverse();
     if (candidates.length === 0) throw new NothingMatchedError(`no unresolved failed webhook of merchant ${merchantId} in the window`);
+    // The API's checks, before anything (the dry run too): a disabled webhook stops the replay.
+    const merchant = await merchantOf(merchantId);
+    receiverOf(merchant);
     if (options.dryRun) {
       writeLine(ctx.stdout, failuresTable(candidates, false));
       writeLine(ctx.stdout, `dry run: would resend ${candidates.length} webhook(s) of merchant ${merchantId}; nothing was published`);
@@ -80,7 +85,7 @@ async function run(options: FailedReplayOptions, ctx: CliContext): Promise<numbe
     const summary = await withBroker(ctx.config, [names.dispatch], async (broker) => {
       const resend = resendService(broker, store, ctx.config.TOPOLOGY_PREFIX);
       try {
-        return await replay(resend, merchantId, candidates, options.rate, ctx);
+        return await replay(resend, merchant, candidates, options.rate, ctx);
       } finally {
         await resend.drain();
       }
@@ -95,7 +100,7 @@ async function run(options: FailedReplayOptions, ctx: CliContext): Promise<numbe
   });
 }
 
-async function replay(resend: ResendService, merchantId: string, candidates: FailureRow[], rate: number, ctx: CliContext): Promise<Summary> {
+async function replay(resend: ResendService, merchant: ResendTarget, candidates: FailureRow[], rate: number, ctx: CliContext): Promise<Summary> {
   const summary: Summary = { resent: 0, skipped: 0, errors: 0 };
   const pacer = new Pacer(rate);
   const progress = startProgress('replay', candidates.length, ctx.stderr);
@@ -107,10 +112,10 @@ async function replay(resend: ResendService, merchantId: string, candidates: Fai
       } else {
         await pacer.take(1);
         try {
-          summary.resent += await resend.resendWebhook(merchantId, failure.webhookId);
+          summary.resent += await resend.resendWebhook(merchant, failure.webhookId);
         } catch (err) {
-          if (err instanceof NothingToResendError) {
-            summary.skipped++; // resent since the window was read, e.g. by the merchant
+          if (err instanceof NothingToResendError || err instanceof EventNotSubscribedError) {
+            summary.skipped++; // resent since the window was read (e.g. by the merchant), or of an event no longer received: left failed
           } else {
             summary.errors++;
             summary.lastError = (err as Error).message;

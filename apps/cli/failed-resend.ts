@@ -22,11 +22,13 @@ export function declareFailedResend(failed: Command, io: CliIo): void {
       "Does what the merchant's POST /nucleus/tnx/webhook?reference=<reference> does, for an operator: " +
         'republishes every unresolved failed webhook of that merchant and reference to <TOPOLOGY_PREFIX>.dispatch ' +
         'with its original webhook-id and fresh attempt counters, claiming them in PostgreSQL (DATABASE_URL) ' +
-        'as the API does, so that no replica sends them again. Prints how many were resent.',
+        'as the API does, so that no replica sends them again. Prints how many were resent. Makes the API\'s checks first: ' +
+        'nothing is resent while the merchant\'s webhook is disabled or not set up, and failures of events its webhook no ' +
+        'longer receives stay failed (merchants from MERCHANTS_FILE when set, else the merchants table).',
     )
     .argument('<reference>', 'the reference, exactly as published (a refund: its refundRef or its tnxRef)')
     .option('--merchant <id>', 'the merchant the webhooks belong to (required)')
-    .addHelpText('after', `\n${EXIT} (3: nothing unresolved for this merchant and reference)`)
+    .addHelpText('after', `\n${EXIT} (1 also when the webhook is disabled or does not receive the event; 3: nothing unresolved for this merchant and reference, or no such merchant)`)
     .action(
       action(
         io,
@@ -41,11 +43,13 @@ export function declareFailedResend(failed: Command, io: CliIo): void {
 
 async function run({ merchantId, reference }: FailedResendOptions, ctx: CliContext): Promise<number> {
   const names = topologyNames(ctx.config.TOPOLOGY_PREFIX);
-  const count = await withFailures(ctx.config, (store) =>
-    withBroker(ctx.config, [names.dispatch], async (broker) => {
+  const count = await withFailures(ctx.config, async (store, merchantOf) => {
+    // The API's checks, made by the same ResendService: the webhook on, the event still received.
+    const merchant = await merchantOf(merchantId);
+    return withBroker(ctx.config, [names.dispatch], async (broker) => {
       const resend = resendService(broker, store, ctx.config.TOPOLOGY_PREFIX);
       try {
-        return await resend.resend(merchantId, reference);
+        return await resend.resend(merchant, reference);
       } catch (err) {
         if (err instanceof NothingToResendError) {
           throw new NothingMatchedError(`no unresolved failed webhook for merchant ${merchantId} and reference ${reference}`);
@@ -54,8 +58,8 @@ async function run({ merchantId, reference }: FailedResendOptions, ctx: CliConte
       } finally {
         await resend.drain();
       }
-    }),
-  );
+    });
+  });
   writeLine(ctx.stdout, `resent ${count} webhook(s) for reference ${reference} of merchant ${merchantId}`);
   return 0;
 }

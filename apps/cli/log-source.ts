@@ -32,7 +32,7 @@ export function adminApiBase(env: Record<string, string | undefined>, given?: st
 export async function openLogSource(ctx: CliContext): Promise<LogSource> {
   const url = ctx.env.DATABASE_URL;
   if (url) {
-    const database = openPostgres(url, { maxConnections: 2 });
+    const database = openPostgres(url, { maxConnections: 2, applicationName: 'webhooks-cli log' });
     const log = deliveryLogQueries(database);
     return {
       where: 'PostgreSQL (DATABASE_URL)',

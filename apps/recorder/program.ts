@@ -37,7 +37,7 @@ export async function startRecorder(config: RecorderProgramConfig, logger: Logge
     config.METRICS_PORT === undefined
       ? undefined
       : await startHealthServer({ port: config.METRICS_PORT, registry, ready: () => waitingFor() === undefined, waitingFor, detail: () => awaited.detail });
-  const database = options.database ?? openPostgres(config.DATABASE_URL!);
+  const database = options.database ?? openPostgres(config.DATABASE_URL!, { applicationName: 'webhooks-recorder' });
   const broker = new BrokerConnection({ url: config.RABBITMQ_URL, name: 'webhooks-recorder', logger });
   try {
     await awaitSchema(database, logger, { signal: options.signal, onState: (state) => (awaited = state) });

@@ -6,6 +6,7 @@ import { AckBatcher } from './ack-batcher.js';
 import { cancelAndClose, ignoreUnsolicitedReplies, within } from './channels.js';
 import { BrokerAccessRefusedError, BrokerUnavailableError, BrokerUnroutableError, StartAbortedError } from './errors.js';
 import { ReturnTracker } from './return-tracker.js';
+import { BROKER_BACKOFF, BROKER_START_DEADLINE_MS } from './timing.js';
 
 export interface BrokerConnectionOptions {
   /**
@@ -27,8 +28,6 @@ export interface BrokerConnectionOptions {
   heartbeatSeconds?: number;
 }
 
-/** Reconnect backoff: from 200 ms doubling to 5 s, with ±20% jitter so replicas do not stampede. */
-const BACKOFF = { initialMs: 200, maxMs: 5_000, jitter: 0.2 };
 
 /** A delivery bound to the channel it came on: acking on a newer channel would close it (406). */
 export interface Delivery {
@@ -123,7 +122,7 @@ export class BrokerConnection extends EventEmitter {
    * Connects, retrying with backoff until `timeoutMs`; what cannot heal (a 406 in setup, a refused
    * login) fails at once, and so does an abort (Ctrl-C during start-up).
    */
-  async open(timeoutMs = 30_000, signal?: AbortSignal): Promise<void> {
+  async open(timeoutMs = BROKER_START_DEADLINE_MS, signal?: AbortSignal): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
     let onAbort: (() => void) | undefined;
     try {
@@ -223,8 +222,8 @@ export class BrokerConnection extends EventEmitter {
 
   private scheduleReconnect(): void {
     if (this.closing || this.reconnectTimer) return;
-    const base = Math.min(BACKOFF.maxMs / (1 + BACKOFF.jitter), BACKOFF.initialMs * 2 ** this.attempt);
-    const delay = Math.round(base * (1 + BACKOFF.jitter * (Math.random() * 2 - 1)));
+    const base = Math.min(BROKER_BACKOFF.maxMs / (1 + BROKER_BACKOFF.jitter), BROKER_BACKOFF.initialMs * 2 ** this.attempt);
+    const delay = Math.round(base * (1 + BROKER_BACKOFF.jitter * (Math.random() * 2 - 1)));
     this.attempt++;
     this.reconnectTimer = setTimeout(() => {
       this.reconnectTimer = undefined;

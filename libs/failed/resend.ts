@@ -4,6 +4,7 @@ import { copyHeaders, HEADERS, type ScalarHeaders, webhookHeaders } from '../con
 import type { Logger } from '../logger/index.js';
 import { type TopologyNames, topologyNames } from '../topology/index.js';
 import { ATTR, inSpan, linkActiveSpanTo, publishSpan, SpanKind } from '../tracing/index.js';
+import { receiverOf, type ResendTarget } from './resend-target.js';
 import { CLAIM_LEASE_MS, type ClaimedFailure, type FailedStore, type FailureFilter, RESENDS_PER_WEBHOOK_PER_DAY } from './store.js';
 
 /** The claim and the mark as resent: child spans of the resend, as PostgreSQL client calls. */
@@ -74,8 +75,6 @@ export interface ResendOptions {
 }
 
 export interface ResendFilter {
-  /** Whether the merchant's webhook receives this event now; a failure it does not is left failed. */
-  receives?: (event: string) => boolean;
   /** Only this webhook (the portal's Resend button, POST /nucleus/webhooks/{id}/resend). */
   webhookId?: string;
 }
@@ -113,21 +112,25 @@ export class ResendService {
     this.leaseMs = options.leaseMs ?? CLAIM_LEASE_MS;
   }
 
-  /** A reference's failures (spec 4.1); with `filter.webhookId`, only that webhook of it. */
-  resend(merchantId: string, reference: string, filter: ResendFilter = {}): Promise<number> {
-    return inSpan('resend', { attributes: { [ATTR.merchantId]: merchantId, [ATTR.reference]: reference } }, () =>
-      this.resendWhere(merchantId, { reference, webhookId: filter.webhookId }, filter.receives, reference),
+  /**
+   * A reference's failures (spec 4.1); with `filter.webhookId`, only that webhook of it. The
+   * merchant's webhook must be on (WebhookDisabledError), and failures of events it no longer
+   * receives stay failed: checked here, so that every caller makes the same checks.
+   */
+  resend(merchant: ResendTarget, reference: string, filter: ResendFilter = {}): Promise<number> {
+    return inSpan('resend', { attributes: { [ATTR.merchantId]: merchant.id, [ATTR.reference]: reference } }, () =>
+      this.resendWhere(merchant.id, { reference, webhookId: filter.webhookId }, receiverOf(merchant), reference),
     );
   }
 
-  /** One webhook by its id, whatever its references. */
-  resendWebhook(merchantId: string, webhookId: string, receives?: (event: string) => boolean): Promise<number> {
-    return inSpan('resend', { attributes: { [ATTR.merchantId]: merchantId, [ATTR.webhookId]: webhookId } }, () =>
-      this.resendWhere(merchantId, { webhookId }, receives, undefined),
+  /** One webhook by its id, whatever its references; the same checks. */
+  resendWebhook(merchant: ResendTarget, webhookId: string): Promise<number> {
+    return inSpan('resend', { attributes: { [ATTR.merchantId]: merchant.id, [ATTR.webhookId]: webhookId } }, () =>
+      this.resendWhere(merchant.id, { webhookId }, receiverOf(merchant), undefined),
     );
   }
 
-  private async resendWhere(merchantId: string, filter: FailureFilter, receives: ((event: string) => boolean) | undefined, reference: string | undefined): Promise<number> {
+  private async resendWhere(merchantId: string, filter: FailureFilter, receives: (event: string) => boolean, reference: string | undefined): Promise<number> {
     const claimId = randomUUID();
     const unavailable = (err: unknown): never => {
       throw new FailureIndexUnavailableError({ cause: err });
@@ -154,7 +157,7 @@ export class ResendService {
         lease.done(webhook.webhookId);
         // Its lease ran out before a renewal reached it, and another resend took it: that one sends it.
         if (!lease.holds(webhook.webhookId)) continue;
-        if (receives && !receives(webhook.event)) {
+        if (!receives(webhook.event)) {
           // The dispatcher would only put it back in failed: leave it there, and say why.
           excluded.add(webhook.event);
           giveBack.push(webhook.webhookId);

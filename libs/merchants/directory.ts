@@ -18,7 +18,7 @@ export function activeWebhook(merchant: Merchant): MerchantWebhook | undefined {
 }
 
 /** Whether the webhook's event filter lets this event through (no filter: every event). */
-export function receivesEvent(webhook: MerchantWebhook, event: string): boolean {
+export function receivesEvent(webhook: Pick<MerchantWebhook, 'events'>, event: string): boolean {
   return webhook.events === undefined || (webhook.events as readonly string[]).includes(event);
 }
 

@@ -47,3 +47,4 @@ export {
 } from './settings.js';
 export { type MerchantStoreConfig, type OpenedMerchants, openMerchants } from './open.js';
 export { isUnavailable } from './pg-directory.js';
+export { type WebhookSettings, webhookSettingsOf } from './webhook-settings.js';

@@ -39,6 +39,9 @@ export class MerchantStoreUnavailableError extends Error {
 /** The poll that runs when nothing is heard: every change is seen by every program within this (and within a second when notified). */
 export const DEFAULT_POLL_INTERVAL_MS = 10_000;
 
+/** At start-up, how long the directory waits for an unreachable database without progress before the program gives up. */
+export const MERCHANTS_START_STALL_MS = 120_000;
+
 /**
  * Merchants from PostgreSQL, held in memory so that every read is synchronous and the delivery
  * path never waits for the database. Loaded at start; a write's NOTIFY (on commit) makes every
@@ -94,7 +97,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
    * has stayed unreachable for `startStallMs` (or `signal` aborts).
    */
   async start(signal?: AbortSignal): Promise<void> {
-    const stallMs = this.options.startStallMs ?? 120_000;
+    const stallMs = this.options.startStallMs ?? MERCHANTS_START_STALL_MS;
     let lastProgress = Date.now();
     for (let attempt = 0; ; attempt++) {
       try {

@@ -7,6 +7,9 @@ import { type Harness, startHarness, testMerchant } from '../support/harness.js'
 import { runProgram } from '../support/process.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 const CLI = 'dist/apps/cli/main.js';
 
@@ -46,7 +49,8 @@ describe('webhooks failed (operator CLI on the failure index)', () => {
       settings: { breakerThreshold: 1_000 },
     });
     api = await startTestApi(harness.prefix, harness.merchantsFile);
-    env = { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: harness.prefix, DATABASE_URL: harness.database.url };
+    // The CLI reads the merchants where the programs do: here the harness's file.
+    env = { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: harness.prefix, DATABASE_URL: harness.database.url, MERCHANTS_FILE: harness.merchantsFile };
   });
 
   afterAll(async () => {
@@ -186,6 +190,53 @@ describe('webhooks failed (operator CLI on the failure index)', () => {
     const again = await cli('failed', 'resend', reference, '--merchant', merchants.alice.id);
     expect(again.code).toBe(3);
     expect(again.stderr).toBe(`webhooks: no unresolved failed webhook for merchant ${merchants.alice.id} and reference ${reference}\n`);
+  });
+
+  /** The harness's merchants file with one merchant's webhook changed, as the CLI's MERCHANTS_FILE. */
+  function fileWith(merchantId: string, change: Record<string, unknown>): string {
+    const file = JSON.parse(readFileSync(harness.merchantsFile, 'utf8')) as { merchants: Array<{ id: string; webhook: Record<string, unknown> }> };
+    for (const m of file.merchants) if (m.id === merchantId) Object.assign(m.webhook, change);
+    const path = join(mkdtempSync(join(tmpdir(), 'cli-failed-')), 'merchants.json');
+    writeFileSync(path, JSON.stringify(file));
+    return path;
+  }
+
+  it("makes the API's checks: nothing resent while the webhook is disabled, nor a failure of an event it no longer receives (exit 1, left failed)", async () => {
+    const { reference } = await failedEvent(merchants.alice, 'payout');
+    modes.set(merchants.alice.id, 'ok');
+    const before = receiverOf(merchants.alice).requests.length;
+    const as = (merchantsFile: string, ...args: string[]) => runProgram(CLI, { ...env, MERCHANTS_FILE: merchantsFile }, args);
+
+    const disabled = fileWith(merchants.alice.id, { enabled: false });
+    const resend = await as(disabled, 'failed', 'resend', reference, '--merchant', merchants.alice.id);
+    expect({ code: resend.code, stderr: resend.stderr }).toEqual({ code: 1, stderr: `webhooks: the webhook of merchant ${merchants.alice.id} is disabled or not set up; enable it, then resend\n` });
+    const replay = await as(disabled, 'failed', 'replay', '--merchant', merchants.alice.id, '--since', '10m', '--dry-run');
+    expect({ code: replay.code, stderr: replay.stderr }).toEqual({ code: 1, stderr: expect.stringContaining('is disabled or not set up') });
+
+    const otherEvents = fileWith(merchants.alice.id, { events: ['refund.completed'] });
+    const unsubscribed = await as(otherEvents, 'failed', 'resend', reference, '--merchant', merchants.alice.id);
+    expect({ code: unsubscribed.code, stderr: unsubscribed.stderr }).toEqual({ code: 1, stderr: 'webhooks: the webhook does not receive payout\n' });
+
+    expect(await unresolved(api, merchants.alice.id, reference)).toBe(1);
+    // Once the webhook takes it again, the same command resends it.
+    expect((await cli('failed', 'resend', reference, '--merchant', merchants.alice.id)).code).toBe(0);
+    await receiverOf(merchants.alice).waitForRequests(before + 1);
+  });
+
+  it('reads the merchant from the merchants table without MERCHANTS_FILE: a disabled webhook stops the resend, an unknown merchant exits 3', async () => {
+    const { reference } = await failedEvent(merchants.bob, 'payout');
+    const db = harness.database;
+    await db.query(`INSERT INTO merchants (id, public_key, webhook, version) VALUES ($1, 'pk_test_cli_failed_bob', $2::jsonb, 1)`, [
+      merchants.bob.id,
+      JSON.stringify({ url: merchants.bob.webhook!.url, enabled: false }),
+    ]);
+    const fromTable = { RABBITMQ_URL: env.RABBITMQ_URL!, TOPOLOGY_PREFIX: env.TOPOLOGY_PREFIX!, DATABASE_URL: env.DATABASE_URL! };
+
+    const resend = await runProgram(CLI, fromTable, ['failed', 'resend', reference, '--merchant', merchants.bob.id]);
+    expect({ code: resend.code, stderr: resend.stderr }).toEqual({ code: 1, stderr: expect.stringContaining('is disabled or not set up') });
+    const unknown = await runProgram(CLI, fromTable, ['failed', 'resend', reference, '--merchant', 'm_nobody']);
+    expect({ code: unknown.code, stderr: unknown.stderr }).toEqual({ code: 3, stderr: 'webhooks: no merchant m_nobody in the merchants table (DATABASE_URL)\n' });
+    expect(await unresolved(api, merchants.bob.id, reference)).toBe(1);
   });
 
   it("will not resend another merchant's failure (exit 3) and leaves it failed", async () => {

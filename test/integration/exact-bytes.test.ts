@@ -52,7 +52,7 @@ describe('the bytes of a webhook, on every attempt, retry and resend', () => {
     await harness.database.query('UPDATE failed_webhooks SET content = NULL, headers = NULL');
     ok = true;
     const resend = new ResendService(harness.broker, new FailedStore(database), harness.prefix, silentLogger());
-    await expect(resend.resend(merchant.id, reference)).resolves.toBe(1);
+    await expect(resend.resend(merchant, reference)).resolves.toBe(1);
     const requests = await receiver.waitForRequests(3, 15_000);
     expect(requests.map((r) => r.body)).toEqual([sent, sent, sent]);
     expect(requests.map((r) => r.headers['webhook-id'])).toEqual(['evt_bytes_1', 'evt_bytes_1', 'evt_bytes_1']);

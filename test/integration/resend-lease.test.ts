@@ -65,7 +65,7 @@ describe('a resend longer than its lease', () => {
     const two = new ResendService(harness.broker, store, harness.prefix, silentLogger(), { leaseMs: LEASE_MS });
 
     const started = (await harness.database.query<{ started: Date }>('SELECT now() AS started'))[0]!.started;
-    const first = one.resend(merchant.id, reference);
+    const first = one.resend(merchant, reference);
     await waitFor('the 10th copy published, its confirm held', () => published === 10, 10_000);
     // PostgreSQL's clock, which times the lease: more than two leases since the claim.
     await waitFor(
@@ -73,10 +73,10 @@ describe('a resend longer than its lease', () => {
       async () => (await harness.database.query<{ past: boolean }>(`SELECT now() > $1::timestamptz + make_interval(secs => $2::double precision / 1000 * 2) AS past`, [started, LEASE_MS]))[0]?.past === true,
       10_000,
     );
-    await expect(two.resend(merchant.id, reference)).rejects.toBeInstanceOf(ResendInProgressError);
+    await expect(two.resend(merchant, reference)).rejects.toBeInstanceOf(ResendInProgressError);
     release();
     await expect(first).resolves.toBe(20);
-    await expect(two.resend(merchant.id, reference)).rejects.toBeInstanceOf(NothingToResendError);
+    await expect(two.resend(merchant, reference)).rejects.toBeInstanceOf(NothingToResendError);
 
     const deliveries = () => ids.map((id) => receiver.requests.filter((r) => r.headers['webhook-id'] === id).length);
     await waitFor('every copy delivered', () => deliveries().every((n) => n >= 2), 20_000);

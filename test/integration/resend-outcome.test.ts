@@ -139,7 +139,7 @@ maybe('a resend whose outcome is not known delivers once', () => {
     store.markResent = () => Promise.reject(new Error('connection terminated'));
     const resender = new ResendService(one.broker, store, harness.prefix, silentLogger());
     // The copy is in dispatch: that is a resend done, whatever became of the mark.
-    await expect(resender.resend(merchant.id, reference)).resolves.toBe(1);
+    await expect(resender.resend(merchant, reference)).resolves.toBe(1);
 
     // The merchant retries at once on the other replica: the claim still holds there.
     const again = await call(two, `${RESEND}?reference=${reference}`, { headers: await headers() });

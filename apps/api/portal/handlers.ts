@@ -2,7 +2,7 @@ import { randomUUID, timingSafeEqual } from 'node:crypto';
 import type { Request, Router } from 'express';
 import { type EventName, REFERENCE_FIELDS, sampleEvent } from '../../../libs/contracts/index.js';
 import type { DeliveryLogQueries } from '../../../libs/delivery-store/index.js';
-import { type Actor, activeWebhook, disabledByOperator, graceExpiries, type Merchant, receivesEvent, recordAudit, WebhookNotSetUpError } from '../../../libs/merchants/index.js';
+import { type Actor, disabledByOperator, graceExpiries, type Merchant, recordAudit, WebhookNotSetUpError } from '../../../libs/merchants/index.js';
 import { keyDigestOf, MAX_LINK_LIFETIME_MS, PortalLinkError, type PortalPermission, type PortalSession } from '../../../libs/portal/index.js';
 import { USER_AGENT } from '../../dispatcher/program.js';
 import type { ApiDeps } from '../app.js';
@@ -44,11 +44,7 @@ export async function resendOne(deps: ApiDeps, merchant: Merchant, webhookId: st
   const allowed = await deps.limiter.take(merchant.id);
   if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds);
   if (!deps.brokerConnected()) throw unavailable('The message broker is unavailable; try again shortly');
-  const webhook = activeWebhook(merchant);
-  if (!webhook) {
-    throw new ApiError(409, 'webhook_disabled', 'Webhooks are not enabled for this merchant; enable them, then resend');
-  }
-  await deps.resend.resendWebhook(merchant.id, webhookId, (event) => receivesEvent(webhook, event));
+  await deps.resend.resendWebhook(merchant, webhookId);
 }
 
 /** POST /nucleus/webhooks/{webhookId}/resend: merchant auth, as the resend by reference. */
