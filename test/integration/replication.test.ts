@@ -71,7 +71,7 @@ describe('replication settings on queues that already exist', () => {
     });
     const error = await connect().open(10_000).catch((err: unknown) => err);
     expect(error).toBeInstanceOf(TopologyMismatchError);
-    expect((error as TopologyMismatchError).entity).toBe(`queue ${names.failed}`);
+    expect((error as TopologyMismatchError).entity).toBe(`stream ${names.failed}`);
   });
 });
 

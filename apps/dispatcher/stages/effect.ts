@@ -231,6 +231,11 @@ export class EffectStage {
   private async wait(delivery: Delivery, intake: IntakeEvent, reason: WaitReason, headers: ScalarHeaders, step: number, record: () => Promise<void>, span: Span | undefined): Promise<void> {
     const waits = this.deps.waits;
     if (!waits) throw new Error('effect: a wait needs the wait writer (a retry schedule needs PostgreSQL)');
+    // As for a move: its channel gone, the broker has returned it, and its redelivery is the one that waits.
+    if (!delivery.live) {
+      this.deps.logger.warn('delivery channel lost before its wait; the broker redelivers it', { webhookId: intake.webhookId });
+      return;
+    }
     // With tracing on, a producer span whose context the wait carries: its hand-back continues the webhook's trace.
     await publishIn(span, WAITS_TABLE, headers, intake.webhookId, () => waits.put({
       merchantId: intake.merchantId,
