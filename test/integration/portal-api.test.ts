@@ -469,6 +469,22 @@ describe('the merchant portal API', () => {
     ]);
   });
 
+  it('answers /admin (secrets: a new webhook\'s, a rotation\'s) and /nucleus reads (payloads) with Cache-Control: no-store', async () => {
+    const auth = { 'x-auth-token': 'pk_test_m_a_000000', authorization: `Bearer ${await token('m_a')}` };
+    const answers = [
+      await stack.admin(apiA, 'PUT', '/admin/merchants/m_nostore', { publicKey: 'pk_test_m_nostore_0', webhook: { url: `${receiver.url}/nostore` } }),
+      await stack.admin(apiA, 'POST', '/admin/merchants/m_nostore/webhook/secret/rotate', { graceSeconds: 0 }),
+      await stack.admin(apiA, 'GET', '/admin/merchants/m_nostore'),
+      await call(apiA, '/nucleus/webhooks?limit=1', { method: 'GET', headers: auth }),
+    ];
+    expect(answers.map((a) => [a.status, a.headers.get('cache-control')])).toEqual([
+      [201, 'no-store'],
+      [200, 'no-store'],
+      [200, 'no-store'],
+      [200, 'no-store'],
+    ]);
+  });
+
   it('serves the page with a CSP of \'self\', its script small, and documents every answer', async () => {
     const page = await fetch(`http://127.0.0.1:${apiA.port}/portal/`);
     expect(page.status).toBe(200);
