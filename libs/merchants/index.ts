@@ -15,7 +15,7 @@ export {
 export { SecretBox, SecretsKeyError } from './secret-box.js';
 export { type Actor, type AuditEntry, listAudit, recordAudit } from './audit.js';
 export { ensureMerchantTables, resealSecrets } from './rows.js';
-export { deleteMerchantData, MERCHANT_TABLES, TABLES_WITHOUT_MERCHANT_DATA } from './erase.js';
+export { deleteMerchantData, MERCHANT_TABLES, TABLES_KEPT_AFTER_DELETE, TABLES_WITHOUT_MERCHANT_DATA } from './erase.js';
 export {
   DisabledByOperatorError,
   disabledByOperator,
