@@ -74,6 +74,12 @@ function baseApp(trustProxy: ApiDeps['trustProxy']): express.Express {
   app.use(traceRequests);
   app.use(helmet());
   app.use(express.json({ limit: REQUEST_BODY_LIMIT, strict: false, type: ['application/json', 'application/*+json'] }));
+  // Admin answers carry secrets (a new webhook's, a rotation's, their replays) and /nucleus reads
+  // carry payloads: no cache, shared or the browser's, keeps any of them (/portal/api does the same).
+  app.use(['/admin', '/nucleus'], (_req, res, next) => {
+    res.set('cache-control', 'no-store');
+    next();
+  });
   return app;
 }
 

@@ -469,6 +469,38 @@ describe('the merchant portal API', () => {
     ]);
   });
 
+  it('keeps portal sessions and links open across a rotation of SECRETS_KEY: a replica on the new key accepts what the old key signed', async () => {
+    const b = await open('m_a');
+    const unused = await stack.link('m_a');
+    const rotated = await waitReady(
+      await startTestApi(stack.prefix, '', {}, { ...stack.env, SECRETS_KEY: Buffer.alloc(32, 9).toString('base64'), SECRETS_KEY_PREVIOUS: stack.env.SECRETS_KEY }),
+    );
+    try {
+      expect((await get(b, '/portal/api/session', rotated)).status).toBe(200);
+      expect((await redeem(rotated, unused)).status).toBe(201);
+      const fresh = await redeem(rotated, await stack.link('m_a', undefined, rotated));
+      expect(fresh.status).toBe(201);
+    } finally {
+      await rotated.stop();
+    }
+  });
+
+  it('answers /admin (secrets: a new webhook\'s, a rotation\'s) and /nucleus reads (payloads) with Cache-Control: no-store', async () => {
+    const auth = { 'x-auth-token': 'pk_test_m_a_000000', authorization: `Bearer ${await token('m_a')}` };
+    const answers = [
+      await stack.admin(apiA, 'PUT', '/admin/merchants/m_nostore', { publicKey: 'pk_test_m_nostore_0', webhook: { url: `${receiver.url}/nostore` } }),
+      await stack.admin(apiA, 'POST', '/admin/merchants/m_nostore/webhook/secret/rotate', { graceSeconds: 0 }),
+      await stack.admin(apiA, 'GET', '/admin/merchants/m_nostore'),
+      await call(apiA, '/nucleus/webhooks?limit=1', { method: 'GET', headers: auth }),
+    ];
+    expect(answers.map((a) => [a.status, a.headers.get('cache-control')])).toEqual([
+      [201, 'no-store'],
+      [200, 'no-store'],
+      [200, 'no-store'],
+      [200, 'no-store'],
+    ]);
+  });
+
   it('serves the page with a CSP of \'self\', its script small, and documents every answer', async () => {
     const page = await fetch(`http://127.0.0.1:${apiA.port}/portal/`);
     expect(page.status).toBe(200);
