@@ -155,6 +155,7 @@ describe('the merchant portal API', () => {
     expect((await write(b, 'PATCH', '/portal/api/endpoint', { url: `${receiver.url}/audit/moved`, events: ['payout'] })).status).toBe(200);
     const rotated = await write(b, 'POST', '/portal/api/endpoint/secret/rotate', { graceSeconds: 0 });
     expect(rotated.status).toBe(200);
+    expect((await write(b, 'POST', '/portal/api/endpoint/test', { event: 'payout' })).status).toBe(202);
     expect((await stack.admin(apiB, 'PATCH', '/admin/merchants/m_audit', { webhook: { enabled: false } })).status).toBe(200);
     expect((await stack.admin(apiB, 'DELETE', '/admin/merchants/m_audit/portal-sessions')).status).toBe(200);
 
@@ -164,13 +165,16 @@ describe('the merchant portal API', () => {
     expect(entries.map((e) => [e.action, e.actor.replace(/^portal:[A-Za-z0-9_-]{12}$/, 'portal:<session>')]).reverse()).toEqual([
       ['merchant.created', 'admin:dashboard-backend'],
       ['portal.link_minted', 'admin:dashboard-backend'],
+      ['portal.session_opened', 'portal:<session>'],
       ['merchant.updated', 'portal:<session>'],
       ['secret.rotated', 'portal:<session>'],
+      ['portal.test_event', 'portal:<session>'],
       ['merchant.updated', 'admin:dashboard-backend'],
       ['portal.sessions_revoked', 'admin:dashboard-backend'],
     ]);
-    expect(entries[3]!.changes).toEqual({ 'webhook.url': { from: `${receiver.url}/audit`, to: `${receiver.url}/audit/moved` }, 'webhook.events': { from: null, to: ['payout'] } });
-    expect(entries[2]!.changes).toEqual({ 'webhook.secret': 'rotated' });
+    expect(entries[4]!.changes).toEqual({ 'webhook.url': { from: `${receiver.url}/audit`, to: `${receiver.url}/audit/moved` }, 'webhook.events': { from: null, to: ['payout'] } });
+    expect(entries[3]!.changes).toEqual({ 'webhook.secret': 'rotated' });
+    expect(entries[2]!.changes).toMatchObject({ event: 'payout', reference: expect.stringMatching(/^TEST-/) });
     expect(entries[1]!.changes).toMatchObject({ 'webhook.enabled': { from: true, to: false }, 'webhook.disabledReason': { from: null, to: 'manual' } });
     expect(entries.every((e) => e.address !== null)).toBe(true);
     expect(JSON.stringify(trail.body)).not.toContain('whsec_');

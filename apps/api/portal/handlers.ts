@@ -195,6 +195,10 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     return found;
   };
   const merchantOf = (merchantId: string): Merchant | undefined => deps.merchants?.byId(merchantId);
+  /** What a session did that changes no setting (opened, test events, resends, Recover rounds): in the merchant's audit trail too. */
+  const audit = async (found: PortalSession, req: Request, action: string, changes: Record<string, unknown>) => {
+    if (deps.audit) await recordAudit(deps.audit, found.merchantId, action, changes, portalActor(found, req));
+  };
   /** Reads count against the merchant's log limits, as its own API calls do. */
   const read = async <T>(merchantId: string, work: (log: DeliveryLogQueries) => Promise<T>): Promise<T> => {
     const log = logOf(deps);
@@ -231,6 +235,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     }
     const { sessionId: id, session: started } = opened;
     res.set('set-cookie', `${cookieName}=${id}; ${cookieAttributes}`);
+    await audit(started, req, 'portal.session_opened', { permissions: started.permissions });
     deps.logger.info('portal session opened', { merchantId: started.merchantId });
     res.status(201).json({ message: 'portal session opened', error: null, data: sessionView(started) });
   });
@@ -283,6 +288,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     if (!merchant) throw new ApiError(409, 'webhook_disabled', 'This merchant has no webhook set up');
     const webhookId = params.webhookId as string;
     await resendOne(deps, merchant, webhookId);
+    await audit(found, req, 'portal.webhook_resent', { webhookId });
     deps.logger.info('webhook resent from the portal', { merchantId: found.merchantId, webhookId });
     res.json({ message: `webhook ${webhookId} sent again`, error: null, data: null });
   });
@@ -297,7 +303,10 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     const found = await session(req);
     // A round of Recover starts with its count: rounds are what the daily budget counts (a view-only
     // session can see the count, and resend nothing, so its look costs nothing).
-    if (found.permissions.includes('resend')) await limited('recover', found.merchantId);
+    if (found.permissions.includes('resend')) {
+      await limited('recover', found.merchantId);
+      await audit(found, req, 'portal.recover_round', { since: query.since });
+    }
     const since = query.since as string;
     const webhooks: Array<{ webhookId: string; event: string; references: string[]; firstSeenAt: string }> = [];
     let cursor: string | undefined;
@@ -358,6 +367,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     const message = testSample(input.data.event, found.merchantId);
     const reference = message.data[REFERENCE_FIELDS[input.data.event][0]!] as string;
     const { messageId } = await deps.portal!.publish(message, { test: true });
+    await audit(found, req, 'portal.test_event', { event: input.data.event, webhookId: messageId, reference });
     deps.logger.info('test event sent from the portal', { merchantId: found.merchantId, event: input.data.event, reference });
     res.status(202).json({ message: `test ${input.data.event} sent`, error: null, data: { webhookId: messageId, reference } });
   });
