@@ -25,7 +25,11 @@ export interface PortalSession {
 
 /** Why a link was refused: the page says which, so a merchant knows to ask for a new one. */
 export class PortalLinkError extends Error {
-  constructor(readonly reason: 'used' | 'expired' | 'unknown') {
+  /** `merchantId`: the link's merchant, when a used link is presented again (its trail records the reuse). */
+  constructor(
+    readonly reason: 'used' | 'expired' | 'unknown',
+    readonly merchantId?: string,
+  ) {
     super(reason === 'used' ? 'this portal link was already used' : reason === 'expired' ? 'this portal link has expired' : 'this portal link is not valid');
     this.name = 'PortalLinkError';
   }
@@ -180,9 +184,9 @@ export class PortalSessions {
       [digest(token), digest(sessionId), csrf],
     );
     if (rows[0]) return { sessionId, session: sessionOf(rows[0]) };
-    const known = await this.run<{ used: boolean }>('SELECT redeemed_at IS NOT NULL AS used FROM portal_links WHERE token_hash = $1', [digest(token)]);
+    const known = await this.run<{ used: boolean; merchant_id: string }>('SELECT redeemed_at IS NOT NULL AS used, merchant_id FROM portal_links WHERE token_hash = $1', [digest(token)]);
     if (known[0]?.used) await this.run('DELETE FROM portal_sessions WHERE link_hash = $1', [digest(token)]);
-    const refused = new PortalLinkError(known[0] === undefined ? 'unknown' : known[0].used ? 'used' : 'expired');
+    const refused = new PortalLinkError(known[0] === undefined ? 'unknown' : known[0].used ? 'used' : 'expired', known[0]?.used ? known[0].merchant_id : undefined);
     this.dead.add(token, refused.reason);
     throw refused;
   }

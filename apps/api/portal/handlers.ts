@@ -40,11 +40,23 @@ function sessionsOf(deps: ApiDeps) {
  * Resends exactly one failed webhook of the merchant, by its webhook-id: the resend by reference's
  * checks and claim (ResendService), restricted to that webhook.
  */
-export async function resendOne(deps: ApiDeps, merchant: Merchant, webhookId: string): Promise<void> {
+export async function resendOne(deps: ApiDeps, merchant: Merchant, webhookId: string): Promise<number> {
   const allowed = await deps.limiter.take(merchant.id);
   if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds);
   if (!deps.brokerConnected()) throw unavailable('The message broker is unavailable; try again shortly');
-  await deps.resend.resendWebhook(merchant, webhookId);
+  return deps.resend.resendWebhook(merchant, webhookId);
+}
+
+/**
+ * A resend the merchant's own API made, in its audit trail (the portal's carry their session
+ * instead). Written after the copies went out: a trail PostgreSQL cannot write now is logged, and
+ * does not turn a resend that happened into an error.
+ */
+export async function auditMerchantResend(deps: ApiDeps, req: Request, merchantId: string, changes: Record<string, unknown>): Promise<void> {
+  if (!deps.audit) return;
+  await recordAudit(deps.audit, merchantId, 'webhook.resent', changes, { actor: 'merchant-api', address: req.ip }).catch((err: unknown) =>
+    deps.logger.warn('resend not written to the audit trail', { merchantId, error: (err as Error)?.message }),
+  );
 }
 
 /** POST /nucleus/webhooks/{webhookId}/resend: merchant auth, as the resend by reference. */
@@ -52,7 +64,8 @@ export function mountResendById(app: Router, deps: ApiDeps): void {
   mount(app, 'resendWebhookById', async (req, res, { params }) => {
     const merchant = await deps.auth.authenticate(req.get('x-auth-token'), req.get('authorization'));
     const webhookId = params.webhookId as string;
-    await resendOne(deps, merchant, webhookId);
+    const resent = await resendOne(deps, merchant, webhookId);
+    await auditMerchantResend(deps, req, merchant.id, { webhookId, resent });
     res.status(200).json({ message: `webhook ${webhookId} sent again`, error: null, data: null });
   });
 }
@@ -228,6 +241,8 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
       opened = await sessions.redeem(token);
     } catch (err) {
       if (err instanceof PortalLinkError) {
+        // A used link presented again ends the sessions it made: the merchant's trail says so.
+        if (err.merchantId && deps.audit) await recordAudit(deps.audit, err.merchantId, 'portal.link_reused', { sessionsEnded: true }, { actor: 'portal', address: req.ip });
         const code = err.reason === 'used' ? 'portal_link_used' : err.reason === 'expired' ? 'portal_link_expired' : 'portal_link_invalid';
         throw new ApiError(401, code, `${err.message[0]!.toUpperCase()}${err.message.slice(1)}: ask for a new one`);
       }
