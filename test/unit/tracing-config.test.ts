@@ -1,7 +1,8 @@
 import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
 import { tracingSettingsOf } from '../../libs/config/index.js';
 
-const base = { MERCHANTS_FILE: 'merchants.json' };
+// A dispatcher with merchants in a file still needs PostgreSQL for its waits (a retry schedule).
+const base = { MERCHANTS_FILE: 'merchants.json', DATABASE_URL: 'postgres://127.0.0.1/webhooks' };
 const settings = (env: Record<string, string>) => tracingSettingsOf(loadDispatcherConfig({ ...base, ...env }), 'webhooks-dispatcher');
 
 describe('the OTEL variables', () => {
