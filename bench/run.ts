@@ -17,6 +17,7 @@ import { benchDirectoryMemory } from './sizing-memory.js';
 import { directoryMemorySection, sizingSection } from './sizing-report.js';
 import { startReceiver } from './processes.js';
 import { benchResend } from './resend.js';
+import { benchRetries, retriesSection } from './retries.js';
 import { scanQueue } from './scan.js';
 import { median, round } from './stats.js';
 import { steadyRun } from './steady.js';
@@ -363,6 +364,7 @@ collector and the heap V8 keeps after it. Targets: ready in ≤ 5,000 ms, the me
   }
   // Issue 53's sizing figures: one run each (a run is minutes), only when asked by name.
   if (wanted.has('sizing')) sections.push(sizingSection(await benchSizing(url, Number(process.env.BENCH_SIZING_WEBHOOKS ?? 100_000))));
+  if (wanted.has('retries')) sections.push(retriesSection(await benchRetries(url, receiver, runs, log)));
   if (wanted.has('sizing-memory')) sections.push(directoryMemorySection(await benchDirectoryMemory(url, Number(process.env.BENCH_MERCHANTS ?? 100_000))));
   if (want('recorder')) {
     const total = Number(process.env.BENCH_RECORDS ?? 200_000);
