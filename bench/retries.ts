@@ -27,6 +27,8 @@ const SCHEDULE = '1s';
 interface PgWrites {
   rows: number;
   walBytes: number;
+  /** Of walBytes: the records that touch a block of the bench's database (pg_walinspect), commit records not included. */
+  ownWalBytes: number;
   waitRows: number;
   bodyRows: number;
   waits: number;
@@ -52,6 +54,16 @@ async function pgCounters(client: pg.Client) {
            coalesce((SELECT n_tup_ins FROM pg_stat_user_tables WHERE relname = 'webhook_waits'), 0) AS waits,
            coalesce((SELECT n_tup_ins + n_tup_upd + n_tup_del FROM pg_stat_user_tables WHERE relname = 'webhook_bodies'), 0) AS body_rows`);
   return rows[0]!;
+}
+
+/** WAL records between two LSNs that touch a block of this database (its OID in their block references). */
+async function ownWal(client: pg.Client, from: string, to: string): Promise<number> {
+  const { rows } = await client.query<{ n: string }>(
+    `SELECT coalesce(sum(record_length), 0) AS n FROM pg_get_wal_records_info($1, $2)
+      WHERE block_ref ~ (' rel [0-9]+/' || (SELECT oid FROM pg_database WHERE datname = current_database()) || '/')`,
+    [from, to],
+  );
+  return Number(rows[0]!.n);
 }
 
 async function walSince(client: pg.Client, lsn: string): Promise<number> {
@@ -93,6 +105,8 @@ async function variant(url: string, receiver: ReceiverProcess, warmup: number, t
     const client = new pg.Client({ connectionString: databaseUrl });
     await client.connect();
     try {
+      // Reads the WAL's records (PostgreSQL 15's contrib), to tell this database's from the others' on the shared server.
+      await client.query('CREATE EXTENSION IF NOT EXISTS pg_walinspect');
       await receiver.reset();
       // The others' WAL over a quiet 5 s, before anything of this run writes.
       const quiet = await pgCounters(client);
@@ -110,7 +124,6 @@ async function variant(url: string, receiver: ReceiverProcess, warmup: number, t
       let published = 0;
       let windows: Awaited<ReturnType<typeof cpuWindows>>;
       try {
-        await until('first delivery', async () => (await receiver.count()).count > 0, 60_000, 10);
         windows = await cpuWindows(program.child.pid, receiver, warmup, total);
         windowDone = true;
         published = await feeding;
@@ -140,6 +153,7 @@ async function variant(url: string, receiver: ReceiverProcess, warmup: number, t
         pg: {
           rows: Number(after.rows) - Number(before.rows),
           walBytes: Number((await client.query<{ n: string }>('SELECT pg_wal_lsn_diff($1, $2) AS n', [after.lsn, before.lsn])).rows[0]!.n),
+          ownWalBytes: await ownWal(client, before.lsn, after.lsn),
           waitRows: Number(after.wait_rows) - Number(before.wait_rows),
           bodyRows: Number(after.body_rows) - Number(before.body_rows),
           waits: Number(after.waits) - Number(before.waits),
@@ -178,8 +192,8 @@ export async function benchRetries(url: string, receiver: ReceiverProcess, runs:
 
 export function retriesSection(r: RetriesResult): string {
   const m = (f: (x: RetriesResult['runs'][number]) => number, digits = 2) => round(median(r.runs.map(f)), digits);
-  const perDelivery = (v: RetriesVariant) => ({ rows: v.pg.rows / v.delivered, wal: v.pg.walBytes / v.delivered });
-  const perWait = (v: RetriesVariant) => ({ rows: v.pg.rows / Math.max(1, v.pg.waits), wal: v.pg.walBytes / Math.max(1, v.pg.waits) });
+  const perDelivery = (v: RetriesVariant) => ({ rows: v.pg.rows / v.delivered, wal: v.pg.ownWalBytes / v.delivered });
+  const perWait = (v: RetriesVariant) => ({ rows: v.pg.rows / Math.max(1, v.pg.waits), wal: v.pg.ownWalBytes / Math.max(1, v.pg.waits) });
   return `## 17. Retries as rows: their cost to dispatch and to PostgreSQL (issue 54)
 
 \`BENCH_RUNS=${r.runs.length} npm run bench -- retries\` (\`BENCH_RETRIES_WARMUP\`=${r.warmup}, \`BENCH_RETRIES_N\`=${r.total}). One dispatcher as deployed
@@ -199,13 +213,16 @@ Per round, median: a tenth failing ÷ all succeeding **${m((x) => x.failing.rate
 
 What PostgreSQL wrote, from before the dispatcher started to after it stopped with every webhook delivered (its start-up
 included; the recorder is not running, so no delivery-log rows: those are section 15's): rows inserted, updated and deleted
-in the bench's own database (pg_stat_database), WAL bytes from pg_current_wal_lsn(). WAL is server-wide: the line under the
-table is what the server wrote a second in the 5 s before each run with nothing of it started, the other work on the machine.
+in the bench's own database (pg_stat_database); WAL bytes from pg_current_wal_lsn(), which is server-wide (the line under the
+table is what the server wrote a second in the 5 s before each run with nothing of it started: the other work on the machine), so
+"its own WAL" is the records between the two LSNs that touch a block of the bench's database (pg_walinspect's
+pg_get_wal_records_info, by the database OID in their block references; commit records carry none and are not counted).
+Per wait and per delivery: the run's rows and own WAL ÷ its waits (rows inserted into webhook_waits) or its webhooks.
 
-| receiver | webhooks | waits | rows | of them webhook_waits / webhook_bodies | WAL MB | rows per delivery | WAL bytes per delivery | rows per wait | WAL bytes per wait |
-|---|---|---|---|---|---|---|---|---|---|
-| all succeed | ${m((x) => x.ok.delivered, 0)} | ${m((x) => x.ok.pg.waits, 0)} | ${m((x) => x.ok.pg.rows, 0)} | ${m((x) => x.ok.pg.waitRows, 0)} / ${m((x) => x.ok.pg.bodyRows, 0)} | ${m((x) => x.ok.pg.walBytes / 2 ** 20, 1)} | ${m((x) => perDelivery(x.ok).rows, 3)} | ${m((x) => perDelivery(x.ok).wal, 0)} | - | - |
-| a tenth fail once | ${m((x) => x.failing.delivered, 0)} | ${m((x) => x.failing.pg.waits, 0)} | ${m((x) => x.failing.pg.rows, 0)} | ${m((x) => x.failing.pg.waitRows, 0)} / ${m((x) => x.failing.pg.bodyRows, 0)} | ${m((x) => x.failing.pg.walBytes / 2 ** 20, 1)} | ${m((x) => perDelivery(x.failing).rows, 3)} | ${m((x) => perDelivery(x.failing).wal, 0)} | ${m((x) => perWait(x.failing).rows, 2)} | ${m((x) => perWait(x.failing).wal, 0)} |
+| receiver | webhooks | waits | rows | of them webhook_waits / webhook_bodies | server WAL MB | its own WAL MB | rows per delivery | own WAL bytes per delivery | rows per wait | own WAL bytes per wait |
+|---|---|---|---|---|---|---|---|---|---|---|
+| all succeed | ${m((x) => x.ok.delivered, 0)} | ${m((x) => x.ok.pg.waits, 0)} | ${m((x) => x.ok.pg.rows, 0)} | ${m((x) => x.ok.pg.waitRows, 0)} / ${m((x) => x.ok.pg.bodyRows, 0)} | ${m((x) => x.ok.pg.walBytes / 2 ** 20, 1)} | ${m((x) => x.ok.pg.ownWalBytes / 2 ** 20, 2)} | ${m((x) => perDelivery(x.ok).rows, 3)} | ${m((x) => perDelivery(x.ok).wal, 0)} | ${m((x) => perWait(x.ok).rows, 2)} | ${m((x) => perWait(x.ok).wal, 0)} |
+| a tenth fail once | ${m((x) => x.failing.delivered, 0)} | ${m((x) => x.failing.pg.waits, 0)} | ${m((x) => x.failing.pg.rows, 0)} | ${m((x) => x.failing.pg.waitRows, 0)} / ${m((x) => x.failing.pg.bodyRows, 0)} | ${m((x) => x.failing.pg.walBytes / 2 ** 20, 1)} | ${m((x) => x.failing.pg.ownWalBytes / 2 ** 20, 2)} | ${m((x) => perDelivery(x.failing).rows, 3)} | ${m((x) => perDelivery(x.failing).wal, 0)} | ${m((x) => perWait(x.failing).rows, 2)} | ${m((x) => perWait(x.failing).wal, 0)} |
 
 Server-wide WAL with nothing of the run started, median: ${m((x) => median([x.ok.quietWalPerSecond, x.failing.quietWalPerSecond]) / 1024, 1)} KB/s (the 500s the receiver answered, a tenth failing:
 ${m((x) => x.failing.failed, 0)}).
