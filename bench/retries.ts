@@ -56,14 +56,17 @@ async function pgCounters(client: pg.Client) {
   return rows[0]!;
 }
 
-/** WAL records between two LSNs that touch a block of this database (its OID in their block references). */
+/**
+ * WAL records between two LSNs that touch a block of this database (its OID in their block
+ * references); NaN when the server has already recycled those segments (others writing fast).
+ */
 async function ownWal(client: pg.Client, from: string, to: string): Promise<number> {
-  const { rows } = await client.query<{ n: string }>(
+  const read = client.query<{ n: string }>(
     `SELECT coalesce(sum(record_length), 0) AS n FROM pg_get_wal_records_info($1, $2)
       WHERE block_ref ~ (' rel [0-9]+/' || (SELECT oid FROM pg_database WHERE datname = current_database()) || '/')`,
     [from, to],
   );
-  return Number(rows[0]!.n);
+  return read.then(({ rows }) => Number(rows[0]!.n), () => NaN);
 }
 
 async function walSince(client: pg.Client, lsn: string): Promise<number> {
@@ -216,7 +219,8 @@ included; the recorder is not running, so no delivery-log rows: those are sectio
 in the bench's own database (pg_stat_database); WAL bytes from pg_current_wal_lsn(), which is server-wide (the line under the
 table is what the server wrote a second in the 5 s before each run with nothing of it started: the other work on the machine), so
 "its own WAL" is the records between the two LSNs that touch a block of the bench's database (pg_walinspect's
-pg_get_wal_records_info, by the database OID in their block references; commit records carry none and are not counted).
+pg_get_wal_records_info, by the database OID in their block references; commit records carry none and are not counted;
+NaN when the server had already recycled the run's WAL segments).
 Per wait and per delivery: the run's rows and own WAL ÷ its waits (rows inserted into webhook_waits) or its webhooks.
 
 | receiver | webhooks | waits | rows | of them webhook_waits / webhook_bodies | server WAL MB | its own WAL MB | rows per delivery | own WAL bytes per delivery | rows per wait | own WAL bytes per wait |
