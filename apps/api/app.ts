@@ -19,7 +19,7 @@ import type { KeyedConcurrency } from './concurrency.js';
 import type { RateLimiter } from './rate-limit.js';
 import { toApiError } from './translate.js';
 import type { PortalDeps } from './portal/deps.js';
-import { mountPortal, mountPortalAdmin, mountResendById } from './portal/handlers.js';
+import { auditMerchantResend, mountPortal, mountPortalAdmin, mountResendById } from './portal/handlers.js';
 import { traceRequests } from './tracing.js';
 
 /** The largest JSON request body any route takes (express's notation: 16 KiB); more answers 413 body_too_large. */
@@ -74,6 +74,12 @@ function baseApp(trustProxy: ApiDeps['trustProxy']): express.Express {
   app.use(traceRequests);
   app.use(helmet());
   app.use(express.json({ limit: REQUEST_BODY_LIMIT, strict: false, type: ['application/json', 'application/*+json'] }));
+  // Admin answers carry secrets (a new webhook's, a rotation's, their replays) and /nucleus reads
+  // carry payloads: no cache, shared or the browser's, keeps any of them (/portal/api does the same).
+  app.use(['/admin', '/nucleus'], (_req, res, next) => {
+    res.set('cache-control', 'no-store');
+    next();
+  });
   return app;
 }
 
@@ -168,7 +174,8 @@ export function createApp(deps: ApiDeps): express.Express {
       if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds);
       if (!deps.brokerConnected()) throw unavailable('The message broker is unavailable; try again shortly');
       // The resend checks the merchant's webhook (on, receiving the event) before it claims anything.
-      await deps.resend.resend(merchant, reference);
+      const resent = await deps.resend.resend(merchant, reference);
+      await auditMerchantResend(deps, req, merchant.id, { reference, resent });
       res.status(200).json({ message: `webhook sent for reference ${reference}`, error: null, data: null });
     }
   }, '', true);

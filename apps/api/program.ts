@@ -245,7 +245,7 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
   let publicPort: number | undefined;
   const publisher = new EventPublisher(broker, config.TOPOLOGY_PREFIX);
   const portal: PortalDeps = {
-    sessions: logDatabase && new PortalSessions(logDatabase, new TokenSigner(config.SECRETS_KEY), options.portalIdleTimeoutMs),
+    sessions: logDatabase && new PortalSessions(logDatabase, new TokenSigner(config.SECRETS_KEY, config.SECRETS_KEY_PREVIOUS), options.portalIdleTimeoutMs),
     health: (merchantId) => endpointHealth(logDatabase!, merchantId),
     publish: (message, options) => publisher.publish(message, options),
     baseUrl: () => {

@@ -292,7 +292,7 @@ function declareDelete(merchants: Command, io: CliIo): void {
         async (options, ctx) => {
           if (!ctx.config.DATABASE_URL) throw new UsageError('merchants delete needs DATABASE_URL: merchants and their data live in PostgreSQL');
           const database = openPostgres(ctx.config.DATABASE_URL, { maxConnections: 1, applicationName: 'webhooks-cli' });
-          const deleted = await checkSchema(database).then(() => deleteMerchantData(database, options.id)).finally(() => database.close());
+          const deleted = await checkSchema(database).then(() => deleteMerchantData(database, options.id, CLI_ACTOR)).finally(() => database.close());
           const total = Object.values(deleted).reduce((sum, n) => sum + n, 0);
           writeLine(ctx.stdout, formatTable(['TABLE', 'ROWS DELETED'], Object.entries(deleted).map(([table, n]) => [table, String(n)])));
           if (total === 0) throw new NothingMatchedError(`no row of merchant ${options.id} in any table`);

@@ -1,12 +1,17 @@
 import { EventEmitter } from 'node:events';
 import amqp from 'amqplib';
-import type { Channel, ChannelModel, ConfirmChannel, ConsumeMessage, Options } from 'amqplib';
+import type { Channel, ChannelModel, ConfirmChannel, Options } from 'amqplib';
 import type { Logger } from '../logger/index.js';
-import { AckBatcher } from './ack-batcher.js';
+import type { AckBatcher } from './ack-batcher.js';
+import { destroy, isAccessRefused } from './amqplib-gaps.js';
 import { cancelAndClose, ignoreUnsolicitedReplies, within } from './channels.js';
+import { type Consumer, consumerHandle, type ConsumeOptions, type ConsumerHost, type ConsumerState, openReader, type Reader, type ReaderOptions, startConsumer } from './consumers.js';
 import { BrokerAccessRefusedError, BrokerUnavailableError, BrokerUnroutableError, StartAbortedError } from './errors.js';
 import { ReturnTracker } from './return-tracker.js';
-import { BROKER_BACKOFF, BROKER_START_DEADLINE_MS } from './timing.js';
+import { BROKER_BACKOFF, BROKER_START_DEADLINE_MS, CLOSE_STEP_MS } from './timing.js';
+import { hostOf, redacted, shuffled, withHeartbeat } from './urls.js';
+
+export type { Consumer, ConsumeOptions, Delivery, Reader, ReaderOptions } from './consumers.js';
 
 export interface BrokerConnectionOptions {
   /**
@@ -26,56 +31,6 @@ export interface BrokerConnectionOptions {
   /** How long a publish waits for a connection before failing with BrokerUnavailableError. */
   publishWaitMs?: number;
   heartbeatSeconds?: number;
-}
-
-
-/** A delivery bound to the channel it came on: acking on a newer channel would close it (406). */
-export interface Delivery {
-  message: ConsumeMessage;
-  /** False once the channel it came on is gone: the broker has already returned it to its queue. */
-  readonly live: boolean;
-  ack(): void;
-  /** Requeue only for transient broker trouble, never in a loop: RabbitMQ 4.x drops a message after 20. */
-  nack(requeue: boolean): void;
-}
-
-export interface ConsumeOptions {
-  prefetch: number;
-  /** Consume arguments, computed at every (re)connect, e.g. a stream offset to resume from. */
-  arguments?: () => Record<string, unknown>;
-  onMessage: (delivery: Delivery) => void;
-}
-
-export interface Consumer {
-  /** Stops new deliveries; deliveries already handed out can still be acked. */
-  cancel(): Promise<void>;
-  /** Cancels, then closes the consumer's channel (once every delivery is acked): safe twice. */
-  close(): Promise<void>;
-}
-
-export interface ReaderOptions {
-  prefetch: number;
-  arguments?: Record<string, unknown>;
-  /** Each entry, acked already; null when the broker cancelled the read (the queue was deleted). */
-  onMessage(message: ConsumeMessage | null): void;
-  /** The channel closed under the read (not by `close()`). */
-  onClose?(): void;
-}
-
-export interface Reader {
-  /** Cancels the consumer, then closes its channel; safe twice. */
-  close(): Promise<void>;
-}
-
-/** A broker that does not answer a cancel or a close costs this much per step, at most. */
-const CLOSE_STEP_MS = 2_000;
-
-interface ConsumerState {
-  queue: string;
-  options: ConsumeOptions;
-  channel?: Channel;
-  tag?: string;
-  cancelled: boolean;
 }
 
 /**
@@ -107,9 +62,19 @@ export class BrokerConnection extends EventEmitter {
   private pending?: ChannelModel;
   /** host:port of the node this connection is on, for logs and the connection name. */
   node?: string;
+  /** What the consumers (consumers.ts) use of this connection. */
+  private readonly host: ConsumerHost;
 
   constructor(private readonly options: BrokerConnectionOptions) {
     super();
+    this.host = {
+      logger: options.logger,
+      consumers: this.consumers,
+      consumerChannels: this.consumerChannels,
+      retired: this.retired,
+      newChannel: (model) => this.newChannel(model),
+      watch: (model, channel, role) => this.watch(model, channel, role),
+    };
     this.urls = shuffled(typeof options.url === 'string' ? [options.url] : [...options.url]);
     if (this.urls.length === 0) throw new Error('BrokerConnection needs at least one URL');
   }
@@ -267,7 +232,7 @@ export class BrokerConnection extends EventEmitter {
     try {
       await this.declareOn(model);
       const publishing = await this.openPublishChannel(model);
-      for (const consumer of this.consumers) await this.startConsumer(model, consumer);
+      for (const consumer of this.consumers) await startConsumer(this.host, model, consumer);
       this.current = model;
       this.usePublishChannel(publishing);
     } catch (err) {
@@ -312,72 +277,12 @@ export class BrokerConnection extends EventEmitter {
     return channel;
   }
 
-  private async startConsumer(model: ChannelModel, state: ConsumerState): Promise<void> {
-    if (state.cancelled) return;
-    const channel = await this.newChannel(model);
-    const acks = new AckBatcher(channel);
-    const tags = new Set<string>();
-    this.consumerChannels.set(channel, { acks, tags });
-    let open = true;
-    channel.on('close', () => {
-      open = false;
-      this.consumerChannels.delete(channel);
-    });
-    this.watch(model, channel, `consume ${state.queue}`);
-    await channel.prefetch(state.options.prefetch);
-    const bound = (message: ConsumeMessage): Delivery => ({
-      message,
-      get live() {
-        return open;
-      },
-      ack: () => acks.ack(message.fields.deliveryTag),
-      nack: (requeue) => swallowClosed(() => acks.nack(message.fields.deliveryTag, requeue)),
-    });
-    const reply = await channel.consume(
-      state.queue,
-      (message) => {
-        if (message === null) {
-          // The broker cancelled us (queue deleted or its leader moved): reconnecting re-declares and resumes.
-          tags.clear();
-          this.options.logger.warn('broker cancelled consumer', { queue: state.queue });
-          if (!state.cancelled) model.close().catch(() => {});
-          return;
-        }
-        state.options.onMessage(bound(message));
-      },
-      { noAck: false, arguments: state.options.arguments?.() },
-    );
-    state.channel = channel;
-    state.tag = reply.consumerTag;
-    tags.add(reply.consumerTag);
-  }
-
   /** Starts consuming now if connected, and again after every reconnect until cancelled. */
   async consume(queue: string, options: ConsumeOptions): Promise<Consumer> {
     const state: ConsumerState = { queue, options, cancelled: false };
     this.consumers.add(state);
-    if (this.current) await this.startConsumer(this.current, state);
-    const cancel = async () => {
-      if (state.cancelled) return;
-      state.cancelled = true;
-      this.consumers.delete(state);
-      if (state.channel && state.tag) {
-        const { channel, tag } = state;
-        await within(CLOSE_STEP_MS, channel.cancel(tag).then(() => this.consumerChannels.get(channel)?.tags.delete(tag), () => {}));
-      }
-    };
-    return {
-      cancel,
-      close: async () => {
-        const channel = state.channel;
-        await cancel();
-        if (!channel || this.retired.has(channel)) return;
-        // Closed on purpose: its close must not bring the connection down (see watch).
-        this.retired.add(channel);
-        this.consumerChannels.delete(channel);
-        await within(CLOSE_STEP_MS, channel.close().catch(() => {}));
-      },
-    };
+    if (this.current) await startConsumer(this.host, this.current, state);
+    return consumerHandle(this.host, state);
   }
 
   /**
@@ -387,38 +292,7 @@ export class BrokerConnection extends EventEmitter {
    */
   async openReader(queue: string, options: ReaderOptions): Promise<Reader> {
     if (!this.current) throw new BrokerUnavailableError('not connected to RabbitMQ');
-    const channel = await this.newChannel(this.current);
-    const tags = new Set<string>();
-    this.consumerChannels.set(channel, { tags });
-    let closing = false;
-    channel.on('error', () => {});
-    channel.on('close', () => {
-      this.consumerChannels.delete(channel);
-      if (!closing) options.onClose?.();
-    });
-    const close = async () => {
-      if (closing) return;
-      closing = true;
-      this.consumerChannels.delete(channel);
-      await cancelAndClose(channel, tags, CLOSE_STEP_MS);
-    };
-    try {
-      await channel.prefetch(options.prefetch);
-      const reply = await channel.consume(
-        queue,
-        (message) => {
-          if (message) channel.ack(message);
-          else tags.clear(); // the broker cancelled it: nothing left to cancel
-          options.onMessage(message);
-        },
-        { noAck: false, arguments: options.arguments },
-      );
-      tags.add(reply.consumerTag);
-    } catch (err) {
-      await close();
-      throw err;
-    }
-    return { close };
+    return openReader(this.host, this.current, queue, options);
   }
 
   private async waitForPublishChannel(waitMs = this.options.publishWaitMs ?? 10_000): Promise<ConfirmChannel> {
@@ -547,56 +421,4 @@ export class BrokerConnection extends EventEmitter {
     })();
     return this.closed;
   }
-}
-
-/**
- * Cuts a connection whose close the broker did not answer. With an error, so that amqplib takes it
- * as a lost socket: it stops its heartbeat timer and settles what waits on the connection.
- */
-function destroy(model: ChannelModel): void {
-  (model as unknown as { connection?: { stream?: { destroy?: (err: Error) => void } } }).connection?.stream?.destroy?.(
-    new Error('closed by the client: the broker did not answer in time'),
-  );
-}
-
-/**
- * amqplib gives a refused login no code of its own, only the broker's close frame in the text
- * ("Handshake terminated by server: 403 (ACCESS-REFUSED) ..."): read here once, into a named error.
- */
-function isAccessRefused(err: unknown): boolean {
-  return err instanceof Error && /^Handshake terminated by server: 403\b/.test(err.message);
-}
-
-/** The URL without its password, for messages. */
-function redacted(url: string): string {
-  const parsed = new URL(url);
-  if (parsed.password) parsed.password = '***';
-  return parsed.toString();
-}
-
-function swallowClosed(op: () => void): void {
-  try {
-    op();
-  } catch {
-    // The channel is gone, so the broker has already returned this delivery to its queue.
-  }
-}
-
-function withHeartbeat(url: string, seconds: number): string {
-  const parsed = new URL(url);
-  if (!parsed.searchParams.has('heartbeat')) parsed.searchParams.set('heartbeat', String(seconds));
-  return parsed.toString();
-}
-
-function hostOf(url: string): string {
-  const parsed = new URL(url);
-  return `${parsed.hostname}:${parsed.port || (parsed.protocol === 'amqps:' ? '5671' : '5672')}`;
-}
-
-function shuffled<T>(items: T[]): T[] {
-  for (let i = items.length - 1; i > 0; i--) {
-    const j = Math.floor(Math.random() * (i + 1));
-    [items[i], items[j]] = [items[j]!, items[i]!];
-  }
-  return items;
 }

@@ -6,3 +6,6 @@ export const BROKER_BACKOFF = { initialMs: 200, maxMs: 5_000, jitter: 0.2 };
  * supervisor to start it again). Once connected, a lost connection is retried without a deadline.
  */
 export const BROKER_START_DEADLINE_MS = 30_000;
+
+/** A broker that does not answer a cancel or a close costs this much per step, at most. */
+export const CLOSE_STEP_MS = 2_000;

@@ -1,97 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import type { BrokerConnection, Consumer, Delivery } from '../broker/index.js';
-import { HEADERS } from '../contracts/index.js';
-import { decodeRecords, type DeliveryRecord } from '../delivery-log/index.js';
 import type { Logger } from '../logger/index.js';
-import { appendCheckpoint, CHECKPOINT, fingerprintAt, fingerprintOf, landCheckpoint, offsetOf } from '../streams/index.js';
-import { declareQueueSpec, deliveriesSpec, type Replication, topologyNames } from '../topology/index.js';
-import type { Database, Queryable, Session } from './database.js';
-import { INDEX_FROM_LOG } from '../failed/store.js';
-import { caughtUpAt, ensurePartitionsFor, forgetPartitions, NO_ROWS, prepareRows, type Quarantined, quarantine, restartStream, storeBatch, storedPlace } from './materialise.js';
-import { isRefusal, isTimeout } from './refusals.js';
-import { dropExpiredPartitions, SEQ_PER_OFFSET } from './schema.js';
+import { appendCheckpoint, fingerprintAt, landCheckpoint, offsetOf } from '../streams/index.js';
+import { declareQueueSpec, deliveriesSpec, topologyNames } from '../topology/index.js';
+import { BatchWriter } from './batch-writer.js';
+import { type Pending, type Prepared, prepareBatch, settle } from './batches.js';
+import type { Database, Session } from './database.js';
+import { caughtUpAt, restartStream, storedPlace } from './materialise.js';
+import { BATCH_BYTES, BUFFER_BYTES, type RecorderOptions, type RecorderState } from './recorder-options.js';
+import { dropExpiredPartitions } from './schema.js';
 import { ATTR, inSpan, SpanKind } from '../tracing/index.js';
 
-export interface RecorderOptions {
-  prefix: string;
-  replication?: Replication;
-  /** DELIVERY_LOG_RETENTION: day partitions older than this are dropped. */
-  retentionMs: number;
-  /** Stream messages per transaction at most (each holds up to 200 records)... */
-  maxMessages?: number;
-  /** ...and their bytes at most (at least one message): PostgreSQL refuses a jsonb over 255 MB. */
-  maxBatchBytes?: number;
-  /** A batch is written this long after its first message at the latest. */
-  flushAfterMs?: number;
-  /** How often a standby tries to take the lock, and a leader without a database tries again. */
-  retryMs?: number;
-  /** Stream messages handed out before an ack... */
-  prefetch?: number;
-  /** ...and the bytes read and not stored at most: past this the recorder stops reading until it stored half. */
-  bufferBytes?: number;
-  /** How often the leader appends a checkpoint to learn how far behind the stream's end it is. */
-  checkpointEveryMs?: number;
-  /** A checkpoint not read back within this, while nothing else arrives, means the consumer stopped: subscribe again. */
-  livenessDeadlineMs?: number;
-  /** A single record whose statement times out this many times in a row is set aside. */
-  timeoutsBeforeQuarantine?: number;
-}
-
-/** What a recorder reports, for metrics and tests. */
-export interface RecorderState {
-  leading: boolean;
-  /** Stream messages read and not yet stored. */
-  pending: number;
-  /** Their bytes. */
-  pendingBytes: number;
-  /** When the stream last ended where the log now holds everything (ms since epoch), measured by a checkpoint. */
-  caughtUpAt?: number;
-  recordsStored: number;
-  /** Entries that are not records (not JSON, not the schema): set aside in the quarantine table. */
-  rejected: number;
-  /** Records PostgreSQL refused: set aside in the quarantine table. */
-  quarantined: number;
-  /** Times the consumer was subscribed again: it stopped receiving, or reading paused for memory. */
-  resubscribed: number;
-}
-
-interface Pending {
-  offset: number;
-  delivery: Delivery;
-  bytes: number;
-  acked?: boolean;
-}
-
-/**
- * What a catch-up holds: the read-ahead's bytes, and a batch's (decoded, serialised and sent while
- * the next is prepared, so several copies of it live at once). Measured in BENCHMARKS 8b.
- */
-export const BUFFER_BYTES = 16 * 1024 * 1024;
-export const BATCH_BYTES = 4 * 1024 * 1024;
-
-/** Acks once (a second ack of a tag closes the channel), and only on the channel it came on. */
-function settle(item: Pending): void {
-  if (item.acked) return;
-  item.acked = true;
-  if (item.delivery.live) item.delivery.ack();
-}
-
-/** A batch decoded and serialised, ready for one statement. */
-interface Prepared {
-  items: Pending[];
-  records: DeliveryRecord[];
-  /** Each record's feed position relative to the stream's seq_base: offset × SEQ_PER_OFFSET + its place. */
-  positions: number[];
-  /** Each record's stream offset and place, for setting it aside. */
-  places: Array<[number, number]>;
-  /** Entries that are not records, to set aside as the batch is stored. */
-  refused: Quarantined[];
-  nextOffset: number;
-  /** The append time of the last of this recorder's checkpoints in the batch: the log holds all before it. */
-  caughtUpAt: Date | null;
-  /** The fingerprint of the batch's last entry, stored with the offset past it. */
-  lastEntry: string;
-}
+export { BATCH_BYTES, BUFFER_BYTES, type RecorderOptions, type RecorderState } from './recorder-options.js';
 
 /**
  * Materialises `<prefix>.deliveries` into PostgreSQL. One recorder writes at a time: the leader
@@ -139,9 +59,9 @@ export class DeliveryLogRecorder {
   /** This leader's checkpoints appended and not stored past yet: id → append time. */
   private readonly checkpoints = new Map<string, number>();
   private lastReceivedAt = Date.now();
-  /** Statement timeouts in a row of the single record at this place ("offset:position"). */
-  private timeouts = { place: '', count: 0 };
   readonly state: RecorderState = { leading: false, pending: 0, pendingBytes: 0, recordsStored: 0, rejected: 0, quarantined: 0, resubscribed: 0 };
+  /** Stores each prepared batch, setting aside what PostgreSQL refuses. */
+  private readonly writer: BatchWriter;
   private readonly onDisconnected = () => {
     // What the lost channel delivered will come again from the stored offset.
     this.buffer = [];
@@ -161,6 +81,7 @@ export class DeliveryLogRecorder {
   ) {
     this.stream = topologyNames(options.prefix).deliveries;
     this.lockName = `webhooks-delivery-recorder:${this.stream}`;
+    this.writer = new BatchWriter(this.stream, logger, options, this.state);
   }
 
   async start(): Promise<void> {
@@ -351,59 +272,13 @@ export class DeliveryLogRecorder {
       });
   }
 
-  /** The next batch from the buffer: decoded and serialised (CPU work done while PostgreSQL stores the previous one). */
+  /** The next batch from the buffer (see prepareBatch). */
   private prepare(): Prepared | undefined {
     const after = Math.max(this.preparedUpTo ?? -1, (this.next ?? 0) - 1);
     const maxMessages = this.options.maxMessages ?? 100;
     const maxBytes = this.options.maxBatchBytes ?? BATCH_BYTES;
-    const items: Pending[] = [];
-    let bytes = 0;
-    for (const p of this.buffer) {
-      if (p.offset <= after) continue;
-      if (items.length >= maxMessages || (items.length > 0 && bytes + p.bytes > maxBytes)) break;
-      items.push(p);
-      bytes += p.bytes;
-    }
-    if (items.length === 0) return undefined;
-    const batch: Prepared = {
-      items,
-      records: [],
-      positions: [],
-      places: [],
-      refused: [],
-      nextOffset: items.at(-1)!.offset + 1,
-      caughtUpAt: null,
-      lastEntry: fingerprintOf(items.at(-1)!.delivery.message),
-    };
-    for (const item of items) {
-      const headers = item.delivery.message.properties.headers;
-      // Appended by a recorder to learn where the stream ends: no records, but its offset is stored past it.
-      if (headers?.[HEADERS.entryType] === CHECKPOINT) {
-        const appendedAt = this.checkpoints.get(String(headers[HEADERS.checkpointId]));
-        if (appendedAt !== undefined) {
-          this.checkpoints.delete(String(headers[HEADERS.checkpointId]));
-          batch.caughtUpAt = new Date(Math.max(appendedAt, batch.caughtUpAt?.getTime() ?? 0));
-        }
-        continue;
-      }
-      const decoded = decodeRecords(item.delivery.message.content);
-      for (const refused of decoded.refused) batch.refused.push({ offset: item.offset, position: refused.position, error: refused.reason, content: refused.content });
-      for (let i = 0; i < decoded.records.length; i++) {
-        const place = decoded.positions[i]!;
-        if (place >= SEQ_PER_OFFSET) {
-          // Its feed position would be another message's: a writer of ours never puts this many in one.
-          batch.refused.push({ offset: item.offset, position: place, error: `more than ${SEQ_PER_OFFSET} records in one stream message`, content: JSON.stringify(decoded.records[i]) });
-          continue;
-        }
-        batch.records.push(decoded.records[i]!);
-        batch.positions.push(item.offset * SEQ_PER_OFFSET + place);
-        batch.places.push([item.offset, place]);
-      }
-      if (decoded.rejected > 0) {
-        this.logger.warn('delivery records rejected; set aside in delivery_log_quarantine', { stream: this.stream, offset: item.offset, rejected: decoded.rejected, reason: decoded.reason });
-      }
-    }
-    this.preparedUpTo = items.at(-1)!.offset;
+    const batch = prepareBatch({ buffer: this.buffer, after, maxMessages, maxBytes, checkpoints: this.checkpoints, logger: this.logger, stream: this.stream });
+    if (batch) this.preparedUpTo = batch.items.at(-1)!.offset;
     return batch;
   }
 
@@ -421,7 +296,7 @@ export class DeliveryLogRecorder {
       const storing = inSpan(
         'insert delivery log',
         { kind: SpanKind.CLIENT, attributes: { 'db.system.name': 'postgresql', 'db.operation.name': 'INSERT', 'db.operation.batch.size': batch.records.length, [ATTR.messagingDestination]: this.stream } },
-        () => this.store(session, batch),
+        () => this.writer.store(session, batch),
       );
       // Let the statement go out, then prepare the next batch meanwhile.
       await new Promise((resolve) => setImmediate(resolve));
@@ -446,78 +321,6 @@ export class DeliveryLogRecorder {
     this.paused = false;
     this.state.resubscribed++;
     void this.subscribe().catch((err) => this.logger.warn('delivery recorder cannot subscribe again yet; the next reconnect does', { error: (err as Error).message }));
-  }
-
-  /** A batch and its offset in one statement; what PostgreSQL refuses for its data is split until found and set aside. */
-  private async store(session: Session, batch: Prepared): Promise<void> {
-    const storedUpTo = batch.items[0]!.offset;
-    for (const entry of batch.refused) await this.setAside(session, entry);
-    try {
-      await ensurePartitionsFor(session, batch.records, session);
-      await storeIndexed(session, batch.records, (db) => storeBatch(db, this.stream, prepareRows(batch.records, batch.positions), batch.nextOffset, batch.caughtUpAt, batch.lastEntry));
-      return;
-    } catch (err) {
-      if (!isRefusal(err, batch.records.length)) throw err;
-      // Retention may have dropped a day partition this session knew of: made again where needed.
-      forgetPartitions(session);
-      this.logger.warn('delivery records refused by the database; looking for the ones it refuses', { offset: storedUpTo, records: batch.records.length, error: (err as Error).message });
-    }
-    await this.storeApart(session, batch, 0, batch.records.length, storedUpTo);
-    await storeBatch(session, this.stream, NO_ROWS, batch.nextOffset, batch.caughtUpAt, batch.lastEntry);
-  }
-
-  /**
-   * Records [from, to) of a refused batch, halved until the refused ones stand alone. Halves do not
-   * move the stored offset (the whole batch's last statement does), and storing a record twice
-   * changes nothing, so a crash in the middle starts the batch again harmlessly.
-   */
-  private async storeApart(session: Session, batch: Prepared, from: number, to: number, storedUpTo: number): Promise<void> {
-    const records = batch.records.slice(from, to);
-    try {
-      await ensurePartitionsFor(session, records, session);
-      await storeIndexed(session, records, (db) => storeBatch(db, this.stream, prepareRows(records, batch.positions.slice(from, to)), storedUpTo, null));
-      return;
-    } catch (err) {
-      const one = to - from === 1;
-      const [offset, position] = batch.places[from]!;
-      if (one && isTimeout(err) && !this.timedOutEnough(`${offset}:${position}`)) throw err;
-      if (!isRefusal(err, to - from) && !(one && isTimeout(err))) throw err;
-      if (one) {
-        const record = records[0]!;
-        await this.setAside(session, {
-          offset,
-          position,
-          merchantId: record.merchantId,
-          webhookId: record.webhookId,
-          error: (err as Error).message,
-          content: JSON.stringify(record),
-        });
-        this.state.quarantined++;
-        return;
-      }
-    }
-    const middle = from + Math.ceil((to - from) / 2);
-    await this.storeApart(session, batch, from, middle, storedUpTo);
-    await this.storeApart(session, batch, middle, to, storedUpTo);
-  }
-
-  /** A record alone whose statement keeps timing out is set aside; a database merely slow for a moment is waited for. */
-  private timedOutEnough(place: string): boolean {
-    this.timeouts = this.timeouts.place === place ? { place, count: this.timeouts.count + 1 } : { place, count: 1 };
-    return this.timeouts.count >= (this.options.timeoutsBeforeQuarantine ?? 3);
-  }
-
-  private async setAside(session: Session, entry: Quarantined): Promise<void> {
-    await quarantine(session, this.stream, entry);
-    if (entry.webhookId === undefined) this.state.rejected++;
-    this.logger.error('delivery record set aside in delivery_log_quarantine', {
-      stream: this.stream,
-      offset: entry.offset,
-      position: entry.position,
-      merchantId: entry.merchantId,
-      webhookId: entry.webhookId,
-      error: entry.error.slice(0, 500),
-    });
   }
 
   /**
@@ -603,18 +406,4 @@ export class DeliveryLogRecorder {
     // Closing the session releases the advisory lock.
     await session?.close();
   }
-}
-
-/**
- * Stores a batch and, in the same transaction, indexes its failures (FailedStore's durable path):
- * a failure the dispatcher could not write (the database was down) becomes resendable once the
- * log holds it. A batch without failures is the one statement it always was.
- */
-async function storeIndexed(session: Session, records: readonly DeliveryRecord[], store: (db: Queryable) => Promise<void>): Promise<void> {
-  const failed = records.filter((r) => r.outcome === 'failed');
-  if (failed.length === 0) return store(session);
-  await session.transaction(async (tx) => {
-    await store(tx);
-    await tx.query(INDEX_FROM_LOG, [failed.map((r) => r.merchantId), failed.map((r) => r.webhookId), failed.map((r) => r.at), failed.map((r) => r.reason ?? null)]);
-  });
 }

@@ -4,7 +4,8 @@ import { BlockList, isIP } from 'node:net';
 /**
  * Addresses a webhook must never reach unless private targets are allowed: loopback, private,
  * carrier-grade NAT, link-local (cloud metadata at 169.254.169.254 and fd00:ec2::254), multicast,
- * reserved and unspecified, in IPv4 and IPv6 (IPv4-mapped IPv6 is checked as IPv4), and the IPv6
+ * reserved and unspecified, Azure's wireserver, in IPv4 and IPv6 (IPv6 site-local too, and every
+ * IPv4-mapped IPv6 address: a webhook has no reason to reach an IPv4 host that way), and the IPv6
  * ranges that carry an IPv4 address a relay or translator may unwrap to a private one (NAT64 local
  * use, 6to4 and its relays, Teredo, IPv4-compatible).
  */
@@ -20,6 +21,8 @@ for (const [net, prefix] of [
   ['192.0.2.0', 24],
   ['192.88.99.0', 24],
   ['192.168.0.0', 16],
+  // Azure's wireserver (metadata, certificates, the VM agent), reachable from every Azure VM.
+  ['168.63.129.16', 32],
   ['198.18.0.0', 15],
   ['198.51.100.0', 24],
   ['203.0.113.0', 24],
@@ -39,6 +42,10 @@ for (const [net, prefix] of [
   ['2001:db8::', 32],
   ['fc00::', 7],
   ['fe80::', 10],
+  // Site-local: deprecated (RFC 3879), still routed inside some networks.
+  ['fec0::', 10],
+  // IPv4-mapped as a whole: a DNS name answering one is up to something, whatever IPv4 it maps.
+  ['::ffff:0:0', 96],
   ['ff00::', 8],
 ] as const) {
   blocked.addSubnet(net, prefix, 'ipv6');
@@ -47,11 +54,7 @@ for (const [net, prefix] of [
 export function isBlockedAddress(address: string): boolean {
   const family = isIP(address);
   if (family === 4) return blocked.check(address, 'ipv4');
-  if (family === 6) {
-    const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-    if (mapped) return blocked.check(mapped[1]!, 'ipv4');
-    return blocked.check(address, 'ipv6');
-  }
+  if (family === 6) return blocked.check(address, 'ipv6');
   return false;
 }
 

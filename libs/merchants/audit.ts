@@ -59,11 +59,15 @@ export async function recordAudit(db: Queryable, merchantId: string, action: str
   ]);
 }
 
-/** The merchant's trail, newest first: `limit` entries before the entry `before` (an id) when given. */
+/**
+ * The merchant's trail, newest first: `limit` entries before the entry `before` (an id) when given.
+ * Ordered by the table's bigint id: a bare `id` would be the text column of the SELECT, and put
+ * entry 10 after entry 9.
+ */
 export async function listAudit(db: Queryable, merchantId: string, limit: number, before?: string): Promise<AuditEntry[]> {
   const { rows } = await db.query<{ id: string; at: Date | string; actor: string; action: string; changes: Record<string, unknown>; address: string | null }>(
     `SELECT id::text, at, actor, action, changes, address FROM merchant_audit
-     WHERE merchant_id = $1 AND ($2::bigint IS NULL OR id < $2::bigint) ORDER BY id DESC LIMIT $3`,
+     WHERE merchant_id = $1 AND ($2::bigint IS NULL OR merchant_audit.id < $2::bigint) ORDER BY merchant_audit.id DESC LIMIT $3`,
     [merchantId, before ?? null, limit],
   );
   return rows.map((row) => ({ ...row, at: new Date(row.at).toISOString() }));

@@ -1,4 +1,5 @@
 import type { Queryable } from '../delivery-store/index.js';
+import { type Actor, recordAudit } from './audit.js';
 import { CHANGES_CHANNEL, idDigest, TOMBSTONE_KEEP_MS } from './rows.js';
 
 /**
@@ -11,7 +12,6 @@ export const MERCHANT_TABLES: ReadonlyArray<{ table: string; where: string }> = 
   { table: 'merchants', where: 'id = $1' },
   // Sealed answers of the admin API's Idempotency-Keys (a rotation's answer holds the new secret).
   { table: 'merchant_idempotency', where: 'merchant_id = $1' },
-  { table: 'merchant_audit', where: 'merchant_id = $1' },
   // The endpoint's failing clock (auto-disable).
   { table: 'endpoint_health', where: 'merchant_id = $1' },
   // `<limit name>:<merchant id>`: the names hold no ':', a merchant id may.
@@ -35,11 +35,19 @@ export const MERCHANT_TABLES: ReadonlyArray<{ table: string; where: string }> = 
 export const TABLES_WITHOUT_MERCHANT_DATA: readonly string[] = ['delivery_log_offsets', 'merchant_tombstones', 'schema_migrations'];
 
 /**
+ * Kept when a merchant is deleted: its audit trail (who changed what, when; never a secret: a
+ * secret shows as "rotated", and the trail holds no payload), which the delete itself ends, so
+ * that what happened to a merchant can still be answered after it is gone (docs/production.md).
+ */
+export const TABLES_KEPT_AFTER_DELETE: readonly string[] = ['merchant_audit'];
+
+/**
  * Deletes every row of one merchant from every table above (all made by `webhooks migrate`; the
- * CLI checks the schema version first), in one transaction: all of it goes, or nothing.
+ * CLI checks the schema version first), in one transaction: all of it goes, or nothing; the audit
+ * trail stays, with the delete recorded in it.
  * Returns the rows deleted per table. What RabbitMQ holds is not touched (see docs/production.md).
  */
-export async function deleteMerchantData(db: { transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T> }, merchantId: string): Promise<Record<string, number>> {
+export async function deleteMerchantData(db: { transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T> }, merchantId: string, by: Actor): Promise<Record<string, number>> {
   return db.transaction(async (tx) => {
     const deleted: Record<string, number> = {};
     // The merchant's row first: its lock orders this delete with a write of the merchant.
@@ -59,6 +67,8 @@ export async function deleteMerchantData(db: { transaction<T>(work: (tx: Queryab
       const gone = await tx.query<{ n: number }>(`WITH gone AS (DELETE FROM ${table} WHERE ${where} RETURNING 1) SELECT count(*)::integer AS n FROM gone`, [merchantId]);
       deleted[table] = gone.rows[0]?.n ?? 0;
     }
+    // The delete joins the trail it leaves, in the same transaction: who, and how many rows where.
+    if (Object.values(deleted).some((n) => n > 0)) await recordAudit(tx, merchantId, 'merchant.deleted', { rowsDeleted: deleted }, by);
     await tx.query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, merchantId]);
     return deleted;
   });

@@ -17,7 +17,7 @@ export { SecretBox, SecretsKeyError } from './secret-box.js';
 export { type Actor, type AuditEntry, listAudit, recordAudit } from './audit.js';
 export { resealSecrets, TOMBSTONE_KEEP_MS } from './rows.js';
 export { type Health } from './health.js';
-export { deleteMerchantData, MERCHANT_TABLES, TABLES_WITHOUT_MERCHANT_DATA } from './erase.js';
+export { deleteMerchantData, MERCHANT_TABLES, TABLES_KEPT_AFTER_DELETE, TABLES_WITHOUT_MERCHANT_DATA } from './erase.js';
 export {
   DisabledByOperatorError,
   disabledByOperator,

@@ -25,7 +25,11 @@ export interface PortalSession {
 
 /** Why a link was refused: the page says which, so a merchant knows to ask for a new one. */
 export class PortalLinkError extends Error {
-  constructor(readonly reason: 'used' | 'expired' | 'unknown') {
+  /** `merchantId`: the link's merchant, when a used link is presented again (its trail records the reuse). */
+  constructor(
+    readonly reason: 'used' | 'expired' | 'unknown',
+    readonly merchantId?: string,
+  ) {
     super(reason === 'used' ? 'this portal link was already used' : reason === 'expired' ? 'this portal link has expired' : 'this portal link is not valid');
     this.name = 'PortalLinkError';
   }
@@ -68,32 +72,39 @@ const digest = (secret: string) => createHash('sha256').update(secret).digest('b
 /**
  * Link tokens and session ids carry an HMAC of their random part (`<random>.<mac>`), with a key
  * every replica derives alike (from SECRETS_KEY): a forged or guessed one is refused before any
- * query, so a flood of them costs the database nothing.
+ * query, so a flood of them costs the database nothing. During a rotation of SECRETS_KEY the key
+ * derived from SECRETS_KEY_PREVIOUS still verifies (never signs): sessions opened before it stay
+ * open, and a replica still on the old key and one already on the new accept each other's tokens.
+ * The HMAC only saves queries (the row, found by the token's digest, is what grants), so a token
+ * made with the key before is worth no more than one made with the key now.
  */
 export class TokenSigner {
-  private readonly key: Buffer;
+  private readonly keys: Buffer[];
 
-  /** `seed`: SECRETS_KEY; without it (MERCHANTS_FILE, one replica) a random key of this process. */
-  constructor(seed?: Buffer) {
-    this.key = Buffer.from(hkdfSync('sha256', seed ?? randomBytes(32), Buffer.alloc(0), 'webhooks portal tokens', 32));
+  /** `seed`: SECRETS_KEY; without it (MERCHANTS_FILE, one replica) a random key of this process. `previous`: SECRETS_KEY_PREVIOUS. */
+  constructor(seed?: Buffer, previous?: Buffer) {
+    const derive = (from: Buffer) => Buffer.from(hkdfSync('sha256', from, Buffer.alloc(0), 'webhooks portal tokens', 32));
+    this.keys = [derive(seed ?? randomBytes(32)), ...(previous ? [derive(previous)] : [])];
   }
 
   make(): string {
     const random = randomBytes(32).toString('base64url');
-    return `${random}.${this.mac(random)}`;
+    return `${random}.${this.mac(this.keys[0]!, random)}`;
   }
 
-  /** Whether `token` is one this service made (its shape and its HMAC), without a query. */
+  /** Whether `token` is one this service made (its shape and its HMAC, with the key now or the one before), without a query. */
   verify(token: string): boolean {
     const at = token.indexOf('.');
     if (at !== 43 || token.length !== 87) return false;
     const given = Buffer.from(token.slice(at + 1));
-    const expected = Buffer.from(this.mac(token.slice(0, at)));
-    return given.length === expected.length && timingSafeEqual(given, expected);
+    return this.keys.some((key) => {
+      const expected = Buffer.from(this.mac(key, token.slice(0, at)));
+      return given.length === expected.length && timingSafeEqual(given, expected);
+    });
   }
 
-  private mac(random: string): string {
-    return createHmac('sha256', this.key).update(random).digest('base64url');
+  private mac(key: Buffer, random: string): string {
+    return createHmac('sha256', key).update(random).digest('base64url');
   }
 }
 
@@ -173,9 +184,9 @@ export class PortalSessions {
       [digest(token), digest(sessionId), csrf],
     );
     if (rows[0]) return { sessionId, session: sessionOf(rows[0]) };
-    const known = await this.run<{ used: boolean }>('SELECT redeemed_at IS NOT NULL AS used FROM portal_links WHERE token_hash = $1', [digest(token)]);
+    const known = await this.run<{ used: boolean; merchant_id: string }>('SELECT redeemed_at IS NOT NULL AS used, merchant_id FROM portal_links WHERE token_hash = $1', [digest(token)]);
     if (known[0]?.used) await this.run('DELETE FROM portal_sessions WHERE link_hash = $1', [digest(token)]);
-    const refused = new PortalLinkError(known[0] === undefined ? 'unknown' : known[0].used ? 'used' : 'expired');
+    const refused = new PortalLinkError(known[0] === undefined ? 'unknown' : known[0].used ? 'used' : 'expired', known[0]?.used ? known[0].merchant_id : undefined);
     this.dead.add(token, refused.reason);
     throw refused;
   }

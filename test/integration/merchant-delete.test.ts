@@ -1,6 +1,6 @@
 import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
-import { MERCHANT_TABLES, MerchantSettings, PgMerchantDirectory, SecretBox, TABLES_WITHOUT_MERCHANT_DATA } from '../../libs/merchants/index.js';
+import { listAudit, MERCHANT_TABLES, MerchantSettings, PgMerchantDirectory, SecretBox, TABLES_KEPT_AFTER_DELETE, TABLES_WITHOUT_MERCHANT_DATA } from '../../libs/merchants/index.js';
 import { PortalSessions, TokenSigner } from '../../libs/portal/index.js';
 import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
@@ -77,7 +77,7 @@ describe('webhooks merchants delete', () => {
   };
 
   it('knows every table the migrations make: each is deleted from, or holds no merchant data', async () => {
-    const known = [...MERCHANT_TABLES.map((t) => t.table), ...TABLES_WITHOUT_MERCHANT_DATA, 'delivery_records_test'];
+    const known = [...MERCHANT_TABLES.map((t) => t.table), ...TABLES_WITHOUT_MERCHANT_DATA, ...TABLES_KEPT_AFTER_DELETE, 'delivery_records_test'];
     expect((await tables()).filter((table) => !known.includes(table))).toEqual([]);
   });
 
@@ -85,7 +85,7 @@ describe('webhooks merchants delete', () => {
     const result = await cli(GONE);
     expect(result.code).toBe(2);
     expect(result.stderr).toContain('--yes');
-    expect(Object.keys(await rowsOf(GONE)).sort()).toEqual(MERCHANT_TABLES.map((t) => t.table).sort());
+    expect(Object.keys(await rowsOf(GONE)).sort()).toEqual([...MERCHANT_TABLES.map((t) => t.table), ...TABLES_KEPT_AFTER_DELETE].sort());
   });
 
   it('leaves no row of the merchant in any table, and every row of another', async () => {
@@ -93,9 +93,14 @@ describe('webhooks merchants delete', () => {
     const result = await cli(GONE, '--yes');
     expect(result.stderr).toContain(`merchant ${GONE}:`);
     expect(result.code).toBe(0);
-    expect(await rowsOf(GONE)).toEqual({});
+    // Nothing but its audit trail, which holds no secret and now ends with the delete and its actor.
+    const trailBefore = await listAudit(database, GONE, 100);
+    expect(Object.keys(await rowsOf(GONE))).toEqual(['merchant_audit']);
+    expect(trailBefore[0]).toMatchObject({ actor: 'cli', action: 'merchant.deleted', changes: { rowsDeleted: { merchants: 1, portal_sessions: 1 } } });
+    expect(trailBefore.map((e) => e.action)).toEqual(['merchant.deleted', 'secret.rotated', 'merchant.created']);
+    expect(JSON.stringify(trailBefore)).not.toMatch(/whsec_/);
     expect(await rowsOf(KEPT)).toEqual(before);
-    expect(Object.keys(before).sort()).toEqual(MERCHANT_TABLES.map((t) => t.table).sort());
+    expect(Object.keys(before).sort()).toEqual([...MERCHANT_TABLES.map((t) => t.table), ...TABLES_KEPT_AFTER_DELETE].sort());
   });
 
   it('is forgotten by a running program, through the delete\'s NOTIFY: no restart needed', async () => {

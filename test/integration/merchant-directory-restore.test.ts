@@ -71,7 +71,7 @@ describe('a running program across a restore of its database', () => {
     await operator(async (settings, db) => {
       await settings.rotate('m_rotated', 0);
       await put(settings, 'm_new', 'https://new.example.com/');
-      await deleteMerchantData(db, 'm_deleted');
+      await deleteMerchantData(db, 'm_deleted', { actor: 'test' });
     });
     await waitFor('the program to see the changes', () => program.byId('m_rotated')?.webhook?.secret !== before && program.byId('m_new') && !program.byId('m_deleted'), 30_000);
     // Transaction ids the restore takes back: the program's cursor is past them.

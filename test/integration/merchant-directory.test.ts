@@ -80,7 +80,7 @@ describe('the merchant directory of a running program', () => {
     const { dir: running } = await program();
     expect([urlIn(running, 'm_again'), running.versionOf('m_again')]).toEqual(['https://three.example.com/', 3]);
 
-    await deleteMerchantData(database, 'm_again');
+    await deleteMerchantData(database, 'm_again', { actor: 'test' });
     const again = await put('m_again', 'https://four.example.com/');
     // No version is given twice to one id: a dashboard's ETag from before the delete is stale.
     expect(again.version).toBe(4);
@@ -94,7 +94,7 @@ describe('the merchant directory of a running program', () => {
     const { dir: running } = await program();
     expect(urlIn(running, 'm_unheard')).toBe('https://unheard.example.com/');
     const deletedAt = Date.now();
-    await deleteMerchantData(deaf(database), 'm_unheard');
+    await deleteMerchantData(deaf(database), 'm_unheard', { actor: 'test' });
     await waitFor('the running program to forget it', () => running.byId('m_unheard') === undefined, 30_000, 100);
     expect(Date.now() - deletedAt).toBeLessThan(30_000);
     expect(running.byPublicKey('pk_m_unheard_000000')).toBeUndefined();

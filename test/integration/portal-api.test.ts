@@ -4,7 +4,7 @@ import { EventPublisher } from '../../libs/publisher/index.js';
 import type { ApiProgram } from '../../apps/api/program.js';
 import { adminToken, type Answer, call, expectDocumented, JWT_SECRET, seen, startTestApi, token, unresolved, waitReady } from '../support/api.js';
 import { runProgram } from '../support/process.js';
-import { startPortalStack, type PortalStack } from '../support/portal.js';
+import { type PortalBrowser, type PortalStack, redeemLink, startPortalStack, tokenOf } from '../support/portal.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 import { keyDigestOf, PortalLinkError, PortalSessions, TokenSigner } from '../../libs/portal/index.js';
@@ -39,24 +39,11 @@ describe('the merchant portal API', () => {
   });
 
   const code = (answer: Answer) => [answer.status, (answer.body as { error: { code: string } | null }).error?.code ?? null];
-  const tokenOf = (url: string) => /#token=([A-Za-z0-9_.-]+)$/.exec(url)![1]!;
-  const redeem = (api: ApiProgram, url: string) =>
-    call(api, '/portal/api/session', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token: tokenOf(url) }) });
-
-  interface Browser { cookie: string; csrf: string }
-  async function open(merchantId: string, body?: unknown, api = apiA): Promise<Browser> {
-    const answer = await redeem(api, await stack.link(merchantId, body));
-    expect(answer.status).toBe(201);
-    const cookie = answer.headers.get('set-cookie')!.split(';')[0]!;
-    return { cookie, csrf: (answer.body as { data: { csrfToken: string } }).data.csrfToken };
-  }
+  const redeem = redeemLink;
+  type Browser = PortalBrowser;
+  const open = (merchantId: string, body?: unknown, api = apiA): Promise<Browser> => stack.open(merchantId, body, api);
   const get = (b: Browser, path: string, api = apiA) => call(api, path, { method: 'GET', headers: { cookie: b.cookie } });
-  const write = (b: Browser, method: string, path: string, body?: unknown, csrf: string | null = b.csrf, api = apiA) =>
-    call(api, path, {
-      method,
-      headers: { cookie: b.cookie, 'content-type': 'application/json', ...(csrf === null ? {} : { 'x-csrf-token': csrf }) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
+  const write = (b: Browser, method: string, path: string, body?: unknown, csrf: string | null = b.csrf, api = apiA) => stack.write(b, method, path, body, csrf, api);
 
   /** Publishes an event for the merchant and waits until the log says it failed and the index holds it. */
   async function failedWebhook(merchantId: string, event: 'payout' | 'charge.completed' = 'payout', reference?: string) {
@@ -147,39 +134,6 @@ describe('the merchant portal API', () => {
     expect((disabled.body as any).data.webhook).toMatchObject({ enabled: false, disabledReason: 'manual' });
     const fresh = await open('m_offoff', full);
     expect(code(await write(fresh, 'PATCH', '/portal/api/endpoint', { enabled: true }))).toEqual([409, 'endpoint_disabled_by_operator']);
-  });
-
-  it('keeps an audit trail of every settings write, link and revocation: who, what (never a secret), when, from where', async () => {
-    await stack.putMerchant('m_audit', `${receiver.url}/audit`);
-    const b = await open('m_audit', { permissions: ['manage-endpoint', 'manage-secret'] });
-    expect((await write(b, 'PATCH', '/portal/api/endpoint', { url: `${receiver.url}/audit/moved`, events: ['payout'] })).status).toBe(200);
-    const rotated = await write(b, 'POST', '/portal/api/endpoint/secret/rotate', { graceSeconds: 0 });
-    expect(rotated.status).toBe(200);
-    expect((await stack.admin(apiB, 'PATCH', '/admin/merchants/m_audit', { webhook: { enabled: false } })).status).toBe(200);
-    expect((await stack.admin(apiB, 'DELETE', '/admin/merchants/m_audit/portal-sessions')).status).toBe(200);
-
-    const trail = await stack.admin(apiA, 'GET', '/admin/merchants/m_audit/audit');
-    expect(trail.status).toBe(200);
-    const entries = (trail.body as any).data.entries as Array<{ actor: string; action: string; changes: Record<string, any>; address: string | null }>;
-    expect(entries.map((e) => [e.action, e.actor.replace(/^portal:[A-Za-z0-9_-]{12}$/, 'portal:<session>')]).reverse()).toEqual([
-      ['merchant.created', 'admin:dashboard-backend'],
-      ['portal.link_minted', 'admin:dashboard-backend'],
-      ['merchant.updated', 'portal:<session>'],
-      ['secret.rotated', 'portal:<session>'],
-      ['merchant.updated', 'admin:dashboard-backend'],
-      ['portal.sessions_revoked', 'admin:dashboard-backend'],
-    ]);
-    expect(entries[3]!.changes).toEqual({ 'webhook.url': { from: `${receiver.url}/audit`, to: `${receiver.url}/audit/moved` }, 'webhook.events': { from: null, to: ['payout'] } });
-    expect(entries[2]!.changes).toEqual({ 'webhook.secret': 'rotated' });
-    expect(entries[1]!.changes).toMatchObject({ 'webhook.enabled': { from: true, to: false }, 'webhook.disabledReason': { from: null, to: 'manual' } });
-    expect(entries.every((e) => e.address !== null)).toBe(true);
-    expect(JSON.stringify(trail.body)).not.toContain('whsec_');
-
-    const cli = await runProgram('dist/apps/cli/main.js', { DATABASE_URL: stack.db.url, SECRETS_KEY: stack.env.SECRETS_KEY! }, ['merchants', 'audit', 'm_audit']);
-    expect(cli.code).toBe(0);
-    expect(cli.stdout.split('\n')[0]).toMatch(/^AT\s+ACTOR\s+ACTION\s+ADDRESS\s+CHANGES/);
-    expect(cli.stdout).toContain('secret.rotated');
-    expect(cli.stdout).not.toContain('whsec_');
   });
 
   it('starts at most 10 Recover rounds a day per merchant, on all replicas together', async () => {
@@ -466,6 +420,38 @@ describe('the merchant portal API', () => {
       [200, 'no-store'],
       [200, 'no-store'],
       [401, 'no-store'],
+    ]);
+  });
+
+  it('keeps portal sessions and links open across a rotation of SECRETS_KEY: a replica on the new key accepts what the old key signed', async () => {
+    const b = await open('m_a');
+    const unused = await stack.link('m_a');
+    const rotated = await waitReady(
+      await startTestApi(stack.prefix, '', {}, { ...stack.env, SECRETS_KEY: Buffer.alloc(32, 9).toString('base64'), SECRETS_KEY_PREVIOUS: stack.env.SECRETS_KEY }),
+    );
+    try {
+      expect((await get(b, '/portal/api/session', rotated)).status).toBe(200);
+      expect((await redeem(rotated, unused)).status).toBe(201);
+      const fresh = await redeem(rotated, await stack.link('m_a', undefined, rotated));
+      expect(fresh.status).toBe(201);
+    } finally {
+      await rotated.stop();
+    }
+  });
+
+  it('answers /admin (secrets: a new webhook\'s, a rotation\'s) and /nucleus reads (payloads) with Cache-Control: no-store', async () => {
+    const auth = { 'x-auth-token': 'pk_test_m_a_000000', authorization: `Bearer ${await token('m_a')}` };
+    const answers = [
+      await stack.admin(apiA, 'PUT', '/admin/merchants/m_nostore', { publicKey: 'pk_test_m_nostore_0', webhook: { url: `${receiver.url}/nostore` } }),
+      await stack.admin(apiA, 'POST', '/admin/merchants/m_nostore/webhook/secret/rotate', { graceSeconds: 0 }),
+      await stack.admin(apiA, 'GET', '/admin/merchants/m_nostore'),
+      await call(apiA, '/nucleus/webhooks?limit=1', { method: 'GET', headers: auth }),
+    ];
+    expect(answers.map((a) => [a.status, a.headers.get('cache-control')])).toEqual([
+      [201, 'no-store'],
+      [200, 'no-store'],
+      [200, 'no-store'],
+      [200, 'no-store'],
     ]);
   });
 

@@ -24,6 +24,9 @@ describe.each(['undici', 'got'] as const)('outbound safety with ALLOW_PRIVATE_TA
     ['link-local and cloud metadata', () => 'http://169.254.169.254/latest/meta-data', '169.254.169.254'],
     ['IPv6 unique local', () => 'http://[fd00:ec2::254]/hooks', 'fd00:ec2::254'],
     ['IPv6 link-local', () => 'http://[fe80::1]/hooks', 'fe80::1'],
+    ['IPv6 site-local fec0::/10 (deprecated, still routed privately)', () => 'http://[fec0::1]/hooks', 'fec0::1'],
+    ['any IPv4-mapped IPv6 address, a public one too', () => 'http://[::ffff:8.8.8.8]/hooks', '::ffff:808:808'],
+    ['Azure\'s platform endpoint (wireserver)', () => 'http://168.63.129.16/hooks', '168.63.129.16'],
   ];
   const merchants = targets.map(([name], i) => testMerchant(`m_ssrf_${i}`, 'http://placeholder', {}));
   const viaDns = testMerchant('m_ssrf_dns', 'http://placeholder');

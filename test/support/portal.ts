@@ -26,10 +26,26 @@ export interface PortalStack {
   link(merchantId: string, body?: unknown, api?: ApiProgram): Promise<string>;
   /** Waits until the log shows the webhook in this status. */
   logged(merchantId: string, webhookId: string, status: string, timeoutMs?: number): Promise<void>;
+  /** A browser's session opened from a fresh link (asserting it opens): its cookie and CSRF token. */
+  open(merchantId: string, body?: unknown, api?: ApiProgram): Promise<PortalBrowser>;
+  /** A portal write as the page makes it: the session's cookie and its CSRF token (null: none sent). */
+  write(b: PortalBrowser, method: string, path: string, body?: unknown, csrf?: string | null, api?: ApiProgram): Promise<Answer>;
   /** The environment the API replicas run with, for a test that starts one more. */
   env: Record<string, string | undefined>;
   close(): Promise<void>;
 }
+
+export interface PortalBrowser {
+  cookie: string;
+  csrf: string;
+}
+
+/** The link's token, as the page reads it from the fragment. */
+export const tokenOf = (url: string): string => /#token=([A-Za-z0-9_.-]+)$/.exec(url)![1]!;
+
+/** The page's exchange of a link's token for a session. */
+export const redeemLink = (api: ApiProgram, url: string): Promise<Answer> =>
+  call(api, '/portal/api/session', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token: tokenOf(url) }) });
 
 /** `dispatcherEnv` overrides the dispatcher's settings (its schedule, concurrency, timeout). */
 export async function startPortalStack(name: string, replicas = 1, options: ApiOptions = {}, dispatcherEnv: Record<string, string> = {}): Promise<PortalStack> {
@@ -68,6 +84,11 @@ export async function startPortalStack(name: string, replicas = 1, options: ApiO
   const admin = (api: ApiProgram, method: string, path: string, body?: unknown) =>
     call(api, path, { method, headers: { authorization: adminAuth, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
   const d = dispatcher;
+  const link = async (merchantId: string, body?: unknown, api = apis[0]!): Promise<string> => {
+    const answer = await admin(api, 'POST', `/admin/merchants/${merchantId}/portal-sessions`, body ?? { permissions: ['resend', 'manage-endpoint', 'manage-secret'] });
+    if (answer.status !== 201) throw new Error(`portal link: ${answer.status} ${JSON.stringify(answer.body)}`);
+    return (answer.body as { data: { url: string } }).data.url;
+  };
   return {
     prefix,
     env,
@@ -83,10 +104,19 @@ export async function startPortalStack(name: string, replicas = 1, options: ApiO
       for (const api of apis) await waitFor(`${id} known to every replica`, async () => (await admin(api, 'GET', `/admin/merchants/${id}`)).status === 200, 10_000);
       return (answer.body as { data: { webhook: { secret: string } } }).data.webhook.secret;
     },
-    async link(merchantId, body, api = apis[0]!) {
-      const answer = await admin(api, 'POST', `/admin/merchants/${merchantId}/portal-sessions`, body ?? { permissions: ['resend', 'manage-endpoint', 'manage-secret'] });
-      if (answer.status !== 201) throw new Error(`portal link: ${answer.status} ${JSON.stringify(answer.body)}`);
-      return (answer.body as { data: { url: string } }).data.url;
+    link,
+    async open(merchantId, body, api = apis[0]!) {
+      const answer = await redeemLink(api, await link(merchantId, body, api));
+      if (answer.status !== 201) throw new Error(`portal session: ${answer.status} ${JSON.stringify(answer.body)}`);
+      const cookie = answer.headers.get('set-cookie')!.split(';')[0]!;
+      return { cookie, csrf: (answer.body as { data: { csrfToken: string } }).data.csrfToken };
+    },
+    write(b, method, path, body, csrf = b.csrf, api = apis[0]!) {
+      return call(api, path, {
+        method,
+        headers: { cookie: b.cookie, 'content-type': 'application/json', ...(csrf === null ? {} : { 'x-csrf-token': csrf }) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
     },
     async logged(merchantId, webhookId, status, timeoutMs = 15_000) {
       await waitFor(

@@ -40,11 +40,23 @@ function sessionsOf(deps: ApiDeps) {
  * Resends exactly one failed webhook of the merchant, by its webhook-id: the resend by reference's
  * checks and claim (ResendService), restricted to that webhook.
  */
-export async function resendOne(deps: ApiDeps, merchant: Merchant, webhookId: string): Promise<void> {
+export async function resendOne(deps: ApiDeps, merchant: Merchant, webhookId: string): Promise<number> {
   const allowed = await deps.limiter.take(merchant.id);
   if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds);
   if (!deps.brokerConnected()) throw unavailable('The message broker is unavailable; try again shortly');
-  await deps.resend.resendWebhook(merchant, webhookId);
+  return deps.resend.resendWebhook(merchant, webhookId);
+}
+
+/**
+ * A resend the merchant's own API made, in its audit trail (the portal's carry their session
+ * instead). Written after the copies went out: a trail PostgreSQL cannot write now is logged, and
+ * does not turn a resend that happened into an error.
+ */
+export async function auditMerchantResend(deps: ApiDeps, req: Request, merchantId: string, changes: Record<string, unknown>): Promise<void> {
+  if (!deps.audit) return;
+  await recordAudit(deps.audit, merchantId, 'webhook.resent', changes, { actor: 'merchant-api', address: req.ip }).catch((err: unknown) =>
+    deps.logger.warn('resend not written to the audit trail', { merchantId, error: (err as Error)?.message }),
+  );
 }
 
 /** POST /nucleus/webhooks/{webhookId}/resend: merchant auth, as the resend by reference. */
@@ -52,7 +64,8 @@ export function mountResendById(app: Router, deps: ApiDeps): void {
   mount(app, 'resendWebhookById', async (req, res, { params }) => {
     const merchant = await deps.auth.authenticate(req.get('x-auth-token'), req.get('authorization'));
     const webhookId = params.webhookId as string;
-    await resendOne(deps, merchant, webhookId);
+    const resent = await resendOne(deps, merchant, webhookId);
+    await auditMerchantResend(deps, req, merchant.id, { webhookId, resent });
     res.status(200).json({ message: `webhook ${webhookId} sent again`, error: null, data: null });
   });
 }
@@ -195,6 +208,10 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     return found;
   };
   const merchantOf = (merchantId: string): Merchant | undefined => deps.merchants?.byId(merchantId);
+  /** What a session did that changes no setting (opened, test events, resends, Recover rounds): in the merchant's audit trail too. */
+  const audit = async (found: PortalSession, req: Request, action: string, changes: Record<string, unknown>) => {
+    if (deps.audit) await recordAudit(deps.audit, found.merchantId, action, changes, portalActor(found, req));
+  };
   /** Reads count against the merchant's log limits, as its own API calls do. */
   const read = async <T>(merchantId: string, work: (log: DeliveryLogQueries) => Promise<T>): Promise<T> => {
     const log = logOf(deps);
@@ -224,6 +241,8 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
       opened = await sessions.redeem(token);
     } catch (err) {
       if (err instanceof PortalLinkError) {
+        // A used link presented again ends the sessions it made: the merchant's trail says so.
+        if (err.merchantId && deps.audit) await recordAudit(deps.audit, err.merchantId, 'portal.link_reused', { sessionsEnded: true }, { actor: 'portal', address: req.ip });
         const code = err.reason === 'used' ? 'portal_link_used' : err.reason === 'expired' ? 'portal_link_expired' : 'portal_link_invalid';
         throw new ApiError(401, code, `${err.message[0]!.toUpperCase()}${err.message.slice(1)}: ask for a new one`);
       }
@@ -231,6 +250,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     }
     const { sessionId: id, session: started } = opened;
     res.set('set-cookie', `${cookieName}=${id}; ${cookieAttributes}`);
+    await audit(started, req, 'portal.session_opened', { permissions: started.permissions });
     deps.logger.info('portal session opened', { merchantId: started.merchantId });
     res.status(201).json({ message: 'portal session opened', error: null, data: sessionView(started) });
   });
@@ -283,6 +303,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     if (!merchant) throw new ApiError(409, 'webhook_disabled', 'This merchant has no webhook set up');
     const webhookId = params.webhookId as string;
     await resendOne(deps, merchant, webhookId);
+    await audit(found, req, 'portal.webhook_resent', { webhookId });
     deps.logger.info('webhook resent from the portal', { merchantId: found.merchantId, webhookId });
     res.json({ message: `webhook ${webhookId} sent again`, error: null, data: null });
   });
@@ -297,7 +318,10 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     const found = await session(req);
     // A round of Recover starts with its count: rounds are what the daily budget counts (a view-only
     // session can see the count, and resend nothing, so its look costs nothing).
-    if (found.permissions.includes('resend')) await limited('recover', found.merchantId);
+    if (found.permissions.includes('resend')) {
+      await limited('recover', found.merchantId);
+      await audit(found, req, 'portal.recover_round', { since: query.since });
+    }
     const since = query.since as string;
     const webhooks: Array<{ webhookId: string; event: string; references: string[]; firstSeenAt: string }> = [];
     let cursor: string | undefined;
@@ -358,6 +382,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     const message = testSample(input.data.event, found.merchantId);
     const reference = message.data[REFERENCE_FIELDS[input.data.event][0]!] as string;
     const { messageId } = await deps.portal!.publish(message, { test: true });
+    await audit(found, req, 'portal.test_event', { event: input.data.event, webhookId: messageId, reference });
     deps.logger.info('test event sent from the portal', { merchantId: found.merchantId, event: input.data.event, reference });
     res.status(202).json({ message: `test ${input.data.event} sent`, error: null, data: { webhookId: messageId, reference } });
   });

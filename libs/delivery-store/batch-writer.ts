@@ -1,0 +1,111 @@
+/**
+ * Stores the recorder's batches: each with its offset in one statement, and what PostgreSQL refuses
+ * for its data split until found and set aside in delivery_log_quarantine.
+ */
+import type { DeliveryRecord } from '../delivery-log/index.js';
+import type { Logger } from '../logger/index.js';
+import { INDEX_FROM_LOG } from '../failed/store.js';
+import type { Prepared } from './batches.js';
+import type { Queryable, Session } from './database.js';
+import { ensurePartitionsFor, forgetPartitions, NO_ROWS, prepareRows, type Quarantined, quarantine, storeBatch } from './materialise.js';
+import type { RecorderOptions, RecorderState } from './recorder-options.js';
+import { isRefusal, isTimeout } from './refusals.js';
+
+export class BatchWriter {
+  /** Statement timeouts in a row of the single record at this place ("offset:position"). */
+  private timeouts = { place: '', count: 0 };
+
+  constructor(
+    private readonly stream: string,
+    private readonly logger: Logger,
+    private readonly options: RecorderOptions,
+    /** The recorder's own state: the writer counts what it sets aside there. */
+    private readonly state: RecorderState,
+  ) {}
+
+  /** A batch and its offset in one statement; what PostgreSQL refuses for its data is split until found and set aside. */
+  async store(session: Session, batch: Prepared): Promise<void> {
+    const storedUpTo = batch.items[0]!.offset;
+    for (const entry of batch.refused) await this.setAside(session, entry);
+    try {
+      await ensurePartitionsFor(session, batch.records, session);
+      await storeIndexed(session, batch.records, (db) => storeBatch(db, this.stream, prepareRows(batch.records, batch.positions), batch.nextOffset, batch.caughtUpAt, batch.lastEntry));
+      return;
+    } catch (err) {
+      if (!isRefusal(err, batch.records.length)) throw err;
+      // Retention may have dropped a day partition this session knew of: made again where needed.
+      forgetPartitions(session);
+      this.logger.warn('delivery records refused by the database; looking for the ones it refuses', { offset: storedUpTo, records: batch.records.length, error: (err as Error).message });
+    }
+    await this.storeApart(session, batch, 0, batch.records.length, storedUpTo);
+    await storeBatch(session, this.stream, NO_ROWS, batch.nextOffset, batch.caughtUpAt, batch.lastEntry);
+  }
+
+  /**
+   * Records [from, to) of a refused batch, halved until the refused ones stand alone. Halves do not
+   * move the stored offset (the whole batch's last statement does), and storing a record twice
+   * changes nothing, so a crash in the middle starts the batch again harmlessly.
+   */
+  private async storeApart(session: Session, batch: Prepared, from: number, to: number, storedUpTo: number): Promise<void> {
+    const records = batch.records.slice(from, to);
+    try {
+      await ensurePartitionsFor(session, records, session);
+      await storeIndexed(session, records, (db) => storeBatch(db, this.stream, prepareRows(records, batch.positions.slice(from, to)), storedUpTo, null));
+      return;
+    } catch (err) {
+      const one = to - from === 1;
+      const [offset, position] = batch.places[from]!;
+      if (one && isTimeout(err) && !this.timedOutEnough(`${offset}:${position}`)) throw err;
+      if (!isRefusal(err, to - from) && !(one && isTimeout(err))) throw err;
+      if (one) {
+        const record = records[0]!;
+        await this.setAside(session, {
+          offset,
+          position,
+          merchantId: record.merchantId,
+          webhookId: record.webhookId,
+          error: (err as Error).message,
+          content: JSON.stringify(record),
+        });
+        this.state.quarantined++;
+        return;
+      }
+    }
+    const middle = from + Math.ceil((to - from) / 2);
+    await this.storeApart(session, batch, from, middle, storedUpTo);
+    await this.storeApart(session, batch, middle, to, storedUpTo);
+  }
+
+  /** A record alone whose statement keeps timing out is set aside; a database merely slow for a moment is waited for. */
+  private timedOutEnough(place: string): boolean {
+    this.timeouts = this.timeouts.place === place ? { place, count: this.timeouts.count + 1 } : { place, count: 1 };
+    return this.timeouts.count >= (this.options.timeoutsBeforeQuarantine ?? 3);
+  }
+
+  private async setAside(session: Session, entry: Quarantined): Promise<void> {
+    await quarantine(session, this.stream, entry);
+    if (entry.webhookId === undefined) this.state.rejected++;
+    this.logger.error('delivery record set aside in delivery_log_quarantine', {
+      stream: this.stream,
+      offset: entry.offset,
+      position: entry.position,
+      merchantId: entry.merchantId,
+      webhookId: entry.webhookId,
+      error: entry.error.slice(0, 500),
+    });
+  }
+}
+
+/**
+ * Stores a batch and, in the same transaction, indexes its failures (FailedStore's durable path):
+ * a failure the dispatcher could not write (the database was down) becomes resendable once the
+ * log holds it. A batch without failures is the one statement it always was.
+ */
+async function storeIndexed(session: Session, records: readonly DeliveryRecord[], store: (db: Queryable) => Promise<void>): Promise<void> {
+  const failed = records.filter((r) => r.outcome === 'failed');
+  if (failed.length === 0) return store(session);
+  await session.transaction(async (tx) => {
+    await store(tx);
+    await tx.query(INDEX_FROM_LOG, [failed.map((r) => r.merchantId), failed.map((r) => r.webhookId), failed.map((r) => r.at), failed.map((r) => r.reason ?? null)]);
+  });
+}

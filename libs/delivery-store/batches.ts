@@ -1,0 +1,107 @@
+/**
+ * The recorder's read-ahead and its batches: what was read from the stream and not stored yet, and
+ * the next batch taken from it, decoded and serialised for one statement.
+ */
+import type { Delivery } from '../broker/index.js';
+import { HEADERS } from '../contracts/index.js';
+import { decodeRecords, type DeliveryRecord } from '../delivery-log/index.js';
+import type { Logger } from '../logger/index.js';
+import { CHECKPOINT, fingerprintOf } from '../streams/index.js';
+import type { Quarantined } from './materialise.js';
+import { SEQ_PER_OFFSET } from './schema.js';
+
+export interface Pending {
+  offset: number;
+  delivery: Delivery;
+  bytes: number;
+  acked?: boolean;
+}
+
+/** Acks once (a second ack of a tag closes the channel), and only on the channel it came on. */
+export function settle(item: Pending): void {
+  if (item.acked) return;
+  item.acked = true;
+  if (item.delivery.live) item.delivery.ack();
+}
+
+/** A batch decoded and serialised, ready for one statement. */
+export interface Prepared {
+  items: Pending[];
+  records: DeliveryRecord[];
+  /** Each record's feed position relative to the stream's seq_base: offset × SEQ_PER_OFFSET + its place. */
+  positions: number[];
+  /** Each record's stream offset and place, for setting it aside. */
+  places: Array<[number, number]>;
+  /** Entries that are not records, to set aside as the batch is stored. */
+  refused: Quarantined[];
+  nextOffset: number;
+  /** The append time of the last of this recorder's checkpoints in the batch: the log holds all before it. */
+  caughtUpAt: Date | null;
+  /** The fingerprint of the batch's last entry, stored with the offset past it. */
+  lastEntry: string;
+}
+
+/** Where the next batch comes from: the read-ahead past `after`, bounded, and this leader's checkpoints. */
+export interface BatchSource {
+  buffer: readonly Pending[];
+  /** The last offset stored or already taken into a prepared batch. */
+  after: number;
+  maxMessages: number;
+  maxBytes: number;
+  checkpoints: Map<string, number>;
+  logger: Logger;
+  stream: string;
+}
+
+/** The next batch from the buffer: decoded and serialised (CPU work done while PostgreSQL stores the previous one). */
+export function prepareBatch(source: BatchSource): Prepared | undefined {
+  const { after, maxMessages, maxBytes } = source;
+  const items: Pending[] = [];
+  let bytes = 0;
+  for (const p of source.buffer) {
+    if (p.offset <= after) continue;
+    if (items.length >= maxMessages || (items.length > 0 && bytes + p.bytes > maxBytes)) break;
+    items.push(p);
+    bytes += p.bytes;
+  }
+  if (items.length === 0) return undefined;
+  const batch: Prepared = {
+    items,
+    records: [],
+    positions: [],
+    places: [],
+    refused: [],
+    nextOffset: items.at(-1)!.offset + 1,
+    caughtUpAt: null,
+    lastEntry: fingerprintOf(items.at(-1)!.delivery.message),
+  };
+  for (const item of items) {
+    const headers = item.delivery.message.properties.headers;
+    // Appended by a recorder to learn where the stream ends: no records, but its offset is stored past it.
+    if (headers?.[HEADERS.entryType] === CHECKPOINT) {
+      const appendedAt = source.checkpoints.get(String(headers[HEADERS.checkpointId]));
+      if (appendedAt !== undefined) {
+        source.checkpoints.delete(String(headers[HEADERS.checkpointId]));
+        batch.caughtUpAt = new Date(Math.max(appendedAt, batch.caughtUpAt?.getTime() ?? 0));
+      }
+      continue;
+    }
+    const decoded = decodeRecords(item.delivery.message.content);
+    for (const refused of decoded.refused) batch.refused.push({ offset: item.offset, position: refused.position, error: refused.reason, content: refused.content });
+    for (let i = 0; i < decoded.records.length; i++) {
+      const place = decoded.positions[i]!;
+      if (place >= SEQ_PER_OFFSET) {
+        // Its feed position would be another message's: a writer of ours never puts this many in one.
+        batch.refused.push({ offset: item.offset, position: place, error: `more than ${SEQ_PER_OFFSET} records in one stream message`, content: JSON.stringify(decoded.records[i]) });
+        continue;
+      }
+      batch.records.push(decoded.records[i]!);
+      batch.positions.push(item.offset * SEQ_PER_OFFSET + place);
+      batch.places.push([item.offset, place]);
+    }
+    if (decoded.rejected > 0) {
+      source.logger.warn('delivery records rejected; set aside in delivery_log_quarantine', { stream: source.stream, offset: item.offset, rejected: decoded.rejected, reason: decoded.reason });
+    }
+  }
+  return batch;
+}
