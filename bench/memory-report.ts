@@ -41,7 +41,7 @@ export async function deadMerchantSection(): Promise<string> {
 
 One dispatcher as deployed (merchants and the delivery log in PostgreSQL, a recorder beside it,
 schedule 5s,5m,30m,2h,5h,10h,10h) receives ${rate} events/s for ${seconds / 60} min for one merchant answering 503 to
-everything, so its webhooks pile up in the retry tiers. Resident memory (VmRSS) and V8's used heap sampled every 15 s;
+everything, so its webhooks pile up as waits (rows of webhook_waits). Resident memory (VmRSS) and V8's used heap sampled every 15 s;
 waiting = events published less those the log says are done. Then a second dispatcher starts with all of them waiting.
 \`npm run bench -- dead-merchant\` (\`BENCH_DEAD_RATE\`, \`BENCH_DEAD_SECONDS\`; \`BENCH_BEFORE_DIST\`: an earlier build's \`dist\`,
 run first on the same machine). One run each.
@@ -75,7 +75,7 @@ export async function soakSection(): Promise<string> {
   return `## 13. Soak: 300 events/s for ${seconds / 60} min, 10 of 50 merchants flaky (issue 29)
 
 One dispatcher at the defaults (schedule 5s,5m,30m,2h,5h,10h,10h) receives 300 events/s for 50 merchants; 10 of them
-answer 503 nine times in ten, so their webhooks pile up in the retry tiers. Resident memory (VmRSS) and
+answer 503 nine times in ten, so their webhooks pile up as waits (rows of webhook_waits). Resident memory (VmRSS) and
 \`webhooks_retry_waiting\` (summed over the tiers) sampled every 15 s.${runs.length > 1 ? ' "before" is the build named by BENCH_BEFORE_DIST, run at the same time beside it on its own topology.' : ''}
 \`BENCH_BEFORE_DIST=<dist of an earlier build> npm run bench -- soak\` (\`BENCH_SOAK_SECONDS\`, default 900).
 

@@ -13,7 +13,7 @@ export interface ReceiverProcess {
   pid: number | undefined;
   stats(): Promise<{ count: number; first: number; last: number; latencies: number[]; merchants: Record<string, number[]> }>;
   /** The count and the marks, without the latencies: cheap to poll. */
-  count(): Promise<{ count: number; first: number; last: number; marks: Mark[] }>;
+  count(): Promise<{ count: number; first: number; last: number; marks: Mark[]; failed: number }>;
   /** Reads `pid`'s CPU time at the receipt of each of these counts (see receiver-process.ts). */
   watch(pid: number, at: number[]): Promise<void>;
   reset(): Promise<void>;

@@ -1,8 +1,9 @@
 /**
  * A merchant server for the benchmarks, in its own process so it does not share an event loop
- * with what is measured. Paths: /ok answers 204 at once, /hang never answers, /flaky answers 503 nine times in ten, /dead always 503. GET /stats returns
- * the count, first/last receipt times and publish-to-receipt latencies (from data.sentAt); GET
- * /count the same without the latencies, cheap enough to poll while a CPU figure is measured.
+ * with what is measured. Paths: /ok answers 204 at once, /hang never answers, /flaky answers 503 nine times in ten, /dead always 503,
+ * /fail-first answers 500 to a tenth of first attempts (by webhook-id), then 204 to their retry. GET /stats returns
+ * the count (of 2xx answers), first/last receipt times and publish-to-receipt latencies (from data.sentAt); GET
+ * /count the same without the latencies but with `failed` (the 500s /fail-first answered), cheap enough to poll while a CPU figure is measured.
  * POST /watch {pid, at: [counts]} reads that process's CPU time (main thread and the others) at
  * the receipt of exactly those counts, so a window of deliveries is measured without polling.
  */
@@ -19,6 +20,9 @@ export interface Mark {
 
 const port = Number(process.argv[2] ?? 0);
 let count = 0;
+let failed = 0;
+/** /fail-first: the webhook-ids answered 500, whose retry (the same webhook-id) is answered 204. */
+const failedIds = new Set<string>();
 let first = 0;
 let last = 0;
 let latencies: number[] = [];
@@ -46,11 +50,13 @@ const server = createServer((req, res) => {
     return;
   }
   if (req.method === 'GET' && req.url === '/count') {
-    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ count, first, last, marks }));
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ count, first, last, marks, failed }));
     return;
   }
   if (req.method === 'POST' && req.url === '/reset') {
     count = 0;
+    failed = 0;
+    failedIds.clear();
     first = 0;
     last = 0;
     latencies = [];
@@ -79,6 +85,14 @@ const server = createServer((req, res) => {
     if (req.url?.startsWith('/dead')) return void res.writeHead(503).end();
     // A flaky merchant: nine requests in ten answered 503, not counted as received.
     if (req.url?.startsWith('/flaky') && Math.random() < 0.9) return void res.writeHead(503).end();
+    if (req.url?.startsWith('/fail-first')) {
+      const id = String(req.headers['webhook-id']);
+      if (!failedIds.delete(id) && Math.random() < 0.1) {
+        failedIds.add(id);
+        failed++;
+        return void res.writeHead(500).end();
+      }
+    }
     const now = Date.now();
     count++;
     if (!first) first = now;

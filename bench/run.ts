@@ -11,7 +11,8 @@ import { HISTORY } from './history.js';
 import { isolationSection, latencySection, resendSection } from './latency-report.js';
 import { deadMerchantSection, merchantsSection, soakSection } from './memory-report.js';
 import { startReceiver } from './processes.js';
-import { log, url, want, wanted } from './settings.js';
+import { benchRetries, retriesSection } from './retries.js';
+import { log, runs, url, want, wanted } from './settings.js';
 import { benchSizing } from './sizing.js';
 import { benchDirectoryMemory } from './sizing-memory.js';
 import { directoryMemorySection, sizingSection } from './sizing-report.js';
@@ -33,6 +34,8 @@ try {
   if (want('merchants')) sections.push(await merchantsSection());
   // Issue 53's sizing figures: one run each (a run is minutes), only when asked by name.
   if (wanted.has('sizing')) sections.push(sizingSection(await benchSizing(url, Number(process.env.BENCH_SIZING_WEBHOOKS ?? 100_000))));
+  // Issue 54's figures (bench/retries.ts): minutes, only when asked by name.
+  if (wanted.has('retries')) sections.push(retriesSection(await benchRetries(url, receiver, runs, log)));
   if (wanted.has('sizing-memory')) sections.push(directoryMemorySection(await benchDirectoryMemory(url, Number(process.env.BENCH_MERCHANTS ?? 100_000))));
   if (want('recorder')) sections.push(await recorderSection());
   if (want('recorder-catchup')) sections.push(await recorderCatchUpSection());

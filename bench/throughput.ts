@@ -8,7 +8,7 @@ import { fork } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { brokerPid, coresDuring } from './cpu.js';
-import { benchPrefix, deleteTopology, fillDispatch, merchantsFile, SECRET } from './fixtures.js';
+import { benchPrefix, deleteTopology, fillDispatch, merchantsFile, SECRET, withDatabase } from './fixtures.js';
 import { type ProgramProcess, type ReceiverProcess, startProgram, until } from './processes.js';
 
 /** A raw client's rate, measured in a fresh process, with the cores it and the receiver used. */
@@ -63,22 +63,25 @@ export async function dispatcherThroughputCores(
   concurrency: number,
   client: 'undici' | 'got' = 'undici',
 ): Promise<{ rate: number; cores: Record<string, number> }> {
-  const prefix = benchPrefix('throughput');
-  await fillDispatch(url, prefix, total, () => 'm_bench');
-  await receiver.reset();
-  const program = startBenchDispatcher(url, prefix, receiver, concurrency, { HTTP_CLIENT: client });
-  let cores: Record<string, number> = {};
-  try {
-    await until('first delivery', async () => (await receiver.stats()).count > 0, 30_000, 10);
-    ({ cores } = await coresDuring({ dispatcher: program.child.pid, receiver: receiver.pid, broker: brokerPid() }, () =>
-      until('all deliveries', async () => (await receiver.stats()).count >= total, 180_000, 50),
-    ));
-  } finally {
-    await program.stop();
-  }
-  const stats = await receiver.stats();
-  await deleteTopology(url, prefix);
-  return { rate: total / ((stats.last - stats.first) / 1000), cores };
+  // As deployed: a retry schedule, so a database for its waits (made before the clock starts).
+  return withDatabase('throughput', async (databaseUrl) => {
+    const prefix = benchPrefix('throughput');
+    await fillDispatch(url, prefix, total, () => 'm_bench');
+    await receiver.reset();
+    const program = startBenchDispatcher(url, prefix, receiver, concurrency, { HTTP_CLIENT: client, DATABASE_URL: databaseUrl });
+    let cores: Record<string, number> = {};
+    try {
+      await until('first delivery', async () => (await receiver.stats()).count > 0, 30_000, 10);
+      ({ cores } = await coresDuring({ dispatcher: program.child.pid, receiver: receiver.pid, broker: brokerPid() }, () =>
+        until('all deliveries', async () => (await receiver.stats()).count >= total, 180_000, 50),
+      ));
+    } finally {
+      await program.stop();
+    }
+    const stats = await receiver.stats();
+    await deleteTopology(url, prefix);
+    return { rate: total / ((stats.last - stats.first) / 1000), cores };
+  });
 }
 
 /** One window of deliveries: its rate, and the CPU µs per delivery of the process that made them. */
@@ -97,10 +100,11 @@ export interface CpuWindow {
  * of exactly those counts, so neither window depends on when the bench polls. CPU time, unlike a
  * rate, holds when other processes share the machine.
  */
-async function cpuWindows(pid: number | undefined, receiver: ReceiverProcess, warmup: number, total: number): Promise<{ cold: CpuWindow; warm: CpuWindow }> {
+export async function cpuWindows(pid: number | undefined, receiver: ReceiverProcess, warmup: number, total: number, waitFor = warmup + total): Promise<{ cold: CpuWindow; warm: CpuWindow }> {
   if (!pid) throw new Error('bench: no process to measure');
   await receiver.watch(pid, [1, warmup, warmup + total]);
-  await until('all deliveries', async () => (await receiver.count()).count >= warmup + total, 300_000, 50);
+  // `waitFor` beyond the window: deliveries still to come after it (retries), waited for too.
+  await until('all deliveries', async () => (await receiver.count()).count >= waitFor, 300_000, 50);
   const { marks } = await receiver.count();
   const window = (from: number, to: number): CpuWindow => {
     const a = marks[from]!;
@@ -141,7 +145,8 @@ export async function referenceThroughput(url: string, receiver: ReceiverProcess
 /**
  * A dispatcher on `prefix`'s queues delivering one merchant's events to `receiver`, with `env`
  * added; `script` runs another build's (an absolute path to its main.js, for A/B against the
- * build before).
+ * build before). Its retry schedule needs DATABASE_URL in `env` (a wait is a row), or
+ * RETRY_SCHEDULE '' where a case measures first attempts only.
  */
 export function startBenchDispatcher(url: string, prefix: string, receiver: ReceiverProcess, concurrency: number, env: Record<string, string> = {}, script = 'dispatcher/main.js'): ProgramProcess {
   return startProgram(script, {
@@ -159,14 +164,17 @@ export function startBenchDispatcher(url: string, prefix: string, receiver: Rece
 
 /** The dispatcher as deployed (its own process, every guarantee on): its rate and CPU µs per delivery, cold and warm. */
 export async function dispatcherCpu(url: string, receiver: ReceiverProcess, warmup: number, total: number, concurrency: number, env: Record<string, string> = {}) {
-  const prefix = benchPrefix('throughput');
-  await fillDispatch(url, prefix, warmup + total, () => 'm_bench');
-  await receiver.reset();
-  const program = startBenchDispatcher(url, prefix, receiver, concurrency, env);
-  try {
-    return await cpuWindows(program.child.pid, receiver, warmup, total);
-  } finally {
-    await program.stop();
-    await deleteTopology(url, prefix);
-  }
+  // As deployed: a retry schedule, so a migrated database of its own for the waits.
+  return withDatabase('cpu', async (databaseUrl) => {
+    const prefix = benchPrefix('throughput');
+    await fillDispatch(url, prefix, warmup + total, () => 'm_bench');
+    await receiver.reset();
+    const program = startBenchDispatcher(url, prefix, receiver, concurrency, { DATABASE_URL: databaseUrl, ...env });
+    try {
+      return await cpuWindows(program.child.pid, receiver, warmup, total);
+    } finally {
+      await program.stop();
+      await deleteTopology(url, prefix);
+    }
+  });
 }
