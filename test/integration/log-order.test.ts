@@ -6,6 +6,7 @@ import { type Database, DeliveryLogRecorder, openPostgres } from '../../libs/del
 import { ensurePartitionsFor, prepareRows, storeBatch } from '../../libs/delivery-store/materialise.js';
 import { createUndiciClient } from '../../libs/http/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
+import { WaitWriter } from '../../libs/waits/index.js';
 import { type Harness, startHarness, testMerchant } from '../support/harness.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { failOnceThenSucceed, Receiver } from '../support/receiver.js';
@@ -43,6 +44,8 @@ describe('the delivery log orders each webhook by its attempts, not by host cloc
     const recorder = new DeliveryLogRecorder(harness.broker, database, silentLogger(), { prefix: harness.prefix, retentionMs: 30 * 86_400_000, retryMs: 200 });
     const logB = new DeliveryRecorder(harness.broker, silentLogger(), { prefix: harness.prefix });
     const http = createUndiciClient({ allowPrivateTargets: true, responseBodyBytes: 1024 });
+    // B ends the wait A wrote (the harness's scheduler hands it back to dispatch on time).
+    const writer = new WaitWriter(harness.waits, silentLogger());
     let b: Dispatcher | undefined;
     try {
       await recorder.start();
@@ -52,7 +55,7 @@ describe('the delivery log orders each webhook by its attempts, not by host cloc
       await harness.dispatcher.stop();
       await logB.start();
       b = new Dispatcher(
-        { broker: harness.broker, merchants: harness.merchants, http, logger: silentLogger(), deliveryLog: logB },
+        { broker: harness.broker, merchants: harness.merchants, http, logger: silentLogger(), deliveryLog: logB, waits: { store: harness.waits, writer } },
         { prefix: harness.prefix, retryDelaysMs: [300], deliveryTimeoutMs: 2_000, concurrency: 4, maxMessageBytes: 64 * 1024, userAgent: 'test-dispatcher-b', drainTimeoutMs: 5_000 },
       );
       await b.start();
@@ -65,6 +68,7 @@ describe('the delivery log orders each webhook by its attempts, not by host cloc
       expect(await statusOf(merchant.id, messageId)).toMatchObject({ status: 'delivered', next_attempt_at: null });
     } finally {
       await b?.stop();
+      writer.close();
       await logB.stop();
       await recorder.stop();
       await harness.close();
