@@ -248,7 +248,8 @@ export function withStatus(kept: MerchantWebhook | undefined, next: MerchantWebh
     if (kept && !kept.enabled && kept.disabledReason && !operatorTakesOver) {
       return { ...base, disabledReason: kept.disabledReason, ...(kept.disabledAt ? { disabledAt: kept.disabledAt } : {}), ...(kept.disabledBy ? { disabledBy: kept.disabledBy } : {}), ...clock };
     }
-    return { ...base, disabledReason: 'manual', disabledAt: now.toISOString(), disabledBy: by, ...(operatorTakesOver ? clock : {}) };
+    // Taking over a webhook already off keeps what its clock said; turning one off by hand starts it over.
+    return { ...base, disabledReason: 'manual', disabledAt: now.toISOString(), disabledBy: by, ...(operatorTakesOver && kept && !kept.enabled ? clock : {}) };
   }
   if (kept?.enabled && kept.url === next.url) return { ...base, ...clock };
   return base;
