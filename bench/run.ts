@@ -552,6 +552,7 @@ went on ${phases.afterS} s after the outage) ${r.allStoredSeconds} s after it ca
 and ${r.notOnce} webhook(s) whose log does not show exactly the one attempt made.
 `);
   }
+  if (want('waits-on-time')) sections.push(await (await import('./waits-on-time.js')).waitsOnTimeSection(url, runs, log));
 } finally {
   await receiver.stop();
   await second.stop();
