@@ -17,7 +17,7 @@ export interface WaitSchedulerOptions {
   leaseMs: number;
   /** Rows picked per statement (default 500). */
   batch?: number;
-  /** The longest sleep between two picks (default 200 ms): what bounds a due wait's delay. */
+  /** The longest time from one pick's start to the next's (default 200 ms): what bounds a due wait's delay. */
   pollMs?: number;
   /** Messages ready in dispatch above which nothing more is handed back (default 10,000). */
   maxReady?: number;
@@ -69,12 +69,15 @@ export class WaitScheduler {
 
   private async run(): Promise<void> {
     while (!this.stopped) {
+      const started = Date.now();
       let sleepMs = this.options.pollMs ?? 200;
       try {
         const handed = await this.tick();
         // A full batch: more are due, go again at once, while its confirms are still coming.
         if (handed >= (this.options.batch ?? WAIT_PICK_BATCH)) sleepMs = 0;
         if (this.confirming.size >= WAIT_BATCHES_CONFIRMING) await Promise.race(this.confirming);
+        // A period, not a gap: a pick that took 150 ms of a loaded machine is followed by 50 ms of sleep, not 200.
+        sleepMs = Math.max(0, sleepMs - (Date.now() - started));
       } catch (err) {
         this.problem('waits not handed back; trying again', err);
         sleepMs = 1_000;
