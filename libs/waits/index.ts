@@ -1,3 +1,3 @@
 export { type HandedWait, type WaitEnd, type WaitKey, type WaitPut, type WaitReason, type WaitRow, WaitStore } from './store.js';
-export { WaitScheduler, type WaitSchedulerOptions } from './scheduler.js';
+export { WAIT_BATCHES_CONFIRMING, WaitScheduler, type WaitSchedulerOptions } from './scheduler.js';
 export { WaitWriter } from './writer.js';

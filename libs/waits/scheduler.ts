@@ -7,6 +7,8 @@ import type { HandedWait, WaitStore } from './store.js';
 /** Rows picked per statement, and ready messages in dispatch above which nothing more is handed back. */
 export const WAIT_PICK_BATCH = 500;
 export const WAIT_MAX_READY = 10_000;
+/** Picked batches whose publishes may await their confirms at once. */
+export const WAIT_BATCHES_CONFIRMING = 4;
 
 export interface WaitSchedulerOptions {
   /** The queue due waits are put back on. */
@@ -15,7 +17,7 @@ export interface WaitSchedulerOptions {
   leaseMs: number;
   /** Rows picked per statement (default 500). */
   batch?: number;
-  /** The longest sleep between two picks (default 200 ms): what bounds a due wait's delay. */
+  /** The longest time from one pick's start to the next's (default 200 ms): what bounds a due wait's delay. */
   pollMs?: number;
   /** Messages ready in dispatch above which nothing more is handed back (default 10,000). */
   maxReady?: number;
@@ -38,6 +40,9 @@ export class WaitScheduler {
   private stopped = true;
   private channel?: Channel;
   private lastProblem = 0;
+  /** Batches published and not yet all confirmed, and the hand-backs in them. */
+  private readonly confirming = new Set<Promise<void>>();
+  private unconfirmed = 0;
 
   constructor(
     private readonly store: WaitStore,
@@ -57,17 +62,22 @@ export class WaitScheduler {
     clearTimeout(this.timer);
     this.wake?.();
     await this.loop;
+    await Promise.all(this.confirming);
     await this.channel?.close().catch(() => {});
     this.channel = undefined;
   }
 
   private async run(): Promise<void> {
     while (!this.stopped) {
+      const started = Date.now();
       let sleepMs = this.options.pollMs ?? 200;
       try {
         const handed = await this.tick();
-        // A full batch: more are due, go again at once.
+        // A full batch: more are due, go again at once, while its confirms are still coming.
         if (handed >= (this.options.batch ?? WAIT_PICK_BATCH)) sleepMs = 0;
+        if (this.confirming.size >= WAIT_BATCHES_CONFIRMING) await Promise.race(this.confirming);
+        // A period, not a gap: a pick that took 150 ms of a loaded machine is followed by 50 ms of sleep, not 200.
+        sleepMs = Math.max(0, sleepMs - (Date.now() - started));
       } catch (err) {
         this.problem('waits not handed back; trying again', err);
         sleepMs = 1_000;
@@ -81,13 +91,24 @@ export class WaitScheduler {
     }
   }
 
-  /** One pick and its publishes; returns the waits handed back. */
-  async tick(): Promise<number> {
+  /**
+   * One pick, its publishes sent; returns the waits picked. Their confirms are not awaited here:
+   * the next pick goes on while they come (a confirm takes a quorum queue's fsync, longer than a
+   * pick), up to WAIT_BATCHES_CONFIRMING batches at once. Hand-backs not yet confirmed count as
+   * ready: they are about to be.
+   */
+  private async tick(): Promise<number> {
     if (!this.broker.isConnected) return 0;
-    const room = Math.min(this.options.batch ?? WAIT_PICK_BATCH, (this.options.maxReady ?? WAIT_MAX_READY) - (await this.ready()));
+    const room = Math.min(this.options.batch ?? WAIT_PICK_BATCH, (this.options.maxReady ?? WAIT_MAX_READY) - (await this.ready()) - this.unconfirmed);
     if (room <= 0) return 0;
     const waits = await this.store.pick(room, this.options.leaseMs);
-    await Promise.all(waits.map((wait) => this.handBack(wait)));
+    if (waits.length === 0) return 0;
+    this.unconfirmed += waits.length;
+    const confirmed: Promise<void> = Promise.all(waits.map((wait) => this.handBack(wait))).then(() => {
+      this.unconfirmed -= waits.length;
+      this.confirming.delete(confirmed);
+    });
+    this.confirming.add(confirmed);
     return waits.length;
   }
 

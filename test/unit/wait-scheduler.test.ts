@@ -1,0 +1,69 @@
+import type { BrokerConnection } from '../../libs/broker/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
+import { type HandedWait, WAIT_BATCHES_CONFIRMING, WaitScheduler, type WaitStore } from '../../libs/waits/index.js';
+
+/** A store with `due` waits and a broker whose confirms come when the test says so. */
+function fakes(due: number, ready = 0) {
+  let next = 0;
+  const picks: number[] = [];
+  const unhanded: string[] = [];
+  const store = {
+    pick: async (limit: number) => {
+      picks.push(limit);
+      const n = Math.min(limit, due - next);
+      return Array.from({ length: n }, (): HandedWait => ({ merchantId: 'm', webhookId: `wh_${next++}`, hand: 1, headers: {}, content: Buffer.alloc(0) }));
+    },
+    unhand: async (key: { webhookId: string }) => void unhanded.push(key.webhookId),
+  } as unknown as WaitStore;
+  const confirms: Array<{ webhookId: string; settle: (ok: boolean) => void }> = [];
+  const broker = {
+    isConnected: true,
+    createChannel: async () => ({ checkQueue: async () => ({ messageCount: ready }), close: async () => {} }),
+    sendToQueue: (_queue: string, _content: Buffer, options: { messageId: string }) =>
+      new Promise<void>((resolve, reject) => confirms.push({ webhookId: options.messageId, settle: (ok) => (ok ? resolve() : reject(new Error('nacked'))) })),
+  } as unknown as BrokerConnection;
+  return { store, broker, picks, unhanded, confirms };
+}
+
+const until = async (what: () => boolean) => {
+  for (let i = 0; i < 200 && !what(); i++) await new Promise((r) => setTimeout(r, 5));
+  expect(what()).toBe(true);
+};
+
+describe('WaitScheduler', () => {
+  it('picks the next batch while the last one is still being confirmed, up to its bound, and counts unconfirmed hand-backs as ready', async () => {
+    const { store, broker, picks, confirms } = fakes(100);
+    const scheduler = new WaitScheduler(store, broker, silentLogger(), { dispatch: 'q', leaseMs: 1_000, batch: 10, maxReady: 35 });
+    scheduler.start();
+    // No confirm has come: still the scheduler picks batch after batch, 35 unconfirmed at most.
+    await until(() => confirms.length === 35);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(confirms.length).toBe(35);
+    expect(picks.slice(0, 4)).toEqual([10, 10, 10, 5]);
+    for (const c of confirms.splice(0)) c.settle(true);
+    await until(() => confirms.length === 35);
+    for (const c of confirms.splice(0)) c.settle(true);
+    await until(() => confirms.length === 30);
+    for (const c of confirms.splice(0)) c.settle(true);
+    await scheduler.stop();
+    expect(scheduler.stats).toEqual({ handed: 100, unconfirmed: 0 });
+  });
+
+  it(`holds at most ${WAIT_BATCHES_CONFIRMING} batches awaiting confirms, and a hand-back not confirmed is due again`, async () => {
+    const { store, broker, confirms, unhanded } = fakes(1_000);
+    const scheduler = new WaitScheduler(store, broker, silentLogger(), { dispatch: 'q', leaseMs: 1_000, batch: 10 });
+    scheduler.start();
+    await until(() => confirms.length === 10 * WAIT_BATCHES_CONFIRMING);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(confirms.length).toBe(10 * WAIT_BATCHES_CONFIRMING);
+    // The first batch settles (one nacked): one more batch is picked, no more.
+    const first = confirms.slice(0, 10);
+    first.forEach((c, i) => c.settle(i !== 3));
+    await until(() => confirms.length === 10 * WAIT_BATCHES_CONFIRMING + 10);
+    expect(unhanded).toEqual(['wh_3']);
+    const stopped = scheduler.stop();
+    for (const c of confirms.slice(10)) c.settle(true);
+    await stopped;
+    expect(scheduler.stats).toEqual({ handed: 10 * WAIT_BATCHES_CONFIRMING + 9, unconfirmed: 1 });
+  });
+});
