@@ -44,17 +44,20 @@ for (const [net, prefix] of [
   ['fe80::', 10],
   // Site-local: deprecated (RFC 3879), still routed inside some networks.
   ['fec0::', 10],
-  // IPv4-mapped as a whole: a DNS name answering one is up to something, whatever IPv4 it maps.
-  ['::ffff:0:0', 96],
   ['ff00::', 8],
 ] as const) {
   blocked.addSubnet(net, prefix, 'ipv6');
 }
 
+const mapped = new BlockList();
+mapped.addSubnet('::ffff:0:0', 96, 'ipv6');
+
 export function isBlockedAddress(address: string): boolean {
   const family = isIP(address);
   if (family === 4) return blocked.check(address, 'ipv4');
-  if (family === 6) return blocked.check(address, 'ipv6');
+  // IPv4-mapped (::ffff:0:0/96) as a whole: a DNS name answering one is up to something, whatever
+  // IPv4 it maps. Checked apart: a BlockList rule for that /96 also matches every plain IPv4 address.
+  if (family === 6) return mapped.check(address, 'ipv6') || blocked.check(address, 'ipv6');
   return false;
 }
 

