@@ -24,7 +24,9 @@ describe('a collector that does not answer', () => {
     const settings = testTracingSettings(otlp.url, 'http/protobuf');
     tracing = await startTracing({ ...settings, sampler: { name: 'always_on', ratio: 1 }, batch: { ...settings.batch, maxQueueSize: 200, maxExportBatchSize: 100 }, exportTimeoutMs: 1_000 }, logger);
     receiver = await Receiver.start(() => 200);
-    harness = await startHarness({ name: 'tracingdown', merchants: [testMerchant('m_down', receiver.url)], settings: { concurrency: 32 } });
+    // Every request may be in flight to the one endpoint: none is deferred (a deferral waits as a
+    // row and its due time), so what is timed is the delivery beside a hanging exporter.
+    harness = await startHarness({ name: 'tracingdown', merchants: [testMerchant('m_down', receiver.url)], settings: { concurrency: 32, perEndpointConcurrency: 32 } });
   });
 
   afterAll(async () => {
