@@ -14,7 +14,7 @@ export {
   type Written,
 } from './pg-directory.js';
 export { SecretBox, SecretsKeyError } from './secret-box.js';
-export { type Actor, type AuditEntry, listAudit, recordAudit } from './audit.js';
+export { type Actor, type AuditEntry, AuditUnavailableError, listAudit, recordAudit } from './audit.js';
 export { resealSecrets, TOMBSTONE_KEEP_MS } from './rows.js';
 export { type Health } from './health.js';
 export { deleteMerchantData, MERCHANT_TABLES, TABLES_KEPT_AFTER_DELETE, TABLES_WITHOUT_MERCHANT_DATA } from './erase.js';

@@ -49,14 +49,11 @@ export async function resendOne(deps: ApiDeps, merchant: Merchant, webhookId: st
 
 /**
  * A resend the merchant's own API made, in its audit trail (the portal's carry their session
- * instead). Written after the copies went out: a trail PostgreSQL cannot write now is logged, and
- * does not turn a resend that happened into an error.
+ * instead). Written after the copies went out: a trail PostgreSQL refuses makes the answer a 503
+ * (AuditUnavailableError), as for every audited action, never a 200 without its entry.
  */
 export async function auditMerchantResend(deps: ApiDeps, req: Request, merchantId: string, changes: Record<string, unknown>): Promise<void> {
-  if (!deps.audit) return;
-  await recordAudit(deps.audit, merchantId, 'webhook.resent', changes, { actor: 'merchant-api', address: req.ip }).catch((err: unknown) =>
-    deps.logger.warn('resend not written to the audit trail', { merchantId, error: (err as Error)?.message }),
-  );
+  if (deps.audit) await recordAudit(deps.audit, merchantId, 'webhook.resent', changes, { actor: 'merchant-api', address: req.ip });
 }
 
 /** POST /nucleus/webhooks/{webhookId}/resend: merchant auth, as the resend by reference. */
@@ -249,8 +246,9 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
       throw err;
     }
     const { sessionId: id, session: started } = opened;
-    res.set('set-cookie', `${cookieName}=${id}; ${cookieAttributes}`);
+    // The cookie only once the trail holds the opening: a 503 for the audit carries no session.
     await audit(started, req, 'portal.session_opened', { permissions: started.permissions });
+    res.set('set-cookie', `${cookieName}=${id}; ${cookieAttributes}`);
     deps.logger.info('portal session opened', { merchantId: started.merchantId });
     res.status(201).json({ message: 'portal session opened', error: null, data: sessionView(started) });
   });
