@@ -49,7 +49,7 @@ const auditEntry = z.strictObject({
   id: z.string(),
   at: z.string(),
   actor: z.string(),
-  action: z.string().describe('merchant.created, merchant.updated, secret.rotated, portal.link_minted, portal.sessions_revoked, merchant.deleted (the trail outlives the merchant); from the portal: portal.session_opened, portal.test_event, portal.webhook_resent, portal.recover_round'),
+  action: z.string().describe('merchant.created, merchant.updated, secret.rotated, portal.link_minted, portal.sessions_revoked, merchant.deleted (the trail outlives the merchant); from the portal: portal.session_opened, portal.link_reused, portal.test_event, portal.webhook_resent, portal.recover_round; from the merchant API: webhook.resent'),
   changes: z.record(z.string(), z.unknown()).describe('By field: {from, to}, or "rotated" for the secret'),
   address: z.string().nullable(),
 });
