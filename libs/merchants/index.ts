@@ -20,21 +20,23 @@ export { type Health } from './health.js';
 export { deleteMerchantData, MERCHANT_TABLES, TABLES_KEPT_AFTER_DELETE, TABLES_WITHOUT_MERCHANT_DATA } from './erase.js';
 export {
   DisabledByOperatorError,
-  disabledByOperator,
   InvalidIdempotencyKeyError,
   InvalidSettingsError,
+  MerchantNotFoundError,
+  PublicKeyTakenError,
+  TooManySecretsError,
+  WebhookNotSetUpError,
+} from './errors.js';
+export {
+  disabledByOperator,
   type EndpointTransition,
   type MerchantInput,
   type MerchantPatch,
-  MerchantNotFoundError,
   MerchantSettings,
   type MerchantView,
-  PublicKeyTakenError,
   type RotationResult,
   type SettingsResult,
-  TooManySecretsError,
   type UrlPolicy,
-  WebhookNotSetUpError,
   type WriteGuards,
   checkWebhookUrl,
   firstIssue,
