@@ -3,7 +3,7 @@ import { EVENT_NAMES, isWellFormedReference, merchantIdSchema } from '../../libs
 import { isStorableFeedCursor, isStorableText, isStorableTime } from '../../libs/delivery-store/index.js';
 import { OUTCOMES, WEBHOOK_STATUSES } from '../../libs/delivery-log/index.js';
 import { ATTEMPT_ERROR_CLASSES } from '../../libs/http/index.js';
-import type { RouteDeclaration } from './routes.js';
+import type { RouteDeclaration } from './route-declaration.js';
 import { envelope } from './schemas.js';
 
 /** The delivery log's routes: the merchant's own under /nucleus, any merchant's under /admin. */

@@ -3,7 +3,7 @@ import { EVENT_NAMES, merchantIdSchema } from '../../../libs/contracts/index.js'
 import { isStorableText, isStorableTime } from '../../../libs/delivery-store/index.js';
 import { PORTAL_PERMISSIONS } from '../../../libs/portal/index.js';
 import { listQuery, webhookDetail, webhookIdParams, webhookSummary } from '../log-routes.js';
-import type { RouteDeclaration } from '../routes.js';
+import type { RouteDeclaration } from '../route-declaration.js';
 import { envelope, rotated } from '../schemas.js';
 
 /**
