@@ -1,3 +1,2 @@
 export { runUntilSignal, type Running } from './run.js';
-export { abortable } from './abortable.js';
 export { stopBudget } from './stop-budget.js';
