@@ -1,8 +1,7 @@
 import type { NextFunction, Request, Response, Router } from 'express';
-import { Counter } from 'prom-client';
 import { isWellFormedReference } from '../../libs/contracts/index.js';
 import { type Merchant, recordAudit } from '../../libs/merchants/index.js';
-import { METRIC_NAMES } from '../../libs/metrics/index.js';
+import { METRIC_NAMES, zeroedCounter } from '../../libs/metrics/index.js';
 import type { ApiDeps } from './deps.js';
 import { badRequest, rateLimited, unavailable } from './errors.js';
 import { mount } from './mount.js';
@@ -12,11 +11,9 @@ import { mount } from './mount.js';
  * /nucleus/webhooks/{webhookId}/resend, with merchant auth; both counted by status.
  */
 export function mountResends(app: Router, deps: ApiDeps): void {
-  const resends = deps.registry
-    ? new Counter({ name: METRIC_NAMES.resends, help: 'Resend API answers by HTTP status', labelNames: ['status'], registers: [deps.registry] })
-    : undefined;
   // The answers a resend can get, at 0 from start-up: the dashboard's panel reads 0, not "No data".
-  for (const status of ['200', '400', '401', '403', '404', '409', '429', '503']) resends?.inc({ status }, 0);
+  const statuses = ['200', '400', '401', '403', '404', '409', '429', '503'];
+  const resends = deps.registry && zeroedCounter(deps.registry, METRIC_NAMES.resends, 'Resend API answers by HTTP status', 'status', statuses);
   const countResends = (req: Request, res: Response, next: NextFunction) => {
     if (req.method === 'POST') res.on('finish', () => resends?.inc({ status: String(res.statusCode) }));
     next();
