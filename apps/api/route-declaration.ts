@@ -1,4 +1,5 @@
-import type { z } from 'zod';
+import { z } from 'zod';
+import { merchantIdSchema } from '../../libs/contracts/index.js';
 
 /**
  * One declaration per route: method, path, input, output and errors. Express mounts handlers by
@@ -27,3 +28,9 @@ export interface RouteDeclaration {
   /** Error answers by status, in the envelope; the description names the codes. */
   errors: Record<string, string>;
 }
+
+/** Who may call a route (OpenAPI security requirements): a merchant, the platform's operator. */
+export const MERCHANT_AUTH = [{ merchantPublicKey: [], accessToken: [] }] as const;
+export const ADMIN_AUTH = [{ adminToken: [] }] as const;
+
+export const merchantIdParams = z.strictObject({ merchantId: merchantIdSchema });

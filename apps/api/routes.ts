@@ -4,12 +4,8 @@ import { merchantInputSchema, merchantPatchSchema, rotateInputSchema } from '../
 import { envelope, merchantView, readiness, rotated } from './schemas.js';
 import { LOG_ROUTES } from './log-routes.js';
 import { PORTAL_ROUTES } from './portal/routes.js';
-import type { RouteDeclaration } from './route-declaration.js';
+import { ADMIN_AUTH, MERCHANT_AUTH, merchantIdParams, type RouteDeclaration } from './route-declaration.js';
 
-export const MERCHANT_AUTH = [{ merchantPublicKey: [], accessToken: [] }] as const;
-export const ADMIN_AUTH = [{ adminToken: [] }] as const;
-
-export const merchantIdParams = z.strictObject({ merchantId: merchantIdSchema });
 
 /** Entries per page of a merchant's audit trail: by default, and at most. */
 export const AUDIT_PAGE_LIMIT = { default: 100, max: 500 };
