@@ -1,2 +1,3 @@
 export { runUntilSignal, type Running } from './run.js';
 export { stopBudget } from './stop-budget.js';
+export { runProgram } from './entry.js';
