@@ -13,15 +13,7 @@ export { type Actor, listAudit, recordAudit } from './audit.js';
 export { resealSecrets } from './rows.js';
 export { type Health } from './health.js';
 export { deleteMerchantData, MERCHANT_TABLES, TABLES_KEPT_AFTER_DELETE, TABLES_WITHOUT_MERCHANT_DATA } from './erase.js';
-export {
-  DisabledByOperatorError,
-  InvalidIdempotencyKeyError,
-  InvalidSettingsError,
-  MerchantNotFoundError,
-  PublicKeyTakenError,
-  TooManySecretsError,
-  WebhookNotSetUpError,
-} from './errors.js';
+export * from './errors.js';
 export {
   disabledByOperator,
   type EndpointTransition,
