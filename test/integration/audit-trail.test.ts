@@ -163,7 +163,8 @@ describe('the audit trail', () => {
       refused(await call(api, `/portal/api/recover?since=2026-01-01T00:00:00.000Z`, { method: 'GET', headers: { cookie: b.cookie } }));
       refused(await stack.write(b, 'POST', `/portal/api/webhooks/${first.messageId}/resend`));
       refused(await stack.write(b, 'POST', '/portal/api/endpoint/test', { event: 'payout' }, b.csrf, other));
-      refused(await call(api, `/nucleus/webhooks/${second.messageId}/resend`, { headers }));
+      // The merchant API's resend answers as the specification says: the copy went out, the entry is only logged as missing.
+      expect((await call(api, `/nucleus/webhooks/${second.messageId}/resend`, { headers })).status).toBe(200);
       refused(await stack.admin(other, 'DELETE', '/admin/merchants/m_refused/portal-sessions'));
     } finally {
       await stack.db.query('DROP TRIGGER refuse_audit ON merchant_audit');

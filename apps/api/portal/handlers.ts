@@ -5,10 +5,11 @@ import type { DeliveryLogQueries } from '../../../libs/delivery-store/index.js';
 import { type Actor, disabledByOperator, graceExpiries, type Merchant, recordAudit, WebhookNotSetUpError } from '../../../libs/merchants/index.js';
 import { keyDigestOf, MAX_LINK_LIFETIME_MS, PortalLinkError, type PortalPermission, type PortalSession } from '../../../libs/portal/index.js';
 import { USER_AGENT } from '../../dispatcher/program.js';
-import type { ApiDeps } from '../app.js';
+import type { ApiDeps } from '../deps.js';
 import { ApiError, badRequest, notFound, rateLimited, unavailable } from '../errors.js';
 import { clientKey } from '../rate-limit.js';
 import { listFilters } from '../log-handlers.js';
+import { resendOne } from '../resend-routes.js';
 import { mount } from '../mount.js';
 import { endpointPatch, portalSessionInput, rotateBody, testEventBody } from './routes.js';
 import { servePortalAssets } from './page.js';
@@ -34,37 +35,6 @@ function logOf(deps: ApiDeps): DeliveryLogQueries {
 function sessionsOf(deps: ApiDeps) {
   logOf(deps);
   return deps.portal!.sessions!;
-}
-
-/**
- * Resends exactly one failed webhook of the merchant, by its webhook-id: the resend by reference's
- * checks and claim (ResendService), restricted to that webhook.
- */
-export async function resendOne(deps: ApiDeps, merchant: Merchant, webhookId: string): Promise<number> {
-  const allowed = await deps.limiter.take(merchant.id);
-  if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds);
-  if (!deps.brokerConnected()) throw unavailable('The message broker is unavailable; try again shortly');
-  return deps.resend.resendWebhook(merchant, webhookId);
-}
-
-/**
- * A resend the merchant's own API made, in its audit trail (the portal's carry their session
- * instead). Written after the copies went out: a trail PostgreSQL refuses makes the answer a 503
- * (AuditUnavailableError), as for every audited action, never a 200 without its entry.
- */
-export async function auditMerchantResend(deps: ApiDeps, req: Request, merchantId: string, changes: Record<string, unknown>): Promise<void> {
-  if (deps.audit) await recordAudit(deps.audit, merchantId, 'webhook.resent', changes, { actor: 'merchant-api', address: req.ip });
-}
-
-/** POST /nucleus/webhooks/{webhookId}/resend: merchant auth, as the resend by reference. */
-export function mountResendById(app: Router, deps: ApiDeps): void {
-  mount(app, 'resendWebhookById', async (req, res, { params }) => {
-    const merchant = await deps.auth.authenticate(req.get('x-auth-token'), req.get('authorization'));
-    const webhookId = params.webhookId as string;
-    const resent = await resendOne(deps, merchant, webhookId);
-    await auditMerchantResend(deps, req, merchant.id, { webhookId, resent });
-    res.status(200).json({ message: `webhook ${webhookId} sent again`, error: null, data: null });
-  });
 }
 
 /** `30m`, `1h`, `7d` → ms; undefined past 7 days or under a second. */
