@@ -1,7 +1,10 @@
 import { writeFileSync } from 'node:fs';
 import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
 import type { DeliveryRecorder } from '../../libs/delivery-log/index.js';
+import { openPostgres } from '../../libs/delivery-store/index.js';
+import { WaitStore } from '../../libs/waits/index.js';
 import { startHarness, testMerchant } from '../support/harness.js';
+import { createTestDatabase } from '../support/postgres.js';
 import { failOnceThenSucceed, Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
@@ -71,6 +74,30 @@ describe('a retry delivered while the delivery log loses every record', () => {
     } finally {
       await harness.close();
       await receiver.close();
+    }
+  });
+});
+
+describe('a hand-back whose confirm came after its deadline, taken to its attempt', () => {
+  it('is not handed on again: the unhand finds the lease the take moved on, and leaves it', async () => {
+    const database = await createTestDatabase('waits_unhand');
+    const db = openPostgres(database.url, { maxConnections: 2 });
+    try {
+      const waits = new WaitStore(db);
+      const put = (webhookId: string) => ({ merchantId: 'm_late', webhookId, hand: 0, attempt: 1, delayMs: 0, reason: 'retry' as const, headers: { [HEADERS.webhookId]: webhookId }, content: Buffer.from('{}') });
+      await waits.write([put('evt_taken'), put('evt_lost')], []);
+      const picked = await waits.pick(10, 60_000);
+      expect(picked.map((w) => w.webhookId).sort()).toEqual(['evt_lost', 'evt_taken']);
+      // The copy of evt_taken reached dispatch and its attempt began before the scheduler gave up on its confirm.
+      const taken = picked.find((w) => w.webhookId === 'evt_taken')!;
+      expect(await waits.take(taken, taken.hand, 60_000)).toBe(true);
+      for (const wait of picked) await waits.unhand(wait);
+      // evt_lost is due again at once; evt_taken stays with the attempt under way, not sent a second time.
+      const again = await waits.pick(10, 60_000);
+      expect(again.map((w) => [w.webhookId, w.hand])).toEqual([['evt_lost', 2]]);
+    } finally {
+      await db.close();
+      await database.drop();
     }
   });
 });

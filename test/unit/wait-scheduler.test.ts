@@ -11,7 +11,7 @@ function fakes(due: number, ready = 0) {
     pick: async (limit: number) => {
       picks.push(limit);
       const n = Math.min(limit, due - next);
-      return Array.from({ length: n }, (): HandedWait => ({ merchantId: 'm', webhookId: `wh_${next++}`, hand: 1, headers: {}, content: Buffer.alloc(0) }));
+      return Array.from({ length: n }, (): HandedWait => ({ merchantId: 'm', webhookId: `wh_${next++}`, hand: 1, headers: {}, content: Buffer.alloc(0), leaseEnd: '' }));
     },
     unhand: async (key: { webhookId: string }) => void unhanded.push(key.webhookId),
   } as unknown as WaitStore;
