@@ -101,3 +101,20 @@ describe('a hand-back whose confirm came after its deadline, taken to its attemp
     }
   });
 });
+
+describe("the waits' connections on a server whose default is asynchronous commit", () => {
+  it('commit durably: a wait is acked once its commit returns, and a crash must not take it back', async () => {
+    const database = await createTestDatabase('waits_durable');
+    await database.query(`ALTER DATABASE ${database.name} SET synchronous_commit = off`);
+    const durable = openPostgres(database.url, { maxConnections: 1, durableCommits: true });
+    const other = openPostgres(database.url, { maxConnections: 1 });
+    try {
+      expect((await durable.query<{ synchronous_commit: string }>('SHOW synchronous_commit')).rows[0]!.synchronous_commit).toBe('on');
+      expect((await other.query<{ synchronous_commit: string }>('SHOW synchronous_commit')).rows[0]!.synchronous_commit).toBe('off');
+    } finally {
+      await durable.close();
+      await other.close();
+      await database.drop();
+    }
+  });
+});
