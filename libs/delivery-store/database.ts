@@ -62,7 +62,11 @@ export function openPostgres(url: string, options: PostgresOptions = {}): Databa
     // its own `options` keeps them.
     options: options.durableCommits ? '-c jit=off -c synchronous_commit=on' : '-c jit=off',
   };
-  const pool = new pg.Pool({ ...settings, max: options.maxConnections ?? 5 });
+  // A reply that never comes (the server's host gone without a reset: a partition, a failover)
+  // fails at twice the statement timeout, and pool.query and transaction() then drop the
+  // connection: else the query waits for TCP to give up (15 min), and what waits on it, with it.
+  const statementTimeout = settings.statement_timeout;
+  const pool = new pg.Pool({ ...settings, query_timeout: statementTimeout > 0 ? 2 * statementTimeout : undefined, max: options.maxConnections ?? 5 });
   // An idle connection dropped by a restarting server must not end the process.
   pool.on('error', () => {});
   return {

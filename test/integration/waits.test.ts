@@ -1,8 +1,11 @@
+import { once } from 'node:events';
 import { writeFileSync } from 'node:fs';
+import { type AddressInfo, connect, createServer, type Server, type Socket } from 'node:net';
 import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
 import type { DeliveryRecorder } from '../../libs/delivery-log/index.js';
 import { openPostgres } from '../../libs/delivery-store/index.js';
-import { WaitStore } from '../../libs/waits/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
+import { WaitStore, WaitWriter } from '../../libs/waits/index.js';
 import { startHarness, testMerchant } from '../support/harness.js';
 import { createTestDatabase } from '../support/postgres.js';
 import { failOnceThenSucceed, Receiver } from '../support/receiver.js';
@@ -118,3 +121,75 @@ describe("the waits' connections on a server whose default is asynchronous commi
     }
   });
 });
+
+describe('a waits connection whose server stops answering without a reset (a partition, a failover)', () => {
+  it('is given up at twice the statement timeout: the held wait is written on a new connection', async () => {
+    const database = await createTestDatabase('waits_hung');
+    const proxy = await BlackHoleProxy.start(new URL(database.url));
+    const db = openPostgres(proxy.url(database.url), { maxConnections: 1, statementTimeoutMs: 1_000, connectTimeoutMs: 1_000 });
+    try {
+      const waits = new WaitStore(db);
+      const writer = new WaitWriter(waits, silentLogger(), [100]);
+      const put = (webhookId: string) => ({ merchantId: 'm_hung', webhookId, hand: 0, attempt: 1, delayMs: 60_000, reason: 'retry' as const, headers: { [HEADERS.webhookId]: webhookId }, content: Buffer.from('{}') });
+      await writer.put(put('evt_before'));
+      // The connection the pool keeps now goes nowhere: nothing it sends arrives, nothing comes back.
+      proxy.silenceOpen();
+      const started = Date.now();
+      let timer: NodeJS.Timeout | undefined;
+      const deadline = new Promise((_, reject) => (timer = setTimeout(() => reject(new Error('the wait was not written within 10 s')), 10_000)));
+      await Promise.race([writer.put(put('evt_hung')), deadline]).finally(() => clearTimeout(timer));
+      expect(Date.now() - started).toBeGreaterThanOrEqual(2_000);
+      expect((await database.query('SELECT webhook_id FROM webhook_waits ORDER BY webhook_id')).map((r) => r.webhook_id)).toEqual(['evt_before', 'evt_hung']);
+      writer.close();
+    } finally {
+      // The proxy first: a connection it still silences would hold the pool's end.
+      proxy.close();
+      await db.close().catch(() => {});
+      await database.drop();
+    }
+  });
+});
+
+/** A TCP proxy to PostgreSQL whose open connections can be silenced: they stay open, and carry nothing. */
+class BlackHoleProxy {
+  private readonly sockets = new Set<{ client: Socket; upstream: Socket; silent: boolean }>();
+
+  private constructor(private readonly server: Server) {}
+
+  static async start(target: URL): Promise<BlackHoleProxy> {
+    let proxy!: BlackHoleProxy;
+    const server = createServer((client) => {
+      const upstream = connect(Number(target.port || 5432), target.hostname);
+      const pair = { client, upstream, silent: false };
+      proxy.sockets.add(pair);
+      client.on('data', (chunk) => pair.silent || upstream.write(chunk));
+      upstream.on('data', (chunk) => pair.silent || client.write(chunk));
+      for (const socket of [client, upstream]) socket.on('error', () => {});
+      client.on('close', () => pair.silent || upstream.destroy());
+      upstream.on('close', () => pair.silent || client.destroy());
+    });
+    proxy = new BlackHoleProxy(server);
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    return proxy;
+  }
+
+  url(databaseUrl: string): string {
+    const url = new URL(databaseUrl);
+    url.hostname = '127.0.0.1';
+    url.port = String((this.server.address() as AddressInfo).port);
+    return url.toString();
+  }
+
+  silenceOpen(): void {
+    for (const pair of this.sockets) pair.silent = true;
+  }
+
+  close(): void {
+    for (const { client, upstream } of this.sockets) {
+      client.destroy();
+      upstream.destroy();
+    }
+    this.server.close();
+  }
+}
