@@ -177,10 +177,11 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
           responseBodyBytes: config.DELIVERY_LOG === 'on' ? config.DELIVERY_LOG_RESPONSE_BYTES : 0,
         });
   // Waits are rows in PostgreSQL (libs/waits): written by the dispatcher, handed back by the
-  // scheduler each dispatcher runs, on a pool of their own so that neither waits behind the directory.
+  // scheduler each dispatcher runs, on a pool of their own so that neither waits behind the directory;
+  // its commits are durable whatever the server's default, since a written wait is acked at once.
   const waitsOn = config.RETRY_SCHEDULE.length > 0;
   const waitsDatabase = waitsOn && !options.database && config.DATABASE_URL
-    ? openPostgres(config.DATABASE_URL, { connectTimeoutMs: 2_000, statementTimeoutMs: 10_000, maxConnections: 4, applicationName: 'webhooks-dispatcher waits' })
+    ? openPostgres(config.DATABASE_URL, { connectTimeoutMs: 2_000, statementTimeoutMs: 10_000, maxConnections: 4, applicationName: 'webhooks-dispatcher waits', durableCommits: true })
     : undefined;
   const waitsQueries = waitsOn ? (waitsDatabase ?? options.database ?? opened.database ?? ownDatabase) : undefined;
   const waitStore = waitsQueries && new WaitStore(waitsQueries);

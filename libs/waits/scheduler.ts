@@ -124,7 +124,7 @@ export class WaitScheduler {
     } catch (err) {
       this.stats.unconfirmed++;
       this.problem('wait not handed back: dispatch did not confirm it; it is due again', err);
-      await this.store.unhand(wait, wait.hand).catch(() => {});
+      await this.store.unhand(wait).catch(() => {});
     }
   }
 

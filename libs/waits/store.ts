@@ -42,6 +42,8 @@ export interface HandedWait extends WaitKey {
   hand: number;
   headers: ScalarHeaders;
   content: Buffer;
+  /** The end of the pick's lease, as PostgreSQL wrote it (text, to the microsecond): what `unhand` expects to find. */
+  leaseEnd: string;
 }
 
 export interface WaitRow {
@@ -97,7 +99,7 @@ WITH due AS (
 )
 UPDATE webhook_waits w SET hand = w.hand + 1, pick_at = now() + $2::float8 * interval '1 millisecond'
 FROM due WHERE w.merchant_id = due.merchant_id AND w.webhook_id = due.webhook_id AND w.endpoint_id = due.endpoint_id
-RETURNING w.merchant_id, w.webhook_id, w.hand, w.headers::text AS headers,
+RETURNING w.merchant_id, w.webhook_id, w.hand, w.headers::text AS headers, w.pick_at::text AS lease_end,
   (SELECT b.content FROM webhook_bodies b WHERE b.merchant_id = w.merchant_id AND b.webhook_id = w.webhook_id) AS content`;
 
 export class WaitStore {
@@ -138,19 +140,27 @@ export class WaitStore {
 
   /** Up to `limit` due waits, each handed on with a lease of `leaseMs`. */
   async pick(limit: number, leaseMs: number): Promise<HandedWait[]> {
-    const { rows } = await this.db.query<{ merchant_id: string; webhook_id: string; hand: number; headers: string; content: Uint8Array | null }>(PICK, [limit, leaseMs]);
+    const { rows } = await this.db.query<{ merchant_id: string; webhook_id: string; hand: number; headers: string; lease_end: string; content: Uint8Array | null }>(PICK, [limit, leaseMs]);
     return rows.map((row) => ({
       merchantId: row.merchant_id,
       webhookId: row.webhook_id,
       hand: row.hand,
       headers: JSON.parse(row.headers) as ScalarHeaders,
       content: Buffer.from(row.content ?? new Uint8Array()),
+      leaseEnd: row.lease_end,
     }));
   }
 
-  /** A hand-back the broker did not take: due again now, unless another hand moved on. */
-  async unhand(key: WaitKey, hand: number): Promise<void> {
-    await this.db.query('UPDATE webhook_waits SET pick_at = now() WHERE merchant_id = $1 AND webhook_id = $2 AND hand = $3', [key.merchantId, key.webhookId, hand]);
+  /**
+   * A hand-back whose publish was not confirmed: due again now, unless another hand moved on or
+   * the copy was taken after all (a confirm that came after its deadline: take() moved the lease
+   * on, and handing it on again would send the webhook twice).
+   */
+  async unhand(wait: HandedWait): Promise<void> {
+    await this.db.query(
+      'UPDATE webhook_waits SET pick_at = now() WHERE merchant_id = $1 AND webhook_id = $2 AND hand = $3 AND pick_at = $4::timestamptz',
+      [wait.merchantId, wait.webhookId, wait.hand, wait.leaseEnd],
+    );
   }
 
   /** Waiting now, and of those past their due time by more than `overdueMs`. */
