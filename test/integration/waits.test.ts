@@ -22,7 +22,7 @@ describe('a wait made by a deferral, behind a dispatch backlog, then a disable',
       const webhookId = 'evt_deferred_1';
       // The wait a busy endpoint's deferral writes: no attempt yet, one deferral, due now.
       await harness.waits.write(
-        [{ merchantId: merchant.id, webhookId, hand: 0, attempt: 0, delayMs: 0, reason: 'endpoint-busy', content,
+        [{ merchantId: merchant.id, webhookId, hand: 0, attempt: 0, delayMs: 0, reason: 'endpoint-busy', content, spanLeftMs: 3_600_000,
           headers: { [HEADERS.attempts]: 0, [HEADERS.deferrals]: 1, [HEADERS.postponements]: 0, [HEADERS.webhookId]: webhookId, [HEADERS.firstSeenAt]: new Date().toISOString() } }],
         [],
       );
