@@ -272,7 +272,7 @@ export class WaitStore {
   async list(filter: { merchantId?: string; limit: number }): Promise<WaitRow[]> {
     const { rows } = await this.db.query<WaitRow>(
       `SELECT merchant_id, webhook_id, attempt, reason, due_at, hand,
-         CASE WHEN pick_at > due_at THEN pick_at END AS handed_until
+         CASE WHEN pick_at > due_at AND NOT parked THEN pick_at END AS handed_until
        FROM webhook_waits WHERE ($1::text IS NULL OR merchant_id = $1) ORDER BY due_at, merchant_id, webhook_id LIMIT $2`,
       [filter.merchantId ?? null, filter.limit],
     );
