@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import amqp from 'amqplib';
 import { sampleEvent } from '../libs/contracts/index.js';
 import { intakeSpec, topologyNames } from '../libs/topology/index.js';
-import { openPostgres } from '../libs/delivery-store/index.js';
+import { type Database, openPostgres } from '../libs/delivery-store/index.js';
 import { migrate } from '../libs/migrations/index.js';
 
 export const SECRET = `whsec_${Buffer.from('bench-secret-bench-secret-0123').toString('base64')}`;
@@ -79,7 +79,8 @@ export async function deleteTopology(url: string, prefix: string): Promise<void>
  */
 const adminUrl = () => process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
-export async function withDatabase<T>(label: string, work: (url: string) => Promise<T>, keep?: string): Promise<T> {
+/** `migrateWith`: another build's migrate (an A/B against an earlier commit, whose programs refuse a newer schema). */
+export async function withDatabase<T>(label: string, work: (url: string) => Promise<T>, keep?: string, migrateWith: (db: Database) => Promise<unknown> = migrate): Promise<T> {
   const name = keep ?? `${process.env.BENCH_DATABASE_PREFIX ?? 'h21_bench'}_${label}_${randomBytes(3).toString('hex')}`;
   if (!/^[a-z_][a-z0-9_]*$/.test(name)) throw new Error(`not a database name: ${name}`);
   const admin = new pg.Client({ connectionString: adminUrl() });
@@ -91,7 +92,7 @@ export async function withDatabase<T>(label: string, work: (url: string) => Prom
   try {
     // The schema, as `webhooks migrate` makes it before the programs start.
     const database = openPostgres(url.toString(), { statementTimeoutMs: 0 });
-    await migrate(database).finally(() => database.close());
+    await migrateWith(database).finally(() => database.close());
     return await work(url.toString());
   } finally {
     // A kept database is the caller's to drop (it is ~4 GB with 10,000,000 attempts).

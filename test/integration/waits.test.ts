@@ -28,7 +28,7 @@ describe('a wait made by a deferral, behind a dispatch backlog, then a disable',
       const webhookId = 'evt_deferred_1';
       // The wait a busy endpoint's deferral writes: no attempt yet, one deferral, due now.
       await harness.waits.write(
-        [{ merchantId: merchant.id, webhookId, hand: 0, attempt: 0, delayMs: 0, reason: 'endpoint-busy', content,
+        [{ merchantId: merchant.id, webhookId, hand: 0, attempt: 0, delayMs: 0, reason: 'endpoint-busy', content, spanLeftMs: 3_600_000,
           headers: { [HEADERS.attempts]: 0, [HEADERS.deferrals]: 1, [HEADERS.postponements]: 0, [HEADERS.webhookId]: webhookId, [HEADERS.firstSeenAt]: new Date().toISOString() } }],
         [],
       );
@@ -83,7 +83,7 @@ describe('a retry delivered while the delivery log loses every record', () => {
 
 /** A retry wait of `m_test` with `{}` for bytes, as a first attempt's failure writes it. */
 function retryWait(webhookId: string, delayMs: number) {
-  return { merchantId: 'm_test', webhookId, hand: 0, attempt: 1, delayMs, reason: 'retry' as const, headers: { [HEADERS.webhookId]: webhookId }, content: Buffer.from('{}') };
+  return { merchantId: 'm_test', webhookId, hand: 0, attempt: 1, delayMs, reason: 'retry' as const, headers: { [HEADERS.webhookId]: webhookId }, content: Buffer.from('{}'), spanLeftMs: 3_600_000 };
 }
 
 /** A migrated database of the test's own, dropped after `work`. */
@@ -102,14 +102,14 @@ describe('a hand-back whose confirm came after its deadline, taken to its attemp
       const db = openPostgres(database.url, { maxConnections: 2 });
       const waits = new WaitStore(db);
       await waits.write([retryWait('evt_taken', 0), retryWait('evt_lost', 0)], []);
-      const picked = await waits.pick(10, 60_000);
+      const { handed: picked } = await waits.pick(10, 60_000);
       expect(picked.map((w) => w.webhookId).sort()).toEqual(['evt_lost', 'evt_taken']);
       // The copy of evt_taken reached dispatch and its attempt began before the scheduler gave up on its confirm.
       const taken = picked.find((w) => w.webhookId === 'evt_taken')!;
       expect(await waits.take(taken, taken.hand, 60_000)).toBe(true);
       for (const wait of picked) await waits.unhand(wait);
       // evt_lost is due again at once; evt_taken stays with the attempt under way, not sent a second time.
-      const again = await waits.pick(10, 60_000);
+      const { handed: again } = await waits.pick(10, 60_000);
       expect(again.map((w) => [w.webhookId, w.hand])).toEqual([['evt_lost', 2]]);
       await db.close();
     }));

@@ -11,7 +11,7 @@ function fakes(due: number, ready = 0) {
     pick: async (limit: number) => {
       picks.push(limit);
       const n = Math.min(limit, due - next);
-      return Array.from({ length: n }, (): HandedWait => ({ merchantId: 'm', webhookId: `wh_${next++}`, hand: 1, headers: {}, content: Buffer.alloc(0), leaseEnd: '' }));
+      return { handed: Array.from({ length: n }, (): HandedWait => ({ merchantId: 'm', webhookId: `wh_${next++}`, hand: 1, headers: {}, content: Buffer.alloc(0), leaseEnd: '' })), parked: 0 };
     },
     unhand: async (key: { webhookId: string }) => void unhanded.push(key.webhookId),
   } as unknown as WaitStore;
@@ -46,7 +46,7 @@ describe('WaitScheduler', () => {
     await until(() => confirms.length === 30);
     for (const c of confirms.splice(0)) c.settle(true);
     await scheduler.stop();
-    expect(scheduler.stats).toEqual({ handed: 100, unconfirmed: 0 });
+    expect(scheduler.stats).toEqual({ handed: 100, unconfirmed: 0, parked: 0 });
   });
 
   it(`holds at most ${WAIT_BATCHES_CONFIRMING} batches awaiting confirms, and a hand-back not confirmed is due again`, async () => {
@@ -64,7 +64,7 @@ describe('WaitScheduler', () => {
     const stopped = scheduler.stop();
     for (const c of confirms.slice(10)) c.settle(true);
     await stopped;
-    expect(scheduler.stats).toEqual({ handed: 10 * WAIT_BATCHES_CONFIRMING + 9, unconfirmed: 1 });
+    expect(scheduler.stats).toEqual({ handed: 10 * WAIT_BATCHES_CONFIRMING + 9, unconfirmed: 1, parked: 0 });
   });
 
   it('goes on picking after PostgreSQL fails under it (down, then back)', async () => {
@@ -81,6 +81,6 @@ describe('WaitScheduler', () => {
     expect(confirms.map((c) => c.webhookId)).toEqual(['wh_0', 'wh_1', 'wh_2', 'wh_3', 'wh_4']);
     for (const c of confirms) c.settle(true);
     await scheduler.stop();
-    expect(scheduler.stats).toEqual({ handed: 5, unconfirmed: 0 });
+    expect(scheduler.stats).toEqual({ handed: 5, unconfirmed: 0, parked: 0 });
   });
 });

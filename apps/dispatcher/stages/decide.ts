@@ -34,8 +34,8 @@ export type Finding =
   | { kind: 'circuit-open'; failures: number; retryInMs: number; lastError?: string }
   /** Attempt: the merchant answered 2xx. */
   | { kind: 'sent'; status: number; trace?: AttemptTrace }
-  /** Attempt: it failed (a non-2xx answer, a timeout, a network error, a blocked address). */
-  | { kind: 'attempt-failed'; error: DeliveryFailedError; trace?: AttemptTrace };
+  /** Attempt: it failed (a non-2xx answer, a timeout, a network error, a blocked address); `circuitMs`: the endpoint's circuit is open for that long after it. */
+  | { kind: 'attempt-failed'; error: DeliveryFailedError; trace?: AttemptTrace; circuitMs?: number };
 
 /** What happens to the delivery: exactly one of these. */
 export type Decision =
@@ -45,9 +45,10 @@ export type Decision =
   /** Back to its queue untried, once (stopping). */
   | { kind: 'returned' }
   /** `error` is the detail, for operators (log lines, headers of the steps and `failed`); `errorClass` is what the merchant sees. */
-  | { kind: 'retry'; step: number; attempt: number; error: string; errorClass: AttemptErrorClass; status?: number }
+  | { kind: 'retry'; step: number; attempt: number; error: string; errorClass: AttemptErrorClass; status?: number; circuitMs?: number }
   | { kind: 'defer'; step: number }
-  | { kind: 'postpone'; step: number }
+  /** `circuitMs`: when the open circuit lets a probe through, from now. */
+  | { kind: 'postpone'; step: number; circuitMs: number }
   | { kind: 'failed'; reason: FailedReason; attempts: number; error: string; errorClass?: AttemptErrorClass; status?: number; attempted: boolean }
   | { kind: 'invalid'; code: InvalidCode; detail: string };
 
@@ -85,7 +86,7 @@ export function decide(finding: Finding, intake: IntakeEvent | undefined, policy
     case 'busy':
       return { kind: 'defer', step: policy.deferStep(intake.attempts) };
     case 'circuit-open': {
-      if (!policy.spanOver(intake.resentAt ?? intake.firstSeenAt, now)) return { kind: 'postpone', step: policy.postponeStep(finding.retryInMs) };
+      if (!policy.spanOver(intake.resentAt ?? intake.firstSeenAt, now)) return { kind: 'postpone', step: policy.postponeStep(finding.retryInMs), circuitMs: finding.retryInMs };
       const circuit = `circuit open: the endpoint failed ${finding.failures} times in a row${finding.lastError ? `; last error: ${finding.lastError}` : ''}`;
       // The last real error: this webhook's own, else the endpoint's.
       return { kind: 'failed', reason: FAILED_REASONS.circuitOpen, attempts: intake.attempts, error: intake.lastError ?? circuit, status: intake.lastStatus, attempted: false };
@@ -101,7 +102,7 @@ export function decide(finding: Finding, intake: IntakeEvent | undefined, policy
       if (intake.test || policy.exhausted(attempt)) return { ...failed, reason: FAILED_REASONS.attemptsExhausted };
       const retryAfter = error instanceof WebhookRejectedError ? error.retryAfter : undefined;
       const step = policy.stepAfterFailure(attempt, { status: error.status, retryAfter }, now);
-      return { kind: 'retry', step, attempt, error: error.message, errorClass: error.errorClass, status: error.status };
+      return { kind: 'retry', step, attempt, error: error.message, errorClass: error.errorClass, status: error.status, circuitMs: finding.circuitMs };
     }
   }
 }

@@ -1,5 +1,5 @@
 import { type BrokerConnection, type Delivery, type HeldMessage, moveMessage } from '../../../libs/broker/index.js';
-import { copyHeaders, HEADERS, type ScalarHeaders, webhookHeaders } from '../../../libs/contracts/index.js';
+import { copyHeaders, FAILED_REASONS, HEADERS, type ScalarHeaders, webhookHeaders } from '../../../libs/contracts/index.js';
 import { type FailedStore, failureEntryHeaders } from '../../../libs/failed/index.js';
 import type { Logger } from '../../../libs/logger/index.js';
 import type { DeliveryObserver, Outcome } from '../../../libs/metrics/index.js';
@@ -9,6 +9,9 @@ import type { WaitReason, WaitWriter } from '../../../libs/waits/index.js';
 import type { Decision } from './decide.js';
 import type { IntakeEvent } from './intake.js';
 import { publishIn, type Span, spanLogFields } from '../../../libs/tracing/index.js';
+
+/** Failures that say the merchant's webhook can no longer be sent to: its parked waits are handed back to end too. */
+const UNSENDABLE: ReadonlySet<string> = new Set([FAILED_REASONS.webhookDisabled, FAILED_REASONS.endpointDisabled, FAILED_REASONS.merchantRemoved]);
 
 /** The destination a wait's producer span names. */
 export const WAITS_TABLE = 'webhook_waits';
@@ -72,7 +75,7 @@ export class EffectStage {
     if (!intake) throw new Error(`effect: ${decision.kind} needs the intake`);
     switch (decision.kind) {
       case 'delivered':
-        await this.endWait(intake);
+        await this.endWait(intake, true);
         await record();
         this.count('delivered', 'delivered', intake.event, intake.test);
         if (this.debug) logger.debug('webhook delivered', { ...logFields(intake), attempt: decision.attempt, status: decision.status, ...spanLogFields(span) });
@@ -94,7 +97,7 @@ export class EffectStage {
       case 'postpone': {
         const headers = this.waitingHeaders(delivery, intake);
         headers[HEADERS.postponements] = intake.postponements + 1;
-        await this.wait(delivery, intake, 'circuit-open', headers, decision.step, record, span);
+        await this.wait(delivery, intake, 'circuit-open', headers, decision.step, record, span, decision.circuitMs);
         this.count('circuitOpen', 'circuit_open', intake.event, intake.test);
         if (this.debug) logger.debug('delivery postponed: circuit open', { merchantId: intake.merchantId, reference: intake.references[0], delayMs: this.deps.policy.delayOf(decision.step), ...spanLogFields(span) });
         return;
@@ -105,7 +108,7 @@ export class EffectStage {
         headers[HEADERS.lastError] = decision.error.slice(0, 500);
         headers[HEADERS.lastAttemptAt] = now.toISOString();
         if (decision.status !== undefined) headers[HEADERS.lastStatus] = decision.status;
-        await this.wait(delivery, intake, 'retry', headers, decision.step, record, span);
+        await this.wait(delivery, intake, 'retry', headers, decision.step, record, span, decision.circuitMs);
         this.count('retried', 'retried', intake.event, intake.test);
         logger.info('webhook attempt failed, retry scheduled', {
           merchantId: intake.merchantId,
@@ -130,7 +133,7 @@ export class EffectStage {
         });
         // The failure is recorded (and its wait ended) once it is in `failed`: a move that gives up leaves no failure behind.
         const settle = async () => {
-          await this.endWait(intake);
+          await this.endWait(intake, UNSENDABLE.has(decision.reason));
           await record();
         };
         if (!(await this.move(delivery, this.deps.names.failed, headers, intake.event, span, settle))) return;
@@ -228,7 +231,7 @@ export class EffectStage {
    * The wait written (a new row, or the next wait of this hand-back's row) and confirmed, then the
    * record, then the ack. The write never gives up: while PostgreSQL is down the delivery is held.
    */
-  private async wait(delivery: Delivery, intake: IntakeEvent, reason: WaitReason, headers: ScalarHeaders, step: number, record: () => Promise<void>, span: Span | undefined): Promise<void> {
+  private async wait(delivery: Delivery, intake: IntakeEvent, reason: WaitReason, headers: ScalarHeaders, step: number, record: () => Promise<void>, span: Span | undefined, circuitMs?: number): Promise<void> {
     const waits = this.deps.waits;
     if (!waits) throw new Error('effect: a wait needs the wait writer (a retry schedule needs PostgreSQL)');
     // As for a move: its channel gone, the broker has returned it, and its redelivery is the one that waits.
@@ -246,14 +249,19 @@ export class EffectStage {
       reason,
       headers: { ...headers, [HEADERS.webhookId]: intake.webhookId },
       content: intake.hand === undefined ? delivery.message.content : undefined,
+      spanLeftMs: this.deps.policy.spanLeftMs(intake.resentAt ?? intake.firstSeenAt, this.deps.now()),
+      circuitMs,
     }));
     await record();
     if (delivery.live) delivery.ack();
   }
 
-  /** A hand-back's attempt ended: its wait goes (only if it is still this hand's). */
-  private async endWait(intake: IntakeEvent): Promise<void> {
-    if (intake.hand !== undefined && this.deps.waits) await this.deps.waits.end({ merchantId: intake.merchantId, webhookId: intake.webhookId, hand: intake.hand });
+  /**
+   * A hand-back's attempt ended: its wait goes (only if it is still this hand's). `closesCircuit`
+   * (delivered, or the webhook can no longer be sent) ends its merchant's parking: see WaitEnd.
+   */
+  private async endWait(intake: IntakeEvent, closesCircuit = false): Promise<void> {
+    if (intake.hand !== undefined && this.deps.waits) await this.deps.waits.end({ merchantId: intake.merchantId, webhookId: intake.webhookId, hand: intake.hand, closesCircuit });
   }
 
   /** The one move (libs/broker moveMessage); `settle` runs after the confirm, before the ack. True when moved. */
