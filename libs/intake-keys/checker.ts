@@ -1,0 +1,184 @@
+import type { Logger } from '../logger/index.js';
+import { type IntakeKey, type IntakeKeyStore, type KeyNote, type KeyState, keyOf } from './store.js';
+
+/**
+ * What intake does with an upstream message: `first` (its key is new: delivered), `repeat` (a
+ * key seen in the window: acked, not delivered), `unchecked` (PostgreSQL did not answer: delivered
+ * without the check).
+ */
+export type Sight = 'first' | 'repeat' | 'unchecked';
+
+export interface IntakeCheckerOptions {
+  /** How long a check may take before its messages go on unchecked (and the check rests for `restMs`). */
+  timeoutMs?: number;
+  /** After a check that failed or timed out: messages go on unchecked this long without asking PostgreSQL. */
+  restMs?: number;
+  /** Between partition upkeeps (today's and tomorrow's made, expired ones dropped); sooner after one failed. */
+  maintainEveryMs?: number;
+}
+
+interface Pending {
+  keys: IntakeKey[];
+  redelivered: boolean[];
+  done: Array<(sight: Sight) => void>;
+}
+
+/** Notes held at most: best effort, so a long outage drops them rather than grow. */
+const MAX_NOTES = 100_000;
+
+/**
+ * Batches the dispatchers' intake checks like the wait writer batches waits: what queued while a
+ * statement ran goes in the next one, with the notes (ended, duplicate) queued since. Never holds
+ * intake for PostgreSQL: a check that fails or takes over `timeoutMs` lets its messages go on
+ * unchecked, and for `restMs` after it every check does, without a query.
+ */
+export class IntakeChecker {
+  private next: Pending = { keys: [], redelivered: [], done: [] };
+  private notes: KeyNote[] = [];
+  private writing = false;
+  private restUntil = 0;
+  private lastProblem = 0;
+  private timer?: NodeJS.Timeout;
+  private stopped = false;
+  /** Statements run, checks that failed or timed out, and messages let through unchecked. */
+  readonly stats = { batches: 0, failures: 0, unchecked: 0, repeats: 0 };
+  private readonly timeoutMs: number;
+  private readonly restMs: number;
+  private readonly maintainEveryMs: number;
+
+  constructor(
+    private readonly store: IntakeKeyStore,
+    private readonly logger: Logger,
+    options: IntakeCheckerOptions = {},
+  ) {
+    this.timeoutMs = options.timeoutMs ?? 2_000;
+    this.restMs = options.restMs ?? 10_000;
+    this.maintainEveryMs = options.maintainEveryMs ?? 3_600_000;
+  }
+
+  /** Makes the partitions now and then every `maintainEveryMs` (30 s after a failure), until stop(). */
+  start(): void {
+    if (this.timer || this.stopped) return;
+    const run = async () => {
+      let delay = this.maintainEveryMs;
+      try {
+        const { dropped } = await this.store.maintain();
+        if (dropped.length > 0) this.logger.info('intake key partitions dropped', { dropped });
+      } catch (err) {
+        delay = Math.min(delay, 30_000);
+        this.logger.warn('intake key partitions not kept up; tried again in 30 s', { error: (err as Error)?.message });
+      }
+      if (!this.stopped) this.timer = setTimeout(() => void run(), delay).unref();
+    };
+    this.timer = setTimeout(() => void run(), 0).unref();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.timer);
+  }
+
+  /**
+   * First sight, or a repeat? A key seen before is a repeat unless its first delivery never ended
+   * and this copy is a redelivery (`redelivered`): then it may be that delivery's own copy, back
+   * after a dispatcher died before its ack, and it goes on.
+   */
+  check(key: IntakeKey, redelivered: boolean): Promise<Sight> {
+    if (this.resting()) {
+      this.stats.unchecked++;
+      return Promise.resolve('unchecked');
+    }
+    return new Promise<Sight>((resolve) => {
+      this.next.keys.push(key);
+      this.next.redelivered.push(redelivered);
+      this.next.done.push(resolve);
+      if (!this.writing) void this.drain();
+    });
+  }
+
+  /** The first delivery of a `first` key was acked: a redelivered copy of it is a repeat from now on. Written with the next batch. */
+  ended(key: IntakeKey): void {
+    this.note({ ...key, kind: 'ended' });
+  }
+
+  private note(note: KeyNote): void {
+    if (this.notes.length < MAX_NOTES) this.notes.push(note);
+    if (!this.writing && !this.resting()) void this.drain();
+  }
+
+  private resting(): boolean {
+    return performance.now() < this.restUntil;
+  }
+
+  private async drain(): Promise<void> {
+    this.writing = true;
+    // Notes alone wait out a rest: no statement for them while PostgreSQL is not answering.
+    while ((this.next.done.length > 0 || (this.notes.length > 0 && !this.resting())) && !this.stopped) {
+      const batch = this.next;
+      const notes = this.notes;
+      this.next = { keys: [], redelivered: [], done: [] };
+      this.notes = [];
+      let states: Map<string, KeyState> | undefined;
+      try {
+        states = await this.withTimeout(this.store.check(batch.keys, notes));
+        this.stats.batches++;
+      } catch (err) {
+        this.stats.failures++;
+        this.restUntil = performance.now() + this.restMs;
+        this.problem(err, batch.done.length);
+      }
+      // A key twice in one batch: the first copy takes the state, the next ones find it taken.
+      const taken = new Set<string>();
+      batch.keys.forEach((key, i) => {
+        const sight = this.sightOf(key, batch.redelivered[i]!, states, taken);
+        if (sight === 'unchecked') this.stats.unchecked++;
+        if (sight === 'repeat') {
+          this.stats.repeats++;
+          this.note({ ...key, kind: 'duplicate' });
+        }
+        batch.done[i]!(sight);
+      });
+    }
+    this.writing = false;
+    // A check queued while the loop ended (stopped) is let through, never held.
+    if (this.stopped) this.release();
+  }
+
+  private sightOf(key: IntakeKey, redelivered: boolean, states: Map<string, KeyState> | undefined, taken: Set<string>): Sight {
+    if (!states) return 'unchecked';
+    const id = keyOf(key);
+    const state = states.get(id);
+    if (!state) return 'unchecked';
+    const first = state.first && !taken.has(id);
+    taken.add(id);
+    if (first) return 'first';
+    // Its first delivery not ended, and this a redelivery: maybe that delivery itself, which goes
+    // on as the first (and is marked ended when acked).
+    return !state.ended && redelivered ? 'first' : 'repeat';
+  }
+
+  private release(): void {
+    const pending = this.next;
+    this.next = { keys: [], redelivered: [], done: [] };
+    for (const resolve of pending.done) resolve('unchecked');
+  }
+
+  private withTimeout<T>(work: Promise<T>): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer in ${this.timeoutMs} ms`)), this.timeoutMs);
+    });
+    return Promise.race([work, late]).finally(() => clearTimeout(timer));
+  }
+
+  /** One line per 30 s while PostgreSQL is down, not one per batch. */
+  private problem(err: unknown, messages: number): void {
+    const now = Date.now();
+    if (now - this.lastProblem < 30_000) return;
+    this.lastProblem = now;
+    this.logger.warn('intake check skipped: PostgreSQL did not answer; messages are delivered without it (a repeat may be delivered again)', {
+      messages,
+      error: (err as Error)?.message ?? String(err),
+    });
+  }
+}
