@@ -197,7 +197,6 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
     : undefined;
   const keysQueries = dedupeOn ? (keysDatabase ?? options.database ?? opened.database ?? ownDatabase) : undefined;
   const intakeKeys = keysQueries && new IntakeChecker(new IntakeKeyStore(keysQueries, config.INTAKE_DEDUPE_WINDOW), logger);
-  intakeKeys?.start();
   // The delivery log: every settled delivery's record goes to the deliveries stream before its ack.
   const deliveryLog = config.DELIVERY_LOG === 'on' ? new DeliveryRecorder(broker, logger, { prefix: config.TOPOLOGY_PREFIX, replication: replicationOf(config) }) : undefined;
   try {
@@ -248,6 +247,8 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
       waitLeaseMs: config.WAIT_LEASE,
     },
   );
+  // Today's partition of intake keys before the first check (PostgreSQL down: logged, checks skipped).
+  await intakeKeys?.start();
   await dispatcher.start();
   scheduler?.start();
   // Keeps FAILED_RETENTION true however few webhooks fail (RabbitMQ applies it only on a new segment).

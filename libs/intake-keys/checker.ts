@@ -23,6 +23,10 @@ interface Pending {
   done: Array<(sight: Sight) => void>;
 }
 
+/** How long a check may take before its messages go on unchecked; then how long every check is skipped. */
+export const INTAKE_CHECK_TIMEOUT_MS = 2_000;
+export const INTAKE_CHECK_REST_MS = 10_000;
+
 /** Notes held at most: best effort, so a long outage drops them rather than grow. */
 const MAX_NOTES = 100_000;
 
@@ -39,7 +43,9 @@ export class IntakeChecker {
   private restUntil = 0;
   private lastProblem = 0;
   private timer?: NodeJS.Timeout;
+  private started = false;
   private stopped = false;
+  private maintaining?: Promise<void>;
   /** Statements run, checks that failed or timed out, and messages let through unchecked. */
   readonly stats = { batches: 0, failures: 0, unchecked: 0, repeats: 0 };
   private readonly timeoutMs: number;
@@ -51,15 +57,24 @@ export class IntakeChecker {
     private readonly logger: Logger,
     options: IntakeCheckerOptions = {},
   ) {
-    this.timeoutMs = options.timeoutMs ?? 2_000;
-    this.restMs = options.restMs ?? 10_000;
+    this.timeoutMs = options.timeoutMs ?? INTAKE_CHECK_TIMEOUT_MS;
+    this.restMs = options.restMs ?? INTAKE_CHECK_REST_MS;
     this.maintainEveryMs = options.maintainEveryMs ?? 3_600_000;
   }
 
-  /** Makes the partitions now and then every `maintainEveryMs` (30 s after a failure), until stop(). */
-  start(): void {
-    if (this.timer || this.stopped) return;
-    const run = async () => {
+  /**
+   * Makes the partitions, awaited (the first checks need today's; a failure is logged, not
+   * thrown), then again every `maintainEveryMs` (30 s after a failure) until stop().
+   */
+  async start(): Promise<void> {
+    if (this.started || this.stopped) return;
+    this.started = true;
+    await this.maintain();
+  }
+
+  private maintain(): Promise<void> {
+    this.maintaining ??= (async () => {
+      clearTimeout(this.timer);
       let delay = this.maintainEveryMs;
       try {
         const { dropped } = await this.store.maintain();
@@ -68,9 +83,10 @@ export class IntakeChecker {
         delay = Math.min(delay, 30_000);
         this.logger.warn('intake key partitions not kept up; tried again in 30 s', { error: (err as Error)?.message });
       }
-      if (!this.stopped) this.timer = setTimeout(() => void run(), delay).unref();
-    };
-    this.timer = setTimeout(() => void run(), 0).unref();
+      this.maintaining = undefined;
+      if (!this.stopped) this.timer = setTimeout(() => void this.maintain(), delay).unref();
+    })();
+    return this.maintaining;
   }
 
   stop(): void {
@@ -126,6 +142,8 @@ export class IntakeChecker {
         this.stats.failures++;
         this.restUntil = performance.now() + this.restMs;
         this.problem(err, batch.done.length);
+        // No partition for today's key (the day turned before its partition was made): made now.
+        if ((err as { code?: string })?.code === '23514') void this.maintain();
       }
       // A key twice in one batch: the first copy takes the state, the next ones find it taken.
       const taken = new Set<string>();

@@ -1,6 +1,9 @@
 import amqp from 'amqplib';
 import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
 import { type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/program.js';
+import { loadRecorderConfig } from '../../apps/recorder/config.js';
+import { type RecorderProgram, startRecorder } from '../../apps/recorder/program.js';
+import { deliveryLogQueries, openPostgres } from '../../libs/delivery-store/index.js';
 import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { BrokerConnection } from '../../libs/broker/index.js';
@@ -29,6 +32,7 @@ describe('idempotent intake', () => {
   let receiver: Receiver;
   let database: TestDatabase;
   let program: DispatcherProgram | undefined;
+  let recorder: RecorderProgram | undefined;
   let upstream: BrokerConnection;
   let publisher: EventPublisher;
   let test: TestBroker;
@@ -79,6 +83,7 @@ describe('idempotent intake', () => {
     database = await createTestDatabase('intake_dedupe');
     test = await TestBroker.open();
     await start();
+    recorder = await startRecorder(loadRecorderConfig({ RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, DATABASE_URL: database.url, FAILED_RETENTION: '1D' }), silentLogger());
     upstream = new BrokerConnection({ url: brokerUrl(), name: 'test-intake-upstream', logger: silentLogger() });
     await upstream.open(10_000);
     publisher = new EventPublisher(upstream, prefix);
@@ -86,6 +91,7 @@ describe('idempotent intake', () => {
 
   afterAll(async () => {
     await upstream?.close();
+    await recorder?.stop();
     await stop();
     await test?.deleteTopology(prefix);
     await test?.close();
@@ -108,14 +114,20 @@ describe('idempotent intake', () => {
     await settled('evt_marker_2');
     await waitFor('the repeat counted after the restart', () => program!.dispatcher.stats.duplicates === 1, 10_000);
     expect(deliveriesOf(receiver, 'evt_twice_1')).toHaveLength(1);
-    // On the original's key row: what the log shows with the webhook.
-    await waitFor('the repeats noted on the original', async () => {
-      const [row] = await database.query<{ duplicates: number; last_duplicate_at: Date | null }>(
-        "SELECT duplicates, last_duplicate_at FROM intake_keys WHERE merchant_id = $1 AND webhook_id = 'evt_twice_1'",
-        [merchant.id],
-      );
-      return row?.duplicates === 2 && row.last_duplicate_at !== null;
-    }, 10_000);
+    // Shown with the original in the delivery log (GET /nucleus/webhooks/{id} reads the same).
+    const db = openPostgres(database.url, { maxConnections: 1 });
+    try {
+      const log = deliveryLogQueries(db);
+      const shown = await waitFor('the repeats shown on the original in the log', async () => {
+        const webhook = await log.getWebhook(merchant.id, 'evt_twice_1');
+        return webhook?.duplicates === 2 && webhook;
+      }, 15_000);
+      expect(shown.status).toBe('delivered');
+      expect(shown.records.map((r) => r.outcome)).toEqual(['delivered']);
+      expect(Date.parse(shown.lastDuplicateAt!)).toBeGreaterThan(Date.parse(shown.firstSeenAt));
+    } finally {
+      await db.close();
+    }
   });
 
   it('delivers two identical bodies without a messageId once: the body digest is the key', async () => {
