@@ -9,7 +9,7 @@ import { silentLogger } from '../../libs/logger/index.js';
 import { BrokerConnection } from '../../libs/broker/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
-import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
+import { TestBroker, brokerUrl, deleteTopologyOf, uniquePrefix } from '../support/broker.js';
 import { testMerchant, writeMerchantsFile } from '../support/harness.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { PrivatePostgres } from '../support/private-postgres.js';
@@ -205,9 +205,7 @@ describe('idempotent intake while PostgreSQL is down', () => {
     await program?.stop();
     await receiver?.close();
     await server?.stop();
-    const test = await TestBroker.open();
-    await test.deleteTopology(prefix);
-    await test.close();
+    await deleteTopologyOf(prefix);
   });
 
   it('goes on: the check is skipped, so a repeat is delivered again with the same webhook-id', async () => {
