@@ -8,7 +8,7 @@ import type { Merchant, MerchantDirectory } from '../../libs/merchants/index.js'
 import { RetryPolicy } from '../../libs/retry-policy/index.js';
 import { WebhookSigner } from '../../libs/signing/index.js';
 import type { FailedStore } from '../../libs/failed/index.js';
-import type { IntakeChecker, IntakeKey } from '../../libs/intake-keys/index.js';
+import type { IntakeChecker } from '../../libs/intake-keys/index.js';
 import type { WaitStore, WaitWriter } from '../../libs/waits/index.js';
 import { type TopologyNames, topologyNames } from '../../libs/topology/index.js';
 import { InvalidMessageError } from './errors.js';
@@ -187,7 +187,7 @@ export class Dispatcher {
   private async handle(delivery: Delivery, span?: Span): Promise<void> {
     try {
       const now = this.now();
-      const { intake, finding, keyed } = await this.find(delivery.message, now, span);
+      const { intake, finding } = await this.find(delivery.message, now, span);
       const decision = decide(finding, intake, this.policy, now);
       if (span) describeDelivery(span, intake, decision);
       // Recorded after the effect it describes (a wait written, a move confirmed) and before the
@@ -202,7 +202,7 @@ export class Dispatcher {
             recording?.end();
           }
         : undefined;
-      await this.effect.apply(keyed ? this.endsKey(delivery, keyed) : delivery, intake, decision, now, span, settle);
+      await this.effect.apply(delivery, intake, decision, now, span, settle);
       this.deps.operations?.observe(intake, decision, now);
     } catch (err) {
       await this.onUnexpected(delivery, err, span);
@@ -211,8 +211,8 @@ export class Dispatcher {
     }
   }
 
-  /** Intake, admission and attempt: each stage either finds what ends the walk or hands on. `keyed`: the intake key this delivery is the first of. */
-  private async find(message: ConsumeMessage, now: Date, span: Span | undefined): Promise<{ intake?: IntakeEvent; finding: Finding; keyed?: IntakeKey }> {
+  /** Intake, admission and attempt: each stage either finds what ends the walk or hands on. */
+  private async find(message: ConsumeMessage, now: Date, span: Span | undefined): Promise<{ intake?: IntakeEvent; finding: Finding }> {
     // Intake: parse and validate.
     let intake: IntakeEvent;
     try {
@@ -223,12 +223,9 @@ export class Dispatcher {
     }
     // Idempotent intake: only at first sight, a message from upstream's exchange; a retry, a
     // hand-back, a resend or a test event is never a repeat.
-    let keyed: IntakeKey | undefined;
     if (this.deps.intakeKeys && message.fields.exchange === this.names.events && !intake.test) {
       const key = { merchantId: intake.merchantId, webhookId: intake.webhookId };
-      const sight = await this.deps.intakeKeys.check(key, message.fields.redelivered);
-      if (sight === 'repeat') return { finding: { kind: 'duplicate', ...key } };
-      if (sight === 'first') keyed = key;
+      if ((await this.deps.intakeKeys.check(key, message.fields.redelivered)) === 'repeat') return { finding: { kind: 'duplicate', ...key } };
     }
     // A wait handed back: only its current hand comes to an attempt.
     if (intake.hand !== undefined && !(await this.take(intake, intake.hand))) {
@@ -239,29 +236,9 @@ export class Dispatcher {
     }
     // Admission: someone to send it to, and a slot on their endpoint.
     const admitted = await this.admission.admit(intake, now, () => this.stopping !== undefined);
-    if (admitted.kind !== 'admitted') return { intake, finding: admitted, keyed };
+    if (admitted.kind !== 'admitted') return { intake, finding: admitted };
     // Attempt: sign and POST.
-    return { intake, finding: await this.attempt.run(intake, admitted, now, span), keyed };
-  }
-
-  /**
-   * The delivery, whose ack also ends its intake key: the effect acks only once the outcome is
-   * safe (delivered, waiting, failed, skipped, parked), so from then on a redelivered copy of the
-   * key is a repeat. A return to the queue (nack) leaves the key open for the redelivery.
-   */
-  private endsKey(delivery: Delivery, key: IntakeKey): Delivery {
-    const keys = this.deps.intakeKeys!;
-    return {
-      message: delivery.message,
-      get live() {
-        return delivery.live;
-      },
-      ack() {
-        delivery.ack();
-        keys.ended(key);
-      },
-      nack: (requeue) => delivery.nack(requeue),
-    };
+    return { intake, finding: await this.attempt.run(intake, admitted, now, span) };
   }
 
   /**

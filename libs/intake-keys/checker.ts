@@ -1,5 +1,5 @@
 import type { Logger } from '../logger/index.js';
-import { type IntakeKey, type IntakeKeyStore, type KeyNote, type KeyState, keyOf } from './store.js';
+import { type IntakeKey, type IntakeKeyStore, type KeyNote, type KeyStates, keyOf } from './store.js';
 
 /**
  * What intake does with an upstream message: `first` (its key is new: delivered), `repeat` (a
@@ -27,19 +27,23 @@ interface Pending {
 export const INTAKE_CHECK_TIMEOUT_MS = 2_000;
 export const INTAKE_CHECK_REST_MS = 10_000;
 
+/** Statements at once, each on its own connection (the dispatcher's pool for keys has two). */
+const MAX_STATEMENTS = 2;
+
 /** Notes held at most: best effort, so a long outage drops them rather than grow. */
 const MAX_NOTES = 100_000;
 
 /**
  * Batches the dispatchers' intake checks like the wait writer batches waits: what queued while a
- * statement ran goes in the next one, with the notes (ended, duplicate) queued since. Never holds
- * intake for PostgreSQL: a check that fails or takes over `timeoutMs` lets its messages go on
- * unchecked, and for `restMs` after it every check does, without a query.
+ * statement ran goes in the next one, with the repeats dropped since (to count on their keys).
+ * Never holds intake for PostgreSQL: a check that fails or takes over `timeoutMs` lets its
+ * messages go on unchecked, and for `restMs` after it every check does, without a query.
  */
 export class IntakeChecker {
   private next: Pending = { keys: [], redelivered: [], done: [] };
   private notes: KeyNote[] = [];
-  private writing = false;
+  /** Statements running now: at most MAX_STATEMENTS, so a batch waits for one round trip at most, not two. */
+  private running = 0;
   private restUntil = 0;
   private lastProblem = 0;
   private timer?: NodeJS.Timeout;
@@ -95,9 +99,9 @@ export class IntakeChecker {
   }
 
   /**
-   * First sight, or a repeat? A key seen before is a repeat unless its first delivery never ended
-   * and this copy is a redelivery (`redelivered`): then it may be that delivery's own copy, back
-   * after a dispatcher died before its ack, and it goes on.
+   * First sight, or a repeat? A key seen before is a repeat unless this copy is a redelivery
+   * (`redelivered`) and the delivery log holds no record of its webhook: then it may be the first
+   * delivery's own copy, back after a dispatcher died before its ack, and it goes on.
    */
   check(key: IntakeKey, redelivered: boolean): Promise<Sight> {
     if (this.resting()) {
@@ -108,18 +112,13 @@ export class IntakeChecker {
       this.next.keys.push(key);
       this.next.redelivered.push(redelivered);
       this.next.done.push(resolve);
-      if (!this.writing) void this.drain();
+      if (this.running < MAX_STATEMENTS) void this.drain();
     });
-  }
-
-  /** The first delivery of a `first` key was acked: a redelivered copy of it is a repeat from now on. Written with the next batch. */
-  ended(key: IntakeKey): void {
-    this.note({ ...key, kind: 'ended' });
   }
 
   private note(note: KeyNote): void {
     if (this.notes.length < MAX_NOTES) this.notes.push(note);
-    if (!this.writing && !this.resting()) void this.drain();
+    if (this.running === 0 && !this.resting()) void this.drain();
   }
 
   private resting(): boolean {
@@ -127,16 +126,29 @@ export class IntakeChecker {
   }
 
   private async drain(): Promise<void> {
-    this.writing = true;
+    this.running++;
     // Notes alone wait out a rest: no statement for them while PostgreSQL is not answering.
     while ((this.next.done.length > 0 || (this.notes.length > 0 && !this.resting())) && !this.stopped) {
       const batch = this.next;
       const notes = this.notes;
       this.next = { keys: [], redelivered: [], done: [] };
       this.notes = [];
-      let states: Map<string, KeyState> | undefined;
+      // Each key once in the statement: the first copy of a key in the batch takes its state, the next ones find it taken.
+      const places = new Map<string, number>();
+      const keys: IntakeKey[] = [];
+      const placeOf = batch.keys.map((key) => {
+        const id = keyOf(key);
+        let place = places.get(id);
+        if (place === undefined) {
+          place = keys.push(key) - 1;
+          places.set(id, place);
+          return place;
+        }
+        return -1 - place;
+      });
+      let states: KeyStates | undefined;
       try {
-        states = await this.withTimeout(this.store.check(batch.keys, notes));
+        states = await this.withTimeout(this.store.check(keys, notes));
         this.stats.batches++;
       } catch (err) {
         this.stats.failures++;
@@ -145,34 +157,19 @@ export class IntakeChecker {
         // No partition for today's key (the day turned before its partition was made): made now.
         if ((err as { code?: string })?.code === '23514') void this.maintain();
       }
-      // A key twice in one batch: the first copy takes the state, the next ones find it taken.
-      const taken = new Set<string>();
       batch.keys.forEach((key, i) => {
-        const sight = this.sightOf(key, batch.redelivered[i]!, states, taken);
+        const sight = sightOf(placeOf[i]!, batch.redelivered[i]!, states);
         if (sight === 'unchecked') this.stats.unchecked++;
         if (sight === 'repeat') {
           this.stats.repeats++;
-          this.note({ ...key, kind: 'duplicate' });
+          this.note(key);
         }
         batch.done[i]!(sight);
       });
     }
-    this.writing = false;
+    this.running--;
     // A check queued while the loop ended (stopped) is let through, never held.
     if (this.stopped) this.release();
-  }
-
-  private sightOf(key: IntakeKey, redelivered: boolean, states: Map<string, KeyState> | undefined, taken: Set<string>): Sight {
-    if (!states) return 'unchecked';
-    const id = keyOf(key);
-    const state = states.get(id);
-    if (!state) return 'unchecked';
-    const first = state.first && !taken.has(id);
-    taken.add(id);
-    if (first) return 'first';
-    // Its first delivery not ended, and this a redelivery: maybe that delivery itself, which goes
-    // on as the first (and is marked ended when acked).
-    return !state.ended && redelivered ? 'first' : 'repeat';
   }
 
   private release(): void {
@@ -199,4 +196,16 @@ export class IntakeChecker {
       error: (err as Error)?.message ?? String(err),
     });
   }
+}
+
+/**
+ * A copy's sight from its batch's states: `place` is its key's index in the statement, or
+ * -1 - index for a later copy of a key already in the batch (never the first sight).
+ */
+function sightOf(place: number, redelivered: boolean, states: KeyStates | undefined): Sight {
+  if (!states) return 'unchecked';
+  const index = place < 0 ? -1 - place : place;
+  if (place >= 0 && !states.repeats.has(index)) return 'first';
+  // A redelivery of a key whose webhook the log does not hold: maybe the first delivery's own copy.
+  return redelivered && !states.recorded.has(index) ? 'first' : 'repeat';
 }

@@ -13,71 +13,74 @@ export interface IntakeKey {
   webhookId: string;
 }
 
-/** What the table says of a key: first seen now (its row written), or seen before and whether that delivery ended. */
-export interface KeyState {
-  first: boolean;
-  /** Seen before: its first delivery was acked (delivered, waiting, failed, skipped, parked). */
-  ended: boolean;
+/**
+ * What the table says of a batch's keys (indexes into the keys checked): `repeats`, the keys seen
+ * before (within the window, or inserted by another dispatcher at the same moment); of those,
+ * `recorded`, the ones whose webhook the delivery log holds: its first delivery was settled (a
+ * record is written after a delivery's effect and before its ack), so a redelivered copy of it is
+ * not that delivery's own.
+ */
+export interface KeyStates {
+  repeats: Set<number>;
+  recorded: Set<number>;
 }
 
-/** A note for a live key, written with the next batch: its first delivery ended, or a repeat of it was dropped. */
-export type KeyNote = IntakeKey & { kind: 'ended' | 'duplicate' };
+/** A repeat dropped: counted on its key's row with the next batch. */
+export type KeyNote = IntakeKey;
 
 const DAY_MS = 86_400_000;
 
 /**
- * One batch in one statement. `live`: the keys' rows still in the window (on the window's day
- * partitions only). `fresh`: the keys without one, inserted into today's partition; a row of the
- * same day past the window (a window under a day) is taken over, and a row another dispatcher
- * inserted meanwhile is not (no row returned: that copy was first). `touched`: the notes, applied
- * to live rows only, so they never meet a row `fresh` changes in the same statement.
+ * One batch in one statement; the keys are distinct. `earlier`: keys first seen on an earlier
+ * day's partition, still within the window. `fresh`: the others, inserted into today's
+ * partition, where the primary key finds today's repeats; a row of today past the window (a
+ * window under a day) is taken over, and a row another dispatcher inserted meanwhile is not (no
+ * row returned: that copy was first). `counted`: the repeats dropped since the last batch, on
+ * live rows only, so never a row `fresh` changes in the same statement. The answer is one row of
+ * indexes (1-based): a batch's first sights cost no row to send back.
  */
 const CHECK = `
 WITH input AS (
-  SELECT DISTINCT merchant_id, webhook_id FROM unnest($1::text[], $2::text[]) AS k(merchant_id, webhook_id)
-), live AS (
-  SELECT i.merchant_id, i.webhook_id, bool_or(i.ended) AS ended
-  FROM intake_keys i JOIN input k ON i.merchant_id = k.merchant_id AND i.webhook_id = k.webhook_id
-  WHERE i.day >= date_trunc('day', now() - $3::float8 * interval '1 millisecond', 'UTC')
+  SELECT * FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(merchant_id, webhook_id, n)
+), earlier AS (
+  SELECT DISTINCT k.n FROM input k JOIN intake_keys i ON i.merchant_id = k.merchant_id AND i.webhook_id = k.webhook_id
+  WHERE i.day >= date_trunc('day', now() - $3::float8 * interval '1 millisecond', 'UTC') AND i.day < date_trunc('day', now(), 'UTC')
     AND i.first_seen_at > now() - $3::float8 * interval '1 millisecond'
-  GROUP BY i.merchant_id, i.webhook_id
 ), fresh AS (
   INSERT INTO intake_keys AS i (day, merchant_id, webhook_id)
-  SELECT date_trunc('day', now(), 'UTC'), merchant_id, webhook_id FROM input k
-  WHERE NOT EXISTS (SELECT 1 FROM live l WHERE l.merchant_id = k.merchant_id AND l.webhook_id = k.webhook_id)
-  ON CONFLICT (merchant_id, webhook_id, day) DO UPDATE SET first_seen_at = now(), ended = false, duplicates = 0, last_duplicate_at = NULL
+  SELECT date_trunc('day', now(), 'UTC'), merchant_id, webhook_id FROM input k WHERE k.n NOT IN (SELECT n FROM earlier)
+  ON CONFLICT (merchant_id, webhook_id, day) DO UPDATE SET first_seen_at = now(), duplicates = 0, last_duplicate_at = NULL
   WHERE i.first_seen_at <= now() - $3::float8 * interval '1 millisecond'
   RETURNING i.merchant_id, i.webhook_id
-), touched AS (
-  UPDATE intake_keys i SET ended = i.ended OR t.ended, duplicates = i.duplicates + t.duplicates,
-    last_duplicate_at = CASE WHEN t.duplicates > 0 THEN now() ELSE i.last_duplicate_at END
+), counted AS (
+  UPDATE intake_keys i SET duplicates = i.duplicates + t.duplicates, last_duplicate_at = now()
   FROM (
-    SELECT merchant_id, webhook_id, bool_or(kind = 'ended') AS ended, (count(*) FILTER (WHERE kind = 'duplicate'))::integer AS duplicates
-    FROM unnest($4::text[], $5::text[], $6::text[]) AS n(merchant_id, webhook_id, kind) GROUP BY merchant_id, webhook_id
+    SELECT merchant_id, webhook_id, count(*)::integer AS duplicates FROM unnest($4::text[], $5::text[]) AS d(merchant_id, webhook_id)
+    GROUP BY merchant_id, webhook_id
   ) t
   WHERE i.merchant_id = t.merchant_id AND i.webhook_id = t.webhook_id
     AND i.day >= date_trunc('day', now() - $3::float8 * interval '1 millisecond', 'UTC')
     AND i.first_seen_at > now() - $3::float8 * interval '1 millisecond'
+), repeats AS (
+  SELECT k.n, EXISTS (SELECT 1 FROM delivery_webhooks w WHERE w.merchant_id = k.merchant_id AND w.webhook_id = k.webhook_id) AS recorded
+  FROM input k WHERE NOT EXISTS (SELECT 1 FROM fresh f WHERE f.merchant_id = k.merchant_id AND f.webhook_id = k.webhook_id)
 )
-SELECT k.merchant_id, k.webhook_id, f.merchant_id IS NOT NULL AS first, coalesce(l.ended, false) AS ended
-FROM input k
-LEFT JOIN fresh f ON f.merchant_id = k.merchant_id AND f.webhook_id = k.webhook_id
-LEFT JOIN live l ON l.merchant_id = k.merchant_id AND l.webhook_id = k.webhook_id`;
+SELECT coalesce(array_agg(n), '{}') AS repeats, coalesce(array_agg(n) FILTER (WHERE recorded), '{}') AS recorded FROM repeats`;
 
 export class IntakeKeyStore {
   constructor(private readonly db: Queryable, readonly windowMs: number) {}
 
-  /** Checks (and records) `keys`, and applies `notes`, in one statement; the states by `merchantId\u001fwebhookId`. */
-  async check(keys: readonly IntakeKey[], notes: readonly KeyNote[] = []): Promise<Map<string, KeyState>> {
-    const { rows } = await this.db.query<{ merchant_id: string; webhook_id: string; first: boolean; ended: boolean }>(CHECK, [
+  /** Checks (and records) `keys`, distinct, and counts `dropped` repeats, in one statement. */
+  async check(keys: readonly IntakeKey[], dropped: readonly KeyNote[] = []): Promise<KeyStates> {
+    const { rows } = await this.db.query<{ repeats: number[]; recorded: number[] }>(CHECK, [
       keys.map((k) => k.merchantId),
       keys.map((k) => k.webhookId),
       this.windowMs,
-      notes.map((n) => n.merchantId),
-      notes.map((n) => n.webhookId),
-      notes.map((n) => n.kind),
+      dropped.map((n) => n.merchantId),
+      dropped.map((n) => n.webhookId),
     ]);
-    return new Map(rows.map((row) => [keyOf({ merchantId: row.merchant_id, webhookId: row.webhook_id }), { first: row.first, ended: row.ended }]));
+    const index = (ns: readonly (number | string)[]) => new Set(ns.map((n) => Number(n) - 1));
+    return { repeats: index(rows[0]?.repeats ?? []), recorded: index(rows[0]?.recorded ?? []) };
   }
 
   /**
