@@ -42,11 +42,6 @@ export interface PostgresOptions {
   maxConnections?: number;
   /** Names the connections in pg_stat_activity, so that an operator sees whose they are. */
   applicationName?: string;
-  /**
-   * Commits without waiting for the WAL flush (synchronous_commit off): for writes whose last
-   * moments a PostgreSQL crash may take back without harm (intake keys: a repeat delivered again).
-   */
-  asynchronousCommit?: boolean;
 }
 
 export function openPostgres(url: string, options: PostgresOptions = {}): Database {
@@ -60,7 +55,7 @@ export function openPostgres(url: string, options: PostgresOptions = {}): Databa
     // jit_above_cost (a GIN lookup is estimated at 10,000 rows) spent 13 ms compiling a claim that
     // runs in 0.2 ms (resend p50 16 ms at 1,000,000 failures, 3 ms at 1,000). A DATABASE_URL with
     // its own `options` keeps them.
-    options: options.asynchronousCommit ? '-c jit=off -c synchronous_commit=off' : '-c jit=off',
+    options: '-c jit=off',
   };
   const pool = new pg.Pool({ ...settings, max: options.maxConnections ?? 5 });
   // An idle connection dropped by a restarting server must not end the process.
