@@ -40,14 +40,26 @@ export function eventBody(merchantId: string, sentAt = Date.now(), warmup = fals
   return Buffer.from(JSON.stringify(event));
 }
 
-/** Publishes `count` events straight into dispatch with confirms, in windows to bound memory. */
-export async function fillDispatch(url: string, prefix: string, count: number, merchantOf: (i: number) => string): Promise<void> {
+/**
+ * Publishes `count` events into dispatch with confirms, in windows to bound memory: straight into
+ * the queue, or with `upstream` through the events exchange as upstream does (so that intake
+ * checks their keys).
+ */
+export async function fillDispatch(url: string, prefix: string, count: number, merchantOf: (i: number) => string, options: { upstream?: boolean } = {}): Promise<void> {
   const connection = await amqp.connect(url);
   const channel = await connection.createConfirmChannel();
+  const spec = intakeSpec(prefix);
   const { dispatch } = topologyNames(prefix);
-  await channel.assertQueue(dispatch, { durable: true, arguments: { ...intakeSpec(prefix).queue.arguments } });
+  await channel.assertQueue(dispatch, { durable: true, arguments: { ...spec.queue.arguments } });
+  if (options.upstream) {
+    await channel.assertExchange(spec.exchange.name, spec.exchange.type, { durable: true });
+    await channel.bindQueue(dispatch, spec.exchange.name, spec.binding.routingKey);
+  }
+  const send = options.upstream
+    ? (body: Buffer, props: amqp.Options.Publish) => channel.publish(spec.exchange.name, 'charge.completed', body, props)
+    : (body: Buffer, props: amqp.Options.Publish) => channel.sendToQueue(dispatch, body, props);
   for (let i = 0; i < count; i++) {
-    if (!channel.sendToQueue(dispatch, eventBody(merchantOf(i)), { persistent: true, messageId: `evt_${i}`, contentType: 'application/json' })) {
+    if (!send(eventBody(merchantOf(i)), { persistent: true, messageId: `evt_${i}`, contentType: 'application/json' })) {
       await new Promise((resolve) => channel.once('drain', resolve));
     }
     if (i % 2_000 === 1_999) await channel.waitForConfirms();

@@ -70,6 +70,8 @@ export const deliveryRecordView = z.strictObject({
 export const webhookDetail = webhookSummary.extend({
   payload: z.unknown().describe('The body sent: {"event": ..., "data": ...}'),
   records: z.array(deliveryRecordView).describe('Every record, oldest first: each attempt, and each time none was made'),
+  duplicates: z.number().int().min(0).describe('Repeats of this event that upstream published within INTAKE_DEDUPE_WINDOW (its messageId, else the same body), acked and not delivered; counted while its key is kept (the window, and up to a day and an hour more)'),
+  lastDuplicateAt: when.describe('When the last of those repeats arrived'),
 });
 
 export const feedEvent = z.strictObject({

@@ -22,6 +22,8 @@ export interface AttemptTrace {
 export type Finding =
   /** Intake: another copy of the same wait arrived first. */
   | { kind: 'superseded'; key: string }
+  /** Intake: upstream published this key before, within INTAKE_DEDUPE_WINDOW (libs/intake-keys). */
+  | { kind: 'duplicate'; merchantId: string; webhookId: string }
   /** Intake: the message can never be delivered as it is (or handling it failed unexpectedly). */
   | { kind: 'invalid'; code: InvalidCode; detail: string }
   /** Admission: no merchant, no active webhook, or the event is filtered out. */
@@ -41,6 +43,7 @@ export type Finding =
 export type Decision =
   | { kind: 'delivered'; attempt: number; status: number }
   | { kind: 'superseded'; key: string }
+  | { kind: 'duplicate'; merchantId: string; webhookId: string }
   | { kind: 'skipped'; why: 'webhook-disabled' | 'endpoint-disabled' | 'event-not-subscribed' }
   /** Back to its queue untried, once (stopping). */
   | { kind: 'returned' }
@@ -62,12 +65,14 @@ const UNAVAILABLE_MESSAGES: Record<Unavailable, string> = {
 /**
  * The one decision of the delivery path, pure: from what the stages found, the webhook's intake,
  * the retry policy and the time, what happens to the delivery. `intake` is absent only when the
- * message did not pass intake (superseded, invalid).
+ * message did not pass intake (superseded, duplicate, invalid).
  */
 export function decide(finding: Finding, intake: IntakeEvent | undefined, policy: RetryPolicy, now: Date): Decision {
   switch (finding.kind) {
     case 'superseded':
       return { kind: 'superseded', key: finding.key };
+    case 'duplicate':
+      return finding;
     case 'invalid':
       return { kind: 'invalid', code: finding.code, detail: finding.detail };
     case 'stopping':

@@ -26,6 +26,8 @@ export interface DispatcherStats {
   skipped: number;
   requeued: number;
   superseded: number;
+  /** Upstream messages acked without delivery: their key was seen within INTAKE_DEDUPE_WINDOW. */
+  duplicates: number;
 }
 
 export interface EffectDeps {
@@ -45,12 +47,12 @@ export interface EffectDeps {
 
 /**
  * The effect: carries out the decision, and settles the delivery last. Every outcome ends in
- * exactly one ack (delivered, skipped, superseded, or once its wait is written or its copy
+ * exactly one ack (delivered, skipped, superseded, duplicate, or once its wait is written or its copy
  * confirmed in `failed` or `invalid`) or one return to the queue. `record` (the delivery log's
  * record, which never rejects) runs after the effect it describes and before the ack.
  */
 export class EffectStage {
-  readonly stats: DispatcherStats = { delivered: 0, deferred: 0, circuitOpen: 0, retried: 0, failed: 0, invalid: 0, skipped: 0, requeued: 0, superseded: 0 };
+  readonly stats: DispatcherStats = { delivered: 0, deferred: 0, circuitOpen: 0, retried: 0, failed: 0, invalid: 0, skipped: 0, requeued: 0, superseded: 0, duplicates: 0 };
   /** winston formats a message before its transports drop it by level: skip debug on the hot path. */
   private readonly debug: boolean;
 
@@ -66,6 +68,13 @@ export class EffectStage {
         // the one delivered. Nothing is recorded: its attempt is.
         this.count('superseded', 'superseded', 'unknown');
         logger.info('stale copy of a wait dropped: another hand-back of it is current', { key: decision.key, ...spanLogFields(span) });
+        return delivery.ack();
+      case 'duplicate':
+        // A repeat of an upstream message within the window: its first copy is the webhook. Not
+        // recorded as a delivery: the log shows it on the original (intake_keys.duplicates).
+        this.stats.duplicates++;
+        // Counted (webhooks_duplicates_total), logged at debug only: a replay of a day's events would be a line each.
+        if (this.debug) logger.debug('repeated upstream message dropped: its key was seen within INTAKE_DEDUPE_WINDOW', { merchantId: decision.merchantId, webhookId: decision.webhookId, ...spanLogFields(span) });
         return delivery.ack();
       case 'invalid':
         return this.park(delivery, decision.code, decision.detail, span, record);
