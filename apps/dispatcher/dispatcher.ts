@@ -9,7 +9,7 @@ import { RetryPolicy } from '../../libs/retry-policy/index.js';
 import { WebhookSigner } from '../../libs/signing/index.js';
 import type { FailedStore } from '../../libs/failed/index.js';
 import type { IntakeChecker } from '../../libs/intake-keys/index.js';
-import type { WaitStore, WaitWriter } from '../../libs/waits/index.js';
+import { type WaitStore, WaitTaker, type WaitWriter } from '../../libs/waits/index.js';
 import { type TopologyNames, topologyNames } from '../../libs/topology/index.js';
 import { InvalidMessageError } from './errors.js';
 import type { Operations } from './operations.js';
@@ -108,6 +108,8 @@ export class Dispatcher {
   private readonly admission: AdmissionStage;
   private readonly attempt: AttemptStage;
   private readonly effect: EffectStage;
+  /** Takes hand-backs to their attempts, those of one turn in one statement. */
+  private readonly taker?: WaitTaker;
   private consumer?: Consumer;
   /** Deliveries settled without their delivery-log record (the deliveries stream refused it). */
   recordsLost = 0;
@@ -121,6 +123,7 @@ export class Dispatcher {
     this.policy = new RetryPolicy({ delaysMs: settings.retryDelaysMs, maxDeferrals: settings.maxDeferrals });
     if (settings.retryDelaysMs.length > 0 && !deps.waits) throw new Error('a retry schedule needs waits in PostgreSQL (deps.waits)');
     const observer = deps.observer ?? noopObserver;
+    if (deps.waits) this.taker = new WaitTaker(deps.waits.store, Math.max(settings.waitLeaseMs ?? 60_000, 2 * settings.deliveryTimeoutMs));
     this.guards = new EndpointGuards({
       maxInFlight: settings.perEndpointConcurrency ?? Math.max(1, Math.ceil(settings.concurrency / 2)),
       maxTotalInFlight: settings.concurrency,
@@ -267,10 +270,9 @@ export class Dispatcher {
    * its outcome's write waits for PostgreSQL.
    */
   private async take(intake: IntakeEvent, hand: number): Promise<boolean> {
-    if (!this.deps.waits) return true;
-    const leaseMs = Math.max(this.settings.waitLeaseMs ?? 60_000, 2 * this.settings.deliveryTimeoutMs);
+    if (!this.taker) return true;
     try {
-      return await this.deps.waits.store.take(intake, hand, leaseMs);
+      return await this.taker.take({ merchantId: intake.merchantId, webhookId: intake.webhookId, hand });
     } catch (err) {
       this.deps.logger.warn('wait not taken: PostgreSQL did not answer; attempted anyway', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message });
       return true;

@@ -52,6 +52,11 @@ export interface WaitEnd extends WaitKey {
   closesCircuit?: boolean;
 }
 
+/** One hand of one wait, as a string: what WaitStore.take() returns for each hand-back taken. */
+export function takeKey(take: WaitEnd): string {
+  return `${take.merchantId}\u001f${take.webhookId}\u001f${take.hand}`;
+}
+
 /** A wait handed back: the message to publish to `dispatch`. */
 export interface HandedWait extends WaitKey {
   hand: number;
@@ -229,16 +234,19 @@ export class WaitStore {
   }
 
   /**
-   * A hand-back comes to its attempt: true when it is the wait's current hand (its lease is
-   * extended for the attempt), false for a stale copy (another hand, or the wait has ended).
+   * Hand-backs come to their attempts, in one statement: the keys returned are those whose hand is
+   * still the wait's current one (each lease is extended for its attempt); the others are stale
+   * copies (another hand, or the wait has ended).
    */
-  async take(key: WaitKey, hand: number, leaseMs: number): Promise<boolean> {
-    const { rows } = await this.db.query(
-      `UPDATE webhook_waits SET pick_at = now() + $4::float8 * interval '1 millisecond'
-       WHERE merchant_id = $1 AND webhook_id = $2 AND hand = $3 RETURNING 1 AS taken`,
-      [key.merchantId, key.webhookId, hand, leaseMs],
+  async take(takes: readonly WaitEnd[], leaseMs: number): Promise<Set<string>> {
+    const { rows } = await this.db.query<{ merchant_id: string; webhook_id: string; hand: number }>(
+      `UPDATE webhook_waits w SET pick_at = now() + $4::float8 * interval '1 millisecond'
+       FROM unnest($1::text[], $2::text[], $3::int[]) AS t(merchant_id, webhook_id, hand)
+       WHERE w.merchant_id = t.merchant_id AND w.webhook_id = t.webhook_id AND w.hand = t.hand
+       RETURNING w.merchant_id, w.webhook_id, w.hand`,
+      [takes.map((t) => t.merchantId), takes.map((t) => t.webhookId), takes.map((t) => t.hand), leaseMs],
     );
-    return rows.length > 0;
+    return new Set(rows.map((row) => takeKey({ merchantId: row.merchant_id, webhookId: row.webhook_id, hand: row.hand })));
   }
 
   /**

@@ -55,9 +55,11 @@ export class EffectStage {
   readonly stats: DispatcherStats = { delivered: 0, deferred: 0, circuitOpen: 0, retried: 0, failed: 0, invalid: 0, skipped: 0, requeued: 0, superseded: 0, duplicates: 0 };
   /** winston formats a message before its transports drop it by level: skip debug on the hot path. */
   private readonly debug: boolean;
+  private readonly info: boolean;
 
   constructor(private readonly deps: EffectDeps) {
     this.debug = deps.logger.isDebugEnabled();
+    this.info = deps.logger.isInfoEnabled();
   }
 
   async apply(delivery: Delivery, intake: IntakeEvent | undefined, decision: Decision, now: Date, span?: Span, record: () => Promise<void> = async () => {}): Promise<void> {
@@ -119,7 +121,7 @@ export class EffectStage {
         if (decision.status !== undefined) headers[HEADERS.lastStatus] = decision.status;
         await this.wait(delivery, intake, 'retry', headers, decision.step, record, span, decision.circuitMs);
         this.count('retried', 'retried', intake.event, intake.test);
-        logger.info('webhook attempt failed, retry scheduled', {
+        if (this.info) logger.info('webhook attempt failed, retry scheduled', {
           merchantId: intake.merchantId,
           event: intake.event,
           reference: intake.references[0],
