@@ -1,6 +1,3 @@
-/**
- * @runs-alone the guide's step 3 adds a user and a vhost to the shared broker (deleted after)
- */
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -20,6 +17,9 @@ import { freePort } from '../support/receiver.js';
  * The schema is made by the guide's `webhooks migrate` before the programs start (they never make
  * it). Afterwards the deployment runs: the API's /readyz answers 200, and the guide's own last block
  * has sent a webhook with the CLI to a receiver that verified its signature.
+ *
+ * It runs beside the other files: the user, vhost, role and database the guide makes are its own
+ * (named after this run, deleted after); nothing another file uses is stopped, blocked or changed.
  */
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 const GUIDE = join(REPO, 'docs/production.md');

@@ -16,7 +16,10 @@ const SHARED_FAULTS: Array<[string, RegExp]> = [
   ['stops and starts the broker (broker-control.ts)', /\bbrokerControl\(/],
   ['stop_app, start_app, stop or restart through rabbitmqctl', /['"](stop_app|start_app|stop|reset|force_reset|shutdown)['"]/],
   ['a memory or disk alarm', /set_vm_memory_high_watermark|set_disk_free_limit/],
-  ['a policy, a user or a vhost of the broker', /['"](set_policy|clear_policy|set_operator_policy|add_user|delete_user|add_vhost|delete_vhost|set_permissions|close_all_connections)['"]/],
+  // A policy applies to every queue its pattern matches, whoever declared it; closing connections
+  // closes everyone's. A user or vhost a file adds for itself (production-guide.test.ts) is not.
+  ['a policy of the broker, or everyone\'s connections closed', /['"](set_policy|clear_policy|set_operator_policy|close_all_connections)['"]/],
+  ['the shared user guest changed or deleted', /['"](delete_user|change_password|clear_permissions|set_permissions)['"][^\n]*['"]guest['"]/],
   ['restarts or stops the PostgreSQL server', /pg_ctl|pg_ctlcluster|pg_terminate_backend|ALTER SYSTEM/],
 ];
 
