@@ -1,11 +1,14 @@
 // Jest's test sequencer, with a start on a fresh checkout: Jest runs the slowest files first when
-// its cache (under /tmp, keyed by the checkout's path) has their times, and by file size when it
-// has none, as in every CI run, where a small but slow file started last made the run longer by a
-// minute. test/durations.json holds the files' seconds from a measured run (only the order
-// depends on it; a file missing from it goes by its size after the listed ones):
-//   node test/support/sequencer.js test-results.json   (the --json output of a full npm test)
-import { readFileSync, writeFileSync } from 'node:fs';
-import { relative } from 'node:path';
+// its cache (under /tmp, keyed by the checkout's path) has their times; on a fresh checkout, as in
+// every CI run, it has none and would go by file size, where a small but slow file started last
+// made the run longer by a minute. test/durations.json holds the files' seconds from measured runs
+// (only the order depends on it). A file missing from it runs before every listed one (Jest's rule
+// for a file without a time: it may be slow), so test/unit/durations.test.ts wants every file
+// listed. After a run of some or all files with --json, merge their times in (the other files keep
+// theirs, files no longer in test/ are dropped):
+//   node test/support/sequencer.js test-results.json [more-results.json ...]
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Sequencer from '@jest/test-sequencer';
 
@@ -30,12 +33,23 @@ export default class SlowFirstSequencer extends Sequencer {
   }
 }
 
+/** The test files the sequencer orders (test/cluster has a run of its own). */
+function testFiles(root = process.cwd()) {
+  return readdirSync(join(root, 'test'), { recursive: true })
+    .map((file) => join('test', String(file)))
+    .filter((file) => file.endsWith('.test.ts') && !file.startsWith(join('test', 'cluster')));
+}
+
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const results = JSON.parse(readFileSync(process.argv[2] ?? 'test-results.json', 'utf8'));
-  const seconds = Object.fromEntries(
-    results.testResults
-      .map((file) => [relative(process.cwd(), file.name), Math.round((file.endTime - file.startTime) / 1000)])
-      .sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0])),
-  );
-  writeFileSync(HINTS, `${JSON.stringify(seconds, null, 2)}\n`);
+  const seconds = hints();
+  for (const output of process.argv.length > 2 ? process.argv.slice(2) : ['test-results.json']) {
+    for (const file of JSON.parse(readFileSync(output, 'utf8')).testResults) {
+      seconds[relative(process.cwd(), file.name)] = Math.round((file.endTime - file.startTime) / 1000);
+    }
+  }
+  const present = new Set(testFiles());
+  const sorted = Object.entries(seconds)
+    .filter(([file]) => present.has(file))
+    .sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
+  writeFileSync(HINTS, `${JSON.stringify(Object.fromEntries(sorted), null, 2)}\n`);
 }
