@@ -1,7 +1,7 @@
 import { DEV_MERCHANTS_FILE, replicationOf } from '../../libs/config/index.js';
 import { DeliveryRecorder } from '../../libs/delivery-log/index.js';
 import type { BrokerConnection } from '../../libs/broker/index.js';
-import { createGotClient, createUndiciClient } from '../../libs/http/index.js';
+import { createUndiciClient } from '../../libs/http/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import type { Registry } from 'prom-client';
 import { DISABLED_REASONS, type MerchantDirectory, openMerchants } from '../../libs/merchants/index.js';
@@ -168,14 +168,11 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
     await ownDatabase?.close();
   };
   const names = topologyNames(config.TOPOLOGY_PREFIX);
-  const http =
-    config.HTTP_CLIENT === 'got'
-      ? createGotClient({ allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS })
-      : createUndiciClient({
-          allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS,
-          // Kept for the delivery log's attempts.
-          responseBodyBytes: config.DELIVERY_LOG === 'on' ? config.DELIVERY_LOG_RESPONSE_BYTES : 0,
-        });
+  const http = createUndiciClient({
+    allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS,
+    // Kept for the delivery log's attempts.
+    responseBodyBytes: config.DELIVERY_LOG === 'on' ? config.DELIVERY_LOG_RESPONSE_BYTES : 0,
+  });
   // Waits are rows in PostgreSQL (libs/waits): written by the dispatcher, handed back by the
   // scheduler each dispatcher runs, on a pool of their own so that neither waits behind the directory.
   const waitsOn = config.RETRY_SCHEDULE.length > 0;

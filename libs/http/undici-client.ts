@@ -20,9 +20,9 @@ export interface UndiciClientOptions {
 }
 
 /**
- * undici: about four times got's request rate on this machine (BENCHMARKS.md), which makes it the
- * dispatcher's default. Same contract as the got client: no retries, no redirects, a deadline on
- * the whole attempt, the body drained up to a cap and never buffered.
+ * The dispatcher's one HTTP client: undici, about four times got's request rate on this machine
+ * (BENCHMARKS.md). No retries, no redirects, a deadline on the whole attempt, the body drained up
+ * to a cap and never buffered.
  */
 export function createUndiciClient(options: UndiciClientOptions = {}): WebhookHttpClient {
   const guard = options.allowPrivateTargets !== true;
