@@ -1,3 +1,4 @@
 export { runUntilSignal, type Running } from './run.js';
 export { stopBudget } from './stop-budget.js';
 export { runProgram } from './entry.js';
+export { Cleanup } from './cleanup.js';
