@@ -60,21 +60,21 @@ export class SharedRateLimiter implements RateLimiter {
   async take(key: string): Promise<Allowance> {
     const id = `${this.name}:${key}`;
     try {
-      const { rows } = await this.db.query(
-        `INSERT INTO rate_limits AS r (key, tat) VALUES ($1, now() + $2::float8 * interval '1 millisecond')
-         ON CONFLICT (key) DO UPDATE SET tat = GREATEST(r.tat, now()) + $2::float8 * interval '1 millisecond'
-         WHERE GREATEST(r.tat, now()) + $2::float8 * interval '1 millisecond' <= now() + $3::float8 * interval '1 millisecond'
-         RETURNING 1`,
+      // One statement: the upsert, and the wait as the row stood if it refused (a refusal changes nothing).
+      const { rows } = await this.db.query<{ ok: boolean; wait_ms: string | null }>(
+        `WITH taken AS (
+           INSERT INTO rate_limits AS r (key, tat) VALUES ($1, now() + $2::float8 * interval '1 millisecond')
+           ON CONFLICT (key) DO UPDATE SET tat = GREATEST(r.tat, now()) + $2::float8 * interval '1 millisecond'
+           WHERE GREATEST(r.tat, now()) + $2::float8 * interval '1 millisecond' <= now() + $3::float8 * interval '1 millisecond'
+           RETURNING 1)
+         SELECT EXISTS (SELECT 1 FROM taken) AS ok,
+           (SELECT EXTRACT(EPOCH FROM (GREATEST(tat, now()) - now())) * 1000 + $2::float8 - $3::float8 FROM rate_limits WHERE key = $1) AS wait_ms`,
         [id, this.intervalMs, this.burst * this.intervalMs],
       );
       // Keys whose bucket is full again hold nothing worth keeping: swept now and then.
       if (++this.takes % 1_000 === 0) void this.db.query("DELETE FROM rate_limits WHERE tat < now() - interval '1 minute'").catch(() => {});
-      if (rows.length > 0) return { ok: true };
-      const waited = await this.db.query<{ wait_ms: number }>(
-        `SELECT EXTRACT(EPOCH FROM (GREATEST(tat, now()) - now())) * 1000 + $2::float8 - $3::float8 AS wait_ms FROM rate_limits WHERE key = $1`,
-        [id, this.intervalMs, this.burst * this.intervalMs],
-      );
-      return { ok: false, retryAfterSeconds: Math.max(1, Math.ceil(Number(waited.rows[0]?.wait_ms ?? this.intervalMs) / 1000)) };
+      if (rows[0]!.ok) return { ok: true };
+      return { ok: false, retryAfterSeconds: Math.max(1, Math.ceil(Number(rows[0]!.wait_ms ?? this.intervalMs) / 1000)) };
     } catch (err) {
       if (isUnavailable(err)) throw new MerchantStoreUnavailableError(err);
       throw err;
