@@ -1,5 +1,6 @@
 import type { Queryable } from '../../libs/delivery-store/index.js';
 import { isUnavailable, MerchantStoreUnavailableError } from '../../libs/merchants/index.js';
+import { BoundedMap } from '../../libs/runtime/index.js';
 
 export type Allowance = { ok: true } | { ok: false; retryAfterSeconds: number };
 
@@ -91,14 +92,16 @@ export const REMEMBERED_REFUSALS = 10_000;
  * all until it may try again. The verdicts are the shared limiter's; only their replay is local.
  */
 export class RememberedRefusals implements RateLimiter {
-  private readonly until = new Map<string, number>();
+  private readonly until: BoundedMap<string, number>;
 
   constructor(
     private readonly inner: RateLimiter,
     private readonly now: () => number = Date.now,
-    /** Refusals kept at most: past it the oldest is forgotten (asked again), never all of them at once. */
-    private readonly max = REMEMBERED_REFUSALS,
-  ) {}
+    /** Refusals kept at most: past it the oldest is forgotten (asked again). */
+    max = REMEMBERED_REFUSALS,
+  ) {
+    this.until = new BoundedMap(max);
+  }
 
   /** The refusal still running for `key`, if any, without asking the limiter. */
   refused(key: string): Allowance | undefined {
@@ -116,12 +119,7 @@ export class RememberedRefusals implements RateLimiter {
     const remembered = this.refused(key);
     if (remembered) return remembered;
     const allowed = await this.inner.take(key);
-    if (!allowed.ok) {
-      this.until.delete(key);
-      // A Map keeps insertion order: the first key is the oldest refusal.
-      if (this.until.size >= this.max) this.until.delete(this.until.keys().next().value!);
-      this.until.set(key, this.now() + allowed.retryAfterSeconds * 1000);
-    }
+    if (!allowed.ok) this.until.set(key, this.now() + allowed.retryAfterSeconds * 1000);
     return allowed;
   }
 }
