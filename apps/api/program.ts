@@ -312,9 +312,7 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
       // Bounded by SHUTDOWN_TIMEOUT whatever the broker does: requests in flight get what the
       // close steps leave, each close step gets what is left, and the connection is cut at the end.
       stopping ??= (async () => {
-        const budget = stopBudget(config.SHUTDOWN_TIMEOUT, (step, error) =>
-          logger.warn('shutdown step did not finish in time; going on', { step, error: error?.message }),
-        );
+        const budget = stopBudget(config.SHUTDOWN_TIMEOUT, logger);
         schemaWatch.abort();
         // Finish requests in flight (their publishes need the broker), then disconnect.
         const forRequests = Math.max(0, config.SHUTDOWN_TIMEOUT - Math.min(5_000, config.SHUTDOWN_TIMEOUT / 2));

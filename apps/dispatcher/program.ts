@@ -272,9 +272,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
       // Bounded by SHUTDOWN_TIMEOUT whatever the broker does: the drain takes what the close
       // steps leave, each close step gets what is left, and the connection is cut at the end.
       stopping ??= (async () => {
-        const budget = stopBudget(config.SHUTDOWN_TIMEOUT, (step, error) =>
-          logger.warn('shutdown step did not finish in time; going on', { step, error: error?.message }),
-        );
+        const budget = stopBudget(config.SHUTDOWN_TIMEOUT, logger);
         schemaWatch.abort();
         await budget.step('drain deliveries', () => dispatcher.stop());
         await budget.step('failed stream rollover', () => rollover.stop(), budget.left() / 4);
