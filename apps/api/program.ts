@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import { createServer, type RequestListener, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { DEV_MERCHANTS_FILE, replicationOf } from '../../libs/config/index.js';
+import { DEV_MERCHANTS_FILE, topologyOf } from '../../libs/config/index.js';
 import type { BrokerConnection } from '../../libs/broker/index.js';
 import { FailedStore, ResendService } from '../../libs/failed/index.js';
 import type { Logger } from '../../libs/logger/index.js';
@@ -173,12 +173,7 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
     url: config.RABBITMQ_URL,
     name: 'webhooks-api',
     logger,
-    topology: {
-      prefix: config.TOPOLOGY_PREFIX,
-      failedRetention: config.FAILED_RETENTION,
-      replication: replicationOf(config),
-      deliveriesStream: config.DELIVERY_LOG === 'on',
-    },
+    topology: topologyOf(config),
     signal: options.signal,
   });
   cleanup.add(() => broker.close());

@@ -1,4 +1,4 @@
-import { DEV_MERCHANTS_FILE, replicationOf } from '../../libs/config/index.js';
+import { DEV_MERCHANTS_FILE, replicationOf, topologyOf } from '../../libs/config/index.js';
 import { DeliveryRecorder } from '../../libs/delivery-log/index.js';
 import type { BrokerConnection } from '../../libs/broker/index.js';
 import { createUndiciClient } from '../../libs/http/index.js';
@@ -143,13 +143,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
       url: config.RABBITMQ_URL,
       name: 'webhooks-dispatcher',
       logger,
-      topology: {
-        prefix: config.TOPOLOGY_PREFIX,
-        failedRetention: config.FAILED_RETENTION,
-        replication: replicationOf(config),
-        deliveriesStream: config.DELIVERY_LOG === 'on',
-        operationalWebhook: config.OPERATIONAL_WEBHOOK_URL !== undefined,
-      },
+      topology: { ...topologyOf(config), operationalWebhook: config.OPERATIONAL_WEBHOOK_URL !== undefined },
       signal,
     }),
   ]);
