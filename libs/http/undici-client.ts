@@ -1,9 +1,8 @@
 import { Agent, errors, util } from 'undici';
-import { BlockedAddressError, guardedLookup, isBlockedAddress } from './address-guard.js';
+import { BlockedAddressError, guardedLookup, isBlockedAddress, literalAddress } from './address-guard.js';
 import type { WebhookHttpClient, WebhookRequest, WebhookResponse } from './client.js';
 import { type Deadlined, Deadlines } from './deadlines.js';
 import { WebhookBlockedError, WebhookNetworkError, WebhookTimeoutError } from './errors.js';
-import { literalAddress } from './literal.js';
 
 export interface UndiciClientOptions {
   /** false: refuse loopback, private, link-local and reserved targets, checked on the address connected to. */
