@@ -20,31 +20,30 @@ export { type Health } from './health.js';
 export { deleteMerchantData, MERCHANT_TABLES, TABLES_KEPT_AFTER_DELETE, TABLES_WITHOUT_MERCHANT_DATA } from './erase.js';
 export {
   DisabledByOperatorError,
-  disabledByOperator,
   InvalidIdempotencyKeyError,
   InvalidSettingsError,
-  type EndpointTransition,
-  type MerchantInput,
-  type MerchantPatch,
   MerchantNotFoundError,
+  PublicKeyTakenError,
+  TooManySecretsError,
+  WebhookNotSetUpError,
+} from './settings-errors.js';
+export { firstIssue, GRACE_SECONDS, type MerchantInput, type MerchantPatch, merchantInputSchema, merchantPatchSchema, rotateInputSchema, WEBHOOK_URL_MAX_LENGTH } from './settings-input.js';
+export {
+  disabledByOperator,
+  type EndpointTransition,
   MerchantSettings,
   type MerchantView,
-  PublicKeyTakenError,
   type RotationResult,
   type SettingsResult,
-  TooManySecretsError,
   type UrlPolicy,
-  WebhookNotSetUpError,
   type WriteGuards,
   checkWebhookUrl,
-  firstIssue,
-  merchantInputSchema,
-  merchantPatchSchema,
-  rotateInputSchema,
   transitionsOf,
   viewOf,
   withStatus,
 } from './settings.js';
+export { MAX_PER_SECOND_LIMIT, maxPerSecondField } from './throttle-setting.js';
+export { DEFAULT_ENDPOINT_ID, type EndpointRate, endpointRateOf, lowerEndpointRate, MIN_ADAPTIVE_RATE, raiseEndpointRate, withCurrentRate } from './endpoint-rate.js';
 export { type MerchantStoreConfig, type OpenedMerchants, openMerchants } from './open.js';
 export { isUnavailable } from './pg-directory.js';
 export { type WebhookSettings, webhookSettingsOf } from './webhook-settings.js';

@@ -8,7 +8,7 @@ import { type Position, positionOf, reloadReason } from './history.js';
 import { CHANGES_CHANNEL, MERCHANT_COLUMNS, type MerchantRow, merchantOf, TOMBSTONE_KEEP_MS } from './rows.js';
 import type { Merchant } from './schema.js';
 import { keyIdOf, type SecretBox, SecretsKeyError } from './secret-box.js';
-import { InvalidSettingsError, PublicKeyTakenError } from './settings.js';
+import { InvalidSettingsError, PublicKeyTakenError } from './settings-errors.js';
 import { Refusal, type SettingsChange, type WriteOptions, type Written, writeMerchant } from './write.js';
 
 export { IDEMPOTENCY_WINDOW_MS, IdempotencyKeyReusedError, type IdempotentWrite, type SettingsChange, VersionMismatchError, type WriteOptions, type Written } from './write.js';
