@@ -16,9 +16,11 @@ export interface GcraLimit {
   aheadMs?: number;
   /** The cell is not wanted before this many ms from now (its slot starts there at the earliest). */
   notBeforeMs?: number;
+  /** Cells taken at once, one interval apart (default 1): all of them or none. */
+  count?: number;
 }
 
-/** Granted: the cell conforms `inMs` from now (0: at once). Refused: it would be granted `retryInMs` from now. */
+/** Granted: the (first) cell conforms `inMs` from now (0: at once), each next one an interval later. Refused: it would be granted `retryInMs` from now. */
 export type GcraAnswer = { ok: true; inMs: number } | { ok: false; retryInMs: number };
 
 /**
@@ -40,12 +42,14 @@ SELECT (SELECT EXTRACT(EPOCH FROM (tat - now())) * 1000 FROM taken)::float8 AS g
 export async function takeCell(db: Queryable, key: string, limit: GcraLimit): Promise<GcraAnswer> {
   const ahead = limit.aheadMs ?? 0;
   const notBefore = Math.max(0, limit.notBeforeMs ?? 0);
-  const { rows } = await db.query<{ granted_ms: number | null; prior_ms: number | null }>(TAKE, [key, limit.intervalMs, limit.burstMs, ahead, notBefore]);
+  const cost = limit.intervalMs * (limit.count ?? 1);
+  const { rows } = await db.query<{ granted_ms: number | null; prior_ms: number | null }>(TAKE, [key, cost, limit.burstMs, ahead, notBefore]);
   const row = rows[0]!;
-  if (row.granted_ms !== null) return { ok: true, inMs: Math.max(0, Number(row.granted_ms) - limit.burstMs) };
-  // Refused: the cell fits once tat + interval is within burst + ahead of now.
+  // The last cell conforms at the new tat less the burst; the first, count - 1 intervals before it.
+  if (row.granted_ms !== null) return { ok: true, inMs: Math.max(0, Number(row.granted_ms) - limit.burstMs - (cost - limit.intervalMs)) };
+  // Refused: the cells fit once tat + their cost is within burst + ahead of now.
   const prior = Number(row.prior_ms ?? 0);
-  return { ok: false, retryInMs: Math.max(1, Math.max(prior, notBefore) + limit.intervalMs - limit.burstMs - ahead) };
+  return { ok: false, retryInMs: Math.max(1, Math.max(prior, notBefore) + cost - limit.burstMs - ahead) };
 }
 
 /** The limit's rate changed: what `key` has granted ahead of now is `factor` times as far from now. */

@@ -41,6 +41,14 @@ export class Throttle {
   private readonly alone = new Map<string, number>();
   /** The rate each limited endpoint was last sent at, per second. */
   private readonly current = new Map<string, number>();
+  /**
+   * Until when (this host's clock) a take of the endpoint is known to be refused: the last
+   * refusal's retryInMs. Meanwhile a delivery goes straight to its place in the queue, without the
+   * round trip: a batch of 10,000 arriving at once costs places, not 10,000 refusals.
+   */
+  private readonly refusedUntil = new Map<string, number>();
+  /** Deliveries waiting for their place in each endpoint's queue: taken together, one statement a batch. */
+  private readonly placing = new Map<string, Array<{ notBeforeMs: number; resolve: (inMs: number | undefined) => void }>>();
   private readonly now: () => number;
   private takes = 0;
   private lastProblem = 0;
@@ -84,10 +92,16 @@ export class Throttle {
     // the slots after it. Taken again instead, a few times, then it waits as a row.
     for (let tries = 0; tries < 3; tries++) {
       let granted: { inMs: number } | undefined;
+      const refusedFor = (this.refusedUntil.get(merchantId) ?? 0) - this.now();
+      if (refusedFor > 0) return this.queue(merchantId, intervalMs, aheadMs, refusedFor);
       try {
         const answer = await takeCell(this.db, `throttle:${merchantId}`, { intervalMs, burstMs: intervalMs, aheadMs });
         if (++this.takes % 1_000 === 0) void sweepCells(this.db).catch(() => {});
-        if (!answer.ok) return this.queue(merchantId, intervalMs, aheadMs, answer.retryInMs);
+        if (!answer.ok) {
+          if (this.refusedUntil.size >= 10_000) this.refusedUntil.clear();
+          this.refusedUntil.set(merchantId, this.now() + answer.retryInMs);
+          return this.queue(merchantId, intervalMs, aheadMs, answer.retryInMs);
+        }
         granted = answer;
       } catch (err) {
         granted = this.takeAlone(merchantId, intervalMs, aheadMs, err);
@@ -154,11 +168,33 @@ export class Throttle {
   /** Refused a slot within reach: the next place in the endpoint's queue, and the wait until a little before it. */
   private async queue(merchantId: string, intervalMs: number, aheadMs: number, retryInMs: number): Promise<ThrottleVerdict> {
     this.stats.throttled++;
-    try {
-      const place = await takeCell(this.db, `throttle-queue:${merchantId}`, { intervalMs, burstMs: intervalMs, aheadMs: Number.MAX_SAFE_INTEGER, notBeforeMs: retryInMs + aheadMs });
-      return { kind: 'wait', delayMs: Math.max(0, (place.ok ? place.inMs : place.retryInMs) - aheadMs / 2) };
-    } catch {
-      return { kind: 'wait', delayMs: retryInMs + aheadMs / 2 };
+    const inMs = await new Promise<number | undefined>((resolve) => {
+      let pending = this.placing.get(merchantId);
+      const first = !pending;
+      if (!pending) this.placing.set(merchantId, (pending = []));
+      pending.push({ notBeforeMs: retryInMs + aheadMs, resolve });
+      if (first) void this.place(merchantId, intervalMs);
+    });
+    return { kind: 'wait', delayMs: Math.max(0, (inMs ?? retryInMs + aheadMs) - aheadMs / 2) };
+  }
+
+  /** Takes places for whatever queued while the last batch was being taken: one statement a batch, one interval apart. */
+  private async place(merchantId: string, intervalMs: number): Promise<void> {
+    for (;;) {
+      const batch = this.placing.get(merchantId) ?? [];
+      if (batch.length === 0) {
+        this.placing.delete(merchantId);
+        return;
+      }
+      this.placing.set(merchantId, []);
+      const notBeforeMs = Math.max(...batch.map((p) => p.notBeforeMs));
+      try {
+        const place = await takeCell(this.db, `throttle-queue:${merchantId}`, { intervalMs, burstMs: intervalMs, aheadMs: Number.MAX_SAFE_INTEGER, notBeforeMs, count: batch.length });
+        const first = place.ok ? place.inMs : place.retryInMs;
+        batch.forEach((p, i) => p.resolve(first + i * intervalMs));
+      } catch {
+        for (const p of batch) p.resolve(undefined);
+      }
     }
   }
 
