@@ -112,7 +112,7 @@ export class Throttle {
       this.stats.held++;
       await new Promise((resolve) => setTimeout(resolve, granted.inMs).unref?.());
       if (stopped()) return { kind: 'stopping' };
-      if (this.now() - target <= Math.max(50, intervalMs)) return this.sending(merchantId);
+      if (this.now() - target <= Math.min(50, 2 * intervalMs)) return this.sending(merchantId);
       this.stats.late++;
     }
     return this.queue(merchantId, intervalMs, aheadMs, 0);
