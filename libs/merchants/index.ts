@@ -18,15 +18,7 @@ export { type Actor, type AuditEntry, listAudit, recordAudit } from './audit.js'
 export { resealSecrets, TOMBSTONE_KEEP_MS } from './rows.js';
 export { type Health } from './health.js';
 export { deleteMerchantData, MERCHANT_TABLES, TABLES_KEPT_AFTER_DELETE, TABLES_WITHOUT_MERCHANT_DATA } from './erase.js';
-export {
-  DisabledByOperatorError,
-  InvalidIdempotencyKeyError,
-  InvalidSettingsError,
-  MerchantNotFoundError,
-  PublicKeyTakenError,
-  TooManySecretsError,
-  WebhookNotSetUpError,
-} from './settings-errors.js';
+export * from './settings-errors.js';
 export { firstIssue, GRACE_SECONDS, type MerchantInput, type MerchantPatch, merchantInputSchema, merchantPatchSchema, rotateInputSchema, WEBHOOK_URL_MAX_LENGTH } from './settings-input.js';
 export {
   disabledByOperator,
