@@ -4,6 +4,9 @@ import { type EndpointRate, endpointRateOf, lowerEndpointRate, type MerchantWebh
 import { stretchCells, sweepCells, takeCell } from '../../../libs/rate-limit/index.js';
 import type { WaitStore } from '../../../libs/waits/index.js';
 
+/** How far ahead a slot may be granted (and its delivery held in memory): this many slots, within these bounds. */
+export const THROTTLE_AHEAD = { slots: 10, minMs: 500, maxMs: 1_000 };
+
 /** How long an adaptive rate read from PostgreSQL is used before it is read again. */
 export const RATE_READ_EVERY_MS = 1_000;
 
@@ -87,7 +90,7 @@ export class Throttle {
     if (this.current.size >= 10_000) this.current.clear();
     this.current.set(merchantId, rate);
     const intervalMs = 1000 / rate;
-    const aheadMs = this.options.aheadMs?.(intervalMs) ?? Math.min(1_000, Math.max(500, 10 * intervalMs));
+    const aheadMs = this.options.aheadMs?.(intervalMs) ?? Math.min(THROTTLE_AHEAD.maxMs, Math.max(THROTTLE_AHEAD.minMs, THROTTLE_AHEAD.slots * intervalMs));
     // A slot is lost when the hold ends late (a busy event loop): sending then would bunch with
     // the slots after it. Taken again instead, a few times, then it waits as a row.
     for (let tries = 0; tries < 3; tries++) {
