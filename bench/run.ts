@@ -45,6 +45,7 @@ try {
   if (want('dead-merchant')) sections.push(await deadMerchantSection());
   if (want('soak')) sections.push(await soakSection());
   if (want('log-outage')) sections.push(await logOutageSection(receiver));
+  if (want('intake-dedupe')) sections.push(await (await import('./intake-dedupe.js')).intakeDedupeSection(receiver));
   // Minutes: only when asked by name.
   if (wanted.has('waits-on-time')) sections.push(await (await import('./waits-on-time.js')).waitsOnTimeSection(url, runs, log));
   // Issue 55's throttle: minutes, one run, only when asked by name.

@@ -162,12 +162,15 @@ export function startBenchDispatcher(url: string, prefix: string, receiver: Rece
   });
 }
 
-/** The dispatcher as deployed (its own process, every guarantee on): its rate and CPU µs per delivery, cold and warm. */
-export async function dispatcherCpu(url: string, receiver: ReceiverProcess, warmup: number, total: number, concurrency: number, env: Record<string, string> = {}) {
+/**
+ * The dispatcher as deployed (its own process, every guarantee on): its rate and CPU µs per
+ * delivery, cold and warm. `upstream`: the events come through the events exchange (intake checks their keys).
+ */
+export async function dispatcherCpu(url: string, receiver: ReceiverProcess, warmup: number, total: number, concurrency: number, env: Record<string, string> = {}, upstream = false) {
   // As deployed: a retry schedule, so a migrated database of its own for the waits.
   return withDatabase('cpu', async (databaseUrl) => {
     const prefix = benchPrefix('throughput');
-    await fillDispatch(url, prefix, warmup + total, () => 'm_bench');
+    await fillDispatch(url, prefix, warmup + total, () => 'm_bench', { upstream });
     await receiver.reset();
     const program = startBenchDispatcher(url, prefix, receiver, concurrency, { DATABASE_URL: databaseUrl, ...env });
     try {

@@ -91,8 +91,6 @@ export interface ApiOptions {
   merchantsPollMs?: number;
   /** Link exchanges per client address; PORTAL_ADDRESS_LIMIT by default. */
   portalAddressLimit?: { perMinute: number; burst: number };
-  /** A portal session idle this long ends (30 minutes by default). */
-  portalIdleTimeoutMs?: number;
   /**
    * Wraps what the log's reads run on (not the health check's). Tests make one merchant's
    * queries slow with it, so that fairness is checked against real connections and timeouts.
@@ -245,7 +243,7 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
   let publicPort: number | undefined;
   const publisher = new EventPublisher(broker, config.TOPOLOGY_PREFIX);
   const portal: PortalDeps = {
-    sessions: logDatabase && new PortalSessions(logDatabase, new TokenSigner(config.SECRETS_KEY, config.SECRETS_KEY_PREVIOUS), options.portalIdleTimeoutMs),
+    sessions: logDatabase && new PortalSessions(logDatabase, new TokenSigner(config.SECRETS_KEY, config.SECRETS_KEY_PREVIOUS)),
     health: (merchantId) => endpointHealth(logDatabase!, merchantId),
     publish: (message, options) => publisher.publish(message, options),
     baseUrl: () => {

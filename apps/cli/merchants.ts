@@ -40,7 +40,8 @@ async function withSettings<T>(ctx: CliContext, policy: UrlPolicy, run: (setting
     throw new UsageError('merchants commands need DATABASE_URL (and SECRETS_KEY): merchants live in PostgreSQL. Beside npm start, use the admin API or the portal');
   }
   if (!ctx.config.SECRETS_KEY) throw new UsageError('merchants commands need SECRETS_KEY, the key the programs seal webhook secrets with');
-  await withSchemaChecked(ctx.config.DATABASE_URL);
+  // Stops a command on a database `webhooks migrate` has not brought to this release's schema.
+  await withDatabase(ctx.config.DATABASE_URL, async () => {});
   const opened = await openMerchants({ ...ctx.config, MERCHANTS_FILE: undefined }, silentLogger(), { applicationName: 'webhooks-cli', startStallMs: 10_000 });
   try {
     return await withBroker(ctx.config, [], async (broker: BrokerConnection) => {
@@ -53,22 +54,22 @@ async function withSettings<T>(ctx: CliContext, policy: UrlPolicy, run: (setting
   }
 }
 
-/** Stops a command on a database `webhooks migrate` has not brought to this release's schema. */
-async function withSchemaChecked(url: string): Promise<void> {
+/** One connection to DATABASE_URL, once its schema is this release's (`webhooks migrate`); closed after. */
+async function withDatabase<T>(url: string, run: (database: Database) => Promise<T>): Promise<T> {
   const database = openPostgres(url, { maxConnections: 1, applicationName: 'webhooks-cli' });
-  await checkSchema(database).finally(() => database.close());
+  try {
+    await checkSchema(database);
+    return await run(database);
+  } finally {
+    await database.close();
+  }
 }
 
 /** The merchants' database and the key their secrets are sealed with, for a command that needs no directory. */
 async function withSealedStore<T>(ctx: CliContext, run: (database: Database, box: SecretBox) => Promise<T>): Promise<T> {
   if (!ctx.config.DATABASE_URL || !ctx.config.SECRETS_KEY) throw new UsageError('this command needs DATABASE_URL and SECRETS_KEY (reseal: and SECRETS_KEY_PREVIOUS, the key it replaces)');
-  const database = openPostgres(ctx.config.DATABASE_URL, { maxConnections: 1, applicationName: 'webhooks-cli' });
-  try {
-    await checkSchema(database);
-    return await run(database, new SecretBox(ctx.config.SECRETS_KEY, ctx.config.SECRETS_KEY_PREVIOUS ? [ctx.config.SECRETS_KEY_PREVIOUS] : []));
-  } finally {
-    await database.close();
-  }
+  const box = new SecretBox(ctx.config.SECRETS_KEY, ctx.config.SECRETS_KEY_PREVIOUS ? [ctx.config.SECRETS_KEY_PREVIOUS] : []);
+  return withDatabase(ctx.config.DATABASE_URL, (database) => run(database, box));
 }
 
 /** Changes made here are the CLI's in the audit trail. */
@@ -274,9 +275,9 @@ function declareDelete(merchants: Command, io: CliIo): void {
     .summary("deletes a merchant and every row of its data from PostgreSQL, in one transaction")
     .description(
       "Deletes the merchant and its data from every table of DATABASE_URL in one transaction: settings and sealed " +
-        'secrets, Idempotency-Key answers, audit trail, rate-limit counters, portal links and sessions, the delivery ' +
-        'log (webhooks, payloads, attempts, quarantined records), failed webhooks and retry claims. Prints the rows ' +
-        'deleted per table. RabbitMQ is not touched: messages of this merchant still queued or in the streams stay ' +
+        'secrets, Idempotency-Key answers, rate-limit counters, portal links and sessions, the delivery log (webhooks, ' +
+        'payloads, attempts, quarantined records), failed webhooks and waiting retries; the audit trail is kept and ' +
+        'records the delete. Prints the rows deleted per table. RabbitMQ is not touched: messages of this merchant still queued or in the streams stay ' +
         'until they are delivered, parked or age out, and the recorder stores records still in the deliveries stream ' +
         'again (run it again once they are gone). Running programs forget the merchant within a second (the delete ' +
         'notifies them), or at their next poll (10 s) when the notification is lost: a tombstone of the merchant ' +
@@ -295,8 +296,7 @@ function declareDelete(merchants: Command, io: CliIo): void {
         },
         async (options, ctx) => {
           if (!ctx.config.DATABASE_URL) throw new UsageError('merchants delete needs DATABASE_URL: merchants and their data live in PostgreSQL');
-          const database = openPostgres(ctx.config.DATABASE_URL, { maxConnections: 1, applicationName: 'webhooks-cli' });
-          const deleted = await checkSchema(database).then(() => deleteMerchantData(database, options.id, CLI_ACTOR)).finally(() => database.close());
+          const deleted = await withDatabase(ctx.config.DATABASE_URL, (database) => deleteMerchantData(database, options.id, CLI_ACTOR));
           const total = Object.values(deleted).reduce((sum, n) => sum + n, 0);
           writeLine(ctx.stdout, formatTable(['TABLE', 'ROWS DELETED'], Object.entries(deleted).map(([table, n]) => [table, String(n)])));
           if (total === 0) throw new NothingMatchedError(`no row of merchant ${options.id} in any table`);

@@ -8,6 +8,7 @@ import type { Merchant, MerchantDirectory } from '../../libs/merchants/index.js'
 import { RetryPolicy } from '../../libs/retry-policy/index.js';
 import { WebhookSigner } from '../../libs/signing/index.js';
 import type { FailedStore } from '../../libs/failed/index.js';
+import type { IntakeChecker } from '../../libs/intake-keys/index.js';
 import type { WaitStore, WaitWriter } from '../../libs/waits/index.js';
 import { type TopologyNames, topologyNames } from '../../libs/topology/index.js';
 import { InvalidMessageError } from './errors.js';
@@ -90,6 +91,11 @@ export interface DispatcherDeps {
    * delivered to it like a merchant's webhooks. Without it they are skipped (not set up).
    */
   platform?: Merchant;
+  /**
+   * Idempotent intake (libs/intake-keys): an upstream message whose key was seen within
+   * INTAKE_DEDUPE_WINDOW is acked, not delivered. Without it every message is delivered.
+   */
+  intakeKeys?: IntakeChecker;
 }
 
 /**
@@ -217,6 +223,12 @@ export class Dispatcher {
     } catch (err) {
       if (err instanceof InvalidMessageError) return { finding: { kind: 'invalid', code: err.code, detail: err.detail } };
       throw err;
+    }
+    // Idempotent intake: only at first sight, a message from upstream's exchange; a retry, a
+    // hand-back, a resend or a test event is never a repeat.
+    if (this.deps.intakeKeys && message.fields.exchange === this.names.events && !intake.test) {
+      const key = { merchantId: intake.merchantId, webhookId: intake.webhookId };
+      if ((await this.deps.intakeKeys.check(key, message.fields.redelivered)) === 'repeat') return { finding: { kind: 'duplicate', ...key } };
     }
     // A wait handed back: only its current hand comes to an attempt.
     if (intake.hand !== undefined && !(await this.take(intake, intake.hand))) {

@@ -7,6 +7,7 @@ import type { Registry } from 'prom-client';
 import { DISABLED_REASONS, type MerchantDirectory, openMerchants } from '../../libs/merchants/index.js';
 import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
 import { FailedStore } from '../../libs/failed/index.js';
+import { IntakeChecker, IntakeKeyStore } from '../../libs/intake-keys/index.js';
 import { openDevDatabase } from '../recorder/open-log.js';
 import { awaitSchema, awaitSchemaAt, type SchemaGateOptions } from '../../libs/migrations/index.js';
 import { METRIC_NAMES, counterFrom, createRegistry, deliveryMetrics, gaugeFrom, labelledGaugeFrom, operationalMetrics } from '../../libs/metrics/index.js';
@@ -179,10 +180,11 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
           responseBodyBytes: config.DELIVERY_LOG === 'on' ? config.DELIVERY_LOG_RESPONSE_BYTES : 0,
         });
   // Waits are rows in PostgreSQL (libs/waits): written by the dispatcher, handed back by the
-  // scheduler each dispatcher runs, on a pool of their own so that neither waits behind the directory.
+  // scheduler each dispatcher runs, on a pool of their own so that neither waits behind the directory;
+  // its commits are durable whatever the server's default, since a written wait is acked at once.
   const waitsOn = config.RETRY_SCHEDULE.length > 0;
   const waitsDatabase = waitsOn && !options.database && config.DATABASE_URL
-    ? openPostgres(config.DATABASE_URL, { connectTimeoutMs: 2_000, statementTimeoutMs: 10_000, maxConnections: 4, applicationName: 'webhooks-dispatcher waits' })
+    ? openPostgres(config.DATABASE_URL, { connectTimeoutMs: 2_000, statementTimeoutMs: 10_000, maxConnections: 4, applicationName: 'webhooks-dispatcher waits', durableCommits: true })
     : undefined;
   const waitsQueries = waitsOn ? (waitsDatabase ?? options.database ?? opened.database ?? ownDatabase) : undefined;
   const waitStore = waitsQueries && new WaitStore(waitsQueries);
@@ -190,12 +192,22 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   const scheduler = waitStore
     ? new WaitScheduler(waitStore, broker, logger, { dispatch: names.dispatch, leaseMs: Math.max(config.WAIT_LEASE, 2 * config.DELIVERY_TIMEOUT_MS) })
     : undefined;
+  // Idempotent intake (libs/intake-keys): its checks on a pool of their own with short timeouts,
+  // so that a slow or absent PostgreSQL lets intake go on unchecked rather than wait.
+  const dedupeOn = config.INTAKE_DEDUPE_WINDOW > 0;
+  const keysDatabase = dedupeOn && !options.database && config.DATABASE_URL
+    ? openPostgres(config.DATABASE_URL, { connectTimeoutMs: 2_000, statementTimeoutMs: 5_000, maxConnections: 2, applicationName: 'webhooks-dispatcher intake keys' })
+    : undefined;
+  const keysQueries = dedupeOn ? (keysDatabase ?? options.database ?? opened.database ?? ownDatabase) : undefined;
+  const intakeKeys = keysQueries && new IntakeChecker(new IntakeKeyStore(keysQueries, config.INTAKE_DEDUPE_WINDOW), logger);
   // The delivery log: every settled delivery's record goes to the deliveries stream before its ack.
   const deliveryLog = config.DELIVERY_LOG === 'on' ? new DeliveryRecorder(broker, logger, { prefix: config.TOPOLOGY_PREFIX, replication: replicationOf(config) }) : undefined;
   try {
     await deliveryLog?.start();
   } catch (err) {
     schemaWatch.abort();
+    intakeKeys?.stop();
+    await keysDatabase?.close();
     await waitsDatabase?.close();
     await closeMerchants();
     await broker.close();
@@ -229,6 +241,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
       operations,
       failures: failuresDatabase && new FailedStore(failuresDatabase),
       platform: platformEndpoint(config.OPERATIONAL_WEBHOOK_URL, config.OPERATIONAL_WEBHOOK_SECRET),
+      intakeKeys,
     },
     {
       prefix: config.TOPOLOGY_PREFIX,
@@ -241,6 +254,8 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
       waitLeaseMs: config.WAIT_LEASE,
     },
   );
+  // Today's partition of intake keys before the first check (PostgreSQL down: logged, checks skipped).
+  await intakeKeys?.start();
   await dispatcher.start();
   scheduler?.start();
   // Keeps FAILED_RETENTION true however few webhooks fail (RabbitMQ applies it only on a new segment).
@@ -268,6 +283,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   gaugeFrom(registry, METRIC_NAMES.circuitsOpen, 'Endpoints whose circuit is open now', () => dispatcher.guards.openEndpoints().length);
   labelledGaugeFrom(registry, METRIC_NAMES.endpointsDisabled, 'Webhooks off now in the merchant directory, by why', 'reason', () => Object.entries(Operations.census(merchants.list(), Date.now(), config.ENDPOINT_DISABLE_AFTER).disabled));
   gaugeFrom(registry, METRIC_NAMES.endpointsFailing, 'Enabled webhooks whose failing clock runs (auto-disable)', () => Operations.census(merchants.list(), Date.now(), config.ENDPOINT_DISABLE_AFTER).failing);
+  counterFrom(registry, METRIC_NAMES.duplicates, 'Upstream messages acked without delivery: their key was seen within INTAKE_DEDUPE_WINDOW', () => dispatcher.stats.duplicates);
   counterFrom(registry, METRIC_NAMES.deliveryRecordsLost, 'Deliveries settled without their delivery-log record', () => dispatcher.recordsLost);
   if (waitStore) waitMetrics(registry, waitStore);
   const unreadable = () => opened.writable?.unreadable.length ?? 0;
@@ -297,10 +313,12 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
           await operational.stop();
         }, budget.left() / 4);
         await budget.step('delivery records', async () => deliveryLog?.stop(), budget.left() / 3);
-        await budget.step('wait scheduler', async () => {
+        await budget.step('wait scheduler and intake keys', async () => {
           await scheduler?.stop();
           waitWriter?.close();
           await waitsDatabase?.close();
+          intakeKeys?.stop();
+          await keysDatabase?.close();
         }, budget.left() / 3);
         await budget.step('health server', () => health.close(), budget.left() / 3);
         await budget.step('merchant directory', closeMerchants, budget.left() / 2);

@@ -46,8 +46,6 @@ export const HEADERS = {
    * takes the wait to its attempt; an older copy is acked as a duplicate.
    */
   waitHand: 'x-wait-hand',
-  /** Unique per publish of a resent copy. */
-  copyId: 'x-copy-id',
 } as const;
 
 /** Why a webhook went to `failed`, so operators can tell an outage from a bug. */

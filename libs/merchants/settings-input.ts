@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { webhookEventsSchema } from './schema.js';
-import { InvalidSettingsError } from './settings-errors.js';
+import { InvalidSettingsError } from './errors.js';
 import { maxPerSecondField } from './throttle-setting.js';
 
 /**

@@ -15,7 +15,7 @@ import {
   PublicKeyTakenError,
   TooManySecretsError,
   WebhookNotSetUpError,
-} from './settings-errors.js';
+} from './errors.js';
 import type { MerchantInput, MerchantPatch } from './settings-input.js';
 import { maxPerSecondOf, withMaxPerSecond } from './throttle-setting.js';
 

@@ -10,6 +10,8 @@ export const METRIC_NAMES = {
    * it is current, or it has ended; dropped)
    */
   deliveries: 'webhooks_deliveries_total',
+  /** counter: upstream messages acked without delivery, their key (messageId, else the body's digest) seen within INTAKE_DEDUPE_WINDOW */
+  duplicates: 'webhooks_duplicates_total',
   /** counter {outcome}: deliveries of test events (the portal's "send test event", x-test-event), apart from the merchants' real webhooks; they are in `deliveries` too */
   testDeliveries: 'webhooks_test_deliveries_total',
   /** counter {reason}: one of FAILED_REASONS (libs/contracts/headers.ts) */

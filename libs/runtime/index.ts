@@ -1,3 +1,3 @@
 export { runUntilSignal, type Running } from './run.js';
-export { abortable } from './abortable.js';
 export { stopBudget } from './stop-budget.js';
+export { runProgram } from './entry.js';

@@ -50,7 +50,10 @@ describe('webhooks merchants delete', () => {
       await db.query(`INSERT INTO failed_webhooks (merchant_id, webhook_id, failed_at, event, merchant_refs, content) VALUES ($1, 'evt_1', now(), 'payout', '{}', '{"amount":1}')`, [id]);
       await db.query(`INSERT INTO webhook_waits (merchant_id, webhook_id, attempt, due_at, reason, headers) VALUES ($1, 'evt_1', 1, now(), 'retry', '{}')`, [id]);
       await db.query(`INSERT INTO webhook_bodies (merchant_id, webhook_id, content) VALUES ($1, 'evt_1', '\\x7b7d')`, [id]);
+      await db.query(`INSERT INTO wait_circuits (merchant_id, probe_at) VALUES ($1, now())`, [id]);
       await db.query(`INSERT INTO delivery_log_quarantine (stream, stream_offset, position, merchant_id, error, content) VALUES ('s', $2, 0, $1, 'e', 'c')`, [id, n]);
+      await db.query(`CREATE TABLE IF NOT EXISTS intake_keys_test PARTITION OF intake_keys FOR VALUES FROM ('2000-01-01') TO ('2100-01-01')`);
+      await db.query(`INSERT INTO intake_keys (day, merchant_id, webhook_id) VALUES (date_trunc('day', now(), 'UTC'), $1, 'evt_1')`, [id]);
     }
   });
 

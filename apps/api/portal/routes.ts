@@ -4,7 +4,7 @@ import { isStorableText, isStorableTime } from '../../../libs/delivery-store/ind
 import { PORTAL_PERMISSIONS } from '../../../libs/portal/index.js';
 import { maxPerSecondField } from '../../../libs/merchants/index.js';
 import { listQuery, webhookDetail, webhookIdParams, webhookSummary } from '../log-routes.js';
-import type { RouteDeclaration } from '../routes.js';
+import { ADMIN_AUTH, MERCHANT_AUTH, merchantIdParams, type RouteDeclaration } from '../route-declaration.js';
 import { envelope, rotated } from '../schemas.js';
 
 /**
@@ -12,8 +12,6 @@ import { envelope, rotated } from '../schemas.js';
  * (routes.ts), so they are mounted from it and in the OpenAPI document like every other.
  */
 
-const MERCHANT_AUTH = [{ merchantPublicKey: [], accessToken: [] }] as const;
-const ADMIN_AUTH = [{ adminToken: [] }] as const;
 const PORTAL_AUTH = [{ portalSession: [] }] as const;
 const PORTAL_WRITE_AUTH = [{ portalSession: [], portalCsrf: [] }] as const;
 
@@ -149,7 +147,7 @@ export const PORTAL_ROUTES = [
       'Secure outside development mode, named __Host- on https) living until expiresAt. The url starts with PORTAL_PUBLIC_URL, never ' +
       'with anything the request says. Viewing is always allowed; permissions grant the rest.',
     security: ADMIN_AUTH,
-    input: { params: z.strictObject({ merchantId: merchantIdSchema }), body: portalSessionInput, bodyRequired: false },
+    input: { params: merchantIdParams, body: portalSessionInput, bodyRequired: false },
     output: { '201': { description: 'The link', schema: envelope(z.strictObject({ url: z.string(), expiresAt: z.string() })) } },
     errors: {
       '400': 'invalid_merchant_id, invalid_body',
@@ -166,7 +164,7 @@ export const PORTAL_ROUTES = [
     summary: "End every portal session of a merchant, and every link not used yet",
     description: 'For a leaked link or a merchant who left: whoever holds a session or an unused link loses it at once, on every replica.',
     security: ADMIN_AUTH,
-    input: { params: z.strictObject({ merchantId: merchantIdSchema }) },
+    input: { params: merchantIdParams },
     output: { '200': { description: 'What was ended', schema: envelope(z.strictObject({ sessions: z.number().int(), links: z.number().int() })) } },
     errors: {
       '400': 'invalid_merchant_id',

@@ -1,5 +1,5 @@
 import { type BrokerConnection, type Delivery, type HeldMessage, moveMessage } from '../../../libs/broker/index.js';
-import { copyHeaders, HEADERS, type ScalarHeaders, webhookHeaders } from '../../../libs/contracts/index.js';
+import { copyHeaders, FAILED_REASONS, HEADERS, type ScalarHeaders, webhookHeaders } from '../../../libs/contracts/index.js';
 import { type FailedStore, failureEntryHeaders } from '../../../libs/failed/index.js';
 import type { Logger } from '../../../libs/logger/index.js';
 import type { DeliveryObserver, Outcome } from '../../../libs/metrics/index.js';
@@ -9,6 +9,9 @@ import type { WaitReason, WaitWriter } from '../../../libs/waits/index.js';
 import type { Decision } from './decide.js';
 import type { IntakeEvent } from './intake.js';
 import { publishIn, type Span, spanLogFields } from '../../../libs/tracing/index.js';
+
+/** Failures that say the merchant's webhook can no longer be sent to: its parked waits are handed back to end too. */
+const UNSENDABLE: ReadonlySet<string> = new Set([FAILED_REASONS.webhookDisabled, FAILED_REASONS.endpointDisabled, FAILED_REASONS.merchantRemoved]);
 
 /** The destination a wait's producer span names. */
 export const WAITS_TABLE = 'webhook_waits';
@@ -24,6 +27,8 @@ export interface DispatcherStats {
   skipped: number;
   requeued: number;
   superseded: number;
+  /** Upstream messages acked without delivery: their key was seen within INTAKE_DEDUPE_WINDOW. */
+  duplicates: number;
 }
 
 export interface EffectDeps {
@@ -43,12 +48,12 @@ export interface EffectDeps {
 
 /**
  * The effect: carries out the decision, and settles the delivery last. Every outcome ends in
- * exactly one ack (delivered, skipped, superseded, or once its wait is written or its copy
+ * exactly one ack (delivered, skipped, superseded, duplicate, or once its wait is written or its copy
  * confirmed in `failed` or `invalid`) or one return to the queue. `record` (the delivery log's
  * record, which never rejects) runs after the effect it describes and before the ack.
  */
 export class EffectStage {
-  readonly stats: DispatcherStats = { delivered: 0, deferred: 0, throttled: 0, circuitOpen: 0, retried: 0, failed: 0, invalid: 0, skipped: 0, requeued: 0, superseded: 0 };
+  readonly stats: DispatcherStats = { delivered: 0, deferred: 0, throttled: 0, circuitOpen: 0, retried: 0, failed: 0, invalid: 0, skipped: 0, requeued: 0, superseded: 0, duplicates: 0 };
   /** winston formats a message before its transports drop it by level: skip debug on the hot path. */
   private readonly debug: boolean;
 
@@ -65,6 +70,13 @@ export class EffectStage {
         this.count('superseded', 'superseded', 'unknown');
         logger.info('stale copy of a wait dropped: another hand-back of it is current', { key: decision.key, ...spanLogFields(span) });
         return delivery.ack();
+      case 'duplicate':
+        // A repeat of an upstream message within the window: its first copy is the webhook. Not
+        // recorded as a delivery: the log shows it on the original (intake_keys.duplicates).
+        this.stats.duplicates++;
+        // Counted (webhooks_duplicates_total), logged at debug only: a replay of a day's events would be a line each.
+        if (this.debug) logger.debug('repeated upstream message dropped: its key was seen within INTAKE_DEDUPE_WINDOW', { merchantId: decision.merchantId, webhookId: decision.webhookId, ...spanLogFields(span) });
+        return delivery.ack();
       case 'invalid':
         return this.park(delivery, decision.code, decision.detail, span, record);
       case 'returned':
@@ -73,7 +85,7 @@ export class EffectStage {
     if (!intake) throw new Error(`effect: ${decision.kind} needs the intake`);
     switch (decision.kind) {
       case 'delivered':
-        await this.endWait(intake);
+        await this.endWait(intake, true);
         await record();
         this.count('delivered', 'delivered', intake.event, intake.test);
         if (this.debug) logger.debug('webhook delivered', { ...logFields(intake), attempt: decision.attempt, status: decision.status, ...spanLogFields(span) });
@@ -102,7 +114,7 @@ export class EffectStage {
       case 'postpone': {
         const headers = this.waitingHeaders(delivery, intake);
         headers[HEADERS.postponements] = intake.postponements + 1;
-        await this.wait(delivery, intake, 'circuit-open', headers, this.deps.policy.delayOf(decision.step), record, span);
+        await this.wait(delivery, intake, 'circuit-open', headers, this.deps.policy.delayOf(decision.step), record, span, decision.circuitMs);
         this.count('circuitOpen', 'circuit_open', intake.event, intake.test);
         if (this.debug) logger.debug('delivery postponed: circuit open', { merchantId: intake.merchantId, reference: intake.references[0], delayMs: this.deps.policy.delayOf(decision.step), ...spanLogFields(span) });
         return;
@@ -113,7 +125,7 @@ export class EffectStage {
         headers[HEADERS.lastError] = decision.error.slice(0, 500);
         headers[HEADERS.lastAttemptAt] = now.toISOString();
         if (decision.status !== undefined) headers[HEADERS.lastStatus] = decision.status;
-        await this.wait(delivery, intake, 'retry', headers, this.deps.policy.delayOf(decision.step), record, span);
+        await this.wait(delivery, intake, 'retry', headers, this.deps.policy.delayOf(decision.step), record, span, decision.circuitMs);
         this.count('retried', 'retried', intake.event, intake.test);
         logger.info('webhook attempt failed, retry scheduled', {
           merchantId: intake.merchantId,
@@ -138,7 +150,7 @@ export class EffectStage {
         });
         // The failure is recorded (and its wait ended) once it is in `failed`: a move that gives up leaves no failure behind.
         const settle = async () => {
-          await this.endWait(intake);
+          await this.endWait(intake, UNSENDABLE.has(decision.reason));
           await record();
         };
         if (!(await this.move(delivery, this.deps.names.failed, headers, intake.event, span, settle))) return;
@@ -236,7 +248,7 @@ export class EffectStage {
    * The wait written (a new row, or the next wait of this hand-back's row) and confirmed, then the
    * record, then the ack. The write never gives up: while PostgreSQL is down the delivery is held.
    */
-  private async wait(delivery: Delivery, intake: IntakeEvent, reason: WaitReason, headers: ScalarHeaders, delayMs: number, record: () => Promise<void>, span: Span | undefined): Promise<void> {
+  private async wait(delivery: Delivery, intake: IntakeEvent, reason: WaitReason, headers: ScalarHeaders, delayMs: number, record: () => Promise<void>, span: Span | undefined, circuitMs?: number): Promise<void> {
     const waits = this.deps.waits;
     if (!waits) throw new Error('effect: a wait needs the wait writer (a retry schedule needs PostgreSQL)');
     // As for a move: its channel gone, the broker has returned it, and its redelivery is the one that waits.
@@ -254,14 +266,19 @@ export class EffectStage {
       reason,
       headers: { ...headers, [HEADERS.webhookId]: intake.webhookId },
       content: intake.hand === undefined ? delivery.message.content : undefined,
+      spanLeftMs: this.deps.policy.spanLeftMs(intake.resentAt ?? intake.firstSeenAt, this.deps.now()),
+      circuitMs,
     }));
     await record();
     if (delivery.live) delivery.ack();
   }
 
-  /** A hand-back's attempt ended: its wait goes (only if it is still this hand's). */
-  private async endWait(intake: IntakeEvent): Promise<void> {
-    if (intake.hand !== undefined && this.deps.waits) await this.deps.waits.end({ merchantId: intake.merchantId, webhookId: intake.webhookId, hand: intake.hand });
+  /**
+   * A hand-back's attempt ended: its wait goes (only if it is still this hand's). `closesCircuit`
+   * (delivered, or the webhook can no longer be sent) ends its merchant's parking: see WaitEnd.
+   */
+  private async endWait(intake: IntakeEvent, closesCircuit = false): Promise<void> {
+    if (intake.hand !== undefined && this.deps.waits) await this.deps.waits.end({ merchantId: intake.merchantId, webhookId: intake.webhookId, hand: intake.hand, closesCircuit });
   }
 
   /** The one move (libs/broker moveMessage); `settle` runs after the confirm, before the ack. True when moved. */

@@ -41,7 +41,8 @@ export interface EndpointGuardOptions {
 export type AttemptResult = 'succeeded' | 'failed' | 'rejected';
 
 export type Admission =
-  | { kind: 'send'; release(result: AttemptResult, error?: string): void }
+  /** `release` returns how long the endpoint's circuit stays open after this attempt (0: closed). */
+  | { kind: 'send'; release(result: AttemptResult, error?: string): number }
   /** The circuit is open: postpone; `retryInMs` is when it lets a probe through. */
   | { kind: 'open'; failures: number; retryInMs: number; lastError?: string }
   /** At its bound and slow: set the delivery aside rather than hold a prefetch slot. */
@@ -260,7 +261,7 @@ export class EndpointGuards {
     return {
       kind: 'send',
       release: (result, error) => {
-        if (released) return;
+        if (released) return 0;
         released = true;
         state.started.splice(state.started.indexOf(start), 1);
         merchant.started.splice(merchant.started.indexOf(start), 1);
@@ -291,6 +292,7 @@ export class EndpointGuards {
         merchantWaiter?.();
         if (endpointWaiter) endpointWaiter();
         else if (!merchantWaiter) this.blocked.shift()?.();
+        return state.openUntil > 0 ? Math.max(1, state.openUntil - this.now()) : 0;
       },
     };
   }
