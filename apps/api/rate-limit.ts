@@ -1,6 +1,7 @@
 import type { Queryable } from '../../libs/delivery-store/index.js';
 import { isUnavailable, MerchantStoreUnavailableError } from '../../libs/merchants/index.js';
 import { BoundedMap } from '../../libs/runtime/index.js';
+import { sweepCells, takeCell } from '../../libs/rate-limit/index.js';
 
 export type Allowance = { ok: true } | { ok: false; retryAfterSeconds: number };
 
@@ -39,9 +40,8 @@ export class MemoryRateLimiter implements RateLimiter {
 }
 
 /**
- * In PostgreSQL, so that every API replica counts against one limit: a row per key holding its
- * theoretical arrival time (GCRA, the token bucket as one timestamp). Taking is one upsert that
- * moves it only when the request fits; PostgreSQL's clock judges, the same for every replica.
+ * In PostgreSQL, so that every API replica counts against one limit: the GCRA of libs/rate-limit
+ * (a row per key; the dispatchers' per-endpoint throttle takes from the same table).
  */
 export class SharedRateLimiter implements RateLimiter {
   private takes = 0;
@@ -61,21 +61,11 @@ export class SharedRateLimiter implements RateLimiter {
   async take(key: string): Promise<Allowance> {
     const id = `${this.name}:${key}`;
     try {
-      // One statement: the upsert, and the wait as the row stood if it refused (a refusal changes nothing).
-      const { rows } = await this.db.query<{ ok: boolean; wait_ms: string | null }>(
-        `WITH taken AS (
-           INSERT INTO rate_limits AS r (key, tat) VALUES ($1, now() + $2::float8 * interval '1 millisecond')
-           ON CONFLICT (key) DO UPDATE SET tat = GREATEST(r.tat, now()) + $2::float8 * interval '1 millisecond'
-           WHERE GREATEST(r.tat, now()) + $2::float8 * interval '1 millisecond' <= now() + $3::float8 * interval '1 millisecond'
-           RETURNING 1)
-         SELECT EXISTS (SELECT 1 FROM taken) AS ok,
-           (SELECT EXTRACT(EPOCH FROM (GREATEST(tat, now()) - now())) * 1000 + $2::float8 - $3::float8 FROM rate_limits WHERE key = $1) AS wait_ms`,
-        [id, this.intervalMs, this.burst * this.intervalMs],
-      );
+      const answer = await takeCell(this.db, id, { intervalMs: this.intervalMs, burstMs: this.burst * this.intervalMs });
       // Keys whose bucket is full again hold nothing worth keeping: swept now and then.
-      if (++this.takes % 1_000 === 0) void this.db.query("DELETE FROM rate_limits WHERE tat < now() - interval '1 minute'").catch(() => {});
-      if (rows[0]!.ok) return { ok: true };
-      return { ok: false, retryAfterSeconds: Math.max(1, Math.ceil(Number(rows[0]!.wait_ms ?? this.intervalMs) / 1000)) };
+      if (++this.takes % 1_000 === 0) void sweepCells(this.db).catch(() => {});
+      if (answer.ok) return { ok: true };
+      return { ok: false, retryAfterSeconds: Math.max(1, Math.ceil(answer.retryInMs / 1000)) };
     } catch (err) {
       if (isUnavailable(err)) throw new MerchantStoreUnavailableError(err);
       throw err;

@@ -12,6 +12,8 @@ import { openDevDatabase } from '../recorder/open-log.js';
 import { awaitSchema, awaitSchemaAt, type SchemaGateOptions } from '../../libs/migrations/index.js';
 import { METRIC_NAMES, counterFrom, createRegistry, deliveryMetrics, gaugeFrom, labelledGaugeFrom, operationalMetrics } from '../../libs/metrics/index.js';
 import { waitMetrics } from './wait-metrics.js';
+import { Throttle } from './stages/throttle.js';
+import { throttleMetrics } from './throttle-metrics.js';
 import { OPERATIONAL_EVENT_TYPES, OperationalPublisher } from '../../libs/operational/index.js';
 import { Operations } from './operations.js';
 import { WaitScheduler, WaitStore, WaitWriter } from '../../libs/waits/index.js';
@@ -209,8 +211,12 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
     { merchants, writer: opened.writable, publisher: operational, logger, metrics: operationalCounts },
     { disableAfterMs: config.ENDPOINT_DISABLE_AFTER, intervalMs: config.OPERATIONAL_EVENT_INTERVAL },
   );
+  // The endpoints' throttle takes its slots from PostgreSQL, and a throttled webhook waits as a row: only with waits.
+  const throttle = waitsQueries && waitStore && new Throttle(waitsQueries, waitStore, logger);
+  if (throttle) throttleMetrics(registry, throttle);
   const dispatcher = new Dispatcher(
     {
+      throttle,
       broker,
       merchants,
       http,
