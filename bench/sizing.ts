@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- sizing`: what docs/production.md ("Sizing") says an operator must provision,
+ * `npm run bench -- sizing`: what docs/sizing.md says an operator must provision,
  * measured on the programs as deployed (each its own process, merchants in PostgreSQL):
  * - PostgreSQL connections of each program, counted in pg_stat_activity by application_name, at
  *   rest and at their peak under load (webhooks flowing with retries and failures; the API's log

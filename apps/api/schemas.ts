@@ -44,6 +44,15 @@ export const merchantView = z
           .string()
           .nullable()
           .describe("ISO 8601 time of the endpoint's first failure after its last success, once it has failed for a tenth of ENDPOINT_DISABLE_AFTER (the auto-disable clock); null otherwise"),
+        maxPerSecond: z
+          .number()
+          .int()
+          .nullable()
+          .describe('The throttle: at most this many webhooks a second to the endpoint, whatever the number of dispatchers (a 10 % margin for the network aside); null: no limit'),
+        currentPerSecond: z
+          .number()
+          .nullable()
+          .describe('Read-only: the rate the endpoint is sent at now. Lower than maxPerSecond while its 429 or 503 answers slow it (halved at most once a second, raised a tenth a second as it succeeds); null: no limit'),
         secret: z.string().regex(/^whsec_/).optional().describe('Only in the answer that created the webhook'),
       }),
     ]),

@@ -4,6 +4,7 @@ import { parseDuration } from '../../libs/config/index.js';
 import { EVENT_NAMES } from '../../libs/contracts/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import {
+  MAX_PER_SECOND_LIMIT,
   InvalidSettingsError,
   type MerchantInput,
   MerchantNotFoundError,
@@ -88,13 +89,14 @@ const KEEP_STORED_URL: UrlPolicy = { allowHttp: true, allowPrivateTargets: true 
 
 function table(views: MerchantView[]): string {
   return formatTable(
-    ['MERCHANT', 'PUBLIC KEY', 'ENABLED', 'EVENTS', 'PREVIOUS SECRET UNTIL', 'URL'],
+    ['MERCHANT', 'PUBLIC KEY', 'ENABLED', 'EVENTS', 'PREVIOUS SECRET UNTIL', 'MAX/S', 'URL'],
     views.map((v) => [
       v.id,
       v.publicKey,
       v.webhook ? String(v.webhook.enabled) : 'no webhook',
       v.webhook ? v.webhook.events.join(',') : '-',
       v.webhook?.previousSecretExpiresAt ?? '-',
+      v.webhook?.maxPerSecond ? String(v.webhook.maxPerSecond) : '-',
       v.webhook?.url ?? '-',
     ]),
   );
@@ -171,7 +173,9 @@ export function declareMerchants(program: Command, io: CliIo): void {
     .addOption(new Option('--disable', 'stop sending webhooks; the settings and the secret are kept'))
     .addOption(new Option('--events <list>', `send only these events, comma-separated: ${EVENT_NAMES.join(', ')}`).conflicts('allEvents'))
     .addOption(new Option('--all-events', 'send every event (the default for a new webhook)'))
-    .addOption(new Option('--no-webhook', 'remove the webhook: nothing is sent to this merchant').conflicts(['url', 'enable', 'disable', 'events', 'allEvents']))
+    .addOption(new Option('--max-per-second <n>', `throttle: at most n webhooks a second to the endpoint, 1 to ${MAX_PER_SECOND_LIMIT}, across every dispatcher`).conflicts('unthrottled'))
+    .addOption(new Option('--unthrottled', 'no throttle (the default for a new webhook)'))
+    .addOption(new Option('--no-webhook', 'remove the webhook: nothing is sent to this merchant').conflicts(['url', 'enable', 'disable', 'events', 'allEvents', 'maxPerSecond', 'unthrottled']))
     .addHelpText('after', `\n${EXIT}`)
     .action(action(io, checkSet, runSet));
 
@@ -310,6 +314,8 @@ export interface MerchantsSetOptions {
   enabled?: boolean;
   events?: string[];
   allEvents: boolean;
+  /** The throttle: a number sets it, null removes it, undefined keeps it. */
+  maxPerSecond?: number | null;
   noWebhook: boolean;
 }
 
@@ -320,6 +326,8 @@ interface SetRaw {
   disable?: boolean;
   events?: string;
   allEvents?: boolean;
+  maxPerSecond?: string;
+  unthrottled?: boolean;
   webhook: boolean;
 }
 
@@ -329,6 +337,10 @@ function checkSet(raw: SetRaw, args: string[]): MerchantsSetOptions {
     if (!(EVENT_NAMES as readonly string[]).includes(event)) throw new UsageError(`--events takes ${EVENT_NAMES.join(', ')}; not ${event}`);
   }
   if (events !== undefined && events.length === 0) throw new UsageError(`--events takes at least one of ${EVENT_NAMES.join(', ')}`);
+  const maxPerSecond = raw.maxPerSecond === undefined ? undefined : Number(raw.maxPerSecond);
+  if (maxPerSecond !== undefined && !(Number.isInteger(maxPerSecond) && maxPerSecond >= 1 && maxPerSecond <= MAX_PER_SECOND_LIMIT && /^\d+$/.test(raw.maxPerSecond!.trim()))) {
+    throw new UsageError(`--max-per-second takes a whole number from 1 to ${MAX_PER_SECOND_LIMIT}; not ${raw.maxPerSecond}`);
+  }
   return {
     id: merchantId(args),
     publicKey: raw.publicKey,
@@ -336,6 +348,7 @@ function checkSet(raw: SetRaw, args: string[]): MerchantsSetOptions {
     enabled: raw.enable ? true : raw.disable ? false : undefined,
     events,
     allEvents: raw.allEvents === true,
+    maxPerSecond: raw.unthrottled ? null : maxPerSecond,
     noWebhook: raw.webhook === false,
   };
 }
@@ -350,13 +363,14 @@ async function runSet(options: MerchantsSetOptions, ctx: CliContext): Promise<nu
     const input: Record<string, unknown> = { publicKey };
     if (!options.noWebhook) {
       const url = options.url ?? current?.webhook?.url;
-      if (url === undefined && (options.enabled !== undefined || options.events)) {
+      if (url === undefined && (options.enabled !== undefined || options.events || options.maxPerSecond)) {
         throw new UsageError(`merchant ${options.id} has no webhook yet: give --url`);
       }
       if (url !== undefined) {
         const kept = current?.webhook && current.webhook.events.length < EVENT_NAMES.length ? current.webhook.events : undefined;
         const events = options.allEvents ? undefined : (options.events ?? kept);
-        input.webhook = { url, enabled: options.enabled ?? current?.webhook?.enabled ?? true, ...(events ? { events } : {}) };
+        const maxPerSecond = options.maxPerSecond === undefined ? current?.webhook?.maxPerSecond : options.maxPerSecond;
+        input.webhook = { url, enabled: options.enabled ?? current?.webhook?.enabled ?? true, ...(events ? { events } : {}), ...(maxPerSecond ? { maxPerSecond } : {}) };
       }
     }
     const parsed = merchantInputSchema.safeParse(input);

@@ -34,8 +34,6 @@ export const dispatcherEnvSchema = z.object({
   /** How long a wait handed back to dispatch may take to come to its attempt before its row hands it on again (at least twice DELIVERY_TIMEOUT_MS). */
   WAIT_LEASE: envFields.durationMs('1m'),
   ALLOW_PRIVATE_TARGETS: envFields.boolean(false),
-  // undici is about four times faster here; got stays selectable (same contract, same tests).
-  HTTP_CLIENT: z.enum(['undici', 'got']).default('undici'),
   MAX_MESSAGE_BYTES: envFields.positiveInt(256 * 1024, 64 * 1024 * 1024),
   /** /metrics, /healthz and /readyz of the dispatcher (it has no other HTTP port); 0 picks a free port. */
   METRICS_PORT: z

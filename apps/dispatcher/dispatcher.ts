@@ -20,6 +20,7 @@ import { type DispatcherStats, EffectStage } from './stages/effect.js';
 import { EndpointGuards } from './stages/endpoint-guards.js';
 import { type IntakeEvent, parseIntake } from './stages/intake.js';
 import { recordOf } from './stages/record.js';
+import type { Throttle } from './stages/throttle.js';
 import { publishChild, type Span, spanLogFields, tracingActive } from '../../libs/tracing/index.js';
 import { deliverySpan, describeDelivery } from './stages/trace.js';
 
@@ -77,6 +78,8 @@ export interface DispatcherDeps {
    * ack; `store` takes a hand-back to its attempt. Required with a retry schedule.
    */
   waits?: { writer: WaitWriter; store: WaitStore };
+  /** The endpoints' throttle (maxPerSecond and adaptive rates, in PostgreSQL); without it nothing is throttled. */
+  throttle?: Throttle;
   /** The delivery log's writer: each settled delivery's record is confirmed before its effect and ack. */
   deliveryLog?: DeliveryRecorder;
   /** Operational events and endpoint health, told of each settled delivery after its effect. */
@@ -132,7 +135,7 @@ export class Dispatcher {
       cooldownMs: settings.breakerCooldownMs ?? BREAKER.cooldownMs,
       maxCooldownMs: Math.max(settings.breakerCooldownMs ?? BREAKER.cooldownMs, BREAKER.maxCooldownMs),
     });
-    this.admission = new AdmissionStage(deps.merchants, this.guards, this.policy, deps.platform);
+    this.admission = new AdmissionStage(deps.merchants, this.guards, this.policy, deps.platform, deps.throttle);
     this.attempt = new AttemptStage(deps.http, deps.signer ?? new WebhookSigner(), observer, settings);
     this.effect = new EffectStage({
       broker: deps.broker,
@@ -240,8 +243,13 @@ export class Dispatcher {
     // Admission: someone to send it to, and a slot on their endpoint.
     const admitted = await this.admission.admit(intake, now, () => this.stopping !== undefined);
     if (admitted.kind !== 'admitted') return { intake, finding: admitted };
-    // Attempt: sign and POST.
-    return { intake, finding: await this.attempt.run(intake, admitted, now, span) };
+    // Attempt: sign and POST; its answer tells the endpoint's adaptive rate.
+    const finding = await this.attempt.run(intake, admitted, now, span);
+    if (this.deps.throttle) {
+      const status = finding.kind === 'sent' ? finding.status : finding.kind === 'attempt-failed' ? finding.error.status : undefined;
+      this.deps.throttle.answered(intake.merchantId, admitted.webhook, status, finding.kind === 'sent');
+    }
+    return { intake, finding };
   }
 
   /**

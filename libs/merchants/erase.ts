@@ -14,6 +14,8 @@ export const MERCHANT_TABLES: ReadonlyArray<{ table: string; where: string }> = 
   { table: 'merchant_idempotency', where: 'merchant_id = $1' },
   // The endpoint's failing clock (auto-disable).
   { table: 'endpoint_health', where: 'merchant_id = $1' },
+  // The endpoint's adaptive rate (lowered by its 429 and 503 answers).
+  { table: 'endpoint_rates', where: 'merchant_id = $1' },
   // `<limit name>:<merchant id>`: the names hold no ':', a merchant id may.
   { table: 'rate_limits', where: "substring(key from position(':' in key) + 1) = $1" },
   { table: 'portal_links', where: 'merchant_id = $1' },

@@ -14,23 +14,23 @@ export { resealSecrets } from './rows.js';
 export { type Health } from './health.js';
 export { deleteMerchantData, MERCHANT_TABLES, TABLES_KEPT_AFTER_DELETE, TABLES_WITHOUT_MERCHANT_DATA } from './erase.js';
 export * from './errors.js';
+export { firstIssue, GRACE_SECONDS, type MerchantInput, type MerchantPatch, merchantInputSchema, merchantPatchSchema, rotateInputSchema, WEBHOOK_URL_MAX_LENGTH } from './settings-input.js';
 export {
   disabledByOperator,
   type EndpointTransition,
-  type MerchantInput,
   MerchantSettings,
   type MerchantView,
+  type RotationResult,
   type SettingsResult,
   type UrlPolicy,
   type WriteGuards,
-  firstIssue,
-  merchantInputSchema,
-  merchantPatchSchema,
-  rotateInputSchema,
+  checkWebhookUrl,
   transitionsOf,
   viewOf,
   withStatus,
 } from './settings.js';
+export { MAX_PER_SECOND_LIMIT, maxPerSecondField } from './throttle-setting.js';
+export { DEFAULT_ENDPOINT_ID, type EndpointRate, endpointRateOf, lowerEndpointRate, MIN_ADAPTIVE_RATE, raiseEndpointRate, withCurrentRate } from './endpoint-rate.js';
 export { type OpenedMerchants, openMerchants } from './open.js';
 export { isUnavailable } from './pg-directory.js';
 export { webhookSettingsOf } from './webhook-settings.js';

@@ -6,10 +6,10 @@ import { type CounterSeries, CounterSeriesSet, histogramObserver } from './serie
 
 export { METRIC_NAMES };
 
-export type Outcome = 'delivered' | 'retried' | 'failed' | 'invalid' | 'skipped' | 'deferred' | 'circuit_open' | 'requeued' | 'superseded';
+export type Outcome = 'delivered' | 'retried' | 'failed' | 'invalid' | 'skipped' | 'deferred' | 'throttled' | 'circuit_open' | 'requeued' | 'superseded';
 
 /** Outcomes counted by event (invalid and superseded messages have no event: `unknown`). */
-const PER_EVENT_OUTCOMES: readonly Outcome[] = ['delivered', 'retried', 'failed', 'skipped', 'deferred', 'circuit_open', 'requeued'];
+const PER_EVENT_OUTCOMES: readonly Outcome[] = ['delivered', 'retried', 'failed', 'skipped', 'deferred', 'throttled', 'circuit_open', 'requeued'];
 
 /** What the dispatcher reports; a no-op by default so the library runs without Prometheus. */
 export interface DeliveryObserver {

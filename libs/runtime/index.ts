@@ -1,3 +1,5 @@
 export { runUntilSignal, type Running } from './run.js';
 export { stopBudget } from './stop-budget.js';
 export { runProgram } from './entry.js';
+export { Cleanup } from './cleanup.js';
+export { BoundedMap } from './bounded-map.js';

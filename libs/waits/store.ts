@@ -3,7 +3,7 @@ import type { ScalarHeaders } from '../contracts/index.js';
 
 /**
  * Waits are rows: a webhook that must wait for its next attempt (a failed attempt, a busy
- * endpoint, an open circuit) is one row of `webhook_waits`, the only copy that decides; its bytes
+ * endpoint, an open circuit, the endpoint's throttle) is one row of `webhook_waits`, the only copy that decides; its bytes
  * are one row of `webhook_bodies`, written once per webhook. `hand` counts the times the row was
  * handed back to `dispatch` or rewritten: a hand-back carries it (x-wait-hand), and only that hand
  * may take, rewrite or end the wait, so a stale copy changes nothing. Due times are PostgreSQL's
@@ -11,7 +11,7 @@ import type { ScalarHeaders } from '../contracts/index.js';
  */
 
 /** Why a webhook waits, as the row and `webhooks waits list` say it. */
-export type WaitReason = 'retry' | 'endpoint-busy' | 'circuit-open';
+export type WaitReason = 'retry' | 'endpoint-busy' | 'circuit-open' | 'throttled';
 
 export interface WaitKey {
   merchantId: string;
@@ -272,6 +272,18 @@ export class WaitStore {
     await this.db.query(
       'UPDATE webhook_waits SET pick_at = now() WHERE merchant_id = $1 AND webhook_id = $2 AND hand = $3 AND pick_at = $4::timestamptz',
       [wait.merchantId, wait.webhookId, wait.hand, wait.leaseEnd],
+    );
+  }
+
+  /**
+   * An endpoint's rate changed: its waits of `reason` (the throttle's queue) are due `factor` times
+   * as far from now as they were, in the same order. A wait handed out keeps its lease.
+   */
+  async stretch(merchantId: string, reason: WaitReason, factor: number): Promise<void> {
+    await this.db.query(
+      `UPDATE webhook_waits SET due_at = now() + (due_at - now()) * $3::float8, pick_at = now() + (pick_at - now()) * $3::float8
+       WHERE merchant_id = $1 AND reason = $2 AND pick_at = due_at AND due_at > now()`,
+      [merchantId, reason, factor],
     );
   }
 

@@ -39,6 +39,7 @@ describe('webhooks merchants delete', () => {
       await portal.redeem(link.token);
       await db.query(`INSERT INTO rate_limits (key, tat) VALUES ($1, now()), ($2, now())`, [`resend:${id}`, `portal-settings:${id}`]);
       await db.query(`INSERT INTO endpoint_health (merchant_id, url, failing_since, last_failure_at) VALUES ($1, $2, now(), now())`, [id, `https://hooks${n}.example.com/`]);
+      await db.query('INSERT INTO endpoint_rates (merchant_id, rate, ceiling) VALUES ($1, 5, 10)', [id]);
       await db.query(
         `INSERT INTO delivery_webhooks (merchant_id, webhook_id, first_seen_at, seq, event, refs, merchant_refs, payload, status, attempts, last_record_at)
          VALUES ($1, 'evt_1', now(), $2, 'payout', '{ref}', ARRAY[$1 || chr(31) || 'ref'], '{"amount":1}', 'failed', 1, now())`,

@@ -2,7 +2,7 @@ import { randomUUID, timingSafeEqual } from 'node:crypto';
 import type { Request, Router } from 'express';
 import { type EventName, REFERENCE_FIELDS, sampleEvent } from '../../../libs/contracts/index.js';
 import type { DeliveryLogQueries } from '../../../libs/delivery-store/index.js';
-import { type Actor, disabledByOperator, graceExpiries, type Merchant, recordAudit, WebhookNotSetUpError } from '../../../libs/merchants/index.js';
+import { type Actor, disabledByOperator, endpointRateOf, graceExpiries, type Merchant, recordAudit, WebhookNotSetUpError } from '../../../libs/merchants/index.js';
 import { keyDigestOf, MAX_LINK_LIFETIME_MS, PortalLinkError, type PortalPermission, type PortalSession } from '../../../libs/portal/index.js';
 import { USER_AGENT } from '../../dispatcher/program.js';
 import type { ApiDeps } from '../deps.js';
@@ -240,7 +240,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     const found = await session(req);
     const merchant = merchantOf(found.merchantId);
     const health = await read(found.merchantId, () => deps.portal!.health(found.merchantId));
-    res.json({ message: 'overview', error: null, data: { merchantId: found.merchantId, endpoint: merchant ? endpointOf(merchant) : null, health } });
+    res.json({ message: 'overview', error: null, data: { merchantId: found.merchantId, endpoint: await withRate(deps, found.merchantId, merchant ? endpointOf(merchant) : null), health } });
   });
 
   mount(app, 'portalListWebhooks', async (req, res, { query }) => {
@@ -325,7 +325,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     const written = await settings.patch(found.merchantId, { webhook: input.data }, { by: 'merchant', actor: portalActor(found, req) });
     deps.logger.info('webhook endpoint changed from the portal', { merchantId: found.merchantId, fields: Object.keys(input.data) });
     const merchant = merchantOf(found.merchantId);
-    res.json({ message: 'endpoint updated', error: null, data: merchant ? endpointOf(merchant) : endpointFromView(written.view) });
+    res.json({ message: 'endpoint updated', error: null, data: await withRate(deps, found.merchantId, merchant ? endpointOf(merchant) : endpointFromView(written.view)) });
   });
 
   mount(app, 'portalRotateSecret', async (req, res) => {
@@ -381,7 +381,15 @@ type EndpointView = {
   allEvents: boolean;
   secretCreatedAt: string | null;
   previousSecrets: Array<{ expiresAt: string }>;
+  maxPerSecond: number | null;
+  currentPerSecond: number | null;
 };
+
+/** The endpoint's rate now: lower than its maxPerSecond while its 429/503 answers slow it (endpoint_rates). */
+async function withRate(deps: ApiDeps, merchantId: string, endpoint: EndpointView | null): Promise<EndpointView | null> {
+  const adaptive = endpoint && deps.audit ? await endpointRateOf(deps.audit, merchantId).catch(() => undefined) : undefined;
+  return adaptive && endpoint ? { ...endpoint, currentPerSecond: Math.round(Math.min(endpoint.maxPerSecond ?? Infinity, adaptive.rate) * 100) / 100 } : endpoint;
+}
 
 function endpointOf(merchant: Merchant): EndpointView | null {
   const webhook = merchant.webhook;
@@ -397,10 +405,12 @@ function endpointOf(merchant: Merchant): EndpointView | null {
     allEvents: webhook.events === undefined,
     secretCreatedAt: extra.secretIssuedAt ?? null,
     previousSecrets: graceExpiries(webhook, new Date()),
+    maxPerSecond: webhook.maxPerSecond ?? null,
+    currentPerSecond: webhook.maxPerSecond ?? null,
   };
 }
 
-function endpointFromView(view: { webhook: { url: string; enabled: boolean; events: string[]; previousSecrets: Array<{ expiresAt: string }> } | null }): EndpointView | null {
+function endpointFromView(view: { webhook: { url: string; enabled: boolean; events: string[]; previousSecrets: Array<{ expiresAt: string }>; maxPerSecond: number | null } | null }): EndpointView | null {
   if (!view.webhook) return null;
   return {
     url: view.webhook.url,
@@ -411,5 +421,7 @@ function endpointFromView(view: { webhook: { url: string; enabled: boolean; even
     allEvents: false,
     secretCreatedAt: null,
     previousSecrets: view.webhook.previousSecrets,
+    maxPerSecond: view.webhook.maxPerSecond,
+    currentPerSecond: view.webhook.maxPerSecond,
   };
 }

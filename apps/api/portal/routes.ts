@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { EVENT_NAMES, merchantIdSchema } from '../../../libs/contracts/index.js';
 import { isStorableText, isStorableTime } from '../../../libs/delivery-store/index.js';
 import { PORTAL_PERMISSIONS } from '../../../libs/portal/index.js';
+import { maxPerSecondField } from '../../../libs/merchants/index.js';
 import { listQuery, webhookDetail, webhookIdParams, webhookSummary } from '../log-routes.js';
 import { ADMIN_AUTH, MERCHANT_AUTH, merchantIdParams, type RouteDeclaration } from '../route-declaration.js';
 import { envelope, rotated } from '../schemas.js';
@@ -45,6 +46,8 @@ const endpointView = z.strictObject({
   allEvents: z.boolean().describe('true when the webhook receives every event (no events filter)'),
   secretCreatedAt: z.string().nullable().describe('When the current secret was issued; null when not recorded'),
   previousSecrets: z.array(z.strictObject({ expiresAt: z.string() })),
+  maxPerSecond: z.number().int().nullable().describe('The throttle: at most this many webhooks a second; null: no limit'),
+  currentPerSecond: z.number().nullable().describe('Read-only: the rate sent at now, lower than maxPerSecond while the endpoint answers 429 or 503; null: no limit'),
 });
 
 const hourBucket = z.strictObject({ hour: z.string(), delivered: z.number().int(), retrying: z.number().int(), failed: z.number().int(), skipped: z.number().int() });
@@ -83,6 +86,7 @@ export const endpointPatch = z.strictObject({
   url: z.string().min(1).max(2048).optional(),
   events: z.array(z.enum(EVENT_NAMES)).min(1).nullable().optional().describe('null: every event'),
   enabled: z.boolean().optional(),
+  maxPerSecond: maxPerSecondField.nullable().optional().describe('null: no throttle'),
 });
 export const rotateBody = z.strictObject({ graceSeconds: z.number().int().min(0).max(30 * 86_400).default(86_400) });
 export const testEventBody = z.strictObject({ event: z.enum(EVENT_NAMES) });
@@ -263,7 +267,7 @@ export const PORTAL_ROUTES = [
     operationId: 'portalUpdateEndpoint',
     method: 'patch',
     path: '/portal/api/endpoint',
-    summary: 'Change the URL, the events or enable/disable (permission manage-endpoint)',
+    summary: 'Change the URL, the events, the throttle (maxPerSecond) or enable/disable (permission manage-endpoint)',
     description: 'Validated as the admin API does: https outside development mode, no credentials, no private address literal.',
     security: PORTAL_WRITE_AUTH,
     input: { body: endpointPatch, bodyRequired: true },

@@ -30,6 +30,8 @@ export type Finding =
   | { kind: 'unavailable'; why: Unavailable }
   /** Admission: the dispatcher stopped while this delivery waited for a slot. */
   | { kind: 'stopping' }
+  /** Admission: the endpoint's throttle has no slot within reach: its place in the endpoint's queue comes in `delayMs`. */
+  | { kind: 'throttled'; delayMs: number }
   /** Admission: the endpoint is at its in-flight bound and slow. */
   | { kind: 'busy' }
   /** Admission: the endpoint's circuit is open. */
@@ -50,6 +52,8 @@ export type Decision =
   /** `error` is the detail, for operators (log lines, headers of the steps and `failed`); `errorClass` is what the merchant sees. */
   | { kind: 'retry'; step: number; attempt: number; error: string; errorClass: AttemptErrorClass; status?: number; circuitMs?: number }
   | { kind: 'defer'; step: number }
+  /** Waits for the endpoint's throttle: no attempt spent, never failed for it. */
+  | { kind: 'throttle'; delayMs: number }
   /** `circuitMs`: when the open circuit lets a probe through, from now. */
   | { kind: 'postpone'; step: number; circuitMs: number }
   | { kind: 'failed'; reason: FailedReason; attempts: number; error: string; errorClass?: AttemptErrorClass; status?: number; attempted: boolean }
@@ -90,6 +94,8 @@ export function decide(finding: Finding, intake: IntakeEvent | undefined, policy
       return { kind: 'skipped', why: finding.why };
     case 'busy':
       return { kind: 'defer', step: policy.deferStep(intake.attempts) };
+    case 'throttled':
+      return { kind: 'throttle', delayMs: finding.delayMs };
     case 'circuit-open': {
       if (!policy.spanOver(intake.resentAt ?? intake.firstSeenAt, now)) return { kind: 'postpone', step: policy.postponeStep(finding.retryInMs), circuitMs: finding.retryInMs };
       const circuit = `circuit open: the endpoint failed ${finding.failures} times in a row${finding.lastError ? `; last error: ${finding.lastError}` : ''}`;

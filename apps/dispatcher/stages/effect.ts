@@ -19,6 +19,7 @@ export const WAITS_TABLE = 'webhook_waits';
 export interface DispatcherStats {
   delivered: number;
   deferred: number;
+  throttled: number;
   circuitOpen: number;
   retried: number;
   failed: number;
@@ -52,7 +53,7 @@ export interface EffectDeps {
  * record, which never rejects) runs after the effect it describes and before the ack.
  */
 export class EffectStage {
-  readonly stats: DispatcherStats = { delivered: 0, deferred: 0, circuitOpen: 0, retried: 0, failed: 0, invalid: 0, skipped: 0, requeued: 0, superseded: 0, duplicates: 0 };
+  readonly stats: DispatcherStats = { delivered: 0, deferred: 0, throttled: 0, circuitOpen: 0, retried: 0, failed: 0, invalid: 0, skipped: 0, requeued: 0, superseded: 0, duplicates: 0 };
   /** winston formats a message before its transports drop it by level: skip debug on the hot path. */
   private readonly debug: boolean;
   private readonly info: boolean;
@@ -100,15 +101,22 @@ export class EffectStage {
       case 'defer': {
         const headers = this.waitingHeaders(delivery, intake);
         headers[HEADERS.deferrals] = intake.deferrals + 1;
-        await this.wait(delivery, intake, 'endpoint-busy', headers, decision.step, record, span);
+        await this.wait(delivery, intake, 'endpoint-busy', headers, this.deps.policy.delayOf(decision.step), record, span);
         this.count('deferred', 'deferred', intake.event, intake.test);
         if (this.debug) logger.debug('delivery deferred: endpoint busy', { merchantId: intake.merchantId, reference: intake.references[0], ...spanLogFields(span) });
+        return;
+      }
+      case 'throttle': {
+        // Its counters as they were: a throttled webhook spends no attempt and no deferral.
+        await this.wait(delivery, intake, 'throttled', this.waitingHeaders(delivery, intake), decision.delayMs, record, span);
+        this.count('throttled', 'throttled', intake.event, intake.test);
+        if (this.debug) logger.debug('delivery throttled', { merchantId: intake.merchantId, reference: intake.references[0], delayMs: decision.delayMs, ...spanLogFields(span) });
         return;
       }
       case 'postpone': {
         const headers = this.waitingHeaders(delivery, intake);
         headers[HEADERS.postponements] = intake.postponements + 1;
-        await this.wait(delivery, intake, 'circuit-open', headers, decision.step, record, span, decision.circuitMs);
+        await this.wait(delivery, intake, 'circuit-open', headers, this.deps.policy.delayOf(decision.step), record, span, decision.circuitMs);
         this.count('circuitOpen', 'circuit_open', intake.event, intake.test);
         if (this.debug) logger.debug('delivery postponed: circuit open', { merchantId: intake.merchantId, reference: intake.references[0], delayMs: this.deps.policy.delayOf(decision.step), ...spanLogFields(span) });
         return;
@@ -119,7 +127,7 @@ export class EffectStage {
         headers[HEADERS.lastError] = decision.error.slice(0, 500);
         headers[HEADERS.lastAttemptAt] = now.toISOString();
         if (decision.status !== undefined) headers[HEADERS.lastStatus] = decision.status;
-        await this.wait(delivery, intake, 'retry', headers, decision.step, record, span, decision.circuitMs);
+        await this.wait(delivery, intake, 'retry', headers, this.deps.policy.delayOf(decision.step), record, span, decision.circuitMs);
         this.count('retried', 'retried', intake.event, intake.test);
         if (this.info) logger.info('webhook attempt failed, retry scheduled', {
           merchantId: intake.merchantId,
@@ -242,7 +250,7 @@ export class EffectStage {
    * The wait written (a new row, or the next wait of this hand-back's row) and confirmed, then the
    * record, then the ack. The write never gives up: while PostgreSQL is down the delivery is held.
    */
-  private async wait(delivery: Delivery, intake: IntakeEvent, reason: WaitReason, headers: ScalarHeaders, step: number, record: () => Promise<void>, span: Span | undefined, circuitMs?: number): Promise<void> {
+  private async wait(delivery: Delivery, intake: IntakeEvent, reason: WaitReason, headers: ScalarHeaders, delayMs: number, record: () => Promise<void>, span: Span | undefined, circuitMs?: number): Promise<void> {
     const waits = this.deps.waits;
     if (!waits) throw new Error('effect: a wait needs the wait writer (a retry schedule needs PostgreSQL)');
     // As for a move: its channel gone, the broker has returned it, and its redelivery is the one that waits.
@@ -256,7 +264,7 @@ export class EffectStage {
       webhookId: intake.webhookId,
       hand: intake.hand ?? 0,
       attempt: typeof headers[HEADERS.attempts] === 'number' ? (headers[HEADERS.attempts] as number) : intake.attempts,
-      delayMs: this.deps.policy.delayOf(step),
+      delayMs,
       reason,
       headers: { ...headers, [HEADERS.webhookId]: intake.webhookId },
       content: intake.hand === undefined ? delivery.message.content : undefined,

@@ -42,6 +42,7 @@ const OUTCOMES: Record<Decision['kind'], string> = {
   delivered: 'delivered',
   retry: 'retrying',
   defer: 'deferred',
+  throttle: 'throttled',
   postpone: 'postponed',
   failed: 'failed',
   skipped: 'skipped',
