@@ -9,6 +9,7 @@ import { RetryPolicy } from '../../libs/retry-policy/index.js';
 import { WebhookSigner } from '../../libs/signing/index.js';
 import type { FailedStore } from '../../libs/failed/index.js';
 import type { WaitStore, WaitWriter } from '../../libs/waits/index.js';
+import type { OrderGate } from '../../libs/ordering/index.js';
 import { type TopologyNames, topologyNames } from '../../libs/topology/index.js';
 import { InvalidMessageError } from './errors.js';
 import type { Operations } from './operations.js';
@@ -76,6 +77,12 @@ export interface DispatcherDeps {
    * ack; `store` takes a hand-back to its attempt. Required with a retry schedule.
    */
   waits?: { writer: WaitWriter; store: WaitStore };
+  /**
+   * Order per reference (libs/ordering): a new webhook of a merchant with `orderByReference` is
+   * admitted in its reference's order (attempted if first, else written as an 'ordered' wait), and
+   * its end releases the next. Without it no merchant is ordered.
+   */
+  order?: OrderGate;
   /** The delivery log's writer: each settled delivery's record is confirmed before its effect and ack. */
   deliveryLog?: DeliveryRecorder;
   /** Operational events and endpoint health, told of each settled delivery after its effect. */
@@ -133,6 +140,7 @@ export class Dispatcher {
       observer,
       failures: deps.failures,
       waits: deps.waits?.writer,
+      order: deps.order,
       now: this.now,
       moveBackoffMs: settings.moveBackoffMs ?? [500, 1_000, 2_000, 4_000, 8_000],
       stopping: () => this.stopping !== undefined,
@@ -219,6 +227,7 @@ export class Dispatcher {
     if (intake.hand !== undefined && !(await this.take(intake, intake.hand))) {
       return { finding: { kind: 'superseded', key: `${intake.webhookId}#${intake.hand}` } };
     }
+    if (await this.behindInOrder(message, intake)) return { intake, finding: { kind: 'ordered' } };
     if (intake.resendClaim !== undefined && intake.attempts === 0 && intake.deferrals === 0 && intake.postponements === 0) {
       this.effect.markResent(intake, intake.resendClaim);
     }
@@ -250,18 +259,45 @@ export class Dispatcher {
   }
 
   /**
+   * A new webhook of an ordered merchant (not a resend, a test or a hand-back): admitted in its
+   * reference's order. True when it is behind an earlier one: its 'ordered' wait is written, it
+   * is acked without an attempt. A head goes on, marked ordered, so that its end releases the next.
+   */
+  private async behindInOrder(message: ConsumeMessage, intake: IntakeEvent): Promise<boolean> {
+    const order = this.deps.order;
+    if (!order || intake.orderKey === undefined || intake.hand !== undefined || intake.resentAt !== undefined || intake.test) return false;
+    if (this.deps.merchants.byId(intake.merchantId)?.webhook?.orderByReference !== true) return false;
+    intake.ordered = true;
+    const head = await order.admit({
+      merchantId: intake.merchantId,
+      webhookId: intake.webhookId,
+      key: intake.orderKey,
+      headers: this.effect.waitingHeaders({ message }, intake),
+      content: message.content,
+    });
+    return !head;
+  }
+
+  /**
    * Takes a hand-back to its attempt (its lease then covers the attempt): false for a stale copy.
    * PostgreSQL not answering takes it anyway: a duplicate is better than a webhook held back, and
-   * its outcome's write waits for PostgreSQL.
+   * its outcome's write waits for PostgreSQL. Not an ordered one: a stale copy attempted after its
+   * successor would be out of order, so it is held (unacked) until PostgreSQL answers.
    */
   private async take(intake: IntakeEvent, hand: number): Promise<boolean> {
     if (!this.deps.waits) return true;
     const leaseMs = Math.max(this.settings.waitLeaseMs ?? 60_000, 2 * this.settings.deliveryTimeoutMs);
-    try {
-      return await this.deps.waits.store.take(intake, hand, leaseMs);
-    } catch (err) {
-      this.deps.logger.warn('wait not taken: PostgreSQL did not answer; attempted anyway', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message });
-      return true;
+    for (let tries = 0; ; tries++) {
+      try {
+        return await this.deps.waits.store.take(intake, hand, leaseMs);
+      } catch (err) {
+        if (!intake.ordered || this.stopping !== undefined) {
+          this.deps.logger.warn('wait not taken: PostgreSQL did not answer; attempted anyway', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message });
+          return true;
+        }
+        if (tries % 30 === 0) this.deps.logger.warn('ordered wait not taken: PostgreSQL did not answer; held until it does', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message });
+        await new Promise((resolve) => setTimeout(resolve, 1_000));
+      }
     }
   }
 

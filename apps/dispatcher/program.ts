@@ -14,6 +14,7 @@ import { waitMetrics } from './wait-metrics.js';
 import { OPERATIONAL_EVENT_TYPES, OperationalPublisher } from '../../libs/operational/index.js';
 import { Operations } from './operations.js';
 import { WaitScheduler, WaitStore, WaitWriter } from '../../libs/waits/index.js';
+import { OrderGate, OrderStore } from '../../libs/ordering/index.js';
 import { platformEndpoint } from './platform.js';
 import { FAILED_SEGMENT_BYTES, openTopologyBroker, topologyNames } from '../../libs/topology/index.js';
 import { FAILED_ROLLOVER_EVERY_MS, StreamRollover } from '../../libs/streams/index.js';
@@ -185,6 +186,8 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   const waitsQueries = waitsOn ? (waitsDatabase ?? options.database ?? opened.database ?? ownDatabase) : undefined;
   const waitStore = waitsQueries && new WaitStore(waitsQueries);
   const waitWriter = waitStore && new WaitWriter(waitStore, logger);
+  // Order per reference gates on wait rows: with the waits, on the same pool.
+  const orderGate = waitsQueries && new OrderGate(new OrderStore(waitsQueries), logger);
   const scheduler = waitStore
     ? new WaitScheduler(waitStore, broker, logger, { dispatch: names.dispatch, leaseMs: Math.max(config.WAIT_LEASE, 2 * config.DELIVERY_TIMEOUT_MS) })
     : undefined;
@@ -219,6 +222,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
       logger,
       observer: deliveryMetrics(registry, config.OPERATIONAL_WEBHOOK_URL ? OPERATIONAL_EVENT_TYPES : []),
       waits: waitStore && waitWriter && { store: waitStore, writer: waitWriter },
+      order: orderGate,
       deliveryLog,
       operations,
       failures: failuresDatabase && new FailedStore(failuresDatabase),
@@ -294,6 +298,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
         await budget.step('wait scheduler', async () => {
           await scheduler?.stop();
           waitWriter?.close();
+          orderGate?.close();
           await waitsDatabase?.close();
         }, budget.left() / 3);
         await budget.step('health server', () => health.close(), budget.left() / 3);

@@ -48,6 +48,11 @@ export const HEADERS = {
   waitHand: 'x-wait-hand',
   /** Unique per publish of a resent copy. */
   copyId: 'x-copy-id',
+  /**
+   * On a wait of an ordered merchant's webhook (libs/ordering): its end releases the next webhook
+   * of its reference. Ours only: never trusted from upstream, dropped by a resend (outside the order).
+   */
+  ordered: 'x-ordered',
 } as const;
 
 /** Why a webhook went to `failed`, so operators can tell an outage from a bug. */

@@ -6,6 +6,7 @@ import type { DeliveryObserver, Outcome } from '../../../libs/metrics/index.js';
 import type { RetryPolicy } from '../../../libs/retry-policy/index.js';
 import type { TopologyNames } from '../../../libs/topology/index.js';
 import type { WaitReason, WaitWriter } from '../../../libs/waits/index.js';
+import type { OrderGate } from '../../../libs/ordering/index.js';
 import type { Decision } from './decide.js';
 import type { IntakeEvent } from './intake.js';
 import { publishIn, type Span, spanLogFields } from '../../../libs/tracing/index.js';
@@ -23,6 +24,8 @@ export interface DispatcherStats {
   skipped: number;
   requeued: number;
   superseded: number;
+  /** New webhooks that wait for an earlier one of their reference (order per reference). */
+  ordered: number;
 }
 
 export interface EffectDeps {
@@ -34,6 +37,8 @@ export interface EffectDeps {
   failures?: FailedStore;
   /** Where a webhook that must wait is written (confirmed before its ack); needed with a retry schedule. */
   waits?: WaitWriter;
+  /** Order per reference: an ordered webhook's end releases the next of its reference, before its ack. */
+  order?: OrderGate;
   now: () => Date;
   /** Waits between tries of a move the broker did not take, before the delivery goes back to its queue. */
   moveBackoffMs: readonly number[];
@@ -47,7 +52,7 @@ export interface EffectDeps {
  * record, which never rejects) runs after the effect it describes and before the ack.
  */
 export class EffectStage {
-  readonly stats: DispatcherStats = { delivered: 0, deferred: 0, circuitOpen: 0, retried: 0, failed: 0, invalid: 0, skipped: 0, requeued: 0, superseded: 0 };
+  readonly stats: DispatcherStats = { delivered: 0, deferred: 0, circuitOpen: 0, retried: 0, failed: 0, invalid: 0, skipped: 0, requeued: 0, superseded: 0, ordered: 0 };
   /** winston formats a message before its transports drop it by level: skip debug on the hot path. */
   private readonly debug: boolean;
 
@@ -71,6 +76,12 @@ export class EffectStage {
     }
     if (!intake) throw new Error(`effect: ${decision.kind} needs the intake`);
     switch (decision.kind) {
+      case 'ordered':
+        // Its wait was written with its admission, in the same statement that found it behind.
+        await record();
+        this.count('ordered', 'deferred', intake.event, intake.test);
+        if (this.debug) logger.debug('webhook waits for an earlier one of its reference', { ...logFields(intake), ...spanLogFields(span) });
+        return delivery.ack();
       case 'delivered':
         await this.endWait(intake);
         await record();
@@ -184,15 +195,16 @@ export class EffectStage {
     if (test) this.deps.observer.test(outcome);
   }
 
-  private carried(delivery: Delivery): ScalarHeaders {
+  private carried(delivery: Pick<Delivery, 'message'>): ScalarHeaders {
     const { message } = delivery;
     return copyHeaders(message.properties.headers, { from: 'delivery', fromUpstream: message.fields.exchange === this.deps.names.events });
   }
 
-  /** Our bookkeeping for a webhook that waits without an attempt being made. */
-  private waitingHeaders(delivery: Delivery, intake: IntakeEvent): ScalarHeaders {
+  /** Our bookkeeping for a webhook that waits without an attempt being made (also an 'ordered' wait's). */
+  waitingHeaders(delivery: Pick<Delivery, 'message'>, intake: IntakeEvent): ScalarHeaders {
     return {
       ...this.carried(delivery),
+      ...(intake.ordered ? { [HEADERS.ordered]: true } : {}),
       [HEADERS.attempts]: intake.attempts,
       [HEADERS.deferrals]: intake.deferrals,
       [HEADERS.postponements]: intake.postponements,
@@ -207,6 +219,7 @@ export class EffectStage {
       ...this.carried(delivery),
       ...webhookHeaders(intake.merchantId, intake.event, intake.webhookId, intake.references),
       [HEADERS.firstSeenAt]: intake.firstSeenAt,
+      ...(intake.ordered ? { [HEADERS.ordered]: true } : {}),
     };
   }
 
@@ -251,9 +264,16 @@ export class EffectStage {
     if (delivery.live) delivery.ack();
   }
 
-  /** A hand-back's attempt ended: its wait goes (only if it is still this hand's). */
+  /**
+   * A hand-back's attempt ended: its wait goes (only if it is still this hand's). An ordered
+   * webhook's end also releases the next of its reference: both before the ack, so a crash
+   * between them leaves a redelivery to end it, never a reference stuck behind it.
+   */
   private async endWait(intake: IntakeEvent): Promise<void> {
-    if (intake.hand !== undefined && this.deps.waits) await this.deps.waits.end({ merchantId: intake.merchantId, webhookId: intake.webhookId, hand: intake.hand });
+    const ends: Array<Promise<void>> = [];
+    if (intake.hand !== undefined && this.deps.waits) ends.push(this.deps.waits.end({ merchantId: intake.merchantId, webhookId: intake.webhookId, hand: intake.hand }));
+    if (intake.ordered && this.deps.order) ends.push(this.deps.order.end({ merchantId: intake.merchantId, webhookId: intake.webhookId }));
+    await Promise.all(ends);
   }
 
   /** The one move (libs/broker moveMessage); `settle` runs after the confirm, before the ack. True when moved. */

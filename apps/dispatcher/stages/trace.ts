@@ -47,6 +47,7 @@ const OUTCOMES: Record<Decision['kind'], string> = {
   skipped: 'skipped',
   invalid: 'invalid',
   superseded: 'superseded',
+  ordered: 'ordered',
   returned: 'returned',
 };
 

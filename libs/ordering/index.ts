@@ -1,0 +1,2 @@
+export { type OrderAdmit, type OrderEnd, OrderStore } from './store.js';
+export { OrderGate } from './gate.js';
