@@ -87,12 +87,13 @@ const KEEP_STORED_URL: UrlPolicy = { allowHttp: true, allowPrivateTargets: true 
 
 function table(views: MerchantView[]): string {
   return formatTable(
-    ['MERCHANT', 'PUBLIC KEY', 'ENABLED', 'EVENTS', 'PREVIOUS SECRET UNTIL', 'URL'],
+    ['MERCHANT', 'PUBLIC KEY', 'ENABLED', 'EVENTS', 'ORDER', 'PREVIOUS SECRET UNTIL', 'URL'],
     views.map((v) => [
       v.id,
       v.publicKey,
       v.webhook ? String(v.webhook.enabled) : 'no webhook',
       v.webhook ? v.webhook.events.join(',') : '-',
+      v.webhook ? (v.webhook.orderByReference ? 'per-reference' : 'none') : '-',
       v.webhook?.previousSecretExpiresAt ?? '-',
       v.webhook?.url ?? '-',
     ]),
@@ -170,7 +171,9 @@ export function declareMerchants(program: Command, io: CliIo): void {
     .addOption(new Option('--disable', 'stop sending webhooks; the settings and the secret are kept'))
     .addOption(new Option('--events <list>', `send only these events, comma-separated: ${EVENT_NAMES.join(', ')}`).conflicts('allEvents'))
     .addOption(new Option('--all-events', 'send every event (the default for a new webhook)'))
-    .addOption(new Option('--no-webhook', 'remove the webhook: nothing is sent to this merchant').conflicts(['url', 'enable', 'disable', 'events', 'allEvents']))
+    .addOption(new Option('--order-by-reference', 'order per reference: a webhook waits while an earlier one of its tnxRef (a payout: reference) is not yet delivered, failed or skipped'))
+    .addOption(new Option('--no-order-by-reference', 'no order promised (the default)'))
+    .addOption(new Option('--no-webhook', 'remove the webhook: nothing is sent to this merchant').conflicts(['url', 'enable', 'disable', 'events', 'allEvents', 'orderByReference']))
     .addHelpText('after', `\n${EXIT}`)
     .action(action(io, checkSet, runSet));
 
@@ -310,6 +313,8 @@ export interface MerchantsSetOptions {
   enabled?: boolean;
   events?: string[];
   allEvents: boolean;
+  /** Order per reference on or off; undefined keeps the merchant's. */
+  orderByReference?: boolean;
   noWebhook: boolean;
 }
 
@@ -320,6 +325,7 @@ interface SetRaw {
   disable?: boolean;
   events?: string;
   allEvents?: boolean;
+  orderByReference?: boolean;
   webhook: boolean;
 }
 
@@ -336,6 +342,7 @@ function checkSet(raw: SetRaw, args: string[]): MerchantsSetOptions {
     enabled: raw.enable ? true : raw.disable ? false : undefined,
     events,
     allEvents: raw.allEvents === true,
+    orderByReference: raw.orderByReference,
     noWebhook: raw.webhook === false,
   };
 }
@@ -350,13 +357,14 @@ async function runSet(options: MerchantsSetOptions, ctx: CliContext): Promise<nu
     const input: Record<string, unknown> = { publicKey };
     if (!options.noWebhook) {
       const url = options.url ?? current?.webhook?.url;
-      if (url === undefined && (options.enabled !== undefined || options.events)) {
+      if (url === undefined && (options.enabled !== undefined || options.events || options.orderByReference !== undefined)) {
         throw new UsageError(`merchant ${options.id} has no webhook yet: give --url`);
       }
       if (url !== undefined) {
         const kept = current?.webhook && current.webhook.events.length < EVENT_NAMES.length ? current.webhook.events : undefined;
         const events = options.allEvents ? undefined : (options.events ?? kept);
-        input.webhook = { url, enabled: options.enabled ?? current?.webhook?.enabled ?? true, ...(events ? { events } : {}) };
+        const ordered = options.orderByReference ?? current?.webhook?.orderByReference ?? false;
+        input.webhook = { url, enabled: options.enabled ?? current?.webhook?.enabled ?? true, ...(events ? { events } : {}), ...(ordered ? { orderByReference: true } : {}) };
       }
     }
     const parsed = merchantInputSchema.safeParse(input);

@@ -24,8 +24,6 @@ export {
   InvalidIdempotencyKeyError,
   InvalidSettingsError,
   type EndpointTransition,
-  type MerchantInput,
-  type MerchantPatch,
   MerchantNotFoundError,
   MerchantSettings,
   type MerchantView,
@@ -38,13 +36,11 @@ export {
   type WriteGuards,
   checkWebhookUrl,
   firstIssue,
-  merchantInputSchema,
-  merchantPatchSchema,
-  rotateInputSchema,
   transitionsOf,
   viewOf,
   withStatus,
 } from './settings.js';
+export { type MerchantInput, type MerchantPatch, merchantInputSchema, merchantPatchSchema, rotateInputSchema } from './settings-input.js';
 export { type MerchantStoreConfig, type OpenedMerchants, openMerchants } from './open.js';
 export { isUnavailable } from './pg-directory.js';
 export { type WebhookSettings, webhookSettingsOf } from './webhook-settings.js';

@@ -1,88 +1,14 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { isIP } from 'node:net';
-import { z } from 'zod';
+import type { z } from 'zod';
 import { EVENT_NAMES } from '../contracts/events.js';
 import { PLATFORM_MERCHANT_ID } from '../contracts/merchant-id.js';
 import { isBlockedAddress } from '../http/address-guard.js';
 import type { Actor } from './audit.js';
 import type { PgMerchantDirectory } from './pg-directory.js';
 import { graceExpiries, graceSecrets } from './directory.js';
-import { type DisabledReason, MAX_GRACE_SECRETS, type Merchant, type MerchantWebhook, webhookEventsSchema } from './schema.js';
-
-/**
- * zod's messages name types ("expected string, received undefined"); these say what the field
- * needs in the words of the admin API's documentation.
- */
-const expecting =
-  (what: string, allowed?: readonly string[]) =>
-  (issue: { code?: string; input?: unknown; keys?: string[] }): string => {
-    if (issue.code === 'unrecognized_keys') return `unknown field ${issue.keys?.join(', ')}; allowed: ${allowed?.join(', ')}`;
-    return issue.input === undefined ? 'is required' : `must be ${what}`;
-  };
-
-const publicKeyField = z
-  .string({ error: expecting('a string') })
-  .min(8, 'must be at least 8 characters')
-  .max(512, 'must be at most 512 characters');
-/** The longest webhook URL the admin API, the CLI and the portal take. */
-export const WEBHOOK_URL_MAX_LENGTH = 2048;
-const urlField = z.string({ error: expecting('a string') }).min(1, 'is required').max(WEBHOOK_URL_MAX_LENGTH, `must be at most ${WEBHOOK_URL_MAX_LENGTH} characters`);
-const enabledField = z.boolean({ error: 'must be true or false' });
-const WEBHOOK_FIELDS = ['url', 'enabled', 'events'] as const;
-
-/**
- * What the dashboard's backend (or an operator) sends: everything but the secret, which the service
- * owns. A webhook being set up is on unless `enabled` says otherwise.
- */
-export const merchantInputSchema = z.strictObject(
-  {
-    publicKey: publicKeyField,
-    webhook: z
-      .strictObject(
-        { url: urlField, enabled: enabledField.default(true), events: webhookEventsSchema.optional() },
-        { error: expecting('an object with url, enabled and events', WEBHOOK_FIELDS) },
-      )
-      .optional(),
-  },
-  { error: expecting('a JSON object', ['publicKey', 'webhook']) },
-);
-
-export type MerchantInput = z.infer<typeof merchantInputSchema>;
-
-/**
- * PATCH: only the fields named change (JSON merge patch, RFC 7396): `webhook: null` removes the
- * webhook, `events: null` goes back to every event.
- */
-export const merchantPatchSchema = z.strictObject(
-  {
-    publicKey: publicKeyField.optional(),
-    webhook: z
-      .strictObject(
-        { url: urlField.optional(), enabled: enabledField.optional(), events: webhookEventsSchema.nullable().optional() },
-        { error: expecting('an object with url, enabled and events, or null', WEBHOOK_FIELDS) },
-      )
-      .nullable()
-      .optional(),
-  },
-  { error: expecting('a JSON object', ['publicKey', 'webhook']) },
-);
-
-export type MerchantPatch = z.infer<typeof merchantPatchSchema>;
-
-/** How long, in seconds, a replaced webhook secret keeps signing: by default, and at most. */
-export const GRACE_SECONDS = { default: 86_400, max: 30 * 86_400 };
-
-export const rotateInputSchema = z.strictObject(
-  {
-    graceSeconds: z
-      .number({ error: 'must be a number of seconds' })
-      .int('must be a whole number of seconds')
-      .min(0, 'must be 0 or more')
-      .max(GRACE_SECONDS.max, 'must be at most 2592000 (30 days)')
-      .default(GRACE_SECONDS.default),
-  },
-  { error: expecting('a JSON object', ['graceSeconds']) },
-);
+import { type DisabledReason, MAX_GRACE_SECRETS, type Merchant, type MerchantWebhook } from './schema.js';
+import type { MerchantInput, MerchantPatch } from './settings-input.js';
 
 /** An Idempotency-Key as Stripe takes it: 1 to 255 printable ASCII characters. */
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
@@ -187,6 +113,8 @@ export interface MerchantView {
     disabledAt: string | null;
     /** The first failure after its last success, once it has failed a tenth of ENDPOINT_DISABLE_AFTER; null otherwise. */
     failingSince: string | null;
+    /** Order per reference: on, the next webhook of a tnxRef / payout reference waits for the one before it. */
+    orderByReference: boolean;
   } | null;
 }
 
@@ -206,6 +134,7 @@ export function viewOf(merchant: Merchant, now: Date): MerchantView {
           disabledReason: webhook.enabled ? null : (webhook.disabledReason ?? null),
           disabledAt: webhook.enabled ? null : (webhook.disabledAt ?? null),
           failingSince: webhook.failingSince ?? null,
+          orderByReference: webhook.orderByReference === true,
         }
       : null,
   };
@@ -365,6 +294,7 @@ export class MerchantSettings {
               secret: kept?.secret ?? issued.secret(),
               ...(kept ? (kept.secretIssuedAt ? { secretIssuedAt: kept.secretIssuedAt } : {}) : { secretIssuedAt: this.now().toISOString() }),
               ...(input.webhook.events ? { events: input.webhook.events } : {}),
+              ...(input.webhook.orderByReference ? { orderByReference: true } : {}),
             },
             kept && graceSecrets(kept, this.now()),
           ),
@@ -395,6 +325,8 @@ export class MerchantSettings {
       } as MerchantWebhook;
       if (patch.webhook.events === null) delete webhook.events;
       else if (patch.webhook.events) webhook.events = patch.webhook.events;
+      if (patch.webhook.orderByReference === false) delete webhook.orderByReference;
+      else if (patch.webhook.orderByReference) webhook.orderByReference = true;
       if (guards.by === 'merchant' && webhook.enabled && disabledByOperator(kept)) {
         throw new DisabledByOperatorError(merchantId);
       }

@@ -45,6 +45,7 @@ const endpointView = z.strictObject({
   disabledAt: z.string().nullable(),
   events: z.array(z.enum(EVENT_NAMES)),
   allEvents: z.boolean().describe('true when the webhook receives every event (no events filter)'),
+  orderByReference: z.boolean().describe('Order per reference: a webhook waits while an earlier one of its tnxRef / payout reference is not yet delivered, failed or skipped'),
   secretCreatedAt: z.string().nullable().describe('When the current secret was issued; null when not recorded'),
   previousSecrets: z.array(z.strictObject({ expiresAt: z.string() })),
 });
@@ -85,6 +86,7 @@ export const endpointPatch = z.strictObject({
   url: z.string().min(1).max(2048).optional(),
   events: z.array(z.enum(EVENT_NAMES)).min(1).nullable().optional().describe('null: every event'),
   enabled: z.boolean().optional(),
+  orderByReference: z.boolean().optional().describe('Order per reference (off by default)'),
 });
 export const rotateBody = z.strictObject({ graceSeconds: z.number().int().min(0).max(30 * 86_400).default(86_400) });
 export const testEventBody = z.strictObject({ event: z.enum(EVENT_NAMES) });
@@ -265,7 +267,7 @@ export const PORTAL_ROUTES = [
     operationId: 'portalUpdateEndpoint',
     method: 'patch',
     path: '/portal/api/endpoint',
-    summary: 'Change the URL, the events or enable/disable (permission manage-endpoint)',
+    summary: 'Change the URL, the events, order per reference or enable/disable (permission manage-endpoint)',
     description: 'Validated as the admin API does: https outside development mode, no credentials, no private address literal.',
     security: PORTAL_WRITE_AUTH,
     input: { body: endpointPatch, bodyRequired: true },

@@ -1,0 +1,88 @@
+import { z } from 'zod';
+import { webhookEventsSchema } from './schema.js';
+
+/**
+ * What the admin API, the portal and the CLI take as a merchant's settings (PUT, PATCH, a rotation),
+ * as zod schemas: the OpenAPI document is made from them. Each setting of the webhook that stands on
+ * its own (order per reference) has its field here and its rule beside it.
+ */
+
+/**
+ * zod's messages name types ("expected string, received undefined"); these say what the field
+ * needs in the words of the admin API's documentation.
+ */
+const expecting =
+  (what: string, allowed?: readonly string[]) =>
+  (issue: { code?: string; input?: unknown; keys?: string[] }): string => {
+    if (issue.code === 'unrecognized_keys') return `unknown field ${issue.keys?.join(', ')}; allowed: ${allowed?.join(', ')}`;
+    return issue.input === undefined ? 'is required' : `must be ${what}`;
+  };
+
+const publicKeyField = z
+  .string({ error: expecting('a string') })
+  .min(8, 'must be at least 8 characters')
+  .max(512, 'must be at most 512 characters');
+/** The longest webhook URL the admin API, the CLI and the portal take. */
+export const WEBHOOK_URL_MAX_LENGTH = 2048;
+const urlField = z.string({ error: expecting('a string') }).min(1, 'is required').max(WEBHOOK_URL_MAX_LENGTH, `must be at most ${WEBHOOK_URL_MAX_LENGTH} characters`);
+const enabledField = z.boolean({ error: 'must be true or false' });
+/**
+ * Order per reference (off by default): the webhook's next event of a tnxRef / payout reference is
+ * not sent while an earlier one of it is not yet delivered, failed or skipped (libs/ordering).
+ */
+const orderByReferenceField = z.boolean({ error: 'must be true or false' });
+const WEBHOOK_FIELDS = ['url', 'enabled', 'events', 'orderByReference'] as const;
+
+/**
+ * What the dashboard's backend (or an operator) sends: everything but the secret, which the service
+ * owns. A webhook being set up is on unless `enabled` says otherwise.
+ */
+export const merchantInputSchema = z.strictObject(
+  {
+    publicKey: publicKeyField,
+    webhook: z
+      .strictObject(
+        { url: urlField, enabled: enabledField.default(true), events: webhookEventsSchema.optional(), orderByReference: orderByReferenceField.optional() },
+        { error: expecting('an object with url, enabled, events and orderByReference', WEBHOOK_FIELDS) },
+      )
+      .optional(),
+  },
+  { error: expecting('a JSON object', ['publicKey', 'webhook']) },
+);
+
+export type MerchantInput = z.infer<typeof merchantInputSchema>;
+
+/**
+ * PATCH: only the fields named change (JSON merge patch, RFC 7396): `webhook: null` removes the
+ * webhook, `events: null` goes back to every event.
+ */
+export const merchantPatchSchema = z.strictObject(
+  {
+    publicKey: publicKeyField.optional(),
+    webhook: z
+      .strictObject(
+        { url: urlField.optional(), enabled: enabledField.optional(), events: webhookEventsSchema.nullable().optional(), orderByReference: orderByReferenceField.optional() },
+        { error: expecting('an object with url, enabled, events and orderByReference, or null', WEBHOOK_FIELDS) },
+      )
+      .nullable()
+      .optional(),
+  },
+  { error: expecting('a JSON object', ['publicKey', 'webhook']) },
+);
+
+export type MerchantPatch = z.infer<typeof merchantPatchSchema>;
+
+/** How long, in seconds, a replaced webhook secret keeps signing: by default, and at most. */
+export const GRACE_SECONDS = { default: 86_400, max: 30 * 86_400 };
+
+export const rotateInputSchema = z.strictObject(
+  {
+    graceSeconds: z
+      .number({ error: 'must be a number of seconds' })
+      .int('must be a whole number of seconds')
+      .min(0, 'must be 0 or more')
+      .max(GRACE_SECONDS.max, 'must be at most 2592000 (30 days)')
+      .default(GRACE_SECONDS.default),
+  },
+  { error: expecting('a JSON object', ['graceSeconds']) },
+);
