@@ -9,7 +9,7 @@ import { RetryPolicy } from '../../libs/retry-policy/index.js';
 import { WebhookSigner } from '../../libs/signing/index.js';
 import type { FailedStore } from '../../libs/failed/index.js';
 import type { WaitStore, WaitWriter } from '../../libs/waits/index.js';
-import type { OrderGate } from '../../libs/ordering/index.js';
+import type { OrderGate, OrderState } from '../../libs/ordering/index.js';
 import { type TopologyNames, topologyNames } from '../../libs/topology/index.js';
 import { InvalidMessageError } from './errors.js';
 import type { Operations } from './operations.js';
@@ -227,7 +227,9 @@ export class Dispatcher {
     if (intake.hand !== undefined && !(await this.take(intake, intake.hand))) {
       return { finding: { kind: 'superseded', key: `${intake.webhookId}#${intake.hand}` } };
     }
-    if (await this.behindInOrder(message, intake)) return { intake, finding: { kind: 'ordered' } };
+    const place = await this.placeInOrder(message, intake);
+    if (place === 'waiting') return { intake, finding: { kind: 'ordered' } };
+    if (place === 'ended') return { finding: { kind: 'superseded', key: `${intake.webhookId}#ended` } };
     if (intake.resendClaim !== undefined && intake.attempts === 0 && intake.deferrals === 0 && intake.postponements === 0) {
       this.effect.markResent(intake, intake.resendClaim);
     }
@@ -260,22 +262,22 @@ export class Dispatcher {
 
   /**
    * A new webhook of an ordered merchant (not a resend, a test or a hand-back): admitted in its
-   * reference's order. True when it is behind an earlier one: its 'ordered' wait is written, it
-   * is acked without an attempt. A head goes on, marked ordered, so that its end releases the next.
+   * reference's order: `waiting` behind an earlier one (its 'ordered' wait is written; acked
+   * without an attempt), `ended` for a copy of one already done (acked), `head` to attempt it,
+   * marked ordered so that its end releases the next; undefined when it is not ordered.
    */
-  private async behindInOrder(message: ConsumeMessage, intake: IntakeEvent): Promise<boolean> {
+  private async placeInOrder(message: ConsumeMessage, intake: IntakeEvent): Promise<OrderState | undefined> {
     const order = this.deps.order;
-    if (!order || intake.orderKey === undefined || intake.hand !== undefined || intake.resentAt !== undefined || intake.test) return false;
-    if (this.deps.merchants.byId(intake.merchantId)?.webhook?.orderByReference !== true) return false;
+    if (!order || intake.orderKey === undefined || intake.hand !== undefined || intake.resentAt !== undefined || intake.test) return undefined;
+    if (this.deps.merchants.byId(intake.merchantId)?.webhook?.orderByReference !== true) return undefined;
     intake.ordered = true;
-    const head = await order.admit({
+    return order.admit({
       merchantId: intake.merchantId,
       webhookId: intake.webhookId,
       key: intake.orderKey,
       headers: this.effect.waitingHeaders({ message }, intake),
       content: message.content,
     });
-    return !head;
   }
 
   /**

@@ -1,10 +1,10 @@
 import type { Logger } from '../logger/index.js';
-import { type OrderAdmit, type OrderEnd, orderId, type OrderStore } from './store.js';
+import { type OrderAdmit, type OrderEnd, orderId, type OrderState, type OrderStore } from './store.js';
 
 interface Pending {
   admits: OrderAdmit[];
   ends: OrderEnd[];
-  done: Array<(heads: Set<string>) => void>;
+  done: Array<(states: Map<string, OrderState>) => void>;
 }
 
 /**
@@ -26,10 +26,10 @@ export class OrderGate {
     private readonly backoffMs: readonly number[] = [100, 250, 500, 1_000, 2_000],
   ) {}
 
-  /** True when the webhook is its key's head and goes to its attempt; false when it waits (its wait written). */
-  async admit(admit: OrderAdmit): Promise<boolean> {
-    const heads = await this.enqueue((pending) => pending.admits.push(admit));
-    return heads.has(orderId(admit.merchantId, admit.webhookId));
+  /** The webhook's place: `head` (attempt it), `waiting` (its wait is written) or `ended` (a copy of one done). */
+  async admit(admit: OrderAdmit): Promise<OrderState> {
+    const states = await this.enqueue((pending) => pending.admits.push(admit));
+    return states.get(orderId(admit.merchantId, admit.webhookId)) ?? 'waiting';
   }
 
   /** The webhook ended: its row goes and the next webhook of its key is due. */
@@ -42,7 +42,7 @@ export class OrderGate {
     this.closed = true;
   }
 
-  private enqueue(add: (pending: Pending) => void): Promise<Set<string>> {
+  private enqueue(add: (pending: Pending) => void): Promise<Map<string, OrderState>> {
     return new Promise((resolve) => {
       add(this.next);
       this.next.done.push(resolve);
@@ -57,9 +57,9 @@ export class OrderGate {
       this.next = { admits: [], ends: [], done: [] };
       for (let failures = 0; !this.closed; failures++) {
         try {
-          const heads = await this.store.step(batch.admits, batch.ends);
+          const states = await this.store.step(batch.admits, batch.ends);
           this.stats.batches++;
-          for (const resolve of batch.done) resolve(heads);
+          for (const resolve of batch.done) resolve(states);
           break;
         } catch (err) {
           this.stats.failures++;

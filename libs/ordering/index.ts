@@ -1,2 +1,2 @@
-export { type OrderAdmit, type OrderEnd, OrderStore } from './store.js';
+export { type OrderAdmit, type OrderEnd, type OrderState, OrderStore } from './store.js';
 export { OrderGate } from './gate.js';

@@ -26,6 +26,13 @@ export interface OrderEnd {
   webhookId: string;
 }
 
+/**
+ * An admitted webhook: `head` goes to its attempt now; `waiting` is behind an earlier one of its key
+ * (its 'ordered' wait written) or already waits (a redelivery); `ended` is a copy of one already
+ * delivered, failed or skipped (redelivered after a crash between its end and its ack).
+ */
+export type OrderState = 'head' | 'waiting' | 'ended';
+
 /** A webhook's name in step()'s answer. */
 export function orderId(merchantId: string, webhookId: string): string {
   return `${merchantId}\u001f${webhookId}`;
@@ -35,12 +42,10 @@ export class OrderStore {
   constructor(private readonly db: Queryable) {}
 
   /**
-   * Ends then admits, in one statement; returns the admitted webhooks that are their key's head
-   * (to be attempted now). One that is not (behind an earlier one, or already waiting: a
-   * redelivery) is written as a wait, or found already written.
+   * Ends then admits, in one round trip; returns each admitted webhook's state.
    */
-  async step(admits: readonly OrderAdmit[], ends: readonly OrderEnd[]): Promise<Set<string>> {
-    const { rows } = await this.db.query<{ admitted_merchant: string; admitted: string; head: boolean }>('SELECT admitted_merchant, admitted, head FROM webhook_order_step($1, $2, $3, $4, $5, $6, $7)', [
+  async step(admits: readonly OrderAdmit[], ends: readonly OrderEnd[]): Promise<Map<string, OrderState>> {
+    const { rows } = await this.db.query<{ admitted_merchant: string; admitted: string; state: OrderState }>('SELECT admitted_merchant, admitted, state FROM webhook_order_step($1, $2, $3, $4, $5, $6, $7)', [
       admits.map((a) => a.merchantId),
       admits.map((a) => a.key),
       admits.map((a) => a.webhookId),
@@ -50,8 +55,8 @@ export class OrderStore {
       ends.map((e) => e.webhookId),
     ]);
     // Keyed by merchant too: two merchants may publish one messageId.
-    const heads = new Set<string>();
-    for (const row of rows) if (row.head) heads.add(orderId(row.admitted_merchant, row.admitted));
-    return heads;
+    const states = new Map<string, OrderState>();
+    for (const row of rows) states.set(orderId(row.admitted_merchant, row.admitted), row.state);
+    return states;
   }
 }
