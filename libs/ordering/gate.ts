@@ -9,9 +9,12 @@ interface Pending {
 
 /**
  * Batches the dispatcher's order steps like libs/waits' WaitWriter: whatever queued while a batch
- * was being written goes in the next one, one round trip each. A step resolves only once its batch
- * is committed; while PostgreSQL does not answer it is tried again (backoff up to 2 s) and the
- * deliveries stay unacked: an ordered merchant's webhooks are held, never sent out of order.
+ * was being written goes in the next one, one round trip each, one batch at a time: so a
+ * dispatcher admits the webhooks it took in the order it took them (two batches at once let a later
+ * one take a key's lock first, and a refund overtook its charge). A step resolves only once its
+ * batch is committed; while PostgreSQL does not answer it is tried again (backoff up to
+ * 2 s) and the deliveries stay unacked: an ordered merchant's webhooks are held, never sent out of
+ * order.
  */
 export class OrderGate {
   private next: Pending = { admits: [], ends: [], done: [] };

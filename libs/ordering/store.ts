@@ -38,6 +38,12 @@ export function orderId(merchantId: string, webhookId: string): string {
   return `${merchantId}\u001f${webhookId}`;
 }
 
+/**
+ * How long an ended webhook's row is kept: a copy redelivered within it (a crash between its end
+ * and its ack) is known as done rather than sent again behind the next webhook of its reference.
+ */
+export const ORDER_ENDED_KEEP_MS = 3_600_000;
+
 export class OrderStore {
   constructor(private readonly db: Queryable) {}
 
@@ -45,7 +51,7 @@ export class OrderStore {
    * Ends then admits, in one round trip; returns each admitted webhook's state.
    */
   async step(admits: readonly OrderAdmit[], ends: readonly OrderEnd[]): Promise<Map<string, OrderState>> {
-    const { rows } = await this.db.query<{ admitted_merchant: string; admitted: string; state: OrderState }>('SELECT admitted_merchant, admitted, state FROM webhook_order_step($1, $2, $3, $4, $5, $6, $7)', [
+    const { rows } = await this.db.query<{ admitted_merchant: string; admitted: string; state: OrderState }>('SELECT admitted_merchant, admitted, state FROM webhook_order_step($1, $2, $3, $4, $5, $6, $7, $8)', [
       admits.map((a) => a.merchantId),
       admits.map((a) => a.key),
       admits.map((a) => a.webhookId),
@@ -53,6 +59,7 @@ export class OrderStore {
       admits.map((a) => a.content.toString('hex')),
       ends.map((e) => e.merchantId),
       ends.map((e) => e.webhookId),
+      ORDER_ENDED_KEEP_MS,
     ]);
     // Keyed by merchant too: two merchants may publish one messageId.
     const states = new Map<string, OrderState>();

@@ -1,5 +1,5 @@
 -- Order per reference (issue 55), gating on rows: an ordered merchant's webhook has a row here from
--- intake until an hour after it ends (delivered, failed, skipped). Its place in its key's line (`seq`) is taken
+-- intake until an hour (ORDER_ENDED_KEEP_MS) after it ends (delivered, failed, skipped). Its place in its key's line (`seq`) is taken
 -- from an identity under the key's lock, so it is PostgreSQL's order of intake, never a host's
 -- clock. Only the earliest row of a key goes to an attempt; a later one waits as a webhook_waits
 -- row with reason 'ordered' and no pick time, which the end of the one before it sets. An ended
@@ -19,14 +19,14 @@ CREATE INDEX webhook_order_ended ON webhook_order (ended_at) WHERE ended_at IS N
 -- One batch of a dispatcher's order steps, in one round trip: first the ends (each row goes and
 -- the next of its key, if it waits, is due now), then the intakes (each gets its row, or finds the
 -- one a redelivery of it made, and is told 'head' (attempt it), 'waiting' (written as an 'ordered'
--- wait with its bytes, or found waiting) or 'ended' (a copy of one already done). Ended rows an
--- hour old go, at most two per end, so the table holds about an hour of ends. The keys' advisory locks, taken in one order, make the steps
+-- wait with its bytes, or found waiting) or 'ended' (a copy of one already done). Ended rows older
+-- than keep_ms go, at most two per end, so the table holds about keep_ms of ends. The keys' advisory locks, taken in one order, make the steps
 -- of one key one at a time; each statement after them sees what the steps before committed (a
 -- PL/pgSQL statement takes its own snapshot), so an intake and the end of its predecessor never
 -- miss each other.
 CREATE FUNCTION webhook_order_step(
   a_merchants text[], a_keys text[], a_webhooks text[], a_headers text[], a_contents text[],
-  e_merchants text[], e_webhooks text[]
+  e_merchants text[], e_webhooks text[], keep_ms float8
 ) RETURNS TABLE (admitted_merchant text, admitted text, state text) LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
@@ -62,8 +62,8 @@ BEGIN
     ) h
     WHERE w.merchant_id = h.merchant_id AND w.webhook_id = h.webhook_id AND w.reason = 'ordered' AND w.pick_at IS NULL;
     DELETE FROM webhook_order o WHERE (o.merchant_id, o.webhook_id) IN (
-      SELECT x.merchant_id, x.webhook_id FROM webhook_order x WHERE x.ended_at < now() - interval '1 hour'
-      ORDER BY x.ended_at LIMIT 2 * cardinality(e_webhooks));
+      SELECT x.merchant_id, x.webhook_id FROM webhook_order x WHERE x.ended_at < now() - keep_ms * interval '1 millisecond'
+      ORDER BY x.ended_at LIMIT 2 * cardinality(e_webhooks) FOR UPDATE SKIP LOCKED);
   END IF;
 
   IF cardinality(a_webhooks) = 0 THEN RETURN; END IF;
