@@ -2,45 +2,47 @@ import type { Logger } from '../logger/index.js';
 import { RetryingBatcher, throttledWarning } from '../runtime/batcher.js';
 import { type OrderAdmit, type OrderEnd, orderId, type OrderState, type OrderStore } from './store.js';
 
+type Item = { admit: OrderAdmit } | { end: OrderEnd };
+
 /**
- * Batches the dispatcher's order steps, admissions and ends in two lines of batches, each one
- * round trip per batch and one batch at a time: so a dispatcher admits the webhooks it took in the
- * order it took them (two admission batches at once let a later one take a key's lock first, and
- * a refund overtook its charge), while an end never waits behind admissions (the keys' locks keep
- * one key's steps one at a time across the two). A step resolves only once its batch is
- * committed; while PostgreSQL does not answer it is tried again (backoff up to 2 s) and the
+ * Batches the dispatcher's order steps, admissions and ends together: whatever queued while a
+ * batch was being written goes in the next one, one round trip each, one batch at a time: so a
+ * dispatcher admits the webhooks it took in the order it took them (two batches at once let a
+ * later one take a key's lock first, and a refund overtook its charge). Ends in a line of their
+ * own cost more CPU per delivery (smaller batches, more round trips) than the wait behind
+ * admissions they saved (bench/order.ts). A step resolves only once its batch is committed; while PostgreSQL does not answer it is tried again (backoff up to 2 s) and the
  * deliveries stay unacked: an ordered merchant's webhooks are held, never sent out of order.
  */
 export class OrderGate {
-  private readonly admits: RetryingBatcher<OrderAdmit, Map<string, OrderState>>;
-  private readonly ends: RetryingBatcher<OrderEnd, Map<string, OrderState>>;
+  private readonly batcher: RetryingBatcher<Item, Map<string, OrderState>>;
 
   constructor(store: OrderStore, logger: Logger, backoffMs?: readonly number[]) {
-    const warn = throttledWarning((message, fields) => logger.warn(message, fields), 'order steps not written; their deliveries are held unacked until PostgreSQL answers');
-    this.admits = new RetryingBatcher((admits) => store.step(admits, []), warn, backoffMs);
-    this.ends = new RetryingBatcher((ends) => store.step([], ends), warn, backoffMs);
+    this.batcher = new RetryingBatcher<Item, Map<string, OrderState>>(
+      (items) => store.step(items.flatMap((i) => ('admit' in i ? [i.admit] : [])), items.flatMap((i) => ('end' in i ? [i.end] : []))),
+      throttledWarning((message, fields) => logger.warn(message, fields), 'order steps not written; their deliveries are held unacked until PostgreSQL answers'),
+      backoffMs,
+    );
   }
 
-  /** Batches written, and tries that failed, admissions and ends together. */
+  /** Batches written, and tries that failed. */
   get stats(): { batches: number; failures: number } {
-    return { batches: this.admits.stats.batches + this.ends.stats.batches, failures: this.admits.stats.failures + this.ends.stats.failures };
+    return this.batcher.stats;
   }
 
   /** The webhook's place: `head` (attempt it), `waiting` (its wait is written) or `ended` (a copy of one done). */
   async admit(admit: OrderAdmit): Promise<OrderState> {
-    const states = await this.admits.add(admit);
+    const states = await this.batcher.add({ admit });
     // Every admit has its row in the answer; were one missing, attempting it risks a duplicate, acking it a loss.
     return states.get(orderId(admit.merchantId, admit.webhookId)) ?? 'head';
   }
 
   /** The webhook ended: its row goes and the next webhook of its key is due. */
   async end(end: OrderEnd): Promise<void> {
-    await this.ends.add(end);
+    await this.batcher.add({ end });
   }
 
   /** Stops trying: steps still pending never resolve (their deliveries go back to the queue with the channel). */
   close(): void {
-    this.admits.close();
-    this.ends.close();
+    this.batcher.close();
   }
 }

@@ -44,6 +44,8 @@ export function orderId(merchantId: string, webhookId: string): string {
  */
 export const ORDER_ENDED_KEEP_MS = 3_600_000;
 
+const STEP = 'SELECT admitted_merchant, admitted, state FROM webhook_order_step($1, $2, $3, $4, $5, $6, $7, $8)';
+
 export class OrderStore {
   constructor(private readonly db: Queryable) {}
 
@@ -51,7 +53,7 @@ export class OrderStore {
    * Ends then admits, in one round trip; returns each admitted webhook's state.
    */
   async step(admits: readonly OrderAdmit[], ends: readonly OrderEnd[]): Promise<Map<string, OrderState>> {
-    const { rows } = await this.db.query<{ admitted_merchant: string; admitted: string; state: OrderState }>('SELECT admitted_merchant, admitted, state FROM webhook_order_step($1, $2, $3, $4, $5, $6, $7, $8)', [
+    const { rows } = await this.db.query<{ admitted_merchant: string; admitted: string; state: OrderState }>(STEP, [
       admits.map((a) => a.merchantId),
       admits.map((a) => a.key),
       admits.map((a) => a.webhookId),
