@@ -181,7 +181,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   // scheduler each dispatcher runs, on a pool of their own so that neither waits behind the directory.
   const waitsOn = config.RETRY_SCHEDULE.length > 0;
   const waitsDatabase = waitsOn && !options.database && config.DATABASE_URL
-    ? openPostgres(config.DATABASE_URL, { connectTimeoutMs: 2_000, statementTimeoutMs: 10_000, maxConnections: 8, applicationName: 'webhooks-dispatcher waits' })
+    ? openPostgres(config.DATABASE_URL, { connectTimeoutMs: 2_000, statementTimeoutMs: 10_000, maxConnections: 6, applicationName: 'webhooks-dispatcher waits' })
     : undefined;
   const waitsQueries = waitsOn ? (waitsDatabase ?? options.database ?? opened.database ?? ownDatabase) : undefined;
   const waitStore = waitsQueries && new WaitStore(waitsQueries);

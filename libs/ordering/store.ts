@@ -24,8 +24,6 @@ export interface OrderAdmit {
 export interface OrderEnd {
   merchantId: string;
   webhookId: string;
-  /** Its order key: which of the gate's lines it goes in (the step finds the key from the row). */
-  key: string;
 }
 
 /**

@@ -272,7 +272,7 @@ export class EffectStage {
   private async endWait(intake: IntakeEvent): Promise<void> {
     const ends: Array<Promise<void>> = [];
     if (intake.hand !== undefined && this.deps.waits) ends.push(this.deps.waits.end({ merchantId: intake.merchantId, webhookId: intake.webhookId, hand: intake.hand }));
-    if (intake.ordered && this.deps.order) ends.push(this.deps.order.end({ merchantId: intake.merchantId, webhookId: intake.webhookId, key: intake.orderKey ?? '' }));
+    if (intake.ordered && this.deps.order) ends.push(this.deps.order.end({ merchantId: intake.merchantId, webhookId: intake.webhookId }));
     await Promise.all(ends);
   }
 
