@@ -1,5 +1,5 @@
-// Native ESM: got@14 is ESM-only, so the whole project is ESM and Jest runs with
-// --experimental-vm-modules (see the "test" script) instead of transforming got to CommonJS.
+// Native ESM: the project is ESM, as the programs run, and Jest runs it with
+// --experimental-vm-modules (see the "test" script) instead of transforming it to CommonJS.
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { runsAlone } from './test/support/runner.js';

@@ -4,7 +4,7 @@ import { clusterAvailable, clusterThroughput, startCluster, stopCluster } from '
 import type { ReceiverProcess } from './processes.js';
 import { log, medianOf, runs, url } from './settings.js';
 import { median, round } from './stats.js';
-import { dispatcherCpu, dispatcherThroughput, dispatcherThroughputCores, rawBroker, rawClient, referenceThroughput } from './throughput.js';
+import { dispatcherCpu, dispatcherThroughputCores, rawBroker, rawClient, referenceThroughput } from './throughput.js';
 
 /** `npm run bench -- throughput`. */
 export async function throughputSection(receiver: ReceiverProcess): Promise<string> {
@@ -13,14 +13,12 @@ export async function throughputSection(receiver: ReceiverProcess): Promise<stri
   const r = await medianOf('throughput', async () => {
     // The dispatcher lets half of DISPATCH_CONCURRENCY be in flight to one endpoint, so 2 × C
     // gives it the same C requests in flight to the one receiver as the raw clients.
-    const raw = await rawClient(receiver, N, C, 'undici');
-    const dispatcher = await dispatcherThroughputCores(url, receiver, N, 2 * C, 'undici');
+    const raw = await rawClient(receiver, N, C);
+    const dispatcher = await dispatcherThroughputCores(url, receiver, N, 2 * C);
     const round = {
       brokerAlone: await rawBroker(url, N, C),
       undiciAlone: raw.rate,
-      gotAlone: (await rawClient(receiver, N, C, 'got')).rate,
       dispatcherUndici: dispatcher.rate,
-      dispatcherGot: await dispatcherThroughput(url, receiver, N, 2 * C, 'got'),
       rawClientCores: raw.cores.client ?? NaN,
       rawReceiverCores: raw.cores.receiver ?? NaN,
       dispatcherCores: dispatcher.cores.dispatcher ?? NaN,
@@ -28,7 +26,7 @@ export async function throughputSection(receiver: ReceiverProcess): Promise<stri
       dispatcherBrokerCores: dispatcher.cores.broker ?? NaN,
     };
     // Ratios within one round: rates swing between rounds on a shared 2-core machine.
-    return { ...round, undiciRatio: round.dispatcherUndici / round.undiciAlone, gotRatio: round.dispatcherGot / round.gotAlone };
+    return { ...round, undiciRatio: round.dispatcherUndici / round.undiciAlone };
   });
   return `## 1. Dispatch throughput
 
@@ -44,15 +42,15 @@ the same round; rounds alternate.
 |---|---|
 | broker alone (consume + ack) | ${Math.round(r.brokerAlone)} |
 | undici alone | ${Math.round(r.undiciAlone)} |
-| got alone | ${Math.round(r.gotAlone)} |
 | **dispatcher, undici (default)** | **${Math.round(r.dispatcherUndici)}** |
-| dispatcher, got (\`HTTP_CLIENT=got\`) | ${Math.round(r.dispatcherGot)} |
 
 Cores used (of ${cpus().length}) while the rate was measured, median: raw undici: client ${r.rawClientCores}, receiver
 ${r.rawReceiverCores}; dispatcher (undici): dispatcher ${r.dispatcherCores}, receiver ${r.dispatcherReceiverCores},
 RabbitMQ ${r.dispatcherBrokerCores}.
 
-Dispatcher ÷ raw rate of the client it uses, per round, median: undici **${round(r.undiciRatio * 100, 0)}%**, got **${round(r.gotRatio * 100, 0)}%** (target ≥ 80%).
+Dispatcher ÷ raw rate of the client it uses, per round, median: undici **${round(r.undiciRatio * 100, 0)}%** (target ≥ 80%).
+The got rows (got alone, dispatcher with \`HTTP_CLIENT=got\`) are gone since 11-28 (issue 54): got was a second HTTP
+client with the same behaviour as undici and a quarter of its rate, so it and \`HTTP_CLIENT\` were deleted.
 `;
 }
 
@@ -71,7 +69,7 @@ export async function referenceSection(receiver: ReceiverProcess): Promise<strin
     const reference = first ? await referenceThroughput(url, receiver, W, N, 4 * C, C) : undefined;
     const dispatcher = await dispatcherCpu(url, receiver, W, N, 2 * C);
     const ref = reference ?? (await referenceThroughput(url, receiver, W, N, 4 * C, C));
-    const raw = await rawClient(receiver, W, C, 'undici');
+    const raw = await rawClient(receiver, W, C);
     return {
       dispatcher: dispatcher.warm.rate,
       reference: ref.warm.rate,

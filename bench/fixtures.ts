@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import amqp from 'amqplib';
 import { sampleEvent } from '../libs/contracts/index.js';
 import { intakeSpec, topologyNames } from '../libs/topology/index.js';
-import { openPostgres } from '../libs/delivery-store/index.js';
+import { type Database, openPostgres } from '../libs/delivery-store/index.js';
 import { migrate } from '../libs/migrations/index.js';
 
 export const SECRET = `whsec_${Buffer.from('bench-secret-bench-secret-0123').toString('base64')}`;
@@ -40,14 +40,26 @@ export function eventBody(merchantId: string, sentAt = Date.now(), warmup = fals
   return Buffer.from(JSON.stringify(event));
 }
 
-/** Publishes `count` events straight into dispatch with confirms, in windows to bound memory. */
-export async function fillDispatch(url: string, prefix: string, count: number, merchantOf: (i: number) => string): Promise<void> {
+/**
+ * Publishes `count` events into dispatch with confirms, in windows to bound memory: straight into
+ * the queue, or with `upstream` through the events exchange as upstream does (so that intake
+ * checks their keys).
+ */
+export async function fillDispatch(url: string, prefix: string, count: number, merchantOf: (i: number) => string, options: { upstream?: boolean } = {}): Promise<void> {
   const connection = await amqp.connect(url);
   const channel = await connection.createConfirmChannel();
+  const spec = intakeSpec(prefix);
   const { dispatch } = topologyNames(prefix);
-  await channel.assertQueue(dispatch, { durable: true, arguments: { ...intakeSpec(prefix).queue.arguments } });
+  await channel.assertQueue(dispatch, { durable: true, arguments: { ...spec.queue.arguments } });
+  if (options.upstream) {
+    await channel.assertExchange(spec.exchange.name, spec.exchange.type, { durable: true });
+    await channel.bindQueue(dispatch, spec.exchange.name, spec.binding.routingKey);
+  }
+  const send = options.upstream
+    ? (body: Buffer, props: amqp.Options.Publish) => channel.publish(spec.exchange.name, 'charge.completed', body, props)
+    : (body: Buffer, props: amqp.Options.Publish) => channel.sendToQueue(dispatch, body, props);
   for (let i = 0; i < count; i++) {
-    if (!channel.sendToQueue(dispatch, eventBody(merchantOf(i)), { persistent: true, messageId: `evt_${i}`, contentType: 'application/json' })) {
+    if (!send(eventBody(merchantOf(i)), { persistent: true, messageId: `evt_${i}`, contentType: 'application/json' })) {
       await new Promise((resolve) => channel.once('drain', resolve));
     }
     if (i % 2_000 === 1_999) await channel.waitForConfirms();
@@ -79,7 +91,8 @@ export async function deleteTopology(url: string, prefix: string): Promise<void>
  */
 const adminUrl = () => process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
-export async function withDatabase<T>(label: string, work: (url: string) => Promise<T>, keep?: string): Promise<T> {
+/** `migrateWith`: another build's migrate (an A/B against an earlier commit, whose programs refuse a newer schema). */
+export async function withDatabase<T>(label: string, work: (url: string) => Promise<T>, keep?: string, migrateWith: (db: Database) => Promise<unknown> = migrate): Promise<T> {
   const name = keep ?? `${process.env.BENCH_DATABASE_PREFIX ?? 'h21_bench'}_${label}_${randomBytes(3).toString('hex')}`;
   if (!/^[a-z_][a-z0-9_]*$/.test(name)) throw new Error(`not a database name: ${name}`);
   const admin = new pg.Client({ connectionString: adminUrl() });
@@ -91,7 +104,7 @@ export async function withDatabase<T>(label: string, work: (url: string) => Prom
   try {
     // The schema, as `webhooks migrate` makes it before the programs start.
     const database = openPostgres(url.toString(), { statementTimeoutMs: 0 });
-    await migrate(database).finally(() => database.close());
+    await migrateWith(database).finally(() => database.close());
     return await work(url.toString());
   } finally {
     // A kept database is the caller's to drop (it is ~4 GB with 10,000,000 attempts).

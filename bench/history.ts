@@ -20,8 +20,8 @@ export const HISTORY = `## What was changed to reach the targets (before → aft
   40 ms for the delayed ACK. Fix: \`noDelay: true\` on the AMQP socket (libs/broker/connection.ts).
 - **Dispatch throughput 3,900/s → 6,700/s**: the dispatcher was capped by got, whose request rate
   on this machine is ~3,500/s against ~14,000/s for undici and ~16,000/s for bare node:http with
-  the same receiver and concurrency. Fix: undici is the default client (\`HTTP_CLIENT=got\` keeps
-  got; both pass the same retry and SSRF tests).
+  the same receiver and concurrency. Fix: undici is the default client (got, kept behind
+  \`HTTP_CLIENT=got\` with the same retry and SSRF tests, was deleted on 11-28, issue 54).
 - **6,700/s → 8,700/s**: \`--cpu-prof\` of the dispatcher (\`BENCH_PROFILE=1\`) showed 23% of its
   time in socket writes (one write per ack frame, with noDelay) and winston formatting debug lines
   that its transport then dropped. Fixes: acks completed in the same event-loop turn go out as one

@@ -29,39 +29,30 @@ collector and the heap V8 keeps after it. Targets: ready in ≤ 5,000 ms, the me
 
 /** `npm run bench -- dead-merchant`. */
 export async function deadMerchantSection(): Promise<string> {
-  const rate = Number(process.env.BENCH_DEAD_RATE ?? 300);
-  const seconds = Number(process.env.BENCH_DEAD_SECONDS ?? 300);
+  const options = {
+    waits: Number(process.env.BENCH_DEAD_WAITS ?? 1_000_000),
+    okRate: Number(process.env.BENCH_DEAD_OK_RATE ?? 200),
+    deadRate: Number(process.env.BENCH_DEAD_RATE ?? 300),
+    idleSeconds: Number(process.env.BENCH_DEAD_IDLE_SECONDS ?? 60),
+    seconds: Number(process.env.BENCH_DEAD_SECONDS ?? 240),
+  };
   const beforeDist = process.env.BENCH_BEFORE_DIST;
-  const before = beforeDist ? await benchDeadMerchant(url, rate, seconds, beforeDist) : undefined;
+  const before = beforeDist ? await benchDeadMerchant(url, { ...options, dist: beforeDist }) : undefined;
   if (before) log(`dead-merchant before: ${JSON.stringify(before)}`);
-  const r = await benchDeadMerchant(url, rate, seconds);
+  const r = await benchDeadMerchant(url, options);
   log(`dead-merchant: ${JSON.stringify(r)}`);
-  const rows = (x: typeof r) => x.samples.map((s) => `| ${s.second} | ${s.rssMb} | ${s.heapMb} | ${s.waiting.toLocaleString('en')} |`).join('\n');
-  return `## 12. A dispatcher's memory under a dead merchant, and its start-up with webhooks waiting (issue 45)
+  const line = (name: string, x: typeof r) =>
+    `| ${name} | ${x.idle.p50} / ${x.idle.p95} | ${x.dead.p50} / ${x.dead.p95} | ${(x.dead.p95 / x.idle.p95).toFixed(2)} | ${x.dispatchMax.toLocaleString('en')} | ${x.handChanges.toLocaleString('en')} | ${x.rssBytesPerWait} | ${x.startupMs} |`;
+  return `## 19. A dead merchant: rows, not broker churn (issue 54)
 
-One dispatcher as deployed (merchants and the delivery log in PostgreSQL, a recorder beside it,
-schedule 5s,5m,30m,2h,5h,10h,10h) receives ${rate} events/s for ${seconds / 60} min for one merchant answering 503 to
-everything, so its webhooks pile up as waits (rows of webhook_waits). Resident memory (VmRSS) and V8's used heap sampled every 15 s;
-waiting = events published less those the log says are done. Then a second dispatcher starts with all of them waiting.
-\`npm run bench -- dead-merchant\` (\`BENCH_DEAD_RATE\`, \`BENCH_DEAD_SECONDS\`; \`BENCH_BEFORE_DIST\`: an earlier build's \`dist\`,
-run first on the same machine). One run each.
-${before ? `
-Before (${beforeDist}: the retry watch, its journal and spill files):
+\`npm run bench -- dead-merchant\` (bench/dead-merchant.ts; \`BENCH_DEAD_WAITS\` ${options.waits.toLocaleString('en')}, \`BENCH_DEAD_OK_RATE\` ${options.okRate},
+\`BENCH_DEAD_RATE\` ${options.deadRate}, \`BENCH_DEAD_IDLE_SECONDS\` ${options.idleSeconds}, \`BENCH_DEAD_SECONDS\` ${options.seconds}; \`BENCH_BEFORE_DIST\`: an earlier build's \`dist\`, run first).
+One dispatcher, ten healthy merchants at ${options.okRate} events/s and ${options.deadRate} events/s for an eleventh that answers (idle), then
+the same with the eleventh's share going to a merchant answering 503, ${options.waits.toLocaleString('en')} waits of it inserted (due over the next 30 min). Latency: publish to receipt, ms, healthy merchants.
 
-| second | RSS MB | heap MB | waiting |
-|---|---|---|---|
-${rows(before)}
-
-Growth per added wait from minute 1: RSS ${before.rssBytesPerWait} bytes, heap ${before.heapBytesPerWait} bytes. Start-up with ${before.startupWaiting.toLocaleString('en')} waiting: ${before.startupMs} ms.
-
-After (the retry safety net in PostgreSQL):
-` : ''}
-| second | RSS MB | heap MB | waiting |
-|---|---|---|---|
-${rows(r)}
-
-Growth per added wait from minute 1 to the end: RSS **${r.rssBytesPerWait} bytes**, heap **${r.heapBytesPerWait} bytes**
-(target ≤ 300). Start-up of a second dispatcher with ${r.startupWaiting.toLocaleString('en')} waiting: **${r.startupMs} ms** (target ≤ 5,000).
+| build | idle p50 / p95 | dead p50 / p95 | p95 ratio | dispatch max | hand-backs + rewrites | RSS bytes per added wait | second dispatcher start ms |
+|---|---|---|---|---|---|---|---|
+${before ? `${line('before', before)}\n` : ''}${line('after', r)}
 `;
 }
 

@@ -1,6 +1,5 @@
-/** Raw HTTP clients doing the dispatcher's HTTP work per request (sign, POST, read the status), no broker. */
+/** A raw HTTP client doing the dispatcher's HTTP work per request (sign, POST, read the status), no broker. */
 import { Agent, request } from 'undici';
-import { createGotClient } from '../libs/http/index.js';
 import { WebhookSigner } from '../libs/signing/index.js';
 import { SECRET, eventBody } from './fixtures.js';
 
@@ -22,20 +21,7 @@ function requests() {
   return (i: number) => ({ body, headers: { 'content-type': 'application/json', 'user-agent': 'bench', ...signer.sign(SECRET, `evt_${i}`, body) } });
 }
 
-async function rawGot(base: string, total: number, concurrency: number): Promise<number> {
-  const client = createGotClient({ allowPrivateTargets: true });
-  const next = requests();
-  try {
-    return await timed(total, concurrency, async (i) => {
-      const res = await client.post({ url: `${base}/ok`, ...next(i), timeoutMs: 10_000 });
-      if (res.status !== 204) throw new Error(`receiver answered ${res.status}`);
-    });
-  } finally {
-    client.close();
-  }
-}
-
-async function rawUndici(base: string, total: number, concurrency: number): Promise<number> {
+export async function startReceiverClient(base: string, total: number, concurrency: number): Promise<number> {
   const dispatcher = new Agent({ connections: concurrency, pipelining: 1 });
   const next = requests();
   try {
@@ -47,8 +33,4 @@ async function rawUndici(base: string, total: number, concurrency: number): Prom
   } finally {
     await dispatcher.close();
   }
-}
-
-export function startReceiverClient(base: string, total: number, concurrency: number, client: 'undici' | 'got'): Promise<number> {
-  return client === 'got' ? rawGot(base, total, concurrency) : rawUndici(base, total, concurrency);
 }

@@ -14,7 +14,7 @@ import amqp from 'amqplib';
 import pg from 'pg';
 import { intakeSpec, topologyNames } from '../libs/topology/index.js';
 import { benchPrefix, deleteTopology, eventBody, merchantsFile, withDatabase } from './fixtures.js';
-import { type ReceiverProcess, until } from './processes.js';
+import { freePort, type ReceiverProcess, until } from './processes.js';
 import { median, round } from './stats.js';
 import { cpuWindows, startBenchDispatcher } from './throughput.js';
 
@@ -43,6 +43,19 @@ export interface RetriesVariant {
   pg: PgWrites;
   /** Server-wide WAL a second in the 5 s before the run, the dispatcher not started: the others' share of the WAL figure. */
   quietWalPerSecond: number;
+  /** The dispatcher's outcomes that wrote a wait, from its /metrics: retried (a failed attempt), deferred (endpoint busy), circuit_open. */
+  waitsBy: { retried: number; deferred: number; circuitOpen: number };
+}
+
+/** webhooks_deliveries_total summed by outcome, from a dispatcher's /metrics (empty when it cannot be read). */
+async function outcomes(port: number): Promise<Record<string, number>> {
+  const text = await fetch(`http://127.0.0.1:${port}/metrics`).then((res) => res.text(), () => '');
+  const by: Record<string, number> = {};
+  for (const line of text.split('\n')) {
+    const outcome = /^webhooks_deliveries_total\{[^}]*outcome="([a-z_]+)"/.exec(line)?.[1];
+    if (outcome) by[outcome] = (by[outcome] ?? 0) + Number(line.split(' ').at(-1));
+  }
+  return by;
 }
 
 /** What one database (and the server's WAL) has written: read before and after, subtracted. */
@@ -119,12 +132,15 @@ async function variant(url: string, receiver: ReceiverProcess, warmup: number, t
       let windowDone = false;
       // The feeder starts first: the dispatcher finds a queue to consume.
       const feeding = feed(url, prefix, () => windowDone);
+      const metricsPort = await freePort();
       const program = startBenchDispatcher(url, prefix, receiver, concurrency, {
         DATABASE_URL: databaseUrl,
+        METRICS_PORT: String(metricsPort),
         RETRY_SCHEDULE: SCHEDULE,
         MERCHANTS_FILE: merchantsFile([{ id: 'm_bench', url: `${receiver.url}${path}` }]),
       });
       let published = 0;
+      let by: Record<string, number> = {};
       let windows: Awaited<ReturnType<typeof cpuWindows>>;
       try {
         windows = await cpuWindows(program.child.pid, receiver, warmup, total);
@@ -132,6 +148,7 @@ async function variant(url: string, receiver: ReceiverProcess, warmup: number, t
         published = await feeding;
         // Every webhook delivered (each retry done, each wait ended) before the counters are read.
         await until('every retry', async () => (await receiver.count()).count >= published, 120_000, 50);
+        by = await outcomes(metricsPort);
       } finally {
         windowDone = true;
         await feeding.catch(() => 0);
@@ -153,6 +170,7 @@ async function variant(url: string, receiver: ReceiverProcess, warmup: number, t
         delivered: published,
         failed,
         quietWalPerSecond,
+        waitsBy: { retried: by.retried ?? NaN, deferred: by.deferred ?? NaN, circuitOpen: by.circuit_open ?? NaN },
         pg: {
           rows: Number(after.rows) - Number(before.rows),
           walBytes: Number((await client.query<{ n: string }>('SELECT pg_wal_lsn_diff($1, $2) AS n', [after.lsn, before.lsn])).rows[0]!.n),
@@ -230,5 +248,9 @@ Per wait and per delivery: the run's rows and own WAL ÷ its waits (rows inserte
 
 Server-wide WAL with nothing of the run started, median: ${m((x) => median([x.ok.quietWalPerSecond, x.failing.quietWalPerSecond]) / 1024, 1)} KB/s (the 500s the receiver answered, a tenth failing:
 ${m((x) => x.failing.failed, 0)}).
+
+Why the waits were written, from the dispatcher's webhooks_deliveries_total, median: all succeed: retried ${m((x) => x.ok.waitsBy.retried, 0)},
+deferred (endpoint busy) ${m((x) => x.ok.waitsBy.deferred, 0)}, circuit open ${m((x) => x.ok.waitsBy.circuitOpen, 0)}; a tenth fail once: retried ${m((x) => x.failing.waitsBy.retried, 0)},
+deferred ${m((x) => x.failing.waitsBy.deferred, 0)}, circuit open ${m((x) => x.failing.waitsBy.circuitOpen, 0)}.
 `;
 }

@@ -8,7 +8,7 @@ const perMillion = (bytes: number, webhooks: number) => (Number.isNaN(bytes) ? '
 export function sizingSection(r: SizingResult): string {
   const names = Object.keys(r.connections).sort();
   const db = r.databaseBytes;
-  const families = ['delivery_webhooks', 'delivery_records', 'failed_webhooks', 'retry_claims', 'other'].filter((k) => db[k] !== undefined);
+  const families = ['delivery_webhooks', 'delivery_records', 'failed_webhooks', 'webhook_waits', 'webhook_bodies', 'other'].filter((k) => db[k] !== undefined);
   return `## 15. Sizing: PostgreSQL connections and disk per webhook (issue 53)
 
 The recorder, the dispatcher and the API as deployed (each its own process, merchants in PostgreSQL,
@@ -17,8 +17,8 @@ the first attempt of 4 of them (204 to their retry), 1 in 100 to a dead merchant
 its open circuit, then \`failed\`); meanwhile 9 merchants read their log (\`GET /nucleus/webhooks?limit=100\`, 4 reads in flight each) for 20 s.
 Settled in ${r.seconds.toFixed(0)} s: ${r.outcomes.delivered.toLocaleString('en')} delivered (${r.outcomes.retried.toLocaleString('en')} of them on a retry), ${r.outcomes.failed.toLocaleString('en')} failed.
 
-Connections in \`pg_stat_activity\` by \`application_name\`, sampled every 50 ms: at rest (5 s after every program was
-ready) and the most seen at once under that load.
+Connections in \`pg_stat_activity\` by \`application_name\`, sampled every 50 ms: at rest (over 5 s, from 11 s after every
+program was ready: past the 10 s a pool keeps an idle connection) and the most seen at once under that load.
 
 | application_name | at rest | peak under load |
 |---|---|---|

@@ -1,7 +1,7 @@
 /**
  * Scenario 1: dispatch throughput for N events to a fast local receiver, beside the raw limits
  * measured in the same run with the same receiver and concurrency: the broker alone (consume +
- * ack, no HTTP) and the HTTP client alone (the dispatcher's got client, and undici for reference).
+ * ack, no HTTP) and the HTTP client alone (undici, the dispatcher's client).
  */
 import amqp from 'amqplib';
 import { fork } from 'node:child_process';
@@ -12,8 +12,8 @@ import { benchPrefix, deleteTopology, fillDispatch, merchantsFile, SECRET, withD
 import { type ProgramProcess, type ReceiverProcess, startProgram, until } from './processes.js';
 
 /** A raw client's rate, measured in a fresh process, with the cores it and the receiver used. */
-export async function rawClient(receiver: ReceiverProcess, total: number, concurrency: number, client: 'undici' | 'got') {
-  const child = fork(fileURLToPath(new URL('./raw-client-process.js', import.meta.url)), [receiver.url, String(total), String(concurrency), client], {
+export async function rawClient(receiver: ReceiverProcess, total: number, concurrency: number) {
+  const child = fork(fileURLToPath(new URL('./raw-client-process.js', import.meta.url)), [receiver.url, String(total), String(concurrency)], {
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   const measured = await coresDuring({ client: child.pid, receiver: receiver.pid }, async () => ((await once(child, 'message')) as [number])[0]);
@@ -45,30 +45,14 @@ export async function rawBroker(url: string, total: number, concurrency: number)
   return total / ((last - first) / 1000);
 }
 
-export async function dispatcherThroughput(
-  url: string,
-  receiver: ReceiverProcess,
-  total: number,
-  concurrency: number,
-  client: 'undici' | 'got' = 'undici',
-): Promise<number> {
-  return (await dispatcherThroughputCores(url, receiver, total, concurrency, client)).rate;
-}
-
 /** The dispatcher's rate, with the cores it, the receiver and RabbitMQ used while delivering. */
-export async function dispatcherThroughputCores(
-  url: string,
-  receiver: ReceiverProcess,
-  total: number,
-  concurrency: number,
-  client: 'undici' | 'got' = 'undici',
-): Promise<{ rate: number; cores: Record<string, number> }> {
+export async function dispatcherThroughputCores(url: string, receiver: ReceiverProcess, total: number, concurrency: number): Promise<{ rate: number; cores: Record<string, number> }> {
   // As deployed: a retry schedule, so a database for its waits (made before the clock starts).
   return withDatabase('throughput', async (databaseUrl) => {
     const prefix = benchPrefix('throughput');
     await fillDispatch(url, prefix, total, () => 'm_bench');
     await receiver.reset();
-    const program = startBenchDispatcher(url, prefix, receiver, concurrency, { HTTP_CLIENT: client, DATABASE_URL: databaseUrl });
+    const program = startBenchDispatcher(url, prefix, receiver, concurrency, { DATABASE_URL: databaseUrl });
     let cores: Record<string, number> = {};
     try {
       await until('first delivery', async () => (await receiver.stats()).count > 0, 30_000, 10);
@@ -162,12 +146,15 @@ export function startBenchDispatcher(url: string, prefix: string, receiver: Rece
   });
 }
 
-/** The dispatcher as deployed (its own process, every guarantee on): its rate and CPU µs per delivery, cold and warm. */
-export async function dispatcherCpu(url: string, receiver: ReceiverProcess, warmup: number, total: number, concurrency: number, env: Record<string, string> = {}) {
+/**
+ * The dispatcher as deployed (its own process, every guarantee on): its rate and CPU µs per
+ * delivery, cold and warm. `upstream`: the events come through the events exchange (intake checks their keys).
+ */
+export async function dispatcherCpu(url: string, receiver: ReceiverProcess, warmup: number, total: number, concurrency: number, env: Record<string, string> = {}, upstream = false) {
   // As deployed: a retry schedule, so a migrated database of its own for the waits.
   return withDatabase('cpu', async (databaseUrl) => {
     const prefix = benchPrefix('throughput');
-    await fillDispatch(url, prefix, warmup + total, () => 'm_bench');
+    await fillDispatch(url, prefix, warmup + total, () => 'm_bench', { upstream });
     await receiver.reset();
     const program = startBenchDispatcher(url, prefix, receiver, concurrency, { DATABASE_URL: databaseUrl, ...env });
     try {

@@ -11,6 +11,7 @@ import {
   merchantPatchSchema,
   rotateInputSchema,
   viewOf,
+  withCurrentRate,
 } from '../../libs/merchants/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import type { Queryable } from '../../libs/delivery-store/index.js';
@@ -54,13 +55,13 @@ export function adminRouter(deps: AdminDeps): express.Router {
     }
   });
 
-  mount(router, 'getMerchant', (_req, res, { params }) => {
+  mount(router, 'getMerchant', async (_req, res, { params }) => {
     const merchantId = params.merchantId as string;
     const merchant = deps.merchants.byId(merchantId);
     if (!merchant) throw notFound('merchant_not_found', `No merchant ${merchantId}`);
     const version = deps.settings?.versionOf(merchantId);
     if (version !== undefined) res.set('etag', `"${version}"`);
-    res.json({ message: `merchant ${merchantId}`, error: null, data: viewOf(merchant, new Date()) });
+    res.json({ message: `merchant ${merchantId}`, error: null, data: await withCurrentRate(deps.audit, viewOf(merchant, new Date())) });
   }, base);
 
   mount(router, 'putMerchant', async (req, res, { params }) => {
@@ -70,7 +71,7 @@ export function adminRouter(deps: AdminDeps): express.Router {
     if (!input.success) throw firstIssue(input.error);
     const written = await settings.put(merchantId, input.data, guardsOf(req, res));
     deps.logger.info('merchant settings saved through the admin API', { merchantId, created: written.created, replayed: written.replayed });
-    sendSettings(res, merchantId, written);
+    sendSettings(res, merchantId, { ...written, view: await withCurrentRate(deps.audit, written.view) });
   }, base);
 
   mount(router, 'patchMerchant', async (req, res, { params }) => {
@@ -80,7 +81,7 @@ export function adminRouter(deps: AdminDeps): express.Router {
     if (!patch.success) throw firstIssue(patch.error);
     const written = await settings.patch(merchantId, patch.data, guardsOf(req, res));
     deps.logger.info('merchant settings changed through the admin API', { merchantId, replayed: written.replayed });
-    sendSettings(res, merchantId, written);
+    sendSettings(res, merchantId, { ...written, view: await withCurrentRate(deps.audit, written.view) });
   }, base);
 
   mount(router, 'getMerchantAudit', async (_req, res, { params, query }) => {

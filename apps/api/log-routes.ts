@@ -3,7 +3,7 @@ import { EVENT_NAMES, isWellFormedReference, merchantIdSchema } from '../../libs
 import { isStorableFeedCursor, isStorableText, isStorableTime } from '../../libs/delivery-store/index.js';
 import { OUTCOMES, WEBHOOK_STATUSES } from '../../libs/delivery-log/index.js';
 import { ATTEMPT_ERROR_CLASSES } from '../../libs/http/index.js';
-import type { RouteDeclaration } from './routes.js';
+import { ADMIN_AUTH, MERCHANT_AUTH, merchantIdParams, type RouteDeclaration } from './route-declaration.js';
 import { envelope } from './schemas.js';
 
 /** The delivery log's routes: the merchant's own under /nucleus, any merchant's under /admin. */
@@ -39,8 +39,6 @@ export const feedQuery = z.strictObject({
 
 const webhookId = z.string().min(1).max(200).refine(isStorableText, 'must not hold a NUL character');
 export const webhookIdParams = z.strictObject({ webhookId });
-const adminWebhookParams = z.strictObject({ merchantId: merchantIdSchema, webhookId });
-const adminParams = z.strictObject({ merchantId: merchantIdSchema });
 
 export const webhookSummary = z.strictObject({
   webhookId: z.string(),
@@ -72,6 +70,8 @@ export const deliveryRecordView = z.strictObject({
 export const webhookDetail = webhookSummary.extend({
   payload: z.unknown().describe('The body sent: {"event": ..., "data": ...}'),
   records: z.array(deliveryRecordView).describe('Every record, oldest first: each attempt, and each time none was made'),
+  duplicates: z.number().int().min(0).describe('Repeats of this event that upstream published within INTAKE_DEDUPE_WINDOW (its messageId, else the same body), acked and not delivered; counted while its key is kept (the window, and up to a day and an hour more)'),
+  lastDuplicateAt: when.describe('When the last of those repeats arrived'),
 });
 
 export const feedEvent = z.strictObject({
@@ -108,9 +108,6 @@ const feed = envelope(
   }),
 );
 
-const MERCHANT_AUTH = [{ merchantPublicKey: [], accessToken: [] }] as const;
-const ADMIN_AUTH = [{ adminToken: [] }] as const;
-
 const LIST_TEXT =
   'Newest first. Status is the latest record\'s outcome: delivered, retrying (also while postponed or deferred), failed ' +
   '(attempts exhausted, circuit open past the schedule, disabled since, or parked invalid) or skipped (not sent: webhook ' +
@@ -122,7 +119,7 @@ const FEED_TEXT =
   'holds at most 4 MB of payloads whatever the limit (always at least one event): fewer events than the limit do not ' +
   'mean the end; an empty page does.';
 
-export const LOG_ROUTES = [
+const MERCHANT_LOG_ROUTES = [
   {
     operationId: 'listWebhooks',
     method: 'get',
@@ -155,36 +152,24 @@ export const LOG_ROUTES = [
     output: { '200': { description: 'A page of the feed', schema: feed } },
     errors: LOG_ERRORS,
   },
-  {
-    operationId: 'adminListWebhooks',
-    method: 'get',
-    path: '/admin/merchants/{merchantId}/webhooks',
-    summary: "Any merchant's webhooks (operators)",
-    description: LIST_TEXT,
-    security: ADMIN_AUTH,
-    input: { params: adminParams, query: listQuery },
-    output: { '200': { description: 'A page of webhooks', schema: list } },
-    errors: LOG_ERRORS,
-  },
-  {
-    operationId: 'adminGetWebhook',
-    method: 'get',
-    path: '/admin/merchants/{merchantId}/webhooks/{webhookId}',
-    summary: "Any merchant's webhook with every attempt (operators)",
-    security: ADMIN_AUTH,
-    input: { params: adminWebhookParams },
-    output: { '200': { description: 'The webhook', schema: detail } },
-    errors: { ...LOG_ERRORS, ...NOT_FOUND },
-  },
-  {
-    operationId: 'adminListEvents',
-    method: 'get',
-    path: '/admin/merchants/{merchantId}/events',
-    summary: "Any merchant's feed (operators)",
-    description: FEED_TEXT,
-    security: ADMIN_AUTH,
-    input: { params: adminParams, query: feedQuery },
-    output: { '200': { description: 'A page of the feed', schema: feed } },
-    errors: LOG_ERRORS,
-  },
 ] as const satisfies readonly RouteDeclaration[];
+
+/** The same read of any merchant, for operators: under /admin/merchants/{merchantId}, with the admin token. */
+function forOperators<const Id extends string>(route: (typeof MERCHANT_LOG_ROUTES)[number], operationId: Id, summary: string) {
+  const params = 'params' in route.input ? route.input.params.shape : {};
+  return {
+    ...route,
+    operationId,
+    path: `/admin/merchants/{merchantId}${route.path.slice('/nucleus'.length)}`,
+    summary,
+    security: ADMIN_AUTH,
+    input: { ...route.input, params: merchantIdParams.extend(params) },
+  } satisfies RouteDeclaration;
+}
+
+export const LOG_ROUTES = [
+  ...MERCHANT_LOG_ROUTES,
+  forOperators(MERCHANT_LOG_ROUTES[0], 'adminListWebhooks', "Any merchant's webhooks (operators)"),
+  forOperators(MERCHANT_LOG_ROUTES[1], 'adminGetWebhook', "Any merchant's webhook with every attempt (operators)"),
+  forOperators(MERCHANT_LOG_ROUTES[2], 'adminListEvents', "Any merchant's feed (operators)"),
+] as const;

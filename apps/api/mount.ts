@@ -1,7 +1,8 @@
 import type { NextFunction, Request, Response, Router } from 'express';
 import type { z } from 'zod';
 import { ApiError, badRequest } from './errors.js';
-import { type OperationId, ROUTES, route as routeOf, type RouteDeclaration } from './routes.js';
+import type { RouteDeclaration } from './route-declaration.js';
+import { type OperationId, ROUTES, route as routeOf } from './routes.js';
 
 export interface Parsed {
   params: Record<string, unknown>;

@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { EVENT_NAMES, EVENT_SUMMARIES, webhookExample, webhookPayloadSchema } from '../../libs/contracts/index.js';
 import { attemptEvent, disabledEvent, enabledEvent, OPERATIONAL_EVENT_TYPES, secretRotatedEvent, updatedEvent, type OperationalEvent, type OperationalEventType, operationalEventSchema } from '../../libs/operational/index.js';
-import { ROUTES, type RouteDeclaration } from './routes.js';
+import type { RouteDeclaration } from './route-declaration.js';
+import { ROUTES } from './routes.js';
 import { errorEnvelope } from './schemas.js';
 
 /**

@@ -1,11 +1,11 @@
 import { once } from 'node:events';
 import { createServer, type RequestListener, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { DEV_MERCHANTS_FILE, replicationOf } from '../../libs/config/index.js';
+import { DEV_MERCHANTS_FILE, topologyOf } from '../../libs/config/index.js';
 import type { BrokerConnection } from '../../libs/broker/index.js';
 import { FailedStore, ResendService } from '../../libs/failed/index.js';
 import type { Logger } from '../../libs/logger/index.js';
-import { DISABLED_REASONS, MerchantSettings, type OpenedMerchants, openMerchants } from '../../libs/merchants/index.js';
+import { DISABLED_REASONS, MerchantSettings, openMerchants } from '../../libs/merchants/index.js';
 import { OPERATIONAL_EVENT_TYPES, OperationalPublisher, announcer } from '../../libs/operational/index.js';
 import { METRIC_NAMES, createRegistry, gaugeFrom, operationalMetrics } from '../../libs/metrics/index.js';
 import { type Database, deliveryLogQueries, LogHealth, openPostgres, type PostgresOptions, type Queryable } from '../../libs/delivery-store/index.js';
@@ -18,7 +18,7 @@ import { ApiError, errorBody } from './errors.js';
 import { KeyedConcurrency } from './concurrency.js';
 import { MemoryRateLimiter, RememberedRefusals, SharedRateLimiter } from './rate-limit.js';
 import { type HealthServer, startHealthServer } from '../../libs/metrics/health-server.js';
-import { stopBudget } from '../../libs/runtime/index.js';
+import { Cleanup, stopBudget } from '../../libs/runtime/index.js';
 import type { Registry } from 'prom-client';
 import { StartupProgress, startingHandler } from './starting.js';
 import { endpointHealth, PortalSessions, TokenSigner } from '../../libs/portal/index.js';
@@ -91,8 +91,6 @@ export interface ApiOptions {
   merchantsPollMs?: number;
   /** Link exchanges per client address; PORTAL_ADDRESS_LIMIT by default. */
   portalAddressLimit?: { perMinute: number; burst: number };
-  /** A portal session idle this long ends (30 minutes by default). */
-  portalIdleTimeoutMs?: number;
   /**
    * Wraps what the log's reads run on (not the health check's). Tests make one merchant's
    * queries slow with it, so that fairness is checked against real connections and timeouts.
@@ -109,9 +107,15 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
   const schemaWatch = new AbortController();
   let serving: { broker: BrokerConnection } | undefined;
   const server = await listen(startingHandler(progress), config.PORT);
-  let metrics: HealthServer | undefined;
-  try {
-    metrics =
+  // What start-up opens, closed if a later step fails (ADMIN_PORT taken, the broker refused...).
+  const cleanup = new Cleanup();
+  cleanup.add(() => {
+    server.close();
+    server.closeAllConnections();
+  });
+  cleanup.add(() => schemaWatch.abort());
+  return cleanup.guard(async () => {
+    const metrics =
       config.METRICS_PORT === undefined
         ? undefined
         : await startHealthServer({
@@ -121,16 +125,11 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
             waitingFor: () => (serving ? 'RabbitMQ' : progress.what),
             detail: () => (serving ? undefined : progress.detail),
           });
-    const program = await startParts(config, logger, options, { registry, progress, server, metrics, schemaWatch });
+    cleanup.add(() => metrics?.close());
+    const program = await startParts(config, logger, options, { registry, progress, server, metrics, schemaWatch, cleanup });
     serving = program;
     return program;
-  } catch (err) {
-    schemaWatch.abort();
-    server.close();
-    server.closeAllConnections();
-    await metrics?.close();
-    throw err;
-  }
+  });
 }
 
 interface Started {
@@ -140,11 +139,13 @@ interface Started {
   server: Server;
   metrics?: HealthServer;
   schemaWatch: AbortController;
+  cleanup: Cleanup;
 }
 
-async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions, { registry, progress, server, metrics, schemaWatch }: Started): Promise<ApiProgram> {
+async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions, { registry, progress, server, metrics, schemaWatch, cleanup }: Started): Promise<ApiProgram> {
   // Development mode without DATABASE_URL: an embedded database, which this process then owns (and migrates).
   const ownDatabase = !options.database && !config.DATABASE_URL ? await openDevDatabase(logger) : undefined;
+  cleanup.add(() => ownDatabase?.close());
   const given = options.database ?? ownDatabase;
   // The schema this release needs: waited for, never made here (`webhooks migrate`). With merchants
   // in MERCHANTS_FILE the API serves without PostgreSQL (resends answer 503), so the schema is
@@ -152,57 +153,37 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
   // behind after the wait) stops the API.
   let schema: SchemaWaitState = {};
   let schemaFatal = new Promise<Error>(() => {});
-  try {
-    const onState = (state: SchemaWaitState) => progress.schema(state);
-    if (given) await awaitSchema(given, logger, { signal: options.signal, onState });
-    else if (config.MERCHANTS_FILE) {
-      schema = { waiting: 'database' };
-      schemaFatal = awaitSchemaAt(config.DATABASE_URL!, 'webhooks-api schema check', logger, { watch: true, signal: schemaWatch.signal, onState: (state) => (schema = state) }).then(
-        () => new Promise<Error>(() => {}),
-        (err: Error) => (schemaWatch.signal.aborted ? new Promise<Error>(() => {}) : err),
-      );
-    } else await awaitSchemaAt(config.DATABASE_URL!, 'webhooks-api schema check', logger, { signal: options.signal, onState });
-  } catch (err) {
-    await ownDatabase?.close();
-    throw err;
-  }
+  const onState = (state: SchemaWaitState) => progress.schema(state);
+  if (given) await awaitSchema(given, logger, { signal: options.signal, onState });
+  else if (config.MERCHANTS_FILE) {
+    schema = { waiting: 'database' };
+    schemaFatal = awaitSchemaAt(config.DATABASE_URL!, 'webhooks-api schema check', logger, { watch: true, signal: schemaWatch.signal, onState: (state) => (schema = state) }).then(
+      () => new Promise<Error>(() => {}),
+      (err: Error) => (schemaWatch.signal.aborted ? new Promise<Error>(() => {}) : err),
+    );
+  } else await awaitSchemaAt(config.DATABASE_URL!, 'webhooks-api schema check', logger, { signal: options.signal, onState });
   progress.waitFor(config.MERCHANTS_FILE ? 'RabbitMQ' : 'the merchant database');
-  let opened: OpenedMerchants;
-  try {
-    opened = await openMerchants(config, logger, { database: given, applicationName: 'webhooks-api merchants', signal: options.signal, pollIntervalMs: options.merchantsPollMs, seedFile: config.WEBHOOKS_DEV ? DEV_MERCHANTS_FILE : undefined, openSecrets: false });
-  } catch (err) {
-    await ownDatabase?.close();
-    throw err;
-  }
+  const opened = await openMerchants(config, logger, { database: given, applicationName: 'webhooks-api merchants', signal: options.signal, pollIntervalMs: options.merchantsPollMs, seedFile: config.WEBHOOKS_DEV ? DEV_MERCHANTS_FILE : undefined, openSecrets: false });
+  cleanup.add(() => opened.close());
   const merchants = opened.merchants;
   const directory = opened.writable;
   progress.waitFor('RabbitMQ');
   progress.database = true;
-  let broker: BrokerConnection;
-  try {
-    broker = await openTopologyBroker({
-      url: config.RABBITMQ_URL,
-      name: 'webhooks-api',
-      logger,
-      topology: {
-        prefix: config.TOPOLOGY_PREFIX,
-        failedRetention: config.FAILED_RETENTION,
-        replication: replicationOf(config),
-        deliveriesStream: config.DELIVERY_LOG === 'on',
-      },
-      signal: options.signal,
-    });
-  } catch (err) {
-    await opened.close();
-    await ownDatabase?.close();
-    throw err;
-  }
+  const broker = await openTopologyBroker({
+    url: config.RABBITMQ_URL,
+    name: 'webhooks-api',
+    logger,
+    topology: topologyOf(config),
+    signal: options.signal,
+  });
+  cleanup.add(() => broker.close());
   progress.broker = true;
   if (config.DELIVERY_LOG === 'on') progress.waitFor('the delivery log');
   // The failure index and the claims of resends: the merchants' pool, or one of its own (MERCHANTS_FILE).
   const failuresDatabase = given ?? opened.database ?? openPostgres(config.DATABASE_URL!, FAILURES_POOL);
   const failures = new FailedStore(failuresDatabase);
   const ownFailuresDatabase = failuresDatabase === given || failuresDatabase === opened.database ? undefined : failuresDatabase;
+  cleanup.add(() => ownFailuresDatabase?.close());
   let log: OpenedLog | undefined;
   let health: LogHealth | undefined;
   let healthDatabase: Database | undefined;
@@ -216,6 +197,7 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
       // The caller's database, or development mode's embedded one (with its recorder): one process, no pool.
       log = await openDeliveryLog(config, broker, logger, given);
     }
+    cleanup.add(() => Promise.all([log?.close(), healthDatabase?.close()]));
     health = new LogHealth(healthDatabase ?? log.database, topologyNames(config.TOPOLOGY_PREFIX).deliveries);
     await health.start();
   }
@@ -223,6 +205,7 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
   // there is a log, else one of its own on the failures' database.
   const databaseHealth = health ?? new LogHealth(failuresDatabase, topologyNames(config.TOPOLOGY_PREFIX).deliveries);
   if (!health) await databaseHealth.start();
+  cleanup.add(() => databaseHealth.stop());
 
   const auth = new Authenticator(
     merchants,
@@ -245,7 +228,7 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
   let publicPort: number | undefined;
   const publisher = new EventPublisher(broker, config.TOPOLOGY_PREFIX);
   const portal: PortalDeps = {
-    sessions: logDatabase && new PortalSessions(logDatabase, new TokenSigner(config.SECRETS_KEY, config.SECRETS_KEY_PREVIOUS), options.portalIdleTimeoutMs),
+    sessions: logDatabase && new PortalSessions(logDatabase, new TokenSigner(config.SECRETS_KEY, config.SECRETS_KEY_PREVIOUS)),
     health: (merchantId) => endpointHealth(logDatabase!, merchantId),
     publish: (message, options) => publisher.publish(message, options),
     baseUrl: () => {
@@ -303,19 +286,7 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
   const app = createApp(deps);
   publicPort = (server.address() as AddressInfo).port;
   const adminPortAsked = config.ADMIN_PORT;
-  let adminServer: Server | undefined;
-  try {
-    adminServer = adminPortAsked === undefined ? undefined : await listen(createAdminApp({ ...deps, merchants }), adminPortAsked);
-  } catch (err) {
-    // ADMIN_PORT taken: leave nothing open behind the error the program exits with (startApi closes PORT).
-    databaseHealth.stop();
-    await ownFailuresDatabase?.close();
-    await healthDatabase?.close();
-    await log?.close();
-    await opened.close();
-    await broker.close();
-    throw err;
-  }
+  const adminServer = adminPortAsked === undefined ? undefined : await listen(createAdminApp({ ...deps, merchants }), adminPortAsked);
   // Start-up is over: the app answers on PORT from now on.
   server.removeAllListeners('request');
   server.on('request', app);
@@ -336,9 +307,7 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
       // Bounded by SHUTDOWN_TIMEOUT whatever the broker does: requests in flight get what the
       // close steps leave, each close step gets what is left, and the connection is cut at the end.
       stopping ??= (async () => {
-        const budget = stopBudget(config.SHUTDOWN_TIMEOUT, (step, error) =>
-          logger.warn('shutdown step did not finish in time; going on', { step, error: error?.message }),
-        );
+        const budget = stopBudget(config.SHUTDOWN_TIMEOUT, logger);
         schemaWatch.abort();
         // Finish requests in flight (their publishes need the broker), then disconnect.
         const forRequests = Math.max(0, config.SHUTDOWN_TIMEOUT - Math.min(5_000, config.SHUTDOWN_TIMEOUT / 2));

@@ -1,5 +1,7 @@
 import type { Queryable } from '../../libs/delivery-store/index.js';
 import { isUnavailable, MerchantStoreUnavailableError } from '../../libs/merchants/index.js';
+import { BoundedMap } from '../../libs/runtime/index.js';
+import { sweepCells, takeCell } from '../../libs/rate-limit/index.js';
 
 export type Allowance = { ok: true } | { ok: false; retryAfterSeconds: number };
 
@@ -38,9 +40,8 @@ export class MemoryRateLimiter implements RateLimiter {
 }
 
 /**
- * In PostgreSQL, so that every API replica counts against one limit: a row per key holding its
- * theoretical arrival time (GCRA, the token bucket as one timestamp). Taking is one upsert that
- * moves it only when the request fits; PostgreSQL's clock judges, the same for every replica.
+ * In PostgreSQL, so that every API replica counts against one limit: the GCRA of libs/rate-limit
+ * (a row per key; the dispatchers' per-endpoint throttle takes from the same table).
  */
 export class SharedRateLimiter implements RateLimiter {
   private takes = 0;
@@ -60,21 +61,11 @@ export class SharedRateLimiter implements RateLimiter {
   async take(key: string): Promise<Allowance> {
     const id = `${this.name}:${key}`;
     try {
-      const { rows } = await this.db.query(
-        `INSERT INTO rate_limits AS r (key, tat) VALUES ($1, now() + $2::float8 * interval '1 millisecond')
-         ON CONFLICT (key) DO UPDATE SET tat = GREATEST(r.tat, now()) + $2::float8 * interval '1 millisecond'
-         WHERE GREATEST(r.tat, now()) + $2::float8 * interval '1 millisecond' <= now() + $3::float8 * interval '1 millisecond'
-         RETURNING 1`,
-        [id, this.intervalMs, this.burst * this.intervalMs],
-      );
+      const answer = await takeCell(this.db, id, { intervalMs: this.intervalMs, burstMs: this.burst * this.intervalMs });
       // Keys whose bucket is full again hold nothing worth keeping: swept now and then.
-      if (++this.takes % 1_000 === 0) void this.db.query("DELETE FROM rate_limits WHERE tat < now() - interval '1 minute'").catch(() => {});
-      if (rows.length > 0) return { ok: true };
-      const waited = await this.db.query<{ wait_ms: number }>(
-        `SELECT EXTRACT(EPOCH FROM (GREATEST(tat, now()) - now())) * 1000 + $2::float8 - $3::float8 AS wait_ms FROM rate_limits WHERE key = $1`,
-        [id, this.intervalMs, this.burst * this.intervalMs],
-      );
-      return { ok: false, retryAfterSeconds: Math.max(1, Math.ceil(Number(waited.rows[0]?.wait_ms ?? this.intervalMs) / 1000)) };
+      if (++this.takes % 1_000 === 0) void sweepCells(this.db).catch(() => {});
+      if (answer.ok) return { ok: true };
+      return { ok: false, retryAfterSeconds: Math.max(1, Math.ceil(answer.retryInMs / 1000)) };
     } catch (err) {
       if (isUnavailable(err)) throw new MerchantStoreUnavailableError(err);
       throw err;
@@ -91,14 +82,16 @@ export const REMEMBERED_REFUSALS = 10_000;
  * all until it may try again. The verdicts are the shared limiter's; only their replay is local.
  */
 export class RememberedRefusals implements RateLimiter {
-  private readonly until = new Map<string, number>();
+  private readonly until: BoundedMap<string, number>;
 
   constructor(
     private readonly inner: RateLimiter,
     private readonly now: () => number = Date.now,
-    /** Refusals kept at most: past it the oldest is forgotten (asked again), never all of them at once. */
-    private readonly max = REMEMBERED_REFUSALS,
-  ) {}
+    /** Refusals kept at most: past it the oldest is forgotten (asked again). */
+    max = REMEMBERED_REFUSALS,
+  ) {
+    this.until = new BoundedMap(max);
+  }
 
   /** The refusal still running for `key`, if any, without asking the limiter. */
   refused(key: string): Allowance | undefined {
@@ -116,12 +109,7 @@ export class RememberedRefusals implements RateLimiter {
     const remembered = this.refused(key);
     if (remembered) return remembered;
     const allowed = await this.inner.take(key);
-    if (!allowed.ok) {
-      this.until.delete(key);
-      // A Map keeps insertion order: the first key is the oldest refusal.
-      if (this.until.size >= this.max) this.until.delete(this.until.keys().next().value!);
-      this.until.set(key, this.now() + allowed.retryAfterSeconds * 1000);
-    }
+    if (!allowed.ok) this.until.set(key, this.now() + allowed.retryAfterSeconds * 1000);
     return allowed;
   }
 }

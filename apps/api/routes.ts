@@ -4,39 +4,8 @@ import { merchantInputSchema, merchantPatchSchema, rotateInputSchema } from '../
 import { envelope, merchantView, readiness, rotated } from './schemas.js';
 import { LOG_ROUTES } from './log-routes.js';
 import { PORTAL_ROUTES } from './portal/routes.js';
+import { ADMIN_AUTH, MERCHANT_AUTH, merchantIdParams, type RouteDeclaration } from './route-declaration.js';
 
-/**
- * One declaration per route: method, path, input, output and errors. Express mounts handlers by
- * operationId (mount.ts parses params and query with these schemas), and openapi.ts makes the
- * OpenAPI document from this table, so neither can drift from the other.
- */
-export interface RouteDeclaration {
-  operationId: string;
-  method: 'get' | 'post' | 'put' | 'patch' | 'delete';
-  /** OpenAPI template: `/admin/merchants/{merchantId}`. */
-  path: string;
-  summary: string;
-  description?: string;
-  security?: ReadonlyArray<Record<string, readonly string[]>>;
-  input?: {
-    params?: z.ZodObject;
-    query?: z.ZodObject;
-    body?: z.ZodType;
-    bodyRequired?: boolean;
-    bodyMediaTypes?: readonly string[];
-    /** Header parameters, as OpenAPI parameter objects. */
-    headers?: readonly object[];
-  };
-  /** Successful answers by status: the whole body's schema, or a media type that is not JSON. */
-  output: Record<string, { description: string; schema?: z.ZodType; mediaType?: string }>;
-  /** Error answers by status, in the envelope; the description names the codes. */
-  errors: Record<string, string>;
-}
-
-export const MERCHANT_AUTH = [{ merchantPublicKey: [], accessToken: [] }] as const;
-export const ADMIN_AUTH = [{ adminToken: [] }] as const;
-
-export const merchantIdParams = z.strictObject({ merchantId: merchantIdSchema });
 
 /** Entries per page of a merchant's audit trail: by default, and at most. */
 export const AUDIT_PAGE_LIMIT = { default: 100, max: 500 };
@@ -49,7 +18,7 @@ const auditEntry = z.strictObject({
   id: z.string(),
   at: z.string(),
   actor: z.string(),
-  action: z.string().describe('merchant.created, merchant.updated, secret.rotated, portal.link_minted, portal.sessions_revoked, merchant.deleted (the trail outlives the merchant); from the portal: portal.session_opened, portal.test_event, portal.webhook_resent, portal.recover_round'),
+  action: z.string().describe('merchant.created, merchant.updated, secret.rotated, portal.link_minted, portal.sessions_revoked, merchant.deleted (the trail outlives the merchant); from the portal: portal.session_opened, portal.link_reused, portal.test_event, portal.webhook_resent, portal.recover_round; from the merchant API: webhook.resent'),
   changes: z.record(z.string(), z.unknown()).describe('By field: {from, to}, or "rotated" for the secret'),
   address: z.string().nullable(),
 });

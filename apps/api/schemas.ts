@@ -47,6 +47,15 @@ export const merchantView = z
         orderByReference: z
           .boolean()
           .describe('Order per reference (off by default): a webhook is not sent while an earlier one of its tnxRef (charge, refund) or payout reference is not yet delivered, failed or skipped; only that reference waits'),
+        maxPerSecond: z
+          .number()
+          .int()
+          .nullable()
+          .describe('The throttle: at most this many webhooks a second to the endpoint, whatever the number of dispatchers (a 10 % margin for the network aside); null: no limit'),
+        currentPerSecond: z
+          .number()
+          .nullable()
+          .describe('Read-only: the rate the endpoint is sent at now. Lower than maxPerSecond while its 429 or 503 answers slow it (halved at most once a second, raised a tenth a second as it succeeds); null: no limit'),
         secret: z.string().regex(/^whsec_/).optional().describe('Only in the answer that created the webhook'),
       }),
     ]),

@@ -12,6 +12,7 @@ import {
 } from '../../libs/failed/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import {
+  AuditUnavailableError,
   DisabledByOperatorError,
   IdempotencyKeyReusedError,
   InvalidIdempotencyKeyError,
@@ -80,6 +81,11 @@ export function toApiError(err: unknown, logger: Logger): ApiError {
   if (err instanceof WebhookNotSetUpError) return new ApiError(409, 'webhook_not_set_up', 'This merchant has no webhook; PUT one first');
   if (err instanceof DisabledByOperatorError) {
     return new ApiError(409, 'endpoint_disabled_by_operator', 'The platform turned this endpoint off; ask the platform\'s support to turn it on again');
+  }
+  // An action whose audit entry PostgreSQL refused is not reported as done (libs/merchants/audit.ts).
+  if (err instanceof AuditUnavailableError) {
+    logger.error('audit entry not written: the request answered 503', { action: err.action, error: (err.cause as Error)?.message });
+    return unavailable('The audit trail could not be written, so this is not confirmed as done; try again shortly');
   }
   if (err instanceof MerchantStoreUnavailableError) return unavailable('The merchant database is unavailable; try again shortly');
   if (err instanceof VersionMismatchError) {

@@ -87,7 +87,9 @@ function summaryRow(w: WebhookSummary): string[] {
 
 /** One webhook and its records, oldest first: what support reads to answer "did they get it?". */
 export function timeline(w: WebhookDetail): string {
-  const head = `${w.webhookId}  ${w.event}  ${w.references.join(',')}  first seen ${w.firstSeenAt}  ${w.status}, ${w.attempts} attempt(s)`;
+  // Repeats upstream published within INTAKE_DEDUPE_WINDOW, acked without delivery: said only when there were some.
+  const repeats = w.duplicates > 0 ? `, ${w.duplicates} repeat(s) dropped at intake, last ${w.lastDuplicateAt}` : '';
+  const head = `${w.webhookId}  ${w.event}  ${w.references.join(',')}  first seen ${w.firstSeenAt}  ${w.status}, ${w.attempts} attempt(s)${repeats}`;
   const rows = w.records.map((r) => [
     r.startedAt ?? r.at,
     r.outcome,

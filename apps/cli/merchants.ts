@@ -4,6 +4,7 @@ import { parseDuration } from '../../libs/config/index.js';
 import { EVENT_NAMES } from '../../libs/contracts/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import {
+  MAX_PER_SECOND_LIMIT,
   InvalidSettingsError,
   type MerchantInput,
   MerchantNotFoundError,
@@ -39,7 +40,8 @@ async function withSettings<T>(ctx: CliContext, policy: UrlPolicy, run: (setting
     throw new UsageError('merchants commands need DATABASE_URL (and SECRETS_KEY): merchants live in PostgreSQL. Beside npm start, use the admin API or the portal');
   }
   if (!ctx.config.SECRETS_KEY) throw new UsageError('merchants commands need SECRETS_KEY, the key the programs seal webhook secrets with');
-  await withSchemaChecked(ctx.config.DATABASE_URL);
+  // Stops a command on a database `webhooks migrate` has not brought to this release's schema.
+  await withDatabase(ctx.config.DATABASE_URL, async () => {});
   const opened = await openMerchants({ ...ctx.config, MERCHANTS_FILE: undefined }, silentLogger(), { applicationName: 'webhooks-cli', startStallMs: 10_000 });
   try {
     return await withBroker(ctx.config, [], async (broker: BrokerConnection) => {
@@ -52,22 +54,22 @@ async function withSettings<T>(ctx: CliContext, policy: UrlPolicy, run: (setting
   }
 }
 
-/** Stops a command on a database `webhooks migrate` has not brought to this release's schema. */
-async function withSchemaChecked(url: string): Promise<void> {
+/** One connection to DATABASE_URL, once its schema is this release's (`webhooks migrate`); closed after. */
+async function withDatabase<T>(url: string, run: (database: Database) => Promise<T>): Promise<T> {
   const database = openPostgres(url, { maxConnections: 1, applicationName: 'webhooks-cli' });
-  await checkSchema(database).finally(() => database.close());
+  try {
+    await checkSchema(database);
+    return await run(database);
+  } finally {
+    await database.close();
+  }
 }
 
 /** The merchants' database and the key their secrets are sealed with, for a command that needs no directory. */
 async function withSealedStore<T>(ctx: CliContext, run: (database: Database, box: SecretBox) => Promise<T>): Promise<T> {
   if (!ctx.config.DATABASE_URL || !ctx.config.SECRETS_KEY) throw new UsageError('this command needs DATABASE_URL and SECRETS_KEY (reseal: and SECRETS_KEY_PREVIOUS, the key it replaces)');
-  const database = openPostgres(ctx.config.DATABASE_URL, { maxConnections: 1, applicationName: 'webhooks-cli' });
-  try {
-    await checkSchema(database);
-    return await run(database, new SecretBox(ctx.config.SECRETS_KEY, ctx.config.SECRETS_KEY_PREVIOUS ? [ctx.config.SECRETS_KEY_PREVIOUS] : []));
-  } finally {
-    await database.close();
-  }
+  const box = new SecretBox(ctx.config.SECRETS_KEY, ctx.config.SECRETS_KEY_PREVIOUS ? [ctx.config.SECRETS_KEY_PREVIOUS] : []);
+  return withDatabase(ctx.config.DATABASE_URL, (database) => run(database, box));
 }
 
 /** Changes made here are the CLI's in the audit trail. */
@@ -87,7 +89,7 @@ const KEEP_STORED_URL: UrlPolicy = { allowHttp: true, allowPrivateTargets: true 
 
 function table(views: MerchantView[]): string {
   return formatTable(
-    ['MERCHANT', 'PUBLIC KEY', 'ENABLED', 'EVENTS', 'ORDER', 'PREVIOUS SECRET UNTIL', 'URL'],
+    ['MERCHANT', 'PUBLIC KEY', 'ENABLED', 'EVENTS', 'ORDER', 'PREVIOUS SECRET UNTIL', 'MAX/S', 'URL'],
     views.map((v) => [
       v.id,
       v.publicKey,
@@ -95,6 +97,7 @@ function table(views: MerchantView[]): string {
       v.webhook ? v.webhook.events.join(',') : '-',
       v.webhook ? (v.webhook.orderByReference ? 'per-reference' : 'none') : '-',
       v.webhook?.previousSecretExpiresAt ?? '-',
+      v.webhook?.maxPerSecond ? String(v.webhook.maxPerSecond) : '-',
       v.webhook?.url ?? '-',
     ]),
   );
@@ -171,9 +174,11 @@ export function declareMerchants(program: Command, io: CliIo): void {
     .addOption(new Option('--disable', 'stop sending webhooks; the settings and the secret are kept'))
     .addOption(new Option('--events <list>', `send only these events, comma-separated: ${EVENT_NAMES.join(', ')}`).conflicts('allEvents'))
     .addOption(new Option('--all-events', 'send every event (the default for a new webhook)'))
+    .addOption(new Option('--max-per-second <n>', `throttle: at most n webhooks a second to the endpoint, 1 to ${MAX_PER_SECOND_LIMIT}, across every dispatcher`).conflicts('unthrottled'))
+    .addOption(new Option('--unthrottled', 'no throttle (the default for a new webhook)'))
     .addOption(new Option('--order-by-reference', 'order per reference: a webhook waits while an earlier one of its tnxRef (a payout: reference) is not yet delivered, failed or skipped'))
     .addOption(new Option('--no-order-by-reference', 'no order promised (the default)'))
-    .addOption(new Option('--no-webhook', 'remove the webhook: nothing is sent to this merchant').conflicts(['url', 'enable', 'disable', 'events', 'allEvents', 'orderByReference']))
+    .addOption(new Option('--no-webhook', 'remove the webhook: nothing is sent to this merchant').conflicts(['url', 'enable', 'disable', 'events', 'allEvents', 'maxPerSecond', 'unthrottled', 'orderByReference']))
     .addHelpText('after', `\n${EXIT}`)
     .action(action(io, checkSet, runSet));
 
@@ -273,9 +278,9 @@ function declareDelete(merchants: Command, io: CliIo): void {
     .summary("deletes a merchant and every row of its data from PostgreSQL, in one transaction")
     .description(
       "Deletes the merchant and its data from every table of DATABASE_URL in one transaction: settings and sealed " +
-        'secrets, Idempotency-Key answers, audit trail, rate-limit counters, portal links and sessions, the delivery ' +
-        'log (webhooks, payloads, attempts, quarantined records), failed webhooks and retry claims. Prints the rows ' +
-        'deleted per table. RabbitMQ is not touched: messages of this merchant still queued or in the streams stay ' +
+        'secrets, Idempotency-Key answers, rate-limit counters, portal links and sessions, the delivery log (webhooks, ' +
+        'payloads, attempts, quarantined records), failed webhooks and waiting retries; the audit trail is kept and ' +
+        'records the delete. Prints the rows deleted per table. RabbitMQ is not touched: messages of this merchant still queued or in the streams stay ' +
         'until they are delivered, parked or age out, and the recorder stores records still in the deliveries stream ' +
         'again (run it again once they are gone). Running programs forget the merchant within a second (the delete ' +
         'notifies them), or at their next poll (10 s) when the notification is lost: a tombstone of the merchant ' +
@@ -294,8 +299,7 @@ function declareDelete(merchants: Command, io: CliIo): void {
         },
         async (options, ctx) => {
           if (!ctx.config.DATABASE_URL) throw new UsageError('merchants delete needs DATABASE_URL: merchants and their data live in PostgreSQL');
-          const database = openPostgres(ctx.config.DATABASE_URL, { maxConnections: 1, applicationName: 'webhooks-cli' });
-          const deleted = await checkSchema(database).then(() => deleteMerchantData(database, options.id, CLI_ACTOR)).finally(() => database.close());
+          const deleted = await withDatabase(ctx.config.DATABASE_URL, (database) => deleteMerchantData(database, options.id, CLI_ACTOR));
           const total = Object.values(deleted).reduce((sum, n) => sum + n, 0);
           writeLine(ctx.stdout, formatTable(['TABLE', 'ROWS DELETED'], Object.entries(deleted).map(([table, n]) => [table, String(n)])));
           if (total === 0) throw new NothingMatchedError(`no row of merchant ${options.id} in any table`);
@@ -315,6 +319,8 @@ export interface MerchantsSetOptions {
   allEvents: boolean;
   /** Order per reference on or off; undefined keeps the merchant's. */
   orderByReference?: boolean;
+  /** The throttle: a number sets it, null removes it, undefined keeps it. */
+  maxPerSecond?: number | null;
   noWebhook: boolean;
 }
 
@@ -326,6 +332,8 @@ interface SetRaw {
   events?: string;
   allEvents?: boolean;
   orderByReference?: boolean;
+  maxPerSecond?: string;
+  unthrottled?: boolean;
   webhook: boolean;
 }
 
@@ -335,6 +343,10 @@ function checkSet(raw: SetRaw, args: string[]): MerchantsSetOptions {
     if (!(EVENT_NAMES as readonly string[]).includes(event)) throw new UsageError(`--events takes ${EVENT_NAMES.join(', ')}; not ${event}`);
   }
   if (events !== undefined && events.length === 0) throw new UsageError(`--events takes at least one of ${EVENT_NAMES.join(', ')}`);
+  const maxPerSecond = raw.maxPerSecond === undefined ? undefined : Number(raw.maxPerSecond);
+  if (maxPerSecond !== undefined && !(Number.isInteger(maxPerSecond) && maxPerSecond >= 1 && maxPerSecond <= MAX_PER_SECOND_LIMIT && /^\d+$/.test(raw.maxPerSecond!.trim()))) {
+    throw new UsageError(`--max-per-second takes a whole number from 1 to ${MAX_PER_SECOND_LIMIT}; not ${raw.maxPerSecond}`);
+  }
   return {
     id: merchantId(args),
     publicKey: raw.publicKey,
@@ -343,6 +355,7 @@ function checkSet(raw: SetRaw, args: string[]): MerchantsSetOptions {
     events,
     allEvents: raw.allEvents === true,
     orderByReference: raw.orderByReference,
+    maxPerSecond: raw.unthrottled ? null : maxPerSecond,
     noWebhook: raw.webhook === false,
   };
 }
@@ -357,14 +370,15 @@ async function runSet(options: MerchantsSetOptions, ctx: CliContext): Promise<nu
     const input: Record<string, unknown> = { publicKey };
     if (!options.noWebhook) {
       const url = options.url ?? current?.webhook?.url;
-      if (url === undefined && (options.enabled !== undefined || options.events || options.orderByReference !== undefined)) {
+      if (url === undefined && (options.enabled !== undefined || options.events || options.maxPerSecond || options.orderByReference !== undefined)) {
         throw new UsageError(`merchant ${options.id} has no webhook yet: give --url`);
       }
       if (url !== undefined) {
         const kept = current?.webhook && current.webhook.events.length < EVENT_NAMES.length ? current.webhook.events : undefined;
         const events = options.allEvents ? undefined : (options.events ?? kept);
         const ordered = options.orderByReference ?? current?.webhook?.orderByReference ?? false;
-        input.webhook = { url, enabled: options.enabled ?? current?.webhook?.enabled ?? true, ...(events ? { events } : {}), ...(ordered ? { orderByReference: true } : {}) };
+        const maxPerSecond = options.maxPerSecond === undefined ? current?.webhook?.maxPerSecond : options.maxPerSecond;
+        input.webhook = { url, enabled: options.enabled ?? current?.webhook?.enabled ?? true, ...(events ? { events } : {}), ...(maxPerSecond ? { maxPerSecond } : {}), ...(ordered ? { orderByReference: true } : {}) };
       }
     }
     const parsed = merchantInputSchema.safeParse(input);

@@ -3,6 +3,22 @@ import { deliveryLogFields, envFields, merchantStoreFields, parseEnv, replicatio
 import { parseDuration } from '../../libs/config/durations.js';
 import { WEBHOOK_SECRET } from '../../libs/merchants/schema.js';
 
+/** A duration (5d, 12h), or `0` for never (the feature off): in milliseconds, 0 for never. */
+function durationOrNever(fallback: string) {
+  return z
+    .string()
+    .default(fallback)
+    .transform((text, ctx) => {
+      if (text.trim() === '0') return 0;
+      const ms = parseDuration(text);
+      if (ms === undefined || ms < 1) {
+        ctx.addIssue({ code: 'custom', message: `"${text}" is not a duration (use e.g. 5d, 12h) or 0 for never` });
+        return z.NEVER;
+      }
+      return ms;
+    });
+}
+
 export const dispatcherEnvSchema = z.object({
   RABBITMQ_URL: envFields.rabbitmqUrl,
   TOPOLOGY_PREFIX: envFields.topologyPrefix,
@@ -18,8 +34,6 @@ export const dispatcherEnvSchema = z.object({
   /** How long a wait handed back to dispatch may take to come to its attempt before its row hands it on again (at least twice DELIVERY_TIMEOUT_MS). */
   WAIT_LEASE: envFields.durationMs('1m'),
   ALLOW_PRIVATE_TARGETS: envFields.boolean(false),
-  // undici is about four times faster here; got stays selectable (same contract, same tests).
-  HTTP_CLIENT: z.enum(['undici', 'got']).default('undici'),
   MAX_MESSAGE_BYTES: envFields.positiveInt(256 * 1024, 64 * 1024 * 1024),
   /** /metrics, /healthz and /readyz of the dispatcher (it has no other HTTP port); 0 picks a free port. */
   METRICS_PORT: z
@@ -36,23 +50,17 @@ export const dispatcherEnvSchema = z.object({
    * Auto-disable: an endpoint whose every attempt has failed this long (failures spread over a
    * tenth of it) is turned off in the merchant directory (not with MERCHANTS_FILE, which is read-only). `0`: never.
    */
-  ENDPOINT_DISABLE_AFTER: z
-    .string()
-    .default('5d')
-    .transform((text, ctx) => {
-      if (text.trim() === '0') return 0;
-      const ms = parseDuration(text);
-      if (ms === undefined || ms < 1) {
-        ctx.addIssue({ code: 'custom', message: `"${text}" is not a duration (use e.g. 5d, 12h) or 0 for never` });
-        return z.NEVER;
-      }
-      return ms;
-    }),
+  ENDPOINT_DISABLE_AFTER: durationOrNever('5d'),
   /** Per endpoint, at most one operational event of a kind per this; later ones fold into the next one's count. */
   OPERATIONAL_EVENT_INTERVAL: envFields.durationMs('1h'),
   /** Optional: the operational events also POSTed here as Standard Webhooks, signed with OPERATIONAL_WEBHOOK_SECRET. */
   OPERATIONAL_WEBHOOK_URL: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional(),
   OPERATIONAL_WEBHOOK_SECRET: z.string().regex(WEBHOOK_SECRET, 'must be whsec_ followed by base64 (a Standard Webhooks secret)').optional(),
+  /**
+   * Idempotent intake: an upstream message whose key (its messageId, else its body's digest) was
+   * seen this long ago or less is acked and not delivered again. Needs DATABASE_URL; `0`: off.
+   */
+  INTAKE_DEDUPE_WINDOW: durationOrNever('24h'),
   LOG_LEVEL: envFields.logLevel,
   /** The standard OpenTelemetry variables; tracing is off without an OTLP endpoint. */
   ...tracingFields,

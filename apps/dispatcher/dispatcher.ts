@@ -8,7 +8,8 @@ import type { Merchant, MerchantDirectory } from '../../libs/merchants/index.js'
 import { RetryPolicy } from '../../libs/retry-policy/index.js';
 import { WebhookSigner } from '../../libs/signing/index.js';
 import type { FailedStore } from '../../libs/failed/index.js';
-import type { WaitStore, WaitWriter } from '../../libs/waits/index.js';
+import type { IntakeChecker } from '../../libs/intake-keys/index.js';
+import { type WaitStore, WaitTaker, type WaitWriter } from '../../libs/waits/index.js';
 import type { OrderGate, OrderState } from '../../libs/ordering/index.js';
 import { type TopologyNames, topologyNames } from '../../libs/topology/index.js';
 import { InvalidMessageError } from './errors.js';
@@ -20,6 +21,7 @@ import { type DispatcherStats, EffectStage } from './stages/effect.js';
 import { EndpointGuards } from './stages/endpoint-guards.js';
 import { type IntakeEvent, parseIntake } from './stages/intake.js';
 import { recordOf } from './stages/record.js';
+import type { Throttle } from './stages/throttle.js';
 import { publishChild, type Span, spanLogFields, tracingActive } from '../../libs/tracing/index.js';
 import { deliverySpan, describeDelivery } from './stages/trace.js';
 
@@ -83,6 +85,8 @@ export interface DispatcherDeps {
    * its end releases the next. Without it no merchant is ordered.
    */
   order?: OrderGate;
+  /** The endpoints' throttle (maxPerSecond and adaptive rates, in PostgreSQL); without it nothing is throttled. */
+  throttle?: Throttle;
   /** The delivery log's writer: each settled delivery's record is confirmed before its effect and ack. */
   deliveryLog?: DeliveryRecorder;
   /** Operational events and endpoint health, told of each settled delivery after its effect. */
@@ -94,6 +98,11 @@ export interface DispatcherDeps {
    * delivered to it like a merchant's webhooks. Without it they are skipped (not set up).
    */
   platform?: Merchant;
+  /**
+   * Idempotent intake (libs/intake-keys): an upstream message whose key was seen within
+   * INTAKE_DEDUPE_WINDOW is acked, not delivered. Without it every message is delivered.
+   */
+  intakeKeys?: IntakeChecker;
 }
 
 /**
@@ -109,6 +118,8 @@ export class Dispatcher {
   private readonly admission: AdmissionStage;
   private readonly attempt: AttemptStage;
   private readonly effect: EffectStage;
+  /** Takes hand-backs to their attempts, those of one turn in one statement. */
+  private readonly taker?: WaitTaker;
   private consumer?: Consumer;
   /** Deliveries settled without their delivery-log record (the deliveries stream refused it). */
   recordsLost = 0;
@@ -122,6 +133,7 @@ export class Dispatcher {
     this.policy = new RetryPolicy({ delaysMs: settings.retryDelaysMs, maxDeferrals: settings.maxDeferrals });
     if (settings.retryDelaysMs.length > 0 && !deps.waits) throw new Error('a retry schedule needs waits in PostgreSQL (deps.waits)');
     const observer = deps.observer ?? noopObserver;
+    if (deps.waits) this.taker = new WaitTaker(deps.waits.store, Math.max(settings.waitLeaseMs ?? 60_000, 2 * settings.deliveryTimeoutMs));
     this.guards = new EndpointGuards({
       maxInFlight: settings.perEndpointConcurrency ?? Math.max(1, Math.ceil(settings.concurrency / 2)),
       maxTotalInFlight: settings.concurrency,
@@ -130,7 +142,7 @@ export class Dispatcher {
       cooldownMs: settings.breakerCooldownMs ?? BREAKER.cooldownMs,
       maxCooldownMs: Math.max(settings.breakerCooldownMs ?? BREAKER.cooldownMs, BREAKER.maxCooldownMs),
     });
-    this.admission = new AdmissionStage(deps.merchants, this.guards, this.policy, deps.platform);
+    this.admission = new AdmissionStage(deps.merchants, this.guards, this.policy, deps.platform, deps.throttle);
     this.attempt = new AttemptStage(deps.http, deps.signer ?? new WebhookSigner(), observer, settings);
     this.effect = new EffectStage({
       broker: deps.broker,
@@ -223,6 +235,12 @@ export class Dispatcher {
       if (err instanceof InvalidMessageError) return { finding: { kind: 'invalid', code: err.code, detail: err.detail } };
       throw err;
     }
+    // Idempotent intake: only at first sight, a message from upstream's exchange; a retry, a
+    // hand-back, a resend or a test event is never a repeat.
+    if (this.deps.intakeKeys && message.fields.exchange === this.names.events && !intake.test) {
+      const key = { merchantId: intake.merchantId, webhookId: intake.webhookId };
+      if ((await this.deps.intakeKeys.check(key, message.fields.redelivered)) === 'repeat') return { finding: { kind: 'duplicate', ...key } };
+    }
     // A wait handed back: only its current hand comes to an attempt.
     if (intake.hand !== undefined && !(await this.take(intake, intake.hand))) {
       return { finding: { kind: 'superseded', key: `${intake.webhookId}#${intake.hand}` } };
@@ -236,8 +254,13 @@ export class Dispatcher {
     // Admission: someone to send it to, and a slot on their endpoint.
     const admitted = await this.admission.admit(intake, now, () => this.stopping !== undefined);
     if (admitted.kind !== 'admitted') return { intake, finding: admitted };
-    // Attempt: sign and POST.
-    return { intake, finding: await this.attempt.run(intake, admitted, now, span) };
+    // Attempt: sign and POST; its answer tells the endpoint's adaptive rate.
+    const finding = await this.attempt.run(intake, admitted, now, span);
+    if (this.deps.throttle) {
+      const status = finding.kind === 'sent' ? finding.status : finding.kind === 'attempt-failed' ? finding.error.status : undefined;
+      this.deps.throttle.answered(intake.merchantId, admitted.webhook, status, finding.kind === 'sent');
+    }
+    return { intake, finding };
   }
 
   /**
@@ -287,11 +310,10 @@ export class Dispatcher {
    * successor would be out of order, so it is held (unacked) until PostgreSQL answers.
    */
   private async take(intake: IntakeEvent, hand: number): Promise<boolean> {
-    if (!this.deps.waits) return true;
-    const leaseMs = Math.max(this.settings.waitLeaseMs ?? 60_000, 2 * this.settings.deliveryTimeoutMs);
+    if (!this.taker) return true;
     for (let tries = 0; ; tries++) {
       try {
-        return await this.deps.waits.store.take(intake, hand, leaseMs);
+        return await this.taker.take({ merchantId: intake.merchantId, webhookId: intake.webhookId, hand });
       } catch (err) {
         if (!intake.ordered || this.stopping !== undefined) {
           this.deps.logger.warn('wait not taken: PostgreSQL did not answer; attempted anyway', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message });

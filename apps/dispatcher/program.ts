@@ -1,16 +1,19 @@
-import { DEV_MERCHANTS_FILE, replicationOf } from '../../libs/config/index.js';
+import { DEV_MERCHANTS_FILE, replicationOf, topologyOf } from '../../libs/config/index.js';
 import { DeliveryRecorder } from '../../libs/delivery-log/index.js';
 import type { BrokerConnection } from '../../libs/broker/index.js';
-import { createGotClient, createUndiciClient } from '../../libs/http/index.js';
+import { createUndiciClient } from '../../libs/http/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import type { Registry } from 'prom-client';
 import { DISABLED_REASONS, type MerchantDirectory, openMerchants } from '../../libs/merchants/index.js';
 import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
 import { FailedStore } from '../../libs/failed/index.js';
+import { IntakeChecker, IntakeKeyStore } from '../../libs/intake-keys/index.js';
 import { openDevDatabase } from '../recorder/open-log.js';
 import { awaitSchema, awaitSchemaAt, type SchemaGateOptions } from '../../libs/migrations/index.js';
 import { METRIC_NAMES, counterFrom, createRegistry, deliveryMetrics, gaugeFrom, labelledGaugeFrom, operationalMetrics } from '../../libs/metrics/index.js';
 import { waitMetrics } from './wait-metrics.js';
+import { Throttle } from './stages/throttle.js';
+import { throttleMetrics } from './throttle-metrics.js';
 import { OPERATIONAL_EVENT_TYPES, OperationalPublisher } from '../../libs/operational/index.js';
 import { Operations } from './operations.js';
 import { WaitScheduler, WaitStore, WaitWriter } from '../../libs/waits/index.js';
@@ -21,7 +24,7 @@ import { FAILED_ROLLOVER_EVERY_MS, StreamRollover } from '../../libs/streams/ind
 import type { DispatcherConfig } from './config.js';
 import { Dispatcher } from './dispatcher.js';
 import { type HealthServer, startHealthServer } from '../../libs/metrics/health-server.js';
-import { stopBudget } from '../../libs/runtime/index.js';
+import { Cleanup, stopBudget } from '../../libs/runtime/index.js';
 
 /** The product's slug and package.json's version (test/unit/docs-product-name.test.ts checks both). */
 export const USER_AGENT = 'nucleus-webhooks/0.1.0 (+https://github.com/standard-webhooks/standard-webhooks)';
@@ -61,34 +64,37 @@ export async function startDispatcher(config: DispatcherConfig, logger: Logger, 
   let detail: string | undefined;
   const health = await startHealthServer({ port: config.METRICS_PORT, registry, ready: () => awaited() === undefined, waitingFor: () => awaited(), detail: () => (awaited() ? detail : undefined) });
   logger.info('dispatcher metrics listening', { port: health.port });
-  try {
-    return await startParts(config, logger, options, {
+  // What start-up opens, closed if a later step fails.
+  const cleanup = new Cleanup();
+  cleanup.add(() => health.close());
+  return cleanup.guard(() =>
+    startParts(config, logger, options, {
       registry,
       health,
+      cleanup,
       awaiting: (check, why) => {
         awaited = check;
         detail = why;
       },
-    });
-  } catch (err) {
-    await health.close();
-    throw err;
-  }
+    }),
+  );
 }
 
 interface Readiness {
   registry: Registry;
   health: HealthServer;
+  cleanup: Cleanup;
   /** What /readyz says the dispatcher waits for (and why); undefined once it takes deliveries. */
   awaiting(check: () => string | undefined, why?: string): void;
 }
 
-async function startParts(config: DispatcherConfig, logger: Logger, options: DispatcherOptions, { registry, health, awaiting }: Readiness): Promise<DispatcherProgram> {
+async function startParts(config: DispatcherConfig, logger: Logger, options: DispatcherOptions, { registry, health, cleanup, awaiting }: Readiness): Promise<DispatcherProgram> {
   const fromFile = config.MERCHANTS_FILE !== undefined;
   // Deliveries wait for the whole directory: an event for a merchant not loaded yet would be parked as unknown.
   if (!fromFile) awaiting(() => 'the merchant database');
   // Development mode without DATABASE_URL, run alone: an embedded database of its own.
   const ownDatabase = !fromFile && !options.database && !config.DATABASE_URL ? await openDevDatabase(logger) : undefined;
+  cleanup.add(() => ownDatabase?.close());
   // The schema this release needs, before the directory reads its tables (and the failure index
   // writes its own): waited for, never made here (`webhooks migrate`).
   const schemaOptions: SchemaGateOptions = {
@@ -103,6 +109,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   // indexes the failures it could not write), so there the schema is looked at beside it, and a
   // newer one (or one still behind after the wait) stops it.
   const schemaWatch = new AbortController();
+  cleanup.add(() => schemaWatch.abort());
   const never = new Promise<Error>(() => {});
   let schemaFatal = never;
   const schemaReady = async () => {
@@ -140,49 +147,40 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
       url: config.RABBITMQ_URL,
       name: 'webhooks-dispatcher',
       logger,
-      topology: {
-        prefix: config.TOPOLOGY_PREFIX,
-        failedRetention: config.FAILED_RETENTION,
-        replication: replicationOf(config),
-        deliveriesStream: config.DELIVERY_LOG === 'on',
-        operationalWebhook: config.OPERATIONAL_WEBHOOK_URL !== undefined,
-      },
+      topology: { ...topologyOf(config), operationalWebhook: config.OPERATIONAL_WEBHOOK_URL !== undefined },
       signal,
     }),
   ]);
-  if (loaded.status === 'rejected' || connected.status === 'rejected') {
-    if (loaded.status === 'fulfilled') await loaded.value.close();
-    if (connected.status === 'fulfilled') await connected.value.close();
-    schemaWatch.abort();
-    await ownDatabase?.close();
-    throw loaded.status === 'rejected' ? loaded.reason : (connected as PromiseRejectedResult).reason;
-  }
+  if (loaded.status === 'fulfilled') cleanup.add(() => loaded.value.close());
+  if (connected.status === 'fulfilled') cleanup.add(() => connected.value.close());
+  if (loaded.status === 'rejected') throw loaded.reason;
+  if (connected.status === 'rejected') throw connected.reason;
   const opened = loaded.value;
   const merchants: MerchantDirectory = opened.merchants;
   const broker: BrokerConnection = connected.value;
   // The failure index: each failure written as soon as it is in `failed` (the recorder writes it too).
   const failuresDatabase = opened.database ?? (config.DATABASE_URL ? openPostgres(config.DATABASE_URL, { maxConnections: 2, applicationName: 'webhooks-dispatcher failures' }) : undefined);
   const ownFailuresDatabase = failuresDatabase === opened.database ? undefined : failuresDatabase;
+  cleanup.add(() => ownFailuresDatabase?.close());
   const closeMerchants = async () => {
     await opened.close();
     await ownFailuresDatabase?.close();
     await ownDatabase?.close();
   };
   const names = topologyNames(config.TOPOLOGY_PREFIX);
-  const http =
-    config.HTTP_CLIENT === 'got'
-      ? createGotClient({ allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS })
-      : createUndiciClient({
-          allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS,
-          // Kept for the delivery log's attempts.
-          responseBodyBytes: config.DELIVERY_LOG === 'on' ? config.DELIVERY_LOG_RESPONSE_BYTES : 0,
-        });
+  const http = createUndiciClient({
+    allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS,
+    // Kept for the delivery log's attempts.
+    responseBodyBytes: config.DELIVERY_LOG === 'on' ? config.DELIVERY_LOG_RESPONSE_BYTES : 0,
+  });
   // Waits are rows in PostgreSQL (libs/waits): written by the dispatcher, handed back by the
-  // scheduler each dispatcher runs, on a pool of their own so that neither waits behind the directory.
+  // scheduler each dispatcher runs, on a pool of their own so that neither waits behind the directory;
+  // its commits are durable whatever the server's default, since a written wait is acked at once.
   const waitsOn = config.RETRY_SCHEDULE.length > 0;
   const waitsDatabase = waitsOn && !options.database && config.DATABASE_URL
-    ? openPostgres(config.DATABASE_URL, { connectTimeoutMs: 2_000, statementTimeoutMs: 10_000, maxConnections: 6, applicationName: 'webhooks-dispatcher waits' })
+    ? openPostgres(config.DATABASE_URL, { connectTimeoutMs: 2_000, statementTimeoutMs: 10_000, maxConnections: 6, applicationName: 'webhooks-dispatcher waits', durableCommits: true })
     : undefined;
+  cleanup.add(() => waitsDatabase?.close());
   const waitsQueries = waitsOn ? (waitsDatabase ?? options.database ?? opened.database ?? ownDatabase) : undefined;
   const waitStore = waitsQueries && new WaitStore(waitsQueries);
   const waitWriter = waitStore && new WaitWriter(waitStore, logger);
@@ -191,17 +189,19 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   const scheduler = waitStore
     ? new WaitScheduler(waitStore, broker, logger, { dispatch: names.dispatch, leaseMs: Math.max(config.WAIT_LEASE, 2 * config.DELIVERY_TIMEOUT_MS) })
     : undefined;
+  // Idempotent intake (libs/intake-keys): its checks on a pool of their own with short timeouts,
+  // so that a slow or absent PostgreSQL lets intake go on unchecked rather than wait.
+  const dedupeOn = config.INTAKE_DEDUPE_WINDOW > 0;
+  const keysDatabase = dedupeOn && !options.database && config.DATABASE_URL
+    ? openPostgres(config.DATABASE_URL, { connectTimeoutMs: 2_000, statementTimeoutMs: 5_000, maxConnections: 2, applicationName: 'webhooks-dispatcher intake keys' })
+    : undefined;
+  const keysQueries = dedupeOn ? (keysDatabase ?? options.database ?? opened.database ?? ownDatabase) : undefined;
+  cleanup.add(() => keysDatabase?.close());
+  const intakeKeys = keysQueries && new IntakeChecker(new IntakeKeyStore(keysQueries, config.INTAKE_DEDUPE_WINDOW), logger);
+  cleanup.add(() => intakeKeys?.stop());
   // The delivery log: every settled delivery's record goes to the deliveries stream before its ack.
   const deliveryLog = config.DELIVERY_LOG === 'on' ? new DeliveryRecorder(broker, logger, { prefix: config.TOPOLOGY_PREFIX, replication: replicationOf(config) }) : undefined;
-  try {
-    await deliveryLog?.start();
-  } catch (err) {
-    schemaWatch.abort();
-    await waitsDatabase?.close();
-    await closeMerchants();
-    await broker.close();
-    throw err;
-  }
+  await deliveryLog?.start();
   // Operational events: published on <prefix>.operational; auto-disable only where the directory can be written.
   const operationalCounts = operationalMetrics(registry, OPERATIONAL_EVENT_TYPES, DISABLED_REASONS);
   const operational = new OperationalPublisher(broker, names.operational, logger, { onPublished: (type) => operationalCounts.published(type) });
@@ -214,8 +214,12 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
     { merchants, writer: opened.writable, publisher: operational, logger, metrics: operationalCounts },
     { disableAfterMs: config.ENDPOINT_DISABLE_AFTER, intervalMs: config.OPERATIONAL_EVENT_INTERVAL },
   );
+  // The endpoints' throttle takes its slots from PostgreSQL, and a throttled webhook waits as a row: only with waits.
+  const throttle = waitsQueries && waitStore && new Throttle(waitsQueries, waitStore, logger);
+  if (throttle) throttleMetrics(registry, throttle);
   const dispatcher = new Dispatcher(
     {
+      throttle,
       broker,
       merchants,
       http,
@@ -227,6 +231,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
       operations,
       failures: failuresDatabase && new FailedStore(failuresDatabase),
       platform: platformEndpoint(config.OPERATIONAL_WEBHOOK_URL, config.OPERATIONAL_WEBHOOK_SECRET),
+      intakeKeys,
     },
     {
       prefix: config.TOPOLOGY_PREFIX,
@@ -239,6 +244,8 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
       waitLeaseMs: config.WAIT_LEASE,
     },
   );
+  // Today's partition of intake keys before the first check (PostgreSQL down: logged, checks skipped).
+  await intakeKeys?.start();
   await dispatcher.start();
   scheduler?.start();
   // Keeps FAILED_RETENTION true however few webhooks fail (RabbitMQ applies it only on a new segment).
@@ -266,6 +273,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   gaugeFrom(registry, METRIC_NAMES.circuitsOpen, 'Endpoints whose circuit is open now', () => dispatcher.guards.openEndpoints().length);
   labelledGaugeFrom(registry, METRIC_NAMES.endpointsDisabled, 'Webhooks off now in the merchant directory, by why', 'reason', () => Object.entries(Operations.census(merchants.list(), Date.now(), config.ENDPOINT_DISABLE_AFTER).disabled));
   gaugeFrom(registry, METRIC_NAMES.endpointsFailing, 'Enabled webhooks whose failing clock runs (auto-disable)', () => Operations.census(merchants.list(), Date.now(), config.ENDPOINT_DISABLE_AFTER).failing);
+  counterFrom(registry, METRIC_NAMES.duplicates, 'Upstream messages acked without delivery: their key was seen within INTAKE_DEDUPE_WINDOW', () => dispatcher.stats.duplicates);
   counterFrom(registry, METRIC_NAMES.deliveryRecordsLost, 'Deliveries settled without their delivery-log record', () => dispatcher.recordsLost);
   if (waitStore) waitMetrics(registry, waitStore);
   const unreadable = () => opened.writable?.unreadable.length ?? 0;
@@ -284,9 +292,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
       // Bounded by SHUTDOWN_TIMEOUT whatever the broker does: the drain takes what the close
       // steps leave, each close step gets what is left, and the connection is cut at the end.
       stopping ??= (async () => {
-        const budget = stopBudget(config.SHUTDOWN_TIMEOUT, (step, error) =>
-          logger.warn('shutdown step did not finish in time; going on', { step, error: error?.message }),
-        );
+        const budget = stopBudget(config.SHUTDOWN_TIMEOUT, logger);
         schemaWatch.abort();
         await budget.step('drain deliveries', () => dispatcher.stop());
         await budget.step('failed stream rollover', () => rollover.stop(), budget.left() / 4);
@@ -295,11 +301,13 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
           await operational.stop();
         }, budget.left() / 4);
         await budget.step('delivery records', async () => deliveryLog?.stop(), budget.left() / 3);
-        await budget.step('wait scheduler', async () => {
+        await budget.step('wait scheduler and intake keys', async () => {
           await scheduler?.stop();
           waitWriter?.close();
           orderGate?.close();
           await waitsDatabase?.close();
+          intakeKeys?.stop();
+          await keysDatabase?.close();
         }, budget.left() / 3);
         await budget.step('health server', () => health.close(), budget.left() / 3);
         await budget.step('merchant directory', closeMerchants, budget.left() / 2);

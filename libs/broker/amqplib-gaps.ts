@@ -18,3 +18,28 @@ export function destroy(model: ChannelModel): void {
 export function isAccessRefused(err: unknown): boolean {
   return err instanceof Error && /^Handshake terminated by server: 403\b/.test(err.message);
 }
+
+interface Muxed {
+  connection?: { stream?: { cork?: () => void; uncork?: () => void }; muxer?: { _readIncoming?: () => void } };
+}
+
+/**
+ * amqplib hands the socket each frame with a write() of its own (its muxer reads the channels'
+ * frames one by one), so every ack, publish and confirmable record is a syscall: on a loaded
+ * machine a dispatcher spent more on those writes than on anything else of its own (BENCHMARKS.md 17).
+ * Corked across one run of the muxer, what the program queued in one turn of the event loop goes
+ * out as one writev. Left as it is when amqplib's insides are not what this expects.
+ */
+export function coalesceWrites(model: ChannelModel): void {
+  const { stream, muxer } = (model as unknown as Muxed).connection ?? {};
+  const read = muxer?._readIncoming;
+  if (!stream?.cork || !stream.uncork || typeof read !== 'function') return;
+  muxer!._readIncoming = function readCorked(this: unknown) {
+    stream.cork!();
+    try {
+      read.call(this);
+    } finally {
+      stream.uncork!();
+    }
+  };
+}

@@ -3,7 +3,7 @@ import amqp from 'amqplib';
 import type { Channel, ChannelModel, ConfirmChannel, Options } from 'amqplib';
 import type { Logger } from '../logger/index.js';
 import type { AckBatcher } from './ack-batcher.js';
-import { destroy, isAccessRefused } from './amqplib-gaps.js';
+import { coalesceWrites, destroy, isAccessRefused } from './amqplib-gaps.js';
 import { cancelAndClose, ignoreUnsolicitedReplies, within } from './channels.js';
 import { type Consumer, consumerHandle, type ConsumeOptions, type ConsumerHost, type ConsumerState, openReader, type Reader, type ReaderOptions, startConsumer } from './consumers.js';
 import { BrokerAccessRefusedError, BrokerUnavailableError, BrokerUnroutableError, StartAbortedError } from './errors.js';
@@ -134,6 +134,7 @@ export class BrokerConnection extends EventEmitter {
         throw err;
       }
       this.pending = model;
+      coalesceWrites(model);
       // Listen before anything else: an error emitted during setup (541 when a cluster node dies
       // under a stream consume) would otherwise end the process.
       model.on('error', (err: Error) => logger.warn('broker connection error', { connection: name, node, error: err.message }));

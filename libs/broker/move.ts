@@ -80,14 +80,3 @@ export async function moveMessage(broker: BrokerConnection, held: HeldMessage, q
     }
   }
 }
-
-/** A copy of a message that nothing holds (a stream entry): published once, confirmed, not acked. */
-export function publishCopy(
-  broker: BrokerConnection,
-  queue: string,
-  source: { content: Buffer; properties: Partial<MessageProperties> },
-  headers: Record<string, string | number | boolean>,
-  deadlineMs?: number,
-): Promise<void> {
-  return broker.sendToQueue(queue, source.content, copyProperties(source.properties, headers), deadlineMs);
-}

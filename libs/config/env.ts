@@ -103,6 +103,11 @@ export function replicationOf(config: { QUORUM_GROUP_SIZE: number; STREAM_CLUSTE
   return { quorumGroupSize: config.QUORUM_GROUP_SIZE, streamClusterSize: config.STREAM_CLUSTER_SIZE };
 }
 
+/** The topology a program declares on every connect, from its parsed configuration. */
+export function topologyOf(config: Parameters<typeof replicationOf>[0] & { TOPOLOGY_PREFIX: string; FAILED_RETENTION: string; DELIVERY_LOG: string }) {
+  return { prefix: config.TOPOLOGY_PREFIX, failedRetention: config.FAILED_RETENTION, replication: replicationOf(config), deliveriesStream: config.DELIVERY_LOG === 'on' };
+}
+
 /**
  * Parses an environment with a zod object whose keys are the variable names. The first problem
  * becomes a ConfigError naming the variable; empty strings count as unset so defaults apply.

@@ -1,7 +1,7 @@
 export { parseDuration, formatDuration } from './durations.js';
 export { ConfigError } from './errors.js';
-export { envFields, parseEnv, replicationFields, replicationOf, TRUE_VALUES } from './env.js';
-export { DEV_JWT_SECRET, DEV_MERCHANTS_FILE, devModeWarning, isDevMode, withDevDefaults } from './dev.js';
+export { envFields, parseEnv, replicationFields, replicationOf, topologyOf } from './env.js';
+export { DEV_JWT_SECRET, DEV_MERCHANTS_FILE, devModeWarning, withDevDefaults } from './dev.js';
 export { parseRetrySchedule } from '../retry-policy/schedule.js';
 export { deliveryLogFields, requireDatabase } from './delivery-log.js';
 export { tracingFields, tracingSettingsOf, type TracingConfig, type TracingSettings } from './tracing.js';

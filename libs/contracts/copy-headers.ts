@@ -13,8 +13,8 @@ function isBrokerHeader(key: string): boolean {
   return key.startsWith('x-first-death') || key.startsWith('x-last-death') || key === 'x-delivery-count' || key === 'x-acquired-count';
 }
 
-/** One hand-back of a wait and one copy of it: a copy that leaves dispatch starts a wait of its own. */
-export const WAIT_HEADERS: ReadonlySet<string> = new Set([HEADERS.waitHand, HEADERS.copyId]);
+/** One hand-back of a wait: a copy that leaves dispatch starts a wait of its own. */
+export const WAIT_HEADERS: ReadonlySet<string> = new Set([HEADERS.waitHand]);
 
 /** Our bookkeeping: trusted only on messages we moved, never on what upstream published. */
 export const BOOKKEEPING_HEADERS: ReadonlySet<string> = new Set([

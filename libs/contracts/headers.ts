@@ -46,8 +46,6 @@ export const HEADERS = {
    * takes the wait to its attempt; an older copy is acked as a duplicate.
    */
   waitHand: 'x-wait-hand',
-  /** Unique per publish of a resent copy. */
-  copyId: 'x-copy-id',
   /**
    * On a wait of an ordered merchant's webhook (libs/ordering): its end releases the next webhook
    * of its reference. Ours only: never trusted from upstream, dropped by a resend (outside the order).

@@ -3,5 +3,5 @@ export { messageFromLoggedBody, rawMember } from './raw-json.js';
 export { sampleEvent } from './samples.js';
 export * from './headers.js';
 export * from './copy-headers.js';
-export { MERCHANT_ID_PATTERN, merchantIdSchema, PLATFORM_MERCHANT_ID } from './merchant-id.js';
+export { merchantIdSchema, PLATFORM_MERCHANT_ID } from './merchant-id.js';
 export { EVENT_SUMMARIES, examplesAccepted, webhookExample, webhookPayloadSchema } from './webhook-payloads.js';

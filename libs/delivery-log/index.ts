@@ -20,10 +20,8 @@ export {
   type Outcome,
   WEBHOOK_STATUSES,
   type WebhookStatus,
-  attemptSchema,
   deliveryRecordSchema,
-  encodeRecords,
   statusOf,
 } from './record.js';
 export { decodeRecords } from './decode.js';
-export { DeliveryRecorder, type DeliveryRecorderOptions, RecordNotConfirmedError, RecorderStoppedError } from './writer.js';
+export { DeliveryRecorder, RecordNotConfirmedError, RecorderStoppedError } from './writer.js';

@@ -42,6 +42,11 @@ export interface PostgresOptions {
   maxConnections?: number;
   /** Names the connections in pg_stat_activity, so that an operator sees whose they are. */
   applicationName?: string;
+  /**
+   * Commits durable before they return (synchronous_commit on), whatever the server's or the
+   * role's default: what is acked on the strength of a commit must survive a crash.
+   */
+  durableCommits?: boolean;
 }
 
 export function openPostgres(url: string, options: PostgresOptions = {}): Database {
@@ -55,9 +60,13 @@ export function openPostgres(url: string, options: PostgresOptions = {}): Databa
     // jit_above_cost (a GIN lookup is estimated at 10,000 rows) spent 13 ms compiling a claim that
     // runs in 0.2 ms (resend p50 16 ms at 1,000,000 failures, 3 ms at 1,000). A DATABASE_URL with
     // its own `options` keeps them.
-    options: '-c jit=off',
+    options: options.durableCommits ? '-c jit=off -c synchronous_commit=on' : '-c jit=off',
   };
-  const pool = new pg.Pool({ ...settings, max: options.maxConnections ?? 5 });
+  // A reply that never comes (the server's host gone without a reset: a partition, a failover)
+  // fails at twice the statement timeout, and pool.query and transaction() then drop the
+  // connection: else the query waits for TCP to give up (15 min), and what waits on it, with it.
+  const statementTimeout = settings.statement_timeout;
+  const pool = new pg.Pool({ ...settings, query_timeout: statementTimeout > 0 ? 2 * statementTimeout : undefined, max: options.maxConnections ?? 5 });
   // An idle connection dropped by a restarting server must not end the process.
   pool.on('error', () => {});
   return {

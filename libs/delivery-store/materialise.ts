@@ -221,10 +221,6 @@ export async function caughtUpAt(db: Queryable, stream: string): Promise<Date | 
   return rows[0]?.caught_up_at ? new Date(rows[0].caught_up_at) : undefined;
 }
 
-export async function storedOffset(db: Queryable, stream: string): Promise<number | undefined> {
-  return (await storedPlace(db, stream))?.nextOffset;
-}
-
 /** The next offset to read, and the fingerprint of the entry before it (null before this was kept). */
 export async function storedPlace(db: Queryable, stream: string): Promise<{ nextOffset: number; lastEntry: string | null } | undefined> {
   const { rows } = await db.query<{ next_offset: string; last_entry: string | null }>('SELECT next_offset, last_entry FROM delivery_log_offsets WHERE stream = $1', [stream]);

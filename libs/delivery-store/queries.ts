@@ -20,6 +20,9 @@ interface WebhookRow {
   payload?: string | null;
   /** From json_agg: the times in PostgreSQL's ISO text (microseconds, its time zone), not yet the API's. */
   records?: RecordView[];
+  /** Its intake key's repeats (intake_keys), while the key is kept. */
+  duplicates?: number | null;
+  last_duplicate_at?: Date | null;
 }
 
 const iso = (d: Date | string | null) => (d === null ? null : new Date(d).toISOString());
@@ -71,6 +74,8 @@ function detail(row: WebhookRow): WebhookDetail {
         nextAttemptAt: iso(r.nextAttemptAt),
       }),
     ),
+    duplicates: row.duplicates ?? 0,
+    lastDuplicateAt: iso(row.last_duplicate_at ?? null),
   };
 }
 
@@ -79,6 +84,8 @@ function detail(row: WebhookRow): WebhookDetail {
  * payload and every record, in one statement. The records' time range names their partitions:
  * none is before the webhook was first seen, none after its last_record_at (stored with them, in
  * the same statement), so each webhook's lookup skips the other days' partitions while running.
+ * The repeats of its intake key come from the key's row (the dispatchers' one copy), on the few
+ * day partitions INTAKE_DEDUPE_WINDOW keeps, by their primary key.
  */
 const withRecords = (webhooks: string) => `
 SELECT ${SUMMARY_COLUMNS}, payload, (
@@ -87,8 +94,11 @@ SELECT ${SUMMARY_COLUMNS}, payload, (
       'responseBody', r.response_body, 'reason', r.reason, 'nextAttemptAt', r.next_attempt_at) ORDER BY r.at, r.attempt_number), '[]')
   FROM delivery_records r
   WHERE r.merchant_id = w.merchant_id AND r.webhook_id = w.webhook_id AND r.at >= w.first_seen_at AND r.at <= w.last_record_at
-) AS records
+) AS records, k.duplicates, k.last_duplicate_at
 FROM (${webhooks}) w
+LEFT JOIN LATERAL (
+  SELECT duplicates, last_duplicate_at FROM intake_keys k WHERE k.merchant_id = w.merchant_id AND k.webhook_id = w.webhook_id ORDER BY day DESC LIMIT 1
+) k ON true
 ORDER BY first_seen_at DESC, webhook_id DESC`;
 
 const DETAIL_COLUMNS = `merchant_id, ${SUMMARY_COLUMNS}, payload, last_record_at`;

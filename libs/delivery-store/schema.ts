@@ -1,15 +1,17 @@
 import type { Queryable } from './database.js';
 
 /**
- * The delivery log's tables are made by libs/migrations/sql (`webhooks migrate`); what is here is
- * their data's lifecycle: each day's partition of records, made as records arrive, and the
- * partitions and rows past DELIVERY_LOG_RETENTION, dropped.
+ * The tables are made by libs/migrations/sql (`webhooks migrate`); what is here is the lifecycle
+ * of the data partitioned by day: each day's partition of the delivery log's records (made as
+ * records arrive) and of the intake keys (made ahead by the dispatchers, libs/intake-keys), and
+ * the partitions and rows past their retention, dropped.
  */
 
 /** How many feed cursors one stream message spans: its records' places (a message holds at most 200). */
 export const SEQ_PER_OFFSET = 1024;
 
-export const PARTITIONED_TABLES = ['delivery_records'] as const;
+export const PARTITIONED_TABLES = ['delivery_records', 'intake_keys'] as const;
+export type PartitionedTable = (typeof PARTITIONED_TABLES)[number];
 
 const DAY_MS = 86_400_000;
 
@@ -29,8 +31,8 @@ export class UnstorableTimeError extends Error {
   }
 }
 
-/** Creates the day's partition of records if it is missing. */
-export async function ensurePartition(db: Queryable, table: (typeof PARTITIONED_TABLES)[number], day: string): Promise<void> {
+/** Creates the table's partition of a day (UTC) if it is missing. */
+export async function ensurePartition(db: Queryable, table: PartitionedTable, day: string): Promise<void> {
   const next = /^\d{4}-\d{2}-\d{2}$/.test(day) ? new Date(Date.parse(`${day}T00:00:00Z`) + DAY_MS).toISOString().slice(0, 10) : '';
   if (!/^\d{4}-\d{2}-\d{2}$/.test(next) || day < '0001-01-01') throw new UnstorableTimeError(day);
   await db.query(
@@ -44,22 +46,7 @@ export async function ensurePartition(db: Queryable, table: (typeof PARTITIONED_
  */
 export async function dropExpiredPartitions(db: Queryable, retentionMs: number, now = new Date()): Promise<string[]> {
   const cutoff = now.getTime() - retentionMs;
-  const dropped: string[] = [];
-  for (const table of PARTITIONED_TABLES) {
-    const { rows } = await db.query<{ name: string }>(
-      `SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = $1`,
-      [table],
-    );
-    for (const { name } of rows) {
-      const match = /_(\d{4})(\d{2})(\d{2})$/.exec(name);
-      if (!match) continue;
-      const end = Date.parse(`${match[1]}-${match[2]}-${match[3]}T00:00:00Z`) + DAY_MS;
-      if (end <= cutoff) {
-        await db.query(`DROP TABLE IF EXISTS ${name}`);
-        dropped.push(name);
-      }
-    }
-  }
+  const dropped = await dropPartitionsEndedBy(db, 'delivery_records', cutoff);
   const before = new Date(cutoff).toISOString();
   for (;;) {
     const { rows } = await db.query<{ n: number }>(
@@ -72,5 +59,24 @@ export async function dropExpiredPartitions(db: Queryable, retentionMs: number, 
   await db.query('DELETE FROM delivery_log_quarantine WHERE quarantined_at < $1::timestamptz', [before]);
   // Failures as long as the log: a resend of one only the recorder indexed sends the log's copy.
   await db.query('DELETE FROM failed_webhooks WHERE failed_at < $1::timestamptz', [before]);
+  return dropped;
+}
+
+/** Drops the table's day partitions whose day ended at or before `cutoff` (ms); returns their names. */
+export async function dropPartitionsEndedBy(db: Queryable, table: PartitionedTable, cutoff: number): Promise<string[]> {
+  const dropped: string[] = [];
+  const { rows } = await db.query<{ name: string }>(
+    `SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = $1`,
+    [table],
+  );
+  for (const { name } of rows) {
+    const match = /_(\d{4})(\d{2})(\d{2})$/.exec(name);
+    if (!match) continue;
+    const end = Date.parse(`${match[1]}-${match[2]}-${match[3]}T00:00:00Z`) + DAY_MS;
+    if (end <= cutoff) {
+      await db.query(`DROP TABLE IF EXISTS ${name}`);
+      dropped.push(name);
+    }
+  }
   return dropped;
 }

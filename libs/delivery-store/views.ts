@@ -31,6 +31,9 @@ export interface RecordView {
 export interface WebhookDetail extends WebhookSummary {
   payload: unknown;
   records: RecordView[];
+  /** Repeats of its intake key acked without delivery (INTAKE_DEDUPE_WINDOW), while the key is kept; and the last one's time. */
+  duplicates: number;
+  lastDuplicateAt: string | null;
 }
 
 export interface FeedEvent {

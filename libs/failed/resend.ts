@@ -74,11 +74,6 @@ export interface ResendOptions {
   leaseMs?: number;
 }
 
-export interface ResendFilter {
-  /** Only this webhook (the portal's Resend button, POST /nucleus/webhooks/{id}/resend). */
-  webhookId?: string;
-}
-
 /**
  * Resends a merchant's failed webhooks, once, however many replicas are asked at the same moment:
  * one conditional UPDATE in PostgreSQL claims the failures no live claim holds (FailedStore), so
@@ -113,13 +108,13 @@ export class ResendService {
   }
 
   /**
-   * A reference's failures (spec 4.1); with `filter.webhookId`, only that webhook of it. The
-   * merchant's webhook must be on (WebhookDisabledError), and failures of events it no longer
-   * receives stay failed: checked here, so that every caller makes the same checks.
+   * A reference's failures (spec 4.1). The merchant's webhook must be on (WebhookDisabledError),
+   * and failures of events it no longer receives stay failed: checked here, so that every caller
+   * makes the same checks.
    */
-  resend(merchant: ResendTarget, reference: string, filter: ResendFilter = {}): Promise<number> {
+  resend(merchant: ResendTarget, reference: string): Promise<number> {
     return inSpan('resend', { attributes: { [ATTR.merchantId]: merchant.id, [ATTR.reference]: reference } }, () =>
-      this.resendWhere(merchant.id, { reference, webhookId: filter.webhookId }, receiverOf(merchant), reference),
+      this.resendWhere(merchant.id, { reference }, receiverOf(merchant), reference),
     );
   }
 

@@ -111,7 +111,7 @@ WHERE EXCLUDED.failed_at > f.failed_at
 `;
 
 /** Which of a merchant's failures a resend takes: a reference's, one webhook, or the oldest `limit`. */
-export type FailureFilter = { reference: string; webhookId?: string } | { webhookId: string } | { all: true; limit: number };
+export type FailureFilter = { reference: string } | { webhookId: string } | { all: true; limit: number };
 
 export class FailedStore {
   constructor(private readonly db: Queryable) {}
@@ -280,11 +280,7 @@ export class FailedStore {
 
   private where(merchantId: string, filter: FailureFilter, first: number): { where: string; params: unknown[] } {
     if ('all' in filter) return { where: `merchant_id = $${first}`, params: [merchantId] };
-    if ('reference' in filter) {
-      const byRef = `merchant_refs @> $${first}::text[]`;
-      if (filter.webhookId === undefined) return { where: byRef, params: [[merchantRef(merchantId, filter.reference)]] };
-      return { where: `${byRef} AND merchant_id = $${first + 1} AND webhook_id = $${first + 2}`, params: [[merchantRef(merchantId, filter.reference)], merchantId, filter.webhookId] };
-    }
+    if ('reference' in filter) return { where: `merchant_refs @> $${first}::text[]`, params: [[merchantRef(merchantId, filter.reference)]] };
     return { where: `merchant_id = $${first} AND webhook_id = $${first + 1}`, params: [merchantId, filter.webhookId] };
   }
 }

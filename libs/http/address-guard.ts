@@ -88,3 +88,13 @@ export function guardedLookup(hostname: string, options: object, callback: Looku
     return callback(null, first.address, first.family);
   });
 }
+
+/** The host of a URL when it is an IP literal: those never go through DNS lookup, so are checked apart. */
+export function literalAddress(url: string): string | undefined {
+  try {
+    const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
+    return isIP(host) ? host : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,9 +1,8 @@
 import { Agent, errors, util } from 'undici';
-import { BlockedAddressError, guardedLookup, isBlockedAddress } from './address-guard.js';
+import { BlockedAddressError, guardedLookup, isBlockedAddress, literalAddress } from './address-guard.js';
 import type { WebhookHttpClient, WebhookRequest, WebhookResponse } from './client.js';
 import { type Deadlined, Deadlines } from './deadlines.js';
 import { WebhookBlockedError, WebhookNetworkError, WebhookTimeoutError } from './errors.js';
-import { literalAddress } from './literal.js';
 
 export interface UndiciClientOptions {
   /** false: refuse loopback, private, link-local and reserved targets, checked on the address connected to. */
@@ -20,9 +19,9 @@ export interface UndiciClientOptions {
 }
 
 /**
- * undici: about four times got's request rate on this machine (BENCHMARKS.md), which makes it the
- * dispatcher's default. Same contract as the got client: no retries, no redirects, a deadline on
- * the whole attempt, the body drained up to a cap and never buffered.
+ * The dispatcher's one HTTP client: undici, about four times got's request rate on this machine
+ * (BENCHMARKS.md). No retries, no redirects, a deadline on the whole attempt, the body drained up
+ * to a cap and never buffered.
  */
 export function createUndiciClient(options: UndiciClientOptions = {}): WebhookHttpClient {
   const guard = options.allowPrivateTargets !== true;

@@ -49,14 +49,31 @@ export function auditAction(before: Merchant | undefined, changes: Changes): str
   return 'merchant.updated';
 }
 
+/**
+ * PostgreSQL did not write an audit entry (down, or refusing it). What the entry describes is then
+ * not reported as done: in a transaction, the change it describes rolls back with it; after the
+ * fact (a portal or admin action on another table, a publish), the API answers 503 in place of the
+ * action's answer.
+ */
+export class AuditUnavailableError extends Error {
+  constructor(readonly action: string, cause: unknown) {
+    super(`audit entry ${action} not written: ${(cause as Error)?.message ?? String(cause)}`, { cause });
+    this.name = 'AuditUnavailableError';
+  }
+}
+
 export async function recordAudit(db: Queryable, merchantId: string, action: string, changes: Record<string, unknown>, by: Actor): Promise<void> {
-  await db.query('INSERT INTO merchant_audit (merchant_id, actor, action, changes, address) VALUES ($1, $2, $3, $4, $5)', [
-    merchantId,
-    by.actor,
-    action,
-    JSON.stringify(changes),
-    by.address ?? null,
-  ]);
+  try {
+    await db.query('INSERT INTO merchant_audit (merchant_id, actor, action, changes, address) VALUES ($1, $2, $3, $4, $5)', [
+      merchantId,
+      by.actor,
+      action,
+      JSON.stringify(changes),
+      by.address ?? null,
+    ]);
+  } catch (err) {
+    throw new AuditUnavailableError(action, err);
+  }
 }
 
 /**

@@ -14,6 +14,8 @@ export const MERCHANT_TABLES: ReadonlyArray<{ table: string; where: string }> = 
   { table: 'merchant_idempotency', where: 'merchant_id = $1' },
   // The endpoint's failing clock (auto-disable).
   { table: 'endpoint_health', where: 'merchant_id = $1' },
+  // The endpoint's adaptive rate (lowered by its 429 and 503 answers).
+  { table: 'endpoint_rates', where: 'merchant_id = $1' },
   // `<limit name>:<merchant id>`: the names hold no ':', a merchant id may.
   { table: 'rate_limits', where: "substring(key from position(':' in key) + 1) = $1" },
   { table: 'portal_links', where: 'merchant_id = $1' },
@@ -24,7 +26,14 @@ export const MERCHANT_TABLES: ReadonlyArray<{ table: string; where: string }> = 
   { table: 'failed_webhooks', where: 'merchant_id = $1' },
   { table: 'webhook_waits', where: 'merchant_id = $1' },
   { table: 'webhook_bodies', where: 'merchant_id = $1' },
+  // Its open circuit: the probe time of its parked waits (deleted with them).
+  { table: 'wait_circuits', where: 'merchant_id = $1' },
+  // Its webhooks' places in their references' order (order per reference), ended ones kept an hour.
+  { table: 'webhook_order', where: 'merchant_id = $1' },
   { table: 'delivery_log_quarantine', where: 'merchant_id = $1' },
+  // The keys of its upstream events (idempotent intake), partitioned by day like the records: they
+  // expire by whole partitions; only a merchant's delete removes rows.
+  { table: 'intake_keys', where: 'merchant_id = $1' },
 ];
 
 /**

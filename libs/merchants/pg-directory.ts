@@ -8,7 +8,8 @@ import { type Position, positionOf, reloadReason } from './history.js';
 import { CHANGES_CHANNEL, MERCHANT_COLUMNS, type MerchantRow, merchantOf, TOMBSTONE_KEEP_MS } from './rows.js';
 import type { Merchant } from './schema.js';
 import { keyIdOf, type SecretBox, SecretsKeyError } from './secret-box.js';
-import { InvalidSettingsError, PublicKeyTakenError } from './settings.js';
+import { InvalidSettingsError, PublicKeyTakenError } from './errors.js';
+import { AuditUnavailableError } from './audit.js';
 import { Refusal, type SettingsChange, type WriteOptions, type Written, writeMerchant } from './write.js';
 
 export { IDEMPOTENCY_WINDOW_MS, IdempotencyKeyReusedError, type IdempotentWrite, type SettingsChange, VersionMismatchError, type WriteOptions, type Written } from './write.js';
@@ -161,6 +162,8 @@ export class PgMerchantDirectory implements MerchantDirectory {
         return written;
       } catch (err) {
         if (err instanceof Refusal) throw err.cause;
+        // The change rolled back with its audit entry: say that, not that the database is down.
+        if (err instanceof AuditUnavailableError) throw err;
         const code = (err as { code?: string })?.code;
         const constraint = (err as { constraint?: string })?.constraint;
         if (code === '23505' && constraint === 'merchants_public_key_key') throw new PublicKeyTakenError();

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { EVENT_NAMES } from '../contracts/events.js';
+import { maxPerSecondField } from './throttle-setting.js';
 
 export const WEBHOOK_SECRET = /^whsec_[A-Za-z0-9+/]{16,}={0,2}$/;
 
@@ -33,6 +34,8 @@ export const merchantSchema = z.object({
       enabled: z.boolean(),
       secret,
       events: webhookEventsSchema.optional(),
+      /** At most this many webhooks a second to the endpoint (throttle-setting.ts); absent, no limit. */
+      maxPerSecond: maxPerSecondField.optional(),
       /** Every secret replaced within its grace, newest first, each signing until its own expiry. */
       previousSecrets: z.array(graceSecret).max(MAX_GRACE_SECRETS, `at most ${MAX_GRACE_SECRETS} previous secrets`).optional(),
       /**

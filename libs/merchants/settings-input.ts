@@ -1,11 +1,7 @@
 import { z } from 'zod';
 import { webhookEventsSchema } from './schema.js';
-
-/**
- * What the admin API, the portal and the CLI take as a merchant's settings (PUT, PATCH, a rotation),
- * as zod schemas: the OpenAPI document is made from them. Each setting of the webhook that stands on
- * its own (order per reference) has its field here and its rule beside it.
- */
+import { InvalidSettingsError } from './errors.js';
+import { maxPerSecondField } from './throttle-setting.js';
 
 /**
  * zod's messages name types ("expected string, received undefined"); these say what the field
@@ -31,7 +27,7 @@ const enabledField = z.boolean({ error: 'must be true or false' });
  * not sent while an earlier one of it is not yet delivered, failed or skipped (libs/ordering).
  */
 const orderByReferenceField = z.boolean({ error: 'must be true or false' });
-const WEBHOOK_FIELDS = ['url', 'enabled', 'events', 'orderByReference'] as const;
+const WEBHOOK_FIELDS = ['url', 'enabled', 'events', 'maxPerSecond', 'orderByReference'] as const;
 
 /**
  * What the dashboard's backend (or an operator) sends: everything but the secret, which the service
@@ -42,8 +38,8 @@ export const merchantInputSchema = z.strictObject(
     publicKey: publicKeyField,
     webhook: z
       .strictObject(
-        { url: urlField, enabled: enabledField.default(true), events: webhookEventsSchema.optional(), orderByReference: orderByReferenceField.optional() },
-        { error: expecting('an object with url, enabled, events and orderByReference', WEBHOOK_FIELDS) },
+        { url: urlField, enabled: enabledField.default(true), events: webhookEventsSchema.optional(), maxPerSecond: maxPerSecondField.optional(), orderByReference: orderByReferenceField.optional() },
+        { error: expecting('an object with url, enabled, events, maxPerSecond and orderByReference', WEBHOOK_FIELDS) },
       )
       .optional(),
   },
@@ -54,15 +50,15 @@ export type MerchantInput = z.infer<typeof merchantInputSchema>;
 
 /**
  * PATCH: only the fields named change (JSON merge patch, RFC 7396): `webhook: null` removes the
- * webhook, `events: null` goes back to every event.
+ * webhook, `events: null` goes back to every event, `maxPerSecond: null` to no throttle.
  */
 export const merchantPatchSchema = z.strictObject(
   {
     publicKey: publicKeyField.optional(),
     webhook: z
       .strictObject(
-        { url: urlField.optional(), enabled: enabledField.optional(), events: webhookEventsSchema.nullable().optional(), orderByReference: orderByReferenceField.optional() },
-        { error: expecting('an object with url, enabled, events and orderByReference, or null', WEBHOOK_FIELDS) },
+        { url: urlField.optional(), enabled: enabledField.optional(), events: webhookEventsSchema.nullable().optional(), maxPerSecond: maxPerSecondField.nullable().optional(), orderByReference: orderByReferenceField.optional() },
+        { error: expecting('an object with url, enabled, events, maxPerSecond and orderByReference, or null', WEBHOOK_FIELDS) },
       )
       .nullable()
       .optional(),
@@ -86,3 +82,11 @@ export const rotateInputSchema = z.strictObject(
   },
   { error: expecting('a JSON object', ['graceSeconds']) },
 );
+
+/** The first problem of a zod parse as field and message, for a 400 or a CLI error naming the field. */
+export function firstIssue(error: z.ZodError): InvalidSettingsError {
+  const issue = error.issues[0]!;
+  // An array element's problem is the array's: "webhook.events: each event must be one of …".
+  const path = issue.path.filter((part) => typeof part !== 'number');
+  return new InvalidSettingsError(path.join('.') || 'body', issue.message);
+}

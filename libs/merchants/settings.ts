@@ -1,6 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { isIP } from 'node:net';
-import type { z } from 'zod';
 import { EVENT_NAMES } from '../contracts/events.js';
 import { PLATFORM_MERCHANT_ID } from '../contracts/merchant-id.js';
 import { isBlockedAddress } from '../http/address-guard.js';
@@ -8,7 +7,17 @@ import type { Actor } from './audit.js';
 import type { PgMerchantDirectory } from './pg-directory.js';
 import { graceExpiries, graceSecrets } from './directory.js';
 import { type DisabledReason, MAX_GRACE_SECRETS, type Merchant, type MerchantWebhook } from './schema.js';
+import {
+  DisabledByOperatorError,
+  InvalidIdempotencyKeyError,
+  InvalidSettingsError,
+  MerchantNotFoundError,
+  PublicKeyTakenError,
+  TooManySecretsError,
+  WebhookNotSetUpError,
+} from './errors.js';
 import type { MerchantInput, MerchantPatch } from './settings-input.js';
+import { maxPerSecondOf, withMaxPerSecond } from './throttle-setting.js';
 
 /** An Idempotency-Key as Stripe takes it: 1 to 255 printable ASCII characters. */
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
@@ -17,64 +26,6 @@ const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 export interface UrlPolicy {
   allowHttp: boolean;
   allowPrivateTargets: boolean;
-}
-
-/**
- * A field of the input is wrong: `field` names it (webhook.url, publicKey, …). The message reads as
- * a sentence: "publicKey is required", "webhook.url must be an https URL".
- */
-export class InvalidSettingsError extends Error {
-  constructor(readonly field: string, detail: string) {
-    super(/^(must|is|are) /.test(detail) ? `${field} ${detail}` : field === 'body' ? detail : `${field}: ${detail}`);
-    this.name = 'InvalidSettingsError';
-  }
-}
-
-export class MerchantNotFoundError extends Error {
-  constructor(readonly merchantId: string) {
-    super(`no merchant ${merchantId}`);
-    this.name = 'MerchantNotFoundError';
-  }
-}
-
-export class PublicKeyTakenError extends Error {
-  constructor() {
-    super('another merchant has this public key');
-    this.name = 'PublicKeyTakenError';
-  }
-}
-
-export class WebhookNotSetUpError extends Error {
-  constructor(readonly merchantId: string) {
-    super(`merchant ${merchantId} has no webhook to rotate the secret of`);
-    this.name = 'WebhookNotSetUpError';
-  }
-}
-
-/** A rotation with a grace would leave more old secrets signing than MAX_GRACE_SECRETS. */
-export class TooManySecretsError extends Error {
-  constructor(readonly merchantId: string, readonly earliestExpiry: string) {
-    super(
-      `merchant ${merchantId} already has ${MAX_GRACE_SECRETS} previous secrets signing; the first stops at ${earliestExpiry}. ` +
-        'Rotate after that, or with graceSeconds 0 to replace the current secret at once',
-    );
-    this.name = 'TooManySecretsError';
-  }
-}
-
-/** The portal asked to turn on an endpoint the platform's operator turned off. */
-export class DisabledByOperatorError extends Error {
-  constructor(readonly merchantId: string) {
-    super(`the webhook of merchant ${merchantId} was disabled by the platform; only the platform can enable it`);
-    this.name = 'DisabledByOperatorError';
-  }
-}
-
-export class InvalidIdempotencyKeyError extends Error {
-  constructor() {
-    super('Idempotency-Key must be 1 to 255 printable ASCII characters without spaces (a UUID, say)');
-    this.name = 'InvalidIdempotencyKeyError';
-  }
 }
 
 /** Checks a webhook URL on write; throws InvalidSettingsError naming webhook.url. */
@@ -113,8 +64,12 @@ export interface MerchantView {
     disabledAt: string | null;
     /** The first failure after its last success, once it has failed a tenth of ENDPOINT_DISABLE_AFTER; null otherwise. */
     failingSince: string | null;
-    /** Order per reference: on, the next webhook of a tnxRef / payout reference waits for the one before it. */
+    /** Order per reference (libs/ordering): a webhook waits while an earlier one of its reference is not yet ended. */
     orderByReference: boolean;
+    /** At most this many webhooks a second (the throttle); null: no limit. */
+    maxPerSecond: number | null;
+    /** The rate it is sent at now: maxPerSecond, or lower while its 429/503 answers slow it (withCurrentRate); null: no limit. */
+    currentPerSecond: number | null;
   } | null;
 }
 
@@ -135,6 +90,8 @@ export function viewOf(merchant: Merchant, now: Date): MerchantView {
           disabledAt: webhook.enabled ? null : (webhook.disabledAt ?? null),
           failingSince: webhook.failingSince ?? null,
           orderByReference: webhook.orderByReference === true,
+          maxPerSecond: maxPerSecondOf(webhook),
+          currentPerSecond: maxPerSecondOf(webhook),
         }
       : null,
   };
@@ -288,14 +245,14 @@ export class MerchantSettings {
         webhook = withStatus(
           kept,
           withGrace(
-            {
+            withMaxPerSecond<Omit<MerchantWebhook, 'previousSecrets'>>({
               url: url!,
               enabled: input.webhook.enabled,
               secret: kept?.secret ?? issued.secret(),
               ...(kept ? (kept.secretIssuedAt ? { secretIssuedAt: kept.secretIssuedAt } : {}) : { secretIssuedAt: this.now().toISOString() }),
               ...(input.webhook.events ? { events: input.webhook.events } : {}),
               ...(input.webhook.orderByReference ? { orderByReference: true } : {}),
-            },
+            }, input.webhook.maxPerSecond),
             kept && graceSecrets(kept, this.now()),
           ),
           this.now(),
@@ -318,13 +275,14 @@ export class MerchantSettings {
       if (patch.webhook === null) return { ...rest, publicKey };
       if (patch.webhook === undefined) return { ...rest, publicKey, ...(kept ? { webhook: kept } : {}) };
       if (!kept && url === undefined) throw new InvalidSettingsError('webhook.url', 'is required: this merchant has no webhook yet');
-      const webhook: MerchantWebhook = {
+      let webhook: MerchantWebhook = {
         ...(kept ?? { secret: issued.secret(), secretIssuedAt: this.now().toISOString(), enabled: true }),
         url: url ?? kept!.url,
         ...(patch.webhook.enabled === undefined ? {} : { enabled: patch.webhook.enabled }),
       } as MerchantWebhook;
       if (patch.webhook.events === null) delete webhook.events;
       else if (patch.webhook.events) webhook.events = patch.webhook.events;
+      if (patch.webhook.maxPerSecond !== undefined) webhook = withMaxPerSecond(webhook, patch.webhook.maxPerSecond);
       if (patch.webhook.orderByReference === false) delete webhook.orderByReference;
       else if (patch.webhook.orderByReference) webhook.orderByReference = true;
       if (guards.by === 'merchant' && webhook.enabled && disabledByOperator(kept)) {
@@ -415,12 +373,4 @@ export class MerchantSettings {
     const answer = (written.replayed || idempotency ? written.result : result(written.merchant, written.created ? undefined : written.merchant)) as T;
     return { ...answer, replayed: written.replayed, version: written.version };
   }
-}
-
-/** The first problem of a zod parse as field and message, for a 400 or a CLI error naming the field. */
-export function firstIssue(error: z.ZodError): InvalidSettingsError {
-  const issue = error.issues[0]!;
-  // An array element's problem is the array's: "webhook.events: each event must be one of …".
-  const path = issue.path.filter((part) => typeof part !== 'number');
-  return new InvalidSettingsError(path.join('.') || 'body', issue.message);
 }

@@ -6,10 +6,10 @@ import { type CounterSeries, CounterSeriesSet, histogramObserver } from './serie
 
 export { METRIC_NAMES };
 
-export type Outcome = 'delivered' | 'retried' | 'failed' | 'invalid' | 'skipped' | 'deferred' | 'circuit_open' | 'requeued' | 'superseded';
+export type Outcome = 'delivered' | 'retried' | 'failed' | 'invalid' | 'skipped' | 'deferred' | 'throttled' | 'circuit_open' | 'requeued' | 'superseded';
 
 /** Outcomes counted by event (invalid and superseded messages have no event: `unknown`). */
-const PER_EVENT_OUTCOMES: readonly Outcome[] = ['delivered', 'retried', 'failed', 'skipped', 'deferred', 'circuit_open', 'requeued'];
+const PER_EVENT_OUTCOMES: readonly Outcome[] = ['delivered', 'retried', 'failed', 'skipped', 'deferred', 'throttled', 'circuit_open', 'requeued'];
 
 /** What the dispatcher reports; a no-op by default so the library runs without Prometheus. */
 export interface DeliveryObserver {
@@ -58,19 +58,13 @@ export function deliveryMetrics(registry: Registry, platformEvents: readonly str
     buckets: DURATION_BUCKETS,
     registers: [registry],
   });
-  const failed = new Counter({
-    name: METRIC_NAMES.failed,
-    help: 'Webhooks that went to the failed stream, by reason',
-    labelNames: ['reason'],
-    registers: [registry],
-  });
   // Every known series from start-up at 0, so that the dashboard's rates read 0, not "No data", on a quiet service.
   for (const outcome of PER_EVENT_OUTCOMES) for (const event of [...EVENT_NAMES, ...platformEvents]) deliveries.labels({ outcome, event }).inc(0);
   for (const outcome of ['invalid', 'superseded'] as const) deliveries.labels({ outcome, event: 'unknown' }).inc(0);
   for (const result of ['success', 'failure']) attempts.labels({ result }).inc(0);
-  for (const reason of Object.values(FAILED_REASONS)) failed.labels(reason).inc(0);
-  const tests = new Counter({ name: METRIC_NAMES.testDeliveries, help: 'Test events (sent from the portal) by outcome; also in webhooks_deliveries_total', labelNames: ['outcome'], registers: [registry] });
-  for (const outcome of ['delivered', 'failed', 'deferred', 'circuit_open', 'skipped']) tests.labels(outcome).inc(0);
+  const failed = zeroedCounter(registry, METRIC_NAMES.failed, 'Webhooks that went to the failed stream, by reason', 'reason', Object.values(FAILED_REASONS));
+  const testOutcomes = ['delivered', 'failed', 'deferred', 'circuit_open', 'skipped'];
+  const tests = zeroedCounter(registry, METRIC_NAMES.testDeliveries, 'Test events (sent from the portal) by outcome; also in webhooks_deliveries_total', 'outcome', testOutcomes);
   // Each label set's series found once (outcome → event, result → event), then updated in place.
   const outcomes = new Map<string, Map<string, CounterSeries>>();
   const durations = { success: new Map<string, (seconds: number) => void>(), failure: new Map<string, (seconds: number) => void>() };

@@ -4,12 +4,14 @@
  */
 export const METRIC_NAMES = {
   /**
-   * counter {outcome, event}: delivered|retried|failed|invalid|skipped; deferred (endpoint busy)
-   * and circuit_open (postponed, circuit open) spend no attempt; requeued (a move the broker did
+   * counter {outcome, event}: delivered|retried|failed|invalid|skipped; deferred (endpoint busy),
+   * throttled (the endpoint's maxPerSecond or its adaptive rate) and circuit_open (postponed, circuit open) spend no attempt; requeued (a move the broker did
    * not take, handed back to its queue); superseded (a stale hand-back of a wait: another hand of
    * it is current, or it has ended; dropped)
    */
   deliveries: 'webhooks_deliveries_total',
+  /** counter: upstream messages acked without delivery, their key (messageId, else the body's digest) seen within INTAKE_DEDUPE_WINDOW */
+  duplicates: 'webhooks_duplicates_total',
   /** counter {outcome}: deliveries of test events (the portal's "send test event", x-test-event), apart from the merchants' real webhooks; they are in `deliveries` too */
   testDeliveries: 'webhooks_test_deliveries_total',
   /** counter {reason}: one of FAILED_REASONS (libs/contracts/headers.ts) */
@@ -40,6 +42,8 @@ export const METRIC_NAMES = {
   waitsOverdue: 'webhooks_waits_overdue',
   /** counter {status}: resend API answers by HTTP status */
   resends: 'webhooks_resend_requests_total',
+  /** gauge {merchant}: the rate, per second, this dispatcher sends a throttled endpoint at: its maxPerSecond, or lower while its 429/503 answers slow it (only endpoints with a limit) */
+  endpointRate: 'webhooks_endpoint_rate_per_second',
   /** gauge: 1 while connected to RabbitMQ */
   brokerConnected: 'webhooks_broker_connected',
   /** gauge: seconds since the deliveries stream last ended where the log held every record, measured by a checkpoint the recorder appends every 5 s (API: from PostgreSQL; recorder: its own view) */

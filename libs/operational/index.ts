@@ -2,7 +2,6 @@ export {
   attemptEvent,
   type AttemptFacts,
   disabledEvent,
-  type DisabledFacts,
   enabledEvent,
   secretRotatedEvent,
   updatedEvent,
@@ -14,6 +13,6 @@ export {
 } from './events.js';
 export { clockState, shouldDisable, shouldRecordFailing } from './disable-rule.js';
 export { IntervalFolder } from './folder.js';
-export { OperationalPublisher, type OperationalPublisherOptions } from './publisher.js';
+export { OperationalPublisher } from './publisher.js';
 export { announcer } from './announce.js';
 export { operationalEventSchema } from './schemas.js';

@@ -2,7 +2,7 @@ import type { Queryable } from '../delivery-store/index.js';
 import type { ScalarHeaders } from '../contracts/index.js';
 
 /**
- * Order per reference, gating on rows (migration 0008): an ordered merchant's webhook has a row of
+ * Order per reference, gating on rows (migration 0009): an ordered merchant's webhook has a row of
  * `webhook_order` from intake until it ends, in its key's line by an identity PostgreSQL assigns
  * under the key's lock. Only the head of a line goes to an attempt; the others wait as
  * `webhook_waits` rows with reason 'ordered' and no pick time until the head ends, which makes

@@ -2,7 +2,6 @@
 export {
   MAX_LINK_LIFETIME_MS,
   keyDigestOf,
-  PORTAL_IDLE_TIMEOUT_MS,
   PORTAL_PERMISSIONS,
   PortalLinkError,
   type PortalPermission,
@@ -10,4 +9,4 @@ export {
   PortalSessions,
   TokenSigner,
 } from './sessions.js';
-export { type EndpointHealth, endpointHealth, type HourBucket } from './health.js';
+export { type EndpointHealth, endpointHealth } from './health.js';

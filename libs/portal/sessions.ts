@@ -1,6 +1,7 @@
 import { createHash, createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Queryable } from '../delivery-store/index.js';
 import { LogUnavailableError } from '../delivery-store/index.js';
+import { BoundedMap } from '../runtime/bounded-map.js';
 
 /** What a portal session may do beyond viewing; a link carries any subset (none, view only, when the dashboard names none). */
 export const PORTAL_PERMISSIONS = ['resend', 'manage-endpoint', 'manage-secret'] as const;
@@ -40,29 +41,6 @@ export const REMEMBERED_DEAD_TOKENS = 10_000;
 
 /** A session id or link token of ours that found nothing; `session` for a session id. */
 type Dead = PortalLinkError['reason'] | 'session';
-
-/**
- * What this replica learnt is dead: a session id that found no live session, a link token refused.
- * Neither ever comes back (a session is never revived, a link is used once), so a replay of one is
- * answered from here without a query, and counts against nobody: the one who replays a dead
- * session id behind a NAT address holds up no one else there.
- */
-class DeadTokens {
-  private readonly dead = new Map<string, Dead>();
-
-  constructor(private readonly max: number) {}
-
-  get(token: string): Dead | undefined {
-    return this.dead.get(token);
-  }
-
-  add(token: string, why: Dead): void {
-    this.dead.delete(token);
-    // A Map keeps insertion order: the first key is the oldest.
-    if (this.dead.size >= this.max) this.dead.delete(this.dead.keys().next().value!);
-    this.dead.set(token, why);
-  }
-}
 
 /** A session that idles this long ends, whatever its link's expiry. */
 export const PORTAL_IDLE_TIMEOUT_MS = 30 * 60_000;
@@ -131,7 +109,13 @@ const SESSION_COLUMNS = 'merchant_id, permissions, csrf_token, expires_at, link_
  * PostgreSQL's clock, the same for every replica. The tables are made by libs/migrations/sql.
  */
 export class PortalSessions {
-  private readonly dead = new DeadTokens(REMEMBERED_DEAD_TOKENS);
+  /**
+   * What this replica learnt is dead: a session id that found no live session, a link token refused.
+   * Neither ever comes back (a session is never revived, a link is used once), so a replay of one is
+   * answered from here without a query, and counts against nobody: the one who replays a dead
+   * session id behind a NAT address holds up no one else there.
+   */
+  private readonly dead = new BoundedMap<string, Dead>(REMEMBERED_DEAD_TOKENS);
 
   constructor(
     private readonly db: Queryable,
@@ -187,7 +171,7 @@ export class PortalSessions {
     const known = await this.run<{ used: boolean; merchant_id: string }>('SELECT redeemed_at IS NOT NULL AS used, merchant_id FROM portal_links WHERE token_hash = $1', [digest(token)]);
     if (known[0]?.used) await this.run('DELETE FROM portal_sessions WHERE link_hash = $1', [digest(token)]);
     const refused = new PortalLinkError(known[0] === undefined ? 'unknown' : known[0].used ? 'used' : 'expired', known[0]?.used ? known[0].merchant_id : undefined);
-    this.dead.add(token, refused.reason);
+    this.dead.set(token, refused.reason);
     throw refused;
   }
 
@@ -200,13 +184,13 @@ export class PortalSessions {
        RETURNING ${SESSION_COLUMNS}`,
       [digest(sessionId), this.idleTimeoutMs],
     );
-    if (!rows[0]) this.dead.add(sessionId, 'session');
+    if (!rows[0]) this.dead.set(sessionId, 'session');
     return rows[0] && sessionOf(rows[0]);
   }
 
   async end(sessionId: string): Promise<void> {
     await this.run('DELETE FROM portal_sessions WHERE session_hash = $1', [digest(sessionId)]);
-    this.dead.add(sessionId, 'session');
+    this.dead.set(sessionId, 'session');
   }
 
   /** Ends every session of the merchant and every link not used yet; returns how many of each. */

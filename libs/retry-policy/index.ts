@@ -1,3 +1,3 @@
-export { RetryPolicy, type RetryPolicySettings } from './policy.js';
+export { RetryPolicy } from './policy.js';
 export { retryAfterMs } from './retry-after.js';
 export { parseRetrySchedule } from './schedule.js';

@@ -34,7 +34,12 @@ export class RetryPolicy {
 
   /** True when the span since the webhook was first seen (or resent) is over. */
   spanOver(startedAt: string, now: Date): boolean {
-    return now.getTime() - Date.parse(startedAt) >= this.spanMs;
+    return this.spanLeftMs(startedAt, now) <= 0;
+  }
+
+  /** Time left until that span is over (≤ 0 once it is). */
+  spanLeftMs(startedAt: string, now: Date): number {
+    return this.spanMs - (now.getTime() - Date.parse(startedAt));
   }
 
   canDefer(deferrals: number): boolean {

@@ -1,9 +1,12 @@
+import type { Logger } from '../logger/index.js';
+
 /**
  * A stop's time budget: each step gets what is left of it (or less), and a step that overruns or
- * fails is reported and left behind, so the next one still runs and the whole stop ends in time.
+ * fails is logged and left behind, so the next one still runs and the whole stop ends in time.
  */
-export function stopBudget(timeoutMs: number, onProblem: (step: string, error?: Error) => void) {
+export function stopBudget(timeoutMs: number, logger: Logger) {
   const deadline = Date.now() + timeoutMs;
+  const onProblem = (step: string, error?: Error) => logger.warn('shutdown step did not finish in time; going on', { step, error: error?.message });
   return {
     left: () => Math.max(0, deadline - Date.now()),
     async step(name: string, run: () => Promise<unknown>, capMs = Infinity): Promise<void> {

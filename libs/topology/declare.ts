@@ -101,7 +101,7 @@ async function declareQueue(declarer: Declarer, queue: QueueSpec): Promise<void>
 /**
  * What a publisher needs so that no event is lost even before a dispatcher ever ran: the events
  * exchange and the dispatch queue bound to it. Publishers declare only this, so they never clash
- * with the programs' retry schedule.
+ * with the arguments the programs give their other queues and streams.
  */
 export async function declareIntake(source: ChannelSource, prefix: string, replication?: Replication): Promise<void> {
   await declareIntakeWith(new Declarer(source), prefix, replication);

@@ -28,12 +28,14 @@ export interface WaitSchedulerOptions {
 /**
  * The one retry mechanism's other half: a loop in each dispatcher that picks due waits (SKIP
  * LOCKED, so any number of dispatchers share them) and publishes each to `dispatch` (mandatory,
- * confirmed) with its hand. A hand-back the broker does not take is due again at once; one that is
+ * confirmed) with its hand. Of a merchant whose circuit is open (a wait_circuits row) it hands back
+ * only the probe, one per probe time: its other waits stay parked in their rows. A hand-back the broker does not take is due again at once; one that is
  * lost later (purged, a node lost) is handed on when its lease ends. It hands nothing back while
  * `dispatch` holds more than `maxReady` ready messages: a backlog waits in rows, not in the broker.
  */
 export class WaitScheduler {
-  readonly stats = { handed: 0, unconfirmed: 0 };
+  /** Hand-backs confirmed, not confirmed, and due waits parked behind an open circuit instead of handed back. */
+  readonly stats = { handed: 0, unconfirmed: 0, parked: 0 };
   private timer?: NodeJS.Timeout;
   private wake?: () => void;
   private loop?: Promise<void>;
@@ -101,15 +103,17 @@ export class WaitScheduler {
     if (!this.broker.isConnected) return 0;
     const room = Math.min(this.options.batch ?? WAIT_PICK_BATCH, (this.options.maxReady ?? WAIT_MAX_READY) - (await this.ready()) - this.unconfirmed);
     if (room <= 0) return 0;
-    const waits = await this.store.pick(room, this.options.leaseMs);
-    if (waits.length === 0) return 0;
+    const { handed: waits, parked } = await this.store.pick(room, this.options.leaseMs);
+    this.stats.parked += parked;
+    // Rows parked behind an open circuit count as picked: more may be due behind them.
+    if (waits.length === 0) return parked;
     this.unconfirmed += waits.length;
     const confirmed: Promise<void> = Promise.all(waits.map((wait) => this.handBack(wait))).then(() => {
       this.unconfirmed -= waits.length;
       this.confirming.delete(confirmed);
     });
     this.confirming.add(confirmed);
-    return waits.length;
+    return waits.length + parked;
   }
 
   private async handBack(wait: HandedWait): Promise<void> {
@@ -124,7 +128,7 @@ export class WaitScheduler {
     } catch (err) {
       this.stats.unconfirmed++;
       this.problem('wait not handed back: dispatch did not confirm it; it is due again', err);
-      await this.store.unhand(wait, wait.hand).catch(() => {});
+      await this.store.unhand(wait).catch(() => {});
     }
   }
 

@@ -1,9 +1,9 @@
-import type { Queryable } from '../delivery-store/index.js';
+import type { Database } from '../delivery-store/index.js';
 import type { ScalarHeaders } from '../contracts/index.js';
 
 /**
  * Waits are rows: a webhook that must wait for its next attempt (a failed attempt, a busy
- * endpoint, an open circuit) is one row of `webhook_waits`, the only copy that decides; its bytes
+ * endpoint, an open circuit, the endpoint's throttle) is one row of `webhook_waits`, the only copy that decides; its bytes
  * are one row of `webhook_bodies`, written once per webhook. `hand` counts the times the row was
  * handed back to `dispatch` or rewritten: a hand-back carries it (x-wait-hand), and only that hand
  * may take, rewrite or end the wait, so a stale copy changes nothing. Due times are PostgreSQL's
@@ -11,7 +11,7 @@ import type { ScalarHeaders } from '../contracts/index.js';
  */
 
 /** Why a webhook waits, as the row and `webhooks waits list` say it. */
-export type WaitReason = 'retry' | 'endpoint-busy' | 'circuit-open';
+export type WaitReason = 'retry' | 'endpoint-busy' | 'circuit-open' | 'throttled';
 
 export interface WaitKey {
   merchantId: string;
@@ -30,11 +30,31 @@ export interface WaitPut extends WaitKey {
   headers: ScalarHeaders;
   /** The message's bytes as received; only for hand 0. */
   content?: Buffer;
+  /** Time left until the webhook's schedule is over (may be ≤ 0): a parked wait is handed back then, to fail. */
+  spanLeftMs: number;
+  /**
+   * The endpoint's circuit is open (a postponement, or a failed attempt after which it is open) and
+   * lets a probe through in this: the merchant's circuit row is written with that probe time, and
+   * this wait is parked. The dispatcher's breaker decides when a probe makes sense; the row keeps
+   * that for the waits, so that they are handed back then and not before.
+   */
+  circuitMs?: number;
 }
 
 /** The attempt of hand-back `hand` ended (delivered, failed, skipped): the wait goes. */
 export interface WaitEnd extends WaitKey {
   hand: number;
+  /**
+   * Its merchant's circuit closes (its row, if any, goes and its parked waits are due again): the
+   * endpoint answered (delivered), or the webhook can no longer be sent (disabled, merchant
+   * removed), so the others need handing back to end the same way.
+   */
+  closesCircuit?: boolean;
+}
+
+/** One hand of one wait, as a string: what WaitStore.take() returns for each hand-back taken. */
+export function takeKey(take: WaitEnd): string {
+  return `${take.merchantId}\u001f${take.webhookId}\u001f${take.hand}`;
 }
 
 /** A wait handed back: the message to publish to `dispatch`. */
@@ -42,6 +62,8 @@ export interface HandedWait extends WaitKey {
   hand: number;
   headers: ScalarHeaders;
   content: Buffer;
+  /** The end of the pick's lease, as PostgreSQL wrote it (text, to the microsecond): what `unhand` expects to find. */
+  leaseEnd: string;
 }
 
 export interface WaitRow {
@@ -57,25 +79,41 @@ export interface WaitRow {
 /**
  * One batch of writes in one statement: new waits (their bytes once, ON CONFLICT DO NOTHING: a
  * redelivered first attempt finds its own row), next waits of hand-backs (only where the hand
- * still matches), and ended waits with their bytes.
+ * still matches), and ended waits with their bytes. A wait with `circuitMs` writes its merchant's
+ * circuit row (its next probe then); a wait whose merchant has one is written parked. The circuit rows are read FOR SHARE, so
+ * a close (closeCircuits) waits for this statement and then sees what it parked. Returns the
+ * merchants of ends that close their circuit and have a circuit row: those to close.
  */
 const WRITE = `
 WITH puts AS (
-  SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::float8[], $6::text[], $7::text[], $8::text[])
-    AS p(merchant_id, webhook_id, hand, attempt, delay_ms, reason, headers, content)
+  SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::float8[], $6::text[], $7::text[], $8::text[], $12::float8[], $13::float8[])
+    AS p(merchant_id, webhook_id, hand, attempt, delay_ms, reason, headers, content, span_ms, circuit_ms)
+), opened AS (
+  INSERT INTO wait_circuits (merchant_id, probe_at)
+  SELECT merchant_id, now() + max(circuit_ms) * interval '1 millisecond' FROM puts WHERE circuit_ms IS NOT NULL GROUP BY merchant_id
+  ON CONFLICT (merchant_id) DO UPDATE SET probe_at = excluded.probe_at
+), open AS (
+  SELECT merchant_id FROM wait_circuits WHERE merchant_id IN (SELECT merchant_id FROM puts) FOR SHARE
+), waits AS (
+  SELECT p.*, now() + p.delay_ms * interval '1 millisecond' AS due_at, now() + p.span_ms * interval '1 millisecond' AS span_ends_at,
+    (p.circuit_ms IS NOT NULL OR p.merchant_id IN (SELECT merchant_id FROM open)) AS parked
+  FROM puts p
+), placed AS (
+  -- Parked: out of the pick until its span ends (or its circuit closes), when it is handed back to fail.
+  SELECT *, CASE WHEN parked THEN GREATEST(due_at, span_ends_at) ELSE due_at END AS pick_at FROM waits
 ), bodies AS (
   INSERT INTO webhook_bodies (merchant_id, webhook_id, content)
   SELECT merchant_id, webhook_id, decode(content, 'hex') FROM puts WHERE hand = 0
   ON CONFLICT DO NOTHING
 ), fresh AS (
-  INSERT INTO webhook_waits (merchant_id, webhook_id, attempt, due_at, pick_at, reason, headers)
-  SELECT merchant_id, webhook_id, attempt, now() + delay_ms * interval '1 millisecond', now() + delay_ms * interval '1 millisecond', reason, headers::jsonb
-  FROM puts WHERE hand = 0
+  INSERT INTO webhook_waits (merchant_id, webhook_id, attempt, due_at, pick_at, reason, headers, parked, span_ends_at)
+  SELECT merchant_id, webhook_id, attempt, due_at, pick_at, reason, headers::jsonb, parked, span_ends_at
+  FROM placed WHERE hand = 0
   ON CONFLICT DO NOTHING
 ), next AS (
   UPDATE webhook_waits w SET hand = w.hand + 1, attempt = p.attempt, reason = p.reason, headers = p.headers::jsonb,
-    due_at = now() + p.delay_ms * interval '1 millisecond', pick_at = now() + p.delay_ms * interval '1 millisecond'
-  FROM puts p WHERE p.hand > 0 AND w.merchant_id = p.merchant_id AND w.webhook_id = p.webhook_id AND w.hand = p.hand
+    due_at = p.due_at, pick_at = p.pick_at, parked = p.parked, span_ends_at = p.span_ends_at
+  FROM placed p WHERE p.hand > 0 AND w.merchant_id = p.merchant_id AND w.webhook_id = p.webhook_id AND w.hand = p.hand
 ), gone AS (
   DELETE FROM webhook_waits w USING unnest($9::text[], $10::text[], $11::int[]) AS e(merchant_id, webhook_id, hand)
   WHERE w.merchant_id = e.merchant_id AND w.webhook_id = e.webhook_id AND w.hand = e.hand
@@ -83,32 +121,86 @@ WITH puts AS (
 ), gone_bodies AS (
   DELETE FROM webhook_bodies b USING gone g WHERE b.merchant_id = g.merchant_id AND b.webhook_id = g.webhook_id
 )
-SELECT 1`;
+SELECT merchant_id FROM wait_circuits WHERE merchant_id = ANY($14::text[])`;
 
 /**
  * The scheduler's pick: due rows, oldest first, that no other dispatcher holds (SKIP LOCKED); each
  * gets a new hand and a lease (pick_at moves to its end), so a hand-back that never comes to an
- * attempt (purged, lost with a node) is handed on again by the same row.
+ * attempt (purged, lost with a node) is handed on again by the same row. A due row whose merchant
+ * has a circuit row is parked instead (until its span ends), unless it was parked already: then its
+ * span is over and it goes back to fail. Returns the handed rows, and one row (no webhook) per
+ * row parked.
  */
 const PICK = `
 WITH due AS (
-  SELECT merchant_id, webhook_id, endpoint_id FROM webhook_waits
+  SELECT merchant_id, webhook_id, endpoint_id, parked, GREATEST(due_at, COALESCE(span_ends_at, 'infinity')) AS until FROM webhook_waits
   WHERE pick_at <= now() ORDER BY pick_at LIMIT $1 FOR UPDATE SKIP LOCKED
+), open AS (
+  SELECT merchant_id FROM wait_circuits WHERE merchant_id IN (SELECT merchant_id FROM due WHERE NOT parked) FOR SHARE
+), decided AS (
+  SELECT d.*, (NOT d.parked AND d.until > now() AND d.merchant_id IN (SELECT merchant_id FROM open)) AS park FROM due d
+), parking AS (
+  UPDATE webhook_waits w SET parked = true, pick_at = d.until
+  FROM decided d WHERE d.park AND w.merchant_id = d.merchant_id AND w.webhook_id = d.webhook_id AND w.endpoint_id = d.endpoint_id
+  RETURNING w.merchant_id
+), handed AS (
+  UPDATE webhook_waits w SET hand = w.hand + 1, parked = false, pick_at = now() + $2::float8 * interval '1 millisecond'
+  FROM decided d WHERE NOT d.park AND w.merchant_id = d.merchant_id AND w.webhook_id = d.webhook_id AND w.endpoint_id = d.endpoint_id
+  RETURNING w.merchant_id, w.webhook_id, w.hand, w.headers::text AS headers, w.pick_at::text AS lease_end,
+    (SELECT b.content FROM webhook_bodies b WHERE b.merchant_id = w.merchant_id AND b.webhook_id = w.webhook_id) AS content
 )
-UPDATE webhook_waits w SET hand = w.hand + 1, pick_at = now() + $2::float8 * interval '1 millisecond'
-FROM due WHERE w.merchant_id = due.merchant_id AND w.webhook_id = due.webhook_id AND w.endpoint_id = due.endpoint_id
-RETURNING w.merchant_id, w.webhook_id, w.hand, w.headers::text AS headers,
-  (SELECT b.content FROM webhook_bodies b WHERE b.merchant_id = w.merchant_id AND b.webhook_id = w.webhook_id) AS content`;
+SELECT * FROM handed UNION ALL SELECT merchant_id, NULL, NULL, NULL, NULL, NULL FROM parking`;
+
+/**
+ * The probes: for each circuit whose probe time has come, its oldest parked wait is handed back
+ * (with a lease, like any hand-back) and the next probe is a lease away; the outcome moves it (a
+ * postponement later, a delivery closes the circuit). A circuit with no parked wait left is
+ * returned with no webhook: nothing waits behind it, so it is closed.
+ */
+const PROBE = `
+WITH due AS (
+  SELECT merchant_id FROM wait_circuits WHERE probe_at <= now() ORDER BY probe_at LIMIT $1 FOR UPDATE SKIP LOCKED
+), probe AS (
+  SELECT w.merchant_id, w.webhook_id, w.endpoint_id FROM due CROSS JOIN LATERAL (
+    SELECT merchant_id, webhook_id, endpoint_id FROM webhook_waits w
+    WHERE w.merchant_id = due.merchant_id AND w.parked ORDER BY w.due_at LIMIT 1 FOR UPDATE SKIP LOCKED
+  ) w
+), moved AS (
+  UPDATE wait_circuits c SET probe_at = now() + $2::float8 * interval '1 millisecond' FROM probe WHERE c.merchant_id = probe.merchant_id
+), handed AS (
+  UPDATE webhook_waits w SET hand = w.hand + 1, parked = false, pick_at = now() + $2::float8 * interval '1 millisecond'
+  FROM probe p WHERE w.merchant_id = p.merchant_id AND w.webhook_id = p.webhook_id AND w.endpoint_id = p.endpoint_id
+  RETURNING w.merchant_id, w.webhook_id, w.hand, w.headers::text AS headers, w.pick_at::text AS lease_end,
+    (SELECT b.content FROM webhook_bodies b WHERE b.merchant_id = w.merchant_id AND b.webhook_id = w.webhook_id) AS content
+)
+SELECT * FROM handed UNION ALL SELECT merchant_id, NULL, NULL, NULL, NULL, NULL FROM due WHERE merchant_id NOT IN (SELECT merchant_id FROM probe)`;
+
+type PickedRow = { merchant_id: string; webhook_id: string | null; hand: number; headers: string; lease_end: string; content: Uint8Array | null };
+
+function handedOf(rows: PickedRow[]): HandedWait[] {
+  return rows.filter((row) => row.webhook_id !== null).map((row) => ({
+    merchantId: row.merchant_id,
+    webhookId: row.webhook_id!,
+    hand: row.hand,
+    headers: JSON.parse(row.headers) as ScalarHeaders,
+    content: Buffer.from(row.content ?? new Uint8Array()),
+    leaseEnd: row.lease_end,
+  }));
+}
 
 export class WaitStore {
-  constructor(private readonly db: Queryable) {}
+  constructor(private readonly db: Pick<Database, 'query' | 'transaction'>) {}
 
-  /** Writes one batch (one statement, so all of it or nothing). Two puts of one key keep the last. */
+  /**
+   * Writes one batch (one statement, so all of it or nothing). Two puts of one key keep the last.
+   * An end that closes its merchant's circuit row then closes it (again on a retry: both are
+   * idempotent).
+   */
   async write(puts: readonly WaitPut[], ends: readonly WaitEnd[]): Promise<void> {
     const last = new Map<string, WaitPut>();
     for (const put of puts) last.set(`${put.merchantId}\u001f${put.webhookId}`, put);
     const p = [...last.values()];
-    await this.db.query(WRITE, [
+    const { rows } = await this.db.query<{ merchant_id: string }>(WRITE, [
       p.map((w) => w.merchantId),
       p.map((w) => w.webhookId),
       p.map((w) => w.hand),
@@ -120,45 +212,87 @@ export class WaitStore {
       ends.map((e) => e.merchantId),
       ends.map((e) => e.webhookId),
       ends.map((e) => e.hand),
+      p.map((w) => w.spanLeftMs),
+      p.map((w) => w.circuitMs ?? null),
+      [...new Set(ends.filter((e) => e.closesCircuit).map((e) => e.merchantId))],
     ]);
+    if (rows.length > 0) await this.closeCircuits(rows.map((row) => row.merchant_id));
   }
 
   /**
-   * A hand-back comes to its attempt: true when it is the wait's current hand (its lease is
-   * extended for the attempt), false for a stale copy (another hand, or the wait has ended).
+   * The merchants' circuits close: their rows go, then their parked waits are due again (at their
+   * due time). Two statements in one transaction: the delete waits for any statement that read
+   * the circuit row to park a wait, and the unpark, a later statement, sees what it parked.
+   * Once per outage, but a dead merchant's parked waits can be a million rows: no statement timeout.
    */
-  async take(key: WaitKey, hand: number, leaseMs: number): Promise<boolean> {
-    const { rows } = await this.db.query(
-      `UPDATE webhook_waits SET pick_at = now() + $4::float8 * interval '1 millisecond'
-       WHERE merchant_id = $1 AND webhook_id = $2 AND hand = $3 RETURNING 1 AS taken`,
-      [key.merchantId, key.webhookId, hand, leaseMs],
+  async closeCircuits(merchantIds: readonly string[]): Promise<void> {
+    await this.db.transaction(async (tx) => {
+      await tx.query("SET LOCAL statement_timeout = '10min'");
+      await tx.query('DELETE FROM wait_circuits WHERE merchant_id = ANY($1::text[])', [merchantIds]);
+      await tx.query('UPDATE webhook_waits SET parked = false, pick_at = due_at WHERE merchant_id = ANY($1::text[]) AND parked', [merchantIds]);
+    });
+  }
+
+  /**
+   * Hand-backs come to their attempts, in one statement: the keys returned are those whose hand is
+   * still the wait's current one (each lease is extended for its attempt); the others are stale
+   * copies (another hand, or the wait has ended).
+   */
+  async take(takes: readonly WaitEnd[], leaseMs: number): Promise<Set<string>> {
+    const { rows } = await this.db.query<{ merchant_id: string; webhook_id: string; hand: number }>(
+      `UPDATE webhook_waits w SET pick_at = now() + $4::float8 * interval '1 millisecond'
+       FROM unnest($1::text[], $2::text[], $3::int[]) AS t(merchant_id, webhook_id, hand)
+       WHERE w.merchant_id = t.merchant_id AND w.webhook_id = t.webhook_id AND w.hand = t.hand
+       RETURNING w.merchant_id, w.webhook_id, w.hand`,
+      [takes.map((t) => t.merchantId), takes.map((t) => t.webhookId), takes.map((t) => t.hand), leaseMs],
     );
-    return rows.length > 0;
+    return new Set(rows.map((row) => takeKey({ merchantId: row.merchant_id, webhookId: row.webhook_id, hand: row.hand })));
   }
 
-  /** Up to `limit` due waits, each handed on with a lease of `leaseMs`. */
-  async pick(limit: number, leaseMs: number): Promise<HandedWait[]> {
-    const { rows } = await this.db.query<{ merchant_id: string; webhook_id: string; hand: number; headers: string; content: Uint8Array | null }>(PICK, [limit, leaseMs]);
-    return rows.map((row) => ({
-      merchantId: row.merchant_id,
-      webhookId: row.webhook_id,
-      hand: row.hand,
-      headers: JSON.parse(row.headers) as ScalarHeaders,
-      content: Buffer.from(row.content ?? new Uint8Array()),
-    }));
+  /**
+   * Up to `limit` due waits: the probes of open circuits first, then the due rows, each handed on
+   * with a lease of `leaseMs`; `parked` counts due rows parked behind an open circuit instead.
+   */
+  async pick(limit: number, leaseMs: number): Promise<{ handed: HandedWait[]; parked: number }> {
+    const probes = (await this.db.query<PickedRow>(PROBE, [limit, leaseMs])).rows;
+    const idle = probes.filter((row) => row.webhook_id === null).map((row) => row.merchant_id);
+    if (idle.length > 0) await this.closeCircuits(idle);
+    const handed = handedOf(probes);
+    const { rows } = await this.db.query<PickedRow>(PICK, [limit - handed.length, leaseMs]);
+    const picked = handedOf(rows);
+    return { handed: [...handed, ...picked], parked: rows.length - picked.length };
   }
 
-  /** A hand-back the broker did not take: due again now, unless another hand moved on. */
-  async unhand(key: WaitKey, hand: number): Promise<void> {
-    await this.db.query('UPDATE webhook_waits SET pick_at = now() WHERE merchant_id = $1 AND webhook_id = $2 AND hand = $3', [key.merchantId, key.webhookId, hand]);
+  /**
+   * A hand-back whose publish was not confirmed: due again now, unless another hand moved on or
+   * the copy was taken after all (a confirm that came after its deadline: take() moved the lease
+   * on, and handing it on again would send the webhook twice).
+   */
+  async unhand(wait: HandedWait): Promise<void> {
+    await this.db.query(
+      'UPDATE webhook_waits SET pick_at = now() WHERE merchant_id = $1 AND webhook_id = $2 AND hand = $3 AND pick_at = $4::timestamptz',
+      [wait.merchantId, wait.webhookId, wait.hand, wait.leaseEnd],
+    );
   }
 
-  /** Waiting now, and of those past their due time by more than `overdueMs`. */
+  /**
+   * An endpoint's rate changed: its waits of `reason` (the throttle's queue) are due `factor` times
+   * as far from now as they were, in the same order. A wait handed out keeps its lease.
+   */
+  async stretch(merchantId: string, reason: WaitReason, factor: number): Promise<void> {
+    await this.db.query(
+      `UPDATE webhook_waits SET due_at = now() + (due_at - now()) * $3::float8, pick_at = now() + (pick_at - now()) * $3::float8
+       WHERE merchant_id = $1 AND reason = $2 AND pick_at = due_at AND due_at > now()`,
+      [merchantId, reason, factor],
+    );
+  }
+
+  /** Waiting now, and of those past their due time by more than `overdueMs` (not parked ones: they wait for their circuit, not for the scheduler). */
   async census(overdueMs: number): Promise<{ waiting: number; overdue: number }> {
     const { rows } = await this.db.query<{ waiting: number; overdue: number }>(
       `SELECT count(*)::integer AS waiting,
          -- An 'ordered' wait (no pick time) is due when the webhook before it ends, not at a time: never overdue.
-         count(*) FILTER (WHERE due_at < now() - $1::float8 * interval '1 millisecond' AND pick_at IS NOT NULL)::integer AS overdue
+         count(*) FILTER (WHERE due_at < now() - $1::float8 * interval '1 millisecond' AND NOT parked AND pick_at IS NOT NULL)::integer AS overdue
        FROM webhook_waits`,
       [overdueMs],
     );
@@ -169,7 +303,7 @@ export class WaitStore {
   async list(filter: { merchantId?: string; limit: number }): Promise<WaitRow[]> {
     const { rows } = await this.db.query<WaitRow>(
       `SELECT merchant_id, webhook_id, attempt, reason, due_at, hand,
-         CASE WHEN pick_at > due_at THEN pick_at END AS handed_until
+         CASE WHEN pick_at > due_at AND NOT parked THEN pick_at END AS handed_until
        FROM webhook_waits WHERE ($1::text IS NULL OR merchant_id = $1) ORDER BY due_at, merchant_id, webhook_id LIMIT $2`,
       [filter.merchantId ?? null, filter.limit],
     );

@@ -10,6 +10,7 @@ import { silentLogger } from '../../libs/logger/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { declareIntake } from '../../libs/topology/index.js';
 import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { startProgram } from '../support/process.js';
 import { freePort, Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
@@ -60,6 +61,7 @@ async function startHaproxy(port: number): Promise<ChildProcess> {
   let haproxy: ChildProcess;
   let dispatcher: { child: ChildProcess; output: { stdout: string; stderr: string } };
   let broker: BrokerConnection;
+  let database: TestDatabase;
   const killed: string[] = [];
 
   beforeAll(async () => {
@@ -67,18 +69,25 @@ async function startHaproxy(port: number): Promise<ChildProcess> {
     const port = await freePort();
     haproxy = await startHaproxy(port);
     const lbUrl = `amqp://guest:guest@127.0.0.1:${port}`;
+    // A webhook that must wait is a row: the dispatcher needs PostgreSQL for its RETRY_SCHEDULE.
+    database = await createTestDatabase('cluster_lb');
     broker = new BrokerConnection({ url: urls, name: 'lb-test-publisher', logger: silentLogger(), declare: (open) => declareIntake(open, prefix) });
     await broker.open(30_000);
     dispatcher = startProgram('dist/apps/dispatcher/main.js', {
       RABBITMQ_URL: lbUrl,
       TOPOLOGY_PREFIX: prefix,
       MERCHANTS_FILE: writeMerchantsFile([testMerchant('m_lb', receiver.url)]),
+      DATABASE_URL: database.url,
       RETRY_SCHEDULE: '1s',
       ALLOW_PRIVATE_TARGETS: 'true',
       METRICS_PORT: '0',
       LOG_LEVEL: 'info',
     });
-    await waitFor('dispatcher consuming', () => dispatcher.output.stdout.includes('dispatcher consuming'), 60_000, 100);
+    await waitFor('dispatcher consuming', () => {
+      // A dispatcher that exited (bad configuration) says why at once, not after the minute.
+      if (dispatcher.child.exitCode !== null) throw new Error(`dispatcher exited ${dispatcher.child.exitCode}: ${dispatcher.output.stderr}`);
+      return dispatcher.output.stdout.includes('dispatcher consuming');
+    }, 60_000, 100);
   });
 
   afterAll(async () => {
@@ -88,6 +97,7 @@ async function startHaproxy(port: number): Promise<ChildProcess> {
     haproxy?.kill('SIGTERM');
     await cleanUp(urls, killed, prefix);
     await receiver?.close();
+    await database?.drop();
   });
 
   it('delivers every event when the node behind its one URL dies, reconnecting through the load balancer', async () => {

@@ -176,7 +176,7 @@ describe('admin writes: rotations, idempotency keys, PATCH, public keys and the 
     expect(data(disabled)).toEqual({
       id: 'm_patch',
       publicKey: 'pk_patch_001',
-      webhook: { url: `${receiver.url}/m_patch`, enabled: false, events: ['payout'], previousSecretExpiresAt: null, previousSecrets: [], disabledReason: 'manual', disabledAt: expect.any(String), failingSince: null, orderByReference: false },
+      webhook: { url: `${receiver.url}/m_patch`, enabled: false, events: ['payout'], previousSecretExpiresAt: null, previousSecrets: [], disabledReason: 'manual', disabledAt: expect.any(String), failingSince: null, orderByReference: false, maxPerSecond: null, currentPerSecond: null },
     });
     await waitFor('dispatcher sees it disabled', () => dispatcher.merchants.byId('m_patch')?.webhook?.enabled === false, 5_000);
     expect(dispatcher.merchants.byId('m_patch')!.webhook).toMatchObject({ secret, events: ['payout'] });
@@ -225,7 +225,7 @@ describe('admin writes: rotations, idempotency keys, PATCH, public keys and the 
     await refusal({}, 'publicKey is required');
     await refusal({ publicKey: 12345678 }, 'publicKey must be a string');
     await refusal({ publicKey: 'pk_msg_00002', webhook: {} }, 'webhook.url is required');
-    await refusal({ publicKey: 'pk_msg_00002', webhook: 'https://x.example' }, 'webhook must be an object with url, enabled, events and orderByReference');
+    await refusal({ publicKey: 'pk_msg_00002', webhook: 'https://x.example' }, 'webhook must be an object with url, enabled, events, maxPerSecond and orderByReference');
     await refusal({ publicKey: 'pk_msg_00002', extra: 1 }, 'unknown field extra; allowed: publicKey, webhook');
     await refusal({ publicKey: 'pk_msg_00002', webhook: { url: 'https://x.example', enabled: 'yes' } }, 'webhook.enabled must be true or false');
     await refusal(

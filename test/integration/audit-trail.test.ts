@@ -1,7 +1,7 @@
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import type { ApiProgram } from '../../apps/api/program.js';
-import { call, token, unresolved } from '../support/api.js';
+import { type Answer, call, token, unresolved } from '../support/api.js';
 import { runProgram } from '../support/process.js';
 import { type PortalStack, redeemLink, startPortalStack } from '../support/portal.js';
 import { Receiver } from '../support/receiver.js';
@@ -10,17 +10,22 @@ import { waitFor } from '../support/wait.js';
 /**
  * A merchant's audit trail (GET /admin/merchants/{id}/audit): every settings write, and what a
  * portal session or the merchant's own API did that changes no setting (a session opened, a used
- * link presented again, test events, resends), with who and from where; never a secret.
+ * link presented again, test events, resends, Recover rounds), with who and from where; never a
+ * secret. Two API replicas on one database: each action is in the trail once. An action whose
+ * entry PostgreSQL refuses is answered 503, never reported as done.
  */
 describe('the audit trail', () => {
   let stack: PortalStack;
   let receiver: Receiver;
   let api: ApiProgram;
+  let other: ApiProgram;
+  let publisher: EventPublisher;
 
   beforeAll(async () => {
     receiver = await Receiver.start((_n, req) => (req.path.endsWith('/down') ? 500 : 204));
-    stack = await startPortalStack('audit-trail', 1);
-    api = stack.apis[0]!;
+    stack = await startPortalStack('audit-trail', 2);
+    [api, other] = stack.apis as [ApiProgram, ApiProgram];
+    publisher = new EventPublisher(stack.dispatcher.broker, stack.prefix);
   });
 
   afterAll(async () => {
@@ -34,6 +39,16 @@ describe('the audit trail', () => {
     expect(trail.status).toBe(200);
     return ((trail.body as any).data.entries as Entry[]).reverse();
   };
+
+  /** A payout of the merchant's, once the log says it failed and the failure index holds it. */
+  async function failedWebhook(merchantId: string): Promise<{ reference: string; messageId: string }> {
+    const message = sampleEvent('payout', merchantId);
+    const reference = (message.data as Record<string, string>).reference!;
+    const { messageId } = await publisher.publish(message);
+    await stack.logged(merchantId, messageId, 'failed');
+    await waitFor('in the failure index', async () => (await unresolved(api, merchantId, reference)) > 0 || undefined, 10_000);
+    return { reference, messageId };
+  }
 
   it('keeps an audit trail of every settings write, link and revocation: who, what (never a secret), when, from where', async () => {
     await stack.putMerchant('m_audit', `${receiver.url}/audit`);
@@ -85,18 +100,9 @@ describe('the audit trail', () => {
 
   it("records a resend made through the merchant's own API, by reference and by webhook id", async () => {
     await stack.putMerchant('m_resends', `${receiver.url}/down`);
-    const publisher = new EventPublisher(stack.dispatcher.broker, stack.prefix);
     // Two failures: one resent by its reference, the other by its webhook id.
-    const failed = [];
-    for (let i = 0; i < 2; i++) {
-      const message = sampleEvent('payout', 'm_resends');
-      const reference = (message.data as Record<string, string>).reference!;
-      const { messageId } = await publisher.publish(message);
-      await stack.logged('m_resends', messageId, 'failed');
-      await waitFor('in the failure index', async () => (await unresolved(api, 'm_resends', reference)) > 0 || undefined, 10_000);
-      failed.push({ reference, messageId });
-    }
-    const [byReference, byId] = failed as [{ reference: string; messageId: string }, { reference: string; messageId: string }];
+    const byReference = await failedWebhook('m_resends');
+    const byId = await failedWebhook('m_resends');
     const headers = { 'x-auth-token': 'pk_test_m_resends_000000', authorization: `Bearer ${await token('m_resends')}` };
     expect((await call(api, `/nucleus/tnx/webhook?reference=${byReference.reference}`, { headers })).status).toBe(200);
     expect((await call(api, `/nucleus/webhooks/${byId.messageId}/resend`, { headers })).status).toBe(200);
@@ -106,5 +112,65 @@ describe('the audit trail', () => {
       ['merchant-api', { webhookId: byId.messageId, resent: 1 }],
     ]);
     expect(resent.every((e) => e.address !== null)).toBe(true);
+  });
+
+  it('records a portal resend and a Recover round, each once although two replicas serve the session', async () => {
+    await stack.putMerchant('m_portal', `${receiver.url}/down`);
+    const { messageId } = await failedWebhook('m_portal');
+    // Minted on one replica, opened and used on the other, the trail read from both.
+    const b = await stack.open('m_portal', { permissions: ['resend'] });
+    const since = '2026-01-01T00:00:00.000Z';
+    const round = await call(other, `/portal/api/recover?since=${since}`, { method: 'GET', headers: { cookie: b.cookie } });
+    expect(round.status).toBe(200);
+    expect((round.body as any).data.webhooks.map((w: { webhookId: string }) => w.webhookId)).toEqual([messageId]);
+    expect((await stack.write(b, 'POST', `/portal/api/webhooks/${messageId}/resend`, undefined, b.csrf, other)).status).toBe(200);
+    for (const replica of [api, other]) {
+      const answer = await stack.admin(replica, 'GET', '/admin/merchants/m_portal/audit');
+      const entries = ((answer.body as any).data.entries as Entry[]).reverse();
+      expect(entries.map((e) => [e.action, e.actor.replace(/^portal:[A-Za-z0-9_-]{12}$/, 'portal:<session>'), e.changes])).toEqual([
+        ['merchant.created', 'admin:dashboard-backend', expect.anything()],
+        ['portal.link_minted', 'admin:dashboard-backend', expect.anything()],
+        ['portal.session_opened', 'portal:<session>', { permissions: ['resend'] }],
+        ['portal.recover_round', 'portal:<session>', { since }],
+        ['portal.webhook_resent', 'portal:<session>', { webhookId: messageId }],
+      ]);
+      expect(entries.every((e) => e.address !== null)).toBe(true);
+    }
+  });
+
+  it('answers 503 for an action whose audit entry PostgreSQL refuses, with nothing of what it would have given', async () => {
+    await stack.putMerchant('m_refused', `${receiver.url}/down`);
+    const [first, second] = [await failedWebhook('m_refused'), await failedWebhook('m_refused')];
+    const b = await stack.open('m_refused', { permissions: ['resend', 'manage-endpoint', 'manage-secret'] });
+    const unopened = await stack.link('m_refused', { permissions: [] });
+    // From here PostgreSQL refuses every audit entry of this merchant (this file's own database).
+    await stack.db.query(`CREATE FUNCTION refuse_audit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'audit refused'; END $$`);
+    await stack.db.query(`CREATE TRIGGER refuse_audit BEFORE INSERT ON merchant_audit FOR EACH ROW WHEN (NEW.merchant_id = 'm_refused') EXECUTE FUNCTION refuse_audit()`);
+    const refused = (answer: Answer) => {
+      expect([answer.status, answer.body]).toEqual([503, { message: expect.stringContaining('audit trail'), error: { code: 'service_unavailable', status: 503 }, data: null }]);
+      expect(answer.headers.get('set-cookie')).toBeNull();
+    };
+    try {
+      const headers = { 'x-auth-token': 'pk_test_m_refused_000000', authorization: `Bearer ${await token('m_refused')}` };
+      // Writes in one transaction with their entry: nothing changed.
+      refused(await stack.admin(api, 'PATCH', '/admin/merchants/m_refused', { webhook: { url: `${receiver.url}/down/moved` } }));
+      refused(await stack.write(b, 'PATCH', '/portal/api/endpoint', { url: `${receiver.url}/down/moved` }, b.csrf, other));
+      refused(await stack.write(b, 'POST', '/portal/api/endpoint/secret/rotate', { graceSeconds: 0 }));
+      expect(await stack.db.query(`SELECT version::int, webhook->>'url' AS url FROM merchants WHERE id = 'm_refused'`)).toEqual([{ version: 1, url: `${receiver.url}/down` }]);
+      // Actions on other tables, or out through the broker: answered 503, no link, no cookie.
+      refused(await stack.admin(api, 'POST', '/admin/merchants/m_refused/portal-sessions', { permissions: [] }));
+      refused(await redeemLink(other, unopened));
+      refused(await call(api, `/portal/api/recover?since=2026-01-01T00:00:00.000Z`, { method: 'GET', headers: { cookie: b.cookie } }));
+      refused(await stack.write(b, 'POST', `/portal/api/webhooks/${first.messageId}/resend`));
+      refused(await stack.write(b, 'POST', '/portal/api/endpoint/test', { event: 'payout' }, b.csrf, other));
+      // The merchant API's resend answers as the specification says: the copy went out, the entry is only logged as missing.
+      expect((await call(api, `/nucleus/webhooks/${second.messageId}/resend`, { headers })).status).toBe(200);
+      refused(await stack.admin(other, 'DELETE', '/admin/merchants/m_refused/portal-sessions'));
+    } finally {
+      await stack.db.query('DROP TRIGGER refuse_audit ON merchant_audit');
+    }
+    // PostgreSQL writes again: the same write is done, and in the trail.
+    expect((await stack.admin(api, 'PATCH', '/admin/merchants/m_refused', { webhook: { url: `${receiver.url}/down/moved` } })).status).toBe(200);
+    expect((await trailOf('m_refused')).map((e) => e.action).slice(-1)).toEqual(['merchant.updated']);
   });
 });

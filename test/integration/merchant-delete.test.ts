@@ -39,6 +39,7 @@ describe('webhooks merchants delete', () => {
       await portal.redeem(link.token);
       await db.query(`INSERT INTO rate_limits (key, tat) VALUES ($1, now()), ($2, now())`, [`resend:${id}`, `portal-settings:${id}`]);
       await db.query(`INSERT INTO endpoint_health (merchant_id, url, failing_since, last_failure_at) VALUES ($1, $2, now(), now())`, [id, `https://hooks${n}.example.com/`]);
+      await db.query('INSERT INTO endpoint_rates (merchant_id, rate, ceiling) VALUES ($1, 5, 10)', [id]);
       await db.query(
         `INSERT INTO delivery_webhooks (merchant_id, webhook_id, first_seen_at, seq, event, refs, merchant_refs, payload, status, attempts, last_record_at)
          VALUES ($1, 'evt_1', now(), $2, 'payout', '{ref}', ARRAY[$1 || chr(31) || 'ref'], '{"amount":1}', 'failed', 1, now())`,
@@ -49,7 +50,10 @@ describe('webhooks merchants delete', () => {
       await db.query(`INSERT INTO failed_webhooks (merchant_id, webhook_id, failed_at, event, merchant_refs, content) VALUES ($1, 'evt_1', now(), 'payout', '{}', '{"amount":1}')`, [id]);
       await db.query(`INSERT INTO webhook_waits (merchant_id, webhook_id, attempt, due_at, reason, headers) VALUES ($1, 'evt_1', 1, now(), 'retry', '{}')`, [id]);
       await db.query(`INSERT INTO webhook_bodies (merchant_id, webhook_id, content) VALUES ($1, 'evt_1', '\\x7b7d')`, [id]);
+      await db.query(`INSERT INTO wait_circuits (merchant_id, probe_at) VALUES ($1, now())`, [id]);
       await db.query(`INSERT INTO delivery_log_quarantine (stream, stream_offset, position, merchant_id, error, content) VALUES ('s', $2, 0, $1, 'e', 'c')`, [id, n]);
+      await db.query(`CREATE TABLE IF NOT EXISTS intake_keys_test PARTITION OF intake_keys FOR VALUES FROM ('2000-01-01') TO ('2100-01-01')`);
+      await db.query(`INSERT INTO intake_keys (day, merchant_id, webhook_id) VALUES (date_trunc('day', now(), 'UTC'), $1, 'evt_1')`, [id]);
     }
   });
 

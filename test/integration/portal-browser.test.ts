@@ -219,6 +219,27 @@ describe('the merchant portal in a browser', () => {
     await waitFor('the dispatcher no longer orders it', () => stack.dispatcher.merchants.byId('m_order')?.webhook?.orderByReference === undefined, 5_000);
   });
 
+  it('sets the throttle on the endpoint page; the overview shows it, and the slower rate an endpoint answering 429 is sent at', async () => {
+    await stack.putMerchant('m_t', `${receiver.url}/t`);
+    const page = await openPage(await stack.link('m_t'));
+    await page.getByRole('heading', { name: 'Overview' }).waitFor();
+    await page.getByRole('link', { name: 'Endpoint' }).click();
+    await page.getByRole('heading', { name: 'Endpoint' }).waitFor();
+    await page.getByLabel('Most webhooks per second').fill('7');
+    await page.getByRole('button', { name: 'Save endpoint' }).click();
+    await page.getByText('Saved. The next webhook goes to this URL.').waitFor();
+    await waitFor('the dispatcher has the throttle', () => stack.dispatcher.merchants.byId('m_t')?.webhook?.maxPerSecond === 7, 5_000);
+    // What a dispatcher writes when the endpoint answers 429: its rate halved.
+    await stack.db.query("INSERT INTO endpoint_rates (merchant_id, rate, ceiling) VALUES ('m_t', 3.5, 7)");
+    await page.getByRole('link', { name: 'Overview' }).click();
+    await page.getByText('at most 7/s; slowed to 3.5/s: your server answered 429 or 503').waitFor();
+    await page.getByRole('link', { name: 'Endpoint' }).click();
+    await page.getByLabel('Most webhooks per second').fill('');
+    await page.getByRole('button', { name: 'Save endpoint' }).click();
+    await page.getByText('Saved. The next webhook goes to this URL.').waitFor();
+    await waitFor('the throttle removed', () => stack.dispatcher.merchants.byId('m_t')?.webhook?.maxPerSecond === undefined, 5_000);
+  });
+
   it('sends a test event with a TEST- reference, delivered and logged like any other', async () => {
     const page = await openPage(await stack.link('m_p'));
     await page.getByRole('heading', { name: 'Overview' }).waitFor();

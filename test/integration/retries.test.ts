@@ -7,7 +7,7 @@ import { waitFor } from '../support/wait.js';
 
 const SCHEDULE = [100, 150, 200];
 
-describe.each(['undici', 'got'] as const)('retries on the schedule, then the failed stream (%s client)', (httpClient) => {
+describe('retries on the schedule, then the failed stream', () => {
   let failing: Receiver;
   let hanging: Receiver;
   let flaky: Receiver;
@@ -35,7 +35,6 @@ describe.each(['undici', 'got'] as const)('retries on the schedule, then the fai
       merchants: Object.values(merchants),
       retryDelaysMs: SCHEDULE,
       settings: { deliveryTimeoutMs: 300 },
-      httpClient,
     });
   });
 

@@ -1,7 +1,13 @@
+import { once } from 'node:events';
 import { writeFileSync } from 'node:fs';
+import { type AddressInfo, connect, createServer, type Server, type Socket } from 'node:net';
 import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
 import type { DeliveryRecorder } from '../../libs/delivery-log/index.js';
+import { openPostgres } from '../../libs/delivery-store/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
+import { WaitStore, WaitWriter } from '../../libs/waits/index.js';
 import { startHarness, testMerchant } from '../support/harness.js';
+import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { failOnceThenSucceed, Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
@@ -22,7 +28,7 @@ describe('a wait made by a deferral, behind a dispatch backlog, then a disable',
       const webhookId = 'evt_deferred_1';
       // The wait a busy endpoint's deferral writes: no attempt yet, one deferral, due now.
       await harness.waits.write(
-        [{ merchantId: merchant.id, webhookId, hand: 0, attempt: 0, delayMs: 0, reason: 'endpoint-busy', content,
+        [{ merchantId: merchant.id, webhookId, hand: 0, attempt: 0, delayMs: 0, reason: 'endpoint-busy', content, spanLeftMs: 3_600_000,
           headers: { [HEADERS.attempts]: 0, [HEADERS.deferrals]: 1, [HEADERS.postponements]: 0, [HEADERS.webhookId]: webhookId, [HEADERS.firstSeenAt]: new Date().toISOString() } }],
         [],
       );
@@ -74,3 +80,118 @@ describe('a retry delivered while the delivery log loses every record', () => {
     }
   });
 });
+
+/** A retry wait of `m_test` with `{}` for bytes, as a first attempt's failure writes it. */
+function retryWait(webhookId: string, delayMs: number) {
+  return { merchantId: 'm_test', webhookId, hand: 0, attempt: 1, delayMs, reason: 'retry' as const, headers: { [HEADERS.webhookId]: webhookId }, content: Buffer.from('{}'), spanLeftMs: 3_600_000 };
+}
+
+/** A migrated database of the test's own, dropped after `work`. */
+async function onDatabase(label: string, work: (database: TestDatabase) => Promise<void>): Promise<void> {
+  const database = await createTestDatabase(label);
+  try {
+    await work(database);
+  } finally {
+    await database.drop();
+  }
+}
+
+describe('a hand-back whose confirm came after its deadline, taken to its attempt', () => {
+  it('is not handed on again: the unhand finds the lease the take moved on, and leaves it', () =>
+    onDatabase('waits_unhand', async (database) => {
+      const db = openPostgres(database.url, { maxConnections: 2 });
+      const waits = new WaitStore(db);
+      await waits.write([retryWait('evt_taken', 0), retryWait('evt_lost', 0)], []);
+      const { handed: picked } = await waits.pick(10, 60_000);
+      expect(picked.map((w) => w.webhookId).sort()).toEqual(['evt_lost', 'evt_taken']);
+      // The copy of evt_taken reached dispatch and its attempt began before the scheduler gave up on its confirm.
+      const taken = picked.find((w) => w.webhookId === 'evt_taken')!;
+      expect([...(await waits.take([{ merchantId: taken.merchantId, webhookId: taken.webhookId, hand: taken.hand }], 60_000))]).toHaveLength(1);
+      for (const wait of picked) await waits.unhand(wait);
+      // evt_lost is due again at once; evt_taken stays with the attempt under way, not sent a second time.
+      const { handed: again } = await waits.pick(10, 60_000);
+      expect(again.map((w) => [w.webhookId, w.hand])).toEqual([['evt_lost', 2]]);
+      await db.close();
+    }));
+});
+
+describe("the waits' connections on a server whose default is asynchronous commit", () => {
+  it('commit durably: a wait is acked once its commit returns, and a crash must not take it back', () =>
+    onDatabase('waits_durable', async (database) => {
+      await database.query(`ALTER DATABASE ${database.name} SET synchronous_commit = off`);
+      for (const [durableCommits, expected] of [[true, 'on'], [false, 'off']] as const) {
+        const db = openPostgres(database.url, { maxConnections: 1, durableCommits });
+        expect((await db.query<{ synchronous_commit: string }>('SHOW synchronous_commit')).rows[0]!.synchronous_commit).toBe(expected);
+        await db.close();
+      }
+    }));
+});
+
+describe('a waits connection whose server stops answering without a reset (a partition, a failover)', () => {
+  it('is given up at twice the statement timeout: the held wait is written on a new connection', () =>
+    onDatabase('waits_hung', async (database) => {
+      const proxy = await BlackHoleProxy.start(new URL(database.url));
+      const db = openPostgres(proxy.url(database.url), { maxConnections: 1, statementTimeoutMs: 1_000, connectTimeoutMs: 1_000 });
+      try {
+        const writer = new WaitWriter(new WaitStore(db), silentLogger(), [100]);
+        await writer.put(retryWait('evt_before', 60_000));
+        // The connection the pool keeps now goes nowhere: nothing it sends arrives, nothing comes back.
+        proxy.silenceOpen();
+        const started = Date.now();
+        let timer: NodeJS.Timeout | undefined;
+        const deadline = new Promise((_, reject) => (timer = setTimeout(() => reject(new Error('the wait was not written within 10 s')), 10_000)));
+        await Promise.race([writer.put(retryWait('evt_hung', 60_000)), deadline]).finally(() => clearTimeout(timer));
+        expect(Date.now() - started).toBeGreaterThanOrEqual(2_000);
+        expect((await database.query('SELECT webhook_id FROM webhook_waits ORDER BY webhook_id')).map((r) => r.webhook_id)).toEqual(['evt_before', 'evt_hung']);
+        writer.close();
+      } finally {
+        // The proxy first: a connection it still silences would hold the pool's end.
+        proxy.close();
+        await db.close().catch(() => {});
+      }
+    }));
+});
+
+/** A TCP proxy to PostgreSQL whose open connections can be silenced: they stay open, and carry nothing. */
+class BlackHoleProxy {
+  private readonly sockets = new Set<{ client: Socket; upstream: Socket; silent: boolean }>();
+
+  private constructor(private readonly server: Server) {}
+
+  static async start(target: URL): Promise<BlackHoleProxy> {
+    let proxy!: BlackHoleProxy;
+    const server = createServer((client) => {
+      const upstream = connect(Number(target.port || 5432), target.hostname);
+      const pair = { client, upstream, silent: false };
+      proxy.sockets.add(pair);
+      client.on('data', (chunk) => pair.silent || upstream.write(chunk));
+      upstream.on('data', (chunk) => pair.silent || client.write(chunk));
+      for (const socket of [client, upstream]) socket.on('error', () => {});
+      client.on('close', () => pair.silent || upstream.destroy());
+      upstream.on('close', () => pair.silent || client.destroy());
+    });
+    proxy = new BlackHoleProxy(server);
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    return proxy;
+  }
+
+  url(databaseUrl: string): string {
+    const url = new URL(databaseUrl);
+    url.hostname = '127.0.0.1';
+    url.port = String((this.server.address() as AddressInfo).port);
+    return url.toString();
+  }
+
+  silenceOpen(): void {
+    for (const pair of this.sockets) pair.silent = true;
+  }
+
+  close(): void {
+    for (const { client, upstream } of this.sockets) {
+      client.destroy();
+      upstream.destroy();
+    }
+    this.server.close();
+  }
+}

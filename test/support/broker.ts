@@ -102,3 +102,13 @@ export class TestBroker {
     await this.connection.close().catch(() => {});
   }
 }
+
+/** Deletes what a prefix declared, on a connection of its own: a test's cleanup after its programs stopped. */
+export async function deleteTopologyOf(prefix: string): Promise<void> {
+  const test = await TestBroker.open();
+  try {
+    await test.deleteTopology(prefix);
+  } finally {
+    await test.close();
+  }
+}

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Dispatcher, type DispatcherSettings } from '../../apps/dispatcher/dispatcher.js';
 import { BrokerConnection } from '../../libs/broker/index.js';
-import { createGotClient, createUndiciClient } from '../../libs/http/index.js';
+import { createUndiciClient } from '../../libs/http/index.js';
 import { type Logger, silentLogger } from '../../libs/logger/index.js';
 import { FileMerchantDirectory, type Merchant } from '../../libs/merchants/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
@@ -64,7 +64,6 @@ export async function startHarness(options: {
   retryDelaysMs?: number[];
   settings?: Partial<DispatcherSettings>;
   allowPrivateTargets?: boolean;
-  httpClient?: 'undici' | 'got';
   /** How long a hand-back of a wait may take to come to its attempt (default 60 s). */
   waitLeaseMs?: number;
   /** The dispatcher does not consume dispatch until startDispatcher() (the scheduler runs). */
@@ -91,8 +90,7 @@ export async function startHarness(options: {
   const merchantsFile = writeMerchantsFile(options.merchants);
   const merchants = new FileMerchantDirectory(merchantsFile, logger);
   // Test merchants listen on loopback, which production refuses (see ssrf.test.ts).
-  const clientOptions = { allowPrivateTargets: options.allowPrivateTargets ?? true, responseBodyBytes: options.deliveryLog ? 1024 : 0 };
-  const http = options.httpClient === 'got' ? createGotClient(clientOptions) : createUndiciClient(clientOptions);
+  const http = createUndiciClient({ allowPrivateTargets: options.allowPrivateTargets ?? true, responseBodyBytes: options.deliveryLog ? 1024 : 0 });
   const names = topologyNames(prefix);
   // The failure index, as the program writes it: the test's API finds this prefix's database.
   const database = await createTestDatabase(options.name);

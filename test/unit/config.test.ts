@@ -52,7 +52,6 @@ describe('dispatcher configuration', () => {
       DELIVERY_TIMEOUT_MS: 10_000,
       FAILED_RETENTION: '30D',
       ALLOW_PRIVATE_TARGETS: false,
-      HTTP_CLIENT: 'undici',
       LOG_LEVEL: 'info',
     });
   });

@@ -190,6 +190,8 @@ describe('the configuration guide', () => {
     const names = new Set<string>();
     for (const file of readdirSync('apps', { recursive: true }).map(String).filter((f) => f.endsWith('.ts'))) {
       for (const m of readFileSync(join('apps', file), 'utf8').matchAll(/tracingSettingsOf\([^,]+, '([^']+)'\)/g)) names.add(m[1]!);
+      // A program's main.ts names its service; runProgram (libs/runtime/entry.ts) makes it `webhooks-<service>`.
+      for (const m of readFileSync(join('apps', file), 'utf8').matchAll(/runProgram\(process\.env, '([^']+)'/g)) names.add(`webhooks-${m[1]!}`);
     }
     expect(names.size).toBeGreaterThanOrEqual(5);
     const cell = documented.get('OTEL_SERVICE_NAME')!.defaults;

@@ -159,3 +159,43 @@ describe("a merchant's share across its URLs", () => {
     expect(guards.openUntil('https://victim.example/h')).toBe(0);
   });
 });
+
+describe('a slow endpoint, not a paused dispatcher', () => {
+  const request = { merchantId: 'm_fast', canDefer: true, force: false };
+  const url = 'https://fast.example/h';
+  const turn = () => new Promise((resolve) => setImmediate(resolve));
+
+  it('waits for the slot of a request whose answer the process had no turn to read, rather than setting the delivery aside', async () => {
+    const clock = { t: 0 };
+    const guards = new EndpointGuards({ ...options, maxInFlight: 1, now: () => clock.t });
+    const first = await guards.acquire(url, request, () => false);
+    if (first?.kind !== 'send') throw new Error(`expected to send, got ${first?.kind}`);
+    // The process did not run for 500 ms (a burst of the prefetch, a loaded host): the request looks old.
+    clock.t = 500;
+    let second: Awaited<ReturnType<EndpointGuards['acquire']>> | 'waiting' = 'waiting';
+    const next = guards.acquire(url, request, () => false).then((a) => (second = a));
+    await turn();
+    expect(second).toBe('waiting');
+    // Its answer is read on the next turn: the waiting delivery takes the slot, nothing is set aside.
+    first.release('succeeded');
+    await next;
+    expect(second).toMatchObject({ kind: 'send' });
+
+    const admitted = await next;
+    if (admitted?.kind === 'send') admitted.release('succeeded');
+  });
+
+  it('sets aside once the oldest request stays unanswered a threshold more while the loop polls', async () => {
+    const clock = { t: 0 };
+    const guards = new EndpointGuards({ ...options, maxInFlight: 1, now: () => clock.t });
+    expect(await guards.acquire(url, request, () => false)).toMatchObject({ kind: 'send' });
+    clock.t = 1_000;
+    let third: Awaited<ReturnType<EndpointGuards['acquire']>> | 'waiting' = 'waiting';
+    const later = guards.acquire(url, request, () => false).then((a) => (third = a));
+    await turn();
+    expect(third).toBe('waiting');
+    clock.t = 1_200;
+    expect(await later).toEqual({ kind: 'defer' });
+    expect(await guards.acquire(url, request, () => false)).toEqual({ kind: 'defer' });
+  });
+});

@@ -25,7 +25,7 @@ const UNITS: Record<string, number> = {
 
 /** The numbers a value cell states, each in base units (ms, bytes, a count): `5 s, 5 min` → [5000, 300000]. */
 export function numbersOf(cell: string): number[] {
-  return [...cell.matchAll(/(\d[\d,]*)(?:\s*(ms|s|min|h|days?|KiB|MiB|GB)\b)?/g)].map(([, n, unit]) => Number(n!.replaceAll(',', '')) * (unit ? UNITS[unit]! : 1));
+  return [...cell.matchAll(/(\d[\d,]*(?:\.\d+)?)(?:\s*(ms|s|min|h|days?|KiB|MiB|GB)\b)?/g)].map(([, n, unit]) => Number(n!.replaceAll(',', '')) * (unit ? UNITS[unit]! : 1));
 }
 
 /** A constant's numbers in the same units: strings such as '16kb' (express) and '7D' (RabbitMQ max-age) too. */

@@ -20,7 +20,7 @@ describe('delivery metrics', () => {
     });
     const failed = new Counter({ name: METRIC_NAMES.failed, help: 'Webhooks that went to the failed stream, by reason', labelNames: ['reason'], registers: [registry] });
     // Every known series at 0 from start-up, as deliveryMetrics makes them.
-    for (const outcome of ['delivered', 'retried', 'failed', 'skipped', 'deferred', 'circuit_open', 'requeued']) for (const event of EVENT_NAMES) deliveries.inc({ outcome, event }, 0);
+    for (const outcome of ['delivered', 'retried', 'failed', 'skipped', 'deferred', 'throttled', 'circuit_open', 'requeued']) for (const event of EVENT_NAMES) deliveries.inc({ outcome, event }, 0);
     for (const outcome of ['invalid', 'superseded']) deliveries.inc({ outcome, event: 'unknown' }, 0);
     for (const result of ['success', 'failure']) attempts.inc({ result }, 0);
     for (const reason of Object.values(FAILED_REASONS)) failed.inc({ reason }, 0);

@@ -1,8 +1,9 @@
 /**
  * No program changes the schema: every CREATE TABLE and ALTER TABLE is in a numbered migration
  * (libs/migrations/sql, applied by `webhooks migrate`), not in the sources of apps/ or libs/. The
- * one exception is data's lifecycle, not schema: the recorder's day partitions of delivery_records
- * (libs/delivery-store/schema.ts, ensurePartition), and the runner's own ledger.
+ * one exception is data's lifecycle, not schema: the day partitions of delivery_records (made by
+ * the recorder) and of intake_keys (made ahead by the dispatchers), both by ensurePartition in
+ * libs/delivery-store/schema.ts, and the runner's own ledger.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -11,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 const DDL = /\b(CREATE\s+(UNLOGGED\s+)?TABLE|ALTER\s+TABLE|CREATE\s+(UNIQUE\s+)?INDEX|DROP\s+COLUMN|RENAME\s+TO)\b/i;
 const ALLOWED = [
-  // A day's partition of records, made as records arrive.
+  // A day's partition: of records, made as records arrive; of intake keys, made ahead.
   { file: 'libs/delivery-store/schema.ts', line: /CREATE TABLE IF NOT EXISTS \$\{partitionName\(table, day\)\} PARTITION OF \$\{table\}/ },
 ];
 

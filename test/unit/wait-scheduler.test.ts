@@ -11,7 +11,7 @@ function fakes(due: number, ready = 0) {
     pick: async (limit: number) => {
       picks.push(limit);
       const n = Math.min(limit, due - next);
-      return Array.from({ length: n }, (): HandedWait => ({ merchantId: 'm', webhookId: `wh_${next++}`, hand: 1, headers: {}, content: Buffer.alloc(0) }));
+      return { handed: Array.from({ length: n }, (): HandedWait => ({ merchantId: 'm', webhookId: `wh_${next++}`, hand: 1, headers: {}, content: Buffer.alloc(0), leaseEnd: '' })), parked: 0 };
     },
     unhand: async (key: { webhookId: string }) => void unhanded.push(key.webhookId),
   } as unknown as WaitStore;
@@ -46,7 +46,7 @@ describe('WaitScheduler', () => {
     await until(() => confirms.length === 30);
     for (const c of confirms.splice(0)) c.settle(true);
     await scheduler.stop();
-    expect(scheduler.stats).toEqual({ handed: 100, unconfirmed: 0 });
+    expect(scheduler.stats).toEqual({ handed: 100, unconfirmed: 0, parked: 0 });
   });
 
   it(`holds at most ${WAIT_BATCHES_CONFIRMING} batches awaiting confirms, and a hand-back not confirmed is due again`, async () => {
@@ -64,6 +64,23 @@ describe('WaitScheduler', () => {
     const stopped = scheduler.stop();
     for (const c of confirms.slice(10)) c.settle(true);
     await stopped;
-    expect(scheduler.stats).toEqual({ handed: 10 * WAIT_BATCHES_CONFIRMING + 9, unconfirmed: 1 });
+    expect(scheduler.stats).toEqual({ handed: 10 * WAIT_BATCHES_CONFIRMING + 9, unconfirmed: 1, parked: 0 });
+  });
+
+  it('goes on picking after PostgreSQL fails under it (down, then back)', async () => {
+    const { store, broker, confirms } = fakes(5);
+    const pick = store.pick.bind(store);
+    let failures = 3;
+    (store as { pick: WaitStore['pick'] }).pick = async (limit, leaseMs) => {
+      if (failures-- > 0) throw new Error('connect ECONNREFUSED');
+      return pick(limit, leaseMs);
+    };
+    const scheduler = new WaitScheduler(store, broker, silentLogger(), { dispatch: 'q', leaseMs: 1_000, pollMs: 10 });
+    scheduler.start();
+    for (let i = 0; i < 1_000 && confirms.length < 5; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(confirms.map((c) => c.webhookId)).toEqual(['wh_0', 'wh_1', 'wh_2', 'wh_3', 'wh_4']);
+    for (const c of confirms) c.settle(true);
+    await scheduler.stop();
+    expect(scheduler.stats).toEqual({ handed: 5, unconfirmed: 0, parked: 0 });
   });
 });

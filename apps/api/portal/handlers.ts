@@ -2,13 +2,14 @@ import { randomUUID, timingSafeEqual } from 'node:crypto';
 import type { Request, Router } from 'express';
 import { type EventName, REFERENCE_FIELDS, sampleEvent } from '../../../libs/contracts/index.js';
 import type { DeliveryLogQueries } from '../../../libs/delivery-store/index.js';
-import { type Actor, disabledByOperator, graceExpiries, type Merchant, recordAudit, WebhookNotSetUpError } from '../../../libs/merchants/index.js';
+import { type Actor, disabledByOperator, endpointRateOf, graceExpiries, type Merchant, recordAudit, WebhookNotSetUpError } from '../../../libs/merchants/index.js';
 import { keyDigestOf, MAX_LINK_LIFETIME_MS, PortalLinkError, type PortalPermission, type PortalSession } from '../../../libs/portal/index.js';
 import { USER_AGENT } from '../../dispatcher/program.js';
-import type { ApiDeps } from '../app.js';
+import type { ApiDeps } from '../deps.js';
 import { ApiError, badRequest, notFound, rateLimited, unavailable } from '../errors.js';
 import { clientKey } from '../rate-limit.js';
 import { listFilters } from '../log-handlers.js';
+import { resendOne } from '../resend-routes.js';
 import { mount } from '../mount.js';
 import { endpointPatch, portalSessionInput, rotateBody, testEventBody } from './routes.js';
 import { servePortalAssets } from './page.js';
@@ -34,40 +35,6 @@ function logOf(deps: ApiDeps): DeliveryLogQueries {
 function sessionsOf(deps: ApiDeps) {
   logOf(deps);
   return deps.portal!.sessions!;
-}
-
-/**
- * Resends exactly one failed webhook of the merchant, by its webhook-id: the resend by reference's
- * checks and claim (ResendService), restricted to that webhook.
- */
-export async function resendOne(deps: ApiDeps, merchant: Merchant, webhookId: string): Promise<number> {
-  const allowed = await deps.limiter.take(merchant.id);
-  if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds);
-  if (!deps.brokerConnected()) throw unavailable('The message broker is unavailable; try again shortly');
-  return deps.resend.resendWebhook(merchant, webhookId);
-}
-
-/**
- * A resend the merchant's own API made, in its audit trail (the portal's carry their session
- * instead). Written after the copies went out: a trail PostgreSQL cannot write now is logged, and
- * does not turn a resend that happened into an error.
- */
-export async function auditMerchantResend(deps: ApiDeps, req: Request, merchantId: string, changes: Record<string, unknown>): Promise<void> {
-  if (!deps.audit) return;
-  await recordAudit(deps.audit, merchantId, 'webhook.resent', changes, { actor: 'merchant-api', address: req.ip }).catch((err: unknown) =>
-    deps.logger.warn('resend not written to the audit trail', { merchantId, error: (err as Error)?.message }),
-  );
-}
-
-/** POST /nucleus/webhooks/{webhookId}/resend: merchant auth, as the resend by reference. */
-export function mountResendById(app: Router, deps: ApiDeps): void {
-  mount(app, 'resendWebhookById', async (req, res, { params }) => {
-    const merchant = await deps.auth.authenticate(req.get('x-auth-token'), req.get('authorization'));
-    const webhookId = params.webhookId as string;
-    const resent = await resendOne(deps, merchant, webhookId);
-    await auditMerchantResend(deps, req, merchant.id, { webhookId, resent });
-    res.status(200).json({ message: `webhook ${webhookId} sent again`, error: null, data: null });
-  });
 }
 
 /** `30m`, `1h`, `7d` → ms; undefined past 7 days or under a second. */
@@ -249,8 +216,9 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
       throw err;
     }
     const { sessionId: id, session: started } = opened;
-    res.set('set-cookie', `${cookieName}=${id}; ${cookieAttributes}`);
+    // The cookie only once the trail holds the opening: a 503 for the audit carries no session.
     await audit(started, req, 'portal.session_opened', { permissions: started.permissions });
+    res.set('set-cookie', `${cookieName}=${id}; ${cookieAttributes}`);
     deps.logger.info('portal session opened', { merchantId: started.merchantId });
     res.status(201).json({ message: 'portal session opened', error: null, data: sessionView(started) });
   });
@@ -272,7 +240,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     const found = await session(req);
     const merchant = merchantOf(found.merchantId);
     const health = await read(found.merchantId, () => deps.portal!.health(found.merchantId));
-    res.json({ message: 'overview', error: null, data: { merchantId: found.merchantId, endpoint: merchant ? endpointOf(merchant) : null, health } });
+    res.json({ message: 'overview', error: null, data: { merchantId: found.merchantId, endpoint: await withRate(deps, found.merchantId, merchant ? endpointOf(merchant) : null), health } });
   });
 
   mount(app, 'portalListWebhooks', async (req, res, { query }) => {
@@ -357,7 +325,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     const written = await settings.patch(found.merchantId, { webhook: input.data }, { by: 'merchant', actor: portalActor(found, req) });
     deps.logger.info('webhook endpoint changed from the portal', { merchantId: found.merchantId, fields: Object.keys(input.data) });
     const merchant = merchantOf(found.merchantId);
-    res.json({ message: 'endpoint updated', error: null, data: merchant ? endpointOf(merchant) : endpointFromView(written.view) });
+    res.json({ message: 'endpoint updated', error: null, data: await withRate(deps, found.merchantId, merchant ? endpointOf(merchant) : endpointFromView(written.view)) });
   });
 
   mount(app, 'portalRotateSecret', async (req, res) => {
@@ -414,7 +382,15 @@ type EndpointView = {
   orderByReference: boolean;
   secretCreatedAt: string | null;
   previousSecrets: Array<{ expiresAt: string }>;
+  maxPerSecond: number | null;
+  currentPerSecond: number | null;
 };
+
+/** The endpoint's rate now: lower than its maxPerSecond while its 429/503 answers slow it (endpoint_rates). */
+async function withRate(deps: ApiDeps, merchantId: string, endpoint: EndpointView | null): Promise<EndpointView | null> {
+  const adaptive = endpoint && deps.audit ? await endpointRateOf(deps.audit, merchantId).catch(() => undefined) : undefined;
+  return adaptive && endpoint ? { ...endpoint, currentPerSecond: Math.round(Math.min(endpoint.maxPerSecond ?? Infinity, adaptive.rate) * 100) / 100 } : endpoint;
+}
 
 function endpointOf(merchant: Merchant): EndpointView | null {
   const webhook = merchant.webhook;
@@ -431,10 +407,12 @@ function endpointOf(merchant: Merchant): EndpointView | null {
     orderByReference: webhook.orderByReference === true,
     secretCreatedAt: extra.secretIssuedAt ?? null,
     previousSecrets: graceExpiries(webhook, new Date()),
+    maxPerSecond: webhook.maxPerSecond ?? null,
+    currentPerSecond: webhook.maxPerSecond ?? null,
   };
 }
 
-function endpointFromView(view: { webhook: { url: string; enabled: boolean; events: string[]; orderByReference: boolean; previousSecrets: Array<{ expiresAt: string }> } | null }): EndpointView | null {
+function endpointFromView(view: { webhook: { url: string; enabled: boolean; events: string[]; orderByReference: boolean; previousSecrets: Array<{ expiresAt: string }>; maxPerSecond: number | null } | null }): EndpointView | null {
   if (!view.webhook) return null;
   return {
     url: view.webhook.url,
@@ -446,5 +424,7 @@ function endpointFromView(view: { webhook: { url: string; enabled: boolean; even
     orderByReference: view.webhook.orderByReference,
     secretCreatedAt: null,
     previousSecrets: view.webhook.previousSecrets,
+    maxPerSecond: view.webhook.maxPerSecond,
+    currentPerSecond: view.webhook.maxPerSecond,
   };
 }

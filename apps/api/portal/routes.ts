@@ -2,8 +2,9 @@ import { z } from 'zod';
 import { EVENT_NAMES, merchantIdSchema } from '../../../libs/contracts/index.js';
 import { isStorableText, isStorableTime } from '../../../libs/delivery-store/index.js';
 import { PORTAL_PERMISSIONS } from '../../../libs/portal/index.js';
+import { maxPerSecondField } from '../../../libs/merchants/index.js';
 import { listQuery, webhookDetail, webhookIdParams, webhookSummary } from '../log-routes.js';
-import type { RouteDeclaration } from '../routes.js';
+import { ADMIN_AUTH, MERCHANT_AUTH, merchantIdParams, type RouteDeclaration } from '../route-declaration.js';
 import { envelope, rotated } from '../schemas.js';
 
 /**
@@ -11,8 +12,6 @@ import { envelope, rotated } from '../schemas.js';
  * (routes.ts), so they are mounted from it and in the OpenAPI document like every other.
  */
 
-const MERCHANT_AUTH = [{ merchantPublicKey: [], accessToken: [] }] as const;
-const ADMIN_AUTH = [{ adminToken: [] }] as const;
 const PORTAL_AUTH = [{ portalSession: [] }] as const;
 const PORTAL_WRITE_AUTH = [{ portalSession: [], portalCsrf: [] }] as const;
 
@@ -48,6 +47,8 @@ const endpointView = z.strictObject({
   orderByReference: z.boolean().describe('Order per reference: a webhook waits while an earlier one of its tnxRef / payout reference is not yet delivered, failed or skipped'),
   secretCreatedAt: z.string().nullable().describe('When the current secret was issued; null when not recorded'),
   previousSecrets: z.array(z.strictObject({ expiresAt: z.string() })),
+  maxPerSecond: z.number().int().nullable().describe('The throttle: at most this many webhooks a second; null: no limit'),
+  currentPerSecond: z.number().nullable().describe('Read-only: the rate sent at now, lower than maxPerSecond while the endpoint answers 429 or 503; null: no limit'),
 });
 
 const hourBucket = z.strictObject({ hour: z.string(), delivered: z.number().int(), retrying: z.number().int(), failed: z.number().int(), skipped: z.number().int() });
@@ -87,6 +88,7 @@ export const endpointPatch = z.strictObject({
   events: z.array(z.enum(EVENT_NAMES)).min(1).nullable().optional().describe('null: every event'),
   enabled: z.boolean().optional(),
   orderByReference: z.boolean().optional().describe('Order per reference (off by default)'),
+  maxPerSecond: maxPerSecondField.nullable().optional().describe('null: no throttle'),
 });
 export const rotateBody = z.strictObject({ graceSeconds: z.number().int().min(0).max(30 * 86_400).default(86_400) });
 export const testEventBody = z.strictObject({ event: z.enum(EVENT_NAMES) });
@@ -147,7 +149,7 @@ export const PORTAL_ROUTES = [
       'Secure outside development mode, named __Host- on https) living until expiresAt. The url starts with PORTAL_PUBLIC_URL, never ' +
       'with anything the request says. Viewing is always allowed; permissions grant the rest.',
     security: ADMIN_AUTH,
-    input: { params: z.strictObject({ merchantId: merchantIdSchema }), body: portalSessionInput, bodyRequired: false },
+    input: { params: merchantIdParams, body: portalSessionInput, bodyRequired: false },
     output: { '201': { description: 'The link', schema: envelope(z.strictObject({ url: z.string(), expiresAt: z.string() })) } },
     errors: {
       '400': 'invalid_merchant_id, invalid_body',
@@ -164,7 +166,7 @@ export const PORTAL_ROUTES = [
     summary: "End every portal session of a merchant, and every link not used yet",
     description: 'For a leaked link or a merchant who left: whoever holds a session or an unused link loses it at once, on every replica.',
     security: ADMIN_AUTH,
-    input: { params: z.strictObject({ merchantId: merchantIdSchema }) },
+    input: { params: merchantIdParams },
     output: { '200': { description: 'What was ended', schema: envelope(z.strictObject({ sessions: z.number().int(), links: z.number().int() })) } },
     errors: {
       '400': 'invalid_merchant_id',
@@ -267,7 +269,7 @@ export const PORTAL_ROUTES = [
     operationId: 'portalUpdateEndpoint',
     method: 'patch',
     path: '/portal/api/endpoint',
-    summary: 'Change the URL, the events, order per reference or enable/disable (permission manage-endpoint)',
+    summary: 'Change the URL, the events, the throttle (maxPerSecond), order per reference or enable/disable (permission manage-endpoint)',
     description: 'Validated as the admin API does: https outside development mode, no credentials, no private address literal.',
     security: PORTAL_WRITE_AUTH,
     input: { body: endpointPatch, bodyRequired: true },

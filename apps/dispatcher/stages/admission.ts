@@ -4,6 +4,7 @@ import type { RetryPolicy } from '../../../libs/retry-policy/index.js';
 import type { Finding } from './decide.js';
 import { type Admission as Slot, EndpointGuards, endpointOf } from './endpoint-guards.js';
 import type { IntakeEvent } from './intake.js';
+import type { Throttle } from './throttle.js';
 
 /** Admitted: the webhook to POST to and a slot on its endpoint, released by the attempt. */
 export interface Admitted {
@@ -14,7 +15,7 @@ export interface Admitted {
 
 /**
  * Admission: is there someone to send this to, and may it go now? The directory (merchant,
- * active webhook, event filter), then the endpoint's guards (circuit breaker, bulkhead).
+ * active webhook, event filter), then the endpoint's throttle, then its guards (circuit breaker, bulkhead).
  */
 export class AdmissionStage {
   /** Webhook URL → endpoint: parsing a URL per delivery costs more than the rest of admission. */
@@ -26,6 +27,8 @@ export class AdmissionStage {
     private readonly policy: RetryPolicy,
     /** The platform's endpoint (OPERATIONAL_WEBHOOK_URL), from the dispatcher's config: never in the directory. */
     private readonly platform?: Merchant,
+    /** The endpoints' throttle (maxPerSecond, and the rate their 429/503 answers set); none without PostgreSQL. */
+    private readonly throttle?: Throttle,
   ) {}
 
   async admit(intake: IntakeEvent, now: Date, stopped: () => boolean): Promise<Admitted | Finding> {
@@ -38,6 +41,10 @@ export class AdmissionStage {
     if (!receivesEvent(webhook, intake.event)) return { kind: 'unavailable', why: 'event-not-subscribed' };
     // A resend is the merchant saying "fixed": its first attempt goes through an open circuit.
     // So does a webhook never attempted whose span is over: nothing reaches failed untried.
+    // The throttle: a slot of the endpoint's rate (held until it comes), or a wait as a row.
+    const throttled = this.throttle && (await this.throttle.admit(intake.merchantId, webhook, stopped));
+    if (throttled?.kind === 'stopping') return { kind: 'stopping' };
+    if (throttled?.kind === 'wait') return { kind: 'throttled', delayMs: throttled.delayMs };
     const force = intake.attempts === 0 && (intake.resentAt !== undefined || this.policy.spanOver(intake.resentAt ?? intake.firstSeenAt, now));
     const slot = await this.guards.acquire(
       this.endpointOf(webhook.url),

@@ -22,6 +22,8 @@ export interface AttemptTrace {
 export type Finding =
   /** Intake: another copy of the same wait arrived first. */
   | { kind: 'superseded'; key: string }
+  /** Intake: upstream published this key before, within INTAKE_DEDUPE_WINDOW (libs/intake-keys). */
+  | { kind: 'duplicate'; merchantId: string; webhookId: string }
   /** Intake: the message can never be delivered as it is (or handling it failed unexpectedly). */
   | { kind: 'invalid'; code: InvalidCode; detail: string }
   /** Intake: an ordered merchant's webhook behind an earlier one of its reference; its wait is written. */
@@ -30,14 +32,16 @@ export type Finding =
   | { kind: 'unavailable'; why: Unavailable }
   /** Admission: the dispatcher stopped while this delivery waited for a slot. */
   | { kind: 'stopping' }
+  /** Admission: the endpoint's throttle has no slot within reach: its place in the endpoint's queue comes in `delayMs`. */
+  | { kind: 'throttled'; delayMs: number }
   /** Admission: the endpoint is at its in-flight bound and slow. */
   | { kind: 'busy' }
   /** Admission: the endpoint's circuit is open. */
   | { kind: 'circuit-open'; failures: number; retryInMs: number; lastError?: string }
   /** Attempt: the merchant answered 2xx. */
   | { kind: 'sent'; status: number; trace?: AttemptTrace }
-  /** Attempt: it failed (a non-2xx answer, a timeout, a network error, a blocked address). */
-  | { kind: 'attempt-failed'; error: DeliveryFailedError; trace?: AttemptTrace };
+  /** Attempt: it failed (a non-2xx answer, a timeout, a network error, a blocked address); `circuitMs`: the endpoint's circuit is open for that long after it. */
+  | { kind: 'attempt-failed'; error: DeliveryFailedError; trace?: AttemptTrace; circuitMs?: number };
 
 /** What happens to the delivery: exactly one of these. */
 export type Decision =
@@ -45,13 +49,17 @@ export type Decision =
   | { kind: 'superseded'; key: string }
   /** Waits for an earlier webhook of its reference (its 'ordered' wait written at intake); no attempt spent. */
   | { kind: 'ordered' }
+  | { kind: 'duplicate'; merchantId: string; webhookId: string }
   | { kind: 'skipped'; why: 'webhook-disabled' | 'endpoint-disabled' | 'event-not-subscribed' }
   /** Back to its queue untried, once (stopping). */
   | { kind: 'returned' }
   /** `error` is the detail, for operators (log lines, headers of the steps and `failed`); `errorClass` is what the merchant sees. */
-  | { kind: 'retry'; step: number; attempt: number; error: string; errorClass: AttemptErrorClass; status?: number }
+  | { kind: 'retry'; step: number; attempt: number; error: string; errorClass: AttemptErrorClass; status?: number; circuitMs?: number }
   | { kind: 'defer'; step: number }
-  | { kind: 'postpone'; step: number }
+  /** Waits for the endpoint's throttle: no attempt spent, never failed for it. */
+  | { kind: 'throttle'; delayMs: number }
+  /** `circuitMs`: when the open circuit lets a probe through, from now. */
+  | { kind: 'postpone'; step: number; circuitMs: number }
   | { kind: 'failed'; reason: FailedReason; attempts: number; error: string; errorClass?: AttemptErrorClass; status?: number; attempted: boolean }
   | { kind: 'invalid'; code: InvalidCode; detail: string };
 
@@ -65,12 +73,14 @@ const UNAVAILABLE_MESSAGES: Record<Unavailable, string> = {
 /**
  * The one decision of the delivery path, pure: from what the stages found, the webhook's intake,
  * the retry policy and the time, what happens to the delivery. `intake` is absent only when the
- * message did not pass intake (superseded, invalid).
+ * message did not pass intake (superseded, duplicate, invalid).
  */
 export function decide(finding: Finding, intake: IntakeEvent | undefined, policy: RetryPolicy, now: Date): Decision {
   switch (finding.kind) {
     case 'superseded':
       return { kind: 'superseded', key: finding.key };
+    case 'duplicate':
+      return finding;
     case 'invalid':
       return { kind: 'invalid', code: finding.code, detail: finding.detail };
     case 'stopping':
@@ -90,8 +100,10 @@ export function decide(finding: Finding, intake: IntakeEvent | undefined, policy
       return { kind: 'skipped', why: finding.why };
     case 'busy':
       return { kind: 'defer', step: policy.deferStep(intake.attempts) };
+    case 'throttled':
+      return { kind: 'throttle', delayMs: finding.delayMs };
     case 'circuit-open': {
-      if (!policy.spanOver(intake.resentAt ?? intake.firstSeenAt, now)) return { kind: 'postpone', step: policy.postponeStep(finding.retryInMs) };
+      if (!policy.spanOver(intake.resentAt ?? intake.firstSeenAt, now)) return { kind: 'postpone', step: policy.postponeStep(finding.retryInMs), circuitMs: finding.retryInMs };
       const circuit = `circuit open: the endpoint failed ${finding.failures} times in a row${finding.lastError ? `; last error: ${finding.lastError}` : ''}`;
       // The last real error: this webhook's own, else the endpoint's.
       return { kind: 'failed', reason: FAILED_REASONS.circuitOpen, attempts: intake.attempts, error: intake.lastError ?? circuit, status: intake.lastStatus, attempted: false };
@@ -107,7 +119,7 @@ export function decide(finding: Finding, intake: IntakeEvent | undefined, policy
       if (intake.test || policy.exhausted(attempt)) return { ...failed, reason: FAILED_REASONS.attemptsExhausted };
       const retryAfter = error instanceof WebhookRejectedError ? error.retryAfter : undefined;
       const step = policy.stepAfterFailure(attempt, { status: error.status, retryAfter }, now);
-      return { kind: 'retry', step, attempt, error: error.message, errorClass: error.errorClass, status: error.status };
+      return { kind: 'retry', step, attempt, error: error.message, errorClass: error.errorClass, status: error.status, circuitMs: finding.circuitMs };
     }
   }
 }

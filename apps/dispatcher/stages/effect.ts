@@ -1,5 +1,5 @@
 import { type BrokerConnection, type Delivery, type HeldMessage, moveMessage } from '../../../libs/broker/index.js';
-import { copyHeaders, HEADERS, type ScalarHeaders, webhookHeaders } from '../../../libs/contracts/index.js';
+import { copyHeaders, FAILED_REASONS, HEADERS, type ScalarHeaders, webhookHeaders } from '../../../libs/contracts/index.js';
 import { type FailedStore, failureEntryHeaders } from '../../../libs/failed/index.js';
 import type { Logger } from '../../../libs/logger/index.js';
 import type { DeliveryObserver, Outcome } from '../../../libs/metrics/index.js';
@@ -11,12 +11,16 @@ import type { Decision } from './decide.js';
 import type { IntakeEvent } from './intake.js';
 import { publishIn, type Span, spanLogFields } from '../../../libs/tracing/index.js';
 
+/** Failures that say the merchant's webhook can no longer be sent to: its parked waits are handed back to end too. */
+const UNSENDABLE: ReadonlySet<string> = new Set([FAILED_REASONS.webhookDisabled, FAILED_REASONS.endpointDisabled, FAILED_REASONS.merchantRemoved]);
+
 /** The destination a wait's producer span names. */
 export const WAITS_TABLE = 'webhook_waits';
 
 export interface DispatcherStats {
   delivered: number;
   deferred: number;
+  throttled: number;
   circuitOpen: number;
   retried: number;
   failed: number;
@@ -26,6 +30,8 @@ export interface DispatcherStats {
   superseded: number;
   /** New webhooks that wait for an earlier one of their reference (order per reference). */
   ordered: number;
+  /** Upstream messages acked without delivery: their key was seen within INTAKE_DEDUPE_WINDOW. */
+  duplicates: number;
 }
 
 export interface EffectDeps {
@@ -47,17 +53,19 @@ export interface EffectDeps {
 
 /**
  * The effect: carries out the decision, and settles the delivery last. Every outcome ends in
- * exactly one ack (delivered, skipped, superseded, or once its wait is written or its copy
+ * exactly one ack (delivered, skipped, superseded, duplicate, or once its wait is written or its copy
  * confirmed in `failed` or `invalid`) or one return to the queue. `record` (the delivery log's
  * record, which never rejects) runs after the effect it describes and before the ack.
  */
 export class EffectStage {
-  readonly stats: DispatcherStats = { delivered: 0, deferred: 0, circuitOpen: 0, retried: 0, failed: 0, invalid: 0, skipped: 0, requeued: 0, superseded: 0, ordered: 0 };
+  readonly stats: DispatcherStats = { delivered: 0, deferred: 0, throttled: 0, circuitOpen: 0, retried: 0, failed: 0, invalid: 0, skipped: 0, requeued: 0, superseded: 0, ordered: 0, duplicates: 0 };
   /** winston formats a message before its transports drop it by level: skip debug on the hot path. */
   private readonly debug: boolean;
+  private readonly info: boolean;
 
   constructor(private readonly deps: EffectDeps) {
     this.debug = deps.logger.isDebugEnabled();
+    this.info = deps.logger.isInfoEnabled();
   }
 
   async apply(delivery: Delivery, intake: IntakeEvent | undefined, decision: Decision, now: Date, span?: Span, record: () => Promise<void> = async () => {}): Promise<void> {
@@ -68,6 +76,13 @@ export class EffectStage {
         // the one delivered. Nothing is recorded: its attempt is.
         this.count('superseded', 'superseded', 'unknown');
         logger.info('stale copy of a wait dropped: another hand-back of it is current', { key: decision.key, ...spanLogFields(span) });
+        return delivery.ack();
+      case 'duplicate':
+        // A repeat of an upstream message within the window: its first copy is the webhook. Not
+        // recorded as a delivery: the log shows it on the original (intake_keys.duplicates).
+        this.stats.duplicates++;
+        // Counted (webhooks_duplicates_total), logged at debug only: a replay of a day's events would be a line each.
+        if (this.debug) logger.debug('repeated upstream message dropped: its key was seen within INTAKE_DEDUPE_WINDOW', { merchantId: decision.merchantId, webhookId: decision.webhookId, ...spanLogFields(span) });
         return delivery.ack();
       case 'invalid':
         return this.park(delivery, decision.code, decision.detail, span, record);
@@ -83,7 +98,7 @@ export class EffectStage {
         if (this.debug) logger.debug('webhook waits for an earlier one of its reference', { ...logFields(intake), ...spanLogFields(span) });
         return delivery.ack();
       case 'delivered':
-        await this.endWait(intake);
+        await this.endWait(intake, true);
         await record();
         this.count('delivered', 'delivered', intake.event, intake.test);
         if (this.debug) logger.debug('webhook delivered', { ...logFields(intake), attempt: decision.attempt, status: decision.status, ...spanLogFields(span) });
@@ -97,15 +112,22 @@ export class EffectStage {
       case 'defer': {
         const headers = this.waitingHeaders(delivery, intake);
         headers[HEADERS.deferrals] = intake.deferrals + 1;
-        await this.wait(delivery, intake, 'endpoint-busy', headers, decision.step, record, span);
+        await this.wait(delivery, intake, 'endpoint-busy', headers, this.deps.policy.delayOf(decision.step), record, span);
         this.count('deferred', 'deferred', intake.event, intake.test);
         if (this.debug) logger.debug('delivery deferred: endpoint busy', { merchantId: intake.merchantId, reference: intake.references[0], ...spanLogFields(span) });
+        return;
+      }
+      case 'throttle': {
+        // Its counters as they were: a throttled webhook spends no attempt and no deferral.
+        await this.wait(delivery, intake, 'throttled', this.waitingHeaders(delivery, intake), decision.delayMs, record, span);
+        this.count('throttled', 'throttled', intake.event, intake.test);
+        if (this.debug) logger.debug('delivery throttled', { merchantId: intake.merchantId, reference: intake.references[0], delayMs: decision.delayMs, ...spanLogFields(span) });
         return;
       }
       case 'postpone': {
         const headers = this.waitingHeaders(delivery, intake);
         headers[HEADERS.postponements] = intake.postponements + 1;
-        await this.wait(delivery, intake, 'circuit-open', headers, decision.step, record, span);
+        await this.wait(delivery, intake, 'circuit-open', headers, this.deps.policy.delayOf(decision.step), record, span, decision.circuitMs);
         this.count('circuitOpen', 'circuit_open', intake.event, intake.test);
         if (this.debug) logger.debug('delivery postponed: circuit open', { merchantId: intake.merchantId, reference: intake.references[0], delayMs: this.deps.policy.delayOf(decision.step), ...spanLogFields(span) });
         return;
@@ -116,9 +138,9 @@ export class EffectStage {
         headers[HEADERS.lastError] = decision.error.slice(0, 500);
         headers[HEADERS.lastAttemptAt] = now.toISOString();
         if (decision.status !== undefined) headers[HEADERS.lastStatus] = decision.status;
-        await this.wait(delivery, intake, 'retry', headers, decision.step, record, span);
+        await this.wait(delivery, intake, 'retry', headers, this.deps.policy.delayOf(decision.step), record, span, decision.circuitMs);
         this.count('retried', 'retried', intake.event, intake.test);
-        logger.info('webhook attempt failed, retry scheduled', {
+        if (this.info) logger.info('webhook attempt failed, retry scheduled', {
           merchantId: intake.merchantId,
           event: intake.event,
           reference: intake.references[0],
@@ -141,7 +163,7 @@ export class EffectStage {
         });
         // The failure is recorded (and its wait ended) once it is in `failed`: a move that gives up leaves no failure behind.
         const settle = async () => {
-          await this.endWait(intake);
+          await this.endWait(intake, UNSENDABLE.has(decision.reason));
           await record();
         };
         if (!(await this.move(delivery, this.deps.names.failed, headers, intake.event, span, settle))) return;
@@ -241,7 +263,7 @@ export class EffectStage {
    * The wait written (a new row, or the next wait of this hand-back's row) and confirmed, then the
    * record, then the ack. The write never gives up: while PostgreSQL is down the delivery is held.
    */
-  private async wait(delivery: Delivery, intake: IntakeEvent, reason: WaitReason, headers: ScalarHeaders, step: number, record: () => Promise<void>, span: Span | undefined): Promise<void> {
+  private async wait(delivery: Delivery, intake: IntakeEvent, reason: WaitReason, headers: ScalarHeaders, delayMs: number, record: () => Promise<void>, span: Span | undefined, circuitMs?: number): Promise<void> {
     const waits = this.deps.waits;
     if (!waits) throw new Error('effect: a wait needs the wait writer (a retry schedule needs PostgreSQL)');
     // As for a move: its channel gone, the broker has returned it, and its redelivery is the one that waits.
@@ -255,23 +277,26 @@ export class EffectStage {
       webhookId: intake.webhookId,
       hand: intake.hand ?? 0,
       attempt: typeof headers[HEADERS.attempts] === 'number' ? (headers[HEADERS.attempts] as number) : intake.attempts,
-      delayMs: this.deps.policy.delayOf(step),
+      delayMs,
       reason,
       headers: { ...headers, [HEADERS.webhookId]: intake.webhookId },
       content: intake.hand === undefined ? delivery.message.content : undefined,
+      spanLeftMs: this.deps.policy.spanLeftMs(intake.resentAt ?? intake.firstSeenAt, this.deps.now()),
+      circuitMs,
     }));
     await record();
     if (delivery.live) delivery.ack();
   }
 
   /**
-   * A hand-back's attempt ended: its wait goes (only if it is still this hand's). An ordered
-   * webhook's end also releases the next of its reference: both before the ack, so a crash
+   * A hand-back's attempt ended: its wait goes (only if it is still this hand's). `closesCircuit`
+   * (delivered, or the webhook can no longer be sent) ends its merchant's parking: see WaitEnd. An
+   * ordered webhook's end also releases the next of its reference: both before the ack, so a crash
    * between them leaves a redelivery to end it, never a reference stuck behind it.
    */
-  private async endWait(intake: IntakeEvent): Promise<void> {
+  private async endWait(intake: IntakeEvent, closesCircuit = false): Promise<void> {
     const ends: Array<Promise<void>> = [];
-    if (intake.hand !== undefined && this.deps.waits) ends.push(this.deps.waits.end({ merchantId: intake.merchantId, webhookId: intake.webhookId, hand: intake.hand }));
+    if (intake.hand !== undefined && this.deps.waits) ends.push(this.deps.waits.end({ merchantId: intake.merchantId, webhookId: intake.webhookId, hand: intake.hand, closesCircuit }));
     if (intake.ordered && this.deps.order) ends.push(this.deps.order.end({ merchantId: intake.merchantId, webhookId: intake.webhookId }));
     await Promise.all(ends);
   }

@@ -19,7 +19,8 @@ export interface EndpointGuardOptions {
   maxCooldownMs: number;
   /**
    * An endpoint at its bound is slow when its oldest request has run longer than this, or four
-   * times its usual latency if that is longer. Deliveries for a slow endpoint are set aside
+   * times its usual latency if that is longer, and is still unanswered that long again once this
+   * process's event loop was free to read it (slowIn()). Deliveries for a slow endpoint are set aside
    * instead of waiting for a slot; for a fast one they wait, since a slot frees in moments.
    */
   slowAfterMs?: number;
@@ -41,7 +42,8 @@ export interface EndpointGuardOptions {
 export type AttemptResult = 'succeeded' | 'failed' | 'rejected';
 
 export type Admission =
-  | { kind: 'send'; release(result: AttemptResult, error?: string): void }
+  /** `release` returns how long the endpoint's circuit stays open after this attempt (0: closed). */
+  | { kind: 'send'; release(result: AttemptResult, error?: string): number }
   /** The circuit is open: postpone; `retryInMs` is when it lets a probe through. */
   | { kind: 'open'; failures: number; retryInMs: number; lastError?: string }
   /** At its bound and slow: set the delivery aside rather than hold a prefetch slot. */
@@ -57,6 +59,12 @@ interface EndpointState {
   latencyMs: number | undefined;
   waiters: Array<() => void>;
   lastError?: string;
+  /**
+   * When this process first saw the oldest request past the slow threshold (0: not), and from when
+   * its event loop has been free to read the answer since (0: not yet): see slowIn().
+   */
+  suspectedAt: number;
+  polledFrom: number;
   /** Merchants seen on this endpoint, for the metric label (the URL's path can hold a token). */
   merchants: Set<string>;
 }
@@ -193,10 +201,34 @@ export class EndpointGuards {
     return this.endpoints.get(endpoint)?.openUntil ?? 0;
   }
 
+  /**
+   * How long until the endpoint counts as slow (≤ 0: it does): its oldest request past the
+   * threshold, and still unanswered after the threshold again with this process's event loop free
+   * to read the answer. Its age alone would count the process's own stalls against the endpoint:
+   * the first burst of a fresh dispatcher's prefetch (every request started, none read yet) or a
+   * loaded machine that did not run the process for 100 ms set aside ~190 webhooks of a fast
+   * receiver in a bench run (BENCHMARKS.md 17).
+   */
   private slowIn(state: EndpointState): number {
-    const threshold = Math.max(this.slowAfterMs, 4 * (state.latencyMs ?? 0));
-    const oldest = state.started[0]!;
-    return oldest + threshold - this.now();
+    const now = this.now();
+    const left = state.started[0]! + this.threshold(state) - now;
+    if (left > 0) {
+      state.suspectedAt = 0;
+      return left;
+    }
+    if (state.suspectedAt === 0) {
+      const at = (state.suspectedAt = now);
+      state.polledFrom = 0;
+      // Runs once the current burst of callbacks is over: from then on the loop polls for answers.
+      setImmediate(() => {
+        if (state.suspectedAt === at) state.polledFrom = this.now();
+      });
+    }
+    return state.polledFrom === 0 ? 1 : state.polledFrom + this.threshold(state) - now;
+  }
+
+  private threshold(state: EndpointState): number {
+    return Math.max(this.slowAfterMs, 4 * (state.latencyMs ?? 0));
   }
 
   /**
@@ -260,7 +292,7 @@ export class EndpointGuards {
     return {
       kind: 'send',
       release: (result, error) => {
-        if (released) return;
+        if (released) return 0;
         released = true;
         state.started.splice(state.started.indexOf(start), 1);
         merchant.started.splice(merchant.started.indexOf(start), 1);
@@ -268,6 +300,8 @@ export class EndpointGuards {
         const took = this.now() - start;
         state.latencyMs = state.latencyMs === undefined ? took : 0.8 * state.latencyMs + 0.2 * took;
         if (probe) state.probing = false;
+        // Its oldest request now answered in time: a later suspicion starts over (slowIn()).
+        if (state.suspectedAt !== 0 && (state.started.length === 0 || state.started[0]! + this.threshold(state) > this.now())) state.suspectedAt = 0;
         if (result !== 'failed') {
           state.failures = 0;
           state.openUntil = 0;
@@ -291,6 +325,7 @@ export class EndpointGuards {
         merchantWaiter?.();
         if (endpointWaiter) endpointWaiter();
         else if (!merchantWaiter) this.blocked.shift()?.();
+        return state.openUntil > 0 ? Math.max(1, state.openUntil - this.now()) : 0;
       },
     };
   }
@@ -311,6 +346,8 @@ export class EndpointGuards {
         probing: false,
         latencyMs: undefined,
         waiters: [],
+        suspectedAt: 0,
+        polledFrom: 0,
         merchants: new Set(),
       };
       this.endpoints.set(endpoint, state);

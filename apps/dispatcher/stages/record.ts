@@ -65,6 +65,11 @@ export function recordOf(
       made.reason = 'endpoint-busy';
       made.nextAttemptAt = nextAt(decision.step);
       return made;
+    case 'throttle':
+      made = record('deferred', intake.attempts);
+      made.reason = 'throttled';
+      made.nextAttemptAt = new Date(now.getTime() + decision.delayMs).toISOString();
+      return made;
     case 'postpone':
       made = record('postponed', intake.attempts);
       made.reason = 'circuit-open';

@@ -42,12 +42,14 @@ const OUTCOMES: Record<Decision['kind'], string> = {
   delivered: 'delivered',
   retry: 'retrying',
   defer: 'deferred',
+  throttle: 'throttled',
   postpone: 'postponed',
   failed: 'failed',
   skipped: 'skipped',
   invalid: 'invalid',
   superseded: 'superseded',
   ordered: 'ordered',
+  duplicate: 'duplicate',
   returned: 'returned',
 };
 

@@ -59,8 +59,15 @@ describe('admission', () => {
     const { admission } = stage(merchant(), clock);
     const held = await admission.admit(intake, now, () => false);
     expect(held.kind).toBe('admitted');
-    clock.t = 1_000; // the request in flight now counts as slow
-    expect(await admission.admit(intake, now, () => false)).toEqual({ kind: 'busy' });
+    clock.t = 1_000; // the request in flight has run past the threshold: suspected, not yet slow
+    let found: unknown = 'waiting';
+    const next = admission.admit(intake, now, () => false).then((f) => (found = f));
+    // The event loop turns (it could have read the answer): still waiting, not set aside yet.
+    await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(found).toBe('waiting');
+    clock.t = 1_200; // still unanswered a threshold after that: slow
+    expect(await next).toEqual({ kind: 'busy' });
     expect(await admission.admit({ ...intake, deferrals: 99 }, now, () => true)).toEqual({ kind: 'stopping' });
   });
 });

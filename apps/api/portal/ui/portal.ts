@@ -118,6 +118,12 @@ function chart(hours: Json[]): HTMLElement {
   return wrap;
 }
 
+/** The throttle and the rate sent at now (lower while the endpoint answers 429/503). */
+function rateText(ep: Json): string {
+  const slowed = ep.currentPerSecond !== null && ep.currentPerSecond !== ep.maxPerSecond ? `slowed to ${ep.currentPerSecond}/s: your server answered 429 or 503` : '';
+  return ep.maxPerSecond === null ? (slowed || 'no limit') : `at most ${ep.maxPerSecond}/s${slowed ? `; ${slowed}` : ''}`;
+}
+
 async function overview(): Promise<void> {
   const answer = await api('GET', '/portal/api/overview');
   if (answer.status !== 200) return show('Overview', alertBox(answer));
@@ -130,6 +136,7 @@ async function overview(): Promise<void> {
             : h('span', {}, h('span', { class: 'badge s-failed' }, 'disabled'), ` ${endpoint.disabledReason === 'failing' ? 'automatically: every attempt was failing' : 'by hand'}${endpoint.disabledAt ? ` since ${when(endpoint.disabledAt)}` : ''}`)),
           h('dt', {}, 'Events'), h('dd', {}, endpoint.allEvents ? `all (${endpoint.events.join(', ')})` : endpoint.events.join(', ')),
           h('dt', {}, 'Order'), h('dd', {}, endpoint.orderByReference ? 'per reference: a refund waits for its charge' : 'none promised'),
+          h('dt', {}, 'Rate'), h('dd', { id: 'rate' }, rateText(endpoint)),
           h('dt', {}, 'Secret'), h('dd', {}, endpoint.secretCreatedAt ? `issued ${ago(endpoint.secretCreatedAt)} ago` : 'issue date not recorded',
             endpoint.previousSecrets.length ? `; ${endpoint.previousSecrets.length} previous secret(s) still signing until ${when(endpoint.previousSecrets[0].expiresAt)}` : '')))
     : h('p', { class: 'info' }, 'No webhook endpoint is set up for this account yet.');
@@ -325,7 +332,8 @@ async function endpoint(): Promise<void> {
     const data = new FormData(e.target as HTMLFormElement);
     const events = EVENTS.filter((ev) => data.getAll('events').includes(ev));
     if (events.length === 0) return void out.replaceChildren(h('p', { class: 'alert', role: 'alert' }, 'Choose at least one event.'));
-    const body = { url: String(data.get('url')).trim(), enabled: data.get('enabled') === 'on', events: events.length === EVENTS.length ? null : events, orderByReference: data.get('orderByReference') === 'on' };
+    const max = String(data.get('maxPerSecond') ?? '').trim();
+    const body = { url: String(data.get('url')).trim(), enabled: data.get('enabled') === 'on', events: events.length === EVENTS.length ? null : events, maxPerSecond: max === '' ? null : Number(max), orderByReference: data.get('orderByReference') === 'on' };
     const saved = await api('PATCH', '/portal/api/endpoint', body);
     out.replaceChildren(saved.status === 200 ? h('p', { class: 'ok', role: 'status' }, 'Saved. The next webhook goes to this URL.') : alertBox(saved));
   } },
@@ -334,6 +342,9 @@ async function endpoint(): Promise<void> {
       h('p', { id: 'url-note', class: 'note' }, 'https, reachable from the internet.')),
     h('fieldset', { disabled: !editable }, h('legend', {}, 'Events it receives'),
       ...EVENTS.map((ev) => h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'events', value: ev, checked: ep.events.includes(ev) }), ev))),
+    h('div', { class: 'field' }, h('label', { for: 'max' }, 'Most webhooks per second'),
+      h('input', { id: 'max', name: 'maxPerSecond', type: 'number', min: '1', max: '10000', step: '1', value: ep.maxPerSecond === null ? '' : String(ep.maxPerSecond), disabled: !editable, 'aria-describedby': 'max-note' }),
+      h('p', { id: 'max-note', class: 'note' }, `Empty: no limit. Now: ${rateText(ep)}.`)),
     h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'enabled', checked: ep.enabled, disabled: !editable }), 'Enabled (webhooks are sent)'),
     h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'orderByReference', checked: ep.orderByReference, disabled: !editable, 'aria-describedby': 'order-note' }), 'Order per reference'),
     h('p', { id: 'order-note', class: 'note' }, 'A webhook waits until the one before it with the same transaction reference (tnxRef; a payout\'s reference) is delivered or has failed: a refund never arrives before its charge. A reference that keeps failing holds back only its own webhooks.'),

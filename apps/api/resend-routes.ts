@@ -1,0 +1,83 @@
+import type { NextFunction, Request, Response, Router } from 'express';
+import { isWellFormedReference } from '../../libs/contracts/index.js';
+import { type Merchant, recordAudit } from '../../libs/merchants/index.js';
+import { METRIC_NAMES, zeroedCounter } from '../../libs/metrics/index.js';
+import type { ApiDeps } from './deps.js';
+import { badRequest, rateLimited, unavailable } from './errors.js';
+import { mount } from './mount.js';
+
+/**
+ * The merchant's resends: POST /nucleus/tnx/webhook?reference= and POST
+ * /nucleus/webhooks/{webhookId}/resend, with merchant auth; both counted by status.
+ */
+export function mountResends(app: Router, deps: ApiDeps): void {
+  // The answers a resend can get, at 0 from start-up: the dashboard's panel reads 0, not "No data".
+  const statuses = ['200', '400', '401', '403', '404', '409', '429', '503'];
+  const resends = deps.registry && zeroedCounter(deps.registry, METRIC_NAMES.resends, 'Resend API answers by HTTP status', 'status', statuses);
+  const countResends = (req: Request, res: Response, next: NextFunction) => {
+    if (req.method === 'POST') res.on('finish', () => resends?.inc({ status: String(res.statusCode) }));
+    next();
+  };
+
+  app.use('/nucleus/tnx/webhook', countResends);
+  // The resend of one webhook by id (the portal's Resend and Recover call it) is a resend as well.
+  app.use(/^\/nucleus\/webhooks\/[^/]+\/resend$/, countResends);
+  mount(app, 'resendWebhook', async (req, res) => {
+    const reference = referenceFrom(req);
+    const merchant = await deps.auth.authenticate(req.get('x-auth-token'), req.get('authorization'));
+    await mayResend(deps, merchant);
+    // The resend checks the merchant's webhook (on, receiving the event) before it claims anything.
+    const resent = await deps.resend.resend(merchant, reference);
+    await auditMerchantResend(deps, req, merchant.id, { reference, resent });
+    res.status(200).json({ message: `webhook sent for reference ${reference}`, error: null, data: null });
+  }, '', true);
+
+  mount(app, 'resendWebhookById', async (req, res, { params }) => {
+    const merchant = await deps.auth.authenticate(req.get('x-auth-token'), req.get('authorization'));
+    const webhookId = params.webhookId as string;
+    const resent = await resendOne(deps, merchant, webhookId);
+    await auditMerchantResend(deps, req, merchant.id, { webhookId, resent });
+    res.status(200).json({ message: `webhook ${webhookId} sent again`, error: null, data: null });
+  });
+}
+
+/** Every resend, the API's and the portal's: the merchant's resend budget, and a broker to send on. */
+async function mayResend(deps: ApiDeps, merchant: Merchant): Promise<void> {
+  const allowed = await deps.limiter.take(merchant.id);
+  if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds);
+  if (!deps.brokerConnected()) throw unavailable('The message broker is unavailable; try again shortly');
+}
+
+/**
+ * Resends exactly one failed webhook of the merchant, by its webhook-id: the resend by reference's
+ * checks and claim (ResendService), restricted to that webhook.
+ */
+export async function resendOne(deps: ApiDeps, merchant: Merchant, webhookId: string): Promise<number> {
+  await mayResend(deps, merchant);
+  return deps.resend.resendWebhook(merchant, webhookId);
+}
+
+/**
+ * A resend the merchant's own API made, in its audit trail (the portal's carry their session
+ * instead). Written after the copies went out: a trail PostgreSQL cannot write now is logged, and
+ * does not turn a resend that happened into an error.
+ */
+async function auditMerchantResend(deps: ApiDeps, req: Request, merchantId: string, changes: Record<string, unknown>): Promise<void> {
+  if (!deps.audit) return;
+  await recordAudit(deps.audit, merchantId, 'webhook.resent', changes, { actor: 'merchant-api', address: req.ip }).catch((err: unknown) =>
+    deps.logger.warn('resend not written to the audit trail', { merchantId, error: (err as Error)?.message }),
+  );
+}
+
+function referenceFrom(req: Request): string {
+  const query = req.query as Record<string, unknown>;
+  const unknown = Object.keys(query).filter((k) => k !== 'reference');
+  if (unknown.length > 0) throw badRequest('unknown_parameter', `Unknown query parameter: ${unknown[0]!.slice(0, 50)}`);
+  const reference = query.reference;
+  if (reference === undefined || reference === '') throw badRequest('missing_reference', 'The reference query parameter is required');
+  if (typeof reference !== 'string') throw badRequest('invalid_reference', 'Give the reference query parameter once');
+  if (!isWellFormedReference(reference)) {
+    throw badRequest('invalid_reference', 'The reference must be 1 to 200 characters without control characters');
+  }
+  return reference;
+}

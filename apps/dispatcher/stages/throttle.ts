@@ -1,0 +1,272 @@
+import type { Queryable } from '../../../libs/delivery-store/index.js';
+import type { Logger } from '../../../libs/logger/index.js';
+import { type EndpointRate, endpointRateOf, lowerEndpointRate, type MerchantWebhook, raiseEndpointRate } from '../../../libs/merchants/index.js';
+import { stretchCells, sweepCells, takeCell } from '../../../libs/rate-limit/index.js';
+import type { WaitStore } from '../../../libs/waits/index.js';
+
+/** How far ahead a slot may be granted (and its delivery held in memory): this many slots, within these bounds. */
+export const THROTTLE_AHEAD = { slots: 10, minMs: 500, maxMs: 1_000 };
+
+/** How long an adaptive rate read from PostgreSQL is used before it is read again. */
+export const RATE_READ_EVERY_MS = 1_000;
+
+/** What the throttle says of one delivery: send it now, wait as a row for `delayMs`, or the dispatcher stopped. */
+export type ThrottleVerdict = { kind: 'go' } | { kind: 'wait'; delayMs: number } | { kind: 'stopping' };
+
+export interface ThrottleOptions {
+  /** The longest a granted slot is held in the dispatcher's memory before it is sent (default: 10 slots, between 500 ms and 1 s). */
+  aheadMs?: (intervalMs: number) => number;
+  now?: () => number;
+}
+
+interface Adaptive {
+  rate: EndpointRate | undefined;
+  readAt: number;
+  reading?: Promise<void>;
+  raisedAt: number;
+}
+
+/**
+ * The throttle guard of admission (issue 55): an endpoint with `maxPerSecond`, or one its 429/503
+ * answers slowed, is sent one webhook per slot of its rate, the slots taken from one GCRA row in
+ * PostgreSQL (libs/rate-limit, shared by every dispatcher; PostgreSQL's clock). A slot may be
+ * granted up to `aheadMs` ahead: the delivery is held until then, so that slots closer together
+ * than the wait scheduler's poll are all used. One that would wait longer becomes a wait row
+ * ('throttled', no attempt spent) due when its place in the endpoint's queue (a second GCRA row,
+ * taken unconditionally) comes, a little before it, so it is not handed back to be throttled again.
+ * The adaptive rate is the row of endpoint_rates (libs/merchants/endpoint-rate.ts).
+ */
+export class Throttle {
+  private readonly adaptive = new Map<string, Adaptive>();
+  /** Sends per merchant in the current second, for the rate a first 429 halves. */
+  private readonly sent = new Map<string, { second: number; count: number; last: number }>();
+  /** While PostgreSQL does not answer: each endpoint's next slot in this dispatcher alone. */
+  private readonly alone = new Map<string, number>();
+  /** The rate each limited endpoint was last sent at, per second. */
+  private readonly current = new Map<string, number>();
+  /**
+   * Until when (this host's clock) a take of the endpoint is known to be refused: the last
+   * refusal's retryInMs. Meanwhile a delivery goes straight to its place in the queue, without the
+   * round trip: a batch of 10,000 arriving at once costs places, not 10,000 refusals.
+   */
+  private readonly refusedUntil = new Map<string, number>();
+  /** Deliveries waiting for their place in each endpoint's queue: taken together, one statement a batch. */
+  private readonly placing = new Map<string, Array<{ notBeforeMs: number; resolve: (inMs: number | undefined) => void }>>();
+  private readonly now: () => number;
+  private takes = 0;
+  private lastProblem = 0;
+  /** Slots granted and held, waits asked for, slots lost to a late wake. */
+  readonly stats = { held: 0, throttled: 0, late: 0 };
+
+  constructor(
+    private readonly db: Queryable,
+    /** Where the endpoint's queue is (its throttled waits), stretched when its rate changes. */
+    private readonly waits: WaitStore,
+    private readonly logger: Logger,
+    private readonly options: ThrottleOptions = {},
+  ) {
+    this.now = options.now ?? (() => performance.now());
+  }
+
+  /** The rate the merchant's endpoint is sent at now, per second (Infinity: no limit), as this dispatcher knows it. */
+  rateOf(merchantId: string, webhook: MerchantWebhook): number {
+    const adaptive = this.adaptive.get(merchantId)?.rate?.rate ?? Infinity;
+    return Math.min(webhook.maxPerSecond ?? Infinity, adaptive);
+  }
+
+  /** Endpoints with a limit, and the rate this dispatcher sent them at last: the metric's series. */
+  rates(): ReadonlyMap<string, number> {
+    return this.current;
+  }
+
+  async admit(merchantId: string, webhook: MerchantWebhook, stopped: () => boolean): Promise<ThrottleVerdict> {
+    if (webhook.maxPerSecond === undefined && !this.adaptive.has(merchantId)) return this.sending(merchantId);
+    await this.readAdaptive(merchantId, webhook.maxPerSecond !== undefined);
+    const rate = this.rateOf(merchantId, webhook);
+    if (rate === Infinity) {
+      this.current.delete(merchantId);
+      return this.sending(merchantId);
+    }
+    if (this.current.size >= 10_000) this.current.clear();
+    this.current.set(merchantId, rate);
+    const intervalMs = 1000 / rate;
+    const aheadMs = this.options.aheadMs?.(intervalMs) ?? Math.min(THROTTLE_AHEAD.maxMs, Math.max(THROTTLE_AHEAD.minMs, THROTTLE_AHEAD.slots * intervalMs));
+    // A slot is lost when the hold ends late (a busy event loop): sending then would bunch with
+    // the slots after it. Taken again instead, a few times, then it waits as a row.
+    for (let tries = 0; tries < 3; tries++) {
+      let granted: { inMs: number } | undefined;
+      const refusedFor = (this.refusedUntil.get(merchantId) ?? 0) - this.now();
+      if (refusedFor > 0) return this.queue(merchantId, intervalMs, aheadMs, refusedFor);
+      try {
+        const answer = await takeCell(this.db, `throttle:${merchantId}`, { intervalMs, burstMs: intervalMs, aheadMs });
+        if (++this.takes % 1_000 === 0) void sweepCells(this.db).catch(() => {});
+        if (!answer.ok) {
+          if (this.refusedUntil.size >= 10_000) this.refusedUntil.clear();
+          this.refusedUntil.set(merchantId, this.now() + answer.retryInMs);
+          return this.queue(merchantId, intervalMs, aheadMs, answer.retryInMs);
+        }
+        granted = answer;
+      } catch (err) {
+        granted = this.takeAlone(merchantId, intervalMs, aheadMs, err);
+        if (!granted) return { kind: 'wait', delayMs: aheadMs };
+      }
+      if (granted.inMs <= 0) return this.sending(merchantId);
+      const target = this.now() + granted.inMs;
+      this.stats.held++;
+      await new Promise((resolve) => setTimeout(resolve, granted.inMs).unref?.());
+      if (stopped()) return { kind: 'stopping' };
+      if (this.now() - target <= Math.min(50, 2 * intervalMs)) return this.sending(merchantId);
+      this.stats.late++;
+    }
+    return this.queue(merchantId, intervalMs, aheadMs, 0);
+  }
+
+  /**
+   * How the attempt went, for the adaptive rate: a 429 or 503 halves the endpoint's rate (the row
+   * allows once a second); successes raise a lowered one (asked at most once a second). Neither
+   * holds the delivery: the row is written beside it.
+   */
+  answered(merchantId: string, webhook: MerchantWebhook, status: number | undefined, succeeded: boolean): void {
+    if (status === 429 || status === 503) {
+      const sentAt = Math.min(webhook.maxPerSecond ?? Infinity, this.sentLastSecond(merchantId));
+      const ceiling = webhook.maxPerSecond ?? Math.max(1, this.sentLastSecond(merchantId));
+      lowerEndpointRate(this.db, merchantId, sentAt, ceiling).then(
+        (rate) => {
+          this.adaptive.set(merchantId, { rate, readAt: this.now(), raisedAt: this.now() });
+          if (rate.changed) this.restretch(merchantId, webhook, rate.previous, rate.rate);
+          this.logger.info('endpoint slowed: it answered 429/503', { merchantId, status, ratePerSecond: Number(rate.rate.toFixed(2)) });
+        },
+        (err: unknown) => this.problem('endpoint rate not lowered: PostgreSQL did not answer', err),
+      );
+      return;
+    }
+    const adaptive = this.adaptive.get(merchantId);
+    if (!succeeded || !adaptive?.rate || this.now() - adaptive.raisedAt < RATE_READ_EVERY_MS) return;
+    adaptive.raisedAt = this.now();
+    raiseEndpointRate(this.db, merchantId).then(
+      (rate) => {
+        adaptive.rate = rate && !rate.gone ? rate : undefined;
+        adaptive.readAt = this.now();
+        if (rate?.changed) this.restretch(merchantId, webhook, rate.previous, rate.gone ? undefined : rate.rate);
+      },
+      (err: unknown) => this.problem('endpoint rate not raised: PostgreSQL did not answer', err),
+    );
+  }
+
+  /**
+   * The endpoint's rate went from `before` to `after` (adaptive rates; undefined: none): its queue,
+   * laid out at the old rate, is stretched to the new one, so that a raised rate is not held back
+   * by places taken at the lowered one. Only the dispatcher whose write changed the rate does it.
+   */
+  private restretch(merchantId: string, webhook: MerchantWebhook, before: number | undefined, after: number | undefined): void {
+    const from = Math.min(webhook.maxPerSecond ?? Infinity, before ?? Infinity);
+    const to = Math.min(webhook.maxPerSecond ?? Infinity, after ?? Infinity);
+    if (from === Infinity || from === to) return;
+    const factor = from / to;
+    Promise.all([this.waits.stretch(merchantId, 'throttled', factor), stretchCells(this.db, `throttle-queue:${merchantId}`, factor)]).catch((err: unknown) =>
+      this.problem("endpoint's queue not stretched to its new rate: PostgreSQL did not answer", err),
+    );
+  }
+
+  /** Refused a slot within reach: the next place in the endpoint's queue, and the wait until a little before it. */
+  private async queue(merchantId: string, intervalMs: number, aheadMs: number, retryInMs: number): Promise<ThrottleVerdict> {
+    this.stats.throttled++;
+    const inMs = await new Promise<number | undefined>((resolve) => {
+      let pending = this.placing.get(merchantId);
+      const first = !pending;
+      if (!pending) this.placing.set(merchantId, (pending = []));
+      pending.push({ notBeforeMs: retryInMs + aheadMs, resolve });
+      if (first) void this.place(merchantId, intervalMs);
+    });
+    return { kind: 'wait', delayMs: Math.max(0, (inMs ?? retryInMs + aheadMs) - aheadMs / 2) };
+  }
+
+  /** Takes places for whatever queued while the last batch was being taken: one statement a batch, one interval apart. */
+  private async place(merchantId: string, intervalMs: number): Promise<void> {
+    for (;;) {
+      const batch = this.placing.get(merchantId) ?? [];
+      if (batch.length === 0) {
+        this.placing.delete(merchantId);
+        return;
+      }
+      this.placing.set(merchantId, []);
+      const notBeforeMs = Math.max(...batch.map((p) => p.notBeforeMs));
+      try {
+        const place = await takeCell(this.db, `throttle-queue:${merchantId}`, { intervalMs, burstMs: intervalMs, aheadMs: Number.MAX_SAFE_INTEGER, notBeforeMs, count: batch.length });
+        const first = place.ok ? place.inMs : place.retryInMs;
+        batch.forEach((p, i) => p.resolve(first + i * intervalMs));
+      } catch {
+        for (const p of batch) p.resolve(undefined);
+      }
+    }
+  }
+
+  private sending(merchantId: string): ThrottleVerdict {
+    const second = Math.floor(this.now() / 1000);
+    const sent = this.sent.get(merchantId);
+    if (!sent) {
+      if (this.sent.size >= 10_000) this.sent.clear();
+      this.sent.set(merchantId, { second, count: 1, last: 0 });
+    } else if (sent.second === second) sent.count++;
+    else {
+      sent.last = sent.second === second - 1 ? sent.count : 0;
+      sent.second = second;
+      sent.count = 1;
+    }
+    return { kind: 'go' };
+  }
+
+  private sentLastSecond(merchantId: string): number {
+    const sent = this.sent.get(merchantId);
+    if (!sent) return 1;
+    return Math.max(1, sent.count, sent.last);
+  }
+
+  /**
+   * The endpoint's adaptive rate, read again when older than RATE_READ_EVERY_MS (one read at a
+   * time). `configured`: the endpoint has a maxPerSecond, so its absence is remembered too.
+   */
+  private async readAdaptive(merchantId: string, configured: boolean): Promise<void> {
+    let adaptive = this.adaptive.get(merchantId);
+    if (adaptive && this.now() - adaptive.readAt < RATE_READ_EVERY_MS) return;
+    if (!adaptive) {
+      if (this.adaptive.size >= 10_000) this.adaptive.clear();
+      adaptive = { rate: undefined, readAt: -Infinity, raisedAt: -Infinity };
+      this.adaptive.set(merchantId, adaptive);
+    }
+    const reading = (adaptive.reading ??= endpointRateOf(this.db, merchantId).then(
+      (rate) => {
+        adaptive.rate = rate;
+        adaptive.readAt = this.now();
+      },
+      (err: unknown) => {
+        adaptive.readAt = this.now();
+        this.problem('endpoint rate not read: PostgreSQL did not answer; the last one read is used', err);
+      },
+    ).finally(() => (adaptive.reading = undefined)));
+    await reading;
+    // An unlimited endpoint whose row is gone (recovered) is forgotten: no more reads for it.
+    if (!configured && !adaptive.rate && this.adaptive.get(merchantId) === adaptive) this.adaptive.delete(merchantId);
+  }
+
+  /**
+   * PostgreSQL does not answer: this dispatcher paces the endpoint alone (n dispatchers may then
+   * send up to n times its rate). A slot beyond reach waits (its write waits for PostgreSQL).
+   */
+  private takeAlone(merchantId: string, intervalMs: number, aheadMs: number, err: unknown): { inMs: number } | undefined {
+    this.problem('throttle not shared: PostgreSQL did not answer; this dispatcher paces the endpoint alone', err);
+    const now = this.now();
+    const slot = Math.max(now, this.alone.get(merchantId) ?? 0);
+    if (slot - now > aheadMs) return undefined;
+    if (this.alone.size >= 10_000) this.alone.clear();
+    this.alone.set(merchantId, slot + intervalMs);
+    return { inMs: slot - now };
+  }
+
+  private problem(message: string, err: unknown): void {
+    const now = Date.now();
+    if (now - this.lastProblem < 30_000) return;
+    this.lastProblem = now;
+    this.logger.warn(message, { error: (err as Error)?.message ?? String(err) });
+  }
+}

@@ -1,0 +1,211 @@
+import type { Logger } from '../logger/index.js';
+import { type IntakeKey, type IntakeKeyStore, type KeyNote, type KeyStates, keyOf } from './store.js';
+
+/**
+ * What intake does with an upstream message: `first` (its key is new: delivered), `repeat` (a
+ * key seen in the window: acked, not delivered), `unchecked` (PostgreSQL did not answer: delivered
+ * without the check).
+ */
+export type Sight = 'first' | 'repeat' | 'unchecked';
+
+export interface IntakeCheckerOptions {
+  /** How long a check may take before its messages go on unchecked (and the check rests for `restMs`). */
+  timeoutMs?: number;
+  /** After a check that failed or timed out: messages go on unchecked this long without asking PostgreSQL. */
+  restMs?: number;
+  /** Between partition upkeeps (today's and tomorrow's made, expired ones dropped); sooner after one failed. */
+  maintainEveryMs?: number;
+}
+
+interface Pending {
+  keys: IntakeKey[];
+  redelivered: boolean[];
+  done: Array<(sight: Sight) => void>;
+}
+
+/** How long a check may take before its messages go on unchecked; then how long every check is skipped. */
+export const INTAKE_CHECK_TIMEOUT_MS = 2_000;
+export const INTAKE_CHECK_REST_MS = 10_000;
+
+/** Statements at once, each on its own connection (the dispatcher's pool for keys has two). */
+const MAX_STATEMENTS = 2;
+
+/** Notes held at most: best effort, so a long outage drops them rather than grow. */
+const MAX_NOTES = 100_000;
+
+/**
+ * Batches the dispatchers' intake checks like the wait writer batches waits: what queued while a
+ * statement ran goes in the next one, with the repeats dropped since (to count on their keys).
+ * Never holds intake for PostgreSQL: a check that fails or takes over `timeoutMs` lets its
+ * messages go on unchecked, and for `restMs` after it every check does, without a query.
+ */
+export class IntakeChecker {
+  private next: Pending = { keys: [], redelivered: [], done: [] };
+  private notes: KeyNote[] = [];
+  /** Statements running now: at most MAX_STATEMENTS, so a batch waits for one round trip at most, not two. */
+  private running = 0;
+  private restUntil = 0;
+  private lastProblem = 0;
+  private timer?: NodeJS.Timeout;
+  private started = false;
+  private stopped = false;
+  private maintaining?: Promise<void>;
+  /** Statements run, checks that failed or timed out, and messages let through unchecked. */
+  readonly stats = { batches: 0, failures: 0, unchecked: 0, repeats: 0 };
+  private readonly timeoutMs: number;
+  private readonly restMs: number;
+  private readonly maintainEveryMs: number;
+
+  constructor(
+    private readonly store: IntakeKeyStore,
+    private readonly logger: Logger,
+    options: IntakeCheckerOptions = {},
+  ) {
+    this.timeoutMs = options.timeoutMs ?? INTAKE_CHECK_TIMEOUT_MS;
+    this.restMs = options.restMs ?? INTAKE_CHECK_REST_MS;
+    this.maintainEveryMs = options.maintainEveryMs ?? 3_600_000;
+  }
+
+  /**
+   * Makes the partitions, awaited (the first checks need today's; a failure is logged, not
+   * thrown), then again every `maintainEveryMs` (30 s after a failure) until stop().
+   */
+  async start(): Promise<void> {
+    if (this.started || this.stopped) return;
+    this.started = true;
+    await this.maintain();
+  }
+
+  private maintain(): Promise<void> {
+    this.maintaining ??= (async () => {
+      clearTimeout(this.timer);
+      let delay = this.maintainEveryMs;
+      try {
+        const { dropped } = await this.store.maintain();
+        if (dropped.length > 0) this.logger.info('intake key partitions dropped', { dropped });
+      } catch (err) {
+        delay = Math.min(delay, 30_000);
+        this.logger.warn('intake key partitions not kept up; tried again in 30 s', { error: (err as Error)?.message });
+      }
+      this.maintaining = undefined;
+      if (!this.stopped) this.timer = setTimeout(() => void this.maintain(), delay).unref();
+    })();
+    return this.maintaining;
+  }
+
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.timer);
+  }
+
+  /**
+   * First sight, or a repeat? A key seen before is a repeat unless this copy is a redelivery
+   * (`redelivered`) and the delivery log holds no record of its webhook: then it may be the first
+   * delivery's own copy, back after a dispatcher died before its ack, and it goes on.
+   */
+  check(key: IntakeKey, redelivered: boolean): Promise<Sight> {
+    if (this.resting()) {
+      this.stats.unchecked++;
+      return Promise.resolve('unchecked');
+    }
+    return new Promise<Sight>((resolve) => {
+      this.next.keys.push(key);
+      this.next.redelivered.push(redelivered);
+      this.next.done.push(resolve);
+      if (this.running < MAX_STATEMENTS) void this.drain();
+    });
+  }
+
+  private note(note: KeyNote): void {
+    if (this.notes.length < MAX_NOTES) this.notes.push(note);
+    if (this.running === 0 && !this.resting()) void this.drain();
+  }
+
+  private resting(): boolean {
+    return performance.now() < this.restUntil;
+  }
+
+  private async drain(): Promise<void> {
+    this.running++;
+    // Notes alone wait out a rest: no statement for them while PostgreSQL is not answering.
+    while ((this.next.done.length > 0 || (this.notes.length > 0 && !this.resting())) && !this.stopped) {
+      const batch = this.next;
+      const notes = this.notes;
+      this.next = { keys: [], redelivered: [], done: [] };
+      this.notes = [];
+      // Each key once in the statement: the first copy of a key in the batch takes its state, the next ones find it taken.
+      const places = new Map<string, number>();
+      const keys: IntakeKey[] = [];
+      const placeOf = batch.keys.map((key) => {
+        const id = keyOf(key);
+        let place = places.get(id);
+        if (place === undefined) {
+          place = keys.push(key) - 1;
+          places.set(id, place);
+          return place;
+        }
+        return -1 - place;
+      });
+      let states: KeyStates | undefined;
+      try {
+        states = await this.withTimeout(this.store.check(keys, notes));
+        this.stats.batches++;
+      } catch (err) {
+        this.stats.failures++;
+        this.restUntil = performance.now() + this.restMs;
+        this.problem(err, batch.done.length);
+        // No partition for today's key (the day turned before its partition was made): made now.
+        if ((err as { code?: string })?.code === '23514') void this.maintain();
+      }
+      batch.keys.forEach((key, i) => {
+        const sight = sightOf(placeOf[i]!, batch.redelivered[i]!, states);
+        if (sight === 'unchecked') this.stats.unchecked++;
+        if (sight === 'repeat') {
+          this.stats.repeats++;
+          this.note(key);
+        }
+        batch.done[i]!(sight);
+      });
+    }
+    this.running--;
+    // A check queued while the loop ended (stopped) is let through, never held.
+    if (this.stopped) this.release();
+  }
+
+  private release(): void {
+    const pending = this.next;
+    this.next = { keys: [], redelivered: [], done: [] };
+    for (const resolve of pending.done) resolve('unchecked');
+  }
+
+  private withTimeout<T>(work: Promise<T>): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer in ${this.timeoutMs} ms`)), this.timeoutMs);
+    });
+    return Promise.race([work, late]).finally(() => clearTimeout(timer));
+  }
+
+  /** One line per 30 s while PostgreSQL is down, not one per batch. */
+  private problem(err: unknown, messages: number): void {
+    const now = Date.now();
+    if (now - this.lastProblem < 30_000) return;
+    this.lastProblem = now;
+    this.logger.warn('intake check skipped: PostgreSQL did not answer; messages are delivered without it (a repeat may be delivered again)', {
+      messages,
+      error: (err as Error)?.message ?? String(err),
+    });
+  }
+}
+
+/**
+ * A copy's sight from its batch's states: `place` is its key's index in the statement, or
+ * -1 - index for a later copy of a key already in the batch (never the first sight).
+ */
+function sightOf(place: number, redelivered: boolean, states: KeyStates | undefined): Sight {
+  if (!states) return 'unchecked';
+  const index = place < 0 ? -1 - place : place;
+  if (place >= 0 && !states.repeats.has(index)) return 'first';
+  // A redelivery of a key whose webhook the log does not hold: maybe the first delivery's own copy.
+  return redelivered && !states.recorded.has(index) ? 'first' : 'repeat';
+}

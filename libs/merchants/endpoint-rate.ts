@@ -1,0 +1,91 @@
+import type { Queryable } from '../delivery-store/index.js';
+
+/**
+ * The adaptive rate of an endpoint (issue 55): what its 429 and 503 answers did to the rate the
+ * dispatchers send it at, one row of `endpoint_rates` per endpoint, the one copy every dispatcher
+ * reads. Outside the merchant's versioned row (like endpoint_health): writing it changes no ETag.
+ * No row: the endpoint is sent at its configured `maxPerSecond` (or without a limit).
+ * Only one change a second, whichever dispatcher asks: a burst of 429s from requests already in
+ * flight halves the rate once, not once per answer.
+ */
+
+/** The slowest an endpoint is brought down to, per second. */
+export const MIN_ADAPTIVE_RATE = 0.5;
+/** How much a second of successes raises a lowered rate (a tenth, and at least one per second). */
+export const RAISE_FACTOR = 1.1;
+
+export interface EndpointRate {
+  /** The rate sent at now, per second. */
+  rate: number;
+  /** This call changed it (one dispatcher's call a second does), and what it was before (undefined: no row). */
+  changed?: true;
+  previous?: number;
+  /** Where it goes back to, after which the row goes: the configured rate, or the rate sent when it was first lowered. */
+  ceiling: number;
+}
+
+/**
+ * A merchant's view with its endpoint's rate now: the adaptive rate when its 429/503 answers
+ * lowered it below the configured one (or below none). Unchanged when PostgreSQL does not answer.
+ */
+export async function withCurrentRate<V extends { id: string; webhook: { maxPerSecond: number | null; currentPerSecond: number | null } | null }>(db: Queryable | undefined, view: V): Promise<V> {
+  if (!db || !view.webhook) return view;
+  const adaptive = await endpointRateOf(db, view.id).catch(() => undefined);
+  if (!adaptive) return view;
+  const current = Math.min(view.webhook.maxPerSecond ?? Infinity, adaptive.rate);
+  return { ...view, webhook: { ...view.webhook, currentPerSecond: Math.round(current * 100) / 100 } };
+}
+
+/** Endpoint ids: one webhook per merchant today (''); issue 56 gives each of a merchant's endpoints its own. */
+export const DEFAULT_ENDPOINT_ID = '';
+
+export async function endpointRateOf(db: Queryable, merchantId: string, endpointId = DEFAULT_ENDPOINT_ID): Promise<EndpointRate | undefined> {
+  const { rows } = await db.query<{ rate: number; ceiling: number }>('SELECT rate, ceiling FROM endpoint_rates WHERE merchant_id = $1 AND endpoint_id = $2', [merchantId, endpointId]);
+  return rows[0] && { rate: Number(rows[0].rate), ceiling: Number(rows[0].ceiling) };
+}
+
+/**
+ * The endpoint answered 429 or 503: its rate is halved, at most once a second. A first lowering
+ * starts from `sentAt` (what it was being sent at) and remembers `ceiling`. Returns the rate now.
+ */
+export async function lowerEndpointRate(db: Queryable, merchantId: string, sentAt: number, ceiling: number, endpointId = DEFAULT_ENDPOINT_ID): Promise<EndpointRate> {
+  const { rows } = await db.query<{ rate: number; ceiling: number }>(
+    `WITH prior AS (SELECT rate FROM endpoint_rates WHERE merchant_id = $1 AND endpoint_id = $2),
+     changed AS (
+       INSERT INTO endpoint_rates AS e (merchant_id, endpoint_id, rate, ceiling) VALUES ($1, $2, GREATEST($3::float8, $4::float8 / 2), $5)
+       ON CONFLICT (merchant_id, endpoint_id) DO UPDATE SET rate = GREATEST($3::float8, e.rate / 2), changed_at = now()
+       WHERE e.changed_at < now() - interval '1 second'
+       RETURNING rate, ceiling
+     )
+     SELECT rate, ceiling, true AS changed, (SELECT rate FROM prior) AS previous FROM changed UNION ALL
+     SELECT rate, ceiling, false, NULL FROM endpoint_rates WHERE merchant_id = $1 AND endpoint_id = $2 AND NOT EXISTS (SELECT 1 FROM changed)`,
+    [merchantId, endpointId, MIN_ADAPTIVE_RATE, sentAt, Math.max(MIN_ADAPTIVE_RATE, ceiling)],
+  );
+  const row = rows[0] as { rate: number; ceiling: number; changed: boolean; previous: number | null };
+  return { rate: Number(row.rate), ceiling: Number(row.ceiling), ...(row.changed ? { changed: true, previous: row.previous === null ? undefined : Number(row.previous) } : {}) };
+}
+
+/**
+ * The endpoint succeeds: a lowered rate is raised by RAISE_FACTOR (at least one per second), at
+ * most once a second; back at its ceiling the row goes. Returns the rate now, undefined once gone.
+ */
+export async function raiseEndpointRate(db: Queryable, merchantId: string, endpointId = DEFAULT_ENDPOINT_ID): Promise<(EndpointRate & { gone?: true }) | undefined> {
+  const { rows } = await db.query<{ rate: number; ceiling: number; gone: boolean; previous: number }>(
+    `WITH prior AS (SELECT rate FROM endpoint_rates WHERE merchant_id = $1 AND endpoint_id = $2),
+     gone AS (
+       DELETE FROM endpoint_rates WHERE merchant_id = $1 AND endpoint_id = $2
+         AND GREATEST(rate * $3::float8, rate + 1) >= ceiling AND changed_at < now() - interval '1 second'
+       RETURNING rate, ceiling
+     ), raised AS (
+       UPDATE endpoint_rates SET rate = GREATEST(rate * $3::float8, rate + 1), changed_at = now()
+       WHERE merchant_id = $1 AND endpoint_id = $2 AND changed_at < now() - interval '1 second' AND NOT EXISTS (SELECT 1 FROM gone)
+       RETURNING rate, ceiling
+     )
+     SELECT rate, ceiling, true AS gone, rate AS previous FROM gone UNION ALL SELECT rate, ceiling, false, (SELECT rate FROM prior) FROM raised`,
+    [merchantId, endpointId, RAISE_FACTOR],
+  );
+  // Gone: back at its ceiling. Raised: the rate before is what it was raised from.
+  if (rows[0]?.gone) return { rate: Number(rows[0].ceiling), ceiling: Number(rows[0].ceiling), changed: true, previous: Number(rows[0].rate), gone: true };
+  if (rows[0]) return { rate: Number(rows[0].rate), ceiling: Number(rows[0].ceiling), changed: true, previous: Number(rows[0].previous) };
+  return endpointRateOf(db, merchantId, endpointId);
+}

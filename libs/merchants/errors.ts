@@ -1,0 +1,59 @@
+import { MAX_GRACE_SECRETS } from './schema.js';
+
+/**
+ * A field of the input is wrong: `field` names it (webhook.url, publicKey, …). The message reads as
+ * a sentence: "publicKey is required", "webhook.url must be an https URL".
+ */
+export class InvalidSettingsError extends Error {
+  constructor(readonly field: string, detail: string) {
+    super(/^(must|is|are) /.test(detail) ? `${field} ${detail}` : field === 'body' ? detail : `${field}: ${detail}`);
+    this.name = 'InvalidSettingsError';
+  }
+}
+
+export class MerchantNotFoundError extends Error {
+  constructor(readonly merchantId: string) {
+    super(`no merchant ${merchantId}`);
+    this.name = 'MerchantNotFoundError';
+  }
+}
+
+export class PublicKeyTakenError extends Error {
+  constructor() {
+    super('another merchant has this public key');
+    this.name = 'PublicKeyTakenError';
+  }
+}
+
+export class WebhookNotSetUpError extends Error {
+  constructor(readonly merchantId: string) {
+    super(`merchant ${merchantId} has no webhook to rotate the secret of`);
+    this.name = 'WebhookNotSetUpError';
+  }
+}
+
+/** A rotation with a grace would leave more old secrets signing than MAX_GRACE_SECRETS. */
+export class TooManySecretsError extends Error {
+  constructor(readonly merchantId: string, readonly earliestExpiry: string) {
+    super(
+      `merchant ${merchantId} already has ${MAX_GRACE_SECRETS} previous secrets signing; the first stops at ${earliestExpiry}. ` +
+        'Rotate after that, or with graceSeconds 0 to replace the current secret at once',
+    );
+    this.name = 'TooManySecretsError';
+  }
+}
+
+/** The portal asked to turn on an endpoint the platform's operator turned off. */
+export class DisabledByOperatorError extends Error {
+  constructor(readonly merchantId: string) {
+    super(`the webhook of merchant ${merchantId} was disabled by the platform; only the platform can enable it`);
+    this.name = 'DisabledByOperatorError';
+  }
+}
+
+export class InvalidIdempotencyKeyError extends Error {
+  constructor() {
+    super('Idempotency-Key must be 1 to 255 printable ASCII characters without spaces (a UUID, say)');
+    this.name = 'InvalidIdempotencyKeyError';
+  }
+}

@@ -1,0 +1,63 @@
+import type { Queryable } from '../delivery-store/index.js';
+
+/**
+ * A limit as GCRA sees it (the token bucket as one timestamp per key, the theoretical arrival time
+ * `tat`, a row of `rate_limits`). PostgreSQL's clock judges, the same for every program taking.
+ */
+export interface GcraLimit {
+  /** One cell every `intervalMs` in the long run. */
+  intervalMs: number;
+  /** How far `tat` may run ahead of now after a take: `burst × intervalMs` lets `burst` cells go at once. */
+  burstMs: number;
+  /**
+   * How far in the future a cell may be granted (default 0: only now). A cell granted ahead is
+   * told `inMs`, when it conforms: the taker holds it until then.
+   */
+  aheadMs?: number;
+  /** The cell is not wanted before this many ms from now (its slot starts there at the earliest). */
+  notBeforeMs?: number;
+  /** Cells taken at once, one interval apart (default 1): all of them or none. */
+  count?: number;
+}
+
+/** Granted: the (first) cell conforms `inMs` from now (0: at once), each next one an interval later. Refused: it would be granted `retryInMs` from now. */
+export type GcraAnswer = { ok: true; inMs: number } | { ok: false; retryInMs: number };
+
+/**
+ * One take, one statement: an upsert that moves `tat` only when the cell fits, and reads the `tat`
+ * it found so that a refusal says when to come back without a second round trip.
+ */
+const TAKE = `
+WITH prior AS (SELECT tat FROM rate_limits WHERE key = $1),
+taken AS (
+  INSERT INTO rate_limits AS r (key, tat) VALUES ($1, now() + ($5::float8 + $2::float8) * interval '1 millisecond')
+  ON CONFLICT (key) DO UPDATE SET tat = GREATEST(r.tat, now() + $5::float8 * interval '1 millisecond') + $2::float8 * interval '1 millisecond'
+  WHERE GREATEST(r.tat, now() + $5::float8 * interval '1 millisecond') + $2::float8 * interval '1 millisecond' <= now() + ($3::float8 + $4::float8) * interval '1 millisecond'
+  RETURNING tat
+)
+SELECT (SELECT EXTRACT(EPOCH FROM (tat - now())) * 1000 FROM taken)::float8 AS granted_ms,
+       (SELECT EXTRACT(EPOCH FROM (tat - now())) * 1000 FROM prior)::float8 AS prior_ms`;
+
+/** Takes one cell of `key` under `limit`. */
+export async function takeCell(db: Queryable, key: string, limit: GcraLimit): Promise<GcraAnswer> {
+  const ahead = limit.aheadMs ?? 0;
+  const notBefore = Math.max(0, limit.notBeforeMs ?? 0);
+  const cost = limit.intervalMs * (limit.count ?? 1);
+  const { rows } = await db.query<{ granted_ms: number | null; prior_ms: number | null }>(TAKE, [key, cost, limit.burstMs, ahead, notBefore]);
+  const row = rows[0]!;
+  // The last cell conforms at the new tat less the burst; the first, count - 1 intervals before it.
+  if (row.granted_ms !== null) return { ok: true, inMs: Math.max(0, Number(row.granted_ms) - limit.burstMs - (cost - limit.intervalMs)) };
+  // Refused: the cells fit once tat + their cost is within burst + ahead of now.
+  const prior = Number(row.prior_ms ?? 0);
+  return { ok: false, retryInMs: Math.max(1, Math.max(prior, notBefore) + cost - limit.burstMs - ahead) };
+}
+
+/** The limit's rate changed: what `key` has granted ahead of now is `factor` times as far from now. */
+export async function stretchCells(db: Queryable, key: string, factor: number): Promise<void> {
+  await db.query("UPDATE rate_limits SET tat = now() + (tat - now()) * $2::float8 WHERE key = $1 AND tat > now()", [key, factor]);
+}
+
+/** Keys whose bucket is full again hold nothing worth keeping: callers sweep now and then. */
+export async function sweepCells(db: Queryable): Promise<void> {
+  await db.query("DELETE FROM rate_limits WHERE tat < now() - interval '1 minute'");
+}

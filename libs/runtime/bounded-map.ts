@@ -1,0 +1,15 @@
+/**
+ * A Map that holds at most `max` entries: past it the oldest set is forgotten, never all at once.
+ * A Map keeps insertion order, and setting a key again makes it the newest.
+ */
+export class BoundedMap<K, V> extends Map<K, V> {
+  constructor(private readonly max: number) {
+    super();
+  }
+
+  override set(key: K, value: V): this {
+    this.delete(key);
+    if (this.size >= this.max) this.delete(this.keys().next().value!);
+    return super.set(key, value);
+  }
+}

@@ -1,0 +1,45 @@
+import { takeKey, type WaitEnd, type WaitStore } from './store.js';
+
+interface Asked {
+  take: WaitEnd;
+  resolve(taken: boolean): void;
+  reject(err: unknown): void;
+}
+
+/**
+ * Batches the takes of hand-backs (WaitStore.take): those asked in one turn of the event loop, and
+ * those asked while a statement is out, go in one statement. A take per hand-back was a PostgreSQL
+ * round trip per retry, on the same small pool as the wait writes (BENCHMARKS.md 17). A statement
+ * that fails rejects each take in it; the caller decides what that means.
+ */
+export class WaitTaker {
+  private next: Asked[] = [];
+  private taking = false;
+
+  constructor(private readonly store: WaitStore, private readonly leaseMs: number) {}
+
+  /** True when `take` is the wait's current hand (its lease now covers the attempt). */
+  take(take: WaitEnd): Promise<boolean> {
+    return new Promise((resolve, reject) => {
+      this.next.push({ take, resolve, reject });
+      if (this.taking) return;
+      this.taking = true;
+      // After the current burst of deliveries: the hand-backs in it go in the same statement.
+      setImmediate(() => void this.drain());
+    });
+  }
+
+  private async drain(): Promise<void> {
+    while (this.next.length > 0) {
+      const batch = this.next;
+      this.next = [];
+      try {
+        const taken = await this.store.take(batch.map((asked) => asked.take), this.leaseMs);
+        for (const asked of batch) asked.resolve(taken.has(takeKey(asked.take)));
+      } catch (err) {
+        for (const asked of batch) asked.reject(err);
+      }
+    }
+    this.taking = false;
+  }
+}

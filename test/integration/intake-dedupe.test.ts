@@ -1,0 +1,257 @@
+import amqp from 'amqplib';
+import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
+import { type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/program.js';
+import { loadRecorderConfig } from '../../apps/recorder/config.js';
+import { type RecorderProgram, startRecorder } from '../../apps/recorder/program.js';
+import { deliveryLogQueries, openPostgres } from '../../libs/delivery-store/index.js';
+import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
+import { BrokerConnection } from '../../libs/broker/index.js';
+import { EventPublisher } from '../../libs/publisher/index.js';
+import { topologyNames } from '../../libs/topology/index.js';
+import { TestBroker, brokerUrl, deleteTopologyOf, uniquePrefix } from '../support/broker.js';
+import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
+import { PrivatePostgres } from '../support/private-postgres.js';
+import { Receiver, type ReceivedRequest } from '../support/receiver.js';
+import { waitFor } from '../support/wait.js';
+
+/**
+ * Idempotent intake (issue 55): an upstream message whose key (messageId, else the body's digest)
+ * was seen within INTAKE_DEDUPE_WINDOW is acked and not delivered again; only first sight is
+ * checked. Each test was seen failing on a broken variant (see the report of the change that added them).
+ */
+
+/** Requests the receiver got for one webhook id. */
+const deliveriesOf = (receiver: Receiver, webhookId: string): ReceivedRequest[] => receiver.requests.filter((r) => r.headers['webhook-id'] === webhookId);
+
+describe('idempotent intake', () => {
+  const prefix = uniquePrefix('intake-dedupe');
+  const names = topologyNames(prefix);
+  const merchant = testMerchant('m_dedupe', 'http://placeholder');
+  let receiver: Receiver;
+  let database: TestDatabase;
+  let program: DispatcherProgram | undefined;
+  let recorder: RecorderProgram | undefined;
+  let upstream: BrokerConnection;
+  let publisher: EventPublisher;
+  let test: TestBroker;
+  let merchantsFile: string;
+
+  const start = async (env: Record<string, string> = {}) => {
+    program = await startDispatcher(
+      loadDispatcherConfig({
+        RABBITMQ_URL: brokerUrl(),
+        TOPOLOGY_PREFIX: prefix,
+        MERCHANTS_FILE: merchantsFile,
+        DATABASE_URL: database.url,
+        RETRY_SCHEDULE: '200ms',
+        WAIT_LEASE: '5s',
+        DELIVERY_TIMEOUT_MS: '2000',
+        ALLOW_PRIVATE_TARGETS: 'true',
+        METRICS_PORT: '0',
+        FAILED_RETENTION: '1D',
+        ...env,
+      }),
+      silentLogger(),
+    );
+    // The partitions are made as the dispatcher starts: a check before then is let through.
+    await waitFor('the intake key partitions', async () => (await database.query("SELECT 1 FROM pg_class WHERE relname LIKE 'intake\\_keys\\_%'")).length >= 2, 10_000);
+  };
+  const stop = async () => {
+    await program?.stop();
+    program = undefined;
+  };
+  /** Publishes `marker` after the rest and waits for it: what was published before it has been taken. */
+  const settled = async (marker: string) => {
+    await publisher.publish(sampleEvent('payout', merchant.id), { messageId: marker });
+    await waitFor(`${marker} delivered`, () => deliveriesOf(receiver, marker).length > 0, 10_000);
+  };
+
+  beforeAll(async () => {
+    // 500 to the first attempt of evt_retry_1 only, 204 to the rest.
+    let failedOnce = false;
+    receiver = await Receiver.start((_n, req) => {
+      if (req.headers['webhook-id'] === 'evt_retry_1' && !failedOnce) {
+        failedOnce = true;
+        return 500;
+      }
+      return 204;
+    });
+    merchant.webhook!.url = receiver.url;
+    merchantsFile = writeMerchantsFile([merchant]);
+    database = await createTestDatabase('intake_dedupe');
+    test = await TestBroker.open();
+    await start();
+    recorder = await startRecorder(loadRecorderConfig({ RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, DATABASE_URL: database.url, FAILED_RETENTION: '1D' }), silentLogger());
+    upstream = new BrokerConnection({ url: brokerUrl(), name: 'test-intake-upstream', logger: silentLogger() });
+    await upstream.open(10_000);
+    publisher = new EventPublisher(upstream, prefix);
+  });
+
+  afterAll(async () => {
+    await upstream?.close();
+    await recorder?.stop();
+    await stop();
+    await test?.deleteTopology(prefix);
+    await test?.close();
+    await receiver?.close();
+    await database?.drop();
+  });
+
+  it('delivers a messageId published twice once, counts the repeat, shows it on the original, and still after a dispatcher restart', async () => {
+    const event = sampleEvent('charge.completed', merchant.id);
+    await publisher.publish(event, { messageId: 'evt_twice_1' });
+    await publisher.publish(event, { messageId: 'evt_twice_1' });
+    await settled('evt_marker_1');
+    await waitFor('the repeat counted', () => program!.dispatcher.stats.duplicates === 1, 10_000);
+    const metrics = await (await fetch(`http://127.0.0.1:${program!.metricsPort}/metrics`)).text();
+    expect(metrics).toMatch(/^webhooks_duplicates_total\{program="dispatcher"\} 1$/m);
+
+    await stop();
+    await start();
+    await publisher.publish(event, { messageId: 'evt_twice_1' });
+    await settled('evt_marker_2');
+    await waitFor('the repeat counted after the restart', () => program!.dispatcher.stats.duplicates === 1, 10_000);
+    expect(deliveriesOf(receiver, 'evt_twice_1')).toHaveLength(1);
+    // Shown with the original in the delivery log (GET /nucleus/webhooks/{id} reads the same).
+    const db = openPostgres(database.url, { maxConnections: 1 });
+    try {
+      const log = deliveryLogQueries(db);
+      const shown = await waitFor('the repeats shown on the original in the log', async () => {
+        const webhook = await log.getWebhook(merchant.id, 'evt_twice_1');
+        return webhook?.duplicates === 2 && webhook;
+      }, 15_000);
+      expect(shown.status).toBe('delivered');
+      expect(shown.records.map((r) => r.outcome)).toEqual(['delivered']);
+      expect(Date.parse(shown.lastDuplicateAt!)).toBeGreaterThan(Date.parse(shown.firstSeenAt));
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('delivers two identical bodies without a messageId once: the body digest is the key', async () => {
+    const body = Buffer.from(JSON.stringify(sampleEvent('payout', merchant.id)));
+    const duplicates = program!.dispatcher.stats.duplicates;
+    const channel = await upstream.createChannel();
+    try {
+      for (let i = 0; i < 2; i++) channel.publish(names.events, 'payout', body, { persistent: true, contentType: 'application/json' });
+    } finally {
+      await channel.close();
+    }
+    const before = receiver.requests.length;
+    const fresh = () => receiver.requests.slice(before).filter((r) => r.headers['webhook-id'] !== 'evt_marker_3');
+    await waitFor('the body delivered', () => fresh().length > 0, 10_000);
+    await waitFor('the repeat counted', () => program!.dispatcher.stats.duplicates === duplicates + 1, 10_000);
+    await settled('evt_marker_3');
+    expect(fresh()).toHaveLength(1);
+    expect(String(fresh()[0]!.headers['webhook-id'])).toMatch(/^msg_[0-9a-f]{32}$/);
+  });
+
+  it('never swallows a retry or a resend of a webhook as a repeat', async () => {
+    const event = sampleEvent('refund.completed', merchant.id);
+    const duplicates = program!.dispatcher.stats.duplicates;
+    await publisher.publish(event, { messageId: 'evt_retry_1' });
+    // The first attempt fails (500); its retry is a hand-back of its wait, 200 ms later.
+    await waitFor('the retry delivered', () => deliveriesOf(receiver, 'evt_retry_1').length === 2, 15_000);
+    // A resend's copy, as the API publishes it straight to dispatch.
+    await test.publishRaw(names.dispatch, Buffer.from(JSON.stringify(event)), {
+      messageId: 'evt_retry_1',
+      contentType: 'application/json',
+      headers: { [HEADERS.resentAt]: new Date().toISOString(), [HEADERS.resend]: 1 },
+    });
+    await waitFor('the resend delivered', () => deliveriesOf(receiver, 'evt_retry_1').length === 3, 10_000);
+    expect(program!.dispatcher.stats.duplicates).toBe(duplicates);
+  });
+
+  it('delivers the redelivery of a first copy the log holds no record of (a dispatcher died before its ack), not of one it holds', async () => {
+    // A webhook delivered, and recorded in the log by the recorder.
+    await publisher.publish(sampleEvent('payout', merchant.id), { messageId: 'evt_ended_1' });
+    await waitFor('evt_ended_1 delivered', () => deliveriesOf(receiver, 'evt_ended_1').length === 1, 10_000);
+    await waitFor('evt_ended_1 in the log', async () => (await database.query("SELECT 1 FROM delivery_webhooks WHERE webhook_id = 'evt_ended_1'")).length === 1, 15_000);
+    await stop();
+    // What a dispatcher that died between its check and its ack leaves: the key's row, no record,
+    // and the message back in dispatch, redelivered. And a redelivered repeat of evt_ended_1.
+    await database.query("INSERT INTO intake_keys (day, merchant_id, webhook_id) VALUES (date_trunc('day', now(), 'UTC'), $1, 'evt_crashed_1')", [merchant.id]);
+    await publisher.publish(sampleEvent('payout', merchant.id), { messageId: 'evt_crashed_1' });
+    await publisher.publish(sampleEvent('payout', merchant.id), { messageId: 'evt_ended_1' });
+    const connection = await amqp.connect(brokerUrl());
+    try {
+      const channel = await connection.createChannel();
+      await waitFor('both in dispatch', async () => (await channel.checkQueue(names.dispatch)).messageCount === 2, 10_000);
+      for (let i = 0; i < 2; i++) {
+        const got = await channel.get(names.dispatch, { noAck: false });
+        if (!got) throw new Error('nothing in dispatch');
+      }
+      // Closed with both unacked: the broker puts them back, marked redelivered.
+      await channel.close();
+    } finally {
+      await connection.close();
+    }
+    await start();
+    await settled('evt_marker_4');
+    await waitFor('the recorded one dropped', () => program!.dispatcher.stats.duplicates === 1, 10_000);
+    await waitFor('the crashed one delivered', () => deliveriesOf(receiver, 'evt_crashed_1').length > 0, 10_000);
+    expect(deliveriesOf(receiver, 'evt_crashed_1')).toHaveLength(1);
+    expect(deliveriesOf(receiver, 'evt_ended_1')).toHaveLength(1);
+  });
+});
+
+describe('idempotent intake while PostgreSQL is down', () => {
+  const prefix = uniquePrefix('intake-pg-down');
+  let server: PrivatePostgres | undefined;
+  let receiver: Receiver | undefined;
+  let program: DispatcherProgram | undefined;
+
+  afterAll(async () => {
+    await program?.stop();
+    await receiver?.close();
+    await server?.stop();
+    await deleteTopologyOf(prefix);
+  });
+
+  it('goes on: the check is skipped, so a repeat is delivered again with the same webhook-id', async () => {
+    server = await PrivatePostgres.start();
+    if (!server) return console.warn('skipped: no initdb here (PG_BIN_DIR)');
+    receiver = await Receiver.start(() => 204);
+    const merchant = testMerchant('m_dedupe_down', receiver.url);
+    program = await startDispatcher(
+      loadDispatcherConfig({
+        RABBITMQ_URL: brokerUrl(),
+        TOPOLOGY_PREFIX: prefix,
+        MERCHANTS_FILE: writeMerchantsFile([merchant]),
+        DATABASE_URL: server.url,
+        RETRY_SCHEDULE: '',
+        ALLOW_PRIVATE_TARGETS: 'true',
+        METRICS_PORT: '0',
+        FAILED_RETENTION: '1D',
+      }),
+      silentLogger(),
+    );
+    const publisher = new EventPublisher(program.broker, prefix);
+    const event = sampleEvent('payout', merchant.id);
+    const pg = await import('pg');
+    const client = new pg.default.Client({ connectionString: server.url });
+    await client.connect();
+    try {
+      await waitFor('the intake key partitions', async () => (await client.query("SELECT 1 FROM pg_class WHERE relname LIKE 'intake\\_keys\\_%'")).rows.length >= 2, 10_000);
+    } finally {
+      await client.end();
+    }
+    await publisher.publish(event, { messageId: 'evt_down_1' });
+    await receiver.waitForRequests(1, 10_000);
+    await publisher.publish(event, { messageId: 'evt_down_1' });
+    await publisher.publish(event, { messageId: 'evt_down_marker_1' });
+    await receiver.waitForRequests(2, 10_000);
+    await waitFor('the repeat dropped while PostgreSQL is up', () => program!.dispatcher.stats.duplicates === 1, 10_000);
+
+    await server.crash();
+    await publisher.publish(event, { messageId: 'evt_down_1' });
+    await publisher.publish(event, { messageId: 'evt_down_2' });
+    await waitFor('both delivered without the check', () => receiver!.requests.length === 4, 15_000);
+    const ids = receiver.requests.map((r) => String(r.headers['webhook-id']));
+    expect(ids.slice(0, 2)).toEqual(['evt_down_1', 'evt_down_marker_1']);
+    expect(ids.slice(2).sort()).toEqual(['evt_down_1', 'evt_down_2']);
+    expect(program.dispatcher.stats.duplicates).toBe(1);
+  });
+});

@@ -1,0 +1,86 @@
+import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
+import { ensurePartition } from '../../libs/delivery-store/schema.js';
+import { IntakeKeyStore } from '../../libs/intake-keys/index.js';
+import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
+
+/**
+ * The intake keys' table (libs/intake-keys/store.ts) on the real PostgreSQL: a key is a repeat only
+ * within the window, keys expire by dropping day partitions, and two dispatchers checking one key
+ * at once make one first sight. Each test was seen failing on a broken variant (see the report of
+ * the change that added them).
+ */
+const DAY_MS = 86_400_000;
+const HOUR_MS = 3_600_000;
+const day = (ms: number) => new Date(ms).toISOString().slice(0, 10);
+
+describe('intake keys', () => {
+  let database: TestDatabase;
+  let db: Database;
+  let other: Database;
+
+  beforeAll(async () => {
+    database = await createTestDatabase('intake_keys');
+    db = openPostgres(database.url, { maxConnections: 2 });
+    other = openPostgres(database.url, { maxConnections: 2 });
+  });
+
+  afterAll(async () => {
+    await db?.close();
+    await other?.close();
+    await database?.drop();
+  });
+
+  const first = async (store: IntakeKeyStore, webhookId: string) => !(await store.check([{ merchantId: 'm_keys', webhookId }])).repeats.has(0);
+
+  it('takes a key seen longer ago than the window for a first sight, and expires keys by dropping whole day partitions', async () => {
+    const store = new IntakeKeyStore(db, DAY_MS);
+    await store.maintain();
+    const now = Date.now();
+    // A key seen 25 h ago (yesterday's partition), one seen 3 days ago (its partition past the window).
+    for (const [ago, webhookId] of [[25 * HOUR_MS, 'evt_25h'], [3 * DAY_MS, 'evt_3d']] as const) {
+      await ensurePartition(db, 'intake_keys', day(now - ago));
+      await db.query(
+        `INSERT INTO intake_keys (day, merchant_id, webhook_id, first_seen_at)
+         VALUES (date_trunc('day', now() - $1::float8 * interval '1 millisecond', 'UTC'), 'm_keys', $2, now() - $1::float8 * interval '1 millisecond')`,
+        [ago, webhookId],
+      );
+    }
+    expect(await first(store, 'evt_25h')).toBe(true);
+    expect(await first(store, 'evt_fresh')).toBe(true);
+    expect(await first(store, 'evt_fresh')).toBe(false);
+
+    const { dropped } = await store.maintain();
+    // A partition goes once its whole day is past the window (its end at or before now - 24 h), so
+    // yesterday's stays (a key first seen late yesterday is still within it); 25 h ago is
+    // yesterday's, or the day before's between 00:00 and 01:00 UTC.
+    const name = (ms: number) => `intake_keys_${day(ms).replaceAll('-', '')}`;
+    const kept = (ms: number) => Date.parse(`${day(ms)}T00:00:00Z`) + DAY_MS > now - DAY_MS;
+    const made = [now - 3 * DAY_MS, now - 25 * HOUR_MS, now, now + DAY_MS];
+    expect(dropped.sort()).toEqual(made.filter((ms) => !kept(ms)).map(name).sort());
+    const partitions = await database.query<{ name: string }>(
+      "SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = 'intake_keys' ORDER BY 1",
+    );
+    expect(partitions.map((p) => p.name)).toEqual([...new Set(made.filter(kept).map(name))].sort());
+    expect(dropped).toContain(name(now - 3 * DAY_MS));
+  });
+
+  it('takes over a row of the same day that is past a window under a day', async () => {
+    const store = new IntakeKeyStore(db, 60_000);
+    await store.maintain();
+    expect(await first(store, 'evt_minute')).toBe(true);
+    expect(await first(store, 'evt_minute')).toBe(false);
+    await db.query("UPDATE intake_keys SET first_seen_at = now() - interval '2 minutes' WHERE webhook_id = 'evt_minute'");
+    expect(await first(store, 'evt_minute')).toBe(true);
+  });
+
+  it('makes one first sight of a key two dispatchers check at the same moment', async () => {
+    const a = new IntakeKeyStore(db, DAY_MS);
+    const b = new IntakeKeyStore(other, DAY_MS);
+    await a.maintain();
+    for (let i = 0; i < 20; i++) {
+      const webhookId = `evt_race_${i}`;
+      const results = await Promise.all([first(a, webhookId), first(b, webhookId)]);
+      expect(results.sort()).toEqual([false, true]);
+    }
+  });
+});

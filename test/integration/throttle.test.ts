@@ -1,0 +1,122 @@
+import { type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/program.js';
+import { sampleEvent } from '../../libs/contracts/index.js';
+import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
+import { MerchantSettings, PgMerchantDirectory, SecretBox } from '../../libs/merchants/index.js';
+import { EventPublisher } from '../../libs/publisher/index.js';
+import { TestBroker, uniquePrefix } from '../support/broker.js';
+import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
+import { dispatcherEnv } from '../support/operational.js';
+import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
+import { Receiver } from '../support/receiver.js';
+import { waitFor } from '../support/wait.js';
+
+/**
+ * Throttle per endpoint (issue 55), on the real RabbitMQ and PostgreSQL, with three dispatcher
+ * programs sharing one endpoint's rate. Each test was seen failing on a broken variant (see the
+ * report of the change that added them).
+ */
+describe('an endpoint throttled at 20 per second, three dispatchers', () => {
+  const prefix = uniquePrefix('throttle');
+  let db: TestDatabase;
+  let database: Database;
+  let directory: PgMerchantDirectory;
+  let settings: MerchantSettings;
+  let test: TestBroker;
+  let dispatchers: DispatcherProgram[] = [];
+  let publisher: EventPublisher;
+  const receivers: Receiver[] = [];
+
+  beforeAll(async () => {
+    db = await createTestDatabase('throttle');
+    database = openPostgres(db.url, { maxConnections: 2 });
+    directory = new PgMerchantDirectory(database, new SecretBox(Buffer.from(TEST_SECRETS_KEY, 'base64')), silentLogger());
+    await directory.start();
+    settings = new MerchantSettings(directory, { allowHttp: true, allowPrivateTargets: true });
+    test = await TestBroker.open();
+    await start(3);
+  });
+
+  afterAll(async () => {
+    await Promise.all(dispatchers.map((d) => d.stop()));
+    await Promise.all(receivers.map((r) => r.close()));
+    await directory?.close();
+    await database?.close();
+    await test?.deleteTopology(prefix);
+    await test?.close();
+    await db?.drop();
+  });
+
+  async function start(count: number): Promise<void> {
+    // Two attempts: a throttle that spent one would leave a webhook one failure from `failed`.
+    for (let i = 0; i < count; i++) dispatchers.push(await startDispatcher(dispatcherEnv(prefix, { DATABASE_URL: db.url, RETRY_SCHEDULE: '1s' }), silentLogger(), { merchantsPollMs: 200 }));
+    publisher = new EventPublisher(dispatchers[0]!.broker, prefix);
+  }
+
+  const stat = (name: 'failed' | 'retried' | 'throttled' | 'delivered') => dispatchers.reduce((sum, d) => sum + d.dispatcher.stats[name], 0);
+
+  it('never sends more than 22 in any second, spends no attempt on the throttle and fails none', async () => {
+    const receiver = await Receiver.start(() => 204);
+    receivers.push(receiver);
+    await settings.put('m_throttled', { publicKey: 'pk_throttled_0001', webhook: { url: `${receiver.url}/hook`, enabled: true, maxPerSecond: 20 } });
+    await waitFor('every dispatcher knows the merchant', () => dispatchers.every((d) => d.merchants.byId('m_throttled')?.webhook?.maxPerSecond === 20), 10_000);
+    const total = 240;
+    await Promise.all(Array.from({ length: total }, () => publisher.publish(sampleEvent('payout', 'm_throttled'))));
+    // Meanwhile the throttled waits say no attempt was made (sampled while they wait).
+    let sampled = 0;
+    await waitFor(`${total} delivered`, async () => {
+      const rows = await db.query<{ attempt: number; attempts: string | null }>("SELECT attempt, headers->>'x-attempts' AS attempts FROM webhook_waits WHERE reason = 'throttled'");
+      sampled += rows.length;
+      for (const row of rows) {
+        expect(row.attempt).toBe(0);
+        expect(Number(row.attempts ?? 0)).toBe(0);
+      }
+      return receiver.requests.length >= total;
+    }, 60_000, 250);
+    expect(sampled).toBeGreaterThan(0);
+    await waitFor('every delivery settled', () => stat('delivered') >= total, 10_000);
+    const perSecond = new Map<number, number>();
+    for (const request of receiver.requests) perSecond.set(Math.floor(request.at / 1000), (perSecond.get(Math.floor(request.at / 1000)) ?? 0) + 1);
+    const busiest = Math.max(...perSecond.values());
+    expect(busiest).toBeLessThanOrEqual(22);
+    // Not a trickle either: the whole batch took about total / 20 seconds.
+    const span = (receiver.requests.at(-1)!.at - receiver.requests[0]!.at) / 1000;
+    expect(span).toBeGreaterThan(total / 22 - 1);
+    expect(span).toBeLessThan(total / 20 * 1.5);
+    expect(new Set(receiver.requests.map((r) => r.headers['webhook-id'])).size).toBe(total);
+    expect(stat('throttled')).toBeGreaterThan(0);
+    expect(stat('failed')).toBe(0);
+    expect(stat('retried')).toBe(0);
+  }, 120_000);
+
+  it('a 429 lowers the endpoint rate, shown in the metric, and successes raise it back', async () => {
+    let refusals = 5;
+    const receiver = await Receiver.start(() => (refusals-- > 0 ? { status: 429, headers: { 'retry-after': '1' } } : 204));
+    receivers.push(receiver);
+    await settings.put('m_adaptive', { publicKey: 'pk_adaptive_0001', webhook: { url: `${receiver.url}/hook`, enabled: true, maxPerSecond: 40 } });
+    await waitFor('every dispatcher knows the merchant', () => dispatchers.every((d) => d.merchants.byId('m_adaptive')?.webhook?.maxPerSecond === 40), 10_000);
+    await Promise.all(Array.from({ length: 40 }, () => publisher.publish(sampleEvent('payout', 'm_adaptive'))));
+    await waitFor('the rate lowered', async () => (await db.query<{ rate: number }>("SELECT rate FROM endpoint_rates WHERE merchant_id = 'm_adaptive'")).length === 1, 15_000);
+    const [row] = await db.query<{ rate: number; ceiling: number }>("SELECT rate, ceiling FROM endpoint_rates WHERE merchant_id = 'm_adaptive'");
+    expect(row!.rate).toBeLessThan(40);
+    expect(row!.ceiling).toBe(40);
+    // The metric of some dispatcher shows the lowered rate.
+    await waitFor('the metric shows it', async () => {
+      for (const d of dispatchers) {
+        const text = await (await fetch(`http://127.0.0.1:${d.metricsPort}/metrics`)).text();
+        const match = /webhooks_endpoint_rate_per_second\{[^}]*merchant="m_adaptive"[^}]*\} ([\d.e+-]+)/.exec(text);
+        if (match && Number(match[1]) < 40) return true;
+      }
+      return false;
+    }, 10_000);
+    // Successes raise it (by a tenth a second, at least one) until it is back at its ceiling: the row goes.
+    let published = 40;
+    await waitFor('back at its ceiling', async () => {
+      await Promise.all(Array.from({ length: 10 }, () => publisher.publish(sampleEvent('payout', 'm_adaptive'))));
+      published += 10;
+      return (await db.query("SELECT 1 FROM endpoint_rates WHERE merchant_id = 'm_adaptive'")).length === 0;
+    }, 60_000, 250);
+    await waitFor('all delivered', () => new Set(receiver.requests.map((r) => r.headers['webhook-id'])).size >= published, 60_000);
+    expect(stat('failed')).toBe(0);
+  }, 180_000);
+});
