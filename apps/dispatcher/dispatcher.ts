@@ -199,9 +199,11 @@ export class Dispatcher {
 
   /** One delivery, walked through its stages, its span ended at the end; never rejects (what goes wrong unexpectedly parks it). */
   private async handle(delivery: Delivery, span?: Span): Promise<void> {
+    // What intake made of it, for an unexpected error's parking (an ordered head's end).
+    const seen: { intake?: IntakeEvent } = {};
     try {
       const now = this.now();
-      const { intake, finding } = await this.find(delivery.message, now, span);
+      const { intake, finding } = await this.find(delivery.message, now, span, seen);
       const decision = decide(finding, intake, this.policy, now);
       if (span) describeDelivery(span, intake, decision);
       // Recorded after the effect it describes (a wait written, a move confirmed) and before the
@@ -219,18 +221,19 @@ export class Dispatcher {
       await this.effect.apply(delivery, intake, decision, now, span, settle);
       this.deps.operations?.observe(intake, decision, now);
     } catch (err) {
-      await this.onUnexpected(delivery, err, span);
+      await this.onUnexpected(delivery, err, span, seen.intake);
     } finally {
       span?.end();
     }
   }
 
   /** Intake, admission and attempt: each stage either finds what ends the walk or hands on. */
-  private async find(message: ConsumeMessage, now: Date, span: Span | undefined): Promise<{ intake?: IntakeEvent; finding: Finding }> {
+  private async find(message: ConsumeMessage, now: Date, span: Span | undefined, seen: { intake?: IntakeEvent }): Promise<{ intake?: IntakeEvent; finding: Finding }> {
     // Intake: parse and validate.
     let intake: IntakeEvent;
     try {
       intake = parseIntake(message, this.settings.maxMessageBytes, now, this.names.events);
+      seen.intake = intake;
     } catch (err) {
       if (err instanceof InvalidMessageError) return { finding: { kind: 'invalid', code: err.code, detail: err.detail } };
       throw err;
@@ -293,14 +296,18 @@ export class Dispatcher {
     const order = this.deps.order;
     if (!order || intake.orderKey === undefined || intake.hand !== undefined || intake.resentAt !== undefined || intake.test) return undefined;
     if (this.deps.merchants.byId(intake.merchantId)?.webhook?.orderByReference !== true) return undefined;
+    // Marked before its admission: the 'ordered' wait written with it carries the mark.
     intake.ordered = true;
-    return order.admit({
+    const place = await order.admit({
       merchantId: intake.merchantId,
       webhookId: intake.webhookId,
       key: intake.orderKey,
       headers: this.effect.waitingHeaders({ message }, intake),
       content: message.content,
     });
+    // Only a head ends a place in the order (a waiting one's end is its hand-back's).
+    intake.ordered = place === 'head';
+    return place;
   }
 
   /**
@@ -342,10 +349,10 @@ export class Dispatcher {
     void work.then(done, done);
   }
 
-  private async onUnexpected(delivery: Delivery, err: unknown, span: Span | undefined): Promise<void> {
+  private async onUnexpected(delivery: Delivery, err: unknown, span: Span | undefined, intake: IntakeEvent | undefined): Promise<void> {
     this.deps.logger.error('unexpected error handling a message', { error: (err as Error)?.message, ...spanLogFields(span) });
     try {
-      await this.effect.apply(delivery, undefined, { kind: 'invalid', code: 'internal-error', detail: String((err as Error)?.message ?? err) }, this.now(), span);
+      await this.effect.apply(delivery, intake, { kind: 'invalid', code: 'internal-error', detail: String((err as Error)?.message ?? err) }, this.now(), span);
     } catch {
       if (delivery.live) delivery.nack(true);
     }

@@ -71,6 +71,32 @@ describe('a charge that fails twice, then its refund', () => {
   });
 });
 
+describe('a head parked as invalid by an unexpected error', () => {
+  it('ends its place: the next webhook of its reference is sent', async () => {
+    const receiver = await Receiver.start(() => 204);
+    const merchant = testMerchant('m_parked_head', receiver.url);
+    merchant.webhook!.orderByReference = true;
+    const harness = await startHarness({ name: 'order-parked-head', merchants: [merchant], retryDelaysMs: [300, 300] });
+    // The directory fails once, after the head's admission (its second look-up, the admission's).
+    const byId = harness.merchants.byId.bind(harness.merchants);
+    let lookups = 0;
+    harness.merchants.byId = (id: string) => {
+      if (id === merchant.id && ++lookups === 2) throw new Error('directory broke');
+      return byId(id);
+    };
+    try {
+      await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-P'), { messageId: 'evt_parked' });
+      await waitFor('the head parked as invalid', async () => (await harness.test.messageCount(harness.names.invalid)) === 1, 10_000);
+      const next = await harness.publisher.publish(eventOf('refund.completed', merchant.id, 'TX-P'), { messageId: 'evt_after_parked' });
+      await waitFor('the next of its reference delivered', () => receiver.requests.some((r) => r.headers['webhook-id'] === next.messageId), 10_000);
+      expect(receiver.requests.map((r) => r.headers['webhook-id'])).toEqual([next.messageId]);
+    } finally {
+      await harness.close();
+      await receiver.close();
+    }
+  });
+});
+
 describe('a reference whose first webhook keeps failing', () => {
   it('holds back its own next webhook only: every other reference of the merchant is delivered meanwhile', async () => {
     const delivered = new Set<number>();

@@ -85,7 +85,7 @@ export class EffectStage {
         if (this.debug) logger.debug('repeated upstream message dropped: its key was seen within INTAKE_DEDUPE_WINDOW', { merchantId: decision.merchantId, webhookId: decision.webhookId, ...spanLogFields(span) });
         return delivery.ack();
       case 'invalid':
-        return this.park(delivery, decision.code, decision.detail, span, record);
+        return this.park(delivery, decision.code, decision.detail, span, record, intake);
       case 'returned':
         return delivery.nack(true);
     }
@@ -245,15 +245,20 @@ export class EffectStage {
     };
   }
 
-  private async park(delivery: Delivery, code: string, detail: string, span: Span | undefined, record: () => Promise<void>): Promise<void> {
+  private async park(delivery: Delivery, code: string, detail: string, span: Span | undefined, record: () => Promise<void>, intake?: IntakeEvent): Promise<void> {
     const { message } = delivery;
+    // An ordered head parked (an unexpected error after its admission) ends its place in its
+    // reference's order, after the move and before the ack, or the reference would wait for it
+    // for ever. A hand-back's wait hands it back again after its lease: its end is that attempt's.
+    const order = intake?.ordered && intake.hand === undefined ? this.deps.order : undefined;
+    const settle = order ? async () => { await order.end({ merchantId: intake!.merchantId, webhookId: intake!.webhookId }); await record(); } : record;
     const moved = await this.move(delivery, this.deps.names.invalid, {
       ...this.carried(delivery),
       [HEADERS.invalidCode]: code,
       [HEADERS.invalidReason]: `${code}: ${detail}`.slice(0, 1000),
       [HEADERS.invalidAt]: this.deps.now().toISOString(),
       [HEADERS.originalRoutingKey]: message.fields.routingKey,
-    }, 'unknown', span, record);
+    }, 'unknown', span, settle);
     if (!moved) return;
     this.count('invalid', 'invalid', 'unknown');
     this.deps.logger.warn('message parked as invalid', { code, reason: detail.slice(0, 200), ...spanLogFields(span) });
@@ -291,14 +296,14 @@ export class EffectStage {
   /**
    * A hand-back's attempt ended: its wait goes (only if it is still this hand's). `closesCircuit`
    * (delivered, or the webhook can no longer be sent) ends its merchant's parking: see WaitEnd. An
-   * ordered webhook's end also releases the next of its reference: both before the ack, so a crash
-   * between them leaves a redelivery to end it, never a reference stuck behind it.
+   * ordered webhook's end also releases the next of its reference, first: a crash after it and
+   * before the wait's end leaves the wait to hand it back (sent again, at least once), whereas the
+   * other way round its redelivery would find no wait, be dropped as stale, and leave its
+   * reference stuck behind it. Both before the ack.
    */
   private async endWait(intake: IntakeEvent, closesCircuit = false): Promise<void> {
-    const ends: Array<Promise<void>> = [];
-    if (intake.hand !== undefined && this.deps.waits) ends.push(this.deps.waits.end({ merchantId: intake.merchantId, webhookId: intake.webhookId, hand: intake.hand, closesCircuit }));
-    if (intake.ordered && this.deps.order) ends.push(this.deps.order.end({ merchantId: intake.merchantId, webhookId: intake.webhookId }));
-    await Promise.all(ends);
+    if (intake.ordered && this.deps.order) await this.deps.order.end({ merchantId: intake.merchantId, webhookId: intake.webhookId });
+    if (intake.hand !== undefined && this.deps.waits) await this.deps.waits.end({ merchantId: intake.merchantId, webhookId: intake.webhookId, hand: intake.hand, closesCircuit });
   }
 
   /** The one move (libs/broker moveMessage); `settle` runs after the confirm, before the ack. True when moved. */
