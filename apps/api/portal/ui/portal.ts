@@ -346,8 +346,7 @@ async function endpoint(): Promise<void> {
       h('input', { id: 'max', name: 'maxPerSecond', type: 'number', min: '1', max: '10000', step: '1', value: ep.maxPerSecond === null ? '' : String(ep.maxPerSecond), disabled: !editable, 'aria-describedby': 'max-note' }),
       h('p', { id: 'max-note', class: 'note' }, `Empty: no limit. Now: ${rateText(ep)}.`)),
     h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'enabled', checked: ep.enabled, disabled: !editable }), 'Enabled (webhooks are sent)'),
-    h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'orderByReference', checked: ep.orderByReference, disabled: !editable, 'aria-describedby': 'order-note' }), 'Order per reference'),
-    h('p', { id: 'order-note', class: 'note' }, 'A webhook waits until the one before it with the same transaction reference (tnxRef; a payout\'s reference) is delivered or has failed: a refund never arrives before its charge. A reference that keeps failing holds back only its own webhooks.'),
+    h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'orderByReference', checked: ep.orderByReference, disabled: !editable, 'aria-describedby': 'order-note' }), 'Order per reference'), h('p', { id: 'order-note', class: 'note' }, 'A webhook waits until the one before it with the same transaction reference (tnxRef; a payout\'s reference) is delivered or has failed: a refund never arrives before its charge. A reference that keeps failing holds back only its own webhooks.'),
     editable ? h('button', { type: 'submit' }, 'Save endpoint') : null,
     out);
   const sections: Child[] = [
