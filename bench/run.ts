@@ -45,6 +45,8 @@ try {
   if (want('dead-merchant')) sections.push(await deadMerchantSection());
   if (want('soak')) sections.push(await soakSection());
   if (want('log-outage')) sections.push(await logOutageSection(receiver));
+  // Issue 55's figure (bench/order.ts): minutes, only when asked by name.
+  if (wanted.has('order')) sections.push((await import('./order.js')).orderSection(await (await import('./order.js')).benchOrder(url, receiver, runs, log)));
   if (want('intake-dedupe')) sections.push(await (await import('./intake-dedupe.js')).intakeDedupeSection(receiver));
   // Minutes: only when asked by name.
   if (wanted.has('waits-on-time')) sections.push(await (await import('./waits-on-time.js')).waitsOnTimeSection(url, runs, log));

@@ -44,6 +44,9 @@ export const merchantView = z
           .string()
           .nullable()
           .describe("ISO 8601 time of the endpoint's first failure after its last success, once it has failed for a tenth of ENDPOINT_DISABLE_AFTER (the auto-disable clock); null otherwise"),
+        orderByReference: z
+          .boolean()
+          .describe('Order per reference (off by default): a webhook is not sent while an earlier one of its tnxRef (charge, refund) or payout reference is not yet delivered, failed or skipped; only that reference waits'),
         maxPerSecond: z
           .number()
           .int()

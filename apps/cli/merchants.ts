@@ -89,12 +89,13 @@ const KEEP_STORED_URL: UrlPolicy = { allowHttp: true, allowPrivateTargets: true 
 
 function table(views: MerchantView[]): string {
   return formatTable(
-    ['MERCHANT', 'PUBLIC KEY', 'ENABLED', 'EVENTS', 'PREVIOUS SECRET UNTIL', 'MAX/S', 'URL'],
+    ['MERCHANT', 'PUBLIC KEY', 'ENABLED', 'EVENTS', 'ORDER', 'PREVIOUS SECRET UNTIL', 'MAX/S', 'URL'],
     views.map((v) => [
       v.id,
       v.publicKey,
       v.webhook ? String(v.webhook.enabled) : 'no webhook',
       v.webhook ? v.webhook.events.join(',') : '-',
+      v.webhook ? (v.webhook.orderByReference ? 'per-reference' : 'none') : '-',
       v.webhook?.previousSecretExpiresAt ?? '-',
       v.webhook?.maxPerSecond ? String(v.webhook.maxPerSecond) : '-',
       v.webhook?.url ?? '-',
@@ -175,7 +176,9 @@ export function declareMerchants(program: Command, io: CliIo): void {
     .addOption(new Option('--all-events', 'send every event (the default for a new webhook)'))
     .addOption(new Option('--max-per-second <n>', `throttle: at most n webhooks a second to the endpoint, 1 to ${MAX_PER_SECOND_LIMIT}, across every dispatcher`).conflicts('unthrottled'))
     .addOption(new Option('--unthrottled', 'no throttle (the default for a new webhook)'))
-    .addOption(new Option('--no-webhook', 'remove the webhook: nothing is sent to this merchant').conflicts(['url', 'enable', 'disable', 'events', 'allEvents', 'maxPerSecond', 'unthrottled']))
+    .addOption(new Option('--order-by-reference', 'order per reference: a webhook waits while an earlier one of its tnxRef (a payout: reference) is not yet delivered, failed or skipped'))
+    .addOption(new Option('--no-order-by-reference', 'no order promised (the default)'))
+    .addOption(new Option('--no-webhook', 'remove the webhook: nothing is sent to this merchant').conflicts(['url', 'enable', 'disable', 'events', 'allEvents', 'maxPerSecond', 'unthrottled', 'orderByReference']))
     .addHelpText('after', `\n${EXIT}`)
     .action(action(io, checkSet, runSet));
 
@@ -314,6 +317,8 @@ export interface MerchantsSetOptions {
   enabled?: boolean;
   events?: string[];
   allEvents: boolean;
+  /** Order per reference on or off; undefined keeps the merchant's. */
+  orderByReference?: boolean;
   /** The throttle: a number sets it, null removes it, undefined keeps it. */
   maxPerSecond?: number | null;
   noWebhook: boolean;
@@ -326,6 +331,7 @@ interface SetRaw {
   disable?: boolean;
   events?: string;
   allEvents?: boolean;
+  orderByReference?: boolean;
   maxPerSecond?: string;
   unthrottled?: boolean;
   webhook: boolean;
@@ -348,6 +354,7 @@ function checkSet(raw: SetRaw, args: string[]): MerchantsSetOptions {
     enabled: raw.enable ? true : raw.disable ? false : undefined,
     events,
     allEvents: raw.allEvents === true,
+    orderByReference: raw.orderByReference,
     maxPerSecond: raw.unthrottled ? null : maxPerSecond,
     noWebhook: raw.webhook === false,
   };
@@ -363,14 +370,15 @@ async function runSet(options: MerchantsSetOptions, ctx: CliContext): Promise<nu
     const input: Record<string, unknown> = { publicKey };
     if (!options.noWebhook) {
       const url = options.url ?? current?.webhook?.url;
-      if (url === undefined && (options.enabled !== undefined || options.events || options.maxPerSecond)) {
+      if (url === undefined && (options.enabled !== undefined || options.events || options.maxPerSecond || options.orderByReference !== undefined)) {
         throw new UsageError(`merchant ${options.id} has no webhook yet: give --url`);
       }
       if (url !== undefined) {
         const kept = current?.webhook && current.webhook.events.length < EVENT_NAMES.length ? current.webhook.events : undefined;
         const events = options.allEvents ? undefined : (options.events ?? kept);
+        const ordered = options.orderByReference ?? current?.webhook?.orderByReference ?? false;
         const maxPerSecond = options.maxPerSecond === undefined ? current?.webhook?.maxPerSecond : options.maxPerSecond;
-        input.webhook = { url, enabled: options.enabled ?? current?.webhook?.enabled ?? true, ...(events ? { events } : {}), ...(maxPerSecond ? { maxPerSecond } : {}) };
+        input.webhook = { url, enabled: options.enabled ?? current?.webhook?.enabled ?? true, ...(events ? { events } : {}), ...(maxPerSecond ? { maxPerSecond } : {}), ...(ordered ? { orderByReference: true } : {}) };
       }
     }
     const parsed = merchantInputSchema.safeParse(input);

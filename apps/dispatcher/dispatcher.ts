@@ -10,6 +10,7 @@ import { WebhookSigner } from '../../libs/signing/index.js';
 import type { FailedStore } from '../../libs/failed/index.js';
 import type { IntakeChecker } from '../../libs/intake-keys/index.js';
 import { type WaitStore, WaitTaker, type WaitWriter } from '../../libs/waits/index.js';
+import type { OrderGate, OrderState } from '../../libs/ordering/index.js';
 import { type TopologyNames, topologyNames } from '../../libs/topology/index.js';
 import { InvalidMessageError } from './errors.js';
 import type { Operations } from './operations.js';
@@ -78,6 +79,12 @@ export interface DispatcherDeps {
    * ack; `store` takes a hand-back to its attempt. Required with a retry schedule.
    */
   waits?: { writer: WaitWriter; store: WaitStore };
+  /**
+   * Order per reference (libs/ordering): a new webhook of a merchant with `orderByReference` is
+   * admitted in its reference's order (attempted if first, else written as an 'ordered' wait), and
+   * its end releases the next. Without it no merchant is ordered.
+   */
+  order?: OrderGate;
   /** The endpoints' throttle (maxPerSecond and adaptive rates, in PostgreSQL); without it nothing is throttled. */
   throttle?: Throttle;
   /** The delivery log's writer: each settled delivery's record is confirmed before its effect and ack. */
@@ -145,6 +152,7 @@ export class Dispatcher {
       observer,
       failures: deps.failures,
       waits: deps.waits?.writer,
+      order: deps.order,
       now: this.now,
       moveBackoffMs: settings.moveBackoffMs ?? [500, 1_000, 2_000, 4_000, 8_000],
       stopping: () => this.stopping !== undefined,
@@ -191,9 +199,11 @@ export class Dispatcher {
 
   /** One delivery, walked through its stages, its span ended at the end; never rejects (what goes wrong unexpectedly parks it). */
   private async handle(delivery: Delivery, span?: Span): Promise<void> {
+    // What intake made of it, for an unexpected error's parking (an ordered head's end).
+    const seen: { intake?: IntakeEvent } = {};
     try {
       const now = this.now();
-      const { intake, finding } = await this.find(delivery.message, now, span);
+      const { intake, finding } = await this.find(delivery.message, now, span, seen);
       const decision = decide(finding, intake, this.policy, now);
       if (span) describeDelivery(span, intake, decision);
       // Recorded after the effect it describes (a wait written, a move confirmed) and before the
@@ -211,18 +221,19 @@ export class Dispatcher {
       await this.effect.apply(delivery, intake, decision, now, span, settle);
       this.deps.operations?.observe(intake, decision, now);
     } catch (err) {
-      await this.onUnexpected(delivery, err, span);
+      await this.onUnexpected(delivery, err, span, seen.intake);
     } finally {
       span?.end();
     }
   }
 
   /** Intake, admission and attempt: each stage either finds what ends the walk or hands on. */
-  private async find(message: ConsumeMessage, now: Date, span: Span | undefined): Promise<{ intake?: IntakeEvent; finding: Finding }> {
+  private async find(message: ConsumeMessage, now: Date, span: Span | undefined, seen: { intake?: IntakeEvent }): Promise<{ intake?: IntakeEvent; finding: Finding }> {
     // Intake: parse and validate.
     let intake: IntakeEvent;
     try {
       intake = parseIntake(message, this.settings.maxMessageBytes, now, this.names.events);
+      seen.intake = intake;
     } catch (err) {
       if (err instanceof InvalidMessageError) return { finding: { kind: 'invalid', code: err.code, detail: err.detail } };
       throw err;
@@ -237,6 +248,9 @@ export class Dispatcher {
     if (intake.hand !== undefined && !(await this.take(intake, intake.hand))) {
       return { finding: { kind: 'superseded', key: `${intake.webhookId}#${intake.hand}` } };
     }
+    const place = await this.placeInOrder(message, intake);
+    if (place === 'waiting') return { intake, finding: { kind: 'ordered' } };
+    if (place === 'ended') return { finding: { kind: 'superseded', key: `${intake.webhookId}#ended` } };
     if (intake.resendClaim !== undefined && intake.attempts === 0 && intake.deferrals === 0 && intake.postponements === 0) {
       this.effect.markResent(intake, intake.resendClaim);
     }
@@ -273,17 +287,48 @@ export class Dispatcher {
   }
 
   /**
+   * A new webhook of an ordered merchant (not a resend, a test or a hand-back): admitted in its
+   * reference's order: `waiting` behind an earlier one (its 'ordered' wait is written; acked
+   * without an attempt), `ended` for a copy of one already done (acked), `head` to attempt it,
+   * marked ordered so that its end releases the next; undefined when it is not ordered.
+   */
+  private async placeInOrder(message: ConsumeMessage, intake: IntakeEvent): Promise<OrderState | undefined> {
+    const order = this.deps.order;
+    if (!order || intake.orderKey === undefined || intake.hand !== undefined || intake.resentAt !== undefined || intake.test) return undefined;
+    if (this.deps.merchants.byId(intake.merchantId)?.webhook?.orderByReference !== true) return undefined;
+    // Marked before its admission: the 'ordered' wait written with it carries the mark.
+    intake.ordered = true;
+    const place = await order.admit({
+      merchantId: intake.merchantId,
+      webhookId: intake.webhookId,
+      key: intake.orderKey,
+      headers: this.effect.waitingHeaders({ message }, intake),
+      content: message.content,
+    });
+    // Only a head ends a place in the order (a waiting one's end is its hand-back's).
+    intake.ordered = place === 'head';
+    return place;
+  }
+
+  /**
    * Takes a hand-back to its attempt (its lease then covers the attempt): false for a stale copy.
    * PostgreSQL not answering takes it anyway: a duplicate is better than a webhook held back, and
-   * its outcome's write waits for PostgreSQL.
+   * its outcome's write waits for PostgreSQL. Not an ordered one: a stale copy attempted after its
+   * successor would be out of order, so it is held (unacked) until PostgreSQL answers.
    */
   private async take(intake: IntakeEvent, hand: number): Promise<boolean> {
     if (!this.taker) return true;
-    try {
-      return await this.taker.take({ merchantId: intake.merchantId, webhookId: intake.webhookId, hand });
-    } catch (err) {
-      this.deps.logger.warn('wait not taken: PostgreSQL did not answer; attempted anyway', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message });
-      return true;
+    for (let tries = 0; ; tries++) {
+      try {
+        return await this.taker.take({ merchantId: intake.merchantId, webhookId: intake.webhookId, hand });
+      } catch (err) {
+        if (!intake.ordered || this.stopping !== undefined) {
+          this.deps.logger.warn('wait not taken: PostgreSQL did not answer; attempted anyway', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message });
+          return true;
+        }
+        if (tries % 30 === 0) this.deps.logger.warn('ordered wait not taken: PostgreSQL did not answer; held until it does', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message });
+        await new Promise((resolve) => setTimeout(resolve, 1_000));
+      }
     }
   }
 
@@ -304,10 +349,10 @@ export class Dispatcher {
     void work.then(done, done);
   }
 
-  private async onUnexpected(delivery: Delivery, err: unknown, span: Span | undefined): Promise<void> {
+  private async onUnexpected(delivery: Delivery, err: unknown, span: Span | undefined, intake: IntakeEvent | undefined): Promise<void> {
     this.deps.logger.error('unexpected error handling a message', { error: (err as Error)?.message, ...spanLogFields(span) });
     try {
-      await this.effect.apply(delivery, undefined, { kind: 'invalid', code: 'internal-error', detail: String((err as Error)?.message ?? err) }, this.now(), span);
+      await this.effect.apply(delivery, intake, { kind: 'invalid', code: 'internal-error', detail: String((err as Error)?.message ?? err) }, this.now(), span);
     } catch {
       if (delivery.live) delivery.nack(true);
     }

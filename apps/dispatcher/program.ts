@@ -17,6 +17,7 @@ import { throttleMetrics } from './throttle-metrics.js';
 import { OPERATIONAL_EVENT_TYPES, OperationalPublisher } from '../../libs/operational/index.js';
 import { Operations } from './operations.js';
 import { WaitScheduler, WaitStore, WaitWriter } from '../../libs/waits/index.js';
+import { OrderGate, OrderStore } from '../../libs/ordering/index.js';
 import { platformEndpoint } from './platform.js';
 import { FAILED_SEGMENT_BYTES, openTopologyBroker, topologyNames } from '../../libs/topology/index.js';
 import { FAILED_ROLLOVER_EVERY_MS, StreamRollover } from '../../libs/streams/index.js';
@@ -177,12 +178,14 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   // its commits are durable whatever the server's default, since a written wait is acked at once.
   const waitsOn = config.RETRY_SCHEDULE.length > 0;
   const waitsDatabase = waitsOn && !options.database && config.DATABASE_URL
-    ? openPostgres(config.DATABASE_URL, { connectTimeoutMs: 2_000, statementTimeoutMs: 10_000, maxConnections: 4, applicationName: 'webhooks-dispatcher waits', durableCommits: true })
+    ? openPostgres(config.DATABASE_URL, { connectTimeoutMs: 2_000, statementTimeoutMs: 10_000, maxConnections: 6, applicationName: 'webhooks-dispatcher waits', durableCommits: true })
     : undefined;
   cleanup.add(() => waitsDatabase?.close());
   const waitsQueries = waitsOn ? (waitsDatabase ?? options.database ?? opened.database ?? ownDatabase) : undefined;
   const waitStore = waitsQueries && new WaitStore(waitsQueries);
   const waitWriter = waitStore && new WaitWriter(waitStore, logger);
+  // Order per reference gates on wait rows: with the waits, on the same pool.
+  const orderGate = waitsQueries && new OrderGate(new OrderStore(waitsQueries), logger);
   const scheduler = waitStore
     ? new WaitScheduler(waitStore, broker, logger, { dispatch: names.dispatch, leaseMs: Math.max(config.WAIT_LEASE, 2 * config.DELIVERY_TIMEOUT_MS) })
     : undefined;
@@ -223,6 +226,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
       logger,
       observer: deliveryMetrics(registry, config.OPERATIONAL_WEBHOOK_URL ? OPERATIONAL_EVENT_TYPES : []),
       waits: waitStore && waitWriter && { store: waitStore, writer: waitWriter },
+      order: orderGate,
       deliveryLog,
       operations,
       failures: failuresDatabase && new FailedStore(failuresDatabase),
@@ -300,6 +304,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
         await budget.step('wait scheduler and intake keys', async () => {
           await scheduler?.stop();
           waitWriter?.close();
+          orderGate?.close();
           await waitsDatabase?.close();
           intakeKeys?.stop();
           await keysDatabase?.close();

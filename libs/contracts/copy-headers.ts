@@ -34,6 +34,7 @@ export const BOOKKEEPING_HEADERS: ReadonlySet<string> = new Set([
   HEADERS.failureId,
   HEADERS.checkpointId,
   HEADERS.streamOffset,
+  HEADERS.ordered,
 ]);
 
 /** What a resend starts over: the webhook's schedule, its attempts, and its failure entry's place and id (the resender names the entry in headers of its own). */
@@ -50,6 +51,7 @@ export const RESET_ON_RESEND: ReadonlySet<string> = new Set([
   HEADERS.claimId,
   HEADERS.entryType,
   HEADERS.streamOffset,
+  HEADERS.ordered,
 ]);
 
 /**

@@ -62,3 +62,22 @@ export function referencesOf(event: EventName, data: Record<string, unknown>): s
   }
   return refs;
 }
+
+/**
+ * The field whose value orders an ordered merchant's webhooks (order per reference): a refund
+ * waits for the charge it refunds, so both are keyed by the transaction's `tnxRef`.
+ */
+export const ORDER_KEY_FIELD: Record<EventName, string> = {
+  'charge.completed': 'tnxRef',
+  payout: 'reference',
+  'refund.completed': 'tnxRef',
+};
+
+/**
+ * The order key of an event, or undefined when its key field is absent or not a well-formed
+ * reference (a refund known only by its refundRef): such a webhook is outside the order.
+ */
+export function orderKeyOf(event: EventName, data: Record<string, unknown>): string | undefined {
+  const value = data[ORDER_KEY_FIELD[event]];
+  return typeof value === 'string' && isWellFormedReference(value) ? value : undefined;
+}

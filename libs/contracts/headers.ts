@@ -46,6 +46,11 @@ export const HEADERS = {
    * takes the wait to its attempt; an older copy is acked as a duplicate.
    */
   waitHand: 'x-wait-hand',
+  /**
+   * On a wait of an ordered merchant's webhook (libs/ordering): its end releases the next webhook
+   * of its reference. Ours only: never trusted from upstream, dropped by a resend (outside the order).
+   */
+  ordered: 'x-ordered',
 } as const;
 
 /** Why a webhook went to `failed`, so operators can tell an outage from a bug. */

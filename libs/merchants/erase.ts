@@ -28,6 +28,8 @@ export const MERCHANT_TABLES: ReadonlyArray<{ table: string; where: string }> = 
   { table: 'webhook_bodies', where: 'merchant_id = $1' },
   // Its open circuit: the probe time of its parked waits (deleted with them).
   { table: 'wait_circuits', where: 'merchant_id = $1' },
+  // Its webhooks' places in their references' order (order per reference), ended ones kept an hour.
+  { table: 'webhook_order', where: 'merchant_id = $1' },
   { table: 'delivery_log_quarantine', where: 'merchant_id = $1' },
   // The keys of its upstream events (idempotent intake), partitioned by day like the records: they
   // expire by whole partitions; only a merchant's delete removes rows.

@@ -60,6 +60,11 @@ export const merchantSchema = z.object({
        * of ENDPOINT_DISABLE_AFTER): a clock without a failure for two tenths is stale, not running.
        */
       lastFailureAt: z.iso.datetime({ offset: true }).optional(),
+      /**
+       * Order per reference (off when absent): a webhook is not sent while an earlier one of its
+       * tnxRef / payout reference is not yet delivered, failed or skipped (libs/ordering).
+       */
+      orderByReference: z.boolean().optional(),
       /** When `secret` was issued (the portal shows its age); absent for secrets issued before it was recorded. */
       secretIssuedAt: z.iso.datetime({ offset: true }).optional(),
     })

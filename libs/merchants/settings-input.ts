@@ -22,7 +22,12 @@ const publicKeyField = z
 export const WEBHOOK_URL_MAX_LENGTH = 2048;
 const urlField = z.string({ error: expecting('a string') }).min(1, 'is required').max(WEBHOOK_URL_MAX_LENGTH, `must be at most ${WEBHOOK_URL_MAX_LENGTH} characters`);
 const enabledField = z.boolean({ error: 'must be true or false' });
-const WEBHOOK_FIELDS = ['url', 'enabled', 'events', 'maxPerSecond'] as const;
+/**
+ * Order per reference (off by default): the webhook's next event of a tnxRef / payout reference is
+ * not sent while an earlier one of it is not yet delivered, failed or skipped (libs/ordering).
+ */
+const orderByReferenceField = z.boolean({ error: 'must be true or false' });
+const WEBHOOK_FIELDS = ['url', 'enabled', 'events', 'maxPerSecond', 'orderByReference'] as const;
 
 /**
  * What the dashboard's backend (or an operator) sends: everything but the secret, which the service
@@ -33,8 +38,8 @@ export const merchantInputSchema = z.strictObject(
     publicKey: publicKeyField,
     webhook: z
       .strictObject(
-        { url: urlField, enabled: enabledField.default(true), events: webhookEventsSchema.optional(), maxPerSecond: maxPerSecondField.optional() },
-        { error: expecting('an object with url, enabled, events and maxPerSecond', WEBHOOK_FIELDS) },
+        { url: urlField, enabled: enabledField.default(true), events: webhookEventsSchema.optional(), maxPerSecond: maxPerSecondField.optional(), orderByReference: orderByReferenceField.optional() },
+        { error: expecting('an object with url, enabled, events, maxPerSecond and orderByReference', WEBHOOK_FIELDS) },
       )
       .optional(),
   },
@@ -52,8 +57,8 @@ export const merchantPatchSchema = z.strictObject(
     publicKey: publicKeyField.optional(),
     webhook: z
       .strictObject(
-        { url: urlField.optional(), enabled: enabledField.optional(), events: webhookEventsSchema.nullable().optional(), maxPerSecond: maxPerSecondField.nullable().optional() },
-        { error: expecting('an object with url, enabled, events and maxPerSecond, or null', WEBHOOK_FIELDS) },
+        { url: urlField.optional(), enabled: enabledField.optional(), events: webhookEventsSchema.nullable().optional(), maxPerSecond: maxPerSecondField.nullable().optional(), orderByReference: orderByReferenceField.optional() },
+        { error: expecting('an object with url, enabled, events, maxPerSecond and orderByReference, or null', WEBHOOK_FIELDS) },
       )
       .nullable()
       .optional(),

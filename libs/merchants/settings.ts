@@ -64,6 +64,8 @@ export interface MerchantView {
     disabledAt: string | null;
     /** The first failure after its last success, once it has failed a tenth of ENDPOINT_DISABLE_AFTER; null otherwise. */
     failingSince: string | null;
+    /** Order per reference (libs/ordering): a webhook waits while an earlier one of its reference is not yet ended. */
+    orderByReference: boolean;
     /** At most this many webhooks a second (the throttle); null: no limit. */
     maxPerSecond: number | null;
     /** The rate it is sent at now: maxPerSecond, or lower while its 429/503 answers slow it (withCurrentRate); null: no limit. */
@@ -87,6 +89,7 @@ export function viewOf(merchant: Merchant, now: Date): MerchantView {
           disabledReason: webhook.enabled ? null : (webhook.disabledReason ?? null),
           disabledAt: webhook.enabled ? null : (webhook.disabledAt ?? null),
           failingSince: webhook.failingSince ?? null,
+          orderByReference: webhook.orderByReference === true,
           maxPerSecond: maxPerSecondOf(webhook),
           currentPerSecond: maxPerSecondOf(webhook),
         }
@@ -248,6 +251,7 @@ export class MerchantSettings {
               secret: kept?.secret ?? issued.secret(),
               ...(kept ? (kept.secretIssuedAt ? { secretIssuedAt: kept.secretIssuedAt } : {}) : { secretIssuedAt: this.now().toISOString() }),
               ...(input.webhook.events ? { events: input.webhook.events } : {}),
+              ...(input.webhook.orderByReference ? { orderByReference: true } : {}),
             }, input.webhook.maxPerSecond),
             kept && graceSecrets(kept, this.now()),
           ),
@@ -279,6 +283,8 @@ export class MerchantSettings {
       if (patch.webhook.events === null) delete webhook.events;
       else if (patch.webhook.events) webhook.events = patch.webhook.events;
       if (patch.webhook.maxPerSecond !== undefined) webhook = withMaxPerSecond(webhook, patch.webhook.maxPerSecond);
+      if (patch.webhook.orderByReference === false) delete webhook.orderByReference;
+      else if (patch.webhook.orderByReference) webhook.orderByReference = true;
       if (guards.by === 'merchant' && webhook.enabled && disabledByOperator(kept)) {
         throw new DisabledByOperatorError(merchantId);
       }

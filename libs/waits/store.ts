@@ -291,7 +291,8 @@ export class WaitStore {
   async census(overdueMs: number): Promise<{ waiting: number; overdue: number }> {
     const { rows } = await this.db.query<{ waiting: number; overdue: number }>(
       `SELECT count(*)::integer AS waiting,
-         count(*) FILTER (WHERE due_at < now() - $1::float8 * interval '1 millisecond' AND NOT parked)::integer AS overdue
+         -- An 'ordered' wait (no pick time) is due when the webhook before it ends, not at a time: never overdue.
+         count(*) FILTER (WHERE due_at < now() - $1::float8 * interval '1 millisecond' AND NOT parked AND pick_at IS NOT NULL)::integer AS overdue
        FROM webhook_waits`,
       [overdueMs],
     );

@@ -176,7 +176,7 @@ describe('admin writes: rotations, idempotency keys, PATCH, public keys and the 
     expect(data(disabled)).toEqual({
       id: 'm_patch',
       publicKey: 'pk_patch_001',
-      webhook: { url: `${receiver.url}/m_patch`, enabled: false, events: ['payout'], previousSecretExpiresAt: null, previousSecrets: [], disabledReason: 'manual', disabledAt: expect.any(String), failingSince: null, maxPerSecond: null, currentPerSecond: null },
+      webhook: { url: `${receiver.url}/m_patch`, enabled: false, events: ['payout'], previousSecretExpiresAt: null, previousSecrets: [], disabledReason: 'manual', disabledAt: expect.any(String), failingSince: null, orderByReference: false, maxPerSecond: null, currentPerSecond: null },
     });
     await waitFor('dispatcher sees it disabled', () => dispatcher.merchants.byId('m_patch')?.webhook?.enabled === false, 5_000);
     expect(dispatcher.merchants.byId('m_patch')!.webhook).toMatchObject({ secret, events: ['payout'] });
@@ -197,6 +197,21 @@ describe('admin writes: rotations, idempotency keys, PATCH, public keys and the 
     expect(code(await patch(apiA, 'm_patch', { publicKey: 'pk_rot_00001' }))).toEqual([409, 'public_key_taken']);
   });
 
+  it('turns order per reference on with PUT or PATCH, keeps it across other changes, and the dispatchers hold it', async () => {
+    const created = await put(apiA, 'm_ordered', { publicKey: 'pk_order_0001', webhook: { url: `${receiver.url}/m_ordered`, orderByReference: true } });
+    expect(created.status).toBe(201);
+    expect(data(created).webhook.orderByReference).toBe(true);
+    await waitFor('dispatcher orders it', () => dispatcher.merchants.byId('m_ordered')?.webhook?.orderByReference === true, 5_000);
+    const disabled = await patch(apiB, 'm_ordered', { webhook: { enabled: false } });
+    expect(data(disabled).webhook).toMatchObject({ enabled: false, orderByReference: true });
+    const off = await patch(apiA, 'm_ordered', { webhook: { orderByReference: false } });
+    expect(data(off).webhook.orderByReference).toBe(false);
+    await waitFor('dispatcher no longer orders it', () => dispatcher.merchants.byId('m_ordered')?.webhook?.orderByReference === undefined, 5_000);
+    const bad = await patch(apiA, 'm_ordered', { webhook: { orderByReference: 'yes' } });
+    expect(code(bad)).toEqual([400, 'invalid_settings']);
+    expect(message(bad)).toBe('webhook.orderByReference must be true or false');
+  });
+
   it('turns a new webhook on when enabled is left out, and names the field and what it allows in every refusal', async () => {
     const created = await put(apiA, 'm_msg', { publicKey: 'pk_msg_00001', webhook: { url: `${receiver.url}/m_msg` } });
     expect(created.status).toBe(201);
@@ -210,7 +225,7 @@ describe('admin writes: rotations, idempotency keys, PATCH, public keys and the 
     await refusal({}, 'publicKey is required');
     await refusal({ publicKey: 12345678 }, 'publicKey must be a string');
     await refusal({ publicKey: 'pk_msg_00002', webhook: {} }, 'webhook.url is required');
-    await refusal({ publicKey: 'pk_msg_00002', webhook: 'https://x.example' }, 'webhook must be an object with url, enabled, events and maxPerSecond');
+    await refusal({ publicKey: 'pk_msg_00002', webhook: 'https://x.example' }, 'webhook must be an object with url, enabled, events, maxPerSecond and orderByReference');
     await refusal({ publicKey: 'pk_msg_00002', extra: 1 }, 'unknown field extra; allowed: publicKey, webhook');
     await refusal({ publicKey: 'pk_msg_00002', webhook: { url: 'https://x.example', enabled: 'yes' } }, 'webhook.enabled must be true or false');
     await refusal(

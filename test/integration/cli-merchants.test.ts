@@ -68,7 +68,7 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
     expect(JSON.parse(shown.stdout)).toEqual({
       id: 'm_cli',
       publicKey: 'pk_cli_0001',
-      webhook: { url: 'https://hooks.example.com/cli', enabled: true, events: ['payout', 'refund.completed'], previousSecretExpiresAt: null, previousSecrets: [], disabledReason: null, disabledAt: null, failingSince: null, maxPerSecond: null, currentPerSecond: null },
+      webhook: { url: 'https://hooks.example.com/cli', enabled: true, events: ['payout', 'refund.completed'], previousSecretExpiresAt: null, previousSecrets: [], disabledReason: null, disabledAt: null, failingSince: null, orderByReference: false, maxPerSecond: null, currentPerSecond: null },
     });
   });
 
@@ -82,6 +82,18 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
     const list = await cli('list');
     expect(list.code).toBe(0);
     expect(list.stdout).toMatch(/m_cli\s+pk_cli_0001\s+false\s+payout,refund.completed/);
+  });
+
+  it('turns order per reference on and off, and keeps it when another setting changes', async () => {
+    const on = await cli('set', 'm_cli', '--order-by-reference');
+    expect(on.code).toBe(0);
+    expect(on.stdout).toMatch(/m_cli\s+pk_cli_0001\s+false\s+payout,refund.completed\s+per-reference/);
+    await waitFor('program orders it', () => program.byId('m_cli')?.webhook?.orderByReference === true, 5_000);
+    expect((await cli('set', 'm_cli', '--events', 'payout')).code).toBe(0);
+    await waitFor('program applied the events', () => program.byId('m_cli')?.webhook?.events?.length === 1, 5_000);
+    expect(program.byId('m_cli')!.webhook!.orderByReference).toBe(true);
+    expect((await cli('set', 'm_cli', '--no-order-by-reference', '--events', 'payout,refund.completed')).code).toBe(0);
+    await waitFor('program no longer orders it', () => program.byId('m_cli')?.webhook?.orderByReference === undefined, 5_000);
   });
 
   it('rotates the secret with a grace period during which both sign', async () => {

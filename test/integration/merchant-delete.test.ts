@@ -54,6 +54,7 @@ describe('webhooks merchants delete', () => {
       await db.query(`INSERT INTO delivery_log_quarantine (stream, stream_offset, position, merchant_id, error, content) VALUES ('s', $2, 0, $1, 'e', 'c')`, [id, n]);
       await db.query(`CREATE TABLE IF NOT EXISTS intake_keys_test PARTITION OF intake_keys FOR VALUES FROM ('2000-01-01') TO ('2100-01-01')`);
       await db.query(`INSERT INTO intake_keys (day, merchant_id, webhook_id) VALUES (date_trunc('day', now(), 'UTC'), $1, 'evt_1')`, [id]);
+      await db.query("INSERT INTO webhook_order (merchant_id, order_key, webhook_id) VALUES ($1, 'REF-1', 'evt_1')", [id]);
     }
   });
 

@@ -76,7 +76,7 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
       return answer.status === 200 && answer;
     }, 5_000, 50);
     expect(JSON.stringify(onB.body)).not.toContain('whsec_');
-    expect(data(onB)).toEqual({ id: 'm_live', publicKey: 'pk_live_0001', webhook: { url: `${receiver.url}/m_live`, enabled: true, events: ['charge.completed', 'payout', 'refund.completed'], previousSecretExpiresAt: null, previousSecrets: [], disabledReason: null, disabledAt: null, failingSince: null, maxPerSecond: null, currentPerSecond: null } });
+    expect(data(onB)).toEqual({ id: 'm_live', publicKey: 'pk_live_0001', webhook: { url: `${receiver.url}/m_live`, enabled: true, events: ['charge.completed', 'payout', 'refund.completed'], previousSecretExpiresAt: null, previousSecrets: [], disabledReason: null, disabledAt: null, failingSince: null, orderByReference: false, maxPerSecond: null, currentPerSecond: null } });
 
     // A second PUT keeps the secret and does not show it.
     const again = await put(apiB, 'm_live', { publicKey: 'pk_live_0001', webhook: { url: 'https://hooks.example.com/m_live', enabled: true } });

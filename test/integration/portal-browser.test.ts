@@ -196,6 +196,29 @@ describe('the merchant portal in a browser', () => {
     expect(verifies(secret, signed)).toBe(true);
   });
 
+  it('turns order per reference on and off: saved for the dispatchers, shown on the overview', async () => {
+    await stack.putMerchant('m_order', `${receiver.url}/o`);
+    const page = await openPage(await stack.link('m_order'));
+    await page.getByRole('heading', { name: 'Overview' }).waitFor();
+    await page.getByText('none promised').waitFor();
+    await page.getByRole('link', { name: 'Endpoint' }).click();
+    await page.getByRole('heading', { name: 'Endpoint' }).waitFor();
+    const ordered = page.getByLabel('Order per reference');
+    expect(await ordered.isChecked()).toBe(false);
+    await ordered.check();
+    await page.getByRole('button', { name: 'Save endpoint' }).click();
+    await page.getByText('Saved. The next webhook goes to this URL.').waitFor();
+    await waitFor('the dispatcher orders the merchant', () => stack.dispatcher.merchants.byId('m_order')?.webhook?.orderByReference === true, 5_000);
+    await page.getByRole('link', { name: 'Overview' }).click();
+    await page.getByText('per reference: a refund waits for its charge').waitFor();
+    await page.getByRole('link', { name: 'Endpoint' }).click();
+    expect(await page.getByLabel('Order per reference').isChecked()).toBe(true);
+    await page.getByLabel('Order per reference').uncheck();
+    await page.getByRole('button', { name: 'Save endpoint' }).click();
+    await page.getByText('Saved. The next webhook goes to this URL.').waitFor();
+    await waitFor('the dispatcher no longer orders it', () => stack.dispatcher.merchants.byId('m_order')?.webhook?.orderByReference === undefined, 5_000);
+  });
+
   it('sets the throttle on the endpoint page; the overview shows it, and the slower rate an endpoint answering 429 is sent at', async () => {
     await stack.putMerchant('m_t', `${receiver.url}/t`);
     const page = await openPage(await stack.link('m_t'));

@@ -10,6 +10,7 @@ import { type Logger, silentLogger } from '../../libs/logger/index.js';
 import { FileMerchantDirectory, type Merchant } from '../../libs/merchants/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { WaitScheduler, WaitStore, WaitWriter } from '../../libs/waits/index.js';
+import { OrderGate, OrderStore } from '../../libs/ordering/index.js';
 import { declareTopology, type TopologyNames, topologyNames } from '../../libs/topology/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from './broker.js';
 import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
@@ -97,12 +98,14 @@ export async function startHarness(options: {
   registerDatabase(prefix, database.url);
   const waits = new WaitStore(failuresDb);
   const writer = new WaitWriter(waits, logger);
+  // Order per reference, for merchants whose webhook has orderByReference.
+  const order = new OrderGate(new OrderStore(failuresDb), logger);
   const waitLeaseMs = options.waitLeaseMs ?? 60_000;
   const scheduler = new WaitScheduler(waits, broker, logger, { dispatch: names.dispatch, leaseMs: waitLeaseMs, pollMs: 100 });
   const deliveryLog = options.recorder ?? (options.deliveryLog ? new DeliveryRecorder(broker, logger, { prefix }) : undefined);
   await deliveryLog?.start();
   const dispatcher = new Dispatcher(
-    { broker, merchants, http, logger, waits: { store: waits, writer }, deliveryLog, failures: new FailedStore(failuresDb), now: options.now },
+    { broker, merchants, http, logger, waits: { store: waits, writer }, order, deliveryLog, failures: new FailedStore(failuresDb), now: options.now },
     {
       prefix,
       retryDelaysMs,
@@ -136,6 +139,7 @@ export async function startHarness(options: {
       await deliveryLog?.stop();
       await scheduler.stop();
       writer.close();
+      order.close();
       await broker.close();
       http.close();
       await merchants.close();

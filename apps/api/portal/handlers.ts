@@ -379,6 +379,7 @@ type EndpointView = {
   disabledAt: string | null;
   events: EventName[];
   allEvents: boolean;
+  orderByReference: boolean;
   secretCreatedAt: string | null;
   previousSecrets: Array<{ expiresAt: string }>;
   maxPerSecond: number | null;
@@ -403,6 +404,7 @@ function endpointOf(merchant: Merchant): EndpointView | null {
     disabledAt: webhook.enabled ? null : (extra.disabledAt ?? null),
     events: [...(webhook.events ?? (Object.keys(REFERENCE_FIELDS) as EventName[]))],
     allEvents: webhook.events === undefined,
+    orderByReference: webhook.orderByReference === true,
     secretCreatedAt: extra.secretIssuedAt ?? null,
     previousSecrets: graceExpiries(webhook, new Date()),
     maxPerSecond: webhook.maxPerSecond ?? null,
@@ -410,7 +412,7 @@ function endpointOf(merchant: Merchant): EndpointView | null {
   };
 }
 
-function endpointFromView(view: { webhook: { url: string; enabled: boolean; events: string[]; previousSecrets: Array<{ expiresAt: string }>; maxPerSecond: number | null } | null }): EndpointView | null {
+function endpointFromView(view: { webhook: { url: string; enabled: boolean; events: string[]; orderByReference: boolean; previousSecrets: Array<{ expiresAt: string }>; maxPerSecond: number | null } | null }): EndpointView | null {
   if (!view.webhook) return null;
   return {
     url: view.webhook.url,
@@ -419,6 +421,7 @@ function endpointFromView(view: { webhook: { url: string; enabled: boolean; even
     disabledAt: null,
     events: view.webhook.events as EventName[],
     allEvents: false,
+    orderByReference: view.webhook.orderByReference,
     secretCreatedAt: null,
     previousSecrets: view.webhook.previousSecrets,
     maxPerSecond: view.webhook.maxPerSecond,

@@ -44,6 +44,7 @@ const endpointView = z.strictObject({
   disabledAt: z.string().nullable(),
   events: z.array(z.enum(EVENT_NAMES)),
   allEvents: z.boolean().describe('true when the webhook receives every event (no events filter)'),
+  orderByReference: z.boolean().describe('Order per reference: a webhook waits while an earlier one of its tnxRef / payout reference is not yet delivered, failed or skipped'),
   secretCreatedAt: z.string().nullable().describe('When the current secret was issued; null when not recorded'),
   previousSecrets: z.array(z.strictObject({ expiresAt: z.string() })),
   maxPerSecond: z.number().int().nullable().describe('The throttle: at most this many webhooks a second; null: no limit'),
@@ -86,6 +87,7 @@ export const endpointPatch = z.strictObject({
   url: z.string().min(1).max(2048).optional(),
   events: z.array(z.enum(EVENT_NAMES)).min(1).nullable().optional().describe('null: every event'),
   enabled: z.boolean().optional(),
+  orderByReference: z.boolean().optional().describe('Order per reference (off by default)'),
   maxPerSecond: maxPerSecondField.nullable().optional().describe('null: no throttle'),
 });
 export const rotateBody = z.strictObject({ graceSeconds: z.number().int().min(0).max(30 * 86_400).default(86_400) });
@@ -267,7 +269,7 @@ export const PORTAL_ROUTES = [
     operationId: 'portalUpdateEndpoint',
     method: 'patch',
     path: '/portal/api/endpoint',
-    summary: 'Change the URL, the events, the throttle (maxPerSecond) or enable/disable (permission manage-endpoint)',
+    summary: 'Change the URL, the events, the throttle (maxPerSecond), order per reference or enable/disable (permission manage-endpoint)',
     description: 'Validated as the admin API does: https outside development mode, no credentials, no private address literal.',
     security: PORTAL_WRITE_AUTH,
     input: { body: endpointPatch, bodyRequired: true },

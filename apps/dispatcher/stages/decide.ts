@@ -26,6 +26,8 @@ export type Finding =
   | { kind: 'duplicate'; merchantId: string; webhookId: string }
   /** Intake: the message can never be delivered as it is (or handling it failed unexpectedly). */
   | { kind: 'invalid'; code: InvalidCode; detail: string }
+  /** Intake: an ordered merchant's webhook behind an earlier one of its reference; its wait is written. */
+  | { kind: 'ordered' }
   /** Admission: no merchant, no active webhook, or the event is filtered out. */
   | { kind: 'unavailable'; why: Unavailable }
   /** Admission: the dispatcher stopped while this delivery waited for a slot. */
@@ -45,6 +47,8 @@ export type Finding =
 export type Decision =
   | { kind: 'delivered'; attempt: number; status: number }
   | { kind: 'superseded'; key: string }
+  /** Waits for an earlier webhook of its reference (its 'ordered' wait written at intake); no attempt spent. */
+  | { kind: 'ordered' }
   | { kind: 'duplicate'; merchantId: string; webhookId: string }
   | { kind: 'skipped'; why: 'webhook-disabled' | 'endpoint-disabled' | 'event-not-subscribed' }
   /** Back to its queue untried, once (stopping). */
@@ -81,6 +85,8 @@ export function decide(finding: Finding, intake: IntakeEvent | undefined, policy
       return { kind: 'invalid', code: finding.code, detail: finding.detail };
     case 'stopping':
       return { kind: 'returned' };
+    case 'ordered':
+      return { kind: 'ordered' };
   }
   if (!intake) throw new Error(`decide: ${finding.kind} needs the intake`);
   switch (finding.kind) {

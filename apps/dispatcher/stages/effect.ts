@@ -6,6 +6,7 @@ import type { DeliveryObserver, Outcome } from '../../../libs/metrics/index.js';
 import type { RetryPolicy } from '../../../libs/retry-policy/index.js';
 import type { TopologyNames } from '../../../libs/topology/index.js';
 import type { WaitReason, WaitWriter } from '../../../libs/waits/index.js';
+import type { OrderGate } from '../../../libs/ordering/index.js';
 import type { Decision } from './decide.js';
 import type { IntakeEvent } from './intake.js';
 import { publishIn, type Span, spanLogFields } from '../../../libs/tracing/index.js';
@@ -27,6 +28,8 @@ export interface DispatcherStats {
   skipped: number;
   requeued: number;
   superseded: number;
+  /** New webhooks that wait for an earlier one of their reference (order per reference). */
+  ordered: number;
   /** Upstream messages acked without delivery: their key was seen within INTAKE_DEDUPE_WINDOW. */
   duplicates: number;
 }
@@ -40,6 +43,8 @@ export interface EffectDeps {
   failures?: FailedStore;
   /** Where a webhook that must wait is written (confirmed before its ack); needed with a retry schedule. */
   waits?: WaitWriter;
+  /** Order per reference: an ordered webhook's end releases the next of its reference, before its ack. */
+  order?: OrderGate;
   now: () => Date;
   /** Waits between tries of a move the broker did not take, before the delivery goes back to its queue. */
   moveBackoffMs: readonly number[];
@@ -53,7 +58,7 @@ export interface EffectDeps {
  * record, which never rejects) runs after the effect it describes and before the ack.
  */
 export class EffectStage {
-  readonly stats: DispatcherStats = { delivered: 0, deferred: 0, throttled: 0, circuitOpen: 0, retried: 0, failed: 0, invalid: 0, skipped: 0, requeued: 0, superseded: 0, duplicates: 0 };
+  readonly stats: DispatcherStats = { delivered: 0, deferred: 0, throttled: 0, circuitOpen: 0, retried: 0, failed: 0, invalid: 0, skipped: 0, requeued: 0, superseded: 0, ordered: 0, duplicates: 0 };
   /** winston formats a message before its transports drop it by level: skip debug on the hot path. */
   private readonly debug: boolean;
   private readonly info: boolean;
@@ -80,12 +85,18 @@ export class EffectStage {
         if (this.debug) logger.debug('repeated upstream message dropped: its key was seen within INTAKE_DEDUPE_WINDOW', { merchantId: decision.merchantId, webhookId: decision.webhookId, ...spanLogFields(span) });
         return delivery.ack();
       case 'invalid':
-        return this.park(delivery, decision.code, decision.detail, span, record);
+        return this.park(delivery, decision.code, decision.detail, span, record, intake);
       case 'returned':
         return delivery.nack(true);
     }
     if (!intake) throw new Error(`effect: ${decision.kind} needs the intake`);
     switch (decision.kind) {
+      case 'ordered':
+        // Its wait was written with its admission, in the same statement that found it behind.
+        await record();
+        this.count('ordered', 'deferred', intake.event, intake.test);
+        if (this.debug) logger.debug('webhook waits for an earlier one of its reference', { ...logFields(intake), ...spanLogFields(span) });
+        return delivery.ack();
       case 'delivered':
         await this.endWait(intake, true);
         await record();
@@ -206,15 +217,16 @@ export class EffectStage {
     if (test) this.deps.observer.test(outcome);
   }
 
-  private carried(delivery: Delivery): ScalarHeaders {
+  private carried(delivery: Pick<Delivery, 'message'>): ScalarHeaders {
     const { message } = delivery;
     return copyHeaders(message.properties.headers, { from: 'delivery', fromUpstream: message.fields.exchange === this.deps.names.events });
   }
 
-  /** Our bookkeeping for a webhook that waits without an attempt being made. */
-  private waitingHeaders(delivery: Delivery, intake: IntakeEvent): ScalarHeaders {
+  /** Our bookkeeping for a webhook that waits without an attempt being made (also an 'ordered' wait's). */
+  waitingHeaders(delivery: Pick<Delivery, 'message'>, intake: IntakeEvent): ScalarHeaders {
     return {
       ...this.carried(delivery),
+      ...(intake.ordered ? { [HEADERS.ordered]: true } : {}),
       [HEADERS.attempts]: intake.attempts,
       [HEADERS.deferrals]: intake.deferrals,
       [HEADERS.postponements]: intake.postponements,
@@ -229,18 +241,24 @@ export class EffectStage {
       ...this.carried(delivery),
       ...webhookHeaders(intake.merchantId, intake.event, intake.webhookId, intake.references),
       [HEADERS.firstSeenAt]: intake.firstSeenAt,
+      ...(intake.ordered ? { [HEADERS.ordered]: true } : {}),
     };
   }
 
-  private async park(delivery: Delivery, code: string, detail: string, span: Span | undefined, record: () => Promise<void>): Promise<void> {
+  private async park(delivery: Delivery, code: string, detail: string, span: Span | undefined, record: () => Promise<void>, intake?: IntakeEvent): Promise<void> {
     const { message } = delivery;
+    // An ordered head parked (an unexpected error after its admission) ends its place in its
+    // reference's order, after the move and before the ack, or the reference would wait for it
+    // for ever. A hand-back's wait hands it back again after its lease: its end is that attempt's.
+    const order = intake?.ordered && intake.hand === undefined ? this.deps.order : undefined;
+    const settle = order ? async () => { await order.end({ merchantId: intake!.merchantId, webhookId: intake!.webhookId }); await record(); } : record;
     const moved = await this.move(delivery, this.deps.names.invalid, {
       ...this.carried(delivery),
       [HEADERS.invalidCode]: code,
       [HEADERS.invalidReason]: `${code}: ${detail}`.slice(0, 1000),
       [HEADERS.invalidAt]: this.deps.now().toISOString(),
       [HEADERS.originalRoutingKey]: message.fields.routingKey,
-    }, 'unknown', span, record);
+    }, 'unknown', span, settle);
     if (!moved) return;
     this.count('invalid', 'invalid', 'unknown');
     this.deps.logger.warn('message parked as invalid', { code, reason: detail.slice(0, 200), ...spanLogFields(span) });
@@ -277,9 +295,14 @@ export class EffectStage {
 
   /**
    * A hand-back's attempt ended: its wait goes (only if it is still this hand's). `closesCircuit`
-   * (delivered, or the webhook can no longer be sent) ends its merchant's parking: see WaitEnd.
+   * (delivered, or the webhook can no longer be sent) ends its merchant's parking: see WaitEnd. An
+   * ordered webhook's end also releases the next of its reference, first: a crash after it and
+   * before the wait's end leaves the wait to hand it back (sent again, at least once), whereas the
+   * other way round its redelivery would find no wait, be dropped as stale, and leave its
+   * reference stuck behind it. Both before the ack.
    */
   private async endWait(intake: IntakeEvent, closesCircuit = false): Promise<void> {
+    if (intake.ordered && this.deps.order) await this.deps.order.end({ merchantId: intake.merchantId, webhookId: intake.webhookId });
     if (intake.hand !== undefined && this.deps.waits) await this.deps.waits.end({ merchantId: intake.merchantId, webhookId: intake.webhookId, hand: intake.hand, closesCircuit });
   }
 

@@ -7,6 +7,7 @@ import {
   isWellFormedWebhookId,
   PLATFORM_MERCHANT_ID,
   REFERENCE_FIELDS,
+  orderKeyOf,
   rawMember,
   referencesOf,
   upstreamMessageSchema,
@@ -50,6 +51,13 @@ export interface IntakeEvent {
   accepted: boolean;
   /** A test event (x-test-event): one attempt, no retry. */
   test?: boolean;
+  /** The order key (ORDER_KEY_FIELD: tnxRef, payout reference) of a merchant's event that has one. */
+  orderKey?: string;
+  /**
+   * In its reference's order (libs/ordering): set by the dispatcher for a new webhook admitted as
+   * its key's head, read from x-ordered on a wait handed back. Its end releases the next of its key.
+   */
+  ordered?: boolean;
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
@@ -87,6 +95,7 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
   let event: IntakeEvent['event'];
   let references: string[];
   let body: string;
+  let orderKey: string | undefined;
   if (operational !== undefined) {
     merchantId = PLATFORM_MERCHANT_ID;
     event = operational;
@@ -96,6 +105,7 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
     const envelope = envelopeOf(json);
     ({ merchantId, event } = envelope);
     references = referencesOf(envelope.event, envelope.data);
+    orderKey = orderKeyOf(envelope.event, envelope.data);
     if (references.length === 0) {
       const fields = REFERENCE_FIELDS[envelope.event].map((f) => `data.${f}`).join(' or ');
       throw new InvalidMessageError(
@@ -133,6 +143,9 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
     accepted: hand > 0 || resentAt !== undefined,
     // From any exchange: the mark only takes attempts away, and a copy keeps it (a wait, failed, a resend).
     test: message.properties.headers?.[HEADERS.testEvent] === true,
+    orderKey,
+    // A resent copy is outside the order; a hand-back's mark is ours (upstream's headers are not read).
+    ordered: hand > 0 && resentAt === undefined && headers[HEADERS.ordered] === true,
   };
 }
 

@@ -80,6 +80,11 @@ export function recordOf(
       made.reason = decision.reason;
       if (decision.attempted) made.attempt = attempt(decision.status, decision.errorClass);
       return made;
+    case 'ordered':
+      // Waits for an earlier webhook of its reference: due when that one ends, not at a time.
+      made = record('deferred', intake.attempts);
+      made.reason = 'ordered';
+      return made;
     case 'skipped':
       made = record('skipped', intake.attempts);
       made.reason = decision.why;

@@ -48,6 +48,7 @@ const OUTCOMES: Record<Decision['kind'], string> = {
   skipped: 'skipped',
   invalid: 'invalid',
   superseded: 'superseded',
+  ordered: 'ordered',
   duplicate: 'duplicate',
   returned: 'returned',
 };

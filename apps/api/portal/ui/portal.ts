@@ -135,6 +135,7 @@ async function overview(): Promise<void> {
           h('dt', {}, 'State'), h('dd', {}, endpoint.enabled ? h('span', { class: 'badge s-delivered' }, 'enabled')
             : h('span', {}, h('span', { class: 'badge s-failed' }, 'disabled'), ` ${endpoint.disabledReason === 'failing' ? 'automatically: every attempt was failing' : 'by hand'}${endpoint.disabledAt ? ` since ${when(endpoint.disabledAt)}` : ''}`)),
           h('dt', {}, 'Events'), h('dd', {}, endpoint.allEvents ? `all (${endpoint.events.join(', ')})` : endpoint.events.join(', ')),
+          h('dt', {}, 'Order'), h('dd', {}, endpoint.orderByReference ? 'per reference: a refund waits for its charge' : 'none promised'),
           h('dt', {}, 'Rate'), h('dd', { id: 'rate' }, rateText(endpoint)),
           h('dt', {}, 'Secret'), h('dd', {}, endpoint.secretCreatedAt ? `issued ${ago(endpoint.secretCreatedAt)} ago` : 'issue date not recorded',
             endpoint.previousSecrets.length ? `; ${endpoint.previousSecrets.length} previous secret(s) still signing until ${when(endpoint.previousSecrets[0].expiresAt)}` : '')))
@@ -332,7 +333,7 @@ async function endpoint(): Promise<void> {
     const events = EVENTS.filter((ev) => data.getAll('events').includes(ev));
     if (events.length === 0) return void out.replaceChildren(h('p', { class: 'alert', role: 'alert' }, 'Choose at least one event.'));
     const max = String(data.get('maxPerSecond') ?? '').trim();
-    const body = { url: String(data.get('url')).trim(), enabled: data.get('enabled') === 'on', events: events.length === EVENTS.length ? null : events, maxPerSecond: max === '' ? null : Number(max) };
+    const body = { url: String(data.get('url')).trim(), enabled: data.get('enabled') === 'on', events: events.length === EVENTS.length ? null : events, maxPerSecond: max === '' ? null : Number(max), orderByReference: data.get('orderByReference') === 'on' };
     const saved = await api('PATCH', '/portal/api/endpoint', body);
     out.replaceChildren(saved.status === 200 ? h('p', { class: 'ok', role: 'status' }, 'Saved. The next webhook goes to this URL.') : alertBox(saved));
   } },
@@ -345,6 +346,7 @@ async function endpoint(): Promise<void> {
       h('input', { id: 'max', name: 'maxPerSecond', type: 'number', min: '1', max: '10000', step: '1', value: ep.maxPerSecond === null ? '' : String(ep.maxPerSecond), disabled: !editable, 'aria-describedby': 'max-note' }),
       h('p', { id: 'max-note', class: 'note' }, `Empty: no limit. Now: ${rateText(ep)}.`)),
     h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'enabled', checked: ep.enabled, disabled: !editable }), 'Enabled (webhooks are sent)'),
+    h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'orderByReference', checked: ep.orderByReference, disabled: !editable, 'aria-describedby': 'order-note' }), 'Order per reference'), h('p', { id: 'order-note', class: 'note' }, 'A webhook waits until the one before it with the same transaction reference (tnxRef; a payout\'s reference) is delivered or has failed: a refund never arrives before its charge. A reference that keeps failing holds back only its own webhooks.'),
     editable ? h('button', { type: 'submit' }, 'Save endpoint') : null,
     out);
   const sections: Child[] = [

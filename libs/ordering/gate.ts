@@ -1,0 +1,48 @@
+import type { Logger } from '../logger/index.js';
+import { RetryingBatcher, throttledWarning } from '../runtime/batcher.js';
+import { type OrderAdmit, type OrderEnd, orderId, type OrderState, type OrderStore } from './store.js';
+
+type Item = { admit: OrderAdmit } | { end: OrderEnd };
+
+/**
+ * Batches the dispatcher's order steps, admissions and ends together: whatever queued while a
+ * batch was being written goes in the next one, one round trip each, one batch at a time: so a
+ * dispatcher admits the webhooks it took in the order it took them (two batches at once let a
+ * later one take a key's lock first, and a refund overtook its charge). Ends in a line of their
+ * own cost more CPU per delivery (smaller batches, more round trips) than the wait behind
+ * admissions they saved (bench/order.ts). A step resolves only once its batch is committed; while PostgreSQL does not answer it is tried again (backoff up to 2 s) and the
+ * deliveries stay unacked: an ordered merchant's webhooks are held, never sent out of order.
+ */
+export class OrderGate {
+  private readonly batcher: RetryingBatcher<Item, Map<string, OrderState>>;
+
+  constructor(store: OrderStore, logger: Logger, backoffMs?: readonly number[]) {
+    this.batcher = new RetryingBatcher<Item, Map<string, OrderState>>(
+      (items) => store.step(items.flatMap((i) => ('admit' in i ? [i.admit] : [])), items.flatMap((i) => ('end' in i ? [i.end] : []))),
+      throttledWarning((message, fields) => logger.warn(message, fields), 'order steps not written; their deliveries are held unacked until PostgreSQL answers'),
+      backoffMs,
+    );
+  }
+
+  /** Batches written, and tries that failed. */
+  get stats(): { batches: number; failures: number } {
+    return this.batcher.stats;
+  }
+
+  /** The webhook's place: `head` (attempt it), `waiting` (its wait is written) or `ended` (a copy of one done). */
+  async admit(admit: OrderAdmit): Promise<OrderState> {
+    const states = await this.batcher.add({ admit });
+    // Every admit has its row in the answer; were one missing, attempting it risks a duplicate, acking it a loss.
+    return states.get(orderId(admit.merchantId, admit.webhookId)) ?? 'head';
+  }
+
+  /** The webhook ended: its row goes and the next webhook of its key is due. */
+  async end(end: OrderEnd): Promise<void> {
+    await this.batcher.add({ end });
+  }
+
+  /** Stops trying: steps still pending never resolve (their deliveries go back to the queue with the channel). */
+  close(): void {
+    this.batcher.close();
+  }
+}

@@ -1,0 +1,71 @@
+import type { Queryable } from '../delivery-store/index.js';
+import type { ScalarHeaders } from '../contracts/index.js';
+
+/**
+ * Order per reference, gating on rows (migration 0009): an ordered merchant's webhook has a row of
+ * `webhook_order` from intake until it ends, in its key's line by an identity PostgreSQL assigns
+ * under the key's lock. Only the head of a line goes to an attempt; the others wait as
+ * `webhook_waits` rows with reason 'ordered' and no pick time until the head ends, which makes
+ * the next one due in the same transaction. All of it is webhook_order_step(), one round trip.
+ */
+
+/** A new webhook of an ordered merchant at intake, with what its wait says if it must wait. */
+export interface OrderAdmit {
+  merchantId: string;
+  webhookId: string;
+  key: string;
+  /** The headers its 'ordered' wait carries to its hand-back (attempts 0, first seen, x-ordered). */
+  headers: ScalarHeaders;
+  /** Its bytes as received, stored once with the wait. */
+  content: Buffer;
+}
+
+/** An ordered webhook that ended (delivered, failed, skipped): its row goes, the next of its key is due. */
+export interface OrderEnd {
+  merchantId: string;
+  webhookId: string;
+}
+
+/**
+ * An admitted webhook: `head` goes to its attempt now; `waiting` is behind an earlier one of its key
+ * (its 'ordered' wait written) or already waits (a redelivery); `ended` is a copy of one already
+ * delivered, failed or skipped (redelivered after a crash between its end and its ack).
+ */
+export type OrderState = 'head' | 'waiting' | 'ended';
+
+/** A webhook's name in step()'s answer. */
+export function orderId(merchantId: string, webhookId: string): string {
+  return `${merchantId}\u001f${webhookId}`;
+}
+
+/**
+ * How long an ended webhook's row is kept: a copy redelivered within it (a crash between its end
+ * and its ack) is known as done rather than sent again behind the next webhook of its reference.
+ */
+export const ORDER_ENDED_KEEP_MS = 3_600_000;
+
+const STEP = 'SELECT admitted_merchant, admitted, state FROM webhook_order_step($1, $2, $3, $4, $5, $6, $7, $8)';
+
+export class OrderStore {
+  constructor(private readonly db: Queryable) {}
+
+  /**
+   * Ends then admits, in one round trip; returns each admitted webhook's state.
+   */
+  async step(admits: readonly OrderAdmit[], ends: readonly OrderEnd[]): Promise<Map<string, OrderState>> {
+    const { rows } = await this.db.query<{ admitted_merchant: string; admitted: string; state: OrderState }>(STEP, [
+      admits.map((a) => a.merchantId),
+      admits.map((a) => a.key),
+      admits.map((a) => a.webhookId),
+      admits.map((a) => JSON.stringify(a.headers)),
+      admits.map((a) => a.content.toString('hex')),
+      ends.map((e) => e.merchantId),
+      ends.map((e) => e.webhookId),
+      ORDER_ENDED_KEEP_MS,
+    ]);
+    // Keyed by merchant too: two merchants may publish one messageId.
+    const states = new Map<string, OrderState>();
+    for (const row of rows) states.set(orderId(row.admitted_merchant, row.admitted), row.state);
+    return states;
+  }
+}
