@@ -23,7 +23,7 @@ export async function intakeDedupeSection(receiver: ReceiverProcess): Promise<st
   let n = 0;
   const r = await medianOf('intake-dedupe', () => round(receiver, W, N, 2 * C, n++ % 2 === 0));
   log(`intake-dedupe: ${JSON.stringify(r)}`);
-  return `## Idempotent intake: the check's cost to dispatch
+  return `## 20. Idempotent intake: the check's cost to dispatch
 
 Command: \`npm run bench -- intake-dedupe\` (${runs} runs, medians). ${(W + N).toLocaleString('en')} events published through the
 events exchange, each with its own \`messageId\` (so each is checked, and its key inserted, as a first sight), one

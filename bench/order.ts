@@ -54,7 +54,7 @@ export async function benchOrder(url: string, receiver: ReceiverProcess, runs: n
 
 export function orderSection(r: OrderResult): string {
   const m = (f: (x: OrderRound) => number, digits = 2) => round(median(r.runs.map(f)), digits);
-  return `## 19. Order per reference: its cost to throughput (issue 55)
+  return `## 22. Order per reference: its cost to throughput (issue 55)
 
 \`BENCH_RUNS=${r.runs.length} npm run bench -- order\` (\`BENCH_ORDER_WARMUP\`=${r.warmup}, \`BENCH_ORDER_N\`=${r.total}). One dispatcher as deployed
 (its own process, \`DISPATCH_CONCURRENCY=${r.concurrency}\`, \`RETRY_SCHEDULE=5s\`, a migrated database of its own for its waits and order rows), one

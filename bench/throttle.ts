@@ -132,7 +132,7 @@ async function run(url: string, databaseUrl: string, throttled: ReceiverProcess,
 }
 
 export function throttleSection(result: ThrottleResult): string {
-  return `## 19. Throttle per endpoint (issue 55), measured ${new Date().toISOString().slice(0, 10)}
+  return `## 21. Throttle per endpoint (issue 55), measured ${new Date().toISOString().slice(0, 10)}
 
 \`npm run bench -- throttle\` (bench/throttle.ts; one run, minutes): ${WEBHOOKS.toLocaleString('en')} webhooks published at once to a
 merchant with \`maxPerSecond\` ${RATE}, three dispatcher processes, ten other merchants receiving ${OTHERS_RATE}/s between them.
