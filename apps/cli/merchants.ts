@@ -56,7 +56,8 @@ async function withSettings<T>(ctx: CliContext, policy: UrlPolicy, run: (setting
 
 /** One connection to DATABASE_URL, once its schema is this release's (`webhooks migrate`); closed after. */
 async function withDatabase<T>(url: string, run: (database: Database) => Promise<T>): Promise<T> {
-  const database = openPostgres(url, { maxConnections: 1, applicationName: 'webhooks-cli' });
+  // A person waits at the prompt: a slow connect (a busy server) is waited for longer than the programs do.
+  const database = openPostgres(url, { maxConnections: 1, applicationName: 'webhooks-cli', connectTimeoutMs: 10_000 });
   try {
     await checkSchema(database);
     return await run(database);

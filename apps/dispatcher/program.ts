@@ -7,7 +7,7 @@ import type { Registry } from 'prom-client';
 import { DISABLED_REASONS, type MerchantDirectory, openMerchants } from '../../libs/merchants/index.js';
 import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
 import { FailedStore } from '../../libs/failed/index.js';
-import { IntakeChecker, IntakeKeyStore } from '../../libs/intake-keys/index.js';
+import { IntakeChecker, type IntakeCheckerOptions, IntakeKeyStore } from '../../libs/intake-keys/index.js';
 import { openDevDatabase } from '../recorder/open-log.js';
 import { awaitSchema, awaitSchemaAt, type SchemaGateOptions } from '../../libs/migrations/index.js';
 import { METRIC_NAMES, counterFrom, createRegistry, deliveryMetrics, gaugeFrom, labelledGaugeFrom, operationalMetrics } from '../../libs/metrics/index.js';
@@ -54,6 +54,8 @@ export interface DispatcherOptions {
   database?: Database;
   /** How often the merchant directory polls for changes a lost notification did not announce. */
   merchantsPollMs?: number;
+  /** The idempotent intake's check: how long it may take before intake goes on unchecked (tests on a loaded machine). */
+  intakeCheck?: IntakeCheckerOptions;
 }
 
 export async function startDispatcher(config: DispatcherConfig, logger: Logger, options: DispatcherOptions = {}): Promise<DispatcherProgram> {
@@ -197,7 +199,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
     : undefined;
   const keysQueries = dedupeOn ? (keysDatabase ?? options.database ?? opened.database ?? ownDatabase) : undefined;
   cleanup.add(() => keysDatabase?.close());
-  const intakeKeys = keysQueries && new IntakeChecker(new IntakeKeyStore(keysQueries, config.INTAKE_DEDUPE_WINDOW), logger);
+  const intakeKeys = keysQueries && new IntakeChecker(new IntakeKeyStore(keysQueries, config.INTAKE_DEDUPE_WINDOW), logger, options.intakeCheck);
   cleanup.add(() => intakeKeys?.stop());
   // The delivery log: every settled delivery's record goes to the deliveries stream before its ack.
   const deliveryLog = config.DELIVERY_LOG === 'on' ? new DeliveryRecorder(broker, logger, { prefix: config.TOPOLOGY_PREFIX, replication: replicationOf(config) }) : undefined;

@@ -54,6 +54,9 @@ describe('idempotent intake', () => {
         ...env,
       }),
       silentLogger(),
+      // A check PostgreSQL answers late lets intake go on unchecked (2 s in production): on a loaded
+      // CI machine that would deliver the repeats these cases send; the PostgreSQL-down case keeps the default.
+      { intakeCheck: { timeoutMs: 15_000 } },
     );
     // The partitions are made as the dispatcher starts: a check before then is let through.
     await waitFor('the intake key partitions', async () => (await database.query("SELECT 1 FROM pg_class WHERE relname LIKE 'intake\\_keys\\_%'")).length >= 2, 10_000);
