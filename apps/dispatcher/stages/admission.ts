@@ -42,7 +42,7 @@ export class AdmissionStage {
     // A resend is the merchant saying "fixed": its first attempt goes through an open circuit.
     // So does a webhook never attempted whose span is over: nothing reaches failed untried.
     // The throttle: a slot of the endpoint's rate (held until it comes), or a wait as a row.
-    const throttled = this.throttle && (await this.throttle.admit(intake.merchantId, webhook, stopped));
+    const throttled = this.throttle && (await this.throttle.admit(intake.merchantId, webhook, stopped, intake.hand !== undefined));
     if (throttled?.kind === 'stopping') return { kind: 'stopping' };
     if (throttled?.kind === 'wait') return { kind: 'throttled', delayMs: throttled.delayMs };
     const force = intake.attempts === 0 && (intake.resentAt !== undefined || this.policy.spanOver(intake.resentAt ?? intake.firstSeenAt, now));

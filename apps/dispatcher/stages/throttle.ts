@@ -7,6 +7,9 @@ import type { WaitStore } from '../../../libs/waits/index.js';
 /** How far ahead a slot may be granted (and its delivery held in memory): this many slots, within these bounds. */
 export const THROTTLE_AHEAD = { slots: 10, minMs: 500, maxMs: 1_000 };
 
+/** A dispatcher's takes of one endpoint's slots in flight at once for new deliveries (see Throttle.taking). */
+export const TAKES_IN_FLIGHT = 2;
+
 /** How long an adaptive rate read from PostgreSQL is used before it is read again. */
 export const RATE_READ_EVERY_MS = 1_000;
 
@@ -50,6 +53,21 @@ export class Throttle {
    * round trip: a batch of 10,000 arriving at once costs places, not 10,000 refusals.
    */
   private readonly refusedUntil = new Map<string, number>();
+  /**
+   * Until when (this host's clock) the endpoint's queue, as this dispatcher last placed in it, is
+   * ahead of its slots: a new delivery meanwhile goes to the back of the queue without a take, and
+   * the slots are left to the waits handed back in their turn. Taking each new one's slot first was
+   * a round trip on the endpoint's one row per delivery, every dispatcher's queued on its lock: that,
+   * not the wait writes, bounded how fast a batch became wait rows (BENCHMARKS.md section 21).
+   */
+  private readonly queuedUntil = new Map<string, number>();
+  /**
+   * New deliveries' takes in flight per endpoint (at most TAKES_IN_FLIGHT), and those waiting their
+   * turn. More would add nothing: the endpoint's one row serializes them on its lock, each holding a
+   * pool connection meanwhile; the 128 of a dispatcher's prefetch took 1 to 2 s and stalled its wait
+   * writes behind them. A turn that comes after a refusal finds it, and queues without a take.
+   */
+  private readonly taking = new Map<string, { inFlight: number; turns: Array<() => void> }>();
   /** Deliveries waiting for their place in each endpoint's queue: taken together, one statement a batch. */
   private readonly placing = new Map<string, Array<{ notBeforeMs: number; resolve: (inMs: number | undefined) => void }>>();
   private readonly now: () => number;
@@ -79,7 +97,8 @@ export class Throttle {
     return this.current;
   }
 
-  async admit(merchantId: string, webhook: MerchantWebhook, stopped: () => boolean): Promise<ThrottleVerdict> {
+  /** `handBack`: the delivery is a wait handed back in its turn (it takes its slot); otherwise a new one, which queues behind the waits. */
+  async admit(merchantId: string, webhook: MerchantWebhook, stopped: () => boolean, handBack = false): Promise<ThrottleVerdict> {
     if (webhook.maxPerSecond === undefined && !this.adaptive.has(merchantId)) return this.sending(merchantId);
     await this.readAdaptive(merchantId, webhook.maxPerSecond !== undefined);
     const rate = this.rateOf(merchantId, webhook);
@@ -95,20 +114,28 @@ export class Throttle {
     // the slots after it. Taken again instead, a few times, then it waits as a row.
     for (let tries = 0; tries < 3; tries++) {
       let granted: { inMs: number } | undefined;
-      const refusedFor = (this.refusedUntil.get(merchantId) ?? 0) - this.now();
-      if (refusedFor > 0) return this.queue(merchantId, intervalMs, aheadMs, refusedFor);
+      // Released once the take is answered (a `return` below releases it before its place is awaited).
+      const release = handBack ? undefined : await this.turn(merchantId);
       try {
-        const answer = await takeCell(this.db, `throttle:${merchantId}`, { intervalMs, burstMs: intervalMs, aheadMs });
-        if (++this.takes % 1_000 === 0) void sweepCells(this.db).catch(() => {});
-        if (!answer.ok) {
-          if (this.refusedUntil.size >= 10_000) this.refusedUntil.clear();
-          this.refusedUntil.set(merchantId, this.now() + answer.retryInMs);
-          return this.queue(merchantId, intervalMs, aheadMs, answer.retryInMs);
+        const refusedFor = (this.refusedUntil.get(merchantId) ?? 0) - this.now();
+        if (refusedFor > 0) return this.queue(merchantId, intervalMs, aheadMs, refusedFor);
+        // A queue forming (places being taken) or ahead of the slots: a new delivery joins its back.
+        if (!handBack && (this.placing.has(merchantId) || (this.queuedUntil.get(merchantId) ?? 0) > this.now())) return this.queue(merchantId, intervalMs, aheadMs, 0);
+        try {
+          const answer = await takeCell(this.db, `throttle:${merchantId}`, { intervalMs, burstMs: intervalMs, aheadMs });
+          if (++this.takes % 1_000 === 0) void sweepCells(this.db).catch(() => {});
+          if (!answer.ok) {
+            if (this.refusedUntil.size >= 10_000) this.refusedUntil.clear();
+            this.refusedUntil.set(merchantId, this.now() + answer.retryInMs);
+            return this.queue(merchantId, intervalMs, aheadMs, answer.retryInMs);
+          }
+          granted = answer;
+        } catch (err) {
+          granted = this.takeAlone(merchantId, intervalMs, aheadMs, err);
+          if (!granted) return { kind: 'wait', delayMs: aheadMs };
         }
-        granted = answer;
-      } catch (err) {
-        granted = this.takeAlone(merchantId, intervalMs, aheadMs, err);
-        if (!granted) return { kind: 'wait', delayMs: aheadMs };
+      } finally {
+        release?.();
       }
       if (granted.inMs <= 0) return this.sending(merchantId);
       const target = this.now() + granted.inMs;
@@ -168,6 +195,21 @@ export class Throttle {
     );
   }
 
+  /** A turn to take a slot of the endpoint's row; the function returned gives it to the next waiting. */
+  private async turn(merchantId: string): Promise<() => void> {
+    let taking = this.taking.get(merchantId);
+    if (!taking) this.taking.set(merchantId, (taking = { inFlight: 0, turns: [] }));
+    const line = taking;
+    // Handed on by the release, without a gap another could slip into: inFlight counts the turn already.
+    if (line.inFlight >= TAKES_IN_FLIGHT) await new Promise<void>((resolve) => line.turns.push(resolve));
+    else line.inFlight++;
+    return () => {
+      const next = line.turns.shift();
+      if (next) return next();
+      if (--line.inFlight === 0 && this.taking.get(merchantId) === line) this.taking.delete(merchantId);
+    };
+  }
+
   /** Refused a slot within reach: the next place in the endpoint's queue, and the wait until a little before it. */
   private async queue(merchantId: string, intervalMs: number, aheadMs: number, retryInMs: number): Promise<ThrottleVerdict> {
     this.stats.throttled++;
@@ -176,13 +218,13 @@ export class Throttle {
       const first = !pending;
       if (!pending) this.placing.set(merchantId, (pending = []));
       pending.push({ notBeforeMs: retryInMs + aheadMs, resolve });
-      if (first) void this.place(merchantId, intervalMs);
+      if (first) void this.place(merchantId, intervalMs, aheadMs);
     });
     return { kind: 'wait', delayMs: Math.max(0, (inMs ?? retryInMs + aheadMs) - aheadMs / 2) };
   }
 
   /** Takes places for whatever queued while the last batch was being taken: one statement a batch, one interval apart. */
-  private async place(merchantId: string, intervalMs: number): Promise<void> {
+  private async place(merchantId: string, intervalMs: number, aheadMs: number): Promise<void> {
     for (;;) {
       const batch = this.placing.get(merchantId) ?? [];
       if (batch.length === 0) {
@@ -195,6 +237,9 @@ export class Throttle {
         const place = await takeCell(this.db, `throttle-queue:${merchantId}`, { intervalMs, burstMs: intervalMs, aheadMs: Number.MAX_SAFE_INTEGER, notBeforeMs, count: batch.length });
         const first = place.ok ? place.inMs : place.retryInMs;
         batch.forEach((p, i) => p.resolve(first + i * intervalMs));
+        // The last place's slot is within reach `aheadMs` before it: until then the queue is ahead of the slots.
+        if (this.queuedUntil.size >= 10_000) this.queuedUntil.clear();
+        this.queuedUntil.set(merchantId, this.now() + first + (batch.length - 1) * intervalMs - aheadMs);
       } catch {
         for (const p of batch) p.resolve(undefined);
       }

@@ -1,0 +1,65 @@
+import { Throttle, type ThrottleVerdict } from '../../apps/dispatcher/stages/throttle.js';
+import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
+import type { MerchantWebhook } from '../../libs/merchants/index.js';
+import { WaitStore } from '../../libs/waits/index.js';
+import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
+
+/**
+ * The throttle guard's round trips (issue 55): a batch of new deliveries to a throttled endpoint
+ * costs a take per slot within reach, not one per delivery (each take queues on the endpoint's one
+ * row), and the rest go to the back of its queue; a wait handed back still takes its slot.
+ */
+describe('the throttle guard, 300 new deliveries at once to an endpoint at 50/s', () => {
+  let db: TestDatabase;
+  let database: Database;
+  let takes = 0;
+
+  beforeAll(async () => {
+    db = await createTestDatabase('throttle_guard');
+    const opened = openPostgres(db.url, { maxConnections: 6 });
+    // Counts the takes of the endpoint's slot row (not its queue's row).
+    database = new Proxy(opened, {
+      get(target, key, receiver) {
+        if (key !== 'query') return Reflect.get(target, key, receiver);
+        return (sql: string, params?: unknown[]) => {
+          if (sql.includes('rate_limits') && params?.[0] === 'throttle:m_batch') takes++;
+          return target.query(sql, params as never);
+        };
+      },
+    });
+  });
+
+  afterAll(async () => {
+    await database?.close();
+    await db?.drop();
+  });
+
+  it('takes slots for the few within reach, queues the rest one interval apart, and lets a hand-back take', async () => {
+    const throttle = new Throttle(database, new WaitStore(database), silentLogger());
+    const webhook = { maxPerSecond: 50 } as MerchantWebhook;
+    // Each wait's due time on this clock: its delay counts from when its verdict came.
+    const verdicts: Array<ThrottleVerdict & { at: number }> = await Promise.all(
+      Array.from({ length: 300 }, () => throttle.admit('m_batch', webhook, () => false).then((v) => ({ ...v, at: performance.now() }))),
+    );
+    const waits = verdicts.flatMap((v) => (v.kind === 'wait' ? [v.at + v.delayMs] : []));
+    const sent = verdicts.filter((v) => v.kind === 'go').length;
+    expect(sent + waits.length).toBe(300);
+    // Half a second of slots within reach (aheadMs 500 ms: 25 of them) while the takes come faster than
+    // 50/s; the rest queue.
+    expect(sent).toBeLessThan(100);
+    // One take per slot granted, the refusal, and those in flight when it came: not one per delivery.
+    expect(takes).toBeLessThanOrEqual(sent + 10);
+    // The queue: a place each, about one interval (20 ms) apart (less the jitter of when each batch's answer came), none twice.
+    const sorted = [...waits].sort((a, b) => a - b);
+    for (let i = 1; i < sorted.length; i++) expect(sorted[i]! - sorted[i - 1]!).toBeGreaterThanOrEqual(10);
+    expect(sorted.at(-1)! - sorted[0]!).toBeGreaterThanOrEqual((sorted.length - 1) * 19);
+    // A new delivery goes behind the queue without a take; a wait handed back in its turn takes a slot.
+    const before = takes;
+    expect((await throttle.admit('m_batch', webhook, () => false)).kind).toBe('wait');
+    expect(takes).toBe(before);
+    await new Promise((resolve) => setTimeout(resolve, 100)); // past the short refusal of the last take
+    await throttle.admit('m_batch', webhook, () => false, true);
+    expect(takes).toBe(before + 1);
+  }, 60_000);
+});
