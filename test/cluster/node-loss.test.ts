@@ -146,7 +146,11 @@ describe('losing a node of a three-node cluster', () => {
     const before = await publishing;
     const after = await publishAll(200, 'm_ok', 'after');
     const all = [...before, ...after];
-    await waitFor('every event delivered', () => all.every((id) => delivered(healthy).has(id)), 180_000, 200);
+    await waitFor('every event delivered', () => all.every((id) => delivered(healthy).has(id)), 150_000, 200).catch((err) => {
+      const missing = all.filter((id) => !delivered(healthy).has(id));
+      console.log('DEBUG missing', missing.length, missing.slice(0, 30).join(' '), '\nSTDERR', dispatcher.output.stderr.slice(-8000), '\nSTDOUT', dispatcher.output.stdout.slice(-8000));
+      throw err;
+    });
     const gap = longestGap(healthy.requests.map((r) => r.at), killedAt);
     console.log(JSON.stringify({ killed: leader, deliveries: healthy.requests.length, unique: delivered(healthy).size, longestGapMs: gap }));
     expect(gap).toBeLessThan(60_000);
