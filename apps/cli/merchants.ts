@@ -42,7 +42,7 @@ async function withSettings<T>(ctx: CliContext, policy: UrlPolicy, run: (setting
   if (!ctx.config.SECRETS_KEY) throw new UsageError('merchants commands need SECRETS_KEY, the key the programs seal webhook secrets with');
   // Stops a command on a database `webhooks migrate` has not brought to this release's schema.
   await withDatabase(ctx.config.DATABASE_URL, async () => {});
-  const opened = await openMerchants({ ...ctx.config, MERCHANTS_FILE: undefined }, silentLogger(), { applicationName: 'webhooks-cli', startStallMs: 10_000 });
+  const opened = await openMerchants({ ...ctx.config, MERCHANTS_FILE: undefined }, silentLogger(), { applicationName: 'webhooks-cli', startStallMs: 10_000, connectTimeoutMs: 10_000 });
   try {
     return await withBroker(ctx.config, [], async (broker: BrokerConnection) => {
       // A webhook turned off or on here is announced as the admin API does (endpoint.disabled / endpoint.enabled).

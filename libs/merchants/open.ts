@@ -35,6 +35,8 @@ export interface OpenMerchantsOptions {
   seedFile?: string;
   /** false: webhook secrets are opened only when read (a program that never signs: the API). */
   openSecrets?: boolean;
+  /** How long a new connection may take (2 s; the CLI, which a person waits for, allows longer). */
+  connectTimeoutMs?: number;
 }
 
 /** Opens the directory the configuration names, loaded and kept current; a program waits for it before it acts on merchants. */
@@ -44,7 +46,7 @@ export async function openMerchants(config: MerchantStoreConfig, logger: Logger,
     return { merchants: file, close: () => file.close() };
   }
   // A small pool of its own: writes and the limits' counters, never the delivery log's reads.
-  const database = options.database ?? openPostgres(config.DATABASE_URL!, { maxConnections: 4, connectTimeoutMs: 2_000, statementTimeoutMs: 10_000, applicationName: options.applicationName });
+  const database = options.database ?? openPostgres(config.DATABASE_URL!, { maxConnections: 4, connectTimeoutMs: options.connectTimeoutMs ?? 2_000, statementTimeoutMs: 10_000, applicationName: options.applicationName });
   const closeDatabase = options.database ? async () => {} : () => database.close();
   const box = new SecretBox(config.SECRETS_KEY!, config.SECRETS_KEY_PREVIOUS ? [config.SECRETS_KEY_PREVIOUS] : []);
   const directory = new PgMerchantDirectory(database, box, logger, { pollIntervalMs: options.pollIntervalMs, startStallMs: options.startStallMs, openSecrets: options.openSecrets });

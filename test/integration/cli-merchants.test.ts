@@ -19,7 +19,12 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
   let database: Database;
   /** What a running program sees: a directory of its own, kept current by NOTIFY. */
   let program: PgMerchantDirectory;
-  const cli = (...args: string[]) => runProgram(CLI, env, ['merchants', ...args]);
+  const cli = async (...args: string[]) => {
+    const result = await runProgram(CLI, env, ['merchants', ...args]);
+    // Exit 1 is an unexpected error: say which, so that a failure under load can be read from the log.
+    if (result.code === 1) console.log(`webhooks merchants ${args.join(' ')} exited 1: ${result.stderr}`);
+    return result;
+  };
 
   beforeAll(async () => {
     db = await createTestDatabase('cli_merchants');

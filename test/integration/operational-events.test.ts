@@ -164,11 +164,11 @@ describe('operational events and auto-disable', () => {
       // The failing clock is in PostgreSQL (endpoint_health): a restart does not start it over.
       // (Which dispatcher's first failure it holds may change by a few ms while both start it at
       // once, so what is checked is that it is older than the restart, not its exact value.)
-      await waitFor('failing clock recorded', () => webhookOf('m_dead')?.failingSince, 5_000);
+      await waitFor('failing clock recorded', () => webhookOf('m_dead')?.failingSince, 15_000);
       // ...and outside the merchant's version: a dashboard holding the ETag is not refused for it.
       const first = webhookOf('m_dead')?.lastFailureAt;
-      await waitFor('the clock refreshed', () => webhookOf('m_dead')?.lastFailureAt !== first, 5_000);
-      await waitFor('the admin API to show the clock', async () => ((await admin('GET', 'm_dead')).body as any).data.webhook.failingSince !== null, 5_000);
+      await waitFor('the clock refreshed', () => webhookOf('m_dead')?.lastFailureAt !== first, 15_000);
+      await waitFor('the admin API to show the clock', async () => ((await admin('GET', 'm_dead')).body as any).data.webhook.failingSince !== null, 15_000);
       expect((await admin('GET', 'm_dead')).headers.get('etag')).toBe(etag);
       await dispatcherB.stop();
       const restartedAt = Date.now();
@@ -230,7 +230,7 @@ describe('operational events and auto-disable', () => {
       const since = new Date(Date.now() - 2 * DISABLE_AFTER_MS).toISOString();
       const url = `${merchantServer.url}/m_race`;
       expect(await directories[0]!.recordHealth('m_race', url, undefined, { url, failingSince: since, lastFailureAt: new Date().toISOString() })).toBe(true);
-      await waitFor('both read the clock', () => directories.every((d) => d.byId('m_race')?.webhook?.failingSince === since), 5_000);
+      await waitFor('both read the clock', () => directories.every((d) => d.byId('m_race')?.webhook?.failingSince === since), 15_000);
       const operations = directories.map((directory, i) => new Operations({ merchants: directory, writer: directory, publisher: publishers[i]!, logger: silentLogger() }, { disableAfterMs: DISABLE_AFTER_MS, intervalMs: 3_600_000 }));
       const intake: IntakeEvent = {
         merchantId: 'm_race', event: 'payout', references: ['ref_race'], body: '{}', webhookId: 'evt_race', attempts: 1,
@@ -307,7 +307,7 @@ describe('operational events and auto-disable', () => {
     const load = traffic('m_recovers');
     const started = Date.now();
     try {
-      await waitFor('failing clock recorded', () => webhookOf('m_recovers')?.failingSince, 5_000);
+      await waitFor('failing clock recorded', () => webhookOf('m_recovers')?.failingSince, 15_000);
       await new Promise((resolve) => setTimeout(resolve, DISABLE_AFTER_MS / 2));
       answers.set('m_recovers', 204);
       await waitFor('failing clock cleared', () => webhookOf('m_recovers')?.failingSince === undefined && dispatcherB.merchants.byId('m_recovers')?.webhook?.failingSince === undefined, 5_000);
