@@ -1,4 +1,5 @@
 import type { Logger } from '../logger/index.js';
+import { onceEvery } from '../runtime/batcher.js';
 import { type IntakeKey, type IntakeKeyStore, type KeyNote, type KeyStates, keyOf } from './store.js';
 
 /**
@@ -45,7 +46,8 @@ export class IntakeChecker {
   /** Statements running now: at most MAX_STATEMENTS, so a batch waits for one round trip at most, not two. */
   private running = 0;
   private restUntil = 0;
-  private lastProblem = 0;
+  /** One line per 30 s while checks fail, not one per batch. */
+  private readonly problemDue = onceEvery();
   private timer?: NodeJS.Timeout;
   private started = false;
   private stopped = false;
@@ -188,9 +190,7 @@ export class IntakeChecker {
 
   /** One line per 30 s while PostgreSQL is down, not one per batch. */
   private problem(err: unknown, messages: number): void {
-    const now = Date.now();
-    if (now - this.lastProblem < 30_000) return;
-    this.lastProblem = now;
+    if (!this.problemDue()) return;
     this.logger.warn('intake check skipped: PostgreSQL did not answer; messages are delivered without it (a repeat may be delivered again)', {
       messages,
       error: (err as Error)?.message ?? String(err),

@@ -63,13 +63,21 @@ export class RetryingBatcher<T, R> {
   }
 }
 
+/** True at most once per `everyMs` (30 s): a problem that repeats while it lasts is logged once a window, not once a try. */
+export function onceEvery(everyMs = 30_000): () => boolean {
+  let last = 0;
+  return () => {
+    const now = Date.now();
+    if (now - last < everyMs) return false;
+    last = now;
+    return true;
+  };
+}
+
 /** A failure handler that logs one line per `everyMs` (30 s) while the writes fail, not one per try. */
 export function throttledWarning(warn: (message: string, fields: Record<string, unknown>) => void, message: string, everyMs = 30_000): (err: unknown, held: number) => void {
-  let last = 0;
+  const due = onceEvery(everyMs);
   return (err, held) => {
-    const now = Date.now();
-    if (now - last < everyMs) return;
-    last = now;
-    warn(message, { held, error: (err as Error)?.message ?? String(err) });
+    if (due()) warn(message, { held, error: (err as Error)?.message ?? String(err) });
   };
 }

@@ -2,6 +2,7 @@ import type { Channel } from 'amqplib';
 import type { BrokerConnection } from '../broker/index.js';
 import { HEADERS } from '../contracts/index.js';
 import type { Logger } from '../logger/index.js';
+import { onceEvery } from '../runtime/batcher.js';
 import type { HandedWait, WaitStore } from './store.js';
 
 /** Rows picked per statement, and ready messages in dispatch above which nothing more is handed back. */
@@ -41,7 +42,8 @@ export class WaitScheduler {
   private loop?: Promise<void>;
   private stopped = true;
   private channel?: Channel;
-  private lastProblem = 0;
+  /** One line per 30 s while hand-backs fail, not one per try. */
+  private readonly problemDue = onceEvery();
   /** Batches published and not yet all confirmed, and the hand-backs in them. */
   private readonly confirming = new Set<Promise<void>>();
   private unconfirmed = 0;
@@ -145,9 +147,6 @@ export class WaitScheduler {
   }
 
   private problem(message: string, err: unknown): void {
-    const now = Date.now();
-    if (now - this.lastProblem < 30_000) return;
-    this.lastProblem = now;
-    this.logger.warn(message, { error: (err as Error)?.message ?? String(err) });
+    if (this.problemDue()) this.logger.warn(message, { error: (err as Error)?.message ?? String(err) });
   }
 }

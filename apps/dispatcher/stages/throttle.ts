@@ -2,6 +2,7 @@ import type { Queryable } from '../../../libs/delivery-store/index.js';
 import type { Logger } from '../../../libs/logger/index.js';
 import { type EndpointRate, endpointRateOf, lowerEndpointRate, type MerchantWebhook, raiseEndpointRate } from '../../../libs/merchants/index.js';
 import { stretchCells, sweepCells, takeCell } from '../../../libs/rate-limit/index.js';
+import { onceEvery } from '../../../libs/runtime/index.js';
 import type { WaitStore } from '../../../libs/waits/index.js';
 
 /** How far ahead a slot may be granted (and its delivery held in memory): this many slots, within these bounds. */
@@ -72,7 +73,7 @@ export class Throttle {
   private readonly placing = new Map<string, Array<{ notBeforeMs: number; resolve: (inMs: number | undefined) => void }>>();
   private readonly now: () => number;
   private takes = 0;
-  private lastProblem = 0;
+  private readonly problemDue = onceEvery();
   /** Slots granted and held, waits asked for, slots lost to a late wake. */
   readonly stats = { held: 0, throttled: 0, late: 0 };
 
@@ -309,9 +310,6 @@ export class Throttle {
   }
 
   private problem(message: string, err: unknown): void {
-    const now = Date.now();
-    if (now - this.lastProblem < 30_000) return;
-    this.lastProblem = now;
-    this.logger.warn(message, { error: (err as Error)?.message ?? String(err) });
+    if (this.problemDue()) this.logger.warn(message, { error: (err as Error)?.message ?? String(err) });
   }
 }
