@@ -28,7 +28,8 @@ import { Secret } from 'kubernetes-models/v1/Secret';
 import { Service } from 'kubernetes-models/v1/Service';
 
 export const REPO = fileURLToPath(new URL('../../', import.meta.url));
-export const KUBECTL = process.env.KUBECTL ?? '/usr/bin/kubectl';
+/** kubectl's path (KUBECTL, else the first on PATH): absolute, since the guide's run puts a stand-in first on PATH. */
+export const KUBECTL = process.env.KUBECTL ?? (process.env.PATH ?? '').split(':').map((dir) => join(dir, 'kubectl')).find((file) => existsSync(file)) ?? 'kubectl';
 const FIXTURES = join(REPO, 'test/fixtures/kubernetes');
 
 /** A rendered object, as kustomize prints it. */
@@ -41,7 +42,7 @@ export interface K8sObject {
 
 /** `kubectl kustomize DIR`: the objects it renders, in its order. */
 export function render(dir: string): K8sObject[] {
-  if (!existsSync(KUBECTL)) throw new Error(`${KUBECTL} not found: kubectl (with kustomize inside) renders the manifests; set KUBECTL to its path`);
+  if (!existsSync(KUBECTL)) throw new Error('kubectl not found on PATH: it renders the manifests (kustomize is inside it); install it, or set KUBECTL to its path');
   const text = execFileSync(KUBECTL, ['kustomize', join(REPO, dir)], { encoding: 'utf8', timeout: 60_000 });
   return parseAllDocuments(text).map((doc) => doc.toJS() as K8sObject).filter(Boolean);
 }

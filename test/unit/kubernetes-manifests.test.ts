@@ -89,7 +89,7 @@ describe('deploy/kubernetes', () => {
     calls = runGuide();
     secrets = new Map(calls.flatMap((c) => c.objects.filter((o) => o.kind === 'Secret').map((s): [string, Record<string, string>] => [s.metadata.name, decoded(s)])));
     for (const dir of ['deploy/kubernetes/base', ...OVERLAYS]) rendered.set(dir, render(dir));
-  });
+  }, 180_000);
 
   it('marks every shell block of the guide\'s section as run or not run', () => {
     expect(blocks().filter((b) => b.marker === undefined).map((b) => b.code)).toEqual([]);
