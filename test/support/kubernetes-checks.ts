@@ -247,3 +247,23 @@ export function networkProblems(objects: K8sObject[]): string[] {
   }
   return problems;
 }
+
+/**
+ * Each ServiceMonitor finds a metrics port on every program's Service, and names the jobs as the
+ * rules' `up{job=~"…"}` expects (docker/alerts.yml: api, dispatcher, recorder).
+ */
+export function scrapeProblems(objects: K8sObject[], alertsYaml: string): string[] {
+  const expected = (/up\{job=~"([^"]+)"\}/.exec(alertsYaml)?.[1] ?? '').split('|').sort();
+  const problems: string[] = [];
+  for (const monitor of objects.filter((o) => o.kind === 'ServiceMonitor') as Any[]) {
+    const selector: Record<string, string> = monitor.spec.selector?.matchLabels ?? {};
+    const services = objects.filter((o) => o.kind === 'Service' && Object.entries(selector).every(([k, v]) => o.metadata.labels?.[k] === v)) as Any[];
+    const jobs: string[] = [];
+    for (const service of services) {
+      const scraped = monitor.spec.endpoints.some((e: Any) => service.spec.ports.some((p: Any) => p.name === e.port));
+      if (scraped) jobs.push(service.metadata.labels?.[monitor.spec.jobLabel] ?? service.metadata.name);
+    }
+    if (!isDeepStrictEqual(jobs.sort(), expected)) problems.push(`ServiceMonitor/${monitor.metadata.name} scrapes the jobs ${jobs.join(', ')}; the rules expect ${expected.join(', ')}`);
+  }
+  return problems;
+}

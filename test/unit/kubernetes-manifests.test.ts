@@ -10,6 +10,7 @@ import {
   probeProblems,
   resourceProblems,
   ruleProblems,
+  scrapeProblems,
   secretValueProblems,
   securityProblems,
 } from '../support/kubernetes-checks.js';
@@ -142,8 +143,8 @@ describe('deploy/kubernetes', () => {
     expect([...secrets.keys()]).toEqual(['webhooks-secrets']);
   });
 
-  it('writes no Secret with a value, and the PrometheusRule is docker/alerts.yml', () => {
-    for (const [dir, objects] of rendered) expect({ dir, problems: [...secretValueProblems(objects), ...ruleProblems(objects, ALERTS)] }).toEqual({ dir, problems: [] });
+  it('writes no Secret with a value; the PrometheusRule is docker/alerts.yml, the ServiceMonitor scrapes the jobs it names', () => {
+    for (const [dir, objects] of rendered) expect({ dir, problems: [...secretValueProblems(objects), ...ruleProblems(objects, ALERTS), ...scrapeProblems(objects, ALERTS)] }).toEqual({ dir, problems: [] });
     expect(rendered.get('deploy/kubernetes/overlays/example')!.some((o) => o.kind === 'PrometheusRule')).toBe(true);
   });
 
@@ -217,7 +218,7 @@ describe('deploy/kubernetes', () => {
       expect(migrateOrderProblems(calls.filter((c) => !waitsForMigrate(c)))).toEqual(expect.arrayContaining([expect.stringContaining('without the migrate Job completed before')]));
     });
 
-    it('a Secret with a value, a PrometheusRule that drifted from docker/alerts.yml, a private range let out', () => {
+    it('a Secret with a value, a PrometheusRule that drifted from docker/alerts.yml, a private range let out, a program not scraped', () => {
       const objects = example();
       objects.push({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'oops' }, stringData: { SECRETS_KEY: 'x' } });
       named(objects, 'PrometheusRule', 'nucleus-webhooks').spec.groups[0].rules[0].for = '10m';
@@ -225,6 +226,8 @@ describe('deploy/kubernetes', () => {
       expect(secretValueProblems(objects)).toEqual(['Secret/oops holds values in a manifest']);
       expect(ruleProblems(objects, ALERTS)).toEqual([expect.stringContaining('differs from docker/alerts.yml')]);
       expect(networkProblems(objects)).toEqual(['egress to 0.0.0.0/0 lets the dispatcher reach 10.0.0.0/8']);
+      named(objects, 'Service', 'webhooks-recorder-metrics').spec.ports[0].name = 'prom';
+      expect(scrapeProblems(objects, ALERTS)).toEqual(['ServiceMonitor/nucleus-webhooks scrapes the jobs api, dispatcher; the rules expect api, dispatcher, recorder']);
     });
   });
 });
