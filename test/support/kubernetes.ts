@@ -12,21 +12,6 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Ajv, type ValidateFunction } from 'ajv';
 import { parseAllDocuments } from 'yaml';
-// Each kind from its own module: a group's index loads every model of the group, some seconds more.
-import { ScaledObject } from '@kubernetes-models/keda/keda.sh/v1alpha1/ScaledObject';
-import { TriggerAuthentication } from '@kubernetes-models/keda/keda.sh/v1alpha1/TriggerAuthentication';
-import { PrometheusRule } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule';
-import { ServiceMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor';
-import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
-import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler';
-import { Job } from 'kubernetes-models/batch/v1/Job';
-import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
-import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
-import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
-import { Namespace } from 'kubernetes-models/v1/Namespace';
-import { Secret } from 'kubernetes-models/v1/Secret';
-import { Service } from 'kubernetes-models/v1/Service';
-
 export const REPO = fileURLToPath(new URL('../../', import.meta.url));
 /** kubectl's path (KUBECTL, else the first on PATH): absolute, since the guide's run puts a stand-in first on PATH. */
 export const KUBECTL = process.env.KUBECTL ?? (process.env.PATH ?? '').split(':').map((dir) => join(dir, 'kubectl')).find((file) => existsSync(file)) ?? 'kubectl';
@@ -48,17 +33,49 @@ export function render(dir: string): K8sObject[] {
 }
 
 type Model = new (data: never) => { validate(): void };
-/** The kinds the manifests use, by apiVersion: a kind not here has no schema, and fails. */
-const MODELS: Record<string, Record<string, Model>> = {
-  v1: { ConfigMap, Namespace, Secret, Service },
-  'apps/v1': { Deployment },
-  'batch/v1': { Job },
-  'policy/v1': { PodDisruptionBudget },
-  'autoscaling/v2': { HorizontalPodAutoscaler },
-  'networking.k8s.io/v1': { NetworkPolicy },
-  'keda.sh/v1alpha1': { ScaledObject, TriggerAuthentication },
-  'monitoring.coreos.com/v1': { PrometheusRule, ServiceMonitor },
+
+/**
+ * Where each apiVersion's models are: a kind's class is `<kind>` in `<module>/<kind>` (its own
+ * module: a group's index loads every model of the group, seconds more), its interface `I<kind>`.
+ * An apiVersion not here, and not a vendored CRD's, has no schema, and fails.
+ */
+export const MODULES: Record<string, string> = {
+  v1: 'kubernetes-models/v1',
+  'apps/v1': 'kubernetes-models/apps/v1',
+  'batch/v1': 'kubernetes-models/batch/v1',
+  'policy/v1': 'kubernetes-models/policy/v1',
+  'autoscaling/v2': 'kubernetes-models/autoscaling/v2',
+  'networking.k8s.io/v1': 'kubernetes-models/networking.k8s.io/v1',
+  'keda.sh/v1alpha1': '@kubernetes-models/keda/keda.sh/v1alpha1',
+  'monitoring.coreos.com/v1': '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1',
 };
+
+const models = new Map<string, Model | undefined>();
+
+/** The model class of a kind, loaded once (one at a time: Jest's module linker dislikes two at once of a shared graph). */
+async function model(apiVersion: string, kind: string): Promise<Model | undefined> {
+  const module = MODULES[apiVersion];
+  if (!module || !/^[A-Za-z]+$/.test(kind)) return undefined;
+  const specifier = `${module}/${kind}`;
+  if (!models.has(specifier)) {
+    const loaded = (await import(specifier).catch((err: { code?: string }) => {
+      if (err.code === 'ERR_MODULE_NOT_FOUND' || /Cannot find module/.test(String(err))) return {};
+      throw err;
+    })) as Record<string, Model>;
+    models.set(specifier, loaded[kind]);
+  }
+  return models.get(specifier);
+}
+
+/** What is wrong with each object against its kind's schema, in order (undefined: nothing), the objects taken one at a time. */
+export async function schemaProblems(objects: K8sObject[]): Promise<string[]> {
+  const problems: string[] = [];
+  for (const object of objects) {
+    const problem = await schemaProblem(object);
+    if (problem) problems.push(problem);
+  }
+  return problems;
+}
 
 /** The CRDs vendored in the fixtures, by group. */
 const CRDS: Record<string, string> = {
@@ -99,12 +116,12 @@ function crdValidator(apiVersion: string, kind: string): ValidateFunction | unde
 }
 
 /** What is wrong with an object against its kind's schema, or 'no schema' when none is known. */
-export function schemaProblem(object: K8sObject): string | undefined {
+async function schemaProblem(object: K8sObject): Promise<string | undefined> {
   const where = `${object.kind}/${object.metadata?.name}`;
-  const model = MODELS[object.apiVersion]?.[object.kind];
-  if (model) {
+  const Kind = await model(object.apiVersion, object.kind);
+  if (Kind) {
     try {
-      new model(object as never).validate();
+      new Kind(object as never).validate();
       return undefined;
     } catch (err) {
       return `${where}: ${(err as Error).message}`;

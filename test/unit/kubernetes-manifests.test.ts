@@ -14,7 +14,8 @@ import {
   secretValueProblems,
   securityProblems,
 } from '../support/kubernetes-checks.js';
-import { documentedVariables, KUBECTL, type K8sObject, render, REPO, schemaProblem } from '../support/kubernetes.js';
+import { documentedVariables, KUBECTL, type K8sObject, render, REPO, schemaProblems } from '../support/kubernetes.js';
+import { unknownFieldProblems } from '../support/kubernetes-types.js';
 
 /**
  * deploy/kubernetes, offline: docs/production.md's Kubernetes section is run (its blocks marked
@@ -103,12 +104,14 @@ describe('deploy/kubernetes', () => {
     expect(OVERLAYS).toContain('deploy/kubernetes/overlays/example');
   });
 
-  it('validates every object of every overlay against the pinned schemas', () => {
-    const problems = [...rendered.values()].flat().map(schemaProblem).filter(Boolean);
+  it('validates every object of every overlay against the pinned schemas, with no field its kind lacks', async () => {
+    const problems = await schemaProblems([...rendered.values()].flat());
     expect(problems).toEqual([]);
+    // One compile for every overlay's objects: a compile is seconds.
+    expect(unknownFieldProblems([...rendered.values()].flat())).toEqual([]);
     const example = rendered.get('deploy/kubernetes/overlays/example')!.map((o) => o.kind);
     expect(example).toEqual(expect.arrayContaining(['RabbitmqCluster', 'Cluster', 'ScaledObject', 'TriggerAuthentication', 'ServiceMonitor', 'PrometheusRule', 'HorizontalPodAutoscaler', 'NetworkPolicy', 'Job']));
-  });
+  }, 180_000);
 
   it('gives each program a Deployment, a PodDisruptionBudget, and the schema a Job', () => {
     for (const objects of rendered.values()) {
@@ -164,15 +167,22 @@ describe('deploy/kubernetes', () => {
   describe('each check fails on a planted mistake', () => {
     const example = () => clone(rendered.get('deploy/kubernetes/overlays/example')!);
 
-    it('schemas: a wrong type, a misspelt field of an operator\'s resource', () => {
+    it('schemas: a wrong type, a misspelt field of an operator\'s resource or of a Kubernetes kind', async () => {
       const objects = example();
       named(objects, 'Deployment', 'webhooks-api').spec.replicas = 'two';
       named(objects, 'RabbitmqCluster', 'webhooks-rabbitmq').spec.replica = 3;
       named(objects, 'Cluster', 'webhooks-postgres').spec.instances = '2';
       named(objects, 'ScaledObject', 'webhooks-dispatcher').spec.minReplicaCount = 'two';
       named(objects, 'PrometheusRule', 'nucleus-webhooks').spec.groups = 'none';
-      expect(objects.map(schemaProblem).filter(Boolean)).toHaveLength(5);
-    });
+      expect(await schemaProblems(objects)).toHaveLength(5);
+      const typo = example();
+      podOf(typo, 'webhooks-api').containers[0].livenessProbe.httpGet.paht = '/healthz';
+      named(typo, 'ScaledObject', 'webhooks-dispatcher').spec.minReplicas = 2;
+      expect(unknownFieldProblems(typo)).toEqual([
+        expect.stringMatching(/^Deployment\/webhooks-api: .*"paht".* does not exist in type 'IHTTPGetAction'/),
+        expect.stringMatching(/^ScaledObject\/webhooks-dispatcher: .*"minReplicas".* does not exist/),
+      ]);
+    }, 180_000);
 
     it('probes: one missing, a startup probe shorter than the deadlines', () => {
       const objects = example();
