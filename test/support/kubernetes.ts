@@ -4,7 +4,8 @@
  * documented variables. The Kubernetes kinds: the `kubernetes-models` 4.5.1 package (Kubernetes
  * 1.33.0's OpenAPI schemas; its 5.x needs Node 22); KEDA's and the Prometheus Operator's kinds:
  * their `@kubernetes-models` packages; the RabbitMQ Cluster Operator's and CloudNativePG's: the
- * CRDs of their releases, vendored in test/fixtures/kubernetes.
+ * CRDs of their releases, vendored in test/fixtures/kubernetes. Fields a kind lacks:
+ * test/support/kubernetes-types.ts.
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
@@ -12,6 +13,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Ajv, type ValidateFunction } from 'ajv';
 import { parseAllDocuments } from 'yaml';
+
 export const REPO = fileURLToPath(new URL('../../', import.meta.url));
 /** kubectl's path (KUBECTL, else the first on PATH): absolute, since the guide's run puts a stand-in first on PATH. */
 export const KUBECTL = process.env.KUBECTL ?? (process.env.PATH ?? '').split(':').map((dir) => join(dir, 'kubectl')).find((file) => existsSync(file)) ?? 'kubectl';
@@ -67,7 +69,7 @@ async function model(apiVersion: string, kind: string): Promise<Model | undefine
   return models.get(specifier);
 }
 
-/** What is wrong with each object against its kind's schema, in order (undefined: nothing), the objects taken one at a time. */
+/** What is wrong with the objects against their kinds' schemas, in order; the objects taken one at a time. */
 export async function schemaProblems(objects: K8sObject[]): Promise<string[]> {
   const problems: string[] = [];
   for (const object of objects) {
