@@ -1,6 +1,6 @@
 import type { Logger } from '../logger/index.js';
 import { RetryingBatcher, throttledWarning } from '../runtime/batcher.js';
-import { type OrderAdmit, type OrderEnd, orderId, type OrderState, type OrderStore } from './store.js';
+import { type OrderAdmit, type OrderEnd, orderId, type OrderPlace, type OrderState, type OrderStore, type OrderWait } from './store.js';
 
 type Item = { admit: OrderAdmit } | { end: OrderEnd };
 
@@ -29,8 +29,21 @@ export class OrderGate {
     return this.batcher.stats;
   }
 
-  /** The webhook's place: `head` (attempt it), `waiting` (its wait is written) or `ended` (a copy of one done). */
-  async admit(admit: OrderAdmit): Promise<OrderState> {
+  /**
+   * The webhook's place: `head` (attempt it), `waiting` (its wait is written) or `ended` (a copy of
+   * one done). Stepped without its wait (most webhooks head their line); one found behind is
+   * stepped again with `wait()` (then waiting, or head if the one before it ended meanwhile).
+   */
+  async admit(place: OrderPlace, wait: () => OrderWait): Promise<Exclude<OrderState, 'behind'>> {
+    const state = await this.step(place);
+    if (state !== 'behind') return state;
+    const again = await this.step({ ...place, ...wait() });
+    // With its wait it is never answered `behind`; were it, attempting it could overtake, acking it lose it.
+    if (again === 'behind') throw new Error(`order: ${place.webhookId} stepped with its wait and still not written`);
+    return again;
+  }
+
+  private async step(admit: OrderAdmit): Promise<OrderState> {
     const states = await this.batcher.add({ admit });
     // Every admit has its row in the answer; were one missing, attempting it risks a duplicate, acking it a loss.
     return states.get(orderId(admit.merchantId, admit.webhookId)) ?? 'head';
