@@ -4,13 +4,21 @@ import { type OrderAdmit, type OrderEnd, orderId, type OrderPlace, type OrderSta
 
 type Item = { admit: OrderAdmit } | { end: OrderEnd };
 
+/** A step given an intake's wait answered `behind` for it: its wait not written, it may be neither attempted nor acked. */
+export class OrderWaitNotWrittenError extends Error {
+  constructor(readonly webhookId: string) {
+    super(`order: ${webhookId} was stepped with its wait and its wait was not written`);
+    this.name = 'OrderWaitNotWrittenError';
+  }
+}
+
 /**
  * Batches the dispatcher's order steps, admissions and ends together: whatever queued while a
  * batch was being written goes in the next one, one round trip each, one batch at a time: so a
  * dispatcher admits the webhooks it took in the order it took them (two batches at once let a
  * later one take a key's lock first, and a refund overtook its charge). Ends in a line of their
- * own cost more CPU per delivery (smaller batches, more round trips) than the wait behind
- * admissions they saved (bench/order.ts). A step resolves only once its batch is committed; while PostgreSQL does not answer it is tried again (backoff up to 2 s) and the
+ * own, and two to four lines by key, cost more CPU per delivery (smaller batches, more round
+ * trips) than the wait they saved (BENCHMARKS.md section 22). A step resolves only once its batch is committed; while PostgreSQL does not answer it is tried again (backoff up to 2 s) and the
  * deliveries stay unacked: an ordered merchant's webhooks are held, never sent out of order.
  */
 export class OrderGate {
@@ -38,8 +46,8 @@ export class OrderGate {
     const state = await this.step(place);
     if (state !== 'behind') return state;
     const again = await this.step({ ...place, ...wait() });
-    // With its wait it is never answered `behind`; were it, attempting it could overtake, acking it lose it.
-    if (again === 'behind') throw new Error(`order: ${place.webhookId} stepped with its wait and still not written`);
+    // With its wait it is never answered `behind` (webhook_order_step writes it); were it, attempting it could overtake, acking it lose it.
+    if (again === 'behind') throw new OrderWaitNotWrittenError(place.webhookId);
     return again;
   }
 
