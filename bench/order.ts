@@ -9,7 +9,7 @@
  * `npm run bench -- order` (BENCH_ORDER_WARMUP, default 5,000; BENCH_ORDER_N, default 20,000).
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SECRET } from './fixtures.js';
 import type { ReceiverProcess } from './processes.js';
@@ -19,6 +19,8 @@ import { dispatcherCpu } from './throughput.js';
 export interface OrderRound {
   unordered: { rate: number; cpuUs: number };
   ordered: { rate: number; cpuUs: number };
+  /** The 1-minute load average at the round's end: the machine is shared. */
+  load: number;
 }
 
 export interface OrderResult {
@@ -45,7 +47,7 @@ export async function benchOrder(url: string, receiver: ReceiverProcess, runs: n
     const orderedFirst = i % 2 === 1;
     const first = await once(orderedFirst);
     const second = await once(!orderedFirst);
-    const round = orderedFirst ? { ordered: first, unordered: second } : { unordered: first, ordered: second };
+    const round = { ...(orderedFirst ? { ordered: first, unordered: second } : { unordered: first, ordered: second }), load: loadavg()[0]! };
     log(`order run ${i + 1}/${runs}: ${JSON.stringify(round)}`);
     result.runs.push(round);
   }
@@ -60,14 +62,15 @@ export function orderSection(r: OrderResult): string {
 (its own process, \`DISPATCH_CONCURRENCY=${r.concurrency}\`, \`RETRY_SCHEDULE=5s\`, a migrated database of its own for its waits and order rows), one
 merchant, every event with a reference of its own (many references, so every webhook heads its line), a receiver process
 answering 204 to all: the merchant **unordered**, then in the same round with \`orderByReference\` (**ordered**: each webhook's
-admission and its end are one batched call of webhook_order_step() each). Rate: deliveries a second over the ${r.total.toLocaleString('en')} after the
-first ${r.warmup.toLocaleString('en')}; CPU from /proc over the same window. Rounds alternate which goes first.
+admission, without its bytes, and its end, beside its delivery record, are one batched call of webhook_order_step() each). Rate:
+deliveries a second over the ${r.total.toLocaleString('en')} after the first ${r.warmup.toLocaleString('en')}; CPU from /proc over the same window. Rounds
+alternate which goes first.
 
 | merchant | deliveries/s | dispatcher CPU µs per delivery |
 |---|---|---|
 | unordered | ${m((x) => x.unordered.rate, 0)} | ${m((x) => x.unordered.cpuUs, 0)} |
 | ordered | ${m((x) => x.ordered.rate, 0)} | ${m((x) => x.ordered.cpuUs, 0)} |
 
-Per round, median: ordered ÷ unordered **${m((x) => x.ordered.rate / x.unordered.rate)}×** (target ≥ 0.8).
+Per round, median: ordered ÷ unordered **${m((x) => x.ordered.rate / x.unordered.rate)}×** (target ≥ 0.8); rounds ${r.runs.map((x) => round(x.ordered.rate / x.unordered.rate, 2)).join(', ')}, load average ${r.runs.map((x) => round(x.load, 1)).join(', ')} on ${cpus().length} cores.
 `;
 }

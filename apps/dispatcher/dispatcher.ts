@@ -298,13 +298,10 @@ export class Dispatcher {
     if (this.deps.merchants.byId(intake.merchantId)?.webhook?.orderByReference !== true) return undefined;
     // Marked before its admission: the 'ordered' wait written with it carries the mark.
     intake.ordered = true;
-    const place = await order.admit({
-      merchantId: intake.merchantId,
-      webhookId: intake.webhookId,
-      key: intake.orderKey,
+    const place = await order.admit({ merchantId: intake.merchantId, webhookId: intake.webhookId, key: intake.orderKey }, () => ({
       headers: this.effect.waitingHeaders({ message }, intake),
       content: message.content,
-    });
+    }));
     // Only a head ends a place in the order (a waiting one's end is its hand-back's).
     intake.ordered = place === 'head';
     return place;

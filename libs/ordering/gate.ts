@@ -1,16 +1,24 @@
 import type { Logger } from '../logger/index.js';
 import { RetryingBatcher, throttledWarning } from '../runtime/batcher.js';
-import { type OrderAdmit, type OrderEnd, orderId, type OrderState, type OrderStore } from './store.js';
+import { type OrderAdmit, type OrderEnd, orderId, type OrderPlace, type OrderState, type OrderStore, type OrderWait } from './store.js';
 
 type Item = { admit: OrderAdmit } | { end: OrderEnd };
+
+/** A step given an intake's wait answered `behind` for it: its wait not written, it may be neither attempted nor acked. */
+export class OrderWaitNotWrittenError extends Error {
+  constructor(readonly webhookId: string) {
+    super(`order: ${webhookId} was stepped with its wait and its wait was not written`);
+    this.name = 'OrderWaitNotWrittenError';
+  }
+}
 
 /**
  * Batches the dispatcher's order steps, admissions and ends together: whatever queued while a
  * batch was being written goes in the next one, one round trip each, one batch at a time: so a
  * dispatcher admits the webhooks it took in the order it took them (two batches at once let a
  * later one take a key's lock first, and a refund overtook its charge). Ends in a line of their
- * own cost more CPU per delivery (smaller batches, more round trips) than the wait behind
- * admissions they saved (bench/order.ts). A step resolves only once its batch is committed; while PostgreSQL does not answer it is tried again (backoff up to 2 s) and the
+ * own, and two to four lines by key, cost more CPU per delivery (smaller batches, more round
+ * trips) than the wait they saved (BENCHMARKS.md section 22). A step resolves only once its batch is committed; while PostgreSQL does not answer it is tried again (backoff up to 2 s) and the
  * deliveries stay unacked: an ordered merchant's webhooks are held, never sent out of order.
  */
 export class OrderGate {
@@ -29,8 +37,21 @@ export class OrderGate {
     return this.batcher.stats;
   }
 
-  /** The webhook's place: `head` (attempt it), `waiting` (its wait is written) or `ended` (a copy of one done). */
-  async admit(admit: OrderAdmit): Promise<OrderState> {
+  /**
+   * The webhook's place: `head` (attempt it), `waiting` (its wait is written) or `ended` (a copy of
+   * one done). Stepped without its wait (most webhooks head their line); one found behind is
+   * stepped again with `wait()` (then waiting, or head if the one before it ended meanwhile).
+   */
+  async admit(place: OrderPlace, wait: () => OrderWait): Promise<Exclude<OrderState, 'behind'>> {
+    const state = await this.step(place);
+    if (state !== 'behind') return state;
+    const again = await this.step({ ...place, ...wait() });
+    // With its wait it is never answered `behind` (webhook_order_step writes it); were it, attempting it could overtake, acking it lose it.
+    if (again === 'behind') throw new OrderWaitNotWrittenError(place.webhookId);
+    return again;
+  }
+
+  private async step(admit: OrderAdmit): Promise<OrderState> {
     const states = await this.batcher.add({ admit });
     // Every admit has its row in the answer; were one missing, attempting it risks a duplicate, acking it a loss.
     return states.get(orderId(admit.merchantId, admit.webhookId)) ?? 'head';

@@ -2,23 +2,30 @@ import type { Queryable } from '../delivery-store/index.js';
 import type { ScalarHeaders } from '../contracts/index.js';
 
 /**
- * Order per reference, gating on rows (migration 0009): an ordered merchant's webhook has a row of
+ * Order per reference, gating on rows (migrations 0009, 0010): an ordered merchant's webhook has a row of
  * `webhook_order` from intake until it ends, in its key's line by an identity PostgreSQL assigns
  * under the key's lock. Only the head of a line goes to an attempt; the others wait as
  * `webhook_waits` rows with reason 'ordered' and no pick time until the head ends, which makes
  * the next one due in the same transaction. All of it is webhook_order_step(), one round trip.
  */
 
-/** A new webhook of an ordered merchant at intake, with what its wait says if it must wait. */
-export interface OrderAdmit {
+/** A new webhook of an ordered merchant at intake: its place, by key. */
+export interface OrderPlace {
   merchantId: string;
   webhookId: string;
   key: string;
+}
+
+/** What an intake behind an earlier webhook of its key waits with. */
+export interface OrderWait {
   /** The headers its 'ordered' wait carries to its hand-back (attempts 0, first seen, x-ordered). */
   headers: ScalarHeaders;
   /** Its bytes as received, stored once with the wait. */
   content: Buffer;
 }
+
+/** An intake as stepped: without its wait first (most head their line), with it once found behind. */
+export type OrderAdmit = OrderPlace & Partial<OrderWait>;
 
 /** An ordered webhook that ended (delivered, failed, skipped): its row goes, the next of its key is due. */
 export interface OrderEnd {
@@ -29,9 +36,10 @@ export interface OrderEnd {
 /**
  * An admitted webhook: `head` goes to its attempt now; `waiting` is behind an earlier one of its key
  * (its 'ordered' wait written) or already waits (a redelivery); `ended` is a copy of one already
- * delivered, failed or skipped (redelivered after a crash between its end and its ack).
+ * delivered, failed or skipped (redelivered after a crash between its end and its ack). `behind`
+ * (only for an intake stepped without its wait): behind an earlier one, nothing written yet.
  */
-export type OrderState = 'head' | 'waiting' | 'ended';
+export type OrderState = 'head' | 'waiting' | 'ended' | 'behind';
 
 /** A webhook's name in step()'s answer. */
 export function orderId(merchantId: string, webhookId: string): string {
@@ -57,8 +65,8 @@ export class OrderStore {
       admits.map((a) => a.merchantId),
       admits.map((a) => a.key),
       admits.map((a) => a.webhookId),
-      admits.map((a) => JSON.stringify(a.headers)),
-      admits.map((a) => a.content.toString('hex')),
+      admits.map((a) => (a.headers ? JSON.stringify(a.headers) : null)),
+      admits.map((a) => a.content?.toString('hex') ?? null),
       ends.map((e) => e.merchantId),
       ends.map((e) => e.webhookId),
       ORDER_ENDED_KEEP_MS,

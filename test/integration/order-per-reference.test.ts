@@ -1,14 +1,15 @@
 import { createHash } from 'node:crypto';
-import { type EventName, sampleEvent, type UpstreamMessage } from '../../libs/contracts/index.js';
+import type { EventName } from '../../libs/contracts/index.js';
 import { BrokerConnection } from '../../libs/broker/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { declareIntake } from '../../libs/topology/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
 import { startHarness, testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { eventOf, sentOutOfOrder, timeline } from '../support/order.js';
 import { createTestDatabase } from '../support/postgres.js';
 import { dispatcherEnv, startProgram } from '../support/process.js';
-import { type ReceivedRequest, Receiver } from '../support/receiver.js';
+import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
 /**
@@ -17,25 +18,6 @@ import { waitFor } from '../support/wait.js';
  * and only that reference waits. Each test was seen failing on a broken variant (see the report
  * of the change that added them).
  */
-
-/** An event of `event` whose order key (tnxRef, or a payout's reference) is `ref`. */
-function eventOf(event: EventName, merchantId: string, ref: string): UpstreamMessage {
-  const sample = sampleEvent(event, merchantId);
-  return { ...sample, data: { ...sample.data, ...(event === 'payout' ? { reference: ref } : { tnxRef: ref }) } };
-}
-
-/** Per webhook-id: when its first and last requests came, and when its first 2xx answer went (request numbers). */
-function timeline(requests: readonly ReceivedRequest[], delivered: ReadonlySet<number>): Map<string, { first: number; last: number; done?: number }> {
-  const seen = new Map<string, { first: number; last: number; done?: number }>();
-  requests.forEach((request, n) => {
-    const id = String(request.headers['webhook-id']);
-    const entry = seen.get(id) ?? { first: n, last: n };
-    entry.last = n;
-    if (entry.done === undefined && delivered.has(n)) entry.done = n;
-    seen.set(id, entry);
-  });
-  return seen;
-}
 
 describe('a charge that fails twice, then its refund', () => {
   it('reaches the merchant before the refund, and the refund follows within a second', async () => {
@@ -202,19 +184,9 @@ describe('1,000 references × 5 events with random failures on two dispatchers, 
       // failed for good in one); then each webhook whose short span (600 ms) ends while it is open
       // (its circuit row shared by both dispatchers) fails for good.
       expect(failed.size).toBeLessThan(all / 10);
-      const outOfOrder: string[] = [];
-      let swapped = 0;
-      rows.forEach((row, i) => {
-        const before = rows[i - 1];
-        if (!before || before.order_key !== row.order_key) return;
-        if (before.webhook_id > row.webhook_id) swapped++;
-        // Not sent while the one before it was not yet delivered (or, failed for good, attempted).
-        const prior = line.get(before.webhook_id);
-        const next = line.get(row.webhook_id);
-        const priorEnd = prior?.done ?? prior?.last ?? -1;
-        if (next !== undefined && next.first < priorEnd) outOfOrder.push(row.webhook_id);
-      });
-      expect(outOfOrder).toEqual([]);
+      // Not sent while the one before it was not yet delivered (or, failed for good, attempted).
+      expect(sentOutOfOrder(rows, line)).toEqual([]);
+      const swapped = rows.filter((row, i) => rows[i - 1]?.order_key === row.order_key && rows[i - 1]!.webhook_id > row.webhook_id).length;
       // Mostly the order of publishing, which one queue keeps for one consumer.
       expect(swapped).toBeLessThan(all / 10);
     } finally {

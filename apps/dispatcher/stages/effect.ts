@@ -98,14 +98,13 @@ export class EffectStage {
         if (this.debug) logger.debug('webhook waits for an earlier one of its reference', { ...logFields(intake), ...spanLogFields(span) });
         return delivery.ack();
       case 'delivered':
-        await this.endWait(intake, true);
-        await record();
+        // Both before the ack, neither waiting for the other: an ordered webhook's end is a round trip to PostgreSQL.
+        await Promise.all([this.endWait(intake, true), record()]);
         this.count('delivered', 'delivered', intake.event, intake.test);
         if (this.debug) logger.debug('webhook delivered', { ...logFields(intake), attempt: decision.attempt, status: decision.status, ...spanLogFields(span) });
         return delivery.ack();
       case 'skipped':
-        await this.endWait(intake);
-        await record();
+        await Promise.all([this.endWait(intake), record()]);
         this.count('skipped', 'skipped', intake.event, intake.test);
         logger.info(decision.why === 'event-not-subscribed' ? 'webhook skipped: event not subscribed' : 'webhook skipped: not set up or disabled', { ...logFields(intake), why: decision.why, ...spanLogFields(span) });
         return delivery.ack();
@@ -163,8 +162,7 @@ export class EffectStage {
         });
         // The failure is recorded (and its wait ended) once it is in `failed`: a move that gives up leaves no failure behind.
         const settle = async () => {
-          await this.endWait(intake, UNSENDABLE.has(decision.reason));
-          await record();
+          await Promise.all([this.endWait(intake, UNSENDABLE.has(decision.reason)), record()]);
         };
         if (!(await this.move(delivery, this.deps.names.failed, headers, intake.event, span, settle))) return;
         this.index(delivery, intake, decision, headers, now);

@@ -1,0 +1,44 @@
+import { type EventName, sampleEvent, type UpstreamMessage } from '../../libs/contracts/index.js';
+import type { ReceivedRequest } from './receiver.js';
+
+/** An event of `event` whose order key (tnxRef, or a payout's reference) is `ref`. */
+export function eventOf(event: EventName, merchantId: string, ref: string): UpstreamMessage {
+  const sample = sampleEvent(event, merchantId);
+  return { ...sample, data: { ...sample.data, ...(event === 'payout' ? { reference: ref } : { tnxRef: ref }) } };
+}
+
+export interface Timeline {
+  first: number;
+  last: number;
+  done?: number;
+}
+
+/** Per webhook-id: when its first and last requests came, and when its first 2xx answer went (request numbers). */
+export function timeline(requests: readonly ReceivedRequest[], delivered: ReadonlySet<number>): Map<string, Timeline> {
+  const seen = new Map<string, Timeline>();
+  requests.forEach((request, n) => {
+    const id = String(request.headers['webhook-id']);
+    const entry = seen.get(id) ?? { first: n, last: n };
+    entry.last = n;
+    if (entry.done === undefined && delivered.has(n)) entry.done = n;
+    seen.set(id, entry);
+  });
+  return seen;
+}
+
+/**
+ * The webhooks first sent while the one before them in their key's line (`rows`, ordered by key
+ * then place, as webhook_order holds them) was not yet delivered (or, failed for good, attempted).
+ */
+export function sentOutOfOrder(rows: ReadonlyArray<{ order_key: string; webhook_id: string }>, line: ReadonlyMap<string, Timeline>): string[] {
+  const early: string[] = [];
+  rows.forEach((row, i) => {
+    const before = rows[i - 1];
+    if (!before || before.order_key !== row.order_key) return;
+    const prior = line.get(before.webhook_id);
+    const next = line.get(row.webhook_id);
+    const priorEnd = prior?.done ?? prior?.last ?? -1;
+    if (next !== undefined && next.first < priorEnd) early.push(row.webhook_id);
+  });
+  return early;
+}
