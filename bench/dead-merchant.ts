@@ -137,24 +137,26 @@ async function run(url: string, databaseUrl: string, options: DeadMerchantOption
     await until('idle deliveries', async () => (await receiver.count()).count >= sequence - idleStart, 120_000, 100);
     const idle = await healthyLatency();
 
-    // The dead merchant's waits, inserted straight into the table (bodies once per webhook).
+    // The dead merchant's waits, inserted straight into the table (bodies once per webhook), with
+    // the span column of 0006 where the build has it (the end of each one's schedule, a day on), in
+    // the same statement: set by an UPDATE after it, the million rows stayed locked for as long as it
+    // took (20 s to 2 min) while the dispatcher ran, and every wait write and take waited on it.
     const insertStarted = Date.now();
     const firstSeen = new Date(Date.now() - 3_600_000).toISOString();
+    const spans = (await database.query(`SELECT 1 FROM information_schema.columns WHERE table_name = 'webhook_waits' AND column_name = 'span_ends_at'`)).rows.length > 0;
     await database.query(
       `WITH w AS (
          SELECT 'evt_dead_' || i AS webhook_id, now() + ((i::float8 / $1) * 1800) * interval '1 second' AS due_at FROM generate_series(0, $1 - 1) AS i
        ), bodies AS (
          INSERT INTO webhook_bodies (merchant_id, webhook_id, content) SELECT 'm_dead', webhook_id, $2::bytea FROM w
        )
-       INSERT INTO webhook_waits (merchant_id, webhook_id, attempt, due_at, pick_at, reason, headers)
+       INSERT INTO webhook_waits (merchant_id, webhook_id, attempt, due_at, pick_at, reason, headers${spans ? ', span_ends_at' : ''})
        SELECT 'm_dead', webhook_id, 1, due_at, due_at, 'circuit-open',
          jsonb_build_object('${HEADERS.merchantId}', 'm_dead', '${HEADERS.event}', 'charge.completed', '${HEADERS.webhookId}', webhook_id,
-           '${HEADERS.attempts}', 1, '${HEADERS.postponements}', 1, '${HEADERS.firstSeenAt}', $3::text)
+           '${HEADERS.attempts}', 1, '${HEADERS.postponements}', 1, '${HEADERS.firstSeenAt}', $3::text)${spans ? ", now() + interval '1 day'" : ''}
        FROM w`,
       [options.waits, eventBody('m_dead'), firstSeen],
     );
-    // The span column of 0006, where the build has it: the end of each one's schedule (a day on).
-    await database.query(`UPDATE webhook_waits SET span_ends_at = now() + interval '1 day'`).catch(() => {});
     await database.query('ANALYZE webhook_waits');
     const insertS = (Date.now() - insertStarted) / 1000;
 

@@ -66,4 +66,67 @@ describe('waits of a merchant whose circuit is open', () => {
       await healthy.close();
     }
   });
+
+  // With the throttle, as the program runs: a 503 lowers the endpoint's rate as well as failing.
+  // Seen failing with the throttle asked before the circuit (all 100 new webhooks throttled, none
+  // postponed) and with a pick that never parks (622 hand-backs in the window).
+  it('answering 503 (which lowers its throttle rate): the circuit decides, not the throttle, and its waits stay parked', async () => {
+    const dead = await Receiver.start(() => 503);
+    const deadMerchant = testMerchant('m_dead', dead.url);
+    const harness = await startHarness({
+      name: 'dead-merchant-503',
+      merchants: [deadMerchant],
+      retryDelaysMs: Array.from({ length: 200 }, () => 300),
+      settings: { breakerThreshold: 2, breakerCooldownMs: 1_000, perEndpointConcurrency: 1 },
+      throttle: true,
+    });
+    const handSum = async () => Number((await harness.database.query<{ n: string }>("SELECT coalesce(sum(hand), 0) AS n FROM webhook_waits WHERE merchant_id = 'm_dead'"))[0]!.n);
+    try {
+      // As bench/dead-merchant.ts: waits of a merchant dead for hours (1,000, due over the next 10 s),
+      // inserted straight into the table; no circuit row yet, and a dispatcher that knows nothing.
+      await harness.database.query(
+        `WITH w AS (SELECT 'evt_dead_' || i AS webhook_id, now() + (i * 10.0 / 1000) * interval '1 second' AS due_at FROM generate_series(0, 999) AS i),
+         bodies AS (INSERT INTO webhook_bodies (merchant_id, webhook_id, content) SELECT 'm_dead', webhook_id, $1::bytea FROM w)
+         INSERT INTO webhook_waits (merchant_id, webhook_id, attempt, due_at, pick_at, reason, headers, span_ends_at)
+         SELECT 'm_dead', webhook_id, 1, due_at, due_at, 'circuit-open',
+           jsonb_build_object('x-merchant-id', 'm_dead', 'x-event', 'payout', 'x-webhook-id', webhook_id, 'x-attempts', 1, 'x-postponements', 1, 'x-first-seen-at', $2::text),
+           now() + interval '1 day'
+         FROM w`,
+        [Buffer.from(JSON.stringify(sampleEvent('payout', deadMerchant.id))), new Date().toISOString()],
+      );
+      // Its first hand-backs (before any attempt failed) are attempted or postponed; then a circuit row,
+      // its rate lowered, and none of its waits out (in dispatch or in an attempt) but a probe.
+      const out = async () => Number((await harness.database.query<{ n: string }>("SELECT count(*) AS n FROM webhook_waits WHERE merchant_id = 'm_dead' AND NOT parked AND pick_at > due_at"))[0]!.n);
+      await waitFor('the circuit row, its rate lowered, its first hand-backs settled', async () => (await harness.database.query('SELECT 1 FROM wait_circuits')).length === 1
+        && (await harness.database.query('SELECT 1 FROM endpoint_rates')).length === 1 && (await out()) <= 1
+        && (await harness.test.messageCount(harness.names.dispatch)) === 0, 20_000);
+
+      // A window of 5 s, its new webhooks arriving 20 a second while its waits fall due.
+      const handed = harness.scheduler.stats.handed;
+      const hands = await handSum();
+      const attempts = dead.requests.length;
+      const throttled = harness.dispatcher.stats.throttled;
+      const postponed = harness.dispatcher.stats.circuitOpen;
+      for (let i = 0; i < 100; i++) {
+        await harness.publisher.publish(sampleEvent('payout', deadMerchant.id));
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      await waitFor('the window\'s webhooks written', async () => (await harness.waits.census(0)).waiting === 1_100, 10_000);
+      // The probes at most (the in-memory cooldown doubles from 1 s: four in 5 s), each handed back
+      // once and maybe postponed once: not the hundreds of waits that fell due meanwhile.
+      const probes = dead.requests.length - attempts;
+      expect(probes).toBeLessThanOrEqual(5);
+      expect(harness.scheduler.stats.handed - handed).toBeLessThanOrEqual(2 * probes + 4);
+      expect((await handSum()) - hands).toBeLessThanOrEqual(4 * probes + 8);
+      // Its new webhooks were postponed by the circuit, not given places in the throttle's queue at
+      // the lowered rate (far ahead, and past the circuit: the probe's success does not bring them back).
+      expect(harness.dispatcher.stats.circuitOpen - postponed).toBeGreaterThanOrEqual(95);
+      expect(harness.dispatcher.stats.throttled - throttled).toBeLessThanOrEqual(probes);
+      const parked = await harness.database.query<{ n: string }>("SELECT count(*) AS n FROM webhook_waits WHERE merchant_id = 'm_dead' AND parked");
+      expect(Number(parked[0]!.n)).toBeGreaterThanOrEqual(500);
+    } finally {
+      await harness.close();
+      await dead.close();
+    }
+  });
 });

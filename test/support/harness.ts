@@ -11,6 +11,7 @@ import { FileMerchantDirectory, type Merchant } from '../../libs/merchants/index
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { WaitScheduler, WaitStore, WaitWriter } from '../../libs/waits/index.js';
 import { OrderGate, OrderStore } from '../../libs/ordering/index.js';
+import { Throttle } from '../../apps/dispatcher/stages/throttle.js';
 import { declareTopology, type TopologyNames, topologyNames } from '../../libs/topology/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from './broker.js';
 import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
@@ -76,6 +77,8 @@ export async function startHarness(options: {
   logger?: Logger;
   /** The dispatcher's clock (the host's by default): a host whose clock is off. */
   now?: () => Date;
+  /** The endpoints' throttle, as the program has it (maxPerSecond; a 429/503 answer lowers the endpoint's rate). Off by default. */
+  throttle?: boolean;
 }): Promise<Harness> {
   const prefix = uniquePrefix(options.name);
   const retryDelaysMs = options.retryDelaysMs ?? [];
@@ -105,7 +108,7 @@ export async function startHarness(options: {
   const deliveryLog = options.recorder ?? (options.deliveryLog ? new DeliveryRecorder(broker, logger, { prefix }) : undefined);
   await deliveryLog?.start();
   const dispatcher = new Dispatcher(
-    { broker, merchants, http, logger, waits: { store: waits, writer }, order, deliveryLog, failures: new FailedStore(failuresDb), now: options.now },
+    { broker, merchants, http, logger, waits: { store: waits, writer }, order, deliveryLog, failures: new FailedStore(failuresDb), now: options.now, throttle: options.throttle ? new Throttle(failuresDb, waits, logger) : undefined },
     {
       prefix,
       retryDelaysMs,

@@ -41,13 +41,18 @@ export class AdmissionStage {
     if (!receivesEvent(webhook, intake.event)) return { kind: 'unavailable', why: 'event-not-subscribed' };
     // A resend is the merchant saying "fixed": its first attempt goes through an open circuit.
     // So does a webhook never attempted whose span is over: nothing reaches failed untried.
-    // The throttle: a slot of the endpoint's rate (held until it comes), or a wait as a row.
-    const throttled = this.throttle && (await this.throttle.admit(intake.merchantId, webhook, stopped, intake.hand !== undefined));
+    const force = intake.attempts === 0 && (intake.resentAt !== undefined || this.policy.spanOver(intake.resentAt ?? intake.firstSeenAt, now));
+    const endpoint = this.endpointOf(webhook.url);
+    // The throttle: a slot of the endpoint's rate (held until it comes), or a wait as a row. Not
+    // while its circuit is open: the circuit decides then (postponed, parked behind wait_circuits).
+    // A dead endpoint's 503s lower its rate, and taken first the throttle made its webhooks
+    // 'throttled' waits at places of its queue hours ahead, none of them telling the circuit's row.
+    const circuitDecides = !force && this.guards.refusing(endpoint);
+    const throttled = this.throttle && !circuitDecides ? await this.throttle.admit(intake.merchantId, webhook, stopped, intake.hand !== undefined) : undefined;
     if (throttled?.kind === 'stopping') return { kind: 'stopping' };
     if (throttled?.kind === 'wait') return { kind: 'throttled', delayMs: throttled.delayMs };
-    const force = intake.attempts === 0 && (intake.resentAt !== undefined || this.policy.spanOver(intake.resentAt ?? intake.firstSeenAt, now));
     const slot = await this.guards.acquire(
-      this.endpointOf(webhook.url),
+      endpoint,
       { merchantId: intake.merchantId, canDefer: this.policy.canDefer(intake.deferrals), force },
       stopped,
     );

@@ -201,6 +201,12 @@ export class EndpointGuards {
     return this.endpoints.get(endpoint)?.openUntil ?? 0;
   }
 
+  /** True while the endpoint's circuit turns every delivery away (open, its probe not yet due or out): acquire() answers 'open' unless forced. */
+  refusing(endpoint: string): boolean {
+    const state = this.endpoints.get(endpoint);
+    return state !== undefined && state.openUntil > 0 && (this.now() < state.openUntil || state.probing);
+  }
+
   /**
    * How long until the endpoint counts as slow (≤ 0: it does): its oldest request past the
    * threshold, and still unanswered after the threshold again with this process's event loop free
