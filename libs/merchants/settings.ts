@@ -5,8 +5,8 @@ import { PLATFORM_MERCHANT_ID } from '../contracts/merchant-id.js';
 import { isBlockedAddress } from '../http/address-guard.js';
 import type { Actor } from './audit.js';
 import type { PgMerchantDirectory } from './pg-directory.js';
-import { graceExpiries, graceSecrets } from './directory.js';
-import { type DisabledReason, MAX_GRACE_SECRETS, type Merchant, type MerchantWebhook } from './schema.js';
+import { graceExpiries, graceSecrets, newEndpointId, soleEndpoint, withSoleEndpoint } from './directory.js';
+import { type DisabledReason, MAX_GRACE_SECRETS, type Merchant, type Endpoint } from './schema.js';
 import {
   DisabledByOperatorError,
   InvalidIdempotencyKeyError,
@@ -73,8 +73,12 @@ export interface MerchantView {
   } | null;
 }
 
+/**
+ * The admin API, the CLI and the portal show and write a merchant's one endpoint as `webhook`
+ * until they manage several (issue 56's /endpoints routes).
+ */
 export function viewOf(merchant: Merchant, now: Date): MerchantView {
-  const webhook = merchant.webhook;
+  const webhook = soleEndpoint(merchant);
   const grace = webhook ? graceExpiries(webhook, now) : [];
   return {
     id: merchant.id,
@@ -126,7 +130,7 @@ export type Written<T> = T & { replayed: boolean; version: number };
  * says `enabled: false` (`disabling`) makes the disable the operator's, whatever turned it off
  * before (auto-disable, the merchant): the portal may not undo it, and would otherwise.
  */
-export function withStatus(kept: MerchantWebhook | undefined, next: MerchantWebhook, now: Date, by: 'operator' | 'merchant' = 'operator', disabling = false): MerchantWebhook {
+export function withStatus(kept: Endpoint | undefined, next: Endpoint, now: Date, by: 'operator' | 'merchant' = 'operator', disabling = false): Endpoint {
   const { disabledReason: _reason, disabledAt: _at, disabledBy: _by, failingSince: _since, lastFailureAt: _last, ...base } = next;
   const clock = kept?.failingSince ? { failingSince: kept.failingSince, ...(kept.lastFailureAt ? { lastFailureAt: kept.lastFailureAt } : {}) } : {};
   if (!next.enabled) {
@@ -142,7 +146,7 @@ export function withStatus(kept: MerchantWebhook | undefined, next: MerchantWebh
 }
 
 /** Off by the platform's operator (admin API, CLI): only the operator turns it on again. */
-export function disabledByOperator(webhook: MerchantWebhook | undefined): boolean {
+export function disabledByOperator(webhook: Endpoint | undefined): boolean {
   return !!webhook && !webhook.enabled && webhook.disabledReason === 'manual' && webhook.disabledBy !== 'merchant';
 }
 
@@ -166,8 +170,8 @@ export interface EndpointTransition {
 
 /** What a write did to a webhook that existed before and after it (setting one up or removing one announces nothing). */
 export function transitionsOf(before: Merchant | undefined, after: Merchant, now: Date): EndpointTransition[] {
-  const was = before?.webhook;
-  const webhook = after.webhook;
+  const was = before && soleEndpoint(before);
+  const webhook = soleEndpoint(after);
   if (!was || !webhook) return [];
   const base = { merchantId: after.id, url: webhook.url, at: now.toISOString() };
   const changed = [...(was.url !== webhook.url ? (['url'] as const) : []), ...(JSON.stringify(was.events) !== JSON.stringify(webhook.events) ? (['events'] as const) : [])];
@@ -183,7 +187,7 @@ export function transitionsOf(before: Merchant | undefined, after: Merchant, now
 }
 
 /** A webhook's secrets as written: the current one and those in grace. */
-function withGrace(webhook: Omit<MerchantWebhook, 'previousSecrets'>, grace: MerchantWebhook['previousSecrets']): MerchantWebhook {
+function withGrace(webhook: Omit<Endpoint, 'previousSecrets'>, grace: Endpoint['previousSecrets']): Endpoint {
   return grace && grace.length > 0 ? { ...webhook, previousSecrets: grace } : webhook;
 }
 
@@ -239,13 +243,14 @@ export class MerchantSettings {
     const url = input.webhook ? checkWebhookUrl(input.webhook.url, this.policy) : undefined;
     return this.write<SettingsResult>('put', merchantId, input, guards, (current, issued) => {
       this.checkPublicKey(merchantId, input.publicKey);
-      let webhook: MerchantWebhook | undefined;
+      let webhook: Endpoint | undefined;
       if (input.webhook) {
-        const kept = current?.webhook;
+        const kept = current && soleEndpoint(current);
         webhook = withStatus(
           kept,
           withGrace(
-            withMaxPerSecond<Omit<MerchantWebhook, 'previousSecrets'>>({
+            withMaxPerSecond<Omit<Endpoint, 'previousSecrets'>>({
+              id: kept?.id ?? issued.endpointId(),
               url: url!,
               enabled: input.webhook.enabled,
               secret: kept?.secret ?? issued.secret(),
@@ -260,7 +265,7 @@ export class MerchantSettings {
           !input.webhook.enabled && !guards.enabledCarriedOver,
         );
       }
-      return { id: merchantId, publicKey: input.publicKey, ...(webhook ? { webhook } : {}) };
+      return withSoleEndpoint({ id: merchantId, publicKey: input.publicKey, endpoints: [] }, webhook);
     });
   }
 
@@ -271,15 +276,16 @@ export class MerchantSettings {
       if (!current) throw new MerchantNotFoundError(merchantId);
       const publicKey = patch.publicKey ?? current.publicKey;
       this.checkPublicKey(merchantId, publicKey);
-      const { webhook: kept, ...rest } = current;
-      if (patch.webhook === null) return { ...rest, publicKey };
-      if (patch.webhook === undefined) return { ...rest, publicKey, ...(kept ? { webhook: kept } : {}) };
+      const kept = soleEndpoint(current);
+      const rest = { ...current, publicKey };
+      if (patch.webhook === null) return withSoleEndpoint(rest, undefined);
+      if (patch.webhook === undefined) return rest;
       if (!kept && url === undefined) throw new InvalidSettingsError('webhook.url', 'is required: this merchant has no webhook yet');
-      let webhook: MerchantWebhook = {
-        ...(kept ?? { secret: issued.secret(), secretIssuedAt: this.now().toISOString(), enabled: true }),
+      let webhook: Endpoint = {
+        ...(kept ?? { id: issued.endpointId(), secret: issued.secret(), secretIssuedAt: this.now().toISOString(), enabled: true }),
         url: url ?? kept!.url,
         ...(patch.webhook.enabled === undefined ? {} : { enabled: patch.webhook.enabled }),
-      } as MerchantWebhook;
+      } as Endpoint;
       if (patch.webhook.events === null) delete webhook.events;
       else if (patch.webhook.events) webhook.events = patch.webhook.events;
       if (patch.webhook.maxPerSecond !== undefined) webhook = withMaxPerSecond(webhook, patch.webhook.maxPerSecond);
@@ -288,7 +294,7 @@ export class MerchantSettings {
       if (guards.by === 'merchant' && webhook.enabled && disabledByOperator(kept)) {
         throw new DisabledByOperatorError(merchantId);
       }
-      return { ...rest, publicKey, webhook: withStatus(kept, webhook, this.now(), guards.by, patch.webhook.enabled === false) };
+      return withSoleEndpoint(rest, withStatus(kept, webhook, this.now(), guards.by, patch.webhook.enabled === false));
     });
   }
 
@@ -306,18 +312,19 @@ export class MerchantSettings {
       guards,
       (current) => {
         if (!current) throw new MerchantNotFoundError(merchantId);
-        if (!current.webhook) throw new WebhookNotSetUpError(merchantId);
+        const endpoint = soleEndpoint(current);
+        if (!endpoint) throw new WebhookNotSetUpError(merchantId);
         const now = this.now();
-        const grace = graceSecrets(current.webhook, now);
+        const grace = graceSecrets(endpoint, now);
         if (graceSeconds > 0) {
           if (grace.length >= MAX_GRACE_SECRETS) throw new TooManySecretsError(merchantId, grace[grace.length - 1]!.expiresAt);
-          grace.unshift({ secret: current.webhook.secret, expiresAt: new Date(now.getTime() + graceSeconds * 1000).toISOString() });
+          grace.unshift({ secret: endpoint.secret, expiresAt: new Date(now.getTime() + graceSeconds * 1000).toISOString() });
         }
-        const { previousSecrets: _all, ...webhook } = current.webhook;
-        return { ...current, webhook: withGrace({ ...webhook, secret, secretIssuedAt: now.toISOString() }, grace) };
+        const { previousSecrets: _all, ...webhook } = endpoint;
+        return withSoleEndpoint(current, withGrace({ ...webhook, secret, secretIssuedAt: now.toISOString() }, grace));
       },
       (next) => {
-        const replaced = graceSeconds > 0 ? next.webhook?.previousSecrets?.[0] : undefined;
+        const replaced = graceSeconds > 0 ? soleEndpoint(next)?.previousSecrets?.[0] : undefined;
         return { secret, previousSecretExpiresAt: replaced?.expiresAt ?? null };
       },
     );
@@ -338,16 +345,19 @@ export class MerchantSettings {
     merchantId: string,
     input: unknown,
     { idempotencyKey, ifVersion, actor }: WriteGuards,
-    change: (current: Merchant | undefined, issued: { secret(): string }) => Merchant,
+    change: (current: Merchant | undefined, issued: { secret(): string; endpointId(): string }) => Merchant,
     resultOf?: (next: Merchant, current: Merchant | undefined) => T,
   ): Promise<Written<T>> {
     let issuedSecret: string | undefined;
+    let issuedId: string | undefined;
     let issuedNow = false;
     const issued = {
       secret: () => {
         issuedNow = true;
         return (issuedSecret ??= newWebhookSecret());
       },
+      // The same id each time the change is applied, like the secret.
+      endpointId: () => (issuedId ??= newEndpointId()),
     };
     // The settings the last application of the change started from: the write that was committed.
     let before: Merchant | undefined;

@@ -1,5 +1,5 @@
 import { clockState, IntervalFolder, shouldDisable, shouldRecordFailing } from '../../libs/operational/index.js';
-import { transitionsOf, withStatus, type Merchant, type MerchantWebhook } from '../../libs/merchants/index.js';
+import { transitionsOf, withStatus, type Merchant, type Endpoint } from '../../libs/merchants/index.js';
 import { waitFor } from '../support/wait.js';
 
 const DAY = 86_400_000;
@@ -90,8 +90,8 @@ describe('folding operational events per interval', () => {
 
 describe('a webhook turned off or on by a write', () => {
   const now = new Date('2026-01-01T00:00:00.000Z');
-  const webhook: MerchantWebhook = { url: 'https://m.example/hooks', enabled: true, secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' };
-  const merchant = (w: MerchantWebhook): Merchant => ({ id: 'm_1', publicKey: 'pk_test_1', webhook: w });
+  const webhook: Endpoint = { id: 'ep_m_hooks', url: 'https://m.example/hooks', enabled: true, secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' };
+  const merchant = (w: Endpoint): Merchant => ({ id: 'm_1', publicKey: 'pk_test_1', endpoints: [w] });
 
   it('says why and since when when an operator turns it off, and keeps both while it stays off', () => {
     const off = withStatus(webhook, { ...webhook, enabled: false }, now);
