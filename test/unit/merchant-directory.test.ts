@@ -37,6 +37,8 @@ describe('the merchants file', () => {
     [{ merchants: [{ id: 'm', publicKey: 'short' }] }, 'merchants.0.publicKey: publicKey must be at least 8 characters'],
     [{ merchants: [{ id: 'a', publicKey: 'pk_test_same_key' }, { id: 'b', publicKey: 'pk_test_same_key' }] }, 'merchants.1.publicKey: duplicate publicKey'],
     [{ merchants: {} }, 'merchants: '],
+    [{ merchants: [{ id: 'm', publicKey: 'pk_test_12345678', endpoints: [{ url: 'https://x.example', enabled: true, secret: 'whsec_MDEyMzQ1Njc4OWFiY2RlZg==' }] }] }, 'merchants.0.endpoints.0.id: '],
+    [{ merchants: [{ id: 'm', publicKey: 'pk_test_12345678', endpoints: [{ id: 'wh_1', url: 'https://x.example', enabled: true, secret: 'whsec_MDEyMzQ1Njc4OWFiY2RlZg==' }] }] }, 'merchants.0.endpoints.0.id: endpoint id must be ep_'],
   ])('refuses %j at start-up, naming the field', (content, message) => {
     const file = writeMerchantsFile([]);
     writeFileSync(file, JSON.stringify(content));
