@@ -1,23 +1,22 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { isIP } from 'node:net';
-import { EVENT_NAMES } from '../contracts/events.js';
 import { PLATFORM_MERCHANT_ID } from '../contracts/merchant-id.js';
 import { isBlockedAddress } from '../http/address-guard.js';
 import type { Actor } from './audit.js';
 import type { PgMerchantDirectory } from './pg-directory.js';
-import { graceExpiries, graceSecrets, newEndpointId, soleEndpoint, withSoleEndpoint } from './directory.js';
-import { type DisabledReason, MAX_GRACE_SECRETS, type Merchant, type Endpoint } from './schema.js';
+import { graceSecrets, newEndpointId, soleEndpoint, withSoleEndpoint } from './directory.js';
+import { type EndpointView, endpointViewOf, rotatedEndpoint } from './endpoint-view.js';
+import type { DisabledReason, Endpoint, Merchant } from './schema.js';
 import {
   DisabledByOperatorError,
   InvalidIdempotencyKeyError,
   InvalidSettingsError,
   MerchantNotFoundError,
   PublicKeyTakenError,
-  TooManySecretsError,
   WebhookNotSetUpError,
 } from './errors.js';
 import type { MerchantInput, MerchantPatch } from './settings-input.js';
-import { maxPerSecondOf, withMaxPerSecond } from './throttle-setting.js';
+import { withMaxPerSecond } from './throttle-setting.js';
 
 /** An Idempotency-Key as Stripe takes it: 1 to 255 printable ASCII characters. */
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
@@ -51,26 +50,7 @@ export function checkWebhookUrl(text: string, policy: UrlPolicy): string {
 export interface MerchantView {
   id: string;
   publicKey: string;
-  webhook: {
-    url: string;
-    enabled: boolean;
-    events: string[];
-    /** When the last of the previous secrets stops signing; null when none is in its grace. */
-    previousSecretExpiresAt: string | null;
-    /** Each previous secret still signing, by when it stops, the latest first. */
-    previousSecrets: Array<{ expiresAt: string }>;
-    /** Why it is off (`failing`: disabled automatically; `manual`) and since when; null while enabled. */
-    disabledReason: DisabledReason | null;
-    disabledAt: string | null;
-    /** The first failure after its last success, once it has failed a tenth of ENDPOINT_DISABLE_AFTER; null otherwise. */
-    failingSince: string | null;
-    /** Order per reference (libs/ordering): a webhook waits while an earlier one of its reference is not yet ended. */
-    orderByReference: boolean;
-    /** At most this many webhooks a second (the throttle); null: no limit. */
-    maxPerSecond: number | null;
-    /** The rate it is sent at now: maxPerSecond, or lower while its 429/503 answers slow it (withCurrentRate); null: no limit. */
-    currentPerSecond: number | null;
-  } | null;
+  webhook: Omit<EndpointView, 'id' | 'description'> | null;
 }
 
 /**
@@ -78,27 +58,9 @@ export interface MerchantView {
  * until they manage several (issue 56's /endpoints routes).
  */
 export function viewOf(merchant: Merchant, now: Date): MerchantView {
-  const webhook = soleEndpoint(merchant);
-  const grace = webhook ? graceExpiries(webhook, now) : [];
-  return {
-    id: merchant.id,
-    publicKey: merchant.publicKey,
-    webhook: webhook
-      ? {
-          url: webhook.url,
-          enabled: webhook.enabled,
-          events: [...(webhook.events ?? EVENT_NAMES)],
-          previousSecretExpiresAt: grace[0]?.expiresAt ?? null,
-          previousSecrets: grace.map(({ expiresAt }) => ({ expiresAt })),
-          disabledReason: webhook.enabled ? null : (webhook.disabledReason ?? null),
-          disabledAt: webhook.enabled ? null : (webhook.disabledAt ?? null),
-          failingSince: webhook.failingSince ?? null,
-          orderByReference: webhook.orderByReference === true,
-          maxPerSecond: maxPerSecondOf(webhook),
-          currentPerSecond: maxPerSecondOf(webhook),
-        }
-      : null,
-  };
+  const endpoint = soleEndpoint(merchant);
+  const { id: _id, description: _description, ...webhook } = endpoint ? endpointViewOf(endpoint, now) : ({} as EndpointView);
+  return { id: merchant.id, publicKey: merchant.publicKey, webhook: endpoint ? webhook : null };
 }
 
 export function newWebhookSecret(): string {
@@ -210,14 +172,19 @@ export interface WriteGuards {
 export class MerchantSettings {
   constructor(
     private readonly directory: PgMerchantDirectory,
-    private readonly policy: UrlPolicy,
-    private readonly now: () => Date = () => new Date(),
+    readonly policy: UrlPolicy,
+    readonly now: () => Date = () => new Date(),
     /**
      * Told when a write (not a replay) turned a webhook off or on, after the write is committed:
      * the programs publish endpoint.disabled (manual) or endpoint.enabled from it.
      */
     private readonly announce?: (transition: EndpointTransition) => Promise<void>,
   ) {}
+
+  /** The merchant as this program holds it. */
+  merchant(merchantId: string): Merchant | undefined {
+    return this.directory.byId(merchantId);
+  }
 
   get(merchantId: string): MerchantView | undefined {
     const merchant = this.directory.byId(merchantId);
@@ -314,14 +281,7 @@ export class MerchantSettings {
         if (!current) throw new MerchantNotFoundError(merchantId);
         const endpoint = soleEndpoint(current);
         if (!endpoint) throw new WebhookNotSetUpError(merchantId);
-        const now = this.now();
-        const grace = graceSecrets(endpoint, now);
-        if (graceSeconds > 0) {
-          if (grace.length >= MAX_GRACE_SECRETS) throw new TooManySecretsError(merchantId, grace[grace.length - 1]!.expiresAt);
-          grace.unshift({ secret: endpoint.secret, expiresAt: new Date(now.getTime() + graceSeconds * 1000).toISOString() });
-        }
-        const { previousSecrets: _all, ...webhook } = endpoint;
-        return withSoleEndpoint(current, withGrace({ ...webhook, secret, secretIssuedAt: now.toISOString() }, grace));
+        return withSoleEndpoint(current, rotatedEndpoint(merchantId, endpoint, secret, graceSeconds, this.now()));
       },
       (next) => {
         const replaced = graceSeconds > 0 ? soleEndpoint(next)?.previousSecrets?.[0] : undefined;
@@ -336,12 +296,12 @@ export class MerchantSettings {
   }
 
   /**
-   * One write, under an Idempotency-Key and an If-Match version when given. `change` may be applied
-   * more than once (a transaction run again after a race); a secret it issues is the same one each
-   * time, so the result names the secret that was stored.
+   * The one write path of merchant settings (EndpointSettings writes through it too), under an
+   * Idempotency-Key and an If-Match version when given. `change` may be applied more than once (a
+   * transaction run again after a race); a secret or endpoint id it issues is the same each time.
    */
-  private async write<T extends object>(
-    operation: 'put' | 'patch' | 'rotate',
+  async write<T extends object>(
+    operation: 'put' | 'patch' | 'rotate' | 'endpoint.create' | 'endpoint.patch' | 'endpoint.delete' | 'endpoint.rotate',
     merchantId: string,
     input: unknown,
     { idempotencyKey, ifVersion, actor }: WriteGuards,
