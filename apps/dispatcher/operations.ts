@@ -144,9 +144,11 @@ export class Operations {
   }
 
   private facts(intake: IntakeEvent, attempts: number, status?: number, error?: string): AttemptFacts {
+    const endpoint = this.deps.merchants.byId(intake.merchantId)?.endpoints[0];
     return {
       merchantId: intake.merchantId,
-      url: this.deps.merchants.byId(intake.merchantId)?.endpoints[0]?.url ?? '',
+      endpointId: endpoint?.id ?? '',
+      url: endpoint?.url ?? '',
       webhookId: intake.webhookId,
       event: intake.event,
       references: intake.references,
@@ -244,20 +246,23 @@ export class Operations {
     const at = now.getTime();
     const disabledAt = now.toISOString();
     let failingSince: string | undefined;
+    let endpointId = '';
     this.write(intake.merchantId, url, 'disable', (current) => {
       const webhook = current?.endpoints.find((endpoint) => endpoint.url === url);
       if (!current || !webhook?.enabled || webhook.url !== url || !webhook.failingSince) return undefined;
       const last = webhook.lastFailureAt === undefined ? undefined : Date.parse(webhook.lastFailureAt);
       if (clockState(Date.parse(webhook.failingSince), last, at, this.settings.disableAfterMs) !== 'due') return undefined;
       failingSince = webhook.failingSince;
+      endpointId = webhook.id;
       return { ...current, endpoints: current.endpoints.map((endpoint) => (endpoint === webhook ? { ...webhook, enabled: false, disabledReason: 'failing' as const, disabledAt } : endpoint)) };
     }, () => {
       this.deps.metrics?.disabled('failing');
-      this.deps.logger.warn('endpoint disabled: every attempt failed for ENDPOINT_DISABLE_AFTER', { merchantId: intake.merchantId, failingSince, disabledAt });
+      this.deps.logger.warn('endpoint disabled: every attempt failed for ENDPOINT_DISABLE_AFTER', { merchantId: intake.merchantId, endpointId, failingSince, disabledAt });
       this.deps.publisher.emit(
         disabledEvent(
           {
             merchantId: intake.merchantId,
+            endpointId,
             url,
             reason: 'failing',
             disabledAt,

@@ -120,6 +120,7 @@ export function disabledByOperator(webhook: Endpoint | undefined): boolean {
 export interface EndpointTransition {
   kind: 'disabled' | 'enabled' | 'updated' | 'secret_rotated';
   merchantId: string;
+  endpointId: string;
   url: string;
   reason?: DisabledReason;
   failingSince?: string;
@@ -135,7 +136,7 @@ export function transitionsOf(before: Merchant | undefined, after: Merchant, now
   const was = before && soleEndpoint(before);
   const webhook = soleEndpoint(after);
   if (!was || !webhook) return [];
-  const base = { merchantId: after.id, url: webhook.url, at: now.toISOString() };
+  const base = { merchantId: after.id, endpointId: webhook.id, url: webhook.url, at: now.toISOString() };
   const changed = [...(was.url !== webhook.url ? (['url'] as const) : []), ...(JSON.stringify(was.events) !== JSON.stringify(webhook.events) ? (['events'] as const) : [])];
   return [
     ...(changed.length > 0 ? [{ ...base, kind: 'updated' as const, changed, previousUrl: was.url, events: webhook.events ?? null }] : []),

@@ -294,7 +294,7 @@ describe('operational events and auto-disable', () => {
     const rotated = await call(api, '/admin/merchants/m_moves/webhook/secret/rotate', { method: 'POST', headers: auth, body: '{"graceSeconds":60}' });
     expect(rotated.status).toBe(200);
     expect(of('m_moves', 'endpoint.secret_rotated')).toHaveLength(1);
-    expect(of('m_moves', 'endpoint.secret_rotated')[0]!.data).toEqual({ merchantId: 'm_moves', url: `${merchantServer.url}/m_moves/v2`, rotatedAt: expect.any(String) });
+    expect(of('m_moves', 'endpoint.secret_rotated')[0]!.data).toEqual({ merchantId: 'm_moves', endpointId: expect.stringMatching(/^ep_/), url: `${merchantServer.url}/m_moves/v2`, rotatedAt: expect.any(String) });
     expect(JSON.stringify(events.filter((e) => e.data.merchantId === 'm_moves'))).not.toContain('whsec_');
     // A write that changes neither says nothing.
     expect((await admin('PATCH', 'm_moves', { webhook: { events: ['payout'] } })).status).toBe(200);

@@ -127,10 +127,10 @@ describe('a webhook turned off or on by a write', () => {
   it('names the transitions for the operational events', () => {
     const off = merchant({ ...webhook, enabled: false, disabledReason: 'manual', disabledAt: now.toISOString() });
     const at = now.toISOString();
-    expect(transitionsOf(merchant(webhook), off, now)).toEqual([{ kind: 'disabled', merchantId: 'm_1', url: webhook.url, reason: 'manual', at }]);
-    expect(transitionsOf(off, merchant(webhook), now)).toEqual([{ kind: 'enabled', merchantId: 'm_1', url: webhook.url, at }]);
+    expect(transitionsOf(merchant(webhook), off, now)).toEqual([{ kind: 'disabled', merchantId: 'm_1', endpointId: 'ep_m_hooks', url: webhook.url, reason: 'manual', at }]);
+    expect(transitionsOf(off, merchant(webhook), now)).toEqual([{ kind: 'enabled', merchantId: 'm_1', endpointId: 'ep_m_hooks', url: webhook.url, at }]);
     expect(transitionsOf(merchant(webhook), merchant({ ...webhook, events: ['payout'] }), now)).toEqual([
-      { kind: 'updated', merchantId: 'm_1', url: webhook.url, previousUrl: webhook.url, changed: ['events'], events: ['payout'], at },
+      { kind: 'updated', merchantId: 'm_1', endpointId: 'ep_m_hooks', url: webhook.url, previousUrl: webhook.url, changed: ['events'], events: ['payout'], at },
     ]);
     const moved = merchant({ ...webhook, url: 'https://m.example/new', secret: 'whsec_bmV3LXNlY3JldC1uZXctc2VjcmV0' });
     expect(transitionsOf(merchant(webhook), moved, now).map((t) => [t.kind, t.changed ?? null])).toEqual([['updated', ['url']], ['secret_rotated', null]]);
