@@ -1,8 +1,9 @@
-import { Agent, errors, util } from 'undici';
+import { Agent, Client, type Dispatcher, errors, util } from 'undici';
 import { BlockedAddressError, guardedLookup, isBlockedAddress, literalAddress } from './address-guard.js';
 import type { WebhookHttpClient, WebhookRequest, WebhookResponse } from './client.js';
 import { type Deadlined, Deadlines } from './deadlines.js';
 import { WebhookBlockedError, WebhookNetworkError, WebhookTimeoutError } from './errors.js';
+import { type SendWatcher, type SentOn, watchSend } from './sent-on.js';
 
 export interface UndiciClientOptions {
   /** false: refuse loopback, private, link-local and reserved targets, checked on the address connected to. */
@@ -20,20 +21,21 @@ export interface UndiciClientOptions {
 
 /**
  * The dispatcher's one HTTP client: undici, about four times got's request rate on this machine
- * (BENCHMARKS.md). No retries, no redirects, a deadline on the whole attempt, the body drained up
- * to a cap and never buffered.
+ * (BENCHMARKS.md). No redirects, a deadline on the whole attempt, the body drained up to a cap and
+ * never buffered. One retry only, inside the attempt: a POST whose kept-alive connection was
+ * closed under it before one byte of the answer came goes again once, on a new connection (see
+ * Attempt.onError).
  */
 export function createUndiciClient(options: UndiciClientOptions = {}): WebhookHttpClient {
   const guard = options.allowPrivateTargets !== true;
   const maxResponseBytes = options.maxResponseBytes ?? 64 * 1024;
   const keepBytes = Math.min(options.responseBodyBytes ?? 0, maxResponseBytes);
-  const agent = new Agent({
-    connections: options.connectionsPerOrigin ?? 256,
-    keepAliveTimeout: 30_000,
-    connect: guard ? { lookup: guardedLookup as never } : {},
-  });
+  const connect = guard ? { lookup: guardedLookup as never } : {};
+  const agent = new Agent({ connections: options.connectionsPerOrigin ?? 256, keepAliveTimeout: 30_000, connect });
   const deadlines = new Deadlines();
   const targets = new Targets(guard);
+  /** The one-request clients of retries in flight, closed with the agent. */
+  const retries = new Set<Client>();
 
   return {
     post(req: WebhookRequest): Promise<WebhookResponse> {
@@ -45,17 +47,23 @@ export function createUndiciClient(options: UndiciClientOptions = {}): WebhookHt
       }
       if (target.blocked) return Promise.reject(new WebhookBlockedError(new BlockedAddressError(target.blocked, target.blocked).message));
       return new Promise((resolve, reject) => {
-        const attempt = new Attempt(req.timeoutMs, keepBytes, maxResponseBytes, deadlines, resolve, reject);
-        deadlines.add(attempt, req.timeoutMs);
         // undici's own timeouts stay as a second line: headers, and the body between chunks.
-        agent.dispatch(
-          { origin: target.origin, path: target.path, method: 'POST', body: req.body, headers: req.headers, headersTimeout: req.timeoutMs, bodyTimeout: req.timeoutMs },
-          attempt,
-        );
+        const request: Dispatcher.DispatchOptions = { origin: target.origin, path: target.path, method: 'POST', body: req.body, headers: req.headers, headersTimeout: req.timeoutMs, bodyTimeout: req.timeoutMs };
+        // A new connection of its own, closed after its one request: another kept-alive one may be the next the merchant closes.
+        const retry = (attempt: Attempt) => {
+          const client = new Client(target.origin, { connect });
+          retries.add(client);
+          client.dispatch({ ...request, reset: true }, attempt);
+          void client.close().finally(() => retries.delete(client));
+        };
+        const attempt = new Attempt(req.timeoutMs, keepBytes, maxResponseBytes, deadlines, resolve, reject, retry);
+        deadlines.add(attempt, req.timeoutMs);
+        agent.dispatch(request, attempt);
       });
     },
     close() {
       deadlines.close();
+      for (const client of retries) void client.destroy();
       void agent.destroy();
     },
   };
@@ -101,7 +109,7 @@ class Targets {
  * reading kept bytes. What undici's request() adds per call (an async resource, a body stream, an
  * abort listener, a URL parse) is not needed for this and cost more than the handler does.
  */
-class Attempt implements Deadlined {
+class Attempt implements Deadlined, SendWatcher {
   deadline = 0;
   newer: Deadlined | undefined;
   older: Deadlined | undefined;
@@ -114,6 +122,8 @@ class Attempt implements Deadlined {
   private kept: Buffer[] | undefined;
   /** The body went past the cap and was cut: what was kept is the answer. */
   private cut = false;
+  /** The connection the request went out on, when undici told (sent-on.ts). */
+  private sent: SentOn | undefined;
 
   constructor(
     private readonly timeoutMs: number,
@@ -122,6 +132,7 @@ class Attempt implements Deadlined {
     private readonly deadlines: Deadlines,
     private readonly resolve: (response: WebhookResponse) => void,
     private readonly reject: (err: Error) => void,
+    private readonly retry: (attempt: Attempt) => void,
   ) {}
 
   expire(): void {
@@ -134,7 +145,14 @@ class Attempt implements Deadlined {
 
   onConnect(abort: (err?: Error) => void): void {
     if (this.expired) abort(new errors.RequestAbortedError('deadline passed'));
-    else this.abort = abort;
+    else {
+      this.abort = abort;
+      watchSend(this);
+    }
+  }
+
+  sentOn(connection: SentOn): void {
+    if (!this.settled) this.sent = connection;
   }
 
   onHeaders(status: number, rawHeaders: Buffer[], _resume: () => void, _statusText: string): boolean {
@@ -166,10 +184,34 @@ class Attempt implements Deadlined {
   }
 
   onError(err: Error): void {
+    if (this.mayRetry(err as UndiciError)) {
+      this.sent = undefined;
+      this.abort = undefined;
+      this.retry(this);
+      return;
+    }
     this.deadlines.remove(this);
     if (this.status === 0) this.fail(classify(err as UndiciError, this.timeoutMs));
     // After the head, a body cut at the cap keeps what was read; any other body error keeps nothing.
     else this.answer(this.cut ? this.keptText() : '');
+  }
+
+  /**
+   * The race of every HTTP/1.1 client that keeps connections alive (RFC 9112 9.3.1; Node's
+   * request.reusedSocket): the merchant closes an idle connection just as a request goes out on it,
+   * and the request dies unread: ECONNRESET, EPIPE, or undici's 'other side closed' when the close
+   * is seen first. Such a request goes again within the attempt's deadline, and only when its
+   * connection was a reused one and not one byte of its answer came: a new connection that fails,
+   * or an answer cut off, is the merchant's failure. The retry goes on a new connection, so it is
+   * never retried itself: once per attempt, which stays one attempt. The webhook keeps its
+   * webhook-id, and delivery is at least once: if the merchant did read it before dropping the
+   * connection, the copy costs what the schedule's next attempt would have.
+   */
+  private mayRetry(err: UndiciError): boolean {
+    const sent = this.sent;
+    if (this.expired || this.settled || this.status !== 0 || !sent?.reused || sent.socket.bytesRead !== sent.bytesRead) return false;
+    const code = (err.cause && err.name === 'TypeError' ? err.cause : err).code;
+    return code === 'ECONNRESET' || code === 'EPIPE' || code === 'UND_ERR_SOCKET';
   }
 
   private cutOff(): void {

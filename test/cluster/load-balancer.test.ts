@@ -119,8 +119,12 @@ async function startHaproxy(port: number): Promise<ChildProcess> {
     await killNode(node!);
     killed.push(node!.name);
     const after = await publish('after', 100);
-    const delivered = () => new Set(receiver.requests.map((r) => String(r.headers['webhook-id'])));
-    await waitFor('every event delivered', () => [...before, ...after].every((id) => delivered().has(id)), 180_000, 200);
+    // One set per poll, not one per id: the receiver answers from this process.
+    const allDelivered = () => {
+      const seen = new Set(receiver.requests.map((r) => String(r.headers['webhook-id'])));
+      return [...before, ...after].every((id) => seen.has(id));
+    };
+    await waitFor('every event delivered', allDelivered, 180_000, 200);
     const reconnected = await nodeHoldingConnection('webhooks-dispatcher', urls);
     expect(reconnected?.name).not.toBe(node!.name);
     console.log(JSON.stringify({ killed: node!.name, reconnectedTo: reconnected?.name, allDeliveredAfterKillMs: Date.now() - killedAt }));

@@ -1,0 +1,269 @@
+/**
+ * The checks test/unit/kubernetes-manifests.test.ts makes on rendered manifests, each a function
+ * from the objects to the problems it finds (none: []), so that the test can also plant a mistake
+ * in a copy and see each one fail.
+ */
+import { isDeepStrictEqual } from 'node:util';
+import { parse } from 'yaml';
+import type { z } from 'zod';
+import { apiEnvSchema } from '../../apps/api/config.js';
+import { cliEnvSchema } from '../../apps/cli/config.js';
+import { dispatcherEnvSchema } from '../../apps/dispatcher/config.js';
+import { recorderEnvSchema } from '../../apps/recorder/config.js';
+import { BROKER_START_DEADLINE_MS } from '../../libs/broker/timing.js';
+import { parseDuration } from '../../libs/config/durations.js';
+import { MERCHANTS_START_STALL_MS } from '../../libs/merchants/pg-directory.js';
+import { SCHEMA_WAIT_MS } from '../../libs/migrations/gate.js';
+import type { K8sObject } from './kubernetes.js';
+
+/** Manifests are plain data, read field by field. */
+type Any = any;
+
+/** Variables that hold a secret or a password: only ever from a Secret. */
+export const SECRET_VARIABLES = ['SECRETS_KEY', 'SECRETS_KEY_PREVIOUS', 'AUTH_JWT_SECRET', 'RABBITMQ_URL', 'DATABASE_URL', 'OPERATIONAL_WEBHOOK_SECRET', 'WEBHOOKS_ADMIN_TOKEN'];
+
+type Program = 'api' | 'dispatcher' | 'recorder' | 'cli';
+/** A container of a Deployment or a Job, and the program its command runs. */
+export interface Container {
+  where: string;
+  kind: string;
+  program: Program;
+  pod: Any;
+  container: Any;
+}
+
+const SCHEMAS: Record<Program, z.ZodType> = { api: apiEnvSchema, dispatcher: dispatcherEnvSchema, recorder: recorderEnvSchema, cli: cliEnvSchema };
+
+/**
+ * How long each program may take to start before it gives up by itself (docs/operating.md): the
+ * schema, then the merchant directory and RabbitMQ. The startup probe must allow more.
+ */
+const START_DEADLINE_MS: Record<Program, number> = {
+  api: SCHEMA_WAIT_MS + MERCHANTS_START_STALL_MS + BROKER_START_DEADLINE_MS,
+  dispatcher: SCHEMA_WAIT_MS + Math.max(MERCHANTS_START_STALL_MS, BROKER_START_DEADLINE_MS),
+  recorder: SCHEMA_WAIT_MS + BROKER_START_DEADLINE_MS,
+  cli: 0,
+};
+/**
+ * libs/runtime/run.ts: a program's stop deadline when it reads no SHUTDOWN_TIMEOUT (the
+ * recorder), and the second its backstop waits after any deadline before it exits anyway.
+ */
+const STOP = { defaultMs: 35_000, backstopMs: 1_000 };
+
+/** Every container of every Deployment and Job, with the program its command runs. */
+export function containers(objects: K8sObject[]): Container[] {
+  const found: Container[] = [];
+  for (const o of objects.filter((x) => x.kind === 'Deployment' || x.kind === 'Job')) {
+    const pod = (o as Any).spec.template.spec;
+    for (const container of pod.containers ?? []) {
+      const program = /dist\/apps\/(\w+)\/main\.js/.exec((container.command ?? []).join(' '))?.[1] as Program | undefined;
+      found.push({ where: `${o.kind}/${o.metadata.name}/${container.name}`, kind: o.kind, program: program ?? ('unknown' as Program), pod, container });
+    }
+  }
+  return found;
+}
+
+const configMaps = (objects: K8sObject[]) => new Map(objects.filter((o) => o.kind === 'ConfigMap').map((o) => [o.metadata.name, ((o as Any).data ?? {}) as Record<string, string>]));
+
+/** Deployments' containers: liveness on /healthz, readiness on /readyz, a startup probe longer than the program's own deadlines. */
+export function probeProblems(objects: K8sObject[]): string[] {
+  const problems: string[] = [];
+  for (const { where, kind, program, container } of containers(objects)) {
+    if (kind !== 'Deployment') continue;
+    const ports = new Set((container.ports ?? []).map((p: Any) => p.name));
+    const probe = (name: string, path: string) => {
+      const p = container[name];
+      if (!p?.httpGet) return problems.push(`${where}: no ${name} (httpGet)`);
+      if (p.httpGet.path !== path) problems.push(`${where}: ${name} on ${p.httpGet.path}, not ${path}`);
+      if (!ports.has(p.httpGet.port)) problems.push(`${where}: ${name} on port ${p.httpGet.port}, which the container does not name`);
+      return undefined;
+    };
+    probe('livenessProbe', '/healthz');
+    probe('readinessProbe', '/readyz');
+    probe('startupProbe', '/readyz');
+    const startup = container.startupProbe;
+    if (startup) {
+      const windowMs = (startup.periodSeconds ?? 10) * (startup.failureThreshold ?? 3) * 1000;
+      if (!(windowMs > START_DEADLINE_MS[program])) problems.push(`${where}: startup probe allows ${windowMs} ms, not more than the program's start-up deadlines (${START_DEADLINE_MS[program]} ms)`);
+    }
+  }
+  return problems;
+}
+
+/** A Kubernetes quantity as a number (cores, bytes). */
+export function quantity(text: unknown): number {
+  const m = /^(\d+(?:\.\d+)?)(m|k|M|G|Ki|Mi|Gi|Ti)?$/.exec(String(text));
+  if (!m) return Number.NaN;
+  const unit = { m: 1e-3, k: 1e3, M: 1e6, G: 1e9, Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40 }[m[2] ?? ''] ?? 1;
+  return Number(m[1]) * unit;
+}
+
+/** Every container: requests and limits of CPU and memory, each request within its limit. */
+export function resourceProblems(objects: K8sObject[]): string[] {
+  const problems: string[] = [];
+  for (const { where, container } of containers(objects)) {
+    for (const resource of ['cpu', 'memory']) {
+      const request = quantity(container.resources?.requests?.[resource]);
+      const limit = quantity(container.resources?.limits?.[resource]);
+      if (Number.isNaN(request) || Number.isNaN(limit)) problems.push(`${where}: ${resource} needs a request and a limit`);
+      else if (request > limit) problems.push(`${where}: ${resource} request above its limit`);
+    }
+  }
+  return problems;
+}
+
+/** Every pod and container: non-root, read-only root, no capability, no escalation, no service account token. */
+export function securityProblems(objects: K8sObject[]): string[] {
+  const problems: string[] = [];
+  for (const { where, pod, container } of containers(objects)) {
+    const sc = container.securityContext ?? {};
+    if (pod.automountServiceAccountToken !== false) problems.push(`${where}: the service account token is mounted`);
+    if ((sc.runAsNonRoot ?? pod.securityContext?.runAsNonRoot) !== true) problems.push(`${where}: not runAsNonRoot`);
+    if ((sc.runAsUser ?? pod.securityContext?.runAsUser) === 0) problems.push(`${where}: runs as user 0`);
+    if (sc.readOnlyRootFilesystem !== true) problems.push(`${where}: root filesystem not read-only`);
+    if (sc.allowPrivilegeEscalation !== false) problems.push(`${where}: privilege escalation allowed`);
+    if (!(sc.capabilities?.drop ?? []).includes('ALL') || (sc.capabilities?.add ?? []).length > 0) problems.push(`${where}: capabilities not all dropped`);
+  }
+  return problems;
+}
+
+/** The environment a container gets: its ConfigMaps' data, its values, and its Secret references resolved from `secrets`. */
+function environment(c: Container, maps: Map<string, Record<string, string>>, secrets: Map<string, Record<string, string>>, problems: string[]): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const from of c.container.envFrom ?? []) {
+    const data = from.configMapRef ? maps.get(from.configMapRef.name) : undefined;
+    if (!data) problems.push(`${c.where}: envFrom names no ConfigMap of the overlay (${JSON.stringify(from)})`);
+    Object.assign(env, data);
+  }
+  for (const e of c.container.env ?? []) {
+    const ref = e.valueFrom?.secretKeyRef;
+    if (ref) {
+      const value = secrets.get(ref.name)?.[ref.key];
+      if (value === undefined) problems.push(`${c.where}: ${e.name} from Secret ${ref.name} key ${ref.key}, which the documented commands do not create`);
+      else env[e.name] = value;
+    } else if (e.value !== undefined) env[e.name] = e.value;
+  }
+  return env;
+}
+
+/**
+ * ConfigMaps and containers' variables: each documented (docs/configuration.md), no secret among
+ * the ConfigMaps' or in a plain value; and each container's environment, the documented Secrets'
+ * values in place, passes its program's own configuration schema (so every required variable is
+ * set or referenced), with the container's ports where the variables put the program.
+ */
+export function configurationProblems(objects: K8sObject[], documented: Set<string>, secrets: Map<string, Record<string, string>>): string[] {
+  const problems: string[] = [];
+  const maps = configMaps(objects);
+  for (const [name, data] of maps) {
+    for (const key of Object.keys(data)) {
+      if (!documented.has(key)) problems.push(`ConfigMap/${name}: ${key} is not a documented variable`);
+      if (SECRET_VARIABLES.includes(key)) problems.push(`ConfigMap/${name}: ${key} is a secret, written in a manifest`);
+    }
+  }
+  for (const c of containers(objects)) {
+    for (const e of c.container.env ?? []) {
+      if (!documented.has(e.name)) problems.push(`${c.where}: ${e.name} is not a documented variable`);
+      if (SECRET_VARIABLES.includes(e.name) && !e.valueFrom?.secretKeyRef) problems.push(`${c.where}: ${e.name} is a secret, not from a Secret`);
+    }
+    const env = environment(c, maps, secrets, problems);
+    const parsed = SCHEMAS[c.program]?.safeParse(env);
+    if (!parsed) problems.push(`${c.where}: runs no known program`);
+    else if (!parsed.success) problems.push(...parsed.error.issues.map((i) => `${c.where}: ${i.path.join('.')}: ${i.message}`));
+    if (c.kind === 'Job' && !env.DATABASE_URL) problems.push(`${c.where}: migrate without DATABASE_URL`);
+    if (!parsed?.success) continue;
+    const config = parsed.data as Record<string, unknown>;
+    for (const port of c.container.ports ?? []) {
+      const variable = { http: 'PORT', admin: 'ADMIN_PORT', metrics: 'METRICS_PORT' }[port.name as string];
+      if (variable && config[variable] !== port.containerPort) problems.push(`${c.where}: port ${port.name} is ${port.containerPort}, ${variable} ${String(config[variable])}`);
+    }
+  }
+  for (const auth of objects.filter((o) => o.kind === 'TriggerAuthentication')) {
+    for (const ref of (auth as Any).spec.secretTargetRef ?? []) {
+      if (secrets.get(ref.name)?.[ref.key] === undefined) problems.push(`TriggerAuthentication/${auth.metadata.name}: Secret ${ref.name} key ${ref.key}, which the documented commands do not create`);
+    }
+  }
+  return problems;
+}
+
+/** Deployments: a grace period above the program's stop deadline (SHUTDOWN_TIMEOUT, or 35 s) with its preStop pause. */
+export function graceProblems(objects: K8sObject[]): string[] {
+  const problems: string[] = [];
+  const maps = configMaps(objects);
+  for (const c of containers(objects).filter((x) => x.kind === 'Deployment')) {
+    const fromMap = (c.container.envFrom ?? []).map((f: Any) => maps.get(f.configMapRef?.name)?.SHUTDOWN_TIMEOUT).find(Boolean);
+    const reads = 'SHUTDOWN_TIMEOUT' in ((SCHEMAS[c.program] as Any)?.shape ?? {});
+    const stopMs = reads ? parseDuration(fromMap ?? '30s')! : STOP.defaultMs;
+    const pauseMs = (c.container.lifecycle?.preStop?.sleep?.seconds ?? 0) * 1000;
+    const graceMs = (c.pod.terminationGracePeriodSeconds ?? 30) * 1000;
+    if (!(graceMs > stopMs + STOP.backstopMs + pauseMs)) problems.push(`${c.where}: terminationGracePeriodSeconds ${graceMs / 1000} s, not above the stop deadline ${stopMs / 1000} s + ${STOP.backstopMs / 1000} s + preStop ${pauseMs / 1000} s`);
+  }
+  return problems;
+}
+
+/** No Secret is written in the manifests with a value: the operator creates them. */
+export function secretValueProblems(objects: K8sObject[]): string[] {
+  return objects
+    .filter((o) => o.kind === 'Secret' && (Object.keys((o as Any).data ?? {}).length > 0 || Object.keys((o as Any).stringData ?? {}).length > 0))
+    .map((o) => `Secret/${o.metadata.name} holds values in a manifest`);
+}
+
+/** Every PrometheusRule is docker/alerts.yml, to the letter of its rules. */
+export function ruleProblems(objects: K8sObject[], alertsYaml: string): string[] {
+  const rules = parse(alertsYaml) as unknown;
+  return objects
+    .filter((o) => o.kind === 'PrometheusRule' && !isDeepStrictEqual((o as Any).spec, rules))
+    .map((o) => `PrometheusRule/${o.metadata.name} differs from docker/alerts.yml: npm run k8s:rules`);
+}
+
+const PRIVATE_V4 = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '100.64.0.0/10', '169.254.0.0/16', '127.0.0.0/8'];
+const PRIVATE_V6 = ['fc00::/7', 'fe80::/10', '::1/128'];
+
+/**
+ * The dispatcher's NetworkPolicy: ingress and egress both governed; nothing in but the metrics
+ * port; out to the whole internet only with every private range excepted, and to private peers only
+ * on the broker's and the database's ports (and DNS).
+ */
+export function networkProblems(objects: K8sObject[]): string[] {
+  const policies = objects.filter((o) => o.kind === 'NetworkPolicy' && (o as Any).spec.podSelector?.matchLabels?.['app.kubernetes.io/component'] === 'dispatcher') as Any[];
+  if (policies.length !== 1) return [`${policies.length} NetworkPolicies select the dispatcher, not 1`];
+  const spec = policies[0].spec;
+  const problems: string[] = [];
+  if (!['Ingress', 'Egress'].every((t) => spec.policyTypes?.includes(t))) problems.push('the policy does not govern both ingress and egress');
+  for (const rule of spec.ingress ?? []) {
+    if (!(rule.ports?.length > 0 && rule.ports.every((p: Any) => p.port === 'metrics' || p.port === 9464))) problems.push(`ingress beyond the metrics port: ${JSON.stringify(rule)}`);
+  }
+  for (const rule of spec.egress ?? []) {
+    for (const peer of rule.to ?? [{ ipBlock: { cidr: '0.0.0.0/0' } }]) {
+      const block = peer.ipBlock;
+      if (!block) {
+        if (!(rule.ports?.length > 0)) problems.push(`egress to ${JSON.stringify(peer)} on every port`);
+        continue;
+      }
+      const needed = block.cidr.includes(':') ? PRIVATE_V6 : PRIVATE_V4;
+      const missing = needed.filter((range) => !(block.except ?? []).includes(range));
+      if (missing.length > 0) problems.push(`egress to ${block.cidr} lets the dispatcher reach ${missing.join(', ')}`);
+    }
+  }
+  return problems;
+}
+
+/**
+ * Each ServiceMonitor finds a metrics port on every program's Service, and names the jobs as the
+ * rules' `up{job=~"…"}` expects (docker/alerts.yml: api, dispatcher, recorder).
+ */
+export function scrapeProblems(objects: K8sObject[], alertsYaml: string): string[] {
+  const expected = (/up\{job=~"([^"]+)"\}/.exec(alertsYaml)?.[1] ?? '').split('|').sort();
+  const problems: string[] = [];
+  for (const monitor of objects.filter((o) => o.kind === 'ServiceMonitor') as Any[]) {
+    const selector: Record<string, string> = monitor.spec.selector?.matchLabels ?? {};
+    const services = objects.filter((o) => o.kind === 'Service' && Object.entries(selector).every(([k, v]) => o.metadata.labels?.[k] === v)) as Any[];
+    const jobs: string[] = [];
+    for (const service of services) {
+      const scraped = monitor.spec.endpoints.some((e: Any) => service.spec.ports.some((p: Any) => p.name === e.port));
+      if (scraped) jobs.push(service.metadata.labels?.[monitor.spec.jobLabel] ?? service.metadata.name);
+    }
+    if (!isDeepStrictEqual(jobs.sort(), expected)) problems.push(`ServiceMonitor/${monitor.metadata.name} scrapes the jobs ${jobs.join(', ')}; the rules expect ${expected.join(', ')}`);
+  }
+  return problems;
+}

@@ -1,0 +1,243 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  configurationProblems,
+  containers,
+  graceProblems,
+  networkProblems,
+  probeProblems,
+  resourceProblems,
+  ruleProblems,
+  scrapeProblems,
+  secretValueProblems,
+  securityProblems,
+} from '../support/kubernetes-checks.js';
+import { documentedVariables, KUBECTL, type K8sObject, render, REPO, schemaProblems } from '../support/kubernetes.js';
+import { unknownFieldProblems } from '../support/kubernetes-types.js';
+
+/**
+ * deploy/kubernetes, offline: docs/production.md's Kubernetes section is run (its blocks marked
+ * `<!-- kubernetes -->`, in order, in one bash) with a stand-in for kubectl that renders each
+ * `apply -k` with the real `kubectl kustomize` and makes each Secret with `--dry-run=client`
+ * (test/support/fake-kubectl.mjs). The overlays it applies must be all of them; every object of
+ * every overlay is valid against its schema (test/support/kubernetes.ts) and passes the checks of
+ * test/support/kubernetes-checks.ts, each of which is also seen failing on a mistake planted in a
+ * copy. Needs kubectl (the machine image has it; KUBECTL names another) and no cluster or broker.
+ */
+const GUIDE = readFileSync(join(REPO, 'docs/production.md'), 'utf8');
+const SECTION = GUIDE.split('\n## Kubernetes\n')[1]!.split('\n## ')[0]!;
+const OVERLAYS = readdirSync(join(REPO, 'deploy/kubernetes/overlays')).map((d) => `deploy/kubernetes/overlays/${d}`).sort();
+const ALERTS = readFileSync(join(REPO, 'docker/alerts.yml'), 'utf8');
+
+interface Call {
+  args: string[];
+  objects: K8sObject[];
+}
+
+function blocks(): Array<{ marker?: string; code: string }> {
+  return [...SECTION.matchAll(/(?:<!-- (kubernetes(?:: not run)?) -->\n)?```sh\n([\s\S]*?)```/g)].map((m) => ({ marker: m[1], code: m[2]! }));
+}
+
+/** The section's commands, run with the stand-in: every kubectl call, in order. */
+function runGuide(): Call[] {
+  const tmp = mkdtempSync(join(tmpdir(), 'kubernetes-guide-'));
+  try {
+    writeFileSync(join(tmp, 'kubectl'), `#!/bin/sh\nexec "${process.execPath}" "${join(REPO, 'test/support/fake-kubectl.mjs')}" "$@"\n`);
+    chmodSync(join(tmp, 'kubectl'), 0o755);
+    const script = ['set -euo pipefail', ...blocks().filter((b) => b.marker === 'kubernetes').map((b) => b.code)].join('\n');
+    const log = join(tmp, 'calls.jsonl');
+    const run = spawnSync('bash', ['-c', script], {
+      cwd: REPO,
+      encoding: 'utf8',
+      timeout: 120_000,
+      env: { PATH: `${tmp}:${process.env.PATH}`, HOME: tmp, FAKE_KUBECTL_LOG: log, FAKE_KUBECTL_REAL: KUBECTL },
+    });
+    if (run.status !== 0) throw new Error(`the guide's Kubernetes commands exited ${run.status}: ${run.stderr}${run.error?.message ?? ''}`);
+    return readFileSync(log, 'utf8').trim().split('\n').map((line) => JSON.parse(line) as Call);
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+const kustomized = (call: Call) => call.args[call.args.indexOf('-k') + 1];
+const decoded = (secret: K8sObject) => Object.fromEntries(Object.entries((secret as { data?: Record<string, string> }).data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString()]));
+const migrates = (c: Call) => c.objects.some((o) => o.kind === 'Job');
+const waitsForMigrate = (c: Call) => c.args.includes('wait') && c.args.includes('job/webhooks-migrate') && c.args.includes('--for=condition=complete');
+
+/** Each apply of programs comes after an apply of the same overlay's Job, and a wait for its completion between the two. */
+function migrateOrderProblems(list: Call[]): string[] {
+  const problems: string[] = [];
+  list.forEach((c, i) => {
+    if (!c.objects.some((o) => o.kind === 'Deployment')) return;
+    const job = list.findLastIndex((x, j) => j < i && x.args.includes('-k') && kustomized(x) === kustomized(c) && migrates(x));
+    if (job < 0 || !list.slice(job, i).some(waitsForMigrate)) problems.push(`kubectl ${c.args.join(' ')}: the programs without the migrate Job completed before`);
+  });
+  return problems;
+}
+
+const clone = (objects: K8sObject[]) => structuredClone(objects);
+const named = (objects: K8sObject[], kind: string, name: string) => objects.find((o) => o.kind === kind && o.metadata.name === name) as unknown as { spec: any };
+const podOf = (objects: K8sObject[], name: string) => named(objects, 'Deployment', name).spec.template.spec;
+
+describe('deploy/kubernetes', () => {
+  let calls: Call[];
+  let secrets: Map<string, Record<string, string>>;
+  const rendered = new Map<string, K8sObject[]>();
+  const documented = documentedVariables();
+
+  beforeAll(() => {
+    calls = runGuide();
+    secrets = new Map(calls.flatMap((c) => c.objects.filter((o) => o.kind === 'Secret').map((s): [string, Record<string, string>] => [s.metadata.name, decoded(s)])));
+    for (const dir of ['deploy/kubernetes/base', ...OVERLAYS]) rendered.set(dir, render(dir));
+  }, 180_000);
+
+  it('marks every shell block of the guide\'s section as run or not run', () => {
+    expect(blocks().filter((b) => b.marker === undefined).map((b) => b.code)).toEqual([]);
+    expect(blocks().filter((b) => b.marker === 'kubernetes').length).toBeGreaterThanOrEqual(5);
+  });
+
+  it('applies, in the guide\'s commands, every overlay there is and no other directory', () => {
+    const applied = [...new Set(calls.filter((c) => c.args.includes('-k')).map(kustomized))].sort();
+    expect(applied).toEqual(OVERLAYS);
+    expect(OVERLAYS).toContain('deploy/kubernetes/overlays/example');
+  });
+
+  it('validates every object of every overlay against the pinned schemas, with no field its kind lacks', async () => {
+    const problems = await schemaProblems([...rendered.values()].flat());
+    expect(problems).toEqual([]);
+    // One compile for every overlay's objects: a compile is seconds.
+    expect(unknownFieldProblems([...rendered.values()].flat())).toEqual([]);
+    const example = rendered.get('deploy/kubernetes/overlays/example')!.map((o) => o.kind);
+    expect(example).toEqual(expect.arrayContaining(['RabbitmqCluster', 'Cluster', 'ScaledObject', 'TriggerAuthentication', 'ServiceMonitor', 'PrometheusRule', 'HorizontalPodAutoscaler', 'NetworkPolicy', 'Job']));
+  }, 180_000);
+
+  it('gives each program a Deployment, a PodDisruptionBudget, and the schema a Job', () => {
+    for (const objects of rendered.values()) {
+      const programs = containers(objects).map((c) => `${c.kind} ${c.program}`).sort();
+      expect(programs).toEqual(['Deployment api', 'Deployment dispatcher', 'Deployment recorder', 'Job cli']);
+      expect(containers(objects).find((c) => c.kind === 'Job')!.container.command).toEqual(['node', 'dist/apps/cli/main.js', 'migrate']);
+      const budgets = objects.filter((o) => o.kind === 'PodDisruptionBudget').map((o) => (o as unknown as { spec: { selector: { matchLabels: Record<string, string> } } }).spec.selector.matchLabels['app.kubernetes.io/component']);
+      expect(budgets.sort()).toEqual(['api', 'dispatcher', 'recorder']);
+      expect(new Set(containers(objects).map((c) => c.container.image)).size).toBe(1);
+    }
+  });
+
+  it('gives every container its probes, resources, security context and grace period', () => {
+    for (const [dir, objects] of rendered) {
+      const problems = [...probeProblems(objects), ...resourceProblems(objects), ...securityProblems(objects), ...graceProblems(objects)];
+      expect({ dir, problems }).toEqual({ dir, problems: [] });
+    }
+  });
+
+  it('runs the pods as the image\'s own numeric user, which runAsNonRoot can verify', () => {
+    const dockerfile = readFileSync(join(REPO, 'docker/Dockerfile'), 'utf8');
+    const user = /^USER\s+(\S+)/m.exec(dockerfile.split(/^FROM\s/m).at(-1)!)?.[1];
+    for (const objects of rendered.values()) {
+      const users = new Set(containers(objects).map(({ pod }) => `${pod.securityContext?.runAsUser}:${pod.securityContext?.runAsGroup}`));
+      expect([...users]).toEqual([user]);
+    }
+    expect(user).toMatch(/^[1-9]\d*:[1-9]\d*$/);
+  });
+
+  it('configures only documented variables, secrets only from the Secrets the guide creates, every program starting', () => {
+    for (const [dir, objects] of rendered) expect({ dir, problems: configurationProblems(objects, documented, secrets) }).toEqual({ dir, problems: [] });
+    expect([...secrets.keys()]).toEqual(['webhooks-secrets']);
+  });
+
+  it('writes no Secret with a value; the PrometheusRule is docker/alerts.yml, the ServiceMonitor scrapes the jobs it names', () => {
+    for (const [dir, objects] of rendered) expect({ dir, problems: [...secretValueProblems(objects), ...ruleProblems(objects, ALERTS), ...scrapeProblems(objects, ALERTS)] }).toEqual({ dir, problems: [] });
+    expect(rendered.get('deploy/kubernetes/overlays/example')!.some((o) => o.kind === 'PrometheusRule')).toBe(true);
+  });
+
+  it('lets the dispatcher out to the internet and not to private ranges, and only the scrape in', () => {
+    for (const [dir, objects] of rendered) expect({ dir, problems: networkProblems(objects) }).toEqual({ dir, problems: [] });
+  });
+
+  it('migrates before the programs roll, at install and at upgrade; rolls every program back', () => {
+    expect(migrateOrderProblems(calls)).toEqual([]);
+    // The upgrade deletes the last release's Job before applying its own (a Job's pods cannot change).
+    const deleted = calls.findIndex((c) => c.args.includes('delete') && c.args.includes('webhooks-migrate'));
+    expect(deleted).toBeGreaterThan(0);
+    expect(calls.slice(deleted).some((c) => c.objects.some((o) => o.kind === 'Job'))).toBe(true);
+    expect(calls.filter((c) => c.args.includes('undo')).map((c) => c.args.at(-1)).sort()).toEqual(['deployment/webhooks-api', 'deployment/webhooks-dispatcher', 'deployment/webhooks-recorder']);
+  });
+
+  describe('each check fails on a planted mistake', () => {
+    const example = () => clone(rendered.get('deploy/kubernetes/overlays/example')!);
+
+    it('schemas: a wrong type, a misspelt field of an operator\'s resource or of a Kubernetes kind', async () => {
+      const objects = example();
+      named(objects, 'Deployment', 'webhooks-api').spec.replicas = 'two';
+      named(objects, 'RabbitmqCluster', 'webhooks-rabbitmq').spec.replica = 3;
+      named(objects, 'Cluster', 'webhooks-postgres').spec.instances = '2';
+      named(objects, 'ScaledObject', 'webhooks-dispatcher').spec.minReplicaCount = 'two';
+      named(objects, 'PrometheusRule', 'nucleus-webhooks').spec.groups = 'none';
+      expect(await schemaProblems(objects)).toHaveLength(5);
+      const typo = example();
+      podOf(typo, 'webhooks-api').containers[0].livenessProbe.httpGet.paht = '/healthz';
+      named(typo, 'ScaledObject', 'webhooks-dispatcher').spec.minReplicas = 2;
+      expect(unknownFieldProblems(typo)).toEqual([
+        expect.stringMatching(/^Deployment\/webhooks-api: .*"paht".* does not exist in type 'IHTTPGetAction'/),
+        expect.stringMatching(/^ScaledObject\/webhooks-dispatcher: .*"minReplicas".* does not exist/),
+      ]);
+    }, 180_000);
+
+    it('probes: one missing, a startup probe shorter than the deadlines', () => {
+      const objects = example();
+      delete podOf(objects, 'webhooks-dispatcher').containers[0].livenessProbe;
+      podOf(objects, 'webhooks-api').containers[0].startupProbe.failureThreshold = 10;
+      podOf(objects, 'webhooks-recorder').containers[0].readinessProbe.httpGet.path = '/healthz';
+      expect(probeProblems(objects)).toEqual([
+        expect.stringContaining('webhooks-api/api: startup probe allows 50000 ms'),
+        expect.stringContaining('webhooks-dispatcher/dispatcher: no livenessProbe'),
+        expect.stringContaining('webhooks-recorder/recorder: readinessProbe on /healthz'),
+      ]);
+    });
+
+    it('resources, security context, grace period', () => {
+      const objects = example();
+      delete podOf(objects, 'webhooks-api').containers[0].resources.limits;
+      podOf(objects, 'webhooks-recorder').containers[0].securityContext.readOnlyRootFilesystem = false;
+      delete named(objects, 'Job', 'webhooks-migrate').spec.template.spec.automountServiceAccountToken;
+      podOf(objects, 'webhooks-dispatcher').terminationGracePeriodSeconds = 30;
+      expect(resourceProblems(objects)).toEqual([expect.stringContaining('webhooks-api/api: cpu'), expect.stringContaining('webhooks-api/api: memory')]);
+      expect(securityProblems(objects)).toEqual([expect.stringContaining('webhooks-recorder/recorder: root filesystem'), expect.stringContaining('webhooks-migrate/migrate: the service account token')]);
+      expect(graceProblems(objects)).toEqual([expect.stringContaining('webhooks-dispatcher/dispatcher: terminationGracePeriodSeconds 30')]);
+    });
+
+    it('configuration: an undocumented key, a secret in the ConfigMap, a required variable missing, a Secret the guide does not make', () => {
+      const objects = example();
+      const config = objects.find((o) => o.kind === 'ConfigMap')! as unknown as { data: Record<string, string> };
+      config.data.SHUTDOWN_TIMOUT = '30s';
+      config.data.DATABASE_URL = 'postgres://webhooks:secret@db/webhooks';
+      const dispatcher = podOf(objects, 'webhooks-dispatcher').containers[0];
+      dispatcher.env = dispatcher.env.filter((e: { name: string }) => e.name !== 'SECRETS_KEY');
+      podOf(objects, 'webhooks-recorder').containers[0].env[0].valueFrom.secretKeyRef.key = 'RABBITMQ_URI';
+      const problems = configurationProblems(objects, documented, secrets);
+      expect(problems).toEqual(expect.arrayContaining([
+        expect.stringContaining('SHUTDOWN_TIMOUT is not a documented variable'),
+        expect.stringContaining('DATABASE_URL is a secret, written in a manifest'),
+        expect.stringMatching(/webhooks-dispatcher\/dispatcher: SECRETS_KEY: .*required/),
+        expect.stringContaining('webhooks-recorder/recorder: RABBITMQ_URL from Secret webhooks-secrets key RABBITMQ_URI'),
+      ]));
+    });
+
+    it('migration order: the wait for the Job left out', () => {
+      expect(migrateOrderProblems(calls.filter((c) => !waitsForMigrate(c)))).toEqual(expect.arrayContaining([expect.stringContaining('without the migrate Job completed before')]));
+    });
+
+    it('a Secret with a value, a PrometheusRule that drifted from docker/alerts.yml, a private range let out, a program not scraped', () => {
+      const objects = example();
+      objects.push({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'oops' }, stringData: { SECRETS_KEY: 'x' } });
+      named(objects, 'PrometheusRule', 'nucleus-webhooks').spec.groups[0].rules[0].for = '10m';
+      named(objects, 'NetworkPolicy', 'webhooks-dispatcher').spec.egress[0].to[0].ipBlock.except.shift();
+      expect(secretValueProblems(objects)).toEqual(['Secret/oops holds values in a manifest']);
+      expect(ruleProblems(objects, ALERTS)).toEqual([expect.stringContaining('differs from docker/alerts.yml')]);
+      expect(networkProblems(objects)).toEqual(['egress to 0.0.0.0/0 lets the dispatcher reach 10.0.0.0/8']);
+      named(objects, 'Service', 'webhooks-recorder-metrics').spec.ports[0].name = 'prom';
+      expect(scrapeProblems(objects, ALERTS)).toEqual(['ServiceMonitor/nucleus-webhooks scrapes the jobs api, dispatcher; the rules expect api, dispatcher, recorder']);
+    });
+  });
+});
