@@ -65,7 +65,12 @@ describe("admin API: a merchant's endpoints", () => {
 
   it('adds an endpoint with its own id and secret, refuses one more than the limit naming it, and delivers to it signed with that secret', async () => {
     expect((await send(apiA, 'PUT', 'm_ep', { publicKey: 'pk_ep_000001' })).status).toBe(201);
-    expect(data(await send(apiB, 'GET', 'm_ep/endpoints'))).toEqual({ endpoints: [] });
+    // Replica B learns of the merchant within a second (NOTIFY).
+    const listed = await waitFor('replica B has the merchant', async () => {
+      const answer = await send(apiB, 'GET', 'm_ep/endpoints');
+      return answer.status === 200 && answer;
+    }, 5_000);
+    expect(data(listed)).toEqual({ endpoints: [] });
     const url = `${receiver.url}/m_ep/one`;
     const created = await send(apiA, 'POST', 'm_ep/endpoints', { url, description: 'orders', events: ['payout'] });
     expect(created.status).toBe(201);
