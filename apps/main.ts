@@ -61,7 +61,7 @@ await runUntilSignal(
       if (dev) {
         logger.warn('development defaults: demo merchants, a development token secret and secrets key', { merchantsFile: DEV_MERCHANTS_FILE });
         const demo = new FileMerchantDirectory(DEV_MERCHANTS_FILE, logger).byId('m_demo');
-        const receiver = createDemoReceiver({ secret: demo!.webhook!.secret, logger: logger.child({ service: 'demo-merchant' }) });
+        const receiver = createDemoReceiver({ secret: demo!.endpoints[0]!.secret, logger: logger.child({ service: 'demo-merchant' }) });
         receiver.listen(DEMO_PORT, '127.0.0.1');
         await once(receiver, 'listening');
         logger.info('demo merchant receiver listening', { url: `http://127.0.0.1:${DEMO_PORT}/webhooks` });

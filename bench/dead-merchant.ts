@@ -20,6 +20,7 @@ import { openPostgres } from '../libs/delivery-store/index.js';
 import { silentLogger } from '../libs/logger/index.js';
 import { SecretBox } from '../libs/merchants/index.js';
 import { columnsOf } from '../libs/merchants/rows.js';
+import { type Merchant, newEndpointId } from '../libs/merchants/index.js';
 import { declareIntake, topologyNames } from '../libs/topology/index.js';
 import { benchPrefix, databaseProgramEnv, deleteTopology, eventBody, withDatabase } from './fixtures.js';
 import { freePort, type ProgramProcess, rssOf, startProgram, startReceiver, until } from './processes.js';
@@ -85,10 +86,10 @@ async function run(url: string, databaseUrl: string, options: DeadMerchantOption
     const box = new SecretBox(KEY);
     const merchant = async (id: string, path: string) => {
       const [publicKey, webhook, sealed] = columnsOf(
-        { id, publicKey: `pk_live_${randomBytes(12).toString('hex')}`, webhook: { url: `${receiver.url}${path}`, enabled: true, secret: `whsec_${randomBytes(24).toString('base64')}`, secretIssuedAt: new Date().toISOString() } } as never,
+        { id, publicKey: `pk_live_${randomBytes(12).toString('hex')}`, endpoints: [{ id: newEndpointId(), url: `${receiver.url}${path}`, enabled: true, secret: `whsec_${randomBytes(24).toString('base64')}`, secretIssuedAt: new Date().toISOString() }] } as Merchant,
         box,
       );
-      await database.query('INSERT INTO merchants (id, public_key, webhook, secrets, version) VALUES ($1, $2, $3::jsonb, $4, 1)', [id, publicKey, webhook, sealed]);
+      await database.query('INSERT INTO merchants (id, public_key, endpoints, secrets, version) VALUES ($1, $2, $3::jsonb, $4, 1)', [id, publicKey, webhook, sealed]);
     };
     await merchant('m_dead', '/dead/0');
     for (let i = 0; i < HEALTHY; i++) await merchant(`m_ok_${i}`, `/ok/${i}`);

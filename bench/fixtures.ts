@@ -24,7 +24,7 @@ export function merchantsFile(merchants: Array<{ id: string; url: string }>): st
       merchants: merchants.map((m, i) => ({
         id: m.id,
         publicKey: `pk_test_bench_${i}_0123456789`,
-        webhook: { url: m.url, enabled: true, secret: SECRET },
+        endpoints: [{ id: `ep_bench_${i}`, url: m.url, enabled: true, secret: SECRET }],
       })),
     }),
   );

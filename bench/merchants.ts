@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { PgMerchantDirectory, SecretBox } from '../libs/merchants/index.js';
 import { silentLogger } from '../libs/logger/index.js';
 import { columnsOf } from '../libs/merchants/rows.js';
+import { type Merchant, newEndpointId } from '../libs/merchants/index.js';
 import { openPostgres } from '../libs/delivery-store/index.js';
 import { benchPrefix, databaseProgramEnv, deleteTopology, withDatabase } from './fixtures.js';
 import { freePort, rssOf, scrape, startProgram, until } from './processes.js';
@@ -71,14 +72,15 @@ export async function fill(database: ReturnType<typeof openPostgres>, count: num
         {
           id,
           publicKey: `pk_live_${randomBytes(12).toString('hex')}`,
-          webhook: {
+          endpoints: [{
+            id: newEndpointId(),
             url: `https://merchant-${i}.example.com/webhooks/payments`,
             enabled: true,
             secret: `whsec_${randomBytes(24).toString('base64')}`,
             secretIssuedAt: new Date().toISOString(),
-            ...(i % 3 === 0 ? { events: ['charge.completed', 'refund.completed'] as const } : {}),
-          },
-        } as never,
+            ...(i % 3 === 0 ? { events: ['charge.completed' as const, 'refund.completed' as const] } : {}),
+          }],
+        },
         box,
       );
       ids.push(id);
@@ -87,7 +89,7 @@ export async function fill(database: ReturnType<typeof openPostgres>, count: num
       secrets.push(sealed!);
     }
     await database.query(
-      'INSERT INTO merchants (id, public_key, webhook, secrets, version) SELECT id, key, webhook::jsonb, secrets, 1 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS t(id, key, webhook, secrets)',
+      'INSERT INTO merchants (id, public_key, endpoints, secrets, version) SELECT id, key, endpoints::jsonb, secrets, 1 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS t(id, key, endpoints, secrets)',
       [ids, keys, webhooks, secrets],
     );
   }

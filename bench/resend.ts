@@ -31,7 +31,7 @@ const SECRET = 'bench-secret-long-enough-for-hs256-0000000';
 
 export async function benchResend(url: string, entries: number, samples: number): Promise<ResendResult> {
   const prefix = `bench.resend.${randomUUID().slice(0, 8)}`;
-  const merchant = { id: 'm_bench', publicKey: 'pk_test_bench_0123456789', webhook: { url: 'http://127.0.0.1:9/none', enabled: true, secret: `whsec_${Buffer.from('bench-secret-bench-secret').toString('base64')}` } };
+  const merchant = { id: 'm_bench', publicKey: 'pk_test_bench_0123456789', endpoints: [{ id: 'ep_bench_resend', url: 'http://127.0.0.1:9/none', enabled: true, secret: `whsec_${Buffer.from('bench-secret-bench-secret').toString('base64')}` }] };
   const dir = mkdtempSync(join(tmpdir(), 'bench-'));
   writeFileSync(join(dir, 'merchants.json'), JSON.stringify({ merchants: [merchant] }));
 

@@ -20,6 +20,7 @@ import { BrokerConnection } from '../libs/broker/index.js';
 import { silentLogger } from '../libs/logger/index.js';
 import { SecretBox } from '../libs/merchants/index.js';
 import { columnsOf } from '../libs/merchants/rows.js';
+import { type Merchant, newEndpointId } from '../libs/merchants/index.js';
 import { declareIntake, topologyNames } from '../libs/topology/index.js';
 import { benchPrefix, databaseProgramEnv, deleteTopology, eventBody, withDatabase } from './fixtures.js';
 import { freePort, type ProgramProcess, scrape, startProgram, until } from './processes.js';
@@ -151,10 +152,10 @@ async function insertMerchants(admin: pg.Client, port: number): Promise<void> {
   ];
   for (const [i, { id, url }] of rows.entries()) {
     const [publicKey, webhook, secrets] = columnsOf(
-      { id, publicKey: `pk_test_sizing_${i}_0123456789`, webhook: { url, enabled: true, secret: `whsec_${randomBytes(24).toString('base64')}`, secretIssuedAt: new Date().toISOString() } } as never,
+      { id, publicKey: `pk_test_sizing_${i}_0123456789`, endpoints: [{ id: newEndpointId(), url, enabled: true, secret: `whsec_${randomBytes(24).toString('base64')}`, secretIssuedAt: new Date().toISOString() }] } as Merchant,
       box,
     );
-    await admin.query('INSERT INTO merchants (id, public_key, webhook, secrets, version) VALUES ($1, $2, $3::jsonb, $4, 1)', [id, publicKey, webhook, secrets]);
+    await admin.query('INSERT INTO merchants (id, public_key, endpoints, secrets, version) VALUES ($1, $2, $3::jsonb, $4, 1)', [id, publicKey, webhook, secrets]);
   }
 }
 

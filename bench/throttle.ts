@@ -13,6 +13,7 @@ import { openPostgres } from '../libs/delivery-store/index.js';
 import { silentLogger } from '../libs/logger/index.js';
 import { SecretBox } from '../libs/merchants/index.js';
 import { columnsOf } from '../libs/merchants/rows.js';
+import { type Merchant, newEndpointId } from '../libs/merchants/index.js';
 import { declareIntake, topologyNames } from '../libs/topology/index.js';
 import { benchPrefix, databaseProgramEnv, deleteTopology, eventBody, withDatabase } from './fixtures.js';
 import { freePort, type ProgramProcess, type ReceiverProcess, scrape, startProgram, until } from './processes.js';
@@ -47,9 +48,9 @@ async function run(url: string, databaseUrl: string, throttled: ReceiverProcess,
   const ports: number[] = [];
   try {
     const insert = async (id: string, webhookUrl: string, maxPerSecond?: number) => {
-      const merchant = { id, publicKey: `pk_live_${randomBytes(12).toString('hex')}`, webhook: { url: webhookUrl, enabled: true, secret: `whsec_${randomBytes(24).toString('base64')}`, secretIssuedAt: new Date().toISOString(), ...(maxPerSecond ? { maxPerSecond } : {}) } };
-      const [publicKey, webhook, sealed] = columnsOf(merchant as never, new SecretBox(KEY));
-      await database.query('INSERT INTO merchants (id, public_key, webhook, secrets, version) VALUES ($1, $2, $3::jsonb, $4, 1)', [id, publicKey, webhook, sealed]);
+      const merchant = { id, publicKey: `pk_live_${randomBytes(12).toString('hex')}`, endpoints: [{ id: newEndpointId(), url: webhookUrl, enabled: true, secret: `whsec_${randomBytes(24).toString('base64')}`, secretIssuedAt: new Date().toISOString(), ...(maxPerSecond ? { maxPerSecond } : {}) }] } as Merchant;
+      const [publicKey, webhook, sealed] = columnsOf(merchant, new SecretBox(KEY));
+      await database.query('INSERT INTO merchants (id, public_key, endpoints, secrets, version) VALUES ($1, $2, $3::jsonb, $4, 1)', [id, publicKey, webhook, sealed]);
     };
     await insert('m_throttled', `${throttled.url}/ok`, RATE);
     for (let i = 0; i < OTHERS; i++) await insert(`m_other_${i}`, `${others.url}/ok`);

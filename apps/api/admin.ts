@@ -5,6 +5,9 @@ import {
   type SettingsResult,
   type WriteGuards,
   type Actor,
+  EndpointSettings,
+  endpointInputSchema,
+  endpointPatchSchema,
   firstIssue,
   listAudit,
   merchantInputSchema,
@@ -12,6 +15,7 @@ import {
   rotateInputSchema,
   viewOf,
   withCurrentRate,
+  withEndpointRate,
 } from '../../libs/merchants/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import type { Queryable } from '../../libs/delivery-store/index.js';
@@ -103,9 +107,74 @@ export function adminRouter(deps: AdminDeps): express.Router {
     res.json({ message: `webhook secret of merchant ${merchantId} rotated`, error: null, data: rotated });
   }, base);
 
+  mountEndpoints(router, deps, base);
   deps.extend?.(router);
   methodsNotAllowed(router, base);
   return router;
+}
+
+/** A merchant's endpoints, one at a time (endpoint-routes.ts): each write is a write of the merchant. */
+function mountEndpoints(router: express.Router, deps: AdminDeps, base: string): void {
+  const endpoints = () => new EndpointSettings(writable(deps));
+  const ids = (params: Record<string, unknown>) => ({ merchantId: params.merchantId as string, endpointId: params.endpointId as string });
+  const answer = (res: Response, status: number, message: string, data: unknown, written?: { version: number; replayed: boolean }) => {
+    const version = written?.version;
+    if (version !== undefined) res.set('etag', `"${version}"`);
+    if (written?.replayed) res.set('idempotent-replayed', 'true');
+    res.status(status).json({ message, error: null, data });
+  };
+  const etag = (res: Response, merchantId: string) => {
+    const version = deps.settings?.versionOf(merchantId);
+    if (version !== undefined) res.set('etag', `"${version}"`);
+  };
+
+  mount(router, 'listEndpoints', async (_req, res, { params }) => {
+    const merchantId = params.merchantId as string;
+    const views = endpoints().list(merchantId);
+    etag(res, merchantId);
+    answer(res, 200, `${views.length} endpoint${views.length === 1 ? '' : 's'} of merchant ${merchantId}`, { endpoints: await Promise.all(views.map((view) => withEndpointRate(deps.audit, merchantId, view))) });
+  }, base);
+
+  mount(router, 'getEndpoint', async (_req, res, { params }) => {
+    const { merchantId, endpointId } = ids(params);
+    const view = endpoints().get(merchantId, endpointId);
+    etag(res, merchantId);
+    answer(res, 200, `endpoint ${endpointId} of merchant ${merchantId}`, await withEndpointRate(deps.audit, merchantId, view));
+  }, base);
+
+  mount(router, 'createEndpoint', async (req, res, { params }) => {
+    const merchantId = params.merchantId as string;
+    const input = endpointInputSchema.safeParse(req.body ?? {});
+    if (!input.success) throw firstIssue(input.error);
+    const written = await endpoints().create(merchantId, input.data, guardsOf(req, res));
+    deps.logger.info('endpoint created through the admin API', { merchantId, endpointId: written.view.id, replayed: written.replayed });
+    answer(res, 201, `endpoint ${written.view.id} of merchant ${merchantId} created`, { ...written.view, secret: written.secret }, written);
+  }, base);
+
+  mount(router, 'patchEndpoint', async (req, res, { params }) => {
+    const { merchantId, endpointId } = ids(params);
+    const patch = endpointPatchSchema.safeParse(req.body ?? {});
+    if (!patch.success) throw firstIssue(patch.error);
+    const written = await endpoints().patch(merchantId, endpointId, patch.data, guardsOf(req, res));
+    deps.logger.info('endpoint changed through the admin API', { merchantId, endpointId, replayed: written.replayed });
+    answer(res, 200, `endpoint ${endpointId} of merchant ${merchantId} updated`, await withEndpointRate(deps.audit, merchantId, written.view), written);
+  }, base);
+
+  mount(router, 'deleteEndpoint', async (req, res, { params }) => {
+    const { merchantId, endpointId } = ids(params);
+    const written = await endpoints().delete(merchantId, endpointId, guardsOf(req, res));
+    deps.logger.info('endpoint deleted through the admin API', { merchantId, endpointId, replayed: written.replayed });
+    answer(res, 200, `endpoint ${endpointId} of merchant ${merchantId} deleted`, { deleted: written.deleted }, written);
+  }, base);
+
+  mount(router, 'rotateEndpointSecret', async (req, res, { params }) => {
+    const { merchantId, endpointId } = ids(params);
+    const input = rotateInputSchema.safeParse(req.body ?? {});
+    if (!input.success) throw firstIssue(input.error);
+    const { replayed, version, ...rotated } = await endpoints().rotate(merchantId, endpointId, input.data.graceSeconds, guardsOf(req, res));
+    deps.logger.info('endpoint secret rotated', { merchantId, endpointId, previousSecretExpiresAt: rotated.previousSecretExpiresAt, replayed });
+    answer(res, 200, `secret of endpoint ${endpointId} of merchant ${merchantId} rotated`, rotated, { version, replayed });
+  }, base);
 }
 
 /** The answer to a PUT or PATCH; a replayed one is the first answer again, secret included. */

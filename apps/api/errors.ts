@@ -39,6 +39,9 @@ export const ERROR_CODES = [
   'public_key_taken',
   'webhook_not_set_up',
   'directory_read_only',
+  'endpoint_limit',
+  'endpoint_url_taken',
+  'endpoint_not_found',
   // The merchant portal's
   'portal_session_required',
   'portal_link_used',

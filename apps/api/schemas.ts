@@ -17,13 +17,8 @@ export const errorEnvelope = z
 
 const eventName = z.enum(EVENT_NAMES);
 
-export const merchantView = z
-  .strictObject({
-    id: z.string(),
-    publicKey: z.string(),
-    webhook: z.union([
-      z.null(),
-      z.strictObject({
+/** What the admin API shows of an endpoint (a merchant's webhook until it has several). */
+const endpointFields = {
         url: z.string(),
         enabled: z.boolean(),
         events: z.array(eventName),
@@ -56,10 +51,24 @@ export const merchantView = z
           .number()
           .nullable()
           .describe('Read-only: the rate the endpoint is sent at now. Lower than maxPerSecond while its 429 or 503 answers slow it (halved at most once a second, raised a tenth a second as it succeeds); null: no limit'),
-        secret: z.string().regex(/^whsec_/).optional().describe('Only in the answer that created the webhook'),
-      }),
-    ]),
-  });
+};
+
+export const merchantView = z.strictObject({
+  id: z.string(),
+  publicKey: z.string(),
+  webhook: z.union([
+    z.null(),
+    z.strictObject({ ...endpointFields, secret: z.string().regex(/^whsec_/).optional().describe('Only in the answer that created the webhook') }),
+  ]),
+});
+
+/** One of a merchant's endpoints (`/admin/merchants/{id}/endpoints`); its secret only in the answer that created it. */
+export const endpointView = z.strictObject({
+  id: z.string().describe('The endpoint id, ep_…'),
+  description: z.string().nullable().describe('What the merchant calls it; null when not given'),
+  ...endpointFields,
+  secret: z.string().regex(/^whsec_/).optional().describe('Only in the answer that created the endpoint'),
+});
 
 export const rotated = z.strictObject({
   secret: z.string().regex(/^whsec_/),

@@ -56,14 +56,11 @@ export async function withFailures<T>(config: CliConfig, run: (store: FailedStor
 
 /** The merchant as the programs hold it: from MERCHANTS_FILE when set, else its row in PostgreSQL. */
 async function resendTargetOf(config: CliConfig, database: Queryable, merchantId: string): Promise<ResendTarget> {
-  const webhook = config.MERCHANTS_FILE
-    ? (() => {
-        const merchant = new FileMerchantDirectory(config.MERCHANTS_FILE, silentLogger()).byId(merchantId);
-        return merchant ? (merchant.webhook ?? null) : undefined;
-      })()
+  const endpoints = config.MERCHANTS_FILE
+    ? new FileMerchantDirectory(config.MERCHANTS_FILE, silentLogger()).byId(merchantId)?.endpoints
     : await webhookSettingsOf(database, merchantId);
-  if (webhook === undefined) throw new NothingMatchedError(`no merchant ${merchantId} in ${config.MERCHANTS_FILE ?? 'the merchants table (DATABASE_URL)'}`);
-  return { id: merchantId, webhook };
+  if (endpoints === undefined) throw new NothingMatchedError(`no merchant ${merchantId} in ${config.MERCHANTS_FILE ?? 'the merchants table (DATABASE_URL)'}`);
+  return { id: merchantId, endpoints };
 }
 
 /** The API's own resend over the CLI's broker connection and database. */

@@ -1,92 +1,24 @@
 import { type Command, Option } from 'commander';
-import type { BrokerConnection } from '../../libs/broker/index.js';
-import { parseDuration } from '../../libs/config/index.js';
 import { EVENT_NAMES } from '../../libs/contracts/index.js';
-import { silentLogger } from '../../libs/logger/index.js';
 import {
   MAX_PER_SECOND_LIMIT,
   InvalidSettingsError,
   type MerchantInput,
   MerchantNotFoundError,
-  MerchantSettings,
   type MerchantView,
-  type UrlPolicy,
   firstIssue,
   merchantInputSchema,
-  openMerchants,
   resealSecrets,
   deleteMerchantData,
   listAudit,
-  type Actor,
-  SecretBox,
 } from '../../libs/merchants/index.js';
-import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
-import { checkSchema } from '../../libs/migrations/index.js';
-import { OperationalPublisher, announcer } from '../../libs/operational/index.js';
-import { topologyNames } from '../../libs/topology/index.js';
-import { withBroker } from './broker.js';
+import { CLI_ACTOR, graceSecondsOf, KEEP_STORED_URL, merchantId, urlPolicy, withDatabase, withSealedStore, withSettings } from './merchant-store.js';
+import { declareEndpoints } from './endpoints.js';
 import { action } from './command.js';
 import { type CliContext, type CliIo, writeLine } from './context.js';
 import { NothingMatchedError, UsageError } from './errors.js';
 import { EXIT } from './help-text.js';
 import { formatTable } from './table.js';
-
-/**
- * Operators' side of the admin API: the same MerchantSettings on the same PostgreSQL table, so a
- * change made here follows the same rules and reaches every program the same way (NOTIFY).
- */
-async function withSettings<T>(ctx: CliContext, policy: UrlPolicy, run: (settings: MerchantSettings) => Promise<T>): Promise<T> {
-  if (!ctx.config.DATABASE_URL) {
-    throw new UsageError('merchants commands need DATABASE_URL (and SECRETS_KEY): merchants live in PostgreSQL. Beside npm start, use the admin API or the portal');
-  }
-  if (!ctx.config.SECRETS_KEY) throw new UsageError('merchants commands need SECRETS_KEY, the key the programs seal webhook secrets with');
-  // Stops a command on a database `webhooks migrate` has not brought to this release's schema.
-  await withDatabase(ctx.config.DATABASE_URL, async () => {});
-  const opened = await openMerchants({ ...ctx.config, MERCHANTS_FILE: undefined }, silentLogger(), { applicationName: 'webhooks-cli', startStallMs: 10_000, connectTimeoutMs: 10_000 });
-  try {
-    return await withBroker(ctx.config, [], async (broker: BrokerConnection) => {
-      // A webhook turned off or on here is announced as the admin API does (endpoint.disabled / endpoint.enabled).
-      const announce = announcer(new OperationalPublisher(broker, topologyNames(ctx.config.TOPOLOGY_PREFIX).operational, silentLogger(), { backoffMs: [500, 1_000] }), silentLogger());
-      return run(new MerchantSettings(opened.writable!, policy, undefined, announce));
-    });
-  } finally {
-    await opened.close();
-  }
-}
-
-/** One connection to DATABASE_URL, once its schema is this release's (`webhooks migrate`); closed after. */
-async function withDatabase<T>(url: string, run: (database: Database) => Promise<T>): Promise<T> {
-  // A person waits at the prompt: a slow connect (a busy server) is waited for longer than the programs do.
-  const database = openPostgres(url, { maxConnections: 1, applicationName: 'webhooks-cli', connectTimeoutMs: 10_000 });
-  try {
-    await checkSchema(database);
-    return await run(database);
-  } finally {
-    await database.close();
-  }
-}
-
-/** The merchants' database and the key their secrets are sealed with, for a command that needs no directory. */
-async function withSealedStore<T>(ctx: CliContext, run: (database: Database, box: SecretBox) => Promise<T>): Promise<T> {
-  if (!ctx.config.DATABASE_URL || !ctx.config.SECRETS_KEY) throw new UsageError('this command needs DATABASE_URL and SECRETS_KEY (reseal: and SECRETS_KEY_PREVIOUS, the key it replaces)');
-  const box = new SecretBox(ctx.config.SECRETS_KEY, ctx.config.SECRETS_KEY_PREVIOUS ? [ctx.config.SECRETS_KEY_PREVIOUS] : []);
-  return withDatabase(ctx.config.DATABASE_URL, (database) => run(database, box));
-}
-
-/** Changes made here are the CLI's in the audit trail. */
-const CLI_ACTOR: Actor = { actor: 'cli' };
-
-/** The rules for a URL written now: https outside development mode, no private address literal unless allowed. */
-function urlPolicy(ctx: CliContext): UrlPolicy {
-  return { allowHttp: ctx.config.WEBHOOKS_DEV, allowPrivateTargets: ctx.config.ALLOW_PRIVATE_TARGETS };
-}
-
-/**
- * A URL that is not being changed was accepted when it was written, under the rules of that time
- * and place (a development machine, ALLOW_PRIVATE_TARGETS): turning a webhook off or narrowing its
- * events must not fail on it. Only what changes is checked.
- */
-const KEEP_STORED_URL: UrlPolicy = { allowHttp: true, allowPrivateTargets: true };
 
 function table(views: MerchantView[]): string {
   return formatTable(
@@ -112,10 +44,6 @@ function disabledTable(views: MerchantView[]): string {
   );
 }
 
-function merchantId([id]: string[]): string {
-  if (id === undefined || id.trim() === '') throw new UsageError('give the merchant id');
-  return id;
-}
 
 export function declareMerchants(program: Command, io: CliIo): void {
   const merchants = program
@@ -196,11 +124,7 @@ export function declareMerchants(program: Command, io: CliIo): void {
     .action(
       action(
         io,
-        (raw: { grace: string }, args) => {
-          const graceMs = raw.grace.trim() === '0' ? 0 : parseDuration(raw.grace);
-          if (graceMs === undefined || graceMs > 30 * 86_400_000) throw new UsageError('--grace takes a duration up to 30d (e.g. 24h), or 0');
-          return { id: merchantId(args), graceSeconds: Math.round(graceMs / 1000) };
-        },
+        (raw: { grace: string }, args) => ({ id: merchantId(args), graceSeconds: graceSecondsOf(raw.grace) }),
         async (options, ctx) => {
           const rotated = await withSettings(ctx, urlPolicy(ctx), (settings) => settings.rotate(options.id, options.graceSeconds, { actor: CLI_ACTOR })).catch((err: unknown) => {
             if (err instanceof MerchantNotFoundError) throw new NothingMatchedError(`no merchant ${options.id}`);
@@ -270,6 +194,7 @@ export function declareMerchants(program: Command, io: CliIo): void {
     );
 
   declareDelete(merchants, io);
+  declareEndpoints(merchants, io);
 }
 
 /** Deletes one merchant's rows from every table, in one transaction; only DATABASE_URL is needed. */

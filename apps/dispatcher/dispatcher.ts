@@ -295,7 +295,7 @@ export class Dispatcher {
   private async placeInOrder(message: ConsumeMessage, intake: IntakeEvent): Promise<OrderState | undefined> {
     const order = this.deps.order;
     if (!order || intake.orderKey === undefined || intake.hand !== undefined || intake.resentAt !== undefined || intake.test) return undefined;
-    if (this.deps.merchants.byId(intake.merchantId)?.webhook?.orderByReference !== true) return undefined;
+    if (this.deps.merchants.byId(intake.merchantId)?.endpoints[0]?.orderByReference !== true) return undefined;
     // Marked before its admission: the 'ordered' wait written with it carries the mark.
     intake.ordered = true;
     const place = await order.admit({ merchantId: intake.merchantId, webhookId: intake.webhookId, key: intake.orderKey }, () => ({

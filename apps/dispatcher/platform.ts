@@ -1,6 +1,9 @@
 import { PLATFORM_MERCHANT_ID } from '../../libs/contracts/index.js';
 import type { Merchant } from '../../libs/merchants/index.js';
 
+/** The platform's one endpoint's id: its waits and failures are keyed by it like a merchant's. */
+export const PLATFORM_ENDPOINT_ID = 'ep_platform';
+
 /**
  * The platform's endpoint: OPERATIONAL_WEBHOOK_URL signed with OPERATIONAL_WEBHOOK_SECRET, under a
  * reserved merchant id, built from the dispatcher's configuration (not a row: the admin API, the
@@ -13,6 +16,6 @@ export function platformEndpoint(url: string | undefined, secret: string | undef
   return {
     id: PLATFORM_MERCHANT_ID,
     publicKey: PLATFORM_MERCHANT_ID,
-    ...(url !== undefined && secret !== undefined ? { webhook: { url, secret, enabled: true } } : {}),
+    endpoints: url !== undefined && secret !== undefined ? [{ id: PLATFORM_ENDPOINT_ID, url, secret, enabled: true }] : [],
   };
 }

@@ -1,9 +1,9 @@
-import { receivesEvent, type MerchantWebhook } from '../merchants/index.js';
+import { receivesEvent, type Endpoint } from '../merchants/index.js';
 
-/** What a resend needs to know of the merchant: its id, and whether its webhook is on and for which events. */
+/** What a resend needs to know of the merchant: its id, and whether its endpoints are on and for which events. */
 export interface ResendTarget {
   id: string;
-  webhook?: Pick<MerchantWebhook, 'enabled' | 'events'> | null;
+  endpoints: ReadonlyArray<Pick<Endpoint, 'enabled' | 'events'>>;
 }
 
 /** The merchant's webhook is off or not set up: a resent copy would only fail again, so nothing is claimed and the failures stay. */
@@ -20,7 +20,8 @@ export class WebhookDisabledError extends Error {
  * longer receives are left failed (EventNotSubscribedError when nothing else is left).
  */
 export function receiverOf(target: ResendTarget): (event: string) => boolean {
-  const webhook = target.webhook;
+  // A merchant's one endpoint while it has at most one (ENDPOINTS_NOW).
+  const webhook = target.endpoints[0];
   if (!webhook?.enabled) throw new WebhookDisabledError(target.id);
   return (event) => receivesEvent(webhook, event);
 }

@@ -1,4 +1,5 @@
 import type { Queryable } from '../delivery-store/index.js';
+import { soleEndpoint } from './directory.js';
 import type { Merchant } from './schema.js';
 
 /**
@@ -32,8 +33,8 @@ export function auditChanges(before: Merchant | undefined, after: Merchant): Cha
     if (JSON.stringify(from) !== JSON.stringify(to)) changes[field] = { from: from ?? null, to: to ?? null };
   };
   note('publicKey', before?.publicKey, after.publicKey);
-  const was = before?.webhook;
-  const now = after.webhook;
+  const was = before && soleEndpoint(before);
+  const now = soleEndpoint(after);
   note('webhook.url', was?.url, now?.url);
   note('webhook.enabled', was?.enabled, now?.enabled);
   note('webhook.events', was?.events, now?.events);

@@ -1,4 +1,5 @@
-import type { GraceSecret, Merchant, MerchantWebhook } from './schema.js';
+import { randomBytes } from 'node:crypto';
+import type { Endpoint, GraceSecret, Merchant } from './schema.js';
 
 /**
  * Where merchants and their webhook settings come from: PostgreSQL, written by the admin API, the
@@ -12,18 +13,37 @@ export interface MerchantDirectory {
   close(): Promise<void>;
 }
 
-/** Returns the merchant's webhook only when it is set up and enabled (spec 6.3). */
-export function activeWebhook(merchant: Merchant): MerchantWebhook | undefined {
-  return merchant.webhook?.enabled ? merchant.webhook : undefined;
+/**
+ * The merchant's endpoint while a merchant has at most one (ENDPOINTS_NOW): what the admin API,
+ * the CLI, the portal and the dispatcher act on until an event is fanned out to each (issue 56).
+ */
+export function soleEndpoint(merchant: Merchant): Endpoint | undefined {
+  return merchant.endpoints[0];
+}
+
+/** The endpoint only when it is set up and enabled (spec 6.3). */
+export function activeEndpoint(merchant: Merchant): Endpoint | undefined {
+  const endpoint = soleEndpoint(merchant);
+  return endpoint?.enabled ? endpoint : undefined;
+}
+
+/** A new endpoint's id: `ep_` and 16 random bytes, URL-safe. */
+export function newEndpointId(): string {
+  return `ep_${randomBytes(16).toString('base64url')}`;
+}
+
+/** The merchant with `endpoint` as its only one (undefined: none), while a merchant has at most one. */
+export function withSoleEndpoint<M extends Merchant>(merchant: M, endpoint: Endpoint | undefined): M {
+  return { ...merchant, endpoints: endpoint ? [endpoint] : [] };
 }
 
 /** Whether the webhook's event filter lets this event through (no filter: every event). */
-export function receivesEvent(webhook: Pick<MerchantWebhook, 'events'>, event: string): boolean {
+export function receivesEvent(webhook: Pick<Endpoint, 'events'>, event: string): boolean {
   return webhook.events === undefined || (webhook.events as readonly string[]).includes(event);
 }
 
 /** The secrets to sign with now: the current one, and every replaced one still in its grace. */
-export function signingSecrets(webhook: MerchantWebhook, now: Date): string[] {
+export function signingSecrets(webhook: Endpoint, now: Date): string[] {
   // Called for every delivery: most webhooks are not being rotated.
   if (!webhook.previousSecrets?.length) return [webhook.secret];
   return [webhook.secret, ...graceSecrets(webhook, now).map((grace) => grace.secret)];
@@ -33,7 +53,7 @@ export function signingSecrets(webhook: MerchantWebhook, now: Date): string[] {
  * When each replaced secret still in its grace at `now` stops signing, the latest first: what a
  * view shows. Reads no secret's value, so a program that holds them sealed (the API) opens none.
  */
-export function graceExpiries(webhook: MerchantWebhook, now: Date): Array<{ expiresAt: string }> {
+export function graceExpiries(webhook: Endpoint, now: Date): Array<{ expiresAt: string }> {
   return (webhook.previousSecrets ?? [])
     .filter((grace) => Date.parse(grace.expiresAt) > now.getTime())
     .map(({ expiresAt }) => ({ expiresAt }))
@@ -41,7 +61,7 @@ export function graceExpiries(webhook: MerchantWebhook, now: Date): Array<{ expi
 }
 
 /** Replaced secrets still in their grace at `now`, the latest expiry first. */
-export function graceSecrets(webhook: MerchantWebhook, now: Date): GraceSecret[] {
+export function graceSecrets(webhook: Endpoint, now: Date): GraceSecret[] {
   const seen = new Set([webhook.secret]);
   const kept: GraceSecret[] = [];
   for (const grace of webhook.previousSecrets ?? []) {

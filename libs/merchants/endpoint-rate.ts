@@ -28,12 +28,23 @@ export interface EndpointRate {
  * A merchant's view with its endpoint's rate now: the adaptive rate when its 429/503 answers
  * lowered it below the configured one (or below none). Unchanged when PostgreSQL does not answer.
  */
-export async function withCurrentRate<V extends { id: string; webhook: { maxPerSecond: number | null; currentPerSecond: number | null } | null }>(db: Queryable | undefined, view: V): Promise<V> {
+export async function withCurrentRate<V extends { id: string; webhook: RatedView | null }>(db: Queryable | undefined, view: V): Promise<V> {
   if (!db || !view.webhook) return view;
-  const adaptive = await endpointRateOf(db, view.id).catch(() => undefined);
-  if (!adaptive) return view;
-  const current = Math.min(view.webhook.maxPerSecond ?? Infinity, adaptive.rate);
-  return { ...view, webhook: { ...view.webhook, currentPerSecond: Math.round(current * 100) / 100 } };
+  return { ...view, webhook: await withEndpointRate(db, view.id, view.webhook) };
+}
+
+interface RatedView {
+  maxPerSecond: number | null;
+  currentPerSecond: number | null;
+}
+
+/** An endpoint's view with its rate now (the merchant's one adaptive rate while the throttle is per merchant). */
+export async function withEndpointRate<E extends RatedView>(db: Queryable | undefined, merchantId: string, endpoint: E): Promise<E> {
+  if (!db) return endpoint;
+  const adaptive = await endpointRateOf(db, merchantId).catch(() => undefined);
+  if (!adaptive) return endpoint;
+  const current = Math.min(endpoint.maxPerSecond ?? Infinity, adaptive.rate);
+  return { ...endpoint, currentPerSecond: Math.round(current * 100) / 100 };
 }
 
 /** Endpoint ids: one webhook per merchant today (''); issue 56 gives each of a merchant's endpoints its own. */

@@ -57,3 +57,26 @@ export class InvalidIdempotencyKeyError extends Error {
     this.name = 'InvalidIdempotencyKeyError';
   }
 }
+
+/** A new endpoint would give the merchant more than it may have (ENDPOINTS_NOW, then MAX_ENDPOINTS_PER_MERCHANT). */
+export class EndpointLimitError extends Error {
+  constructor(readonly merchantId: string, readonly limit: number) {
+    super(`merchant ${merchantId} already has ${limit} endpoint${limit === 1 ? '' : 's'}, the most a merchant may have (MAX_ENDPOINTS_PER_MERCHANT: ${limit})`);
+    this.name = 'EndpointLimitError';
+  }
+}
+
+/** Another endpoint of the merchant already has this URL: two would receive every webhook twice. */
+export class EndpointUrlTakenError extends Error {
+  constructor(readonly merchantId: string, readonly endpointId: string) {
+    super(`merchant ${merchantId} already sends to this URL (endpoint ${endpointId})`);
+    this.name = 'EndpointUrlTakenError';
+  }
+}
+
+export class EndpointNotFoundError extends Error {
+  constructor(readonly merchantId: string, readonly endpointId: string) {
+    super(`merchant ${merchantId} has no endpoint ${endpointId}`);
+    this.name = 'EndpointNotFoundError';
+  }
+}

@@ -1,12 +1,12 @@
 import type { Queryable } from '../delivery-store/index.js';
-import type { Merchant } from './schema.js';
+import type { Endpoint, Merchant } from './schema.js';
 
 /**
  * An endpoint's failing clock (auto-disable, ENDPOINT_DISABLE_AFTER), in a table of its own: the
  * dispatchers write it as failures go on, and writing it neither changes the merchant's version
  * (the admin API's ETag) nor makes any program read the merchant's settings or secrets again.
  * One row per merchant's endpoint today (the merchant id); `url` is the endpoint it was measured
- * on, so a clock of a URL the webhook no longer has counts for nothing. A cleared clock keeps its
+ * on, so a clock of a URL none of its endpoints has counts for nothing. A cleared clock keeps its
  * row with `failing_since` null, so that the programs' poll sees the clearing as a change.
  */
 
@@ -36,25 +36,30 @@ export function healthOf(row: HealthRow): Health | undefined {
   return { url: row.url, failingSince, ...(lastFailureAt ? { lastFailureAt } : {}) };
 }
 
-/** The merchant as programs see it: its webhook with the clock measured on its URL, if one runs. */
+/** The merchant as programs see it: the endpoint the clock was measured on (its URL) with the clock, if one runs. */
 export function withHealth(merchant: Merchant, health: Health | undefined): Merchant {
-  const webhook = merchant.webhook;
-  if (!webhook || !health || health.url !== webhook.url) return merchant;
-  // Copied by descriptor: a secret not opened yet (the API) stays unopened.
-  const merged = Object.defineProperties({}, Object.getOwnPropertyDescriptors(webhook)) as typeof webhook;
-  merged.failingSince = health.failingSince;
-  if (health.lastFailureAt) merged.lastFailureAt = health.lastFailureAt;
-  return { ...merchant, webhook: merged };
+  if (!health || !merchant.endpoints.some((endpoint) => endpoint.url === health.url)) return merchant;
+  const endpoints = merchant.endpoints.map((endpoint) => {
+    if (endpoint.url !== health.url) return endpoint;
+    // Copied by descriptor: a secret not opened yet (the API) stays unopened.
+    const merged = Object.defineProperties({}, Object.getOwnPropertyDescriptors(endpoint)) as Endpoint;
+    merged.failingSince = health.failingSince;
+    if (health.lastFailureAt) merged.lastFailureAt = health.lastFailureAt;
+    return merged;
+  });
+  return { ...merchant, endpoints };
 }
 
 /** The clock fields taken off: the merchant as its row holds it. */
 export function withoutHealth(merchant: Merchant): Merchant {
-  const webhook = merchant.webhook;
-  if (!webhook || (webhook.failingSince === undefined && webhook.lastFailureAt === undefined)) return merchant;
-  const bare = Object.defineProperties({}, Object.getOwnPropertyDescriptors(webhook)) as typeof webhook;
-  delete bare.failingSince;
-  delete bare.lastFailureAt;
-  return { ...merchant, webhook: bare };
+  if (!merchant.endpoints.some((endpoint) => endpoint.failingSince !== undefined || endpoint.lastFailureAt !== undefined)) return merchant;
+  const endpoints = merchant.endpoints.map((endpoint) => {
+    const bare = Object.defineProperties({}, Object.getOwnPropertyDescriptors(endpoint)) as Endpoint;
+    delete bare.failingSince;
+    delete bare.lastFailureAt;
+    return bare;
+  });
+  return { ...merchant, endpoints };
 }
 
 /**
@@ -66,10 +71,10 @@ export function withoutHealth(merchant: Merchant): Merchant {
  */
 export async function writeHealth(tx: Queryable, merchantId: string, url: string, seen: Health | undefined, next: Health | undefined): Promise<boolean> {
   const { rows: owner } = await tx.query<{ url: string | null; enabled: boolean | null }>(
-    `SELECT webhook->>'url' AS url, (webhook->>'enabled')::boolean AS enabled FROM merchants WHERE id = $1 FOR SHARE`,
-    [merchantId],
+    `SELECT e->>'url' AS url, (e->>'enabled')::boolean AS enabled FROM merchants m, jsonb_array_elements(m.endpoints) e WHERE m.id = $1 AND e->>'url' = $2 FOR SHARE OF m`,
+    [merchantId, url],
   );
-  if (!owner[0]?.enabled || owner[0].url !== url) return false;
+  if (!owner[0]?.enabled) return false;
   const { rows: held } = await tx.query<HealthRow>(`SELECT ${HEALTH_COLUMNS} FROM endpoint_health WHERE merchant_id = $1 FOR UPDATE`, [merchantId]);
   const current = held[0] && healthOf(held[0]);
   const running = current && current.url === url ? current : undefined;

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Queryable } from '../delivery-store/index.js';
-import type { Merchant, MerchantWebhook } from './schema.js';
+import type { Endpoint, Merchant } from './schema.js';
 import type { SecretBox } from './secret-box.js';
 
 /**
@@ -23,60 +23,75 @@ export function idDigest(merchantId: string): string {
 /** The channel a write notifies on commit (a merchant, a tombstone, an endpoint's health); its payload is the merchant id. */
 export const CHANGES_CHANNEL = 'webhooks_merchants';
 
-export const MERCHANT_COLUMNS = 'id, public_key, webhook, secrets, version';
+export const MERCHANT_COLUMNS = 'id, public_key, endpoints, secrets, version';
 
-/** The webhook's settings in clear: everything but the secrets' values (a grace secret's expiry is no secret). */
-type ClearWebhook = Omit<MerchantWebhook, 'secret' | 'previousSecrets' | 'failingSince' | 'lastFailureAt'> & { previousSecrets?: Array<{ expiresAt: string }> };
+/** An endpoint's settings in clear: everything but the secrets' values (a grace secret's expiry is no secret). */
+type ClearEndpoint = Omit<Endpoint, 'secret' | 'previousSecrets' | 'failingSince' | 'lastFailureAt'> & { previousSecrets?: Array<{ expiresAt: string }> };
 
 export interface MerchantRow {
   id: string;
   public_key: string;
-  webhook: ClearWebhook | null;
+  endpoints: ClearEndpoint[];
   secrets: string | null;
   version: string | number;
 }
 
-/** What is sealed: the secrets' values, and nothing else (the previous ones in the order of the clear expiries). */
+/** What is sealed of one endpoint: the secrets' values, and nothing else (the previous ones in the order of the clear expiries). */
 interface Secrets {
   secret: string;
   previous?: string[];
 }
 
+/** The sealed secrets of a merchant's endpoints, by endpoint id: one seal per merchant, bound to its id. */
+type SealedSecrets = Record<string, Secrets>;
+
 /**
- * The merchant a row holds. `open: false` opens no secret now: `secret` and each grace secret's
- * `secret` are opened on first read (and kept), so a program that never signs (the API) never
- * decrypts one; every other field is there at once.
+ * The merchant a row holds. `open: false` opens no secret now: each endpoint's `secret` and each
+ * grace secret's `secret` are opened on first read (and kept), so a program that never signs (the
+ * API) never decrypts one; every other field is there at once.
  */
 export function merchantOf(row: MerchantRow, box: SecretBox, open = true): Merchant {
-  if (!row.webhook || !row.secrets) return { id: row.id, publicKey: row.public_key };
-  const { previousSecrets: expiries, ...settings } = row.webhook;
   const sealed = row.secrets;
-  if (open) {
-    const { secret, previous } = JSON.parse(box.open(sealed, row.id)) as Secrets;
-    const grace = expiries?.map(({ expiresAt }, i) => ({ secret: previous?.[i] ?? '', expiresAt }));
-    return { id: row.id, publicKey: row.public_key, webhook: { ...settings, secret, ...(grace?.length ? { previousSecrets: grace } : {}) } as MerchantWebhook };
-  }
-  let opened: Secrets | undefined;
-  const secrets = () => (opened ??= JSON.parse(box.open(sealed, row.id)) as Secrets);
-  const webhook = { ...settings } as MerchantWebhook;
-  Object.defineProperty(webhook, 'secret', { enumerable: true, configurable: true, get: () => secrets().secret });
-  if (expiries?.length) {
-    webhook.previousSecrets = expiries.map(({ expiresAt }, i) => {
-      const grace = { expiresAt } as { secret: string; expiresAt: string };
-      Object.defineProperty(grace, 'secret', { enumerable: true, configurable: true, get: () => secrets().previous?.[i] ?? '' });
-      return grace;
-    });
-  }
-  return { id: row.id, publicKey: row.public_key, webhook };
+  if (row.endpoints.length === 0 || sealed === null) return { id: row.id, publicKey: row.public_key, endpoints: [] };
+  let opened: SealedSecrets | undefined;
+  const secrets = () => (opened ??= byEndpoint(JSON.parse(box.open(sealed, row.id)) as SealedSecrets | Secrets, row.endpoints[0]!.id));
+  if (open) secrets();
+  const endpoints = row.endpoints.map(({ previousSecrets: expiries, ...settings }) => {
+    const endpoint = { ...settings } as Endpoint;
+    const mine = () => secrets()[settings.id];
+    Object.defineProperty(endpoint, 'secret', { enumerable: true, configurable: true, get: () => mine()?.secret ?? '' });
+    if (expiries?.length) {
+      endpoint.previousSecrets = expiries.map(({ expiresAt }, i) => {
+        const grace = { expiresAt } as { secret: string; expiresAt: string };
+        Object.defineProperty(grace, 'secret', { enumerable: true, configurable: true, get: () => mine()?.previous?.[i] ?? '' });
+        return grace;
+      });
+    }
+    return open ? settle(endpoint) : endpoint;
+  });
+  return { id: row.id, publicKey: row.public_key, endpoints };
 }
 
-/** The row's columns for a merchant: [public_key, webhook, secrets]. The failing clock is not the row's (endpoint_health). */
-export function columnsOf(merchant: Merchant, box: SecretBox): [string, string | null, string | null] {
-  if (!merchant.webhook) return [merchant.publicKey, null, null];
-  const { secret, previousSecrets, failingSince: _since, lastFailureAt: _last, ...settings } = merchant.webhook;
-  const clear: ClearWebhook = previousSecrets?.length ? { ...settings, previousSecrets: previousSecrets.map(({ expiresAt }) => ({ expiresAt })) } : settings;
-  const sealed = box.seal(JSON.stringify(previousSecrets?.length ? { secret, previous: previousSecrets.map((grace) => grace.secret) } : { secret }), merchant.id);
-  return [merchant.publicKey, JSON.stringify(clear), sealed];
+/** Sealed secrets by endpoint; a row sealed before migration 0011 holds its one endpoint's alone. */
+function byEndpoint(sealed: SealedSecrets | Secrets, first: string): SealedSecrets {
+  return typeof sealed.secret === 'string' ? { [first]: sealed as Secrets } : (sealed as SealedSecrets);
+}
+
+/** The endpoint with its secrets as plain fields (a dispatcher reads them for every delivery). */
+function settle(endpoint: Endpoint): Endpoint {
+  const { secret, previousSecrets, ...rest } = endpoint;
+  return { ...rest, secret, ...(previousSecrets ? { previousSecrets: previousSecrets.map(({ secret: value, expiresAt }) => ({ secret: value, expiresAt })) } : {}) } as Endpoint;
+}
+
+/** The row's columns for a merchant: [public_key, endpoints, secrets]. The failing clock is not the row's (endpoint_health). */
+export function columnsOf(merchant: Merchant, box: SecretBox): [string, string, string | null] {
+  if (merchant.endpoints.length === 0) return [merchant.publicKey, '[]', null];
+  const sealed: SealedSecrets = {};
+  const clear = merchant.endpoints.map(({ secret, previousSecrets, failingSince: _since, lastFailureAt: _last, ...settings }): ClearEndpoint => {
+    sealed[settings.id] = previousSecrets?.length ? { secret, previous: previousSecrets.map((grace) => grace.secret) } : { secret };
+    return previousSecrets?.length ? { ...settings, previousSecrets: previousSecrets.map(({ expiresAt }) => ({ expiresAt })) } : settings;
+  });
+  return [merchant.publicKey, JSON.stringify(clear), box.seal(JSON.stringify(sealed), merchant.id)];
 }
 
 /**

@@ -25,51 +25,81 @@ export const webhookEventsSchema = z
   .min(1, 'events must name at least one event (leave it out for all of them)')
   .refine((events) => new Set(events).size === events.length, 'events must not repeat an event');
 
-export const merchantSchema = z.object({
-  id: z.string().min(1).max(200),
-  publicKey: z.string().min(8, 'publicKey must be at least 8 characters'),
-  webhook: z
-    .object({
-      url: z.url({ protocol: /^https?$/, error: 'webhook.url must be an http(s) URL' }),
-      enabled: z.boolean(),
-      secret,
-      events: webhookEventsSchema.optional(),
-      /** At most this many webhooks a second to the endpoint (throttle-setting.ts); absent, no limit. */
-      maxPerSecond: maxPerSecondField.optional(),
-      /** Every secret replaced within its grace, newest first, each signing until its own expiry. */
-      previousSecrets: z.array(graceSecret).max(MAX_GRACE_SECRETS, `at most ${MAX_GRACE_SECRETS} previous secrets`).optional(),
-      /**
-       * Why the webhook is off, when the service or an operator turned it off: `failing` (auto-disable,
-       * ENDPOINT_DISABLE_AFTER) or `manual` (admin API, CLI); and since when. Absent while enabled.
-       */
-      disabledReason: z.enum(DISABLED_REASONS).optional(),
-      disabledAt: z.iso.datetime({ offset: true }).optional(),
-      /**
-       * Who turned a `manual` disable on: the platform's operator (admin API, CLI; the default) or
-       * the merchant itself (the portal). The portal may undo only the merchant's own.
-       */
-      disabledBy: z.enum(['operator', 'merchant']).optional(),
-      /**
-       * The endpoint's first failure after its last success, once a dispatcher has seen it fail for a
-       * tenth of ENDPOINT_DISABLE_AFTER without a success (cleared by the next success anywhere):
-       * the auto-disable clock, shared by every dispatcher and kept across restarts.
-       */
-      failingSince: z.iso.datetime({ offset: true }).optional(),
-      /**
-       * The latest failure the dispatchers recorded for that clock (refreshed at most every tenth
-       * of ENDPOINT_DISABLE_AFTER): a clock without a failure for two tenths is stale, not running.
-       */
-      lastFailureAt: z.iso.datetime({ offset: true }).optional(),
-      /**
-       * Order per reference (off when absent): a webhook is not sent while an earlier one of its
-       * tnxRef / payout reference is not yet delivered, failed or skipped (libs/ordering).
-       */
-      orderByReference: z.boolean().optional(),
-      /** When `secret` was issued (the portal shows its age); absent for secrets issued before it was recorded. */
-      secretIssuedAt: z.iso.datetime({ offset: true }).optional(),
-    })
-    .optional(),
+/** The most endpoints one merchant may have (issue 56): each adds a delivery per event. */
+export const MAX_ENDPOINTS_PER_MERCHANT = 20;
+/** The most it may have until the dispatcher fans an event out to each (issue 56's next stage). */
+export const ENDPOINTS_NOW = 1;
+
+/** An endpoint's id: `ep_` and what newEndpointId() makes (or a file names). */
+export const ENDPOINT_ID = /^ep_[A-Za-z0-9_-]{4,64}$/;
+
+/**
+ * One of a merchant's endpoints: where its webhooks go, which of them, signed with which secret,
+ * and whether it is on. Each has its own circuit, in-flight bound, throttle and failing clock.
+ */
+export const endpointSchema = z.object({
+  id: z.string().regex(ENDPOINT_ID, 'endpoint id must be ep_ followed by 4 to 64 letters, digits, _ or -'),
+  url: z.url({ protocol: /^https?$/, error: 'webhook.url must be an http(s) URL' }),
+  /** What the merchant calls it (the portal shows it); absent when not given. */
+  description: z.string().max(500).optional(),
+  enabled: z.boolean(),
+  secret,
+  events: webhookEventsSchema.optional(),
+  /** At most this many webhooks a second to the endpoint (throttle-setting.ts); absent, no limit. */
+  maxPerSecond: maxPerSecondField.optional(),
+  /** Every secret replaced within its grace, newest first, each signing until its own expiry. */
+  previousSecrets: z.array(graceSecret).max(MAX_GRACE_SECRETS, `at most ${MAX_GRACE_SECRETS} previous secrets`).optional(),
+  /**
+   * Why the endpoint is off, when the service or an operator turned it off: `failing` (auto-disable,
+   * ENDPOINT_DISABLE_AFTER) or `manual` (admin API, CLI); and since when. Absent while enabled.
+   */
+  disabledReason: z.enum(DISABLED_REASONS).optional(),
+  disabledAt: z.iso.datetime({ offset: true }).optional(),
+  /**
+   * Who turned a `manual` disable on: the platform's operator (admin API, CLI; the default) or
+   * the merchant itself (the portal). The portal may undo only the merchant's own.
+   */
+  disabledBy: z.enum(['operator', 'merchant']).optional(),
+  /**
+   * The endpoint's first failure after its last success, once a dispatcher has seen it fail for a
+   * tenth of ENDPOINT_DISABLE_AFTER without a success (cleared by the next success anywhere):
+   * the auto-disable clock, shared by every dispatcher and kept across restarts.
+   */
+  failingSince: z.iso.datetime({ offset: true }).optional(),
+  /**
+   * The latest failure the dispatchers recorded for that clock (refreshed at most every tenth
+   * of ENDPOINT_DISABLE_AFTER): a clock without a failure for two tenths is stale, not running.
+   */
+  lastFailureAt: z.iso.datetime({ offset: true }).optional(),
+  /**
+   * Order per reference (off when absent): a webhook is not sent while an earlier one of its
+   * tnxRef / payout reference is not yet delivered, failed or skipped (libs/ordering).
+   */
+  orderByReference: z.boolean().optional(),
+  /** When `secret` was issued (the portal shows its age); absent for secrets issued before it was recorded. */
+  secretIssuedAt: z.iso.datetime({ offset: true }).optional(),
 });
+
+export const merchantSchema = z
+  .object({
+    id: z.string().min(1).max(200),
+    publicKey: z.string().min(8, 'publicKey must be at least 8 characters'),
+    /**
+     * Where its webhooks go: each endpoint whose filter takes an event gets it. At most one until
+     * the dispatcher fans an event out (issue 56, stage 2); MAX_ENDPOINTS_PER_MERCHANT after.
+     */
+    endpoints: z.array(endpointSchema).max(ENDPOINTS_NOW, `at most ${ENDPOINTS_NOW} endpoint`).default([]),
+  })
+  .superRefine((merchant, ctx) => {
+    const ids = new Set<string>();
+    const urls = new Set<string>();
+    merchant.endpoints.forEach((endpoint, i) => {
+      if (ids.has(endpoint.id)) ctx.addIssue({ code: 'custom', path: ['endpoints', i, 'id'], message: `duplicate endpoint id ${endpoint.id}` });
+      if (urls.has(endpoint.url)) ctx.addIssue({ code: 'custom', path: ['endpoints', i, 'url'], message: 'duplicate endpoint url' });
+      ids.add(endpoint.id);
+      urls.add(endpoint.url);
+    });
+  });
 
 export const merchantsFileSchema = z
   .object({ merchants: z.array(merchantSchema) })
@@ -84,6 +114,6 @@ export const merchantsFileSchema = z
     });
   });
 
-export type Merchant = z.infer<typeof merchantSchema>;
-export type MerchantWebhook = NonNullable<Merchant['webhook']>;
+export type Merchant = z.output<typeof merchantSchema>;
+export type Endpoint = z.infer<typeof endpointSchema>;
 export type MerchantsFile = z.infer<typeof merchantsFileSchema>;

@@ -16,7 +16,7 @@ export async function seedMerchants(database: Queryable, box: SecretBox, file: s
   const seeded: string[] = [];
   for (const merchant of merchants) {
     const { rows } = await database.query(
-      'INSERT INTO merchants (id, public_key, webhook, secrets, version) VALUES ($1, $2, $3, $4, 1) ON CONFLICT DO NOTHING RETURNING id',
+      'INSERT INTO merchants (id, public_key, endpoints, secrets, version) VALUES ($1, $2, $3, $4, 1) ON CONFLICT DO NOTHING RETURNING id',
       [merchant.id, ...columnsOf(merchant, box)],
     );
     if (rows.length > 0) seeded.push(merchant.id);

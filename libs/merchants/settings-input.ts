@@ -7,7 +7,7 @@ import { maxPerSecondField } from './throttle-setting.js';
  * zod's messages name types ("expected string, received undefined"); these say what the field
  * needs in the words of the admin API's documentation.
  */
-const expecting =
+export const expecting =
   (what: string, allowed?: readonly string[]) =>
   (issue: { code?: string; input?: unknown; keys?: string[] }): string => {
     if (issue.code === 'unrecognized_keys') return `unknown field ${issue.keys?.join(', ')}; allowed: ${allowed?.join(', ')}`;
@@ -20,13 +20,13 @@ const publicKeyField = z
   .max(512, 'must be at most 512 characters');
 /** The longest webhook URL the admin API, the CLI and the portal take. */
 export const WEBHOOK_URL_MAX_LENGTH = 2048;
-const urlField = z.string({ error: expecting('a string') }).min(1, 'is required').max(WEBHOOK_URL_MAX_LENGTH, `must be at most ${WEBHOOK_URL_MAX_LENGTH} characters`);
-const enabledField = z.boolean({ error: 'must be true or false' });
+export const urlField = z.string({ error: expecting('a string') }).min(1, 'is required').max(WEBHOOK_URL_MAX_LENGTH, `must be at most ${WEBHOOK_URL_MAX_LENGTH} characters`);
+export const enabledField = z.boolean({ error: 'must be true or false' });
 /**
  * Order per reference (off by default): the webhook's next event of a tnxRef / payout reference is
  * not sent while an earlier one of it is not yet delivered, failed or skipped (libs/ordering).
  */
-const orderByReferenceField = z.boolean({ error: 'must be true or false' });
+export const orderByReferenceField = z.boolean({ error: 'must be true or false' });
 const WEBHOOK_FIELDS = ['url', 'enabled', 'events', 'maxPerSecond', 'orderByReference'] as const;
 
 /**

@@ -1,23 +1,22 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { isIP } from 'node:net';
-import { EVENT_NAMES } from '../contracts/events.js';
 import { PLATFORM_MERCHANT_ID } from '../contracts/merchant-id.js';
 import { isBlockedAddress } from '../http/address-guard.js';
 import type { Actor } from './audit.js';
 import type { PgMerchantDirectory } from './pg-directory.js';
-import { graceExpiries, graceSecrets } from './directory.js';
-import { type DisabledReason, MAX_GRACE_SECRETS, type Merchant, type MerchantWebhook } from './schema.js';
+import { graceSecrets, newEndpointId, soleEndpoint, withSoleEndpoint } from './directory.js';
+import { type EndpointView, endpointViewOf, rotatedEndpoint } from './endpoint-view.js';
+import type { DisabledReason, Endpoint, Merchant } from './schema.js';
 import {
   DisabledByOperatorError,
   InvalidIdempotencyKeyError,
   InvalidSettingsError,
   MerchantNotFoundError,
   PublicKeyTakenError,
-  TooManySecretsError,
   WebhookNotSetUpError,
 } from './errors.js';
 import type { MerchantInput, MerchantPatch } from './settings-input.js';
-import { maxPerSecondOf, withMaxPerSecond } from './throttle-setting.js';
+import { withMaxPerSecond } from './throttle-setting.js';
 
 /** An Idempotency-Key as Stripe takes it: 1 to 255 printable ASCII characters. */
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
@@ -51,50 +50,17 @@ export function checkWebhookUrl(text: string, policy: UrlPolicy): string {
 export interface MerchantView {
   id: string;
   publicKey: string;
-  webhook: {
-    url: string;
-    enabled: boolean;
-    events: string[];
-    /** When the last of the previous secrets stops signing; null when none is in its grace. */
-    previousSecretExpiresAt: string | null;
-    /** Each previous secret still signing, by when it stops, the latest first. */
-    previousSecrets: Array<{ expiresAt: string }>;
-    /** Why it is off (`failing`: disabled automatically; `manual`) and since when; null while enabled. */
-    disabledReason: DisabledReason | null;
-    disabledAt: string | null;
-    /** The first failure after its last success, once it has failed a tenth of ENDPOINT_DISABLE_AFTER; null otherwise. */
-    failingSince: string | null;
-    /** Order per reference (libs/ordering): a webhook waits while an earlier one of its reference is not yet ended. */
-    orderByReference: boolean;
-    /** At most this many webhooks a second (the throttle); null: no limit. */
-    maxPerSecond: number | null;
-    /** The rate it is sent at now: maxPerSecond, or lower while its 429/503 answers slow it (withCurrentRate); null: no limit. */
-    currentPerSecond: number | null;
-  } | null;
+  webhook: Omit<EndpointView, 'id' | 'description'> | null;
 }
 
+/**
+ * The admin API, the CLI and the portal show and write a merchant's one endpoint as `webhook`
+ * until they manage several (issue 56's /endpoints routes).
+ */
 export function viewOf(merchant: Merchant, now: Date): MerchantView {
-  const webhook = merchant.webhook;
-  const grace = webhook ? graceExpiries(webhook, now) : [];
-  return {
-    id: merchant.id,
-    publicKey: merchant.publicKey,
-    webhook: webhook
-      ? {
-          url: webhook.url,
-          enabled: webhook.enabled,
-          events: [...(webhook.events ?? EVENT_NAMES)],
-          previousSecretExpiresAt: grace[0]?.expiresAt ?? null,
-          previousSecrets: grace.map(({ expiresAt }) => ({ expiresAt })),
-          disabledReason: webhook.enabled ? null : (webhook.disabledReason ?? null),
-          disabledAt: webhook.enabled ? null : (webhook.disabledAt ?? null),
-          failingSince: webhook.failingSince ?? null,
-          orderByReference: webhook.orderByReference === true,
-          maxPerSecond: maxPerSecondOf(webhook),
-          currentPerSecond: maxPerSecondOf(webhook),
-        }
-      : null,
-  };
+  const endpoint = soleEndpoint(merchant);
+  const { id: _id, description: _description, ...webhook } = endpoint ? endpointViewOf(endpoint, now) : ({} as EndpointView);
+  return { id: merchant.id, publicKey: merchant.publicKey, webhook: endpoint ? webhook : null };
 }
 
 export function newWebhookSecret(): string {
@@ -126,7 +92,7 @@ export type Written<T> = T & { replayed: boolean; version: number };
  * says `enabled: false` (`disabling`) makes the disable the operator's, whatever turned it off
  * before (auto-disable, the merchant): the portal may not undo it, and would otherwise.
  */
-export function withStatus(kept: MerchantWebhook | undefined, next: MerchantWebhook, now: Date, by: 'operator' | 'merchant' = 'operator', disabling = false): MerchantWebhook {
+export function withStatus(kept: Endpoint | undefined, next: Endpoint, now: Date, by: 'operator' | 'merchant' = 'operator', disabling = false): Endpoint {
   const { disabledReason: _reason, disabledAt: _at, disabledBy: _by, failingSince: _since, lastFailureAt: _last, ...base } = next;
   const clock = kept?.failingSince ? { failingSince: kept.failingSince, ...(kept.lastFailureAt ? { lastFailureAt: kept.lastFailureAt } : {}) } : {};
   if (!next.enabled) {
@@ -142,7 +108,7 @@ export function withStatus(kept: MerchantWebhook | undefined, next: MerchantWebh
 }
 
 /** Off by the platform's operator (admin API, CLI): only the operator turns it on again. */
-export function disabledByOperator(webhook: MerchantWebhook | undefined): boolean {
+export function disabledByOperator(webhook: Endpoint | undefined): boolean {
   return !!webhook && !webhook.enabled && webhook.disabledReason === 'manual' && webhook.disabledBy !== 'merchant';
 }
 
@@ -154,6 +120,7 @@ export function disabledByOperator(webhook: MerchantWebhook | undefined): boolea
 export interface EndpointTransition {
   kind: 'disabled' | 'enabled' | 'updated' | 'secret_rotated';
   merchantId: string;
+  endpointId: string;
   url: string;
   reason?: DisabledReason;
   failingSince?: string;
@@ -166,10 +133,10 @@ export interface EndpointTransition {
 
 /** What a write did to a webhook that existed before and after it (setting one up or removing one announces nothing). */
 export function transitionsOf(before: Merchant | undefined, after: Merchant, now: Date): EndpointTransition[] {
-  const was = before?.webhook;
-  const webhook = after.webhook;
+  const was = before && soleEndpoint(before);
+  const webhook = soleEndpoint(after);
   if (!was || !webhook) return [];
-  const base = { merchantId: after.id, url: webhook.url, at: now.toISOString() };
+  const base = { merchantId: after.id, endpointId: webhook.id, url: webhook.url, at: now.toISOString() };
   const changed = [...(was.url !== webhook.url ? (['url'] as const) : []), ...(JSON.stringify(was.events) !== JSON.stringify(webhook.events) ? (['events'] as const) : [])];
   return [
     ...(changed.length > 0 ? [{ ...base, kind: 'updated' as const, changed, previousUrl: was.url, events: webhook.events ?? null }] : []),
@@ -183,7 +150,7 @@ export function transitionsOf(before: Merchant | undefined, after: Merchant, now
 }
 
 /** A webhook's secrets as written: the current one and those in grace. */
-function withGrace(webhook: Omit<MerchantWebhook, 'previousSecrets'>, grace: MerchantWebhook['previousSecrets']): MerchantWebhook {
+function withGrace(webhook: Omit<Endpoint, 'previousSecrets'>, grace: Endpoint['previousSecrets']): Endpoint {
   return grace && grace.length > 0 ? { ...webhook, previousSecrets: grace } : webhook;
 }
 
@@ -206,14 +173,19 @@ export interface WriteGuards {
 export class MerchantSettings {
   constructor(
     private readonly directory: PgMerchantDirectory,
-    private readonly policy: UrlPolicy,
-    private readonly now: () => Date = () => new Date(),
+    readonly policy: UrlPolicy,
+    readonly now: () => Date = () => new Date(),
     /**
      * Told when a write (not a replay) turned a webhook off or on, after the write is committed:
      * the programs publish endpoint.disabled (manual) or endpoint.enabled from it.
      */
     private readonly announce?: (transition: EndpointTransition) => Promise<void>,
   ) {}
+
+  /** The merchant as this program holds it. */
+  merchant(merchantId: string): Merchant | undefined {
+    return this.directory.byId(merchantId);
+  }
 
   get(merchantId: string): MerchantView | undefined {
     const merchant = this.directory.byId(merchantId);
@@ -239,13 +211,14 @@ export class MerchantSettings {
     const url = input.webhook ? checkWebhookUrl(input.webhook.url, this.policy) : undefined;
     return this.write<SettingsResult>('put', merchantId, input, guards, (current, issued) => {
       this.checkPublicKey(merchantId, input.publicKey);
-      let webhook: MerchantWebhook | undefined;
+      let webhook: Endpoint | undefined;
       if (input.webhook) {
-        const kept = current?.webhook;
+        const kept = current && soleEndpoint(current);
         webhook = withStatus(
           kept,
           withGrace(
-            withMaxPerSecond<Omit<MerchantWebhook, 'previousSecrets'>>({
+            withMaxPerSecond<Omit<Endpoint, 'previousSecrets'>>({
+              id: kept?.id ?? issued.endpointId(),
               url: url!,
               enabled: input.webhook.enabled,
               secret: kept?.secret ?? issued.secret(),
@@ -260,7 +233,7 @@ export class MerchantSettings {
           !input.webhook.enabled && !guards.enabledCarriedOver,
         );
       }
-      return { id: merchantId, publicKey: input.publicKey, ...(webhook ? { webhook } : {}) };
+      return withSoleEndpoint({ id: merchantId, publicKey: input.publicKey, endpoints: [] }, webhook);
     });
   }
 
@@ -271,15 +244,16 @@ export class MerchantSettings {
       if (!current) throw new MerchantNotFoundError(merchantId);
       const publicKey = patch.publicKey ?? current.publicKey;
       this.checkPublicKey(merchantId, publicKey);
-      const { webhook: kept, ...rest } = current;
-      if (patch.webhook === null) return { ...rest, publicKey };
-      if (patch.webhook === undefined) return { ...rest, publicKey, ...(kept ? { webhook: kept } : {}) };
+      const kept = soleEndpoint(current);
+      const rest = { ...current, publicKey };
+      if (patch.webhook === null) return withSoleEndpoint(rest, undefined);
+      if (patch.webhook === undefined) return rest;
       if (!kept && url === undefined) throw new InvalidSettingsError('webhook.url', 'is required: this merchant has no webhook yet');
-      let webhook: MerchantWebhook = {
-        ...(kept ?? { secret: issued.secret(), secretIssuedAt: this.now().toISOString(), enabled: true }),
+      let webhook: Endpoint = {
+        ...(kept ?? { id: issued.endpointId(), secret: issued.secret(), secretIssuedAt: this.now().toISOString(), enabled: true }),
         url: url ?? kept!.url,
         ...(patch.webhook.enabled === undefined ? {} : { enabled: patch.webhook.enabled }),
-      } as MerchantWebhook;
+      } as Endpoint;
       if (patch.webhook.events === null) delete webhook.events;
       else if (patch.webhook.events) webhook.events = patch.webhook.events;
       if (patch.webhook.maxPerSecond !== undefined) webhook = withMaxPerSecond(webhook, patch.webhook.maxPerSecond);
@@ -288,7 +262,7 @@ export class MerchantSettings {
       if (guards.by === 'merchant' && webhook.enabled && disabledByOperator(kept)) {
         throw new DisabledByOperatorError(merchantId);
       }
-      return { ...rest, publicKey, webhook: withStatus(kept, webhook, this.now(), guards.by, patch.webhook.enabled === false) };
+      return withSoleEndpoint(rest, withStatus(kept, webhook, this.now(), guards.by, patch.webhook.enabled === false));
     });
   }
 
@@ -306,18 +280,12 @@ export class MerchantSettings {
       guards,
       (current) => {
         if (!current) throw new MerchantNotFoundError(merchantId);
-        if (!current.webhook) throw new WebhookNotSetUpError(merchantId);
-        const now = this.now();
-        const grace = graceSecrets(current.webhook, now);
-        if (graceSeconds > 0) {
-          if (grace.length >= MAX_GRACE_SECRETS) throw new TooManySecretsError(merchantId, grace[grace.length - 1]!.expiresAt);
-          grace.unshift({ secret: current.webhook.secret, expiresAt: new Date(now.getTime() + graceSeconds * 1000).toISOString() });
-        }
-        const { previousSecrets: _all, ...webhook } = current.webhook;
-        return { ...current, webhook: withGrace({ ...webhook, secret, secretIssuedAt: now.toISOString() }, grace) };
+        const endpoint = soleEndpoint(current);
+        if (!endpoint) throw new WebhookNotSetUpError(merchantId);
+        return withSoleEndpoint(current, rotatedEndpoint(merchantId, endpoint, secret, graceSeconds, this.now()));
       },
       (next) => {
-        const replaced = graceSeconds > 0 ? next.webhook?.previousSecrets?.[0] : undefined;
+        const replaced = graceSeconds > 0 ? soleEndpoint(next)?.previousSecrets?.[0] : undefined;
         return { secret, previousSecretExpiresAt: replaced?.expiresAt ?? null };
       },
     );
@@ -329,25 +297,28 @@ export class MerchantSettings {
   }
 
   /**
-   * One write, under an Idempotency-Key and an If-Match version when given. `change` may be applied
-   * more than once (a transaction run again after a race); a secret it issues is the same one each
-   * time, so the result names the secret that was stored.
+   * The one write path of merchant settings (EndpointSettings writes through it too), under an
+   * Idempotency-Key and an If-Match version when given. `change` may be applied more than once (a
+   * transaction run again after a race); a secret or endpoint id it issues is the same each time.
    */
-  private async write<T extends object>(
-    operation: 'put' | 'patch' | 'rotate',
+  async write<T extends object>(
+    operation: 'put' | 'patch' | 'rotate' | 'endpoint.create' | 'endpoint.patch' | 'endpoint.delete' | 'endpoint.rotate',
     merchantId: string,
     input: unknown,
     { idempotencyKey, ifVersion, actor }: WriteGuards,
-    change: (current: Merchant | undefined, issued: { secret(): string }) => Merchant,
+    change: (current: Merchant | undefined, issued: { secret(): string; endpointId(): string }) => Merchant,
     resultOf?: (next: Merchant, current: Merchant | undefined) => T,
   ): Promise<Written<T>> {
     let issuedSecret: string | undefined;
+    let issuedId: string | undefined;
     let issuedNow = false;
     const issued = {
       secret: () => {
         issuedNow = true;
         return (issuedSecret ??= newWebhookSecret());
       },
+      // The same id each time the change is applied, like the secret.
+      endpointId: () => (issuedId ??= newEndpointId()),
     };
     // The settings the last application of the change started from: the write that was committed.
     let before: Merchant | undefined;

@@ -115,14 +115,14 @@ export async function writeMerchant(
   }
   const columns = columnsOf(next, box);
   let written = version + 1;
-  const clockCleared = !!current?.webhook?.failingSince && !next.webhook?.failingSince;
+  const clockCleared = !!current?.endpoints.some((endpoint) => endpoint.failingSince) && !next.endpoints.some((endpoint) => endpoint.failingSince);
   if (row) {
-    await tx.query('UPDATE merchants SET public_key = $2, webhook = $3, secrets = $4, version = version + 1, change_xid = pg_current_xact_id(), updated_at = now() WHERE id = $1', [merchantId, ...columns]);
+    await tx.query('UPDATE merchants SET public_key = $2, endpoints = $3, secrets = $4, version = version + 1, change_xid = pg_current_xact_id(), updated_at = now() WHERE id = $1', [merchantId, ...columns]);
     if (clockCleared) await clearHealth(tx, merchantId);
   } else {
     const { rows: buried } = await tx.query<{ version: string }>('DELETE FROM merchant_tombstones WHERE id_digest = $1 RETURNING version', [idDigest(merchantId)]);
     written = Number(buried[0]?.version ?? 0) + 1;
-    await tx.query('INSERT INTO merchants (id, public_key, webhook, secrets, version) VALUES ($1, $2, $3, $4, $5)', [merchantId, ...columns, written]);
+    await tx.query('INSERT INTO merchants (id, public_key, endpoints, secrets, version) VALUES ($1, $2, $3, $4, $5)', [merchantId, ...columns, written]);
   }
   const changes = auditChanges(current, next);
   if (Object.keys(changes).length > 0) await recordAudit(tx, merchantId, auditAction(current, changes), changes, by ?? { actor: 'service' });
@@ -137,6 +137,6 @@ export async function writeMerchant(
     ]);
   }
   await tx.query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, merchantId]);
-  const stored: MerchantRow = { id: merchantId, public_key: columns[0], webhook: columns[1] === null ? null : JSON.parse(columns[1]), secrets: columns[2], version: written };
+  const stored: MerchantRow = { id: merchantId, public_key: columns[0], endpoints: JSON.parse(columns[1]), secrets: columns[2], version: written };
   return { merchant: next, version: written, created: !row, changed: true, result, replayed: false, clockCleared, row: stored };
 }

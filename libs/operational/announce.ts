@@ -12,15 +12,15 @@ import type { OperationalPublisher } from './publisher.js';
 export function announcer(publisher: OperationalPublisher, logger: Logger, onDisabled?: (reason: string) => void): (transition: EndpointTransition) => Promise<void> {
   return async (transition) => {
     const now = new Date();
-    const { merchantId, url, at } = transition;
+    const { merchantId, endpointId, url, at } = transition;
     const event =
       transition.kind === 'enabled'
-        ? enabledEvent({ merchantId, url, enabledAt: at }, now)
+        ? enabledEvent({ merchantId, endpointId, url, enabledAt: at }, now)
         : transition.kind === 'updated'
-          ? updatedEvent({ merchantId, url, previousUrl: transition.previousUrl!, changed: transition.changed!, events: transition.events ?? null, updatedAt: at }, now)
+          ? updatedEvent({ merchantId, endpointId, url, previousUrl: transition.previousUrl!, changed: transition.changed!, events: transition.events ?? null, updatedAt: at }, now)
           : transition.kind === 'secret_rotated'
-            ? secretRotatedEvent({ merchantId, url, rotatedAt: at }, now)
-            : disabledEvent({ merchantId, url, reason: transition.reason ?? 'manual', disabledAt: at, failingSince: transition.failingSince }, now);
+            ? secretRotatedEvent({ merchantId, endpointId, url, rotatedAt: at }, now)
+            : disabledEvent({ merchantId, endpointId, url, reason: transition.reason ?? 'manual', disabledAt: at, failingSince: transition.failingSince }, now);
     if (transition.kind === 'disabled') onDisabled?.(transition.reason ?? 'manual');
     try {
       await publisher.publish(event);

@@ -33,6 +33,8 @@ export interface IdentifiedEvent {
 /** What a message.attempt.* event says about one webhook: all a reader needs without another call. */
 export interface AttemptFacts {
   merchantId: string;
+  /** The endpoint (ep_…) it was attempted on, and that endpoint's URL. */
+  endpointId: string;
   url: string;
   webhookId: string;
   event: string;
@@ -47,6 +49,7 @@ export interface AttemptFacts {
 export function attemptEvent(type: 'message.attempt.failing' | 'message.attempt.exhausted' | 'message.attempt.recovered', facts: AttemptFacts, now: Date): IdentifiedEvent {
   const data: Record<string, unknown> = {
     merchantId: facts.merchantId,
+    endpointId: facts.endpointId,
     url: facts.url,
     webhookId: facts.webhookId,
     event: facts.event,
@@ -61,6 +64,7 @@ export function attemptEvent(type: 'message.attempt.failing' | 'message.attempt.
 
 export interface DisabledFacts {
   merchantId: string;
+  endpointId: string;
   url: string;
   reason: DisabledReason;
   disabledAt: string;
@@ -74,10 +78,11 @@ export interface DisabledFacts {
   attempts?: number;
 }
 
-/** Deterministic id (merchant and the time it was turned off): a repeat after a crash carries the same messageId. */
+/** Deterministic id (merchant, endpoint and the time it was turned off): a repeat after a crash carries the same messageId. */
 export function disabledEvent(facts: DisabledFacts, now: Date): IdentifiedEvent {
   const data: Record<string, unknown> = {
     merchantId: facts.merchantId,
+    endpointId: facts.endpointId,
     url: facts.url,
     reason: facts.reason,
     disabledAt: facts.disabledAt,
@@ -91,24 +96,31 @@ export function disabledEvent(facts: DisabledFacts, now: Date): IdentifiedEvent 
     data.references = facts.references ?? [];
     data.attempts = facts.attempts ?? null;
   }
-  return { id: idOf('endpoint.disabled', facts.merchantId, facts.disabledAt), event: { type: 'endpoint.disabled', timestamp: now.toISOString(), data } };
+  return { id: idOf('endpoint.disabled', facts.merchantId, facts.endpointId, facts.disabledAt), event: { type: 'endpoint.disabled', timestamp: now.toISOString(), data } };
 }
 
-export function enabledEvent(facts: { merchantId: string; url: string; enabledAt: string }, now: Date): IdentifiedEvent {
+/** Who an endpoint.* event is about: the merchant and which of its endpoints (and that endpoint's URL). */
+interface EndpointFacts {
+  merchantId: string;
+  endpointId: string;
+  url: string;
+}
+
+export function enabledEvent(facts: EndpointFacts & { enabledAt: string }, now: Date): IdentifiedEvent {
   return {
     id: idOf('endpoint.enabled', facts.merchantId, facts.enabledAt, randomUUID()),
-    event: { type: 'endpoint.enabled', timestamp: now.toISOString(), data: { merchantId: facts.merchantId, url: facts.url, enabledAt: facts.enabledAt } },
+    event: { type: 'endpoint.enabled', timestamp: now.toISOString(), data: { ...facts } },
   };
 }
 
-export function updatedEvent(facts: { merchantId: string; url: string; previousUrl: string; changed: string[]; events: string[] | null; updatedAt: string }, now: Date): IdentifiedEvent {
+export function updatedEvent(facts: EndpointFacts & { previousUrl: string; changed: string[]; events: string[] | null; updatedAt: string }, now: Date): IdentifiedEvent {
   return {
     id: idOf('endpoint.updated', facts.merchantId, facts.updatedAt, randomUUID()),
     event: { type: 'endpoint.updated', timestamp: now.toISOString(), data: { ...facts } },
   };
 }
 
-export function secretRotatedEvent(facts: { merchantId: string; url: string; rotatedAt: string }, now: Date): IdentifiedEvent {
+export function secretRotatedEvent(facts: EndpointFacts & { rotatedAt: string }, now: Date): IdentifiedEvent {
   return {
     id: idOf('endpoint.secret_rotated', facts.merchantId, facts.rotatedAt, randomUUID()),
     event: { type: 'endpoint.secret_rotated', timestamp: now.toISOString(), data: { ...facts } },

@@ -8,12 +8,14 @@ import type { OperationalEventType } from './events.js';
  * and checks it against these, so the catalog says what is sent.
  */
 const merchantId = z.string().describe('The merchant');
-const url = z.string().describe("The merchant's webhook URL");
+const endpointId = z.string().describe("Which of the merchant's endpoints (ep_…)");
+const url = z.string().describe("The endpoint's URL");
 const lastHttpStatus = z.number().int().nullable().describe('HTTP status of the last attempt; null when none answered (timeout, network error)');
 const lastError = z.string().nullable().describe('The last attempt\'s error in full, for the platform ("HTTP 503", "timeout after 10000 ms", "ECONNREFUSED: ..."); merchants see only its class');
 
 const attempt = z.object({
   merchantId,
+  endpointId,
   url,
   webhookId: z.string().describe('The webhook (its webhook-id header)'),
   event: z.string().describe('charge.completed, payout or refund.completed'),
@@ -33,6 +35,7 @@ const DATA: Record<OperationalEventType, z.ZodObject> = {
   'endpoint.disabled': z
     .object({
       merchantId,
+      endpointId,
       url,
       reason: z.enum(['failing', 'manual']).describe('failing: every attempt failed for ENDPOINT_DISABLE_AFTER; manual: turned off by the admin API, the CLI or the portal'),
       disabledAt: z.string().describe('ISO 8601'),
@@ -44,11 +47,12 @@ const DATA: Record<OperationalEventType, z.ZodObject> = {
       references: z.array(z.string()).optional(),
       attempts: z.number().int().nullable().optional(),
     })
-    .describe("A merchant's webhook endpoint was turned off; new events are skipped (and listed in its feed) until it is turned on"),
-  'endpoint.enabled': z.object({ merchantId, url, enabledAt: z.string().describe('ISO 8601') }).describe('An endpoint was turned back on; deliveries resume'),
+    .describe("One of a merchant's endpoints was turned off (the others are not); new events for it are skipped (and listed in its feed) until it is turned on"),
+  'endpoint.enabled': z.object({ merchantId, endpointId, url, enabledAt: z.string().describe('ISO 8601') }).describe('An endpoint was turned back on; deliveries resume'),
   'endpoint.updated': z
     .object({
       merchantId,
+      endpointId,
       url: url.describe('The endpoint URL now'),
       previousUrl: z.string().describe('The URL before this change'),
       changed: z.array(z.enum(['url', 'events'])).describe('What changed'),
@@ -57,8 +61,8 @@ const DATA: Record<OperationalEventType, z.ZodObject> = {
     })
     .describe("A merchant's endpoint URL or events changed (admin API, CLI or portal); who did it is in the audit trail"),
   'endpoint.secret_rotated': z
-    .object({ merchantId, url, rotatedAt: z.string().describe('ISO 8601') })
-    .describe("A merchant's webhook secret was replaced (never the secret itself); the old one may still sign during its grace"),
+    .object({ merchantId, endpointId, url, rotatedAt: z.string().describe('ISO 8601') })
+    .describe("One endpoint's secret was replaced (never the secret itself); the old one may still sign during its grace"),
 };
 
 export function operationalEventSchema(type: OperationalEventType): z.ZodObject {

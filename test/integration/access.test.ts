@@ -155,7 +155,7 @@ describe('rate limit, metrics port and references', () => {
 
   beforeAll(async () => {
     receiver = await Receiver.start((n) => (n === 0 ? 500 : 200));
-    merchant.webhook!.url = receiver.url;
+    merchant.endpoints[0]!.url = receiver.url;
     harness = await startHarness({ name: 'refs', merchants: [merchant] });
   });
 

@@ -81,7 +81,7 @@ describe('admin writes: rotations, idempotency keys, PATCH, public keys and the 
     const second = await rotate(apiB, 'm_rot', { graceSeconds: 600 });
     expect(second.status).toBe(200);
     const s2 = data(second).secret as string;
-    await waitFor('dispatcher has s2', () => dispatcher.merchants.byId('m_rot')?.webhook?.secret === s2, 5_000);
+    await waitFor('dispatcher has s2', () => dispatcher.merchants.byId('m_rot')?.endpoints[0]?.secret === s2, 5_000);
 
     const during = await delivered('m_rot');
     expect([s0, s1, s2].map((s) => verifies(s, during))).toEqual([true, true, true]);
@@ -127,7 +127,7 @@ describe('admin writes: rotations, idempotency keys, PATCH, public keys and the 
     ]);
     expect([r1.status, r2.status]).toEqual([200, 200]);
     expect(data(r1).secret).toBe(data(r2).secret);
-    await waitFor('dispatcher has the rotation', () => dispatcher.merchants.byId('m_idem')?.webhook?.secret === data(r1).secret, 5_000);
+    await waitFor('dispatcher has the rotation', () => dispatcher.merchants.byId('m_idem')?.endpoints[0]?.secret === data(r1).secret, 5_000);
     expect(data(await get(apiA, 'm_idem')).webhook.previousSecrets).toHaveLength(1);
 
     await apiB.stop();
@@ -178,8 +178,8 @@ describe('admin writes: rotations, idempotency keys, PATCH, public keys and the 
       publicKey: 'pk_patch_001',
       webhook: { url: `${receiver.url}/m_patch`, enabled: false, events: ['payout'], previousSecretExpiresAt: null, previousSecrets: [], disabledReason: 'manual', disabledAt: expect.any(String), failingSince: null, orderByReference: false, maxPerSecond: null, currentPerSecond: null },
     });
-    await waitFor('dispatcher sees it disabled', () => dispatcher.merchants.byId('m_patch')?.webhook?.enabled === false, 5_000);
-    expect(dispatcher.merchants.byId('m_patch')!.webhook).toMatchObject({ secret, events: ['payout'] });
+    await waitFor('dispatcher sees it disabled', () => dispatcher.merchants.byId('m_patch')?.endpoints[0]?.enabled === false, 5_000);
+    expect(dispatcher.merchants.byId('m_patch')!.endpoints[0]).toMatchObject({ secret, events: ['payout'] });
 
     const allEvents = await patch(apiA, 'm_patch', { webhook: { enabled: true, events: null } });
     expect(data(allEvents).webhook.events).toEqual(['charge.completed', 'payout', 'refund.completed']);
@@ -201,12 +201,12 @@ describe('admin writes: rotations, idempotency keys, PATCH, public keys and the 
     const created = await put(apiA, 'm_ordered', { publicKey: 'pk_order_0001', webhook: { url: `${receiver.url}/m_ordered`, orderByReference: true } });
     expect(created.status).toBe(201);
     expect(data(created).webhook.orderByReference).toBe(true);
-    await waitFor('dispatcher orders it', () => dispatcher.merchants.byId('m_ordered')?.webhook?.orderByReference === true, 5_000);
+    await waitFor('dispatcher orders it', () => dispatcher.merchants.byId('m_ordered')?.endpoints[0]?.orderByReference === true, 5_000);
     const disabled = await patch(apiB, 'm_ordered', { webhook: { enabled: false } });
     expect(data(disabled).webhook).toMatchObject({ enabled: false, orderByReference: true });
     const off = await patch(apiA, 'm_ordered', { webhook: { orderByReference: false } });
     expect(data(off).webhook.orderByReference).toBe(false);
-    await waitFor('dispatcher no longer orders it', () => dispatcher.merchants.byId('m_ordered')?.webhook?.orderByReference === undefined, 5_000);
+    await waitFor('dispatcher no longer orders it', () => dispatcher.merchants.byId('m_ordered')?.endpoints[0]?.orderByReference === undefined, 5_000);
     const bad = await patch(apiA, 'm_ordered', { webhook: { orderByReference: 'yes' } });
     expect(code(bad)).toEqual([400, 'invalid_settings']);
     expect(message(bad)).toBe('webhook.orderByReference must be true or false');

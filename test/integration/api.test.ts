@@ -63,7 +63,7 @@ describe('the resend API', () => {
     const resent = requests[before]!;
     expect(resent.headers['webhook-id']).toBe(messageId);
     expect(resent.body).toBe(JSON.stringify({ event: 'charge.completed', data: message.data }));
-    new Webhook(alice.webhook!.secret).verify(resent.body, resent.headers as Record<string, string>);
+    new Webhook(alice.endpoints[0]!.secret).verify(resent.body, resent.headers as Record<string, string>);
     expect(await unresolved(api, alice.id, reference)).toBe(0);
 
     const again = await call(api, `${RESEND}?reference=${reference}`, { headers: await headersFor(alice) });

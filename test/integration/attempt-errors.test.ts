@@ -64,7 +64,7 @@ describe('what a merchant sees of an attempt to a blocked address', () => {
 
   beforeAll(async () => {
     receiver = await Receiver.start(() => 500);
-    scanner.webhook!.url = `http://localhost:${new URL(receiver.url).port}/internal`;
+    scanner.endpoints[0]!.url = `http://localhost:${new URL(receiver.url).port}/internal`;
     log = await startLog('err-blocked', [scanner], { allowPrivateTargets: false, logger: recordingLogger(lines) });
   });
 
@@ -106,11 +106,11 @@ describe('what a merchant sees of connection, DNS, TLS and timeout errors, and o
   beforeAll(async () => {
     receiver = await Receiver.start((_n, req) => (req.path.startsWith('/slow') ? 'hang' : 500));
     const port = new URL(receiver.url).port;
-    refused.webhook!.url = `http://127.0.0.1:${await freePort()}/hooks`;
-    dns.webhook!.url = 'http://no-such-host.invalid/hooks';
-    tls.webhook!.url = `https://127.0.0.1:${port}/tls`; // TLS to a plain HTTP server
-    slow.webhook!.url = `http://127.0.0.1:${port}/slow`;
-    answering.webhook!.url = `http://127.0.0.1:${port}/answer`;
+    refused.endpoints[0]!.url = `http://127.0.0.1:${await freePort()}/hooks`;
+    dns.endpoints[0]!.url = 'http://no-such-host.invalid/hooks';
+    tls.endpoints[0]!.url = `https://127.0.0.1:${port}/tls`; // TLS to a plain HTTP server
+    slow.endpoints[0]!.url = `http://127.0.0.1:${port}/slow`;
+    answering.endpoints[0]!.url = `http://127.0.0.1:${port}/answer`;
     // Loopback targets allowed, as in a test; the guard is not what is tested here.
     log = await startLog('err-classes', [refused, tls, dns, slow, answering], { allowPrivateTargets: true });
   });

@@ -156,7 +156,7 @@ describe('the audit trail', () => {
       refused(await stack.admin(api, 'PATCH', '/admin/merchants/m_refused', { webhook: { url: `${receiver.url}/down/moved` } }));
       refused(await stack.write(b, 'PATCH', '/portal/api/endpoint', { url: `${receiver.url}/down/moved` }, b.csrf, other));
       refused(await stack.write(b, 'POST', '/portal/api/endpoint/secret/rotate', { graceSeconds: 0 }));
-      expect(await stack.db.query(`SELECT version::int, webhook->>'url' AS url FROM merchants WHERE id = 'm_refused'`)).toEqual([{ version: 1, url: `${receiver.url}/down` }]);
+      expect(await stack.db.query(`SELECT version::int, endpoints->0->>'url' AS url FROM merchants WHERE id = 'm_refused'`)).toEqual([{ version: 1, url: `${receiver.url}/down` }]);
       // Actions on other tables, or out through the broker: answered 503, no link, no cookie.
       refused(await stack.admin(api, 'POST', '/admin/merchants/m_refused/portal-sessions', { permissions: [] }));
       refused(await redeemLink(other, unopened));

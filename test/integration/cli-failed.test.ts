@@ -194,8 +194,8 @@ describe('webhooks failed (operator CLI on the failure index)', () => {
 
   /** The harness's merchants file with one merchant's webhook changed, as the CLI's MERCHANTS_FILE. */
   function fileWith(merchantId: string, change: Record<string, unknown>): string {
-    const file = JSON.parse(readFileSync(harness.merchantsFile, 'utf8')) as { merchants: Array<{ id: string; webhook: Record<string, unknown> }> };
-    for (const m of file.merchants) if (m.id === merchantId) Object.assign(m.webhook, change);
+    const file = JSON.parse(readFileSync(harness.merchantsFile, 'utf8')) as { merchants: Array<{ id: string; endpoints: Array<Record<string, unknown>> }> };
+    for (const m of file.merchants) if (m.id === merchantId) Object.assign(m.endpoints[0]!, change);
     const path = join(mkdtempSync(join(tmpdir(), 'cli-failed-')), 'merchants.json');
     writeFileSync(path, JSON.stringify(file));
     return path;
@@ -226,9 +226,9 @@ describe('webhooks failed (operator CLI on the failure index)', () => {
   it('reads the merchant from the merchants table without MERCHANTS_FILE: a disabled webhook stops the resend, an unknown merchant exits 3', async () => {
     const { reference } = await failedEvent(merchants.bob, 'payout');
     const db = harness.database;
-    await db.query(`INSERT INTO merchants (id, public_key, webhook, version) VALUES ($1, 'pk_test_cli_failed_bob', $2::jsonb, 1)`, [
+    await db.query(`INSERT INTO merchants (id, public_key, endpoints, version) VALUES ($1, 'pk_test_cli_failed_bob', $2::jsonb, 1)`, [
       merchants.bob.id,
-      JSON.stringify({ url: merchants.bob.webhook!.url, enabled: false }),
+      JSON.stringify([{ id: 'ep_bob_main', url: merchants.bob.endpoints[0]!.url, enabled: false }]),
     ]);
     const fromTable = { RABBITMQ_URL: env.RABBITMQ_URL!, TOPOLOGY_PREFIX: env.TOPOLOGY_PREFIX!, DATABASE_URL: env.DATABASE_URL! };
 

@@ -43,8 +43,8 @@ describe('webhooks invalid (operator CLI on parked messages)', () => {
 
   beforeAll(async () => {
     receiver = await Receiver.start(() => 200);
-    known.webhook!.url = receiver.url;
-    late.webhook!.url = receiver.url;
+    known.endpoints[0]!.url = receiver.url;
+    late.endpoints[0]!.url = receiver.url;
     // m_late is not in the directory yet: its events are parked as unknown-merchant.
     harness = await startHarness({ name: 'cli-invalid', merchants: [known], settings: { maxMessageBytes: 64 * 1024 } });
     env = { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: harness.prefix };

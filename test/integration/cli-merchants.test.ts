@@ -64,8 +64,8 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
     const secret = /webhook secret: (whsec_\S+)/.exec(result.stdout)?.[1];
     expect(secret).toBeDefined();
     expect(result.stderr).toContain('merchant m_cli created');
-    await waitFor('program applied it', () => program.byId('m_cli')?.webhook?.secret === secret, 5_000);
-    expect(program.byPublicKey('pk_cli_0001')?.webhook?.events).toEqual(['payout', 'refund.completed']);
+    await waitFor('program applied it', () => program.byId('m_cli')?.endpoints[0]?.secret === secret, 5_000);
+    expect(program.byPublicKey('pk_cli_0001')?.endpoints[0]?.events).toEqual(['payout', 'refund.completed']);
 
     const shown = await cli('get', 'm_cli', '--json');
     expect(shown.code).toBe(0);
@@ -78,12 +78,12 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
   });
 
   it('changes one setting and keeps the others, and the secret', async () => {
-    const before = program.byId('m_cli')!.webhook!.secret;
+    const before = program.byId('m_cli')!.endpoints[0]!.secret;
     const result = await cli('set', 'm_cli', '--disable');
     expect(result.code).toBe(0);
     expect(result.stdout).not.toContain('whsec_');
-    await waitFor('program applied it', () => program.byId('m_cli')?.webhook?.enabled === false, 5_000);
-    expect(program.byId('m_cli')!.webhook).toMatchObject({ url: 'https://hooks.example.com/cli', events: ['payout', 'refund.completed'], secret: before });
+    await waitFor('program applied it', () => program.byId('m_cli')?.endpoints[0]?.enabled === false, 5_000);
+    expect(program.byId('m_cli')!.endpoints[0]).toMatchObject({ url: 'https://hooks.example.com/cli', events: ['payout', 'refund.completed'], secret: before });
     const list = await cli('list');
     expect(list.code).toBe(0);
     expect(list.stdout).toMatch(/m_cli\s+pk_cli_0001\s+false\s+payout,refund.completed/);
@@ -93,22 +93,22 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
     const on = await cli('set', 'm_cli', '--order-by-reference');
     expect(on.code).toBe(0);
     expect(on.stdout).toMatch(/m_cli\s+pk_cli_0001\s+false\s+payout,refund.completed\s+per-reference/);
-    await waitFor('program orders it', () => program.byId('m_cli')?.webhook?.orderByReference === true, 5_000);
+    await waitFor('program orders it', () => program.byId('m_cli')?.endpoints[0]?.orderByReference === true, 5_000);
     expect((await cli('set', 'm_cli', '--events', 'payout')).code).toBe(0);
-    await waitFor('program applied the events', () => program.byId('m_cli')?.webhook?.events?.length === 1, 5_000);
-    expect(program.byId('m_cli')!.webhook!.orderByReference).toBe(true);
+    await waitFor('program applied the events', () => program.byId('m_cli')?.endpoints[0]?.events?.length === 1, 5_000);
+    expect(program.byId('m_cli')!.endpoints[0]!.orderByReference).toBe(true);
     expect((await cli('set', 'm_cli', '--no-order-by-reference', '--events', 'payout,refund.completed')).code).toBe(0);
-    await waitFor('program no longer orders it', () => program.byId('m_cli')?.webhook?.orderByReference === undefined, 5_000);
+    await waitFor('program no longer orders it', () => program.byId('m_cli')?.endpoints[0]?.orderByReference === undefined, 5_000);
   });
 
   it('rotates the secret with a grace period during which both sign', async () => {
-    const before = program.byId('m_cli')!.webhook!.secret;
+    const before = program.byId('m_cli')!.endpoints[0]!.secret;
     const result = await cli('rotate-secret', 'm_cli', '--grace', '1h');
     expect(result.code).toBe(0);
     const secret = /webhook secret: (whsec_\S+)/.exec(result.stdout)?.[1];
-    await waitFor('program applied it', () => program.byId('m_cli')?.webhook?.secret === secret, 5_000);
-    expect(program.byId('m_cli')!.webhook!.previousSecrets?.[0]?.secret).toBe(before);
-    expect(Date.parse(program.byId('m_cli')!.webhook!.previousSecrets![0]!.expiresAt) - Date.now()).toBeGreaterThan(3_500_000);
+    await waitFor('program applied it', () => program.byId('m_cli')?.endpoints[0]?.secret === secret, 5_000);
+    expect(program.byId('m_cli')!.endpoints[0]!.previousSecrets?.[0]?.secret).toBe(before);
+    expect(Date.parse(program.byId('m_cli')!.endpoints[0]!.previousSecrets![0]!.expiresAt) - Date.now()).toBeGreaterThan(3_500_000);
   });
 
   it('refuses what the admin API refuses, naming the field, and writes nothing', async () => {
@@ -140,7 +140,7 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
     const later = await runProgram(CLI, { ...env, WEBHOOKS_DEV: 'true' }, ['merchants', 'set', 'm_node', '--public-key', 'pk_node_0001', '--url', 'http://127.0.0.1:4401/webhooks']);
     expect(later.code).toBe(0);
     await waitFor('program applied both', () => program.byId('m_dev') !== undefined && program.byId('m_node') !== undefined, 5_000);
-    expect(program.byId('m_dev')!.webhook!.url).toBe('http://127.0.0.1:4400/webhooks');
+    expect(program.byId('m_dev')!.endpoints[0]!.url).toBe('http://127.0.0.1:4400/webhooks');
   });
 
   it('checks only what changes: --disable works on a webhook whose URL only development mode accepts, a new URL is checked', async () => {
@@ -148,15 +148,15 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
     const disabled = await cli('set', 'm_dev', '--disable');
     expect(disabled.stderr).toContain('merchant m_dev updated');
     expect(disabled.code).toBe(0);
-    await waitFor('program applied it', () => program.byId('m_dev')?.webhook?.enabled === false, 5_000);
-    expect(program.byId('m_dev')!.webhook!.url).toBe('http://127.0.0.1:4400/webhooks');
+    await waitFor('program applied it', () => program.byId('m_dev')?.endpoints[0]?.enabled === false, 5_000);
+    expect(program.byId('m_dev')!.endpoints[0]!.url).toBe('http://127.0.0.1:4400/webhooks');
     const narrowed = await cli('set', 'm_dev', '--events', 'payout');
     expect(narrowed.code).toBe(0);
 
     const moved = await cli('set', 'm_dev', '--url', 'http://127.0.0.1:4402/webhooks');
     expect(moved.code).toBe(2);
     expect(moved.stderr).toContain('webhook.url must be an https URL');
-    expect(program.byId('m_dev')!.webhook!.url).toBe('http://127.0.0.1:4400/webhooks');
+    expect(program.byId('m_dev')!.endpoints[0]!.url).toBe('http://127.0.0.1:4400/webhooks');
   });
 
   it('lists the webhooks that are off with --disabled: why and since when; --enable turns one on and publishes endpoint.enabled', async () => {
@@ -167,7 +167,7 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
     expect(await program.recordHealth('m_auto', url, undefined, { url, failingSince: '2026-01-01T00:00:00.000Z', lastFailureAt: '2026-01-06T00:00:00.000Z' })).toBe(true);
     await program.update('m_auto', (current) => ({
       ...current!,
-      webhook: { ...current!.webhook!, enabled: false, disabledReason: 'failing', disabledAt: '2026-01-06T00:00:00.000Z' },
+      endpoints: [{ ...current!.endpoints[0]!, enabled: false, disabledReason: 'failing', disabledAt: '2026-01-06T00:00:00.000Z' }],
     }));
     const listed = await cli('list', '--disabled');
     expect(listed.code).toBe(0);
@@ -175,9 +175,9 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
     expect(rows[0]).toMatch(/^MERCHANT\s+REASON\s+DISABLED AT\s+FAILING SINCE\s+URL/);
     expect(rows.find((r) => r.startsWith('m_auto'))).toMatch(/^m_auto\s+failing\s+2026-01-06T00:00:00.000Z\s+2026-01-01T00:00:00.000Z\s+https:\/\/hooks.example.com\/auto/);
     expect(rows.find((r) => r.startsWith('m_dev'))).toMatch(/^m_dev\s+manual\s+\d{4}-/);
-    const off = () => program.list().filter((m) => m.webhook && !m.webhook.enabled).map((m) => m.id);
+    const off = () => program.list().filter((m) => m.endpoints[0] && !m.endpoints[0]!.enabled).map((m) => m.id);
     expect(rows.slice(1).filter((r) => r.trim() !== '').map((r) => r.split(/\s+/)[0])).toEqual(off());
-    expect(program.list().some((m) => m.webhook?.enabled)).toBe(true);
+    expect(program.list().some((m) => m.endpoints[0]?.enabled)).toBe(true);
 
     const test = await TestBroker.open();
     const queue = `${prefix}.cli-test-subscriber`;
@@ -189,8 +189,8 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
       const [message] = await test.drain(queue, 1, 5_000);
       expect(message!.fields.routingKey).toBe('endpoint.enabled');
       expect(JSON.parse(message!.content.toString())).toMatchObject({ type: 'endpoint.enabled', data: { merchantId: 'm_auto', url: 'https://hooks.example.com/auto' } });
-      await waitFor('program sees it on', () => program.byId('m_auto')?.webhook?.enabled === true, 5_000);
-      expect(program.byId('m_auto')!.webhook).not.toHaveProperty('disabledReason');
+      await waitFor('program sees it on', () => program.byId('m_auto')?.endpoints[0]?.enabled === true, 5_000);
+      expect(program.byId('m_auto')!.endpoints[0]).not.toHaveProperty('disabledReason');
       const after = await cli('list', '--disabled', '--json');
       expect(JSON.parse(after.stdout).map((v: { id: string }) => v.id)).toEqual(off());
       expect(off()).not.toContain('m_auto');

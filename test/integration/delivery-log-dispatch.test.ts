@@ -27,8 +27,8 @@ describe('the delivery log written by the dispatcher', () => {
 
   beforeAll(async () => {
     receiver = await Receiver.start(failOnceThenSucceed());
-    alice.webhook!.url = `${receiver.url}/alice`;
-    carol.webhook = { ...carol.webhook!, url: `${receiver.url}/carol`, enabled: false };
+    alice.endpoints[0]!.url = `${receiver.url}/alice`;
+    carol.endpoints[0] = { ...carol.endpoints[0]!, url: `${receiver.url}/carol`, enabled: false };
     harness = await startHarness({ name: 'log-dispatch', merchants: [alice, carol], retryDelaysMs: [200], deliveryLog: true });
     db = await createTestDatabase('log_dispatch');
     database = openPostgres(db.url);

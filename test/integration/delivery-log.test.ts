@@ -15,7 +15,7 @@ const minutesAgo = (m: number) => new Date(Date.now() - m * 60_000).toISOString(
 describe('the delivery log through the API', () => {
   const prefix = uniquePrefix('delivery-log');
   const alice = testMerchant('m_alice', 'https://alice.example/hooks');
-  const bob = testMerchant('m_bob', 'https://bob.example/hooks', { webhook: undefined });
+  const bob = testMerchant('m_bob', 'https://bob.example/hooks', { endpoints: [] });
   let db: TestDatabase;
   let database: Database;
   let test: TestBroker;

@@ -16,8 +16,8 @@ describe('delivery to the merchant', () => {
     receiver = await Receiver.start();
     merchant = testMerchant('m_live', receiver.url);
     disabled = testMerchant('m_off', receiver.url);
-    disabled.webhook!.enabled = false;
-    noWebhook = testMerchant('m_none', receiver.url, { webhook: undefined });
+    disabled.endpoints[0]!.enabled = false;
+    noWebhook = testMerchant('m_none', receiver.url, { endpoints: [] });
     harness = await startHarness({ name: 'delivery', merchants: [merchant, disabled, noWebhook] });
   });
 
@@ -41,7 +41,7 @@ describe('delivery to the merchant', () => {
     expect(request!.headers['user-agent']).toBe('test-dispatcher');
     expect(request!.headers['webhook-id']).toBe(messageId);
     expect(request!.body).toBe(JSON.stringify({ event, data: message.data }));
-    const verified = new Webhook(merchant.webhook!.secret).verify(request!.body, request!.headers as Record<string, string>);
+    const verified = new Webhook(merchant.endpoints[0]!.secret).verify(request!.body, request!.headers as Record<string, string>);
     expect(verified).toEqual({ event, data: message.data });
   });
 
@@ -49,7 +49,7 @@ describe('delivery to the merchant', () => {
     await harness.publisher.publish(sampleEvent('payout', merchant.id));
     const [request] = await receiver.waitForRequests(1);
     const tampered = request!.body.replace('"amount":25000', '"amount":99999');
-    expect(() => new Webhook(merchant.webhook!.secret).verify(tampered, request!.headers as Record<string, string>)).toThrow();
+    expect(() => new Webhook(merchant.endpoints[0]!.secret).verify(tampered, request!.headers as Record<string, string>)).toThrow();
   });
 
   it('relays data byte for byte: extra fields, nulls, strings and numbers, big integers and decimals', async () => {
@@ -62,7 +62,7 @@ describe('delivery to the merchant', () => {
 
     const [request] = await receiver.waitForRequests(1);
     expect(request!.body).toBe(`{"event":"charge.completed","data":${data}}`);
-    new Webhook(merchant.webhook!.secret).verify(request!.body, request!.headers as Record<string, string>);
+    new Webhook(merchant.endpoints[0]!.secret).verify(request!.body, request!.headers as Record<string, string>);
   });
 
   it('gives a message without messageId the same derived webhook-id on every delivery', async () => {

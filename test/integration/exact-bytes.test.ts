@@ -19,7 +19,7 @@ describe('the bytes of a webhook, on every attempt, retry and resend', () => {
 
   beforeAll(async () => {
     receiver = await Receiver.start(() => (ok ? 200 : 500));
-    merchant.webhook!.url = receiver.url;
+    merchant.endpoints[0]!.url = receiver.url;
     harness = await startHarness({ name: 'exactbytes', merchants: [merchant], retryDelaysMs: [200], deliveryLog: true });
     // The log in the failure index's database, as deployed: the recorder indexes failures from it.
     database = openPostgres(harness.database.url);

@@ -98,7 +98,7 @@ describeWithPrivatePostgres('the failure index while PostgreSQL is down', () => 
   beforeAll(async () => {
     pg = await PrivatePostgres.start();
     receiver = await Receiver.start(() => (mode === 'fail' ? 500 : 200));
-    merchant.webhook!.url = receiver.url;
+    merchant.endpoints[0]!.url = receiver.url;
     test = await TestBroker.open();
   }, 120_000);
 

@@ -150,7 +150,7 @@ describe('a settings change never drops an accepted webhook', () => {
 
   it('sends a retry for a merchant whose webhook was disabled meanwhile to failed, with x-last-error "webhook disabled"', async () => {
     const { entry } = await retryingWhile((harness, merchant) => {
-      writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [{ ...merchant, webhook: { ...merchant.webhook!, enabled: false } }] }));
+      writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [{ ...merchant, endpoints: [{ ...merchant.endpoints[0]!, enabled: false }] }] }));
     });
     expect(header(entry, HEADERS.lastError)).toBe('webhook disabled');
     expect(header(entry, HEADERS.failedReason)).toBe('webhook-disabled');
@@ -158,7 +158,7 @@ describe('a settings change never drops an accepted webhook', () => {
 
   it('sends a retry whose event the webhook stopped receiving meanwhile to failed, resendable once it opts back in', async () => {
     const { entry } = await retryingWhile((harness, merchant) => {
-      writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [{ ...merchant, webhook: { ...merchant.webhook!, events: ['payout'] } }] }));
+      writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [{ ...merchant, endpoints: [{ ...merchant.endpoints[0]!, events: ['payout'] }] }] }));
     });
     expect(header(entry, HEADERS.lastError)).toBe("event not in the webhook's events");
     expect(header(entry, HEADERS.failedReason)).toBe('event-not-subscribed');
@@ -174,7 +174,7 @@ describe('a settings change never drops an accepted webhook', () => {
   it('still skips a new event for a merchant whose webhook is disabled', async () => {
     const receiver = await Receiver.start();
     const merchant = testMerchant('m_disabled', receiver.url);
-    merchant.webhook!.enabled = false;
+    merchant.endpoints[0]!.enabled = false;
     const harness = await startHarness({ name: 'disabled', merchants: [merchant], retryDelaysMs: [100] });
     try {
       await harness.publisher.publish(sampleEvent('payout', merchant.id));
@@ -222,7 +222,7 @@ describe('bad message properties at intake', () => {
 
   beforeAll(async () => {
     receiver = await Receiver.start(() => 500);
-    merchant.webhook!.url = receiver.url;
+    merchant.endpoints[0]!.url = receiver.url;
     harness = await startHarness({ name: 'intakeprops', merchants: [merchant], retryDelaysMs: [100, 100], settings: { breakerThreshold: 100 } });
   });
 

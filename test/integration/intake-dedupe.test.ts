@@ -81,7 +81,7 @@ describe('idempotent intake', () => {
       }
       return 204;
     });
-    merchant.webhook!.url = receiver.url;
+    merchant.endpoints[0]!.url = receiver.url;
     merchantsFile = writeMerchantsFile([merchant]);
     database = await createTestDatabase('intake_dedupe');
     test = await TestBroker.open();

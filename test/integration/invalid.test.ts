@@ -10,7 +10,7 @@ describe('messages that cannot be processed', () => {
 
   beforeAll(async () => {
     receiver = await Receiver.start();
-    merchant.webhook!.url = receiver.url;
+    merchant.endpoints[0]!.url = receiver.url;
     harness = await startHarness({ name: 'invalid', merchants: [merchant], settings: { maxMessageBytes: 2048 } });
   });
 

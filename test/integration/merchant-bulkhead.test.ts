@@ -63,7 +63,7 @@ describe("a merchant's share of the dispatcher, and its test events", () => {
     await waitFor('the first URL holds its 4 slots', () => tarpit.held >= 4, 10_000);
     // Switch to a second URL: on a per-URL bound alone it would take another 4 slots, all 8.
     expect((await hostile('PATCH', '/portal/api/endpoint', { url: `${tarpit.url}/second` })).status).toBe(200);
-    await waitFor('the dispatcher sends to the second URL', () => stack.dispatcher.merchants.byId('m_tarpit')?.webhook?.url.endsWith('/second'), 10_000);
+    await waitFor('the dispatcher sends to the second URL', () => stack.dispatcher.merchants.byId('m_tarpit')?.endpoints[0]?.url.endsWith('/second'), 10_000);
     const deferredBefore = stack.dispatcher.dispatcher.stats.deferred;
     await flood();
     await waitFor(

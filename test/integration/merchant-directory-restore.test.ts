@@ -64,7 +64,7 @@ describe('a running program across a restore of its database', () => {
       await put(settings, 'm_deleted', 'https://deleted.example.com/');
     });
     await program.start();
-    const before = program.byId('m_rotated')!.webhook!.secret;
+    const before = program.byId('m_rotated')!.endpoints[0]!.secret;
 
     const backup = await server.backup();
     // After the backup: a rotation, a merchant made, one deleted; the running program sees each.
@@ -73,7 +73,7 @@ describe('a running program across a restore of its database', () => {
       await put(settings, 'm_new', 'https://new.example.com/');
       await deleteMerchantData(db, 'm_deleted', { actor: 'test' });
     });
-    await waitFor('the program to see the changes', () => program.byId('m_rotated')?.webhook?.secret !== before && program.byId('m_new') && !program.byId('m_deleted'), 30_000);
+    await waitFor('the program to see the changes', () => program.byId('m_rotated')?.endpoints[0]?.secret !== before && program.byId('m_new') && !program.byId('m_deleted'), 30_000);
     // Transaction ids the restore takes back: the program's cursor is past them.
     await burnTransactionIds(server.url, 200);
 
@@ -84,9 +84,9 @@ describe('a running program across a restore of its database', () => {
     await burnTransactionIds(server.url, 400);
     await operator((settings) => settings.patch('m_kept', { webhook: { url: 'https://kept-after.example.com/' } }));
 
-    await waitFor('the program to serve the restored database', () => !program.byId('m_new') && program.byId('m_deleted') && program.byId('m_rotated')?.webhook?.secret === before, 30_000, 100);
+    await waitFor('the program to serve the restored database', () => !program.byId('m_new') && program.byId('m_deleted') && program.byId('m_rotated')?.endpoints[0]?.secret === before, 30_000, 100);
     expect(Date.now() - restoredAt).toBeLessThan(30_000);
-    await waitFor('and the write made after the restore', () => program.byId('m_kept')?.webhook?.url === 'https://kept-after.example.com/', 30_000, 100);
+    await waitFor('and the write made after the restore', () => program.byId('m_kept')?.endpoints[0]?.url === 'https://kept-after.example.com/', 30_000, 100);
     expect(program.byPublicKey('pk_m_new_000000')).toBeUndefined();
     expect(program.byPublicKey('pk_m_deleted_000000')?.id).toBe('m_deleted');
     // What the runbook tells the operator to look for in each program's log.

@@ -66,7 +66,7 @@ describe('the merchant directory of a running program', () => {
   }
 
   const put = (id: string, url: string, by = settings) => by.put(id, { publicKey: `pk_${id}_000000`, webhook: { url, enabled: true } } as never);
-  const urlIn = (dir: PgMerchantDirectory, id: string) => dir.byId(id)?.webhook?.url;
+  const urlIn = (dir: PgMerchantDirectory, id: string) => dir.byId(id)?.endpoints[0]?.url;
 
   /** The database with every NOTIFY swallowed: a notification lost (a reconnect, a half-open socket, a pooler in transaction mode). */
   const deaf = (inner: Database) => ({
@@ -87,7 +87,7 @@ describe('the merchant directory of a running program', () => {
     expect(again.version).toBe(4);
     await waitFor('the running program to serve the new settings', () => urlIn(running, 'm_again') === 'https://four.example.com/', 30_000);
     expect(running.versionOf('m_again')).toBe(4);
-    expect(running.byPublicKey('pk_m_again_000000')?.webhook?.url).toBe('https://four.example.com/');
+    expect(running.byPublicKey('pk_m_again_000000')?.endpoints[0]?.url).toBe('https://four.example.com/');
   });
 
   it('forgets a merchant whose delete notified no one, by the poll, within 30 s', async () => {
@@ -113,8 +113,8 @@ describe('the merchant directory of a running program', () => {
     expect(await directory.recordHealth('m_clock', clock.url, undefined, clock)).toBe(true);
     // Another dispatcher that saw no clock starts none over it.
     expect(await directory.recordHealth('m_clock', clock.url, undefined, { ...clock, failingSince: new Date().toISOString() })).toBe(false);
-    await waitFor('the running program to see the clock', () => running.byId('m_clock')?.webhook?.failingSince === since, 30_000);
-    expect(running.byId('m_clock')?.webhook?.lastFailureAt).toBe(clock.lastFailureAt);
+    await waitFor('the running program to see the clock', () => running.byId('m_clock')?.endpoints[0]?.failingSince === since, 30_000);
+    expect(running.byId('m_clock')?.endpoints[0]?.lastFailureAt).toBe(clock.lastFailureAt);
     expect([directory.versionOf('m_clock'), running.versionOf('m_clock')]).toEqual([version, version]);
     expect((await db.query<{ version: string }>('SELECT version FROM merchants WHERE id = $1', ['m_clock']))[0]!.version).toBe(String(version));
     expect(opens.calls).toBe(0);
@@ -122,7 +122,7 @@ describe('the merchant directory of a running program', () => {
 
     // Turned off by hand, the clock starts over: cleared in the table, and so in every program.
     await settings.patch('m_clock', { webhook: { enabled: false } });
-    await waitFor('the running program to see it cleared', () => running.byId('m_clock')?.webhook?.enabled === false && running.byId('m_clock')?.webhook?.failingSince === undefined, 30_000);
+    await waitFor('the running program to see it cleared', () => running.byId('m_clock')?.endpoints[0]?.enabled === false && running.byId('m_clock')?.endpoints[0]?.failingSince === undefined, 30_000);
     expect((await db.query('SELECT failing_since FROM endpoint_health WHERE merchant_id = $1', ['m_clock']))[0]).toEqual({ failing_since: null });
   });
 
@@ -140,9 +140,9 @@ describe('the merchant directory of a running program', () => {
     expect(viewing.list().map((view) => view.id)).toContain('m_sealed');
     expect(opens.calls).toBe(opensByWrite);
     // Read, a secret is opened then, and is the one the dispatchers sign with.
-    await waitFor('the writer to hold the change', () => directory.byId('m_sealed')?.webhook?.events?.length === 1, 30_000);
-    expect(api.byId('m_sealed')?.webhook?.secret).toBe(directory.byId('m_sealed')?.webhook?.secret);
-    expect(api.byId('m_sealed')?.webhook?.previousSecrets?.[0]?.secret).toBe(directory.byId('m_sealed')?.webhook?.previousSecrets?.[0]?.secret);
+    await waitFor('the writer to hold the change', () => directory.byId('m_sealed')?.endpoints[0]?.events?.length === 1, 30_000);
+    expect(api.byId('m_sealed')?.endpoints[0]?.secret).toBe(directory.byId('m_sealed')?.endpoints[0]?.secret);
+    expect(api.byId('m_sealed')?.endpoints[0]?.previousSecrets?.[0]?.secret).toBe(directory.byId('m_sealed')?.endpoints[0]?.previousSecrets?.[0]?.secret);
   });
 
   it('says which merchants it serves at an old version when their new row is sealed with a key it lacks', async () => {

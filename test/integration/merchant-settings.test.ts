@@ -56,7 +56,7 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
     call(api, `/admin/merchants/${id}/webhook/secret/rotate`, { method: 'POST', headers: auth, body: JSON.stringify(body) });
   const data = (answer: Answer) => (answer.body as { data: Record<string, any> }).data;
   const dispatcherSees = (id: string, check: (webhook: any) => boolean) =>
-    waitFor(`dispatcher applied ${id}'s settings`, () => check(dispatcher.merchants.byId(id)?.webhook), 5_000);
+    waitFor(`dispatcher applied ${id}'s settings`, () => check(dispatcher.merchants.byId(id)?.endpoints[0]), 5_000);
 
   async function deliveredTo(merchantId: string, event: 'payout' | 'charge.completed' | 'refund.completed') {
     const { messageId } = await publisher.publish(sampleEvent(event, merchantId));
@@ -153,10 +153,10 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
     // 15 s, not 5: once, in a full run on two busy cores, the dispatcher's copy had not got there in 5 s.
     // The message says what it held, so a state that never comes (a secret lost) is told from a late one.
     const last = await waitFor('dispatcher applied both', () => {
-      const webhook = dispatcher.merchants.byId('m_live')?.webhook;
+      const webhook = dispatcher.merchants.byId('m_live')?.endpoints[0];
       return webhook && secrets.includes(webhook.secret) && webhook.previousSecrets?.length === 2 && webhook;
     }, 15_000).catch((err: Error) => {
-      const webhook = dispatcher.merchants.byId('m_live')?.webhook;
+      const webhook = dispatcher.merchants.byId('m_live')?.endpoints[0];
       const known = webhook && [webhook.secret, ...(webhook.previousSecrets ?? []).map((p) => p.secret)].map((s) => (s === secret ? 'before' : secrets.includes(s) ? 'new' : 'other'));
       throw new Error(`${err.message}; the dispatcher holds ${JSON.stringify(known)}`);
     });

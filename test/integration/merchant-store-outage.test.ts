@@ -96,9 +96,9 @@ describe('the merchants database stopped for 20 s under load', () => {
     const secrets = new Map<string, string>([['m_one', (rotated.body as any).data.secret]]);
     for (const id of ids.slice(1)) {
       await waitFor(`${id} in the dispatcher`, () => dispatcher.merchants.byId(id), 5_000);
-      secrets.set(id, dispatcher.merchants.byId(id)!.webhook!.secret);
+      secrets.set(id, dispatcher.merchants.byId(id)!.endpoints[0]!.secret);
     }
-    await waitFor('the dispatcher signs with the rotated secret', () => dispatcher.merchants.byId('m_one')?.webhook?.secret === secrets.get('m_one'), 5_000);
+    await waitFor('the dispatcher signs with the rotated secret', () => dispatcher.merchants.byId('m_one')?.endpoints[0]?.secret === secrets.get('m_one'), 5_000);
 
     const publisher = new EventPublisher(dispatcher.broker, prefix);
     const published = new Map<string, { merchantId: string; at: number }>();
@@ -185,7 +185,7 @@ describe('the merchants database stopped for 20 s under load', () => {
     }, 15_000, 200);
     expect(enabled.status).toBe(200);
     for (const program of [dispatcher, late!]) {
-      await waitFor('a dispatcher sees the change made after the outage', () => program.merchants.byId('m_two')?.webhook?.url === `${receiver.url}/m_two/moved`, 5_000);
+      await waitFor('a dispatcher sees the change made after the outage', () => program.merchants.byId('m_two')?.endpoints[0]?.url === `${receiver.url}/m_two/moved`, 5_000);
     }
   }, 150_000);
 });

@@ -71,7 +71,7 @@ describe('merchants in PostgreSQL', () => {
     await waitFor('dispatcher has it', () => dispatcher.merchants.byId('m_fast') !== undefined, 1_000);
     const changedAt = Date.now();
     expect((await send(apiA, 'PATCH', 'm_fast', { webhook: { url: 'https://hooks.example.com/two' } })).status).toBe(200);
-    await waitFor('dispatcher sees the new URL', () => dispatcher.merchants.byId('m_fast')?.webhook?.url === 'https://hooks.example.com/two', 1_000, 5);
+    await waitFor('dispatcher sees the new URL', () => dispatcher.merchants.byId('m_fast')?.endpoints[0]?.url === 'https://hooks.example.com/two', 1_000, 5);
     await waitFor('replica B answers with it', async () => ((await send(apiB, 'GET', 'm_fast')).body as any).data?.webhook?.url === 'https://hooks.example.com/two', 1_000 - (Date.now() - changedAt), 5);
     // The other replica authenticates the merchant by its key at once, too.
     const resend = await call(apiB, '/nucleus/tnx/webhook?reference=nothing', { headers: { 'x-auth-token': 'pk_fast_000001', authorization: `Bearer ${await token('m_fast')}` } });
@@ -90,15 +90,15 @@ describe('merchants in PostgreSQL', () => {
     await writer.connect();
     try {
       await writer.query('BEGIN');
-      await writer.query(`UPDATE merchants SET webhook = jsonb_set(webhook, '{url}', '"https://hooks.example.com/late"'), version = version + 1, change_xid = pg_current_xact_id() WHERE id = 'm_quiet'`);
+      await writer.query(`UPDATE merchants SET endpoints = jsonb_set(endpoints, '{0,url}', '"https://hooks.example.com/late"'), version = version + 1, change_xid = pg_current_xact_id() WHERE id = 'm_quiet'`);
       const pollsBefore = Date.now();
       await waitFor('a few polls ran', () => Date.now() - pollsBefore > 1_000, 2_000, 100);
       await writer.query('COMMIT');
     } finally {
       await writer.end();
     }
-    await waitFor('the polling directory found it', () => polling.byId('m_quiet')?.webhook?.url === 'https://hooks.example.com/late', 3_000);
-    expect(deaf.byId('m_quiet')?.webhook?.url).toBe('https://hooks.example.com/q');
+    await waitFor('the polling directory found it', () => polling.byId('m_quiet')?.endpoints[0]?.url === 'https://hooks.example.com/late', 3_000);
+    expect(deaf.byId('m_quiet')?.endpoints[0]?.url).toBe('https://hooks.example.com/q');
   });
 
   it('writes nothing for 500 PATCHes that change nothing: the row keeps its version and its tuple', async () => {
@@ -158,14 +158,14 @@ describe('merchants in PostgreSQL', () => {
     expect(stdout).not.toContain(secret.slice(6));
     expect(stdout).not.toContain((rotated.body as any).data.secret.slice(6));
     // The dispatcher holds it in the clear, as it must to sign.
-    await waitFor('dispatcher has the new secret', () => dispatcher.merchants.byId('m_dump')?.webhook?.secret === (rotated.body as any).data.secret, 5_000);
+    await waitFor('dispatcher has the new secret', () => dispatcher.merchants.byId('m_dump')?.endpoints[0]?.secret === (rotated.body as any).data.secret, 5_000);
   });
 
   it('rotates SECRETS_KEY: the previous key still opens, reseal seals everything anew, and a wrong key stops start-up naming the variable', async () => {
     const newKey = Buffer.alloc(32, 9);
     const cli = (keys: Record<string, string>) => runProgram('dist/apps/cli/main.js', { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, DATABASE_URL: db.url, ...keys }, ['merchants', 'reseal']);
     const both = await directory({ keys: [newKey, KEY] });
-    expect(both.byId('m_dump')?.webhook?.secret).toBe(dispatcher.merchants.byId('m_dump')?.webhook?.secret);
+    expect(both.byId('m_dump')?.endpoints[0]?.secret).toBe(dispatcher.merchants.byId('m_dump')?.endpoints[0]?.secret);
     await expect(directory({ keys: [newKey] })).rejects.toThrow(SecretsKeyError);
     await expect(directory({ keys: [newKey] })).rejects.toThrow(/SECRETS_KEY or SECRETS_KEY_PREVIOUS/);
 
@@ -173,7 +173,7 @@ describe('merchants in PostgreSQL', () => {
     expect(resealed.code).toBe(0);
     expect(resealed.stderr).toMatch(/^[1-9]\d* stored secret\(s\) sealed again/);
     const alone = await directory({ keys: [newKey] });
-    for (const id of ['m_fast', 'm_dump', 'm_same']) expect(alone.byId(id)?.webhook?.secret).toBe(dispatcher.merchants.byId(id)?.webhook?.secret);
+    for (const id of ['m_fast', 'm_dump', 'm_same']) expect(alone.byId(id)?.endpoints[0]?.secret).toBe(dispatcher.merchants.byId(id)?.endpoints[0]?.secret);
     expect((await cli({ SECRETS_KEY: newKey.toString('base64') })).stderr).toMatch(/^0 stored secret/);
     // Back to the tests' key, for the programs still running on it.
     expect((await cli({ SECRETS_KEY: TEST_SECRETS_KEY, SECRETS_KEY_PREVIOUS: newKey.toString('base64') })).code).toBe(0);

@@ -37,8 +37,8 @@ describe('Prometheus metrics', () => {
   beforeAll(async () => {
     ok = await Receiver.start();
     failing = await Receiver.start(() => 500);
-    good.webhook!.url = ok.url;
-    bad.webhook!.url = failing.url;
+    good.endpoints[0]!.url = ok.url;
+    bad.endpoints[0]!.url = failing.url;
     merchantsFile = writeMerchantsFile([good, bad]);
     const config = loadDispatcherConfig({
       RABBITMQ_URL: brokerUrl(),

@@ -5,7 +5,10 @@
  */
 import { openPostgres, type Database } from '../../libs/delivery-store/index.js';
 import { checksumOf, currentVersion, fileOf, MIGRATIONS, migrate, type Migration, REQUIRED_VERSION } from '../../libs/migrations/index.js';
+import { ENDPOINT_ID, PgMerchantDirectory, SecretBox } from '../../libs/merchants/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
+import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
 import { runProgram } from '../support/process.js';
 
 const CLI = 'dist/apps/cli/main.js';
@@ -100,6 +103,33 @@ describe('webhooks migrate', () => {
     const result = await runProgram(CLI, { DATABASE_URL: db.url }, ['migrate']);
     expect(result.code).toBe(1);
     expect(result.stderr).toContain(`webhooks: database schema version ${REQUIRED_VERSION + 1} is newer than this release knows (${REQUIRED_VERSION})`);
+  });
+
+  it("moves a merchant's webhook into its list of endpoints (0011), its secrets still opened from the row sealed before", async () => {
+    const db = await empty('migrate_endpoints');
+    const database = open(db.url);
+    await migrate(database, MIGRATIONS.filter((m) => m.version < 11));
+    const box = new SecretBox(Buffer.from(TEST_SECRETS_KEY, 'base64'));
+    const secret = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
+    await db.query('INSERT INTO merchants (id, public_key, webhook, secrets, version) VALUES ($1, $2, $3, $4, 1), ($5, $6, NULL, NULL, 1)', [
+      'm_old',
+      'pk_test_old_00001',
+      JSON.stringify({ url: 'https://old.example/hooks', enabled: true, events: ['payout'] }),
+      box.seal(JSON.stringify({ secret }), 'm_old'),
+      'm_none',
+      'pk_test_none_0001',
+    ]);
+    await migrate(database, MIGRATIONS);
+    const directory = new PgMerchantDirectory(database, box, silentLogger());
+    try {
+      await directory.start();
+      const [endpoint] = directory.byId('m_old')!.endpoints;
+      expect(endpoint).toMatchObject({ url: 'https://old.example/hooks', enabled: true, events: ['payout'], secret });
+      expect(endpoint!.id).toMatch(ENDPOINT_ID);
+      expect(directory.byId('m_none')!.endpoints).toEqual([]);
+    } finally {
+      await directory.close();
+    }
   });
 
   it('needs DATABASE_URL', async () => {

@@ -94,7 +94,7 @@ describe('operational events and auto-disable', () => {
   });
 
   const admin = (method: string, id: string, body?: unknown) => call(api, `/admin/merchants/${id}`, { method, headers: auth, body: body === undefined ? undefined : JSON.stringify(body) });
-  const webhookOf = (id: string) => dispatcherA.merchants.byId(id)?.webhook;
+  const webhookOf = (id: string) => dispatcherA.merchants.byId(id)?.endpoints[0];
   const of = (merchantId: string, type?: string) => events.filter((e) => e.data.merchantId === merchantId && (type === undefined || e.type === type));
 
   async function merchant(id: string): Promise<void> {
@@ -173,7 +173,7 @@ describe('operational events and auto-disable', () => {
       await dispatcherB.stop();
       const restartedAt = Date.now();
       dispatcherB = await startOne();
-      const loaded = dispatcherB.merchants.byId('m_dead')?.webhook?.failingSince;
+      const loaded = dispatcherB.merchants.byId('m_dead')?.endpoints[0]?.failingSince;
       expect(Date.parse(loaded ?? '')).toBeLessThan(restartedAt);
       // Failures come back through the wait scheduler (rows in PostgreSQL): on a loaded machine the
       // clock's tenths take longer to be seen than with the broker's TTL queues.
@@ -230,7 +230,7 @@ describe('operational events and auto-disable', () => {
       const since = new Date(Date.now() - 2 * DISABLE_AFTER_MS).toISOString();
       const url = `${merchantServer.url}/m_race`;
       expect(await directories[0]!.recordHealth('m_race', url, undefined, { url, failingSince: since, lastFailureAt: new Date().toISOString() })).toBe(true);
-      await waitFor('both read the clock', () => directories.every((d) => d.byId('m_race')?.webhook?.failingSince === since), 15_000);
+      await waitFor('both read the clock', () => directories.every((d) => d.byId('m_race')?.endpoints[0]?.failingSince === since), 15_000);
       const operations = directories.map((directory, i) => new Operations({ merchants: directory, writer: directory, publisher: publishers[i]!, logger: silentLogger() }, { disableAfterMs: DISABLE_AFTER_MS, intervalMs: 3_600_000 }));
       const intake: IntakeEvent = {
         merchantId: 'm_race', event: 'payout', references: ['ref_race'], body: '{}', webhookId: 'evt_race', attempts: 1,
@@ -240,7 +240,7 @@ describe('operational events and auto-disable', () => {
       for (const each of operations) each.observe(intake, { kind: 'retry', step: 0, attempt: 2, error: 'HTTP 404', errorClass: 'http_404', status: 404 }, now);
       await Promise.all(operations.map((each) => each.stop()));
       await Promise.all(publishers.map((each) => each.stop()));
-      expect(directories.map((d) => d.byId('m_race')?.webhook?.disabledReason)).toEqual(['failing', 'failing']);
+      expect(directories.map((d) => d.byId('m_race')?.endpoints[0]?.disabledReason)).toEqual(['failing', 'failing']);
       await waitFor('endpoint.disabled published', () => of('m_race', 'endpoint.disabled').length > 0, 5_000);
       await new Promise((resolve) => setTimeout(resolve, 300));
       expect(of('m_race', 'endpoint.disabled')).toHaveLength(1);
@@ -279,7 +279,7 @@ describe('operational events and auto-disable', () => {
     expect((enabled.body as any).data.webhook).toMatchObject({ enabled: true, disabledReason: null, disabledAt: null, failingSince: null });
     expect(of('m_dead', 'endpoint.enabled')).toHaveLength(1);
     expect(of('m_dead', 'endpoint.enabled')[0]!.data).toMatchObject({ merchantId: 'm_dead', url: `${merchantServer.url}/m_dead` });
-    await waitFor('dispatchers see it enabled', () => dispatcherA.merchants.byId('m_dead')?.webhook?.enabled && dispatcherB.merchants.byId('m_dead')?.webhook?.enabled, 5_000);
+    await waitFor('dispatchers see it enabled', () => dispatcherA.merchants.byId('m_dead')?.endpoints[0]?.enabled && dispatcherB.merchants.byId('m_dead')?.endpoints[0]?.enabled, 5_000);
     const { messageId } = await publisher.publish(sampleEvent('payout', 'm_dead'));
     await waitFor('delivered after re-enabling', () => merchantServer.requests.find((r) => r.headers['webhook-id'] === messageId && r.path.endsWith('/m_dead')), 10_000);
   });
@@ -294,7 +294,7 @@ describe('operational events and auto-disable', () => {
     const rotated = await call(api, '/admin/merchants/m_moves/webhook/secret/rotate', { method: 'POST', headers: auth, body: '{"graceSeconds":60}' });
     expect(rotated.status).toBe(200);
     expect(of('m_moves', 'endpoint.secret_rotated')).toHaveLength(1);
-    expect(of('m_moves', 'endpoint.secret_rotated')[0]!.data).toEqual({ merchantId: 'm_moves', url: `${merchantServer.url}/m_moves/v2`, rotatedAt: expect.any(String) });
+    expect(of('m_moves', 'endpoint.secret_rotated')[0]!.data).toEqual({ merchantId: 'm_moves', endpointId: expect.stringMatching(/^ep_/), url: `${merchantServer.url}/m_moves/v2`, rotatedAt: expect.any(String) });
     expect(JSON.stringify(events.filter((e) => e.data.merchantId === 'm_moves'))).not.toContain('whsec_');
     // A write that changes neither says nothing.
     expect((await admin('PATCH', 'm_moves', { webhook: { events: ['payout'] } })).status).toBe(200);
@@ -310,7 +310,7 @@ describe('operational events and auto-disable', () => {
       await waitFor('failing clock recorded', () => webhookOf('m_recovers')?.failingSince, 15_000);
       await new Promise((resolve) => setTimeout(resolve, DISABLE_AFTER_MS / 2));
       answers.set('m_recovers', 204);
-      await waitFor('failing clock cleared', () => webhookOf('m_recovers')?.failingSince === undefined && dispatcherB.merchants.byId('m_recovers')?.webhook?.failingSince === undefined, 5_000);
+      await waitFor('failing clock cleared', () => webhookOf('m_recovers')?.failingSince === undefined && dispatcherB.merchants.byId('m_recovers')?.endpoints[0]?.failingSince === undefined, 5_000);
       // Past the threshold from the first failure, still sending.
       await waitFor('past the threshold', () => Date.now() - started > DISABLE_AFTER_MS + 1_000, DISABLE_AFTER_MS + 3_000, 100);
     } finally {
@@ -436,7 +436,7 @@ describe('operational events with MERCHANTS_FILE', () => {
     await waitFor('exhausted published', () => events.some((e) => e.type === 'message.attempt.exhausted'), 10_000);
     await waitFor('every webhook failed', () => dispatcher.dispatcher.stats.failed >= sent, 10_000);
     expect(events.map((e) => e.type)).not.toContain('endpoint.disabled');
-    expect(dispatcher.merchants.byId('m_file_dead')?.webhook?.enabled).toBe(true);
+    expect(dispatcher.merchants.byId('m_file_dead')?.endpoints[0]?.enabled).toBe(true);
     expect(lines.filter((line) => line.startsWith('auto-disable off'))).toHaveLength(1);
   });
 });

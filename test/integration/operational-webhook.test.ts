@@ -32,7 +32,7 @@ function startWithPlatform(prefix: string, db: TestDatabase, platform: Receiver,
 let made = 0;
 function event(): IdentifiedEvent {
   const at = new Date(Date.UTC(2026, 10, 25, 10, 0, 0, made++)).toISOString();
-  return enabledEvent({ merchantId: 'm_ops', url: 'https://shop.example/hooks', enabledAt: at }, new Date());
+  return enabledEvent({ merchantId: 'm_ops', endpointId: 'ep_m_ops_main', url: 'https://shop.example/hooks', enabledAt: at }, new Date());
 }
 
 describe('operational webhooks delivered through the dispatch path', () => {

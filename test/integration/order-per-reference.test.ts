@@ -34,7 +34,7 @@ describe('a charge that fails twice, then its refund', () => {
       return 204;
     });
     const merchant = testMerchant('m_ordered', receiver.url);
-    merchant.webhook!.orderByReference = true;
+    merchant.endpoints[0]!.orderByReference = true;
     const harness = await startHarness({ name: 'order-charge-refund', merchants: [merchant], retryDelaysMs: [300, 300, 300] });
     try {
       const charge = await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-1'), { messageId: 'evt_charge' });
@@ -57,7 +57,7 @@ describe('a head parked as invalid by an unexpected error', () => {
   it('ends its place: the next webhook of its reference is sent', async () => {
     const receiver = await Receiver.start(() => 204);
     const merchant = testMerchant('m_parked_head', receiver.url);
-    merchant.webhook!.orderByReference = true;
+    merchant.endpoints[0]!.orderByReference = true;
     const harness = await startHarness({ name: 'order-parked-head', merchants: [merchant], retryDelaysMs: [300, 300] });
     // The directory fails once, after the head's admission (its second look-up, the admission's).
     const byId = harness.merchants.byId.bind(harness.merchants);
@@ -88,7 +88,7 @@ describe('a reference whose first webhook keeps failing', () => {
       return 204;
     });
     const merchant = testMerchant('m_stuck', receiver.url);
-    merchant.webhook!.orderByReference = true;
+    merchant.endpoints[0]!.orderByReference = true;
     // Retries for a minute and more: the stuck reference stays stuck for the whole test.
     const harness = await startHarness({ name: 'order-stuck', merchants: [merchant], retryDelaysMs: [500, 1_000, 2_000, 60_000], settings: { breakerThreshold: 1_000 } });
     try {
@@ -142,7 +142,7 @@ describe('1,000 references × 5 events with random failures on two dispatchers, 
       return 204;
     });
     const merchant = testMerchant('m_order_kill', receiver.url);
-    merchant.webhook!.orderByReference = true;
+    merchant.endpoints[0]!.orderByReference = true;
     const file = writeMerchantsFile([merchant]);
     const env = dispatcherEnv(prefix, file, { DATABASE_URL: database.url, RETRY_SCHEDULE: '200ms,200ms,200ms', WAIT_LEASE: '5s', DISPATCH_CONCURRENCY: '32' });
     const first = startProgram('dist/apps/dispatcher/main.js', env);

@@ -115,7 +115,7 @@ describe('the merchant portal API', () => {
     expect(code(await write(hijacked, 'PATCH', '/portal/api/endpoint', { enabled: true, url: 'https://attacker.example/x' }))).toEqual([401, 'portal_session_required']);
     const fresh = await open('m_stolen', full);
     expect(code(await write(fresh, 'PATCH', '/portal/api/endpoint', { enabled: true }))).toEqual([409, 'endpoint_disabled_by_operator']);
-    expect(stack.dispatcher.merchants.byId('m_stolen')?.webhook?.enabled).toBe(false);
+    expect(stack.dispatcher.merchants.byId('m_stolen')?.endpoints[0]?.enabled).toBe(false);
     // What the merchant turned off itself, it may turn on again.
     expect((await stack.admin(apiA, 'PATCH', '/admin/merchants/m_stolen', { webhook: { enabled: true } })).status).toBe(200);
     const own = await open('m_stolen', full);

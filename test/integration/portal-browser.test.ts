@@ -180,7 +180,7 @@ describe('the merchant portal in a browser', () => {
     await page.getByLabel('Endpoint URL').fill(`${moved.url}/p`);
     await page.getByRole('button', { name: 'Save endpoint' }).click();
     await page.getByText('Saved. The next webhook goes to this URL.').waitFor();
-    await waitFor('the dispatcher has the new URL', () => stack.dispatcher.merchants.byId('m_p')?.webhook?.url === `${moved.url}/p`, 5_000);
+    await waitFor('the dispatcher has the new URL', () => stack.dispatcher.merchants.byId('m_p')?.endpoints[0]?.url === `${moved.url}/p`, 5_000);
     const first = await publish('m_p');
     const arrived = await waitFor('webhook at the new URL', () => moved.requests.find((r) => r.headers['webhook-id'] === first.webhookId), 10_000);
     expect(arrived.path).toBe('/webhooks/p');
@@ -190,7 +190,7 @@ describe('the merchant portal in a browser', () => {
     const secret = await page.getByLabel('New signing secret').inputValue();
     expect(secret).toMatch(/^whsec_/);
     await page.getByRole('button', { name: 'Copy secret' }).waitFor();
-    await waitFor('the dispatcher signs with the new secret', () => stack.dispatcher.merchants.byId('m_p')?.webhook?.secret === secret, 5_000);
+    await waitFor('the dispatcher signs with the new secret', () => stack.dispatcher.merchants.byId('m_p')?.endpoints[0]?.secret === secret, 5_000);
     const second = await publish('m_p');
     const signed = await waitFor('webhook signed with the new secret', () => moved.requests.find((r) => r.headers['webhook-id'] === second.webhookId), 10_000);
     expect(verifies(secret, signed)).toBe(true);
@@ -208,7 +208,7 @@ describe('the merchant portal in a browser', () => {
     await ordered.check();
     await page.getByRole('button', { name: 'Save endpoint' }).click();
     await page.getByText('Saved. The next webhook goes to this URL.').waitFor();
-    await waitFor('the dispatcher orders the merchant', () => stack.dispatcher.merchants.byId('m_order')?.webhook?.orderByReference === true, 5_000);
+    await waitFor('the dispatcher orders the merchant', () => stack.dispatcher.merchants.byId('m_order')?.endpoints[0]?.orderByReference === true, 5_000);
     await page.getByRole('link', { name: 'Overview' }).click();
     await page.getByText('per reference: a refund waits for its charge').waitFor();
     await page.getByRole('link', { name: 'Endpoint' }).click();
@@ -216,7 +216,7 @@ describe('the merchant portal in a browser', () => {
     await page.getByLabel('Order per reference').uncheck();
     await page.getByRole('button', { name: 'Save endpoint' }).click();
     await page.getByText('Saved. The next webhook goes to this URL.').waitFor();
-    await waitFor('the dispatcher no longer orders it', () => stack.dispatcher.merchants.byId('m_order')?.webhook?.orderByReference === undefined, 5_000);
+    await waitFor('the dispatcher no longer orders it', () => stack.dispatcher.merchants.byId('m_order')?.endpoints[0]?.orderByReference === undefined, 5_000);
   });
 
   it('sets the throttle on the endpoint page; the overview shows it, and the slower rate an endpoint answering 429 is sent at', async () => {
@@ -228,7 +228,7 @@ describe('the merchant portal in a browser', () => {
     await page.getByLabel('Most webhooks per second').fill('7');
     await page.getByRole('button', { name: 'Save endpoint' }).click();
     await page.getByText('Saved. The next webhook goes to this URL.').waitFor();
-    await waitFor('the dispatcher has the throttle', () => stack.dispatcher.merchants.byId('m_t')?.webhook?.maxPerSecond === 7, 5_000);
+    await waitFor('the dispatcher has the throttle', () => stack.dispatcher.merchants.byId('m_t')?.endpoints[0]?.maxPerSecond === 7, 5_000);
     // What a dispatcher writes when the endpoint answers 429: its rate halved.
     await stack.db.query("INSERT INTO endpoint_rates (merchant_id, rate, ceiling) VALUES ('m_t', 3.5, 7)");
     await page.getByRole('link', { name: 'Overview' }).click();
@@ -237,7 +237,7 @@ describe('the merchant portal in a browser', () => {
     await page.getByLabel('Most webhooks per second').fill('');
     await page.getByRole('button', { name: 'Save endpoint' }).click();
     await page.getByText('Saved. The next webhook goes to this URL.').waitFor();
-    await waitFor('the throttle removed', () => stack.dispatcher.merchants.byId('m_t')?.webhook?.maxPerSecond === undefined, 5_000);
+    await waitFor('the throttle removed', () => stack.dispatcher.merchants.byId('m_t')?.endpoints[0]?.maxPerSecond === undefined, 5_000);
   });
 
   it('sends a test event with a TEST- reference, delivered and logged like any other', async () => {

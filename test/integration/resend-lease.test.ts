@@ -22,7 +22,7 @@ describe('a resend longer than its lease', () => {
 
   beforeAll(async () => {
     receiver = await Receiver.start(() => (ok ? 200 : 500));
-    merchant.webhook!.url = receiver.url;
+    merchant.endpoints[0]!.url = receiver.url;
     harness = await startHarness({ name: 'resendlease', merchants: [merchant], retryDelaysMs: [] });
     database = openPostgres(harness.database.url);
   });

@@ -219,7 +219,7 @@ describe('one resend, one delivery', () => {
   it('answers 409 webhook_disabled while the webhook is off, keeps the entry, and delivers once it is back on', async () => {
     const { messageId, reference } = await failed('payout');
     mode = 'ok';
-    const disabled = { ...merchant, webhook: { ...merchant.webhook!, enabled: false } };
+    const disabled = { ...merchant, endpoints: [{ ...merchant.endpoints[0]!, enabled: false }] };
     writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [disabled] }));
     try {
       // The API polls the file: a reference with nothing failed answers 404 until it sees the change.
@@ -248,7 +248,7 @@ describe('one resend, one delivery', () => {
     const { messageId, reference } = await failed('payout');
     mode = 'ok';
     // A replica that reads the merchant's new settings: its webhook now receives charges only.
-    const filtered = { ...merchant, webhook: { ...merchant.webhook!, events: ['charge.completed' as const] } };
+    const filtered = { ...merchant, endpoints: [{ ...merchant.endpoints[0]!, events: ['charge.completed' as const] }] };
     const three = await startTestApi(harness.prefix, writeMerchantsFile([filtered]));
     try {
       const answer = await call(three, `${RESEND}?reference=${reference}`, { headers: await headers() });

@@ -26,10 +26,10 @@ describe('retries on the schedule, then the failed stream', () => {
     hanging = await Receiver.start(() => 'hang');
     flaky = await Receiver.start((n) => (n < 2 ? 503 : 200));
     refusedMerchantUrl = await refusedUrl();
-    merchants.failing.webhook!.url = failing.url;
-    merchants.hanging.webhook!.url = hanging.url;
-    merchants.refused.webhook!.url = refusedMerchantUrl;
-    merchants.flaky.webhook!.url = flaky.url;
+    merchants.failing.endpoints[0]!.url = failing.url;
+    merchants.hanging.endpoints[0]!.url = hanging.url;
+    merchants.refused.endpoints[0]!.url = refusedMerchantUrl;
+    merchants.flaky.endpoints[0]!.url = flaky.url;
     harness = await startHarness({
       name: 'retries',
       merchants: Object.values(merchants),
@@ -70,7 +70,7 @@ describe('retries on the schedule, then the failed stream', () => {
     expect(failing.requests).toHaveLength(SCHEDULE.length + 1);
     for (const request of failing.requests) {
       expect(request.headers['webhook-id']).toBe(messageId);
-      new Webhook(merchants.failing.webhook!.secret).verify(request.body, request.headers as Record<string, string>);
+      new Webhook(merchants.failing.endpoints[0]!.secret).verify(request.body, request.headers as Record<string, string>);
     }
     // Each wait is at least its delay.
     for (const [i, delay] of SCHEDULE.entries()) {

@@ -34,8 +34,8 @@ describe('outbound safety with ALLOW_PRIVATE_TARGETS=false', () => {
   beforeAll(async () => {
     receiver = await Receiver.start();
     port = Number(new URL(receiver.url).port);
-    targets.forEach(([, url], i) => (merchants[i]!.webhook!.url = url(port)));
-    viaDns.webhook!.url = `http://localhost:${port}/hooks`;
+    targets.forEach(([, url], i) => (merchants[i]!.endpoints[0]!.url = url(port)));
+    viaDns.endpoints[0]!.url = `http://localhost:${port}/hooks`;
     harness = await startHarness({ name: 'ssrf', merchants: [...merchants, viaDns], retryDelaysMs: [100, 100], allowPrivateTargets: false });
   });
 
@@ -57,7 +57,7 @@ describe('outbound safety with ALLOW_PRIVATE_TARGETS=false', () => {
   it.each(targets.map(([name, , address], i) => [name, address, i] as const))(
     'refuses %s (%s) at once, without retrying, and parks it in failed with the reason',
     async (_name, address, i) => {
-      const host = new URL(merchants[i]!.webhook!.url).hostname.replace(/^\[|\]$/g, '');
+      const host = new URL(merchants[i]!.endpoints[0]!.url).hostname.replace(/^\[|\]$/g, '');
       expect(isBlockedAddress(host)).toBe(true); // never send if the guard would let it through
       const entry = await failedEntryFor(merchants[i]!.id);
       expect(entry.properties.headers![HEADERS.attempts]).toBe(1);

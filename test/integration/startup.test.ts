@@ -60,10 +60,10 @@ describe('dispatcher start-up and shutdown', () => {
   it('refuses an invalid merchants file with the field at fault and without echoing secrets', async () => {
     const secret = 'not-a-whsec-secret-value';
     const file = writeMerchantsFile([]);
-    writeFileSync(file, JSON.stringify({ merchants: [{ id: 'm', publicKey: 'pk_test_12345678', webhook: { url: 'https://x.example', enabled: true, secret } }] }));
+    writeFileSync(file, JSON.stringify({ merchants: [{ id: 'm', publicKey: 'pk_test_12345678', endpoints: [{ id: 'ep_x_main', url: 'https://x.example', enabled: true, secret }] }] }));
     const result = await runProgram(DISPATCHER, env({ MERCHANTS_FILE: file }));
     expect(result.code).toBe(1);
-    expect(result.stderr).toContain('merchants.0.webhook.secret: webhook.secret must be whsec_ followed by base64');
+    expect(result.stderr).toContain('merchants.0.endpoints.0.secret: webhook.secret must be whsec_ followed by base64');
     expect(result.stderr + result.stdout).not.toContain(secret);
   });
 

@@ -1,7 +1,7 @@
 import { Throttle, type ThrottleVerdict } from '../../apps/dispatcher/stages/throttle.js';
 import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
-import type { MerchantWebhook } from '../../libs/merchants/index.js';
+import type { Endpoint } from '../../libs/merchants/index.js';
 import { WaitStore } from '../../libs/waits/index.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 
@@ -37,7 +37,7 @@ describe('the throttle guard, 300 new deliveries at once to an endpoint at 50/s'
 
   it('takes slots for the few within reach, queues the rest one interval apart, and lets a hand-back take', async () => {
     const throttle = new Throttle(database, new WaitStore(database), silentLogger());
-    const webhook = { maxPerSecond: 50 } as MerchantWebhook;
+    const webhook = { maxPerSecond: 50 } as Endpoint;
     // Each wait's due time on this clock: its delay counts from when its verdict came.
     const verdicts: Array<ThrottleVerdict & { at: number }> = await Promise.all(
       Array.from({ length: 300 }, () => throttle.admit('m_batch', webhook, () => false).then((v) => ({ ...v, at: performance.now() }))),

@@ -59,7 +59,7 @@ describe('an endpoint throttled at 20 per second, three dispatchers', () => {
     const receiver = await Receiver.start(() => 204);
     receivers.push(receiver);
     await settings.put('m_throttled', { publicKey: 'pk_throttled_0001', webhook: { url: `${receiver.url}/hook`, enabled: true, maxPerSecond: 20 } });
-    await waitFor('every dispatcher knows the merchant', () => dispatchers.every((d) => d.merchants.byId('m_throttled')?.webhook?.maxPerSecond === 20), 10_000);
+    await waitFor('every dispatcher knows the merchant', () => dispatchers.every((d) => d.merchants.byId('m_throttled')?.endpoints[0]?.maxPerSecond === 20), 10_000);
     const total = 240;
     await Promise.all(Array.from({ length: total }, () => publisher.publish(sampleEvent('payout', 'm_throttled'))));
     // Meanwhile the throttled waits say no attempt was made (sampled while they wait).
@@ -94,7 +94,7 @@ describe('an endpoint throttled at 20 per second, three dispatchers', () => {
     const receiver = await Receiver.start(() => (refusals-- > 0 ? { status: 429, headers: { 'retry-after': '1' } } : 204));
     receivers.push(receiver);
     await settings.put('m_adaptive', { publicKey: 'pk_adaptive_0001', webhook: { url: `${receiver.url}/hook`, enabled: true, maxPerSecond: 40 } });
-    await waitFor('every dispatcher knows the merchant', () => dispatchers.every((d) => d.merchants.byId('m_adaptive')?.webhook?.maxPerSecond === 40), 10_000);
+    await waitFor('every dispatcher knows the merchant', () => dispatchers.every((d) => d.merchants.byId('m_adaptive')?.endpoints[0]?.maxPerSecond === 40), 10_000);
     await Promise.all(Array.from({ length: 40 }, () => publisher.publish(sampleEvent('payout', 'm_adaptive'))));
     await waitFor('the rate lowered', async () => (await db.query<{ rate: number }>("SELECT rate FROM endpoint_rates WHERE merchant_id = 'm_adaptive'")).length === 1, 15_000);
     const [row] = await db.query<{ rate: number; ceiling: number }>("SELECT rate, ceiling FROM endpoint_rates WHERE merchant_id = 'm_adaptive'");

@@ -33,7 +33,7 @@ describe('a wait made by a deferral, behind a dispatch backlog, then a disable',
         [],
       );
       await waitFor('two hand-backs of the one row in dispatch', async () => (await harness.test.messageCount(harness.names.dispatch)) >= 2, 15_000);
-      writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [{ ...merchant, webhook: { ...merchant.webhook!, enabled: false } }] }));
+      writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [{ ...merchant, endpoints: [{ ...merchant.endpoints[0]!, enabled: false }] }] }));
       expect(harness.merchants.reload()).toBe(true);
       await harness.startDispatcher();
 

@@ -27,7 +27,7 @@ export function testMerchant(id: string, url: string, overrides: Partial<Merchan
   return {
     id,
     publicKey: `pk_test_${id}_${randomBytes(8).toString('hex')}`,
-    webhook: { url, enabled: true, secret: testSecret() },
+    endpoints: [{ id: `ep_${id.replace(/[^A-Za-z0-9_-]/g, '_')}_main`, url, enabled: true, secret: testSecret() }],
     ...overrides,
   };
 }

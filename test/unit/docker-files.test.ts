@@ -310,11 +310,11 @@ describe('the demo merchant in compose', () => {
 
   it('is m_demo in the merchants file, enabled, pointing at the demo-merchant service with the secret that service verifies with', () => {
     expect(demo?.publicKey).toBe('pk_test_demo_0123456789');
-    expect(demo?.webhook?.enabled).toBe(true);
-    const url = new URL(demo!.webhook!.url);
+    expect(demo?.endpoints[0]?.enabled).toBe(true);
+    const url = new URL(demo!.endpoints[0]!.url);
     expect([url.hostname, url.port, url.pathname]).toEqual(['demo-merchant', receiverEnv.DEMO_RECEIVER_PORT, '/webhooks']);
-    expect(demo!.webhook!.secret).toBe(receiverEnv.DEMO_WEBHOOK_SECRET);
-    expect(Buffer.from(demo!.webhook!.secret.slice('whsec_'.length), 'base64').toString()).toMatch(/demo/);
+    expect(demo!.endpoints[0]!.secret).toBe(receiverEnv.DEMO_WEBHOOK_SECRET);
+    expect(Buffer.from(demo!.endpoints[0]!.secret.slice('whsec_'.length), 'base64').toString()).toMatch(/demo/);
   });
 
   it('gets an environment the receiver accepts, listening on all interfaces of its container', () => {
@@ -345,7 +345,7 @@ describe('the demo merchant in compose', () => {
       expect((await fetch(`${base}/healthz`)).status).toBe(200);
       const body = JSON.stringify({ event: 'payout', data: { reference: 'PO-1' } });
       const timestamp = new Date();
-      const signature = new Webhook(demo!.webhook!.secret).sign('msg_1', timestamp, body);
+      const signature = new Webhook(demo!.endpoints[0]!.secret).sign('msg_1', timestamp, body);
       const headers = { 'content-type': 'application/json', 'webhook-id': 'msg_1', 'webhook-timestamp': String(Math.floor(timestamp.getTime() / 1000)), 'webhook-signature': signature };
       expect((await fetch(`${base}/webhooks`, { method: 'POST', headers, body })).status).toBe(204);
     } finally {

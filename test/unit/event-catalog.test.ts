@@ -36,14 +36,14 @@ describe('the event catalog (OpenAPI webhooks)', () => {
 
   it('fits every operational event as the dispatcher builds it, folded or not, and refuses one of another type', () => {
     const now = new Date();
-    const facts = { merchantId: 'm_1', url: 'https://m.example/h', webhookId: 'evt_1', event: 'payout', references: ['PO-1'], attempts: 4 };
+    const facts = { merchantId: 'm_1', endpointId: 'ep_m_1_main', url: 'https://m.example/h', webhookId: 'evt_1', event: 'payout', references: ['PO-1'], attempts: 4 };
     const built = [
       attemptEvent('message.attempt.failing', facts, now).event,
       attemptEvent('message.attempt.recovered', { ...facts, lastHttpStatus: 204 }, now).event,
       attemptEvent('message.attempt.exhausted', { ...facts, lastError: 'timeout', reason: 'attempts-exhausted' }, now).event,
-      disabledEvent({ merchantId: 'm_1', url: 'https://m.example/h', reason: 'manual', disabledAt: now.toISOString() }, now).event,
+      disabledEvent({ merchantId: 'm_1', endpointId: 'ep_m_1_main', url: 'https://m.example/h', reason: 'manual', disabledAt: now.toISOString() }, now).event,
       disabledEvent({ ...facts, reason: 'failing', disabledAt: now.toISOString(), failingSince: now.toISOString(), lastHttpStatus: 503 }, now).event,
-      enabledEvent({ merchantId: 'm_1', url: 'https://m.example/h', enabledAt: now.toISOString() }, now).event,
+      enabledEvent({ merchantId: 'm_1', endpointId: 'ep_m_1_main', url: 'https://m.example/h', enabledAt: now.toISOString() }, now).event,
     ];
     // Folded: the event that stands for others says how many (apps/dispatcher/operations.ts).
     built[0]!.data.suppressed = 998;
@@ -52,6 +52,10 @@ describe('the event catalog (OpenAPI webhooks)', () => {
       expect(validate(event) ? [] : validate.errors).toEqual([]);
       const other = OPERATIONAL_EVENT_TYPES.find((t) => t !== event.type)!;
       expect(validate({ ...event, type: other })).toBe(false);
+      // Each names the endpoint it is about (a merchant has several): without it, it does not fit.
+      expect(event.data.endpointId).toBe('ep_m_1_main');
+      const { endpointId: _endpoint, ...unnamed } = event.data;
+      expect(validate({ ...event, data: unnamed })).toBe(false);
     }
   });
 });

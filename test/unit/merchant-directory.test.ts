@@ -28,15 +28,17 @@ describe('the merchants file', () => {
     for (const broken of ['{ not json', JSON.stringify({ merchants: [{ id: 'x' }] }), JSON.stringify({ merchants: [merchant, merchant] })]) {
       writeFileSync(file, broken);
       expect(directory.reload()).toBe(false);
-      expect(directory.byId('m_keep')?.webhook?.url).toBe('https://keep.example/hooks');
+      expect(directory.byId('m_keep')?.endpoints[0]?.url).toBe('https://keep.example/hooks');
     }
   });
 
   it.each([
-    [{ merchants: [{ id: 'm', publicKey: 'pk_test_12345678', webhook: { url: 'ftp://x.example', enabled: true, secret: 'whsec_MDEyMzQ1Njc4OWFiY2RlZg==' } }] }, 'merchants.0.webhook.url: webhook.url must be an http(s) URL'],
+    [{ merchants: [{ id: 'm', publicKey: 'pk_test_12345678', endpoints: [{ id: 'ep_x_main', url: 'ftp://x.example', enabled: true, secret: 'whsec_MDEyMzQ1Njc4OWFiY2RlZg==' }] }] }, 'merchants.0.endpoints.0.url: webhook.url must be an http(s) URL'],
     [{ merchants: [{ id: 'm', publicKey: 'short' }] }, 'merchants.0.publicKey: publicKey must be at least 8 characters'],
     [{ merchants: [{ id: 'a', publicKey: 'pk_test_same_key' }, { id: 'b', publicKey: 'pk_test_same_key' }] }, 'merchants.1.publicKey: duplicate publicKey'],
     [{ merchants: {} }, 'merchants: '],
+    [{ merchants: [{ id: 'm', publicKey: 'pk_test_12345678', endpoints: [{ url: 'https://x.example', enabled: true, secret: 'whsec_MDEyMzQ1Njc4OWFiY2RlZg==' }] }] }, 'merchants.0.endpoints.0.id: '],
+    [{ merchants: [{ id: 'm', publicKey: 'pk_test_12345678', endpoints: [{ id: 'wh_1', url: 'https://x.example', enabled: true, secret: 'whsec_MDEyMzQ1Njc4OWFiY2RlZg==' }] }] }, 'merchants.0.endpoints.0.id: endpoint id must be ep_'],
   ])('refuses %j at start-up, naming the field', (content, message) => {
     const file = writeMerchantsFile([]);
     writeFileSync(file, JSON.stringify(content));

@@ -1,5 +1,5 @@
 import { clockState, IntervalFolder, shouldDisable, shouldRecordFailing } from '../../libs/operational/index.js';
-import { transitionsOf, withStatus, type Merchant, type MerchantWebhook } from '../../libs/merchants/index.js';
+import { transitionsOf, withStatus, type Merchant, type Endpoint } from '../../libs/merchants/index.js';
 import { waitFor } from '../support/wait.js';
 
 const DAY = 86_400_000;
@@ -90,8 +90,8 @@ describe('folding operational events per interval', () => {
 
 describe('a webhook turned off or on by a write', () => {
   const now = new Date('2026-01-01T00:00:00.000Z');
-  const webhook: MerchantWebhook = { url: 'https://m.example/hooks', enabled: true, secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' };
-  const merchant = (w: MerchantWebhook): Merchant => ({ id: 'm_1', publicKey: 'pk_test_1', webhook: w });
+  const webhook: Endpoint = { id: 'ep_m_hooks', url: 'https://m.example/hooks', enabled: true, secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' };
+  const merchant = (w: Endpoint): Merchant => ({ id: 'm_1', publicKey: 'pk_test_1', endpoints: [w] });
 
   it('says why and since when when an operator turns it off, and keeps both while it stays off', () => {
     const off = withStatus(webhook, { ...webhook, enabled: false }, now);
@@ -127,10 +127,10 @@ describe('a webhook turned off or on by a write', () => {
   it('names the transitions for the operational events', () => {
     const off = merchant({ ...webhook, enabled: false, disabledReason: 'manual', disabledAt: now.toISOString() });
     const at = now.toISOString();
-    expect(transitionsOf(merchant(webhook), off, now)).toEqual([{ kind: 'disabled', merchantId: 'm_1', url: webhook.url, reason: 'manual', at }]);
-    expect(transitionsOf(off, merchant(webhook), now)).toEqual([{ kind: 'enabled', merchantId: 'm_1', url: webhook.url, at }]);
+    expect(transitionsOf(merchant(webhook), off, now)).toEqual([{ kind: 'disabled', merchantId: 'm_1', endpointId: 'ep_m_hooks', url: webhook.url, reason: 'manual', at }]);
+    expect(transitionsOf(off, merchant(webhook), now)).toEqual([{ kind: 'enabled', merchantId: 'm_1', endpointId: 'ep_m_hooks', url: webhook.url, at }]);
     expect(transitionsOf(merchant(webhook), merchant({ ...webhook, events: ['payout'] }), now)).toEqual([
-      { kind: 'updated', merchantId: 'm_1', url: webhook.url, previousUrl: webhook.url, changed: ['events'], events: ['payout'], at },
+      { kind: 'updated', merchantId: 'm_1', endpointId: 'ep_m_hooks', url: webhook.url, previousUrl: webhook.url, changed: ['events'], events: ['payout'], at },
     ]);
     const moved = merchant({ ...webhook, url: 'https://m.example/new', secret: 'whsec_bmV3LXNlY3JldC1uZXctc2VjcmV0' });
     expect(transitionsOf(merchant(webhook), moved, now).map((t) => [t.kind, t.changed ?? null])).toEqual([['updated', ['url']], ['secret_rotated', null]]);

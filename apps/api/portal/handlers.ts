@@ -2,7 +2,7 @@ import { randomUUID, timingSafeEqual } from 'node:crypto';
 import type { Request, Router } from 'express';
 import { type EventName, REFERENCE_FIELDS, sampleEvent } from '../../../libs/contracts/index.js';
 import type { DeliveryLogQueries } from '../../../libs/delivery-store/index.js';
-import { type Actor, disabledByOperator, endpointRateOf, graceExpiries, type Merchant, recordAudit, WebhookNotSetUpError } from '../../../libs/merchants/index.js';
+import { type Actor, disabledByOperator, endpointRateOf, graceExpiries, type Merchant, recordAudit, soleEndpoint, WebhookNotSetUpError } from '../../../libs/merchants/index.js';
 import { keyDigestOf, MAX_LINK_LIFETIME_MS, PortalLinkError, type PortalPermission, type PortalSession } from '../../../libs/portal/index.js';
 import { USER_AGENT } from '../../dispatcher/program.js';
 import type { ApiDeps } from '../deps.js';
@@ -84,7 +84,7 @@ export function mountPortalAdmin(router: Router, deps: ApiDeps): void {
  */
 function outlived(merchant: Merchant | undefined, session: PortalSession): boolean {
   if (!merchant || keyDigestOf(merchant.publicKey) !== session.keyDigest) return true;
-  const webhook = merchant.webhook;
+  const webhook = soleEndpoint(merchant);
   return disabledByOperator(webhook) && Date.parse(webhook!.disabledAt ?? '') >= Date.parse(session.createdAt);
 }
 
@@ -321,7 +321,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
       const issue = input.error.issues[0]!;
       throw badRequest('invalid_settings', `${issue.path.filter((p) => typeof p !== 'number').join('.') || 'body'}: ${issue.message}`);
     }
-    if (!merchantOf(found.merchantId)?.webhook) throw new WebhookNotSetUpError(found.merchantId);
+    if (!merchantOf(found.merchantId)?.endpoints.length) throw new WebhookNotSetUpError(found.merchantId);
     const written = await settings.patch(found.merchantId, { webhook: input.data }, { by: 'merchant', actor: portalActor(found, req) });
     deps.logger.info('webhook endpoint changed from the portal', { merchantId: found.merchantId, fields: Object.keys(input.data) });
     const merchant = merchantOf(found.merchantId);
@@ -344,7 +344,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     const found = await writer(req, 'manage-endpoint');
     const input = testEventBody.safeParse(req.body ?? {});
     if (!input.success) throw badRequest('invalid_body', 'Give the event to send: {"event": "charge.completed" | "payout" | "refund.completed"}');
-    if (!merchantOf(found.merchantId)?.webhook) throw new WebhookNotSetUpError(found.merchantId);
+    if (!merchantOf(found.merchantId)?.endpoints.length) throw new WebhookNotSetUpError(found.merchantId);
     if (!deps.brokerConnected()) throw unavailable('The message broker is unavailable; try again shortly');
     await limited('tests', found.merchantId);
     const message = testSample(input.data.event, found.merchantId);
@@ -393,7 +393,7 @@ async function withRate(deps: ApiDeps, merchantId: string, endpoint: EndpointVie
 }
 
 function endpointOf(merchant: Merchant): EndpointView | null {
-  const webhook = merchant.webhook;
+  const webhook = soleEndpoint(merchant);
   if (!webhook) return null;
   // disabledReason and disabledAt come with auto-disable (operational events); read when present.
   const extra = webhook as typeof webhook & { disabledReason?: string; disabledAt?: string; secretIssuedAt?: string };

@@ -1,5 +1,5 @@
 import { PLATFORM_MERCHANT_ID } from '../../../libs/contracts/index.js';
-import { activeWebhook, type Merchant, type MerchantDirectory, receivesEvent, type MerchantWebhook } from '../../../libs/merchants/index.js';
+import { activeEndpoint, type Merchant, type MerchantDirectory, receivesEvent, type Endpoint } from '../../../libs/merchants/index.js';
 import type { RetryPolicy } from '../../../libs/retry-policy/index.js';
 import type { Finding } from './decide.js';
 import { type Admission as Slot, EndpointGuards, endpointOf } from './endpoint-guards.js';
@@ -9,7 +9,7 @@ import type { Throttle } from './throttle.js';
 /** Admitted: the webhook to POST to and a slot on its endpoint, released by the attempt. */
 export interface Admitted {
   kind: 'admitted';
-  webhook: MerchantWebhook;
+  webhook: Endpoint;
   slot: Extract<Slot, { kind: 'send' }>;
 }
 
@@ -34,9 +34,9 @@ export class AdmissionStage {
   async admit(intake: IntakeEvent, now: Date, stopped: () => boolean): Promise<Admitted | Finding> {
     const merchant = intake.merchantId === PLATFORM_MERCHANT_ID ? this.platform : this.merchants.byId(intake.merchantId);
     if (!merchant) return { kind: 'unavailable', why: 'merchant-removed' };
-    const webhook = activeWebhook(merchant);
+    const webhook = activeEndpoint(merchant);
     // Turned off by auto-disable: said apart, so the merchant's log tells it from its own choice.
-    if (!webhook) return { kind: 'unavailable', why: merchant.webhook?.disabledReason === 'failing' ? 'endpoint-disabled' : 'webhook-disabled' };
+    if (!webhook) return { kind: 'unavailable', why: merchant.endpoints[0]?.disabledReason === 'failing' ? 'endpoint-disabled' : 'webhook-disabled' };
     // The merchant chose its events: one it does not receive is treated like a disabled webhook.
     if (!receivesEvent(webhook, intake.event)) return { kind: 'unavailable', why: 'event-not-subscribed' };
     // A resend is the merchant saying "fixed": its first attempt goes through an open circuit.

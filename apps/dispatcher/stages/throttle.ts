@@ -1,6 +1,6 @@
 import type { Queryable } from '../../../libs/delivery-store/index.js';
 import type { Logger } from '../../../libs/logger/index.js';
-import { type EndpointRate, endpointRateOf, lowerEndpointRate, type MerchantWebhook, raiseEndpointRate } from '../../../libs/merchants/index.js';
+import { type EndpointRate, endpointRateOf, lowerEndpointRate, type Endpoint, raiseEndpointRate } from '../../../libs/merchants/index.js';
 import { stretchCells, sweepCells, takeCell } from '../../../libs/rate-limit/index.js';
 import { onceEvery } from '../../../libs/runtime/index.js';
 import type { WaitStore } from '../../../libs/waits/index.js';
@@ -88,7 +88,7 @@ export class Throttle {
   }
 
   /** The rate the merchant's endpoint is sent at now, per second (Infinity: no limit), as this dispatcher knows it. */
-  rateOf(merchantId: string, webhook: MerchantWebhook): number {
+  rateOf(merchantId: string, webhook: Endpoint): number {
     const adaptive = this.adaptive.get(merchantId)?.rate?.rate ?? Infinity;
     return Math.min(webhook.maxPerSecond ?? Infinity, adaptive);
   }
@@ -99,7 +99,7 @@ export class Throttle {
   }
 
   /** `handBack`: the delivery is a wait handed back in its turn (it takes its slot); otherwise a new one, which queues behind the waits. */
-  async admit(merchantId: string, webhook: MerchantWebhook, stopped: () => boolean, handBack = false): Promise<ThrottleVerdict> {
+  async admit(merchantId: string, webhook: Endpoint, stopped: () => boolean, handBack = false): Promise<ThrottleVerdict> {
     if (webhook.maxPerSecond === undefined && !this.adaptive.has(merchantId)) return this.sending(merchantId);
     await this.readAdaptive(merchantId, webhook.maxPerSecond !== undefined);
     const rate = this.rateOf(merchantId, webhook);
@@ -154,7 +154,7 @@ export class Throttle {
    * allows once a second); successes raise a lowered one (asked at most once a second). Neither
    * holds the delivery: the row is written beside it.
    */
-  answered(merchantId: string, webhook: MerchantWebhook, status: number | undefined, succeeded: boolean): void {
+  answered(merchantId: string, webhook: Endpoint, status: number | undefined, succeeded: boolean): void {
     if (status === 429 || status === 503) {
       const sentAt = Math.min(webhook.maxPerSecond ?? Infinity, this.sentLastSecond(merchantId));
       const ceiling = webhook.maxPerSecond ?? Math.max(1, this.sentLastSecond(merchantId));
@@ -186,7 +186,7 @@ export class Throttle {
    * laid out at the old rate, is stretched to the new one, so that a raised rate is not held back
    * by places taken at the lowered one. Only the dispatcher whose write changed the rate does it.
    */
-  private restretch(merchantId: string, webhook: MerchantWebhook, before: number | undefined, after: number | undefined): void {
+  private restretch(merchantId: string, webhook: Endpoint, before: number | undefined, after: number | undefined): void {
     const from = Math.min(webhook.maxPerSecond ?? Infinity, before ?? Infinity);
     const to = Math.min(webhook.maxPerSecond ?? Infinity, after ?? Infinity);
     if (from === Infinity || from === to) return;

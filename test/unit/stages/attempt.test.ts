@@ -13,7 +13,7 @@ const intake: IntakeEvent = {
 };
 
 function admitted(released: string[]): Admitted {
-  return { kind: 'admitted', webhook: merchant().webhook!, slot: { kind: 'send', release: (result) => released.push(result) } };
+  return { kind: 'admitted', webhook: merchant().endpoints[0]!, slot: { kind: 'send', release: (result) => released.push(result) } };
 }
 
 function stage(answer: (request: WebhookRequest) => Promise<{ status: number; headers: Record<string, string> }>) {

@@ -1,11 +1,11 @@
 import type { ConsumeMessage, Options } from 'amqplib';
 import { BrokerUnavailableError, type BrokerConnection, type Delivery } from '../../../libs/broker/index.js';
-import type { Merchant } from '../../../libs/merchants/index.js';
+import type { Endpoint, Merchant } from '../../../libs/merchants/index.js';
 
 export const SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
 
-export function merchant(over: Partial<NonNullable<Merchant['webhook']>> = {}): Merchant {
-  return { id: 'm_1', publicKey: 'pk_test_12345678', webhook: { url: 'https://shop.example.com/hooks', enabled: true, secret: SECRET, ...over } } as Merchant;
+export function merchant(over: Partial<Endpoint> = {}): Merchant {
+  return { id: 'm_1', publicKey: 'pk_test_12345678', endpoints: [{ id: 'ep_shop_hooks', url: 'https://shop.example.com/hooks', enabled: true, secret: SECRET, ...over }] };
 }
 
 /** A broker that records what is published, and refuses the first `refuse` publishes (to `only`, when named). */

@@ -12,7 +12,7 @@ import { SECRET, merchant } from './fakes.js';
 
 const EVENTS = 'p.events';
 const now = new Date('2026-11-25T10:00:00.000Z');
-const { id, event } = enabledEvent({ merchantId: 'm_1', url: 'https://shop.example/hooks', enabledAt: now.toISOString() }, now);
+const { id, event } = enabledEvent({ merchantId: 'm_1', endpointId: 'ep_platform_test', url: 'https://shop.example/hooks', enabledAt: now.toISOString() }, now);
 // Published as OperationalPublisher does: the body is the event, the messageId its id.
 const published = JSON.stringify(event);
 

@@ -1,0 +1,170 @@
+import type { Command } from 'commander';
+import { EVENT_NAMES } from '../../libs/contracts/index.js';
+import {
+  EndpointNotFoundError,
+  EndpointSettings,
+  type EndpointView,
+  endpointInputSchema,
+  endpointPatchSchema,
+  firstIssue,
+  InvalidSettingsError,
+  MerchantNotFoundError,
+} from '../../libs/merchants/index.js';
+import { action } from './command.js';
+import { type CliContext, type CliIo, writeLine } from './context.js';
+import { NothingMatchedError, UsageError } from './errors.js';
+import { EXIT } from './help-text.js';
+import { CLI_ACTOR, graceSecondsOf, KEEP_STORED_URL, merchantId, urlPolicy, withSettings } from './merchant-store.js';
+import { formatTable } from './table.js';
+
+function table(views: EndpointView[]): string {
+  return formatTable(
+    ['ENDPOINT', 'ENABLED', 'REASON', 'EVENTS', 'URL', 'DESCRIPTION'],
+    views.map((v) => [v.id, String(v.enabled), v.disabledReason ?? '-', v.events.join(','), v.url, v.description ?? '-']),
+  );
+}
+
+/** The endpoint id argument (the second). */
+function endpointId(args: string[]): string {
+  const id = args[1];
+  if (id === undefined || id.trim() === '') throw new UsageError('give the endpoint id (ep_…)');
+  return id;
+}
+
+function eventsOf(raw: string | undefined): string[] | undefined {
+  const events = raw?.split(',').map((e) => e.trim()).filter((e) => e !== '');
+  for (const event of events ?? []) {
+    if (!(EVENT_NAMES as readonly string[]).includes(event)) throw new UsageError(`--events takes ${EVENT_NAMES.join(', ')}; not ${event}`);
+  }
+  if (events !== undefined && events.length === 0) throw new UsageError(`--events takes at least one of ${EVENT_NAMES.join(', ')}`);
+  return events;
+}
+
+/** Runs one endpoint command; an unknown merchant or endpoint exits 3, a refused field 2. */
+async function withEndpoints<T>(ctx: CliContext, changesUrl: boolean, run: (endpoints: EndpointSettings) => Promise<T>): Promise<T> {
+  return withSettings(ctx, changesUrl ? urlPolicy(ctx) : KEEP_STORED_URL, (settings) => run(new EndpointSettings(settings))).catch((err: unknown) => {
+    if (err instanceof MerchantNotFoundError || err instanceof EndpointNotFoundError) throw new NothingMatchedError(err.message);
+    if (err instanceof InvalidSettingsError) throw new UsageError(err.message);
+    throw err;
+  });
+}
+
+/** `webhooks merchants endpoints …`: a merchant's endpoints one at a time, as the admin API's routes. */
+export function declareEndpoints(merchants: Command, io: CliIo): void {
+  const endpoints = merchants
+    .command('endpoints')
+    .summary("lists, adds, changes, deletes a merchant's endpoints and rotates one's secret")
+    .description("A merchant's endpoints, each with its own URL, events, secret and enabled state (the admin API's /merchants/{id}/endpoints).");
+
+  endpoints
+    .command('list')
+    .summary("lists a merchant's endpoints")
+    .argument('<merchant-id>')
+    .option('--json', 'one JSON array on stdout, for scripts', false)
+    .addHelpText('after', `\n${EXIT} (3: no such merchant)`)
+    .action(
+      action(io, (raw: { json: boolean }, args) => ({ id: merchantId(args), json: raw.json }), async (options, ctx) => {
+        const views = await withEndpoints(ctx, false, async (each) => each.list(options.id));
+        writeLine(ctx.stdout, options.json ? JSON.stringify(views) : table(views));
+        return 0;
+      }),
+    );
+
+  endpoints
+    .command('add')
+    .summary('adds an endpoint and prints its secret (shown once)')
+    .argument('<merchant-id>')
+    .requiredOption('--url <url>', 'where its webhooks are POSTed')
+    .option('--events <list>', `comma-separated: ${EVENT_NAMES.join(', ')} (default: all)`)
+    .option('--description <text>', 'what the merchant calls it')
+    .option('--disabled', 'add it turned off', false)
+    .addHelpText('after', `\n${EXIT} (3: no such merchant)`)
+    .action(
+      action(
+        io,
+        (raw: { url: string; events?: string; description?: string; disabled: boolean }, args) => ({
+          id: merchantId(args),
+          input: { url: raw.url, enabled: !raw.disabled, ...(raw.events ? { events: eventsOf(raw.events) } : {}), ...(raw.description ? { description: raw.description } : {}) },
+        }),
+        async (options, ctx) => {
+          const parsed = endpointInputSchema.safeParse(options.input);
+          if (!parsed.success) throw new UsageError(firstIssue(parsed.error).message);
+          const created = await withEndpoints(ctx, true, (each) => each.create(options.id, parsed.data, { actor: CLI_ACTOR }));
+          writeLine(ctx.stdout, table([created.view]));
+          writeLine(ctx.stdout, `webhook secret: ${created.secret}`);
+          writeLine(ctx.stderr, `endpoint ${created.view.id} of merchant ${options.id} added; give this secret to the merchant now: it is not shown again.`);
+          return 0;
+        },
+      ),
+    );
+
+  endpoints
+    .command('set')
+    .summary('changes what the options name of one endpoint')
+    .argument('<merchant-id>')
+    .argument('<endpoint-id>')
+    .option('--url <url>', 'where its webhooks are POSTed')
+    .option('--events <list>', `comma-separated: ${EVENT_NAMES.join(', ')}`)
+    .option('--all-events', 'every event again', false)
+    .option('--description <text>', 'what the merchant calls it')
+    .option('--enable', 'turn it on')
+    .option('--disable', 'turn it off (manual: only an operator turns it on again)')
+    .addHelpText('after', `\n${EXIT} (3: no such merchant or endpoint)`)
+    .action(
+      action(
+        io,
+        (raw: { url?: string; events?: string; allEvents: boolean; description?: string; enable?: boolean; disable?: boolean }, args) => {
+          if (raw.enable && raw.disable) throw new UsageError('give --enable or --disable, not both');
+          const patch = {
+            ...(raw.url === undefined ? {} : { url: raw.url }),
+            ...(raw.allEvents ? { events: null } : raw.events === undefined ? {} : { events: eventsOf(raw.events) }),
+            ...(raw.description === undefined ? {} : { description: raw.description }),
+            ...(raw.enable ? { enabled: true } : raw.disable ? { enabled: false } : {}),
+          };
+          if (Object.keys(patch).length === 0) throw new UsageError('give what to change: --url, --events, --all-events, --description, --enable or --disable');
+          return { id: merchantId(args), endpoint: endpointId(args), patch };
+        },
+        async (options, ctx) => {
+          const parsed = endpointPatchSchema.safeParse(options.patch);
+          if (!parsed.success) throw new UsageError(firstIssue(parsed.error).message);
+          const written = await withEndpoints(ctx, parsed.data.url !== undefined, (each) => each.patch(options.id, options.endpoint, parsed.data, { actor: CLI_ACTOR }));
+          writeLine(ctx.stdout, table([written.view]));
+          return 0;
+        },
+      ),
+    );
+
+  endpoints
+    .command('delete')
+    .summary('removes one endpoint: nothing more is sent to it')
+    .argument('<merchant-id>')
+    .argument('<endpoint-id>')
+    .addHelpText('after', `\n${EXIT} (3: no such merchant or endpoint)`)
+    .action(
+      action(io, (_raw: object, args) => ({ id: merchantId(args), endpoint: endpointId(args) }), async (options, ctx) => {
+        await withEndpoints(ctx, false, (each) => each.delete(options.id, options.endpoint, { actor: CLI_ACTOR }));
+        writeLine(ctx.stderr, `endpoint ${options.endpoint} of merchant ${options.id} deleted`);
+        return 0;
+      }),
+    );
+
+  endpoints
+    .command('rotate-secret')
+    .summary("a new secret for one endpoint; the merchant's other endpoints keep theirs")
+    .argument('<merchant-id>')
+    .argument('<endpoint-id>')
+    .option('--grace <duration>', 'how long the previous secret keeps signing: up to 30d, or 0 for none (a leaked secret)', '24h')
+    .addHelpText('after', `\n${EXIT} (3: no such merchant or endpoint)`)
+    .action(
+      action(
+        io,
+        (raw: { grace: string }, args) => ({ id: merchantId(args), endpoint: endpointId(args), graceSeconds: graceSecondsOf(raw.grace) }),
+        async (options, ctx) => {
+          const rotated = await withEndpoints(ctx, false, (each) => each.rotate(options.id, options.endpoint, options.graceSeconds, { actor: CLI_ACTOR }));
+          writeLine(ctx.stdout, `webhook secret: ${rotated.secret}`);
+          writeLine(ctx.stderr, rotated.previousSecretExpiresAt ? `The previous secret keeps signing until ${rotated.previousSecretExpiresAt}.` : 'The previous secret stopped signing at once.');
+          return 0;
+        },
+      ),
+    );
+}

@@ -1,0 +1,122 @@
+import { EndpointLimitError, EndpointNotFoundError, EndpointUrlTakenError, DisabledByOperatorError, MerchantNotFoundError } from './errors.js';
+import type { EndpointInput, EndpointPatch } from './endpoint-input.js';
+import { type EndpointView, endpointViewOf, rotatedEndpoint } from './endpoint-view.js';
+import { type Endpoint, ENDPOINTS_NOW, type Merchant } from './schema.js';
+import { checkWebhookUrl, disabledByOperator, type MerchantSettings, newWebhookSecret, type RotationResult, withStatus, type WriteGuards, type Written } from './settings.js';
+import { withMaxPerSecond } from './throttle-setting.js';
+
+/** What creating an endpoint answers: the endpoint as shown, and its secret (this once). */
+export interface EndpointCreated {
+  view: EndpointView;
+  secret: string;
+}
+
+/**
+ * A merchant's endpoints, one at a time (the admin API's `/merchants/{id}/endpoints`): each
+ * change is a write of the merchant's one versioned document through MerchantSettings, so its
+ * ETag, If-Match, Idempotency-Key, audit and announcements are the merchant's. The limit and a
+ * URL's uniqueness are checked on the locked row, in the write's transaction.
+ */
+export class EndpointSettings {
+  private readonly now: () => Date;
+
+  constructor(private readonly settings: MerchantSettings) {
+    this.now = settings.now;
+  }
+
+  /** The merchant's endpoints as shown; MerchantNotFoundError when there is no such merchant. */
+  list(merchantId: string): EndpointView[] {
+    const merchant = this.settings.merchant(merchantId);
+    if (!merchant) throw new MerchantNotFoundError(merchantId);
+    return merchant.endpoints.map((endpoint) => endpointViewOf(endpoint, this.now()));
+  }
+
+  get(merchantId: string, endpointId: string): EndpointView {
+    const merchant = this.settings.merchant(merchantId);
+    if (!merchant) throw new MerchantNotFoundError(merchantId);
+    return endpointViewOf(endpointOf(merchant, endpointId), this.now());
+  }
+
+  /** A new endpoint with a new secret, returned here once (and to a repeat of its Idempotency-Key). */
+  create(merchantId: string, input: EndpointInput, guards: WriteGuards = {}): Promise<Written<EndpointCreated>> {
+    const url = checkWebhookUrl(input.url, this.settings.policy);
+    let createdId: string | undefined;
+    return this.settings.write<EndpointCreated>('endpoint.create', merchantId, input, guards, (current, issued) => {
+      if (!current) throw new MerchantNotFoundError(merchantId);
+      if (current.endpoints.length >= ENDPOINTS_NOW) throw new EndpointLimitError(merchantId, ENDPOINTS_NOW);
+      checkUrlFree(current, url);
+      const now = this.now();
+      createdId = issued.endpointId();
+      const endpoint = withMaxPerSecond<Endpoint>({
+        id: createdId,
+        url,
+        ...(input.description ? { description: input.description } : {}),
+        enabled: input.enabled,
+        secret: issued.secret(),
+        secretIssuedAt: now.toISOString(),
+        ...(input.events ? { events: input.events } : {}),
+        ...(input.orderByReference ? { orderByReference: true } : {}),
+      }, input.maxPerSecond);
+      return { ...current, endpoints: [...current.endpoints, withStatus(undefined, endpoint, now, guards.by, !input.enabled)] };
+    }, (next) => {
+      const endpoint = endpointOf(next, createdId!);
+      return { view: endpointViewOf(endpoint, this.now()), secret: endpoint.secret };
+    });
+  }
+
+  /** Changes only what the patch names. */
+  patch(merchantId: string, endpointId: string, patch: EndpointPatch, guards: WriteGuards = {}): Promise<Written<{ view: EndpointView }>> {
+    const url = patch.url === undefined ? undefined : checkWebhookUrl(patch.url, this.settings.policy);
+    return this.settings.write<{ view: EndpointView }>('endpoint.patch', merchantId, { endpointId, patch }, guards, (current) => {
+      if (!current) throw new MerchantNotFoundError(merchantId);
+      const kept = endpointOf(current, endpointId);
+      if (url !== undefined && url !== kept.url) checkUrlFree(current, url);
+      let next: Endpoint = { ...kept, url: url ?? kept.url, ...(patch.enabled === undefined ? {} : { enabled: patch.enabled }) };
+      if (patch.description === null) delete next.description;
+      else if (patch.description !== undefined) next.description = patch.description;
+      if (patch.events === null) delete next.events;
+      else if (patch.events) next.events = patch.events;
+      if (patch.maxPerSecond !== undefined) next = withMaxPerSecond(next, patch.maxPerSecond);
+      if (patch.orderByReference === false) delete next.orderByReference;
+      else if (patch.orderByReference) next.orderByReference = true;
+      if (guards.by === 'merchant' && next.enabled && disabledByOperator(kept)) throw new DisabledByOperatorError(merchantId);
+      return replaced(current, withStatus(kept, next, this.now(), guards.by, patch.enabled === false));
+    }, (next) => ({ view: endpointViewOf(endpointOf(next, endpointId), this.now()) }));
+  }
+
+  /** Removes the endpoint: the dispatchers stop sending to it as soon as they see the change. */
+  delete(merchantId: string, endpointId: string, guards: WriteGuards = {}): Promise<Written<{ deleted: string }>> {
+    return this.settings.write<{ deleted: string }>('endpoint.delete', merchantId, { endpointId }, guards, (current) => {
+      if (!current) throw new MerchantNotFoundError(merchantId);
+      endpointOf(current, endpointId);
+      return { ...current, endpoints: current.endpoints.filter((endpoint) => endpoint.id !== endpointId) };
+    }, () => ({ deleted: endpointId }));
+  }
+
+  /** A new secret for this endpoint alone; the others keep theirs. */
+  rotate(merchantId: string, endpointId: string, graceSeconds: number, guards: WriteGuards = {}): Promise<Written<RotationResult>> {
+    const secret = newWebhookSecret();
+    return this.settings.write<RotationResult>('endpoint.rotate', merchantId, { endpointId, graceSeconds }, guards, (current) => {
+      if (!current) throw new MerchantNotFoundError(merchantId);
+      return replaced(current, rotatedEndpoint(merchantId, endpointOf(current, endpointId), secret, graceSeconds, this.now()));
+    }, (next) => {
+      const replacedSecret = graceSeconds > 0 ? endpointOf(next, endpointId).previousSecrets?.[0] : undefined;
+      return { secret, previousSecretExpiresAt: replacedSecret?.expiresAt ?? null };
+    });
+  }
+}
+
+function endpointOf(merchant: Merchant, endpointId: string): Endpoint {
+  const endpoint = merchant.endpoints.find((each) => each.id === endpointId);
+  if (!endpoint) throw new EndpointNotFoundError(merchant.id, endpointId);
+  return endpoint;
+}
+
+function checkUrlFree(merchant: Merchant, url: string): void {
+  const holder = merchant.endpoints.find((endpoint) => endpoint.url === url);
+  if (holder) throw new EndpointUrlTakenError(merchant.id, holder.id);
+}
+
+function replaced(merchant: Merchant, endpoint: Endpoint): Merchant {
+  return { ...merchant, endpoints: merchant.endpoints.map((each) => (each.id === endpoint.id ? endpoint : each)) };
+}
