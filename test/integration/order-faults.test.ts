@@ -51,7 +51,7 @@ async function ordered(name: string, databaseUrl: string) {
     return 204;
   });
   const merchant = testMerchant(`m_${name.replace(/-/g, '_')}`, receiver.url);
-  merchant.webhook!.orderByReference = true;
+  merchant.endpoints[0]!.orderByReference = true;
   const env = dispatcherEnv(prefix, writeMerchantsFile([merchant]), {
     DATABASE_URL: databaseUrl,
     RETRY_SCHEDULE: '1s,1s,1s,1s,1s,1s,1s,1s,1s,60s',
