@@ -45,6 +45,8 @@ export class IntakeChecker {
   private notes: KeyNote[] = [];
   /** Statements running now: at most MAX_STATEMENTS, so a batch waits for one round trip at most, not two. */
   private running = 0;
+  /** A statement is due at the end of this turn (startSoon). */
+  private starting = false;
   private restUntil = 0;
   /** One line per 30 s while checks fail, not one per batch. */
   private readonly problemDue = onceEvery();
@@ -114,7 +116,22 @@ export class IntakeChecker {
       this.next.keys.push(key);
       this.next.redelivered.push(redelivered);
       this.next.done.push(resolve);
-      if (this.running < MAX_STATEMENTS) void this.drain();
+      this.startSoon();
+    });
+  }
+
+  /**
+   * A statement for what queued, started once this turn's I/O callbacks have run: the messages of
+   * one socket read reach check() one after another in the same turn, and a statement started at
+   * the first carried it alone (and the second statement the next one), leaving the rest of the
+   * burst a round trip behind. Deferred to the turn's end, not by a delay: no check waits longer.
+   */
+  private startSoon(): void {
+    if (this.starting || this.running >= MAX_STATEMENTS) return;
+    this.starting = true;
+    setImmediate(() => {
+      this.starting = false;
+      if (this.running < MAX_STATEMENTS && this.next.done.length > 0) void this.drain();
     });
   }
 

@@ -31,41 +31,16 @@ export type KeyNote = IntakeKey;
 const DAY_MS = 86_400_000;
 
 /**
- * One batch in one statement; the keys are distinct. `earlier`: keys first seen on an earlier
- * day's partition, still within the window. `fresh`: the others, inserted into today's
- * partition, where the primary key finds today's repeats; a row of today past the window (a
- * window under a day) is taken over, and a row another dispatcher inserted meanwhile is not (no
- * row returned: that copy was first). `counted`: the repeats dropped since the last batch, on
- * live rows only, so never a row `fresh` changes in the same statement. The answer is one row of
- * indexes (1-based): a batch's first sights cost no row to send back.
+ * One batch in one statement: intake_check (migration 0012), a function so that PostgreSQL keeps
+ * its plan. The keys are distinct. `earlier`: keys first seen on an earlier day's partition, still
+ * within the window. `fresh`: the others, inserted into today's partition, where the primary key
+ * finds today's repeats; a row of today past the window (a window under a day) is taken over, and
+ * a row another dispatcher inserted meanwhile is not (no row returned: that copy was first).
+ * `counted`: the repeats dropped since the last batch, on live rows only, so never a row `fresh`
+ * changes in the same statement. The answer is one row of indexes (1-based): a batch's first
+ * sights cost no row to send back.
  */
-const CHECK = `
-WITH input AS (
-  SELECT * FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(merchant_id, webhook_id, n)
-), earlier AS (
-  SELECT DISTINCT k.n FROM input k JOIN intake_keys i ON i.merchant_id = k.merchant_id AND i.webhook_id = k.webhook_id
-  WHERE i.day >= date_trunc('day', now() - $3::float8 * interval '1 millisecond', 'UTC') AND i.day < date_trunc('day', now(), 'UTC')
-    AND i.first_seen_at > now() - $3::float8 * interval '1 millisecond'
-), fresh AS (
-  INSERT INTO intake_keys AS i (day, merchant_id, webhook_id)
-  SELECT date_trunc('day', now(), 'UTC'), merchant_id, webhook_id FROM input k WHERE k.n NOT IN (SELECT n FROM earlier)
-  ON CONFLICT (merchant_id, webhook_id, day) DO UPDATE SET first_seen_at = now(), duplicates = 0, last_duplicate_at = NULL
-  WHERE i.first_seen_at <= now() - $3::float8 * interval '1 millisecond'
-  RETURNING i.merchant_id, i.webhook_id
-), counted AS (
-  UPDATE intake_keys i SET duplicates = i.duplicates + t.duplicates, last_duplicate_at = now()
-  FROM (
-    SELECT merchant_id, webhook_id, count(*)::integer AS duplicates FROM unnest($4::text[], $5::text[]) AS d(merchant_id, webhook_id)
-    GROUP BY merchant_id, webhook_id
-  ) t
-  WHERE i.merchant_id = t.merchant_id AND i.webhook_id = t.webhook_id
-    AND i.day >= date_trunc('day', now() - $3::float8 * interval '1 millisecond', 'UTC')
-    AND i.first_seen_at > now() - $3::float8 * interval '1 millisecond'
-), repeats AS (
-  SELECT k.n, EXISTS (SELECT 1 FROM delivery_webhooks w WHERE w.merchant_id = k.merchant_id AND w.webhook_id = k.webhook_id) AS recorded
-  FROM input k WHERE NOT EXISTS (SELECT 1 FROM fresh f WHERE f.merchant_id = k.merchant_id AND f.webhook_id = k.webhook_id)
-)
-SELECT coalesce(array_agg(n), '{}') AS repeats, coalesce(array_agg(n) FILTER (WHERE recorded), '{}') AS recorded FROM repeats`;
+const CHECK = 'SELECT repeats, recorded FROM intake_check($1::text[], $2::text[], $3::float8, $4::text[], $5::text[])';
 
 export class IntakeKeyStore {
   constructor(private readonly db: Queryable, readonly windowMs: number) {}

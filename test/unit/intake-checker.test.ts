@@ -40,8 +40,9 @@ describe('intake checker', () => {
       return { repeats: new Set(), recorded: new Set() };
     });
     const checker = new IntakeChecker(store, silentLogger());
-    // Both statements running (one key each): both copies queue meanwhile, one batch.
+    // A statement running for the blockers (started at the end of their turn); both copies, in the next turn, go in one batch.
     const blockers = [checker.check(key('evt_0'), false), checker.check(key('evt_00'), false)];
+    await new Promise((resolve) => setImmediate(resolve));
     const copies = [checker.check(key('evt_twice'), false), checker.check(key('evt_twice'), false)];
     release();
     expect(await Promise.all(blockers)).toEqual(['first', 'first']);
@@ -50,6 +51,15 @@ describe('intake checker', () => {
     // The two copies went in one statement, as one key.
     expect(calls.filter((c) => c.keys.includes('evt_twice')).map((c) => c.keys)).toEqual([['evt_twice']]);
     expect(calls.flatMap((c) => c.notes.map((n) => n.webhookId))).toEqual(['evt_twice']);
+    checker.stop();
+  });
+
+  it('sends the checks of one turn (the messages of one socket read) in one statement', async () => {
+    const { store, calls } = storeOf(async () => ({ repeats: new Set(), recorded: new Set() }));
+    const checker = new IntakeChecker(store, silentLogger());
+    const burst = Array.from({ length: 20 }, (_, i) => checker.check(key(`evt_burst_${i}`), false));
+    expect(await Promise.all(burst)).toEqual(burst.map(() => 'first'));
+    expect(calls.map((c) => c.keys.length)).toEqual([20]);
     checker.stop();
   });
 
