@@ -32,8 +32,8 @@ export interface OrderResult {
 
 function merchantFile(receiver: ReceiverProcess, ordered: boolean): string {
   const path = join(mkdtempSync(join(tmpdir(), 'bench-order-')), 'merchants.json');
-  const webhook = { url: `${receiver.url}/ok`, enabled: true, secret: SECRET, ...(ordered ? { orderByReference: true } : {}) };
-  writeFileSync(path, JSON.stringify({ merchants: [{ id: 'm_bench', publicKey: 'pk_test_bench_order_0123456789', webhook }] }));
+  const endpoint = { id: 'ep_bench_order', url: `${receiver.url}/ok`, enabled: true, secret: SECRET, ...(ordered ? { orderByReference: true } : {}) };
+  writeFileSync(path, JSON.stringify({ merchants: [{ id: 'm_bench', publicKey: 'pk_test_bench_order_0123456789', endpoints: [endpoint] }] }));
   return path;
 }
 

@@ -80,8 +80,10 @@ export const endpointSchema = z.object({
   secretIssuedAt: z.iso.datetime({ offset: true }).optional(),
 });
 
+// Strict: a file in an older shape (its merchant's one `webhook`) is refused at start-up, naming
+// the key, instead of loading merchants with no endpoint that skip every webhook.
 export const merchantSchema = z
-  .object({
+  .strictObject({
     id: z.string().min(1).max(200),
     publicKey: z.string().min(8, 'publicKey must be at least 8 characters'),
     /**
