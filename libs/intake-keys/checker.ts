@@ -48,6 +48,13 @@ export class IntakeChecker {
   /** A statement is due at the end of this turn (startSoon). */
   private starting = false;
   private restUntil = 0;
+  /**
+   * Settles when the last batch taken has handed out its answers. Answers go out in the order the
+   * checks came (a batch after the one before it, an unchecked pass after every batch before it):
+   * two statements run at once and the later can finish first, and a message let on ahead of an
+   * earlier one of its reference would reach the order gate first (issue 55: order per reference).
+   */
+  private answered: Promise<void> = Promise.resolve();
   /** One line per 30 s while checks fail, not one per batch. */
   private readonly problemDue = onceEvery();
   private timer?: NodeJS.Timeout;
@@ -110,7 +117,7 @@ export class IntakeChecker {
   check(key: IntakeKey, redelivered: boolean): Promise<Sight> {
     if (this.resting()) {
       this.stats.unchecked++;
-      return Promise.resolve('unchecked');
+      return this.answered.then(() => 'unchecked');
     }
     return new Promise<Sight>((resolve) => {
       this.next.keys.push(key);
@@ -152,6 +159,9 @@ export class IntakeChecker {
       const notes = this.notes;
       this.next = { keys: [], redelivered: [], done: [] };
       this.notes = [];
+      const before = this.answered;
+      let answered!: () => void;
+      this.answered = new Promise<void>((resolve) => (answered = resolve));
       // Each key once in the statement: the first copy of a key in the batch takes its state, the next ones find it taken.
       const places = new Map<string, number>();
       const keys: IntakeKey[] = [];
@@ -176,6 +186,7 @@ export class IntakeChecker {
         // No partition for today's key (the day turned before its partition was made): made now.
         if ((err as { code?: string })?.code === '23514') void this.maintain();
       }
+      await before;
       batch.keys.forEach((key, i) => {
         const sight = sightOf(placeOf[i]!, batch.redelivered[i]!, states);
         if (sight === 'unchecked') this.stats.unchecked++;
@@ -185,6 +196,7 @@ export class IntakeChecker {
         }
         batch.done[i]!(sight);
       });
+      answered();
     }
     this.running--;
     // A check queued while the loop ended (stopped) is let through, never held.

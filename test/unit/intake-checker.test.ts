@@ -54,6 +54,29 @@ describe('intake checker', () => {
     checker.stop();
   });
 
+  it('answers in the order the checks came when a later statement finishes first', async () => {
+    // The first statement is held; the second (its checks a turn later) answers at once.
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const { store, calls } = storeOf(async () => {
+      if (calls.length === 1) await held;
+      return { repeats: new Set(), recorded: new Set() };
+    });
+    const checker = new IntakeChecker(store, silentLogger(), { timeoutMs: 60_000, restMs: 60_000 });
+    const answers: string[] = [];
+    const checked = (id: string) => checker.check(key(id), false).then((sight) => void answers.push(`${id}:${sight}`));
+    const first = checked('evt_a');
+    await new Promise((resolve) => setImmediate(resolve));
+    const second = checked('evt_b');
+    await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(calls).toHaveLength(2);
+    release();
+    await Promise.all([first, second]);
+    expect(answers).toEqual(['evt_a:first', 'evt_b:first']);
+    checker.stop();
+  });
+
   it('sends the checks of one turn (the messages of one socket read) in one statement', async () => {
     const { store, calls } = storeOf(async () => ({ repeats: new Set(), recorded: new Set() }));
     const checker = new IntakeChecker(store, silentLogger());
