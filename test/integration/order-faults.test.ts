@@ -7,11 +7,10 @@ import { EventPublisher } from '../../libs/publisher/index.js';
 import { declareIntake } from '../../libs/topology/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
 import { testMerchant, writeMerchantsFile } from '../support/harness.js';
-import { eventOf, sentOutOfOrder, timeline } from '../support/order.js';
+import { attemptReceiver, eventOf, sentOutOfOrder, timeline } from '../support/order.js';
 import { createTestDatabase } from '../support/postgres.js';
 import { PrivatePostgres } from '../support/private-postgres.js';
 import { dispatcherEnv, startProgram } from '../support/process.js';
-import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
 /**
@@ -38,18 +37,9 @@ async function ordered(name: string, databaseUrl: string) {
   const channel = await broker.createChannel();
   await declareIntake(channel, prefix);
   await channel.close();
-  const tries = new Map<string, number>();
-  const delivered = new Set<number>();
   // 409 is retried and leaves the endpoint's circuit closed (the endpoint answers).
-  const receiver = await Receiver.start((n, req) => {
-    const id = String(req.headers['webhook-id']);
-    const attempt = (tries.get(id) ?? 0) + 1;
-    tries.set(id, attempt);
-    const roll = createHash('sha256').update(id).digest()[0]!;
-    if (attempt === 1 && (JSON.parse(req.body).event === 'charge.completed' || roll < 51)) return 409;
-    delivered.add(n);
-    return 204;
-  });
+  const { receiver, delivered } = await attemptReceiver((id, attempt, body) =>
+    attempt === 1 && (JSON.parse(body).event === 'charge.completed' || createHash('sha256').update(id).digest()[0]! < 51) ? 409 : undefined);
   const merchant = testMerchant(`m_${name.replace(/-/g, '_')}`, receiver.url);
   merchant.endpoints[0]!.orderByReference = true;
   const env = dispatcherEnv(prefix, writeMerchantsFile([merchant]), {

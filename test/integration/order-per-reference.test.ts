@@ -6,7 +6,7 @@ import { EventPublisher } from '../../libs/publisher/index.js';
 import { declareIntake } from '../../libs/topology/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
 import { startHarness, testMerchant, writeMerchantsFile } from '../support/harness.js';
-import { eventOf, sentOutOfOrder, timeline } from '../support/order.js';
+import { attemptReceiver, eventOf, sentOutOfOrder, timeline } from '../support/order.js';
 import { createTestDatabase } from '../support/postgres.js';
 import { dispatcherEnv, startProgram } from '../support/process.js';
 import { Receiver } from '../support/receiver.js';
@@ -127,20 +127,11 @@ describe('1,000 references × 5 events with random failures on two dispatchers, 
     const database = await createTestDatabase('order_kill');
     const broker = new BrokerConnection({ url: brokerUrl(), name: 'test-order-kill', logger: silentLogger() });
     await broker.open(10_000);
-    const tries = new Map<string, number>();
-    const delivered = new Set<number>();
     // A webhook's first and second attempts fail at random (a fifth of them), never its third. One
     // that meets the endpoint's circuit open (five failures in a row) after its schedule's span
     // fails for good without an attempt: it ends too, and is in failed.
-    const receiver = await Receiver.start((n, req) => {
-      const id = String(req.headers['webhook-id']);
-      const attempt = (tries.get(id) ?? 0) + 1;
-      tries.set(id, attempt);
-      const roll = createHash('sha256').update(`${id}#${attempt}`).digest()[0]!;
-      if (attempt <= 2 && roll < 51) return 500;
-      delivered.add(n);
-      return 204;
-    });
+    const { receiver, delivered } = await attemptReceiver((id, attempt) =>
+      attempt <= 2 && createHash('sha256').update(`${id}#${attempt}`).digest()[0]! < 51 ? 500 : undefined);
     const merchant = testMerchant('m_order_kill', receiver.url);
     merchant.endpoints[0]!.orderByReference = true;
     const file = writeMerchantsFile([merchant]);

@@ -1,5 +1,5 @@
 import { type EventName, sampleEvent, type UpstreamMessage } from '../../libs/contracts/index.js';
-import type { ReceivedRequest } from './receiver.js';
+import { type ReceivedRequest, Receiver } from './receiver.js';
 
 /** An event of `event` whose order key (tnxRef, or a payout's reference) is `ref`. */
 export function eventOf(event: EventName, merchantId: string, ref: string): UpstreamMessage {
@@ -41,4 +41,23 @@ export function sentOutOfOrder(rows: ReadonlyArray<{ order_key: string; webhook_
     if (next !== undefined && next.first < priorEnd) early.push(row.webhook_id);
   });
   return early;
+}
+
+/**
+ * A receiver that fails the attempts `fails` picks (the status it gives) and accepts the rest with
+ * 204, counting each webhook-id's attempts; `delivered` holds the numbers of the requests accepted.
+ */
+export async function attemptReceiver(fails: (id: string, attempt: number, body: string) => number | undefined): Promise<{ receiver: Receiver; delivered: Set<number> }> {
+  const tries = new Map<string, number>();
+  const delivered = new Set<number>();
+  const receiver = await Receiver.start((n, req) => {
+    const id = String(req.headers['webhook-id']);
+    const attempt = (tries.get(id) ?? 0) + 1;
+    tries.set(id, attempt);
+    const status = fails(id, attempt, req.body);
+    if (status !== undefined) return status;
+    delivered.add(n);
+    return 204;
+  });
+  return { receiver, delivered };
 }
