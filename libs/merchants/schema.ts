@@ -93,28 +93,25 @@ export const merchantSchema = z
     endpoints: z.array(endpointSchema).max(ENDPOINTS_NOW, `at most ${ENDPOINTS_NOW} endpoint`).default([]),
   })
   .superRefine((merchant, ctx) => {
-    const ids = new Set<string>();
-    const urls = new Set<string>();
-    merchant.endpoints.forEach((endpoint, i) => {
-      if (ids.has(endpoint.id)) ctx.addIssue({ code: 'custom', path: ['endpoints', i, 'id'], message: `duplicate endpoint id ${endpoint.id}` });
-      if (urls.has(endpoint.url)) ctx.addIssue({ code: 'custom', path: ['endpoints', i, 'url'], message: 'duplicate endpoint url' });
-      ids.add(endpoint.id);
-      urls.add(endpoint.url);
-    });
+    flagRepeats(ctx, 'endpoints', merchant.endpoints, 'id', (e) => `duplicate endpoint id ${e.id}`);
+    flagRepeats(ctx, 'endpoints', merchant.endpoints, 'url', () => 'duplicate endpoint url');
   });
 
 export const merchantsFileSchema = z
   .object({ merchants: z.array(merchantSchema) })
   .superRefine((file, ctx) => {
-    const ids = new Set<string>();
-    const keys = new Set<string>();
-    file.merchants.forEach((m, i) => {
-      if (ids.has(m.id)) ctx.addIssue({ code: 'custom', path: ['merchants', i, 'id'], message: `duplicate merchant id ${m.id}` });
-      if (keys.has(m.publicKey)) ctx.addIssue({ code: 'custom', path: ['merchants', i, 'publicKey'], message: 'duplicate publicKey' });
-      ids.add(m.id);
-      keys.add(m.publicKey);
-    });
+    flagRepeats(ctx, 'merchants', file.merchants, 'id', (m) => `duplicate merchant id ${m.id}`);
+    flagRepeats(ctx, 'merchants', file.merchants, 'publicKey', () => 'duplicate publicKey');
   });
+
+/** An issue at each item whose `field` an earlier item of the list already has. */
+function flagRepeats<T, K extends keyof T & string>(ctx: z.RefinementCtx, list: string, items: readonly T[], field: K, message: (item: T) => string): void {
+  const seen = new Set<T[K]>();
+  items.forEach((item, i) => {
+    if (seen.has(item[field])) ctx.addIssue({ code: 'custom', path: [list, i, field], message: message(item) });
+    seen.add(item[field]);
+  });
+}
 
 export type Merchant = z.output<typeof merchantSchema>;
 export type Endpoint = z.infer<typeof endpointSchema>;
