@@ -51,6 +51,12 @@ export const HEADERS = {
    * of its reference. Ours only: never trusted from upstream, dropped by a resend (outside the order).
    */
   ordered: 'x-ordered',
+  /**
+   * Which of the merchant's endpoints (ep_…) this copy is for: set by the dispatcher when it fans an
+   * event out to each matching endpoint, and kept by a wait handed back, a failure and a resend.
+   * Ours only: never trusted from upstream's exchange.
+   */
+  endpointId: 'x-endpoint-id',
 } as const;
 
 /** Why a webhook went to `failed`, so operators can tell an outage from a bug. */

@@ -55,6 +55,8 @@ export const deliveryRecordSchema = z.object({
   at: iso,
   webhookId: z.string().min(1).max(200),
   merchantId: z.string().min(1).max(200),
+  /** The endpoint (ep_…) this delivery went to; absent on records written before endpoints fanned out. */
+  endpointId: z.string().min(1).max(200).optional(),
   event: z.string().min(1).max(100),
   references: z.array(z.string().min(1).max(200)).max(4),
   /** The webhook body sent, `{"event":...,"data":...}`, as the exact text sent. */

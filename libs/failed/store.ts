@@ -38,6 +38,8 @@ const referencesOf = (merchantId: string, keys: readonly string[]) => keys.map((
 export interface Failure {
   merchantId: string;
   webhookId: string;
+  /** The endpoint (ep_…) whose delivery failed: a webhook fails once per endpoint. */
+  endpointId?: string;
   failedAt: Date;
   event: string;
   references: string[];
@@ -52,6 +54,8 @@ export interface Failure {
 /** A claimed row: what a resend republishes. */
 export interface ClaimedFailure {
   webhookId: string;
+  /** The endpoint whose failure this is: the resent copy goes to it alone (x-endpoint-id). */
+  endpointId?: string;
   event: string;
   failedAt: Date;
   content: string;
@@ -66,6 +70,7 @@ export interface ClaimedFailure {
 export interface FailureRow {
   merchantId: string;
   webhookId: string;
+  endpointId?: string;
   failedAt: string;
   event: string;
   references: string[];
