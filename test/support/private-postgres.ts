@@ -1,6 +1,5 @@
 import { execFile } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -10,17 +9,6 @@ import { freePort } from './receiver.js';
 const run = promisify(execFile);
 const BIN = process.env.PG_BIN_DIR ?? '/usr/lib/postgresql/15/bin';
 
-/** A new folder under tmpdir() that `asUser` owns (root cannot run a PostgreSQL server: the Debian package's postgres user does). */
-async function ownedFolder(prefix: string, asUser: string[]): Promise<string> {
-  const dir = mkdtempSync(join(tmpdir(), prefix));
-  if (asUser.length > 0) {
-    const ids = await Promise.all(['-u', '-g'].map(async (flag) => Number((await run('id', [flag, 'postgres'])).stdout.trim())));
-    chmodSync(dir, 0o700);
-    chownSync(dir, ids[0]!, ids[1]!);
-  }
-  return dir;
-}
-
 /**
  * A PostgreSQL server of a test's own, in a temporary folder, that the test may crash
  * (`pg_ctl stop -m immediate`) without touching the machine's server that other tests use. Its
@@ -29,7 +17,7 @@ async function ownedFolder(prefix: string, asUser: string[]): Promise<string> {
  */
 export class PrivatePostgres {
   private constructor(
-    readonly dir: string,
+    private readonly dir: string,
     readonly port: number,
     private readonly asUser: string[],
   ) {}
@@ -37,42 +25,21 @@ export class PrivatePostgres {
   /** undefined where initdb is not installed (PG_BIN_DIR), or cannot run here. */
   static async start(): Promise<PrivatePostgres | undefined> {
     if (!existsSync(join(BIN, 'initdb'))) return undefined;
-    const asUser = process.getuid?.() === 0 ? ['runuser', '-u', 'postgres', '--'] : [];
-    const pg = new PrivatePostgres(await ownedFolder('private-pg-', asUser), await freePort(), asUser);
-    // Its `postgres` database as `webhooks migrate` leaves it before the programs start: a copy of
-    // a data directory made so once (initdb and the migrations are seconds of CPU each time).
-    await run(...pg.shell(['cp', '-a', await PrivatePostgres.template(asUser), join(pg.dir, 'data')]));
-    await pg.up();
-    return pg;
-  }
-
-  /**
-   * A stopped server's data directory, initdb'd and migrated, that each private server starts from
-   * a copy of: one per PostgreSQL binaries and migrations (their contents name it), made by the
-   * first test that needs it and kept under tmpdir() for the next ones and the next runs. Two files
-   * making it at once each make one; the first renamed into place is kept.
-   */
-  private static async template(asUser: string[]): Promise<string> {
-    const sql = new URL('../../libs/migrations/sql/', import.meta.url);
-    const hash = createHash('sha256').update(BIN);
-    for (const file of readdirSync(sql).sort()) hash.update(file).update(readFileSync(new URL(file, sql)));
-    const kept = join(tmpdir(), `private-pg-template-${hash.digest('hex').slice(0, 16)}`);
-    if (existsSync(kept)) return kept;
-    const maker = new PrivatePostgres(await ownedFolder('private-pg-template-making-', asUser), await freePort(), asUser);
-    try {
-      await maker.exec('initdb', ['-D', join(maker.dir, 'data'), '-A', 'trust', '-U', 'postgres', '--no-sync']);
-      await maker.up();
-      await migrateDatabase(maker.url);
-      await maker.exec('pg_ctl', ['-D', join(maker.dir, 'data'), '-m', 'fast', '-w', 'stop']);
-      try {
-        renameSync(join(maker.dir, 'data'), kept);
-      } catch (err) {
-        if (!existsSync(kept)) throw err;
-      }
-      return kept;
-    } finally {
-      await maker.stop();
+    const root = process.getuid?.() === 0;
+    const asUser = root ? ['runuser', '-u', 'postgres', '--'] : [];
+    const dir = mkdtempSync(join(tmpdir(), 'private-pg-'));
+    if (root) {
+      // Root cannot run a PostgreSQL server: the Debian package's postgres user does.
+      const ids = await Promise.all(['-u', '-g'].map(async (flag) => Number((await run('id', [flag, 'postgres'])).stdout.trim())));
+      chmodSync(dir, 0o700);
+      chownSync(dir, ids[0]!, ids[1]!);
     }
+    const pg = new PrivatePostgres(dir, await freePort(), asUser);
+    await pg.exec('initdb', ['-D', join(dir, 'data'), '-A', 'trust', '-U', 'postgres', '--no-sync']);
+    await pg.up();
+    // Its `postgres` database, as `webhooks migrate` leaves it before the programs start.
+    await migrateDatabase(pg.url);
+    return pg;
   }
 
   get url(): string {
