@@ -2,7 +2,7 @@ import { sampleEvent } from '../../libs/contracts/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import type { ApiProgram } from '../../apps/api/program.js';
 import { type Answer, call, token, unresolved } from '../support/api.js';
-import { runProgram } from '../support/process.js';
+import { runCliInProcess } from '../support/cli.js';
 import { type PortalStack, redeemLink, startPortalStack } from '../support/portal.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
@@ -80,7 +80,7 @@ describe('the audit trail', () => {
     expect(entries.every((e) => e.address !== null)).toBe(true);
     expect(JSON.stringify(trail.body)).not.toContain('whsec_');
 
-    const cli = await runProgram('dist/apps/cli/main.js', { DATABASE_URL: stack.db.url, SECRETS_KEY: stack.env.SECRETS_KEY! }, ['merchants', 'audit', 'm_audit']);
+    const cli = await runCliInProcess({ DATABASE_URL: stack.db.url, SECRETS_KEY: stack.env.SECRETS_KEY! }, ['merchants', 'audit', 'm_audit']);
     expect(cli.code).toBe(0);
     expect(cli.stdout.split('\n')[0]).toMatch(/^AT\s+ACTOR\s+ACTION\s+ADDRESS\s+CHANGES/);
     expect(cli.stdout).toContain('secret.rotated');

@@ -4,12 +4,10 @@ import { silentLogger } from '../../libs/logger/index.js';
 import { ENDPOINTS_NOW, PgMerchantDirectory, SecretBox } from '../../libs/merchants/index.js';
 import { declareTopology } from '../../libs/topology/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
+import { runCliInProcess } from '../support/cli.js';
 import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
-import { runProgram } from '../support/process.js';
 import { waitFor } from '../support/wait.js';
-
-const CLI = 'dist/apps/cli/main.js';
 
 /** `webhooks merchants endpoints …` on the merchants table, seen by a running program's directory. */
 describe('webhooks merchants endpoints (operator CLI)', () => {
@@ -20,7 +18,7 @@ describe('webhooks merchants endpoints (operator CLI)', () => {
   let database: Database;
   let program: PgMerchantDirectory;
   const cli = async (...args: string[]) => {
-    const result = await runProgram(CLI, env, ['merchants', ...args]);
+    const result = await runCliInProcess(env, ['merchants', ...args]);
     if (result.code === 1) console.log(`webhooks merchants ${args.join(' ')} exited 1: ${result.stderr}`);
     return result;
   };

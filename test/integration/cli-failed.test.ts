@@ -3,15 +3,13 @@ import { type EventName, sampleEvent } from '../../libs/contracts/index.js';
 import type { Merchant } from '../../libs/merchants/index.js';
 import { startTestApi, unresolved } from '../support/api.js';
 import { brokerUrl, uniquePrefix } from '../support/broker.js';
+import { runCliInProcess } from '../support/cli.js';
 import { type Harness, startHarness, testMerchant } from '../support/harness.js';
-import { runProgram } from '../support/process.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-
-const CLI = 'dist/apps/cli/main.js';
 
 interface FailedJson {
   failedAt: string;
@@ -63,7 +61,7 @@ describe('webhooks failed (operator CLI on the failure index)', () => {
     for (const { id } of Object.values(merchants)) modes.set(id, 'fail');
   });
 
-  const cli = (...args: string[]) => runProgram(CLI, env, args);
+  const cli = (...args: string[]) => runCliInProcess(env, args);
   const receiverOf = (merchant: Merchant) => receivers.get(merchant.id)!;
 
   /** Publishes an event whose single attempt fails, and waits until the failure is in the stream (the API indexed it). */
@@ -205,7 +203,7 @@ describe('webhooks failed (operator CLI on the failure index)', () => {
     const { reference } = await failedEvent(merchants.alice, 'payout');
     modes.set(merchants.alice.id, 'ok');
     const before = receiverOf(merchants.alice).requests.length;
-    const as = (merchantsFile: string, ...args: string[]) => runProgram(CLI, { ...env, MERCHANTS_FILE: merchantsFile }, args);
+    const as = (merchantsFile: string, ...args: string[]) => runCliInProcess({ ...env, MERCHANTS_FILE: merchantsFile }, args);
 
     const disabled = fileWith(merchants.alice.id, { enabled: false });
     const resend = await as(disabled, 'failed', 'resend', reference, '--merchant', merchants.alice.id);
@@ -232,9 +230,9 @@ describe('webhooks failed (operator CLI on the failure index)', () => {
     ]);
     const fromTable = { RABBITMQ_URL: env.RABBITMQ_URL!, TOPOLOGY_PREFIX: env.TOPOLOGY_PREFIX!, DATABASE_URL: env.DATABASE_URL! };
 
-    const resend = await runProgram(CLI, fromTable, ['failed', 'resend', reference, '--merchant', merchants.bob.id]);
+    const resend = await runCliInProcess(fromTable, ['failed', 'resend', reference, '--merchant', merchants.bob.id]);
     expect({ code: resend.code, stderr: resend.stderr }).toEqual({ code: 1, stderr: expect.stringContaining('is disabled or not set up') });
-    const unknown = await runProgram(CLI, fromTable, ['failed', 'resend', reference, '--merchant', 'm_nobody']);
+    const unknown = await runCliInProcess(fromTable, ['failed', 'resend', reference, '--merchant', 'm_nobody']);
     expect({ code: unknown.code, stderr: unknown.stderr }).toEqual({ code: 3, stderr: 'webhooks: no merchant m_nobody in the merchants table (DATABASE_URL)\n' });
     expect(await unresolved(api, merchants.bob.id, reference)).toBe(1);
   });
@@ -320,7 +318,7 @@ describe('webhooks failed (operator CLI on the failure index)', () => {
     [['failed', 'replay', '--help'], 'Usage: webhooks failed replay'],
     [['failed', '--help'], 'Usage: webhooks failed <list|resend|replay>'],
   ])('prints the usage of %j on stdout and exits 0', async (args, usage) => {
-    const result = await runProgram(CLI, {}, args);
+    const result = await runCliInProcess({}, args);
     expect(result.code).toBe(0);
     expect(result.stdout.startsWith(usage)).toBe(true);
     expect(result.stderr).toBe('');
@@ -342,7 +340,7 @@ describe('webhooks failed (operator CLI on the failure index)', () => {
     [['failed', 'replay', '--merchant', 'm'], 'failed replay needs --since <time>', 'Usage: webhooks failed replay'],
     [['failed', 'replay', '--merchant', 'm', '--since', '1h', '--rate', '0'], '--rate takes a number', 'Usage: webhooks failed replay'],
   ])('exits 2 with the reason and the command\'s usage for %j', async (args, message, usage) => {
-    const result = await runProgram(CLI, env, args);
+    const result = await runCliInProcess(env, args);
     expect(result.code).toBe(2);
     expect(result.stderr).toContain(`webhooks: ${message}`);
     expect(result.stderr).toContain(usage);
@@ -350,7 +348,7 @@ describe('webhooks failed (operator CLI on the failure index)', () => {
   });
 
   it('lists the commands of the group, exit 2, when no command is given', async () => {
-    const result = await runProgram(CLI, env, ['failed']);
+    const result = await runCliInProcess(env, ['failed']);
     expect(result.code).toBe(2);
     expect(result.stderr).toContain('Usage: webhooks failed <list|resend|replay>');
     expect(result.stderr).toMatch(/list \[options\][\s\S]*resend \[options\] <reference>[\s\S]*replay \[options\]/);
@@ -359,7 +357,7 @@ describe('webhooks failed (operator CLI on the failure index)', () => {
   it('exits 1 with a clear message when dispatch does not exist for a resend, and declares nothing', async () => {
     const absent = uniquePrefix('cli-absent');
     const { reference } = await failedEvent(merchants.alice, 'payout');
-    const result = await runProgram(CLI, { ...env, TOPOLOGY_PREFIX: absent }, ['failed', 'resend', reference, '--merchant', merchants.alice.id]);
+    const result = await runCliInProcess({ ...env, TOPOLOGY_PREFIX: absent }, ['failed', 'resend', reference, '--merchant', merchants.alice.id]);
     expect(result.code).toBe(1);
     expect(result.stderr).toBe(
       `webhooks: ${absent}.dispatch does not exist on this broker: no dispatcher or API has declared the topology of TOPOLOGY_PREFIX=${absent} here\n`,
@@ -369,7 +367,7 @@ describe('webhooks failed (operator CLI on the failure index)', () => {
   });
 
   it('exits 2 naming DATABASE_URL when it is not set: the failure index is in PostgreSQL', async () => {
-    const result = await runProgram(CLI, { RABBITMQ_URL: env.RABBITMQ_URL!, TOPOLOGY_PREFIX: env.TOPOLOGY_PREFIX! }, ['failed', 'list']);
+    const result = await runCliInProcess({ RABBITMQ_URL: env.RABBITMQ_URL!, TOPOLOGY_PREFIX: env.TOPOLOGY_PREFIX! }, ['failed', 'list']);
     expect(result.code).toBe(2);
     expect(result.stderr).toContain('DATABASE_URL');
   });

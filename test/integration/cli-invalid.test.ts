@@ -4,12 +4,10 @@ import type { InvalidCode } from '../../apps/dispatcher/errors.js';
 import { HEADERS, INVALID_CODES, sampleEvent } from '../../libs/contracts/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { brokerUrl, uniquePrefix } from '../support/broker.js';
+import { runCliInProcess } from '../support/cli.js';
 import { type Harness, startHarness, testMerchant, writeMerchantsFile } from '../support/harness.js';
-import { runProgram } from '../support/process.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
-
-const CLI = 'dist/apps/cli/main.js';
 
 // Typechecked: every code the dispatcher can park with is one the CLI knows and lists.
 export const dispatcherCodesAreListed: readonly (typeof INVALID_CODES)[number][] = [] as InvalidCode[];
@@ -59,7 +57,7 @@ describe('webhooks invalid (operator CLI on parked messages)', () => {
     await receiver?.close();
   });
 
-  const cli = (...args: string[]) => runProgram(CLI, env, args);
+  const cli = (...args: string[]) => runCliInProcess(env, args);
   const invalidCount = () => harness.test.messageCount(harness.names.invalid);
 
   async function listJson(...args: string[]): Promise<ParkedJson[]> {
@@ -211,7 +209,7 @@ describe('webhooks invalid (operator CLI on parked messages)', () => {
     [['invalid', 'requeue', '-h'], 'Usage: webhooks invalid requeue'],
     [['invalid', '-h'], 'Usage: webhooks invalid <list|requeue>'],
   ])('prints the usage of %j on stdout and exits 0', async (args, usage) => {
-    const result = await runProgram(CLI, {}, args);
+    const result = await runCliInProcess({}, args);
     expect(result.code).toBe(0);
     expect(result.stdout.startsWith(usage)).toBe(true);
     expect(result.stderr).toBe('');
@@ -219,7 +217,7 @@ describe('webhooks invalid (operator CLI on parked messages)', () => {
 
   it('lists every parking code in the --help of list and requeue', async () => {
     for (const command of ['list', 'requeue']) {
-      const { stdout } = await runProgram(CLI, {}, ['invalid', command, '--help']);
+      const { stdout } = await runCliInProcess({}, ['invalid', command, '--help']);
       for (const code of INVALID_CODES) expect(stdout).toContain(code);
       expect(stdout).toContain('invalid-message-id');
       expect(stdout).toContain('delivery-limit');
@@ -228,7 +226,7 @@ describe('webhooks invalid (operator CLI on parked messages)', () => {
 
   it('says in --help how it reads the queue without ever requeueing', async () => {
     for (const command of ['list', 'requeue']) {
-      const { stdout } = await runProgram(CLI, {}, ['invalid', command, '--help']);
+      const { stdout } = await runCliInProcess({}, ['invalid', command, '--help']);
       expect(stdout).toContain('Nothing is ever returned with a');
       expect(stdout).toContain('delivery-limit');
     }
@@ -246,7 +244,7 @@ describe('webhooks invalid (operator CLI on parked messages)', () => {
     ],
     [['invalid', 'requeue', '--code', 'unknown_merchant'], '--code: unknown code "unknown_merchant"; the codes are not-json,'],
   ])('exits 2 with the reason and the usage for %j', async (args, message) => {
-    const result = await runProgram(CLI, env, args);
+    const result = await runCliInProcess(env, args);
     expect(result.code).toBe(2);
     expect(result.stderr).toContain(`webhooks: ${message}`);
     expect(result.stderr).toContain('Usage: webhooks invalid');
@@ -254,7 +252,7 @@ describe('webhooks invalid (operator CLI on parked messages)', () => {
 
   it('exits 1 with a clear message when the invalid queue does not exist, and declares nothing', async () => {
     const absent = uniquePrefix('cli-absent');
-    const result = await runProgram(CLI, { ...env, TOPOLOGY_PREFIX: absent }, ['invalid', 'list']);
+    const result = await runCliInProcess({ ...env, TOPOLOGY_PREFIX: absent }, ['invalid', 'list']);
     expect(result.code).toBe(1);
     expect(result.stderr).toBe(
       `webhooks: ${absent}.invalid does not exist on this broker: no dispatcher or API has declared the topology of TOPOLOGY_PREFIX=${absent} here\n`,

@@ -4,11 +4,10 @@ import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
-import { runProgram } from '../support/process.js';
+import { runCliInProcess } from '../support/cli.js';
 import { freePort } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
-const CLI = resolve('dist/apps/cli/main.js');
 const MAIN = resolve('dist/apps/main.js');
 
 /**
@@ -52,16 +51,16 @@ describe('webhooks log beside npm start', () => {
   });
 
   it('lists the demo merchant\'s webhooks and shows one\'s timeline, read through the API', async () => {
-    const published = await runProgram(CLI, { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix }, ['publish', '--sample', 'payout', '--merchant', 'm_demo']);
+    const published = await runCliInProcess({ RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix }, ['publish', '--sample', 'payout', '--merchant', 'm_demo']);
     expect(published.code).toBe(0);
     // As a newcomer types it beside npm start: only where the API is (this test's port; the README's is the default 8080).
     const env = { WEBHOOKS_API_URL: `http://127.0.0.1:${port}` };
     const listed = await waitFor('the webhook delivered in the log', async () => {
-      const result = await runProgram(CLI, env, ['log', '--merchant', 'm_demo', '--json']);
+      const result = await runCliInProcess(env, ['log', '--merchant', 'm_demo', '--json']);
       const webhooks = result.code === 0 ? (JSON.parse(result.stdout) as Array<{ webhookId: string; status: string }>) : [];
       return webhooks.find((w) => w.status === 'delivered');
     }, 30_000, 500);
-    const timeline = await runProgram(CLI, env, ['log', '--merchant', 'm_demo', '--webhook-id', listed.webhookId]);
+    const timeline = await runCliInProcess(env, ['log', '--merchant', 'm_demo', '--webhook-id', listed.webhookId]);
     expect(timeline.code).toBe(0);
     expect(timeline.stdout).toContain(listed.webhookId);
     expect(timeline.stdout).toMatch(/delivered\s+#1/);
@@ -85,17 +84,17 @@ describe('webhooks log beside npm start', () => {
     const env = { WEBHOOKS_API_URL: `http://127.0.0.1:${port}` };
     // Polled with the list (one read each time): the merchant's reads per minute are limited too.
     await waitFor('20 delivered', async () => {
-      const result = await runProgram(CLI, env, ['log', '--merchant', 'm_demo', '--status', 'delivered', '--limit', '100', '--json']);
+      const result = await runCliInProcess(env, ['log', '--merchant', 'm_demo', '--status', 'delivered', '--limit', '100', '--json']);
       return result.code === 0 && (JSON.parse(result.stdout) as Array<{ references: string[] }>).filter((w) => w.references.includes('PO-MANY')).length === 20;
     }, 30_000, 500);
-    const result = await runProgram(CLI, env, ['log', '--merchant', 'm_demo', '--reference', 'PO-MANY']);
+    const result = await runCliInProcess(env, ['log', '--merchant', 'm_demo', '--reference', 'PO-MANY']);
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
     expect(result.stdout.match(/PO-MANY {2}first seen/g)).toHaveLength(20);
   }, 60_000);
 
   it('prints a portal link for the demo merchant that opens a session, as the README shows', async () => {
-    const result = await runProgram(CLI, {}, ['portal', '--merchant', 'm_demo', '--api', `http://127.0.0.1:${port}`]);
+    const result = await runCliInProcess({}, ['portal', '--merchant', 'm_demo', '--api', `http://127.0.0.1:${port}`]);
     expect(result.code).toBe(0);
     const url = new URL(result.stdout.trim().split('\n').at(-1)!);
     expect(url.pathname).toBe('/portal/');
@@ -105,7 +104,7 @@ describe('webhooks log beside npm start', () => {
   });
 
   it('says what to set when neither DATABASE_URL nor an API is there', async () => {
-    const result = await runProgram(CLI, { WEBHOOKS_API_URL: `http://127.0.0.1:${await freePort()}` }, ['log', '--merchant', 'm_demo']);
+    const result = await runCliInProcess({ WEBHOOKS_API_URL: `http://127.0.0.1:${await freePort()}` }, ['log', '--merchant', 'm_demo']);
     expect(result.code).toBe(1);
     expect(result.stderr).toContain('DATABASE_URL is not set, and no API answers at');
   });

@@ -4,12 +4,10 @@ import { silentLogger } from '../../libs/logger/index.js';
 import { PgMerchantDirectory, SecretBox } from '../../libs/merchants/index.js';
 import { declareTopology } from '../../libs/topology/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
+import { runCliInProcess } from '../support/cli.js';
 import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
-import { runProgram } from '../support/process.js';
 import { waitFor } from '../support/wait.js';
-
-const CLI = 'dist/apps/cli/main.js';
 
 describe('webhooks merchants (operator CLI on the merchants table)', () => {
   const prefix = uniquePrefix('cli-merchants');
@@ -20,7 +18,7 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
   /** What a running program sees: a directory of its own, kept current by NOTIFY. */
   let program: PgMerchantDirectory;
   const cli = async (...args: string[]) => {
-    const result = await runProgram(CLI, env, ['merchants', ...args]);
+    const result = await runCliInProcess(env, ['merchants', ...args]);
     // Exit 1 is an unexpected error: say which, so that a failure under load can be read from the log.
     if (result.code === 1) console.log(`webhooks merchants ${args.join(' ')} exited 1: ${result.stderr}`);
     return result;
@@ -130,14 +128,14 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
   });
 
   it('honours development mode as the API does: loopback http URLs with WEBHOOKS_DEV=true, never with NODE_ENV=development alone', async () => {
-    const dev = await runProgram(CLI, { ...env, WEBHOOKS_DEV: 'true' }, ['merchants', 'set', 'm_dev', '--public-key', 'pk_dev_00001', '--url', 'http://127.0.0.1:4400/webhooks']);
+    const dev = await runCliInProcess({ ...env, WEBHOOKS_DEV: 'true' }, ['merchants', 'set', 'm_dev', '--public-key', 'pk_dev_00001', '--url', 'http://127.0.0.1:4400/webhooks']);
     expect(dev.stderr).toContain('merchant m_dev created');
     expect(dev.code).toBe(0);
-    const node = await runProgram(CLI, { ...env, NODE_ENV: 'development' }, ['merchants', 'set', 'm_node', '--public-key', 'pk_node_0001', '--url', 'http://127.0.0.1:4401/webhooks']);
+    const node = await runCliInProcess({ ...env, NODE_ENV: 'development' }, ['merchants', 'set', 'm_node', '--public-key', 'pk_node_0001', '--url', 'http://127.0.0.1:4401/webhooks']);
     expect(node.code).toBe(2);
     expect(node.stderr).toContain('https');
     expect(program.byId('m_node')).toBeUndefined();
-    const later = await runProgram(CLI, { ...env, WEBHOOKS_DEV: 'true' }, ['merchants', 'set', 'm_node', '--public-key', 'pk_node_0001', '--url', 'http://127.0.0.1:4401/webhooks']);
+    const later = await runCliInProcess({ ...env, WEBHOOKS_DEV: 'true' }, ['merchants', 'set', 'm_node', '--public-key', 'pk_node_0001', '--url', 'http://127.0.0.1:4401/webhooks']);
     expect(later.code).toBe(0);
     await waitFor('program applied both', () => program.byId('m_dev') !== undefined && program.byId('m_node') !== undefined, 5_000);
     expect(program.byId('m_dev')!.endpoints[0]!.url).toBe('http://127.0.0.1:4400/webhooks');
@@ -201,7 +199,7 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
   });
 
   it('lists every option of merchants set in its --help, --no-webhook included', async () => {
-    const { stdout, code } = await runProgram(CLI, {}, ['merchants', 'set', '--help']);
+    const { stdout, code } = await runCliInProcess({}, ['merchants', 'set', '--help']);
     expect(code).toBe(0);
     for (const option of ['--public-key <key>', '--url <url>', '--enable', '--disable', '--events <list>', '--all-events', '--no-webhook']) {
       expect(stdout).toContain(option);
@@ -209,16 +207,16 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
   });
 
   it('says what it needs without DATABASE_URL or SECRETS_KEY, and that a wrong key opens no secret', async () => {
-    const noDatabase = await runProgram(CLI, { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix }, ['merchants', 'list']);
+    const noDatabase = await runCliInProcess({ RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix }, ['merchants', 'list']);
     expect(noDatabase.code).toBe(2);
     expect(noDatabase.stderr).toContain('merchants commands need DATABASE_URL');
-    const noKey = await runProgram(CLI, { ...env, SECRETS_KEY: '' }, ['merchants', 'list']);
+    const noKey = await runCliInProcess({ ...env, SECRETS_KEY: '' }, ['merchants', 'list']);
     expect(noKey.code).toBe(2);
     expect(noKey.stderr).toContain('SECRETS_KEY');
-    const badKey = await runProgram(CLI, { ...env, SECRETS_KEY: 'short' }, ['merchants', 'list']);
+    const badKey = await runCliInProcess({ ...env, SECRETS_KEY: 'short' }, ['merchants', 'list']);
     expect(badKey.stderr).toContain('SECRETS_KEY: must be 32 random bytes');
     expect(badKey.code).not.toBe(0);
-    const otherKey = await runProgram(CLI, { ...env, SECRETS_KEY: Buffer.alloc(32, 7).toString('base64') }, ['merchants', 'list']);
+    const otherKey = await runCliInProcess({ ...env, SECRETS_KEY: Buffer.alloc(32, 7).toString('base64') }, ['merchants', 'list']);
     expect(otherKey.stderr).toContain('does not open with SECRETS_KEY or SECRETS_KEY_PREVIOUS');
     expect(otherKey.code).not.toBe(0);
     expect(otherKey.stderr).not.toContain('whsec_');

@@ -5,6 +5,7 @@ import { jwtVerify } from 'jose';
 import { ADMIN_SCOPE } from '../../apps/api/auth.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
+import { runCliInProcess } from '../support/cli.js';
 import { runProgram } from '../support/process.js';
 
 const CLI = 'dist/apps/cli/main.js';
@@ -24,7 +25,7 @@ describe('webhooks publish', () => {
   });
 
   it('publishes a sample of each event to the events exchange with its routing key and an event id', async () => {
-    const result = await runProgram(CLI, env, ['publish', '--sample', 'all', '--merchant', 'm_demo']);
+    const result = await runCliInProcess(env, ['publish', '--sample', 'all', '--merchant', 'm_demo']);
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
     const lines = result.stdout.trim().split('\n');
@@ -42,7 +43,7 @@ describe('webhooks publish', () => {
   });
 
   it('declares only the intake (events and dispatch), so it never clashes with the programs\' queues', async () => {
-    const result = await runProgram(CLI, { ...env, RETRY_SCHEDULE: '7s' }, ['publish', '--sample', 'payout', '--merchant', 'm']);
+    const result = await runCliInProcess({ ...env, RETRY_SCHEDULE: '7s' }, ['publish', '--sample', 'payout', '--merchant', 'm']);
     expect(result.code).toBe(0);
     await test.drain(`${prefix}.dispatch`, 1);
     const ch = await test.connection.createChannel();
@@ -54,7 +55,7 @@ describe('webhooks publish', () => {
     const file = join(tmpdir(), `event-${process.pid}.json`);
     const event = sampleEvent('payout', 'm_file');
     writeFileSync(file, JSON.stringify(event));
-    const result = await runProgram(CLI, env, ['publish', '--file', file, '--message-id', 'evt_from_file']);
+    const result = await runCliInProcess(env, ['publish', '--file', file, '--message-id', 'evt_from_file']);
     expect(result.code).toBe(0);
     const [message] = await test.drain(`${prefix}.dispatch`, 1);
     expect(message!.properties.messageId).toBe('evt_from_file');
@@ -70,7 +71,7 @@ describe('webhooks publish', () => {
     [['publish', '--mesage-id', 'x'], "unknown option '--mesage-id'\n(Did you mean --message-id?)"],
     [['token', '--merchnt', 'm'], "unknown option '--merchnt'\n(Did you mean --merchant?)"],
   ])('exits 2 with a usage message for %j', async (args, message) => {
-    const result = await runProgram(CLI, env, args);
+    const result = await runCliInProcess(env, args);
     expect(result.code).toBe(2);
     expect(result.stderr).toContain(message);
     expect(result.stderr).toContain('Usage: webhooks');
@@ -80,7 +81,7 @@ describe('webhooks publish', () => {
   async function publishFile(event: unknown, ...args: string[]) {
     const file = join(tmpdir(), `event-${process.pid}-${Math.random().toString(36).slice(2)}.json`);
     writeFileSync(file, JSON.stringify(event));
-    return runProgram(CLI, env, ['publish', '--file', file, ...args]);
+    return runCliInProcess(env, ['publish', '--file', file, ...args]);
   }
 
   it.each([
@@ -114,13 +115,13 @@ describe('webhooks publish', () => {
     ['publish', 'Usage: webhooks publish'],
     ['token', 'Usage: webhooks token'],
   ])('prints the help of %s itself on --help, not the general usage', async (command, usage) => {
-    const result = await runProgram(CLI, {}, [command, '--help']);
+    const result = await runCliInProcess({}, [command, '--help']);
     expect(result.code).toBe(0);
     expect(result.stdout.startsWith(usage)).toBe(true);
   });
 
   it('says in publish --help that it declares events and dispatch, and that TOPOLOGY_PREFIX must be the programs\'', async () => {
-    const { stdout } = await runProgram(CLI, {}, ['publish', '--help']);
+    const { stdout } = await runCliInProcess({}, ['publish', '--help']);
     expect(stdout).toContain('It declares <TOPOLOGY_PREFIX>.events and <TOPOLOGY_PREFIX>.dispatch');
     expect(stdout).toContain('Export the TOPOLOGY_PREFIX the programs run with');
   });
@@ -128,14 +129,14 @@ describe('webhooks publish', () => {
   it('exits 2 with the reason when the file is not a valid event', async () => {
     const file = join(tmpdir(), `bad-event-${process.pid}.json`);
     writeFileSync(file, JSON.stringify({ merchantId: 'm', event: 'nope', data: {} }));
-    const result = await runProgram(CLI, env, ['publish', '--file', file]);
+    const result = await runCliInProcess(env, ['publish', '--file', file]);
     expect(result.code).toBe(2);
     expect(result.stderr).toContain('not a valid event');
   });
 
   it('mints an HS256 access token for a merchant that expires after --ttl', async () => {
     const secret = 'cli-test-secret-long-enough-for-hs256-000';
-    const result = await runProgram(CLI, { ...env, AUTH_JWT_SECRET: secret }, ['token', '--merchant', 'm_demo', '--ttl', '10m']);
+    const result = await runCliInProcess({ ...env, AUTH_JWT_SECRET: secret }, ['token', '--merchant', 'm_demo', '--ttl', '10m']);
     expect(result.code).toBe(0);
     const { payload, protectedHeader } = await jwtVerify(result.stdout.trim(), new TextEncoder().encode(secret));
     expect(protectedHeader.alg).toBe('HS256');
@@ -144,7 +145,7 @@ describe('webhooks publish', () => {
   });
 
   it('mints an admin token (scope webhooks:admin) for the admin API with --admin, in development mode without a secret', async () => {
-    const result = await runProgram(CLI, { ...env, WEBHOOKS_DEV: 'true' }, ['token', '--admin']);
+    const result = await runCliInProcess({ ...env, WEBHOOKS_DEV: 'true' }, ['token', '--admin']);
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
     const { DEV_JWT_SECRET } = await import('../../libs/config/index.js');
@@ -154,8 +155,7 @@ describe('webhooks publish', () => {
 
   it('puts --scope values and the configured issuer and audience in the token, as the API checks them', async () => {
     const secret = 'cli-test-secret-long-enough-for-hs256-000';
-    const result = await runProgram(
-      CLI,
+    const result = await runCliInProcess(
       { ...env, AUTH_JWT_SECRET: secret, AUTH_JWT_ISSUER: 'https://auth.example', AUTH_JWT_AUDIENCE: 'webhooks' },
       ['token', '--merchant', 'm_1', '--scope', 'a:read,b:write'],
     );
@@ -165,8 +165,26 @@ describe('webhooks publish', () => {
   });
 
   it('says a token needs --merchant or --admin', async () => {
-    const result = await runProgram(CLI, { ...env, WEBHOOKS_DEV: 'true' }, ['token']);
+    const result = await runCliInProcess({ ...env, WEBHOOKS_DEV: 'true' }, ['token']);
     expect(result.code).toBe(2);
     expect(result.stderr).toContain('token needs --merchant <id> (resend API) or --admin (admin API)');
+  });
+});
+
+describe('the built `webhooks` (dist/apps/cli/main.js)', () => {
+  // The CLI's tests run its command lines in their own process (test/support/cli.ts: runCli, which
+  // main.ts runs): this is the binary around it, exiting with runCli's code, its output flushed.
+  it('exits 0 with the help on stdout, 2 with a usage error on stderr, 1 with a failure on stderr', async () => {
+    const help = await runProgram(CLI, {}, ['publish', '--help']);
+    expect(help).toMatchObject({ code: 0, stderr: '' });
+    expect(help.stdout.startsWith('Usage: webhooks publish')).toBe(true);
+    expect(help.stdout).toContain('Export the TOPOLOGY_PREFIX the programs run with');
+    const usage = await runProgram(CLI, {}, ['publish', '--bogus']);
+    expect(usage).toMatchObject({ code: 2, stdout: '' });
+    expect(usage.stderr).toContain("webhooks: unknown option '--bogus'");
+    const absent = uniquePrefix('cli-absent');
+    const failed = await runProgram(CLI, { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: absent }, ['invalid', 'list']);
+    expect(failed).toMatchObject({ code: 1, stdout: '' });
+    expect(failed.stderr).toBe(`webhooks: ${absent}.invalid does not exist on this broker: no dispatcher or API has declared the topology of TOPOLOGY_PREFIX=${absent} here\n`);
   });
 });

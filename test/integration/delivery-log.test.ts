@@ -5,9 +5,9 @@ import { DeliveryLogRecorder, deliveryLogQueries, openPostgres, type Database } 
 import { silentLogger } from '../../libs/logger/index.js';
 import { adminToken, call, expectDocumented, seen, startTestApi, token } from '../support/api.js';
 import { brokerUrl, TestBroker, uniquePrefix } from '../support/broker.js';
+import { runCliInProcess } from '../support/cli.js';
 import { testMerchant, writeMerchantsFile } from '../support/harness.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
-import { runProgram } from '../support/process.js';
 import { waitFor } from '../support/wait.js';
 
 const minutesAgo = (m: number) => new Date(Date.now() - m * 60_000).toISOString();
@@ -237,7 +237,7 @@ describe('the delivery log through the API', () => {
 
   it('shows an operator the timeline of a webhook\'s attempts with webhooks log', async () => {
     const env = { DATABASE_URL: db.url };
-    const byId = await runProgram('dist/apps/cli/main.js', env, ['log', '--merchant', alice.id, '--webhook-id', 'wh_recover']);
+    const byId = await runCliInProcess(env, ['log', '--merchant', alice.id, '--webhook-id', 'wh_recover']);
     expect(byId.code).toBe(0);
     const lines = byId.stdout.trim().split('\n');
     expect(lines[0]).toContain('wh_recover  charge.completed  tx-recover');
@@ -248,13 +248,13 @@ describe('the delivery log through the API', () => {
       ['retrying', '#2', '5000 ms', '-'],
       ['delivered', '#3', '8 ms', '200'],
     ]);
-    const byReference = await runProgram('dist/apps/cli/main.js', env, ['log', '--merchant', bob.id, '--reference', 'tx-bob', '--json']);
+    const byReference = await runCliInProcess(env, ['log', '--merchant', bob.id, '--reference', 'tx-bob', '--json']);
     expect(JSON.parse(byReference.stdout)).toMatchObject([{ webhookId: 'wh_bob_skipped', status: 'skipped' }]);
-    const list = await runProgram('dist/apps/cli/main.js', env, ['log', '--merchant', alice.id]);
+    const list = await runCliInProcess(env, ['log', '--merchant', alice.id]);
     expect(list.stdout).toContain('wh_recover');
-    const none = await runProgram('dist/apps/cli/main.js', env, ['log', '--merchant', 'm_nobody']);
+    const none = await runCliInProcess(env, ['log', '--merchant', 'm_nobody']);
     expect(none.code).toBe(3);
-    const bad = await runProgram('dist/apps/cli/main.js', env, ['log', '--merchant', alice.id, '--status', 'lost']);
+    const bad = await runCliInProcess(env, ['log', '--merchant', alice.id, '--status', 'lost']);
     expect(bad.code).toBe(2);
   });
 

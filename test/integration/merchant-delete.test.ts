@@ -2,12 +2,10 @@ import { type Database, openPostgres } from '../../libs/delivery-store/index.js'
 import { silentLogger } from '../../libs/logger/index.js';
 import { listAudit, MERCHANT_TABLES, MerchantSettings, PgMerchantDirectory, SecretBox, TABLES_KEPT_AFTER_DELETE, TABLES_WITHOUT_MERCHANT_DATA } from '../../libs/merchants/index.js';
 import { PortalSessions, TokenSigner } from '../../libs/portal/index.js';
+import { runCliInProcess } from '../support/cli.js';
 import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
-import { runProgram } from '../support/process.js';
 import { waitFor } from '../support/wait.js';
-
-const CLI = 'dist/apps/cli/main.js';
 
 /**
  * `webhooks merchants delete` (docs/production.md, "Deleting a merchant's data"): afterwards no row
@@ -21,7 +19,7 @@ describe('webhooks merchants delete', () => {
   let database: Database;
   let directory: PgMerchantDirectory;
   const env: Record<string, string> = { SECRETS_KEY: TEST_SECRETS_KEY };
-  const cli = (...args: string[]) => runProgram(CLI, env, ['merchants', 'delete', ...args]);
+  const cli = (...args: string[]) => runCliInProcess(env, ['merchants', 'delete', ...args]);
 
   beforeAll(async () => {
     db = await createTestDatabase('merchant_delete');

@@ -8,9 +8,9 @@ import { type Logger, silentLogger } from '../../libs/logger/index.js';
 import { MerchantStoreUnavailableError, PgMerchantDirectory, SecretBox, SecretsKeyError } from '../../libs/merchants/index.js';
 import { adminToken, type Answer, call, startTestApi, token, waitReady } from '../support/api.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
+import { runCliInProcess } from '../support/cli.js';
 import { startDatabaseDispatcher, TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
-import { runProgram } from '../support/process.js';
 import { freePort } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
@@ -163,7 +163,7 @@ describe('merchants in PostgreSQL', () => {
 
   it('rotates SECRETS_KEY: the previous key still opens, reseal seals everything anew, and a wrong key stops start-up naming the variable', async () => {
     const newKey = Buffer.alloc(32, 9);
-    const cli = (keys: Record<string, string>) => runProgram('dist/apps/cli/main.js', { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, DATABASE_URL: db.url, ...keys }, ['merchants', 'reseal']);
+    const cli = (keys: Record<string, string>) => runCliInProcess({ RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, DATABASE_URL: db.url, ...keys }, ['merchants', 'reseal']);
     const both = await directory({ keys: [newKey, KEY] });
     expect(both.byId('m_dump')?.endpoints[0]?.secret).toBe(dispatcher.merchants.byId('m_dump')?.endpoints[0]?.secret);
     await expect(directory({ keys: [newKey] })).rejects.toThrow(SecretsKeyError);

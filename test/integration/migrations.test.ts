@@ -7,11 +7,9 @@ import { openPostgres, type Database } from '../../libs/delivery-store/index.js'
 import { checksumOf, currentVersion, fileOf, MIGRATIONS, migrate, type Migration, REQUIRED_VERSION } from '../../libs/migrations/index.js';
 import { ENDPOINT_ID, PgMerchantDirectory, SecretBox } from '../../libs/merchants/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
+import { runCliInProcess } from '../support/cli.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
-import { runProgram } from '../support/process.js';
-
-const CLI = 'dist/apps/cli/main.js';
 
 describe('webhooks migrate', () => {
   const made: TestDatabase[] = [];
@@ -35,12 +33,12 @@ describe('webhooks migrate', () => {
 
   it('applies every migration on an empty database, and nothing the second time', async () => {
     const db = await empty('migrate_twice');
-    const first = await runProgram(CLI, { DATABASE_URL: db.url }, ['migrate']);
+    const first = await runCliInProcess({ DATABASE_URL: db.url }, ['migrate']);
     expect(first).toMatchObject({ code: 0 });
     expect(first.stdout).toContain('applied 0001_initial.sql');
     expect(first.stdout).toContain(`schema version ${REQUIRED_VERSION}`);
     const tables = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public'");
-    const second = await runProgram(CLI, { DATABASE_URL: db.url }, ['migrate']);
+    const second = await runCliInProcess({ DATABASE_URL: db.url }, ['migrate']);
     expect(second).toMatchObject({ code: 0, stdout: `schema version ${REQUIRED_VERSION}: nothing to apply\n` });
     expect(await db.query("SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public'")).toEqual(tables);
     expect(await db.query('SELECT version, name, checksum FROM schema_migrations ORDER BY version')).toEqual(
@@ -50,7 +48,7 @@ describe('webhooks migrate', () => {
 
   it('runs from two machines at once on an empty database: both exit 0, each migration applied once', async () => {
     const db = await empty('migrate_race');
-    const [a, b] = await Promise.all([runProgram(CLI, { DATABASE_URL: db.url }, ['migrate']), runProgram(CLI, { DATABASE_URL: db.url }, ['migrate'])]);
+    const [a, b] = await Promise.all([runCliInProcess({ DATABASE_URL: db.url }, ['migrate']), runCliInProcess({ DATABASE_URL: db.url }, ['migrate'])]);
     expect([a.code, b.code, a.stderr + b.stderr]).toEqual([0, 0, '']);
     // One applied it; the other waited for the lock, then found nothing to do.
     expect([a.stdout, b.stdout].filter((out) => out.includes('applied 0001_initial.sql'))).toHaveLength(1);
@@ -67,12 +65,12 @@ describe('webhooks migrate', () => {
 
   it('says which version the database holds and which this release needs, applying nothing (--status)', async () => {
     const db = await empty('migrate_status');
-    const before = await runProgram(CLI, { DATABASE_URL: db.url }, ['migrate', '--status']);
+    const before = await runCliInProcess({ DATABASE_URL: db.url }, ['migrate', '--status']);
     const pending = MIGRATIONS.map((m) => `pending: ${fileOf(m)}\n`).join('');
     expect(before).toMatchObject({ code: 3, stdout: `schema version 0, this release needs ${REQUIRED_VERSION}\n${pending}` });
     expect(await currentVersion(open(db.url))).toBe(0);
-    await runProgram(CLI, { DATABASE_URL: db.url }, ['migrate']);
-    expect(await runProgram(CLI, { DATABASE_URL: db.url }, ['migrate', '--status'])).toMatchObject({ code: 0, stdout: `schema version ${REQUIRED_VERSION}, this release needs ${REQUIRED_VERSION}\n` });
+    await runCliInProcess({ DATABASE_URL: db.url }, ['migrate']);
+    expect(await runCliInProcess({ DATABASE_URL: db.url }, ['migrate', '--status'])).toMatchObject({ code: 0, stdout: `schema version ${REQUIRED_VERSION}, this release needs ${REQUIRED_VERSION}\n` });
   });
 
   it('refuses a migration file changed after it ran, naming it, and applies nothing after it', async () => {
@@ -98,9 +96,9 @@ describe('webhooks migrate', () => {
 
   it('refuses a database a newer release migrated', async () => {
     const db = await empty('migrate_newer');
-    await runProgram(CLI, { DATABASE_URL: db.url }, ['migrate']);
+    await runCliInProcess({ DATABASE_URL: db.url }, ['migrate']);
     await db.query("INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, 'from_the_future', 'x')", [REQUIRED_VERSION + 1]);
-    const result = await runProgram(CLI, { DATABASE_URL: db.url }, ['migrate']);
+    const result = await runCliInProcess({ DATABASE_URL: db.url }, ['migrate']);
     expect(result.code).toBe(1);
     expect(result.stderr).toContain(`webhooks: database schema version ${REQUIRED_VERSION + 1} is newer than this release knows (${REQUIRED_VERSION})`);
   });
@@ -133,7 +131,7 @@ describe('webhooks migrate', () => {
   });
 
   it('needs DATABASE_URL', async () => {
-    const result = await runProgram(CLI, {}, ['migrate']);
+    const result = await runCliInProcess({}, ['migrate']);
     expect(result.code).toBe(2);
     expect(result.stderr).toContain('migrate needs DATABASE_URL');
   });

@@ -3,7 +3,7 @@ import { sampleEvent } from '../../libs/contracts/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import type { ApiProgram } from '../../apps/api/program.js';
 import { adminToken, type Answer, call, expectDocumented, JWT_SECRET, seen, startTestApi, token, unresolved, waitReady } from '../support/api.js';
-import { runProgram } from '../support/process.js';
+import { runCliInProcess } from '../support/cli.js';
 import { type PortalBrowser, type PortalStack, redeemLink, startPortalStack, tokenOf } from '../support/portal.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
@@ -100,7 +100,7 @@ describe('the merchant portal API', () => {
     expect((revoked.body as any).data).toEqual({ sessions: 2, links: 1 });
     expect([await alive(one), await alive(two)]).toEqual([false, false]);
     expect(code(await redeem(apiA, unused))).toEqual([401, 'portal_link_invalid']);
-    const cli = await runProgram('dist/apps/cli/main.js', { AUTH_JWT_SECRET: JWT_SECRET }, ['portal', '--merchant', 'm_stolen', '--revoke', '--api', `http://127.0.0.1:${apiA.port}`]);
+    const cli = await runCliInProcess({ AUTH_JWT_SECRET: JWT_SECRET }, ['portal', '--merchant', 'm_stolen', '--revoke', '--api', `http://127.0.0.1:${apiA.port}`]);
     expect(cli).toMatchObject({ code: 0, stderr: expect.stringContaining('0 portal session(s) and 0 unused link(s) of merchant m_stolen ended') });
 
     const rekeyed = await open('m_stolen', full);
@@ -221,14 +221,14 @@ describe('the merchant portal API', () => {
   });
 
   it('prints a link from the CLI that opens the portal with the permissions asked for', async () => {
-    const run = await runProgram('dist/apps/cli/main.js', { AUTH_JWT_SECRET: JWT_SECRET }, [
+    const run = await runCliInProcess({ AUTH_JWT_SECRET: JWT_SECRET }, [
       'portal', '--merchant', 'm_a', '--permissions', 'resend', '--expires-in', '10m', '--api', `http://127.0.0.1:${apiA.port}`,
     ]);
     expect(run).toMatchObject({ code: 0, stderr: expect.stringMatching(/^works once, until \d{4}-/) });
     const opened = await redeem(apiB, run.stdout.trim());
     expect(opened.status).toBe(201);
     expect((opened.body as { data: { permissions: string[] } }).data.permissions).toEqual(['resend']);
-    const refused = await runProgram('dist/apps/cli/main.js', { AUTH_JWT_SECRET: JWT_SECRET }, ['portal', '--merchant', 'm_nobody', '--api', `http://127.0.0.1:${apiA.port}`]);
+    const refused = await runCliInProcess({ AUTH_JWT_SECRET: JWT_SECRET }, ['portal', '--merchant', 'm_nobody', '--api', `http://127.0.0.1:${apiA.port}`]);
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain('404');
   });

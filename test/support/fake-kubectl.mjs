@@ -1,19 +1,22 @@
 #!/usr/bin/env node
 /**
- * A stand-in for kubectl where no cluster is (the tests), for test/unit/kubernetes-manifests.test.ts,
+ * A stand-in for kubectl where no cluster is (the tests), for test/unit/kubernetes-manifests.test.ts
+ * (behind test/support/fake-kubectl.sh, which records the calls that only need recording),
  * which runs docs/production.md's Kubernetes commands with it. Each call is appended to
  * FAKE_KUBECTL_LOG as one JSON line: its arguments, and the objects it would have sent.
  * - `apply -k DIR [-l SELECTOR]`: DIR rendered by the real kubectl (FAKE_KUBECTL_REAL) with
  *   `kustomize`, then filtered by the selector (`k=v`, `k==v`, `k!=v`, comma-separated), as
- *   `kubectl apply -l` does; a selector that picks nothing fails, as a typo should.
+ *   `kubectl apply -l` does; a selector that picks nothing fails, as a typo should. With
+ *   FAKE_KUBECTL_RENDERED (a directory), DIR's rendering is read from there when the test put it
+ *   there (the same `kubectl kustomize DIR`, run once for every call of the guide that applies DIR).
  * - `create secret …`: the real kubectl with `--dry-run=client -o json`: the Secret as it would be.
  * - `get secret NAME -o jsonpath={.data.KEY}`: a placeholder, base64 as the API server answers:
  *   `uri` a PostgreSQL URL (CloudNativePG's app Secret), anything else `placeholder-KEY`.
  * - anything else (`apply -f URL`, `wait`, `rollout`, `delete`): recorded, exit 0.
  */
 import { execFileSync } from 'node:child_process';
-import { appendFileSync } from 'node:fs';
-import { parseAllDocuments } from 'yaml';
+import { appendFileSync, existsSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 
 const real = process.env.FAKE_KUBECTL_REAL ?? 'kubectl';
 const args = process.argv.slice(2);
@@ -45,9 +48,18 @@ function matches(labels, selector) {
 const verb = args.find((a) => !a.startsWith('-') && args[args.indexOf(a) - 1] !== '-n');
 const rest = args.slice(args.indexOf(verb) + 1).filter((a) => !a.startsWith('-'));
 
+/** Where the test left DIR's rendering (test/support/kubernetes.ts: renderedFile), if it did. */
+function renderedBefore(dir) {
+  const file = process.env.FAKE_KUBECTL_RENDERED && join(process.env.FAKE_KUBECTL_RENDERED, `${encodeURIComponent(resolve(dir))}.yaml`);
+  return file && existsSync(file) ? readFileSync(file, 'utf8') : undefined;
+}
+
 if (verb === 'apply' && option('-k', '--kustomize')) {
-  const rendered = execFileSync(real, ['kustomize', option('-k', '--kustomize')], { encoding: 'utf8' });
+  const dir = option('-k', '--kustomize');
+  const rendered = renderedBefore(dir) ?? execFileSync(real, ['kustomize', dir], { encoding: 'utf8' });
   const selector = option('-l', '--selector');
+  // Loaded here only: most calls (wait, rollout, get) need no YAML, and each call is a node start.
+  const { parseAllDocuments } = await import('yaml');
   const objects = parseAllDocuments(rendered)
     .map((doc) => doc.toJS())
     .filter((o) => o && (selector === undefined || matches(o.metadata?.labels, selector)));

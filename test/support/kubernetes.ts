@@ -27,11 +27,20 @@ export interface K8sObject {
   [field: string]: unknown;
 }
 
-/** `kubectl kustomize DIR`: the objects it renders, in its order. */
-export function render(dir: string): K8sObject[] {
+/** `kubectl kustomize DIR` (DIR relative to the repository): what it prints. */
+export function renderText(dir: string): string {
   if (!existsSync(KUBECTL)) throw new Error('kubectl not found on PATH: it renders the manifests (kustomize is inside it); install it, or set KUBECTL to its path');
-  const text = execFileSync(KUBECTL, ['kustomize', join(REPO, dir)], { encoding: 'utf8', timeout: 60_000 });
+  return execFileSync(KUBECTL, ['kustomize', join(REPO, dir)], { encoding: 'utf8', timeout: 60_000 });
+}
+
+/** The objects of a rendering, in its order. */
+export function parseRendered(text: string): K8sObject[] {
   return parseAllDocuments(text).map((doc) => doc.toJS() as K8sObject).filter(Boolean);
+}
+
+/** Where test/support/fake-kubectl.mjs looks for DIR's rendering in FAKE_KUBECTL_RENDERED (`folder`). */
+export function renderedFile(folder: string, dir: string): string {
+  return join(folder, `${encodeURIComponent(join(REPO, dir).replace(/\/$/, ''))}.yaml`);
 }
 
 type Model = new (data: never) => { validate(): void };

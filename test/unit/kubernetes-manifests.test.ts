@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -14,7 +14,7 @@ import {
   secretValueProblems,
   securityProblems,
 } from '../support/kubernetes-checks.js';
-import { documentedVariables, KUBECTL, type K8sObject, render, REPO, schemaProblems } from '../support/kubernetes.js';
+import { documentedVariables, KUBECTL, type K8sObject, parseRendered, renderedFile, renderText, REPO, schemaProblems } from '../support/kubernetes.js';
 import { unknownFieldProblems } from '../support/kubernetes-types.js';
 
 /**
@@ -40,11 +40,17 @@ function blocks(): Array<{ marker?: string; code: string }> {
   return [...SECTION.matchAll(/(?:<!-- (kubernetes(?:: not run)?) -->\n)?```sh\n([\s\S]*?)```/g)].map((m) => ({ marker: m[1], code: m[2]! }));
 }
 
-/** The section's commands, run with the stand-in: every kubectl call, in order. */
-function runGuide(): Call[] {
+/**
+ * The section's commands, run with the stand-in: every kubectl call, in order. `renderings`: each
+ * directory's `kubectl kustomize`, made once here for the test's own checks and for every call of
+ * the guide that applies it (a rendering is some 0.3 s of kubectl each time).
+ */
+function runGuide(renderings: Map<string, string>): Call[] {
   const tmp = mkdtempSync(join(tmpdir(), 'kubernetes-guide-'));
   try {
-    writeFileSync(join(tmp, 'kubectl'), `#!/bin/sh\nexec "${process.execPath}" "${join(REPO, 'test/support/fake-kubectl.mjs')}" "$@"\n`);
+    mkdirSync(join(tmp, 'rendered'));
+    for (const [dir, text] of renderings) writeFileSync(renderedFile(join(tmp, 'rendered'), dir), text);
+    writeFileSync(join(tmp, 'kubectl'), `#!/bin/sh\nexec sh "${join(REPO, 'test/support/fake-kubectl.sh')}" "$@"\n`);
     chmodSync(join(tmp, 'kubectl'), 0o755);
     const script = ['set -euo pipefail', ...blocks().filter((b) => b.marker === 'kubernetes').map((b) => b.code)].join('\n');
     const log = join(tmp, 'calls.jsonl');
@@ -52,7 +58,7 @@ function runGuide(): Call[] {
       cwd: REPO,
       encoding: 'utf8',
       timeout: 120_000,
-      env: { PATH: `${tmp}:${process.env.PATH}`, HOME: tmp, FAKE_KUBECTL_LOG: log, FAKE_KUBECTL_REAL: KUBECTL },
+      env: { PATH: `${tmp}:${process.env.PATH}`, HOME: tmp, FAKE_KUBECTL_LOG: log, FAKE_KUBECTL_NODE: process.execPath, FAKE_KUBECTL_REAL: KUBECTL, FAKE_KUBECTL_RENDERED: join(tmp, 'rendered') },
     });
     if (run.status !== 0) throw new Error(`the guide's Kubernetes commands exited ${run.status}: ${run.stderr}${run.error?.message ?? ''}`);
     return readFileSync(log, 'utf8').trim().split('\n').map((line) => JSON.parse(line) as Call);
@@ -88,9 +94,10 @@ describe('deploy/kubernetes', () => {
   const documented = documentedVariables();
 
   beforeAll(() => {
-    calls = runGuide();
+    const renderings = new Map(['deploy/kubernetes/base', ...OVERLAYS].map((dir) => [dir, renderText(dir)]));
+    for (const [dir, text] of renderings) rendered.set(dir, parseRendered(text));
+    calls = runGuide(renderings);
     secrets = new Map(calls.flatMap((c) => c.objects.filter((o) => o.kind === 'Secret').map((s): [string, Record<string, string>] => [s.metadata.name, decoded(s)])));
-    for (const dir of ['deploy/kubernetes/base', ...OVERLAYS]) rendered.set(dir, render(dir));
   }, 180_000);
 
   it('marks every shell block of the guide\'s section as run or not run', () => {

@@ -14,8 +14,13 @@ export const TAKES_IN_FLIGHT = 2;
 /** How long an adaptive rate read from PostgreSQL is used before it is read again. */
 export const RATE_READ_EVERY_MS = 1_000;
 
-/** What the throttle says of one delivery: send it now, wait as a row for `delayMs`, or the dispatcher stopped. */
-export type ThrottleVerdict = { kind: 'go' } | { kind: 'wait'; delayMs: number } | { kind: 'stopping' };
+/**
+ * What the throttle says of one delivery: send it now, wait as a row for `delayMs`, or the
+ * dispatcher stopped. A wait's `dueAt` is the same moment on the throttle's clock (ThrottleOptions.now),
+ * read once per answer of the endpoint's queue and its places laid out from it: the places of one
+ * answer are exactly an interval apart there, however late each delivery's continuation runs.
+ */
+export type ThrottleVerdict = { kind: 'go' } | { kind: 'wait'; delayMs: number; dueAt: number } | { kind: 'stopping' };
 
 export interface ThrottleOptions {
   /** The longest a granted slot is held in the dispatcher's memory before it is sent (default: 10 slots, between 500 ms and 1 s). */
@@ -70,7 +75,7 @@ export class Throttle {
    */
   private readonly taking = new Map<string, { inFlight: number; turns: Array<() => void> }>();
   /** Deliveries waiting for their place in each endpoint's queue: taken together, one statement a batch. */
-  private readonly placing = new Map<string, Array<{ notBeforeMs: number; resolve: (inMs: number | undefined) => void }>>();
+  private readonly placing = new Map<string, Array<{ notBeforeMs: number; resolve: (placeAt: number | undefined) => void }>>();
   private readonly now: () => number;
   private takes = 0;
   private readonly problemDue = onceEvery();
@@ -133,7 +138,7 @@ export class Throttle {
           granted = answer;
         } catch (err) {
           granted = this.takeAlone(merchantId, intervalMs, aheadMs, err);
-          if (!granted) return { kind: 'wait', delayMs: aheadMs };
+          if (!granted) return this.waitUntil(this.now() + aheadMs);
         }
       } finally {
         release?.();
@@ -214,14 +219,20 @@ export class Throttle {
   /** Refused a slot within reach: the next place in the endpoint's queue, and the wait until a little before it. */
   private async queue(merchantId: string, intervalMs: number, aheadMs: number, retryInMs: number): Promise<ThrottleVerdict> {
     this.stats.throttled++;
-    const inMs = await new Promise<number | undefined>((resolve) => {
+    const asked = this.now();
+    const placeAt = await new Promise<number | undefined>((resolve) => {
       let pending = this.placing.get(merchantId);
       const first = !pending;
       if (!pending) this.placing.set(merchantId, (pending = []));
       pending.push({ notBeforeMs: retryInMs + aheadMs, resolve });
       if (first) void this.place(merchantId, intervalMs, aheadMs);
     });
-    return { kind: 'wait', delayMs: Math.max(0, (inMs ?? retryInMs + aheadMs) - aheadMs / 2) };
+    return this.waitUntil((placeAt ?? asked + retryInMs + aheadMs) - aheadMs / 2);
+  }
+
+  /** A wait due at `dueAt` on this throttle's clock, and the delay until then from now. */
+  private waitUntil(dueAt: number): ThrottleVerdict {
+    return { kind: 'wait', delayMs: Math.max(0, dueAt - this.now()), dueAt };
   }
 
   /** Takes places for whatever queued while the last batch was being taken: one statement a batch, one interval apart. */
@@ -236,11 +247,12 @@ export class Throttle {
       const notBeforeMs = Math.max(...batch.map((p) => p.notBeforeMs));
       try {
         const place = await takeCell(this.db, `throttle-queue:${merchantId}`, { intervalMs, burstMs: intervalMs, aheadMs: Number.MAX_SAFE_INTEGER, notBeforeMs, count: batch.length });
-        const first = place.ok ? place.inMs : place.retryInMs;
+        // The places on this throttle's clock, from one reading: one interval apart, as taken.
+        const first = this.now() + (place.ok ? place.inMs : place.retryInMs);
         batch.forEach((p, i) => p.resolve(first + i * intervalMs));
         // The last place's slot is within reach `aheadMs` before it: until then the queue is ahead of the slots.
         if (this.queuedUntil.size >= 10_000) this.queuedUntil.clear();
-        this.queuedUntil.set(merchantId, this.now() + first + (batch.length - 1) * intervalMs - aheadMs);
+        this.queuedUntil.set(merchantId, first + (batch.length - 1) * intervalMs - aheadMs);
       } catch {
         for (const p of batch) p.resolve(undefined);
       }
