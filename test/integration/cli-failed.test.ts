@@ -16,6 +16,7 @@ const CLI = 'dist/apps/cli/main.js';
 interface FailedJson {
   failedAt: string;
   merchantId: string;
+  endpointId: string | null;
   event: string;
   references: string[];
   webhookId: string;
@@ -91,7 +92,7 @@ describe('webhooks failed (operator CLI on the failure index)', () => {
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
     const [header, ...rows] = result.stdout.trimEnd().split('\n');
-    expect(header!.split(/\s{2,}/)).toEqual(['FAILED AT', 'MERCHANT', 'EVENT', 'REFERENCE', 'WEBHOOK ID', 'ATTEMPTS', 'LAST STATUS', 'REASON', 'LAST ERROR']);
+    expect(header!.split(/\s{2,}/)).toEqual(['FAILED AT', 'MERCHANT', 'ENDPOINT', 'EVENT', 'REFERENCE', 'WEBHOOK ID', 'ATTEMPTS', 'LAST STATUS', 'REASON', 'LAST ERROR']);
     const rowOf = (reference: string) => rows.findIndex((row) => row.includes(reference));
     expect(rowOf(first.reference)).toBeGreaterThanOrEqual(0);
     expect(rowOf(second.reference)).toBeGreaterThan(rowOf(first.reference));
@@ -120,6 +121,8 @@ describe('webhooks failed (operator CLI on the failure index)', () => {
     expect(entry).toEqual({
       failedAt: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/),
       merchantId: merchants.alice.id,
+      // Its endpoint once the dispatcher names it in the failure (fan-out); null on a failure without one.
+      endpointId: entry!.endpointId === null ? null : merchants.alice.endpoints[0]!.id,
       event: 'payout',
       references: [payout.reference],
       webhookId: payout.messageId,
