@@ -97,13 +97,13 @@ describe('webhooks failed (operator CLI on the failure index)', () => {
     expect(rowOf(first.reference)).toBeGreaterThanOrEqual(0);
     expect(rowOf(second.reference)).toBeGreaterThan(rowOf(first.reference));
     for (const row of [rows[rowOf(first.reference)]!, rows[rowOf(second.reference)]!]) {
-      for (const column of ['MERCHANT', 'EVENT', 'REFERENCE', 'WEBHOOK ID', 'ATTEMPTS', 'LAST STATUS', 'REASON', 'LAST ERROR']) {
+      for (const column of ['MERCHANT', 'ENDPOINT', 'EVENT', 'REFERENCE', 'WEBHOOK ID', 'ATTEMPTS', 'LAST STATUS', 'REASON', 'LAST ERROR']) {
         expect(row[header!.indexOf(column)]).not.toBe(' ');
         expect(row[header!.indexOf(column) - 1]).toBe(' ');
       }
     }
     const aliceRow = rows[rowOf(first.reference)]!;
-    expect(aliceRow.slice(header!.indexOf('MERCHANT'))).toMatch(new RegExp(`^${merchants.alice.id}\\s+payout\\s+${first.reference}\\s+${first.messageId}\\s+1\\s+500\\s+attempts-exhausted\\s+`));
+    expect(aliceRow.slice(header!.indexOf('MERCHANT'))).toMatch(new RegExp(`^${merchants.alice.id}\\s+(-|${merchants.alice.endpoints[0]!.id})\\s+payout\\s+${first.reference}\\s+${first.messageId}\\s+1\\s+500\\s+attempts-exhausted\\s+`));
   });
 
   it('prints one JSON array with each failure\'s story (failed reason included) for scripts, filtered by merchant and by reference', async () => {

@@ -6,14 +6,11 @@
  * endpoint through the writer, as the fanning-out dispatcher writes them.
  */
 import type { ApiProgram } from '../../apps/api/program.js';
-import { BrokerConnection } from '../../libs/broker/index.js';
-import { type DeliveryRecordInput, DeliveryRecorder } from '../../libs/delivery-log/index.js';
-import { DeliveryLogRecorder, openPostgres, type Database } from '../../libs/delivery-store/index.js';
-import { silentLogger } from '../../libs/logger/index.js';
-import { adminToken, call, expectDocumented, seen, startTestApi, token } from '../support/api.js';
-import { brokerUrl, TestBroker, uniquePrefix } from '../support/broker.js';
-import { testMerchant, testSecret, writeMerchantsFile } from '../support/harness.js';
-import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
+import type { DeliveryRecordInput } from '../../libs/delivery-log/index.js';
+import { adminToken, call, expectDocumented, seen, token } from '../support/api.js';
+import { testMerchant, testSecret } from '../support/harness.js';
+import { type LogApi, startLogApi } from '../support/log-api.js';
+import type { TestDatabase } from '../support/postgres.js';
 import { runProgram } from '../support/process.js';
 import { waitFor } from '../support/wait.js';
 
@@ -23,17 +20,12 @@ const minutesAgo = (m: number) => new Date(Date.now() - m * 60_000).toISOString(
 type Item = Record<string, unknown>;
 
 describe('the delivery log per endpoint', () => {
-  const prefix = uniquePrefix('endpoint-log');
   const [A, B] = ['ep_log_a', 'ep_log_b'];
   const merchant = testMerchant('m_fanlog', 'https://fan.example/a');
   // The log keeps what the records say: the directory needs the merchant, not each endpoint.
   merchant.endpoints = [{ id: A, url: 'https://fan.example/a', enabled: true, secret: testSecret() }];
+  let log: LogApi;
   let db: TestDatabase;
-  let database: Database;
-  let test: TestBroker;
-  let broker: BrokerConnection;
-  let writer: DeliveryRecorder;
-  let recorder: DeliveryLogRecorder;
   let api: ApiProgram;
 
   const get = async (path: string) =>
@@ -57,31 +49,15 @@ describe('the delivery log per endpoint', () => {
   ];
 
   beforeAll(async () => {
-    db = await createTestDatabase('endpoint_log');
-    test = await TestBroker.open();
-    broker = new BrokerConnection({ url: brokerUrl(), name: 'endpoint-log-test', logger: silentLogger() });
-    await broker.open();
-    writer = new DeliveryRecorder(broker, silentLogger(), { prefix });
-    await writer.start();
-    database = openPostgres(db.url);
-    recorder = new DeliveryLogRecorder(broker, database, silentLogger(), { prefix, retentionMs: 30 * 86_400_000, retryMs: 200 });
-    await recorder.start();
-    await waitFor('the recorder leading', () => recorder.state.leading, 30_000);
-    api = await startTestApi(prefix, writeMerchantsFile([merchant]), {}, { DATABASE_URL: db.url, DELIVERY_LOG: 'on' });
+    log = await startLogApi('endpoint-log', [merchant]);
+    ({ db, api } = log);
     // In the stream's order the dispatchers would write them in: A's retry, then B's failure and A's delivery.
-    for (const record of records) await writer.record(record);
+    for (const record of records) await log.writer.record(record);
     await waitFor('every record stored', async () => (await db.query<{ n: string }>('SELECT count(*) AS n FROM delivery_records'))[0]!.n === String(records.length), 20_000);
   });
 
   afterAll(async () => {
-    await api?.stop();
-    await writer?.stop();
-    await recorder?.stop();
-    await database?.close();
-    await broker?.close();
-    await test?.deleteTopology(prefix);
-    await test?.close();
-    await db?.drop();
+    await log?.close();
   });
 
   it("lists a webhook's deliveries one per endpoint, each with its own status, and filters by endpoint", async () => {
