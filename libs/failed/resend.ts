@@ -179,7 +179,7 @@ export class ResendService {
         // Marked at once, so no later resend can claim a copy already sent, however long the rest
         // take. A mark that fails leaves it held for the lease; the dispatcher marks the copy again
         // when it takes it.
-        await inSpan('resolve failed_webhooks', DB_UPDATE, () => this.store.markKeysResent(merchantId, [webhook], claimId)).catch((err: unknown) =>
+        await inSpan('resolve failed_webhooks', DB_UPDATE, () => this.store.markResent(merchantId, [webhook.webhookId], claimId, webhook.endpointId)).catch((err: unknown) =>
           this.warn('resent webhook not marked; the dispatcher marks it', merchantId, err),
         );
       }
@@ -273,7 +273,7 @@ export class ResendService {
     const marked = publish.then(
       async () => {
         this.logger.info('late resent copy confirmed', { merchantId, reference });
-        await this.store.markKeysResent(merchantId, [keyOf(webhook)], claimId);
+        await this.store.markResent(merchantId, [webhookId], claimId, webhook.endpointId);
       },
       (err: unknown) => this.warn('late resent copy failed; its claim holds for its lease', merchantId, err),
     ).catch((err: unknown) => this.warn('late resent copy not marked; the dispatcher marks it', merchantId, err));

@@ -215,10 +215,10 @@ export class FailedStore {
   }
 
   /**
-   * The copies of these are in `dispatch`: resent, whoever asks next. The resend marks the rows it
-   * sent by their keys; the dispatcher, taking a copy, marks its webhook's rows of that claim:
-   * on `endpointId` alone (and a row written before endpoints, which a copy for the merchant's
-   * first endpoint resends) when the copy names it, else every endpoint's.
+   * The copies of these are in `dispatch`: resent, whoever asks next. On `endpointId` alone (and a
+   * row written before endpoints, which a copy for the merchant's first endpoint resends) when the
+   * caller names it: the resend does, with each row's; the dispatcher taking a copy should, with
+   * the copy's x-endpoint-id. Without it, every endpoint's row of the webhook that this claim holds.
    */
   async markResent(merchantId: string, webhookIds: readonly string[], claimId: string, endpointId?: string): Promise<void> {
     const params: unknown[] = [merchantId, webhookIds, claimId];
@@ -228,16 +228,6 @@ export class FailedStore {
        WHERE merchant_id = $1 AND webhook_id = ANY($2::text[]) AND claim_id = $3 AND resent_at IS NULL${endpointId === undefined ? '' : " AND endpoint_id IN ($4, '')"}`,
       params,
     );
-  }
-
-  /** The resend's own mark: exactly the rows (webhook, endpoint) whose copies were confirmed. */
-  async markKeysResent(merchantId: string, keys: readonly FailureKey[], claimId: string): Promise<void> {
-    if (keys.length === 0) return;
-    await this.db.query(`UPDATE failed_webhooks SET ${MARK} WHERE merchant_id = $1 AND claim_id = $2 AND resent_at IS NULL AND ${KEYED(3)}`, [
-      merchantId,
-      claimId,
-      ...keyParams(keys),
-    ]);
   }
 
   /**
