@@ -14,6 +14,7 @@ export const ERROR_CODES = [
   'webhook_not_found',
   'webhook_disabled',
   'event_not_subscribed',
+  'endpoint_deleted',
   'resend_in_progress',
   'resend_outcome_unknown',
   'route_not_found',

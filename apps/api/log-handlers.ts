@@ -11,6 +11,7 @@ export function listFilters(query: Record<string, unknown>): WebhookFilters {
     reference: query.reference as string | undefined,
     event: query.event as string | undefined,
     status: query.status as string | undefined,
+    endpointId: query.endpointId as string | undefined,
     since: query.since as string | undefined,
     until: query.until as string | undefined,
     cursor: query.cursor as string | undefined,

@@ -15,12 +15,17 @@ export const FEED_PAGE_LIMIT = { default: 100, max: 500 };
 // Checked against what PostgreSQL holds too, so that a time it would refuse answers 400, not 503.
 const time = z.iso.datetime({ offset: true }).refine(isStorableTime, 'must be a time in the years 0001 to 9999');
 const when = z.string().nullable();
+
+/** An endpoint id as a filter or a choice: any id the log or the index may hold (an endpoint deleted since too). */
+export const endpointIdSchema = z.string().min(1).max(200).refine(isStorableText, 'must not hold a NUL character');
+const endpointOfDelivery = z.string().nullable().describe("The endpoint (ep_…) of this delivery; null on deliveries recorded before endpoints (the merchant's only endpoint then)");
 const ERROR_CLASSES = ATTEMPT_ERROR_CLASSES.join(', ');
 
 export const listQuery = z.strictObject({
   reference: z.string().min(1).max(200).refine(isWellFormedReference, 'must be 1 to 200 characters without control characters').optional().describe('Only webhooks carrying this reference (a refund: its refundRef or tnxRef)'),
   event: z.enum(EVENT_NAMES).optional(),
-  status: z.enum(WEBHOOK_STATUSES).optional().describe('The webhook status: its latest record\'s outcome'),
+  status: z.enum(WEBHOOK_STATUSES).optional().describe('The delivery\'s status: its latest record\'s outcome'),
+  endpointId: endpointIdSchema.optional().describe('Only deliveries to this endpoint (ep_…)'),
   since: time.optional().describe('First seen at or after this time (ISO 8601)'),
   until: time.optional().describe('First seen before this time (ISO 8601)'),
   limit: z.coerce.number().int().min(1).max(LOG_PAGE_LIMIT.max).default(LOG_PAGE_LIMIT.default),
@@ -40,13 +45,11 @@ export const feedQuery = z.strictObject({
 const webhookId = z.string().min(1).max(200).refine(isStorableText, 'must not hold a NUL character');
 export const webhookIdParams = z.strictObject({ webhookId });
 
-export const webhookSummary = z.strictObject({
-  webhookId: z.string(),
-  event: z.string(),
-  references: z.array(z.string()),
+/** What happened to one delivery of a webhook: the webhook on one endpoint. */
+export const deliverySummary = z.strictObject({
+  endpointId: endpointOfDelivery,
   status: z.enum(WEBHOOK_STATUSES),
   attempts: z.number().int().min(0).describe('HTTP attempts made so far'),
-  firstSeenAt: z.string(),
   firstAttemptAt: when,
   lastAttemptAt: when,
   lastHttpStatus: z.number().int().nullable(),
@@ -54,7 +57,16 @@ export const webhookSummary = z.strictObject({
   nextAttemptAt: when.describe('When retrying: when the next attempt is due'),
 });
 
+/** A list's item: one delivery (a webhook sent to several endpoints is one item per endpoint). */
+export const webhookSummary = deliverySummary.extend({
+  webhookId: z.string(),
+  event: z.string(),
+  references: z.array(z.string()),
+  firstSeenAt: z.string(),
+});
+
 export const deliveryRecordView = z.strictObject({
+  endpointId: z.string().nullable().describe('The endpoint this record was for; null before endpoints'),
   at: z.string(),
   outcome: z.enum(OUTCOMES),
   attemptNumber: z.number().int(),
@@ -68,8 +80,12 @@ export const deliveryRecordView = z.strictObject({
 });
 
 export const webhookDetail = webhookSummary.extend({
+  endpointId: endpointOfDelivery.describe('The endpoint when the webhook had one delivery; null when it had several (see deliveries)'),
+  status: z.enum(WEBHOOK_STATUSES).describe('With several deliveries: retrying while one is, else failed if one failed, else delivered if one was, else skipped'),
+  attempts: z.number().int().min(0).describe('HTTP attempts made so far, on every endpoint'),
   payload: z.unknown().describe('The body sent: {"event": ..., "data": ...}'),
-  records: z.array(deliveryRecordView).describe('Every record, oldest first: each attempt, and each time none was made'),
+  deliveries: z.array(deliverySummary).describe("Each endpoint's delivery of the webhook, with its own status and attempts"),
+  records: z.array(deliveryRecordView).describe('Every record of every delivery, oldest first: each attempt, and each time none was made; each names its endpoint'),
   duplicates: z.number().int().min(0).describe('Repeats of this event that upstream published within INTAKE_DEDUPE_WINDOW (its messageId, else the same body), acked and not delivered; counted while its key is kept (the window, and up to a day and an hour more)'),
   lastDuplicateAt: when.describe('When the last of those repeats arrived'),
 });
@@ -80,7 +96,7 @@ export const feedEvent = z.strictObject({
   event: z.string(),
   references: z.array(z.string()),
   firstSeenAt: z.string(),
-  status: z.enum(WEBHOOK_STATUSES),
+  status: z.enum(WEBHOOK_STATUSES).describe('Over its deliveries: retrying while one is, else failed if one failed, else delivered if one was, else skipped'),
   payload: z.unknown(),
 });
 
@@ -109,11 +125,12 @@ const feed = envelope(
 );
 
 const LIST_TEXT =
-  'Newest first. Status is the latest record\'s outcome: delivered, retrying (also while postponed or deferred), failed ' +
+  'One item per delivery: a webhook sent to several of the merchant\'s endpoints is one item per endpoint (endpointId; ' +
+  'filter endpointId=). Newest first. Status is the delivery\'s latest record\'s outcome: delivered, retrying (also while postponed or deferred), failed ' +
   '(attempts exhausted, circuit open past the schedule, disabled since, or parked invalid) or skipped (not sent: webhook ' +
   'disabled or not subscribed to the event). The log is written from a stream and may be a few seconds behind.';
 const FEED_TEXT =
-  'Every event for the merchant in one stable order (the order the log recorded them), with its payload and the ' +
+  'One entry per event, however many endpoints it went to. Every event for the merchant in one stable order (the order the log recorded them), with its payload and the ' +
   'webhook-id it was, or would have been, sent with: skipped events are here too. Store nextCursor; calling again with ' +
   'after=<nextCursor> returns only what came after, so a merchant catching up after an outage misses nothing. A page ' +
   'holds at most 4 MB of payloads whatever the limit (always at least one event): fewer events than the limit do not ' +
@@ -135,7 +152,7 @@ const MERCHANT_LOG_ROUTES = [
     operationId: 'getWebhook',
     method: 'get',
     path: '/nucleus/webhooks/{webhookId}',
-    summary: 'One webhook with its payload and every attempt',
+    summary: "One webhook with its payload, each endpoint's delivery and every attempt",
     security: MERCHANT_AUTH,
     input: { params: webhookIdParams },
     output: { '200': { description: 'The webhook', schema: detail } },

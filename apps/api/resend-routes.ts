@@ -32,11 +32,12 @@ export function mountResends(app: Router, deps: ApiDeps): void {
     res.status(200).json({ message: `webhook sent for reference ${reference}`, error: null, data: null });
   }, '', true);
 
-  mount(app, 'resendWebhookById', async (req, res, { params }) => {
+  mount(app, 'resendWebhookById', async (req, res, { params, query }) => {
     const merchant = await deps.auth.authenticate(req.get('x-auth-token'), req.get('authorization'));
     const webhookId = params.webhookId as string;
-    const resent = await resendOne(deps, merchant, webhookId);
-    await auditMerchantResend(deps, req, merchant.id, { webhookId, resent });
+    const endpointId = query.endpointId as string | undefined;
+    const resent = await resendOne(deps, merchant, webhookId, endpointId);
+    await auditMerchantResend(deps, req, merchant.id, endpointId === undefined ? { webhookId, resent } : { webhookId, endpointId, resent });
     res.status(200).json({ message: `webhook ${webhookId} sent again`, error: null, data: null });
   });
 }
@@ -49,12 +50,13 @@ async function mayResend(deps: ApiDeps, merchant: Merchant): Promise<void> {
 }
 
 /**
- * Resends exactly one failed webhook of the merchant, by its webhook-id: the resend by reference's
- * checks and claim (ResendService), restricted to that webhook.
+ * Resends exactly one failed webhook of the merchant, by its webhook-id, on every endpoint where it
+ * failed or on `endpointId` alone: the resend by reference's checks and claim (ResendService),
+ * restricted to that webhook.
  */
-export async function resendOne(deps: ApiDeps, merchant: Merchant, webhookId: string): Promise<number> {
+export async function resendOne(deps: ApiDeps, merchant: Merchant, webhookId: string, endpointId?: string): Promise<number> {
   await mayResend(deps, merchant);
-  return deps.resend.resendWebhook(merchant, webhookId);
+  return deps.resend.resendWebhook(merchant, webhookId, endpointId);
 }
 
 /**

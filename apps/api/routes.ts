@@ -44,7 +44,9 @@ export const ROUTES = [
     path: '/nucleus/tnx/webhook',
     summary: 'Resend the failed webhook(s) of a transaction reference',
     description:
-      "Finds the caller's unresolved failed webhooks for the reference (a refund is found by refundRef or tnxRef), " +
+      "Finds the caller's unresolved failed webhooks for the reference (a refund is found by refundRef or tnxRef) on every " +
+      'endpoint where they failed, each failure once and to its own endpoint alone (x-endpoint-id), never to an endpoint ' +
+      'where the webhook was delivered; ' +
       'claims them in PostgreSQL (one conditional update, so any number of replicas deliver each once), ' +
       'sends them again with their original webhook-id, and marks them resent. If delivery fails again they return ' +
       'to the failed queue and can be resent again. No request body is needed; a JSON body is ignored.',
@@ -61,9 +63,12 @@ export const ROUTES = [
         'not_found: no unresolved failed webhook for this merchant and reference: none failed, or it was already resent ' +
         '(a resend whose outcome was unknown and that was delivered ends here too).',
       '409':
-        "webhook_disabled: the merchant's webhook is disabled or not set up; the failed entry stays and can be resent once it is enabled. " +
-        "event_not_subscribed: the webhook's events no longer include the failed webhook's event; the entry stays and can be resent " +
-        'once the event is added back. resend_in_progress: another request (on this or another replica) is resending this ' +
+        "webhook_disabled: every endpoint of the merchant is disabled or none is set up, or every failure found is of a disabled " +
+        'endpoint; the failed entry stays and can be resent once it is enabled. ' +
+        "event_not_subscribed: the failures' endpoints no longer receive their event; the entry stays and can be resent " +
+        'once the event is added back. endpoint_deleted: every failure found is of an endpoint deleted since; there is nowhere to ' +
+        'resend it (it stays in the failure index until DELIVERY_LOG_RETENTION). These three are answered only when nothing ' +
+        'else was resent. resend_in_progress: another request (on this or another replica) is resending this ' +
         'reference, or an earlier resend answered 503 resend_outcome_unknown and its copy may still be delivered; resending now ' +
         "could deliver twice, so wait for Retry-After (the rest of that resend's 30 s claim), then a resend answers 404 if it " +
         'was delivered or 200 if it never left. Of two concurrent resends of one reference, one answers 200 and the other 409 ' +

@@ -1,6 +1,7 @@
 import { BrokerUnavailableError } from '../../libs/broker/index.js';
 import { InvalidCursorError, InvalidFilterError, LogQueryTimeoutError, LogUnavailableError } from '../../libs/delivery-store/index.js';
 import {
+  EndpointDeletedError,
   EventNotSubscribedError,
   FailureIndexUnavailableError,
   NothingToResendError,
@@ -45,7 +46,12 @@ export function toApiError(err: unknown, logger: Logger): ApiError {
   }
   // Resending to a webhook that is off would only fail again: say so, and keep the entry.
   if (err instanceof WebhookDisabledError) {
+    if (err.endpointId !== undefined) return new ApiError(409, 'webhook_disabled', `The endpoint ${err.endpointId} is disabled; enable it on the dashboard, then resend`);
     return new ApiError(409, 'webhook_disabled', 'Webhooks are not enabled for this merchant; enable them on the dashboard, then resend');
+  }
+  // The failure's endpoint is gone: nowhere to resend it; the entry stays until retention.
+  if (err instanceof EndpointDeletedError) {
+    return new ApiError(409, 'endpoint_deleted', `The endpoint ${err.endpointIds.join(', ')} was deleted; its failed webhooks cannot be resent`);
   }
   if (err instanceof EventNotSubscribedError) {
     return new ApiError(

@@ -5,11 +5,12 @@ import { type CliContext, type CliIo, writeLine } from './context.js';
 import { NothingMatchedError, UsageError } from './errors.js';
 import { failureJson, failuresTable } from './failure-output.js';
 import { EXIT, TIME } from './help-text.js';
-import { checkReference, parseLimit, parseTime, requireMerchant } from './options.js';
+import { checkEndpointId, checkReference, parseLimit, parseTime, requireMerchant } from './options.js';
 
 interface Raw {
   merchant?: string;
   reference?: string;
+  endpoint?: string;
   since?: string;
   until?: string;
   all: boolean;
@@ -21,6 +22,7 @@ interface Raw {
 export interface FailureFilter {
   merchantId?: string;
   reference?: string;
+  endpointId?: string;
   since?: Date;
   until?: Date;
 }
@@ -38,12 +40,13 @@ export function declareFailedList(failed: Command, io: CliIo): void {
     .summary('shows failed webhooks, why they failed and their last error')
     .description(
       'Reads the failure index in PostgreSQL (DATABASE_URL) and shows the failed webhooks not resent since, oldest first: ' +
-        'failed-at, merchant, event, reference(s), webhook-id, attempts, last status, why it failed ' +
+        'failed-at, merchant, endpoint (a webhook fails once per endpoint: one row each; - before endpoints), event, reference(s), webhook-id, attempts, last status, why it failed ' +
         '(attempts-exhausted, circuit-open, blocked, webhook-disabled, endpoint-disabled, merchant-removed, event-not-subscribed) ' +
         'and the last error.',
     )
     .option('--merchant <id>', "only this merchant's")
     .option('--reference <ref>', 'only this reference (a refund is found by its refundRef or its tnxRef)')
+    .option('--endpoint <id>', "only failures on this endpoint (ep_…)")
     .option('--since <time>', 'only failures at or after this time')
     .option('--until <time>', 'only failures before this time')
     .option('--all', 'resolved (already resent) failures too, with a RESOLVED column', false)
@@ -57,6 +60,7 @@ function check(raw: Raw, _args: string[], now: Date): FailedListOptions {
   const filter: FailureFilter = {
     merchantId: raw.merchant === undefined ? undefined : requireMerchant(raw.merchant, 'failed list'),
     reference: raw.reference === undefined ? undefined : checkReference(raw.reference),
+    endpointId: raw.endpoint === undefined ? undefined : checkEndpointId(raw.endpoint),
     since: raw.since === undefined ? undefined : parseTime('since', raw.since, now),
     until: raw.until === undefined ? undefined : parseTime('until', raw.until, now),
   };
@@ -68,7 +72,7 @@ async function run(options: FailedListOptions, ctx: CliContext): Promise<number>
   const { filter } = options;
   // One more than asked: whether some were left out.
   const rows = await withFailures(ctx.config, (store) =>
-    store.list({ merchantId: filter.merchantId, reference: filter.reference, since: filter.since, until: filter.until, unresolvedOnly: !options.all, limit: options.limit + 1 }),
+    store.list({ merchantId: filter.merchantId, reference: filter.reference, endpointId: filter.endpointId, since: filter.since, until: filter.until, unresolvedOnly: !options.all, limit: options.limit + 1 }),
   );
   const shown = rows.slice(0, options.limit).reverse();
   // Scripts get a JSON array even when it is empty; the exit code says whether anything matched.

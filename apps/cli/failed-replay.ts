@@ -1,6 +1,15 @@
 import type { Command } from 'commander';
 import { BrokerUnavailableError } from '../../libs/broker/index.js';
-import { EventNotSubscribedError, type FailureRow, NothingToResendError, receiverOf, type ResendService, type ResendTarget } from '../../libs/failed/index.js';
+import {
+  EndpointDeletedError,
+  EventNotSubscribedError,
+  type FailureRow,
+  NothingToResendError,
+  receiverOf,
+  type ResendService,
+  type ResendTarget,
+  WebhookDisabledError,
+} from '../../libs/failed/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
 import { resendService, withBroker, withFailures } from './broker.js';
 import { action } from './command.js';
@@ -44,8 +53,8 @@ export function declareFailedReplay(failed: Command, io: CliIo): void {
       'Bulk recovery after a merchant outage: resends every unresolved failed webhook of the merchant that ' +
         'failed in the window (the failure index in PostgreSQL, DATABASE_URL), one webhook at a time through the same ' +
         'resend as the API, with its checks: nothing is resent while the merchant\'s webhook is disabled or not set up. ' +
-        'Shows progress on stderr and ends with a summary: resent, skipped (resent meanwhile, or of an event the webhook ' +
-        'no longer receives, left failed), errors.',
+        'Each failure goes to the endpoint it failed on. Shows progress on stderr and ends with a summary: resent, skipped ' +
+        '(resent meanwhile, of an event its endpoint no longer receives, or of an endpoint disabled or deleted since: left failed), errors.',
     )
     .option('--merchant <id>', 'the merchant (required)')
     .option('--since <time>', 'start of the window (required)')
@@ -112,10 +121,13 @@ async function replay(resend: ResendService, merchant: ResendTarget, candidates:
       } else {
         await pacer.take(1);
         try {
-          summary.resent += await resend.resendWebhook(merchant, failure.webhookId);
+          // Each failure to its own endpoint (a row written before endpoints: every row of the webhook, the first endpoint's).
+          summary.resent += await resend.resendWebhook(merchant, failure.webhookId, failure.endpointId ?? undefined);
         } catch (err) {
-          if (err instanceof NothingToResendError || err instanceof EventNotSubscribedError) {
-            summary.skipped++; // resent since the window was read (e.g. by the merchant), or of an event no longer received: left failed
+          if (err instanceof NothingToResendError || err instanceof EventNotSubscribedError || err instanceof EndpointDeletedError || (err instanceof WebhookDisabledError && err.endpointId !== undefined)) {
+            // Resent since the window was read (e.g. by the merchant), of an event no longer received, or of
+            // an endpoint disabled or deleted since: left failed.
+            summary.skipped++;
           } else {
             summary.errors++;
             summary.lastError = (err as Error).message;

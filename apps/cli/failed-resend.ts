@@ -20,7 +20,8 @@ export function declareFailedResend(failed: Command, io: CliIo): void {
     .usage('<reference> --merchant <id>')
     .description(
       "Does what the merchant's POST /nucleus/tnx/webhook?reference=<reference> does, for an operator: " +
-        'republishes every unresolved failed webhook of that merchant and reference to <TOPOLOGY_PREFIX>.dispatch ' +
+        'republishes every unresolved failed webhook of that merchant and reference to <TOPOLOGY_PREFIX>.dispatch, ' +
+        'each failure to the endpoint it failed on (a webhook fails once per endpoint), ' +
         'with its original webhook-id and fresh attempt counters, claiming them in PostgreSQL (DATABASE_URL) ' +
         'as the API does, so that no replica sends them again. Prints how many were resent. Makes the API\'s checks first: ' +
         'nothing is resent while the merchant\'s webhook is disabled or not set up, and failures of events its webhook no ' +

@@ -2,7 +2,7 @@ import type { FailureRow } from '../../libs/failed/index.js';
 import { formatTable, truncate } from './table.js';
 
 // REASON beside LAST ERROR: why it ended in failed (an outage, a disabled webhook) and what was last seen.
-const HEADER = ['FAILED AT', 'MERCHANT', 'EVENT', 'REFERENCE', 'WEBHOOK ID', 'ATTEMPTS', 'LAST STATUS', 'REASON', 'LAST ERROR'];
+const HEADER = ['FAILED AT', 'MERCHANT', 'ENDPOINT', 'EVENT', 'REFERENCE', 'WEBHOOK ID', 'ATTEMPTS', 'LAST STATUS', 'REASON', 'LAST ERROR'];
 
 export function failuresTable(records: FailureRow[], withResolved: boolean): string {
   const header = withResolved ? [...HEADER.slice(0, -1), 'RESOLVED', 'LAST ERROR'] : HEADER;
@@ -10,6 +10,7 @@ export function failuresTable(records: FailureRow[], withResolved: boolean): str
     const row = [
       r.failedAt,
       r.merchantId,
+      r.endpointId ?? '-',
       r.event,
       r.references.join(','),
       r.webhookId,
@@ -29,6 +30,7 @@ export function failureJson(r: FailureRow): Record<string, unknown> {
   return {
     failedAt: r.failedAt,
     merchantId: r.merchantId,
+    endpointId: r.endpointId,
     event: r.event,
     references: r.references,
     webhookId: r.webhookId,

@@ -1,6 +1,6 @@
 import { SignJWT } from 'jose';
 import { DEV_JWT_SECRET } from '../../libs/config/index.js';
-import { deliveryLogQueries, openPostgres, type WebhookDetail, type WebhookFilters, type WebhookSummary } from '../../libs/delivery-store/index.js';
+import { deliveryLogQueries, onEndpoint, openPostgres, type WebhookDetail, type WebhookFilters, type WebhookSummary } from '../../libs/delivery-store/index.js';
 import type { CliContext } from './context.js';
 import { UsageError } from './errors.js';
 import { ADMIN_SCOPE } from './token.js';
@@ -88,7 +88,7 @@ class ApiLogSource implements LogSource {
 
   async listWebhooks(merchantId: string, filters: WebhookFilters): Promise<{ webhooks: WebhookSummary[]; nextCursor: string | null }> {
     const query: Record<string, string> = { limit: String(filters.limit) };
-    for (const name of ['reference', 'status', 'event'] as const) if (filters[name] !== undefined) query[name] = String(filters[name]);
+    for (const name of ['reference', 'status', 'event', 'endpointId'] as const) if (filters[name] !== undefined) query[name] = String(filters[name]);
     return (await this.get<{ webhooks: WebhookSummary[]; nextCursor: string | null }>(`/admin/merchants/${encodeURIComponent(merchantId)}/webhooks`, query))!;
   }
 
@@ -99,7 +99,9 @@ class ApiLogSource implements LogSource {
     const details: WebhookDetail[] = [];
     for (const w of page.webhooks) {
       const detail = await this.getWebhook(merchantId, w.webhookId);
-      if (detail) details.push(detail);
+      // The list's item is one delivery: its detail shows that delivery (the database's answer does the same).
+      const delivery = detail && onEndpoint(detail, w.endpointId);
+      if (delivery) details.push(delivery);
     }
     return { webhooks: details };
   }

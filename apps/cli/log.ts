@@ -1,13 +1,13 @@
 import type { Command } from 'commander';
 import { WEBHOOK_STATUSES } from '../../libs/delivery-log/index.js';
-import type { WebhookDetail, WebhookSummary } from '../../libs/delivery-store/index.js';
+import { onEndpoint, type WebhookDetail, type WebhookSummary } from '../../libs/delivery-store/index.js';
 import { merchantIdSchema } from '../../libs/contracts/index.js';
 import { action } from './command.js';
 import { type CliContext, type CliIo, writeLine } from './context.js';
 import { NothingMatchedError, UsageError } from './errors.js';
 import { EXIT } from './help-text.js';
 import { openLogSource } from './log-source.js';
-import { checkReference, parseLimit } from './options.js';
+import { checkEndpointId, checkReference, parseLimit } from './options.js';
 import { formatTable, truncate } from './table.js';
 
 interface Raw {
@@ -15,6 +15,7 @@ interface Raw {
   reference?: string;
   webhookId?: string;
   status?: string;
+  endpoint?: string;
   limit: string;
   json: boolean;
 }
@@ -24,6 +25,7 @@ export interface LogOptions {
   reference?: string;
   webhookId?: string;
   status?: string;
+  endpointId?: string;
   limit: number;
   json: boolean;
 }
@@ -43,6 +45,7 @@ export function declareLog(program: Command, io: CliIo): void {
     .option('--reference <ref>', 'the webhooks of this reference, with their timelines')
     .option('--webhook-id <id>', 'this webhook, with its timeline')
     .option('--status <status>', `only webhooks in this status: ${WEBHOOK_STATUSES.join(', ')}`)
+    .option('--endpoint <id>', 'only deliveries to this endpoint (ep_…): a webhook is one delivery per endpoint')
     .option('--limit <n>', 'at most this many webhooks (newest first)', '50')
     .option('--json', 'JSON on stdout, for scripts', false)
     .addHelpText(
@@ -66,6 +69,7 @@ function check(raw: Raw): LogOptions {
     reference: raw.reference === undefined ? undefined : checkReference(raw.reference),
     webhookId: raw.webhookId,
     status: raw.status,
+    endpointId: raw.endpoint === undefined ? undefined : checkEndpointId(raw.endpoint),
     limit,
     json: raw.json,
   };
@@ -75,6 +79,7 @@ function summaryRow(w: WebhookSummary): string[] {
   return [
     w.firstSeenAt,
     w.webhookId,
+    w.endpointId ?? '-',
     w.event,
     w.references.join(','),
     w.status,
@@ -96,9 +101,10 @@ export function timeline(w: WebhookDetail): string {
     r.startedAt ? `#${r.attemptNumber}` : '-',
     r.durationMs === null ? '-' : `${r.durationMs} ms`,
     r.httpStatus === null ? '-' : String(r.httpStatus),
+    r.endpointId ?? '-',
     truncate([r.error, r.reason, r.nextAttemptAt ? `next ${r.nextAttemptAt}` : null, r.responseBody ? `body ${JSON.stringify(r.responseBody)}` : null].filter(Boolean).join('; '), 100),
   ]);
-  return `${head}\n${formatTable(['TIME', 'OUTCOME', 'ATTEMPT', 'DURATION', 'STATUS', 'DETAIL'], rows)}`;
+  return `${head}\n${formatTable(['TIME', 'OUTCOME', 'ATTEMPT', 'DURATION', 'STATUS', 'ENDPOINT', 'DETAIL'], rows)}`;
 }
 
 async function run(options: LogOptions, ctx: CliContext): Promise<number> {
@@ -106,18 +112,18 @@ async function run(options: LogOptions, ctx: CliContext): Promise<number> {
   try {
     if (options.webhookId || options.reference) {
       const details = options.webhookId
-        ? [await log.getWebhook(options.merchantId, options.webhookId)].filter((d): d is WebhookDetail => d !== undefined)
-        : (await log.listWebhookDetails(options.merchantId, { reference: options.reference, status: options.status, limit: options.limit })).webhooks;
+        ? [await log.getWebhook(options.merchantId, options.webhookId)].filter((d): d is WebhookDetail => d !== undefined).flatMap((d) => (options.endpointId === undefined ? [d] : [onEndpoint(d, options.endpointId)].filter((e): e is WebhookDetail => e !== undefined)))
+        : (await log.listWebhookDetails(options.merchantId, { reference: options.reference, status: options.status, endpointId: options.endpointId, limit: options.limit })).webhooks;
       if (options.json) writeLine(ctx.stdout, JSON.stringify(details));
       if (details.length === 0) throw new NothingMatchedError('no webhook in the delivery log matches');
       if (!options.json) writeLine(ctx.stdout, details.map(timeline).join('\n\n'));
       return 0;
     }
-    const page = await log.listWebhooks(options.merchantId, { status: options.status, limit: options.limit });
+    const page = await log.listWebhooks(options.merchantId, { status: options.status, endpointId: options.endpointId, limit: options.limit });
     if (options.json) writeLine(ctx.stdout, JSON.stringify(page.webhooks));
     if (page.webhooks.length === 0) throw new NothingMatchedError('no webhook in the delivery log matches');
     if (!options.json) {
-      writeLine(ctx.stdout, formatTable(['FIRST SEEN', 'WEBHOOK-ID', 'EVENT', 'REFERENCES', 'STATUS', 'ATTEMPTS', 'LAST', 'NEXT', 'LAST ERROR'], page.webhooks.map(summaryRow)));
+      writeLine(ctx.stdout, formatTable(['FIRST SEEN', 'WEBHOOK-ID', 'ENDPOINT', 'EVENT', 'REFERENCES', 'STATUS', 'ATTEMPTS', 'LAST', 'NEXT', 'LAST ERROR'], page.webhooks.map(summaryRow)));
     }
     if (page.nextCursor) writeLine(ctx.stderr, `showing the ${page.webhooks.length} most recent; raise --limit or add --status to see others`);
     return 0;

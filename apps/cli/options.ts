@@ -49,6 +49,12 @@ export function checkReference(text: string): string {
   return text;
 }
 
+/** An endpoint id as the API takes it: the log's and the index's filters, the resend's choice. */
+export function checkEndpointId(text: string): string {
+  if (text.length === 0 || text.length > 200 || text.includes('\u0000')) throw new UsageError('--endpoint takes an endpoint id (ep_…) of 1 to 200 characters');
+  return text;
+}
+
 export function requireMerchant(value: string | undefined, command: string): string {
   if (value === undefined || value.trim() === '') throw new UsageError(`${command} needs --merchant <id>`);
   if (value.length > 200) throw new UsageError('--merchant takes an id of at most 200 characters');

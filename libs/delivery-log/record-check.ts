@@ -60,7 +60,13 @@ export function checkRecord(e: unknown): DeliveryRecord | undefined {
     return undefined;
   }
   // Keys in the schema's order, as zod builds them.
-  const out = { id: e.id, at: e.at, webhookId: e.webhookId, merchantId: e.merchantId, event: e.event, references: [...(refs as string[])] } as DeliveryRecord;
+  const out = { id: e.id, at: e.at, webhookId: e.webhookId, merchantId: e.merchantId } as DeliveryRecord;
+  if (e.endpointId !== undefined) {
+    if (!isText(e.endpointId, 1, 200)) return undefined;
+    out.endpointId = e.endpointId;
+  }
+  out.event = e.event;
+  out.references = [...(refs as string[])];
   if (e.payload !== undefined) {
     if (typeof e.payload !== 'string') return undefined;
     out.payload = e.payload;

@@ -7,7 +7,8 @@ export { isStorableFeedCursor, isStorableText, isStorableTime } from './bounds.j
 export { InvalidCursorError, InvalidFilterError, LogQueryTimeoutError, LogUnavailableError } from './errors.js';
 export { caughtUpAt } from './materialise.js';
 export { deliveryLogQueries } from './queries.js';
+export { onEndpoint } from './fold.js';
 export { DeliveryLogRecorder } from './recorder.js';
 export { dropExpiredPartitions } from './schema.js';
-export type { DeliveryLogQueries, RecordView, WebhookDetail, WebhookFilters, WebhookSummary } from './views.js';
+export type { DeliveryLogQueries, DeliverySummary, RecordView, WebhookDetail, WebhookFilters, WebhookSummary } from './views.js';
 export { LogHealth, type LogHealthState } from './health.js';

@@ -5,7 +5,8 @@ import { dayOf, ensurePartition } from './schema.js';
 /**
  * One statement stores a batch: records inserted once each (a copy published twice has the same
  * id and time, and is skipped), and each webhook's row updated from the records that were new
- * only, so a duplicate never counts an attempt twice. A webhook's status, next attempt and last
+ * only, so a duplicate never counts an attempt twice. A row is a delivery (the webhook on one
+ * endpoint: its records' endpointId, '' on records written before endpoints). A delivery's status, next attempt and last
  * error follow the record that comes last in the webhook's own order, whatever order batches
  * arrive in and whatever the dispatchers' clocks say: its key (ORDER_KEY) is the resend it belongs
  * to, then its attempt number, then its rank (an attempt's retry, then a wait before the next
@@ -25,7 +26,7 @@ WITH stored_offset AS (
 ), input AS (
   -- One array per column, zipped by ROWS FROM: PostgreSQL parses these at a third of the CPU that
   -- jsonb_to_recordset took. Payloads are text, stored as received: never parsed, never re-serialised.
-  SELECT DISTINCT ON (id, at) id, at, merchant_id, webhook_id, first_seen_at, event, refs::text[] AS refs,
+  SELECT DISTINCT ON (id, at) id, at, merchant_id, webhook_id, endpoint_id, first_seen_at, event, refs::text[] AS refs,
     payload, outcome, status, attempt_number, started_at, duration_ms, http_status, error,
     response_body, reason, next_attempt_at, ord, pos,
     ARRAY[resend, attempt_number, CASE outcome WHEN 'retrying' THEN 0 WHEN 'deferred' THEN 1 WHEN 'postponed' THEN 1 ELSE 2 END,
@@ -34,14 +35,14 @@ WITH stored_offset AS (
     unnest($8::timestamptz[]), unnest($9::text[]), unnest($10::text[]), unnest($11::text[]), unnest($12::text[]),
     unnest($13::text[]), unnest($14::integer[]), unnest($15::timestamptz[]), unnest($16::integer[]), unnest($17::integer[]),
     unnest($18::text[]), unnest($19::text[]), unnest($20::text[]), unnest($21::timestamptz[]), unnest($22::integer[]), unnest($23::bigint[]),
-    unnest($25::integer[]))
+    unnest($25::integer[]), unnest($26::text[]))
   AS r(id, at, merchant_id, webhook_id, first_seen_at, event, refs, payload, outcome, status, attempt_number, started_at,
-    duration_ms, http_status, error, response_body, reason, next_attempt_at, ord, pos, resend)
+    duration_ms, http_status, error, response_body, reason, next_attempt_at, ord, pos, resend, endpoint_id)
   ORDER BY id, at, ord
 ), inserted AS (
-  INSERT INTO delivery_records (id, at, merchant_id, webhook_id, outcome, attempt_number, started_at, duration_ms,
+  INSERT INTO delivery_records (id, at, merchant_id, webhook_id, endpoint_id, outcome, attempt_number, started_at, duration_ms,
     http_status, error, response_body, reason, next_attempt_at)
-  SELECT id, at, merchant_id, webhook_id, outcome, attempt_number, started_at, duration_ms, http_status, error,
+  SELECT id, at, merchant_id, webhook_id, endpoint_id, outcome, attempt_number, started_at, duration_ms, http_status, error,
     response_body, reason, next_attempt_at FROM input
   ON CONFLICT DO NOTHING
   RETURNING id, at
@@ -50,7 +51,8 @@ WITH stored_offset AS (
   -- and would nest loops over two CTEs (quadratic in the batch).
   SELECT * FROM input WHERE (id, at) IN (SELECT id, at FROM inserted)
 ), per_webhook AS (
-  SELECT merchant_id, webhook_id,
+  -- A delivery: the webhook on one endpoint ('' for records written before endpoints).
+  SELECT merchant_id, webhook_id, endpoint_id,
     min(first_seen_at) AS first_seen_at,
     min(ord) AS first_ord,
     -- From 1: the feed reads after cursor 0 when given none.
@@ -67,15 +69,15 @@ WITH stored_offset AS (
     (array_agg(http_status ORDER BY started_at DESC) FILTER (WHERE started_at IS NOT NULL))[1] AS last_http_status,
     (array_agg(coalesce(error, reason) ORDER BY key DESC) FILTER (WHERE error IS NOT NULL OR reason IS NOT NULL))[1] AS last_error,
     (array_agg(payload ORDER BY ord) FILTER (WHERE payload IS NOT NULL))[1] AS payload
-  FROM fresh GROUP BY merchant_id, webhook_id
+  FROM fresh GROUP BY merchant_id, webhook_id, endpoint_id
 )
-INSERT INTO delivery_webhooks AS w (merchant_id, webhook_id, first_seen_at, seq, event, refs, merchant_refs, payload, status, attempts,
+INSERT INTO delivery_webhooks AS w (merchant_id, webhook_id, endpoint_id, first_seen_at, seq, event, refs, merchant_refs, payload, status, attempts,
   first_attempt_at, last_attempt_at, last_http_status, last_error, next_attempt_at, last_record_at, last_key)
-SELECT merchant_id, webhook_id, first_seen_at, seq, event, refs, ARRAY(SELECT merchant_id || chr(31) || r FROM unnest(refs) AS r), payload, status, attempts,
+SELECT merchant_id, webhook_id, endpoint_id, first_seen_at, seq, event, refs, ARRAY(SELECT merchant_id || chr(31) || r FROM unnest(refs) AS r), payload, status, attempts,
   first_attempt_at, last_attempt_at, last_http_status, last_error, next_attempt_at, last_record_at, last_key
 FROM per_webhook
 ORDER BY first_ord
-ON CONFLICT (merchant_id, webhook_id) DO UPDATE SET
+ON CONFLICT (merchant_id, webhook_id, endpoint_id) DO UPDATE SET
   first_seen_at = least(w.first_seen_at, EXCLUDED.first_seen_at),
   attempts = w.attempts + EXCLUDED.attempts,
   payload = coalesce(w.payload, EXCLUDED.payload),
@@ -138,7 +140,7 @@ export function prepareRows(records: readonly DeliveryRecord[], positions: reado
   const [ids, ats, merchants, webhooks, firstSeen, events, refs] = [column(), column(), column(), column(), column(), column(), column()];
   const [outcomes, statuses, attemptNumbers, startedAts, durations, httpStatuses] = [column(), column(), column(), column(), column(), column()];
   const [errors, bodies, reasons, nextAttempts, ords, pos, resends] = [column(), column(), column(), column(), column(), column(), column()];
-  const payloads = column();
+  const [payloads, endpoints] = [column(), column()];
   for (let i = 0; i < n; i++) {
     const record = records[i]!;
     const a = record.attempt;
@@ -163,11 +165,13 @@ export function prepareRows(records: readonly DeliveryRecord[], positions: reado
     ords[i] = i;
     pos[i] = positions[i] ?? 0;
     resends[i] = record.resend ?? 0;
+    endpoints[i] = quoted(noNul(record.endpointId ?? ''));
   }
   return [ids, ats, merchants, webhooks, firstSeen, events, refs, payloads].map(literal).concat(
     [outcomes, statuses, attemptNumbers, startedAts, durations, httpStatuses, errors, bodies, reasons, nextAttempts, ords, pos].map(literal),
-    // Last, after the stream's fingerprint ($24): each record's resend ($25).
+    // Last, after the stream's fingerprint ($24): each record's resend ($25) and endpoint ($26).
     literal(resends),
+    literal(endpoints),
   );
 }
 
@@ -181,7 +185,7 @@ export const NO_ROWS = prepareRows([]);
  * the fingerprint of the entry at nextOffset - 1.
  */
 export async function storeBatch(db: Queryable, stream: string, rows: PreparedRows, nextOffset: number, caughtUpAt: Date | null, lastEntry: string | null = null): Promise<void> {
-  await db.query(STORE_BATCH, [stream, nextOffset, caughtUpAt?.toISOString() ?? null, ...rows.slice(0, -1), lastEntry, rows.at(-1)]);
+  await db.query(STORE_BATCH, [stream, nextOffset, caughtUpAt?.toISOString() ?? null, ...rows.slice(0, -2), lastEntry, ...rows.slice(-2)]);
 }
 
 /**

@@ -2,10 +2,12 @@ import type { WebhookStatus } from '../delivery-log/index.js';
 import type { Queryable } from './database.js';
 import { isStorableFeedCursor, isStorableText, isStorableTime } from './bounds.js';
 import { InvalidCursorError, InvalidFilterError, LogQueryTimeoutError, LogUnavailableError } from './errors.js';
+import { foldDeliveries } from './fold.js';
 import type { DeliveryLogQueries, FeedEvent, RecordView, WebhookDetail, WebhookFilters, WebhookSummary } from './views.js';
 
 interface WebhookRow {
   webhook_id: string;
+  endpoint_id: string;
   event: string;
   refs: string[];
   status: WebhookStatus;
@@ -23,6 +25,8 @@ interface WebhookRow {
   /** Its intake key's repeats (intake_keys), while the key is kept. */
   duplicates?: number | null;
   last_duplicate_at?: Date | null;
+  /** The feed's: the status folded over the event's deliveries. */
+  event_status?: WebhookStatus;
 }
 
 const iso = (d: Date | string | null) => (d === null ? null : new Date(d).toISOString());
@@ -38,11 +42,12 @@ function bodyOf(text: string | null | undefined): unknown {
 }
 
 const SUMMARY_COLUMNS =
-  'webhook_id, event, refs, status, attempts, first_seen_at, first_attempt_at, last_attempt_at, last_http_status, last_error, next_attempt_at, seq';
+  'webhook_id, endpoint_id, event, refs, status, attempts, first_seen_at, first_attempt_at, last_attempt_at, last_http_status, last_error, next_attempt_at, seq';
 
 function summary(row: WebhookRow): WebhookSummary {
   return {
     webhookId: row.webhook_id,
+    endpointId: row.endpoint_id === '' ? null : row.endpoint_id,
     event: row.event,
     references: row.refs,
     status: row.status,
@@ -57,11 +62,25 @@ function summary(row: WebhookRow): WebhookSummary {
 }
 
 function detail(row: WebhookRow): WebhookDetail {
+  const delivery = summary(row);
   return {
-    ...summary(row),
+    ...delivery,
     payload: bodyOf(row.payload),
+    deliveries: [
+      {
+        endpointId: delivery.endpointId,
+        status: delivery.status,
+        attempts: delivery.attempts,
+        firstAttemptAt: delivery.firstAttemptAt,
+        lastAttemptAt: delivery.lastAttemptAt,
+        lastHttpStatus: delivery.lastHttpStatus,
+        lastError: delivery.lastError,
+        nextAttemptAt: delivery.nextAttemptAt,
+      },
+    ],
     records: (row.records ?? []).map(
       (r): RecordView => ({
+        endpointId: delivery.endpointId,
         at: iso(r.at)!,
         outcome: r.outcome,
         attemptNumber: r.attemptNumber,
@@ -93,27 +112,31 @@ SELECT ${SUMMARY_COLUMNS}, payload, (
       'startedAt', r.started_at, 'durationMs', r.duration_ms, 'httpStatus', r.http_status, 'error', r.error,
       'responseBody', r.response_body, 'reason', r.reason, 'nextAttemptAt', r.next_attempt_at) ORDER BY r.at, r.attempt_number), '[]')
   FROM delivery_records r
-  WHERE r.merchant_id = w.merchant_id AND r.webhook_id = w.webhook_id AND r.at >= w.first_seen_at AND r.at <= w.last_record_at
+  WHERE r.merchant_id = w.merchant_id AND r.webhook_id = w.webhook_id AND r.endpoint_id = w.endpoint_id
+    AND r.at >= w.first_seen_at AND r.at <= w.last_record_at
 ) AS records, k.duplicates, k.last_duplicate_at
 FROM (${webhooks}) w
 LEFT JOIN LATERAL (
   SELECT duplicates, last_duplicate_at FROM intake_keys k WHERE k.merchant_id = w.merchant_id AND k.webhook_id = w.webhook_id ORDER BY day DESC LIMIT 1
 ) k ON true
-ORDER BY first_seen_at DESC, webhook_id DESC`;
+ORDER BY first_seen_at DESC, webhook_id DESC, endpoint_id DESC`;
 
 const DETAIL_COLUMNS = `merchant_id, ${SUMMARY_COLUMNS}, payload, last_record_at`;
 
-/** The list's cursor: the last row's (first_seen_at, webhook_id), newest first, opaque to clients. */
+/** The list's cursor: the last row's (first_seen_at, webhook_id, endpoint_id), newest first, opaque to clients. */
 function encodeCursor(row: WebhookRow): string {
-  return Buffer.from(JSON.stringify([new Date(row.first_seen_at).toISOString(), row.webhook_id])).toString('base64url');
+  return Buffer.from(JSON.stringify([new Date(row.first_seen_at).toISOString(), row.webhook_id, row.endpoint_id])).toString('base64url');
 }
 
-function decodeCursor(cursor: string): [string, string] {
+function decodeCursor(cursor: string): [string, string, string] {
   try {
     const value = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown;
     // Checked as the filters are: a cursor PostgreSQL would refuse is one this service never gave.
-    if (Array.isArray(value) && value.length === 2 && typeof value[0] === 'string' && isStorableTime(value[0]) && typeof value[1] === 'string' && isStorableText(value[1])) {
-      return [value[0], value[1]];
+    if (
+      Array.isArray(value) && value.length === 3 && typeof value[0] === 'string' && isStorableTime(value[0]) &&
+      typeof value[1] === 'string' && isStorableText(value[1]) && typeof value[2] === 'string' && isStorableText(value[2])
+    ) {
+      return [value[0], value[1], value[2]];
     }
   } catch {
     // falls through to the error
@@ -143,7 +166,7 @@ function checkFilters(filters: WebhookFilters): void {
     const value = filters[name];
     if (value !== undefined && !isStorableTime(value)) throw new InvalidFilterError(name, 'give an ISO 8601 time in the years 0001 to 9999');
   }
-  for (const name of ['reference', 'event', 'status'] as const) {
+  for (const name of ['reference', 'event', 'status', 'endpointId'] as const) {
     const value = filters[name];
     if (value !== undefined && !isStorableText(value)) throw new InvalidFilterError(name, 'it holds a NUL character');
   }
@@ -173,16 +196,17 @@ function listStatement(merchantId: string, filters: WebhookFilters, columns: str
   }
   if (filters.event) add((n) => `event = ${n}`, filters.event);
   if (filters.status) add((n) => `status = ${n}`, filters.status);
+  if (filters.endpointId) add((n) => `endpoint_id = ${n}`, filters.endpointId);
   if (filters.since) add((n) => `first_seen_at >= ${n}::timestamptz`, filters.since);
   if (filters.until) add((n) => `first_seen_at < ${n}::timestamptz`, filters.until);
   if (filters.cursor) {
-    const [seenAt, webhookId] = decodeCursor(filters.cursor);
-    params.push(seenAt, webhookId);
-    where.push(`(first_seen_at, webhook_id) < ($${params.length - 1}::timestamptz, $${params.length})`);
+    const [seenAt, webhookId, endpointId] = decodeCursor(filters.cursor);
+    params.push(seenAt, webhookId, endpointId);
+    where.push(`(first_seen_at, webhook_id, endpoint_id) < ($${params.length - 2}::timestamptz, $${params.length - 1}, $${params.length})`);
   }
   params.push(filters.limit + 1);
   return {
-    text: `SELECT ${columns} FROM ${from} WHERE ${where.join(' AND ')} ORDER BY first_seen_at DESC, webhook_id DESC LIMIT $${params.length}`,
+    text: `SELECT ${columns} FROM ${from} WHERE ${where.join(' AND ')} ORDER BY first_seen_at DESC, webhook_id DESC, endpoint_id DESC LIMIT $${params.length}`,
     params,
   };
 }
@@ -207,9 +231,20 @@ export interface DeliveryLogQueryOptions {
  * last event; the first event is kept whatever its size, so a page always moves the cursor on.
  */
 const FEED_STATEMENT = `
-SELECT ${SUMMARY_COLUMNS}, payload FROM (
+SELECT ${SUMMARY_COLUMNS}, payload, (
+  -- The event's status over its deliveries: pending while one is, else failed if one did, else
+  -- delivered if one was; skipped when none was sent.
+  SELECT CASE WHEN bool_or(e.status = 'retrying') THEN 'retrying' WHEN bool_or(e.status = 'failed') THEN 'failed'
+    WHEN bool_or(e.status = 'delivered') THEN 'delivered' ELSE 'skipped' END
+  FROM delivery_webhooks e WHERE e.merchant_id = counted.merchant_id AND e.webhook_id = counted.webhook_id
+) AS event_status FROM (
   SELECT page.*, row_number() OVER running AS n, sum(coalesce(octet_length(payload), 0)) OVER running AS bytes
-  FROM (SELECT ${SUMMARY_COLUMNS}, payload FROM delivery_webhooks WHERE merchant_id = $1 AND seq > $2::bigint ORDER BY seq LIMIT $3) page
+  FROM (
+    -- One entry per event: its first delivery recorded (the lowest seq), so its place never moves.
+    SELECT merchant_id, ${SUMMARY_COLUMNS}, payload FROM delivery_webhooks d WHERE merchant_id = $1 AND seq > $2::bigint
+      AND NOT EXISTS (SELECT 1 FROM delivery_webhooks o WHERE o.merchant_id = d.merchant_id AND o.webhook_id = d.webhook_id AND o.seq < d.seq)
+    ORDER BY seq LIMIT $3
+  ) page
   WINDOW running AS (ORDER BY seq ROWS UNBOUNDED PRECEDING)
 ) counted
 WHERE n = 1 OR bytes <= $4
@@ -233,13 +268,13 @@ export function deliveryLogQueries(db: Queryable, options: DeliveryLogQueryOptio
 
     async getWebhook(merchantId: string, webhookId: string): Promise<WebhookDetail | undefined> {
       if (!isStorableText(webhookId)) throw new InvalidFilterError('webhookId', 'it holds a NUL character');
-      // One row per webhook: its primary key.
+      // One row per delivery (endpoint): its primary key's prefix.
       const rows = await run<WebhookRow>(
         db,
         withRecords(`SELECT ${DETAIL_COLUMNS} FROM delivery_webhooks WHERE merchant_id = $1 AND webhook_id = $2`),
         [merchantId, webhookId],
       );
-      return rows[0] && detail(rows[0]);
+      return rows.length === 0 ? undefined : foldDeliveries(rows.map(detail));
     },
 
     async feed(merchantId: string, after: string | undefined, limit: number) {
@@ -252,7 +287,7 @@ export function deliveryLogQueries(db: Queryable, options: DeliveryLogQueryOptio
           event: row.event,
           references: row.refs,
           firstSeenAt: iso(row.first_seen_at)!,
-          status: row.status,
+          status: row.event_status ?? row.status,
           payload: bodyOf(row.payload),
         }),
       );

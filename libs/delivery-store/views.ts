@@ -1,7 +1,23 @@
 import type { Outcome, WebhookStatus } from '../delivery-log/index.js';
 
-/** What the delivery log answers: the API's and the CLI's reads. */
-export interface WebhookSummary {
+/** One delivery of a webhook: the webhook on one of the merchant's endpoints, and what happened to it. */
+export interface DeliverySummary {
+  /** The endpoint (ep_…); null on deliveries recorded before endpoints (the merchant's only endpoint then). */
+  endpointId: string | null;
+  status: WebhookStatus;
+  attempts: number;
+  firstAttemptAt: string | null;
+  lastAttemptAt: string | null;
+  lastHttpStatus: number | null;
+  lastError: string | null;
+  nextAttemptAt: string | null;
+}
+
+/**
+ * What the delivery log answers: the API's and the CLI's reads. A list's item is one delivery (the
+ * webhook on one endpoint); a webhook's detail folds its deliveries (see foldDeliveries).
+ */
+export interface WebhookSummary extends DeliverySummary {
   webhookId: string;
   event: string;
   references: string[];
@@ -16,6 +32,8 @@ export interface WebhookSummary {
 }
 
 export interface RecordView {
+  /** The endpoint the record's delivery was for; null before endpoints. */
+  endpointId: string | null;
   at: string;
   outcome: Outcome;
   attemptNumber: number;
@@ -30,6 +48,8 @@ export interface RecordView {
 
 export interface WebhookDetail extends WebhookSummary {
   payload: unknown;
+  /** Each endpoint's delivery of the webhook, by endpoint id. */
+  deliveries: DeliverySummary[];
   records: RecordView[];
   /** Repeats of its intake key acked without delivery (INTAKE_DEDUPE_WINDOW), while the key is kept; and the last one's time. */
   duplicates: number;
@@ -48,6 +68,7 @@ export interface FeedEvent {
 
 export interface WebhookFilters {
   reference?: string;
+  endpointId?: string;
   event?: string;
   status?: string;
   since?: string;

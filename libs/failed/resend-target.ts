@@ -1,27 +1,65 @@
 import { receivesEvent, type Endpoint } from '../merchants/index.js';
 
-/** What a resend needs to know of the merchant: its id, and whether its endpoints are on and for which events. */
+/** What a resend needs to know of the merchant: its id, and its endpoints (which are on, for which events). */
 export interface ResendTarget {
   id: string;
-  endpoints: ReadonlyArray<Pick<Endpoint, 'enabled' | 'events'>>;
+  endpoints: ReadonlyArray<Pick<Endpoint, 'id' | 'enabled' | 'events'>>;
 }
 
-/** The merchant's webhook is off or not set up: a resent copy would only fail again, so nothing is claimed and the failures stay. */
+/** The endpoint (or, without one named, every endpoint of the merchant) is off or not set up: a resent copy would only fail again, so nothing is claimed and the failures stay. */
 export class WebhookDisabledError extends Error {
-  constructor(readonly merchantId: string) {
-    super(`the webhook of merchant ${merchantId} is disabled or not set up; enable it, then resend`);
+  constructor(readonly merchantId: string, readonly endpointId?: string) {
+    super(
+      endpointId === undefined
+        ? `the webhook of merchant ${merchantId} is disabled or not set up; enable it, then resend`
+        : `endpoint ${endpointId} of merchant ${merchantId} is disabled; enable it, then resend`,
+    );
     this.name = 'WebhookDisabledError';
   }
 }
 
+/** Every failure found is of an endpoint the merchant deleted since: there is nowhere to resend it (the entry stays until retention). */
+export class EndpointDeletedError extends Error {
+  constructor(readonly endpointIds: string[]) {
+    super(`endpoint ${endpointIds.join(', ')} was deleted; its failed webhooks cannot be resent`);
+    this.name = 'EndpointDeletedError';
+  }
+}
+
+/** Where one failure would be resent, or why it stays failed. */
+export type Verdict = { send: string } | { keep: 'disabled' | 'deleted' | 'not-subscribed'; endpointId: string };
+
 /**
- * The checks every resend makes before it claims anything (the API's, the portal's, the CLI's:
- * ResendService runs them, so none can skip them): the webhook must be on, and the events it no
- * longer receives are left failed (EventNotSubscribedError when nothing else is left).
+ * The endpoint a failure of `endpointId` belongs to: that endpoint, or for a row written before
+ * endpoints ('') the merchant's first (its only one then). Undefined: deleted since.
  */
-export function receiverOf(target: ResendTarget): (event: string) => boolean {
-  // A merchant's one endpoint while it has at most one (ENDPOINTS_NOW).
-  const webhook = target.endpoints[0];
-  if (!webhook?.enabled) throw new WebhookDisabledError(target.id);
-  return (event) => receivesEvent(webhook, event);
+export function endpointOf(target: ResendTarget, endpointId: string): ResendTarget['endpoints'][number] | undefined {
+  return endpointId === '' ? target.endpoints[0] : target.endpoints.find((e) => e.id === endpointId);
+}
+
+/**
+ * The failure index's endpoint ids that name `endpointId`: itself, and the rows written before
+ * endpoints when it is the merchant's first.
+ */
+export function rowsOfEndpoint(target: ResendTarget, endpointId: string): string[] {
+  return target.endpoints[0]?.id === endpointId ? [endpointId, ''] : [endpointId];
+}
+
+/**
+ * The checks every resend makes (the API's, the portal's, the CLI's: ResendService runs them, so
+ * none can skip them). Before anything is claimed: some endpoint must be on (`only`: that one,
+ * when it is the merchant's), else WebhookDisabledError. Then per failure, on the endpoint it
+ * failed on: that endpoint must still exist, be on and receive the event; a failure that may not
+ * go stays failed, and the resend says why when nothing else is left.
+ */
+export function receiverOf(target: ResendTarget, only?: string): (failure: { endpointId: string; event: string }) => Verdict {
+  const named = only === undefined ? undefined : target.endpoints.find((e) => e.id === only);
+  if (named ? !named.enabled : !target.endpoints.some((e) => e.enabled)) throw new WebhookDisabledError(target.id, named?.id);
+  return ({ endpointId, event }) => {
+    const endpoint = endpointOf(target, endpointId);
+    if (!endpoint) return { keep: 'deleted', endpointId };
+    if (!endpoint.enabled) return { keep: 'disabled', endpointId: endpoint.id };
+    if (!receivesEvent(endpoint, event)) return { keep: 'not-subscribed', endpointId: endpoint.id };
+    return { send: endpoint.id };
+  };
 }

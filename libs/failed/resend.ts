@@ -4,11 +4,14 @@ import { copyHeaders, HEADERS, type ScalarHeaders, webhookHeaders } from '../con
 import type { Logger } from '../logger/index.js';
 import { type TopologyNames, topologyNames } from '../topology/index.js';
 import { ATTR, inSpan, linkActiveSpanTo, publishSpan, SpanKind } from '../tracing/index.js';
-import { receiverOf, type ResendTarget } from './resend-target.js';
-import { CLAIM_LEASE_MS, type ClaimedFailure, type FailedStore, type FailureFilter, RESENDS_PER_WEBHOOK_PER_DAY } from './store.js';
+import { EndpointDeletedError, receiverOf, type ResendTarget, rowsOfEndpoint, type Verdict, WebhookDisabledError } from './resend-target.js';
+import { CLAIM_LEASE_MS, type ClaimedFailure, type FailedStore, type FailureFilter, type FailureKey, failureKeyOf, RESENDS_PER_WEBHOOK_PER_DAY } from './store.js';
 
 /** The claim and the mark as resent: child spans of the resend, as PostgreSQL client calls. */
 const DB_UPDATE = { kind: SpanKind.CLIENT, attributes: { 'db.system.name': 'postgresql', 'db.operation.name': 'UPDATE', 'db.collection.name': 'failed_webhooks' } };
+
+/** A row's key alone: the claimed failure carries its body and headers too. */
+const keyOf = (row: FailureKey): FailureKey => ({ webhookId: row.webhookId, endpointId: row.endpointId });
 
 /** A resent copy not confirmed within this answers 503 resend_outcome_unknown. */
 export const RESEND_CONFIRM_DEADLINE_MS = 5_000;
@@ -118,14 +121,18 @@ export class ResendService {
     );
   }
 
-  /** One webhook by its id, whatever its references; the same checks. */
-  resendWebhook(merchant: ResendTarget, webhookId: string): Promise<number> {
+  /**
+   * One webhook by its id, whatever its references, on every endpoint where it failed, or on
+   * `endpointId` alone; the same checks.
+   */
+  resendWebhook(merchant: ResendTarget, webhookId: string, endpointId?: string): Promise<number> {
+    const filter: FailureFilter = endpointId === undefined ? { webhookId } : { webhookId, endpointIds: rowsOfEndpoint(merchant, endpointId) };
     return inSpan('resend', { attributes: { [ATTR.merchantId]: merchant.id, [ATTR.webhookId]: webhookId } }, () =>
-      this.resendWhere(merchant.id, { webhookId }, receiverOf(merchant), undefined),
+      this.resendWhere(merchant.id, filter, receiverOf(merchant, endpointId), undefined),
     );
   }
 
-  private async resendWhere(merchantId: string, filter: FailureFilter, receives: (event: string) => boolean, reference: string | undefined): Promise<number> {
+  private async resendWhere(merchantId: string, filter: FailureFilter, verdictOf: (failure: ClaimedFailure) => Verdict, reference: string | undefined): Promise<number> {
     const claimId = randomUUID();
     const unavailable = (err: unknown): never => {
       throw new FailureIndexUnavailableError({ cause: err });
@@ -136,49 +143,56 @@ export class ResendService {
       if (why.kind === 'held') throw new ResendInProgressError(why.ms);
       throw why.kind === 'capped' ? new ResendLimitError(why.ms) : new NothingToResendError();
     }
-    const excluded = new Set<string>();
+    /** Why failures stay failed (the endpoint off, deleted, no longer receiving the event): the answer when nothing went. */
+    const kept = { disabled: new Set<string>(), deleted: new Set<string>(), 'not-subscribed': new Set<string>() };
     /** Surely not sent: given back. */
-    const giveBack: string[] = [];
-    const sent: string[] = [];
+    const giveBack: FailureKey[] = [];
+    const sent: FailureKey[] = [];
     let failure: unknown;
-    const lease = this.keepLease(merchantId, claimId, claimed.map((w) => w.webhookId));
+    const lease = this.keepLease(merchantId, claimId, claimed);
     try {
       for (const [i, webhook] of claimed.entries()) {
         failure ??= lease.lost();
         if (failure !== undefined) {
-          giveBack.push(...claimed.slice(i).map((w) => w.webhookId));
+          giveBack.push(...claimed.slice(i));
           break;
         }
-        lease.done(webhook.webhookId);
+        lease.done(webhook);
         // Its lease ran out before a renewal reached it, and another resend took it: that one sends it.
-        if (!lease.holds(webhook.webhookId)) continue;
-        if (!receives(webhook.event)) {
+        if (!lease.holds(webhook)) continue;
+        // Each failure goes back to the endpoint it failed on, and to no other.
+        const verdict = verdictOf(webhook);
+        if ('keep' in verdict) {
           // The dispatcher would only put it back in failed: leave it there, and say why.
-          excluded.add(webhook.event);
-          giveBack.push(webhook.webhookId);
+          kept[verdict.keep].add(verdict.keep === 'not-subscribed' ? webhook.event : verdict.endpointId);
+          giveBack.push(webhook);
           continue;
         }
         try {
-          await this.republish(merchantId, claimId, webhook, reference);
+          await this.republish(merchantId, claimId, webhook, verdict.send, reference);
         } catch (err) {
-          if (!(err instanceof ResendOutcomeUnknownError)) giveBack.push(webhook.webhookId);
+          if (!(err instanceof ResendOutcomeUnknownError)) giveBack.push(webhook);
           failure = err;
           continue;
         }
-        sent.push(webhook.webhookId);
+        sent.push(webhook);
         // Marked at once, so no later resend can claim a copy already sent, however long the rest
         // take. A mark that fails leaves it held for the lease; the dispatcher marks the copy again
         // when it takes it.
-        await inSpan('resolve failed_webhooks', DB_UPDATE, () => this.store.markResent(merchantId, [webhook.webhookId], claimId)).catch((err: unknown) =>
+        await inSpan('resolve failed_webhooks', DB_UPDATE, () => this.store.markResent(merchantId, [webhook.webhookId], claimId, webhook.endpointId)).catch((err: unknown) =>
           this.warn('resent webhook not marked; the dispatcher marks it', merchantId, err),
         );
       }
     } finally {
       await lease.stop();
     }
-    await this.store.release(merchantId, giveBack, claimId).catch((err: unknown) => this.warn('claim not given back; it frees itself after its lease', merchantId, err));
+    await this.store.release(merchantId, giveBack.map(keyOf), claimId).catch((err: unknown) => this.warn('claim not given back; it frees itself after its lease', merchantId, err));
     if (failure !== undefined) throw failure;
-    if (sent.length === 0) throw excluded.size > 0 ? new EventNotSubscribedError([...excluded]) : new NothingToResendError();
+    if (sent.length === 0) {
+      if (kept.disabled.size > 0) throw new WebhookDisabledError(merchantId, [...kept.disabled][0]);
+      if (kept.deleted.size > 0) throw new EndpointDeletedError([...kept.deleted]);
+      throw kept['not-subscribed'].size > 0 ? new EventNotSubscribedError([...kept['not-subscribed']]) : new NothingToResendError();
+    }
     this.logger.info('failed webhooks resent', { merchantId, reference, count: sent.length });
     return sent.length;
   }
@@ -189,9 +203,9 @@ export class ResendService {
    * the row is sent or about to be, no longer renewed once marked. `lost()`: a renewal failed
    * (PostgreSQL unreachable), so the rows may be free soon and nothing more may go out.
    */
-  private keepLease(merchantId: string, claimId: string, ids: string[]) {
-    let waiting = ids;
-    let held = new Set(ids);
+  private keepLease(merchantId: string, claimId: string, claimed: readonly FailureKey[]) {
+    let waiting = claimed.map(keyOf);
+    let held = new Set(waiting.map(failureKeyOf));
     let error: unknown;
     let renewing: Promise<void> | undefined;
     const timer = setInterval(() => {
@@ -202,9 +216,9 @@ export class ResendService {
         .then(() => (renewing = undefined));
     }, Math.max(1, Math.floor(this.leaseMs / 3)));
     return {
-      holds: (id: string) => held.has(id),
-      // The row before `id` is marked or given back by now (or held for its lease): only the rest are renewed.
-      done: (id: string) => (waiting = waiting.slice(waiting.indexOf(id))),
+      holds: (key: FailureKey) => held.has(failureKeyOf(key)),
+      // The row before `key` is marked or given back by now (or held for its lease): only the rest are renewed.
+      done: (key: FailureKey) => (waiting = waiting.slice(waiting.findIndex((k) => k.webhookId === key.webhookId && k.endpointId === key.endpointId))),
       lost: () => error,
       stop: async () => {
         clearInterval(timer);
@@ -223,7 +237,7 @@ export class ResendService {
    * when surely nothing was stored (not connected, or no queue took it), ResendOutcomeUnknownError
    * when it may have been: no confirm within the deadline, or a channel failure before it.
    */
-  private async republish(merchantId: string, claimId: string, webhook: ClaimedFailure, reference: string | undefined): Promise<void> {
+  private async republish(merchantId: string, claimId: string, webhook: ClaimedFailure, endpointId: string, reference: string | undefined): Promise<void> {
     // A failure only the recorder indexed has no headers: the ones the dispatcher needs, from the row.
     const headers: ScalarHeaders = webhook.headers
       ? copyHeaders(webhook.headers, { from: 'failure-entry' })
@@ -232,6 +246,8 @@ export class ResendService {
     headers[HEADERS.resend] = webhook.resend;
     // The dispatcher marks the failure resent when it takes this copy, in case this replica dies first.
     headers[HEADERS.claimId] = claimId;
+    // To the endpoint it failed on alone (a row written before endpoints: the merchant's first).
+    headers[HEADERS.endpointId] = endpointId;
     if (!this.broker.isConnected) throw new BrokerUnavailableError('not connected to RabbitMQ; nothing was resent');
     const webhookId = webhook.webhookId;
     // The copy keeps the webhook's own traceparent (its attempts stay in the webhook's trace); the resend's span links to it.
@@ -257,7 +273,7 @@ export class ResendService {
     const marked = publish.then(
       async () => {
         this.logger.info('late resent copy confirmed', { merchantId, reference });
-        await this.store.markResent(merchantId, [webhookId], claimId);
+        await this.store.markResent(merchantId, [webhookId], claimId, webhook.endpointId);
       },
       (err: unknown) => this.warn('late resent copy failed; its claim holds for its lease', merchantId, err),
     ).catch((err: unknown) => this.warn('late resent copy not marked; the dispatcher marks it', merchantId, err));

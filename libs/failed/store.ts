@@ -2,9 +2,10 @@ import { messageFromLoggedBody } from '../contracts/index.js';
 import type { Queryable } from '../delivery-store/database.js';
 
 /**
- * The failure index: one row per failed webhook of a merchant, the failed message as it went to
- * `failed` (its body and headers) and the state of its resend. A row is one failure, known by its
- * time: a webhook that fails again after a resend gets a later `failed_at`, which frees it for the
+ * The failure index: one row per failed delivery of a merchant (a webhook fails once per endpoint:
+ * keyed by merchant, webhook and endpoint, '' on rows written before endpoints), the failed message
+ * as it went to `failed` (its body and headers) and the state of its resend. A row is one failure,
+ * known by its time: a webhook that fails again after a resend gets a later `failed_at`, which frees it for the
  * next resend; the same failure written twice (by the dispatcher and by the recorder) is one row.
  *
  * Resending claims rows with one conditional UPDATE: `claim_id` set by the first resend, `resent_at`
@@ -26,8 +27,26 @@ export const RESENDS_PER_WEBHOOK_PER_DAY = 10;
 const SENDABLE = `(content IS NOT NULL OR EXISTS (SELECT 1 FROM delivery_webhooks w
   WHERE w.merchant_id = failed_webhooks.merchant_id AND w.webhook_id = failed_webhooks.webhook_id AND w.payload IS NOT NULL))`;
 
+/** One row of the index: a webhook's failure on one endpoint ('' on rows written before endpoints). */
+export interface FailureKey {
+  webhookId: string;
+  endpointId: string;
+}
+
+/** A key as one string, for sets of them. */
+export const failureKeyOf = (key: FailureKey) => `${key.webhookId}\u001f${key.endpointId}`;
+
+/** The rows `keys` name, as a condition on parameters $n (webhook ids) and $n+1 (endpoint ids). */
+const KEYED = (n: number) => `(webhook_id, endpoint_id) IN (SELECT * FROM unnest($${n}::text[], $${n + 1}::text[]))`;
+const keyParams = (keys: readonly FailureKey[]) => [keys.map((k) => k.webhookId), keys.map((k) => k.endpointId)];
+
 /** Rows at the cap: claimed by nothing until their 24 hours are over. */
 const CAPPED = `resends >= ${RESENDS_PER_WEBHOOK_PER_DAY} AND resends_since > now() - interval '24 hours'`;
+
+/** A row's copy is in `dispatch`: resent, counted in its 24 hours. */
+const MARK = `resent_at = now(),
+  resends = CASE WHEN resends_since > now() - interval '24 hours' THEN resends + 1 ELSE 1 END,
+  resends_since = CASE WHEN resends_since > now() - interval '24 hours' THEN resends_since ELSE now() END`;
 
 /** The key a merchant's reference is found by in merchant_refs. */
 export const merchantRef = (merchantId: string, reference: string) => `${merchantId}\u001f${reference}`;
@@ -54,8 +73,8 @@ export interface Failure {
 /** A claimed row: what a resend republishes. */
 export interface ClaimedFailure {
   webhookId: string;
-  /** The endpoint whose failure this is: the resent copy goes to it alone (x-endpoint-id). */
-  endpointId?: string;
+  /** The endpoint whose failure this is: the resent copy goes to it alone (x-endpoint-id); '' on a row written before endpoints. */
+  endpointId: string;
   event: string;
   failedAt: Date;
   content: string;
@@ -70,7 +89,8 @@ export interface ClaimedFailure {
 export interface FailureRow {
   merchantId: string;
   webhookId: string;
-  endpointId?: string;
+  /** null on a row written before endpoints (the merchant's only endpoint then). */
+  endpointId: string | null;
   failedAt: string;
   event: string;
   references: string[];
@@ -86,9 +106,9 @@ export interface FailureRow {
  * A later failure frees the row for a resend; the same one keeps its claim.
  */
 const UPSERT = `
-INSERT INTO failed_webhooks AS f (merchant_id, webhook_id, failed_at, event, merchant_refs, reason, attempts, last_status, last_error, content, headers)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-ON CONFLICT (merchant_id, webhook_id) DO UPDATE SET
+INSERT INTO failed_webhooks AS f (merchant_id, webhook_id, failed_at, event, merchant_refs, reason, attempts, last_status, last_error, content, headers, endpoint_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+ON CONFLICT (merchant_id, webhook_id, endpoint_id) DO UPDATE SET
   failed_at = EXCLUDED.failed_at, event = EXCLUDED.event, merchant_refs = EXCLUDED.merchant_refs, reason = EXCLUDED.reason,
   attempts = EXCLUDED.attempts, last_status = EXCLUDED.last_status, last_error = EXCLUDED.last_error,
   content = EXCLUDED.content, headers = EXCLUDED.headers,
@@ -104,19 +124,23 @@ WHERE EXCLUDED.failed_at > f.failed_at OR (EXCLUDED.failed_at = f.failed_at AND 
  * replaces a row the dispatcher wrote for the same or a later failure.
  */
 export const INDEX_FROM_LOG = `
-INSERT INTO failed_webhooks AS f (merchant_id, webhook_id, failed_at, event, merchant_refs, reason, attempts, last_status, last_error)
-SELECT w.merchant_id, w.webhook_id, r.at, w.event, w.merchant_refs, r.reason, w.attempts, w.last_http_status, w.last_error
-FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[]) AS r(merchant_id, webhook_id, at, reason)
-JOIN delivery_webhooks w ON w.merchant_id = r.merchant_id AND w.webhook_id = r.webhook_id
-ON CONFLICT (merchant_id, webhook_id) DO UPDATE SET
+INSERT INTO failed_webhooks AS f (merchant_id, webhook_id, endpoint_id, failed_at, event, merchant_refs, reason, attempts, last_status, last_error)
+SELECT w.merchant_id, w.webhook_id, w.endpoint_id, r.at, w.event, w.merchant_refs, r.reason, w.attempts, w.last_http_status, w.last_error
+FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[], $5::text[]) AS r(merchant_id, webhook_id, at, reason, endpoint_id)
+JOIN delivery_webhooks w ON w.merchant_id = r.merchant_id AND w.webhook_id = r.webhook_id AND w.endpoint_id = r.endpoint_id
+ON CONFLICT (merchant_id, webhook_id, endpoint_id) DO UPDATE SET
   failed_at = EXCLUDED.failed_at, event = EXCLUDED.event, merchant_refs = EXCLUDED.merchant_refs, reason = EXCLUDED.reason,
   attempts = EXCLUDED.attempts, last_status = EXCLUDED.last_status, last_error = EXCLUDED.last_error,
   content = NULL, headers = NULL, claim_id = NULL, claimed_at = NULL, resent_at = NULL
 WHERE EXCLUDED.failed_at > f.failed_at
 `;
 
-/** Which of a merchant's failures a resend takes: a reference's, one webhook, or the oldest `limit`. */
-export type FailureFilter = { reference: string } | { webhookId: string } | { all: true; limit: number };
+/**
+ * Which of a merchant's failures a resend takes: a reference's (on every endpoint), one webhook's
+ * (on every endpoint, or on `endpointIds` only: an endpoint and, for the merchant's first, the rows
+ * written before endpoints), or the oldest `limit`.
+ */
+export type FailureFilter = { reference: string } | { webhookId: string; endpointIds?: readonly string[] } | { all: true; limit: number };
 
 export class FailedStore {
   constructor(private readonly db: Queryable) {}
@@ -135,6 +159,7 @@ export class FailedStore {
       failure.lastError ?? null,
       failure.content,
       JSON.stringify(failure.headers),
+      failure.endpointId ?? '',
     ]);
   }
 
@@ -145,15 +170,15 @@ export class FailedStore {
   async claim(merchantId: string, filter: FailureFilter, claimId: string, leaseMs = CLAIM_LEASE_MS): Promise<ClaimedFailure[]> {
     const { where, params } = this.where(merchantId, filter, 3);
     const limit = 'all' in filter ? `LIMIT ${Math.max(1, Math.floor(filter.limit))}` : '';
-    const { rows } = await this.db.query<{ webhook_id: string; event: string; failed_at: Date; content: string | null; logged: string | null; headers: ClaimedFailure['headers']; merchant_refs: string[]; resend_count: number }>(
+    const { rows } = await this.db.query<{ webhook_id: string; endpoint_id: string; event: string; failed_at: Date; content: string | null; logged: string | null; headers: ClaimedFailure['headers']; merchant_refs: string[]; resend_count: number }>(
       `WITH picked AS (
-         SELECT merchant_id, webhook_id FROM failed_webhooks
+         SELECT merchant_id, webhook_id, endpoint_id FROM failed_webhooks
          WHERE ${where} AND resent_at IS NULL AND (claim_id IS NULL OR claimed_at < now() - make_interval(secs => $2::double precision / 1000)) AND NOT (${CAPPED}) AND ${SENDABLE}
-         ORDER BY failed_at ${limit} FOR UPDATE SKIP LOCKED
+         ORDER BY failed_at, webhook_id, endpoint_id ${limit} FOR UPDATE SKIP LOCKED
        )
        UPDATE failed_webhooks f SET claim_id = $1, claimed_at = now(), resend_count = f.resend_count + 1
-       FROM picked WHERE f.merchant_id = picked.merchant_id AND f.webhook_id = picked.webhook_id
-       RETURNING f.webhook_id, f.event, f.failed_at, f.headers, f.merchant_refs, f.resend_count,
+       FROM picked WHERE f.merchant_id = picked.merchant_id AND f.webhook_id = picked.webhook_id AND f.endpoint_id = picked.endpoint_id
+       RETURNING f.webhook_id, f.endpoint_id, f.event, f.failed_at, f.headers, f.merchant_refs, f.resend_count,
          f.content, CASE WHEN f.content IS NULL THEN (SELECT w.payload::text FROM delivery_webhooks w
            WHERE w.merchant_id = f.merchant_id AND w.webhook_id = f.webhook_id) END AS logged`,
       [claimId, leaseMs, ...params],
@@ -163,7 +188,7 @@ export class FailedStore {
       // A row only the recorder wrote: the log's copy of the body (SENDABLE: it has one).
       const content = r.content ?? messageFromLoggedBody(merchantId, r.event, r.logged ?? '');
       if (content === undefined) continue;
-      claimed.push({ webhookId: r.webhook_id, event: r.event, failedAt: r.failed_at, content, resend: r.resend_count, headers: r.headers, references: referencesOf(merchantId, r.merchant_refs) });
+      claimed.push({ webhookId: r.webhook_id, endpointId: r.endpoint_id, event: r.event, failedAt: r.failed_at, content, resend: r.resend_count, headers: r.headers, references: referencesOf(merchantId, r.merchant_refs) });
     }
     return claimed;
   }
@@ -189,46 +214,47 @@ export class FailedStore {
     return { kind: 'none' };
   }
 
-  /** The copies of these are in `dispatch`: resent, whoever asks next. */
-  async markResent(merchantId: string, webhookIds: readonly string[], claimId: string): Promise<void> {
+  /**
+   * The copies of these are in `dispatch`: resent, whoever asks next. On `endpointId` alone (and a
+   * row written before endpoints, which a copy for the merchant's first endpoint resends) when the
+   * caller names it: the resend does, with each row's; the dispatcher taking a copy should, with
+   * the copy's x-endpoint-id. Without it, every endpoint's row of the webhook that this claim holds.
+   */
+  async markResent(merchantId: string, webhookIds: readonly string[], claimId: string, endpointId?: string): Promise<void> {
+    const params: unknown[] = [merchantId, webhookIds, claimId];
+    if (endpointId !== undefined) params.push(endpointId);
     await this.db.query(
-      `UPDATE failed_webhooks SET resent_at = now(),
-         resends = CASE WHEN resends_since > now() - interval '24 hours' THEN resends + 1 ELSE 1 END,
-         resends_since = CASE WHEN resends_since > now() - interval '24 hours' THEN resends_since ELSE now() END
-       WHERE merchant_id = $1 AND webhook_id = ANY($2::text[]) AND claim_id = $3 AND resent_at IS NULL`,
-      [
-        merchantId,
-        webhookIds,
-        claimId,
-      ],
+      `UPDATE failed_webhooks SET ${MARK}
+       WHERE merchant_id = $1 AND webhook_id = ANY($2::text[]) AND claim_id = $3 AND resent_at IS NULL${endpointId === undefined ? '' : " AND endpoint_id IN ($4, '')"}`,
+      params,
     );
   }
 
   /**
-   * Renews this claim's lease on its rows not resent yet, from now, and returns the ids it still
-   * holds: a row another resend took after the lease ran out (the renewal came too late) is not
-   * among them, and this resend must not send it.
+   * Renews this claim's lease on its rows not resent yet, from now, and returns the keys
+   * (failureKeyOf) it still holds: a row another resend took after the lease ran out (the renewal
+   * came too late) is not among them, and this resend must not send it.
    */
-  async renew(merchantId: string, webhookIds: readonly string[], claimId: string): Promise<Set<string>> {
-    if (webhookIds.length === 0) return new Set();
-    const { rows } = await this.db.query<{ webhook_id: string }>(
-      'UPDATE failed_webhooks SET claimed_at = now() WHERE merchant_id = $1 AND webhook_id = ANY($2::text[]) AND claim_id = $3 AND resent_at IS NULL RETURNING webhook_id',
-      [merchantId, webhookIds, claimId],
+  async renew(merchantId: string, keys: readonly FailureKey[], claimId: string): Promise<Set<string>> {
+    if (keys.length === 0) return new Set();
+    const { rows } = await this.db.query<{ webhook_id: string; endpoint_id: string }>(
+      `UPDATE failed_webhooks SET claimed_at = now() WHERE merchant_id = $1 AND claim_id = $2 AND resent_at IS NULL AND ${KEYED(3)} RETURNING webhook_id, endpoint_id`,
+      [merchantId, claimId, ...keyParams(keys)],
     );
-    return new Set(rows.map((r) => r.webhook_id));
+    return new Set(rows.map((r) => failureKeyOf({ webhookId: r.webhook_id, endpointId: r.endpoint_id })));
   }
 
   /** Gives back what this claim surely did not resend, so a retry need not wait for the lease. */
-  async release(merchantId: string, webhookIds: readonly string[], claimId: string): Promise<void> {
-    if (webhookIds.length === 0) return;
+  async release(merchantId: string, keys: readonly FailureKey[], claimId: string): Promise<void> {
+    if (keys.length === 0) return;
     await this.db.query(
-      'UPDATE failed_webhooks SET claim_id = NULL, claimed_at = NULL WHERE merchant_id = $1 AND webhook_id = ANY($2::text[]) AND claim_id = $3 AND resent_at IS NULL',
-      [merchantId, webhookIds, claimId],
+      `UPDATE failed_webhooks SET claim_id = NULL, claimed_at = NULL WHERE merchant_id = $1 AND claim_id = $2 AND resent_at IS NULL AND ${KEYED(3)}`,
+      [merchantId, claimId, ...keyParams(keys)],
     );
   }
 
   /** Operators' list, newest first: a merchant's, optionally one reference's, optionally only those not resent. */
-  async list(options: { merchantId?: string; reference?: string; unresolvedOnly?: boolean; since?: Date; until?: Date; limit: number }): Promise<FailureRow[]> {
+  async list(options: { merchantId?: string; reference?: string; endpointId?: string; unresolvedOnly?: boolean; since?: Date; until?: Date; limit: number }): Promise<FailureRow[]> {
     const clauses: string[] = [];
     const params: unknown[] = [];
     if (options.merchantId !== undefined) {
@@ -243,6 +269,10 @@ export class FailedStore {
       params.push(options.reference);
       clauses.push(`EXISTS (SELECT 1 FROM unnest(merchant_refs) AS r WHERE split_part(r, chr(31), 2) = $${params.length})`);
     }
+    if (options.endpointId !== undefined) {
+      params.push(options.endpointId);
+      clauses.push(`endpoint_id = $${params.length}`);
+    }
     if (options.unresolvedOnly) clauses.push('resent_at IS NULL');
     if (options.since) {
       params.push(options.since.toISOString());
@@ -256,6 +286,7 @@ export class FailedStore {
     const { rows } = await this.db.query<{
       merchant_id: string;
       webhook_id: string;
+      endpoint_id: string;
       failed_at: Date;
       event: string;
       merchant_refs: string[];
@@ -265,13 +296,14 @@ export class FailedStore {
       last_error: string | null;
       resent_at: Date | null;
     }>(
-      `SELECT merchant_id, webhook_id, failed_at, event, merchant_refs, reason, attempts, last_status, last_error, resent_at FROM failed_webhooks
-       ${clauses.length ? `WHERE ${clauses.join(' AND ')}` : ''} ORDER BY failed_at DESC, webhook_id DESC LIMIT $${params.length}`,
+      `SELECT merchant_id, webhook_id, endpoint_id, failed_at, event, merchant_refs, reason, attempts, last_status, last_error, resent_at FROM failed_webhooks
+       ${clauses.length ? `WHERE ${clauses.join(' AND ')}` : ''} ORDER BY failed_at DESC, webhook_id DESC, endpoint_id DESC LIMIT $${params.length}`,
       params,
     );
     return rows.map((r) => ({
       merchantId: r.merchant_id,
       webhookId: r.webhook_id,
+      endpointId: r.endpoint_id === '' ? null : r.endpoint_id,
       failedAt: r.failed_at.toISOString(),
       event: r.event,
       references: referencesOf(r.merchant_id, r.merchant_refs),
@@ -286,6 +318,10 @@ export class FailedStore {
   private where(merchantId: string, filter: FailureFilter, first: number): { where: string; params: unknown[] } {
     if ('all' in filter) return { where: `merchant_id = $${first}`, params: [merchantId] };
     if ('reference' in filter) return { where: `merchant_refs @> $${first}::text[]`, params: [[merchantRef(merchantId, filter.reference)]] };
-    return { where: `merchant_id = $${first} AND webhook_id = $${first + 1}`, params: [merchantId, filter.webhookId] };
+    if (filter.endpointIds === undefined) return { where: `merchant_id = $${first} AND webhook_id = $${first + 1}`, params: [merchantId, filter.webhookId] };
+    return {
+      where: `merchant_id = $${first} AND webhook_id = $${first + 1} AND endpoint_id = ANY($${first + 2}::text[])`,
+      params: [merchantId, filter.webhookId, filter.endpointIds],
+    };
   }
 }

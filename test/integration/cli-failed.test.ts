@@ -14,6 +14,7 @@ import { join } from 'node:path';
 interface FailedJson {
   failedAt: string;
   merchantId: string;
+  endpointId: string | null;
   event: string;
   references: string[];
   webhookId: string;
@@ -89,18 +90,18 @@ describe('webhooks failed (operator CLI on the failure index)', () => {
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
     const [header, ...rows] = result.stdout.trimEnd().split('\n');
-    expect(header!.split(/\s{2,}/)).toEqual(['FAILED AT', 'MERCHANT', 'EVENT', 'REFERENCE', 'WEBHOOK ID', 'ATTEMPTS', 'LAST STATUS', 'REASON', 'LAST ERROR']);
+    expect(header!.split(/\s{2,}/)).toEqual(['FAILED AT', 'MERCHANT', 'ENDPOINT', 'EVENT', 'REFERENCE', 'WEBHOOK ID', 'ATTEMPTS', 'LAST STATUS', 'REASON', 'LAST ERROR']);
     const rowOf = (reference: string) => rows.findIndex((row) => row.includes(reference));
     expect(rowOf(first.reference)).toBeGreaterThanOrEqual(0);
     expect(rowOf(second.reference)).toBeGreaterThan(rowOf(first.reference));
     for (const row of [rows[rowOf(first.reference)]!, rows[rowOf(second.reference)]!]) {
-      for (const column of ['MERCHANT', 'EVENT', 'REFERENCE', 'WEBHOOK ID', 'ATTEMPTS', 'LAST STATUS', 'REASON', 'LAST ERROR']) {
+      for (const column of ['MERCHANT', 'ENDPOINT', 'EVENT', 'REFERENCE', 'WEBHOOK ID', 'ATTEMPTS', 'LAST STATUS', 'REASON', 'LAST ERROR']) {
         expect(row[header!.indexOf(column)]).not.toBe(' ');
         expect(row[header!.indexOf(column) - 1]).toBe(' ');
       }
     }
     const aliceRow = rows[rowOf(first.reference)]!;
-    expect(aliceRow.slice(header!.indexOf('MERCHANT'))).toMatch(new RegExp(`^${merchants.alice.id}\\s+payout\\s+${first.reference}\\s+${first.messageId}\\s+1\\s+500\\s+attempts-exhausted\\s+`));
+    expect(aliceRow.slice(header!.indexOf('MERCHANT'))).toMatch(new RegExp(`^${merchants.alice.id}\\s+(-|${merchants.alice.endpoints[0]!.id})\\s+payout\\s+${first.reference}\\s+${first.messageId}\\s+1\\s+500\\s+attempts-exhausted\\s+`));
   });
 
   it('prints one JSON array with each failure\'s story (failed reason included) for scripts, filtered by merchant and by reference', async () => {
@@ -118,6 +119,8 @@ describe('webhooks failed (operator CLI on the failure index)', () => {
     expect(entry).toEqual({
       failedAt: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/),
       merchantId: merchants.alice.id,
+      // Its endpoint once the dispatcher names it in the failure (fan-out); null on a failure without one.
+      endpointId: entry!.endpointId === null ? null : merchants.alice.endpoints[0]!.id,
       event: 'payout',
       references: [payout.reference],
       webhookId: payout.messageId,

@@ -94,6 +94,8 @@ describe('the delivery log through the API', () => {
     expect(nextCursor).toBeNull();
     expect(webhooks[1]).toEqual({
       webhookId: 'wh_recover',
+      // Recorded without an endpoint (as before endpoints fanned out).
+      endpointId: null,
       event: 'charge.completed',
       references: ['tx-recover'],
       status: 'delivered',

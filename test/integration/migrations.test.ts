@@ -130,6 +130,29 @@ describe('webhooks migrate', () => {
     }
   });
 
+  it("keeps the failures and the log written before endpoints fanned out (0014): their endpoint '', a new endpoint's failure of the same webhook a row of its own", async () => {
+    const db = await empty('migrate_endpoint_deliveries');
+    const database = open(db.url);
+    await migrate(database, MIGRATIONS.filter((m) => m.version < 14));
+    await db.query(`INSERT INTO failed_webhooks (merchant_id, webhook_id, failed_at, event, merchant_refs, content) VALUES ('m_old', 'wh_old', now(), 'payout', '{}', '{}')`);
+    await db.query(`INSERT INTO delivery_webhooks (merchant_id, webhook_id, first_seen_at, seq, event, refs, merchant_refs, status, attempts, last_record_at)
+      VALUES ('m_old', 'wh_old', now(), 1, 'payout', '{}', '{}', 'failed', 1, now())`);
+    await migrate(database, MIGRATIONS);
+    expect(await db.query('SELECT endpoint_id FROM failed_webhooks')).toEqual([{ endpoint_id: '' }]);
+    expect(await db.query('SELECT endpoint_id FROM delivery_webhooks')).toEqual([{ endpoint_id: '' }]);
+    await db.query(`INSERT INTO failed_webhooks (merchant_id, webhook_id, endpoint_id, failed_at, event, merchant_refs, content) VALUES ('m_old', 'wh_old', 'ep_new_0001', now(), 'payout', '{}', '{}')`);
+    expect(await db.query("SELECT count(*)::int AS n FROM failed_webhooks WHERE webhook_id = 'wh_old'")).toEqual([{ n: 2 }]);
+    // The intake check (0012) looks the log up by (merchant, webhook): the key's leading columns serve it.
+    const keyOf = async (table: string) =>
+      (await db.query<{ column: string }>(
+        `SELECT a.attname AS column FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, n)
+         JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum WHERE i.indrelid = $1::regclass AND i.indisprimary ORDER BY k.n`,
+        [table],
+      )).map((r) => r.column);
+    expect(await keyOf('delivery_webhooks')).toEqual(['merchant_id', 'webhook_id', 'endpoint_id']);
+    expect(await keyOf('failed_webhooks')).toEqual(['merchant_id', 'webhook_id', 'endpoint_id']);
+  });
+
   it('needs DATABASE_URL', async () => {
     const result = await runCliInProcess({}, ['migrate']);
     expect(result.code).toBe(2);

@@ -265,13 +265,14 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     res.json({ message: `webhook ${webhookId}`, error: null, data: { ...webhook, headers } });
   });
 
-  mount(app, 'portalResendWebhook', async (req, res, { params }) => {
+  mount(app, 'portalResendWebhook', async (req, res, { params, query }) => {
     const found = await writer(req, 'resend');
     const merchant = merchantOf(found.merchantId);
     if (!merchant) throw new ApiError(409, 'webhook_disabled', 'This merchant has no webhook set up');
     const webhookId = params.webhookId as string;
-    await resendOne(deps, merchant, webhookId);
-    await audit(found, req, 'portal.webhook_resent', { webhookId });
+    const endpointId = query.endpointId as string | undefined;
+    await resendOne(deps, merchant, webhookId, endpointId);
+    await audit(found, req, 'portal.webhook_resent', endpointId === undefined ? { webhookId } : { webhookId, endpointId });
     deps.logger.info('webhook resent from the portal', { merchantId: found.merchantId, webhookId });
     res.json({ message: `webhook ${webhookId} sent again`, error: null, data: null });
   });
@@ -291,13 +292,13 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
       await audit(found, req, 'portal.recover_round', { since: query.since });
     }
     const since = query.since as string;
-    const webhooks: Array<{ webhookId: string; event: string; references: string[]; firstSeenAt: string }> = [];
+    const webhooks: Array<{ webhookId: string; endpointId: string | null; event: string; references: string[]; firstSeenAt: string }> = [];
     let cursor: string | undefined;
     let truncated = false;
     // Pages of 100 within the merchant's read limits; a merchant with more than 1,000 recovers in rounds.
     do {
       const page = await read(found.merchantId, (log) => log.listWebhooks(found.merchantId, { status: 'failed', since, cursor, limit: 100 }));
-      for (const w of page.webhooks) webhooks.push({ webhookId: w.webhookId, event: w.event, references: w.references, firstSeenAt: w.firstSeenAt });
+      for (const w of page.webhooks) webhooks.push({ webhookId: w.webhookId, endpointId: w.endpointId, event: w.event, references: w.references, firstSeenAt: w.firstSeenAt });
       cursor = page.nextCursor ?? undefined;
       if (webhooks.length >= RECOVER_MAX && cursor) truncated = true;
     } while (cursor && !truncated);

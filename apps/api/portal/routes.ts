@@ -3,7 +3,7 @@ import { EVENT_NAMES, merchantIdSchema } from '../../../libs/contracts/index.js'
 import { isStorableText, isStorableTime } from '../../../libs/delivery-store/index.js';
 import { PORTAL_PERMISSIONS } from '../../../libs/portal/index.js';
 import { maxPerSecondField } from '../../../libs/merchants/index.js';
-import { listQuery, webhookDetail, webhookIdParams, webhookSummary } from '../log-routes.js';
+import { endpointIdSchema, listQuery, webhookDetail, webhookIdParams, webhookSummary } from '../log-routes.js';
 import { ADMIN_AUTH, MERCHANT_AUTH, merchantIdParams, type RouteDeclaration } from '../route-declaration.js';
 import { envelope, rotated } from '../schemas.js';
 
@@ -79,7 +79,7 @@ const recoverQuery = z.strictObject({ since: time.describe('Failed webhooks firs
 const recoverPreview = z.strictObject({
   since: z.string(),
   count: z.number().int().min(0),
-  webhooks: z.array(webhookSummary.pick({ webhookId: true, event: true, references: true, firstSeenAt: true })),
+  webhooks: z.array(webhookSummary.pick({ webhookId: true, endpointId: true, event: true, references: true, firstSeenAt: true })).describe('One per failed delivery: a webhook that failed on two endpoints is here twice, once per endpoint'),
   truncated: z.boolean().describe('More than 1,000 failed: recover these, then again'),
 });
 
@@ -111,10 +111,17 @@ const WRITE_ERRORS = {
   '503': 'service_unavailable, log_unavailable',
 };
 const SETTINGS_LIMITED = 'rate_limited: at most 10 endpoint changes and rotations a minute per merchant, on all replicas together; see Retry-After';
+/** Which endpoint's failure of the webhook to resend; every endpoint where it failed when left out. */
+export const resendQuery = z.strictObject({
+  endpointId: endpointIdSchema
+    .optional()
+    .describe('Resend only the failure on this endpoint (ep_…); left out: the failures on every endpoint where the webhook failed, each to its own endpoint'),
+});
 const RESEND_ERRORS = {
-  '404': 'not_found: no unresolved failed webhook with this id for this merchant (never failed, or already resent)',
+  '404': 'not_found: no unresolved failed webhook with this id (on this endpoint, when endpointId is given) for this merchant (never failed, or already resent)',
   '409':
-    'webhook_disabled, event_not_subscribed, resend_in_progress: as for the resend by reference (POST /nucleus/tnx/webhook)',
+    'webhook_disabled (the endpoint, or every endpoint, is disabled), event_not_subscribed, endpoint_deleted, resend_in_progress: ' +
+    'as for the resend by reference (POST /nucleus/tnx/webhook)',
   '429': 'rate_limited: the merchant\'s resends share RESEND_RATE_LIMIT (a refusal is answered again from the replica\'s memory until Retry-After). too_many_resends: this webhook was resent 10 times in the last 24 hours. See Retry-After',
   '503': 'service_unavailable, resend_outcome_unknown, auth_unavailable: as for the resend by reference',
 };
@@ -126,10 +133,11 @@ export const PORTAL_ROUTES = [
     path: '/nucleus/webhooks/{webhookId}/resend',
     summary: 'Resend one failed webhook by its webhook-id',
     description:
-      'Exactly that webhook, not the other webhooks of its reference: the same claims (once, across replicas), envelope ' +
-      'and codes as the resend by reference. No request body is needed.',
+      'Exactly that webhook, not the other webhooks of its reference: on every endpoint where it failed (each copy to ' +
+      'its own endpoint, never to one where it was delivered), or on endpointId alone. The same claims (once, across ' +
+      'replicas), envelope and codes as the resend by reference. No request body is needed.',
     security: MERCHANT_AUTH,
-    input: { params: z.strictObject({ webhookId: webhookIdPath }) },
+    input: { params: z.strictObject({ webhookId: webhookIdPath }), query: resendQuery },
     output: { '200': { description: 'The webhook was sent again', schema: envelope(z.null()) } },
     errors: {
       '400': 'invalid_parameter',
@@ -249,9 +257,9 @@ export const PORTAL_ROUTES = [
     operationId: 'portalResendWebhook',
     method: 'post',
     path: '/portal/api/webhooks/{webhookId}/resend',
-    summary: 'Resend one failed webhook (permission resend)',
+    summary: 'Resend one failed webhook (permission resend): on every endpoint where it failed, or on endpointId',
     security: PORTAL_WRITE_AUTH,
-    input: { params: webhookIdParams },
+    input: { params: webhookIdParams, query: resendQuery },
     output: { '200': { description: 'Sent again', schema: envelope(z.null()) } },
     errors: { ...WRITE_ERRORS, ...RESEND_ERRORS },
   },

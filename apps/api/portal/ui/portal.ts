@@ -300,7 +300,7 @@ async function resendAll(list: Json[], result: HTMLElement): Promise<void> {
   const counts = { sent: 0, gone: 0, skipped: 0 };
   let errors = 0;
   for (let i = 0; i < list.length && !stop; ) {
-    const answer = await api('POST', `/portal/api/webhooks/${encodeURIComponent(list[i].webhookId)}/resend`);
+    const answer = await api('POST', `/portal/api/webhooks/${encodeURIComponent(list[i].webhookId)}/resend${list[i].endpointId ? `?endpointId=${encodeURIComponent(list[i].endpointId)}` : ''}`);
     if (answer.status === 429 || answer.status === 503 || answer.status === 0) {
       // Rate limited or busy: wait as told, then carry on with the same webhook.
       if (++errors > 20) { text.textContent = 'Stopped: the service keeps refusing; try again later.'; break; }

@@ -1,0 +1,48 @@
+import type { WebhookStatus } from '../delivery-log/index.js';
+import type { WebhookDetail } from './views.js';
+
+/** Which status a webhook of several deliveries shows: pending while one is, then failed, delivered, skipped. */
+const RANK: Record<WebhookStatus, number> = { skipped: 0, delivered: 1, failed: 2, retrying: 3 };
+
+const earliest = (values: Array<string | null>) => values.filter((v): v is string => v !== null).sort()[0] ?? null;
+const latest = (values: Array<string | null>) => values.filter((v): v is string => v !== null).sort().at(-1) ?? null;
+
+/**
+ * A webhook's detail from its deliveries' (one per endpoint, each with its own records): the
+ * webhook's fields, each endpoint's delivery in `deliveries`, every record (each naming its
+ * endpoint) oldest first, and the summary folded: its status the most pending of theirs, its
+ * attempts their sum, its last status and error the latest attempted delivery's. One delivery is
+ * shown as it is.
+ */
+export function foldDeliveries(details: readonly WebhookDetail[]): WebhookDetail {
+  if (details.length === 1) return details[0]!;
+  const sorted = [...details].sort((a, b) => (a.endpointId ?? '').localeCompare(b.endpointId ?? ''));
+  const last = [...sorted].sort((a, b) => (a.lastAttemptAt ?? '').localeCompare(b.lastAttemptAt ?? '')).at(-1)!;
+  const first = sorted[0]!;
+  return {
+    webhookId: first.webhookId,
+    endpointId: null,
+    event: first.event,
+    references: first.references,
+    firstSeenAt: earliest(sorted.map((d) => d.firstSeenAt))!,
+    status: sorted.map((d) => d.status).reduce((a, b) => (RANK[b] > RANK[a] ? b : a)),
+    attempts: sorted.reduce((sum, d) => sum + d.attempts, 0),
+    firstAttemptAt: earliest(sorted.map((d) => d.firstAttemptAt)),
+    lastAttemptAt: last.lastAttemptAt,
+    lastHttpStatus: last.lastHttpStatus,
+    lastError: last.lastError,
+    nextAttemptAt: earliest(sorted.map((d) => d.nextAttemptAt)),
+    payload: sorted.find((d) => d.payload !== null)?.payload ?? null,
+    deliveries: sorted.flatMap((d) => d.deliveries),
+    // Each delivery's records are in its own order; together, by time (each keeps its endpoint).
+    records: sorted.flatMap((d) => d.records).sort((a, b) => a.at.localeCompare(b.at) || a.attemptNumber - b.attemptNumber),
+    duplicates: Math.max(...sorted.map((d) => d.duplicates)),
+    lastDuplicateAt: latest(sorted.map((d) => d.lastDuplicateAt)),
+  };
+}
+
+/** A webhook's detail on one endpoint only: its delivery there and that delivery's records; undefined when it had none there. */
+export function onEndpoint(detail: WebhookDetail, endpointId: string | null): WebhookDetail | undefined {
+  const delivery = detail.deliveries.find((d) => d.endpointId === endpointId);
+  return delivery && { ...detail, ...delivery, deliveries: [delivery], records: detail.records.filter((r) => r.endpointId === endpointId) };
+}
