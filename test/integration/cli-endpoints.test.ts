@@ -5,6 +5,8 @@ import { waitFor } from '../support/wait.js';
 describe('webhooks merchants endpoints (operator CLI)', () => {
   const fixture = merchantsCli('cli-endpoints', { MAX_ENDPOINTS_PER_MERCHANT: '2' });
   const { cli } = fixture;
+  /** Each test runs the CLI (a cold node start) up to nine times: on a loaded machine that outlasts the default minute. */
+  const CLI_RUNS = 150_000;
 
   it("adds an endpoint with its own secret, changes, rotates and deletes it, and a running program applies each", async () => {
     expect((await cli('set', 'm_cep', '--public-key', 'pk_cli_ep_0001', '--no-webhook')).code).toBe(0);
@@ -34,7 +36,7 @@ describe('webhooks merchants endpoints (operator CLI)', () => {
 
     expect((await cli('endpoints', 'delete', 'm_cep', id!)).code).toBe(0);
     await waitFor('program no longer has it', () => fixture.program.byId('m_cep')?.endpoints.length === 0, 15_000);
-  });
+  }, CLI_RUNS);
 
   it('refuses, with exit 2, a URL the merchant already sends to and an endpoint past MAX_ENDPOINTS_PER_MERCHANT, naming it', async () => {
     expect((await cli('set', 'm_lim', '--public-key', 'pk_cli_ep_0003', '--no-webhook')).code).toBe(0);
@@ -47,7 +49,7 @@ describe('webhooks merchants endpoints (operator CLI)', () => {
     const more = await cli('endpoints', 'add', 'm_lim', '--url', 'https://hooks.example.com/three');
     expect(more.code).toBe(2);
     expect(more.stderr).toContain('MAX_ENDPOINTS_PER_MERCHANT: 2');
-  });
+  }, CLI_RUNS);
 
   it('exits 3 for an unknown merchant or endpoint and 2 for a refused option', async () => {
     expect((await cli('endpoints', 'list', 'm_nobody')).code).toBe(3);
