@@ -3,19 +3,15 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { Webhook } from 'standardwebhooks';
 import type { ApiProgram } from '../../apps/api/program.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { startPortalStack, type PortalStack } from '../support/portal.js';
+import { checkScreen, openEndpoint, PortalPages, SHOTS } from '../support/portal-page.js';
 import { type ReceivedRequest, Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
-/** Debian's chromium (apt-get install -y chromium; .ci/run installs it); CHROMIUM_PATH elsewhere. */
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-/** Where to write the docs' screenshots of the portal (`DOCS_SCREENSHOTS=docs`; api-docs-browser writes its own there too): a plain run leaves the tracked images alone. */
-const SHOTS = process.env.DOCS_SCREENSHOTS;
 
 /**
  * The merchant portal in a real browser, end to end against the real API, broker and PostgreSQL:
@@ -28,13 +24,12 @@ describe('the merchant portal in a browser', () => {
   let receiver: Receiver;
   let moved: Receiver;
   let publisher: EventPublisher;
-  let browser: Browser;
-  const contexts: BrowserContext[] = [];
+  let pages: PortalPages;
   /** Merchant paths whose webhooks the receiver answers 500. */
   const failing = new Set<string>(['/p', '/q']);
 
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) throw new Error(`no browser at ${CHROMIUM}: apt-get install -y chromium (or set CHROMIUM_PATH)`);
+    pages = await PortalPages.launch();
     receiver = await Receiver.start((_n, req) => (failing.has(req.path.replace('/webhooks', '')) ? 500 : 204));
     moved = await Receiver.start(() => 204);
     // One resend every 0.5 s, no burst: Recover meets the rate limit and must wait it out.
@@ -43,27 +38,16 @@ describe('the merchant portal in a browser', () => {
     publisher = new EventPublisher(stack.dispatcher.broker, stack.prefix);
     await stack.putMerchant('m_p', `${receiver.url}/p`);
     await stack.putMerchant('m_q', `${receiver.url}/q`);
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: process.getuid?.() === 0 ? ['--no-sandbox'] : [] });
   });
 
   afterAll(async () => {
-    for (const context of contexts) await context.close().catch(() => {});
-    await browser?.close();
+    await pages?.close();
     await stack?.close();
     await receiver?.close();
     await moved?.close();
   });
 
-  async function openPage(url: string, viewport = { width: 1100, height: 900 }): Promise<Page> {
-    const context = await browser.newContext({ viewport });
-    contexts.push(context);
-    const page = await context.newPage();
-    page.on('pageerror', (err) => {
-      throw err;
-    });
-    await page.goto(url);
-    return page;
-  }
+  const openPage = (url: string, viewport?: { width: number; height: number }) => pages.open(url, viewport);
 
   async function publish(merchantId: string, event: 'payout' | 'charge.completed' | 'refund.completed' = 'payout') {
     const message = sampleEvent(event, merchantId);
@@ -77,17 +61,6 @@ describe('the merchant portal in a browser', () => {
     const reference = (message.data as { reference: string }).reference;
     await waitFor('failed entry indexed', async () => (await unresolved(api, merchantId, reference)) > 0 || undefined, 10_000);
     return webhookId;
-  }
-
-  /** Every control on the page has an accessible name, and nothing makes the page scroll sideways. */
-  async function checkScreen(page: Page, width?: number) {
-    // Runs in the page (a string: the tests are compiled without the DOM's types).
-    const unnamed = await page.evaluate(`[...document.querySelectorAll('button, a, input, select, textarea')]
-      .filter((e) => !((e.labels && e.labels.length > 0) || e.getAttribute('aria-label') || (e.textContent || '').trim() || e.getAttribute('title'))
-        && e.type !== 'hidden' && !e.closest('[hidden]'))
-      .map((e) => e.outerHTML.slice(0, 120))`);
-    expect(unnamed).toEqual([]);
-    if (width) expect(await page.evaluate('document.documentElement.scrollWidth')).toBeLessThanOrEqual(width);
   }
 
   it('opens from a link, shows a failed webhook, resends it and watches it turn delivered', async () => {
@@ -143,9 +116,9 @@ describe('the merchant portal in a browser', () => {
     await page.getByRole('heading', { name: 'Overview' }).waitFor();
     await checkScreen(page, 360);
     // Every screen reads at 360 px: tables scroll inside their own box, never the page.
-    for (const [hash, heading] of [['#/webhooks', 'Webhooks'], ['#/endpoint', 'Endpoint'], ['#/verify', 'Verify signatures']] as const) {
+    for (const [hash, heading] of [['#/webhooks', 'Webhooks'], ['#/endpoints', 'Endpoints'], ['#/verify', 'Verify signatures']] as const) {
       await page.goto(`${page.url().split('#')[0]}${hash}`);
-      await page.getByRole('heading', { name: heading }).waitFor();
+      await page.getByRole('heading', { level: 1, name: heading, exact: true }).waitFor();
       await checkScreen(page, 360);
     }
     await page.goto(`${page.url().split('#')[0]}#/recover`);
@@ -174,8 +147,7 @@ describe('the merchant portal in a browser', () => {
   it('changes the URL and the next webhook arrives there; rotates the secret and the new one verifies the next webhook', async () => {
     const page = await openPage(`${await stack.link('m_p')}`);
     await page.getByRole('heading', { name: 'Overview' }).waitFor();
-    await page.getByRole('link', { name: 'Endpoint' }).click();
-    await page.getByRole('heading', { name: 'Endpoint' }).waitFor();
+    await openEndpoint(page);
     await checkScreen(page);
     await page.getByLabel('Endpoint URL').fill(`${moved.url}/p`);
     await page.getByRole('button', { name: 'Save endpoint' }).click();
@@ -201,8 +173,7 @@ describe('the merchant portal in a browser', () => {
     const page = await openPage(await stack.link('m_order'));
     await page.getByRole('heading', { name: 'Overview' }).waitFor();
     await page.getByText('none promised').waitFor();
-    await page.getByRole('link', { name: 'Endpoint' }).click();
-    await page.getByRole('heading', { name: 'Endpoint' }).waitFor();
+    await openEndpoint(page);
     const ordered = page.getByLabel('Order per reference');
     expect(await ordered.isChecked()).toBe(false);
     await ordered.check();
@@ -211,7 +182,7 @@ describe('the merchant portal in a browser', () => {
     await waitFor('the dispatcher orders the merchant', () => stack.dispatcher.merchants.byId('m_order')?.endpoints[0]?.orderByReference === true, 5_000);
     await page.getByRole('link', { name: 'Overview' }).click();
     await page.getByText('per reference: a refund waits for its charge').waitFor();
-    await page.getByRole('link', { name: 'Endpoint' }).click();
+    await openEndpoint(page);
     expect(await page.getByLabel('Order per reference').isChecked()).toBe(true);
     await page.getByLabel('Order per reference').uncheck();
     await page.getByRole('button', { name: 'Save endpoint' }).click();
@@ -223,8 +194,7 @@ describe('the merchant portal in a browser', () => {
     await stack.putMerchant('m_t', `${receiver.url}/t`);
     const page = await openPage(await stack.link('m_t'));
     await page.getByRole('heading', { name: 'Overview' }).waitFor();
-    await page.getByRole('link', { name: 'Endpoint' }).click();
-    await page.getByRole('heading', { name: 'Endpoint' }).waitFor();
+    await openEndpoint(page);
     await page.getByLabel('Most webhooks per second').fill('7');
     await page.getByRole('button', { name: 'Save endpoint' }).click();
     await page.getByText('Saved. The next webhook goes to this URL.').waitFor();
@@ -233,7 +203,7 @@ describe('the merchant portal in a browser', () => {
     await stack.db.query("INSERT INTO endpoint_rates (merchant_id, rate, ceiling) VALUES ('m_t', 3.5, 7)");
     await page.getByRole('link', { name: 'Overview' }).click();
     await page.getByText('at most 7/s; slowed to 3.5/s: your server answered 429 or 503').waitFor();
-    await page.getByRole('link', { name: 'Endpoint' }).click();
+    await openEndpoint(page);
     await page.getByLabel('Most webhooks per second').fill('');
     await page.getByRole('button', { name: 'Save endpoint' }).click();
     await page.getByText('Saved. The next webhook goes to this URL.').waitFor();
@@ -243,7 +213,7 @@ describe('the merchant portal in a browser', () => {
   it('sends a test event with a TEST- reference, delivered and logged like any other', async () => {
     const page = await openPage(await stack.link('m_p'));
     await page.getByRole('heading', { name: 'Overview' }).waitFor();
-    await page.getByRole('link', { name: 'Endpoint' }).click();
+    await openEndpoint(page);
     await page.getByLabel('Event', { exact: true }).selectOption('refund.completed');
     await page.getByRole('button', { name: 'Send test event' }).click();
     await page.getByText(/Test event sent with reference TEST-/).waitFor();
@@ -316,14 +286,15 @@ describe('the merchant portal in a browser', () => {
     await page.getByText(`No webhook ${theirs}`).waitFor();
     const answers = await page.evaluate(`(async (id) => {
       const session = await (await fetch('/portal/api/session')).json();
+      const endpoints = await (await fetch('/portal/api/endpoints')).json();
       const noCsrf = await fetch('/portal/api/webhooks/' + id + '/resend', { method: 'POST' });
-      const rotate = await fetch('/portal/api/endpoint/secret/rotate', { method: 'POST', headers: { 'x-csrf-token': session.data.csrfToken, 'content-type': 'application/json' }, body: '{}' });
+      const rotate = await fetch('/portal/api/endpoints/' + endpoints.data.endpoints[0].id + '/secret/rotate', { method: 'POST', headers: { 'x-csrf-token': session.data.csrfToken, 'content-type': 'application/json' }, body: '{}' });
       const theirs = await fetch('/portal/api/webhooks/' + id + '/resend', { method: 'POST', headers: { 'x-csrf-token': session.data.csrfToken } });
       return [noCsrf.status, (await noCsrf.json()).error.code, rotate.status, (await rotate.json()).error.code, theirs.status];
     })(${JSON.stringify(theirs)})`);
     expect(answers).toEqual([403, 'csrf_token_invalid', 403, 'permission_denied', 404]);
-    await page.goto(`${base}#/endpoint`);
-    await page.getByRole('heading', { name: 'Endpoint' }).waitFor();
+    await page.goto(`${base}#/endpoints`);
+    await openEndpoint(page);
     await page.getByRole('button', { name: 'Save endpoint' }).waitFor();
     expect(await page.getByRole('button', { name: 'Rotate secret' }).count()).toBe(0);
   });
@@ -334,7 +305,7 @@ describe('the merchant portal in a browser', () => {
     const hostile = `${moved.url}/hooks/'+eval(atob('cHJvY2Vzcy5leGl0KDY2KQ=='))+'`; // process.exit(66)
     const page = await openPage(await stack.link('m_snippet', { permissions: ['manage-endpoint'] }));
     await page.getByRole('heading', { name: 'Overview' }).waitFor();
-    await page.getByRole('link', { name: 'Endpoint' }).click();
+    await openEndpoint(page);
     await page.getByLabel('Endpoint URL').fill(hostile);
     await page.getByRole('button', { name: 'Save endpoint' }).click();
     await page.getByText('Saved. The next webhook goes to this URL.').waitFor();
