@@ -1,8 +1,8 @@
-import { Webhook } from 'standardwebhooks';
 import type { ApiProgram } from '../../apps/api/program.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { type Answer, call, expectDocumented, seen, startTestApi, waitReady } from '../support/api.js';
 import { adminReplicas, code, data } from '../support/admin-replicas.js';
+import { verifies } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
 /** Admin writes a dashboard's backend can repeat safely, and the rules that keep merchants apart. */
@@ -20,14 +20,6 @@ describe('admin writes: rotations, idempotency keys, PATCH, public keys and the 
     const { messageId } = await stack.publisher.publish(sampleEvent('payout', merchantId));
     return waitFor('webhook delivered', () => stack.receiver.requests.find((r) => r.headers['webhook-id'] === messageId), 10_000);
   }
-  const verifies = (secret: string, request: { body: string; headers: Record<string, unknown> }) => {
-    try {
-      new Webhook(secret).verify(request.body, request.headers as Record<string, string>);
-      return true;
-    } catch {
-      return false;
-    }
-  };
 
   it('keeps every secret issued within its grace signing until its own expiry, across rotations in a row', async () => {
     const created = await put(stack.apiA, 'm_rot', { publicKey: 'pk_rot_00001', webhook: { url: `${stack.receiver.url}/m_rot`, enabled: true } });

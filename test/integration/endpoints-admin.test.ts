@@ -1,9 +1,9 @@
-import { Webhook } from 'standardwebhooks';
 import type { ApiProgram } from '../../apps/api/program.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { ENDPOINT_ID } from '../../libs/merchants/index.js';
 import { expectDocumented, seen } from '../support/api.js';
 import { adminReplicas, code, data, DEV_REPLICA } from '../support/admin-replicas.js';
+import { verifies } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
 /** The admin API's `/merchants/{id}/endpoints` (issue 56): a merchant's endpoints one at a time, on two replicas. */
@@ -11,14 +11,6 @@ describe("admin API: a merchant's endpoints", () => {
   // At most two endpoints a merchant here: the third is refused naming the limit.
   const stack = adminReplicas('endpoints-admin', { ...DEV_REPLICA, MAX_ENDPOINTS_PER_MERCHANT: '2' });
   const send = (api: ApiProgram, method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => stack.send(api, method, `/admin/merchants/${path}`, body, headers);
-  const verifies = (secret: string, request: { body: string; headers: Record<string, unknown> }) => {
-    try {
-      new Webhook(secret).verify(request.body, request.headers as Record<string, string>);
-      return true;
-    } catch {
-      return false;
-    }
-  };
   async function delivered(merchantId: string) {
     const { messageId } = await stack.publisher.publish(sampleEvent('payout', merchantId));
     return waitFor('webhook delivered', () => stack.receiver.requests.find((r) => r.headers['webhook-id'] === messageId), 10_000);

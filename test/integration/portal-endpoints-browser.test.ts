@@ -1,9 +1,4 @@
-import type { ApiProgram } from '../../apps/api/program.js';
-import { sampleEvent } from '../../libs/contracts/index.js';
-import { EventPublisher } from '../../libs/publisher/index.js';
-import { startPortalStack, type PortalStack } from '../support/portal.js';
-import { checkScreen, openEndpoint, openEndpoints, PortalPages, SHOTS } from '../support/portal-page.js';
-import { Receiver } from '../support/receiver.js';
+import { checkScreen, openEndpoint, openEndpoints, portalBrowserFixture, SHOTS } from '../support/portal-page.js';
 import { waitFor } from '../support/wait.js';
 
 /**
@@ -13,60 +8,35 @@ import { waitFor } from '../support/wait.js';
  * each webhook's endpoint once it carries it.
  */
 describe("the merchant portal's endpoints in a browser", () => {
-  let stack: PortalStack;
-  let api: ApiProgram;
-  let receiver: Receiver;
-  let moved: Receiver;
-  let publisher: EventPublisher;
-  let pages: PortalPages;
+  const fixture = portalBrowserFixture('portal-endpoints-browser');
+  const { publish } = fixture;
 
-  beforeAll(async () => {
-    pages = await PortalPages.launch();
-    receiver = await Receiver.start(() => 204);
-    moved = await Receiver.start(() => 204);
-    stack = await startPortalStack('portal-endpoints-browser');
-    api = stack.apis[0]!;
-    publisher = new EventPublisher(stack.dispatcher.broker, stack.prefix);
-  });
-
-  afterAll(async () => {
-    await pages?.close();
-    await stack?.close();
-    await receiver?.close();
-    await moved?.close();
-  });
-
-  const openPage = (url: string) => pages.open(url);
-
-  async function publish(merchantId: string) {
-    const { messageId } = await publisher.publish(sampleEvent('payout', merchantId));
-    return { webhookId: messageId };
-  }
+  const openPage = (url: string) => fixture.pages.open(url);
 
   it('lists several endpoints, adds one with the permission, disables one and rotates one\'s secret leaving the others\' unchanged', async () => {
-    await stack.putMerchant('m_multi', `${receiver.url}/multi/main`);
-    const second = await stack.admin(api, 'POST', '/admin/merchants/m_multi/endpoints', { url: `${receiver.url}/multi/payouts`, description: 'payouts', events: ['payout'] });
+    await fixture.stack.putMerchant('m_multi', `${fixture.receiver.url}/multi/main`);
+    const second = await fixture.stack.admin(fixture.api, 'POST', '/admin/merchants/m_multi/endpoints', { url: `${fixture.receiver.url}/multi/payouts`, description: 'payouts', events: ['payout'] });
     expect(second.status).toBe(201);
-    await waitFor('the dispatcher has both', () => stack.dispatcher.merchants.byId('m_multi')?.endpoints.length === 2, 5_000);
-    const page = await openPage(await stack.link('m_multi'));
+    await waitFor('the dispatcher has both', () => fixture.stack.dispatcher.merchants.byId('m_multi')?.endpoints.length === 2, 5_000);
+    const page = await openPage(await fixture.stack.link('m_multi'));
     await page.getByRole('heading', { name: 'Overview' }).waitFor();
     // The overview lists both, the Endpoints screen too, each with its events and state.
-    await page.getByText(`${receiver.url}/multi/payouts`).waitFor();
+    await page.getByText(`${fixture.receiver.url}/multi/payouts`).waitFor();
     await openEndpoints(page);
     expect(await page.locator('tbody tr').count()).toBe(2);
     expect(await page.locator('tbody tr').nth(1).textContent()).toContain('payout');
     await checkScreen(page);
 
     // Adds a third: its secret is shown once, and the dispatchers have it.
-    await page.getByLabel('New endpoint URL').fill(`${moved.url}/multi/staging`);
+    await page.getByLabel('New endpoint URL').fill(`${fixture.moved.url}/multi/staging`);
     await page.getByLabel('Description').fill('staging');
     await page.getByRole('checkbox', { name: 'refund.completed' }).uncheck();
     await page.getByRole('button', { name: 'Add endpoint' }).click();
     const added = await page.getByLabel('New signing secret').inputValue();
     expect(added).toMatch(/^whsec_/);
     await page.locator('tbody tr').nth(2).getByRole('link', { name: 'staging' }).waitFor();
-    const staging = await waitFor('the dispatcher has the third', () => stack.dispatcher.merchants.byId('m_multi')?.endpoints.find((e) => e.secret === added), 5_000);
-    expect(staging).toMatchObject({ url: `${moved.url}/multi/staging`, description: 'staging', events: ['charge.completed', 'payout'], enabled: true });
+    const staging = await waitFor('the dispatcher has the third', () => fixture.stack.dispatcher.merchants.byId('m_multi')?.endpoints.find((e) => e.secret === added), 5_000);
+    expect(staging).toMatchObject({ url: `${fixture.moved.url}/multi/staging`, description: 'staging', events: ['charge.completed', 'payout'], enabled: true });
     if (SHOTS) await page.screenshot({ path: `${SHOTS}/portal-endpoints.png`, fullPage: true });
 
     // Disables the payouts one alone.
@@ -75,21 +45,21 @@ describe("the merchant portal's endpoints in a browser", () => {
     await page.getByLabel('Enabled (webhooks are sent)').uncheck();
     await page.getByRole('button', { name: 'Save endpoint' }).click();
     await page.getByText('Saved. The next webhook goes to this URL.').waitFor();
-    await waitFor('the dispatcher has it off', () => stack.dispatcher.merchants.byId('m_multi')?.endpoints[1]?.enabled === false, 5_000);
-    expect(stack.dispatcher.merchants.byId('m_multi')!.endpoints.map((e) => e.enabled)).toEqual([true, false, true]);
+    await waitFor('the dispatcher has it off', () => fixture.stack.dispatcher.merchants.byId('m_multi')?.endpoints[1]?.enabled === false, 5_000);
+    expect(fixture.stack.dispatcher.merchants.byId('m_multi')!.endpoints.map((e) => e.enabled)).toEqual([true, false, true]);
     await page.getByRole('link', { name: '← All endpoints' }).click();
     await page.locator('tbody tr').nth(1).getByText('disabled by you').waitFor();
 
     // Rotates the first one's secret: the others keep theirs.
-    const before = stack.dispatcher.merchants.byId('m_multi')!.endpoints.map((e) => e.secret);
+    const before = fixture.stack.dispatcher.merchants.byId('m_multi')!.endpoints.map((e) => e.secret);
     await page.locator('tbody tr').nth(0).getByRole('link').click();
-    await page.getByRole('heading', { level: 1, name: `Endpoint ${receiver.url}/multi/main` }).waitFor();
+    await page.getByRole('heading', { level: 1, name: `Endpoint ${fixture.receiver.url}/multi/main` }).waitFor();
     await page.getByLabel('Old secret keeps signing for').selectOption('0');
     await page.getByRole('button', { name: 'Rotate secret' }).click();
     const rotated = await page.getByLabel('New signing secret').inputValue();
     expect(rotated).toMatch(/^whsec_/);
-    await waitFor('the dispatcher signs with the new secret', () => stack.dispatcher.merchants.byId('m_multi')?.endpoints[0]?.secret === rotated, 5_000);
-    expect(stack.dispatcher.merchants.byId('m_multi')!.endpoints.map((e) => e.secret)).toEqual([rotated, before[1], before[2]]);
+    await waitFor('the dispatcher signs with the new secret', () => fixture.stack.dispatcher.merchants.byId('m_multi')?.endpoints[0]?.secret === rotated, 5_000);
+    expect(fixture.stack.dispatcher.merchants.byId('m_multi')!.endpoints.map((e) => e.secret)).toEqual([rotated, before[1], before[2]]);
     await checkScreen(page);
 
     // Deletes the staging one, after saying what it will do.
@@ -97,13 +67,13 @@ describe("the merchant portal's endpoints in a browser", () => {
     await page.getByRole('button', { name: 'Delete endpoint' }).click();
     await page.getByRole('button', { name: 'Yes, delete this endpoint' }).click();
     await page.getByRole('heading', { level: 1, name: 'Endpoints', exact: true }).waitFor();
-    await waitFor('the dispatcher no longer has it', () => stack.dispatcher.merchants.byId('m_multi')?.endpoints.length === 2, 5_000);
+    await waitFor('the dispatcher no longer has it', () => fixture.stack.dispatcher.merchants.byId('m_multi')?.endpoints.length === 2, 5_000);
     await waitFor('the list shows two', async () => (await page.locator('tbody tr').count()) === 2, 5_000);
   });
 
   it('shows a view-only link the endpoints without the controls to add or change them, and the API refuses the add', async () => {
-    await stack.putMerchant('m_viewer', `${receiver.url}/viewer`);
-    const page = await openPage(await stack.link('m_viewer', { permissions: [] }));
+    await fixture.stack.putMerchant('m_viewer', `${fixture.receiver.url}/viewer`);
+    const page = await openPage(await fixture.stack.link('m_viewer', { permissions: [] }));
     await page.getByRole('heading', { name: 'Overview' }).waitFor();
     await openEndpoints(page);
     await page.getByText('This link lets you view the endpoints, not add or change them.').waitFor();
@@ -115,18 +85,18 @@ describe("the merchant portal's endpoints in a browser", () => {
       return [added.status, (await added.json()).error.code];
     })()`);
     expect(refused).toEqual([403, 'permission_denied']);
-    expect(stack.dispatcher.merchants.byId('m_viewer')!.endpoints).toHaveLength(1);
+    expect(fixture.stack.dispatcher.merchants.byId('m_viewer')!.endpoints).toHaveLength(1);
     await openEndpoint(page);
     for (const control of ['Save endpoint', 'Rotate secret', 'Send test event', 'Delete endpoint']) expect(await page.getByRole('button', { name: control }).count()).toBe(0);
     expect(await page.getByLabel('Endpoint URL').isDisabled()).toBe(true);
   });
 
   it('names each webhook\'s endpoint in the log and filters by it once the log carries the endpoint, and shows neither before', async () => {
-    await stack.putMerchant('m_logeps', `${receiver.url}/logeps`);
+    await fixture.stack.putMerchant('m_logeps', `${fixture.receiver.url}/logeps`);
     const { webhookId } = await publish('m_logeps');
-    await stack.logged('m_logeps', webhookId, 'delivered');
-    const endpointId = stack.dispatcher.merchants.byId('m_logeps')!.endpoints[0]!.id;
-    const page = await openPage(await stack.link('m_logeps'));
+    await fixture.stack.logged('m_logeps', webhookId, 'delivered');
+    const endpointId = fixture.stack.dispatcher.merchants.byId('m_logeps')!.endpoints[0]!.id;
+    const page = await openPage(await fixture.stack.link('m_logeps'));
     await page.getByRole('heading', { name: 'Overview' }).waitFor();
     const base = page.url().split('#')[0];
     // The log as it is: no endpoint in its items, so no column and no filter.
@@ -152,7 +122,7 @@ describe("the merchant portal's endpoints in a browser", () => {
     await page.goto(`${base}#/webhooks`);
     await page.getByRole('heading', { level: 1, name: 'Webhooks', exact: true }).waitFor();
     await page.getByRole('columnheader', { name: 'Endpoint', exact: true }).waitFor();
-    await page.getByRole('cell', { name: `${receiver.url}/logeps` }).first().waitFor();
+    await page.getByRole('cell', { name: `${fixture.receiver.url}/logeps` }).first().waitFor();
     await page.getByLabel('Endpoint', { exact: true }).selectOption(endpointId);
     await page.getByRole('button', { name: 'Apply filters' }).click();
     await page.waitForURL(new RegExp(`endpointId=${endpointId}`));

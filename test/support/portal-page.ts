@@ -1,5 +1,10 @@
 import { existsSync } from 'node:fs';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import type { ApiOptions, ApiProgram } from '../../apps/api/program.js';
+import { type EventName, sampleEvent } from '../../libs/contracts/index.js';
+import { EventPublisher } from '../../libs/publisher/index.js';
+import { type PortalStack, startPortalStack } from './portal.js';
+import { type Behaviour, Receiver } from './receiver.js';
 
 /** Debian's chromium (apt-get install -y chromium; .ci/run installs it); CHROMIUM_PATH elsewhere. */
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -59,4 +64,49 @@ export async function openEndpoint(page: Page, row = 0): Promise<void> {
   await openEndpoints(page);
   await page.locator('tbody tr').nth(row).getByRole('link').click();
   await page.getByRole('heading', { level: 1, name: /^Endpoint / }).waitFor();
+}
+
+/** What a portal browser test drives: the service, a receiver merchants point at, a second one to move to, Chromium. */
+export interface PortalBrowserFixture {
+  readonly stack: PortalStack;
+  readonly api: ApiProgram;
+  readonly receiver: Receiver;
+  readonly moved: Receiver;
+  readonly pages: PortalPages;
+  /** Publishes a sample of the event for the merchant, as upstream does. */
+  publish(merchantId: string, event?: EventName): Promise<{ webhookId: string; message: ReturnType<typeof sampleEvent> }>;
+}
+
+/**
+ * Registers (beforeAll / afterAll) a portal browser test file's fixture: Chromium, `receiver`
+ * answering as `behaviour` says (204 when not given), `moved` answering 204, and the portal stack
+ * named `name` with the API's `options`.
+ */
+export function portalBrowserFixture(name: string, behaviour: Behaviour = () => 204, options: ApiOptions = {}): PortalBrowserFixture {
+  const started: Partial<{ stack: PortalStack; receiver: Receiver; moved: Receiver; pages: PortalPages; publisher: EventPublisher }> = {};
+  beforeAll(async () => {
+    started.pages = await PortalPages.launch();
+    started.receiver = await Receiver.start(behaviour);
+    started.moved = await Receiver.start(() => 204);
+    started.stack = await startPortalStack(name, 1, options);
+    started.publisher = new EventPublisher(started.stack.dispatcher.broker, started.stack.prefix);
+  });
+  afterAll(async () => {
+    await started.pages?.close();
+    await started.stack?.close();
+    await started.receiver?.close();
+    await started.moved?.close();
+  });
+  return {
+    get stack() { return started.stack!; },
+    get api() { return started.stack!.apis[0]!; },
+    get receiver() { return started.receiver!; },
+    get moved() { return started.moved!; },
+    get pages() { return started.pages!; },
+    async publish(merchantId, event = 'payout') {
+      const message = sampleEvent(event, merchantId);
+      const { messageId } = await started.publisher!.publish(message);
+      return { webhookId: messageId, message };
+    },
+  };
 }
