@@ -61,10 +61,12 @@ await runUntilSignal(
       if (dev) {
         logger.warn('development defaults: demo merchants, a development token secret and secrets key', { merchantsFile: DEV_MERCHANTS_FILE });
         const demo = new FileMerchantDirectory(DEV_MERCHANTS_FILE, logger).byId('m_demo');
-        const receiver = createDemoReceiver({ secret: demo!.endpoints[0]!.secret, logger: logger.child({ service: 'demo-merchant' }) });
+        // Its two endpoints (every event; payouts only) are paths of this receiver, each verified with its own secret.
+        const secretsByPath = Object.fromEntries(demo!.endpoints.map((endpoint) => [new URL(endpoint.url).pathname, endpoint.secret]));
+        const receiver = createDemoReceiver({ secret: demo!.endpoints[0]!.secret, secretsByPath, logger: logger.child({ service: 'demo-merchant' }) });
         receiver.listen(DEMO_PORT, '127.0.0.1');
         await once(receiver, 'listening');
-        logger.info('demo merchant receiver listening', { url: `http://127.0.0.1:${DEMO_PORT}/webhooks` });
+        logger.info('demo merchant receiver listening', { urls: demo!.endpoints.map((endpoint) => endpoint.url) });
         stops.push(() => new Promise((resolve) => receiver.close(() => resolve())));
       }
       // Stop order: API first (no new resends), then the dispatcher drains, then the demo merchant.

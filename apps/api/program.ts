@@ -271,7 +271,7 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
     audit: opened.database,
     settings:
       directory &&
-      new MerchantSettings(directory, { allowHttp: config.WEBHOOKS_DEV, allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS }, undefined, announcer(operational, logger, (reason) => operationalCounts.disabled(reason))),
+      new MerchantSettings(directory, { allowHttp: config.WEBHOOKS_DEV, allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS }, undefined, announcer(operational, logger, (reason) => operationalCounts.disabled(reason)), config.MAX_ENDPOINTS_PER_MERCHANT),
     // With METRICS_PORT set, the public port serves only the resend API and health.
     serveMetrics: config.METRICS_PORT === undefined,
     // With ADMIN_PORT set, the admin API is not on the public port at all.

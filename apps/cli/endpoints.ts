@@ -1,7 +1,9 @@
 import type { Command } from 'commander';
 import { EVENT_NAMES } from '../../libs/contracts/index.js';
 import {
+  EndpointLimitError,
   EndpointNotFoundError,
+  EndpointUrlTakenError,
   EndpointSettings,
   type EndpointView,
   endpointInputSchema,
@@ -40,11 +42,12 @@ function eventsOf(raw: string | undefined): string[] | undefined {
   return events;
 }
 
-/** Runs one endpoint command; an unknown merchant or endpoint exits 3, a refused field 2. */
+/** Runs one endpoint command; an unknown merchant or endpoint exits 3, a refused field, the limit or a URL in use 2. */
 async function withEndpoints<T>(ctx: CliContext, changesUrl: boolean, run: (endpoints: EndpointSettings) => Promise<T>): Promise<T> {
   return withSettings(ctx, changesUrl ? urlPolicy(ctx) : KEEP_STORED_URL, (settings) => run(new EndpointSettings(settings))).catch((err: unknown) => {
     if (err instanceof MerchantNotFoundError || err instanceof EndpointNotFoundError) throw new NothingMatchedError(err.message);
-    if (err instanceof InvalidSettingsError) throw new UsageError(err.message);
+    // Refused for what was asked (a field, the limit, a URL the merchant already sends to): exit 2, as a bad option.
+    if (err instanceof InvalidSettingsError || err instanceof EndpointLimitError || err instanceof EndpointUrlTakenError) throw new UsageError(err.message);
     throw err;
   });
 }
@@ -78,7 +81,7 @@ export function declareEndpoints(merchants: Command, io: CliIo): void {
     .option('--events <list>', `comma-separated: ${EVENT_NAMES.join(', ')} (default: all)`)
     .option('--description <text>', 'what the merchant calls it')
     .option('--disabled', 'add it turned off', false)
-    .addHelpText('after', `\n${EXIT} (3: no such merchant)`)
+    .addHelpText('after', `\nA merchant has at most MAX_ENDPOINTS_PER_MERCHANT endpoints (20 by default), each URL once.\n${EXIT} (2 also: the limit reached, or the URL already used; 3: no such merchant)`)
     .action(
       action(
         io,

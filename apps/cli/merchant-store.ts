@@ -26,7 +26,7 @@ export async function withSettings<T>(ctx: CliContext, policy: UrlPolicy, run: (
     return await withBroker(ctx.config, [], async (broker: BrokerConnection) => {
       // A webhook turned off or on here is announced as the admin API does (endpoint.disabled / endpoint.enabled).
       const announce = announcer(new OperationalPublisher(broker, topologyNames(ctx.config.TOPOLOGY_PREFIX).operational, silentLogger(), { backoffMs: [500, 1_000] }), silentLogger());
-      return run(new MerchantSettings(opened.writable!, policy, undefined, announce));
+      return run(new MerchantSettings(opened.writable!, policy, undefined, announce, ctx.config.MAX_ENDPOINTS_PER_MERCHANT));
     });
   } finally {
     await opened.close();

@@ -8,8 +8,11 @@ import type { Logger } from '../../libs/logger/index.js';
  * answer 503 (an outage, to watch retries and the failed queue), `POST /up` ends the outage.
  * `GET /healthz` answers 200 for container health checks.
  */
-export function createDemoReceiver(options: { secret: string; logger: Logger }): Server {
-  const webhook = new Webhook(options.secret);
+export function createDemoReceiver(options: { secret: string; logger: Logger; secretsByPath?: Record<string, string> }): Server {
+  // Development mode's demo merchant has two endpoints on this receiver, each with its own secret:
+  // a webhook is verified with the secret of the path it came to (`secret` for any other path).
+  const fallback = new Webhook(options.secret);
+  const byPath = new Map(Object.entries(options.secretsByPath ?? {}).map(([path, secret]) => [path, new Webhook(secret)]));
   let down = false;
   return createServer((req, res) => {
     // Process up, whatever /down says: the outage is the merchant's, not the container's.
@@ -33,10 +36,12 @@ export function createDemoReceiver(options: { secret: string; logger: Logger }):
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const body = Buffer.concat(chunks).toString('utf8');
+      const path = (req.url ?? '/').split('?')[0]!;
       try {
-        const payload = webhook.verify(body, req.headers as Record<string, string>) as { event: string; data: Record<string, unknown> };
+        const payload = (byPath.get(path) ?? fallback).verify(body, req.headers as Record<string, string>) as { event: string; data: Record<string, unknown> };
         options.logger.info('demo merchant received a verified webhook', {
           webhookId: req.headers['webhook-id'],
+          path,
           event: payload.event,
           reference: payload.data.tnxRef ?? payload.data.reference ?? payload.data.refundRef,
           status: payload.data.status,

@@ -30,6 +30,24 @@ export const merchantStoreFields = {
 };
 
 /**
+ * The most endpoints an admin write, the CLI or the portal lets one merchant have (each adds a
+ * delivery per event): 1 to 20, the merchant row's own hard cap (MAX_ENDPOINTS_PER_MERCHANT in
+ * libs/merchants/schema.ts). Read by the programs that write merchants (API, CLI).
+ */
+export const maxEndpointsField = (hardCap: number) =>
+  z
+    .string()
+    .default(String(hardCap))
+    .transform((text, ctx) => {
+      const n = Number(text);
+      if (!/^\s*\d+\s*$/.test(text) || n < 1 || n > hardCap) {
+        ctx.addIssue({ code: 'custom', message: `"${text.slice(0, 40)}" must be a whole number from 1 to ${hardCap}` });
+        return z.NEVER;
+      }
+      return n;
+    });
+
+/**
  * Outside development mode, merchants in the database need DATABASE_URL and SECRETS_KEY, and never
  * the development key; `webhooks merchants import` or the admin API fills the table.
  */

@@ -1,5 +1,4 @@
 import type { Queryable } from '../delivery-store/index.js';
-import { soleEndpoint } from './directory.js';
 import type { Merchant } from './schema.js';
 
 /**
@@ -26,28 +25,53 @@ export interface AuditEntry {
 
 type Changes = Record<string, { from: unknown; to: unknown } | 'rotated'>;
 
-/** The fields an operator asks about; the failing clock's own bookkeeping is left out. */
+/**
+ * The fields an operator asks about, each endpoint's under its id (`endpoints.<ep_…>.url`); an
+ * endpoint added or removed is `endpoints.<ep_…>` from or to its URL. The failing clock's own
+ * bookkeeping is left out.
+ */
 export function auditChanges(before: Merchant | undefined, after: Merchant): Changes {
   const changes: Changes = {};
   const note = (field: string, from: unknown, to: unknown) => {
     if (JSON.stringify(from) !== JSON.stringify(to)) changes[field] = { from: from ?? null, to: to ?? null };
   };
   note('publicKey', before?.publicKey, after.publicKey);
-  const was = before && soleEndpoint(before);
-  const now = soleEndpoint(after);
-  note('webhook.url', was?.url, now?.url);
-  note('webhook.enabled', was?.enabled, now?.enabled);
-  note('webhook.events', was?.events, now?.events);
-  note('webhook.disabledReason', was?.disabledReason, now?.disabledReason);
-  if (was && now && was.secret !== now.secret) changes['webhook.secret'] = 'rotated';
+  const was = new Map((before?.endpoints ?? []).map((endpoint) => [endpoint.id, endpoint]));
+  const now = new Map(after.endpoints.map((endpoint) => [endpoint.id, endpoint]));
+  for (const id of new Set([...was.keys(), ...now.keys()])) {
+    const from = was.get(id);
+    const to = now.get(id);
+    const field = `endpoints.${id}`;
+    if (!from || !to) {
+      note(field, from && { url: from.url }, to && { url: to.url });
+      continue;
+    }
+    note(`${field}.url`, from.url, to.url);
+    note(`${field}.description`, from.description, to.description);
+    note(`${field}.enabled`, from.enabled, to.enabled);
+    note(`${field}.events`, from.events, to.events);
+    note(`${field}.disabledReason`, from.disabledReason, to.disabledReason);
+    note(`${field}.maxPerSecond`, from.maxPerSecond, to.maxPerSecond);
+    note(`${field}.orderByReference`, from.orderByReference, to.orderByReference);
+    if (from.secret !== to.secret) changes[`${field}.secret`] = 'rotated';
+  }
   return changes;
 }
 
-/** The action a set of changes is: what the trail lists first. */
+/**
+ * The action a set of changes is: what the trail lists first. Changes of one endpoint alone are
+ * that endpoint's (`endpoint.created`, `endpoint.deleted`, `secret.rotated`, `endpoint.updated`).
+ */
 export function auditAction(before: Merchant | undefined, changes: Changes): string {
   if (!before) return 'merchant.created';
-  if (Object.keys(changes).length === 1 && changes['webhook.secret']) return 'secret.rotated';
-  return 'merchant.updated';
+  const fields = Object.keys(changes);
+  const endpoints = new Set(fields.map((field) => /^endpoints\.([^.]+)/.exec(field)?.[1]));
+  if (endpoints.size !== 1 || endpoints.has(undefined)) return 'merchant.updated';
+  const [id] = endpoints;
+  const whole = changes[`endpoints.${id}`];
+  if (whole && whole !== 'rotated') return whole.from === null ? 'endpoint.created' : 'endpoint.deleted';
+  if (fields.length === 1 && changes[`endpoints.${id}.secret`]) return 'secret.rotated';
+  return 'endpoint.updated';
 }
 
 /**

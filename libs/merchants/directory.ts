@@ -14,8 +14,8 @@ export interface MerchantDirectory {
 }
 
 /**
- * The merchant's endpoint while a merchant has at most one (ENDPOINTS_NOW): what the admin API,
- * the CLI, the portal and the dispatcher act on until an event is fanned out to each (issue 56).
+ * The merchant's first endpoint: what the admin API's merchant routes (`webhook`) and the
+ * dispatcher still act on until they go per endpoint (issue 56).
  */
 export function soleEndpoint(merchant: Merchant): Endpoint | undefined {
   return merchant.endpoints[0];

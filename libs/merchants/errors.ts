@@ -58,7 +58,7 @@ export class InvalidIdempotencyKeyError extends Error {
   }
 }
 
-/** A new endpoint would give the merchant more than it may have (ENDPOINTS_NOW, then MAX_ENDPOINTS_PER_MERCHANT). */
+/** A new endpoint would give the merchant more than it may have (MAX_ENDPOINTS_PER_MERCHANT). */
 export class EndpointLimitError extends Error {
   constructor(readonly merchantId: string, readonly limit: number) {
     super(`merchant ${merchantId} already has ${limit} endpoint${limit === 1 ? '' : 's'}, the most a merchant may have (MAX_ENDPOINTS_PER_MERCHANT: ${limit})`);

@@ -25,10 +25,11 @@ export const webhookEventsSchema = z
   .min(1, 'events must name at least one event (leave it out for all of them)')
   .refine((events) => new Set(events).size === events.length, 'events must not repeat an event');
 
-/** The most endpoints one merchant may have (issue 56): each adds a delivery per event. */
+/**
+ * The most endpoints one merchant may have (issue 56): each adds a delivery per event. The row's
+ * hard cap; MAX_ENDPOINTS_PER_MERCHANT (the variable, 1 to this) is what writes allow.
+ */
 export const MAX_ENDPOINTS_PER_MERCHANT = 20;
-/** The most it may have until the dispatcher fans an event out to each (issue 56's next stage). */
-export const ENDPOINTS_NOW = 1;
 
 /** An endpoint's id: `ep_` and what newEndpointId() makes (or a file names). */
 export const ENDPOINT_ID = /^ep_[A-Za-z0-9_-]{4,64}$/;
@@ -86,11 +87,8 @@ export const merchantSchema = z
   .strictObject({
     id: z.string().min(1).max(200),
     publicKey: z.string().min(8, 'publicKey must be at least 8 characters'),
-    /**
-     * Where its webhooks go: each endpoint whose filter takes an event gets it. At most one until
-     * the dispatcher fans an event out (issue 56, stage 2); MAX_ENDPOINTS_PER_MERCHANT after.
-     */
-    endpoints: z.array(endpointSchema).max(ENDPOINTS_NOW, `at most ${ENDPOINTS_NOW} endpoint`).default([]),
+    /** Where its webhooks go: each endpoint whose filter takes an event gets it. */
+    endpoints: z.array(endpointSchema).max(MAX_ENDPOINTS_PER_MERCHANT, `at most ${MAX_ENDPOINTS_PER_MERCHANT} endpoints`).default([]),
   })
   .superRefine((merchant, ctx) => {
     flagRepeats(ctx, 'endpoints', merchant.endpoints, 'id', (e) => `duplicate endpoint id ${e.id}`);

@@ -6,7 +6,7 @@ import type { Actor } from './audit.js';
 import type { PgMerchantDirectory } from './pg-directory.js';
 import { graceSecrets, newEndpointId, soleEndpoint, withSoleEndpoint } from './directory.js';
 import { type EndpointView, endpointViewOf, rotatedEndpoint } from './endpoint-view.js';
-import type { DisabledReason, Endpoint, Merchant } from './schema.js';
+import { type DisabledReason, type Endpoint, MAX_ENDPOINTS_PER_MERCHANT, type Merchant } from './schema.js';
 import {
   DisabledByOperatorError,
   InvalidIdempotencyKeyError,
@@ -180,6 +180,8 @@ export class MerchantSettings {
      * the programs publish endpoint.disabled (manual) or endpoint.enabled from it.
      */
     private readonly announce?: (transition: EndpointTransition) => Promise<void>,
+    /** The most endpoints a merchant may have (MAX_ENDPOINTS_PER_MERCHANT, parsed by the program that writes). */
+    readonly maxEndpoints: number = MAX_ENDPOINTS_PER_MERCHANT,
   ) {}
 
   /** The merchant as this program holds it. */

@@ -21,13 +21,17 @@ export class EventPublisher {
     this.exchange = topologyNames(prefix).events;
   }
 
-  /** `test`: a test event (x-test-event), attempted once and counted apart by the dispatcher. */
-  async publish(message: UpstreamMessage, options: { messageId?: string; test?: boolean } = {}): Promise<PublishResult> {
+  /**
+   * `test`: a test event (x-test-event), attempted once and counted apart by the dispatcher;
+   * `endpointId`: the one endpoint of the merchant a test event is for (x-endpoint-id), from the portal.
+   */
+  async publish(message: UpstreamMessage, options: { messageId?: string; test?: boolean; endpointId?: string } = {}): Promise<PublishResult> {
     const checked = upstreamMessageSchema.parse(message);
     const messageId = options.messageId ?? `evt_${randomUUID()}`;
     // Headers only for people reading the RabbitMQ console; the dispatcher trusts the body.
     const headers = webhookHeaders(checked.merchantId, checked.event, messageId, referencesOf(checked.event, checked.data));
     if (options.test) headers[HEADERS.testEvent] = true;
+    if (options.test && options.endpointId) headers[HEADERS.endpointId] = options.endpointId;
     const body = Buffer.from(JSON.stringify(message));
     // With tracing on, a producer span whose traceparent the dispatcher continues (the caller's span is its parent).
     const attributes = {

@@ -1,91 +1,41 @@
-import { Webhook } from 'standardwebhooks';
 import type { ApiProgram } from '../../apps/api/program.js';
-import type { DispatcherProgram } from '../../apps/dispatcher/program.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
-import { EventPublisher } from '../../libs/publisher/index.js';
-import { adminToken, type Answer, call, expectDocumented, seen, startTestApi, waitReady } from '../support/api.js';
-import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
-import { Receiver } from '../support/receiver.js';
+import { type Answer, call, expectDocumented, seen, startTestApi, waitReady } from '../support/api.js';
+import { adminReplicas, code, data } from '../support/admin-replicas.js';
+import { verifies } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
-import { startDatabaseDispatcher, TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
-import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
-
-const prefix = uniquePrefix('admin-writes');
-/** Development mode so that merchants can point at the local receiver; two replicas on one database. */
-const ENV: Record<string, string | undefined> = { MERCHANTS_FILE: undefined, WEBHOOKS_DEV: 'true', ALLOW_PRIVATE_TARGETS: 'true', SECRETS_KEY: TEST_SECRETS_KEY };
 
 /** Admin writes a dashboard's backend can repeat safely, and the rules that keep merchants apart. */
 describe('admin writes: rotations, idempotency keys, PATCH, public keys and the admin port', () => {
-  let receiver: Receiver;
-  let apiA: ApiProgram;
-  let apiB: ApiProgram;
-  let dispatcher: DispatcherProgram;
-  let publisher: EventPublisher;
-  let auth: Record<string, string>;
-
-  let db: TestDatabase;
-
-  beforeAll(async () => {
-    db = await createTestDatabase('admin_writes');
-    ENV.DATABASE_URL = db.url;
-    receiver = await Receiver.start(() => 204);
-    apiA = await waitReady(await startTestApi(prefix, '', {}, ENV));
-    apiB = await waitReady(await startTestApi(prefix, '', {}, ENV));
-    dispatcher = await startDatabaseDispatcher(prefix, db.url);
-    publisher = new EventPublisher(dispatcher.broker, prefix);
-    auth = { authorization: `Bearer ${await adminToken()}`, 'content-type': 'application/json' };
-  });
-
-  afterAll(async () => {
-    await dispatcher?.stop();
-    await apiA?.stop();
-    await apiB?.stop();
-    await receiver?.close();
-    const test = await TestBroker.open();
-    await test.deleteTopology(prefix);
-    await test.close();
-    await db?.drop();
-  });
-
-  const send = (api: ApiProgram, method: string, path: string, body: unknown, headers: Record<string, string> = {}) =>
-    call(api, path, { method, headers: { ...auth, ...headers }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const stack = adminReplicas('admin-writes');
+  const send = (api: ApiProgram, method: string, path: string, body: unknown, headers: Record<string, string> = {}) => stack.send(api, method, path, body, headers);
   const put = (api: ApiProgram, id: string, body: unknown, headers?: Record<string, string>) => send(api, 'PUT', `/admin/merchants/${id}`, body, headers);
   const patch = (api: ApiProgram, id: string, body: unknown, headers?: Record<string, string>) => send(api, 'PATCH', `/admin/merchants/${id}`, body, headers);
   const rotate = (api: ApiProgram, id: string, body: unknown, headers?: Record<string, string>) =>
     send(api, 'POST', `/admin/merchants/${id}/webhook/secret/rotate`, body, headers);
-  const get = (api: ApiProgram, id: string) => call(api, `/admin/merchants/${id}`, { method: 'GET', headers: auth });
-  const data = (answer: Answer) => (answer.body as { data: Record<string, any> }).data;
-  const code = (answer: Answer) => [answer.status, (answer.body as { error: { code: string } | null }).error?.code];
+  const get = (api: ApiProgram, id: string) => stack.send(api, 'GET', `/admin/merchants/${id}`, undefined);
   const message = (answer: Answer) => (answer.body as { message: string }).message;
 
   async function delivered(merchantId: string) {
-    const { messageId } = await publisher.publish(sampleEvent('payout', merchantId));
-    return waitFor('webhook delivered', () => receiver.requests.find((r) => r.headers['webhook-id'] === messageId), 10_000);
+    const { messageId } = await stack.publisher.publish(sampleEvent('payout', merchantId));
+    return waitFor('webhook delivered', () => stack.receiver.requests.find((r) => r.headers['webhook-id'] === messageId), 10_000);
   }
-  const verifies = (secret: string, request: { body: string; headers: Record<string, unknown> }) => {
-    try {
-      new Webhook(secret).verify(request.body, request.headers as Record<string, string>);
-      return true;
-    } catch {
-      return false;
-    }
-  };
 
   it('keeps every secret issued within its grace signing until its own expiry, across rotations in a row', async () => {
-    const created = await put(apiA, 'm_rot', { publicKey: 'pk_rot_00001', webhook: { url: `${receiver.url}/m_rot`, enabled: true } });
+    const created = await put(stack.apiA, 'm_rot', { publicKey: 'pk_rot_00001', webhook: { url: `${stack.receiver.url}/m_rot`, enabled: true } });
     expect(created.status).toBe(201);
     const s0 = data(created).webhook.secret as string;
     // The first rotation gives s0 a short grace, the second gives s1 a long one.
-    const first = await rotate(apiA, 'm_rot', { graceSeconds: 3 });
+    const first = await rotate(stack.apiA, 'm_rot', { graceSeconds: 3 });
     const s1 = data(first).secret as string;
-    const second = await rotate(apiB, 'm_rot', { graceSeconds: 600 });
+    const second = await rotate(stack.apiB, 'm_rot', { graceSeconds: 600 });
     expect(second.status).toBe(200);
     const s2 = data(second).secret as string;
-    await waitFor('dispatcher has s2', () => dispatcher.merchants.byId('m_rot')?.endpoints[0]?.secret === s2, 5_000);
+    await waitFor('dispatcher has s2', () => stack.dispatcher.merchants.byId('m_rot')?.endpoints[0]?.secret === s2, 5_000);
 
     const during = await delivered('m_rot');
     expect([s0, s1, s2].map((s) => verifies(s, during))).toEqual([true, true, true]);
-    const view = data(await get(apiB, 'm_rot')).webhook;
+    const view = data(await get(stack.apiB, 'm_rot')).webhook;
     expect(view.previousSecrets).toHaveLength(2);
     expect(view.previousSecretExpiresAt).toBe(data(second).previousSecretExpiresAt);
 
@@ -95,60 +45,58 @@ describe('admin writes: rotations, idempotency keys, PATCH, public keys and the 
   });
 
   it('refuses a rotation that would keep more than three old secrets signing, and never drops one in use', async () => {
-    await rotate(apiA, 'm_rot', { graceSeconds: 600 });
-    const third = await rotate(apiA, 'm_rot', { graceSeconds: 600 });
+    await rotate(stack.apiA, 'm_rot', { graceSeconds: 600 });
+    const third = await rotate(stack.apiA, 'm_rot', { graceSeconds: 600 });
     expect(third.status).toBe(200);
-    expect(data(await get(apiA, 'm_rot')).webhook.previousSecrets).toHaveLength(3);
-    const refused = await rotate(apiB, 'm_rot', { graceSeconds: 600 });
+    expect(data(await get(stack.apiA, 'm_rot')).webhook.previousSecrets).toHaveLength(3);
+    const refused = await rotate(stack.apiB, 'm_rot', { graceSeconds: 600 });
     expect(code(refused)).toEqual([409, 'too_many_secrets']);
     expect(message(refused)).toContain('graceSeconds 0');
     // Rotating with no grace replaces only the current secret; the three in grace keep signing.
-    const now = await rotate(apiB, 'm_rot', { graceSeconds: 0 });
+    const now = await rotate(stack.apiB, 'm_rot', { graceSeconds: 0 });
     expect(now.status).toBe(200);
-    expect(data(await get(apiA, 'm_rot')).webhook.previousSecrets).toHaveLength(3);
+    expect(data(await get(stack.apiA, 'm_rot')).webhook.previousSecrets).toHaveLength(3);
   });
 
   it('answers a repeated Idempotency-Key with the first answer, secret included, on another replica and after a restart', async () => {
-    const body = { publicKey: 'pk_idem_0001', webhook: { url: `${receiver.url}/m_idem`, enabled: true } };
-    const first = await put(apiA, 'm_idem', body, { 'idempotency-key': 'create-m_idem-1' });
+    const body = { publicKey: 'pk_idem_0001', webhook: { url: `${stack.receiver.url}/m_idem`, enabled: true } };
+    const first = await put(stack.apiA, 'm_idem', body, { 'idempotency-key': 'create-m_idem-1' });
     expect(first.status).toBe(201);
     const secret = data(first).webhook.secret as string;
     expect(secret).toMatch(/^whsec_/);
 
-    const again = await put(apiB, 'm_idem', body, { 'idempotency-key': 'create-m_idem-1' });
+    const again = await put(stack.apiB, 'm_idem', body, { 'idempotency-key': 'create-m_idem-1' });
     expect(again.status).toBe(201);
     expect(again.body).toEqual(first.body);
     expect(again.headers.get('idempotent-replayed')).toBe('true');
 
     // Rotations: a double-submitted one rotates once and both answers carry the same secret.
     const [r1, r2] = await Promise.all([
-      rotate(apiA, 'm_idem', { graceSeconds: 60 }, { 'idempotency-key': 'rotate-m_idem-1' }),
-      rotate(apiB, 'm_idem', { graceSeconds: 60 }, { 'idempotency-key': 'rotate-m_idem-1' }),
+      rotate(stack.apiA, 'm_idem', { graceSeconds: 60 }, { 'idempotency-key': 'rotate-m_idem-1' }),
+      rotate(stack.apiB, 'm_idem', { graceSeconds: 60 }, { 'idempotency-key': 'rotate-m_idem-1' }),
     ]);
     expect([r1.status, r2.status]).toEqual([200, 200]);
     expect(data(r1).secret).toBe(data(r2).secret);
-    await waitFor('dispatcher has the rotation', () => dispatcher.merchants.byId('m_idem')?.endpoints[0]?.secret === data(r1).secret, 5_000);
-    expect(data(await get(apiA, 'm_idem')).webhook.previousSecrets).toHaveLength(1);
+    await waitFor('dispatcher has the rotation', () => stack.dispatcher.merchants.byId('m_idem')?.endpoints[0]?.secret === data(r1).secret, 5_000);
+    expect(data(await get(stack.apiA, 'm_idem')).webhook.previousSecrets).toHaveLength(1);
 
-    await apiB.stop();
-    apiB = await startTestApi(prefix, '', {}, ENV);
-    await waitReady(apiB);
-    const afterRestart = await rotate(apiB, 'm_idem', { graceSeconds: 60 }, { 'idempotency-key': 'rotate-m_idem-1' });
+    await stack.restartB();
+    const afterRestart = await rotate(stack.apiB, 'm_idem', { graceSeconds: 60 }, { 'idempotency-key': 'rotate-m_idem-1' });
     expect(afterRestart.body).toEqual(r1.body);
 
     // The same key for another request is a client bug: say so, change nothing.
-    const reused = await put(apiB, 'm_idem', { ...body, publicKey: 'pk_idem_0002' }, { 'idempotency-key': 'create-m_idem-1' });
+    const reused = await put(stack.apiB, 'm_idem', { ...body, publicKey: 'pk_idem_0002' }, { 'idempotency-key': 'create-m_idem-1' });
     expect(code(reused)).toEqual([422, 'idempotency_key_reused']);
-    expect(code(await put(apiB, 'm_idem', body, { 'idempotency-key': 'x'.repeat(300) }))).toEqual([400, 'invalid_idempotency_key']);
-    expect(data(await get(apiA, 'm_idem')).publicKey).toBe('pk_idem_0001');
+    expect(code(await put(stack.apiB, 'm_idem', body, { 'idempotency-key': 'x'.repeat(300) }))).toEqual([400, 'invalid_idempotency_key']);
+    expect(data(await get(stack.apiA, 'm_idem')).publicKey).toBe('pk_idem_0001');
   });
 
   it('gives a public key to one merchant only, when two replicas race to PUT it', async () => {
     for (let round = 0; round < 5; round++) {
       const key = `pk_race_${round}_0000`;
       const [onA, onB] = await Promise.all([
-        put(apiA, `m_race_a${round}`, { publicKey: key }),
-        put(apiB, `m_race_b${round}`, { publicKey: key }),
+        put(stack.apiA, `m_race_a${round}`, { publicKey: key }),
+        put(stack.apiB, `m_race_b${round}`, { publicKey: key }),
       ]);
       expect([onA.status, onB.status].sort()).toEqual([201, 409]);
       const loser = onA.status === 409 ? onA : onB;
@@ -156,69 +104,69 @@ describe('admin writes: rotations, idempotency keys, PATCH, public keys and the 
       const winner = onA.status === 201 ? `m_race_a${round}` : `m_race_b${round}`;
       const other = onA.status === 201 ? `m_race_b${round}` : `m_race_a${round}`;
       // A replica answers GET from memory, a notification behind the replica that wrote.
-      for (const api of [apiA, apiB]) {
+      for (const api of [stack.apiA, stack.apiB]) {
         await waitFor(`the winner seen by every replica`, async () => (await get(api, winner)).status === 200, 2_000, 10);
         expect((await get(api, other)).status).toBe(404);
       }
-      await waitFor('dispatcher has the winner', () => dispatcher.merchants.byPublicKey(key)?.id === winner, 5_000);
-      expect(dispatcher.merchants.byId(other)).toBeUndefined();
+      await waitFor('dispatcher has the winner', () => stack.dispatcher.merchants.byPublicKey(key)?.id === winner, 5_000);
+      expect(stack.dispatcher.merchants.byId(other)).toBeUndefined();
     }
   });
 
   it('changes with PATCH only what the body names: disabling keeps the URL, the events and the secret', async () => {
-    const created = await put(apiA, 'm_patch', {
+    const created = await put(stack.apiA, 'm_patch', {
       publicKey: 'pk_patch_001',
-      webhook: { url: `${receiver.url}/m_patch`, enabled: true, events: ['payout'] },
+      webhook: { url: `${stack.receiver.url}/m_patch`, enabled: true, events: ['payout'] },
     });
     const secret = data(created).webhook.secret;
-    const disabled = await patch(apiB, 'm_patch', { webhook: { enabled: false } });
+    const disabled = await patch(stack.apiB, 'm_patch', { webhook: { enabled: false } });
     expect(disabled.status).toBe(200);
     expect(data(disabled)).toEqual({
       id: 'm_patch',
       publicKey: 'pk_patch_001',
-      webhook: { url: `${receiver.url}/m_patch`, enabled: false, events: ['payout'], previousSecretExpiresAt: null, previousSecrets: [], disabledReason: 'manual', disabledAt: expect.any(String), failingSince: null, orderByReference: false, maxPerSecond: null, currentPerSecond: null },
+      webhook: { url: `${stack.receiver.url}/m_patch`, enabled: false, events: ['payout'], previousSecretExpiresAt: null, previousSecrets: [], disabledReason: 'manual', disabledAt: expect.any(String), failingSince: null, orderByReference: false, maxPerSecond: null, currentPerSecond: null },
     });
-    await waitFor('dispatcher sees it disabled', () => dispatcher.merchants.byId('m_patch')?.endpoints[0]?.enabled === false, 5_000);
-    expect(dispatcher.merchants.byId('m_patch')!.endpoints[0]).toMatchObject({ secret, events: ['payout'] });
+    await waitFor('dispatcher sees it disabled', () => stack.dispatcher.merchants.byId('m_patch')?.endpoints[0]?.enabled === false, 5_000);
+    expect(stack.dispatcher.merchants.byId('m_patch')!.endpoints[0]).toMatchObject({ secret, events: ['payout'] });
 
-    const allEvents = await patch(apiA, 'm_patch', { webhook: { enabled: true, events: null } });
+    const allEvents = await patch(stack.apiA, 'm_patch', { webhook: { enabled: true, events: null } });
     expect(data(allEvents).webhook.events).toEqual(['charge.completed', 'payout', 'refund.completed']);
-    const rekeyed = await patch(apiA, 'm_patch', { publicKey: 'pk_patch_002' });
+    const rekeyed = await patch(stack.apiA, 'm_patch', { publicKey: 'pk_patch_002' });
     expect(data(rekeyed)).toMatchObject({ publicKey: 'pk_patch_002', webhook: { enabled: true } });
 
-    expect(code(await patch(apiA, 'm_patch_nobody', { webhook: { enabled: false } }))).toEqual([404, 'merchant_not_found']);
-    await put(apiA, 'm_patch_nohook', { publicKey: 'pk_patch_003' });
-    const noUrl = await patch(apiA, 'm_patch_nohook', { webhook: { enabled: true } });
+    expect(code(await patch(stack.apiA, 'm_patch_nobody', { webhook: { enabled: false } }))).toEqual([404, 'merchant_not_found']);
+    await put(stack.apiA, 'm_patch_nohook', { publicKey: 'pk_patch_003' });
+    const noUrl = await patch(stack.apiA, 'm_patch_nohook', { webhook: { enabled: true } });
     expect(code(noUrl)).toEqual([400, 'invalid_settings']);
     expect(message(noUrl)).toBe('webhook.url is required: this merchant has no webhook yet');
-    const hooked = await patch(apiA, 'm_patch_nohook', { webhook: { url: `${receiver.url}/m_patch_nohook` } });
+    const hooked = await patch(stack.apiA, 'm_patch_nohook', { webhook: { url: `${stack.receiver.url}/m_patch_nohook` } });
     expect(hooked.status).toBe(200);
     expect(data(hooked).webhook).toMatchObject({ enabled: true, secret: expect.stringMatching(/^whsec_/) });
-    expect(code(await patch(apiA, 'm_patch', { publicKey: 'pk_rot_00001' }))).toEqual([409, 'public_key_taken']);
+    expect(code(await patch(stack.apiA, 'm_patch', { publicKey: 'pk_rot_00001' }))).toEqual([409, 'public_key_taken']);
   });
 
   it('turns order per reference on with PUT or PATCH, keeps it across other changes, and the dispatchers hold it', async () => {
-    const created = await put(apiA, 'm_ordered', { publicKey: 'pk_order_0001', webhook: { url: `${receiver.url}/m_ordered`, orderByReference: true } });
+    const created = await put(stack.apiA, 'm_ordered', { publicKey: 'pk_order_0001', webhook: { url: `${stack.receiver.url}/m_ordered`, orderByReference: true } });
     expect(created.status).toBe(201);
     expect(data(created).webhook.orderByReference).toBe(true);
-    await waitFor('dispatcher orders it', () => dispatcher.merchants.byId('m_ordered')?.endpoints[0]?.orderByReference === true, 5_000);
-    const disabled = await patch(apiB, 'm_ordered', { webhook: { enabled: false } });
+    await waitFor('dispatcher orders it', () => stack.dispatcher.merchants.byId('m_ordered')?.endpoints[0]?.orderByReference === true, 5_000);
+    const disabled = await patch(stack.apiB, 'm_ordered', { webhook: { enabled: false } });
     expect(data(disabled).webhook).toMatchObject({ enabled: false, orderByReference: true });
-    const off = await patch(apiA, 'm_ordered', { webhook: { orderByReference: false } });
+    const off = await patch(stack.apiA, 'm_ordered', { webhook: { orderByReference: false } });
     expect(data(off).webhook.orderByReference).toBe(false);
-    await waitFor('dispatcher no longer orders it', () => dispatcher.merchants.byId('m_ordered')?.endpoints[0]?.orderByReference === undefined, 5_000);
-    const bad = await patch(apiA, 'm_ordered', { webhook: { orderByReference: 'yes' } });
+    await waitFor('dispatcher no longer orders it', () => stack.dispatcher.merchants.byId('m_ordered')?.endpoints[0]?.orderByReference === undefined, 5_000);
+    const bad = await patch(stack.apiA, 'm_ordered', { webhook: { orderByReference: 'yes' } });
     expect(code(bad)).toEqual([400, 'invalid_settings']);
     expect(message(bad)).toBe('webhook.orderByReference must be true or false');
   });
 
   it('turns a new webhook on when enabled is left out, and names the field and what it allows in every refusal', async () => {
-    const created = await put(apiA, 'm_msg', { publicKey: 'pk_msg_00001', webhook: { url: `${receiver.url}/m_msg` } });
+    const created = await put(stack.apiA, 'm_msg', { publicKey: 'pk_msg_00001', webhook: { url: `${stack.receiver.url}/m_msg` } });
     expect(created.status).toBe(201);
     expect(data(created).webhook.enabled).toBe(true);
 
     const refusal = async (body: unknown, expected: string) => {
-      const answer = await put(apiB, 'm_msg_bad', body);
+      const answer = await put(stack.apiB, 'm_msg_bad', body);
       expect(code(answer)).toEqual([400, 'invalid_settings']);
       expect(message(answer)).toBe(expected);
     };
@@ -233,12 +181,12 @@ describe('admin writes: rotations, idempotency keys, PATCH, public keys and the 
       'webhook.events: each event must be one of charge.completed, payout, refund.completed',
     );
     await refusal([], 'body must be a JSON object');
-    const rotation = await rotate(apiB, 'm_msg', { graceSeconds: '60' });
+    const rotation = await rotate(stack.apiB, 'm_msg', { graceSeconds: '60' });
     expect(message(rotation)).toBe('graceSeconds must be a number of seconds');
   });
 
   it('serves the admin API only on ADMIN_PORT when it is set', async () => {
-    const separate = await startTestApi(prefix, '', {}, { ...ENV, ADMIN_PORT: '0' });
+    const separate = await startTestApi(stack.prefix, '', {}, { ...stack.envA, ADMIN_PORT: '0' });
     try {
       await waitReady(separate);
       expect(separate.adminPort).toBeGreaterThan(0);
@@ -251,7 +199,7 @@ describe('admin writes: rotations, idempotency keys, PATCH, public keys and the 
       // The merchant-facing port still serves health and the resend API.
       expect((await call(separate, '/healthz', { method: 'GET' })).status).toBe(200);
       // A second API asking for the same ADMIN_PORT fails to start, naming the cause.
-      await expect(startTestApi(prefix, '', {}, { ...ENV, ADMIN_PORT: String(separate.adminPort) })).rejects.toThrow(/EADDRINUSE/);
+      await expect(startTestApi(stack.prefix, '', {}, { ...stack.envA, ADMIN_PORT: String(separate.adminPort) })).rejects.toThrow(/EADDRINUSE/);
     } finally {
       await separate.stop();
     }

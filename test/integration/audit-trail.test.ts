@@ -53,10 +53,10 @@ describe('the audit trail', () => {
   it('keeps an audit trail of every settings write, link and revocation: who, what (never a secret), when, from where', async () => {
     await stack.putMerchant('m_audit', `${receiver.url}/audit`);
     const b = await stack.open('m_audit', { permissions: ['manage-endpoint', 'manage-secret'] });
-    expect((await stack.write(b, 'PATCH', '/portal/api/endpoint', { url: `${receiver.url}/audit/moved`, events: ['payout'] })).status).toBe(200);
-    const rotated = await stack.write(b, 'POST', '/portal/api/endpoint/secret/rotate', { graceSeconds: 0 });
+    expect((await stack.write(b, 'PATCH', stack.endpoint('m_audit'), { url: `${receiver.url}/audit/moved`, events: ['payout'] })).status).toBe(200);
+    const rotated = await stack.write(b, 'POST', `${stack.endpoint('m_audit')}/secret/rotate`, { graceSeconds: 0 });
     expect(rotated.status).toBe(200);
-    expect((await stack.write(b, 'POST', '/portal/api/endpoint/test', { event: 'payout' })).status).toBe(202);
+    expect((await stack.write(b, 'POST', `${stack.endpoint('m_audit')}/test`, { event: 'payout' })).status).toBe(202);
     expect((await stack.admin(api, 'PATCH', '/admin/merchants/m_audit', { webhook: { enabled: false } })).status).toBe(200);
     expect((await stack.admin(api, 'DELETE', '/admin/merchants/m_audit/portal-sessions')).status).toBe(200);
 
@@ -67,16 +67,18 @@ describe('the audit trail', () => {
       ['merchant.created', 'admin:dashboard-backend'],
       ['portal.link_minted', 'admin:dashboard-backend'],
       ['portal.session_opened', 'portal:<session>'],
-      ['merchant.updated', 'portal:<session>'],
+      ['endpoint.updated', 'portal:<session>'],
       ['secret.rotated', 'portal:<session>'],
       ['portal.test_event', 'portal:<session>'],
-      ['merchant.updated', 'admin:dashboard-backend'],
+      ['endpoint.updated', 'admin:dashboard-backend'],
       ['portal.sessions_revoked', 'admin:dashboard-backend'],
     ]);
-    expect(entries[4]!.changes).toEqual({ 'webhook.url': { from: `${receiver.url}/audit`, to: `${receiver.url}/audit/moved` }, 'webhook.events': { from: null, to: ['payout'] } });
-    expect(entries[3]!.changes).toEqual({ 'webhook.secret': 'rotated' });
-    expect(entries[2]!.changes).toMatchObject({ event: 'payout', reference: expect.stringMatching(/^TEST-/) });
-    expect(entries[1]!.changes).toMatchObject({ 'webhook.enabled': { from: true, to: false }, 'webhook.disabledReason': { from: null, to: 'manual' } });
+    // Each change names the endpoint it was made to.
+    const ep = `endpoints.${stack.dispatcher.merchants.byId('m_audit')!.endpoints[0]!.id}`;
+    expect(entries[4]!.changes).toEqual({ [`${ep}.url`]: { from: `${receiver.url}/audit`, to: `${receiver.url}/audit/moved` }, [`${ep}.events`]: { from: null, to: ['payout'] } });
+    expect(entries[3]!.changes).toEqual({ [`${ep}.secret`]: 'rotated' });
+    expect(entries[2]!.changes).toMatchObject({ event: 'payout', endpointId: ep.slice('endpoints.'.length), reference: expect.stringMatching(/^TEST-/) });
+    expect(entries[1]!.changes).toMatchObject({ [`${ep}.enabled`]: { from: true, to: false }, [`${ep}.disabledReason`]: { from: null, to: 'manual' } });
     expect(entries.every((e) => e.address !== null)).toBe(true);
     expect(JSON.stringify(trail.body)).not.toContain('whsec_');
 
@@ -154,15 +156,15 @@ describe('the audit trail', () => {
       const headers = { 'x-auth-token': 'pk_test_m_refused_000000', authorization: `Bearer ${await token('m_refused')}` };
       // Writes in one transaction with their entry: nothing changed.
       refused(await stack.admin(api, 'PATCH', '/admin/merchants/m_refused', { webhook: { url: `${receiver.url}/down/moved` } }));
-      refused(await stack.write(b, 'PATCH', '/portal/api/endpoint', { url: `${receiver.url}/down/moved` }, b.csrf, other));
-      refused(await stack.write(b, 'POST', '/portal/api/endpoint/secret/rotate', { graceSeconds: 0 }));
+      refused(await stack.write(b, 'PATCH', stack.endpoint('m_refused'), { url: `${receiver.url}/down/moved` }, b.csrf, other));
+      refused(await stack.write(b, 'POST', `${stack.endpoint('m_refused')}/secret/rotate`, { graceSeconds: 0 }));
       expect(await stack.db.query(`SELECT version::int, endpoints->0->>'url' AS url FROM merchants WHERE id = 'm_refused'`)).toEqual([{ version: 1, url: `${receiver.url}/down` }]);
       // Actions on other tables, or out through the broker: answered 503, no link, no cookie.
       refused(await stack.admin(api, 'POST', '/admin/merchants/m_refused/portal-sessions', { permissions: [] }));
       refused(await redeemLink(other, unopened));
       refused(await call(api, `/portal/api/recover?since=2026-01-01T00:00:00.000Z`, { method: 'GET', headers: { cookie: b.cookie } }));
       refused(await stack.write(b, 'POST', `/portal/api/webhooks/${first.messageId}/resend`));
-      refused(await stack.write(b, 'POST', '/portal/api/endpoint/test', { event: 'payout' }, b.csrf, other));
+      refused(await stack.write(b, 'POST', `${stack.endpoint('m_refused')}/test`, { event: 'payout' }, b.csrf, other));
       // The merchant API's resend answers as the specification says: the copy went out, the entry is only logged as missing.
       expect((await call(api, `/nucleus/webhooks/${second.messageId}/resend`, { headers })).status).toBe(200);
       refused(await stack.admin(other, 'DELETE', '/admin/merchants/m_refused/portal-sessions'));
@@ -171,6 +173,6 @@ describe('the audit trail', () => {
     }
     // PostgreSQL writes again: the same write is done, and in the trail.
     expect((await stack.admin(api, 'PATCH', '/admin/merchants/m_refused', { webhook: { url: `${receiver.url}/down/moved` } })).status).toBe(200);
-    expect((await trailOf('m_refused')).map((e) => e.action).slice(-1)).toEqual(['merchant.updated']);
+    expect((await trailOf('m_refused')).map((e) => e.action).slice(-1)).toEqual(['endpoint.updated']);
   });
 });

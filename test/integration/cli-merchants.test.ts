@@ -1,54 +1,12 @@
-import { BrokerConnection } from '../../libs/broker/index.js';
-import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
-import { silentLogger } from '../../libs/logger/index.js';
-import { PgMerchantDirectory, SecretBox } from '../../libs/merchants/index.js';
-import { declareTopology } from '../../libs/topology/index.js';
-import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
+import { TestBroker } from '../support/broker.js';
+import { merchantsCli } from '../support/merchants-cli.js';
 import { runCliInProcess } from '../support/cli.js';
-import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
-import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { waitFor } from '../support/wait.js';
 
+
 describe('webhooks merchants (operator CLI on the merchants table)', () => {
-  const prefix = uniquePrefix('cli-merchants');
-  const env: Record<string, string> = { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, SECRETS_KEY: TEST_SECRETS_KEY };
-  let broker: BrokerConnection;
-  let db: TestDatabase;
-  let database: Database;
-  /** What a running program sees: a directory of its own, kept current by NOTIFY. */
-  let program: PgMerchantDirectory;
-  const cli = async (...args: string[]) => {
-    const result = await runCliInProcess(env, ['merchants', ...args]);
-    // Exit 1 is an unexpected error: say which, so that a failure under load can be read from the log.
-    if (result.code === 1) console.log(`webhooks merchants ${args.join(' ')} exited 1: ${result.stderr}`);
-    return result;
-  };
-
-  beforeAll(async () => {
-    db = await createTestDatabase('cli_merchants');
-    env.DATABASE_URL = db.url;
-    // The operational exchange the CLI announces on, as the programs declare it.
-    broker = new BrokerConnection({
-      url: brokerUrl(),
-      name: 'test-cli-merchants',
-      logger: silentLogger(),
-      declare: (open) => declareTopology(open, { prefix, failedRetention: '1D' }),
-    });
-    await broker.open(10_000);
-    database = openPostgres(db.url);
-    program = new PgMerchantDirectory(database, new SecretBox(Buffer.from(TEST_SECRETS_KEY, 'base64')), silentLogger());
-    await program.start();
-  });
-
-  afterAll(async () => {
-    await program?.close();
-    await database?.close();
-    await broker?.close();
-    const test = await TestBroker.open();
-    await test.deleteTopology(prefix);
-    await test.close();
-    await db?.drop();
-  });
+  const fixture = merchantsCli('cli-merchants');
+  const { cli, env, prefix } = fixture;
 
   it('says there is nobody yet with exit 3', async () => {
     const result = await cli('list');
@@ -62,8 +20,8 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
     const secret = /webhook secret: (whsec_\S+)/.exec(result.stdout)?.[1];
     expect(secret).toBeDefined();
     expect(result.stderr).toContain('merchant m_cli created');
-    await waitFor('program applied it', () => program.byId('m_cli')?.endpoints[0]?.secret === secret, 5_000);
-    expect(program.byPublicKey('pk_cli_0001')?.endpoints[0]?.events).toEqual(['payout', 'refund.completed']);
+    await waitFor('program applied it', () => fixture.program.byId('m_cli')?.endpoints[0]?.secret === secret, 5_000);
+    expect(fixture.program.byPublicKey('pk_cli_0001')?.endpoints[0]?.events).toEqual(['payout', 'refund.completed']);
 
     const shown = await cli('get', 'm_cli', '--json');
     expect(shown.code).toBe(0);
@@ -76,12 +34,12 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
   });
 
   it('changes one setting and keeps the others, and the secret', async () => {
-    const before = program.byId('m_cli')!.endpoints[0]!.secret;
+    const before = fixture.program.byId('m_cli')!.endpoints[0]!.secret;
     const result = await cli('set', 'm_cli', '--disable');
     expect(result.code).toBe(0);
     expect(result.stdout).not.toContain('whsec_');
-    await waitFor('program applied it', () => program.byId('m_cli')?.endpoints[0]?.enabled === false, 5_000);
-    expect(program.byId('m_cli')!.endpoints[0]).toMatchObject({ url: 'https://hooks.example.com/cli', events: ['payout', 'refund.completed'], secret: before });
+    await waitFor('program applied it', () => fixture.program.byId('m_cli')?.endpoints[0]?.enabled === false, 5_000);
+    expect(fixture.program.byId('m_cli')!.endpoints[0]).toMatchObject({ url: 'https://hooks.example.com/cli', events: ['payout', 'refund.completed'], secret: before });
     const list = await cli('list');
     expect(list.code).toBe(0);
     expect(list.stdout).toMatch(/m_cli\s+pk_cli_0001\s+false\s+payout,refund.completed/);
@@ -91,22 +49,22 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
     const on = await cli('set', 'm_cli', '--order-by-reference');
     expect(on.code).toBe(0);
     expect(on.stdout).toMatch(/m_cli\s+pk_cli_0001\s+false\s+payout,refund.completed\s+per-reference/);
-    await waitFor('program orders it', () => program.byId('m_cli')?.endpoints[0]?.orderByReference === true, 5_000);
+    await waitFor('program orders it', () => fixture.program.byId('m_cli')?.endpoints[0]?.orderByReference === true, 5_000);
     expect((await cli('set', 'm_cli', '--events', 'payout')).code).toBe(0);
-    await waitFor('program applied the events', () => program.byId('m_cli')?.endpoints[0]?.events?.length === 1, 5_000);
-    expect(program.byId('m_cli')!.endpoints[0]!.orderByReference).toBe(true);
+    await waitFor('program applied the events', () => fixture.program.byId('m_cli')?.endpoints[0]?.events?.length === 1, 5_000);
+    expect(fixture.program.byId('m_cli')!.endpoints[0]!.orderByReference).toBe(true);
     expect((await cli('set', 'm_cli', '--no-order-by-reference', '--events', 'payout,refund.completed')).code).toBe(0);
-    await waitFor('program no longer orders it', () => program.byId('m_cli')?.endpoints[0]?.orderByReference === undefined, 5_000);
+    await waitFor('program no longer orders it', () => fixture.program.byId('m_cli')?.endpoints[0]?.orderByReference === undefined, 5_000);
   });
 
   it('rotates the secret with a grace period during which both sign', async () => {
-    const before = program.byId('m_cli')!.endpoints[0]!.secret;
+    const before = fixture.program.byId('m_cli')!.endpoints[0]!.secret;
     const result = await cli('rotate-secret', 'm_cli', '--grace', '1h');
     expect(result.code).toBe(0);
     const secret = /webhook secret: (whsec_\S+)/.exec(result.stdout)?.[1];
-    await waitFor('program applied it', () => program.byId('m_cli')?.endpoints[0]?.secret === secret, 5_000);
-    expect(program.byId('m_cli')!.endpoints[0]!.previousSecrets?.[0]?.secret).toBe(before);
-    expect(Date.parse(program.byId('m_cli')!.endpoints[0]!.previousSecrets![0]!.expiresAt) - Date.now()).toBeGreaterThan(3_500_000);
+    await waitFor('program applied it', () => fixture.program.byId('m_cli')?.endpoints[0]?.secret === secret, 5_000);
+    expect(fixture.program.byId('m_cli')!.endpoints[0]!.previousSecrets?.[0]?.secret).toBe(before);
+    expect(Date.parse(fixture.program.byId('m_cli')!.endpoints[0]!.previousSecrets![0]!.expiresAt) - Date.now()).toBeGreaterThan(3_500_000);
   });
 
   it('refuses what the admin API refuses, naming the field, and writes nothing', async () => {
@@ -124,7 +82,7 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
     expect((await cli('get', 'm_nobody')).code).toBe(3);
     expect((await cli('rotate-secret', 'm_nobody')).code).toBe(3);
     expect((await cli('rotate-secret', 'm_cli', '--grace', 'forever')).code).toBe(2);
-    expect(program.byId('m_new')).toBeUndefined();
+    expect(fixture.program.byId('m_new')).toBeUndefined();
   });
 
   it('honours development mode as the API does: loopback http URLs with WEBHOOKS_DEV=true, never with NODE_ENV=development alone', async () => {
@@ -134,11 +92,11 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
     const node = await runCliInProcess({ ...env, NODE_ENV: 'development' }, ['merchants', 'set', 'm_node', '--public-key', 'pk_node_0001', '--url', 'http://127.0.0.1:4401/webhooks']);
     expect(node.code).toBe(2);
     expect(node.stderr).toContain('https');
-    expect(program.byId('m_node')).toBeUndefined();
+    expect(fixture.program.byId('m_node')).toBeUndefined();
     const later = await runCliInProcess({ ...env, WEBHOOKS_DEV: 'true' }, ['merchants', 'set', 'm_node', '--public-key', 'pk_node_0001', '--url', 'http://127.0.0.1:4401/webhooks']);
     expect(later.code).toBe(0);
-    await waitFor('program applied both', () => program.byId('m_dev') !== undefined && program.byId('m_node') !== undefined, 5_000);
-    expect(program.byId('m_dev')!.endpoints[0]!.url).toBe('http://127.0.0.1:4400/webhooks');
+    await waitFor('program applied both', () => fixture.program.byId('m_dev') !== undefined && fixture.program.byId('m_node') !== undefined, 5_000);
+    expect(fixture.program.byId('m_dev')!.endpoints[0]!.url).toBe('http://127.0.0.1:4400/webhooks');
   });
 
   it('checks only what changes: --disable works on a webhook whose URL only development mode accepts, a new URL is checked', async () => {
@@ -146,24 +104,24 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
     const disabled = await cli('set', 'm_dev', '--disable');
     expect(disabled.stderr).toContain('merchant m_dev updated');
     expect(disabled.code).toBe(0);
-    await waitFor('program applied it', () => program.byId('m_dev')?.endpoints[0]?.enabled === false, 5_000);
-    expect(program.byId('m_dev')!.endpoints[0]!.url).toBe('http://127.0.0.1:4400/webhooks');
+    await waitFor('program applied it', () => fixture.program.byId('m_dev')?.endpoints[0]?.enabled === false, 5_000);
+    expect(fixture.program.byId('m_dev')!.endpoints[0]!.url).toBe('http://127.0.0.1:4400/webhooks');
     const narrowed = await cli('set', 'm_dev', '--events', 'payout');
     expect(narrowed.code).toBe(0);
 
     const moved = await cli('set', 'm_dev', '--url', 'http://127.0.0.1:4402/webhooks');
     expect(moved.code).toBe(2);
     expect(moved.stderr).toContain('webhook.url must be an https URL');
-    expect(program.byId('m_dev')!.endpoints[0]!.url).toBe('http://127.0.0.1:4400/webhooks');
+    expect(fixture.program.byId('m_dev')!.endpoints[0]!.url).toBe('http://127.0.0.1:4400/webhooks');
   });
 
   it('lists the webhooks that are off with --disabled: why and since when; --enable turns one on and publishes endpoint.enabled', async () => {
     // As a dispatcher's auto-disable writes it.
     await cli('set', 'm_auto', '--public-key', 'pk_cli_auto_0001', '--url', 'https://hooks.example.com/auto');
-    await waitFor('program has m_auto', () => program.byId('m_auto'), 5_000);
+    await waitFor('program has m_auto', () => fixture.program.byId('m_auto'), 5_000);
     const url = 'https://hooks.example.com/auto';
-    expect(await program.recordHealth('m_auto', url, undefined, { url, failingSince: '2026-01-01T00:00:00.000Z', lastFailureAt: '2026-01-06T00:00:00.000Z' })).toBe(true);
-    await program.update('m_auto', (current) => ({
+    expect(await fixture.program.recordHealth('m_auto', url, undefined, { url, failingSince: '2026-01-01T00:00:00.000Z', lastFailureAt: '2026-01-06T00:00:00.000Z' })).toBe(true);
+    await fixture.program.update('m_auto', (current) => ({
       ...current!,
       endpoints: [{ ...current!.endpoints[0]!, enabled: false, disabledReason: 'failing', disabledAt: '2026-01-06T00:00:00.000Z' }],
     }));
@@ -173,9 +131,9 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
     expect(rows[0]).toMatch(/^MERCHANT\s+REASON\s+DISABLED AT\s+FAILING SINCE\s+URL/);
     expect(rows.find((r) => r.startsWith('m_auto'))).toMatch(/^m_auto\s+failing\s+2026-01-06T00:00:00.000Z\s+2026-01-01T00:00:00.000Z\s+https:\/\/hooks.example.com\/auto/);
     expect(rows.find((r) => r.startsWith('m_dev'))).toMatch(/^m_dev\s+manual\s+\d{4}-/);
-    const off = () => program.list().filter((m) => m.endpoints[0] && !m.endpoints[0]!.enabled).map((m) => m.id);
+    const off = () => fixture.program.list().filter((m) => m.endpoints[0] && !m.endpoints[0]!.enabled).map((m) => m.id);
     expect(rows.slice(1).filter((r) => r.trim() !== '').map((r) => r.split(/\s+/)[0])).toEqual(off());
-    expect(program.list().some((m) => m.endpoints[0]?.enabled)).toBe(true);
+    expect(fixture.program.list().some((m) => m.endpoints[0]?.enabled)).toBe(true);
 
     const test = await TestBroker.open();
     const queue = `${prefix}.cli-test-subscriber`;
@@ -187,8 +145,8 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
       const [message] = await test.drain(queue, 1, 5_000);
       expect(message!.fields.routingKey).toBe('endpoint.enabled');
       expect(JSON.parse(message!.content.toString())).toMatchObject({ type: 'endpoint.enabled', data: { merchantId: 'm_auto', url: 'https://hooks.example.com/auto' } });
-      await waitFor('program sees it on', () => program.byId('m_auto')?.endpoints[0]?.enabled === true, 5_000);
-      expect(program.byId('m_auto')!.endpoints[0]).not.toHaveProperty('disabledReason');
+      await waitFor('program sees it on', () => fixture.program.byId('m_auto')?.endpoints[0]?.enabled === true, 5_000);
+      expect(fixture.program.byId('m_auto')!.endpoints[0]).not.toHaveProperty('disabledReason');
       const after = await cli('list', '--disabled', '--json');
       expect(JSON.parse(after.stdout).map((v: { id: string }) => v.id)).toEqual(off());
       expect(off()).not.toContain('m_auto');
@@ -207,7 +165,7 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
   });
 
   it('says what it needs without DATABASE_URL or SECRETS_KEY, and that a wrong key opens no secret', async () => {
-    const noDatabase = await runCliInProcess({ RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix }, ['merchants', 'list']);
+    const noDatabase = await runCliInProcess({ RABBITMQ_URL: env.RABBITMQ_URL!, TOPOLOGY_PREFIX: prefix }, ['merchants', 'list']);
     expect(noDatabase.code).toBe(2);
     expect(noDatabase.stderr).toContain('merchants commands need DATABASE_URL');
     const noKey = await runCliInProcess({ ...env, SECRETS_KEY: '' }, ['merchants', 'list']);

@@ -56,13 +56,13 @@ describe("a merchant's share of the dispatcher, and its test events", () => {
     // tarpit's load is 5 test events and 15 upstream events per URL: the issue's attacker gets
     // ordinary events too, by making payments that upstream reports (here EventPublisher).
     const flood = async () => {
-      for (let i = 0; i < 5; i++) expect((await hostile('POST', '/portal/api/endpoint/test', { event: 'payout' })).status).toBe(202);
+      for (let i = 0; i < 5; i++) expect((await hostile('POST', `${stack.endpoint('m_tarpit')}/test`, { event: 'payout' })).status).toBe(202);
       for (let i = 0; i < 15; i++) await publisher.publish(sampleEvent('payout', 'm_tarpit'));
     };
     await flood();
     await waitFor('the first URL holds its 4 slots', () => tarpit.held >= 4, 10_000);
     // Switch to a second URL: on a per-URL bound alone it would take another 4 slots, all 8.
-    expect((await hostile('PATCH', '/portal/api/endpoint', { url: `${tarpit.url}/second` })).status).toBe(200);
+    expect((await hostile('PATCH', stack.endpoint('m_tarpit'), { url: `${tarpit.url}/second` })).status).toBe(200);
     await waitFor('the dispatcher sends to the second URL', () => stack.dispatcher.merchants.byId('m_tarpit')?.endpoints[0]?.url.endsWith('/second'), 10_000);
     const deferredBefore = stack.dispatcher.dispatcher.stats.deferred;
     await flood();
@@ -91,7 +91,7 @@ describe("a merchant's share of the dispatcher, and its test events", () => {
   it('sends a test event marked as a test inside the signed body, with zero amounts, attempted once and counted apart', async () => {
     const secret = await stack.putMerchant('m_probe', `${shop.url}/fail`);
     const merchant = await portal('m_probe');
-    const sent = await merchant('POST', '/portal/api/endpoint/test', { event: 'charge.completed' });
+    const sent = await merchant('POST', `${stack.endpoint('m_probe')}/test`, { event: 'charge.completed' });
     expect(sent.status).toBe(202);
     const { webhookId } = (sent.body as { data: { webhookId: string } }).data;
     // The schedule has two retries; a test event has none: failed after its one attempt.

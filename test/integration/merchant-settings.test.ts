@@ -1,123 +1,85 @@
 import { Webhook } from 'standardwebhooks';
 import type { ApiProgram } from '../../apps/api/program.js';
-import type { DispatcherProgram } from '../../apps/dispatcher/program.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
-import { EventPublisher } from '../../libs/publisher/index.js';
-import { adminToken, type Answer, call, expectDocumented, seen, startTestApi, token, waitReady } from '../support/api.js';
-import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
+import { adminReplicas, data, DATABASE_DIRECTORY, DEV_REPLICA } from '../support/admin-replicas.js';
+import { adminToken, type Answer, call, expectDocumented, seen, startTestApi, token } from '../support/api.js';
+import { TestBroker, uniquePrefix } from '../support/broker.js';
 import { testMerchant, writeMerchantsFile } from '../support/harness.js';
-import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
-import { startDatabaseDispatcher, TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
-import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
-
-const prefix = uniquePrefix('merchants');
-const DATABASE_DIRECTORY: Record<string, string | undefined> = { MERCHANTS_FILE: undefined, SECRETS_KEY: TEST_SECRETS_KEY };
 
 describe('merchant settings on the broker (admin API, live directory)', () => {
-  let receiver: Receiver;
-  /** Development mode, private targets allowed: it can point merchants at the local receiver. */
-  let apiA: ApiProgram;
-  /** A production replica: https only, address guard on. */
-  let apiB: ApiProgram;
-  let dispatcher: DispatcherProgram;
-  let publisher: EventPublisher;
-  let auth: Record<string, string>;
+  /** Replica A in development mode, private targets allowed (it points merchants at the local receiver); replica B as in production: https only, address guard on. */
+  const stack = adminReplicas('merchant-settings', DEV_REPLICA, DATABASE_DIRECTORY);
   let secret: string;
 
-  let db: TestDatabase;
-
-  beforeAll(async () => {
-    db = await createTestDatabase('merchant_settings');
-    DATABASE_DIRECTORY.DATABASE_URL = db.url;
-    receiver = await Receiver.start(() => 204);
-    apiA = await waitReady(await startTestApi(prefix, '', {}, { ...DATABASE_DIRECTORY, WEBHOOKS_DEV: 'true', ALLOW_PRIVATE_TARGETS: 'true' }));
-    apiB = await waitReady(await startTestApi(prefix, '', {}, DATABASE_DIRECTORY));
-    dispatcher = await startDatabaseDispatcher(prefix, db.url);
-    publisher = new EventPublisher(dispatcher.broker, prefix);
-    auth = { authorization: `Bearer ${await adminToken()}`, 'content-type': 'application/json' };
-  });
-
-  afterAll(async () => {
-    await dispatcher?.stop();
-    await apiA?.stop();
-    await apiB?.stop();
-    await receiver?.close();
-    const test = await TestBroker.open();
-    await test.deleteTopology(prefix);
-    await test.close();
-    await db?.drop();
-  });
-
-  const put = (api: ApiProgram, id: string, body: unknown, headers = auth) =>
+  const put = (api: ApiProgram, id: string, body: unknown, headers = stack.auth) =>
     call(api, `/admin/merchants/${id}`, { method: 'PUT', headers, body: JSON.stringify(body) });
-  const get = (api: ApiProgram, id: string, headers = auth) => call(api, `/admin/merchants/${id}`, { method: 'GET', headers });
+  const get = (api: ApiProgram, id: string, headers = stack.auth) => call(api, `/admin/merchants/${id}`, { method: 'GET', headers });
   const rotate = (api: ApiProgram, id: string, body: unknown) =>
-    call(api, `/admin/merchants/${id}/webhook/secret/rotate`, { method: 'POST', headers: auth, body: JSON.stringify(body) });
-  const data = (answer: Answer) => (answer.body as { data: Record<string, any> }).data;
+    call(api, `/admin/merchants/${id}/webhook/secret/rotate`, { method: 'POST', headers: stack.auth, body: JSON.stringify(body) });
   const dispatcherSees = (id: string, check: (webhook: any) => boolean) =>
-    waitFor(`dispatcher applied ${id}'s settings`, () => check(dispatcher.merchants.byId(id)?.endpoints[0]), 5_000);
+    waitFor(`stack.dispatcher applied ${id}'s settings`, () => check(stack.dispatcher.merchants.byId(id)?.endpoints[0]), 5_000);
 
   async function deliveredTo(merchantId: string, event: 'payout' | 'charge.completed' | 'refund.completed') {
-    const { messageId } = await publisher.publish(sampleEvent(event, merchantId));
-    const request = await waitFor(`${event} delivered`, () => receiver.requests.find((r) => r.headers['webhook-id'] === messageId), 10_000);
+    const { messageId } = await stack.publisher.publish(sampleEvent(event, merchantId));
+    const request = await waitFor(`${event} delivered`, () => stack.receiver.requests.find((r) => r.headers['webhook-id'] === messageId), 10_000);
     return request;
   }
 
   it('creates a merchant once, returning its secret once; the other replica and the dispatcher apply it without a restart', async () => {
-    const created = await put(apiA, 'm_live', { publicKey: 'pk_live_0001', webhook: { url: `${receiver.url}/m_live`, enabled: true } });
+    const created = await put(stack.apiA, 'm_live', { publicKey: 'pk_live_0001', webhook: { url: `${stack.receiver.url}/m_live`, enabled: true } });
     expect(created.status).toBe(201);
     secret = data(created).webhook.secret;
     expect(secret).toMatch(/^whsec_/);
     expect(data(created)).toMatchObject({ id: 'm_live', publicKey: 'pk_live_0001', webhook: { enabled: true, events: ['charge.completed', 'payout', 'refund.completed'] } });
 
     const onB = await waitFor('replica B has it', async () => {
-      const answer = await get(apiB, 'm_live');
+      const answer = await get(stack.apiB, 'm_live');
       return answer.status === 200 && answer;
     }, 5_000, 50);
     expect(JSON.stringify(onB.body)).not.toContain('whsec_');
-    expect(data(onB)).toEqual({ id: 'm_live', publicKey: 'pk_live_0001', webhook: { url: `${receiver.url}/m_live`, enabled: true, events: ['charge.completed', 'payout', 'refund.completed'], previousSecretExpiresAt: null, previousSecrets: [], disabledReason: null, disabledAt: null, failingSince: null, orderByReference: false, maxPerSecond: null, currentPerSecond: null } });
+    expect(data(onB)).toEqual({ id: 'm_live', publicKey: 'pk_live_0001', webhook: { url: `${stack.receiver.url}/m_live`, enabled: true, events: ['charge.completed', 'payout', 'refund.completed'], previousSecretExpiresAt: null, previousSecrets: [], disabledReason: null, disabledAt: null, failingSince: null, orderByReference: false, maxPerSecond: null, currentPerSecond: null } });
 
     // A second PUT keeps the secret and does not show it.
-    const again = await put(apiB, 'm_live', { publicKey: 'pk_live_0001', webhook: { url: 'https://hooks.example.com/m_live', enabled: true } });
+    const again = await put(stack.apiB, 'm_live', { publicKey: 'pk_live_0001', webhook: { url: 'https://hooks.example.com/m_live', enabled: true } });
     expect(again.status).toBe(200);
     expect(JSON.stringify(again.body)).not.toContain('whsec_');
-    const back = await put(apiA, 'm_live', { publicKey: 'pk_live_0001', webhook: { url: `${receiver.url}/m_live`, enabled: true } });
+    const back = await put(stack.apiA, 'm_live', { publicKey: 'pk_live_0001', webhook: { url: `${stack.receiver.url}/m_live`, enabled: true } });
     expect(back.status).toBe(200);
-    await dispatcherSees('m_live', (w) => w?.url === `${receiver.url}/m_live`);
+    await dispatcherSees('m_live', (w) => w?.url === `${stack.receiver.url}/m_live`);
 
     const request = await deliveredTo('m_live', 'payout');
     new Webhook(secret).verify(request.body, request.headers as Record<string, string>);
   });
 
   it('skips the next event once the webhook is disabled, and sends again once enabled', async () => {
-    await put(apiA, 'm_live', { publicKey: 'pk_live_0001', webhook: { url: `${receiver.url}/m_live`, enabled: false } });
+    await put(stack.apiA, 'm_live', { publicKey: 'pk_live_0001', webhook: { url: `${stack.receiver.url}/m_live`, enabled: false } });
     await dispatcherSees('m_live', (w) => w?.enabled === false);
-    const skipped = dispatcher.dispatcher.stats.skipped;
-    const { messageId } = await publisher.publish(sampleEvent('payout', 'm_live'));
-    await waitFor('event skipped', () => dispatcher.dispatcher.stats.skipped === skipped + 1, 10_000);
-    expect(receiver.requests.some((r) => r.headers['webhook-id'] === messageId)).toBe(false);
+    const skipped = stack.dispatcher.dispatcher.stats.skipped;
+    const { messageId } = await stack.publisher.publish(sampleEvent('payout', 'm_live'));
+    await waitFor('event skipped', () => stack.dispatcher.dispatcher.stats.skipped === skipped + 1, 10_000);
+    expect(stack.receiver.requests.some((r) => r.headers['webhook-id'] === messageId)).toBe(false);
 
-    await put(apiA, 'm_live', { publicKey: 'pk_live_0001', webhook: { url: `${receiver.url}/m_live`, enabled: true } });
+    await put(stack.apiA, 'm_live', { publicKey: 'pk_live_0001', webhook: { url: `${stack.receiver.url}/m_live`, enabled: true } });
     await dispatcherSees('m_live', (w) => w?.enabled === true);
     await deliveredTo('m_live', 'payout');
   });
 
   it('sends only the events the webhook lists; the others are skipped and counted', async () => {
-    await put(apiA, 'm_live', { publicKey: 'pk_live_0001', webhook: { url: `${receiver.url}/m_live`, enabled: true, events: ['payout'] } });
+    await put(stack.apiA, 'm_live', { publicKey: 'pk_live_0001', webhook: { url: `${stack.receiver.url}/m_live`, enabled: true, events: ['payout'] } });
     await dispatcherSees('m_live', (w) => w?.events?.length === 1);
-    const skipped = dispatcher.dispatcher.stats.skipped;
-    const { messageId } = await publisher.publish(sampleEvent('charge.completed', 'm_live'));
-    await waitFor('filtered event skipped', () => dispatcher.dispatcher.stats.skipped === skipped + 1, 10_000);
-    expect(receiver.requests.some((r) => r.headers['webhook-id'] === messageId)).toBe(false);
+    const skipped = stack.dispatcher.dispatcher.stats.skipped;
+    const { messageId } = await stack.publisher.publish(sampleEvent('charge.completed', 'm_live'));
+    await waitFor('filtered event skipped', () => stack.dispatcher.dispatcher.stats.skipped === skipped + 1, 10_000);
+    expect(stack.receiver.requests.some((r) => r.headers['webhook-id'] === messageId)).toBe(false);
     const payout = await deliveredTo('m_live', 'payout');
     expect(JSON.parse(payout.body).event).toBe('payout');
-    await put(apiA, 'm_live', { publicKey: 'pk_live_0001', webhook: { url: `${receiver.url}/m_live`, enabled: true } });
+    await put(stack.apiA, 'm_live', { publicKey: 'pk_live_0001', webhook: { url: `${stack.receiver.url}/m_live`, enabled: true } });
     await dispatcherSees('m_live', (w) => w?.events === undefined);
   });
 
   it('signs with the old and the new secret during the rotation grace, then with the new one only', async () => {
-    const rotated = await rotate(apiB, 'm_live', { graceSeconds: 2 });
+    const rotated = await rotate(stack.apiB, 'm_live', { graceSeconds: 2 });
     expect(rotated.status).toBe(200);
     const { secret: newSecret, previousSecretExpiresAt } = data(rotated);
     expect(newSecret).toMatch(/^whsec_/);
@@ -125,7 +87,7 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
     // The other replica shows it once it has read the stream: a GET may lag by a few milliseconds
     // (docs/merchants.md), more on two busy cores (a full CI run once read it before the rotation).
     const onA = await waitFor('replica A shows the rotation', async () => {
-      const shown = data(await get(apiA, 'm_live')).webhook.previousSecretExpiresAt;
+      const shown = data(await get(stack.apiA, 'm_live')).webhook.previousSecretExpiresAt;
       return shown !== null && shown;
     }, 5_000, 50);
     expect(onA).toBe(previousSecretExpiresAt);
@@ -140,12 +102,12 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
     const after = await deliveredTo('m_live', 'refund.completed');
     new Webhook(newSecret).verify(after.body, after.headers as Record<string, string>);
     expect(() => new Webhook(secret).verify(after.body, after.headers as Record<string, string>)).toThrow();
-    expect(data(await get(apiA, 'm_live')).webhook.previousSecretExpiresAt).toBeNull();
+    expect(data(await get(stack.apiA, 'm_live')).webhook.previousSecretExpiresAt).toBeNull();
     secret = newSecret;
   });
 
   it('lands two rotations made at once on two replicas one after the other, losing neither and stopping no secret', async () => {
-    const [onA, onB] = await Promise.all([rotate(apiA, 'm_live', { graceSeconds: 60 }), rotate(apiB, 'm_live', { graceSeconds: 60 })]);
+    const [onA, onB] = await Promise.all([rotate(stack.apiA, 'm_live', { graceSeconds: 60 }), rotate(stack.apiB, 'm_live', { graceSeconds: 60 })]);
     expect([onA.status, onB.status]).toEqual([200, 200]);
     const secrets = [data(onA).secret as string, data(onB).secret as string];
     expect(secrets[0]).not.toBe(secrets[1]);
@@ -153,10 +115,10 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
     // 15 s, not 5: once, in a full run on two busy cores, the dispatcher's copy had not got there in 5 s.
     // The message says what it held, so a state that never comes (a secret lost) is told from a late one.
     const last = await waitFor('dispatcher applied both', () => {
-      const webhook = dispatcher.merchants.byId('m_live')?.endpoints[0];
+      const webhook = stack.dispatcher.merchants.byId('m_live')?.endpoints[0];
       return webhook && secrets.includes(webhook.secret) && webhook.previousSecrets?.length === 2 && webhook;
     }, 15_000).catch((err: Error) => {
-      const webhook = dispatcher.merchants.byId('m_live')?.endpoints[0];
+      const webhook = stack.dispatcher.merchants.byId('m_live')?.endpoints[0];
       const known = webhook && [webhook.secret, ...(webhook.previousSecrets ?? []).map((p) => p.secret)].map((s) => (s === secret ? 'before' : secrets.includes(s) ? 'new' : 'other'));
       throw new Error(`${err.message}; the dispatcher holds ${JSON.stringify(known)}`);
     });
@@ -167,14 +129,12 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
   });
 
   it('loads the directory from PostgreSQL when a program restarts', async () => {
-    await apiB.stop();
-    apiB = await startTestApi(prefix, '', {}, DATABASE_DIRECTORY);
-    await waitReady(apiB);
-    const answer = await get(apiB, 'm_live');
+    await stack.restartB();
+    const answer = await get(stack.apiB, 'm_live');
     expect(answer.status).toBe(200);
-    expect(data(answer).webhook.url).toBe(`${receiver.url}/m_live`);
+    expect(data(answer).webhook.url).toBe(`${stack.receiver.url}/m_live`);
     // Its merchant auth works from the rebuilt directory too (the resend API's public key check).
-    const resend = await call(apiB, '/nucleus/tnx/webhook?reference=nothing-failed', {
+    const resend = await call(stack.apiB, '/nucleus/tnx/webhook?reference=nothing-failed', {
       headers: { 'x-auth-token': 'pk_live_0001', authorization: `Bearer ${await token('m_live')}` },
     });
     expect(resend.status).toBe(404);
@@ -184,15 +144,15 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
     const code = (answer: Answer) => [answer.status, (answer.body as { error: { code: string } }).error.code];
     const valid = { publicKey: 'pk_bad_0001', webhook: { url: 'https://hooks.example.com/x', enabled: true } };
 
-    expect(code(await call(apiB, '/admin/merchants/m_x', { method: 'GET' }))).toEqual([401, 'missing_credentials']);
-    expect(code(await get(apiB, 'm_x', { authorization: 'Bearer not.a.token' }))).toEqual([401, 'invalid_credentials']);
-    expect(code(await get(apiB, 'm_x', { authorization: `Bearer ${await token('m_live')}` }))).toEqual([403, 'insufficient_scope']);
-    expect(code(await get(apiB, 'm_x', { authorization: `Bearer ${await adminToken('webhooks:read')}` }))).toEqual([403, 'insufficient_scope']);
-    expect(code(await get(apiB, 'm_x'))).toEqual([404, 'merchant_not_found']);
-    expect(code(await get(apiB, '-bad%20id'))).toEqual([400, 'invalid_merchant_id']);
-    expect(code(await call(apiB, '/admin/merchants/m_x', { method: 'PUT', headers: auth, body: '{not json' }))).toEqual([400, 'invalid_body']);
+    expect(code(await call(stack.apiB, '/admin/merchants/m_x', { method: 'GET' }))).toEqual([401, 'missing_credentials']);
+    expect(code(await get(stack.apiB, 'm_x', { authorization: 'Bearer not.a.token' }))).toEqual([401, 'invalid_credentials']);
+    expect(code(await get(stack.apiB, 'm_x', { authorization: `Bearer ${await token('m_live')}` }))).toEqual([403, 'insufficient_scope']);
+    expect(code(await get(stack.apiB, 'm_x', { authorization: `Bearer ${await adminToken('webhooks:read')}` }))).toEqual([403, 'insufficient_scope']);
+    expect(code(await get(stack.apiB, 'm_x'))).toEqual([404, 'merchant_not_found']);
+    expect(code(await get(stack.apiB, '-bad%20id'))).toEqual([400, 'invalid_merchant_id']);
+    expect(code(await call(stack.apiB, '/admin/merchants/m_x', { method: 'PUT', headers: stack.auth, body: '{not json' }))).toEqual([400, 'invalid_body']);
 
-    const invalid = async (body: unknown, field: string, api = apiB) => {
+    const invalid = async (body: unknown, field: string, api = stack.apiB) => {
       const answer = await put(api, 'm_bad', body);
       expect(code(answer)).toEqual([400, 'invalid_settings']);
       expect((answer.body as { message: string }).message).toContain(field);
@@ -210,19 +170,19 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
     await invalid({ ...valid, webhook: { ...valid.webhook, url: 'https://user:pw@hooks.example.com/x' } }, 'webhook.url must not carry credentials');
     await invalid({ ...valid, webhook: { ...valid.webhook, url: 'https://169.254.169.254/latest' } }, 'webhook.url must not point to');
     await invalid({ ...valid, webhook: { ...valid.webhook, url: 'https://[::1]:8443/x' } }, 'webhook.url must not point to');
-    await invalid({ ...valid, webhook: { ...valid.webhook, url: 'ftp://hooks.example.com/x' } }, 'webhook.url', apiA);
+    await invalid({ ...valid, webhook: { ...valid.webhook, url: 'ftp://hooks.example.com/x' } }, 'webhook.url', stack.apiA);
 
-    expect(code(await put(apiB, 'm_other', { ...valid, publicKey: 'pk_live_0001' }))).toEqual([409, 'public_key_taken']);
-    expect(code(await rotate(apiB, 'm_nobody', {}))).toEqual([404, 'merchant_not_found']);
-    expect(code(await rotate(apiB, 'm_live', { graceSeconds: -1 }))).toEqual([400, 'invalid_settings']);
-    expect(code(await rotate(apiB, 'm_live', { graceSeconds: 1.5 }))).toEqual([400, 'invalid_settings']);
-    expect(code(await call(apiB, '/admin/merchants/m_live', { method: 'DELETE', headers: auth }))).toEqual([405, 'method_not_allowed']);
+    expect(code(await put(stack.apiB, 'm_other', { ...valid, publicKey: 'pk_live_0001' }))).toEqual([409, 'public_key_taken']);
+    expect(code(await rotate(stack.apiB, 'm_nobody', {}))).toEqual([404, 'merchant_not_found']);
+    expect(code(await rotate(stack.apiB, 'm_live', { graceSeconds: -1 }))).toEqual([400, 'invalid_settings']);
+    expect(code(await rotate(stack.apiB, 'm_live', { graceSeconds: 1.5 }))).toEqual([400, 'invalid_settings']);
+    expect(code(await call(stack.apiB, '/admin/merchants/m_live', { method: 'DELETE', headers: stack.auth }))).toEqual([405, 'method_not_allowed']);
 
     // A merchant without a webhook has no secret to rotate.
-    expect((await put(apiB, 'm_nohook', { publicKey: 'pk_nohook_01' })).status).toBe(201);
-    expect(code(await rotate(apiB, 'm_nohook', {}))).toEqual([409, 'webhook_not_set_up']);
+    expect((await put(stack.apiB, 'm_nohook', { publicKey: 'pk_nohook_01' })).status).toBe(201);
+    expect(code(await rotate(stack.apiB, 'm_nohook', {}))).toEqual([409, 'webhook_not_set_up']);
 
-    for (const id of ['m_bad', 'm_other', 'm_nobody']) expect(dispatcher.merchants.byId(id)).toBeUndefined();
+    for (const id of ['m_bad', 'm_other', 'm_nobody']) expect(stack.dispatcher.merchants.byId(id)).toBeUndefined();
 
     // With MERCHANTS_FILE the settings are read-only.
     const filePrefix = uniquePrefix('merchants-file');

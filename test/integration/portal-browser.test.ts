@@ -3,19 +3,10 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
-import { Webhook } from 'standardwebhooks';
-import type { ApiProgram } from '../../apps/api/program.js';
-import { sampleEvent } from '../../libs/contracts/index.js';
-import { EventPublisher } from '../../libs/publisher/index.js';
-import { startPortalStack, type PortalStack } from '../support/portal.js';
-import { type ReceivedRequest, Receiver } from '../support/receiver.js';
+import { checkScreen, openEndpoint, portalBrowserFixture, SHOTS } from '../support/portal-page.js';
+import { verifies } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
-/** Debian's chromium (apt-get install -y chromium; .ci/run installs it); CHROMIUM_PATH elsewhere. */
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-/** Where to write the docs' screenshots of the portal (`DOCS_SCREENSHOTS=docs`; api-docs-browser writes its own there too): a plain run leaves the tracked images alone. */
-const SHOTS = process.env.DOCS_SCREENSHOTS;
 
 /**
  * The merchant portal in a real browser, end to end against the real API, broker and PostgreSQL:
@@ -23,71 +14,25 @@ const SHOTS = process.env.DOCS_SCREENSHOTS;
  * README (docs/portal-*.png) taken on the way. One browser for the file; a context per session.
  */
 describe('the merchant portal in a browser', () => {
-  let stack: PortalStack;
-  let api: ApiProgram;
-  let receiver: Receiver;
-  let moved: Receiver;
-  let publisher: EventPublisher;
-  let browser: Browser;
-  const contexts: BrowserContext[] = [];
   /** Merchant paths whose webhooks the receiver answers 500. */
   const failing = new Set<string>(['/p', '/q']);
+  // One resend every 0.5 s, no burst: Recover meets the rate limit and must wait it out.
+  const fixture = portalBrowserFixture('portal-browser', (_n, req) => (failing.has(req.path.replace('/webhooks', '')) ? 500 : 204), { rateLimit: { perMinute: 120, burst: 1 } });
+  const { publish } = fixture;
 
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) throw new Error(`no browser at ${CHROMIUM}: apt-get install -y chromium (or set CHROMIUM_PATH)`);
-    receiver = await Receiver.start((_n, req) => (failing.has(req.path.replace('/webhooks', '')) ? 500 : 204));
-    moved = await Receiver.start(() => 204);
-    // One resend every 0.5 s, no burst: Recover meets the rate limit and must wait it out.
-    stack = await startPortalStack('portal-browser', 1, { rateLimit: { perMinute: 120, burst: 1 } });
-    api = stack.apis[0]!;
-    publisher = new EventPublisher(stack.dispatcher.broker, stack.prefix);
-    await stack.putMerchant('m_p', `${receiver.url}/p`);
-    await stack.putMerchant('m_q', `${receiver.url}/q`);
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: process.getuid?.() === 0 ? ['--no-sandbox'] : [] });
+    await fixture.stack.putMerchant('m_p', `${fixture.receiver.url}/p`);
+    await fixture.stack.putMerchant('m_q', `${fixture.receiver.url}/q`);
   });
 
-  afterAll(async () => {
-    for (const context of contexts) await context.close().catch(() => {});
-    await browser?.close();
-    await stack?.close();
-    await receiver?.close();
-    await moved?.close();
-  });
-
-  async function openPage(url: string, viewport = { width: 1100, height: 900 }): Promise<Page> {
-    const context = await browser.newContext({ viewport });
-    contexts.push(context);
-    const page = await context.newPage();
-    page.on('pageerror', (err) => {
-      throw err;
-    });
-    await page.goto(url);
-    return page;
-  }
-
-  async function publish(merchantId: string, event: 'payout' | 'charge.completed' | 'refund.completed' = 'payout') {
-    const message = sampleEvent(event, merchantId);
-    const { messageId } = await publisher.publish(message);
-    return { webhookId: messageId, message };
-  }
+  const openPage = (url: string, viewport?: { width: number; height: number }) => fixture.pages.open(url, viewport);
 
   async function failed(merchantId: string) {
     const { webhookId, message } = await publish(merchantId);
-    await stack.logged(merchantId, webhookId, 'failed');
+    await fixture.stack.logged(merchantId, webhookId, 'failed');
     const reference = (message.data as { reference: string }).reference;
-    await waitFor('failed entry indexed', async () => (await unresolved(api, merchantId, reference)) > 0 || undefined, 10_000);
+    await waitFor('failed entry indexed', async () => (await unresolved(fixture.api, merchantId, reference)) > 0 || undefined, 10_000);
     return webhookId;
-  }
-
-  /** Every control on the page has an accessible name, and nothing makes the page scroll sideways. */
-  async function checkScreen(page: Page, width?: number) {
-    // Runs in the page (a string: the tests are compiled without the DOM's types).
-    const unnamed = await page.evaluate(`[...document.querySelectorAll('button, a, input, select, textarea')]
-      .filter((e) => !((e.labels && e.labels.length > 0) || e.getAttribute('aria-label') || (e.textContent || '').trim() || e.getAttribute('title'))
-        && e.type !== 'hidden' && !e.closest('[hidden]'))
-      .map((e) => e.outerHTML.slice(0, 120))`);
-    expect(unnamed).toEqual([]);
-    if (width) expect(await page.evaluate('document.documentElement.scrollWidth')).toBeLessThanOrEqual(width);
   }
 
   it('opens from a link, shows a failed webhook, resends it and watches it turn delivered', async () => {
@@ -95,15 +40,15 @@ describe('the merchant portal in a browser', () => {
     for (let i = 0; i < 3; i++) {
       failing.delete('/p');
       const { webhookId } = await publish('m_p', (['charge.completed', 'payout', 'refund.completed'] as const)[i]!);
-      await stack.logged('m_p', webhookId, 'delivered');
+      await fixture.stack.logged('m_p', webhookId, 'delivered');
     }
     failing.add('/p');
     const webhookId = await failed('m_p');
 
-    const page = await openPage(await stack.link('m_p'));
+    const page = await openPage(await fixture.stack.link('m_p'));
     await page.getByRole('heading', { name: 'Overview' }).waitFor();
     expect(page.url()).not.toContain('token=');
-    await page.getByText(`${receiver.url}/p`).waitFor();
+    await page.getByText(`${fixture.receiver.url}/p`).waitFor();
     expect(await page.locator('.tiles li').filter({ hasText: 'failed' }).locator('b').textContent()).toBe('1');
     expect(await page.locator('svg.chart rect').count()).toBeGreaterThan(0);
     await checkScreen(page);
@@ -131,7 +76,7 @@ describe('the merchant portal in a browser', () => {
     try {
       await page.getByRole('button', { name: 'Resend this webhook' }).click();
       await page.locator('#main').getByText('Resent: now delivered').waitFor({ timeout: 20_000 });
-      expect(receiver.requests.filter((r) => r.headers['webhook-id'] === webhookId)).toHaveLength(2);
+      expect(fixture.receiver.requests.filter((r) => r.headers['webhook-id'] === webhookId)).toHaveLength(2);
     } finally {
       failing.add('/p');
     }
@@ -139,13 +84,13 @@ describe('the merchant portal in a browser', () => {
 
   it('recovers everything that failed since a time: the count first, then each one with a progress bar', async () => {
     const ids = [await failed('m_p'), await failed('m_p')];
-    const page = await openPage(await stack.link('m_p'), { width: 360, height: 800 });
+    const page = await openPage(await fixture.stack.link('m_p'), { width: 360, height: 800 });
     await page.getByRole('heading', { name: 'Overview' }).waitFor();
     await checkScreen(page, 360);
     // Every screen reads at 360 px: tables scroll inside their own box, never the page.
-    for (const [hash, heading] of [['#/webhooks', 'Webhooks'], ['#/endpoint', 'Endpoint'], ['#/verify', 'Verify signatures']] as const) {
+    for (const [hash, heading] of [['#/webhooks', 'Webhooks'], ['#/endpoints', 'Endpoints'], ['#/verify', 'Verify signatures']] as const) {
       await page.goto(`${page.url().split('#')[0]}${hash}`);
-      await page.getByRole('heading', { name: heading }).waitFor();
+      await page.getByRole('heading', { level: 1, name: heading, exact: true }).waitFor();
       await checkScreen(page, 360);
     }
     await page.goto(`${page.url().split('#')[0]}#/recover`);
@@ -165,24 +110,23 @@ describe('the merchant portal in a browser', () => {
       expect(answers.filter((status) => status === 429).length).toBeGreaterThan(0);
       expect(answers.filter((status) => status === 200)).toHaveLength(2);
       expect(await page.locator('progress').getAttribute('value')).toBe('2');
-      for (const id of ids) await stack.logged('m_p', id, 'delivered');
+      for (const id of ids) await fixture.stack.logged('m_p', id, 'delivered');
     } finally {
       failing.add('/p');
     }
   });
 
   it('changes the URL and the next webhook arrives there; rotates the secret and the new one verifies the next webhook', async () => {
-    const page = await openPage(`${await stack.link('m_p')}`);
+    const page = await openPage(`${await fixture.stack.link('m_p')}`);
     await page.getByRole('heading', { name: 'Overview' }).waitFor();
-    await page.getByRole('link', { name: 'Endpoint' }).click();
-    await page.getByRole('heading', { name: 'Endpoint' }).waitFor();
+    await openEndpoint(page);
     await checkScreen(page);
-    await page.getByLabel('Endpoint URL').fill(`${moved.url}/p`);
+    await page.getByLabel('Endpoint URL').fill(`${fixture.moved.url}/p`);
     await page.getByRole('button', { name: 'Save endpoint' }).click();
     await page.getByText('Saved. The next webhook goes to this URL.').waitFor();
-    await waitFor('the dispatcher has the new URL', () => stack.dispatcher.merchants.byId('m_p')?.endpoints[0]?.url === `${moved.url}/p`, 5_000);
+    await waitFor('the dispatcher has the new URL', () => fixture.stack.dispatcher.merchants.byId('m_p')?.endpoints[0]?.url === `${fixture.moved.url}/p`, 5_000);
     const first = await publish('m_p');
-    const arrived = await waitFor('webhook at the new URL', () => moved.requests.find((r) => r.headers['webhook-id'] === first.webhookId), 10_000);
+    const arrived = await waitFor('webhook at the new URL', () => fixture.moved.requests.find((r) => r.headers['webhook-id'] === first.webhookId), 10_000);
     expect(arrived.path).toBe('/webhooks/p');
 
     await page.getByLabel('Old secret keeps signing for').selectOption('0');
@@ -190,66 +134,64 @@ describe('the merchant portal in a browser', () => {
     const secret = await page.getByLabel('New signing secret').inputValue();
     expect(secret).toMatch(/^whsec_/);
     await page.getByRole('button', { name: 'Copy secret' }).waitFor();
-    await waitFor('the dispatcher signs with the new secret', () => stack.dispatcher.merchants.byId('m_p')?.endpoints[0]?.secret === secret, 5_000);
+    await waitFor('the dispatcher signs with the new secret', () => fixture.stack.dispatcher.merchants.byId('m_p')?.endpoints[0]?.secret === secret, 5_000);
     const second = await publish('m_p');
-    const signed = await waitFor('webhook signed with the new secret', () => moved.requests.find((r) => r.headers['webhook-id'] === second.webhookId), 10_000);
+    const signed = await waitFor('webhook signed with the new secret', () => fixture.moved.requests.find((r) => r.headers['webhook-id'] === second.webhookId), 10_000);
     expect(verifies(secret, signed)).toBe(true);
   });
 
   it('turns order per reference on and off: saved for the dispatchers, shown on the overview', async () => {
-    await stack.putMerchant('m_order', `${receiver.url}/o`);
-    const page = await openPage(await stack.link('m_order'));
+    await fixture.stack.putMerchant('m_order', `${fixture.receiver.url}/o`);
+    const page = await openPage(await fixture.stack.link('m_order'));
     await page.getByRole('heading', { name: 'Overview' }).waitFor();
     await page.getByText('none promised').waitFor();
-    await page.getByRole('link', { name: 'Endpoint' }).click();
-    await page.getByRole('heading', { name: 'Endpoint' }).waitFor();
+    await openEndpoint(page);
     const ordered = page.getByLabel('Order per reference');
     expect(await ordered.isChecked()).toBe(false);
     await ordered.check();
     await page.getByRole('button', { name: 'Save endpoint' }).click();
     await page.getByText('Saved. The next webhook goes to this URL.').waitFor();
-    await waitFor('the dispatcher orders the merchant', () => stack.dispatcher.merchants.byId('m_order')?.endpoints[0]?.orderByReference === true, 5_000);
+    await waitFor('the dispatcher orders the merchant', () => fixture.stack.dispatcher.merchants.byId('m_order')?.endpoints[0]?.orderByReference === true, 5_000);
     await page.getByRole('link', { name: 'Overview' }).click();
     await page.getByText('per reference: a refund waits for its charge').waitFor();
-    await page.getByRole('link', { name: 'Endpoint' }).click();
+    await openEndpoint(page);
     expect(await page.getByLabel('Order per reference').isChecked()).toBe(true);
     await page.getByLabel('Order per reference').uncheck();
     await page.getByRole('button', { name: 'Save endpoint' }).click();
     await page.getByText('Saved. The next webhook goes to this URL.').waitFor();
-    await waitFor('the dispatcher no longer orders it', () => stack.dispatcher.merchants.byId('m_order')?.endpoints[0]?.orderByReference === undefined, 5_000);
+    await waitFor('the dispatcher no longer orders it', () => fixture.stack.dispatcher.merchants.byId('m_order')?.endpoints[0]?.orderByReference === undefined, 5_000);
   });
 
   it('sets the throttle on the endpoint page; the overview shows it, and the slower rate an endpoint answering 429 is sent at', async () => {
-    await stack.putMerchant('m_t', `${receiver.url}/t`);
-    const page = await openPage(await stack.link('m_t'));
+    await fixture.stack.putMerchant('m_t', `${fixture.receiver.url}/t`);
+    const page = await openPage(await fixture.stack.link('m_t'));
     await page.getByRole('heading', { name: 'Overview' }).waitFor();
-    await page.getByRole('link', { name: 'Endpoint' }).click();
-    await page.getByRole('heading', { name: 'Endpoint' }).waitFor();
+    await openEndpoint(page);
     await page.getByLabel('Most webhooks per second').fill('7');
     await page.getByRole('button', { name: 'Save endpoint' }).click();
     await page.getByText('Saved. The next webhook goes to this URL.').waitFor();
-    await waitFor('the dispatcher has the throttle', () => stack.dispatcher.merchants.byId('m_t')?.endpoints[0]?.maxPerSecond === 7, 5_000);
+    await waitFor('the dispatcher has the throttle', () => fixture.stack.dispatcher.merchants.byId('m_t')?.endpoints[0]?.maxPerSecond === 7, 5_000);
     // What a dispatcher writes when the endpoint answers 429: its rate halved.
-    await stack.db.query("INSERT INTO endpoint_rates (merchant_id, rate, ceiling) VALUES ('m_t', 3.5, 7)");
+    await fixture.stack.db.query("INSERT INTO endpoint_rates (merchant_id, rate, ceiling) VALUES ('m_t', 3.5, 7)");
     await page.getByRole('link', { name: 'Overview' }).click();
     await page.getByText('at most 7/s; slowed to 3.5/s: your server answered 429 or 503').waitFor();
-    await page.getByRole('link', { name: 'Endpoint' }).click();
+    await openEndpoint(page);
     await page.getByLabel('Most webhooks per second').fill('');
     await page.getByRole('button', { name: 'Save endpoint' }).click();
     await page.getByText('Saved. The next webhook goes to this URL.').waitFor();
-    await waitFor('the throttle removed', () => stack.dispatcher.merchants.byId('m_t')?.endpoints[0]?.maxPerSecond === undefined, 5_000);
+    await waitFor('the throttle removed', () => fixture.stack.dispatcher.merchants.byId('m_t')?.endpoints[0]?.maxPerSecond === undefined, 5_000);
   });
 
   it('sends a test event with a TEST- reference, delivered and logged like any other', async () => {
-    const page = await openPage(await stack.link('m_p'));
+    const page = await openPage(await fixture.stack.link('m_p'));
     await page.getByRole('heading', { name: 'Overview' }).waitFor();
-    await page.getByRole('link', { name: 'Endpoint' }).click();
+    await openEndpoint(page);
     await page.getByLabel('Event', { exact: true }).selectOption('refund.completed');
     await page.getByRole('button', { name: 'Send test event' }).click();
     await page.getByText(/Test event sent with reference TEST-/).waitFor();
-    const request = await waitFor('the test event', () => moved.requests.find((r) => r.body.includes('"refundRef":"TEST-')), 10_000);
+    const request = await waitFor('the test event', () => fixture.moved.requests.find((r) => r.body.includes('"refundRef":"TEST-')), 10_000);
     expect(JSON.parse(request.body)).toMatchObject({ event: 'refund.completed', data: { refundRef: expect.stringMatching(/^TEST-/), tnxRef: expect.stringMatching(/^TEST-/) } });
-    await stack.logged('m_p', String(request.headers['webhook-id']), 'delivered');
+    await fixture.stack.logged('m_p', String(request.headers['webhook-id']), 'delivered');
     await page.getByRole('link', { name: 'See what happened to it' }).click();
     await page.getByRole('heading', { name: `Webhook ${String(request.headers['webhook-id'])}` }).waitFor();
     expect(await page.locator('dl.facts .badge').textContent()).toBe('delivered');
@@ -259,7 +201,7 @@ describe('the merchant portal in a browser', () => {
   });
 
   it('logs out: the page says so, and the session is gone on the server, not only in this tab', async () => {
-    const page = await openPage(await stack.link('m_p'));
+    const page = await openPage(await fixture.stack.link('m_p'));
     await page.getByRole('heading', { name: 'Overview' }).waitFor();
     const cookie = (await page.context().cookies()).find((c) => c.name === 'webhooks_portal')!;
     expect(cookie.expires).toBe(-1); // a session cookie
@@ -267,7 +209,7 @@ describe('the merchant portal in a browser', () => {
     await page.getByRole('heading', { name: 'You are logged out' }).waitFor();
     expect(await page.getByRole('navigation', { name: 'Portal' }).isHidden()).toBe(true);
     // Whoever copied the cookie before the logout holds nothing now.
-    const copied = await fetch(`http://127.0.0.1:${stack.apis[0]!.port}/portal/api/session`, { headers: { cookie: `webhooks_portal=${cookie.value}` } });
+    const copied = await fetch(`http://127.0.0.1:${fixture.stack.apis[0]!.port}/portal/api/session`, { headers: { cookie: `webhooks_portal=${cookie.value}` } });
     expect(copied.status).toBe(401);
     await page.reload();
     await page.getByRole('heading', { name: 'This link cannot be used' }).waitFor();
@@ -275,9 +217,9 @@ describe('the merchant portal in a browser', () => {
 
   it('keeps the Secure cookie of an API outside development mode on http://127.0.0.1 (a secure context), and sends it back', async () => {
     // As deployed, not in development mode: PORTAL_PUBLIC_URL is http://127.0.0.1:<its port>.
-    const deployed = await startTestApi(stack.prefix, '', {}, { ...stack.env, WEBHOOKS_DEV: undefined });
+    const deployed = await startTestApi(fixture.stack.prefix, '', {}, { ...fixture.stack.env, WEBHOOKS_DEV: undefined });
     try {
-      const url = await stack.link('m_p', undefined, deployed);
+      const url = await fixture.stack.link('m_p', undefined, deployed);
       expect(url.startsWith(`http://127.0.0.1:${deployed.port}/portal/#token=`)).toBe(true);
       const page = await openPage(url);
       await page.getByRole('heading', { name: 'Overview' }).waitFor();
@@ -294,47 +236,48 @@ describe('the merchant portal in a browser', () => {
   });
 
   it('refuses the link the second time and after its expiry', async () => {
-    const url = await stack.link('m_p');
+    const url = await fixture.stack.link('m_p');
     const first = await openPage(url);
     await first.getByRole('heading', { name: 'Overview' }).waitFor();
     const again = await openPage(url);
     await again.getByRole('heading', { name: 'This link cannot be used' }).waitFor();
     await again.getByText('already used').waitFor();
 
-    const short = await stack.link('m_p', { expiresIn: '1s' });
-    await waitFor('the link expired', async () => (await stack.db.query<{ n: string }>('SELECT count(*) AS n FROM portal_links WHERE expires_at > now() - interval \'1 minute\' AND expires_at < now() AND redeemed_at IS NULL'))[0]!.n !== '0', 5_000, 100);
+    const short = await fixture.stack.link('m_p', { expiresIn: '1s' });
+    await waitFor('the link expired', async () => (await fixture.stack.db.query<{ n: string }>('SELECT count(*) AS n FROM portal_links WHERE expires_at > now() - interval \'1 minute\' AND expires_at < now() AND redeemed_at IS NULL'))[0]!.n !== '0', 5_000, 100);
     const late = await openPage(short);
     await late.getByText('expired').waitFor();
   });
 
   it('never shows another merchant\'s webhook, and refuses writes without the CSRF token or the permission', async () => {
     const theirs = await failed('m_q');
-    const page = await openPage(await stack.link('m_p', { permissions: ['resend', 'manage-endpoint'] }));
+    const page = await openPage(await fixture.stack.link('m_p', { permissions: ['resend', 'manage-endpoint'] }));
     await page.getByRole('heading', { name: 'Overview' }).waitFor();
     const base = page.url().split('#')[0];
     await page.goto(`${base}#/webhooks/${theirs}`);
     await page.getByText(`No webhook ${theirs}`).waitFor();
     const answers = await page.evaluate(`(async (id) => {
       const session = await (await fetch('/portal/api/session')).json();
+      const endpoints = await (await fetch('/portal/api/endpoints')).json();
       const noCsrf = await fetch('/portal/api/webhooks/' + id + '/resend', { method: 'POST' });
-      const rotate = await fetch('/portal/api/endpoint/secret/rotate', { method: 'POST', headers: { 'x-csrf-token': session.data.csrfToken, 'content-type': 'application/json' }, body: '{}' });
+      const rotate = await fetch('/portal/api/endpoints/' + endpoints.data.endpoints[0].id + '/secret/rotate', { method: 'POST', headers: { 'x-csrf-token': session.data.csrfToken, 'content-type': 'application/json' }, body: '{}' });
       const theirs = await fetch('/portal/api/webhooks/' + id + '/resend', { method: 'POST', headers: { 'x-csrf-token': session.data.csrfToken } });
       return [noCsrf.status, (await noCsrf.json()).error.code, rotate.status, (await rotate.json()).error.code, theirs.status];
     })(${JSON.stringify(theirs)})`);
     expect(answers).toEqual([403, 'csrf_token_invalid', 403, 'permission_denied', 404]);
-    await page.goto(`${base}#/endpoint`);
-    await page.getByRole('heading', { name: 'Endpoint' }).waitFor();
+    await page.goto(`${base}#/endpoints`);
+    await openEndpoint(page);
     await page.getByRole('button', { name: 'Save endpoint' }).waitFor();
     expect(await page.getByRole('button', { name: 'Rotate secret' }).count()).toBe(0);
   });
 
   it('shows verify snippets that keep a hostile URL path a string: copied and run, they register the path and run nothing', async () => {
     // A colleague (or anyone who can set the URL) puts code in the path: it passes validation.
-    await stack.putMerchant('m_snippet', `${moved.url}/snippet`);
-    const hostile = `${moved.url}/hooks/'+eval(atob('cHJvY2Vzcy5leGl0KDY2KQ=='))+'`; // process.exit(66)
-    const page = await openPage(await stack.link('m_snippet', { permissions: ['manage-endpoint'] }));
+    await fixture.stack.putMerchant('m_snippet', `${fixture.moved.url}/snippet`);
+    const hostile = `${fixture.moved.url}/hooks/'+eval(atob('cHJvY2Vzcy5leGl0KDY2KQ=='))+'`; // process.exit(66)
+    const page = await openPage(await fixture.stack.link('m_snippet', { permissions: ['manage-endpoint'] }));
     await page.getByRole('heading', { name: 'Overview' }).waitFor();
-    await page.getByRole('link', { name: 'Endpoint' }).click();
+    await openEndpoint(page);
     await page.getByLabel('Endpoint URL').fill(hostile);
     await page.getByRole('button', { name: 'Save endpoint' }).click();
     await page.getByText('Saved. The next webhook goes to this URL.').waitFor();
@@ -369,12 +312,3 @@ describe('the merchant portal in a browser', () => {
     expect(run('python3', 'snippet.py')).toEqual({ status: 0, stderr: '', route: path });
   });
 });
-
-function verifies(secret: string, request: ReceivedRequest): boolean {
-  try {
-    new Webhook(secret).verify(request.body, request.headers as Record<string, string>);
-    return true;
-  } catch {
-    return false;
-  }
-}

@@ -22,6 +22,8 @@ export interface PortalStack {
   admin(api: ApiProgram, method: string, path: string, body?: unknown): Promise<Answer>;
   /** A merchant whose webhook points at `url`; returns its first secret. */
   putMerchant(id: string, url: string): Promise<string>;
+  /** The portal API's path of the merchant's endpoint (its first, or `index`), as the dispatcher holds it. */
+  endpoint(merchantId: string, index?: number): string;
   /** A single-use link to the portal, minted through the admin API; with every permission unless `body` says otherwise. */
   link(merchantId: string, body?: unknown, api?: ApiProgram): Promise<string>;
   /** Waits until the log shows the webhook in this status. */
@@ -105,6 +107,11 @@ export async function startPortalStack(name: string, replicas = 1, options: ApiO
       return (answer.body as { data: { webhook: { secret: string } } }).data.webhook.secret;
     },
     link,
+    endpoint(merchantId, index = 0) {
+      const found = d.merchants.byId(merchantId)?.endpoints[index];
+      if (!found) throw new Error(`${merchantId} has no endpoint ${index} (yet)`);
+      return `/portal/api/endpoints/${found.id}`;
+    },
     async open(merchantId, body, api = apis[0]!) {
       const answer = await redeemLink(api, await link(merchantId, body, api));
       if (answer.status !== 201) throw new Error(`portal session: ${answer.status} ${JSON.stringify(answer.body)}`);

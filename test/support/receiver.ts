@@ -1,3 +1,4 @@
+import { Webhook } from 'standardwebhooks';
 import { once } from 'node:events';
 import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -111,4 +112,14 @@ export async function freePort(): Promise<number> {
 /** A URL where nothing listens. */
 export async function refusedUrl(): Promise<string> {
   return `http://127.0.0.1:${await freePort()}/webhooks`;
+}
+
+/** Whether a webhook as received verifies with `secret` (Standard Webhooks: id, timestamp, signatures). */
+export function verifies(secret: string, request: { body: string; headers: Record<string, unknown> }): boolean {
+  try {
+    new Webhook(secret).verify(request.body, request.headers as Record<string, string>);
+    return true;
+  } catch {
+    return false;
+  }
 }

@@ -167,6 +167,14 @@ describe('API configuration', () => {
     expect(loadApiConfig({ ...base, WEBHOOKS_DEV: 'true', PORTAL_PUBLIC_URL: 'http://devbox.internal:8080' }).PORTAL_PUBLIC_URL).toBe('http://devbox.internal:8080');
   });
 
+  it('reads MAX_ENDPOINTS_PER_MERCHANT from 1 to the row\'s hard cap of 20, 20 when unset, naming it otherwise', () => {
+    expect(loadApiConfig(base).MAX_ENDPOINTS_PER_MERCHANT).toBe(20);
+    expect(loadApiConfig({ ...base, MAX_ENDPOINTS_PER_MERCHANT: '3' }).MAX_ENDPOINTS_PER_MERCHANT).toBe(3);
+    for (const value of ['0', '21', 'many', '2.5']) {
+      expect(() => loadApiConfig({ ...base, MAX_ENDPOINTS_PER_MERCHANT: value })).toThrow(`Invalid configuration: MAX_ENDPOINTS_PER_MERCHANT: "${value}" must be a whole number from 1 to 20`);
+    }
+  });
+
   it('reads TRUST_PROXY as Express\'s trust proxy: unset by default, a hop count, or presets, addresses and CIDRs', () => {
     expect(loadApiConfig(base).TRUST_PROXY).toBeUndefined();
     expect(loadApiConfig({ ...base, TRUST_PROXY: 'false' }).TRUST_PROXY).toBeUndefined();

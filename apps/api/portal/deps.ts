@@ -6,8 +6,11 @@ export interface PortalDeps {
   /** Links and sessions, in the delivery log's PostgreSQL; absent with DELIVERY_LOG=off (the portal answers 503). */
   sessions?: PortalSessions;
   health(merchantId: string): Promise<EndpointHealth>;
-  /** Publishes a test event to the events exchange, as upstream does; `test` marks it x-test-event (one attempt). */
-  publish(message: UpstreamMessage, options?: { test?: boolean }): Promise<{ messageId: string }>;
+  /**
+   * Publishes a test event to the events exchange, as upstream does; `test` marks it x-test-event
+   * (one attempt), `endpointId` names the one endpoint it is for (x-endpoint-id).
+   */
+  publish(message: UpstreamMessage, options?: { test?: boolean; endpointId?: string }): Promise<{ messageId: string }>;
   /**
    * Where links point, and the portal's own origin: PORTAL_PUBLIC_URL; in development mode without
    * it, http://127.0.0.1 on this API's public port. Never anything a request says.

@@ -1,17 +1,17 @@
-import { randomUUID, timingSafeEqual } from 'node:crypto';
+import { timingSafeEqual } from 'node:crypto';
 import type { Request, Router } from 'express';
-import { type EventName, REFERENCE_FIELDS, sampleEvent } from '../../../libs/contracts/index.js';
 import type { DeliveryLogQueries } from '../../../libs/delivery-store/index.js';
-import { type Actor, disabledByOperator, endpointRateOf, graceExpiries, type Merchant, recordAudit, soleEndpoint, WebhookNotSetUpError } from '../../../libs/merchants/index.js';
+import { type Actor, disabledByOperator, type Merchant, recordAudit } from '../../../libs/merchants/index.js';
 import { keyDigestOf, MAX_LINK_LIFETIME_MS, PortalLinkError, type PortalPermission, type PortalSession } from '../../../libs/portal/index.js';
 import { USER_AGENT } from '../../dispatcher/program.js';
 import type { ApiDeps } from '../deps.js';
-import { ApiError, badRequest, notFound, rateLimited, unavailable } from '../errors.js';
+import { ApiError, badRequest, notFound, rateLimited } from '../errors.js';
 import { clientKey } from '../rate-limit.js';
 import { listFilters } from '../log-handlers.js';
 import { resendOne } from '../resend-routes.js';
 import { mount } from '../mount.js';
-import { endpointPatch, portalSessionInput, rotateBody, testEventBody } from './routes.js';
+import { portalSessionInput } from './routes.js';
+import { mountPortalEndpoints, portalEndpointsOf } from './endpoint-handlers.js';
 import { servePortalAssets } from './page.js';
 
 /**
@@ -80,12 +80,12 @@ export function mountPortalAdmin(router: Router, deps: ApiDeps): void {
 
 /**
  * Whether the session outlived what it was opened on: the merchant is gone, its public key changed
- * since the link was minted, or the platform's operator turned its webhook off since.
+ * since the link was minted, or the platform's operator turned one of its endpoints off since.
  */
 function outlived(merchant: Merchant | undefined, session: PortalSession): boolean {
   if (!merchant || keyDigestOf(merchant.publicKey) !== session.keyDigest) return true;
-  const webhook = soleEndpoint(merchant);
-  return disabledByOperator(webhook) && Date.parse(webhook!.disabledAt ?? '') >= Date.parse(session.createdAt);
+  // An endpoint the operator turned off since: the platform acted on this merchant, so its sessions end.
+  return merchant.endpoints.some((endpoint) => disabledByOperator(endpoint) && Date.parse(endpoint.disabledAt ?? '') >= Date.parse(session.createdAt));
 }
 
 function cookieOf(req: Request, name: string): string | undefined {
@@ -238,9 +238,9 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
 
   mount(app, 'portalOverview', async (req, res) => {
     const found = await session(req);
-    const merchant = merchantOf(found.merchantId);
     const health = await read(found.merchantId, () => deps.portal!.health(found.merchantId));
-    res.json({ message: 'overview', error: null, data: { merchantId: found.merchantId, endpoint: await withRate(deps, found.merchantId, merchant ? endpointOf(merchant) : null), health } });
+    const endpoints = await portalEndpointsOf(deps.audit, merchantOf(found.merchantId));
+    res.json({ message: 'overview', error: null, data: { merchantId: found.merchantId, endpoints, health } });
   });
 
   mount(app, 'portalListWebhooks', async (req, res, { query }) => {
@@ -278,7 +278,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
   });
 
   /** A portal write counts against the merchant's portal bucket of its kind, on every replica. */
-  const limited = async (kind: 'settings' | 'tests' | 'recover', merchantId: string) => {
+  const limited = async (kind: 'settings' | 'tests' | 'recover', merchantId: string): Promise<void> => {
     const allowed = (await deps.portalLimits?.[kind].take(merchantId)) ?? { ok: true };
     if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds, { tests: 'test events', settings: 'endpoint changes', recover: 'Recover rounds today' }[kind]);
   };
@@ -307,125 +307,5 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     res.json({ message: `${webhooks.length} failed webhook(s) since ${since}`, error: null, data: { since, count: webhooks.length, webhooks, truncated } });
   });
 
-  const writable = () => {
-    if (!deps.settings) throw new ApiError(409, 'directory_read_only', 'Endpoint settings come from MERCHANTS_FILE here: they are read-only in the portal');
-    return deps.settings;
-  };
-
-
-  mount(app, 'portalUpdateEndpoint', async (req, res) => {
-    const found = await writer(req, 'manage-endpoint');
-    const settings = writable();
-    await limited('settings', found.merchantId);
-    const input = endpointPatch.safeParse(req.body ?? {});
-    if (!input.success) {
-      const issue = input.error.issues[0]!;
-      throw badRequest('invalid_settings', `${issue.path.filter((p) => typeof p !== 'number').join('.') || 'body'}: ${issue.message}`);
-    }
-    if (!merchantOf(found.merchantId)?.endpoints.length) throw new WebhookNotSetUpError(found.merchantId);
-    const written = await settings.patch(found.merchantId, { webhook: input.data }, { by: 'merchant', actor: portalActor(found, req) });
-    deps.logger.info('webhook endpoint changed from the portal', { merchantId: found.merchantId, fields: Object.keys(input.data) });
-    const merchant = merchantOf(found.merchantId);
-    res.json({ message: 'endpoint updated', error: null, data: await withRate(deps, found.merchantId, merchant ? endpointOf(merchant) : endpointFromView(written.view)) });
-  });
-
-  mount(app, 'portalRotateSecret', async (req, res) => {
-    const found = await writer(req, 'manage-secret');
-    const settings = writable();
-    await limited('settings', found.merchantId);
-    const input = rotateBody.safeParse(req.body ?? {});
-    if (!input.success) throw badRequest('invalid_settings', `graceSeconds: ${input.error.issues[0]!.message}`);
-    const { replayed: _replayed, version: _version, ...rotated } = await settings.rotate(found.merchantId, input.data.graceSeconds, { actor: portalActor(found, req) });
-    deps.logger.info('webhook secret rotated from the portal', { merchantId: found.merchantId, previousSecretExpiresAt: rotated.previousSecretExpiresAt });
-    // The new secret is in this answer only: never stored by the page, never cached.
-    res.set('cache-control', 'no-store').json({ message: 'webhook secret rotated', error: null, data: rotated });
-  });
-
-  mount(app, 'portalSendTestEvent', async (req, res) => {
-    const found = await writer(req, 'manage-endpoint');
-    const input = testEventBody.safeParse(req.body ?? {});
-    if (!input.success) throw badRequest('invalid_body', 'Give the event to send: {"event": "charge.completed" | "payout" | "refund.completed"}');
-    if (!merchantOf(found.merchantId)?.endpoints.length) throw new WebhookNotSetUpError(found.merchantId);
-    if (!deps.brokerConnected()) throw unavailable('The message broker is unavailable; try again shortly');
-    await limited('tests', found.merchantId);
-    const message = testSample(input.data.event, found.merchantId);
-    const reference = message.data[REFERENCE_FIELDS[input.data.event][0]!] as string;
-    const { messageId } = await deps.portal!.publish(message, { test: true });
-    await audit(found, req, 'portal.test_event', { event: input.data.event, webhookId: messageId, reference });
-    deps.logger.info('test event sent from the portal', { merchantId: found.merchantId, event: input.data.event, reference });
-    res.status(202).json({ message: `test ${input.data.event} sent`, error: null, data: { webhookId: messageId, reference } });
-  });
-}
-
-/** The sample events' amount fields: zero in a test, so no test reads as money moved. */
-const AMOUNT_FIELDS = ['sourceAmount', 'destinationAmount', 'amount'];
-
-/**
- * A sample of the event marked as a test inside the signed body: `data.test: true`, every amount
- * 0, and references that all start with TEST-. Published with x-test-event: attempted once.
- */
-export function testSample(event: EventName, merchantId: string) {
-  const message = sampleEvent(event, merchantId);
-  const data = message.data as Record<string, unknown>;
-  for (const field of REFERENCE_FIELDS[event]) data[field] = `TEST-${randomUUID()}`;
-  for (const field of AMOUNT_FIELDS) if (field in data) data[field] = 0;
-  data.test = true;
-  return message as typeof message & { data: Record<string, unknown> };
-}
-
-type EndpointView = {
-  url: string;
-  enabled: boolean;
-  disabledReason: string | null;
-  disabledAt: string | null;
-  events: EventName[];
-  allEvents: boolean;
-  orderByReference: boolean;
-  secretCreatedAt: string | null;
-  previousSecrets: Array<{ expiresAt: string }>;
-  maxPerSecond: number | null;
-  currentPerSecond: number | null;
-};
-
-/** The endpoint's rate now: lower than its maxPerSecond while its 429/503 answers slow it (endpoint_rates). */
-async function withRate(deps: ApiDeps, merchantId: string, endpoint: EndpointView | null): Promise<EndpointView | null> {
-  const adaptive = endpoint && deps.audit ? await endpointRateOf(deps.audit, merchantId).catch(() => undefined) : undefined;
-  return adaptive && endpoint ? { ...endpoint, currentPerSecond: Math.round(Math.min(endpoint.maxPerSecond ?? Infinity, adaptive.rate) * 100) / 100 } : endpoint;
-}
-
-function endpointOf(merchant: Merchant): EndpointView | null {
-  const webhook = soleEndpoint(merchant);
-  if (!webhook) return null;
-  // disabledReason and disabledAt come with auto-disable (operational events); read when present.
-  const extra = webhook as typeof webhook & { disabledReason?: string; disabledAt?: string; secretIssuedAt?: string };
-  return {
-    url: webhook.url,
-    enabled: webhook.enabled,
-    disabledReason: webhook.enabled ? null : (extra.disabledReason ?? 'manual'),
-    disabledAt: webhook.enabled ? null : (extra.disabledAt ?? null),
-    events: [...(webhook.events ?? (Object.keys(REFERENCE_FIELDS) as EventName[]))],
-    allEvents: webhook.events === undefined,
-    orderByReference: webhook.orderByReference === true,
-    secretCreatedAt: extra.secretIssuedAt ?? null,
-    previousSecrets: graceExpiries(webhook, new Date()),
-    maxPerSecond: webhook.maxPerSecond ?? null,
-    currentPerSecond: webhook.maxPerSecond ?? null,
-  };
-}
-
-function endpointFromView(view: { webhook: { url: string; enabled: boolean; events: string[]; orderByReference: boolean; previousSecrets: Array<{ expiresAt: string }>; maxPerSecond: number | null } | null }): EndpointView | null {
-  if (!view.webhook) return null;
-  return {
-    url: view.webhook.url,
-    enabled: view.webhook.enabled,
-    disabledReason: view.webhook.enabled ? null : 'manual',
-    disabledAt: null,
-    events: view.webhook.events as EventName[],
-    allEvents: false,
-    orderByReference: view.webhook.orderByReference,
-    secretCreatedAt: null,
-    previousSecrets: view.webhook.previousSecrets,
-    maxPerSecond: view.webhook.maxPerSecond,
-    currentPerSecond: view.webhook.maxPerSecond,
-  };
+  mountPortalEndpoints(app, deps, { session, writer, limited, audit, actor: portalActor });
 }

@@ -1,13 +1,14 @@
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { gzipSync } from 'node:zlib';
 import type { Request, Response, Router } from 'express';
 import { PORTAL_CSS } from './styles.js';
 
 /**
- * The portal's page, script and style: one HTML shell rendered here, one hand-written ES module
- * (ui/portal.ts, compiled by the same `tsc -b` as the rest into dist) and one style sheet, served
- * from memory with their gzip made once at start-up, under URLs carrying their hash (cached a year).
+ * The portal's page, script and style: one HTML shell rendered here, hand-written ES modules
+ * (ui/*.ts: portal.ts imports a module per screen, compiled by the same `tsc -b` as the rest into
+ * dist) and one style sheet, served from memory with their gzip made once at start-up, under URLs
+ * carrying their hash (cached a year).
  */
 interface Asset {
   body: Buffer;
@@ -22,24 +23,58 @@ function asset(body: Buffer | string, type: string): Asset {
 }
 
 /**
- * The compiled module: beside this file in dist; from the sources (tests run them with ts-jest),
- * in dist, which `npm run build` makes before any test.
+ * The compiled modules' folder: beside this file in dist; from the sources (tests run them with
+ * ts-jest), in dist, which `npm run build` makes before any test.
  */
-function script(): Buffer {
-  const candidates = [new URL('./ui/portal.js', import.meta.url), new URL('../../../dist/apps/api/portal/ui/portal.js', import.meta.url)];
-  for (const candidate of candidates) if (existsSync(candidate)) return readFileSync(candidate);
+function scriptDir(): URL {
+  const candidates = [new URL('./ui/', import.meta.url), new URL('../../../dist/apps/api/portal/ui/', import.meta.url)];
+  for (const candidate of candidates) if (existsSync(new URL('portal.js', candidate))) return candidate;
   throw new Error('the portal\'s script is not built: run npm run build');
 }
 
-let assets: { js: Asset; css: Asset } | undefined;
-function loaded() {
-  return (assets ??= { js: asset(script(), 'text/javascript; charset=utf-8'), css: asset(PORTAL_CSS, 'text/css; charset=utf-8') });
+/** `import … from './core.js'`: the relative imports between the portal's modules. */
+const IMPORT = /(\bfrom\s*|\bimport\s*)(['"])\.\/([a-z][a-z0-9-]*)\.js\2/g;
+
+/**
+ * Every module of the portal (ui/*.ts, compiled), each import rewritten to carry the imported
+ * module's hash (`./core.js?v=…`): a module's URL changes whenever it or anything it imports does,
+ * so each can be cached a year, and every importer names one URL per module (one instance of it).
+ */
+function modules(): Map<string, Asset> {
+  const dir = scriptDir();
+  const sources = new Map(readdirSync(dir).filter((file) => /^[a-z][a-z0-9-]*\.js$/.test(file)).map((file) => [file.slice(0, -3), readFileSync(new URL(file, dir), 'utf8')]));
+  const done = new Map<string, Asset>();
+  const visiting = new Set<string>();
+  const build = (name: string): Asset => {
+    const made = done.get(name);
+    if (made) return made;
+    const source = sources.get(name);
+    if (source === undefined) throw new Error(`the portal's module ${name}.js is imported but not built`);
+    if (visiting.has(name)) throw new Error(`the portal's modules import each other in a circle through ${name}.js`);
+    visiting.add(name);
+    const text = source.replace(IMPORT, (_m, keyword: string, quote: string, dep: string) => `${keyword}${quote}./${dep}.js?v=${build(dep).hash}${quote}`);
+    const item = asset(text, 'text/javascript; charset=utf-8');
+    done.set(name, item);
+    return item;
+  };
+  build('portal');
+  return done;
 }
 
-/** The shipped script's weight, for the README and the test that keeps it small. */
+let assets: { js: Map<string, Asset>; css: Asset } | undefined;
+function loaded() {
+  return (assets ??= { js: modules(), css: asset(PORTAL_CSS, 'text/css; charset=utf-8') });
+}
+
+/** The shipped script's weight (every module the page loads), for the README and the test that keeps it small. */
 export function portalScriptWeight(): { bytes: number; gzipBytes: number } {
-  const { js } = loaded();
-  return { bytes: js.body.length, gzipBytes: js.gzip.length };
+  let bytes = 0;
+  let gzipBytes = 0;
+  for (const js of loaded().js.values()) {
+    bytes += js.body.length;
+    gzipBytes += js.gzip.length;
+  }
+  return { bytes, gzipBytes };
 }
 
 function send(req: Request, res: Response, item: Asset, cache: string): void {
@@ -78,7 +113,7 @@ function shell(js: Asset, css: Asset): string {
   <a href="#/overview">Overview</a>
   <a href="#/webhooks">Webhooks</a>
   <a href="#/recover">Recover</a>
-  <a href="#/endpoint">Endpoint</a>
+  <a href="#/endpoints">Endpoints</a>
   <a href="#/verify">Verify signatures</a>
 </nav>
 <main id="main" tabindex="-1">
@@ -115,13 +150,17 @@ export function servePortalAssets(app: Router, frameAncestors: readonly string[]
   app.get('/portal/', (req, res) => {
     if (!req.path.endsWith('/')) return res.redirect(301, '/portal/');
     const { js, css } = loaded();
-    page ??= asset(shell(js, css), 'text/html; charset=utf-8');
+    page ??= asset(shell(js.get('portal')!, css), 'text/html; charset=utf-8');
     headers(res);
     send(req, res, page, 'no-store');
   });
-  app.get('/portal/portal.js', (req, res) => {
+  // The modules the page imports (portal.js and the screens'); nothing else is served from here.
+  app.get('/portal/:module', (req, res, next) => {
+    const name = /^([a-z][a-z0-9-]*)\.js$/.exec(req.params.module ?? '')?.[1];
+    const item = name === undefined ? undefined : loaded().js.get(name);
+    if (!item) return next();
     headers(res);
-    send(req, res, loaded().js, 'public, max-age=31536000, immutable');
+    send(req, res, item, 'public, max-age=31536000, immutable');
   });
   app.get('/portal/portal.css', (req, res) => {
     headers(res);

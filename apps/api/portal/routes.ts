@@ -1,19 +1,16 @@
 import { z } from 'zod';
-import { EVENT_NAMES, merchantIdSchema } from '../../../libs/contracts/index.js';
 import { isStorableText, isStorableTime } from '../../../libs/delivery-store/index.js';
 import { PORTAL_PERMISSIONS } from '../../../libs/portal/index.js';
-import { maxPerSecondField } from '../../../libs/merchants/index.js';
 import { endpointIdSchema, listQuery, webhookDetail, webhookIdParams, webhookSummary } from '../log-routes.js';
 import { ADMIN_AUTH, MERCHANT_AUTH, merchantIdParams, type RouteDeclaration } from '../route-declaration.js';
-import { envelope, rotated } from '../schemas.js';
+import { PORTAL_AUTH, PORTAL_WRITE_AUTH, READ_ERRORS, WRITE_ERRORS } from './route-common.js';
+import { envelope } from '../schemas.js';
+import { PORTAL_ENDPOINT_ROUTES, portalEndpointView } from './endpoint-routes.js';
 
 /**
  * The merchant portal's routes and the resend of one webhook: spread into the route table
  * (routes.ts), so they are mounted from it and in the OpenAPI document like every other.
  */
-
-const PORTAL_AUTH = [{ portalSession: [] }] as const;
-const PORTAL_WRITE_AUTH = [{ portalSession: [], portalCsrf: [] }] as const;
 
 const lifetime = z
   .string()
@@ -37,19 +34,6 @@ const sessionView = z.strictObject({
   settingsWritable: z.boolean().describe('false with MERCHANTS_FILE: the endpoint settings are read-only here'),
 });
 
-const endpointView = z.strictObject({
-  url: z.string(),
-  enabled: z.boolean(),
-  disabledReason: z.string().nullable(),
-  disabledAt: z.string().nullable(),
-  events: z.array(z.enum(EVENT_NAMES)),
-  allEvents: z.boolean().describe('true when the webhook receives every event (no events filter)'),
-  orderByReference: z.boolean().describe('Order per reference: a webhook waits while an earlier one of its tnxRef / payout reference is not yet delivered, failed or skipped'),
-  secretCreatedAt: z.string().nullable().describe('When the current secret was issued; null when not recorded'),
-  previousSecrets: z.array(z.strictObject({ expiresAt: z.string() })),
-  maxPerSecond: z.number().int().nullable().describe('The throttle: at most this many webhooks a second; null: no limit'),
-  currentPerSecond: z.number().nullable().describe('Read-only: the rate sent at now, lower than maxPerSecond while the endpoint answers 429 or 503; null: no limit'),
-});
 
 const hourBucket = z.strictObject({ hour: z.string(), delivered: z.number().int(), retrying: z.number().int(), failed: z.number().int(), skipped: z.number().int() });
 const health = z.strictObject({
@@ -67,7 +51,7 @@ const health = z.strictObject({
 
 const overview = z.strictObject({
   merchantId: z.string(),
-  endpoint: endpointView.nullable().describe('null: no webhook is set up for this merchant'),
+  endpoints: z.array(portalEndpointView).describe('Each of its endpoints; empty: none is set up'),
   health: health.nullable().describe('null: the delivery log is off here'),
 });
 
@@ -83,34 +67,9 @@ const recoverPreview = z.strictObject({
   truncated: z.boolean().describe('More than 1,000 failed: recover these, then again'),
 });
 
-export const endpointPatch = z.strictObject({
-  url: z.string().min(1).max(2048).optional(),
-  events: z.array(z.enum(EVENT_NAMES)).min(1).nullable().optional().describe('null: every event'),
-  enabled: z.boolean().optional(),
-  orderByReference: z.boolean().optional().describe('Order per reference (off by default)'),
-  maxPerSecond: maxPerSecondField.nullable().optional().describe('null: no throttle'),
-});
-export const rotateBody = z.strictObject({ graceSeconds: z.number().int().min(0).max(30 * 86_400).default(86_400) });
-export const testEventBody = z.strictObject({ event: z.enum(EVENT_NAMES) });
 
 const webhookIdPath = z.string().min(1).max(200).refine(isStorableText, 'must not hold a NUL character');
 
-const READ_ERRORS = {
-  '400': 'invalid_parameter, unknown_parameter',
-  '401': 'portal_session_required: no session cookie, or the session has expired; open a new link',
-  '429': "rate_limited, too_many_concurrent_queries: the merchant's log reads; see Retry-After",
-  '503': 'log_unavailable, log_disabled: the portal reads the delivery log',
-};
-const WRITE_ERRORS = {
-  '400': 'invalid_body, invalid_settings (the message names the field)',
-  '401': 'portal_session_required',
-  '403':
-    'csrf_token_invalid: x-csrf-token missing or not this session\'s; permission_denied: the link did not grant this; ' +
-    'cross_origin_write: Origin or Sec-Fetch-Site says the request does not come from the portal\'s page',
-  '413': 'Request body too large',
-  '503': 'service_unavailable, log_unavailable',
-};
-const SETTINGS_LIMITED = 'rate_limited: at most 10 endpoint changes and rotations a minute per merchant, on all replicas together; see Retry-After';
 /** Which endpoint's failure of the webhook to resend; every endpoint where it failed when left out. */
 export const resendQuery = z.strictObject({
   endpointId: endpointIdSchema
@@ -228,7 +187,7 @@ export const PORTAL_ROUTES = [
     operationId: 'portalOverview',
     method: 'get',
     path: '/portal/api/overview',
-    summary: 'The endpoint and its health over the last 24 hours',
+    summary: "The merchant's endpoints and its webhooks' health over the last 24 hours",
     security: PORTAL_AUTH,
     output: { '200': { description: 'Overview', schema: envelope(overview) } },
     errors: READ_ERRORS,
@@ -273,39 +232,5 @@ export const PORTAL_ROUTES = [
     output: { '200': { description: 'The failed webhooks', schema: envelope(recoverPreview) } },
     errors: { ...READ_ERRORS, '429': 'rate_limited, too_many_concurrent_queries: as every read; and at most 10 Recover rounds a day per merchant (a round starts with this count, for a session that may resend); see Retry-After' },
   },
-  {
-    operationId: 'portalUpdateEndpoint',
-    method: 'patch',
-    path: '/portal/api/endpoint',
-    summary: 'Change the URL, the events, the throttle (maxPerSecond), order per reference or enable/disable (permission manage-endpoint)',
-    description: 'Validated as the admin API does: https outside development mode, no credentials, no private address literal.',
-    security: PORTAL_WRITE_AUTH,
-    input: { body: endpointPatch, bodyRequired: true },
-    output: { '200': { description: 'Changed', schema: envelope(endpointView) } },
-    errors: {
-      ...WRITE_ERRORS,
-      '409': 'directory_read_only: merchants come from MERCHANTS_FILE here; webhook_not_set_up; endpoint_disabled_by_operator: the platform turned it off, only the platform turns it on',
-      '429': SETTINGS_LIMITED,
-    },
-  },
-  {
-    operationId: 'portalRotateSecret',
-    method: 'post',
-    path: '/portal/api/endpoint/secret/rotate',
-    summary: 'Rotate the secret with a grace period (permission manage-secret); the new one is shown this once',
-    security: PORTAL_WRITE_AUTH,
-    input: { body: rotateBody, bodyRequired: false },
-    output: { '200': { description: 'Rotated', schema: envelope(rotated) } },
-    errors: { ...WRITE_ERRORS, '409': 'directory_read_only, webhook_not_set_up, too_many_secrets', '429': SETTINGS_LIMITED },
-  },
-  {
-    operationId: 'portalSendTestEvent',
-    method: 'post',
-    path: '/portal/api/endpoint/test',
-    summary: 'Send a sample of an event with a TEST- reference, delivered and logged like any other (permission manage-endpoint)',
-    security: PORTAL_WRITE_AUTH,
-    input: { body: testEventBody, bodyRequired: true },
-    output: { '202': { description: 'Published', schema: envelope(z.strictObject({ webhookId: z.string(), reference: z.string() })) } },
-    errors: { ...WRITE_ERRORS, '409': 'webhook_not_set_up', '429': 'rate_limited: at most 10 test events a minute per merchant, on all replicas together; see Retry-After' },
-  },
+  ...PORTAL_ENDPOINT_ROUTES,
 ] as const satisfies readonly RouteDeclaration[];

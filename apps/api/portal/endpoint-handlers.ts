@@ -1,0 +1,190 @@
+import type { Request, Router } from 'express';
+import { EVENT_NAMES, type EventName, REFERENCE_FIELDS } from '../../../libs/contracts/index.js';
+import type { Queryable } from '../../../libs/delivery-store/index.js';
+import {
+  type Actor,
+  type Endpoint,
+  EndpointNotFoundError,
+  EndpointSettings,
+  type EndpointView,
+  endpointInputSchema,
+  endpointPatchSchema,
+  firstIssue,
+  graceExpiries,
+  type Merchant,
+  type MerchantSettings,
+} from '../../../libs/merchants/index.js';
+import type { PortalPermission, PortalSession } from '../../../libs/portal/index.js';
+import type { ApiDeps } from '../deps.js';
+import { ApiError, badRequest, unavailable } from '../errors.js';
+import { mount } from '../mount.js';
+import { rotateBody, testEventBody } from './endpoint-routes.js';
+import { testSample } from './test-event.js';
+
+/** What the portal's handlers share (handlers.ts makes it): sessions, permissions, limits, audit. */
+export interface PortalHelpers {
+  /** The request's live session (401 without one). */
+  session(req: Request): Promise<PortalSession>;
+  /** A write: same origin, the session, its CSRF token, and the permission the link granted. */
+  writer(req: Request, permission: PortalPermission | 'view'): Promise<PortalSession>;
+  /** Counts against the merchant's portal bucket of its kind, on every replica. */
+  limited(kind: 'settings' | 'tests', merchantId: string): Promise<void>;
+  /** An action that changes no setting, in the merchant's audit trail. */
+  audit(found: PortalSession, req: Request, action: string, changes: Record<string, unknown>): Promise<void>;
+  actor(found: PortalSession, req: Request): Actor;
+}
+
+/** One endpoint as the portal shows it (endpoint-routes.ts's portalEndpointView). */
+export type PortalEndpoint = ReturnType<typeof portalEndpointOf>;
+
+function portalEndpointOf(endpoint: Endpoint, rate: number | undefined, now: Date) {
+  const current = rate === undefined ? (endpoint.maxPerSecond ?? null) : Math.round(Math.min(endpoint.maxPerSecond ?? Infinity, rate) * 100) / 100;
+  return {
+    id: endpoint.id,
+    description: endpoint.description ?? null,
+    url: endpoint.url,
+    enabled: endpoint.enabled,
+    disabledReason: endpoint.enabled ? null : (endpoint.disabledReason ?? 'manual'),
+    disabledAt: endpoint.enabled ? null : (endpoint.disabledAt ?? null),
+    disabledBy: !endpoint.enabled && endpoint.disabledReason === 'manual' ? (endpoint.disabledBy ?? 'operator') : null,
+    failingSince: endpoint.failingSince ?? null,
+    events: [...(endpoint.events ?? EVENT_NAMES)] as EventName[],
+    allEvents: endpoint.events === undefined,
+    orderByReference: endpoint.orderByReference === true,
+    secretCreatedAt: endpoint.secretIssuedAt ?? null,
+    previousSecrets: graceExpiries(endpoint, now),
+    maxPerSecond: endpoint.maxPerSecond ?? null,
+    currentPerSecond: current,
+  };
+}
+
+/**
+ * The merchant's endpoints as the portal shows them, each with the rate it is sent at now (one
+ * query of endpoint_rates for all): its own row, or the merchant's one row ('') of the time when
+ * the throttle was per merchant. Without the rates (PostgreSQL down), the configured ones.
+ */
+export async function portalEndpointsOf(db: Queryable | undefined, merchant: Merchant | undefined): Promise<PortalEndpoint[]> {
+  if (!merchant || merchant.endpoints.length === 0) return [];
+  const rates = new Map<string, number>();
+  if (db) {
+    const { rows } = await db
+      .query<{ endpoint_id: string; rate: number }>('SELECT endpoint_id, rate FROM endpoint_rates WHERE merchant_id = $1', [merchant.id])
+      .catch(() => ({ rows: [] as Array<{ endpoint_id: string; rate: number }> }));
+    for (const row of rows) rates.set(row.endpoint_id, Number(row.rate));
+  }
+  const now = new Date();
+  return merchant.endpoints.map((endpoint) => portalEndpointOf(endpoint, rates.get(endpoint.id) ?? rates.get(''), now));
+}
+
+/** The portal's endpoint routes: the list and one endpoint's settings, secret, test event and removal. */
+export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: PortalHelpers): void {
+  const merchantOf = (merchantId: string) => deps.merchants?.byId(merchantId);
+  const writable = (): MerchantSettings => {
+    if (!deps.settings) throw new ApiError(409, 'directory_read_only', 'Endpoint settings come from MERCHANTS_FILE here: they are read-only in the portal');
+    return deps.settings;
+  };
+  const endpoints = () => new EndpointSettings(writable());
+  /** The endpoint as this replica holds it now (after a write: what the write made, NOTIFY or not). */
+  const shown = async (merchantId: string, endpointId: string): Promise<PortalEndpoint> => {
+    const found = (await portalEndpointsOf(deps.audit, merchantOf(merchantId))).find((e) => e.id === endpointId);
+    if (!found) throw new EndpointNotFoundError(merchantId, endpointId);
+    return found;
+  };
+  const settingsInput = <T>(parsed: { success: true; data: T } | { success: false; error: Parameters<typeof firstIssue>[0] }): T => {
+    if (!parsed.success) throw firstIssue(parsed.error);
+    return parsed.data;
+  };
+
+  mount(app, 'portalListEndpoints', async (req, res) => {
+    const found = await helpers.session(req);
+    const list = await portalEndpointsOf(deps.audit, merchantOf(found.merchantId));
+    res.json({ message: `${list.length} endpoint(s)`, error: null, data: { endpoints: list, maxEndpoints: deps.settings?.maxEndpoints ?? list.length } });
+  });
+
+  mount(app, 'portalGetEndpoint', async (req, res, { params }) => {
+    const found = await helpers.session(req);
+    res.json({ message: `endpoint ${params.endpointId as string}`, error: null, data: await shown(found.merchantId, params.endpointId as string) });
+  });
+
+  mount(app, 'portalCreateEndpoint', async (req, res) => {
+    const found = await helpers.writer(req, 'manage-endpoint');
+    const settings = endpoints();
+    await helpers.limited('settings', found.merchantId);
+    const input = settingsInput(endpointInputSchema.safeParse(req.body ?? {}));
+    const written = await settings.create(found.merchantId, input, { by: 'merchant', actor: helpers.actor(found, req) });
+    deps.logger.info('endpoint added from the portal', { merchantId: found.merchantId, endpointId: written.view.id });
+    // This replica may not hold the write yet (NOTIFY): the write's own view then.
+    const view = await shown(found.merchantId, written.view.id).catch(() => fromWritten(written.view, undefined));
+    // The new secret is in this answer only: never stored by the page, never cached.
+    res.status(201).json({ message: `endpoint ${written.view.id} added`, error: null, data: { ...view, secret: written.secret } });
+  });
+
+  mount(app, 'portalUpdateEndpoint', async (req, res, { params }) => {
+    const found = await helpers.writer(req, 'manage-endpoint');
+    const endpointId = params.endpointId as string;
+    const settings = endpoints();
+    await helpers.limited('settings', found.merchantId);
+    const patch = settingsInput(endpointPatchSchema.safeParse(req.body ?? {}));
+    const written = await settings.patch(found.merchantId, endpointId, patch, { by: 'merchant', actor: helpers.actor(found, req) });
+    deps.logger.info('endpoint changed from the portal', { merchantId: found.merchantId, endpointId, fields: Object.keys(patch) });
+    const view = await shown(found.merchantId, endpointId).catch(() => undefined);
+    // This replica may not hold the write yet (NOTIFY): the write's own view then.
+    res.json({ message: 'endpoint updated', error: null, data: view && sameAs(view, written.view) ? view : fromWritten(written.view, view) });
+  });
+
+  mount(app, 'portalDeleteEndpoint', async (req, res, { params }) => {
+    const found = await helpers.writer(req, 'manage-endpoint');
+    const endpointId = params.endpointId as string;
+    const settings = endpoints();
+    await helpers.limited('settings', found.merchantId);
+    const written = await settings.delete(found.merchantId, endpointId, { by: 'merchant', actor: helpers.actor(found, req) });
+    deps.logger.info('endpoint deleted from the portal', { merchantId: found.merchantId, endpointId });
+    res.json({ message: `endpoint ${endpointId} deleted`, error: null, data: { deleted: written.deleted } });
+  });
+
+  mount(app, 'portalRotateSecret', async (req, res, { params }) => {
+    const found = await helpers.writer(req, 'manage-secret');
+    const endpointId = params.endpointId as string;
+    const settings = endpoints();
+    await helpers.limited('settings', found.merchantId);
+    const input = rotateBody.safeParse(req.body ?? {});
+    if (!input.success) throw badRequest('invalid_settings', `graceSeconds: ${input.error.issues[0]!.message}`);
+    const { replayed: _replayed, version: _version, ...rotated } = await settings.rotate(found.merchantId, endpointId, input.data.graceSeconds, { actor: helpers.actor(found, req) });
+    deps.logger.info('endpoint secret rotated from the portal', { merchantId: found.merchantId, endpointId, previousSecretExpiresAt: rotated.previousSecretExpiresAt });
+    res.json({ message: 'endpoint secret rotated', error: null, data: rotated });
+  });
+
+  mount(app, 'portalSendTestEvent', async (req, res, { params }) => {
+    const found = await helpers.writer(req, 'manage-endpoint');
+    const endpointId = params.endpointId as string;
+    const input = testEventBody.safeParse(req.body ?? {});
+    if (!input.success) throw badRequest('invalid_body', 'Give the event to send: {"event": "charge.completed" | "payout" | "refund.completed"}');
+    if (!merchantOf(found.merchantId)?.endpoints.some((e) => e.id === endpointId)) throw new EndpointNotFoundError(found.merchantId, endpointId);
+    if (!deps.brokerConnected()) throw unavailable('The message broker is unavailable; try again shortly');
+    await helpers.limited('tests', found.merchantId);
+    const message = testSample(input.data.event, found.merchantId);
+    const reference = message.data[REFERENCE_FIELDS[input.data.event][0]!] as string;
+    const { messageId } = await deps.portal!.publish(message, { test: true, endpointId });
+    await helpers.audit(found, req, 'portal.test_event', { event: input.data.event, endpointId, webhookId: messageId, reference });
+    deps.logger.info('test event sent from the portal', { merchantId: found.merchantId, endpointId, event: input.data.event, reference });
+    res.status(202).json({ message: `test ${input.data.event} sent`, error: null, data: { webhookId: messageId, reference } });
+  });
+}
+
+type WrittenView = EndpointView;
+
+/** Whether the replica's copy already shows what the write made. */
+function sameAs(view: PortalEndpoint, written: WrittenView): boolean {
+  return view.url === written.url && view.enabled === written.enabled && JSON.stringify(view.events) === JSON.stringify(written.events) && view.maxPerSecond === written.maxPerSecond && view.orderByReference === written.orderByReference && view.description === written.description;
+}
+
+/** The write's own view in the portal's shape; what it does not say (who disabled, the secret's age) from the replica's copy. */
+function fromWritten(written: WrittenView, held: PortalEndpoint | undefined): PortalEndpoint {
+  return {
+    ...written,
+    disabledBy: written.enabled ? null : written.disabledReason === 'manual' ? 'merchant' : null,
+    events: written.events as EventName[],
+    allEvents: written.events.length === EVENT_NAMES.length,
+    secretCreatedAt: held?.secretCreatedAt ?? null,
+  };
+}

@@ -1,0 +1,119 @@
+// The delivery log: the list with its filters and paging, and one webhook with its attempts and resend.
+
+import { type Child, type Json, EVENTS, STATUSES, alertBox, announce, api, badge, can, fromLocal, h, localInput, show, table, timeEl, when } from './core.js';
+
+const pageStack: string[] = [];
+
+/** The merchant's endpoints by id, named as the merchant named them (else by URL); empty when unreadable. */
+async function endpointNames(): Promise<Map<string, string>> {
+  const answer = await api('GET', '/portal/api/endpoints');
+  const list: Json[] = answer.status === 200 ? answer.body.data.endpoints : [];
+  return new Map(list.map((ep) => [ep.id as string, (ep.description || ep.url) as string]));
+}
+
+export async function webhooks(params: URLSearchParams): Promise<void> {
+  const query = new URLSearchParams();
+  for (const key of ['status', 'event', 'reference', 'endpointId', 'since', 'until', 'cursor']) { const v = params.get(key); if (v) query.set(key, v); }
+  query.set('limit', '25');
+  const [answer, known] = await Promise.all([api('GET', `/portal/api/webhooks?${query}`), endpointNames()]);
+  const list: Json[] = answer.status === 200 ? answer.body.data.webhooks : [];
+  // The log names each webhook's endpoint once it carries it: then a column and a filter by endpoint.
+  const perEndpoint = params.has('endpointId') || list.some((w) => typeof w.endpointId === 'string');
+  const select = (name: string, label: string, options: string[]) =>
+    h('div', {}, h('label', { for: `f-${name}` }, label),
+      h('select', { id: `f-${name}`, name }, h('option', { value: '' }, 'any'),
+        ...options.map((o) => h('option', { value: o, selected: params.get(name) === o }, o))));
+  const input = (name: string, label: string, type: string, value: string) =>
+    h('div', {}, h('label', { for: `f-${name}` }, label), h('input', { id: `f-${name}`, name, type, value }));
+  const local = (name: string) => { const v = params.get(name); return v ? localInput(new Date(v)) : ''; };
+  const form = h('form', { class: 'filters', 'aria-label': 'Filters', onsubmit: (e: Event) => {
+    e.preventDefault();
+    const data = new FormData(e.target as HTMLFormElement);
+    const next = new URLSearchParams();
+    for (const key of ['status', 'event', 'reference', 'endpointId']) { const v = String(data.get(key) ?? '').trim(); if (v) next.set(key, v); }
+    for (const key of ['since', 'until']) { const v = fromLocal(String(data.get(key) ?? '')); if (v) next.set(key, v); }
+    pageStack.length = 0;
+    location.hash = `#/webhooks?${next}`;
+  } },
+    select('status', 'Status', STATUSES), select('event', 'Event', EVENTS),
+    perEndpoint ? h('div', {}, h('label', { for: 'f-endpointId' }, 'Endpoint'),
+      h('select', { id: 'f-endpointId', name: 'endpointId' }, h('option', { value: '' }, 'any'),
+        ...[...known].map(([id, label]) => h('option', { value: id, selected: params.get('endpointId') === id }, label)))) : null,
+    input('reference', 'Reference', 'text', params.get('reference') ?? ''),
+    input('since', 'From', 'datetime-local', local('since')), input('until', 'To', 'datetime-local', local('until')),
+    h('div', {}, h('button', { type: 'submit' }, 'Apply filters')));
+  if (answer.status !== 200) return show('Webhooks', form, alertBox(answer));
+  const { nextCursor } = answer.body.data;
+  const rows = list.map((w: Json) => [
+    h('a', { href: `#/webhooks/${encodeURIComponent(w.webhookId)}` }, when(w.firstSeenAt)),
+    ...(perEndpoint ? [w.endpointId ? known.get(w.endpointId) ?? w.endpointId : '—'] : []),
+    w.event, w.references.join(', '), badge(w.status), String(w.attempts), w.lastHttpStatus === null ? '—' : String(w.lastHttpStatus)]);
+  const pager = h('div', { class: 'row' });
+  const go = (cursor: string | undefined) => {
+    const next = new URLSearchParams(params);
+    if (cursor) next.set('cursor', cursor); else next.delete('cursor');
+    location.hash = `#/webhooks?${next}`;
+  };
+  if (params.get('cursor')) pager.append(h('button', { type: 'button', class: 'secondary', onclick: () => go(pageStack.pop()) }, 'Newer'));
+  if (nextCursor) pager.append(h('button', { type: 'button', class: 'secondary', onclick: () => { pageStack.push(params.get('cursor') ?? ''); go(nextCursor); } }, 'Older'));
+  show('Webhooks', form,
+    list.length === 0 ? h('p', { class: 'info' }, 'No webhook matches these filters.')
+      : table(`Webhooks, newest first${params.get('cursor') ? ' (older page)' : ''}`, ['Time', ...(perEndpoint ? ['Endpoint'] : []), 'Event', 'References', 'Status', 'Attempts', 'Last HTTP status'], rows),
+    pager);
+}
+
+// ---- One webhook ------------------------------------------------------------------------------
+
+export async function webhook(id: string, note?: Child): Promise<void> {
+  const answer = await api('GET', `/portal/api/webhooks/${encodeURIComponent(id)}`);
+  if (answer.status !== 200) return show('Webhook', alertBox(answer), h('p', {}, h('a', { href: '#/webhooks' }, 'Back to the webhooks')));
+  const w = answer.body.data;
+  const endpointName = typeof w.endpointId === 'string' ? (await endpointNames()).get(w.endpointId) ?? w.endpointId : undefined;
+  const actions = h('div', { class: 'row' });
+  if (w.status === 'failed' && can('resend')) {
+    const button = h('button', { type: 'button', onclick: () => resend(w, button as HTMLButtonElement) }, 'Resend this webhook');
+    actions.append(button);
+  }
+  const records = w.records.map((r: Json) => [
+    timeEl(r.startedAt ?? r.at), badge(r.outcome === 'delivered' || r.outcome === 'failed' || r.outcome === 'skipped' ? r.outcome : 'retrying'),
+    r.startedAt ? `#${r.attemptNumber}` : 'no attempt', r.durationMs === null ? '—' : `${r.durationMs} ms`,
+    r.httpStatus === null ? '—' : String(r.httpStatus),
+    [r.error, r.reason].filter(Boolean).join('; ') || '—',
+    r.responseBody ? h('pre', {}, r.responseBody) : '—']);
+  show(`Webhook ${w.webhookId}`,
+    h('p', {}, h('a', { href: '#/webhooks' }, '← All webhooks')),
+    note ?? null,
+    h('dl', { class: 'facts card' },
+      h('dt', {}, 'Status'), h('dd', {}, badge(w.status), w.nextAttemptAt ? ` next attempt ${when(w.nextAttemptAt)}` : ''),
+      endpointName ? h('dt', {}, 'Endpoint') : null, endpointName ? h('dd', {}, h('a', { href: `#/endpoints/${encodeURIComponent(w.endpointId)}` }, endpointName)) : null,
+      h('dt', {}, 'Event'), h('dd', {}, w.event),
+      h('dt', {}, 'References'), h('dd', {}, w.references.join(', ')),
+      h('dt', {}, 'Attempts'), h('dd', {}, String(w.attempts)),
+      h('dt', {}, 'First seen'), h('dd', {}, timeEl(w.firstSeenAt))),
+    actions,
+    h('h2', {}, 'Attempts'),
+    table('Every attempt, oldest first, and each time none was made', ['Time', 'Outcome', 'Attempt', 'Duration', 'HTTP status', 'Error', 'Response body'], records),
+    h('h2', {}, 'Payload'), h('pre', { tabindex: '0', 'aria-label': 'Payload' }, JSON.stringify(w.payload, null, 2)),
+    h('h2', {}, 'Headers'),
+    table('Headers sent with each attempt', ['Header', 'Value'], Object.entries(w.headers as Record<string, string>).map(([k, v]) => [h('code', {}, k), h('code', {}, v)])));
+}
+
+async function resend(w: Json, button: HTMLButtonElement): Promise<void> {
+  button.disabled = true;
+  const answer = await api('POST', `/portal/api/webhooks/${encodeURIComponent(w.webhookId)}/resend`);
+  if (answer.status !== 200) { button.disabled = false; button.after(alertBox(answer)); return; }
+  announce('Sent again; waiting for the outcome');
+  const records = w.records.length;
+  const deadline = Date.now() + 30_000;
+  // The log is fed from a stream: poll until the new attempt is in it.
+  while (Date.now() < deadline && location.hash === `#/webhooks/${encodeURIComponent(w.webhookId)}`) {
+    await new Promise((r) => setTimeout(r, 700));
+    const next = await api('GET', `/portal/api/webhooks/${encodeURIComponent(w.webhookId)}`);
+    if (next.status === 200 && next.body.data.records.length > records && next.body.data.status !== 'retrying') {
+      const text = `Resent: now ${next.body.data.status}`;
+      announce(text);
+      return webhook(w.webhookId, h('p', { class: next.body.data.status === 'delivered' ? 'ok' : 'alert', role: 'status' }, text));
+    }
+  }
+  return webhook(w.webhookId, h('p', { class: 'info', role: 'status' }, 'Sent again; the outcome is not in the log yet. Reload in a moment.'));
+}
