@@ -38,10 +38,10 @@ interface RatedView {
   currentPerSecond: number | null;
 }
 
-/** An endpoint's view with its rate now (the merchant's one adaptive rate while the throttle is per merchant). */
-export async function withEndpointRate<E extends RatedView>(db: Queryable | undefined, merchantId: string, endpoint: E): Promise<E> {
+/** An endpoint's view with its rate now: its own adaptive rate (by its id; the dispatcher throttles each endpoint apart). */
+export async function withEndpointRate<E extends RatedView & { id?: string }>(db: Queryable | undefined, merchantId: string, endpoint: E): Promise<E> {
   if (!db) return endpoint;
-  const adaptive = await endpointRateOf(db, merchantId).catch(() => undefined);
+  const adaptive = await endpointRateOf(db, merchantId, endpoint.id ?? DEFAULT_ENDPOINT_ID).catch(() => undefined);
   if (!adaptive) return endpoint;
   const current = Math.min(endpoint.maxPerSecond ?? Infinity, adaptive.rate);
   return { ...endpoint, currentPerSecond: Math.round(current * 100) / 100 };

@@ -1,7 +1,7 @@
 import { EndpointLimitError, EndpointNotFoundError, EndpointUrlTakenError, DisabledByOperatorError, MerchantNotFoundError } from './errors.js';
 import type { EndpointInput, EndpointPatch } from './endpoint-input.js';
 import { type EndpointView, endpointViewOf, rotatedEndpoint } from './endpoint-view.js';
-import { type Endpoint, ENDPOINTS_NOW, type Merchant } from './schema.js';
+import { type Endpoint, MAX_ENDPOINTS_PER_MERCHANT, type Merchant } from './schema.js';
 import { checkWebhookUrl, disabledByOperator, type MerchantSettings, newWebhookSecret, type RotationResult, withStatus, type WriteGuards, type Written } from './settings.js';
 import { withMaxPerSecond } from './throttle-setting.js';
 
@@ -43,7 +43,7 @@ export class EndpointSettings {
     let createdId: string | undefined;
     return this.settings.write<EndpointCreated>('endpoint.create', merchantId, input, guards, (current, issued) => {
       if (!current) throw new MerchantNotFoundError(merchantId);
-      if (current.endpoints.length >= ENDPOINTS_NOW) throw new EndpointLimitError(merchantId, ENDPOINTS_NOW);
+      if (current.endpoints.length >= MAX_ENDPOINTS_PER_MERCHANT) throw new EndpointLimitError(merchantId, MAX_ENDPOINTS_PER_MERCHANT);
       checkUrlFree(current, url);
       const now = this.now();
       createdId = issued.endpointId();

@@ -27,8 +27,11 @@ export const webhookEventsSchema = z
 
 /** The most endpoints one merchant may have (issue 56): each adds a delivery per event. */
 export const MAX_ENDPOINTS_PER_MERCHANT = 20;
-/** The most it may have until the dispatcher fans an event out to each (issue 56's next stage). */
-export const ENDPOINTS_NOW = 1;
+/**
+ * The most it may have now: the dispatcher fans an event out to each matching endpoint, so the
+ * schema's cap is the product's (kept as a name for the callers that still say it).
+ */
+export const ENDPOINTS_NOW = MAX_ENDPOINTS_PER_MERCHANT;
 
 /** An endpoint's id: `ep_` and what newEndpointId() makes (or a file names). */
 export const ENDPOINT_ID = /^ep_[A-Za-z0-9_-]{4,64}$/;
@@ -87,10 +90,10 @@ export const merchantSchema = z
     id: z.string().min(1).max(200),
     publicKey: z.string().min(8, 'publicKey must be at least 8 characters'),
     /**
-     * Where its webhooks go: each endpoint whose filter takes an event gets it. At most one until
-     * the dispatcher fans an event out (issue 56, stage 2); MAX_ENDPOINTS_PER_MERCHANT after.
+     * Where its webhooks go: each enabled endpoint whose filter takes an event gets its own
+     * delivery of it (the dispatcher fans it out), at most MAX_ENDPOINTS_PER_MERCHANT.
      */
-    endpoints: z.array(endpointSchema).max(ENDPOINTS_NOW, `at most ${ENDPOINTS_NOW} endpoint`).default([]),
+    endpoints: z.array(endpointSchema).max(MAX_ENDPOINTS_PER_MERCHANT, `at most ${MAX_ENDPOINTS_PER_MERCHANT} endpoints`).default([]),
   })
   .superRefine((merchant, ctx) => {
     flagRepeats(ctx, 'endpoints', merchant.endpoints, 'id', (e) => `duplicate endpoint id ${e.id}`);

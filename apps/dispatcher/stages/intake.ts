@@ -14,12 +14,18 @@ import {
   WEBHOOK_ID_RULE,
 } from '../../../libs/contracts/index.js';
 import { OPERATIONAL_EVENT_TYPES, type OperationalEventType } from '../../../libs/operational/index.js';
+import { ENDPOINT_ID } from '../../../libs/merchants/index.js';
 import { InvalidMessageError } from '../errors.js';
 
 /** What the dispatcher needs from one message on `dispatch`, validated. */
 export interface IntakeEvent {
   /** The merchant, or PLATFORM_MERCHANT_ID for an operational event to OPERATIONAL_WEBHOOK_URL. */
   merchantId: string;
+  /**
+   * The one endpoint (ep_…) this copy is for (x-endpoint-id, ours only): a copy the dispatcher
+   * fanned out, a wait handed back, a resend. Absent on an event not yet fanned out.
+   */
+  endpointId?: string;
   /** A merchant's event, or an operational event's type (the platform's). */
   event: EventName | OperationalEventType;
   /** The event's references, primary first (a refund has refundRef then tnxRef); none for an operational event. */
@@ -124,8 +130,10 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
   const lastError = headers[HEADERS.lastError];
   const lastStatus = headers[HEADERS.lastStatus];
   const hand = count(headers[HEADERS.waitHand]);
+  const endpointId = headers[HEADERS.endpointId];
   return {
     merchantId,
+    endpointId: typeof endpointId === 'string' && ENDPOINT_ID.test(endpointId) ? endpointId : undefined,
     event,
     references,
     body,
