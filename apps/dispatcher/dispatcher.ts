@@ -4,7 +4,7 @@ import type { BrokerConnection, Consumer, Delivery } from '../../libs/broker/ind
 import type { WebhookHttpClient } from '../../libs/http/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import { type DeliveryObserver, noopObserver } from '../../libs/metrics/index.js';
-import { type Merchant, type MerchantDirectory, matchingEndpoints } from '../../libs/merchants/index.js';
+import { type Merchant, type MerchantDirectory, matchingEndpoints, receivesEvent } from '../../libs/merchants/index.js';
 import { PLATFORM_MERCHANT_ID } from '../../libs/contracts/index.js';
 import { PLATFORM_ENDPOINT_ID } from './platform.js';
 import { RetryPolicy } from '../../libs/retry-policy/index.js';
@@ -290,6 +290,12 @@ export class Dispatcher {
     if (intake.accepted) return undefined;
     const merchant = this.deps.merchants.byId(intake.merchantId);
     if (!merchant) return undefined;
+    // Most merchants have one endpoint: no list made per delivery for them.
+    const only = merchant.endpoints.length === 1 ? merchant.endpoints[0]! : undefined;
+    if (only?.enabled && receivesEvent(only, intake.event)) {
+      intake.endpointId = only.id;
+      return undefined;
+    }
     const matching = matchingEndpoints(merchant, intake.event);
     if (matching.length === 1) {
       intake.endpointId = matching[0]!.id;
