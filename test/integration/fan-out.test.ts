@@ -182,8 +182,18 @@ describe('fan-out: one delivery per matching endpoint', () => {
     for (let i = 0; i < 6; i++) await publish('m_circuit', 'payout');
     await waitFor('the dead circuit is open', async () => (await database.query('SELECT 1 FROM wait_circuits WHERE merchant_id = $1', ['m_circuit'])).rows.length > 0, 10_000);
     const later = await Promise.all(Array.from({ length: 5 }, () => publish('m_circuit', 'payout')));
-    // Each fails once on the alive endpoint, and its retry 100 ms later is delivered.
-    await waitFor('the alive endpoint delivered each retry', () => later.every((id) => ids(at('m_circuit', 'alive')).filter((x) => x === id).length === 2), 5_000);
+    // Each fails once on the alive endpoint, and its retry 100 ms later is delivered; meanwhile none
+    // of the alive endpoint's waits is parked (behind the dead one's circuit it would be, until its
+    // schedule's span ends), while the dead one's are.
+    const parked = { alive: 0, dead: 0 };
+    await waitFor('the alive endpoint delivered each retry', async () => {
+      const { rows } = await database.query<{ endpoint_id: string; n: number }>(
+        'SELECT endpoint_id, count(*)::int AS n FROM webhook_waits WHERE merchant_id = $1 AND parked GROUP BY endpoint_id', ['m_circuit']);
+      for (const row of rows) if (row.endpoint_id === 'ep_m_circuit_alive') parked.alive += row.n; else parked.dead += row.n;
+      return later.every((id) => ids(at('m_circuit', 'alive')).filter((x) => x === id).length === 2);
+    }, 5_000, 10);
+    expect(parked.alive).toBe(0);
+    expect(parked.dead).toBeGreaterThan(0);
     const circuits = await database.query<{ endpoint_id: string }>('SELECT endpoint_id FROM wait_circuits WHERE merchant_id = $1', ['m_circuit']);
     expect(circuits.rows.map((r) => r.endpoint_id)).toEqual(['ep_m_circuit_dead']);
   });
