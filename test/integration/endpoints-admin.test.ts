@@ -79,7 +79,9 @@ describe("admin API: a merchant's endpoints", () => {
     expect(endpoint.id).toMatch(ENDPOINT_ID);
     expect(created.headers.get('etag')).toMatch(/^"\d+"$/);
 
-    // A second endpoint is allowed now that events fan out (MAX_ENDPOINTS_PER_MERCHANT); removed again, so the rest acts on one.
+    // A URL the merchant already has is refused; a second endpoint is allowed now that events fan
+    // out (MAX_ENDPOINTS_PER_MERCHANT), and removed again so that the rest acts on one.
+    expect(code(await send(apiB, 'POST', 'm_ep/endpoints', { url }))).toEqual([409, 'endpoint_url_taken']);
     const more = await send(apiB, 'POST', 'm_ep/endpoints', { url: `${receiver.url}/m_ep/two` });
     expect(more.status).toBe(201);
     expect((await send(apiB, 'DELETE', `m_ep/endpoints/${data(more).id}`)).status).toBe(200);
