@@ -50,8 +50,14 @@ export async function withEndpointRate<E extends RatedView & { id?: string }>(db
 /** Endpoint ids: one webhook per merchant today (''); issue 56 gives each of a merchant's endpoints its own. */
 export const DEFAULT_ENDPOINT_ID = '';
 
+/**
+ * The endpoint's adaptive rate. Without an id (a view of the merchant's one webhook, which names
+ * none): the merchant's first row, which for a merchant with one endpoint is that endpoint's.
+ */
 export async function endpointRateOf(db: Queryable, merchantId: string, endpointId = DEFAULT_ENDPOINT_ID): Promise<EndpointRate | undefined> {
-  const { rows } = await db.query<{ rate: number; ceiling: number }>('SELECT rate, ceiling FROM endpoint_rates WHERE merchant_id = $1 AND endpoint_id = $2', [merchantId, endpointId]);
+  const { rows } = endpointId === DEFAULT_ENDPOINT_ID
+    ? await db.query<{ rate: number; ceiling: number }>('SELECT rate, ceiling FROM endpoint_rates WHERE merchant_id = $1 ORDER BY endpoint_id LIMIT 1', [merchantId])
+    : await db.query<{ rate: number; ceiling: number }>('SELECT rate, ceiling FROM endpoint_rates WHERE merchant_id = $1 AND endpoint_id = $2', [merchantId, endpointId]);
   return rows[0] && { rate: Number(rows[0].rate), ceiling: Number(rows[0].ceiling) };
 }
 

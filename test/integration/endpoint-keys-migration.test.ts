@@ -35,6 +35,7 @@ describe('migration 0013: state keyed by merchant becomes keyed by endpoint', ()
     await database.query("INSERT INTO wait_circuits (merchant_id, probe_at) VALUES ('m_one', now())");
     await database.query("INSERT INTO endpoint_health (merchant_id, url, failing_since) VALUES ('m_one', 'https://one.example/hook', now()), ('m_none', 'https://gone.example/hook', now())");
     await database.query("INSERT INTO webhook_order (merchant_id, order_key, webhook_id) VALUES ('m_one', 'REF-1', 'evt_1')");
+    await database.query("INSERT INTO endpoint_rates (merchant_id, rate, ceiling) VALUES ('m_one', 5, 10)");
 
     await migrate(database);
 
@@ -53,6 +54,7 @@ describe('migration 0013: state keyed by merchant becomes keyed by endpoint', ()
       { merchant_id: 'm_one', endpoint_id: 'ep_m_one_main' },
     ]);
     expect((await database.query('SELECT merchant_id, endpoint_id, webhook_id FROM webhook_order')).rows).toEqual([{ merchant_id: 'm_one', endpoint_id: 'ep_m_one_main', webhook_id: 'evt_1' }]);
+    expect((await database.query('SELECT merchant_id, endpoint_id FROM endpoint_rates')).rows).toEqual([{ merchant_id: 'm_one', endpoint_id: 'ep_m_one_main' }]);
     // The order step of 0013 takes the endpoint: the migrated row ends, found by its new key.
     const stepped = await database.query<{ state: string }>(
       "SELECT state FROM webhook_order_step(ARRAY['m_one'], ARRAY['ep_m_one_main'], ARRAY['REF-1'], ARRAY['evt_2'], ARRAY[NULL]::text[], ARRAY[NULL]::text[], ARRAY['m_one'], ARRAY['ep_m_one_main'], ARRAY['evt_1'], 3600000)");

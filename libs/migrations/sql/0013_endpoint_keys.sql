@@ -17,6 +17,9 @@ UPDATE webhook_waits w SET endpoint_id = f.endpoint_id, headers = w.headers || j
   FROM first_endpoints f WHERE w.merchant_id = f.merchant_id AND w.endpoint_id = '';
 UPDATE webhook_bodies b SET endpoint_id = f.endpoint_id FROM first_endpoints f WHERE b.merchant_id = f.merchant_id AND b.endpoint_id = '';
 
+-- The adaptive rate (endpoint_rates, keyed (merchant, endpoint) since 0008, written with '' until now).
+UPDATE endpoint_rates r SET endpoint_id = f.endpoint_id FROM first_endpoints f WHERE r.merchant_id = f.merchant_id AND r.endpoint_id = '';
+
 -- An open circuit parks its endpoint's waits, not its merchant's other endpoints'.
 ALTER TABLE wait_circuits ADD COLUMN endpoint_id text NOT NULL DEFAULT '';
 UPDATE wait_circuits c SET endpoint_id = f.endpoint_id FROM first_endpoints f WHERE c.merchant_id = f.merchant_id;
