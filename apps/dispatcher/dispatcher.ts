@@ -4,7 +4,9 @@ import type { BrokerConnection, Consumer, Delivery } from '../../libs/broker/ind
 import type { WebhookHttpClient } from '../../libs/http/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import { type DeliveryObserver, noopObserver } from '../../libs/metrics/index.js';
-import type { Merchant, MerchantDirectory } from '../../libs/merchants/index.js';
+import { type Merchant, type MerchantDirectory, matchingEndpoints, receivesEvent } from '../../libs/merchants/index.js';
+import { PLATFORM_MERCHANT_ID } from '../../libs/contracts/index.js';
+import { PLATFORM_ENDPOINT_ID } from './platform.js';
 import { RetryPolicy } from '../../libs/retry-policy/index.js';
 import { WebhookSigner } from '../../libs/signing/index.js';
 import type { FailedStore } from '../../libs/failed/index.js';
@@ -14,10 +16,10 @@ import type { OrderGate, OrderState } from '../../libs/ordering/index.js';
 import { type TopologyNames, topologyNames } from '../../libs/topology/index.js';
 import { InvalidMessageError } from './errors.js';
 import type { Operations } from './operations.js';
-import { AdmissionStage } from './stages/admission.js';
+import { AdmissionStage, endpointFor } from './stages/admission.js';
 import { AttemptStage } from './stages/attempt.js';
 import { decide, type Finding } from './stages/decide.js';
-import { type DispatcherStats, EffectStage } from './stages/effect.js';
+import { type DispatcherStats, EffectStage, waitKeyOf } from './stages/effect.js';
 import { EndpointGuards } from './stages/endpoint-guards.js';
 import { type IntakeEvent, parseIntake } from './stages/intake.js';
 import { recordOf } from './stages/record.js';
@@ -244,6 +246,9 @@ export class Dispatcher {
       const key = { merchantId: intake.merchantId, webhookId: intake.webhookId };
       if ((await this.deps.intakeKeys.check(key, message.fields.redelivered)) === 'repeat') return { finding: { kind: 'duplicate', ...key } };
     }
+    // Fan-out: a new event goes to each of the merchant's matching endpoints, a copy each.
+    const routed = this.route(intake);
+    if (routed) return { intake, finding: routed };
     // A wait handed back: only its current hand comes to an attempt.
     if (intake.hand !== undefined && !(await this.take(intake, intake.hand))) {
       return { finding: { kind: 'superseded', key: `${intake.webhookId}#${intake.hand}` } };
@@ -264,6 +269,42 @@ export class Dispatcher {
       this.deps.throttle.answered(intake.merchantId, admitted.webhook, status, finding.kind === 'sent');
     }
     return { intake, finding };
+  }
+
+  /**
+   * Which endpoint a copy without x-endpoint-id is for. A new event (from upstream's exchange, an
+   * operational event, a test event) with one matching endpoint is that endpoint's delivery, as it
+   * is: no copy. With several, a 'fan-out': a copy per endpoint goes back to dispatch, each then a
+   * delivery of its own (attempts, waits, circuit, failure), and the original is acked. With none,
+   * why (skipped as today). A copy accepted before events were fanned out (a wait or a failure
+   * without an endpoint) keeps going to the merchant's first endpoint, as then (admission).
+   */
+  private route(intake: IntakeEvent): Finding | undefined {
+    if (intake.endpointId !== undefined) return undefined;
+    if (intake.merchantId === PLATFORM_MERCHANT_ID) {
+      intake.endpointId = PLATFORM_ENDPOINT_ID;
+      return undefined;
+    }
+    // Accepted without an endpoint: written before events were fanned out (or by a dispatcher not
+    // yet upgraded), its wait row keyed ''; admission sends it to the merchant's first endpoint.
+    if (intake.accepted) return undefined;
+    const merchant = this.deps.merchants.byId(intake.merchantId);
+    if (!merchant) return undefined;
+    // Most merchants have one endpoint: no list made per delivery for them.
+    const only = merchant.endpoints.length === 1 ? merchant.endpoints[0]! : undefined;
+    if (only?.enabled && receivesEvent(only, intake.event)) {
+      intake.endpointId = only.id;
+      return undefined;
+    }
+    const matching = matchingEndpoints(merchant, intake.event);
+    if (matching.length === 1) {
+      intake.endpointId = matching[0]!.id;
+      return undefined;
+    }
+    if (matching.length > 1) return { kind: 'fan-out', endpointIds: matching.map((endpoint) => endpoint.id) };
+    // None: an enabled endpoint that filters it out says so; else the endpoints are off.
+    if (merchant.endpoints.some((endpoint) => endpoint.enabled)) return { kind: 'unavailable', why: 'event-not-subscribed' };
+    return { kind: 'unavailable', why: merchant.endpoints.some((endpoint) => endpoint.disabledReason === 'failing') ? 'endpoint-disabled' : 'webhook-disabled' };
   }
 
   /**
@@ -295,10 +336,12 @@ export class Dispatcher {
   private async placeInOrder(message: ConsumeMessage, intake: IntakeEvent): Promise<OrderState | undefined> {
     const order = this.deps.order;
     if (!order || intake.orderKey === undefined || intake.hand !== undefined || intake.resentAt !== undefined || intake.test) return undefined;
-    if (this.deps.merchants.byId(intake.merchantId)?.endpoints[0]?.orderByReference !== true) return undefined;
+    // The endpoint's own setting, and its own line of the reference (each endpoint's delivery is ordered apart).
+    const merchant = this.deps.merchants.byId(intake.merchantId);
+    if (!merchant || endpointFor(merchant, intake)?.orderByReference !== true) return undefined;
     // Marked before its admission: the 'ordered' wait written with it carries the mark.
     intake.ordered = true;
-    const place = await order.admit({ merchantId: intake.merchantId, webhookId: intake.webhookId, key: intake.orderKey }, () => ({
+    const place = await order.admit({ ...waitKeyOf(intake), key: intake.orderKey }, () => ({
       headers: this.effect.waitingHeaders({ message }, intake),
       content: message.content,
     }));
@@ -317,7 +360,7 @@ export class Dispatcher {
     if (!this.taker) return true;
     for (let tries = 0; ; tries++) {
       try {
-        return await this.taker.take({ merchantId: intake.merchantId, webhookId: intake.webhookId, hand });
+        return await this.taker.take({ ...waitKeyOf(intake), hand });
       } catch (err) {
         if (!intake.ordered || this.stopping !== undefined) {
           this.deps.logger.warn('wait not taken: PostgreSQL did not answer; attempted anyway', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message });

@@ -35,6 +35,7 @@ export const BOOKKEEPING_HEADERS: ReadonlySet<string> = new Set([
   HEADERS.checkpointId,
   HEADERS.streamOffset,
   HEADERS.ordered,
+  HEADERS.endpointId,
 ]);
 
 /** What a resend starts over: the webhook's schedule, its attempts, and its failure entry's place and id (the resender names the entry in headers of its own). */

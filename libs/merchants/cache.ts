@@ -19,7 +19,8 @@ interface Entry {
 export class DirectoryCache {
   private readonly byIdMap = new Map<string, Entry>();
   private readonly byKeyMap = new Map<string, string>();
-  private readonly health = new Map<string, Health>();
+  /** Merchant → its endpoints' running clocks, by endpoint id. */
+  private readonly health = new Map<string, Map<string, Health>>();
   /** Merchant → the key id of the row it could not open, with its version. */
   readonly unreadable = new Map<string, { version: number; keyId: string | undefined }>();
 
@@ -56,7 +57,7 @@ export class DirectoryCache {
       this.byKeyMap.delete(held.merchant.publicKey);
     }
     const bare = withoutHealth(merchant);
-    this.byIdMap.set(merchant.id, { merchant: bare, version, served: withHealth(bare, this.health.get(merchant.id)) });
+    this.byIdMap.set(merchant.id, { merchant: bare, version, served: withHealth(bare, this.health.get(merchant.id)?.values()) });
     this.byKeyMap.set(merchant.publicKey, merchant.id);
     const unread = this.unreadable.get(merchant.id);
     if (unread && unread.version <= version) this.unreadable.delete(merchant.id);
@@ -88,11 +89,18 @@ export class DirectoryCache {
     return found;
   }
 
-  setHealth(merchantId: string, health: Health | undefined): void {
-    if (health) this.health.set(merchantId, health);
-    else this.health.delete(merchantId);
+  /** The clock of one of the merchant's endpoints (undefined: cleared). */
+  setHealth(merchantId: string, endpointId: string, health: Health | undefined): void {
+    let clocks = this.health.get(merchantId);
+    if (health) {
+      if (!clocks) this.health.set(merchantId, (clocks = new Map()));
+      clocks.set(endpointId, { ...health, endpointId });
+    } else if (clocks) {
+      clocks.delete(endpointId);
+      if (clocks.size === 0) this.health.delete(merchantId);
+    }
     const held = this.byIdMap.get(merchantId);
-    if (held) held.served = withHealth(held.merchant, health);
+    if (held) held.served = withHealth(held.merchant, this.health.get(merchantId)?.values());
   }
 
   /** Takes over what an older cache holds that this one lacks a readable version of (a full load that met an unreadable row). */

@@ -27,6 +27,14 @@ export function activeEndpoint(merchant: Merchant): Endpoint | undefined {
   return endpoint?.enabled ? endpoint : undefined;
 }
 
+/**
+ * The endpoints an event goes to: each enabled one whose filter takes it, in the merchant's order.
+ * The dispatcher makes one delivery per endpoint here (fan-out), each with its own attempts.
+ */
+export function matchingEndpoints(merchant: Merchant, event: string): Endpoint[] {
+  return merchant.endpoints.filter((endpoint) => endpoint.enabled && receivesEvent(endpoint, event));
+}
+
 /** A new endpoint's id: `ep_` and 16 random bytes, URL-safe. */
 export function newEndpointId(): string {
   return `ep_${randomBytes(16).toString('base64url')}`;

@@ -38,10 +38,10 @@ interface RatedView {
   currentPerSecond: number | null;
 }
 
-/** An endpoint's view with its rate now (the merchant's one adaptive rate while the throttle is per merchant). */
-export async function withEndpointRate<E extends RatedView>(db: Queryable | undefined, merchantId: string, endpoint: E): Promise<E> {
+/** An endpoint's view with its rate now: its own adaptive rate (by its id; the dispatcher throttles each endpoint apart). */
+export async function withEndpointRate<E extends RatedView & { id?: string }>(db: Queryable | undefined, merchantId: string, endpoint: E): Promise<E> {
   if (!db) return endpoint;
-  const adaptive = await endpointRateOf(db, merchantId).catch(() => undefined);
+  const adaptive = await endpointRateOf(db, merchantId, endpoint.id ?? DEFAULT_ENDPOINT_ID).catch(() => undefined);
   if (!adaptive) return endpoint;
   const current = Math.min(endpoint.maxPerSecond ?? Infinity, adaptive.rate);
   return { ...endpoint, currentPerSecond: Math.round(current * 100) / 100 };
@@ -50,8 +50,14 @@ export async function withEndpointRate<E extends RatedView>(db: Queryable | unde
 /** Endpoint ids: one webhook per merchant today (''); issue 56 gives each of a merchant's endpoints its own. */
 export const DEFAULT_ENDPOINT_ID = '';
 
+/**
+ * The endpoint's adaptive rate. Without an id (a view of the merchant's one webhook, which names
+ * none): the merchant's first row, which for a merchant with one endpoint is that endpoint's.
+ */
 export async function endpointRateOf(db: Queryable, merchantId: string, endpointId = DEFAULT_ENDPOINT_ID): Promise<EndpointRate | undefined> {
-  const { rows } = await db.query<{ rate: number; ceiling: number }>('SELECT rate, ceiling FROM endpoint_rates WHERE merchant_id = $1 AND endpoint_id = $2', [merchantId, endpointId]);
+  const { rows } = endpointId === DEFAULT_ENDPOINT_ID
+    ? await db.query<{ rate: number; ceiling: number }>('SELECT rate, ceiling FROM endpoint_rates WHERE merchant_id = $1 ORDER BY endpoint_id LIMIT 1', [merchantId])
+    : await db.query<{ rate: number; ceiling: number }>('SELECT rate, ceiling FROM endpoint_rates WHERE merchant_id = $1 AND endpoint_id = $2', [merchantId, endpointId]);
   return rows[0] && { rate: Number(rows[0].rate), ceiling: Number(rows[0].ceiling) };
 }
 

@@ -5,13 +5,16 @@ import type { Endpoint, Merchant } from './schema.js';
  * An endpoint's failing clock (auto-disable, ENDPOINT_DISABLE_AFTER), in a table of its own: the
  * dispatchers write it as failures go on, and writing it neither changes the merchant's version
  * (the admin API's ETag) nor makes any program read the merchant's settings or secrets again.
- * One row per merchant's endpoint today (the merchant id); `url` is the endpoint it was measured
- * on, so a clock of a URL none of its endpoints has counts for nothing. A cleared clock keeps its
- * row with `failing_since` null, so that the programs' poll sees the clearing as a change.
+ * One row per merchant's endpoint (merchant id, endpoint id): each endpoint has its own clock and
+ * is disabled on its own. `url` is the URL it was measured on, so a clock of a URL the endpoint no
+ * longer has counts for nothing. A cleared clock keeps its row with `failing_since` null, so that
+ * the programs' poll sees the clearing as a change.
  */
 
 /** A running clock: the first failure after the last success, and the latest failure recorded. */
 export interface Health {
+  /** The endpoint (ep_…) it runs for; absent in a clock a caller names by its URL (recordHealth finds the id). */
+  endpointId?: string;
   url: string;
   failingSince: string;
   lastFailureAt?: string;
@@ -19,12 +22,13 @@ export interface Health {
 
 export interface HealthRow {
   merchant_id: string;
+  endpoint_id: string;
   url: string;
   failing_since: Date | string | null;
   last_failure_at: Date | string | null;
 }
 
-export const HEALTH_COLUMNS = 'merchant_id, url, failing_since, last_failure_at';
+export const HEALTH_COLUMNS = 'merchant_id, endpoint_id, url, failing_since, last_failure_at';
 
 const iso = (value: Date | string | null): string | undefined => (value === null ? undefined : new Date(value).toISOString());
 
@@ -33,14 +37,22 @@ export function healthOf(row: HealthRow): Health | undefined {
   const failingSince = iso(row.failing_since);
   if (failingSince === undefined) return undefined;
   const lastFailureAt = iso(row.last_failure_at);
-  return { url: row.url, failingSince, ...(lastFailureAt ? { lastFailureAt } : {}) };
+  return { endpointId: row.endpoint_id, url: row.url, failingSince, ...(lastFailureAt ? { lastFailureAt } : {}) };
 }
 
-/** The merchant as programs see it: the endpoint the clock was measured on (its URL) with the clock, if one runs. */
-export function withHealth(merchant: Merchant, health: Health | undefined): Merchant {
-  if (!health || !merchant.endpoints.some((endpoint) => endpoint.url === health.url)) return merchant;
+/** The merchant as programs see it: each endpoint with its own clock, if one runs (measured on the URL it has now). */
+export function withHealth(merchant: Merchant, clocks: Iterable<Health> | undefined): Merchant {
+  if (!clocks) return merchant;
+  const byEndpoint = new Map<string, Health>();
+  for (const clock of clocks) if (clock.endpointId !== undefined) byEndpoint.set(clock.endpointId, clock);
+  const clockOf = (endpoint: Endpoint) => {
+    const clock = byEndpoint.get(endpoint.id);
+    return clock && clock.url === endpoint.url ? clock : undefined;
+  };
+  if (!merchant.endpoints.some(clockOf)) return merchant;
   const endpoints = merchant.endpoints.map((endpoint) => {
-    if (endpoint.url !== health.url) return endpoint;
+    const health = clockOf(endpoint);
+    if (!health) return endpoint;
     // Copied by descriptor: a secret not opened yet (the API) stays unopened.
     const merged = Object.defineProperties({}, Object.getOwnPropertyDescriptors(endpoint)) as Endpoint;
     merged.failingSince = health.failingSince;
@@ -64,30 +76,34 @@ export function withoutHealth(merchant: Merchant): Merchant {
 
 /**
  * Writes the clock of the merchant's endpoint at `url` from `seen` (the clock as the caller read it;
- * undefined: none running there) to `next` (undefined: cleared), only while the webhook is enabled
- * at that URL and the clock is still `seen`: of dispatchers racing, one writes. The merchant's row
- * is locked for share, so the write is ordered with a settings write (auto-disable, an operator).
- * Returns whether it wrote.
+ * undefined: none running there) to `next` (undefined: cleared), only while that endpoint is
+ * enabled at that URL and its clock is still `seen`: of dispatchers racing, one writes. The
+ * merchant's row is locked for share, so the write is ordered with a settings write (auto-disable,
+ * an operator). Returns the endpoint's id when it wrote, else undefined.
  */
-export async function writeHealth(tx: Queryable, merchantId: string, url: string, seen: Health | undefined, next: Health | undefined): Promise<boolean> {
-  const { rows: owner } = await tx.query<{ url: string | null; enabled: boolean | null }>(
-    `SELECT e->>'url' AS url, (e->>'enabled')::boolean AS enabled FROM merchants m, jsonb_array_elements(m.endpoints) e WHERE m.id = $1 AND e->>'url' = $2 FOR SHARE OF m`,
+export async function writeHealth(tx: Queryable, merchantId: string, url: string, seen: Health | undefined, next: Health | undefined): Promise<string | undefined> {
+  const { rows: owner } = await tx.query<{ id: string | null; enabled: boolean | null }>(
+    `SELECT e->>'id' AS id, (e->>'enabled')::boolean AS enabled FROM merchants m, jsonb_array_elements(m.endpoints) e WHERE m.id = $1 AND e->>'url' = $2 FOR SHARE OF m`,
     [merchantId, url],
   );
-  if (!owner[0]?.enabled) return false;
-  const { rows: held } = await tx.query<HealthRow>(`SELECT ${HEALTH_COLUMNS} FROM endpoint_health WHERE merchant_id = $1 FOR UPDATE`, [merchantId]);
+  const endpointId = owner[0]?.id;
+  if (!owner[0]?.enabled || !endpointId) return undefined;
+  const { rows: held } = await tx.query<HealthRow>(`SELECT ${HEALTH_COLUMNS} FROM endpoint_health WHERE merchant_id = $1 AND endpoint_id = $2 FOR UPDATE`, [merchantId, endpointId]);
   const current = held[0] && healthOf(held[0]);
   const running = current && current.url === url ? current : undefined;
-  if (running?.failingSince !== seen?.failingSince || running?.lastFailureAt !== seen?.lastFailureAt) return false;
+  if (running?.failingSince !== seen?.failingSince || running?.lastFailureAt !== seen?.lastFailureAt) return undefined;
   await tx.query(
-    `INSERT INTO endpoint_health (merchant_id, url, failing_since, last_failure_at) VALUES ($1, $2, $3, $4)
-     ON CONFLICT (merchant_id) DO UPDATE SET url = EXCLUDED.url, failing_since = EXCLUDED.failing_since, last_failure_at = EXCLUDED.last_failure_at, change_xid = pg_current_xact_id()`,
-    [merchantId, url, next?.failingSince ?? null, next?.lastFailureAt ?? null],
+    `INSERT INTO endpoint_health (merchant_id, endpoint_id, url, failing_since, last_failure_at) VALUES ($1, $2, $3, $4, $5)
+     ON CONFLICT (merchant_id, endpoint_id) DO UPDATE SET url = EXCLUDED.url, failing_since = EXCLUDED.failing_since, last_failure_at = EXCLUDED.last_failure_at, change_xid = pg_current_xact_id()`,
+    [merchantId, endpointId, url, next?.failingSince ?? null, next?.lastFailureAt ?? null],
   );
-  return true;
+  return endpointId;
 }
 
-/** Clears the merchant's clock (a settings write that turned the webhook off or on, or pointed it elsewhere). */
-export async function clearHealth(tx: Queryable, merchantId: string): Promise<void> {
-  await tx.query('UPDATE endpoint_health SET failing_since = NULL, last_failure_at = NULL, change_xid = pg_current_xact_id() WHERE merchant_id = $1 AND failing_since IS NOT NULL', [merchantId]);
+/** Clears the clocks of these endpoints of the merchant (a settings write that turned one off or on, or pointed it elsewhere). */
+export async function clearHealth(tx: Queryable, merchantId: string, endpointIds: readonly string[]): Promise<void> {
+  await tx.query(
+    'UPDATE endpoint_health SET failing_since = NULL, last_failure_at = NULL, change_xid = pg_current_xact_id() WHERE merchant_id = $1 AND endpoint_id = ANY($2::text[]) AND failing_since IS NOT NULL',
+    [merchantId, endpointIds],
+  );
 }

@@ -158,7 +158,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
         // What the transaction read is current: the cache takes it now, written or not (a writer
         // that lost a race sees the winner's row before its notification arrives).
         if (!written.replayed) this.cache.apply(this.options.openSecrets === false && written.row ? merchantOf(written.row, this.box, false) : written.merchant, written.version);
-        if (written.clockCleared) this.cache.setHealth(merchantId, undefined);
+        for (const endpointId of written.clockCleared ?? []) this.cache.setHealth(merchantId, endpointId, undefined);
         return written;
       } catch (err) {
         if (err instanceof Refusal) throw err.cause;
@@ -185,13 +185,13 @@ export class PgMerchantDirectory implements MerchantDirectory {
    */
   async recordHealth(merchantId: string, url: string, seen: Health | undefined, next: Health | undefined): Promise<boolean> {
     try {
-      const wrote = await this.db.transaction(async (tx) => {
-        if (!(await writeHealth(tx, merchantId, url, seen, next))) return false;
-        await tx.query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, merchantId]);
-        return true;
+      const endpointId = await this.db.transaction(async (tx) => {
+        const wrote = await writeHealth(tx, merchantId, url, seen, next);
+        if (wrote !== undefined) await tx.query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, merchantId]);
+        return wrote;
       });
-      if (wrote) this.cache.setHealth(merchantId, next);
-      return wrote;
+      if (endpointId !== undefined) this.cache.setHealth(merchantId, endpointId, next);
+      return endpointId !== undefined;
     } catch (err) {
       if (isUnavailable(err)) throw new MerchantStoreUnavailableError(err);
       throw err;
@@ -229,7 +229,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
       if (rows.length < pageSize) break;
     }
     const { rows: clocks } = await this.db.query<HealthRow>(`SELECT ${HEALTH_COLUMNS} FROM endpoint_health WHERE failing_since IS NOT NULL`);
-    for (const row of clocks) cache.setHealth(row.merchant_id, healthOf(row));
+    for (const row of clocks) cache.setHealth(row.merchant_id, row.endpoint_id, healthOf(row));
     this.cache = cache;
     this.position = position;
     this.polledAt = performance.now();
@@ -309,7 +309,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
         if (id !== undefined && this.cache.drop(id, Number(tombstone.version))) this.logger.info('merchant deleted; no longer served', { merchantId: id });
       }
     }
-    for (const row of clocks) this.cache.setHealth(row.merchant_id, healthOf(row));
+    for (const row of clocks) this.cache.setHealth(row.merchant_id, row.endpoint_id, healthOf(row));
     this.position = position;
     this.polledAt = performance.now();
   }

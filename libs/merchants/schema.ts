@@ -87,7 +87,10 @@ export const merchantSchema = z
   .strictObject({
     id: z.string().min(1).max(200),
     publicKey: z.string().min(8, 'publicKey must be at least 8 characters'),
-    /** Where its webhooks go: each endpoint whose filter takes an event gets it. */
+    /**
+     * Where its webhooks go: each enabled endpoint whose filter takes an event gets its own
+     * delivery of it (the dispatcher fans it out), at most MAX_ENDPOINTS_PER_MERCHANT.
+     */
     endpoints: z.array(endpointSchema).max(MAX_ENDPOINTS_PER_MERCHANT, `at most ${MAX_ENDPOINTS_PER_MERCHANT} endpoints`).default([]),
   })
   .superRefine((merchant, ctx) => {

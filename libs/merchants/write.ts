@@ -1,7 +1,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { Queryable } from '../delivery-store/index.js';
 import { type Actor, auditAction, auditChanges, recordAudit } from './audit.js';
-import { clearHealth, healthOf, withHealth } from './health.js';
+import { clearHealth, type Health, type HealthRow, healthOf, withHealth } from './health.js';
 import { CHANGES_CHANNEL, columnsOf, idDigest, MERCHANT_COLUMNS, type MerchantRow, merchantOf } from './rows.js';
 import type { Merchant } from './schema.js';
 import type { SecretBox } from './secret-box.js';
@@ -51,8 +51,8 @@ export interface Written {
   /** The idempotent write's result: computed now, or the one recorded under its key (`replayed`). */
   result?: unknown;
   replayed: boolean;
-  /** The write dropped the endpoint's failing clock (cleared in endpoint_health too). */
-  clockCleared?: boolean;
+  /** The endpoints whose failing clock the write dropped (cleared in endpoint_health too). */
+  clockCleared?: string[];
   /** The row as it stands after the write (secrets sealed): what a program that opens no secret holds. */
   row?: MerchantRow;
 }
@@ -92,14 +92,16 @@ export async function writeMerchant(
     }
   }
   // The clock read with the row, in the same statement (a PATCH that changes nothing costs no more).
-  const { rows } = await tx.query<MerchantRow & { health_url: string | null; failing_since: Date | null; last_failure_at: Date | null }>(
-    `SELECT ${MERCHANT_COLUMNS.split(', ').map((column) => `m.${column}`).join(', ')}, h.url AS health_url, h.failing_since, h.last_failure_at
-     FROM merchants m LEFT JOIN endpoint_health h ON h.merchant_id = m.id WHERE m.id = $1 FOR UPDATE OF m`,
+  const { rows } = await tx.query<MerchantRow & { clocks: HealthRow[] | null }>(
+    `SELECT ${MERCHANT_COLUMNS.split(', ').map((column) => `m.${column}`).join(', ')},
+       (SELECT json_agg(json_build_object('merchant_id', h.merchant_id, 'endpoint_id', h.endpoint_id, 'url', h.url, 'failing_since', h.failing_since, 'last_failure_at', h.last_failure_at))
+          FROM endpoint_health h WHERE h.merchant_id = m.id AND h.failing_since IS NOT NULL) AS clocks
+     FROM merchants m WHERE m.id = $1 FOR UPDATE OF m`,
     [merchantId],
   );
   const row = rows[0];
-  const health = row?.health_url ? healthOf({ merchant_id: merchantId, url: row.health_url, failing_since: row.failing_since, last_failure_at: row.last_failure_at }) : undefined;
-  const current = row && withHealth(merchantOf(row, box), health);
+  const clocks = (row?.clocks ?? []).map(healthOf).filter((clock): clock is Health => clock !== undefined);
+  const current = row && withHealth(merchantOf(row, box), clocks);
   const version = row ? Number(row.version) : 0;
   if (ifVersion !== undefined && ifVersion !== version) throw new Refusal(new VersionMismatchError(merchantId, row ? version : undefined));
   let next: Merchant | undefined;
@@ -115,10 +117,13 @@ export async function writeMerchant(
   }
   const columns = columnsOf(next, box);
   let written = version + 1;
-  const clockCleared = !!current?.endpoints.some((endpoint) => endpoint.failingSince) && !next.endpoints.some((endpoint) => endpoint.failingSince);
+  // Each endpoint whose clock ran and no longer does (turned off or on, pointed elsewhere, deleted).
+  const running = new Set(next.endpoints.filter((endpoint) => endpoint.failingSince).map((endpoint) => endpoint.id));
+  const cleared = (current?.endpoints ?? []).filter((endpoint) => endpoint.failingSince && !running.has(endpoint.id)).map((endpoint) => endpoint.id);
+  const clockCleared = cleared.length > 0 ? cleared : undefined;
   if (row) {
     await tx.query('UPDATE merchants SET public_key = $2, endpoints = $3, secrets = $4, version = version + 1, change_xid = pg_current_xact_id(), updated_at = now() WHERE id = $1', [merchantId, ...columns]);
-    if (clockCleared) await clearHealth(tx, merchantId);
+    if (clockCleared) await clearHealth(tx, merchantId, clockCleared);
   } else {
     const { rows: buried } = await tx.query<{ version: string }>('DELETE FROM merchant_tombstones WHERE id_digest = $1 RETURNING version', [idDigest(merchantId)]);
     written = Number(buried[0]?.version ?? 0) + 1;

@@ -54,7 +54,7 @@ export class OrderGate {
   private async step(admit: OrderAdmit): Promise<OrderState> {
     const states = await this.batcher.add({ admit });
     // Every admit has its row in the answer; were one missing, attempting it risks a duplicate, acking it a loss.
-    return states.get(orderId(admit.merchantId, admit.webhookId)) ?? 'head';
+    return states.get(orderId(admit.merchantId, admit.endpointId ?? '', admit.webhookId)) ?? 'head';
   }
 
   /** The webhook ended: its row goes and the next webhook of its key is due. */

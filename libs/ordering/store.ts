@@ -12,6 +12,8 @@ import type { ScalarHeaders } from '../contracts/index.js';
 /** A new webhook of an ordered merchant at intake: its place, by key. */
 export interface OrderPlace {
   merchantId: string;
+  /** The endpoint (ep_…) whose delivery this is: each endpoint has its own line per key (migration 0013); absent: ''. */
+  endpointId?: string;
   webhookId: string;
   key: string;
 }
@@ -30,6 +32,7 @@ export type OrderAdmit = OrderPlace & Partial<OrderWait>;
 /** An ordered webhook that ended (delivered, failed, skipped): its row goes, the next of its key is due. */
 export interface OrderEnd {
   merchantId: string;
+  endpointId?: string;
   webhookId: string;
 }
 
@@ -42,8 +45,8 @@ export interface OrderEnd {
 export type OrderState = 'head' | 'waiting' | 'ended' | 'behind';
 
 /** A webhook's name in step()'s answer. */
-export function orderId(merchantId: string, webhookId: string): string {
-  return `${merchantId}\u001f${webhookId}`;
+export function orderId(merchantId: string, endpointId: string, webhookId: string): string {
+  return `${merchantId}\u001f${endpointId}\u001f${webhookId}`;
 }
 
 /**
@@ -52,7 +55,7 @@ export function orderId(merchantId: string, webhookId: string): string {
  */
 export const ORDER_ENDED_KEEP_MS = 3_600_000;
 
-const STEP = 'SELECT admitted_merchant, admitted, state FROM webhook_order_step($1, $2, $3, $4, $5, $6, $7, $8)';
+const STEP = 'SELECT admitted_merchant, admitted_endpoint, admitted, state FROM webhook_order_step($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)';
 
 export class OrderStore {
   constructor(private readonly db: Queryable) {}
@@ -61,19 +64,21 @@ export class OrderStore {
    * Ends then admits, in one round trip; returns each admitted webhook's state.
    */
   async step(admits: readonly OrderAdmit[], ends: readonly OrderEnd[]): Promise<Map<string, OrderState>> {
-    const { rows } = await this.db.query<{ admitted_merchant: string; admitted: string; state: OrderState }>(STEP, [
+    const { rows } = await this.db.query<{ admitted_merchant: string; admitted_endpoint: string; admitted: string; state: OrderState }>(STEP, [
       admits.map((a) => a.merchantId),
+      admits.map((a) => a.endpointId ?? ''),
       admits.map((a) => a.key),
       admits.map((a) => a.webhookId),
       admits.map((a) => (a.headers ? JSON.stringify(a.headers) : null)),
       admits.map((a) => a.content?.toString('hex') ?? null),
       ends.map((e) => e.merchantId),
+      ends.map((e) => e.endpointId ?? ''),
       ends.map((e) => e.webhookId),
       ORDER_ENDED_KEEP_MS,
     ]);
-    // Keyed by merchant too: two merchants may publish one messageId.
+    // Keyed by merchant and endpoint too: two merchants may publish one messageId, and a webhook has a place per endpoint.
     const states = new Map<string, OrderState>();
-    for (const row of rows) states.set(orderId(row.admitted_merchant, row.admitted), row.state);
+    for (const row of rows) states.set(orderId(row.admitted_merchant, row.admitted_endpoint, row.admitted), row.state);
     return states;
   }
 }

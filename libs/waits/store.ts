@@ -16,6 +16,11 @@ export type WaitReason = 'retry' | 'endpoint-busy' | 'circuit-open' | 'throttled
 export interface WaitKey {
   merchantId: string;
   webhookId: string;
+  /**
+   * Which of the merchant's endpoints (ep_…) the wait is for: each endpoint's delivery of one
+   * webhook waits on its own row. Absent: '' (a wait written before events were fanned out).
+   */
+  endpointId?: string;
 }
 
 /** A wait to write: a new one (hand 0: a first attempt, with its bytes), or the next one of a hand-back. */
@@ -34,7 +39,7 @@ export interface WaitPut extends WaitKey {
   spanLeftMs: number;
   /**
    * The endpoint's circuit is open (a postponement, or a failed attempt after which it is open) and
-   * lets a probe through in this: the merchant's circuit row is written with that probe time, and
+   * lets a probe through in this: the endpoint's circuit row is written with that probe time, and
    * this wait is parked. The dispatcher's breaker decides when a probe makes sense; the row keeps
    * that for the waits, so that they are handed back then and not before.
    */
@@ -45,7 +50,7 @@ export interface WaitPut extends WaitKey {
 export interface WaitEnd extends WaitKey {
   hand: number;
   /**
-   * Its merchant's circuit closes (its row, if any, goes and its parked waits are due again): the
+   * Its endpoint's circuit closes (its row, if any, goes and its parked waits are due again): the
    * endpoint answered (delivered), or the webhook can no longer be sent (disabled, merchant
    * removed), so the others need handing back to end the same way.
    */
@@ -54,7 +59,13 @@ export interface WaitEnd extends WaitKey {
 
 /** One hand of one wait, as a string: what WaitStore.take() returns for each hand-back taken. */
 export function takeKey(take: WaitEnd): string {
-  return `${take.merchantId}\u001f${take.webhookId}\u001f${take.hand}`;
+  return `${take.merchantId}\u001f${take.webhookId}\u001f${take.endpointId ?? ''}\u001f${take.hand}`;
+}
+
+/** An endpoint's circuit row (wait_circuits): one per merchant's endpoint whose circuit is open. */
+export interface CircuitKey {
+  merchantId: string;
+  endpointId: string;
 }
 
 /** A wait handed back: the message to publish to `dispatch`. */
@@ -69,6 +80,7 @@ export interface HandedWait extends WaitKey {
 export interface WaitRow {
   merchant_id: string;
   webhook_id: string;
+  endpoint_id: string;
   attempt: number;
   reason: string;
   due_at: Date;
@@ -77,56 +89,62 @@ export interface WaitRow {
 }
 
 /**
- * One batch of writes in one statement: new waits (their bytes once, ON CONFLICT DO NOTHING: a
- * redelivered first attempt finds its own row), next waits of hand-backs (only where the hand
- * still matches), and ended waits with their bytes. A wait with `circuitMs` writes its merchant's
- * circuit row (its next probe then); a wait whose merchant has one is written parked. The circuit rows are read FOR SHARE, so
- * a close (closeCircuits) waits for this statement and then sees what it parked. Returns the
- * merchants of ends that close their circuit and have a circuit row: those to close.
+ * One batch of writes in one statement: new waits (their bytes once per endpoint's wait, ON
+ * CONFLICT DO NOTHING: a redelivered first attempt finds its own row), next waits of hand-backs
+ * (only where the hand still matches), and ended waits with their bytes. A wait with `circuitMs`
+ * writes its endpoint's circuit row (its next probe then); a wait whose endpoint has one is written
+ * parked. The circuit rows are read FOR SHARE, so a close (closeCircuits) waits for this statement
+ * and then sees what it parked. Returns the endpoints of ends that close their circuit and have a
+ * circuit row: those to close. Everything is keyed by (merchant, endpoint): one endpoint's open
+ * circuit parks none of its merchant's other endpoints' waits.
  */
 const WRITE = `
 WITH puts AS (
-  SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::float8[], $6::text[], $7::text[], $8::text[], $12::float8[], $13::float8[])
-    AS p(merchant_id, webhook_id, hand, attempt, delay_ms, reason, headers, content, span_ms, circuit_ms)
+  SELECT * FROM unnest($1::text[], $2::text[], $15::text[], $3::int[], $4::int[], $5::float8[], $6::text[], $7::text[], $8::text[], $12::float8[], $13::float8[])
+    AS p(merchant_id, webhook_id, endpoint_id, hand, attempt, delay_ms, reason, headers, content, span_ms, circuit_ms)
 ), opened AS (
-  INSERT INTO wait_circuits (merchant_id, probe_at)
-  SELECT merchant_id, now() + max(circuit_ms) * interval '1 millisecond' FROM puts WHERE circuit_ms IS NOT NULL GROUP BY merchant_id
-  ON CONFLICT (merchant_id) DO UPDATE SET probe_at = excluded.probe_at
+  INSERT INTO wait_circuits (merchant_id, endpoint_id, probe_at)
+  SELECT merchant_id, endpoint_id, now() + max(circuit_ms) * interval '1 millisecond' FROM puts WHERE circuit_ms IS NOT NULL GROUP BY merchant_id, endpoint_id
+  ON CONFLICT (merchant_id, endpoint_id) DO UPDATE SET probe_at = excluded.probe_at
 ), open AS (
-  SELECT merchant_id FROM wait_circuits WHERE merchant_id IN (SELECT merchant_id FROM puts) FOR SHARE
+  SELECT merchant_id, endpoint_id FROM wait_circuits WHERE (merchant_id, endpoint_id) IN (SELECT merchant_id, endpoint_id FROM puts) FOR SHARE
 ), waits AS (
   SELECT p.*, now() + p.delay_ms * interval '1 millisecond' AS due_at, now() + p.span_ms * interval '1 millisecond' AS span_ends_at,
-    (p.circuit_ms IS NOT NULL OR p.merchant_id IN (SELECT merchant_id FROM open)) AS parked
+    (p.circuit_ms IS NOT NULL OR (p.merchant_id, p.endpoint_id) IN (SELECT merchant_id, endpoint_id FROM open)) AS parked
   FROM puts p
 ), placed AS (
   -- Parked: out of the pick until its span ends (or its circuit closes), when it is handed back to fail.
   SELECT *, CASE WHEN parked THEN GREATEST(due_at, span_ends_at) ELSE due_at END AS pick_at FROM waits
 ), bodies AS (
-  INSERT INTO webhook_bodies (merchant_id, webhook_id, content)
-  SELECT merchant_id, webhook_id, decode(content, 'hex') FROM puts WHERE hand = 0
+  INSERT INTO webhook_bodies (merchant_id, webhook_id, endpoint_id, content)
+  SELECT merchant_id, webhook_id, endpoint_id, decode(content, 'hex') FROM puts WHERE hand = 0
   ON CONFLICT DO NOTHING
 ), fresh AS (
-  INSERT INTO webhook_waits (merchant_id, webhook_id, attempt, due_at, pick_at, reason, headers, parked, span_ends_at)
-  SELECT merchant_id, webhook_id, attempt, due_at, pick_at, reason, headers::jsonb, parked, span_ends_at
+  INSERT INTO webhook_waits (merchant_id, webhook_id, endpoint_id, attempt, due_at, pick_at, reason, headers, parked, span_ends_at)
+  SELECT merchant_id, webhook_id, endpoint_id, attempt, due_at, pick_at, reason, headers::jsonb, parked, span_ends_at
   FROM placed WHERE hand = 0
   ON CONFLICT DO NOTHING
 ), next AS (
   UPDATE webhook_waits w SET hand = w.hand + 1, attempt = p.attempt, reason = p.reason, headers = p.headers::jsonb,
     due_at = p.due_at, pick_at = p.pick_at, parked = p.parked, span_ends_at = p.span_ends_at
-  FROM placed p WHERE p.hand > 0 AND w.merchant_id = p.merchant_id AND w.webhook_id = p.webhook_id AND w.hand = p.hand
+  FROM placed p WHERE p.hand > 0 AND w.merchant_id = p.merchant_id AND w.webhook_id = p.webhook_id AND w.endpoint_id = p.endpoint_id AND w.hand = p.hand
 ), gone AS (
-  DELETE FROM webhook_waits w USING unnest($9::text[], $10::text[], $11::int[]) AS e(merchant_id, webhook_id, hand)
-  WHERE w.merchant_id = e.merchant_id AND w.webhook_id = e.webhook_id AND w.hand = e.hand
-  RETURNING w.merchant_id, w.webhook_id
+  DELETE FROM webhook_waits w USING unnest($9::text[], $10::text[], $16::text[], $11::int[]) AS e(merchant_id, webhook_id, endpoint_id, hand)
+  WHERE w.merchant_id = e.merchant_id AND w.webhook_id = e.webhook_id AND w.endpoint_id = e.endpoint_id AND w.hand = e.hand
+  RETURNING w.merchant_id, w.webhook_id, w.endpoint_id
 ), gone_bodies AS (
-  DELETE FROM webhook_bodies b USING gone g WHERE b.merchant_id = g.merchant_id AND b.webhook_id = g.webhook_id
+  DELETE FROM webhook_bodies b USING gone g WHERE b.merchant_id = g.merchant_id AND b.webhook_id = g.webhook_id AND b.endpoint_id = g.endpoint_id
 )
-SELECT merchant_id FROM wait_circuits WHERE merchant_id = ANY($14::text[])`;
+SELECT c.merchant_id, c.endpoint_id FROM wait_circuits c JOIN unnest($14::text[], $17::text[]) AS x(merchant_id, endpoint_id)
+  ON c.merchant_id = x.merchant_id AND c.endpoint_id = x.endpoint_id`;
+
+/** A handed wait's bytes: its own endpoint's row, or the webhook's row from before endpoints ('' ). */
+const CONTENT = `(SELECT b.content FROM webhook_bodies b WHERE b.merchant_id = w.merchant_id AND b.webhook_id = w.webhook_id AND b.endpoint_id = w.endpoint_id)`;
 
 /**
  * The scheduler's pick: due rows, oldest first, that no other dispatcher holds (SKIP LOCKED); each
  * gets a new hand and a lease (pick_at moves to its end), so a hand-back that never comes to an
- * attempt (purged, lost with a node) is handed on again by the same row. A due row whose merchant
+ * attempt (purged, lost with a node) is handed on again by the same row. A due row whose endpoint
  * has a circuit row is parked instead (until its span ends), unless it was parked already: then its
  * span is over and it goes back to fail. Returns the handed rows, and one row (no webhook) per
  * row parked.
@@ -136,9 +154,9 @@ WITH due AS (
   SELECT merchant_id, webhook_id, endpoint_id, parked, GREATEST(due_at, COALESCE(span_ends_at, 'infinity')) AS until FROM webhook_waits
   WHERE pick_at <= now() ORDER BY pick_at LIMIT $1 FOR UPDATE SKIP LOCKED
 ), open AS (
-  SELECT merchant_id FROM wait_circuits WHERE merchant_id IN (SELECT merchant_id FROM due WHERE NOT parked) FOR SHARE
+  SELECT merchant_id, endpoint_id FROM wait_circuits WHERE (merchant_id, endpoint_id) IN (SELECT merchant_id, endpoint_id FROM due WHERE NOT parked) FOR SHARE
 ), decided AS (
-  SELECT d.*, (NOT d.parked AND d.until > now() AND d.merchant_id IN (SELECT merchant_id FROM open)) AS park FROM due d
+  SELECT d.*, (NOT d.parked AND d.until > now() AND (d.merchant_id, d.endpoint_id) IN (SELECT merchant_id, endpoint_id FROM open)) AS park FROM due d
 ), parking AS (
   UPDATE webhook_waits w SET parked = true, pick_at = d.until
   FROM decided d WHERE d.park AND w.merchant_id = d.merchant_id AND w.webhook_id = d.webhook_id AND w.endpoint_id = d.endpoint_id
@@ -146,41 +164,42 @@ WITH due AS (
 ), handed AS (
   UPDATE webhook_waits w SET hand = w.hand + 1, parked = false, pick_at = now() + $2::float8 * interval '1 millisecond'
   FROM decided d WHERE NOT d.park AND w.merchant_id = d.merchant_id AND w.webhook_id = d.webhook_id AND w.endpoint_id = d.endpoint_id
-  RETURNING w.merchant_id, w.webhook_id, w.hand, w.headers::text AS headers, w.pick_at::text AS lease_end,
-    (SELECT b.content FROM webhook_bodies b WHERE b.merchant_id = w.merchant_id AND b.webhook_id = w.webhook_id) AS content
+  RETURNING w.merchant_id, w.webhook_id, w.endpoint_id, w.hand, w.headers::text AS headers, w.pick_at::text AS lease_end, ${CONTENT} AS content
 )
-SELECT * FROM handed UNION ALL SELECT merchant_id, NULL, NULL, NULL, NULL, NULL FROM parking`;
+SELECT * FROM handed UNION ALL SELECT merchant_id, NULL, NULL, NULL, NULL, NULL, NULL FROM parking`;
 
 /**
- * The probes: for each circuit whose probe time has come, its oldest parked wait is handed back
- * (with a lease, like any hand-back) and the next probe is a lease away; the outcome moves it (a
- * postponement later, a delivery closes the circuit). A circuit with no parked wait left is
- * returned with no webhook: nothing waits behind it, so it is closed.
+ * The probes: for each circuit whose probe time has come, its endpoint's oldest parked wait is
+ * handed back (with a lease, like any hand-back) and the next probe is a lease away; the outcome
+ * moves it (a postponement later, a delivery closes the circuit). A circuit with no parked wait
+ * left is returned with no webhook: nothing waits behind it, so it is closed.
  */
 const PROBE = `
 WITH due AS (
-  SELECT merchant_id FROM wait_circuits WHERE probe_at <= now() ORDER BY probe_at LIMIT $1 FOR UPDATE SKIP LOCKED
+  SELECT merchant_id, endpoint_id FROM wait_circuits WHERE probe_at <= now() ORDER BY probe_at LIMIT $1 FOR UPDATE SKIP LOCKED
 ), probe AS (
   SELECT w.merchant_id, w.webhook_id, w.endpoint_id FROM due CROSS JOIN LATERAL (
     SELECT merchant_id, webhook_id, endpoint_id FROM webhook_waits w
-    WHERE w.merchant_id = due.merchant_id AND w.parked ORDER BY w.due_at LIMIT 1 FOR UPDATE SKIP LOCKED
+    WHERE w.merchant_id = due.merchant_id AND w.endpoint_id = due.endpoint_id AND w.parked ORDER BY w.due_at LIMIT 1 FOR UPDATE SKIP LOCKED
   ) w
 ), moved AS (
-  UPDATE wait_circuits c SET probe_at = now() + $2::float8 * interval '1 millisecond' FROM probe WHERE c.merchant_id = probe.merchant_id
+  UPDATE wait_circuits c SET probe_at = now() + $2::float8 * interval '1 millisecond' FROM probe
+  WHERE c.merchant_id = probe.merchant_id AND c.endpoint_id = probe.endpoint_id
 ), handed AS (
   UPDATE webhook_waits w SET hand = w.hand + 1, parked = false, pick_at = now() + $2::float8 * interval '1 millisecond'
   FROM probe p WHERE w.merchant_id = p.merchant_id AND w.webhook_id = p.webhook_id AND w.endpoint_id = p.endpoint_id
-  RETURNING w.merchant_id, w.webhook_id, w.hand, w.headers::text AS headers, w.pick_at::text AS lease_end,
-    (SELECT b.content FROM webhook_bodies b WHERE b.merchant_id = w.merchant_id AND b.webhook_id = w.webhook_id) AS content
+  RETURNING w.merchant_id, w.webhook_id, w.endpoint_id, w.hand, w.headers::text AS headers, w.pick_at::text AS lease_end, ${CONTENT} AS content
 )
-SELECT * FROM handed UNION ALL SELECT merchant_id, NULL, NULL, NULL, NULL, NULL FROM due WHERE merchant_id NOT IN (SELECT merchant_id FROM probe)`;
+SELECT * FROM handed UNION ALL SELECT merchant_id, NULL, endpoint_id, NULL, NULL, NULL, NULL FROM due
+  WHERE (merchant_id, endpoint_id) NOT IN (SELECT merchant_id, endpoint_id FROM probe)`;
 
-type PickedRow = { merchant_id: string; webhook_id: string | null; hand: number; headers: string; lease_end: string; content: Uint8Array | null };
+type PickedRow = { merchant_id: string; webhook_id: string | null; endpoint_id: string | null; hand: number; headers: string; lease_end: string; content: Uint8Array | null };
 
 function handedOf(rows: PickedRow[]): HandedWait[] {
   return rows.filter((row) => row.webhook_id !== null).map((row) => ({
     merchantId: row.merchant_id,
     webhookId: row.webhook_id!,
+    endpointId: row.endpoint_id ?? '',
     hand: row.hand,
     headers: JSON.parse(row.headers) as ScalarHeaders,
     content: Buffer.from(row.content ?? new Uint8Array()),
@@ -198,9 +217,11 @@ export class WaitStore {
    */
   async write(puts: readonly WaitPut[], ends: readonly WaitEnd[]): Promise<void> {
     const last = new Map<string, WaitPut>();
-    for (const put of puts) last.set(`${put.merchantId}\u001f${put.webhookId}`, put);
+    for (const put of puts) last.set(`${put.merchantId}\u001f${put.webhookId}\u001f${put.endpointId ?? ''}`, put);
     const p = [...last.values()];
-    const { rows } = await this.db.query<{ merchant_id: string }>(WRITE, [
+    const closing = new Map<string, CircuitKey>();
+    for (const e of ends) if (e.closesCircuit) closing.set(`${e.merchantId}\u001f${e.endpointId ?? ''}`, { merchantId: e.merchantId, endpointId: e.endpointId ?? '' });
+    const { rows } = await this.db.query<{ merchant_id: string; endpoint_id: string }>(WRITE, [
       p.map((w) => w.merchantId),
       p.map((w) => w.webhookId),
       p.map((w) => w.hand),
@@ -214,22 +235,30 @@ export class WaitStore {
       ends.map((e) => e.hand),
       p.map((w) => w.spanLeftMs),
       p.map((w) => w.circuitMs ?? null),
-      [...new Set(ends.filter((e) => e.closesCircuit).map((e) => e.merchantId))],
+      [...closing.values()].map((c) => c.merchantId),
+      p.map((w) => w.endpointId ?? ''),
+      ends.map((e) => e.endpointId ?? ''),
+      [...closing.values()].map((c) => c.endpointId),
     ]);
-    if (rows.length > 0) await this.closeCircuits(rows.map((row) => row.merchant_id));
+    if (rows.length > 0) await this.closeCircuits(rows.map((row) => ({ merchantId: row.merchant_id, endpointId: row.endpoint_id })));
   }
 
   /**
-   * The merchants' circuits close: their rows go, then their parked waits are due again (at their
+   * The endpoints' circuits close: their rows go, then their parked waits are due again (at their
    * due time). Two statements in one transaction: the delete waits for any statement that read
    * the circuit row to park a wait, and the unpark, a later statement, sees what it parked.
-   * Once per outage, but a dead merchant's parked waits can be a million rows: no statement timeout.
+   * Once per outage, but a dead endpoint's parked waits can be a million rows: no statement timeout.
    */
-  async closeCircuits(merchantIds: readonly string[]): Promise<void> {
+  async closeCircuits(circuits: readonly CircuitKey[]): Promise<void> {
+    const merchants = circuits.map((c) => c.merchantId);
+    const endpoints = circuits.map((c) => c.endpointId);
     await this.db.transaction(async (tx) => {
       await tx.query("SET LOCAL statement_timeout = '10min'");
-      await tx.query('DELETE FROM wait_circuits WHERE merchant_id = ANY($1::text[])', [merchantIds]);
-      await tx.query('UPDATE webhook_waits SET parked = false, pick_at = due_at WHERE merchant_id = ANY($1::text[]) AND parked', [merchantIds]);
+      await tx.query('DELETE FROM wait_circuits c USING unnest($1::text[], $2::text[]) AS x(m, e) WHERE c.merchant_id = x.m AND c.endpoint_id = x.e', [merchants, endpoints]);
+      await tx.query(
+        'UPDATE webhook_waits w SET parked = false, pick_at = due_at FROM unnest($1::text[], $2::text[]) AS x(m, e) WHERE w.merchant_id = x.m AND w.endpoint_id = x.e AND w.parked',
+        [merchants, endpoints],
+      );
     });
   }
 
@@ -239,14 +268,14 @@ export class WaitStore {
    * copies (another hand, or the wait has ended).
    */
   async take(takes: readonly WaitEnd[], leaseMs: number): Promise<Set<string>> {
-    const { rows } = await this.db.query<{ merchant_id: string; webhook_id: string; hand: number }>(
+    const { rows } = await this.db.query<{ merchant_id: string; webhook_id: string; endpoint_id: string; hand: number }>(
       `UPDATE webhook_waits w SET pick_at = now() + $4::float8 * interval '1 millisecond'
-       FROM unnest($1::text[], $2::text[], $3::int[]) AS t(merchant_id, webhook_id, hand)
-       WHERE w.merchant_id = t.merchant_id AND w.webhook_id = t.webhook_id AND w.hand = t.hand
-       RETURNING w.merchant_id, w.webhook_id, w.hand`,
-      [takes.map((t) => t.merchantId), takes.map((t) => t.webhookId), takes.map((t) => t.hand), leaseMs],
+       FROM unnest($1::text[], $2::text[], $5::text[], $3::int[]) AS t(merchant_id, webhook_id, endpoint_id, hand)
+       WHERE w.merchant_id = t.merchant_id AND w.webhook_id = t.webhook_id AND w.endpoint_id = t.endpoint_id AND w.hand = t.hand
+       RETURNING w.merchant_id, w.webhook_id, w.endpoint_id, w.hand`,
+      [takes.map((t) => t.merchantId), takes.map((t) => t.webhookId), takes.map((t) => t.hand), leaseMs, takes.map((t) => t.endpointId ?? '')],
     );
-    return new Set(rows.map((row) => takeKey({ merchantId: row.merchant_id, webhookId: row.webhook_id, hand: row.hand })));
+    return new Set(rows.map((row) => takeKey({ merchantId: row.merchant_id, webhookId: row.webhook_id, endpointId: row.endpoint_id, hand: row.hand })));
   }
 
   /**
@@ -255,7 +284,7 @@ export class WaitStore {
    */
   async pick(limit: number, leaseMs: number): Promise<{ handed: HandedWait[]; parked: number }> {
     const probes = (await this.db.query<PickedRow>(PROBE, [limit, leaseMs])).rows;
-    const idle = probes.filter((row) => row.webhook_id === null).map((row) => row.merchant_id);
+    const idle = probes.filter((row) => row.webhook_id === null).map((row) => ({ merchantId: row.merchant_id, endpointId: row.endpoint_id ?? '' }));
     if (idle.length > 0) await this.closeCircuits(idle);
     const handed = handedOf(probes);
     const { rows } = await this.db.query<PickedRow>(PICK, [limit - handed.length, leaseMs]);
@@ -270,20 +299,20 @@ export class WaitStore {
    */
   async unhand(wait: HandedWait): Promise<void> {
     await this.db.query(
-      'UPDATE webhook_waits SET pick_at = now() WHERE merchant_id = $1 AND webhook_id = $2 AND hand = $3 AND pick_at = $4::timestamptz',
-      [wait.merchantId, wait.webhookId, wait.hand, wait.leaseEnd],
+      'UPDATE webhook_waits SET pick_at = now() WHERE merchant_id = $1 AND webhook_id = $2 AND endpoint_id = $5 AND hand = $3 AND pick_at = $4::timestamptz',
+      [wait.merchantId, wait.webhookId, wait.hand, wait.leaseEnd, wait.endpointId ?? ''],
     );
   }
 
   /**
-   * An endpoint's rate changed: its waits of `reason` (the throttle's queue) are due `factor` times
+   * An endpoint's rate changed (`endpointId`; absent: every endpoint of the merchant): its waits of `reason` (the throttle's queue) are due `factor` times
    * as far from now as they were, in the same order. A wait handed out keeps its lease.
    */
-  async stretch(merchantId: string, reason: WaitReason, factor: number): Promise<void> {
+  async stretch(merchantId: string, reason: WaitReason, factor: number, endpointId?: string): Promise<void> {
     await this.db.query(
       `UPDATE webhook_waits SET due_at = now() + (due_at - now()) * $3::float8, pick_at = now() + (pick_at - now()) * $3::float8
-       WHERE merchant_id = $1 AND reason = $2 AND pick_at = due_at AND due_at > now()`,
-      [merchantId, reason, factor],
+       WHERE merchant_id = $1 AND ($4::text IS NULL OR endpoint_id = $4) AND reason = $2 AND pick_at = due_at AND due_at > now()`,
+      [merchantId, reason, factor, endpointId ?? null],
     );
   }
 
@@ -302,9 +331,9 @@ export class WaitStore {
   /** A merchant's waits (or everyone's), soonest due first: what `webhooks waits list` shows. */
   async list(filter: { merchantId?: string; limit: number }): Promise<WaitRow[]> {
     const { rows } = await this.db.query<WaitRow>(
-      `SELECT merchant_id, webhook_id, attempt, reason, due_at, hand,
+      `SELECT merchant_id, webhook_id, endpoint_id, attempt, reason, due_at, hand,
          CASE WHEN pick_at > due_at AND NOT parked THEN pick_at END AS handed_until
-       FROM webhook_waits WHERE ($1::text IS NULL OR merchant_id = $1) ORDER BY due_at, merchant_id, webhook_id LIMIT $2`,
+       FROM webhook_waits WHERE ($1::text IS NULL OR merchant_id = $1) ORDER BY due_at, merchant_id, webhook_id, endpoint_id LIMIT $2`,
       [filter.merchantId ?? null, filter.limit],
     );
     return rows;

@@ -86,13 +86,13 @@ describe('waits of a merchant whose circuit is open', () => {
       // inserted straight into the table; no circuit row yet, and a dispatcher that knows nothing.
       await harness.database.query(
         `WITH w AS (SELECT 'evt_dead_' || i AS webhook_id, now() + (i * 10.0 / 1000) * interval '1 second' AS due_at FROM generate_series(0, 999) AS i),
-         bodies AS (INSERT INTO webhook_bodies (merchant_id, webhook_id, content) SELECT 'm_dead', webhook_id, $1::bytea FROM w)
-         INSERT INTO webhook_waits (merchant_id, webhook_id, attempt, due_at, pick_at, reason, headers, span_ends_at)
-         SELECT 'm_dead', webhook_id, 1, due_at, due_at, 'circuit-open',
-           jsonb_build_object('x-merchant-id', 'm_dead', 'x-event', 'payout', 'x-webhook-id', webhook_id, 'x-attempts', 1, 'x-postponements', 1, 'x-first-seen-at', $2::text),
+         bodies AS (INSERT INTO webhook_bodies (merchant_id, webhook_id, endpoint_id, content) SELECT 'm_dead', webhook_id, $3, $1::bytea FROM w)
+         INSERT INTO webhook_waits (merchant_id, webhook_id, endpoint_id, attempt, due_at, pick_at, reason, headers, span_ends_at)
+         SELECT 'm_dead', webhook_id, $3, 1, due_at, due_at, 'circuit-open',
+           jsonb_build_object('x-merchant-id', 'm_dead', 'x-event', 'payout', 'x-webhook-id', webhook_id, 'x-attempts', 1, 'x-postponements', 1, 'x-first-seen-at', $2::text, 'x-endpoint-id', $3::text),
            now() + interval '1 day'
          FROM w`,
-        [Buffer.from(JSON.stringify(sampleEvent('payout', deadMerchant.id))), new Date().toISOString()],
+        [Buffer.from(JSON.stringify(sampleEvent('payout', deadMerchant.id))), new Date().toISOString(), deadMerchant.endpoints[0]!.id],
       );
       // Its first hand-backs (before any attempt failed) are attempted or postponed; then a circuit row,
       // its rate lowered, and none of its waits out (in dispatch or in an attempt) but a probe.

@@ -29,9 +29,9 @@ describe('an order step', () => {
   it('tells an intake behind another so, writing nothing until it is stepped with its wait', async () => {
     const first = { merchantId: 'm_step', webhookId: 'evt_a1', key: 'REF-A' };
     const next = { merchantId: 'm_step', webhookId: 'evt_a2', key: 'REF-A' };
-    expect([...(await store.step([first, next], []))]).toEqual([['m_step\u001fevt_a1', 'head'], ['m_step\u001fevt_a2', 'behind']]);
+    expect([...(await store.step([first, next], []))]).toEqual([['m_step\u001f\u001fevt_a1', 'head'], ['m_step\u001f\u001fevt_a2', 'behind']]);
     expect(await waits('evt_a2')).toEqual([]);
-    expect((await store.step([{ ...next, ...wait }], [])).get('m_step\u001fevt_a2')).toBe('waiting');
+    expect((await store.step([{ ...next, ...wait }], [])).get('m_step\u001f\u001fevt_a2')).toBe('waiting');
     expect(await waits('evt_a2')).toEqual([{ reason: 'ordered', pick_at: null }]);
     // The first ends: the second is due now.
     await store.step([], [{ merchantId: 'm_step', webhookId: 'evt_a1' }]);
@@ -42,11 +42,11 @@ describe('an order step', () => {
     const first = { merchantId: 'm_step', webhookId: 'evt_b1', key: 'REF-B' };
     const next = { merchantId: 'm_step', webhookId: 'evt_b2', key: 'REF-B' };
     await store.step([first], []);
-    expect((await store.step([next], [])).get('m_step\u001fevt_b2')).toBe('behind');
+    expect((await store.step([next], [])).get('m_step\u001f\u001fevt_b2')).toBe('behind');
     await store.step([], [{ merchantId: 'm_step', webhookId: 'evt_b1' }]);
-    expect((await store.step([{ ...next, ...wait }], [])).get('m_step\u001fevt_b2')).toBe('head');
+    expect((await store.step([{ ...next, ...wait }], [])).get('m_step\u001f\u001fevt_b2')).toBe('head');
     expect(await waits('evt_b2')).toEqual([]);
     // A copy of the first, redelivered after its end, is known as done.
-    expect((await store.step([first], [])).get('m_step\u001fevt_b1')).toBe('ended');
+    expect((await store.step([first], [])).get('m_step\u001f\u001fevt_b1')).toBe('ended');
   });
 });

@@ -18,12 +18,12 @@ describe('the throttle guard, 300 new deliveries at once to an endpoint at 50/s'
   beforeAll(async () => {
     db = await createTestDatabase('throttle_guard');
     const opened = openPostgres(db.url, { maxConnections: 6 });
-    // Counts the takes of the endpoint's slot row (not its queue's row).
+    // Counts the takes of the endpoint's slot row (not its queue's row): `throttle:<merchant>\u001f<endpoint id>`.
     database = new Proxy(opened, {
       get(target, key, receiver) {
         if (key !== 'query') return Reflect.get(target, key, receiver);
         return (sql: string, params?: unknown[]) => {
-          if (sql.includes('rate_limits') && params?.[0] === 'throttle:m_batch') takes++;
+          if (sql.includes('rate_limits') && String(params?.[0]).startsWith('throttle:m_batch\u001f')) takes++;
           return target.query(sql, params as never);
         };
       },

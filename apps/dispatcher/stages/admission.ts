@@ -1,7 +1,7 @@
 import { PLATFORM_MERCHANT_ID } from '../../../libs/contracts/index.js';
-import { activeEndpoint, type Merchant, type MerchantDirectory, receivesEvent, type Endpoint } from '../../../libs/merchants/index.js';
+import { type Merchant, type MerchantDirectory, receivesEvent, type Endpoint } from '../../../libs/merchants/index.js';
 import type { RetryPolicy } from '../../../libs/retry-policy/index.js';
-import type { Finding } from './decide.js';
+import type { Finding, Unavailable } from './decide.js';
 import { type Admission as Slot, EndpointGuards, endpointOf } from './endpoint-guards.js';
 import type { IntakeEvent } from './intake.js';
 import type { Throttle } from './throttle.js';
@@ -34,9 +34,8 @@ export class AdmissionStage {
   async admit(intake: IntakeEvent, now: Date, stopped: () => boolean): Promise<Admitted | Finding> {
     const merchant = intake.merchantId === PLATFORM_MERCHANT_ID ? this.platform : this.merchants.byId(intake.merchantId);
     if (!merchant) return { kind: 'unavailable', why: 'merchant-removed' };
-    const webhook = activeEndpoint(merchant);
-    // Turned off by auto-disable: said apart, so the merchant's log tells it from its own choice.
-    if (!webhook) return { kind: 'unavailable', why: merchant.endpoints[0]?.disabledReason === 'failing' ? 'endpoint-disabled' : 'webhook-disabled' };
+    const webhook = endpointFor(merchant, intake);
+    if (!webhook?.enabled) return { kind: 'unavailable', why: unavailableOf(merchant, webhook) };
     // The merchant chose its events: one it does not receive is treated like a disabled webhook.
     if (!receivesEvent(webhook, intake.event)) return { kind: 'unavailable', why: 'event-not-subscribed' };
     // A resend is the merchant saying "fixed": its first attempt goes through an open circuit.
@@ -53,7 +52,7 @@ export class AdmissionStage {
     if (throttled?.kind === 'wait') return { kind: 'throttled', delayMs: throttled.delayMs };
     const slot = await this.guards.acquire(
       endpoint,
-      { merchantId: intake.merchantId, canDefer: this.policy.canDefer(intake.deferrals), force },
+      { merchantId: intake.merchantId, endpointId: webhook.id, canDefer: this.policy.canDefer(intake.deferrals), force },
       stopped,
     );
     if (!slot) return { kind: 'stopping' };
@@ -71,4 +70,23 @@ export class AdmissionStage {
     }
     return endpoint;
   }
+}
+
+/**
+ * The endpoint this copy is for: the one its x-endpoint-id names (undefined once deleted), or for
+ * a copy without one (an event with one matching endpoint, or one accepted before events were
+ * fanned out, when a merchant had one endpoint) the merchant's first.
+ */
+export function endpointFor(merchant: Merchant, intake: Pick<IntakeEvent, 'endpointId'>): Endpoint | undefined {
+  if (intake.endpointId === undefined) return merchant.endpoints[0];
+  return merchant.endpoints.find((endpoint) => endpoint.id === intake.endpointId);
+}
+
+/**
+ * Why nothing can be sent: an endpoint turned off by auto-disable is said apart, so the
+ * merchant's log tells it from its own choice; a deleted one is like a disabled webhook.
+ */
+export function unavailableOf(merchant: Merchant, endpoint: Endpoint | undefined): Unavailable {
+  if (endpoint) return endpoint.disabledReason === 'failing' ? 'endpoint-disabled' : 'webhook-disabled';
+  return 'webhook-disabled';
 }

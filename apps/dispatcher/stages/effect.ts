@@ -32,6 +32,8 @@ export interface DispatcherStats {
   ordered: number;
   /** Upstream messages acked without delivery: their key was seen within INTAKE_DEDUPE_WINDOW. */
   duplicates: number;
+  /** New events copied to dispatch once per matching endpoint (fan-out), then acked. */
+  fannedOut: number;
 }
 
 export interface EffectDeps {
@@ -58,7 +60,7 @@ export interface EffectDeps {
  * record, which never rejects) runs after the effect it describes and before the ack.
  */
 export class EffectStage {
-  readonly stats: DispatcherStats = { delivered: 0, deferred: 0, throttled: 0, circuitOpen: 0, retried: 0, failed: 0, invalid: 0, skipped: 0, requeued: 0, superseded: 0, ordered: 0, duplicates: 0 };
+  readonly stats: DispatcherStats = { delivered: 0, deferred: 0, throttled: 0, circuitOpen: 0, retried: 0, failed: 0, invalid: 0, skipped: 0, requeued: 0, superseded: 0, ordered: 0, duplicates: 0, fannedOut: 0 };
   /** winston formats a message before its transports drop it by level: skip debug on the hot path. */
   private readonly debug: boolean;
   private readonly info: boolean;
@@ -91,6 +93,8 @@ export class EffectStage {
     }
     if (!intake) throw new Error(`effect: ${decision.kind} needs the intake`);
     switch (decision.kind) {
+      case 'fan-out':
+        return this.fanOut(delivery, intake, decision.endpointIds, span);
       case 'ordered':
         // Its wait was written with its admission, in the same statement that found it behind.
         await record();
@@ -184,6 +188,7 @@ export class EffectStage {
     const failure = {
       merchantId: intake.merchantId,
       webhookId: intake.webhookId,
+      endpointId: intake.endpointId,
       failedAt: now,
       event: intake.event,
       references: intake.references,
@@ -204,7 +209,7 @@ export class EffectStage {
    * the copy's confirm and its own mark, so that a later resend does not send it a second time.
    */
   markResent(intake: IntakeEvent, claimId: string): void {
-    this.deps.failures?.markResent(intake.merchantId, [intake.webhookId], claimId).catch((err: unknown) => {
+    this.deps.failures?.markResent(intake.merchantId, [intake.webhookId], claimId, intake.endpointId).catch((err: unknown) => {
       this.deps.logger.warn('resent webhook not marked; its claim frees it after its lease', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error).message });
     });
   }
@@ -225,6 +230,7 @@ export class EffectStage {
     return {
       ...this.carried(delivery),
       ...(intake.ordered ? { [HEADERS.ordered]: true } : {}),
+      ...(intake.endpointId !== undefined ? { [HEADERS.endpointId]: intake.endpointId } : {}),
       [HEADERS.attempts]: intake.attempts,
       [HEADERS.deferrals]: intake.deferrals,
       [HEADERS.postponements]: intake.postponements,
@@ -240,7 +246,24 @@ export class EffectStage {
       ...webhookHeaders(intake.merchantId, intake.event, intake.webhookId, intake.references),
       [HEADERS.firstSeenAt]: intake.firstSeenAt,
       ...(intake.ordered ? { [HEADERS.ordered]: true } : {}),
+      ...(intake.endpointId !== undefined ? { [HEADERS.endpointId]: intake.endpointId } : {}),
     };
+  }
+
+  /**
+   * A new event for several endpoints: a copy per endpoint to dispatch (x-endpoint-id; same bytes,
+   * webhook-id and first-seen time), each by the one move (mandatory, confirmed), the original
+   * acked after the last. A copy not taken returns the original to its queue: its redelivery
+   * copies again, so an endpoint may get the webhook twice (same webhook-id), never none.
+   */
+  private async fanOut(delivery: Delivery, intake: IntakeEvent, endpointIds: readonly string[], span: Span | undefined): Promise<void> {
+    const base: ScalarHeaders = { ...this.carried(delivery), [HEADERS.webhookId]: intake.webhookId, [HEADERS.firstSeenAt]: intake.firstSeenAt };
+    for (let i = 0; i < endpointIds.length; i++) {
+      const last = i === endpointIds.length - 1;
+      if (!(await this.move(delivery, this.deps.names.dispatch, { ...base, [HEADERS.endpointId]: endpointIds[i]! }, intake.event, span, undefined, !last))) return;
+    }
+    this.stats.fannedOut++;
+    if (this.debug) this.deps.logger.debug('webhook fanned out to its endpoints', { ...logFields(intake), endpoints: endpointIds.length, ...spanLogFields(span) });
   }
 
   private async park(delivery: Delivery, code: string, detail: string, span: Span | undefined, record: () => Promise<void>, intake?: IntakeEvent): Promise<void> {
@@ -249,7 +272,7 @@ export class EffectStage {
     // reference's order, after the move and before the ack, or the reference would wait for it
     // for ever. A hand-back's wait hands it back again after its lease: its end is that attempt's.
     const order = intake?.ordered && intake.hand === undefined ? this.deps.order : undefined;
-    const settle = order ? async () => { await order.end({ merchantId: intake!.merchantId, webhookId: intake!.webhookId }); await record(); } : record;
+    const settle = order ? async () => { await order.end(waitKeyOf(intake!)); await record(); } : record;
     const moved = await this.move(delivery, this.deps.names.invalid, {
       ...this.carried(delivery),
       [HEADERS.invalidCode]: code,
@@ -276,8 +299,7 @@ export class EffectStage {
     }
     // With tracing on, a producer span whose context the wait carries: its hand-back continues the webhook's trace.
     await publishIn(span, WAITS_TABLE, headers, intake.webhookId, () => waits.put({
-      merchantId: intake.merchantId,
-      webhookId: intake.webhookId,
+      ...waitKeyOf(intake),
       hand: intake.hand ?? 0,
       attempt: typeof headers[HEADERS.attempts] === 'number' ? (headers[HEADERS.attempts] as number) : intake.attempts,
       delayMs,
@@ -300,12 +322,15 @@ export class EffectStage {
    * reference stuck behind it. Both before the ack.
    */
   private async endWait(intake: IntakeEvent, closesCircuit = false): Promise<void> {
-    if (intake.ordered && this.deps.order) await this.deps.order.end({ merchantId: intake.merchantId, webhookId: intake.webhookId });
-    if (intake.hand !== undefined && this.deps.waits) await this.deps.waits.end({ merchantId: intake.merchantId, webhookId: intake.webhookId, hand: intake.hand, closesCircuit });
+    if (intake.ordered && this.deps.order) await this.deps.order.end(waitKeyOf(intake));
+    if (intake.hand !== undefined && this.deps.waits) await this.deps.waits.end({ ...waitKeyOf(intake), hand: intake.hand, closesCircuit });
   }
 
-  /** The one move (libs/broker moveMessage); `settle` runs after the confirm, before the ack. True when moved. */
-  private async move(delivery: Delivery, queue: string, base: ScalarHeaders, event: string, span: Span | undefined, settle?: () => Promise<void>): Promise<boolean> {
+  /**
+   * The one move (libs/broker moveMessage); `settle` runs after the confirm, before the ack. True
+   * when moved. `keep`: a copy only, the delivery stays held (a fan-out's copies before its last).
+   */
+  private async move(delivery: Delivery, queue: string, base: ScalarHeaders, event: string, span: Span | undefined, settle?: () => Promise<void>, keep = false): Promise<boolean> {
     const { message } = delivery;
     const webhookId = typeof base[HEADERS.webhookId] === 'string' ? (base[HEADERS.webhookId] as string) : undefined;
     const held: HeldMessage = {
@@ -314,7 +339,9 @@ export class EffectStage {
       get live() {
         return delivery.live;
       },
-      ack: () => delivery.ack(),
+      ack: () => {
+        if (!keep) delivery.ack();
+      },
       nack: (requeue) => delivery.nack(requeue),
     };
     // With tracing on, a producer span whose context the copy carries: the next delivery continues the webhook's trace.
@@ -331,6 +358,11 @@ export class EffectStage {
     if (result === 'requeued') this.count('requeued', 'requeued', event);
     return result === 'moved';
   }
+}
+
+/** The key of a webhook's wait (and place in its reference's order): per endpoint ('' for a copy from before endpoints). */
+export function waitKeyOf(intake: IntakeEvent): { merchantId: string; webhookId: string; endpointId: string } {
+  return { merchantId: intake.merchantId, webhookId: intake.webhookId, endpointId: intake.endpointId ?? '' };
 }
 
 /** A webhook's fields for a log line, built only where a line is written: the delivered path runs per delivery. */

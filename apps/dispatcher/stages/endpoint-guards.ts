@@ -8,8 +8,10 @@ export interface EndpointGuardOptions {
    */
   maxTotalInFlight?: number;
   /**
-   * Requests in flight for one merchant at most, whatever its URLs (unbounded when absent): the
-   * per-endpoint bound alone lets a merchant that changes its URL take one share per URL.
+   * Requests in flight for one of a merchant's endpoints (by its id) at most, whatever its URLs
+   * (unbounded when absent): the per-URL bound alone lets an endpoint whose URL changes take one
+   * share per URL. Keyed by the endpoint's id, not the merchant: one slow endpoint of a merchant
+   * does not take its other endpoints' share.
    */
   maxPerMerchant?: number;
   /** Consecutive failed attempts that open the circuit. */
@@ -69,7 +71,7 @@ interface EndpointState {
   merchants: Set<string>;
 }
 
-/** One merchant's share, across its endpoints: a URL change neither adds a share nor closes a circuit. */
+/** One of a merchant's endpoints' share (by its id), across its URLs: a URL change neither adds a share nor closes a circuit. */
 interface MerchantState {
   /** Start times of the merchant's requests in flight, to any of its endpoints, oldest first. */
   started: number[];
@@ -111,9 +113,13 @@ export class EndpointGuards {
     this.maxPerMerchant = options.maxPerMerchant ?? Infinity;
   }
 
-  /** Requests in flight for one merchant now, to all its endpoints. */
-  merchantInFlight(merchantId: string): number {
-    return this.merchants.get(merchantId)?.started.length ?? 0;
+  /** Requests in flight for one merchant's endpoint now (by its id), to all its URLs; without an id, for all its endpoints. */
+  merchantInFlight(merchantId: string, endpointId?: string): number {
+    if (endpointId !== undefined) return this.merchants.get(shareOf(merchantId, endpointId))?.started.length ?? 0;
+    // The merchant's endpoints together (a metric, a test): each share of the merchant's.
+    let total = 0;
+    for (const [share, state] of this.merchants) if (share === merchantId || share.startsWith(`${merchantId}\u001f`)) total += state.started.length;
+    return total;
   }
 
   /** Requests in flight to all endpoints now. */
@@ -138,7 +144,7 @@ export class EndpointGuards {
    */
   async acquire(
     endpoint: string,
-    request: { merchantId: string; canDefer: boolean; force: boolean },
+    request: { merchantId: string; endpointId?: string; canDefer: boolean; force: boolean },
     stopped: () => boolean,
   ): Promise<Admission | undefined> {
     const { canDefer } = request;
@@ -147,7 +153,7 @@ export class EndpointGuards {
       // Looked up again after each wait: an idle endpoint may have been pruned meanwhile.
       const state = this.state(endpoint);
       if (state.merchants.size < 20) state.merchants.add(request.merchantId);
-      const merchant = this.merchant(request.merchantId);
+      const merchant = this.merchant(shareOf(request.merchantId, request.endpointId));
       if (merchant.endpoint !== state) this.moved(merchant, state);
       const open = state.openUntil > 0 && !request.force;
       if (open && (this.now() < state.openUntil || state.probing)) {
@@ -393,6 +399,11 @@ function pruneIdle<T>(map: Map<string, T>, bound: number, idle: (value: T) => bo
       }
     }
   }
+}
+
+/** The key of a share: the merchant's endpoint by its id (a merchant without ids has one share). */
+function shareOf(merchantId: string, endpointId: string | undefined): string {
+  return endpointId === undefined ? merchantId : `${merchantId}\u001f${endpointId}`;
 }
 
 /**

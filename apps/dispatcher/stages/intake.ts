@@ -14,12 +14,18 @@ import {
   WEBHOOK_ID_RULE,
 } from '../../../libs/contracts/index.js';
 import { OPERATIONAL_EVENT_TYPES, type OperationalEventType } from '../../../libs/operational/index.js';
+import { ENDPOINT_ID } from '../../../libs/merchants/index.js';
 import { InvalidMessageError } from '../errors.js';
 
 /** What the dispatcher needs from one message on `dispatch`, validated. */
 export interface IntakeEvent {
   /** The merchant, or PLATFORM_MERCHANT_ID for an operational event to OPERATIONAL_WEBHOOK_URL. */
   merchantId: string;
+  /**
+   * The one endpoint (ep_…) this copy is for (x-endpoint-id, ours only): a copy the dispatcher
+   * fanned out, a wait handed back, a resend. Absent on an event not yet fanned out.
+   */
+  endpointId?: string;
   /** A merchant's event, or an operational event's type (the platform's). */
   event: EventName | OperationalEventType;
   /** The event's references, primary first (a refund has refundRef then tnxRef); none for an operational event. */
@@ -124,8 +130,14 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
   const lastError = headers[HEADERS.lastError];
   const lastStatus = headers[HEADERS.lastStatus];
   const hand = count(headers[HEADERS.waitHand]);
+  const test = message.properties.headers?.[HEADERS.testEvent] === true;
+  // A test event names its one endpoint (the portal's "send test event" to that endpoint), trusted
+  // from upstream's exchange as the test mark is: it can only narrow the delivery to one endpoint of
+  // the merchant, and admission still checks that endpoint is on and takes the event.
+  const endpointId = (test ? message.properties.headers : headers)?.[HEADERS.endpointId];
   return {
     merchantId,
+    endpointId: typeof endpointId === 'string' && ENDPOINT_ID.test(endpointId) ? endpointId : undefined,
     event,
     references,
     body,
@@ -142,7 +154,7 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
     hand: hand > 0 ? hand : undefined,
     accepted: hand > 0 || resentAt !== undefined,
     // From any exchange: the mark only takes attempts away, and a copy keeps it (a wait, failed, a resend).
-    test: message.properties.headers?.[HEADERS.testEvent] === true,
+    test,
     orderKey,
     // A resent copy is outside the order; a hand-back's mark is ours (upstream's headers are not read).
     ordered: hand > 0 && resentAt === undefined && headers[HEADERS.ordered] === true,

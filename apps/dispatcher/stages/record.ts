@@ -16,7 +16,8 @@ export function recordOf(
   policy: RetryPolicy,
   now: Date,
 ): DeliveryRecordInput | undefined {
-  if (!intake || decision.kind === 'superseded' || decision.kind === 'returned') return undefined;
+  // A fan-out is no delivery: each of its copies records its own.
+  if (!intake || decision.kind === 'superseded' || decision.kind === 'returned' || decision.kind === 'fan-out') return undefined;
   const trace = finding.kind === 'sent' || finding.kind === 'attempt-failed' ? finding.trace : undefined;
   // `now` is the walk's one clock reading: a fresh webhook's first-seen time and its attempt's
   // start are that same instant, so its text is made once.
@@ -28,6 +29,7 @@ export function recordOf(
     at,
     webhookId: intake.webhookId,
     merchantId: intake.merchantId,
+    endpointId: intake.endpointId,
     event: intake.event,
     references: intake.references,
     payload: intake.body,

@@ -94,26 +94,33 @@ export class Throttle {
 
   /** The rate the merchant's endpoint is sent at now, per second (Infinity: no limit), as this dispatcher knows it. */
   rateOf(merchantId: string, webhook: Endpoint): number {
-    const adaptive = this.adaptive.get(merchantId)?.rate?.rate ?? Infinity;
+    const adaptive = this.adaptive.get(throttleKey(merchantId, webhook))?.rate?.rate ?? Infinity;
     return Math.min(webhook.maxPerSecond ?? Infinity, adaptive);
   }
 
   /** Endpoints with a limit, and the rate this dispatcher sent them at last: the metric's series. */
   rates(): ReadonlyMap<string, number> {
-    return this.current;
+    // By merchant (the metric's label): the slowest of its endpoints.
+    const byMerchant = new Map<string, number>();
+    for (const [key, rate] of this.current) {
+      const { merchantId } = partsOf(key);
+      byMerchant.set(merchantId, Math.min(rate, byMerchant.get(merchantId) ?? Infinity));
+    }
+    return byMerchant;
   }
 
   /** `handBack`: the delivery is a wait handed back in its turn (it takes its slot); otherwise a new one, which queues behind the waits. */
   async admit(merchantId: string, webhook: Endpoint, stopped: () => boolean, handBack = false): Promise<ThrottleVerdict> {
-    if (webhook.maxPerSecond === undefined && !this.adaptive.has(merchantId)) return this.sending(merchantId);
-    await this.readAdaptive(merchantId, webhook.maxPerSecond !== undefined);
+    const key = throttleKey(merchantId, webhook);
+    if (webhook.maxPerSecond === undefined && !this.adaptive.has(key)) return this.sending(key);
+    await this.readAdaptive(key, webhook.maxPerSecond !== undefined);
     const rate = this.rateOf(merchantId, webhook);
     if (rate === Infinity) {
-      this.current.delete(merchantId);
-      return this.sending(merchantId);
+      this.current.delete(key);
+      return this.sending(key);
     }
     if (this.current.size >= 10_000) this.current.clear();
-    this.current.set(merchantId, rate);
+    this.current.set(key, rate);
     const intervalMs = 1000 / rate;
     const aheadMs = this.options.aheadMs?.(intervalMs) ?? Math.min(THROTTLE_AHEAD.maxMs, Math.max(THROTTLE_AHEAD.minMs, THROTTLE_AHEAD.slots * intervalMs));
     // A slot is lost when the hold ends late (a busy event loop): sending then would bunch with
@@ -121,37 +128,37 @@ export class Throttle {
     for (let tries = 0; tries < 3; tries++) {
       let granted: { inMs: number } | undefined;
       // Released once the take is answered (a `return` below releases it before its place is awaited).
-      const release = handBack ? undefined : await this.turn(merchantId);
+      const release = handBack ? undefined : await this.turn(key);
       try {
-        const refusedFor = (this.refusedUntil.get(merchantId) ?? 0) - this.now();
-        if (refusedFor > 0) return this.queue(merchantId, intervalMs, aheadMs, refusedFor);
+        const refusedFor = (this.refusedUntil.get(key) ?? 0) - this.now();
+        if (refusedFor > 0) return this.queue(key, intervalMs, aheadMs, refusedFor);
         // A queue forming (places being taken) or ahead of the slots: a new delivery joins its back.
-        if (!handBack && (this.placing.has(merchantId) || (this.queuedUntil.get(merchantId) ?? 0) > this.now())) return this.queue(merchantId, intervalMs, aheadMs, 0);
+        if (!handBack && (this.placing.has(key) || (this.queuedUntil.get(key) ?? 0) > this.now())) return this.queue(key, intervalMs, aheadMs, 0);
         try {
-          const answer = await takeCell(this.db, `throttle:${merchantId}`, { intervalMs, burstMs: intervalMs, aheadMs });
+          const answer = await takeCell(this.db, `throttle:${key}`, { intervalMs, burstMs: intervalMs, aheadMs });
           if (++this.takes % 1_000 === 0) void sweepCells(this.db).catch(() => {});
           if (!answer.ok) {
             if (this.refusedUntil.size >= 10_000) this.refusedUntil.clear();
-            this.refusedUntil.set(merchantId, this.now() + answer.retryInMs);
-            return this.queue(merchantId, intervalMs, aheadMs, answer.retryInMs);
+            this.refusedUntil.set(key, this.now() + answer.retryInMs);
+            return this.queue(key, intervalMs, aheadMs, answer.retryInMs);
           }
           granted = answer;
         } catch (err) {
-          granted = this.takeAlone(merchantId, intervalMs, aheadMs, err);
+          granted = this.takeAlone(key, intervalMs, aheadMs, err);
           if (!granted) return this.waitUntil(this.now() + aheadMs);
         }
       } finally {
         release?.();
       }
-      if (granted.inMs <= 0) return this.sending(merchantId);
+      if (granted.inMs <= 0) return this.sending(key);
       const target = this.now() + granted.inMs;
       this.stats.held++;
       await new Promise((resolve) => setTimeout(resolve, granted.inMs).unref?.());
       if (stopped()) return { kind: 'stopping' };
-      if (this.now() - target <= Math.min(50, 2 * intervalMs)) return this.sending(merchantId);
+      if (this.now() - target <= Math.min(50, 2 * intervalMs)) return this.sending(key);
       this.stats.late++;
     }
-    return this.queue(merchantId, intervalMs, aheadMs, 0);
+    return this.queue(key, intervalMs, aheadMs, 0);
   }
 
   /**
@@ -160,27 +167,28 @@ export class Throttle {
    * holds the delivery: the row is written beside it.
    */
   answered(merchantId: string, webhook: Endpoint, status: number | undefined, succeeded: boolean): void {
+    const key = throttleKey(merchantId, webhook);
     if (status === 429 || status === 503) {
-      const sentAt = Math.min(webhook.maxPerSecond ?? Infinity, this.sentLastSecond(merchantId));
-      const ceiling = webhook.maxPerSecond ?? Math.max(1, this.sentLastSecond(merchantId));
-      lowerEndpointRate(this.db, merchantId, sentAt, ceiling).then(
+      const sentAt = Math.min(webhook.maxPerSecond ?? Infinity, this.sentLastSecond(key));
+      const ceiling = webhook.maxPerSecond ?? Math.max(1, this.sentLastSecond(key));
+      lowerEndpointRate(this.db, merchantId, sentAt, ceiling, webhook.id).then(
         (rate) => {
-          this.adaptive.set(merchantId, { rate, readAt: this.now(), raisedAt: this.now() });
-          if (rate.changed) this.restretch(merchantId, webhook, rate.previous, rate.rate);
-          this.logger.info('endpoint slowed: it answered 429/503', { merchantId, status, ratePerSecond: Number(rate.rate.toFixed(2)) });
+          this.adaptive.set(key, { rate, readAt: this.now(), raisedAt: this.now() });
+          if (rate.changed) this.restretch(key, webhook, rate.previous, rate.rate);
+          this.logger.info('endpoint slowed: it answered 429/503', { merchantId, endpointId: webhook.id, status, ratePerSecond: Number(rate.rate.toFixed(2)) });
         },
         (err: unknown) => this.problem('endpoint rate not lowered: PostgreSQL did not answer', err),
       );
       return;
     }
-    const adaptive = this.adaptive.get(merchantId);
+    const adaptive = this.adaptive.get(key);
     if (!succeeded || !adaptive?.rate || this.now() - adaptive.raisedAt < RATE_READ_EVERY_MS) return;
     adaptive.raisedAt = this.now();
-    raiseEndpointRate(this.db, merchantId).then(
+    raiseEndpointRate(this.db, merchantId, webhook.id).then(
       (rate) => {
         adaptive.rate = rate && !rate.gone ? rate : undefined;
         adaptive.readAt = this.now();
-        if (rate?.changed) this.restretch(merchantId, webhook, rate.previous, rate.gone ? undefined : rate.rate);
+        if (rate?.changed) this.restretch(key, webhook, rate.previous, rate.gone ? undefined : rate.rate);
       },
       (err: unknown) => this.problem('endpoint rate not raised: PostgreSQL did not answer', err),
     );
@@ -191,20 +199,20 @@ export class Throttle {
    * laid out at the old rate, is stretched to the new one, so that a raised rate is not held back
    * by places taken at the lowered one. Only the dispatcher whose write changed the rate does it.
    */
-  private restretch(merchantId: string, webhook: Endpoint, before: number | undefined, after: number | undefined): void {
+  private restretch(key: string, webhook: Endpoint, before: number | undefined, after: number | undefined): void {
     const from = Math.min(webhook.maxPerSecond ?? Infinity, before ?? Infinity);
     const to = Math.min(webhook.maxPerSecond ?? Infinity, after ?? Infinity);
     if (from === Infinity || from === to) return;
     const factor = from / to;
-    Promise.all([this.waits.stretch(merchantId, 'throttled', factor), stretchCells(this.db, `throttle-queue:${merchantId}`, factor)]).catch((err: unknown) =>
+    Promise.all([this.waits.stretch(partsOf(key).merchantId, 'throttled', factor, partsOf(key).endpointId), stretchCells(this.db, `throttle-queue:${key}`, factor)]).catch((err: unknown) =>
       this.problem("endpoint's queue not stretched to its new rate: PostgreSQL did not answer", err),
     );
   }
 
   /** A turn to take a slot of the endpoint's row; the function returned gives it to the next waiting. */
-  private async turn(merchantId: string): Promise<() => void> {
-    let taking = this.taking.get(merchantId);
-    if (!taking) this.taking.set(merchantId, (taking = { inFlight: 0, turns: [] }));
+  private async turn(key: string): Promise<() => void> {
+    let taking = this.taking.get(key);
+    if (!taking) this.taking.set(key, (taking = { inFlight: 0, turns: [] }));
     const line = taking;
     // Handed on by the release, without a gap another could slip into: inFlight counts the turn already.
     if (line.inFlight >= TAKES_IN_FLIGHT) await new Promise<void>((resolve) => line.turns.push(resolve));
@@ -212,20 +220,20 @@ export class Throttle {
     return () => {
       const next = line.turns.shift();
       if (next) return next();
-      if (--line.inFlight === 0 && this.taking.get(merchantId) === line) this.taking.delete(merchantId);
+      if (--line.inFlight === 0 && this.taking.get(key) === line) this.taking.delete(key);
     };
   }
 
   /** Refused a slot within reach: the next place in the endpoint's queue, and the wait until a little before it. */
-  private async queue(merchantId: string, intervalMs: number, aheadMs: number, retryInMs: number): Promise<ThrottleVerdict> {
+  private async queue(key: string, intervalMs: number, aheadMs: number, retryInMs: number): Promise<ThrottleVerdict> {
     this.stats.throttled++;
     const asked = this.now();
     const placeAt = await new Promise<number | undefined>((resolve) => {
-      let pending = this.placing.get(merchantId);
+      let pending = this.placing.get(key);
       const first = !pending;
-      if (!pending) this.placing.set(merchantId, (pending = []));
+      if (!pending) this.placing.set(key, (pending = []));
       pending.push({ notBeforeMs: retryInMs + aheadMs, resolve });
-      if (first) void this.place(merchantId, intervalMs, aheadMs);
+      if (first) void this.place(key, intervalMs, aheadMs);
     });
     return this.waitUntil((placeAt ?? asked + retryInMs + aheadMs) - aheadMs / 2);
   }
@@ -236,35 +244,35 @@ export class Throttle {
   }
 
   /** Takes places for whatever queued while the last batch was being taken: one statement a batch, one interval apart. */
-  private async place(merchantId: string, intervalMs: number, aheadMs: number): Promise<void> {
+  private async place(key: string, intervalMs: number, aheadMs: number): Promise<void> {
     for (;;) {
-      const batch = this.placing.get(merchantId) ?? [];
+      const batch = this.placing.get(key) ?? [];
       if (batch.length === 0) {
-        this.placing.delete(merchantId);
+        this.placing.delete(key);
         return;
       }
-      this.placing.set(merchantId, []);
+      this.placing.set(key, []);
       const notBeforeMs = Math.max(...batch.map((p) => p.notBeforeMs));
       try {
-        const place = await takeCell(this.db, `throttle-queue:${merchantId}`, { intervalMs, burstMs: intervalMs, aheadMs: Number.MAX_SAFE_INTEGER, notBeforeMs, count: batch.length });
+        const place = await takeCell(this.db, `throttle-queue:${key}`, { intervalMs, burstMs: intervalMs, aheadMs: Number.MAX_SAFE_INTEGER, notBeforeMs, count: batch.length });
         // The places on this throttle's clock, from one reading: one interval apart, as taken.
         const first = this.now() + (place.ok ? place.inMs : place.retryInMs);
         batch.forEach((p, i) => p.resolve(first + i * intervalMs));
         // The last place's slot is within reach `aheadMs` before it: until then the queue is ahead of the slots.
         if (this.queuedUntil.size >= 10_000) this.queuedUntil.clear();
-        this.queuedUntil.set(merchantId, first + (batch.length - 1) * intervalMs - aheadMs);
+        this.queuedUntil.set(key, first + (batch.length - 1) * intervalMs - aheadMs);
       } catch {
         for (const p of batch) p.resolve(undefined);
       }
     }
   }
 
-  private sending(merchantId: string): ThrottleVerdict {
+  private sending(key: string): ThrottleVerdict {
     const second = Math.floor(this.now() / 1000);
-    const sent = this.sent.get(merchantId);
+    const sent = this.sent.get(key);
     if (!sent) {
       if (this.sent.size >= 10_000) this.sent.clear();
-      this.sent.set(merchantId, { second, count: 1, last: 0 });
+      this.sent.set(key, { second, count: 1, last: 0 });
     } else if (sent.second === second) sent.count++;
     else {
       sent.last = sent.second === second - 1 ? sent.count : 0;
@@ -274,8 +282,8 @@ export class Throttle {
     return { kind: 'go' };
   }
 
-  private sentLastSecond(merchantId: string): number {
-    const sent = this.sent.get(merchantId);
+  private sentLastSecond(key: string): number {
+    const sent = this.sent.get(key);
     if (!sent) return 1;
     return Math.max(1, sent.count, sent.last);
   }
@@ -284,15 +292,15 @@ export class Throttle {
    * The endpoint's adaptive rate, read again when older than RATE_READ_EVERY_MS (one read at a
    * time). `configured`: the endpoint has a maxPerSecond, so its absence is remembered too.
    */
-  private async readAdaptive(merchantId: string, configured: boolean): Promise<void> {
-    let adaptive = this.adaptive.get(merchantId);
+  private async readAdaptive(key: string, configured: boolean): Promise<void> {
+    let adaptive = this.adaptive.get(key);
     if (adaptive && this.now() - adaptive.readAt < RATE_READ_EVERY_MS) return;
     if (!adaptive) {
       if (this.adaptive.size >= 10_000) this.adaptive.clear();
       adaptive = { rate: undefined, readAt: -Infinity, raisedAt: -Infinity };
-      this.adaptive.set(merchantId, adaptive);
+      this.adaptive.set(key, adaptive);
     }
-    const reading = (adaptive.reading ??= endpointRateOf(this.db, merchantId).then(
+    const reading = (adaptive.reading ??= endpointRateOf(this.db, partsOf(key).merchantId, partsOf(key).endpointId).then(
       (rate) => {
         adaptive.rate = rate;
         adaptive.readAt = this.now();
@@ -304,24 +312,38 @@ export class Throttle {
     ).finally(() => (adaptive.reading = undefined)));
     await reading;
     // An unlimited endpoint whose row is gone (recovered) is forgotten: no more reads for it.
-    if (!configured && !adaptive.rate && this.adaptive.get(merchantId) === adaptive) this.adaptive.delete(merchantId);
+    if (!configured && !adaptive.rate && this.adaptive.get(key) === adaptive) this.adaptive.delete(key);
   }
 
   /**
    * PostgreSQL does not answer: this dispatcher paces the endpoint alone (n dispatchers may then
    * send up to n times its rate). A slot beyond reach waits (its write waits for PostgreSQL).
    */
-  private takeAlone(merchantId: string, intervalMs: number, aheadMs: number, err: unknown): { inMs: number } | undefined {
+  private takeAlone(key: string, intervalMs: number, aheadMs: number, err: unknown): { inMs: number } | undefined {
     this.problem('throttle not shared: PostgreSQL did not answer; this dispatcher paces the endpoint alone', err);
     const now = this.now();
-    const slot = Math.max(now, this.alone.get(merchantId) ?? 0);
+    const slot = Math.max(now, this.alone.get(key) ?? 0);
     if (slot - now > aheadMs) return undefined;
     if (this.alone.size >= 10_000) this.alone.clear();
-    this.alone.set(merchantId, slot + intervalMs);
+    this.alone.set(key, slot + intervalMs);
     return { inMs: slot - now };
   }
 
   private problem(message: string, err: unknown): void {
     if (this.problemDue()) this.logger.warn(message, { error: (err as Error)?.message ?? String(err) });
   }
+}
+
+/**
+ * The throttle's key of an endpoint: its merchant and its id. Each endpoint has its own rate, slots
+ * (`throttle:<key>`), queue and adaptive rate (endpoint_rates by merchant and endpoint id), so one
+ * endpoint's 429/503 answers slow it alone, not its merchant's other endpoints.
+ */
+export function throttleKey(merchantId: string, webhook: Pick<Endpoint, 'id'>): string {
+  return `${merchantId}\u001f${webhook.id}`;
+}
+
+function partsOf(key: string): { merchantId: string; endpointId: string } {
+  const at = key.lastIndexOf('\u001f');
+  return { merchantId: key.slice(0, at), endpointId: key.slice(at + 1) };
 }

@@ -50,6 +50,7 @@ const OUTCOMES: Record<Decision['kind'], string> = {
   superseded: 'superseded',
   ordered: 'ordered',
   duplicate: 'duplicate',
+  'fan-out': 'fanned-out',
   returned: 'returned',
 };
 

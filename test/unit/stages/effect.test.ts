@@ -61,7 +61,7 @@ describe('effect', () => {
     await effect.apply(fakeDelivery({}), { ...intake, hand: 4 }, { kind: 'defer', step: 0 }, now);
     expect(waits.puts[0]).toMatchObject({ hand: 4, attempt: 1, reason: 'endpoint-busy', content: undefined });
     await effect.apply(fakeDelivery({}), { ...intake, hand: 5 }, { kind: 'delivered', attempt: 2, status: 200 }, now);
-    expect(waits.ends).toEqual([{ merchantId: 'm_1', webhookId: 'evt_1', hand: 5, closesCircuit: true }]);
+    expect(waits.ends).toEqual([{ merchantId: 'm_1', webhookId: 'evt_1', endpointId: '', hand: 5, closesCircuit: true }]);
   });
 
   it('records a failure only once it is in failed: a move that gives up records nothing and ends no wait', async () => {
