@@ -215,7 +215,7 @@ describe('operational events and auto-disable', () => {
     // The audit trail names the service as who turned it off, once; the failing clock's own writes are not in it.
     const trail = ((await call(api, '/admin/merchants/m_dead/audit', { method: 'GET', headers: auth })).body as any).data.entries as Array<{ actor: string; action: string; changes: object }>;
     expect(trail.filter((e) => e.actor === 'service')).toEqual([
-      expect.objectContaining({ action: 'merchant.updated', changes: { 'webhook.enabled': { from: true, to: false }, 'webhook.disabledReason': { from: null, to: 'failing' } } }),
+      expect.objectContaining({ action: 'endpoint.updated', changes: { [`endpoints.${settings.id}.enabled`]: { from: true, to: false }, [`endpoints.${settings.id}.disabledReason`]: { from: null, to: 'failing' } } }),
     ]);
   });
 

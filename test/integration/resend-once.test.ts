@@ -101,14 +101,14 @@ describe('one resend, one delivery', () => {
 
   it('keeps one failure per webhook: the same failure written by the dispatcher and by the recorder is one row', async () => {
     const { messageId, reference } = await failed('payout', `evt_twice_${Date.now()}`);
-    const [row] = await harness.database.query<{ failed_at: Date; content: string }>('SELECT failed_at, content FROM failed_webhooks WHERE webhook_id = $1', [messageId]);
+    const [row] = await harness.database.query<{ failed_at: Date; content: string; endpoint_id: string }>('SELECT failed_at, content, endpoint_id FROM failed_webhooks WHERE webhook_id = $1', [messageId]);
     // The recorder's durable path, for the same failure: it changes nothing the dispatcher wrote.
     await harness.database.query(
       `INSERT INTO delivery_webhooks (merchant_id, webhook_id, first_seen_at, seq, event, refs, merchant_refs, payload, status, attempts, last_record_at)
        VALUES ($1, $2, now(), 1, 'payout', ARRAY[$3], ARRAY[$1 || chr(31) || $3], '{"event":"payout","data":{}}', 'failed', 1, now())`,
       [merchant.id, messageId, reference],
     );
-    await harness.database.query(INDEX_FROM_LOG, [[merchant.id], [messageId], [row!.failed_at.toISOString()], ['attempts-exhausted'], ['']]);
+    await harness.database.query(INDEX_FROM_LOG, [[merchant.id], [messageId], [row!.failed_at.toISOString()], ['attempts-exhausted'], [row!.endpoint_id]]);
     expect(await harness.database.query('SELECT content FROM failed_webhooks WHERE webhook_id = $1', [messageId])).toEqual([{ content: row!.content }]);
     expect(await unresolved(one, merchant.id, reference)).toBe(1);
     mode = 'ok';
