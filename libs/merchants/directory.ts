@@ -32,11 +32,6 @@ export function newEndpointId(): string {
   return `ep_${randomBytes(16).toString('base64url')}`;
 }
 
-/** The merchant with `endpoint` as its only one (undefined: none), while a merchant has at most one. */
-export function withSoleEndpoint<M extends Merchant>(merchant: M, endpoint: Endpoint | undefined): M {
-  return { ...merchant, endpoints: endpoint ? [endpoint] : [] };
-}
-
 /** Whether the webhook's event filter lets this event through (no filter: every event). */
 export function receivesEvent(webhook: Pick<Endpoint, 'events'>, event: string): boolean {
   return webhook.events === undefined || (webhook.events as readonly string[]).includes(event);
