@@ -1,6 +1,7 @@
 import type { ApiProgram } from '../../apps/api/program.js';
 import { EndpointSettings, type EndpointInput, type EndpointPatch, type MerchantSettings, type WriteGuards } from '../../libs/merchants/index.js';
 import { type Answer, call } from './api.js';
+import { waitFor } from './wait.js';
 
 /**
  * A merchant with one endpoint, the way most tests want it: the merchant's PUT, then its endpoint's
@@ -31,11 +32,20 @@ export async function putMerchantWithEndpoint(api: ApiProgram, id: string, { pub
   return json(api, 'POST', `/admin/merchants/${id}/endpoints`, headers, endpoint);
 }
 
-/** The path of the merchant's first endpoint, as the admin API lists them. */
+/**
+ * The path of the merchant's first endpoint, as this replica lists them: a replica answers GET
+ * from memory, a notification behind the one that wrote, so an endpoint just made elsewhere is
+ * waited for (5 s).
+ */
 export async function firstEndpointPath(api: ApiProgram, id: string, headers: Headers): Promise<string> {
-  const listed = await json(api, 'GET', `/admin/merchants/${id}/endpoints`, headers);
-  const first = (listed.body as { data?: { endpoints?: Array<{ id: string }> } }).data?.endpoints?.[0];
-  if (!first) throw new Error(`merchant ${id} has no endpoint (GET answered ${listed.status})`);
+  let status = 0;
+  const first = await waitFor(`${id}'s endpoint listed by this replica`, async () => {
+    const listed = await json(api, 'GET', `/admin/merchants/${id}/endpoints`, headers);
+    status = listed.status;
+    return (listed.body as { data?: { endpoints?: Array<{ id: string }> } }).data?.endpoints?.[0];
+  }, 5_000, 20).catch((err: Error) => {
+    throw new Error(`${err.message} (its last GET answered ${status})`);
+  });
   return `/admin/merchants/${id}/endpoints/${first.id}`;
 }
 
