@@ -38,9 +38,9 @@ export interface AdminDeps {
 }
 
 /**
- * The admin API for the dashboard's backend: a merchant's webhook settings, created, read, changed,
- * and its secret rotated. Bearer JWT with the webhooks:admin scope; the spec's envelope for every
- * answer. Writes accept an Idempotency-Key (kept in PostgreSQL, so any replica answers it) and
+ * The admin API for the dashboard's backend: a merchant created, read and changed, and its
+ * endpoints one at a time (each with its own secret, rotated alone). Bearer JWT with the
+ * webhooks:admin scope; the spec's envelope for every answer. Writes accept an Idempotency-Key (kept in PostgreSQL, so any replica answers it) and
  * If-Match with the ETag of a GET (the merchant's version: 412 when someone changed it since).
  * Paths and inputs are declared in routes.ts; domain errors become answers in translate.ts.
  */
@@ -93,18 +93,6 @@ export function adminRouter(deps: AdminDeps): express.Router {
     if (!deps.audit) throw new ApiError(409, 'directory_read_only', 'Merchants come from MERCHANTS_FILE here: nothing is written, so nothing is audited');
     const entries = await listAudit(deps.audit, merchantId, (query.limit as number | undefined) ?? AUDIT_PAGE_LIMIT.default, query.before as string | undefined);
     res.json({ message: `${entries.length} audit entr${entries.length === 1 ? 'y' : 'ies'} of merchant ${merchantId}`, error: null, data: { entries, nextBefore: entries.at(-1)?.id ?? null } });
-  }, base);
-
-  mount(router, 'rotateWebhookSecret', async (req, res, { params }) => {
-    const merchantId = params.merchantId as string;
-    const settings = writable(deps);
-    const input = rotateInputSchema.safeParse(req.body ?? {});
-    if (!input.success) throw firstIssue(input.error);
-    const { replayed, version, ...rotated } = await settings.rotate(merchantId, input.data.graceSeconds, guardsOf(req, res));
-    res.set('etag', `"${version}"`);
-    deps.logger.info('merchant webhook secret rotated', { merchantId, previousSecretExpiresAt: rotated.previousSecretExpiresAt, replayed });
-    if (replayed) res.set('idempotent-replayed', 'true');
-    res.json({ message: `webhook secret of merchant ${merchantId} rotated`, error: null, data: rotated });
   }, base);
 
   mountEndpoints(router, deps, base);
@@ -177,13 +165,12 @@ function mountEndpoints(router: express.Router, deps: AdminDeps, base: string): 
   }, base);
 }
 
-/** The answer to a PUT or PATCH; a replayed one is the first answer again, secret included. */
+/** The answer to a PUT or PATCH; a replayed one is the first answer again. */
 function sendSettings(res: Response, merchantId: string, written: SettingsResult & { replayed: boolean; version: number }): void {
-  const { view, created, secret } = written;
+  const { view, created } = written;
   res.set('etag', `"${written.version}"`);
-  const data = secret && view.webhook ? { ...view, webhook: { ...view.webhook, secret } } : view;
   if (written.replayed) res.set('idempotent-replayed', 'true');
-  res.status(created ? 201 : 200).json({ message: `merchant ${merchantId} ${created ? 'created' : 'updated'}`, error: null, data });
+  res.status(created ? 201 : 200).json({ message: `merchant ${merchantId} ${created ? 'created' : 'updated'}`, error: null, data: view });
 }
 
 /** Idempotency-Key given once, or not at all (MerchantSettings checks its form); If-Match as a version. */

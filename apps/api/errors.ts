@@ -38,7 +38,6 @@ export const ERROR_CODES = [
   'too_many_secrets',
   'merchant_not_found',
   'public_key_taken',
-  'webhook_not_set_up',
   'directory_read_only',
   'endpoint_limit',
   'endpoint_url_taken',

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { merchantIdSchema } from '../../libs/contracts/index.js';
-import { merchantInputSchema, merchantPatchSchema, rotateInputSchema } from '../../libs/merchants/index.js';
-import { envelope, merchantView, readiness, rotated } from './schemas.js';
+import { merchantInputSchema, merchantPatchSchema } from '../../libs/merchants/index.js';
+import { envelope, merchantView, readiness } from './schemas.js';
 import { LOG_ROUTES } from './log-routes.js';
 import { PORTAL_ROUTES } from './portal/routes.js';
 import { ADMIN_AUTH, MERCHANT_AUTH, merchantIdParams, type RouteDeclaration } from './route-declaration.js';
@@ -92,7 +92,7 @@ export const ROUTES = [
     operationId: 'getMerchant',
     method: 'get',
     path: '/admin/merchants/{merchantId}',
-    summary: "A merchant's webhook settings (never the secret)",
+    summary: "A merchant: its public key and its endpoints (never a secret)",
     security: ADMIN_AUTH,
     input: { params: merchantIdParams },
     output: { '200': merchantAnswer("The merchant's settings") },
@@ -117,17 +117,16 @@ export const ROUTES = [
     operationId: 'putMerchant',
     method: 'put',
     path: '/admin/merchants/{merchantId}',
-    summary: "Create or replace a merchant's settings",
+    summary: "Create a merchant or replace its settings",
     description:
-      "Creates the merchant or replaces its public key and webhook. The webhook secret is the service's: a webhook set up " +
-      'for the first time gets a new whsec_ secret, returned in this answer only (webhook.secret); later PUTs keep it. ' +
-      'The URL must be https (http only in development mode), carry no credentials, and not be a loopback, private or ' +
-      'link-local address literal. Leaving out webhook removes it (webhooks not set up); leaving out events means all three.',
+      'Creates the merchant or replaces its public key (unique among merchants). Its endpoints are kept: add, change, ' +
+      'delete and rotate them through /admin/merchants/{merchantId}/endpoints; the answer lists them. Any other field ' +
+      '(such as webhook) answers 400 naming it.',
     security: ADMIN_AUTH,
     input: { params: merchantIdParams, headers: [idempotencyKeyHeader, ifMatchHeader], body: merchantInputSchema, bodyRequired: true },
     output: {
       '200': merchantAnswer('Updated'),
-      '201': merchantAnswer('Created; webhook.secret is shown this once (and again to a repeat of its Idempotency-Key)'),
+      '201': merchantAnswer('Created, with no endpoint yet'),
     },
     errors: { ...ADMIN_ERRORS, '409': READ_ONLY_OR_KEY, ...IDEMPOTENCY_ERRORS },
   },
@@ -137,10 +136,8 @@ export const ROUTES = [
     path: '/admin/merchants/{merchantId}',
     summary: 'Change only the settings the body names',
     description:
-      'A JSON merge patch (RFC 7396) of the settings: fields left out stay as they are. {"webhook":{"enabled":false}} ' +
-      'disables the webhook and keeps its URL, events and secret; "events": null goes back to every event; ' +
-      '"webhook": null removes the webhook. A merchant without a webhook needs webhook.url to get one; it is then ' +
-      'enabled unless the patch says otherwise, and its new secret is returned in this answer only.',
+      'A JSON merge patch (RFC 7396) of the merchant\'s own settings: fields left out stay as they are. Endpoints are ' +
+      'changed through /admin/merchants/{merchantId}/endpoints/{endpointId}; any other field answers 400 naming it.',
     security: ADMIN_AUTH,
     input: {
       params: merchantIdParams,
@@ -149,30 +146,8 @@ export const ROUTES = [
       bodyRequired: true,
       bodyMediaTypes: ['application/json', 'application/merge-patch+json'],
     },
-    output: { '200': merchantAnswer('Changed; webhook.secret only when this patch set the webhook up') },
+    output: { '200': merchantAnswer('Changed') },
     errors: { ...ADMIN_ERRORS, '404': 'merchant_not_found: PUT creates merchants', '409': READ_ONLY_OR_KEY, ...IDEMPOTENCY_ERRORS },
-  },
-  {
-    operationId: 'rotateWebhookSecret',
-    method: 'post',
-    path: '/admin/merchants/{merchantId}/webhook/secret/rotate',
-    summary: 'Rotate the webhook secret, signing with both secrets during a grace period',
-    description:
-      'Returns the new secret (this once, and again to a repeat of its Idempotency-Key). The secret it replaces keeps ' +
-      'signing until previousSecretExpiresAt, and every older secret still in its grace keeps signing until its own ' +
-      "expiry: each webhook carries one signature per secret in webhook-signature, so the merchant's check passes " +
-      'with any of them. At most 3 old secrets sign at once; graceSeconds 0 replaces the current secret at once.',
-    security: ADMIN_AUTH,
-    input: { params: merchantIdParams, headers: [idempotencyKeyHeader, ifMatchHeader], body: rotateInputSchema, bodyRequired: false },
-    output: { '200': { description: 'Rotated', schema: envelope(rotated) } },
-    errors: {
-      ...ADMIN_ERRORS,
-      '404': 'merchant_not_found',
-      '409':
-        'webhook_not_set_up: PUT a webhook first; too_many_secrets: 3 old secrets are still in their grace (rotate later, ' +
-        'or with graceSeconds 0); directory_read_only: merchants come from MERCHANTS_FILE here',
-      ...IDEMPOTENCY_ERRORS,
-    },
   },
   {
     operationId: 'health',

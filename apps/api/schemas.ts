@@ -17,7 +17,7 @@ export const errorEnvelope = z
 
 const eventName = z.enum(EVENT_NAMES);
 
-/** What the admin API shows of an endpoint (a merchant's webhook until it has several). */
+/** What the admin API shows of an endpoint. */
 const endpointFields = {
         url: z.string(),
         enabled: z.boolean(),
@@ -33,8 +33,8 @@ const endpointFields = {
         disabledReason: z
           .enum(['failing', 'manual'])
           .nullable()
-          .describe('Why the webhook is off: failing (disabled automatically after ENDPOINT_DISABLE_AFTER of failed attempts) or manual; null while enabled'),
-        disabledAt: z.string().nullable().describe('ISO 8601 time the webhook was turned off; null while enabled'),
+          .describe('Why the endpoint is off: failing (disabled automatically after ENDPOINT_DISABLE_AFTER of failed attempts) or manual; null while enabled'),
+        disabledAt: z.string().nullable().describe('ISO 8601 time the endpoint was turned off; null while enabled'),
         failingSince: z
           .string()
           .nullable()
@@ -53,21 +53,25 @@ const endpointFields = {
           .describe('Read-only: the rate the endpoint is sent at now. Lower than maxPerSecond while its 429 or 503 answers slow it (halved at most once a second, raised a tenth a second as it succeeds); null: no limit'),
 };
 
-export const merchantView = z.strictObject({
-  id: z.string(),
-  publicKey: z.string(),
-  webhook: z.union([
-    z.null(),
-    z.strictObject({ ...endpointFields, secret: z.string().regex(/^whsec_/).optional().describe('Only in the answer that created the webhook') }),
-  ]),
-});
-
-/** One of a merchant's endpoints (`/admin/merchants/{id}/endpoints`); its secret only in the answer that created it. */
-export const endpointView = z.strictObject({
+const endpointShown = {
   id: z.string().describe('The endpoint id, ep_…'),
   description: z.string().nullable().describe('What the merchant calls it; null when not given'),
   ...endpointFields,
+};
+
+/** One of a merchant's endpoints (`/admin/merchants/{id}/endpoints`); its secret only in the answer that created it. */
+export const endpointView = z.strictObject({
+  ...endpointShown,
   secret: z.string().regex(/^whsec_/).optional().describe('Only in the answer that created the endpoint'),
+});
+
+/** A merchant: its own settings, and its endpoints as the endpoint routes show them (read-only here: written through those routes). */
+export const merchantView = z.strictObject({
+  id: z.string(),
+  publicKey: z.string(),
+  endpoints: z
+    .array(z.strictObject(endpointShown))
+    .describe('Read-only: each endpoint as GET /admin/merchants/{merchantId}/endpoints/{endpointId} shows it; add, change, delete and rotate them through those routes'),
 });
 
 export const rotated = z.strictObject({

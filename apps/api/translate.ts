@@ -26,7 +26,6 @@ import {
   PublicKeyTakenError,
   TooManySecretsError,
   VersionMismatchError,
-  WebhookNotSetUpError,
 } from '../../libs/merchants/index.js';
 import { TooManyInFlightError } from './concurrency.js';
 import { ApiError, badRequest, notFound, resendInProgress, resendOutcomeUnknown, unavailable } from './errors.js';
@@ -90,7 +89,6 @@ export function toApiError(err: unknown, logger: Logger): ApiError {
   if (err instanceof EndpointLimitError) return new ApiError(409, 'endpoint_limit', `This merchant has ${err.limit} endpoint${err.limit === 1 ? '' : 's'}, the most it may have (MAX_ENDPOINTS_PER_MERCHANT ${err.limit}); delete one first`);
   if (err instanceof EndpointUrlTakenError) return new ApiError(409, 'endpoint_url_taken', `Endpoint ${err.endpointId} of this merchant already has this URL`);
   if (err instanceof EndpointNotFoundError) return notFound('endpoint_not_found', `Merchant ${err.merchantId} has no endpoint ${err.endpointId}`);
-  if (err instanceof WebhookNotSetUpError) return new ApiError(409, 'webhook_not_set_up', 'This merchant has no webhook; PUT one first');
   if (err instanceof DisabledByOperatorError) {
     return new ApiError(409, 'endpoint_disabled_by_operator', 'The platform turned this endpoint off; ask the platform\'s support to turn it on again');
   }

@@ -7,7 +7,7 @@ export const cliEnvSchema = z.object({
   RABBITMQ_URL: envFields.rabbitmqUrl,
   TOPOLOGY_PREFIX: envFields.topologyPrefix,
   ...replicationFields,
-  /** merchants set: http webhook URLs are accepted only in development mode, private address literals only with this. */
+  /** merchants endpoints add/set: http endpoint URLs are accepted only in development mode, private address literals only with this. */
   WEBHOOKS_DEV: envFields.boolean(false),
   ALLOW_PRIVATE_TARGETS: envFields.boolean(false),
   /** merchants endpoints add: the most endpoints a merchant may have (as the admin API's). */

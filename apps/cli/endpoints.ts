@@ -1,4 +1,4 @@
-import type { Command } from 'commander';
+import { type Command, Option } from 'commander';
 import { EVENT_NAMES } from '../../libs/contracts/index.js';
 import {
   EndpointLimitError,
@@ -10,6 +10,7 @@ import {
   endpointPatchSchema,
   firstIssue,
   InvalidSettingsError,
+  MAX_PER_SECOND_LIMIT,
   MerchantNotFoundError,
 } from '../../libs/merchants/index.js';
 import { action } from './command.js';
@@ -19,11 +20,31 @@ import { EXIT } from './help-text.js';
 import { CLI_ACTOR, graceSecondsOf, KEEP_STORED_URL, merchantId, urlPolicy, withSettings } from './merchant-store.js';
 import { formatTable } from './table.js';
 
-function table(views: EndpointView[]): string {
+/** Endpoints as a table (also `merchants get`'s). */
+export function endpointTable(views: EndpointView[]): string {
   return formatTable(
-    ['ENDPOINT', 'ENABLED', 'REASON', 'EVENTS', 'URL', 'DESCRIPTION'],
-    views.map((v) => [v.id, String(v.enabled), v.disabledReason ?? '-', v.events.join(','), v.url, v.description ?? '-']),
+    ['ENDPOINT', 'ENABLED', 'REASON', 'EVENTS', 'ORDER', 'MAX/S', 'PREVIOUS SECRET UNTIL', 'URL', 'DESCRIPTION'],
+    views.map((v) => [
+      v.id,
+      String(v.enabled),
+      v.disabledReason ?? '-',
+      v.events.join(','),
+      v.orderByReference ? 'per-reference' : 'none',
+      v.maxPerSecond === null ? '-' : String(v.maxPerSecond),
+      v.previousSecretExpiresAt ?? '-',
+      v.url,
+      v.description ?? '-',
+    ]),
   );
+}
+
+/** --max-per-second: a whole number from 1 to MAX_PER_SECOND_LIMIT. */
+function maxPerSecondOf(raw: string): number {
+  const n = Number(raw);
+  if (!(/^\d+$/.test(raw.trim()) && Number.isInteger(n) && n >= 1 && n <= MAX_PER_SECOND_LIMIT)) {
+    throw new UsageError(`--max-per-second takes a whole number from 1 to ${MAX_PER_SECOND_LIMIT}; not ${raw}`);
+  }
+  return n;
 }
 
 /** The endpoint id argument (the second). */
@@ -68,7 +89,7 @@ export function declareEndpoints(merchants: Command, io: CliIo): void {
     .action(
       action(io, (raw: { json: boolean }, args) => ({ id: merchantId(args), json: raw.json }), async (options, ctx) => {
         const views = await withEndpoints(ctx, false, async (each) => each.list(options.id));
-        writeLine(ctx.stdout, options.json ? JSON.stringify(views) : table(views));
+        writeLine(ctx.stdout, options.json ? JSON.stringify(views) : endpointTable(views));
         return 0;
       }),
     );
@@ -81,19 +102,28 @@ export function declareEndpoints(merchants: Command, io: CliIo): void {
     .option('--events <list>', `comma-separated: ${EVENT_NAMES.join(', ')} (default: all)`)
     .option('--description <text>', 'what the merchant calls it')
     .option('--disabled', 'add it turned off', false)
+    .option('--max-per-second <n>', `throttle: at most n webhooks a second to it, 1 to ${MAX_PER_SECOND_LIMIT}, across every dispatcher (default: no limit)`)
+    .option('--order-by-reference', 'order per reference: a webhook waits while an earlier one of its tnxRef (a payout: reference) is not yet delivered, failed or skipped', false)
     .addHelpText('after', `\nA merchant has at most MAX_ENDPOINTS_PER_MERCHANT endpoints (20 by default), each URL once.\n${EXIT} (2 also: the limit reached, or the URL already used; 3: no such merchant)`)
     .action(
       action(
         io,
-        (raw: { url: string; events?: string; description?: string; disabled: boolean }, args) => ({
+        (raw: { url: string; events?: string; description?: string; disabled: boolean; maxPerSecond?: string; orderByReference: boolean }, args) => ({
           id: merchantId(args),
-          input: { url: raw.url, enabled: !raw.disabled, ...(raw.events ? { events: eventsOf(raw.events) } : {}), ...(raw.description ? { description: raw.description } : {}) },
+          input: {
+            url: raw.url,
+            enabled: !raw.disabled,
+            ...(raw.events ? { events: eventsOf(raw.events) } : {}),
+            ...(raw.description ? { description: raw.description } : {}),
+            ...(raw.maxPerSecond === undefined ? {} : { maxPerSecond: maxPerSecondOf(raw.maxPerSecond) }),
+            ...(raw.orderByReference ? { orderByReference: true } : {}),
+          },
         }),
         async (options, ctx) => {
           const parsed = endpointInputSchema.safeParse(options.input);
           if (!parsed.success) throw new UsageError(firstIssue(parsed.error).message);
           const created = await withEndpoints(ctx, true, (each) => each.create(options.id, parsed.data, { actor: CLI_ACTOR }));
-          writeLine(ctx.stdout, table([created.view]));
+          writeLine(ctx.stdout, endpointTable([created.view]));
           writeLine(ctx.stdout, `webhook secret: ${created.secret}`);
           writeLine(ctx.stderr, `endpoint ${created.view.id} of merchant ${options.id} added; give this secret to the merchant now: it is not shown again.`);
           return 0;
@@ -112,26 +142,34 @@ export function declareEndpoints(merchants: Command, io: CliIo): void {
     .option('--description <text>', 'what the merchant calls it')
     .option('--enable', 'turn it on')
     .option('--disable', 'turn it off (manual: only an operator turns it on again)')
+    .addOption(new Option('--max-per-second <n>', `throttle: at most n webhooks a second to it, 1 to ${MAX_PER_SECOND_LIMIT}`).conflicts('unthrottled'))
+    .option('--unthrottled', 'no throttle')
+    .option('--order-by-reference', 'order per reference')
+    .option('--no-order-by-reference', 'no order promised')
     .addHelpText('after', `\n${EXIT} (3: no such merchant or endpoint)`)
     .action(
       action(
         io,
-        (raw: { url?: string; events?: string; allEvents: boolean; description?: string; enable?: boolean; disable?: boolean }, args) => {
+        (raw: { url?: string; events?: string; allEvents: boolean; description?: string; enable?: boolean; disable?: boolean; maxPerSecond?: string; unthrottled?: boolean; orderByReference?: boolean }, args) => {
           if (raw.enable && raw.disable) throw new UsageError('give --enable or --disable, not both');
           const patch = {
             ...(raw.url === undefined ? {} : { url: raw.url }),
             ...(raw.allEvents ? { events: null } : raw.events === undefined ? {} : { events: eventsOf(raw.events) }),
             ...(raw.description === undefined ? {} : { description: raw.description }),
             ...(raw.enable ? { enabled: true } : raw.disable ? { enabled: false } : {}),
+            ...(raw.unthrottled ? { maxPerSecond: null } : raw.maxPerSecond === undefined ? {} : { maxPerSecond: maxPerSecondOf(raw.maxPerSecond) }),
+            ...(raw.orderByReference === undefined ? {} : { orderByReference: raw.orderByReference }),
           };
-          if (Object.keys(patch).length === 0) throw new UsageError('give what to change: --url, --events, --all-events, --description, --enable or --disable');
+          if (Object.keys(patch).length === 0) {
+            throw new UsageError('give what to change: --url, --events, --all-events, --description, --enable, --disable, --max-per-second, --unthrottled or --(no-)order-by-reference');
+          }
           return { id: merchantId(args), endpoint: endpointId(args), patch };
         },
         async (options, ctx) => {
           const parsed = endpointPatchSchema.safeParse(options.patch);
           if (!parsed.success) throw new UsageError(firstIssue(parsed.error).message);
           const written = await withEndpoints(ctx, parsed.data.url !== undefined, (each) => each.patch(options.id, options.endpoint, parsed.data, { actor: CLI_ACTOR }));
-          writeLine(ctx.stdout, table([written.view]));
+          writeLine(ctx.stdout, endpointTable([written.view]));
           return 0;
         },
       ),

@@ -14,20 +14,6 @@ export interface MerchantDirectory {
 }
 
 /**
- * The merchant's first endpoint: what the admin API's merchant routes (`webhook`) and the
- * dispatcher still act on until they go per endpoint (issue 56).
- */
-export function soleEndpoint(merchant: Merchant): Endpoint | undefined {
-  return merchant.endpoints[0];
-}
-
-/** The endpoint only when it is set up and enabled (spec 6.3). */
-export function activeEndpoint(merchant: Merchant): Endpoint | undefined {
-  const endpoint = soleEndpoint(merchant);
-  return endpoint?.enabled ? endpoint : undefined;
-}
-
-/**
  * The endpoints an event goes to: each enabled one whose filter takes it, in the merchant's order.
  * The dispatcher makes one delivery per endpoint here (fan-out), each with its own attempts.
  */
@@ -38,11 +24,6 @@ export function matchingEndpoints(merchant: Merchant, event: string): Endpoint[]
 /** A new endpoint's id: `ep_` and 16 random bytes, URL-safe. */
 export function newEndpointId(): string {
   return `ep_${randomBytes(16).toString('base64url')}`;
-}
-
-/** The merchant with `endpoint` as its only one (undefined: none), while a merchant has at most one. */
-export function withSoleEndpoint<M extends Merchant>(merchant: M, endpoint: Endpoint | undefined): M {
-  return { ...merchant, endpoints: endpoint ? [endpoint] : [] };
 }
 
 /** Whether the webhook's event filter lets this event through (no filter: every event). */

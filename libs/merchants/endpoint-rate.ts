@@ -25,12 +25,12 @@ export interface EndpointRate {
 }
 
 /**
- * A merchant's view with its endpoint's rate now: the adaptive rate when its 429/503 answers
+ * A merchant's view with each endpoint's rate now: the adaptive rate when its 429/503 answers
  * lowered it below the configured one (or below none). Unchanged when PostgreSQL does not answer.
  */
-export async function withCurrentRate<V extends { id: string; webhook: RatedView | null }>(db: Queryable | undefined, view: V): Promise<V> {
-  if (!db || !view.webhook) return view;
-  return { ...view, webhook: await withEndpointRate(db, view.id, view.webhook) };
+export async function withCurrentRate<V extends { id: string; endpoints: RatedView[] }>(db: Queryable | undefined, view: V): Promise<V> {
+  if (!db || view.endpoints.length === 0) return view;
+  return { ...view, endpoints: await Promise.all(view.endpoints.map((endpoint) => withEndpointRate(db, view.id, endpoint))) };
 }
 
 interface RatedView {

@@ -1,8 +1,8 @@
 import { MAX_GRACE_SECRETS } from './schema.js';
 
 /**
- * A field of the input is wrong: `field` names it (webhook.url, publicKey, …). The message reads as
- * a sentence: "publicKey is required", "webhook.url must be an https URL".
+ * A field of the input is wrong: `field` names it (url, publicKey, …). The message reads as
+ * a sentence: "publicKey is required", "url must be an https URL".
  */
 export class InvalidSettingsError extends Error {
   constructor(readonly field: string, detail: string) {
@@ -22,13 +22,6 @@ export class PublicKeyTakenError extends Error {
   constructor() {
     super('another merchant has this public key');
     this.name = 'PublicKeyTakenError';
-  }
-}
-
-export class WebhookNotSetUpError extends Error {
-  constructor(readonly merchantId: string) {
-    super(`merchant ${merchantId} has no webhook to rotate the secret of`);
-    this.name = 'WebhookNotSetUpError';
   }
 }
 

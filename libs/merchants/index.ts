@@ -1,4 +1,4 @@
-export { type MerchantDirectory, activeEndpoint, graceExpiries, matchingEndpoints, newEndpointId, receivesEvent, signingSecrets, soleEndpoint, withSoleEndpoint } from './directory.js';
+export { type MerchantDirectory, graceExpiries, matchingEndpoints, newEndpointId, receivesEvent, signingSecrets } from './directory.js';
 export { FileMerchantDirectory, MerchantsFileError } from './file-directory.js';
 export { DISABLED_REASONS, type DisabledReason, type Endpoint, ENDPOINT_ID, MAX_ENDPOINTS_PER_MERCHANT, type Merchant, WEBHOOK_SECRET, merchantsFileSchema } from './schema.js';
 export {

@@ -1,7 +1,5 @@
 import { z } from 'zod';
-import { webhookEventsSchema } from './schema.js';
 import { InvalidSettingsError } from './errors.js';
-import { maxPerSecondField } from './throttle-setting.js';
 
 /**
  * zod's messages name types ("expected string, received undefined"); these say what the field
@@ -27,43 +25,23 @@ export const enabledField = z.boolean({ error: 'must be true or false' });
  * not sent while an earlier one of it is not yet delivered, failed or skipped (libs/ordering).
  */
 export const orderByReferenceField = z.boolean({ error: 'must be true or false' });
-const WEBHOOK_FIELDS = ['url', 'enabled', 'events', 'maxPerSecond', 'orderByReference'] as const;
 
 /**
- * What the dashboard's backend (or an operator) sends: everything but the secret, which the service
- * owns. A webhook being set up is on unless `enabled` says otherwise.
+ * What the dashboard's backend (or an operator) sends of a merchant: its settings of its own.
+ * Strict: its endpoints are written through their own routes, and a field of an older shape
+ * (the single `webhook`) is refused, named.
  */
 export const merchantInputSchema = z.strictObject(
-  {
-    publicKey: publicKeyField,
-    webhook: z
-      .strictObject(
-        { url: urlField, enabled: enabledField.default(true), events: webhookEventsSchema.optional(), maxPerSecond: maxPerSecondField.optional(), orderByReference: orderByReferenceField.optional() },
-        { error: expecting('an object with url, enabled, events, maxPerSecond and orderByReference', WEBHOOK_FIELDS) },
-      )
-      .optional(),
-  },
-  { error: expecting('a JSON object', ['publicKey', 'webhook']) },
+  { publicKey: publicKeyField },
+  { error: expecting('a JSON object', ['publicKey']) },
 );
 
 export type MerchantInput = z.infer<typeof merchantInputSchema>;
 
-/**
- * PATCH: only the fields named change (JSON merge patch, RFC 7396): `webhook: null` removes the
- * webhook, `events: null` goes back to every event, `maxPerSecond: null` to no throttle.
- */
+/** PATCH: only the fields named change (JSON merge patch, RFC 7396). */
 export const merchantPatchSchema = z.strictObject(
-  {
-    publicKey: publicKeyField.optional(),
-    webhook: z
-      .strictObject(
-        { url: urlField.optional(), enabled: enabledField.optional(), events: webhookEventsSchema.nullable().optional(), maxPerSecond: maxPerSecondField.nullable().optional(), orderByReference: orderByReferenceField.optional() },
-        { error: expecting('an object with url, enabled, events, maxPerSecond and orderByReference, or null', WEBHOOK_FIELDS) },
-      )
-      .nullable()
-      .optional(),
-  },
-  { error: expecting('a JSON object', ['publicKey', 'webhook']) },
+  { publicKey: publicKeyField.optional() },
+  { error: expecting('a JSON object', ['publicKey']) },
 );
 
 export type MerchantPatch = z.infer<typeof merchantPatchSchema>;
@@ -86,7 +64,7 @@ export const rotateInputSchema = z.strictObject(
 /** The first problem of a zod parse as field and message, for a 400 or a CLI error naming the field. */
 export function firstIssue(error: z.ZodError): InvalidSettingsError {
   const issue = error.issues[0]!;
-  // An array element's problem is the array's: "webhook.events: each event must be one of …".
+  // An array element's problem is the array's: "events: each event must be one of …".
   const path = issue.path.filter((part) => typeof part !== 'number');
   return new InvalidSettingsError(path.join('.') || 'body', issue.message);
 }

@@ -4,19 +4,16 @@ import { PLATFORM_MERCHANT_ID } from '../contracts/merchant-id.js';
 import { isBlockedAddress } from '../http/address-guard.js';
 import type { Actor } from './audit.js';
 import type { PgMerchantDirectory } from './pg-directory.js';
-import { graceSecrets, newEndpointId, soleEndpoint, withSoleEndpoint } from './directory.js';
-import { type EndpointView, endpointViewOf, rotatedEndpoint } from './endpoint-view.js';
+import { newEndpointId } from './directory.js';
+import { type EndpointView, endpointViewOf } from './endpoint-view.js';
 import { type DisabledReason, type Endpoint, MAX_ENDPOINTS_PER_MERCHANT, type Merchant } from './schema.js';
 import {
-  DisabledByOperatorError,
   InvalidIdempotencyKeyError,
   InvalidSettingsError,
   MerchantNotFoundError,
   PublicKeyTakenError,
-  WebhookNotSetUpError,
 } from './errors.js';
 import type { MerchantInput, MerchantPatch } from './settings-input.js';
-import { withMaxPerSecond } from './throttle-setting.js';
 
 /** An Idempotency-Key as Stripe takes it: 1 to 255 printable ASCII characters. */
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
@@ -27,51 +24,47 @@ export interface UrlPolicy {
   allowPrivateTargets: boolean;
 }
 
-/** Checks a webhook URL on write; throws InvalidSettingsError naming webhook.url. */
+/** Checks an endpoint's URL on write; throws InvalidSettingsError naming url. */
 export function checkWebhookUrl(text: string, policy: UrlPolicy): string {
   let url: URL;
   try {
     url = new URL(text);
   } catch {
-    throw new InvalidSettingsError('webhook.url', 'must be an absolute URL');
+    throw new InvalidSettingsError('url', 'must be an absolute URL');
   }
   if (url.protocol !== 'https:' && !(policy.allowHttp && url.protocol === 'http:')) {
-    throw new InvalidSettingsError('webhook.url', policy.allowHttp ? 'must be an http(s) URL' : 'must be an https URL');
+    throw new InvalidSettingsError('url', policy.allowHttp ? 'must be an http(s) URL' : 'must be an https URL');
   }
-  if (url.username || url.password) throw new InvalidSettingsError('webhook.url', 'must not carry credentials (user:password@)');
+  if (url.username || url.password) throw new InvalidSettingsError('url', 'must not carry credentials (user:password@)');
   const host = url.hostname.replace(/^\[|\]$/g, '');
   if (isIP(host) && !policy.allowPrivateTargets && isBlockedAddress(host)) {
-    throw new InvalidSettingsError('webhook.url', 'must not point to a loopback, private, link-local or reserved address');
+    throw new InvalidSettingsError('url', 'must not point to a loopback, private, link-local or reserved address');
   }
   return url.toString();
 }
 
-/** A merchant's settings as the admin API and the CLI show them: never a secret. */
+/**
+ * A merchant as the admin API and the CLI show it: never a secret. Its endpoints are read here
+ * and written only through their own routes (EndpointSettings).
+ */
 export interface MerchantView {
   id: string;
   publicKey: string;
-  webhook: Omit<EndpointView, 'id' | 'description'> | null;
+  endpoints: EndpointView[];
 }
 
-/**
- * The admin API, the CLI and the portal show and write a merchant's one endpoint as `webhook`
- * until they manage several (issue 56's /endpoints routes).
- */
 export function viewOf(merchant: Merchant, now: Date): MerchantView {
-  const endpoint = soleEndpoint(merchant);
-  const { id: _id, description: _description, ...webhook } = endpoint ? endpointViewOf(endpoint, now) : ({} as EndpointView);
-  return { id: merchant.id, publicKey: merchant.publicKey, webhook: endpoint ? webhook : null };
+  return { id: merchant.id, publicKey: merchant.publicKey, endpoints: merchant.endpoints.map((endpoint) => endpointViewOf(endpoint, now)) };
 }
 
 export function newWebhookSecret(): string {
   return `whsec_${randomBytes(24).toString('base64')}`;
 }
 
-/** What a PUT or PATCH did: the settings as shown, and the secret of a webhook set up just now. */
+/** What a PUT or PATCH did: the merchant as shown, and whether it is new. */
 export interface SettingsResult {
   view: MerchantView;
   created: boolean;
-  secret?: string;
 }
 
 export interface RotationResult {
@@ -131,12 +124,19 @@ export interface EndpointTransition {
   at: string;
 }
 
-/** What a write did to a webhook that existed before and after it (setting one up or removing one announces nothing). */
+/**
+ * What a write did to each endpoint that existed before and after it, matched by id (adding or
+ * deleting one announces nothing).
+ */
 export function transitionsOf(before: Merchant | undefined, after: Merchant, now: Date): EndpointTransition[] {
-  const was = before && soleEndpoint(before);
-  const webhook = soleEndpoint(after);
-  if (!was || !webhook) return [];
-  const base = { merchantId: after.id, endpointId: webhook.id, url: webhook.url, at: now.toISOString() };
+  return after.endpoints.flatMap((endpoint) => {
+    const was = before?.endpoints.find((each) => each.id === endpoint.id);
+    return was ? endpointTransitions(after.id, was, endpoint, now) : [];
+  });
+}
+
+function endpointTransitions(merchantId: string, was: Endpoint, webhook: Endpoint, now: Date): EndpointTransition[] {
+  const base = { merchantId, endpointId: webhook.id, url: webhook.url, at: now.toISOString() };
   const changed = [...(was.url !== webhook.url ? (['url'] as const) : []), ...(JSON.stringify(was.events) !== JSON.stringify(webhook.events) ? (['events'] as const) : [])];
   return [
     ...(changed.length > 0 ? [{ ...base, kind: 'updated' as const, changed, previousUrl: was.url, events: webhook.events ?? null }] : []),
@@ -149,19 +149,12 @@ export function transitionsOf(before: Merchant | undefined, after: Merchant, now
   ];
 }
 
-/** A webhook's secrets as written: the current one and those in grace. */
-function withGrace(webhook: Omit<Endpoint, 'previousSecrets'>, grace: Endpoint['previousSecrets']): Endpoint {
-  return grace && grace.length > 0 ? { ...webhook, previousSecrets: grace } : webhook;
-}
-
 /** How a write is guarded: an Idempotency-Key (a repeat gets the first answer), an If-Match version (412 when stale). */
 export interface WriteGuards {
   idempotencyKey?: string;
   ifVersion?: number;
   /** Who writes: the platform's operator (the default) or the merchant through the portal, who may not undo the operator. */
   by?: 'operator' | 'merchant';
-  /** A PUT whose `enabled` is the merchant's current value carried over (the CLI's set without --enable/--disable), not a disable. */
-  enabledCarriedOver?: boolean;
   /** Who and from where, for the audit trail (`admin:<sub>`, `portal:<session>`, `cli`). */
   actor?: Actor;
 }
@@ -204,93 +197,26 @@ export class MerchantSettings {
   }
 
   /**
-   * Creates or replaces a merchant's settings. The webhook's secret is kept; a webhook set up for
-   * the first time gets a new one, returned here once and never shown again.
+   * Creates a merchant or replaces its merchant-level settings (its public key). Its endpoints are
+   * kept: they are written through EndpointSettings alone.
    */
   put(merchantId: string, input: MerchantInput, guards: WriteGuards = {}): Promise<Written<SettingsResult>> {
     // The platform's endpoint (OPERATIONAL_WEBHOOK_URL) is delivered under this id: no merchant takes it.
     if (merchantId === PLATFORM_MERCHANT_ID) return Promise.reject(new InvalidSettingsError('merchant id', `is reserved for the platform's operational webhook (${PLATFORM_MERCHANT_ID})`));
-    const url = input.webhook ? checkWebhookUrl(input.webhook.url, this.policy) : undefined;
-    return this.write<SettingsResult>('put', merchantId, input, guards, (current, issued) => {
+    return this.write<SettingsResult>('put', merchantId, input, guards, (current) => {
       this.checkPublicKey(merchantId, input.publicKey);
-      let webhook: Endpoint | undefined;
-      if (input.webhook) {
-        const kept = current && soleEndpoint(current);
-        webhook = withStatus(
-          kept,
-          withGrace(
-            withMaxPerSecond<Omit<Endpoint, 'previousSecrets'>>({
-              id: kept?.id ?? issued.endpointId(),
-              url: url!,
-              enabled: input.webhook.enabled,
-              secret: kept?.secret ?? issued.secret(),
-              ...(kept ? (kept.secretIssuedAt ? { secretIssuedAt: kept.secretIssuedAt } : {}) : { secretIssuedAt: this.now().toISOString() }),
-              ...(input.webhook.events ? { events: input.webhook.events } : {}),
-              ...(input.webhook.orderByReference ? { orderByReference: true } : {}),
-            }, input.webhook.maxPerSecond),
-            kept && graceSecrets(kept, this.now()),
-          ),
-          this.now(),
-          guards.by,
-          !input.webhook.enabled && !guards.enabledCarriedOver,
-        );
-      }
-      return withSoleEndpoint({ id: merchantId, publicKey: input.publicKey, endpoints: [] }, webhook);
+      return { id: merchantId, publicKey: input.publicKey, endpoints: current?.endpoints ?? [] };
     });
   }
 
   /** Changes only what the patch names; the merchant must exist. */
   patch(merchantId: string, patch: MerchantPatch, guards: WriteGuards = {}): Promise<Written<SettingsResult>> {
-    const url = patch.webhook?.url === undefined ? undefined : checkWebhookUrl(patch.webhook.url, this.policy);
-    return this.write<SettingsResult>('patch', merchantId, patch, guards, (current, issued) => {
+    return this.write<SettingsResult>('patch', merchantId, patch, guards, (current) => {
       if (!current) throw new MerchantNotFoundError(merchantId);
       const publicKey = patch.publicKey ?? current.publicKey;
       this.checkPublicKey(merchantId, publicKey);
-      const kept = soleEndpoint(current);
-      const rest = { ...current, publicKey };
-      if (patch.webhook === null) return withSoleEndpoint(rest, undefined);
-      if (patch.webhook === undefined) return rest;
-      if (!kept && url === undefined) throw new InvalidSettingsError('webhook.url', 'is required: this merchant has no webhook yet');
-      let webhook: Endpoint = {
-        ...(kept ?? { id: issued.endpointId(), secret: issued.secret(), secretIssuedAt: this.now().toISOString(), enabled: true }),
-        url: url ?? kept!.url,
-        ...(patch.webhook.enabled === undefined ? {} : { enabled: patch.webhook.enabled }),
-      } as Endpoint;
-      if (patch.webhook.events === null) delete webhook.events;
-      else if (patch.webhook.events) webhook.events = patch.webhook.events;
-      if (patch.webhook.maxPerSecond !== undefined) webhook = withMaxPerSecond(webhook, patch.webhook.maxPerSecond);
-      if (patch.webhook.orderByReference === false) delete webhook.orderByReference;
-      else if (patch.webhook.orderByReference) webhook.orderByReference = true;
-      if (guards.by === 'merchant' && webhook.enabled && disabledByOperator(kept)) {
-        throw new DisabledByOperatorError(merchantId);
-      }
-      return withSoleEndpoint(rest, withStatus(kept, webhook, this.now(), guards.by, patch.webhook.enabled === false));
+      return { ...current, publicKey };
     });
-  }
-
-  /**
-   * A new secret; the one it replaces keeps signing until `graceSeconds` have passed, and so does
-   * every older one still in its own grace: a second rotation (or a double-submitted one) never
-   * stops a secret the merchant may still verify with. At most MAX_GRACE_SECRETS old ones.
-   */
-  rotate(merchantId: string, graceSeconds: number, guards: WriteGuards = {}): Promise<Written<RotationResult>> {
-    const secret = newWebhookSecret();
-    return this.write<RotationResult>(
-      'rotate',
-      merchantId,
-      { graceSeconds },
-      guards,
-      (current) => {
-        if (!current) throw new MerchantNotFoundError(merchantId);
-        const endpoint = soleEndpoint(current);
-        if (!endpoint) throw new WebhookNotSetUpError(merchantId);
-        return withSoleEndpoint(current, rotatedEndpoint(merchantId, endpoint, secret, graceSeconds, this.now()));
-      },
-      (next) => {
-        const replaced = graceSeconds > 0 ? soleEndpoint(next)?.previousSecrets?.[0] : undefined;
-        return { secret, previousSecretExpiresAt: replaced?.expiresAt ?? null };
-      },
-    );
   }
 
   private checkPublicKey(merchantId: string, publicKey: string): void {
@@ -304,7 +230,7 @@ export class MerchantSettings {
    * transaction run again after a race); a secret or endpoint id it issues is the same each time.
    */
   async write<T extends object>(
-    operation: 'put' | 'patch' | 'rotate' | 'endpoint.create' | 'endpoint.patch' | 'endpoint.delete' | 'endpoint.rotate',
+    operation: 'put' | 'patch' | 'endpoint.create' | 'endpoint.patch' | 'endpoint.delete' | 'endpoint.rotate',
     merchantId: string,
     input: unknown,
     { idempotencyKey, ifVersion, actor }: WriteGuards,
@@ -313,26 +239,21 @@ export class MerchantSettings {
   ): Promise<Written<T>> {
     let issuedSecret: string | undefined;
     let issuedId: string | undefined;
-    let issuedNow = false;
     const issued = {
-      secret: () => {
-        issuedNow = true;
-        return (issuedSecret ??= newWebhookSecret());
-      },
+      secret: () => (issuedSecret ??= newWebhookSecret()),
       // The same id each time the change is applied, like the secret.
       endpointId: () => (issuedId ??= newEndpointId()),
     };
     // The settings the last application of the change started from: the write that was committed.
     let before: Merchant | undefined;
     const apply = (current: Merchant | undefined) => {
-      issuedNow = false;
       before = current;
       return change(current, issued);
     };
     const result =
       resultOf ??
       ((next: Merchant, current: Merchant | undefined) =>
-        ({ view: viewOf(next, this.now()), created: current === undefined, ...(issuedNow ? { secret: issuedSecret } : {}) }) as unknown as T);
+        ({ view: viewOf(next, this.now()), created: current === undefined }) as unknown as T);
     if (idempotencyKey !== undefined && !IDEMPOTENCY_KEY.test(idempotencyKey)) throw new InvalidIdempotencyKeyError();
     const idempotency = idempotencyKey === undefined ? undefined : {
       key: idempotencyKey,

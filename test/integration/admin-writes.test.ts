@@ -2,6 +2,7 @@ import type { ApiProgram } from '../../apps/api/program.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { type Answer, call, expectDocumented, seen, startTestApi, waitReady } from '../support/api.js';
 import { adminReplicas, code, data } from '../support/admin-replicas.js';
+import { firstEndpointPath, patchFirstEndpoint, putMerchantWithEndpoint } from '../support/merchant-endpoints.js';
 import { verifies } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
@@ -11,8 +12,11 @@ describe('admin writes: rotations, idempotency keys, PATCH, public keys and the 
   const send = (api: ApiProgram, method: string, path: string, body: unknown, headers: Record<string, string> = {}) => stack.send(api, method, path, body, headers);
   const put = (api: ApiProgram, id: string, body: unknown, headers?: Record<string, string>) => send(api, 'PUT', `/admin/merchants/${id}`, body, headers);
   const patch = (api: ApiProgram, id: string, body: unknown, headers?: Record<string, string>) => send(api, 'PATCH', `/admin/merchants/${id}`, body, headers);
-  const rotate = (api: ApiProgram, id: string, body: unknown, headers?: Record<string, string>) =>
-    send(api, 'POST', `/admin/merchants/${id}/webhook/secret/rotate`, body, headers);
+  /** The merchant's first endpoint's PATCH and rotation: its secret, URL, events and state are the endpoint's. */
+  const patchEndpoint = (api: ApiProgram, id: string, body: unknown) => patchFirstEndpoint(api, id, body, stack.auth);
+  const rotate = async (api: ApiProgram, id: string, body: unknown, headers?: Record<string, string>) =>
+    send(api, 'POST', `${await firstEndpointPath(api, id, stack.auth)}/secret/rotate`, body, headers);
+  const withEndpoint = (api: ApiProgram, id: string, body: { publicKey: string; url: string; events?: string[]; orderByReference?: boolean }) => putMerchantWithEndpoint(api, id, body, stack.auth);
   const get = (api: ApiProgram, id: string) => stack.send(api, 'GET', `/admin/merchants/${id}`, undefined);
   const message = (answer: Answer) => (answer.body as { message: string }).message;
 
@@ -22,9 +26,9 @@ describe('admin writes: rotations, idempotency keys, PATCH, public keys and the 
   }
 
   it('keeps every secret issued within its grace signing until its own expiry, across rotations in a row', async () => {
-    const created = await put(stack.apiA, 'm_rot', { publicKey: 'pk_rot_00001', webhook: { url: `${stack.receiver.url}/m_rot`, enabled: true } });
+    const created = await withEndpoint(stack.apiA, 'm_rot', { publicKey: 'pk_rot_00001', url: `${stack.receiver.url}/m_rot` });
     expect(created.status).toBe(201);
-    const s0 = data(created).webhook.secret as string;
+    const s0 = data(created).secret as string;
     // The first rotation gives s0 a short grace, the second gives s1 a long one.
     const first = await rotate(stack.apiA, 'm_rot', { graceSeconds: 3 });
     const s1 = data(first).secret as string;
@@ -35,7 +39,7 @@ describe('admin writes: rotations, idempotency keys, PATCH, public keys and the 
 
     const during = await delivered('m_rot');
     expect([s0, s1, s2].map((s) => verifies(s, during))).toEqual([true, true, true]);
-    const view = data(await get(stack.apiB, 'm_rot')).webhook;
+    const view = data(await get(stack.apiB, 'm_rot')).endpoints[0];
     expect(view.previousSecrets).toHaveLength(2);
     expect(view.previousSecretExpiresAt).toBe(data(second).previousSecretExpiresAt);
 
@@ -48,27 +52,32 @@ describe('admin writes: rotations, idempotency keys, PATCH, public keys and the 
     await rotate(stack.apiA, 'm_rot', { graceSeconds: 600 });
     const third = await rotate(stack.apiA, 'm_rot', { graceSeconds: 600 });
     expect(third.status).toBe(200);
-    expect(data(await get(stack.apiA, 'm_rot')).webhook.previousSecrets).toHaveLength(3);
+    expect(data(await get(stack.apiA, 'm_rot')).endpoints[0].previousSecrets).toHaveLength(3);
     const refused = await rotate(stack.apiB, 'm_rot', { graceSeconds: 600 });
     expect(code(refused)).toEqual([409, 'too_many_secrets']);
     expect(message(refused)).toContain('graceSeconds 0');
     // Rotating with no grace replaces only the current secret; the three in grace keep signing.
     const now = await rotate(stack.apiB, 'm_rot', { graceSeconds: 0 });
     expect(now.status).toBe(200);
-    expect(data(await get(stack.apiA, 'm_rot')).webhook.previousSecrets).toHaveLength(3);
+    expect(data(await get(stack.apiA, 'm_rot')).endpoints[0].previousSecrets).toHaveLength(3);
   });
 
   it('answers a repeated Idempotency-Key with the first answer, secret included, on another replica and after a restart', async () => {
-    const body = { publicKey: 'pk_idem_0001', webhook: { url: `${stack.receiver.url}/m_idem`, enabled: true } };
+    const body = { publicKey: 'pk_idem_0001' };
     const first = await put(stack.apiA, 'm_idem', body, { 'idempotency-key': 'create-m_idem-1' });
     expect(first.status).toBe(201);
-    const secret = data(first).webhook.secret as string;
-    expect(secret).toMatch(/^whsec_/);
-
     const again = await put(stack.apiB, 'm_idem', body, { 'idempotency-key': 'create-m_idem-1' });
     expect(again.status).toBe(201);
     expect(again.body).toEqual(first.body);
     expect(again.headers.get('idempotent-replayed')).toBe('true');
+
+    // The endpoint's creation too: a repeat on the other replica is the first answer, its secret included.
+    const endpoint = { url: `${stack.receiver.url}/m_idem` };
+    const created = await send(stack.apiA, 'POST', '/admin/merchants/m_idem/endpoints', endpoint, { 'idempotency-key': 'create-m_idem-ep-1' });
+    expect(created.status).toBe(201);
+    expect(data(created).secret).toMatch(/^whsec_/);
+    const createdAgain = await send(stack.apiB, 'POST', '/admin/merchants/m_idem/endpoints', endpoint, { 'idempotency-key': 'create-m_idem-ep-1' });
+    expect(createdAgain.body).toEqual(created.body);
 
     // Rotations: a double-submitted one rotates once and both answers carry the same secret.
     const [r1, r2] = await Promise.all([
@@ -78,7 +87,8 @@ describe('admin writes: rotations, idempotency keys, PATCH, public keys and the 
     expect([r1.status, r2.status]).toEqual([200, 200]);
     expect(data(r1).secret).toBe(data(r2).secret);
     await waitFor('dispatcher has the rotation', () => stack.dispatcher.merchants.byId('m_idem')?.endpoints[0]?.secret === data(r1).secret, 5_000);
-    expect(data(await get(stack.apiA, 'm_idem')).webhook.previousSecrets).toHaveLength(1);
+    // Replica A answers GET from memory, a notification behind the replica that wrote.
+    await waitFor('replica A shows one secret in its grace', async () => data(await get(stack.apiA, 'm_idem')).endpoints[0]?.previousSecrets.length === 1, 5_000);
 
     await stack.restartB();
     const afterRestart = await rotate(stack.apiB, 'm_idem', { graceSeconds: 60 }, { 'idempotency-key': 'rotate-m_idem-1' });
@@ -114,73 +124,65 @@ describe('admin writes: rotations, idempotency keys, PATCH, public keys and the 
   });
 
   it('changes with PATCH only what the body names: disabling keeps the URL, the events and the secret', async () => {
-    const created = await put(stack.apiA, 'm_patch', {
-      publicKey: 'pk_patch_001',
-      webhook: { url: `${stack.receiver.url}/m_patch`, enabled: true, events: ['payout'] },
-    });
-    const secret = data(created).webhook.secret;
-    const disabled = await patch(stack.apiB, 'm_patch', { webhook: { enabled: false } });
+    const created = await withEndpoint(stack.apiA, 'm_patch', { publicKey: 'pk_patch_001', url: `${stack.receiver.url}/m_patch`, events: ['payout'] });
+    const { secret, id: endpointId } = data(created);
+    const disabled = await patchEndpoint(stack.apiB, 'm_patch', { enabled: false });
     expect(disabled.status).toBe(200);
-    expect(data(disabled)).toEqual({
-      id: 'm_patch',
-      publicKey: 'pk_patch_001',
-      webhook: { url: `${stack.receiver.url}/m_patch`, enabled: false, events: ['payout'], previousSecretExpiresAt: null, previousSecrets: [], disabledReason: 'manual', disabledAt: expect.any(String), failingSince: null, orderByReference: false, maxPerSecond: null, currentPerSecond: null },
-    });
+    const endpointView = { id: endpointId, description: null, url: `${stack.receiver.url}/m_patch`, enabled: false, events: ['payout'], previousSecretExpiresAt: null, previousSecrets: [], disabledReason: 'manual', disabledAt: expect.any(String), failingSince: null, orderByReference: false, maxPerSecond: null, currentPerSecond: null };
+    expect(data(disabled)).toEqual(endpointView);
+    // The merchant shows its endpoints, read-only.
+    await waitFor('replica A shows it disabled', async () => data(await get(stack.apiA, 'm_patch')).endpoints[0]?.enabled === false, 5_000);
+    expect(data(await get(stack.apiA, 'm_patch'))).toEqual({ id: 'm_patch', publicKey: 'pk_patch_001', endpoints: [endpointView] });
     await waitFor('dispatcher sees it disabled', () => stack.dispatcher.merchants.byId('m_patch')?.endpoints[0]?.enabled === false, 5_000);
     expect(stack.dispatcher.merchants.byId('m_patch')!.endpoints[0]).toMatchObject({ secret, events: ['payout'] });
 
-    const allEvents = await patch(stack.apiA, 'm_patch', { webhook: { enabled: true, events: null } });
-    expect(data(allEvents).webhook.events).toEqual(['charge.completed', 'payout', 'refund.completed']);
+    const allEvents = await patchEndpoint(stack.apiA, 'm_patch', { enabled: true, events: null });
+    expect(data(allEvents).events).toEqual(['charge.completed', 'payout', 'refund.completed']);
     const rekeyed = await patch(stack.apiA, 'm_patch', { publicKey: 'pk_patch_002' });
-    expect(data(rekeyed)).toMatchObject({ publicKey: 'pk_patch_002', webhook: { enabled: true } });
+    expect(data(rekeyed)).toMatchObject({ publicKey: 'pk_patch_002', endpoints: [{ id: endpointId, enabled: true }] });
 
-    expect(code(await patch(stack.apiA, 'm_patch_nobody', { webhook: { enabled: false } }))).toEqual([404, 'merchant_not_found']);
-    await put(stack.apiA, 'm_patch_nohook', { publicKey: 'pk_patch_003' });
-    const noUrl = await patch(stack.apiA, 'm_patch_nohook', { webhook: { enabled: true } });
-    expect(code(noUrl)).toEqual([400, 'invalid_settings']);
-    expect(message(noUrl)).toBe('webhook.url is required: this merchant has no webhook yet');
-    const hooked = await patch(stack.apiA, 'm_patch_nohook', { webhook: { url: `${stack.receiver.url}/m_patch_nohook` } });
-    expect(hooked.status).toBe(200);
-    expect(data(hooked).webhook).toMatchObject({ enabled: true, secret: expect.stringMatching(/^whsec_/) });
+    // The merchant's PATCH names its own settings only: the old single webhook is refused, named.
+    const old = await patch(stack.apiA, 'm_patch', { webhook: { enabled: false } });
+    expect(code(old)).toEqual([400, 'invalid_settings']);
+    expect(message(old)).toBe('unknown field webhook; allowed: publicKey');
+    expect(code(await patch(stack.apiA, 'm_patch_nobody', { publicKey: 'pk_patch_009' }))).toEqual([404, 'merchant_not_found']);
     expect(code(await patch(stack.apiA, 'm_patch', { publicKey: 'pk_rot_00001' }))).toEqual([409, 'public_key_taken']);
   });
 
-  it('turns order per reference on with PUT or PATCH, keeps it across other changes, and the dispatchers hold it', async () => {
-    const created = await put(stack.apiA, 'm_ordered', { publicKey: 'pk_order_0001', webhook: { url: `${stack.receiver.url}/m_ordered`, orderByReference: true } });
+  it('turns order per reference on when an endpoint is made or PATCHed, keeps it across other changes, and the dispatchers hold it', async () => {
+    const created = await withEndpoint(stack.apiA, 'm_ordered', { publicKey: 'pk_order_0001', url: `${stack.receiver.url}/m_ordered`, orderByReference: true });
     expect(created.status).toBe(201);
-    expect(data(created).webhook.orderByReference).toBe(true);
+    expect(data(created).orderByReference).toBe(true);
     await waitFor('dispatcher orders it', () => stack.dispatcher.merchants.byId('m_ordered')?.endpoints[0]?.orderByReference === true, 5_000);
-    const disabled = await patch(stack.apiB, 'm_ordered', { webhook: { enabled: false } });
-    expect(data(disabled).webhook).toMatchObject({ enabled: false, orderByReference: true });
-    const off = await patch(stack.apiA, 'm_ordered', { webhook: { orderByReference: false } });
-    expect(data(off).webhook.orderByReference).toBe(false);
+    const disabled = await patchEndpoint(stack.apiB, 'm_ordered', { enabled: false });
+    expect(data(disabled)).toMatchObject({ enabled: false, orderByReference: true });
+    const off = await patchEndpoint(stack.apiA, 'm_ordered', { orderByReference: false });
+    expect(data(off).orderByReference).toBe(false);
     await waitFor('dispatcher no longer orders it', () => stack.dispatcher.merchants.byId('m_ordered')?.endpoints[0]?.orderByReference === undefined, 5_000);
-    const bad = await patch(stack.apiA, 'm_ordered', { webhook: { orderByReference: 'yes' } });
+    const bad = await patchEndpoint(stack.apiA, 'm_ordered', { orderByReference: 'yes' });
     expect(code(bad)).toEqual([400, 'invalid_settings']);
-    expect(message(bad)).toBe('webhook.orderByReference must be true or false');
+    expect(message(bad)).toBe('orderByReference must be true or false');
   });
 
-  it('turns a new webhook on when enabled is left out, and names the field and what it allows in every refusal', async () => {
-    const created = await put(stack.apiA, 'm_msg', { publicKey: 'pk_msg_00001', webhook: { url: `${stack.receiver.url}/m_msg` } });
+  it('turns a new endpoint on when enabled is left out, and names the field and what it allows in every refusal', async () => {
+    const created = await withEndpoint(stack.apiA, 'm_msg', { publicKey: 'pk_msg_00001', url: `${stack.receiver.url}/m_msg` });
     expect(created.status).toBe(201);
-    expect(data(created).webhook.enabled).toBe(true);
+    expect(data(created).enabled).toBe(true);
 
-    const refusal = async (body: unknown, expected: string) => {
-      const answer = await put(stack.apiB, 'm_msg_bad', body);
+    const refusal = async (body: unknown, expected: string, path = '/admin/merchants/m_msg_bad', method = 'PUT') => {
+      const answer = await send(stack.apiB, method, path, body);
       expect(code(answer)).toEqual([400, 'invalid_settings']);
       expect(message(answer)).toBe(expected);
     };
     await refusal({}, 'publicKey is required');
     await refusal({ publicKey: 12345678 }, 'publicKey must be a string');
-    await refusal({ publicKey: 'pk_msg_00002', webhook: {} }, 'webhook.url is required');
-    await refusal({ publicKey: 'pk_msg_00002', webhook: 'https://x.example' }, 'webhook must be an object with url, enabled, events, maxPerSecond and orderByReference');
-    await refusal({ publicKey: 'pk_msg_00002', extra: 1 }, 'unknown field extra; allowed: publicKey, webhook');
-    await refusal({ publicKey: 'pk_msg_00002', webhook: { url: 'https://x.example', enabled: 'yes' } }, 'webhook.enabled must be true or false');
-    await refusal(
-      { publicKey: 'pk_msg_00002', webhook: { url: 'https://x.example', events: ['charge.failed'] } },
-      'webhook.events: each event must be one of charge.completed, payout, refund.completed',
-    );
+    await refusal({ publicKey: 'pk_msg_00002', webhook: { url: 'https://x.example' } }, 'unknown field webhook; allowed: publicKey');
+    await refusal({ publicKey: 'pk_msg_00002', extra: 1 }, 'unknown field extra; allowed: publicKey');
     await refusal([], 'body must be a JSON object');
+    const endpoints = '/admin/merchants/m_msg/endpoints';
+    await refusal({}, 'url is required', endpoints, 'POST');
+    await refusal({ url: 'https://x.example', enabled: 'yes' }, 'enabled must be true or false', endpoints, 'POST');
+    await refusal({ url: 'https://x.example', events: ['charge.failed'] }, 'events: each event must be one of charge.completed, payout, refund.completed', endpoints, 'POST');
     const rotation = await rotate(stack.apiB, 'm_msg', { graceSeconds: '60' });
     expect(message(rotation)).toBe('graceSeconds must be a number of seconds');
   });

@@ -34,6 +34,8 @@ describe('the audit trail', () => {
   });
 
   type Entry = { actor: string; action: string; changes: Record<string, any>; address: string | null };
+  /** The admin API's path of the merchant's first endpoint. */
+  const adminEndpoint = (merchantId: string) => `/admin/merchants/${merchantId}/endpoints/${stack.dispatcher.merchants.byId(merchantId)!.endpoints[0]!.id}`;
   const trailOf = async (merchantId: string): Promise<Entry[]> => {
     const trail = await stack.admin(api, 'GET', `/admin/merchants/${merchantId}/audit`);
     expect(trail.status).toBe(200);
@@ -57,7 +59,7 @@ describe('the audit trail', () => {
     const rotated = await stack.write(b, 'POST', `${stack.endpoint('m_audit')}/secret/rotate`, { graceSeconds: 0 });
     expect(rotated.status).toBe(200);
     expect((await stack.write(b, 'POST', `${stack.endpoint('m_audit')}/test`, { event: 'payout' })).status).toBe(202);
-    expect((await stack.admin(api, 'PATCH', '/admin/merchants/m_audit', { webhook: { enabled: false } })).status).toBe(200);
+    expect((await stack.admin(api, 'PATCH', adminEndpoint('m_audit'), { enabled: false })).status).toBe(200);
     expect((await stack.admin(api, 'DELETE', '/admin/merchants/m_audit/portal-sessions')).status).toBe(200);
 
     const trail = await stack.admin(api, 'GET', '/admin/merchants/m_audit/audit');
@@ -65,6 +67,7 @@ describe('the audit trail', () => {
     const entries = (trail.body as any).data.entries as Array<{ actor: string; action: string; changes: Record<string, any>; address: string | null }>;
     expect(entries.map((e) => [e.action, e.actor.replace(/^portal:[A-Za-z0-9_-]{12}$/, 'portal:<session>')]).reverse()).toEqual([
       ['merchant.created', 'admin:dashboard-backend'],
+      ['endpoint.created', 'admin:dashboard-backend'],
       ['portal.link_minted', 'admin:dashboard-backend'],
       ['portal.session_opened', 'portal:<session>'],
       ['endpoint.updated', 'portal:<session>'],
@@ -95,9 +98,9 @@ describe('the audit trail', () => {
     expect((await redeemLink(api, url)).status).toBe(201);
     expect((await redeemLink(api, url)).status).toBe(401);
     const entries = await trailOf('m_reused');
-    expect(entries.map((e) => e.action)).toEqual(['merchant.created', 'portal.link_minted', 'portal.session_opened', 'portal.link_reused']);
-    expect(entries[3]).toMatchObject({ actor: 'portal', changes: { sessionsEnded: true } });
-    expect(entries[3]!.address).not.toBeNull();
+    expect(entries.map((e) => e.action)).toEqual(['merchant.created', 'endpoint.created', 'portal.link_minted', 'portal.session_opened', 'portal.link_reused']);
+    expect(entries[4]).toMatchObject({ actor: 'portal', changes: { sessionsEnded: true } });
+    expect(entries[4]!.address).not.toBeNull();
   });
 
   it("records a resend made through the merchant's own API, by reference and by webhook id", async () => {
@@ -131,6 +134,7 @@ describe('the audit trail', () => {
       const entries = ((answer.body as any).data.entries as Entry[]).reverse();
       expect(entries.map((e) => [e.action, e.actor.replace(/^portal:[A-Za-z0-9_-]{12}$/, 'portal:<session>'), e.changes])).toEqual([
         ['merchant.created', 'admin:dashboard-backend', expect.anything()],
+        ['endpoint.created', 'admin:dashboard-backend', expect.anything()],
         ['portal.link_minted', 'admin:dashboard-backend', expect.anything()],
         ['portal.session_opened', 'portal:<session>', { permissions: ['resend'] }],
         ['portal.recover_round', 'portal:<session>', { since }],
@@ -155,10 +159,10 @@ describe('the audit trail', () => {
     try {
       const headers = { 'x-auth-token': 'pk_test_m_refused_000000', authorization: `Bearer ${await token('m_refused')}` };
       // Writes in one transaction with their entry: nothing changed.
-      refused(await stack.admin(api, 'PATCH', '/admin/merchants/m_refused', { webhook: { url: `${receiver.url}/down/moved` } }));
+      refused(await stack.admin(api, 'PATCH', adminEndpoint('m_refused'), { url: `${receiver.url}/down/moved` }));
       refused(await stack.write(b, 'PATCH', stack.endpoint('m_refused'), { url: `${receiver.url}/down/moved` }, b.csrf, other));
       refused(await stack.write(b, 'POST', `${stack.endpoint('m_refused')}/secret/rotate`, { graceSeconds: 0 }));
-      expect(await stack.db.query(`SELECT version::int, endpoints->0->>'url' AS url FROM merchants WHERE id = 'm_refused'`)).toEqual([{ version: 1, url: `${receiver.url}/down` }]);
+      expect(await stack.db.query(`SELECT version::int, endpoints->0->>'url' AS url FROM merchants WHERE id = 'm_refused'`)).toEqual([{ version: 2, url: `${receiver.url}/down` }]);
       // Actions on other tables, or out through the broker: answered 503, no link, no cookie.
       refused(await stack.admin(api, 'POST', '/admin/merchants/m_refused/portal-sessions', { permissions: [] }));
       refused(await redeemLink(other, unopened));
@@ -172,7 +176,7 @@ describe('the audit trail', () => {
       await stack.db.query('DROP TRIGGER refuse_audit ON merchant_audit');
     }
     // PostgreSQL writes again: the same write is done, and in the trail.
-    expect((await stack.admin(api, 'PATCH', '/admin/merchants/m_refused', { webhook: { url: `${receiver.url}/down/moved` } })).status).toBe(200);
+    expect((await stack.admin(api, 'PATCH', adminEndpoint('m_refused'), { url: `${receiver.url}/down/moved` })).status).toBe(200);
     expect((await trailOf('m_refused')).map((e) => e.action).slice(-1)).toEqual(['endpoint.updated']);
   });
 });

@@ -7,7 +7,7 @@ describe('webhooks merchants endpoints (operator CLI)', () => {
   const { cli } = fixture;
 
   it("adds an endpoint with its own secret, changes, rotates and deletes it, and a running program applies each", async () => {
-    expect((await cli('set', 'm_cep', '--public-key', 'pk_cli_ep_0001', '--no-webhook')).code).toBe(0);
+    expect((await cli('set', 'm_cep', '--public-key', 'pk_cli_ep_0001')).code).toBe(0);
     const added = await cli('endpoints', 'add', 'm_cep', '--url', 'https://hooks.example.com/orders', '--events', 'payout', '--description', 'orders');
     expect(added.code).toBe(0);
     const id = /\b(ep_[A-Za-z0-9_-]+)\b/.exec(added.stdout)?.[1];
@@ -37,7 +37,7 @@ describe('webhooks merchants endpoints (operator CLI)', () => {
   });
 
   it('refuses, with exit 2, a URL the merchant already sends to and an endpoint past MAX_ENDPOINTS_PER_MERCHANT, naming it', async () => {
-    expect((await cli('set', 'm_lim', '--public-key', 'pk_cli_ep_0003', '--no-webhook')).code).toBe(0);
+    expect((await cli('set', 'm_lim', '--public-key', 'pk_cli_ep_0003')).code).toBe(0);
     expect((await cli('endpoints', 'add', 'm_lim', '--url', 'https://hooks.example.com/one')).code).toBe(0);
     const same = await cli('endpoints', 'add', 'm_lim', '--url', 'https://hooks.example.com/one');
     expect(same.code).toBe(2);
@@ -51,7 +51,7 @@ describe('webhooks merchants endpoints (operator CLI)', () => {
 
   it('exits 3 for an unknown merchant or endpoint and 2 for a refused option', async () => {
     expect((await cli('endpoints', 'list', 'm_nobody')).code).toBe(3);
-    expect((await cli('set', 'm_cep2', '--public-key', 'pk_cli_ep_0002', '--no-webhook')).code).toBe(0);
+    expect((await cli('set', 'm_cep2', '--public-key', 'pk_cli_ep_0002')).code).toBe(0);
     const missing = await cli('endpoints', 'delete', 'm_cep2', 'ep_missing_1');
     expect(missing.code).toBe(3);
     expect(missing.stderr).toContain('has no endpoint ep_missing_1');

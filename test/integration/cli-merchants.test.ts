@@ -14,12 +14,15 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
     expect(result.stderr).toContain('no merchant in the database');
   });
 
-  it('creates a merchant, printing its secret once, and a running program applies it', async () => {
-    const result = await cli('set', 'm_cli', '--public-key', 'pk_cli_0001', '--url', 'https://hooks.example.com/cli', '--events', 'payout,refund.completed');
+  it('creates a merchant, then its endpoint printing its secret once, and a running program applies both', async () => {
+    const created = await cli('set', 'm_cli', '--public-key', 'pk_cli_0001');
+    expect(created.code).toBe(0);
+    expect(created.stderr).toContain('merchant m_cli created; add an endpoint with `webhooks merchants endpoints add`');
+    expect(created.stdout).not.toContain('whsec_');
+    const result = await cli('endpoints', 'add', 'm_cli', '--url', 'https://hooks.example.com/cli', '--events', 'payout,refund.completed');
     expect(result.code).toBe(0);
     const secret = /webhook secret: (whsec_\S+)/.exec(result.stdout)?.[1];
     expect(secret).toBeDefined();
-    expect(result.stderr).toContain('merchant m_cli created');
     await waitFor('program applied it', () => fixture.program.byId('m_cli')?.endpoints[0]?.secret === secret, 5_000);
     expect(fixture.program.byPublicKey('pk_cli_0001')?.endpoints[0]?.events).toEqual(['payout', 'refund.completed']);
 
@@ -29,37 +32,51 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
     expect(JSON.parse(shown.stdout)).toEqual({
       id: 'm_cli',
       publicKey: 'pk_cli_0001',
-      webhook: { url: 'https://hooks.example.com/cli', enabled: true, events: ['payout', 'refund.completed'], previousSecretExpiresAt: null, previousSecrets: [], disabledReason: null, disabledAt: null, failingSince: null, orderByReference: false, maxPerSecond: null, currentPerSecond: null },
+      endpoints: [{ id: await fixture.firstEndpoint('m_cli'), description: null, url: 'https://hooks.example.com/cli', enabled: true, events: ['payout', 'refund.completed'], previousSecretExpiresAt: null, previousSecrets: [], disabledReason: null, disabledAt: null, failingSince: null, orderByReference: false, maxPerSecond: null, currentPerSecond: null }],
     });
+    const table = await cli('get', 'm_cli');
+    expect(table.stdout).toMatch(/m_cli\s+pk_cli_0001\s+1\s+1/);
+    expect(table.stdout).toMatch(/ep_\S+\s+true\s+-\s+payout,refund.completed\s+none\s+-\s+-\s+https:\/\/hooks.example.com\/cli/);
   });
 
-  it('changes one setting and keeps the others, and the secret', async () => {
+  it('changes one setting of an endpoint and keeps the others, and the secret; set keeps the endpoints', async () => {
     const before = fixture.program.byId('m_cli')!.endpoints[0]!.secret;
-    const result = await cli('set', 'm_cli', '--disable');
+    const result = await cli('endpoints', 'set', 'm_cli', await fixture.firstEndpoint('m_cli'), '--disable');
     expect(result.code).toBe(0);
     expect(result.stdout).not.toContain('whsec_');
     await waitFor('program applied it', () => fixture.program.byId('m_cli')?.endpoints[0]?.enabled === false, 5_000);
     expect(fixture.program.byId('m_cli')!.endpoints[0]).toMatchObject({ url: 'https://hooks.example.com/cli', events: ['payout', 'refund.completed'], secret: before });
+    const again = await cli('set', 'm_cli');
+    expect([again.code, again.stderr.trim()]).toEqual([0, 'merchant m_cli updated']);
+    expect(fixture.program.byId('m_cli')!.endpoints).toHaveLength(1);
     const list = await cli('list');
     expect(list.code).toBe(0);
-    expect(list.stdout).toMatch(/m_cli\s+pk_cli_0001\s+false\s+payout,refund.completed/);
+    expect(list.stdout).toMatch(/^MERCHANT\s+PUBLIC KEY\s+ENDPOINTS\s+ENABLED/);
+    expect(list.stdout).toMatch(/m_cli\s+pk_cli_0001\s+1\s+0/);
   });
 
   it('turns order per reference on and off, and keeps it when another setting changes', async () => {
-    const on = await cli('set', 'm_cli', '--order-by-reference');
+    const endpoint = await fixture.firstEndpoint('m_cli');
+    const on = await cli('endpoints', 'set', 'm_cli', endpoint, '--order-by-reference');
     expect(on.code).toBe(0);
-    expect(on.stdout).toMatch(/m_cli\s+pk_cli_0001\s+false\s+payout,refund.completed\s+per-reference/);
+    expect(on.stdout).toMatch(/ep_\S+\s+false\s+manual\s+payout,refund.completed\s+per-reference/);
     await waitFor('program orders it', () => fixture.program.byId('m_cli')?.endpoints[0]?.orderByReference === true, 5_000);
-    expect((await cli('set', 'm_cli', '--events', 'payout')).code).toBe(0);
+    expect((await cli('endpoints', 'set', 'm_cli', endpoint, '--events', 'payout')).code).toBe(0);
     await waitFor('program applied the events', () => fixture.program.byId('m_cli')?.endpoints[0]?.events?.length === 1, 5_000);
     expect(fixture.program.byId('m_cli')!.endpoints[0]!.orderByReference).toBe(true);
-    expect((await cli('set', 'm_cli', '--no-order-by-reference', '--events', 'payout,refund.completed')).code).toBe(0);
+    expect((await cli('endpoints', 'set', 'm_cli', endpoint, '--no-order-by-reference', '--events', 'payout,refund.completed')).code).toBe(0);
     await waitFor('program no longer orders it', () => fixture.program.byId('m_cli')?.endpoints[0]?.orderByReference === undefined, 5_000);
+    // The throttle too, on and off.
+    expect((await cli('endpoints', 'set', 'm_cli', endpoint, '--max-per-second', '7')).code).toBe(0);
+    await waitFor('program throttles it', () => fixture.program.byId('m_cli')?.endpoints[0]?.maxPerSecond === 7, 5_000);
+    expect((await cli('endpoints', 'set', 'm_cli', endpoint, '--max-per-second', '0')).code).toBe(2);
+    expect((await cli('endpoints', 'set', 'm_cli', endpoint, '--unthrottled')).code).toBe(0);
+    await waitFor('program no longer throttles it', () => fixture.program.byId('m_cli')?.endpoints[0]?.maxPerSecond === undefined, 5_000);
   });
 
   it('rotates the secret with a grace period during which both sign', async () => {
     const before = fixture.program.byId('m_cli')!.endpoints[0]!.secret;
-    const result = await cli('rotate-secret', 'm_cli', '--grace', '1h');
+    const result = await cli('endpoints', 'rotate-secret', 'm_cli', await fixture.firstEndpoint('m_cli'), '--grace', '1h');
     expect(result.code).toBe(0);
     const secret = /webhook secret: (whsec_\S+)/.exec(result.stdout)?.[1];
     await waitFor('program applied it', () => fixture.program.byId('m_cli')?.endpoints[0]?.secret === secret, 5_000);
@@ -68,57 +85,64 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
   });
 
   it('refuses what the admin API refuses, naming the field, and writes nothing', async () => {
-    const noKey = await cli('set', 'm_new', '--url', 'https://hooks.example.com/new');
+    const noKey = await cli('set', 'm_new');
     expect(noKey.code).toBe(2);
     expect(noKey.stderr).toContain('merchant m_new is new: give --public-key');
-    const plain = await cli('set', 'm_new', '--public-key', 'pk_new_00001', '--url', 'http://hooks.example.com/new');
-    expect(plain.code).toBe(2);
-    expect(plain.stderr).toContain('webhook.url must be an https URL');
-    const taken = await cli('set', 'm_new', '--public-key', 'pk_cli_0001', '--url', 'https://hooks.example.com/new');
+    // The single webhook's options are gone from set: endpoints are `merchants endpoints`.
+    const old = await cli('set', 'm_new', '--public-key', 'pk_new_00001', '--url', 'https://hooks.example.com/new');
+    expect(old.code).toBe(2);
+    expect(old.stderr).toContain("unknown option '--url'");
+    const taken = await cli('set', 'm_new', '--public-key', 'pk_cli_0001');
     expect(taken.code).toBe(1);
     expect(taken.stderr).toContain('another merchant has this public key');
-    const badEvent = await cli('set', 'm_new', '--public-key', 'pk_new_00001', '--url', 'https://hooks.example.com/new', '--events', 'charge.failed');
+    const plain = await cli('endpoints', 'add', 'm_cli', '--url', 'http://hooks.example.com/new');
+    expect(plain.code).toBe(2);
+    expect(plain.stderr).toContain('url must be an https URL');
+    const badEvent = await cli('endpoints', 'add', 'm_cli', '--url', 'https://hooks.example.com/new', '--events', 'charge.failed');
     expect(badEvent.code).toBe(2);
     expect((await cli('get', 'm_nobody')).code).toBe(3);
-    expect((await cli('rotate-secret', 'm_nobody')).code).toBe(3);
-    expect((await cli('rotate-secret', 'm_cli', '--grace', 'forever')).code).toBe(2);
+    expect((await cli('endpoints', 'rotate-secret', 'm_nobody', 'ep_nobody_1')).code).toBe(3);
+    expect((await cli('endpoints', 'rotate-secret', 'm_cli', await fixture.firstEndpoint('m_cli'), '--grace', 'forever')).code).toBe(2);
     expect(fixture.program.byId('m_new')).toBeUndefined();
+    expect(fixture.program.byId('m_cli')!.endpoints).toHaveLength(1);
   });
 
   it('honours development mode as the API does: loopback http URLs with WEBHOOKS_DEV=true, never with NODE_ENV=development alone', async () => {
-    const dev = await runCliInProcess({ ...env, WEBHOOKS_DEV: 'true' }, ['merchants', 'set', 'm_dev', '--public-key', 'pk_dev_00001', '--url', 'http://127.0.0.1:4400/webhooks']);
-    expect(dev.stderr).toContain('merchant m_dev created');
+    const addIn = (extra: Record<string, string>, id: string, url: string) => runCliInProcess({ ...env, ...extra }, ['merchants', 'endpoints', 'add', id, '--url', url]);
+    expect((await cli('set', 'm_dev', '--public-key', 'pk_dev_00001')).code).toBe(0);
+    expect((await cli('set', 'm_node', '--public-key', 'pk_node_0001')).code).toBe(0);
+    const dev = await addIn({ WEBHOOKS_DEV: 'true' }, 'm_dev', 'http://127.0.0.1:4400/webhooks');
+    expect(dev.stderr).toContain('of merchant m_dev added');
     expect(dev.code).toBe(0);
-    const node = await runCliInProcess({ ...env, NODE_ENV: 'development' }, ['merchants', 'set', 'm_node', '--public-key', 'pk_node_0001', '--url', 'http://127.0.0.1:4401/webhooks']);
+    const node = await addIn({ NODE_ENV: 'development' }, 'm_node', 'http://127.0.0.1:4401/webhooks');
     expect(node.code).toBe(2);
     expect(node.stderr).toContain('https');
-    expect(fixture.program.byId('m_node')).toBeUndefined();
-    const later = await runCliInProcess({ ...env, WEBHOOKS_DEV: 'true' }, ['merchants', 'set', 'm_node', '--public-key', 'pk_node_0001', '--url', 'http://127.0.0.1:4401/webhooks']);
+    const later = await addIn({ WEBHOOKS_DEV: 'true' }, 'm_node', 'http://127.0.0.1:4401/webhooks');
     expect(later.code).toBe(0);
-    await waitFor('program applied both', () => fixture.program.byId('m_dev') !== undefined && fixture.program.byId('m_node') !== undefined, 5_000);
+    await waitFor('program applied both', () => fixture.program.byId('m_dev')?.endpoints[0] !== undefined && fixture.program.byId('m_node')?.endpoints.length === 1, 5_000);
     expect(fixture.program.byId('m_dev')!.endpoints[0]!.url).toBe('http://127.0.0.1:4400/webhooks');
   });
 
-  it('checks only what changes: --disable works on a webhook whose URL only development mode accepts, a new URL is checked', async () => {
-    // m_dev was set up in development mode; this operator's shell is not in it.
-    const disabled = await cli('set', 'm_dev', '--disable');
-    expect(disabled.stderr).toContain('merchant m_dev updated');
+  it('checks only what changes: --disable works on an endpoint whose URL only development mode accepts, a new URL is checked', async () => {
+    // m_dev's endpoint was added in development mode; this operator's shell is not in it.
+    const endpoint = await fixture.firstEndpoint('m_dev');
+    const disabled = await cli('endpoints', 'set', 'm_dev', endpoint, '--disable');
     expect(disabled.code).toBe(0);
     await waitFor('program applied it', () => fixture.program.byId('m_dev')?.endpoints[0]?.enabled === false, 5_000);
     expect(fixture.program.byId('m_dev')!.endpoints[0]!.url).toBe('http://127.0.0.1:4400/webhooks');
-    const narrowed = await cli('set', 'm_dev', '--events', 'payout');
+    const narrowed = await cli('endpoints', 'set', 'm_dev', endpoint, '--events', 'payout');
     expect(narrowed.code).toBe(0);
 
-    const moved = await cli('set', 'm_dev', '--url', 'http://127.0.0.1:4402/webhooks');
+    const moved = await cli('endpoints', 'set', 'm_dev', endpoint, '--url', 'http://127.0.0.1:4402/webhooks');
     expect(moved.code).toBe(2);
-    expect(moved.stderr).toContain('webhook.url must be an https URL');
+    expect(moved.stderr).toContain('url must be an https URL');
     expect(fixture.program.byId('m_dev')!.endpoints[0]!.url).toBe('http://127.0.0.1:4400/webhooks');
   });
 
-  it('lists the webhooks that are off with --disabled: why and since when; --enable turns one on and publishes endpoint.enabled', async () => {
+  it('lists the endpoints that are off with --disabled: why and since when; --enable turns one on and publishes endpoint.enabled', async () => {
     // As a dispatcher's auto-disable writes it.
-    await cli('set', 'm_auto', '--public-key', 'pk_cli_auto_0001', '--url', 'https://hooks.example.com/auto');
-    await waitFor('program has m_auto', () => fixture.program.byId('m_auto'), 5_000);
+    await fixture.withEndpoint('m_auto', 'pk_cli_auto_0001', '--url', 'https://hooks.example.com/auto');
+    const endpoint = await fixture.firstEndpoint('m_auto');
     const url = 'https://hooks.example.com/auto';
     expect(await fixture.program.recordHealth('m_auto', url, undefined, { url, failingSince: '2026-01-01T00:00:00.000Z', lastFailureAt: '2026-01-06T00:00:00.000Z' })).toBe(true);
     await fixture.program.update('m_auto', (current) => ({
@@ -128,10 +152,10 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
     const listed = await cli('list', '--disabled');
     expect(listed.code).toBe(0);
     const rows = listed.stdout.split('\n');
-    expect(rows[0]).toMatch(/^MERCHANT\s+REASON\s+DISABLED AT\s+FAILING SINCE\s+URL/);
-    expect(rows.find((r) => r.startsWith('m_auto'))).toMatch(/^m_auto\s+failing\s+2026-01-06T00:00:00.000Z\s+2026-01-01T00:00:00.000Z\s+https:\/\/hooks.example.com\/auto/);
-    expect(rows.find((r) => r.startsWith('m_dev'))).toMatch(/^m_dev\s+manual\s+\d{4}-/);
-    const off = () => fixture.program.list().filter((m) => m.endpoints[0] && !m.endpoints[0]!.enabled).map((m) => m.id);
+    expect(rows[0]).toMatch(/^MERCHANT\s+ENDPOINT\s+REASON\s+DISABLED AT\s+FAILING SINCE\s+URL/);
+    expect(rows.find((r) => r.startsWith('m_auto'))).toMatch(new RegExp(`^m_auto\\s+${endpoint}\\s+failing\\s+2026-01-06T00:00:00.000Z\\s+2026-01-01T00:00:00.000Z\\s+https://hooks.example.com/auto`));
+    expect(rows.find((r) => r.startsWith('m_dev'))).toMatch(/^m_dev\s+ep_\S+\s+manual\s+\d{4}-/);
+    const off = () => fixture.program.list().filter((m) => m.endpoints.some((e) => !e.enabled)).map((m) => m.id);
     expect(rows.slice(1).filter((r) => r.trim() !== '').map((r) => r.split(/\s+/)[0])).toEqual(off());
     expect(fixture.program.list().some((m) => m.endpoints[0]?.enabled)).toBe(true);
 
@@ -140,11 +164,11 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
     await test.channel.assertQueue(queue, { durable: false, autoDelete: true });
     await test.channel.bindQueue(queue, `${prefix}.operational`, 'endpoint.*');
     try {
-      const enabled = await cli('set', 'm_auto', '--enable');
+      const enabled = await cli('endpoints', 'set', 'm_auto', endpoint, '--enable');
       expect(enabled.code).toBe(0);
       const [message] = await test.drain(queue, 1, 5_000);
       expect(message!.fields.routingKey).toBe('endpoint.enabled');
-      expect(JSON.parse(message!.content.toString())).toMatchObject({ type: 'endpoint.enabled', data: { merchantId: 'm_auto', url: 'https://hooks.example.com/auto' } });
+      expect(JSON.parse(message!.content.toString())).toMatchObject({ type: 'endpoint.enabled', data: { merchantId: 'm_auto', endpointId: endpoint, url: 'https://hooks.example.com/auto' } });
       await waitFor('program sees it on', () => fixture.program.byId('m_auto')?.endpoints[0]?.enabled === true, 5_000);
       expect(fixture.program.byId('m_auto')!.endpoints[0]).not.toHaveProperty('disabledReason');
       const after = await cli('list', '--disabled', '--json');
@@ -156,12 +180,17 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
     }
   });
 
-  it('lists every option of merchants set in its --help, --no-webhook included', async () => {
-    const { stdout, code } = await runCliInProcess({}, ['merchants', 'set', '--help']);
-    expect(code).toBe(0);
-    for (const option of ['--public-key <key>', '--url <url>', '--enable', '--disable', '--events <list>', '--all-events', '--no-webhook']) {
-      expect(stdout).toContain(option);
-    }
+  it('lists every option of merchants set and merchants endpoints add in their --help; set has no webhook option left', async () => {
+    const set = await runCliInProcess({}, ['merchants', 'set', '--help']);
+    expect(set.code).toBe(0);
+    expect(set.stdout).toContain('--public-key <key>');
+    for (const gone of ['--url', '--no-webhook', '--enable', '--events', '--max-per-second']) expect(set.stdout).not.toContain(gone);
+    const add = await runCliInProcess({}, ['merchants', 'endpoints', 'add', '--help']);
+    for (const option of ['--url <url>', '--events <list>', '--description <text>', '--disabled', '--max-per-second <n>', '--order-by-reference']) expect(add.stdout).toContain(option);
+    // Each endpoint rotates its own secret: `merchants endpoints rotate-secret`, no merchant-level one.
+    const merchants = await runCliInProcess({}, ['merchants', '--help']);
+    expect(merchants.stdout).toMatch(/^\s+endpoints\b/m);
+    expect(merchants.stdout).not.toMatch(/^\s+rotate-secret\b/m);
   });
 
   it('says what it needs without DATABASE_URL or SECRETS_KEY, and that a wrong key opens no secret', async () => {

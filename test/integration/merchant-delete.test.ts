@@ -6,6 +6,7 @@ import { runCliInProcess } from '../support/cli.js';
 import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { waitFor } from '../support/wait.js';
+import { putWithEndpoint, rotateFirst } from '../support/merchant-endpoints.js';
 
 /**
  * `webhooks merchants delete` (docs/production.md, "Deleting a merchant's data"): afterwards no row
@@ -31,8 +32,8 @@ describe('webhooks merchants delete', () => {
     const portal = new PortalSessions(database, new TokenSigner(Buffer.from(TEST_SECRETS_KEY, 'base64')));
     for (const [id, n] of [[GONE, 1], [KEPT, 2]] as const) {
       // Settings, a sealed secret, an audit entry and Idempotency-Key answers (a rotation's holds the new secret).
-      await settings.put(id, { publicKey: `pk_delete_${n}_0000`, webhook: { url: `https://hooks${n}.example.com/`, enabled: true } } as never, { idempotencyKey: `create-${n}`, actor: { actor: 'cli' } });
-      await settings.rotate(id, 60, { idempotencyKey: `rotate-${n}`, actor: { actor: 'cli' } });
+      await putWithEndpoint(settings, id, { publicKey: `pk_delete_${n}_0000`, url: `https://hooks${n}.example.com/` }, { idempotencyKey: `create-${n}`, actor: { actor: 'cli' } });
+      await rotateFirst(settings, id, 60, { idempotencyKey: `rotate-${n}`, actor: { actor: 'cli' } });
       const link = await portal.createLink(id, ['resend'], 60_000, 'digest');
       await portal.redeem(link.token);
       await db.query(`INSERT INTO rate_limits (key, tat) VALUES ($1, now()), ($2, now())`, [`resend:${id}`, `portal-settings:${id}`]);
@@ -100,7 +101,7 @@ describe('webhooks merchants delete', () => {
     const trailBefore = await listAudit(database, GONE, 100);
     expect(Object.keys(await rowsOf(GONE))).toEqual(['merchant_audit']);
     expect(trailBefore[0]).toMatchObject({ actor: 'cli', action: 'merchant.deleted', changes: { rowsDeleted: { merchants: 1, portal_sessions: 1 } } });
-    expect(trailBefore.map((e) => e.action)).toEqual(['merchant.deleted', 'secret.rotated', 'merchant.created']);
+    expect(trailBefore.map((e) => e.action)).toEqual(['merchant.deleted', 'secret.rotated', 'endpoint.created', 'merchant.created']);
     expect(JSON.stringify(trailBefore)).not.toMatch(/whsec_/);
     expect(await rowsOf(KEPT)).toEqual(before);
     expect(Object.keys(before).sort()).toEqual([...MERCHANT_TABLES.map((t) => t.table), ...TABLES_KEPT_AFTER_DELETE].sort());

@@ -7,6 +7,7 @@ import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
 import { migrateDatabase } from '../support/postgres.js';
 import { PrivatePostgres } from '../support/private-postgres.js';
 import { waitFor } from '../support/wait.js';
+import { patchFirst, putWithEndpoint, rotateFirst } from '../support/merchant-endpoints.js';
 
 /**
  * docs/production.md, "Backups and restore", walked on a PostgreSQL of the test's own: a program
@@ -54,7 +55,7 @@ describe('a running program across a restore of its database', () => {
     }
   }
 
-  const put = (settings: MerchantSettings, id: string, url: string) => settings.put(id, { publicKey: `pk_${id}_000000`, webhook: { url, enabled: true } } as never);
+  const put = (settings: MerchantSettings, id: string, url: string) => putWithEndpoint(settings, id, { publicKey: `pk_${id}_000000`, url });
 
   it('serves what the restored database holds, within 30 s, without a restart', async () => {
     if (!server) return console.warn('no PostgreSQL binaries (PG_BIN_DIR): skipped');
@@ -69,7 +70,7 @@ describe('a running program across a restore of its database', () => {
     const backup = await server.backup();
     // After the backup: a rotation, a merchant made, one deleted; the running program sees each.
     await operator(async (settings, db) => {
-      await settings.rotate('m_rotated', 0);
+      await rotateFirst(settings, 'm_rotated', 0);
       await put(settings, 'm_new', 'https://new.example.com/');
       await deleteMerchantData(db, 'm_deleted', { actor: 'test' });
     });
@@ -82,7 +83,7 @@ describe('a running program across a restore of its database', () => {
     // Writes after the restore carry the transaction ids past where the program's cursor was
     // before it looks again; one of them changes a merchant.
     await burnTransactionIds(server.url, 400);
-    await operator((settings) => settings.patch('m_kept', { webhook: { url: 'https://kept-after.example.com/' } }));
+    await operator((settings) => patchFirst(settings, 'm_kept', { url: 'https://kept-after.example.com/' }));
 
     await waitFor('the program to serve the restored database', () => !program.byId('m_new') && program.byId('m_deleted') && program.byId('m_rotated')?.endpoints[0]?.secret === before, 30_000, 100);
     expect(Date.now() - restoredAt).toBeLessThan(30_000);

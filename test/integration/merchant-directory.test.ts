@@ -8,6 +8,7 @@ import { capturingLogger } from '../support/capturing-logger.js';
 import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { waitFor } from '../support/wait.js';
+import { patchFirst, putWithEndpoint, rotateFirst } from '../support/merchant-endpoints.js';
 
 const KEY = Buffer.from(TEST_SECRETS_KEY, 'base64');
 const NEW_KEY = Buffer.alloc(32, 7);
@@ -65,7 +66,8 @@ describe('the merchant directory of a running program', () => {
     return { dir, box, opens };
   }
 
-  const put = (id: string, url: string, by = settings) => by.put(id, { publicKey: `pk_${id}_000000`, webhook: { url, enabled: true } } as never);
+  /** The merchant, then its endpoint: two writes, two versions. */
+  const put = (id: string, url: string, by = settings) => putWithEndpoint(by, id, { publicKey: `pk_${id}_000000`, url });
   const urlIn = (dir: PgMerchantDirectory, id: string) => dir.byId(id)?.endpoints[0]?.url;
 
   /** The database with every NOTIFY swallowed: a notification lost (a reconnect, a half-open socket, a pooler in transaction mode). */
@@ -76,17 +78,17 @@ describe('the merchant directory of a running program', () => {
 
   it('serves a merchant deleted and made again with the same id at its new settings, its version going on from the old one', async () => {
     await put('m_again', 'https://one.example.com/');
-    await settings.patch('m_again', { webhook: { url: 'https://two.example.com/' } });
-    await settings.patch('m_again', { webhook: { url: 'https://three.example.com/' } });
+    await patchFirst(settings, 'm_again', { url: 'https://two.example.com/' });
+    await patchFirst(settings, 'm_again', { url: 'https://three.example.com/' });
     const { dir: running } = await program();
-    expect([urlIn(running, 'm_again'), running.versionOf('m_again')]).toEqual(['https://three.example.com/', 3]);
+    expect([urlIn(running, 'm_again'), running.versionOf('m_again')]).toEqual(['https://three.example.com/', 4]);
 
     await deleteMerchantData(database, 'm_again', { actor: 'test' });
     const again = await put('m_again', 'https://four.example.com/');
     // No version is given twice to one id: a dashboard's ETag from before the delete is stale.
-    expect(again.version).toBe(4);
+    expect(again.version).toBe(6);
     await waitFor('the running program to serve the new settings', () => urlIn(running, 'm_again') === 'https://four.example.com/', 30_000);
-    expect(running.versionOf('m_again')).toBe(4);
+    expect(running.versionOf('m_again')).toBe(6);
     expect(running.byPublicKey('pk_m_again_000000')?.endpoints[0]?.url).toBe('https://four.example.com/');
   });
 
@@ -118,24 +120,24 @@ describe('the merchant directory of a running program', () => {
     expect([directory.versionOf('m_clock'), running.versionOf('m_clock')]).toEqual([version, version]);
     expect((await db.query<{ version: string }>('SELECT version FROM merchants WHERE id = $1', ['m_clock']))[0]!.version).toBe(String(version));
     expect(opens.calls).toBe(0);
-    expect(settings.get('m_clock')?.webhook?.failingSince).toBe(since);
+    expect(settings.get('m_clock')?.endpoints[0]?.failingSince).toBe(since);
 
     // Turned off by hand, the clock starts over: cleared in the table, and so in every program.
-    await settings.patch('m_clock', { webhook: { enabled: false } });
+    await patchFirst(settings, 'm_clock', { enabled: false });
     await waitFor('the running program to see it cleared', () => running.byId('m_clock')?.endpoints[0]?.enabled === false && running.byId('m_clock')?.endpoints[0]?.failingSince === undefined, 30_000);
     expect((await db.query('SELECT failing_since FROM endpoint_health WHERE merchant_id = $1', ['m_clock']))[0]).toEqual({ failing_since: null });
   });
 
   it('opens no webhook secret where it only shows settings (the API), and still answers one when asked', async () => {
     await put('m_sealed', 'https://sealed.example.com/');
-    await settings.rotate('m_sealed', 3_600);
+    await rotateFirst(settings, 'm_sealed', 3_600);
     const { dir: api, opens } = await program({ openSecrets: false });
     expect(opens.calls).toBe(0);
     const viewing = new MerchantSettings(api, { allowHttp: false, allowPrivateTargets: false });
     expect(viewing.list().length).toBeGreaterThanOrEqual(1);
-    expect(viewing.get('m_sealed')?.webhook?.previousSecrets).toHaveLength(1);
-    await viewing.patch('m_sealed', { webhook: { events: ['payout'] } });
-    expect(viewing.get('m_sealed')?.webhook?.events).toEqual(['payout']);
+    expect(viewing.get('m_sealed')?.endpoints[0]?.previousSecrets).toHaveLength(1);
+    await patchFirst(viewing, 'm_sealed', { events: ['payout'] });
+    expect(viewing.get('m_sealed')?.endpoints[0]?.events).toEqual(['payout']);
     const opensByWrite = opens.calls;
     expect(viewing.list().map((view) => view.id)).toContain('m_sealed');
     expect(opens.calls).toBe(opensByWrite);
@@ -160,13 +162,13 @@ describe('the merchant directory of a running program', () => {
     } });
     const { dir: rotated } = await program({ keys: [NEW_KEY, KEY] });
     const newKeySettings = new MerchantSettings(rotated, { allowHttp: false, allowPrivateTargets: false });
-    await newKeySettings.patch('m_rekeyed', { webhook: { url: 'https://new-key.example.com/' } });
+    await patchFirst(newKeySettings, 'm_rekeyed', { url: 'https://new-key.example.com/' });
 
     await waitFor('the program with the old key alone to report it', () => oldKeyOnly.unreadable.some((u) => u.merchantId === 'm_rekeyed'), 30_000);
     expect(urlIn(oldKeyOnly, 'm_rekeyed')).toBe('https://old-key.example.com/');
-    expect(oldKeyOnly.unreadable).toEqual([{ merchantId: 'm_rekeyed', version: 2, keyId: expect.any(String) }]);
+    expect(oldKeyOnly.unreadable).toEqual([{ merchantId: 'm_rekeyed', version: 3, keyId: expect.any(String) }]);
     const errors = lines.filter((line) => line.level === 'error');
-    expect(errors).toEqual([expect.objectContaining({ message: 'merchant row sealed with a key this program lacks (SECRETS_KEY, SECRETS_KEY_PREVIOUS): serving its last readable version', merchantId: 'm_rekeyed', version: 2 })]);
+    expect(errors).toEqual([expect.objectContaining({ message: 'merchant row sealed with a key this program lacks (SECRETS_KEY, SECRETS_KEY_PREVIOUS): serving its last readable version', merchantId: 'm_rekeyed', version: 3 })]);
     expect(JSON.stringify(lines)).not.toContain('whsec_');
     // The replica says so where an orchestrator and Prometheus look, and leaves the load balancer.
     const ready = await waitFor('the API replica to be not ready', async () => {
@@ -178,7 +180,7 @@ describe('the merchant directory of a running program', () => {
 
     // Sealed with the tests' key again (a write from a program that has it first): readable, no longer reported.
     const { dir: back } = await program({ keys: [KEY, NEW_KEY] });
-    await new MerchantSettings(back, { allowHttp: false, allowPrivateTargets: false }).patch('m_rekeyed', { webhook: { url: 'https://old-key-again.example.com/' } });
+    await patchFirst(new MerchantSettings(back, { allowHttp: false, allowPrivateTargets: false }), 'm_rekeyed', { url: 'https://old-key-again.example.com/' });
     await waitFor('the report to end', () => oldKeyOnly.unreadable.length === 0 && urlIn(oldKeyOnly, 'm_rekeyed') === 'https://old-key-again.example.com/', 30_000);
     await waitFor('the API replica to be ready again', async () => (await call(api, '/readyz', { method: 'GET' })).status === 200, 30_000, 100);
   });

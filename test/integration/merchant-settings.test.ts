@@ -2,6 +2,7 @@ import { Webhook } from 'standardwebhooks';
 import type { ApiProgram } from '../../apps/api/program.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { adminReplicas, data, DATABASE_DIRECTORY, DEV_REPLICA } from '../support/admin-replicas.js';
+import { patchFirstEndpoint, putMerchantWithEndpoint, rotateFirstEndpoint } from '../support/merchant-endpoints.js';
 import { adminToken, type Answer, call, expectDocumented, seen, startTestApi, token } from '../support/api.js';
 import { TestBroker, uniquePrefix } from '../support/broker.js';
 import { testMerchant, writeMerchantsFile } from '../support/harness.js';
@@ -15,8 +16,8 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
   const put = (api: ApiProgram, id: string, body: unknown, headers = stack.auth) =>
     call(api, `/admin/merchants/${id}`, { method: 'PUT', headers, body: JSON.stringify(body) });
   const get = (api: ApiProgram, id: string, headers = stack.auth) => call(api, `/admin/merchants/${id}`, { method: 'GET', headers });
-  const rotate = (api: ApiProgram, id: string, body: unknown) =>
-    call(api, `/admin/merchants/${id}/webhook/secret/rotate`, { method: 'POST', headers: stack.auth, body: JSON.stringify(body) });
+  const rotate = (api: ApiProgram, id: string, body: unknown) => rotateFirstEndpoint(api, id, body, stack.auth);
+  const patchEndpoint = (api: ApiProgram, id: string, body: unknown) => patchFirstEndpoint(api, id, body, stack.auth);
   const dispatcherSees = (id: string, check: (webhook: any) => boolean) =>
     waitFor(`stack.dispatcher applied ${id}'s settings`, () => check(stack.dispatcher.merchants.byId(id)?.endpoints[0]), 5_000);
 
@@ -26,25 +27,31 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
     return request;
   }
 
-  it('creates a merchant once, returning its secret once; the other replica and the dispatcher apply it without a restart', async () => {
-    const created = await put(stack.apiA, 'm_live', { publicKey: 'pk_live_0001', webhook: { url: `${stack.receiver.url}/m_live`, enabled: true } });
+  it('creates a merchant and its endpoint, returning its secret once; the other replica and the dispatcher apply it without a restart', async () => {
+    const created = await putMerchantWithEndpoint(stack.apiA, 'm_live', { publicKey: 'pk_live_0001', url: `${stack.receiver.url}/m_live` }, stack.auth);
     expect(created.status).toBe(201);
-    secret = data(created).webhook.secret;
+    secret = data(created).secret;
     expect(secret).toMatch(/^whsec_/);
-    expect(data(created)).toMatchObject({ id: 'm_live', publicKey: 'pk_live_0001', webhook: { enabled: true, events: ['charge.completed', 'payout', 'refund.completed'] } });
+    expect(data(created)).toMatchObject({ enabled: true, events: ['charge.completed', 'payout', 'refund.completed'] });
+    const endpointId = data(created).id as string;
 
     const onB = await waitFor('replica B has it', async () => {
       const answer = await get(stack.apiB, 'm_live');
-      return answer.status === 200 && answer;
+      return answer.status === 200 && data(answer).endpoints.length === 1 && answer;
     }, 5_000, 50);
     expect(JSON.stringify(onB.body)).not.toContain('whsec_');
-    expect(data(onB)).toEqual({ id: 'm_live', publicKey: 'pk_live_0001', webhook: { url: `${stack.receiver.url}/m_live`, enabled: true, events: ['charge.completed', 'payout', 'refund.completed'], previousSecretExpiresAt: null, previousSecrets: [], disabledReason: null, disabledAt: null, failingSince: null, orderByReference: false, maxPerSecond: null, currentPerSecond: null } });
+    expect(data(onB)).toEqual({ id: 'm_live', publicKey: 'pk_live_0001', endpoints: [{ id: endpointId, description: null, url: `${stack.receiver.url}/m_live`, enabled: true, events: ['charge.completed', 'payout', 'refund.completed'], previousSecretExpiresAt: null, previousSecrets: [], disabledReason: null, disabledAt: null, failingSince: null, orderByReference: false, maxPerSecond: null, currentPerSecond: null }] });
 
-    // A second PUT keeps the secret and does not show it.
-    const again = await put(stack.apiB, 'm_live', { publicKey: 'pk_live_0001', webhook: { url: 'https://hooks.example.com/m_live', enabled: true } });
+    // A second PUT keeps the endpoint and its secret and shows no secret; one with the old single webhook is refused, naming it.
+    const again = await put(stack.apiB, 'm_live', { publicKey: 'pk_live_0001' });
     expect(again.status).toBe(200);
     expect(JSON.stringify(again.body)).not.toContain('whsec_');
-    const back = await put(stack.apiA, 'm_live', { publicKey: 'pk_live_0001', webhook: { url: `${stack.receiver.url}/m_live`, enabled: true } });
+    expect(data(again).endpoints).toEqual([expect.objectContaining({ id: endpointId, url: `${stack.receiver.url}/m_live` })]);
+    const old = await put(stack.apiB, 'm_live', { publicKey: 'pk_live_0001', webhook: { url: 'https://hooks.example.com/m_live', enabled: true } });
+    expect(old.status).toBe(400);
+    expect((old.body as { message: string }).message).toContain('unknown field webhook');
+    expect((await patchEndpoint(stack.apiB, 'm_live', { url: 'https://hooks.example.com/m_live' })).status).toBe(200);
+    const back = await patchEndpoint(stack.apiA, 'm_live', { url: `${stack.receiver.url}/m_live` });
     expect(back.status).toBe(200);
     await dispatcherSees('m_live', (w) => w?.url === `${stack.receiver.url}/m_live`);
 
@@ -53,20 +60,20 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
   });
 
   it('skips the next event once the webhook is disabled, and sends again once enabled', async () => {
-    await put(stack.apiA, 'm_live', { publicKey: 'pk_live_0001', webhook: { url: `${stack.receiver.url}/m_live`, enabled: false } });
+    await patchEndpoint(stack.apiA, 'm_live', { enabled: false });
     await dispatcherSees('m_live', (w) => w?.enabled === false);
     const skipped = stack.dispatcher.dispatcher.stats.skipped;
     const { messageId } = await stack.publisher.publish(sampleEvent('payout', 'm_live'));
     await waitFor('event skipped', () => stack.dispatcher.dispatcher.stats.skipped === skipped + 1, 10_000);
     expect(stack.receiver.requests.some((r) => r.headers['webhook-id'] === messageId)).toBe(false);
 
-    await put(stack.apiA, 'm_live', { publicKey: 'pk_live_0001', webhook: { url: `${stack.receiver.url}/m_live`, enabled: true } });
+    await patchEndpoint(stack.apiA, 'm_live', { enabled: true });
     await dispatcherSees('m_live', (w) => w?.enabled === true);
     await deliveredTo('m_live', 'payout');
   });
 
   it('sends only the events the webhook lists; the others are skipped and counted', async () => {
-    await put(stack.apiA, 'm_live', { publicKey: 'pk_live_0001', webhook: { url: `${stack.receiver.url}/m_live`, enabled: true, events: ['payout'] } });
+    await patchEndpoint(stack.apiA, 'm_live', { events: ['payout'] });
     await dispatcherSees('m_live', (w) => w?.events?.length === 1);
     const skipped = stack.dispatcher.dispatcher.stats.skipped;
     const { messageId } = await stack.publisher.publish(sampleEvent('charge.completed', 'm_live'));
@@ -74,7 +81,7 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
     expect(stack.receiver.requests.some((r) => r.headers['webhook-id'] === messageId)).toBe(false);
     const payout = await deliveredTo('m_live', 'payout');
     expect(JSON.parse(payout.body).event).toBe('payout');
-    await put(stack.apiA, 'm_live', { publicKey: 'pk_live_0001', webhook: { url: `${stack.receiver.url}/m_live`, enabled: true } });
+    await patchEndpoint(stack.apiA, 'm_live', { events: null });
     await dispatcherSees('m_live', (w) => w?.events === undefined);
   });
 
@@ -87,7 +94,7 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
     // The other replica shows it once it has read the stream: a GET may lag by a few milliseconds
     // (docs/merchants.md), more on two busy cores (a full CI run once read it before the rotation).
     const onA = await waitFor('replica A shows the rotation', async () => {
-      const shown = data(await get(stack.apiA, 'm_live')).webhook.previousSecretExpiresAt;
+      const shown = data(await get(stack.apiA, 'm_live')).endpoints[0].previousSecretExpiresAt;
       return shown !== null && shown;
     }, 5_000, 50);
     expect(onA).toBe(previousSecretExpiresAt);
@@ -102,7 +109,7 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
     const after = await deliveredTo('m_live', 'refund.completed');
     new Webhook(newSecret).verify(after.body, after.headers as Record<string, string>);
     expect(() => new Webhook(secret).verify(after.body, after.headers as Record<string, string>)).toThrow();
-    expect(data(await get(stack.apiA, 'm_live')).webhook.previousSecretExpiresAt).toBeNull();
+    expect(data(await get(stack.apiA, 'm_live')).endpoints[0].previousSecretExpiresAt).toBeNull();
     secret = newSecret;
   });
 
@@ -132,7 +139,7 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
     await stack.restartB();
     const answer = await get(stack.apiB, 'm_live');
     expect(answer.status).toBe(200);
-    expect(data(answer).webhook.url).toBe(`${stack.receiver.url}/m_live`);
+    expect(data(answer).endpoints[0].url).toBe(`${stack.receiver.url}/m_live`);
     // Its merchant auth works from the rebuilt directory too (the resend API's public key check).
     const resend = await call(stack.apiB, '/nucleus/tnx/webhook?reference=nothing-failed', {
       headers: { 'x-auth-token': 'pk_live_0001', authorization: `Bearer ${await token('m_live')}` },
@@ -142,7 +149,7 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
 
   it('answers every bad admin request with its 4xx in the envelope, and never writes', async () => {
     const code = (answer: Answer) => [answer.status, (answer.body as { error: { code: string } }).error.code];
-    const valid = { publicKey: 'pk_bad_0001', webhook: { url: 'https://hooks.example.com/x', enabled: true } };
+    const valid = { publicKey: 'pk_bad_0001' };
 
     expect(code(await call(stack.apiB, '/admin/merchants/m_x', { method: 'GET' }))).toEqual([401, 'missing_credentials']);
     expect(code(await get(stack.apiB, 'm_x', { authorization: 'Bearer not.a.token' }))).toEqual([401, 'invalid_credentials']);
@@ -160,27 +167,37 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
     await invalid({}, 'publicKey');
     await invalid({ ...valid, publicKey: 'short' }, 'publicKey');
     await invalid({ ...valid, extra: 1 }, 'unknown field extra');
-    await invalid({ ...valid, webhook: { ...valid.webhook, secret: 'whsec_AAAAAAAAAAAAAAAAAAAAAAAA' } }, 'unknown field secret');
-    await invalid({ ...valid, webhook: { ...valid.webhook, enabled: 'yes' } }, 'webhook.enabled');
-    await invalid({ ...valid, webhook: { ...valid.webhook, events: [] } }, 'webhook.events');
-    await invalid({ ...valid, webhook: { ...valid.webhook, events: ['payout', 'payout'] } }, 'webhook.events');
-    await invalid({ ...valid, webhook: { ...valid.webhook, events: ['charge.failed'] } }, 'webhook.events');
-    await invalid({ ...valid, webhook: { ...valid.webhook, url: 'not a url' } }, 'webhook.url');
-    await invalid({ ...valid, webhook: { ...valid.webhook, url: 'http://hooks.example.com/x' } }, 'webhook.url must be an https URL');
-    await invalid({ ...valid, webhook: { ...valid.webhook, url: 'https://user:pw@hooks.example.com/x' } }, 'webhook.url must not carry credentials');
-    await invalid({ ...valid, webhook: { ...valid.webhook, url: 'https://169.254.169.254/latest' } }, 'webhook.url must not point to');
-    await invalid({ ...valid, webhook: { ...valid.webhook, url: 'https://[::1]:8443/x' } }, 'webhook.url must not point to');
-    await invalid({ ...valid, webhook: { ...valid.webhook, url: 'ftp://hooks.example.com/x' } }, 'webhook.url', stack.apiA);
+    // The merchant's single webhook of 0.1.0's drafts is gone: named, never ignored.
+    await invalid({ ...valid, webhook: { url: 'https://hooks.example.com/x', enabled: true } }, 'unknown field webhook; allowed: publicKey');
+    await invalid({ ...valid, endpoints: [] }, 'unknown field endpoints');
+    // An endpoint's fields are checked by its own route, on either replica.
+    expect((await put(stack.apiB, 'm_urls', valid)).status).toBe(201);
+    const endpoint = async (body: unknown, field: string, api = stack.apiB) => {
+      const answer = await call(api, '/admin/merchants/m_urls/endpoints', { method: 'POST', headers: stack.auth, body: JSON.stringify(body) });
+      expect(code(answer)).toEqual([400, 'invalid_settings']);
+      expect((answer.body as { message: string }).message).toContain(field);
+    };
+    const url = 'https://hooks.example.com/x';
+    await endpoint({ url, secret: 'whsec_AAAAAAAAAAAAAAAAAAAAAAAA' }, 'unknown field secret');
+    await endpoint({ url, enabled: 'yes' }, 'enabled');
+    await endpoint({ url, events: [] }, 'events');
+    await endpoint({ url, events: ['payout', 'payout'] }, 'events');
+    await endpoint({ url, events: ['charge.failed'] }, 'events');
+    await endpoint({ url: 'not a url' }, 'url');
+    await endpoint({ url: 'http://hooks.example.com/x' }, 'url must be an https URL');
+    await endpoint({ url: 'https://user:pw@hooks.example.com/x' }, 'url must not carry credentials');
+    await endpoint({ url: 'https://169.254.169.254/latest' }, 'url must not point to');
+    await endpoint({ url: 'https://[::1]:8443/x' }, 'url must not point to');
+    await endpoint({ url: 'ftp://hooks.example.com/x' }, 'url', stack.apiA);
 
     expect(code(await put(stack.apiB, 'm_other', { ...valid, publicKey: 'pk_live_0001' }))).toEqual([409, 'public_key_taken']);
-    expect(code(await rotate(stack.apiB, 'm_nobody', {}))).toEqual([404, 'merchant_not_found']);
+    expect(code(await call(stack.apiB, '/admin/merchants/m_nobody/endpoints/ep_nobody_1/secret/rotate', { method: 'POST', headers: stack.auth, body: '{}' }))).toEqual([404, 'merchant_not_found']);
     expect(code(await rotate(stack.apiB, 'm_live', { graceSeconds: -1 }))).toEqual([400, 'invalid_settings']);
     expect(code(await rotate(stack.apiB, 'm_live', { graceSeconds: 1.5 }))).toEqual([400, 'invalid_settings']);
     expect(code(await call(stack.apiB, '/admin/merchants/m_live', { method: 'DELETE', headers: stack.auth }))).toEqual([405, 'method_not_allowed']);
 
-    // A merchant without a webhook has no secret to rotate.
-    expect((await put(stack.apiB, 'm_nohook', { publicKey: 'pk_nohook_01' })).status).toBe(201);
-    expect(code(await rotate(stack.apiB, 'm_nohook', {}))).toEqual([409, 'webhook_not_set_up']);
+    // The merchant-level rotation of the single webhook is gone: each endpoint rotates its own.
+    expect((await call(stack.apiB, '/admin/merchants/m_live/webhook/secret/rotate', { method: 'POST', headers: stack.auth, body: '{}' })).status).toBe(404);
 
     for (const id of ['m_bad', 'm_other', 'm_nobody']) expect(stack.dispatcher.merchants.byId(id)).toBeUndefined();
 
@@ -201,6 +218,6 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
   it('documents every answer it gave in the OpenAPI file', () => {
     const statuses = expectDocumented(seen);
     for (const status of ['200', '201', '400', '401', '403', '404', '409']) expect(statuses).toContain(`/admin/merchants/{merchantId} ${status}`);
-    for (const status of ['200', '400', '404', '409']) expect(statuses).toContain(`/admin/merchants/{merchantId}/webhook/secret/rotate ${status}`);
+    for (const status of ['200', '400', '404']) expect(statuses).toContain(`/admin/merchants/{merchantId}/endpoints/{endpointId}/secret/rotate ${status}`);
   });
 });

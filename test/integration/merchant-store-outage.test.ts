@@ -10,6 +10,7 @@ import { startDatabaseDispatcher, TEST_SECRETS_KEY } from '../support/dispatcher
 import { PrivatePostgres } from '../support/private-postgres.js';
 import { type ReceivedRequest, Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
+import { firstEndpointPath, putMerchantWithEndpoint, rotateFirstEndpoint } from '../support/merchant-endpoints.js';
 
 /** 20 s (it was 30): the held waits reach the prefetch within seconds, leaving the last 10 s to show consumption paused. */
 const OUTAGE_MS = 20_000;
@@ -90,12 +91,13 @@ describe('the merchants database stopped for 20 s under load', () => {
     const admin = (method: string, path: string, body?: unknown) => call(api, path, { method, headers: auth, body: body === undefined ? undefined : JSON.stringify(body) });
 
     const ids = ['m_one', 'm_two', 'm_three'];
-    for (const id of ids) expect((await admin('PUT', `/admin/merchants/${id}`, { publicKey: `pk_${id}_outage`, webhook: { url: `${receiver.url}/${id}`, enabled: true } })).status).toBe(201);
+    for (const id of ids) expect((await putMerchantWithEndpoint(api, id, { publicKey: `pk_${id}_outage`, url: `${receiver.url}/${id}` }, auth)).status).toBe(201);
     // m_one's secret replaced at once: only the new one may sign from now on.
-    const rotated = await admin('POST', '/admin/merchants/m_one/webhook/secret/rotate', { graceSeconds: 0 });
+    const rotated = await rotateFirstEndpoint(api, 'm_one', { graceSeconds: 0 }, auth);
+    const mTwo = await firstEndpointPath(api, 'm_two', auth);
     const secrets = new Map<string, string>([['m_one', (rotated.body as any).data.secret]]);
     for (const id of ids.slice(1)) {
-      await waitFor(`${id} in the dispatcher`, () => dispatcher.merchants.byId(id), 5_000);
+      await waitFor(`${id} in the dispatcher`, () => dispatcher.merchants.byId(id)?.endpoints[0], 5_000);
       secrets.set(id, dispatcher.merchants.byId(id)!.endpoints[0]!.secret);
     }
     await waitFor('the dispatcher signs with the rotated secret', () => dispatcher.merchants.byId('m_one')?.endpoints[0]?.secret === secrets.get('m_one'), 5_000);
@@ -120,7 +122,7 @@ describe('the merchants database stopped for 20 s under load', () => {
     try {
       // Writes and resends answer 503 with Retry-After while it is away; reads of the cache still work.
       const write = await waitFor('a write refused as unavailable', async () => {
-        const answer = await admin('PATCH', '/admin/merchants/m_two', { webhook: { enabled: false } });
+        const answer = await admin('PATCH', mTwo, { enabled: false });
         return answer.status === 503 && answer;
       }, 10_000, 200);
       expect(errorOf(write)).toBe('service_unavailable');
@@ -180,7 +182,7 @@ describe('the merchants database stopped for 20 s under load', () => {
 
     // Recovered by itself: writes work again, and both dispatchers see them.
     const enabled = await waitFor('writes accepted again', async () => {
-      const answer = await admin('PATCH', '/admin/merchants/m_two', { webhook: { url: `${receiver.url}/m_two/moved` } });
+      const answer = await admin('PATCH', mTwo, { url: `${receiver.url}/m_two/moved` });
       return answer.status === 200 && answer;
     }, 15_000, 200);
     expect(enabled.status).toBe(200);

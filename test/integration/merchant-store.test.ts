@@ -13,6 +13,7 @@ import { startDatabaseDispatcher, TEST_SECRETS_KEY } from '../support/dispatcher
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { freePort } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
+import { firstEndpointPath, patchFirstEndpoint, putMerchantWithEndpoint } from '../support/merchant-endpoints.js';
 
 const run = promisify(execFile);
 const KEY = Buffer.from(TEST_SECRETS_KEY, 'base64');
@@ -52,6 +53,7 @@ describe('merchants in PostgreSQL', () => {
 
   const send = (api: ApiProgram, method: string, id: string, body?: unknown, headers: Record<string, string> = {}) =>
     call(api, `/admin/merchants/${id}`, { method, headers: { ...auth, ...headers }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const withEndpoint = (api: ApiProgram, id: string, body: { publicKey: string; url: string; events?: string[] }) => putMerchantWithEndpoint(api, id, body, auth);
   const code = (answer: Answer) => [answer.status, (answer.body as { error: { code: string } | null }).error?.code ?? null];
   const row = async (id: string) => (await db.query<{ version: string; xmin: string; secrets: string }>('SELECT version, xmin::text, secrets FROM merchants WHERE id = $1', [id]))[0]!;
 
@@ -66,13 +68,13 @@ describe('merchants in PostgreSQL', () => {
   }
 
   it('shows a change made through one API replica to a dispatcher and to the other replica within a second', async () => {
-    const created = await send(apiA, 'PUT', 'm_fast', { publicKey: 'pk_fast_000001', webhook: { url: 'https://hooks.example.com/one', enabled: true } });
+    const created = await withEndpoint(apiA, 'm_fast', { publicKey: 'pk_fast_000001', url: 'https://hooks.example.com/one' });
     expect(created.status).toBe(201);
-    await waitFor('dispatcher has it', () => dispatcher.merchants.byId('m_fast') !== undefined, 1_000);
+    await waitFor('dispatcher has it', () => dispatcher.merchants.byId('m_fast')?.endpoints.length === 1, 1_000);
     const changedAt = Date.now();
-    expect((await send(apiA, 'PATCH', 'm_fast', { webhook: { url: 'https://hooks.example.com/two' } })).status).toBe(200);
+    expect((await patchFirstEndpoint(apiA, 'm_fast', { url: 'https://hooks.example.com/two' }, auth)).status).toBe(200);
     await waitFor('dispatcher sees the new URL', () => dispatcher.merchants.byId('m_fast')?.endpoints[0]?.url === 'https://hooks.example.com/two', 1_000, 5);
-    await waitFor('replica B answers with it', async () => ((await send(apiB, 'GET', 'm_fast')).body as any).data?.webhook?.url === 'https://hooks.example.com/two', 1_000 - (Date.now() - changedAt), 5);
+    await waitFor('replica B answers with it', async () => ((await send(apiB, 'GET', 'm_fast')).body as any).data?.endpoints?.[0]?.url === 'https://hooks.example.com/two', 1_000 - (Date.now() - changedAt), 5);
     // The other replica authenticates the merchant by its key at once, too.
     const resend = await call(apiB, '/nucleus/tnx/webhook?reference=nothing', { headers: { 'x-auth-token': 'pk_fast_000001', authorization: `Bearer ${await token('m_fast')}` } });
     expect(resend.status).toBe(404);
@@ -81,8 +83,8 @@ describe('merchants in PostgreSQL', () => {
   it('finds a change whose notification was lost with the poll, even one committed by a transaction older than the last poll', async () => {
     const polling = await directory({ pollIntervalMs: 300 });
     const deaf = await directory({ pollIntervalMs: 3_600_000 });
-    await send(apiA, 'PUT', 'm_quiet', { publicKey: 'pk_quiet_00001', webhook: { url: 'https://hooks.example.com/q', enabled: true } });
-    await waitFor('both have it', () => polling.byId('m_quiet') !== undefined && deaf.byId('m_quiet') !== undefined, 5_000);
+    await withEndpoint(apiA, 'm_quiet', { publicKey: 'pk_quiet_00001', url: 'https://hooks.example.com/q' });
+    await waitFor('both have it', () => polling.byId('m_quiet')?.endpoints.length === 1 && deaf.byId('m_quiet')?.endpoints.length === 1, 5_000);
 
     // A write that never notifies (a notification lost with its connection), by a transaction that
     // holds its id across several polls before it commits.
@@ -102,14 +104,15 @@ describe('merchants in PostgreSQL', () => {
   });
 
   it('writes nothing for 500 PATCHes that change nothing: the row keeps its version and its tuple', async () => {
-    await send(apiA, 'PUT', 'm_same', { publicKey: 'pk_same_000001', webhook: { url: 'https://hooks.example.com/same', enabled: true, events: ['payout'] } });
+    await withEndpoint(apiA, 'm_same', { publicKey: 'pk_same_000001', url: 'https://hooks.example.com/same', events: ['payout'] });
     const before = await row('m_same');
-    const body = { publicKey: 'pk_same_000001', webhook: { url: 'https://hooks.example.com/same', enabled: true, events: ['payout'] } };
+    const endpoint = await firstEndpointPath(apiA, 'm_same', auth);
+    const body = { url: 'https://hooks.example.com/same', enabled: true, events: ['payout'] };
     const statuses = new Map<number, number>();
     // 500 (it was 10,000, then 2,000): one write would show in the tuple (xmin); 20 at a time on two
     // replicas is for a write only some races make, and 25 rounds of them take seconds, not minutes.
     for (let batch = 0; batch < 25; batch++) {
-      const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => send(i % 2 ? apiA : apiB, 'PATCH', 'm_same', body)));
+      const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => call(i % 2 ? apiA : apiB, endpoint, { method: 'PATCH', headers: auth, body: JSON.stringify(body) })));
       for (const answer of answers) statuses.set(answer.status, (statuses.get(answer.status) ?? 0) + 1);
     }
     expect(Object.fromEntries(statuses)).toEqual({ 200: 500 });
@@ -137,7 +140,7 @@ describe('merchants in PostgreSQL', () => {
   });
 
   it('lets two API replicas together allow what one allows of a merchant\'s resends', async () => {
-    await send(apiA, 'PUT', 'm_limit', { publicKey: 'pk_limit_00001', webhook: { url: 'https://hooks.example.com/l', enabled: true } });
+    await withEndpoint(apiA, 'm_limit', { publicKey: 'pk_limit_00001', url: 'https://hooks.example.com/l' });
     await waitFor('both replicas have it', async () => (await send(apiB, 'GET', 'm_limit')).status === 200, 5_000);
     const headers = { 'x-auth-token': 'pk_limit_00001', authorization: `Bearer ${await token('m_limit')}` };
     const answers = [];
@@ -147,9 +150,10 @@ describe('merchants in PostgreSQL', () => {
   });
 
   it('keeps no secret in clear in a dump of the database, Idempotency-Key answers included', async () => {
-    const created = await send(apiA, 'PUT', 'm_dump', { publicKey: 'pk_dump_000001', webhook: { url: 'https://hooks.example.com/d', enabled: true } }, { 'idempotency-key': 'dump-1' });
-    const secret = (created.body as any).data.webhook.secret as string;
-    const rotated = await call(apiA, '/admin/merchants/m_dump/webhook/secret/rotate', { method: 'POST', headers: { ...auth, 'idempotency-key': 'dump-2' }, body: '{}' });
+    expect((await send(apiA, 'PUT', 'm_dump', { publicKey: 'pk_dump_000001' })).status).toBe(201);
+    const created = await call(apiA, '/admin/merchants/m_dump/endpoints', { method: 'POST', headers: { ...auth, 'idempotency-key': 'dump-1' }, body: JSON.stringify({ url: 'https://hooks.example.com/d' }) });
+    const secret = (created.body as any).data.secret as string;
+    const rotated = await call(apiA, `/admin/merchants/m_dump/endpoints/${(created.body as any).data.id}/secret/rotate`, { method: 'POST', headers: { ...auth, 'idempotency-key': 'dump-2' }, body: '{}' });
     expect(rotated.status).toBe(200);
     const { stdout } = await run('pg_dump', ['--data-only', db.url], { maxBuffer: 256 * 1024 * 1024 });
     expect(stdout).toContain('COPY public.merchants');

@@ -13,6 +13,7 @@ import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { collect, DATABASE_DIRECTORY, dispatcherEnv, type Seen } from '../support/operational.js';
 import { type Behaviour, Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
+import { putMerchantWithEndpoint } from '../support/merchant-endpoints.js';
 
 /**
  * OPERATIONAL_WEBHOOK_URL is a platform endpoint the dispatcher knows from its config: the
@@ -172,9 +173,10 @@ describe('operational webhooks delivered through the dispatch path', () => {
     const put = await call(api, `/admin/merchants/${PLATFORM_MERCHANT_ID}`, {
       method: 'PUT',
       headers: { ...auth, 'content-type': 'application/json' },
-      body: JSON.stringify({ publicKey: 'pk_platform_0001', webhook: { url: `${merchantServer.url}/impostor`, enabled: true } }),
+      body: JSON.stringify({ publicKey: 'pk_platform_0001' }),
     });
     expect(put.status).toBe(400);
+    expect((put.body as { message: string }).message).toContain('reserved');
     expect((await call(api, `/admin/merchants/${PLATFORM_MERCHANT_ID}`, { method: 'GET', headers: auth })).status).toBe(404);
   });
 });
@@ -210,9 +212,9 @@ describe('a down platform endpoint and the merchants', () => {
 
   it("does not hold back merchants' webhooks while the platform endpoint hangs on every event", async () => {
     const auth = { authorization: `Bearer ${await adminToken()}`, 'content-type': 'application/json' };
-    const created = await call(api, '/admin/merchants/m_alive', { method: 'PUT', headers: auth, body: JSON.stringify({ publicKey: 'pk_opswh_alive_01', webhook: { url: `${merchantServer.url}/alive`, enabled: true } }) });
+    const created = await putMerchantWithEndpoint(api, 'm_alive', { publicKey: 'pk_opswh_alive_01', url: `${merchantServer.url}/alive` }, auth);
     expect(created.status).toBe(201);
-    await waitFor('the dispatcher knows m_alive', () => dispatcher.merchants.byId('m_alive'), 5_000);
+    await waitFor('the dispatcher knows m_alive', () => dispatcher.merchants.byId('m_alive')?.endpoints[0], 5_000);
     // More operational events than the dispatcher has request slots (4), all to a hanging endpoint.
     const operational = new OperationalPublisher(dispatcher.broker, `${prefix}.operational`, silentLogger());
     for (let i = 0; i < 12; i++) await operational.publish(event());

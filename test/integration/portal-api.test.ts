@@ -44,6 +44,8 @@ describe('the merchant portal API', () => {
   const open = (merchantId: string, body?: unknown, api = apiA): Promise<Browser> => stack.open(merchantId, body, api);
   const get = (b: Browser, path: string, api = apiA) => call(api, path, { method: 'GET', headers: { cookie: b.cookie } });
   const write = (b: Browser, method: string, path: string, body?: unknown, csrf: string | null = b.csrf, api = apiA) => stack.write(b, method, path, body, csrf, api);
+  /** The admin API's path of the merchant's first endpoint: the operator's side of the same endpoint. */
+  const adminEndpoint = (merchantId: string) => `/admin/merchants/${merchantId}/endpoints/${stack.dispatcher.merchants.byId(merchantId)!.endpoints[0]!.id}`;
 
   /** Publishes an event for the merchant and waits until the log says it failed and the index holds it. */
   async function failedWebhook(merchantId: string, event: 'payout' | 'charge.completed' = 'payout', reference?: string) {
@@ -110,14 +112,14 @@ describe('the merchant portal API', () => {
     // The operator turns the webhook off: the session that could have turned it on (elsewhere) dies,
     // and a new one may not undo the operator.
     const hijacked = await open('m_stolen', full);
-    expect((await stack.admin(apiA, 'PATCH', '/admin/merchants/m_stolen', { webhook: { enabled: false } })).status).toBe(200);
+    expect((await stack.admin(apiA, 'PATCH', adminEndpoint('m_stolen'), { enabled: false })).status).toBe(200);
     await waitFor('the disable seen by both replicas', async () => !(await alive(hijacked)), 5_000, 50);
     expect(code(await write(hijacked, 'PATCH', stack.endpoint('m_stolen'), { enabled: true, url: 'https://attacker.example/x' }))).toEqual([401, 'portal_session_required']);
     const fresh = await open('m_stolen', full);
     expect(code(await write(fresh, 'PATCH', stack.endpoint('m_stolen'), { enabled: true }))).toEqual([409, 'endpoint_disabled_by_operator']);
     expect(stack.dispatcher.merchants.byId('m_stolen')?.endpoints[0]?.enabled).toBe(false);
     // What the merchant turned off itself, it may turn on again.
-    expect((await stack.admin(apiA, 'PATCH', '/admin/merchants/m_stolen', { webhook: { enabled: true } })).status).toBe(200);
+    expect((await stack.admin(apiA, 'PATCH', adminEndpoint('m_stolen'), { enabled: true })).status).toBe(200);
     const own = await open('m_stolen', full);
     expect((await write(own, 'PATCH', stack.endpoint('m_stolen'), { enabled: false })).status).toBe(200);
     expect((await write(own, 'PATCH', stack.endpoint('m_stolen'), { enabled: true })).status).toBe(200);
@@ -129,9 +131,9 @@ describe('the merchant portal API', () => {
     const full = { permissions: ['manage-endpoint'] };
     const merchant = await open('m_offoff', full);
     expect((await write(merchant, 'PATCH', stack.endpoint('m_offoff'), { enabled: false })).status).toBe(200);
-    const disabled = await stack.admin(apiA, 'PATCH', '/admin/merchants/m_offoff', { webhook: { enabled: false } });
+    const disabled = await stack.admin(apiA, 'PATCH', adminEndpoint('m_offoff'), { enabled: false });
     expect(disabled.status).toBe(200);
-    expect((disabled.body as any).data.webhook).toMatchObject({ enabled: false, disabledReason: 'manual' });
+    expect((disabled.body as any).data).toMatchObject({ enabled: false, disabledReason: 'manual' });
     const fresh = await open('m_offoff', full);
     expect(code(await write(fresh, 'PATCH', stack.endpoint('m_offoff'), { enabled: true }))).toEqual([409, 'endpoint_disabled_by_operator']);
   });
@@ -440,15 +442,19 @@ describe('the merchant portal API', () => {
     }
   });
 
-  it('answers /admin (secrets: a new webhook\'s, a rotation\'s) and /nucleus reads (payloads) with Cache-Control: no-store', async () => {
+  it('answers /admin (secrets: a new endpoint\'s, a rotation\'s) and /nucleus reads (payloads) with Cache-Control: no-store', async () => {
     const auth = { 'x-auth-token': 'pk_test_m_a_000000', authorization: `Bearer ${await token('m_a')}` };
+    const merchant = await stack.admin(apiA, 'PUT', '/admin/merchants/m_nostore', { publicKey: 'pk_test_m_nostore_0' });
+    const created = await stack.admin(apiA, 'POST', '/admin/merchants/m_nostore/endpoints', { url: `${receiver.url}/nostore` });
     const answers = [
-      await stack.admin(apiA, 'PUT', '/admin/merchants/m_nostore', { publicKey: 'pk_test_m_nostore_0', webhook: { url: `${receiver.url}/nostore` } }),
-      await stack.admin(apiA, 'POST', '/admin/merchants/m_nostore/webhook/secret/rotate', { graceSeconds: 0 }),
+      merchant,
+      created,
+      await stack.admin(apiA, 'POST', `/admin/merchants/m_nostore/endpoints/${(created.body as any).data.id}/secret/rotate`, { graceSeconds: 0 }),
       await stack.admin(apiA, 'GET', '/admin/merchants/m_nostore'),
       await call(apiA, '/nucleus/webhooks?limit=1', { method: 'GET', headers: auth }),
     ];
     expect(answers.map((a) => [a.status, a.headers.get('cache-control')])).toEqual([
+      [201, 'no-store'],
       [201, 'no-store'],
       [200, 'no-store'],
       [200, 'no-store'],

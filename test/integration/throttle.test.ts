@@ -10,6 +10,7 @@ import { dispatcherEnv } from '../support/operational.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
+import { putWithEndpoint } from '../support/merchant-endpoints.js';
 
 /**
  * Throttle per endpoint (issue 55), on the real RabbitMQ and PostgreSQL, with three dispatcher
@@ -58,7 +59,7 @@ describe('an endpoint throttled at 20 per second, three dispatchers', () => {
   it('never sends more than 22 in any second, spends no attempt on the throttle and fails none', async () => {
     const receiver = await Receiver.start(() => 204);
     receivers.push(receiver);
-    await settings.put('m_throttled', { publicKey: 'pk_throttled_0001', webhook: { url: `${receiver.url}/hook`, enabled: true, maxPerSecond: 20 } });
+    await putWithEndpoint(settings, 'm_throttled', { publicKey: 'pk_throttled_0001', url: `${receiver.url}/hook`, maxPerSecond: 20 });
     await waitFor('every dispatcher knows the merchant', () => dispatchers.every((d) => d.merchants.byId('m_throttled')?.endpoints[0]?.maxPerSecond === 20), 10_000);
     const total = 240;
     await Promise.all(Array.from({ length: total }, () => publisher.publish(sampleEvent('payout', 'm_throttled'))));
@@ -93,7 +94,7 @@ describe('an endpoint throttled at 20 per second, three dispatchers', () => {
     let refusals = 5;
     const receiver = await Receiver.start(() => (refusals-- > 0 ? { status: 429, headers: { 'retry-after': '1' } } : 204));
     receivers.push(receiver);
-    await settings.put('m_adaptive', { publicKey: 'pk_adaptive_0001', webhook: { url: `${receiver.url}/hook`, enabled: true, maxPerSecond: 40 } });
+    await putWithEndpoint(settings, 'm_adaptive', { publicKey: 'pk_adaptive_0001', url: `${receiver.url}/hook`, maxPerSecond: 40 });
     await waitFor('every dispatcher knows the merchant', () => dispatchers.every((d) => d.merchants.byId('m_adaptive')?.endpoints[0]?.maxPerSecond === 40), 10_000);
     await Promise.all(Array.from({ length: 40 }, () => publisher.publish(sampleEvent('payout', 'm_adaptive'))));
     await waitFor('the rate lowered', async () => (await db.query<{ rate: number }>("SELECT rate FROM endpoint_rates WHERE merchant_id = 'm_adaptive'")).length === 1, 15_000);

@@ -8,6 +8,7 @@ import { TEST_SECRETS_KEY } from './dispatcher-program.js';
 import { createTestDatabase, type TestDatabase } from './postgres.js';
 import { runCliInProcess } from './cli.js';
 import type { Finished } from './process.js';
+import { waitFor } from './wait.js';
 
 /** The operator CLI's `webhooks merchants …` on a merchants table of its own, and a running program's view of it. */
 export interface MerchantsCli {
@@ -20,6 +21,13 @@ export interface MerchantsCli {
   readonly program: PgMerchantDirectory;
   /** `webhooks merchants <args>`. */
   cli(...args: string[]): Promise<Finished>;
+  /**
+   * A merchant with one endpoint: `merchants set <id> --public-key <key>`, then `merchants endpoints
+   * add <id> <addArgs>` (--url …); answers the add (its stdout holds the endpoint id and secret).
+   */
+  withEndpoint(id: string, publicKey: string, ...addArgs: string[]): Promise<Finished>;
+  /** The id of the merchant's first endpoint, once the running program holds it. */
+  firstEndpoint(id: string): Promise<string>;
 }
 
 /**
@@ -55,6 +63,13 @@ export function merchantsCli(name: string, env: Record<string, string> = {}): Me
     await db?.drop();
   });
 
+  const cli = async (...args: string[]): Promise<Finished> => {
+    const result = await runCliInProcess(cliEnv, ['merchants', ...args]);
+    // Exit 1 is an unexpected error: say which, so that a failure under load can be read from the log.
+    if (result.code === 1) console.log(`webhooks merchants ${args.join(' ')} exited 1: ${result.stderr}`);
+    return result;
+  };
+
   return {
     prefix,
     env: cliEnv,
@@ -64,11 +79,14 @@ export function merchantsCli(name: string, env: Record<string, string> = {}): Me
     get program() {
       return program!;
     },
-    async cli(...args: string[]) {
-      const result = await runCliInProcess(cliEnv, ['merchants', ...args]);
-      // Exit 1 is an unexpected error: say which, so that a failure under load can be read from the log.
-      if (result.code === 1) console.log(`webhooks merchants ${args.join(' ')} exited 1: ${result.stderr}`);
-      return result;
+    cli,
+    async withEndpoint(id, publicKey, ...addArgs) {
+      const set = await cli('set', id, '--public-key', publicKey);
+      if (set.code !== 0) return set;
+      return cli('endpoints', 'add', id, ...addArgs);
+    },
+    firstEndpoint(id) {
+      return waitFor(`the program holds ${id}'s endpoint`, () => program?.byId(id)?.endpoints[0]?.id, 15_000);
     },
   };
 }

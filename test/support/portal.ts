@@ -8,6 +8,7 @@ import { brokerUrl, TestBroker, uniquePrefix } from './broker.js';
 import { startDatabaseDispatcher, TEST_SECRETS_KEY } from './dispatcher-program.js';
 import { createTestDatabase, type TestDatabase } from './postgres.js';
 import { waitFor } from './wait.js';
+import { putMerchantWithEndpoint } from './merchant-endpoints.js';
 
 /**
  * The whole service for the portal's tests, as deployed: API replicas with merchants and the
@@ -100,11 +101,11 @@ export async function startPortalStack(name: string, replicas = 1, options: ApiO
     recorder: recorder!,
     admin,
     async putMerchant(id, url) {
-      const answer = await admin(apis[0]!, 'PUT', `/admin/merchants/${id}`, { publicKey: `pk_test_${id}_000000`, webhook: { url, enabled: true } });
-      if (answer.status !== 201) throw new Error(`PUT ${id}: ${answer.status} ${JSON.stringify(answer.body)}`);
-      await waitFor(`${id} known to the dispatcher`, () => d.merchants.byId(id) !== undefined, 10_000);
-      for (const api of apis) await waitFor(`${id} known to every replica`, async () => (await admin(api, 'GET', `/admin/merchants/${id}`)).status === 200, 10_000);
-      return (answer.body as { data: { webhook: { secret: string } } }).data.webhook.secret;
+      const answer = await putMerchantWithEndpoint(apis[0]!, id, { publicKey: `pk_test_${id}_000000`, url }, { authorization: adminAuth });
+      if (answer.status !== 201) throw new Error(`PUT ${id} and its endpoint: ${answer.status} ${JSON.stringify(answer.body)}`);
+      await waitFor(`${id} known to the dispatcher`, () => (d.merchants.byId(id)?.endpoints.length ?? 0) > 0, 10_000);
+      for (const api of apis) await waitFor(`${id} known to every replica`, async () => ((await admin(api, 'GET', `/admin/merchants/${id}`)).body as { data?: { endpoints?: unknown[] } }).data?.endpoints?.length === 1, 10_000);
+      return (answer.body as { data: { secret: string } }).data.secret;
     },
     link,
     endpoint(merchantId, index = 0) {

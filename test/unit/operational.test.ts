@@ -137,4 +137,16 @@ describe('a webhook turned off or on by a write', () => {
     expect(transitionsOf(undefined, merchant(webhook), now)).toEqual([]);
     expect(transitionsOf(merchant(webhook), merchant(webhook), now)).toEqual([]);
   });
+
+  it("names the endpoint a write changed, whichever of the merchant's it is; adding or deleting one announces nothing", () => {
+    const other: Endpoint = { ...webhook, id: 'ep_m_other', url: 'https://m.example/other' };
+    const both = (second: Endpoint): Merchant => ({ ...merchant(webhook), endpoints: [webhook, second] });
+    const at = now.toISOString();
+    expect(transitionsOf(both(other), both({ ...other, enabled: false, disabledReason: 'manual', disabledAt: at }), now)).toEqual([
+      { kind: 'disabled', merchantId: 'm_1', endpointId: 'ep_m_other', url: other.url, reason: 'manual', at },
+    ]);
+    expect(transitionsOf(both(other), both({ ...other, secret: 'whsec_bmV3LXNlY3JldC1uZXctc2VjcmV0' }), now)).toEqual([{ kind: 'secret_rotated', merchantId: 'm_1', endpointId: 'ep_m_other', url: other.url, at }]);
+    expect(transitionsOf(merchant(webhook), both(other), now)).toEqual([]);
+    expect(transitionsOf(both(other), merchant(webhook), now)).toEqual([]);
+  });
 });
