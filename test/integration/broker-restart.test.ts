@@ -1,7 +1,5 @@
 /**
- * Stops and starts the RabbitMQ application (rabbitmqctl stop_app / start_app) of a node of this
- * file's own (test/support/private-rabbitmq.ts): no other file's broker goes away, so it runs
- * beside the others.
+ * @runs-alone stops and starts the shared broker's application (rabbitmqctl stop_app / start_app)
  */
 import type { ApiProgram } from '../../apps/api/program.js';
 import { BrokerConnection, BrokerUnavailableError } from '../../libs/broker/index.js';
@@ -11,14 +9,14 @@ import type { Merchant } from '../../libs/merchants/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { call, startTestApi, token, unresolved } from '../support/api.js';
 import { brokerUrl } from '../support/broker.js';
+import { brokerControl } from '../support/broker-control.js';
 import { type Harness, startHarness, testMerchant } from '../support/harness.js';
-import { PrivateRabbitMQ } from '../support/private-rabbitmq.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
-// A node of its own needs the machine's rabbitmq-server, and root.
-const describeWithControl = PrivateRabbitMQ.available() ? describe : describe.skip;
-if (!PrivateRabbitMQ.available()) console.warn('broker-restart tests skipped: no RabbitMQ node of their own can be started here (rabbitmq-server, as root)');
+const control = brokerControl();
+const describeWithControl = control ? describe : describe.skip;
+if (!control) console.warn('broker-restart tests skipped: the broker cannot be stopped from here (no local rabbitmqctl, no container)');
 
 describeWithControl('RabbitMQ stopped and started under load', () => {
   let receiver: Receiver;
@@ -28,13 +26,8 @@ describeWithControl('RabbitMQ stopped and started under load', () => {
   let upstream: BrokerConnection;
   let live: Merchant;
   let resendable: Merchant;
-  let node: PrivateRabbitMQ | undefined;
-  const sharedUrl = process.env.RABBITMQ_URL;
 
   beforeAll(async () => {
-    node = await PrivateRabbitMQ.start();
-    // The harness, the API and the dispatcher all connect where RABBITMQ_URL says.
-    process.env.RABBITMQ_URL = node.url;
     receiver = await Receiver.start((_n, req) => (JSON.parse(req.body).data.flaky && mode === 'fail' ? 500 : 200));
     live = testMerchant('m_live', receiver.url);
     resendable = testMerchant('m_resend', receiver.url);
@@ -42,15 +35,13 @@ describeWithControl('RabbitMQ stopped and started under load', () => {
     api = await startTestApi(harness.prefix, harness.merchantsFile);
     upstream = new BrokerConnection({ url: brokerUrl(), name: 'test-upstream', logger: silentLogger(), publishWaitMs: 2_000 });
     await upstream.open(10_000);
-  }, 180_000);
+  });
 
   afterAll(async () => {
     await upstream?.close();
     await api?.stop();
     await harness?.close();
     await receiver?.close();
-    await node?.stop();
-    process.env.RABBITMQ_URL = sharedUrl;
   });
 
   it('loses no published event and no resend, and both programs are ready again', async () => {
@@ -85,13 +76,13 @@ describeWithControl('RabbitMQ stopped and started under load', () => {
     })();
 
     await waitFor('some delivered before the outage', () => receiver.requests.length > 60, 20_000);
-    await node!.stopApp();
+    await control!.stop();
     let duringOutage;
     try {
       duringOutage = await call(api, `/nucleus/tnx/webhook?reference=${reference}`, { headers });
       expect((await call(api, '/readyz', { method: 'GET' })).status).toBe(503);
     } finally {
-      await node!.startApp();
+      await control!.start();
     }
     expect(duringOutage.status).toBe(503);
     expect(duringOutage.body).toMatchObject({ error: { code: 'service_unavailable' } });

@@ -1,43 +1,39 @@
 /**
- * Sets a memory alarm, on a RabbitMQ node of this file's own (test/support/private-rabbitmq.ts):
- * every publisher on it is blocked meanwhile, and no other file's, so it runs beside the others.
+ * @runs-alone sets a memory alarm on the shared broker: every publisher on it is blocked meanwhile
  */
 import type { ApiProgram } from '../../apps/api/program.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { call, startTestApi, token, unresolved, indexFailure } from '../support/api.js';
+import { brokerUrl } from '../support/broker.js';
 import { type Harness, startHarness, testMerchant, writeMerchantsFile } from '../support/harness.js';
 import { Receiver } from '../support/receiver.js';
-import { PrivateRabbitMQ } from '../support/private-rabbitmq.js';
 import { waitFor } from '../support/wait.js';
+import { localCtl } from '../support/rabbitmqctl.js';
 
-// A node of its own needs the machine's rabbitmq-server, and root.
-const maybe = PrivateRabbitMQ.available() ? describe : describe.skip;
+const ctl = localCtl();
+// Raising a memory alarm needs rabbitmqctl on the broker's own machine.
+const maybe = ctl ? describe : describe.skip;
 
 maybe('under broker flow control', () => {
   let receiver: Receiver;
   let harness: Harness;
   let api: ApiProgram;
   let watermark = '0.4';
-  let node: PrivateRabbitMQ | undefined;
-  const sharedUrl = process.env.RABBITMQ_URL;
 
   beforeAll(async () => {
-    node = await PrivateRabbitMQ.start();
-    // The harness, the API and the programs all connect where RABBITMQ_URL says.
-    process.env.RABBITMQ_URL = node.url;
-    const { stdout } = await node.ctl(['eval', 'vm_memory_monitor:get_vm_memory_high_watermark().']);
+    brokerUrl();
+    const { stdout } = await ctl!(['eval', 'vm_memory_monitor:get_vm_memory_high_watermark().']);
     if (/^[\d.]+$/.test(stdout.trim())) watermark = stdout.trim();
     receiver = await Receiver.start(() => 500);
     harness = await startHarness({ name: 'flow', merchants: [testMerchant('m_flow', 'http://placeholder')], retryDelaysMs: [] });
-  }, 180_000);
+  });
 
   afterAll(async () => {
-    await node?.setMemoryHighWatermark(watermark).catch(() => {});
+    // Never leave the shared broker blocked.
+    await ctl!(['set_vm_memory_high_watermark', watermark]).catch(() => {});
     await api?.stop();
     await harness?.close();
     await receiver?.close();
-    await node?.stop();
-    process.env.RABBITMQ_URL = sharedUrl;
   });
 
   it('answers a resend with 503 within its deadline instead of hanging while publishers are blocked', async () => {
@@ -52,7 +48,7 @@ maybe('under broker flow control', () => {
     await indexFailure(api, message, 'evt_flow', reference);
     expect(await unresolved(api, merchant.id, reference)).toBe(1);
 
-    await node!.setMemoryHighWatermark('0.0000001');
+    await ctl!(['set_vm_memory_high_watermark', '0.0000001']);
     try {
       const started = Date.now();
       let timer: NodeJS.Timeout | undefined;
@@ -63,7 +59,7 @@ maybe('under broker flow control', () => {
       expect(answer.status).toBe(503);
       expect(Date.now() - started).toBeLessThan(15_000);
     } finally {
-      await node!.setMemoryHighWatermark(watermark);
+      await ctl!(['set_vm_memory_high_watermark', watermark]);
     }
     // Once the alarm clears the blocked claim is free: the same resend goes through (200), unless the
     // copy the broker held was confirmed once unblocked and marked as sent as soon as it was (issue 54:

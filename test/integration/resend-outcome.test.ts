@@ -1,6 +1,5 @@
 /**
- * Sets a memory alarm, on a RabbitMQ node of this file's own (test/support/private-rabbitmq.ts):
- * every publisher on it is blocked meanwhile, and no other file's, so it runs beside the others.
+ * @runs-alone sets a memory alarm on the shared broker: every publisher on it is blocked meanwhile
  */
 import type { ApiProgram } from '../../apps/api/program.js';
 import { Dispatcher } from '../../apps/dispatcher/dispatcher.js';
@@ -11,13 +10,14 @@ import { silentLogger } from '../../libs/logger/index.js';
 import type { Merchant } from '../../libs/merchants/index.js';
 import { call, expectDocumented, seen, startTestApi, token, unresolved, indexFailure } from '../support/api.js';
 import { type Harness, startHarness, testMerchant } from '../support/harness.js';
-import { PrivateRabbitMQ } from '../support/private-rabbitmq.js';
+import { localCtl } from '../support/rabbitmqctl.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
 const RESEND = '/nucleus/tnx/webhook';
-// A node of its own needs the machine's rabbitmq-server, and root.
-const maybe = PrivateRabbitMQ.available() ? describe : describe.skip;
+const ctl = localCtl();
+// Raising a memory alarm needs rabbitmqctl on the broker's own machine.
+const maybe = ctl ? describe : describe.skip;
 
 maybe('a resend whose outcome is not known delivers once', () => {
   let receiver: Receiver;
@@ -28,14 +28,9 @@ maybe('a resend whose outcome is not known delivers once', () => {
   let watermark = '0.4';
   let dispatcher: Dispatcher | undefined;
   const http = createUndiciClient({ allowPrivateTargets: true });
-  let node: PrivateRabbitMQ | undefined;
-  const sharedUrl = process.env.RABBITMQ_URL;
 
   beforeAll(async () => {
-    node = await PrivateRabbitMQ.start();
-    // The harness, the APIs and the dispatchers all connect where RABBITMQ_URL says.
-    process.env.RABBITMQ_URL = node.url;
-    const { stdout } = await node.ctl(['eval', 'vm_memory_monitor:get_vm_memory_high_watermark().']);
+    const { stdout } = await ctl!(['eval', 'vm_memory_monitor:get_vm_memory_high_watermark().']);
     if (/^[\d.]+$/.test(stdout.trim())) watermark = stdout.trim();
     receiver = await Receiver.start(() => 200);
     merchant = testMerchant('m_unknown', receiver.url);
@@ -45,18 +40,17 @@ maybe('a resend whose outcome is not known delivers once', () => {
     await harness.dispatcher.stop();
     one = await startTestApi(harness.prefix, harness.merchantsFile);
     two = await startTestApi(harness.prefix, harness.merchantsFile);
-  }, 180_000);
+  });
 
   afterAll(async () => {
-    await node?.setMemoryHighWatermark(watermark).catch(() => {});
+    // Never leave the node blocked.
+    await ctl!(['set_vm_memory_high_watermark', watermark]).catch(() => {});
     await dispatcher?.stop();
     await one?.stop();
     await two?.stop();
     await harness?.close();
     await receiver?.close();
     http.close();
-    await node?.stop();
-    process.env.RABBITMQ_URL = sharedUrl;
   });
 
   afterEach(async () => {
@@ -101,7 +95,7 @@ maybe('a resend whose outcome is not known delivers once', () => {
     one.broker.sendToQueue = async (queue, ...rest) => {
       if (queue === harness.names.dispatch && !alarmed) {
         alarmed = true;
-        await node!.setMemoryHighWatermark('0.0000001');
+        await ctl!(['set_vm_memory_high_watermark', '0.0000001']);
       }
       return sendToQueue(queue, ...rest);
     };
@@ -120,7 +114,7 @@ maybe('a resend whose outcome is not known delivers once', () => {
         expect(Number(again.headers.get('retry-after'))).toBeGreaterThan(0);
       }
     } finally {
-      await node!.setMemoryHighWatermark(watermark);
+      await ctl!(['set_vm_memory_high_watermark', watermark]);
       one.broker.sendToQueue = sendToQueue;
     }
 

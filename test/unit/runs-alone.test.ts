@@ -1,6 +1,5 @@
 import { jest } from '@jest/globals';
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import SharedFirstThenAloneRunner, { runsAlone } from '../support/runner.js';
 
@@ -11,7 +10,7 @@ const checked = testFiles.filter((file) => file !== join('test', 'unit', 'runs-a
 
 /**
  * What stops, restarts, blocks or reconfigures the shared broker or PostgreSQL server. A private
- * server (test/support/private-postgres.ts, private-rabbitmq.ts, the cluster's own nodes) is no one else's.
+ * server (test/support/private-postgres.ts, the cluster's own nodes) is no one else's.
  */
 const SHARED_FAULTS: Array<[string, RegExp]> = [
   ['stops and starts the broker (broker-control.ts)', /\bbrokerControl\(/],
@@ -40,11 +39,9 @@ describe('the files that run alone (@runs-alone, after every other file: README 
       calls.push({ files: tests.map((test) => test.path), serial: options.serial });
     });
     try {
-      // None is marked today (the fault tests have servers of their own): a marked file made here.
-      const marked = [join(mkdtempSync(join(tmpdir(), 'runs-alone-')), 'fault.test.ts')];
-      writeFileSync(marked[0]!, '/**\n * @runs-alone stops the shared broker\n */\n');
-      expect(runsAlone(marked[0]!)).toBe('stops the shared broker');
+      const marked = testFiles.filter((file) => runsAlone(file) !== undefined);
       const others = testFiles.filter((file) => runsAlone(file) === undefined);
+      expect(marked.length).toBeGreaterThan(0);
       const tests = [marked[0]!, others[0]!, others[1]!].map((path) => ({ path }));
       const runner = new SharedFirstThenAloneRunner({ maxWorkers: 2 }, {});
       await runner.runTests(tests, { isInterrupted: () => false }, { serial: false });
