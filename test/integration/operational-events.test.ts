@@ -19,6 +19,7 @@ import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { collect, DATABASE_DIRECTORY, dispatcherEnv, type Seen } from '../support/operational.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
+import { patchFirstEndpoint, putMerchantWithEndpoint, rotateFirstEndpoint } from '../support/merchant-endpoints.js';
 
 describe('operational events and auto-disable', () => {
   const prefix = uniquePrefix('ops');
@@ -100,9 +101,9 @@ describe('operational events and auto-disable', () => {
   async function merchant(id: string): Promise<void> {
     const publicKey = `pk_ops_${id}_0001`;
     keys.set(id, publicKey);
-    const created = await admin('PUT', id, { publicKey, webhook: { url: `${merchantServer.url}/${id}`, enabled: true } });
+    const created = await putMerchantWithEndpoint(api, id, { publicKey, url: `${merchantServer.url}/${id}` }, auth);
     expect(created.status).toBe(201);
-    await waitFor(`both dispatchers know ${id}`, () => dispatcherA.merchants.byId(id) && dispatcherB.merchants.byId(id), 5_000);
+    await waitFor(`both dispatchers know ${id}`, () => dispatcherA.merchants.byId(id)?.endpoints[0] && dispatcherB.merchants.byId(id)?.endpoints[0], 5_000);
   }
 
   /**
@@ -168,7 +169,7 @@ describe('operational events and auto-disable', () => {
       // ...and outside the merchant's version: a dashboard holding the ETag is not refused for it.
       const first = webhookOf('m_dead')?.lastFailureAt;
       await waitFor('the clock refreshed', () => webhookOf('m_dead')?.lastFailureAt !== first, 15_000);
-      await waitFor('the admin API to show the clock', async () => ((await admin('GET', 'm_dead')).body as any).data.webhook.failingSince !== null, 15_000);
+      await waitFor('the admin API to show the clock', async () => ((await admin('GET', 'm_dead')).body as any).data.endpoints[0].failingSince !== null, 15_000);
       expect((await admin('GET', 'm_dead')).headers.get('etag')).toBe(etag);
       await dispatcherB.stop();
       const restartedAt = Date.now();
@@ -211,11 +212,11 @@ describe('operational events and auto-disable', () => {
     expect(scrapes.map((text) => value(text, 'webhooks_endpoints_disabled_total')).reduce((a, b) => a + b, 0)).toBe(1);
     expect(scrapes.map((text) => value(text, 'webhooks_endpoints_disabled'))).toEqual([1, 1]);
     const view = await admin('GET', 'm_dead');
-    expect((view.body as any).data.webhook).toMatchObject({ enabled: false, disabledReason: 'failing', disabledAt: settings.disabledAt, failingSince: settings.failingSince });
+    expect((view.body as any).data.endpoints[0]).toMatchObject({ enabled: false, disabledReason: 'failing', disabledAt: settings.disabledAt, failingSince: settings.failingSince });
     // The audit trail names the service as who turned it off, once; the failing clock's own writes are not in it.
     const trail = ((await call(api, '/admin/merchants/m_dead/audit', { method: 'GET', headers: auth })).body as any).data.entries as Array<{ actor: string; action: string; changes: object }>;
     expect(trail.filter((e) => e.actor === 'service')).toEqual([
-      expect.objectContaining({ action: 'endpoint.updated', changes: { [`endpoints.${settings.id}.enabled`]: { from: true, to: false }, [`endpoints.${settings.id}.disabledReason`]: { from: null, to: 'failing' } } }),
+      expect.objectContaining({ action: 'endpoint.updated', changes: { [`endpoints.${webhookOf('m_dead')!.id}.enabled`]: { from: true, to: false }, [`endpoints.${webhookOf('m_dead')!.id}.disabledReason`]: { from: null, to: 'failing' } } }),
     ]);
   });
 
@@ -274,9 +275,9 @@ describe('operational events and auto-disable', () => {
 
   it('publishes endpoint.enabled when re-enabled through the admin API, and delivers the next event', async () => {
     answers.set('m_dead', 204);
-    const enabled = await admin('PATCH', 'm_dead', { webhook: { enabled: true } });
+    const enabled = await patchFirstEndpoint(api, 'm_dead', { enabled: true }, auth);
     expect(enabled.status).toBe(200);
-    expect((enabled.body as any).data.webhook).toMatchObject({ enabled: true, disabledReason: null, disabledAt: null, failingSince: null });
+    expect((enabled.body as any).data).toMatchObject({ enabled: true, disabledReason: null, disabledAt: null, failingSince: null });
     expect(of('m_dead', 'endpoint.enabled')).toHaveLength(1);
     expect(of('m_dead', 'endpoint.enabled')[0]!.data).toMatchObject({ merchantId: 'm_dead', url: `${merchantServer.url}/m_dead` });
     await waitFor('dispatchers see it enabled', () => dispatcherA.merchants.byId('m_dead')?.endpoints[0]?.enabled && dispatcherB.merchants.byId('m_dead')?.endpoints[0]?.enabled, 5_000);
@@ -286,18 +287,18 @@ describe('operational events and auto-disable', () => {
 
   it('publishes endpoint.updated when a URL or the events change, and endpoint.secret_rotated on a rotation, never the secret', async () => {
     await merchant('m_moves');
-    const moved = await admin('PATCH', 'm_moves', { webhook: { url: `${merchantServer.url}/m_moves/v2`, events: ['payout'] } });
+    const moved = await patchFirstEndpoint(api, 'm_moves', { url: `${merchantServer.url}/m_moves/v2`, events: ['payout'] }, auth);
     expect(moved.status).toBe(200);
     expect(of('m_moves', 'endpoint.updated').map((e) => e.data)).toEqual([
       expect.objectContaining({ merchantId: 'm_moves', url: `${merchantServer.url}/m_moves/v2`, previousUrl: `${merchantServer.url}/m_moves`, changed: ['url', 'events'], events: ['payout'] }),
     ]);
-    const rotated = await call(api, '/admin/merchants/m_moves/webhook/secret/rotate', { method: 'POST', headers: auth, body: '{"graceSeconds":60}' });
+    const rotated = await rotateFirstEndpoint(api, 'm_moves', { graceSeconds: 60 }, auth);
     expect(rotated.status).toBe(200);
     expect(of('m_moves', 'endpoint.secret_rotated')).toHaveLength(1);
     expect(of('m_moves', 'endpoint.secret_rotated')[0]!.data).toEqual({ merchantId: 'm_moves', endpointId: expect.stringMatching(/^ep_/), url: `${merchantServer.url}/m_moves/v2`, rotatedAt: expect.any(String) });
     expect(JSON.stringify(events.filter((e) => e.data.merchantId === 'm_moves'))).not.toContain('whsec_');
     // A write that changes neither says nothing.
-    expect((await admin('PATCH', 'm_moves', { webhook: { events: ['payout'] } })).status).toBe(200);
+    expect((await patchFirstEndpoint(api, 'm_moves', { events: ['payout'] }, auth)).status).toBe(200);
     expect(of('m_moves', 'endpoint.updated')).toHaveLength(1);
   });
 
@@ -369,9 +370,9 @@ describe('operational events of a dead endpoint under load', () => {
 
   it('makes a handful of events, not one per webhook, for 1,000 webhooks to a dead endpoint within one interval', async () => {
     const auth = { authorization: `Bearer ${await adminToken()}`, 'content-type': 'application/json' };
-    const created = await call(api, '/admin/merchants/m_noise', { method: 'PUT', headers: auth, body: JSON.stringify({ publicKey: 'pk_ops_noise_0001', webhook: { url: `${dead.url}/noise`, enabled: true } }) });
+    const created = await putMerchantWithEndpoint(api, 'm_noise', { publicKey: 'pk_ops_noise_0001', url: `${dead.url}/noise` }, auth);
     expect(created.status).toBe(201);
-    await waitFor('dispatcher knows m_noise', () => dispatcher.merchants.byId('m_noise'), 5_000);
+    await waitFor('dispatcher knows m_noise', () => dispatcher.merchants.byId('m_noise')?.endpoints[0], 5_000);
     const publisher = new EventPublisher(dispatcher.broker, prefix);
     for (let i = 0; i < 1_000; i++) await publisher.publish(sampleEvent('payout', 'm_noise'));
     await waitFor('1,000 webhooks failed', () => dispatcher.dispatcher.stats.failed >= 1_000, 120_000, 100);
