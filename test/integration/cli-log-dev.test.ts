@@ -85,12 +85,17 @@ describe('webhooks log beside npm start', () => {
     // Polled with the list (one read each time): the merchant's reads per minute are limited too.
     await waitFor('20 delivered', async () => {
       const result = await runCliInProcess(env, ['log', '--merchant', 'm_demo', '--status', 'delivered', '--limit', '100', '--json']);
-      return result.code === 0 && (JSON.parse(result.stdout) as Array<{ references: string[] }>).filter((w) => w.references.includes('PO-MANY')).length === 20;
+      // The demo merchant's two endpoints both take payouts: each webhook is a delivery on each.
+      const many = result.code === 0 ? (JSON.parse(result.stdout) as Array<{ webhookId: string; endpointId: string; references: string[] }>).filter((w) => w.references.includes('PO-MANY')) : [];
+      return many.length === 40 && new Set(many.map((w) => w.webhookId)).size === 20 && new Set(many.map((w) => w.endpointId)).size === 2;
     }, 30_000, 500);
     const result = await runCliInProcess(env, ['log', '--merchant', 'm_demo', '--reference', 'PO-MANY']);
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
-    expect(result.stdout.match(/PO-MANY {2}first seen/g)).toHaveLength(20);
+    // A timeline per delivery: each of the 20 webhooks on each of the two endpoints.
+    expect(result.stdout.match(/PO-MANY {2}first seen/g)).toHaveLength(40);
+    expect(result.stdout.match(/ ep_demo_main\n/g)).toHaveLength(20);
+    expect(result.stdout.match(/ ep_demo_payouts\n/g)).toHaveLength(20);
   }, 60_000);
 
   it('prints a portal link for the demo merchant that opens a session, as the README shows', async () => {

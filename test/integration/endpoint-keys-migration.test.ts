@@ -24,7 +24,7 @@ describe('migration 0013: state keyed by merchant becomes keyed by endpoint', ()
 
   it("gives each row its merchant's first endpoint (the platform's its own), and keeps '' where the merchant has none", async () => {
     const before = MIGRATIONS.filter((m) => m.version < 13);
-    expect(before.length).toBe(MIGRATIONS.length - 1);
+    expect(before.map((m) => m.version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
     await migrate(database, before);
     const endpoints = JSON.stringify([{ id: 'ep_m_one_main', url: 'https://one.example/hook', enabled: true }]);
     await database.query("INSERT INTO merchants (id, public_key, endpoints, version) VALUES ('m_one', 'pk_one_00001', $1::jsonb, 1), ('m_none', 'pk_none_0001', '[]', 1)", [endpoints]);
