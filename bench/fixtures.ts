@@ -43,9 +43,9 @@ export function eventBody(merchantId: string, sentAt = Date.now(), warmup = fals
 /**
  * Publishes `count` events into dispatch with confirms, in windows to bound memory: straight into
  * the queue, or with `upstream` through the events exchange as upstream does (so that intake
- * checks their keys).
+ * checks their keys). `firstIndex`: the first messageId's number (a second fill behind a first keeps them apart).
  */
-export async function fillDispatch(url: string, prefix: string, count: number, merchantOf: (i: number) => string, options: { upstream?: boolean } = {}): Promise<void> {
+export async function fillDispatch(url: string, prefix: string, count: number, merchantOf: (i: number) => string, options: { upstream?: boolean; firstIndex?: number } = {}): Promise<void> {
   const connection = await amqp.connect(url);
   const channel = await connection.createConfirmChannel();
   const spec = intakeSpec(prefix);
@@ -58,8 +58,9 @@ export async function fillDispatch(url: string, prefix: string, count: number, m
   const send = options.upstream
     ? (body: Buffer, props: amqp.Options.Publish) => channel.publish(spec.exchange.name, 'charge.completed', body, props)
     : (body: Buffer, props: amqp.Options.Publish) => channel.sendToQueue(dispatch, body, props);
+  const first = options.firstIndex ?? 0;
   for (let i = 0; i < count; i++) {
-    if (!send(eventBody(merchantOf(i)), { persistent: true, messageId: `evt_${i}`, contentType: 'application/json' })) {
+    if (!send(eventBody(merchantOf(i)), { persistent: true, messageId: `evt_${first + i}`, contentType: 'application/json' })) {
       await new Promise((resolve) => channel.once('drain', resolve));
     }
     if (i % 2_000 === 1_999) await channel.waitForConfirms();

@@ -55,6 +55,11 @@ try {
     const { benchThrottle, throttleSection } = await import('./throttle.js');
     sections.push(throttleSection(await benchThrottle(url, receiver, second, log)));
   }
+  // Issue 56's fan-out (bench/fanout.ts): minutes, only when asked by name.
+  if (wanted.has('fanout')) {
+    const { benchFanout, fanoutSection } = await import('./fanout.js');
+    sections.push(fanoutSection(await benchFanout(url, receiver, runs, log)));
+  }
 } finally {
   await receiver.stop();
   await second.stop();
