@@ -34,7 +34,9 @@ export default {
   // Each file has its own topology prefix and database, so files run in parallel; the files marked
   // `@runs-alone` (they stop or block the shared broker or database) run after, one at a time.
   runner: '<rootDir>/test/support/runner.js',
-  maxWorkers: 4,
+  // Three: with the cluster suite beside them (three RabbitMQ nodes), four workers loaded two cores past
+  // what the timing cases allow (load 12-14: startup's 5 s, the collector's 8 s) once fan-out's files came.
+  maxWorkers: 3,
   // The slowest files first, also on a fresh checkout (test/durations.json).
   testSequencer: '<rootDir>/test/support/sequencer.js',
 };

@@ -1,3 +1,6 @@
+/**
+ * @runs-alone measures a rate across three dispatchers (20/s within a 50 % margin): the parallel files take the cores it needs
+ */
 import { type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/program.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
