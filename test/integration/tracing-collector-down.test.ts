@@ -1,3 +1,6 @@
+/**
+ * @runs-alone times 1,500 deliveries beside a collector that never answers: the parallel files take the cores it times
+ */
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { startTracing, type Tracing } from '../../libs/tracing/index.js';
 import { capturingLogger } from '../support/capturing-logger.js';
