@@ -1,3 +1,6 @@
+/**
+ * @runs-alone times program start-ups and shutdowns in seconds (a refused login ends a node process within 5 s): the parallel files take the cores it times
+ */
 import { writeFileSync } from 'node:fs';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
 import { testMerchant, writeMerchantsFile } from '../support/harness.js';
