@@ -163,7 +163,7 @@ describe('the delivery log under faults', () => {
       await recorder.stop();
       await database.close();
     }
-  });
+  }, 180_000); // its own waits (30 s, the restart, 60 s, the offset) add up past jest's default 60 s
 
   it('lets one recorder write at a time: a standby takes the lead when the leader stops, and the log stays exact', async () => {
     const databases = [openPostgres(db.url), openPostgres(db.url)];
