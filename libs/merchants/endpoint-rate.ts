@@ -43,8 +43,12 @@ export async function withEndpointRate<E extends RatedView & { id?: string }>(db
   if (!db) return endpoint;
   const adaptive = await endpointRateOf(db, merchantId, endpoint.id ?? DEFAULT_ENDPOINT_ID).catch(() => undefined);
   if (!adaptive) return endpoint;
-  const current = Math.min(endpoint.maxPerSecond ?? Infinity, adaptive.rate);
-  return { ...endpoint, currentPerSecond: Math.round(current * 100) / 100 };
+  return { ...endpoint, currentPerSecond: currentPerSecondOf(endpoint.maxPerSecond, adaptive.rate) };
+}
+
+/** The rate an endpoint is sent at now, to the hundredth: its adaptive rate, never above its maxPerSecond. */
+export function currentPerSecondOf(maxPerSecond: number | null | undefined, adaptiveRate: number): number {
+  return Math.round(Math.min(maxPerSecond ?? Infinity, adaptiveRate) * 100) / 100;
 }
 
 /** Endpoint ids: one webhook per merchant today (''); issue 56 gives each of a merchant's endpoints its own. */

@@ -30,7 +30,7 @@ export {
   withStatus,
 } from './settings.js';
 export { MAX_PER_SECOND_LIMIT, maxPerSecondField } from './throttle-setting.js';
-export { DEFAULT_ENDPOINT_ID, type EndpointRate, endpointRateOf, lowerEndpointRate, MIN_ADAPTIVE_RATE, raiseEndpointRate, withCurrentRate, withEndpointRate } from './endpoint-rate.js';
+export { currentPerSecondOf, DEFAULT_ENDPOINT_ID, type EndpointRate, endpointRateOf, lowerEndpointRate, MIN_ADAPTIVE_RATE, raiseEndpointRate, withCurrentRate, withEndpointRate } from './endpoint-rate.js';
 export { type OpenedMerchants, openMerchants } from './open.js';
 export { isUnavailable } from './pg-directory.js';
 export { webhookSettingsOf } from './webhook-settings.js';

@@ -3,6 +3,7 @@ import { EVENT_NAMES, type EventName, REFERENCE_FIELDS } from '../../../libs/con
 import type { Queryable } from '../../../libs/delivery-store/index.js';
 import {
   type Actor,
+  currentPerSecondOf,
   type Endpoint,
   EndpointNotFoundError,
   EndpointSettings,
@@ -38,7 +39,7 @@ export interface PortalHelpers {
 export type PortalEndpoint = ReturnType<typeof portalEndpointOf>;
 
 function portalEndpointOf(endpoint: Endpoint, rate: number | undefined, now: Date) {
-  const current = rate === undefined ? (endpoint.maxPerSecond ?? null) : Math.round(Math.min(endpoint.maxPerSecond ?? Infinity, rate) * 100) / 100;
+  const current = rate === undefined ? (endpoint.maxPerSecond ?? null) : currentPerSecondOf(endpoint.maxPerSecond, rate);
   return {
     id: endpoint.id,
     description: endpoint.description ?? null,
