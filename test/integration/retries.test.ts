@@ -109,6 +109,9 @@ describe('retries on the schedule, then the failed stream', () => {
   });
 
   it('delivers on a later attempt and then leaves nothing in any queue', async () => {
+    // The earlier cases' failures counted first: an entry is read from the failed stream before its
+    // move's confirm reaches the dispatcher's counter (read too early under load, it counted 3, not 2).
+    await waitFor('the earlier failures counted', () => harness.dispatcher.stats.failed === failedEntries);
     const failedBefore = harness.dispatcher.stats.failed;
     const { messageId } = await harness.publisher.publish(sampleEvent('payout', merchants.flaky.id));
 

@@ -49,9 +49,13 @@ describe('the throttle guard, 300 new deliveries at once to an endpoint at 50/s'
     expect(sent).toBeLessThan(100);
     // One take per slot granted, the refusal, and those in flight when it came: not one per delivery.
     expect(takes).toBeLessThanOrEqual(sent + 10);
-    // The queue: a place each, about one interval (20 ms) apart (less the jitter of when each batch's answer came), none twice.
+    // The queue: a place each, one interval (20 ms) apart within a batch's answer, none twice. Between
+    // two batches the gap also holds the jitter of when each answer reached this process (PostgreSQL
+    // lays the places out on its clock, read here on arrival): up to 18 ms under CI's load, so the
+    // gaps are checked together: nearly all exactly an interval, and the whole span a place each.
     const sorted = [...waits].sort((a, b) => a - b);
-    for (let i = 1; i < sorted.length; i++) expect(sorted[i]! - sorted[i - 1]!).toBeGreaterThanOrEqual(10);
+    const gaps = sorted.slice(1).map((at, i) => at - sorted[i]!);
+    expect(gaps.filter((gap) => Math.abs(gap - 20) < 1).length).toBeGreaterThanOrEqual(gaps.length * 0.9);
     expect(sorted.at(-1)! - sorted[0]!).toBeGreaterThanOrEqual((sorted.length - 1) * 19);
     // A new delivery goes behind the queue without a take; a wait handed back in its turn takes a slot.
     const before = takes;
