@@ -114,17 +114,26 @@ describe('the delivery log under poison, size, silence and redeliveries', () => 
     expect(recorder.state).toMatchObject({ quarantined: 2, rejected: 1 });
   }, 60_000);
 
-  it('stores a catch-up whose batch would be over PostgreSQL\'s 255 MB jsonb limit, holding a bounded number of bytes while it does', async () => {
-    const { prefix, stream, recorder } = await setUp('oversized', { checkpointEveryMs: 60_000 });
+  it('stores a catch-up in batches bounded by bytes (PostgreSQL refuses a jsonb over 255 MB), holding a bounded number of bytes while it does', async () => {
+    // Scaled down by the recorder's own bounds (their defaults, 4 MB a batch and 16 MB read ahead,
+    // are far below 255 MB): 1 MB a batch and 4 MB read ahead against 100 messages of 22 webhooks
+    // with 14 KB payloads (some 317 KB each, 31 MB in all), where a batch of 100 messages (bounded
+    // by count alone) was once 308 MB.
+    const { prefix, stream, recorder } = await setUp('oversized', { checkpointEveryMs: 60_000, maxBatchBytes: 1024 * 1024, bufferBytes: 4 * 1024 * 1024 });
     await declareQueueSpec(() => broker.createChannel(), deliveriesSpec(prefix));
-    // 100 messages (a whole batch before this fix) of 22 webhooks with 140 KB payloads: 308 MB.
-    const blob = 'x'.repeat(140_000);
+    const blob = 'x'.repeat(14_000);
     const messages = 100;
     const perMessage = 22;
     for (let m = 0; m < messages; m++) {
       const records = Array.from({ length: perMessage }, (_, i) => record(`wh_big_${m}_${i}`, { merchantId: 'm_big', payload: JSON.stringify({ event: 'payout', data: { reference: `po-${m}-${i}`, blob } }) }));
       await test.publishRaw(stream, Buffer.from(JSON.stringify(records)));
     }
+    // Each batch commits its stream offset with its records: a trigger notes every offset stored, so
+    // the messages of each batch are the steps between them.
+    await db.query('CREATE TABLE oversized_steps (at serial, next_offset bigint)');
+    await db.query(`CREATE FUNCTION oversized_step() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN IF NEW.stream = '${stream}' THEN INSERT INTO oversized_steps (next_offset) VALUES (NEW.next_offset); END IF; RETURN NEW; END $$`);
+    await db.query('CREATE TRIGGER oversized_step AFTER INSERT OR UPDATE ON delivery_log_offsets FOR EACH ROW EXECUTE FUNCTION oversized_step()');
     // The first batch is held (its offset row locked), so that what follows piles up as after an
     // outage, and the next batch takes as much as the recorder allows.
     await db.query('INSERT INTO delivery_log_offsets (stream, next_offset) VALUES ($1, 0)', [stream]);
@@ -137,15 +146,20 @@ describe('the delivery log under poison, size, silence and redeliveries', () => 
     const watch = setInterval(() => (peak = Math.max(peak, recorder.state.pendingBytes ?? 0)), 5);
     try {
       await recorder.start();
-      await waitFor('the stream read up to what the recorder holds', () => recorder.state.pending >= messages || (recorder.state.pendingBytes ?? 0) > 16 * 1024 * 1024, 60_000);
+      await waitFor('the stream read up to what the recorder holds', () => recorder.state.pending >= messages || (recorder.state.pendingBytes ?? 0) > 4 * 1024 * 1024, 60_000);
       await holder.query('COMMIT');
       await waitFor('every large webhook stored', async () => (await count(`SELECT count(*) AS n FROM delivery_webhooks WHERE merchant_id = 'm_big'`)) === messages * perMessage, 120_000, 200);
     } finally {
       clearInterval(watch);
     }
     expect(await count('SELECT count(*) AS n FROM delivery_log_quarantine WHERE stream = $1', [stream])).toBe(0);
-    // 16 MB of buffer, and the messages in flight when reading paused (each 3.1 MB).
-    expect(peak).toBeLessThan(32 * 1024 * 1024);
+    // At most 1 MB a batch, and at least one message: four of 317 KB (a batch bounded by count alone: 100).
+    const steps = (await db.query<{ next_offset: string }>('SELECT next_offset FROM oversized_steps ORDER BY at')).map((row) => Number(row.next_offset));
+    const sizes = steps.slice(1).map((offset, i) => offset - steps[i]!);
+    expect(steps.at(-1)).toBeGreaterThanOrEqual(messages);
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(4);
+    // 4 MB of buffer, and the messages in flight when reading paused.
+    expect(peak).toBeLessThan(8 * 1024 * 1024);
     expect(peak).toBeGreaterThan(0);
   }, 180_000);
 
