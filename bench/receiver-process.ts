@@ -102,7 +102,8 @@ const server = createServer((req, res) => {
       const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { data?: { sentAt?: number; benchMerchant?: string; warmup?: boolean } };
       if (typeof body.data?.sentAt === 'number' && !body.data.warmup) {
         latencies.push(now - body.data.sentAt);
-        const merchant = body.data.benchMerchant ?? 'all';
+        // Per endpoint where a merchant has several (/ep1, /ep2 …: bench/fanout-dead.ts), else per merchant.
+        const merchant = (body.data.benchMerchant ?? 'all') + (req.url?.startsWith('/ep') ? req.url : '');
         if (!byMerchant.has(merchant)) byMerchant.set(merchant, []);
         byMerchant.get(merchant)!.push(now - body.data.sentAt);
       }

@@ -60,6 +60,11 @@ try {
     const { benchFanout, fanoutSection } = await import('./fanout.js');
     sections.push(fanoutSection(await benchFanout(url, receiver, runs, log)));
   }
+  // Issue 56's dead endpoint (bench/fanout-dead.ts): ten minutes, only when asked by name.
+  if (wanted.has('fanout-dead')) {
+    const { benchFanoutDead, fanoutDeadSection } = await import('./fanout-dead.js');
+    sections.push(fanoutDeadSection(await benchFanoutDead(url, receiver, log)));
+  }
 } finally {
   await receiver.stop();
   await second.stop();
