@@ -174,6 +174,7 @@ describe("the merchant portal's endpoints in a browser", () => {
     // Each section asked the list for its own endpoint, a small page.
     for (const id of ids) expect(asked.some((url) => url.includes(`endpointId=${id}&limit=10`))).toBe(true);
     await checkScreen(page);
+    if (SHOTS) await page.screenshot({ path: `${SHOTS}/portal-log-grouped.png`, fullPage: true });
 
     // Its control opens the endpoint's whole log: the list's filter, one list, paged as before.
     await page.getByRole('region', { name: 'payouts', exact: true }).getByRole('link', { name: 'Full log of payouts' }).click();
