@@ -25,14 +25,26 @@ export interface EndpointHealth {
   attempts: number;
   /** 24 hours, oldest first, each present even when empty. */
   hours: HourBucket[];
+  /** The same counts per endpoint (ep_…), each endpoint with a delivery in the window; rows logged before endpoints count in the totals only. */
+  endpoints: EndpointCounts[];
+}
+
+export interface EndpointCounts {
+  endpointId: string;
+  delivered: number;
+  retrying: number;
+  failed: number;
+  skipped: number;
 }
 
 const HOUR_MS = 3_600_000;
 const STATUSES = ['delivered', 'retrying', 'failed', 'skipped'] as const;
 
 /**
- * Two statements, each on the merchant's indexes: the webhooks first seen in the window counted by
- * hour and status (delivery_webhooks_newest), and the attempts' durations in the window
+ * Two statements, each on the merchant's indexes: the deliveries first seen in the window counted by
+ * hour, status and endpoint (delivery_webhooks_newest: the same rows the chart counts, the endpoint
+ * one more grouping key, so the overview's per-endpoint counts cost no query of their own), and the
+ * attempts' durations in the window
  * (delivery_records_webhook, on the window's one or two day partitions only).
  */
 export async function endpointHealth(db: Queryable, merchantId: string, now: Date = new Date()): Promise<EndpointHealth> {
@@ -47,9 +59,9 @@ export async function endpointHealth(db: Queryable, merchantId: string, now: Dat
     }
   };
   const [byHour, durations] = await Promise.all([
-    run<{ hour: Date | string; status: string; n: string }>(
-      `SELECT date_trunc('hour', first_seen_at) AS hour, status, count(*) AS n FROM delivery_webhooks
-       WHERE merchant_id = $1 AND first_seen_at >= $2::timestamptz GROUP BY 1, 2`,
+    run<{ hour: Date | string; status: string; endpoint_id: string; n: string }>(
+      `SELECT date_trunc('hour', first_seen_at) AS hour, status, endpoint_id, count(*) AS n FROM delivery_webhooks
+       WHERE merchant_id = $1 AND first_seen_at >= $2::timestamptz GROUP BY 1, 2, 3`,
       [merchantId, since],
     ),
     run<{ attempts: string; p50: number | null; p95: number | null }>(
@@ -67,6 +79,7 @@ export async function endpointHealth(db: Queryable, merchantId: string, now: Dat
     skipped: 0,
   }));
   const totals = { delivered: 0, retrying: 0, failed: 0, skipped: 0 };
+  const perEndpoint = new Map<string, EndpointCounts>();
   for (const row of byHour) {
     const status = row.status as (typeof STATUSES)[number];
     if (!STATUSES.includes(status)) continue;
@@ -74,6 +87,11 @@ export async function endpointHealth(db: Queryable, merchantId: string, now: Dat
     const n = Number(row.n);
     if (bucket) bucket[status] += n;
     totals[status] += n;
+    // '': logged before endpoints fanned out, not attributable to one.
+    if (row.endpoint_id === '') continue;
+    let counts = perEndpoint.get(row.endpoint_id);
+    if (!counts) perEndpoint.set(row.endpoint_id, (counts = { endpointId: row.endpoint_id, delivered: 0, retrying: 0, failed: 0, skipped: 0 }));
+    counts[status] += n;
   }
   const decided = totals.delivered + totals.failed;
   const stat = durations[0];
@@ -86,5 +104,6 @@ export async function endpointHealth(db: Queryable, merchantId: string, now: Dat
     p95ResponseMs: round(stat?.p95),
     attempts: Number(stat?.attempts ?? 0),
     hours,
+    endpoints: [...perEndpoint.values()],
   };
 }

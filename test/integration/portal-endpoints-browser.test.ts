@@ -1,14 +1,16 @@
 import { checkScreen, openEndpoint, openEndpoints, portalBrowserFixture, SHOTS } from '../support/portal-page.js';
 import { waitFor } from '../support/wait.js';
+import type { EventName } from '../../libs/contracts/index.js';
 
 /**
  * A merchant's several endpoints in the portal, in a real browser against the real API, broker
  * and PostgreSQL (issue 56): the list, adding one with the permission (and neither the control nor
- * the call without it), disabling one, rotating one's secret, deleting one, and the log naming
- * each webhook's endpoint once it carries it.
+ * the call without it), disabling one, rotating one's secret, deleting one, the log naming each
+ * webhook's endpoint once it carries it, and the log grouped by endpoint.
  */
 describe("the merchant portal's endpoints in a browser", () => {
-  const fixture = portalBrowserFixture('portal-endpoints-browser');
+  // The grouping case's refunds endpoint fails (one attempt here, then failed): a status of its own.
+  const fixture = portalBrowserFixture('portal-endpoints-browser', (_n, req) => (req.path.endsWith('/grp/refunds') ? 500 : 204));
   const { publish } = fixture;
 
   const openPage = (url: string) => fixture.pages.open(url);
@@ -106,6 +108,8 @@ describe("the merchant portal's endpoints in a browser", () => {
     });
     await page.goto(`${base}#/webhooks`);
     await page.getByRole('heading', { level: 1, name: 'Webhooks', exact: true }).waitFor();
+    // One endpoint: the log as one list, no section per endpoint (sections are drawn with the heading).
+    expect(await page.locator('main section').count()).toBe(0);
     await page.getByRole('columnheader', { name: 'Endpoint', exact: true }).waitFor();
     await page.getByRole('cell', { name: `${fixture.receiver.url}/logeps` }).first().waitFor();
     await page.getByLabel('Endpoint', { exact: true }).selectOption(endpointId);
@@ -115,5 +119,75 @@ describe("the merchant portal's endpoints in a browser", () => {
     // The log's own filter: the webhook of that endpoint is still listed.
     await page.getByRole('cell', { name: `${fixture.receiver.url}/logeps` }).first().waitFor();
     await checkScreen(page);
+  });
+
+  it('groups the log by endpoint, each section with its own latest deliveries, and opens one endpoint\'s whole log', async () => {
+    // Three endpoints, one event each, so that a delivery's event says which endpoint it went to.
+    await fixture.stack.putMerchant('m_grp', `${fixture.receiver.url}/grp/charges`);
+    const first = fixture.stack.dispatcher.merchants.byId('m_grp')!.endpoints[0]!.id;
+    expect((await fixture.stack.admin(fixture.api, 'PATCH', `/admin/merchants/m_grp/endpoints/${first}`, { events: ['charge.completed'] })).status).toBe(200);
+    for (const [name, event] of [['payouts', 'payout'], ['refunds', 'refund.completed']] as const) {
+      const added = await fixture.stack.admin(fixture.api, 'POST', '/admin/merchants/m_grp/endpoints', { url: `${fixture.receiver.url}/grp/${name}`, description: name, events: [event] });
+      expect(added.status).toBe(201);
+    }
+    await waitFor('the dispatcher has all three, one event each', () => {
+      const eps = fixture.stack.dispatcher.merchants.byId('m_grp')?.endpoints ?? [];
+      return eps.length === 3 && eps.every((e) => e.events?.length === 1);
+    }, 5_000);
+    const ids = fixture.stack.dispatcher.merchants.byId('m_grp')!.endpoints.map((e) => e.id);
+    // 2 charges and 3 payouts delivered, 1 refund failed (its endpoint answers 500).
+    const sent: Array<[EventName, string]> = [['charge.completed', 'delivered'], ['charge.completed', 'delivered'], ['payout', 'delivered'], ['payout', 'delivered'], ['payout', 'delivered'], ['refund.completed', 'failed']];
+    for (const [event, status] of sent) {
+      const { webhookId } = await publish('m_grp', event);
+      await fixture.stack.logged('m_grp', webhookId, status);
+    }
+
+    const page = await openPage(await fixture.stack.link('m_grp'));
+    await page.getByRole('heading', { name: 'Overview' }).waitFor();
+    // The overview: each endpoint's own last 24 hours.
+    const overviewRow = (name: string) => page.locator('tbody tr', { has: page.getByRole('link', { name, exact: true }) });
+    await overviewRow('payouts').getByRole('link', { name: '3 delivered, 0 failed' }).waitFor();
+    await overviewRow('refunds').getByRole('link', { name: '0 delivered, 1 failed' }).waitFor();
+    await overviewRow(first).getByRole('link', { name: '2 delivered, 0 failed' }).waitFor();
+
+    const asked: string[] = [];
+    page.on('request', (request) => {
+      if (request.url().includes('/portal/api/webhooks?')) asked.push(request.url());
+    });
+    await page.getByRole('navigation', { name: 'Portal' }).getByRole('link', { name: 'Webhooks' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Webhooks', exact: true }).waitFor();
+    const expected = [
+      { heading: `${fixture.receiver.url}/grp/charges`, event: 'charge.completed', counts: 'Latest 2: 2 delivered, 0 retrying, 0 failed, 0 skipped' },
+      { heading: 'payouts', event: 'payout', counts: 'Latest 3: 3 delivered, 0 retrying, 0 failed, 0 skipped' },
+      { heading: 'refunds', event: 'refund.completed', counts: 'Latest 1: 0 delivered, 0 retrying, 1 failed, 0 skipped' },
+    ];
+    await waitFor('three sections, each filled', async () => (await page.locator('main section').count()) === 3 && (await page.locator('main section tbody').count()) === 3, 10_000);
+    for (const [i, want] of expected.entries()) {
+      const section = page.locator('main section').nth(i);
+      expect(await section.getByRole('heading', { level: 2 }).textContent()).toBe(want.heading);
+      expect(await section.textContent()).toContain(want.counts);
+      await section.getByText('enabled', { exact: true }).waitFor();
+      // Only its own deliveries: each row's event is the one its endpoint receives.
+      const events = await section.locator('tbody tr td:nth-child(2)').allTextContents();
+      expect(events).toEqual(Array(Number(/Latest (\d+)/.exec(want.counts)![1])).fill(want.event));
+    }
+    // Each section asked the list for its own endpoint, a small page.
+    for (const id of ids) expect(asked.some((url) => url.includes(`endpointId=${id}&limit=10`))).toBe(true);
+    await checkScreen(page);
+    if (SHOTS) await page.screenshot({ path: `${SHOTS}/portal-log-grouped.png`, fullPage: true });
+
+    // Its control opens the endpoint's whole log: the list's filter, one list, paged as before.
+    await page.getByRole('region', { name: 'payouts', exact: true }).getByRole('link', { name: 'Full log of payouts' }).click();
+    await page.waitForURL(new RegExp(`endpointId=${ids[1]}`));
+    await page.getByRole('columnheader', { name: 'Endpoint', exact: true }).waitFor();
+    expect(await page.locator('main section').count()).toBe(0);
+    expect(await page.getByLabel('Endpoint', { exact: true }).inputValue()).toBe(ids[1]);
+    expect(await page.locator('tbody tr td:nth-child(2)').allTextContents()).toEqual(['payouts', 'payouts', 'payouts']);
+    expect(asked.some((url) => url.includes(`endpointId=${ids[1]}&limit=25`))).toBe(true);
+
+    // Every delivery in one list, newest first, on request.
+    await page.goto(`${page.url().split('#')[0]}#/webhooks?list`);
+    await waitFor('the one list', async () => (await page.locator('main tbody tr').count()) === sent.length, 5_000);
+    expect(await page.locator('main section').count()).toBe(0);
   });
 });

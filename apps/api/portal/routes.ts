@@ -47,6 +47,9 @@ const health = z.strictObject({
   p95ResponseMs: z.number().int().nullable(),
   attempts: z.number().int(),
   hours: z.array(hourBucket).length(24),
+  endpoints: z
+    .array(z.strictObject({ endpointId: z.string(), delivered: z.number().int(), retrying: z.number().int(), failed: z.number().int(), skipped: z.number().int() }))
+    .describe('The same counts per endpoint (ep_…), for each endpoint with a delivery in the window; deliveries logged before endpoints count in the totals only'),
 });
 
 const overview = z.strictObject({

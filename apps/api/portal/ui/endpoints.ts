@@ -7,7 +7,7 @@ import { type Child, type Json, EVENTS, alertBox, api, can, copyButton, h, rateT
 const path = (id: string) => `/portal/api/endpoints/${encodeURIComponent(id)}`;
 const name = (ep: Json) => ep.description || ep.url;
 
-function stateOf(ep: Json): Child {
+export function stateOf(ep: Json): Child {
   if (ep.enabled) return h('span', { class: 'badge s-delivered' }, 'enabled');
   const why = ep.disabledReason === 'failing' ? 'automatically: every attempt was failing' : ep.disabledBy === 'merchant' ? 'by you' : 'by the platform';
   return h('span', {}, h('span', { class: 'badge s-failed' }, 'disabled'), ` ${why}${ep.disabledAt ? ` since ${when(ep.disabledAt)}` : ''}`);
@@ -18,17 +18,24 @@ function healthOf(ep: Json): string {
   return ep.failingSince ? `failing since ${when(ep.failingSince)}` : 'no failure streak';
 }
 
-/** Every endpoint in one table: the overview and the Endpoints screen show it. */
-export function endpointsTable(list: Json[]): HTMLElement {
+/**
+ * Every endpoint in one table: the overview and the Endpoints screen show it; the overview with
+ * each one's last 24 hours (its health's per-endpoint counts).
+ */
+export function endpointsTable(list: Json[], day?: Json[]): HTMLElement {
   if (list.length === 0) return h('p', { class: 'info' }, 'No webhook endpoint is set up for this account yet.');
-  return table('Your endpoints', ['Endpoint', 'URL', 'Events', 'State', 'Order', 'Rate', 'Health'], list.map((ep) => [
-    h('a', { href: `#/endpoints/${encodeURIComponent(ep.id)}` }, ep.description || ep.id),
-    h('code', {}, ep.url),
-    ep.allEvents ? 'all' : ep.events.join(', '),
-    stateOf(ep),
-    ep.orderByReference ? 'per reference: a refund waits for its charge' : 'none promised',
-    rateText(ep),
-    healthOf(ep)]));
+  return table('Your endpoints', ['Endpoint', 'URL', 'Events', 'State', 'Order', 'Rate', 'Health', ...(day ? ['Last 24 hours'] : [])], list.map((ep) => {
+    const n = day?.find((c) => c.endpointId === ep.id) ?? { delivered: 0, failed: 0 };
+    return [
+      h('a', { href: `#/endpoints/${encodeURIComponent(ep.id)}` }, ep.description || ep.id),
+      h('code', {}, ep.url),
+      ep.allEvents ? 'all' : ep.events.join(', '),
+      stateOf(ep),
+      ep.orderByReference ? 'per reference: a refund waits for its charge' : 'none promised',
+      rateText(ep),
+      healthOf(ep),
+      ...(day ? [h('a', { href: `#/webhooks?endpointId=${encodeURIComponent(ep.id)}` }, `${n.delivered} delivered, ${n.failed} failed`)] : [])];
+  }));
 }
 
 const writable = () => session?.settingsWritable ?? false;

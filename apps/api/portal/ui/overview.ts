@@ -45,7 +45,7 @@ export async function overview(): Promise<void> {
   const answer = await api('GET', '/portal/api/overview');
   if (answer.status !== 200) return show('Overview', alertBox(answer));
   const { endpoints, health } = answer.body.data;
-  const endpointCard = h('section', { class: 'card', 'aria-labelledby': 'ep' }, h('h2', { id: 'ep' }, 'Endpoints'), endpointsTable(endpoints));
+  const endpointCard = h('section', { class: 'card', 'aria-labelledby': 'ep' }, h('h2', { id: 'ep' }, 'Endpoints'), endpointsTable(endpoints, health.endpoints));
   const rate = health.successRate === null ? '—' : `${(health.successRate * 100).toFixed(health.successRate === 1 ? 0 : 1)}%`;
   const tile = (value: string | number, label: string, href?: string) =>
     h('li', {}, h('b', {}, String(value)), href ? h('a', { href }, label) : h('span', {}, label));

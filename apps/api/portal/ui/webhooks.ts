@@ -1,24 +1,39 @@
-// The delivery log: the list with its filters and paging, and one webhook with its attempts and resend.
+// The delivery log: the list with its filters and paging (grouped by endpoint when the merchant has
+// several and nothing is filtered), and one webhook with its attempts and resend.
 
-import { type Child, type Json, EVENTS, STATUSES, alertBox, announce, api, badge, can, fromLocal, h, localInput, show, table, timeEl, when } from './core.js';
+import { type Child, type Json, EVENTS, STATUSES, alertBox, announce, api, badge, can, fromLocal, h, localInput, main, show, table, timeEl, when } from './core.js';
+import { stateOf } from './endpoints.js';
 
 const pageStack: string[] = [];
+const FILTERS = ['status', 'event', 'reference', 'endpointId', 'since', 'until'];
+const HEAD = ['Event', 'References', 'Status', 'Attempts', 'Last HTTP status'];
+/** A group's page: small, since the screen asks for one per endpoint. */
+const GROUP = 10;
 
-/** The merchant's endpoints by id, named as the merchant named them (else by URL); empty when unreadable. */
-async function endpointNames(): Promise<Map<string, string>> {
+/** The merchant's endpoints; empty when unreadable. */
+async function endpointList(): Promise<Json[]> {
   const answer = await api('GET', '/portal/api/endpoints');
-  const list: Json[] = answer.status === 200 ? answer.body.data.endpoints : [];
-  return new Map(list.map((ep) => [ep.id as string, (ep.description || ep.url) as string]));
+  return answer.status === 200 ? answer.body.data.endpoints : [];
 }
+/** Each endpoint by id, named as the merchant named it (else by URL). */
+const namesOf = (list: Json[]) => new Map<string, string>(list.map((ep) => [ep.id, ep.description || ep.url]));
+
+const row = (w: Json, ...endpoint: Child[]): Child[] => [
+  h('a', { href: `#/webhooks/${encodeURIComponent(w.webhookId)}` }, when(w.firstSeenAt)), ...endpoint,
+  w.event, w.references.join(', '), badge(w.status), String(w.attempts), w.lastHttpStatus === null ? '—' : String(w.lastHttpStatus)];
 
 export async function webhooks(params: URLSearchParams): Promise<void> {
   const query = new URLSearchParams();
-  for (const key of ['status', 'event', 'reference', 'endpointId', 'since', 'until', 'cursor']) { const v = params.get(key); if (v) query.set(key, v); }
+  for (const key of [...FILTERS, 'cursor']) { const v = params.get(key); if (v) query.set(key, v); }
+  // Nothing filtered: the endpoints first, to see whether the log is shown grouped by endpoint.
+  const whole = query.size === 0 && !params.has('list');
+  const eps = whole ? await endpointList() : [];
   query.set('limit', '25');
-  const [answer, known] = await Promise.all([api('GET', `/portal/api/webhooks?${query}`), endpointNames()]);
-  const list: Json[] = answer.status === 200 ? answer.body.data.webhooks : [];
+  const [answer, all] = eps.length > 1 ? [undefined, eps] : await Promise.all([api('GET', `/portal/api/webhooks?${query}`), whole ? eps : endpointList()]);
+  const known = namesOf(all);
+  const list: Json[] = answer?.status === 200 ? answer.body.data.webhooks : [];
   // The log names each webhook's endpoint once it carries it: then a column and a filter by endpoint.
-  const perEndpoint = params.has('endpointId') || list.some((w) => typeof w.endpointId === 'string');
+  const perEndpoint = !answer || params.has('endpointId') || list.some((w) => typeof w.endpointId === 'string');
   const select = (name: string, label: string, options: string[]) =>
     h('div', {}, h('label', { for: `f-${name}` }, label),
       h('select', { id: `f-${name}`, name }, h('option', { value: '' }, 'any'),
@@ -30,7 +45,7 @@ export async function webhooks(params: URLSearchParams): Promise<void> {
     e.preventDefault();
     const data = new FormData(e.target as HTMLFormElement);
     const next = new URLSearchParams();
-    for (const key of ['status', 'event', 'reference', 'endpointId']) { const v = String(data.get(key) ?? '').trim(); if (v) next.set(key, v); }
+    for (const key of FILTERS.slice(0, 4)) { const v = String(data.get(key) ?? '').trim(); if (v) next.set(key, v); }
     for (const key of ['since', 'until']) { const v = fromLocal(String(data.get(key) ?? '')); if (v) next.set(key, v); }
     pageStack.length = 0;
     location.hash = `#/webhooks?${next}`;
@@ -42,12 +57,10 @@ export async function webhooks(params: URLSearchParams): Promise<void> {
     input('reference', 'Reference', 'text', params.get('reference') ?? ''),
     input('since', 'From', 'datetime-local', local('since')), input('until', 'To', 'datetime-local', local('until')),
     h('div', {}, h('button', { type: 'submit' }, 'Apply filters')));
+  if (!answer) return grouped(form, eps);
   if (answer.status !== 200) return show('Webhooks', form, alertBox(answer));
   const { nextCursor } = answer.body.data;
-  const rows = list.map((w: Json) => [
-    h('a', { href: `#/webhooks/${encodeURIComponent(w.webhookId)}` }, when(w.firstSeenAt)),
-    ...(perEndpoint ? [w.endpointId ? known.get(w.endpointId) ?? w.endpointId : '—'] : []),
-    w.event, w.references.join(', '), badge(w.status), String(w.attempts), w.lastHttpStatus === null ? '—' : String(w.lastHttpStatus)]);
+  const rows = list.map((w: Json) => row(w, ...(perEndpoint ? [w.endpointId ? known.get(w.endpointId) ?? w.endpointId : '—'] : [])));
   const pager = h('div', { class: 'row' });
   const go = (cursor: string | undefined) => {
     const next = new URLSearchParams(params);
@@ -58,8 +71,39 @@ export async function webhooks(params: URLSearchParams): Promise<void> {
   if (nextCursor) pager.append(h('button', { type: 'button', class: 'secondary', onclick: () => { pageStack.push(params.get('cursor') ?? ''); go(nextCursor); } }, 'Older'));
   show('Webhooks', form,
     list.length === 0 ? h('p', { class: 'info' }, 'No webhook matches these filters.')
-      : table(`Webhooks, newest first${params.get('cursor') ? ' (older page)' : ''}`, ['Time', ...(perEndpoint ? ['Endpoint'] : []), 'Event', 'References', 'Status', 'Attempts', 'Last HTTP status'], rows),
+      : table(`Webhooks, newest first${params.get('cursor') ? ' (older page)' : ''}`, ['Time', ...(perEndpoint ? ['Endpoint'] : []), ...HEAD], rows),
     pager);
+}
+
+/**
+ * One section per endpoint with its latest deliveries (the list's own endpointId filter), and a
+ * link to its whole log. Two reads at a time: the log runs two of a merchant's reads at once and
+ * queues a few more, and a merchant may have 20 endpoints.
+ */
+async function grouped(form: HTMLElement, eps: Json[]): Promise<void> {
+  const fills = eps.map((ep, i) => {
+    const name = ep.description || ep.url;
+    const facts = h('p', {}, ep.description ? h('code', {}, ep.url) : null, ' ', stateOf(ep));
+    const body = h('p');
+    const section = h('section', { class: 'card', 'aria-labelledby': `g${i}` }, h('h2', { id: `g${i}` }, name), facts, body,
+      h('a', { href: `#/webhooks?endpointId=${encodeURIComponent(ep.id)}` }, `Full log of ${name}`));
+    const fill = async () => {
+      const answer = await api('GET', `/portal/api/webhooks?endpointId=${encodeURIComponent(ep.id)}&limit=${GROUP}`);
+      if (answer.status !== 200) return body.replaceWith(alertBox(answer));
+      const list: Json[] = answer.body.data.webhooks;
+      // Counted over the rows shown, not the endpoint's whole log.
+      facts.append(` Latest ${list.length}: ${STATUSES.map((s) => `${list.filter((w) => w.status === s).length} ${s}`).join(', ')}`);
+      body.replaceWith(list.length ? table(`Latest deliveries to ${name}, newest first`, ['Time', ...HEAD], list.map((w) => row(w))) : h('p', { class: 'info' }, 'No delivery yet.'));
+    };
+    return { section, fill };
+  });
+  show('Webhooks', form,
+    h('p', {}, `Each endpoint's latest ${GROUP} deliveries. `, h('a', { href: '#/webhooks?list' }, 'All in one list')),
+    ...fills.map((f) => f.section));
+  let next = 0;
+  // Stops once the merchant has moved to another screen: its reads would be wasted.
+  const worker = async () => { while (next < fills.length && main.contains(fills[0]!.section)) await fills[next++]!.fill(); };
+  await Promise.all([worker(), worker()]);
 }
 
 // ---- One webhook ------------------------------------------------------------------------------
@@ -68,7 +112,7 @@ export async function webhook(id: string, note?: Child): Promise<void> {
   const answer = await api('GET', `/portal/api/webhooks/${encodeURIComponent(id)}`);
   if (answer.status !== 200) return show('Webhook', alertBox(answer), h('p', {}, h('a', { href: '#/webhooks' }, 'Back to the webhooks')));
   const w = answer.body.data;
-  const endpointName = typeof w.endpointId === 'string' ? (await endpointNames()).get(w.endpointId) ?? w.endpointId : undefined;
+  const endpointName = typeof w.endpointId === 'string' ? namesOf(await endpointList()).get(w.endpointId) ?? w.endpointId : undefined;
   const actions = h('div', { class: 'row' });
   if (w.status === 'failed' && can('resend')) {
     const button = h('button', { type: 'button', onclick: () => resend(w, button as HTMLButtonElement) }, 'Resend this webhook');
