@@ -1,6 +1,6 @@
-/**
- * @runs-alone times program start-ups and shutdowns in seconds (a refused login ends a node process within 5 s): the parallel files take the cores it times
- */
+// Its bounds are against what each fault would otherwise cost (the 30 s start deadline, a shutdown
+// that waits for a broker that never answers), not against a node process's start: that took 5 to
+// 7.7 s on CI's loaded cores, so the file runs beside the others.
 import { writeFileSync } from 'node:fs';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
 import { testMerchant, writeMerchantsFile } from '../support/harness.js';
@@ -158,7 +158,8 @@ describe('dispatcher start-up and shutdown', () => {
       const signalledAt = Date.now();
       program.child.kill(signal as NodeJS.Signals);
       const result = await program.finished;
-      expect(Date.now() - signalledAt).toBeLessThan(2_000);
+      // Not after the 30 s start deadline.
+      expect(Date.now() - signalledAt).toBeLessThan(5_000);
       expect(result.code).toBe(0);
       expect(result.stderr).not.toContain('not reachable');
     } finally {
@@ -175,7 +176,8 @@ describe('dispatcher start-up and shutdown', () => {
     url.password = password;
     const started = Date.now();
     const result = await runProgram(script, (script === API ? apiEnv : env)({ RABBITMQ_URL: url.toString(), PORT: '0', AUTH_JWT_SECRET: 'x'.repeat(40) }));
-    expect(Date.now() - started).toBeLessThan(5_000);
+    // Not retried until the start deadline (BROKER_START_DEADLINE_MS, 30 s): the process's own start is in this, up to 7.7 s under CI's load.
+    expect(Date.now() - started).toBeLessThan(15_000);
     expect(result.code).toBe(1);
     const lower = name === 'API' ? 'api' : 'dispatcher';
     expect(result.stderr).toContain(`${lower} could not start: RabbitMQ refused the login (ACCESS_REFUSED) at amqp://${url.username}:***@${url.host}`);
@@ -223,7 +225,8 @@ describe('dispatcher start-up and shutdown', () => {
       program.child.kill('SIGTERM');
       const result = await finishedWithin(program, 10_000);
       expect(result).toBeDefined();
-      expect(Date.now() - signalledAt).toBeLessThan(4_500);
+      // SHUTDOWN_TIMEOUT (3 s) and the process's exit, against the 30 s a frozen broker would hold it.
+      expect(Date.now() - signalledAt).toBeLessThan(7_000);
       expect(result!.code).toBe(0);
       expect(result!.stdout).toContain('shutdown step did not finish in time');
     } finally {
