@@ -3,17 +3,17 @@
  * PostgreSQL, a retry schedule so its waits are rows in the same database) delivers one merchant's
  * events to the bench receiver: in the same round, a merchant with 1 endpoint and one with 5
  * endpoints that all match the event (distinct URLs, /ep1 to /ep5), rounds alternating which goes
- * first. An event to the second is fanned out: one copy per endpoint back to `dispatch` (with
- * x-endpoint-id), the original acked, each copy then delivered on its own; so its cost is the
- * fan-out plus five deliveries, against one delivery.
+ * first. An event to the second is fanned out: each endpoint's delivery walked from the one
+ * message in the dispatcher's process, the original acked once all five are done; so its cost is
+ * the fan-out plus five deliveries, against one delivery.
  *
- * The copies queue behind every original still in `dispatch`, so a window of deliveries counted at
- * the receiver would leave out the fan-outs of its events (done before any of their copies is
- * delivered). Each run therefore has two phases: the warm-up events, published before the
+ * Each run has two phases (kept from when the fan-out copied each endpoint's delivery back to
+ * `dispatch`, behind every original still there, which a window of deliveries counted at the
+ * receiver would have cut in two): the warm-up events, published before the
  * dispatcher starts and all delivered; then the dispatcher is stopped (SIGSTOP, well under its
  * 15 s heartbeat), the measured events are published, its CPU is read from /proc and it is resumed.
  * The window runs from the resume to the receipt of the last delivery (the receiver reads /proc
- * then): every fan-out and every copy of the measured events, on a full queue as in 1b.
+ * then): every delivery of the measured events, on a full queue as in 1b.
  *
  * `npm run bench -- fanout` (BENCH_FANOUT_WARMUP events, default 2,000; BENCH_FANOUT_N, default 6,000).
  */
@@ -166,10 +166,10 @@ export function fanoutSection(r: FanoutResult): string {
 deployed (its own process, \`DISPATCH_CONCURRENCY=${CONCURRENCY}\`, \`RETRY_SCHEDULE=5s\`, merchants and waits in a migrated database of its
 own), one merchant with **1** endpoint, then in the same round one with **5** endpoints on distinct URLs of the receiver process
 (204 to all), every one matching the event (three by an \`events\` filter naming it, two without a filter). With 5, the
-dispatcher publishes a copy per endpoint back to \`dispatch\` (x-endpoint-id), acks the original, and delivers each copy on
-its own. Since the copies queue behind the originals, each run delivers its ${r.warmup.toLocaleString('en')} warm-up events first, then the
+dispatcher walks each endpoint's delivery from the one message in its process (apps/dispatcher/stages/fan-out.ts) and acks
+the original once all five are done. Each run delivers its ${r.warmup.toLocaleString('en')} warm-up events first, then the
 dispatcher is stopped (SIGSTOP), the ${r.total.toLocaleString('en')} measured events are queued, its CPU is read from /proc and it is resumed;
-the window runs to the receipt of the last delivery, so it holds every fan-out and every copy. Rounds alternate which goes first.
+the window runs to the receipt of the last delivery, so it holds every delivery of them. Rounds alternate which goes first.
 
 | merchant | deliveries/s | dispatcher CPU µs per event | per delivery | of which main thread, per event |
 |---|---|---|---|---|

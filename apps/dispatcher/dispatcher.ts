@@ -4,9 +4,7 @@ import type { BrokerConnection, Consumer, Delivery } from '../../libs/broker/ind
 import type { WebhookHttpClient } from '../../libs/http/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import { type DeliveryObserver, noopObserver } from '../../libs/metrics/index.js';
-import { type Merchant, type MerchantDirectory, matchingEndpoints, receivesEvent } from '../../libs/merchants/index.js';
-import { PLATFORM_MERCHANT_ID } from '../../libs/contracts/index.js';
-import { PLATFORM_ENDPOINT_ID } from './platform.js';
+import type { Merchant, MerchantDirectory } from '../../libs/merchants/index.js';
 import { RetryPolicy } from '../../libs/retry-policy/index.js';
 import { WebhookSigner } from '../../libs/signing/index.js';
 import type { FailedStore } from '../../libs/failed/index.js';
@@ -21,11 +19,12 @@ import { AttemptStage } from './stages/attempt.js';
 import { decide, type Finding } from './stages/decide.js';
 import { type DispatcherStats, EffectStage, waitKeyOf } from './stages/effect.js';
 import { EndpointGuards } from './stages/endpoint-guards.js';
+import { fanOut, route } from './stages/fan-out.js';
 import { type IntakeEvent, parseIntake } from './stages/intake.js';
 import { recordOf } from './stages/record.js';
 import type { Throttle } from './stages/throttle.js';
 import { publishChild, type Span, spanLogFields, tracingActive } from '../../libs/tracing/index.js';
-import { deliverySpan, describeDelivery } from './stages/trace.js';
+import { deliverySpan, describeDelivery, describeFanOut } from './stages/trace.js';
 
 export type { DispatcherStats } from './stages/effect.js';
 
@@ -111,6 +110,8 @@ export interface DispatcherDeps {
  * Consumes `dispatch` and walks each delivery through its stages, top to bottom in handle():
  * intake → admission → attempt → decision → effect. Only the effect acks, and only once the
  * outcome is safe: delivered, or its wait written, or its copy confirmed in `failed` or `invalid`.
+ * A new event for several endpoints is walked from admission on once per endpoint, in this process
+ * (stages/fan-out.ts), and acked once every endpoint's effect is done.
  */
 export class Dispatcher {
   readonly guards: EndpointGuards;
@@ -199,15 +200,47 @@ export class Dispatcher {
     return this.stopping;
   }
 
-  /** One delivery, walked through its stages, its span ended at the end; never rejects (what goes wrong unexpectedly parks it). */
-  private async handle(delivery: Delivery, span?: Span): Promise<void> {
+  /**
+   * One delivery, walked through its stages, its span ended at the end; or (`share`) one endpoint's
+   * share of a fanned-out one, walked from its own intake on, its span the original's. Never
+   * rejects (what goes wrong unexpectedly parks it: a share parks that endpoint's copy alone).
+   */
+  private async handle(delivery: Delivery, span?: Span, share?: IntakeEvent): Promise<void> {
     // What intake made of it, for an unexpected error's parking (an ordered head's end).
-    const seen: { intake?: IntakeEvent } = {};
+    const seen: { intake?: IntakeEvent } = { intake: share };
     try {
       const now = this.now();
-      const { intake, finding } = await this.find(delivery.message, now, span, seen);
+      const { message } = delivery;
+      let intake = share;
+      let finding: Finding | undefined;
+      if (!intake) {
+        // Intake: parse and validate.
+        try {
+          intake = seen.intake = parseIntake(message, this.settings.maxMessageBytes, now, this.names.events);
+        } catch (err) {
+          if (!(err instanceof InvalidMessageError)) throw err;
+          finding = { kind: 'invalid', code: err.code, detail: err.detail };
+        }
+      }
+      if (!share && intake) {
+        // Fan-out: a new event goes to each of the merchant's matching endpoints.
+        const routed = route(intake, this.deps.merchants);
+        // Idempotent intake: only at first sight, a message from upstream's exchange; a retry, a
+        // hand-back, a resend or a test event is never a repeat. Nor a fanned-out one redelivered:
+        // its endpoints' records are written before its ack, so the log holding one of them does
+        // not say the others were delivered (a crash mid-fan-out): each endpoint gets it again.
+        const checked = this.deps.intakeKeys && message.fields.exchange === this.names.events && !intake.test && !(routed?.kind === 'fan-out' && message.fields.redelivered);
+        const key = checked ? { merchantId: intake.merchantId, webhookId: intake.webhookId } : undefined;
+        if (key && (await this.deps.intakeKeys!.check(key, message.fields.redelivered)) === 'repeat') {
+          finding = { kind: 'duplicate', ...key };
+          intake = undefined;
+        } else if (routed?.kind === 'fan-out') {
+          return await this.fanOut(delivery, intake, routed.endpointIds, span);
+        } else finding = routed;
+      }
+      if (!finding) ({ intake, finding } = await this.onward(message, intake!, now, span));
       const decision = decide(finding, intake, this.policy, now);
-      if (span) describeDelivery(span, intake, decision);
+      if (span && !share) describeDelivery(span, intake, decision);
       // Recorded after the effect it describes (a wait written, a move confirmed) and before the
       // ack: a crash after the ack cannot leave the attempt out of the log, and a move that gives
       // up records nothing.
@@ -225,30 +258,19 @@ export class Dispatcher {
     } catch (err) {
       await this.onUnexpected(delivery, err, span, seen.intake);
     } finally {
-      span?.end();
+      if (!share) span?.end();
     }
   }
 
-  /** Intake, admission and attempt: each stage either finds what ends the walk or hands on. */
-  private async find(message: ConsumeMessage, now: Date, span: Span | undefined, seen: { intake?: IntakeEvent }): Promise<{ intake?: IntakeEvent; finding: Finding }> {
-    // Intake: parse and validate.
-    let intake: IntakeEvent;
-    try {
-      intake = parseIntake(message, this.settings.maxMessageBytes, now, this.names.events);
-      seen.intake = intake;
-    } catch (err) {
-      if (err instanceof InvalidMessageError) return { finding: { kind: 'invalid', code: err.code, detail: err.detail } };
-      throw err;
-    }
-    // Idempotent intake: only at first sight, a message from upstream's exchange; a retry, a
-    // hand-back, a resend or a test event is never a repeat.
-    if (this.deps.intakeKeys && message.fields.exchange === this.names.events && !intake.test) {
-      const key = { merchantId: intake.merchantId, webhookId: intake.webhookId };
-      if ((await this.deps.intakeKeys.check(key, message.fields.redelivered)) === 'repeat') return { finding: { kind: 'duplicate', ...key } };
-    }
-    // Fan-out: a new event goes to each of the merchant's matching endpoints, a copy each.
-    const routed = this.route(intake);
-    if (routed) return { intake, finding: routed };
+  /** A new event for several endpoints: each endpoint's share walked from this one message (stages/fan-out.ts). */
+  private async fanOut(delivery: Delivery, intake: IntakeEvent, endpointIds: readonly string[], span: Span | undefined): Promise<void> {
+    if (span) describeFanOut(span, intake, endpointIds.length);
+    this.effect.stats.fannedOut++;
+    await fanOut(delivery, intake, endpointIds, (share, own) => this.handle(share, span, own), (share, own) => this.effect.handOn(share, own, span));
+  }
+
+  /** Admission and attempt (after a hand-back's take and an ordered webhook's place): each stage either finds what ends the walk or hands on. */
+  private async onward(message: ConsumeMessage, intake: IntakeEvent, now: Date, span: Span | undefined): Promise<{ intake?: IntakeEvent; finding: Finding }> {
     // A wait handed back: only its current hand comes to an attempt.
     if (intake.hand !== undefined && !(await this.take(intake, intake.hand))) {
       return { finding: { kind: 'superseded', key: `${intake.webhookId}#${intake.hand}` } };
@@ -269,42 +291,6 @@ export class Dispatcher {
       this.deps.throttle.answered(intake.merchantId, admitted.webhook, status, finding.kind === 'sent');
     }
     return { intake, finding };
-  }
-
-  /**
-   * Which endpoint a copy without x-endpoint-id is for. A new event (from upstream's exchange, an
-   * operational event, a test event) with one matching endpoint is that endpoint's delivery, as it
-   * is: no copy. With several, a 'fan-out': a copy per endpoint goes back to dispatch, each then a
-   * delivery of its own (attempts, waits, circuit, failure), and the original is acked. With none,
-   * why (skipped as today). A copy accepted before events were fanned out (a wait or a failure
-   * without an endpoint) keeps going to the merchant's first endpoint, as then (admission).
-   */
-  private route(intake: IntakeEvent): Finding | undefined {
-    if (intake.endpointId !== undefined) return undefined;
-    if (intake.merchantId === PLATFORM_MERCHANT_ID) {
-      intake.endpointId = PLATFORM_ENDPOINT_ID;
-      return undefined;
-    }
-    // Accepted without an endpoint: written before events were fanned out (or by a dispatcher not
-    // yet upgraded), its wait row keyed ''; admission sends it to the merchant's first endpoint.
-    if (intake.accepted) return undefined;
-    const merchant = this.deps.merchants.byId(intake.merchantId);
-    if (!merchant) return undefined;
-    // Most merchants have one endpoint: no list made per delivery for them.
-    const only = merchant.endpoints.length === 1 ? merchant.endpoints[0]! : undefined;
-    if (only?.enabled && receivesEvent(only, intake.event)) {
-      intake.endpointId = only.id;
-      return undefined;
-    }
-    const matching = matchingEndpoints(merchant, intake.event);
-    if (matching.length === 1) {
-      intake.endpointId = matching[0]!.id;
-      return undefined;
-    }
-    if (matching.length > 1) return { kind: 'fan-out', endpointIds: matching.map((endpoint) => endpoint.id) };
-    // None: an enabled endpoint that filters it out says so; else the endpoints are off.
-    if (merchant.endpoints.some((endpoint) => endpoint.enabled)) return { kind: 'unavailable', why: 'event-not-subscribed' };
-    return { kind: 'unavailable', why: merchant.endpoints.some((endpoint) => endpoint.disabledReason === 'failing') ? 'endpoint-disabled' : 'webhook-disabled' };
   }
 
   /**

@@ -24,6 +24,8 @@ export const ATTR = {
   attempt: 'webhook.attempt',
   outcome: 'webhook.outcome',
   reference: 'webhook.reference',
+  /** A fanned-out message's span: how many endpoints it was walked to. */
+  endpoints: 'webhook.endpoints',
 } as const;
 
 export const MESSAGING_SYSTEM = 'rabbitmq';

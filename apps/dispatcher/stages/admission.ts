@@ -35,9 +35,8 @@ export class AdmissionStage {
     const merchant = intake.merchantId === PLATFORM_MERCHANT_ID ? this.platform : this.merchants.byId(intake.merchantId);
     if (!merchant) return { kind: 'unavailable', why: 'merchant-removed' };
     const webhook = endpointFor(merchant, intake);
-    if (!webhook?.enabled) return { kind: 'unavailable', why: unavailableOf(merchant, webhook) };
     // The merchant chose its events: one it does not receive is treated like a disabled webhook.
-    if (!receivesEvent(webhook, intake.event)) return { kind: 'unavailable', why: 'event-not-subscribed' };
+    if (!webhook?.enabled || !receivesEvent(webhook, intake.event)) return { kind: 'unavailable', why: unavailableOf(webhook ? [webhook] : []) };
     // A resend is the merchant saying "fixed": its first attempt goes through an open circuit.
     // So does a webhook never attempted whose span is over: nothing reaches failed untried.
     const force = intake.attempts === 0 && (intake.resentAt !== undefined || this.policy.spanOver(intake.resentAt ?? intake.firstSeenAt, now));
@@ -83,10 +82,12 @@ export function endpointFor(merchant: Merchant, intake: Pick<IntakeEvent, 'endpo
 }
 
 /**
- * Why nothing can be sent: an endpoint turned off by auto-disable is said apart, so the
- * merchant's log tells it from its own choice; a deleted one is like a disabled webhook.
+ * Why none of these endpoints (a merchant's, or the one a copy is for) takes an event that no
+ * enabled one of them receives: an enabled one filters it out; else an endpoint turned off by
+ * auto-disable is said apart, so the merchant's log tells it from its own choice; none at all (a
+ * deleted endpoint) is like a disabled webhook. Both routing and admission ask it.
  */
-export function unavailableOf(merchant: Merchant, endpoint: Endpoint | undefined): Unavailable {
-  if (endpoint) return endpoint.disabledReason === 'failing' ? 'endpoint-disabled' : 'webhook-disabled';
-  return 'webhook-disabled';
+export function unavailableOf(endpoints: readonly Endpoint[]): Unavailable {
+  if (endpoints.some((endpoint) => endpoint.enabled)) return 'event-not-subscribed';
+  return endpoints.some((endpoint) => endpoint.disabledReason === 'failing') ? 'endpoint-disabled' : 'webhook-disabled';
 }

@@ -28,7 +28,7 @@ export type Finding =
   | { kind: 'invalid'; code: InvalidCode; detail: string }
   /** Intake: an ordered merchant's webhook behind an earlier one of its reference; its wait is written. */
   | { kind: 'ordered' }
-  /** Intake: a new event for several of the merchant's endpoints: a copy for each (x-endpoint-id). */
+  /** Intake: a new event for several of the merchant's endpoints: each endpoint's delivery walked from it (stages/fan-out.ts), never decided itself. */
   | { kind: 'fan-out'; endpointIds: string[] }
   /** Admission: no merchant, no active webhook, or the event is filtered out. */
   | { kind: 'unavailable'; why: Unavailable }
@@ -52,8 +52,6 @@ export type Decision =
   /** Waits for an earlier webhook of its reference (its 'ordered' wait written at intake); no attempt spent. */
   | { kind: 'ordered' }
   | { kind: 'duplicate'; merchantId: string; webhookId: string }
-  /** Copied to dispatch once per endpoint (each copy its own delivery), then acked; no attempt here. */
-  | { kind: 'fan-out'; endpointIds: string[] }
   | { kind: 'skipped'; why: 'webhook-disabled' | 'endpoint-disabled' | 'event-not-subscribed' }
   /** Back to its queue untried, once (stopping). */
   | { kind: 'returned' }
@@ -92,7 +90,7 @@ export function decide(finding: Finding, intake: IntakeEvent | undefined, policy
     case 'ordered':
       return { kind: 'ordered' };
     case 'fan-out':
-      return { kind: 'fan-out', endpointIds: finding.endpointIds };
+      throw new Error('decide: a fan-out is decided per endpoint (stages/fan-out.ts)');
   }
   if (!intake) throw new Error(`decide: ${finding.kind} needs the intake`);
   switch (finding.kind) {

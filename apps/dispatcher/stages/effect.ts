@@ -32,7 +32,7 @@ export interface DispatcherStats {
   ordered: number;
   /** Upstream messages acked without delivery: their key was seen within INTAKE_DEDUPE_WINDOW. */
   duplicates: number;
-  /** New events copied to dispatch once per matching endpoint (fan-out), then acked. */
+  /** New events for several endpoints, each endpoint's delivery walked from the one message (fan-out). */
   fannedOut: number;
 }
 
@@ -93,8 +93,6 @@ export class EffectStage {
     }
     if (!intake) throw new Error(`effect: ${decision.kind} needs the intake`);
     switch (decision.kind) {
-      case 'fan-out':
-        return this.fanOut(delivery, intake, decision.endpointIds, span);
       case 'ordered':
         // Its wait was written with its admission, in the same statement that found it behind.
         await record();
@@ -251,19 +249,20 @@ export class EffectStage {
   }
 
   /**
-   * A new event for several endpoints: a copy per endpoint to dispatch (x-endpoint-id; same bytes,
-   * webhook-id and first-seen time), each by the one move (mandatory, confirmed), the original
-   * acked after the last. A copy not taken returns the original to its queue: its redelivery
-   * copies again, so an endpoint may get the webhook twice (same webhook-id), never none.
+   * One endpoint's share of a fanned-out message that its walk could not settle (a move the broker
+   * did not take, stopping): handed on as events were fanned out before, a copy for that endpoint
+   * to dispatch (x-endpoint-id; same bytes, webhook-id and first-seen time) by the one move, whose
+   * ack marks the share done. A copy not taken either returns the share (fanOut then returns the
+   * original). True when handed on.
    */
-  private async fanOut(delivery: Delivery, intake: IntakeEvent, endpointIds: readonly string[], span: Span | undefined): Promise<void> {
-    const base: ScalarHeaders = { ...this.carried(delivery), [HEADERS.webhookId]: intake.webhookId, [HEADERS.firstSeenAt]: intake.firstSeenAt };
-    for (let i = 0; i < endpointIds.length; i++) {
-      const last = i === endpointIds.length - 1;
-      if (!(await this.move(delivery, this.deps.names.dispatch, { ...base, [HEADERS.endpointId]: endpointIds[i]! }, intake.event, span, undefined, !last))) return;
-    }
-    this.stats.fannedOut++;
-    if (this.debug) this.deps.logger.debug('webhook fanned out to its endpoints', { ...logFields(intake), endpoints: endpointIds.length, ...spanLogFields(span) });
+  handOn(delivery: Delivery, intake: IntakeEvent, span: Span | undefined): Promise<boolean> {
+    const headers: ScalarHeaders = {
+      ...this.carried(delivery),
+      [HEADERS.webhookId]: intake.webhookId,
+      [HEADERS.firstSeenAt]: intake.firstSeenAt,
+      [HEADERS.endpointId]: intake.endpointId!,
+    };
+    return this.move(delivery, this.deps.names.dispatch, headers, intake.event, span);
   }
 
   private async park(delivery: Delivery, code: string, detail: string, span: Span | undefined, record: () => Promise<void>, intake?: IntakeEvent): Promise<void> {
@@ -279,6 +278,8 @@ export class EffectStage {
       [HEADERS.invalidReason]: `${code}: ${detail}`.slice(0, 1000),
       [HEADERS.invalidAt]: this.deps.now().toISOString(),
       [HEADERS.originalRoutingKey]: message.fields.routingKey,
+      // One endpoint's share of a fanned-out message: its copy names that endpoint.
+      ...(intake?.endpointId !== undefined ? { [HEADERS.endpointId]: intake.endpointId } : {}),
     }, 'unknown', span, settle);
     if (!moved) return;
     this.count('invalid', 'invalid', 'unknown');
@@ -326,11 +327,8 @@ export class EffectStage {
     if (intake.hand !== undefined && this.deps.waits) await this.deps.waits.end({ ...waitKeyOf(intake), hand: intake.hand, closesCircuit });
   }
 
-  /**
-   * The one move (libs/broker moveMessage); `settle` runs after the confirm, before the ack. True
-   * when moved. `keep`: a copy only, the delivery stays held (a fan-out's copies before its last).
-   */
-  private async move(delivery: Delivery, queue: string, base: ScalarHeaders, event: string, span: Span | undefined, settle?: () => Promise<void>, keep = false): Promise<boolean> {
+  /** The one move (libs/broker moveMessage); `settle` runs after the confirm, before the ack. True when moved. */
+  private async move(delivery: Delivery, queue: string, base: ScalarHeaders, event: string, span: Span | undefined, settle?: () => Promise<void>): Promise<boolean> {
     const { message } = delivery;
     const webhookId = typeof base[HEADERS.webhookId] === 'string' ? (base[HEADERS.webhookId] as string) : undefined;
     const held: HeldMessage = {
@@ -339,9 +337,7 @@ export class EffectStage {
       get live() {
         return delivery.live;
       },
-      ack: () => {
-        if (!keep) delivery.ack();
-      },
+      ack: () => delivery.ack(),
       nack: (requeue) => delivery.nack(requeue),
     };
     // With tracing on, a producer span whose context the copy carries: the next delivery continues the webhook's trace.

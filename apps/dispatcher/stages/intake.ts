@@ -22,8 +22,9 @@ export interface IntakeEvent {
   /** The merchant, or PLATFORM_MERCHANT_ID for an operational event to OPERATIONAL_WEBHOOK_URL. */
   merchantId: string;
   /**
-   * The one endpoint (ep_…) this copy is for (x-endpoint-id, ours only): a copy the dispatcher
-   * fanned out, a wait handed back, a resend. Absent on an event not yet fanned out.
+   * The one endpoint (ep_…) this delivery is for: read from x-endpoint-id (ours only) on a wait
+   * handed back, a resend, a fan-out's share handed on; set by routing on a new event (its one
+   * matching endpoint, or each endpoint's own copy of the intake in a fan-out). Absent until then.
    */
   endpointId?: string;
   /** A merchant's event, or an operational event's type (the platform's). */

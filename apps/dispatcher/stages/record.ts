@@ -16,8 +16,7 @@ export function recordOf(
   policy: RetryPolicy,
   now: Date,
 ): DeliveryRecordInput | undefined {
-  // A fan-out is no delivery: each of its copies records its own.
-  if (!intake || decision.kind === 'superseded' || decision.kind === 'returned' || decision.kind === 'fan-out') return undefined;
+  if (!intake || decision.kind === 'superseded' || decision.kind === 'returned') return undefined;
   const trace = finding.kind === 'sent' || finding.kind === 'attempt-failed' ? finding.trace : undefined;
   // `now` is the walk's one clock reading: a fresh webhook's first-seen time and its attempt's
   // start are that same instant, so its text is made once.

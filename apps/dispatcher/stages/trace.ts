@@ -50,9 +50,18 @@ const OUTCOMES: Record<Decision['kind'], string> = {
   superseded: 'superseded',
   ordered: 'ordered',
   duplicate: 'duplicate',
-  'fan-out': 'fanned-out',
   returned: 'returned',
 };
+
+/**
+ * A message fanned out: its span is each endpoint's walk's (their attempts its children), so it
+ * says 'fanned-out' and how many endpoints, not one endpoint's outcome.
+ */
+export function describeFanOut(span: Span, intake: IntakeEvent, endpoints: number): void {
+  if (!span.isRecording()) return;
+  span.setAttribute(ATTR.webhookId, intake.webhookId).setAttribute(ATTR.merchantId, intake.merchantId).setAttribute(ATTR.event, intake.event);
+  span.setAttribute(ATTR.outcome, 'fanned-out').setAttribute(ATTR.endpoints, endpoints);
+}
 
 /** The webhook's attributes and the walk's outcome on the delivery span. */
 export function describeDelivery(span: Span, intake: IntakeEvent | undefined, decision: Decision): void {
