@@ -1,0 +1,97 @@
+import { sampleEvent } from '../../libs/contracts/index.js';
+import { type Harness, startHarness, testMerchant } from '../support/harness.js';
+import { Receiver } from '../support/receiver.js';
+import { waitFor } from '../support/wait.js';
+
+/**
+ * A delivery waiting for its endpoint's slot holds one of the dispatcher's prefetch slots (two per
+ * request it may have in flight). Two endpoints that never count as "slow" against their own
+ * latency once held all of them, and every other merchant's webhooks queued behind: one answering
+ * in time but slowly (a second a request), and a dead one whose postponed webhooks came back, their
+ * span over, at the event rate to be sent through its open circuit (bench/fanout-dead.ts: the live
+ * endpoints' p95 went from 8 ms to 103 s over 5 minutes).
+ */
+describe('an endpoint that is slow but never "slow" holds a bounded share of the prefetch', () => {
+  let slow: Receiver;
+  let shop: Receiver;
+  let harness: Harness;
+  const merchants = { slow: testMerchant('m_iso_slow', 'http://placeholder'), shop: testMerchant('m_iso_shop', 'http://placeholder') };
+
+  beforeAll(async () => {
+    // Every request answered 204 after a second: its latency is a second, so it is never judged slow (4 s).
+    slow = await Receiver.start(() => ({ status: 204, delayMs: 1_000 }));
+    shop = await Receiver.start(() => 204);
+    merchants.slow.endpoints[0]!.url = slow.url;
+    merchants.shop.endpoints[0]!.url = shop.url;
+    // Four requests at once: two per endpoint, eight prefetch slots.
+    harness = await startHarness({ name: 'slow-iso', merchants: Object.values(merchants), retryDelaysMs: [1_000], settings: { concurrency: 4, deliveryTimeoutMs: 5_000 } });
+  });
+
+  afterAll(async () => {
+    await harness?.close();
+    await Promise.all([slow?.close(), shop?.close()]);
+  });
+
+  it("keeps another merchant's webhooks flowing while 30 wait for an endpoint answering in a second", async () => {
+    // Its usual latency learnt first (a second), so that it is judged slow only past 4 s.
+    await Promise.all(Array.from({ length: 2 }, () => harness.publisher.publish(sampleEvent('payout', merchants.slow.id))));
+    await waitFor('two answered', () => harness.dispatcher.stats.delivered >= 2, 10_000);
+    await Promise.all(Array.from({ length: 30 }, () => harness.publisher.publish(sampleEvent('payout', merchants.slow.id))));
+    await waitFor('the slow endpoint busy', () => slow.requests.length >= 4, 10_000);
+    const started = Date.now();
+    await Promise.all(Array.from({ length: 10 }, () => harness.publisher.publish(sampleEvent('payout', merchants.shop.id))));
+    await waitFor("the shop's ten", () => shop.requests.length >= 10, 30_000);
+    // Holding every prefetch slot, the slow endpoint's line drained at two a second first: 11 s and more.
+    expect(Date.now() - started).toBeLessThan(3_000);
+    // Those set aside are delivered after (a wait each, no attempt spent).
+    await waitFor('all thirty-two delivered', () => new Set(slow.requests.map((r) => r.headers['webhook-id'])).size >= 32, 60_000);
+    expect(harness.dispatcher.stats.failed).toBe(0);
+  }, 90_000);
+});
+
+describe("a dead endpoint's postponed webhooks whose span ran out", () => {
+  let dead: Receiver;
+  let shop: Receiver;
+  let harness: Harness;
+  const merchants = { dead: testMerchant('m_iso_dead', 'http://placeholder'), shop: testMerchant('m_iso_shop2', 'http://placeholder') };
+
+  beforeAll(async () => {
+    dead = await Receiver.start(() => 'hang');
+    shop = await Receiver.start(() => 204);
+    merchants.dead.endpoints[0]!.url = dead.url;
+    merchants.shop.endpoints[0]!.url = shop.url;
+    // A span of 300 ms and no deferral: a webhook postponed past it comes back to be sent through the open circuit at once.
+    harness = await startHarness({
+      name: 'dead-iso',
+      merchants: Object.values(merchants),
+      retryDelaysMs: [300],
+      settings: { concurrency: 4, deliveryTimeoutMs: 2_000, breakerThreshold: 2, breakerCooldownMs: 60_000, maxDeferrals: 0 },
+    });
+  });
+
+  afterAll(async () => {
+    await dead?.close();
+    await harness?.close();
+    await shop?.close();
+  });
+
+  it('fails them as the circuit would when no slot is free, instead of holding the prefetch for the timeout', async () => {
+    await Promise.all(Array.from({ length: 2 }, () => harness.publisher.publish(sampleEvent('payout', merchants.dead.id))));
+    await waitFor('the circuit open', async () => harness.dispatcher.guards.openUntil(new URL(dead.url).origin) > 0 || harness.dispatcher.guards.refusing(dead.url), 10_000);
+    await Promise.all(Array.from({ length: 40 }, () => harness.publisher.publish(sampleEvent('payout', merchants.dead.id))));
+    await waitFor('the forty postponed', () => harness.dispatcher.stats.circuitOpen >= 40, 10_000);
+    // Their span (300 ms) runs out: back to be sent through the open circuit (the first two of them
+    // take its two slots), while the shop's come two at a time.
+    await waitFor('the first sent through the open circuit', () => dead.requests.length >= 3, 10_000);
+    const rounds: number[] = [];
+    for (let round = 1; round <= 5; round++) {
+      const started = Date.now();
+      await Promise.all(Array.from({ length: 2 }, () => harness.publisher.publish(sampleEvent('payout', merchants.shop.id))));
+      await waitFor("the shop's two", () => shop.requests.length >= 2 * round, 60_000);
+      rounds.push(Date.now() - started);
+    }
+    // Waiting two at a time for the dead endpoint's 2 s timeout, the forty held all eight prefetch slots: 20 s and more.
+    expect(Math.max(...rounds)).toBeLessThan(3_000);
+    await waitFor('every dead webhook failed', () => harness.dispatcher.stats.failed >= 42, 60_000);
+  }, 120_000);
+});
