@@ -57,12 +57,6 @@ export async function stretchCells(db: Queryable, key: string, factor: number): 
   await db.query("UPDATE rate_limits SET tat = now() + (tat - now()) * $2::float8 WHERE key = $1 AND tat > now()", [key, factor]);
 }
 
-/** How far ahead of now `key`'s tat is, in ms (0: no row, or behind now): past the burst, cells were granted ahead of now. */
-export async function cellAheadMs(db: Queryable, key: string): Promise<number> {
-  const { rows } = await db.query<{ ahead_ms: number }>('SELECT (EXTRACT(EPOCH FROM (tat - now())) * 1000)::float8 AS ahead_ms FROM rate_limits WHERE key = $1', [key]);
-  return Math.max(0, Number(rows[0]?.ahead_ms ?? 0));
-}
-
 /** Keys whose bucket is full again hold nothing worth keeping: callers sweep now and then. */
 export async function sweepCells(db: Queryable): Promise<void> {
   await db.query("DELETE FROM rate_limits WHERE tat < now() - interval '1 minute'");

@@ -1,1 +1,1 @@
-export { cellAheadMs, type GcraAnswer, type GcraLimit, stretchCells, sweepCells, takeCell } from './gcra.js';
+export { type GcraAnswer, type GcraLimit, stretchCells, sweepCells, takeCell } from './gcra.js';

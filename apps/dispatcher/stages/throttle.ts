@@ -1,7 +1,7 @@
 import type { Queryable } from '../../../libs/delivery-store/index.js';
 import type { Logger } from '../../../libs/logger/index.js';
 import { type EndpointRate, endpointRateOf, lowerEndpointRate, type Endpoint, raiseEndpointRate } from '../../../libs/merchants/index.js';
-import { cellAheadMs, stretchCells, sweepCells, takeCell } from '../../../libs/rate-limit/index.js';
+import { stretchCells, sweepCells, takeCell } from '../../../libs/rate-limit/index.js';
 import { onceEvery } from '../../../libs/runtime/index.js';
 import type { WaitStore } from '../../../libs/waits/index.js';
 
@@ -47,7 +47,7 @@ interface Adaptive {
  */
 export class Throttle {
   private readonly adaptive = new Map<string, Adaptive>();
-  /** Sends per endpoint in the current second, for the rate a first 429 halves while its slots are not taken ahead (sentAt). */
+  /** Sends per endpoint in the current second, for the rate a first 429 halves on an endpoint without a limit. */
   private readonly sent = new Map<string, { second: number; count: number; last: number }>();
   /** While PostgreSQL does not answer: each endpoint's next slot in this dispatcher alone. */
   private readonly alone = new Map<string, number>();
@@ -74,8 +74,6 @@ export class Throttle {
    * writes behind them. A turn that comes after a refusal finds it, and queues without a take.
    */
   private readonly taking = new Map<string, { inFlight: number; turns: Array<() => void> }>();
-  /** New deliveries and hand-backs of each limited endpoint in admit() now, not yet sent nor queued. */
-  private readonly admitting = new Map<string, number>();
   /** Deliveries waiting for their place in each endpoint's queue: taken together, one statement a batch. */
   private readonly placing = new Map<string, Array<{ notBeforeMs: number; resolve: (placeAt: number | undefined) => void }>>();
   private readonly now: () => number;
@@ -125,50 +123,42 @@ export class Throttle {
     this.current.set(key, rate);
     const intervalMs = 1000 / rate;
     const aheadMs = this.options.aheadMs?.(intervalMs) ?? Math.min(THROTTLE_AHEAD.maxMs, Math.max(THROTTLE_AHEAD.minMs, THROTTLE_AHEAD.slots * intervalMs));
-    // Counted until its slot comes (or it queues): a 429 meanwhile finds the endpoint sent as fast as its throttle lets (sentAt).
-    this.admitting.set(key, (this.admitting.get(key) ?? 0) + 1);
-    try {
-      // A slot is lost when the hold ends late (a busy event loop): sending then would bunch with
-      // the slots after it. Taken again instead, a few times, then it waits as a row.
-      for (let tries = 0; tries < 3; tries++) {
-        let granted: { inMs: number } | undefined;
-        // Released once the take is answered (a `return` below releases it before its place is awaited).
-        const release = handBack ? undefined : await this.turn(key);
+    // A slot is lost when the hold ends late (a busy event loop): sending then would bunch with
+    // the slots after it. Taken again instead, a few times, then it waits as a row.
+    for (let tries = 0; tries < 3; tries++) {
+      let granted: { inMs: number } | undefined;
+      // Released once the take is answered (a `return` below releases it before its place is awaited).
+      const release = handBack ? undefined : await this.turn(key);
+      try {
+        const refusedFor = (this.refusedUntil.get(key) ?? 0) - this.now();
+        if (refusedFor > 0) return this.queue(key, intervalMs, aheadMs, refusedFor);
+        // A queue forming (places being taken) or ahead of the slots: a new delivery joins its back.
+        if (!handBack && (this.placing.has(key) || (this.queuedUntil.get(key) ?? 0) > this.now())) return this.queue(key, intervalMs, aheadMs, 0);
         try {
-          const refusedFor = (this.refusedUntil.get(key) ?? 0) - this.now();
-          if (refusedFor > 0) return this.queue(key, intervalMs, aheadMs, refusedFor);
-          // A queue forming (places being taken) or ahead of the slots: a new delivery joins its back.
-          if (!handBack && (this.placing.has(key) || (this.queuedUntil.get(key) ?? 0) > this.now())) return this.queue(key, intervalMs, aheadMs, 0);
-          try {
-            const answer = await takeCell(this.db, `throttle:${key}`, { intervalMs, burstMs: intervalMs, aheadMs });
-            if (++this.takes % 1_000 === 0) void sweepCells(this.db).catch(() => {});
-            if (!answer.ok) {
-              if (this.refusedUntil.size >= 10_000) this.refusedUntil.clear();
-              this.refusedUntil.set(key, this.now() + answer.retryInMs);
-              return this.queue(key, intervalMs, aheadMs, answer.retryInMs);
-            }
-            granted = answer;
-          } catch (err) {
-            granted = this.takeAlone(key, intervalMs, aheadMs, err);
-            if (!granted) return this.waitUntil(this.now() + aheadMs);
+          const answer = await takeCell(this.db, `throttle:${key}`, { intervalMs, burstMs: intervalMs, aheadMs });
+          if (++this.takes % 1_000 === 0) void sweepCells(this.db).catch(() => {});
+          if (!answer.ok) {
+            if (this.refusedUntil.size >= 10_000) this.refusedUntil.clear();
+            this.refusedUntil.set(key, this.now() + answer.retryInMs);
+            return this.queue(key, intervalMs, aheadMs, answer.retryInMs);
           }
-        } finally {
-          release?.();
+          granted = answer;
+        } catch (err) {
+          granted = this.takeAlone(key, intervalMs, aheadMs, err);
+          if (!granted) return this.waitUntil(this.now() + aheadMs);
         }
-        if (granted.inMs <= 0) return this.sending(key);
-        const target = this.now() + granted.inMs;
-        this.stats.held++;
-        await new Promise((resolve) => setTimeout(resolve, granted.inMs).unref?.());
-        if (stopped()) return { kind: 'stopping' };
-        if (this.now() - target <= Math.min(50, 2 * intervalMs)) return this.sending(key);
-        this.stats.late++;
+      } finally {
+        release?.();
       }
-      return this.queue(key, intervalMs, aheadMs, 0);
-    } finally {
-      const left = (this.admitting.get(key) ?? 1) - 1;
-      if (left > 0) this.admitting.set(key, left);
-      else this.admitting.delete(key);
+      if (granted.inMs <= 0) return this.sending(key);
+      const target = this.now() + granted.inMs;
+      this.stats.held++;
+      await new Promise((resolve) => setTimeout(resolve, granted.inMs).unref?.());
+      if (stopped()) return { kind: 'stopping' };
+      if (this.now() - target <= Math.min(50, 2 * intervalMs)) return this.sending(key);
+      this.stats.late++;
     }
+    return this.queue(key, intervalMs, aheadMs, 0);
   }
 
   /**
@@ -179,11 +169,12 @@ export class Throttle {
   answered(merchantId: string, webhook: Endpoint, status: number | undefined, succeeded: boolean): void {
     const key = throttleKey(merchantId, webhook);
     if (status === 429 || status === 503) {
+      // The rate it was being sent at: a limited endpoint's throttle rate (what admit() last sent it
+      // at). What this dispatcher sent it in the last second is 1 at a burst's start: a 40/s endpoint
+      // went to 0.5/s, its queue stretched 80 times, with no success for a minute to raise it.
+      const sentAt = Math.min(webhook.maxPerSecond ?? Infinity, this.current.get(key) ?? this.sentLastSecond(key));
       const ceiling = webhook.maxPerSecond ?? Math.max(1, this.sentLastSecond(key));
-      this.sentAt(key).then((sent) => {
-        const sentAt = Math.min(webhook.maxPerSecond ?? Infinity, sent);
-        return lowerEndpointRate(this.db, merchantId, sentAt, ceiling, webhook.id);
-      }).then(
+      lowerEndpointRate(this.db, merchantId, sentAt, ceiling, webhook.id).then(
         (rate) => {
           this.adaptive.set(key, { rate, readAt: this.now(), raisedAt: this.now() });
           if (rate.changed) this.restretch(key, webhook, rate.previous, rate.rate);
@@ -292,26 +283,6 @@ export class Throttle {
       sent.count = 1;
     }
     return { kind: 'go' };
-  }
-
-  /**
-   * The rate the endpoint was being sent at when it answered 429/503, per second, for its first
-   * lowering (the row halves its own rate after that: not asked while this dispatcher knows one).
-   * While more of it wait here for their slots, or its slots are taken ahead of now (the slot row,
-   * every dispatcher's takes), it is being sent its throttle's whole rate. Else what this
-   * dispatcher sent it in the last second: a share of the whole with several, and at the start of
-   * a burst the first one or two, whose half took a 40/s endpoint to 0.5/s, its queue stretched 80
-   * times, with no success for a minute to raise it.
-   */
-  private async sentAt(key: string): Promise<number> {
-    const measured = this.sentLastSecond(key);
-    const rate = this.current.get(key);
-    if (rate === undefined || this.adaptive.get(key)?.rate) return measured;
-    // Others of it waiting here for their slots (a burst starting: this one went first).
-    if (this.admitting.has(key)) return Math.max(measured, rate);
-    const aheadMs = await cellAheadMs(this.db, `throttle:${key}`).catch(() => 0);
-    // A take leaves the row one interval ahead: further, a slot was granted ahead of now.
-    return aheadMs > 1000 / rate ? Math.max(measured, rate) : measured;
   }
 
   private sentLastSecond(key: string): number {
