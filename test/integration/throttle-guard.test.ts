@@ -4,13 +4,15 @@ import { silentLogger } from '../../libs/logger/index.js';
 import type { Endpoint } from '../../libs/merchants/index.js';
 import { WaitStore } from '../../libs/waits/index.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
+import { waitFor } from '../support/wait.js';
 
 /**
  * The throttle guard's round trips (issue 55): a batch of new deliveries to a throttled endpoint
  * costs a take per slot within reach, not one per delivery (each take queues on the endpoint's one
- * row), and the rest go to the back of its queue; a wait handed back still takes its slot.
+ * row), and the rest go to the back of its queue; a wait handed back still takes its slot. A first
+ * 429 halves the rate the endpoint was being sent at.
  */
-describe('the throttle guard, 300 new deliveries at once to an endpoint at 50/s', () => {
+describe('the throttle guard', () => {
   let db: TestDatabase;
   let database: Database;
   let takes = 0;
@@ -35,7 +37,7 @@ describe('the throttle guard, 300 new deliveries at once to an endpoint at 50/s'
     await db?.drop();
   });
 
-  it('takes slots for the few within reach, queues the rest one interval apart, and lets a hand-back take', async () => {
+  it('300 new deliveries at once to an endpoint at 50/s: takes slots for the few within reach, queues the rest one interval apart, and lets a hand-back take', async () => {
     const throttle = new Throttle(database, new WaitStore(database), silentLogger());
     const webhook = { maxPerSecond: 50 } as Endpoint;
     // Each wait's place as the throttle laid it out on its own clock, not when each verdict's
@@ -64,5 +66,22 @@ describe('the throttle guard, 300 new deliveries at once to an endpoint at 50/s'
     await new Promise((resolve) => setTimeout(resolve, 100)); // past the short refusal of the last take
     await throttle.admit('m_batch', webhook, () => false, true);
     expect(takes).toBe(before + 1);
+  }, 60_000);
+
+  it("halves a burst's rate at its first 429 (40/s to 20/s), not the one webhook its dispatcher had sent", async () => {
+    // Two dispatchers' throttles: the first sends a webhook at once, then the other takes the next slots ahead.
+    const first = new Throttle(database, new WaitStore(database), silentLogger());
+    const other = new Throttle(database, new WaitStore(database), silentLogger());
+    const webhook = { id: 'ep_burst', maxPerSecond: 40 } as Endpoint;
+    expect((await first.admit('m_burst', webhook, () => false)).kind).toBe('go');
+    const held = Array.from({ length: 10 }, () => other.admit('m_burst', webhook, () => false));
+    await waitFor('slots held', () => other.stats.held > 1);
+    // The first webhook's answer: a 429, the endpoint being sent its whole 40/s.
+    first.answered('m_burst', webhook, 429, false);
+    const row = await waitFor('the rate lowered', async () => (await database.query<{ rate: number; ceiling: number }>("SELECT rate, ceiling FROM endpoint_rates WHERE merchant_id = 'm_burst'")).rows[0]);
+    // Halving the one it had sent took it to 0.5/s: its queue stretched 80 times, no success came for a minute to raise it.
+    expect(Number(row.rate)).toBe(20);
+    expect(Number(row.ceiling)).toBe(40);
+    await Promise.all(held);
   }, 60_000);
 });

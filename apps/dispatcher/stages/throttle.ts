@@ -47,7 +47,7 @@ interface Adaptive {
  */
 export class Throttle {
   private readonly adaptive = new Map<string, Adaptive>();
-  /** Sends per merchant in the current second, for the rate a first 429 halves. */
+  /** Sends per endpoint in the current second, for the rate a first 429 halves on an endpoint without a limit. */
   private readonly sent = new Map<string, { second: number; count: number; last: number }>();
   /** While PostgreSQL does not answer: each endpoint's next slot in this dispatcher alone. */
   private readonly alone = new Map<string, number>();
@@ -169,7 +169,10 @@ export class Throttle {
   answered(merchantId: string, webhook: Endpoint, status: number | undefined, succeeded: boolean): void {
     const key = throttleKey(merchantId, webhook);
     if (status === 429 || status === 503) {
-      const sentAt = Math.min(webhook.maxPerSecond ?? Infinity, this.sentLastSecond(key));
+      // The rate it was being sent at: a limited endpoint's throttle rate (what admit() last sent it
+      // at). What this dispatcher sent it in the last second is 1 at a burst's start: a 40/s endpoint
+      // went to 0.5/s, its queue stretched 80 times, with no success for a minute to raise it.
+      const sentAt = Math.min(webhook.maxPerSecond ?? Infinity, this.current.get(key) ?? this.sentLastSecond(key));
       const ceiling = webhook.maxPerSecond ?? Math.max(1, this.sentLastSecond(key));
       lowerEndpointRate(this.db, merchantId, sentAt, ceiling, webhook.id).then(
         (rate) => {
