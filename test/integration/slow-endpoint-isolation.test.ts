@@ -75,7 +75,7 @@ describe("a dead endpoint's postponed webhooks whose span ran out", () => {
     await shop?.close();
   });
 
-  it('fails them as the circuit would when no slot is free, instead of holding the prefetch for the timeout', async () => {
+  it("fails them as the circuit would once the endpoint's line is full, instead of holding the prefetch for the timeout", async () => {
     await Promise.all(Array.from({ length: 2 }, () => harness.publisher.publish(sampleEvent('payout', merchants.dead.id))));
     await waitFor('the circuit open', async () => harness.dispatcher.guards.openUntil(new URL(dead.url).origin) > 0 || harness.dispatcher.guards.refusing(dead.url), 10_000);
     await Promise.all(Array.from({ length: 40 }, () => harness.publisher.publish(sampleEvent('payout', merchants.dead.id))));

@@ -49,12 +49,12 @@ export class AdmissionStage {
     const throttled = this.throttle && !circuitDecides ? await this.throttle.admit(intake.merchantId, webhook, stopped, intake.hand !== undefined) : undefined;
     if (throttled?.kind === 'stopping') return { kind: 'stopping' };
     if (throttled?.kind === 'wait') return { kind: 'throttled', delayMs: throttled.delayMs };
-    // Its span over while the circuit kept it postponed: an attempt if a slot is free now, else it
-    // fails as the circuit would have it (a resend, the merchant's word, waits for its slot).
-    const noWait = force && intake.resentAt === undefined && this.guards.refusing(endpoint);
+    // Its span over while the circuit kept it postponed: an attempt unless the endpoint's line is
+    // full, then it fails as the circuit would have it (a resend, the merchant's word, waits its turn).
+    const spanOver = force && intake.resentAt === undefined && this.guards.refusing(endpoint);
     const slot = await this.guards.acquire(
       endpoint,
-      { merchantId: intake.merchantId, endpointId: webhook.id, canDefer: this.policy.canDefer(intake.deferrals), force, noWait },
+      { merchantId: intake.merchantId, endpointId: webhook.id, canDefer: this.policy.canDefer(intake.deferrals), force, spanOver },
       stopped,
     );
     if (!slot) return { kind: 'stopping' };

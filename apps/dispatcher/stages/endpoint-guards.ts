@@ -144,7 +144,7 @@ export class EndpointGuards {
    */
   async acquire(
     endpoint: string,
-    request: { merchantId: string; endpointId?: string; canDefer: boolean; force: boolean; noWait?: boolean },
+    request: { merchantId: string; endpointId?: string; canDefer: boolean; force: boolean; spanOver?: boolean },
     stopped: () => boolean,
   ): Promise<Admission | undefined> {
     const { canDefer } = request;
@@ -178,12 +178,14 @@ export class EndpointGuards {
       const waiters = full ? full.waiters : merchant.waiters;
       // Each waiting delivery holds a prefetch slot: an endpoint that answers in time but slowly (never
       // "slow" against its own latency) once held them all, and every other merchant waited behind it.
-      // Past as many waiting as it may have in flight, one that may be set aside is (a wait row).
-      if (canDefer && waiters.length >= this.options.maxInFlight) return { kind: 'defer' };
-      // Sent through an open circuit only if a slot is free now (a webhook whose span ran out while it
-      // was postponed): waiting, a dead endpoint's postponed webhooks coming due at the event rate
-      // held every prefetch slot for its timeout. Answered as the circuit would: it fails with the endpoint's error.
-      if (request.noWait) return { kind: 'open', failures: state.failures, retryInMs: Math.max(0, state.openUntil - this.now()), lastError: state.lastError };
+      // Past as many waiting as it may have in flight, one that may be set aside is (a wait row), and
+      // one sent through an open circuit because its span ran out fails as the circuit would have it
+      // (set aside, it would only come back to this line): a dead endpoint's postponed webhooks come
+      // due at the rate they arrived, and waiting each held a prefetch slot for its timeout.
+      if (waiters.length >= this.options.maxInFlight) {
+        if (request.spanOver) return { kind: 'open', failures: state.failures, retryInMs: Math.max(0, state.openUntil - this.now()), lastError: state.lastError };
+        if (canDefer) return { kind: 'defer' };
+      }
       // Wake on a free slot, or when the endpoint would count as slow, whichever comes first.
       await new Promise<void>((resolve) => {
         const timer = slowIn > 0 && canDefer ? setTimeout(wake, slowIn + 1) : undefined;
