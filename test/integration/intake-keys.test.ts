@@ -83,4 +83,11 @@ describe('intake keys', () => {
       expect(results.sort()).toEqual([false, true]);
     }
   });
+
+  it('keeps one generic plan of the check for the session, without sequential scans (0015)', async () => {
+    // Re-planned on every call, a check cost PostgreSQL ~550 µs a statement against ~220 µs (BENCHMARKS.md section 20).
+    const { rows } = await db.query<{ config: string[] }>("SELECT proconfig AS config FROM pg_proc WHERE proname = 'intake_check'");
+    expect(rows).toHaveLength(1);
+    expect(rows[0]!.config).toEqual(expect.arrayContaining(['plan_cache_mode=force_generic_plan', 'enable_seqscan=off']));
+  });
 });
