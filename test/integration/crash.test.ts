@@ -116,10 +116,12 @@ describe('crashes and shutdowns lose nothing', () => {
     });
     const merchant = testMerchant('m_crash_waits', receiver.url);
     const file = writeMerchantsFile([merchant]);
+    // Those of the sixty that failed first and were sent again: under load a 204 past the 1 s
+    // deadline is retried too (counted here once as 72 of 60 "retried": the wait never ended).
     const retried = () => {
       const count = new Map<string, number>();
       for (const r of receiver.requests) count.set(String(r.headers['webhook-id']), (count.get(String(r.headers['webhook-id'])) ?? 0) + 1);
-      return [...count.values()].filter((n) => n >= 2).length;
+      return [...seen].filter((id) => (count.get(id) ?? 0) >= 2).length;
     };
     const waitsEnv = { ...env(prefix, file, '1s,1s,1s'), WAIT_LEASE: '2s', DELIVERY_TIMEOUT_MS: '1000' };
     try {
@@ -138,7 +140,11 @@ describe('crashes and shutdowns lose nothing', () => {
       const second = startProgram(DISPATCHER, waitsEnv);
       const waiting = async () => (await database.query<{ n: number }>('SELECT count(*)::int AS n FROM webhook_waits'))[0]!.n;
       try {
-        await waitFor('every waiting webhook delivered', () => retried() === 60, 60_000, 100);
+        await waitFor('every waiting webhook delivered', () => retried() === 60, 60_000, 100).catch(async (err: unknown) => {
+          const rows = await database.query('SELECT webhook_id, attempt, hand, reason, parked, due_at, pick_at, now() FROM webhook_waits LIMIT 20');
+          const once = [...seen].filter((id) => receiver.requests.filter((r) => r.headers['webhook-id'] === id).length < 2);
+          throw new Error(`${(err as Error).message}: ${retried()} of ${seen.size} retried; not retried: ${once.join(',')}; waits: ${JSON.stringify(rows)}\n${second.output.stderr.slice(-2000)}`);
+        });
         // A first attempt the killed dispatcher had written a wait for but not acked was redelivered
         // and delivered again; its row still hands it back once more (a duplicate after a crash), then ends.
         await waitFor('no wait left', async () => (await waiting()) === 0, 30_000, 100).catch(async (err: unknown) => {
