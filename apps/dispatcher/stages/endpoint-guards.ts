@@ -81,6 +81,9 @@ interface MerchantState {
   endpoint: EndpointState | undefined;
 }
 
+/** How long an endpoint's line of deliveries waiting in memory for its slots may take to clear, past its share (see acquire()). */
+export const LINE_CLEARS_MS = 1_000;
+
 /**
  * Per-endpoint bulkhead and circuit breaker, so one merchant whose server hangs or fails cannot
  * take the dispatcher's connections and prefetch slots from the others.
@@ -178,11 +181,13 @@ export class EndpointGuards {
       const waiters = full ? full.waiters : merchant.waiters;
       // Each waiting delivery holds a prefetch slot: an endpoint that answers in time but slowly (never
       // "slow" against its own latency) once held them all, and every other merchant waited behind it.
-      // Past as many waiting as it may have in flight, one that may be set aside is (a wait row), and
-      // one sent through an open circuit because its span ran out fails as the circuit would have it
-      // (set aside, it would only come back to this line): a dead endpoint's postponed webhooks come
-      // due at the rate they arrived, and waiting each held a prefetch slot for its timeout.
-      if (waiters.length >= this.options.maxInFlight) {
+      // Past as many waiting as it may have in flight, and a line that its usual latency would not
+      // clear within LINE_CLEARS_MS (a fast endpoint's full prefetch does), one that may be set aside
+      // is (a wait row), and one sent through an open circuit because its span ran out fails as the
+      // circuit would have it (set aside, it would only come back to this line): a dead endpoint's
+      // postponed webhooks come due at the rate they arrived, each waiting for its timeout.
+      const clearsInMs = ((waiters.length + 1) / this.options.maxInFlight) * ((full ?? state).latencyMs ?? 0);
+      if (waiters.length >= this.options.maxInFlight && clearsInMs > LINE_CLEARS_MS) {
         if (request.spanOver) return { kind: 'open', failures: state.failures, retryInMs: Math.max(0, state.openUntil - this.now()), lastError: state.lastError };
         if (canDefer) return { kind: 'defer' };
       }
