@@ -1,3 +1,5 @@
+import { endpointKey, isKeyOf } from './endpoint-key.js';
+
 export interface EndpointGuardOptions {
   /** Requests in flight to one endpoint at most. */
   maxInFlight: number;
@@ -121,7 +123,7 @@ export class EndpointGuards {
     if (endpointId !== undefined) return this.merchants.get(shareOf(merchantId, endpointId))?.started.length ?? 0;
     // The merchant's endpoints together (a metric, a test): each share of the merchant's.
     let total = 0;
-    for (const [share, state] of this.merchants) if (share === merchantId || share.startsWith(`${merchantId}\u001f`)) total += state.started.length;
+    for (const [share, state] of this.merchants) if (share === merchantId || isKeyOf(share, merchantId)) total += state.started.length;
     return total;
   }
 
@@ -418,7 +420,7 @@ function pruneIdle<T>(map: Map<string, T>, bound: number, idle: (value: T) => bo
 
 /** The key of a share: the merchant's endpoint by its id (a merchant without ids has one share). */
 function shareOf(merchantId: string, endpointId: string | undefined): string {
-  return endpointId === undefined ? merchantId : `${merchantId}\u001f${endpointId}`;
+  return endpointId === undefined ? merchantId : endpointKey(merchantId, endpointId);
 }
 
 /**

@@ -4,6 +4,7 @@ import { type EndpointRate, endpointRateOf, lowerEndpointRate, type Endpoint, ra
 import { stretchCells, sweepCells, takeCell } from '../../../libs/rate-limit/index.js';
 import { onceEvery } from '../../../libs/runtime/index.js';
 import type { WaitStore } from '../../../libs/waits/index.js';
+import { endpointKey, endpointOfKey } from './endpoint-key.js';
 
 /** How far ahead a slot may be granted (and its delivery held in memory): this many slots, within these bounds. */
 export const THROTTLE_AHEAD = { slots: 10, minMs: 500, maxMs: 1_000 };
@@ -94,7 +95,7 @@ export class Throttle {
 
   /** The rate the merchant's endpoint is sent at now, per second (Infinity: no limit), as this dispatcher knows it. */
   rateOf(merchantId: string, webhook: Endpoint): number {
-    const adaptive = this.adaptive.get(throttleKey(merchantId, webhook))?.rate?.rate ?? Infinity;
+    const adaptive = this.adaptive.get(endpointKey(merchantId, webhook.id))?.rate?.rate ?? Infinity;
     return Math.min(webhook.maxPerSecond ?? Infinity, adaptive);
   }
 
@@ -103,7 +104,7 @@ export class Throttle {
     // By merchant (the metric's label): the slowest of its endpoints.
     const byMerchant = new Map<string, number>();
     for (const [key, rate] of this.current) {
-      const { merchantId } = partsOf(key);
+      const { merchantId } = endpointOfKey(key);
       byMerchant.set(merchantId, Math.min(rate, byMerchant.get(merchantId) ?? Infinity));
     }
     return byMerchant;
@@ -111,7 +112,7 @@ export class Throttle {
 
   /** `handBack`: the delivery is a wait handed back in its turn (it takes its slot); otherwise a new one, which queues behind the waits. */
   async admit(merchantId: string, webhook: Endpoint, stopped: () => boolean, handBack = false): Promise<ThrottleVerdict> {
-    const key = throttleKey(merchantId, webhook);
+    const key = endpointKey(merchantId, webhook.id);
     if (webhook.maxPerSecond === undefined && !this.adaptive.has(key)) return this.sending(key);
     await this.readAdaptive(key, webhook.maxPerSecond !== undefined);
     const rate = this.rateOf(merchantId, webhook);
@@ -167,7 +168,7 @@ export class Throttle {
    * holds the delivery: the row is written beside it.
    */
   answered(merchantId: string, webhook: Endpoint, status: number | undefined, succeeded: boolean): void {
-    const key = throttleKey(merchantId, webhook);
+    const key = endpointKey(merchantId, webhook.id);
     if (status === 429 || status === 503) {
       // The rate it was being sent at: a limited endpoint's throttle rate (what admit() last sent it
       // at). What this dispatcher sent it in the last second is 1 at a burst's start: a 40/s endpoint
@@ -207,7 +208,7 @@ export class Throttle {
     const to = Math.min(webhook.maxPerSecond ?? Infinity, after ?? Infinity);
     if (from === Infinity || from === to) return;
     const factor = from / to;
-    Promise.all([this.waits.stretch(partsOf(key).merchantId, 'throttled', factor, partsOf(key).endpointId), stretchCells(this.db, `throttle-queue:${key}`, factor)]).catch((err: unknown) =>
+    Promise.all([this.waits.stretch(endpointOfKey(key).merchantId, 'throttled', factor, endpointOfKey(key).endpointId), stretchCells(this.db, `throttle-queue:${key}`, factor)]).catch((err: unknown) =>
       this.problem("endpoint's queue not stretched to its new rate: PostgreSQL did not answer", err),
     );
   }
@@ -303,7 +304,7 @@ export class Throttle {
       adaptive = { rate: undefined, readAt: -Infinity, raisedAt: -Infinity };
       this.adaptive.set(key, adaptive);
     }
-    const reading = (adaptive.reading ??= endpointRateOf(this.db, partsOf(key).merchantId, partsOf(key).endpointId).then(
+    const reading = (adaptive.reading ??= endpointRateOf(this.db, endpointOfKey(key).merchantId, endpointOfKey(key).endpointId).then(
       (rate) => {
         adaptive.rate = rate;
         adaptive.readAt = this.now();
@@ -335,18 +336,4 @@ export class Throttle {
   private problem(message: string, err: unknown): void {
     if (this.problemDue()) this.logger.warn(message, { error: (err as Error)?.message ?? String(err) });
   }
-}
-
-/**
- * The throttle's key of an endpoint: its merchant and its id. Each endpoint has its own rate, slots
- * (`throttle:<key>`), queue and adaptive rate (endpoint_rates by merchant and endpoint id), so one
- * endpoint's 429/503 answers slow it alone, not its merchant's other endpoints.
- */
-export function throttleKey(merchantId: string, webhook: Pick<Endpoint, 'id'>): string {
-  return `${merchantId}\u001f${webhook.id}`;
-}
-
-function partsOf(key: string): { merchantId: string; endpointId: string } {
-  const at = key.lastIndexOf('\u001f');
-  return { merchantId: key.slice(0, at), endpointId: key.slice(at + 1) };
 }
