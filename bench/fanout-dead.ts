@@ -11,15 +11,13 @@
  *
  * `npm run bench -- fanout-dead` (BENCH_DEAD_RATE events a second, default 50; BENCH_DEAD_SECONDS).
  */
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { cpus, loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { cpus, loadavg } from 'node:os';
+import { merchantsFile } from './fixtures.js';
 import type { ReceiverProcess } from './processes.js';
 import { round } from './stats.js';
 import { type Latency, steadyRun } from './steady.js';
 
 const MERCHANT = 'm_bench_fanout_dead';
-const SECRET = `whsec_${Buffer.alloc(24, 7).toString('base64')}`;
 
 export interface FanoutDeadResult {
   rate: number;
@@ -27,16 +25,6 @@ export interface FanoutDeadResult {
   baseline: Record<'ep1' | 'ep2', Latency>;
   dead: Record<'ep1' | 'ep2', Latency>;
   load: number[];
-}
-
-/** The merchants file: one merchant, three endpoints, the third at `third`. */
-function merchantFile(receiver: ReceiverProcess, third: string): string {
-  const path = join(mkdtempSync(join(tmpdir(), 'bench-fanout-dead-')), 'merchants.json');
-  const endpoint = (n: number, url: string) => ({ id: `ep_bench_dead_${n}`, url, enabled: true, secret: SECRET });
-  writeFileSync(path, JSON.stringify({
-    merchants: [{ id: MERCHANT, publicKey: 'pk_test_bench_fanout_dead_0001', endpoints: [endpoint(1, `${receiver.url}/ep1`), endpoint(2, `${receiver.url}/ep2`), endpoint(3, `${receiver.url}${third}`)] }],
-  }));
-  return path;
 }
 
 export async function benchFanoutDead(url: string, receiver: ReceiverProcess, log: (line: string) => void): Promise<FanoutDeadResult> {
@@ -54,7 +42,7 @@ export async function benchFanoutDead(url: string, receiver: ReceiverProcess, lo
       merchantOf: () => MERCHANT,
       receivers: [receiver],
       expectDelivered: () => true,
-      merchantsFile: merchantFile(receiver, third),
+      merchantsFile: merchantsFile([{ id: MERCHANT, url: [`${receiver.url}/ep1`, `${receiver.url}/ep2`, `${receiver.url}${third}`] }]),
       expectedDeliveries: events * live,
       waitMs: 300_000,
     });

@@ -15,7 +15,11 @@ export function benchPrefix(name: string): string {
   return `bench.${name}.${randomUUID().slice(0, 8)}`;
 }
 
-export function merchantsFile(merchants: Array<{ id: string; url: string }>): string {
+/**
+ * The merchants file the benches start a dispatcher with: one endpoint a URL (several for a merchant
+ * given several), `endpoint` added to each (e.g. orderByReference).
+ */
+export function merchantsFile(merchants: Array<{ id: string; url: string | string[]; endpoint?: Record<string, unknown> }>): string {
   const dir = mkdtempSync(join(tmpdir(), 'bench-'));
   const path = join(dir, 'merchants.json');
   writeFileSync(
@@ -24,7 +28,7 @@ export function merchantsFile(merchants: Array<{ id: string; url: string }>): st
       merchants: merchants.map((m, i) => ({
         id: m.id,
         publicKey: `pk_test_bench_${i}_0123456789`,
-        endpoints: [{ id: `ep_bench_${i}`, url: m.url, enabled: true, secret: SECRET }],
+        endpoints: [m.url].flat().map((url, n) => ({ id: `ep_bench_${i}${n === 0 ? '' : `_${n}`}`, url, enabled: true, secret: SECRET, ...m.endpoint })),
       })),
     }),
   );

@@ -8,10 +8,8 @@
  *
  * `npm run bench -- order` (BENCH_ORDER_WARMUP, default 5,000; BENCH_ORDER_N, default 20,000).
  */
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { cpus, loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { SECRET } from './fixtures.js';
+import { cpus, loadavg } from 'node:os';
+import { merchantsFile } from './fixtures.js';
 import type { ReceiverProcess } from './processes.js';
 import { median, round } from './stats.js';
 import { dispatcherCpu } from './throughput.js';
@@ -30,19 +28,12 @@ export interface OrderResult {
   runs: OrderRound[];
 }
 
-function merchantFile(receiver: ReceiverProcess, ordered: boolean): string {
-  const path = join(mkdtempSync(join(tmpdir(), 'bench-order-')), 'merchants.json');
-  const endpoint = { id: 'ep_bench_order', url: `${receiver.url}/ok`, enabled: true, secret: SECRET, ...(ordered ? { orderByReference: true } : {}) };
-  writeFileSync(path, JSON.stringify({ merchants: [{ id: 'm_bench', publicKey: 'pk_test_bench_order_0123456789', endpoints: [endpoint] }] }));
-  return path;
-}
-
 export async function benchOrder(url: string, receiver: ReceiverProcess, runs: number, log: (line: string) => void): Promise<OrderResult> {
   const warmup = Number(process.env.BENCH_ORDER_WARMUP ?? 5_000);
   const total = Number(process.env.BENCH_ORDER_N ?? 20_000);
   const concurrency = 128;
   const result: OrderResult = { warmup, total, concurrency, runs: [] };
-  const once = async (ordered: boolean) => (await dispatcherCpu(url, receiver, warmup, total, concurrency, { MERCHANTS_FILE: merchantFile(receiver, ordered) })).warm;
+  const once = async (ordered: boolean) => (await dispatcherCpu(url, receiver, warmup, total, concurrency, { MERCHANTS_FILE: merchantsFile([{ id: 'm_bench', url: `${receiver.url}/ok`, endpoint: ordered ? { orderByReference: true } : {} }]) })).warm;
   for (let i = 0; i < runs; i++) {
     const orderedFirst = i % 2 === 1;
     const first = await once(orderedFirst);
