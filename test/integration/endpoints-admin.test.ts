@@ -1,7 +1,8 @@
+import pg from 'pg';
 import type { ApiProgram } from '../../apps/api/program.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { ENDPOINT_ID } from '../../libs/merchants/index.js';
-import { expectDocumented, seen } from '../support/api.js';
+import { type Answer, expectDocumented, seen } from '../support/api.js';
 import { adminReplicas, code, data, DEV_REPLICA } from '../support/admin-replicas.js';
 import { verifies } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
@@ -87,6 +88,35 @@ describe("admin API: a merchant's endpoints", () => {
     expect(code(await send(stack.apiA, 'GET', 'm_ep3/endpoints/ep_missing_1'))).toEqual([404, 'endpoint_not_found']);
     expect(code(await send(stack.apiA, 'GET', 'm_ep3/endpoints/wh_1'))).toEqual([400, 'invalid_parameter']);
     expect(code(await send(stack.apiA, 'POST', 'm_ep3/endpoints', { url: `${stack.receiver.url}/x`, secret: 'whsec_AAAAAAAAAAAAAAAAAAAAAAAA' }))).toEqual([400, 'invalid_settings']);
+  });
+
+  it('answers a retry sent while the first call still runs, on the other replica, with the first answer: one endpoint made, one deleted', async () => {
+    await send(stack.apiA, 'PUT', 'm_ep4', { publicKey: 'pk_ep_000004' });
+    const url = `${stack.receiver.url}/m_ep4`;
+    // A client that gave up waiting sends its key again while the first call still waits for the
+    // merchant's row (held here, as a slow write would): both calls wait, then run one after the other.
+    const both = async (calls: Array<() => Promise<Answer>>) => {
+      const holder = new pg.Client({ connectionString: stack.db.url });
+      await holder.connect();
+      try {
+        await holder.query('BEGIN');
+        await holder.query("SELECT id FROM merchants WHERE id = 'm_ep4' FOR UPDATE");
+        const answers = Promise.all(calls.map((each) => each()));
+        await waitFor('both calls wait for the row', async () => (await stack.db.query<{ n: number }>("SELECT count(*)::integer AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"))[0]!.n === calls.length, 5_000, 20);
+        await holder.query('COMMIT');
+        return await answers;
+      } finally {
+        await holder.end();
+      }
+    };
+    const created = await both([stack.apiA, stack.apiB].map((api) => () => send(api, 'POST', 'm_ep4/endpoints', { url }, { 'idempotency-key': 'ep4-create' })));
+    expect(created.map((answer) => answer.status)).toEqual([201, 201]);
+    expect(data(created[1]!)).toEqual(data(created[0]!));
+    expect(created.filter((answer) => answer.headers.get('idempotent-replayed') === 'true')).toHaveLength(1);
+    const { id } = data(created[0]!);
+    const deleted = await both([stack.apiB, stack.apiA].map((api) => () => send(api, 'DELETE', `m_ep4/endpoints/${id}`, undefined, { 'idempotency-key': 'ep4-delete' })));
+    expect(deleted.map(code)).toEqual([[200, undefined], [200, undefined]]);
+    expect(data(deleted[1]!)).toEqual({ deleted: id });
   });
 
   it('documents every answer it gave in the OpenAPI file', () => {
