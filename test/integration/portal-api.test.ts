@@ -138,6 +138,24 @@ describe('the merchant portal API', () => {
     expect(code(await write(fresh, 'PATCH', stack.endpoint('m_offoff'), { enabled: true }))).toEqual([409, 'endpoint_disabled_by_operator']);
   });
 
+  it('keeps an endpoint the operator turned off from sending again by way of a new one: the portal may not delete it or move its URL', async () => {
+    const url = `${receiver.url}/opoff`;
+    await stack.putMerchant('m_opoff', url);
+    const path = stack.endpoint('m_opoff');
+    expect((await stack.admin(apiA, 'PATCH', adminEndpoint('m_opoff'), { enabled: false })).status).toBe(200);
+    const merchant = await open('m_opoff', { permissions: ['manage-endpoint'] });
+    // Deleted, or moved elsewhere, it would leave its URL free for a new endpoint, on at once.
+    expect(code(await write(merchant, 'DELETE', path))).toEqual([409, 'endpoint_disabled_by_operator']);
+    expect(code(await write(merchant, 'PATCH', path, { url: `${receiver.url}/opoff-moved` }))).toEqual([409, 'endpoint_disabled_by_operator']);
+    expect(code(await write(merchant, 'POST', '/portal/api/endpoints', { url }))).toEqual([409, 'endpoint_url_taken']);
+    // The rest of it the merchant may still change, and the page's form sends the URL unchanged.
+    expect((await write(merchant, 'PATCH', path, { url, description: 'ask the platform' })).status).toBe(200);
+    await waitFor('the description seen by the dispatcher', () => stack.dispatcher.merchants.byId('m_opoff')?.endpoints[0]?.description === 'ask the platform', 5_000);
+    expect(stack.dispatcher.merchants.byId('m_opoff')!.endpoints.map((e) => [e.url, e.enabled])).toEqual([[url, false]]);
+    // The operator may.
+    expect((await stack.admin(apiA, 'DELETE', adminEndpoint('m_opoff'))).status).toBe(200);
+  });
+
   it('starts at most 10 Recover rounds a day per merchant, on all replicas together', async () => {
     await stack.putMerchant('m_replay', `${receiver.url}/replay`);
     const resender = await open('m_replay', { permissions: ['resend'] });

@@ -95,7 +95,7 @@ export const PORTAL_ENDPOINT_ROUTES = [
     errors: {
       ...WRITE_ERRORS,
       '404': 'endpoint_not_found',
-      '409': `endpoint_url_taken; endpoint_disabled_by_operator: the platform turned it off, only the platform turns it on; ${READ_ONLY}`,
+      '409': `endpoint_url_taken; endpoint_disabled_by_operator: the platform turned it off, only the platform turns it on or changes its URL; ${READ_ONLY}`,
       '429': SETTINGS_LIMITED,
     },
   },
@@ -107,7 +107,7 @@ export const PORTAL_ENDPOINT_ROUTES = [
     security: PORTAL_WRITE_AUTH,
     input: { params: portalEndpointParams },
     output: { '200': { description: 'Removed', schema: envelope(z.strictObject({ deleted: z.string() })) } },
-    errors: { ...WRITE_ERRORS, '404': 'endpoint_not_found', '409': READ_ONLY, '429': SETTINGS_LIMITED },
+    errors: { ...WRITE_ERRORS, '404': 'endpoint_not_found', '409': `endpoint_disabled_by_operator: the platform turned it off, only the platform deletes it; ${READ_ONLY}`, '429': SETTINGS_LIMITED },
   },
   {
     operationId: 'portalRotateSecret',
