@@ -119,6 +119,21 @@ describe("admin API: a merchant's endpoints", () => {
     expect(data(deleted[1]!)).toEqual({ deleted: id });
   });
 
+  it('refuses a body that is not sent as JSON instead of reading it as empty: a rotation meant without grace, a disable', async () => {
+    await send(stack.apiA, 'PUT', 'm_ep5', { publicKey: 'pk_ep_000005' });
+    const { id } = data(await send(stack.apiA, 'POST', 'm_ep5/endpoints', { url: `${stack.receiver.url}/m_ep5` }));
+    // curl -d sends application/x-www-form-urlencoded unless told otherwise.
+    for (const type of ['application/x-www-form-urlencoded', 'text/plain']) {
+      const rotated = await send(stack.apiA, 'POST', `m_ep5/endpoints/${id}/secret/rotate`, { graceSeconds: 0 }, { 'content-type': type });
+      expect(code(rotated)).toEqual([400, 'invalid_body']);
+      expect(code(await send(stack.apiA, 'PATCH', `m_ep5/endpoints/${id}`, { enabled: false }, { 'content-type': type }))).toEqual([400, 'invalid_body']);
+    }
+    expect(data(await send(stack.apiA, 'GET', `m_ep5/endpoints/${id}`))).toMatchObject({ enabled: true, previousSecrets: [] });
+    // No body at all is still a rotation with the default grace; merge-patch+json is JSON.
+    expect(data(await send(stack.apiA, 'POST', `m_ep5/endpoints/${id}/secret/rotate`, undefined, { 'content-type': '' })).previousSecretExpiresAt).not.toBeNull();
+    expect(data(await send(stack.apiA, 'PATCH', `m_ep5/endpoints/${id}`, { enabled: false }, { 'content-type': 'application/merge-patch+json' }))).toMatchObject({ enabled: false });
+  });
+
   it('documents every answer it gave in the OpenAPI file', () => {
     const statuses = expectDocumented(seen);
     for (const status of ['200', '201', '409']) expect(statuses).toContain(`/admin/merchants/{merchantId}/endpoints ${status}`);
