@@ -328,6 +328,7 @@ describe('the merchant portal API', () => {
     expect(code(await write(viewer, 'POST', `${stack.endpoint('m_a')}/secret/rotate`, {}))).toEqual([403, 'permission_denied']);
     expect(code(await write(viewer, 'PATCH', stack.endpoint('m_a'), { enabled: false }))).toEqual([403, 'permission_denied']);
     expect(code(await write(other, 'PATCH', stack.endpoint('m_a'), { url: 'not a url' }))).toEqual([400, 'invalid_settings']);
+    expect((await write(other, 'POST', `${stack.endpoint('m_a')}/secret/rotate`, { graceSeconds: 0, grace: 1 })).body).toMatchObject({ message: 'unknown field grace; allowed: graceSeconds', error: { code: 'invalid_settings' } });
     const noSecret = await open('m_a', { permissions: ['resend', 'manage-endpoint'] });
     expect(code(await write(noSecret, 'POST', `${stack.endpoint('m_a')}/secret/rotate`, {}))).toEqual([403, 'permission_denied']);
     expect(code(await call(apiA, '/portal/api/session', { method: 'GET' }))).toEqual([401, 'portal_session_required']);
