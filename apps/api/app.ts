@@ -7,7 +7,7 @@ import type { ApiDeps } from './deps.js';
 import { docsRouter } from './docs.js';
 import { errorBody, notFound } from './errors.js';
 import { mountLogRoutes } from './log-handlers.js';
-import { methodsNotAllowed } from './mount.js';
+import { JSON_BODY_TYPES, methodsNotAllowed } from './mount.js';
 import { openApiDocument } from './openapi.js';
 import { toApiError } from './translate.js';
 import { mountPortal, mountPortalAdmin } from './portal/handlers.js';
@@ -27,7 +27,7 @@ function baseApp(trustProxy: ApiDeps['trustProxy']): express.Express {
   app.set('query parser', 'simple');
   app.use(traceRequests);
   app.use(helmet());
-  app.use(express.json({ limit: REQUEST_BODY_LIMIT, strict: false, type: ['application/json', 'application/*+json'] }));
+  app.use(express.json({ limit: REQUEST_BODY_LIMIT, strict: false, type: JSON_BODY_TYPES }));
   // Admin answers carry secrets (a new webhook's, a rotation's, their replays) and /nucleus reads
   // carry payloads: no cache, shared or the browser's, keeps any of them (/portal/api does the same).
   app.use(['/admin', '/nucleus'], (_req, res, next) => {

@@ -11,6 +11,19 @@ export interface Parsed {
 
 type Handler = (req: Request, res: Response, input: Parsed) => Promise<void> | void;
 
+/** The media types express.json reads (app.ts): any other body is never parsed. */
+export const JSON_BODY_TYPES = ['application/json', 'application/*+json'];
+
+/**
+ * A route that takes a body refuses one it cannot read: left unparsed it would be taken as empty,
+ * and `curl -d '{"graceSeconds":0}'` (form-encoded unless told) would rotate with the default
+ * grace, or a PATCH answer 200 having changed nothing.
+ */
+function checkBodyType(req: Request): void {
+  const sent = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
+  if (sent && !req.is(JSON_BODY_TYPES)) throw badRequest('invalid_body', 'The body must be JSON, sent with Content-Type: application/json');
+}
+
 /** `/admin/merchants/{merchantId}` → `/merchants/:merchantId` for a router mounted at `/admin`. */
 function expressPath(template: string, base: string): string {
   return template.slice(base.length).replace(/\{([^}]+)\}/g, ':$1');
@@ -45,6 +58,7 @@ export function mount(router: Router, operationId: OperationId, handler: Handler
     try {
       const params = parse(declared.input?.params, req.params, 'path');
       const query = ownQuery ? {} : parse(declared.input?.query, req.query, 'query');
+      if (declared.input?.body) checkBodyType(req);
       await handler(req, res, { params, query });
     } catch (err) {
       next(err);

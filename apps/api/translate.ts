@@ -90,7 +90,7 @@ export function toApiError(err: unknown, logger: Logger): ApiError {
   if (err instanceof EndpointUrlTakenError) return new ApiError(409, 'endpoint_url_taken', `Endpoint ${err.endpointId} of this merchant already has this URL`);
   if (err instanceof EndpointNotFoundError) return notFound('endpoint_not_found', `Merchant ${err.merchantId} has no endpoint ${err.endpointId}`);
   if (err instanceof DisabledByOperatorError) {
-    return new ApiError(409, 'endpoint_disabled_by_operator', 'The platform turned this endpoint off; ask the platform\'s support to turn it on again');
+    return new ApiError(409, 'endpoint_disabled_by_operator', 'The platform turned this endpoint off: only the platform turns it on again, moves it to another URL or deletes it; ask the platform\'s support');
   }
   // An action whose audit entry PostgreSQL refused is not reported as done (libs/merchants/audit.ts).
   if (err instanceof AuditUnavailableError) {

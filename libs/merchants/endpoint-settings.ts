@@ -70,6 +70,8 @@ export class EndpointSettings {
     return this.settings.write<{ view: EndpointView }>('endpoint.patch', merchantId, { endpointId, patch }, guards, (current) => {
       if (!current) throw new MerchantNotFoundError(merchantId);
       const kept = endpointOf(current, endpointId);
+      // Moved elsewhere, the endpoint the operator turned off would leave its URL free for a new one, on at once.
+      if (guards.by === 'merchant' && url !== undefined && url !== kept.url && disabledByOperator(kept)) throw new DisabledByOperatorError(merchantId);
       if (url !== undefined && url !== kept.url) checkUrlFree(current, url);
       let next: Endpoint = { ...kept, url: url ?? kept.url, ...(patch.enabled === undefined ? {} : { enabled: patch.enabled }) };
       if (patch.description === null) delete next.description;
@@ -88,7 +90,9 @@ export class EndpointSettings {
   delete(merchantId: string, endpointId: string, guards: WriteGuards = {}): Promise<Written<{ deleted: string }>> {
     return this.settings.write<{ deleted: string }>('endpoint.delete', merchantId, { endpointId }, guards, (current) => {
       if (!current) throw new MerchantNotFoundError(merchantId);
-      endpointOf(current, endpointId);
+      // Deleted, it would leave its URL free for a new endpoint: the operator's disable undone by the merchant.
+      const gone = endpointOf(current, endpointId);
+      if (guards.by === 'merchant' && disabledByOperator(gone)) throw new DisabledByOperatorError(merchantId);
       return { ...current, endpoints: current.endpoints.filter((endpoint) => endpoint.id !== endpointId) };
     }, () => ({ deleted: endpointId }));
   }

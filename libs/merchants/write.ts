@@ -80,6 +80,18 @@ export async function writeMerchant(
   { ifVersion, idempotency, by }: WriteOptions,
   replay: () => { merchant: Merchant; version: number },
 ): Promise<Written> {
+  // The clock read with the row, in the same statement (a PATCH that changes nothing costs no more).
+  const { rows } = await tx.query<MerchantRow & { clocks: HealthRow[] | null }>(
+    `SELECT ${MERCHANT_COLUMNS.split(', ').map((column) => `m.${column}`).join(', ')},
+       (SELECT json_agg(json_build_object('merchant_id', h.merchant_id, 'endpoint_id', h.endpoint_id, 'url', h.url, 'failing_since', h.failing_since, 'last_failure_at', h.last_failure_at))
+          FROM endpoint_health h WHERE h.merchant_id = m.id AND h.failing_since IS NOT NULL) AS clocks
+     FROM merchants m WHERE m.id = $1 FOR UPDATE OF m`,
+    [merchantId],
+  );
+  const row = rows[0];
+  // Looked up only now that the row is ours: a repeat sent while the first call held it (a client
+  // that gave up waiting) finds the key that call committed, instead of applying the change again
+  // and being refused for what the first did (its URL taken, its endpoint gone).
   if (idempotency) {
     const kept = await tx.query<{ fingerprint: string; result: string }>(
       `SELECT fingerprint, result FROM merchant_idempotency WHERE key = $1 AND created_at > now() - $2::bigint * interval '1 millisecond'`,
@@ -91,15 +103,6 @@ export async function writeMerchant(
       return { ...replay(), created: false, changed: false, result, replayed: true };
     }
   }
-  // The clock read with the row, in the same statement (a PATCH that changes nothing costs no more).
-  const { rows } = await tx.query<MerchantRow & { clocks: HealthRow[] | null }>(
-    `SELECT ${MERCHANT_COLUMNS.split(', ').map((column) => `m.${column}`).join(', ')},
-       (SELECT json_agg(json_build_object('merchant_id', h.merchant_id, 'endpoint_id', h.endpoint_id, 'url', h.url, 'failing_since', h.failing_since, 'last_failure_at', h.last_failure_at))
-          FROM endpoint_health h WHERE h.merchant_id = m.id AND h.failing_since IS NOT NULL) AS clocks
-     FROM merchants m WHERE m.id = $1 FOR UPDATE OF m`,
-    [merchantId],
-  );
-  const row = rows[0];
   const clocks = (row?.clocks ?? []).map(healthOf).filter((clock): clock is Health => clock !== undefined);
   const current = row && withHealth(merchantOf(row, box), clocks);
   const version = row ? Number(row.version) : 0;

@@ -1,7 +1,8 @@
+import pg from 'pg';
 import type { ApiProgram } from '../../apps/api/program.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { ENDPOINT_ID } from '../../libs/merchants/index.js';
-import { expectDocumented, seen } from '../support/api.js';
+import { type Answer, expectDocumented, seen } from '../support/api.js';
 import { adminReplicas, code, data, DEV_REPLICA } from '../support/admin-replicas.js';
 import { verifies } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
@@ -14,6 +15,23 @@ describe("admin API: a merchant's endpoints", () => {
   async function delivered(merchantId: string) {
     const { messageId } = await stack.publisher.publish(sampleEvent('payout', merchantId));
     return waitFor('webhook delivered', () => stack.receiver.requests.find((r) => r.headers['webhook-id'] === messageId), 10_000);
+  }
+
+  /** Makes the calls while this test holds the merchant's row, and lets go once every one of them waits for it. */
+  async function whileHeld(merchantId: string, calls: Array<() => Promise<Answer>>): Promise<Answer[]> {
+    const holder = new pg.Client({ connectionString: stack.db.url });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT id FROM merchants WHERE id = $1 FOR UPDATE', [merchantId]);
+      const answers = Promise.all(calls.map((each) => each()));
+      const waiting = async () => (await stack.db.query<{ n: number }>("SELECT count(*)::integer AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"))[0]!.n;
+      await waitFor('every call waits for the row', async () => (await waiting()) === calls.length, 5_000, 20);
+      await holder.query('COMMIT');
+      return await answers;
+    } finally {
+      await holder.end();
+    }
   }
 
   it('adds an endpoint with its own id and secret, refuses one more than the limit naming it, and delivers to it signed with that secret', async () => {
@@ -87,6 +105,50 @@ describe("admin API: a merchant's endpoints", () => {
     expect(code(await send(stack.apiA, 'GET', 'm_ep3/endpoints/ep_missing_1'))).toEqual([404, 'endpoint_not_found']);
     expect(code(await send(stack.apiA, 'GET', 'm_ep3/endpoints/wh_1'))).toEqual([400, 'invalid_parameter']);
     expect(code(await send(stack.apiA, 'POST', 'm_ep3/endpoints', { url: `${stack.receiver.url}/x`, secret: 'whsec_AAAAAAAAAAAAAAAAAAAAAAAA' }))).toEqual([400, 'invalid_settings']);
+  });
+
+  it('answers a retry sent while the first call still runs, on the other replica, with the first answer: one endpoint made, one deleted', async () => {
+    await send(stack.apiA, 'PUT', 'm_ep4', { publicKey: 'pk_ep_000004' });
+    const url = `${stack.receiver.url}/m_ep4`;
+    // A client that gave up waiting sends its key again while the first call still waits for the
+    // merchant's row (held, as a slow write would): both calls wait, then run one after the other.
+    const created = await whileHeld('m_ep4', [stack.apiA, stack.apiB].map((api) => () => send(api, 'POST', 'm_ep4/endpoints', { url }, { 'idempotency-key': 'ep4-create' })));
+    expect(created.map((answer) => answer.status)).toEqual([201, 201]);
+    expect(data(created[1]!)).toEqual(data(created[0]!));
+    expect(created.filter((answer) => answer.headers.get('idempotent-replayed') === 'true')).toHaveLength(1);
+    const { id } = data(created[0]!);
+    const deleted = await whileHeld('m_ep4', [stack.apiB, stack.apiA].map((api) => () => send(api, 'DELETE', `m_ep4/endpoints/${id}`, undefined, { 'idempotency-key': 'ep4-delete' })));
+    expect(deleted.map(code)).toEqual([[200, undefined], [200, undefined]]);
+    expect(data(deleted[1]!)).toEqual({ deleted: id });
+  });
+
+  it('refuses a body that is not sent as JSON instead of reading it as empty: a rotation meant without grace, a disable', async () => {
+    await send(stack.apiA, 'PUT', 'm_ep5', { publicKey: 'pk_ep_000005' });
+    const { id } = data(await send(stack.apiA, 'POST', 'm_ep5/endpoints', { url: `${stack.receiver.url}/m_ep5` }));
+    // curl -d sends application/x-www-form-urlencoded unless told otherwise.
+    for (const type of ['application/x-www-form-urlencoded', 'text/plain']) {
+      const rotated = await send(stack.apiA, 'POST', `m_ep5/endpoints/${id}/secret/rotate`, { graceSeconds: 0 }, { 'content-type': type });
+      expect(code(rotated)).toEqual([400, 'invalid_body']);
+      expect(code(await send(stack.apiA, 'PATCH', `m_ep5/endpoints/${id}`, { enabled: false }, { 'content-type': type }))).toEqual([400, 'invalid_body']);
+    }
+    expect(data(await send(stack.apiA, 'GET', `m_ep5/endpoints/${id}`))).toMatchObject({ enabled: true, previousSecrets: [] });
+    // No body at all is still a rotation with the default grace; merge-patch+json is JSON.
+    expect(data(await send(stack.apiA, 'POST', `m_ep5/endpoints/${id}/secret/rotate`, undefined, { 'content-type': '' })).previousSecretExpiresAt).not.toBeNull();
+    expect(data(await send(stack.apiA, 'PATCH', `m_ep5/endpoints/${id}`, { enabled: false }, { 'content-type': 'application/merge-patch+json' }))).toMatchObject({ enabled: false });
+  });
+
+  it('keeps to the limit and to one endpoint per URL when creates come at once to both replicas', async () => {
+    await send(stack.apiA, 'PUT', 'm_ep6', { publicKey: 'pk_ep_000006' });
+    await waitFor('replica B has the merchant', async () => (await send(stack.apiB, 'GET', 'm_ep6/endpoints')).status === 200, 5_000);
+    // Six different URLs, and one of them twice: at most two endpoints here, each URL once.
+    const urls = [1, 2, 3, 4, 5, 6, 1].map((n) => `${stack.receiver.url}/m_ep6/${n}`);
+    const answers = await whileHeld('m_ep6', urls.map((url, i) => () => send(i % 2 ? stack.apiB : stack.apiA, 'POST', 'm_ep6/endpoints', { url })));
+    expect(answers.filter((answer) => answer.status === 201)).toHaveLength(2);
+    expect(answers.filter((answer) => answer.status !== 201).map((answer) => code(answer)[1])).toEqual(expect.arrayContaining(['endpoint_limit']));
+    expect(answers.every((answer) => answer.status === 201 || ['endpoint_limit', 'endpoint_url_taken'].includes(code(answer)[1] as string))).toBe(true);
+    const listed = data(await send(stack.apiA, 'GET', 'm_ep6/endpoints')).endpoints as Array<{ url: string }>;
+    expect(listed).toHaveLength(2);
+    expect(new Set(listed.map((e) => e.url)).size).toBe(2);
   });
 
   it('documents every answer it gave in the OpenAPI file', () => {

@@ -138,6 +138,20 @@ describe('the merchant portal API', () => {
     expect(code(await write(fresh, 'PATCH', stack.endpoint('m_offoff'), { enabled: true }))).toEqual([409, 'endpoint_disabled_by_operator']);
   });
 
+  it('keeps an endpoint the operator turned off from sending again by way of a new one: the portal may not delete it or move its URL', async () => {
+    const url = `${receiver.url}/opoff`;
+    await stack.putMerchant('m_opoff', url);
+    const path = stack.endpoint('m_opoff');
+    expect((await stack.admin(apiA, 'PATCH', adminEndpoint('m_opoff'), { enabled: false })).status).toBe(200);
+    const merchant = await open('m_opoff', { permissions: ['manage-endpoint'] });
+    // Deleted, or moved elsewhere, it would leave its URL free for a new endpoint, on at once.
+    expect(code(await write(merchant, 'DELETE', path))).toEqual([409, 'endpoint_disabled_by_operator']);
+    expect(code(await write(merchant, 'PATCH', path, { url: `${receiver.url}/opoff-moved` }))).toEqual([409, 'endpoint_disabled_by_operator']);
+    expect(code(await write(merchant, 'POST', '/portal/api/endpoints', { url }))).toEqual([409, 'endpoint_url_taken']);
+    // The operator may.
+    expect((await stack.admin(apiA, 'DELETE', adminEndpoint('m_opoff'))).status).toBe(200);
+  });
+
   it('starts at most 10 Recover rounds a day per merchant, on all replicas together', async () => {
     await stack.putMerchant('m_replay', `${receiver.url}/replay`);
     const resender = await open('m_replay', { permissions: ['resend'] });
@@ -314,6 +328,7 @@ describe('the merchant portal API', () => {
     expect(code(await write(viewer, 'POST', `${stack.endpoint('m_a')}/secret/rotate`, {}))).toEqual([403, 'permission_denied']);
     expect(code(await write(viewer, 'PATCH', stack.endpoint('m_a'), { enabled: false }))).toEqual([403, 'permission_denied']);
     expect(code(await write(other, 'PATCH', stack.endpoint('m_a'), { url: 'not a url' }))).toEqual([400, 'invalid_settings']);
+    expect((await write(other, 'POST', `${stack.endpoint('m_a')}/secret/rotate`, { graceSeconds: 0, grace: 1 })).body).toMatchObject({ message: 'unknown field grace; allowed: graceSeconds', error: { code: 'invalid_settings' } });
     const noSecret = await open('m_a', { permissions: ['resend', 'manage-endpoint'] });
     expect(code(await write(noSecret, 'POST', `${stack.endpoint('m_a')}/secret/rotate`, {}))).toEqual([403, 'permission_denied']);
     expect(code(await call(apiA, '/portal/api/session', { method: 'GET' }))).toEqual([401, 'portal_session_required']);

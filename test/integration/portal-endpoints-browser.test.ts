@@ -93,6 +93,25 @@ describe("the merchant portal's endpoints in a browser", () => {
     expect(await page.getByLabel('Endpoint URL').isDisabled()).toBe(true);
   });
 
+  it('offers no delete and no new URL for an endpoint the platform turned off, and still saves its other settings', async () => {
+    const url = `${fixture.receiver.url}/opoff`;
+    await fixture.stack.putMerchant('m_opoff', url);
+    const id = fixture.stack.dispatcher.merchants.byId('m_opoff')!.endpoints[0]!.id;
+    expect((await fixture.stack.admin(fixture.api, 'PATCH', `/admin/merchants/m_opoff/endpoints/${id}`, { enabled: false })).status).toBe(200);
+    const page = await openPage(await fixture.stack.link('m_opoff'));
+    await page.getByRole('heading', { name: 'Overview' }).waitFor();
+    await openEndpoint(page);
+    await page.getByText('The platform turned this endpoint off: only the platform can turn it on again.').waitFor();
+    expect(await page.getByRole('button', { name: 'Delete endpoint' }).count()).toBe(0);
+    expect(await page.getByLabel('Endpoint URL').isEditable()).toBe(false);
+    expect(await page.getByLabel('Enabled (webhooks are sent)').isDisabled()).toBe(true);
+    await page.getByLabel('Description').fill('waiting for the platform');
+    await page.getByRole('button', { name: 'Save endpoint' }).click();
+    await page.getByText('Saved. The next webhook goes to this URL.').waitFor();
+    await waitFor('the dispatcher has the description', () => fixture.stack.dispatcher.merchants.byId('m_opoff')?.endpoints[0]?.description === 'waiting for the platform', 5_000);
+    expect(fixture.stack.dispatcher.merchants.byId('m_opoff')!.endpoints.map((e) => [e.url, e.enabled])).toEqual([[url, false]]);
+  });
+
   it("names each webhook's endpoint in the log and filters by it", async () => {
     await fixture.stack.putMerchant('m_logeps', `${fixture.receiver.url}/logeps`);
     const { webhookId } = await publish('m_logeps');

@@ -148,9 +148,8 @@ export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: Portal
     const endpointId = params.endpointId as string;
     const settings = endpoints();
     await helpers.limited('settings', found.merchantId);
-    const input = rotateBody.safeParse(req.body ?? {});
-    if (!input.success) throw badRequest('invalid_settings', `graceSeconds: ${input.error.issues[0]!.message}`);
-    const { replayed: _replayed, version: _version, ...rotated } = await settings.rotate(found.merchantId, endpointId, input.data.graceSeconds, { actor: helpers.actor(found, req) });
+    const input = settingsInput(rotateBody.safeParse(req.body ?? {}));
+    const { replayed: _replayed, version: _version, ...rotated } = await settings.rotate(found.merchantId, endpointId, input.graceSeconds, { actor: helpers.actor(found, req) });
     deps.logger.info('endpoint secret rotated from the portal', { merchantId: found.merchantId, endpointId, previousSecretExpiresAt: rotated.previousSecretExpiresAt });
     res.json({ message: 'endpoint secret rotated', error: null, data: rotated });
   });

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { EVENT_NAMES } from '../../../libs/contracts/index.js';
-import { endpointIdSchema, endpointInputSchema, endpointPatchSchema } from '../../../libs/merchants/index.js';
+import { endpointIdSchema, endpointInputSchema, endpointPatchSchema, rotateInputSchema } from '../../../libs/merchants/index.js';
 import type { RouteDeclaration } from '../route-declaration.js';
 import { PORTAL_AUTH, PORTAL_WRITE_AUTH, READ_ERRORS as LOG_READ_ERRORS, WRITE_ERRORS } from './route-common.js';
 import { envelope, rotated } from '../schemas.js';
@@ -40,7 +40,8 @@ export const portalEndpointList = z.strictObject({
 
 export const portalEndpointParams = z.strictObject({ endpointId: endpointIdSchema });
 export const testEventBody = z.strictObject({ event: z.enum(EVENT_NAMES) });
-export const rotateBody = z.strictObject({ graceSeconds: z.number().int().min(0).max(30 * 86_400).default(86_400) });
+/** The admin API's, so that a refusal names the field in the same words ("unknown field grace; allowed: graceSeconds"). */
+export const rotateBody = rotateInputSchema;
 
 const BASE = '/portal/api/endpoints';
 /** Reading endpoints needs the session (kept with the log), and counts against no log limit. */
@@ -95,7 +96,7 @@ export const PORTAL_ENDPOINT_ROUTES = [
     errors: {
       ...WRITE_ERRORS,
       '404': 'endpoint_not_found',
-      '409': `endpoint_url_taken; endpoint_disabled_by_operator: the platform turned it off, only the platform turns it on; ${READ_ONLY}`,
+      '409': `endpoint_url_taken; endpoint_disabled_by_operator: the platform turned it off, only the platform turns it on or changes its URL; ${READ_ONLY}`,
       '429': SETTINGS_LIMITED,
     },
   },
@@ -107,7 +108,7 @@ export const PORTAL_ENDPOINT_ROUTES = [
     security: PORTAL_WRITE_AUTH,
     input: { params: portalEndpointParams },
     output: { '200': { description: 'Removed', schema: envelope(z.strictObject({ deleted: z.string() })) } },
-    errors: { ...WRITE_ERRORS, '404': 'endpoint_not_found', '409': READ_ONLY, '429': SETTINGS_LIMITED },
+    errors: { ...WRITE_ERRORS, '404': 'endpoint_not_found', '409': `endpoint_disabled_by_operator: the platform turned it off, only the platform deletes it; ${READ_ONLY}`, '429': SETTINGS_LIMITED },
   },
   {
     operationId: 'portalRotateSecret',

@@ -110,7 +110,7 @@ export async function endpoint(id: string): Promise<void> {
     out.replaceChildren(saved.status === 200 ? h('p', { class: 'ok', role: 'status' }, 'Saved. The next webhook goes to this URL.') : alertBox(saved));
   }) },
     h('div', { class: 'field' }, h('label', { for: 'url' }, 'Endpoint URL'),
-      h('input', { id: 'url', name: 'url', type: 'url', required: true, value: ep.url, disabled: !editable, 'aria-describedby': 'url-note' }),
+      h('input', { id: 'url', name: 'url', type: 'url', required: true, value: ep.url, disabled: !editable, readonly: operatorOff, 'aria-describedby': 'url-note' }),
       h('p', { id: 'url-note', class: 'note' }, 'https, reachable from the internet.')),
     h('div', { class: 'field' }, h('label', { for: 'description' }, 'Description'),
       h('input', { id: 'description', name: 'description', type: 'text', maxlength: '500', value: ep.description ?? '', disabled: !editable })),
@@ -131,7 +131,7 @@ export async function endpoint(id: string): Promise<void> {
     form];
   if (writable() && can('manage-secret')) sections.push(...rotation(id));
   if (can('manage-endpoint')) sections.push(...testEvent(id, ep.events));
-  if (editable) sections.push(...removal(id, ep));
+  if (editable && !operatorOff) sections.push(...removal(id, ep));
   show(`Endpoint ${name(ep)}`, ...sections);
 }
 
