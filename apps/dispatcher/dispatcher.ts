@@ -230,13 +230,15 @@ export class Dispatcher {
         const checked = this.deps.intakeKeys && message.fields.exchange === this.names.events && !intake.test;
         const key = checked ? { merchantId: intake.merchantId, webhookId: intake.webhookId } : undefined;
         let repeat = key !== undefined && (await this.deps.intakeKeys!.check(key, message.fields.redelivered)) === 'repeat';
-        if (repeat && routed?.kind === 'fan-out' && message.fields.redelivered) {
-          // A redelivered fan-out the log holds: its endpoints' records are written before its ack,
-          // so a dispatcher that died mid-fan-out settled some; those without a record get it
-          // (again, perhaps: at least once). None left: a repeat like any other.
-          const left = await this.deps.intakeKeys!.unrecorded(key!, routed.endpointIds);
+        const endpointIds = routed?.kind === 'fan-out' ? routed.endpointIds : intake.endpointId !== undefined ? [intake.endpointId] : [];
+        if (repeat && message.fields.redelivered && endpointIds.length > 0) {
+          // A redelivery the log holds, per endpoint: a fanned-out message's records are written
+          // before its ack, so a dispatcher that died mid-fan-out settled some endpoints (and the
+          // rest may route to one endpoint now, another disabled since); those without a record
+          // get it (again, perhaps: at least once). None left: a repeat like any other.
+          const left = await this.deps.intakeKeys!.unrecorded(key!, endpointIds);
           if (left.length > 0) {
-            routed.endpointIds = left;
+            if (routed?.kind === 'fan-out') routed.endpointIds = left;
             repeat = false;
           }
         }

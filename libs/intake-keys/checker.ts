@@ -128,10 +128,10 @@ export class IntakeChecker {
   }
 
   /**
-   * Of a redelivered fanned-out message taken for a repeat (the log holds its webhook), the
-   * endpoints of `endpointIds` whose delivery the log does not hold: a dispatcher that died
-   * mid-fan-out had settled only some, and the others go; none left, it is a repeat. Every one of
-   * them when PostgreSQL does not answer (at least once, never less).
+   * Of a redelivered message taken for a repeat (the log holds its webhook), the endpoints of
+   * `endpointIds` whose delivery the log does not hold: a dispatcher that died mid-fan-out had
+   * settled only some, and the others go; none left, it is a repeat. Every one of them when
+   * PostgreSQL does not answer (at least once, never less).
    */
   async unrecorded(key: IntakeKey, endpointIds: readonly string[]): Promise<string[]> {
     try {

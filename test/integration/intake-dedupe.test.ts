@@ -242,6 +242,34 @@ describe('idempotent intake', () => {
     expect([at('evt_fan_half', 'a').length, at('evt_fan_half', 'b').length]).toEqual([0, 1]);
     expect([at('evt_fan_ended', 'a').length, at('evt_fan_ended', 'b').length]).toEqual([1, 1]);
   });
+
+  it('sends a redelivered one to its endpoint when the log holds only the delivery of an endpoint disabled since (it routes to one now)', async () => {
+    const at = (webhookId: string, endpoint: 'a' | 'b') => deliveriesOf(receiver, webhookId).filter((r) => r.path.endsWith(`/${endpoint}`));
+    await stop();
+    // A dispatcher died mid-fan-out with b settled and a not; b was disabled since.
+    await database.query("INSERT INTO intake_keys (day, merchant_id, webhook_id) VALUES (date_trunc('day', now(), 'UTC'), $1, 'evt_fan_moved')", [fanned.id]);
+    await database.query(
+      `INSERT INTO delivery_webhooks (merchant_id, webhook_id, endpoint_id, first_seen_at, seq, event, refs, merchant_refs, status, attempts, last_record_at)
+       VALUES ($1, 'evt_fan_moved', 'ep_dedupe_b', now(), 1000001, 'payout', '{}', '{}', 'delivered', 1, now())`,
+      [fanned.id],
+    );
+    merchantsFile = writeMerchantsFile([merchant, { ...fanned, endpoints: [fanned.endpoints[0]!, { ...fanned.endpoints[1]!, enabled: false, disabledReason: 'manual' }] }]);
+    await publisher.publish(sampleEvent('payout', fanned.id), { messageId: 'evt_fan_moved' });
+    const connection = await amqp.connect(brokerUrl());
+    try {
+      const channel = await connection.createChannel();
+      await waitFor('it in dispatch', async () => (await channel.checkQueue(names.dispatch)).messageCount === 1, 10_000);
+      if (!(await channel.get(names.dispatch, { noAck: false }))) throw new Error('nothing in dispatch');
+      await channel.close();
+    } finally {
+      await connection.close();
+    }
+    await start();
+    await waitFor('sent to a', () => at('evt_fan_moved', 'a').length > 0, 10_000);
+    await settled('evt_marker_6');
+    expect([at('evt_fan_moved', 'a').length, at('evt_fan_moved', 'b').length]).toEqual([1, 0]);
+    expect(program!.dispatcher.stats.duplicates).toBe(0);
+  });
 });
 
 describe('idempotent intake while PostgreSQL is down', () => {
