@@ -236,7 +236,7 @@ export class Dispatcher {
           // before its ack, so a dispatcher that died mid-fan-out settled some endpoints (and the
           // rest may route to one endpoint now, another disabled since); those without a record
           // get it (again, perhaps: at least once). None left: a repeat like any other.
-          const left = await this.deps.intakeKeys!.unrecorded(key!, endpointIds);
+          const left = await this.deps.intakeKeys!.unrecorded(key!, endpointIds, this.deps.merchants.byId(intake.merchantId)?.endpoints[0]?.id);
           if (left.length > 0) {
             if (routed?.kind === 'fan-out') routed.endpointIds = left;
             repeat = false;

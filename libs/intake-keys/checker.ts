@@ -131,11 +131,12 @@ export class IntakeChecker {
    * Of a redelivered message taken for a repeat (the log holds its webhook), the endpoints of
    * `endpointIds` whose delivery the log does not hold: a dispatcher that died mid-fan-out had
    * settled only some, and the others go; none left, it is a repeat. Every one of them when
-   * PostgreSQL does not answer (at least once, never less).
+   * PostgreSQL does not answer (at least once, never less). A log row written before endpoints
+   * ('') is the delivery of `firstEndpointId`, the merchant's only endpoint then.
    */
-  async unrecorded(key: IntakeKey, endpointIds: readonly string[]): Promise<string[]> {
+  async unrecorded(key: IntakeKey, endpointIds: readonly string[], firstEndpointId?: string): Promise<string[]> {
     try {
-      const recorded = new Set(await this.withTimeout(this.store.recordedEndpoints(key)));
+      const recorded = new Set((await this.withTimeout(this.store.recordedEndpoints(key))).map((id) => (id === '' ? firstEndpointId : id)));
       return endpointIds.filter((id) => !recorded.has(id));
     } catch {
       return [...endpointIds];
