@@ -226,13 +226,24 @@ export class Dispatcher {
         // Fan-out: a new event goes to each of the merchant's matching endpoints.
         const routed = route(intake, this.deps.merchants);
         // Idempotent intake: only at first sight, a message from upstream's exchange; a retry, a
-        // hand-back, a resend or a test event is never a repeat. Nor a fanned-out one redelivered:
-        // its endpoints' records are written before its ack, so the log holding one of them does
-        // not say the others were delivered (a crash mid-fan-out): each endpoint gets it again.
-        const checked = this.deps.intakeKeys && message.fields.exchange === this.names.events && !intake.test && !(routed?.kind === 'fan-out' && message.fields.redelivered);
+        // hand-back, a resend or a test event is never a repeat.
+        const checked = this.deps.intakeKeys && message.fields.exchange === this.names.events && !intake.test;
         const key = checked ? { merchantId: intake.merchantId, webhookId: intake.webhookId } : undefined;
-        if (key && (await this.deps.intakeKeys!.check(key, message.fields.redelivered)) === 'repeat') {
-          finding = { kind: 'duplicate', ...key };
+        let repeat = key !== undefined && (await this.deps.intakeKeys!.check(key, message.fields.redelivered)) === 'repeat';
+        const endpointIds = routed?.kind === 'fan-out' ? routed.endpointIds : intake.endpointId !== undefined ? [intake.endpointId] : [];
+        if (repeat && message.fields.redelivered && endpointIds.length > 0) {
+          // A redelivery the log holds, per endpoint: a fanned-out message's records are written
+          // before its ack, so a dispatcher that died mid-fan-out settled some endpoints (and the
+          // rest may route to one endpoint now, another disabled since); those without a record
+          // get it (again, perhaps: at least once). None left: a repeat like any other.
+          const left = await this.deps.intakeKeys!.unrecorded(key!, endpointIds, this.deps.merchants.byId(intake.merchantId)?.endpoints[0]?.id);
+          if (left.length > 0) {
+            if (routed?.kind === 'fan-out') routed.endpointIds = left;
+            repeat = false;
+          }
+        }
+        if (repeat) {
+          finding = { kind: 'duplicate', ...key! };
           intake = undefined;
         } else if (routed?.kind === 'fan-out') {
           return await this.fanOut(delivery, intake, routed.endpointIds, span);

@@ -180,7 +180,9 @@ export class FailedStore {
        FROM picked WHERE f.merchant_id = picked.merchant_id AND f.webhook_id = picked.webhook_id AND f.endpoint_id = picked.endpoint_id
        RETURNING f.webhook_id, f.endpoint_id, f.event, f.failed_at, f.headers, f.merchant_refs, f.resend_count,
          f.content, CASE WHEN f.content IS NULL THEN (SELECT w.payload::text FROM delivery_webhooks w
-           WHERE w.merchant_id = f.merchant_id AND w.webhook_id = f.webhook_id) END AS logged`,
+           WHERE w.merchant_id = f.merchant_id AND w.webhook_id = f.webhook_id AND w.payload IS NOT NULL
+           -- A fanned-out webhook has a log row per endpoint, each with the same body: its own endpoint's first.
+           ORDER BY w.endpoint_id = f.endpoint_id DESC LIMIT 1) END AS logged`,
       [claimId, leaseMs, ...params],
     );
     const claimed: ClaimedFailure[] = [];

@@ -128,6 +128,22 @@ export class IntakeChecker {
   }
 
   /**
+   * Of a redelivered message taken for a repeat (the log holds its webhook), the endpoints of
+   * `endpointIds` whose delivery the log does not hold: a dispatcher that died mid-fan-out had
+   * settled only some, and the others go; none left, it is a repeat. Every one of them when
+   * PostgreSQL does not answer (at least once, never less). A log row written before endpoints
+   * ('') is the delivery of `firstEndpointId`, the merchant's only endpoint then.
+   */
+  async unrecorded(key: IntakeKey, endpointIds: readonly string[], firstEndpointId?: string): Promise<string[]> {
+    try {
+      const recorded = new Set((await this.withTimeout(this.store.recordedEndpoints(key))).map((id) => (id === '' ? firstEndpointId : id)));
+      return endpointIds.filter((id) => !recorded.has(id));
+    } catch {
+      return [...endpointIds];
+    }
+  }
+
+  /**
    * A statement for what queued, started once this turn's I/O callbacks have run: the messages of
    * one socket read reach check() one after another in the same turn, and a statement started at
    * the first carried it alone (and the second statement the next one), leaving the rest of the

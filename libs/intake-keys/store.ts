@@ -59,6 +59,19 @@ export class IntakeKeyStore {
   }
 
   /**
+   * The endpoints whose delivery of this webhook the delivery log holds ('' for a row written
+   * before endpoints): each was settled (its record follows its effect), so a redelivered
+   * fanned-out copy of it need not go to them again.
+   */
+  async recordedEndpoints(key: IntakeKey): Promise<string[]> {
+    const { rows } = await this.db.query<{ endpoint_id: string }>(
+      'SELECT endpoint_id FROM delivery_webhooks WHERE merchant_id = $1 AND webhook_id = $2',
+      [key.merchantId, key.webhookId],
+    );
+    return rows.map((row) => row.endpoint_id);
+  }
+
+  /**
    * Makes the partitions of PostgreSQL's today and tomorrow (so the day turns with one ready) and
    * drops those whose every key is past the window. Safe from several dispatchers at once.
    */

@@ -9,6 +9,7 @@
 import type { GetMessage } from 'amqplib';
 import type { ApiProgram } from '../../apps/api/program.js';
 import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
+import { INDEX_FROM_LOG } from '../../libs/failed/index.js';
 import { type Merchant, SecretBox } from '../../libs/merchants/index.js';
 import { call, startTestApi, token } from '../support/api.js';
 import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
@@ -132,6 +133,33 @@ describe('resends per endpoint', () => {
       { webhookId, endpointId: A },
       { webhookId, endpointId: B },
     ]);
+  });
+
+  it('resends a fanned-out webhook whose failures on both endpoints only the recorder indexed (from the log\'s copy), each to its own endpoint', async () => {
+    // The dispatcher could not write the failures (PostgreSQL down): the recorder indexed them from
+    // the log's rows, one per endpoint, each with the body. The resend sends the log's copy.
+    const message = sampleEvent('payout', alice.id);
+    const reference = `po-fan-logged-${Date.now()}`;
+    message.data.reference = reference;
+    const webhookId = `wh_fan_logged_${++n}`;
+    for (const [seq, endpointId] of [A, B].entries()) {
+      await harness.database.query(
+        `INSERT INTO delivery_webhooks (merchant_id, webhook_id, endpoint_id, first_seen_at, seq, event, refs, merchant_refs, payload, status, attempts, last_record_at)
+         VALUES ($1, $2, $3, now(), $4, 'payout', $5, $6, $7, 'failed', 1, now())`,
+        [alice.id, webhookId, endpointId, 1_000 + n * 2 + seq, [reference], [`${alice.id}\u001f${reference}`], JSON.stringify({ event: 'payout', data: message.data })],
+      );
+    }
+    const at = new Date();
+    await harness.database.query(INDEX_FROM_LOG, [[alice.id, alice.id], [webhookId, webhookId], [at, at], ['attempts-exhausted', 'attempts-exhausted'], [A, B]]);
+    expect((await open(alice.id, webhookId)).sort()).toEqual([A, B]);
+    const answer = await call(one, `${RESEND}?reference=${reference}`, { headers: await headersOf(alice) });
+    expect(answer.status).toBe(200);
+    const sent = await copies(2);
+    expect(sent.sort((x, y) => String(x.endpointId).localeCompare(String(y.endpointId)))).toEqual([
+      { webhookId, endpointId: A },
+      { webhookId, endpointId: B },
+    ]);
+    expect(await open(alice.id, webhookId)).toEqual([]);
   });
 
   it('still resends a failure written before endpoints, to the merchant\'s first endpoint', async () => {

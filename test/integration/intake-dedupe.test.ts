@@ -10,7 +10,7 @@ import { BrokerConnection } from '../../libs/broker/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
 import { TestBroker, brokerUrl, deleteTopologyOf, uniquePrefix } from '../support/broker.js';
-import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { testMerchant, testSecret, writeMerchantsFile } from '../support/harness.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { PrivatePostgres } from '../support/private-postgres.js';
 import { Receiver, type ReceivedRequest } from '../support/receiver.js';
@@ -29,6 +29,8 @@ describe('idempotent intake', () => {
   const prefix = uniquePrefix('intake-dedupe');
   const names = topologyNames(prefix);
   const merchant = testMerchant('m_dedupe', 'http://placeholder');
+  // Two endpoints: its events fan out.
+  const fanned = testMerchant('m_dedupe_fan', 'http://placeholder');
   let receiver: Receiver;
   let database: TestDatabase;
   let program: DispatcherProgram | undefined;
@@ -82,7 +84,11 @@ describe('idempotent intake', () => {
       return 204;
     });
     merchant.endpoints[0]!.url = receiver.url;
-    merchantsFile = writeMerchantsFile([merchant]);
+    fanned.endpoints = [
+      { id: 'ep_dedupe_a', url: `${receiver.url}/a`, enabled: true, secret: testSecret() },
+      { id: 'ep_dedupe_b', url: `${receiver.url}/b`, enabled: true, secret: testSecret() },
+    ];
+    merchantsFile = writeMerchantsFile([merchant, fanned]);
     database = await createTestDatabase('intake_dedupe');
     test = await TestBroker.open();
     await start();
@@ -197,6 +203,72 @@ describe('idempotent intake', () => {
     await waitFor('the crashed one delivered', () => deliveriesOf(receiver, 'evt_crashed_1').length > 0, 10_000);
     expect(deliveriesOf(receiver, 'evt_crashed_1')).toHaveLength(1);
     expect(deliveriesOf(receiver, 'evt_ended_1')).toHaveLength(1);
+  });
+
+  it('drops a redelivered repeat of a fanned-out event both endpoints settled, and sends a redelivered one a dispatcher left half done to the endpoint it missed', async () => {
+    const at = (webhookId: string, endpoint: 'a' | 'b') => deliveriesOf(receiver, webhookId).filter((r) => r.path.endsWith(`/${endpoint}`));
+    // Delivered to both endpoints, and both deliveries recorded in the log.
+    await publisher.publish(sampleEvent('payout', fanned.id), { messageId: 'evt_fan_ended' });
+    await waitFor('evt_fan_ended on both endpoints', () => at('evt_fan_ended', 'a').length === 1 && at('evt_fan_ended', 'b').length === 1, 10_000);
+    await waitFor('both in the log', async () => (await database.query("SELECT 1 FROM delivery_webhooks WHERE webhook_id = 'evt_fan_ended'")).length === 2, 15_000);
+    await stop();
+    // What a dispatcher that died mid-fan-out leaves: the key's row, endpoint a's record and not
+    // b's, and the message back in dispatch, redelivered. And a redelivered repeat of evt_fan_ended.
+    await database.query("INSERT INTO intake_keys (day, merchant_id, webhook_id) VALUES (date_trunc('day', now(), 'UTC'), $1, 'evt_fan_half')", [fanned.id]);
+    await database.query(
+      `INSERT INTO delivery_webhooks (merchant_id, webhook_id, endpoint_id, first_seen_at, seq, event, refs, merchant_refs, status, attempts, last_record_at)
+       VALUES ($1, 'evt_fan_half', 'ep_dedupe_a', now(), 1000000, 'payout', '{}', '{}', 'delivered', 1, now())`,
+      [fanned.id],
+    );
+    await publisher.publish(sampleEvent('payout', fanned.id), { messageId: 'evt_fan_half' });
+    await publisher.publish(sampleEvent('payout', fanned.id), { messageId: 'evt_fan_ended' });
+    const connection = await amqp.connect(brokerUrl());
+    try {
+      const channel = await connection.createChannel();
+      await waitFor('both in dispatch', async () => (await channel.checkQueue(names.dispatch)).messageCount === 2, 10_000);
+      for (let i = 0; i < 2; i++) {
+        const got = await channel.get(names.dispatch, { noAck: false });
+        if (!got) throw new Error('nothing in dispatch');
+      }
+      // Closed with both unacked: the broker puts them back, marked redelivered.
+      await channel.close();
+    } finally {
+      await connection.close();
+    }
+    await start();
+    await waitFor('the half-done one sent to b', () => at('evt_fan_half', 'b').length > 0, 10_000);
+    await settled('evt_marker_5');
+    await waitFor('the settled repeat dropped', () => program!.dispatcher.stats.duplicates === 1, 10_000);
+    expect([at('evt_fan_half', 'a').length, at('evt_fan_half', 'b').length]).toEqual([0, 1]);
+    expect([at('evt_fan_ended', 'a').length, at('evt_fan_ended', 'b').length]).toEqual([1, 1]);
+  });
+
+  it('sends a redelivered one to its endpoint when the log holds only the delivery of an endpoint disabled since (it routes to one now)', async () => {
+    const at = (webhookId: string, endpoint: 'a' | 'b') => deliveriesOf(receiver, webhookId).filter((r) => r.path.endsWith(`/${endpoint}`));
+    await stop();
+    // A dispatcher died mid-fan-out with b settled and a not; b was disabled since.
+    await database.query("INSERT INTO intake_keys (day, merchant_id, webhook_id) VALUES (date_trunc('day', now(), 'UTC'), $1, 'evt_fan_moved')", [fanned.id]);
+    await database.query(
+      `INSERT INTO delivery_webhooks (merchant_id, webhook_id, endpoint_id, first_seen_at, seq, event, refs, merchant_refs, status, attempts, last_record_at)
+       VALUES ($1, 'evt_fan_moved', 'ep_dedupe_b', now(), 1000001, 'payout', '{}', '{}', 'delivered', 1, now())`,
+      [fanned.id],
+    );
+    merchantsFile = writeMerchantsFile([merchant, { ...fanned, endpoints: [fanned.endpoints[0]!, { ...fanned.endpoints[1]!, enabled: false, disabledReason: 'manual' }] }]);
+    await publisher.publish(sampleEvent('payout', fanned.id), { messageId: 'evt_fan_moved' });
+    const connection = await amqp.connect(brokerUrl());
+    try {
+      const channel = await connection.createChannel();
+      await waitFor('it in dispatch', async () => (await channel.checkQueue(names.dispatch)).messageCount === 1, 10_000);
+      if (!(await channel.get(names.dispatch, { noAck: false }))) throw new Error('nothing in dispatch');
+      await channel.close();
+    } finally {
+      await connection.close();
+    }
+    await start();
+    await waitFor('sent to a', () => at('evt_fan_moved', 'a').length > 0, 10_000);
+    await settled('evt_marker_6');
+    expect([at('evt_fan_moved', 'a').length, at('evt_fan_moved', 'b').length]).toEqual([1, 0]);
+    expect(program!.dispatcher.stats.duplicates).toBe(0);
   });
 });
 

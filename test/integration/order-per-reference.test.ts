@@ -5,7 +5,7 @@ import { silentLogger } from '../../libs/logger/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { declareIntake } from '../../libs/topology/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
-import { startHarness, testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { startHarness, testMerchant, testSecret, writeMerchantsFile } from '../support/harness.js';
 import { attemptReceiver, eventOf, sentOutOfOrder, timeline } from '../support/order.js';
 import { createTestDatabase } from '../support/postgres.js';
 import { dispatcherEnv, startProgram } from '../support/process.js';
@@ -110,6 +110,33 @@ describe('a reference whose first webhook keeps failing', () => {
       // Each other reference in its own order too.
       const line = timeline(receiver.requests, delivered);
       for (let i = 0; i < 50; i++) expect(line.get(`evt_${i}_1`)!.first).toBeGreaterThan(line.get(`evt_${i}_0`)!.done!);
+    } finally {
+      await harness.close();
+      await receiver.close();
+    }
+  });
+});
+
+describe('an ordered merchant with two endpoints, a reference stuck on one of them', () => {
+  it('holds that reference on the stuck endpoint alone: the other endpoint receives its webhooks in order meanwhile', async () => {
+    const receiver = await Receiver.start((_n, req) => (req.path.endsWith('/a') ? 503 : 204));
+    const merchant = testMerchant('m_order_two', receiver.url, {
+      endpoints: [
+        { id: 'ep_order_two_a', url: `${receiver.url}/a`, enabled: true, secret: testSecret(), orderByReference: true },
+        { id: 'ep_order_two_b', url: `${receiver.url}/b`, enabled: true, secret: testSecret(), orderByReference: true },
+      ],
+    });
+    // Endpoint a retries for a minute and more: the reference stays stuck there for the whole test.
+    const harness = await startHarness({ name: 'order-two-endpoints', merchants: [merchant], retryDelaysMs: [500, 60_000], settings: { breakerThreshold: 1_000 } });
+    const at = (endpoint: 'a' | 'b') => receiver.requests.filter((r) => r.path.endsWith(`/${endpoint}`));
+    try {
+      await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-TWO'), { messageId: 'evt_two_1' });
+      await harness.publisher.publish(eventOf('refund.completed', merchant.id, 'TX-TWO'), { messageId: 'evt_two_2' });
+      await waitFor('both delivered to b', () => at('b').length === 2, 10_000);
+      expect(at('b').map((r) => r.headers['webhook-id'])).toEqual(['evt_two_1', 'evt_two_2']);
+      await waitFor('the stuck one retried on a', () => at('a').length >= 2, 10_000);
+      // a holds its refund behind its charge: its line is its own.
+      expect(at('a').every((r) => r.headers['webhook-id'] === 'evt_two_1')).toBe(true);
     } finally {
       await harness.close();
       await receiver.close();

@@ -97,4 +97,12 @@ describe('intake checker', () => {
     expect(await checker.check(key('evt_recorded'), true)).toBe('repeat');
     checker.stop();
   });
+  it("leaves of a redelivered repeat's endpoints those the log does not hold (a row from before endpoints is the first endpoint's), and all of them when PostgreSQL does not answer", async () => {
+    const answers: Array<() => Promise<string[]>> = [async () => ['ep_b', ''], () => new Promise(() => {})];
+    const store = { recordedEndpoints: () => answers.shift()!(), maintain: async () => ({ dropped: [] }) } as unknown as IntakeKeyStore;
+    const checker = new IntakeChecker(store, silentLogger(), { timeoutMs: 50 });
+    expect(await checker.unrecorded(key('evt_1'), ['ep_a', 'ep_b', 'ep_c'], 'ep_a')).toEqual(['ep_c']);
+    expect(await checker.unrecorded(key('evt_1'), ['ep_a', 'ep_b'], 'ep_a')).toEqual(['ep_a', 'ep_b']);
+    checker.stop();
+  });
 });
