@@ -185,10 +185,11 @@ export class EndpointGuards {
       // clear within LINE_CLEARS_MS (a fast endpoint's full prefetch does), one that may be set aside
       // is (a wait row), and one sent through an open circuit because its span ran out fails as the
       // circuit would have it (set aside, it would only come back to this line): a dead endpoint's
-      // postponed webhooks come due at the rate they arrived, each waiting for its timeout.
+      // postponed webhooks come due at the rate they arrived, each waiting for its timeout. The
+      // circuit is asked again here: it may have closed while this delivery waited.
       const clearsInMs = ((waiters.length + 1) / this.options.maxInFlight) * ((full ?? state).latencyMs ?? 0);
       if (waiters.length >= this.options.maxInFlight && clearsInMs > LINE_CLEARS_MS) {
-        if (request.spanOver) return { kind: 'open', failures: state.failures, retryInMs: Math.max(0, state.openUntil - this.now()), lastError: state.lastError };
+        if (request.spanOver && this.refuses(state)) return { kind: 'open', failures: state.failures, retryInMs: Math.max(0, state.openUntil - this.now()), lastError: state.lastError };
         if (canDefer) return { kind: 'defer' };
       }
       // Wake on a free slot, or when the endpoint would count as slow, whichever comes first.
@@ -225,7 +226,11 @@ export class EndpointGuards {
   /** True while the endpoint's circuit turns every delivery away (open, its probe not yet due or out): acquire() answers 'open' unless forced. */
   refusing(endpoint: string): boolean {
     const state = this.endpoints.get(endpoint);
-    return state !== undefined && state.openUntil > 0 && (this.now() < state.openUntil || state.probing);
+    return state !== undefined && this.refuses(state);
+  }
+
+  private refuses(state: EndpointState): boolean {
+    return state.openUntil > 0 && (this.now() < state.openUntil || state.probing);
   }
 
   /**
