@@ -147,7 +147,7 @@ export class EndpointGuards {
    */
   async acquire(
     endpoint: string,
-    request: { merchantId: string; endpointId?: string; canDefer: boolean; force: boolean; spanOver?: boolean },
+    request: { merchantId: string; endpointId?: string; canDefer: boolean; deferralsSpent?: boolean; force: boolean; spanOver?: boolean },
     stopped: () => boolean,
   ): Promise<Admission | undefined> {
     const { canDefer } = request;
@@ -191,6 +191,11 @@ export class EndpointGuards {
       if (waiters.length >= this.options.maxInFlight && clearsInMs > LINE_CLEARS_MS) {
         if (request.spanOver && this.refuses(state)) return { kind: 'open', failures: state.failures, retryInMs: Math.max(0, state.openUntil - this.now()), lastError: state.lastError };
         if (canDefer) return { kind: 'defer' };
+        // Its deferrals spent (MAX_DEFERRALS), it may wait in a line twice as long, which new ones do
+        // not reach; past that it is set aside all the same. Waiting however long the line, the
+        // webhooks of an endpoint whose traffic outran it for a few minutes (each set aside 20 times)
+        // held every prefetch slot, and every other merchant waited at that endpoint's pace.
+        if (request.deferralsSpent && waiters.length >= 2 * this.options.maxInFlight) return { kind: 'defer' };
       }
       // Wake on a free slot, or when the endpoint would count as slow, whichever comes first.
       await new Promise<void>((resolve) => {
