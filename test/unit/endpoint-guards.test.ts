@@ -220,3 +220,25 @@ describe("a span-over delivery at an endpoint's full line", () => {
     if (next?.kind === 'send') next.release('succeeded');
   });
 });
+
+describe('deliveries waiting in line when the circuit opens', () => {
+  it('are all answered open at once, not one per request that ends: a dead endpoint sends none for its cooldown', async () => {
+    const clock = { t: 0 };
+    const guards = new EndpointGuards({ ...options, maxInFlight: 1, failureThreshold: 1, now: () => clock.t });
+    const url = 'https://dying.example/h';
+    // No deferral left (MAX_DEFERRALS spent): no timer wakes them, only a slot or the circuit.
+    const request = { merchantId: 'm_dying', canDefer: false, force: false };
+    const inFlight = await guards.acquire(url, request, () => false);
+    if (inFlight?.kind !== 'send') throw new Error(`expected to send, got ${inFlight?.kind}`);
+    const answers: string[] = [];
+    const line = Array.from({ length: 3 }, () => guards.acquire(url, request, () => false).then((a) => answers.push(a?.kind ?? 'stopped')));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(answers).toEqual([]);
+    clock.t = 10_000;
+    inFlight.release('failed', 'timeout');
+    await new Promise((resolve) => setImmediate(resolve));
+    // Left waiting, each held a prefetch slot until a probe's end woke it: minutes apart while probes fail.
+    expect(answers).toEqual(['open', 'open', 'open']);
+    await Promise.all(line);
+  });
+});

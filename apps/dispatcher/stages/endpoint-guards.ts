@@ -331,6 +331,8 @@ export class EndpointGuards {
       release: (result, error) => {
         if (released) return 0;
         released = true;
+        // Whether this end opens the circuit (a failure only: a success path asks nothing more).
+        const refused = result === 'failed' && this.refuses(state);
         state.started.splice(state.started.indexOf(start), 1);
         merchant.started.splice(merchant.started.indexOf(start), 1);
         this.total--;
@@ -356,12 +358,17 @@ export class EndpointGuards {
         // One request ended, so one slot is free: it goes to the next delivery for this endpoint
         // (which has both kinds of room now), else to the first one waiting for the process's room.
         // The merchant's own waiter (for its bound, on another of its URLs) is woken too: it
-        // looks again, and waits again if the endpoint's waiter took the slot.
+        // looks again, and waits again if the endpoint's waiter took the slot. When this end opened
+        // the circuit, every delivery in the endpoint's line is woken, to be postponed: woken one
+        // per request that ends, those past its share (no deferral left) each held a prefetch slot
+        // until a probe's end, minutes apart while probes fail.
         const merchantWaiter = merchant.waiters[0];
         const endpointWaiter = state.waiters[0];
         merchantWaiter?.();
-        if (endpointWaiter) endpointWaiter();
-        else if (!merchantWaiter) this.blocked.shift()?.();
+        if (endpointWaiter) {
+          if (result === 'failed' && !refused && this.refuses(state)) for (const wake of [...state.waiters]) wake();
+          else endpointWaiter();
+        } else if (!merchantWaiter) this.blocked.shift()?.();
         return state.openUntil > 0 ? Math.max(1, state.openUntil - this.now()) : 0;
       },
     };
