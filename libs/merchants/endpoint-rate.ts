@@ -82,7 +82,11 @@ export async function lowerEndpointRate(db: Queryable, merchantId: string, sentA
      SELECT rate, ceiling, false, NULL FROM endpoint_rates WHERE merchant_id = $1 AND endpoint_id = $2 AND NOT EXISTS (SELECT 1 FROM changed)`,
     [merchantId, endpointId, MIN_ADAPTIVE_RATE, sentAt, Math.max(MIN_ADAPTIVE_RATE, ceiling)],
   );
-  const row = rows[0] as { rate: number; ceiling: number; changed: boolean; previous: number | null };
+  const row = rows[0] as { rate: number; ceiling: number; changed: boolean; previous: number | null } | undefined;
+  // No row: another call inserted it first (a burst of 429s, several dispatchers), after this
+  // statement's snapshot was taken, so neither branch saw it. Read then, it is the rate now,
+  // unchanged by this call (undefined here was a TypeError, logged as "PostgreSQL did not answer").
+  if (!row) return (await endpointRateOf(db, merchantId, endpointId)) ?? { rate: Math.max(MIN_ADAPTIVE_RATE, sentAt / 2), ceiling: Math.max(MIN_ADAPTIVE_RATE, ceiling) };
   return { rate: Number(row.rate), ceiling: Number(row.ceiling), ...(row.changed ? { changed: true, previous: row.previous === null ? undefined : Number(row.previous) } : {}) };
 }
 

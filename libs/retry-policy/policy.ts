@@ -46,6 +46,11 @@ export class RetryPolicy {
     return this.delaysMs.length > 0 && deferrals < this.maxDeferrals;
   }
 
+  /** Its deferrals are spent, but it can still wait as a row (there is a schedule): set aside only past a longer line. */
+  deferralsSpent(deferrals: number): boolean {
+    return this.delaysMs.length > 0 && deferrals >= this.maxDeferrals;
+  }
+
   /**
    * The step after attempt `attempt` failed; a Retry-After on 429 or 503 moves it to the first step
    * that waits at least that long, never beyond the last: the schedule bounds how long anything waits.

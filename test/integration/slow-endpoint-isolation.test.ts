@@ -59,6 +59,42 @@ describe('an endpoint that is slow but never "slow" holds a bounded share of the
   }, 90_000);
 });
 
+describe('an endpoint answering in a second, its webhooks past MAX_DEFERRALS', () => {
+  let slow: Receiver;
+  let shop: Receiver;
+  let harness: Harness;
+  const merchants = { slow: testMerchant('m_iso_spent', 'http://placeholder'), shop: testMerchant('m_iso_shop3', 'http://placeholder') };
+
+  beforeAll(async () => {
+    slow = await Receiver.start(() => ({ status: 204, delayMs: 1_000 }));
+    shop = await Receiver.start(() => 204);
+    merchants.slow.endpoints[0]!.url = slow.url;
+    merchants.shop.endpoints[0]!.url = shop.url;
+    // No deferral allowed: every webhook is one whose deferrals are spent (20 by default, soon spent
+    // by an endpoint whose traffic outruns it for a couple of minutes).
+    harness = await startHarness({ name: 'spent-iso', merchants: Object.values(merchants), retryDelaysMs: [1_000], settings: { concurrency: 4, deliveryTimeoutMs: 5_000, maxDeferrals: 0 } });
+  });
+
+  afterAll(async () => {
+    await harness?.close();
+    await Promise.all([slow?.close(), shop?.close()]);
+  });
+
+  it("still keeps another merchant's webhooks flowing: its line in memory stays bounded", async () => {
+    await Promise.all(Array.from({ length: 2 }, () => harness.publisher.publish(sampleEvent('payout', merchants.slow.id))));
+    await waitFor('two answered', () => harness.dispatcher.stats.delivered >= 2, 10_000);
+    await Promise.all(Array.from({ length: 30 }, () => harness.publisher.publish(sampleEvent('payout', merchants.slow.id))));
+    await waitFor('the slow endpoint busy', () => slow.requests.length >= 4, 10_000);
+    const started = Date.now();
+    await Promise.all(Array.from({ length: 10 }, () => harness.publisher.publish(sampleEvent('payout', merchants.shop.id))));
+    await waitFor("the shop's ten", () => shop.requests.length >= 10, 30_000);
+    // Waiting in memory however long the line, the thirty held every prefetch slot: 11 s and more.
+    expect(Date.now() - started).toBeLessThan(3_000);
+    await waitFor('all thirty-two delivered', () => new Set(slow.requests.map((r) => r.headers['webhook-id'])).size >= 32, 60_000);
+    expect(harness.dispatcher.stats.failed).toBe(0);
+  }, 90_000);
+});
+
 describe("a dead endpoint's postponed webhooks whose span ran out", () => {
   let dead: Receiver;
   let shop: Receiver;

@@ -1,7 +1,7 @@
 import { Throttle, type ThrottleVerdict } from '../../apps/dispatcher/stages/throttle.js';
 import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
-import type { Endpoint } from '../../libs/merchants/index.js';
+import { type Endpoint, lowerEndpointRate, MIN_ADAPTIVE_RATE } from '../../libs/merchants/index.js';
 import { WaitStore } from '../../libs/waits/index.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { waitFor } from '../support/wait.js';
@@ -83,5 +83,28 @@ describe('the throttle guard', () => {
     expect(Number(row.rate)).toBe(20);
     expect(Number(row.ceiling)).toBe(40);
     await Promise.all(held);
+  }, 60_000);
+
+  it('halves the rate once a second whatever the storm of 429s and 503s, answers every call, and never goes below MIN_ADAPTIVE_RATE', async () => {
+    const storm = () => Promise.all(Array.from({ length: 20 }, () => lowerEndpointRate(database, 'm_storm', 40, 40, 'ep_storm')));
+    const rate = async () => Number((await database.query<{ rate: number }>("SELECT rate FROM endpoint_rates WHERE merchant_id = 'm_storm'")).rows[0]!.rate);
+    // Twenty first answers at once: one halving, and every call told the rate (those that lost the
+    // race to insert the row found none in their statement's snapshot, and threw).
+    const first = await storm();
+    expect(first.map((answer) => answer.rate)).toEqual(Array.from({ length: 20 }, () => 20));
+    expect(first.filter((answer) => answer.changed)).toHaveLength(1);
+    expect(await rate()).toBe(20);
+    // Twelve more seconds of storm (its clock moved back, not waited): 20 -> 10 -> ... held at the floor, never 0.
+    for (let second = 0; second < 12; second++) {
+      await database.query("UPDATE endpoint_rates SET changed_at = now() - interval '2 seconds' WHERE merchant_id = 'm_storm'");
+      await storm();
+      expect(await rate()).toBeGreaterThanOrEqual(MIN_ADAPTIVE_RATE);
+    }
+    expect(await rate()).toBe(MIN_ADAPTIVE_RATE);
+    // A throttle reading it sends at that rate, a place every two seconds, not one never.
+    const throttle = new Throttle(database, new WaitStore(database), silentLogger());
+    const webhook = { id: 'ep_storm' } as Endpoint;
+    throttle.answered('m_storm', webhook, 503, false);
+    await waitFor('the rate read', () => throttle.rateOf('m_storm', webhook) === MIN_ADAPTIVE_RATE);
   }, 60_000);
 });

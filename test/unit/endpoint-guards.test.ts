@@ -199,3 +199,46 @@ describe('a slow endpoint, not a paused dispatcher', () => {
     expect(await guards.acquire(url, request, () => false)).toEqual({ kind: 'defer' });
   });
 });
+
+describe("a span-over delivery at an endpoint's full line", () => {
+  it('fails as the circuit would only while the circuit still refuses: the flag admission set may be stale after a wait', async () => {
+    const clock = { t: 0 };
+    const guards = new EndpointGuards({ ...options, maxInFlight: 1, now: () => clock.t });
+    const url = 'https://line.example/h';
+    const plain = { merchantId: 'm_line', canDefer: false, force: false };
+    const first = await guards.acquire(url, plain, () => false);
+    if (first?.kind !== 'send') throw new Error(`expected to send, got ${first?.kind}`);
+    clock.t = 2_000; // its usual latency: two seconds, so a line of one does not clear within a second
+    first.release('succeeded');
+    const inFlight = await guards.acquire(url, plain, () => false);
+    const waiting = guards.acquire(url, plain, () => false);
+    const spanOver = { merchantId: 'm_line', canDefer: true, force: true, spanOver: true };
+    // Its circuit closed (it never opened here): set aside like any delivery, not failed untried.
+    expect(await guards.acquire(url, spanOver, () => false)).toEqual({ kind: 'defer' });
+    if (inFlight?.kind === 'send') inFlight.release('succeeded');
+    const next = await waiting;
+    if (next?.kind === 'send') next.release('succeeded');
+  });
+});
+
+describe('deliveries waiting in line when the circuit opens', () => {
+  it('are all answered open at once, not one per request that ends: a dead endpoint sends none for its cooldown', async () => {
+    const clock = { t: 0 };
+    const guards = new EndpointGuards({ ...options, maxInFlight: 1, failureThreshold: 1, now: () => clock.t });
+    const url = 'https://dying.example/h';
+    // No deferral left (MAX_DEFERRALS spent): no timer wakes them, only a slot or the circuit.
+    const request = { merchantId: 'm_dying', canDefer: false, force: false };
+    const inFlight = await guards.acquire(url, request, () => false);
+    if (inFlight?.kind !== 'send') throw new Error(`expected to send, got ${inFlight?.kind}`);
+    const answers: string[] = [];
+    const line = Array.from({ length: 3 }, () => guards.acquire(url, request, () => false).then((a) => answers.push(a?.kind ?? 'stopped')));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(answers).toEqual([]);
+    clock.t = 10_000;
+    inFlight.release('failed', 'timeout');
+    await new Promise((resolve) => setImmediate(resolve));
+    // Left waiting, each held a prefetch slot until a probe's end woke it: minutes apart while probes fail.
+    expect(answers).toEqual(['open', 'open', 'open']);
+    await Promise.all(line);
+  });
+});

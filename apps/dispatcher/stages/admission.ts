@@ -54,7 +54,7 @@ export class AdmissionStage {
     const spanOver = force && intake.resentAt === undefined && this.guards.refusing(endpoint);
     const slot = await this.guards.acquire(
       endpoint,
-      { merchantId: intake.merchantId, endpointId: webhook.id, canDefer: this.policy.canDefer(intake.deferrals), force, spanOver },
+      { merchantId: intake.merchantId, endpointId: webhook.id, canDefer: this.policy.canDefer(intake.deferrals), deferralsSpent: this.policy.deferralsSpent(intake.deferrals), force, spanOver },
       stopped,
     );
     if (!slot) return { kind: 'stopping' };

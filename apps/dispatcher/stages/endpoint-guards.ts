@@ -149,7 +149,7 @@ export class EndpointGuards {
    */
   async acquire(
     endpoint: string,
-    request: { merchantId: string; endpointId?: string; canDefer: boolean; force: boolean; spanOver?: boolean },
+    request: { merchantId: string; endpointId?: string; canDefer: boolean; deferralsSpent?: boolean; force: boolean; spanOver?: boolean },
     stopped: () => boolean,
   ): Promise<Admission | undefined> {
     const { canDefer } = request;
@@ -187,11 +187,17 @@ export class EndpointGuards {
       // clear within LINE_CLEARS_MS (a fast endpoint's full prefetch does), one that may be set aside
       // is (a wait row), and one sent through an open circuit because its span ran out fails as the
       // circuit would have it (set aside, it would only come back to this line): a dead endpoint's
-      // postponed webhooks come due at the rate they arrived, each waiting for its timeout.
+      // postponed webhooks come due at the rate they arrived, each waiting for its timeout. The
+      // circuit is asked again here: it may have closed while this delivery waited.
       const clearsInMs = ((waiters.length + 1) / this.options.maxInFlight) * ((full ?? state).latencyMs ?? 0);
       if (waiters.length >= this.options.maxInFlight && clearsInMs > LINE_CLEARS_MS) {
-        if (request.spanOver) return { kind: 'open', failures: state.failures, retryInMs: Math.max(0, state.openUntil - this.now()), lastError: state.lastError };
+        if (request.spanOver && this.refuses(state)) return { kind: 'open', failures: state.failures, retryInMs: Math.max(0, state.openUntil - this.now()), lastError: state.lastError };
         if (canDefer) return { kind: 'defer' };
+        // Its deferrals spent (MAX_DEFERRALS), it may wait in a line twice as long, which new ones do
+        // not reach; past that it is set aside all the same. Waiting however long the line, the
+        // webhooks of an endpoint whose traffic outran it for a few minutes (each set aside 20 times)
+        // held every prefetch slot, and every other merchant waited at that endpoint's pace.
+        if (request.deferralsSpent && waiters.length >= 2 * this.options.maxInFlight) return { kind: 'defer' };
       }
       // Wake on a free slot, or when the endpoint would count as slow, whichever comes first.
       await new Promise<void>((resolve) => {
@@ -227,7 +233,11 @@ export class EndpointGuards {
   /** True while the endpoint's circuit turns every delivery away (open, its probe not yet due or out): acquire() answers 'open' unless forced. */
   refusing(endpoint: string): boolean {
     const state = this.endpoints.get(endpoint);
-    return state !== undefined && state.openUntil > 0 && (this.now() < state.openUntil || state.probing);
+    return state !== undefined && this.refuses(state);
+  }
+
+  private refuses(state: EndpointState): boolean {
+    return state.openUntil > 0 && (this.now() < state.openUntil || state.probing);
   }
 
   /**
@@ -323,6 +333,8 @@ export class EndpointGuards {
       release: (result, error) => {
         if (released) return 0;
         released = true;
+        // Whether this end opens the circuit (a failure only: a success path asks nothing more).
+        const refused = result === 'failed' && this.refuses(state);
         state.started.splice(state.started.indexOf(start), 1);
         merchant.started.splice(merchant.started.indexOf(start), 1);
         this.total--;
@@ -348,12 +360,17 @@ export class EndpointGuards {
         // One request ended, so one slot is free: it goes to the next delivery for this endpoint
         // (which has both kinds of room now), else to the first one waiting for the process's room.
         // The merchant's own waiter (for its bound, on another of its URLs) is woken too: it
-        // looks again, and waits again if the endpoint's waiter took the slot.
+        // looks again, and waits again if the endpoint's waiter took the slot. When this end opened
+        // the circuit, every delivery in the endpoint's line is woken, to be postponed: woken one
+        // per request that ends, those past its share (no deferral left) each held a prefetch slot
+        // until a probe's end, minutes apart while probes fail.
         const merchantWaiter = merchant.waiters[0];
         const endpointWaiter = state.waiters[0];
         merchantWaiter?.();
-        if (endpointWaiter) endpointWaiter();
-        else if (!merchantWaiter) this.blocked.shift()?.();
+        if (endpointWaiter) {
+          if (result === 'failed' && !refused && this.refuses(state)) for (const wake of [...state.waiters]) wake();
+          else endpointWaiter();
+        } else if (!merchantWaiter) this.blocked.shift()?.();
         return state.openUntil > 0 ? Math.max(1, state.openUntil - this.now()) : 0;
       },
     };

@@ -3,6 +3,7 @@ import { EndpointGuards } from '../../../apps/dispatcher/stages/endpoint-guards.
 import type { IntakeEvent } from '../../../apps/dispatcher/stages/intake.js';
 import type { Merchant, MerchantDirectory } from '../../../libs/merchants/index.js';
 import { RetryPolicy } from '../../../libs/retry-policy/index.js';
+import type { Throttle } from '../../../apps/dispatcher/stages/throttle.js';
 import { merchant } from './fakes.js';
 
 const now = new Date('2026-01-01T12:00:00Z');
@@ -69,5 +70,49 @@ describe('admission', () => {
     clock.t = 1_200; // still unanswered a threshold after that: slow
     expect(await next).toEqual({ kind: 'busy' });
     expect(await admission.admit({ ...intake, deferrals: 99 }, now, () => true)).toEqual({ kind: 'stopping' });
+  });
+});
+
+describe('a never-attempted webhook whose span ran out while its circuit was open', () => {
+  it('is failed as the circuit would only if it is still open once the throttle answered: one that closed meanwhile waits its turn', async () => {
+    const clock = { t: 0 };
+    const directory: MerchantDirectory = { byId: () => merchant(), byPublicKey: () => undefined, list: () => [], close: async () => {} };
+    const guards = new EndpointGuards({ maxInFlight: 1, failureThreshold: 1, cooldownMs: 10_000, maxCooldownMs: 60_000, now: () => clock.t });
+    // The throttle's answer can take up to a second (a held slot): meanwhile the circuit may close.
+    let meanwhile: (() => void) | undefined;
+    const throttle = {
+      admit: async () => {
+        meanwhile?.();
+        meanwhile = undefined;
+        await new Promise((resolve) => setImmediate(resolve));
+        return { kind: 'go' };
+      },
+    } as unknown as Throttle;
+    const admission = new AdmissionStage(directory, guards, new RetryPolicy({ delaysMs: [1_000, 60_000] }), undefined, throttle);
+    const sent = async (over: Partial<IntakeEvent> = {}) => {
+      const found = await admission.admit({ ...intake, ...over }, now, () => false);
+      if (found.kind !== 'admitted') throw new Error(found.kind);
+      return found.slot;
+    };
+    // Its usual latency two seconds: a line of one behind its one request takes longer than a second to clear.
+    const first = await sent();
+    clock.t = 2_000;
+    first.release('succeeded');
+    (await sent()).release('failed', 'HTTP 500');
+    expect(guards.refusing(merchant().endpoints[0]!.url)).toBe(true);
+    // Two resends go through the open circuit: one in flight, one waiting for its slot (no deferral left).
+    const resend = { resentAt: now.toISOString(), accepted: true, deferrals: 99 };
+    const inFlight = await sent(resend);
+    const next = sent(resend);
+    const after = sent(resend);
+    await new Promise((resolve) => setImmediate(resolve));
+    // The first resend is delivered while the span-over webhook's throttle answers: the circuit closes.
+    meanwhile = () => inFlight.release('succeeded');
+    const spanOver = await admission.admit({ ...intake, firstSeenAt: new Date(now.getTime() - 120_000).toISOString() }, now, () => false);
+    expect(guards.refusing(merchant().endpoints[0]!.url)).toBe(false);
+    // Closed, the circuit fails nothing: the line is full, so it is set aside like any delivery (no attempt spent).
+    expect(spanOver).toEqual({ kind: 'busy' });
+    (await next).release('succeeded');
+    (await after).release('succeeded');
   });
 });
