@@ -40,6 +40,29 @@ describe('idempotent intake', () => {
   let test: TestBroker;
   let merchantsFile: string;
 
+  /** What a dispatcher that died between its intake check and its ack leaves: the key's row. */
+  const leftBehind = (merchantId: string, webhookId: string) =>
+    database.query("INSERT INTO intake_keys (day, merchant_id, webhook_id) VALUES (date_trunc('day', now(), 'UTC'), $1, $2)", [merchantId, webhookId]);
+  /** The log's row of one endpoint's delivery, as the recorder writes it. */
+  const recordedDelivery = (merchantId: string, webhookId: string, endpointId: string, seq: number) =>
+    database.query(
+      `INSERT INTO delivery_webhooks (merchant_id, webhook_id, endpoint_id, first_seen_at, seq, event, refs, merchant_refs, status, attempts, last_record_at)
+       VALUES ($1, $2, $3, now(), $4, 'payout', '{}', '{}', 'delivered', 1, now())`,
+      [merchantId, webhookId, endpointId, seq],
+    );
+  /** Takes the `count` messages in dispatch and closes the channel with them unacked: the broker puts them back, marked redelivered. */
+  const redeliver = async (count: number) => {
+    const connection = await amqp.connect(brokerUrl());
+    try {
+      const channel = await connection.createChannel();
+      await waitFor(`${count} in dispatch`, async () => (await channel.checkQueue(names.dispatch)).messageCount === count, 10_000);
+      for (let i = 0; i < count; i++) if (!(await channel.get(names.dispatch, { noAck: false }))) throw new Error('nothing in dispatch');
+      await channel.close();
+    } finally {
+      await connection.close();
+    }
+  };
+
   const start = async (env: Record<string, string> = {}) => {
     program = await startDispatcher(
       loadDispatcherConfig({
@@ -181,22 +204,10 @@ describe('idempotent intake', () => {
     await stop();
     // What a dispatcher that died between its check and its ack leaves: the key's row, no record,
     // and the message back in dispatch, redelivered. And a redelivered repeat of evt_ended_1.
-    await database.query("INSERT INTO intake_keys (day, merchant_id, webhook_id) VALUES (date_trunc('day', now(), 'UTC'), $1, 'evt_crashed_1')", [merchant.id]);
+    await leftBehind(merchant.id, 'evt_crashed_1');
     await publisher.publish(sampleEvent('payout', merchant.id), { messageId: 'evt_crashed_1' });
     await publisher.publish(sampleEvent('payout', merchant.id), { messageId: 'evt_ended_1' });
-    const connection = await amqp.connect(brokerUrl());
-    try {
-      const channel = await connection.createChannel();
-      await waitFor('both in dispatch', async () => (await channel.checkQueue(names.dispatch)).messageCount === 2, 10_000);
-      for (let i = 0; i < 2; i++) {
-        const got = await channel.get(names.dispatch, { noAck: false });
-        if (!got) throw new Error('nothing in dispatch');
-      }
-      // Closed with both unacked: the broker puts them back, marked redelivered.
-      await channel.close();
-    } finally {
-      await connection.close();
-    }
+    await redeliver(2);
     await start();
     await settled('evt_marker_4');
     await waitFor('the recorded one dropped', () => program!.dispatcher.stats.duplicates === 1, 10_000);
@@ -214,27 +225,11 @@ describe('idempotent intake', () => {
     await stop();
     // What a dispatcher that died mid-fan-out leaves: the key's row, endpoint a's record and not
     // b's, and the message back in dispatch, redelivered. And a redelivered repeat of evt_fan_ended.
-    await database.query("INSERT INTO intake_keys (day, merchant_id, webhook_id) VALUES (date_trunc('day', now(), 'UTC'), $1, 'evt_fan_half')", [fanned.id]);
-    await database.query(
-      `INSERT INTO delivery_webhooks (merchant_id, webhook_id, endpoint_id, first_seen_at, seq, event, refs, merchant_refs, status, attempts, last_record_at)
-       VALUES ($1, 'evt_fan_half', 'ep_dedupe_a', now(), 1000000, 'payout', '{}', '{}', 'delivered', 1, now())`,
-      [fanned.id],
-    );
+    await leftBehind(fanned.id, 'evt_fan_half');
+    await recordedDelivery(fanned.id, 'evt_fan_half', 'ep_dedupe_a', 1000000);
     await publisher.publish(sampleEvent('payout', fanned.id), { messageId: 'evt_fan_half' });
     await publisher.publish(sampleEvent('payout', fanned.id), { messageId: 'evt_fan_ended' });
-    const connection = await amqp.connect(brokerUrl());
-    try {
-      const channel = await connection.createChannel();
-      await waitFor('both in dispatch', async () => (await channel.checkQueue(names.dispatch)).messageCount === 2, 10_000);
-      for (let i = 0; i < 2; i++) {
-        const got = await channel.get(names.dispatch, { noAck: false });
-        if (!got) throw new Error('nothing in dispatch');
-      }
-      // Closed with both unacked: the broker puts them back, marked redelivered.
-      await channel.close();
-    } finally {
-      await connection.close();
-    }
+    await redeliver(2);
     await start();
     await waitFor('the half-done one sent to b', () => at('evt_fan_half', 'b').length > 0, 10_000);
     await settled('evt_marker_5');
@@ -247,23 +242,11 @@ describe('idempotent intake', () => {
     const at = (webhookId: string, endpoint: 'a' | 'b') => deliveriesOf(receiver, webhookId).filter((r) => r.path.endsWith(`/${endpoint}`));
     await stop();
     // A dispatcher died mid-fan-out with b settled and a not; b was disabled since.
-    await database.query("INSERT INTO intake_keys (day, merchant_id, webhook_id) VALUES (date_trunc('day', now(), 'UTC'), $1, 'evt_fan_moved')", [fanned.id]);
-    await database.query(
-      `INSERT INTO delivery_webhooks (merchant_id, webhook_id, endpoint_id, first_seen_at, seq, event, refs, merchant_refs, status, attempts, last_record_at)
-       VALUES ($1, 'evt_fan_moved', 'ep_dedupe_b', now(), 1000001, 'payout', '{}', '{}', 'delivered', 1, now())`,
-      [fanned.id],
-    );
+    await leftBehind(fanned.id, 'evt_fan_moved');
+    await recordedDelivery(fanned.id, 'evt_fan_moved', 'ep_dedupe_b', 1000001);
     merchantsFile = writeMerchantsFile([merchant, { ...fanned, endpoints: [fanned.endpoints[0]!, { ...fanned.endpoints[1]!, enabled: false, disabledReason: 'manual' }] }]);
     await publisher.publish(sampleEvent('payout', fanned.id), { messageId: 'evt_fan_moved' });
-    const connection = await amqp.connect(brokerUrl());
-    try {
-      const channel = await connection.createChannel();
-      await waitFor('it in dispatch', async () => (await channel.checkQueue(names.dispatch)).messageCount === 1, 10_000);
-      if (!(await channel.get(names.dispatch, { noAck: false }))) throw new Error('nothing in dispatch');
-      await channel.close();
-    } finally {
-      await connection.close();
-    }
+    await redeliver(1);
     await start();
     await waitFor('sent to a', () => at('evt_fan_moved', 'a').length > 0, 10_000);
     await settled('evt_marker_6');
