@@ -153,11 +153,17 @@ describe('the delivery log under poison, size, silence and redeliveries', () => 
       clearInterval(watch);
     }
     expect(await count('SELECT count(*) AS n FROM delivery_log_quarantine WHERE stream = $1', [stream])).toBe(0);
-    // At most 1 MB a batch, and at least one message: four of 317 KB (a batch bounded by count alone: 100).
+    // At most 1 MB a batch, and at least one message: three of 317 KB (a batch bounded by count alone: 100).
+    // The large messages are offsets 0 to 99 (each confirmed before the recorder started); what the
+    // stream holds past them are the recorder's own checkpoints, a few bytes each, which a batch takes
+    // beside its large messages (every run here ended at 102: a last batch of three large ones and those
+    // two, 97 to 102, is a step of five within its bytes, which under load failed this): only the large
+    // messages are counted.
     const steps = (await db.query<{ next_offset: string }>('SELECT next_offset FROM oversized_steps ORDER BY at')).map((row) => Number(row.next_offset));
-    const sizes = steps.slice(1).map((offset, i) => offset - steps[i]!);
     expect(steps.at(-1)).toBeGreaterThanOrEqual(messages);
-    expect(Math.max(...sizes)).toBeLessThanOrEqual(4);
+    const large = steps.map((offset) => Math.min(offset, messages));
+    const sizes = large.slice(1).map((offset, i) => offset - large[i]!);
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(3);
     // 4 MB of buffer, and the messages in flight when reading paused.
     expect(peak).toBeLessThan(8 * 1024 * 1024);
     expect(peak).toBeGreaterThan(0);

@@ -165,6 +165,19 @@ describe('1,000 references × 5 events with random failures on two dispatchers, 
     const env = dispatcherEnv(prefix, file, { DATABASE_URL: database.url, RETRY_SCHEDULE: '200ms,200ms,200ms', WAIT_LEASE: '5s', DISPATCH_CONCURRENCY: '32' });
     const first = startProgram('dist/apps/dispatcher/main.js', env);
     const second = startProgram('dist/apps/dispatcher/main.js', env);
+    // What a wait that timed out saw: how far delivery got, where the rest were, what the dispatchers said.
+    const progress = async () => {
+      const waits = await database.query('SELECT reason, parked, count(*)::int AS n FROM webhook_waits GROUP BY 1, 2');
+      const circuits = await database.query('SELECT endpoint_id, probe_at, now() FROM wait_circuits');
+      const [counts] = await database.query<Record<string, number>>(
+        'SELECT (SELECT count(*)::int FROM failed_webhooks) AS failed, (SELECT count(*)::int FROM webhook_order WHERE ended_at IS NULL) AS open, (SELECT count(*)::int FROM webhook_order) AS admitted');
+      const sessions = await database.query(
+        "SELECT application_name, state, wait_event_type, wait_event, round(extract(epoch FROM now() - query_start)::numeric, 1) AS for_s, left(query, 80) AS query FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND state <> 'idle'");
+      const tail = (text: string) => text.split('\n').filter((line) => /"level":"(warn|error)"/.test(line)).slice(-5).join('\n');
+      return `${delivered.size} delivered, ${receiver.requests.length} requests, ${JSON.stringify(counts)}, ` +
+        `${await test.messageCount(`${prefix}.dispatch`).catch(() => -1)} in dispatch; waits: ${JSON.stringify(waits)}; circuits: ${JSON.stringify(circuits)}; busy sessions: ${JSON.stringify(sessions)}\n` +
+        `first: ${tail(first.output.stdout + first.output.stderr)}\nsecond: ${tail(second.output.stdout + second.output.stderr)}`;
+    };
     try {
       const channel = await broker.createChannel();
       await declareIntake(channel, prefix);
@@ -177,7 +190,9 @@ describe('1,000 references × 5 events with random failures on two dispatchers, 
       }
       await Promise.all(batch);
       // Two dispatcher processes start first: under CI's load their start and the first fifth took over a minute once.
-      await waitFor('a fifth delivered', () => delivered.size >= REFERENCES, 120_000);
+      await waitFor('a fifth delivered', () => delivered.size >= REFERENCES, 120_000).catch(async (err: unknown) => {
+        throw new Error(`${(err as Error).message}: ${await progress()}`);
+      });
       first.child.kill('SIGKILL');
       expect((await first.finished).code).toBeNull();
       const all = REFERENCES * EVENTS.length;
@@ -190,7 +205,7 @@ describe('1,000 references × 5 events with random failures on two dispatchers, 
       await waitFor('every webhook delivered or failed for good', ended, 180_000).catch(async (err: unknown) => {
         const open = await database.query('SELECT o.order_key, o.webhook_id, o.seq, w.reason, w.hand, w.pick_at, w.due_at FROM webhook_order o LEFT JOIN webhook_waits w USING (merchant_id, webhook_id) WHERE o.ended_at IS NULL ORDER BY o.order_key, o.seq LIMIT 20');
         const done = [...timeline(receiver.requests, delivered).values()].filter((t) => t.done !== undefined).length;
-        throw new Error(`${(err as Error).message}: ${done} of ${all} delivered; unfinished: ${JSON.stringify(open)}`);
+        throw new Error(`${(err as Error).message}: ${done} of ${all} delivered; unfinished: ${JSON.stringify(open)}; ${await progress()}`);
       });
       const line = timeline(receiver.requests, delivered);
       // The order of intake is PostgreSQL's (two dispatchers may take one reference's events in
