@@ -1,3 +1,4 @@
+import pg from 'pg';
 import { openPostgres, type Database } from '../../libs/delivery-store/index.js';
 import { OrderStore } from '../../libs/ordering/index.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
@@ -48,5 +49,35 @@ describe('an order step', () => {
     expect(await waits('evt_b2')).toEqual([]);
     // A copy of the first, redelivered after its end, is known as done.
     expect((await store.step([first], [])).get('m_step\u001f\u001fevt_b1')).toBe('ended');
+  });
+
+  it('wakes the next webhook of each ended line by its key, not by reading every wait of the endpoint: a step costs the same behind a backlog', async () => {
+    // One session, as a dispatcher's pooled connection: its plans are made at its first steps, on
+    // near-empty tables, and kept (force_generic_plan) while the backlog grows.
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    try {
+      const session = new OrderStore(client);
+      const line = (key: string, n: number) => ({ merchantId: 'm_backlog', endpointId: 'ep_backlog_1', webhookId: `evt_${key}_${n}`, key });
+      await session.step([line('WARM', 1)], []);
+      await session.step([{ ...line('WARM', 2), ...wait }], []);
+      await session.step([], [line('WARM', 1)]);
+      // The backlog: 1,000 references of the endpoint, each a head and three waiting behind it.
+      await client.query(`INSERT INTO webhook_order (merchant_id, endpoint_id, order_key, webhook_id)
+        SELECT 'm_backlog', 'ep_backlog_1', 'REF-' || k, 'evt_REF-' || k || '_' || n FROM generate_series(1, 1000) k, generate_series(1, 4) n ORDER BY k, n`);
+      await client.query(`INSERT INTO webhook_waits (merchant_id, webhook_id, endpoint_id, attempt, due_at, reason, headers)
+        SELECT 'm_backlog', 'evt_REF-' || k || '_' || n, 'ep_backlog_1', 0, now(), 'ordered', '{}' FROM generate_series(1, 1000) k, generate_series(2, 4) n`);
+      await client.query('BEGIN');
+      // 30 lines' heads end in one step: each line's second is due, and nothing else.
+      await session.step([], Array.from({ length: 30 }, (_, i) => line(`REF-${i + 1}`, 1)));
+      const [read] = (await client.query<{ fetched: string }>("SELECT idx_tup_fetch + seq_tup_read AS fetched FROM pg_stat_xact_user_tables WHERE relname = 'webhook_waits'")).rows;
+      const woken = await client.query("SELECT webhook_id FROM webhook_waits WHERE merchant_id = 'm_backlog' AND webhook_id LIKE 'evt_REF-%' AND pick_at IS NOT NULL");
+      await client.query('ROLLBACK');
+      expect(woken.rows.map((r) => r.webhook_id).sort()).toEqual(Array.from({ length: 30 }, (_, i) => `evt_REF-${i + 1}_2`).sort());
+      // A wait read a woken line (and a few more for the plan's own lookups); the backlog's 3,000 are not read.
+      expect(Number(read!.fetched)).toBeLessThan(300);
+    } finally {
+      await client.end();
+    }
   });
 });
