@@ -73,7 +73,7 @@ describe('the bound on requests in flight to all endpoints', () => {
     expect(guards.waitingForRoom).toBe(0);
   });
 
-  it("gives a freed slot to the endpoint's own waiter first, then to those waiting for the process", async () => {
+  it("gives a freed slot to the delivery waiting longest: here the endpoint's own waiter, then the one waiting for the process", async () => {
     const guards = new EndpointGuards({ ...options, maxTotalInFlight: 2 });
     const a1 = await sending(guards, 'https://a.example.com/h');
     const a2 = await sending(guards, 'https://a.example.com/h');
@@ -90,6 +90,46 @@ describe('the bound on requests in flight to all endpoints', () => {
     expect(order).toEqual(['a3', 'b1']);
     expect(guards.inFlight).toBe(2);
     if (third?.kind === 'send') third.release('succeeded');
+  });
+
+  it("bounds another merchant's wait while two endpoints with endless demand hold every slot: a freed slot goes to the oldest waiting", async () => {
+    // Each endpoint's share is half the process's slots: two busy ones take all of them. Their
+    // requests never count as slow (the clock stands still), so their lines wait rather than defer.
+    const guards = new EndpointGuards({ ...options, maxInFlight: 2, maxTotalInFlight: 4, now: () => 0 });
+    const slow = ['https://slow-a.example.com/h', 'https://slow-b.example.com/h'];
+    const inFlight: Record<string, Array<{ release(result: 'succeeded'): number }>> = { [slow[0]!]: [], [slow[1]!]: [] };
+    // Endless demand: each endpoint always has deliveries waiting, one more arriving as each is sent.
+    let stopped = false;
+    const demand = (url: string): void => {
+      void guards.acquire(url, send(url), () => stopped).then((admission) => {
+        if (stopped) return;
+        if (admission?.kind !== 'send') throw new Error(`expected to send to ${url}, got ${admission?.kind}`);
+        inFlight[url]!.push(admission);
+        demand(url);
+      });
+    };
+    for (const url of slow) for (let i = 0; i < 4; i++) demand(url);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(guards.inFlight).toBe(4);
+    let shop: Awaited<ReturnType<EndpointGuards['acquire']>> | 'waiting' = 'waiting';
+    void guards.acquire('https://shop.example.com/h', send('https://shop.example.com/h'), () => stopped).then((a) => (shop = a));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(guards.waitingForRoom).toBe(1);
+    // The slow endpoints answer in turn. Waiting behind only the eight that came before it (their
+    // two lines of four), the shop's delivery is sent by the ninth answer; each freed slot given to
+    // its own endpoint's line first, it was still waiting after fifty.
+    let answers = 0;
+    try {
+      for (; shop === 'waiting' && answers < 50; answers++) {
+        inFlight[slow[answers % 2]!]!.shift()!.release('succeeded');
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      expect(shop).toMatchObject({ kind: 'send' });
+      expect(answers).toBeLessThanOrEqual(9);
+    } finally {
+      stopped = true;
+      guards.wakeAll();
+    }
   });
 
   it('counts a probe of an open circuit against the bound, and hands back waiters on stop', async () => {
