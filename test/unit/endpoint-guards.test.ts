@@ -132,6 +132,32 @@ describe('the bound on requests in flight to all endpoints', () => {
     }
   });
 
+  it("sets aside past half an endpoint's share waiting when its latency would not clear the line in time, counting those waiting for the process's room", async () => {
+    const clock = { t: 0 };
+    const guards = new EndpointGuards({ ...options, maxInFlight: 4, maxTotalInFlight: 8, now: () => clock.t });
+    const url = 'https://second.example.com/h';
+    const learnt = await sending(guards, url);
+    clock.t = 2_000; // its usual latency: two seconds (never slow against it while the clock stands)
+    learnt.release('succeeded');
+    const kinds = (admissions: Array<Awaited<ReturnType<EndpointGuards['acquire']>> | 'waiting'>) => admissions.map((a) => (a === 'waiting' ? a : a?.kind));
+    const admit = (target: string) => {
+      let admission: Awaited<ReturnType<EndpointGuards['acquire']>> | 'waiting' = 'waiting';
+      const done = acquire(guards, target).then((a) => (admission = a));
+      return { done, get admission() { return admission; } };
+    };
+    // The process full (four to another endpoint, one to a third, three to this one): this one has room, the process none.
+    for (let i = 0; i < 4; i++) await sending(guards, 'https://other.example.com/h');
+    await sending(guards, 'https://third.example.com/h');
+    for (let i = 0; i < 3; i++) await sending(guards, url);
+    const line = [admit(url), admit(url), admit(url)];
+    await new Promise((resolve) => setImmediate(resolve));
+    // Two wait for the process's room; a third would make a line of three at two seconds each per
+    // four slots (1.5 s): set aside. Never set aside there, such lines filled the prefetch.
+    expect(kinds(line.map((l) => l.admission))).toEqual(['waiting', 'waiting', 'defer']);
+    expect(guards.waitingForRoom).toBe(2);
+    guards.wakeAll();
+  });
+
   it('counts a probe of an open circuit against the bound, and hands back waiters on stop', async () => {
     const clock = { t: 0 };
     const guards = new EndpointGuards({ ...options, failureThreshold: 1, cooldownMs: 100, maxTotalInFlight: 1, now: () => clock.t });
