@@ -65,9 +65,14 @@ export class RetryPolicy {
     return delays.length - 1;
   }
 
-  /** A busy endpoint: wait in the step the webhook would wait in anyway. */
-  deferStep(attempts: number): number {
-    return Math.min(attempts, this.delaysMs.length - 1);
+  /**
+   * A busy endpoint: the schedule's first delay, whatever the webhook's attempts. Busy is not
+   * failing (the endpoint answers, its line is long), and no attempt is spent: waiting its current
+   * step instead, a webhook deferred at its 5th attempt waited hours for a slot, and its 20
+   * deferrals (MAX_DEFERRALS) could outlast the schedule's whole span.
+   */
+  deferStep(): number {
+    return 0;
   }
 
   /** An open circuit: the first step that outlasts its cooldown. */

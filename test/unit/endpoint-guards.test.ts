@@ -73,7 +73,7 @@ describe('the bound on requests in flight to all endpoints', () => {
     expect(guards.waitingForRoom).toBe(0);
   });
 
-  it("gives a freed slot to the endpoint's own waiter first, then to those waiting for the process", async () => {
+  it("gives a freed slot to the delivery waiting longest: here the endpoint's own waiter, then the one waiting for the process", async () => {
     const guards = new EndpointGuards({ ...options, maxTotalInFlight: 2 });
     const a1 = await sending(guards, 'https://a.example.com/h');
     const a2 = await sending(guards, 'https://a.example.com/h');
@@ -90,6 +90,72 @@ describe('the bound on requests in flight to all endpoints', () => {
     expect(order).toEqual(['a3', 'b1']);
     expect(guards.inFlight).toBe(2);
     if (third?.kind === 'send') third.release('succeeded');
+  });
+
+  it("bounds another merchant's wait while two endpoints with endless demand hold every slot: a freed slot goes to the oldest waiting", async () => {
+    // Each endpoint's share is half the process's slots: two busy ones take all of them. Their
+    // requests never count as slow (the clock stands still), so their lines wait rather than defer.
+    const guards = new EndpointGuards({ ...options, maxInFlight: 2, maxTotalInFlight: 4, now: () => 0 });
+    const slow = ['https://slow-a.example.com/h', 'https://slow-b.example.com/h'];
+    const inFlight: Record<string, Array<{ release(result: 'succeeded'): number }>> = { [slow[0]!]: [], [slow[1]!]: [] };
+    // Endless demand: each endpoint always has deliveries waiting, one more arriving as each is sent.
+    let stopped = false;
+    const demand = (url: string): void => {
+      void guards.acquire(url, send(url), () => stopped).then((admission) => {
+        if (stopped) return;
+        if (admission?.kind !== 'send') throw new Error(`expected to send to ${url}, got ${admission?.kind}`);
+        inFlight[url]!.push(admission);
+        demand(url);
+      });
+    };
+    for (const url of slow) for (let i = 0; i < 4; i++) demand(url);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(guards.inFlight).toBe(4);
+    let shop: Awaited<ReturnType<EndpointGuards['acquire']>> | 'waiting' = 'waiting';
+    void guards.acquire('https://shop.example.com/h', send('https://shop.example.com/h'), () => stopped).then((a) => (shop = a));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(guards.waitingForRoom).toBe(1);
+    // The slow endpoints answer in turn. Waiting behind only the eight that came before it (their
+    // two lines of four), the shop's delivery is sent by the ninth answer; each freed slot given to
+    // its own endpoint's line first, it was still waiting after fifty.
+    let answers = 0;
+    try {
+      for (; shop === 'waiting' && answers < 50; answers++) {
+        inFlight[slow[answers % 2]!]!.shift()!.release('succeeded');
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      expect(shop).toMatchObject({ kind: 'send' });
+      expect(answers).toBeLessThanOrEqual(9);
+    } finally {
+      stopped = true;
+      guards.wakeAll();
+    }
+  });
+
+  it("sets aside past half an endpoint's share waiting when its latency would not clear the line in time, counting those waiting for the process's room", async () => {
+    const clock = { t: 0 };
+    const guards = new EndpointGuards({ ...options, maxInFlight: 4, maxTotalInFlight: 8, now: () => clock.t });
+    const url = 'https://second.example.com/h';
+    const learnt = await sending(guards, url);
+    clock.t = 2_000; // its usual latency: two seconds (never slow against it while the clock stands)
+    learnt.release('succeeded');
+    const kinds = (admissions: Array<Awaited<ReturnType<EndpointGuards['acquire']>> | 'waiting'>) => admissions.map((a) => (a === 'waiting' ? a : a?.kind));
+    const admit = (target: string) => {
+      let admission: Awaited<ReturnType<EndpointGuards['acquire']>> | 'waiting' = 'waiting';
+      const done = acquire(guards, target).then((a) => (admission = a));
+      return { done, get admission() { return admission; } };
+    };
+    // The process full (four to another endpoint, one to a third, three to this one): this one has room, the process none.
+    for (let i = 0; i < 4; i++) await sending(guards, 'https://other.example.com/h');
+    await sending(guards, 'https://third.example.com/h');
+    for (let i = 0; i < 3; i++) await sending(guards, url);
+    const line = [admit(url), admit(url), admit(url)];
+    await new Promise((resolve) => setImmediate(resolve));
+    // Two wait for the process's room; a third would make a line of three at two seconds each per
+    // four slots (1.5 s): set aside. Never set aside there, such lines filled the prefetch.
+    expect(kinds(line.map((l) => l.admission))).toEqual(['waiting', 'waiting', 'defer']);
+    expect(guards.waitingForRoom).toBe(2);
+    guards.wakeAll();
   });
 
   it('counts a probe of an open circuit against the bound, and hands back waiters on stop', async () => {

@@ -103,7 +103,7 @@ export function decide(finding: Finding, intake: IntakeEvent | undefined, policy
       if (finding.why === 'merchant-removed') return { kind: 'invalid', code: 'unknown-merchant', detail: `no merchant ${intake.merchantId} in the directory` };
       return { kind: 'skipped', why: finding.why };
     case 'busy':
-      return { kind: 'defer', step: policy.deferStep(intake.attempts) };
+      return { kind: 'defer', step: policy.deferStep() };
     case 'throttled':
       return { kind: 'throttle', delayMs: finding.delayMs };
     case 'circuit-open': {

@@ -61,7 +61,9 @@ interface EndpointState {
   cooldownMs: number;
   probing: boolean;
   latencyMs: number | undefined;
-  waiters: Array<() => void>;
+  waiters: Waiter[];
+  /** Its deliveries waiting in the process's line (it has room, the process has none): its line too, for setAside(). */
+  blocked: number;
   lastError?: string;
   /**
    * When this process first saw the oldest request past the slow threshold (0: not), and from when
@@ -78,10 +80,13 @@ interface MerchantState {
   /** Start times of the merchant's requests in flight, to any of its endpoints, oldest first. */
   started: number[];
   /** Deliveries whose endpoint has room while the merchant is at its bound, first come first. */
-  waiters: Array<() => void>;
+  waiters: Waiter[];
   /** The endpoint the merchant sent to last: a new one starts with its circuit. */
   endpoint: EndpointState | undefined;
 }
+
+/** A waiting delivery's wake-up, with when it came to admission (an order: see EndpointGuards.arrivals). */
+type Waiter = (() => void) & { readonly since: number };
 
 /** How long an endpoint's line of deliveries waiting in memory for its slots may take to clear, past its share (see acquire()). */
 export const LINE_CLEARS_MS = 1_000;
@@ -107,8 +112,10 @@ export class EndpointGuards {
   private latestMerchant: MerchantState | undefined;
   /** Requests in flight to all endpoints. */
   private total = 0;
-  /** Deliveries whose endpoint has room while every request slot of the process is taken, first come first. */
-  private readonly blocked: Array<() => void> = [];
+  /** Deliveries whose endpoint has room while every request slot of the process is taken, oldest first (by `since`). */
+  private readonly blocked: Waiter[] = [];
+  /** Deliveries come to acquire(): each waiter's `since`, kept across its waits, so the oldest goes first. */
+  private arrivals = 0;
 
   constructor(private readonly options: EndpointGuardOptions) {
     this.now = options.now ?? Date.now;
@@ -153,6 +160,7 @@ export class EndpointGuards {
     stopped: () => boolean,
   ): Promise<Admission | undefined> {
     const { canDefer } = request;
+    const since = this.arrivals++;
     for (;;) {
       if (stopped()) return undefined;
       // Looked up again after each wait: an idle endpoint may have been pruned meanwhile.
@@ -170,9 +178,13 @@ export class EndpointGuards {
           if (open) state.probing = true; // half-open: this one delivery probes the endpoint
           return this.send(state, merchant, open);
         }
-        // The endpoint has room but the process has none: wait for any request to end. Never set
-        // aside for this: the endpoint is not slow, the dispatcher is busy.
-        await new Promise<void>((resolve) => this.blocked.push(resolve));
+        // The endpoint has room but the process has none: wait for any request to end. Set aside
+        // only if its endpoint's line (there and here) is long: a freed slot goes to the oldest
+        // waiting, so a busy endpoint's deliveries often wait here, and unbounded they filled the prefetch.
+        if (this.setAside(state, state.waiters.length + state.blocked, request)) return { kind: 'defer' };
+        state.blocked++;
+        await new Promise<void>((resolve) => this.waitForRoom(Object.assign(resolve, { since })));
+        state.blocked--;
         continue;
       }
       // At the endpoint's bound, or the merchant's (its requests in flight to its other URLs,
@@ -183,34 +195,54 @@ export class EndpointGuards {
       const waiters = full ? full.waiters : merchant.waiters;
       // Each waiting delivery holds a prefetch slot: an endpoint that answers in time but slowly (never
       // "slow" against its own latency) once held them all, and every other merchant waited behind it.
-      // Past as many waiting as it may have in flight, and a line that its usual latency would not
-      // clear within LINE_CLEARS_MS (a fast endpoint's full prefetch does), one that may be set aside
-      // is (a wait row), and one sent through an open circuit because its span ran out fails as the
-      // circuit would have it (set aside, it would only come back to this line): a dead endpoint's
-      // postponed webhooks come due at the rate they arrived, each waiting for its timeout. The
-      // circuit is asked again here: it may have closed while this delivery waited.
-      const clearsInMs = ((waiters.length + 1) / this.options.maxInFlight) * ((full ?? state).latencyMs ?? 0);
-      if (waiters.length >= this.options.maxInFlight && clearsInMs > LINE_CLEARS_MS) {
-        if (request.spanOver && this.refuses(state)) return { kind: 'open', failures: state.failures, retryInMs: Math.max(0, state.openUntil - this.now()), lastError: state.lastError };
-        if (canDefer) return { kind: 'defer' };
-        // Its deferrals spent (MAX_DEFERRALS), it may wait in a line twice as long, which new ones do
-        // not reach; past that it is set aside all the same. Waiting however long the line, the
-        // webhooks of an endpoint whose traffic outran it for a few minutes (each set aside 20 times)
-        // held every prefetch slot, and every other merchant waited at that endpoint's pace.
-        if (request.deferralsSpent && waiters.length >= 2 * this.options.maxInFlight) return { kind: 'defer' };
-      }
+      // At a long line (lineLong()) one that may be set aside is (a wait row), and one sent through an
+      // open circuit because its span ran out fails as the circuit would have it (set aside, it would
+      // only come back to this line): a dead endpoint's postponed webhooks come due at the rate they
+      // arrived, each waiting for its timeout. The circuit is asked again: it may have closed meanwhile.
+      const waiting = full ? full.waiters.length + full.blocked : waiters.length;
+      if (request.spanOver && this.refuses(state) && this.lineLong(full ?? state, waiting)) return { kind: 'open', failures: state.failures, retryInMs: Math.max(0, state.openUntil - this.now()), lastError: state.lastError };
+      if (this.setAside(full ?? state, waiting, request)) return { kind: 'defer' };
       // Wake on a free slot, or when the endpoint would count as slow, whichever comes first.
       await new Promise<void>((resolve) => {
         const timer = slowIn > 0 && canDefer ? setTimeout(wake, slowIn + 1) : undefined;
+        wake.since = since;
         function wake() {
           clearTimeout(timer);
           const at = waiters.indexOf(wake);
           if (at >= 0) waiters.splice(at, 1);
           resolve();
         }
-        waiters.push(wake);
+        waiters.push(wake as Waiter);
       });
     }
+  }
+
+  /**
+   * Long: half its share or more waiting (in its line and the process's), which its usual latency
+   * would not clear within LINE_CLEARS_MS (a fast endpoint's full prefetch does). Half: waiting as
+   * many as they may have in flight, two endpoints (each half the slots) held the whole prefetch
+   * (twice the slots), and other merchants' deliveries stayed in the queue behind their backlog.
+   */
+  private lineLong(state: EndpointState, waiting: number): boolean {
+    const clearsInMs = ((waiting + 1) / this.options.maxInFlight) * (state.latencyMs ?? 0);
+    return waiting >= Math.ceil(this.options.maxInFlight / 2) && clearsInMs > LINE_CLEARS_MS;
+  }
+
+  /**
+   * At a long line one that may be set aside is. Its deferrals spent (MAX_DEFERRALS), it may wait
+   * in a line twice as long, which new ones do not reach, then is set aside all the same: waiting
+   * however long, an overrun endpoint's webhooks held every prefetch slot for minutes.
+   */
+  private setAside(state: EndpointState, waiting: number, request: { canDefer: boolean; deferralsSpent?: boolean }): boolean {
+    if (!this.lineLong(state, waiting)) return false;
+    return request.canDefer || (request.deferralsSpent === true && waiting >= 2 * Math.ceil(this.options.maxInFlight / 2));
+  }
+
+  /** In the process's line by age: one woken from its endpoint's line to find the process full keeps its place. */
+  private waitForRoom(waiter: Waiter): void {
+    let at = this.blocked.length;
+    while (at > 0 && this.blocked[at - 1]!.since > waiter.since) at--;
+    this.blocked.splice(at, 0, waiter);
   }
 
   /** Wakes every delivery waiting for a slot, so a stopping dispatcher can hand them back. */
@@ -357,20 +389,23 @@ export class EndpointGuards {
             state.openUntil = this.now() + state.cooldownMs;
           }
         }
-        // One request ended, so one slot is free: it goes to the next delivery for this endpoint
-        // (which has both kinds of room now), else to the first one waiting for the process's room.
-        // The merchant's own waiter (for its bound, on another of its URLs) is woken too: it
-        // looks again, and waits again if the endpoint's waiter took the slot. When this end opened
-        // the circuit, every delivery in the endpoint's line is woken, to be postponed: woken one
-        // per request that ends, those past its share (no deferral left) each held a prefetch slot
-        // until a probe's end, minutes apart while probes fail.
+        // One slot is free: it goes to the delivery waiting longest, this endpoint's next or the
+        // first in the process's line. Given to the endpoint's own line first, two endpoints with
+        // endless demand (each half the slots) kept them all, and other merchants waited while it
+        // lasted. Woken first, the oldest takes it; the others woken (and the merchant's waiter, on
+        // another of its URLs) wait again, by their age. When this end opened the circuit, the whole
+        // line is woken, to be postponed: woken one per request that ends, those with no deferral
+        // left each held a prefetch slot until a probe's end, minutes apart while probes fail.
         const merchantWaiter = merchant.waiters[0];
         const endpointWaiter = state.waiters[0];
+        const own = endpointWaiter ?? merchantWaiter;
+        const first = this.blocked[0];
+        if (first && (!own || first.since < own.since)) this.blocked.shift()!();
         merchantWaiter?.();
         if (endpointWaiter) {
           if (result === 'failed' && !refused && this.refuses(state)) for (const wake of [...state.waiters]) wake();
           else endpointWaiter();
-        } else if (!merchantWaiter) this.blocked.shift()?.();
+        }
         return state.openUntil > 0 ? Math.max(1, state.openUntil - this.now()) : 0;
       },
     };
@@ -392,6 +427,7 @@ export class EndpointGuards {
         probing: false,
         latencyMs: undefined,
         waiters: [],
+        blocked: 0,
         suspectedAt: 0,
         polledFrom: 0,
         merchants: new Set(),
@@ -412,7 +448,7 @@ export class EndpointGuards {
     pruneIdle(
       this.endpoints,
       this.maxEndpoints,
-      (state) => state.started.length === 0 && state.waiters.length === 0 && !state.probing,
+      (state) => state.started.length === 0 && state.waiters.length === 0 && state.blocked === 0 && !state.probing,
       (state) => state.openUntil === 0,
       (endpoint) => {
         if (this.latestEndpoint === endpoint) this.latestEndpoint = this.latestState = undefined;
