@@ -36,11 +36,14 @@ describe('the delivery log orders each webhook by its attempts, not by host cloc
       [merchantId, webhookId],
     ))[0];
 
-  it('leaves a delivered webhook delivered when the dispatcher that retried it runs 30 s ahead of the one that delivered it', async () => {
+  it('leaves a delivered webhook delivered when the dispatcher that retried it runs two minutes ahead of the one that delivered it', async () => {
     const receiver = await Receiver.start(failOnceThenSucceed());
     const merchant = testMerchant('m_order', `${receiver.url}/order`);
-    // Dispatcher A: its clock 30 s ahead of dispatcher B's (the host's).
-    const harness: Harness = await startHarness({ name: 'log-order', merchants: [merchant], retryDelaysMs: [300], deliveryLog: true, now: () => new Date(Date.now() + 30_000) });
+    // Dispatcher A: its clock two minutes ahead of dispatcher B's (the host's). At 30 s the premise
+    // (A's record the later) failed in CI when B's delivery came more than 30 s after A's attempt on
+    // a loaded machine. Any skew that puts A's record later is the case: a status taken from the
+    // clocks shows `retrying` whatever its size.
+    const harness: Harness = await startHarness({ name: 'log-order', merchants: [merchant], retryDelaysMs: [300], deliveryLog: true, now: () => new Date(Date.now() + 120_000) });
     const recorder = new DeliveryLogRecorder(harness.broker, database, silentLogger(), { prefix: harness.prefix, retentionMs: 30 * 86_400_000, retryMs: 200 });
     const logB = new DeliveryRecorder(harness.broker, silentLogger(), { prefix: harness.prefix });
     const http = createUndiciClient({ allowPrivateTargets: true, responseBodyBytes: 1024 });
