@@ -1,4 +1,4 @@
-import { Throttle, type ThrottleVerdict } from '../../apps/dispatcher/stages/throttle.js';
+import { TAKES_IN_FLIGHT, Throttle, type ThrottleVerdict } from '../../apps/dispatcher/stages/throttle.js';
 import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { type Endpoint, lowerEndpointRate, MIN_ADAPTIVE_RATE } from '../../libs/merchants/index.js';
@@ -42,7 +42,9 @@ describe('the throttle guard', () => {
     const webhook = { maxPerSecond: 50 } as Endpoint;
     // Each wait's place as the throttle laid it out on its own clock, not when each verdict's
     // continuation ran: a loaded machine delays those unevenly (a 20 ms spacing once read as 4.98).
+    const started = Date.now();
     const verdicts: ThrottleVerdict[] = await Promise.all(Array.from({ length: 300 }, () => throttle.admit('m_batch', webhook, () => false)));
+    const elapsedMs = Date.now() - started;
     const waits = verdicts.flatMap((v) => (v.kind === 'wait' ? [v.dueAt] : []));
     const sent = verdicts.filter((v) => v.kind === 'go').length;
     expect(sent + waits.length).toBe(300);
@@ -50,7 +52,10 @@ describe('the throttle guard', () => {
     // 50/s; the rest queue.
     expect(sent).toBeLessThan(100);
     // One take per slot granted, the refusal, and those in flight when it came: not one per delivery.
-    expect(takes).toBeLessThanOrEqual(sent + 10);
+    // A refusal is remembered until the next slot (20 ms): when the batch takes longer (a loaded
+    // machine: 34 more takes than slots once), each lapse lets TAKES_IN_FLIGHT more go; never near
+    // one a delivery (300 takes for ~50 slots).
+    expect(takes - sent).toBeLessThanOrEqual(Math.min(10 + TAKES_IN_FLIGHT * Math.ceil(elapsedMs / 20), 100));
     // The queue: a place each, one interval (20 ms) apart within a batch's answer, none twice. Between
     // two batches the gap also holds the jitter of when each answer reached this process (PostgreSQL
     // lays the places out on its clock, read here on arrival): up to 18 ms under CI's load, so the
