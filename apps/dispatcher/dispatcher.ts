@@ -223,31 +223,9 @@ export class Dispatcher {
         }
       }
       if (!share && intake) {
-        // Fan-out: a new event goes to each of the merchant's matching endpoints.
-        const routed = route(intake, this.deps.merchants);
-        // Idempotent intake: only at first sight, a message from upstream's exchange; a retry, a
-        // hand-back, a resend or a test event is never a repeat.
-        const checked = this.deps.intakeKeys && message.fields.exchange === this.names.events && !intake.test;
-        const key = checked ? { merchantId: intake.merchantId, webhookId: intake.webhookId } : undefined;
-        let repeat = key !== undefined && (await this.deps.intakeKeys!.check(key, message.fields.redelivered)) === 'repeat';
-        const endpointIds = routed?.kind === 'fan-out' ? routed.endpointIds : intake.endpointId !== undefined ? [intake.endpointId] : [];
-        if (repeat && message.fields.redelivered && endpointIds.length > 0) {
-          // A redelivery the log holds, per endpoint: a fanned-out message's records are written
-          // before its ack, so a dispatcher that died mid-fan-out settled some endpoints (and the
-          // rest may route to one endpoint now, another disabled since); those without a record
-          // get it (again, perhaps: at least once). None left: a repeat like any other.
-          const left = await this.deps.intakeKeys!.unrecorded(key!, endpointIds, this.deps.merchants.byId(intake.merchantId)?.endpoints[0]?.id);
-          if (left.length > 0) {
-            if (routed?.kind === 'fan-out') routed.endpointIds = left;
-            repeat = false;
-          }
-        }
-        if (repeat) {
-          finding = { kind: 'duplicate', ...key! };
-          intake = undefined;
-        } else if (routed?.kind === 'fan-out') {
-          return await this.fanOut(delivery, intake, routed.endpointIds, span);
-        } else finding = routed;
+        finding = await this.firstSight(message, intake);
+        if (finding?.kind === 'fan-out') return await this.fanOut(delivery, intake, finding.endpointIds, span);
+        if (finding?.kind === 'duplicate') intake = undefined;
       }
       if (!finding) ({ intake, finding } = await this.onward(message, intake!, now, span));
       const decision = decide(finding, intake, this.policy, now);
@@ -271,6 +249,33 @@ export class Dispatcher {
     } finally {
       if (!share) span?.end();
     }
+  }
+
+  /**
+   * A message as it came to dispatch (not a fan-out's share): which endpoints it is for (a
+   * 'fan-out', or none: why), and whether it is a repeat. Undefined: it goes on, to its one endpoint.
+   */
+  private async firstSight(message: ConsumeMessage, intake: IntakeEvent): Promise<Finding | undefined> {
+    // Fan-out: a new event goes to each of the merchant's matching endpoints.
+    const routed = route(intake, this.deps.merchants);
+    // Idempotent intake: only at first sight, a message from upstream's exchange; a retry, a
+    // hand-back, a resend or a test event is never a repeat.
+    if (!this.deps.intakeKeys || message.fields.exchange !== this.names.events || intake.test) return routed;
+    const key = { merchantId: intake.merchantId, webhookId: intake.webhookId };
+    if ((await this.deps.intakeKeys.check(key, message.fields.redelivered)) !== 'repeat') return routed;
+    const endpointIds = routed?.kind === 'fan-out' ? routed.endpointIds : intake.endpointId !== undefined ? [intake.endpointId] : [];
+    if (message.fields.redelivered && endpointIds.length > 0) {
+      // A redelivery the log holds, per endpoint: a fanned-out message's records are written
+      // before its ack, so a dispatcher that died mid-fan-out settled some endpoints (and the
+      // rest may route to one endpoint now, another disabled since); those without a record
+      // get it (again, perhaps: at least once). None left: a repeat like any other.
+      const left = await this.deps.intakeKeys.unrecorded(key, endpointIds, this.deps.merchants.byId(intake.merchantId)?.endpoints[0]?.id);
+      if (left.length > 0) {
+        if (routed?.kind === 'fan-out') routed.endpointIds = left;
+        return routed;
+      }
+    }
+    return { kind: 'duplicate', ...key };
   }
 
   /** A new event for several endpoints: each endpoint's share walked from this one message (stages/fan-out.ts). */
