@@ -14,12 +14,13 @@ import {
   graceExpiries,
   type Merchant,
   type MerchantSettings,
+  rotateInputSchema,
 } from '../../../libs/merchants/index.js';
 import type { PortalPermission, PortalSession } from '../../../libs/portal/index.js';
 import type { ApiDeps } from '../deps.js';
 import { ApiError, badRequest, unavailable } from '../errors.js';
 import { mount } from '../mount.js';
-import { rotateBody, testEventBody } from './endpoint-routes.js';
+import { testEventBody } from './endpoint-routes.js';
 import { testSample } from './test-event.js';
 
 /** What the portal's handlers share (handlers.ts makes it): sessions, permissions, limits, audit. */
@@ -148,7 +149,7 @@ export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: Portal
     const endpointId = params.endpointId as string;
     const settings = endpoints();
     await helpers.limited('settings', found.merchantId);
-    const input = settingsInput(rotateBody.safeParse(req.body ?? {}));
+    const input = settingsInput(rotateInputSchema.safeParse(req.body ?? {}));
     const { replayed: _replayed, version: _version, ...rotated } = await settings.rotate(found.merchantId, endpointId, input.graceSeconds, { actor: helpers.actor(found, req) });
     deps.logger.info('endpoint secret rotated from the portal', { merchantId: found.merchantId, endpointId, previousSecretExpiresAt: rotated.previousSecretExpiresAt });
     res.json({ message: 'endpoint secret rotated', error: null, data: rotated });

@@ -40,8 +40,6 @@ export const portalEndpointList = z.strictObject({
 
 export const portalEndpointParams = z.strictObject({ endpointId: endpointIdSchema });
 export const testEventBody = z.strictObject({ event: z.enum(EVENT_NAMES) });
-/** The admin API's, so that a refusal names the field in the same words ("unknown field grace; allowed: graceSeconds"). */
-export const rotateBody = rotateInputSchema;
 
 const BASE = '/portal/api/endpoints';
 /** Reading endpoints needs the session (kept with the log), and counts against no log limit. */
@@ -116,7 +114,8 @@ export const PORTAL_ENDPOINT_ROUTES = [
     path: `${BASE}/{endpointId}/secret/rotate`,
     summary: "Rotate one endpoint's secret with a grace period (permission manage-secret); the new one is shown this once, the other endpoints keep theirs",
     security: PORTAL_WRITE_AUTH,
-    input: { params: portalEndpointParams, body: rotateBody, bodyRequired: false },
+    // The admin API's body, so that a refusal names the field in the same words ("unknown field grace; allowed: graceSeconds").
+    input: { params: portalEndpointParams, body: rotateInputSchema, bodyRequired: false },
     output: { '200': { description: 'Rotated', schema: envelope(rotated) } },
     errors: { ...WRITE_ERRORS, '404': 'endpoint_not_found', '409': `too_many_secrets; ${READ_ONLY}`, '429': SETTINGS_LIMITED },
   },

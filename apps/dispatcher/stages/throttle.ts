@@ -208,7 +208,8 @@ export class Throttle {
     const to = Math.min(webhook.maxPerSecond ?? Infinity, after ?? Infinity);
     if (from === Infinity || from === to) return;
     const factor = from / to;
-    Promise.all([this.waits.stretch(endpointOfKey(key).merchantId, 'throttled', factor, endpointOfKey(key).endpointId), stretchCells(this.db, `throttle-queue:${key}`, factor)]).catch((err: unknown) =>
+    const { merchantId, endpointId } = endpointOfKey(key);
+    Promise.all([this.waits.stretch(merchantId, 'throttled', factor, endpointId), stretchCells(this.db, `throttle-queue:${key}`, factor)]).catch((err: unknown) =>
       this.problem("endpoint's queue not stretched to its new rate: PostgreSQL did not answer", err),
     );
   }
