@@ -78,7 +78,7 @@ export function declareEndpoints(merchants: Command, io: CliIo): void {
   const endpoints = merchants
     .command('endpoints')
     .summary("lists, adds, changes, deletes a merchant's endpoints and rotates one's secret")
-    .description("A merchant's endpoints, each with its own URL, events, secret and enabled state (the admin API's /merchants/{id}/endpoints).");
+    .description("A merchant's endpoints, each with its own URL, events, secret and enabled state (the admin API's /admin/merchants/{id}/endpoints).");
 
   endpoints
     .command('list')
@@ -146,7 +146,7 @@ export function declareEndpoints(merchants: Command, io: CliIo): void {
     .option('--unthrottled', 'no throttle')
     .option('--order-by-reference', 'order per reference')
     .option('--no-order-by-reference', 'no order promised')
-    .addHelpText('after', `\n${EXIT} (3: no such merchant or endpoint)`)
+    .addHelpText('after', `\n${EXIT} (2 also: the URL already used by another endpoint of the merchant; 3: no such merchant or endpoint)`)
     .action(
       action(
         io,

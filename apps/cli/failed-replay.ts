@@ -52,7 +52,7 @@ export function declareFailedReplay(failed: Command, io: CliIo): void {
     .description(
       'Bulk recovery after a merchant outage: resends every unresolved failed webhook of the merchant that ' +
         'failed in the window (the failure index in PostgreSQL, DATABASE_URL), one webhook at a time through the same ' +
-        'resend as the API, with its checks: nothing is resent while the merchant\'s webhook is disabled or not set up. ' +
+        'resend as the API, with its checks: nothing is resent while every endpoint of the merchant is disabled or none is set up. ' +
         'Each failure goes to the endpoint it failed on. Shows progress on stderr and ends with a summary: resent, skipped ' +
         '(resent meanwhile, of an event its endpoint no longer receives, or of an endpoint disabled or deleted since: left failed), errors.',
     )
@@ -61,7 +61,7 @@ export function declareFailedReplay(failed: Command, io: CliIo): void {
     .option('--until <time>', 'end of the window (default: now)')
     .option('--rate <n>', 'at most n webhooks a second', '50')
     .option('--dry-run', 'publish nothing; print what would be resent', false)
-    .addHelpText('after', `\n${TIME}\n${EXIT} (1 also when some resends failed or the webhook is disabled; 3: nothing unresolved in the window, or no such merchant)`)
+    .addHelpText('after', `\n${TIME}\n${EXIT} (1 also when some resends failed or every endpoint is disabled; 3: nothing unresolved in the window, or no such merchant)`)
     .action(action(io, check, run));
 }
 

@@ -24,12 +24,13 @@ export function declareFailedResend(failed: Command, io: CliIo): void {
         'each failure to the endpoint it failed on (a webhook fails once per endpoint), ' +
         'with its original webhook-id and fresh attempt counters, claiming them in PostgreSQL (DATABASE_URL) ' +
         'as the API does, so that no replica sends them again. Prints how many were resent. Makes the API\'s checks first: ' +
-        'nothing is resent while the merchant\'s webhook is disabled or not set up, and failures of events its webhook no ' +
-        'longer receives stay failed (merchants from MERCHANTS_FILE when set, else the merchants table).',
+        'nothing is resent while every endpoint of the merchant is disabled or none is set up, and a failure whose endpoint ' +
+        'is disabled, deleted or no longer receives its event stays failed (merchants from MERCHANTS_FILE when set, else ' +
+        'the merchants table).',
     )
     .argument('<reference>', 'the reference, exactly as published (a refund: its refundRef or its tnxRef)')
     .option('--merchant <id>', 'the merchant the webhooks belong to (required)')
-    .addHelpText('after', `\n${EXIT} (1 also when the webhook is disabled or does not receive the event; 3: nothing unresolved for this merchant and reference, or no such merchant)`)
+    .addHelpText('after', `\n${EXIT} (1 also when nothing went because the endpoints are disabled, deleted or do not receive the event; 3: nothing unresolved for this merchant and reference, or no such merchant)`)
     .action(
       action(
         io,
