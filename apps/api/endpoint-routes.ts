@@ -10,6 +10,8 @@ const BASE = '/admin/merchants/{merchantId}/endpoints';
 const NOT_FOUND = 'merchant_not_found; endpoint_not_found';
 const READ_ONLY = 'directory_read_only: merchants come from MERCHANTS_FILE here';
 const URL_TAKEN = 'endpoint_url_taken: another endpoint of this merchant has this URL';
+/** An endpointId that is not an endpoint id is refused before the merchant is looked at. */
+const BAD_ENDPOINT_ID = `${ADMIN_ERRORS['400']}; invalid_parameter: the endpointId path segment is not an endpoint id (ep_…)`;
 /** Writes are guarded by the merchant's version: an endpoint's ETag is its merchant's. */
 const guarded = [idempotencyKeyHeader, ifMatchHeader];
 
@@ -37,7 +39,8 @@ export const ENDPOINT_ROUTES = [
       'The endpoint gets an id (ep_…) and a new whsec_ secret, returned in this answer only (and to a repeat of its ' +
       'Idempotency-Key). The URL must be https (http only in development mode), carry no credentials, not be a ' +
       'loopback, private or link-local address literal, and not be one the merchant already sends to. Leaving out ' +
-      `events means all three. A merchant has at most ${MAX_ENDPOINTS_PER_MERCHANT} endpoints.`,
+      `events means all three. A merchant has at most MAX_ENDPOINTS_PER_MERCHANT endpoints (${MAX_ENDPOINTS_PER_MERCHANT} by default, ` +
+      'and at most that).',
     security: ADMIN_AUTH,
     input: { params: merchantIdParams, headers: guarded, body: endpointInputSchema, bodyRequired: true },
     output: { '201': { description: 'Created; secret is shown this once', schema: envelope(endpointView) } },
@@ -56,7 +59,7 @@ export const ENDPOINT_ROUTES = [
     security: ADMIN_AUTH,
     input: { params: endpointParams },
     output: { '200': { description: 'The endpoint', schema: envelope(endpointView) } },
-    errors: { ...ADMIN_ERRORS, '404': NOT_FOUND },
+    errors: { ...ADMIN_ERRORS, '400': BAD_ENDPOINT_ID, '404': NOT_FOUND },
   },
   {
     operationId: 'patchEndpoint',
@@ -69,7 +72,7 @@ export const ENDPOINT_ROUTES = [
     security: ADMIN_AUTH,
     input: { params: endpointParams, headers: guarded, body: endpointPatchSchema, bodyRequired: true, bodyMediaTypes: ['application/json', 'application/merge-patch+json'] },
     output: { '200': { description: 'Changed', schema: envelope(endpointView) } },
-    errors: { ...ADMIN_ERRORS, '404': NOT_FOUND, '409': `${URL_TAKEN}; ${READ_ONLY}`, ...IDEMPOTENCY_ERRORS },
+    errors: { ...ADMIN_ERRORS, '400': BAD_ENDPOINT_ID, '404': NOT_FOUND, '409': `${URL_TAKEN}; ${READ_ONLY}`, ...IDEMPOTENCY_ERRORS },
   },
   {
     operationId: 'deleteEndpoint',
@@ -79,7 +82,7 @@ export const ENDPOINT_ROUTES = [
     security: ADMIN_AUTH,
     input: { params: endpointParams, headers: guarded },
     output: { '200': { description: 'Removed', schema: envelope(z.strictObject({ deleted: z.string() })) } },
-    errors: { ...ADMIN_ERRORS, '404': NOT_FOUND, '409': READ_ONLY, ...IDEMPOTENCY_ERRORS },
+    errors: { ...ADMIN_ERRORS, '400': BAD_ENDPOINT_ID, '404': NOT_FOUND, '409': READ_ONLY, ...IDEMPOTENCY_ERRORS },
   },
   {
     operationId: 'rotateEndpointSecret',
@@ -92,6 +95,6 @@ export const ENDPOINT_ROUTES = [
     security: ADMIN_AUTH,
     input: { params: endpointParams, headers: guarded, body: rotateInputSchema, bodyRequired: false },
     output: { '200': { description: 'Rotated', schema: envelope(rotated) } },
-    errors: { ...ADMIN_ERRORS, '404': NOT_FOUND, '409': `too_many_secrets: 3 old secrets are still in their grace; ${READ_ONLY}`, ...IDEMPOTENCY_ERRORS },
+    errors: { ...ADMIN_ERRORS, '400': BAD_ENDPOINT_ID, '404': NOT_FOUND, '409': `too_many_secrets: 3 old secrets are still in their grace; ${READ_ONLY}`, ...IDEMPOTENCY_ERRORS },
   },
 ] as const satisfies readonly RouteDeclaration[];

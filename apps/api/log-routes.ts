@@ -181,6 +181,7 @@ function forOperators<const Id extends string>(route: (typeof MERCHANT_LOG_ROUTE
     summary,
     security: ADMIN_AUTH,
     input: { ...route.input, params: merchantIdParams.extend(params) },
+    errors: { ...route.errors, '400': `invalid_merchant_id; ${route.errors['400']}` },
   } satisfies RouteDeclaration;
 }
 

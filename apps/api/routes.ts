@@ -20,8 +20,8 @@ const auditEntry = z.strictObject({
   id: z.string(),
   at: z.string(),
   actor: z.string(),
-  action: z.string().describe('merchant.created, merchant.updated, secret.rotated, portal.link_minted, portal.sessions_revoked, merchant.deleted (the trail outlives the merchant); from the portal: portal.session_opened, portal.link_reused, portal.test_event, portal.webhook_resent, portal.recover_round; from the merchant API: webhook.resent'),
-  changes: z.record(z.string(), z.unknown()).describe('By field: {from, to}, or "rotated" for the secret'),
+  action: z.string().describe('merchant.created, merchant.updated; for a change of one endpoint alone endpoint.created, endpoint.updated, endpoint.deleted, secret.rotated; portal.link_minted, portal.sessions_revoked, merchant.deleted (the trail outlives the merchant); from the portal: portal.session_opened, portal.link_reused, portal.test_event, portal.webhook_resent, portal.recover_round; from the merchant API: webhook.resent'),
+  changes: z.record(z.string(), z.unknown()).describe('By field: {from, to}, or "rotated" for the secret; an endpoint\'s fields under its id (endpoints.ep_….url), an endpoint added or removed as endpoints.ep_… from or to its {url}'),
   address: z.string().nullable(),
 });
 
@@ -56,7 +56,9 @@ export const ROUTES = [
       '200': { description: 'The webhook was sent again', schema: envelope(z.null(), z.string().regex(/^webhook sent for reference .+$/)) },
     },
     errors: {
-      '400': 'Missing, repeated or malformed reference; unknown parameter; body that is not JSON',
+      '400':
+        'missing_reference; invalid_reference: repeated, longer than 200 characters or holding a control character; ' +
+        'unknown_parameter: a query parameter other than reference; invalid_body: a body that is not JSON',
       '401': 'Missing or invalid public key or access token, or an expired token',
       '403': 'The token and the public key name different merchants',
       '404':
@@ -111,7 +113,11 @@ export const ROUTES = [
     security: ADMIN_AUTH,
     input: { params: merchantIdParams, query: auditQuery },
     output: { '200': { description: 'The entries', schema: envelope(z.strictObject({ entries: z.array(auditEntry), nextBefore: z.string().nullable() })) } },
-    errors: { ...ADMIN_ERRORS, '409': 'directory_read_only: merchants come from MERCHANTS_FILE here' },
+    errors: {
+      ...ADMIN_ERRORS,
+      '400': `${ADMIN_ERRORS['400']}; invalid_parameter: limit or before malformed; unknown_parameter: another query parameter`,
+      '409': 'directory_read_only: merchants come from MERCHANTS_FILE here',
+    },
   },
   {
     operationId: 'putMerchant',

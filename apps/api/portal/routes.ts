@@ -102,7 +102,7 @@ export const PORTAL_ROUTES = [
     input: { params: z.strictObject({ webhookId: webhookIdPath }), query: resendQuery },
     output: { '200': { description: 'The webhook was sent again', schema: envelope(z.null()) } },
     errors: {
-      '400': 'invalid_parameter',
+      '400': 'invalid_parameter: a malformed webhookId or endpointId; unknown_parameter: a query parameter other than endpointId',
       '401': 'missing_credentials, invalid_credentials, token_expired',
       '403': 'merchant_mismatch',
       ...RESEND_ERRORS,
@@ -223,7 +223,7 @@ export const PORTAL_ROUTES = [
     security: PORTAL_WRITE_AUTH,
     input: { params: webhookIdParams, query: resendQuery },
     output: { '200': { description: 'Sent again', schema: envelope(z.null()) } },
-    errors: { ...WRITE_ERRORS, ...RESEND_ERRORS },
+    errors: { ...WRITE_ERRORS, '400': `${WRITE_ERRORS['400']}; unknown_parameter: a query parameter other than endpointId`, ...RESEND_ERRORS },
   },
   {
     operationId: 'portalRecoverPreview',
