@@ -56,7 +56,7 @@ export function endpointViewOf(endpoint: Endpoint, now: Date): EndpointView {
 export function rotatedEndpoint(merchantId: string, endpoint: Endpoint, secret: string, graceSeconds: number, now: Date): Endpoint {
   const grace = graceSecrets(endpoint, now);
   if (graceSeconds > 0) {
-    if (grace.length >= MAX_GRACE_SECRETS) throw new TooManySecretsError(merchantId, grace[grace.length - 1]!.expiresAt);
+    if (grace.length >= MAX_GRACE_SECRETS) throw new TooManySecretsError(merchantId, endpoint.id, grace[grace.length - 1]!.expiresAt);
     grace.unshift({ secret: endpoint.secret, expiresAt: new Date(now.getTime() + graceSeconds * 1000).toISOString() });
   }
   const { previousSecrets: _all, ...rest } = endpoint;

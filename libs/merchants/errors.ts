@@ -25,11 +25,14 @@ export class PublicKeyTakenError extends Error {
   }
 }
 
-/** A rotation with a grace would leave more old secrets signing than MAX_GRACE_SECRETS. */
+/**
+ * A rotation with a grace would leave more old secrets signing than MAX_GRACE_SECRETS. The bound is
+ * the endpoint's (the merchant's other endpoints rotate freely), so the message names it.
+ */
 export class TooManySecretsError extends Error {
-  constructor(readonly merchantId: string, readonly earliestExpiry: string) {
+  constructor(readonly merchantId: string, readonly endpointId: string, readonly earliestExpiry: string) {
     super(
-      `merchant ${merchantId} already has ${MAX_GRACE_SECRETS} previous secrets signing; the first stops at ${earliestExpiry}. ` +
+      `endpoint ${endpointId} of merchant ${merchantId} already has ${MAX_GRACE_SECRETS} previous secrets signing; the first stops at ${earliestExpiry}. ` +
         'Rotate after that, or with graceSeconds 0 to replace the current secret at once',
     );
     this.name = 'TooManySecretsError';

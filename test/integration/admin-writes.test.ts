@@ -56,6 +56,9 @@ describe('admin writes: rotations, idempotency keys, PATCH, public keys and the 
     const refused = await rotate(stack.apiB, 'm_rot', { graceSeconds: 600 });
     expect(code(refused)).toEqual([409, 'too_many_secrets']);
     expect(message(refused)).toContain('graceSeconds 0');
+    // The bound is the endpoint's (its other endpoints rotate freely): the message names it.
+    const endpointId = data(await get(stack.apiA, 'm_rot')).endpoints[0].id as string;
+    expect(message(refused)).toContain(`endpoint ${endpointId} `);
     // Rotating with no grace replaces only the current secret; the three in grace keep signing.
     const now = await rotate(stack.apiB, 'm_rot', { graceSeconds: 0 });
     expect(now.status).toBe(200);
