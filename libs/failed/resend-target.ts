@@ -11,7 +11,7 @@ export class WebhookDisabledError extends Error {
   constructor(readonly merchantId: string, readonly endpointId?: string) {
     super(
       endpointId === undefined
-        ? `the webhook of merchant ${merchantId} is disabled or not set up; enable it, then resend`
+        ? `no endpoint of merchant ${merchantId} is enabled (or none is set up); enable one, then resend`
         : `endpoint ${endpointId} of merchant ${merchantId} is disabled; enable it, then resend`,
     );
     this.name = 'WebhookDisabledError';

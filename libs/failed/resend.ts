@@ -62,10 +62,10 @@ export class ResendLimitError extends Error {
   }
 }
 
-/** Every failed webhook found is of an event the merchant's webhook no longer receives; they stay failed. */
+/** Every failed webhook found is of an event its endpoint no longer receives; they stay failed. */
 export class EventNotSubscribedError extends Error {
   constructor(readonly events: string[]) {
-    super(`the webhook does not receive ${events.join(', ')}`);
+    super(`the endpoints these webhooks failed on no longer receive ${events.join(', ')}`);
     this.name = 'EventNotSubscribedError';
   }
 }

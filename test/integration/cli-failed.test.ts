@@ -202,7 +202,7 @@ describe('webhooks failed (operator CLI on the failure index)', () => {
     return path;
   }
 
-  it("makes the API's checks: nothing resent while the webhook is disabled, nor a failure of an event it no longer receives (exit 1, left failed)", async () => {
+  it("makes the API's checks: nothing resent while no endpoint is enabled, nor a failure of an event its endpoint no longer receives (exit 1, left failed)", async () => {
     const { reference } = await failedEvent(merchants.alice, 'payout');
     modes.set(merchants.alice.id, 'ok');
     const before = receiverOf(merchants.alice).requests.length;
@@ -210,13 +210,13 @@ describe('webhooks failed (operator CLI on the failure index)', () => {
 
     const disabled = fileWith(merchants.alice.id, { enabled: false });
     const resend = await as(disabled, 'failed', 'resend', reference, '--merchant', merchants.alice.id);
-    expect({ code: resend.code, stderr: resend.stderr }).toEqual({ code: 1, stderr: `webhooks: the webhook of merchant ${merchants.alice.id} is disabled or not set up; enable it, then resend\n` });
+    expect({ code: resend.code, stderr: resend.stderr }).toEqual({ code: 1, stderr: `webhooks: no endpoint of merchant ${merchants.alice.id} is enabled (or none is set up); enable one, then resend\n` });
     const replay = await as(disabled, 'failed', 'replay', '--merchant', merchants.alice.id, '--since', '10m', '--dry-run');
-    expect({ code: replay.code, stderr: replay.stderr }).toEqual({ code: 1, stderr: expect.stringContaining('is disabled or not set up') });
+    expect({ code: replay.code, stderr: replay.stderr }).toEqual({ code: 1, stderr: expect.stringContaining(`no endpoint of merchant ${merchants.alice.id} is enabled`) });
 
     const otherEvents = fileWith(merchants.alice.id, { events: ['refund.completed'] });
     const unsubscribed = await as(otherEvents, 'failed', 'resend', reference, '--merchant', merchants.alice.id);
-    expect({ code: unsubscribed.code, stderr: unsubscribed.stderr }).toEqual({ code: 1, stderr: 'webhooks: the webhook does not receive payout\n' });
+    expect({ code: unsubscribed.code, stderr: unsubscribed.stderr }).toEqual({ code: 1, stderr: 'webhooks: the endpoints these webhooks failed on no longer receive payout\n' });
 
     expect(await unresolved(api, merchants.alice.id, reference)).toBe(1);
     // Once the webhook takes it again, the same command resends it.
@@ -224,7 +224,7 @@ describe('webhooks failed (operator CLI on the failure index)', () => {
     await receiverOf(merchants.alice).waitForRequests(before + 1);
   });
 
-  it('reads the merchant from the merchants table without MERCHANTS_FILE: a disabled webhook stops the resend, an unknown merchant exits 3', async () => {
+  it('reads the merchant from the merchants table without MERCHANTS_FILE: its only endpoint disabled stops the resend, an unknown merchant exits 3', async () => {
     const { reference } = await failedEvent(merchants.bob, 'payout');
     const db = harness.database;
     await db.query(`INSERT INTO merchants (id, public_key, endpoints, version) VALUES ($1, 'pk_test_cli_failed_bob', $2::jsonb, 1)`, [
@@ -234,7 +234,7 @@ describe('webhooks failed (operator CLI on the failure index)', () => {
     const fromTable = { RABBITMQ_URL: env.RABBITMQ_URL!, TOPOLOGY_PREFIX: env.TOPOLOGY_PREFIX!, DATABASE_URL: env.DATABASE_URL! };
 
     const resend = await runCliInProcess(fromTable, ['failed', 'resend', reference, '--merchant', merchants.bob.id]);
-    expect({ code: resend.code, stderr: resend.stderr }).toEqual({ code: 1, stderr: expect.stringContaining('is disabled or not set up') });
+    expect({ code: resend.code, stderr: resend.stderr }).toEqual({ code: 1, stderr: expect.stringContaining(`no endpoint of merchant ${merchants.bob.id} is enabled`) });
     const unknown = await runCliInProcess(fromTable, ['failed', 'resend', reference, '--merchant', 'm_nobody']);
     expect({ code: unknown.code, stderr: unknown.stderr }).toEqual({ code: 3, stderr: 'webhooks: no merchant m_nobody in the merchants table (DATABASE_URL)\n' });
     expect(await unresolved(api, merchants.bob.id, reference)).toBe(1);
