@@ -90,7 +90,8 @@ describe('what a merchant sees of an attempt to a blocked address', () => {
 
   it('keeps the detail where only operators read it: the dispatcher\'s log line and the failed entry\'s headers', async () => {
     const line = await waitFor('the dispatcher\'s "webhook failed" line', () => lines.find((l) => l.message === 'webhook failed' && l.merchantId === scanner.id), 10_000);
-    expect(line).toMatchObject({ errorClass: 'blocked_address', error: expect.stringMatching(/^blocked: localhost resolves to (127\.0\.0\.1|::1)/) });
+    // It names the endpoint: a webhook failing on two endpoints of a merchant logs two lines told apart.
+    expect(line).toMatchObject({ endpointId: scanner.endpoints[0]!.id, webhookId: expect.any(String), errorClass: 'blocked_address', error: expect.stringMatching(/^blocked: localhost resolves to (127\.0\.0\.1|::1)/) });
     const entries = await log.harness.test.readStream(log.harness.names.failed, 1);
     const entry = entries.find((e) => e.properties.headers?.[HEADERS.merchantId] === scanner.id);
     expect(entry!.properties.headers![HEADERS.lastError]).toMatch(/^blocked: localhost resolves to/);

@@ -142,9 +142,7 @@ export class EffectStage {
         await this.wait(delivery, intake, 'retry', headers, this.deps.policy.delayOf(decision.step), record, span, decision.circuitMs);
         this.count('retried', 'retried', intake.event, intake.test);
         if (this.info) logger.info('webhook attempt failed, retry scheduled', {
-          merchantId: intake.merchantId,
-          event: intake.event,
-          reference: intake.references[0],
+          ...logFields(intake),
           attempt: decision.attempt,
           error: decision.error,
           errorClass: decision.errorClass,
@@ -170,7 +168,7 @@ export class EffectStage {
         this.index(delivery, intake, decision, headers, now);
         this.count('failed', 'failed', intake.event, intake.test);
         this.deps.observer.failed(decision.reason);
-        logger.warn('webhook failed', { merchantId: intake.merchantId, event: intake.event, reference: intake.references[0], reason: decision.reason, attempts: decision.attempts, error: decision.error, errorClass: decision.errorClass, ...spanLogFields(span) });
+        logger.warn('webhook failed', { ...logFields(intake), reason: decision.reason, attempts: decision.attempts, error: decision.error, errorClass: decision.errorClass, ...spanLogFields(span) });
         return;
       }
     }
@@ -362,6 +360,7 @@ export function waitKeyOf(intake: IntakeEvent): { merchantId: string; webhookId:
 }
 
 /** A webhook's fields for a log line, built only where a line is written: the delivered path runs per delivery. */
+/** Who and what a line is about; the endpoint too, so that a webhook failing on two endpoints logs two lines told apart. */
 function logFields(intake: IntakeEvent) {
-  return { merchantId: intake.merchantId, event: intake.event, reference: intake.references[0], webhookId: intake.webhookId };
+  return { merchantId: intake.merchantId, endpointId: intake.endpointId, event: intake.event, reference: intake.references[0], webhookId: intake.webhookId };
 }
