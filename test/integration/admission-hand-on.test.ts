@@ -116,3 +116,41 @@ describe("a merchant's deliveries waiting for its share on its new URL when that
     expect(harness.dispatcher.guards.inFlight).toBe(0);
   }, 30_000);
 });
+
+describe("a delivery waiting for its endpoint's slot when its channel closes", () => {
+  let endpoint: Receiver;
+  let harness: Harness;
+  const merchant = testMerchant('m_hand_gone', 'http://placeholder');
+
+  beforeAll(async () => {
+    // The first request held until the test answers it; the rest answered at once.
+    endpoint = await Receiver.start((n) => (n === 0 ? 'hang' : 204));
+    merchant.endpoints[0]!.url = endpoint.url;
+    harness = await startHarness({ name: 'hand-gone', merchants: [merchant], retryDelaysMs: [60_000], settings: { concurrency: 2, perEndpointConcurrency: 1, deliveryTimeoutMs: 30_000, maxDeferrals: 0 } });
+  });
+
+  afterAll(async () => {
+    await harness?.close();
+    await endpoint?.close();
+  });
+
+  it('is not sent: the broker has returned it, and its redelivery is the one sent', async () => {
+    const admissions = countAdmissions(harness);
+    await harness.publisher.publish(sampleEvent('payout', merchant.id));
+    await endpoint.waitForRequests(1);
+    await harness.publisher.publish(sampleEvent('payout', merchant.id));
+    await waitFor("the second in its endpoint's line", () => admissions.entered >= 2, 10_000);
+    // The consumer channel dies: the broker returns both, and the dispatcher gets them again.
+    const channels = (harness.broker as unknown as { consumerChannels: Map<{ close(): Promise<void> }, unknown> }).consumerChannels;
+    await Promise.all([...channels.keys()].map((ch) => ch.close().catch(() => {})));
+    await waitFor('both redelivered to the guards', () => admissions.entered >= 4, 15_000);
+    // The first answered (it was in flight: sent again, at least once). The one that waited, woken
+    // for the slot, went on to POST a delivery the broker had already given back: sent twice.
+    const first = String(endpoint.requests[0]!.headers['webhook-id']);
+    endpoint.answerHeld(204);
+    const walks = (harness.dispatcher as unknown as { inFlight: Set<unknown> }).inFlight;
+    await waitFor('every one delivered and settled', async () => harness.dispatcher.stats.delivered >= 3 && walks.size === 0 && (await harness.test.messageCount(harness.names.dispatch)) === 0, 15_000);
+    const second = endpoint.requests.map((r) => String(r.headers['webhook-id'])).filter((id) => id !== first);
+    expect(second).toHaveLength(1);
+  }, 40_000);
+});

@@ -153,7 +153,7 @@ export class EndpointGuards {
   /**
    * Admits a delivery: send now, postpone (open circuit), defer (slow endpoint at its bound and
    * deferring allowed), or wait for a slot. `force` sends through an open circuit (a resend: the
-   * merchant says it is fixed). Undefined when `stopped` turns true while waiting.
+   * merchant says it is fixed). Undefined when `stopped` turns true (stopping, its channel gone) while waiting.
    */
   async acquire(
     endpoint: string,
@@ -163,7 +163,7 @@ export class EndpointGuards {
     const { canDefer } = request;
     const since = this.arrivals++;
     for (;;) {
-      if (stopped()) return undefined;
+      if (stopped()) return this.leave(this.endpoints.get(endpoint), this.merchants.get(shareOf(request.merchantId, request.endpointId)), undefined);
       // Looked up again after each wait: an idle endpoint may have been pruned meanwhile.
       const state = this.state(endpoint);
       if (state.merchants.size < 20) state.merchants.add(request.merchantId);
@@ -224,9 +224,9 @@ export class EndpointGuards {
    * for the process slept beside a free slot until an unrelated request ended, and the merchant's
    * line (its requests on a URL it left), with no deferral left hence no timer, slept for ever.
    */
-  private leave(state: EndpointState, merchant: MerchantState, admission: Admission): Admission {
-    if (state.started.length < this.options.maxInFlight) state.waiters[0]?.();
-    if (merchant.started.length < this.maxPerMerchant) merchant.waiters[0]?.();
+  private leave<T extends Admission | undefined>(state: EndpointState | undefined, merchant: MerchantState | undefined, admission: T): T {
+    if (state && state.started.length < this.options.maxInFlight) state.waiters[0]?.();
+    if (merchant && merchant.started.length < this.maxPerMerchant) merchant.waiters[0]?.();
     if (this.total < this.maxTotal) this.blocked.shift()?.();
     return admission;
   }
