@@ -227,7 +227,7 @@ export class Dispatcher {
         if (finding?.kind === 'fan-out') return await this.fanOut(delivery, intake, finding.endpointIds, span);
         if (finding?.kind === 'duplicate') intake = undefined;
       }
-      if (!finding) ({ intake, finding } = await this.onward(message, intake!, now, span));
+      if (!finding) ({ intake, finding } = await this.onward(message, intake!, now, span, () => delivery.live));
       const decision = decide(finding, intake, this.policy, now);
       if (span && !share) describeDelivery(span, intake, decision);
       // Recorded after the effect it describes (a wait written, a move confirmed) and before the
@@ -286,7 +286,7 @@ export class Dispatcher {
   }
 
   /** Admission and attempt (after a hand-back's take and an ordered webhook's place): each stage either finds what ends the walk or hands on. */
-  private async onward(message: ConsumeMessage, intake: IntakeEvent, now: Date, span: Span | undefined): Promise<{ intake?: IntakeEvent; finding: Finding }> {
+  private async onward(message: ConsumeMessage, intake: IntakeEvent, now: Date, span: Span | undefined, live: () => boolean): Promise<{ intake?: IntakeEvent; finding: Finding }> {
     // A wait handed back: only its current hand comes to an attempt.
     if (intake.hand !== undefined && !(await this.take(intake, intake.hand))) {
       return { finding: { kind: 'superseded', key: `${intake.webhookId}#${intake.hand}` } };
@@ -298,7 +298,9 @@ export class Dispatcher {
       this.effect.markResent(intake, intake.resendClaim);
     }
     // Admission: someone to send it to, and a slot on their endpoint.
-    const admitted = await this.admission.admit(intake, now, () => this.stopping !== undefined);
+    // Given up like a stop's once its channel is gone while it waited for a slot or its rate: the
+    // broker has given it back, and sent on, it went twice (its redelivery, woken in turn, too).
+    const admitted = await this.admission.admit(intake, now, () => this.stopping !== undefined || !live());
     if (admitted.kind !== 'admitted') return { intake, finding: admitted };
     // Attempt: sign and POST; its answer tells the endpoint's adaptive rate.
     const finding = await this.attempt.run(intake, admitted, now, span);

@@ -1,6 +1,6 @@
 import { PLATFORM_MERCHANT_ID } from '../../libs/contracts/index.js';
 import type { Logger } from '../../libs/logger/index.js';
-import type { Endpoint, Health, Merchant, MerchantDirectory, PgMerchantDirectory } from '../../libs/merchants/index.js';
+import { type Endpoint, type Health, MAX_ENDPOINTS_PER_MERCHANT, type Merchant, type MerchantDirectory, type PgMerchantDirectory } from '../../libs/merchants/index.js';
 import type { OperationalMetrics } from '../../libs/metrics/index.js';
 import {
   attemptEvent,
@@ -184,10 +184,19 @@ export class Operations {
       last.url = webhook.url;
       last.at = at;
     } else {
+      // Its endpoints are at most MAX_ENDPOINTS_PER_MERCHANT at once, but deleted ones stayed here:
+      // one merchant whose endpoints churn (created, sent to, deleted) grew this without bound.
+      if (endpoints.size >= MAX_ENDPOINTS_PER_MERCHANT) this.forgetDeleted(merchantId, endpoints);
       endpoints.set(webhook.id, { url: webhook.url, at });
     }
     if (this.streaks.size > 0) this.streaks.delete(`${merchantId}\n${webhook.url}`);
     if (webhook.failingSince && Date.parse(webhook.failingSince) < at) this.clearFailing(merchantId, webhook.url, webhook);
+  }
+
+  /** Forgets the successes of the merchant's endpoints that are no longer in the directory. */
+  private forgetDeleted(merchantId: string, endpoints: Map<string, unknown>): void {
+    const live = new Set(this.deps.merchants.byId(merchantId)?.endpoints.map((endpoint) => endpoint.id));
+    for (const id of endpoints.keys()) if (!live.has(id)) endpoints.delete(id);
   }
 
   /** This dispatcher's last success on the merchant's endpoint, at `url`. */

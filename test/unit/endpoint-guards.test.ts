@@ -308,3 +308,50 @@ describe('deliveries waiting in line when the circuit opens', () => {
     await Promise.all(line);
   });
 });
+
+type Answer = Awaited<ReturnType<EndpointGuards['acquire']>> | 'waiting';
+const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
+
+/** acquire(), its answer readable while it still waits. */
+function admitted(guards: EndpointGuards, url: string, merchantId: string, canDefer = false) {
+  const box: { answer: Answer } = { answer: 'waiting' };
+  void guards.acquire(url, { merchantId, canDefer, force: false }, () => false).then((a) => (box.answer = a));
+  return box;
+}
+
+async function sendingTo(guards: EndpointGuards, url: string, merchantId: string) {
+  const admission = await guards.acquire(url, { merchantId, canDefer: false, force: false }, () => false);
+  if (admission?.kind !== 'send') throw new Error(`expected to send to ${url}, got ${admission?.kind}`);
+  return admission;
+}
+
+describe('a delivery woken for a slot it does not take (postponed by the circuit that end opened)', () => {
+  it("hands the slot on to the one waiting for the process's room", async () => {
+    const guards = new EndpointGuards({ maxInFlight: 1, maxTotalInFlight: 2, failureThreshold: 1, cooldownMs: 30_000, maxCooldownMs: 600_000, now: () => 0 });
+    const a1 = await sendingTo(guards, 'https://a.example/h', 'm_a');
+    const b1 = await sendingTo(guards, 'https://b.example/h', 'm_b');
+    const a2 = admitted(guards, 'https://a.example/h', 'm_a');
+    const c1 = admitted(guards, 'https://c.example/h', 'm_c');
+    await nextTurn();
+    expect([a2.answer, c1.answer]).toEqual(['waiting', 'waiting']);
+    a1.release('failed', 'HTTP 500');
+    await nextTurn();
+    expect(a2.answer).toMatchObject({ kind: 'open' });
+    // Left asleep, it waited for b's request to end (an unrelated endpoint's timeout) beside a free slot.
+    expect(c1.answer).toMatchObject({ kind: 'send' });
+    b1.release('succeeded');
+    guards.wakeAll();
+  });
+
+  it("hands it on along the merchant's line when the circuit opens", async () => {
+    const guards = new EndpointGuards({ maxInFlight: 2, maxPerMerchant: 1, maxTotalInFlight: 8, failureThreshold: 1, cooldownMs: 30_000, maxCooldownMs: 600_000, now: () => 0 });
+    const m1 = await sendingTo(guards, 'https://m.example/h', 'm_1');
+    const line = [admitted(guards, 'https://m.example/h', 'm_1'), admitted(guards, 'https://m.example/h', 'm_1'), admitted(guards, 'https://m.example/h', 'm_1')];
+    await nextTurn();
+    // Its one request fails and opens the circuit: woken one per request that ends, the second and third slept for ever (no timer: no deferral left).
+    m1.release('failed', 'HTTP 500');
+    await nextTurn();
+    expect(line.map((l) => (l.answer === 'waiting' ? l.answer : l.answer?.kind))).toEqual(['open', 'open', 'open']);
+    guards.wakeAll();
+  });
+});

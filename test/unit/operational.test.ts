@@ -1,5 +1,9 @@
 import { clockState, IntervalFolder, shouldDisable, shouldRecordFailing } from '../../libs/operational/index.js';
-import { transitionsOf, withStatus, type Merchant, type Endpoint } from '../../libs/merchants/index.js';
+import { MAX_ENDPOINTS_PER_MERCHANT, type PgMerchantDirectory, transitionsOf, withStatus, type Merchant, type Endpoint } from '../../libs/merchants/index.js';
+import type { OperationalPublisher } from '../../libs/operational/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
+import { Operations } from '../../apps/dispatcher/operations.js';
+import type { IntakeEvent } from '../../apps/dispatcher/stages/intake.js';
 import { waitFor } from '../support/wait.js';
 
 const DAY = 86_400_000;
@@ -148,5 +152,27 @@ describe('a webhook turned off or on by a write', () => {
     expect(transitionsOf(both(other), both({ ...other, secret: 'whsec_bmV3LXNlY3JldC1uZXctc2VjcmV0' }), now)).toEqual([{ kind: 'secret_rotated', merchantId: 'm_1', endpointId: 'ep_m_other', url: other.url, at }]);
     expect(transitionsOf(merchant(webhook), both(other), now)).toEqual([]);
     expect(transitionsOf(both(other), merchant(webhook), now)).toEqual([]);
+  });
+});
+
+describe("a dispatcher's memory of successes per endpoint", () => {
+  it("stays within a merchant's endpoints while they churn: 10,000 created, sent to and deleted in turn", () => {
+    const merchant: Merchant = { id: 'm_churn', publicKey: 'pk_churn', endpoints: [] };
+    const directory = { byId: (id: string) => (id === merchant.id ? merchant : undefined), byPublicKey: () => undefined, list: () => [merchant], close: async () => {} };
+    const operations = new Operations(
+      { merchants: directory, writer: {} as unknown as PgMerchantDirectory, publisher: { emit: () => {} } as unknown as OperationalPublisher, logger: silentLogger() },
+      { disableAfterMs: 60_000, intervalMs: 3_600_000 },
+    );
+    const kept = (operations as unknown as { lastSuccess: Map<string, Map<string, unknown>> }).lastSuccess;
+    for (let i = 0; i < 10_000; i++) {
+      // One endpoint at a time: the last one deleted, a new one (a new id) created and sent to.
+      const endpoint: Endpoint = { id: `ep_churn_${i}`, url: `https://churn.example/${i}`, enabled: true, secret: 'whsec_c2VjcmV0' };
+      merchant.endpoints = [endpoint];
+      const intake = { merchantId: merchant.id, endpointId: endpoint.id, event: 'payout', references: [], body: '{}', webhookId: `evt_${i}`, attempts: 0, deferrals: 0, postponements: 0, firstSeenAt: new Date(0).toISOString(), accepted: false } as IntakeEvent;
+      operations.observe(intake, { kind: 'delivered', attempt: 1, status: 204 }, new Date(1_000 + i));
+    }
+    // Its deleted endpoints' ids were kept, one entry each, the outer bound counting merchants only.
+    expect(kept.get(merchant.id)!.size).toBeLessThanOrEqual(MAX_ENDPOINTS_PER_MERCHANT);
+    expect(kept.get(merchant.id)!.has('ep_churn_9999')).toBe(true);
   });
 });

@@ -1,4 +1,5 @@
 import { endpointKey, isKeyOf } from './endpoint-key.js';
+import { pruneIdle } from './prune-idle.js';
 
 export interface EndpointGuardOptions {
   /** Requests in flight to one endpoint at most. */
@@ -152,7 +153,7 @@ export class EndpointGuards {
   /**
    * Admits a delivery: send now, postpone (open circuit), defer (slow endpoint at its bound and
    * deferring allowed), or wait for a slot. `force` sends through an open circuit (a resend: the
-   * merchant says it is fixed). Undefined when `stopped` turns true while waiting.
+   * merchant says it is fixed). Undefined when `stopped` turns true (stopping, its channel gone) while waiting.
    */
   async acquire(
     endpoint: string,
@@ -162,7 +163,7 @@ export class EndpointGuards {
     const { canDefer } = request;
     const since = this.arrivals++;
     for (;;) {
-      if (stopped()) return undefined;
+      if (stopped()) return this.leave(this.endpoints.get(endpoint), this.merchants.get(shareOf(request.merchantId, request.endpointId)), undefined);
       // Looked up again after each wait: an idle endpoint may have been pruned meanwhile.
       const state = this.state(endpoint);
       if (state.merchants.size < 20) state.merchants.add(request.merchantId);
@@ -171,7 +172,7 @@ export class EndpointGuards {
       const open = state.openUntil > 0 && !request.force;
       if (open && (this.now() < state.openUntil || state.probing)) {
         const retryInMs = state.probing ? state.cooldownMs : state.openUntil - this.now();
-        return { kind: 'open', failures: state.failures, retryInMs, lastError: state.lastError };
+        return this.leave(state, merchant, { kind: 'open', failures: state.failures, retryInMs, lastError: state.lastError });
       }
       if ((open || state.started.length < this.options.maxInFlight) && merchant.started.length < this.maxPerMerchant) {
         if (this.total < this.maxTotal) {
@@ -181,7 +182,7 @@ export class EndpointGuards {
         // The endpoint has room but the process has none: wait for any request to end. Set aside
         // only if its endpoint's line (there and here) is long: a freed slot goes to the oldest
         // waiting, so a busy endpoint's deliveries often wait here, and unbounded they filled the prefetch.
-        if (this.setAside(state, state.waiters.length + state.blocked, request)) return { kind: 'defer' };
+        if (this.setAside(state, state.waiters.length + state.blocked, request)) return this.leave(state, merchant, { kind: 'defer' });
         state.blocked++;
         await new Promise<void>((resolve) => this.waitForRoom(Object.assign(resolve, { since })));
         state.blocked--;
@@ -191,7 +192,7 @@ export class EndpointGuards {
       // usually the one it left): slow is judged on those requests, the oldest first.
       const full = open || state.started.length < this.options.maxInFlight ? undefined : state;
       const slowIn = full ? this.slowIn(full) : this.merchantSlowIn(merchant, state);
-      if (slowIn <= 0 && canDefer) return { kind: 'defer' };
+      if (slowIn <= 0 && canDefer) return this.leave(state, merchant, { kind: 'defer' });
       const waiters = full ? full.waiters : merchant.waiters;
       // Each waiting delivery holds a prefetch slot: an endpoint that answers in time but slowly (never
       // "slow" against its own latency) once held them all, and every other merchant waited behind it.
@@ -200,8 +201,8 @@ export class EndpointGuards {
       // only come back to this line): a dead endpoint's postponed webhooks come due at the rate they
       // arrived, each waiting for its timeout. The circuit is asked again: it may have closed meanwhile.
       const waiting = full ? full.waiters.length + full.blocked : waiters.length;
-      if (request.spanOver && this.refuses(state) && this.lineLong(full ?? state, waiting)) return { kind: 'open', failures: state.failures, retryInMs: Math.max(0, state.openUntil - this.now()), lastError: state.lastError };
-      if (this.setAside(full ?? state, waiting, request)) return { kind: 'defer' };
+      if (request.spanOver && this.refuses(state) && this.lineLong(full ?? state, waiting)) return this.leave(state, merchant, { kind: 'open', failures: state.failures, retryInMs: Math.max(0, state.openUntil - this.now()), lastError: state.lastError });
+      if (this.setAside(full ?? state, waiting, request)) return this.leave(state, merchant, { kind: 'defer' });
       // Wake on a free slot, or when the endpoint would count as slow, whichever comes first.
       await new Promise<void>((resolve) => {
         const timer = slowIn > 0 && canDefer ? setTimeout(wake, slowIn + 1) : undefined;
@@ -215,6 +216,19 @@ export class EndpointGuards {
         waiters.push(wake as Waiter);
       });
     }
+  }
+
+  /**
+   * Leaving without a slot, it may be the one a freed slot woke (release() wakes one per line): the
+   * first of each line with room is woken in its stead, to take it or wait again. Else one waiting
+   * for the process slept beside a free slot until an unrelated request ended, and the merchant's
+   * line (its requests on a URL it left), with no deferral left hence no timer, slept for ever.
+   */
+  private leave<T extends Admission | undefined>(state: EndpointState | undefined, merchant: MerchantState | undefined, admission: T): T {
+    if (state && state.started.length < this.options.maxInFlight) state.waiters[0]?.();
+    if (merchant && merchant.started.length < this.maxPerMerchant) merchant.waiters[0]?.();
+    if (this.total < this.maxTotal) this.blocked.shift()?.();
+    return admission;
   }
 
   /**
@@ -454,20 +468,6 @@ export class EndpointGuards {
         if (this.latestEndpoint === endpoint) this.latestEndpoint = this.latestState = undefined;
       },
     );
-  }
-}
-
-/** Deletes idle entries, least recently used first, down to 90% of `bound`: closed circuits first, then open ones. */
-function pruneIdle<T>(map: Map<string, T>, bound: number, idle: (value: T) => boolean, closed: (value: T) => boolean, forgotten: (key: string) => void): void {
-  const target = Math.floor(bound * 0.9);
-  for (const closedOnly of [true, false]) {
-    for (const [key, value] of map) {
-      if (map.size <= target) return;
-      if (idle(value) && (!closedOnly || closed(value))) {
-        map.delete(key);
-        forgotten(key);
-      }
-    }
   }
 }
 

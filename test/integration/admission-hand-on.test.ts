@@ -1,0 +1,156 @@
+import { writeFileSync } from 'node:fs';
+import { sampleEvent } from '../../libs/contracts/index.js';
+import { type Harness, startHarness, testMerchant } from '../support/harness.js';
+import { Receiver } from '../support/receiver.js';
+import { waitFor } from '../support/wait.js';
+
+/**
+ * A freed request slot wakes one delivery per line (the endpoint's, the merchant's, the process's).
+ * One woken that leaves admission without it (postponed by the circuit that end opened) must hand it
+ * on, or the next in line sleeps beside a free slot: here until an unrelated request ends, or, with
+ * no deferral left (no timer), for ever.
+ */
+
+/** Counts deliveries come to the guards, so a case knows its deliveries wait there in the order it published them. */
+function countAdmissions(harness: Harness): { entered: number } {
+  const guards = harness.dispatcher.guards;
+  const acquire = guards.acquire.bind(guards);
+  const count = { entered: 0 };
+  guards.acquire = (...args) => {
+    count.entered++;
+    return acquire(...args);
+  };
+  return count;
+}
+
+describe("a delivery waiting for the process's room when another endpoint's circuit opens", () => {
+  let dying: Receiver;
+  let busy: Receiver;
+  let shop: Receiver;
+  let harness: Harness;
+  const merchants = { dying: testMerchant('m_hand_dying', 'http://placeholder'), busy: testMerchant('m_hand_busy', 'http://placeholder'), shop: testMerchant('m_hand_shop', 'http://placeholder') };
+
+  beforeAll(async () => {
+    dying = await Receiver.start(() => 'hang');
+    busy = await Receiver.start(() => 'hang');
+    shop = await Receiver.start(() => 204);
+    merchants.dying.endpoints[0]!.url = dying.url;
+    merchants.busy.endpoints[0]!.url = busy.url;
+    merchants.shop.endpoints[0]!.url = shop.url;
+    // Two requests at once, one per endpoint; one failure opens a circuit; no deferral (no timer wakes a waiter).
+    harness = await startHarness({
+      name: 'hand-room',
+      merchants: Object.values(merchants),
+      retryDelaysMs: [60_000],
+      settings: { concurrency: 2, perEndpointConcurrency: 1, deliveryTimeoutMs: 30_000, breakerThreshold: 1, breakerCooldownMs: 60_000, maxDeferrals: 0 },
+    });
+  });
+
+  afterAll(async () => {
+    busy?.answerHeld(204);
+    await harness?.close();
+    await Promise.all([dying?.close(), busy?.close(), shop?.close()]);
+  });
+
+  it('gets the slot the postponed delivery leaves, not the next request to end', async () => {
+    const admissions = countAdmissions(harness);
+    // The dying endpoint's first in flight, the busy one's in flight (the process full), then the
+    // dying one's second in its line, then the shop's waiting for the process: the youngest.
+    await harness.publisher.publish(sampleEvent('payout', merchants.dying.id));
+    await dying.waitForRequests(1);
+    await harness.publisher.publish(sampleEvent('payout', merchants.busy.id));
+    await busy.waitForRequests(1);
+    await harness.publisher.publish(sampleEvent('payout', merchants.dying.id));
+    await waitFor("the dying endpoint's second in its line", () => admissions.entered >= 3, 10_000);
+    await harness.publisher.publish(sampleEvent('payout', merchants.shop.id));
+    await waitFor("the shop's waiting for the process's room", () => harness.dispatcher.guards.waitingForRoom === 1, 10_000);
+    // Its 500 opens the circuit: the one in its line is postponed, and the slot is free.
+    dying.answerHeld(500);
+    await waitFor('the second postponed', () => harness.dispatcher.stats.circuitOpen >= 1, 10_000);
+    // Left asleep, the shop's waited for the busy endpoint's request to end: its 30 s timeout.
+    await shop.waitForRequests(1, 5_000);
+    expect(busy.held).toBe(1);
+    expect(harness.dispatcher.guards.inFlight).toBe(1);
+  }, 30_000);
+});
+
+describe("a merchant's deliveries waiting for its share on its new URL when that URL's circuit opens", () => {
+  let old: Receiver;
+  let broken: Receiver;
+  let harness: Harness;
+  const merchant = testMerchant('m_hand_moved', 'http://placeholder');
+
+  beforeAll(async () => {
+    old = await Receiver.start(() => 'hang');
+    broken = await Receiver.start(() => 500);
+    merchant.endpoints[0]!.url = old.url;
+    // Its share two requests; two failures open a circuit; no deferral, so no timer wakes a waiter.
+    harness = await startHarness({
+      name: 'hand-share',
+      merchants: [merchant],
+      retryDelaysMs: [60_000],
+      settings: { concurrency: 4, deliveryTimeoutMs: 30_000, breakerThreshold: 2, breakerCooldownMs: 60_000, maxDeferrals: 0 },
+    });
+  });
+
+  afterAll(async () => {
+    await harness?.close();
+    await Promise.all([old?.close(), broken?.close()]);
+  });
+
+  it('postpones every one of them, none held unacked', async () => {
+    const admissions = countAdmissions(harness);
+    await Promise.all(Array.from({ length: 2 }, () => harness.publisher.publish(sampleEvent('payout', merchant.id))));
+    await old.waitForRequests(2);
+    // The merchant moves its endpoint: the new URL has room, its share none (its two on the old URL).
+    writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [{ ...merchant, endpoints: [{ ...merchant.endpoints[0]!, url: broken.url }] }] }));
+    expect(harness.merchants.reload()).toBe(true);
+    await Promise.all(Array.from({ length: 6 }, () => harness.publisher.publish(sampleEvent('payout', merchant.id))));
+    await waitFor("the six waiting for the merchant's share", () => admissions.entered >= 8, 10_000);
+    expect(broken.requests).toHaveLength(0);
+    // The old URL answers: the share's slots go to the new URL, whose 500s open its circuit. Woken one
+    // per request that ends, the last two of the line found no request left to wake them.
+    old.answerHeld(204);
+    await waitFor('the two on the old URL delivered', () => harness.dispatcher.stats.delivered >= 2, 10_000);
+    await waitFor('all six attempted or postponed', () => harness.dispatcher.stats.retried + harness.dispatcher.stats.circuitOpen >= 6, 10_000);
+    expect(harness.dispatcher.guards.inFlight).toBe(0);
+  }, 30_000);
+});
+
+describe("a delivery waiting for its endpoint's slot when its channel closes", () => {
+  let endpoint: Receiver;
+  let harness: Harness;
+  const merchant = testMerchant('m_hand_gone', 'http://placeholder');
+
+  beforeAll(async () => {
+    // The first request held until the test answers it; the rest answered at once.
+    endpoint = await Receiver.start((n) => (n === 0 ? 'hang' : 204));
+    merchant.endpoints[0]!.url = endpoint.url;
+    harness = await startHarness({ name: 'hand-gone', merchants: [merchant], retryDelaysMs: [60_000], settings: { concurrency: 2, perEndpointConcurrency: 1, deliveryTimeoutMs: 30_000, maxDeferrals: 0 } });
+  });
+
+  afterAll(async () => {
+    await harness?.close();
+    await endpoint?.close();
+  });
+
+  it('is not sent: the broker has returned it, and its redelivery is the one sent', async () => {
+    const admissions = countAdmissions(harness);
+    await harness.publisher.publish(sampleEvent('payout', merchant.id));
+    await endpoint.waitForRequests(1);
+    await harness.publisher.publish(sampleEvent('payout', merchant.id));
+    await waitFor("the second in its endpoint's line", () => admissions.entered >= 2, 10_000);
+    // The consumer channel dies: the broker returns both, and the dispatcher gets them again.
+    const channels = (harness.broker as unknown as { consumerChannels: Map<{ close(): Promise<void> }, unknown> }).consumerChannels;
+    await Promise.all([...channels.keys()].map((ch) => ch.close().catch(() => {})));
+    await waitFor('both redelivered to the guards', () => admissions.entered >= 4, 15_000);
+    // The first answered (it was in flight: sent again, at least once). The one that waited, woken
+    // for the slot, went on to POST a delivery the broker had already given back: sent twice.
+    const first = String(endpoint.requests[0]!.headers['webhook-id']);
+    endpoint.answerHeld(204);
+    const walks = (harness.dispatcher as unknown as { inFlight: Set<unknown> }).inFlight;
+    await waitFor('every one delivered and settled', async () => harness.dispatcher.stats.delivered >= 3 && walks.size === 0 && (await harness.test.messageCount(harness.names.dispatch)) === 0, 15_000);
+    const second = endpoint.requests.map((r) => String(r.headers['webhook-id'])).filter((id) => id !== first);
+    expect(second).toHaveLength(1);
+  }, 40_000);
+});
