@@ -154,3 +154,38 @@ describe("a delivery waiting for its endpoint's slot when its channel closes", (
     expect(second).toHaveLength(1);
   }, 40_000);
 });
+
+describe("a delivery waiting for its endpoint's slot when the merchant turns the endpoint off", () => {
+  let endpoint: Receiver;
+  let harness: Harness;
+  const merchant = testMerchant('m_hand_off', 'http://placeholder');
+
+  beforeAll(async () => {
+    // The first request held until the test answers it; any other answered at once.
+    endpoint = await Receiver.start((n) => (n === 0 ? 'hang' : 204));
+    merchant.endpoints[0]!.url = endpoint.url;
+    harness = await startHarness({ name: 'hand-off', merchants: [merchant], retryDelaysMs: [60_000], settings: { concurrency: 2, perEndpointConcurrency: 1, deliveryTimeoutMs: 30_000, maxDeferrals: 0 } });
+  });
+
+  afterAll(async () => {
+    await harness?.close();
+    await endpoint?.close();
+  });
+
+  it('is not sent once it gets the slot: skipped, as an event that came after the change is', async () => {
+    const admissions = countAdmissions(harness);
+    await harness.publisher.publish(sampleEvent('payout', merchant.id));
+    await endpoint.waitForRequests(1);
+    await harness.publisher.publish(sampleEvent('payout', merchant.id));
+    await waitFor("the second in its endpoint's line", () => admissions.entered >= 2, 10_000);
+    // The merchant turns the endpoint off (it might as well delete it) while the second waits.
+    writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [{ ...merchant, endpoints: [{ ...merchant.endpoints[0]!, enabled: false, disabledReason: 'manual' }] }] }));
+    expect(harness.merchants.reload()).toBe(true);
+    const skipped = harness.dispatcher.stats.skipped;
+    endpoint.answerHeld(204);
+    // Woken for the slot, it went on to POST to the endpoint turned off seconds before.
+    await waitFor('the waiting one skipped', () => harness.dispatcher.stats.skipped > skipped, 10_000);
+    expect(endpoint.requests).toHaveLength(1);
+    expect(harness.dispatcher.guards.inFlight).toBe(0);
+  }, 30_000);
+});

@@ -27,6 +27,19 @@ describe('the per-endpoint breaker map', () => {
     expect(guards.openEndpoints()).toEqual(['https://down.example.com (m_1)']);
   });
 
+  it("leaves the breaker as it was when a slot is given back unsent ('unused': its endpoint turned off while it waited)", async () => {
+    const guards = new EndpointGuards(options);
+    const url = 'https://flaky.example.com/hook';
+    await deliverOnce(guards, url, 'failed');
+    const admission = await guards.acquire(url, { merchantId: merchantOf(url), canDefer: true, force: false }, () => false);
+    if (admission?.kind !== 'send') throw new Error('expected a slot');
+    // Counted as an answer, it would reset the failures in a row: the next failure would not open the circuit.
+    expect(admission.release('unused')).toBe(0);
+    expect(guards.inFlight).toBe(0);
+    await deliverOnce(guards, url, 'failed');
+    expect(guards.openUntil(url)).toBeGreaterThan(0);
+  });
+
   it('never forgets an endpoint with deliveries in flight', async () => {
     const guards = new EndpointGuards({ ...options, maxEndpoints: 10 });
     const busy = await guards.acquire('https://busy.example.com/h', { merchantId: 'm_1', canDefer: true, force: false }, () => false);

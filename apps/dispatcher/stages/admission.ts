@@ -60,6 +60,14 @@ export class AdmissionStage {
     if (!slot) return { kind: 'stopping' };
     if (slot.kind === 'defer') return { kind: 'busy' };
     if (slot.kind === 'open') return { kind: 'circuit-open', failures: slot.failures, retryInMs: slot.retryInMs, lastError: slot.lastError };
+    // It may have waited seconds for its slot (or its rate): the endpoint turned off or deleted
+    // meanwhile receives nothing more, as it would once the directory had it (within a second).
+    const latest = intake.merchantId === PLATFORM_MERCHANT_ID ? this.platform : this.merchants.byId(intake.merchantId);
+    const current = latest && endpointFor(latest, intake);
+    if (current !== webhook && (!current?.enabled || !receivesEvent(current, intake.event))) {
+      slot.release('unused');
+      return { kind: 'unavailable', why: latest ? unavailableOf(current ? [current] : []) : 'merchant-removed' };
+    }
     return { kind: 'admitted', webhook, slot };
   }
 

@@ -44,7 +44,8 @@ export interface EndpointGuardOptions {
  * the circuit it counts as reachable, like a success: the breaker guards against endpoints that
  * are down or slow, and postponing would only delay the failure the merchant must see and fix.
  */
-export type AttemptResult = 'succeeded' | 'failed' | 'rejected';
+/** 'unused': the slot given back unsent (its endpoint turned off while it waited): the breaker and latency untouched. */
+export type AttemptResult = 'succeeded' | 'failed' | 'rejected' | 'unused';
 
 export type Admission =
   /** `release` returns how long the endpoint's circuit stays open after this attempt (0: closed). */
@@ -385,15 +386,15 @@ export class EndpointGuards {
         merchant.started.splice(merchant.started.indexOf(start), 1);
         this.total--;
         const took = this.now() - start;
-        state.latencyMs = state.latencyMs === undefined ? took : 0.8 * state.latencyMs + 0.2 * took;
+        if (result !== 'unused') state.latencyMs = state.latencyMs === undefined ? took : 0.8 * state.latencyMs + 0.2 * took;
         if (probe) state.probing = false;
         // Its oldest request now answered in time: a later suspicion starts over (slowIn()).
         if (state.suspectedAt !== 0 && (state.started.length === 0 || state.started[0]! + this.threshold(state) > this.now())) state.suspectedAt = 0;
-        if (result !== 'failed') {
+        if (result === 'succeeded' || result === 'rejected') {
           state.failures = 0;
           state.openUntil = 0;
           state.cooldownMs = this.options.cooldownMs;
-        } else {
+        } else if (result === 'failed') {
           state.failures++;
           state.lastError = error;
           if (probe) {
