@@ -40,6 +40,9 @@ export const RECORDS_DOWN_MS = 15_000;
 export const PREFETCH_PER_SLOT = 2;
 
 /** An endpoint's circuit: opened by this many failed attempts in a row, open this long, doubling while its probes fail, up to the most. */
+/** A hand-back that waited longer than this for its slot is taken again before its attempt (its lease runs from its take). */
+const RETAKE_AFTER_MS = 500;
+
 export const BREAKER = { threshold: 5, cooldownMs: 30_000, maxCooldownMs: 600_000 };
 
 export interface DispatcherSettings {
@@ -291,6 +294,7 @@ export class Dispatcher {
     if (intake.hand !== undefined && !(await this.take(intake, intake.hand))) {
       return { finding: { kind: 'superseded', key: `${intake.webhookId}#${intake.hand}` } };
     }
+    const takenAt = performance.now();
     const place = await this.placeInOrder(message, intake);
     if (place === 'waiting') return { intake, finding: { kind: 'ordered' } };
     if (place === 'ended') return { finding: { kind: 'superseded', key: `${intake.webhookId}#ended` } };
@@ -302,6 +306,13 @@ export class Dispatcher {
     // broker has given it back, and sent on, it went twice (its redelivery, woken in turn, too).
     const admitted = await this.admission.admit(intake, now, () => this.stopping !== undefined || !live());
     if (admitted.kind !== 'admitted') return { intake, finding: admitted };
+    // A hand-back that waited for its slot: its lease (from its take) may not cover the attempt too,
+    // and the row would hand it on while it is sent: the same retry twice. Taken again, the lease
+    // runs from now; handed on meanwhile, it gives its slot back unsent and the current copy goes.
+    if (intake.hand !== undefined && performance.now() - takenAt > RETAKE_AFTER_MS && !(await this.take(intake, intake.hand))) {
+      admitted.slot.release('unused');
+      return { finding: { kind: 'superseded', key: `${intake.webhookId}#${intake.hand}` } };
+    }
     // Attempt: sign and POST; its answer tells the endpoint's adaptive rate.
     const finding = await this.attempt.run(intake, admitted, now, span);
     if (this.deps.throttle) {

@@ -189,3 +189,42 @@ describe("a delivery waiting for its endpoint's slot when the merchant turns the
     expect(harness.dispatcher.guards.inFlight).toBe(0);
   }, 30_000);
 });
+
+describe("a retry handed back that waits in its endpoint's line past its lease", () => {
+  let endpoint: Receiver;
+  let harness: Harness;
+  const merchant = testMerchant('m_hand_lease', 'http://placeholder');
+
+  beforeAll(async () => {
+    // The first request (the retried webhook's first attempt) fails at once; every other is answered in a second.
+    endpoint = await Receiver.start((n) => (n === 0 ? 500 : { status: 204, delayMs: 1_000 }));
+    merchant.endpoints[0]!.url = endpoint.url;
+    // One request at a time to the endpoint, its lease 3 s (twice the 1.5 s timeout), no deferral:
+    // the retry waits behind three webhooks of a second each, then takes its own second: 4 s from its take.
+    harness = await startHarness({
+      name: 'hand-lease',
+      merchants: [merchant],
+      retryDelaysMs: [300],
+      waitLeaseMs: 3_000,
+      settings: { concurrency: 2, perEndpointConcurrency: 1, deliveryTimeoutMs: 1_500, maxDeferrals: 0 },
+    });
+  });
+
+  afterAll(async () => {
+    await harness?.close();
+    await endpoint?.close();
+  });
+
+  it('is sent once: its lease renewed when it gets its slot, or, handed on meanwhile, given up for the copy', async () => {
+    const { messageId: retried } = await harness.publisher.publish(sampleEvent('payout', merchant.id));
+    await endpoint.waitForRequests(1);
+    for (let i = 0; i < 3; i++) await harness.publisher.publish(sampleEvent('payout', merchant.id));
+    const walks = (harness.dispatcher as unknown as { inFlight: Set<unknown> }).inFlight;
+    const sends = () => endpoint.requests.filter((r) => r.headers['webhook-id'] === retried).length;
+    await waitFor('the four delivered and everything settled', async () =>
+      harness.dispatcher.stats.delivered >= 4 && walks.size === 0 && (await harness.test.messageCount(harness.names.dispatch)) === 0 &&
+      (await harness.waits.census(60_000)).waiting === 0, 20_000);
+    // Taken once, its lease ran out while it waited and was sent: the row handed it on, and the copy was sent too (3).
+    expect(sends()).toBe(2);
+  }, 40_000);
+});
