@@ -1,5 +1,6 @@
 import { writeFileSync } from 'node:fs';
 import { sampleEvent } from '../../libs/contracts/index.js';
+import type { Merchant } from '../../libs/merchants/index.js';
 import { type Harness, startHarness, testMerchant } from '../support/harness.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
@@ -117,29 +118,42 @@ describe("a merchant's deliveries waiting for its share on its new URL when that
   }, 30_000);
 });
 
-describe("a delivery waiting for its endpoint's slot when its channel closes", () => {
-  let endpoint: Receiver;
-  let harness: Harness;
-  const merchant = testMerchant('m_hand_gone', 'http://placeholder');
-
+/**
+ * Two describes below: a harness whose endpoint holds its first request until the test answers it
+ * and answers the rest at once, one request at a time to it and no deferral, so a second webhook
+ * waits in the endpoint's line.
+ */
+function heldFirst(name: string, merchant: Merchant): { endpoint: Receiver; harness: Harness } {
+  const held = {} as { endpoint: Receiver; harness: Harness };
   beforeAll(async () => {
-    // The first request held until the test answers it; the rest answered at once.
-    endpoint = await Receiver.start((n) => (n === 0 ? 'hang' : 204));
-    merchant.endpoints[0]!.url = endpoint.url;
-    harness = await startHarness({ name: 'hand-gone', merchants: [merchant], retryDelaysMs: [60_000], settings: { concurrency: 2, perEndpointConcurrency: 1, deliveryTimeoutMs: 30_000, maxDeferrals: 0 } });
+    held.endpoint = await Receiver.start((n) => (n === 0 ? 'hang' : 204));
+    merchant.endpoints[0]!.url = held.endpoint.url;
+    held.harness = await startHarness({ name, merchants: [merchant], retryDelaysMs: [60_000], settings: { concurrency: 2, perEndpointConcurrency: 1, deliveryTimeoutMs: 30_000, maxDeferrals: 0 } });
   });
-
   afterAll(async () => {
-    await harness?.close();
-    await endpoint?.close();
+    await held.harness?.close();
+    await held.endpoint?.close();
   });
+  return held;
+}
+
+/** The first webhook held in flight, the second waiting in its endpoint's line; the guards' count of deliveries come to them. */
+async function secondInLine({ endpoint, harness }: { endpoint: Receiver; harness: Harness }, merchant: Merchant): Promise<{ entered: number }> {
+  const admissions = countAdmissions(harness);
+  await harness.publisher.publish(sampleEvent('payout', merchant.id));
+  await endpoint.waitForRequests(1);
+  await harness.publisher.publish(sampleEvent('payout', merchant.id));
+  await waitFor("the second in its endpoint's line", () => admissions.entered >= 2, 10_000);
+  return admissions;
+}
+
+describe("a delivery waiting for its endpoint's slot when its channel closes", () => {
+  const merchant = testMerchant('m_hand_gone', 'http://placeholder');
+  const held = heldFirst('hand-gone', merchant);
 
   it('is not sent: the broker has returned it, and its redelivery is the one sent', async () => {
-    const admissions = countAdmissions(harness);
-    await harness.publisher.publish(sampleEvent('payout', merchant.id));
-    await endpoint.waitForRequests(1);
-    await harness.publisher.publish(sampleEvent('payout', merchant.id));
-    await waitFor("the second in its endpoint's line", () => admissions.entered >= 2, 10_000);
+    const { endpoint, harness } = held;
+    const admissions = await secondInLine(held, merchant);
     // The consumer channel dies: the broker returns both, and the dispatcher gets them again.
     const channels = (harness.broker as unknown as { consumerChannels: Map<{ close(): Promise<void> }, unknown> }).consumerChannels;
     await Promise.all([...channels.keys()].map((ch) => ch.close().catch(() => {})));
@@ -156,28 +170,12 @@ describe("a delivery waiting for its endpoint's slot when its channel closes", (
 });
 
 describe("a delivery waiting for its endpoint's slot when the merchant turns the endpoint off", () => {
-  let endpoint: Receiver;
-  let harness: Harness;
   const merchant = testMerchant('m_hand_off', 'http://placeholder');
-
-  beforeAll(async () => {
-    // The first request held until the test answers it; any other answered at once.
-    endpoint = await Receiver.start((n) => (n === 0 ? 'hang' : 204));
-    merchant.endpoints[0]!.url = endpoint.url;
-    harness = await startHarness({ name: 'hand-off', merchants: [merchant], retryDelaysMs: [60_000], settings: { concurrency: 2, perEndpointConcurrency: 1, deliveryTimeoutMs: 30_000, maxDeferrals: 0 } });
-  });
-
-  afterAll(async () => {
-    await harness?.close();
-    await endpoint?.close();
-  });
+  const held = heldFirst('hand-off', merchant);
 
   it('is not sent once it gets the slot: skipped, as an event that came after the change is', async () => {
-    const admissions = countAdmissions(harness);
-    await harness.publisher.publish(sampleEvent('payout', merchant.id));
-    await endpoint.waitForRequests(1);
-    await harness.publisher.publish(sampleEvent('payout', merchant.id));
-    await waitFor("the second in its endpoint's line", () => admissions.entered >= 2, 10_000);
+    const { endpoint, harness } = held;
+    await secondInLine(held, merchant);
     // The merchant turns the endpoint off (it might as well delete it) while the second waits.
     writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [{ ...merchant, endpoints: [{ ...merchant.endpoints[0]!, enabled: false, disabledReason: 'manual' }] }] }));
     expect(harness.merchants.reload()).toBe(true);
