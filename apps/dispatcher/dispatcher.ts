@@ -39,10 +39,10 @@ export const RECORDS_DOWN_MS = 15_000;
  */
 export const PREFETCH_PER_SLOT = 2;
 
-/** An endpoint's circuit: opened by this many failed attempts in a row, open this long, doubling while its probes fail, up to the most. */
 /** A hand-back that waited longer than this for its slot is taken again before its attempt (its lease runs from its take). */
 const RETAKE_AFTER_MS = 500;
 
+/** An endpoint's circuit: opened by this many failed attempts in a row, open this long, doubling while its probes fail, up to the most. */
 export const BREAKER = { threshold: 5, cooldownMs: 30_000, maxCooldownMs: 600_000 };
 
 export interface DispatcherSettings {

@@ -359,8 +359,10 @@ export function waitKeyOf(intake: IntakeEvent): { merchantId: string; webhookId:
   return { merchantId: intake.merchantId, webhookId: intake.webhookId, endpointId: intake.endpointId ?? '' };
 }
 
-/** A webhook's fields for a log line, built only where a line is written: the delivered path runs per delivery. */
-/** Who and what a line is about; the endpoint too, so that a webhook failing on two endpoints logs two lines told apart. */
+/**
+ * A webhook's fields for a log line, built only where a line is written: the delivered path runs per
+ * delivery. The endpoint too, so that a webhook failing on two endpoints logs two lines told apart.
+ */
 function logFields(intake: IntakeEvent) {
   return { merchantId: intake.merchantId, endpointId: intake.endpointId, event: intake.event, reference: intake.references[0], webhookId: intake.webhookId };
 }

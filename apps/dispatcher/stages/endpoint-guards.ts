@@ -43,8 +43,8 @@ export interface EndpointGuardOptions {
  * is up and answering quickly, only refusing this webhook (wrong path, bad verification), so for
  * the circuit it counts as reachable, like a success: the breaker guards against endpoints that
  * are down or slow, and postponing would only delay the failure the merchant must see and fix.
+ * `unused`: the slot given back unsent (its endpoint turned off while it waited): breaker and latency untouched.
  */
-/** 'unused': the slot given back unsent (its endpoint turned off while it waited): the breaker and latency untouched. */
 export type AttemptResult = 'succeeded' | 'failed' | 'rejected' | 'unused';
 
 export type Admission =
