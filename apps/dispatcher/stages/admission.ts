@@ -32,11 +32,9 @@ export class AdmissionStage {
   ) {}
 
   async admit(intake: IntakeEvent, now: Date, stopped: () => boolean): Promise<Admitted | Finding> {
-    const merchant = intake.merchantId === PLATFORM_MERCHANT_ID ? this.platform : this.merchants.byId(intake.merchantId);
-    if (!merchant) return { kind: 'unavailable', why: 'merchant-removed' };
-    const webhook = endpointFor(merchant, intake);
-    // The merchant chose its events: one it does not receive is treated like a disabled webhook.
-    if (!webhook?.enabled || !receivesEvent(webhook, intake.event)) return { kind: 'unavailable', why: unavailableOf(webhook ? [webhook] : []) };
+    const target = this.target(intake);
+    if (target.kind === 'unavailable') return target;
+    const { webhook } = target;
     // A resend is the merchant saying "fixed": its first attempt goes through an open circuit.
     // So does a webhook never attempted whose span is over: nothing reaches failed untried.
     const force = intake.attempts === 0 && (intake.resentAt !== undefined || this.policy.spanOver(intake.resentAt ?? intake.firstSeenAt, now));
@@ -62,13 +60,22 @@ export class AdmissionStage {
     if (slot.kind === 'open') return { kind: 'circuit-open', failures: slot.failures, retryInMs: slot.retryInMs, lastError: slot.lastError };
     // It may have waited seconds for its slot (or its rate): the endpoint turned off or deleted
     // meanwhile receives nothing more, as it would once the directory had it (within a second).
-    const latest = intake.merchantId === PLATFORM_MERCHANT_ID ? this.platform : this.merchants.byId(intake.merchantId);
-    const current = latest && endpointFor(latest, intake);
-    if (current !== webhook && (!current?.enabled || !receivesEvent(current, intake.event))) {
+    const latest = this.target(intake);
+    if (latest.kind === 'unavailable') {
       slot.release('unused');
-      return { kind: 'unavailable', why: latest ? unavailableOf(current ? [current] : []) : 'merchant-removed' };
+      return latest;
     }
     return { kind: 'admitted', webhook, slot };
+  }
+
+  /** The endpoint this delivery goes to, as the directory has it now, or why none. */
+  private target(intake: IntakeEvent): { kind: 'endpoint'; webhook: Endpoint } | Extract<Finding, { kind: 'unavailable' }> {
+    const merchant = intake.merchantId === PLATFORM_MERCHANT_ID ? this.platform : this.merchants.byId(intake.merchantId);
+    if (!merchant) return { kind: 'unavailable', why: 'merchant-removed' };
+    const webhook = endpointFor(merchant, intake);
+    // The merchant chose its events: one it does not receive is treated like a disabled webhook.
+    if (!webhook?.enabled || !receivesEvent(webhook, intake.event)) return { kind: 'unavailable', why: unavailableOf(webhook ? [webhook] : []) };
+    return { kind: 'endpoint', webhook };
   }
 
   private endpointOf(url: string): string {
