@@ -12,6 +12,8 @@ const READ_ONLY = 'directory_read_only: merchants come from MERCHANTS_FILE here'
 const URL_TAKEN = 'endpoint_url_taken: another endpoint of this merchant has this URL';
 /** An endpointId that is not an endpoint id is refused before the merchant is looked at. */
 const BAD_ENDPOINT_ID = `${ADMIN_ERRORS['400']}; invalid_parameter: the endpointId path segment is not an endpoint id (ep_…)`;
+/** What a route on one endpoint (its id in the path) may answer besides its own. */
+const ONE_ENDPOINT_ERRORS = { ...ADMIN_ERRORS, '400': BAD_ENDPOINT_ID, '404': NOT_FOUND } as const;
 /** Writes are guarded by the merchant's version: an endpoint's ETag is its merchant's. */
 const guarded = [idempotencyKeyHeader, ifMatchHeader];
 
@@ -59,7 +61,7 @@ export const ENDPOINT_ROUTES = [
     security: ADMIN_AUTH,
     input: { params: endpointParams },
     output: { '200': { description: 'The endpoint', schema: envelope(endpointView) } },
-    errors: { ...ADMIN_ERRORS, '400': BAD_ENDPOINT_ID, '404': NOT_FOUND },
+    errors: ONE_ENDPOINT_ERRORS,
   },
   {
     operationId: 'patchEndpoint',
@@ -72,7 +74,7 @@ export const ENDPOINT_ROUTES = [
     security: ADMIN_AUTH,
     input: { params: endpointParams, headers: guarded, body: endpointPatchSchema, bodyRequired: true, bodyMediaTypes: ['application/json', 'application/merge-patch+json'] },
     output: { '200': { description: 'Changed', schema: envelope(endpointView) } },
-    errors: { ...ADMIN_ERRORS, '400': BAD_ENDPOINT_ID, '404': NOT_FOUND, '409': `${URL_TAKEN}; ${READ_ONLY}`, ...IDEMPOTENCY_ERRORS },
+    errors: { ...ONE_ENDPOINT_ERRORS, '409': `${URL_TAKEN}; ${READ_ONLY}`, ...IDEMPOTENCY_ERRORS },
   },
   {
     operationId: 'deleteEndpoint',
@@ -82,7 +84,7 @@ export const ENDPOINT_ROUTES = [
     security: ADMIN_AUTH,
     input: { params: endpointParams, headers: guarded },
     output: { '200': { description: 'Removed', schema: envelope(z.strictObject({ deleted: z.string() })) } },
-    errors: { ...ADMIN_ERRORS, '400': BAD_ENDPOINT_ID, '404': NOT_FOUND, '409': READ_ONLY, ...IDEMPOTENCY_ERRORS },
+    errors: { ...ONE_ENDPOINT_ERRORS, '409': READ_ONLY, ...IDEMPOTENCY_ERRORS },
   },
   {
     operationId: 'rotateEndpointSecret',
@@ -95,6 +97,6 @@ export const ENDPOINT_ROUTES = [
     security: ADMIN_AUTH,
     input: { params: endpointParams, headers: guarded, body: rotateInputSchema, bodyRequired: false },
     output: { '200': { description: 'Rotated', schema: envelope(rotated) } },
-    errors: { ...ADMIN_ERRORS, '400': BAD_ENDPOINT_ID, '404': NOT_FOUND, '409': `too_many_secrets: 3 old secrets are still in their grace; ${READ_ONLY}`, ...IDEMPOTENCY_ERRORS },
+    errors: { ...ONE_ENDPOINT_ERRORS, '409': `too_many_secrets: 3 old secrets are still in their grace; ${READ_ONLY}`, ...IDEMPOTENCY_ERRORS },
   },
 ] as const satisfies readonly RouteDeclaration[];
