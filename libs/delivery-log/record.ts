@@ -25,7 +25,7 @@ export function statusOf(outcome: Outcome): WebhookStatus {
 const iso = z.iso.datetime({ offset: true });
 
 /** An attempt: an HTTP request was made (or tried: a timeout, a refused connection). */
-export const attemptSchema = z.object({
+const attemptSchema = z.object({
   startedAt: iso,
   durationMs: z.number().int().min(0),
   /** The merchant's answer; absent when there was none (timeout, network error). */
@@ -38,18 +38,13 @@ export const attemptSchema = z.object({
 export type Attempt = z.infer<typeof attemptSchema>;
 
 /**
- * One record of the delivery log: what happened to one delivery of a webhook. The dispatcher
- * writes one per delivery it settles (attempted or not); the recorder stores it in PostgreSQL.
- *
- * `payload` travels on every record, not only the first: a record then stands alone (a webhook
- * whose first record is older than the stream's retention, or than the log itself, still shows
- * its body), and the recorder keeps it once per webhook. The cost is the body again on each
- * retry, at most RETRY_SCHEDULE's length times per webhook, against the HTTP POST that carries
- * the same body anyway. It is the body's text, a JSON string in the stream message, never a parsed
- * value: the log keeps the bytes sent (key order, `1.0`, escapes), and a resend from it sends them.
+ * One record of the delivery log: what happened to one delivery of a webhook, one per delivery
+ * the dispatcher settles. `payload` travels on every record, so that a record stands alone (a
+ * webhook whose first record is past the stream's retention still shows its body); it is the
+ * body's text, never a parsed value: the log keeps the bytes sent, and a resend from it sends them.
  */
 export const deliveryRecordSchema = z.object({
-  /** Unique per record: a record published twice (an unconfirmed flush sent again) is stored once. */
+  /** A record published twice (an unconfirmed flush sent again) is stored once. */
   id: z.uuid(),
   /** When the record was made; the recorder partitions attempts by its day. */
   at: iso,
@@ -59,9 +54,8 @@ export const deliveryRecordSchema = z.object({
   endpointId: z.string().min(1).max(200).optional(),
   event: z.string().min(1).max(100),
   references: z.array(z.string().min(1).max(200)).max(4),
-  /** The webhook body sent, `{"event":...,"data":...}`, as the exact text sent. */
   payload: z.string().optional(),
-  /** When the service first saw the event (x-first-seen-at): the same on every record of a webhook. */
+  /** x-first-seen-at: the same on every record of a webhook. */
   firstSeenAt: iso,
   outcome: z.enum(OUTCOMES),
   /** The attempt number this record is about (1 for the first POST); attempts so far when none was made. A resend counts from 1 again. */
@@ -80,8 +74,3 @@ export const deliveryRecordSchema = z.object({
 export type DeliveryRecord = z.infer<typeof deliveryRecordSchema>;
 /** What the dispatcher gives record(): the id and time are filled in when absent. */
 export type DeliveryRecordInput = Omit<DeliveryRecord, 'id' | 'at'> & { id?: string; at?: string };
-
-/** Records travel several to a stream message, as a JSON array. */
-export function encodeRecords(records: readonly DeliveryRecord[]): Buffer {
-  return Buffer.from(JSON.stringify(records));
-}

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { type BrokerConnection, BrokerUnroutableError } from '../broker/index.js';
 import type { Logger } from '../logger/index.js';
 import { declareQueueSpec, deliveriesSpec, type Replication, topologyNames } from '../topology/index.js';
-import { type DeliveryRecord, type DeliveryRecordInput, encodeRecords } from './record.js';
+import type { DeliveryRecord, DeliveryRecordInput } from './record.js';
 
 /** A message of the deliveries stream closes at this many records, or about this many bytes. */
 export const STREAM_MESSAGE_LIMITS = { records: 200, bytes: 1024 * 1024 };
@@ -10,11 +10,8 @@ export const STREAM_MESSAGE_LIMITS = { records: 200, bytes: 1024 * 1024 };
 export interface DeliveryRecorderOptions {
   prefix: string;
   replication?: Replication;
-  /** A batch is published once it holds this many records, or about this many bytes... */
+  /** A batch is published at this many records, or 5 ms after its first. */
   maxRecords?: number;
-  maxBytes?: number;
-  /** ...or this long after its first record, whichever comes first. */
-  flushAfterMs?: number;
   /** A publish the broker has not confirmed within this fails its records (RecordNotConfirmedError). */
   confirmDeadlineMs?: number;
 }
@@ -35,10 +32,10 @@ export class RecorderStoppedError extends Error {
   }
 }
 
-/** Records waiting to be published together, and the one promise each of their record() calls returns. */
+/** Records published together, and the one promise each of their record() calls returns. */
 interface Batch {
   records: DeliveryRecord[];
-  /** About what the records take in the stream message (payloads and response bodies counted exactly). */
+  /** About what the records take in the stream message. */
   bytes: number;
   written: Promise<void>;
   resolve: () => void;
@@ -46,12 +43,11 @@ interface Batch {
 }
 
 /**
- * Writes delivery records to `<prefix>.deliveries`, several per stream message: a batch is
- * published when it holds maxRecords or flushAfterMs after its first record, and each record()
+ * Writes delivery records to `<prefix>.deliveries`, several per stream message; each record()
  * resolves once the broker confirmed the message that holds it. The dispatcher acks a delivery
  * only after that, so a crash cannot leave an attempt unrecorded; a failed publish rejects every
- * record of the batch, and the dispatcher leaves those deliveries unacked (they come back, and are
- * recorded then). Batches are published concurrently; each is its own confirm.
+ * record of the batch, and those deliveries stay unacked (they come back, and are recorded then).
+ * Batches are published concurrently; each is its own confirm.
  */
 export class DeliveryRecorder {
   private batch: Batch | undefined;
@@ -60,10 +56,6 @@ export class DeliveryRecorder {
   private stopped = false;
   private stopping?: Promise<void>;
   private readonly stream: string;
-  private readonly maxRecords: number;
-  private readonly maxBytes: number;
-  private readonly flushAfterMs: number;
-  private readonly confirmDeadlineMs: number;
   private readonly onConnected = () => void this.declare().catch(() => {});
 
   constructor(
@@ -72,10 +64,6 @@ export class DeliveryRecorder {
     private readonly options: DeliveryRecorderOptions,
   ) {
     this.stream = topologyNames(options.prefix).deliveries;
-    this.maxRecords = options.maxRecords ?? STREAM_MESSAGE_LIMITS.records;
-    this.maxBytes = options.maxBytes ?? STREAM_MESSAGE_LIMITS.bytes;
-    this.flushAfterMs = options.flushAfterMs ?? 5;
-    this.confirmDeadlineMs = options.confirmDeadlineMs ?? 10_000;
   }
 
   /** Declares the deliveries stream, now and after every reconnect (the stream may have been deleted). */
@@ -85,10 +73,7 @@ export class DeliveryRecorder {
     this.broker.on('connected', this.onConnected);
   }
 
-  /**
-   * Resolves once the stream message holding this record is confirmed. Every record of a batch gets
-   * the batch's one promise, not a promise and a pending entry of its own: record() runs per delivery.
-   */
+  /** Every record of a batch gets the batch's one promise: record() runs per delivery. */
   record(input: DeliveryRecordInput): Promise<void> {
     if (this.stopped) return Promise.reject(new RecorderStoppedError());
     // A record made whole by its writer (the dispatcher's are) is kept as it is, not copied.
@@ -96,10 +81,10 @@ export class DeliveryRecorder {
       input.id !== undefined && input.at !== undefined ? (input as DeliveryRecord) : { ...input, id: input.id ?? randomUUID(), at: input.at ?? new Date().toISOString() };
     const batch = (this.batch ??= newBatch());
     batch.records.push(record);
-    batch.bytes += sizeOf(record);
+    batch.bytes += 400 + (record.payload?.length ?? 0) + (record.attempt?.responseBody?.length ?? 0) + (record.attempt?.error?.length ?? 0);
     // Bounded in bytes too, so that what the log's recorder holds per message read is bounded.
-    if (batch.records.length >= this.maxRecords || batch.bytes >= this.maxBytes) this.flush();
-    else this.timer ??= setTimeout(() => this.flush(), this.flushAfterMs);
+    if (batch.records.length >= (this.options.maxRecords ?? STREAM_MESSAGE_LIMITS.records) || batch.bytes >= STREAM_MESSAGE_LIMITS.bytes) this.flush();
+    else this.timer ??= setTimeout(() => this.flush(), 5);
     return batch.written;
   }
 
@@ -130,9 +115,9 @@ export class DeliveryRecorder {
   }
 
   private async publish(batch: Batch): Promise<void> {
-    const content = encodeRecords(batch.records);
-    const send = () =>
-      this.broker.sendToQueue(this.stream, content, { contentType: 'application/json', headers: { 'x-record-count': batch.records.length } }, this.confirmDeadlineMs);
+    const content = Buffer.from(JSON.stringify(batch.records));
+    const properties = { contentType: 'application/json', headers: { 'x-record-count': batch.records.length } };
+    const send = () => this.broker.sendToQueue(this.stream, content, properties, this.options.confirmDeadlineMs ?? 10_000);
     try {
       try {
         await send();
@@ -162,10 +147,4 @@ function newBatch(): Batch {
   // Each record() caller handles the rejection; this keeps a batch nobody awaits from being an unhandled one.
   written.catch(() => {});
   return { records: [], bytes: 0, written, resolve, reject };
-}
-
-/** The record's fixed fields, and what varies: a payload the dispatcher passes as text, the response body, the error. */
-function sizeOf(record: DeliveryRecord): number {
-  const payload = record.payload?.length ?? 0;
-  return 400 + payload + (record.attempt?.responseBody?.length ?? 0) + (record.attempt?.error?.length ?? 0);
 }

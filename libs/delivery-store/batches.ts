@@ -99,8 +99,8 @@ export function prepareBatch(source: BatchSource): Prepared | undefined {
       batch.positions.push(item.offset * SEQ_PER_OFFSET + place);
       batch.places.push([item.offset, place]);
     }
-    if (decoded.rejected > 0) {
-      source.logger.warn('delivery records rejected; set aside in delivery_log_quarantine', { stream: source.stream, offset: item.offset, rejected: decoded.rejected, reason: decoded.reason });
+    if (decoded.refused.length > 0) {
+      source.logger.warn('delivery records rejected; set aside in delivery_log_quarantine', { stream: source.stream, offset: item.offset, rejected: decoded.refused.length, reason: decoded.refused[0]!.reason });
     }
   }
   return batch;
