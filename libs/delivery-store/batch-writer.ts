@@ -1,16 +1,12 @@
-/**
- * Stores the recorder's batches: each with its offset in one statement, and what PostgreSQL refuses
- * for its data split until found and set aside in delivery_log_quarantine.
- */
 import type { DeliveryRecord } from '../delivery-log/index.js';
 import type { Logger } from '../logger/index.js';
 import { INDEX_FROM_LOG } from '../failed/store.js';
 import type { Prepared } from './batches.js';
 import type { Queryable, Session } from './database.js';
 import { ensurePartitionsFor, forgetPartitions, NO_ROWS, prepareRows, type Quarantined, quarantine, storeBatch } from './materialise.js';
-import type { RecorderOptions, RecorderState } from './recorder-options.js';
 import { isRefusal, isTimeout } from './refusals.js';
 
+/** Stores the recorder's batches, each with its offset; what PostgreSQL refuses for its data is set aside in delivery_log_quarantine. */
 export class BatchWriter {
   /** Statement timeouts in a row of the single record at this place ("offset:position"). */
   private timeouts = { place: '', count: 0 };
@@ -18,12 +14,10 @@ export class BatchWriter {
   constructor(
     private readonly stream: string,
     private readonly logger: Logger,
-    private readonly options: RecorderOptions,
-    /** The recorder's own state: the writer counts what it sets aside there. */
-    private readonly state: RecorderState,
+    /** The recorder's counters of what is set aside. */
+    private readonly state: { rejected: number; quarantined: number },
   ) {}
 
-  /** A batch and its offset in one statement; what PostgreSQL refuses for its data is split until found and set aside. */
   async store(session: Session, batch: Prepared): Promise<void> {
     const storedUpTo = batch.items[0]!.offset;
     for (const entry of batch.refused) await this.setAside(session, entry);
@@ -58,15 +52,8 @@ export class BatchWriter {
       if (one && isTimeout(err) && !this.timedOutEnough(`${offset}:${position}`)) throw err;
       if (!isRefusal(err, to - from) && !(one && isTimeout(err))) throw err;
       if (one) {
-        const record = records[0]!;
-        await this.setAside(session, {
-          offset,
-          position,
-          merchantId: record.merchantId,
-          webhookId: record.webhookId,
-          error: (err as Error).message,
-          content: JSON.stringify(record),
-        });
+        const { merchantId, webhookId } = records[0]!;
+        await this.setAside(session, { offset, position, merchantId, webhookId, error: (err as Error).message, content: JSON.stringify(records[0]) });
         this.state.quarantined++;
         return;
       }
@@ -76,10 +63,10 @@ export class BatchWriter {
     await this.storeApart(session, batch, middle, to, storedUpTo);
   }
 
-  /** A record alone whose statement keeps timing out is set aside; a database merely slow for a moment is waited for. */
+  /** A record alone whose statement times out 3 times in a row is set aside; a database merely slow for a moment is waited for. */
   private timedOutEnough(place: string): boolean {
     this.timeouts = this.timeouts.place === place ? { place, count: this.timeouts.count + 1 } : { place, count: 1 };
-    return this.timeouts.count >= (this.options.timeoutsBeforeQuarantine ?? 3);
+    return this.timeouts.count >= 3;
   }
 
   private async setAside(session: Session, entry: Quarantined): Promise<void> {
@@ -97,9 +84,8 @@ export class BatchWriter {
 }
 
 /**
- * Stores a batch and, in the same transaction, indexes its failures (FailedStore's durable path):
- * a failure the dispatcher could not write (the database was down) becomes resendable once the
- * log holds it. A batch without failures is the one statement it always was.
+ * Stores a batch and, in the same transaction, indexes its failures: a failure the dispatcher
+ * could not write (the database was down) becomes resendable once the log holds it.
  */
 async function storeIndexed(session: Session, records: readonly DeliveryRecord[], store: (db: Queryable) => Promise<void>): Promise<void> {
   const failed = records.filter((r) => r.outcome === 'failed');

@@ -1,7 +1,3 @@
-/**
- * The recorder's read-ahead and its batches: what was read from the stream and not stored yet, and
- * the next batch taken from it, decoded and serialised for one statement.
- */
 import type { Delivery } from '../broker/index.js';
 import { HEADERS } from '../contracts/index.js';
 import { decodeRecords, type DeliveryRecord } from '../delivery-log/index.js';
@@ -24,18 +20,18 @@ export function settle(item: Pending): void {
   if (item.delivery.live) item.delivery.ack();
 }
 
-/** A batch decoded and serialised, ready for one statement. */
+/** A batch of the recorder's read-ahead, decoded and serialised for one statement. */
 export interface Prepared {
   items: Pending[];
   records: DeliveryRecord[];
-  /** Each record's feed position relative to the stream's seq_base: offset × SEQ_PER_OFFSET + its place. */
+  /** Each record's feed position past the stream's seq_base: offset × SEQ_PER_OFFSET + its place. */
   positions: number[];
-  /** Each record's stream offset and place, for setting it aside. */
+  /** Each record's stream offset and place in its message. */
   places: Array<[number, number]>;
-  /** Entries that are not records, to set aside as the batch is stored. */
+  /** Entries that are not records. */
   refused: Quarantined[];
   nextOffset: number;
-  /** The append time of the last of this recorder's checkpoints in the batch: the log holds all before it. */
+  /** The append time of the last of this recorder's checkpoints in the batch. */
   caughtUpAt: Date | null;
   /** The fingerprint of the batch's last entry, stored with the offset past it. */
   lastEntry: string;
@@ -53,7 +49,7 @@ export interface BatchSource {
   stream: string;
 }
 
-/** The next batch from the buffer: decoded and serialised (CPU work done while PostgreSQL stores the previous one). */
+/** The next batch from the buffer (done while PostgreSQL stores the previous one). */
 export function prepareBatch(source: BatchSource): Prepared | undefined {
   const { after, maxMessages, maxBytes } = source;
   const items: Pending[] = [];
@@ -77,7 +73,7 @@ export function prepareBatch(source: BatchSource): Prepared | undefined {
   };
   for (const item of items) {
     const headers = item.delivery.message.properties.headers;
-    // Appended by a recorder to learn where the stream ends: no records, but its offset is stored past it.
+    // A recorder's, to learn where the stream ends: no records, but its offset is stored past it.
     if (headers?.[HEADERS.entryType] === CHECKPOINT) {
       const appendedAt = source.checkpoints.get(String(headers[HEADERS.checkpointId]));
       if (appendedAt !== undefined) {

@@ -1,15 +1,9 @@
 /**
  * What PostgreSQL can hold, checked before a value reaches it: a value it refuses fails the whole
- * statement, and a failed statement would otherwise read as an outage (503, "retry later") for a
- * request that can never succeed.
+ * statement, which would read as an outage (503) for a request that can never succeed.
  */
 
-/** The feed's cursor is a bigint. */
-export const MAX_FEED_CURSOR = 9_223_372_036_854_775_807n;
-
-// timestamptz reaches from 4713 BC to 294276 AD, but ISO text with a year outside 0001-9999 (year
-// 0, "+275760-...") is refused or read differently by PostgreSQL than by Date.parse; the log holds
-// nothing outside these years anyway.
+// ISO text with a year outside 0001-9999 is refused or read differently by PostgreSQL than by Date.parse.
 const EARLIEST = Date.parse('0001-01-01T00:00:00Z');
 const LATEST = Date.parse('9999-12-31T23:59:59.999Z');
 
@@ -22,7 +16,7 @@ export function isStorableTime(text: string): boolean {
 
 /** A feed cursor as digits that fit a bigint. */
 export function isStorableFeedCursor(text: string): boolean {
-  return /^\d{1,19}$/.test(text) && BigInt(text) <= MAX_FEED_CURSOR;
+  return /^\d{1,19}$/.test(text) && BigInt(text) <= 9_223_372_036_854_775_807n;
 }
 
 /** Text PostgreSQL can store: it refuses NUL in text (SQLSTATE 22021). */

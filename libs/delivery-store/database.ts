@@ -6,13 +6,10 @@ export interface Queryable {
   query<R = Record<string, unknown>>(text: string, params?: unknown[]): Promise<{ rows: R[] }>;
 }
 
-/**
- * One connection kept for a long job: the recorder's advisory lock lives as long as it does, and
- * its writes run on it. `lost` settles when the connection ends under it.
- */
+/** One connection kept for a long job (the recorder's advisory lock lives as long as it does); `lost` settles when it ends. */
 export interface Session extends Queryable {
   transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T>;
-  /** Runs a script of several statements, no parameters (a migration file). */
+  /** A script of several statements, no parameters (a migration file). */
   exec(sql: string): Promise<void>;
   readonly lost: Promise<Error>;
   close(): Promise<void>;
@@ -36,16 +33,13 @@ export interface Database extends Queryable {
 }
 
 export interface PostgresOptions {
-  /** A query waiting this long for a connection fails: the API answers 503 instead of hanging. */
+  /** A query waiting this long for a connection fails (503) instead of hanging. */
   connectTimeoutMs?: number;
   statementTimeoutMs?: number;
   maxConnections?: number;
   /** Names the connections in pg_stat_activity, so that an operator sees whose they are. */
   applicationName?: string;
-  /**
-   * Commits durable before they return (synchronous_commit on), whatever the server's or the
-   * role's default: what is acked on the strength of a commit must survive a crash.
-   */
+  /** synchronous_commit on, whatever the server's default: what is acked on a commit must survive a crash. */
   durableCommits?: boolean;
 }
 
@@ -56,15 +50,12 @@ export function openPostgres(url: string, options: PostgresOptions = {}): Databa
     statement_timeout: options.statementTimeoutMs ?? 30_000,
     application_name: options.applicationName,
     keepAlive: true,
-    // No JIT: every statement here is a short indexed one, and a planner estimate over
-    // jit_above_cost (a GIN lookup is estimated at 10,000 rows) spent 13 ms compiling a claim that
-    // runs in 0.2 ms (resend p50 16 ms at 1,000,000 failures, 3 ms at 1,000). A DATABASE_URL with
-    // its own `options` keeps them.
+    // No JIT: every statement here is a short indexed one, and a GIN estimate over jit_above_cost
+    // spent 13 ms compiling a claim that runs in 0.2 ms. A DATABASE_URL with its own `options` keeps them.
     options: options.durableCommits ? '-c jit=off -c synchronous_commit=on' : '-c jit=off',
   };
-  // A reply that never comes (the server's host gone without a reset: a partition, a failover)
-  // fails at twice the statement timeout, and pool.query and transaction() then drop the
-  // connection: else the query waits for TCP to give up (15 min), and what waits on it, with it.
+  // A reply that never comes (the host gone without a reset) fails at twice the statement timeout,
+  // and the connection is dropped: else the query waits for TCP to give up (15 min).
   const statementTimeout = settings.statement_timeout;
   const pool = new pg.Pool({ ...settings, query_timeout: statementTimeout > 0 ? 2 * statementTimeout : undefined, max: options.maxConnections ?? 5 });
   // An idle connection dropped by a restarting server must not end the process.
@@ -136,10 +127,7 @@ async function inTransaction<T>(client: pg.ClientBase, work: (tx: Queryable) => 
   }
 }
 
-/**
- * Development mode without DATABASE_URL: PostgreSQL compiled to WebAssembly, in a local folder.
- * One process owns it, so the recorder and the API share this instance (npm start runs both).
- */
+/** Development mode without DATABASE_URL: PostgreSQL in WebAssembly, in a local folder, owned by one process. */
 export async function openPglite(dir: string): Promise<Database> {
   mkdirSync(dir, { recursive: true });
   const { PGlite } = await import('@electric-sql/pglite');

@@ -6,11 +6,7 @@ export class LogUnavailableError extends Error {
   }
 }
 
-/**
- * A read cancelled by the statement timeout the caller set (SQLSTATE 57014): too heavy for now,
- * under the load PostgreSQL has. Still an outage to the caller (503, retry later), but one that
- * a narrower read (a time range, a lower limit) may avoid.
- */
+/** A read cancelled by the statement timeout (57014): still a 503, but a narrower read may avoid it. */
 export class LogQueryTimeoutError extends LogUnavailableError {
   constructor(cause: unknown) {
     super(cause);
@@ -26,10 +22,7 @@ export class InvalidCursorError extends Error {
   }
 }
 
-/**
- * A filter holding a value PostgreSQL cannot take (a time outside years 1 to 9999, a NUL in
- * text): the request is wrong, and asking again would not help (400, never 503).
- */
+/** A filter holding a value PostgreSQL cannot take: the request is wrong (400, never 503). */
 export class InvalidFilterError extends Error {
   constructor(readonly parameter: string, reason: string) {
     super(`The ${parameter} parameter is not valid: ${reason}`);

@@ -8,11 +8,9 @@ const earliest = (values: Array<string | null>) => values.filter((v): v is strin
 const latest = (values: Array<string | null>) => values.filter((v): v is string => v !== null).sort().at(-1) ?? null;
 
 /**
- * A webhook's detail from its deliveries' (one per endpoint, each with its own records): the
- * webhook's fields, each endpoint's delivery in `deliveries`, every record (each naming its
- * endpoint) oldest first, and the summary folded: its status the most pending of theirs, its
- * attempts their sum, its last status and error the latest attempted delivery's. One delivery is
- * shown as it is.
+ * A webhook's detail from its deliveries' (one per endpoint): each delivery in `deliveries`, every
+ * record oldest first, and the summary folded: the most pending status, the attempts' sum, the
+ * last status and error of the latest attempted delivery.
  */
 export function foldDeliveries(details: readonly WebhookDetail[]): WebhookDetail {
   if (details.length === 1) return details[0]!;
@@ -34,14 +32,13 @@ export function foldDeliveries(details: readonly WebhookDetail[]): WebhookDetail
     nextAttemptAt: earliest(sorted.map((d) => d.nextAttemptAt)),
     payload: sorted.find((d) => d.payload !== null)?.payload ?? null,
     deliveries: sorted.flatMap((d) => d.deliveries),
-    // Each delivery's records are in its own order; together, by time (each keeps its endpoint).
     records: sorted.flatMap((d) => d.records).sort((a, b) => a.at.localeCompare(b.at) || a.attemptNumber - b.attemptNumber),
     duplicates: Math.max(...sorted.map((d) => d.duplicates)),
     lastDuplicateAt: latest(sorted.map((d) => d.lastDuplicateAt)),
   };
 }
 
-/** A webhook's detail on one endpoint only: its delivery there and that delivery's records; undefined when it had none there. */
+/** A webhook's detail on one endpoint only; undefined when it had no delivery there. */
 export function onEndpoint(detail: WebhookDetail, endpointId: string | null): WebhookDetail | undefined {
   const delivery = detail.deliveries.find((d) => d.endpointId === endpointId);
   return delivery && { ...detail, ...delivery, deliveries: [delivery], records: detail.records.filter((r) => r.endpointId === endpointId) };

@@ -16,14 +16,9 @@ export class LogHealth {
   private timer?: NodeJS.Timeout;
   private checking = false;
   private database: LogHealthState['database'] = 'unreachable';
-  /** When the log last held every record read, as last seen; undefined before the first write. */
   private caughtUp?: Date;
 
-  /**
-   * Counted at each read from the time last seen: while PostgreSQL does not answer, no recorder
-   * can store anything, so the log is at least that far behind and the figure goes on growing
-   * (it stood still at its last value, and an alert on it never fired during an outage).
-   */
+  /** Counted at each read: while PostgreSQL does not answer, no recorder stores anything, so the figure goes on growing. */
   get state(): LogHealthState {
     const behindSeconds = this.caughtUp ? Math.max(0, Math.round((Date.now() - this.caughtUp.getTime()) / 1000)) : null;
     return { database: this.database, behindSeconds };

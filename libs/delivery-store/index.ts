@@ -1,7 +1,4 @@
-/**
- * The delivery log's PostgreSQL side: the schema, the recorder that materialises the deliveries
- * stream (one leader at a time), and the reads the API and the CLI make.
- */
+/** The delivery log's PostgreSQL side: the recorder of the deliveries stream, and the API's and the CLI's reads. */
 export { type Database, type Listener, openPglite, openPostgres, type PostgresOptions, type Queryable, type Session } from './database.js';
 export { isStorableFeedCursor, isStorableText, isStorableTime } from './bounds.js';
 export { InvalidCursorError, InvalidFilterError, LogQueryTimeoutError, LogUnavailableError } from './errors.js';
@@ -10,5 +7,5 @@ export { deliveryLogQueries } from './queries.js';
 export { onEndpoint } from './fold.js';
 export { DeliveryLogRecorder } from './recorder.js';
 export { dropExpiredPartitions } from './schema.js';
-export type { DeliveryLogQueries, DeliverySummary, RecordView, WebhookDetail, WebhookFilters, WebhookSummary } from './views.js';
+export type { DeliveryLogQueries, RecordView, WebhookDetail, WebhookFilters, WebhookSummary } from './views.js';
 export { LogHealth, type LogHealthState } from './health.js';

@@ -20,9 +20,7 @@ interface WebhookRow {
   next_attempt_at: Date | null;
   seq: string;
   payload?: string | null;
-  /** From json_agg: the times in PostgreSQL's ISO text (microseconds, its time zone), not yet the API's. */
-  records?: RecordView[];
-  /** Its intake key's repeats (intake_keys), while the key is kept. */
+  records?: Array<Omit<RecordView, 'endpointId'>>;
   duplicates?: number | null;
   last_duplicate_at?: Date | null;
   /** The feed's: the status folded over the event's deliveries. */
@@ -31,7 +29,7 @@ interface WebhookRow {
 
 const iso = (d: Date | string | null) => (d === null ? null : new Date(d).toISOString());
 
-/** The body as the log stored it (text), answered as JSON; a body that is not JSON (never written by a dispatcher) as its text. */
+/** The body the log stored as text, answered as JSON; one that is not JSON (never a dispatcher's) as its text. */
 function bodyOf(text: string | null | undefined): unknown {
   if (text === null || text === undefined) return null;
   try {
@@ -62,37 +60,14 @@ function summary(row: WebhookRow): WebhookSummary {
 }
 
 function detail(row: WebhookRow): WebhookDetail {
-  const delivery = summary(row);
+  const webhook = summary(row);
+  const { webhookId: _id, event: _event, references: _references, firstSeenAt: _seen, ...delivery } = webhook;
   return {
-    ...delivery,
+    ...webhook,
     payload: bodyOf(row.payload),
-    deliveries: [
-      {
-        endpointId: delivery.endpointId,
-        status: delivery.status,
-        attempts: delivery.attempts,
-        firstAttemptAt: delivery.firstAttemptAt,
-        lastAttemptAt: delivery.lastAttemptAt,
-        lastHttpStatus: delivery.lastHttpStatus,
-        lastError: delivery.lastError,
-        nextAttemptAt: delivery.nextAttemptAt,
-      },
-    ],
-    records: (row.records ?? []).map(
-      (r): RecordView => ({
-        endpointId: delivery.endpointId,
-        at: iso(r.at)!,
-        outcome: r.outcome,
-        attemptNumber: r.attemptNumber,
-        startedAt: iso(r.startedAt),
-        durationMs: r.durationMs,
-        httpStatus: r.httpStatus,
-        error: r.error,
-        responseBody: r.responseBody,
-        reason: r.reason,
-        nextAttemptAt: iso(r.nextAttemptAt),
-      }),
-    ),
+    deliveries: [delivery],
+    // json_agg's times are PostgreSQL's ISO text (microseconds, its time zone), not yet the API's.
+    records: (row.records ?? []).map((r) => ({ endpointId: delivery.endpointId, ...r, at: iso(r.at)!, startedAt: iso(r.startedAt), nextAttemptAt: iso(r.nextAttemptAt) })),
     duplicates: row.duplicates ?? 0,
     lastDuplicateAt: iso(row.last_duplicate_at ?? null),
   };
@@ -100,11 +75,8 @@ function detail(row: WebhookRow): WebhookDetail {
 
 /**
  * Webhooks (the rows `webhooks` selects, with merchant_id and last_record_at) each with its
- * payload and every record, in one statement. The records' time range names their partitions:
- * none is before the webhook was first seen, none after its last_record_at (stored with them, in
- * the same statement), so each webhook's lookup skips the other days' partitions while running.
- * The repeats of its intake key come from the key's row (the dispatchers' one copy), on the few
- * day partitions INTAKE_DEDUPE_WINDOW keeps, by their primary key.
+ * payload and every record, in one statement. The records' time range (first seen to
+ * last_record_at) lets each webhook's lookup skip the other days' partitions while running.
  */
 const withRecords = (webhooks: string) => `
 SELECT ${SUMMARY_COLUMNS}, payload, (
@@ -123,7 +95,7 @@ ORDER BY first_seen_at DESC, webhook_id DESC, endpoint_id DESC`;
 
 const DETAIL_COLUMNS = `merchant_id, ${SUMMARY_COLUMNS}, payload, last_record_at`;
 
-/** The list's cursor: the last row's (first_seen_at, webhook_id, endpoint_id), newest first, opaque to clients. */
+/** The list's cursor: the last row's (first_seen_at, webhook_id, endpoint_id), opaque to clients. */
 function encodeCursor(row: WebhookRow): string {
   return Buffer.from(JSON.stringify([new Date(row.first_seen_at).toISOString(), row.webhook_id, row.endpoint_id])).toString('base64url');
 }
@@ -131,7 +103,6 @@ function encodeCursor(row: WebhookRow): string {
 function decodeCursor(cursor: string): [string, string, string] {
   try {
     const value = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown;
-    // Checked as the filters are: a cursor PostgreSQL would refuse is one this service never gave.
     if (
       Array.isArray(value) && value.length === 3 && typeof value[0] === 'string' && isStorableTime(value[0]) &&
       typeof value[1] === 'string' && isStorableText(value[1]) && typeof value[2] === 'string' && isStorableText(value[2])
@@ -139,16 +110,15 @@ function decodeCursor(cursor: string): [string, string, string] {
       return [value[0], value[1], value[2]];
     }
   } catch {
-    // falls through to the error
+    // not one this service gave
   }
   throw new InvalidCursorError();
 }
 
 /**
- * Any failure of the database is an outage to the caller (503): the queries themselves are fixed.
- * Except a data exception (SQLSTATE class 22: a value out of range, malformed, a NUL in text):
- * with fixed statements only a parameter can cause one, and the filters are checked before they
- * get here, so this is the backstop that keeps a value we missed from answering "retry later".
+ * Any failure of the database is an outage to the caller (503): the statements are fixed. Except
+ * a data exception (SQLSTATE class 22), which only a parameter can cause: the backstop for a value
+ * the filter checks missed, so that it never answers "retry later".
  */
 async function run<R>(db: Queryable, text: string, params: unknown[]): Promise<R[]> {
   try {
@@ -173,12 +143,10 @@ function checkFilters(filters: WebhookFilters): void {
 }
 
 /**
- * The list's statement selecting `columns`, newest first, one row more than the page (to know
- * whether there is more). A reference is looked up in the merchant-qualified GIN alone, in a
- * materialised CTE: the planner estimates a GIN match at 0.5% of a partition (there are no
- * statistics for unique array elements), so given merchant_id = $1 beside it, it also reads the
- * merchant's B-tree in every day's partition, and where the GIN's pending list is long, reads
- * every one of the merchant's rows through that B-tree instead (2,200 pages for one reference).
+ * The list's statement selecting `columns`, newest first, one row more than the page. A reference
+ * is looked up in the merchant-qualified GIN alone, in a materialised CTE: the planner, with no
+ * statistics for unique array elements, would otherwise also read the merchant's B-tree in every
+ * day's partition (2,200 pages for one reference).
  */
 function listStatement(merchantId: string, filters: WebhookFilters, columns: string): { text: string; params: unknown[] } {
   checkFilters(filters);
@@ -216,7 +184,7 @@ function page<T>(rows: WebhookRow[], limit: number, view: (row: WebhookRow) => T
   return { webhooks: shown.map(view), nextCursor: rows.length > limit ? encodeCursor(shown.at(-1)!) : null };
 }
 
-/** The most payload bytes (as JSON text) a feed page carries, whatever its limit: 500 events of 256 KB would be 128 MB. */
+/** The most payload bytes a feed page carries, whatever its limit: 500 events of 256 KB would be 128 MB. */
 export const FEED_PAGE_BYTES = 4 * 1024 * 1024;
 
 export interface DeliveryLogQueryOptions {
@@ -225,15 +193,13 @@ export interface DeliveryLogQueryOptions {
 }
 
 /**
- * The feed's page: up to `limit` events after the cursor, cut where their payloads' running total
- * passes the budget, in PostgreSQL, so that the events left out never reach this process. A page
- * is a prefix in seq order (the running total only grows), so the next page starts right after its
- * last event; the first event is kept whatever its size, so a page always moves the cursor on.
+ * The feed's page: up to `limit` events after the cursor, cut in PostgreSQL where their payloads'
+ * running total passes the budget. A page is a prefix in seq order, so the next starts right after
+ * it; the first event is kept whatever its size, so a page always moves the cursor on.
  */
 const FEED_STATEMENT = `
 SELECT ${SUMMARY_COLUMNS}, payload, (
-  -- The event's status over its deliveries: pending while one is, else failed if one did, else
-  -- delivered if one was; skipped when none was sent.
+  -- The event's status over its deliveries, as foldDeliveries ranks them.
   SELECT CASE WHEN bool_or(e.status = 'retrying') THEN 'retrying' WHEN bool_or(e.status = 'failed') THEN 'failed'
     WHEN bool_or(e.status = 'delivered') THEN 'delivered' ELSE 'skipped' END
   FROM delivery_webhooks e WHERE e.merchant_id = counted.merchant_id AND e.webhook_id = counted.webhook_id
@@ -268,7 +234,6 @@ export function deliveryLogQueries(db: Queryable, options: DeliveryLogQueryOptio
 
     async getWebhook(merchantId: string, webhookId: string): Promise<WebhookDetail | undefined> {
       if (!isStorableText(webhookId)) throw new InvalidFilterError('webhookId', 'it holds a NUL character');
-      // One row per delivery (endpoint): its primary key's prefix.
       const rows = await run<WebhookRow>(
         db,
         withRecords(`SELECT ${DETAIL_COLUMNS} FROM delivery_webhooks WHERE merchant_id = $1 AND webhook_id = $2`),

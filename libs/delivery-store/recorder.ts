@@ -2,35 +2,69 @@ import { randomUUID } from 'node:crypto';
 import type { BrokerConnection, Consumer, Delivery } from '../broker/index.js';
 import type { Logger } from '../logger/index.js';
 import { appendCheckpoint, fingerprintAt, landCheckpoint, offsetOf } from '../streams/index.js';
-import { declareQueueSpec, deliveriesSpec, topologyNames } from '../topology/index.js';
+import { declareQueueSpec, deliveriesSpec, type Replication, topologyNames } from '../topology/index.js';
 import { BatchWriter } from './batch-writer.js';
 import { type Pending, type Prepared, prepareBatch, settle } from './batches.js';
 import type { Database, Session } from './database.js';
 import { caughtUpAt, restartStream, storedPlace } from './materialise.js';
-import { BATCH_BYTES, BUFFER_BYTES, type RecorderOptions, type RecorderState } from './recorder-options.js';
 import { dropExpiredPartitions } from './schema.js';
 import { ATTR, inSpan, SpanKind } from '../tracing/index.js';
 
-export { BATCH_BYTES, BUFFER_BYTES, type RecorderOptions, type RecorderState } from './recorder-options.js';
+export interface RecorderOptions {
+  prefix: string;
+  replication?: Replication;
+  /** DELIVERY_LOG_RETENTION: day partitions older than this are dropped. */
+  retentionMs: number;
+  /** Stream messages per transaction at most (each holds up to 200 records)... */
+  maxMessages?: number;
+  /** ...and their bytes at most (at least one message). */
+  maxBatchBytes?: number;
+  /** A batch is written this long after its first message at the latest. */
+  flushAfterMs?: number;
+  /** How often a standby tries to take the lock, and a leader without a database tries again. */
+  retryMs?: number;
+  /** Stream messages handed out before an ack... */
+  prefetch?: number;
+  /** ...and the bytes read and not stored at most: past this, reading stops until half is stored. */
+  bufferBytes?: number;
+  /** How often the leader appends a checkpoint to learn how far behind the stream's end it is. */
+  checkpointEveryMs?: number;
+  /** A checkpoint not read back within this, while nothing else arrives, means the consumer stopped: subscribe again. */
+  livenessDeadlineMs?: number;
+}
+
+/** What a recorder reports, for metrics and tests. */
+export interface RecorderState {
+  leading: boolean;
+  /** Stream messages read and not yet stored, and their bytes. */
+  pending: number;
+  pendingBytes: number;
+  /** When the stream last ended where the log now holds everything (ms since epoch), measured by a checkpoint. */
+  caughtUpAt?: number;
+  recordsStored: number;
+  /** Entries that are not records, and records PostgreSQL refused: set aside in the quarantine table. */
+  rejected: number;
+  quarantined: number;
+  /** Times the consumer was subscribed again: it stopped receiving, or reading paused for memory. */
+  resubscribed: number;
+}
+
+/** The read-ahead's bytes, and a batch's (several copies of one live at once). Measured in BENCHMARKS 8b. */
+export const BUFFER_BYTES = 16 * 1024 * 1024;
+export const BATCH_BYTES = 4 * 1024 * 1024;
 
 /**
- * Materialises `<prefix>.deliveries` into PostgreSQL. One recorder writes at a time: the leader
- * holds a session-level advisory lock, and the others wait and retry (replicas stand by). The
- * leader reads the stream from the offset stored in PostgreSQL and stores each batch and the next
- * offset in one statement, so after a crash, a lost connection or a PostgreSQL restart it resumes
- * exactly after what was stored: nothing is missed or stored twice.
+ * Materialises `<prefix>.deliveries` into PostgreSQL. The leader holds a session-level advisory
+ * lock (replicas stand by), reads the stream from the offset stored in PostgreSQL and stores each
+ * batch with the next offset in one statement, so after a crash or a lost connection it resumes
+ * exactly after what was stored. What PostgreSQL refuses for the data itself is split until the
+ * record it refuses is found and set aside (BatchWriter): one record must not stop the log.
+ * Anything else gives the lead up; it is taken again from the stored offset.
  *
- * What PostgreSQL refuses for the data itself (a value it cannot hold, a size over its limits) is
- * split until the one record it refuses is found, and that record is set aside in
- * delivery_log_quarantine with its stream offset: one record must not stop the log for every
- * merchant. Anything else (connection lost, server shutting down) gives the lead up; it is taken
- * again from the stored offset.
- *
- * How far behind it is, is measured, not assumed: every few seconds the leader appends a
- * checkpoint to the stream, and only once that checkpoint is stored past does caught_up_at move to
- * its append time. A consumer that stopped receiving (RabbitMQ 3.10 can leave one silent on an
- * open channel) or a lost connection leaves caught_up_at where it was, and the consumer is
- * subscribed again when its checkpoint does not come back.
+ * How far behind it is, is measured: the leader appends a checkpoint every few seconds, and
+ * caught_up_at moves to its append time only once it is stored past. A consumer that stopped
+ * receiving (RabbitMQ 3.10 can leave one silent on an open channel) is subscribed again when its
+ * checkpoint does not come back.
  */
 export class DeliveryLogRecorder {
   private readonly stream: string;
@@ -60,14 +94,12 @@ export class DeliveryLogRecorder {
   private readonly checkpoints = new Map<string, number>();
   private lastReceivedAt = Date.now();
   readonly state: RecorderState = { leading: false, pending: 0, pendingBytes: 0, recordsStored: 0, rejected: 0, quarantined: 0, resubscribed: 0 };
-  /** Stores each prepared batch, setting aside what PostgreSQL refuses. */
   private readonly writer: BatchWriter;
   private readonly onDisconnected = () => {
     // What the lost channel delivered will come again from the stored offset.
     this.buffer = [];
     this.countBuffer();
-    // A consumer closed to pause reading is not resumed by the reconnect: subscribe it again now
-    // (it starts once connected).
+    // A consumer closed to pause reading is not resumed by the reconnect.
     this.resumeIfDrained();
   };
   /** A reconnect may follow an operator deleting the stream: lead again, which looks at where it ends. */
@@ -81,7 +113,7 @@ export class DeliveryLogRecorder {
   ) {
     this.stream = topologyNames(options.prefix).deliveries;
     this.lockName = `webhooks-delivery-recorder:${this.stream}`;
-    this.writer = new BatchWriter(this.stream, logger, options, this.state);
+    this.writer = new BatchWriter(this.stream, logger, this.state);
   }
 
   async start(): Promise<void> {
@@ -130,22 +162,18 @@ export class DeliveryLogRecorder {
       this.next = place?.nextOffset;
       this.lastEntry = place?.lastEntry;
       if (place && (await this.isNewStream(place.nextOffset, place.lastEntry))) {
-        // Deleted and declared again (streams cannot be purged): its offsets started over, and
-        // resuming at the stored one would wait past its end for ever, or skip the new stream's
-        // first entries. Feed positions move past every one given out, so that no cursor skips
-        // the new stream's webhooks.
+        // Deleted and declared again (streams cannot be purged): its offsets started over. Feed
+        // positions move past every one given out, so that no cursor skips its webhooks.
         this.logger.warn('stream deleted and declared again; reading it from its first entry', { stream: this.stream, resumedAt: this.next });
         await restartStream(session, this.stream);
         this.next = 0;
         this.lastEntry = null;
       }
-      // Safe here: a batch and its offset commit together, so a commit lost in a PostgreSQL crash
-      // loses both, and the recorder stores those records again from the stream, with the same
-      // feed positions (derived from their offsets), so no cursor handed out skips them.
+      // Safe: a batch and its offset commit together, so a commit lost in a crash loses both, and
+      // they are stored again from the stream with the same feed positions (from their offsets).
       await session.query('SET synchronous_commit = off');
-      // A lock held elsewhere (a migration, VACUUM FULL) is the database's state, not the data's:
-      // it must fail as lock_not_available (retried), never as a statement timeout (which may set
-      // a record aside).
+      // A lock held elsewhere must fail as lock_not_available (retried), never as a statement
+      // timeout (which may set a record aside).
       await session.query("SET lock_timeout = '10s'");
       const measured = await caughtUpAt(session, this.stream);
       this.state.caughtUpAt = (measured ?? new Date()).getTime();
@@ -171,7 +199,7 @@ export class DeliveryLogRecorder {
     this.idle();
   }
 
-  /** Reads from just past what is buffered (or stored), with deliveries of any earlier subscription ignored. */
+  /** Reads from just past what is buffered (or stored); deliveries of an earlier subscription are ignored. */
   private async subscribe(): Promise<void> {
     const subscription = ++this.subscription;
     const generation = this.generation;
@@ -199,23 +227,15 @@ export class DeliveryLogRecorder {
     await consumer?.close();
   }
 
-  /**
-   * A stream that ends before the stored offset, or holds another entry than the one stored last
-   * just before it, is not the one the offset was stored for.
-   */
+  /** A stream that ends before the stored offset, or holds another entry just before it, is not the one it was stored for. */
   private async isNewStream(nextOffset: number, lastEntry: string | null): Promise<boolean> {
-    if ((await this.streamEnd()) < nextOffset) return true;
+    if ((await landCheckpoint(this.broker, this.stream, randomUUID(), 10_000)) < nextOffset) return true;
     if (nextOffset === 0 || lastEntry === null) return false;
     const there = await fingerprintAt(this.broker, this.stream, nextOffset - 1, 5_000);
     return there !== undefined && there !== lastEntry;
   }
 
-  /** The offset the stream is at now (a checkpoint appended and read back where it landed). */
-  private streamEnd(): Promise<number> {
-    return landCheckpoint(this.broker, this.stream, randomUUID(), 10_000);
-  }
-
-  /** After a reconnect while leading: a stream that ends before the stored offset is a new one. */
+  /** After a reconnect while leading: is it a new stream? */
   private async checkStream(): Promise<void> {
     if (!this.session || this.next === undefined || this.stopped) return;
     try {
@@ -243,8 +263,7 @@ export class DeliveryLogRecorder {
     this.buffer.push({ offset, delivery, bytes: delivery.message.content.length });
     this.countBuffer();
     if (this.state.pendingBytes > (this.options.bufferBytes ?? BUFFER_BYTES)) {
-      // A catch-up of large messages: the prefetch bounds messages, not bytes. Stop reading, and
-      // subscribe again from past the buffer once half of it is stored.
+      // The prefetch bounds messages, not bytes: stop reading until half of the buffer is stored.
       this.paused = true;
       void this.unsubscribe();
     }
@@ -272,7 +291,6 @@ export class DeliveryLogRecorder {
       });
   }
 
-  /** The next batch from the buffer (see prepareBatch). */
   private prepare(): Prepared | undefined {
     const after = Math.max(this.preparedUpTo ?? -1, (this.next ?? 0) - 1);
     const maxMessages = this.options.maxMessages ?? 100;
@@ -282,30 +300,25 @@ export class DeliveryLogRecorder {
     return batch;
   }
 
-  /**
-   * Stores batches one after another in stream order, each in one statement with its offset; the
-   * next batch is prepared while the current one is in PostgreSQL.
-   */
+  /** Stores batches in stream order, each with its offset; the next is prepared while one is in PostgreSQL. */
   private async write(): Promise<void> {
     let current = this.prepare();
     while (current) {
       const session = this.session;
       if (!session) return;
       const batch = current;
-      // With tracing on, a span per batch stored (its own trace: a batch holds many webhooks' records).
+      // Its own trace: a batch holds many webhooks' records.
       const storing = inSpan(
         'insert delivery log',
         { kind: SpanKind.CLIENT, attributes: { 'db.system.name': 'postgresql', 'db.operation.name': 'INSERT', 'db.operation.batch.size': batch.records.length, [ATTR.messagingDestination]: this.stream } },
         () => this.writer.store(session, batch),
       );
-      // Let the statement go out, then prepare the next batch meanwhile.
       await new Promise((resolve) => setImmediate(resolve));
       const next = this.prepare();
       await storing;
       this.next = current.nextOffset;
       this.lastEntry = current.lastEntry;
-      // The buffer may have been cleared by a disconnect meanwhile, and what was read again then is
-      // stored now: drop, and ack, only what was stored.
+      // A disconnect may have cleared the buffer meanwhile, and it was read again: drop, and ack, only what was stored.
       for (const item of current.items) settle(item);
       this.buffer = this.buffer.filter((p) => p.offset >= this.next! || (settle(p), false));
       this.countBuffer();
@@ -323,10 +336,7 @@ export class DeliveryLogRecorder {
     void this.subscribe().catch((err) => this.logger.warn('delivery recorder cannot subscribe again yet; the next reconnect does', { error: (err as Error).message }));
   }
 
-  /**
-   * Every few seconds: a checkpoint appended to learn how far behind the log is (and, if it does
-   * not come back while nothing else arrives, a silent consumer subscribed again); retention hourly.
-   */
+  /** Every few seconds: the liveness check and a checkpoint appended; retention hourly. */
   private idle(): void {
     let sinceExpiry = 0;
     const every = this.options.checkpointEveryMs ?? 5_000;
@@ -380,7 +390,7 @@ export class DeliveryLogRecorder {
     if (dropped.length > 0) this.logger.info('delivery log partitions dropped', { dropped });
   }
 
-  /** The database went away under the leader: stop reading, forget what was read, take the lead again later. */
+  /** The database went away under the leader: forget what was read, take the lead again later. */
   private async giveUp(err: Error): Promise<void> {
     if (!this.session) return;
     this.logger.warn('delivery recorder lost its database session; will resume from the stored offset', { error: err.message });

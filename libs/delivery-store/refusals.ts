@@ -1,8 +1,7 @@
 /**
- * Which PostgreSQL errors are about the data of a batch (split it, and set aside what it refuses)
- * and which are about the database (give the lead up and try again). A server that is shutting
- * down, out of connections or unreachable must never cost a record; a value it cannot hold, a
- * size over its limits or a constraint it rejects must never stop the log.
+ * Which PostgreSQL errors are about a batch's data (split it, set aside what is refused) and which
+ * about the database (give the lead up, try again): an outage must never cost a record, and a
+ * value it cannot hold must never stop the log.
  */
 import { UnstorableTimeError } from './schema.js';
 
@@ -21,15 +20,14 @@ const TRANSIENT_CLASSES = new Set([
   'HV', // foreign data wrapper
 ]);
 
-/** The statement ran over statement_timeout (or was cancelled). */
 export function isTimeout(err: unknown): boolean {
   return codeOf(err) === '57014';
 }
 
 /**
  * The statement was refused for what it carried: any SQLSTATE outside the transient classes, or a
- * day no partition can hold. A statement timeout counts for a batch of several records (it may be
- * too large), never for one alone (see the recorder's timedOutEnough).
+ * day no partition can hold. A statement timeout counts for several records (the batch may be too
+ * large), never for one alone (see BatchWriter's timedOutEnough).
  */
 export function isRefusal(err: unknown, records: number): boolean {
   if (err instanceof UnstorableTimeError) return true;

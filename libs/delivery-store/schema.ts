@@ -1,17 +1,11 @@
 import type { Queryable } from './database.js';
 
-/**
- * The tables are made by libs/migrations/sql (`webhooks migrate`); what is here is the lifecycle
- * of the data partitioned by day: each day's partition of the delivery log's records (made as
- * records arrive) and of the intake keys (made ahead by the dispatchers, libs/intake-keys), and
- * the partitions and rows past their retention, dropped.
- */
+/** The day partitions of the delivery log's records and of the intake keys, made and dropped past retention (the tables are the migrations'). */
 
 /** How many feed cursors one stream message spans: its records' places (a message holds at most 200). */
 export const SEQ_PER_OFFSET = 1024;
 
-export const PARTITIONED_TABLES = ['delivery_records', 'intake_keys'] as const;
-export type PartitionedTable = (typeof PARTITIONED_TABLES)[number];
+type PartitionedTable = 'delivery_records' | 'intake_keys';
 
 const DAY_MS = 86_400_000;
 
@@ -40,10 +34,7 @@ export async function ensurePartition(db: Queryable, table: PartitionedTable, da
   );
 }
 
-/**
- * Drops every day partition of records that ended before now − retention, and the webhooks whose
- * last record is older than that (in slices, so no long lock); returns what it dropped.
- */
+/** Drops the records' day partitions and the webhooks (in slices: no long lock) past retention; returns the partitions dropped. */
 export async function dropExpiredPartitions(db: Queryable, retentionMs: number, now = new Date()): Promise<string[]> {
   const cutoff = now.getTime() - retentionMs;
   const dropped = await dropPartitionsEndedBy(db, 'delivery_records', cutoff);

@@ -21,14 +21,7 @@ export interface WebhookSummary extends DeliverySummary {
   webhookId: string;
   event: string;
   references: string[];
-  status: WebhookStatus;
-  attempts: number;
   firstSeenAt: string;
-  firstAttemptAt: string | null;
-  lastAttemptAt: string | null;
-  lastHttpStatus: number | null;
-  lastError: string | null;
-  nextAttemptAt: string | null;
 }
 
 export interface RecordView {
@@ -48,7 +41,7 @@ export interface RecordView {
 
 export interface WebhookDetail extends WebhookSummary {
   payload: unknown;
-  /** Each endpoint's delivery of the webhook, by endpoint id. */
+  /** Each endpoint's delivery, by endpoint id. */
   deliveries: DeliverySummary[];
   records: RecordView[];
   /** Repeats of its intake key acked without delivery (INTAKE_DEDUPE_WINDOW), while the key is kept; and the last one's time. */

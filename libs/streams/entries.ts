@@ -10,9 +10,8 @@ export function offsetOf(headers: Record<string, unknown> | undefined): number |
 export const CHECKPOINT = 'checkpoint';
 
 /**
- * The stream gives no message count, so a reader marks "now" by appending a checkpoint with an id of
- * its own: reading it back means every entry written before it has been seen. The same entry type
- * in every stream the service tails (failed, retries, merchants).
+ * The stream gives no message count, so a reader marks "now" by appending a checkpoint with an id
+ * of its own: reading it back means every entry written before it has been seen.
  */
 export function appendCheckpoint(broker: BrokerConnection, stream: string, id: string, deadlineMs?: number): Promise<void> {
   return broker.sendToQueue(
@@ -21,8 +20,4 @@ export function appendCheckpoint(broker: BrokerConnection, stream: string, id: s
     { contentType: 'application/json', headers: { [HEADERS.entryType]: CHECKPOINT, [HEADERS.checkpointId]: id } },
     deadlineMs,
   );
-}
-
-export function isCheckpoint(headers: Record<string, unknown> | undefined, id: string | undefined): boolean {
-  return id !== undefined && headers?.[HEADERS.checkpointId] === id;
 }

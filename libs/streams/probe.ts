@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { ConsumeMessage } from 'amqplib';
 import { type BrokerConnection, BrokerUnavailableError } from '../broker/index.js';
 import { HEADERS } from '../contracts/index.js';
-import { appendCheckpoint, isCheckpoint, offsetOf } from './entries.js';
+import { appendCheckpoint, offsetOf } from './entries.js';
 
 /**
  * Appends checkpoint `id` and reads where it landed, from a reader attached at the stream's end:
@@ -23,7 +23,7 @@ export async function landCheckpoint(broker: BrokerConnection, stream: string, i
     onMessage: (message) => {
       if (!message) return failed(new BrokerUnavailableError(`the broker cancelled the probe of ${stream}`));
       const offset = offsetOf(message.properties.headers);
-      if (offset !== undefined && isCheckpoint(message.properties.headers, id)) found(offset);
+      if (offset !== undefined && message.properties.headers?.[HEADERS.checkpointId] === id) found(offset);
     },
     onClose: () => failed(new BrokerUnavailableError(`channel closed while probing ${stream}`)),
   });
@@ -31,32 +31,6 @@ export async function landCheckpoint(broker: BrokerConnection, stream: string, i
   try {
     await appendCheckpoint(broker, stream, id, timeoutMs);
     return await landed;
-  } finally {
-    clearTimeout(timer);
-    await reader.close();
-  }
-}
-
-/** The entry at `offset`, or undefined when it cannot tell (removed by retention, past the end, no answer in time). */
-async function entryAt(broker: BrokerConnection, stream: string, offset: number, timeoutMs: number): Promise<ConsumeMessage | undefined> {
-  let settle!: (entry: ConsumeMessage | undefined) => void;
-  const answer = new Promise<ConsumeMessage | undefined>((resolve) => {
-    settle = resolve;
-  });
-  const reader = await broker.openReader(stream, {
-    prefetch: 10,
-    arguments: { 'x-stream-offset': offset },
-    onMessage: (message) => {
-      if (!message) return settle(undefined);
-      const at = offsetOf(message.properties.headers);
-      if (at === undefined || at < offset) return;
-      settle(at === offset ? message : undefined);
-    },
-    onClose: () => settle(undefined),
-  });
-  const timer = setTimeout(() => settle(undefined), timeoutMs);
-  try {
-    return await answer;
   } finally {
     clearTimeout(timer);
     await reader.close();
@@ -81,6 +55,25 @@ export function fingerprintOf(message: ConsumeMessage): string {
  * broker never makes it start over.
  */
 export async function fingerprintAt(broker: BrokerConnection, stream: string, offset: number, timeoutMs: number): Promise<string | undefined> {
-  const entry = await entryAt(broker, stream, offset, timeoutMs);
-  return entry && fingerprintOf(entry);
+  let settle!: (entry: ConsumeMessage | undefined) => void;
+  const answer = new Promise<ConsumeMessage | undefined>((resolve) => (settle = resolve));
+  const reader = await broker.openReader(stream, {
+    prefetch: 10,
+    arguments: { 'x-stream-offset': offset },
+    onMessage: (message) => {
+      if (!message) return settle(undefined);
+      const at = offsetOf(message.properties.headers);
+      if (at === undefined || at < offset) return;
+      settle(at === offset ? message : undefined);
+    },
+    onClose: () => settle(undefined),
+  });
+  const timer = setTimeout(() => settle(undefined), timeoutMs);
+  try {
+    const entry = await answer;
+    return entry && fingerprintOf(entry);
+  } finally {
+    clearTimeout(timer);
+    await reader.close();
+  }
 }
