@@ -15,10 +15,8 @@ export interface FailureFacts {
 }
 
 /**
- * The headers of a failure entry: the webhook's own (`webhook`: who, which event, references,
- * first seen) and the failure's. A status from an earlier attempt is not carried: the entry says
- * what the last attempt answered, or nothing. The entry gets an id of its own because its offset
- * is no identity: deleting the stream (the only way to empty it) starts offsets over at 0.
+ * The headers of a failure entry: the webhook's own and the failure's. An earlier attempt's status
+ * is not carried. The entry gets an id of its own because deleting the stream starts offsets over.
  */
 export function failureEntryHeaders(webhook: ScalarHeaders, facts: FailureFacts): ScalarHeaders {
   const headers: ScalarHeaders = { ...webhook };

@@ -6,7 +6,7 @@ export interface ResendTarget {
   endpoints: ReadonlyArray<Pick<Endpoint, 'id' | 'enabled' | 'events'>>;
 }
 
-/** The endpoint (or, without one named, every endpoint of the merchant) is off or not set up: a resent copy would only fail again, so nothing is claimed and the failures stay. */
+/** The endpoint (without one named: every endpoint) is off or not set up: a copy would only fail again, so nothing is claimed. */
 export class WebhookDisabledError extends Error {
   constructor(readonly merchantId: string, readonly endpointId?: string) {
     super(
@@ -18,7 +18,7 @@ export class WebhookDisabledError extends Error {
   }
 }
 
-/** Every failure found is of an endpoint the merchant deleted since: there is nowhere to resend it (the entry stays until retention). */
+/** Every failure found is of an endpoint deleted since: nowhere to resend it (the entry stays until retention). */
 export class EndpointDeletedError extends Error {
   constructor(readonly endpointIds: string[]) {
     super(`endpoint ${endpointIds.join(', ')} was deleted; its failed webhooks cannot be resent`);
@@ -29,28 +29,20 @@ export class EndpointDeletedError extends Error {
 /** Where one failure would be resent, or why it stays failed. */
 export type Verdict = { send: string } | { keep: 'disabled' | 'deleted' | 'not-subscribed'; endpointId: string };
 
-/**
- * The endpoint a failure of `endpointId` belongs to: that endpoint, or for a row written before
- * endpoints ('') the merchant's first (its only one then). Undefined: deleted since.
- */
-export function endpointOf(target: ResendTarget, endpointId: string): ResendTarget['endpoints'][number] | undefined {
+/** The endpoint a failure of `endpointId` belongs to (the merchant's first for ''); undefined: deleted since. */
+function endpointOf(target: ResendTarget, endpointId: string): ResendTarget['endpoints'][number] | undefined {
   return endpointId === '' ? target.endpoints[0] : target.endpoints.find((e) => e.id === endpointId);
 }
 
-/**
- * The failure index's endpoint ids that name `endpointId`: itself, and the rows written before
- * endpoints when it is the merchant's first.
- */
+/** The failure index's endpoint ids that name `endpointId`: with '' when it is the merchant's first. */
 export function rowsOfEndpoint(target: ResendTarget, endpointId: string): string[] {
   return target.endpoints[0]?.id === endpointId ? [endpointId, ''] : [endpointId];
 }
 
 /**
- * The checks every resend makes (the API's, the portal's, the CLI's: ResendService runs them, so
- * none can skip them). Before anything is claimed: some endpoint must be on (`only`: that one,
- * when it is the merchant's), else WebhookDisabledError. Then per failure, on the endpoint it
- * failed on: that endpoint must still exist, be on and receive the event; a failure that may not
- * go stays failed, and the resend says why when nothing else is left.
+ * The checks every resend makes (ResendService runs them, so no caller can skip them). Before
+ * anything is claimed: some endpoint must be on (`only`: that one), else WebhookDisabledError.
+ * Then per failure: its endpoint must still exist, be on and receive the event, else it stays failed.
  */
 export function receiverOf(target: ResendTarget, only?: string): (failure: { endpointId: string; event: string }) => Verdict {
   const named = only === undefined ? undefined : target.endpoints.find((e) => e.id === only);

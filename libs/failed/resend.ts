@@ -23,11 +23,7 @@ export class NothingToResendError extends Error {
   }
 }
 
-/**
- * Another resend holds these failures: it is under way, or its copy was not confirmed and may
- * still be delivered. Resending now could deliver twice; after `retryAfterMs` the claim's lease has
- * run out.
- */
+/** Another resend holds these failures (under way, or its copy may still be delivered): after `retryAfterMs` its lease has run out. */
 export class ResendInProgressError extends Error {
   constructor(readonly retryAfterMs: number) {
     super(`another resend holds these failed webhooks (under way, or its outcome not known yet); try again in ${Math.ceil(retryAfterMs / 1000)} s`);
@@ -35,10 +31,7 @@ export class ResendInProgressError extends Error {
   }
 }
 
-/**
- * A copy the broker did not confirm in time, or whose channel failed before the confirm: it may be
- * stored and delivered, so its claim is kept for its lease (`holdMs`) instead of released.
- */
+/** A copy not confirmed in time, or whose channel failed first: it may be delivered, so its claim is kept for its lease (`holdMs`). */
 export class ResendOutcomeUnknownError extends BrokerUnavailableError {
   constructor(readonly holdMs: number, options?: { cause?: unknown }) {
     super('resent copy not confirmed; it may still be delivered', options);
@@ -70,29 +63,18 @@ export class EventNotSubscribedError extends Error {
   }
 }
 
-export interface ResendOptions {
-  now?: () => Date;
-  /** A copy not confirmed within this answers 503 resend_outcome_unknown (its claim held for the lease). */
-  publishDeadlineMs?: number;
-  leaseMs?: number;
-}
-
 /**
- * Resends a merchant's failed webhooks, once, however many replicas are asked at the same moment:
- * one conditional UPDATE in PostgreSQL claims the failures no live claim holds (FailedStore), so
- * concurrent resends split them and a later one finds them held or resent. Each claimed webhook is
- * republished to `dispatch` (mandatory, confirmed) and marked resent as soon as its copy is
- * confirmed, so a resend that fails half-way is retried without sending again what went out; the
- * claim is renewed while the copies go out, so a resend longer than the lease keeps what it holds.
- * What surely did not go out is given back at once; a copy whose confirm does not come in time may
- * still be stored, so its claim is kept for the lease (and marked resent if the confirm comes later).
- * Each copy carries which resend of its webhook it is (x-resend), which orders its attempts after
- * the earlier ones in the delivery log.
+ * Resends a merchant's failed webhooks once, however many replicas are asked at the same moment:
+ * one conditional UPDATE claims the failures no live claim holds (FailedStore), so concurrent
+ * resends split them. Each claimed webhook is republished to `dispatch` (mandatory, confirmed) and
+ * marked resent as soon as its copy is confirmed, so a resend that fails half-way is retried
+ * without sending again what went out; the claim is renewed while the copies go out. What surely
+ * did not go out is given back at once; a copy whose confirm comes late may still be stored, so its
+ * claim is kept for the lease. Each copy carries which resend it is (x-resend), which orders its
+ * attempts after the earlier ones in the delivery log.
  */
 export class ResendService {
   private readonly names: TopologyNames;
-  private readonly now: () => Date;
-  private readonly deadlineMs: number;
   private readonly leaseMs: number;
   /** Marks of late confirms in flight; drain() waits for them. */
   private readonly pending = new Set<Promise<void>>();
@@ -102,29 +84,20 @@ export class ResendService {
     private readonly store: FailedStore,
     prefix: string,
     private readonly logger: Logger,
-    options: ResendOptions = {},
+    options: { leaseMs?: number } = {},
   ) {
     this.names = topologyNames(prefix);
-    this.now = options.now ?? (() => new Date());
-    this.deadlineMs = options.publishDeadlineMs ?? RESEND_CONFIRM_DEADLINE_MS;
     this.leaseMs = options.leaseMs ?? CLAIM_LEASE_MS;
   }
 
-  /**
-   * A reference's failures (spec 4.1). The merchant's webhook must be on (WebhookDisabledError),
-   * and failures of events it no longer receives stay failed: checked here, so that every caller
-   * makes the same checks.
-   */
+  /** A reference's failures (spec 4.1), with receiverOf's checks, made here so that every caller makes them. */
   resend(merchant: ResendTarget, reference: string): Promise<number> {
     return inSpan('resend', { attributes: { [ATTR.merchantId]: merchant.id, [ATTR.reference]: reference } }, () =>
       this.resendWhere(merchant.id, { reference }, receiverOf(merchant), reference),
     );
   }
 
-  /**
-   * One webhook by its id, whatever its references, on every endpoint where it failed, or on
-   * `endpointId` alone; the same checks.
-   */
+  /** One webhook, on every endpoint where it failed or on `endpointId` alone; the same checks. */
   resendWebhook(merchant: ResendTarget, webhookId: string, endpointId?: string): Promise<number> {
     const filter: FailureFilter = endpointId === undefined ? { webhookId } : { webhookId, endpointIds: rowsOfEndpoint(merchant, endpointId) };
     return inSpan('resend', { attributes: { [ATTR.merchantId]: merchant.id, [ATTR.webhookId]: webhookId } }, () =>
@@ -143,7 +116,7 @@ export class ResendService {
       if (why.kind === 'held') throw new ResendInProgressError(why.ms);
       throw why.kind === 'capped' ? new ResendLimitError(why.ms) : new NothingToResendError();
     }
-    /** Why failures stay failed (the endpoint off, deleted, no longer receiving the event): the answer when nothing went. */
+    /** Why failures stay failed: the answer when nothing went. */
     const kept = { disabled: new Set<string>(), deleted: new Set<string>(), 'not-subscribed': new Set<string>() };
     /** Surely not sent: given back. */
     const giveBack: FailureKey[] = [];
@@ -160,7 +133,6 @@ export class ResendService {
         lease.done(webhook);
         // Its lease ran out before a renewal reached it, and another resend took it: that one sends it.
         if (!lease.holds(webhook)) continue;
-        // Each failure goes back to the endpoint it failed on, and to no other.
         const verdict = verdictOf(webhook);
         if ('keep' in verdict) {
           // The dispatcher would only put it back in failed: leave it there, and say why.
@@ -176,9 +148,8 @@ export class ResendService {
           continue;
         }
         sent.push(webhook);
-        // Marked at once, so no later resend can claim a copy already sent, however long the rest
-        // take. A mark that fails leaves it held for the lease; the dispatcher marks the copy again
-        // when it takes it.
+        // Marked at once, so no later resend can claim a copy already sent. A mark that fails leaves
+        // it held for the lease; the dispatcher marks the copy again when it takes it.
         await inSpan('resolve failed_webhooks', DB_UPDATE, () => this.store.markResent(merchantId, [webhook.webhookId], claimId, webhook.endpointId)).catch((err: unknown) =>
           this.warn('resent webhook not marked; the dispatcher marks it', merchantId, err),
         );
@@ -198,10 +169,9 @@ export class ResendService {
   }
 
   /**
-   * Renews the claim every third of its lease while its copies go out (a slow broker, many rows),
-   * so no other resend takes a row this one still holds: the row in flight included. `done(id)`:
-   * the row is sent or about to be, no longer renewed once marked. `lost()`: a renewal failed
-   * (PostgreSQL unreachable), so the rows may be free soon and nothing more may go out.
+   * Renews the claim every third of its lease while its copies go out, so no other resend takes a
+   * row this one still holds. `done(key)`: the rows before it need no renewal. `lost()`: a renewal
+   * failed, so the rows may be free soon and nothing more may go out.
    */
   private keepLease(merchantId: string, claimId: string, claimed: readonly FailureKey[]) {
     let waiting = claimed.map(keyOf);
@@ -233,16 +203,15 @@ export class ResendService {
   }
 
   /**
-   * Publishes a fresh copy with confirms. Resolves when confirmed. Throws BrokerUnavailableError
-   * when surely nothing was stored (not connected, or no queue took it), ResendOutcomeUnknownError
-   * when it may have been: no confirm within the deadline, or a channel failure before it.
+   * Publishes a copy, resolved when confirmed. Throws BrokerUnavailableError when surely nothing
+   * was stored, ResendOutcomeUnknownError when it may have been (no confirm in time, a channel failure).
    */
   private async republish(merchantId: string, claimId: string, webhook: ClaimedFailure, endpointId: string, reference: string | undefined): Promise<void> {
     // A failure only the recorder indexed has no headers: the ones the dispatcher needs, from the row.
     const headers: ScalarHeaders = webhook.headers
       ? copyHeaders(webhook.headers, { from: 'failure-entry' })
       : webhookHeaders(merchantId, webhook.event, webhook.webhookId, webhook.references);
-    headers[HEADERS.resentAt] = this.now().toISOString();
+    headers[HEADERS.resentAt] = new Date().toISOString();
     headers[HEADERS.resend] = webhook.resend;
     // The dispatcher marks the failure resent when it takes this copy, in case this replica dies first.
     headers[HEADERS.claimId] = claimId;
@@ -258,7 +227,7 @@ export class ResendService {
     );
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<'late'>((resolve) => {
-      timer = setTimeout(() => resolve('late'), this.deadlineMs);
+      timer = setTimeout(() => resolve('late'), RESEND_CONFIRM_DEADLINE_MS);
     });
     try {
       if ((await Promise.race([publish.then(() => 'confirmed' as const), late])) === 'confirmed') return;

@@ -2,18 +2,17 @@ import { messageFromLoggedBody } from '../contracts/index.js';
 import type { Queryable } from '../delivery-store/database.js';
 
 /**
- * The failure index: one row per failed delivery of a merchant (a webhook fails once per endpoint:
- * keyed by merchant, webhook and endpoint, '' on rows written before endpoints), the failed message
- * as it went to `failed` (its body and headers) and the state of its resend. A row is one failure,
- * known by its time: a webhook that fails again after a resend gets a later `failed_at`, which frees it for the
- * next resend; the same failure written twice (by the dispatcher and by the recorder) is one row.
+ * The failure index: one row per failed delivery (merchant, webhook, endpoint: '' on rows written
+ * before endpoints), the failed message (body and headers) and the state of its resend. A row is
+ * one failure, known by its time: failing again after a resend gives a later `failed_at`, which
+ * frees it for the next resend; the same failure written by the dispatcher and the recorder is one row.
  *
  * Resending claims rows with one conditional UPDATE: `claim_id` set by the first resend, `resent_at`
- * as soon as its copy is confirmed in `dispatch`. The resender renews its claim while its copies go
- * out (renew()), so a resend of many rows may take longer than the lease; a claim whose resender
- * died or lost the database is free again one lease after its last renewal, and one whose copy was
- * not confirmed in time stays held for that lease, since the copy may still be delivered.
+ * once its copy is confirmed in `dispatch`. The resender renews its claim while its copies go out;
+ * a claim whose resender died is free again one lease after its last renewal, and one whose copy
+ * was not confirmed in time stays held for that lease, since the copy may still be delivered.
  */
+
 /** How long a claim holds its rows when its resender neither marked them resent nor gave them back. */
 export const CLAIM_LEASE_MS = 30_000;
 
@@ -33,7 +32,6 @@ export interface FailureKey {
   endpointId: string;
 }
 
-/** A key as one string, for sets of them. */
 export const failureKeyOf = (key: FailureKey) => `${key.webhookId}\u001f${key.endpointId}`;
 
 /** The rows `keys` name, as a condition on parameters $n (webhook ids) and $n+1 (endpoint ids). */
@@ -49,15 +47,13 @@ const MARK = `resent_at = now(),
   resends_since = CASE WHEN resends_since > now() - interval '24 hours' THEN resends_since ELSE now() END`;
 
 /** The key a merchant's reference is found by in merchant_refs. */
-export const merchantRef = (merchantId: string, reference: string) => `${merchantId}\u001f${reference}`;
+const merchantRef = (merchantId: string, reference: string) => `${merchantId}\u001f${reference}`;
 
-/** The references merchantRef() keyed, back. */
 const referencesOf = (merchantId: string, keys: readonly string[]) => keys.map((key) => key.slice(merchantId.length + 1));
 
-export interface Failure {
+interface Failure {
   merchantId: string;
   webhookId: string;
-  /** The endpoint (ep_…) whose delivery failed: a webhook fails once per endpoint. */
   endpointId?: string;
   failedAt: Date;
   event: string;
@@ -73,14 +69,14 @@ export interface Failure {
 /** A claimed row: what a resend republishes. */
 export interface ClaimedFailure {
   webhookId: string;
-  /** The endpoint whose failure this is: the resent copy goes to it alone (x-endpoint-id); '' on a row written before endpoints. */
+  /** The resent copy goes to it alone (x-endpoint-id); '' on a row written before endpoints. */
   endpointId: string;
   event: string;
   failedAt: Date;
   content: string;
   /** Which resend of the webhook this claim is (1 for its first): its copy's x-resend. */
   resend: number;
-  /** Null when the row came from the log's copy (no headers were at hand). */
+  /** Null on a row only the recorder wrote. */
   headers: Record<string, string | number | boolean> | null;
   references: string[];
 }
@@ -119,9 +115,8 @@ WHERE EXCLUDED.failed_at > f.failed_at OR (EXCLUDED.failed_at = f.failed_at AND 
 `;
 
 /**
- * The durable path, in the recorder's transaction: a `failed` record of the batch whose failure
- * the dispatcher did not write (the database was down), from the log's row of the webhook. Never
- * replaces a row the dispatcher wrote for the same or a later failure.
+ * In the recorder's transaction: a `failed` record's failure the dispatcher did not write (the
+ * database was down), from the log's row. Never replaces the dispatcher's row of the same or a later failure.
  */
 export const INDEX_FROM_LOG = `
 INSERT INTO failed_webhooks AS f (merchant_id, webhook_id, endpoint_id, failed_at, event, merchant_refs, reason, attempts, last_status, last_error)
@@ -135,12 +130,8 @@ ON CONFLICT (merchant_id, webhook_id, endpoint_id) DO UPDATE SET
 WHERE EXCLUDED.failed_at > f.failed_at
 `;
 
-/**
- * Which of a merchant's failures a resend takes: a reference's (on every endpoint), one webhook's
- * (on every endpoint, or on `endpointIds` only: an endpoint and, for the merchant's first, the rows
- * written before endpoints), or the oldest `limit`.
- */
-export type FailureFilter = { reference: string } | { webhookId: string; endpointIds?: readonly string[] } | { all: true; limit: number };
+/** Which of a merchant's failures a resend takes: a reference's, or one webhook's (on every endpoint, or on `endpointIds` only). */
+export type FailureFilter = { reference: string } | { webhookId: string; endpointIds?: readonly string[] };
 
 export class FailedStore {
   constructor(private readonly db: Queryable) {}
@@ -163,18 +154,14 @@ export class FailedStore {
     ]);
   }
 
-  /**
-   * Claims the merchant's unclaimed failures that `filter` names, at once: rows another resend
-   * holds are skipped, not waited for. The body is the failed message, or the log's copy of it.
-   */
+  /** Claims the unclaimed failures `filter` names: rows another resend holds are skipped, not waited for. */
   async claim(merchantId: string, filter: FailureFilter, claimId: string, leaseMs = CLAIM_LEASE_MS): Promise<ClaimedFailure[]> {
     const { where, params } = this.where(merchantId, filter, 3);
-    const limit = 'all' in filter ? `LIMIT ${Math.max(1, Math.floor(filter.limit))}` : '';
     const { rows } = await this.db.query<{ webhook_id: string; endpoint_id: string; event: string; failed_at: Date; content: string | null; logged: string | null; headers: ClaimedFailure['headers']; merchant_refs: string[]; resend_count: number }>(
       `WITH picked AS (
          SELECT merchant_id, webhook_id, endpoint_id FROM failed_webhooks
          WHERE ${where} AND resent_at IS NULL AND (claim_id IS NULL OR claimed_at < now() - make_interval(secs => $2::double precision / 1000)) AND NOT (${CAPPED}) AND ${SENDABLE}
-         ORDER BY failed_at, webhook_id, endpoint_id ${limit} FOR UPDATE SKIP LOCKED
+         ORDER BY failed_at, webhook_id, endpoint_id FOR UPDATE SKIP LOCKED
        )
        UPDATE failed_webhooks f SET claim_id = $1, claimed_at = now(), resend_count = f.resend_count + 1
        FROM picked WHERE f.merchant_id = picked.merchant_id AND f.webhook_id = picked.webhook_id AND f.endpoint_id = picked.endpoint_id
@@ -195,11 +182,7 @@ export class FailedStore {
     return claimed;
   }
 
-  /**
-   * After a claim won nothing, why: the failures `filter` names are held by another claim (free
-   * again in `ms`), at their daily cap of resends (`capped`, free in `ms`), or there are none left
-   * to resend (they were resent, or never failed).
-   */
+  /** After a claim won nothing, why: held by another claim, at the daily cap (each free in `ms`), or none left. */
   async whyNone(merchantId: string, filter: FailureFilter, leaseMs = CLAIM_LEASE_MS): Promise<{ kind: 'none' } | { kind: 'held' | 'capped'; ms: number }> {
     const { where, params } = this.where(merchantId, filter, 2);
     const { rows } = await this.db.query<{ open: number; capped: number; held_ms: number | null; capped_ms: number | null }>(
@@ -217,10 +200,8 @@ export class FailedStore {
   }
 
   /**
-   * The copies of these are in `dispatch`: resent, whoever asks next. On `endpointId` alone (and a
-   * row written before endpoints, which a copy for the merchant's first endpoint resends) when the
-   * caller names it: the resend does, with each row's; the dispatcher taking a copy should, with
-   * the copy's x-endpoint-id. Without it, every endpoint's row of the webhook that this claim holds.
+   * The copies of these are in `dispatch`: resent. On `endpointId` alone (and a row written before
+   * endpoints) when given, else every endpoint's row of the webhook this claim holds.
    */
   async markResent(merchantId: string, webhookIds: readonly string[], claimId: string, endpointId?: string): Promise<void> {
     const params: unknown[] = [merchantId, webhookIds, claimId];
@@ -232,11 +213,7 @@ export class FailedStore {
     );
   }
 
-  /**
-   * Renews this claim's lease on its rows not resent yet, from now, and returns the keys
-   * (failureKeyOf) it still holds: a row another resend took after the lease ran out (the renewal
-   * came too late) is not among them, and this resend must not send it.
-   */
+  /** Renews this claim's lease from now; returns the keys it still holds (another resend may have taken a row whose lease ran out). */
   async renew(merchantId: string, keys: readonly FailureKey[], claimId: string): Promise<Set<string>> {
     if (keys.length === 0) return new Set();
     const { rows } = await this.db.query<{ webhook_id: string; endpoint_id: string }>(
@@ -259,31 +236,21 @@ export class FailedStore {
   async list(options: { merchantId?: string; reference?: string; endpointId?: string; unresolvedOnly?: boolean; since?: Date; until?: Date; limit: number }): Promise<FailureRow[]> {
     const clauses: string[] = [];
     const params: unknown[] = [];
+    const add = (clause: (n: string) => string, value: unknown) => {
+      params.push(value);
+      clauses.push(clause(`$${params.length}`));
+    };
     if (options.merchantId !== undefined) {
-      params.push(options.merchantId);
-      clauses.push(`merchant_id = $${params.length}`);
-      if (options.reference !== undefined) {
-        params.push([merchantRef(options.merchantId, options.reference)]);
-        clauses.push(`merchant_refs @> $${params.length}::text[]`);
-      }
+      add((n) => `merchant_id = ${n}`, options.merchantId);
+      if (options.reference !== undefined) add((n) => `merchant_refs @> ${n}::text[]`, [merchantRef(options.merchantId, options.reference)]);
     } else if (options.reference !== undefined) {
       // Any merchant's: an operator's search, not indexed.
-      params.push(options.reference);
-      clauses.push(`EXISTS (SELECT 1 FROM unnest(merchant_refs) AS r WHERE split_part(r, chr(31), 2) = $${params.length})`);
+      add((n) => `EXISTS (SELECT 1 FROM unnest(merchant_refs) AS r WHERE split_part(r, chr(31), 2) = ${n})`, options.reference);
     }
-    if (options.endpointId !== undefined) {
-      params.push(options.endpointId);
-      clauses.push(`endpoint_id = $${params.length}`);
-    }
+    if (options.endpointId !== undefined) add((n) => `endpoint_id = ${n}`, options.endpointId);
     if (options.unresolvedOnly) clauses.push('resent_at IS NULL');
-    if (options.since) {
-      params.push(options.since.toISOString());
-      clauses.push(`failed_at >= $${params.length}`);
-    }
-    if (options.until) {
-      params.push(options.until.toISOString());
-      clauses.push(`failed_at < $${params.length}`);
-    }
+    if (options.since) add((n) => `failed_at >= ${n}`, options.since.toISOString());
+    if (options.until) add((n) => `failed_at < ${n}`, options.until.toISOString());
     params.push(options.limit);
     const { rows } = await this.db.query<{
       merchant_id: string;
@@ -318,7 +285,6 @@ export class FailedStore {
   }
 
   private where(merchantId: string, filter: FailureFilter, first: number): { where: string; params: unknown[] } {
-    if ('all' in filter) return { where: `merchant_id = $${first}`, params: [merchantId] };
     if ('reference' in filter) return { where: `merchant_refs @> $${first}::text[]`, params: [[merchantRef(merchantId, filter.reference)]] };
     if (filter.endpointIds === undefined) return { where: `merchant_id = $${first} AND webhook_id = $${first + 1}`, params: [merchantId, filter.webhookId] };
     return {
