@@ -7,10 +7,7 @@ import { fileOf, migrate } from '../../libs/migrations/index.js';
 /** Development mode's embedded database (merchants and the delivery log) lives here (git-ignored). */
 export const PGLITE_DIR = resolve('.data/delivery-log');
 
-/**
- * Development mode's embedded database, migrated here: it has no operator to run `webhooks migrate`,
- * and only this process can open it. Every other database is migrated by `webhooks migrate` alone.
- */
+/** Development mode's embedded database, migrated here: only this process can open it, so no operator can. */
 export async function openDevDatabase(logger: Logger): Promise<Database> {
   const database = await openPglite(PGLITE_DIR);
   try {
@@ -37,9 +34,8 @@ interface LogConfig {
 }
 
 /**
- * The delivery log's database for a program that reads it: the caller's (npm start's, or the API's
- * own embedded one in development mode), else PostgreSQL at DATABASE_URL. An embedded PGlite only
- * this process can open, so this process also runs the recorder that fills it.
+ * The delivery log's database for a program that reads it: the caller's, else PostgreSQL at
+ * DATABASE_URL. An embedded PGlite only this process can open, so it also runs the recorder.
  */
 export async function openDeliveryLog(config: LogConfig, broker: BrokerConnection, logger: Logger, given?: Database): Promise<OpenedLog> {
   if (!given) {

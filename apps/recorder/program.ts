@@ -23,13 +23,9 @@ interface RecorderProgramConfig {
   DELIVERY_LOG_RETENTION: number;
 }
 
-/**
- * The recorder as a program of its own (npm run start:recorder), and inside npm start. Any number
- * may run: one leads (PostgreSQL advisory lock), the others stand by and take over when it stops.
- */
+/** The recorder as a program (also inside npm start). Any number may run: one leads, the others stand by. */
 export async function startRecorder(config: RecorderProgramConfig, logger: Logger, options: { database?: Database; signal?: AbortSignal } = {}): Promise<RecorderProgram> {
-  // Up from the first moment (when METRICS_PORT is set), so an orchestrator sees /healthz 200 and
-  // /readyz 503 saying what start-up waits for: PostgreSQL, the schema version, RabbitMQ.
+  // Up from the first moment, so /readyz says what start-up waits for: PostgreSQL, the schema, RabbitMQ.
   const registry = createRegistry('recorder');
   let awaited: SchemaWaitState & { broker?: BrokerConnection } = { waiting: 'database' };
   const waitingFor = () => (awaited.waiting === 'schema' ? 'the database schema' : awaited.waiting === 'database' ? 'PostgreSQL' : awaited.broker?.isConnected ? undefined : 'RabbitMQ');
@@ -61,8 +57,7 @@ export async function startRecorder(config: RecorderProgramConfig, logger: Logge
   gaugeFrom(registry, METRIC_NAMES.deliveryLogStored, 'Delivery records stored by this recorder', () => state.recordsStored);
   gaugeFrom(registry, METRIC_NAMES.deliveryLogQuarantined, 'Delivery records PostgreSQL refused, set aside in delivery_log_quarantine', () => state.quarantined);
   gaugeFrom(registry, METRIC_NAMES.deliveryLogRejected, 'Stream entries that were not delivery records, set aside in delivery_log_quarantine', () => state.rejected);
-  // Measured: the time of the last checkpoint stored past, so a silent consumer or a lost
-  // connection shows as growing, not as caught up.
+  // Measured from the last checkpoint stored past, so a silent consumer shows as growing.
   gaugeFrom(registry, METRIC_NAMES.deliveryLogBehind, 'Seconds since the stream last ended where the log held every record', () =>
     state.leading && state.caughtUpAt ? Math.round((Date.now() - state.caughtUpAt) / 1000) : 0,
   );
