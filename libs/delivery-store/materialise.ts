@@ -122,46 +122,35 @@ export function forgetPartitions(cacheKey: object): void {
 /** A batch ready to store: the statement's parameters after the stream's, one array literal per column. */
 export type PreparedRows = readonly string[];
 
+/** The columns, in the statement's order: $4 to $23, then (after the stream's fingerprint, $24) $25 and $26. */
+const COLUMNS: ReadonlyArray<(r: DeliveryRecord, i: number, positions: readonly number[]) => string | number> = [
+  (r) => r.id,
+  (r) => r.at,
+  (r) => quoted(noNul(r.merchantId)),
+  (r) => quoted(noNul(r.webhookId)),
+  (r) => r.firstSeenAt,
+  (r) => quoted(noNul(r.event)),
+  (r) => quoted(literal(r.references.map((ref) => quoted(noNul(ref))))),
+  (r) => textOrNull(r.payload),
+  (r) => r.outcome,
+  (r) => statusOf(r.outcome),
+  (r) => r.attemptNumber,
+  (r) => r.attempt?.startedAt ?? 'NULL',
+  (r) => r.attempt?.durationMs ?? 'NULL',
+  (r) => r.attempt?.httpStatus ?? 'NULL',
+  (r) => textOrNull(r.attempt?.error),
+  (r) => textOrNull(r.attempt?.responseBody),
+  (r) => textOrNull(r.reason),
+  (r) => r.nextAttemptAt ?? 'NULL',
+  (_, i) => i,
+  (_, i, positions) => positions[i] ?? 0,
+  (r) => r.resend ?? 0,
+  (r) => quoted(noNul(r.endpointId ?? '')),
+];
+
 /** The validated values as they are; payloads as the text the dispatcher sent (a NUL removed). */
 export function prepareRows(records: readonly DeliveryRecord[], positions: readonly number[] = []): PreparedRows {
-  const n = records.length;
-  const column = () => new Array<string | number>(n);
-  const [ids, ats, merchants, webhooks, firstSeen, events, refs] = [column(), column(), column(), column(), column(), column(), column()];
-  const [outcomes, statuses, attemptNumbers, startedAts, durations, httpStatuses] = [column(), column(), column(), column(), column(), column()];
-  const [errors, bodies, reasons, nextAttempts, ords, pos, resends] = [column(), column(), column(), column(), column(), column(), column()];
-  const [payloads, endpoints] = [column(), column()];
-  for (let i = 0; i < n; i++) {
-    const record = records[i]!;
-    const a = record.attempt;
-    ids[i] = record.id;
-    ats[i] = record.at;
-    merchants[i] = quoted(noNul(record.merchantId));
-    webhooks[i] = quoted(noNul(record.webhookId));
-    firstSeen[i] = record.firstSeenAt;
-    events[i] = quoted(noNul(record.event));
-    refs[i] = quoted(literal(record.references.map((r) => quoted(noNul(r)))));
-    payloads[i] = textOrNull(record.payload);
-    outcomes[i] = record.outcome;
-    statuses[i] = statusOf(record.outcome);
-    attemptNumbers[i] = record.attemptNumber;
-    startedAts[i] = a?.startedAt ?? 'NULL';
-    durations[i] = a?.durationMs ?? 'NULL';
-    httpStatuses[i] = a?.httpStatus ?? 'NULL';
-    errors[i] = textOrNull(a?.error);
-    bodies[i] = textOrNull(a?.responseBody);
-    reasons[i] = textOrNull(record.reason);
-    nextAttempts[i] = record.nextAttemptAt ?? 'NULL';
-    ords[i] = i;
-    pos[i] = positions[i] ?? 0;
-    resends[i] = record.resend ?? 0;
-    endpoints[i] = quoted(noNul(record.endpointId ?? ''));
-  }
-  return [ids, ats, merchants, webhooks, firstSeen, events, refs, payloads].map(literal).concat(
-    [outcomes, statuses, attemptNumbers, startedAts, durations, httpStatuses, errors, bodies, reasons, nextAttempts, ords, pos].map(literal),
-    // Last, after the stream's fingerprint ($24): each record's resend ($25) and endpoint ($26).
-    literal(resends),
-    literal(endpoints),
-  );
+  return COLUMNS.map((column) => literal(records.map((r, i) => column(r, i, positions))));
 }
 
 /** No records: only the offset moves (a message skipped for its data). */

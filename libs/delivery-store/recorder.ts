@@ -13,7 +13,7 @@ import { ATTR, inSpan, SpanKind } from '../tracing/index.js';
 export interface RecorderOptions {
   prefix: string;
   replication?: Replication;
-  /** DELIVERY_LOG_RETENTION: day partitions older than this are dropped. */
+  /** DELIVERY_LOG_RETENTION. */
   retentionMs: number;
   /** Stream messages per transaction at most (each holds up to 200 records)... */
   maxMessages?: number;
@@ -27,9 +27,8 @@ export interface RecorderOptions {
   prefetch?: number;
   /** ...and the bytes read and not stored at most: past this, reading stops until half is stored. */
   bufferBytes?: number;
-  /** How often the leader appends a checkpoint to learn how far behind the stream's end it is. */
   checkpointEveryMs?: number;
-  /** A checkpoint not read back within this, while nothing else arrives, means the consumer stopped: subscribe again. */
+  /** A checkpoint not read back within this, while nothing else arrives, means the consumer stopped. */
   livenessDeadlineMs?: number;
 }
 
@@ -68,7 +67,6 @@ export const BATCH_BYTES = 4 * 1024 * 1024;
  */
 export class DeliveryLogRecorder {
   private readonly stream: string;
-  private readonly lockName: string;
   private session?: Session;
   private consumer?: Consumer;
   private buffer: Pending[] = [];
@@ -80,11 +78,10 @@ export class DeliveryLogRecorder {
   private writing?: Promise<void>;
   private stopped = false;
   private stopping?: Promise<void>;
-  /** Bumped at each lead taken or given up: work from an earlier lead is ignored. */
+  /** Bumped at each lead taken or given up, and at each subscription: what an earlier one hands in is ignored. */
   private generation = 0;
-  /** Bumped at each subscription: deliveries from a cancelled consumer are ignored. */
   private subscription = 0;
-  /** Reading stopped while the buffer holds more than bufferBytes. */
+  /** Reading stopped: the buffer held more than bufferBytes. */
   private paused = false;
   /** The last offset taken into a prepared batch. */
   private preparedUpTo?: number;
@@ -112,7 +109,6 @@ export class DeliveryLogRecorder {
     private readonly options: RecorderOptions,
   ) {
     this.stream = topologyNames(options.prefix).deliveries;
-    this.lockName = `webhooks-delivery-recorder:${this.stream}`;
     this.writer = new BatchWriter(this.stream, logger, this.state);
   }
 
@@ -152,7 +148,7 @@ export class DeliveryLogRecorder {
     let session: Session | undefined;
     try {
       session = await this.db.session();
-      const { rows } = await session.query<{ locked: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS locked', [this.lockName]);
+      const { rows } = await session.query<{ locked: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS locked', [`webhooks-delivery-recorder:${this.stream}`]);
       if (!rows[0]?.locked) {
         await session.close();
         this.schedule(() => void this.tryToLead(), retryMs);
