@@ -3,6 +3,7 @@ import type { BrokerConnection } from '../../libs/broker/index.js';
 import { type Database, DeliveryLogRecorder, openPglite, openPostgres } from '../../libs/delivery-store/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import { fileOf, migrate } from '../../libs/migrations/index.js';
+import type { RecorderConfig } from './config.js';
 
 /** Development mode's embedded database (merchants and the delivery log) lives here (git-ignored). */
 export const PGLITE_DIR = resolve('.data/delivery-log');
@@ -27,17 +28,11 @@ export interface OpenedLog {
   close(): Promise<void>;
 }
 
-interface LogConfig {
-  DATABASE_URL?: string;
-  DELIVERY_LOG_RETENTION: number;
-  TOPOLOGY_PREFIX: string;
-}
-
 /**
  * The delivery log's database for a program that reads it: the caller's, else PostgreSQL at
  * DATABASE_URL. An embedded PGlite only this process can open, so it also runs the recorder.
  */
-export async function openDeliveryLog(config: LogConfig, broker: BrokerConnection, logger: Logger, given?: Database): Promise<OpenedLog> {
+export async function openDeliveryLog(config: Pick<RecorderConfig, 'DATABASE_URL' | 'DELIVERY_LOG_RETENTION' | 'TOPOLOGY_PREFIX'>, broker: BrokerConnection, logger: Logger, given?: Database): Promise<OpenedLog> {
   if (!given) {
     const database = openPostgres(config.DATABASE_URL!);
     return { database, close: () => database.close() };

@@ -2,6 +2,7 @@ import { BrokerConnection } from '../../libs/broker/index.js';
 import { replicationOf } from '../../libs/config/index.js';
 import { type Database, DeliveryLogRecorder, openPostgres } from '../../libs/delivery-store/index.js';
 import type { Logger } from '../../libs/logger/index.js';
+import type { RecorderConfig } from './config.js';
 import { METRIC_NAMES, createRegistry, gaugeFrom } from '../../libs/metrics/index.js';
 import { startHealthServer } from '../../libs/metrics/health-server.js';
 import { awaitSchema, type SchemaWaitState } from '../../libs/migrations/index.js';
@@ -13,15 +14,7 @@ export interface RecorderProgram {
   stop(): Promise<void>;
 }
 
-interface RecorderProgramConfig {
-  RABBITMQ_URL: string[];
-  TOPOLOGY_PREFIX: string;
-  QUORUM_GROUP_SIZE: number;
-  STREAM_CLUSTER_SIZE: number;
-  METRICS_PORT?: number;
-  DATABASE_URL?: string;
-  DELIVERY_LOG_RETENTION: number;
-}
+type RecorderProgramConfig = Pick<RecorderConfig, 'RABBITMQ_URL' | 'TOPOLOGY_PREFIX' | 'QUORUM_GROUP_SIZE' | 'STREAM_CLUSTER_SIZE' | 'METRICS_PORT' | 'DATABASE_URL' | 'DELIVERY_LOG_RETENTION'>;
 
 /** The recorder as a program (also inside npm start). Any number may run: one leads, the others stand by. */
 export async function startRecorder(config: RecorderProgramConfig, logger: Logger, options: { database?: Database; signal?: AbortSignal } = {}): Promise<RecorderProgram> {

@@ -8,19 +8,18 @@ export type Outcome = (typeof OUTCOMES)[number];
 export const WEBHOOK_STATUSES = ['delivered', 'retrying', 'failed', 'skipped'] as const;
 export type WebhookStatus = (typeof WEBHOOK_STATUSES)[number];
 
-export function statusOf(outcome: Outcome): WebhookStatus {
-  switch (outcome) {
-    case 'delivered':
-    case 'failed':
-    case 'skipped':
-      return outcome;
-    // A message parked in invalid will not be delivered without an operator: failed, for merchants.
-    case 'invalid':
-      return 'failed';
-    default:
-      return 'retrying';
-  }
-}
+const STATUS_OF: Record<Outcome, WebhookStatus> = {
+  delivered: 'delivered',
+  retrying: 'retrying',
+  failed: 'failed',
+  skipped: 'skipped',
+  deferred: 'retrying',
+  postponed: 'retrying',
+  // A message parked in invalid will not be delivered without an operator: failed, for merchants.
+  invalid: 'failed',
+};
+
+export const statusOf = (outcome: Outcome): WebhookStatus => STATUS_OF[outcome];
 
 const iso = z.iso.datetime({ offset: true });
 
@@ -60,10 +59,7 @@ export const deliveryRecordSchema = z.object({
   outcome: z.enum(OUTCOMES),
   /** The attempt number this record is about (1 for the first POST); attempts so far when none was made. A resend counts from 1 again. */
   attemptNumber: z.number().int().min(0),
-  /**
-   * Which run of attempts: 0 for the webhook's own, n for its n-th resend (x-resend). With the
-   * attempt number it orders a webhook's records, so no host's clock decides its status.
-   */
+  /** 0 for the webhook's own attempts, n for its n-th resend's: with the attempt number it orders the records, not a clock. */
   resend: z.number().int().min(0).optional(),
   attempt: attemptSchema.optional(),
   /** `retrying`, `postponed`, `deferred`: when the next attempt is due. */

@@ -37,7 +37,7 @@ export interface PostgresOptions {
   connectTimeoutMs?: number;
   statementTimeoutMs?: number;
   maxConnections?: number;
-  /** Names the connections in pg_stat_activity, so that an operator sees whose they are. */
+  /** Names the connections in pg_stat_activity. */
   applicationName?: string;
   /** synchronous_commit on, whatever the server's default: what is acked on a commit must survive a crash. */
   durableCommits?: boolean;

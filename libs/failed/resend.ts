@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { BrokerUnavailableError, BrokerUnroutableError, type BrokerConnection, copyProperties } from '../broker/index.js';
 import { copyHeaders, HEADERS, type ScalarHeaders, webhookHeaders } from '../contracts/index.js';
 import type { Logger } from '../logger/index.js';
-import { type TopologyNames, topologyNames } from '../topology/index.js';
+import { topologyNames } from '../topology/index.js';
 import { ATTR, inSpan, linkActiveSpanTo, publishSpan, SpanKind } from '../tracing/index.js';
 import { EndpointDeletedError, receiverOf, type ResendTarget, rowsOfEndpoint, type Verdict, WebhookDisabledError } from './resend-target.js';
 import { CLAIM_LEASE_MS, type ClaimedFailure, type FailedStore, type FailureFilter, type FailureKey, failureKeyOf, RESENDS_PER_WEBHOOK_PER_DAY } from './store.js';
@@ -10,7 +10,6 @@ import { CLAIM_LEASE_MS, type ClaimedFailure, type FailedStore, type FailureFilt
 /** The claim and the mark as resent: child spans of the resend, as PostgreSQL client calls. */
 const DB_UPDATE = { kind: SpanKind.CLIENT, attributes: { 'db.system.name': 'postgresql', 'db.operation.name': 'UPDATE', 'db.collection.name': 'failed_webhooks' } };
 
-/** A row's key alone: the claimed failure carries its body and headers too. */
 const keyOf = (row: FailureKey): FailureKey => ({ webhookId: row.webhookId, endpointId: row.endpointId });
 
 /** A resent copy not confirmed within this answers 503 resend_outcome_unknown. */
@@ -74,7 +73,7 @@ export class EventNotSubscribedError extends Error {
  * attempts after the earlier ones in the delivery log.
  */
 export class ResendService {
-  private readonly names: TopologyNames;
+  private readonly dispatch: string;
   private readonly leaseMs: number;
   /** Marks of late confirms in flight; drain() waits for them. */
   private readonly pending = new Set<Promise<void>>();
@@ -86,7 +85,7 @@ export class ResendService {
     private readonly logger: Logger,
     options: { leaseMs?: number } = {},
   ) {
-    this.names = topologyNames(prefix);
+    this.dispatch = topologyNames(prefix).dispatch;
     this.leaseMs = options.leaseMs ?? CLAIM_LEASE_MS;
   }
 
@@ -222,8 +221,8 @@ export class ResendService {
     // The copy keeps the webhook's own traceparent (its attempts stay in the webhook's trace); the resend's span links to it.
     if (webhook.headers) linkActiveSpanTo(webhook.headers, { [ATTR.webhookId]: webhookId });
     // No deadline on the publish itself: a confirm that comes after the answer still marks it resent.
-    const publish = publishSpan(this.names.dispatch, undefined, { [ATTR.webhookId]: webhookId }, () =>
-      this.broker.sendToQueue(this.names.dispatch, Buffer.from(webhook.content), copyProperties({}, headers, webhookId)),
+    const publish = publishSpan(this.dispatch, undefined, { [ATTR.webhookId]: webhookId }, () =>
+      this.broker.sendToQueue(this.dispatch, Buffer.from(webhook.content), copyProperties({}, headers, webhookId)),
     );
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<'late'>((resolve) => {
