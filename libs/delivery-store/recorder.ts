@@ -15,17 +15,11 @@ export interface RecorderOptions {
   replication?: Replication;
   /** DELIVERY_LOG_RETENTION. */
   retentionMs: number;
-  /** Stream messages per transaction at most (each holds up to 200 records)... */
-  maxMessages?: number;
-  /** ...and their bytes at most (at least one message). */
+  /** A transaction's stream messages' bytes at most (at least one message; BATCH_MESSAGES of them at most). */
   maxBatchBytes?: number;
-  /** A batch is written this long after its first message at the latest. */
-  flushAfterMs?: number;
   /** How often a standby tries to take the lock, and a leader without a database tries again. */
   retryMs?: number;
-  /** Stream messages handed out before an ack... */
-  prefetch?: number;
-  /** ...and the bytes read and not stored at most: past this, reading stops until half is stored. */
+  /** The bytes read and not stored at most: past this, reading stops until half is stored. */
   bufferBytes?: number;
   checkpointEveryMs?: number;
   /** A checkpoint not read back within this, while nothing else arrives, means the consumer stopped. */
@@ -51,6 +45,8 @@ export interface RecorderState {
 /** The read-ahead's bytes, and a batch's (several copies of one live at once). Measured in BENCHMARKS 8b. */
 export const BUFFER_BYTES = 16 * 1024 * 1024;
 export const BATCH_BYTES = 4 * 1024 * 1024;
+/** Stream messages per transaction (each holds up to 200 records), and handed out before an ack. */
+const BATCH_MESSAGES = 100;
 
 /**
  * Materialises `<prefix>.deliveries` into PostgreSQL. The leader holds a session-level advisory
@@ -201,7 +197,7 @@ export class DeliveryLogRecorder {
     const generation = this.generation;
     this.lastReceivedAt = Date.now();
     const consumer = await this.broker.consume(this.stream, {
-      prefetch: this.options.prefetch ?? 100,
+      prefetch: BATCH_MESSAGES,
       arguments: () => ({ 'x-stream-offset': this.resumeAt() ?? 'first' }),
       onMessage: (delivery) => this.receive(delivery, generation, subscription),
     });
@@ -263,8 +259,8 @@ export class DeliveryLogRecorder {
       this.paused = true;
       void this.unsubscribe();
     }
-    if (this.buffer.length >= (this.options.maxMessages ?? 100) || this.paused) this.kick();
-    else this.flushTimer ??= setTimeout(() => this.kick(), this.options.flushAfterMs ?? 20);
+    if (this.buffer.length >= BATCH_MESSAGES || this.paused) this.kick();
+    else this.flushTimer ??= setTimeout(() => this.kick(), 20);
   }
 
   private countBuffer(): void {
@@ -289,9 +285,8 @@ export class DeliveryLogRecorder {
 
   private prepare(): Prepared | undefined {
     const after = Math.max(this.preparedUpTo ?? -1, (this.next ?? 0) - 1);
-    const maxMessages = this.options.maxMessages ?? 100;
     const maxBytes = this.options.maxBatchBytes ?? BATCH_BYTES;
-    const batch = prepareBatch({ buffer: this.buffer, after, maxMessages, maxBytes, checkpoints: this.checkpoints, logger: this.logger, stream: this.stream });
+    const batch = prepareBatch({ buffer: this.buffer, after, maxMessages: BATCH_MESSAGES, maxBytes, checkpoints: this.checkpoints, logger: this.logger, stream: this.stream });
     if (batch) this.preparedUpTo = batch.items.at(-1)!.offset;
     return batch;
   }
