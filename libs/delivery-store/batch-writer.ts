@@ -83,10 +83,7 @@ export class BatchWriter {
   }
 }
 
-/**
- * Stores a batch and, in the same transaction, indexes its failures: a failure the dispatcher
- * could not write (the database was down) becomes resendable once the log holds it.
- */
+/** Stores a batch and indexes its failures in one transaction: one the dispatcher could not write becomes resendable. */
 async function storeIndexed(session: Session, records: readonly DeliveryRecord[], store: (db: Queryable) => Promise<void>): Promise<void> {
   const failed = records.filter((r) => r.outcome === 'failed');
   if (failed.length === 0) return store(session);

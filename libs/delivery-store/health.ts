@@ -8,10 +8,7 @@ export interface LogHealthState {
   behindSeconds: number | null;
 }
 
-/**
- * How far behind the delivery log is, checked in the background every few seconds so that
- * /readyz and /metrics answer at once even while PostgreSQL hangs.
- */
+/** How far behind the delivery log is, checked in the background so that /readyz answers at once while PostgreSQL hangs. */
 export class LogHealth {
   private timer?: NodeJS.Timeout;
   private checking = false;

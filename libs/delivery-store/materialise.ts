@@ -156,11 +156,7 @@ export function prepareRows(records: readonly DeliveryRecord[], positions: reado
 /** No records: only the offset moves (a message skipped for its data). */
 export const NO_ROWS = prepareRows([]);
 
-/**
- * Stores prepared rows and moves the stream offset in one statement. `caughtUpAt`: the log holds
- * everything appended until then (what /readyz reports lag from); null leaves it. `lastEntry`: the
- * fingerprint of the entry at nextOffset - 1.
- */
+/** Stores rows and moves the offset in one statement; `caughtUpAt`: the log holds all appended until then (null leaves it). */
 export async function storeBatch(db: Queryable, stream: string, rows: PreparedRows, nextOffset: number, caughtUpAt: Date | null, lastEntry: string | null = null): Promise<void> {
   await db.query(STORE_BATCH, [stream, nextOffset, caughtUpAt?.toISOString() ?? null, ...rows.slice(0, -2), lastEntry, ...rows.slice(-2)]);
 }

@@ -73,11 +73,7 @@ function detail(row: WebhookRow): WebhookDetail {
   };
 }
 
-/**
- * Webhooks (the rows `webhooks` selects, with merchant_id and last_record_at) each with its
- * payload and every record, in one statement. The records' time range (first seen to
- * last_record_at) lets each webhook's lookup skip the other days' partitions while running.
- */
+/** The rows `webhooks` selects, each with every record: their time range skips the other days' partitions. */
 const withRecords = (webhooks: string) => `
 SELECT ${SUMMARY_COLUMNS}, payload, (
   SELECT coalesce(json_agg(json_build_object('at', r.at, 'outcome', r.outcome, 'attemptNumber', r.attempt_number,

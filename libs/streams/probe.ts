@@ -5,9 +5,8 @@ import { HEADERS } from '../contracts/index.js';
 import { appendCheckpoint, offsetOf } from './entries.js';
 
 /**
- * Appends checkpoint `id` and reads where it landed, from a reader attached at the stream's end:
- * the offset the stream is at now. A reader that resumes at a higher offset is reading a stream
- * deleted and declared again (its offsets started over).
+ * Appends checkpoint `id` and reads where it landed: the offset the stream is at now. A reader that
+ * resumes at a higher offset is reading a stream deleted and declared again.
  */
 export async function landCheckpoint(broker: BrokerConnection, stream: string, id: string, timeoutMs: number): Promise<number> {
   let found!: (offset: number) => void;
@@ -49,11 +48,7 @@ export function fingerprintOf(message: ConsumeMessage): string {
   return createHash('sha256').update(message.content).update('\0').update(named).digest('base64url').slice(0, 24);
 }
 
-/**
- * The fingerprint of the entry at `offset`, or undefined when it cannot tell (retention removed
- * it, the stream ends before it, no answer in time): a reader then keeps to its offset, so a slow
- * broker never makes it start over.
- */
+/** The fingerprint of the entry at `offset`, or undefined when it cannot tell (gone, past the end, no answer in time). */
 export async function fingerprintAt(broker: BrokerConnection, stream: string, offset: number, timeoutMs: number): Promise<string | undefined> {
   let settle!: (entry: ConsumeMessage | undefined) => void;
   const answer = new Promise<ConsumeMessage | undefined>((resolve) => (settle = resolve));
