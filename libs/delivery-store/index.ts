@@ -2,7 +2,6 @@
 export { type Database, type Listener, openPglite, openPostgres, type PostgresOptions, type Queryable, type Session } from './database.js';
 export { isStorableFeedCursor, isStorableText, isStorableTime } from './bounds.js';
 export { InvalidCursorError, InvalidFilterError, LogQueryTimeoutError, LogUnavailableError } from './errors.js';
-export { caughtUpAt } from './materialise.js';
 export { deliveryLogQueries } from './queries.js';
 export { onEndpoint } from './fold.js';
 export { DeliveryLogRecorder } from './recorder.js';
