@@ -13,10 +13,6 @@ export function dayOf(time: string | Date): string {
   return new Date(time).toISOString().slice(0, 10);
 }
 
-function partitionName(table: string, day: string): string {
-  return `${table}_${day.replaceAll('-', '')}`;
-}
-
 /** A time PostgreSQL's partitions cannot be made for (beyond year 9999, before year 1). */
 export class UnstorableTimeError extends Error {
   constructor(day: string) {
@@ -30,7 +26,7 @@ export async function ensurePartition(db: Queryable, table: PartitionedTable, da
   const next = /^\d{4}-\d{2}-\d{2}$/.test(day) ? new Date(Date.parse(`${day}T00:00:00Z`) + DAY_MS).toISOString().slice(0, 10) : '';
   if (!/^\d{4}-\d{2}-\d{2}$/.test(next) || day < '0001-01-01') throw new UnstorableTimeError(day);
   await db.query(
-    `CREATE TABLE IF NOT EXISTS ${partitionName(table, day)} PARTITION OF ${table} FOR VALUES FROM ('${day}T00:00:00Z') TO ('${next}T00:00:00Z')`,
+    `CREATE TABLE IF NOT EXISTS ${table}_${day.replaceAll('-', '')} PARTITION OF ${table} FOR VALUES FROM ('${day}T00:00:00Z') TO ('${next}T00:00:00Z')`,
   );
 }
 
