@@ -14,55 +14,80 @@ const DATETIME = new RegExp(`^${DATE}T(?:(?:[01]\\d|2[0-3]):[0-5]\\d:[0-5]\\d(?:
 const outcomes: ReadonlySet<unknown> = new Set(OUTCOMES);
 
 type Entry = Record<string, unknown>;
-/** A field's name, what it becomes (NO: not accepted), and whether it may be absent. */
-type Field = readonly [key: string, parse: (v: unknown) => unknown, optional?: boolean];
 
-const NO = Symbol('not accepted');
-const when = (ok: (v: unknown) => boolean) => (v: unknown) => (ok(v) ? v : NO);
 const isObject = (v: unknown): v is Entry => typeof v === 'object' && v !== null && !Array.isArray(v);
-const isText = (min: number, max: number) => (v: unknown) => typeof v === 'string' && v.length >= min && v.length <= max;
-const isTime = (v: unknown) => typeof v === 'string' && DATETIME.test(v);
-const isCount = (v: unknown) => Number.isSafeInteger(v) && (v as number) >= 0;
+const isText = (v: unknown, min: number, max: number): v is string => typeof v === 'string' && v.length >= min && v.length <= max;
+const isTime = (v: unknown): v is string => typeof v === 'string' && DATETIME.test(v);
+const isCount = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
 
-/** The known fields of `e`, in the order given (zod builds its output in the schema's order), or undefined. */
-function pick(e: Entry, fields: readonly Field[]): Entry | undefined {
-  const out: Entry = {};
-  for (const [key, parse, optional] of fields) {
-    if (optional && e[key] === undefined) continue;
-    const value = parse(e[key]);
-    if (value === NO) return undefined;
-    out[key] = value;
+function attemptOf(a: unknown): DeliveryRecord['attempt'] | null {
+  if (!isObject(a) || !isTime(a.startedAt) || !isCount(a.durationMs)) return null;
+  const out: NonNullable<DeliveryRecord['attempt']> = { startedAt: a.startedAt, durationMs: a.durationMs };
+  if (a.httpStatus !== undefined) {
+    if (!Number.isSafeInteger(a.httpStatus) || (a.httpStatus as number) < 100 || (a.httpStatus as number) > 599) return null;
+    out.httpStatus = a.httpStatus as number;
+  }
+  if (a.error !== undefined) {
+    if (!isText(a.error, 0, 1000)) return null;
+    out.error = a.error;
+  }
+  if (a.responseBody !== undefined) {
+    if (typeof a.responseBody !== 'string') return null;
+    out.responseBody = a.responseBody;
   }
   return out;
 }
 
-const ATTEMPT: readonly Field[] = [
-  ['startedAt', when(isTime)],
-  ['durationMs', when(isCount)],
-  ['httpStatus', when((v) => Number.isSafeInteger(v) && (v as number) >= 100 && (v as number) <= 599), true],
-  ['error', when(isText(0, 1000)), true],
-  ['responseBody', when((v) => typeof v === 'string'), true],
-];
-
-const RECORD: readonly Field[] = [
-  ['id', when((v) => typeof v === 'string' && UUID.test(v))],
-  ['at', when(isTime)],
-  ['webhookId', when(isText(1, 200))],
-  ['merchantId', when(isText(1, 200))],
-  ['endpointId', when(isText(1, 200)), true],
-  ['event', when(isText(1, 100))],
-  ['references', (v) => (Array.isArray(v) && v.length <= 4 && v.every(isText(1, 200)) ? [...(v as string[])] : NO)],
-  ['payload', when((v) => typeof v === 'string'), true],
-  ['firstSeenAt', when(isTime)],
-  ['outcome', when((v) => outcomes.has(v))],
-  ['attemptNumber', when(isCount)],
-  ['resend', when(isCount), true],
-  ['attempt', (v) => (isObject(v) ? (pick(v, ATTEMPT) ?? NO) : NO), true],
-  ['nextAttemptAt', when(isTime), true],
-  ['reason', when(isText(0, 200)), true],
-];
-
 /** The record as deliveryRecordSchema would parse it, or undefined when this check cannot tell (ask zod). */
 export function checkRecord(e: unknown): DeliveryRecord | undefined {
-  return isObject(e) ? (pick(e, RECORD) as DeliveryRecord | undefined) : undefined;
+  if (!isObject(e)) return undefined;
+  const refs = e.references;
+  if (
+    !(typeof e.id === 'string' && UUID.test(e.id)) ||
+    !isTime(e.at) ||
+    !isText(e.webhookId, 1, 200) ||
+    !isText(e.merchantId, 1, 200) ||
+    !isText(e.event, 1, 100) ||
+    !Array.isArray(refs) ||
+    refs.length > 4 ||
+    !refs.every((r) => isText(r, 1, 200)) ||
+    !isTime(e.firstSeenAt) ||
+    !outcomes.has(e.outcome) ||
+    !isCount(e.attemptNumber)
+  ) {
+    return undefined;
+  }
+  // Keys in the schema's order, as zod builds them.
+  const out = { id: e.id, at: e.at, webhookId: e.webhookId, merchantId: e.merchantId } as DeliveryRecord;
+  if (e.endpointId !== undefined) {
+    if (!isText(e.endpointId, 1, 200)) return undefined;
+    out.endpointId = e.endpointId;
+  }
+  out.event = e.event;
+  out.references = [...(refs as string[])];
+  if (e.payload !== undefined) {
+    if (typeof e.payload !== 'string') return undefined;
+    out.payload = e.payload;
+  }
+  out.firstSeenAt = e.firstSeenAt;
+  out.outcome = e.outcome as DeliveryRecord['outcome'];
+  out.attemptNumber = e.attemptNumber;
+  if (e.resend !== undefined) {
+    if (!isCount(e.resend)) return undefined;
+    out.resend = e.resend;
+  }
+  if (e.attempt !== undefined) {
+    const attempt = attemptOf(e.attempt);
+    if (!attempt) return undefined;
+    out.attempt = attempt;
+  }
+  if (e.nextAttemptAt !== undefined) {
+    if (!isTime(e.nextAttemptAt)) return undefined;
+    out.nextAttemptAt = e.nextAttemptAt;
+  }
+  if (e.reason !== undefined) {
+    if (!isText(e.reason, 0, 200)) return undefined;
+    out.reason = e.reason;
+  }
+  return out;
 }
