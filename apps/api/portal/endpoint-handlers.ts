@@ -1,5 +1,6 @@
+import { randomUUID } from 'node:crypto';
 import type { Request, Router } from 'express';
-import { EVENT_NAMES, type EventName, REFERENCE_FIELDS } from '../../../libs/contracts/index.js';
+import { EVENT_NAMES, type EventName, REFERENCE_FIELDS, sampleEvent } from '../../../libs/contracts/index.js';
 import type { Queryable } from '../../../libs/delivery-store/index.js';
 import {
   type Actor,
@@ -10,18 +11,16 @@ import {
   type EndpointView,
   endpointInputSchema,
   endpointPatchSchema,
+  endpointViewOf,
   firstIssue,
-  graceExpiries,
   type Merchant,
-  type MerchantSettings,
   rotateInputSchema,
 } from '../../../libs/merchants/index.js';
 import type { PortalPermission, PortalSession } from '../../../libs/portal/index.js';
 import type { ApiDeps } from '../deps.js';
 import { ApiError, badRequest, unavailable } from '../errors.js';
 import { mount } from '../mount.js';
-import { testEventBody } from './endpoint-routes.js';
-import { testSample } from './test-event.js';
+import { testEventBody } from './routes.js';
 
 /** What the portal's handlers share (handlers.ts makes it): sessions, permissions, limits, audit. */
 export interface PortalHelpers {
@@ -36,28 +35,36 @@ export interface PortalHelpers {
   actor(found: PortalSession, req: Request): Actor;
 }
 
-/** One endpoint as the portal shows it (endpoint-routes.ts's portalEndpointView). */
+/** One endpoint as the portal shows it (routes.ts's portalEndpointView). */
 export type PortalEndpoint = ReturnType<typeof portalEndpointOf>;
 
 function portalEndpointOf(endpoint: Endpoint, rate: number | undefined, now: Date) {
-  const current = rate === undefined ? (endpoint.maxPerSecond ?? null) : currentPerSecondOf(endpoint.maxPerSecond, rate);
+  const { previousSecretExpiresAt: _latest, ...view } = endpointViewOf(endpoint, now);
   return {
-    id: endpoint.id,
-    description: endpoint.description ?? null,
-    url: endpoint.url,
-    enabled: endpoint.enabled,
+    ...view,
     disabledReason: endpoint.enabled ? null : (endpoint.disabledReason ?? 'manual'),
-    disabledAt: endpoint.enabled ? null : (endpoint.disabledAt ?? null),
     disabledBy: !endpoint.enabled && endpoint.disabledReason === 'manual' ? (endpoint.disabledBy ?? 'operator') : null,
-    failingSince: endpoint.failingSince ?? null,
-    events: [...(endpoint.events ?? EVENT_NAMES)] as EventName[],
+    events: view.events as EventName[],
     allEvents: endpoint.events === undefined,
-    orderByReference: endpoint.orderByReference === true,
     secretCreatedAt: endpoint.secretIssuedAt ?? null,
-    previousSecrets: graceExpiries(endpoint, now),
-    maxPerSecond: endpoint.maxPerSecond ?? null,
-    currentPerSecond: current,
+    currentPerSecond: rate === undefined ? view.maxPerSecond : currentPerSecondOf(view.maxPerSecond, rate),
   };
+}
+
+/** The sample events' amount fields: zero in a test, so no test reads as money moved. */
+const AMOUNT_FIELDS = ['sourceAmount', 'destinationAmount', 'amount'];
+
+/**
+ * A sample of the event marked as a test inside the signed body: `data.test: true`, every amount
+ * 0, and references that all start with TEST-. Published with x-test-event: attempted once.
+ */
+function testSample(event: EventName, merchantId: string) {
+  const message = sampleEvent(event, merchantId);
+  const data = message.data as Record<string, unknown>;
+  for (const field of REFERENCE_FIELDS[event]) data[field] = `TEST-${randomUUID()}`;
+  for (const field of AMOUNT_FIELDS) if (field in data) data[field] = 0;
+  data.test = true;
+  return message as typeof message & { data: Record<string, unknown> };
 }
 
 /**
@@ -81,11 +88,10 @@ export async function portalEndpointsOf(db: Queryable | undefined, merchant: Mer
 /** The portal's endpoint routes: the list and one endpoint's settings, secret, test event and removal. */
 export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: PortalHelpers): void {
   const merchantOf = (merchantId: string) => deps.merchants?.byId(merchantId);
-  const writable = (): MerchantSettings => {
+  const endpoints = () => {
     if (!deps.settings) throw new ApiError(409, 'directory_read_only', 'Endpoint settings come from MERCHANTS_FILE here: they are read-only in the portal');
-    return deps.settings;
+    return new EndpointSettings(deps.settings);
   };
-  const endpoints = () => new EndpointSettings(writable());
   /** The endpoint as this replica holds it now (after a write: what the write made, NOTIFY or not). */
   const shown = async (merchantId: string, endpointId: string): Promise<PortalEndpoint> => {
     const found = (await portalEndpointsOf(deps.audit, merchantOf(merchantId))).find((e) => e.id === endpointId);
@@ -172,15 +178,13 @@ export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: Portal
   });
 }
 
-type WrittenView = EndpointView;
-
 /** Whether the replica's copy already shows what the write made. */
-function sameAs(view: PortalEndpoint, written: WrittenView): boolean {
+function sameAs(view: PortalEndpoint, written: EndpointView): boolean {
   return view.url === written.url && view.enabled === written.enabled && JSON.stringify(view.events) === JSON.stringify(written.events) && view.maxPerSecond === written.maxPerSecond && view.orderByReference === written.orderByReference && view.description === written.description;
 }
 
 /** The write's own view in the portal's shape; what it does not say (who disabled, the secret's age) from the replica's copy. */
-function fromWritten(written: WrittenView, held: PortalEndpoint | undefined): PortalEndpoint {
+function fromWritten(written: EndpointView, held: PortalEndpoint | undefined): PortalEndpoint {
   return {
     ...written,
     disabledBy: written.enabled ? null : written.disabledReason === 'manual' ? 'merchant' : null,
