@@ -22,15 +22,11 @@ import { ApiError, badRequest, unavailable } from '../errors.js';
 import { mount } from '../mount.js';
 import { testEventBody } from './routes.js';
 
-/** What the portal's handlers share (handlers.ts makes it): sessions, permissions, limits, audit. */
+/** What the portal's handlers share (handlers.ts makes it and says what each does). */
 export interface PortalHelpers {
-  /** The request's live session (401 without one). */
   session(req: Request): Promise<PortalSession>;
-  /** A write: same origin, the session, its CSRF token, and the permission the link granted. */
   writer(req: Request, permission: PortalPermission | 'view'): Promise<PortalSession>;
-  /** Counts against the merchant's portal bucket of its kind, on every replica. */
   limited(kind: 'settings' | 'tests', merchantId: string): Promise<void>;
-  /** An action that changes no setting, in the merchant's audit trail. */
   audit(found: PortalSession, req: Request, action: string, changes: Record<string, unknown>): Promise<void>;
   actor(found: PortalSession, req: Request): Actor;
 }
@@ -88,9 +84,12 @@ export async function portalEndpointsOf(db: Queryable | undefined, merchant: Mer
 /** The portal's endpoint routes: the list and one endpoint's settings, secret, test event and removal. */
 export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: PortalHelpers): void {
   const merchantOf = (merchantId: string) => deps.merchants?.byId(merchantId);
-  const endpoints = () => {
+  /** A settings write: the session with the permission, settings writable here, the merchant's settings budget. */
+  const settingsWrite = async (req: Request, permission: PortalPermission) => {
+    const found = await helpers.writer(req, permission);
     if (!deps.settings) throw new ApiError(409, 'directory_read_only', 'Endpoint settings come from MERCHANTS_FILE here: they are read-only in the portal');
-    return new EndpointSettings(deps.settings);
+    await helpers.limited('settings', found.merchantId);
+    return { found, settings: new EndpointSettings(deps.settings), actor: helpers.actor(found, req) };
   };
   /** The endpoint as this replica holds it now (after a write: what the write made, NOTIFY or not). */
   const shown = async (merchantId: string, endpointId: string): Promise<PortalEndpoint> => {
@@ -115,11 +114,9 @@ export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: Portal
   });
 
   mount(app, 'portalCreateEndpoint', async (req, res) => {
-    const found = await helpers.writer(req, 'manage-endpoint');
-    const settings = endpoints();
-    await helpers.limited('settings', found.merchantId);
+    const { found, settings, actor } = await settingsWrite(req, 'manage-endpoint');
     const input = settingsInput(endpointInputSchema.safeParse(req.body ?? {}));
-    const written = await settings.create(found.merchantId, input, { by: 'merchant', actor: helpers.actor(found, req) });
+    const written = await settings.create(found.merchantId, input, { by: 'merchant', actor });
     deps.logger.info('endpoint added from the portal', { merchantId: found.merchantId, endpointId: written.view.id });
     // This replica may not hold the write yet (NOTIFY): the write's own view then.
     const view = await shown(found.merchantId, written.view.id).catch(() => fromWritten(written.view, undefined));
@@ -128,12 +125,10 @@ export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: Portal
   });
 
   mount(app, 'portalUpdateEndpoint', async (req, res, { params }) => {
-    const found = await helpers.writer(req, 'manage-endpoint');
+    const { found, settings, actor } = await settingsWrite(req, 'manage-endpoint');
     const endpointId = params.endpointId as string;
-    const settings = endpoints();
-    await helpers.limited('settings', found.merchantId);
     const patch = settingsInput(endpointPatchSchema.safeParse(req.body ?? {}));
-    const written = await settings.patch(found.merchantId, endpointId, patch, { by: 'merchant', actor: helpers.actor(found, req) });
+    const written = await settings.patch(found.merchantId, endpointId, patch, { by: 'merchant', actor });
     deps.logger.info('endpoint changed from the portal', { merchantId: found.merchantId, endpointId, fields: Object.keys(patch) });
     const view = await shown(found.merchantId, endpointId).catch(() => undefined);
     // This replica may not hold the write yet (NOTIFY): the write's own view then.
@@ -141,22 +136,18 @@ export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: Portal
   });
 
   mount(app, 'portalDeleteEndpoint', async (req, res, { params }) => {
-    const found = await helpers.writer(req, 'manage-endpoint');
+    const { found, settings, actor } = await settingsWrite(req, 'manage-endpoint');
     const endpointId = params.endpointId as string;
-    const settings = endpoints();
-    await helpers.limited('settings', found.merchantId);
-    const written = await settings.delete(found.merchantId, endpointId, { by: 'merchant', actor: helpers.actor(found, req) });
+    const written = await settings.delete(found.merchantId, endpointId, { by: 'merchant', actor });
     deps.logger.info('endpoint deleted from the portal', { merchantId: found.merchantId, endpointId });
     res.json({ message: `endpoint ${endpointId} deleted`, error: null, data: { deleted: written.deleted } });
   });
 
   mount(app, 'portalRotateSecret', async (req, res, { params }) => {
-    const found = await helpers.writer(req, 'manage-secret');
+    const { found, settings, actor } = await settingsWrite(req, 'manage-secret');
     const endpointId = params.endpointId as string;
-    const settings = endpoints();
-    await helpers.limited('settings', found.merchantId);
     const input = settingsInput(rotateInputSchema.safeParse(req.body ?? {}));
-    const { replayed: _replayed, version: _version, ...rotated } = await settings.rotate(found.merchantId, endpointId, input.graceSeconds, { actor: helpers.actor(found, req) });
+    const { replayed: _replayed, version: _version, ...rotated } = await settings.rotate(found.merchantId, endpointId, input.graceSeconds, { actor });
     deps.logger.info('endpoint secret rotated from the portal', { merchantId: found.merchantId, endpointId, previousSecretExpiresAt: rotated.previousSecretExpiresAt });
     res.json({ message: 'endpoint secret rotated', error: null, data: rotated });
   });
