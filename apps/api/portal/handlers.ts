@@ -37,15 +37,14 @@ function sessionsOf(deps: ApiDeps) {
   return deps.portal!.sessions!;
 }
 
-/** `30m`, `1h`, `7d` → ms; undefined past 7 days or under a second. */
 /** A portal link's lifetime, and its session's, when the dashboard names none. */
 export const DEFAULT_LINK_LIFETIME_MS = 3_600_000;
+const UNIT_MS = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
+/** `30m`, `1h`, `7d` (the shape portalSessionInput checked) → ms; undefined past 7 days or under a second. */
 function lifetimeMs(text: string | undefined): number | undefined {
   if (text === undefined) return DEFAULT_LINK_LIFETIME_MS;
-  const match = /^(\d+)(s|m|h|d)$/.exec(text);
-  if (!match) return undefined;
-  const ms = Number(match[1]) * { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }[match[2] as 's']!;
+  const ms = Number.parseInt(text, 10) * UNIT_MS[text.slice(-1) as keyof typeof UNIT_MS];
   return ms >= 1_000 && ms <= MAX_LINK_LIFETIME_MS ? ms : undefined;
 }
 
@@ -134,21 +133,14 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
   const cookieName = hostPrefix ? SECURE_SESSION_COOKIE : SESSION_COOKIE;
   const cookieAttributes = `${hostPrefix ? 'Path=/' : 'Path=/portal'}${secure ? '; Secure' : ''}; HttpOnly; SameSite=Strict`;
   const sessionId = (req: Request) => cookieOf(req, cookieName);
-  /**
-   * Per client address, on every replica: link exchanges of tokens this replica does not know dead.
-   * An address refused is answered from memory until its Retry-After, with no query, on the
-   * replica that heard the refusal.
-   */
-  const addressLimit = deps.portalLimits?.address;
+  /** Link exchanges per client address, on every replica (a refused address is answered from memory until its Retry-After). */
   const countAddress = async (req: Request, what: string) => {
-    const allowed = (await addressLimit?.take(clientKey(req.ip))) ?? { ok: true };
+    const allowed = (await deps.portalLimits?.address?.take(clientKey(req.ip))) ?? { ok: true };
     if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds, what);
   };
   /**
-   * The request's live session. Nothing here counts against the client's address: a forged id is
-   * refused by its HMAC, and a dead one (ended, expired, idle) costs one query per replica, which
-   * then answers it from memory; so a replay of a dead id from behind a NAT address holds up no
-   * one else there, and an id of ours exists only for a link an operator minted.
+   * The request's live session. Not counted against the client's address: a forged id is refused
+   * by its HMAC, and a dead one costs one query per replica, which then answers it from memory.
    */
   const session = async (req: Request): Promise<PortalSession> => {
     const id = sessionId(req);
@@ -174,7 +166,6 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     if (permission !== 'view' && !found.permissions.includes(permission)) throw new ApiError(403, 'permission_denied', `This portal link does not allow ${permission}`);
     return found;
   };
-  const merchantOf = (merchantId: string): Merchant | undefined => deps.merchants?.byId(merchantId);
   /** What a session did that changes no setting (opened, test events, resends, Recover rounds): in the merchant's audit trail too. */
   const audit = async (found: PortalSession, req: Request, action: string, changes: Record<string, unknown>) => {
     if (deps.audit) await recordAudit(deps.audit, found.merchantId, action, changes, portalActor(found, req));
@@ -186,13 +177,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds, 'delivery log reads');
     return deps.logConcurrency ? deps.logConcurrency.run(merchantId, () => work(log)) : work(log);
   };
-  const sessionView = (s: PortalSession) => ({
-    merchantId: s.merchantId,
-    permissions: s.permissions,
-    expiresAt: s.expiresAt,
-    csrfToken: s.csrfToken,
-    settingsWritable: deps.settings !== undefined,
-  });
+  const sessionView = ({ merchantId, permissions, expiresAt, csrfToken }: PortalSession) => ({ merchantId, permissions, expiresAt, csrfToken, settingsWritable: deps.settings !== undefined });
 
   mount(app, 'openPortalSession', async (req, res) => {
     const token = (req.body as { token?: unknown } | undefined)?.token;
@@ -203,19 +188,13 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     // nor a token this replica already refused (redeem answers it from memory).
     if (!sessions.wellFormed(token)) throw new ApiError(401, 'portal_link_invalid', 'This portal link is not valid: ask for a new one');
     if (!sessions.knownDead(token)) await countAddress(req, 'portal link exchanges from this address');
-    let opened: { sessionId: string; session: PortalSession };
-    try {
-      opened = await sessions.redeem(token);
-    } catch (err) {
-      if (err instanceof PortalLinkError) {
-        // A used link presented again ends the sessions it made: the merchant's trail says so.
-        if (err.merchantId && deps.audit) await recordAudit(deps.audit, err.merchantId, 'portal.link_reused', { sessionsEnded: true }, { actor: 'portal', address: req.ip });
-        const code = err.reason === 'used' ? 'portal_link_used' : err.reason === 'expired' ? 'portal_link_expired' : 'portal_link_invalid';
-        throw new ApiError(401, code, `${err.message[0]!.toUpperCase()}${err.message.slice(1)}: ask for a new one`);
-      }
-      throw err;
-    }
-    const { sessionId: id, session: started } = opened;
+    const { sessionId: id, session: started } = await sessions.redeem(token).catch(async (err: unknown) => {
+      if (!(err instanceof PortalLinkError)) throw err;
+      // A used link presented again ends the sessions it made: the merchant's trail says so.
+      if (err.merchantId && deps.audit) await recordAudit(deps.audit, err.merchantId, 'portal.link_reused', { sessionsEnded: true }, { actor: 'portal', address: req.ip });
+      const code = err.reason === 'used' ? 'portal_link_used' : err.reason === 'expired' ? 'portal_link_expired' : 'portal_link_invalid';
+      throw new ApiError(401, code, `${err.message[0]!.toUpperCase()}${err.message.slice(1)}: ask for a new one`);
+    });
     // The cookie only once the trail holds the opening: a 503 for the audit carries no session.
     await audit(started, req, 'portal.session_opened', { permissions: started.permissions });
     res.set('set-cookie', `${cookieName}=${id}; ${cookieAttributes}`);
@@ -239,7 +218,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
   mount(app, 'portalOverview', async (req, res) => {
     const found = await session(req);
     const health = await read(found.merchantId, () => deps.portal!.health(found.merchantId));
-    const endpoints = await portalEndpointsOf(deps.audit, merchantOf(found.merchantId));
+    const endpoints = await portalEndpointsOf(deps.audit, deps.merchants?.byId(found.merchantId));
     res.json({ message: 'overview', error: null, data: { merchantId: found.merchantId, endpoints, health } });
   });
 
@@ -267,7 +246,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
 
   mount(app, 'portalResendWebhook', async (req, res, { params, query }) => {
     const found = await writer(req, 'resend');
-    const merchant = merchantOf(found.merchantId);
+    const merchant = deps.merchants?.byId(found.merchantId);
     if (!merchant) throw new ApiError(409, 'webhook_disabled', 'This merchant has no webhook set up');
     const webhookId = params.webhookId as string;
     const endpointId = query.endpointId as string | undefined;
