@@ -64,5 +64,3 @@ async function start(): Promise<void> {
 }
 
 void start();
-
-export {};
