@@ -2,7 +2,7 @@ import { timingSafeEqual } from 'node:crypto';
 import type { Request, Router } from 'express';
 import type { DeliveryLogQueries } from '../../../libs/delivery-store/index.js';
 import { type Actor, disabledByOperator, type Merchant, recordAudit } from '../../../libs/merchants/index.js';
-import { keyDigestOf, MAX_LINK_LIFETIME_MS, PortalLinkError, type PortalPermission, type PortalSession } from '../../../libs/portal/index.js';
+import { keyDigestOf, MAX_LINK_LIFETIME_MS, PortalLinkError, type PortalPermission, type PortalSession, type PortalSessions } from '../../../libs/portal/index.js';
 import { USER_AGENT } from '../../dispatcher/program.js';
 import type { ApiDeps } from '../deps.js';
 import { ApiError, badRequest, notFound, rateLimited } from '../errors.js';
@@ -27,14 +27,9 @@ export const RECOVER_MAX = 1_000;
 const sessionRequired = () => new ApiError(401, 'portal_session_required', 'No portal session, or it has expired: open a new portal link');
 
 /** The delivery log holds the portal's sessions and everything it shows. */
-function logOf(deps: ApiDeps): DeliveryLogQueries {
+function logOf(deps: ApiDeps): { log: DeliveryLogQueries; sessions: PortalSessions } {
   if (!deps.log || !deps.portal?.sessions) throw new ApiError(503, 'log_disabled', 'The merchant portal needs the delivery log, which is switched off here (DELIVERY_LOG=off)');
-  return deps.log;
-}
-
-function sessionsOf(deps: ApiDeps) {
-  logOf(deps);
-  return deps.portal!.sessions!;
+  return { log: deps.log, sessions: deps.portal.sessions };
 }
 
 /** A portal link's lifetime, and its session's, when the dashboard names none. */
@@ -60,7 +55,7 @@ export function mountPortalAdmin(router: Router, deps: ApiDeps): void {
     if (!merchant) throw notFound('merchant_not_found', `No merchant ${merchantId}`);
     // Left out, a link only shows: each power it gives is asked for by name.
     const permissions = input.data.permissions ?? [];
-    const link = await sessionsOf(deps).createLink(merchantId, permissions, lifetime, keyDigestOf(merchant.publicKey));
+    const link = await logOf(deps).sessions.createLink(merchantId, permissions, lifetime, keyDigestOf(merchant.publicKey));
     if (deps.audit) await recordAudit(deps.audit, merchantId, 'portal.link_minted', { permissions, expiresAt: link.expiresAt }, res.locals.actor as Actor);
     deps.logger.info('portal link issued', { merchantId, permissions, expiresAt: link.expiresAt });
     // The token is in the fragment: browsers never send it to a server, a proxy log or a Referer.
@@ -70,7 +65,7 @@ export function mountPortalAdmin(router: Router, deps: ApiDeps): void {
 
   mount(router, 'revokePortalSessions', async (req, res, { params }) => {
     const merchantId = params.merchantId as string;
-    const ended = await sessionsOf(deps).endMerchant(merchantId);
+    const ended = await logOf(deps).sessions.endMerchant(merchantId);
     if (deps.audit) await recordAudit(deps.audit, merchantId, 'portal.sessions_revoked', ended, res.locals.actor as Actor);
     deps.logger.info('portal sessions revoked', { merchantId, ...ended });
     res.json({ message: `${ended.sessions} portal session(s) and ${ended.links} unused link(s) of merchant ${merchantId} ended`, error: null, data: ended });
@@ -145,10 +140,10 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
   const session = async (req: Request): Promise<PortalSession> => {
     const id = sessionId(req);
     if (!id || id.length > 100) throw sessionRequired();
-    const found = await sessionsOf(deps).session(id);
+    const found = await logOf(deps).sessions.session(id);
     if (!found) throw sessionRequired();
     if (outlived(deps.merchants?.byId(found.merchantId), found)) {
-      await sessionsOf(deps).end(id);
+      await logOf(deps).sessions.end(id);
       deps.logger.info('portal session ended: the merchant changed since its link was minted', { merchantId: found.merchantId });
       throw sessionRequired();
     }
@@ -172,7 +167,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
   };
   /** Reads count against the merchant's log limits, as its own API calls do. */
   const read = async <T>(merchantId: string, work: (log: DeliveryLogQueries) => Promise<T>): Promise<T> => {
-    const log = logOf(deps);
+    const { log } = logOf(deps);
     const allowed = (await deps.logLimiter?.take(merchantId)) ?? { ok: true };
     if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds, 'delivery log reads');
     return deps.logConcurrency ? deps.logConcurrency.run(merchantId, () => work(log)) : work(log);
@@ -183,7 +178,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     const token = (req.body as { token?: unknown } | undefined)?.token;
     fromPortalPage(req, deps);
     if (typeof token !== 'string' || token.length === 0 || token.length > 200) throw badRequest('invalid_body', 'Give the link\'s token: {"token": "..."}');
-    const sessions = sessionsOf(deps);
+    const { sessions } = logOf(deps);
     // Forged or guessed: refused by the HMAC before any query (redeem says the same), not counted;
     // nor a token this replica already refused (redeem answers it from memory).
     if (!sessions.wellFormed(token)) throw new ApiError(401, 'portal_link_invalid', 'This portal link is not valid: ask for a new one');
@@ -204,7 +199,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
 
   mount(app, 'portalLogout', async (req, res) => {
     const found = await writer(req, 'view');
-    await sessionsOf(deps).end(sessionId(req)!);
+    await logOf(deps).sessions.end(sessionId(req)!);
     res.set('set-cookie', `${cookieName}=; ${cookieAttributes}; Max-Age=0`);
     deps.logger.info('portal session ended by logout', { merchantId: found.merchantId });
     res.json({ message: 'logged out', error: null, data: null });
