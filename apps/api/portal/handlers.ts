@@ -6,7 +6,7 @@ import { keyDigestOf, MAX_LINK_LIFETIME_MS, PortalLinkError, type PortalPermissi
 import { USER_AGENT } from '../../dispatcher/program.js';
 import type { ApiDeps } from '../deps.js';
 import { ApiError, badRequest, notFound, rateLimited } from '../errors.js';
-import { clientKey } from '../rate-limit.js';
+import { clientKey, type RateLimiter } from '../rate-limit.js';
 import { listFilters } from '../log-handlers.js';
 import { resendOne } from '../resend-routes.js';
 import { mount } from '../mount.js';
@@ -21,7 +21,6 @@ import { servePortalAssets } from './page.js';
  * the session itself ends earlier server-side (idle, expiry, logout, revocation).
  */
 export const SESSION_COOKIE = 'webhooks_portal';
-const SECURE_SESSION_COOKIE = `__Host-${SESSION_COOKIE}`;
 export const RECOVER_MAX = 1_000;
 
 const sessionRequired = () => new ApiError(401, 'portal_session_required', 'No portal session, or it has expired: open a new portal link');
@@ -108,6 +107,12 @@ function fromPortalPage(req: Request, deps: ApiDeps): void {
   }
 }
 
+/** Counts `key` against a limiter the replicas share; none configured, nothing is counted. */
+async function take(limiter: RateLimiter | undefined, key: string, what: string): Promise<void> {
+  const allowed = (await limiter?.take(key)) ?? { ok: true };
+  if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds, what);
+}
+
 function sameText(a: string, b: string): boolean {
   const x = Buffer.from(a);
   const y = Buffer.from(b);
@@ -125,14 +130,9 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
 
   const secure = deps.portal?.secureCookies ?? false;
   const hostPrefix = deps.portal?.hostPrefixCookie ?? false;
-  const cookieName = hostPrefix ? SECURE_SESSION_COOKIE : SESSION_COOKIE;
+  const cookieName = hostPrefix ? `__Host-${SESSION_COOKIE}` : SESSION_COOKIE;
   const cookieAttributes = `${hostPrefix ? 'Path=/' : 'Path=/portal'}${secure ? '; Secure' : ''}; HttpOnly; SameSite=Strict`;
   const sessionId = (req: Request) => cookieOf(req, cookieName);
-  /** Link exchanges per client address, on every replica (a refused address is answered from memory until its Retry-After). */
-  const countAddress = async (req: Request, what: string) => {
-    const allowed = (await deps.portalLimits?.address?.take(clientKey(req.ip))) ?? { ok: true };
-    if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds, what);
-  };
   /**
    * The request's live session. Not counted against the client's address: a forged id is refused
    * by its HMAC, and a dead one costs one query per replica, which then answers it from memory.
@@ -168,8 +168,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
   /** Reads count against the merchant's log limits, as its own API calls do. */
   const read = async <T>(merchantId: string, work: (log: DeliveryLogQueries) => Promise<T>): Promise<T> => {
     const { log } = logOf(deps);
-    const allowed = (await deps.logLimiter?.take(merchantId)) ?? { ok: true };
-    if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds, 'delivery log reads');
+    await take(deps.logLimiter, merchantId, 'delivery log reads');
     return deps.logConcurrency ? deps.logConcurrency.run(merchantId, () => work(log)) : work(log);
   };
   const sessionView = ({ merchantId, permissions, expiresAt, csrfToken }: PortalSession) => ({ merchantId, permissions, expiresAt, csrfToken, settingsWritable: deps.settings !== undefined });
@@ -182,7 +181,8 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     // Forged or guessed: refused by the HMAC before any query (redeem says the same), not counted;
     // nor a token this replica already refused (redeem answers it from memory).
     if (!sessions.wellFormed(token)) throw new ApiError(401, 'portal_link_invalid', 'This portal link is not valid: ask for a new one');
-    if (!sessions.knownDead(token)) await countAddress(req, 'portal link exchanges from this address');
+    // Per client address (a refused address is answered from memory until its Retry-After).
+    if (!sessions.knownDead(token)) await take(deps.portalLimits?.address, clientKey(req.ip), 'portal link exchanges from this address');
     const { sessionId: id, session: started } = await sessions.redeem(token).catch(async (err: unknown) => {
       if (!(err instanceof PortalLinkError)) throw err;
       // A used link presented again ends the sessions it made: the merchant's trail says so.
@@ -253,8 +253,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
 
   /** A portal write counts against the merchant's portal bucket of its kind, on every replica. */
   const limited = async (kind: 'settings' | 'tests' | 'recover', merchantId: string): Promise<void> => {
-    const allowed = (await deps.portalLimits?.[kind].take(merchantId)) ?? { ok: true };
-    if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds, { tests: 'test events', settings: 'endpoint changes', recover: 'Recover rounds today' }[kind]);
+    await take(deps.portalLimits?.[kind], merchantId, { tests: 'test events', settings: 'endpoint changes', recover: 'Recover rounds today' }[kind]);
   };
 
   mount(app, 'portalRecoverPreview', async (req, res, { query }) => {
