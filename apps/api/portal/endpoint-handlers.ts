@@ -60,7 +60,7 @@ function testSample(event: EventName, merchantId: string) {
   for (const field of REFERENCE_FIELDS[event]) data[field] = `TEST-${randomUUID()}`;
   for (const field of AMOUNT_FIELDS) if (field in data) data[field] = 0;
   data.test = true;
-  return message as typeof message & { data: Record<string, unknown> };
+  return { message, reference: data[REFERENCE_FIELDS[event][0]!] as string };
 }
 
 /**
@@ -160,8 +160,7 @@ export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: Portal
     if (!merchantOf(found.merchantId)?.endpoints.some((e) => e.id === endpointId)) throw new EndpointNotFoundError(found.merchantId, endpointId);
     if (!deps.brokerConnected()) throw unavailable('The message broker is unavailable; try again shortly');
     await helpers.limited('tests', found.merchantId);
-    const message = testSample(input.data.event, found.merchantId);
-    const reference = message.data[REFERENCE_FIELDS[input.data.event][0]!] as string;
+    const { message, reference } = testSample(input.data.event, found.merchantId);
     const { messageId } = await deps.portal!.publish(message, { test: true, endpointId });
     await helpers.audit(found, req, 'portal.test_event', { event: input.data.event, endpointId, webhookId: messageId, reference });
     deps.logger.info('test event sent from the portal', { merchantId: found.merchantId, endpointId, event: input.data.event, reference });

@@ -12,10 +12,7 @@ export function stateOf(ep: Json): Child {
   return h('span', {}, h('span', { class: 'badge s-failed' }, 'disabled'), ` ${why}${ep.disabledAt ? ` since ${when(ep.disabledAt)}` : ''}`);
 }
 
-function healthOf(ep: Json): string {
-  if (!ep.enabled) return 'not sent to';
-  return ep.failingSince ? `failing since ${when(ep.failingSince)}` : 'no failure streak';
-}
+const healthOf = (ep: Json) => (!ep.enabled ? 'not sent to' : ep.failingSince ? `failing since ${when(ep.failingSince)}` : 'no failure streak');
 
 /**
  * Every endpoint in one table: the overview and the Endpoints screen show it; the overview with
