@@ -102,11 +102,10 @@ interface SessionRow {
 const SESSION_COLUMNS = 'merchant_id, permissions, csrf_token, expires_at, link_created_at, key_digest, session_hash';
 
 /**
- * Portal links and sessions, in the delivery log's PostgreSQL: every API replica reads the same
- * rows, so a link minted by one is redeemed on another, and its single use is one UPDATE that only
- * one replica can win (nothing kept in memory). Only digests of the link's token and of the
- * session id are stored: a copy of the table opens no session. Expiry and idling are judged by
- * PostgreSQL's clock, the same for every replica. The tables are made by libs/migrations/sql.
+ * Portal links and sessions, in the delivery log's PostgreSQL: a link minted on one replica is
+ * redeemed on another, its single use one UPDATE that only one replica wins. Only digests of link
+ * tokens and session ids are stored: a copy of the table opens no session. Expiry and idling are
+ * judged by PostgreSQL's clock, the same for every replica.
  */
 export class PortalSessions {
   /**

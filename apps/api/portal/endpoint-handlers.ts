@@ -50,10 +50,7 @@ function portalEndpointOf(endpoint: Endpoint, rate: number | undefined, now: Dat
 /** The sample events' amount fields: zero in a test, so no test reads as money moved. */
 const AMOUNT_FIELDS = ['sourceAmount', 'destinationAmount', 'amount'];
 
-/**
- * A sample of the event marked as a test inside the signed body: `data.test: true`, every amount
- * 0, and references that all start with TEST-. Published with x-test-event: attempted once.
- */
+/** A sample of the event marked as a test inside the signed body: `data.test: true`, every amount 0, references TEST-…. */
 function testSample(event: EventName, merchantId: string) {
   const message = sampleEvent(event, merchantId);
   const data = message.data as Record<string, unknown>;

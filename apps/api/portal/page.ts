@@ -16,10 +16,7 @@ function asset(text: string, type: string) {
 }
 type Asset = ReturnType<typeof asset>;
 
-/**
- * The compiled modules' folder: beside this file in dist; from the sources (tests run them with
- * ts-jest), in dist, which `npm run build` makes before any test.
- */
+/** The compiled modules' folder: beside this file in dist, or in dist when this runs from the sources (ts-jest). */
 function scriptDir(): URL {
   const candidates = [new URL('./ui/', import.meta.url), new URL('../../../dist/apps/api/portal/ui/', import.meta.url)];
   for (const candidate of candidates) if (existsSync(new URL('portal.js', candidate))) return candidate;
