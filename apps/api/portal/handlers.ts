@@ -73,11 +73,10 @@ export function mountPortalAdmin(router: Router, deps: ApiDeps): void {
 
 /**
  * Whether the session outlived what it was opened on: the merchant is gone, its public key changed
- * since the link was minted, or the platform's operator turned one of its endpoints off since.
+ * since the link was minted, or the platform's operator acted on it since (turned an endpoint off).
  */
 function outlived(merchant: Merchant | undefined, session: PortalSession): boolean {
   if (!merchant || keyDigestOf(merchant.publicKey) !== session.keyDigest) return true;
-  // An endpoint the operator turned off since: the platform acted on this merchant, so its sessions end.
   return merchant.endpoints.some((endpoint) => disabledByOperator(endpoint) && Date.parse(endpoint.disabledAt ?? '') >= Date.parse(session.createdAt));
 }
 
