@@ -1,50 +1,32 @@
 import type { Queryable } from '../delivery-store/index.js';
 import { LogQueryTimeoutError, LogUnavailableError } from '../delivery-store/index.js';
 
-/** One hour of the chart: webhooks first seen in it, by their status now. */
-export interface HourBucket {
-  hour: string;
-  delivered: number;
-  retrying: number;
-  failed: number;
-  skipped: number;
-}
+const STATUSES = ['delivered', 'retrying', 'failed', 'skipped'] as const;
+/** Webhooks counted by their status now. */
+type Counts = Record<(typeof STATUSES)[number], number>;
+const noCounts = (): Counts => ({ delivered: 0, retrying: 0, failed: 0, skipped: 0 });
 
-/** A merchant's endpoint over the last 24 hours, from the delivery log. */
-export interface EndpointHealth {
+/** A merchant's endpoints over the last 24 hours, from the delivery log. */
+export interface EndpointHealth extends Counts {
   since: string;
-  delivered: number;
-  retrying: number;
-  failed: number;
-  skipped: number;
   /** Delivered out of delivered and failed (retrying ones are not decided yet); null when none was. */
   successRate: number | null;
   /** Median duration of the HTTP attempts made in the window, in ms; null when none was made. */
   medianResponseMs: number | null;
   p95ResponseMs: number | null;
   attempts: number;
-  /** 24 hours, oldest first, each present even when empty. */
-  hours: HourBucket[];
+  /** 24 hours, oldest first, each present even when empty: the webhooks first seen in each. */
+  hours: Array<{ hour: string } & Counts>;
   /** The same counts per endpoint (ep_…), each endpoint with a delivery in the window; rows logged before endpoints count in the totals only. */
-  endpoints: EndpointCounts[];
-}
-
-export interface EndpointCounts {
-  endpointId: string;
-  delivered: number;
-  retrying: number;
-  failed: number;
-  skipped: number;
+  endpoints: Array<{ endpointId: string } & Counts>;
 }
 
 const HOUR_MS = 3_600_000;
-const STATUSES = ['delivered', 'retrying', 'failed', 'skipped'] as const;
 
 /**
  * Two statements, each on the merchant's indexes: the deliveries first seen in the window counted by
- * hour, status and endpoint (delivery_webhooks_newest: the same rows the chart counts, the endpoint
- * one more grouping key, so the overview's per-endpoint counts cost no query of their own), and the
- * attempts' durations in the window
+ * hour, status and endpoint (delivery_webhooks_newest; the endpoint is one more grouping key, so the
+ * per-endpoint counts cost no query of their own), and the attempts' durations in the window
  * (delivery_records_webhook, on the window's one or two day partitions only).
  */
 export async function endpointHealth(db: Queryable, merchantId: string, now: Date = new Date()): Promise<EndpointHealth> {
@@ -71,15 +53,9 @@ export async function endpointHealth(db: Queryable, merchantId: string, now: Dat
       [merchantId, since],
     ),
   ]);
-  const hours: HourBucket[] = Array.from({ length: 24 }, (_, i) => ({
-    hour: new Date(firstHour + i * HOUR_MS).toISOString(),
-    delivered: 0,
-    retrying: 0,
-    failed: 0,
-    skipped: 0,
-  }));
-  const totals = { delivered: 0, retrying: 0, failed: 0, skipped: 0 };
-  const perEndpoint = new Map<string, EndpointCounts>();
+  const hours = Array.from({ length: 24 }, (_, i) => ({ hour: new Date(firstHour + i * HOUR_MS).toISOString(), ...noCounts() }));
+  const totals = noCounts();
+  const perEndpoint = new Map<string, EndpointHealth['endpoints'][number]>();
   for (const row of byHour) {
     const status = row.status as (typeof STATUSES)[number];
     if (!STATUSES.includes(status)) continue;
@@ -90,7 +66,7 @@ export async function endpointHealth(db: Queryable, merchantId: string, now: Dat
     // '': logged before endpoints fanned out, not attributable to one.
     if (row.endpoint_id === '') continue;
     let counts = perEndpoint.get(row.endpoint_id);
-    if (!counts) perEndpoint.set(row.endpoint_id, (counts = { endpointId: row.endpoint_id, delivered: 0, retrying: 0, failed: 0, skipped: 0 }));
+    if (!counts) perEndpoint.set(row.endpoint_id, (counts = { endpointId: row.endpoint_id, ...noCounts() }));
     counts[status] += n;
   }
   const decided = totals.delivered + totals.failed;

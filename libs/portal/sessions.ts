@@ -24,9 +24,11 @@ export interface PortalSession {
   ref: string;
 }
 
-/** Why a link was refused: the page says which, so a merchant knows to ask for a new one. */
+/**
+ * Why a link was refused: the page says which, so a merchant knows to ask for a new one.
+ * `merchantId`: the link's merchant, when a used link is presented again (its trail records the reuse).
+ */
 export class PortalLinkError extends Error {
-  /** `merchantId`: the link's merchant, when a used link is presented again (its trail records the reuse). */
   constructor(
     readonly reason: 'used' | 'expired' | 'unknown',
     readonly merchantId?: string,
@@ -48,13 +50,11 @@ export const PORTAL_IDLE_TIMEOUT_MS = 30 * 60_000;
 const digest = (secret: string) => createHash('sha256').update(secret).digest('base64url');
 
 /**
- * Link tokens and session ids carry an HMAC of their random part (`<random>.<mac>`), with a key
- * every replica derives alike (from SECRETS_KEY): a forged or guessed one is refused before any
- * query, so a flood of them costs the database nothing. During a rotation of SECRETS_KEY the key
- * derived from SECRETS_KEY_PREVIOUS still verifies (never signs): sessions opened before it stay
- * open, and a replica still on the old key and one already on the new accept each other's tokens.
- * The HMAC only saves queries (the row, found by the token's digest, is what grants), so a token
- * made with the key before is worth no more than one made with the key now.
+ * Link tokens and session ids carry an HMAC of their random part (`<random>.<mac>`), keyed alike on
+ * every replica (from SECRETS_KEY): a forged or guessed one is refused before any query. During a
+ * rotation the key from SECRETS_KEY_PREVIOUS still verifies (never signs): sessions opened before
+ * stay open, and replicas on either key accept each other's tokens. The HMAC only saves queries
+ * (the row, found by the token's digest, is what grants): an old key's token is worth no more.
  */
 export class TokenSigner {
   private readonly keys: Buffer[];
@@ -102,18 +102,15 @@ interface SessionRow {
 const SESSION_COLUMNS = 'merchant_id, permissions, csrf_token, expires_at, link_created_at, key_digest, session_hash';
 
 /**
- * Portal links and sessions, in the delivery log's PostgreSQL: every API replica reads the same
- * rows, so a link minted by one is redeemed on another, and its single use is one UPDATE that only
- * one replica can win (nothing kept in memory). Only digests of the link's token and of the
- * session id are stored: a copy of the table opens no session. Expiry and idling are judged by
- * PostgreSQL's clock, the same for every replica. The tables are made by libs/migrations/sql.
+ * Portal links and sessions, in the delivery log's PostgreSQL: a link minted on one replica is
+ * redeemed on another, its single use one UPDATE that only one replica wins. Only digests of link
+ * tokens and session ids are stored: a copy of the table opens no session. Expiry and idling are
+ * judged by PostgreSQL's clock, the same for every replica.
  */
 export class PortalSessions {
   /**
-   * What this replica learnt is dead: a session id that found no live session, a link token refused.
-   * Neither ever comes back (a session is never revived, a link is used once), so a replay of one is
-   * answered from here without a query, and counts against nobody: the one who replays a dead
-   * session id behind a NAT address holds up no one else there.
+   * Session ids and link tokens this replica found dead: neither ever comes back, so a replay is
+   * answered from here without a query, and counts against nobody (nor anyone behind the same NAT).
    */
   private readonly dead = new BoundedMap<string, Dead>(REMEMBERED_DEAD_TOKENS);
 

@@ -6,15 +6,9 @@ export interface PortalDeps {
   /** Links and sessions, in the delivery log's PostgreSQL; absent with DELIVERY_LOG=off (the portal answers 503). */
   sessions?: PortalSessions;
   health(merchantId: string): Promise<EndpointHealth>;
-  /**
-   * Publishes a test event to the events exchange, as upstream does; `test` marks it x-test-event
-   * (one attempt), `endpointId` names the one endpoint it is for (x-endpoint-id).
-   */
+  /** Publishes as upstream does; `test`: x-test-event (one attempt), `endpointId`: x-endpoint-id (that endpoint only). */
   publish(message: UpstreamMessage, options?: { test?: boolean; endpointId?: string }): Promise<{ messageId: string }>;
-  /**
-   * Where links point, and the portal's own origin: PORTAL_PUBLIC_URL; in development mode without
-   * it, http://127.0.0.1 on this API's public port. Never anything a request says.
-   */
+  /** Where links point and the portal's origin: PORTAL_PUBLIC_URL (without it, in dev mode, this API's port on 127.0.0.1); never what a request says. */
   baseUrl(): string;
   /** Secure cookies whatever the request says: outside development mode, and whenever PORTAL_PUBLIC_URL is https. */
   secureCookies: boolean;

@@ -1,5 +1,6 @@
+import { randomUUID } from 'node:crypto';
 import type { Request, Router } from 'express';
-import { EVENT_NAMES, type EventName, REFERENCE_FIELDS } from '../../../libs/contracts/index.js';
+import { EVENT_NAMES, type EventName, REFERENCE_FIELDS, sampleEvent } from '../../../libs/contracts/index.js';
 import type { Queryable } from '../../../libs/delivery-store/index.js';
 import {
   type Actor,
@@ -10,54 +11,53 @@ import {
   type EndpointView,
   endpointInputSchema,
   endpointPatchSchema,
+  endpointViewOf,
   firstIssue,
-  graceExpiries,
   type Merchant,
-  type MerchantSettings,
   rotateInputSchema,
 } from '../../../libs/merchants/index.js';
 import type { PortalPermission, PortalSession } from '../../../libs/portal/index.js';
 import type { ApiDeps } from '../deps.js';
 import { ApiError, badRequest, unavailable } from '../errors.js';
 import { mount } from '../mount.js';
-import { testEventBody } from './endpoint-routes.js';
-import { testSample } from './test-event.js';
+import { testEventBody } from './routes.js';
 
-/** What the portal's handlers share (handlers.ts makes it): sessions, permissions, limits, audit. */
+/** What the portal's handlers share (handlers.ts makes it and says what each does). */
 export interface PortalHelpers {
-  /** The request's live session (401 without one). */
   session(req: Request): Promise<PortalSession>;
-  /** A write: same origin, the session, its CSRF token, and the permission the link granted. */
   writer(req: Request, permission: PortalPermission | 'view'): Promise<PortalSession>;
-  /** Counts against the merchant's portal bucket of its kind, on every replica. */
   limited(kind: 'settings' | 'tests', merchantId: string): Promise<void>;
-  /** An action that changes no setting, in the merchant's audit trail. */
   audit(found: PortalSession, req: Request, action: string, changes: Record<string, unknown>): Promise<void>;
   actor(found: PortalSession, req: Request): Actor;
 }
 
-/** One endpoint as the portal shows it (endpoint-routes.ts's portalEndpointView). */
+/** One endpoint as the portal shows it (routes.ts's portalEndpointView). */
 export type PortalEndpoint = ReturnType<typeof portalEndpointOf>;
 
 function portalEndpointOf(endpoint: Endpoint, rate: number | undefined, now: Date) {
-  const current = rate === undefined ? (endpoint.maxPerSecond ?? null) : currentPerSecondOf(endpoint.maxPerSecond, rate);
+  const { previousSecretExpiresAt: _latest, ...view } = endpointViewOf(endpoint, now);
   return {
-    id: endpoint.id,
-    description: endpoint.description ?? null,
-    url: endpoint.url,
-    enabled: endpoint.enabled,
+    ...view,
     disabledReason: endpoint.enabled ? null : (endpoint.disabledReason ?? 'manual'),
-    disabledAt: endpoint.enabled ? null : (endpoint.disabledAt ?? null),
     disabledBy: !endpoint.enabled && endpoint.disabledReason === 'manual' ? (endpoint.disabledBy ?? 'operator') : null,
-    failingSince: endpoint.failingSince ?? null,
-    events: [...(endpoint.events ?? EVENT_NAMES)] as EventName[],
+    events: view.events as EventName[],
     allEvents: endpoint.events === undefined,
-    orderByReference: endpoint.orderByReference === true,
     secretCreatedAt: endpoint.secretIssuedAt ?? null,
-    previousSecrets: graceExpiries(endpoint, now),
-    maxPerSecond: endpoint.maxPerSecond ?? null,
-    currentPerSecond: current,
+    currentPerSecond: rate === undefined ? view.maxPerSecond : currentPerSecondOf(view.maxPerSecond, rate),
   };
+}
+
+/** The sample events' amount fields: zero in a test, so no test reads as money moved. */
+const AMOUNT_FIELDS = ['sourceAmount', 'destinationAmount', 'amount'];
+
+/** A sample of the event marked as a test inside the signed body: `data.test: true`, every amount 0, references TEST-…. */
+function testSample(event: EventName, merchantId: string) {
+  const message = sampleEvent(event, merchantId);
+  const data = message.data as Record<string, unknown>;
+  for (const field of REFERENCE_FIELDS[event]) data[field] = `TEST-${randomUUID()}`;
+  for (const field of AMOUNT_FIELDS) if (field in data) data[field] = 0;
+  data.test = true;
+  return { message, reference: data[REFERENCE_FIELDS[event][0]!] as string };
 }
 
 /**
@@ -81,11 +81,13 @@ export async function portalEndpointsOf(db: Queryable | undefined, merchant: Mer
 /** The portal's endpoint routes: the list and one endpoint's settings, secret, test event and removal. */
 export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: PortalHelpers): void {
   const merchantOf = (merchantId: string) => deps.merchants?.byId(merchantId);
-  const writable = (): MerchantSettings => {
+  /** A settings write: the session with the permission, settings writable here, the merchant's settings budget. */
+  const settingsWrite = async (req: Request, permission: PortalPermission) => {
+    const found = await helpers.writer(req, permission);
     if (!deps.settings) throw new ApiError(409, 'directory_read_only', 'Endpoint settings come from MERCHANTS_FILE here: they are read-only in the portal');
-    return deps.settings;
+    await helpers.limited('settings', found.merchantId);
+    return { found, settings: new EndpointSettings(deps.settings), actor: helpers.actor(found, req) };
   };
-  const endpoints = () => new EndpointSettings(writable());
   /** The endpoint as this replica holds it now (after a write: what the write made, NOTIFY or not). */
   const shown = async (merchantId: string, endpointId: string): Promise<PortalEndpoint> => {
     const found = (await portalEndpointsOf(deps.audit, merchantOf(merchantId))).find((e) => e.id === endpointId);
@@ -109,11 +111,9 @@ export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: Portal
   });
 
   mount(app, 'portalCreateEndpoint', async (req, res) => {
-    const found = await helpers.writer(req, 'manage-endpoint');
-    const settings = endpoints();
-    await helpers.limited('settings', found.merchantId);
+    const { found, settings, actor } = await settingsWrite(req, 'manage-endpoint');
     const input = settingsInput(endpointInputSchema.safeParse(req.body ?? {}));
-    const written = await settings.create(found.merchantId, input, { by: 'merchant', actor: helpers.actor(found, req) });
+    const written = await settings.create(found.merchantId, input, { by: 'merchant', actor });
     deps.logger.info('endpoint added from the portal', { merchantId: found.merchantId, endpointId: written.view.id });
     // This replica may not hold the write yet (NOTIFY): the write's own view then.
     const view = await shown(found.merchantId, written.view.id).catch(() => fromWritten(written.view, undefined));
@@ -122,12 +122,10 @@ export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: Portal
   });
 
   mount(app, 'portalUpdateEndpoint', async (req, res, { params }) => {
-    const found = await helpers.writer(req, 'manage-endpoint');
+    const { found, settings, actor } = await settingsWrite(req, 'manage-endpoint');
     const endpointId = params.endpointId as string;
-    const settings = endpoints();
-    await helpers.limited('settings', found.merchantId);
     const patch = settingsInput(endpointPatchSchema.safeParse(req.body ?? {}));
-    const written = await settings.patch(found.merchantId, endpointId, patch, { by: 'merchant', actor: helpers.actor(found, req) });
+    const written = await settings.patch(found.merchantId, endpointId, patch, { by: 'merchant', actor });
     deps.logger.info('endpoint changed from the portal', { merchantId: found.merchantId, endpointId, fields: Object.keys(patch) });
     const view = await shown(found.merchantId, endpointId).catch(() => undefined);
     // This replica may not hold the write yet (NOTIFY): the write's own view then.
@@ -135,22 +133,18 @@ export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: Portal
   });
 
   mount(app, 'portalDeleteEndpoint', async (req, res, { params }) => {
-    const found = await helpers.writer(req, 'manage-endpoint');
+    const { found, settings, actor } = await settingsWrite(req, 'manage-endpoint');
     const endpointId = params.endpointId as string;
-    const settings = endpoints();
-    await helpers.limited('settings', found.merchantId);
-    const written = await settings.delete(found.merchantId, endpointId, { by: 'merchant', actor: helpers.actor(found, req) });
+    const written = await settings.delete(found.merchantId, endpointId, { by: 'merchant', actor });
     deps.logger.info('endpoint deleted from the portal', { merchantId: found.merchantId, endpointId });
     res.json({ message: `endpoint ${endpointId} deleted`, error: null, data: { deleted: written.deleted } });
   });
 
   mount(app, 'portalRotateSecret', async (req, res, { params }) => {
-    const found = await helpers.writer(req, 'manage-secret');
+    const { found, settings, actor } = await settingsWrite(req, 'manage-secret');
     const endpointId = params.endpointId as string;
-    const settings = endpoints();
-    await helpers.limited('settings', found.merchantId);
     const input = settingsInput(rotateInputSchema.safeParse(req.body ?? {}));
-    const { replayed: _replayed, version: _version, ...rotated } = await settings.rotate(found.merchantId, endpointId, input.graceSeconds, { actor: helpers.actor(found, req) });
+    const { replayed: _replayed, version: _version, ...rotated } = await settings.rotate(found.merchantId, endpointId, input.graceSeconds, { actor });
     deps.logger.info('endpoint secret rotated from the portal', { merchantId: found.merchantId, endpointId, previousSecretExpiresAt: rotated.previousSecretExpiresAt });
     res.json({ message: 'endpoint secret rotated', error: null, data: rotated });
   });
@@ -163,8 +157,7 @@ export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: Portal
     if (!merchantOf(found.merchantId)?.endpoints.some((e) => e.id === endpointId)) throw new EndpointNotFoundError(found.merchantId, endpointId);
     if (!deps.brokerConnected()) throw unavailable('The message broker is unavailable; try again shortly');
     await helpers.limited('tests', found.merchantId);
-    const message = testSample(input.data.event, found.merchantId);
-    const reference = message.data[REFERENCE_FIELDS[input.data.event][0]!] as string;
+    const { message, reference } = testSample(input.data.event, found.merchantId);
     const { messageId } = await deps.portal!.publish(message, { test: true, endpointId });
     await helpers.audit(found, req, 'portal.test_event', { event: input.data.event, endpointId, webhookId: messageId, reference });
     deps.logger.info('test event sent from the portal', { merchantId: found.merchantId, endpointId, event: input.data.event, reference });
@@ -172,15 +165,13 @@ export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: Portal
   });
 }
 
-type WrittenView = EndpointView;
-
 /** Whether the replica's copy already shows what the write made. */
-function sameAs(view: PortalEndpoint, written: WrittenView): boolean {
+function sameAs(view: PortalEndpoint, written: EndpointView): boolean {
   return view.url === written.url && view.enabled === written.enabled && JSON.stringify(view.events) === JSON.stringify(written.events) && view.maxPerSecond === written.maxPerSecond && view.orderByReference === written.orderByReference && view.description === written.description;
 }
 
 /** The write's own view in the portal's shape; what it does not say (who disabled, the secret's age) from the replica's copy. */
-function fromWritten(written: WrittenView, held: PortalEndpoint | undefined): PortalEndpoint {
+function fromWritten(written: EndpointView, held: PortalEndpoint | undefined): PortalEndpoint {
   return {
     ...written,
     disabledBy: written.enabled ? null : written.disabledReason === 'manual' ? 'merchant' : null,

@@ -2,11 +2,11 @@ import { timingSafeEqual } from 'node:crypto';
 import type { Request, Router } from 'express';
 import type { DeliveryLogQueries } from '../../../libs/delivery-store/index.js';
 import { type Actor, disabledByOperator, type Merchant, recordAudit } from '../../../libs/merchants/index.js';
-import { keyDigestOf, MAX_LINK_LIFETIME_MS, PortalLinkError, type PortalPermission, type PortalSession } from '../../../libs/portal/index.js';
+import { keyDigestOf, MAX_LINK_LIFETIME_MS, PortalLinkError, type PortalPermission, type PortalSession, type PortalSessions } from '../../../libs/portal/index.js';
 import { USER_AGENT } from '../../dispatcher/program.js';
 import type { ApiDeps } from '../deps.js';
 import { ApiError, badRequest, notFound, rateLimited } from '../errors.js';
-import { clientKey } from '../rate-limit.js';
+import { clientKey, type RateLimiter } from '../rate-limit.js';
 import { listFilters } from '../log-handlers.js';
 import { resendOne } from '../resend-routes.js';
 import { mount } from '../mount.js';
@@ -21,31 +21,24 @@ import { servePortalAssets } from './page.js';
  * the session itself ends earlier server-side (idle, expiry, logout, revocation).
  */
 export const SESSION_COOKIE = 'webhooks_portal';
-const SECURE_SESSION_COOKIE = `__Host-${SESSION_COOKIE}`;
 export const RECOVER_MAX = 1_000;
 
 const sessionRequired = () => new ApiError(401, 'portal_session_required', 'No portal session, or it has expired: open a new portal link');
 
 /** The delivery log holds the portal's sessions and everything it shows. */
-function logOf(deps: ApiDeps): DeliveryLogQueries {
+function logOf(deps: ApiDeps): { log: DeliveryLogQueries; sessions: PortalSessions } {
   if (!deps.log || !deps.portal?.sessions) throw new ApiError(503, 'log_disabled', 'The merchant portal needs the delivery log, which is switched off here (DELIVERY_LOG=off)');
-  return deps.log;
+  return { log: deps.log, sessions: deps.portal.sessions };
 }
 
-function sessionsOf(deps: ApiDeps) {
-  logOf(deps);
-  return deps.portal!.sessions!;
-}
-
-/** `30m`, `1h`, `7d` → ms; undefined past 7 days or under a second. */
 /** A portal link's lifetime, and its session's, when the dashboard names none. */
 export const DEFAULT_LINK_LIFETIME_MS = 3_600_000;
+const UNIT_MS = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
+/** `30m`, `1h`, `7d` (the shape portalSessionInput checked) → ms; undefined past 7 days or under a second. */
 function lifetimeMs(text: string | undefined): number | undefined {
   if (text === undefined) return DEFAULT_LINK_LIFETIME_MS;
-  const match = /^(\d+)(s|m|h|d)$/.exec(text);
-  if (!match) return undefined;
-  const ms = Number(match[1]) * { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }[match[2] as 's']!;
+  const ms = Number.parseInt(text, 10) * UNIT_MS[text.slice(-1) as keyof typeof UNIT_MS];
   return ms >= 1_000 && ms <= MAX_LINK_LIFETIME_MS ? ms : undefined;
 }
 
@@ -61,7 +54,7 @@ export function mountPortalAdmin(router: Router, deps: ApiDeps): void {
     if (!merchant) throw notFound('merchant_not_found', `No merchant ${merchantId}`);
     // Left out, a link only shows: each power it gives is asked for by name.
     const permissions = input.data.permissions ?? [];
-    const link = await sessionsOf(deps).createLink(merchantId, permissions, lifetime, keyDigestOf(merchant.publicKey));
+    const link = await logOf(deps).sessions.createLink(merchantId, permissions, lifetime, keyDigestOf(merchant.publicKey));
     if (deps.audit) await recordAudit(deps.audit, merchantId, 'portal.link_minted', { permissions, expiresAt: link.expiresAt }, res.locals.actor as Actor);
     deps.logger.info('portal link issued', { merchantId, permissions, expiresAt: link.expiresAt });
     // The token is in the fragment: browsers never send it to a server, a proxy log or a Referer.
@@ -71,7 +64,7 @@ export function mountPortalAdmin(router: Router, deps: ApiDeps): void {
 
   mount(router, 'revokePortalSessions', async (req, res, { params }) => {
     const merchantId = params.merchantId as string;
-    const ended = await sessionsOf(deps).endMerchant(merchantId);
+    const ended = await logOf(deps).sessions.endMerchant(merchantId);
     if (deps.audit) await recordAudit(deps.audit, merchantId, 'portal.sessions_revoked', ended, res.locals.actor as Actor);
     deps.logger.info('portal sessions revoked', { merchantId, ...ended });
     res.json({ message: `${ended.sessions} portal session(s) and ${ended.links} unused link(s) of merchant ${merchantId} ended`, error: null, data: ended });
@@ -80,11 +73,10 @@ export function mountPortalAdmin(router: Router, deps: ApiDeps): void {
 
 /**
  * Whether the session outlived what it was opened on: the merchant is gone, its public key changed
- * since the link was minted, or the platform's operator turned one of its endpoints off since.
+ * since the link was minted, or the platform's operator acted on it since (turned an endpoint off).
  */
 function outlived(merchant: Merchant | undefined, session: PortalSession): boolean {
   if (!merchant || keyDigestOf(merchant.publicKey) !== session.keyDigest) return true;
-  // An endpoint the operator turned off since: the platform acted on this merchant, so its sessions end.
   return merchant.endpoints.some((endpoint) => disabledByOperator(endpoint) && Date.parse(endpoint.disabledAt ?? '') >= Date.parse(session.createdAt));
 }
 
@@ -114,6 +106,12 @@ function fromPortalPage(req: Request, deps: ApiDeps): void {
   }
 }
 
+/** Counts `key` against a limiter the replicas share; none configured, nothing is counted. */
+async function take(limiter: RateLimiter | undefined, key: string, what: string): Promise<void> {
+  const allowed = (await limiter?.take(key)) ?? { ok: true };
+  if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds, what);
+}
+
 function sameText(a: string, b: string): boolean {
   const x = Buffer.from(a);
   const y = Buffer.from(b);
@@ -131,32 +129,20 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
 
   const secure = deps.portal?.secureCookies ?? false;
   const hostPrefix = deps.portal?.hostPrefixCookie ?? false;
-  const cookieName = hostPrefix ? SECURE_SESSION_COOKIE : SESSION_COOKIE;
+  const cookieName = hostPrefix ? `__Host-${SESSION_COOKIE}` : SESSION_COOKIE;
   const cookieAttributes = `${hostPrefix ? 'Path=/' : 'Path=/portal'}${secure ? '; Secure' : ''}; HttpOnly; SameSite=Strict`;
   const sessionId = (req: Request) => cookieOf(req, cookieName);
   /**
-   * Per client address, on every replica: link exchanges of tokens this replica does not know dead.
-   * An address refused is answered from memory until its Retry-After, with no query, on the
-   * replica that heard the refusal.
-   */
-  const addressLimit = deps.portalLimits?.address;
-  const countAddress = async (req: Request, what: string) => {
-    const allowed = (await addressLimit?.take(clientKey(req.ip))) ?? { ok: true };
-    if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds, what);
-  };
-  /**
-   * The request's live session. Nothing here counts against the client's address: a forged id is
-   * refused by its HMAC, and a dead one (ended, expired, idle) costs one query per replica, which
-   * then answers it from memory; so a replay of a dead id from behind a NAT address holds up no
-   * one else there, and an id of ours exists only for a link an operator minted.
+   * The request's live session. Not counted against the client's address: a forged id is refused
+   * by its HMAC, and a dead one costs one query per replica, which then answers it from memory.
    */
   const session = async (req: Request): Promise<PortalSession> => {
     const id = sessionId(req);
     if (!id || id.length > 100) throw sessionRequired();
-    const found = await sessionsOf(deps).session(id);
+    const found = await logOf(deps).sessions.session(id);
     if (!found) throw sessionRequired();
     if (outlived(deps.merchants?.byId(found.merchantId), found)) {
-      await sessionsOf(deps).end(id);
+      await logOf(deps).sessions.end(id);
       deps.logger.info('portal session ended: the merchant changed since its link was minted', { merchantId: found.merchantId });
       throw sessionRequired();
     }
@@ -174,48 +160,35 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     if (permission !== 'view' && !found.permissions.includes(permission)) throw new ApiError(403, 'permission_denied', `This portal link does not allow ${permission}`);
     return found;
   };
-  const merchantOf = (merchantId: string): Merchant | undefined => deps.merchants?.byId(merchantId);
   /** What a session did that changes no setting (opened, test events, resends, Recover rounds): in the merchant's audit trail too. */
   const audit = async (found: PortalSession, req: Request, action: string, changes: Record<string, unknown>) => {
     if (deps.audit) await recordAudit(deps.audit, found.merchantId, action, changes, portalActor(found, req));
   };
   /** Reads count against the merchant's log limits, as its own API calls do. */
   const read = async <T>(merchantId: string, work: (log: DeliveryLogQueries) => Promise<T>): Promise<T> => {
-    const log = logOf(deps);
-    const allowed = (await deps.logLimiter?.take(merchantId)) ?? { ok: true };
-    if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds, 'delivery log reads');
+    const { log } = logOf(deps);
+    await take(deps.logLimiter, merchantId, 'delivery log reads');
     return deps.logConcurrency ? deps.logConcurrency.run(merchantId, () => work(log)) : work(log);
   };
-  const sessionView = (s: PortalSession) => ({
-    merchantId: s.merchantId,
-    permissions: s.permissions,
-    expiresAt: s.expiresAt,
-    csrfToken: s.csrfToken,
-    settingsWritable: deps.settings !== undefined,
-  });
+  const sessionView = ({ merchantId, permissions, expiresAt, csrfToken }: PortalSession) => ({ merchantId, permissions, expiresAt, csrfToken, settingsWritable: deps.settings !== undefined });
 
   mount(app, 'openPortalSession', async (req, res) => {
     const token = (req.body as { token?: unknown } | undefined)?.token;
     fromPortalPage(req, deps);
     if (typeof token !== 'string' || token.length === 0 || token.length > 200) throw badRequest('invalid_body', 'Give the link\'s token: {"token": "..."}');
-    const sessions = sessionsOf(deps);
+    const { sessions } = logOf(deps);
     // Forged or guessed: refused by the HMAC before any query (redeem says the same), not counted;
     // nor a token this replica already refused (redeem answers it from memory).
     if (!sessions.wellFormed(token)) throw new ApiError(401, 'portal_link_invalid', 'This portal link is not valid: ask for a new one');
-    if (!sessions.knownDead(token)) await countAddress(req, 'portal link exchanges from this address');
-    let opened: { sessionId: string; session: PortalSession };
-    try {
-      opened = await sessions.redeem(token);
-    } catch (err) {
-      if (err instanceof PortalLinkError) {
-        // A used link presented again ends the sessions it made: the merchant's trail says so.
-        if (err.merchantId && deps.audit) await recordAudit(deps.audit, err.merchantId, 'portal.link_reused', { sessionsEnded: true }, { actor: 'portal', address: req.ip });
-        const code = err.reason === 'used' ? 'portal_link_used' : err.reason === 'expired' ? 'portal_link_expired' : 'portal_link_invalid';
-        throw new ApiError(401, code, `${err.message[0]!.toUpperCase()}${err.message.slice(1)}: ask for a new one`);
-      }
-      throw err;
-    }
-    const { sessionId: id, session: started } = opened;
+    // Per client address (a refused address is answered from memory until its Retry-After).
+    if (!sessions.knownDead(token)) await take(deps.portalLimits?.address, clientKey(req.ip), 'portal link exchanges from this address');
+    const { sessionId: id, session: started } = await sessions.redeem(token).catch(async (err: unknown) => {
+      if (!(err instanceof PortalLinkError)) throw err;
+      // A used link presented again ends the sessions it made: the merchant's trail says so.
+      if (err.merchantId && deps.audit) await recordAudit(deps.audit, err.merchantId, 'portal.link_reused', { sessionsEnded: true }, { actor: 'portal', address: req.ip });
+      const code = err.reason === 'used' ? 'portal_link_used' : err.reason === 'expired' ? 'portal_link_expired' : 'portal_link_invalid';
+      throw new ApiError(401, code, `${err.message[0]!.toUpperCase()}${err.message.slice(1)}: ask for a new one`);
+    });
     // The cookie only once the trail holds the opening: a 503 for the audit carries no session.
     await audit(started, req, 'portal.session_opened', { permissions: started.permissions });
     res.set('set-cookie', `${cookieName}=${id}; ${cookieAttributes}`);
@@ -225,7 +198,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
 
   mount(app, 'portalLogout', async (req, res) => {
     const found = await writer(req, 'view');
-    await sessionsOf(deps).end(sessionId(req)!);
+    await logOf(deps).sessions.end(sessionId(req)!);
     res.set('set-cookie', `${cookieName}=; ${cookieAttributes}; Max-Age=0`);
     deps.logger.info('portal session ended by logout', { merchantId: found.merchantId });
     res.json({ message: 'logged out', error: null, data: null });
@@ -239,7 +212,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
   mount(app, 'portalOverview', async (req, res) => {
     const found = await session(req);
     const health = await read(found.merchantId, () => deps.portal!.health(found.merchantId));
-    const endpoints = await portalEndpointsOf(deps.audit, merchantOf(found.merchantId));
+    const endpoints = await portalEndpointsOf(deps.audit, deps.merchants?.byId(found.merchantId));
     res.json({ message: 'overview', error: null, data: { merchantId: found.merchantId, endpoints, health } });
   });
 
@@ -267,7 +240,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
 
   mount(app, 'portalResendWebhook', async (req, res, { params, query }) => {
     const found = await writer(req, 'resend');
-    const merchant = merchantOf(found.merchantId);
+    const merchant = deps.merchants?.byId(found.merchantId);
     if (!merchant) throw new ApiError(409, 'webhook_disabled', 'This merchant has no webhook set up');
     const webhookId = params.webhookId as string;
     const endpointId = query.endpointId as string | undefined;
@@ -279,8 +252,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
 
   /** A portal write counts against the merchant's portal bucket of its kind, on every replica. */
   const limited = async (kind: 'settings' | 'tests' | 'recover', merchantId: string): Promise<void> => {
-    const allowed = (await deps.portalLimits?.[kind].take(merchantId)) ?? { ok: true };
-    if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds, { tests: 'test events', settings: 'endpoint changes', recover: 'Recover rounds today' }[kind]);
+    await take(deps.portalLimits?.[kind], merchantId, { tests: 'test events', settings: 'endpoint changes', recover: 'Recover rounds today' }[kind]);
   };
 
   mount(app, 'portalRecoverPreview', async (req, res, { query }) => {

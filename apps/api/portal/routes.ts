@@ -1,16 +1,72 @@
 import { z } from 'zod';
-import { isStorableText, isStorableTime } from '../../../libs/delivery-store/index.js';
+import { EVENT_NAMES } from '../../../libs/contracts/index.js';
+import { endpointIdSchema as endpointIdPath, endpointInputSchema, endpointPatchSchema, rotateInputSchema } from '../../../libs/merchants/index.js';
 import { PORTAL_PERMISSIONS } from '../../../libs/portal/index.js';
 import { endpointIdSchema, listQuery, webhookDetail, webhookIdParams, webhookSummary } from '../log-routes.js';
 import { ADMIN_AUTH, MERCHANT_AUTH, merchantIdParams, type RouteDeclaration } from '../route-declaration.js';
-import { PORTAL_AUTH, PORTAL_WRITE_AUTH, READ_ERRORS, WRITE_ERRORS } from './route-common.js';
-import { envelope } from '../schemas.js';
-import { PORTAL_ENDPOINT_ROUTES, portalEndpointView } from './endpoint-routes.js';
+import { envelope, rotated } from '../schemas.js';
 
 /**
- * The merchant portal's routes and the resend of one webhook: spread into the route table
- * (routes.ts), so they are mounted from it and in the OpenAPI document like every other.
+ * The merchant portal's routes, its endpoints' among them, and the resend of one webhook: spread
+ * into the route table (routes.ts), so they are mounted from it and in the OpenAPI document.
  */
+
+/** A portal session's cookie; a write also needs its CSRF token in x-csrf-token. */
+const PORTAL_AUTH = [{ portalSession: [] }] as const;
+const PORTAL_WRITE_AUTH = [{ portalSession: [], portalCsrf: [] }] as const;
+
+const READ_ERRORS = {
+  '400': 'invalid_parameter, unknown_parameter',
+  '401': 'portal_session_required: no session cookie, or the session has expired; open a new link',
+  '429': "rate_limited, too_many_concurrent_queries: the merchant's log reads; see Retry-After",
+  '503': 'log_unavailable, log_disabled: the portal reads the delivery log',
+};
+
+const WRITE_ERRORS = {
+  '400': 'invalid_body, invalid_parameter, invalid_settings (the message names the field)',
+  '401': 'portal_session_required',
+  '403':
+    'csrf_token_invalid: x-csrf-token missing or not this session\'s; permission_denied: the link did not grant this; ' +
+    'cross_origin_write: Origin or Sec-Fetch-Site says the request does not come from the portal\'s page',
+  '413': 'Request body too large',
+  '503': 'service_unavailable, log_unavailable',
+};
+
+/** One endpoint as the portal shows it: never a secret. */
+const portalEndpointView = z.strictObject({
+  id: z.string().describe('The endpoint id, ep_…'),
+  description: z.string().nullable().describe('What the merchant calls it; null when not given'),
+  url: z.string(),
+  enabled: z.boolean(),
+  disabledReason: z.string().nullable().describe('failing (turned off automatically) or manual; null while enabled'),
+  disabledAt: z.string().nullable(),
+  disabledBy: z
+    .enum(['operator', 'merchant'])
+    .nullable()
+    .describe('Who turned a manual disable on: an endpoint the platform\'s operator turned off cannot be turned on from the portal; null otherwise'),
+  failingSince: z.string().nullable().describe('Its first failure after its last success, once it has failed for a tenth of ENDPOINT_DISABLE_AFTER; null: not failing'),
+  events: z.array(z.enum(EVENT_NAMES)),
+  allEvents: z.boolean().describe('true when the endpoint receives every event (no events filter)'),
+  orderByReference: z.boolean().describe('Order per reference: a webhook waits while an earlier one of its tnxRef / payout reference is not yet delivered, failed or skipped'),
+  secretCreatedAt: z.string().nullable().describe('When the current secret was issued; null when not recorded'),
+  previousSecrets: z.array(z.strictObject({ expiresAt: z.string() })),
+  maxPerSecond: z.number().int().nullable().describe('The throttle: at most this many webhooks a second; null: no limit'),
+  currentPerSecond: z.number().nullable().describe('Read-only: the rate sent at now, lower than maxPerSecond while the endpoint answers 429 or 503; null: no limit'),
+});
+
+const portalEndpointList = z.strictObject({
+  endpoints: z.array(portalEndpointView),
+  maxEndpoints: z.number().int().describe('The most endpoints the merchant may have (MAX_ENDPOINTS_PER_MERCHANT)'),
+});
+
+const portalEndpointParams = z.strictObject({ endpointId: endpointIdPath });
+export const testEventBody = z.strictObject({ event: z.enum(EVENT_NAMES) });
+
+const BASE = '/portal/api/endpoints';
+/** Reading endpoints needs the session (kept with the log), and counts against no log limit. */
+const ENDPOINT_READ_ERRORS = { '400': 'invalid_parameter', '401': READ_ERRORS['401'], '503': READ_ERRORS['503'] };
+const SETTINGS_LIMITED = 'rate_limited: at most 10 endpoint changes and rotations a minute per merchant, on all replicas together; see Retry-After';
+const READ_ONLY = 'directory_read_only: merchants come from MERCHANTS_FILE here';
 
 const lifetime = z
   .string()
@@ -34,21 +90,17 @@ const sessionView = z.strictObject({
   settingsWritable: z.boolean().describe('false with MERCHANTS_FILE: the endpoint settings are read-only here'),
 });
 
-
-const hourBucket = z.strictObject({ hour: z.string(), delivered: z.number().int(), retrying: z.number().int(), failed: z.number().int(), skipped: z.number().int() });
+const counts = { delivered: z.number().int(), retrying: z.number().int(), failed: z.number().int(), skipped: z.number().int() };
 const health = z.strictObject({
   since: z.string(),
-  delivered: z.number().int(),
-  retrying: z.number().int(),
-  failed: z.number().int(),
-  skipped: z.number().int(),
+  ...counts,
   successRate: z.number().nullable(),
   medianResponseMs: z.number().int().nullable(),
   p95ResponseMs: z.number().int().nullable(),
   attempts: z.number().int(),
-  hours: z.array(hourBucket).length(24),
+  hours: z.array(z.strictObject({ hour: z.string(), ...counts })).length(24),
   endpoints: z
-    .array(z.strictObject({ endpointId: z.string(), delivered: z.number().int(), retrying: z.number().int(), failed: z.number().int(), skipped: z.number().int() }))
+    .array(z.strictObject({ endpointId: z.string(), ...counts }))
     .describe('The same counts per endpoint (ep_…), for each endpoint with a delivery in the window; deliveries logged before endpoints count in the totals only'),
 });
 
@@ -61,8 +113,7 @@ const overview = z.strictObject({
 const sentHeaders = z.record(z.string(), z.string()).describe('The headers each attempt carries (webhook-timestamp and webhook-signature change per attempt; no secret)');
 const portalWebhook = webhookDetail.extend({ headers: sentHeaders });
 
-const time = z.iso.datetime({ offset: true }).refine(isStorableTime, 'must be a time in the years 0001 to 9999');
-const recoverQuery = z.strictObject({ since: time.describe('Failed webhooks first seen at or after this time (ISO 8601)') });
+const recoverQuery = z.strictObject({ since: listQuery.shape.since.unwrap().describe('Failed webhooks first seen at or after this time (ISO 8601)') });
 const recoverPreview = z.strictObject({
   since: z.string(),
   count: z.number().int().min(0),
@@ -70,11 +121,8 @@ const recoverPreview = z.strictObject({
   truncated: z.boolean().describe('More than 1,000 failed: recover these, then again'),
 });
 
-
-const webhookIdPath = z.string().min(1).max(200).refine(isStorableText, 'must not hold a NUL character');
-
 /** Which endpoint's failure of the webhook to resend; every endpoint where it failed when left out. */
-export const resendQuery = z.strictObject({
+const resendQuery = z.strictObject({
   endpointId: endpointIdSchema
     .optional()
     .describe('Resend only the failure on this endpoint (ep_…); left out: the failures on every endpoint where the webhook failed, each to its own endpoint'),
@@ -99,7 +147,7 @@ export const PORTAL_ROUTES = [
       'its own endpoint, never to one where it was delivered), or on endpointId alone. The same claims (once, across ' +
       'replicas), envelope and codes as the resend by reference. No request body is needed.',
     security: MERCHANT_AUTH,
-    input: { params: z.strictObject({ webhookId: webhookIdPath }), query: resendQuery },
+    input: { params: webhookIdParams, query: resendQuery },
     output: { '200': { description: 'The webhook was sent again', schema: envelope(z.null()) } },
     errors: {
       '400': 'invalid_parameter: a malformed webhookId or endpointId; unknown_parameter: a query parameter other than endpointId',
@@ -235,5 +283,85 @@ export const PORTAL_ROUTES = [
     output: { '200': { description: 'The failed webhooks', schema: envelope(recoverPreview) } },
     errors: { ...READ_ERRORS, '429': 'rate_limited, too_many_concurrent_queries: as every read; and at most 10 Recover rounds a day per merchant (a round starts with this count, for a session that may resend); see Retry-After' },
   },
-  ...PORTAL_ENDPOINT_ROUTES,
+  {
+    operationId: 'portalListEndpoints',
+    method: 'get',
+    path: BASE,
+    summary: "The session's merchant's endpoints: URL, events, state, rate and failing clock of each",
+    security: PORTAL_AUTH,
+    output: { '200': { description: 'The endpoints', schema: envelope(portalEndpointList) } },
+    errors: ENDPOINT_READ_ERRORS,
+  },
+  {
+    operationId: 'portalCreateEndpoint',
+    method: 'post',
+    path: BASE,
+    summary: 'Add an endpoint (permission manage-endpoint); its secret is in this answer only',
+    description: 'Validated as the admin API does: https outside development mode, no credentials, no private address literal, a URL the merchant does not send to yet.',
+    security: PORTAL_WRITE_AUTH,
+    input: { body: endpointInputSchema, bodyRequired: true },
+    output: { '201': { description: 'Added; secret is shown this once', schema: envelope(portalEndpointView.extend({ secret: z.string().regex(/^whsec_/) })) } },
+    errors: {
+      ...WRITE_ERRORS,
+      '409': `endpoint_limit: the merchant has MAX_ENDPOINTS_PER_MERCHANT endpoints already; endpoint_url_taken; ${READ_ONLY}`,
+      '429': SETTINGS_LIMITED,
+    },
+  },
+  {
+    operationId: 'portalGetEndpoint',
+    method: 'get',
+    path: `${BASE}/{endpointId}`,
+    summary: 'One endpoint (never its secret)',
+    security: PORTAL_AUTH,
+    input: { params: portalEndpointParams },
+    output: { '200': { description: 'The endpoint', schema: envelope(portalEndpointView) } },
+    errors: { ...ENDPOINT_READ_ERRORS, '404': 'endpoint_not_found' },
+  },
+  {
+    operationId: 'portalUpdateEndpoint',
+    method: 'patch',
+    path: `${BASE}/{endpointId}`,
+    summary: 'Change the URL, description, events, throttle, order per reference or enable/disable one endpoint (permission manage-endpoint)',
+    description: 'A JSON merge patch: "events": null goes back to every event, "maxPerSecond": null removes the throttle. Validated as the admin API does.',
+    security: PORTAL_WRITE_AUTH,
+    input: { params: portalEndpointParams, body: endpointPatchSchema, bodyRequired: true },
+    output: { '200': { description: 'Changed', schema: envelope(portalEndpointView) } },
+    errors: {
+      ...WRITE_ERRORS,
+      '404': 'endpoint_not_found',
+      '409': `endpoint_url_taken; endpoint_disabled_by_operator: the platform turned it off, only the platform turns it on or changes its URL; ${READ_ONLY}`,
+      '429': SETTINGS_LIMITED,
+    },
+  },
+  {
+    operationId: 'portalDeleteEndpoint',
+    method: 'delete',
+    path: `${BASE}/{endpointId}`,
+    summary: 'Remove one endpoint: nothing more is sent to it (permission manage-endpoint)',
+    security: PORTAL_WRITE_AUTH,
+    input: { params: portalEndpointParams },
+    output: { '200': { description: 'Removed', schema: envelope(z.strictObject({ deleted: z.string() })) } },
+    errors: { ...WRITE_ERRORS, '404': 'endpoint_not_found', '409': `endpoint_disabled_by_operator: the platform turned it off, only the platform deletes it; ${READ_ONLY}`, '429': SETTINGS_LIMITED },
+  },
+  {
+    operationId: 'portalRotateSecret',
+    method: 'post',
+    path: `${BASE}/{endpointId}/secret/rotate`,
+    summary: "Rotate one endpoint's secret with a grace period (permission manage-secret); the new one is shown this once, the other endpoints keep theirs",
+    security: PORTAL_WRITE_AUTH,
+    // The admin API's body, so that a refusal names the field in the same words ("unknown field grace; allowed: graceSeconds").
+    input: { params: portalEndpointParams, body: rotateInputSchema, bodyRequired: false },
+    output: { '200': { description: 'Rotated', schema: envelope(rotated) } },
+    errors: { ...WRITE_ERRORS, '404': 'endpoint_not_found', '409': `too_many_secrets; ${READ_ONLY}`, '429': SETTINGS_LIMITED },
+  },
+  {
+    operationId: 'portalSendTestEvent',
+    method: 'post',
+    path: `${BASE}/{endpointId}/test`,
+    summary: 'Send this endpoint a sample of an event with a TEST- reference, delivered and logged like any other (permission manage-endpoint)',
+    security: PORTAL_WRITE_AUTH,
+    input: { params: portalEndpointParams, body: testEventBody, bodyRequired: true },
+    output: { '202': { description: 'Published', schema: envelope(z.strictObject({ webhookId: z.string(), reference: z.string() })) } },
+    errors: { ...WRITE_ERRORS, '404': 'endpoint_not_found', '429': 'rate_limited: at most 10 test events a minute per merchant, on all replicas together; see Retry-After' },
+  },
 ] as const satisfies readonly RouteDeclaration[];

@@ -80,6 +80,15 @@ export function show(title: string, ...children: Child[]): void {
   }
 }
 
+/** The merchant's endpoints; empty when unreadable. */
+export async function endpointList(): Promise<Json[]> {
+  const answer = await api('GET', '/portal/api/endpoints');
+  return answer.status === 200 ? answer.body.data.endpoints : [];
+}
+
+/** An endpoint as the merchant named it, else by its URL. */
+export const nameOf = (ep: Json): string => ep.description || ep.url;
+
 /** The throttle and the rate sent at now (lower while the endpoint answers 429/503). */
 export function rateText(ep: Json): string {
   const slowed = ep.currentPerSecond !== null && ep.currentPerSecond !== ep.maxPerSecond ? `slowed to ${ep.currentPerSecond}/s: your server answered 429 or 503` : '';

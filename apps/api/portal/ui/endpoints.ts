@@ -2,10 +2,9 @@
 // endpoint's settings page (change, enable or disable, rotate its secret, send it a test event,
 // delete it). Who may do what is the link's: manage-endpoint changes, manage-secret rotates.
 
-import { type Child, type Json, EVENTS, alertBox, api, can, copyButton, h, rateText, session, show, table, when, ago } from './core.js';
+import { type Child, type Json, EVENTS, alertBox, api, can, copyButton, h, nameOf, rateText, session, show, table, when, ago } from './core.js';
 
 const path = (id: string) => `/portal/api/endpoints/${encodeURIComponent(id)}`;
-const name = (ep: Json) => ep.description || ep.url;
 
 export function stateOf(ep: Json): Child {
   if (ep.enabled) return h('span', { class: 'badge s-delivered' }, 'enabled');
@@ -13,10 +12,7 @@ export function stateOf(ep: Json): Child {
   return h('span', {}, h('span', { class: 'badge s-failed' }, 'disabled'), ` ${why}${ep.disabledAt ? ` since ${when(ep.disabledAt)}` : ''}`);
 }
 
-function healthOf(ep: Json): string {
-  if (!ep.enabled) return 'not sent to';
-  return ep.failingSince ? `failing since ${when(ep.failingSince)}` : 'no failure streak';
-}
+const healthOf = (ep: Json) => (!ep.enabled ? 'not sent to' : ep.failingSince ? `failing since ${when(ep.failingSince)}` : 'no failure streak');
 
 /**
  * Every endpoint in one table: the overview and the Endpoints screen show it; the overview with
@@ -83,7 +79,7 @@ export async function endpoints(note?: Child): Promise<void> {
       const added = await api('POST', '/portal/api/endpoints', { url, ...(description ? { description } : {}), ...(events ? { events } : {}) });
       if (added.status !== 201) return void out.replaceChildren(alertBox(added));
       const ep = added.body.data;
-      await endpoints(h('div', { class: 'card' }, secretShown(ep.secret, `Endpoint ${name(ep)} added. Its signing secret is shown this once: store it now.`),
+      await endpoints(h('div', { class: 'card' }, secretShown(ep.secret, `Endpoint ${nameOf(ep)} added. Its signing secret is shown this once: store it now.`),
         h('p', {}, h('a', { href: `#/endpoints/${encodeURIComponent(ep.id)}` }, 'Open its settings'))));
     }) },
       h('div', { class: 'field' }, h('label', { for: 'new-url' }, 'New endpoint URL'), h('input', { id: 'new-url', name: 'url', type: 'url', required: true })),
@@ -132,7 +128,7 @@ export async function endpoint(id: string): Promise<void> {
   if (writable() && can('manage-secret')) sections.push(...rotation(id));
   if (can('manage-endpoint')) sections.push(...testEvent(id, ep.events));
   if (editable && !operatorOff) sections.push(...removal(id, ep));
-  show(`Endpoint ${name(ep)}`, ...sections);
+  show(`Endpoint ${nameOf(ep)}`, ...sections);
 }
 
 function rotation(id: string): Child[] {

@@ -2,7 +2,7 @@
 // screen the address names. Each screen is a module of its own (core.ts holds what they share);
 // page.ts serves them all under /portal/, each import carrying its module's hash.
 
-import { type Answer, type Session, alertBox, api, h, main, setSession, when } from './core.js';
+import { type Session, alertBox, api, h, main, setSession, when } from './core.js';
 import { endpoint, endpoints } from './endpoints.js';
 import { overview } from './overview.js';
 import { recover } from './recover.js';
@@ -38,14 +38,9 @@ async function logOut(): Promise<void> {
 
 async function start(): Promise<void> {
   const token = /^#token=([A-Za-z0-9_.-]+)$/.exec(location.hash)?.[1];
-  let answer: Answer;
-  if (token) {
-    // Out of the address bar and the history at once: the token works once anyway.
-    history.replaceState(null, '', `${location.pathname}#/overview`);
-    answer = await api('POST', '/portal/api/session', { token });
-  } else {
-    answer = await api('GET', '/portal/api/session');
-  }
+  // Out of the address bar and the history at once: the token works once anyway.
+  if (token) history.replaceState(null, '', `${location.pathname}#/overview`);
+  const answer = token ? await api('POST', '/portal/api/session', { token }) : await api('GET', '/portal/api/session');
   if (answer.status !== 200 && answer.status !== 201) {
     document.title = 'Link not valid · Webhooks';
     main.replaceChildren(h('h1', {}, answer.status === 401 ? 'This link cannot be used' : 'The portal is not available'), alertBox(answer),
@@ -64,5 +59,3 @@ async function start(): Promise<void> {
 }
 
 void start();
-
-export {};

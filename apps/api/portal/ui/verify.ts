@@ -1,10 +1,9 @@
 // Verify signatures: snippets for the merchant's server, with the path of its first endpoint.
 
-import { api, copyButton, h, show } from './core.js';
+import { copyButton, endpointList, h, show } from './core.js';
 
 export async function verify(): Promise<void> {
-  const answer = await api('GET', '/portal/api/endpoints');
-  const first = answer.status === 200 ? answer.body.data.endpoints[0] : undefined;
+  const first = (await endpointList())[0];
   const url = first ? new URL(first.url) : new URL('https://example.com/webhooks');
   // Every value from the endpoint goes in as a JSON literal (a valid JavaScript and Python literal
   // too): the URL is the merchant's to set, and a path such as /'+eval(...)+' would otherwise be

@@ -1,7 +1,7 @@
 // The delivery log: the list with its filters and paging (grouped by endpoint when the merchant has
 // several and nothing is filtered), and one webhook with its attempts and resend.
 
-import { type Child, type Json, EVENTS, STATUSES, alertBox, announce, api, badge, can, fromLocal, h, localInput, main, show, table, timeEl, when } from './core.js';
+import { type Child, type Json, EVENTS, STATUSES, alertBox, announce, api, badge, can, endpointList, fromLocal, h, localInput, main, nameOf, show, table, timeEl, when } from './core.js';
 import { stateOf } from './endpoints.js';
 
 const pageStack: string[] = [];
@@ -10,13 +10,7 @@ const HEAD = ['Event', 'References', 'Status', 'Attempts', 'Last HTTP status'];
 /** A group's page: small, since the screen asks for one per endpoint. */
 const GROUP = 10;
 
-/** The merchant's endpoints; empty when unreadable. */
-async function endpointList(): Promise<Json[]> {
-  const answer = await api('GET', '/portal/api/endpoints');
-  return answer.status === 200 ? answer.body.data.endpoints : [];
-}
-/** Each endpoint by id, named as the merchant named it (else by URL). */
-const namesOf = (list: Json[]) => new Map<string, string>(list.map((ep) => [ep.id, ep.description || ep.url]));
+const namesOf = (list: Json[]) => new Map<string, string>(list.map((ep) => [ep.id, nameOf(ep)]));
 
 const row = (w: Json, ...endpoint: Child[]): Child[] => [
   h('a', { href: `#/webhooks/${encodeURIComponent(w.webhookId)}` }, when(w.firstSeenAt)), ...endpoint,
@@ -34,10 +28,10 @@ export async function webhooks(params: URLSearchParams): Promise<void> {
   const list: Json[] = answer?.status === 200 ? answer.body.data.webhooks : [];
   // The log names each webhook's endpoint once it carries it: then a column and a filter by endpoint.
   const perEndpoint = !answer || params.has('endpointId') || list.some((w) => typeof w.endpointId === 'string');
-  const select = (name: string, label: string, options: string[]) =>
+  const select = (name: string, label: string, options: string[], text = (o: string) => o) =>
     h('div', {}, h('label', { for: `f-${name}` }, label),
       h('select', { id: `f-${name}`, name }, h('option', { value: '' }, 'any'),
-        ...options.map((o) => h('option', { value: o, selected: params.get(name) === o }, o))));
+        ...options.map((o) => h('option', { value: o, selected: params.get(name) === o }, text(o)))));
   const input = (name: string, label: string, type: string, value: string) =>
     h('div', {}, h('label', { for: `f-${name}` }, label), h('input', { id: `f-${name}`, name, type, value }));
   const local = (name: string) => { const v = params.get(name); return v ? localInput(new Date(v)) : ''; };
@@ -51,9 +45,7 @@ export async function webhooks(params: URLSearchParams): Promise<void> {
     location.hash = `#/webhooks?${next}`;
   } },
     select('status', 'Status', STATUSES), select('event', 'Event', EVENTS),
-    perEndpoint ? h('div', {}, h('label', { for: 'f-endpointId' }, 'Endpoint'),
-      h('select', { id: 'f-endpointId', name: 'endpointId' }, h('option', { value: '' }, 'any'),
-        ...[...known].map(([id, label]) => h('option', { value: id, selected: params.get('endpointId') === id }, label)))) : null,
+    perEndpoint ? select('endpointId', 'Endpoint', [...known.keys()], (id) => known.get(id)!) : null,
     input('reference', 'Reference', 'text', params.get('reference') ?? ''),
     input('since', 'From', 'datetime-local', local('since')), input('until', 'To', 'datetime-local', local('until')),
     h('div', {}, h('button', { type: 'submit' }, 'Apply filters')));
@@ -82,7 +74,7 @@ export async function webhooks(params: URLSearchParams): Promise<void> {
  */
 async function grouped(form: HTMLElement, eps: Json[]): Promise<void> {
   const fills = eps.map((ep, i) => {
-    const name = ep.description || ep.url;
+    const name = nameOf(ep);
     const facts = h('p', {}, ep.description ? h('code', {}, ep.url) : null, ' ', stateOf(ep));
     const body = h('p');
     const section = h('section', { class: 'card', 'aria-labelledby': `g${i}` }, h('h2', { id: `g${i}` }, name), facts, body,
@@ -114,10 +106,7 @@ export async function webhook(id: string, note?: Child): Promise<void> {
   const w = answer.body.data;
   const endpointName = typeof w.endpointId === 'string' ? namesOf(await endpointList()).get(w.endpointId) ?? w.endpointId : undefined;
   const actions = h('div', { class: 'row' });
-  if (w.status === 'failed' && can('resend')) {
-    const button = h('button', { type: 'button', onclick: () => resend(w, button as HTMLButtonElement) }, 'Resend this webhook');
-    actions.append(button);
-  }
+  if (w.status === 'failed' && can('resend')) actions.append(h('button', { type: 'button', onclick: (e: Event) => resend(w, e.currentTarget as HTMLButtonElement) }, 'Resend this webhook'));
   const records = w.records.map((r: Json) => [
     timeEl(r.startedAt ?? r.at), badge(r.outcome === 'delivered' || r.outcome === 'failed' || r.outcome === 'skipped' ? r.outcome : 'retrying'),
     r.startedAt ? `#${r.attemptNumber}` : 'no attempt', r.durationMs === null ? '—' : `${r.durationMs} ms`,
