@@ -89,12 +89,8 @@ export function guardedLookup(hostname: string, options: object, callback: Looku
   });
 }
 
-/** The host of a URL when it is an IP literal: those never go through DNS lookup, so are checked apart. */
-export function literalAddress(url: string): string | undefined {
-  try {
-    const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
-    return isIP(host) ? host : undefined;
-  } catch {
-    return undefined;
-  }
+/** A URL's hostname when it is an IP literal: those never go through DNS lookup, so are checked apart. */
+export function literalAddress(hostname: string): string | undefined {
+  const host = hostname.replace(/^\[|\]$/g, '');
+  return isIP(host) ? host : undefined;
 }
