@@ -7,10 +7,8 @@ interface Asked {
 }
 
 /**
- * Batches the takes of hand-backs (WaitStore.take): those asked in one turn of the event loop, and
- * those asked while a statement is out, go in one statement. A take per hand-back was a PostgreSQL
- * round trip per retry, on the same small pool as the wait writes (BENCHMARKS.md 17). A statement
- * that fails rejects each take in it; the caller decides what that means.
+ * Batches the takes of hand-backs (WaitStore.take): those of one event-loop turn, and those asked
+ * while a statement is out, go in one statement. A failed statement rejects each take in it.
  */
 export class WaitTaker {
   private next: Asked[] = [];
