@@ -53,7 +53,6 @@ export class IntakeChecker {
   private started = false;
   private stopped = false;
   private maintaining?: Promise<void>;
-  readonly stats = { batches: 0, failures: 0, unchecked: 0, repeats: 0 };
   private readonly timeoutMs: number;
   private readonly restMs: number;
 
@@ -101,10 +100,7 @@ export class IntakeChecker {
    * delivery's own copy, back after a dispatcher died before its ack, and it goes on.
    */
   check(key: IntakeKey, redelivered: boolean): Promise<Sight> {
-    if (this.resting()) {
-      this.stats.unchecked++;
-      return this.answered.then(() => 'unchecked');
-    }
+    if (this.resting()) return this.answered.then(() => 'unchecked');
     return new Promise<Sight>((done) => {
       this.next.push({ key, redelivered, done });
       this.startSoon();
@@ -171,9 +167,7 @@ export class IntakeChecker {
       let states: KeyStates | undefined;
       try {
         states = await this.withTimeout(this.store.check(keys, notes));
-        this.stats.batches++;
       } catch (err) {
-        this.stats.failures++;
         this.restUntil = performance.now() + this.restMs;
         if (this.problemDue()) {
           this.logger.warn('intake check skipped: PostgreSQL did not answer; messages are delivered without it (a repeat may be delivered again)', {
@@ -187,11 +181,7 @@ export class IntakeChecker {
       await before;
       batch.forEach(({ key, redelivered, done }, i) => {
         const sight = sightOf(placeOf[i]!, redelivered, states);
-        if (sight === 'unchecked') this.stats.unchecked++;
-        if (sight === 'repeat') {
-          this.stats.repeats++;
-          this.note(key);
-        }
+        if (sight === 'repeat') this.note(key);
         done(sight);
       });
       answered();

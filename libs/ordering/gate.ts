@@ -29,10 +29,6 @@ export class OrderGate {
     );
   }
 
-  get stats(): { batches: number; failures: number } {
-    return this.batcher.stats;
-  }
-
   /** The webhook's place; stepped without its wait first (most head their line), again with `wait()` once found behind. */
   async admit(place: OrderPlace, wait: () => OrderWait): Promise<Exclude<OrderState, 'behind'>> {
     const state = await this.step(place);

@@ -20,11 +20,6 @@ export class WaitWriter {
     );
   }
 
-  /** Batches written, and tries that failed (PostgreSQL down or refusing). */
-  get stats(): { batches: number; failures: number } {
-    return this.batcher.stats;
-  }
-
   put(wait: WaitPut): Promise<void> {
     return this.batcher.add({ put: wait });
   }
