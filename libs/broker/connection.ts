@@ -13,6 +13,8 @@ import { hostOf, redacted, shuffled, withHeartbeat } from './urls.js';
 
 export type { Consumer, ConsumeOptions, Delivery, Reader, ReaderOptions } from './consumers.js';
 
+type Publishing = { channel: ConfirmChannel; returns: ReturnTracker };
+
 export interface BrokerConnectionOptions {
   /** One URL, or a cluster's nodes: taken in a shuffled order (replicas spread), on loss the next that answers. */
   url: string | readonly string[];
@@ -28,8 +30,7 @@ export interface BrokerConnectionOptions {
 /** One AMQP connection that reconnects by itself and rebuilds its topology, channels and consumers each time. */
 export class BrokerConnection extends EventEmitter {
   private current?: ChannelModel;
-  private publishChannel?: ConfirmChannel;
-  private returns?: ReturnTracker;
+  private publishing?: Publishing;
   private readonly consumers = new Set<ConsumerState>();
   /** Every consuming channel (consumers and readers): close() cancels them first. */
   private readonly consumerChannels = new Map<Channel, { acks?: AckBatcher; tags: Set<string> }>();
@@ -68,7 +69,7 @@ export class BrokerConnection extends EventEmitter {
   }
 
   get isConnected(): boolean {
-    return this.current !== undefined && this.publishChannel !== undefined;
+    return this.current !== undefined && this.publishing !== undefined;
   }
 
   /** Connects, retrying until `timeoutMs`; what cannot heal (a 406 in setup, a refused login) and an abort fail at once. */
@@ -165,7 +166,7 @@ export class BrokerConnection extends EventEmitter {
 
   private forget(): void {
     this.current = undefined;
-    this.publishChannel = undefined;
+    this.publishing = undefined;
   }
 
   private scheduleReconnect(): void {
@@ -220,15 +221,14 @@ export class BrokerConnection extends EventEmitter {
     }
   }
 
-  private async openPublishChannel(model: ChannelModel): Promise<{ channel: ConfirmChannel; returns: ReturnTracker }> {
+  private async openPublishChannel(model: ChannelModel): Promise<Publishing> {
     const channel = (await this.newChannel(model, true)) as ConfirmChannel;
     this.watch(model, channel, 'publish');
     return { channel, returns: new ReturnTracker(channel) };
   }
 
-  private usePublishChannel(publishing: { channel: ConfirmChannel; returns: ReturnTracker }): void {
-    this.publishChannel = publishing.channel;
-    this.returns = publishing.returns;
+  private usePublishChannel(publishing: Publishing): void {
+    this.publishing = publishing;
     for (const wake of this.waiters.splice(0)) wake();
   }
 
@@ -267,8 +267,8 @@ export class BrokerConnection extends EventEmitter {
     return openReader(this.host, this.current, queue, options);
   }
 
-  private async waitForPublishChannel(waitMs = this.options.publishWaitMs ?? 10_000): Promise<ConfirmChannel> {
-    if (this.publishChannel) return this.publishChannel;
+  private async waitForPublishChannel(waitMs = this.options.publishWaitMs ?? 10_000): Promise<Publishing> {
+    if (this.publishing) return this.publishing;
     if (this.closing) throw new BrokerUnavailableError('broker connection is closed');
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -292,8 +292,7 @@ export class BrokerConnection extends EventEmitter {
    */
   async publish(exchange: string, routingKey: string, content: Buffer, options: Options.Publish, deadlineMs?: number): Promise<void> {
     const started = Date.now();
-    const channel = await this.waitForPublishChannel(deadlineMs);
-    const returns = this.returns!;
+    const { channel, returns } = await this.waitForPublishChannel(deadlineMs);
     await new Promise<void>((resolve, reject) => {
       const pending = returns.expect(exchange, routingKey, content);
       let timer: NodeJS.Timeout | undefined;
@@ -328,9 +327,9 @@ export class BrokerConnection extends EventEmitter {
    */
   private renewPublishChannel(stale: ConfirmChannel): void {
     const model = this.current;
-    if (!model || this.publishChannel !== stale || this.renewing) return;
+    if (!model || this.publishing?.channel !== stale || this.renewing) return;
     this.renewing = true;
-    this.publishChannel = undefined;
+    this.publishing = undefined;
     this.retired.add(stale);
     this.options.logger.warn('broker nacked a publish; renewing the publish channel', { connection: this.options.name, node: this.node });
     void (async () => {

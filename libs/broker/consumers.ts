@@ -38,10 +38,7 @@ export interface ReaderOptions {
   onClose?(): void;
 }
 
-export interface Reader {
-  /** Cancels the consumer, then closes its channel: safe twice. */
-  close(): Promise<void>;
-}
+export type Reader = Pick<Consumer, 'close'>;
 
 export interface ConsumerState {
   queue: string;

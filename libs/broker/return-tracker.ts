@@ -25,7 +25,7 @@ export class ReturnTracker {
     return entry;
   }
 
-  /** Forgets the publish; the broker's reply text if it was returned unroutable. */
+  /** Forgets the publish; the broker's reply text if it was returned. */
   settle(entry: Pending): string | undefined {
     this.pending.delete(entry);
     return entry.returned;

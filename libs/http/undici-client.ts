@@ -17,10 +17,7 @@ export interface UndiciClientOptions {
 /** Response bytes read before the connection is dropped. */
 const MAX_RESPONSE_BYTES = 64 * 1024;
 
-/**
- * The dispatcher's one HTTP client (undici): no redirects, a deadline on the whole attempt, the
- * body drained up to a cap, never buffered, and one retry inside the attempt (see mayRetry).
- */
+/** undici, with no redirects, a deadline on the whole attempt, the body drained up to a cap, one retry inside the attempt (mayRetry). */
 export function createUndiciClient(options: UndiciClientOptions = {}): WebhookHttpClient {
   const guard = options.allowPrivateTargets !== true;
   const keepBytes = Math.min(options.responseBodyBytes ?? 0, MAX_RESPONSE_BYTES);
@@ -50,7 +47,7 @@ export function createUndiciClient(options: UndiciClientOptions = {}): WebhookHt
           client.dispatch({ ...request, reset: true }, attempt);
           void client.close().finally(() => retries.delete(client));
         };
-        const attempt = new Attempt(req.timeoutMs, keepBytes, MAX_RESPONSE_BYTES, deadlines, resolve, reject, retry);
+        const attempt = new Attempt(req.timeoutMs, keepBytes, deadlines, resolve, reject, retry);
         deadlines.add(attempt, req.timeoutMs);
         agent.dispatch(request, attempt);
       });
@@ -118,7 +115,6 @@ class Attempt implements Deadlined, SendWatcher {
   constructor(
     private readonly timeoutMs: number,
     private readonly keep: number,
-    private readonly max: number,
     private readonly deadlines: Deadlines,
     private readonly resolve: (response: WebhookResponse) => void,
     private readonly reject: (err: Error) => void,
@@ -157,14 +153,14 @@ class Attempt implements Deadlined, SendWatcher {
     this.deadlines.remove(this);
     this.answer(undefined);
     // As undici's dump(): a body announced over the cap is not read at all.
-    if ((contentLength(rawHeaders) ?? 0) > this.max) this.cutOff();
+    if ((contentLength(rawHeaders) ?? 0) > MAX_RESPONSE_BYTES) this.cutOff();
     return true;
   }
 
   onData(chunk: Buffer): boolean {
     if (this.kept && this.received < this.keep) this.kept.push(chunk.subarray(0, this.keep - this.received));
     this.received += chunk.length;
-    if (this.received > this.max) this.cutOff();
+    if (this.received > MAX_RESPONSE_BYTES) this.cutOff();
     return true;
   }
 
