@@ -123,7 +123,6 @@ export function consumerHandle(host: ConsumerHost, state: ConsumerState): Consum
   };
 }
 
-/** See BrokerConnection.openReader. */
 export async function openReader(host: ConsumerHost, model: ChannelModel, queue: string, options: ReaderOptions): Promise<Reader> {
   const channel = await host.newChannel(model);
   const tags = new Set<string>();

@@ -1,15 +1,12 @@
 import type { MessageProperties, Options } from 'amqplib';
 import type { BrokerConnection } from './connection.js';
+import type { Delivery } from './consumers.js';
 import { BrokerUnavailableError, BrokerUnroutableError } from './errors.js';
 
 /** A message held by its reader until its copy is safe elsewhere: a delivery, or a message taken with get. */
-export interface HeldMessage {
+export interface HeldMessage extends Pick<Delivery, 'live' | 'ack' | 'nack'> {
   content: Buffer;
   properties: MessageProperties;
-  /** False once the channel it came on is gone: the broker has already returned it to its queue. */
-  readonly live: boolean;
-  ack(): void;
-  nack(requeue: boolean): void;
 }
 
 /**

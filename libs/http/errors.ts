@@ -19,7 +19,6 @@ export abstract class DeliveryFailedError extends Error {
     this.name = new.target.name;
   }
 
-  /** What the merchant may see of it (the delivery log); the message is for operators. */
   abstract readonly errorClass: AttemptErrorClass;
 }
 

@@ -6,10 +6,7 @@ interface Asked {
   reject(err: unknown): void;
 }
 
-/**
- * Batches the takes of hand-backs (WaitStore.take): those of one event-loop turn, and those asked
- * while a statement is out, go in one statement. A failed statement rejects each take in it.
- */
+/** Batches the takes of hand-backs (WaitStore.take): one event-loop turn's, or those asked while a statement is out. */
 export class WaitTaker {
   private next: Asked[] = [];
   private taking = false;
