@@ -1,10 +1,9 @@
 import type { Channel, Message } from 'amqplib';
 
 /**
- * Coalesces the acks of one consumer channel: those completed in the same turn of the event loop
- * go out as one `multiple` ack up to the highest tag with nothing unsettled below it, the rest
- * one by one. Fewer frames for the broker (each quorum-queue ack is a Raft command) and fewer
- * socket writes, while a slow delivery never holds back the acks of later ones.
+ * Coalesces one consumer channel's acks: those of one event-loop turn go out as one `multiple` ack
+ * up to the highest tag with nothing unsettled below it, the rest one by one. Fewer frames (each
+ * quorum-queue ack is a Raft command), and a slow delivery never holds back the acks of later ones.
  */
 export class AckBatcher {
   /** Lowest delivery tag not yet settled with the broker (tags start at 1 on every channel). */
@@ -25,8 +24,12 @@ export class AckBatcher {
 
   nack(tag: number, requeue: boolean): void {
     this.flush();
-    this.channel.nack(asMessage(tag), false, requeue);
     this.settled.add(tag);
+    try {
+      this.channel.nack(asMessage(tag), false, requeue);
+    } catch {
+      // The channel is gone: as in flush().
+    }
   }
 
   flush(): void {

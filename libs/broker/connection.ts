@@ -13,37 +13,26 @@ import { hostOf, redacted, shuffled, withHeartbeat } from './urls.js';
 
 export type { Consumer, ConsumeOptions, Delivery, Reader, ReaderOptions } from './consumers.js';
 
+type Publishing = { channel: ConfirmChannel; returns: ReturnTracker };
+
 export interface BrokerConnectionOptions {
-  /**
-   * One URL (a node, or a load balancer in front of a cluster), or the nodes of a cluster: the
-   * connection takes them in a shuffled order, so replicas spread over the nodes, and on loss
-   * goes on to the next that answers.
-   */
+  /** One URL, or a cluster's nodes: taken in a shuffled order (replicas spread), on loss the next that answers. */
   url: string | readonly string[];
-  /** Shown as the connection name in the RabbitMQ console, with the node's host:port. */
+  /** The connection's name in the RabbitMQ console, with the node's host:port. */
   name: string;
   logger: Logger;
-  /**
-   * Runs after every (re)connect, before consumers start: declare topology here. Each call of
-   * `openChannel` gives a fresh channel (a 406 closes the one it happened on); all are closed after.
-   */
+  /** Declares the topology after every (re)connect, before consumers start; each `openChannel` is a fresh channel (a 406 closes its own). */
   declare?: (openChannel: () => Promise<Channel>) => Promise<void>;
   /** How long a publish waits for a connection before failing with BrokerUnavailableError. */
   publishWaitMs?: number;
-  heartbeatSeconds?: number;
 }
 
-/**
- * One AMQP connection that recovers by itself (amqplib's own recovery: backoff with jitter) and
- * rebuilds its channels, topology and consumers on every reconnect. A channel lost while the
- * connection lives is recovered by reconnecting, which re-runs the same setup.
- */
+/** One AMQP connection that reconnects by itself and rebuilds its topology, channels and consumers each time. */
 export class BrokerConnection extends EventEmitter {
   private current?: ChannelModel;
-  private publishChannel?: ConfirmChannel;
-  private returns?: ReturnTracker;
+  private publishing?: Publishing;
   private readonly consumers = new Set<ConsumerState>();
-  /** Every channel that consumes (programs' consumers and one-off readers): close() cancels them first. */
+  /** Every consuming channel (consumers and readers): close() cancels them first. */
   private readonly consumerChannels = new Map<Channel, { acks?: AckBatcher; tags: Set<string> }>();
   private waiters: Array<() => void> = [];
   /** Publish channels closed on purpose (renewed after a nack): their close is not a failure. */
@@ -60,9 +49,9 @@ export class BrokerConnection extends EventEmitter {
   private firstConnect?: { resolve: () => void; reject: (err: Error) => void };
   /** The connection being set up, not yet in use: close() must not leave it behind. */
   private pending?: ChannelModel;
-  /** host:port of the node this connection is on, for logs and the connection name. */
+  private redeclaring?: Promise<void>;
+  /** host:port of the node this connection is on. */
   node?: string;
-  /** What the consumers (consumers.ts) use of this connection. */
   private readonly host: ConsumerHost;
 
   constructor(private readonly options: BrokerConnectionOptions) {
@@ -80,13 +69,10 @@ export class BrokerConnection extends EventEmitter {
   }
 
   get isConnected(): boolean {
-    return this.current !== undefined && this.publishChannel !== undefined;
+    return this.current !== undefined && this.publishing !== undefined;
   }
 
-  /**
-   * Connects, retrying with backoff until `timeoutMs`; what cannot heal (a 406 in setup, a refused
-   * login) fails at once, and so does an abort (Ctrl-C during start-up).
-   */
+  /** Connects, retrying until `timeoutMs`; what cannot heal (a 406 in setup, a refused login) and an abort fail at once. */
   async open(timeoutMs = BROKER_START_DEADLINE_MS, signal?: AbortSignal): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
     let onAbort: (() => void) | undefined;
@@ -112,7 +98,7 @@ export class BrokerConnection extends EventEmitter {
     }
   }
 
-  /** One connection attempt, to the next URL in turn; on failure the next attempt is scheduled. */
+  /** One connection attempt, to the next URL in turn. */
   private async connect(): Promise<void> {
     if (this.closing || this.connecting) return;
     this.connecting = true;
@@ -122,7 +108,7 @@ export class BrokerConnection extends EventEmitter {
     let model: ChannelModel | undefined;
     try {
       try {
-        model = await amqp.connect(withHeartbeat(url, this.options.heartbeatSeconds ?? 15), {
+        model = await amqp.connect(withHeartbeat(url, 15), {
           clientProperties: { connection_name: `${name} → ${node}` },
           // Without it Nagle's algorithm holds small frames (acks, confirms) for up to 40 ms.
           noDelay: true,
@@ -135,8 +121,7 @@ export class BrokerConnection extends EventEmitter {
       }
       this.pending = model;
       coalesceWrites(model);
-      // Listen before anything else: an error emitted during setup (541 when a cluster node dies
-      // under a stream consume) would otherwise end the process.
+      // Before anything else: an unheard error during setup (541, a node dying under a stream consume) ends the process.
       model.on('error', (err: Error) => logger.warn('broker connection error', { connection: name, node, error: err.message }));
       const opened = model;
       let closed = false;
@@ -161,8 +146,7 @@ export class BrokerConnection extends EventEmitter {
       if (!this.fatal) this.scheduleReconnect();
       else if (this.firstConnect) this.firstConnect.reject(this.fatal);
       else {
-        // Reconnecting cannot fix it (someone re-created a queue with other arguments, the
-        // password changed): say so and let the program stop, instead of running on without a broker.
+        // Reconnecting cannot fix it (a queue re-created with other arguments, a changed password): the program stops.
         logger.error('broker refuses this program for good; not reconnecting', { connection: name, error: this.fatal.message });
         this.emit('fatal', this.fatal);
       }
@@ -172,7 +156,6 @@ export class BrokerConnection extends EventEmitter {
     }
   }
 
-  /** The connection in use closed: forget it and reconnect, to the next node in turn. */
   private lost(model: ChannelModel, err?: Error): void {
     if (this.closing || this.current !== model) return;
     this.forget();
@@ -183,7 +166,7 @@ export class BrokerConnection extends EventEmitter {
 
   private forget(): void {
     this.current = undefined;
-    this.publishChannel = undefined;
+    this.publishing = undefined;
   }
 
   private scheduleReconnect(): void {
@@ -198,10 +181,8 @@ export class BrokerConnection extends EventEmitter {
   }
 
   /**
-   * Declares the topology again on the live connection. A publish the broker returned unroutable
-   * names a queue an operator deleted (`failed`, `invalid`): the next try then finds it, where
-   * waiting for a reconnect would hold the message until its delivery limit parks it. Calls while
-   * one runs share it.
+   * Declares the topology again now: a publish returned unroutable names a queue an operator
+   * deleted, and waiting for a reconnect would hold the message until its delivery limit parks it.
    */
   declareAgain(): Promise<void> {
     const model = this.current;
@@ -211,8 +192,6 @@ export class BrokerConnection extends EventEmitter {
     });
     return this.redeclaring;
   }
-
-  private redeclaring?: Promise<void>;
 
   private async declareOn(model: ChannelModel): Promise<void> {
     if (!this.options.declare) return;
@@ -242,21 +221,18 @@ export class BrokerConnection extends EventEmitter {
     }
   }
 
-  /** A confirm channel for publishes, with the tracker of what the broker returns as unroutable. */
-  private async openPublishChannel(model: ChannelModel): Promise<{ channel: ConfirmChannel; returns: ReturnTracker }> {
+  private async openPublishChannel(model: ChannelModel): Promise<Publishing> {
     const channel = (await this.newChannel(model, true)) as ConfirmChannel;
     this.watch(model, channel, 'publish');
     return { channel, returns: new ReturnTracker(channel) };
   }
 
-  /** Publishes go to this channel from now on; those waiting for one go ahead. */
-  private usePublishChannel(publishing: { channel: ConfirmChannel; returns: ReturnTracker }): void {
-    this.publishChannel = publishing.channel;
-    this.returns = publishing.returns;
+  private usePublishChannel(publishing: Publishing): void {
+    this.publishing = publishing;
     for (const wake of this.waiters.splice(0)) wake();
   }
 
-  /** A channel closed under a live connection (an operation error, a deleted queue): rebuild everything. */
+  /** A channel closed under a live connection (an operation error, a deleted queue): reconnect, rebuilding everything. */
   private watch(model: ChannelModel, channel: Channel, role: string): void {
     channel.on('error', (err: Error) => {
       this.options.logger.warn('broker channel error', { connection: this.options.name, role, error: err.message });
@@ -264,12 +240,11 @@ export class BrokerConnection extends EventEmitter {
     channel.on('close', () => {
       if (this.closing || this.current !== model || this.retired.has(channel)) return;
       this.options.logger.warn('broker channel closed, reconnecting', { connection: this.options.name, role });
-      // Closing the connection brings 'close', which reconnects and rebuilds every channel.
       model.close().catch(() => {});
     });
   }
 
-  /** Every channel opens here, guarded against replies nobody asked for (see ignoreUnsolicitedReplies). */
+  /** Every channel opens here (see ignoreUnsolicitedReplies). */
   private async newChannel(model: ChannelModel, confirm = false): Promise<Channel> {
     const channel = confirm ? await model.createConfirmChannel() : await model.createChannel();
     ignoreUnsolicitedReplies(channel, (method) =>
@@ -286,18 +261,14 @@ export class BrokerConnection extends EventEmitter {
     return consumerHandle(this.host, state);
   }
 
-  /**
-   * A consumer on a channel of its own for a one-off read (a stream entry at an offset, a probe):
-   * not resumed after a reconnect. Its close() cancels the consumer before closing the channel, as
-   * close() of the whole connection does for every reader still open.
-   */
+  /** A consumer on a channel of its own for a one-off read (a stream entry, a probe): not resumed after a reconnect. */
   async openReader(queue: string, options: ReaderOptions): Promise<Reader> {
     if (!this.current) throw new BrokerUnavailableError('not connected to RabbitMQ');
     return openReader(this.host, this.current, queue, options);
   }
 
-  private async waitForPublishChannel(waitMs = this.options.publishWaitMs ?? 10_000): Promise<ConfirmChannel> {
-    if (this.publishChannel) return this.publishChannel;
+  private async waitForPublishChannel(waitMs = this.options.publishWaitMs ?? 10_000): Promise<Publishing> {
+    if (this.publishing) return this.publishing;
     if (this.closing) throw new BrokerUnavailableError('broker connection is closed');
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -314,17 +285,14 @@ export class BrokerConnection extends EventEmitter {
   }
 
   /**
-   * Publishes `mandatory` and resolves once the broker confirms it. Waits for a reconnect if
-   * needed. A message the broker could not route (its queue was deleted) fails with
-   * BrokerUnroutableError: a confirm alone does not say that anything stored it. With
-   * `deadlineMs`, a publish not confirmed in time (a blocked connection under flow control) fails
-   * with BrokerUnavailableError; it may still be stored later, so callers whose retry would
-   * duplicate it leave the deadline out.
+   * Publishes `mandatory` and resolves once confirmed, waiting for a reconnect if needed; a message
+   * routed nowhere fails with BrokerUnroutableError (a confirm alone does not say it was stored).
+   * Past `deadlineMs` (flow control) it fails with BrokerUnavailableError, yet may still be stored
+   * later: callers whose retry would duplicate it leave the deadline out.
    */
   async publish(exchange: string, routingKey: string, content: Buffer, options: Options.Publish, deadlineMs?: number): Promise<void> {
     const started = Date.now();
-    const channel = await this.waitForPublishChannel(deadlineMs);
-    const returns = this.returns!;
+    const { channel, returns } = await this.waitForPublishChannel(deadlineMs);
     await new Promise<void>((resolve, reject) => {
       const pending = returns.expect(exchange, routingKey, content);
       let timer: NodeJS.Timeout | undefined;
@@ -354,17 +322,14 @@ export class BrokerConnection extends EventEmitter {
   }
 
   /**
-   * Replaces the publish channel after a nack. On RabbitMQ 3.10, a channel that first publishes to
-   * a quorum queue while the cluster still names a dead node as its leader keeps getting nacks for
-   * as long as it lives (measured: every publish for 30 s and more after a node was killed), while
-   * a channel opened a moment later is acked at once. A fresh channel costs one round trip; a nack
-   * for another reason (no quorum) is answered the same either way.
+   * Replaces the publish channel after a nack: on RabbitMQ 3.10 a channel that first published to a
+   * quorum queue whose leader was a dead node is nacked for as long as it lives, a new one is not.
    */
   private renewPublishChannel(stale: ConfirmChannel): void {
     const model = this.current;
-    if (!model || this.publishChannel !== stale || this.renewing) return;
+    if (!model || this.publishing?.channel !== stale || this.renewing) return;
     this.renewing = true;
-    this.publishChannel = undefined;
+    this.publishing = undefined;
     this.retired.add(stale);
     this.options.logger.warn('broker nacked a publish; renewing the publish channel', { connection: this.options.name, node: this.node });
     void (async () => {
@@ -393,11 +358,7 @@ export class BrokerConnection extends EventEmitter {
     return channel;
   }
 
-  /**
-   * Safe to call twice. Cancel consumers and drain in-flight work before calling this. Bounded by
-   * `timeoutMs` whatever the broker does: what it has not answered by then is cut (the socket is
-   * destroyed), so a stopping program never waits on a broker that stopped answering.
-   */
+  /** Safe twice; cancel consumers and drain first. Bounded by `timeoutMs`: then the socket is destroyed. */
   async close(timeoutMs = 5_000): Promise<void> {
     if (this.closing) return this.closed;
     this.closing = true;
@@ -405,9 +366,7 @@ export class BrokerConnection extends EventEmitter {
       const deadline = Date.now() + timeoutMs;
       clearTimeout(this.reconnectTimer);
       for (const wake of this.waiters.splice(0)) wake();
-      // Close consumer channels first and wait for close-ok: RabbitMQ applies the acks sent on a
-      // channel before closing it, but acks still in flight when the connection drops are lost
-      // and those deliveries come back (measured on 3.10 quorum queues). Cancelled first: see cancelAndClose.
+      // Consumer channels first, awaiting close-ok: acks in flight when a connection drops are lost, not on a channel close.
       const step = Math.min(CLOSE_STEP_MS, timeoutMs / 2);
       await Promise.all(
         [...this.consumerChannels].map(([channel, { acks, tags }]) => {

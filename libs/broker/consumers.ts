@@ -1,7 +1,4 @@
-/**
- * A connection's consumers: those resumed after every reconnect (programs' queues) and one-off
- * readers. The connection keeps the registry; the channels and their deliveries are set up here.
- */
+/** A connection's consumers (resumed after every reconnect) and one-off readers; the connection keeps the registry. */
 import type { Channel, ChannelModel, ConsumeMessage } from 'amqplib';
 import type { Logger } from '../logger/index.js';
 import { AckBatcher } from './ack-batcher.js';
@@ -26,9 +23,9 @@ export interface ConsumeOptions {
 }
 
 export interface Consumer {
-  /** Stops new deliveries; deliveries already handed out can still be acked. */
+  /** Stops new deliveries; those handed out can still be acked. */
   cancel(): Promise<void>;
-  /** Cancels, then closes the consumer's channel (once every delivery is acked): safe twice. */
+  /** Cancels, then closes the channel (once every delivery is acked): safe twice. */
   close(): Promise<void>;
 }
 
@@ -41,10 +38,7 @@ export interface ReaderOptions {
   onClose?(): void;
 }
 
-export interface Reader {
-  /** Cancels the consumer, then closes its channel; safe twice. */
-  close(): Promise<void>;
-}
+export type Reader = Pick<Consumer, 'close'>;
 
 export interface ConsumerState {
   queue: string;
@@ -54,7 +48,7 @@ export interface ConsumerState {
   cancelled: boolean;
 }
 
-/** What consumers use of the connection they belong to (see BrokerConnection's fields of the same names). */
+/** What consumers use of their connection (BrokerConnection's fields of the same names). */
 export interface ConsumerHost {
   readonly logger: Logger;
   readonly consumers: Set<ConsumerState>;
@@ -83,7 +77,7 @@ export async function startConsumer(host: ConsumerHost, model: ChannelModel, sta
       return open;
     },
     ack: () => acks.ack(message.fields.deliveryTag),
-    nack: (requeue) => swallowClosed(() => acks.nack(message.fields.deliveryTag, requeue)),
+    nack: (requeue) => acks.nack(message.fields.deliveryTag, requeue),
   });
   const reply = await channel.consume(
     state.queue,
@@ -104,7 +98,7 @@ export async function startConsumer(host: ConsumerHost, model: ChannelModel, sta
   tags.add(reply.consumerTag);
 }
 
-/** The handle of a registered consumer: cancelling takes it out of the registry, so no reconnect resumes it. */
+/** Cancelling takes the consumer out of the registry: no reconnect resumes it. */
 export function consumerHandle(host: ConsumerHost, state: ConsumerState): Consumer {
   const cancel = async () => {
     if (state.cancelled) return;
@@ -129,7 +123,6 @@ export function consumerHandle(host: ConsumerHost, state: ConsumerState): Consum
   };
 }
 
-/** See BrokerConnection.openReader. */
 export async function openReader(host: ConsumerHost, model: ChannelModel, queue: string, options: ReaderOptions): Promise<Reader> {
   const channel = await host.newChannel(model);
   const tags = new Set<string>();
@@ -163,12 +156,4 @@ export async function openReader(host: ConsumerHost, model: ChannelModel, queue:
     throw err;
   }
   return { close };
-}
-
-function swallowClosed(op: () => void): void {
-  try {
-    op();
-  } catch {
-    // The channel is gone, so the broker has already returned this delivery to its queue.
-  }
 }

@@ -6,10 +6,7 @@ export class BrokerUnavailableError extends Error {
   }
 }
 
-/**
- * The broker confirmed a mandatory publish but routed it nowhere: the target queue or binding is
- * gone (an operator deleted it). The message was not stored; the caller keeps the original.
- */
+/** A mandatory publish confirmed but routed nowhere (a deleted queue or binding): not stored, the caller keeps the original. */
 export class BrokerUnroutableError extends Error {
   constructor(readonly exchange: string, readonly routingKey: string, replyText: string) {
     super(`no queue took the message (exchange "${exchange}", routing key "${routingKey}": ${replyText})`);

@@ -8,10 +8,9 @@ interface Pending {
 }
 
 /**
- * Matches the broker's basic.return frames to the mandatory publishes they answer. The broker sends
- * a message's return before its confirm, so when the confirm arrives the publish knows whether it
- * was routed. A return carries no delivery tag: it is matched to the oldest unconfirmed publish with
- * the same exchange, routing key and body (identical messages share one fate anyway).
+ * Matches basic.return frames to mandatory publishes: a return comes before its confirm, and carries
+ * no delivery tag, so it goes to the oldest unconfirmed publish with the same exchange, routing key
+ * and body (identical messages share one fate anyway).
  */
 export class ReturnTracker {
   private readonly pending = new Set<Pending>();
@@ -26,7 +25,7 @@ export class ReturnTracker {
     return entry;
   }
 
-  /** Forgets the publish; the broker's reply text if it was returned unroutable. */
+  /** Forgets the publish; the broker's reply text if it was returned. */
   settle(entry: Pending): string | undefined {
     this.pending.delete(entry);
     return entry.returned;

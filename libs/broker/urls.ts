@@ -1,6 +1,3 @@
-/** The broker's URLs as the connection uses them: in turn, by host:port, with a heartbeat, redacted for messages. */
-
-/** The URL without its password, for messages. */
 export function redacted(url: string): string {
   const parsed = new URL(url);
   if (parsed.password) parsed.password = '***';

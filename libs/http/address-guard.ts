@@ -2,12 +2,9 @@ import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { BlockList, isIP } from 'node:net';
 
 /**
- * Addresses a webhook must never reach unless private targets are allowed: loopback, private,
- * carrier-grade NAT, link-local (cloud metadata at 169.254.169.254 and fd00:ec2::254), multicast,
- * reserved and unspecified, Azure's wireserver, in IPv4 and IPv6 (IPv6 site-local too, and every
- * IPv4-mapped IPv6 address: a webhook has no reason to reach an IPv4 host that way), and the IPv6
- * ranges that carry an IPv4 address a relay or translator may unwrap to a private one (NAT64 local
- * use, 6to4 and its relays, Teredo, IPv4-compatible).
+ * Addresses a webhook must never reach unless private targets are allowed: loopback, private, CGNAT,
+ * link-local (cloud metadata), multicast, reserved, unspecified; in IPv6 also site-local, and the
+ * ranges carrying an IPv4 address a relay may unwrap to a private one (NAT64, 6to4, Teredo, IPv4-compatible).
  */
 const blocked = new BlockList();
 for (const [net, prefix] of [
@@ -72,11 +69,7 @@ export class BlockedAddressError extends Error {
 
 type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
 
-/**
- * A dns.lookup for http.Agent that refuses blocked addresses at connect time. Checking the
- * resolved address here, rather than the URL beforehand, closes DNS rebinding: the address
- * checked is the one the socket uses.
- */
+/** A dns.lookup that refuses blocked addresses at connect time: the address checked is the one the socket uses (no DNS rebinding). */
 export function guardedLookup(hostname: string, options: object, callback: LookupCallback): void {
   dnsLookup(hostname, { ...options, all: true }, (err, addresses) => {
     if (err) return callback(err, []);
@@ -89,12 +82,8 @@ export function guardedLookup(hostname: string, options: object, callback: Looku
   });
 }
 
-/** The host of a URL when it is an IP literal: those never go through DNS lookup, so are checked apart. */
-export function literalAddress(url: string): string | undefined {
-  try {
-    const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
-    return isIP(host) ? host : undefined;
-  } catch {
-    return undefined;
-  }
+/** A URL's hostname when it is an IP literal: those never go through DNS lookup, so are checked apart. */
+export function literalAddress(hostname: string): string | undefined {
+  const host = hostname.replace(/^\[|\]$/g, '');
+  return isIP(host) ? host : undefined;
 }

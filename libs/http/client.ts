@@ -13,10 +13,7 @@ export interface WebhookResponse {
   body?: string;
 }
 
-/**
- * The only HTTP the dispatcher does. It resolves with any status the merchant answers and throws
- * WebhookTimeoutError or WebhookNetworkError when there is no answer; tests pass a fake.
- */
+/** The only HTTP the dispatcher does: any status the merchant answers resolves; no answer throws. Tests pass a fake. */
 export interface WebhookHttpClient {
   post(request: WebhookRequest): Promise<WebhookResponse>;
   close(): void;

@@ -8,12 +8,9 @@ export interface Deadlined {
 }
 
 /**
- * Every attempt's deadline under one timer. A timer per request (with the abort machinery it
- * drives) cost more CPU than the rest of the client's own work; attempts of one client share a
- * timeout, so their deadlines come in the order they start and the list stays sorted by adding at
- * the end. The timer is armed for the earliest deadline only; removing an attempt leaves it armed,
- * and when it fires it expires what is due and arms for the next. Deadlines hold to the
- * millisecond, as separate timers did.
+ * Every attempt's deadline under one timer: a timer per request cost more CPU than the rest of the
+ * client. Attempts share a timeout, so the list stays sorted by adding at the end. The timer is armed
+ * for the earliest deadline only (a removal leaves it armed); when it fires it expires what is due.
  */
 export class Deadlines {
   private oldest: Deadlined | undefined;
@@ -22,10 +19,8 @@ export class Deadlines {
   private armedFor = Infinity;
   private readonly sweep = () => this.expireDue();
 
-  constructor(private readonly now: () => number = () => performance.now()) {}
-
   add(item: Deadlined, timeoutMs: number): void {
-    const deadline = this.now() + timeoutMs;
+    const deadline = performance.now() + timeoutMs;
     item.deadline = deadline;
     // From the newest back: with one timeout for every attempt this stops at once.
     let before = this.newest;
@@ -49,13 +44,6 @@ export class Deadlines {
     item.older = item.newer = undefined;
   }
 
-  /** Attempts with a deadline still running. */
-  get size(): number {
-    let n = 0;
-    for (let item = this.oldest; item; item = item.newer) n++;
-    return n;
-  }
-
   close(): void {
     clearTimeout(this.timer);
     this.timer = undefined;
@@ -65,7 +53,7 @@ export class Deadlines {
   private arm(at: number): void {
     clearTimeout(this.timer);
     this.armedFor = at;
-    this.timer = setTimeout(this.sweep, Math.max(1, Math.ceil(at - this.now())));
+    this.timer = setTimeout(this.sweep, Math.max(1, Math.ceil(at - performance.now())));
     // The requests hold the process open, not their deadlines.
     this.timer.unref();
   }
@@ -73,7 +61,7 @@ export class Deadlines {
   private expireDue(): void {
     this.timer = undefined;
     this.armedFor = Infinity;
-    const now = this.now();
+    const now = performance.now();
     while (this.oldest && this.oldest.deadline <= now) {
       const due = this.oldest;
       this.remove(due);

@@ -1,34 +1,30 @@
 /**
- * What a merchant is told of a failed attempt: one of a small closed set, never a resolved address
- * or an OS message (those would make the delivery log a DNS, port and TLS oracle on the network
- * the dispatcher sits in). The detail stays in the error's message, for operators only.
+ * What a merchant is told of a failed attempt: never a resolved address or an OS message, which
+ * would make the delivery log an oracle on the dispatcher's network. The message is for operators.
  */
 export const ATTEMPT_ERROR_CLASSES = ['blocked_address', 'dns_failure', 'connection_refused', 'timeout', 'tls_error', 'network_error', 'http_<status>'] as const;
 export type AttemptErrorClass = 'blocked_address' | 'dns_failure' | 'connection_refused' | 'timeout' | 'tls_error' | 'network_error' | `http_${number}`;
 
 /** One delivery attempt did not succeed; the dispatcher retries it on the schedule. */
 export abstract class DeliveryFailedError extends Error {
-  /**
-   * Without a stack: a failed attempt is an outcome (a merchant's 500, a timeout), not a fault of
-   * the program, and capturing one cost ~4 times parsing a delivery, once per retry (BENCHMARKS.md 17).
-   */
+  /** The HTTP status, when the merchant answered at all. */
+  readonly status: number | undefined = undefined;
+
+  /** Without a stack: a failed attempt is an outcome, not a fault, and a stack cost ~4 times parsing a delivery (BENCHMARKS.md 17). */
   constructor(message: string) {
     const limit = Error.stackTraceLimit;
     Error.stackTraceLimit = 0;
     super(message);
     Error.stackTraceLimit = limit;
+    this.name = new.target.name;
   }
 
-  /** The HTTP status, when the merchant answered at all. */
-  abstract readonly status: number | undefined;
-  /** What the merchant may see of it (the delivery log); the message is for operators. */
   abstract readonly errorClass: AttemptErrorClass;
 }
 
 export class WebhookRejectedError extends DeliveryFailedError {
-  constructor(readonly status: number, readonly retryAfter?: string) {
+  constructor(override readonly status: number, readonly retryAfter?: string) {
     super(`HTTP ${status}`);
-    this.name = 'WebhookRejectedError';
   }
 
   get errorClass(): AttemptErrorClass {
@@ -37,31 +33,25 @@ export class WebhookRejectedError extends DeliveryFailedError {
 }
 
 export class WebhookTimeoutError extends DeliveryFailedError {
-  readonly status = undefined;
   readonly errorClass = 'timeout';
   constructor(timeoutMs: number) {
     super(`timeout after ${timeoutMs} ms`);
-    this.name = 'WebhookTimeoutError';
   }
 }
 
 export class WebhookNetworkError extends DeliveryFailedError {
-  readonly status = undefined;
   readonly errorClass: AttemptErrorClass;
   constructor(readonly code: string, detail: string) {
     super(`${code}: ${detail}`);
-    this.name = 'WebhookNetworkError';
     this.errorClass = networkErrorClass(code);
   }
 }
 
 /** The URL resolves to an address webhooks may not reach: retrying cannot help, so it fails at once. */
 export class WebhookBlockedError extends DeliveryFailedError {
-  readonly status = undefined;
   readonly errorClass = 'blocked_address';
   constructor(detail: string) {
     super(`blocked: ${detail}`);
-    this.name = 'WebhookBlockedError';
   }
 }
 

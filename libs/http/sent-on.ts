@@ -20,10 +20,9 @@ let armed: SendWatcher | undefined;
 let subscribed = false;
 
 /**
- * Tells `watcher` which connection its request goes out on. Called from the request handler's
- * onConnect: undici publishes `undici:client:sendHeaders` (a documented channel) synchronously
- * after it, in the same call, before it writes the request's first byte, so the next message is
- * this request's. undici does not hand the socket to a request's handler otherwise.
+ * Tells `watcher` which connection its request goes out on. Called from the handler's onConnect:
+ * undici publishes `undici:client:sendHeaders` synchronously after it, before the request's first
+ * byte, so the next message is this request's (undici gives a handler no socket otherwise).
  */
 export function watchSend(watcher: SendWatcher): void {
   if (!subscribed) {

@@ -8,33 +8,24 @@ import { type SendWatcher, type SentOn, watchSend } from './sent-on.js';
 export interface UndiciClientOptions {
   /** false: refuse loopback, private, link-local and reserved targets, checked on the address connected to. */
   allowPrivateTargets?: boolean;
-  /** Response bytes read before the connection is dropped; merchants' bodies are never needed. */
-  maxResponseBytes?: number;
-  /**
-   * Bytes of each response body kept for the delivery log (DELIVERY_LOG_RESPONSE_BYTES); 0 keeps
-   * none and answers as soon as the head arrives.
-   */
+  /** Bytes of each response body kept for the delivery log; 0 keeps none and answers at the head. */
   responseBodyBytes?: number;
   /** Connections per merchant origin kept open and reused. */
   connectionsPerOrigin?: number;
 }
 
-/**
- * The dispatcher's one HTTP client: undici, about four times got's request rate on this machine
- * (BENCHMARKS.md). No redirects, a deadline on the whole attempt, the body drained up to a cap and
- * never buffered. One retry only, inside the attempt: a POST whose kept-alive connection was
- * closed under it before one byte of the answer came goes again once, on a new connection (see
- * Attempt.onError).
- */
+/** Response bytes read before the connection is dropped. */
+const MAX_RESPONSE_BYTES = 64 * 1024;
+
+/** undici, with no redirects, a deadline on the whole attempt, the body drained up to a cap, one retry inside the attempt (mayRetry). */
 export function createUndiciClient(options: UndiciClientOptions = {}): WebhookHttpClient {
   const guard = options.allowPrivateTargets !== true;
-  const maxResponseBytes = options.maxResponseBytes ?? 64 * 1024;
-  const keepBytes = Math.min(options.responseBodyBytes ?? 0, maxResponseBytes);
+  const keepBytes = Math.min(options.responseBodyBytes ?? 0, MAX_RESPONSE_BYTES);
   const connect = guard ? { lookup: guardedLookup as never } : {};
   const agent = new Agent({ connections: options.connectionsPerOrigin ?? 256, keepAliveTimeout: 30_000, connect });
   const deadlines = new Deadlines();
   const targets = new Targets(guard);
-  /** The one-request clients of retries in flight, closed with the agent. */
+  /** Retries' one-request clients in flight, closed with the agent. */
   const retries = new Set<Client>();
 
   return {
@@ -56,7 +47,7 @@ export function createUndiciClient(options: UndiciClientOptions = {}): WebhookHt
           client.dispatch({ ...request, reset: true }, attempt);
           void client.close().finally(() => retries.delete(client));
         };
-        const attempt = new Attempt(req.timeoutMs, keepBytes, maxResponseBytes, deadlines, resolve, reject, retry);
+        const attempt = new Attempt(req.timeoutMs, keepBytes, deadlines, resolve, reject, retry);
         deadlines.add(attempt, req.timeoutMs);
         agent.dispatch(request, attempt);
       });
@@ -76,7 +67,7 @@ interface Target {
   blocked: string | undefined;
 }
 
-/** Webhook URL → where undici sends it: parsing a URL per request costs as much as the rest of the client's own work. */
+/** Webhook URL → where undici sends it: a URL parse per request cost as much as the rest of the client. */
 class Targets {
   private readonly known = new Map<string, Target>();
 
@@ -90,7 +81,7 @@ class Targets {
       throw new errors.InvalidArgumentError('Invalid URL protocol: the URL must start with `http:` or `https:`.');
     }
     // An IP literal never goes through DNS lookup, so the guard checks it here.
-    const literal = this.guard ? literalAddress(url) : undefined;
+    const literal = this.guard ? literalAddress(parsed.hostname) : undefined;
     target = {
       origin: parsed.origin,
       path: parsed.search ? `${parsed.pathname}${parsed.search}` : parsed.pathname,
@@ -103,11 +94,8 @@ class Targets {
 }
 
 /**
- * One POST as undici's request handler: the status is known at the head, the body is read up to
- * the cap and only its first `keep` bytes are kept, and the whole attempt's deadline (the shared
- * Deadlines list) aborts the request where it is, queued, connecting, waiting for the head or
- * reading kept bytes. What undici's request() adds per call (an async resource, a body stream, an
- * abort listener, a URL parse) is not needed for this and cost more than the handler does.
+ * One POST as undici's request handler (request() costs more than this per call): the body is read
+ * up to the cap, its first `keep` bytes kept, and the attempt's deadline aborts it wherever it is.
  */
 class Attempt implements Deadlined, SendWatcher {
   deadline = 0;
@@ -122,13 +110,11 @@ class Attempt implements Deadlined, SendWatcher {
   private kept: Buffer[] | undefined;
   /** The body went past the cap and was cut: what was kept is the answer. */
   private cut = false;
-  /** The connection the request went out on, when undici told (sent-on.ts). */
   private sent: SentOn | undefined;
 
   constructor(
     private readonly timeoutMs: number,
     private readonly keep: number,
-    private readonly max: number,
     private readonly deadlines: Deadlines,
     private readonly resolve: (response: WebhookResponse) => void,
     private readonly reject: (err: Error) => void,
@@ -167,14 +153,14 @@ class Attempt implements Deadlined, SendWatcher {
     this.deadlines.remove(this);
     this.answer(undefined);
     // As undici's dump(): a body announced over the cap is not read at all.
-    if ((contentLength(rawHeaders) ?? 0) > this.max) this.cutOff();
+    if ((contentLength(rawHeaders) ?? 0) > MAX_RESPONSE_BYTES) this.cutOff();
     return true;
   }
 
   onData(chunk: Buffer): boolean {
     if (this.kept && this.received < this.keep) this.kept.push(chunk.subarray(0, this.keep - this.received));
     this.received += chunk.length;
-    if (this.received > this.max) this.cutOff();
+    if (this.received > MAX_RESPONSE_BYTES) this.cutOff();
     return true;
   }
 
@@ -197,15 +183,10 @@ class Attempt implements Deadlined, SendWatcher {
   }
 
   /**
-   * The race of every HTTP/1.1 client that keeps connections alive (RFC 9112 9.3.1; Node's
-   * request.reusedSocket): the merchant closes an idle connection just as a request goes out on it,
-   * and the request dies unread: ECONNRESET, EPIPE, or undici's 'other side closed' when the close
-   * is seen first. Such a request goes again within the attempt's deadline, and only when its
-   * connection was a reused one and not one byte of its answer came: a new connection that fails,
-   * or an answer cut off, is the merchant's failure. The retry goes on a new connection, so it is
-   * never retried itself: once per attempt, which stays one attempt. The webhook keeps its
-   * webhook-id, and delivery is at least once: if the merchant did read it before dropping the
-   * connection, the copy costs what the schedule's next attempt would have.
+   * The keep-alive race (RFC 9112 9.3.1): the merchant closes an idle connection as a request goes
+   * out on it, which dies unread (ECONNRESET, EPIPE, 'other side closed'). It goes again, within the
+   * deadline, only when its connection was a reused one and not one byte of its answer came; on a
+   * new connection, so never twice. Same webhook-id: at least once, as the next attempt would be.
    */
   private mayRetry(err: UndiciError): boolean {
     const sent = this.sent;

@@ -2,31 +2,26 @@ import type { Logger } from '../logger/index.js';
 import { onceEvery } from '../runtime/batcher.js';
 import { type IntakeKey, type IntakeKeyStore, type KeyNote, type KeyStates, keyOf } from './store.js';
 
-/**
- * What intake does with an upstream message: `first` (its key is new: delivered), `repeat` (a
- * key seen in the window: acked, not delivered), `unchecked` (PostgreSQL did not answer: delivered
- * without the check).
- */
+/** `first`: a new key, delivered; `repeat`: seen in the window, acked undelivered; `unchecked`: PostgreSQL did not answer, delivered. */
 export type Sight = 'first' | 'repeat' | 'unchecked';
 
 export interface IntakeCheckerOptions {
-  /** How long a check may take before its messages go on unchecked (and the check rests for `restMs`). */
   timeoutMs?: number;
-  /** After a check that failed or timed out: messages go on unchecked this long without asking PostgreSQL. */
   restMs?: number;
-  /** Between partition upkeeps (today's and tomorrow's made, expired ones dropped); sooner after one failed. */
-  maintainEveryMs?: number;
 }
 
-interface Pending {
-  keys: IntakeKey[];
-  redelivered: boolean[];
-  done: Array<(sight: Sight) => void>;
+interface Check {
+  key: IntakeKey;
+  redelivered: boolean;
+  done: (sight: Sight) => void;
 }
 
 /** How long a check may take before its messages go on unchecked; then how long every check is skipped. */
 export const INTAKE_CHECK_TIMEOUT_MS = 2_000;
 export const INTAKE_CHECK_REST_MS = 10_000;
+
+/** Between partition upkeeps (today's and tomorrow's made, expired ones dropped); 30 s after one failed. */
+const MAINTAIN_EVERY_MS = 3_600_000;
 
 /** Statements at once, each on its own connection (the dispatcher's pool for keys has two). */
 const MAX_STATEMENTS = 2;
@@ -35,37 +30,31 @@ const MAX_STATEMENTS = 2;
 const MAX_NOTES = 100_000;
 
 /**
- * Batches the dispatchers' intake checks like the wait writer batches waits: what queued while a
- * statement ran goes in the next one, with the repeats dropped since (to count on their keys).
- * Never holds intake for PostgreSQL: a check that fails or takes over `timeoutMs` lets its
- * messages go on unchecked, and for `restMs` after it every check does, without a query.
+ * Batches the intake checks: what queued while a statement ran goes in the next one, with the
+ * repeats dropped since (to count on their keys). Never holds intake for PostgreSQL: a check that
+ * fails or takes over `timeoutMs` lets its messages go on unchecked, and every check for `restMs`.
  */
 export class IntakeChecker {
-  private next: Pending = { keys: [], redelivered: [], done: [] };
+  private next: Check[] = [];
   private notes: KeyNote[] = [];
-  /** Statements running now: at most MAX_STATEMENTS, so a batch waits for one round trip at most, not two. */
+  /** At most MAX_STATEMENTS, so a batch waits for one round trip at most, not two. */
   private running = 0;
   /** A statement is due at the end of this turn (startSoon). */
   private starting = false;
   private restUntil = 0;
   /**
-   * Settles when the last batch taken has handed out its answers. Answers go out in the order the
-   * checks came (a batch after the one before it, an unchecked pass after every batch before it):
-   * two statements run at once and the later can finish first, and a message let on ahead of an
-   * earlier one of its reference would reach the order gate first (issue 55: order per reference).
+   * Settles when the last batch taken has handed out its answers: answers go out in the order the
+   * checks came, though two statements run at once, or a message could overtake an earlier one of
+   * its reference to the order gate.
    */
   private answered: Promise<void> = Promise.resolve();
-  /** One line per 30 s while checks fail, not one per batch. */
   private readonly problemDue = onceEvery();
   private timer?: NodeJS.Timeout;
   private started = false;
   private stopped = false;
   private maintaining?: Promise<void>;
-  /** Statements run, checks that failed or timed out, and messages let through unchecked. */
-  readonly stats = { batches: 0, failures: 0, unchecked: 0, repeats: 0 };
   private readonly timeoutMs: number;
   private readonly restMs: number;
-  private readonly maintainEveryMs: number;
 
   constructor(
     private readonly store: IntakeKeyStore,
@@ -74,13 +63,9 @@ export class IntakeChecker {
   ) {
     this.timeoutMs = options.timeoutMs ?? INTAKE_CHECK_TIMEOUT_MS;
     this.restMs = options.restMs ?? INTAKE_CHECK_REST_MS;
-    this.maintainEveryMs = options.maintainEveryMs ?? 3_600_000;
   }
 
-  /**
-   * Makes the partitions, awaited (the first checks need today's; a failure is logged, not
-   * thrown), then again every `maintainEveryMs` (30 s after a failure) until stop().
-   */
+  /** Makes the partitions, awaited (a failure is logged, not thrown), then again and again until stop(). */
   async start(): Promise<void> {
     if (this.started || this.stopped) return;
     this.started = true;
@@ -90,7 +75,7 @@ export class IntakeChecker {
   private maintain(): Promise<void> {
     this.maintaining ??= (async () => {
       clearTimeout(this.timer);
-      let delay = this.maintainEveryMs;
+      let delay = MAINTAIN_EVERY_MS;
       try {
         const { dropped } = await this.store.maintain();
         if (dropped.length > 0) this.logger.info('intake key partitions dropped', { dropped });
@@ -115,23 +100,16 @@ export class IntakeChecker {
    * delivery's own copy, back after a dispatcher died before its ack, and it goes on.
    */
   check(key: IntakeKey, redelivered: boolean): Promise<Sight> {
-    if (this.resting()) {
-      this.stats.unchecked++;
-      return this.answered.then(() => 'unchecked');
-    }
-    return new Promise<Sight>((resolve) => {
-      this.next.keys.push(key);
-      this.next.redelivered.push(redelivered);
-      this.next.done.push(resolve);
+    if (this.resting()) return this.answered.then(() => 'unchecked');
+    return new Promise<Sight>((done) => {
+      this.next.push({ key, redelivered, done });
       this.startSoon();
     });
   }
 
   /**
-   * Of a redelivered message taken for a repeat (the log holds its webhook), the endpoints of
-   * `endpointIds` whose delivery the log does not hold: a dispatcher that died mid-fan-out had
-   * settled only some, and the others go; none left, it is a repeat. Every one of them when
-   * PostgreSQL does not answer (at least once, never less). A log row written before endpoints
+   * Of a redelivered repeat, the endpoints whose delivery the log does not hold (a dispatcher died
+   * mid-fan-out); all of them when PostgreSQL does not answer. A log row written before endpoints
    * ('') is the delivery of `firstEndpointId`, the merchant's only endpoint then.
    */
   async unrecorded(key: IntakeKey, endpointIds: readonly string[], firstEndpointId?: string): Promise<string[]> {
@@ -143,18 +121,13 @@ export class IntakeChecker {
     }
   }
 
-  /**
-   * A statement for what queued, started once this turn's I/O callbacks have run: the messages of
-   * one socket read reach check() one after another in the same turn, and a statement started at
-   * the first carried it alone (and the second statement the next one), leaving the rest of the
-   * burst a round trip behind. Deferred to the turn's end, not by a delay: no check waits longer.
-   */
+  /** A statement for what queued, at the turn's end: one socket read's messages reach check() in one turn, and go together. */
   private startSoon(): void {
     if (this.starting || this.running >= MAX_STATEMENTS) return;
     this.starting = true;
     setImmediate(() => {
       this.starting = false;
-      if (this.running < MAX_STATEMENTS && this.next.done.length > 0) void this.drain();
+      if (this.running < MAX_STATEMENTS && this.next.length > 0) void this.drain();
     });
   }
 
@@ -170,10 +143,10 @@ export class IntakeChecker {
   private async drain(): Promise<void> {
     this.running++;
     // Notes alone wait out a rest: no statement for them while PostgreSQL is not answering.
-    while ((this.next.done.length > 0 || (this.notes.length > 0 && !this.resting())) && !this.stopped) {
+    while ((this.next.length > 0 || (this.notes.length > 0 && !this.resting())) && !this.stopped) {
       const batch = this.next;
       const notes = this.notes;
-      this.next = { keys: [], redelivered: [], done: [] };
+      this.next = [];
       this.notes = [];
       const before = this.answered;
       let answered!: () => void;
@@ -181,7 +154,7 @@ export class IntakeChecker {
       // Each key once in the statement: the first copy of a key in the batch takes its state, the next ones find it taken.
       const places = new Map<string, number>();
       const keys: IntakeKey[] = [];
-      const placeOf = batch.keys.map((key) => {
+      const placeOf = batch.map(({ key }) => {
         const id = keyOf(key);
         let place = places.get(id);
         if (place === undefined) {
@@ -194,35 +167,28 @@ export class IntakeChecker {
       let states: KeyStates | undefined;
       try {
         states = await this.withTimeout(this.store.check(keys, notes));
-        this.stats.batches++;
       } catch (err) {
-        this.stats.failures++;
         this.restUntil = performance.now() + this.restMs;
-        this.problem(err, batch.done.length);
+        if (this.problemDue()) {
+          this.logger.warn('intake check skipped: PostgreSQL did not answer; messages are delivered without it (a repeat may be delivered again)', {
+            messages: batch.length,
+            error: (err as Error)?.message ?? String(err),
+          });
+        }
         // No partition for today's key (the day turned before its partition was made): made now.
         if ((err as { code?: string })?.code === '23514') void this.maintain();
       }
       await before;
-      batch.keys.forEach((key, i) => {
-        const sight = sightOf(placeOf[i]!, batch.redelivered[i]!, states);
-        if (sight === 'unchecked') this.stats.unchecked++;
-        if (sight === 'repeat') {
-          this.stats.repeats++;
-          this.note(key);
-        }
-        batch.done[i]!(sight);
+      batch.forEach(({ key, redelivered, done }, i) => {
+        const sight = sightOf(placeOf[i]!, redelivered, states);
+        if (sight === 'repeat') this.note(key);
+        done(sight);
       });
       answered();
     }
     this.running--;
     // A check queued while the loop ended (stopped) is let through, never held.
-    if (this.stopped) this.release();
-  }
-
-  private release(): void {
-    const pending = this.next;
-    this.next = { keys: [], redelivered: [], done: [] };
-    for (const resolve of pending.done) resolve('unchecked');
+    if (this.stopped) for (const { done } of this.next.splice(0)) done('unchecked');
   }
 
   private withTimeout<T>(work: Promise<T>): Promise<T> {
@@ -231,15 +197,6 @@ export class IntakeChecker {
       timer = setTimeout(() => reject(new Error(`no answer in ${this.timeoutMs} ms`)), this.timeoutMs);
     });
     return Promise.race([work, late]).finally(() => clearTimeout(timer));
-  }
-
-  /** One line per 30 s while PostgreSQL is down, not one per batch. */
-  private problem(err: unknown, messages: number): void {
-    if (!this.problemDue()) return;
-    this.logger.warn('intake check skipped: PostgreSQL did not answer; messages are delivered without it (a repeat may be delivered again)', {
-      messages,
-      error: (err as Error)?.message ?? String(err),
-    });
   }
 }
 

@@ -13,13 +13,10 @@ export class OrderWaitNotWrittenError extends Error {
 }
 
 /**
- * Batches the dispatcher's order steps, admissions and ends together: whatever queued while a
- * batch was being written goes in the next one, one round trip each, one batch at a time: so a
- * dispatcher admits the webhooks it took in the order it took them (two batches at once let a
- * later one take a key's lock first, and a refund overtook its charge). Ends in a line of their
- * own, and two to four lines by key, cost more CPU per delivery (smaller batches, more round
- * trips) than the wait they saved (BENCHMARKS.md section 22). A step resolves only once its batch is committed; while PostgreSQL does not answer it is tried again (backoff up to 2 s) and the
- * deliveries stay unacked: an ordered merchant's webhooks are held, never sent out of order.
+ * Batches the order steps, admissions and ends together, one batch at a time, so webhooks are
+ * admitted in the order they were taken (two at once let a refund overtake its charge). A step
+ * resolves once committed; while PostgreSQL does not answer it is tried again and the deliveries
+ * stay unacked: held, never sent out of order.
  */
 export class OrderGate {
   private readonly batcher: RetryingBatcher<Item, Map<string, OrderState>>;
@@ -32,16 +29,7 @@ export class OrderGate {
     );
   }
 
-  /** Batches written, and tries that failed. */
-  get stats(): { batches: number; failures: number } {
-    return this.batcher.stats;
-  }
-
-  /**
-   * The webhook's place: `head` (attempt it), `waiting` (its wait is written) or `ended` (a copy of
-   * one done). Stepped without its wait (most webhooks head their line); one found behind is
-   * stepped again with `wait()` (then waiting, or head if the one before it ended meanwhile).
-   */
+  /** The webhook's place; stepped without its wait first (most head their line), again with `wait()` once found behind. */
   async admit(place: OrderPlace, wait: () => OrderWait): Promise<Exclude<OrderState, 'behind'>> {
     const state = await this.step(place);
     if (state !== 'behind') return state;
@@ -62,7 +50,7 @@ export class OrderGate {
     await this.batcher.add({ end });
   }
 
-  /** Stops trying: steps still pending never resolve (their deliveries go back to the queue with the channel). */
+  /** Stops trying: steps still pending never resolve (their deliveries go back with the channel). */
   close(): void {
     this.batcher.close();
   }

@@ -2,17 +2,15 @@ import type { Queryable } from '../delivery-store/index.js';
 import type { ScalarHeaders } from '../contracts/index.js';
 
 /**
- * Order per reference, gating on rows (migrations 0009, 0010): an ordered merchant's webhook has a row of
- * `webhook_order` from intake until it ends, in its key's line by an identity PostgreSQL assigns
- * under the key's lock. Only the head of a line goes to an attempt; the others wait as
- * `webhook_waits` rows with reason 'ordered' and no pick time until the head ends, which makes
- * the next one due in the same transaction. All of it is webhook_order_step(), one round trip.
+ * Order per reference (migrations 0009, 0010): an ordered merchant's webhook has a row of
+ * `webhook_order`, in its key's line, until it ends. Only a line's head goes to an attempt; the
+ * others wait as 'ordered' waits with no pick time until the head ends. One round trip: webhook_order_step().
  */
 
 /** A new webhook of an ordered merchant at intake: its place, by key. */
 export interface OrderPlace {
   merchantId: string;
-  /** The endpoint (ep_…) whose delivery this is: each endpoint has its own line per key (migration 0013); absent: ''. */
+  /** Each endpoint (ep_…) has its own line per key (migration 0013); absent: ''. */
   endpointId?: string;
   webhookId: string;
   key: string;
@@ -20,13 +18,12 @@ export interface OrderPlace {
 
 /** What an intake behind an earlier webhook of its key waits with. */
 export interface OrderWait {
-  /** The headers its 'ordered' wait carries to its hand-back (attempts 0, first seen, x-ordered). */
+  /** The headers its 'ordered' wait carries to its hand-back. */
   headers: ScalarHeaders;
   /** Its bytes as received, stored once with the wait. */
   content: Buffer;
 }
 
-/** An intake as stepped: without its wait first (most head their line), with it once found behind. */
 export type OrderAdmit = OrderPlace & Partial<OrderWait>;
 
 /** An ordered webhook that ended (delivered, failed, skipped): its row goes, the next of its key is due. */
@@ -37,22 +34,16 @@ export interface OrderEnd {
 }
 
 /**
- * An admitted webhook: `head` goes to its attempt now; `waiting` is behind an earlier one of its key
- * (its 'ordered' wait written) or already waits (a redelivery); `ended` is a copy of one already
- * delivered, failed or skipped (redelivered after a crash between its end and its ack). `behind`
- * (only for an intake stepped without its wait): behind an earlier one, nothing written yet.
+ * `head`: attempt it now; `waiting`: its 'ordered' wait is written; `ended`: a copy of one already
+ * ended; `behind` (stepped without its wait): behind an earlier one, nothing written yet.
  */
 export type OrderState = 'head' | 'waiting' | 'ended' | 'behind';
 
-/** A webhook's name in step()'s answer. */
 export function orderId(merchantId: string, endpointId: string, webhookId: string): string {
   return `${merchantId}\u001f${endpointId}\u001f${webhookId}`;
 }
 
-/**
- * How long an ended webhook's row is kept: a copy redelivered within it (a crash between its end
- * and its ack) is known as done rather than sent again behind the next webhook of its reference.
- */
+/** How long an ended webhook's row is kept: a copy redelivered within it is known as done, not sent again. */
 export const ORDER_ENDED_KEEP_MS = 3_600_000;
 
 const STEP = 'SELECT admitted_merchant, admitted_endpoint, admitted, state FROM webhook_order_step($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)';
@@ -60,9 +51,7 @@ const STEP = 'SELECT admitted_merchant, admitted_endpoint, admitted, state FROM 
 export class OrderStore {
   constructor(private readonly db: Queryable) {}
 
-  /**
-   * Ends then admits, in one round trip; returns each admitted webhook's state.
-   */
+  /** Ends then admits, in one round trip; returns each admitted webhook's state. */
   async step(admits: readonly OrderAdmit[], ends: readonly OrderEnd[]): Promise<Map<string, OrderState>> {
     const { rows } = await this.db.query<{ admitted_merchant: string; admitted_endpoint: string; admitted: string; state: OrderState }>(STEP, [
       admits.map((a) => a.merchantId),

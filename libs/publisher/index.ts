@@ -10,10 +10,7 @@ export interface PublishResult {
   routingKey: EventName;
 }
 
-/**
- * The upstream contract in code: publish to `<prefix>.events` with the event name as routing key,
- * persistent, JSON, a stable messageId, and wait for the broker's confirm.
- */
+/** The upstream contract: to `<prefix>.events`, the event as routing key, persistent JSON, a stable messageId, confirmed. */
 export class EventPublisher {
   private readonly exchange: string;
 
@@ -21,10 +18,7 @@ export class EventPublisher {
     this.exchange = topologyNames(prefix).events;
   }
 
-  /**
-   * `test`: a test event (x-test-event), attempted once and counted apart by the dispatcher;
-   * `endpointId`: the one endpoint of the merchant a test event is for (x-endpoint-id), from the portal.
-   */
+  /** `test`: a test event (x-test-event), attempted once; `endpointId`: the one endpoint a test event is for. */
   async publish(message: UpstreamMessage, options: { messageId?: string; test?: boolean; endpointId?: string } = {}): Promise<PublishResult> {
     const checked = upstreamMessageSchema.parse(message);
     const messageId = options.messageId ?? `evt_${randomUUID()}`;

@@ -1,18 +1,12 @@
 import type { Queryable } from '../delivery-store/index.js';
 
-/**
- * A limit as GCRA sees it (the token bucket as one timestamp per key, the theoretical arrival time
- * `tat`, a row of `rate_limits`). PostgreSQL's clock judges, the same for every program taking.
- */
+/** A limit as GCRA sees it: a key's bucket is one `tat` (theoretical arrival time) in `rate_limits`, on PostgreSQL's clock. */
 export interface GcraLimit {
   /** One cell every `intervalMs` in the long run. */
   intervalMs: number;
   /** How far `tat` may run ahead of now after a take: `burst × intervalMs` lets `burst` cells go at once. */
   burstMs: number;
-  /**
-   * How far in the future a cell may be granted (default 0: only now). A cell granted ahead is
-   * told `inMs`, when it conforms: the taker holds it until then.
-   */
+  /** How far ahead a cell may be granted (default 0): the taker holds it `inMs`, until it conforms. */
   aheadMs?: number;
   /** The cell is not wanted before this many ms from now (its slot starts there at the earliest). */
   notBeforeMs?: number;
@@ -23,10 +17,7 @@ export interface GcraLimit {
 /** Granted: the (first) cell conforms `inMs` from now (0: at once), each next one an interval later. Refused: it would be granted `retryInMs` from now. */
 export type GcraAnswer = { ok: true; inMs: number } | { ok: false; retryInMs: number };
 
-/**
- * One take, one statement: an upsert that moves `tat` only when the cell fits, and reads the `tat`
- * it found so that a refusal says when to come back without a second round trip.
- */
+/** One statement: moves `tat` only when the cell fits, and reads the `tat` found, so a refusal says when to come back. */
 const TAKE = `
 WITH prior AS (SELECT tat FROM rate_limits WHERE key = $1),
 taken AS (
@@ -38,7 +29,6 @@ taken AS (
 SELECT (SELECT EXTRACT(EPOCH FROM (tat - now())) * 1000 FROM taken)::float8 AS granted_ms,
        (SELECT EXTRACT(EPOCH FROM (tat - now())) * 1000 FROM prior)::float8 AS prior_ms`;
 
-/** Takes one cell of `key` under `limit`. */
 export async function takeCell(db: Queryable, key: string, limit: GcraLimit): Promise<GcraAnswer> {
   const ahead = limit.aheadMs ?? 0;
   const notBefore = Math.max(0, limit.notBeforeMs ?? 0);

@@ -6,15 +6,10 @@ export const MAX_DEFERRALS = 20;
 export interface RetryPolicySettings {
   /** One delay per retry step (RETRY_SCHEDULE); empty: a single attempt. */
   delaysMs: readonly number[];
-  /** Times a delivery is set aside for a busy endpoint before it waits for a slot instead. */
   maxDeferrals?: number;
 }
 
-/**
- * The retry policy in one place: which step of the schedule a webhook waits after a failed attempt
- * (Retry-After included), when a busy endpoint sets it aside, how long an open circuit postpones
- * it, and when its schedule is over. A policy only ever picks a step: it never invents a delay.
- */
+/** The retry policy in one place. It only ever picks a step of the schedule: it never invents a delay. */
 export class RetryPolicy {
   readonly delaysMs: readonly number[];
   /** The schedule's total span: how long a webhook may wait, postponements included, before it fails. */
@@ -46,15 +41,12 @@ export class RetryPolicy {
     return this.delaysMs.length > 0 && deferrals < this.maxDeferrals;
   }
 
-  /** Its deferrals are spent, but it can still wait as a row (there is a schedule): set aside only past a longer line. */
+  /** Deferrals spent, but it can still wait as a row: set aside only past a longer line. */
   deferralsSpent(deferrals: number): boolean {
     return this.delaysMs.length > 0 && deferrals >= this.maxDeferrals;
   }
 
-  /**
-   * The step after attempt `attempt` failed; a Retry-After on 429 or 503 moves it to the first step
-   * that waits at least that long, never beyond the last: the schedule bounds how long anything waits.
-   */
+  /** The step after attempt `attempt` failed; a Retry-After on 429 or 503 moves it to the first step that long, never past the last. */
   stepAfterFailure(attempt: number, failure: { status?: number; retryAfter?: string }, now: Date): number {
     const step = attempt - 1;
     const delays = this.delaysMs;
@@ -65,12 +57,7 @@ export class RetryPolicy {
     return delays.length - 1;
   }
 
-  /**
-   * A busy endpoint: the schedule's first delay, whatever the webhook's attempts. Busy is not
-   * failing (the endpoint answers, its line is long), and no attempt is spent: waiting its current
-   * step instead, a webhook deferred at its 5th attempt waited hours for a slot, and its 20
-   * deferrals (MAX_DEFERRALS) could outlast the schedule's whole span.
-   */
+  /** A busy endpoint: the first delay, whatever the attempts (busy is not failing; later steps could outlast the span). */
   deferStep(): number {
     return 0;
   }

@@ -1,11 +1,6 @@
 import { parseDuration } from '../config/durations.js';
 
-/**
- * RETRY_SCHEDULE: comma-separated delays, one per retry; empty (or only spaces) means a single
- * attempt. Every item must be a duration above zero: an empty item (`1s,,2s`, a trailing comma) is a
- * typo, not a step to skip, and a zero delay is refused because the "retry" would hit a failing merchant again immediately.
- * Returns the delays in ms, or the problem in words.
- */
+/** RETRY_SCHEDULE: comma-separated delays above zero, one per retry; empty means a single attempt. The delays in ms, or the problem. */
 export function parseRetrySchedule(text: string): { delays: number[] } | { problem: string } {
   if (text.trim() === '') return { delays: [] };
   const parts = text.split(',').map((p) => p.trim());

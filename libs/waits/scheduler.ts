@@ -16,23 +16,20 @@ export interface WaitSchedulerOptions {
   dispatch: string;
   /** How long a hand-back may take to come to its attempt before the row hands it on again. */
   leaseMs: number;
-  /** Rows picked per statement (default 500). */
   batch?: number;
-  /** The longest time from one pick's start to the next's (default 200 ms): what bounds a due wait's delay. */
+  /** The longest time from one pick's start to the next's (default 200 ms). */
   pollMs?: number;
-  /** Messages ready in dispatch above which nothing more is handed back (default 10,000). */
   maxReady?: number;
-  /** A publish not confirmed within this fails, and the wait is due again at once (default 5 s). */
-  publishDeadlineMs?: number;
 }
 
+/** A hand-back not confirmed within this fails, and its wait is due again at once. */
+const PUBLISH_DEADLINE_MS = 5_000;
+
 /**
- * The one retry mechanism's other half: a loop in each dispatcher that picks due waits (SKIP
- * LOCKED, so any number of dispatchers share them) and publishes each to `dispatch` (mandatory,
- * confirmed) with its hand. Of a merchant whose circuit is open (a wait_circuits row) it hands back
- * only the probe, one per probe time: its other waits stay parked in their rows. A hand-back the broker does not take is due again at once; one that is
- * lost later (purged, a node lost) is handed on when its lease ends. It hands nothing back while
- * `dispatch` holds more than `maxReady` ready messages: a backlog waits in rows, not in the broker.
+ * A loop in each dispatcher that picks due waits (SKIP LOCKED, shared by any number) and publishes
+ * each to `dispatch` with its hand; of an open circuit, only the probe. A hand-back not confirmed
+ * is due again at once, one lost later when its lease ends. Nothing goes while `dispatch` holds
+ * more than `maxReady` ready messages: a backlog waits in rows, not in the broker.
  */
 export class WaitScheduler {
   /** Hand-backs confirmed, not confirmed, and due waits parked behind an open circuit instead of handed back. */
@@ -42,7 +39,6 @@ export class WaitScheduler {
   private loop?: Promise<void>;
   private stopped = true;
   private channel?: Channel;
-  /** One line per 30 s while hand-backs fail, not one per try. */
   private readonly problemDue = onceEvery();
   /** Batches published and not yet all confirmed, and the hand-backs in them. */
   private readonly confirming = new Set<Promise<void>>();
@@ -96,10 +92,9 @@ export class WaitScheduler {
   }
 
   /**
-   * One pick, its publishes sent; returns the waits picked. Their confirms are not awaited here:
-   * the next pick goes on while they come (a confirm takes a quorum queue's fsync, longer than a
-   * pick), up to WAIT_BATCHES_CONFIRMING batches at once. Hand-backs not yet confirmed count as
-   * ready: they are about to be.
+   * One pick, its publishes sent; returns the waits picked. The next pick goes on while their
+   * confirms come (a quorum fsync takes longer), up to WAIT_BATCHES_CONFIRMING batches at once;
+   * hand-backs not yet confirmed count as ready.
    */
   private async tick(): Promise<number> {
     if (!this.broker.isConnected) return 0;
@@ -124,7 +119,7 @@ export class WaitScheduler {
         this.options.dispatch,
         wait.content,
         { persistent: true, contentType: 'application/json', messageId: wait.webhookId, headers: { ...wait.headers, [HEADERS.waitHand]: wait.hand } },
-        this.options.publishDeadlineMs ?? 5_000,
+        PUBLISH_DEADLINE_MS,
       );
       this.stats.handed++;
     } catch (err) {
@@ -134,7 +129,7 @@ export class WaitScheduler {
     }
   }
 
-  /** Messages ready in dispatch, on a channel kept for it (0 when it cannot be asked: the pick's own limit still bounds a tick). */
+  /** Messages ready in dispatch (0 when it cannot be asked: the pick's limit still bounds a tick). */
   private async ready(): Promise<number> {
     try {
       this.channel ??= await this.broker.createChannel();

@@ -2,12 +2,10 @@ import type { Database } from '../delivery-store/index.js';
 import type { ScalarHeaders } from '../contracts/index.js';
 
 /**
- * Waits are rows: a webhook that must wait for its next attempt (a failed attempt, a busy
- * endpoint, an open circuit, the endpoint's throttle) is one row of `webhook_waits`, the only copy that decides; its bytes
- * are one row of `webhook_bodies`, written once per webhook. `hand` counts the times the row was
- * handed back to `dispatch` or rewritten: a hand-back carries it (x-wait-hand), and only that hand
- * may take, rewrite or end the wait, so a stale copy changes nothing. Due times are PostgreSQL's
- * clock (now()), never a dispatcher host's.
+ * A webhook waiting for its next attempt is one row of `webhook_waits`, the only copy that decides
+ * (its bytes: a row of `webhook_bodies`). `hand` counts the times the row was handed back or
+ * rewritten: a hand-back carries it (x-wait-hand), and only that hand may take, rewrite or end the
+ * wait, so a stale copy changes nothing. Due times are PostgreSQL's clock, never a dispatcher's.
  */
 
 /** Why a webhook waits, as the row and `webhooks waits list` say it. */
@@ -16,10 +14,7 @@ export type WaitReason = 'retry' | 'endpoint-busy' | 'circuit-open' | 'throttled
 export interface WaitKey {
   merchantId: string;
   webhookId: string;
-  /**
-   * Which of the merchant's endpoints (ep_…) the wait is for: each endpoint's delivery of one
-   * webhook waits on its own row. Absent: '' (a wait written before events were fanned out).
-   */
+  /** The endpoint (ep_…) whose delivery waits, each on its own row; absent: '' (written before fan-out). */
   endpointId?: string;
 }
 
@@ -31,29 +26,20 @@ export interface WaitPut extends WaitKey {
   attempt: number;
   delayMs: number;
   reason: WaitReason;
-  /** What the next attempt's message carries: attempts, deferrals, postponements, resent, test, last error. */
+  /** What the next attempt's message carries (attempts, deferrals, last error…). */
   headers: ScalarHeaders;
   /** The message's bytes as received; only for hand 0. */
   content?: Buffer;
   /** Time left until the webhook's schedule is over (may be ≤ 0): a parked wait is handed back then, to fail. */
   spanLeftMs: number;
-  /**
-   * The endpoint's circuit is open (a postponement, or a failed attempt after which it is open) and
-   * lets a probe through in this: the endpoint's circuit row is written with that probe time, and
-   * this wait is parked. The dispatcher's breaker decides when a probe makes sense; the row keeps
-   * that for the waits, so that they are handed back then and not before.
-   */
+  /** The endpoint's circuit is open and lets a probe through in this: its circuit row is written with that probe time, and this wait parked. */
   circuitMs?: number;
 }
 
 /** The attempt of hand-back `hand` ended (delivered, failed, skipped): the wait goes. */
 export interface WaitEnd extends WaitKey {
   hand: number;
-  /**
-   * Its endpoint's circuit closes (its row, if any, goes and its parked waits are due again): the
-   * endpoint answered (delivered), or the webhook can no longer be sent (disabled, merchant
-   * removed), so the others need handing back to end the same way.
-   */
+  /** Its endpoint's circuit closes (its parked waits are due again): the endpoint answered, or can no longer be sent to. */
   closesCircuit?: boolean;
 }
 
@@ -89,14 +75,11 @@ export interface WaitRow {
 }
 
 /**
- * One batch of writes in one statement: new waits (their bytes once per endpoint's wait, ON
- * CONFLICT DO NOTHING: a redelivered first attempt finds its own row), next waits of hand-backs
- * (only where the hand still matches), and ended waits with their bytes. A wait with `circuitMs`
- * writes its endpoint's circuit row (its next probe then); a wait whose endpoint has one is written
- * parked. The circuit rows are read FOR SHARE, so a close (closeCircuits) waits for this statement
- * and then sees what it parked. Returns the endpoints of ends that close their circuit and have a
- * circuit row: those to close. Everything is keyed by (merchant, endpoint): one endpoint's open
- * circuit parks none of its merchant's other endpoints' waits.
+ * One batch of writes in one statement: new waits (ON CONFLICT DO NOTHING: a redelivered first
+ * attempt finds its own row), next waits of hand-backs (only where the hand still matches), ended
+ * waits with their bytes. A wait with `circuitMs` writes its endpoint's circuit row; a wait whose
+ * endpoint has one is written parked. Circuit rows are read FOR SHARE, so a close (closeCircuits)
+ * waits for this statement and sees what it parked. Returns the circuits that ends close.
  */
 const WRITE = `
 WITH puts AS (
@@ -142,12 +125,10 @@ SELECT c.merchant_id, c.endpoint_id FROM wait_circuits c JOIN unnest($14::text[]
 const CONTENT = `(SELECT b.content FROM webhook_bodies b WHERE b.merchant_id = w.merchant_id AND b.webhook_id = w.webhook_id AND b.endpoint_id = w.endpoint_id)`;
 
 /**
- * The scheduler's pick: due rows, oldest first, that no other dispatcher holds (SKIP LOCKED); each
- * gets a new hand and a lease (pick_at moves to its end), so a hand-back that never comes to an
- * attempt (purged, lost with a node) is handed on again by the same row. A due row whose endpoint
- * has a circuit row is parked instead (until its span ends), unless it was parked already: then its
- * span is over and it goes back to fail. Returns the handed rows, and one row (no webhook) per
- * row parked.
+ * The pick: due rows, oldest first, that no other dispatcher holds (SKIP LOCKED), each with a new
+ * hand and a lease (pick_at moves to its end): a hand-back lost on its way is handed on again. A
+ * due row whose endpoint has a circuit row is parked instead, unless it was parked already (its
+ * span is over: it goes back to fail). Returns the handed rows, and one row (no webhook) per parked.
  */
 const PICK = `
 WITH due AS (
@@ -170,9 +151,8 @@ SELECT * FROM handed UNION ALL SELECT merchant_id, NULL, NULL, NULL, NULL, NULL,
 
 /**
  * The probes: for each circuit whose probe time has come, its endpoint's oldest parked wait is
- * handed back (with a lease, like any hand-back) and the next probe is a lease away; the outcome
- * moves it (a postponement later, a delivery closes the circuit). A circuit with no parked wait
- * left is returned with no webhook: nothing waits behind it, so it is closed.
+ * handed back with a lease, and the next probe is a lease away (the outcome moves it). A circuit
+ * with no parked wait left is returned with no webhook, to be closed.
  */
 const PROBE = `
 WITH due AS (
@@ -210,11 +190,7 @@ function handedOf(rows: PickedRow[]): HandedWait[] {
 export class WaitStore {
   constructor(private readonly db: Pick<Database, 'query' | 'transaction'>) {}
 
-  /**
-   * Writes one batch (one statement, so all of it or nothing). Two puts of one key keep the last.
-   * An end that closes its merchant's circuit row then closes it (again on a retry: both are
-   * idempotent).
-   */
+  /** Writes one batch, all of it or nothing; two puts of one key keep the last. Idempotent, circuit closes included. */
   async write(puts: readonly WaitPut[], ends: readonly WaitEnd[]): Promise<void> {
     const last = new Map<string, WaitPut>();
     for (const put of puts) last.set(`${put.merchantId}\u001f${put.webhookId}\u001f${put.endpointId ?? ''}`, put);
@@ -244,10 +220,9 @@ export class WaitStore {
   }
 
   /**
-   * The endpoints' circuits close: their rows go, then their parked waits are due again (at their
-   * due time). Two statements in one transaction: the delete waits for any statement that read
-   * the circuit row to park a wait, and the unpark, a later statement, sees what it parked.
-   * Once per outage, but a dead endpoint's parked waits can be a million rows: no statement timeout.
+   * The circuits close: their rows go, then their parked waits are due again. Two statements: the
+   * delete waits for any statement that parked a wait by the row, and the unpark sees what it
+   * parked. A dead endpoint's parked waits can be a million rows: a long statement timeout.
    */
   async closeCircuits(circuits: readonly CircuitKey[]): Promise<void> {
     const merchants = circuits.map((c) => c.merchantId);
@@ -262,11 +237,7 @@ export class WaitStore {
     });
   }
 
-  /**
-   * Hand-backs come to their attempts, in one statement: the keys returned are those whose hand is
-   * still the wait's current one (each lease is extended for its attempt); the others are stale
-   * copies (another hand, or the wait has ended).
-   */
+  /** Hand-backs come to their attempts: returns those whose hand is still current (their leases extended); the others are stale. */
   async take(takes: readonly WaitEnd[], leaseMs: number): Promise<Set<string>> {
     const { rows } = await this.db.query<{ merchant_id: string; webhook_id: string; endpoint_id: string; hand: number }>(
       `UPDATE webhook_waits w SET pick_at = now() + $4::float8 * interval '1 millisecond'
@@ -278,10 +249,7 @@ export class WaitStore {
     return new Set(rows.map((row) => takeKey({ merchantId: row.merchant_id, webhookId: row.webhook_id, endpointId: row.endpoint_id, hand: row.hand })));
   }
 
-  /**
-   * Up to `limit` due waits: the probes of open circuits first, then the due rows, each handed on
-   * with a lease of `leaseMs`; `parked` counts due rows parked behind an open circuit instead.
-   */
+  /** Up to `limit` due waits, probes first, each with a lease of `leaseMs`; `parked` counts those parked instead. */
   async pick(limit: number, leaseMs: number): Promise<{ handed: HandedWait[]; parked: number }> {
     const probes = (await this.db.query<PickedRow>(PROBE, [limit, leaseMs])).rows;
     const idle = probes.filter((row) => row.webhook_id === null).map((row) => ({ merchantId: row.merchant_id, endpointId: row.endpoint_id ?? '' }));
@@ -292,11 +260,7 @@ export class WaitStore {
     return { handed: [...handed, ...picked], parked: rows.length - picked.length };
   }
 
-  /**
-   * A hand-back whose publish was not confirmed: due again now, unless another hand moved on or
-   * the copy was taken after all (a confirm that came after its deadline: take() moved the lease
-   * on, and handing it on again would send the webhook twice).
-   */
+  /** A hand-back not confirmed is due again now, unless it was taken after all (a late confirm: take() moved the lease). */
   async unhand(wait: HandedWait): Promise<void> {
     await this.db.query(
       'UPDATE webhook_waits SET pick_at = now() WHERE merchant_id = $1 AND webhook_id = $2 AND endpoint_id = $5 AND hand = $3 AND pick_at = $4::timestamptz',
@@ -304,10 +268,7 @@ export class WaitStore {
     );
   }
 
-  /**
-   * An endpoint's rate changed (`endpointId`; absent: every endpoint of the merchant): its waits of `reason` (the throttle's queue) are due `factor` times
-   * as far from now as they were, in the same order. A wait handed out keeps its lease.
-   */
+  /** An endpoint's rate changed (absent: every endpoint's): its waits of `reason` are due `factor` times as far from now; leases stay. */
   async stretch(merchantId: string, reason: WaitReason, factor: number, endpointId?: string): Promise<void> {
     await this.db.query(
       `UPDATE webhook_waits SET due_at = now() + (due_at - now()) * $3::float8, pick_at = now() + (pick_at - now()) * $3::float8
@@ -316,7 +277,7 @@ export class WaitStore {
     );
   }
 
-  /** Waiting now, and of those past their due time by more than `overdueMs` (not parked ones: they wait for their circuit, not for the scheduler). */
+  /** Waiting now, and of those (not parked) past their due time by more than `overdueMs`. */
   async census(overdueMs: number): Promise<{ waiting: number; overdue: number }> {
     const { rows } = await this.db.query<{ waiting: number; overdue: number }>(
       `SELECT count(*)::integer AS waiting,

@@ -6,12 +6,7 @@ interface Asked {
   reject(err: unknown): void;
 }
 
-/**
- * Batches the takes of hand-backs (WaitStore.take): those asked in one turn of the event loop, and
- * those asked while a statement is out, go in one statement. A take per hand-back was a PostgreSQL
- * round trip per retry, on the same small pool as the wait writes (BENCHMARKS.md 17). A statement
- * that fails rejects each take in it; the caller decides what that means.
- */
+/** Batches the takes of hand-backs (WaitStore.take): one event-loop turn's, or those asked while a statement is out. */
 export class WaitTaker {
   private next: Asked[] = [];
   private taking = false;

@@ -5,11 +5,9 @@ import type { WaitEnd, WaitPut, WaitStore } from './store.js';
 type Item = { put: WaitPut } | { end: WaitEnd };
 
 /**
- * Batches the dispatcher's wait writes: whatever queued while a batch was being written goes in the
- * next one, one statement each. A write resolves only once its batch is committed; while
- * PostgreSQL does not answer it is tried again (backoff up to 2 s) and its deliveries stay unacked,
- * so the prefetch bounds what is held and consumption pauses beyond it. It never rejects: nothing
- * is given up.
+ * Batches the wait writes, one statement a batch. A write resolves once committed and never
+ * rejects: while PostgreSQL does not answer it is tried again and its deliveries stay unacked
+ * (the prefetch bounds what is held).
  */
 export class WaitWriter {
   private readonly batcher: RetryingBatcher<Item, void>;
@@ -20,11 +18,6 @@ export class WaitWriter {
       throttledWarning((message, fields) => logger.warn(message, fields), 'waits not written; their deliveries are held unacked until PostgreSQL answers'),
       backoffMs,
     );
-  }
-
-  /** Batches written, and tries that failed (PostgreSQL down or refusing). */
-  get stats(): { batches: number; failures: number } {
-    return this.batcher.stats;
   }
 
   put(wait: WaitPut): Promise<void> {

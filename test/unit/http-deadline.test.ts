@@ -122,10 +122,8 @@ describe('Deadlines', () => {
     deadlines.add(d, 30);
     deadlines.remove(d);
     deadlines.remove(d);
-    expect(deadlines.size).toBe(3);
     await new Promise((resolve) => setTimeout(resolve, 120));
     expect(log).toEqual(['b', 'c', 'a']);
-    expect(deadlines.size).toBe(0);
     deadlines.close();
   });
 });
