@@ -3,8 +3,22 @@ import { openPostgres, type Queryable } from '../../libs/delivery-store/index.js
 import { FailedStore, ResendService, type ResendTarget } from '../../libs/failed/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { FileMerchantDirectory, webhookSettingsOf } from '../../libs/merchants/index.js';
+import { topologyNames } from '../../libs/topology/index.js';
 import type { CliConfig } from './config.js';
-import { MissingQueueError, NothingMatchedError, UsageError } from './errors.js';
+import { NothingMatchedError, UsageError } from './command.js';
+
+/**
+ * A queue or stream the command reads is not on the broker (reply 404): the programs never ran with
+ * this TOPOLOGY_PREFIX here. Operator commands check rather than declare, so they cannot create a
+ * queue with arguments that clash with the programs' (FAILED_RETENTION).
+ */
+class MissingQueueError extends Error {
+  override name = 'MissingQueueError';
+
+  constructor(queue: string, prefix: string) {
+    super(`${queue} does not exist on this broker: no dispatcher or API has declared the topology of TOPOLOGY_PREFIX=${prefix} here`);
+  }
+}
 
 /** How long a command tries to reach RabbitMQ before it exits 1. */
 export const CLI_BROKER_DEADLINE_MS = 10_000;
@@ -63,7 +77,14 @@ async function resendTargetOf(config: CliConfig, database: Queryable, merchantId
   return { id: merchantId, endpoints };
 }
 
-/** The API's own resend over the CLI's broker connection and database. */
-export function resendService(broker: BrokerConnection, store: FailedStore, prefix: string): ResendService {
-  return new ResendService(broker, store, prefix, silentLogger());
+/** The API's own resend, over the CLI's broker connection and database; drained before the broker closes. */
+export async function withResend<T>(config: CliConfig, store: FailedStore, run: (resend: ResendService) => Promise<T>): Promise<T> {
+  return withBroker(config, [topologyNames(config.TOPOLOGY_PREFIX).dispatch], async (broker) => {
+    const resend = new ResendService(broker, store, config.TOPOLOGY_PREFIX, silentLogger());
+    try {
+      return await run(resend);
+    } finally {
+      await resend.drain();
+    }
+  });
 }

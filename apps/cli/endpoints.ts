@@ -13,10 +13,7 @@ import {
   MAX_PER_SECOND_LIMIT,
   MerchantNotFoundError,
 } from '../../libs/merchants/index.js';
-import { action } from './command.js';
-import { type CliContext, type CliIo, writeLine } from './context.js';
-import { NothingMatchedError, UsageError } from './errors.js';
-import { EXIT } from './help-text.js';
+import { action, type CliContext, type CliIo, EXIT, NothingMatchedError, UsageError, writeLine } from './command.js';
 import { CLI_ACTOR, graceSecondsOf, KEEP_STORED_URL, merchantId, urlPolicy, withSettings } from './merchant-store.js';
 import { formatTable } from './table.js';
 

@@ -13,40 +13,31 @@ export interface ParkedMessage {
   body: Buffer;
 }
 
-/** What to do with one parked message: put it back at the tail of invalid, or move it to dispatch. */
-export type Verdict = 'keep' | 'move';
-
-export interface PassResult {
-  seen: number;
-  kept: number;
-  moved: number;
-}
+/** For --help, and why the pass below is made so. */
+export const NO_REQUEUE = `How it reads the queue: every message present when the command starts is taken, handled, published
+again (with a publisher confirm) and only then acknowledged. Nothing is ever returned with a
+requeue: RabbitMQ 4.x quorum queues drop a message returned 20 times (delivery-limit), and a
+message taken and left unacknowledged when a channel closes counts as returned. Messages keep their
+order; ones parked while the command runs are left for the next run. Run one at a time per queue.`;
 
 /**
- * Takes each message that is in invalid when the pass starts, asks what to do with it, publishes it
- * (back to the tail of invalid, or to dispatch) with a publisher confirm, and only then acks it.
- *
- * Never a requeue: RabbitMQ 4.x quorum queues drop a message returned 20 times (delivery-limit),
- * and a message taken and left unacknowledged when its channel closes counts as returned, so
- * peeking by get-and-close would lose parked messages after enough listings. Bounded by the count
- * at the start, so the copies put back are not read again and the queue keeps its order. One
- * message at a time, also so that acks never pile up before the channel closes (quorum queues have
- * been seen to drop acks sent just before a close: rabbitmq-server#10327). If a publish is not
- * confirmed the message is not acked, and it returns to the queue once, when the channel closes.
+ * Passes once over what invalid holds at the start (NO_REQUEUE): each message is put back at the
+ * tail of invalid, or moved to dispatch, as `verdict` says. One message at a time, also so that acks
+ * never pile up before the channel closes (quorum queues have been seen to drop acks sent just
+ * before a close: rabbitmq-server#10327).
  */
 export async function passOverInvalid(
   broker: BrokerConnection,
   names: TopologyNames,
-  verdict: (parked: ParkedMessage) => Verdict,
-): Promise<PassResult> {
-  const result: PassResult = { seen: 0, kept: 0, moved: 0 };
+  verdict: (parked: ParkedMessage) => 'keep' | 'move',
+): Promise<{ kept: number; moved: number }> {
+  const result = { kept: 0, moved: 0 };
   const channel = await broker.createChannel();
   try {
     const { messageCount } = await channel.checkQueue(names.invalid);
     for (let i = 0; i < messageCount; i++) {
       const message = await channel.get(names.invalid, { noAck: false });
       if (message === false) break; // someone else took the rest
-      result.seen++;
       const move = verdict(parkedOf(message)) === 'move';
       const headers = copyHeaders(message.properties.headers, { from: 'parked', unpark: move });
       let refused: Error | undefined;
@@ -77,11 +68,6 @@ export function parkedOf(message: GetMessage): ParkedMessage {
     messageId: text(message.properties.messageId),
     body: message.content,
   };
-}
-
-/** The first characters of a body for people; 4 bytes per character at most, so a huge body is not decoded whole. */
-export function bodyPreview(body: Buffer, characters = 200): string {
-  return body.subarray(0, characters * 4).toString('utf8').slice(0, characters);
 }
 
 /** When the broker dead-lettered it, from x-death (3.10 and 4.x write it; the time is in seconds). */

@@ -1,8 +1,7 @@
 import { SignJWT } from 'jose';
 import { DEV_JWT_SECRET } from '../../libs/config/index.js';
 import { deliveryLogQueries, onEndpoint, openPostgres, type WebhookDetail, type WebhookFilters, type WebhookSummary } from '../../libs/delivery-store/index.js';
-import type { CliContext } from './context.js';
-import { UsageError } from './errors.js';
+import { type CliContext, UsageError } from './command.js';
 import { ADMIN_SCOPE } from './token.js';
 
 /** What `webhooks log` reads: the delivery log in PostgreSQL, or the same through the admin API. */

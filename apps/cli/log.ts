@@ -2,12 +2,8 @@ import type { Command } from 'commander';
 import { WEBHOOK_STATUSES } from '../../libs/delivery-log/index.js';
 import { onEndpoint, type WebhookDetail, type WebhookSummary } from '../../libs/delivery-store/index.js';
 import { merchantIdSchema } from '../../libs/contracts/index.js';
-import { action } from './command.js';
-import { type CliContext, type CliIo, writeLine } from './context.js';
-import { NothingMatchedError, UsageError } from './errors.js';
-import { EXIT } from './help-text.js';
+import { action, checkEndpointId, checkReference, type CliContext, type CliIo, EXIT, NothingMatchedError, parseLimit, UsageError, writeLine } from './command.js';
 import { openLogSource } from './log-source.js';
-import { checkEndpointId, checkReference, parseLimit } from './options.js';
 import { formatTable, truncate } from './table.js';
 
 interface Raw {

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import type { CliIo } from './context.js';
+import type { CliIo } from './command.js';
 import { runCli } from './run.js';
 
 /** Exits once what was written to stdout is flushed, so a piped listing is never cut short. */

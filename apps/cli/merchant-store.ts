@@ -7,8 +7,7 @@ import { checkSchema } from '../../libs/migrations/index.js';
 import { announcer, OperationalPublisher } from '../../libs/operational/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
 import { withBroker } from './broker.js';
-import type { CliContext } from './context.js';
-import { UsageError } from './errors.js';
+import { type CliContext, UsageError } from './command.js';
 
 /**
  * Operators' side of the admin API: the same MerchantSettings on the same PostgreSQL table, so a

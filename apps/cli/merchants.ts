@@ -11,10 +11,7 @@ import {
 } from '../../libs/merchants/index.js';
 import { CLI_ACTOR, KEEP_STORED_URL, merchantId, urlPolicy, withDatabase, withSealedStore, withSettings } from './merchant-store.js';
 import { declareEndpoints, endpointTable } from './endpoints.js';
-import { action } from './command.js';
-import { type CliContext, type CliIo, writeLine } from './context.js';
-import { NothingMatchedError, UsageError } from './errors.js';
-import { EXIT } from './help-text.js';
+import { action, type CliContext, type CliIo, EXIT, NothingMatchedError, UsageError, writeLine } from './command.js';
 import { formatTable } from './table.js';
 
 function table(views: MerchantView[]): string {

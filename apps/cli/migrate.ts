@@ -1,9 +1,7 @@
 import type { Command } from 'commander';
 import { openPostgres } from '../../libs/delivery-store/index.js';
 import { currentVersion, fileOf, MIGRATIONS, migrate, REQUIRED_VERSION } from '../../libs/migrations/index.js';
-import { action } from './command.js';
-import { type CliContext, type CliIo, writeLine } from './context.js';
-import { UsageError } from './errors.js';
+import { action, type CliContext, type CliIo, UsageError, writeLine } from './command.js';
 
 interface MigrateOptions {
   status: boolean;

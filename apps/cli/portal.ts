@@ -1,10 +1,7 @@
 import type { Command } from 'commander';
 import { DEV_JWT_SECRET } from '../../libs/config/index.js';
 import { merchantIdSchema } from '../../libs/contracts/index.js';
-import { action } from './command.js';
-import { type CliContext, type CliIo, writeLine } from './context.js';
-import { UsageError } from './errors.js';
-import { EXIT } from './help-text.js';
+import { action, type CliContext, type CliIo, EXIT, UsageError, writeLine } from './command.js';
 import { adminApiBase, signAdminToken } from './log-source.js';
 import { ADMIN_SCOPE } from './token.js';
 

@@ -1,11 +1,7 @@
 import { Command } from 'commander';
-import type { CliIo } from './context.js';
-import { declareFailedList } from './failed-list.js';
-import { declareFailedReplay } from './failed-replay.js';
-import { declareFailedResend } from './failed-resend.js';
-import { ENVIRONMENT, EXIT } from './help-text.js';
-import { declareInvalidList } from './invalid-list.js';
-import { declareInvalidRequeue } from './invalid-requeue.js';
+import { type CliIo, ENVIRONMENT, EXIT } from './command.js';
+import { declareFailed } from './failed.js';
+import { declareInvalid } from './invalid.js';
 import { declareLog } from './log.js';
 import { declareMerchants } from './merchants.js';
 import { declareMigrate } from './migrate.js';
@@ -36,16 +32,8 @@ export function createProgram(io: CliIo): Command {
 
   declarePublish(program, io);
   declareToken(program, io);
-
-  const failed = program.command('failed').usage('<list|resend|replay> [options]').description('Failed webhooks, from PostgreSQL (DATABASE_URL): list, resend one reference, replay an outage.');
-  declareFailedList(failed, io);
-  declareFailedResend(failed, io);
-  declareFailedReplay(failed, io);
-
-  const invalid = program.command('invalid').usage('<list|requeue> [options]').description('Messages parked in <TOPOLOGY_PREFIX>.invalid: list them, move them back once fixed.');
-  declareInvalidList(invalid, io);
-  declareInvalidRequeue(invalid, io);
-
+  declareFailed(program, io);
+  declareInvalid(program, io);
   declareWaitsList(program, io);
   declareMerchants(program, io);
   declareMigrate(program, io);

@@ -18,10 +18,7 @@ import { silentLogger } from '../../libs/logger/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { declareIntake } from '../../libs/topology/index.js';
 import { startTracing } from '../../libs/tracing/index.js';
-import { action } from './command.js';
-import { type CliContext, type CliIo, writeLine } from './context.js';
-import { UsageError } from './errors.js';
-import { EXIT } from './help-text.js';
+import { action, type CliContext, type CliIo, EXIT, UsageError, writeLine } from './command.js';
 
 interface Raw {
   sample?: string;

@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import type { Command } from 'commander';
-import type { CliIo } from './context.js';
+import type { CliIo } from './command.js';
 import { createProgram } from './program.js';
 
 /**

@@ -1,6 +1,5 @@
 import { CommanderError } from 'commander';
-import type { CliIo } from './context.js';
-import { NothingMatchedError } from './errors.js';
+import { type CliIo, NothingMatchedError } from './command.js';
 import { createProgram } from './program.js';
 
 /** Commander's own answers that are not errors: --help, a group's help asked for. */

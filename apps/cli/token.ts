@@ -1,10 +1,7 @@
 import type { Command } from 'commander';
 import { SignJWT } from 'jose';
 import { parseDuration } from '../../libs/config/index.js';
-import { action } from './command.js';
-import { type CliContext, type CliIo, writeLine } from './context.js';
-import { UsageError } from './errors.js';
-import { EXIT } from './help-text.js';
+import { action, type CliContext, type CliIo, EXIT, UsageError, writeLine } from './command.js';
 
 /** The scope the admin API requires (DESIGN.md, "Admin API"). */
 export const ADMIN_SCOPE = 'webhooks:admin';

@@ -1,9 +1,5 @@
 import type { Command } from 'commander';
-import { action } from './command.js';
-import { type CliContext, type CliIo, writeLine } from './context.js';
-import { NothingMatchedError, UsageError } from './errors.js';
-import { EXIT } from './help-text.js';
-import { parseLimit, requireMerchant } from './options.js';
+import { action, type CliContext, type CliIo, EXIT, NothingMatchedError, parseLimit, requireMerchant, UsageError, writeLine } from './command.js';
 import { formatTable, printable } from './table.js';
 import { openPostgres } from '../../libs/delivery-store/index.js';
 import { WaitStore } from '../../libs/waits/index.js';

@@ -1,5 +1,5 @@
 import { Writable } from 'node:stream';
-import type { CliIo } from '../../apps/cli/context.js';
+import type { CliIo } from '../../apps/cli/command.js';
 import { runCli } from '../../apps/cli/run.js';
 import type { Finished } from './process.js';
 

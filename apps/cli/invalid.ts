@@ -1,0 +1,146 @@
+import type { Command } from 'commander';
+import { INVALID_CODES } from '../../libs/contracts/index.js';
+import { topologyNames, type TopologyNames } from '../../libs/topology/index.js';
+import { withBroker } from './broker.js';
+import { action, type CliIo, EXIT, NothingMatchedError, parseLimit, printListing, UsageError, writeLine } from './command.js';
+import { NO_REQUEUE, type ParkedMessage, passOverInvalid } from './invalid-pass.js';
+import { formatTable, truncate } from './table.js';
+
+/** For --help: every code a parked message can carry, and how the queue is read. */
+const HELP_AFTER = `
+Codes: ${INVALID_CODES.join(', ')}
+(delivery-limit: parked by the broker itself after too many returns to dispatch).
+
+${NO_REQUEUE}
+${EXIT}`;
+
+/** A code that no message can carry would only ever match nothing: say so, with the codes there are. */
+function checkCode(code: string | undefined): string | undefined {
+  if (code !== undefined && !(INVALID_CODES as readonly string[]).includes(code)) {
+    throw new UsageError(`--code: unknown code "${code}"; the codes are ${INVALID_CODES.join(', ')}`);
+  }
+  return code;
+}
+
+function nothingParked(names: TopologyNames, code: string | undefined): string {
+  return code === undefined ? `${names.invalid} is empty` : `no parked message has code ${code}`;
+}
+
+/** The first characters of a body for people; 4 bytes per character at most, so a huge body is not decoded whole. */
+function bodyPreview(body: Buffer): string {
+  return body.subarray(0, 800).toString('utf8').slice(0, 200);
+}
+
+function parkedTable(messages: ParkedMessage[]): string {
+  return formatTable(
+    ['CODE', 'INVALID AT', 'ROUTING KEY', 'MESSAGE ID', 'BYTES', 'REASON', 'BODY'],
+    messages.map((m) => [
+      m.code ?? '-',
+      m.invalidAt ?? '-',
+      m.originalRoutingKey ?? '-',
+      m.messageId ?? '-',
+      String(m.body.length),
+      truncate(m.reason ?? '-', 80),
+      bodyPreview(m.body),
+    ]),
+  );
+}
+
+function parkedJson(m: ParkedMessage): Record<string, unknown> {
+  return {
+    code: m.code ?? null,
+    reason: m.reason ?? null,
+    invalidAt: m.invalidAt ?? null,
+    originalRoutingKey: m.originalRoutingKey ?? null,
+    messageId: m.messageId ?? null,
+    bodyBytes: m.body.length,
+    body: bodyPreview(m.body),
+  };
+}
+
+export function declareInvalid(program: Command, io: CliIo): void {
+  const invalid = program
+    .command('invalid')
+    .usage('<list|requeue> [options]')
+    .description('Messages parked in <TOPOLOGY_PREFIX>.invalid: list them, move them back once fixed.');
+
+  invalid
+    .command('list')
+    .summary('shows parked messages and why, without removing them')
+    .description(
+      'Shows the messages parked in <TOPOLOGY_PREFIX>.invalid: code, reason, invalid-at, original routing ' +
+        'key, message id, body size and the first 200 characters of the body. Removes nothing.',
+    )
+    .option('--code <code>', 'only this code (below)')
+    .option('--limit <n>', 'show at most N, in queue order', '500')
+    .option('--json', 'one JSON array on stdout, for scripts', false)
+    .addHelpText('after', HELP_AFTER)
+    .action(
+      action(
+        io,
+        (raw: { code?: string; limit: string; json: boolean }) => ({ code: checkCode(raw.code), limit: parseLimit(raw.limit), json: raw.json }),
+        async (options, ctx) => {
+          const names = topologyNames(ctx.config.TOPOLOGY_PREFIX);
+          const shown: ParkedMessage[] = [];
+          let matched = 0;
+          // The whole queue is passed over even past --limit, so it ends in the order it started in.
+          await withBroker(ctx.config, [names.invalid], (broker) =>
+            passOverInvalid(broker, names, (parked) => {
+              if (options.code === undefined || parked.code === options.code) {
+                matched++;
+                if (shown.length < options.limit) shown.push(parked);
+              }
+              return 'keep';
+            }),
+          );
+          printListing(ctx, options.json, shown.map(parkedJson), nothingParked(names, options.code), () => parkedTable(shown));
+          if (shown.length < matched) writeLine(ctx.stderr, `showing the first ${shown.length} of ${matched}; raise --limit to see more`);
+          return 0;
+        },
+      ),
+    );
+
+  invalid
+    .command('requeue')
+    .summary('moves parked messages back to dispatch once their cause is fixed')
+    .usage('(--code <code> | --all) [--dry-run]')
+    .description(
+      'After a fix upstream or in the merchant directory, moves parked messages back to ' +
+        '<TOPOLOGY_PREFIX>.dispatch: body, messageId and headers kept, the x-invalid-* headers removed. If ' +
+        'the cause is not fixed, the dispatcher parks them again.',
+    )
+    .option('--code <code>', 'move the messages with this code (below)')
+    .option('--all', 'move every parked message', false)
+    .option('--dry-run', 'move nothing; print what would move', false)
+    .addHelpText('after', `${HELP_AFTER} (3: no parked message matched)`)
+    .action(
+      action(
+        io,
+        (raw: { code?: string; all: boolean; dryRun: boolean }) => {
+          // Moving everything must be asked for by name, never be what a forgotten --code does.
+          if (raw.code === undefined && !raw.all) throw new UsageError('invalid requeue needs --code <code> or --all');
+          if (raw.code !== undefined && raw.all) throw new UsageError('give --code <code> or --all, not both');
+          return { code: checkCode(raw.code), dryRun: raw.dryRun };
+        },
+        async (options, ctx) => {
+          const names = topologyNames(ctx.config.TOPOLOGY_PREFIX);
+          const matching: ParkedMessage[] = [];
+          const result = await withBroker(ctx.config, [names.invalid, names.dispatch], (broker) =>
+            passOverInvalid(broker, names, (parked) => {
+              if (options.code !== undefined && parked.code !== options.code) return 'keep';
+              matching.push(parked);
+              return options.dryRun ? 'keep' : 'move';
+            }),
+          );
+          if (matching.length === 0) throw new NothingMatchedError(nothingParked(names, options.code));
+          if (options.dryRun) {
+            writeLine(ctx.stdout, parkedTable(matching));
+            writeLine(ctx.stdout, `dry run: would move ${matching.length} message(s) to ${names.dispatch}; nothing was moved`);
+          } else {
+            writeLine(ctx.stdout, `moved ${result.moved} message(s) to ${names.dispatch}; ${result.kept} left in ${names.invalid}`);
+          }
+          return 0;
+        },
+      ),
+    );
+}
