@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { parseDuration, parseEnv, withDevDefaults } from '../../libs/config/index.js';
-import { isWellFormedReference } from '../../libs/contracts/index.js';
+import { isWellFormedReference, merchantIdSchema } from '../../libs/contracts/index.js';
 import { type CliConfig, cliEnvSchema } from './config.js';
 
 /** What the program is given: its environment and streams, and the exit code a command leaves. */
@@ -145,6 +145,12 @@ export function checkReference(text: string): string {
 export function checkEndpointId(text: string): string {
   if (text.length === 0 || text.length > 200 || text.includes('\u0000')) throw new UsageError('--endpoint takes an endpoint id (ep_…) of 1 to 200 characters');
   return text;
+}
+
+/** --merchant where the command passes it to the API, which takes only a well-formed id. */
+export function checkMerchantId(text: string | undefined): string {
+  if (!merchantIdSchema.safeParse(text).success) throw new UsageError('--merchant takes a merchant id (letters, digits, ".", "_", ":", "-")');
+  return text!;
 }
 
 export function requireMerchant(value: string | undefined, command: string): string {

@@ -1,17 +1,11 @@
-import { SignJWT } from 'jose';
 import { DEV_JWT_SECRET } from '../../libs/config/index.js';
-import { deliveryLogQueries, onEndpoint, openPostgres, type WebhookDetail, type WebhookFilters, type WebhookSummary } from '../../libs/delivery-store/index.js';
+import { type DeliveryLogQueries, deliveryLogQueries, onEndpoint, openPostgres, type WebhookDetail, type WebhookFilters, type WebhookSummary } from '../../libs/delivery-store/index.js';
+import { ADMIN_SCOPE } from '../api/auth.js';
 import { type CliContext, UsageError } from './command.js';
-import { ADMIN_SCOPE } from './token.js';
+import { signToken } from './token.js';
 
 /** What `webhooks log` reads: the delivery log in PostgreSQL, or the same through the admin API. */
-export interface LogSource {
-  readonly where: string;
-  getWebhook(merchantId: string, webhookId: string): Promise<WebhookDetail | undefined>;
-  listWebhooks(merchantId: string, filters: WebhookFilters): Promise<{ webhooks: WebhookSummary[]; nextCursor: string | null }>;
-  listWebhookDetails(merchantId: string, filters: WebhookFilters): Promise<{ webhooks: WebhookDetail[] }>;
-  close(): Promise<void>;
-}
+type LogSource = Pick<DeliveryLogQueries, 'getWebhook' | 'listWebhooks' | 'listWebhookDetails'> & { close(): Promise<void> };
 
 /**
  * Where the CLI finds the admin API: `given` (an option), else WEBHOOKS_API_URL, else this host
@@ -23,23 +17,22 @@ export function adminApiBase(env: Record<string, string | undefined>, given?: st
 }
 
 /**
- * DATABASE_URL when set; else the running API's admin routes (WEBHOOKS_API_URL, default
- * http://127.0.0.1:8080), with WEBHOOKS_ADMIN_TOKEN, or a token signed with AUTH_JWT_SECRET, or
- * with the development secret, which only an API in development mode accepts: `npm start` keeps
- * its database in its own process, and the CLI beside it reads the log through it.
+ * The token given, else WEBHOOKS_ADMIN_TOKEN, else a short-lived one signed with AUTH_JWT_SECRET,
+ * else with the development secret, which only an API in development mode (npm start) accepts.
+ */
+export async function adminToken(env: Record<string, string | undefined>, given?: string): Promise<string> {
+  return given ?? env.WEBHOOKS_ADMIN_TOKEN ?? signToken(env, env.AUTH_JWT_SECRET ?? DEV_JWT_SECRET, 'webhooks-cli', [ADMIN_SCOPE], '5m');
+}
+
+/**
+ * DATABASE_URL when set; else the running API's admin routes (adminApiBase, adminToken):
+ * `npm start` keeps its database in its own process, and the CLI beside it reads the log through it.
  */
 export async function openLogSource(ctx: CliContext): Promise<LogSource> {
   const url = ctx.env.DATABASE_URL;
   if (url) {
     const database = openPostgres(url, { maxConnections: 2, applicationName: 'webhooks-cli log' });
-    const log = deliveryLogQueries(database);
-    return {
-      where: 'PostgreSQL (DATABASE_URL)',
-      getWebhook: (m, id) => log.getWebhook(m, id),
-      listWebhooks: (m, f) => log.listWebhooks(m, f),
-      listWebhookDetails: (m, f) => log.listWebhookDetails(m, f),
-      close: () => database.close(),
-    };
+    return { ...deliveryLogQueries(database), close: () => database.close() };
   }
   let base: URL;
   try {
@@ -47,39 +40,14 @@ export async function openLogSource(ctx: CliContext): Promise<LogSource> {
   } catch {
     throw new UsageError('WEBHOOKS_API_URL is not a URL (e.g. http://127.0.0.1:8080)');
   }
-  const token = ctx.env.WEBHOOKS_ADMIN_TOKEN ?? (await signAdminToken(ctx.env.AUTH_JWT_SECRET ?? DEV_JWT_SECRET, ctx.env));
-  return new ApiLogSource(base, token);
-}
-
-/** A short-lived admin token signed with `secret`, with the API's issuer and audience when set. */
-export async function signAdminToken(secret: string, env: Record<string, string | undefined>): Promise<string> {
-  const jwt = new SignJWT({ scope: ADMIN_SCOPE })
-    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
-    .setSubject('webhooks-cli')
-    .setIssuedAt()
-    .setExpirationTime('5m');
-  if (env.AUTH_JWT_ISSUER) jwt.setIssuer(env.AUTH_JWT_ISSUER);
-  if (env.AUTH_JWT_AUDIENCE) jwt.setAudience(env.AUTH_JWT_AUDIENCE);
-  return jwt.sign(new TextEncoder().encode(secret));
-}
-
-/** An answer of the API that is not the log's: said as the API said it, with what to do. */
-export class LogApiError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'LogApiError';
-  }
+  return new ApiLogSource(base, await adminToken(ctx.env));
 }
 
 class ApiLogSource implements LogSource {
-  readonly where: string;
-
   constructor(
     private readonly base: URL,
     private readonly token: string,
-  ) {
-    this.where = `the API at ${base.origin}`;
-  }
+  ) {}
 
   async getWebhook(merchantId: string, webhookId: string): Promise<WebhookDetail | undefined> {
     return this.get<WebhookDetail>(`/admin/merchants/${encodeURIComponent(merchantId)}/webhooks/${encodeURIComponent(webhookId)}`, {}, true);
@@ -91,7 +59,7 @@ class ApiLogSource implements LogSource {
     return (await this.get<{ webhooks: WebhookSummary[]; nextCursor: string | null }>(`/admin/merchants/${encodeURIComponent(merchantId)}/webhooks`, query))!;
   }
 
-  async listWebhookDetails(merchantId: string, filters: WebhookFilters): Promise<{ webhooks: WebhookDetail[] }> {
+  async listWebhookDetails(merchantId: string, filters: WebhookFilters): Promise<{ webhooks: WebhookDetail[]; nextCursor: string | null }> {
     const page = await this.listWebhooks(merchantId, filters);
     // One at a time: the API lets a merchant's log have 2 reads in flight and 8 waiting, and
     // answers 429 past them; a reference rarely names more than a few webhooks.
@@ -102,7 +70,7 @@ class ApiLogSource implements LogSource {
       const delivery = detail && onEndpoint(detail, w.endpointId);
       if (delivery) details.push(delivery);
     }
-    return { webhooks: details };
+    return { webhooks: details, nextCursor: page.nextCursor };
   }
 
   async close(): Promise<void> {}
@@ -114,7 +82,7 @@ class ApiLogSource implements LogSource {
     try {
       res = await fetch(url, { headers: { authorization: `Bearer ${this.token}`, accept: 'application/json' }, signal: AbortSignal.timeout(15_000) });
     } catch {
-      throw new LogApiError(
+      throw new Error(
         `DATABASE_URL is not set, and no API answers at ${this.base.origin}: set DATABASE_URL to read the delivery log in PostgreSQL, ` +
           'or start the API (npm start) or set WEBHOOKS_API_URL to one that runs',
       );
@@ -123,8 +91,8 @@ class ApiLogSource implements LogSource {
     if (res.ok) return body?.data;
     if (res.status === 404 && notFoundIsNone && body?.error?.code === 'webhook_not_found') return undefined;
     if (res.status === 401 || res.status === 403) {
-      throw new LogApiError(`the API at ${this.base.origin} refused the CLI's token (${res.status}): set WEBHOOKS_ADMIN_TOKEN to an admin token, or AUTH_JWT_SECRET to the API's`);
+      throw new Error(`the API at ${this.base.origin} refused the CLI's token (${res.status}): set WEBHOOKS_ADMIN_TOKEN to an admin token, or AUTH_JWT_SECRET to the API's`);
     }
-    throw new LogApiError(`the API at ${this.base.origin} answered ${res.status}: ${body?.message ?? 'no message'}`);
+    throw new Error(`the API at ${this.base.origin} answered ${res.status}: ${body?.message ?? 'no message'}`);
   }
 }

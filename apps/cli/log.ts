@@ -1,30 +1,9 @@
 import type { Command } from 'commander';
 import { WEBHOOK_STATUSES } from '../../libs/delivery-log/index.js';
 import { onEndpoint, type WebhookDetail, type WebhookSummary } from '../../libs/delivery-store/index.js';
-import { merchantIdSchema } from '../../libs/contracts/index.js';
-import { action, checkEndpointId, checkReference, type CliContext, type CliIo, EXIT, NothingMatchedError, parseLimit, UsageError, writeLine } from './command.js';
+import { action, checkMerchantId, checkEndpointId, checkReference, type CliContext, type CliIo, EXIT, parseLimit, printListing, UsageError, writeLine } from './command.js';
 import { openLogSource } from './log-source.js';
 import { formatTable, truncate } from './table.js';
-
-interface Raw {
-  merchant?: string;
-  reference?: string;
-  webhookId?: string;
-  status?: string;
-  endpoint?: string;
-  limit: string;
-  json: boolean;
-}
-
-export interface LogOptions {
-  merchantId: string;
-  reference?: string;
-  webhookId?: string;
-  status?: string;
-  endpointId?: string;
-  limit: number;
-  json: boolean;
-}
 
 export function declareLog(program: Command, io: CliIo): void {
   program
@@ -49,26 +28,28 @@ export function declareLog(program: Command, io: CliIo): void {
       "\nEnvironment: DATABASE_URL (the delivery log's PostgreSQL); without it WEBHOOKS_API_URL (the API, default http://127.0.0.1:<ADMIN_PORT or PORT or 8080>) " +
         `and WEBHOOKS_ADMIN_TOKEN (an admin token; else one signed with AUTH_JWT_SECRET or the development secret).\n${EXIT}`,
     )
-    .action(action(io, check, run));
-}
-
-function check(raw: Raw): LogOptions {
-  if (!merchantIdSchema.safeParse(raw.merchant).success) throw new UsageError('--merchant takes a merchant id (letters, digits, ".", "_", ":", "-")');
-  if (raw.status !== undefined && !(WEBHOOK_STATUSES as readonly string[]).includes(raw.status)) {
-    throw new UsageError(`--status must be one of ${WEBHOOK_STATUSES.join(', ')}`);
-  }
-  if (raw.webhookId !== undefined && (raw.webhookId.length === 0 || raw.webhookId.length > 200)) throw new UsageError('--webhook-id takes 1 to 200 characters');
-  const limit = parseLimit(raw.limit);
-  if (limit > 100) throw new UsageError('--limit is at most 100 here');
-  return {
-    merchantId: raw.merchant!,
-    reference: raw.reference === undefined ? undefined : checkReference(raw.reference),
-    webhookId: raw.webhookId,
-    status: raw.status,
-    endpointId: raw.endpoint === undefined ? undefined : checkEndpointId(raw.endpoint),
-    limit,
-    json: raw.json,
-  };
+    .action(
+      action(
+        io,
+        (raw: { merchant?: string; reference?: string; webhookId?: string; status?: string; endpoint?: string; limit: string; json: boolean }) => {
+          const merchant = checkMerchantId(raw.merchant);
+          if (raw.status !== undefined && !(WEBHOOK_STATUSES as readonly string[]).includes(raw.status)) {
+            throw new UsageError(`--status must be one of ${WEBHOOK_STATUSES.join(', ')}`);
+          }
+          if (raw.webhookId !== undefined && (raw.webhookId.length === 0 || raw.webhookId.length > 200)) throw new UsageError('--webhook-id takes 1 to 200 characters');
+          const limit = parseLimit(raw.limit);
+          if (limit > 100) throw new UsageError('--limit is at most 100 here');
+          return {
+            ...raw,
+            merchant,
+            reference: raw.reference === undefined ? undefined : checkReference(raw.reference),
+            endpointId: raw.endpoint === undefined ? undefined : checkEndpointId(raw.endpoint),
+            limit,
+          };
+        },
+        run,
+      ),
+    );
 }
 
 function summaryRow(w: WebhookSummary): string[] {
@@ -87,7 +68,7 @@ function summaryRow(w: WebhookSummary): string[] {
 }
 
 /** One webhook and its records, oldest first: what support reads to answer "did they get it?". */
-export function timeline(w: WebhookDetail): string {
+function timeline(w: WebhookDetail): string {
   // Repeats upstream published within INTAKE_DEDUPE_WINDOW, acked without delivery: said only when there were some.
   const repeats = w.duplicates > 0 ? `, ${w.duplicates} repeat(s) dropped at intake, last ${w.lastDuplicateAt}` : '';
   const head = `${w.webhookId}  ${w.event}  ${w.references.join(',')}  first seen ${w.firstSeenAt}  ${w.status}, ${w.attempts} attempt(s)${repeats}`;
@@ -103,25 +84,26 @@ export function timeline(w: WebhookDetail): string {
   return `${head}\n${formatTable(['TIME', 'OUTCOME', 'ATTEMPT', 'DURATION', 'STATUS', 'ENDPOINT', 'DETAIL'], rows)}`;
 }
 
-async function run(options: LogOptions, ctx: CliContext): Promise<number> {
+async function run(options: { merchant: string; reference?: string; webhookId?: string; status?: string; endpointId?: string; limit: number; json: boolean }, ctx: CliContext): Promise<number> {
+  const { merchant, reference, webhookId, status, endpointId, limit, json } = options;
+  const nothing = 'no webhook in the delivery log matches';
   const log = await openLogSource(ctx);
   try {
-    if (options.webhookId || options.reference) {
-      const details = options.webhookId
-        ? [await log.getWebhook(options.merchantId, options.webhookId)].filter((d): d is WebhookDetail => d !== undefined).flatMap((d) => (options.endpointId === undefined ? [d] : [onEndpoint(d, options.endpointId)].filter((e): e is WebhookDetail => e !== undefined)))
-        : (await log.listWebhookDetails(options.merchantId, { reference: options.reference, status: options.status, endpointId: options.endpointId, limit: options.limit })).webhooks;
-      if (options.json) writeLine(ctx.stdout, JSON.stringify(details));
-      if (details.length === 0) throw new NothingMatchedError('no webhook in the delivery log matches');
-      if (!options.json) writeLine(ctx.stdout, details.map(timeline).join('\n\n'));
-      return 0;
+    if (webhookId) {
+      const detail = await log.getWebhook(merchant, webhookId);
+      const shown = detail && (endpointId === undefined ? detail : onEndpoint(detail, endpointId));
+      const details = shown ? [shown] : [];
+      printListing(ctx, json, details, nothing, () => details.map(timeline).join('\n\n'));
+    } else if (reference) {
+      const { webhooks } = await log.listWebhookDetails(merchant, { reference, status, endpointId, limit });
+      printListing(ctx, json, webhooks, nothing, () => webhooks.map(timeline).join('\n\n'));
+    } else {
+      const page = await log.listWebhooks(merchant, { status, endpointId, limit });
+      printListing(ctx, json, page.webhooks, nothing, () =>
+        formatTable(['FIRST SEEN', 'WEBHOOK-ID', 'ENDPOINT', 'EVENT', 'REFERENCES', 'STATUS', 'ATTEMPTS', 'LAST', 'NEXT', 'LAST ERROR'], page.webhooks.map(summaryRow)),
+      );
+      if (page.nextCursor) writeLine(ctx.stderr, `showing the ${page.webhooks.length} most recent; raise --limit or add --status to see others`);
     }
-    const page = await log.listWebhooks(options.merchantId, { status: options.status, endpointId: options.endpointId, limit: options.limit });
-    if (options.json) writeLine(ctx.stdout, JSON.stringify(page.webhooks));
-    if (page.webhooks.length === 0) throw new NothingMatchedError('no webhook in the delivery log matches');
-    if (!options.json) {
-      writeLine(ctx.stdout, formatTable(['FIRST SEEN', 'WEBHOOK-ID', 'ENDPOINT', 'EVENT', 'REFERENCES', 'STATUS', 'ATTEMPTS', 'LAST', 'NEXT', 'LAST ERROR'], page.webhooks.map(summaryRow)));
-    }
-    if (page.nextCursor) writeLine(ctx.stderr, `showing the ${page.webhooks.length} most recent; raise --limit or add --status to see others`);
     return 0;
   } finally {
     await log.close();
