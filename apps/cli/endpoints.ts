@@ -1,4 +1,5 @@
 import { type Command, Option } from 'commander';
+import { parseDuration } from '../../libs/config/index.js';
 import { EVENT_NAMES } from '../../libs/contracts/index.js';
 import {
   EndpointLimitError,
@@ -14,7 +15,7 @@ import {
   MerchantNotFoundError,
 } from '../../libs/merchants/index.js';
 import { action, type CliContext, type CliIo, EXIT, NothingMatchedError, UsageError, writeLine } from './command.js';
-import { CLI_ACTOR, graceSecondsOf, KEEP_STORED_URL, merchantId, urlPolicy, withSettings } from './merchant-store.js';
+import { CLI_ACTOR, merchantId, withSettings } from './merchant-store.js';
 import { formatTable } from './table.js';
 
 /** Endpoints as a table (also `merchants get`'s). */
@@ -60,9 +61,16 @@ function eventsOf(raw: string | undefined): string[] | undefined {
   return events;
 }
 
+/** --grace of a rotation: a duration up to 30 days, or 0 (a leaked secret stops at once), in seconds. */
+function graceSecondsOf(grace: string): number {
+  const graceMs = grace.trim() === '0' ? 0 : parseDuration(grace);
+  if (graceMs === undefined || graceMs > 30 * 86_400_000) throw new UsageError('--grace takes a duration up to 30d (e.g. 24h), or 0');
+  return Math.round(graceMs / 1000);
+}
+
 /** Runs one endpoint command; an unknown merchant or endpoint exits 3, a refused field, the limit or a URL in use 2. */
-async function withEndpoints<T>(ctx: CliContext, changesUrl: boolean, run: (endpoints: EndpointSettings) => Promise<T>): Promise<T> {
-  return withSettings(ctx, changesUrl ? urlPolicy(ctx) : KEEP_STORED_URL, (settings) => run(new EndpointSettings(settings))).catch((err: unknown) => {
+async function withEndpoints<T>(ctx: CliContext, run: (endpoints: EndpointSettings) => Promise<T>): Promise<T> {
+  return withSettings(ctx, (settings) => run(new EndpointSettings(settings))).catch((err: unknown) => {
     if (err instanceof MerchantNotFoundError || err instanceof EndpointNotFoundError) throw new NothingMatchedError(err.message);
     // Refused for what was asked (a field, the limit, a URL the merchant already sends to): exit 2, as a bad option.
     if (err instanceof InvalidSettingsError || err instanceof EndpointLimitError || err instanceof EndpointUrlTakenError) throw new UsageError(err.message);
@@ -85,7 +93,7 @@ export function declareEndpoints(merchants: Command, io: CliIo): void {
     .addHelpText('after', `\n${EXIT} (3: no such merchant)`)
     .action(
       action(io, (raw: { json: boolean }, args) => ({ id: merchantId(args), json: raw.json }), async (options, ctx) => {
-        const views = await withEndpoints(ctx, false, async (each) => each.list(options.id));
+        const views = await withEndpoints(ctx, async (each) => each.list(options.id));
         writeLine(ctx.stdout, options.json ? JSON.stringify(views) : endpointTable(views));
         return 0;
       }),
@@ -119,7 +127,7 @@ export function declareEndpoints(merchants: Command, io: CliIo): void {
         async (options, ctx) => {
           const parsed = endpointInputSchema.safeParse(options.input);
           if (!parsed.success) throw new UsageError(firstIssue(parsed.error).message);
-          const created = await withEndpoints(ctx, true, (each) => each.create(options.id, parsed.data, { actor: CLI_ACTOR }));
+          const created = await withEndpoints(ctx, (each) => each.create(options.id, parsed.data, { actor: CLI_ACTOR }));
           writeLine(ctx.stdout, endpointTable([created.view]));
           writeLine(ctx.stdout, `webhook secret: ${created.secret}`);
           writeLine(ctx.stderr, `endpoint ${created.view.id} of merchant ${options.id} added; give this secret to the merchant now: it is not shown again.`);
@@ -165,7 +173,7 @@ export function declareEndpoints(merchants: Command, io: CliIo): void {
         async (options, ctx) => {
           const parsed = endpointPatchSchema.safeParse(options.patch);
           if (!parsed.success) throw new UsageError(firstIssue(parsed.error).message);
-          const written = await withEndpoints(ctx, parsed.data.url !== undefined, (each) => each.patch(options.id, options.endpoint, parsed.data, { actor: CLI_ACTOR }));
+          const written = await withEndpoints(ctx, (each) => each.patch(options.id, options.endpoint, parsed.data, { actor: CLI_ACTOR }));
           writeLine(ctx.stdout, endpointTable([written.view]));
           return 0;
         },
@@ -180,7 +188,7 @@ export function declareEndpoints(merchants: Command, io: CliIo): void {
     .addHelpText('after', `\n${EXIT} (3: no such merchant or endpoint)`)
     .action(
       action(io, (_raw: object, args) => ({ id: merchantId(args), endpoint: endpointId(args) }), async (options, ctx) => {
-        await withEndpoints(ctx, false, (each) => each.delete(options.id, options.endpoint, { actor: CLI_ACTOR }));
+        await withEndpoints(ctx, (each) => each.delete(options.id, options.endpoint, { actor: CLI_ACTOR }));
         writeLine(ctx.stderr, `endpoint ${options.endpoint} of merchant ${options.id} deleted`);
         return 0;
       }),
@@ -198,7 +206,7 @@ export function declareEndpoints(merchants: Command, io: CliIo): void {
         io,
         (raw: { grace: string }, args) => ({ id: merchantId(args), endpoint: endpointId(args), graceSeconds: graceSecondsOf(raw.grace) }),
         async (options, ctx) => {
-          const rotated = await withEndpoints(ctx, false, (each) => each.rotate(options.id, options.endpoint, options.graceSeconds, { actor: CLI_ACTOR }));
+          const rotated = await withEndpoints(ctx, (each) => each.rotate(options.id, options.endpoint, options.graceSeconds, { actor: CLI_ACTOR }));
           writeLine(ctx.stdout, `webhook secret: ${rotated.secret}`);
           writeLine(ctx.stderr, rotated.previousSecretExpiresAt ? `The previous secret keeps signing until ${rotated.previousSecretExpiresAt}.` : 'The previous secret stopped signing at once.');
           return 0;

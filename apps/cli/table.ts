@@ -2,7 +2,7 @@
 // move the cursor or break a row.
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/g;
 
-export function printable(text: string): string {
+function printable(text: string): string {
   return text.replace(CONTROL, (c) => (c === '\n' ? '\\n' : c === '\t' ? '\\t' : c === '\r' ? '\\r' : `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`));
 }
 
