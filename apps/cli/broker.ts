@@ -1,4 +1,3 @@
-import type { Channel } from 'amqplib';
 import { BrokerConnection, BrokerUnavailableError } from '../../libs/broker/index.js';
 import { type Database, openPostgres, type PostgresOptions } from '../../libs/delivery-store/index.js';
 import { FailedStore, ResendService, type ResendTarget } from '../../libs/failed/index.js';
@@ -12,12 +11,12 @@ import { NothingMatchedError, UsageError } from './command.js';
 export const CLI_BROKER_DEADLINE_MS = 10_000;
 
 /**
- * Connects (declaring only what `declare` does), checks that the queues the command uses exist, runs
- * the command and always disconnects. Operator commands check rather than declare, so they cannot
+ * Connects without declaring anything, checks that the queues the command uses exist, runs the
+ * command and always disconnects. Operator commands check rather than declare, so they cannot
  * create a queue with arguments that clash with the programs' (FAILED_RETENTION).
  */
-export async function withBroker<T>(config: CliConfig, queues: string[], run: (broker: BrokerConnection) => Promise<T>, declare?: (openChannel: () => Promise<Channel>) => Promise<void>): Promise<T> {
-  const broker = new BrokerConnection({ url: config.RABBITMQ_URL, name: 'webhooks-cli', logger: silentLogger(), declare });
+export async function withBroker<T>(config: CliConfig, queues: string[], run: (broker: BrokerConnection) => Promise<T>): Promise<T> {
+  const broker = new BrokerConnection({ url: config.RABBITMQ_URL, name: 'webhooks-cli', logger: silentLogger() });
   await broker.open(CLI_BROKER_DEADLINE_MS);
   try {
     for (const queue of queues) {

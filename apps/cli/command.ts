@@ -1,4 +1,4 @@
-import type { Command } from 'commander';
+import { Command } from 'commander';
 import { parseDuration, parseEnv, withDevDefaults } from '../../libs/config/index.js';
 import { isWellFormedReference, merchantIdSchema } from '../../libs/contracts/index.js';
 import { type CliConfig, cliEnvSchema } from './config.js';
@@ -47,28 +47,37 @@ function contextOf(io: CliIo): CliContext {
   };
 }
 
-/**
- * The action of a declared command. Commander has parsed the line against the declaration (unknown
- * options, missing values, conflicts); `check` turns what it parsed into the command's options and
- * throws a UsageError for what a declaration cannot say (a time that does not exist, a code that is
- * not one). Then `run` gets the environment, parsed only now so that --help and usage errors need
- * none. A UsageError from either is printed with this command's help and exits 2.
- */
-export function action<Raw, T>(
-  io: CliIo,
-  check: (raw: Raw, args: string[], now: Date) => T,
-  run: (options: T, ctx: CliContext) => Promise<number>,
-): (...received: unknown[]) => Promise<void> {
-  return async (...received) => {
-    const command = received.at(-1) as Command;
-    try {
-      const options = check(command.opts<Raw & Record<string, unknown>>(), command.processedArgs as string[], io.now());
-      io.exitCode = await run(options, contextOf(io));
-    } catch (err) {
-      if (err instanceof UsageError) command.error(err.message, { exitCode: 2, code: 'webhooks.usage' });
-      throw err;
-    }
-  };
+/** A command of `webhooks`; the subcommands it makes know the program's surroundings too. */
+export class CliCommand extends Command {
+  constructor(
+    private readonly io: CliIo,
+    name?: string,
+  ) {
+    super(name);
+  }
+
+  override createCommand(name?: string): CliCommand {
+    return new CliCommand(this.io, name);
+  }
+
+  /**
+   * The command's action. Commander has parsed the line against the declaration (unknown options,
+   * missing values, conflicts); `check` turns what it parsed into the command's options and throws
+   * a UsageError for what a declaration cannot say (a time that does not exist, a code that is not
+   * one). Then `run` gets the environment, parsed only now so that --help and usage errors need
+   * none. A UsageError from either is printed with this command's help and exits 2.
+   */
+  handle<Raw, T>(check: (raw: Raw, args: string[], now: Date) => T, run: (options: T, ctx: CliContext) => Promise<number>): this {
+    return this.action(async () => {
+      try {
+        const options = check(this.opts<Raw & Record<string, unknown>>(), this.processedArgs as string[], this.io.now());
+        this.io.exitCode = await run(options, contextOf(this.io));
+      } catch (err) {
+        if (err instanceof UsageError) this.error(err.message, { exitCode: 2, code: 'webhooks.usage' });
+        throw err;
+      }
+    });
+  }
 }
 
 export function writeLine(stream: NodeJS.WritableStream, line: string): void {

@@ -1,4 +1,4 @@
-import { type Command, Option } from 'commander';
+import { Option } from 'commander';
 import { parseDuration } from '../../libs/config/index.js';
 import { EVENT_NAMES } from '../../libs/contracts/index.js';
 import {
@@ -14,7 +14,7 @@ import {
   MAX_PER_SECOND_LIMIT,
   MerchantNotFoundError,
 } from '../../libs/merchants/index.js';
-import { action, type CliContext, type CliIo, EXIT, NothingMatchedError, UsageError, writeLine } from './command.js';
+import { CliCommand, type CliContext, EXIT, NothingMatchedError, UsageError, writeLine } from './command.js';
 import { CLI_ACTOR, merchantId, withSettings } from './merchant-store.js';
 import { formatTable } from './table.js';
 
@@ -79,7 +79,7 @@ async function withEndpoints<T>(ctx: CliContext, run: (endpoints: EndpointSettin
 }
 
 /** `webhooks merchants endpoints …`: a merchant's endpoints one at a time, as the admin API's routes. */
-export function declareEndpoints(merchants: Command, io: CliIo): void {
+export function declareEndpoints(merchants: CliCommand): void {
   const endpoints = merchants
     .command('endpoints')
     .summary("lists, adds, changes, deletes a merchant's endpoints and rotates one's secret")
@@ -91,13 +91,11 @@ export function declareEndpoints(merchants: Command, io: CliIo): void {
     .argument('<merchant-id>')
     .option('--json', 'one JSON array on stdout, for scripts', false)
     .addHelpText('after', `\n${EXIT} (3: no such merchant)`)
-    .action(
-      action(io, (raw: { json: boolean }, args) => ({ id: merchantId(args), json: raw.json }), async (options, ctx) => {
-        const views = await withEndpoints(ctx, async (each) => each.list(options.id));
-        writeLine(ctx.stdout, options.json ? JSON.stringify(views) : endpointTable(views));
-        return 0;
-      }),
-    );
+    .handle((raw: { json: boolean }, args) => ({ id: merchantId(args), json: raw.json }), async (options, ctx) => {
+      const views = await withEndpoints(ctx, async (each) => each.list(options.id));
+      writeLine(ctx.stdout, options.json ? JSON.stringify(views) : endpointTable(views));
+      return 0;
+    });
 
   endpoints
     .command('add')
@@ -110,30 +108,27 @@ export function declareEndpoints(merchants: Command, io: CliIo): void {
     .option('--max-per-second <n>', `throttle: at most n webhooks a second to it, 1 to ${MAX_PER_SECOND_LIMIT}, across every dispatcher (default: no limit)`)
     .option('--order-by-reference', 'order per reference: a webhook waits while an earlier one of its tnxRef (a payout: reference) is not yet delivered, failed or skipped', false)
     .addHelpText('after', `\nA merchant has at most MAX_ENDPOINTS_PER_MERCHANT endpoints (20 by default), each URL once.\n${EXIT} (2 also: the limit reached, or the URL already used; 3: no such merchant)`)
-    .action(
-      action(
-        io,
-        (raw: { url: string; events?: string; description?: string; disabled: boolean; maxPerSecond?: string; orderByReference: boolean }, args) => ({
-          id: merchantId(args),
-          input: {
-            url: raw.url,
-            enabled: !raw.disabled,
-            ...(raw.events ? { events: eventsOf(raw.events) } : {}),
-            ...(raw.description ? { description: raw.description } : {}),
-            ...(raw.maxPerSecond === undefined ? {} : { maxPerSecond: maxPerSecondOf(raw.maxPerSecond) }),
-            ...(raw.orderByReference ? { orderByReference: true } : {}),
-          },
-        }),
-        async (options, ctx) => {
-          const parsed = endpointInputSchema.safeParse(options.input);
-          if (!parsed.success) throw new UsageError(firstIssue(parsed.error).message);
-          const created = await withEndpoints(ctx, (each) => each.create(options.id, parsed.data, { actor: CLI_ACTOR }));
-          writeLine(ctx.stdout, endpointTable([created.view]));
-          writeLine(ctx.stdout, `webhook secret: ${created.secret}`);
-          writeLine(ctx.stderr, `endpoint ${created.view.id} of merchant ${options.id} added; give this secret to the merchant now: it is not shown again.`);
-          return 0;
+    .handle(
+      (raw: { url: string; events?: string; description?: string; disabled: boolean; maxPerSecond?: string; orderByReference: boolean }, args) => ({
+        id: merchantId(args),
+        input: {
+          url: raw.url,
+          enabled: !raw.disabled,
+          ...(raw.events ? { events: eventsOf(raw.events) } : {}),
+          ...(raw.description ? { description: raw.description } : {}),
+          ...(raw.maxPerSecond === undefined ? {} : { maxPerSecond: maxPerSecondOf(raw.maxPerSecond) }),
+          ...(raw.orderByReference ? { orderByReference: true } : {}),
         },
-      ),
+      }),
+      async (options, ctx) => {
+        const parsed = endpointInputSchema.safeParse(options.input);
+        if (!parsed.success) throw new UsageError(firstIssue(parsed.error).message);
+        const created = await withEndpoints(ctx, (each) => each.create(options.id, parsed.data, { actor: CLI_ACTOR }));
+        writeLine(ctx.stdout, endpointTable([created.view]));
+        writeLine(ctx.stdout, `webhook secret: ${created.secret}`);
+        writeLine(ctx.stderr, `endpoint ${created.view.id} of merchant ${options.id} added; give this secret to the merchant now: it is not shown again.`);
+        return 0;
+      },
     );
 
   endpoints
@@ -152,32 +147,29 @@ export function declareEndpoints(merchants: Command, io: CliIo): void {
     .option('--order-by-reference', 'order per reference')
     .option('--no-order-by-reference', 'no order promised')
     .addHelpText('after', `\n${EXIT} (2 also: the URL already used by another endpoint of the merchant; 3: no such merchant or endpoint)`)
-    .action(
-      action(
-        io,
-        (raw: { url?: string; events?: string; allEvents: boolean; description?: string; enable?: boolean; disable?: boolean; maxPerSecond?: string; unthrottled?: boolean; orderByReference?: boolean }, args) => {
-          if (raw.enable && raw.disable) throw new UsageError('give --enable or --disable, not both');
-          const patch = {
-            ...(raw.url === undefined ? {} : { url: raw.url }),
-            ...(raw.allEvents ? { events: null } : raw.events === undefined ? {} : { events: eventsOf(raw.events) }),
-            ...(raw.description === undefined ? {} : { description: raw.description }),
-            ...(raw.enable ? { enabled: true } : raw.disable ? { enabled: false } : {}),
-            ...(raw.unthrottled ? { maxPerSecond: null } : raw.maxPerSecond === undefined ? {} : { maxPerSecond: maxPerSecondOf(raw.maxPerSecond) }),
-            ...(raw.orderByReference === undefined ? {} : { orderByReference: raw.orderByReference }),
-          };
-          if (Object.keys(patch).length === 0) {
-            throw new UsageError('give what to change: --url, --events, --all-events, --description, --enable, --disable, --max-per-second, --unthrottled or --(no-)order-by-reference');
-          }
-          return { id: merchantId(args), endpoint: endpointId(args), patch };
-        },
-        async (options, ctx) => {
-          const parsed = endpointPatchSchema.safeParse(options.patch);
-          if (!parsed.success) throw new UsageError(firstIssue(parsed.error).message);
-          const written = await withEndpoints(ctx, (each) => each.patch(options.id, options.endpoint, parsed.data, { actor: CLI_ACTOR }));
-          writeLine(ctx.stdout, endpointTable([written.view]));
-          return 0;
-        },
-      ),
+    .handle(
+      (raw: { url?: string; events?: string; allEvents: boolean; description?: string; enable?: boolean; disable?: boolean; maxPerSecond?: string; unthrottled?: boolean; orderByReference?: boolean }, args) => {
+        if (raw.enable && raw.disable) throw new UsageError('give --enable or --disable, not both');
+        const patch = {
+          ...(raw.url === undefined ? {} : { url: raw.url }),
+          ...(raw.allEvents ? { events: null } : raw.events === undefined ? {} : { events: eventsOf(raw.events) }),
+          ...(raw.description === undefined ? {} : { description: raw.description }),
+          ...(raw.enable ? { enabled: true } : raw.disable ? { enabled: false } : {}),
+          ...(raw.unthrottled ? { maxPerSecond: null } : raw.maxPerSecond === undefined ? {} : { maxPerSecond: maxPerSecondOf(raw.maxPerSecond) }),
+          ...(raw.orderByReference === undefined ? {} : { orderByReference: raw.orderByReference }),
+        };
+        if (Object.keys(patch).length === 0) {
+          throw new UsageError('give what to change: --url, --events, --all-events, --description, --enable, --disable, --max-per-second, --unthrottled or --(no-)order-by-reference');
+        }
+        return { id: merchantId(args), endpoint: endpointId(args), patch };
+      },
+      async (options, ctx) => {
+        const parsed = endpointPatchSchema.safeParse(options.patch);
+        if (!parsed.success) throw new UsageError(firstIssue(parsed.error).message);
+        const written = await withEndpoints(ctx, (each) => each.patch(options.id, options.endpoint, parsed.data, { actor: CLI_ACTOR }));
+        writeLine(ctx.stdout, endpointTable([written.view]));
+        return 0;
+      },
     );
 
   endpoints
@@ -186,13 +178,11 @@ export function declareEndpoints(merchants: Command, io: CliIo): void {
     .argument('<merchant-id>')
     .argument('<endpoint-id>')
     .addHelpText('after', `\n${EXIT} (3: no such merchant or endpoint)`)
-    .action(
-      action(io, (_raw: object, args) => ({ id: merchantId(args), endpoint: endpointId(args) }), async (options, ctx) => {
-        await withEndpoints(ctx, (each) => each.delete(options.id, options.endpoint, { actor: CLI_ACTOR }));
-        writeLine(ctx.stderr, `endpoint ${options.endpoint} of merchant ${options.id} deleted`);
-        return 0;
-      }),
-    );
+    .handle((_raw: object, args) => ({ id: merchantId(args), endpoint: endpointId(args) }), async (options, ctx) => {
+      await withEndpoints(ctx, (each) => each.delete(options.id, options.endpoint, { actor: CLI_ACTOR }));
+      writeLine(ctx.stderr, `endpoint ${options.endpoint} of merchant ${options.id} deleted`);
+      return 0;
+    });
 
   endpoints
     .command('rotate-secret')
@@ -201,16 +191,13 @@ export function declareEndpoints(merchants: Command, io: CliIo): void {
     .argument('<endpoint-id>')
     .option('--grace <duration>', 'how long the previous secret keeps signing: up to 30d, or 0 for none (a leaked secret)', '24h')
     .addHelpText('after', `\n${EXIT} (3: no such merchant or endpoint)`)
-    .action(
-      action(
-        io,
-        (raw: { grace: string }, args) => ({ id: merchantId(args), endpoint: endpointId(args), graceSeconds: graceSecondsOf(raw.grace) }),
-        async (options, ctx) => {
-          const rotated = await withEndpoints(ctx, (each) => each.rotate(options.id, options.endpoint, options.graceSeconds, { actor: CLI_ACTOR }));
-          writeLine(ctx.stdout, `webhook secret: ${rotated.secret}`);
-          writeLine(ctx.stderr, rotated.previousSecretExpiresAt ? `The previous secret keeps signing until ${rotated.previousSecretExpiresAt}.` : 'The previous secret stopped signing at once.');
-          return 0;
-        },
-      ),
+    .handle(
+      (raw: { grace: string }, args) => ({ id: merchantId(args), endpoint: endpointId(args), graceSeconds: graceSecondsOf(raw.grace) }),
+      async (options, ctx) => {
+        const rotated = await withEndpoints(ctx, (each) => each.rotate(options.id, options.endpoint, options.graceSeconds, { actor: CLI_ACTOR }));
+        writeLine(ctx.stdout, `webhook secret: ${rotated.secret}`);
+        writeLine(ctx.stderr, rotated.previousSecretExpiresAt ? `The previous secret keeps signing until ${rotated.previousSecretExpiresAt}.` : 'The previous secret stopped signing at once.');
+        return 0;
+      },
     );
 }

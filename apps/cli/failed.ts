@@ -1,5 +1,4 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Command } from 'commander';
 import { BrokerUnavailableError } from '../../libs/broker/index.js';
 import {
   EndpointDeletedError,
@@ -12,7 +11,7 @@ import {
   WebhookDisabledError,
 } from '../../libs/failed/index.js';
 import { withFailures, withResend } from './broker.js';
-import { action, checkEndpointId, checkReference, type CliContext, type CliIo, EXIT, NothingMatchedError, parseLimit, parseWindow, printListing, requireMerchant, TIME, UsageError, writeLine } from './command.js';
+import { checkEndpointId, checkReference, CliCommand, type CliContext, EXIT, NothingMatchedError, parseLimit, parseWindow, printListing, requireMerchant, TIME, UsageError, writeLine } from './command.js';
 import { startProgress } from './progress.js';
 import { formatTable, truncate } from './table.js';
 
@@ -58,7 +57,7 @@ function failureJson(r: FailureRow): Record<string, unknown> {
   };
 }
 
-export function declareFailed(program: Command, io: CliIo): void {
+export function declareFailed(program: CliCommand): void {
   const failed = program
     .command('failed')
     .usage('<list|resend|replay> [options]')
@@ -82,27 +81,24 @@ export function declareFailed(program: Command, io: CliIo): void {
     .option('--limit <n>', 'the N most recent; a note on stderr says when some were left out', '500')
     .option('--json', 'one JSON array on stdout, for scripts', false)
     .addHelpText('after', `\n${TIME}\nEnvironment: DATABASE_URL (the failure index's PostgreSQL).\n${EXIT}`)
-    .action(
-      action(
-        io,
-        (raw: { merchant?: string; reference?: string; endpoint?: string; since?: string; until?: string; all: boolean; limit: string; json: boolean }, _args, now) => ({
-          merchantId: raw.merchant === undefined ? undefined : requireMerchant(raw.merchant, 'failed list'),
-          reference: raw.reference === undefined ? undefined : checkReference(raw.reference),
-          endpointId: raw.endpoint === undefined ? undefined : checkEndpointId(raw.endpoint),
-          ...parseWindow(raw, now),
-          all: raw.all,
-          limit: parseLimit(raw.limit),
-          json: raw.json,
-        }),
-        async ({ all, limit, json, ...filter }, ctx) => {
-          // One more than asked: whether some were left out.
-          const rows = await withFailures(ctx.config, (store) => store.list({ ...filter, unresolvedOnly: !all, limit: limit + 1 }));
-          const shown = rows.slice(0, limit).reverse();
-          printListing(ctx, json, shown.map(failureJson), all ? 'no failed webhook matches' : 'no unresolved failed webhook matches', () => failuresTable(shown, all));
-          if (rows.length > shown.length) writeLine(ctx.stderr, `showing the ${shown.length} most recent; raise --limit to see more`);
-          return 0;
-        },
-      ),
+    .handle(
+      (raw: { merchant?: string; reference?: string; endpoint?: string; since?: string; until?: string; all: boolean; limit: string; json: boolean }, _args, now) => ({
+        merchantId: raw.merchant === undefined ? undefined : requireMerchant(raw.merchant, 'failed list'),
+        reference: raw.reference === undefined ? undefined : checkReference(raw.reference),
+        endpointId: raw.endpoint === undefined ? undefined : checkEndpointId(raw.endpoint),
+        ...parseWindow(raw, now),
+        all: raw.all,
+        limit: parseLimit(raw.limit),
+        json: raw.json,
+      }),
+      async ({ all, limit, json, ...filter }, ctx) => {
+        // One more than asked: whether some were left out.
+        const rows = await withFailures(ctx.config, (store) => store.list({ ...filter, unresolvedOnly: !all, limit: limit + 1 }));
+        const shown = rows.slice(0, limit).reverse();
+        printListing(ctx, json, shown.map(failureJson), all ? 'no failed webhook matches' : 'no unresolved failed webhook matches', () => failuresTable(shown, all));
+        if (rows.length > shown.length) writeLine(ctx.stderr, `showing the ${shown.length} most recent; raise --limit to see more`);
+        return 0;
+      },
     );
 
   failed
@@ -122,25 +118,22 @@ export function declareFailed(program: Command, io: CliIo): void {
     .argument('<reference>', 'the reference, exactly as published (a refund: its refundRef or its tnxRef)')
     .option('--merchant <id>', 'the merchant the webhooks belong to (required)')
     .addHelpText('after', `\n${EXIT} (1 also when nothing went because the endpoints are disabled, deleted or do not receive the event; 3: nothing unresolved for this merchant and reference, or no such merchant)`)
-    .action(
-      action(
-        io,
-        (raw: { merchant?: string }, [reference]) => ({ merchantId: requireMerchant(raw.merchant, 'failed resend'), reference: checkReference(reference!) }),
-        async ({ merchantId, reference }, ctx) => {
-          const count = await withFailures(ctx.config, async (store, merchantOf) => {
-            // The API's checks, made by the same ResendService: the webhook on, the event still received.
-            const merchant = await merchantOf(merchantId);
-            return withResend(ctx.config, store, (resend) =>
-              resend.resend(merchant, reference).catch((err: unknown) => {
-                if (err instanceof NothingToResendError) throw new NothingMatchedError(`no unresolved failed webhook for merchant ${merchantId} and reference ${reference}`);
-                throw err;
-              }),
-            );
-          });
-          writeLine(ctx.stdout, `resent ${count} webhook(s) for reference ${reference} of merchant ${merchantId}`);
-          return 0;
-        },
-      ),
+    .handle(
+      (raw: { merchant?: string }, [reference]) => ({ merchantId: requireMerchant(raw.merchant, 'failed resend'), reference: checkReference(reference!) }),
+      async ({ merchantId, reference }, ctx) => {
+        const count = await withFailures(ctx.config, async (store, merchantOf) => {
+          // The API's checks, made by the same ResendService: the webhook on, the event still received.
+          const merchant = await merchantOf(merchantId);
+          return withResend(ctx.config, store, (resend) =>
+            resend.resend(merchant, reference).catch((err: unknown) => {
+              if (err instanceof NothingToResendError) throw new NothingMatchedError(`no unresolved failed webhook for merchant ${merchantId} and reference ${reference}`);
+              throw err;
+            }),
+          );
+        });
+        writeLine(ctx.stdout, `resent ${count} webhook(s) for reference ${reference} of merchant ${merchantId}`);
+        return 0;
+      },
     );
 
   failed
@@ -160,36 +153,33 @@ export function declareFailed(program: Command, io: CliIo): void {
     .option('--rate <n>', 'at most n webhooks a second', '50')
     .option('--dry-run', 'publish nothing; print what would be resent', false)
     .addHelpText('after', `\n${TIME}\n${EXIT} (1 also when some resends failed or every endpoint is disabled; 3: nothing unresolved in the window, or no such merchant)`)
-    .action(
-      action(
-        io,
-        (raw: { merchant?: string; since?: string; until?: string; dryRun: boolean; rate: string }, _args, now) => {
-          const merchantId = requireMerchant(raw.merchant, 'failed replay');
-          if (raw.since === undefined) throw new UsageError('failed replay needs --since <time>: the start of the outage');
-          return { merchantId, ...parseWindow(raw, now), dryRun: raw.dryRun, rate: parseRate(raw.rate) };
-        },
-        ({ merchantId, since, until, dryRun, rate }, ctx) =>
-          withFailures(ctx.config, async (store, merchantOf) => {
-            const candidates = (await store.list({ merchantId, since, until, unresolvedOnly: true, limit: MAX_REPLAY })).reverse();
-            if (candidates.length === 0) throw new NothingMatchedError(`no unresolved failed webhook of merchant ${merchantId} in the window`);
-            // The API's checks, before anything (the dry run too): a disabled webhook stops the replay.
-            const merchant = await merchantOf(merchantId);
-            receiverOf(merchant);
-            if (dryRun) {
-              writeLine(ctx.stdout, failuresTable(candidates, false));
-              writeLine(ctx.stdout, `dry run: would resend ${candidates.length} webhook(s) of merchant ${merchantId}; nothing was published`);
-              return 0;
-            }
-            const summary = await withResend(ctx.config, store, (resend) => replay(resend, merchant, candidates, rate, ctx));
-            writeLine(ctx.stdout, `replay of merchant ${merchantId}: resent ${summary.resent}, skipped ${summary.skipped}, errors ${summary.errors}`);
-            if (summary.errors > 0) {
-              writeLine(ctx.stderr, `webhooks: some resends failed; the last error: ${summary.lastError ?? 'unknown'}. Run the replay again to retry them.`);
-              return 1;
-            }
-            // Everything was resent by someone else meanwhile: nothing was done, as with no match.
-            return summary.resent === 0 ? 3 : 0;
-          }),
-      ),
+    .handle(
+      (raw: { merchant?: string; since?: string; until?: string; dryRun: boolean; rate: string }, _args, now) => {
+        const merchantId = requireMerchant(raw.merchant, 'failed replay');
+        if (raw.since === undefined) throw new UsageError('failed replay needs --since <time>: the start of the outage');
+        return { merchantId, ...parseWindow(raw, now), dryRun: raw.dryRun, rate: parseRate(raw.rate) };
+      },
+      ({ merchantId, since, until, dryRun, rate }, ctx) =>
+        withFailures(ctx.config, async (store, merchantOf) => {
+          const candidates = (await store.list({ merchantId, since, until, unresolvedOnly: true, limit: MAX_REPLAY })).reverse();
+          if (candidates.length === 0) throw new NothingMatchedError(`no unresolved failed webhook of merchant ${merchantId} in the window`);
+          // The API's checks, before anything (the dry run too): a disabled webhook stops the replay.
+          const merchant = await merchantOf(merchantId);
+          receiverOf(merchant);
+          if (dryRun) {
+            writeLine(ctx.stdout, failuresTable(candidates, false));
+            writeLine(ctx.stdout, `dry run: would resend ${candidates.length} webhook(s) of merchant ${merchantId}; nothing was published`);
+            return 0;
+          }
+          const summary = await withResend(ctx.config, store, (resend) => replay(resend, merchant, candidates, rate, ctx));
+          writeLine(ctx.stdout, `replay of merchant ${merchantId}: resent ${summary.resent}, skipped ${summary.skipped}, errors ${summary.errors}`);
+          if (summary.errors > 0) {
+            writeLine(ctx.stderr, `webhooks: some resends failed; the last error: ${summary.lastError ?? 'unknown'}. Run the replay again to retry them.`);
+            return 1;
+          }
+          // Everything was resent by someone else meanwhile: nothing was done, as with no match.
+          return summary.resent === 0 ? 3 : 0;
+        }),
     );
 }
 

@@ -1,8 +1,7 @@
-import type { Command } from 'commander';
 import { INVALID_CODES } from '../../libs/contracts/index.js';
 import { topologyNames, type TopologyNames } from '../../libs/topology/index.js';
 import { withBroker } from './broker.js';
-import { action, type CliIo, EXIT, NothingMatchedError, parseLimit, printListing, UsageError, writeLine } from './command.js';
+import { CliCommand, EXIT, NothingMatchedError, parseLimit, printListing, UsageError, writeLine } from './command.js';
 import { NO_REQUEUE, type ParkedMessage, passOverInvalid } from './invalid-pass.js';
 import { formatTable, truncate } from './table.js';
 
@@ -58,7 +57,7 @@ function parkedJson(m: ParkedMessage): Record<string, unknown> {
   };
 }
 
-export function declareInvalid(program: Command, io: CliIo): void {
+export function declareInvalid(program: CliCommand): void {
   const invalid = program
     .command('invalid')
     .usage('<list|requeue> [options]')
@@ -75,29 +74,26 @@ export function declareInvalid(program: Command, io: CliIo): void {
     .option('--limit <n>', 'show at most N, in queue order', '500')
     .option('--json', 'one JSON array on stdout, for scripts', false)
     .addHelpText('after', HELP_AFTER)
-    .action(
-      action(
-        io,
-        (raw: { code?: string; limit: string; json: boolean }) => ({ code: checkCode(raw.code), limit: parseLimit(raw.limit), json: raw.json }),
-        async (options, ctx) => {
-          const names = topologyNames(ctx.config.TOPOLOGY_PREFIX);
-          const shown: ParkedMessage[] = [];
-          let matched = 0;
-          // The whole queue is passed over even past --limit, so it ends in the order it started in.
-          await withBroker(ctx.config, [names.invalid], (broker) =>
-            passOverInvalid(broker, names, (parked) => {
-              if (options.code === undefined || parked.code === options.code) {
-                matched++;
-                if (shown.length < options.limit) shown.push(parked);
-              }
-              return 'keep';
-            }),
-          );
-          printListing(ctx, options.json, shown.map(parkedJson), nothingParked(names, options.code), () => parkedTable(shown));
-          if (shown.length < matched) writeLine(ctx.stderr, `showing the first ${shown.length} of ${matched}; raise --limit to see more`);
-          return 0;
-        },
-      ),
+    .handle(
+      (raw: { code?: string; limit: string; json: boolean }) => ({ code: checkCode(raw.code), limit: parseLimit(raw.limit), json: raw.json }),
+      async (options, ctx) => {
+        const names = topologyNames(ctx.config.TOPOLOGY_PREFIX);
+        const shown: ParkedMessage[] = [];
+        let matched = 0;
+        // The whole queue is passed over even past --limit, so it ends in the order it started in.
+        await withBroker(ctx.config, [names.invalid], (broker) =>
+          passOverInvalid(broker, names, (parked) => {
+            if (options.code === undefined || parked.code === options.code) {
+              matched++;
+              if (shown.length < options.limit) shown.push(parked);
+            }
+            return 'keep';
+          }),
+        );
+        printListing(ctx, options.json, shown.map(parkedJson), nothingParked(names, options.code), () => parkedTable(shown));
+        if (shown.length < matched) writeLine(ctx.stderr, `showing the first ${shown.length} of ${matched}; raise --limit to see more`);
+        return 0;
+      },
     );
 
   invalid
@@ -113,34 +109,31 @@ export function declareInvalid(program: Command, io: CliIo): void {
     .option('--all', 'move every parked message', false)
     .option('--dry-run', 'move nothing; print what would move', false)
     .addHelpText('after', `${HELP_AFTER} (3: no parked message matched)`)
-    .action(
-      action(
-        io,
-        (raw: { code?: string; all: boolean; dryRun: boolean }) => {
-          // Moving everything must be asked for by name, never be what a forgotten --code does.
-          if (raw.code === undefined && !raw.all) throw new UsageError('invalid requeue needs --code <code> or --all');
-          if (raw.code !== undefined && raw.all) throw new UsageError('give --code <code> or --all, not both');
-          return { code: checkCode(raw.code), dryRun: raw.dryRun };
-        },
-        async (options, ctx) => {
-          const names = topologyNames(ctx.config.TOPOLOGY_PREFIX);
-          const matching: ParkedMessage[] = [];
-          const result = await withBroker(ctx.config, [names.invalid, names.dispatch], (broker) =>
-            passOverInvalid(broker, names, (parked) => {
-              if (options.code !== undefined && parked.code !== options.code) return 'keep';
-              matching.push(parked);
-              return options.dryRun ? 'keep' : 'move';
-            }),
-          );
-          if (matching.length === 0) throw new NothingMatchedError(nothingParked(names, options.code));
-          if (options.dryRun) {
-            writeLine(ctx.stdout, parkedTable(matching));
-            writeLine(ctx.stdout, `dry run: would move ${matching.length} message(s) to ${names.dispatch}; nothing was moved`);
-          } else {
-            writeLine(ctx.stdout, `moved ${result.moved} message(s) to ${names.dispatch}; ${result.kept} left in ${names.invalid}`);
-          }
-          return 0;
-        },
-      ),
+    .handle(
+      (raw: { code?: string; all: boolean; dryRun: boolean }) => {
+        // Moving everything must be asked for by name, never be what a forgotten --code does.
+        if (raw.code === undefined && !raw.all) throw new UsageError('invalid requeue needs --code <code> or --all');
+        if (raw.code !== undefined && raw.all) throw new UsageError('give --code <code> or --all, not both');
+        return { code: checkCode(raw.code), dryRun: raw.dryRun };
+      },
+      async (options, ctx) => {
+        const names = topologyNames(ctx.config.TOPOLOGY_PREFIX);
+        const matching: ParkedMessage[] = [];
+        const result = await withBroker(ctx.config, [names.invalid, names.dispatch], (broker) =>
+          passOverInvalid(broker, names, (parked) => {
+            if (options.code !== undefined && parked.code !== options.code) return 'keep';
+            matching.push(parked);
+            return options.dryRun ? 'keep' : 'move';
+          }),
+        );
+        if (matching.length === 0) throw new NothingMatchedError(nothingParked(names, options.code));
+        if (options.dryRun) {
+          writeLine(ctx.stdout, parkedTable(matching));
+          writeLine(ctx.stdout, `dry run: would move ${matching.length} message(s) to ${names.dispatch}; nothing was moved`);
+        } else {
+          writeLine(ctx.stdout, `moved ${result.moved} message(s) to ${names.dispatch}; ${result.kept} left in ${names.invalid}`);
+        }
+        return 0;
+      },
     );
 }

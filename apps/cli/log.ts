@@ -1,11 +1,10 @@
-import type { Command } from 'commander';
 import { WEBHOOK_STATUSES } from '../../libs/delivery-log/index.js';
 import { onEndpoint, type WebhookDetail, type WebhookSummary } from '../../libs/delivery-store/index.js';
-import { action, checkMerchantId, checkEndpointId, checkReference, type CliContext, type CliIo, EXIT, parseLimit, printListing, UsageError, writeLine } from './command.js';
+import { checkEndpointId, checkMerchantId, checkReference, CliCommand, type CliContext, EXIT, parseLimit, printListing, UsageError, writeLine } from './command.js';
 import { openLogSource } from './log-source.js';
 import { formatTable, truncate } from './table.js';
 
-export function declareLog(program: Command, io: CliIo): void {
+export function declareLog(program: CliCommand): void {
   program
     .command('log')
     .summary("what happened to a merchant's webhooks: each one's attempts, from the delivery log")
@@ -28,27 +27,24 @@ export function declareLog(program: Command, io: CliIo): void {
       "\nEnvironment: DATABASE_URL (the delivery log's PostgreSQL); without it WEBHOOKS_API_URL (the API, default http://127.0.0.1:<ADMIN_PORT or PORT or 8080>) " +
         `and WEBHOOKS_ADMIN_TOKEN (an admin token; else one signed with AUTH_JWT_SECRET or the development secret).\n${EXIT}`,
     )
-    .action(
-      action(
-        io,
-        (raw: { merchant?: string; reference?: string; webhookId?: string; status?: string; endpoint?: string; limit: string; json: boolean }) => {
-          const merchant = checkMerchantId(raw.merchant);
-          if (raw.status !== undefined && !(WEBHOOK_STATUSES as readonly string[]).includes(raw.status)) {
-            throw new UsageError(`--status must be one of ${WEBHOOK_STATUSES.join(', ')}`);
-          }
-          if (raw.webhookId !== undefined && (raw.webhookId.length === 0 || raw.webhookId.length > 200)) throw new UsageError('--webhook-id takes 1 to 200 characters');
-          const limit = parseLimit(raw.limit);
-          if (limit > 100) throw new UsageError('--limit is at most 100 here');
-          return {
-            ...raw,
-            merchant,
-            reference: raw.reference === undefined ? undefined : checkReference(raw.reference),
-            endpointId: raw.endpoint === undefined ? undefined : checkEndpointId(raw.endpoint),
-            limit,
-          };
-        },
-        run,
-      ),
+    .handle(
+      (raw: { merchant?: string; reference?: string; webhookId?: string; status?: string; endpoint?: string; limit: string; json: boolean }) => {
+        const merchant = checkMerchantId(raw.merchant);
+        if (raw.status !== undefined && !(WEBHOOK_STATUSES as readonly string[]).includes(raw.status)) {
+          throw new UsageError(`--status must be one of ${WEBHOOK_STATUSES.join(', ')}`);
+        }
+        if (raw.webhookId !== undefined && (raw.webhookId.length === 0 || raw.webhookId.length > 200)) throw new UsageError('--webhook-id takes 1 to 200 characters');
+        const limit = parseLimit(raw.limit);
+        if (limit > 100) throw new UsageError('--limit is at most 100 here');
+        return {
+          ...raw,
+          merchant,
+          reference: raw.reference === undefined ? undefined : checkReference(raw.reference),
+          endpointId: raw.endpoint === undefined ? undefined : checkEndpointId(raw.endpoint),
+          limit,
+        };
+      },
+      run,
     );
 }
 

@@ -1,9 +1,8 @@
-import type { Command } from 'commander';
 import { currentVersion, fileOf, MIGRATIONS, migrate, REQUIRED_VERSION } from '../../libs/migrations/index.js';
 import { withPostgres } from './broker.js';
-import { action, type CliContext, type CliIo, writeLine } from './command.js';
+import { CliCommand, type CliContext, writeLine } from './command.js';
 
-export function declareMigrate(program: Command, io: CliIo): void {
+export function declareMigrate(program: CliCommand): void {
   program
     .command('migrate')
     .summary('apply the numbered SQL migrations to DATABASE_URL (once per release, before the programs)')
@@ -16,7 +15,7 @@ export function declareMigrate(program: Command, io: CliIo): void {
     )
     .option('--status', 'print the version the database holds and the one this release needs; apply nothing', false)
     .addHelpText('after', '\nExit codes: 0 done (with --status: the database holds the version needed), 1 failed (a migration refused, a file changed after it ran, a newer schema, PostgreSQL unreachable), 2 usage error, 3 --status: migrations to apply.')
-    .action(action(io, (raw: { status: boolean }) => raw, run));
+    .handle((raw: { status: boolean }) => raw, run);
 }
 
 async function run(options: { status: boolean }, ctx: CliContext): Promise<number> {

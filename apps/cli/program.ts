@@ -1,5 +1,4 @@
-import { Command } from 'commander';
-import { type CliIo, ENVIRONMENT, EXIT } from './command.js';
+import { CliCommand, type CliIo, ENVIRONMENT, EXIT } from './command.js';
 import { declareFailed } from './failed.js';
 import { declareInvalid } from './invalid.js';
 import { declareLog } from './log.js';
@@ -15,8 +14,8 @@ import { declareWaitsList } from './waits-list.js';
  * "did you mean" for a mistyped option or command. Subcommands made with .command() inherit the
  * settings below (output, errors followed by the command's help, no process.exit from commander).
  */
-export function createProgram(io: CliIo): Command {
-  const program = new Command('webhooks')
+export function createProgram(io: CliIo): CliCommand {
+  const program = new CliCommand(io, 'webhooks')
     .description('Operator and developer commands for the webhook service, on the queues of TOPOLOGY_PREFIX on RABBITMQ_URL.')
     .exitOverride()
     .showHelpAfterError()
@@ -30,14 +29,14 @@ export function createProgram(io: CliIo): Command {
     .configureHelp({ helpWidth: 110, showGlobalOptions: false })
     .addHelpText('after', `\n${ENVIRONMENT}\n${EXIT}`);
 
-  declarePublish(program, io);
-  declareToken(program, io);
-  declareFailed(program, io);
-  declareInvalid(program, io);
-  declareWaitsList(program, io);
-  declareMerchants(program, io);
-  declareMigrate(program, io);
-  declareLog(program, io);
-  declarePortal(program, io);
+  declarePublish(program);
+  declareToken(program);
+  declareFailed(program);
+  declareInvalid(program);
+  declareWaitsList(program);
+  declareMerchants(program);
+  declareMigrate(program);
+  declareLog(program);
+  declarePortal(program);
   return program;
 }

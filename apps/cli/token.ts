@@ -1,8 +1,7 @@
-import type { Command } from 'commander';
 import { SignJWT } from 'jose';
 import { parseDuration } from '../../libs/config/index.js';
 import { ADMIN_SCOPE } from '../api/auth.js';
-import { action, type CliIo, EXIT, UsageError, writeLine } from './command.js';
+import { CliCommand, EXIT, UsageError, writeLine } from './command.js';
 
 /** A token signed with `secret`; AUTH_JWT_ISSUER and AUTH_JWT_AUDIENCE, when set, become its iss and aud, as the API checks them. */
 export async function signToken(env: Record<string, string | undefined>, secret: string, subject: string, scopes: string[], expiresAt: number | string): Promise<string> {
@@ -16,7 +15,7 @@ export async function signToken(env: Record<string, string | undefined>, secret:
   return jwt.sign(new TextEncoder().encode(secret));
 }
 
-export function declareToken(program: Command, io: CliIo): void {
+export function declareToken(program: CliCommand): void {
   program
     .command('token')
     .summary('a development access token: --merchant for the resend API, --admin for the admin API')
@@ -32,29 +31,26 @@ export function declareToken(program: Command, io: CliIo): void {
     .option('--scope <scopes>', 'scopes to carry, space- or comma-separated (--admin adds webhooks:admin)')
     .option('--ttl <duration>', 'how long the token is valid, 1s to 30d', '1h')
     .addHelpText('after', `\n${EXIT}`)
-    .action(
-      action(
-        io,
-        (raw: { merchant?: string; admin: boolean; scope?: string; ttl: string }) => {
-          const scopes = (raw.scope ?? '').split(/[\s,]+/).filter((s) => s !== '');
-          if (raw.admin && !scopes.includes(ADMIN_SCOPE)) scopes.push(ADMIN_SCOPE);
-          if (raw.merchant === undefined && scopes.length === 0) throw new UsageError('token needs --merchant <id> (resend API) or --admin (admin API)');
-          if (raw.merchant !== undefined && (raw.merchant.trim() === '' || raw.merchant.length > 200)) {
-            throw new UsageError('--merchant takes an id of 1 to 200 characters');
-          }
-          const ttlMs = parseDuration(raw.ttl);
-          if (ttlMs === undefined || ttlMs < 1000 || ttlMs > 30 * 86_400_000) throw new UsageError('--ttl takes a duration from 1s to 30d, e.g. 1h');
-          // An admin token without --merchant speaks for the operator: the admin API checks the scope, not the subject.
-          return { subject: raw.merchant ?? 'operator', scopes, ttlMs };
-        },
-        async (options, ctx) => {
-          const secret = ctx.env.AUTH_JWT_SECRET;
-          if (!secret) {
-            throw new UsageError('token needs AUTH_JWT_SECRET (the secret the API verifies tokens with), or WEBHOOKS_DEV=true for the development one');
-          }
-          writeLine(ctx.stdout, await signToken(ctx.env, secret, options.subject, options.scopes, Math.floor((Date.now() + options.ttlMs) / 1000)));
-          return 0;
-        },
-      ),
+    .handle(
+      (raw: { merchant?: string; admin: boolean; scope?: string; ttl: string }) => {
+        const scopes = (raw.scope ?? '').split(/[\s,]+/).filter((s) => s !== '');
+        if (raw.admin && !scopes.includes(ADMIN_SCOPE)) scopes.push(ADMIN_SCOPE);
+        if (raw.merchant === undefined && scopes.length === 0) throw new UsageError('token needs --merchant <id> (resend API) or --admin (admin API)');
+        if (raw.merchant !== undefined && (raw.merchant.trim() === '' || raw.merchant.length > 200)) {
+          throw new UsageError('--merchant takes an id of 1 to 200 characters');
+        }
+        const ttlMs = parseDuration(raw.ttl);
+        if (ttlMs === undefined || ttlMs < 1000 || ttlMs > 30 * 86_400_000) throw new UsageError('--ttl takes a duration from 1s to 30d, e.g. 1h');
+        // An admin token without --merchant speaks for the operator: the admin API checks the scope, not the subject.
+        return { subject: raw.merchant ?? 'operator', scopes, ttlMs };
+      },
+      async (options, ctx) => {
+        const secret = ctx.env.AUTH_JWT_SECRET;
+        if (!secret) {
+          throw new UsageError('token needs AUTH_JWT_SECRET (the secret the API verifies tokens with), or WEBHOOKS_DEV=true for the development one');
+        }
+        writeLine(ctx.stdout, await signToken(ctx.env, secret, options.subject, options.scopes, Math.floor((Date.now() + options.ttlMs) / 1000)));
+        return 0;
+      },
     );
 }
