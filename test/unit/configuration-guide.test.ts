@@ -54,7 +54,7 @@ const READ_OUTSIDE_SCHEMAS: Record<string, Program[]> = {
   AUTH_JWT_SECRET: ['CLI'],
   AUTH_JWT_ISSUER: ['CLI'],
   AUTH_JWT_AUDIENCE: ['CLI'],
-  // apps/cli/run.ts: a broker refusing the connection names the URL's host (its password hidden).
+  // apps/cli/program.ts: a broker refusing the connection names the URL's host (its password hidden).
   RABBITMQ_URL: ['CLI'],
 };
 
