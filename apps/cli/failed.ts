@@ -1,15 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BrokerUnavailableError } from '../../libs/broker/index.js';
-import {
-  EndpointDeletedError,
-  EventNotSubscribedError,
-  type FailureRow,
-  NothingToResendError,
-  receiverOf,
-  type ResendService,
-  type ResendTarget,
-  WebhookDisabledError,
-} from '../../libs/failed/index.js';
+import { EndpointDeletedError, EventNotSubscribedError, type FailureRow, NothingToResendError, receiverOf, type ResendService, type ResendTarget, WebhookDisabledError } from '../../libs/failed/index.js';
 import { withFailures, withResend } from './broker.js';
 import { checkEndpointId, checkReference, CliCommand, type CliContext, EXIT, NothingMatchedError, parseLimit, parseWindow, printListing, requireMerchant, TIME, UsageError, writeLine } from './command.js';
 import { startProgress } from './progress.js';

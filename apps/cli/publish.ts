@@ -1,18 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { BrokerConnection } from '../../libs/broker/index.js';
 import { replicationOf, tracingSettingsOf } from '../../libs/config/index.js';
-import {
-  EVENT_NAMES,
-  type EventName,
-  isEventName,
-  isWellFormedReference,
-  isWellFormedWebhookId,
-  REFERENCE_FIELDS,
-  sampleEvent,
-  type UpstreamMessage,
-  upstreamMessageSchema,
-  WEBHOOK_ID_RULE,
-} from '../../libs/contracts/index.js';
+import { EVENT_NAMES, type EventName, isEventName, isWellFormedReference, isWellFormedWebhookId, REFERENCE_FIELDS, sampleEvent, type UpstreamMessage, upstreamMessageSchema, WEBHOOK_ID_RULE } from '../../libs/contracts/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { declareIntake } from '../../libs/topology/index.js';
