@@ -10,11 +10,7 @@ import { NothingMatchedError, UsageError } from './command.js';
 /** How long a command tries to reach RabbitMQ before it exits 1. */
 export const CLI_BROKER_DEADLINE_MS = 10_000;
 
-/**
- * Connects without declaring anything, checks that the queues the command uses exist, runs the
- * command and always disconnects. Operator commands check rather than declare, so they cannot
- * create a queue with arguments that clash with the programs' (FAILED_RETENTION).
- */
+/** Checks the command's queues rather than declare them: a declare could clash with the programs' arguments (FAILED_RETENTION). */
 export async function withBroker<T>(config: CliConfig, queues: string[], run: (broker: BrokerConnection) => Promise<T>): Promise<T> {
   const broker = new BrokerConnection({ url: config.RABBITMQ_URL, name: 'webhooks-cli', logger: silentLogger() });
   await broker.open(CLI_BROKER_DEADLINE_MS);
@@ -51,10 +47,8 @@ export async function withPostgres<T>(url: string | undefined, needs: string, op
 }
 
 /**
- * The failure index in PostgreSQL (DATABASE_URL), for the `failed` commands: the same rows and
- * claims the API's resends use, so an operator's resend is the merchant's resend. `merchant` reads
- * what a resend checks of the merchant (its webhook on, its events), where the programs read it:
- * MERCHANTS_FILE when set, else its row in PostgreSQL.
+ * The failure index the API's resends use, so an operator's resend is the merchant's. `merchant` reads what a
+ * resend checks (its endpoints, their events) where the programs read it: MERCHANTS_FILE when set, else PostgreSQL.
  */
 export async function withFailures<T>(config: CliConfig, run: (store: FailedStore, merchant: (id: string) => Promise<ResendTarget>) => Promise<T>): Promise<T> {
   const needs = 'failed commands need DATABASE_URL: failed webhooks and their resends are kept in PostgreSQL';

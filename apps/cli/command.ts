@@ -29,11 +29,7 @@ export class NothingMatchedError extends Error {
   override name = 'NothingMatchedError';
 }
 
-/**
- * Development mode (WEBHOOKS_DEV=true, never NODE_ENV) brings the same defaults as in the
- * API and the dispatcher (http and loopback webhook URLs, the development token secret), so a
- * command accepts what the programs it talks to accept.
- */
+/** Development mode (WEBHOOKS_DEV=true) brings the programs' defaults, so a command accepts what they accept. */
 function contextOf(io: CliIo): CliContext {
   const { env } = withDevDefaults(io.env);
   let config: CliConfig | undefined;
@@ -61,11 +57,9 @@ export class CliCommand extends Command {
   }
 
   /**
-   * The command's action. Commander has parsed the line against the declaration (unknown options,
-   * missing values, conflicts); `check` turns what it parsed into the command's options and throws
-   * a UsageError for what a declaration cannot say (a time that does not exist, a code that is not
-   * one). Then `run` gets the environment, parsed only now so that --help and usage errors need
-   * none. A UsageError from either is printed with this command's help and exits 2.
+   * The command's action: `check` refuses what commander's parsing cannot (a time that does not exist),
+   * then `run` gets the environment, parsed only now so that --help and usage errors need none. A
+   * UsageError from either is printed with this command's help and exits 2.
    */
   handle<Raw, T>(check: (raw: Raw, args: string[], now: Date) => T, run: (options: T, ctx: CliContext) => Promise<number>): this {
     return this.action(async () => {
@@ -91,7 +85,6 @@ export function printListing(ctx: CliContext, json: boolean, items: unknown[], n
   if (!json) writeLine(ctx.stdout, table());
 }
 
-/** Help text shared by several commands; each command's options come from its declaration. */
 export const TIME = `Times are ISO-8601 (2026-05-01T10:00:00Z; UTC when no offset is given) or a duration meaning
 "that long ago" (30m, 2h, 7d).`;
 
@@ -104,9 +97,8 @@ AUTH_JWT_SECRET (the development secret with WEBHOOKS_DEV=true), AUTH_JWT_ISSUER
 const ISO_TIME = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?)?$/i;
 
 /**
- * An ISO-8601 time, or a duration meaning "that long ago" (30m, 2h, 7d). A time without an offset
- * is UTC, as every time the service writes is. A date or time that does not exist (2026-02-30,
- * 24:10) is refused: Date.parse would roll it over into the next month or day.
+ * An ISO-8601 time (UTC without an offset, as the service writes them) or a duration ago. A date or time
+ * that does not exist (2026-02-30, 24:10) is refused: Date.parse would roll it over.
  */
 export function parseTime(option: string, text: string, now: Date): Date {
   const trimmed = text.trim();

@@ -24,7 +24,6 @@ export function endpointTable(views: EndpointView[]): string {
   );
 }
 
-/** --max-per-second: a whole number from 1 to MAX_PER_SECOND_LIMIT. */
 function maxPerSecondOf(raw: string): number {
   const n = Number(raw);
   if (!(/^\d+$/.test(raw.trim()) && Number.isInteger(n) && n >= 1 && n <= MAX_PER_SECOND_LIMIT)) {
@@ -33,7 +32,6 @@ function maxPerSecondOf(raw: string): number {
   return n;
 }
 
-/** The endpoint id argument (the second). */
 function endpointId(args: string[]): string {
   const id = args[1];
   if (id === undefined || id.trim() === '') throw new UsageError('give the endpoint id (ep_…)');

@@ -183,11 +183,7 @@ function parseRate(text: string): number {
 /** At most this many failures in one replay: a larger window is replayed in parts. */
 const MAX_REPLAY = 100_000;
 
-/**
- * Spaces out calls to at most `perSecond` a second: call k (0-based) returns no earlier than
- * k / perSecond seconds after the first. A merchant just back from an outage gets its backlog at a
- * rate it can take.
- */
+/** Call k (0-based) returns no earlier than k / perSecond seconds after the first: a merchant back from an outage gets its backlog at a rate it can take. */
 function pacer(perSecond: number): () => Promise<void> {
   let started: number | undefined;
   let items = 0;

@@ -7,27 +7,17 @@ import { signToken } from './token.js';
 /** What `webhooks log` reads: the delivery log in PostgreSQL, or the same through the admin API. */
 type LogSource = Pick<DeliveryLogQueries, 'getWebhook' | 'listWebhooks' | 'listWebhookDetails'> & { close(): Promise<void> };
 
-/**
- * Where the CLI finds the admin API: `given` (an option), else WEBHOOKS_API_URL, else this host
- * on ADMIN_PORT or PORT or 8080 (`npm start`'s, where the development database lives inside the
- * process).
- */
+/** By default `npm start`'s API, whose development database lives inside its process. */
 export function adminApiBase(env: Record<string, string | undefined>, given?: string): string {
   return (given ?? env.WEBHOOKS_API_URL ?? `http://127.0.0.1:${env.ADMIN_PORT || env.PORT || '8080'}`).replace(/\/+$/, '');
 }
 
-/**
- * The token given, else WEBHOOKS_ADMIN_TOKEN, else a short-lived one signed with AUTH_JWT_SECRET,
- * else with the development secret, which only an API in development mode (npm start) accepts.
- */
+/** Signed with the development secret as a last resort: only an API in development mode (npm start) accepts it. */
 export async function adminToken(env: Record<string, string | undefined>, given?: string): Promise<string> {
   return given ?? env.WEBHOOKS_ADMIN_TOKEN ?? signToken(env, env.AUTH_JWT_SECRET ?? DEV_JWT_SECRET, 'webhooks-cli', [ADMIN_SCOPE], '5m');
 }
 
-/**
- * DATABASE_URL when set; else the running API's admin routes (adminApiBase, adminToken):
- * `npm start` keeps its database in its own process, and the CLI beside it reads the log through it.
- */
+/** DATABASE_URL when set; else the running API's admin routes, as beside `npm start`, whose database is in its process. */
 export async function openLogSource(ctx: CliContext): Promise<LogSource> {
   const url = ctx.env.DATABASE_URL;
   if (url) {

@@ -11,9 +11,8 @@ import { type CliContext, UsageError } from './command.js';
 export const CLI_ACTOR: Actor = { actor: 'cli' };
 
 /**
- * Operators' side of the admin API: the same MerchantSettings on the same PostgreSQL table, so a
- * change made here follows the same rules and reaches every program the same way (NOTIFY). A URL
- * written here must be https outside development mode, and no private address literal unless allowed.
+ * The admin API's MerchantSettings on the same table: a change made here follows the same rules and reaches
+ * every program the same way (NOTIFY). A URL written is https outside development mode, not private unless allowed.
  */
 export async function withSettings<T>(ctx: CliContext, run: (settings: MerchantSettings) => Promise<T>): Promise<T> {
   const needs = 'merchants commands need DATABASE_URL (and SECRETS_KEY): merchants live in PostgreSQL. Beside npm start, use the admin API or the portal';
@@ -51,7 +50,6 @@ export async function withSealedStore<T>(ctx: CliContext, run: (database: Databa
   return withDatabase(ctx, needs, (database) => run(database, box));
 }
 
-/** The merchant id argument, given and not blank. */
 export function merchantId([id]: string[]): string {
   if (id === undefined || id.trim() === '') throw new UsageError('give the merchant id');
   return id;

@@ -10,11 +10,7 @@ import { declarePublish } from './publish.js';
 import { declareToken } from './token.js';
 import { declareWaitsList } from './waits-list.js';
 
-/**
- * The `webhooks` command line: one declaration per command gives its parsing, its --help and
- * "did you mean" for a mistyped option or command. Subcommands made with .command() inherit the
- * settings below (output, errors followed by the command's help, no process.exit from commander).
- */
+/** The `webhooks` command line; subcommands inherit the settings below (output, errors followed by help, no process.exit). */
 export function createProgram(io: CliIo): CliCommand {
   const program = new CliCommand(io, 'webhooks')
     .description('Operator and developer commands for the webhook service, on the queues of TOPOLOGY_PREFIX on RABBITMQ_URL.')
@@ -58,9 +54,8 @@ function withoutSecrets(text: string, rabbitmqUrl: string | undefined): string {
 }
 
 /**
- * Runs one command line (the arguments after `webhooks`) on `io` and gives its exit code: 0 done,
- * 1 failed, 2 usage error, 3 nothing matched. The process around it (main.ts) only exits with it;
- * the tests run it in their own process, one node start less per command.
+ * Runs one command line (the arguments after `webhooks`) and gives its exit code: 0 done, 1 failed, 2 usage
+ * error, 3 nothing matched. main.ts exits with it; the tests run it in their own process.
  */
 export async function runCli(io: CliIo, argv: string[]): Promise<number> {
   try {

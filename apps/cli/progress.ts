@@ -1,10 +1,7 @@
 import cliProgress from 'cli-progress';
 import { type CliIo, writeLine } from './command.js';
 
-/**
- * A live bar for a person at a terminal; for a log or a pipe, one plain line each time another
- * tenth of `total` (above 0) is done, because a bar's redraws would fill the log with escape codes.
- */
+/** A live bar at a terminal; in a log or a pipe, whose redraws would fill with escape codes, a line per tenth of `total` (above 0). */
 export function startProgress(label: string, total: number, stderr: CliIo['stderr']): { advance(): void; stop(): void } {
   if (stderr.isTTY) {
     const bar = new cliProgress.SingleBar(
