@@ -2,9 +2,8 @@ import { Option } from 'commander';
 import { parseDuration } from '../../libs/config/index.js';
 import { EVENT_NAMES } from '../../libs/contracts/index.js';
 import { EndpointLimitError, EndpointNotFoundError, EndpointUrlTakenError, EndpointSettings, type EndpointView, endpointInputSchema, endpointPatchSchema, firstIssue, InvalidSettingsError, MAX_PER_SECOND_LIMIT, MerchantNotFoundError } from '../../libs/merchants/index.js';
-import { CliCommand, type CliContext, EXIT, NothingMatchedError, UsageError, writeLine } from './command.js';
+import { CliCommand, type CliContext, EXIT, formatTable, NothingMatchedError, UsageError, writeLine } from './command.js';
 import { CLI_ACTOR, merchantId, withSettings } from './merchant-store.js';
-import { formatTable } from './table.js';
 
 /** Endpoints as a table (also `merchants get`'s). */
 export function endpointTable(views: EndpointView[]): string {

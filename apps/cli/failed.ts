@@ -1,10 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import cliProgress from 'cli-progress';
 import { BrokerUnavailableError } from '../../libs/broker/index.js';
 import { EndpointDeletedError, EventNotSubscribedError, type FailureRow, NothingToResendError, receiverOf, type ResendService, type ResendTarget, WebhookDisabledError } from '../../libs/failed/index.js';
 import { withFailures, withResend } from './broker.js';
-import { checkEndpointId, checkReference, CliCommand, type CliContext, EXIT, NothingMatchedError, parseLimit, parseWindow, printListing, requireMerchant, TIME, UsageError, writeLine } from './command.js';
-import { startProgress } from './progress.js';
-import { formatTable, truncate } from './table.js';
+import { checkEndpointId, checkReference, CliCommand, type CliContext, type CliIo, EXIT, formatTable, NothingMatchedError, parseLimit, parseWindow, printListing, requireMerchant, TIME, truncate, UsageError, writeLine } from './command.js';
 
 // REASON beside LAST ERROR: why it ended in failed (an outage, a disabled webhook) and what was last seen.
 const HEADER = ['FAILED AT', 'MERCHANT', 'ENDPOINT', 'EVENT', 'REFERENCE', 'WEBHOOK ID', 'ATTEMPTS', 'LAST STATUS', 'REASON', 'LAST ERROR'];
@@ -227,4 +226,28 @@ async function replay(resend: ResendService, merchant: ResendTarget, candidates:
     progress.stop();
   }
   return summary;
+}
+
+/** A live bar at a terminal; in a log or a pipe, whose redraws would fill with escape codes, a line per tenth of `total` (above 0). */
+function startProgress(label: string, total: number, stderr: CliIo['stderr']): { advance(): void; stop(): void } {
+  if (stderr.isTTY) {
+    const bar = new cliProgress.SingleBar(
+      { stream: stderr, format: `${label} [{bar}] {percentage}% | {value}/{total} | ETA {eta_formatted}`, hideCursor: true },
+      cliProgress.Presets.shades_classic,
+    );
+    bar.start(total, 0);
+    return { advance: () => bar.increment(1), stop: () => bar.stop() };
+  }
+  let done = 0;
+  let tenthsReported = 0;
+  return {
+    advance() {
+      done = Math.min(total, done + 1);
+      const tenths = Math.floor((done * 10) / total);
+      if (tenths <= tenthsReported) return;
+      tenthsReported = tenths;
+      writeLine(stderr, `${label}: ${Math.floor((done * 100) / total)}% (${done}/${total})`);
+    },
+    stop() {},
+  };
 }

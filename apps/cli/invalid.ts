@@ -1,9 +1,8 @@
 import { INVALID_CODES } from '../../libs/contracts/index.js';
 import { topologyNames, type TopologyNames } from '../../libs/topology/index.js';
 import { withBroker } from './broker.js';
-import { CliCommand, EXIT, NothingMatchedError, parseLimit, printListing, UsageError, writeLine } from './command.js';
+import { CliCommand, EXIT, formatTable, NothingMatchedError, parseLimit, printListing, truncate, UsageError, writeLine } from './command.js';
 import { NO_REQUEUE, type ParkedMessage, passOverInvalid } from './invalid-pass.js';
-import { formatTable, truncate } from './table.js';
 
 /** For --help: every code a parked message can carry, and how the queue is read. */
 const HELP_AFTER = `

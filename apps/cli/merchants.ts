@@ -1,8 +1,7 @@
 import { deleteMerchantData, firstIssue, InvalidSettingsError, listAudit, type MerchantInput, merchantInputSchema, type MerchantView, resealSecrets } from '../../libs/merchants/index.js';
-import { CliCommand, EXIT, NothingMatchedError, printListing, UsageError, writeLine } from './command.js';
+import { CliCommand, EXIT, formatTable, NothingMatchedError, printListing, UsageError, writeLine } from './command.js';
 import { declareEndpoints, endpointTable } from './endpoints.js';
 import { CLI_ACTOR, merchantId, withDatabase, withSealedStore, withSettings } from './merchant-store.js';
-import { formatTable } from './table.js';
 
 function table(views: MerchantView[]): string {
   return formatTable(

@@ -1,6 +1,6 @@
 import { ADMIN_SCOPE } from '../api/auth.js';
 import { checkMerchantId, CliCommand, EXIT, UsageError, writeLine } from './command.js';
-import { adminApiBase, adminToken } from './log-source.js';
+import { adminApiBase, adminToken } from './token.js';
 
 const PERMISSIONS = ['resend', 'manage-endpoint', 'manage-secret'];
 

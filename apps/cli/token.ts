@@ -1,10 +1,10 @@
 import { SignJWT } from 'jose';
-import { parseDuration } from '../../libs/config/index.js';
+import { DEV_JWT_SECRET, parseDuration } from '../../libs/config/index.js';
 import { ADMIN_SCOPE } from '../api/auth.js';
 import { CliCommand, EXIT, UsageError, writeLine } from './command.js';
 
 /** A token signed with `secret`; AUTH_JWT_ISSUER and AUTH_JWT_AUDIENCE, when set, become its iss and aud, as the API checks them. */
-export async function signToken(env: Record<string, string | undefined>, secret: string, subject: string, scopes: string[], expiresAt: number | string): Promise<string> {
+async function signToken(env: Record<string, string | undefined>, secret: string, subject: string, scopes: string[], expiresAt: number | string): Promise<string> {
   const jwt = new SignJWT(scopes.length > 0 ? { scope: scopes.join(' ') } : {})
     .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
     .setSubject(subject)
@@ -13,6 +13,16 @@ export async function signToken(env: Record<string, string | undefined>, secret:
   if (env.AUTH_JWT_ISSUER) jwt.setIssuer(env.AUTH_JWT_ISSUER);
   if (env.AUTH_JWT_AUDIENCE) jwt.setAudience(env.AUTH_JWT_AUDIENCE);
   return jwt.sign(new TextEncoder().encode(secret));
+}
+
+/** By default `npm start`'s API, whose development database lives inside its process. */
+export function adminApiBase(env: Record<string, string | undefined>, given?: string): string {
+  return (given ?? env.WEBHOOKS_API_URL ?? `http://127.0.0.1:${env.ADMIN_PORT || env.PORT || '8080'}`).replace(/\/+$/, '');
+}
+
+/** Signed with the development secret as a last resort: only an API in development mode (npm start) accepts it. */
+export async function adminToken(env: Record<string, string | undefined>, given?: string): Promise<string> {
+  return given ?? env.WEBHOOKS_ADMIN_TOKEN ?? signToken(env, env.AUTH_JWT_SECRET ?? DEV_JWT_SECRET, 'webhooks-cli', [ADMIN_SCOPE], '5m');
 }
 
 export function declareToken(program: CliCommand): void {

@@ -1,7 +1,6 @@
 import { WaitStore } from '../../libs/waits/index.js';
 import { withPostgres } from './broker.js';
-import { CliCommand, EXIT, parseLimit, printListing, requireMerchant, writeLine } from './command.js';
-import { formatTable } from './table.js';
+import { CliCommand, EXIT, formatTable, parseLimit, printListing, requireMerchant, writeLine } from './command.js';
 
 export function declareWaitsList(program: CliCommand): void {
   program
