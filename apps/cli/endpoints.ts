@@ -1,8 +1,8 @@
 import { Option } from 'commander';
 import { parseDuration } from '../../libs/config/index.js';
 import { EVENT_NAMES } from '../../libs/contracts/index.js';
-import { EndpointLimitError, EndpointNotFoundError, EndpointUrlTakenError, EndpointSettings, type EndpointView, endpointInputSchema, endpointPatchSchema, firstIssue, InvalidSettingsError, MAX_PER_SECOND_LIMIT, MerchantNotFoundError } from '../../libs/merchants/index.js';
-import { CliCommand, type CliContext, EXIT, formatTable, NothingMatchedError, UsageError, writeLine } from './command.js';
+import { EndpointSettings, type EndpointView, endpointInputSchema, endpointPatchSchema, firstIssue, MAX_PER_SECOND_LIMIT } from '../../libs/merchants/index.js';
+import { CliCommand, type CliContext, EXIT, formatTable, UsageError, writeLine } from './command.js';
 import { CLI_ACTOR, merchantId, withSettings } from './merchant-store.js';
 
 /** Endpoints as a table (also `merchants get`'s). */
@@ -53,14 +53,8 @@ function graceSecondsOf(grace: string): number {
   return Math.round(graceMs / 1000);
 }
 
-/** Runs one endpoint command; an unknown merchant or endpoint exits 3, a refused field, the limit or a URL in use 2. */
 async function withEndpoints<T>(ctx: CliContext, run: (endpoints: EndpointSettings) => Promise<T>): Promise<T> {
-  return withSettings(ctx, (settings) => run(new EndpointSettings(settings))).catch((err: unknown) => {
-    if (err instanceof MerchantNotFoundError || err instanceof EndpointNotFoundError) throw new NothingMatchedError(err.message);
-    // Refused for what was asked (a field, the limit, a URL the merchant already sends to): exit 2, as a bad option.
-    if (err instanceof InvalidSettingsError || err instanceof EndpointLimitError || err instanceof EndpointUrlTakenError) throw new UsageError(err.message);
-    throw err;
-  });
+  return withSettings(ctx, (settings) => run(new EndpointSettings(settings)));
 }
 
 /** `webhooks merchants endpoints …`: a merchant's endpoints one at a time, as the admin API's routes. */

@@ -1,11 +1,11 @@
 import { type Database } from '../../libs/delivery-store/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
-import { type Actor, MerchantSettings, openMerchants, SecretBox } from '../../libs/merchants/index.js';
+import { type Actor, EndpointLimitError, EndpointNotFoundError, EndpointUrlTakenError, InvalidSettingsError, MerchantNotFoundError, MerchantSettings, openMerchants, SecretBox } from '../../libs/merchants/index.js';
 import { checkSchema } from '../../libs/migrations/index.js';
 import { announcer, OperationalPublisher } from '../../libs/operational/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
 import { withBroker, withPostgres } from './broker.js';
-import { type CliContext, UsageError } from './command.js';
+import { type CliContext, NothingMatchedError, UsageError } from './command.js';
 
 /** Changes made here are the CLI's in the audit trail. */
 export const CLI_ACTOR: Actor = { actor: 'cli' };
@@ -28,6 +28,12 @@ export async function withSettings<T>(ctx: CliContext, run: (settings: MerchantS
       const policy = { allowHttp: ctx.config.WEBHOOKS_DEV, allowPrivateTargets: ctx.config.ALLOW_PRIVATE_TARGETS };
       return run(new MerchantSettings(opened.writable!, policy, undefined, announce, ctx.config.MAX_ENDPOINTS_PER_MERCHANT));
     });
+  } catch (err) {
+    // Refused as by the admin API: an unknown merchant or endpoint exits 3; what was asked (a field, the
+    // endpoint limit, a URL the merchant already sends to) exits 2, as a bad option.
+    if (err instanceof MerchantNotFoundError || err instanceof EndpointNotFoundError) throw new NothingMatchedError(err.message);
+    if (err instanceof InvalidSettingsError || err instanceof EndpointLimitError || err instanceof EndpointUrlTakenError) throw new UsageError(err.message);
+    throw err;
   } finally {
     await opened.close();
   }

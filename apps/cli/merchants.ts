@@ -1,4 +1,4 @@
-import { deleteMerchantData, firstIssue, InvalidSettingsError, listAudit, type MerchantInput, merchantInputSchema, type MerchantView, resealSecrets } from '../../libs/merchants/index.js';
+import { deleteMerchantData, firstIssue, listAudit, type MerchantInput, merchantInputSchema, type MerchantView, resealSecrets } from '../../libs/merchants/index.js';
 import { CliCommand, EXIT, formatTable, NothingMatchedError, printListing, UsageError, writeLine } from './command.js';
 import { declareEndpoints, endpointTable } from './endpoints.js';
 import { CLI_ACTOR, merchantId, withDatabase, withSealedStore, withSettings } from './merchant-store.js';
@@ -81,8 +81,6 @@ export function declareMerchants(program: CliCommand): void {
           const parsed = merchantInputSchema.safeParse({ publicKey });
           if (!parsed.success) throw firstIssue(parsed.error);
           return settings.put(options.id, parsed.data as MerchantInput, { actor: CLI_ACTOR });
-        }).catch((err: unknown) => {
-          throw err instanceof InvalidSettingsError ? new UsageError(err.message) : err;
         });
         writeLine(ctx.stdout, table([result.view]));
         writeLine(ctx.stderr, `merchant ${options.id} ${result.created ? 'created' : 'updated'}${result.view.endpoints.length === 0 ? '; add an endpoint with `webhooks merchants endpoints add`' : ''}`);
