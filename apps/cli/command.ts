@@ -1,27 +1,182 @@
-import type { Command } from 'commander';
-import { type CliContext, type CliIo, contextOf } from './context.js';
-import { UsageError } from './errors.js';
+import { Command } from 'commander';
+import { parseDuration, parseEnv, withDevDefaults } from '../../libs/config/index.js';
+import { isWellFormedReference, merchantIdSchema } from '../../libs/contracts/index.js';
+import { type CliConfig, cliEnvSchema } from './config.js';
+
+/** What the program is given: its environment and streams, and the exit code a command leaves. */
+export interface CliIo {
+  env: Record<string, string | undefined>;
+  stdout: NodeJS.WritableStream;
+  /** Progress and notes for people; `isTTY` decides between a live bar and plain lines. */
+  stderr: NodeJS.WritableStream & { isTTY?: boolean };
+  now(): Date;
+  exitCode: number;
+}
+
+/** What a command needs from its surroundings, passed in so that commands never reach for globals. */
+export type CliContext = Pick<CliIo, 'env' | 'stdout' | 'stderr'> & {
+  /** Parsed on first use, so that a command that needs no broker (token) is not stopped by its settings. */
+  readonly config: CliConfig;
+};
+
+/** The command line was wrong: the message and the command's help are printed, exit 2. */
+export class UsageError extends Error {
+  override name = 'UsageError';
+}
+
+/** The command ran but found nothing to show or act on: exit 3, so scripts can tell it from a failure. */
+export class NothingMatchedError extends Error {
+  override name = 'NothingMatchedError';
+}
+
+/** Development mode (WEBHOOKS_DEV=true) brings the programs' defaults, so a command accepts what they accept. */
+function contextOf(io: CliIo): CliContext {
+  const { env } = withDevDefaults(io.env);
+  let config: CliConfig | undefined;
+  return {
+    env,
+    stdout: io.stdout,
+    stderr: io.stderr,
+    get config() {
+      return (config ??= parseEnv(cliEnvSchema, env));
+    },
+  };
+}
+
+/** A command of `webhooks`; the subcommands it makes know the program's surroundings too. */
+export class CliCommand extends Command {
+  constructor(
+    private readonly io: CliIo,
+    name?: string,
+  ) {
+    super(name);
+  }
+
+  override createCommand(name?: string): CliCommand {
+    return new CliCommand(this.io, name);
+  }
+
+  /**
+   * The command's action: `check` refuses what commander's parsing cannot (a time that does not exist),
+   * then `run` gets the environment, parsed only now so that --help and usage errors need none. A
+   * UsageError from either is printed with this command's help and exits 2.
+   */
+  handle<Raw, T>(check: (raw: Raw, args: string[], now: Date) => T, run: (options: T, ctx: CliContext) => Promise<number>): this {
+    return this.action(async () => {
+      try {
+        const options = check(this.opts<Raw & Record<string, unknown>>(), this.processedArgs as string[], this.io.now());
+        this.io.exitCode = await run(options, contextOf(this.io));
+      } catch (err) {
+        if (err instanceof UsageError) this.error(err.message, { exitCode: 2, code: 'webhooks.usage' });
+        throw err;
+      }
+    });
+  }
+}
+
+export function writeLine(stream: NodeJS.WritableStream, line: string): void {
+  stream.write(`${line}\n`);
+}
+
+// Control characters (newlines, escapes) come from message headers and bodies: never let them
+// move the cursor or break a row.
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/g;
+
+function printable(text: string): string {
+  return text.replace(CONTROL, (c) => (c === '\n' ? '\\n' : c === '\t' ? '\\t' : c === '\r' ? '\\r' : `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`));
+}
+
+export function truncate(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+}
+
+/** Columns padded to their widest cell; the last one is left ragged so long text does not pad every row. */
+export function formatTable(header: string[], rows: string[][]): string {
+  const cells = [header, ...rows].map((row) => row.map((cell) => printable(cell)));
+  const widths = header.map((_, i) => Math.max(...cells.map((row) => (row[i] ?? '').length)));
+  return cells
+    .map((row) => row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  ').trimEnd())
+    .join('\n');
+}
+
+/** Scripts get a JSON array even when it is empty; the exit code says whether anything matched. */
+export function printListing(ctx: CliContext, json: boolean, items: unknown[], nothing: string, table: () => string): void {
+  if (json) writeLine(ctx.stdout, JSON.stringify(items));
+  if (items.length === 0) throw new NothingMatchedError(nothing);
+  if (!json) writeLine(ctx.stdout, table());
+}
+
+export const TIME = `Times are ISO-8601 (2026-05-01T10:00:00Z; UTC when no offset is given) or a duration meaning
+"that long ago" (30m, 2h, 7d).`;
+
+export const EXIT = 'Exit codes: 0 done, 1 failed (broker unreachable, queue missing), 2 usage error, 3 nothing matched.';
+
+export const ENVIRONMENT = `Environment: RABBITMQ_URL, and TOPOLOGY_PREFIX (default webhooks): give the one the programs run
+with (export it in every terminal), or the commands look at another topology. token reads
+AUTH_JWT_SECRET (the development secret with WEBHOOKS_DEV=true), AUTH_JWT_ISSUER and AUTH_JWT_AUDIENCE.`;
+
+const ISO_TIME = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?)?$/i;
 
 /**
- * The action of a declared command. Commander has parsed the line against the declaration (unknown
- * options, missing values, conflicts); `check` turns what it parsed into the command's options and
- * throws a UsageError for what a declaration cannot say (a time that does not exist, a code that is
- * not one). Then `run` gets the environment, parsed only now so that --help and usage errors need
- * none. A UsageError from either is printed with this command's help and exits 2.
+ * An ISO-8601 time (UTC without an offset, as the service writes them) or a duration ago. A date or time
+ * that does not exist (2026-02-30, 24:10) is refused: Date.parse would roll it over.
  */
-export function action<Raw, T>(
-  io: CliIo,
-  check: (raw: Raw, args: string[], now: Date) => T,
-  run: (options: T, ctx: CliContext) => Promise<number>,
-): (...received: unknown[]) => Promise<void> {
-  return async (...received) => {
-    const command = received.at(-1) as Command;
-    try {
-      const options = check(command.opts<Raw & Record<string, unknown>>(), command.processedArgs as string[], io.now());
-      io.exitCode = await run(options, contextOf(io));
-    } catch (err) {
-      if (err instanceof UsageError) command.error(err.message, { exitCode: 2, code: 'webhooks.usage' });
-      throw err;
+export function parseTime(option: string, text: string, now: Date): Date {
+  const trimmed = text.trim();
+  const ago = parseDuration(trimmed);
+  if (ago !== undefined) return new Date(now.getTime() - ago);
+  const match = ISO_TIME.exec(trimmed);
+  if (match) {
+    const [, year, month, day, hour = '0', minute = '0', second = '0'] = match.map((part) => part ?? undefined);
+    const calendar = new Date(Date.UTC(Number(year), Number(month) - 1, Number(day)));
+    if (calendar.getUTCMonth() !== Number(month) - 1 || calendar.getUTCDate() !== Number(day) || Number(month) < 1) {
+      throw new UsageError(`--${option}: ${year}-${month}-${day} is not a date (month 01 to 12, and no day past the month's last)`);
     }
-  };
+    if (Number(hour) > 23 || Number(minute) > 59 || Number(second) > 59) {
+      throw new UsageError(`--${option}: ${hour}:${minute}:${second} is not a time of day (hours 00 to 23, minutes and seconds 00 to 59)`);
+    }
+    let iso = trimmed.replace(' ', 'T');
+    if (iso.includes('T') && match[7] === undefined) iso += 'Z';
+    const ms = Date.parse(iso);
+    if (Number.isFinite(ms)) return new Date(ms);
+  }
+  throw new UsageError(`--${option} takes an ISO-8601 time (e.g. 2026-05-01T10:00:00Z) or a duration ago (e.g. 30m, 2h, 7d), not "${text}"`);
+}
+
+/** --since and --until, each when given; the window they make must not be empty. */
+export function parseWindow(raw: { since?: string; until?: string }, now: Date): { since?: Date; until?: Date } {
+  const since = raw.since === undefined ? undefined : parseTime('since', raw.since, now);
+  const until = raw.until === undefined ? undefined : parseTime('until', raw.until, now);
+  if (since && until && since >= until) throw new UsageError('--since must be before --until');
+  return { since, until };
+}
+
+export function parseLimit(text: string): number {
+  const n = Number(text);
+  if (!/^\d+$/.test(text.trim()) || n < 1 || n > 1_000_000) throw new UsageError('--limit takes a whole number from 1 to 1000000');
+  return n;
+}
+
+/** The rule of the resend API: a reference it can look up, given exactly as it was published. */
+export function checkReference(text: string): string {
+  if (!isWellFormedReference(text)) throw new UsageError('a reference is 1 to 200 characters without control characters');
+  return text;
+}
+
+/** An endpoint id as the API takes it: the log's and the index's filters, the resend's choice. */
+export function checkEndpointId(text: string): string {
+  if (text.length === 0 || text.length > 200 || text.includes('\u0000')) throw new UsageError('--endpoint takes an endpoint id (ep_…) of 1 to 200 characters');
+  return text;
+}
+
+/** --merchant where the command passes it to the API, which takes only a well-formed id. */
+export function checkMerchantId(text: string | undefined): string {
+  if (!merchantIdSchema.safeParse(text).success) throw new UsageError('--merchant takes a merchant id (letters, digits, ".", "_", ":", "-")');
+  return text!;
+}
+
+export function requireMerchant(value: string | undefined, command: string): string {
+  if (value === undefined || value.trim() === '') throw new UsageError(`${command} needs --merchant <id>`);
+  if (value.length > 200) throw new UsageError('--merchant takes an id of at most 200 characters');
+  return value;
 }

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { MAX_ENDPOINTS_PER_MERCHANT } from '../../libs/merchants/schema.js';
-import { deliveryLogFields, envFields, maxEndpointsField, merchantStoreFields, parseEnv, replicationFields, tracingFields } from '../../libs/config/index.js';
+import { deliveryLogFields, envFields, maxEndpointsField, merchantStoreFields, replicationFields, tracingFields } from '../../libs/config/index.js';
 
 /** What the commands read: the broker and the topology, and for merchants the database; other programs' settings never stop them. */
 export const cliEnvSchema = z.object({
@@ -23,7 +23,3 @@ export const cliEnvSchema = z.object({
 });
 
 export type CliConfig = z.infer<typeof cliEnvSchema>;
-
-export function loadCliConfig(env: Record<string, string | undefined>): CliConfig {
-  return parseEnv(cliEnvSchema, env);
-}

@@ -1,24 +1,9 @@
-import { type Command, Option } from 'commander';
+import { Option } from 'commander';
+import { parseDuration } from '../../libs/config/index.js';
 import { EVENT_NAMES } from '../../libs/contracts/index.js';
-import {
-  EndpointLimitError,
-  EndpointNotFoundError,
-  EndpointUrlTakenError,
-  EndpointSettings,
-  type EndpointView,
-  endpointInputSchema,
-  endpointPatchSchema,
-  firstIssue,
-  InvalidSettingsError,
-  MAX_PER_SECOND_LIMIT,
-  MerchantNotFoundError,
-} from '../../libs/merchants/index.js';
-import { action } from './command.js';
-import { type CliContext, type CliIo, writeLine } from './context.js';
-import { NothingMatchedError, UsageError } from './errors.js';
-import { EXIT } from './help-text.js';
-import { CLI_ACTOR, graceSecondsOf, KEEP_STORED_URL, merchantId, urlPolicy, withSettings } from './merchant-store.js';
-import { formatTable } from './table.js';
+import { EndpointSettings, type EndpointView, endpointInputSchema, endpointPatchSchema, firstIssue, MAX_PER_SECOND_LIMIT } from '../../libs/merchants/index.js';
+import { CliCommand, type CliContext, EXIT, formatTable, UsageError, writeLine } from './command.js';
+import { CLI_ACTOR, merchantId, withSettings } from './merchant-store.js';
 
 /** Endpoints as a table (also `merchants get`'s). */
 export function endpointTable(views: EndpointView[]): string {
@@ -38,7 +23,6 @@ export function endpointTable(views: EndpointView[]): string {
   );
 }
 
-/** --max-per-second: a whole number from 1 to MAX_PER_SECOND_LIMIT. */
 function maxPerSecondOf(raw: string): number {
   const n = Number(raw);
   if (!(/^\d+$/.test(raw.trim()) && Number.isInteger(n) && n >= 1 && n <= MAX_PER_SECOND_LIMIT)) {
@@ -47,7 +31,6 @@ function maxPerSecondOf(raw: string): number {
   return n;
 }
 
-/** The endpoint id argument (the second). */
 function endpointId(args: string[]): string {
   const id = args[1];
   if (id === undefined || id.trim() === '') throw new UsageError('give the endpoint id (ep_…)');
@@ -63,18 +46,19 @@ function eventsOf(raw: string | undefined): string[] | undefined {
   return events;
 }
 
-/** Runs one endpoint command; an unknown merchant or endpoint exits 3, a refused field, the limit or a URL in use 2. */
-async function withEndpoints<T>(ctx: CliContext, changesUrl: boolean, run: (endpoints: EndpointSettings) => Promise<T>): Promise<T> {
-  return withSettings(ctx, changesUrl ? urlPolicy(ctx) : KEEP_STORED_URL, (settings) => run(new EndpointSettings(settings))).catch((err: unknown) => {
-    if (err instanceof MerchantNotFoundError || err instanceof EndpointNotFoundError) throw new NothingMatchedError(err.message);
-    // Refused for what was asked (a field, the limit, a URL the merchant already sends to): exit 2, as a bad option.
-    if (err instanceof InvalidSettingsError || err instanceof EndpointLimitError || err instanceof EndpointUrlTakenError) throw new UsageError(err.message);
-    throw err;
-  });
+/** --grace of a rotation: a duration up to 30 days, or 0 (a leaked secret stops at once), in seconds. */
+function graceSecondsOf(grace: string): number {
+  const graceMs = grace.trim() === '0' ? 0 : parseDuration(grace);
+  if (graceMs === undefined || graceMs > 30 * 86_400_000) throw new UsageError('--grace takes a duration up to 30d (e.g. 24h), or 0');
+  return Math.round(graceMs / 1000);
+}
+
+async function withEndpoints<T>(ctx: CliContext, run: (endpoints: EndpointSettings) => Promise<T>): Promise<T> {
+  return withSettings(ctx, (settings) => run(new EndpointSettings(settings)));
 }
 
 /** `webhooks merchants endpoints …`: a merchant's endpoints one at a time, as the admin API's routes. */
-export function declareEndpoints(merchants: Command, io: CliIo): void {
+export function declareEndpoints(merchants: CliCommand): void {
   const endpoints = merchants
     .command('endpoints')
     .summary("lists, adds, changes, deletes a merchant's endpoints and rotates one's secret")
@@ -86,13 +70,11 @@ export function declareEndpoints(merchants: Command, io: CliIo): void {
     .argument('<merchant-id>')
     .option('--json', 'one JSON array on stdout, for scripts', false)
     .addHelpText('after', `\n${EXIT} (3: no such merchant)`)
-    .action(
-      action(io, (raw: { json: boolean }, args) => ({ id: merchantId(args), json: raw.json }), async (options, ctx) => {
-        const views = await withEndpoints(ctx, false, async (each) => each.list(options.id));
-        writeLine(ctx.stdout, options.json ? JSON.stringify(views) : endpointTable(views));
-        return 0;
-      }),
-    );
+    .handle((raw: { json: boolean }, args) => ({ id: merchantId(args), json: raw.json }), async (options, ctx) => {
+      const views = await withEndpoints(ctx, async (each) => each.list(options.id));
+      writeLine(ctx.stdout, options.json ? JSON.stringify(views) : endpointTable(views));
+      return 0;
+    });
 
   endpoints
     .command('add')
@@ -105,30 +87,27 @@ export function declareEndpoints(merchants: Command, io: CliIo): void {
     .option('--max-per-second <n>', `throttle: at most n webhooks a second to it, 1 to ${MAX_PER_SECOND_LIMIT}, across every dispatcher (default: no limit)`)
     .option('--order-by-reference', 'order per reference: a webhook waits while an earlier one of its tnxRef (a payout: reference) is not yet delivered, failed or skipped', false)
     .addHelpText('after', `\nA merchant has at most MAX_ENDPOINTS_PER_MERCHANT endpoints (20 by default), each URL once.\n${EXIT} (2 also: the limit reached, or the URL already used; 3: no such merchant)`)
-    .action(
-      action(
-        io,
-        (raw: { url: string; events?: string; description?: string; disabled: boolean; maxPerSecond?: string; orderByReference: boolean }, args) => ({
-          id: merchantId(args),
-          input: {
-            url: raw.url,
-            enabled: !raw.disabled,
-            ...(raw.events ? { events: eventsOf(raw.events) } : {}),
-            ...(raw.description ? { description: raw.description } : {}),
-            ...(raw.maxPerSecond === undefined ? {} : { maxPerSecond: maxPerSecondOf(raw.maxPerSecond) }),
-            ...(raw.orderByReference ? { orderByReference: true } : {}),
-          },
-        }),
-        async (options, ctx) => {
-          const parsed = endpointInputSchema.safeParse(options.input);
-          if (!parsed.success) throw new UsageError(firstIssue(parsed.error).message);
-          const created = await withEndpoints(ctx, true, (each) => each.create(options.id, parsed.data, { actor: CLI_ACTOR }));
-          writeLine(ctx.stdout, endpointTable([created.view]));
-          writeLine(ctx.stdout, `webhook secret: ${created.secret}`);
-          writeLine(ctx.stderr, `endpoint ${created.view.id} of merchant ${options.id} added; give this secret to the merchant now: it is not shown again.`);
-          return 0;
+    .handle(
+      (raw: { url: string; events?: string; description?: string; disabled: boolean; maxPerSecond?: string; orderByReference: boolean }, args) => ({
+        id: merchantId(args),
+        input: {
+          url: raw.url,
+          enabled: !raw.disabled,
+          ...(raw.events ? { events: eventsOf(raw.events) } : {}),
+          ...(raw.description ? { description: raw.description } : {}),
+          ...(raw.maxPerSecond === undefined ? {} : { maxPerSecond: maxPerSecondOf(raw.maxPerSecond) }),
+          ...(raw.orderByReference ? { orderByReference: true } : {}),
         },
-      ),
+      }),
+      async (options, ctx) => {
+        const parsed = endpointInputSchema.safeParse(options.input);
+        if (!parsed.success) throw new UsageError(firstIssue(parsed.error).message);
+        const created = await withEndpoints(ctx, (each) => each.create(options.id, parsed.data, { actor: CLI_ACTOR }));
+        writeLine(ctx.stdout, endpointTable([created.view]));
+        writeLine(ctx.stdout, `webhook secret: ${created.secret}`);
+        writeLine(ctx.stderr, `endpoint ${created.view.id} of merchant ${options.id} added; give this secret to the merchant now: it is not shown again.`);
+        return 0;
+      },
     );
 
   endpoints
@@ -147,32 +126,29 @@ export function declareEndpoints(merchants: Command, io: CliIo): void {
     .option('--order-by-reference', 'order per reference')
     .option('--no-order-by-reference', 'no order promised')
     .addHelpText('after', `\n${EXIT} (2 also: the URL already used by another endpoint of the merchant; 3: no such merchant or endpoint)`)
-    .action(
-      action(
-        io,
-        (raw: { url?: string; events?: string; allEvents: boolean; description?: string; enable?: boolean; disable?: boolean; maxPerSecond?: string; unthrottled?: boolean; orderByReference?: boolean }, args) => {
-          if (raw.enable && raw.disable) throw new UsageError('give --enable or --disable, not both');
-          const patch = {
-            ...(raw.url === undefined ? {} : { url: raw.url }),
-            ...(raw.allEvents ? { events: null } : raw.events === undefined ? {} : { events: eventsOf(raw.events) }),
-            ...(raw.description === undefined ? {} : { description: raw.description }),
-            ...(raw.enable ? { enabled: true } : raw.disable ? { enabled: false } : {}),
-            ...(raw.unthrottled ? { maxPerSecond: null } : raw.maxPerSecond === undefined ? {} : { maxPerSecond: maxPerSecondOf(raw.maxPerSecond) }),
-            ...(raw.orderByReference === undefined ? {} : { orderByReference: raw.orderByReference }),
-          };
-          if (Object.keys(patch).length === 0) {
-            throw new UsageError('give what to change: --url, --events, --all-events, --description, --enable, --disable, --max-per-second, --unthrottled or --(no-)order-by-reference');
-          }
-          return { id: merchantId(args), endpoint: endpointId(args), patch };
-        },
-        async (options, ctx) => {
-          const parsed = endpointPatchSchema.safeParse(options.patch);
-          if (!parsed.success) throw new UsageError(firstIssue(parsed.error).message);
-          const written = await withEndpoints(ctx, parsed.data.url !== undefined, (each) => each.patch(options.id, options.endpoint, parsed.data, { actor: CLI_ACTOR }));
-          writeLine(ctx.stdout, endpointTable([written.view]));
-          return 0;
-        },
-      ),
+    .handle(
+      (raw: { url?: string; events?: string; allEvents: boolean; description?: string; enable?: boolean; disable?: boolean; maxPerSecond?: string; unthrottled?: boolean; orderByReference?: boolean }, args) => {
+        if (raw.enable && raw.disable) throw new UsageError('give --enable or --disable, not both');
+        const patch = {
+          ...(raw.url === undefined ? {} : { url: raw.url }),
+          ...(raw.allEvents ? { events: null } : raw.events === undefined ? {} : { events: eventsOf(raw.events) }),
+          ...(raw.description === undefined ? {} : { description: raw.description }),
+          ...(raw.enable ? { enabled: true } : raw.disable ? { enabled: false } : {}),
+          ...(raw.unthrottled ? { maxPerSecond: null } : raw.maxPerSecond === undefined ? {} : { maxPerSecond: maxPerSecondOf(raw.maxPerSecond) }),
+          ...(raw.orderByReference === undefined ? {} : { orderByReference: raw.orderByReference }),
+        };
+        if (Object.keys(patch).length === 0) {
+          throw new UsageError('give what to change: --url, --events, --all-events, --description, --enable, --disable, --max-per-second, --unthrottled or --(no-)order-by-reference');
+        }
+        return { id: merchantId(args), endpoint: endpointId(args), patch };
+      },
+      async (options, ctx) => {
+        const parsed = endpointPatchSchema.safeParse(options.patch);
+        if (!parsed.success) throw new UsageError(firstIssue(parsed.error).message);
+        const written = await withEndpoints(ctx, (each) => each.patch(options.id, options.endpoint, parsed.data, { actor: CLI_ACTOR }));
+        writeLine(ctx.stdout, endpointTable([written.view]));
+        return 0;
+      },
     );
 
   endpoints
@@ -181,13 +157,11 @@ export function declareEndpoints(merchants: Command, io: CliIo): void {
     .argument('<merchant-id>')
     .argument('<endpoint-id>')
     .addHelpText('after', `\n${EXIT} (3: no such merchant or endpoint)`)
-    .action(
-      action(io, (_raw: object, args) => ({ id: merchantId(args), endpoint: endpointId(args) }), async (options, ctx) => {
-        await withEndpoints(ctx, false, (each) => each.delete(options.id, options.endpoint, { actor: CLI_ACTOR }));
-        writeLine(ctx.stderr, `endpoint ${options.endpoint} of merchant ${options.id} deleted`);
-        return 0;
-      }),
-    );
+    .handle((_raw: object, args) => ({ id: merchantId(args), endpoint: endpointId(args) }), async (options, ctx) => {
+      await withEndpoints(ctx, (each) => each.delete(options.id, options.endpoint, { actor: CLI_ACTOR }));
+      writeLine(ctx.stderr, `endpoint ${options.endpoint} of merchant ${options.id} deleted`);
+      return 0;
+    });
 
   endpoints
     .command('rotate-secret')
@@ -196,16 +170,13 @@ export function declareEndpoints(merchants: Command, io: CliIo): void {
     .argument('<endpoint-id>')
     .option('--grace <duration>', 'how long the previous secret keeps signing: up to 30d, or 0 for none (a leaked secret)', '24h')
     .addHelpText('after', `\n${EXIT} (3: no such merchant or endpoint)`)
-    .action(
-      action(
-        io,
-        (raw: { grace: string }, args) => ({ id: merchantId(args), endpoint: endpointId(args), graceSeconds: graceSecondsOf(raw.grace) }),
-        async (options, ctx) => {
-          const rotated = await withEndpoints(ctx, false, (each) => each.rotate(options.id, options.endpoint, options.graceSeconds, { actor: CLI_ACTOR }));
-          writeLine(ctx.stdout, `webhook secret: ${rotated.secret}`);
-          writeLine(ctx.stderr, rotated.previousSecretExpiresAt ? `The previous secret keeps signing until ${rotated.previousSecretExpiresAt}.` : 'The previous secret stopped signing at once.');
-          return 0;
-        },
-      ),
+    .handle(
+      (raw: { grace: string }, args) => ({ id: merchantId(args), endpoint: endpointId(args), graceSeconds: graceSecondsOf(raw.grace) }),
+      async (options, ctx) => {
+        const rotated = await withEndpoints(ctx, (each) => each.rotate(options.id, options.endpoint, options.graceSeconds, { actor: CLI_ACTOR }));
+        writeLine(ctx.stdout, `webhook secret: ${rotated.secret}`);
+        writeLine(ctx.stderr, rotated.previousSecretExpiresAt ? `The previous secret keeps signing until ${rotated.previousSecretExpiresAt}.` : 'The previous secret stopped signing at once.');
+        return 0;
+      },
     );
 }

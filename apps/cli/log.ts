@@ -1,36 +1,9 @@
-import type { Command } from 'commander';
 import { WEBHOOK_STATUSES } from '../../libs/delivery-log/index.js';
-import { onEndpoint, type WebhookDetail, type WebhookSummary } from '../../libs/delivery-store/index.js';
-import { merchantIdSchema } from '../../libs/contracts/index.js';
-import { action } from './command.js';
-import { type CliContext, type CliIo, writeLine } from './context.js';
-import { NothingMatchedError, UsageError } from './errors.js';
-import { EXIT } from './help-text.js';
-import { openLogSource } from './log-source.js';
-import { checkEndpointId, checkReference, parseLimit } from './options.js';
-import { formatTable, truncate } from './table.js';
+import { type DeliveryLogQueries, deliveryLogQueries, onEndpoint, openPostgres, type WebhookDetail, type WebhookSummary } from '../../libs/delivery-store/index.js';
+import { checkEndpointId, checkMerchantId, checkReference, CliCommand, type CliContext, EXIT, formatTable, parseLimit, printListing, truncate, UsageError, writeLine } from './command.js';
+import { adminApiBase, adminToken } from './token.js';
 
-interface Raw {
-  merchant?: string;
-  reference?: string;
-  webhookId?: string;
-  status?: string;
-  endpoint?: string;
-  limit: string;
-  json: boolean;
-}
-
-export interface LogOptions {
-  merchantId: string;
-  reference?: string;
-  webhookId?: string;
-  status?: string;
-  endpointId?: string;
-  limit: number;
-  json: boolean;
-}
-
-export function declareLog(program: Command, io: CliIo): void {
+export function declareLog(program: CliCommand): void {
   program
     .command('log')
     .summary("what happened to a merchant's webhooks: each one's attempts, from the delivery log")
@@ -53,26 +26,25 @@ export function declareLog(program: Command, io: CliIo): void {
       "\nEnvironment: DATABASE_URL (the delivery log's PostgreSQL); without it WEBHOOKS_API_URL (the API, default http://127.0.0.1:<ADMIN_PORT or PORT or 8080>) " +
         `and WEBHOOKS_ADMIN_TOKEN (an admin token; else one signed with AUTH_JWT_SECRET or the development secret).\n${EXIT}`,
     )
-    .action(action(io, check, run));
-}
-
-function check(raw: Raw): LogOptions {
-  if (!merchantIdSchema.safeParse(raw.merchant).success) throw new UsageError('--merchant takes a merchant id (letters, digits, ".", "_", ":", "-")');
-  if (raw.status !== undefined && !(WEBHOOK_STATUSES as readonly string[]).includes(raw.status)) {
-    throw new UsageError(`--status must be one of ${WEBHOOK_STATUSES.join(', ')}`);
-  }
-  if (raw.webhookId !== undefined && (raw.webhookId.length === 0 || raw.webhookId.length > 200)) throw new UsageError('--webhook-id takes 1 to 200 characters');
-  const limit = parseLimit(raw.limit);
-  if (limit > 100) throw new UsageError('--limit is at most 100 here');
-  return {
-    merchantId: raw.merchant!,
-    reference: raw.reference === undefined ? undefined : checkReference(raw.reference),
-    webhookId: raw.webhookId,
-    status: raw.status,
-    endpointId: raw.endpoint === undefined ? undefined : checkEndpointId(raw.endpoint),
-    limit,
-    json: raw.json,
-  };
+    .handle(
+      (raw: { merchant?: string; reference?: string; webhookId?: string; status?: string; endpoint?: string; limit: string; json: boolean }) => {
+        const merchant = checkMerchantId(raw.merchant);
+        if (raw.status !== undefined && !(WEBHOOK_STATUSES as readonly string[]).includes(raw.status)) {
+          throw new UsageError(`--status must be one of ${WEBHOOK_STATUSES.join(', ')}`);
+        }
+        if (raw.webhookId !== undefined && (raw.webhookId.length === 0 || raw.webhookId.length > 200)) throw new UsageError('--webhook-id takes 1 to 200 characters');
+        const limit = parseLimit(raw.limit);
+        if (limit > 100) throw new UsageError('--limit is at most 100 here');
+        return {
+          ...raw,
+          merchant,
+          reference: raw.reference === undefined ? undefined : checkReference(raw.reference),
+          endpointId: raw.endpoint === undefined ? undefined : checkEndpointId(raw.endpoint),
+          limit,
+        };
+      },
+      run,
+    );
 }
 
 function summaryRow(w: WebhookSummary): string[] {
@@ -91,7 +63,7 @@ function summaryRow(w: WebhookSummary): string[] {
 }
 
 /** One webhook and its records, oldest first: what support reads to answer "did they get it?". */
-export function timeline(w: WebhookDetail): string {
+function timeline(w: WebhookDetail): string {
   // Repeats upstream published within INTAKE_DEDUPE_WINDOW, acked without delivery: said only when there were some.
   const repeats = w.duplicates > 0 ? `, ${w.duplicates} repeat(s) dropped at intake, last ${w.lastDuplicateAt}` : '';
   const head = `${w.webhookId}  ${w.event}  ${w.references.join(',')}  first seen ${w.firstSeenAt}  ${w.status}, ${w.attempts} attempt(s)${repeats}`;
@@ -107,27 +79,94 @@ export function timeline(w: WebhookDetail): string {
   return `${head}\n${formatTable(['TIME', 'OUTCOME', 'ATTEMPT', 'DURATION', 'STATUS', 'ENDPOINT', 'DETAIL'], rows)}`;
 }
 
-async function run(options: LogOptions, ctx: CliContext): Promise<number> {
+async function run(options: { merchant: string; reference?: string; webhookId?: string; status?: string; endpointId?: string; limit: number; json: boolean }, ctx: CliContext): Promise<number> {
+  const { merchant, reference, webhookId, status, endpointId, limit, json } = options;
+  const nothing = 'no webhook in the delivery log matches';
   const log = await openLogSource(ctx);
   try {
-    if (options.webhookId || options.reference) {
-      const details = options.webhookId
-        ? [await log.getWebhook(options.merchantId, options.webhookId)].filter((d): d is WebhookDetail => d !== undefined).flatMap((d) => (options.endpointId === undefined ? [d] : [onEndpoint(d, options.endpointId)].filter((e): e is WebhookDetail => e !== undefined)))
-        : (await log.listWebhookDetails(options.merchantId, { reference: options.reference, status: options.status, endpointId: options.endpointId, limit: options.limit })).webhooks;
-      if (options.json) writeLine(ctx.stdout, JSON.stringify(details));
-      if (details.length === 0) throw new NothingMatchedError('no webhook in the delivery log matches');
-      if (!options.json) writeLine(ctx.stdout, details.map(timeline).join('\n\n'));
-      return 0;
+    if (webhookId) {
+      const detail = await log.getWebhook(merchant, webhookId);
+      const shown = detail && (endpointId === undefined ? detail : onEndpoint(detail, endpointId));
+      const details = shown ? [shown] : [];
+      printListing(ctx, json, details, nothing, () => details.map(timeline).join('\n\n'));
+    } else if (reference) {
+      const { webhooks } = await log.listWebhookDetails(merchant, { reference, status, endpointId, limit });
+      printListing(ctx, json, webhooks, nothing, () => webhooks.map(timeline).join('\n\n'));
+    } else {
+      const page = await log.listWebhooks(merchant, { status, endpointId, limit });
+      printListing(ctx, json, page.webhooks, nothing, () =>
+        formatTable(['FIRST SEEN', 'WEBHOOK-ID', 'ENDPOINT', 'EVENT', 'REFERENCES', 'STATUS', 'ATTEMPTS', 'LAST', 'NEXT', 'LAST ERROR'], page.webhooks.map(summaryRow)),
+      );
+      if (page.nextCursor) writeLine(ctx.stderr, `showing the ${page.webhooks.length} most recent; raise --limit or add --status to see others`);
     }
-    const page = await log.listWebhooks(options.merchantId, { status: options.status, endpointId: options.endpointId, limit: options.limit });
-    if (options.json) writeLine(ctx.stdout, JSON.stringify(page.webhooks));
-    if (page.webhooks.length === 0) throw new NothingMatchedError('no webhook in the delivery log matches');
-    if (!options.json) {
-      writeLine(ctx.stdout, formatTable(['FIRST SEEN', 'WEBHOOK-ID', 'ENDPOINT', 'EVENT', 'REFERENCES', 'STATUS', 'ATTEMPTS', 'LAST', 'NEXT', 'LAST ERROR'], page.webhooks.map(summaryRow)));
-    }
-    if (page.nextCursor) writeLine(ctx.stderr, `showing the ${page.webhooks.length} most recent; raise --limit or add --status to see others`);
     return 0;
   } finally {
     await log.close();
   }
+}
+
+/** What `webhooks log` reads: the delivery log in PostgreSQL, or the same through the admin API. */
+type LogSource = Pick<DeliveryLogQueries, 'getWebhook' | 'listWebhooks' | 'listWebhookDetails'> & { close(): Promise<void> };
+
+/** DATABASE_URL when set; else the running API's admin routes, as beside `npm start`, whose database is in its process. */
+export async function openLogSource(ctx: CliContext): Promise<LogSource> {
+  const url = ctx.env.DATABASE_URL;
+  if (url) {
+    const database = openPostgres(url, { maxConnections: 2, applicationName: 'webhooks-cli log' });
+    return { ...deliveryLogQueries(database), close: () => database.close() };
+  }
+  let base: URL;
+  try {
+    base = new URL(adminApiBase(ctx.env));
+  } catch {
+    throw new UsageError('WEBHOOKS_API_URL is not a URL (e.g. http://127.0.0.1:8080)');
+  }
+  return apiLogSource(base, await adminToken(ctx.env));
+}
+
+/** The admin API's routes for the log, answering as the database does. */
+function apiLogSource(base: URL, token: string): LogSource {
+  const get = async <T>(path: string, query: Record<string, string>, notFoundIsNone = false): Promise<T | undefined> => {
+    const url = new URL(path, base);
+    for (const [name, value] of Object.entries(query)) url.searchParams.set(name, value);
+    let res: Response;
+    try {
+      res = await fetch(url, { headers: { authorization: `Bearer ${token}`, accept: 'application/json' }, signal: AbortSignal.timeout(15_000) });
+    } catch {
+      throw new Error(
+        `DATABASE_URL is not set, and no API answers at ${base.origin}: set DATABASE_URL to read the delivery log in PostgreSQL, ` +
+          'or start the API (npm start) or set WEBHOOKS_API_URL to one that runs',
+      );
+    }
+    const body = (await res.json().catch(() => undefined)) as { message?: string; error?: { code?: string }; data?: T } | undefined;
+    if (res.ok) return body?.data;
+    if (res.status === 404 && notFoundIsNone && body?.error?.code === 'webhook_not_found') return undefined;
+    if (res.status === 401 || res.status === 403) {
+      throw new Error(`the API at ${base.origin} refused the CLI's token (${res.status}): set WEBHOOKS_ADMIN_TOKEN to an admin token, or AUTH_JWT_SECRET to the API's`);
+    }
+    throw new Error(`the API at ${base.origin} answered ${res.status}: ${body?.message ?? 'no message'}`);
+  };
+  const source: LogSource = {
+    getWebhook: (merchantId, webhookId) => get<WebhookDetail>(`/admin/merchants/${encodeURIComponent(merchantId)}/webhooks/${encodeURIComponent(webhookId)}`, {}, true),
+    async listWebhooks(merchantId, filters) {
+      const query: Record<string, string> = { limit: String(filters.limit) };
+      for (const name of ['reference', 'status', 'event', 'endpointId'] as const) if (filters[name] !== undefined) query[name] = String(filters[name]);
+      return (await get<{ webhooks: WebhookSummary[]; nextCursor: string | null }>(`/admin/merchants/${encodeURIComponent(merchantId)}/webhooks`, query))!;
+    },
+    async listWebhookDetails(merchantId, filters) {
+      const page = await source.listWebhooks(merchantId, filters);
+      // One at a time: the API lets a merchant's log have 2 reads in flight and 8 waiting, and
+      // answers 429 past them; a reference rarely names more than a few webhooks.
+      const details: WebhookDetail[] = [];
+      for (const w of page.webhooks) {
+        const detail = await source.getWebhook(merchantId, w.webhookId);
+        // The list's item is one delivery: its detail shows that delivery (the database's answer does the same).
+        const delivery = detail && onEndpoint(detail, w.endpointId);
+        if (delivery) details.push(delivery);
+      }
+      return { webhooks: details, nextCursor: page.nextCursor };
+    },
+    close: async () => {},
+  };
+  return source;
 }

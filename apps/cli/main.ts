@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-import type { CliIo } from './context.js';
-import { runCli } from './run.js';
+import type { CliIo } from './command.js';
+import { runCli } from './program.js';
 
 /** Exits once what was written to stdout is flushed, so a piped listing is never cut short. */
 function exit(code: number): void {

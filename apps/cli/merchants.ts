@@ -1,21 +1,7 @@
-import type { Command } from 'commander';
-import {
-  InvalidSettingsError,
-  type MerchantInput,
-  type MerchantView,
-  firstIssue,
-  merchantInputSchema,
-  resealSecrets,
-  deleteMerchantData,
-  listAudit,
-} from '../../libs/merchants/index.js';
-import { CLI_ACTOR, KEEP_STORED_URL, merchantId, urlPolicy, withDatabase, withSealedStore, withSettings } from './merchant-store.js';
+import { deleteMerchantData, firstIssue, listAudit, type MerchantInput, merchantInputSchema, type MerchantView, resealSecrets } from '../../libs/merchants/index.js';
+import { CliCommand, EXIT, formatTable, NothingMatchedError, printListing, UsageError, writeLine } from './command.js';
 import { declareEndpoints, endpointTable } from './endpoints.js';
-import { action } from './command.js';
-import { type CliContext, type CliIo, writeLine } from './context.js';
-import { NothingMatchedError, UsageError } from './errors.js';
-import { EXIT } from './help-text.js';
-import { formatTable } from './table.js';
+import { CLI_ACTOR, merchantId, withDatabase, withSealedStore, withSettings } from './merchant-store.js';
 
 function table(views: MerchantView[]): string {
   return formatTable(
@@ -32,7 +18,14 @@ function disabledTable(views: MerchantView[]): string {
   );
 }
 
-export function declareMerchants(program: Command, io: CliIo): void {
+/** An audit entry's changes on one line: a field's new value, or what was recorded of it (a secret: only that it rotated). */
+function changesOf(changes: Record<string, unknown>): string {
+  return Object.entries(changes)
+    .map(([field, change]) => (typeof change === 'object' && change && 'to' in change ? `${field}=${JSON.stringify((change as { to: unknown }).to)}` : `${field}:${JSON.stringify(change)}`))
+    .join(' ');
+}
+
+export function declareMerchants(program: CliCommand): void {
   const merchants = program
     .command('merchants')
     .usage('<list|get|set|endpoints|audit|reseal|delete> [options]')
@@ -46,16 +39,12 @@ export function declareMerchants(program: Command, io: CliIo): void {
     .option('--json', 'one JSON array on stdout, for scripts', false)
     .option('--disabled', 'only endpoints that are off, one a line: why (failing: disabled automatically after ENDPOINT_DISABLE_AFTER; manual) and since when', false)
     .addHelpText('after', `\n${EXIT}`)
-    .action(
-      action(io, (raw: { json: boolean; disabled: boolean }) => raw, async (options, ctx) => {
-        const all = await withSettings(ctx, urlPolicy(ctx), async (settings) => settings.list());
-        const views = options.disabled ? all.filter((v) => v.endpoints.some((endpoint) => !endpoint.enabled)) : all;
-        if (options.json) writeLine(ctx.stdout, JSON.stringify(views));
-        if (views.length === 0) throw new NothingMatchedError(options.disabled ? 'no disabled endpoint' : 'no merchant in the database');
-        if (!options.json) writeLine(ctx.stdout, options.disabled ? disabledTable(views) : table(views));
-        return 0;
-      }),
-    );
+    .handle((raw: { json: boolean; disabled: boolean }) => raw, async ({ json, disabled }, ctx) => {
+      const all = await withSettings(ctx, async (settings) => settings.list());
+      const views = disabled ? all.filter((v) => v.endpoints.some((endpoint) => !endpoint.enabled)) : all;
+      printListing(ctx, json, views, disabled ? 'no disabled endpoint' : 'no merchant in the database', () => (disabled ? disabledTable(views) : table(views)));
+      return 0;
+    });
 
   merchants
     .command('get')
@@ -64,15 +53,13 @@ export function declareMerchants(program: Command, io: CliIo): void {
     .argument('<merchant-id>')
     .option('--json', 'one JSON object on stdout, for scripts', false)
     .addHelpText('after', `\n${EXIT} (3: no such merchant)`)
-    .action(
-      action(io, (raw: { json: boolean }, args) => ({ id: merchantId(args), json: raw.json }), async (options, ctx) => {
-        const view = await withSettings(ctx, urlPolicy(ctx), async (settings) => settings.get(options.id));
-        if (!view) throw new NothingMatchedError(`no merchant ${options.id}`);
-        writeLine(ctx.stdout, options.json ? JSON.stringify(view) : table([view]));
-        if (!options.json && view.endpoints.length > 0) writeLine(ctx.stdout, `\n${endpointTable(view.endpoints)}`);
-        return 0;
-      }),
-    );
+    .handle((raw: { json: boolean }, args) => ({ id: merchantId(args), json: raw.json }), async (options, ctx) => {
+      const view = await withSettings(ctx, async (settings) => settings.get(options.id));
+      if (!view) throw new NothingMatchedError(`no merchant ${options.id}`);
+      writeLine(ctx.stdout, options.json ? JSON.stringify(view) : table([view]));
+      if (!options.json && view.endpoints.length > 0) writeLine(ctx.stdout, `\n${endpointTable(view.endpoints)}`);
+      return 0;
+    });
 
   merchants
     .command('set')
@@ -84,7 +71,22 @@ export function declareMerchants(program: Command, io: CliIo): void {
     .argument('<merchant-id>')
     .option('--public-key <key>', 'the key the merchant sends as x-auth-token (8 to 512 characters, unique)')
     .addHelpText('after', `\n${EXIT}`)
-    .action(action(io, checkSet, runSet));
+    .handle(
+      (raw: { publicKey?: string }, args) => ({ id: merchantId(args), publicKey: raw.publicKey }),
+      // A merchant's own settings; its endpoints are kept (they are written by `merchants endpoints`).
+      async (options, ctx) => {
+        const result = await withSettings(ctx, async (settings) => {
+          const publicKey = options.publicKey ?? settings.get(options.id)?.publicKey;
+          if (publicKey === undefined) throw new UsageError(`merchant ${options.id} is new: give --public-key`);
+          const parsed = merchantInputSchema.safeParse({ publicKey });
+          if (!parsed.success) throw firstIssue(parsed.error);
+          return settings.put(options.id, parsed.data as MerchantInput, { actor: CLI_ACTOR });
+        });
+        writeLine(ctx.stdout, table([result.view]));
+        writeLine(ctx.stderr, `merchant ${options.id} ${result.created ? 'created' : 'updated'}${result.view.endpoints.length === 0 ? '; add an endpoint with `webhooks merchants endpoints add`' : ''}`);
+        return 0;
+      },
+    );
 
   merchants
     .command('audit')
@@ -98,26 +100,19 @@ export function declareMerchants(program: Command, io: CliIo): void {
     .option('--limit <n>', 'entries at most', '50')
     .option('--json', 'one JSON array on stdout, for scripts', false)
     .addHelpText('after', `\n${EXIT} (3: nothing recorded for this merchant)`)
-    .action(
-      action(
-        io,
-        (raw: { limit: string; json: boolean }, args) => {
-          const limit = Number(raw.limit);
-          if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new UsageError('--limit takes a whole number from 1 to 500');
-          return { id: merchantId(args), limit, json: raw.json };
-        },
-        async (options, ctx) => {
-          const entries = await withSealedStore(ctx, (database) => listAudit(database, options.id, options.limit));
-          if (options.json) writeLine(ctx.stdout, JSON.stringify(entries));
-          if (entries.length === 0) throw new NothingMatchedError(`nothing recorded for merchant ${options.id}`);
-          if (!options.json) {
-            const shown = (changes: Record<string, unknown>) =>
-              Object.entries(changes).map(([field, change]) => (typeof change === 'object' && change && 'to' in change ? `${field}=${JSON.stringify((change as { to: unknown }).to)}` : `${field}:${JSON.stringify(change)}`)).join(' ');
-            writeLine(ctx.stdout, formatTable(['AT', 'ACTOR', 'ACTION', 'ADDRESS', 'CHANGES'], entries.map((e) => [e.at, e.actor, e.action, e.address ?? '-', shown(e.changes)])));
-          }
-          return 0;
-        },
-      ),
+    .handle(
+      (raw: { limit: string; json: boolean }, args) => {
+        const limit = Number(raw.limit);
+        if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new UsageError('--limit takes a whole number from 1 to 500');
+        return { id: merchantId(args), limit, json: raw.json };
+      },
+      async (options, ctx) => {
+        const entries = await withSealedStore(ctx, (database) => listAudit(database, options.id, options.limit));
+        printListing(ctx, options.json, entries, `nothing recorded for merchant ${options.id}`, () =>
+          formatTable(['AT', 'ACTOR', 'ACTION', 'ADDRESS', 'CHANGES'], entries.map((e) => [e.at, e.actor, e.action, e.address ?? '-', changesOf(e.changes)])),
+        );
+        return 0;
+      },
     );
 
   merchants
@@ -129,20 +124,12 @@ export function declareMerchants(program: Command, io: CliIo): void {
         'secret the old one sealed. Settings are not changed. Afterwards SECRETS_KEY_PREVIOUS can be removed.',
     )
     .addHelpText('after', `\n${EXIT}`)
-    .action(
-      action(io, () => ({}), async (_options, ctx) => {
-        const count = await withSealedStore(ctx, (database, box) => resealSecrets(database, box));
-        writeLine(ctx.stderr, `${count} stored secret(s) sealed again with SECRETS_KEY; no secret is sealed with another key now`);
-        return 0;
-      }),
-    );
+    .handle(() => ({}), async (_options, ctx) => {
+      const count = await withSealedStore(ctx, (database, box) => resealSecrets(database, box));
+      writeLine(ctx.stderr, `${count} stored secret(s) sealed again with SECRETS_KEY; no secret is sealed with another key now`);
+      return 0;
+    });
 
-  declareDelete(merchants, io);
-  declareEndpoints(merchants, io);
-}
-
-/** Deletes one merchant's rows from every table, in one transaction; only DATABASE_URL is needed. */
-function declareDelete(merchants: Command, io: CliIo): void {
   merchants
     .command('delete')
     .summary("deletes a merchant and every row of its data from PostgreSQL, in one transaction")
@@ -159,50 +146,23 @@ function declareDelete(merchants: Command, io: CliIo): void {
     .argument('<merchant-id>')
     .option('--yes', 'really delete: nothing can bring the data back but a backup', false)
     .addHelpText('after', `\n${EXIT} (3: no row of this merchant in any table)`)
-    .action(
-      action(
-        io,
-        (raw: { yes: boolean }, args) => {
-          const id = merchantId(args);
-          if (!raw.yes) throw new UsageError(`give --yes to delete merchant ${id} and all its data`);
-          return { id };
-        },
-        async (options, ctx) => {
-          if (!ctx.config.DATABASE_URL) throw new UsageError('merchants delete needs DATABASE_URL: merchants and their data live in PostgreSQL');
-          const deleted = await withDatabase(ctx.config.DATABASE_URL, (database) => deleteMerchantData(database, options.id, CLI_ACTOR));
-          const total = Object.values(deleted).reduce((sum, n) => sum + n, 0);
-          writeLine(ctx.stdout, formatTable(['TABLE', 'ROWS DELETED'], Object.entries(deleted).map(([table, n]) => [table, String(n)])));
-          if (total === 0) throw new NothingMatchedError(`no row of merchant ${options.id} in any table`);
-          writeLine(ctx.stderr, `merchant ${options.id}: ${total} row(s) deleted; running programs forget it within 10 s (each logs "merchant deleted; no longer served")`);
-          return 0;
-        },
-      ),
+    .handle(
+      (raw: { yes: boolean }, args) => {
+        const id = merchantId(args);
+        if (!raw.yes) throw new UsageError(`give --yes to delete merchant ${id} and all its data`);
+        return { id };
+      },
+      // Only DATABASE_URL is needed: the rows go in one transaction.
+      async ({ id }, ctx) => {
+        const needs = 'merchants delete needs DATABASE_URL: merchants and their data live in PostgreSQL';
+        const deleted = await withDatabase(ctx, needs, (database) => deleteMerchantData(database, id, CLI_ACTOR));
+        const total = Object.values(deleted).reduce((sum, n) => sum + n, 0);
+        writeLine(ctx.stdout, formatTable(['TABLE', 'ROWS DELETED'], Object.entries(deleted).map(([table, n]) => [table, String(n)])));
+        if (total === 0) throw new NothingMatchedError(`no row of merchant ${id} in any table`);
+        writeLine(ctx.stderr, `merchant ${id}: ${total} row(s) deleted; running programs forget it within 10 s (each logs "merchant deleted; no longer served")`);
+        return 0;
+      },
     );
-}
 
-export interface MerchantsSetOptions {
-  id: string;
-  publicKey?: string;
-}
-
-function checkSet(raw: { publicKey?: string }, args: string[]): MerchantsSetOptions {
-  return { id: merchantId(args), publicKey: raw.publicKey };
-}
-
-/** A merchant's own settings; its endpoints are kept (they are written by `merchants endpoints`). */
-async function runSet(options: MerchantsSetOptions, ctx: CliContext): Promise<number> {
-  const result = await withSettings(ctx, KEEP_STORED_URL, async (settings) => {
-    const current = settings.get(options.id);
-    const publicKey = options.publicKey ?? current?.publicKey;
-    if (publicKey === undefined) throw new UsageError(`merchant ${options.id} is new: give --public-key`);
-    const parsed = merchantInputSchema.safeParse({ publicKey });
-    if (!parsed.success) throw firstIssue(parsed.error);
-    return settings.put(options.id, parsed.data as MerchantInput, { actor: CLI_ACTOR });
-  }).catch((err: unknown) => {
-    if (err instanceof InvalidSettingsError) throw new UsageError(err.message);
-    throw err;
-  });
-  writeLine(ctx.stdout, table([result.view]));
-  writeLine(ctx.stderr, `merchant ${options.id} ${result.created ? 'created' : 'updated'}${result.view.endpoints.length === 0 ? '; add an endpoint with `webhooks merchants endpoints add`' : ''}`);
-  return 0;
+  declareEndpoints(merchants);
 }

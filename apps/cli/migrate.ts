@@ -1,15 +1,8 @@
-import type { Command } from 'commander';
-import { openPostgres } from '../../libs/delivery-store/index.js';
 import { currentVersion, fileOf, MIGRATIONS, migrate, REQUIRED_VERSION } from '../../libs/migrations/index.js';
-import { action } from './command.js';
-import { type CliContext, type CliIo, writeLine } from './context.js';
-import { UsageError } from './errors.js';
+import { withPostgres } from './broker.js';
+import { CliCommand, type CliContext, writeLine } from './command.js';
 
-interface MigrateOptions {
-  status: boolean;
-}
-
-export function declareMigrate(program: Command, io: CliIo): void {
+export function declareMigrate(program: CliCommand): void {
   program
     .command('migrate')
     .summary('apply the numbered SQL migrations to DATABASE_URL (once per release, before the programs)')
@@ -22,14 +15,14 @@ export function declareMigrate(program: Command, io: CliIo): void {
     )
     .option('--status', 'print the version the database holds and the one this release needs; apply nothing', false)
     .addHelpText('after', '\nExit codes: 0 done (with --status: the database holds the version needed), 1 failed (a migration refused, a file changed after it ran, a newer schema, PostgreSQL unreachable), 2 usage error, 3 --status: migrations to apply.')
-    .action(action(io, (raw: MigrateOptions) => ({ status: raw.status }), run));
+    .handle((raw: { status: boolean }) => raw, run);
 }
 
-async function run(options: MigrateOptions, ctx: CliContext): Promise<number> {
-  if (!ctx.config.DATABASE_URL) throw new UsageError("migrate needs DATABASE_URL: the PostgreSQL the programs use (npm start's embedded database migrates itself)");
+async function run(options: { status: boolean }, ctx: CliContext): Promise<number> {
+  const needs = "migrate needs DATABASE_URL: the PostgreSQL the programs use (npm start's embedded database migrates itself)";
   // No statement timeout: a migration of a large table, or the wait for another machine's run, takes what it takes.
-  const database = openPostgres(ctx.config.DATABASE_URL, { maxConnections: 1, statementTimeoutMs: 0, connectTimeoutMs: 10_000, applicationName: 'webhooks-cli migrate' });
-  try {
+  const settings = { maxConnections: 1, statementTimeoutMs: 0, connectTimeoutMs: 10_000, applicationName: 'webhooks-cli migrate' };
+  return withPostgres(ctx.config.DATABASE_URL, needs, settings, async (database) => {
     if (options.status) {
       const current = await currentVersion(database);
       writeLine(ctx.stdout, `schema version ${current}, this release needs ${REQUIRED_VERSION}`);
@@ -41,7 +34,5 @@ async function run(options: MigrateOptions, ctx: CliContext): Promise<number> {
     for (const migration of applied) writeLine(ctx.stdout, `applied ${fileOf(migration)}`);
     writeLine(ctx.stdout, applied.length > 0 ? `schema version ${version}` : `schema version ${version}: nothing to apply`);
     return 0;
-  } finally {
-    await database.close();
-  }
+  });
 }

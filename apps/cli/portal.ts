@@ -1,35 +1,10 @@
-import type { Command } from 'commander';
-import { DEV_JWT_SECRET } from '../../libs/config/index.js';
-import { merchantIdSchema } from '../../libs/contracts/index.js';
-import { action } from './command.js';
-import { type CliContext, type CliIo, writeLine } from './context.js';
-import { UsageError } from './errors.js';
-import { EXIT } from './help-text.js';
-import { adminApiBase, signAdminToken } from './log-source.js';
-import { ADMIN_SCOPE } from './token.js';
+import { ADMIN_SCOPE } from '../api/auth.js';
+import { checkMerchantId, CliCommand, EXIT, UsageError, writeLine } from './command.js';
+import { adminApiBase, adminToken } from './token.js';
 
 const PERMISSIONS = ['resend', 'manage-endpoint', 'manage-secret'];
 
-interface Raw {
-  merchant?: string;
-  permissions?: string;
-  expiresIn: string;
-  api?: string;
-  adminToken?: string;
-  revoke?: boolean;
-}
-
-export interface PortalOptions {
-  merchantId: string;
-  permissions?: string[];
-  expiresIn: string;
-  api?: string;
-  adminToken?: string;
-  /** End the merchant's sessions and unused links instead of minting one. */
-  revoke: boolean;
-}
-
-export function declarePortal(program: Command, io: CliIo): void {
+export function declarePortal(program: CliCommand): void {
   program
     .command('portal')
     .summary("a single-use link to a merchant's portal (development and support)")
@@ -45,53 +20,45 @@ export function declarePortal(program: Command, io: CliIo): void {
     .option('--revoke', 'instead: end every portal session and unused link of the merchant (a leaked link, a merchant who left)', false)
     .option('--admin-token <jwt>', `a token with the ${ADMIN_SCOPE} scope, instead of one made with AUTH_JWT_SECRET`)
     .addHelpText('after', `\nEnvironment: WEBHOOKS_API_URL, WEBHOOKS_ADMIN_TOKEN, AUTH_JWT_SECRET, AUTH_JWT_ISSUER, AUTH_JWT_AUDIENCE, ADMIN_PORT, PORT.\n${EXIT}`)
-    .action(action(io, check, run));
-}
-
-function check(raw: Raw): PortalOptions {
-  if (!merchantIdSchema.safeParse(raw.merchant).success) throw new UsageError('--merchant takes a merchant id (letters, digits, ".", "_", ":", "-")');
-  let permissions: string[] | undefined;
-  if (raw.permissions !== undefined) {
-    permissions = raw.permissions === 'none' ? [] : raw.permissions.split(',').map((p) => p.trim()).filter((p) => p !== '');
-    const unknown = permissions.find((p) => !PERMISSIONS.includes(p));
-    if (unknown !== undefined) throw new UsageError(`--permissions takes ${PERMISSIONS.join(', ')} or none, not ${unknown}`);
-  }
-  if (!/^\d{1,7}(s|m|h|d)$/.test(raw.expiresIn)) throw new UsageError('--expires-in takes a duration such as 30m, 1h or 7d');
-  if (raw.api !== undefined && !URL.canParse(raw.api)) throw new UsageError('--api takes a URL such as http://127.0.0.1:8080');
-  if (raw.revoke && raw.permissions !== undefined) throw new UsageError('--revoke ends sessions; it takes no --permissions');
-  return { merchantId: raw.merchant!, permissions, expiresIn: raw.expiresIn, api: raw.api, adminToken: raw.adminToken, revoke: raw.revoke === true };
-}
-
-async function adminTokenOf(options: PortalOptions, ctx: CliContext): Promise<string> {
-  // As `webhooks log`: the token given, else one signed with the API's secret, else with the
-  // development secret, which only an API in development mode (npm start) accepts.
-  return options.adminToken ?? ctx.env.WEBHOOKS_ADMIN_TOKEN ?? signAdminToken(ctx.env.AUTH_JWT_SECRET ?? DEV_JWT_SECRET, ctx.env);
-}
-
-async function run(options: PortalOptions, ctx: CliContext): Promise<number> {
-  const base = adminApiBase(ctx.env, options.api);
-  const body = { ...(options.permissions ? { permissions: options.permissions } : {}), expiresIn: options.expiresIn };
-  let res: Response;
-  try {
-    res = await fetch(`${base}/admin/merchants/${encodeURIComponent(options.merchantId)}/portal-sessions`, {
-      method: options.revoke ? 'DELETE' : 'POST',
-      headers: { authorization: `Bearer ${await adminTokenOf(options, ctx)}`, 'content-type': 'application/json' },
-      body: options.revoke ? undefined : JSON.stringify(body),
-      signal: AbortSignal.timeout(10_000),
-    });
-  } catch (err) {
-    if (err instanceof UsageError) throw err;
-    throw new Error(`the admin API at ${base} could not be reached (${(err as Error).message}); is the API running? --api says where`);
-  }
-  if (options.revoke) {
-    const ended = (await res.json().catch(() => ({}))) as { message?: string };
-    if (res.status !== 200) throw new Error(`the admin API answered ${res.status}: ${ended.message ?? 'no message'}`);
-    writeLine(ctx.stderr, ended.message!);
-    return 0;
-  }
-  const answer = (await res.json().catch(() => ({}))) as { message?: string; data?: { url: string; expiresAt: string } };
-  if (res.status !== 201 || !answer.data) throw new Error(`the admin API answered ${res.status}: ${answer.message ?? 'no message'}`);
-  writeLine(ctx.stdout, answer.data.url);
-  writeLine(ctx.stderr, `works once, until ${answer.data.expiresAt}`);
-  return 0;
+    .handle(
+      (raw: { merchant?: string; permissions?: string; expiresIn: string; api?: string; adminToken?: string; revoke: boolean }) => {
+        const merchant = checkMerchantId(raw.merchant);
+        let permissions: string[] | undefined;
+        if (raw.permissions !== undefined) {
+          permissions = raw.permissions === 'none' ? [] : raw.permissions.split(',').map((p) => p.trim()).filter((p) => p !== '');
+          const unknown = permissions.find((p) => !PERMISSIONS.includes(p));
+          if (unknown !== undefined) throw new UsageError(`--permissions takes ${PERMISSIONS.join(', ')} or none, not ${unknown}`);
+        }
+        if (!/^\d{1,7}(s|m|h|d)$/.test(raw.expiresIn)) throw new UsageError('--expires-in takes a duration such as 30m, 1h or 7d');
+        if (raw.api !== undefined && !URL.canParse(raw.api)) throw new UsageError('--api takes a URL such as http://127.0.0.1:8080');
+        if (raw.revoke && raw.permissions !== undefined) throw new UsageError('--revoke ends sessions; it takes no --permissions');
+        return { ...raw, merchant, permissions };
+      },
+      async (options, ctx) => {
+        const base = adminApiBase(ctx.env, options.api);
+        let res: Response;
+        try {
+          // --revoke ends the merchant's sessions and unused links instead of minting one.
+          res = await fetch(`${base}/admin/merchants/${encodeURIComponent(options.merchant)}/portal-sessions`, {
+            method: options.revoke ? 'DELETE' : 'POST',
+            headers: { authorization: `Bearer ${await adminToken(ctx.env, options.adminToken)}`, 'content-type': 'application/json' },
+            body: options.revoke ? undefined : JSON.stringify({ ...(options.permissions ? { permissions: options.permissions } : {}), expiresIn: options.expiresIn }),
+            signal: AbortSignal.timeout(10_000),
+          });
+        } catch (err) {
+          throw new Error(`the admin API at ${base} could not be reached (${(err as Error).message}); is the API running? --api says where`);
+        }
+        const answer = (await res.json().catch(() => ({}))) as { message?: string; data?: { url: string; expiresAt: string } };
+        if (options.revoke ? res.status !== 200 : res.status !== 201 || !answer.data) {
+          throw new Error(`the admin API answered ${res.status}: ${answer.message ?? 'no message'}`);
+        }
+        if (options.revoke) {
+          writeLine(ctx.stderr, answer.message!);
+        } else {
+          writeLine(ctx.stdout, answer.data!.url);
+          writeLine(ctx.stderr, `works once, until ${answer.data!.expiresAt}`);
+        }
+        return 0;
+      },
+    );
 }

@@ -1,11 +1,7 @@
-import { Command } from 'commander';
-import type { CliIo } from './context.js';
-import { declareFailedList } from './failed-list.js';
-import { declareFailedReplay } from './failed-replay.js';
-import { declareFailedResend } from './failed-resend.js';
-import { ENVIRONMENT, EXIT } from './help-text.js';
-import { declareInvalidList } from './invalid-list.js';
-import { declareInvalidRequeue } from './invalid-requeue.js';
+import { CommanderError } from 'commander';
+import { CliCommand, type CliIo, ENVIRONMENT, EXIT, NothingMatchedError } from './command.js';
+import { declareFailed } from './failed.js';
+import { declareInvalid } from './invalid.js';
 import { declareLog } from './log.js';
 import { declareMerchants } from './merchants.js';
 import { declareMigrate } from './migrate.js';
@@ -14,13 +10,9 @@ import { declarePublish } from './publish.js';
 import { declareToken } from './token.js';
 import { declareWaitsList } from './waits-list.js';
 
-/**
- * The `webhooks` command line: one declaration per command gives its parsing, its --help and
- * "did you mean" for a mistyped option or command. Subcommands made with .command() inherit the
- * settings below (output, errors followed by the command's help, no process.exit from commander).
- */
-export function createProgram(io: CliIo): Command {
-  const program = new Command('webhooks')
+/** The `webhooks` command line; subcommands inherit the settings below (output, errors followed by help, no process.exit). */
+export function createProgram(io: CliIo): CliCommand {
+  const program = new CliCommand(io, 'webhooks')
     .description('Operator and developer commands for the webhook service, on the queues of TOPOLOGY_PREFIX on RABBITMQ_URL.')
     .exitOverride()
     .showHelpAfterError()
@@ -34,22 +26,49 @@ export function createProgram(io: CliIo): Command {
     .configureHelp({ helpWidth: 110, showGlobalOptions: false })
     .addHelpText('after', `\n${ENVIRONMENT}\n${EXIT}`);
 
-  declarePublish(program, io);
-  declareToken(program, io);
-
-  const failed = program.command('failed').usage('<list|resend|replay> [options]').description('Failed webhooks, from PostgreSQL (DATABASE_URL): list, resend one reference, replay an outage.');
-  declareFailedList(failed, io);
-  declareFailedResend(failed, io);
-  declareFailedReplay(failed, io);
-
-  const invalid = program.command('invalid').usage('<list|requeue> [options]').description('Messages parked in <TOPOLOGY_PREFIX>.invalid: list them, move them back once fixed.');
-  declareInvalidList(invalid, io);
-  declareInvalidRequeue(invalid, io);
-
-  declareWaitsList(program, io);
-  declareMerchants(program, io);
-  declareMigrate(program, io);
-  declareLog(program, io);
-  declarePortal(program, io);
+  declarePublish(program);
+  declareToken(program);
+  declareFailed(program);
+  declareInvalid(program);
+  declareWaitsList(program);
+  declareMerchants(program);
+  declareMigrate(program);
+  declareLog(program);
+  declarePortal(program);
   return program;
+}
+
+/** Broker errors can quote the URL; its password never reaches the terminal. */
+function withoutSecrets(text: string, rabbitmqUrl: string | undefined): string {
+  let result = text;
+  for (const url of (rabbitmqUrl ?? '').split(',')) {
+    let password = '';
+    try {
+      password = decodeURIComponent(new URL(url.trim()).password);
+    } catch {
+      // not a URL: the config check reports it without echoing it
+    }
+    if (password.length > 0) result = result.replaceAll(password, '***');
+  }
+  return result;
+}
+
+/**
+ * Runs one command line (the arguments after `webhooks`) and gives its exit code: 0 done, 1 failed, 2 usage
+ * error, 3 nothing matched. main.ts exits with it; the tests run it in their own process.
+ */
+export async function runCli(io: CliIo, argv: string[]): Promise<number> {
+  try {
+    await createProgram(io).parseAsync(argv, { from: 'user' });
+    return io.exitCode;
+  } catch (err) {
+    // Commander has printed the message and the command's help already; --help is not an error.
+    if (err instanceof CommanderError) return err.code === 'commander.helpDisplayed' ? 0 : 2;
+    if (err instanceof NothingMatchedError) {
+      io.stderr.write(`webhooks: ${err.message}\n`);
+      return 3;
+    }
+    io.stderr.write(`webhooks: ${withoutSecrets((err as Error)?.message ?? String(err), io.env.RABBITMQ_URL)}\n`);
+    return 1;
+  }
 }

@@ -1,45 +1,15 @@
 import { readFile } from 'node:fs/promises';
-import type { Command } from 'commander';
 import { BrokerConnection } from '../../libs/broker/index.js';
 import { replicationOf, tracingSettingsOf } from '../../libs/config/index.js';
-import {
-  EVENT_NAMES,
-  type EventName,
-  isEventName,
-  isWellFormedReference,
-  isWellFormedWebhookId,
-  REFERENCE_FIELDS,
-  sampleEvent,
-  type UpstreamMessage,
-  upstreamMessageSchema,
-  WEBHOOK_ID_RULE,
-} from '../../libs/contracts/index.js';
+import { EVENT_NAMES, type EventName, isEventName, isWellFormedReference, isWellFormedWebhookId, REFERENCE_FIELDS, sampleEvent, type UpstreamMessage, upstreamMessageSchema, WEBHOOK_ID_RULE } from '../../libs/contracts/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { declareIntake } from '../../libs/topology/index.js';
 import { startTracing } from '../../libs/tracing/index.js';
-import { action } from './command.js';
-import { type CliContext, type CliIo, writeLine } from './context.js';
-import { UsageError } from './errors.js';
-import { EXIT } from './help-text.js';
+import { CLI_BROKER_DEADLINE_MS } from './broker.js';
+import { CliCommand, type CliContext, EXIT, UsageError, writeLine } from './command.js';
 
-interface Raw {
-  sample?: string;
-  merchant?: string;
-  file?: string;
-  messageId?: string;
-  count: string;
-}
-
-export interface PublishOptions {
-  sample?: EventName[];
-  merchant?: string;
-  file?: string;
-  messageId?: string;
-  count: number;
-}
-
-export function declarePublish(program: Command, io: CliIo): void {
+export function declarePublish(program: CliCommand): void {
   program
     .command('publish')
     .summary('publish sample events or your own, as upstream services do')
@@ -60,10 +30,10 @@ export function declarePublish(program: Command, io: CliIo): void {
         'Export the TOPOLOGY_PREFIX the programs run with, or the events go to another topology.\n' +
         EXIT,
     )
-    .action(action(io, check, run));
+    .handle(check, run);
 }
 
-function check(raw: Raw): PublishOptions {
+function check(raw: { sample?: string; merchant?: string; file?: string; messageId?: string; count: string }) {
   const count = Number(raw.count);
   if (!/^\d+$/.test(raw.count.trim()) || count < 1 || count > 100_000) throw new UsageError('--count takes a whole number from 1 to 100000');
   if (raw.messageId !== undefined) {
@@ -73,21 +43,15 @@ function check(raw: Raw): PublishOptions {
   if (raw.file !== undefined && raw.sample !== undefined) throw new UsageError('give --sample or --file, not both');
   if (raw.file !== undefined) return { file: raw.file, messageId: raw.messageId, count };
   if (raw.sample === undefined) throw new UsageError('publish needs --sample <event|all> --merchant <id>, or --file <event.json>');
-  const sample = raw.sample === 'all' ? [...EVENT_NAMES] : isEventName(raw.sample) ? [raw.sample] : undefined;
+  const sample: EventName[] | undefined = raw.sample === 'all' ? [...EVENT_NAMES] : isEventName(raw.sample) ? [raw.sample] : undefined;
   if (!sample) throw new UsageError(`--sample takes one of ${EVENT_NAMES.join(', ')} or all; not ${raw.sample}`);
   if (!raw.merchant) throw new UsageError('--sample needs --merchant <id>');
   return { sample, merchant: raw.merchant, messageId: raw.messageId, count };
 }
 
-async function run(options: PublishOptions, ctx: CliContext): Promise<number> {
-  const messages: UpstreamMessage[] = [];
-  if (options.file !== undefined) {
-    const event = await readEvent(options.file);
-    for (let i = 0; i < options.count; i++) messages.push(event);
-  } else {
-    for (let i = 0; i < options.count; i++) for (const event of options.sample!) messages.push(sampleEvent(event, options.merchant!));
-  }
-
+async function run(options: ReturnType<typeof check>, ctx: CliContext): Promise<number> {
+  const file = options.file === undefined ? undefined : await readEvent(options.file);
+  const messages = Array.from({ length: options.count }, () => (file ? [file] : options.sample!.map((event) => sampleEvent(event, options.merchant!)))).flat();
   const config = ctx.config;
   const broker = new BrokerConnection({
     url: config.RABBITMQ_URL,
@@ -95,7 +59,7 @@ async function run(options: PublishOptions, ctx: CliContext): Promise<number> {
     logger: silentLogger(),
     declare: (openChannel) => declareIntake(openChannel, config.TOPOLOGY_PREFIX, replicationOf(config)),
   });
-  await broker.open(10_000);
+  await broker.open(CLI_BROKER_DEADLINE_MS);
   // With OTEL variables, each publish is a span and the event carries its traceparent.
   const tracing = await startTracing(tracingSettingsOf(config, 'webhooks-cli'));
   try {

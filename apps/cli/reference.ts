@@ -1,14 +1,12 @@
 import { writeFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import type { Command } from 'commander';
-import type { CliIo } from './context.js';
+import type { CliIo } from './command.js';
 import { createProgram } from './program.js';
 
 /**
- * docs/cli.md, from the commander declarations themselves: each command's --help as the CLI
- * prints it (usage, description, options with their defaults, the notes after them), so the
- * reference cannot say what the CLI does not do. `npm run docs:cli` writes it; a test fails when
- * the file is not what this makes.
+ * docs/cli.md: each command's --help as the CLI prints it, so the reference cannot say what the CLI does
+ * not do. `npm run docs:cli` writes it; a test fails when the file is not what this makes.
  */
 export function cliReference(): string {
   let captured = '';

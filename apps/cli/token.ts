@@ -1,31 +1,31 @@
-import type { Command } from 'commander';
 import { SignJWT } from 'jose';
-import { parseDuration } from '../../libs/config/index.js';
-import { action } from './command.js';
-import { type CliContext, type CliIo, writeLine } from './context.js';
-import { UsageError } from './errors.js';
-import { EXIT } from './help-text.js';
+import { DEV_JWT_SECRET, parseDuration } from '../../libs/config/index.js';
+import { ADMIN_SCOPE } from '../api/auth.js';
+import { CliCommand, EXIT, UsageError, writeLine } from './command.js';
 
-/** The scope the admin API requires (DESIGN.md, "Admin API"). */
-export const ADMIN_SCOPE = 'webhooks:admin';
-
-/** Who an admin token speaks for when no --merchant is given: the admin API checks the scope, not the subject. */
-const OPERATOR_SUBJECT = 'operator';
-
-interface Raw {
-  merchant?: string;
-  admin: boolean;
-  scope?: string;
-  ttl: string;
+/** A token signed with `secret`; AUTH_JWT_ISSUER and AUTH_JWT_AUDIENCE, when set, become its iss and aud, as the API checks them. */
+async function signToken(env: Record<string, string | undefined>, secret: string, subject: string, scopes: string[], expiresAt: number | string): Promise<string> {
+  const jwt = new SignJWT(scopes.length > 0 ? { scope: scopes.join(' ') } : {})
+    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+    .setSubject(subject)
+    .setIssuedAt()
+    .setExpirationTime(expiresAt);
+  if (env.AUTH_JWT_ISSUER) jwt.setIssuer(env.AUTH_JWT_ISSUER);
+  if (env.AUTH_JWT_AUDIENCE) jwt.setAudience(env.AUTH_JWT_AUDIENCE);
+  return jwt.sign(new TextEncoder().encode(secret));
 }
 
-export interface TokenOptions {
-  subject: string;
-  scopes: string[];
-  ttlMs: number;
+/** By default `npm start`'s API, whose development database lives inside its process. */
+export function adminApiBase(env: Record<string, string | undefined>, given?: string): string {
+  return (given ?? env.WEBHOOKS_API_URL ?? `http://127.0.0.1:${env.ADMIN_PORT || env.PORT || '8080'}`).replace(/\/+$/, '');
 }
 
-export function declareToken(program: Command, io: CliIo): void {
+/** Signed with the development secret as a last resort: only an API in development mode (npm start) accepts it. */
+export async function adminToken(env: Record<string, string | undefined>, given?: string): Promise<string> {
+  return given ?? env.WEBHOOKS_ADMIN_TOKEN ?? signToken(env, env.AUTH_JWT_SECRET ?? DEV_JWT_SECRET, 'webhooks-cli', [ADMIN_SCOPE], '5m');
+}
+
+export function declareToken(program: CliCommand): void {
   program
     .command('token')
     .summary('a development access token: --merchant for the resend API, --admin for the admin API')
@@ -41,33 +41,26 @@ export function declareToken(program: Command, io: CliIo): void {
     .option('--scope <scopes>', 'scopes to carry, space- or comma-separated (--admin adds webhooks:admin)')
     .option('--ttl <duration>', 'how long the token is valid, 1s to 30d', '1h')
     .addHelpText('after', `\n${EXIT}`)
-    .action(action(io, check, run));
-}
-
-function check(raw: Raw): TokenOptions {
-  const scopes = (raw.scope ?? '').split(/[\s,]+/).filter((s) => s !== '');
-  if (raw.admin && !scopes.includes(ADMIN_SCOPE)) scopes.push(ADMIN_SCOPE);
-  if (raw.merchant === undefined && scopes.length === 0) throw new UsageError('token needs --merchant <id> (resend API) or --admin (admin API)');
-  if (raw.merchant !== undefined && (raw.merchant.trim() === '' || raw.merchant.length > 200)) {
-    throw new UsageError('--merchant takes an id of 1 to 200 characters');
-  }
-  const ttlMs = parseDuration(raw.ttl);
-  if (ttlMs === undefined || ttlMs < 1000 || ttlMs > 30 * 86_400_000) throw new UsageError('--ttl takes a duration from 1s to 30d, e.g. 1h');
-  return { subject: raw.merchant ?? OPERATOR_SUBJECT, scopes, ttlMs };
-}
-
-async function run(options: TokenOptions, ctx: CliContext): Promise<number> {
-  const secret = ctx.env.AUTH_JWT_SECRET;
-  if (!secret) {
-    throw new UsageError('token needs AUTH_JWT_SECRET (the secret the API verifies tokens with), or WEBHOOKS_DEV=true for the development one');
-  }
-  const jwt = new SignJWT(options.scopes.length > 0 ? { scope: options.scopes.join(' ') } : {})
-    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
-    .setSubject(options.subject)
-    .setIssuedAt()
-    .setExpirationTime(Math.floor((Date.now() + options.ttlMs) / 1000));
-  if (ctx.env.AUTH_JWT_ISSUER) jwt.setIssuer(ctx.env.AUTH_JWT_ISSUER);
-  if (ctx.env.AUTH_JWT_AUDIENCE) jwt.setAudience(ctx.env.AUTH_JWT_AUDIENCE);
-  writeLine(ctx.stdout, await jwt.sign(new TextEncoder().encode(secret)));
-  return 0;
+    .handle(
+      (raw: { merchant?: string; admin: boolean; scope?: string; ttl: string }) => {
+        const scopes = (raw.scope ?? '').split(/[\s,]+/).filter((s) => s !== '');
+        if (raw.admin && !scopes.includes(ADMIN_SCOPE)) scopes.push(ADMIN_SCOPE);
+        if (raw.merchant === undefined && scopes.length === 0) throw new UsageError('token needs --merchant <id> (resend API) or --admin (admin API)');
+        if (raw.merchant !== undefined && (raw.merchant.trim() === '' || raw.merchant.length > 200)) {
+          throw new UsageError('--merchant takes an id of 1 to 200 characters');
+        }
+        const ttlMs = parseDuration(raw.ttl);
+        if (ttlMs === undefined || ttlMs < 1000 || ttlMs > 30 * 86_400_000) throw new UsageError('--ttl takes a duration from 1s to 30d, e.g. 1h');
+        // An admin token without --merchant speaks for the operator: the admin API checks the scope, not the subject.
+        return { subject: raw.merchant ?? 'operator', scopes, ttlMs };
+      },
+      async (options, ctx) => {
+        const secret = ctx.env.AUTH_JWT_SECRET;
+        if (!secret) {
+          throw new UsageError('token needs AUTH_JWT_SECRET (the secret the API verifies tokens with), or WEBHOOKS_DEV=true for the development one');
+        }
+        writeLine(ctx.stdout, await signToken(ctx.env, secret, options.subject, options.scopes, Math.floor((Date.now() + options.ttlMs) / 1000)));
+        return 0;
+      },
+    );
 }

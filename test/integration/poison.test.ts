@@ -1,4 +1,4 @@
-import { parkedOf } from '../../apps/cli/invalid-pass.js';
+import { parkedOf } from '../../apps/cli/invalid.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { DISPATCH_DELIVERY_LIMIT, declareIntake, topologyNames } from '../../libs/topology/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';

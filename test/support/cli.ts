@@ -1,6 +1,6 @@
 import { Writable } from 'node:stream';
-import type { CliIo } from '../../apps/cli/context.js';
-import { runCli } from '../../apps/cli/run.js';
+import type { CliIo } from '../../apps/cli/command.js';
+import { runCli } from '../../apps/cli/program.js';
 import type { Finished } from './process.js';
 
 /** A stream that keeps what is written to it. */

@@ -45,7 +45,7 @@ const schemas: Record<Program, z.ZodObject> = {
 const READ_OUTSIDE_SCHEMAS: Record<string, Program[]> = {
   // devModeWarning (libs/config/dev.ts): the programs warn that NODE_ENV=development switches nothing on.
   NODE_ENV: ['API', 'dispatcher', 'recorder'],
-  // The CLI's `log` and `portal` find the API and sign an admin token (apps/cli/log-source.ts),
+  // The CLI's `log` and `portal` find the API and sign an admin token (apps/cli/token.ts),
   // `token` mints a merchant's (apps/cli/token.ts).
   WEBHOOKS_API_URL: ['CLI'],
   WEBHOOKS_ADMIN_TOKEN: ['CLI'],
@@ -54,7 +54,7 @@ const READ_OUTSIDE_SCHEMAS: Record<string, Program[]> = {
   AUTH_JWT_SECRET: ['CLI'],
   AUTH_JWT_ISSUER: ['CLI'],
   AUTH_JWT_AUDIENCE: ['CLI'],
-  // apps/cli/run.ts: a broker refusing the connection names the URL's host (its password hidden).
+  // apps/cli/program.ts: a broker refusing the connection names the URL's host (its password hidden).
   RABBITMQ_URL: ['CLI'],
 };
 

@@ -1,0 +1,253 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import cliProgress from 'cli-progress';
+import { BrokerUnavailableError } from '../../libs/broker/index.js';
+import { EndpointDeletedError, EventNotSubscribedError, type FailureRow, NothingToResendError, receiverOf, type ResendService, type ResendTarget, WebhookDisabledError } from '../../libs/failed/index.js';
+import { withFailures, withResend } from './broker.js';
+import { checkEndpointId, checkReference, CliCommand, type CliContext, type CliIo, EXIT, formatTable, NothingMatchedError, parseLimit, parseWindow, printListing, requireMerchant, TIME, truncate, UsageError, writeLine } from './command.js';
+
+// REASON beside LAST ERROR: why it ended in failed (an outage, a disabled webhook) and what was last seen.
+const HEADER = ['FAILED AT', 'MERCHANT', 'ENDPOINT', 'EVENT', 'REFERENCE', 'WEBHOOK ID', 'ATTEMPTS', 'LAST STATUS', 'REASON', 'LAST ERROR'];
+
+function failuresTable(records: FailureRow[], withResolved: boolean): string {
+  const header = withResolved ? [...HEADER.slice(0, -1), 'RESOLVED', 'LAST ERROR'] : HEADER;
+  const rows = records.map((r) => {
+    const row = [
+      r.failedAt,
+      r.merchantId,
+      r.endpointId ?? '-',
+      r.event,
+      r.references.join(','),
+      r.webhookId,
+      String(r.attempts),
+      r.lastStatus === null ? '-' : String(r.lastStatus),
+      r.reason ?? '-',
+    ];
+    if (withResolved) row.push(r.resentAt === null ? 'no' : 'yes');
+    row.push(truncate(r.lastError ?? '-', 100));
+    return row;
+  });
+  return formatTable(header, rows);
+}
+
+/** The JSON shape scripts rely on: every field present, null when the failure does not carry it. */
+function failureJson(r: FailureRow): Record<string, unknown> {
+  return {
+    failedAt: r.failedAt,
+    merchantId: r.merchantId,
+    endpointId: r.endpointId,
+    event: r.event,
+    references: r.references,
+    webhookId: r.webhookId,
+    attempts: r.attempts,
+    lastStatus: r.lastStatus,
+    failedReason: r.reason,
+    lastError: r.lastError,
+    resolved: r.resentAt !== null,
+    resentAt: r.resentAt,
+  };
+}
+
+export function declareFailed(program: CliCommand): void {
+  const failed = program
+    .command('failed')
+    .usage('<list|resend|replay> [options]')
+    .description('Failed webhooks, from PostgreSQL (DATABASE_URL): list, resend one reference, replay an outage.');
+
+  failed
+    .command('list')
+    .summary('shows failed webhooks, why they failed and their last error')
+    .description(
+      'Reads the failure index in PostgreSQL (DATABASE_URL) and shows the failed webhooks not resent since, oldest first: ' +
+        'failed-at, merchant, endpoint (a webhook fails once per endpoint: one row each; - before endpoints), event, reference(s), webhook-id, attempts, last status, why it failed ' +
+        '(attempts-exhausted, circuit-open, blocked, webhook-disabled, endpoint-disabled, merchant-removed, event-not-subscribed) ' +
+        'and the last error.',
+    )
+    .option('--merchant <id>', "only this merchant's")
+    .option('--reference <ref>', 'only this reference (a refund is found by its refundRef or its tnxRef)')
+    .option('--endpoint <id>', "only failures on this endpoint (ep_…)")
+    .option('--since <time>', 'only failures at or after this time')
+    .option('--until <time>', 'only failures before this time')
+    .option('--all', 'resolved (already resent) failures too, with a RESOLVED column', false)
+    .option('--limit <n>', 'the N most recent; a note on stderr says when some were left out', '500')
+    .option('--json', 'one JSON array on stdout, for scripts', false)
+    .addHelpText('after', `\n${TIME}\nEnvironment: DATABASE_URL (the failure index's PostgreSQL).\n${EXIT}`)
+    .handle(
+      (raw: { merchant?: string; reference?: string; endpoint?: string; since?: string; until?: string; all: boolean; limit: string; json: boolean }, _args, now) => ({
+        merchantId: raw.merchant === undefined ? undefined : requireMerchant(raw.merchant, 'failed list'),
+        reference: raw.reference === undefined ? undefined : checkReference(raw.reference),
+        endpointId: raw.endpoint === undefined ? undefined : checkEndpointId(raw.endpoint),
+        ...parseWindow(raw, now),
+        all: raw.all,
+        limit: parseLimit(raw.limit),
+        json: raw.json,
+      }),
+      async ({ all, limit, json, ...filter }, ctx) => {
+        // One more than asked: whether some were left out.
+        const rows = await withFailures(ctx.config, (store) => store.list({ ...filter, unresolvedOnly: !all, limit: limit + 1 }));
+        const shown = rows.slice(0, limit).reverse();
+        printListing(ctx, json, shown.map(failureJson), all ? 'no failed webhook matches' : 'no unresolved failed webhook matches', () => failuresTable(shown, all));
+        if (rows.length > shown.length) writeLine(ctx.stderr, `showing the ${shown.length} most recent; raise --limit to see more`);
+        return 0;
+      },
+    );
+
+  failed
+    .command('resend')
+    .summary("resends a merchant's failed webhooks for one reference")
+    .usage('<reference> --merchant <id>')
+    .description(
+      "Does what the merchant's POST /nucleus/tnx/webhook?reference=<reference> does, for an operator: " +
+        'republishes every unresolved failed webhook of that merchant and reference to <TOPOLOGY_PREFIX>.dispatch, ' +
+        'each failure to the endpoint it failed on (a webhook fails once per endpoint), ' +
+        'with its original webhook-id and fresh attempt counters, claiming them in PostgreSQL (DATABASE_URL) ' +
+        'as the API does, so that no replica sends them again. Prints how many were resent. Makes the API\'s checks first: ' +
+        'nothing is resent while every endpoint of the merchant is disabled or none is set up, and a failure whose endpoint ' +
+        'is disabled, deleted or no longer receives its event stays failed (merchants from MERCHANTS_FILE when set, else ' +
+        'the merchants table).',
+    )
+    .argument('<reference>', 'the reference, exactly as published (a refund: its refundRef or its tnxRef)')
+    .option('--merchant <id>', 'the merchant the webhooks belong to (required)')
+    .addHelpText('after', `\n${EXIT} (1 also when nothing went because the endpoints are disabled, deleted or do not receive the event; 3: nothing unresolved for this merchant and reference, or no such merchant)`)
+    .handle(
+      (raw: { merchant?: string }, [reference]) => ({ merchantId: requireMerchant(raw.merchant, 'failed resend'), reference: checkReference(reference!) }),
+      async ({ merchantId, reference }, ctx) => {
+        const count = await withFailures(ctx.config, async (store, merchantOf) => {
+          // The API's checks, made by the same ResendService: the webhook on, the event still received.
+          const merchant = await merchantOf(merchantId);
+          return withResend(ctx.config, store, (resend) =>
+            resend.resend(merchant, reference).catch((err: unknown) => {
+              if (err instanceof NothingToResendError) throw new NothingMatchedError(`no unresolved failed webhook for merchant ${merchantId} and reference ${reference}`);
+              throw err;
+            }),
+          );
+        });
+        writeLine(ctx.stdout, `resent ${count} webhook(s) for reference ${reference} of merchant ${merchantId}`);
+        return 0;
+      },
+    );
+
+  failed
+    .command('replay')
+    .summary("resends a merchant's failed webhooks of a time window")
+    .usage('--merchant <id> --since <time> [--until <time>] [--dry-run] [--rate <per-second>]')
+    .description(
+      'Bulk recovery after a merchant outage: resends every unresolved failed webhook of the merchant that ' +
+        'failed in the window (the failure index in PostgreSQL, DATABASE_URL), one webhook at a time through the same ' +
+        'resend as the API, with its checks: nothing is resent while every endpoint of the merchant is disabled or none is set up. ' +
+        'Each failure goes to the endpoint it failed on. Shows progress on stderr and ends with a summary: resent, skipped ' +
+        '(resent meanwhile, of an event its endpoint no longer receives, or of an endpoint disabled or deleted since: left failed), errors.',
+    )
+    .option('--merchant <id>', 'the merchant (required)')
+    .option('--since <time>', 'start of the window (required)')
+    .option('--until <time>', 'end of the window (default: now)')
+    .option('--rate <n>', 'at most n webhooks a second', '50')
+    .option('--dry-run', 'publish nothing; print what would be resent', false)
+    .addHelpText('after', `\n${TIME}\n${EXIT} (1 also when some resends failed or every endpoint is disabled; 3: nothing unresolved in the window, or no such merchant)`)
+    .handle(
+      (raw: { merchant?: string; since?: string; until?: string; dryRun: boolean; rate: string }, _args, now) => {
+        const merchantId = requireMerchant(raw.merchant, 'failed replay');
+        if (raw.since === undefined) throw new UsageError('failed replay needs --since <time>: the start of the outage');
+        return { merchantId, ...parseWindow(raw, now), dryRun: raw.dryRun, rate: parseRate(raw.rate) };
+      },
+      ({ merchantId, since, until, dryRun, rate }, ctx) =>
+        withFailures(ctx.config, async (store, merchantOf) => {
+          const candidates = (await store.list({ merchantId, since, until, unresolvedOnly: true, limit: MAX_REPLAY })).reverse();
+          if (candidates.length === 0) throw new NothingMatchedError(`no unresolved failed webhook of merchant ${merchantId} in the window`);
+          // The API's checks, before anything (the dry run too): a disabled webhook stops the replay.
+          const merchant = await merchantOf(merchantId);
+          receiverOf(merchant);
+          if (dryRun) {
+            writeLine(ctx.stdout, failuresTable(candidates, false));
+            writeLine(ctx.stdout, `dry run: would resend ${candidates.length} webhook(s) of merchant ${merchantId}; nothing was published`);
+            return 0;
+          }
+          const summary = await withResend(ctx.config, store, (resend) => replay(resend, merchant, candidates, rate, ctx));
+          writeLine(ctx.stdout, `replay of merchant ${merchantId}: resent ${summary.resent}, skipped ${summary.skipped}, errors ${summary.errors}`);
+          if (summary.errors > 0) {
+            writeLine(ctx.stderr, `webhooks: some resends failed; the last error: ${summary.lastError ?? 'unknown'}. Run the replay again to retry them.`);
+            return 1;
+          }
+          // Everything was resent by someone else meanwhile: nothing was done, as with no match.
+          return summary.resent === 0 ? 3 : 0;
+        }),
+    );
+}
+
+function parseRate(text: string): number {
+  const n = Number(text);
+  if (!/^\d+(?:\.\d+)?$/.test(text.trim()) || !(n > 0) || n > 10_000) throw new UsageError('--rate takes a number of webhooks per second above 0, at most 10000');
+  return n;
+}
+
+/** At most this many failures in one replay: a larger window is replayed in parts. */
+const MAX_REPLAY = 100_000;
+
+/** Call k (0-based) returns no earlier than k / perSecond seconds after the first: a merchant back from an outage gets its backlog at a rate it can take. */
+function pacer(perSecond: number): () => Promise<void> {
+  let started: number | undefined;
+  let items = 0;
+  return async () => {
+    started ??= performance.now();
+    const wait = started + (items++ * 1000) / perSecond - performance.now();
+    if (wait > 0) await sleep(Math.ceil(wait));
+  };
+}
+
+async function replay(resend: ResendService, merchant: ResendTarget, candidates: FailureRow[], rate: number, ctx: CliContext) {
+  const summary = { resent: 0, skipped: 0, errors: 0, lastError: undefined as string | undefined };
+  const pace = pacer(rate);
+  const progress = startProgress('replay', candidates.length, ctx.stderr);
+  let brokerGone = false;
+  try {
+    for (const failure of candidates) {
+      if (brokerGone) {
+        summary.errors++;
+      } else {
+        await pace();
+        try {
+          // Each failure to its own endpoint (a row written before endpoints: every row of the webhook, the first endpoint's).
+          summary.resent += await resend.resendWebhook(merchant, failure.webhookId, failure.endpointId ?? undefined);
+        } catch (err) {
+          if (err instanceof NothingToResendError || err instanceof EventNotSubscribedError || err instanceof EndpointDeletedError || (err instanceof WebhookDisabledError && err.endpointId !== undefined)) {
+            // Resent since the window was read (e.g. by the merchant), of an event no longer received, or of
+            // an endpoint disabled or deleted since: left failed.
+            summary.skipped++;
+          } else {
+            summary.errors++;
+            summary.lastError = (err as Error).message;
+            // Each further resend would wait for a connection in vain: count the rest as errors.
+            brokerGone = err instanceof BrokerUnavailableError;
+          }
+        }
+      }
+      progress.advance();
+    }
+  } finally {
+    progress.stop();
+  }
+  return summary;
+}
+
+/** A live bar at a terminal; in a log or a pipe, whose redraws would fill with escape codes, a line per tenth of `total` (above 0). */
+function startProgress(label: string, total: number, stderr: CliIo['stderr']): { advance(): void; stop(): void } {
+  if (stderr.isTTY) {
+    const bar = new cliProgress.SingleBar(
+      { stream: stderr, format: `${label} [{bar}] {percentage}% | {value}/{total} | ETA {eta_formatted}`, hideCursor: true },
+      cliProgress.Presets.shades_classic,
+    );
+    bar.start(total, 0);
+    return { advance: () => bar.increment(1), stop: () => bar.stop() };
+  }
+  let done = 0;
+  let tenthsReported = 0;
+  return {
+    advance() {
+      done = Math.min(total, done + 1);
+      const tenths = Math.floor((done * 10) / total);
+      if (tenths <= tenthsReported) return;
+      tenthsReported = tenths;
+      writeLine(stderr, `${label}: ${Math.floor((done * 100) / total)}% (${done}/${total})`);
+    },
+    stop() {},
+  };
+}

@@ -1,0 +1,218 @@
+import type { GetMessage } from 'amqplib';
+import { type BrokerConnection, type HeldMessage, moveMessage } from '../../libs/broker/index.js';
+import { copyHeaders, HEADERS, INVALID_CODES } from '../../libs/contracts/index.js';
+import { DISPATCH_DELIVERY_LIMIT, topologyNames, type TopologyNames } from '../../libs/topology/index.js';
+import { withBroker } from './broker.js';
+import { CliCommand, EXIT, formatTable, NothingMatchedError, parseLimit, printListing, truncate, UsageError, writeLine } from './command.js';
+
+/** A message parked in invalid, with the reason the dispatcher wrote in its headers. */
+interface ParkedMessage {
+  code?: string;
+  reason?: string;
+  invalidAt?: string;
+  originalRoutingKey?: string;
+  messageId?: string;
+  body: Buffer;
+}
+
+/** For --help, and why the pass below is made so. */
+const NO_REQUEUE = `How it reads the queue: every message present when the command starts is taken, handled, published
+again (with a publisher confirm) and only then acknowledged. Nothing is ever returned with a
+requeue: RabbitMQ 4.x quorum queues drop a message returned 20 times (delivery-limit), and a
+message taken and left unacknowledged when a channel closes counts as returned. Messages keep their
+order; ones parked while the command runs are left for the next run. Run one at a time per queue.`;
+
+/**
+ * Passes once over what invalid holds at the start (NO_REQUEUE): each message is put back at the
+ * tail of invalid, or moved to dispatch, as `verdict` says. One message at a time, also so that acks
+ * never pile up before the channel closes (quorum queues have been seen to drop acks sent just
+ * before a close: rabbitmq-server#10327).
+ */
+async function passOverInvalid(
+  broker: BrokerConnection,
+  names: TopologyNames,
+  verdict: (parked: ParkedMessage) => 'keep' | 'move',
+): Promise<{ kept: number; moved: number }> {
+  const result = { kept: 0, moved: 0 };
+  const channel = await broker.createChannel();
+  try {
+    const { messageCount } = await channel.checkQueue(names.invalid);
+    for (let i = 0; i < messageCount; i++) {
+      const message = await channel.get(names.invalid, { noAck: false });
+      if (message === false) break; // someone else took the rest
+      const move = verdict(parkedOf(message)) === 'move';
+      const headers = copyHeaders(message.properties.headers, { from: 'parked', unpark: move });
+      let refused: Error | undefined;
+      const held: HeldMessage = { content: message.content, properties: message.properties, live: true, ack: () => channel.ack(message), nack: () => {} };
+      // One try, no backoff: a copy not confirmed fails the pass, and the message returns to invalid once, when the channel closes.
+      const moved = await moveMessage(broker, held, move ? names.dispatch : names.invalid, { backoffMs: [], headers: () => headers, onRetry: (err) => (refused = err) });
+      if (moved !== 'moved') throw refused ?? new Error('parked message not moved');
+      if (move) result.moved++;
+      else result.kept++;
+    }
+  } finally {
+    await channel.close().catch(() => {});
+  }
+  return result;
+}
+
+export function parkedOf(message: GetMessage): ParkedMessage {
+  const headers = message.properties.headers ?? {};
+  // The broker itself parks a message that came back from dispatch too many times (delivery-limit).
+  const limited = !text(headers[HEADERS.invalidCode]) && headers['x-first-death-reason'] === 'delivery_limit';
+  return {
+    code: limited ? 'delivery-limit' : text(headers[HEADERS.invalidCode]),
+    reason: limited
+      ? `delivered ${DISPATCH_DELIVERY_LIMIT} times without an outcome: the dispatcher crashed or lost its connection holding it each time`
+      : text(headers[HEADERS.invalidReason]),
+    invalidAt: text(headers[HEADERS.invalidAt]) ?? (limited ? deathTime(headers) : undefined),
+    originalRoutingKey: text(headers[HEADERS.originalRoutingKey]),
+    messageId: text(message.properties.messageId),
+    body: message.content,
+  };
+}
+
+/** When the broker dead-lettered it, from x-death (3.10 and 4.x write it; the time is in seconds). */
+function deathTime(headers: Record<string, unknown>): string | undefined {
+  const deaths = headers['x-death'];
+  const time = Array.isArray(deaths) ? (deaths[0] as { time?: { value?: number } | number })?.time : undefined;
+  const seconds = typeof time === 'number' ? time : time?.value;
+  return typeof seconds === 'number' ? new Date(seconds * 1000).toISOString() : undefined;
+}
+
+function text(value: unknown): string | undefined {
+  return typeof value === 'string' && value.length > 0 ? value : undefined;
+}
+
+/** For --help: every code a parked message can carry, and how the queue is read. */
+const HELP_AFTER = `
+Codes: ${INVALID_CODES.join(', ')}
+(delivery-limit: parked by the broker itself after too many returns to dispatch).
+
+${NO_REQUEUE}
+${EXIT}`;
+
+/** A code that no message can carry would only ever match nothing: say so, with the codes there are. */
+function checkCode(code: string | undefined): string | undefined {
+  if (code !== undefined && !(INVALID_CODES as readonly string[]).includes(code)) {
+    throw new UsageError(`--code: unknown code "${code}"; the codes are ${INVALID_CODES.join(', ')}`);
+  }
+  return code;
+}
+
+function nothingParked(names: TopologyNames, code: string | undefined): string {
+  return code === undefined ? `${names.invalid} is empty` : `no parked message has code ${code}`;
+}
+
+/** The first characters of a body for people; 4 bytes per character at most, so a huge body is not decoded whole. */
+function bodyPreview(body: Buffer): string {
+  return body.subarray(0, 800).toString('utf8').slice(0, 200);
+}
+
+function parkedTable(messages: ParkedMessage[]): string {
+  return formatTable(
+    ['CODE', 'INVALID AT', 'ROUTING KEY', 'MESSAGE ID', 'BYTES', 'REASON', 'BODY'],
+    messages.map((m) => [
+      m.code ?? '-',
+      m.invalidAt ?? '-',
+      m.originalRoutingKey ?? '-',
+      m.messageId ?? '-',
+      String(m.body.length),
+      truncate(m.reason ?? '-', 80),
+      bodyPreview(m.body),
+    ]),
+  );
+}
+
+function parkedJson(m: ParkedMessage): Record<string, unknown> {
+  return {
+    code: m.code ?? null,
+    reason: m.reason ?? null,
+    invalidAt: m.invalidAt ?? null,
+    originalRoutingKey: m.originalRoutingKey ?? null,
+    messageId: m.messageId ?? null,
+    bodyBytes: m.body.length,
+    body: bodyPreview(m.body),
+  };
+}
+
+export function declareInvalid(program: CliCommand): void {
+  const invalid = program
+    .command('invalid')
+    .usage('<list|requeue> [options]')
+    .description('Messages parked in <TOPOLOGY_PREFIX>.invalid: list them, move them back once fixed.');
+
+  invalid
+    .command('list')
+    .summary('shows parked messages and why, without removing them')
+    .description(
+      'Shows the messages parked in <TOPOLOGY_PREFIX>.invalid: code, reason, invalid-at, original routing ' +
+        'key, message id, body size and the first 200 characters of the body. Removes nothing.',
+    )
+    .option('--code <code>', 'only this code (below)')
+    .option('--limit <n>', 'show at most N, in queue order', '500')
+    .option('--json', 'one JSON array on stdout, for scripts', false)
+    .addHelpText('after', HELP_AFTER)
+    .handle(
+      (raw: { code?: string; limit: string; json: boolean }) => ({ code: checkCode(raw.code), limit: parseLimit(raw.limit), json: raw.json }),
+      async (options, ctx) => {
+        const names = topologyNames(ctx.config.TOPOLOGY_PREFIX);
+        const shown: ParkedMessage[] = [];
+        let matched = 0;
+        // The whole queue is passed over even past --limit, so it ends in the order it started in.
+        await withBroker(ctx.config, [names.invalid], (broker) =>
+          passOverInvalid(broker, names, (parked) => {
+            if (options.code === undefined || parked.code === options.code) {
+              matched++;
+              if (shown.length < options.limit) shown.push(parked);
+            }
+            return 'keep';
+          }),
+        );
+        printListing(ctx, options.json, shown.map(parkedJson), nothingParked(names, options.code), () => parkedTable(shown));
+        if (shown.length < matched) writeLine(ctx.stderr, `showing the first ${shown.length} of ${matched}; raise --limit to see more`);
+        return 0;
+      },
+    );
+
+  invalid
+    .command('requeue')
+    .summary('moves parked messages back to dispatch once their cause is fixed')
+    .usage('(--code <code> | --all) [--dry-run]')
+    .description(
+      'After a fix upstream or in the merchant directory, moves parked messages back to ' +
+        '<TOPOLOGY_PREFIX>.dispatch: body, messageId and headers kept, the x-invalid-* headers removed. If ' +
+        'the cause is not fixed, the dispatcher parks them again.',
+    )
+    .option('--code <code>', 'move the messages with this code (below)')
+    .option('--all', 'move every parked message', false)
+    .option('--dry-run', 'move nothing; print what would move', false)
+    .addHelpText('after', `${HELP_AFTER} (3: no parked message matched)`)
+    .handle(
+      (raw: { code?: string; all: boolean; dryRun: boolean }) => {
+        // Moving everything must be asked for by name, never be what a forgotten --code does.
+        if (raw.code === undefined && !raw.all) throw new UsageError('invalid requeue needs --code <code> or --all');
+        if (raw.code !== undefined && raw.all) throw new UsageError('give --code <code> or --all, not both');
+        return { code: checkCode(raw.code), dryRun: raw.dryRun };
+      },
+      async (options, ctx) => {
+        const names = topologyNames(ctx.config.TOPOLOGY_PREFIX);
+        const matching: ParkedMessage[] = [];
+        const result = await withBroker(ctx.config, [names.invalid, names.dispatch], (broker) =>
+          passOverInvalid(broker, names, (parked) => {
+            if (options.code !== undefined && parked.code !== options.code) return 'keep';
+            matching.push(parked);
+            return options.dryRun ? 'keep' : 'move';
+          }),
+        );
+        if (matching.length === 0) throw new NothingMatchedError(nothingParked(names, options.code));
+        if (options.dryRun) {
+          writeLine(ctx.stdout, parkedTable(matching));
+          writeLine(ctx.stdout, `dry run: would move ${matching.length} message(s) to ${names.dispatch}; nothing was moved`);
+        } else {
+          writeLine(ctx.stdout, `moved ${result.moved} message(s) to ${names.dispatch}; ${result.kept} left in ${names.invalid}`);
+        }
+        return 0;
+      },
+    );
+}
