@@ -43,7 +43,6 @@ export const dispatcherEnvSchema = z.object({
     .transform(Number),
   /** How long a stop (SIGTERM) may take, draining deliveries in flight included; the process exits by then whatever the broker does. */
   SHUTDOWN_TIMEOUT: envFields.durationMs('30s'),
-  /** The delivery log: on, the dispatcher declares <prefix>.deliveries and keeps the first bytes of each answer. */
   DELIVERY_LOG: deliveryLogFields.DELIVERY_LOG,
   DELIVERY_LOG_RESPONSE_BYTES: deliveryLogFields.DELIVERY_LOG_RESPONSE_BYTES,
   /**
@@ -62,7 +61,6 @@ export const dispatcherEnvSchema = z.object({
    */
   INTAKE_DEDUPE_WINDOW: durationOrNever('24h'),
   LOG_LEVEL: envFields.logLevel,
-  /** The standard OpenTelemetry variables; tracing is off without an OTLP endpoint. */
   ...tracingFields,
 })
   .superRefine(requireMerchantStore)
