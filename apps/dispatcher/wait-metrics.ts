@@ -3,12 +3,9 @@ import { METRIC_NAMES, gaugeFrom } from '../../libs/metrics/index.js';
 import type { WaitStore } from '../../libs/waits/index.js';
 
 /** A wait this far past its due time is overdue: a healthy scheduler hands a due wait back within a second. */
-export const WAIT_OVERDUE_AFTER_MS = 60_000;
+const WAIT_OVERDUE_AFTER_MS = 60_000;
 
-/**
- * The waits' two gauges, from one count per scrape (shared by both, so a scrape asks once). While
- * PostgreSQL does not answer they keep their last value.
- */
+/** The waits' two gauges, from one count per scrape; while PostgreSQL does not answer they keep their last value. */
 export function waitMetrics(registry: Registry, store: WaitStore): void {
   let last = { waiting: 0, overdue: 0 };
   let asking: Promise<typeof last> | undefined;
