@@ -26,8 +26,6 @@ import type { Throttle } from './stages/throttle.js';
 import { publishChild, type Span, spanLogFields, tracingActive } from '../../libs/tracing/index.js';
 import { deliverySpan, describeDelivery, describeFanOut } from './stages/trace.js';
 
-export type { DispatcherStats } from './stages/effect.js';
-
 /** After a record the deliveries stream did not confirm, how long records are sent without waiting. */
 export const RECORDS_DOWN_MS = 15_000;
 
@@ -71,7 +69,6 @@ export interface DispatcherDeps {
   merchants: MerchantDirectory;
   http: WebhookHttpClient;
   logger: Logger;
-  signer?: WebhookSigner;
   now?: () => Date;
   observer?: DeliveryObserver;
   /** Waits in PostgreSQL (libs/waits): written before the ack, taken by a hand-back. Required with a retry schedule. */
@@ -129,7 +126,7 @@ export class Dispatcher {
       maxCooldownMs: Math.max(settings.breakerCooldownMs ?? BREAKER.cooldownMs, BREAKER.maxCooldownMs),
     });
     this.admission = new AdmissionStage(deps.merchants, this.guards, this.policy, deps.platform, deps.throttle);
-    this.attempt = new AttemptStage(deps.http, deps.signer ?? new WebhookSigner(), observer, settings);
+    this.attempt = new AttemptStage(deps.http, new WebhookSigner(), observer, settings);
     this.effect = new EffectStage({
       broker: deps.broker,
       names: this.names,
@@ -155,11 +152,7 @@ export class Dispatcher {
       // With tracing on, each walk carries its delivery's span (stages/trace.ts).
       onMessage: (delivery) => this.track(this.handle(delivery, tracingActive() ? deliverySpan(delivery.message, this.names.dispatch) : undefined)),
     });
-    this.deps.logger.info('dispatcher consuming', {
-      queue: this.names.dispatch,
-      concurrency: this.settings.concurrency,
-      retries: this.settings.retryDelaysMs.length,
-    });
+    this.deps.logger.info('dispatcher consuming', { queue: this.names.dispatch, concurrency: this.settings.concurrency, retries: this.settings.retryDelaysMs.length });
   }
 
   /** Stops taking deliveries and waits for those in flight; safe to call twice. */
@@ -167,18 +160,11 @@ export class Dispatcher {
     this.stopping ??= (async () => {
       await this.consumer?.cancel();
       this.guards.wakeAll();
-      const drain = Promise.allSettled([...this.inFlight]);
       let timer: NodeJS.Timeout | undefined;
-      const timeout = new Promise<'timeout'>((resolve) => {
-        timer = setTimeout(() => resolve('timeout'), this.settings.drainTimeoutMs ?? 30_000);
-      });
-      const outcome = await Promise.race([drain, timeout]);
+      const timeout = new Promise<'timeout'>((resolve) => (timer = setTimeout(resolve, this.settings.drainTimeoutMs ?? 30_000, 'timeout')));
+      const outcome = await Promise.race([Promise.allSettled([...this.inFlight]), timeout]);
       clearTimeout(timer);
-      if (outcome === 'timeout') {
-        this.deps.logger.warn('dispatcher stopped with deliveries in flight; the broker requeues them', {
-          inFlight: this.inFlight.size,
-        });
-      }
+      if (outcome === 'timeout') this.deps.logger.warn('dispatcher stopped with deliveries in flight; the broker requeues them', { inFlight: this.inFlight.size });
     })();
     return this.stopping;
   }
