@@ -123,14 +123,7 @@ export class EffectStage {
         if (decision.status !== undefined) headers[HEADERS.lastStatus] = decision.status;
         await this.wait(delivery, intake, 'retry', headers, this.deps.policy.delayOf(decision.step), record, span, decision.circuitMs);
         this.count('retried', 'retried', intake.event, intake.test);
-        if (this.info) logger.info('webhook attempt failed, retry scheduled', {
-          ...logFields(intake),
-          attempt: decision.attempt,
-          error: decision.error,
-          errorClass: decision.errorClass,
-          delayMs: this.deps.policy.delayOf(decision.step),
-          ...spanLogFields(span),
-        });
+        if (this.info) logger.info('webhook attempt failed, retry scheduled', { ...logFields(intake), attempt: decision.attempt, error: decision.error, errorClass: decision.errorClass, delayMs: this.deps.policy.delayOf(decision.step), ...spanLogFields(span) });
         return;
       }
       case 'failed': {
@@ -158,8 +151,7 @@ export class EffectStage {
 
   /** The failure, resendable at once, without holding the ack; a write that fails is left to the recorder. */
   private index(delivery: Delivery, intake: IntakeEvent, decision: Extract<Decision, { kind: 'failed' }>, headers: ScalarHeaders, now: Date): void {
-    if (!this.deps.failures) return;
-    const failure = {
+    this.deps.failures?.record({
       merchantId: intake.merchantId,
       webhookId: intake.webhookId,
       endpointId: intake.endpointId,
@@ -172,8 +164,7 @@ export class EffectStage {
       lastError: decision.error,
       content: delivery.message.content.toString('utf8'),
       headers,
-    };
-    this.deps.failures.record(failure).catch((err: unknown) => {
+    }).catch((err: unknown) => {
       this.deps.logger.warn('failure not indexed; the recorder indexes it from the delivery log', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error).message });
     });
   }
