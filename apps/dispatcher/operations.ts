@@ -27,18 +27,15 @@ export interface OperationsDeps {
 }
 
 export interface OperationsSettings {
-  /** ENDPOINT_DISABLE_AFTER; 0: never. */
+  /** ENDPOINT_DISABLE_AFTER (0: never) and OPERATIONAL_EVENT_INTERVAL. */
   disableAfterMs: number;
-  /** OPERATIONAL_EVENT_INTERVAL: per endpoint, at most one event of a kind per interval. */
   intervalMs: number;
 }
 
-/** This dispatcher's own run of failures on one endpoint, since its last success there. */
+/** This dispatcher's own run of failures on one endpoint; `sharedSeen`: the directory's clock, gone after a success elsewhere. */
 interface Streak {
   since: number;
-  /** Its latest failure: after a silence of two tenths of ENDPOINT_DISABLE_AFTER the run starts over. */
   lastAt: number;
-  /** The directory's failing clock when last looked at: its disappearance means a success elsewhere. */
   sharedSeen?: number;
 }
 
@@ -125,13 +122,12 @@ export class Operations {
     }
   }
 
-  /** Sends what is folded (with its count) and waits for directory writes in flight. */
+  /** Sends what is folded and waits for directory writes in flight. */
   async stop(): Promise<void> {
     this.folder.flush();
     await Promise.allSettled([...this.inFlight]);
   }
 
-  /** The endpoint this delivery went to (its x-endpoint-id; a copy without one: the merchant's first). */
   private endpointOf(intake: IntakeEvent): Endpoint | undefined {
     const merchant = this.deps.merchants.byId(intake.merchantId);
     return merchant && endpointFor(merchant, intake);
@@ -185,7 +181,6 @@ export class Operations {
     for (const id of endpoints.keys()) if (!live.has(id)) endpoints.delete(id);
   }
 
-  /** This dispatcher's last success on the merchant's endpoint, at `url`. */
   private successAt(merchantId: string, endpointId: string, url: string): number {
     const last = this.lastSuccess.get(merchantId)?.get(endpointId);
     return last && last.url === url ? last.at : -Infinity;

@@ -1,7 +1,6 @@
 import { endpointKey, isKeyOf } from './endpoint-key.js';
 
 export interface EndpointGuardOptions {
-  /** Requests in flight to one endpoint at most. */
   maxInFlight: number;
   /** Requests in flight to all endpoints together at most (DISPATCH_CONCURRENCY); unbounded when absent. */
   maxTotalInFlight?: number;
@@ -10,7 +9,6 @@ export interface EndpointGuardOptions {
    * when absent. The per-URL bound alone lets an endpoint whose URL changes take one share per URL.
    */
   maxPerMerchant?: number;
-  /** Consecutive failed attempts that open the circuit. */
   failureThreshold: number;
   /** How long an open circuit stays open before one probe is let through; doubles while probes fail. */
   cooldownMs: number;
@@ -39,7 +37,6 @@ export type Admission =
   | { kind: 'defer' };
 
 interface EndpointState {
-  /** Start times of the requests in flight, oldest first. */
   started: number[];
   failures: number;
   openUntil: number;
@@ -93,7 +90,6 @@ export class EndpointGuards {
   private readonly merchants = new Map<string, MerchantState>();
   private latestMerchantId: string | undefined;
   private latestMerchant: MerchantState | undefined;
-  /** Requests in flight to all endpoints. */
   private total = 0;
   /** Deliveries whose endpoint has room while the process has none, oldest first (by `since`). */
   private readonly blocked: Waiter[] = [];
@@ -113,7 +109,6 @@ export class EndpointGuards {
     return total;
   }
 
-  /** Requests in flight to all endpoints now. */
   get inFlight(): number {
     return this.total;
   }
@@ -123,7 +118,6 @@ export class EndpointGuards {
     return this.blocked.length;
   }
 
-  /** Endpoints remembered now. */
   get size(): number {
     return this.endpoints.size;
   }

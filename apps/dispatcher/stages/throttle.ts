@@ -12,14 +12,9 @@ export const THROTTLE_AHEAD = { slots: 10, minMs: 500, maxMs: 1_000 };
 /** A dispatcher's takes of one endpoint's slots in flight at once for new deliveries (see Throttle.taking). */
 export const TAKES_IN_FLIGHT = 2;
 
-/** How long an adaptive rate read from PostgreSQL is used before it is read again. */
 const RATE_READ_EVERY_MS = 1_000;
 
-/**
- * Send now, wait as a row for `delayMs`, or the dispatcher stopped. `dueAt` is that moment on the
- * throttle's clock, read once per answer of the endpoint's queue: the places of one answer are
- * exactly an interval apart there, however late each delivery's continuation runs.
- */
+/** `dueAt`: the wait's due time on the throttle's clock, where the places of one answer are exactly an interval apart. */
 export type ThrottleVerdict = { kind: 'go' } | { kind: 'wait'; delayMs: number; dueAt: number } | { kind: 'stopping' };
 
 export interface ThrottleOptions {
@@ -36,11 +31,10 @@ interface Adaptive {
 }
 
 /**
- * The throttle guard of admission: an endpoint with `maxPerSecond`, or one its 429/503 answers
- * slowed (endpoint_rates), is sent one webhook per slot of its rate, taken from one GCRA row in
- * PostgreSQL shared by every dispatcher. A slot up to `aheadMs` ahead is held for in memory, so
- * that slots closer than the scheduler's poll are all used. Later, a 'throttled' wait row due a
- * little before its place in the endpoint's queue (a second GCRA row, taken unconditionally).
+ * An endpoint with `maxPerSecond`, or one its 429/503 answers slowed, is sent one webhook per slot
+ * of its rate, from a GCRA row in PostgreSQL shared by every dispatcher. A slot up to `aheadMs`
+ * ahead is held in memory (slots closer than the scheduler's poll are all used); later, a
+ * 'throttled' wait due a little before its place in the endpoint's queue (a second GCRA row).
  */
 export class Throttle {
   private readonly adaptive = new Map<string, Adaptive>();
@@ -48,28 +42,21 @@ export class Throttle {
   private readonly sent = new Map<string, { second: number; count: number; last: number }>();
   /** While PostgreSQL does not answer: each endpoint's next slot in this dispatcher alone. */
   private readonly alone = new Map<string, number>();
-  /** The rate each limited endpoint was last sent at, per second. */
   private readonly current = new Map<string, number>();
   /** Until when a take of the endpoint is known to be refused: meanwhile a delivery goes straight to its place in the queue. */
   private readonly refusedUntil = new Map<string, number>();
   /**
-   * Until when the endpoint's queue, as this dispatcher last placed in it, is ahead of its slots: a
-   * new delivery meanwhile goes to its back without a take (the slots are the waits' handed back).
-   * A take per delivery queued every dispatcher on the endpoint's one row lock.
+   * Until when the endpoint's queue is ahead of its slots: a new delivery goes to its back without a
+   * take (a take per delivery queued every dispatcher on the one row's lock).
    */
   private readonly queuedUntil = new Map<string, number>();
-  /**
-   * New deliveries' takes in flight per endpoint (at most TAKES_IN_FLIGHT), and those waiting their
-   * turn: the one row serializes them anyway, each holding a pool connection (a prefetch's worth
-   * stalled the wait writes). A turn after a refusal finds it, and queues without a take.
-   */
+  /** New deliveries' takes in flight per endpoint, and those waiting: the row serializes them anyway, each holding a pool connection. */
   private readonly taking = new Map<string, { inFlight: number; turns: Array<() => void> }>();
   /** Deliveries waiting for their place in each endpoint's queue: taken together, one statement a batch. */
   private readonly placing = new Map<string, Array<{ notBeforeMs: number; resolve: (placeAt: number | undefined) => void }>>();
   private readonly now: () => number;
   private takes = 0;
   private readonly problemDue = onceEvery();
-  /** Slots granted and held in memory. */
   readonly stats = { held: 0 };
 
   constructor(
@@ -226,7 +213,6 @@ export class Throttle {
     return this.waitUntil((placeAt ?? asked + retryInMs + aheadMs) - aheadMs / 2);
   }
 
-  /** A wait due at `dueAt` on this throttle's clock, and the delay until then from now. */
   private waitUntil(dueAt: number): ThrottleVerdict {
     return { kind: 'wait', delayMs: Math.max(0, dueAt - this.now()), dueAt };
   }
