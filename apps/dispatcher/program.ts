@@ -11,7 +11,6 @@ import { IntakeChecker, type IntakeCheckerOptions, IntakeKeyStore } from '../../
 import { openDevDatabase } from '../recorder/open-log.js';
 import { awaitSchema, awaitSchemaAt, type SchemaGateOptions } from '../../libs/migrations/index.js';
 import { METRIC_NAMES, counterFrom, createRegistry, deliveryMetrics, gaugeFrom, labelledGaugeFrom, operationalMetrics } from '../../libs/metrics/index.js';
-import { waitMetrics } from './wait-metrics.js';
 import { Throttle } from './stages/throttle.js';
 import { OPERATIONAL_EVENT_TYPES, OperationalPublisher } from '../../libs/operational/index.js';
 import { Operations } from './operations.js';
@@ -302,4 +301,22 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
       return stopping;
     },
   };
+}
+
+/** A wait this far past its due time is overdue: a healthy scheduler hands a due wait back within a second. */
+const WAIT_OVERDUE_AFTER_MS = 60_000;
+
+/** The waits' two gauges, from one count per scrape; while PostgreSQL does not answer they keep their last value. */
+function waitMetrics(registry: Registry, store: WaitStore): void {
+  let last = { waiting: 0, overdue: 0 };
+  let asking: Promise<typeof last> | undefined;
+  const census = () => {
+    asking ??= store.census(WAIT_OVERDUE_AFTER_MS).then(
+      (counted) => (last = counted),
+      () => last,
+    ).finally(() => setTimeout(() => (asking = undefined), 1_000).unref());
+    return asking;
+  };
+  gaugeFrom(registry, METRIC_NAMES.waiting, 'Webhooks waiting for their next attempt (rows of webhook_waits)', async () => (await census()).waiting);
+  gaugeFrom(registry, METRIC_NAMES.waitsOverdue, 'Waits more than a minute past their due time', async () => (await census()).overdue);
 }
