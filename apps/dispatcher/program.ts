@@ -61,17 +61,11 @@ export async function startDispatcher(config: DispatcherConfig, logger: Logger, 
   logger.info('dispatcher metrics listening', { port: health.port });
   const cleanup = new Cleanup();
   cleanup.add(() => health.close());
-  return cleanup.guard(() =>
-    startParts(config, logger, options, {
-      registry,
-      health,
-      cleanup,
-      awaiting: (check, why) => {
-        awaited = check;
-        detail = why;
-      },
-    }),
-  );
+  const awaiting = (check: () => string | undefined, why?: string) => {
+    awaited = check;
+    detail = why;
+  };
+  return cleanup.guard(() => startParts(config, logger, options, { registry, health, cleanup, awaiting }));
 }
 
 interface Readiness {
