@@ -43,26 +43,18 @@ export const dispatcherEnvSchema = z.object({
     .transform(Number),
   /** How long a stop (SIGTERM) may take, draining deliveries in flight included; the process exits by then whatever the broker does. */
   SHUTDOWN_TIMEOUT: envFields.durationMs('30s'),
-  /** The delivery log: on, the dispatcher declares <prefix>.deliveries and keeps the first bytes of each answer. */
   DELIVERY_LOG: deliveryLogFields.DELIVERY_LOG,
   DELIVERY_LOG_RESPONSE_BYTES: deliveryLogFields.DELIVERY_LOG_RESPONSE_BYTES,
-  /**
-   * Auto-disable: an endpoint whose every attempt has failed this long (failures spread over a
-   * tenth of it) is turned off in the merchant directory (not with MERCHANTS_FILE, which is read-only). `0`: never.
-   */
+  /** Auto-disable: an endpoint whose every attempt has failed this long is turned off (not with MERCHANTS_FILE). `0`: never. */
   ENDPOINT_DISABLE_AFTER: durationOrNever('5d'),
   /** Per endpoint, at most one operational event of a kind per this; later ones fold into the next one's count. */
   OPERATIONAL_EVENT_INTERVAL: envFields.durationMs('1h'),
   /** Optional: the operational events also POSTed here as Standard Webhooks, signed with OPERATIONAL_WEBHOOK_SECRET. */
   OPERATIONAL_WEBHOOK_URL: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional(),
   OPERATIONAL_WEBHOOK_SECRET: z.string().regex(WEBHOOK_SECRET, 'must be whsec_ followed by base64 (a Standard Webhooks secret)').optional(),
-  /**
-   * Idempotent intake: an upstream message whose key (its messageId, else its body's digest) was
-   * seen this long ago or less is acked and not delivered again. Needs DATABASE_URL; `0`: off.
-   */
+  /** Idempotent intake: an upstream message whose key was seen this long ago or less is not delivered again. `0`: off. */
   INTAKE_DEDUPE_WINDOW: durationOrNever('24h'),
   LOG_LEVEL: envFields.logLevel,
-  /** The standard OpenTelemetry variables; tracing is off without an OTLP endpoint. */
   ...tracingFields,
 })
   .superRefine(requireMerchantStore)

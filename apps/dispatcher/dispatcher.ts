@@ -26,16 +26,12 @@ import type { Throttle } from './stages/throttle.js';
 import { publishChild, type Span, spanLogFields, tracingActive } from '../../libs/tracing/index.js';
 import { deliverySpan, describeDelivery, describeFanOut } from './stages/trace.js';
 
-export type { DispatcherStats } from './stages/effect.js';
-
 /** After a record the deliveries stream did not confirm, how long records are sent without waiting. */
 export const RECORDS_DOWN_MS = 15_000;
 
 /**
- * Deliveries held (the prefetch) per request slot. A delivery keeps its prefetch slot after its
- * request, until its record is confirmed and its ack sent (5 ms or more): with the prefetch equal
- * to the requests allowed, those settling kept the next deliveries from being sent: a fast
- * endpoint got 13,800 deliveries/s, and 18,600 to 19,900 with twice the prefetch (BENCHMARKS.md 1b).
+ * Deliveries held (the prefetch) per request slot: a delivery keeps its prefetch slot after its
+ * request until its record is confirmed and its ack sent, and those settling kept the next from being sent.
  */
 export const PREFETCH_PER_SLOT = 2;
 
@@ -55,18 +51,16 @@ export interface DispatcherSettings {
   userAgent: string;
   /** How long stop() waits for in-flight deliveries before closing anyway (they return to the queue). */
   drainTimeoutMs?: number;
-  /** Requests in flight to one endpoint (a merchant's webhook URL); default half of concurrency. */
+  /** Requests in flight to one endpoint URL; default half of concurrency (the bound for all of an endpoint's URLs). */
   perEndpointConcurrency?: number;
-  /** Requests in flight for one merchant, to all its URLs together; default half of concurrency, like one endpoint's. */
-  perMerchantConcurrency?: number;
-  /** Consecutive failures that open an endpoint's circuit (default 5), and how long it stays open (30 s, doubling to 10 min). */
+  /** Consecutive failures that open an endpoint's circuit, and how long it stays open (default BREAKER). */
   breakerThreshold?: number;
   breakerCooldownMs?: number;
   /** Times a delivery is set aside because its endpoint is busy before it waits for a slot instead. */
   maxDeferrals?: number;
   /** Waits between tries of a move the broker did not take, before the delivery goes back to its queue. */
   moveBackoffMs?: readonly number[];
-  /** How long a taken hand-back of a wait may take to end before the row hands it on again (WAIT_LEASE; at least twice the delivery timeout). */
+  /** WAIT_LEASE (at least twice the delivery timeout). */
   waitLeaseMs?: number;
 }
 
@@ -75,46 +69,29 @@ export interface DispatcherDeps {
   merchants: MerchantDirectory;
   http: WebhookHttpClient;
   logger: Logger;
-  signer?: WebhookSigner;
   now?: () => Date;
   observer?: DeliveryObserver;
-  /**
-   * Waits in PostgreSQL (libs/waits): `writer` writes a webhook that must wait, confirmed before its
-   * ack; `store` takes a hand-back to its attempt. Required with a retry schedule.
-   */
+  /** Waits in PostgreSQL (libs/waits): written before the ack, taken by a hand-back. Required with a retry schedule. */
   waits?: { writer: WaitWriter; store: WaitStore };
-  /**
-   * Order per reference (libs/ordering): a new webhook of a merchant with `orderByReference` is
-   * admitted in its reference's order (attempted if first, else written as an 'ordered' wait), and
-   * its end releases the next. Without it no merchant is ordered.
-   */
+  /** Order per reference (libs/ordering); without it no merchant is ordered. */
   order?: OrderGate;
-  /** The endpoints' throttle (maxPerSecond and adaptive rates, in PostgreSQL); without it nothing is throttled. */
+  /** The endpoints' throttle; without it nothing is throttled. */
   throttle?: Throttle;
-  /** The delivery log's writer: each settled delivery's record is confirmed before its effect and ack. */
   deliveryLog?: DeliveryRecorder;
   /** Operational events and endpoint health, told of each settled delivery after its effect. */
   operations?: Operations;
-  /** The failure index in PostgreSQL: each failure written once it is in `failed` (best effort; the recorder writes it too). */
+  /** The failure index in PostgreSQL (best effort; the recorder writes it too). */
   failures?: FailedStore;
-  /**
-   * The platform's endpoint (platformEndpoint()): the operational events bound to dispatch are
-   * delivered to it like a merchant's webhooks. Without it they are skipped (not set up).
-   */
+  /** The platform's endpoint (platformEndpoint()); without it operational events are skipped. */
   platform?: Merchant;
-  /**
-   * Idempotent intake (libs/intake-keys): an upstream message whose key was seen within
-   * INTAKE_DEDUPE_WINDOW is acked, not delivered. Without it every message is delivered.
-   */
+  /** Idempotent intake (libs/intake-keys); without it every message is delivered. */
   intakeKeys?: IntakeChecker;
 }
 
 /**
- * Consumes `dispatch` and walks each delivery through its stages, top to bottom in handle():
- * intake → admission → attempt → decision → effect. Only the effect acks, and only once the
- * outcome is safe: delivered, or its wait written, or its copy confirmed in `failed` or `invalid`.
- * A new event for several endpoints is walked from admission on once per endpoint, in this process
- * (stages/fan-out.ts), and acked once every endpoint's effect is done.
+ * Consumes `dispatch` and walks each delivery through its stages in handle(): intake → admission →
+ * attempt → decision → effect. Only the effect acks, once the outcome is safe. A new event for
+ * several endpoints is walked once per endpoint (stages/fan-out.ts), acked once all are done.
  */
 export class Dispatcher {
   readonly guards: EndpointGuards;
@@ -124,7 +101,6 @@ export class Dispatcher {
   private readonly admission: AdmissionStage;
   private readonly attempt: AttemptStage;
   private readonly effect: EffectStage;
-  /** Takes hand-backs to their attempts, those of one turn in one statement. */
   private readonly taker?: WaitTaker;
   private consumer?: Consumer;
   /** Deliveries settled without their delivery-log record (the deliveries stream refused it). */
@@ -140,16 +116,17 @@ export class Dispatcher {
     if (settings.retryDelaysMs.length > 0 && !deps.waits) throw new Error('a retry schedule needs waits in PostgreSQL (deps.waits)');
     const observer = deps.observer ?? noopObserver;
     if (deps.waits) this.taker = new WaitTaker(deps.waits.store, Math.max(settings.waitLeaseMs ?? 60_000, 2 * settings.deliveryTimeoutMs));
+    const half = Math.max(1, Math.ceil(settings.concurrency / 2));
     this.guards = new EndpointGuards({
-      maxInFlight: settings.perEndpointConcurrency ?? Math.max(1, Math.ceil(settings.concurrency / 2)),
+      maxInFlight: settings.perEndpointConcurrency ?? half,
       maxTotalInFlight: settings.concurrency,
-      maxPerMerchant: settings.perMerchantConcurrency ?? Math.max(1, Math.ceil(settings.concurrency / 2)),
+      maxPerMerchant: half,
       failureThreshold: settings.breakerThreshold ?? BREAKER.threshold,
       cooldownMs: settings.breakerCooldownMs ?? BREAKER.cooldownMs,
       maxCooldownMs: Math.max(settings.breakerCooldownMs ?? BREAKER.cooldownMs, BREAKER.maxCooldownMs),
     });
     this.admission = new AdmissionStage(deps.merchants, this.guards, this.policy, deps.platform, deps.throttle);
-    this.attempt = new AttemptStage(deps.http, deps.signer ?? new WebhookSigner(), observer, settings);
+    this.attempt = new AttemptStage(deps.http, new WebhookSigner(), observer, settings);
     this.effect = new EffectStage({
       broker: deps.broker,
       names: this.names,
@@ -175,11 +152,7 @@ export class Dispatcher {
       // With tracing on, each walk carries its delivery's span (stages/trace.ts).
       onMessage: (delivery) => this.track(this.handle(delivery, tracingActive() ? deliverySpan(delivery.message, this.names.dispatch) : undefined)),
     });
-    this.deps.logger.info('dispatcher consuming', {
-      queue: this.names.dispatch,
-      concurrency: this.settings.concurrency,
-      retries: this.settings.retryDelaysMs.length,
-    });
+    this.deps.logger.info('dispatcher consuming', { queue: this.names.dispatch, concurrency: this.settings.concurrency, retries: this.settings.retryDelaysMs.length });
   }
 
   /** Stops taking deliveries and waits for those in flight; safe to call twice. */
@@ -187,29 +160,21 @@ export class Dispatcher {
     this.stopping ??= (async () => {
       await this.consumer?.cancel();
       this.guards.wakeAll();
-      const drain = Promise.allSettled([...this.inFlight]);
       let timer: NodeJS.Timeout | undefined;
-      const timeout = new Promise<'timeout'>((resolve) => {
-        timer = setTimeout(() => resolve('timeout'), this.settings.drainTimeoutMs ?? 30_000);
-      });
-      const outcome = await Promise.race([drain, timeout]);
+      const timeout = new Promise<'timeout'>((resolve) => (timer = setTimeout(resolve, this.settings.drainTimeoutMs ?? 30_000, 'timeout')));
+      const outcome = await Promise.race([Promise.allSettled([...this.inFlight]), timeout]);
       clearTimeout(timer);
-      if (outcome === 'timeout') {
-        this.deps.logger.warn('dispatcher stopped with deliveries in flight; the broker requeues them', {
-          inFlight: this.inFlight.size,
-        });
-      }
+      if (outcome === 'timeout') this.deps.logger.warn('dispatcher stopped with deliveries in flight; the broker requeues them', { inFlight: this.inFlight.size });
     })();
     return this.stopping;
   }
 
   /**
-   * One delivery, walked through its stages, its span ended at the end; or (`share`) one endpoint's
-   * share of a fanned-out one, walked from its own intake on, its span the original's. Never
-   * rejects (what goes wrong unexpectedly parks it: a share parks that endpoint's copy alone).
+   * One delivery through its stages; or (`share`) one endpoint's share of a fanned-out one, its span
+   * the original's. Never rejects: what goes wrong unexpectedly parks it (a share, its copy alone).
    */
   private async handle(delivery: Delivery, span?: Span, share?: IntakeEvent): Promise<void> {
-    // What intake made of it, for an unexpected error's parking (an ordered head's end).
+    // For an unexpected error's parking (an ordered head's end).
     const seen: { intake?: IntakeEvent } = { intake: share };
     try {
       const now = this.now();
@@ -217,7 +182,6 @@ export class Dispatcher {
       let intake = share;
       let finding: Finding | undefined;
       if (!intake) {
-        // Intake: parse and validate.
         try {
           intake = seen.intake = parseIntake(message, this.settings.maxMessageBytes, now, this.names.events);
         } catch (err) {
@@ -233,13 +197,12 @@ export class Dispatcher {
       if (!finding) ({ intake, finding } = await this.onward(message, intake!, now, span, () => delivery.live));
       const decision = decide(finding, intake, this.policy, now);
       if (span && !share) describeDelivery(span, intake, decision);
-      // Recorded after the effect it describes (a wait written, a move confirmed) and before the
-      // ack: a crash after the ack cannot leave the attempt out of the log, and a move that gives
-      // up records nothing.
+      // Recorded after the effect it describes and before the ack: a crash cannot leave the
+      // attempt out of the log, and a move that gives up records nothing.
       const record = this.deps.deliveryLog && recordOf(intake, finding, decision, this.policy, now);
       const settle = record
         ? async () => {
-            // Its producer span ends here rather than in publishIn's callbacks: one promise and two closures less per delivery.
+            // Ended here, not in publishIn's callbacks: one promise and two closures less per delivery.
             const recording = span && publishChild(span, this.names.deliveries);
             await this.record(record, span);
             recording?.end();
@@ -255,23 +218,19 @@ export class Dispatcher {
   }
 
   /**
-   * A message as it came to dispatch (not a fan-out's share): which endpoints it is for (a
-   * 'fan-out', or none: why), and whether it is a repeat. Undefined: it goes on, to its one endpoint.
+   * A message as it came to dispatch: which endpoints it is for (a 'fan-out', or none: why), and
+   * whether it is a repeat. Undefined: it goes on, to its one endpoint.
    */
   private async firstSight(message: ConsumeMessage, intake: IntakeEvent): Promise<Finding | undefined> {
-    // Fan-out: a new event goes to each of the merchant's matching endpoints.
     const routed = route(intake, this.deps.merchants);
-    // Idempotent intake: only at first sight, a message from upstream's exchange; a retry, a
-    // hand-back, a resend or a test event is never a repeat.
+    // Only a message from upstream's exchange may be a repeat (not a retry, a resend, a test event).
     if (!this.deps.intakeKeys || message.fields.exchange !== this.names.events || intake.test) return routed;
     const key = { merchantId: intake.merchantId, webhookId: intake.webhookId };
     if ((await this.deps.intakeKeys.check(key, message.fields.redelivered)) !== 'repeat') return routed;
     const endpointIds = routed?.kind === 'fan-out' ? routed.endpointIds : intake.endpointId !== undefined ? [intake.endpointId] : [];
     if (message.fields.redelivered && endpointIds.length > 0) {
-      // A redelivery the log holds, per endpoint: a fanned-out message's records are written
-      // before its ack, so a dispatcher that died mid-fan-out settled some endpoints (and the
-      // rest may route to one endpoint now, another disabled since); those without a record
-      // get it (again, perhaps: at least once). None left: a repeat like any other.
+      // A dispatcher that died mid-fan-out settled some endpoints (their records written before the
+      // ack): those without a record get it (again, perhaps: at least once). None left: a repeat.
       const left = await this.deps.intakeKeys.unrecorded(key, endpointIds, this.deps.merchants.byId(intake.merchantId)?.endpoints[0]?.id);
       if (left.length > 0) {
         if (routed?.kind === 'fan-out') routed.endpointIds = left;
@@ -281,14 +240,13 @@ export class Dispatcher {
     return { kind: 'duplicate', ...key };
   }
 
-  /** A new event for several endpoints: each endpoint's share walked from this one message (stages/fan-out.ts). */
   private async fanOut(delivery: Delivery, intake: IntakeEvent, endpointIds: readonly string[], span: Span | undefined): Promise<void> {
     if (span) describeFanOut(span, intake, endpointIds.length);
     this.effect.stats.fannedOut++;
     await fanOut(delivery, intake, endpointIds, (share, own) => this.handle(share, span, own), (share, own) => this.effect.handOn(share, own, span));
   }
 
-  /** Admission and attempt (after a hand-back's take and an ordered webhook's place): each stage either finds what ends the walk or hands on. */
+  /** A hand-back's take, an ordered webhook's place, admission and attempt: each finds what ends the walk or hands on. */
   private async onward(message: ConsumeMessage, intake: IntakeEvent, now: Date, span: Span | undefined, live: () => boolean): Promise<{ intake?: IntakeEvent; finding: Finding }> {
     // A wait handed back: only its current hand comes to an attempt.
     if (intake.hand !== undefined && !(await this.take(intake, intake.hand))) {
@@ -301,19 +259,18 @@ export class Dispatcher {
     if (intake.resendClaim !== undefined && intake.attempts === 0 && intake.deferrals === 0 && intake.postponements === 0) {
       this.effect.markResent(intake, intake.resendClaim);
     }
-    // Admission: someone to send it to, and a slot on their endpoint.
-    // Given up like a stop's once its channel is gone while it waited for a slot or its rate: the
-    // broker has given it back, and sent on, it went twice (its redelivery, woken in turn, too).
+    // Given up like a stop's once its channel is gone while it waited: the broker has given it
+    // back, and sent on, it went twice (its redelivery too).
     const admitted = await this.admission.admit(intake, now, () => this.stopping !== undefined || !live());
     if (admitted.kind !== 'admitted') return { intake, finding: admitted };
-    // A hand-back that waited for its slot: its lease (from its take) may not cover the attempt too,
-    // and the row would hand it on while it is sent: the same retry twice. Taken again, the lease
-    // runs from now; handed on meanwhile, it gives its slot back unsent and the current copy goes.
+    // A hand-back that waited for its slot: its lease (from its take) may not cover the attempt, and
+    // the row would hand it on while it is sent. Taken again, the lease runs from now; handed on
+    // meanwhile, it gives its slot back unsent and the current copy goes.
     if (intake.hand !== undefined && performance.now() - takenAt > RETAKE_AFTER_MS && !(await this.take(intake, intake.hand))) {
       admitted.slot.release('unused');
       return { finding: { kind: 'superseded', key: `${intake.webhookId}#${intake.hand}` } };
     }
-    // Attempt: sign and POST; its answer tells the endpoint's adaptive rate.
+    // Its answer tells the endpoint's adaptive rate.
     const finding = await this.attempt.run(intake, admitted, now, span);
     if (this.deps.throttle) {
       const status = finding.kind === 'sent' ? finding.status : finding.kind === 'attempt-failed' ? finding.error.status : undefined;
@@ -323,12 +280,9 @@ export class Dispatcher {
   }
 
   /**
-   * The record, confirmed on the deliveries stream before the effect. One that is not confirmed
-   * (the stream has no leader, a broker alarm) does not hold the delivery: it goes on without it,
-   * counted and logged, and for the next RECORDS_DOWN_MS records are sent without waiting, so a
-   * deliveries stream that lost its leader does not hold every delivery for the confirm deadline.
-   * Handing the delivery back instead would POST the webhook again: a duplicate to the merchant
-   * is worse than a gap in the log.
+   * The record, confirmed on the deliveries stream. One not confirmed does not hold the delivery
+   * (handed back, it would be POSTed again: worse than a gap in the log): counted and logged, and
+   * for RECORDS_DOWN_MS records are not waited for, so a stream without a leader holds no delivery.
    */
   private record(record: DeliveryRecordInput, span?: Span): Promise<void> | undefined {
     const written = this.deps.deliveryLog!.record(record);
@@ -343,15 +297,14 @@ export class Dispatcher {
   }
 
   /**
-   * A new webhook of an ordered merchant (not a resend, a test or a hand-back): admitted in its
-   * reference's order: `waiting` behind an earlier one (its 'ordered' wait is written; acked
-   * without an attempt), `ended` for a copy of one already done (acked), `head` to attempt it,
-   * marked ordered so that its end releases the next; undefined when it is not ordered.
+   * A new webhook of an ordered endpoint, in its reference's order: `waiting` behind an earlier one
+   * (its 'ordered' wait written), `ended` for a copy of one already done, `head` to attempt it
+   * (its end releases the next); undefined when it is not ordered.
    */
   private async placeInOrder(message: ConsumeMessage, intake: IntakeEvent): Promise<OrderState | undefined> {
     const order = this.deps.order;
     if (!order || intake.orderKey === undefined || intake.hand !== undefined || intake.resentAt !== undefined || intake.test) return undefined;
-    // The endpoint's own setting, and its own line of the reference (each endpoint's delivery is ordered apart).
+    // The endpoint's own setting: each endpoint's deliveries are ordered apart.
     const merchant = this.deps.merchants.byId(intake.merchantId);
     if (!merchant || endpointFor(merchant, intake)?.orderByReference !== true) return undefined;
     // Marked before its admission: the 'ordered' wait written with it carries the mark.
@@ -366,10 +319,9 @@ export class Dispatcher {
   }
 
   /**
-   * Takes a hand-back to its attempt (its lease then covers the attempt): false for a stale copy.
-   * PostgreSQL not answering takes it anyway: a duplicate is better than a webhook held back, and
-   * its outcome's write waits for PostgreSQL. Not an ordered one: a stale copy attempted after its
-   * successor would be out of order, so it is held (unacked) until PostgreSQL answers.
+   * Takes a hand-back to its attempt: false for a stale copy. PostgreSQL not answering takes it
+   * anyway (a duplicate is better than a webhook held back), but not an ordered one: a stale copy
+   * after its successor would be out of order, so it is held until PostgreSQL answers.
    */
   private async take(intake: IntakeEvent, hand: number): Promise<boolean> {
     if (!this.taker) return true;

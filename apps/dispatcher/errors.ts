@@ -1,11 +1,4 @@
-export type InvalidCode =
-  | 'too-large'
-  | 'not-json'
-  | 'invalid-envelope'
-  | 'missing-reference'
-  | 'unknown-merchant'
-  | 'invalid-message-id'
-  | 'internal-error';
+export type InvalidCode = 'too-large' | 'not-json' | 'invalid-envelope' | 'missing-reference' | 'unknown-merchant' | 'invalid-message-id' | 'internal-error';
 
 /** The message can never be delivered as it is: it is parked in `invalid` with the reason, not retried. */
 export class InvalidMessageError extends Error {

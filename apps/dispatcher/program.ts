@@ -11,9 +11,7 @@ import { IntakeChecker, type IntakeCheckerOptions, IntakeKeyStore } from '../../
 import { openDevDatabase } from '../recorder/open-log.js';
 import { awaitSchema, awaitSchemaAt, type SchemaGateOptions } from '../../libs/migrations/index.js';
 import { METRIC_NAMES, counterFrom, createRegistry, deliveryMetrics, gaugeFrom, labelledGaugeFrom, operationalMetrics } from '../../libs/metrics/index.js';
-import { waitMetrics } from './wait-metrics.js';
 import { Throttle } from './stages/throttle.js';
-import { throttleMetrics } from './throttle-metrics.js';
 import { OPERATIONAL_EVENT_TYPES, OperationalPublisher } from '../../libs/operational/index.js';
 import { Operations } from './operations.js';
 import { WaitScheduler, WaitStore, WaitWriter } from '../../libs/waits/index.js';
@@ -43,10 +41,6 @@ export interface DispatcherProgram {
 /** What closing takes once deliveries are drained (consumers, streams, the connection), out of SHUTDOWN_TIMEOUT. */
 const CLOSE_RESERVE_MS = 5_000;
 
-/**
- * Wires the dispatcher from parsed config: directory, broker (topology on every connect), HTTP
- * client. `signal` ends the start-up at once (Ctrl-C while the broker cannot be reached).
- */
 export interface DispatcherOptions {
   /** Ends the start-up at once (Ctrl-C while the broker or the database cannot be reached). */
   signal?: AbortSignal;
@@ -54,32 +48,24 @@ export interface DispatcherOptions {
   database?: Database;
   /** How often the merchant directory polls for changes a lost notification did not announce. */
   merchantsPollMs?: number;
-  /** The idempotent intake's check: how long it may take before intake goes on unchecked (tests on a loaded machine). */
+  /** The idempotent intake's check's deadline (tests on a loaded machine). */
   intakeCheck?: IntakeCheckerOptions;
 }
 
 export async function startDispatcher(config: DispatcherConfig, logger: Logger, options: DispatcherOptions = {}): Promise<DispatcherProgram> {
-  // Up from the first moment, so an orchestrator sees /healthz 200 and /readyz 503 (with what is
-  // awaited) through a long start-up: the broker unreachable, a journal or directory being read.
+  // Up from the first moment: /healthz 200 and /readyz 503 (with what is awaited) through a long start-up.
   const registry = createRegistry('dispatcher');
   let awaited: () => string | undefined = () => 'RabbitMQ';
   let detail: string | undefined;
   const health = await startHealthServer({ port: config.METRICS_PORT, registry, ready: () => awaited() === undefined, waitingFor: () => awaited(), detail: () => (awaited() ? detail : undefined) });
   logger.info('dispatcher metrics listening', { port: health.port });
-  // What start-up opens, closed if a later step fails.
   const cleanup = new Cleanup();
   cleanup.add(() => health.close());
-  return cleanup.guard(() =>
-    startParts(config, logger, options, {
-      registry,
-      health,
-      cleanup,
-      awaiting: (check, why) => {
-        awaited = check;
-        detail = why;
-      },
-    }),
-  );
+  const awaiting = (check: () => string | undefined, why?: string) => {
+    awaited = check;
+    detail = why;
+  };
+  return cleanup.guard(() => startParts(config, logger, options, { registry, health, cleanup, awaiting }));
 }
 
 interface Readiness {
@@ -97,8 +83,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   // Development mode without DATABASE_URL, run alone: an embedded database of its own.
   const ownDatabase = !fromFile && !options.database && !config.DATABASE_URL ? await openDevDatabase(logger) : undefined;
   cleanup.add(() => ownDatabase?.close());
-  // The schema this release needs, before the directory reads its tables (and the failure index
-  // writes its own): waited for, never made here (`webhooks migrate`).
+  // The schema this release needs, waited for before the directory reads it, never made here (`webhooks migrate`).
   const schemaOptions: SchemaGateOptions = {
     signal: options.signal,
     onState: (state) =>
@@ -107,9 +92,8 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
         : awaiting(() => (fromFile ? 'RabbitMQ' : 'the merchant database')),
   };
   const given = options.database ?? ownDatabase;
-  // With merchants in MERCHANTS_FILE the dispatcher delivers without PostgreSQL (the recorder
-  // indexes the failures it could not write), so there the schema is looked at beside it, and a
-  // newer one (or one still behind after the wait) stops it.
+  // With MERCHANTS_FILE the dispatcher delivers without PostgreSQL, so the schema is watched beside
+  // it, and a newer one (or one still behind after the wait) stops it.
   const schemaWatch = new AbortController();
   cleanup.add(() => schemaWatch.abort());
   const never = new Promise<Error>(() => {});
@@ -124,8 +108,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
       (err: Error) => (schemaWatch.signal.aborted ? never : err),
     );
   };
-  // The directory loads while the broker connects and declares: neither waits for the other, and
-  // a directory that cannot load ends the broker's attempts too.
+  // The directory loads while the broker connects; a directory that cannot load ends the broker's attempts too.
   const failed = new AbortController();
   const signal = options.signal ? AbortSignal.any([options.signal, failed.signal]) : failed.signal;
   const [loaded, connected] = await Promise.allSettled([
@@ -160,7 +143,6 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   const opened = loaded.value;
   const merchants: MerchantDirectory = opened.merchants;
   const broker: BrokerConnection = connected.value;
-  // The failure index: each failure written as soon as it is in `failed` (the recorder writes it too).
   const failuresDatabase = opened.database ?? (config.DATABASE_URL ? openPostgres(config.DATABASE_URL, { maxConnections: 2, applicationName: 'webhooks-dispatcher failures' }) : undefined);
   const ownFailuresDatabase = failuresDatabase === opened.database ? undefined : failuresDatabase;
   cleanup.add(() => ownFailuresDatabase?.close());
@@ -172,12 +154,10 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   const names = topologyNames(config.TOPOLOGY_PREFIX);
   const http = createUndiciClient({
     allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS,
-    // Kept for the delivery log's attempts.
     responseBodyBytes: config.DELIVERY_LOG === 'on' ? config.DELIVERY_LOG_RESPONSE_BYTES : 0,
   });
-  // Waits are rows in PostgreSQL (libs/waits): written by the dispatcher, handed back by the
-  // scheduler each dispatcher runs, on a pool of their own so that neither waits behind the directory;
-  // its commits are durable whatever the server's default, since a written wait is acked at once.
+  // Waits on a pool of their own, so that they do not wait behind the directory; durable commits
+  // whatever the server's default, since a written wait is acked at once.
   const waitsOn = config.RETRY_SCHEDULE.length > 0;
   const waitsDatabase = waitsOn && !options.database && config.DATABASE_URL
     ? openPostgres(config.DATABASE_URL, { connectTimeoutMs: 2_000, statementTimeoutMs: 10_000, maxConnections: 6, applicationName: 'webhooks-dispatcher waits', durableCommits: true })
@@ -191,8 +171,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   const scheduler = waitStore
     ? new WaitScheduler(waitStore, broker, logger, { dispatch: names.dispatch, leaseMs: Math.max(config.WAIT_LEASE, 2 * config.DELIVERY_TIMEOUT_MS) })
     : undefined;
-  // Idempotent intake (libs/intake-keys): its checks on a pool of their own with short timeouts,
-  // so that a slow or absent PostgreSQL lets intake go on unchecked rather than wait.
+  // Intake keys on a pool of their own with short timeouts: a slow PostgreSQL lets intake go on unchecked.
   const dedupeOn = config.INTAKE_DEDUPE_WINDOW > 0;
   const keysDatabase = dedupeOn && !options.database && config.DATABASE_URL
     ? openPostgres(config.DATABASE_URL, { connectTimeoutMs: 2_000, statementTimeoutMs: 5_000, maxConnections: 2, applicationName: 'webhooks-dispatcher intake keys' })
@@ -201,10 +180,8 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   cleanup.add(() => keysDatabase?.close());
   const intakeKeys = keysQueries && new IntakeChecker(new IntakeKeyStore(keysQueries, config.INTAKE_DEDUPE_WINDOW), logger, options.intakeCheck);
   cleanup.add(() => intakeKeys?.stop());
-  // The delivery log: every settled delivery's record goes to the deliveries stream before its ack.
   const deliveryLog = config.DELIVERY_LOG === 'on' ? new DeliveryRecorder(broker, logger, { prefix: config.TOPOLOGY_PREFIX, replication: replicationOf(config) }) : undefined;
   await deliveryLog?.start();
-  // Operational events: published on <prefix>.operational; auto-disable only where the directory can be written.
   const operationalCounts = operationalMetrics(registry, OPERATIONAL_EVENT_TYPES, DISABLED_REASONS);
   const operational = new OperationalPublisher(broker, names.operational, logger, { onPublished: (type) => operationalCounts.published(type) });
   if (fromFile && config.ENDPOINT_DISABLE_AFTER > 0) {
@@ -216,9 +193,11 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
     { merchants, writer: opened.writable, publisher: operational, logger, metrics: operationalCounts },
     { disableAfterMs: config.ENDPOINT_DISABLE_AFTER, intervalMs: config.OPERATIONAL_EVENT_INTERVAL },
   );
-  // The endpoints' throttle takes its slots from PostgreSQL, and a throttled webhook waits as a row: only with waits.
+  // Slots in PostgreSQL, and a throttled webhook waits as a row: only with waits.
   const throttle = waitsQueries && waitStore && new Throttle(waitsQueries, waitStore, logger);
-  if (throttle) throttleMetrics(registry, throttle);
+  if (throttle) {
+    labelledGaugeFrom(registry, METRIC_NAMES.endpointRate, 'Webhooks per second a throttled endpoint is sent at: its maxPerSecond, or lower while its 429/503 answers slow it', 'merchant', () => [...throttle.rates()]);
+  }
   const dispatcher = new Dispatcher(
     {
       throttle,
@@ -246,7 +225,6 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
       waitLeaseMs: config.WAIT_LEASE,
     },
   );
-  // Today's partition of intake keys before the first check (PostgreSQL down: logged, checks skipped).
   await intakeKeys?.start();
   await dispatcher.start();
   scheduler?.start();
@@ -280,7 +258,6 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   if (waitStore) waitMetrics(registry, waitStore);
   const unreadable = () => opened.writable?.unreadable.length ?? 0;
   gaugeFrom(registry, METRIC_NAMES.merchantsUnreadable, 'Merchants whose newest row this program cannot open (a key it lacks): served at their last readable version', unreadable);
-  // Ready while connected (the merchants were loaded before) and able to read every merchant's newest row.
   awaiting(() => (!broker.isConnected ? 'RabbitMQ' : unreadable() > 0 ? `SECRETS_KEY_PREVIOUS: ${unreadable()} merchant row(s) sealed with a key this program lacks` : undefined));
 
   let stopping: Promise<void> | undefined;
@@ -291,8 +268,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
     fatal: Promise.race([new Promise<Error>((resolve) => broker.once('fatal', resolve)), schemaFatal]),
     metricsPort: health.port,
     stop() {
-      // Bounded by SHUTDOWN_TIMEOUT whatever the broker does: the drain takes what the close
-      // steps leave, each close step gets what is left, and the connection is cut at the end.
+      // Bounded by SHUTDOWN_TIMEOUT whatever the broker does: each step gets a share of what is left.
       stopping ??= (async () => {
         const budget = stopBudget(config.SHUTDOWN_TIMEOUT, logger);
         schemaWatch.abort();
@@ -319,4 +295,22 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
       return stopping;
     },
   };
+}
+
+/** A wait this far past its due time is overdue: a healthy scheduler hands a due wait back within a second. */
+const WAIT_OVERDUE_AFTER_MS = 60_000;
+
+/** The waits' two gauges, from one count per scrape; while PostgreSQL does not answer they keep their last value. */
+function waitMetrics(registry: Registry, store: WaitStore): void {
+  let last = { waiting: 0, overdue: 0 };
+  let asking: Promise<typeof last> | undefined;
+  const census = () => {
+    asking ??= store.census(WAIT_OVERDUE_AFTER_MS).then(
+      (counted) => (last = counted),
+      () => last,
+    ).finally(() => setTimeout(() => (asking = undefined), 1_000).unref());
+    return asking;
+  };
+  gaugeFrom(registry, METRIC_NAMES.waiting, 'Webhooks waiting for their next attempt (rows of webhook_waits)', async () => (await census()).waiting);
+  gaugeFrom(registry, METRIC_NAMES.waitsOverdue, 'Waits more than a minute past their due time', async () => (await census()).overdue);
 }

@@ -13,10 +13,7 @@ export interface Admitted {
   slot: Extract<Slot, { kind: 'send' }>;
 }
 
-/**
- * Admission: is there someone to send this to, and may it go now? The directory (merchant,
- * active webhook, event filter), then the endpoint's throttle, then its guards (circuit breaker, bulkhead).
- */
+/** Admission: the directory (merchant, enabled endpoint, event filter), then the endpoint's throttle, then its guards. */
 export class AdmissionStage {
   /** Webhook URL → endpoint: parsing a URL per delivery costs more than the rest of admission. */
   private readonly endpoints = new Map<string, string>();
@@ -25,9 +22,8 @@ export class AdmissionStage {
     private readonly merchants: MerchantDirectory,
     readonly guards: EndpointGuards,
     private readonly policy: RetryPolicy,
-    /** The platform's endpoint (OPERATIONAL_WEBHOOK_URL), from the dispatcher's config: never in the directory. */
+    /** The platform's endpoint, from the dispatcher's config: never in the directory. */
     private readonly platform?: Merchant,
-    /** The endpoints' throttle (maxPerSecond, and the rate their 429/503 answers set); none without PostgreSQL. */
     private readonly throttle?: Throttle,
   ) {}
 
@@ -39,16 +35,13 @@ export class AdmissionStage {
     // So does a webhook never attempted whose span is over: nothing reaches failed untried.
     const force = intake.attempts === 0 && (intake.resentAt !== undefined || this.policy.spanOver(intake.resentAt ?? intake.firstSeenAt, now));
     const endpoint = this.endpointOf(webhook.url);
-    // The throttle: a slot of the endpoint's rate (held until it comes), or a wait as a row. Not
-    // while its circuit is open: the circuit decides then (postponed, parked behind wait_circuits).
-    // A dead endpoint's 503s lower its rate, and taken first the throttle made its webhooks
-    // 'throttled' waits at places of its queue hours ahead, none of them telling the circuit's row.
+    // Not the throttle while the circuit is open: the circuit decides then. Taken first, a dead
+    // endpoint's 503s made its webhooks 'throttled' waits hours ahead, none telling the circuit's row.
     const circuitDecides = !force && this.guards.refusing(endpoint);
     const throttled = this.throttle && !circuitDecides ? await this.throttle.admit(intake.merchantId, webhook, stopped, intake.hand !== undefined) : undefined;
     if (throttled?.kind === 'stopping') return { kind: 'stopping' };
     if (throttled?.kind === 'wait') return { kind: 'throttled', delayMs: throttled.delayMs };
-    // Its span over while the circuit kept it postponed: an attempt unless the endpoint's line is
-    // full, then it fails as the circuit would have it (a resend, the merchant's word, waits its turn).
+    // Its span over while the circuit kept it postponed: an attempt unless the endpoint's line is full (not a resend).
     const spanOver = force && intake.resentAt === undefined && this.guards.refusing(endpoint);
     const slot = await this.guards.acquire(
       endpoint,
@@ -58,8 +51,7 @@ export class AdmissionStage {
     if (!slot) return { kind: 'stopping' };
     if (slot.kind === 'defer') return { kind: 'busy' };
     if (slot.kind === 'open') return { kind: 'circuit-open', failures: slot.failures, retryInMs: slot.retryInMs, lastError: slot.lastError };
-    // It may have waited seconds for its slot (or its rate): the endpoint turned off or deleted
-    // meanwhile receives nothing more, as it would once the directory had it (within a second).
+    // It may have waited seconds: an endpoint turned off or deleted meanwhile receives nothing more.
     const latest = this.target(intake);
     if (latest.kind === 'unavailable') {
       slot.release('unused');
@@ -89,21 +81,15 @@ export class AdmissionStage {
   }
 }
 
-/**
- * The endpoint this copy is for: the one its x-endpoint-id names (undefined once deleted), or for
- * a copy without one (an event with one matching endpoint, or one accepted before events were
- * fanned out, when a merchant had one endpoint) the merchant's first.
- */
+/** The endpoint this copy is for: the one its x-endpoint-id names (undefined once deleted), else the merchant's first. */
 export function endpointFor(merchant: Merchant, intake: Pick<IntakeEvent, 'endpointId'>): Endpoint | undefined {
   if (intake.endpointId === undefined) return merchant.endpoints[0];
   return merchant.endpoints.find((endpoint) => endpoint.id === intake.endpointId);
 }
 
 /**
- * Why none of these endpoints (a merchant's, or the one a copy is for) takes an event that no
- * enabled one of them receives: an enabled one filters it out; else an endpoint turned off by
- * auto-disable is said apart, so the merchant's log tells it from its own choice; none at all (a
- * deleted endpoint) is like a disabled webhook. Both routing and admission ask it.
+ * Why none of these endpoints takes the event: an enabled one filters it out; else one turned off
+ * by auto-disable is said apart from the merchant's own choice; none at all is like a disabled webhook.
  */
 export function unavailableOf(endpoints: readonly Endpoint[]): Unavailable {
   if (endpoints.some((endpoint) => endpoint.enabled)) return 'event-not-subscribed';

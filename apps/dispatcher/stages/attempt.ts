@@ -14,10 +14,7 @@ export interface AttemptSettings {
   userAgent: string;
 }
 
-/**
- * The attempt: sign, POST, and tell the endpoint's guards how it went. Its result is a finding for
- * the decision; an error that is not a failed attempt (a bug) is thrown, its slot released.
- */
+/** The attempt: sign, POST, and tell the endpoint's guards how it went; an error that is not a failed attempt (a bug) is thrown, its slot released. */
 export class AttemptStage {
   constructor(
     private readonly http: WebhookHttpClient,
@@ -44,7 +41,6 @@ export class AttemptStage {
           'webhook-signature': signed['webhook-signature'],
         } as Record<string, string>,
       };
-      // With tracing on, a client span whose traceparent the request carries.
       const attempt = span && attemptSpan(span, request);
       let response: WebhookResponse;
       try {
@@ -72,7 +68,7 @@ export class AttemptStage {
 }
 
 /** A 4xx other than 408 and 429 is an answer, not an outage: see AttemptResult. */
-export function breakerResult(err: unknown): AttemptResult {
+function breakerResult(err: unknown): AttemptResult {
   if (err instanceof WebhookRejectedError && err.status >= 400 && err.status < 500 && err.status !== 408 && err.status !== 429) return 'rejected';
   return 'failed';
 }

@@ -15,34 +15,27 @@ export interface AttemptTrace {
   responseBody?: string;
 }
 
-/**
- * What the stages before the decision found, one per delivery: the intake's verdict, the
- * admission's refusal, or the attempt's result.
- */
+/** What the stages before the decision found, one per delivery: intake's verdict, admission's refusal, or the attempt's result. */
 export type Finding =
   /** Intake: another copy of the same wait arrived first. */
   | { kind: 'superseded'; key: string }
-  /** Intake: upstream published this key before, within INTAKE_DEDUPE_WINDOW (libs/intake-keys). */
+  /** Intake: upstream published this key within INTAKE_DEDUPE_WINDOW. */
   | { kind: 'duplicate'; merchantId: string; webhookId: string }
-  /** Intake: the message can never be delivered as it is (or handling it failed unexpectedly). */
   | { kind: 'invalid'; code: InvalidCode; detail: string }
-  /** Intake: an ordered merchant's webhook behind an earlier one of its reference; its wait is written. */
+  /** Behind an earlier webhook of its reference; its wait is written. */
   | { kind: 'ordered' }
-  /** Intake: a new event for several of the merchant's endpoints: each endpoint's delivery walked from it (stages/fan-out.ts), never decided itself. */
+  /** A new event for several endpoints: each walked apart (stages/fan-out.ts), never decided itself. */
   | { kind: 'fan-out'; endpointIds: string[] }
-  /** Admission: no merchant, no active webhook, or the event is filtered out. */
   | { kind: 'unavailable'; why: Unavailable }
-  /** Admission: the dispatcher stopped while this delivery waited for a slot. */
+  /** The dispatcher stopped (or the channel closed) while this delivery waited. */
   | { kind: 'stopping' }
-  /** Admission: the endpoint's throttle has no slot within reach: its place in the endpoint's queue comes in `delayMs`. */
+  /** No throttle slot within reach: its place in the endpoint's queue comes in `delayMs`. */
   | { kind: 'throttled'; delayMs: number }
-  /** Admission: the endpoint is at its in-flight bound and slow. */
+  /** The endpoint is at its in-flight bound and slow. */
   | { kind: 'busy' }
-  /** Admission: the endpoint's circuit is open. */
   | { kind: 'circuit-open'; failures: number; retryInMs: number; lastError?: string }
-  /** Attempt: the merchant answered 2xx. */
   | { kind: 'sent'; status: number; trace?: AttemptTrace }
-  /** Attempt: it failed (a non-2xx answer, a timeout, a network error, a blocked address); `circuitMs`: the endpoint's circuit is open for that long after it. */
+  /** `circuitMs`: the endpoint's circuit is open for that long after it. */
   | { kind: 'attempt-failed'; error: DeliveryFailedError; trace?: AttemptTrace; circuitMs?: number };
 
 /** What happens to the delivery: exactly one of these. */
@@ -72,31 +65,24 @@ const UNAVAILABLE_MESSAGES: Record<Unavailable, string> = {
   'event-not-subscribed': "event not in the webhook's events",
 };
 
-/**
- * The one decision of the delivery path, pure: from what the stages found, the webhook's intake,
- * the retry policy and the time, what happens to the delivery. `intake` is absent only when the
- * message did not pass intake (superseded, duplicate, invalid).
- */
+/** The one decision of the delivery path, pure. `intake` is absent only when the message did not pass intake. */
 export function decide(finding: Finding, intake: IntakeEvent | undefined, policy: RetryPolicy, now: Date): Decision {
   switch (finding.kind) {
     case 'superseded':
-      return { kind: 'superseded', key: finding.key };
     case 'duplicate':
-      return finding;
     case 'invalid':
-      return { kind: 'invalid', code: finding.code, detail: finding.detail };
+    case 'ordered':
+      return finding;
     case 'stopping':
       return { kind: 'returned' };
-    case 'ordered':
-      return { kind: 'ordered' };
     case 'fan-out':
       throw new Error('decide: a fan-out is decided per endpoint (stages/fan-out.ts)');
   }
   if (!intake) throw new Error(`decide: ${finding.kind} needs the intake`);
   switch (finding.kind) {
     case 'unavailable':
-      // One already accepted (retrying, resent) goes to failed, to be resent once it is back; a
-      // new one is not sent (spec 6.3), and a new one for a merchant nobody knows is invalid.
+      // One already accepted goes to failed, to be resent once it is back; a new one is not sent
+      // (spec 6.3), or invalid for a merchant nobody knows.
       if (intake.accepted) {
         return { kind: 'failed', reason: finding.why, attempts: intake.attempts, error: UNAVAILABLE_MESSAGES[finding.why], attempted: false };
       }

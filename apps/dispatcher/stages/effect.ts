@@ -15,26 +15,13 @@ import { publishIn, type Span, spanLogFields } from '../../../libs/tracing/index
 const UNSENDABLE: ReadonlySet<string> = new Set([FAILED_REASONS.webhookDisabled, FAILED_REASONS.endpointDisabled, FAILED_REASONS.merchantRemoved]);
 
 /** The destination a wait's producer span names. */
-export const WAITS_TABLE = 'webhook_waits';
+const WAITS_TABLE = 'webhook_waits';
 
-export interface DispatcherStats {
-  delivered: number;
-  deferred: number;
-  throttled: number;
-  circuitOpen: number;
-  retried: number;
-  failed: number;
-  invalid: number;
-  skipped: number;
-  requeued: number;
-  superseded: number;
-  /** New webhooks that wait for an earlier one of their reference (order per reference). */
-  ordered: number;
-  /** Upstream messages acked without delivery: their key was seen within INTAKE_DEDUPE_WINDOW. */
-  duplicates: number;
-  /** New events for several endpoints, each endpoint's delivery walked from the one message (fan-out). */
-  fannedOut: number;
-}
+/** Deliveries by outcome; `ordered`: behind an earlier one of their reference; `fannedOut`: new events for several endpoints. */
+export type DispatcherStats = Record<
+  'delivered' | 'deferred' | 'throttled' | 'circuitOpen' | 'retried' | 'failed' | 'invalid' | 'skipped' | 'requeued' | 'superseded' | 'ordered' | 'duplicates' | 'fannedOut',
+  number
+>;
 
 export interface EffectDeps {
   broker: BrokerConnection;
@@ -43,21 +30,19 @@ export interface EffectDeps {
   logger: Logger;
   observer: DeliveryObserver;
   failures?: FailedStore;
-  /** Where a webhook that must wait is written (confirmed before its ack); needed with a retry schedule. */
+  /** Needed with a retry schedule. */
   waits?: WaitWriter;
-  /** Order per reference: an ordered webhook's end releases the next of its reference, before its ack. */
+  /** An ordered webhook's end releases the next of its reference, before its ack. */
   order?: OrderGate;
   now: () => Date;
-  /** Waits between tries of a move the broker did not take, before the delivery goes back to its queue. */
   moveBackoffMs: readonly number[];
   stopping: () => boolean;
 }
 
 /**
- * The effect: carries out the decision, and settles the delivery last. Every outcome ends in
- * exactly one ack (delivered, skipped, superseded, duplicate, or once its wait is written or its copy
- * confirmed in `failed` or `invalid`) or one return to the queue. `record` (the delivery log's
- * record, which never rejects) runs after the effect it describes and before the ack.
+ * The effect: carries out the decision, and settles the delivery last: exactly one ack (once its
+ * wait is written or its copy confirmed in `failed` or `invalid`) or one return to the queue.
+ * `record` (the delivery log's, never rejects) runs after the effect it describes, before the ack.
  */
 export class EffectStage {
   readonly stats: DispatcherStats = { delivered: 0, deferred: 0, throttled: 0, circuitOpen: 0, retried: 0, failed: 0, invalid: 0, skipped: 0, requeued: 0, superseded: 0, ordered: 0, duplicates: 0, fannedOut: 0 };
@@ -74,16 +59,13 @@ export class EffectStage {
     const { logger } = this.deps;
     switch (decision.kind) {
       case 'superseded':
-        // A stale hand-back of a wait (an older hand, or the wait has ended): the current one is
-        // the one delivered. Nothing is recorded: its attempt is.
+        // A stale hand-back of a wait: the current one is delivered. Nothing is recorded: its attempt is.
         this.count('superseded', 'superseded', 'unknown');
         logger.info('stale copy of a wait dropped: another hand-back of it is current', { key: decision.key, ...spanLogFields(span) });
         return delivery.ack();
       case 'duplicate':
-        // A repeat of an upstream message within the window: its first copy is the webhook. Not
-        // recorded as a delivery: the log shows it on the original (intake_keys.duplicates).
+        // Not recorded (the log shows it on the original), logged at debug only: a replay of a day's events would be a line each.
         this.stats.duplicates++;
-        // Counted (webhooks_duplicates_total), logged at debug only: a replay of a day's events would be a line each.
         if (this.debug) logger.debug('repeated upstream message dropped: its key was seen within INTAKE_DEDUPE_WINDOW', { merchantId: decision.merchantId, webhookId: decision.webhookId, ...spanLogFields(span) });
         return delivery.ack();
       case 'invalid':
@@ -100,7 +82,7 @@ export class EffectStage {
         if (this.debug) logger.debug('webhook waits for an earlier one of its reference', { ...logFields(intake), ...spanLogFields(span) });
         return delivery.ack();
       case 'delivered':
-        // Both before the ack, neither waiting for the other: an ordered webhook's end is a round trip to PostgreSQL.
+        // Neither waits for the other: an ordered webhook's end is a round trip to PostgreSQL.
         await Promise.all([this.endWait(intake, true), record()]);
         this.count('delivered', 'delivered', intake.event, intake.test);
         if (this.debug) logger.debug('webhook delivered', { ...logFields(intake), attempt: decision.attempt, status: decision.status, ...spanLogFields(span) });
@@ -141,14 +123,7 @@ export class EffectStage {
         if (decision.status !== undefined) headers[HEADERS.lastStatus] = decision.status;
         await this.wait(delivery, intake, 'retry', headers, this.deps.policy.delayOf(decision.step), record, span, decision.circuitMs);
         this.count('retried', 'retried', intake.event, intake.test);
-        if (this.info) logger.info('webhook attempt failed, retry scheduled', {
-          ...logFields(intake),
-          attempt: decision.attempt,
-          error: decision.error,
-          errorClass: decision.errorClass,
-          delayMs: this.deps.policy.delayOf(decision.step),
-          ...spanLogFields(span),
-        });
+        if (this.info) logger.info('webhook attempt failed, retry scheduled', { ...logFields(intake), attempt: decision.attempt, error: decision.error, errorClass: decision.errorClass, delayMs: this.deps.policy.delayOf(decision.step), ...spanLogFields(span) });
         return;
       }
       case 'failed': {
@@ -174,14 +149,9 @@ export class EffectStage {
     }
   }
 
-  /**
-   * The failure, resendable at once: written to PostgreSQL once it is in `failed`, without holding
-   * the ack for it. A write that fails (the database down) is left to the recorder, which indexes
-   * the same failure from its delivery record when the log catches up.
-   */
+  /** The failure, resendable at once, without holding the ack; a write that fails is left to the recorder. */
   private index(delivery: Delivery, intake: IntakeEvent, decision: Extract<Decision, { kind: 'failed' }>, headers: ScalarHeaders, now: Date): void {
-    if (!this.deps.failures) return;
-    const failure = {
+    this.deps.failures?.record({
       merchantId: intake.merchantId,
       webhookId: intake.webhookId,
       endpointId: intake.endpointId,
@@ -194,16 +164,12 @@ export class EffectStage {
       lastError: decision.error,
       content: delivery.message.content.toString('utf8'),
       headers,
-    };
-    this.deps.failures.record(failure).catch((err: unknown) => {
+    }).catch((err: unknown) => {
       this.deps.logger.warn('failure not indexed; the recorder indexes it from the delivery log', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error).message });
     });
   }
 
-  /**
-   * A resent copy reached dispatch: its failure is marked resent, in case the resender died between
-   * the copy's confirm and its own mark, so that a later resend does not send it a second time.
-   */
+  /** A resent copy reached dispatch: its failure marked resent, in case the resender died before its own mark. */
   markResent(intake: IntakeEvent, claimId: string): void {
     this.deps.failures?.markResent(intake.merchantId, [intake.webhookId], claimId, intake.endpointId).catch((err: unknown) => {
       this.deps.logger.warn('resent webhook not marked; its claim frees it after its lease', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error).message });
@@ -247,11 +213,8 @@ export class EffectStage {
   }
 
   /**
-   * One endpoint's share of a fanned-out message that its walk could not settle (a move the broker
-   * did not take, stopping): handed on as events were fanned out before, a copy for that endpoint
-   * to dispatch (x-endpoint-id; same bytes, webhook-id and first-seen time) by the one move, whose
-   * ack marks the share done. A copy not taken either returns the share (fanOut then returns the
-   * original). True when handed on.
+   * One endpoint's share of a fanned-out message that its walk could not settle: a copy for that
+   * endpoint to dispatch (x-endpoint-id; same bytes, webhook-id, first-seen time). True when handed on.
    */
   handOn(delivery: Delivery, intake: IntakeEvent, span: Span | undefined): Promise<boolean> {
     const headers: ScalarHeaders = {
@@ -265,9 +228,8 @@ export class EffectStage {
 
   private async park(delivery: Delivery, code: string, detail: string, span: Span | undefined, record: () => Promise<void>, intake?: IntakeEvent): Promise<void> {
     const { message } = delivery;
-    // An ordered head parked (an unexpected error after its admission) ends its place in its
-    // reference's order, after the move and before the ack, or the reference would wait for it
-    // for ever. A hand-back's wait hands it back again after its lease: its end is that attempt's.
+    // An ordered head parked ends its place in the order (after the move, before the ack), or its
+    // reference waits for ever. A hand-back's wait hands it back again after its lease.
     const order = intake?.ordered && intake.hand === undefined ? this.deps.order : undefined;
     const settle = order ? async () => { await order.end(waitKeyOf(intake!)); await record(); } : record;
     const moved = await this.move(delivery, this.deps.names.invalid, {
@@ -284,10 +246,7 @@ export class EffectStage {
     this.deps.logger.warn('message parked as invalid', { code, reason: detail.slice(0, 200), ...spanLogFields(span) });
   }
 
-  /**
-   * The wait written (a new row, or the next wait of this hand-back's row) and confirmed, then the
-   * record, then the ack. The write never gives up: while PostgreSQL is down the delivery is held.
-   */
+  /** The wait written, then the record, then the ack. The write never gives up: while PostgreSQL is down the delivery is held. */
   private async wait(delivery: Delivery, intake: IntakeEvent, reason: WaitReason, headers: ScalarHeaders, delayMs: number, record: () => Promise<void>, span: Span | undefined, circuitMs?: number): Promise<void> {
     const waits = this.deps.waits;
     if (!waits) throw new Error('effect: a wait needs the wait writer (a retry schedule needs PostgreSQL)');
@@ -296,7 +255,7 @@ export class EffectStage {
       this.deps.logger.warn('delivery channel lost before its wait; the broker redelivers it', { webhookId: intake.webhookId });
       return;
     }
-    // With tracing on, a producer span whose context the wait carries: its hand-back continues the webhook's trace.
+    // With tracing on, the wait carries a producer span's context: its hand-back continues the trace.
     await publishIn(span, WAITS_TABLE, headers, intake.webhookId, () => waits.put({
       ...waitKeyOf(intake),
       hand: intake.hand ?? 0,
@@ -313,12 +272,10 @@ export class EffectStage {
   }
 
   /**
-   * A hand-back's attempt ended: its wait goes (only if it is still this hand's). `closesCircuit`
-   * (delivered, or the webhook can no longer be sent) ends its merchant's parking: see WaitEnd. An
-   * ordered webhook's end also releases the next of its reference, first: a crash after it and
-   * before the wait's end leaves the wait to hand it back (sent again, at least once), whereas the
-   * other way round its redelivery would find no wait, be dropped as stale, and leave its
-   * reference stuck behind it. Both before the ack.
+   * A hand-back's attempt ended: its wait goes (if still this hand's); `closesCircuit` ends the
+   * endpoint's parking (WaitEnd). An ordered webhook releases the next of its reference first: a
+   * crash between leaves the wait to hand it back (at least once), whereas the other way round its
+   * redelivery would be dropped as stale and its reference stuck behind it.
    */
   private async endWait(intake: IntakeEvent, closesCircuit = false): Promise<void> {
     if (intake.ordered && this.deps.order) await this.deps.order.end(waitKeyOf(intake));
@@ -338,7 +295,7 @@ export class EffectStage {
       ack: () => delivery.ack(),
       nack: (requeue) => delivery.nack(requeue),
     };
-    // With tracing on, a producer span whose context the copy carries: the next delivery continues the webhook's trace.
+    // With tracing on, the copy carries a producer span's context: the next delivery continues the trace.
     const result = await publishIn(span, queue, base, webhookId ?? '', () => moveMessage(this.deps.broker, held, queue, {
       backoffMs: this.deps.moveBackoffMs,
       webhookId,
@@ -359,10 +316,7 @@ export function waitKeyOf(intake: IntakeEvent): { merchantId: string; webhookId:
   return { merchantId: intake.merchantId, webhookId: intake.webhookId, endpointId: intake.endpointId ?? '' };
 }
 
-/**
- * A webhook's fields for a log line, built only where a line is written: the delivered path runs per
- * delivery. The endpoint too, so that a webhook failing on two endpoints logs two lines told apart.
- */
+/** A webhook's fields for a log line, built only where one is written (the endpoint tells two endpoints' lines apart). */
 function logFields(intake: IntakeEvent) {
   return { merchantId: intake.merchantId, endpointId: intake.endpointId, event: intake.event, reference: intake.references[0], webhookId: intake.webhookId };
 }

@@ -1,49 +1,30 @@
 import { endpointKey, isKeyOf } from './endpoint-key.js';
-import { pruneIdle } from './prune-idle.js';
 
 export interface EndpointGuardOptions {
-  /** Requests in flight to one endpoint at most. */
   maxInFlight: number;
-  /**
-   * Requests in flight to all endpoints together at most (DISPATCH_CONCURRENCY); unbounded when
-   * absent. The dispatcher holds more deliveries than this (its prefetch), so that those whose
-   * record and ack are still going out do not keep the next ones from being sent.
-   */
+  /** Requests in flight to all endpoints together at most (DISPATCH_CONCURRENCY); unbounded when absent. */
   maxTotalInFlight?: number;
   /**
-   * Requests in flight for one of a merchant's endpoints (by its id) at most, whatever its URLs
-   * (unbounded when absent): the per-URL bound alone lets an endpoint whose URL changes take one
-   * share per URL. Keyed by the endpoint's id, not the merchant: one slow endpoint of a merchant
-   * does not take its other endpoints' share.
+   * Requests in flight for one of a merchant's endpoints (by its id), whatever its URLs; unbounded
+   * when absent. The per-URL bound alone lets an endpoint whose URL changes take one share per URL.
    */
   maxPerMerchant?: number;
-  /** Consecutive failed attempts that open the circuit. */
   failureThreshold: number;
   /** How long an open circuit stays open before one probe is let through; doubles while probes fail. */
   cooldownMs: number;
   maxCooldownMs: number;
   /**
-   * An endpoint at its bound is slow when its oldest request has run longer than this, or four
-   * times its usual latency if that is longer, and is still unanswered that long again once this
-   * process's event loop was free to read it (slowIn()). Deliveries for a slow endpoint are set aside
-   * instead of waiting for a slot; for a fast one they wait, since a slot frees in moments.
-   */
-  slowAfterMs?: number;
-  /**
-   * Endpoints remembered at most, besides those with deliveries in flight or waiting: past it the
-   * least recently used idle ones are forgotten, closed circuits before open ones. A forgotten
-   * endpoint starts again closed, which for an idle closed one is what it was anyway.
+   * Endpoints remembered at most, besides those busy: past it the least recently used idle ones
+   * are forgotten, closed circuits first (a forgotten one starts again closed).
    */
   maxEndpoints?: number;
   now?: () => number;
 }
 
 /**
- * How an attempt ended for the breaker. `rejected` is a 4xx other than 408 and 429: the endpoint
- * is up and answering quickly, only refusing this webhook (wrong path, bad verification), so for
- * the circuit it counts as reachable, like a success: the breaker guards against endpoints that
- * are down or slow, and postponing would only delay the failure the merchant must see and fix.
- * `unused`: the slot given back unsent (its endpoint turned off while it waited): breaker and latency untouched.
+ * How an attempt ended for the breaker. `rejected` (a 4xx other than 408 and 429) counts as
+ * reachable, like a success: the breaker guards against endpoints that are down or slow.
+ * `unused`: the slot given back unsent; breaker and latency untouched.
  */
 export type AttemptResult = 'succeeded' | 'failed' | 'rejected' | 'unused';
 
@@ -56,7 +37,6 @@ export type Admission =
   | { kind: 'defer' };
 
 interface EndpointState {
-  /** Start times of the requests in flight, oldest first (appended as they start, removed as they end). */
   started: number[];
   failures: number;
   openUntil: number;
@@ -64,97 +44,88 @@ interface EndpointState {
   probing: boolean;
   latencyMs: number | undefined;
   waiters: Waiter[];
-  /** Its deliveries waiting in the process's line (it has room, the process has none): its line too, for setAside(). */
+  /** Its deliveries waiting in the process's line: its line too, for setAside(). */
   blocked: number;
   lastError?: string;
-  /**
-   * When this process first saw the oldest request past the slow threshold (0: not), and from when
-   * its event loop has been free to read the answer since (0: not yet): see slowIn().
-   */
+  /** When the oldest request was first seen past the slow threshold, and since when the loop polled (0: not): slowIn(). */
   suspectedAt: number;
   polledFrom: number;
   /** Merchants seen on this endpoint, for the metric label (the URL's path can hold a token). */
   merchants: Set<string>;
 }
 
-/** One of a merchant's endpoints' share (by its id), across its URLs: a URL change neither adds a share nor closes a circuit. */
+/** One of a merchant's endpoints' share (by its id), across its URLs. */
 interface MerchantState {
-  /** Start times of the merchant's requests in flight, to any of its endpoints, oldest first. */
+  /** Start times of its requests in flight, to any of its URLs, oldest first. */
   started: number[];
-  /** Deliveries whose endpoint has room while the merchant is at its bound, first come first. */
+  /** Deliveries whose endpoint has room while the share is at its bound. */
   waiters: Waiter[];
-  /** The endpoint the merchant sent to last: a new one starts with its circuit. */
+  /** The URL it sent to last: a new one takes its circuit (moved()). */
   endpoint: EndpointState | undefined;
 }
 
-/** A waiting delivery's wake-up, with when it came to admission (an order: see EndpointGuards.arrivals). */
+/** A waiting delivery's wake-up, with its arrival number (the oldest goes first). */
 type Waiter = (() => void) & { readonly since: number };
 
-/** How long an endpoint's line of deliveries waiting in memory for its slots may take to clear, past its share (see acquire()). */
-export const LINE_CLEARS_MS = 1_000;
+/** How long an endpoint's line waiting in memory may take to clear, past its share (lineLong()). */
+const LINE_CLEARS_MS = 1_000;
+
+/** An endpoint at its bound is slow past this, or four times its usual latency if longer (slowIn()). */
+const SLOW_AFTER_MS = 100;
 
 /**
  * Per-endpoint bulkhead and circuit breaker, so one merchant whose server hangs or fails cannot
  * take the dispatcher's connections and prefetch slots from the others.
  */
 export class EndpointGuards {
-  /** In order of last use, the least recent first (a Map keeps insertion order; a use re-inserts). */
+  /** In order of last use, the least recent first (a use re-inserts). */
   private readonly endpoints = new Map<string, EndpointState>();
-  /** The endpoint used last, already at the end of that order: its next use needs no re-insert. */
+  /** The last used, already last in that order: most deliveries come in runs, so no lookup. */
   private latestEndpoint: string | undefined;
   private latestState: EndpointState | undefined;
   private readonly now: () => number;
-  private readonly slowAfterMs: number;
   private readonly maxEndpoints: number;
   private readonly maxTotal: number;
   private readonly maxPerMerchant: number;
   private readonly merchants = new Map<string, MerchantState>();
-  /** The merchant admitted last: most deliveries come in runs of one merchant, so no lookup for those. */
   private latestMerchantId: string | undefined;
   private latestMerchant: MerchantState | undefined;
-  /** Requests in flight to all endpoints. */
   private total = 0;
-  /** Deliveries whose endpoint has room while every request slot of the process is taken, oldest first (by `since`). */
+  /** Deliveries whose endpoint has room while the process has none, oldest first (by `since`). */
   private readonly blocked: Waiter[] = [];
-  /** Deliveries come to acquire(): each waiter's `since`, kept across its waits, so the oldest goes first. */
   private arrivals = 0;
 
   constructor(private readonly options: EndpointGuardOptions) {
     this.now = options.now ?? Date.now;
-    this.slowAfterMs = options.slowAfterMs ?? 100;
     this.maxEndpoints = options.maxEndpoints ?? 10_000;
     this.maxTotal = options.maxTotalInFlight ?? Infinity;
     this.maxPerMerchant = options.maxPerMerchant ?? Infinity;
   }
 
-  /** Requests in flight for one merchant's endpoint now (by its id), to all its URLs; without an id, for all its endpoints. */
-  merchantInFlight(merchantId: string, endpointId?: string): number {
-    if (endpointId !== undefined) return this.merchants.get(shareOf(merchantId, endpointId))?.started.length ?? 0;
-    // The merchant's endpoints together (a metric, a test): each share of the merchant's.
+  /** Requests in flight for a merchant now, to all its endpoints (a metric, a test). */
+  merchantInFlight(merchantId: string): number {
     let total = 0;
     for (const [share, state] of this.merchants) if (share === merchantId || isKeyOf(share, merchantId)) total += state.started.length;
     return total;
   }
 
-  /** Requests in flight to all endpoints now. */
   get inFlight(): number {
     return this.total;
   }
 
-  /** Deliveries waiting because every request slot of the process is taken (not for their endpoint). */
+  /** Deliveries waiting because every request slot of the process is taken. */
   get waitingForRoom(): number {
     return this.blocked.length;
   }
 
-  /** Endpoints remembered now. */
   get size(): number {
     return this.endpoints.size;
   }
 
   /**
-   * Admits a delivery: send now, postpone (open circuit), defer (slow endpoint at its bound and
-   * deferring allowed), or wait for a slot. `force` sends through an open circuit (a resend: the
-   * merchant says it is fixed). Undefined when `stopped` turns true (stopping, its channel gone) while waiting.
+   * Admits a delivery: send now, postpone (open circuit), defer (slow endpoint at its bound), or
+   * wait for a slot. `force` sends through an open circuit (a resend: the merchant says it is
+   * fixed). Undefined when `stopped` turns true (stopping, its channel gone) while waiting.
    */
   async acquire(
     endpoint: string,
@@ -180,27 +151,24 @@ export class EndpointGuards {
           if (open) state.probing = true; // half-open: this one delivery probes the endpoint
           return this.send(state, merchant, open);
         }
-        // The endpoint has room but the process has none: wait for any request to end. Set aside
-        // only if its endpoint's line (there and here) is long: a freed slot goes to the oldest
-        // waiting, so a busy endpoint's deliveries often wait here, and unbounded they filled the prefetch.
+        // The endpoint has room but the process has none: wait for any request to end, unless its
+        // line (there and here) is long: unbounded, a busy endpoint's deliveries filled the prefetch.
         if (this.setAside(state, state.waiters.length + state.blocked, request)) return this.leave(state, merchant, { kind: 'defer' });
         state.blocked++;
         await new Promise<void>((resolve) => this.waitForRoom(Object.assign(resolve, { since })));
         state.blocked--;
         continue;
       }
-      // At the endpoint's bound, or the merchant's (its requests in flight to its other URLs,
-      // usually the one it left): slow is judged on those requests, the oldest first.
+      // At the endpoint's bound, or its share's (requests on other URLs, usually one it left):
+      // slow is judged on those requests, the oldest first.
       const full = open || state.started.length < this.options.maxInFlight ? undefined : state;
       const slowIn = full ? this.slowIn(full) : this.merchantSlowIn(merchant, state);
       if (slowIn <= 0 && canDefer) return this.leave(state, merchant, { kind: 'defer' });
       const waiters = full ? full.waiters : merchant.waiters;
-      // Each waiting delivery holds a prefetch slot: an endpoint that answers in time but slowly (never
-      // "slow" against its own latency) once held them all, and every other merchant waited behind it.
-      // At a long line (lineLong()) one that may be set aside is (a wait row), and one sent through an
-      // open circuit because its span ran out fails as the circuit would have it (set aside, it would
-      // only come back to this line): a dead endpoint's postponed webhooks come due at the rate they
-      // arrived, each waiting for its timeout. The circuit is asked again: it may have closed meanwhile.
+      // Each waiting delivery holds a prefetch slot: a slow-but-in-time endpoint once held them all.
+      // At a long line one that may be set aside is; one whose span ran out (sent through an open
+      // circuit) fails as the circuit would have it, or a dead endpoint's postponed webhooks each
+      // wait for their timeout. The circuit is asked again: it may have closed meanwhile.
       const waiting = full ? full.waiters.length + full.blocked : waiters.length;
       if (request.spanOver && this.refuses(state) && this.lineLong(full ?? state, waiting)) return this.leave(state, merchant, { kind: 'open', failures: state.failures, retryInMs: Math.max(0, state.openUntil - this.now()), lastError: state.lastError });
       if (this.setAside(full ?? state, waiting, request)) return this.leave(state, merchant, { kind: 'defer' });
@@ -220,10 +188,9 @@ export class EndpointGuards {
   }
 
   /**
-   * Leaving without a slot, it may be the one a freed slot woke (release() wakes one per line): the
-   * first of each line with room is woken in its stead, to take it or wait again. Else one waiting
-   * for the process slept beside a free slot until an unrelated request ended, and the merchant's
-   * line (its requests on a URL it left), with no deferral left hence no timer, slept for ever.
+   * Leaving without a slot, it may be the one a freed slot woke: the first of each line with room
+   * is woken in its stead. Else a free slot went unused until an unrelated request ended, and a
+   * share's line with no deferral left (hence no timer) slept for ever.
    */
   private leave<T extends Admission | undefined>(state: EndpointState | undefined, merchant: MerchantState | undefined, admission: T): T {
     if (state && state.started.length < this.options.maxInFlight) state.waiters[0]?.();
@@ -233,10 +200,8 @@ export class EndpointGuards {
   }
 
   /**
-   * Long: half its share or more waiting (in its line and the process's), which its usual latency
-   * would not clear within LINE_CLEARS_MS (a fast endpoint's full prefetch does). Half: waiting as
-   * many as they may have in flight, two endpoints (each half the slots) held the whole prefetch
-   * (twice the slots), and other merchants' deliveries stayed in the queue behind their backlog.
+   * Long: half its share or more waiting, which its usual latency would not clear within
+   * LINE_CLEARS_MS. At a whole share waiting, two endpoints held the whole prefetch.
    */
   private lineLong(state: EndpointState, waiting: number): boolean {
     const clearsInMs = ((waiting + 1) / this.options.maxInFlight) * (state.latencyMs ?? 0);
@@ -244,9 +209,8 @@ export class EndpointGuards {
   }
 
   /**
-   * At a long line one that may be set aside is. Its deferrals spent (MAX_DEFERRALS), it may wait
-   * in a line twice as long, which new ones do not reach, then is set aside all the same: waiting
-   * however long, an overrun endpoint's webhooks held every prefetch slot for minutes.
+   * At a long line one that may be set aside is. Its deferrals spent, it may wait in a line twice
+   * as long, then is set aside all the same: an overrun endpoint's webhooks held every prefetch slot.
    */
   private setAside(state: EndpointState, waiting: number, request: { canDefer: boolean; deferralsSpent?: boolean }): boolean {
     if (!this.lineLong(state, waiting)) return false;
@@ -277,7 +241,7 @@ export class EndpointGuards {
     return this.endpoints.get(endpoint)?.openUntil ?? 0;
   }
 
-  /** True while the endpoint's circuit turns every delivery away (open, its probe not yet due or out): acquire() answers 'open' unless forced. */
+  /** True while the circuit turns every delivery away (open, its probe not yet due or out). */
   refusing(endpoint: string): boolean {
     const state = this.endpoints.get(endpoint);
     return state !== undefined && this.refuses(state);
@@ -289,11 +253,9 @@ export class EndpointGuards {
 
   /**
    * How long until the endpoint counts as slow (≤ 0: it does): its oldest request past the
-   * threshold, and still unanswered after the threshold again with this process's event loop free
-   * to read the answer. Its age alone would count the process's own stalls against the endpoint:
-   * the first burst of a fresh dispatcher's prefetch (every request started, none read yet) or a
-   * loaded machine that did not run the process for 100 ms set aside ~190 webhooks of a fast
-   * receiver in a bench run (BENCHMARKS.md 17).
+   * threshold, and still unanswered after the threshold again with the event loop free to read the
+   * answer. Its age alone counted the process's own stalls (a fresh prefetch's burst, a loaded
+   * machine) against a fast endpoint.
    */
   private slowIn(state: EndpointState): number {
     const now = this.now();
@@ -314,29 +276,23 @@ export class EndpointGuards {
   }
 
   private threshold(state: EndpointState): number {
-    return Math.max(this.slowAfterMs, 4 * (state.latencyMs ?? 0));
+    return Math.max(SLOW_AFTER_MS, 4 * (state.latencyMs ?? 0));
   }
 
-  /**
-   * The merchant is at its bound while this endpoint has room (its requests are on URLs it left,
-   * or spread over several): slow by its oldest request, against this endpoint's usual latency.
-   */
+  /** The share is at its bound while this URL has room: slow by its oldest request, against this URL's latency. */
   private merchantSlowIn(merchant: MerchantState, state: EndpointState): number {
-    const threshold = Math.max(this.slowAfterMs, 4 * (state.latencyMs ?? 0));
-    return merchant.started[0]! + threshold - this.now();
+    return merchant.started[0]! + this.threshold(state) - this.now();
   }
 
   /**
-   * The merchant sends to another endpoint than last time (it changed its URL): the new one takes
-   * the merchant's circuit when that is the more open, so a URL change does not close a circuit.
+   * The share sends to another URL than last time: the new one takes its circuit when that is the
+   * more open, so a URL change does not close a circuit. Only a URL of this merchant's alone: else
+   * a merchant could open another's circuit by pointing its URL there.
    */
   private moved(merchant: MerchantState, state: EndpointState): void {
     const previous = merchant.endpoint;
     merchant.endpoint = state;
-    if (!previous || previous.openUntil <= state.openUntil) return;
-    // Only an endpoint of this merchant's own: one another merchant uses keeps its circuit, or a
-    // merchant could open another's circuit by pointing its URL there.
-    if (state.merchants.size !== 1) return;
+    if (!previous || previous.openUntil <= state.openUntil || state.merchants.size !== 1) return;
     state.failures = Math.max(state.failures, previous.failures);
     state.openUntil = previous.openUntil;
     state.cooldownMs = previous.cooldownMs;
@@ -347,26 +303,23 @@ export class EndpointGuards {
     if (this.latestMerchantId === merchantId) return this.latestMerchant!;
     let merchant = this.merchants.get(merchantId);
     if (!merchant) {
-      if (this.merchants.size >= this.maxEndpoints) this.pruneMerchants();
+      if (this.merchants.size >= this.maxEndpoints) {
+        pruneIdle(
+          this.merchants,
+          this.maxEndpoints,
+          (merchant) => merchant.started.length === 0 && merchant.waiters.length === 0,
+          (merchant) => !merchant.endpoint || merchant.endpoint.openUntil === 0,
+          (merchantId) => {
+            if (this.latestMerchantId === merchantId) this.latestMerchantId = this.latestMerchant = undefined;
+          },
+        );
+      }
       merchant = { started: [], waiters: [], endpoint: undefined };
       this.merchants.set(merchantId, merchant);
     }
     this.latestMerchantId = merchantId;
     this.latestMerchant = merchant;
     return merchant;
-  }
-
-  /** Forgets idle merchants down to 90% of the bound, those whose last circuit is closed first. */
-  private pruneMerchants(): void {
-    pruneIdle(
-      this.merchants,
-      this.maxEndpoints,
-      (merchant) => merchant.started.length === 0 && merchant.waiters.length === 0,
-      (merchant) => !merchant.endpoint || merchant.endpoint.openUntil === 0,
-      (merchantId) => {
-        if (this.latestMerchantId === merchantId) this.latestMerchantId = this.latestMerchant = undefined;
-      },
-    );
   }
 
   private send(state: EndpointState, merchant: MerchantState, probe: boolean): Admission {
@@ -404,13 +357,10 @@ export class EndpointGuards {
             state.openUntil = this.now() + state.cooldownMs;
           }
         }
-        // One slot is free: it goes to the delivery waiting longest, this endpoint's next or the
-        // first in the process's line. Given to the endpoint's own line first, two endpoints with
-        // endless demand (each half the slots) kept them all, and other merchants waited while it
-        // lasted. Woken first, the oldest takes it; the others woken (and the merchant's waiter, on
-        // another of its URLs) wait again, by their age. When this end opened the circuit, the whole
-        // line is woken, to be postponed: woken one per request that ends, those with no deferral
-        // left each held a prefetch slot until a probe's end, minutes apart while probes fail.
+        // The free slot goes to the delivery waiting longest, this endpoint's next or the first in
+        // the process's line (the endpoint's own first let two busy endpoints keep every slot); the
+        // others woken wait again by age. When this end opened the circuit, the whole line is woken
+        // to be postponed, not one per request end (minutes apart while probes fail).
         const merchantWaiter = merchant.waiters[0];
         const endpointWaiter = state.waiters[0];
         const own = endpointWaiter ?? merchantWaiter;
@@ -433,42 +383,41 @@ export class EndpointGuards {
       this.endpoints.delete(endpoint);
       this.endpoints.set(endpoint, state);
     } else {
-      if (this.endpoints.size >= this.maxEndpoints) this.prune();
-      state = {
-        started: [],
-        failures: 0,
-        openUntil: 0,
-        cooldownMs: this.options.cooldownMs,
-        probing: false,
-        latencyMs: undefined,
-        waiters: [],
-        blocked: 0,
-        suspectedAt: 0,
-        polledFrom: 0,
-        merchants: new Set(),
-      };
+      // Busy endpoints (in flight, waiting, probing) are never forgotten.
+      if (this.endpoints.size >= this.maxEndpoints) {
+        pruneIdle(
+          this.endpoints,
+          this.maxEndpoints,
+          (state) => state.started.length === 0 && state.waiters.length === 0 && state.blocked === 0 && !state.probing,
+          (state) => state.openUntil === 0,
+          (endpoint) => {
+            if (this.latestEndpoint === endpoint) this.latestEndpoint = this.latestState = undefined;
+          },
+        );
+      }
+      state = { started: [], failures: 0, openUntil: 0, cooldownMs: this.options.cooldownMs, probing: false, latencyMs: undefined, waiters: [], blocked: 0, suspectedAt: 0, polledFrom: 0, merchants: new Set() };
       this.endpoints.set(endpoint, state);
     }
     this.latestEndpoint = endpoint;
     this.latestState = state;
     return state;
   }
+}
 
-  /**
-   * Forgets the least recently used idle endpoints down to 90% of the bound (so that pruning runs
-   * once per tenth of the bound, not on every new URL): closed circuits first, then open ones if
-   * the closed were not enough. Busy endpoints (in flight, waiting, probing) are never forgotten.
-   */
-  private prune(): void {
-    pruneIdle(
-      this.endpoints,
-      this.maxEndpoints,
-      (state) => state.started.length === 0 && state.waiters.length === 0 && state.blocked === 0 && !state.probing,
-      (state) => state.openUntil === 0,
-      (endpoint) => {
-        if (this.latestEndpoint === endpoint) this.latestEndpoint = this.latestState = undefined;
-      },
-    );
+/**
+ * Deletes idle entries, least recently used first, down to 90% of `bound` (so pruning runs once a
+ * tenth of it, not on every new URL): closed circuits first, then open ones.
+ */
+function pruneIdle<T>(map: Map<string, T>, bound: number, idle: (value: T) => boolean, closed: (value: T) => boolean, forgotten: (key: string) => void): void {
+  const target = Math.floor(bound * 0.9);
+  for (const closedOnly of [true, false]) {
+    for (const [key, value] of map) {
+      if (map.size <= target) return;
+      if (idle(value) && (!closedOnly || closed(value))) {
+        map.delete(key);
+        forgotten(key);
+      }
+    }
   }
 }
 
@@ -482,19 +431,10 @@ function shareOf(merchantId: string, endpointId: string | undefined): string {
  * on one origin, and one sub-merchant's broken path must not open the circuit for the others.
  */
 export function endpointOf(url: string): string {
-  try {
-    return new URL(url).href;
-  } catch {
-    return url;
-  }
+  return URL.canParse(url) ? new URL(url).href : url;
 }
 
 function endpointLabel(endpoint: string, merchants: Set<string>): string {
-  let origin = endpoint;
-  try {
-    origin = new URL(endpoint).origin;
-  } catch {
-    // keep as is
-  }
+  const origin = URL.canParse(endpoint) ? new URL(endpoint).origin : endpoint;
   return `${origin} (${[...merchants].sort().join(',')})`;
 }

@@ -7,11 +7,8 @@ import type { Finding } from './decide.js';
 import type { IntakeEvent } from './intake.js';
 
 /**
- * Which endpoint a message without x-endpoint-id is for. A new event (from upstream's exchange, an
- * operational event, a test event) with one matching endpoint is that endpoint's delivery, as it
- * is. With several, a 'fan-out': each endpoint's delivery is walked from this one message, in this
- * process (fanOut). With none, why (skipped). A copy accepted before events were fanned out (a
- * wait or a failure without an endpoint) keeps going to the merchant's first endpoint (admission).
+ * Which endpoint a message without x-endpoint-id is for: its one matching endpoint, several (a
+ * 'fan-out': fanOut), or none (why).
  */
 export function route(intake: IntakeEvent, merchants: MerchantDirectory): Finding | undefined {
   if (intake.endpointId !== undefined) return undefined;
@@ -19,8 +16,7 @@ export function route(intake: IntakeEvent, merchants: MerchantDirectory): Findin
     intake.endpointId = PLATFORM_ENDPOINT_ID;
     return undefined;
   }
-  // Accepted without an endpoint: written before events were fanned out (or by a dispatcher not
-  // yet upgraded), its wait row keyed ''; admission sends it to the merchant's first endpoint.
+  // Accepted before events were fanned out (its wait keyed ''): admission sends it to the merchant's first endpoint.
   if (intake.accepted) return undefined;
   const merchant = merchants.byId(intake.merchantId);
   if (!merchant) return undefined;
@@ -40,14 +36,11 @@ export function route(intake: IntakeEvent, merchants: MerchantDirectory): Findin
 }
 
 /**
- * One endpoint's share of a fanned-out message, a Delivery over the original for that endpoint's
- * walk: its ack (or a move's: a copy to `failed` or `invalid` with its x-endpoint-id, then the ack)
- * says that endpoint is done; the original is acked once every share is. A nack with requeue
- * (transient broker trouble, stopping) is 'returned': requeueing the original would deliver the
- * others again, so fanOut hands that endpoint on instead. A nack without requeue (never used by
- * the stages) drops that endpoint's share alone.
+ * One endpoint's share of a fanned-out message: its ack says that endpoint is done. A nack with
+ * requeue is 'returned': requeueing the original would deliver the others again, so fanOut hands
+ * that endpoint on instead.
  */
-export class EndpointShare implements Delivery {
+class EndpointShare implements Delivery {
   state: 'held' | 'done' | 'returned' = 'held';
 
   constructor(private readonly original: Delivery) {}
@@ -56,7 +49,6 @@ export class EndpointShare implements Delivery {
     return this.original.message;
   }
 
-  /** The original's channel: once it is gone the broker has returned the original, every share with it. */
   get live(): boolean {
     return this.original.live;
   }
@@ -71,18 +63,11 @@ export class EndpointShare implements Delivery {
 }
 
 /**
- * A new event for several endpoints, from one message: each endpoint's delivery is walked at once
- * (`walk`: its order line, admission, attempt, decision, record and effect), on its own copy of the
- * intake (the walk sets its endpointId, ordered, ...), and the original is acked only when every
- * endpoint's effect is done (delivered, its wait written, its failure moved, its record written).
- *
- * An endpoint whose walk returned its share (a move the broker did not take, or stopping while it
- * waited for a slot) is handed on (`handOn`: its copy to `dispatch` with x-endpoint-id, confirmed,
- * as events were fanned out before), so that the endpoints already done are not delivered again.
- * Holding the original instead would end in its requeue, or its redelivery at the next reconnect:
- * every endpoint again. Only a copy the broker does not take either returns the original to its
- * queue, after the other walks end: its redelivery may send those again (same webhook-id), never
- * none. A crash before the original's ack does the same (docs/guarantees.md).
+ * A new event for several endpoints: each endpoint's walk at once, on its own copy of the intake;
+ * the original acked only when every endpoint's effect is done. An endpoint whose walk returned its
+ * share is handed on (`handOn`: its own copy to `dispatch`), so that those already done are not
+ * delivered again, as holding the original would end in. Only a copy the broker does not take
+ * either returns the original (its redelivery may send the others again, never none).
  */
 export async function fanOut(
   original: Delivery,

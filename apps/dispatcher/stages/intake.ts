@@ -19,51 +19,38 @@ import { InvalidMessageError } from '../errors.js';
 
 /** What the dispatcher needs from one message on `dispatch`, validated. */
 export interface IntakeEvent {
-  /** The merchant, or PLATFORM_MERCHANT_ID for an operational event to OPERATIONAL_WEBHOOK_URL. */
+  /** The merchant, or PLATFORM_MERCHANT_ID for an operational event. */
   merchantId: string;
-  /**
-   * The one endpoint (ep_…) this delivery is for: read from x-endpoint-id (ours only) on a wait
-   * handed back, a resend, a fan-out's share handed on; set by routing on a new event (its one
-   * matching endpoint, or each endpoint's own copy of the intake in a fan-out). Absent until then.
-   */
+  /** The one endpoint this delivery is for: from x-endpoint-id (ours only), else set by routing. */
   endpointId?: string;
-  /** A merchant's event, or an operational event's type (the platform's). */
   event: EventName | OperationalEventType;
-  /** The event's references, primary first (a refund has refundRef then tnxRef); none for an operational event. */
+  /** Primary first (a refund has refundRef then tnxRef); none for an operational event. */
   references: string[];
-  /** The outgoing body: `{"event":…,"data":…}` with `data` exactly as received; an operational event's body exactly as published. */
+  /** The outgoing body: `{"event":…,"data":…}` with `data` exactly as received (an operational event's as published). */
   body: string;
   webhookId: string;
   /** Real HTTP attempts already made before this delivery. */
   attempts: number;
-  /** Times set aside for a busy endpoint, and postponed for an open circuit. */
   deferrals: number;
   postponements: number;
   firstSeenAt: string;
   /** When a merchant asked for this webhook again; its schedule's span starts over then. */
   resentAt?: string;
-  /** Which resend this copy belongs to (x-resend; 0: the webhook's own attempts): the delivery log's order. */
+  /** Which resend this copy belongs to (0: the webhook's own attempts): the delivery log's order. */
   resend?: number;
-  /** The resend's claim on the failure (FailedStore): marked resent when this copy is taken. */
+  /** The resend's claim on the failure: marked resent when this copy is taken. */
   resendClaim?: string;
-  /** The last real attempt's error, carried so a webhook failed by an open circuit still says it. */
+  /** The last real attempt's, so a webhook failed by an open circuit still says it. */
   lastError?: string;
   lastStatus?: number;
   /** A wait handed back (x-wait-hand): its row's hand, which only this copy may take, rewrite or end. */
   hand?: number;
-  /**
-   * Already accepted for delivery: a wait handed back, or resent. A settings change from now on
-   * sends it to `failed`, never drops it.
-   */
+  /** Already accepted (a hand-back, a resend): a settings change sends it to `failed`, never drops it. */
   accepted: boolean;
   /** A test event (x-test-event): one attempt, no retry. */
   test?: boolean;
-  /** The order key (ORDER_KEY_FIELD: tnxRef, payout reference) of a merchant's event that has one. */
   orderKey?: string;
-  /**
-   * In its reference's order (libs/ordering): set by the dispatcher for a new webhook admitted as
-   * its key's head, read from x-ordered on a wait handed back. Its end releases the next of its key.
-   */
+  /** In its reference's order: a head admitted here, or x-ordered on a hand-back. Its end releases the next. */
   ordered?: boolean;
 }
 
@@ -80,10 +67,7 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
   }
   const messageId = message.properties.messageId as unknown;
   if (messageId !== undefined && messageId !== null && messageId !== '' && !isWellFormedWebhookId(messageId)) {
-    throw new InvalidMessageError(
-      'invalid-message-id',
-      `messageId must be ${WEBHOOK_ID_RULE}`,
-    );
+    throw new InvalidMessageError('invalid-message-id', `messageId must be ${WEBHOOK_ID_RULE}`);
   }
   let text: string;
   let json: unknown;
@@ -94,8 +78,7 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
     throw new InvalidMessageError('not-json', `body is not UTF-8 JSON (${(err as Error).message})`);
   }
   const ours = message.fields.exchange !== upstreamExchange;
-  // An operational event, from the operational exchange (bound to dispatch while
-  // OPERATIONAL_WEBHOOK_URL is set) or a wait handed back: for the platform's endpoint, as published.
+  // An operational event (its exchange, or a hand-back) is for the platform's endpoint, as published.
   // Never from upstream's exchange: upstream cannot make the service sign a body for the platform.
   const operational = ours ? operationalTypeOf(json) : undefined;
   let merchantId: string;
@@ -115,26 +98,19 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
     orderKey = orderKeyOf(envelope.event, envelope.data);
     if (references.length === 0) {
       const fields = REFERENCE_FIELDS[envelope.event].map((f) => `data.${f}`).join(' or ');
-      throw new InvalidMessageError(
-        'missing-reference',
-        `${envelope.event} needs ${fields} as a string of 1 to 200 characters without control characters`,
-      );
+      throw new InvalidMessageError('missing-reference', `${envelope.event} needs ${fields} as a string of 1 to 200 characters without control characters`);
     }
     body = `{"event":${JSON.stringify(event)},"data":${rawMember(text, 'data')!}}`;
   }
   const headers = ours ? (message.properties.headers ?? {}) : {};
-  const attempts = count(headers[HEADERS.attempts]);
-  const deferrals = count(headers[HEADERS.deferrals]);
-  const postponements = count(headers[HEADERS.postponements]);
   const resentAt = timestamp(headers[HEADERS.resentAt]);
   const claim = headers[HEADERS.claimId];
   const lastError = headers[HEADERS.lastError];
   const lastStatus = headers[HEADERS.lastStatus];
   const hand = count(headers[HEADERS.waitHand]);
   const test = message.properties.headers?.[HEADERS.testEvent] === true;
-  // A test event names its one endpoint (the portal's "send test event" to that endpoint), trusted
-  // from upstream's exchange as the test mark is: it can only narrow the delivery to one endpoint of
-  // the merchant, and admission still checks that endpoint is on and takes the event.
+  // A test event's endpoint is trusted from upstream's exchange, as the test mark is: it only narrows
+  // the delivery to one of the merchant's endpoints, which admission still checks.
   const endpointId = (test ? message.properties.headers : headers)?.[HEADERS.endpointId];
   return {
     merchantId,
@@ -143,9 +119,9 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
     references,
     body,
     webhookId: webhookIdOf(message),
-    attempts,
-    deferrals,
-    postponements,
+    attempts: count(headers[HEADERS.attempts]),
+    deferrals: count(headers[HEADERS.deferrals]),
+    postponements: count(headers[HEADERS.postponements]),
     firstSeenAt: timestamp(headers[HEADERS.firstSeenAt]) ?? now.toISOString(),
     resentAt,
     resend: resentAt === undefined ? undefined : count(headers[HEADERS.resend]),
@@ -163,9 +139,8 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
 }
 
 /**
- * The envelope, checked by hand for the shape nearly every message has (the schema's own rules:
- * merchantId a string of 1 to 200, a known event, data an object), and by the schema when that
- * check fails, for its error. Per delivery the schema costs more than the rest of intake together.
+ * The envelope, checked by hand for the schema's rules, and by the schema only when that check
+ * fails, for its error: per delivery the schema costs more than the rest of intake together.
  */
 function envelopeOf(json: unknown): { merchantId: string; event: EventName; data: Record<string, unknown> } {
   if (typeof json === 'object' && json !== null && !Array.isArray(json)) {
@@ -187,10 +162,7 @@ function envelopeOf(json: unknown): { merchantId: string; event: EventName; data
   return parsed.data;
 }
 
-/**
- * The type of an operational event's body, `{"type","timestamp","data"}` (libs/operational), or
- * undefined for anything else. A body with a merchantId is a merchant's event whatever else it holds.
- */
+/** The type of an operational event's body (`{"type","timestamp","data"}`); a body with a merchantId is a merchant's event. */
 function operationalTypeOf(json: unknown): OperationalEventType | undefined {
   if (typeof json !== 'object' || json === null || Array.isArray(json) || 'merchantId' in json) return undefined;
   const { type, timestamp, data } = json as Record<string, unknown>;

@@ -23,7 +23,7 @@ export function recordOf(
   const at = now.toISOString();
   const firstSeenAt = intake.firstSeenAt === at ? at : new Date(intake.firstSeenAt).toISOString();
   // One literal per record: spreading a shared base into each cost more than the rest of recordOf.
-  const record = (outcome: DeliveryRecordInput['outcome'], attemptNumber: number): DeliveryRecordInput => ({
+  const record = (outcome: DeliveryRecordInput['outcome'], attemptNumber: number, reason?: string, nextAttemptAt?: string, attempt?: Attempt): DeliveryRecordInput => ({
     id: randomUUID(),
     at,
     webhookId: intake.webhookId,
@@ -36,6 +36,9 @@ export function recordOf(
     outcome,
     attemptNumber,
     resend: intake.resend,
+    attempt,
+    nextAttemptAt,
+    reason,
   });
   // What the merchant reads: the error's class (never its message: an address, an OS message) and
   // the first bytes of an answer only when there was one (never for a blocked target).
@@ -49,50 +52,26 @@ export function recordOf(
     if (errorClass !== undefined) made.error = errorClass;
     return made;
   };
-  const nextAt = (step: number) => new Date(now.getTime() + policy.delayOf(step)).toISOString();
-  let made: DeliveryRecordInput;
+  const nextAt = (delayMs: number) => new Date(now.getTime() + delayMs).toISOString();
   switch (decision.kind) {
     case 'delivered':
-      made = record('delivered', decision.attempt);
-      made.attempt = attempt(decision.status, undefined);
-      return made;
+      return record('delivered', decision.attempt, undefined, undefined, attempt(decision.status, undefined));
     case 'retry':
-      made = record('retrying', decision.attempt);
-      made.attempt = attempt(decision.status, decision.errorClass);
-      made.nextAttemptAt = nextAt(decision.step);
-      return made;
+      return record('retrying', decision.attempt, undefined, nextAt(policy.delayOf(decision.step)), attempt(decision.status, decision.errorClass));
     case 'defer':
-      made = record('deferred', intake.attempts);
-      made.reason = 'endpoint-busy';
-      made.nextAttemptAt = nextAt(decision.step);
-      return made;
+      return record('deferred', intake.attempts, 'endpoint-busy', nextAt(policy.delayOf(decision.step)));
     case 'throttle':
-      made = record('deferred', intake.attempts);
-      made.reason = 'throttled';
-      made.nextAttemptAt = new Date(now.getTime() + decision.delayMs).toISOString();
-      return made;
+      return record('deferred', intake.attempts, 'throttled', nextAt(decision.delayMs));
     case 'postpone':
-      made = record('postponed', intake.attempts);
-      made.reason = 'circuit-open';
-      made.nextAttemptAt = nextAt(decision.step);
-      return made;
+      return record('postponed', intake.attempts, 'circuit-open', nextAt(policy.delayOf(decision.step)));
     case 'failed':
-      made = record('failed', decision.attempts);
-      made.reason = decision.reason;
-      if (decision.attempted) made.attempt = attempt(decision.status, decision.errorClass);
-      return made;
+      return record('failed', decision.attempts, decision.reason, undefined, decision.attempted ? attempt(decision.status, decision.errorClass) : undefined);
     case 'ordered':
       // Waits for an earlier webhook of its reference: due when that one ends, not at a time.
-      made = record('deferred', intake.attempts);
-      made.reason = 'ordered';
-      return made;
+      return record('deferred', intake.attempts, 'ordered');
     case 'skipped':
-      made = record('skipped', intake.attempts);
-      made.reason = decision.why;
-      return made;
+      return record('skipped', intake.attempts, decision.why);
     case 'invalid':
-      made = record('invalid', intake.attempts);
-      made.reason = decision.code;
-      return made;
+      return record('invalid', intake.attempts, decision.code);
   }
 }

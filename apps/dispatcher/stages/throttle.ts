@@ -12,19 +12,13 @@ export const THROTTLE_AHEAD = { slots: 10, minMs: 500, maxMs: 1_000 };
 /** A dispatcher's takes of one endpoint's slots in flight at once for new deliveries (see Throttle.taking). */
 export const TAKES_IN_FLIGHT = 2;
 
-/** How long an adaptive rate read from PostgreSQL is used before it is read again. */
-export const RATE_READ_EVERY_MS = 1_000;
+const RATE_READ_EVERY_MS = 1_000;
 
-/**
- * What the throttle says of one delivery: send it now, wait as a row for `delayMs`, or the
- * dispatcher stopped. A wait's `dueAt` is the same moment on the throttle's clock (ThrottleOptions.now),
- * read once per answer of the endpoint's queue and its places laid out from it: the places of one
- * answer are exactly an interval apart there, however late each delivery's continuation runs.
- */
+/** `dueAt`: the wait's due time on the throttle's clock, where the places of one answer are exactly an interval apart. */
 export type ThrottleVerdict = { kind: 'go' } | { kind: 'wait'; delayMs: number; dueAt: number } | { kind: 'stopping' };
 
 export interface ThrottleOptions {
-  /** The longest a granted slot is held in the dispatcher's memory before it is sent (default: 10 slots, between 500 ms and 1 s). */
+  /** The longest a granted slot is held in memory before it is sent (default THROTTLE_AHEAD). */
   aheadMs?: (intervalMs: number) => number;
   now?: () => number;
 }
@@ -37,55 +31,37 @@ interface Adaptive {
 }
 
 /**
- * The throttle guard of admission (issue 55): an endpoint with `maxPerSecond`, or one its 429/503
- * answers slowed, is sent one webhook per slot of its rate, the slots taken from one GCRA row in
- * PostgreSQL (libs/rate-limit, shared by every dispatcher; PostgreSQL's clock). A slot may be
- * granted up to `aheadMs` ahead: the delivery is held until then, so that slots closer together
- * than the wait scheduler's poll are all used. One that would wait longer becomes a wait row
- * ('throttled', no attempt spent) due when its place in the endpoint's queue (a second GCRA row,
- * taken unconditionally) comes, a little before it, so it is not handed back to be throttled again.
- * The adaptive rate is the row of endpoint_rates (libs/merchants/endpoint-rate.ts).
+ * An endpoint with `maxPerSecond`, or one its 429/503 answers slowed, is sent one webhook per slot
+ * of its rate, from a GCRA row in PostgreSQL shared by every dispatcher. A slot up to `aheadMs`
+ * ahead is held in memory (slots closer than the scheduler's poll are all used); later, a
+ * 'throttled' wait due a little before its place in the endpoint's queue (a second GCRA row).
  */
 export class Throttle {
   private readonly adaptive = new Map<string, Adaptive>();
-  /** Sends per endpoint in the current second, for the rate a first 429 halves on an endpoint without a limit. */
+  /** Sends per endpoint in the current second: the rate a first 429 halves on an endpoint without a limit. */
   private readonly sent = new Map<string, { second: number; count: number; last: number }>();
   /** While PostgreSQL does not answer: each endpoint's next slot in this dispatcher alone. */
   private readonly alone = new Map<string, number>();
-  /** The rate each limited endpoint was last sent at, per second. */
   private readonly current = new Map<string, number>();
-  /**
-   * Until when (this host's clock) a take of the endpoint is known to be refused: the last
-   * refusal's retryInMs. Meanwhile a delivery goes straight to its place in the queue, without the
-   * round trip: a batch of 10,000 arriving at once costs places, not 10,000 refusals.
-   */
+  /** Until when a take of the endpoint is known to be refused: meanwhile a delivery goes straight to its place in the queue. */
   private readonly refusedUntil = new Map<string, number>();
   /**
-   * Until when (this host's clock) the endpoint's queue, as this dispatcher last placed in it, is
-   * ahead of its slots: a new delivery meanwhile goes to the back of the queue without a take, and
-   * the slots are left to the waits handed back in their turn. Taking each new one's slot first was
-   * a round trip on the endpoint's one row per delivery, every dispatcher's queued on its lock: that,
-   * not the wait writes, bounded how fast a batch became wait rows (BENCHMARKS.md section 21).
+   * Until when the endpoint's queue is ahead of its slots: a new delivery goes to its back without a
+   * take (a take per delivery queued every dispatcher on the one row's lock).
    */
   private readonly queuedUntil = new Map<string, number>();
-  /**
-   * New deliveries' takes in flight per endpoint (at most TAKES_IN_FLIGHT), and those waiting their
-   * turn. More would add nothing: the endpoint's one row serializes them on its lock, each holding a
-   * pool connection meanwhile; the 128 of a dispatcher's prefetch took 1 to 2 s and stalled its wait
-   * writes behind them. A turn that comes after a refusal finds it, and queues without a take.
-   */
+  /** New deliveries' takes in flight per endpoint, and those waiting: the row serializes them anyway, each holding a pool connection. */
   private readonly taking = new Map<string, { inFlight: number; turns: Array<() => void> }>();
   /** Deliveries waiting for their place in each endpoint's queue: taken together, one statement a batch. */
   private readonly placing = new Map<string, Array<{ notBeforeMs: number; resolve: (placeAt: number | undefined) => void }>>();
   private readonly now: () => number;
   private takes = 0;
   private readonly problemDue = onceEvery();
-  /** Slots granted and held, waits asked for, slots lost to a late wake. */
-  readonly stats = { held: 0, throttled: 0, late: 0 };
+  readonly stats = { held: 0 };
 
   constructor(
     private readonly db: Queryable,
-    /** Where the endpoint's queue is (its throttled waits), stretched when its rate changes. */
+    /** The endpoint's queue (its throttled waits), stretched when its rate changes. */
     private readonly waits: WaitStore,
     private readonly logger: Logger,
     private readonly options: ThrottleOptions = {},
@@ -99,9 +75,8 @@ export class Throttle {
     return Math.min(webhook.maxPerSecond ?? Infinity, adaptive);
   }
 
-  /** Endpoints with a limit, and the rate this dispatcher sent them at last: the metric's series. */
+  /** The metric's series: per merchant, the slowest rate this dispatcher last sent one of its limited endpoints at. */
   rates(): ReadonlyMap<string, number> {
-    // By merchant (the metric's label): the slowest of its endpoints.
     const byMerchant = new Map<string, number>();
     for (const [key, rate] of this.current) {
       const { merchantId } = endpointOfKey(key);
@@ -124,8 +99,8 @@ export class Throttle {
     this.current.set(key, rate);
     const intervalMs = 1000 / rate;
     const aheadMs = this.options.aheadMs?.(intervalMs) ?? Math.min(THROTTLE_AHEAD.maxMs, Math.max(THROTTLE_AHEAD.minMs, THROTTLE_AHEAD.slots * intervalMs));
-    // A slot is lost when the hold ends late (a busy event loop): sending then would bunch with
-    // the slots after it. Taken again instead, a few times, then it waits as a row.
+    // A hold that ends late (a busy event loop) loses its slot: sent, it would bunch with the next.
+    // Taken again, a few times, then it waits as a row.
     for (let tries = 0; tries < 3; tries++) {
       let granted: { inMs: number } | undefined;
       // Released once the take is answered (a `return` below releases it before its place is awaited).
@@ -157,22 +132,19 @@ export class Throttle {
       await new Promise((resolve) => setTimeout(resolve, granted.inMs).unref?.());
       if (stopped()) return { kind: 'stopping' };
       if (this.now() - target <= Math.min(50, 2 * intervalMs)) return this.sending(key);
-      this.stats.late++;
     }
     return this.queue(key, intervalMs, aheadMs, 0);
   }
 
   /**
-   * How the attempt went, for the adaptive rate: a 429 or 503 halves the endpoint's rate (the row
-   * allows once a second); successes raise a lowered one (asked at most once a second). Neither
-   * holds the delivery: the row is written beside it.
+   * How the attempt went, for the adaptive rate: a 429 or 503 halves it, successes raise a lowered
+   * one (at most once a second). Written beside the delivery, never holding it.
    */
   answered(merchantId: string, webhook: Endpoint, status: number | undefined, succeeded: boolean): void {
     const key = endpointKey(merchantId, webhook.id);
     if (status === 429 || status === 503) {
-      // The rate it was being sent at: a limited endpoint's throttle rate (what admit() last sent it
-      // at). What this dispatcher sent it in the last second is 1 at a burst's start: a 40/s endpoint
-      // went to 0.5/s, its queue stretched 80 times, with no success for a minute to raise it.
+      // The rate admit() last sent it at: what this dispatcher sent in the last second is 1 at a
+      // burst's start, and halving that took a 40/s endpoint to 0.5/s.
       const sentAt = Math.min(webhook.maxPerSecond ?? Infinity, this.current.get(key) ?? this.sentLastSecond(key));
       const ceiling = webhook.maxPerSecond ?? Math.max(1, this.sentLastSecond(key));
       lowerEndpointRate(this.db, merchantId, sentAt, ceiling, webhook.id).then(
@@ -199,9 +171,8 @@ export class Throttle {
   }
 
   /**
-   * The endpoint's rate went from `before` to `after` (adaptive rates; undefined: none): its queue,
-   * laid out at the old rate, is stretched to the new one, so that a raised rate is not held back
-   * by places taken at the lowered one. Only the dispatcher whose write changed the rate does it.
+   * The endpoint's adaptive rate changed (undefined: none): its queue, laid out at the old rate, is
+   * stretched to the new one, by the dispatcher whose write changed it.
    */
   private restretch(key: string, webhook: Endpoint, before: number | undefined, after: number | undefined): void {
     const from = Math.min(webhook.maxPerSecond ?? Infinity, before ?? Infinity);
@@ -231,7 +202,6 @@ export class Throttle {
 
   /** Refused a slot within reach: the next place in the endpoint's queue, and the wait until a little before it. */
   private async queue(key: string, intervalMs: number, aheadMs: number, retryInMs: number): Promise<ThrottleVerdict> {
-    this.stats.throttled++;
     const asked = this.now();
     const placeAt = await new Promise<number | undefined>((resolve) => {
       let pending = this.placing.get(key);
@@ -243,7 +213,6 @@ export class Throttle {
     return this.waitUntil((placeAt ?? asked + retryInMs + aheadMs) - aheadMs / 2);
   }
 
-  /** A wait due at `dueAt` on this throttle's clock, and the delay until then from now. */
   private waitUntil(dueAt: number): ThrottleVerdict {
     return { kind: 'wait', delayMs: Math.max(0, dueAt - this.now()), dueAt };
   }
@@ -293,10 +262,7 @@ export class Throttle {
     return Math.max(1, sent.count, sent.last);
   }
 
-  /**
-   * The endpoint's adaptive rate, read again when older than RATE_READ_EVERY_MS (one read at a
-   * time). `configured`: the endpoint has a maxPerSecond, so its absence is remembered too.
-   */
+  /** The adaptive rate, read again when older than RATE_READ_EVERY_MS; `configured` (a maxPerSecond): its absence is remembered too. */
   private async readAdaptive(key: string, configured: boolean): Promise<void> {
     let adaptive = this.adaptive.get(key);
     if (adaptive && this.now() - adaptive.readAt < RATE_READ_EVERY_MS) return;
@@ -320,10 +286,7 @@ export class Throttle {
     if (!configured && !adaptive.rate && this.adaptive.get(key) === adaptive) this.adaptive.delete(key);
   }
 
-  /**
-   * PostgreSQL does not answer: this dispatcher paces the endpoint alone (n dispatchers may then
-   * send up to n times its rate). A slot beyond reach waits (its write waits for PostgreSQL).
-   */
+  /** PostgreSQL does not answer: this dispatcher paces the endpoint alone (n dispatchers, up to n times its rate). */
   private takeAlone(key: string, intervalMs: number, aheadMs: number, err: unknown): { inMs: number } | undefined {
     this.problem('throttle not shared: PostgreSQL did not answer; this dispatcher paces the endpoint alone', err);
     const now = this.now();

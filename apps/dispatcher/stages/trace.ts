@@ -6,13 +6,9 @@ import type { Decision } from './decide.js';
 import type { IntakeEvent } from './intake.js';
 
 /**
- * The dispatcher's spans, made only while tracing is on (the dispatcher asks for one first, so
- * with tracing off a delivery builds none of this). The delivery's span is passed down the stages
- * by hand, not through the active context: entering a context per delivery would cost an
- * AsyncLocalStorage frame on every promise of its walk (BENCHMARKS.md section 14). One consumer span
- * per delivery (`process <prefix>.dispatch`), continuing the trace its message carries: the
- * publisher's, an upstream client's own traceparent, or, on a retry or a resend, the move that
- * put it back.
+ * The dispatcher's spans, made only while tracing is on, passed down the stages by hand: an active
+ * context per delivery costs an AsyncLocalStorage frame on every promise of its walk. One consumer
+ * span per delivery, continuing the trace its message carries.
  */
 let processing = { queue: '', name: '', attributes: {} };
 
@@ -37,26 +33,10 @@ export function deliverySpan(message: ConsumeMessage, queue: string): Span | und
   return span;
 }
 
-/** What the record calls the outcome, for webhook.outcome. */
-const OUTCOMES: Record<Decision['kind'], string> = {
-  delivered: 'delivered',
-  retry: 'retrying',
-  defer: 'deferred',
-  throttle: 'throttled',
-  postpone: 'postponed',
-  failed: 'failed',
-  skipped: 'skipped',
-  invalid: 'invalid',
-  superseded: 'superseded',
-  ordered: 'ordered',
-  duplicate: 'duplicate',
-  returned: 'returned',
-};
+/** webhook.outcome where it is not the decision's kind: what the record calls it. */
+const OUTCOMES: Partial<Record<Decision['kind'], string>> = { retry: 'retrying', defer: 'deferred', throttle: 'throttled', postpone: 'postponed' };
 
-/**
- * A message fanned out: its span is each endpoint's walk's (their attempts its children), so it
- * says 'fanned-out' and how many endpoints, not one endpoint's outcome.
- */
+/** A message fanned out: its span is every endpoint's walk's, so it says how many, not one outcome. */
 export function describeFanOut(span: Span, intake: IntakeEvent, endpoints: number): void {
   if (!span.isRecording()) return;
   span.setAttribute(ATTR.webhookId, intake.webhookId).setAttribute(ATTR.merchantId, intake.merchantId).setAttribute(ATTR.event, intake.event);
@@ -69,20 +49,17 @@ export function describeDelivery(span: Span, intake: IntakeEvent | undefined, de
   if (intake) span.setAttribute(ATTR.webhookId, intake.webhookId).setAttribute(ATTR.merchantId, intake.merchantId).setAttribute(ATTR.event, intake.event);
   const attempt = decision.kind === 'delivered' || decision.kind === 'retry' ? decision.attempt : decision.kind === 'failed' ? decision.attempts : intake?.attempts;
   if (attempt !== undefined) span.setAttribute(ATTR.attempt, attempt);
-  span.setAttribute(ATTR.outcome, OUTCOMES[decision.kind]);
+  span.setAttribute(ATTR.outcome, OUTCOMES[decision.kind] ?? decision.kind);
   if (decision.kind === 'failed') span.setStatus({ code: SpanStatusCode.ERROR, message: `failed: ${decision.reason}` });
   if (decision.kind === 'invalid') span.setStatus({ code: SpanStatusCode.ERROR, message: `invalid: ${decision.code}` });
 }
 
-/**
- * One HTTP attempt as a client span (method, URL without query, server address, status, duration)
- * whose traceparent the merchant's request carries, so a merchant that traces joins the trace.
- */
 const POST_ONLY: Attributes = { [ATTR.httpMethod]: 'POST' };
 
 /** An endpoint's attributes, made once per URL (safeUrl() keeps one object per URL). */
 const endpointAttributes = new WeakMap<object, Attributes>();
 
+/** One HTTP attempt as a client span whose traceparent the request carries: a merchant that traces joins the trace. */
 export function attemptSpan(parent: Span, request: WebhookRequest): Span {
   const url = safeUrl(request.url);
   let attributes = url && endpointAttributes.get(url);
@@ -95,11 +72,7 @@ export function attemptSpan(parent: Span, request: WebhookRequest): Span {
   return span;
 }
 
-/**
- * Ends an attempt's span with the response's status, or with the error that stopped it. The
- * attempt stage ends it in its own try rather than through a wrapper's promise callbacks: one
- * promise and two closures less per delivery.
- */
+/** Ends an attempt's span with the response's status, or the error that stopped it (in the stage's own try: no wrapper's promise per delivery). */
 export function endAttempt(span: Span, response: WebhookResponse | undefined, err?: unknown): void {
   if (response) {
     if (span.isRecording()) {
