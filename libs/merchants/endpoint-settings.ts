@@ -1,9 +1,8 @@
 import { EndpointLimitError, EndpointNotFoundError, EndpointUrlTakenError, DisabledByOperatorError, MerchantNotFoundError } from './errors.js';
-import type { EndpointInput, EndpointPatch } from './endpoint-input.js';
+import type { EndpointInput, EndpointPatch } from './settings-input.js';
 import { type EndpointView, endpointViewOf, rotatedEndpoint } from './endpoint-view.js';
 import type { Endpoint, Merchant } from './schema.js';
 import { checkWebhookUrl, disabledByOperator, type MerchantSettings, newWebhookSecret, type RotationResult, withStatus, type WriteGuards, type Written } from './settings.js';
-import { withMaxPerSecond } from './throttle-setting.js';
 
 /** What creating an endpoint answers: the endpoint as shown, and its secret (this once). */
 export interface EndpointCreated {
@@ -47,7 +46,7 @@ export class EndpointSettings {
       checkUrlFree(current, url);
       const now = this.now();
       createdId = issued.endpointId();
-      const endpoint = withMaxPerSecond<Endpoint>({
+      const endpoint: Endpoint = {
         id: createdId,
         url,
         ...(input.description ? { description: input.description } : {}),
@@ -55,8 +54,9 @@ export class EndpointSettings {
         secret: issued.secret(),
         secretIssuedAt: now.toISOString(),
         ...(input.events ? { events: input.events } : {}),
+        ...(input.maxPerSecond === undefined ? {} : { maxPerSecond: input.maxPerSecond }),
         ...(input.orderByReference ? { orderByReference: true } : {}),
-      }, input.maxPerSecond);
+      };
       return { ...current, endpoints: [...current.endpoints, withStatus(undefined, endpoint, now, guards.by, !input.enabled)] };
     }, (next) => {
       const endpoint = endpointOf(next, createdId!);
@@ -73,12 +73,13 @@ export class EndpointSettings {
       // Moved elsewhere, the endpoint the operator turned off would leave its URL free for a new one, on at once.
       if (guards.by === 'merchant' && url !== undefined && url !== kept.url && disabledByOperator(kept)) throw new DisabledByOperatorError(merchantId);
       if (url !== undefined && url !== kept.url) checkUrlFree(current, url);
-      let next: Endpoint = { ...kept, url: url ?? kept.url, ...(patch.enabled === undefined ? {} : { enabled: patch.enabled }) };
+      const next: Endpoint = { ...kept, url: url ?? kept.url, ...(patch.enabled === undefined ? {} : { enabled: patch.enabled }) };
       if (patch.description === null) delete next.description;
       else if (patch.description !== undefined) next.description = patch.description;
       if (patch.events === null) delete next.events;
       else if (patch.events) next.events = patch.events;
-      if (patch.maxPerSecond !== undefined) next = withMaxPerSecond(next, patch.maxPerSecond);
+      if (patch.maxPerSecond === null) delete next.maxPerSecond;
+      else if (patch.maxPerSecond !== undefined) next.maxPerSecond = patch.maxPerSecond;
       if (patch.orderByReference === false) delete next.orderByReference;
       else if (patch.orderByReference) next.orderByReference = true;
       if (guards.by === 'merchant' && next.enabled && disabledByOperator(kept)) throw new DisabledByOperatorError(merchantId);

@@ -2,7 +2,6 @@ import { EVENT_NAMES } from '../contracts/events.js';
 import { graceExpiries, graceSecrets } from './directory.js';
 import { TooManySecretsError } from './errors.js';
 import { type DisabledReason, type Endpoint, MAX_GRACE_SECRETS } from './schema.js';
-import { maxPerSecondOf } from './throttle-setting.js';
 
 /** One endpoint as the admin API, the CLI and the portal show it: never a secret. */
 export interface EndpointView {
@@ -43,8 +42,8 @@ export function endpointViewOf(endpoint: Endpoint, now: Date): EndpointView {
     disabledAt: endpoint.enabled ? null : (endpoint.disabledAt ?? null),
     failingSince: endpoint.failingSince ?? null,
     orderByReference: endpoint.orderByReference === true,
-    maxPerSecond: maxPerSecondOf(endpoint),
-    currentPerSecond: maxPerSecondOf(endpoint),
+    maxPerSecond: endpoint.maxPerSecond ?? null,
+    currentPerSecond: endpoint.maxPerSecond ?? null,
   };
 }
 

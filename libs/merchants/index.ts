@@ -1,6 +1,6 @@
 export { type MerchantDirectory, graceExpiries, matchingEndpoints, newEndpointId, receivesEvent, signingSecrets } from './directory.js';
 export { FileMerchantDirectory, MerchantsFileError } from './file-directory.js';
-export { DISABLED_REASONS, type DisabledReason, type Endpoint, ENDPOINT_ID, MAX_ENDPOINTS_PER_MERCHANT, type Merchant, WEBHOOK_SECRET, merchantsFileSchema } from './schema.js';
+export { DISABLED_REASONS, type DisabledReason, type Endpoint, ENDPOINT_ID, MAX_ENDPOINTS_PER_MERCHANT, MAX_PER_SECOND_LIMIT, type Merchant, WEBHOOK_SECRET, merchantsFileSchema } from './schema.js';
 export {
   IdempotencyKeyReusedError,
   MerchantStoreUnavailableError,
@@ -29,11 +29,10 @@ export {
   viewOf,
   withStatus,
 } from './settings.js';
-export { MAX_PER_SECOND_LIMIT, maxPerSecondField } from './throttle-setting.js';
-export { currentPerSecondOf, DEFAULT_ENDPOINT_ID, type EndpointRate, endpointRateOf, lowerEndpointRate, MIN_ADAPTIVE_RATE, raiseEndpointRate, withCurrentRate, withEndpointRate } from './endpoint-rate.js';
+export { currentPerSecondOf, type EndpointRate, endpointRateOf, lowerEndpointRate, MIN_ADAPTIVE_RATE, raiseEndpointRate, withCurrentRate, withEndpointRate } from './endpoint-rate.js';
 export { type OpenedMerchants, openMerchants } from './open.js';
 export { isUnavailable } from './pg-directory.js';
 export { webhookSettingsOf } from './webhook-settings.js';
 export { type EndpointCreated, EndpointSettings } from './endpoint-settings.js';
-export { type EndpointInput, type EndpointPatch, endpointIdSchema, endpointInputSchema, endpointPatchSchema } from './endpoint-input.js';
+export { type EndpointInput, type EndpointPatch, endpointIdSchema, endpointInputSchema, endpointPatchSchema } from './settings-input.js';
 export { type EndpointView, endpointViewOf } from './endpoint-view.js';

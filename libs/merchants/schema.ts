@@ -1,6 +1,5 @@
 import { z } from 'zod';
 import { EVENT_NAMES } from '../contracts/events.js';
-import { maxPerSecondField } from './throttle-setting.js';
 
 export const WEBHOOK_SECRET = /^whsec_[A-Za-z0-9+/]{16,}={0,2}$/;
 
@@ -18,6 +17,15 @@ export type GraceSecret = z.infer<typeof graceSecret>;
 /** Why a webhook was turned off: by the service after failing too long, or by an operator. */
 export const DISABLED_REASONS = ['failing', 'manual'] as const;
 export type DisabledReason = (typeof DISABLED_REASONS)[number];
+
+/** The highest throttle one can set (webhooks a second to an endpoint); above it, leave the throttle unset. */
+export const MAX_PER_SECOND_LIMIT = 10_000;
+
+export const maxPerSecondField = z
+  .number({ error: 'must be a whole number of webhooks per second' })
+  .int('must be a whole number of webhooks per second')
+  .min(1, 'must be at least 1')
+  .max(MAX_PER_SECOND_LIMIT, `must be at most ${MAX_PER_SECOND_LIMIT} (leave it out for no limit)`);
 
 /** Which events a webhook receives; absent means all of them. */
 export const webhookEventsSchema = z
@@ -46,7 +54,7 @@ export const endpointSchema = z.object({
   enabled: z.boolean(),
   secret,
   events: webhookEventsSchema.optional(),
-  /** At most this many webhooks a second to the endpoint (throttle-setting.ts); absent, no limit. */
+  /** At most this many webhooks a second to the endpoint, whatever the number of dispatchers; absent, no limit. */
   maxPerSecond: maxPerSecondField.optional(),
   /** Every secret replaced within its grace, newest first, each signing until its own expiry. */
   previousSecrets: z.array(graceSecret).max(MAX_GRACE_SECRETS, `at most ${MAX_GRACE_SECRETS} previous secrets`).optional(),
