@@ -114,3 +114,9 @@ export async function resealSecrets(db: Queryable, box: SecretBox): Promise<numb
   }
   return count;
 }
+
+/** One merchant's endpoints' settings from its row, no secret opened (no SECRETS_KEY needed); undefined: no such merchant. */
+export async function webhookSettingsOf(db: Queryable, merchantId: string): Promise<Array<Pick<Endpoint, 'id' | 'enabled' | 'events'>> | undefined> {
+  const { rows } = await db.query<{ endpoints: ClearEndpoint[] }>('SELECT endpoints FROM merchants WHERE id = $1', [merchantId]);
+  return rows[0]?.endpoints;
+}
