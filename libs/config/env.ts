@@ -3,13 +3,10 @@ import { parseDuration } from './durations.js';
 import { ConfigError } from './errors.js';
 import { parseRetrySchedule } from '../retry-policy/schedule.js';
 
-/**
- * Field schemas shared by the apps' config parsers. Each app composes its own z.object from these
- * in its entry point, so a library never reads process.env.
- */
 /** What a boolean variable accepts as true (lower-cased, trimmed). */
 export const TRUE_VALUES: readonly string[] = ['true', '1', 'yes'];
 
+/** Field schemas each app composes its own z.object from, so that a library never reads process.env. */
 export const envFields = {
   /** One URL (a node or a load balancer), or a comma-separated list of a cluster's nodes. */
   rabbitmqUrl: z
@@ -86,11 +83,7 @@ export const envFields = {
   },
 };
 
-/**
- * Replication of the queues a program declares: members of each quorum queue and replicas of the
- * failed stream when created; the broker caps them at its nodes. Every program that declares
- * queues spreads these into its schema.
- */
+/** Members of each quorum queue and replicas of the failed stream when created; the broker caps them at its nodes. */
 export const replicationFields = {
   QUORUM_GROUP_SIZE: envFields.positiveInt(3, 99),
   STREAM_CLUSTER_SIZE: envFields.positiveInt(3, 99),

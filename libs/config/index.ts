@@ -5,4 +5,4 @@ export { DEV_JWT_SECRET, DEV_MERCHANTS_FILE, devModeWarning, withDevDefaults } f
 export { parseRetrySchedule } from '../retry-policy/schedule.js';
 export { deliveryLogFields, requireDatabase } from './delivery-log.js';
 export { tracingFields, tracingSettingsOf, type TracingConfig, type TracingSettings } from './tracing.js';
-export { DEV_SECRETS_KEY, maxEndpointsField, merchantStoreFields, requireMerchantStore } from './merchants.js';
+export { DEV_SECRETS_KEY, merchantStoreFields, requireMerchantStore } from './merchants.js';
