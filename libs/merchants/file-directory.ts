@@ -1,5 +1,4 @@
 import { readFileSync, statSync } from 'node:fs';
-import { stat } from 'node:fs/promises';
 import type { Logger } from '../logger/index.js';
 import type { MerchantDirectory } from './directory.js';
 import { type Merchant, merchantsFileSchema } from './schema.js';
@@ -56,14 +55,9 @@ export class FileMerchantDirectory implements MerchantDirectory {
   watch(intervalMs = 1_000): this {
     if (this.timer) return this;
     this.timer = setInterval(() => {
-      stat(this.path).then(
-        (s) => {
-          if (`${s.mtimeMs}:${s.size}` !== this.seen) this.reload();
-        },
-        () => {
-          // Missing for a moment while being replaced; the next poll sees the new file.
-        },
-      );
+      // Missing for a moment while being replaced: the next poll sees the new file.
+      const now = this.signature();
+      if (now !== '' && now !== this.seen) this.reload();
     }, intervalMs);
     this.timer.unref();
     return this;
