@@ -1,6 +1,5 @@
 import { z } from 'zod';
 import { parseDuration } from './durations.js';
-import { ConfigError } from './errors.js';
 import { parseRetrySchedule } from '../retry-policy/schedule.js';
 
 /** What a boolean variable accepts as true (lower-cased, trimmed). */
@@ -99,6 +98,14 @@ export function replicationOf(config: { QUORUM_GROUP_SIZE: number; STREAM_CLUSTE
 /** The topology a program declares on every connect, from its parsed configuration. */
 export function topologyOf(config: Parameters<typeof replicationOf>[0] & { TOPOLOGY_PREFIX: string; FAILED_RETENTION: string; DELIVERY_LOG: string }) {
   return { prefix: config.TOPOLOGY_PREFIX, failedRetention: config.FAILED_RETENTION, replication: replicationOf(config), deliveriesStream: config.DELIVERY_LOG === 'on' };
+}
+
+/** Start-up configuration is wrong; the message names the variable so an operator can fix it. */
+export class ConfigError extends Error {
+  constructor(readonly variable: string, detail: string) {
+    super(`Invalid configuration: ${variable}: ${detail}`);
+    this.name = 'ConfigError';
+  }
 }
 
 /**
