@@ -39,13 +39,9 @@ export function checkWebhookUrl(text: string, policy: UrlPolicy): string {
 }
 
 /** A merchant as the admin API and the CLI show it: never a secret. */
-export interface MerchantView {
-  id: string;
-  publicKey: string;
-  endpoints: EndpointView[];
-}
+export type MerchantView = ReturnType<typeof viewOf>;
 
-export function viewOf(merchant: Merchant, now: Date): MerchantView {
+export function viewOf(merchant: Merchant, now: Date) {
   return { id: merchant.id, publicKey: merchant.publicKey, endpoints: merchant.endpoints.map((endpoint) => endpointViewOf(endpoint, now)) };
 }
 
