@@ -206,15 +206,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
         next = page(rows[rows.length - 1]!.id);
         next.catch(() => {}); // awaited on the next turn; unawaited only if this page throws
       }
-      for (const row of rows) {
-        try {
-          cache.apply(this.merchantOf(row), Number(row.version));
-        } catch (err) {
-          if (strict || !(err instanceof SecretsKeyError)) throw err;
-          this.unreadableRow(cache, row);
-          cache.keepFrom(this.cache, row.id);
-        }
-      }
+      for (const row of rows) this.take(cache, row, strict);
       progress();
       if (rows.length < pageSize) break;
     }
@@ -231,16 +223,25 @@ export class PgMerchantDirectory implements MerchantDirectory {
     return merchantOf(row, this.box, this.options.openSecrets !== false);
   }
 
-  private unreadableRow(cache: DirectoryCache, row: MerchantRow): void {
+  /** Takes a row into `cache`; one no key of this program opens is reported, and the version held kept. */
+  private take(cache: DirectoryCache, row: MerchantRow, strict: boolean): void {
+    try {
+      cache.apply(this.merchantOf(row), Number(row.version));
+      return;
+    } catch (err) {
+      if (strict || !(err instanceof SecretsKeyError)) throw err;
+    }
     const keyId = row.secrets ? keyIdOf(row.secrets) : undefined;
-    if (!cache.markUnreadable(row.id, Number(row.version), keyId)) return;
-    // Never the value: the merchant, its version and which key sealed it.
-    this.logger.error('merchant row sealed with a key this program lacks (SECRETS_KEY, SECRETS_KEY_PREVIOUS): serving its last readable version', {
-      merchantId: row.id,
-      version: Number(row.version),
-      keyId,
-      servedVersion: cache.versionOf(row.id) ?? null,
-    });
+    if (cache.markUnreadable(row.id, Number(row.version), keyId)) {
+      // Never the value: the merchant, its version and which key sealed it.
+      this.logger.error('merchant row sealed with a key this program lacks (SECRETS_KEY, SECRETS_KEY_PREVIOUS): serving its last readable version', {
+        merchantId: row.id,
+        version: Number(row.version),
+        keyId,
+        servedVersion: cache.versionOf(row.id) ?? null,
+      });
+    }
+    cache.keepFrom(this.cache, row.id);
   }
 
   /** Reads what changed (or everything, see the class); calls while one runs make it run once more after. */
@@ -291,13 +292,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
     ]);
     for (const row of rows) {
       // Read again until older transactions end: most rows are held already, and not opened again.
-      if ((this.cache.versionOf(row.id) ?? 0) >= Number(row.version)) continue;
-      try {
-        this.cache.apply(this.merchantOf(row), Number(row.version));
-      } catch (err) {
-        if (!(err instanceof SecretsKeyError)) throw err;
-        this.unreadableRow(this.cache, row);
-      }
+      if ((this.cache.versionOf(row.id) ?? 0) < Number(row.version)) this.take(this.cache, row, false);
     }
     if (tombstones.length > 0) {
       const digests = this.cache.digests();
