@@ -108,10 +108,7 @@ export class ConfigError extends Error {
   }
 }
 
-/**
- * Parses an environment with a zod object whose keys are the variable names. The first problem
- * becomes a ConfigError naming the variable; empty strings count as unset so defaults apply.
- */
+/** Parses an environment with a zod object of the variables: the first problem is a ConfigError; empty counts as unset. */
 export function parseEnv<S extends z.ZodObject>(schema: S, env: Record<string, string | undefined>): z.infer<S> {
   const cleaned: Record<string, string> = {};
   for (const key of Object.keys(schema.shape)) {

@@ -11,9 +11,8 @@ interface Entry {
 }
 
 /**
- * What a program holds of the directory: merchants by id and by public key, each at a version
- * that only goes forward, the endpoints' failing clocks, and the merchants whose newest row this
- * program could not read (a key it lacks). A full load builds a new one.
+ * What a program holds of the directory: merchants by id and by public key, each at a version that
+ * only goes forward, the endpoints' failing clocks, and the merchants whose newest row it could not read.
  */
 export class DirectoryCache {
   private readonly byIdMap = new Map<string, Entry>();

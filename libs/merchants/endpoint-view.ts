@@ -27,9 +27,8 @@ export function endpointViewOf(endpoint: Endpoint, now: Date) {
 }
 
 /**
- * The endpoint signing with `secret` from now: the one it replaces keeps signing `graceSeconds`,
- * and so does every older one still in its own grace (a second rotation never stops a secret the
- * merchant may still verify with). At most MAX_GRACE_SECRETS old ones: TooManySecretsError.
+ * The endpoint signing with `secret` from now: the one it replaces keeps signing `graceSeconds`, and
+ * so does every older one still in its grace (the merchant may still verify with it).
  */
 export function rotatedEndpoint(merchantId: string, endpoint: Endpoint, secret: string, graceSeconds: number, now: Date): Endpoint {
   const grace = graceSecrets(endpoint, now);

@@ -48,10 +48,7 @@ export class FileMerchantDirectory implements MerchantDirectory {
     this.replace(load(path));
   }
 
-  /**
-   * Polls the file's mtime and size against what was last read: works with editors and tools that
-   * replace the file, and cannot miss a change made between loading and watching.
-   */
+  /** Polls mtime and size against what was last read: works with tools that replace the file, misses nothing since loading. */
   watch(intervalMs = 1_000): this {
     if (this.timer) return this;
     this.timer = setInterval(() => {
