@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { MAX_ENDPOINTS_PER_MERCHANT } from '../../libs/merchants/schema.js';
-import { DEV_JWT_SECRET, deliveryLogFields, envFields, maxEndpointsField, merchantStoreFields, parseEnv, replicationFields, requireDatabase, requireMerchantStore, tracingFields } from '../../libs/config/index.js';
+import { DEV_JWT_SECRET, deliveryLogFields, envFields, merchantStoreFields, parseEnv, replicationFields, requireDatabase, requireMerchantStore, tracingFields } from '../../libs/config/index.js';
 
 /** `<per minute>` or `<per minute>,<burst>`; the burst defaults to a third of the rate. */
 function rateLimit(defaultText: string, what: string) {
@@ -93,7 +93,7 @@ export const apiEnvSchema = z
     /** Webhook URLs written through the admin API: loopback and private addresses refused unless true. */
     ALLOW_PRIVATE_TARGETS: envFields.boolean(false),
     /** The most endpoints a merchant may have through the admin API and the portal (409 endpoint_limit past it). */
-    MAX_ENDPOINTS_PER_MERCHANT: maxEndpointsField(MAX_ENDPOINTS_PER_MERCHANT),
+    MAX_ENDPOINTS_PER_MERCHANT: envFields.positiveInt(MAX_ENDPOINTS_PER_MERCHANT, MAX_ENDPOINTS_PER_MERCHANT),
     /** How long a stop (SIGTERM) may take, requests in flight included; the process exits by then whatever the broker does. */
     SHUTDOWN_TIMEOUT: envFields.durationMs('30s'),
     /**

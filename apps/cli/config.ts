@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { MAX_ENDPOINTS_PER_MERCHANT } from '../../libs/merchants/schema.js';
-import { deliveryLogFields, envFields, maxEndpointsField, merchantStoreFields, replicationFields, tracingFields } from '../../libs/config/index.js';
+import { deliveryLogFields, envFields, merchantStoreFields, replicationFields, tracingFields } from '../../libs/config/index.js';
 
 /** What the commands read: the broker and the topology, and for merchants the database; other programs' settings never stop them. */
 export const cliEnvSchema = z.object({
@@ -11,7 +11,7 @@ export const cliEnvSchema = z.object({
   WEBHOOKS_DEV: envFields.boolean(false),
   ALLOW_PRIVATE_TARGETS: envFields.boolean(false),
   /** merchants endpoints add: the most endpoints a merchant may have (as the admin API's). */
-  MAX_ENDPOINTS_PER_MERCHANT: maxEndpointsField(MAX_ENDPOINTS_PER_MERCHANT),
+  MAX_ENDPOINTS_PER_MERCHANT: envFields.positiveInt(MAX_ENDPOINTS_PER_MERCHANT, MAX_ENDPOINTS_PER_MERCHANT),
   /** merchants: the database where merchants live, and the key their secrets are sealed with. */
   DATABASE_URL: deliveryLogFields.DATABASE_URL,
   /** failed resend and replay: where the programs read merchants, when not in the database (whether the webhook is on, its events). */

@@ -1,10 +1,7 @@
 import { z } from 'zod';
 import { envFields } from './env.js';
 
-/**
- * The delivery log's variables, spread into the schema of each program that uses them (the API,
- * the recorder, the dispatcher for the response bytes).
- */
+/** The delivery log's variables, spread into the schema of each program that uses them. */
 export const deliveryLogFields = {
   /** PostgreSQL: the failure index, the claims of resends and the delivery log; required outside development mode. */
   DATABASE_URL: z

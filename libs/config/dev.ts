@@ -1,11 +1,8 @@
 /**
- * Development mode is switched on explicitly, with WEBHOOKS_DEV=true (the `npm start` script sets
- * it), never inferred: not from NODE_ENV (which libraries and images set for their own reasons), not
- * from a file path. It brings an embedded database (PGlite) when DATABASE_URL is unset, the bundled
- * development merchants written into it, fixed development keys (token secret, SECRETS_KEY) and
- * webhooks to loopback (the demo merchant), so a fresh clone works. Without it the programs need
- * DATABASE_URL, SECRETS_KEY and AUTH_JWT_SECRET or AUTH_JWKS_URL, refuse the development keys, and
- * keep the address guard on by default.
+ * Development mode is switched on explicitly, with WEBHOOKS_DEV=true (`npm start` sets it), never
+ * inferred from NODE_ENV (which libraries and images set for their own reasons). It brings an
+ * embedded database, the development merchants, development keys and webhooks to loopback, so
+ * that a fresh clone works.
  */
 import { TRUE_VALUES } from './env.js';
 import { DEV_SECRETS_KEY } from './merchants.js';
@@ -27,11 +24,7 @@ export function withDevDefaults(env: Record<string, string | undefined>): { env:
   return { env: withDefaults, dev };
 }
 
-/**
- * The warning a program logs at start while development mode is on (what it relaxes, loudest when
- * it runs against a DATABASE_URL, which may be a real one), or when NODE_ENV=development is set
- * without it (which switches nothing on). Undefined otherwise.
- */
+/** The warning a program logs at start while development mode is on, or when NODE_ENV=development switches nothing on. */
 export function devModeWarning(env: Record<string, string | undefined>): { message: string; fields: Record<string, unknown> } | undefined {
   if (isDevMode(env)) {
     return {

@@ -8,11 +8,3 @@ export function parseDuration(text: string): number | undefined {
   const ms = Math.round(Number(match[1]) * UNIT_MS[match[2]!]!);
   return Number.isFinite(ms) ? ms : undefined;
 }
-
-export function formatDuration(ms: number): string {
-  for (const unit of ['d', 'h', 'm', 's'] as const) {
-    const size = UNIT_MS[unit]!;
-    if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
-  }
-  return `${ms}ms`;
-}

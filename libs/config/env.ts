@@ -1,15 +1,11 @@
 import { z } from 'zod';
 import { parseDuration } from './durations.js';
-import { ConfigError } from './errors.js';
 import { parseRetrySchedule } from '../retry-policy/schedule.js';
 
-/**
- * Field schemas shared by the apps' config parsers. Each app composes its own z.object from these
- * in its entry point, so a library never reads process.env.
- */
 /** What a boolean variable accepts as true (lower-cased, trimmed). */
 export const TRUE_VALUES: readonly string[] = ['true', '1', 'yes'];
 
+/** Field schemas each app composes its own z.object from, so that a library never reads process.env. */
 export const envFields = {
   /** One URL (a node or a load balancer), or a comma-separated list of a cluster's nodes. */
   rabbitmqUrl: z
@@ -86,11 +82,7 @@ export const envFields = {
   },
 };
 
-/**
- * Replication of the queues a program declares: members of each quorum queue and replicas of the
- * failed stream when created; the broker caps them at its nodes. Every program that declares
- * queues spreads these into its schema.
- */
+/** Members of each quorum queue and replicas of the failed stream when created; the broker caps them at its nodes. */
 export const replicationFields = {
   QUORUM_GROUP_SIZE: envFields.positiveInt(3, 99),
   STREAM_CLUSTER_SIZE: envFields.positiveInt(3, 99),
@@ -108,10 +100,15 @@ export function topologyOf(config: Parameters<typeof replicationOf>[0] & { TOPOL
   return { prefix: config.TOPOLOGY_PREFIX, failedRetention: config.FAILED_RETENTION, replication: replicationOf(config), deliveriesStream: config.DELIVERY_LOG === 'on' };
 }
 
-/**
- * Parses an environment with a zod object whose keys are the variable names. The first problem
- * becomes a ConfigError naming the variable; empty strings count as unset so defaults apply.
- */
+/** Start-up configuration is wrong; the message names the variable so an operator can fix it. */
+export class ConfigError extends Error {
+  constructor(readonly variable: string, detail: string) {
+    super(`Invalid configuration: ${variable}: ${detail}`);
+    this.name = 'ConfigError';
+  }
+}
+
+/** Parses an environment with a zod object of the variables: the first problem is a ConfigError; empty counts as unset. */
 export function parseEnv<S extends z.ZodObject>(schema: S, env: Record<string, string | undefined>): z.infer<S> {
   const cleaned: Record<string, string> = {};
   for (const key of Object.keys(schema.shape)) {

@@ -1,8 +1,7 @@
-export { parseDuration, formatDuration } from './durations.js';
-export { ConfigError } from './errors.js';
-export { envFields, parseEnv, replicationFields, replicationOf, topologyOf } from './env.js';
+export { parseDuration } from './durations.js';
+export { ConfigError, envFields, parseEnv, replicationFields, replicationOf, topologyOf } from './env.js';
 export { DEV_JWT_SECRET, DEV_MERCHANTS_FILE, devModeWarning, withDevDefaults } from './dev.js';
 export { parseRetrySchedule } from '../retry-policy/schedule.js';
 export { deliveryLogFields, requireDatabase } from './delivery-log.js';
 export { tracingFields, tracingSettingsOf, type TracingConfig, type TracingSettings } from './tracing.js';
-export { DEV_SECRETS_KEY, maxEndpointsField, merchantStoreFields, requireMerchantStore } from './merchants.js';
+export { DEV_SECRETS_KEY, merchantStoreFields, requireMerchantStore } from './merchants.js';

@@ -1,10 +1,5 @@
 import { z } from 'zod';
 
-/**
- * Where merchants live, spread into the schema of each program that reads them (API, dispatcher,
- * CLI): PostgreSQL (DATABASE_URL), with the webhook secrets sealed with SECRETS_KEY, or a
- * read-only MERCHANTS_FILE (tests, a single-node demo).
- */
 const secretsKey = z
   .string()
   .transform((text, ctx) => {
@@ -20,6 +15,7 @@ const secretsKey = z
 /** Development mode's key: it opens only what development mode sealed, and is refused outside it. */
 export const DEV_SECRETS_KEY = 'ZGV2LW9ubHktc2VjcmV0cy1rZXktbmV2ZXItdXNlISE=';
 
+/** Where merchants live, spread into the schema of each program that reads them (API, dispatcher, CLI). */
 export const merchantStoreFields = {
   /** A read-only JSON file of merchants instead of the database (admin and portal writes answer 409). */
   MERCHANTS_FILE: z.string().min(1, 'must name a file').optional(),
@@ -28,24 +24,6 @@ export const merchantStoreFields = {
   /** The key SECRETS_KEY replaces, during its rotation: it only opens, never seals. */
   SECRETS_KEY_PREVIOUS: secretsKey.optional(),
 };
-
-/**
- * The most endpoints an admin write, the CLI or the portal lets one merchant have (each adds a
- * delivery per event): 1 to 20, the merchant row's own hard cap (MAX_ENDPOINTS_PER_MERCHANT in
- * libs/merchants/schema.ts). Read by the programs that write merchants (API, CLI).
- */
-export const maxEndpointsField = (hardCap: number) =>
-  z
-    .string()
-    .default(String(hardCap))
-    .transform((text, ctx) => {
-      const n = Number(text);
-      if (!/^\s*\d+\s*$/.test(text) || n < 1 || n > hardCap) {
-        ctx.addIssue({ code: 'custom', message: `"${text.slice(0, 40)}" must be a whole number from 1 to ${hardCap}` });
-        return z.NEVER;
-      }
-      return n;
-    });
 
 /**
  * Outside development mode, merchants in the database need DATABASE_URL and SECRETS_KEY, and never

@@ -3,10 +3,8 @@ import { TRUE_VALUES } from './env.js';
 
 /**
  * The standard OpenTelemetry variables a program reads (DESIGN.md "Tracing"), checked at start-up
- * like every other variable so a typo stops the program naming it. Tracing is on only when an
- * OTLP endpoint is given; the SDK and its exporter are loaded only then (libs/tracing/setup.ts).
- * OTEL_EXPORTER_OTLP_HEADERS and the exporter's timeouts are read by the SDK's exporter itself;
- * OTEL_BSP_* size and pace the SDK's BatchSpanProcessor.
+ * like every other variable. Tracing is on only when an OTLP endpoint is given. The SDK's exporter
+ * reads OTEL_EXPORTER_OTLP_HEADERS and its timeouts itself.
  */
 const SAMPLERS = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'] as const;
 const PROTOCOLS = ['http/protobuf', 'http/json'] as const;
@@ -54,45 +52,34 @@ export const tracingFields = {
     .transform((text, ctx) => {
       if (text === undefined) return {};
       const attributes: Record<string, string> = {};
-      for (const pair of text.split(',')) {
-        if (pair.trim() === '') continue;
+      for (const pair of text.split(',').filter((each) => each.trim() !== '')) {
         const at = pair.indexOf('=');
-        const key = at > 0 ? pair.slice(0, at).trim() : '';
-        let value: string;
-        try {
-          value = decodeURIComponent(pair.slice(at + 1).trim());
-        } catch {
-          value = '';
-        }
-        if (key === '' || at < 0) {
+        const key = pair.slice(0, Math.max(at, 0)).trim();
+        if (key === '') {
           ctx.addIssue({ code: 'custom', message: 'must be key=value pairs separated by commas, e.g. deployment.environment=prod' });
           return z.NEVER;
         }
-        attributes[key] = value;
+        attributes[key] = decoded(pair.slice(at + 1).trim());
       }
       return attributes;
     }),
 };
 
-const tracingSchema = z.object(tracingFields);
-export type TracingConfig = z.infer<typeof tracingSchema>;
-
-/** What libs/tracing needs to start the SDK: present only when tracing is configured. */
-export interface TracingSettings {
-  /** The traces URL the exporter posts to (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else <endpoint>/v1/traces). */
-  url: string;
-  protocol: 'http/protobuf' | 'http/json';
-  serviceName: string;
-  sampler: { name: (typeof SAMPLERS)[number]; ratio: number };
-  resourceAttributes: Record<string, string>;
-  /** The SDK's BatchSpanProcessor (OTEL_BSP_*). */
-  batch: { maxQueueSize: number; maxExportBatchSize: number; scheduledDelayMillis: number; exportTimeoutMillis: number };
-  /** How long one export may take; unset, the SDK's OTEL_EXPORTER_OTLP_TIMEOUT (10 s). Tests shorten it. */
-  exportTimeoutMs?: number;
+function decoded(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return '';
+  }
 }
 
+export type TracingConfig = z.infer<z.ZodObject<typeof tracingFields>>;
+
+/** What libs/tracing needs to start the SDK. `exportTimeoutMs`: how long one export may take (unset, the SDK's 10 s); tests shorten it. */
+export type TracingSettings = NonNullable<ReturnType<typeof tracingSettingsOf>> & { exportTimeoutMs?: number };
+
 /** The tracing settings of a program, or undefined when no exporter is configured (tracing off). */
-export function tracingSettingsOf(config: TracingConfig, defaultServiceName: string): TracingSettings | undefined {
+export function tracingSettingsOf(config: TracingConfig, defaultServiceName: string) {
   if (config.OTEL_SDK_DISABLED || config.OTEL_TRACES_EXPORTER === 'none') return undefined;
   const url =
     config.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ??

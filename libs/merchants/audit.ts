@@ -2,12 +2,9 @@ import type { Queryable } from '../delivery-store/index.js';
 import type { Merchant } from './schema.js';
 
 /**
- * The audit trail of merchant settings: who changed what, when, from where. One row per change,
- * in the merchants' PostgreSQL, written in the same transaction as the change it describes (or
- * alone, for portal links and revocations). What changed is told by field, never with a secret.
- * The table (merchant_audit) is made by libs/migrations/sql.
- *
- * Who made a change, and from which address: `admin:<token sub>`, `portal:<session>`, `cli`, or `service` (auto-disable).
+ * The audit trail of merchant settings (merchant_audit): who changed what, when, from where, written
+ * in the same transaction as the change it describes. What changed is told by field, never with a
+ * secret. `actor`: `admin:<token sub>`, `portal:<session>`, `cli`, or `service` (auto-disable).
  */
 export interface Actor {
   actor: string;
@@ -46,13 +43,9 @@ export function auditChanges(before: Merchant | undefined, after: Merchant): Cha
       note(field, from && { url: from.url }, to && { url: to.url });
       continue;
     }
-    note(`${field}.url`, from.url, to.url);
-    note(`${field}.description`, from.description, to.description);
-    note(`${field}.enabled`, from.enabled, to.enabled);
-    note(`${field}.events`, from.events, to.events);
-    note(`${field}.disabledReason`, from.disabledReason, to.disabledReason);
-    note(`${field}.maxPerSecond`, from.maxPerSecond, to.maxPerSecond);
-    note(`${field}.orderByReference`, from.orderByReference, to.orderByReference);
+    for (const key of ['url', 'description', 'enabled', 'events', 'disabledReason', 'maxPerSecond', 'orderByReference'] as const) {
+      note(`${field}.${key}`, from[key], to[key]);
+    }
     if (from.secret !== to.secret) changes[`${field}.secret`] = 'rotated';
   }
   return changes;
@@ -75,10 +68,8 @@ export function auditAction(before: Merchant | undefined, changes: Changes): str
 }
 
 /**
- * PostgreSQL did not write an audit entry (down, or refusing it). What the entry describes is then
- * not reported as done: in a transaction, the change it describes rolls back with it; after the
- * fact (a portal or admin action on another table, a publish), the API answers 503 in place of the
- * action's answer.
+ * PostgreSQL did not write an audit entry. What the entry describes is then not reported as done:
+ * in a transaction, the change rolls back with it; after the fact, the API answers 503 instead.
  */
 export class AuditUnavailableError extends Error {
   constructor(readonly action: string, cause: unknown) {
@@ -107,7 +98,7 @@ export async function recordAudit(db: Queryable, merchantId: string, action: str
  * entry 10 after entry 9.
  */
 export async function listAudit(db: Queryable, merchantId: string, limit: number, before?: string): Promise<AuditEntry[]> {
-  const { rows } = await db.query<{ id: string; at: Date | string; actor: string; action: string; changes: Record<string, unknown>; address: string | null }>(
+  const { rows } = await db.query<Omit<AuditEntry, 'at'> & { at: Date | string }>(
     `SELECT id::text, at, actor, action, changes, address FROM merchant_audit
      WHERE merchant_id = $1 AND ($2::bigint IS NULL OR merchant_audit.id < $2::bigint) ORDER BY merchant_audit.id DESC LIMIT $3`,
     [merchantId, before ?? null, limit],

@@ -11,10 +11,8 @@ interface Entry {
 }
 
 /**
- * What a program holds of the directory: merchants by id and by public key, each at a version
- * that only goes forward (a row or a tombstone at a version not above the one held changes
- * nothing), the endpoints' failing clocks, and the merchants whose newest row this program could
- * not read (a key it lacks). A full load builds a new one and takes its place.
+ * What a program holds of the directory: merchants by id and by public key, each at a version that
+ * only goes forward, the endpoints' failing clocks, and the merchants whose newest row it could not read.
  */
 export class DirectoryCache {
   private readonly byIdMap = new Map<string, Entry>();
@@ -43,10 +41,6 @@ export class DirectoryCache {
 
   list(): Merchant[] {
     return [...this.byIdMap.values()].map((entry) => entry.served).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-  }
-
-  ids(): IterableIterator<string> {
-    return this.byIdMap.keys();
   }
 
   /** Holds `merchant` at `version` unless a version as new is held; returns whether it did. */

@@ -1,11 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Endpoint, GraceSecret, Merchant } from './schema.js';
 
-/**
- * Where merchants and their webhook settings come from: PostgreSQL, written by the admin API, the
- * portal and the CLI (PgMerchantDirectory), or a read-only JSON file (FileMerchantDirectory).
- * Reads are synchronous: every program answers them from memory.
- */
+/** Where merchants come from: PostgreSQL (PgMerchantDirectory) or a read-only JSON file. Reads are answered from memory. */
 export interface MerchantDirectory {
   byId(id: string): Merchant | undefined;
   byPublicKey(publicKey: string): Merchant | undefined;
@@ -13,10 +9,7 @@ export interface MerchantDirectory {
   close(): Promise<void>;
 }
 
-/**
- * The endpoints an event goes to: each enabled one whose filter takes it, in the merchant's order.
- * The dispatcher makes one delivery per endpoint here (fan-out), each with its own attempts.
- */
+/** The endpoints an event goes to (one delivery each): each enabled one whose filter takes it, in the merchant's order. */
 export function matchingEndpoints(merchant: Merchant, event: string): Endpoint[] {
   return merchant.endpoints.filter((endpoint) => endpoint.enabled && receivesEvent(endpoint, event));
 }
@@ -38,10 +31,7 @@ export function signingSecrets(webhook: Endpoint, now: Date): string[] {
   return [webhook.secret, ...graceSecrets(webhook, now).map((grace) => grace.secret)];
 }
 
-/**
- * When each replaced secret still in its grace at `now` stops signing, the latest first: what a
- * view shows. Reads no secret's value, so a program that holds them sealed (the API) opens none.
- */
+/** When each replaced secret in its grace stops signing, the latest first. Reads no secret, so that the API opens none. */
 export function graceExpiries(webhook: Endpoint, now: Date): Array<{ expiresAt: string }> {
   return (webhook.previousSecrets ?? [])
     .filter((grace) => Date.parse(grace.expiresAt) > now.getTime())

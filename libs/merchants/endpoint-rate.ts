@@ -2,11 +2,10 @@ import type { Queryable } from '../delivery-store/index.js';
 
 /**
  * The adaptive rate of an endpoint (issue 55): what its 429 and 503 answers did to the rate the
- * dispatchers send it at, one row of `endpoint_rates` per endpoint, the one copy every dispatcher
- * reads. Outside the merchant's versioned row (like endpoint_health): writing it changes no ETag.
- * No row: the endpoint is sent at its configured `maxPerSecond` (or without a limit).
- * Only one change a second, whichever dispatcher asks: a burst of 429s from requests already in
- * flight halves the rate once, not once per answer.
+ * dispatchers send it at, one row of `endpoint_rates` per endpoint, read by every dispatcher.
+ * Outside the merchant's versioned row (like endpoint_health): writing it changes no ETag. No row:
+ * the endpoint is sent at its `maxPerSecond` (or without a limit). At most one change a second,
+ * whichever dispatcher asks: a burst of 429s already in flight halves the rate once.
  */
 
 /** The slowest an endpoint is brought down to, per second. */
@@ -24,24 +23,22 @@ export interface EndpointRate {
   ceiling: number;
 }
 
-/**
- * A merchant's view with each endpoint's rate now: the adaptive rate when its 429/503 answers
- * lowered it below the configured one (or below none). Unchanged when PostgreSQL does not answer.
- */
+interface RatedView {
+  id: string;
+  maxPerSecond: number | null;
+  currentPerSecond: number | null;
+}
+
+/** A merchant's view with each endpoint's rate now (see withEndpointRate). */
 export async function withCurrentRate<V extends { id: string; endpoints: RatedView[] }>(db: Queryable | undefined, view: V): Promise<V> {
   if (!db || view.endpoints.length === 0) return view;
   return { ...view, endpoints: await Promise.all(view.endpoints.map((endpoint) => withEndpointRate(db, view.id, endpoint))) };
 }
 
-interface RatedView {
-  maxPerSecond: number | null;
-  currentPerSecond: number | null;
-}
-
-/** An endpoint's view with its rate now: its own adaptive rate (by its id; the dispatcher throttles each endpoint apart). */
-export async function withEndpointRate<E extends RatedView & { id?: string }>(db: Queryable | undefined, merchantId: string, endpoint: E): Promise<E> {
+/** An endpoint's view with its rate now: its adaptive rate when lowered; unchanged when PostgreSQL does not answer. */
+export async function withEndpointRate<E extends RatedView>(db: Queryable | undefined, merchantId: string, endpoint: E): Promise<E> {
   if (!db) return endpoint;
-  const adaptive = await endpointRateOf(db, merchantId, endpoint.id ?? DEFAULT_ENDPOINT_ID).catch(() => undefined);
+  const adaptive = await endpointRateOf(db, merchantId, endpoint.id).catch(() => undefined);
   if (!adaptive) return endpoint;
   return { ...endpoint, currentPerSecond: currentPerSecondOf(endpoint.maxPerSecond, adaptive.rate) };
 }
@@ -51,17 +48,8 @@ export function currentPerSecondOf(maxPerSecond: number | null | undefined, adap
   return Math.round(Math.min(maxPerSecond ?? Infinity, adaptiveRate) * 100) / 100;
 }
 
-/** Endpoint ids: one webhook per merchant today (''); issue 56 gives each of a merchant's endpoints its own. */
-export const DEFAULT_ENDPOINT_ID = '';
-
-/**
- * The endpoint's adaptive rate. Without an id (a view of the merchant's one webhook, which names
- * none): the merchant's first row, which for a merchant with one endpoint is that endpoint's.
- */
-export async function endpointRateOf(db: Queryable, merchantId: string, endpointId = DEFAULT_ENDPOINT_ID): Promise<EndpointRate | undefined> {
-  const { rows } = endpointId === DEFAULT_ENDPOINT_ID
-    ? await db.query<{ rate: number; ceiling: number }>('SELECT rate, ceiling FROM endpoint_rates WHERE merchant_id = $1 ORDER BY endpoint_id LIMIT 1', [merchantId])
-    : await db.query<{ rate: number; ceiling: number }>('SELECT rate, ceiling FROM endpoint_rates WHERE merchant_id = $1 AND endpoint_id = $2', [merchantId, endpointId]);
+export async function endpointRateOf(db: Queryable, merchantId: string, endpointId: string): Promise<EndpointRate | undefined> {
+  const { rows } = await db.query<{ rate: number; ceiling: number }>('SELECT rate, ceiling FROM endpoint_rates WHERE merchant_id = $1 AND endpoint_id = $2', [merchantId, endpointId]);
   return rows[0] && { rate: Number(rows[0].rate), ceiling: Number(rows[0].ceiling) };
 }
 
@@ -69,7 +57,7 @@ export async function endpointRateOf(db: Queryable, merchantId: string, endpoint
  * The endpoint answered 429 or 503: its rate is halved, at most once a second. A first lowering
  * starts from `sentAt` (what it was being sent at) and remembers `ceiling`. Returns the rate now.
  */
-export async function lowerEndpointRate(db: Queryable, merchantId: string, sentAt: number, ceiling: number, endpointId = DEFAULT_ENDPOINT_ID): Promise<EndpointRate> {
+export async function lowerEndpointRate(db: Queryable, merchantId: string, sentAt: number, ceiling: number, endpointId: string): Promise<EndpointRate> {
   const { rows } = await db.query<{ rate: number; ceiling: number }>(
     `WITH prior AS (SELECT rate FROM endpoint_rates WHERE merchant_id = $1 AND endpoint_id = $2),
      changed AS (
@@ -83,9 +71,8 @@ export async function lowerEndpointRate(db: Queryable, merchantId: string, sentA
     [merchantId, endpointId, MIN_ADAPTIVE_RATE, sentAt, Math.max(MIN_ADAPTIVE_RATE, ceiling)],
   );
   const row = rows[0] as { rate: number; ceiling: number; changed: boolean; previous: number | null } | undefined;
-  // No row: another call inserted it first (a burst of 429s, several dispatchers), after this
-  // statement's snapshot was taken, so neither branch saw it. Read then, it is the rate now,
-  // unchanged by this call (undefined here was a TypeError, logged as "PostgreSQL did not answer").
+  // No row: another call inserted it after this statement's snapshot, so neither branch saw it;
+  // read now, it is the rate, unchanged by this call.
   if (!row) return (await endpointRateOf(db, merchantId, endpointId)) ?? { rate: Math.max(MIN_ADAPTIVE_RATE, sentAt / 2), ceiling: Math.max(MIN_ADAPTIVE_RATE, ceiling) };
   return { rate: Number(row.rate), ceiling: Number(row.ceiling), ...(row.changed ? { changed: true, previous: row.previous === null ? undefined : Number(row.previous) } : {}) };
 }
@@ -94,7 +81,7 @@ export async function lowerEndpointRate(db: Queryable, merchantId: string, sentA
  * The endpoint succeeds: a lowered rate is raised by RAISE_FACTOR (at least one per second), at
  * most once a second; back at its ceiling the row goes. Returns the rate now, undefined once gone.
  */
-export async function raiseEndpointRate(db: Queryable, merchantId: string, endpointId = DEFAULT_ENDPOINT_ID): Promise<(EndpointRate & { gone?: true }) | undefined> {
+export async function raiseEndpointRate(db: Queryable, merchantId: string, endpointId: string): Promise<(EndpointRate & { gone?: true }) | undefined> {
   const { rows } = await db.query<{ rate: number; ceiling: number; gone: boolean; previous: number }>(
     `WITH prior AS (SELECT rate FROM endpoint_rates WHERE merchant_id = $1 AND endpoint_id = $2),
      gone AS (

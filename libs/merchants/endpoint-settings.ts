@@ -1,9 +1,8 @@
 import { EndpointLimitError, EndpointNotFoundError, EndpointUrlTakenError, DisabledByOperatorError, MerchantNotFoundError } from './errors.js';
-import type { EndpointInput, EndpointPatch } from './endpoint-input.js';
+import type { EndpointInput, EndpointPatch } from './settings-input.js';
 import { type EndpointView, endpointViewOf, rotatedEndpoint } from './endpoint-view.js';
 import type { Endpoint, Merchant } from './schema.js';
 import { checkWebhookUrl, disabledByOperator, type MerchantSettings, newWebhookSecret, type RotationResult, withStatus, type WriteGuards, type Written } from './settings.js';
-import { withMaxPerSecond } from './throttle-setting.js';
 
 /** What creating an endpoint answers: the endpoint as shown, and its secret (this once). */
 export interface EndpointCreated {
@@ -12,29 +11,24 @@ export interface EndpointCreated {
 }
 
 /**
- * A merchant's endpoints, one at a time (the admin API's `/merchants/{id}/endpoints`): each
- * change is a write of the merchant's one versioned document through MerchantSettings, so its
- * ETag, If-Match, Idempotency-Key, audit and announcements are the merchant's. The limit and a
- * URL's uniqueness are checked on the locked row, in the write's transaction.
+ * A merchant's endpoints, one at a time: each change is a write of the merchant's one versioned
+ * document through MerchantSettings (its ETag, Idempotency-Key, audit and announcements). The limit
+ * and a URL's uniqueness are checked on the locked row.
  */
 export class EndpointSettings {
-  private readonly now: () => Date;
-
-  constructor(private readonly settings: MerchantSettings) {
-    this.now = settings.now;
-  }
+  constructor(private readonly settings: MerchantSettings) {}
 
   /** The merchant's endpoints as shown; MerchantNotFoundError when there is no such merchant. */
   list(merchantId: string): EndpointView[] {
     const merchant = this.settings.merchant(merchantId);
     if (!merchant) throw new MerchantNotFoundError(merchantId);
-    return merchant.endpoints.map((endpoint) => endpointViewOf(endpoint, this.now()));
+    return merchant.endpoints.map((endpoint) => endpointViewOf(endpoint, this.settings.now()));
   }
 
   get(merchantId: string, endpointId: string): EndpointView {
     const merchant = this.settings.merchant(merchantId);
     if (!merchant) throw new MerchantNotFoundError(merchantId);
-    return endpointViewOf(endpointOf(merchant, endpointId), this.now());
+    return endpointViewOf(endpointOf(merchant, endpointId), this.settings.now());
   }
 
   /** A new endpoint with a new secret, returned here once (and to a repeat of its Idempotency-Key). */
@@ -45,9 +39,9 @@ export class EndpointSettings {
       if (!current) throw new MerchantNotFoundError(merchantId);
       if (current.endpoints.length >= this.settings.maxEndpoints) throw new EndpointLimitError(merchantId, this.settings.maxEndpoints);
       checkUrlFree(current, url);
-      const now = this.now();
+      const now = this.settings.now();
       createdId = issued.endpointId();
-      const endpoint = withMaxPerSecond<Endpoint>({
+      const endpoint: Endpoint = {
         id: createdId,
         url,
         ...(input.description ? { description: input.description } : {}),
@@ -55,12 +49,13 @@ export class EndpointSettings {
         secret: issued.secret(),
         secretIssuedAt: now.toISOString(),
         ...(input.events ? { events: input.events } : {}),
+        ...(input.maxPerSecond === undefined ? {} : { maxPerSecond: input.maxPerSecond }),
         ...(input.orderByReference ? { orderByReference: true } : {}),
-      }, input.maxPerSecond);
+      };
       return { ...current, endpoints: [...current.endpoints, withStatus(undefined, endpoint, now, guards.by, !input.enabled)] };
     }, (next) => {
       const endpoint = endpointOf(next, createdId!);
-      return { view: endpointViewOf(endpoint, this.now()), secret: endpoint.secret };
+      return { view: endpointViewOf(endpoint, this.settings.now()), secret: endpoint.secret };
     });
   }
 
@@ -73,17 +68,18 @@ export class EndpointSettings {
       // Moved elsewhere, the endpoint the operator turned off would leave its URL free for a new one, on at once.
       if (guards.by === 'merchant' && url !== undefined && url !== kept.url && disabledByOperator(kept)) throw new DisabledByOperatorError(merchantId);
       if (url !== undefined && url !== kept.url) checkUrlFree(current, url);
-      let next: Endpoint = { ...kept, url: url ?? kept.url, ...(patch.enabled === undefined ? {} : { enabled: patch.enabled }) };
+      const next: Endpoint = { ...kept, url: url ?? kept.url, ...(patch.enabled === undefined ? {} : { enabled: patch.enabled }) };
       if (patch.description === null) delete next.description;
       else if (patch.description !== undefined) next.description = patch.description;
       if (patch.events === null) delete next.events;
       else if (patch.events) next.events = patch.events;
-      if (patch.maxPerSecond !== undefined) next = withMaxPerSecond(next, patch.maxPerSecond);
+      if (patch.maxPerSecond === null) delete next.maxPerSecond;
+      else if (patch.maxPerSecond !== undefined) next.maxPerSecond = patch.maxPerSecond;
       if (patch.orderByReference === false) delete next.orderByReference;
       else if (patch.orderByReference) next.orderByReference = true;
       if (guards.by === 'merchant' && next.enabled && disabledByOperator(kept)) throw new DisabledByOperatorError(merchantId);
-      return replaced(current, withStatus(kept, next, this.now(), guards.by, patch.enabled === false));
-    }, (next) => ({ view: endpointViewOf(endpointOf(next, endpointId), this.now()) }));
+      return replaced(current, withStatus(kept, next, this.settings.now(), guards.by, patch.enabled === false));
+    }, (next) => ({ view: endpointViewOf(endpointOf(next, endpointId), this.settings.now()) }));
   }
 
   /** Removes the endpoint: the dispatchers stop sending to it as soon as they see the change. */
@@ -102,7 +98,7 @@ export class EndpointSettings {
     const secret = newWebhookSecret();
     return this.settings.write<RotationResult>('endpoint.rotate', merchantId, { endpointId, graceSeconds }, guards, (current) => {
       if (!current) throw new MerchantNotFoundError(merchantId);
-      return replaced(current, rotatedEndpoint(merchantId, endpointOf(current, endpointId), secret, graceSeconds, this.now()));
+      return replaced(current, rotatedEndpoint(merchantId, endpointOf(current, endpointId), secret, graceSeconds, this.settings.now()));
     }, (next) => {
       const replacedSecret = graceSeconds > 0 ? endpointOf(next, endpointId).previousSecrets?.[0] : undefined;
       return { secret, previousSecretExpiresAt: replacedSecret?.expiresAt ?? null };

@@ -1,9 +1,6 @@
 import { MAX_GRACE_SECRETS } from './schema.js';
 
-/**
- * A field of the input is wrong: `field` names it (url, publicKey, …). The message reads as
- * a sentence: "publicKey is required", "url must be an https URL".
- */
+/** A field of the input is wrong; the message reads as a sentence: "url must be an https URL". */
 export class InvalidSettingsError extends Error {
   constructor(readonly field: string, detail: string) {
     super(/^(must|is|are) /.test(detail) ? `${field} ${detail}` : field === 'body' ? detail : `${field}: ${detail}`);
@@ -25,10 +22,7 @@ export class PublicKeyTakenError extends Error {
   }
 }
 
-/**
- * A rotation with a grace would leave more old secrets signing than MAX_GRACE_SECRETS. The bound is
- * the endpoint's (the merchant's other endpoints rotate freely), so the message names it.
- */
+/** A rotation with a grace would leave more old secrets signing than MAX_GRACE_SECRETS (the endpoint's bound). */
 export class TooManySecretsError extends Error {
   constructor(readonly merchantId: string, readonly endpointId: string, readonly earliestExpiry: string) {
     super(

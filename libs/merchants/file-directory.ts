@@ -1,5 +1,4 @@
 import { readFileSync, statSync } from 'node:fs';
-import { stat } from 'node:fs/promises';
 import type { Logger } from '../logger/index.js';
 import type { MerchantDirectory } from './directory.js';
 import { type Merchant, merchantsFileSchema } from './schema.js';
@@ -49,21 +48,13 @@ export class FileMerchantDirectory implements MerchantDirectory {
     this.replace(load(path));
   }
 
-  /**
-   * Polls the file's mtime and size against what was last read: works with editors and tools that
-   * replace the file, and cannot miss a change made between loading and watching.
-   */
+  /** Polls mtime and size against what was last read: works with tools that replace the file, misses nothing since loading. */
   watch(intervalMs = 1_000): this {
     if (this.timer) return this;
     this.timer = setInterval(() => {
-      stat(this.path).then(
-        (s) => {
-          if (`${s.mtimeMs}:${s.size}` !== this.seen) this.reload();
-        },
-        () => {
-          // Missing for a moment while being replaced; the next poll sees the new file.
-        },
-      );
+      // Missing for a moment while being replaced: the next poll sees the new file.
+      const now = this.signature();
+      if (now !== '' && now !== this.seen) this.reload();
     }, intervalMs);
     this.timer.unref();
     return this;

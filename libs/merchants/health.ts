@@ -2,18 +2,13 @@ import type { Queryable } from '../delivery-store/index.js';
 import type { Endpoint, Merchant } from './schema.js';
 
 /**
- * An endpoint's failing clock (auto-disable, ENDPOINT_DISABLE_AFTER), in a table of its own: the
- * dispatchers write it as failures go on, and writing it neither changes the merchant's version
- * (the admin API's ETag) nor makes any program read the merchant's settings or secrets again.
- * One row per merchant's endpoint (merchant id, endpoint id): each endpoint has its own clock and
- * is disabled on its own. `url` is the URL it was measured on, so a clock of a URL the endpoint no
- * longer has counts for nothing. A cleared clock keeps its row with `failing_since` null, so that
- * the programs' poll sees the clearing as a change.
+ * An endpoint's failing clock (auto-disable), one row of endpoint_health per endpoint: writing it
+ * changes no merchant version and makes no program read settings or secrets again. `url` is the
+ * URL it was measured on: a clock of a URL the endpoint no longer has counts for nothing. A
+ * cleared clock keeps its row, with `failing_since` null, so that the poll sees the clearing.
  */
-
-/** A running clock: the first failure after the last success, and the latest failure recorded. */
 export interface Health {
-  /** The endpoint (ep_…) it runs for; absent in a clock a caller names by its URL (recordHealth finds the id). */
+  /** Absent in a clock a caller names by its URL (recordHealth finds the id). */
   endpointId?: string;
   url: string;
   failingSince: string;
@@ -32,7 +27,6 @@ export const HEALTH_COLUMNS = 'merchant_id, endpoint_id, url, failing_since, las
 
 const iso = (value: Date | string | null): string | undefined => (value === null ? undefined : new Date(value).toISOString());
 
-/** The row's clock; undefined when cleared. */
 export function healthOf(row: HealthRow): Health | undefined {
   const failingSince = iso(row.failing_since);
   if (failingSince === undefined) return undefined;
@@ -75,11 +69,10 @@ export function withoutHealth(merchant: Merchant): Merchant {
 }
 
 /**
- * Writes the clock of the merchant's endpoint at `url` from `seen` (the clock as the caller read it;
- * undefined: none running there) to `next` (undefined: cleared), only while that endpoint is
- * enabled at that URL and its clock is still `seen`: of dispatchers racing, one writes. The
- * merchant's row is locked for share, so the write is ordered with a settings write (auto-disable,
- * an operator). Returns the endpoint's id when it wrote, else undefined.
+ * Writes the clock of the merchant's endpoint at `url` from `seen` to `next` (undefined: cleared),
+ * only while that endpoint is enabled at that URL and its clock is still `seen`: of dispatchers
+ * racing, one writes. The row locked for share orders it with a settings write. Returns the
+ * endpoint's id when it wrote.
  */
 export async function writeHealth(tx: Queryable, merchantId: string, url: string, seen: Health | undefined, next: Health | undefined): Promise<string | undefined> {
   const { rows: owner } = await tx.query<{ id: string | null; enabled: boolean | null }>(
@@ -100,7 +93,7 @@ export async function writeHealth(tx: Queryable, merchantId: string, url: string
   return endpointId;
 }
 
-/** Clears the clocks of these endpoints of the merchant (a settings write that turned one off or on, or pointed it elsewhere). */
+/** Clears the clocks of these endpoints (a settings write that turned one off or on, or pointed it elsewhere). */
 export async function clearHealth(tx: Queryable, merchantId: string, endpointIds: readonly string[]): Promise<void> {
   await tx.query(
     'UPDATE endpoint_health SET failing_since = NULL, last_failure_at = NULL, change_xid = pg_current_xact_id() WHERE merchant_id = $1 AND endpoint_id = ANY($2::text[]) AND failing_since IS NOT NULL',

@@ -2,17 +2,9 @@ import { type Database, openPostgres } from '../delivery-store/index.js';
 import type { Logger } from '../logger/index.js';
 import type { MerchantDirectory } from './directory.js';
 import { FileMerchantDirectory } from './file-directory.js';
-import { PgMerchantDirectory } from './pg-directory.js';
+import { type PgDirectoryOptions, PgMerchantDirectory } from './pg-directory.js';
 import { seedMerchants } from './seed.js';
 import { SecretBox } from './secret-box.js';
-
-/** The variables that say where merchants live, parsed (see libs/config/merchants.ts). */
-export interface MerchantStoreConfig {
-  MERCHANTS_FILE?: string;
-  DATABASE_URL?: string;
-  SECRETS_KEY?: Buffer;
-  SECRETS_KEY_PREVIOUS?: Buffer;
-}
 
 export interface OpenedMerchants {
   merchants: MerchantDirectory;
@@ -23,50 +15,42 @@ export interface OpenedMerchants {
   close(): Promise<void>;
 }
 
-export interface OpenMerchantsOptions {
-  /** A database the caller opened (npm start shares one embedded PGlite); else DATABASE_URL. */
+export interface OpenMerchantsOptions extends PgDirectoryOptions {
+  /** A database the caller opened (npm start shares one PGlite); else DATABASE_URL. */
   database?: Database;
   /** Names this program's connections in pg_stat_activity. */
   applicationName: string;
   signal?: AbortSignal;
-  pollIntervalMs?: number;
-  startStallMs?: number;
   /** Merchants an embedded (PGlite) database starts with: development mode's demo merchants. */
   seedFile?: string;
-  /** false: webhook secrets are opened only when read (a program that never signs: the API). */
-  openSecrets?: boolean;
   /** How long a new connection may take (2 s; the CLI, which a person waits for, allows longer). */
   connectTimeoutMs?: number;
 }
 
-/** Opens the directory the configuration names, loaded and kept current; a program waits for it before it acts on merchants. */
-export async function openMerchants(config: MerchantStoreConfig, logger: Logger, options: OpenMerchantsOptions): Promise<OpenedMerchants> {
+/** Opens the directory the configuration (libs/config/merchants.ts) names, loaded and kept current. */
+export async function openMerchants(
+  config: { MERCHANTS_FILE?: string; DATABASE_URL?: string; SECRETS_KEY?: Buffer; SECRETS_KEY_PREVIOUS?: Buffer },
+  logger: Logger,
+  options: OpenMerchantsOptions,
+): Promise<OpenedMerchants> {
   if (config.MERCHANTS_FILE) {
     const file = new FileMerchantDirectory(config.MERCHANTS_FILE, logger).watch();
     return { merchants: file, close: () => file.close() };
   }
   // A small pool of its own: writes and the limits' counters, never the delivery log's reads.
   const database = options.database ?? openPostgres(config.DATABASE_URL!, { maxConnections: 4, connectTimeoutMs: options.connectTimeoutMs ?? 2_000, statementTimeoutMs: 10_000, applicationName: options.applicationName });
-  const closeDatabase = options.database ? async () => {} : () => database.close();
   const box = new SecretBox(config.SECRETS_KEY!, config.SECRETS_KEY_PREVIOUS ? [config.SECRETS_KEY_PREVIOUS] : []);
-  const directory = new PgMerchantDirectory(database, box, logger, { pollIntervalMs: options.pollIntervalMs, startStallMs: options.startStallMs, openSecrets: options.openSecrets });
+  const directory = new PgMerchantDirectory(database, box, logger, options);
+  const close = async () => {
+    await directory.close();
+    if (!options.database) await database.close();
+  };
   try {
-    if (options.seedFile && database.kind === 'pglite') {
-      await seedMerchants(database, box, options.seedFile, logger);
-    }
+    if (options.seedFile && database.kind === 'pglite') await seedMerchants(database, box, options.seedFile, logger);
     await directory.start(options.signal);
   } catch (err) {
-    await directory.close();
-    await closeDatabase();
+    await close();
     throw err;
   }
-  return {
-    merchants: directory,
-    writable: directory,
-    database,
-    async close() {
-      await directory.close();
-      await closeDatabase();
-    },
-  };
+  return { merchants: directory, writable: directory, database, close };
 }

@@ -1,10 +1,9 @@
 import { performance } from 'node:perf_hooks';
-import type { Database, Listener } from '../delivery-store/index.js';
+import type { Database, Listener, Queryable } from '../delivery-store/index.js';
 import type { Logger } from '../logger/index.js';
 import { DirectoryCache } from './cache.js';
 import type { MerchantDirectory } from './directory.js';
 import { type Health, HEALTH_COLUMNS, type HealthRow, healthOf, writeHealth } from './health.js';
-import { type Position, positionOf, reloadReason } from './history.js';
 import { CHANGES_CHANNEL, MERCHANT_COLUMNS, type MerchantRow, merchantOf, TOMBSTONE_KEEP_MS } from './rows.js';
 import type { Merchant } from './schema.js';
 import { keyIdOf, type SecretBox, SecretsKeyError } from './secret-box.js';
@@ -12,20 +11,12 @@ import { InvalidSettingsError, PublicKeyTakenError } from './errors.js';
 import { AuditUnavailableError } from './audit.js';
 import { Refusal, type SettingsChange, type WriteOptions, type Written, writeMerchant } from './write.js';
 
-export { IDEMPOTENCY_WINDOW_MS, IdempotencyKeyReusedError, type IdempotentWrite, type SettingsChange, VersionMismatchError, type WriteOptions, type Written } from './write.js';
-
 export interface PgDirectoryOptions {
   /** A change whose notification was lost is found by a poll this often. */
   pollIntervalMs?: number;
   /** Start-up gives up when the database stays unreachable this long (loading pages is progress, not a stall). */
   startStallMs?: number;
-  /** Rows read per query while loading. */
-  pageSize?: number;
-  /**
-   * Whether webhook secrets are opened as rows are read (a dispatcher, which signs), or only when
-   * one is read (the API, which never signs: it opens none). Either way a row sealed with a key
-   * this program lacks is found as it is read.
-   */
+  /** false: a secret is opened only when read (the API, which never signs); a row no key opens is still found at once. */
   openSecrets?: boolean;
 }
 
@@ -37,24 +28,48 @@ export class MerchantStoreUnavailableError extends Error {
   }
 }
 
-/** The poll that runs when nothing is heard: every change is seen by every program within this (and within a second when notified). */
+/** The poll that finds a change whose notification was lost. */
 export const DEFAULT_POLL_INTERVAL_MS = 10_000;
 
-/** At start-up, how long the directory waits for an unreachable database without progress before the program gives up. */
+/** How long start-up waits for an unreachable database, without progress, before the program gives up. */
 export const MERCHANTS_START_STALL_MS = 120_000;
 
 /**
- * Merchants from PostgreSQL, held in memory so that every read is synchronous and the delivery
- * path never waits for the database. Loaded at start; a write's NOTIFY (on commit) makes every
- * program read what changed since its cursor, within a second; a poll every `pollIntervalMs` does
- * the same when a notification is lost (a reconnect, a half-open socket, a pooler in transaction
- * mode). What changed is: merchants' rows, deleted merchants' tombstones (kept a day) and
- * endpoints' failing clocks, each found by the transaction that wrote it (`change_xid`) from the
+ * Where a program stands in the database's history: the cursor it reads changes from (the oldest
+ * transaction still running), and what names the history itself. A cursor alone is not enough:
+ * after a restore or the promotion of a lagging standby the transaction ids go back, and writes
+ * made since can carry them past the old cursor before the next poll, so that changes are missed.
+ * The history changes with each of those: the cluster (a dump restored into a new one), its
+ * timeline (a point-in-time recovery, a promoted standby), the server's start (any physical
+ * restore; a crash, which may lose asynchronous commits), the database and the merchants table.
+ * Any role may read all of these, and PGlite answers them too.
+ */
+interface Position {
+  cursor: string;
+  history: string;
+}
+
+async function positionOf(db: Queryable): Promise<Position> {
+  const { rows } = await db.query<Position>(`SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS cursor,
+    concat_ws('/',
+      (SELECT system_identifier FROM pg_control_system()),
+      (SELECT timeline_id FROM pg_control_checkpoint()),
+      pg_postmaster_start_time(),
+      (SELECT oid FROM pg_database WHERE datname = current_database()),
+      'merchants'::regclass::oid) AS history`);
+  return rows[0]!;
+}
+
+/**
+ * Merchants from PostgreSQL, held in memory: every read is synchronous, the delivery path never
+ * waits for the database, and while it is down the cache keeps serving. A write's NOTIFY makes
+ * every program read what changed since its cursor; a poll does the same when a notification is
+ * lost (a reconnect, a half-open socket, a pooler in transaction mode). What changed (rows,
+ * tombstones, failing clocks) is found by the transaction that wrote it (`change_xid`) from the
  * oldest transaction still running at the last look, so a late commit is found too; a row or a
- * tombstone is taken only above the version held. When the database's history is not the one the
- * cursor belongs to (a restore, a failover, a restart), or the cursor would go back, or the last
- * good poll is older than half a tombstone's life, everything is loaded again instead and takes
- * the place of what is held. While PostgreSQL is down the cache keeps serving.
+ * tombstone is taken only above the version held. When the history is another one, or the cursor
+ * would go back, or the last good poll is older than half a tombstone's life, everything is
+ * loaded again instead.
  */
 export class PgMerchantDirectory implements MerchantDirectory {
   private cache = new DirectoryCache();
@@ -77,26 +92,12 @@ export class PgMerchantDirectory implements MerchantDirectory {
     private readonly options: PgDirectoryOptions = {},
   ) {}
 
-  get ready(): boolean {
-    return this.loaded;
-  }
-
-  get size(): number {
-    return this.cache.size;
-  }
-
-  /**
-   * Merchants whose newest row this program cannot read (sealed with a key it lacks): it serves
-   * their last readable version, and says so (the log, /readyz, a metric) until it can.
-   */
+  /** Merchants whose newest row is sealed with a key this program lacks: it serves their last readable version, and says so. */
   get unreadable(): Array<{ merchantId: string; version: number; keyId: string | undefined }> {
     return [...this.cache.unreadable].map(([merchantId, { version, keyId }]) => ({ merchantId, version, keyId }));
   }
 
-  /**
-   * Loads every merchant, waiting through a database that cannot be reached yet; gives up when it
-   * has stayed unreachable for `startStallMs` (or `signal` aborts).
-   */
+  /** Loads every merchant, waiting through a database not reachable yet, for at most `startStallMs` without progress. */
   async start(signal?: AbortSignal): Promise<void> {
     const stallMs = this.options.startStallMs ?? MERCHANTS_START_STALL_MS;
     let lastProgress = Date.now();
@@ -134,7 +135,6 @@ export class PgMerchantDirectory implements MerchantDirectory {
     return this.cache.byPublicKey(publicKey);
   }
 
-  /** The version the cache holds (the admin API's ETag). */
   versionOf(id: string): number | undefined {
     return this.cache.versionOf(id);
   }
@@ -144,19 +144,15 @@ export class PgMerchantDirectory implements MerchantDirectory {
   }
 
   /**
-   * Applies `change` to the merchant's current row in one transaction (the row locked), and writes
-   * the result as the next version, unless it changes nothing. Of writers racing on one merchant,
-   * each sees what the one before it committed: none is lost, none applied twice. Under an
-   * Idempotency-Key the result is kept with the key in the same transaction; a repeat within 24 h,
-   * on any replica, gets it back and changes nothing.
+   * Applies `change` to the merchant's locked row and writes the result as the next version, unless
+   * it changes nothing: of writers racing on one merchant, none is lost, none applied twice.
    */
   async update(merchantId: string, change: SettingsChange, options: WriteOptions = {}): Promise<Written> {
     const replay = () => ({ merchant: this.cache.byId(merchantId) ?? ({ id: merchantId } as Merchant), version: this.cache.versionOf(merchantId) ?? 0 });
     for (let attempt = 0; ; attempt++) {
       try {
         const written = await this.db.transaction((tx) => writeMerchant(tx, this.box, merchantId, change, options, replay));
-        // What the transaction read is current: the cache takes it now, written or not (a writer
-        // that lost a race sees the winner's row before its notification arrives).
+        // What the transaction read is current, written or not: the cache takes it before the notification.
         if (!written.replayed) this.cache.apply(this.options.openSecrets === false && written.row ? merchantOf(written.row, this.box, false) : written.merchant, written.version);
         for (const endpointId of written.clockCleared ?? []) this.cache.setHealth(merchantId, endpointId, undefined);
         return written;
@@ -177,12 +173,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
     }
   }
 
-  /**
-   * Moves the failing clock of the merchant's endpoint at `url` from `seen` (as this program holds
-   * it) to `next` (undefined: cleared), unless another dispatcher moved it first or the webhook is
-   * no longer enabled there. The merchant's version does not change; the notification makes the
-   * programs read this clock, not the merchant. Returns whether it wrote.
-   */
+  /** Moves the failing clock of the endpoint at `url` from `seen` to `next` (see writeHealth); returns whether it wrote. */
   async recordHealth(merchantId: string, url: string, seen: Health | undefined, next: Health | undefined): Promise<boolean> {
     try {
       const endpointId = await this.db.transaction(async (tx) => {
@@ -199,16 +190,15 @@ export class PgMerchantDirectory implements MerchantDirectory {
   }
 
   /**
-   * Reads every merchant, a page at a time, from a position taken first: nothing committed
-   * meanwhile is missed. The next page is asked for before this one's secrets are opened, so that
-   * the database reads while this process decrypts. Builds a cache of its own, which then takes
-   * the place of the one held. At start-up (`strict`) a row no key opens stops the program, naming
-   * SECRETS_KEY; later (a reload) the last readable version of it is kept and reported.
+   * Reads every merchant into a new cache, a page at a time, from a position taken first: nothing
+   * committed meanwhile is missed. The next page is asked for before this one's secrets are opened.
+   * At start-up (`strict`) a row no key opens stops the program; on a reload its last readable
+   * version is kept and reported.
    */
   private async load(progress: () => void, strict: boolean): Promise<void> {
     const position = await positionOf(this.db);
     const cache = new DirectoryCache();
-    const pageSize = this.options.pageSize ?? 10_000;
+    const pageSize = 10_000;
     const page = (after: string) => this.db.query<MerchantRow>(`SELECT ${MERCHANT_COLUMNS} FROM merchants WHERE id > $1 ORDER BY id LIMIT $2`, [after, pageSize]);
     for (let next = page(''); ; ) {
       const { rows } = await next;
@@ -216,15 +206,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
         next = page(rows[rows.length - 1]!.id);
         next.catch(() => {}); // awaited on the next turn; unawaited only if this page throws
       }
-      for (const row of rows) {
-        try {
-          cache.apply(this.merchantOf(row), Number(row.version));
-        } catch (err) {
-          if (strict || !(err instanceof SecretsKeyError)) throw err;
-          this.unreadableRow(cache, row);
-          cache.keepFrom(this.cache, row.id);
-        }
-      }
+      for (const row of rows) this.take(cache, row, strict);
       progress();
       if (rows.length < pageSize) break;
     }
@@ -235,25 +217,34 @@ export class PgMerchantDirectory implements MerchantDirectory {
     this.polledAt = performance.now();
   }
 
-  /** The merchant a row holds, its secrets opened now or on first read; throws SecretsKeyError when no key of this program sealed them. */
+  /** Throws SecretsKeyError when no key of this program sealed the row's secrets, opened or not. */
   private merchantOf(row: MerchantRow): Merchant {
     if (this.options.openSecrets === false && row.secrets && !this.box.holdsKeyOf(row.secrets)) throw new SecretsKeyError(keyIdOf(row.secrets));
     return merchantOf(row, this.box, this.options.openSecrets !== false);
   }
 
-  private unreadableRow(cache: DirectoryCache, row: MerchantRow): void {
+  /** Takes a row into `cache`; one no key of this program opens is reported, and the version held kept. */
+  private take(cache: DirectoryCache, row: MerchantRow, strict: boolean): void {
+    try {
+      cache.apply(this.merchantOf(row), Number(row.version));
+      return;
+    } catch (err) {
+      if (strict || !(err instanceof SecretsKeyError)) throw err;
+    }
     const keyId = row.secrets ? keyIdOf(row.secrets) : undefined;
-    if (!cache.markUnreadable(row.id, Number(row.version), keyId)) return;
-    // Never the value: the merchant, its version and which key sealed it.
-    this.logger.error('merchant row sealed with a key this program lacks (SECRETS_KEY, SECRETS_KEY_PREVIOUS): serving its last readable version', {
-      merchantId: row.id,
-      version: Number(row.version),
-      keyId,
-      servedVersion: cache.versionOf(row.id) ?? null,
-    });
+    if (cache.markUnreadable(row.id, Number(row.version), keyId)) {
+      // Never the value: the merchant, its version and which key sealed it.
+      this.logger.error('merchant row sealed with a key this program lacks (SECRETS_KEY, SECRETS_KEY_PREVIOUS): serving its last readable version', {
+        merchantId: row.id,
+        version: Number(row.version),
+        keyId,
+        servedVersion: cache.versionOf(row.id) ?? null,
+      });
+    }
+    cache.keepFrom(this.cache, row.id);
   }
 
-  /** Reads what changed since the cursor (or everything, see the class). Calls that come while one runs make it run once more after. */
+  /** Reads what changed (or everything, see the class); calls while one runs make it run once more after. */
   poll(): Promise<void> {
     if (this.stopped || !this.loaded) return Promise.resolve();
     if (this.polling) {
@@ -279,7 +270,14 @@ export class PgMerchantDirectory implements MerchantDirectory {
   private async readChanges(): Promise<void> {
     const position = await positionOf(this.db);
     const held = this.position!;
-    const reason = reloadReason(held, position) ?? (performance.now() - this.polledAt > TOMBSTONE_KEEP_MS / 2 ? 'no change read for half a day' : undefined);
+    const reason =
+      held.history !== position.history
+        ? 'the database is another one, or restored, failed over or restarted'
+        : BigInt(position.cursor) < BigInt(held.cursor)
+          ? 'transaction ids went back'
+          : performance.now() - this.polledAt > TOMBSTONE_KEEP_MS / 2
+            ? 'no change read for half a day'
+            : undefined;
     if (reason) {
       this.logger.info('merchant directory loads every merchant again', { reason });
       await this.load(() => {}, false);
@@ -293,14 +291,8 @@ export class PgMerchantDirectory implements MerchantDirectory {
       this.db.query<HealthRow>(`SELECT ${HEALTH_COLUMNS} FROM endpoint_health WHERE change_xid >= $1::xid8`, since),
     ]);
     for (const row of rows) {
-      // Read again from the cursor until older transactions end: most rows are held already, and not opened again.
-      if ((this.cache.versionOf(row.id) ?? 0) >= Number(row.version)) continue;
-      try {
-        this.cache.apply(this.merchantOf(row), Number(row.version));
-      } catch (err) {
-        if (!(err instanceof SecretsKeyError)) throw err;
-        this.unreadableRow(this.cache, row);
-      }
+      // Read again until older transactions end: most rows are held already, and not opened again.
+      if ((this.cache.versionOf(row.id) ?? 0) < Number(row.version)) this.take(this.cache, row, false);
     }
     if (tombstones.length > 0) {
       const digests = this.cache.digests();
@@ -332,10 +324,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
   }
 }
 
-/**
- * Connection-level trouble (refused, reset, timed out, the server shutting down): the database is
- * away, not the request wrong. pg's own errors for a lost or unobtainable connection carry no code.
- */
+/** Connection-level trouble: the database is away, not the request wrong. pg's errors for a lost connection carry no code. */
 export function isUnavailable(err: unknown): boolean {
   const code = (err as { code?: string })?.code;
   // Ours (a key that opens nothing) and programming errors are no outage: waiting would not help.

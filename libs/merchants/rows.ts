@@ -4,23 +4,20 @@ import type { Endpoint, Merchant } from './schema.js';
 import type { SecretBox } from './secret-box.js';
 
 /**
- * A merchant is one row of `merchants` (libs/migrations/sql): its settings as JSON without the
- * secrets, the secrets sealed apart (SecretBox), a version that counts its changes (compare-and-set,
- * the admin API's ETag) and the id of the transaction that last changed it (`change_xid`), by which
- * every program's cache finds what changed since it last looked. A deleted merchant leaves a
- * tombstone for a day (`merchant_tombstones`: a digest of its id, its last version), by which the
- * programs forget it and a merchant created again with that id goes on from that version. The
- * endpoints' failing clocks are in `endpoint_health` (health.ts), outside the version.
+ * A merchant is one row of `merchants`: its settings as JSON, the secrets sealed apart (SecretBox),
+ * a version (the admin API's ETag) and the transaction that last changed it (`change_xid`), by
+ * which every program finds what changed. A deleted merchant leaves a tombstone (a digest of its id,
+ * its last version), by which the programs forget it.
  */
-/** How long a deleted merchant's tombstone is kept: a program that has not polled for half of it loads everything again. */
+/** How long a tombstone is kept: a program that has not polled for half of it loads everything again. */
 export const TOMBSTONE_KEEP_MS = 24 * 3_600_000;
 
-/** What a tombstone keeps of the merchant's id: its digest, so that no row names a deleted merchant. */
+/** What a tombstone keeps of the merchant's id, so that no row names a deleted merchant. */
 export function idDigest(merchantId: string): string {
   return createHash('sha256').update(merchantId, 'utf8').digest('base64url');
 }
 
-/** The channel a write notifies on commit (a merchant, a tombstone, an endpoint's health); its payload is the merchant id. */
+/** The channel a write notifies on commit; its payload is the merchant id. */
 export const CHANGES_CHANNEL = 'webhooks_merchants';
 
 export const MERCHANT_COLUMNS = 'id, public_key, endpoints, secrets, version';
@@ -36,7 +33,7 @@ export interface MerchantRow {
   version: string | number;
 }
 
-/** What is sealed of one endpoint: the secrets' values, and nothing else (the previous ones in the order of the clear expiries). */
+/** What is sealed of one endpoint (the previous secrets in the order of the clear expiries). */
 interface Secrets {
   secret: string;
   previous?: string[];
@@ -45,11 +42,7 @@ interface Secrets {
 /** The sealed secrets of a merchant's endpoints, by endpoint id: one seal per merchant, bound to its id. */
 type SealedSecrets = Record<string, Secrets>;
 
-/**
- * The merchant a row holds. `open: false` opens no secret now: each endpoint's `secret` and each
- * grace secret's `secret` are opened on first read (and kept), so a program that never signs (the
- * API) never decrypts one; every other field is there at once.
- */
+/** The merchant a row holds. `open: false`: each secret is opened on first read, so a program that never signs opens none. */
 export function merchantOf(row: MerchantRow, box: SecretBox, open = true): Merchant {
   const sealed = row.secrets;
   if (row.endpoints.length === 0 || sealed === null) return { id: row.id, publicKey: row.public_key, endpoints: [] };
@@ -95,10 +88,9 @@ export function columnsOf(merchant: Merchant, box: SecretBox): [string, string, 
 }
 
 /**
- * After SECRETS_KEY changed (the old key in SECRETS_KEY_PREVIOUS): seals again with the new key
- * every stored secret the old one sealed, a row at a time and only if the row still holds what
- * was read (a write meanwhile sealed it anew). Settings and versions are untouched: every program
- * already holds the secrets in the clear, so nothing is announced. Returns how many were sealed again.
+ * After SECRETS_KEY changed: seals again with it every stored value an older key sealed, a row at a
+ * time and only if the row still holds what was read. Versions are untouched: nothing changed for
+ * the programs. Returns how many were sealed again.
  */
 export async function resealSecrets(db: Queryable, box: SecretBox): Promise<number> {
   let count = 0;
@@ -113,4 +105,10 @@ export async function resealSecrets(db: Queryable, box: SecretBox): Promise<numb
     count += rows.length;
   }
   return count;
+}
+
+/** One merchant's endpoints' settings from its row, no secret opened (no SECRETS_KEY needed); undefined: no such merchant. */
+export async function webhookSettingsOf(db: Queryable, merchantId: string): Promise<Array<Pick<Endpoint, 'id' | 'enabled' | 'events'>> | undefined> {
+  const { rows } = await db.query<{ endpoints: ClearEndpoint[] }>('SELECT endpoints FROM merchants WHERE id = $1', [merchantId]);
+  return rows[0]?.endpoints;
 }

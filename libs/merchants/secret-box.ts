@@ -1,11 +1,10 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
 
 /**
- * Webhook secrets at rest: AES-256-GCM from node's crypto, with SECRETS_KEY. A sealed value reads
- * `v1:<key id>:<base64 of iv, ciphertext, tag>`; the key id (from the key's hash) says which key
- * sealed it, so that during a rotation of SECRETS_KEY the previous key still opens what it sealed
- * (SECRETS_KEY_PREVIOUS) while new writes use the new one. The associated data binds a value to its
- * row (the merchant id): a sealed secret copied to another merchant's row does not open.
+ * Webhook secrets at rest: AES-256-GCM with SECRETS_KEY, as `v1:<key id>:<base64 of iv, ciphertext,
+ * tag>`. The key id says which key sealed it, so that during a rotation SECRETS_KEY_PREVIOUS still
+ * opens what it sealed. The associated data binds a value to its row: copied to another merchant's
+ * row, it does not open.
  */
 export class SecretBox {
   private readonly keys = new Map<string, Buffer>();

@@ -6,10 +6,9 @@ import { merchantsFileSchema } from './schema.js';
 import type { SecretBox } from './secret-box.js';
 
 /**
- * Development mode's embedded database starts with the development merchants (m_demo, …): written
- * unless they are there already, with the file's secrets (sealed) so that the demo merchant
- * verifies what it receives. A merchant already there is left as it is (it may have been changed
- * through the admin API or the portal), and so is a public key another merchant holds.
+ * Development mode's embedded database starts with the development merchants, with the file's
+ * secrets so that the demo merchant verifies what it receives. One already there (or whose public
+ * key another holds) is left as it is.
  */
 export async function seedMerchants(database: Queryable, box: SecretBox, file: string, logger: Logger): Promise<string[]> {
   const { merchants } = merchantsFileSchema.parse(JSON.parse(readFileSync(file, 'utf8')));

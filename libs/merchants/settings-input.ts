@@ -1,11 +1,12 @@
 import { z } from 'zod';
 import { InvalidSettingsError } from './errors.js';
+import { ENDPOINT_ID, maxPerSecondField, webhookEventsSchema } from './schema.js';
 
 /**
  * zod's messages name types ("expected string, received undefined"); these say what the field
  * needs in the words of the admin API's documentation.
  */
-export const expecting =
+const expecting =
   (what: string, allowed?: readonly string[]) =>
   (issue: { code?: string; input?: unknown; keys?: string[] }): string => {
     if (issue.code === 'unrecognized_keys') return `unknown field ${issue.keys?.join(', ')}; allowed: ${allowed?.join(', ')}`;
@@ -18,19 +19,11 @@ const publicKeyField = z
   .max(512, 'must be at most 512 characters');
 /** The longest webhook URL the admin API, the CLI and the portal take. */
 export const WEBHOOK_URL_MAX_LENGTH = 2048;
-export const urlField = z.string({ error: expecting('a string') }).min(1, 'is required').max(WEBHOOK_URL_MAX_LENGTH, `must be at most ${WEBHOOK_URL_MAX_LENGTH} characters`);
-export const enabledField = z.boolean({ error: 'must be true or false' });
-/**
- * Order per reference (off by default): the webhook's next event of a tnxRef / payout reference is
- * not sent while an earlier one of it is not yet delivered, failed or skipped (libs/ordering).
- */
-export const orderByReferenceField = z.boolean({ error: 'must be true or false' });
+const urlField = z.string({ error: expecting('a string') }).min(1, 'is required').max(WEBHOOK_URL_MAX_LENGTH, `must be at most ${WEBHOOK_URL_MAX_LENGTH} characters`);
+const booleanField = z.boolean({ error: 'must be true or false' });
+const descriptionField = z.string({ error: expecting('a string') }).max(500, 'must be at most 500 characters');
 
-/**
- * What the dashboard's backend (or an operator) sends of a merchant: its settings of its own.
- * Strict: its endpoints are written through their own routes, and a field of an older shape
- * (the single `webhook`) is refused, named.
- */
+/** A merchant's own settings. Strict: its endpoints are written through their own routes. */
 export const merchantInputSchema = z.strictObject(
   { publicKey: publicKeyField },
   { error: expecting('a JSON object', ['publicKey']) },
@@ -45,6 +38,39 @@ export const merchantPatchSchema = z.strictObject(
 );
 
 export type MerchantPatch = z.infer<typeof merchantPatchSchema>;
+
+/** The fields an endpoint's input may name (the secret is the service's: rotate it). */
+const ENDPOINT_FIELDS = ['url', 'description', 'enabled', 'events', 'maxPerSecond', 'orderByReference'] as const;
+
+/** A new endpoint: on unless `enabled` says otherwise; every event unless `events` names some. */
+export const endpointInputSchema = z.strictObject(
+  {
+    url: urlField,
+    description: descriptionField.optional(),
+    enabled: booleanField.default(true),
+    events: webhookEventsSchema.optional(),
+    maxPerSecond: maxPerSecondField.optional(),
+    orderByReference: booleanField.optional(),
+  },
+  { error: expecting('a JSON object with url, and optionally description, enabled, events, maxPerSecond and orderByReference', ENDPOINT_FIELDS) },
+);
+export type EndpointInput = z.infer<typeof endpointInputSchema>;
+
+/** PATCH of one endpoint (JSON merge patch): `events`, `maxPerSecond`, `description` null go back to none. */
+export const endpointPatchSchema = z.strictObject(
+  {
+    url: urlField.optional(),
+    description: descriptionField.nullable().optional(),
+    enabled: booleanField.optional(),
+    events: webhookEventsSchema.nullable().optional(),
+    maxPerSecond: maxPerSecondField.nullable().optional(),
+    orderByReference: booleanField.optional(),
+  },
+  { error: expecting('a JSON object with url, description, enabled, events, maxPerSecond or orderByReference', ENDPOINT_FIELDS) },
+);
+export type EndpointPatch = z.infer<typeof endpointPatchSchema>;
+
+export const endpointIdSchema = z.string().regex(ENDPOINT_ID, 'must be an endpoint id (ep_…)');
 
 /** How long, in seconds, a replaced webhook secret keeps signing: by default, and at most. */
 export const GRACE_SECONDS = { default: 86_400, max: 30 * 86_400 };

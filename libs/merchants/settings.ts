@@ -7,12 +7,7 @@ import type { PgMerchantDirectory } from './pg-directory.js';
 import { newEndpointId } from './directory.js';
 import { type EndpointView, endpointViewOf } from './endpoint-view.js';
 import { type DisabledReason, type Endpoint, MAX_ENDPOINTS_PER_MERCHANT, type Merchant } from './schema.js';
-import {
-  InvalidIdempotencyKeyError,
-  InvalidSettingsError,
-  MerchantNotFoundError,
-  PublicKeyTakenError,
-} from './errors.js';
+import { InvalidIdempotencyKeyError, InvalidSettingsError, MerchantNotFoundError, PublicKeyTakenError } from './errors.js';
 import type { MerchantInput, MerchantPatch } from './settings-input.js';
 
 /** An Idempotency-Key as Stripe takes it: 1 to 255 printable ASCII characters. */
@@ -43,17 +38,10 @@ export function checkWebhookUrl(text: string, policy: UrlPolicy): string {
   return url.toString();
 }
 
-/**
- * A merchant as the admin API and the CLI show it: never a secret. Its endpoints are read here
- * and written only through their own routes (EndpointSettings).
- */
-export interface MerchantView {
-  id: string;
-  publicKey: string;
-  endpoints: EndpointView[];
-}
+/** A merchant as the admin API and the CLI show it: never a secret. */
+export type MerchantView = ReturnType<typeof viewOf>;
 
-export function viewOf(merchant: Merchant, now: Date): MerchantView {
+export function viewOf(merchant: Merchant, now: Date) {
   return { id: merchant.id, publicKey: merchant.publicKey, endpoints: merchant.endpoints.map((endpoint) => endpointViewOf(endpoint, now)) };
 }
 
@@ -61,7 +49,6 @@ export function newWebhookSecret(): string {
   return `whsec_${randomBytes(24).toString('base64')}`;
 }
 
-/** What a PUT or PATCH did: the merchant as shown, and whether it is new. */
 export interface SettingsResult {
   view: MerchantView;
   created: boolean;
@@ -72,18 +59,14 @@ export interface RotationResult {
   previousSecretExpiresAt: string | null;
 }
 
-/**
- * A result, whether it is the recorded result of an earlier write with the same Idempotency-Key,
- * and the merchant's version after the write (its ETag).
- */
+/** A result, whether it replays an earlier write's under the same Idempotency-Key, and the version after the write (its ETag). */
 export type Written<T> = T & { replayed: boolean; version: number };
 
 /**
- * A webhook's state across a write: turned off now, it says why (`manual`: an operator) and when;
- * left off, it keeps the reason and time it had; turned on, or pointed elsewhere, it starts over
- * (no reason, no failing clock). Only the service itself writes `failing`. An operator's write that
- * says `enabled: false` (`disabling`) makes the disable the operator's, whatever turned it off
- * before (auto-disable, the merchant): the portal may not undo it, and would otherwise.
+ * A webhook's state across a write: turned off now, it says why (`manual`) and when; left off, it
+ * keeps the reason it had; turned on, or pointed elsewhere, it starts over (no reason, no failing
+ * clock). An operator's `enabled: false` (`disabling`) makes the disable the operator's, whatever
+ * turned it off before, so that the portal may not undo it.
  */
 export function withStatus(kept: Endpoint | undefined, next: Endpoint, now: Date, by: 'operator' | 'merchant' = 'operator', disabling = false): Endpoint {
   const { disabledReason: _reason, disabledAt: _at, disabledBy: _by, failingSince: _since, lastFailureAt: _last, ...base } = next;
@@ -105,11 +88,7 @@ export function disabledByOperator(webhook: Endpoint | undefined): boolean {
   return !!webhook && !webhook.enabled && webhook.disabledReason === 'manual' && webhook.disabledBy !== 'merchant';
 }
 
-/**
- * What a write did to a webhook that the platform hears of (operational events): turned off or on
- * (endpoint.disabled, endpoint.enabled), its URL or events changed (endpoint.updated), its secret
- * replaced (endpoint.secret_rotated).
- */
+/** What a write did to a webhook that the platform hears of (operational events endpoint.<kind>). */
 export interface EndpointTransition {
   kind: 'disabled' | 'enabled' | 'updated' | 'secret_rotated';
   merchantId: string;
@@ -124,10 +103,7 @@ export interface EndpointTransition {
   at: string;
 }
 
-/**
- * What a write did to each endpoint that existed before and after it, matched by id (adding or
- * deleting one announces nothing).
- */
+/** What a write did to each endpoint that existed before and after it (adding or deleting one announces nothing). */
 export function transitionsOf(before: Merchant | undefined, after: Merchant, now: Date): EndpointTransition[] {
   return after.endpoints.flatMap((endpoint) => {
     const was = before?.endpoints.find((each) => each.id === endpoint.id);
@@ -159,19 +135,13 @@ export interface WriteGuards {
   actor?: Actor;
 }
 
-/**
- * Creating, changing and rotating merchant settings in PostgreSQL: the admin API, the portal and
- * the CLI all go through here, so all apply the same rules.
- */
+/** Merchant settings in PostgreSQL: the admin API, the portal and the CLI all write through here, under the same rules. */
 export class MerchantSettings {
   constructor(
     private readonly directory: PgMerchantDirectory,
     readonly policy: UrlPolicy,
     readonly now: () => Date = () => new Date(),
-    /**
-     * Told when a write (not a replay) turned a webhook off or on, after the write is committed:
-     * the programs publish endpoint.disabled (manual) or endpoint.enabled from it.
-     */
+    /** Told of each transition of a write (not a replay) once it is committed: the programs publish it. */
     private readonly announce?: (transition: EndpointTransition) => Promise<void>,
     /** The most endpoints a merchant may have (MAX_ENDPOINTS_PER_MERCHANT, parsed by the program that writes). */
     readonly maxEndpoints: number = MAX_ENDPOINTS_PER_MERCHANT,
@@ -196,10 +166,7 @@ export class MerchantSettings {
     return this.directory.list().map((merchant) => viewOf(merchant, this.now()));
   }
 
-  /**
-   * Creates a merchant or replaces its merchant-level settings (its public key). Its endpoints are
-   * kept: they are written through EndpointSettings alone.
-   */
+  /** Creates a merchant or replaces its own settings; its endpoints are written through EndpointSettings alone. */
   put(merchantId: string, input: MerchantInput, guards: WriteGuards = {}): Promise<Written<SettingsResult>> {
     // The platform's endpoint (OPERATIONAL_WEBHOOK_URL) is delivered under this id: no merchant takes it.
     if (merchantId === PLATFORM_MERCHANT_ID) return Promise.reject(new InvalidSettingsError('merchant id', `is reserved for the platform's operational webhook (${PLATFORM_MERCHANT_ID})`));
@@ -225,9 +192,9 @@ export class MerchantSettings {
   }
 
   /**
-   * The one write path of merchant settings (EndpointSettings writes through it too), under an
-   * Idempotency-Key and an If-Match version when given. `change` may be applied more than once (a
-   * transaction run again after a race); a secret or endpoint id it issues is the same each time.
+   * The one write path of merchant settings, under an Idempotency-Key and an If-Match version when
+   * given. `change` may be applied more than once (a transaction run again after a race); a secret
+   * or endpoint id it issues is the same each time.
    */
   async write<T extends object>(
     operation: 'put' | 'patch' | 'endpoint.create' | 'endpoint.patch' | 'endpoint.delete' | 'endpoint.rotate',
@@ -239,12 +206,8 @@ export class MerchantSettings {
   ): Promise<Written<T>> {
     let issuedSecret: string | undefined;
     let issuedId: string | undefined;
-    const issued = {
-      secret: () => (issuedSecret ??= newWebhookSecret()),
-      // The same id each time the change is applied, like the secret.
-      endpointId: () => (issuedId ??= newEndpointId()),
-    };
-    // The settings the last application of the change started from: the write that was committed.
+    const issued = { secret: () => (issuedSecret ??= newWebhookSecret()), endpointId: () => (issuedId ??= newEndpointId()) };
+    // What the last application of the change started from: the write that was committed.
     let before: Merchant | undefined;
     const apply = (current: Merchant | undefined) => {
       before = current;

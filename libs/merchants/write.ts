@@ -25,10 +25,10 @@ export class IdempotencyKeyReusedError extends Error {
 /** How long an Idempotency-Key's result is answered again (Stripe's window). */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 3_600_000;
 
-/** What a change function returns: the new settings, or undefined to leave the merchant as it is. */
+/** The new settings, or undefined to leave the merchant as it is. */
 export type SettingsChange = (current: Merchant | undefined) => Merchant | undefined;
 
-/** A write made under an Idempotency-Key: `result` is computed after the change, and kept (sealed) with the key. */
+/** A write under an Idempotency-Key: `result` is computed after the change, and kept (sealed) with the key. */
 export interface IdempotentWrite {
   key: string;
   fingerprint: string;
@@ -51,9 +51,9 @@ export interface Written {
   /** The idempotent write's result: computed now, or the one recorded under its key (`replayed`). */
   result?: unknown;
   replayed: boolean;
-  /** The endpoints whose failing clock the write dropped (cleared in endpoint_health too). */
+  /** The endpoints whose failing clock the write cleared. */
   clockCleared?: string[];
-  /** The row as it stands after the write (secrets sealed): what a program that opens no secret holds. */
+  /** The row after the write (secrets sealed): what a program that opens no secret holds. */
   row?: MerchantRow;
 }
 
@@ -66,11 +66,10 @@ export class Refusal extends Error {
 
 /**
  * One write, in the caller's transaction, on the merchant's locked row. The change sees the
- * merchant with its endpoint's failing clock; a change that drops the clock (the webhook turned off
- * or on by hand, or pointed elsewhere) clears it in endpoint_health; the clock is never written
- * into the row. A merchant created where a tombstone is goes on from the tombstone's version, so
- * no version is given twice to one id and no program's cache takes the new row for an old one.
- * `replay` answers a repeat of an Idempotency-Key from what the program holds.
+ * merchant with its endpoints' failing clocks; one that drops a clock clears it in endpoint_health
+ * (never in the row). A merchant created where a tombstone is goes on from the tombstone's
+ * version, so that no program's cache takes the new row for an old one. `replay` answers a repeat
+ * of an Idempotency-Key from what the program holds.
  */
 export async function writeMerchant(
   tx: Queryable,
@@ -80,7 +79,7 @@ export async function writeMerchant(
   { ifVersion, idempotency, by }: WriteOptions,
   replay: () => { merchant: Merchant; version: number },
 ): Promise<Written> {
-  // The clock read with the row, in the same statement (a PATCH that changes nothing costs no more).
+  // The clocks read with the row, in one statement.
   const { rows } = await tx.query<MerchantRow & { clocks: HealthRow[] | null }>(
     `SELECT ${MERCHANT_COLUMNS.split(', ').map((column) => `m.${column}`).join(', ')},
        (SELECT json_agg(json_build_object('merchant_id', h.merchant_id, 'endpoint_id', h.endpoint_id, 'url', h.url, 'failing_since', h.failing_since, 'last_failure_at', h.last_failure_at))
@@ -89,9 +88,8 @@ export async function writeMerchant(
     [merchantId],
   );
   const row = rows[0];
-  // Looked up only now that the row is ours: a repeat sent while the first call held it (a client
-  // that gave up waiting) finds the key that call committed, instead of applying the change again
-  // and being refused for what the first did (its URL taken, its endpoint gone).
+  // Looked up only now that the row is ours: a repeat sent while the first call held it finds the
+  // key that call committed, instead of applying the change again and being refused for it.
   if (idempotency) {
     const kept = await tx.query<{ fingerprint: string; result: string }>(
       `SELECT fingerprint, result FROM merchant_idempotency WHERE key = $1 AND created_at > now() - $2::bigint * interval '1 millisecond'`,
