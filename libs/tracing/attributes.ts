@@ -36,13 +36,11 @@ export const MESSAGING_SYSTEM = 'rabbitmq';
  */
 export function safeUrl(url: string): SafeUrl | undefined {
   // Per attempt: a merchant's URL is parsed once (a new URL() costs microseconds), the cache bounded.
-  let safe = safeUrls.get(url);
-  if (safe === undefined && !safeUrls.has(url)) {
+  if (!safeUrls.has(url)) {
     if (safeUrls.size >= 10_000) safeUrls.clear();
-    safe = parseSafeUrl(url);
-    safeUrls.set(url, safe);
+    safeUrls.set(url, parseSafeUrl(url));
   }
-  return safe;
+  return safeUrls.get(url);
 }
 
 type SafeUrl = { full: string; address: string; port: number; scheme: string };
