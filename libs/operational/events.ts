@@ -62,7 +62,7 @@ export function attemptEvent(type: 'message.attempt.failing' | 'message.attempt.
   return { id: idOf(type, facts.merchantId, facts.webhookId, randomUUID()), event: { type, timestamp: now.toISOString(), data } };
 }
 
-export interface DisabledFacts {
+interface DisabledFacts {
   merchantId: string;
   endpointId: string;
   url: string;
@@ -106,25 +106,20 @@ interface EndpointFacts {
   url: string;
 }
 
+function endpointEvent(type: OperationalEventType, facts: EndpointFacts, at: string, now: Date): IdentifiedEvent {
+  return { id: idOf(type, facts.merchantId, at, randomUUID()), event: { type, timestamp: now.toISOString(), data: { ...facts } } };
+}
+
 export function enabledEvent(facts: EndpointFacts & { enabledAt: string }, now: Date): IdentifiedEvent {
-  return {
-    id: idOf('endpoint.enabled', facts.merchantId, facts.enabledAt, randomUUID()),
-    event: { type: 'endpoint.enabled', timestamp: now.toISOString(), data: { ...facts } },
-  };
+  return endpointEvent('endpoint.enabled', facts, facts.enabledAt, now);
 }
 
 export function updatedEvent(facts: EndpointFacts & { previousUrl: string; changed: string[]; events: string[] | null; updatedAt: string }, now: Date): IdentifiedEvent {
-  return {
-    id: idOf('endpoint.updated', facts.merchantId, facts.updatedAt, randomUUID()),
-    event: { type: 'endpoint.updated', timestamp: now.toISOString(), data: { ...facts } },
-  };
+  return endpointEvent('endpoint.updated', facts, facts.updatedAt, now);
 }
 
 export function secretRotatedEvent(facts: EndpointFacts & { rotatedAt: string }, now: Date): IdentifiedEvent {
-  return {
-    id: idOf('endpoint.secret_rotated', facts.merchantId, facts.rotatedAt, randomUUID()),
-    event: { type: 'endpoint.secret_rotated', timestamp: now.toISOString(), data: { ...facts } },
-  };
+  return endpointEvent('endpoint.secret_rotated', facts, facts.rotatedAt, now);
 }
 
 /** `op_` and 32 hex characters: a well-formed webhook-id for the operational webhook as well. */

@@ -11,15 +11,14 @@ export class IntervalFolder<T> {
     private readonly intervalMs: number,
     private readonly emit: (item: T, suppressed: number) => void,
     private readonly now: () => number = Date.now,
-    /** Keys remembered at most; past it the idle ones are forgotten (their next event goes out at once). */
-    private readonly maxKeys = 10_000,
   ) {}
 
   offer(key: string, item: T): void {
     const now = this.now();
     const state = this.keys.get(key);
     if (!state || (now >= state.openUntil && state.pending === undefined)) {
-      if (!state && this.keys.size >= this.maxKeys) this.prune(now);
+      // Keys remembered at most: past it the idle ones are forgotten (their next event goes out at once).
+      if (!state && this.keys.size >= 10_000) this.prune(now);
       this.keys.set(key, { openUntil: now + this.intervalMs, folded: 0 });
       this.emit(item, 0);
       return;
@@ -36,10 +35,6 @@ export class IntervalFolder<T> {
   flush(): void {
     for (const key of [...this.keys.keys()]) this.release(key);
     this.keys.clear();
-  }
-
-  get size(): number {
-    return this.keys.size;
   }
 
   private release(key: string): void {

@@ -2,13 +2,6 @@ import { type BrokerConnection, BrokerUnroutableError } from '../broker/index.js
 import type { Logger } from '../logger/index.js';
 import type { IdentifiedEvent, OperationalEventType } from './events.js';
 
-export interface OperationalPublisherOptions {
-  /** Waits between tries of a publish the broker did not confirm; after the last it is logged and dropped. */
-  backoffMs?: readonly number[];
-  /** Called once per event the broker confirmed (routed or not), for webhooks_operational_events_total. */
-  onPublished?: (type: OperationalEventType) => void;
-}
-
 /**
  * Publishes operational events to `<prefix>.operational`: persistent, confirmed, routing key =
  * type, messageId = the event's id. Off the delivery path: emit() returns at once, the publish
@@ -18,14 +11,17 @@ export interface OperationalPublisherOptions {
 export class OperationalPublisher {
   private readonly inFlight = new Set<Promise<void>>();
   private stopped = false;
-  /** Events the broker never confirmed after every try (logged). */
-  lost = 0;
 
   constructor(
     private readonly broker: BrokerConnection,
     private readonly exchange: string,
     private readonly logger: Logger,
-    private readonly options: OperationalPublisherOptions = {},
+    private readonly options: {
+      /** Waits between tries of a publish the broker did not confirm; after the last it is logged and dropped. */
+      backoffMs?: readonly number[];
+      /** Called once per event the broker confirmed (routed or not), for webhooks_operational_events_total. */
+      onPublished?: (type: OperationalEventType) => void;
+    } = {},
   ) {}
 
   /** Publishes in the background. */
@@ -56,7 +52,6 @@ export class OperationalPublisher {
           return;
         }
         if (attempt >= backoff.length || this.stopped) {
-          this.lost++;
           this.logger.error('operational event not published', { type: event.type, id, merchantId: event.data.merchantId, error: (err as Error).message });
           throw err;
         }
