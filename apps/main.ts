@@ -1,9 +1,7 @@
 #!/usr/bin/env node
 /**
- * `npm start`: the API and the dispatcher in one process with the defaults. In development mode
- * (the npm script sets WEBHOOKS_DEV=true) it also runs the demo merchant receiver that the
- * development merchants point at, so a fresh clone shows webhooks arriving, verified, failing and
- * resent.
+ * `npm start`: the API and the dispatcher in one process. In development mode (WEBHOOKS_DEV=true)
+ * also the demo merchant receiver the development merchants point at.
  */
 import { once } from 'node:events';
 import { DEV_MERCHANTS_FILE, devModeWarning, tracingSettingsOf, withDevDefaults } from '../libs/config/index.js';
@@ -48,9 +46,7 @@ await runUntilSignal(
       for (const stop of stops) await stop();
     };
     try {
-      // One database for every program of this process: development mode without DATABASE_URL
-      // embeds PGlite, which only one process can open, and which this process migrates (no
-      // operator runs `webhooks migrate` on it).
+      // One database for every program: the embedded PGlite only one process can open (and migrates).
       let database: Database | undefined;
       if (!apiConfig.MERCHANTS_FILE && !apiConfig.DATABASE_URL) {
         logger.warn('development mode: merchants and the delivery log in an embedded PGlite database', { dir: PGLITE_DIR });
