@@ -1,8 +1,6 @@
 /**
- * Noise bound: per key (an endpoint and an event kind), at most one event per interval. The first
- * goes out at once; those that follow within the interval are folded, and the latest of them goes
- * out when the interval ends, saying how many others it stands for (`suppressed`). A dead endpoint
- * receiving 10,000 webhooks an hour thus makes two events of a kind per hour, not 10,000.
+ * Per key (an endpoint and an event kind), at most one event per interval: the first goes out at
+ * once, the latest of those that follow when the interval ends, with how many it stands for.
  */
 export class IntervalFolder<T> {
   private readonly keys = new Map<string, { openUntil: number; folded: number; pending?: T; timer?: NodeJS.Timeout }>();

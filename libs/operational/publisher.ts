@@ -3,10 +3,8 @@ import type { Logger } from '../logger/index.js';
 import type { IdentifiedEvent, OperationalEventType } from './events.js';
 
 /**
- * Publishes operational events to `<prefix>.operational`: persistent, confirmed, routing key =
- * type, messageId = the event's id. Off the delivery path: emit() returns at once, the publish
- * (and its retries) runs in the background and stop() waits for it. An exchange nobody has bound a
- * queue to yet returns the event unroutable: that is no error, the platform has not subscribed.
+ * Publishes operational events to `<prefix>.operational` (routing key = type, messageId = id),
+ * confirmed. An unroutable event is no error: the platform has not subscribed yet.
  */
 export class OperationalPublisher {
   private readonly inFlight = new Set<Promise<void>>();
