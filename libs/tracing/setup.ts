@@ -62,16 +62,7 @@ export async function startTracing(settings: TracingSettings | undefined, logger
 
 /** A running program whose stop() then exports the spans still buffered. */
 export function stoppingTracing(program: { stop(): Promise<void>; fatal?: Promise<Error> }, tracing: Tracing): { stop(): Promise<void>; fatal?: Promise<Error> } {
-  return {
-    fatal: program.fatal,
-    stop: async () => {
-      try {
-        await program.stop();
-      } finally {
-        await tracing.shutdown();
-      }
-    },
-  };
+  return { fatal: program.fatal, stop: () => program.stop().finally(() => tracing.shutdown()) };
 }
 
 /** What the SDK's BatchSpanProcessor warns once spans could be queued again after it dropped some. */
@@ -81,7 +72,8 @@ const DROPPED = /^Dropped (\d+) spans because maxQueueSize reached/;
  * The SDK's warnings and errors as log lines, at most one of a kind a minute (a collector down
  * fails every export). Spans the batch processor dropped are summed, logged at most once a minute.
  */
-function droppedSpansReporter(logger: Logger, everyMs = 60_000): DiagLogger {
+function droppedSpansReporter(logger: Logger): DiagLogger {
+  const everyMs = 60_000;
   let dropped = 0;
   let droppedTimer: NodeJS.Timeout | undefined;
   const reportDropped = () => {
