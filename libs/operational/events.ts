@@ -30,12 +30,15 @@ export interface IdentifiedEvent {
   event: OperationalEvent;
 }
 
-/** What a message.attempt.* event says about one webhook: all a reader needs without another call. */
-export interface AttemptFacts {
+/** Who an event is about: the merchant and which of its endpoints (and that endpoint's URL). */
+interface EndpointFacts {
   merchantId: string;
-  /** The endpoint (ep_…) it was attempted on, and that endpoint's URL. */
   endpointId: string;
   url: string;
+}
+
+/** What a message.attempt.* event says about one webhook (attempted on the endpoint): all a reader needs without another call. */
+export interface AttemptFacts extends EndpointFacts {
   webhookId: string;
   event: string;
   references: string[];
@@ -62,10 +65,7 @@ export function attemptEvent(type: 'message.attempt.failing' | 'message.attempt.
   return { id: idOf(type, facts.merchantId, facts.webhookId, randomUUID()), event: { type, timestamp: now.toISOString(), data } };
 }
 
-interface DisabledFacts {
-  merchantId: string;
-  endpointId: string;
-  url: string;
+interface DisabledFacts extends EndpointFacts {
   reason: DisabledReason;
   disabledAt: string;
   failingSince?: string;
@@ -97,13 +97,6 @@ export function disabledEvent(facts: DisabledFacts, now: Date): IdentifiedEvent 
     data.attempts = facts.attempts ?? null;
   }
   return { id: idOf('endpoint.disabled', facts.merchantId, facts.endpointId, facts.disabledAt), event: { type: 'endpoint.disabled', timestamp: now.toISOString(), data } };
-}
-
-/** Who an endpoint.* event is about: the merchant and which of its endpoints (and that endpoint's URL). */
-interface EndpointFacts {
-  merchantId: string;
-  endpointId: string;
-  url: string;
 }
 
 function endpointEvent(type: OperationalEventType, facts: EndpointFacts, at: string, now: Date): IdentifiedEvent {
