@@ -42,13 +42,9 @@ export class OperationalPublisher {
           timestamp: Math.floor(Date.parse(event.timestamp) / 1000),
           type: event.type,
         }, 10_000);
-        this.done(event.type, id, event.data.merchantId);
-        return;
+        break;
       } catch (err) {
-        if (err instanceof BrokerUnroutableError) {
-          this.done(event.type, id, event.data.merchantId);
-          return;
-        }
+        if (err instanceof BrokerUnroutableError) break;
         if (attempt >= backoff.length || this.stopped) {
           this.logger.error('operational event not published', { type: event.type, id, merchantId: event.data.merchantId, error: (err as Error).message });
           throw err;
@@ -56,16 +52,13 @@ export class OperationalPublisher {
         await new Promise((resolve) => setTimeout(resolve, backoff[attempt]));
       }
     }
+    this.options.onPublished?.(event.type);
+    this.logger.info('operational event published', { type: event.type, id, merchantId: event.data.merchantId });
   }
 
   /** Waits for the events being published (their retries cut short). */
   async stop(): Promise<void> {
     this.stopped = true;
     await Promise.allSettled([...this.inFlight]);
-  }
-
-  private done(type: OperationalEventType, id: string, merchantId: unknown): void {
-    this.options.onPublished?.(type);
-    this.logger.info('operational event published', { type, id, merchantId });
   }
 }
