@@ -63,13 +63,7 @@ function quorum(replication: Replication = DEFAULT_REPLICATION) {
 }
 
 /** A stream kept `maxAge`; small segments let retention drop them (it never drops the one being written). */
-function stream(
-  name: string,
-  maxAge: string,
-  replication: Replication = DEFAULT_REPLICATION,
-  segmentBytes?: number,
-  maxBytes?: number,
-): QueueSpec {
+function stream(name: string, maxAge: string, replication: Replication = DEFAULT_REPLICATION, segmentBytes?: number, maxBytes?: number): QueueSpec {
   return {
     name,
     kind: 'stream',
