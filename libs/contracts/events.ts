@@ -58,10 +58,7 @@ export function referencesOf(event: EventName, data: Record<string, unknown>): s
   return refs;
 }
 
-/**
- * The field whose value orders an ordered merchant's webhooks (order per reference): a refund
- * waits for the charge it refunds, so both are keyed by the transaction's `tnxRef`.
- */
+/** What orders an ordered merchant's webhooks: a refund waits for the charge it refunds (both by `tnxRef`). */
 export const ORDER_KEY_FIELD: Record<EventName, string> = {
   'charge.completed': 'tnxRef',
   payout: 'reference',

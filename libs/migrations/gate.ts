@@ -23,10 +23,9 @@ export interface SchemaGateOptions {
 }
 
 /**
- * Waits until the database holds REQUIRED_VERSION: a schema behind (the release's `webhooks
- * migrate` has not run yet) or a database not answering is said once in the log and looked at
- * again every 2 s up to SCHEMA_WAIT_MS, then it throws with what to do. A schema newer than this
- * release knows throws at once: an older program must not write to tables a newer release reshaped.
+ * Waits up to SCHEMA_WAIT_MS for the database to hold REQUIRED_VERSION (`webhooks migrate` not run
+ * yet, or PostgreSQL not answering), then throws with what to do. A newer schema throws at once: an
+ * older program must not write to tables a newer release reshaped.
  */
 export async function awaitSchema(db: Queryable, logger: Logger, options: SchemaGateOptions = {}): Promise<void> {
   const giveUpAt = Date.now() + SCHEMA_WAIT_MS;
@@ -74,10 +73,8 @@ function retryable(err: unknown): boolean {
 }
 
 /**
- * awaitSchema on a connection of its own to `url`, closed once it settles. `watch`: for a program
- * that runs without PostgreSQL (merchants in MERCHANTS_FILE), beside its start-up: a database that
- * does not answer is waited for however long it takes; a schema newer, or still behind after
- * SCHEMA_WAIT_MS, rejects (the program stops).
+ * awaitSchema on a connection of its own. `watch`: for a program that runs without PostgreSQL
+ * (MERCHANTS_FILE), a database that does not answer is waited for however long it takes.
  */
 export async function awaitSchemaAt(url: string, applicationName: string, logger: Logger, options: SchemaGateOptions & { watch?: boolean } = {}): Promise<void> {
   const database = openPostgres(url, { maxConnections: 1, applicationName });

@@ -62,10 +62,9 @@ async function declareExchange(step: Step, exchange: ExchangeSpec): Promise<void
 }
 
 /**
- * Declares a queue with its arguments. One whose replication alone differs (created by an older
- * version, or with another QUORUM_GROUP_SIZE / STREAM_CLUSTER_SIZE) is kept: the rest of its
- * arguments are checked by declaring it again without those (possible only on a new channel), and
- * if it was created with explicit other values, that check is not possible and it is accepted.
+ * A queue whose replication alone differs (an older version, another QUORUM_GROUP_SIZE) is kept:
+ * declared again without those arguments, on a new channel, to check the rest; if the broker still
+ * names one of them (created with explicit other values), it is accepted.
  */
 async function declareQueue(step: Step, queue: QueueSpec, canReopen: boolean): Promise<void> {
   const rest: Record<string, unknown> = { ...queue.arguments };
@@ -82,9 +81,8 @@ async function declareQueue(step: Step, queue: QueueSpec, canReopen: boolean): P
 }
 
 /**
- * What a publisher needs so that no event is lost even before a dispatcher ever ran: the events
- * exchange and the dispatch queue bound to it. Publishers declare only this, so they never clash
- * with the arguments the programs give their other queues and streams.
+ * What a publisher needs so that no event is lost before a dispatcher ever ran; only this, so it
+ * never clashes with the arguments the programs give their other queues and streams.
  */
 export async function declareIntake(source: ChannelSource, prefix: string, replication?: Replication): Promise<void> {
   await declareIntakeWith(stepper(source), typeof source === 'function', prefix, replication);
@@ -98,9 +96,8 @@ async function declareIntakeWith(step: Step, canReopen: boolean, prefix: string,
 }
 
 /**
- * Declares everything idempotently, at start-up and on every reconnect; the first real mismatch
- * ends it with a named error. The intake comes first, so events reach dispatch even when a later
- * queue clashes.
+ * Declares everything, at start-up and on every reconnect, until a real mismatch. The intake comes
+ * first, so events reach dispatch even when a later queue clashes.
  */
 export async function declareTopology(source: ChannelSource, options: TopologyOptions): Promise<void> {
   const step = stepper(source);

@@ -64,10 +64,7 @@ export function publishChild(parent: Span | Context, destination: string, webhoo
   return span;
 }
 
-/**
- * `send()` as a producer span in `parent`, its context written into `headers` so that whoever
- * consumes the copy continues this trace; without a parent (tracing off) only `send()`.
- */
+/** `send()` in a producer span whose context `headers` carry, so the copy's consumer continues the trace. */
 export async function publishIn<T>(
   parent: Span | Context | undefined,
   destination: string,

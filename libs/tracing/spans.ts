@@ -3,10 +3,7 @@ import { ATTR } from './attributes.js';
 
 const NOT_RECORDING = trace.wrapSpanContext(INVALID_SPAN_CONTEXT);
 
-/**
- * Whether the SDK was started in this process. The API package alone is a no-op, but the hot path
- * asks this first so that with tracing off a delivery creates no span object, closure or context.
- */
+/** Whether the SDK was started: asked first, so that with tracing off a delivery creates no span, closure or context. */
 let active = false;
 let current: Tracer | undefined;
 
