@@ -1,16 +1,14 @@
 #!/usr/bin/env node
 /**
- * `npm start`: the API and the dispatcher in one process with the defaults. In development mode
- * (the npm script sets WEBHOOKS_DEV=true) it also runs the demo merchant receiver that the
- * development merchants point at, so a fresh clone shows webhooks arriving, verified, failing and
- * resent.
+ * `npm start`: the API and the dispatcher in one process. In development mode (WEBHOOKS_DEV=true)
+ * also the demo merchant receiver the development merchants point at.
  */
 import { once } from 'node:events';
 import { DEV_MERCHANTS_FILE, devModeWarning, tracingSettingsOf, withDevDefaults } from '../libs/config/index.js';
 import { createLogger } from '../libs/logger/index.js';
 import type { Database } from '../libs/delivery-store/index.js';
 import { FileMerchantDirectory } from '../libs/merchants/index.js';
-import { runUntilSignal } from '../libs/runtime/index.js';
+import { type Running, runUntilSignal } from '../libs/runtime/index.js';
 import { startTracing, stoppingTracing } from '../libs/tracing/index.js';
 import { loadApiConfig } from './api/config.js';
 import { startApi } from './api/program.js';
@@ -42,21 +40,19 @@ const tracing = await startTracing(tracingSettingsOf(dispatcherConfig, 'webhooks
 await runUntilSignal(
   'webhooks',
   async (signal) => {
-    const stops: Array<() => Promise<void>> = [];
-    const fatal: Array<Promise<Error>> = [];
+    // Stopped in this order: the API first (no new resends), the dispatcher drains, then the demo merchant.
+    const running: Running[] = [];
     const stopAll = async () => {
-      for (const stop of stops) await stop();
+      for (const program of running) await program.stop();
     };
     try {
-      // One database for every program of this process: development mode without DATABASE_URL
-      // embeds PGlite, which only one process can open, and which this process migrates (no
-      // operator runs `webhooks migrate` on it).
+      // One database for every program: the embedded PGlite only one process can open (and migrates).
       let database: Database | undefined;
       if (!apiConfig.MERCHANTS_FILE && !apiConfig.DATABASE_URL) {
         logger.warn('development mode: merchants and the delivery log in an embedded PGlite database', { dir: PGLITE_DIR });
         database = await openDevDatabase(logger);
         const opened = database;
-        stops.push(() => opened.close());
+        running.push({ stop: () => opened.close() });
       }
       if (dev) {
         logger.warn('development defaults: demo merchants, a development token secret and secrets key', { merchantsFile: DEV_MERCHANTS_FILE });
@@ -67,26 +63,19 @@ await runUntilSignal(
         receiver.listen(DEMO_PORT, '127.0.0.1');
         await once(receiver, 'listening');
         logger.info('demo merchant receiver listening', { urls: demo!.endpoints.map((endpoint) => endpoint.url) });
-        stops.push(() => new Promise((resolve) => receiver.close(() => resolve())));
+        running.push({ stop: () => new Promise((resolve) => receiver.close(() => resolve())) });
       }
-      // Stop order: API first (no new resends), then the dispatcher drains, then the demo merchant.
-      const dispatcher = await startDispatcher(dispatcherConfig, logger.child({ service: 'dispatcher' }), { signal, database });
-      stops.unshift(() => dispatcher.stop());
-      fatal.push(dispatcher.fatal);
+      running.unshift(await startDispatcher(dispatcherConfig, logger.child({ service: 'dispatcher' }), { signal, database }));
       // On the embedded database the API runs the recorder itself (openDeliveryLog).
       if (apiConfig.DELIVERY_LOG === 'on' && apiConfig.DATABASE_URL) {
-        const recorder = await startRecorder({ ...apiConfig, METRICS_PORT: undefined }, logger.child({ service: 'recorder' }), { signal });
-        stops.unshift(() => recorder.stop());
-        fatal.push(recorder.fatal);
+        running.unshift(await startRecorder({ ...apiConfig, METRICS_PORT: undefined }, logger.child({ service: 'recorder' }), { signal }));
       }
-      const api = await startApi(apiConfig, logger.child({ service: 'api' }), { signal, database });
-      stops.unshift(() => api.stop());
-      fatal.push(api.fatal);
+      running.unshift(await startApi(apiConfig, logger.child({ service: 'api' }), { signal, database }));
     } catch (err) {
       await stopAll();
       throw err;
     }
-    return stoppingTracing({ stop: stopAll, fatal: Promise.race(fatal) }, tracing);
+    return stoppingTracing({ stop: stopAll, fatal: Promise.race(running.flatMap((program) => program.fatal ?? [])) }, tracing);
   },
   logger,
   // The API stops first, then the dispatcher: each within its own SHUTDOWN_TIMEOUT.

@@ -1,8 +1,5 @@
 #!/usr/bin/env node
-/**
- * The demo merchant on its own (docker compose runs it as `demo-merchant`); `npm start` embeds
- * the same receiver instead. Local demos only: it trusts whoever can reach /down and /up.
- */
+/** The demo merchant on its own (compose's `demo-merchant`). Local demos only: anyone may call /down and /up. */
 import { once } from 'node:events';
 import { createLogger } from '../../libs/logger/index.js';
 import { runUntilSignal } from '../../libs/runtime/index.js';

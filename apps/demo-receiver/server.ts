@@ -3,14 +3,11 @@ import { Webhook } from 'standardwebhooks';
 import type { Logger } from '../../libs/logger/index.js';
 
 /**
- * A merchant's server for demos: verifies each webhook's signature with the standardwebhooks
- * library, exactly as docs/receiving.md tells merchants to, and logs what arrived. `POST /down` makes it
- * answer 503 (an outage, to watch retries and the failed queue), `POST /up` ends the outage.
- * `GET /healthz` answers 200 for container health checks.
+ * A merchant's server for demos: verifies each webhook as docs/receiving.md tells merchants to, and
+ * logs it. `POST /down` makes it answer 503 (an outage), `POST /up` ends it.
  */
 export function createDemoReceiver(options: { secret: string; logger: Logger; secretsByPath?: Record<string, string> }): Server {
-  // Development mode's demo merchant has two endpoints on this receiver, each with its own secret:
-  // a webhook is verified with the secret of the path it came to (`secret` for any other path).
+  // A webhook is verified with the secret of the path it came to (`secret` for any other path).
   const fallback = new Webhook(options.secret);
   const byPath = new Map(Object.entries(options.secretsByPath ?? {}).map(([path, secret]) => [path, new Webhook(secret)]));
   let down = false;

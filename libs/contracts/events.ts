@@ -17,10 +17,8 @@ export const REFERENCE_FIELDS: Record<EventName, readonly string[]> = {
 export const MAX_REFERENCE_LENGTH = 200;
 
 /**
- * The one set of references the service takes, at intake and in the resend API and the operator
- * CLI alike, so a webhook that can fail can always be resent: 1 to MAX_REFERENCE_LENGTH
- * characters, any Unicode (spaces included) except control characters, which have no business in
- * a reference and would garble logs and the console.
+ * The references the service takes, at intake, in the resend API and the CLI alike (so a webhook
+ * that can fail can be resent): no control characters (they garble logs and the console).
  */
 export function isWellFormedReference(text: string): boolean {
   // eslint-disable-next-line no-control-regex
@@ -37,10 +35,7 @@ export function isWellFormedWebhookId(value: unknown): boolean {
   return typeof value === 'string' && value.length <= MAX_WEBHOOK_ID_LENGTH && /^[\x21-\x7e]+$/.test(value);
 }
 
-/**
- * The upstream message: only what the service relies on is checked; everything else in `data`
- * is relayed untouched, so the schema is loose and never coerces.
- */
+/** Only what the service relies on is checked; the rest of `data` is relayed untouched (loose, never coerced). */
 export const upstreamMessageSchema = z.looseObject({
   merchantId: z.string().min(1).max(200),
   event: z.enum(EVENT_NAMES),
@@ -63,20 +58,14 @@ export function referencesOf(event: EventName, data: Record<string, unknown>): s
   return refs;
 }
 
-/**
- * The field whose value orders an ordered merchant's webhooks (order per reference): a refund
- * waits for the charge it refunds, so both are keyed by the transaction's `tnxRef`.
- */
+/** What orders an ordered merchant's webhooks: a refund waits for the charge it refunds (both by `tnxRef`). */
 export const ORDER_KEY_FIELD: Record<EventName, string> = {
   'charge.completed': 'tnxRef',
   payout: 'reference',
   'refund.completed': 'tnxRef',
 };
 
-/**
- * The order key of an event, or undefined when its key field is absent or not a well-formed
- * reference (a refund known only by its refundRef): such a webhook is outside the order.
- */
+/** Undefined when the key field is absent or malformed (a refund known only by its refundRef): outside the order. */
 export function orderKeyOf(event: EventName, data: Record<string, unknown>): string | undefined {
   const value = data[ORDER_KEY_FIELD[event]];
   return typeof value === 'string' && isWellFormedReference(value) ? value : undefined;

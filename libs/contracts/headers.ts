@@ -1,7 +1,4 @@
-/**
- * Message headers the service writes. They tell each message's story in the RabbitMQ console, and
- * they are scalars only: streams do not carry array or table headers.
- */
+/** Headers the service writes: each message's story in the RabbitMQ console; scalars only (streams carry no tables). */
 export const HEADERS = {
   merchantId: 'x-merchant-id',
   event: 'x-event',
@@ -36,26 +33,13 @@ export const HEADERS = {
   resend: 'x-resend',
   /** A failure entry's own id, random per failure: tells two failures of one webhook apart in the console. */
   failureId: 'x-failure-id',
-  /**
-   * A test event (the portal's "send test event"): attempted once, never retried, counted apart.
-   * Trusted from upstream too: it can only take attempts away from the event it marks.
-   */
+  /** The portal's test event: attempted once, counted apart; trusted from upstream (it only takes attempts away). */
   testEvent: 'x-test-event',
-  /**
-   * On a wait handed back to dispatch (libs/waits): the wait row's hand. Only the current hand
-   * takes the wait to its attempt; an older copy is acked as a duplicate.
-   */
+  /** On a wait handed back to dispatch: the row's hand; only the current hand is attempted, an older copy is dropped. */
   waitHand: 'x-wait-hand',
-  /**
-   * On a wait of an ordered merchant's webhook (libs/ordering): its end releases the next webhook
-   * of its reference. Ours only: never trusted from upstream, dropped by a resend (outside the order).
-   */
+  /** On an ordered webhook's wait: its end releases the next of its reference. Never from upstream; a resend drops it. */
   ordered: 'x-ordered',
-  /**
-   * Which of the merchant's endpoints (ep_…) this copy is for: set by the dispatcher when it fans an
-   * event out to each matching endpoint, and kept by a wait handed back, a failure and a resend.
-   * Ours only: never trusted from upstream's exchange.
-   */
+  /** The endpoint (ep_…) a fanned-out copy is for, kept by its waits, failure and resends; never from upstream. */
   endpointId: 'x-endpoint-id',
 } as const;
 
@@ -79,10 +63,7 @@ export const FAILED_REASONS = {
 
 export type FailedReason = (typeof FAILED_REASONS)[keyof typeof FAILED_REASONS];
 
-/**
- * Codes of messages parked in `invalid` (x-invalid-code), and `delivery-limit` for what the broker
- * itself parked after too many returns; the CLI's help and docs/operating.md list these.
- */
+/** x-invalid-code of parked messages; `delivery-limit`: parked by the broker after too many returns. */
 export const INVALID_CODES = [
   'not-json',
   'invalid-envelope',
@@ -98,11 +79,7 @@ export const ENTRY_TYPES = { failure: 'failure', checkpoint: 'checkpoint', rollo
 
 export type ScalarHeaders = Record<string, string | number | boolean>;
 
-/**
- * What every message about a webhook says of it, for people reading the RabbitMQ console: its
- * merchant, event, webhook-id and references (primary, then a refund's tnxRef; an operational
- * event has none). The publisher, the dispatcher's moves and waits, and a resend.
- */
+/** What every message about a webhook says of it in the console: merchant, event, webhook-id, references. */
 export function webhookHeaders(merchantId: string, event: string, webhookId: string, references: readonly string[]): ScalarHeaders {
   const headers: ScalarHeaders = { [HEADERS.merchantId]: merchantId, [HEADERS.event]: event, [HEADERS.webhookId]: webhookId };
   if (references[0]) headers[HEADERS.reference] = references[0];

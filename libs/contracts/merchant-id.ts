@@ -7,9 +7,5 @@ export const merchantIdSchema = z
   .string()
   .regex(MERCHANT_ID_PATTERN, 'The merchant id must be 1 to 200 letters, digits, ".", "_", ":" or "-", starting with a letter or digit');
 
-/**
- * The platform's own endpoint, OPERATIONAL_WEBHOOK_URL: the merchant id under which the dispatcher
- * delivers the operational events, and the delivery log and `failed` record them. It is no row:
- * each dispatcher builds it from its own configuration, and no merchant can be created with it.
- */
+/** The merchant id the operational events are delivered, logged and failed under: no row, and no merchant can take it. */
 export const PLATFORM_MERCHANT_ID = 'platform:operational';

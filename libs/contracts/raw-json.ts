@@ -85,11 +85,9 @@ function endOfValue(s: string, i: number): number {
 }
 
 /**
- * The message to put back in `dispatch` for a webhook, from the delivery log's copy of the body it
- * was sent (`{"event":…,"data":…}`, as PostgreSQL prints it): upstream's envelope around the same
- * `data`. An operational event was sent as published, so its body is its message. Undefined for a
- * body without `data` (never: the log keeps what was sent). A resend of a failure only the
- * recorder indexed.
+ * The message to put back in `dispatch` for a webhook from the body the delivery log kept: upstream's
+ * envelope around the same `data` (an operational event's body is its message), for a resend of a
+ * failure only the recorder indexed. Undefined for a body without `data`.
  */
 export function messageFromLoggedBody(merchantId: string, event: string, body: string): string | undefined {
   if (merchantId === PLATFORM_MERCHANT_ID) return body;

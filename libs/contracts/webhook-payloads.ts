@@ -4,10 +4,7 @@ import { sampleEvent } from './samples.js';
 
 /**
  * What a merchant's server receives for each event (spec section 2), for the OpenAPI document's
- * `webhooks` (the event catalog). Each is the upstream message's `event` and `data` as the
- * dispatcher relays them (upstreamMessageSchema, which checks only what the service relies on),
- * with the spec's fields described: the references the service requires, the rest relayed as
- * upstream sent them. Loose: fields the spec does not list are relayed too.
+ * event catalog: `event` and `data` as relayed, the spec's fields described, others relayed too.
  */
 const timestamp = (what: string) => z.string().describe(`${what}: <YYYY-MM-DD>T<HH:MM:SS.mmm>, no time zone designator`);
 const status = z.enum(['successful', 'failed']).describe('successful or failed');

@@ -14,10 +14,7 @@ const redact = winston.format((info) => {
   return info;
 });
 
-/**
- * A line written inside a span names it (trace_id, span_id), so a trace and its log lines find each
- * other: the active span's, unless the line names its span itself (the dispatcher's explicit spans).
- */
+/** A line written inside a span names it, unless the line names its span itself (the dispatcher's explicit spans). */
 const traceIds = winston.format((info) => {
   if (info.trace_id !== undefined) return info;
   const ids = activeIds();

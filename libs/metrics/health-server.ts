@@ -1,18 +1,14 @@
 import { once } from 'node:events';
-import { createServer, type Server } from 'node:http';
+import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
 
 export interface HealthServer {
-  server: Server;
   port: number;
   close(): Promise<void>;
 }
 
-/**
- * A metrics port: Prometheus metrics, liveness, and readiness (connected to the
- * broker and consuming), for container health checks and load balancers' drains.
- */
+/** A metrics port: Prometheus metrics, liveness and readiness, for health checks and load balancers' drains. */
 export async function startHealthServer(options: {
   port: number;
   registry: Registry;
@@ -43,7 +39,6 @@ export async function startHealthServer(options: {
   server.listen(options.port);
   await once(server, 'listening');
   return {
-    server,
     port: (server.address() as AddressInfo).port,
     close: () =>
       new Promise<void>((resolve) => {

@@ -92,12 +92,7 @@ export function deliveryMetrics(registry: Registry, platformEvents: readonly str
 }
 
 /** A gauge whose value is read when Prometheus scrapes, from a function of the program's state. */
-export function gaugeFrom(
-  registry: Registry,
-  name: string,
-  help: string,
-  read: () => number | Promise<number>,
-): Gauge {
+export function gaugeFrom(registry: Registry, name: string, help: string, read: () => number | Promise<number>): Gauge {
   return new Gauge({
     name,
     help,
@@ -124,13 +119,7 @@ export function counterFrom(registry: Registry, name: string, help: string, read
 }
 
 /** A labelled gauge rebuilt at each scrape from a list of (labels, value). */
-export function labelledGaugeFrom(
-  registry: Registry,
-  name: string,
-  help: string,
-  label: string,
-  read: () => Array<[string, number]> | Promise<Array<[string, number]>>,
-): Gauge {
+export function labelledGaugeFrom(registry: Registry, name: string, help: string, label: string, read: () => Array<[string, number]> | Promise<Array<[string, number]>>): Gauge {
   return new Gauge({
     name,
     help,

@@ -1,13 +1,9 @@
-/**
- * Prometheus series the programs export. The Grafana dashboard in docker/ and the tests refer to
- * these names, so they live in one place.
- */
+/** Prometheus series the programs export, in one place: the dashboard in docker/ and the tests refer to them. */
 export const METRIC_NAMES = {
   /**
    * counter {outcome, event}: delivered|retried|failed|invalid|skipped; deferred (endpoint busy),
-   * throttled (the endpoint's maxPerSecond or its adaptive rate) and circuit_open (postponed, circuit open) spend no attempt; requeued (a move the broker did
-   * not take, handed back to its queue); superseded (a stale hand-back of a wait: another hand of
-   * it is current, or it has ended; dropped)
+   * throttled and circuit_open spend no attempt; requeued (a move the broker did not take);
+   * superseded (a stale hand-back of a wait, dropped)
    */
   deliveries: 'webhooks_deliveries_total',
   /** counter: upstream messages acked without delivery, their key (messageId, else the body's digest) seen within INTAKE_DEDUPE_WINDOW */

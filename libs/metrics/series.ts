@@ -1,13 +1,11 @@
 import type { Counter, Histogram, LabelValues } from 'prom-client';
 
 /**
- * Series updated per delivery without prom-client's per-call work: its inc() and observe() hash
- * and validate the label set on every call, labels() children included, which cost ~8 µs per
- * delivery over the dispatcher's three series. Here a label set is resolved once. What a scrape
- * shows is unchanged: the same names, labels and values.
+ * Series updated per delivery without prom-client's per-call work: its inc() and observe() hash and
+ * validate the label set on every call (~8 µs per delivery); here a label set is resolved once.
  */
 
-/** One counter series: increments are plain numbers, handed to prom-client when the registry is read. */
+/** One counter series: plain increments, handed to prom-client when the registry is read. */
 export interface CounterSeries {
   pending: number;
   readonly labels: LabelValues<string>;
@@ -45,11 +43,9 @@ interface HistogramEntry {
 }
 
 /**
- * An observe() for one histogram series that updates prom-client's record of it as its observe()
- * does (the sum, the count, the first bucket whose bound holds the value, in that order, so even
- * the floating-point sum is the same), without hashing the labels. The record is prom-client's
- * internal one: when a version stores it differently, this falls back to its observe(), and
- * test/unit/metric-series.test.ts compares the two.
+ * An observe() for one histogram series that updates prom-client's internal record of it as its
+ * observe() does, in the same order (so even the floating-point sum is the same). A version that
+ * stores it differently gets its observe(); test/unit/metric-series.test.ts compares the two.
  */
 export function histogramObserver(histogram: Histogram<string>, labels: LabelValues<string>, buckets: readonly number[]): (value: number) => void {
   histogram.zero(labels);

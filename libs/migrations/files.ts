@@ -12,9 +12,8 @@ export interface Migration {
 }
 
 /**
- * The package's libs/migrations/sql. tsc does not copy .sql files to dist/, so the built module
- * (dist/libs/migrations/) reads them from the package's own folder (docker/Dockerfile copies it
- * into the image); the source module (tests) finds them beside it.
+ * tsc does not copy .sql files to dist/: the built module reads the package's libs/migrations/sql
+ * (docker/Dockerfile copies it into the image), the source module (tests) the one beside it.
  */
 export const SQL_DIR = [new URL('./sql/', import.meta.url), new URL('../../../libs/migrations/sql/', import.meta.url)]
   .map((url) => fileURLToPath(url))
@@ -26,24 +25,18 @@ export function checksumOf(sql: string): string {
   return createHash('sha256').update(sql).digest('hex');
 }
 
-/** The migrations in `dir`, by version; two files with one number are refused. */
-export function readMigrations(dir: string = SQL_DIR): Migration[] {
-  const migrations = readdirSync(dir)
-    .map((file) => ({ file, match: FILE_NAME.exec(file) }))
-    .filter((entry): entry is { file: string; match: RegExpExecArray } => entry.match !== null)
-    .map(({ file, match }) => {
-      const sql = readFileSync(`${dir}/${file}`, 'utf8');
-      return { version: Number(match[1]), name: match[2]!, sql, checksum: checksumOf(sql) };
-    })
-    .sort((a, b) => a.version - b.version);
-  migrations.forEach((m, i) => {
-    if (i > 0 && migrations[i - 1]!.version === m.version) throw new Error(`two migrations numbered ${m.version} in ${dir}`);
-  });
-  return migrations;
-}
-
-/** The migrations this release ships. */
-export const MIGRATIONS: readonly Migration[] = readMigrations();
+/** The migrations this release ships, by version; two files with one number are refused. */
+export const MIGRATIONS: readonly Migration[] = readdirSync(SQL_DIR)
+  .map((file) => ({ file, match: FILE_NAME.exec(file) }))
+  .filter((entry): entry is { file: string; match: RegExpExecArray } => entry.match !== null)
+  .map(({ file, match }) => {
+    const sql = readFileSync(`${SQL_DIR}/${file}`, 'utf8');
+    return { version: Number(match[1]), name: match[2]!, sql, checksum: checksumOf(sql) };
+  })
+  .sort((a, b) => a.version - b.version);
+MIGRATIONS.forEach((m, i) => {
+  if (i > 0 && MIGRATIONS[i - 1]!.version === m.version) throw new Error(`two migrations numbered ${m.version} in ${SQL_DIR}`);
+});
 
 /** The schema version this release's programs need: the highest migration shipped. */
 export const REQUIRED_VERSION = MIGRATIONS.at(-1)?.version ?? 0;

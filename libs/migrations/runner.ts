@@ -21,17 +21,11 @@ export async function currentVersion(db: Queryable): Promise<number> {
   return Number(max.rows[0]?.version ?? 0);
 }
 
-export interface MigrateResult {
-  applied: Migration[];
-  version: number;
-}
-
 /**
- * Applies every migration not applied yet, in order, each in a transaction of its own with its
- * row in schema_migrations, under an advisory lock held for the whole run. A file changed after it
- * ran, or a version no file here knows (a newer release migrated), stops it before anything runs.
+ * Applies the migrations not applied yet, each in its own transaction, under an advisory lock. A
+ * file changed after it ran, or a version no file here knows, stops it before anything runs.
  */
-export async function migrate(db: Pick<Database, 'session'>, migrations: readonly Migration[] = MIGRATIONS): Promise<MigrateResult> {
+export async function migrate(db: Pick<Database, 'session'>, migrations: readonly Migration[] = MIGRATIONS): Promise<{ applied: Migration[]; version: number }> {
   const session = await db.session();
   try {
     await session.query('SELECT pg_advisory_lock(hashtext($1))', [LOCK]);

@@ -4,10 +4,8 @@ import { disabledEvent, enabledEvent, secretRotatedEvent, updatedEvent } from '.
 import type { OperationalPublisher } from './publisher.js';
 
 /**
- * What MerchantSettings calls after a write the platform hears of (admin API, CLI, portal):
- * endpoint.disabled (reason manual), endpoint.enabled, endpoint.updated, endpoint.secret_rotated,
- * confirmed before the write's answer. The
- * write stands even if the broker never confirms the event: that is logged, never an error to the caller.
+ * What MerchantSettings calls after an endpoint write, to publish its event before the write's
+ * answer. The write stands even if the broker never confirms the event: that is only logged.
  */
 export function announcer(publisher: OperationalPublisher, logger: Logger, onDisabled?: (reason: string) => void): (transition: EndpointTransition) => Promise<void> {
   return async (transition) => {

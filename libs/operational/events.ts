@@ -30,12 +30,15 @@ export interface IdentifiedEvent {
   event: OperationalEvent;
 }
 
-/** What a message.attempt.* event says about one webhook: all a reader needs without another call. */
-export interface AttemptFacts {
+/** Who an event is about: the merchant and which of its endpoints (and that endpoint's URL). */
+interface EndpointFacts {
   merchantId: string;
-  /** The endpoint (ep_…) it was attempted on, and that endpoint's URL. */
   endpointId: string;
   url: string;
+}
+
+/** What a message.attempt.* event says about one webhook (attempted on the endpoint): all a reader needs without another call. */
+export interface AttemptFacts extends EndpointFacts {
   webhookId: string;
   event: string;
   references: string[];
@@ -62,10 +65,7 @@ export function attemptEvent(type: 'message.attempt.failing' | 'message.attempt.
   return { id: idOf(type, facts.merchantId, facts.webhookId, randomUUID()), event: { type, timestamp: now.toISOString(), data } };
 }
 
-export interface DisabledFacts {
-  merchantId: string;
-  endpointId: string;
-  url: string;
+interface DisabledFacts extends EndpointFacts {
   reason: DisabledReason;
   disabledAt: string;
   failingSince?: string;
@@ -99,32 +99,20 @@ export function disabledEvent(facts: DisabledFacts, now: Date): IdentifiedEvent 
   return { id: idOf('endpoint.disabled', facts.merchantId, facts.endpointId, facts.disabledAt), event: { type: 'endpoint.disabled', timestamp: now.toISOString(), data } };
 }
 
-/** Who an endpoint.* event is about: the merchant and which of its endpoints (and that endpoint's URL). */
-interface EndpointFacts {
-  merchantId: string;
-  endpointId: string;
-  url: string;
+function endpointEvent(type: OperationalEventType, facts: EndpointFacts, at: string, now: Date): IdentifiedEvent {
+  return { id: idOf(type, facts.merchantId, at, randomUUID()), event: { type, timestamp: now.toISOString(), data: { ...facts } } };
 }
 
 export function enabledEvent(facts: EndpointFacts & { enabledAt: string }, now: Date): IdentifiedEvent {
-  return {
-    id: idOf('endpoint.enabled', facts.merchantId, facts.enabledAt, randomUUID()),
-    event: { type: 'endpoint.enabled', timestamp: now.toISOString(), data: { ...facts } },
-  };
+  return endpointEvent('endpoint.enabled', facts, facts.enabledAt, now);
 }
 
 export function updatedEvent(facts: EndpointFacts & { previousUrl: string; changed: string[]; events: string[] | null; updatedAt: string }, now: Date): IdentifiedEvent {
-  return {
-    id: idOf('endpoint.updated', facts.merchantId, facts.updatedAt, randomUUID()),
-    event: { type: 'endpoint.updated', timestamp: now.toISOString(), data: { ...facts } },
-  };
+  return endpointEvent('endpoint.updated', facts, facts.updatedAt, now);
 }
 
 export function secretRotatedEvent(facts: EndpointFacts & { rotatedAt: string }, now: Date): IdentifiedEvent {
-  return {
-    id: idOf('endpoint.secret_rotated', facts.merchantId, facts.rotatedAt, randomUUID()),
-    event: { type: 'endpoint.secret_rotated', timestamp: now.toISOString(), data: { ...facts } },
-  };
+  return endpointEvent('endpoint.secret_rotated', facts, facts.rotatedAt, now);
 }
 
 /** `op_` and 32 hex characters: a well-formed webhook-id for the operational webhook as well. */

@@ -1,8 +1,6 @@
 /**
- * Noise bound: per key (an endpoint and an event kind), at most one event per interval. The first
- * goes out at once; those that follow within the interval are folded, and the latest of them goes
- * out when the interval ends, saying how many others it stands for (`suppressed`). A dead endpoint
- * receiving 10,000 webhooks an hour thus makes two events of a kind per hour, not 10,000.
+ * Per key (an endpoint and an event kind), at most one event per interval: the first goes out at
+ * once, the latest of those that follow when the interval ends, with how many it stands for.
  */
 export class IntervalFolder<T> {
   private readonly keys = new Map<string, { openUntil: number; folded: number; pending?: T; timer?: NodeJS.Timeout }>();
@@ -11,15 +9,14 @@ export class IntervalFolder<T> {
     private readonly intervalMs: number,
     private readonly emit: (item: T, suppressed: number) => void,
     private readonly now: () => number = Date.now,
-    /** Keys remembered at most; past it the idle ones are forgotten (their next event goes out at once). */
-    private readonly maxKeys = 10_000,
   ) {}
 
   offer(key: string, item: T): void {
     const now = this.now();
     const state = this.keys.get(key);
     if (!state || (now >= state.openUntil && state.pending === undefined)) {
-      if (!state && this.keys.size >= this.maxKeys) this.prune(now);
+      // Keys remembered at most: past it the idle ones are forgotten (their next event goes out at once).
+      if (!state && this.keys.size >= 10_000) this.prune(now);
       this.keys.set(key, { openUntil: now + this.intervalMs, folded: 0 });
       this.emit(item, 0);
       return;
@@ -36,10 +33,6 @@ export class IntervalFolder<T> {
   flush(): void {
     for (const key of [...this.keys.keys()]) this.release(key);
     this.keys.clear();
-  }
-
-  get size(): number {
-    return this.keys.size;
   }
 
   private release(key: string): void {

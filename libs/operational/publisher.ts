@@ -2,30 +2,24 @@ import { type BrokerConnection, BrokerUnroutableError } from '../broker/index.js
 import type { Logger } from '../logger/index.js';
 import type { IdentifiedEvent, OperationalEventType } from './events.js';
 
-export interface OperationalPublisherOptions {
-  /** Waits between tries of a publish the broker did not confirm; after the last it is logged and dropped. */
-  backoffMs?: readonly number[];
-  /** Called once per event the broker confirmed (routed or not), for webhooks_operational_events_total. */
-  onPublished?: (type: OperationalEventType) => void;
-}
-
 /**
- * Publishes operational events to `<prefix>.operational`: persistent, confirmed, routing key =
- * type, messageId = the event's id. Off the delivery path: emit() returns at once, the publish
- * (and its retries) runs in the background and stop() waits for it. An exchange nobody has bound a
- * queue to yet returns the event unroutable: that is no error, the platform has not subscribed.
+ * Publishes operational events to `<prefix>.operational` (routing key = type, messageId = id),
+ * confirmed. An unroutable event is no error: the platform has not subscribed yet.
  */
 export class OperationalPublisher {
   private readonly inFlight = new Set<Promise<void>>();
   private stopped = false;
-  /** Events the broker never confirmed after every try (logged). */
-  lost = 0;
 
   constructor(
     private readonly broker: BrokerConnection,
     private readonly exchange: string,
     private readonly logger: Logger,
-    private readonly options: OperationalPublisherOptions = {},
+    private readonly options: {
+      /** Waits between tries of a publish the broker did not confirm; after the last it is logged and dropped. */
+      backoffMs?: readonly number[];
+      /** Called once per event the broker confirmed (routed or not), for webhooks_operational_events_total. */
+      onPublished?: (type: OperationalEventType) => void;
+    } = {},
   ) {}
 
   /** Publishes in the background. */
@@ -48,31 +42,23 @@ export class OperationalPublisher {
           timestamp: Math.floor(Date.parse(event.timestamp) / 1000),
           type: event.type,
         }, 10_000);
-        this.done(event.type, id, event.data.merchantId);
-        return;
+        break;
       } catch (err) {
-        if (err instanceof BrokerUnroutableError) {
-          this.done(event.type, id, event.data.merchantId);
-          return;
-        }
+        if (err instanceof BrokerUnroutableError) break;
         if (attempt >= backoff.length || this.stopped) {
-          this.lost++;
           this.logger.error('operational event not published', { type: event.type, id, merchantId: event.data.merchantId, error: (err as Error).message });
           throw err;
         }
         await new Promise((resolve) => setTimeout(resolve, backoff[attempt]));
       }
     }
+    this.options.onPublished?.(event.type);
+    this.logger.info('operational event published', { type: event.type, id, merchantId: event.data.merchantId });
   }
 
   /** Waits for the events being published (their retries cut short). */
   async stop(): Promise<void> {
     this.stopped = true;
     await Promise.allSettled([...this.inFlight]);
-  }
-
-  private done(type: OperationalEventType, id: string, merchantId: unknown): void {
-    this.options.onPublished?.(type);
-    this.logger.info('operational event published', { type, id, merchantId });
   }
 }

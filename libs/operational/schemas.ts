@@ -1,12 +1,7 @@
 import { z } from 'zod';
 import type { OperationalEventType } from './events.js';
 
-/**
- * What each operational event's body holds, for the OpenAPI document's catalog (the platform's
- * OPERATIONAL_WEBHOOK_URL receives them as Standard Webhooks, and the same bodies are on the
- * `<prefix>.operational` exchange). A test builds every event with the builders of events.ts
- * and checks it against these, so the catalog says what is sent.
- */
+/** Each operational event's body, for the OpenAPI catalog; a test checks the builders' events against these. */
 const merchantId = z.string().describe('The merchant');
 const endpointId = z.string().describe("Which of the merchant's endpoints (ep_…)");
 const url = z.string().describe("The endpoint's URL");

@@ -1,11 +1,7 @@
 /**
- * Batches writes that must not be lost: whatever is added while a batch is being written goes in
- * the next one, one call of `write` each, one batch at a time (so items are written in the order
- * they were added). An item's promise resolves with its batch's result once the batch is written;
- * a batch that fails is tried again (backoff up to the last of `backoffMs`), what was added
- * meanwhile joining it, so nothing is given up and nothing overtakes it. It never rejects: while
- * the write fails, the callers wait (the dispatcher's deliveries stay unacked). Used by the waits'
- * writer and the order gate.
+ * Batches writes that must not be lost, one batch at a time in the order added: what is added while
+ * one is written goes in the next. A batch that fails is tried again, what was added meanwhile
+ * joining it. It never rejects: while the write fails, the callers wait (deliveries stay unacked).
  */
 export class RetryingBatcher<T, R> {
   private next: T[] = [];

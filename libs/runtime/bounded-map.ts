@@ -1,7 +1,4 @@
-/**
- * A Map that holds at most `max` entries: past it the oldest set is forgotten, never all at once.
- * A Map keeps insertion order, and setting a key again makes it the newest.
- */
+/** A Map of at most `max` entries: past it the oldest set is forgotten (setting a key again makes it the newest). */
 export class BoundedMap<K, V> extends Map<K, V> {
   constructor(private readonly max: number) {
     super();

@@ -1,7 +1,6 @@
 /**
- * What a start-up has opened so far, closed newest first when a later step fails, so that the
- * program exits leaving nothing open. A close that fails is passed over: the error that stopped
- * start-up is the one worth reporting.
+ * What a start-up has opened so far, closed newest first when a later step fails. A close that
+ * fails is passed over: the error that stopped start-up is the one worth reporting.
  */
 export class Cleanup {
   private readonly closes: Array<() => unknown> = [];

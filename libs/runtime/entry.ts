@@ -4,10 +4,8 @@ import { startTracing, stoppingTracing } from '../tracing/index.js';
 import { type Running, runUntilSignal } from './run.js';
 
 /**
- * A program's entry point (its main.ts): the configuration parsed once from the environment (a bad
- * one prints what is wrong and exits 1), the development-mode warning, tracing, then the program
- * run until a signal. `activeContext: false` for a program that passes its spans by hand. The
- * environment is the caller's to pass (a lib never reads process.env).
+ * A program's main.ts: the configuration parsed from `env` (a bad one prints what is wrong and
+ * exits 1), the development-mode warning, tracing, then the program run until a signal.
  */
 export async function runProgram<C extends TracingConfig & { LOG_LEVEL: LogLevel; SHUTDOWN_TIMEOUT?: number }>(
   env: Record<string, string | undefined>,
@@ -26,7 +24,7 @@ export async function runProgram<C extends TracingConfig & { LOG_LEVEL: LogLevel
   const logger = createLogger({ level: config.LOG_LEVEL, service });
   const devMode = devModeWarning(env);
   if (devMode) logger.warn(devMode.message, devMode.fields);
-  // Before the program: the SDK (loaded only when OTEL variables configure it) must be registered before the first span.
+  // The SDK must be registered before the program's first span.
   const tracing = await startTracing(tracingSettingsOf(config, `webhooks-${service}`), logger, tracingOptions);
   await runUntilSignal(service, async (signal) => stoppingTracing(await start(config, logger, { signal }), tracing), logger, config.SHUTDOWN_TIMEOUT);
 }

@@ -6,11 +6,9 @@ export interface Running {
 }
 
 /**
- * Runs a program until SIGTERM or SIGINT, then stops it and exits 0; start-up errors print one
- * line naming the problem and exit 1. A signal during start-up aborts `signal`, which ends the
- * start at once (a broker that cannot be reached is not waited for), and the process exits 0.
- * `stopTimeoutMs` is the program's own stop deadline: its stop() is bounded by it whatever the
- * broker does; if it still has not returned a moment after, the process exits 1 anyway.
+ * Runs a program until SIGTERM or SIGINT, then stops it and exits 0; a start-up error prints one
+ * line and exits 1. A signal during start-up aborts `signal` (a broker that cannot be reached is
+ * not waited for) and exits 0. A stop still running a moment past `stopTimeoutMs` exits 1.
  */
 export async function runUntilSignal(
   name: string,
@@ -60,8 +58,7 @@ export async function runUntilSignal(
     );
   };
   if (signalled) started(signalled);
-  // A failure the program cannot recover from while running (a topology mismatch found on a
-  // reconnect): stop what still runs and exit 1, so a supervisor sees it and restarts or alerts.
+  // A failure it cannot recover from (a topology mismatch found on a reconnect): exit 1 for a supervisor to see.
   void program.fatal?.then((err) => {
     if (signalled) return;
     signalled = 'fatal';

@@ -1,9 +1,6 @@
 import type { Logger } from '../logger/index.js';
 
-/**
- * A stop's time budget: each step gets what is left of it (or less), and a step that overruns or
- * fails is logged and left behind, so the next one still runs and the whole stop ends in time.
- */
+/** A stop's time budget: a step that overruns or fails is logged and left behind, so the stop ends in time. */
 export function stopBudget(timeoutMs: number, logger: Logger) {
   const deadline = Date.now() + timeoutMs;
   const onProblem = (step: string, error?: Error) => logger.warn('shutdown step did not finish in time; going on', { step, error: error?.message });

@@ -10,19 +10,13 @@ export interface SignedHeaders {
 const PREFIX = 'whsec_';
 
 /**
- * Standard Webhooks signatures (`v1,<base64 HMAC-SHA256 of id.timestamp.body>`), computed with
- * node:crypto: the standardwebhooks library hashes in JavaScript, several times slower on every
- * delivery. test/unit/signing.test.ts proves the bytes identical to standardwebhooks' and svix's.
- * Decoded keys are cached per secret: merchants are few, deliveries many.
+ * Standard Webhooks signatures with node:crypto: the standardwebhooks library hashes in JavaScript,
+ * several times slower. test/unit/signing.test.ts proves the bytes identical to it and svix's.
  */
 export class WebhookSigner {
   private readonly keys = new Map<string, KeyObject>();
 
-  /**
-   * With several secrets (the new and the previous one during a rotation) the signature header
-   * holds one `v1,` signature per secret, space-separated, as Standard Webhooks allows: a receiver
-   * verifying with either secret passes.
-   */
+  /** During a rotation, one `v1,` signature per secret, space-separated: a receiver verifying with either passes. */
   sign(secrets: string | readonly string[], webhookId: string, body: string, now: Date = new Date()): SignedHeaders {
     const timestamp = String(Math.floor(now.getTime() / 1000));
     let signature: string;
@@ -39,8 +33,7 @@ export class WebhookSigner {
   private keyOf(secret: string): KeyObject {
     let key = this.keys.get(secret);
     if (!key) {
-      // The library's constructor decides what a valid secret is (strict base64, not empty): a
-      // secret it refuses is refused here the same way.
+      // Refuses what the library refuses (not strict base64, empty).
       new Webhook(secret);
       key = createSecretKey(Buffer.from(secret.startsWith(PREFIX) ? secret.slice(PREFIX.length) : secret, 'base64'));
       if (this.keys.size > 10_000) this.keys.clear();

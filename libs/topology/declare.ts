@@ -1,4 +1,6 @@
 import type { Channel } from 'amqplib';
+import { BrokerConnection } from '../broker/index.js';
+import type { Logger } from '../logger/index.js';
 import {
   CREATION_ONLY_ARGUMENTS,
   type ExchangeSpec,
@@ -25,32 +27,22 @@ export class TopologyMismatchError extends Error {
  * An open channel, or a way to open one. A 406 closes the channel it happened on; with a function
  * the declaration opens another and carries on, which a creation-only difference needs.
  */
-export type ChannelSource = Channel | (() => Promise<Channel>);
+type ChannelSource = Channel | (() => Promise<Channel>);
 
-class Declarer {
-  private channel?: Channel;
+type Step = (declare: (channel: Channel) => Promise<unknown>) => Promise<void>;
 
-  constructor(private readonly source: ChannelSource) {}
-
-  private async open(): Promise<Channel> {
-    if (!this.channel) this.channel = typeof this.source === 'function' ? await this.source() : this.source;
-    return this.channel;
-  }
-
-  /** Runs one declaration; a 406 leaves the channel closed, so the next step opens another. */
-  async step(declare: (channel: Channel) => Promise<unknown>): Promise<void> {
-    const channel = await this.open();
+/** Runs each declaration on the channel, opening another after a 406 closed it. */
+function stepper(source: ChannelSource): Step {
+  let channel: Channel | undefined;
+  return async (declare) => {
+    channel ??= typeof source === 'function' ? await source() : source;
     try {
       await declare(channel);
     } catch (err) {
-      if (isMismatch(err)) this.channel = undefined;
+      if (isMismatch(err)) channel = undefined;
       throw err;
     }
-  }
-
-  get canReopen(): boolean {
-    return typeof this.source === 'function';
-  }
+  };
 }
 
 function isMismatch(err: unknown): boolean {
@@ -58,83 +50,87 @@ function isMismatch(err: unknown): boolean {
 }
 
 /** RabbitMQ's 406 names the first argument that differs: "inequivalent arg 'x-…'". */
-function namesOneOf(err: unknown, names: readonly string[]): boolean {
+function namesCreationOnly(err: unknown): boolean {
   const text = String((err as Error)?.message ?? '');
-  return names.some((name) => text.includes(`'${name}'`));
+  return CREATION_ONLY_ARGUMENTS.some((name) => text.includes(`'${name}'`));
 }
 
-async function declareExchange(declarer: Declarer, exchange: ExchangeSpec): Promise<void> {
-  try {
-    await declarer.step((channel) => channel.assertExchange(exchange.name, exchange.type, { durable: true }));
-  } catch (err) {
+async function declareExchange(step: Step, exchange: ExchangeSpec): Promise<void> {
+  await step((channel) => channel.assertExchange(exchange.name, exchange.type, { durable: true })).catch((err: unknown) => {
     throw isMismatch(err) ? new TopologyMismatchError(`exchange ${exchange.name}`, err) : err;
-  }
+  });
 }
 
 /**
- * Declares a queue with its arguments. When only its replication differs (created by an older
- * version, or with another QUORUM_GROUP_SIZE / STREAM_CLUSTER_SIZE), it is kept as it is: the rest
- * of its arguments are checked by declaring it again without those, and if it was created with
- * explicit other values, that check is not possible and it is accepted.
+ * A queue whose replication alone differs (an older version, another QUORUM_GROUP_SIZE) is kept:
+ * declared again without those arguments, on a new channel, to check the rest; if the broker still
+ * names one of them (created with explicit other values), it is accepted.
  */
-async function declareQueue(declarer: Declarer, queue: QueueSpec): Promise<void> {
-  const entity = `${queue.kind} ${queue.name}`;
-  const assert = (args: Record<string, unknown>) => (channel: Channel) => channel.assertQueue(queue.name, { durable: true, arguments: args });
-  try {
-    await declarer.step(assert({ ...queue.arguments }));
-    return;
-  } catch (err) {
-    if (!isMismatch(err)) throw err;
-    if (!namesOneOf(err, CREATION_ONLY_ARGUMENTS) || !declarer.canReopen) throw new TopologyMismatchError(entity, err);
-  }
+async function declareQueue(step: Step, queue: QueueSpec, canReopen: boolean): Promise<void> {
   const rest: Record<string, unknown> = { ...queue.arguments };
-  // What an existing queue may differ in: its replication.
   for (const name of CREATION_ONLY_ARGUMENTS) delete rest[name];
-  try {
-    await declarer.step(assert(rest));
-  } catch (err) {
-    if (!isMismatch(err)) throw err;
-    if (!namesOneOf(err, CREATION_ONLY_ARGUMENTS)) throw new TopologyMismatchError(entity, err);
+  for (const [i, args] of [{ ...queue.arguments }, rest].entries()) {
+    try {
+      await step((channel) => channel.assertQueue(queue.name, { durable: true, arguments: args }));
+      return;
+    } catch (err) {
+      if (!isMismatch(err)) throw err;
+      if (!namesCreationOnly(err) || (i === 0 && !canReopen)) throw new TopologyMismatchError(`${queue.kind} ${queue.name}`, err);
+    }
   }
 }
 
 /**
- * What a publisher needs so that no event is lost even before a dispatcher ever ran: the events
- * exchange and the dispatch queue bound to it. Publishers declare only this, so they never clash
- * with the arguments the programs give their other queues and streams.
+ * What a publisher needs so that no event is lost before a dispatcher ever ran; only this, so it
+ * never clashes with the arguments the programs give their other queues and streams.
  */
 export async function declareIntake(source: ChannelSource, prefix: string, replication?: Replication): Promise<void> {
-  await declareIntakeWith(new Declarer(source), prefix, replication);
+  await declareIntakeWith(stepper(source), typeof source === 'function', prefix, replication);
 }
 
-async function declareIntakeWith(declarer: Declarer, prefix: string, replication?: Replication): Promise<void> {
+async function declareIntakeWith(step: Step, canReopen: boolean, prefix: string, replication?: Replication): Promise<void> {
   const intake = intakeSpec(prefix, replication);
-  await declareExchange(declarer, intake.exchange);
-  await declareQueue(declarer, intake.queue);
-  await declarer.step((channel) => channel.bindQueue(intake.binding.destination, intake.binding.source, intake.binding.routingKey));
+  await declareExchange(step, intake.exchange);
+  await declareQueue(step, intake.queue, canReopen);
+  await step((channel) => channel.bindQueue(intake.binding.destination, intake.binding.source, intake.binding.routingKey));
 }
 
 /**
- * Declares everything idempotently; runs at start-up and again on every reconnect.
- * The first real mismatch ends the declaration with a named error. The intake comes first, so
- * events are routed to dispatch even when a later queue clashes.
+ * Declares everything, at start-up and on every reconnect, until a real mismatch. The intake comes
+ * first, so events reach dispatch even when a later queue clashes.
  */
 export async function declareTopology(source: ChannelSource, options: TopologyOptions): Promise<void> {
-  const declarer = new Declarer(source);
+  const step = stepper(source);
+  const canReopen = typeof source === 'function';
   const spec = topologySpec(options);
-  await declareIntakeWith(declarer, options.prefix, options.replication);
+  await declareIntakeWith(step, canReopen, options.prefix, options.replication);
   for (const queue of spec.queues) {
-    if (queue.name !== spec.binding.destination) await declareQueue(declarer, queue);
+    if (queue.name !== spec.binding.destination) await declareQueue(step, queue, canReopen);
   }
-  await declareExchange(declarer, spec.operational);
+  await declareExchange(step, spec.operational);
   if (options.operationalWebhook !== undefined) {
     // Unbinding a binding that is not there is no error: a dispatcher without the URL stops the events reaching dispatch.
     const { source, destination, routingKey } = operationalBinding(options.prefix);
-    await declarer.step((channel) => (options.operationalWebhook ? channel.bindQueue(destination, source, routingKey) : channel.unbindQueue(destination, source, routingKey)));
+    await step((channel) => (options.operationalWebhook ? channel.bindQueue(destination, source, routingKey) : channel.unbindQueue(destination, source, routingKey)));
   }
 }
 
 /** One queue or stream on its own, e.g. the deliveries stream declared by the programs that use it. */
 export async function declareQueueSpec(source: ChannelSource, queue: QueueSpec): Promise<void> {
-  await declareQueue(new Declarer(source), queue);
+  await declareQueue(stepper(source), queue, typeof source === 'function');
+}
+
+/** A program's broker connection: the whole topology declared on every (re)connect, then opened. */
+export async function openTopologyBroker(options: {
+  url: string | readonly string[];
+  name: string;
+  logger: Logger;
+  topology: TopologyOptions;
+  /** Aborts the first connect (a signal during start-up). */
+  signal?: AbortSignal;
+}): Promise<BrokerConnection> {
+  const { topology, signal, ...connection } = options;
+  const broker = new BrokerConnection({ ...connection, declare: (openChannel) => declareTopology(openChannel, topology) });
+  await broker.open(undefined, signal);
+  return broker;
 }

@@ -10,5 +10,4 @@ export {
   type Replication,
   type TopologySpec,
 } from './spec.js';
-export { declareIntake, declareQueueSpec, declareTopology, TopologyMismatchError } from './declare.js';
-export { openTopologyBroker } from './broker.js';
+export { declareIntake, declareQueueSpec, declareTopology, openTopologyBroker, TopologyMismatchError } from './declare.js';

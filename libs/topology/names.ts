@@ -1,23 +1,15 @@
-export interface TopologyNames {
-  prefix: string;
-  events: string;
-  dispatch: string;
-  failed: string;
-  invalid: string;
-  /** Delivery records for the delivery log (what happened to each delivery), read by the recorder. */
-  deliveries: string;
-  /** Operational events for the platform (endpoint disabled, attempts failing or exhausted): topic exchange, routing key = type. */
-  operational: string;
-}
+export type TopologyNames = ReturnType<typeof topologyNames>;
 
-export function topologyNames(prefix: string): TopologyNames {
+export function topologyNames(prefix: string) {
   return {
     prefix,
     events: `${prefix}.events`,
     dispatch: `${prefix}.dispatch`,
     failed: `${prefix}.failed`,
     invalid: `${prefix}.invalid`,
+    /** Delivery records for the delivery log, read by the recorder. */
     deliveries: `${prefix}.deliveries`,
+    /** Operational events for the platform: topic exchange, routing key = type. */
     operational: `${prefix}.operational`,
   };
 }

@@ -4,31 +4,29 @@ export interface TopologyOptions {
   prefix: string;
   /** Stream retention as RabbitMQ's x-max-age, e.g. `30D`. */
   failedRetention: string;
-  /** Replication; the broker caps each at its number of nodes, so 3 runs on a single node too. */
+  /** The broker caps each at its number of nodes, so 3 runs on a single node too. */
   replication?: Replication;
   /** Declare the deliveries stream (DELIVERY_LOG=on). */
   deliveriesStream?: boolean;
   /**
-   * The dispatcher only: bind the operational exchange to dispatch (OPERATIONAL_WEBHOOK_URL set,
-   * its events delivered to the platform's endpoint like webhooks), or unbind it (not set).
-   * Absent (every other program): the binding is left as it is.
+   * The dispatcher only: bind the operational exchange to dispatch (OPERATIONAL_WEBHOOK_URL set) or
+   * unbind it (not set). Absent (every other program): the binding is left as it is.
    */
   operationalWebhook?: boolean;
 }
 
 export interface Replication {
-  /** Members of each quorum queue (x-quorum-initial-group-size). */
+  /** x-quorum-initial-group-size of each quorum queue. */
   quorumGroupSize: number;
-  /** Replicas of the failed stream (x-initial-cluster-size). */
+  /** x-initial-cluster-size of the streams. */
   streamClusterSize: number;
 }
 
-export const DEFAULT_REPLICATION: Replication = { quorumGroupSize: 3, streamClusterSize: 3 };
+const DEFAULT_REPLICATION: Replication = { quorumGroupSize: 3, streamClusterSize: 3 };
 
 /**
- * Arguments that only shape a queue when it is created: a queue that exists with other values (or
- * none, from a version without them) keeps its members, and an operator grows it with
- * `rabbitmq-queues grow`. Declaring does not treat a difference in these as a mismatch.
+ * Arguments that only shape a queue when it is created: one that exists with other values (or
+ * none) keeps its members, which an operator grows with `rabbitmq-queues grow`. Not a mismatch.
  */
 export const CREATION_ONLY_ARGUMENTS = ['x-quorum-initial-group-size', 'x-initial-cluster-size'] as const;
 
@@ -45,17 +43,10 @@ export interface QueueSpec {
   arguments: Readonly<Record<string, string | number>>;
 }
 
-export interface BindingSpec {
+interface BindingSpec {
   source: string;
   destination: string;
   routingKey: string;
-}
-
-/** What a publisher needs: the events exchange and the dispatch queue bound to it. */
-export interface IntakeSpec {
-  exchange: ExchangeSpec;
-  queue: QueueSpec;
-  binding: BindingSpec;
 }
 
 export interface TopologySpec {
@@ -72,13 +63,7 @@ function quorum(replication: Replication = DEFAULT_REPLICATION) {
 }
 
 /** A stream kept `maxAge`; small segments let retention drop them (it never drops the one being written). */
-function stream(
-  name: string,
-  maxAge: string,
-  replication: Replication = DEFAULT_REPLICATION,
-  segmentBytes?: number,
-  maxBytes?: number,
-): QueueSpec {
+function stream(name: string, maxAge: string, replication: Replication = DEFAULT_REPLICATION, segmentBytes?: number, maxBytes?: number): QueueSpec {
   return {
     name,
     kind: 'stream',
@@ -93,44 +78,41 @@ function stream(
 }
 
 /**
- * Deliveries of one message from `dispatch` before the broker dead-letters it to `invalid`. Every
- * outcome the dispatcher reaches is a move and an ack, so a message comes back only when a
- * dispatcher died or lost its connection holding it, or a move failed: a message that keeps
- * crashing the dispatcher ends in `invalid` (x-first-death-reason: delivery_limit). Set explicitly
- * because 3.10 has no limit by default and 4.x silently drops a message after 20 returns.
+ * Deliveries of one message from `dispatch` before the broker dead-letters it to `invalid`
+ * (x-first-death-reason: delivery_limit): every outcome is a move and an ack, so a message comes
+ * back only when a dispatcher died or a move failed. Set explicitly because 3.10 has no limit by
+ * default and 4.x silently drops a message after 20 returns.
  */
 export const DISPATCH_DELIVERY_LIMIT = 10;
 
 /**
- * The deliveries stream is a buffer between the dispatcher and PostgreSQL, not the log itself: it
- * must outlast a PostgreSQL outage (days at most), and its size cap keeps a long outage from
- * filling the broker's disk (the oldest records go first; the log then misses them, which the
- * recorder's lag metric shows long before).
+ * The deliveries stream buffers between the dispatcher and PostgreSQL: it must outlast a PostgreSQL
+ * outage (days at most), and its size cap keeps a long one from filling the broker's disk (the
+ * oldest records go first, which the recorder's lag metric shows long before).
  */
 export const DELIVERIES_RETENTION = '7D';
 export const DELIVERIES_MAX_BYTES = 5_000_000_000;
-export const DELIVERIES_SEGMENT_BYTES = 50_000_000;
+const DELIVERIES_SEGMENT_BYTES = 50_000_000;
 
 /**
- * The failed stream's segment size. RabbitMQ 3.10 applies x-max-age only when it opens a new
- * segment, and deletes whole closed segments (never the open one), so with its 500 MB default a
- * quiet deployment kept failures for ever. With small segments, and the dispatchers' rollover
- * entries (libs/streams/rollover.ts) filling the open one, an entry is gone at most
- * FAILED_RETENTION + 2 × FAILED_ROLLOVER_EVERY_MS after it was written.
+ * The failed stream's segment size. RabbitMQ applies x-max-age only when it opens a segment, and
+ * never deletes the open one: with its 500 MB default a quiet deployment kept failures for ever.
+ * With small segments and the dispatchers' rollover entries (libs/streams/rollover.ts), an entry
+ * is gone at most FAILED_RETENTION + 2 × FAILED_ROLLOVER_EVERY_MS after it was written.
  */
 export const FAILED_SEGMENT_BYTES = 1024 * 1024;
 
-/** The failed stream: kept `retention` (FAILED_RETENTION) in segments of `segmentBytes`. */
 export function failedSpec(prefix: string, retention: string, replication?: Replication, segmentBytes = FAILED_SEGMENT_BYTES): QueueSpec {
   return stream(topologyNames(prefix).failed, retention, replication, segmentBytes);
 }
 
-/** The deliveries stream alone: the delivery recorder (writer) and the recorder declare it. */
+/** The deliveries stream alone: the dispatcher (its writer) and the recorder declare it. */
 export function deliveriesSpec(prefix: string, replication?: Replication): QueueSpec {
   return stream(topologyNames(prefix).deliveries, DELIVERIES_RETENTION, replication, DELIVERIES_SEGMENT_BYTES, DELIVERIES_MAX_BYTES);
 }
 
-export function intakeSpec(prefix: string, replication?: Replication): IntakeSpec {
+/** What a publisher needs: the events exchange and the dispatch queue bound to it. */
+export function intakeSpec(prefix: string, replication?: Replication): { exchange: ExchangeSpec; queue: QueueSpec; binding: BindingSpec } {
   const names = topologyNames(prefix);
   return {
     exchange: { name: names.events, type: 'topic' },
@@ -152,10 +134,7 @@ export function intakeSpec(prefix: string, replication?: Replication): IntakeSpe
   };
 }
 
-/**
- * The whole topology as data, so the programs' declarations, docker/rabbitmq/definitions.json and
- * the tests share one description and cannot drift apart.
- */
+/** The whole topology as data: the programs' declarations, docker/rabbitmq/definitions.json and the tests share it. */
 export function topologySpec(options: TopologyOptions): TopologySpec {
   const names = topologyNames(options.prefix);
   const intake = intakeSpec(options.prefix, options.replication);
@@ -172,10 +151,7 @@ export function topologySpec(options: TopologyOptions): TopologySpec {
   };
 }
 
-/**
- * The operational exchange bound to dispatch with `#`: every operational event, whoever publishes
- * it (dispatcher, API, CLI), is also a delivery for the platform's endpoint (OPERATIONAL_WEBHOOK_URL).
- */
+/** Every operational event, whoever publishes it, is also a delivery for the platform's endpoint (OPERATIONAL_WEBHOOK_URL). */
 export function operationalBinding(prefix: string): BindingSpec {
   const names = topologyNames(prefix);
   return { source: names.operational, destination: names.dispatch, routingKey: '#' };

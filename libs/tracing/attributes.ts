@@ -1,7 +1,4 @@
-/**
- * Span attribute names: OpenTelemetry's messaging and HTTP conventions, and the webhook's own
- * (DESIGN.md "Tracing"). Never a secret, a token, a signature or a payload.
- */
+/** Span attributes: OpenTelemetry's conventions and the webhook's own; never a secret, a signature or a payload. */
 export const ATTR = {
   messagingSystem: 'messaging.system',
   messagingOperationType: 'messaging.operation.type',
@@ -30,19 +27,14 @@ export const ATTR = {
 
 export const MESSAGING_SYSTEM = 'rabbitmq';
 
-/**
- * A URL as a span may show it: no query, no fragment, no user or password (a merchant's URL may
- * carry a token in its query), so a trace viewer never holds a credential.
- */
+/** A URL as a span may show it: no query, fragment, user or password (a merchant's URL may carry a token). */
 export function safeUrl(url: string): SafeUrl | undefined {
   // Per attempt: a merchant's URL is parsed once (a new URL() costs microseconds), the cache bounded.
-  let safe = safeUrls.get(url);
-  if (safe === undefined && !safeUrls.has(url)) {
+  if (!safeUrls.has(url)) {
     if (safeUrls.size >= 10_000) safeUrls.clear();
-    safe = parseSafeUrl(url);
-    safeUrls.set(url, safe);
+    safeUrls.set(url, parseSafeUrl(url));
   }
-  return safe;
+  return safeUrls.get(url);
 }
 
 type SafeUrl = { full: string; address: string; port: number; scheme: string };

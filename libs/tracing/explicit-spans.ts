@@ -1,11 +1,10 @@
-import { type Attributes, type Context, context, ROOT_CONTEXT, type Span, SpanKind, trace, TraceFlags } from '@opentelemetry/api';
+import { type Attributes, type Context, context, propagation, ROOT_CONTEXT, type Span, SpanKind, trace, TraceFlags } from '@opentelemetry/api';
 import { ATTR, MESSAGING_SYSTEM } from './attributes.js';
-import { contextFromHeaders, injectInto } from './carrier.js';
-import { markFailed, tracer, tracingActive } from './spans.js';
+import { contextFromHeaders, markFailed, tracer, tracingActive } from './spans.js';
 
 /**
- * SDK spans whose parent is passed by hand, not through the active context (AsyncLocalStorage
- * costs every promise once entered); attributes are set only on a recorded span.
+ * Spans whose parent is passed by hand, not through the active context (AsyncLocalStorage costs
+ * every promise once entered); attributes are set only on a recorded span.
  */
 function startIn(parent: Context, name: string, kind: SpanKind, attributes: Attributes | undefined): Span {
   const span = tracer().startSpan(name, { kind }, parent);
@@ -13,21 +12,18 @@ function startIn(parent: Context, name: string, kind: SpanKind, attributes: Attr
   return span;
 }
 
-/**
- * A span continuing the trace a message's headers carry (traceparent and tracestate, as a string
- * or, from pika or rabbitmq-c, bytes), or starting one; undefined while tracing is off.
- */
+/** A span continuing the trace a message's headers carry, or starting one; undefined while tracing is off. */
 export function spanFromHeaders(name: string, kind: SpanKind, headers: Record<string, unknown> | undefined, attributes?: Attributes): Span | undefined {
   if (!tracingActive()) return undefined;
   return startIn(contextFromHeaders(headers, ROOT_CONTEXT), name, kind, attributes);
 }
 
-/** Unsampled: its children would not be sampled either, so the caller gets it back (end() and attributes do nothing; traceparent `-00`). */
+/** Unsampled: its children would not be sampled either, so the caller gets it back (end() and attributes do nothing). */
 function unsampled(parent: Span | undefined): parent is Span {
   return parent !== undefined && (parent.spanContext().traceFlags & TraceFlags.SAMPLED) === 0;
 }
 
-/** A span under `parent`; `attributes` are kept only if it is recorded (pass an object made once where it can be). */
+/** A span under `parent`; pass `attributes` made once where it can be. */
 export function childSpan(parent: Span, name: string, kind: SpanKind, attributes?: Attributes): Span {
   if (unsampled(parent)) return parent;
   return startIn(trace.setSpan(ROOT_CONTEXT, parent), name, kind, attributes);
@@ -35,7 +31,7 @@ export function childSpan(parent: Span, name: string, kind: SpanKind, attributes
 
 /** Writes the span's context into AMQP or HTTP headers, so what they carry continues its trace. */
 export function injectSpan(span: Span, headers: Record<string, unknown>): void {
-  injectInto(headers, trace.setSpan(ROOT_CONTEXT, span));
+  propagation.inject(trace.setSpan(ROOT_CONTEXT, span), headers);
 }
 
 const NO_FIELDS = {};
@@ -50,8 +46,8 @@ export function spanLogFields(span: Span | undefined): { trace_id?: string; span
 /** Publish spans' constant attributes by destination, made once: the topology's few queue names. */
 const publishAttributes = new Map<string, Attributes>();
 
-/** The producer span of a publish (`<operation> <destination>`) in `parent`, for a caller that ends it itself. */
-export function publishChild(parent: Span | Context, destination: string, webhookId?: string, operation = 'publish', attributes?: Attributes): Span {
+/** The producer span of a publish to `destination` in `parent`, for a caller that ends it itself. */
+export function publishChild(parent: Span | Context, destination: string, webhookId?: string, attributes?: Attributes): Span {
   const parentSpan = 'spanContext' in parent ? parent : trace.getSpan(parent);
   if (unsampled(parentSpan)) return parentSpan;
   let constants = publishAttributes.get(destination);
@@ -60,7 +56,7 @@ export function publishChild(parent: Span | Context, destination: string, webhoo
     // A handful in practice; the bound only guards against a bug.
     if (publishAttributes.size < 1_000) publishAttributes.set(destination, constants);
   }
-  const span = startIn('spanContext' in parent ? trace.setSpan(ROOT_CONTEXT, parent) : parent, `${operation} ${destination}`, SpanKind.PRODUCER, constants);
+  const span = startIn('spanContext' in parent ? trace.setSpan(ROOT_CONTEXT, parent) : parent, `publish ${destination}`, SpanKind.PRODUCER, constants);
   if (span.isRecording()) {
     if (webhookId !== undefined) span.setAttribute(ATTR.webhookId, webhookId);
     if (attributes) span.setAttributes(attributes);
@@ -68,22 +64,17 @@ export function publishChild(parent: Span | Context, destination: string, webhoo
   return span;
 }
 
-/**
- * A publish to RabbitMQ inside `parent` as a producer span, its context written into `headers`
- * so that whoever consumes the copy continues this trace. Without a parent (tracing off) it is
- * only `send()`.
- */
+/** `send()` in a producer span whose context `headers` carry, so the copy's consumer continues the trace. */
 export async function publishIn<T>(
   parent: Span | Context | undefined,
   destination: string,
   headers: Record<string, unknown> | undefined,
   webhookId: string | undefined,
   send: () => Promise<T>,
-  operation = 'publish',
   attributes?: Attributes,
 ): Promise<T> {
   if (parent === undefined) return send();
-  const span = publishChild(parent, destination, webhookId, operation, attributes);
+  const span = publishChild(parent, destination, webhookId, attributes);
   if (headers) injectSpan(span, headers);
   try {
     return await send();
@@ -95,14 +86,8 @@ export async function publishIn<T>(
   }
 }
 
-/** publishIn() under the active context (the API's resend); with tracing off only `send()`. */
-export function publishSpan<T>(
-  destination: string,
-  headers: Record<string, unknown> | undefined,
-  attributes: Attributes,
-  send: () => Promise<T>,
-  operation = 'publish',
-): Promise<T> {
+/** publishIn() under the active context (the API's resend, the publisher). */
+export function publishSpan<T>(destination: string, headers: Record<string, unknown> | undefined, attributes: Attributes, send: () => Promise<T>): Promise<T> {
   if (!tracingActive()) return send();
-  return publishIn(context.active(), destination, headers, undefined, send, operation, attributes);
+  return publishIn(context.active(), destination, headers, undefined, send, attributes);
 }

@@ -1,26 +1,22 @@
-import { context, diag, DiagLogLevel, propagation, trace } from '@opentelemetry/api';
+import { context, diag, type DiagLogger, DiagLogLevel, propagation, trace } from '@opentelemetry/api';
 import type { Sampler } from '@opentelemetry/sdk-trace-base';
 import type { TracingSettings } from '../config/tracing.js';
 import type { Logger } from '../logger/index.js';
-import { droppedSpansReporter } from './dropped.js';
 import { setTracingActive } from './spans.js';
 
 export interface Tracing {
-  /** True when spans are exported (an endpoint was configured). */
-  readonly active: boolean;
-  /** Exports the spans buffered so far (a CLI before it exits, a test before it looks). */
+  /** Exports the spans buffered so far (a test before it looks). */
   flush(): Promise<void>;
   /** Exports what is buffered (bounded by `timeoutMs`) and stops; safe twice. */
   shutdown(timeoutMs?: number): Promise<void>;
 }
 
-const OFF: Tracing = { active: false, flush: async () => {}, shutdown: async () => {} };
+const OFF: Tracing = { flush: async () => {}, shutdown: async () => {} };
 
 /**
- * Starts the OpenTelemetry SDK when `settings` say where to export, and does nothing otherwise:
- * the SDK and the exporter are imported only then, so with no OTEL variables the rest of the code
- * sees the API package's no-op tracer. The SDK's BatchSpanProcessor holds at most
- * `batch.maxQueueSize` spans: a collector down or slow drops spans, never slows a delivery.
+ * Starts the OpenTelemetry SDK when `settings` say where to export: only then are the SDK and the
+ * exporter imported, else the code sees the API package's no-op tracer. A collector down or slow
+ * fills the batch processor's queue and drops spans, never slows a delivery.
  * `activeContext: false`: no context manager, for a program that passes every parent by hand.
  */
 export async function startTracing(settings: TracingSettings | undefined, logger?: Logger, options: { activeContext?: boolean } = {}): Promise<Tracing> {
@@ -41,16 +37,13 @@ export async function startTracing(settings: TracingSettings | undefined, logger
     sampler: rootName !== settings.sampler.name ? new sdk.ParentBasedSampler({ root }) : root,
     spanProcessors: [new sdk.BatchSpanProcessor(exporter, { ...settings.batch, exportTimeoutMillis: settings.exportTimeoutMs ?? settings.batch.exportTimeoutMillis })],
   });
-  // The global tracer provider and the W3C propagator, and, unless the program passes every parent
-  // by hand (the dispatcher), an AsyncLocalStorage context manager: once entered (the batch
-  // processor enters one per export) it costs a hook on every promise of the process: a third of
-  // the dispatcher's rate in the bench (BENCHMARKS.md section 14).
+  // An AsyncLocalStorage context manager, once entered (the batch processor enters one per export),
+  // costs a hook on every promise: a third of the dispatcher's rate (BENCHMARKS.md section 14).
   provider.register(options.activeContext === false ? { contextManager: null } : {});
   setTracingActive(true);
   logger?.info('tracing on', { url: settings.url, protocol: settings.protocol, serviceName: settings.serviceName, sampler: settings.sampler.name });
   let stopping: Promise<void> | undefined;
   return {
-    active: true,
     flush: () => provider.forceFlush(),
     shutdown(timeoutMs = 5_000) {
       stopping ??= (async () => {
@@ -67,16 +60,47 @@ export async function startTracing(settings: TracingSettings | undefined, logger
   };
 }
 
-/** A running program whose stop() also exports the spans still buffered, once the program has stopped. */
+/** A running program whose stop() then exports the spans still buffered. */
 export function stoppingTracing(program: { stop(): Promise<void>; fatal?: Promise<Error> }, tracing: Tracing): { stop(): Promise<void>; fatal?: Promise<Error> } {
+  return { fatal: program.fatal, stop: () => program.stop().finally(() => tracing.shutdown()) };
+}
+
+/** What the SDK's BatchSpanProcessor warns once spans could be queued again after it dropped some. */
+const DROPPED = /^Dropped (\d+) spans because maxQueueSize reached/;
+
+/**
+ * The SDK's warnings and errors as log lines, at most one of a kind a minute (a collector down
+ * fails every export). Spans the batch processor dropped are summed, logged at most once a minute.
+ */
+function droppedSpansReporter(logger: Logger): DiagLogger {
+  const everyMs = 60_000;
+  let dropped = 0;
+  let droppedTimer: NodeJS.Timeout | undefined;
+  const reportDropped = () => {
+    droppedTimer = undefined;
+    if (dropped === 0) return;
+    logger.warn('tracing: spans dropped', { dropped, reason: 'the batch span processor queue was full: the collector is slow or down' });
+    dropped = 0;
+    droppedTimer = setTimeout(reportDropped, everyMs).unref();
+  };
+  const lastAt = new Map<string, number>();
+  const say = (message: string, level: 'error' | 'warning') => {
+    const found = DROPPED.exec(message);
+    if (found) {
+      dropped += Number(found[1]);
+      if (droppedTimer === undefined) reportDropped();
+      return;
+    }
+    const now = Date.now();
+    if (now - (lastAt.get(level) ?? -Infinity) < everyMs) return;
+    lastAt.set(level, now);
+    logger.warn(`tracing: exporter ${level}`, { detail: message.slice(0, 300) });
+  };
   return {
-    fatal: program.fatal,
-    stop: async () => {
-      try {
-        await program.stop();
-      } finally {
-        await tracing.shutdown();
-      }
-    },
+    error: (message) => say(message, 'error'),
+    warn: (message) => say(message, 'warning'),
+    info: () => {},
+    debug: () => {},
+    verbose: () => {},
   };
 }

@@ -1,13 +1,9 @@
-import { type Attributes, type Context, context, INVALID_SPAN_CONTEXT, isSpanContextValid, type Link, type Span, SpanKind, SpanStatusCode, trace, type Tracer } from '@opentelemetry/api';
+import { type Attributes, type Context, context, INVALID_SPAN_CONTEXT, isSpanContextValid, propagation, type Span, SpanKind, SpanStatusCode, type TextMapGetter, trace, type Tracer } from '@opentelemetry/api';
 import { ATTR } from './attributes.js';
-import { contextFromHeaders } from './carrier.js';
 
 const NOT_RECORDING = trace.wrapSpanContext(INVALID_SPAN_CONTEXT);
 
-/**
- * Whether the SDK was started in this process. The API package alone is a no-op, but the hot path
- * asks this first so that with tracing off a delivery creates no span object, closure or context.
- */
+/** Whether the SDK was started: asked first, so that with tracing off a delivery creates no span, closure or context. */
 let active = false;
 let current: Tracer | undefined;
 
@@ -21,9 +17,23 @@ export function setTracingActive(on: boolean): void {
   current = undefined;
 }
 
-/** The service's tracer, from the provider registered now (the API's no-op one when tracing is off). */
 export function tracer(): Tracer {
   return (current ??= trace.getTracer('nucleus-webhooks', '0.1.0'));
+}
+
+/** W3C trace context in AMQP and HTTP headers; from pika or rabbitmq-c a header arrives as a Buffer. */
+const headerGetter: TextMapGetter<Record<string, unknown> | undefined> = {
+  keys: (carrier) => (carrier ? Object.keys(carrier) : []),
+  get: (carrier, key) => {
+    const value = carrier?.[key];
+    if (typeof value === 'string') return value;
+    if (Buffer.isBuffer(value)) return value.toString('utf8');
+    return undefined;
+  },
+};
+
+export function contextFromHeaders(headers: Record<string, unknown> | undefined, base: Context = context.active()): Context {
+  return propagation.extract(base, headers, headerGetter);
 }
 
 /** Marks a span failed with the error's class, never its stack (messages may quote what a merchant answered). */
@@ -33,18 +43,11 @@ export function markFailed(span: Span, err: unknown, type?: string): void {
   span.setStatus({ code: SpanStatusCode.ERROR, message: String(error?.message ?? err).slice(0, 200) });
 }
 
-/**
- * Runs `work` in a new span, child of the active context (or `parent`), ended when it settles.
- * With tracing off it only calls `work` (with a non-recording span).
- */
-export async function inSpan<T>(
-  name: string,
-  options: { kind?: SpanKind; attributes?: Attributes; links?: Link[]; parent?: Context },
-  work: (span: Span) => Promise<T>,
-): Promise<T> {
+/** Runs `work` in a new span under the active context, ended when it settles; with tracing off, a non-recording one. */
+export async function inSpan<T>(name: string, options: { kind?: SpanKind; attributes?: Attributes }, work: (span: Span) => Promise<T>): Promise<T> {
   if (!tracingActive()) return work(NOT_RECORDING);
-  const parent = options.parent ?? context.active();
-  const span = tracer().startSpan(name, { kind: options.kind ?? SpanKind.INTERNAL, attributes: options.attributes, links: options.links }, parent);
+  const parent = context.active();
+  const span = tracer().startSpan(name, { kind: options.kind ?? SpanKind.INTERNAL, attributes: options.attributes }, parent);
   try {
     return await context.with(trace.setSpan(parent, span), () => work(span));
   } catch (err) {
@@ -55,7 +58,7 @@ export async function inSpan<T>(
   }
 }
 
-/** Links the active span to the trace a message's headers carry (a failure entry's webhook), when tracing is on and they carry one. */
+/** Links the active span to the trace a message's headers carry (a failure entry's webhook), if any. */
 export function linkActiveSpanTo(headers: Record<string, unknown> | undefined, attributes?: Attributes): void {
   if (!tracingActive()) return;
   const spanContext = trace.getSpanContext(contextFromHeaders(headers));
