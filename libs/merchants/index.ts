@@ -14,4 +14,4 @@ export { disabledByOperator, type EndpointTransition, MerchantSettings, type Mer
 export { currentPerSecondOf, type EndpointRate, endpointRateOf, lowerEndpointRate, MIN_ADAPTIVE_RATE, raiseEndpointRate, withCurrentRate, withEndpointRate } from './endpoint-rate.js';
 export { openMerchants } from './open.js';
 export { EndpointSettings } from './endpoint-settings.js';
-export { type EndpointView } from './endpoint-view.js';
+export { type EndpointView, endpointViewOf } from './endpoint-view.js';
