@@ -10,14 +10,12 @@ import { mountLogRoutes } from './log-handlers.js';
 import { JSON_BODY_TYPES, methodsNotAllowed } from './mount.js';
 import { openApiDocument } from './openapi.js';
 import { toApiError } from './translate.js';
-import { mountPortal, mountPortalAdmin } from './portal/handlers.js';
+import { mountPortal } from './portal/handlers.js';
 import { mountResends } from './resend-routes.js';
 import { traceRequests } from './tracing.js';
 
 /** The largest JSON request body any route takes (express's notation: 16 KiB); more answers 413 body_too_large. */
 export const REQUEST_BODY_LIMIT = '16kb';
-
-
 
 function baseApp(trustProxy: ApiDeps['trustProxy']): express.Express {
   const app = express();
@@ -51,23 +49,10 @@ function finish(app: express.Express, logger: Logger): express.Express {
   return app;
 }
 
-const adminOf = (deps: ApiDeps, merchants: MerchantDirectory) =>
-  adminRouter({
-    auth: deps.auth,
-    merchants,
-    settings: deps.settings,
-    audit: deps.audit,
-    logger: deps.logger,
-    extend: (router) => {
-      mountLogRoutes(router, deps, { base: '/admin', merchantOf: async (_req, params) => params.merchantId as string });
-      mountPortalAdmin(router, deps);
-    },
-  });
-
 /** The admin API alone, for ADMIN_PORT, so that the merchant-facing port need not expose it. */
 export function createAdminApp(deps: ApiDeps & { merchants: MerchantDirectory }): express.Express {
   const app = baseApp(deps.trustProxy);
-  app.use('/admin', adminOf(deps, deps.merchants));
+  app.use('/admin', adminRouter(deps));
   return finish(app, deps.logger);
 }
 
@@ -108,14 +93,10 @@ export function createApp(deps: ApiDeps): express.Express {
     });
   }
   mountResends(app, deps);
-  mountLogRoutes(app, deps, {
-    merchantOf: async (req) => {
-      return (await deps.auth.authenticate(req.get('x-auth-token'), req.get('authorization'))).id;
-    },
-  });
+  mountLogRoutes(app, deps, false);
   mountPortal(app, deps);
   methodsNotAllowed(app, '', (declared) => declared.path.startsWith('/nucleus/') || declared.path.startsWith('/portal/'));
 
-  if (deps.merchants && deps.serveAdmin !== false) app.use('/admin', adminOf(deps, deps.merchants));
+  if (deps.merchants && deps.serveAdmin !== false) app.use('/admin', adminRouter({ ...deps, merchants: deps.merchants }));
   return finish(app, deps.logger);
 }
