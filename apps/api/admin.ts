@@ -1,7 +1,6 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { z } from 'zod';
 import {
-  type MerchantDirectory,
   type MerchantSettings,
   type WriteGuards,
   type Actor,
@@ -30,7 +29,7 @@ import { AUDIT_PAGE_LIMIT } from './routes.js';
  * an Idempotency-Key (kept in PostgreSQL, so any replica answers it) and If-Match with the ETag of a
  * GET (the merchant's version: 412 when someone changed it since).
  */
-export function adminRouter(deps: ApiDeps & { merchants: MerchantDirectory }): express.Router {
+export function adminRouter(deps: ApiDeps): express.Router {
   const router = express.Router();
   const base = '/admin';
 

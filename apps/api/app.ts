@@ -1,7 +1,6 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import helmet from 'helmet';
 import type { Logger } from '../../libs/logger/index.js';
-import type { MerchantDirectory } from '../../libs/merchants/index.js';
 import { adminRouter } from './admin.js';
 import type { ApiDeps } from './deps.js';
 import { docsRouter } from './docs.js';
@@ -50,7 +49,7 @@ function finish(app: express.Express, logger: Logger): express.Express {
 }
 
 /** The admin API alone, for ADMIN_PORT, so that the merchant-facing port need not expose it. */
-export function createAdminApp(deps: ApiDeps & { merchants: MerchantDirectory }): express.Express {
+export function createAdminApp(deps: ApiDeps): express.Express {
   const app = baseApp(deps.trustProxy);
   app.use('/admin', adminRouter(deps));
   return finish(app, deps.logger);
@@ -67,9 +66,9 @@ export function createApp(deps: ApiDeps): express.Express {
     // Ready when the broker and the database are reachable (DESIGN.md): resends, the log and the
     // portal need PostgreSQL, and a replica without it would only answer them 503.
     const broker = deps.brokerConnected();
-    const database = deps.databaseReachable?.() ?? true;
-    const schema = deps.schemaWaiting?.() ?? {};
-    const unreadable = deps.merchantsUnreadable?.() ?? 0;
+    const database = deps.databaseReachable();
+    const schema = deps.schemaWaiting();
+    const unreadable = deps.merchantsUnreadable();
     const ready = broker && database && !schema.waiting && unreadable === 0;
     res.status(ready ? 200 : 503).json({
       status: ready ? 'ready' : 'not ready',
@@ -87,7 +86,7 @@ export function createApp(deps: ApiDeps): express.Express {
   app.use(docsRouter());
 
   const registry = deps.registry;
-  if (registry && deps.serveMetrics !== false) {
+  if (deps.serveMetrics) {
     app.get('/metrics', async (_req, res) => {
       res.type(registry.contentType).send(await registry.metrics());
     });
@@ -97,6 +96,6 @@ export function createApp(deps: ApiDeps): express.Express {
   mountPortal(app, deps);
   methodsNotAllowed(app, '', (declared) => declared.path.startsWith('/nucleus/') || declared.path.startsWith('/portal/'));
 
-  if (deps.merchants && deps.serveAdmin !== false) app.use('/admin', adminRouter({ ...deps, merchants: deps.merchants }));
+  if (deps.serveAdmin) app.use('/admin', adminRouter(deps));
   return finish(app, deps.logger);
 }

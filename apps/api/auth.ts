@@ -1,7 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createRemoteJWKSet, errors as joseErrors, type JWTPayload, type JWTVerifyGetKey, jwtVerify } from 'jose';
 import type { Merchant, MerchantDirectory } from '../../libs/merchants/index.js';
-import { ApiError, authUnavailable, forbidden, unauthorized } from './errors.js';
+import { ApiError, retryAfter, unauthorized } from './errors.js';
 
 /** The scope a token needs for the admin API (the dashboard's backend). */
 export const ADMIN_SCOPE = 'webhooks:admin';
@@ -56,7 +56,7 @@ export class Authenticator {
     const token = bearerToken(authorization);
     if (!merchant || !token) throw unauthorized('invalid_credentials', 'The public key or the access token is not valid');
     const payload = await this.verify(token, 'The public key or the access token is not valid');
-    if (payload.sub !== merchant.id) throw forbidden('The access token and the public key belong to different merchants');
+    if (payload.sub !== merchant.id) throw new ApiError(403, 'merchant_mismatch', 'The access token and the public key belong to different merchants');
     return merchant;
   }
 
@@ -87,7 +87,9 @@ export class Authenticator {
       return payload;
     } catch (err) {
       if (err instanceof joseErrors.JWTExpired) throw unauthorized('token_expired', 'The access token has expired');
-      if (err instanceof AuthServiceUnavailableError) throw authUnavailable();
+      if (err instanceof AuthServiceUnavailableError) {
+        throw new ApiError(503, 'auth_unavailable', 'The auth service could not be reached to check the access token; try again shortly', retryAfter(5_000));
+      }
       throw unauthorized('invalid_credentials', invalid);
     }
   }

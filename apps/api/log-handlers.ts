@@ -32,9 +32,9 @@ export function mountLogRoutes(router: Router, deps: ApiDeps, isAdmin: boolean):
     const log = deps.log;
     if (!log) throw new ApiError(503, 'log_disabled', 'The delivery log is switched off on this service (DELIVERY_LOG=off)');
     const key = isAdmin ? `admin ${merchantId}` : merchantId;
-    const allowed = (await deps.logLimiter?.take(key)) ?? { ok: true };
+    const allowed = await deps.logLimiter.take(key);
     if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds, 'delivery log reads');
-    return deps.logConcurrency ? deps.logConcurrency.run(key, () => work(log)) : work(log);
+    return deps.logConcurrency.run(key, () => work(log));
   };
 
   mount(router, ids.list, async (req, res, { params, query }) => {

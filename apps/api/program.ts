@@ -2,7 +2,6 @@ import { once } from 'node:events';
 import { createServer, type RequestListener, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DEV_MERCHANTS_FILE, topologyOf } from '../../libs/config/index.js';
-import type { BrokerConnection } from '../../libs/broker/index.js';
 import { FailedStore, ResendService } from '../../libs/failed/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import { DISABLED_REASONS, MerchantSettings, openMerchants } from '../../libs/merchants/index.js';
@@ -17,9 +16,8 @@ import type { ApiConfig } from './config.js';
 import { ApiError, errorBody } from './errors.js';
 import { KeyedConcurrency } from './concurrency.js';
 import { MemoryRateLimiter, RememberedRefusals, SharedRateLimiter } from './rate-limit.js';
-import { type HealthServer, startHealthServer } from '../../libs/metrics/health-server.js';
+import { startHealthServer } from '../../libs/metrics/health-server.js';
 import { Cleanup, stopBudget } from '../../libs/runtime/index.js';
-import type { Registry } from 'prom-client';
 import { StartupProgress, startingHandler } from './starting.js';
 import { endpointHealth, PortalSessions, TokenSigner } from '../../libs/portal/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
@@ -60,21 +58,6 @@ export const RECOVER_ROUNDS_PER_DAY = 10;
  */
 export const PORTAL_ADDRESS_LIMIT = { perMinute: 30, burst: 30 };
 
-export interface ApiProgram {
-  server: Server;
-  port: number;
-  /** Where /metrics is served when METRICS_PORT is set. */
-  metricsPort?: number;
-  /** Where /admin is served when ADMIN_PORT is set (then not on `port`). */
-  adminPort?: number;
-  broker: BrokerConnection;
-  /** The failure index in PostgreSQL (what resends claim). */
-  failures: FailedStore;
-  /** Settles when the broker connection hit what reconnecting cannot fix (a topology mismatch). */
-  fatal: Promise<Error>;
-  stop(): Promise<void>;
-}
-
 export interface ApiOptions {
   /** Resends per merchant per minute, and the burst allowed at once; RESEND_RATE_LIMIT by default. */
   rateLimit?: { perMinute: number; burst: number };
@@ -98,14 +81,12 @@ export interface ApiOptions {
   wrapLogQueries?: (db: Queryable) => Queryable;
 }
 
+export type ApiProgram = Awaited<ReturnType<typeof startParts>>;
+
 export async function startApi(config: ApiConfig, logger: Logger, options: ApiOptions = {}): Promise<ApiProgram> {
-  // PORT (and METRICS_PORT) listen from the first moment: /healthz 200 and /readyz 503 saying what
-  // start-up waits for (the schema, PostgreSQL, RabbitMQ), so a liveness probe sees a live process.
-  const registry = createRegistry('api');
+  // PORT listens from the first moment: /healthz 200 and /readyz 503 saying what start-up waits for
+  // (the schema, PostgreSQL, RabbitMQ), so a liveness probe sees a live process.
   const progress = new StartupProgress();
-  /** Ends the schema check that runs beside the API (MERCHANTS_FILE) when it stops or fails to start. */
-  const schemaWatch = new AbortController();
-  let serving: { broker: BrokerConnection } | undefined;
   const server = await listen(startingHandler(progress), config.PORT);
   // What start-up opens, closed if a later step fails (ADMIN_PORT taken, the broker refused...).
   const cleanup = new Cleanup();
@@ -113,36 +94,26 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     server.close();
     server.closeAllConnections();
   });
+  return cleanup.guard(() => startParts(config, logger, options, server, progress, cleanup));
+}
+
+async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions, server: Server, progress: StartupProgress, cleanup: Cleanup) {
+  const registry = createRegistry('api');
+  /** Ends the schema check that runs beside the API (MERCHANTS_FILE). */
+  const schemaWatch = new AbortController();
   cleanup.add(() => schemaWatch.abort());
-  return cleanup.guard(async () => {
-    const metrics =
-      config.METRICS_PORT === undefined
-        ? undefined
-        : await startHealthServer({
-            port: config.METRICS_PORT,
-            registry,
-            ready: () => serving?.broker.isConnected ?? false,
-            waitingFor: () => (serving ? 'RabbitMQ' : progress.what),
-            detail: () => (serving ? undefined : progress.detail),
-          });
-    cleanup.add(() => metrics?.close());
-    const program = await startParts(config, logger, options, { registry, progress, server, metrics, schemaWatch, cleanup });
-    serving = program;
-    return program;
-  });
-}
-
-interface Started {
-  registry: Registry;
-  progress: StartupProgress;
-  /** PORT, answering with startingHandler until the app takes over. */
-  server: Server;
-  metrics?: HealthServer;
-  schemaWatch: AbortController;
-  cleanup: Cleanup;
-}
-
-async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions, { registry, progress, server, metrics, schemaWatch, cleanup }: Started): Promise<ApiProgram> {
+  let serving = false;
+  const metrics =
+    config.METRICS_PORT === undefined
+      ? undefined
+      : await startHealthServer({
+          port: config.METRICS_PORT,
+          registry,
+          ready: () => serving && broker.isConnected,
+          waitingFor: () => (serving ? 'RabbitMQ' : progress.what),
+          detail: () => (serving ? undefined : progress.detail),
+        });
+  cleanup.add(() => metrics?.close());
   // Development mode without DATABASE_URL: an embedded database, which this process then owns (and migrates).
   const ownDatabase = !options.database && !config.DATABASE_URL ? await openDevDatabase(logger) : undefined;
   cleanup.add(() => ownDatabase?.close());
@@ -286,7 +257,7 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
   const app = createApp(deps);
   publicPort = (server.address() as AddressInfo).port;
   const adminPortAsked = config.ADMIN_PORT;
-  const adminServer = adminPortAsked === undefined ? undefined : await listen(createAdminApp({ ...deps, merchants }), adminPortAsked);
+  const adminServer = adminPortAsked === undefined ? undefined : await listen(createAdminApp(deps), adminPortAsked);
   // Start-up is over: the app answers on PORT from now on.
   server.removeAllListeners('request');
   server.on('request', app);
@@ -294,6 +265,7 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
   const adminPort = adminServer && (adminServer.address() as AddressInfo).port;
   logger.info('api listening', { port, metricsPort: metrics?.port, adminPort });
 
+  serving = true;
   let stopping: Promise<void> | undefined;
   return {
     server,
