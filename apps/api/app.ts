@@ -34,7 +34,7 @@ function baseApp(trustProxy: ApiDeps['trustProxy']): express.Express {
   return app;
 }
 
-/** Unknown routes and every error, in the envelope: the last handlers of both apps. */
+/** Unknown routes and every error, in the envelope. */
 function finish(app: express.Express, logger: Logger): express.Express {
   app.use((_req, _res, next) => {
     next(notFound('route_not_found', 'No such endpoint'));
@@ -63,8 +63,7 @@ export function createApp(deps: ApiDeps): express.Express {
   });
 
   app.get('/readyz', (_req, res) => {
-    // Ready when the broker and the database are reachable (DESIGN.md): resends, the log and the
-    // portal need PostgreSQL, and a replica without it would only answer them 503.
+    // Resends, the log and the portal need PostgreSQL: a replica without it would only answer them 503.
     const broker = deps.brokerConnected();
     const database = deps.databaseReachable();
     const schema = deps.schemaWaiting();

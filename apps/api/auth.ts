@@ -3,24 +3,19 @@ import { createRemoteJWKSet, errors as joseErrors, type JWTPayload, type JWTVeri
 import type { Merchant, MerchantDirectory } from '../../libs/merchants/index.js';
 import { ApiError, retryAfter, unauthorized } from './errors.js';
 
-/** The scope a token needs for the admin API (the dashboard's backend). */
 export const ADMIN_SCOPE = 'webhooks:admin';
 
-/** The auth service's keys (AUTH_JWKS_URL): a fetch's deadline, and the least time between two fetches. */
+/** Fetching the auth service's keys (AUTH_JWKS_URL): a deadline, and the least time between two fetches. */
 export const JWKS_FETCH = { timeoutMs: 5_000, cooldownMs: 30_000 };
 
 export type JwtKeySource = { secret: string } | { jwksUrl: string };
 
-/** Claims checked when configured (AUTH_JWT_ISSUER, AUTH_JWT_AUDIENCE). */
 export interface JwtClaimChecks {
   issuer?: string;
   audience?: string;
 }
 
-/**
- * Both credentials of spec section 5: the merchant public key in `x-auth-token` and a Bearer JWT
- * from the platform's auth service whose `sub` is that merchant.
- */
+/** The merchant public key in `x-auth-token`, and a Bearer JWT whose `sub` is that merchant (spec section 5). */
 export class Authenticator {
   private readonly verifyKey: JWTVerifyGetKey;
   private readonly algorithms: string[];
@@ -37,8 +32,7 @@ export class Authenticator {
       this.algorithms = ['HS256'];
     } else {
       const remote = createRemoteJWKSet(new URL(keys.jwksUrl), { cooldownDuration: JWKS_FETCH.cooldownMs, timeoutDuration: JWKS_FETCH.timeoutMs });
-      // Any failure to get the auth service's keys (unreachable, timeout, not JSON, not a key
-      // set) is ours; a token whose key is not in the set is the client's.
+      // Failing to get the keys is ours (503); a token whose key is not in the set is the client's.
       this.verifyKey = (header, token) =>
         remote(header, token).catch((err: unknown) => {
           if (err instanceof joseErrors.JWKSNoMatchingKey || err instanceof joseErrors.JWKSMultipleMatchingKeys) throw err;
@@ -60,10 +54,7 @@ export class Authenticator {
     return merchant;
   }
 
-  /**
-   * The admin API's check: a valid token from the same auth service whose `scope` (space-separated,
-   * or a list) includes webhooks:admin. A merchant's token is valid but lacks it: 403.
-   */
+  /** The admin API's check: a valid token whose `scope` (space-separated, or a list) includes webhooks:admin. */
   async authorizeAdmin(authorization: string | undefined): Promise<JWTPayload> {
     if (!authorization) throw unauthorized('missing_credentials', 'Authorization: Bearer <token> is required');
     const token = bearerToken(authorization);
@@ -104,7 +95,6 @@ export class Authenticator {
   }
 }
 
-/** The auth service's key set could not be had: a 503, never a 401 blaming the merchant. */
 class AuthServiceUnavailableError extends Error {
   constructor(cause: unknown) {
     super('the auth service key set could not be fetched', { cause });

@@ -13,10 +13,8 @@ interface Waiter {
 
 /**
  * At most `perKey` operations in flight per key (a merchant); the next `queue` wait their turn in
- * arrival order, each at most `waitMs`, and any more are refused at once. In memory and per
- * instance, like the rate limiter: what it bounds is this instance's connection pool, which one
- * merchant's heavy reads would otherwise fill, making every other merchant's reads wait for a
- * connection until they fail.
+ * arrival order, each at most `waitMs`, and any more are refused at once. Per instance: it keeps
+ * one merchant's heavy reads from filling this instance's pool.
  */
 export class KeyedConcurrency {
   private readonly keys = new Map<string, { running: number; waiting: Waiter[] }>();

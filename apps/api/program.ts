@@ -24,68 +24,39 @@ import { EventPublisher } from '../../libs/publisher/index.js';
 import type { PortalDeps } from './portal/deps.js';
 import { type OpenedLog, openDeliveryLog, openDevDatabase } from '../recorder/open-log.js';
 
-/**
- * The log's reads on this instance's pool. A statement is cancelled after 2 s (a read that takes
- * longer is too heavy for a request: 503 log_unavailable, narrow it), well under the 5 s a read may
- * wait for a connection, so a connection is always handed on before waiters give up. The recorder
- * opens its own connection with its own, longer, timeout.
- */
+/** A read's statement is cancelled after 2 s, well under the 5 s a read may wait for a connection. */
 export const LOG_READS_POOL: PostgresOptions = { maxConnections: 10, connectTimeoutMs: 5_000, statementTimeoutMs: 2_000, applicationName: 'webhooks-api log reads' };
-/** Resends' claims when merchants are in a file: a pool of their own. */
 const FAILURES_POOL: PostgresOptions = { maxConnections: 5, connectTimeoutMs: 2_000, statementTimeoutMs: 5_000, applicationName: 'webhooks-api resends' };
-/** /readyz's check of the log, on one connection of its own. */
 const LOG_HEALTH_POOL: PostgresOptions = { maxConnections: 1, connectTimeoutMs: 2_000, statementTimeoutMs: 2_000, applicationName: 'webhooks-api log health' };
-/**
- * Each merchant's reads in flight at once: 2 of the pool's 10, so that one merchant's heavy reads
- * leave room for everyone else's. The next 8 wait their turn up to 2 s (a dashboard opening a list
- * and a few webhooks at once is served without retrying), and any more answer 429 at once.
- */
+/** Each merchant's log reads in flight (2 of the pool's 10), waiting, and how long they wait. */
 export const LOG_READS_PER_MERCHANT = 2;
 export const LOG_READS_QUEUED_PER_MERCHANT = 8;
 export const LOG_READ_QUEUE_WAIT_MS = 2_000;
-
-/** Node's server timeouts on every port of the API: the whole headers, and the whole request. */
 export const SERVER_TIMEOUTS = { headersMs: 10_000, requestMs: 30_000 };
-
-/** Per merchant, shared by the replicas: the portal's endpoint changes and rotations, and its test events. */
+/** Shared by the replicas: the portal's writes per merchant, Recover rounds a day, link exchanges per address. */
 export const PORTAL_SETTINGS_LIMIT = { perMinute: 10, burst: 10 };
 export const PORTAL_TEST_LIMIT = { perMinute: 10, burst: 10 };
-/** Recover rounds a merchant may start per day (each resends up to 1,000 webhooks). */
 export const RECOVER_ROUNDS_PER_DAY = 10;
-/**
- * Per client address, shared by the replicas: link exchanges of tokens that pass the HMAC check
- * (each costs a query; a forged one costs none, nor one this replica already refused).
- */
 export const PORTAL_ADDRESS_LIMIT = { perMinute: 30, burst: 30 };
 
 export interface ApiOptions {
-  /** Resends per merchant per minute, and the burst allowed at once; RESEND_RATE_LIMIT by default. */
+  /** Instead of RESEND_RATE_LIMIT, LOG_RATE_LIMIT and PORTAL_ADDRESS_LIMIT. */
   rateLimit?: { perMinute: number; burst: number };
-  /** Log reads per merchant per minute, and the burst allowed at once; LOG_RATE_LIMIT by default. */
   logRateLimit?: { perMinute: number; burst: number };
+  portalAddressLimit?: { perMinute: number; burst: number };
   /** Ends the start-up at once (Ctrl-C while the broker cannot be reached). */
   signal?: AbortSignal;
-  /**
-   * The database when the caller opened it (npm start shares one PGlite between the API, the
-   * dispatcher and the recorder); else DATABASE_URL, or in development mode an embedded one.
-   */
+  /** The database when the caller opened it (npm start shares one PGlite between the programs). */
   database?: Database;
-  /** How often the merchant directory polls for changes a lost notification did not announce. */
   merchantsPollMs?: number;
-  /** Link exchanges per client address; PORTAL_ADDRESS_LIMIT by default. */
-  portalAddressLimit?: { perMinute: number; burst: number };
-  /**
-   * Wraps what the log's reads run on (not the health check's). Tests make one merchant's
-   * queries slow with it, so that fairness is checked against real connections and timeouts.
-   */
+  /** Wraps what the log's reads run on: tests make one merchant's queries slow with it. */
   wrapLogQueries?: (db: Queryable) => Queryable;
 }
 
 export type ApiProgram = Awaited<ReturnType<typeof startParts>>;
 
 export async function startApi(config: ApiConfig, logger: Logger, options: ApiOptions = {}): Promise<ApiProgram> {
-  // PORT listens from the first moment: /healthz 200 and /readyz 503 saying what start-up waits for
-  // (the schema, PostgreSQL, RabbitMQ), so a liveness probe sees a live process.
+  // PORT listens from the first moment (startingHandler), so a liveness probe sees a live process.
   const progress = new StartupProgress();
   const server = await listen(startingHandler(progress), config.PORT);
   // What start-up opens, closed if a later step fails (ADMIN_PORT taken, the broker refused...).
@@ -99,7 +70,6 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
 
 async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions, server: Server, progress: StartupProgress, cleanup: Cleanup) {
   const registry = createRegistry('api');
-  /** Ends the schema check that runs beside the API (MERCHANTS_FILE). */
   const schemaWatch = new AbortController();
   cleanup.add(() => schemaWatch.abort());
   let serving = false;
@@ -118,10 +88,8 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
   const ownDatabase = !options.database && !config.DATABASE_URL ? await openDevDatabase(logger) : undefined;
   cleanup.add(() => ownDatabase?.close());
   const given = options.database ?? ownDatabase;
-  // The schema this release needs: waited for, never made here (`webhooks migrate`). With merchants
-  // in MERCHANTS_FILE the API serves without PostgreSQL (resends answer 503), so the schema is
-  // looked at beside it: /readyz is 503 until it is the version needed, and one newer (or still
-  // behind after the wait) stops the API.
+  // With MERCHANTS_FILE the API serves without PostgreSQL, so the schema is checked beside it:
+  // /readyz is 503 until it is the version needed, and one newer (or still behind) stops the API.
   let schema: SchemaWaitState = {};
   let schemaFatal = new Promise<Error>(() => {});
   const onState = (state: SchemaWaitState) => progress.schema(state);
@@ -136,17 +104,10 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
   progress.waitFor(config.MERCHANTS_FILE ? 'RabbitMQ' : 'the merchant database');
   const opened = await openMerchants(config, logger, { database: given, applicationName: 'webhooks-api merchants', signal: options.signal, pollIntervalMs: options.merchantsPollMs, seedFile: config.WEBHOOKS_DEV ? DEV_MERCHANTS_FILE : undefined, openSecrets: false });
   cleanup.add(() => opened.close());
-  const merchants = opened.merchants;
   const directory = opened.writable;
   progress.waitFor('RabbitMQ');
   progress.database = true;
-  const broker = await openTopologyBroker({
-    url: config.RABBITMQ_URL,
-    name: 'webhooks-api',
-    logger,
-    topology: topologyOf(config),
-    signal: options.signal,
-  });
+  const broker = await openTopologyBroker({ url: config.RABBITMQ_URL, name: 'webhooks-api', logger, topology: topologyOf(config), signal: options.signal });
   cleanup.add(() => broker.close());
   progress.broker = true;
   if (config.DELIVERY_LOG === 'on') progress.waitFor('the delivery log');
@@ -172,17 +133,11 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
     health = new LogHealth(healthDatabase ?? log.database, topologyNames(config.TOPOLOGY_PREFIX).deliveries);
     await health.start();
   }
-  // /readyz: PostgreSQL holds the failure index and the claims of resends. The log's check when
-  // there is a log, else one of its own on the failures' database.
+  // /readyz's check of PostgreSQL: the log's when there is a log, else one on the failures' database.
   const databaseHealth = health ?? new LogHealth(failuresDatabase, topologyNames(config.TOPOLOGY_PREFIX).deliveries);
   if (!health) await databaseHealth.start();
   cleanup.add(() => databaseHealth.stop());
 
-  const auth = new Authenticator(
-    merchants,
-    config.AUTH_JWT_SECRET ? { secret: config.AUTH_JWT_SECRET } : { jwksUrl: config.AUTH_JWKS_URL! },
-    { issuer: config.AUTH_JWT_ISSUER, audience: config.AUTH_JWT_AUDIENCE },
-  );
   const rate = options.rateLimit ?? config.RESEND_RATE_LIMIT;
   const logRate = options.logRateLimit ?? config.LOG_RATE_LIMIT;
   const addressRate = options.portalAddressLimit ?? PORTAL_ADDRESS_LIMIT;
@@ -191,12 +146,9 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
   if (health) {
     gaugeFrom(registry, METRIC_NAMES.deliveryLogBehind, 'Seconds since the delivery log last held every record read', () => health.state.behindSeconds ?? 0);
   }
-  // A webhook turned off or on through the admin API: endpoint.disabled (manual) or endpoint.enabled.
   const operationalCounts = operationalMetrics(registry, OPERATIONAL_EVENT_TYPES, DISABLED_REASONS);
   const operational = new OperationalPublisher(broker, topologyNames(config.TOPOLOGY_PREFIX).operational, logger, { onPublished: (type) => operationalCounts.published(type) });
   const logDatabase = log && (options.wrapLogQueries?.(log.database) ?? log.database);
-  /** Set once the public port listens: the default base of portal links (never ADMIN_PORT). */
-  let publicPort: number | undefined;
   const publisher = new EventPublisher(broker, config.TOPOLOGY_PREFIX);
   const portal: PortalDeps = {
     sessions: logDatabase && new PortalSessions(logDatabase, new TokenSigner(config.SECRETS_KEY, config.SECRETS_KEY_PREVIOUS)),
@@ -204,13 +156,11 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
     publish: (message, options) => publisher.publish(message, options),
     baseUrl: () => {
       if (config.PORTAL_PUBLIC_URL) return config.PORTAL_PUBLIC_URL;
-      // Development mode only (the configuration requires PORTAL_PUBLIC_URL outside it): this API's
-      // own port on loopback; never the request's Host, which whoever calls may set.
+      // Development mode only: this API's own port, never the request's Host, which whoever calls may set.
       if (!config.WEBHOOKS_DEV) throw new Error('PORTAL_PUBLIC_URL is required outside development mode');
-      return `http://127.0.0.1:${publicPort}`;
+      return `http://127.0.0.1:${port}`;
     },
-    // Secure outside development mode, whatever the request says: also on http://localhost, which
-    // browsers treat as a secure context. `__Host-` needs https.
+    // Secure outside development mode, also on http://localhost (a secure context); `__Host-` needs https.
     secureCookies: !config.WEBHOOKS_DEV || (config.PORTAL_PUBLIC_URL?.startsWith('https:') ?? false),
     hostPrefixCookie: config.PORTAL_PUBLIC_URL?.startsWith('https:') ?? false,
     frameAncestors: config.PORTAL_FRAME_ANCESTORS,
@@ -220,10 +170,13 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
   const shared = (name: string, perMinute: number, burst: number) =>
     opened.database ? new SharedRateLimiter(opened.database, name, perMinute, burst) : new MemoryRateLimiter(perMinute, burst);
   const deps = {
-    auth,
+    auth: new Authenticator(
+      opened.merchants,
+      config.AUTH_JWT_SECRET ? { secret: config.AUTH_JWT_SECRET } : { jwksUrl: config.AUTH_JWKS_URL! },
+      { issuer: config.AUTH_JWT_ISSUER, audience: config.AUTH_JWT_AUDIENCE },
+    ),
     resend: new ResendService(broker, failures, config.TOPOLOGY_PREFIX, logger),
-    // A refused resend is answered from this replica's memory until its Retry-After: a flood of
-    // them costs the pool (shared with claims, admin writes, the audit trail) no query.
+    // A flood of refused resends is answered from memory: it costs the shared pool no query.
     limiter: new RememberedRefusals(shared('resend', rate.perMinute, rate.burst)),
     // Log reads bound this replica's own pool, so they count here.
     logLimiter: new MemoryRateLimiter(logRate.perMinute, logRate.burst),
@@ -238,14 +191,12 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
     logger,
     brokerConnected: () => broker.isConnected,
     registry,
-    merchants,
+    merchants: opened.merchants,
     audit: opened.database,
     settings:
       directory &&
       new MerchantSettings(directory, { allowHttp: config.WEBHOOKS_DEV, allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS }, undefined, announcer(operational, logger, (reason) => operationalCounts.disabled(reason)), config.MAX_ENDPOINTS_PER_MERCHANT),
-    // With METRICS_PORT set, the public port serves only the resend API and health.
     serveMetrics: config.METRICS_PORT === undefined,
-    // With ADMIN_PORT set, the admin API is not on the public port at all.
     serveAdmin: config.ADMIN_PORT === undefined,
     log: logDatabase && deliveryLogQueries(logDatabase),
     logHealth: health && (() => health.state),
@@ -254,14 +205,11 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
     merchantsUnreadable: () => directory?.unreadable.length ?? 0,
     portal,
   };
-  const app = createApp(deps);
-  publicPort = (server.address() as AddressInfo).port;
-  const adminPortAsked = config.ADMIN_PORT;
-  const adminServer = adminPortAsked === undefined ? undefined : await listen(createAdminApp(deps), adminPortAsked);
+  const port = (server.address() as AddressInfo).port;
+  const adminServer = config.ADMIN_PORT === undefined ? undefined : await listen(createAdminApp(deps), config.ADMIN_PORT);
   // Start-up is over: the app answers on PORT from now on.
   server.removeAllListeners('request');
-  server.on('request', app);
-  const { port } = server.address() as AddressInfo;
+  server.on('request', createApp(deps));
   const adminPort = adminServer && (adminServer.address() as AddressInfo).port;
   logger.info('api listening', { port, metricsPort: metrics?.port, adminPort });
 
@@ -276,8 +224,7 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
     failures,
     fatal: Promise.race([new Promise<Error>((resolve) => broker.once('fatal', resolve)), schemaFatal]),
     stop() {
-      // Bounded by SHUTDOWN_TIMEOUT whatever the broker does: requests in flight get what the
-      // close steps leave, each close step gets what is left, and the connection is cut at the end.
+      // Bounded by SHUTDOWN_TIMEOUT whatever the broker does: requests in flight get what the close steps leave.
       stopping ??= (async () => {
         const budget = stopBudget(config.SHUTDOWN_TIMEOUT, logger);
         schemaWatch.abort();
@@ -298,7 +245,6 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
   };
 }
 
-/** Listens with the timeouts every port of the API uses; malformed requests get the envelope too. */
 async function listen(handler: RequestListener, port: number | undefined): Promise<Server> {
   const server = createServer(handler);
   server.listen(port);
