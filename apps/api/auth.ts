@@ -8,13 +8,6 @@ export const ADMIN_SCOPE = 'webhooks:admin';
 /** Fetching the auth service's keys (AUTH_JWKS_URL): a deadline, and the least time between two fetches. */
 export const JWKS_FETCH = { timeoutMs: 5_000, cooldownMs: 30_000 };
 
-export type JwtKeySource = { secret: string } | { jwksUrl: string };
-
-export interface JwtClaimChecks {
-  issuer?: string;
-  audience?: string;
-}
-
 /** The merchant public key in `x-auth-token`, and a Bearer JWT whose `sub` is that merchant (spec section 5). */
 export class Authenticator {
   private readonly verifyKey: JWTVerifyGetKey;
@@ -22,8 +15,9 @@ export class Authenticator {
 
   constructor(
     private readonly merchants: MerchantDirectory,
-    keys: JwtKeySource,
-    private readonly checks: JwtClaimChecks = {},
+    keys: { secret: string } | { jwksUrl: string },
+    /** AUTH_JWT_ISSUER, AUTH_JWT_AUDIENCE: checked when set. */
+    private readonly checks: { issuer?: string; audience?: string } = {},
   ) {
     if ('secret' in keys) {
       // Imported once: jose would import a raw secret again for every token (0.1 ms a request).

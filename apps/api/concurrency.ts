@@ -35,11 +35,8 @@ export class KeyedConcurrency {
   }
 
   private acquire(key: string): Promise<void> {
-    let entry = this.keys.get(key);
-    if (!entry) {
-      entry = { running: 0, waiting: [] };
-      this.keys.set(key, entry);
-    }
+    const entry = this.keys.get(key) ?? { running: 0, waiting: [] };
+    this.keys.set(key, entry);
     if (entry.running < this.perKey) {
       entry.running += 1;
       return Promise.resolve();

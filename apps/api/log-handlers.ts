@@ -23,11 +23,7 @@ export function mountLogRoutes(router: Router, deps: ApiDeps, isAdmin: boolean):
     ? ({ list: 'adminListWebhooks', get: 'adminGetWebhook', feed: 'adminListEvents' } as const)
     : ({ list: 'listWebhooks', get: 'getWebhook', feed: 'listEvents' } as const);
 
-  /**
-   * Runs one read of `merchantId`'s log within its limits. An operator's reads (/admin) count
-   * apart from the merchant's own, so that support looking into a merchant does not use up that
-   * merchant's reads, and are bounded per merchant read all the same.
-   */
+  // An operator's reads count apart from the merchant's own, so that support does not use them up.
   const read = async <T>(merchantId: string, work: (log: DeliveryLogQueries) => Promise<T>): Promise<T> => {
     const log = deps.log;
     if (!log) throw new ApiError(503, 'log_disabled', 'The delivery log is switched off on this service (DELIVERY_LOG=off)');
