@@ -23,12 +23,7 @@ import { methodsNotAllowed, mount } from './mount.js';
 import { mountPortalAdmin } from './portal/handlers.js';
 import { AUDIT_PAGE_LIMIT } from './routes.js';
 
-/**
- * The admin API for the dashboard's backend: merchants, their endpoints one at a time, any
- * merchant's delivery log and portal links. Bearer JWT with the webhooks:admin scope. Writes accept
- * an Idempotency-Key (kept in PostgreSQL, so any replica answers it) and If-Match with the ETag of a
- * GET (the merchant's version: 412 when someone changed it since).
- */
+/** The admin API for the dashboard's backend and operators: a Bearer JWT with the webhooks:admin scope. */
 export function adminRouter(deps: ApiDeps): express.Router {
   const router = express.Router();
   const base = '/admin';

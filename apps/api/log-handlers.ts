@@ -11,10 +11,7 @@ export function listFilters(query: Record<string, unknown>): WebhookFilters {
   return query as z.output<typeof listQuery>;
 }
 
-/**
- * The delivery log's three reads, once for the merchant's own (/nucleus, merchant auth) and once
- * for any merchant (/admin, under the admin router's auth, the merchant named in the path).
- */
+/** The delivery log's reads: the merchant's own (/nucleus), or any merchant's (/admin, behind the admin router's auth). */
 export function mountLogRoutes(router: Router, deps: ApiDeps, isAdmin: boolean): void {
   const base = isAdmin ? '/admin' : '';
   const merchantOf = async (req: Request, params: Record<string, unknown>) =>

@@ -6,7 +6,6 @@ import { ATTEMPT_ERROR_CLASSES } from '../../libs/http/index.js';
 import { ADMIN_AUTH, MERCHANT_AUTH, merchantIdParams, type RouteDeclaration } from './route-declaration.js';
 import { envelope } from './schemas.js';
 
-/** The delivery log's routes: the merchant's own under /nucleus, any merchant's under /admin. */
 /** Webhooks per page of the log's list, and events per page of the feed: by default, and at most. */
 export const LOG_PAGE_LIMIT = { default: 50, max: 100 };
 export const FEED_PAGE_LIMIT = { default: 100, max: 500 };

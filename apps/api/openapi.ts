@@ -126,11 +126,7 @@ function webhook(operationId: string, summary: string, description: string, tag:
   return { post: { operationId, summary, description, tags: [tag], parameters: SIGNATURE_HEADERS, requestBody: { required: true, content }, responses } };
 }
 
-/**
- * What the service POSTs to a merchant's server for each event: the event catalog, from the same
- * schemas. Then the operational events as the platform's OPERATIONAL_WEBHOOK_URL receives them (the
- * same bodies as on the `<prefix>.operational` exchange, routing key = type).
- */
+/** What the service POSTs to a merchant for each event (the event catalog), and to the platform's OPERATIONAL_WEBHOOK_URL. */
 function webhooks(): Json {
   const toMerchants = EVENT_NAMES.map((event): [string, Json] => {
     const description =

@@ -138,9 +138,6 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
   if (!health) await databaseHealth.start();
   cleanup.add(() => databaseHealth.stop());
 
-  const rate = options.rateLimit ?? config.RESEND_RATE_LIMIT;
-  const logRate = options.logRateLimit ?? config.LOG_RATE_LIMIT;
-  const addressRate = options.portalAddressLimit ?? PORTAL_ADDRESS_LIMIT;
   gaugeFrom(registry, METRIC_NAMES.brokerConnected, '1 while connected to RabbitMQ', () => (broker.isConnected ? 1 : 0));
   gaugeFrom(registry, METRIC_NAMES.merchantsUnreadable, 'Merchants whose newest row this program cannot open (a key it lacks): served at their last readable version', () => directory?.unreadable.length ?? 0);
   if (health) {
@@ -167,7 +164,8 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
   };
   // Resends and the portal's writes count in PostgreSQL, so that replicas together allow what one
   // allows; without a database (MERCHANTS_FILE) there is one API, and each counts in memory.
-  const shared = (name: string, perMinute: number, burst: number) =>
+  const logRate = options.logRateLimit ?? config.LOG_RATE_LIMIT;
+  const shared = (name: string, { perMinute, burst }: { perMinute: number; burst: number }) =>
     opened.database ? new SharedRateLimiter(opened.database, name, perMinute, burst) : new MemoryRateLimiter(perMinute, burst);
   const deps = {
     auth: new Authenticator(
@@ -177,14 +175,14 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
     ),
     resend: new ResendService(broker, failures, config.TOPOLOGY_PREFIX, logger),
     // A flood of refused resends is answered from memory: it costs the shared pool no query.
-    limiter: new RememberedRefusals(shared('resend', rate.perMinute, rate.burst)),
+    limiter: new RememberedRefusals(shared('resend', options.rateLimit ?? config.RESEND_RATE_LIMIT)),
     // Log reads bound this replica's own pool, so they count here.
     logLimiter: new MemoryRateLimiter(logRate.perMinute, logRate.burst),
     portalLimits: {
-      settings: shared('portal-settings', PORTAL_SETTINGS_LIMIT.perMinute, PORTAL_SETTINGS_LIMIT.burst),
-      tests: shared('portal-tests', PORTAL_TEST_LIMIT.perMinute, PORTAL_TEST_LIMIT.burst),
-      recover: shared('portal-recover', RECOVER_ROUNDS_PER_DAY / 1440, RECOVER_ROUNDS_PER_DAY),
-      address: new RememberedRefusals(shared('portal-address', addressRate.perMinute, addressRate.burst)),
+      settings: shared('portal-settings', PORTAL_SETTINGS_LIMIT),
+      tests: shared('portal-tests', PORTAL_TEST_LIMIT),
+      recover: shared('portal-recover', { perMinute: RECOVER_ROUNDS_PER_DAY / 1440, burst: RECOVER_ROUNDS_PER_DAY }),
+      address: new RememberedRefusals(shared('portal-address', options.portalAddressLimit ?? PORTAL_ADDRESS_LIMIT)),
     },
     trustProxy: config.TRUST_PROXY,
     logConcurrency: new KeyedConcurrency(LOG_READS_PER_MERCHANT, LOG_READS_QUEUED_PER_MERCHANT, LOG_READ_QUEUE_WAIT_MS),
