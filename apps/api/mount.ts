@@ -4,12 +4,7 @@ import { ApiError, badRequest } from './errors.js';
 import type { RouteDeclaration } from './route-declaration.js';
 import { type OperationId, ROUTES, route as routeOf } from './routes.js';
 
-export interface Parsed {
-  params: Record<string, unknown>;
-  query: Record<string, unknown>;
-}
-
-type Handler = (req: Request, res: Response, input: Parsed) => Promise<void> | void;
+type Handler = (req: Request, res: Response, input: { params: Record<string, unknown>; query: Record<string, unknown> }) => Promise<void> | void;
 
 /** The media types express.json reads (app.ts): any other body is never parsed. */
 export const JSON_BODY_TYPES = ['application/json', 'application/*+json'];

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { SchemaWaitState } from '../../libs/migrations/index.js';
 import { errorBody, unavailable } from './errors.js';
 
-/** What the API's start-up waits for now, for /readyz; `what` undefined once it serves. */
+/** What the API's start-up waits for now, for /readyz. */
 export class StartupProgress {
   what = 'PostgreSQL';
   detail?: string;
