@@ -1,8 +1,7 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
+import type { z } from 'zod';
 import {
-  type MerchantDirectory,
   type MerchantSettings,
-  type SettingsResult,
   type WriteGuards,
   type Actor,
   EndpointSettings,
@@ -17,34 +16,15 @@ import {
   withCurrentRate,
   withEndpointRate,
 } from '../../libs/merchants/index.js';
-import type { Logger } from '../../libs/logger/index.js';
-import type { Queryable } from '../../libs/delivery-store/index.js';
-import type { Authenticator } from './auth.js';
+import type { ApiDeps } from './deps.js';
 import { ApiError, badRequest, notFound } from './errors.js';
+import { mountLogRoutes } from './log-handlers.js';
 import { methodsNotAllowed, mount } from './mount.js';
+import { mountPortalAdmin } from './portal/handlers.js';
 import { AUDIT_PAGE_LIMIT } from './routes.js';
 
-export interface AdminDeps {
-  auth: Authenticator;
-  /** Every directory can be read. */
-  merchants: MerchantDirectory;
-  /** Only the database directory can be written (not MERCHANTS_FILE). */
-  settings?: MerchantSettings;
-  logger: Logger;
-  /** The merchants' database, where the audit trail is; absent with MERCHANTS_FILE. */
-  audit?: Queryable;
-  /** More admin routes on the same authenticated router (the delivery log's). */
-  extend?: (router: express.Router) => void;
-}
-
-/**
- * The admin API for the dashboard's backend: a merchant created, read and changed, and its
- * endpoints one at a time (each with its own secret, rotated alone). Bearer JWT with the
- * webhooks:admin scope; the spec's envelope for every answer. Writes accept an Idempotency-Key (kept in PostgreSQL, so any replica answers it) and
- * If-Match with the ETag of a GET (the merchant's version: 412 when someone changed it since).
- * Paths and inputs are declared in routes.ts; domain errors become answers in translate.ts.
- */
-export function adminRouter(deps: AdminDeps): express.Router {
+/** The admin API for the dashboard's backend and operators: a Bearer JWT with the webhooks:admin scope. */
+export function adminRouter(deps: ApiDeps): express.Router {
   const router = express.Router();
   const base = '/admin';
 
@@ -63,29 +43,24 @@ export function adminRouter(deps: AdminDeps): express.Router {
     const merchantId = params.merchantId as string;
     const merchant = deps.merchants.byId(merchantId);
     if (!merchant) throw notFound('merchant_not_found', `No merchant ${merchantId}`);
-    const version = deps.settings?.versionOf(merchantId);
-    if (version !== undefined) res.set('etag', `"${version}"`);
-    res.json({ message: `merchant ${merchantId}`, error: null, data: await withCurrentRate(deps.audit, viewOf(merchant, new Date())) });
+    send(res, 200, `merchant ${merchantId}`, await withCurrentRate(deps.audit, viewOf(merchant, new Date())), deps.settings?.versionOf(merchantId));
   }, base);
 
   mount(router, 'putMerchant', async (req, res, { params }) => {
     const merchantId = params.merchantId as string;
     const settings = writable(deps);
-    const input = merchantInputSchema.safeParse(req.body ?? {});
-    if (!input.success) throw firstIssue(input.error);
-    const written = await settings.put(merchantId, input.data, guardsOf(req, res));
+    const written = await settings.put(merchantId, bodyOf(merchantInputSchema, req), guardsOf(req, res));
     deps.logger.info('merchant settings saved through the admin API', { merchantId, created: written.created, replayed: written.replayed });
-    sendSettings(res, merchantId, { ...written, view: await withCurrentRate(deps.audit, written.view) });
+    const message = `merchant ${merchantId} ${written.created ? 'created' : 'updated'}`;
+    send(res, written.created ? 201 : 200, message, await withCurrentRate(deps.audit, written.view), written.version, written.replayed);
   }, base);
 
   mount(router, 'patchMerchant', async (req, res, { params }) => {
     const merchantId = params.merchantId as string;
     const settings = writable(deps);
-    const patch = merchantPatchSchema.safeParse(req.body ?? {});
-    if (!patch.success) throw firstIssue(patch.error);
-    const written = await settings.patch(merchantId, patch.data, guardsOf(req, res));
+    const written = await settings.patch(merchantId, bodyOf(merchantPatchSchema, req), guardsOf(req, res));
     deps.logger.info('merchant settings changed through the admin API', { merchantId, replayed: written.replayed });
-    sendSettings(res, merchantId, { ...written, view: await withCurrentRate(deps.audit, written.view) });
+    send(res, 200, `merchant ${merchantId} updated`, await withCurrentRate(deps.audit, written.view), written.version, written.replayed);
   }, base);
 
   mount(router, 'getMerchantAudit', async (_req, res, { params, query }) => {
@@ -96,81 +71,75 @@ export function adminRouter(deps: AdminDeps): express.Router {
   }, base);
 
   mountEndpoints(router, deps, base);
-  deps.extend?.(router);
+  mountLogRoutes(router, deps, true);
+  mountPortalAdmin(router, deps);
   methodsNotAllowed(router, base);
   return router;
 }
 
 /** A merchant's endpoints, one at a time (endpoint-routes.ts): each write is a write of the merchant. */
-function mountEndpoints(router: express.Router, deps: AdminDeps, base: string): void {
+function mountEndpoints(router: express.Router, deps: ApiDeps, base: string): void {
   const endpoints = () => new EndpointSettings(writable(deps));
   const ids = (params: Record<string, unknown>) => ({ merchantId: params.merchantId as string, endpointId: params.endpointId as string });
-  const answer = (res: Response, status: number, message: string, data: unknown, written?: { version: number; replayed: boolean }) => {
-    const version = written?.version;
-    if (version !== undefined) res.set('etag', `"${version}"`);
-    if (written?.replayed) res.set('idempotent-replayed', 'true');
-    res.status(status).json({ message, error: null, data });
-  };
-  const etag = (res: Response, merchantId: string) => {
-    const version = deps.settings?.versionOf(merchantId);
-    if (version !== undefined) res.set('etag', `"${version}"`);
-  };
+  const versionOf = (merchantId: string) => deps.settings?.versionOf(merchantId);
 
   mount(router, 'listEndpoints', async (_req, res, { params }) => {
     const merchantId = params.merchantId as string;
     const views = endpoints().list(merchantId);
-    etag(res, merchantId);
-    answer(res, 200, `${views.length} endpoint${views.length === 1 ? '' : 's'} of merchant ${merchantId}`, { endpoints: await Promise.all(views.map((view) => withEndpointRate(deps.audit, merchantId, view))) });
+    const data = { endpoints: await Promise.all(views.map((view) => withEndpointRate(deps.audit, merchantId, view))) };
+    send(res, 200, `${views.length} endpoint${views.length === 1 ? '' : 's'} of merchant ${merchantId}`, data, versionOf(merchantId));
   }, base);
 
   mount(router, 'getEndpoint', async (_req, res, { params }) => {
     const { merchantId, endpointId } = ids(params);
     const view = endpoints().get(merchantId, endpointId);
-    etag(res, merchantId);
-    answer(res, 200, `endpoint ${endpointId} of merchant ${merchantId}`, await withEndpointRate(deps.audit, merchantId, view));
+    send(res, 200, `endpoint ${endpointId} of merchant ${merchantId}`, await withEndpointRate(deps.audit, merchantId, view), versionOf(merchantId));
   }, base);
 
   mount(router, 'createEndpoint', async (req, res, { params }) => {
     const merchantId = params.merchantId as string;
-    const input = endpointInputSchema.safeParse(req.body ?? {});
-    if (!input.success) throw firstIssue(input.error);
-    const written = await endpoints().create(merchantId, input.data, guardsOf(req, res));
+    const input = bodyOf(endpointInputSchema, req);
+    const written = await endpoints().create(merchantId, input, guardsOf(req, res));
     deps.logger.info('endpoint created through the admin API', { merchantId, endpointId: written.view.id, replayed: written.replayed });
-    answer(res, 201, `endpoint ${written.view.id} of merchant ${merchantId} created`, { ...written.view, secret: written.secret }, written);
+    send(res, 201, `endpoint ${written.view.id} of merchant ${merchantId} created`, { ...written.view, secret: written.secret }, written.version, written.replayed);
   }, base);
 
   mount(router, 'patchEndpoint', async (req, res, { params }) => {
     const { merchantId, endpointId } = ids(params);
-    const patch = endpointPatchSchema.safeParse(req.body ?? {});
-    if (!patch.success) throw firstIssue(patch.error);
-    const written = await endpoints().patch(merchantId, endpointId, patch.data, guardsOf(req, res));
+    const patch = bodyOf(endpointPatchSchema, req);
+    const written = await endpoints().patch(merchantId, endpointId, patch, guardsOf(req, res));
     deps.logger.info('endpoint changed through the admin API', { merchantId, endpointId, replayed: written.replayed });
-    answer(res, 200, `endpoint ${endpointId} of merchant ${merchantId} updated`, await withEndpointRate(deps.audit, merchantId, written.view), written);
+    const view = await withEndpointRate(deps.audit, merchantId, written.view);
+    send(res, 200, `endpoint ${endpointId} of merchant ${merchantId} updated`, view, written.version, written.replayed);
   }, base);
 
   mount(router, 'deleteEndpoint', async (req, res, { params }) => {
     const { merchantId, endpointId } = ids(params);
     const written = await endpoints().delete(merchantId, endpointId, guardsOf(req, res));
     deps.logger.info('endpoint deleted through the admin API', { merchantId, endpointId, replayed: written.replayed });
-    answer(res, 200, `endpoint ${endpointId} of merchant ${merchantId} deleted`, { deleted: written.deleted }, written);
+    send(res, 200, `endpoint ${endpointId} of merchant ${merchantId} deleted`, { deleted: written.deleted }, written.version, written.replayed);
   }, base);
 
   mount(router, 'rotateEndpointSecret', async (req, res, { params }) => {
     const { merchantId, endpointId } = ids(params);
-    const input = rotateInputSchema.safeParse(req.body ?? {});
-    if (!input.success) throw firstIssue(input.error);
-    const { replayed, version, ...rotated } = await endpoints().rotate(merchantId, endpointId, input.data.graceSeconds, guardsOf(req, res));
+    const input = bodyOf(rotateInputSchema, req);
+    const { replayed, version, ...rotated } = await endpoints().rotate(merchantId, endpointId, input.graceSeconds, guardsOf(req, res));
     deps.logger.info('endpoint secret rotated', { merchantId, endpointId, previousSecretExpiresAt: rotated.previousSecretExpiresAt, replayed });
-    answer(res, 200, `secret of endpoint ${endpointId} of merchant ${merchantId} rotated`, rotated, { version, replayed });
+    send(res, 200, `secret of endpoint ${endpointId} of merchant ${merchantId} rotated`, rotated, version, replayed);
   }, base);
 }
 
-/** The answer to a PUT or PATCH; a replayed one is the first answer again. */
-function sendSettings(res: Response, merchantId: string, written: SettingsResult & { replayed: boolean; version: number }): void {
-  const { view, created } = written;
-  res.set('etag', `"${written.version}"`);
-  if (written.replayed) res.set('idempotent-replayed', 'true');
-  res.status(created ? 201 : 200).json({ message: `merchant ${merchantId} ${created ? 'created' : 'updated'}`, error: null, data: view });
+/** An answer in the envelope, with the merchant's version as its ETag; a replayed write is the first answer again. */
+function send(res: Response, status: number, message: string, data: unknown, version?: number, replayed = false): void {
+  if (version !== undefined) res.set('etag', `"${version}"`);
+  if (replayed) res.set('idempotent-replayed', 'true');
+  res.status(status).json({ message, error: null, data });
+}
+
+function bodyOf<T extends z.ZodType>(schema: T, req: Request): z.output<T> {
+  const parsed = schema.safeParse(req.body ?? {});
+  if (!parsed.success) throw firstIssue(parsed.error);
+  return parsed.data;
 }
 
 /** Idempotency-Key given once, or not at all (MerchantSettings checks its form); If-Match as a version. */
@@ -185,9 +154,7 @@ function guardsOf(req: Request, res: Response): WriteGuards {
   return { idempotencyKey: key, ifVersion: match ? Number(match[1]) : -1, actor };
 }
 
-function writable(deps: AdminDeps): MerchantSettings {
-  if (!deps.settings) {
-    throw new ApiError(409, 'directory_read_only', 'Merchant settings come from MERCHANTS_FILE here; edit the file');
-  }
+function writable(deps: ApiDeps): MerchantSettings {
+  if (!deps.settings) throw new ApiError(409, 'directory_read_only', 'Merchant settings come from MERCHANTS_FILE here; edit the file');
   return deps.settings;
 }

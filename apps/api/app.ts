@@ -1,7 +1,5 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import helmet from 'helmet';
-import type { Logger } from '../../libs/logger/index.js';
-import type { MerchantDirectory } from '../../libs/merchants/index.js';
 import { adminRouter } from './admin.js';
 import type { ApiDeps } from './deps.js';
 import { docsRouter } from './docs.js';
@@ -10,112 +8,81 @@ import { mountLogRoutes } from './log-handlers.js';
 import { JSON_BODY_TYPES, methodsNotAllowed } from './mount.js';
 import { openApiDocument } from './openapi.js';
 import { toApiError } from './translate.js';
-import { mountPortal, mountPortalAdmin } from './portal/handlers.js';
+import { mountPortal } from './portal/handlers.js';
 import { mountResends } from './resend-routes.js';
 import { traceRequests } from './tracing.js';
 
 /** The largest JSON request body any route takes (express's notation: 16 KiB); more answers 413 body_too_large. */
 export const REQUEST_BODY_LIMIT = '16kb';
 
-
-
-function baseApp(trustProxy: ApiDeps['trustProxy']): express.Express {
+/** Both apps: their routes between the middleware every answer goes through and the envelope's error handler. */
+function apiApp(deps: ApiDeps, routes: (app: express.Express) => void): express.Express {
   const app = express();
   app.disable('x-powered-by');
   // req.ip: the peer of the connection, or with TRUST_PROXY the client a trusted proxy names.
-  app.set('trust proxy', trustProxy ?? false);
+  app.set('trust proxy', deps.trustProxy ?? false);
   app.set('query parser', 'simple');
   app.use(traceRequests);
   app.use(helmet());
   app.use(express.json({ limit: REQUEST_BODY_LIMIT, strict: false, type: JSON_BODY_TYPES }));
-  // Admin answers carry secrets (a new webhook's, a rotation's, their replays) and /nucleus reads
-  // carry payloads: no cache, shared or the browser's, keeps any of them (/portal/api does the same).
+  // Admin answers carry secrets and /nucleus reads carry payloads: no cache may keep them.
   app.use(['/admin', '/nucleus'], (_req, res, next) => {
     res.set('cache-control', 'no-store');
     next();
   });
-  return app;
-}
-
-/** Unknown routes and every error, in the envelope: the last handlers of both apps. */
-function finish(app: express.Express, logger: Logger): express.Express {
+  routes(app);
   app.use((_req, _res, next) => {
     next(notFound('route_not_found', 'No such endpoint'));
   });
-
   // Express needs the four-argument signature to treat this as the error handler.
   app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
-    const error = toApiError(err, logger);
+    const error = toApiError(err, deps.logger);
     res.status(error.status).set(error.headers).json(errorBody(error));
   });
   return app;
 }
 
-const adminOf = (deps: ApiDeps, merchants: MerchantDirectory) =>
-  adminRouter({
-    auth: deps.auth,
-    merchants,
-    settings: deps.settings,
-    audit: deps.audit,
-    logger: deps.logger,
-    extend: (router) => {
-      mountLogRoutes(router, deps, { base: '/admin', merchantOf: async (_req, params) => params.merchantId as string });
-      mountPortalAdmin(router, deps);
-    },
-  });
-
 /** The admin API alone, for ADMIN_PORT, so that the merchant-facing port need not expose it. */
-export function createAdminApp(deps: ApiDeps & { merchants: MerchantDirectory }): express.Express {
-  const app = baseApp(deps.trustProxy);
-  app.use('/admin', adminOf(deps, deps.merchants));
-  return finish(app, deps.logger);
+export function createAdminApp(deps: ApiDeps): express.Express {
+  return apiApp(deps, (app) => app.use('/admin', adminRouter(deps)));
 }
 
 export function createApp(deps: ApiDeps): express.Express {
-  const app = baseApp(deps.trustProxy);
-
-  app.get('/healthz', (_req, res) => {
-    res.json({ status: 'ok' });
-  });
-
-  app.get('/readyz', (_req, res) => {
-    // Ready when the broker and the database are reachable (DESIGN.md): resends, the log and the
-    // portal need PostgreSQL, and a replica without it would only answer them 503.
-    const broker = deps.brokerConnected();
-    const database = deps.databaseReachable?.() ?? true;
-    const schema = deps.schemaWaiting?.() ?? {};
-    const unreadable = deps.merchantsUnreadable?.() ?? 0;
-    const ready = broker && database && !schema.waiting && unreadable === 0;
-    res.status(ready ? 200 : 503).json({
-      status: ready ? 'ready' : 'not ready',
-      broker: broker ? 'connected' : 'disconnected',
-      database: database ? 'reachable' : 'unreachable',
-      ...(unreadable > 0 ? { merchants: `${unreadable} merchant row(s) sealed with a key this replica lacks (SECRETS_KEY, SECRETS_KEY_PREVIOUS): served at their last readable version` } : {}),
-      deliveryLog: deps.logHealth ? deps.logHealth() : { database: 'off', behindSeconds: null },
-      ...(schema.waiting === 'schema' && { waitingFor: 'the database schema', detail: schema.detail }),
+  return apiApp(deps, (app) => {
+    app.get('/healthz', (_req, res) => {
+      res.json({ status: 'ok' });
     });
-  });
 
-  app.get('/openapi.json', (_req, res) => {
-    res.json(openApiDocument);
-  });
-  app.use(docsRouter());
-
-  const registry = deps.registry;
-  if (registry && deps.serveMetrics !== false) {
-    app.get('/metrics', async (_req, res) => {
-      res.type(registry.contentType).send(await registry.metrics());
+    app.get('/readyz', (_req, res) => {
+      // Resends, the log and the portal need PostgreSQL: a replica without it would only answer them 503.
+      const broker = deps.brokerConnected();
+      const database = deps.databaseReachable();
+      const schema = deps.schemaWaiting();
+      const unreadable = deps.merchantsUnreadable();
+      const ready = broker && database && !schema.waiting && unreadable === 0;
+      res.status(ready ? 200 : 503).json({
+        status: ready ? 'ready' : 'not ready',
+        broker: broker ? 'connected' : 'disconnected',
+        database: database ? 'reachable' : 'unreachable',
+        ...(unreadable > 0 ? { merchants: `${unreadable} merchant row(s) sealed with a key this replica lacks (SECRETS_KEY, SECRETS_KEY_PREVIOUS): served at their last readable version` } : {}),
+        deliveryLog: deps.logHealth ? deps.logHealth() : { database: 'off', behindSeconds: null },
+        ...(schema.waiting === 'schema' && { waitingFor: 'the database schema', detail: schema.detail }),
+      });
     });
-  }
-  mountResends(app, deps);
-  mountLogRoutes(app, deps, {
-    merchantOf: async (req) => {
-      return (await deps.auth.authenticate(req.get('x-auth-token'), req.get('authorization'))).id;
-    },
-  });
-  mountPortal(app, deps);
-  methodsNotAllowed(app, '', (declared) => declared.path.startsWith('/nucleus/') || declared.path.startsWith('/portal/'));
 
-  if (deps.merchants && deps.serveAdmin !== false) app.use('/admin', adminOf(deps, deps.merchants));
-  return finish(app, deps.logger);
+    app.get('/openapi.json', (_req, res) => {
+      res.json(openApiDocument);
+    });
+    app.use(docsRouter());
+    if (deps.serveMetrics) {
+      app.get('/metrics', async (_req, res) => {
+        res.type(deps.registry.contentType).send(await deps.registry.metrics());
+      });
+    }
+    mountResends(app, deps);
+    mountLogRoutes(app, deps, false);
+    mountPortal(app, deps);
+    methodsNotAllowed(app, '', (declared) => declared.path.startsWith('/nucleus/') || declared.path.startsWith('/portal/'));
+    if (deps.serveAdmin) app.use('/admin', adminRouter(deps));
+  });
 }

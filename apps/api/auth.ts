@@ -1,34 +1,23 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createRemoteJWKSet, errors as joseErrors, type JWTPayload, type JWTVerifyGetKey, jwtVerify } from 'jose';
 import type { Merchant, MerchantDirectory } from '../../libs/merchants/index.js';
-import { ApiError, authUnavailable, forbidden, unauthorized } from './errors.js';
+import { ApiError, retryAfter, unauthorized } from './errors.js';
 
-/** The scope a token needs for the admin API (the dashboard's backend). */
 export const ADMIN_SCOPE = 'webhooks:admin';
 
-/** The auth service's keys (AUTH_JWKS_URL): a fetch's deadline, and the least time between two fetches. */
+/** Fetching the auth service's keys (AUTH_JWKS_URL): a deadline, and the least time between two fetches. */
 export const JWKS_FETCH = { timeoutMs: 5_000, cooldownMs: 30_000 };
 
-export type JwtKeySource = { secret: string } | { jwksUrl: string };
-
-/** Claims checked when configured (AUTH_JWT_ISSUER, AUTH_JWT_AUDIENCE). */
-export interface JwtClaimChecks {
-  issuer?: string;
-  audience?: string;
-}
-
-/**
- * Both credentials of spec section 5: the merchant public key in `x-auth-token` and a Bearer JWT
- * from the platform's auth service whose `sub` is that merchant.
- */
+/** The merchant public key in `x-auth-token`, and a Bearer JWT whose `sub` is that merchant (spec section 5). */
 export class Authenticator {
   private readonly verifyKey: JWTVerifyGetKey;
   private readonly algorithms: string[];
 
   constructor(
     private readonly merchants: MerchantDirectory,
-    keys: JwtKeySource,
-    private readonly checks: JwtClaimChecks = {},
+    keys: { secret: string } | { jwksUrl: string },
+    /** AUTH_JWT_ISSUER, AUTH_JWT_AUDIENCE: checked when set. */
+    private readonly checks: { issuer?: string; audience?: string } = {},
   ) {
     if ('secret' in keys) {
       // Imported once: jose would import a raw secret again for every token (0.1 ms a request).
@@ -37,8 +26,7 @@ export class Authenticator {
       this.algorithms = ['HS256'];
     } else {
       const remote = createRemoteJWKSet(new URL(keys.jwksUrl), { cooldownDuration: JWKS_FETCH.cooldownMs, timeoutDuration: JWKS_FETCH.timeoutMs });
-      // Any failure to get the auth service's keys (unreachable, timeout, not JSON, not a key
-      // set) is ours; a token whose key is not in the set is the client's.
+      // Failing to get the keys is ours (503); a token whose key is not in the set is the client's.
       this.verifyKey = (header, token) =>
         remote(header, token).catch((err: unknown) => {
           if (err instanceof joseErrors.JWKSNoMatchingKey || err instanceof joseErrors.JWKSMultipleMatchingKeys) throw err;
@@ -56,14 +44,11 @@ export class Authenticator {
     const token = bearerToken(authorization);
     if (!merchant || !token) throw unauthorized('invalid_credentials', 'The public key or the access token is not valid');
     const payload = await this.verify(token, 'The public key or the access token is not valid');
-    if (payload.sub !== merchant.id) throw forbidden('The access token and the public key belong to different merchants');
+    if (payload.sub !== merchant.id) throw new ApiError(403, 'merchant_mismatch', 'The access token and the public key belong to different merchants');
     return merchant;
   }
 
-  /**
-   * The admin API's check: a valid token from the same auth service whose `scope` (space-separated,
-   * or a list) includes webhooks:admin. A merchant's token is valid but lacks it: 403.
-   */
+  /** The admin API's check: a valid token whose `scope` (space-separated, or a list) includes webhooks:admin. */
   async authorizeAdmin(authorization: string | undefined): Promise<JWTPayload> {
     if (!authorization) throw unauthorized('missing_credentials', 'Authorization: Bearer <token> is required');
     const token = bearerToken(authorization);
@@ -87,7 +72,9 @@ export class Authenticator {
       return payload;
     } catch (err) {
       if (err instanceof joseErrors.JWTExpired) throw unauthorized('token_expired', 'The access token has expired');
-      if (err instanceof AuthServiceUnavailableError) throw authUnavailable();
+      if (err instanceof AuthServiceUnavailableError) {
+        throw new ApiError(503, 'auth_unavailable', 'The auth service could not be reached to check the access token; try again shortly', retryAfter(5_000));
+      }
       throw unauthorized('invalid_credentials', invalid);
     }
   }
@@ -102,7 +89,6 @@ export class Authenticator {
   }
 }
 
-/** The auth service's key set could not be had: a 503, never a 401 blaming the merchant. */
 class AuthServiceUnavailableError extends Error {
   constructor(cause: unknown) {
     super('the auth service key set could not be fetched', { cause });

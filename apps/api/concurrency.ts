@@ -13,10 +13,8 @@ interface Waiter {
 
 /**
  * At most `perKey` operations in flight per key (a merchant); the next `queue` wait their turn in
- * arrival order, each at most `waitMs`, and any more are refused at once. In memory and per
- * instance, like the rate limiter: what it bounds is this instance's connection pool, which one
- * merchant's heavy reads would otherwise fill, making every other merchant's reads wait for a
- * connection until they fail.
+ * arrival order, each at most `waitMs`, and any more are refused at once. Per instance: it keeps
+ * one merchant's heavy reads from filling this instance's pool.
  */
 export class KeyedConcurrency {
   private readonly keys = new Map<string, { running: number; waiting: Waiter[] }>();
@@ -37,11 +35,8 @@ export class KeyedConcurrency {
   }
 
   private acquire(key: string): Promise<void> {
-    let entry = this.keys.get(key);
-    if (!entry) {
-      entry = { running: 0, waiting: [] };
-      this.keys.set(key, entry);
-    }
+    const entry = this.keys.get(key) ?? { running: 0, waiting: [] };
+    this.keys.set(key, entry);
     if (entry.running < this.perKey) {
       entry.running += 1;
       return Promise.resolve();

@@ -20,22 +20,17 @@ function rateLimit(defaultText: string, what: string) {
     });
 }
 
-/**
- * Hosts a browser treats as a secure context over plain http (and keeps Secure cookies for): a
- * portal there is one machine's demo, where nothing crosses a network.
- */
+/** Hosts a browser treats as a secure context over plain http: a portal there is one machine's demo. */
 export function isLoopbackUrl(url: string): boolean {
   const host = new URL(url).hostname;
   return host === 'localhost' || host === '[::1]' || /^127(\.\d{1,3}){3}$/.test(host);
 }
 
-/** Express's names for address ranges; anything else in the list must be an address or a CIDR. */
 const TRUST_PRESETS = new Set(['loopback', 'linklocal', 'uniquelocal']);
 
 /**
- * TRUST_PROXY: a hop count (`1`: the proxy in front of the API), or a comma-separated list of
- * Express's presets, addresses and CIDRs. `true` (trust any proxy) is refused: the client could
- * then name any address in X-Forwarded-For and so get a new budget per request.
+ * TRUST_PROXY: a hop count, or a comma-separated list of Express's presets, addresses and CIDRs.
+ * `true` is refused: any client could name its own address and get a new budget per request.
  */
 function trustProxy() {
   return z
@@ -50,16 +45,15 @@ function trustProxy() {
         return z.NEVER;
       }
       const entries = value.split(',').map((entry) => entry.trim());
-      for (const entry of entries) {
+      const fits = (entry: string) => {
         const [address, bits, ...rest] = entry.split('/');
         const family = isIP(address ?? '');
-        const fits = TRUST_PRESETS.has(entry) || (family !== 0 && rest.length === 0 && (bits === undefined || (/^\d{1,3}$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128))));
-        if (!fits) {
-          ctx.addIssue({ code: 'custom', message: `"${entry.slice(0, 80)}" must be a hop count, loopback, linklocal, uniquelocal, an IP address or a CIDR such as 10.0.0.0/8` });
-          return z.NEVER;
-        }
-      }
-      return entries;
+        return TRUST_PRESETS.has(entry) || (family !== 0 && rest.length === 0 && (bits === undefined || (/^\d{1,3}$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128))));
+      };
+      const bad = entries.find((entry) => !fits(entry));
+      if (bad === undefined) return entries;
+      ctx.addIssue({ code: 'custom', message: `"${bad.slice(0, 80)}" must be a hop count, loopback, linklocal, uniquelocal, an IP address or a CIDR such as 10.0.0.0/8` });
+      return z.NEVER;
     });
 }
 
@@ -69,66 +63,41 @@ export const apiEnvSchema = z
     TOPOLOGY_PREFIX: envFields.topologyPrefix,
     ...replicationFields,
     PORT: envFields.port('8080'),
-    /** When set, /metrics is served here and not on PORT, which then exposes only the resend API and health. */
+    /** When set, /metrics or /admin is served there and not on PORT. */
     METRICS_PORT: envFields.port(),
-    /** When set, the admin API (/admin/...) is served here and not on PORT, which then faces merchants only. */
     ADMIN_PORT: envFields.port(),
-    /** Set by withDevDefaults when development mode is switched on (WEBHOOKS_DEV=true). */
     WEBHOOKS_DEV: envFields.boolean(false),
     ...merchantStoreFields,
     // Both programs declare the whole topology, so the API needs the same retention.
     FAILED_RETENTION: envFields.streamMaxAge,
     AUTH_JWT_SECRET: z.string().min(32, 'must be at least 32 characters (256 bits for HS256)').optional(),
     AUTH_JWKS_URL: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional(),
-    /** Checked against the token's iss and aud when set; recommended. */
     AUTH_JWT_ISSUER: z.string().min(1).max(500).optional(),
     AUTH_JWT_AUDIENCE: z.string().min(1).max(500).optional(),
-    /** Resends per merchant per minute, optionally with the burst allowed at once: `60` or `60,20`. */
     RESEND_RATE_LIMIT: rateLimit('60,20', 'resends'),
-    /**
-     * Reads of the delivery log (list, webhook, feed) per merchant per minute, and the burst: the
-     * log's PostgreSQL is shared by every merchant, so one merchant's script must not take it.
-     */
     LOG_RATE_LIMIT: rateLimit('300,60', 'log reads'),
-    /** Webhook URLs written through the admin API: loopback and private addresses refused unless true. */
     ALLOW_PRIVATE_TARGETS: envFields.boolean(false),
-    /** The most endpoints a merchant may have through the admin API and the portal (409 endpoint_limit past it). */
     MAX_ENDPOINTS_PER_MERCHANT: envFields.positiveInt(MAX_ENDPOINTS_PER_MERCHANT, MAX_ENDPOINTS_PER_MERCHANT),
-    /** How long a stop (SIGTERM) may take, requests in flight included; the process exits by then whatever the broker does. */
     SHUTDOWN_TIMEOUT: envFields.durationMs('30s'),
-    /**
-     * The merchant portal's address as merchants reach it (behind a proxy: its https URL), the base
-     * of the links POST /admin/merchants/{id}/portal-sessions returns. Required outside development
-     * mode (https, or http on a loopback host for a one-machine demo); in development mode this
-     * API's own address when unset. Never taken from a request.
-     */
+    /** The base of portal links, as merchants reach the portal: never taken from a request. */
     PORTAL_PUBLIC_URL: z
       .url({ protocol: /^https?$/, error: 'must be an http(s) URL such as https://webhooks.example.com' })
       .transform((url) => url.replace(/\/+$/, ''))
       .optional(),
-    /**
-     * Express's `trust proxy`: which proxies in front of the API may say, in X-Forwarded-For, which
-     * client they forward (the address the portal's per-address limits and the audit trail use).
-     * Unset: none, the client is the peer of the TCP connection.
-     */
     TRUST_PROXY: trustProxy(),
-    /** Origins that may show the portal in an iframe (the dashboard's), space-separated; none but its own when unset. */
+    /** Origins that may show the portal in an iframe (the dashboard's), space-separated. */
     PORTAL_FRAME_ANCESTORS: z
       .string()
       .default('')
       .transform((text, ctx) => {
         const origins = text.split(/\s+/).filter((o) => o !== '');
-        for (const origin of origins) {
-          if (!/^https?:\/\/[A-Za-z0-9.*-]+(:\d{1,5})?$/.test(origin)) {
-            ctx.addIssue({ code: 'custom', message: `"${origin.slice(0, 80)}" must be an origin such as https://dashboard.example.com` });
-            return z.NEVER;
-          }
-        }
-        return origins;
+        const bad = origins.find((origin) => !/^https?:\/\/[A-Za-z0-9.*-]+(:\d{1,5})?$/.test(origin));
+        if (bad === undefined) return origins;
+        ctx.addIssue({ code: 'custom', message: `"${bad.slice(0, 80)}" must be an origin such as https://dashboard.example.com` });
+        return z.NEVER;
       }),
     ...deliveryLogFields,
     LOG_LEVEL: envFields.logLevel,
-    /** The standard OpenTelemetry variables; tracing is off without an OTLP endpoint. */
     ...tracingFields,
   })
   .superRefine((env, ctx) => {

@@ -3,10 +3,8 @@ import { dirname, join } from 'node:path';
 import express from 'express';
 
 /**
- * The API reference at /docs: Swagger UI (swagger-ui-dist, served from this process: no CDN, so
- * it works offline and under a Content-Security-Policy of 'self') rendering /openapi.json, routes
- * and the event catalog (OpenAPI `webhooks`) alike. The page's script is a file, not inline, and
- * the validator badge (which would call validator.swagger.io) is off.
+ * The API reference at /docs: Swagger UI served from this process (no CDN, so it works offline and
+ * under a Content-Security-Policy of 'self': the page's script is a file, not inline).
  */
 const ASSETS = ['swagger-ui-bundle.js', 'swagger-ui.css', 'favicon-32x32.png'];
 

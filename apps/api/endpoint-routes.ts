@@ -1,11 +1,9 @@
 import { z } from 'zod';
 import { endpointIdSchema, endpointInputSchema, endpointPatchSchema, MAX_ENDPOINTS_PER_MERCHANT, rotateInputSchema } from '../../libs/merchants/index.js';
-import { merchantIdSchema } from '../../libs/contracts/index.js';
-import { ADMIN_ERRORS, IDEMPOTENCY_ERRORS, idempotencyKeyHeader, ifMatchHeader } from './admin-declarations.js';
-import { ADMIN_AUTH, merchantIdParams, type RouteDeclaration } from './route-declaration.js';
+import { ADMIN_AUTH, ADMIN_ERRORS, GUARDED_WRITE_HEADERS, IDEMPOTENCY_ERRORS, merchantIdParams, type RouteDeclaration } from './route-declaration.js';
 import { endpointView, envelope, rotated } from './schemas.js';
 
-const endpointParams = z.strictObject({ merchantId: merchantIdSchema, endpointId: endpointIdSchema });
+const endpointParams = merchantIdParams.extend({ endpointId: endpointIdSchema });
 const BASE = '/admin/merchants/{merchantId}/endpoints';
 const NOT_FOUND = 'merchant_not_found; endpoint_not_found';
 const READ_ONLY = 'directory_read_only: merchants come from MERCHANTS_FILE here';
@@ -14,13 +12,8 @@ const URL_TAKEN = 'endpoint_url_taken: another endpoint of this merchant has thi
 const BAD_ENDPOINT_ID = `${ADMIN_ERRORS['400']}; invalid_parameter: the endpointId path segment is not an endpoint id (ep_…)`;
 /** What a route on one endpoint (its id in the path) may answer besides its own. */
 const ONE_ENDPOINT_ERRORS = { ...ADMIN_ERRORS, '400': BAD_ENDPOINT_ID, '404': NOT_FOUND } as const;
-/** Writes are guarded by the merchant's version: an endpoint's ETag is its merchant's. */
-const guarded = [idempotencyKeyHeader, ifMatchHeader];
 
-/**
- * A merchant's endpoints, one at a time (issue 56): each has its own URL, events, secret and
- * enabled state; each write is a write of the merchant (its ETag, If-Match, Idempotency-Key, audit).
- */
+/** A merchant's endpoints, one at a time: each write is a write of the merchant (its ETag, If-Match, Idempotency-Key, audit). */
 export const ENDPOINT_ROUTES = [
   {
     operationId: 'listEndpoints',
@@ -44,7 +37,7 @@ export const ENDPOINT_ROUTES = [
       `events means all three. A merchant has at most MAX_ENDPOINTS_PER_MERCHANT endpoints (${MAX_ENDPOINTS_PER_MERCHANT} by default, ` +
       'and at most that).',
     security: ADMIN_AUTH,
-    input: { params: merchantIdParams, headers: guarded, body: endpointInputSchema, bodyRequired: true },
+    input: { params: merchantIdParams, headers: GUARDED_WRITE_HEADERS, body: endpointInputSchema, bodyRequired: true },
     output: { '201': { description: 'Created; secret is shown this once', schema: envelope(endpointView) } },
     errors: {
       ...ADMIN_ERRORS,
@@ -72,7 +65,7 @@ export const ENDPOINT_ROUTES = [
       'A JSON merge patch (RFC 7396): {"enabled":false} disables this endpoint alone and keeps its URL, events and ' +
       'secret; "events": null goes back to every event; "maxPerSecond": null removes the throttle.',
     security: ADMIN_AUTH,
-    input: { params: endpointParams, headers: guarded, body: endpointPatchSchema, bodyRequired: true, bodyMediaTypes: ['application/json', 'application/merge-patch+json'] },
+    input: { params: endpointParams, headers: GUARDED_WRITE_HEADERS, body: endpointPatchSchema, bodyRequired: true, bodyMediaTypes: ['application/json', 'application/merge-patch+json'] },
     output: { '200': { description: 'Changed', schema: envelope(endpointView) } },
     errors: { ...ONE_ENDPOINT_ERRORS, '409': `${URL_TAKEN}; ${READ_ONLY}`, ...IDEMPOTENCY_ERRORS },
   },
@@ -82,7 +75,7 @@ export const ENDPOINT_ROUTES = [
     path: `${BASE}/{endpointId}`,
     summary: 'Remove one endpoint: nothing more is sent to it',
     security: ADMIN_AUTH,
-    input: { params: endpointParams, headers: guarded },
+    input: { params: endpointParams, headers: GUARDED_WRITE_HEADERS },
     output: { '200': { description: 'Removed', schema: envelope(z.strictObject({ deleted: z.string() })) } },
     errors: { ...ONE_ENDPOINT_ERRORS, '409': READ_ONLY, ...IDEMPOTENCY_ERRORS },
   },
@@ -95,7 +88,7 @@ export const ENDPOINT_ROUTES = [
       'Returns the new secret (this once, and again to a repeat of its Idempotency-Key). The secret it replaces keeps ' +
       'signing until previousSecretExpiresAt; at most 3 old secrets sign at once; graceSeconds 0 replaces it at once.',
     security: ADMIN_AUTH,
-    input: { params: endpointParams, headers: guarded, body: rotateInputSchema, bodyRequired: false },
+    input: { params: endpointParams, headers: GUARDED_WRITE_HEADERS, body: rotateInputSchema, bodyRequired: false },
     output: { '200': { description: 'Rotated', schema: envelope(rotated) } },
     errors: { ...ONE_ENDPOINT_ERRORS, '409': `too_many_secrets: 3 old secrets are still in their grace; ${READ_ONLY}`, ...IDEMPOTENCY_ERRORS },
   },

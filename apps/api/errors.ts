@@ -70,29 +70,14 @@ export class ApiError extends Error {
 export const badRequest = (code: ErrorCode, message: string) => new ApiError(400, code, message);
 export const unauthorized = (code: ErrorCode, message: string) =>
   new ApiError(401, code, message, { 'www-authenticate': 'Bearer' });
-export const forbidden = (message: string) => new ApiError(403, 'merchant_mismatch', message);
 export const notFound = (code: ErrorCode, message: string) => new ApiError(404, code, message);
 export const rateLimited = (retryAfterSeconds: number, what = 'resend requests') =>
   new ApiError(429, 'rate_limited', `Too many ${what}; try again later`, { 'retry-after': String(retryAfterSeconds) });
 export const unavailable = (message: string) =>
   new ApiError(503, 'service_unavailable', message, { 'retry-after': '5' });
 
-/** Another resend holds the webhooks (under way, or its outcome unknown): resending now could deliver twice. */
-export const resendInProgress = (retryAfterMs: number) =>
-  new ApiError(409, 'resend_in_progress', 'A resend of this reference is under way or its outcome is not known yet; it may already be delivered. Do not resend before Retry-After', {
-    'retry-after': String(Math.ceil(retryAfterMs / 1000)),
-  });
-
-/** The republish may still be stored and delivered: the merchant must wait for the claim's lease. */
-export const resendOutcomeUnknown = (holdMs: number) =>
-  new ApiError(503, 'resend_outcome_unknown', 'The broker did not confirm the resend in time; the webhook may still be delivered. Wait for Retry-After before resending', {
-    'retry-after': String(Math.ceil(holdMs / 1000)),
-  });
-
-export const authUnavailable = () =>
-  new ApiError(503, 'auth_unavailable', 'The auth service could not be reached to check the access token; try again shortly', {
-    'retry-after': '5',
-  });
+/** Retry-After in whole seconds, rounded up. */
+export const retryAfter = (ms: number) => ({ 'retry-after': String(Math.ceil(ms / 1000)) });
 
 export function errorBody(error: ApiError): { message: string; error: { code: string; status: number }; data: null } {
   return { message: error.message, error: { code: error.code, status: error.status }, data: null };

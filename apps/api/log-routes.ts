@@ -6,8 +6,6 @@ import { ATTEMPT_ERROR_CLASSES } from '../../libs/http/index.js';
 import { ADMIN_AUTH, MERCHANT_AUTH, merchantIdParams, type RouteDeclaration } from './route-declaration.js';
 import { envelope } from './schemas.js';
 
-/** The delivery log's routes: the merchant's own under /nucleus, any merchant's under /admin. */
-
 /** Webhooks per page of the log's list, and events per page of the feed: by default, and at most. */
 export const LOG_PAGE_LIMIT = { default: 50, max: 100 };
 export const FEED_PAGE_LIMIT = { default: 100, max: 500 };
@@ -38,7 +36,7 @@ export const feedQuery = z.strictObject({
     .regex(/^\d{1,19}$/)
     .refine(isStorableFeedCursor, 'must be a cursor this service gave (digits, at most 9223372036854775807)')
     .optional()
-    .describe('The cursor of the last event already seen (the previous page\'s nextCursor); absent: from the oldest event kept'),
+    .describe("The cursor of the last event already seen (the previous page's nextCursor); absent: from the oldest event kept"),
   limit: z.coerce.number().int().min(1).max(FEED_PAGE_LIMIT.max).default(FEED_PAGE_LIMIT.default).describe('At most this many events; a page also stops once its payloads pass 4 MB (always at least one event)'),
 });
 

@@ -4,32 +4,24 @@ import { ApiError, badRequest } from './errors.js';
 import type { RouteDeclaration } from './route-declaration.js';
 import { type OperationId, ROUTES, route as routeOf } from './routes.js';
 
-export interface Parsed {
-  params: Record<string, unknown>;
-  query: Record<string, unknown>;
-}
-
-type Handler = (req: Request, res: Response, input: Parsed) => Promise<void> | void;
+type Handler = (req: Request, res: Response, input: { params: Record<string, unknown>; query: Record<string, unknown> }) => Promise<void> | void;
 
 /** The media types express.json reads (app.ts): any other body is never parsed. */
 export const JSON_BODY_TYPES = ['application/json', 'application/*+json'];
 
 /**
  * A route that takes a body refuses one it cannot read: left unparsed it would be taken as empty,
- * and `curl -d '{"graceSeconds":0}'` (form-encoded unless told) would rotate with the default
- * grace, or a PATCH answer 200 having changed nothing.
+ * and `curl -d` (form-encoded unless told) would change nothing, or the wrong thing, with a 200.
  */
 function checkBodyType(req: Request): void {
   const sent = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
   if (sent && !req.is(JSON_BODY_TYPES)) throw badRequest('invalid_body', 'The body must be JSON, sent with Content-Type: application/json');
 }
 
-/** `/admin/merchants/{merchantId}` → `/merchants/:merchantId` for a router mounted at `/admin`. */
 function expressPath(template: string, base: string): string {
   return template.slice(base.length).replace(/\{([^}]+)\}/g, ':$1');
 }
 
-/** The first problem with a parameter, in the envelope: the code says which kind, the message which one. */
 function parse(schema: z.ZodObject | undefined, value: unknown, where: 'path' | 'query'): Record<string, unknown> {
   if (!schema) return {};
   const result = schema.safeParse(value ?? {});
@@ -47,11 +39,7 @@ function parse(schema: z.ZodObject | undefined, value: unknown, where: 'path' | 
   throw badRequest('invalid_parameter', `The ${name} ${where === 'path' ? 'path segment' : 'query parameter'} is not valid: ${issue.message}`);
 }
 
-/**
- * Mounts the handler of a declared route: its path and input schemas come from the route table.
- * `ownQuery`: the handler reads the query itself (the resend route keeps its historical codes:
- * missing_reference, invalid_reference).
- */
+/** Mounts a declared route's handler. `ownQuery`: the handler reads the query itself (resend's own codes). */
 export function mount(router: Router, operationId: OperationId, handler: Handler, base = '', ownQuery = false): void {
   const declared = routeOf(operationId);
   router[declared.method](expressPath(declared.path, base), async (req: Request, res: Response, next: NextFunction) => {

@@ -5,11 +5,7 @@ import type { RouteDeclaration } from './route-declaration.js';
 import { ROUTES } from './routes.js';
 import { errorEnvelope } from './schemas.js';
 
-/**
- * OpenAPI 3.1 description of the API, made from the route table (routes.ts): nothing here is
- * written by hand but the document's head and the security schemes.
- * test/support/api.ts checks every answer the tests see against it.
- */
+/** OpenAPI 3.1 description of the API, made from the route table (routes.ts) but for its head and security schemes. */
 type Json = Record<string, unknown>;
 
 function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Json {
@@ -27,11 +23,6 @@ function parameters(where: 'path' | 'query', shape: z.ZodObject | undefined): Js
   });
 }
 
-const errorResponse = (description: string) => ({
-  description,
-  content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorEnvelope' } } },
-});
-
 function operation(route: RouteDeclaration): Json {
   const responses: Json = {};
   for (const [status, out] of Object.entries(route.output)) {
@@ -39,7 +30,9 @@ function operation(route: RouteDeclaration): Json {
       ? { description: out.description, content: { [out.mediaType]: { schema: { type: 'string' } } } }
       : { description: out.description, content: { 'application/json': { schema: jsonSchema(out.schema!, 'output') } } };
   }
-  for (const [status, description] of Object.entries(route.errors)) responses[status] = errorResponse(description);
+  for (const [status, description] of Object.entries(route.errors)) {
+    responses[status] = { description, content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorEnvelope' } } } };
+  }
   const input = route.input;
   const params = [...parameters('path', input?.params), ...parameters('query', input?.query), ...(input?.headers ?? [])];
   const body = input?.body && jsonSchema(input.body, 'input');
@@ -49,14 +42,12 @@ function operation(route: RouteDeclaration): Json {
     ...(route.description ? { description: route.description } : {}),
     ...(route.security ? { security: route.security } : {}),
     ...(params.length > 0 ? { parameters: params } : {}),
-    ...(body
-      ? {
-          requestBody: {
-            required: input?.bodyRequired ?? false,
-            content: Object.fromEntries((input?.bodyMediaTypes ?? ['application/json']).map((type) => [type, { schema: body }])),
-          },
-        }
-      : {}),
+    ...(body && {
+      requestBody: {
+        required: input?.bodyRequired ?? false,
+        content: Object.fromEntries((input?.bodyMediaTypes ?? ['application/json']).map((type) => [type, { schema: body }])),
+      },
+    }),
     responses,
   };
 }
@@ -99,7 +90,7 @@ const SIGNATURE_HEADERS = [
   },
 ];
 
-/** An operational event of each type as the dispatcher builds it (fixed values, so the document does not change between builds). */
+/** An operational event of each type as the dispatcher builds it (fixed values: the document does not change between builds). */
 function operationalExample(type: OperationalEventType): OperationalEvent {
   const at = new Date('2026-05-01T10:00:00.000Z');
   const facts = {
@@ -129,61 +120,41 @@ function operationalExample(type: OperationalEventType): OperationalEvent {
   }
 }
 
-/**
- * The operational events as the platform's OPERATIONAL_WEBHOOK_URL receives them (the same bodies
- * as on the `<prefix>.operational` exchange, routing key = type).
- */
-function operationalWebhooks(): Array<[string, Json]> {
-  return OPERATIONAL_EVENT_TYPES.map((type) => [
-    type,
-    {
-      post: {
-        operationId: `operational.${type}`,
-        summary: `Operational event, to the platform: ${operationalEventSchema(type).description ?? type}`,
-        description:
-          'POSTed to OPERATIONAL_WEBHOOK_URL (signed with OPERATIONAL_WEBHOOK_SECRET) and published to `<prefix>.operational` with routing key ' +
-          `${type}. Noise is bounded: per endpoint at most one message.attempt.* event of a kind per OPERATIONAL_EVENT_INTERVAL, the rest counted in data.suppressed.`,
-        tags: ['Operational events (platform)'],
-        parameters: SIGNATURE_HEADERS,
-        requestBody: { required: true, content: { 'application/json': { schema: jsonSchema(operationalEventSchema(type), 'output'), example: operationalExample(type) } } },
-        responses: { '2XX': { description: 'Received' }, default: { description: 'A failed attempt: retried on RETRY_SCHEDULE' } },
-      },
-    },
-  ]);
+/** A webhook the service POSTs (OpenAPI 3.1 `webhooks`), signed, its body's schema and an example. */
+function webhook(operationId: string, summary: string, description: string, tag: string, body: z.ZodType, example: unknown, responses: Json): Json {
+  const content = { 'application/json': { schema: jsonSchema(body, 'output'), example } };
+  return { post: { operationId, summary, description, tags: [tag], parameters: SIGNATURE_HEADERS, requestBody: { required: true, content }, responses } };
 }
 
-/**
- * The webhooks themselves (OpenAPI 3.1 `webhooks`): what the service POSTs to a merchant's server
- * for each event, with the signature headers; the event catalog, from the same schemas. Then the
- * operational events the platform's own URL receives.
- */
+/** What the service POSTs to a merchant for each event (the event catalog), and to the platform's OPERATIONAL_WEBHOOK_URL. */
 function webhooks(): Json {
-  return Object.fromEntries([
-    ...EVENT_NAMES.map((event): [string, Json] => [
+  const toMerchants = EVENT_NAMES.map((event): [string, Json] => {
+    const description =
+      `POSTed to the merchant's webhook URL for each ${event} event, body exactly {"event", "data"}, content-type application/json. ` +
+      'Answer 2xx within the delivery timeout once you have stored it; anything else, a timeout or a network error is a failed attempt, ' +
+      "retried on the schedule, then kept in the failed queue for a resend. Verify webhook-signature over the body's exact bytes before parsing it.";
+    return [
       event,
-      {
-        post: {
-          operationId: `webhook.${event}`,
-          summary: EVENT_SUMMARIES[event],
-          description:
-            `POSTed to the merchant's webhook URL for each ${event} event, body exactly {"event", "data"}, content-type application/json. ` +
-            'Answer 2xx within the delivery timeout once you have stored it; anything else, a timeout or a network error is a failed attempt, ' +
-            "retried on the schedule, then kept in the failed queue for a resend. Verify webhook-signature over the body's exact bytes before parsing it.",
-          tags: ['Webhooks to merchants'],
-          parameters: SIGNATURE_HEADERS,
-          requestBody: {
-            required: true,
-            content: { 'application/json': { schema: jsonSchema(webhookPayloadSchema(event), 'output'), example: webhookExample(event) } },
-          },
-          responses: {
-            '2XX': { description: 'Delivered: no further attempt' },
-            default: { description: 'A failed attempt (so are a timeout and a network error): retried on the schedule' },
-          },
-        },
-      },
-    ]),
-    ...operationalWebhooks(),
-  ]);
+      webhook(`webhook.${event}`, EVENT_SUMMARIES[event], description, 'Webhooks to merchants', webhookPayloadSchema(event), webhookExample(event), {
+        '2XX': { description: 'Delivered: no further attempt' },
+        default: { description: 'A failed attempt (so are a timeout and a network error): retried on the schedule' },
+      }),
+    ];
+  });
+  const toPlatform = OPERATIONAL_EVENT_TYPES.map((type): [string, Json] => {
+    const summary = `Operational event, to the platform: ${operationalEventSchema(type).description ?? type}`;
+    const description =
+      'POSTed to OPERATIONAL_WEBHOOK_URL (signed with OPERATIONAL_WEBHOOK_SECRET) and published to `<prefix>.operational` with routing key ' +
+      `${type}. Noise is bounded: per endpoint at most one message.attempt.* event of a kind per OPERATIONAL_EVENT_INTERVAL, the rest counted in data.suppressed.`;
+    return [
+      type,
+      webhook(`operational.${type}`, summary, description, 'Operational events (platform)', operationalEventSchema(type), operationalExample(type), {
+        '2XX': { description: 'Received' },
+        default: { description: 'A failed attempt: retried on RETRY_SCHEDULE' },
+      }),
+    ];
+  });
+  return Object.fromEntries([...toMerchants, ...toPlatform]);
 }
 
 export const openApiDocument = {

@@ -2,7 +2,6 @@ import { once } from 'node:events';
 import { createServer, type RequestListener, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DEV_MERCHANTS_FILE, topologyOf } from '../../libs/config/index.js';
-import type { BrokerConnection } from '../../libs/broker/index.js';
 import { FailedStore, ResendService } from '../../libs/failed/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import { DISABLED_REASONS, MerchantSettings, openMerchants } from '../../libs/merchants/index.js';
@@ -17,95 +16,48 @@ import type { ApiConfig } from './config.js';
 import { ApiError, errorBody } from './errors.js';
 import { KeyedConcurrency } from './concurrency.js';
 import { MemoryRateLimiter, RememberedRefusals, SharedRateLimiter } from './rate-limit.js';
-import { type HealthServer, startHealthServer } from '../../libs/metrics/health-server.js';
+import { startHealthServer } from '../../libs/metrics/health-server.js';
 import { Cleanup, stopBudget } from '../../libs/runtime/index.js';
-import type { Registry } from 'prom-client';
 import { StartupProgress, startingHandler } from './starting.js';
 import { endpointHealth, PortalSessions, TokenSigner } from '../../libs/portal/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import type { PortalDeps } from './portal/deps.js';
 import { type OpenedLog, openDeliveryLog, openDevDatabase } from '../recorder/open-log.js';
 
-/**
- * The log's reads on this instance's pool. A statement is cancelled after 2 s (a read that takes
- * longer is too heavy for a request: 503 log_unavailable, narrow it), well under the 5 s a read may
- * wait for a connection, so a connection is always handed on before waiters give up. The recorder
- * opens its own connection with its own, longer, timeout.
- */
+/** A read's statement is cancelled after 2 s, well under the 5 s a read may wait for a connection. */
 export const LOG_READS_POOL: PostgresOptions = { maxConnections: 10, connectTimeoutMs: 5_000, statementTimeoutMs: 2_000, applicationName: 'webhooks-api log reads' };
-/** Resends' claims when merchants are in a file: a pool of their own. */
 const FAILURES_POOL: PostgresOptions = { maxConnections: 5, connectTimeoutMs: 2_000, statementTimeoutMs: 5_000, applicationName: 'webhooks-api resends' };
-/** /readyz's check of the log, on one connection of its own. */
 const LOG_HEALTH_POOL: PostgresOptions = { maxConnections: 1, connectTimeoutMs: 2_000, statementTimeoutMs: 2_000, applicationName: 'webhooks-api log health' };
-/**
- * Each merchant's reads in flight at once: 2 of the pool's 10, so that one merchant's heavy reads
- * leave room for everyone else's. The next 8 wait their turn up to 2 s (a dashboard opening a list
- * and a few webhooks at once is served without retrying), and any more answer 429 at once.
- */
+/** Each merchant's log reads in flight (2 of the pool's 10), waiting, and how long they wait. */
 export const LOG_READS_PER_MERCHANT = 2;
 export const LOG_READS_QUEUED_PER_MERCHANT = 8;
 export const LOG_READ_QUEUE_WAIT_MS = 2_000;
-
-/** Node's server timeouts on every port of the API: the whole headers, and the whole request. */
 export const SERVER_TIMEOUTS = { headersMs: 10_000, requestMs: 30_000 };
-
-/** Per merchant, shared by the replicas: the portal's endpoint changes and rotations, and its test events. */
+/** Shared by the replicas: the portal's writes per merchant, Recover rounds a day, link exchanges per address. */
 export const PORTAL_SETTINGS_LIMIT = { perMinute: 10, burst: 10 };
 export const PORTAL_TEST_LIMIT = { perMinute: 10, burst: 10 };
-/** Recover rounds a merchant may start per day (each resends up to 1,000 webhooks). */
 export const RECOVER_ROUNDS_PER_DAY = 10;
-/**
- * Per client address, shared by the replicas: link exchanges of tokens that pass the HMAC check
- * (each costs a query; a forged one costs none, nor one this replica already refused).
- */
 export const PORTAL_ADDRESS_LIMIT = { perMinute: 30, burst: 30 };
 
-export interface ApiProgram {
-  server: Server;
-  port: number;
-  /** Where /metrics is served when METRICS_PORT is set. */
-  metricsPort?: number;
-  /** Where /admin is served when ADMIN_PORT is set (then not on `port`). */
-  adminPort?: number;
-  broker: BrokerConnection;
-  /** The failure index in PostgreSQL (what resends claim). */
-  failures: FailedStore;
-  /** Settles when the broker connection hit what reconnecting cannot fix (a topology mismatch). */
-  fatal: Promise<Error>;
-  stop(): Promise<void>;
-}
-
 export interface ApiOptions {
-  /** Resends per merchant per minute, and the burst allowed at once; RESEND_RATE_LIMIT by default. */
+  /** Instead of RESEND_RATE_LIMIT, LOG_RATE_LIMIT and PORTAL_ADDRESS_LIMIT. */
   rateLimit?: { perMinute: number; burst: number };
-  /** Log reads per merchant per minute, and the burst allowed at once; LOG_RATE_LIMIT by default. */
   logRateLimit?: { perMinute: number; burst: number };
+  portalAddressLimit?: { perMinute: number; burst: number };
   /** Ends the start-up at once (Ctrl-C while the broker cannot be reached). */
   signal?: AbortSignal;
-  /**
-   * The database when the caller opened it (npm start shares one PGlite between the API, the
-   * dispatcher and the recorder); else DATABASE_URL, or in development mode an embedded one.
-   */
+  /** The database when the caller opened it (npm start shares one PGlite between the programs). */
   database?: Database;
-  /** How often the merchant directory polls for changes a lost notification did not announce. */
   merchantsPollMs?: number;
-  /** Link exchanges per client address; PORTAL_ADDRESS_LIMIT by default. */
-  portalAddressLimit?: { perMinute: number; burst: number };
-  /**
-   * Wraps what the log's reads run on (not the health check's). Tests make one merchant's
-   * queries slow with it, so that fairness is checked against real connections and timeouts.
-   */
+  /** Wraps what the log's reads run on: tests make one merchant's queries slow with it. */
   wrapLogQueries?: (db: Queryable) => Queryable;
 }
 
+export type ApiProgram = Awaited<ReturnType<typeof startParts>>;
+
 export async function startApi(config: ApiConfig, logger: Logger, options: ApiOptions = {}): Promise<ApiProgram> {
-  // PORT (and METRICS_PORT) listen from the first moment: /healthz 200 and /readyz 503 saying what
-  // start-up waits for (the schema, PostgreSQL, RabbitMQ), so a liveness probe sees a live process.
-  const registry = createRegistry('api');
+  // PORT listens from the first moment (startingHandler), so a liveness probe sees a live process.
   const progress = new StartupProgress();
-  /** Ends the schema check that runs beside the API (MERCHANTS_FILE) when it stops or fails to start. */
-  const schemaWatch = new AbortController();
-  let serving: { broker: BrokerConnection } | undefined;
   const server = await listen(startingHandler(progress), config.PORT);
   // What start-up opens, closed if a later step fails (ADMIN_PORT taken, the broker refused...).
   const cleanup = new Cleanup();
@@ -113,44 +65,31 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
     server.close();
     server.closeAllConnections();
   });
+  return cleanup.guard(() => startParts(config, logger, options, server, progress, cleanup));
+}
+
+async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions, server: Server, progress: StartupProgress, cleanup: Cleanup) {
+  const registry = createRegistry('api');
+  const schemaWatch = new AbortController();
   cleanup.add(() => schemaWatch.abort());
-  return cleanup.guard(async () => {
-    const metrics =
-      config.METRICS_PORT === undefined
-        ? undefined
-        : await startHealthServer({
-            port: config.METRICS_PORT,
-            registry,
-            ready: () => serving?.broker.isConnected ?? false,
-            waitingFor: () => (serving ? 'RabbitMQ' : progress.what),
-            detail: () => (serving ? undefined : progress.detail),
-          });
-    cleanup.add(() => metrics?.close());
-    const program = await startParts(config, logger, options, { registry, progress, server, metrics, schemaWatch, cleanup });
-    serving = program;
-    return program;
-  });
-}
-
-interface Started {
-  registry: Registry;
-  progress: StartupProgress;
-  /** PORT, answering with startingHandler until the app takes over. */
-  server: Server;
-  metrics?: HealthServer;
-  schemaWatch: AbortController;
-  cleanup: Cleanup;
-}
-
-async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions, { registry, progress, server, metrics, schemaWatch, cleanup }: Started): Promise<ApiProgram> {
+  let serving = false;
+  const metrics =
+    config.METRICS_PORT === undefined
+      ? undefined
+      : await startHealthServer({
+          port: config.METRICS_PORT,
+          registry,
+          ready: () => serving && broker.isConnected,
+          waitingFor: () => (serving ? 'RabbitMQ' : progress.what),
+          detail: () => (serving ? undefined : progress.detail),
+        });
+  cleanup.add(() => metrics?.close());
   // Development mode without DATABASE_URL: an embedded database, which this process then owns (and migrates).
   const ownDatabase = !options.database && !config.DATABASE_URL ? await openDevDatabase(logger) : undefined;
   cleanup.add(() => ownDatabase?.close());
   const given = options.database ?? ownDatabase;
-  // The schema this release needs: waited for, never made here (`webhooks migrate`). With merchants
-  // in MERCHANTS_FILE the API serves without PostgreSQL (resends answer 503), so the schema is
-  // looked at beside it: /readyz is 503 until it is the version needed, and one newer (or still
-  // behind after the wait) stops the API.
+  // With MERCHANTS_FILE the API serves without PostgreSQL, so the schema is checked beside it:
+  // /readyz is 503 until it is the version needed, and one newer (or still behind) stops the API.
   let schema: SchemaWaitState = {};
   let schemaFatal = new Promise<Error>(() => {});
   const onState = (state: SchemaWaitState) => progress.schema(state);
@@ -165,17 +104,10 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
   progress.waitFor(config.MERCHANTS_FILE ? 'RabbitMQ' : 'the merchant database');
   const opened = await openMerchants(config, logger, { database: given, applicationName: 'webhooks-api merchants', signal: options.signal, pollIntervalMs: options.merchantsPollMs, seedFile: config.WEBHOOKS_DEV ? DEV_MERCHANTS_FILE : undefined, openSecrets: false });
   cleanup.add(() => opened.close());
-  const merchants = opened.merchants;
   const directory = opened.writable;
   progress.waitFor('RabbitMQ');
   progress.database = true;
-  const broker = await openTopologyBroker({
-    url: config.RABBITMQ_URL,
-    name: 'webhooks-api',
-    logger,
-    topology: topologyOf(config),
-    signal: options.signal,
-  });
+  const broker = await openTopologyBroker({ url: config.RABBITMQ_URL, name: 'webhooks-api', logger, topology: topologyOf(config), signal: options.signal });
   cleanup.add(() => broker.close());
   progress.broker = true;
   if (config.DELIVERY_LOG === 'on') progress.waitFor('the delivery log');
@@ -201,31 +133,19 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
     health = new LogHealth(healthDatabase ?? log.database, topologyNames(config.TOPOLOGY_PREFIX).deliveries);
     await health.start();
   }
-  // /readyz: PostgreSQL holds the failure index and the claims of resends. The log's check when
-  // there is a log, else one of its own on the failures' database.
+  // /readyz's check of PostgreSQL: the log's when there is a log, else one on the failures' database.
   const databaseHealth = health ?? new LogHealth(failuresDatabase, topologyNames(config.TOPOLOGY_PREFIX).deliveries);
   if (!health) await databaseHealth.start();
   cleanup.add(() => databaseHealth.stop());
 
-  const auth = new Authenticator(
-    merchants,
-    config.AUTH_JWT_SECRET ? { secret: config.AUTH_JWT_SECRET } : { jwksUrl: config.AUTH_JWKS_URL! },
-    { issuer: config.AUTH_JWT_ISSUER, audience: config.AUTH_JWT_AUDIENCE },
-  );
-  const rate = options.rateLimit ?? config.RESEND_RATE_LIMIT;
-  const logRate = options.logRateLimit ?? config.LOG_RATE_LIMIT;
-  const addressRate = options.portalAddressLimit ?? PORTAL_ADDRESS_LIMIT;
   gaugeFrom(registry, METRIC_NAMES.brokerConnected, '1 while connected to RabbitMQ', () => (broker.isConnected ? 1 : 0));
   gaugeFrom(registry, METRIC_NAMES.merchantsUnreadable, 'Merchants whose newest row this program cannot open (a key it lacks): served at their last readable version', () => directory?.unreadable.length ?? 0);
   if (health) {
     gaugeFrom(registry, METRIC_NAMES.deliveryLogBehind, 'Seconds since the delivery log last held every record read', () => health.state.behindSeconds ?? 0);
   }
-  // A webhook turned off or on through the admin API: endpoint.disabled (manual) or endpoint.enabled.
   const operationalCounts = operationalMetrics(registry, OPERATIONAL_EVENT_TYPES, DISABLED_REASONS);
   const operational = new OperationalPublisher(broker, topologyNames(config.TOPOLOGY_PREFIX).operational, logger, { onPublished: (type) => operationalCounts.published(type) });
   const logDatabase = log && (options.wrapLogQueries?.(log.database) ?? log.database);
-  /** Set once the public port listens: the default base of portal links (never ADMIN_PORT). */
-  let publicPort: number | undefined;
   const publisher = new EventPublisher(broker, config.TOPOLOGY_PREFIX);
   const portal: PortalDeps = {
     sessions: logDatabase && new PortalSessions(logDatabase, new TokenSigner(config.SECRETS_KEY, config.SECRETS_KEY_PREVIOUS)),
@@ -233,48 +153,48 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
     publish: (message, options) => publisher.publish(message, options),
     baseUrl: () => {
       if (config.PORTAL_PUBLIC_URL) return config.PORTAL_PUBLIC_URL;
-      // Development mode only (the configuration requires PORTAL_PUBLIC_URL outside it): this API's
-      // own port on loopback; never the request's Host, which whoever calls may set.
+      // Development mode only: this API's own port, never the request's Host, which whoever calls may set.
       if (!config.WEBHOOKS_DEV) throw new Error('PORTAL_PUBLIC_URL is required outside development mode');
-      return `http://127.0.0.1:${publicPort}`;
+      return `http://127.0.0.1:${port}`;
     },
-    // Secure outside development mode, whatever the request says: also on http://localhost, which
-    // browsers treat as a secure context. `__Host-` needs https.
+    // Secure outside development mode, also on http://localhost (a secure context); `__Host-` needs https.
     secureCookies: !config.WEBHOOKS_DEV || (config.PORTAL_PUBLIC_URL?.startsWith('https:') ?? false),
     hostPrefixCookie: config.PORTAL_PUBLIC_URL?.startsWith('https:') ?? false,
     frameAncestors: config.PORTAL_FRAME_ANCESTORS,
   };
   // Resends and the portal's writes count in PostgreSQL, so that replicas together allow what one
   // allows; without a database (MERCHANTS_FILE) there is one API, and each counts in memory.
-  const shared = (name: string, perMinute: number, burst: number) =>
+  const logRate = options.logRateLimit ?? config.LOG_RATE_LIMIT;
+  const shared = (name: string, { perMinute, burst }: { perMinute: number; burst: number }) =>
     opened.database ? new SharedRateLimiter(opened.database, name, perMinute, burst) : new MemoryRateLimiter(perMinute, burst);
   const deps = {
-    auth,
+    auth: new Authenticator(
+      opened.merchants,
+      config.AUTH_JWT_SECRET ? { secret: config.AUTH_JWT_SECRET } : { jwksUrl: config.AUTH_JWKS_URL! },
+      { issuer: config.AUTH_JWT_ISSUER, audience: config.AUTH_JWT_AUDIENCE },
+    ),
     resend: new ResendService(broker, failures, config.TOPOLOGY_PREFIX, logger),
-    // A refused resend is answered from this replica's memory until its Retry-After: a flood of
-    // them costs the pool (shared with claims, admin writes, the audit trail) no query.
-    limiter: new RememberedRefusals(shared('resend', rate.perMinute, rate.burst)),
+    // A flood of refused resends is answered from memory: it costs the shared pool no query.
+    limiter: new RememberedRefusals(shared('resend', options.rateLimit ?? config.RESEND_RATE_LIMIT)),
     // Log reads bound this replica's own pool, so they count here.
     logLimiter: new MemoryRateLimiter(logRate.perMinute, logRate.burst),
     portalLimits: {
-      settings: shared('portal-settings', PORTAL_SETTINGS_LIMIT.perMinute, PORTAL_SETTINGS_LIMIT.burst),
-      tests: shared('portal-tests', PORTAL_TEST_LIMIT.perMinute, PORTAL_TEST_LIMIT.burst),
-      recover: shared('portal-recover', RECOVER_ROUNDS_PER_DAY / 1440, RECOVER_ROUNDS_PER_DAY),
-      address: new RememberedRefusals(shared('portal-address', addressRate.perMinute, addressRate.burst)),
+      settings: shared('portal-settings', PORTAL_SETTINGS_LIMIT),
+      tests: shared('portal-tests', PORTAL_TEST_LIMIT),
+      recover: shared('portal-recover', { perMinute: RECOVER_ROUNDS_PER_DAY / 1440, burst: RECOVER_ROUNDS_PER_DAY }),
+      address: new RememberedRefusals(shared('portal-address', options.portalAddressLimit ?? PORTAL_ADDRESS_LIMIT)),
     },
     trustProxy: config.TRUST_PROXY,
     logConcurrency: new KeyedConcurrency(LOG_READS_PER_MERCHANT, LOG_READS_QUEUED_PER_MERCHANT, LOG_READ_QUEUE_WAIT_MS),
     logger,
     brokerConnected: () => broker.isConnected,
     registry,
-    merchants,
+    merchants: opened.merchants,
     audit: opened.database,
     settings:
       directory &&
       new MerchantSettings(directory, { allowHttp: config.WEBHOOKS_DEV, allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS }, undefined, announcer(operational, logger, (reason) => operationalCounts.disabled(reason)), config.MAX_ENDPOINTS_PER_MERCHANT),
-    // With METRICS_PORT set, the public port serves only the resend API and health.
     serveMetrics: config.METRICS_PORT === undefined,
-    // With ADMIN_PORT set, the admin API is not on the public port at all.
     serveAdmin: config.ADMIN_PORT === undefined,
     log: logDatabase && deliveryLogQueries(logDatabase),
     logHealth: health && (() => health.state),
@@ -283,17 +203,15 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
     merchantsUnreadable: () => directory?.unreadable.length ?? 0,
     portal,
   };
-  const app = createApp(deps);
-  publicPort = (server.address() as AddressInfo).port;
-  const adminPortAsked = config.ADMIN_PORT;
-  const adminServer = adminPortAsked === undefined ? undefined : await listen(createAdminApp({ ...deps, merchants }), adminPortAsked);
+  const port = (server.address() as AddressInfo).port;
+  const adminServer = config.ADMIN_PORT === undefined ? undefined : await listen(createAdminApp(deps), config.ADMIN_PORT);
   // Start-up is over: the app answers on PORT from now on.
   server.removeAllListeners('request');
-  server.on('request', app);
-  const { port } = server.address() as AddressInfo;
+  server.on('request', createApp(deps));
   const adminPort = adminServer && (adminServer.address() as AddressInfo).port;
   logger.info('api listening', { port, metricsPort: metrics?.port, adminPort });
 
+  serving = true;
   let stopping: Promise<void> | undefined;
   return {
     server,
@@ -304,8 +222,7 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
     failures,
     fatal: Promise.race([new Promise<Error>((resolve) => broker.once('fatal', resolve)), schemaFatal]),
     stop() {
-      // Bounded by SHUTDOWN_TIMEOUT whatever the broker does: requests in flight get what the
-      // close steps leave, each close step gets what is left, and the connection is cut at the end.
+      // Bounded by SHUTDOWN_TIMEOUT whatever the broker does: requests in flight get what the close steps leave.
       stopping ??= (async () => {
         const budget = stopBudget(config.SHUTDOWN_TIMEOUT, logger);
         schemaWatch.abort();
@@ -326,7 +243,6 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
   };
 }
 
-/** Listens with the timeouts every port of the API uses; malformed requests get the envelope too. */
 async function listen(handler: RequestListener, port: number | undefined): Promise<Server> {
   const server = createServer(handler);
   server.listen(port);

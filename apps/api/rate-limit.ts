@@ -10,10 +10,7 @@ export interface RateLimiter {
   take(key: string): Promise<Allowance>;
 }
 
-/**
- * In this instance's memory: for what bounds this instance's own resources (its log-read pool),
- * and for a deployment without a database (MERCHANTS_FILE), which runs one API.
- */
+/** In memory: for this instance's own resources (its log-read pool), and for one API without a database. */
 export class MemoryRateLimiter implements RateLimiter {
   private readonly buckets = new Map<string, { tokens: number; at: number }>();
 
@@ -39,12 +36,10 @@ export class MemoryRateLimiter implements RateLimiter {
   }
 }
 
-/**
- * In PostgreSQL, so that every API replica counts against one limit: the GCRA of libs/rate-limit
- * (a row per key; the dispatchers' per-endpoint throttle takes from the same table).
- */
+/** In PostgreSQL (libs/rate-limit's GCRA), so that every API replica counts against one limit. */
 export class SharedRateLimiter implements RateLimiter {
   private takes = 0;
+  private readonly intervalMs: number;
 
   constructor(
     private readonly db: Queryable,
@@ -55,8 +50,6 @@ export class SharedRateLimiter implements RateLimiter {
   ) {
     this.intervalMs = 60_000 / perMinute;
   }
-
-  private readonly intervalMs: number;
 
   async take(key: string): Promise<Allowance> {
     const id = `${this.name}:${key}`;
@@ -77,9 +70,8 @@ export class SharedRateLimiter implements RateLimiter {
 export const REMEMBERED_REFUSALS = 10_000;
 
 /**
- * A limiter that remembers each refusal until its Retry-After runs out, and answers the key again
- * from memory meanwhile: a client over a shared limit (a query each time) then costs no query at
- * all until it may try again. The verdicts are the shared limiter's; only their replay is local.
+ * Remembers each refusal until its Retry-After runs out and answers the key from memory meanwhile:
+ * a client over a shared limit then costs no query until it may try again.
  */
 export class RememberedRefusals implements RateLimiter {
   private readonly until: BoundedMap<string, number>;
@@ -87,7 +79,6 @@ export class RememberedRefusals implements RateLimiter {
   constructor(
     private readonly inner: RateLimiter,
     private readonly now: () => number = Date.now,
-    /** Refusals kept at most: past it the oldest is forgotten (asked again). */
     max = REMEMBERED_REFUSALS,
   ) {
     this.until = new BoundedMap(max);

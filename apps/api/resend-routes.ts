@@ -6,16 +6,13 @@ import type { ApiDeps } from './deps.js';
 import { badRequest, rateLimited, unavailable } from './errors.js';
 import { mount } from './mount.js';
 
-/**
- * The merchant's resends: POST /nucleus/tnx/webhook?reference= and POST
- * /nucleus/webhooks/{webhookId}/resend, with merchant auth; both counted by status.
- */
+/** The merchant's resends, by reference and by webhook id, both counted by status. */
 export function mountResends(app: Router, deps: ApiDeps): void {
   // The answers a resend can get, at 0 from start-up: the dashboard's panel reads 0, not "No data".
   const statuses = ['200', '400', '401', '403', '404', '409', '429', '503'];
-  const resends = deps.registry && zeroedCounter(deps.registry, METRIC_NAMES.resends, 'Resend API answers by HTTP status', 'status', statuses);
+  const resends = zeroedCounter(deps.registry, METRIC_NAMES.resends, 'Resend API answers by HTTP status', 'status', statuses);
   const countResends = (req: Request, res: Response, next: NextFunction) => {
-    if (req.method === 'POST') res.on('finish', () => resends?.inc({ status: String(res.statusCode) }));
+    if (req.method === 'POST') res.on('finish', () => resends.inc({ status: String(res.statusCode) }));
     next();
   };
 
@@ -26,7 +23,6 @@ export function mountResends(app: Router, deps: ApiDeps): void {
     const reference = referenceFrom(req);
     const merchant = await deps.auth.authenticate(req.get('x-auth-token'), req.get('authorization'));
     await mayResend(deps, merchant);
-    // The resend checks the merchant's webhook (on, receiving the event) before it claims anything.
     const resent = await deps.resend.resend(merchant, reference);
     await auditMerchantResend(deps, req, merchant.id, { reference, resent });
     res.status(200).json({ message: `webhook sent for reference ${reference}`, error: null, data: null });
@@ -49,21 +45,13 @@ async function mayResend(deps: ApiDeps, merchant: Merchant): Promise<void> {
   if (!deps.brokerConnected()) throw unavailable('The message broker is unavailable; try again shortly');
 }
 
-/**
- * Resends exactly one failed webhook of the merchant, by its webhook-id, on every endpoint where it
- * failed or on `endpointId` alone: the resend by reference's checks and claim (ResendService),
- * restricted to that webhook.
- */
+/** Resends one failed webhook of the merchant, on every endpoint where it failed or on `endpointId` alone. */
 export async function resendOne(deps: ApiDeps, merchant: Merchant, webhookId: string, endpointId?: string): Promise<number> {
   await mayResend(deps, merchant);
   return deps.resend.resendWebhook(merchant, webhookId, endpointId);
 }
 
-/**
- * A resend the merchant's own API made, in its audit trail (the portal's carry their session
- * instead). Written after the copies went out: a trail PostgreSQL cannot write now is logged, and
- * does not turn a resend that happened into an error.
- */
+/** Written after the copies went out: a failed write is logged, and does not turn a resend that happened into an error. */
 async function auditMerchantResend(deps: ApiDeps, req: Request, merchantId: string, changes: Record<string, unknown>): Promise<void> {
   if (!deps.audit) return;
   await recordAudit(deps.audit, merchantId, 'webhook.resent', changes, { actor: 'merchant-api', address: req.ip }).catch((err: unknown) =>

@@ -1,11 +1,7 @@
 import { z } from 'zod';
 import { merchantIdSchema } from '../../libs/contracts/index.js';
 
-/**
- * One declaration per route: method, path, input, output and errors. Express mounts handlers by
- * operationId (mount.ts parses params and query with these schemas), and openapi.ts makes the
- * OpenAPI document from this table, so neither can drift from the other.
- */
+/** One declaration per route: mount.ts serves it and openapi.ts documents it, so neither can drift from the other. */
 export interface RouteDeclaration {
   operationId: string;
   method: 'get' | 'post' | 'put' | 'patch' | 'delete';
@@ -34,3 +30,47 @@ export const MERCHANT_AUTH = [{ merchantPublicKey: [], accessToken: [] }] as con
 export const ADMIN_AUTH = [{ adminToken: [] }] as const;
 
 export const merchantIdParams = z.strictObject({ merchantId: merchantIdSchema });
+
+/** The errors every admin route may answer. */
+export const ADMIN_ERRORS = {
+  '400':
+    'invalid_merchant_id; invalid_settings: the message names the field and what it allows ("publicKey is required"); ' +
+    'invalid_body; invalid_idempotency_key',
+  '401': 'missing_credentials, invalid_credentials, token_expired',
+  '403': "insufficient_scope: the token lacks webhooks:admin (a merchant's token)",
+  '405': 'method_not_allowed',
+  '413': 'Request body too large',
+  '503': 'service_unavailable: the broker or the merchant directory is not available yet; auth_unavailable',
+};
+export const IDEMPOTENCY_ERRORS = {
+  '412': 'precondition_failed: If-Match names a version the merchant no longer has; GET it again and redo the change',
+  '422': 'idempotency_key_reused: this Idempotency-Key was used within 24 h for a different request',
+};
+export const READ_ONLY_OR_KEY = 'public_key_taken: another merchant has this public key; directory_read_only: merchants come from MERCHANTS_FILE here';
+
+/**
+ * The headers of an admin write. Idempotency-Key: a repeat within 24 h, on any replica, gets the
+ * first answer again. If-Match: compare-and-set for the dashboard, with the ETag of a GET.
+ */
+export const GUARDED_WRITE_HEADERS = [
+  {
+    name: 'Idempotency-Key',
+    in: 'header',
+    required: false,
+    description:
+      'Makes the write safe to repeat (a timeout, a 503, a double click): the same key within 24 hours gets the first ' +
+      'answer again, secret included, from any replica and after restarts, and changes nothing; that answer carries ' +
+      'Idempotent-Replayed: true. The same key with a different request answers 422 idempotency_key_reused. Use a new ' +
+      'UUID per intended change.',
+    schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7e]+$' },
+  },
+  {
+    name: 'If-Match',
+    in: 'header',
+    required: false,
+    description:
+      'The ETag a GET of this merchant answered (its version, e.g. "7"): the write is made only if nobody changed ' +
+      'the merchant since, else 412 precondition_failed. On PUT, "0" creates only a merchant that does not exist yet.',
+    schema: { type: 'string', maxLength: 64 },
+  },
+] as const;

@@ -1,13 +1,10 @@
 import { z } from 'zod';
-import { merchantIdSchema } from '../../libs/contracts/index.js';
 import { merchantInputSchema, merchantPatchSchema } from '../../libs/merchants/index.js';
 import { envelope, merchantView, readiness } from './schemas.js';
 import { LOG_ROUTES } from './log-routes.js';
 import { PORTAL_ROUTES } from './portal/routes.js';
-import { ADMIN_AUTH, MERCHANT_AUTH, merchantIdParams, type RouteDeclaration } from './route-declaration.js';
-import { ADMIN_ERRORS, IDEMPOTENCY_ERRORS, idempotencyKeyHeader, ifMatchHeader, READ_ONLY_OR_KEY } from './admin-declarations.js';
+import { ADMIN_AUTH, ADMIN_ERRORS, GUARDED_WRITE_HEADERS, IDEMPOTENCY_ERRORS, MERCHANT_AUTH, merchantIdParams, READ_ONLY_OR_KEY, type RouteDeclaration } from './route-declaration.js';
 import { ENDPOINT_ROUTES } from './endpoint-routes.js';
-
 
 /** Entries per page of a merchant's audit trail: by default, and at most. */
 export const AUDIT_PAGE_LIMIT = { default: 100, max: 500 };
@@ -129,7 +126,7 @@ export const ROUTES = [
       'delete and rotate them through /admin/merchants/{merchantId}/endpoints; the answer lists them. Any other field ' +
       '(such as webhook) answers 400 naming it.',
     security: ADMIN_AUTH,
-    input: { params: merchantIdParams, headers: [idempotencyKeyHeader, ifMatchHeader], body: merchantInputSchema, bodyRequired: true },
+    input: { params: merchantIdParams, headers: GUARDED_WRITE_HEADERS, body: merchantInputSchema, bodyRequired: true },
     output: {
       '200': merchantAnswer('Updated'),
       '201': merchantAnswer('Created, with no endpoint yet'),
@@ -145,13 +142,7 @@ export const ROUTES = [
       'A JSON merge patch (RFC 7396) of the merchant\'s own settings: fields left out stay as they are. Endpoints are ' +
       'changed through /admin/merchants/{merchantId}/endpoints/{endpointId}; any other field answers 400 naming it.',
     security: ADMIN_AUTH,
-    input: {
-      params: merchantIdParams,
-      headers: [idempotencyKeyHeader, ifMatchHeader],
-      body: merchantPatchSchema,
-      bodyRequired: true,
-      bodyMediaTypes: ['application/json', 'application/merge-patch+json'],
-    },
+    input: { params: merchantIdParams, headers: GUARDED_WRITE_HEADERS, body: merchantPatchSchema, bodyRequired: true, bodyMediaTypes: ['application/json', 'application/merge-patch+json'] },
     output: { '200': merchantAnswer('Changed') },
     errors: { ...ADMIN_ERRORS, '404': 'merchant_not_found: PUT creates merchants', '409': READ_ONLY_OR_KEY, ...IDEMPOTENCY_ERRORS },
   },

@@ -2,11 +2,10 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { SchemaWaitState } from '../../libs/migrations/index.js';
 import { errorBody, unavailable } from './errors.js';
 
-/** What the API's start-up waits for now, for /readyz; `what` undefined once it serves. */
+/** What the API's start-up waits for now, for /readyz. */
 export class StartupProgress {
   what = 'PostgreSQL';
   detail?: string;
-  /** Whether PostgreSQL answered the schema check, and RabbitMQ the connection, so far. */
   database = false;
   broker = false;
 
@@ -15,7 +14,6 @@ export class StartupProgress {
     this.detail = detail;
   }
 
-  /** The schema gate's state (libs/migrations), in /readyz's words. */
   schema(state: SchemaWaitState): void {
     this.database = state.waiting !== 'database';
     if (state.waiting) this.waitFor(state.waiting === 'schema' ? 'the database schema' : 'PostgreSQL', state.detail);
@@ -24,9 +22,8 @@ export class StartupProgress {
 }
 
 /**
- * PORT's answers while the API starts (the schema, PostgreSQL and RabbitMQ waited for, up to a few
- * minutes): /healthz 200, so a liveness probe does not kill a program that is only waiting;
- * /readyz 503 saying what it waits for and why; anything else 503 in the envelope, to try again.
+ * PORT's answers while the API starts: /healthz 200, so a liveness probe does not kill a program
+ * that is only waiting; /readyz 503 saying what it waits for; anything else 503 in the envelope.
  */
 export function startingHandler(progress: StartupProgress): (req: IncomingMessage, res: ServerResponse) => void {
   return (req, res) => {

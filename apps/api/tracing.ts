@@ -3,10 +3,8 @@ import { context, ROOT_CONTEXT, SpanStatusCode, trace } from '@opentelemetry/api
 import { ATTR, contextFromHeaders, SpanKind, tracer, tracingActive } from '../../libs/tracing/index.js';
 
 /**
- * A server span per request while tracing is on (a caller's traceparent is continued), so that a
- * resend's own span, and every log line of the request, sit in the request's trace. It names the
- * route template, never the path or the query: a path may carry a portal token, headers carry
- * credentials, and none of them belongs in a trace.
+ * A server span per request while tracing is on (a caller's traceparent continued). It names the
+ * route template, never the path or the query: a path may carry a portal token.
  */
 export function traceRequests(req: Request, res: Response, next: NextFunction): void {
   if (!tracingActive()) return next();

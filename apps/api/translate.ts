@@ -28,7 +28,7 @@ import {
   VersionMismatchError,
 } from '../../libs/merchants/index.js';
 import { TooManyInFlightError } from './concurrency.js';
-import { ApiError, badRequest, notFound, resendInProgress, resendOutcomeUnknown, unavailable } from './errors.js';
+import { ApiError, badRequest, notFound, retryAfter, unavailable } from './errors.js';
 
 /**
  * The one place a thrown error becomes an answer, for every route and both apps: domain errors
@@ -37,11 +37,14 @@ import { ApiError, badRequest, notFound, resendInProgress, resendOutcomeUnknown,
 export function toApiError(err: unknown, logger: Logger): ApiError {
   if (err instanceof ApiError) return err;
   if (err instanceof NothingToResendError) return notFound('not_found', 'No failed webhook for this reference');
-  if (err instanceof ResendInProgressError) return resendInProgress(err.retryAfterMs);
+  // Another resend holds the webhooks (under way, or its outcome unknown): resending now could deliver twice.
+  if (err instanceof ResendInProgressError) {
+    const message = 'A resend of this reference is under way or its outcome is not known yet; it may already be delivered. Do not resend before Retry-After';
+    return new ApiError(409, 'resend_in_progress', message, retryAfter(err.retryAfterMs));
+  }
   if (err instanceof ResendLimitError) {
-    return new ApiError(429, 'too_many_resends', `This webhook was resent ${RESENDS_PER_WEBHOOK_PER_DAY} times in the last 24 hours; try again later`, {
-      'retry-after': String(Math.ceil(err.retryAfterMs / 1000)),
-    });
+    const message = `This webhook was resent ${RESENDS_PER_WEBHOOK_PER_DAY} times in the last 24 hours; try again later`;
+    return new ApiError(429, 'too_many_resends', message, retryAfter(err.retryAfterMs));
   }
   // Resending to a webhook that is off would only fail again: say so, and keep the entry.
   if (err instanceof WebhookDisabledError) {
@@ -53,31 +56,26 @@ export function toApiError(err: unknown, logger: Logger): ApiError {
     return new ApiError(409, 'endpoint_deleted', `The endpoint ${err.endpointIds.join(', ')} was deleted; its failed webhooks cannot be resent`);
   }
   if (err instanceof EventNotSubscribedError) {
-    return new ApiError(
-      409,
-      'event_not_subscribed',
-      `The webhook no longer receives ${err.events.join(', ')} events; add them to its events on the dashboard, then resend`,
-    );
+    const message = `The webhook no longer receives ${err.events.join(', ')} events; add them to its events on the dashboard, then resend`;
+    return new ApiError(409, 'event_not_subscribed', message);
   }
-  if (err instanceof ResendOutcomeUnknownError) return resendOutcomeUnknown(err.holdMs);
+  // The republish may still be stored and delivered: the merchant must wait for the claim's lease.
+  if (err instanceof ResendOutcomeUnknownError) {
+    const message = 'The broker did not confirm the resend in time; the webhook may still be delivered. Wait for Retry-After before resending';
+    return new ApiError(503, 'resend_outcome_unknown', message, retryAfter(err.holdMs));
+  }
   if (err instanceof FailureIndexUnavailableError) return unavailable('The database is unavailable; nothing was resent; try again shortly');
   if (err instanceof BrokerUnavailableError) return unavailable('The message broker is unavailable; try again shortly');
   // Before LogUnavailableError, which it extends: same code, but the message says what helps.
   if (err instanceof LogQueryTimeoutError) {
-    return new ApiError(503, 'log_unavailable', 'The delivery log query took too long; try again shortly, or narrow it (since and until, a lower limit)', {
-      'retry-after': '5',
-    });
+    return new ApiError(503, 'log_unavailable', 'The delivery log query took too long; try again shortly, or narrow it (since and until, a lower limit)', retryAfter(5_000));
   }
-  if (err instanceof LogUnavailableError) {
-    return new ApiError(503, 'log_unavailable', 'The delivery log database is unavailable; try again shortly', { 'retry-after': '5' });
-  }
+  if (err instanceof LogUnavailableError) return new ApiError(503, 'log_unavailable', 'The delivery log database is unavailable; try again shortly', retryAfter(5_000));
   if (err instanceof TooManyInFlightError) {
-    return new ApiError(429, 'too_many_concurrent_queries', 'Too many delivery log reads of this merchant at once; wait for the others to answer', {
-      'retry-after': String(err.retryAfterSeconds),
-    });
+    const message = 'Too many delivery log reads of this merchant at once; wait for the others to answer';
+    return new ApiError(429, 'too_many_concurrent_queries', message, retryAfter(err.retryAfterSeconds * 1000));
   }
-  if (err instanceof InvalidCursorError) return badRequest('invalid_parameter', err.message);
-  if (err instanceof InvalidFilterError) return badRequest('invalid_parameter', err.message);
+  if (err instanceof InvalidCursorError || err instanceof InvalidFilterError) return badRequest('invalid_parameter', err.message);
   if (err instanceof InvalidSettingsError) return badRequest('invalid_settings', err.message);
   if (err instanceof InvalidIdempotencyKeyError) return badRequest('invalid_idempotency_key', err.message);
   if (err instanceof IdempotencyKeyReusedError) {
@@ -105,9 +103,7 @@ export function toApiError(err: unknown, logger: Logger): ApiError {
   const type = (err as { type?: string })?.type;
   if (type === 'entity.parse.failed') return new ApiError(400, 'invalid_body', 'The request body is not valid JSON');
   if (type === 'entity.too.large') return new ApiError(413, 'body_too_large', 'The request body is too large');
-  if (typeof status === 'number' && status >= 400 && status < 500) {
-    return new ApiError(status, 'bad_request', 'The request could not be read');
-  }
+  if (typeof status === 'number' && status >= 400 && status < 500) return new ApiError(status, 'bad_request', 'The request could not be read');
   logger.error('request failed', { error: (err as Error)?.message });
   return new ApiError(500, 'internal_error', 'Something went wrong on our side');
 }
