@@ -1,4 +1,7 @@
 import amqp from 'amqplib';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 /** Where the programs look when RABBITMQ_URL is unset (the default of envFields.rabbitmqUrl). */
 export const LOCAL_BROKER_URL = 'amqp://guest:guest@127.0.0.1:5672';
@@ -20,6 +23,10 @@ export async function brokerAnswers(url: string, timeoutMs = 3_000): Promise<boo
  * when Docker is available; else a message saying which to provide.
  */
 export default async function globalSetup(): Promise<void> {
+  // Every temporary file a test or a program it starts makes (merchants files, events, browser
+  // profiles) goes under one directory of this run, removed by the teardown: the test workers and
+  // their children inherit TMPDIR, which os.tmpdir() and mkdtemp read.
+  process.env.TMPDIR = mkdtempSync(join(tmpdir(), 'webhooks-tests-'));
   if (process.env.RABBITMQ_URL) return;
   if (await brokerAnswers(LOCAL_BROKER_URL)) {
     process.env.RABBITMQ_URL = LOCAL_BROKER_URL;
