@@ -1,5 +1,5 @@
 import amqp from 'amqplib';
-import { mkdtempSync } from 'node:fs';
+import { chmodSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -26,7 +26,11 @@ export default async function globalSetup(): Promise<void> {
   // Every temporary file a test or a program it starts makes (merchants files, events, browser
   // profiles) goes under one directory of this run, removed by the teardown: the test workers and
   // their children inherit TMPDIR, which os.tmpdir() and mkdtemp read.
-  process.env.TMPDIR = mkdtempSync(join(tmpdir(), 'webhooks-tests-'));
+  // Open to all, sticky, as /tmp is: tests make PostgreSQL and RabbitMQ data directories there for
+  // the postgres and rabbitmq users.
+  const runTmp = mkdtempSync(join(tmpdir(), 'webhooks-tests-'));
+  chmodSync(runTmp, 0o1777);
+  process.env.TMPDIR = runTmp;
   if (process.env.RABBITMQ_URL) return;
   if (await brokerAnswers(LOCAL_BROKER_URL)) {
     process.env.RABBITMQ_URL = LOCAL_BROKER_URL;
