@@ -1,7 +1,5 @@
 import amqp from 'amqplib';
-import { chmodSync, mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { useRunTmpdir } from './run-tmpdir.js';
 
 /** Where the programs look when RABBITMQ_URL is unset (the default of envFields.rabbitmqUrl). */
 export const LOCAL_BROKER_URL = 'amqp://guest:guest@127.0.0.1:5672';
@@ -23,14 +21,7 @@ export async function brokerAnswers(url: string, timeoutMs = 3_000): Promise<boo
  * when Docker is available; else a message saying which to provide.
  */
 export default async function globalSetup(): Promise<void> {
-  // Every temporary file a test or a program it starts makes (merchants files, events, browser
-  // profiles) goes under one directory of this run, removed by the teardown: the test workers and
-  // their children inherit TMPDIR, which os.tmpdir() and mkdtemp read.
-  // Open to all, sticky, as /tmp is: tests make PostgreSQL and RabbitMQ data directories there for
-  // the postgres and rabbitmq users.
-  const runTmp = mkdtempSync(join(tmpdir(), 'webhooks-tests-'));
-  chmodSync(runTmp, 0o1777);
-  process.env.TMPDIR = runTmp;
+  useRunTmpdir();
   if (process.env.RABBITMQ_URL) return;
   if (await brokerAnswers(LOCAL_BROKER_URL)) {
     process.env.RABBITMQ_URL = LOCAL_BROKER_URL;
