@@ -67,17 +67,22 @@ async function declareExchange(step: Step, exchange: ExchangeSpec): Promise<void
  * names one of them (created with explicit other values), it is accepted.
  */
 async function declareQueue(step: Step, queue: QueueSpec, canReopen: boolean): Promise<void> {
+  const entity = `${queue.kind} ${queue.name}`;
+  const assert = (args: Record<string, unknown>) => step((channel) => channel.assertQueue(queue.name, { durable: true, arguments: args }));
+  try {
+    await assert({ ...queue.arguments });
+    return;
+  } catch (err) {
+    if (!isMismatch(err)) throw err;
+    if (!namesCreationOnly(err) || !canReopen) throw new TopologyMismatchError(entity, err);
+  }
+  // What an existing queue may differ in: its replication.
   const rest: Record<string, unknown> = { ...queue.arguments };
   for (const name of CREATION_ONLY_ARGUMENTS) delete rest[name];
-  for (const [i, args] of [{ ...queue.arguments }, rest].entries()) {
-    try {
-      await step((channel) => channel.assertQueue(queue.name, { durable: true, arguments: args }));
-      return;
-    } catch (err) {
-      if (!isMismatch(err)) throw err;
-      if (!namesCreationOnly(err) || (i === 0 && !canReopen)) throw new TopologyMismatchError(`${queue.kind} ${queue.name}`, err);
-    }
-  }
+  await assert(rest).catch((err: unknown) => {
+    if (!isMismatch(err)) throw err;
+    if (!namesCreationOnly(err)) throw new TopologyMismatchError(entity, err);
+  });
 }
 
 /**
