@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -48,8 +48,10 @@ export function eventBody(merchantId: string, sentAt = Date.now(), warmup = fals
  * Publishes `count` events into dispatch with confirms, in windows to bound memory: straight into
  * the queue, or with `upstream` through the events exchange as upstream does (so that intake
  * checks their keys). `firstIndex`: the first messageId's number (a second fill behind a first keeps them apart).
+ * `randomKeys`: each messageId a digest of that number, as an upstream's UUIDs fall at random places in
+ * the keys' index, where `evt_N` are neighbours.
  */
-export async function fillDispatch(url: string, prefix: string, count: number, merchantOf: (i: number) => string, options: { upstream?: boolean; firstIndex?: number } = {}): Promise<void> {
+export async function fillDispatch(url: string, prefix: string, count: number, merchantOf: (i: number) => string, options: { upstream?: boolean; firstIndex?: number; randomKeys?: boolean } = {}): Promise<void> {
   const connection = await amqp.connect(url);
   const channel = await connection.createConfirmChannel();
   const spec = intakeSpec(prefix);
@@ -63,8 +65,9 @@ export async function fillDispatch(url: string, prefix: string, count: number, m
     ? (body: Buffer, props: amqp.Options.Publish) => channel.publish(spec.exchange.name, 'charge.completed', body, props)
     : (body: Buffer, props: amqp.Options.Publish) => channel.sendToQueue(dispatch, body, props);
   const first = options.firstIndex ?? 0;
+  const key = options.randomKeys ? (n: number) => createHash('sha256').update(`evt_${n}`).digest('hex').slice(0, 32) : (n: number) => `evt_${n}`;
   for (let i = 0; i < count; i++) {
-    if (!send(eventBody(merchantOf(i)), { persistent: true, messageId: `evt_${first + i}`, contentType: 'application/json' })) {
+    if (!send(eventBody(merchantOf(i)), { persistent: true, messageId: key(first + i), contentType: 'application/json' })) {
       await new Promise((resolve) => channel.once('drain', resolve));
     }
     if (i % 2_000 === 1_999) await channel.waitForConfirms();

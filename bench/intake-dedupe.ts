@@ -5,8 +5,13 @@
  * in the same round, rounds alternating which goes first. On a shared machine the rate of a run
  * swings with its neighbours' load far more than the check moves it, so the figure is the median
  * of each round's own ratio (its two runs back to back), with every round's ratio shown.
+ * As in steady state: the keys are digests (random places in the index, as UUIDs), and with the
+ * check on the day before's partition already holds BENCH_PRIOR_KEYS (default 1,000,000) keys, each
+ * new key looked up among them; with none, every lookup met an empty partition.
  */
 import { loadavg } from 'node:os';
+import { openPostgres } from '../libs/delivery-store/index.js';
+import { dayOf, ensurePartition } from '../libs/delivery-store/schema.js';
 import type { ReceiverProcess } from './processes.js';
 import { log, runs, url } from './settings.js';
 import { median, round as roundTo } from './stats.js';
@@ -21,8 +26,29 @@ interface Round {
   cpuRatio: number;
 }
 
+const PRIOR_KEYS = Number(process.env.BENCH_PRIOR_KEYS ?? 1_000_000);
+
+/** The day before's keys of the bench's merchant, first seen within the window, none of them the bench's. */
+async function seedPriorKeys(databaseUrl: string): Promise<void> {
+  if (PRIOR_KEYS <= 0) return;
+  const db = openPostgres(databaseUrl, { maxConnections: 1, statementTimeoutMs: 0 });
+  try {
+    await ensurePartition(db, 'intake_keys', dayOf(new Date(Date.now() - 86_400_000)));
+    await db.query(
+      `INSERT INTO intake_keys (day, merchant_id, webhook_id, first_seen_at)
+       SELECT date_trunc('day', now() - interval '1 day', 'UTC'), 'm_bench', md5('prior_' || i), greatest(now() - interval '23 hours', date_trunc('day', now() - interval '1 day', 'UTC'))
+       FROM generate_series(1, $1::int) AS i`,
+      [PRIOR_KEYS],
+    );
+    await db.query('VACUUM ANALYZE intake_keys');
+  } finally {
+    await db.close();
+  }
+}
+
 async function round(receiver: ReceiverProcess, warmup: number, total: number, concurrency: number, checkFirst: boolean): Promise<Round> {
-  const run = async (window: '24h' | '0') => (await dispatcherCpu(url, receiver, warmup, total, concurrency, { INTAKE_DEDUPE_WINDOW: window }, true)).warm;
+  const run = async (window: '24h' | '0') =>
+    (await dispatcherCpu(url, receiver, warmup, total, concurrency, { INTAKE_DEDUPE_WINDOW: window }, true, { randomKeys: true, prepare: window === '0' ? undefined : seedPriorKeys })).warm;
   const first = await run(checkFirst ? '24h' : '0');
   const second = await run(checkFirst ? '0' : '24h');
   const [check, off] = checkFirst ? [first, second] : [second, first];
@@ -50,7 +76,8 @@ export async function intakeDedupeSection(receiver: ReceiverProcess): Promise<st
   return `## 20. Idempotent intake: the check's cost to dispatch
 
 Command: \`npm run bench -- intake-dedupe\` (${runs} rounds). ${(W + N).toLocaleString('en')} events published through the
-events exchange, each with its own \`messageId\` (so each is checked, and its key inserted, as a first sight), one
+events exchange, each with its own \`messageId\` (a digest: so each is checked, and its key inserted, as a first sight, at a
+random place in the index), with ${PRIOR_KEYS.toLocaleString('en')} keys of the day before in the check's table (\`BENCH_PRIOR_KEYS\`), one
 merchant, the same receiver, the dispatcher as deployed (\`DISPATCH_CONCURRENCY=${2 * C}\`, a retry schedule, the
 delivery log on), measured over the ${N.toLocaleString('en')} deliveries after the first ${W.toLocaleString('en')} (warm), with
 \`INTAKE_DEDUPE_WINDOW=24h\` (the default) and \`0\` (off) back to back in each round, rounds alternating which goes

@@ -148,13 +148,24 @@ export function startBenchDispatcher(url: string, prefix: string, receiver: Rece
 
 /**
  * The dispatcher as deployed (its own process, every guarantee on): its rate and CPU µs per
- * delivery, cold and warm. `upstream`: the events come through the events exchange (intake checks their keys).
+ * delivery, cold and warm. `upstream`: the events come through the events exchange (intake checks their keys);
+ * `randomKeys` (fillDispatch); `prepare`: run on the migrated database before the dispatcher starts.
  */
-export async function dispatcherCpu(url: string, receiver: ReceiverProcess, warmup: number, total: number, concurrency: number, env: Record<string, string> = {}, upstream = false) {
+export async function dispatcherCpu(
+  url: string,
+  receiver: ReceiverProcess,
+  warmup: number,
+  total: number,
+  concurrency: number,
+  env: Record<string, string> = {},
+  upstream = false,
+  extra: { randomKeys?: boolean; prepare?: (databaseUrl: string) => Promise<void> } = {},
+) {
   // As deployed: a retry schedule, so a migrated database of its own for the waits.
   return withDatabase('cpu', async (databaseUrl) => {
+    await extra.prepare?.(databaseUrl);
     const prefix = benchPrefix('throughput');
-    await fillDispatch(url, prefix, warmup + total, () => 'm_bench', { upstream });
+    await fillDispatch(url, prefix, warmup + total, () => 'm_bench', { upstream, randomKeys: extra.randomKeys });
     await receiver.reset();
     const program = startBenchDispatcher(url, prefix, receiver, concurrency, { DATABASE_URL: databaseUrl, ...env });
     try {
