@@ -102,8 +102,8 @@ export class Throttle {
     // A hold that ends late (a busy event loop) loses its slot: sent, it would bunch with the next.
     // Taken again, a few times, then it waits as a row.
     for (let tries = 0; tries < 3; tries++) {
-      let granted: { inMs: number } | undefined;
-      let sentAt = this.now();
+      /** The slot conforms `inMs` after `from`, the take's start on this dispatcher's clock. */
+      let granted: { inMs: number; from: number } | undefined;
       // Released once the take is answered (a `return` below releases it before its place is awaited).
       const release = handBack ? undefined : await this.turn(key);
       try {
@@ -112,7 +112,7 @@ export class Throttle {
         // A queue forming (places being taken) or ahead of the slots: a new delivery joins its back.
         if (!handBack && (this.placing.has(key) || (this.queuedUntil.get(key) ?? 0) > this.now())) return this.queue(key, intervalMs, aheadMs, 0);
         try {
-          sentAt = this.now();
+          const from = this.now();
           const answer = await takeCell(this.db, `throttle:${key}`, { intervalMs, burstMs: intervalMs, aheadMs });
           if (++this.takes % 1_000 === 0) void sweepCells(this.db).catch(() => {});
           if (!answer.ok) {
@@ -120,11 +120,11 @@ export class Throttle {
             this.refusedUntil.set(key, this.now() + answer.retryInMs);
             return this.queue(key, intervalMs, aheadMs, answer.retryInMs);
           }
-          granted = answer;
+          granted = { inMs: answer.inMs, from };
         } catch (err) {
-          granted = this.takeAlone(key, intervalMs, aheadMs, err);
-          sentAt = this.now();
-          if (!granted) return this.waitUntil(this.now() + aheadMs);
+          const alone = this.takeAlone(key, intervalMs, aheadMs, err);
+          if (!alone) return this.waitUntil(this.now() + aheadMs);
+          granted = { ...alone, from: this.now() };
         }
       } finally {
         release?.();
@@ -133,7 +133,7 @@ export class Throttle {
       // The slot's time counts from the take's start, as PostgreSQL's clock did, not from its answer:
       // answers that came back late by different amounts bunched slots of three dispatchers (23 in a
       // second at 20/s on a loaded machine), and a late answer now counts against the hold's lateness.
-      const target = sentAt + granted.inMs;
+      const target = granted.from + granted.inMs;
       this.stats.held++;
       await new Promise((resolve) => setTimeout(resolve, Math.max(0, target - this.now())).unref?.());
       if (stopped()) return { kind: 'stopping' };
