@@ -10,8 +10,9 @@
  * new key looked up among them; with none, every lookup met an empty partition.
  */
 import { loadavg } from 'node:os';
-import { openPostgres } from '../libs/delivery-store/index.js';
+import type { Database } from '../libs/delivery-store/index.js';
 import { dayOf, ensurePartition } from '../libs/delivery-store/schema.js';
+import { migrate } from '../libs/migrations/index.js';
 import type { ReceiverProcess } from './processes.js';
 import { log, runs, url } from './settings.js';
 import { median, round as roundTo } from './stats.js';
@@ -28,27 +29,23 @@ interface Round {
 
 const PRIOR_KEYS = Number(process.env.BENCH_PRIOR_KEYS ?? 1_000_000);
 
-/** The day before's keys of the bench's merchant, first seen within the window, none of them the bench's. */
-async function seedPriorKeys(databaseUrl: string): Promise<void> {
+/** Migrates, then adds the day before's keys of the bench's merchant, first seen within the window, none of them the bench's. */
+async function migrateWithPriorKeys(db: Database): Promise<void> {
+  await migrate(db);
   if (PRIOR_KEYS <= 0) return;
-  const db = openPostgres(databaseUrl, { maxConnections: 1, statementTimeoutMs: 0 });
-  try {
-    await ensurePartition(db, 'intake_keys', dayOf(new Date(Date.now() - 86_400_000)));
-    await db.query(
-      `INSERT INTO intake_keys (day, merchant_id, webhook_id, first_seen_at)
-       SELECT date_trunc('day', now() - interval '1 day', 'UTC'), 'm_bench', md5('prior_' || i), greatest(now() - interval '23 hours', date_trunc('day', now() - interval '1 day', 'UTC'))
-       FROM generate_series(1, $1::int) AS i`,
-      [PRIOR_KEYS],
-    );
-    await db.query('VACUUM ANALYZE intake_keys');
-  } finally {
-    await db.close();
-  }
+  await ensurePartition(db, 'intake_keys', dayOf(new Date(Date.now() - 86_400_000)));
+  await db.query(
+    `INSERT INTO intake_keys (day, merchant_id, webhook_id, first_seen_at)
+     SELECT date_trunc('day', now() - interval '1 day', 'UTC'), 'm_bench', md5('prior_' || i), greatest(now() - interval '23 hours', date_trunc('day', now() - interval '1 day', 'UTC'))
+     FROM generate_series(1, $1::int) AS i`,
+    [PRIOR_KEYS],
+  );
+  await db.query('VACUUM ANALYZE intake_keys');
 }
 
 async function round(receiver: ReceiverProcess, warmup: number, total: number, concurrency: number, checkFirst: boolean): Promise<Round> {
   const run = async (window: '24h' | '0') =>
-    (await dispatcherCpu(url, receiver, warmup, total, concurrency, { INTAKE_DEDUPE_WINDOW: window }, true, { randomKeys: true, prepare: window === '0' ? undefined : seedPriorKeys })).warm;
+    (await dispatcherCpu(url, receiver, warmup, total, concurrency, { INTAKE_DEDUPE_WINDOW: window }, { upstream: true, randomKeys: true, migrateWith: window === '0' ? undefined : migrateWithPriorKeys })).warm;
   const first = await run(checkFirst ? '24h' : '0');
   const second = await run(checkFirst ? '0' : '24h');
   const [check, off] = checkFirst ? [first, second] : [second, first];

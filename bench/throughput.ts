@@ -7,6 +7,7 @@ import amqp from 'amqplib';
 import { fork } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
+import type { Database } from '../libs/delivery-store/index.js';
 import { brokerPid, coresDuring } from './cpu.js';
 import { benchPrefix, deleteTopology, fillDispatch, merchantsFile, SECRET, withDatabase } from './fixtures.js';
 import { type ProgramProcess, type ReceiverProcess, startProgram, until } from './processes.js';
@@ -149,7 +150,7 @@ export function startBenchDispatcher(url: string, prefix: string, receiver: Rece
 /**
  * The dispatcher as deployed (its own process, every guarantee on): its rate and CPU µs per
  * delivery, cold and warm. `upstream`: the events come through the events exchange (intake checks their keys);
- * `randomKeys` (fillDispatch); `prepare`: run on the migrated database before the dispatcher starts.
+ * `randomKeys` as fillDispatch's; `migrateWith` as withDatabase's (a migration and what a case seeds).
  */
 export async function dispatcherCpu(
   url: string,
@@ -158,14 +159,12 @@ export async function dispatcherCpu(
   total: number,
   concurrency: number,
   env: Record<string, string> = {},
-  upstream = false,
-  extra: { randomKeys?: boolean; prepare?: (databaseUrl: string) => Promise<void> } = {},
+  options: { upstream?: boolean; randomKeys?: boolean; migrateWith?: (db: Database) => Promise<unknown> } = {},
 ) {
   // As deployed: a retry schedule, so a migrated database of its own for the waits.
   return withDatabase('cpu', async (databaseUrl) => {
-    await extra.prepare?.(databaseUrl);
     const prefix = benchPrefix('throughput');
-    await fillDispatch(url, prefix, warmup + total, () => 'm_bench', { upstream, randomKeys: extra.randomKeys });
+    await fillDispatch(url, prefix, warmup + total, () => 'm_bench', { upstream: options.upstream, randomKeys: options.randomKeys });
     await receiver.reset();
     const program = startBenchDispatcher(url, prefix, receiver, concurrency, { DATABASE_URL: databaseUrl, ...env });
     try {
@@ -174,5 +173,5 @@ export async function dispatcherCpu(
       await program.stop();
       await deleteTopology(url, prefix);
     }
-  });
+  }, undefined, options.migrateWith);
 }
