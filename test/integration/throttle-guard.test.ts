@@ -4,6 +4,7 @@ import { silentLogger } from '../../libs/logger/index.js';
 import { type Endpoint, lowerEndpointRate, MIN_ADAPTIVE_RATE } from '../../libs/merchants/index.js';
 import { WaitStore } from '../../libs/waits/index.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
+import { freePort } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
 /**
@@ -71,6 +72,71 @@ describe('the throttle guard', () => {
     await new Promise((resolve) => setTimeout(resolve, 100)); // past the short refusal of the last take
     await throttle.admit('m_batch', webhook, () => false, true);
     expect(takes).toBe(before + 1);
+  }, 60_000);
+
+  it('sends a slot granted ahead at its place on the clock of the take, however late the answer came: a late one is not sent late', async () => {
+    // Two dispatchers on an endpoint at 20/s; the second's answers come 150 ms late (a loaded
+    // machine, a busy pool). Sent at answer + inMs, its slots landed 150 ms after their places, in
+    // the next ones': three dispatchers sent 23 in a second at 20/s once.
+    const LATE_MS = 150;
+    const webhook = { id: 'ep_late', maxPerSecond: 20 } as Endpoint;
+    let lastTake: { at: number; inMs: number } | undefined;
+    const late = new Proxy(database, {
+      get(target, key, receiver) {
+        if (key !== 'query') return Reflect.get(target, key, receiver);
+        return async (sql: string, params?: unknown[]) => {
+          const at = performance.now();
+          const result = await target.query(sql, params as never);
+          if (!String(params?.[0]).startsWith('throttle:m_late\u001f')) return result;
+          await new Promise((resolve) => setTimeout(resolve, LATE_MS));
+          // As takeCell reads it: the slot conforms granted_ms less the burst (an interval) after the statement began.
+          const granted = (result.rows[0] as { granted_ms: number | null } | undefined)?.granted_ms;
+          lastTake = granted === null || granted === undefined ? undefined : { at, inMs: Number(granted) - 50 };
+          return result;
+        };
+      },
+    });
+    const busy = new Throttle(database, new WaitStore(database), silentLogger());
+    const slow = new Throttle(late, new WaitStore(late), silentLogger());
+    const until = Date.now() + 3_000;
+    // The first keeps the endpoint's slots taken ahead, so the second's are granted ahead too.
+    const load = (async () => {
+      while (Date.now() < until) await Promise.all(Array.from({ length: 3 }, () => busy.admit('m_late', webhook, () => false)));
+    })();
+    const errors: number[] = [];
+    while (Date.now() < until) {
+      lastTake = undefined;
+      const verdict = await slow.admit('m_late', webhook, () => false, true);
+      const take = lastTake as { at: number; inMs: number } | undefined;
+      if (verdict.kind === 'go' && take && take.inMs > 0) errors.push(performance.now() - (take.at + take.inMs));
+    }
+    await load;
+    expect(errors.length).toBeGreaterThanOrEqual(5);
+    // Sent at its place, or within the hold's lateness (50 ms at 20/s) of it; never the answer's 150 ms after.
+    expect(Math.max(...errors)).toBeLessThan(LATE_MS - 40);
+  }, 60_000);
+
+  it('paces the endpoint alone while PostgreSQL does not answer: its rate in every second, not every delivery at once, nor none', async () => {
+    // A database on a port nothing listens on: every take fails at once, as with the server stopped.
+    const down = openPostgres(`postgres://postgres@127.0.0.1:${await freePort()}/none`, { connectTimeoutMs: 500 });
+    const throttle = new Throttle(down, new WaitStore(down), silentLogger());
+    const webhook = { id: 'ep_down', maxPerSecond: 20 } as Endpoint;
+    const sent: number[] = [];
+    const until = Date.now() + 2_500;
+    try {
+      // Three deliveries at a time, as a dispatcher's prefetch brings them.
+      await Promise.all(Array.from({ length: 3 }, async () => {
+        while (Date.now() < until) {
+          if ((await throttle.admit('m_down', webhook, () => false)).kind === 'go') sent.push(performance.now());
+          else await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+      }));
+    } finally {
+      await down.close();
+    }
+    const busiest = Math.max(...sent.map((at) => sent.filter((other) => other >= at && other < at + 1_000).length));
+    expect(busiest).toBeLessThanOrEqual(22);
+    expect(sent.length).toBeGreaterThanOrEqual(30);
   }, 60_000);
 
   it("halves a burst's rate at its first 429 (40/s to 20/s), not the one webhook its dispatcher had sent", async () => {
