@@ -80,4 +80,39 @@ describe('an order step', () => {
       await client.end();
     }
   });
+
+  it("probes its rows by key whatever the table held when the session's plans were made: a step does not read the table", async () => {
+    // A session whose first step ran on a table of three rows, analyzed, then 5,000 more: its generic
+    // plans (0016) joined the step's arrays to the whole table, its ended rows, clearing and
+    // admissions each a scan of the primary key; this step read 7,358 rows, until autovacuum's next
+    // ANALYZE made the plans again.
+    const fresh = await createTestDatabase('order_step_stale');
+    const client = new pg.Client({ connectionString: fresh.url });
+    await client.connect();
+    try {
+      const session = new OrderStore(client);
+      const line = (key: string, n: number) => ({ merchantId: 'm_stale', endpointId: 'ep_stale_1', webhookId: `evt_${key}_${n}`, key });
+      await client.query("INSERT INTO webhook_order (merchant_id, endpoint_id, order_key, webhook_id) SELECT 'm_stale', 'ep_stale_1', 'SEED-' || k, 'evt_SEED-' || k || '_1' FROM generate_series(1, 3) k");
+      await client.query('ANALYZE webhook_order');
+      await session.step([line('FIRST', 1)], [line('SEED-1', 1)]);
+      await client.query(`INSERT INTO webhook_order (merchant_id, endpoint_id, order_key, webhook_id)
+        SELECT 'm_stale', 'ep_stale_1', 'REF-' || k, 'evt_REF-' || k || '_' || n FROM generate_series(1, 1000) k, generate_series(1, 5) n ORDER BY k, n`);
+      await client.query('BEGIN');
+      // Three lines' heads end, and three webhooks join other lines behind theirs.
+      const states = await session.step(
+        Array.from({ length: 3 }, (_, i) => ({ ...line(`REF-${i + 10}`, 6), ...wait })),
+        Array.from({ length: 3 }, (_, i) => line(`REF-${i + 1}`, 1)),
+      );
+      const [read] = (await client.query<{ fetched: string }>("SELECT idx_tup_fetch + seq_tup_read AS fetched FROM pg_stat_xact_user_tables WHERE relname = 'webhook_order'")).rows;
+      const ended = await client.query("SELECT webhook_id FROM webhook_order WHERE ended_at IS NOT NULL AND order_key LIKE 'REF-%'");
+      await client.query('ROLLBACK');
+      expect([...states.values()]).toEqual(['waiting', 'waiting', 'waiting']);
+      expect(ended.rows.map((r) => r.webhook_id).sort()).toEqual(['evt_REF-1_1', 'evt_REF-2_1', 'evt_REF-3_1']);
+      // The three ended rows, the three admitted, their lines' heads, the probes' own: not the 5,000.
+      expect(Number(read!.fetched)).toBeLessThan(100);
+    } finally {
+      await client.end();
+      await fresh.drop();
+    }
+  });
 });
