@@ -122,9 +122,8 @@ export class Throttle {
           }
           granted = { inMs: answer.inMs, from };
         } catch (err) {
-          const alone = this.takeAlone(key, intervalMs, aheadMs, err);
-          if (!alone) return this.waitUntil(this.now() + aheadMs);
-          granted = { ...alone, from: this.now() };
+          granted = this.takeAlone(key, intervalMs, aheadMs, err);
+          if (!granted) return this.waitUntil(this.now() + aheadMs);
         }
       } finally {
         release?.();
@@ -293,14 +292,14 @@ export class Throttle {
   }
 
   /** PostgreSQL does not answer: this dispatcher paces the endpoint alone (n dispatchers, up to n times its rate). */
-  private takeAlone(key: string, intervalMs: number, aheadMs: number, err: unknown): { inMs: number } | undefined {
+  private takeAlone(key: string, intervalMs: number, aheadMs: number, err: unknown): { inMs: number; from: number } | undefined {
     this.problem('throttle not shared: PostgreSQL did not answer; this dispatcher paces the endpoint alone', err);
     const now = this.now();
     const slot = Math.max(now, this.alone.get(key) ?? 0);
     if (slot - now > aheadMs) return undefined;
     if (this.alone.size >= 10_000) this.alone.clear();
     this.alone.set(key, slot + intervalMs);
-    return { inMs: slot - now };
+    return { inMs: slot - now, from: now };
   }
 
   private problem(message: string, err: unknown): void {
