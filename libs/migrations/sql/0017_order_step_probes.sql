@@ -1,8 +1,8 @@
 -- webhook_order_step() of 0016, each row of webhook_order it reads or writes by a probe of its
 -- key. The step joined its arrays to the table; a connection's generic plans, made at its first
 -- step from the statistics of that moment, kept scanning the whole table for each join when those
--- said a few rows and the table had since grown: a step ending three lines behind 5,000 rows read
--- 7,358 of them (test/integration/order-step.test.ts) until autovacuum's next ANALYZE. Each key is
+-- said a few rows and the table had since grown: a step ending three lines and admitting three behind
+-- 5,000 rows read 8,524 rows (test/integration/order-step.test.ts) until autovacuum's next ANALYZE. Each key is
 -- now looked up in a LATERAL subquery that OFFSET 0 keeps from being flattened into a join (its
 -- only plan is the primary key's probe), and the rows to end or clear are updated or deleted by
 -- their ctid (a TID scan), whatever the statistics. The step holds its keys' advisory locks, so
