@@ -153,11 +153,15 @@ export class PgMerchantDirectory implements MerchantDirectory {
       try {
         const written = await this.db.transaction((tx) => writeMerchant(tx, this.box, merchantId, change, options, replay));
         // What the transaction read is current, written or not: the cache takes it before the notification.
-        if (!written.replayed) this.cache.apply(this.options.openSecrets === false && written.row ? merchantOf(written.row, this.box, false) : written.merchant, written.version);
+        if (!written.replayed) this.hold(written.merchant, written.version, written.row);
         for (const endpointId of written.clockCleared ?? []) this.cache.setHealth(merchantId, endpointId, undefined);
         return written;
       } catch (err) {
-        if (err instanceof Refusal) throw err.cause;
+        // Refused too: a 412's next GET answers the version to send, a 409's the endpoints that filled the limit.
+        if (err instanceof Refusal) {
+          if (err.seen) this.hold(err.seen.merchant, err.seen.version, err.seen.row);
+          throw err.cause;
+        }
         // The change rolled back with its audit entry: say that, not that the database is down.
         if (err instanceof AuditUnavailableError) throw err;
         const code = (err as { code?: string })?.code;
@@ -171,6 +175,11 @@ export class PgMerchantDirectory implements MerchantDirectory {
         throw err;
       }
     }
+  }
+
+  /** A row a write read or wrote under its lock, as this program keeps merchants (its secrets unopened where it only shows settings). */
+  private hold(merchant: Merchant, version: number, row: MerchantRow | undefined): void {
+    this.cache.apply(this.options.openSecrets === false && row ? merchantOf(row, this.box, false) : merchant, version);
   }
 
   /** Moves the failing clock of the endpoint at `url` from `seen` to `next` (see writeHealth); returns whether it wrote. */

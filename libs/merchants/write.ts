@@ -57,9 +57,15 @@ export interface Written {
   row?: MerchantRow;
 }
 
-/** A write refused for what it asked (no such merchant, a stale version, …): rolled back, and thrown as it is. */
+/**
+ * A write refused for what it asked (no such merchant, a stale version, …): rolled back, and thrown
+ * as it is. `seen` is the merchant's row the refusal was decided on, current under its lock.
+ */
 export class Refusal extends Error {
-  constructor(override readonly cause: unknown) {
+  constructor(
+    override readonly cause: unknown,
+    readonly seen?: { merchant: Merchant; version: number; row: MerchantRow },
+  ) {
     super('refused');
   }
 }
@@ -104,12 +110,13 @@ export async function writeMerchant(
   const clocks = (row?.clocks ?? []).map(healthOf).filter((clock): clock is Health => clock !== undefined);
   const current = row && withHealth(merchantOf(row, box), clocks);
   const version = row ? Number(row.version) : 0;
-  if (ifVersion !== undefined && ifVersion !== version) throw new Refusal(new VersionMismatchError(merchantId, row ? version : undefined));
+  const seen = row && current && { merchant: current, version, row };
+  if (ifVersion !== undefined && ifVersion !== version) throw new Refusal(new VersionMismatchError(merchantId, row ? version : undefined), seen);
   let next: Merchant | undefined;
   try {
     next = change(current);
   } catch (err) {
-    throw new Refusal(err);
+    throw new Refusal(err, seen);
   }
   if (next === undefined || isDeepStrictEqual(next, current)) {
     if (!current) throw new Error(`no settings for merchant ${merchantId}`);

@@ -1,6 +1,6 @@
 import { type Database, openPostgres, type Queryable } from '../../libs/delivery-store/index.js';
 import { type Logger, silentLogger } from '../../libs/logger/index.js';
-import { deleteMerchantData, MerchantSettings, PgMerchantDirectory, SecretBox } from '../../libs/merchants/index.js';
+import { deleteMerchantData, EndpointLimitError, type EndpointInput, EndpointSettings, MerchantSettings, PgMerchantDirectory, SecretBox, VersionMismatchError } from '../../libs/merchants/index.js';
 import { DEFAULT_POLL_INTERVAL_MS } from '../../libs/merchants/pg-directory.js';
 import { call, startTestApi, waitReady } from '../support/api.js';
 import { TestBroker, uniquePrefix } from '../support/broker.js';
@@ -103,6 +103,26 @@ describe('the merchant directory of a running program', () => {
     await waitFor('the running program to forget it', () => running.byId('m_unheard') === undefined, 30_000, 100);
     expect(Date.now() - deletedAt).toBeLessThan(30_000);
     expect(running.byPublicKey('pk_m_unheard_000000')).toBeUndefined();
+  });
+
+  it('takes the row a refused write read: after a 412 or a limit, the program that refused shows what refused it, its notification lost', async () => {
+    await put('m_refused', 'https://one.example.com/');
+    // No poll within the test: what the program shows comes from its own writes alone.
+    const { dir: running } = await program({ pollIntervalMs: 3_600_000 });
+    const mine = new MerchantSettings(running, { allowHttp: false, allowPrivateTargets: false }, undefined, undefined, 1);
+    expect(running.versionOf('m_refused')).toBe(2);
+    // Another program's change whose NOTIFY never came.
+    const quietly = (url: string) => database.query(`UPDATE merchants SET endpoints = jsonb_set(endpoints, '{0,url}', to_jsonb($1::text)), version = version + 1, change_xid = pg_current_xact_id() WHERE id = 'm_refused'`, [url]);
+
+    await quietly('https://two.example.com/');
+    // A dashboard's If-Match from before: refused, and the GET it makes next answers the version it must send.
+    await expect(mine.patch('m_refused', { publicKey: 'pk_m_refused_000001' }, { ifVersion: 2 })).rejects.toThrow(VersionMismatchError);
+    expect([running.versionOf('m_refused'), urlIn(running, 'm_refused')]).toEqual([3, 'https://two.example.com/']);
+
+    await quietly('https://three.example.com/');
+    // Refused for the limit: the program lists the endpoint that fills it as it is now.
+    await expect(new EndpointSettings(mine).create('m_refused', { url: 'https://four.example.com/', enabled: true } as EndpointInput)).rejects.toThrow(EndpointLimitError);
+    expect([running.versionOf('m_refused'), urlIn(running, 'm_refused')]).toEqual([4, 'https://three.example.com/']);
   });
 
   it('keeps the failing clock outside the merchant: its writes change no version and open no secret anywhere', async () => {
