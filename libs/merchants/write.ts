@@ -97,14 +97,16 @@ export async function writeMerchant(
   // Looked up only now that the row is ours: a repeat sent while the first call held it finds the
   // key that call committed, instead of applying the change again and being refused for it.
   if (idempotency) {
-    const kept = await tx.query<{ fingerprint: string; result: string }>(
-      `SELECT fingerprint, result FROM merchant_idempotency WHERE key = $1 AND created_at > now() - $2::bigint * interval '1 millisecond'`,
+    const kept = await tx.query<{ fingerprint: string; result: string; version: string | null }>(
+      `SELECT fingerprint, result, version FROM merchant_idempotency WHERE key = $1 AND created_at > now() - $2::bigint * interval '1 millisecond'`,
       [idempotency.key, IDEMPOTENCY_WINDOW_MS],
     );
     if (kept.rows[0]) {
       if (kept.rows[0].fingerprint !== idempotency.fingerprint) throw new Refusal(new IdempotencyKeyReusedError());
       const result = JSON.parse(box.open(kept.rows[0].result, idempotency.key)) as unknown;
-      return { ...replay(), created: false, changed: false, result, replayed: true };
+      // The first answer's version (0018); a key kept from before it answers the version held here.
+      const first = kept.rows[0].version;
+      return { ...replay(), ...(first === null ? {} : { version: Number(first) }), created: false, changed: false, result, replayed: true };
     }
   }
   const clocks = (row?.clocks ?? []).map(healthOf).filter((clock): clock is Health => clock !== undefined);
@@ -142,11 +144,12 @@ export async function writeMerchant(
   const result = idempotency?.result(next, current);
   if (idempotency) {
     await tx.query('DELETE FROM merchant_idempotency WHERE created_at < now() - $1::bigint * interval \'1 millisecond\'', [IDEMPOTENCY_WINDOW_MS]);
-    await tx.query('INSERT INTO merchant_idempotency (key, fingerprint, result, merchant_id) VALUES ($1, $2, $3, $4)', [
+    await tx.query('INSERT INTO merchant_idempotency (key, fingerprint, result, merchant_id, version) VALUES ($1, $2, $3, $4, $5)', [
       idempotency.key,
       idempotency.fingerprint,
       box.seal(JSON.stringify(result ?? null), idempotency.key),
       merchantId,
+      written,
     ]);
   }
   await tx.query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, merchantId]);

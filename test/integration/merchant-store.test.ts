@@ -137,6 +137,18 @@ describe('merchants in PostgreSQL', () => {
     expect(code(await send(apiB, 'PATCH', 'm_nobody', { publicKey: 'pk_cas_0000003' }, { 'if-match': '"1"' }))).toEqual([412, 'precondition_failed']);
     expect(((await send(apiA, 'GET', 'm_cas')).body as any).data.publicKey).toBe('pk_cas_0000002');
     expect((await row('m_cas')).version).toBe('2');
+
+    // A repeat of an Idempotency-Key answers the first answer's ETag with its body: after another write (an ETag
+    // newer than the body would let the next If-Match overwrite a change the dashboard never saw), and on the
+    // replica that wrote as on the other.
+    const keyed = await send(apiA, 'PATCH', 'm_cas', { publicKey: 'pk_cas_0000004' }, { 'idempotency-key': 'cas-keyed' });
+    expect(keyed.headers.get('etag')).toBe('"3"');
+    expect((await send(apiA, 'PATCH', 'm_cas', { publicKey: 'pk_cas_0000005' })).headers.get('etag')).toBe('"4"');
+    await waitFor('replica B at version 4', async () => (await send(apiB, 'GET', 'm_cas')).headers.get('etag') === '"4"', 15_000);
+    for (const api of [apiA, apiB]) {
+      const repeat = await send(api, 'PATCH', 'm_cas', { publicKey: 'pk_cas_0000004' }, { 'idempotency-key': 'cas-keyed' });
+      expect([repeat.headers.get('idempotent-replayed'), repeat.headers.get('etag'), (repeat.body as any).data.publicKey]).toEqual(['true', '"3"', 'pk_cas_0000004']);
+    }
   });
 
   it('lets two API replicas together allow what one allows of a merchant\'s resends', async () => {
