@@ -9,7 +9,7 @@ import type { Merchant } from './schema.js';
 import { keyIdOf, type SecretBox, SecretsKeyError } from './secret-box.js';
 import { InvalidSettingsError, PublicKeyTakenError } from './errors.js';
 import { AuditUnavailableError } from './audit.js';
-import { Refusal, type SettingsChange, type WriteOptions, type Written, writeMerchant } from './write.js';
+import { type Held, Refusal, type SettingsChange, type WriteOptions, type Written, writeMerchant } from './write.js';
 
 export interface PgDirectoryOptions {
   /** A change whose notification was lost is found by a poll this often. */
@@ -148,18 +148,17 @@ export class PgMerchantDirectory implements MerchantDirectory {
    * it changes nothing: of writers racing on one merchant, none is lost, none applied twice.
    */
   async update(merchantId: string, change: SettingsChange, options: WriteOptions = {}): Promise<Written> {
-    const replay = () => ({ merchant: this.cache.byId(merchantId) ?? ({ id: merchantId } as Merchant), version: this.cache.versionOf(merchantId) ?? 0 });
     for (let attempt = 0; ; attempt++) {
       try {
-        const written = await this.db.transaction((tx) => writeMerchant(tx, this.box, merchantId, change, options, replay));
-        // What the transaction read is current, written or not: the cache takes it before the notification.
-        if (!written.replayed) this.hold(written.merchant, written.version, written.row);
+        const written = await this.db.transaction((tx) => writeMerchant(tx, this.box, merchantId, change, options));
+        // What the transaction read is current, written, replayed or refused: the cache takes it before
+        // the notification, so a 412's next GET answers the version to send, a 409's the endpoints that filled the limit.
+        if (written.held) this.hold(written.held);
         for (const endpointId of written.clockCleared ?? []) this.cache.setHealth(merchantId, endpointId, undefined);
         return written;
       } catch (err) {
-        // Refused too: a 412's next GET answers the version to send, a 409's the endpoints that filled the limit.
         if (err instanceof Refusal) {
-          if (err.seen) this.hold(err.seen.merchant, err.seen.version, err.seen.row);
+          if (err.held) this.hold(err.held);
           throw err.cause;
         }
         // The change rolled back with its audit entry: say that, not that the database is down.
@@ -177,9 +176,9 @@ export class PgMerchantDirectory implements MerchantDirectory {
     }
   }
 
-  /** A row a write read or wrote under its lock, as this program keeps merchants (its secrets unopened where it only shows settings). */
-  private hold(merchant: Merchant, version: number, row: MerchantRow | undefined): void {
-    this.cache.apply(this.options.openSecrets === false && row ? merchantOf(row, this.box, false) : merchant, version);
+  /** What a write left, as this program keeps merchants (its secrets unopened where it only shows settings). */
+  private hold({ merchant, version, row }: Held): void {
+    this.cache.apply(this.options.openSecrets === false ? merchantOf(row, this.box, false) : merchant, version);
   }
 
   /** Moves the failing clock of the endpoint at `url` from `seen` to `next` (see writeHealth); returns whether it wrote. */

@@ -53,18 +53,28 @@ export interface Written {
   replayed: boolean;
   /** The endpoints whose failing clock the write cleared. */
   clockCleared?: string[];
-  /** The row after the write (secrets sealed): what a program that opens no secret holds. */
-  row?: MerchantRow;
+  held?: Held;
+}
+
+/**
+ * The merchant as a write left it, read or written under its row's lock, so current: what the
+ * program that made the write holds after it, whatever the outcome (`row` with its secrets sealed,
+ * for a program that opens none).
+ */
+export interface Held {
+  merchant: Merchant;
+  version: number;
+  row: MerchantRow;
 }
 
 /**
  * A write refused for what it asked (no such merchant, a stale version, …): rolled back, and thrown
- * as it is. `seen` is the merchant's row the refusal was decided on, current under its lock.
+ * as it is, with the row it was refused on.
  */
 export class Refusal extends Error {
   constructor(
     override readonly cause: unknown,
-    readonly seen?: { merchant: Merchant; version: number; row: MerchantRow },
+    readonly held?: Held,
   ) {
     super('refused');
   }
@@ -74,8 +84,7 @@ export class Refusal extends Error {
  * One write, in the caller's transaction, on the merchant's locked row. The change sees the
  * merchant with its endpoints' failing clocks; one that drops a clock clears it in endpoint_health
  * (never in the row). A merchant created where a tombstone is goes on from the tombstone's
- * version, so that no program's cache takes the new row for an old one. `replay` answers a repeat
- * of an Idempotency-Key from what the program holds.
+ * version, so that no program's cache takes the new row for an old one.
  */
 export async function writeMerchant(
   tx: Queryable,
@@ -83,7 +92,6 @@ export async function writeMerchant(
   merchantId: string,
   change: SettingsChange,
   { ifVersion, idempotency, by }: WriteOptions,
-  replay: () => { merchant: Merchant; version: number },
 ): Promise<Written> {
   // The clocks read with the row, in one statement.
   const { rows } = await tx.query<MerchantRow & { clocks: HealthRow[] | null }>(
@@ -94,6 +102,10 @@ export async function writeMerchant(
     [merchantId],
   );
   const row = rows[0];
+  const clocks = (row?.clocks ?? []).map(healthOf).filter((clock): clock is Health => clock !== undefined);
+  const current = row && withHealth(merchantOf(row, box), clocks);
+  const version = row ? Number(row.version) : 0;
+  const held = row && current && { merchant: current, version, row };
   // Looked up only now that the row is ours: a repeat sent while the first call held it finds the
   // key that call committed, instead of applying the change again and being refused for it.
   if (idempotency) {
@@ -102,28 +114,24 @@ export async function writeMerchant(
       [idempotency.key, IDEMPOTENCY_WINDOW_MS],
     );
     if (kept.rows[0]) {
-      if (kept.rows[0].fingerprint !== idempotency.fingerprint) throw new Refusal(new IdempotencyKeyReusedError());
+      if (kept.rows[0].fingerprint !== idempotency.fingerprint) throw new Refusal(new IdempotencyKeyReusedError(), held);
       const result = JSON.parse(box.open(kept.rows[0].result, idempotency.key)) as unknown;
-      // The first answer's version (0018); a key kept from before it answers the version held here.
-      const first = kept.rows[0].version;
-      return { ...replay(), ...(first === null ? {} : { version: Number(first) }), created: false, changed: false, result, replayed: true };
+      // The first answer's version (0018) for its ETag; a key kept from before 0018, the merchant's now.
+      const first = Number(kept.rows[0].version ?? version);
+      return { merchant: current ?? ({ id: merchantId } as Merchant), version: first, created: false, changed: false, result, replayed: true, held };
     }
   }
-  const clocks = (row?.clocks ?? []).map(healthOf).filter((clock): clock is Health => clock !== undefined);
-  const current = row && withHealth(merchantOf(row, box), clocks);
-  const version = row ? Number(row.version) : 0;
-  const seen = row && current && { merchant: current, version, row };
-  if (ifVersion !== undefined && ifVersion !== version) throw new Refusal(new VersionMismatchError(merchantId, row ? version : undefined), seen);
+  if (ifVersion !== undefined && ifVersion !== version) throw new Refusal(new VersionMismatchError(merchantId, row ? version : undefined), held);
   let next: Merchant | undefined;
   try {
     next = change(current);
   } catch (err) {
-    throw new Refusal(err, seen);
+    throw new Refusal(err, held);
   }
   if (next === undefined || isDeepStrictEqual(next, current)) {
     if (!current) throw new Error(`no settings for merchant ${merchantId}`);
     // Nothing to record under a key either: a repeat finds nothing to change again.
-    return { merchant: current, version, created: false, changed: false, result: idempotency?.result(current, current), replayed: false, row };
+    return { merchant: current, version, created: false, changed: false, result: idempotency?.result(current, current), replayed: false, held };
   }
   const columns = columnsOf(next, box);
   let written = version + 1;
@@ -154,5 +162,5 @@ export async function writeMerchant(
   }
   await tx.query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, merchantId]);
   const stored: MerchantRow = { id: merchantId, public_key: columns[0], endpoints: JSON.parse(columns[1]), secrets: columns[2], version: written };
-  return { merchant: next, version: written, created: !row, changed: true, result, replayed: false, clockCleared, row: stored };
+  return { merchant: next, version: written, created: !row, changed: true, result, replayed: false, clockCleared, held: { merchant: next, version: written, row: stored } };
 }

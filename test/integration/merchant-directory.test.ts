@@ -105,7 +105,7 @@ describe('the merchant directory of a running program', () => {
     expect(running.byPublicKey('pk_m_unheard_000000')).toBeUndefined();
   });
 
-  it('takes the row a refused write read: after a 412 or a limit, the program that refused shows what refused it, its notification lost', async () => {
+  it('takes the row a refused or replayed write read: after a 412 or a limit, the program that refused shows what refused it, its notification lost', async () => {
     await put('m_refused', 'https://one.example.com/');
     // No poll within the test: what the program shows comes from its own writes alone.
     const { dir: running } = await program({ pollIntervalMs: 3_600_000 });
@@ -123,6 +123,12 @@ describe('the merchant directory of a running program', () => {
     // Refused for the limit: the program lists the endpoint that fills it as it is now.
     await expect(new EndpointSettings(mine).create('m_refused', { url: 'https://four.example.com/', enabled: true } as EndpointInput)).rejects.toThrow(EndpointLimitError);
     expect([running.versionOf('m_refused'), urlIn(running, 'm_refused')]).toEqual([4, 'https://three.example.com/']);
+
+    // A repeat of an Idempotency-Key answers the first answer's version, and the program holds the row as it is now.
+    expect((await mine.patch('m_refused', { publicKey: 'pk_m_refused_000002' }, { idempotencyKey: 'refused-key' })).version).toBe(5);
+    await quietly('https://five.example.com/');
+    expect(await mine.patch('m_refused', { publicKey: 'pk_m_refused_000002' }, { idempotencyKey: 'refused-key' })).toMatchObject({ replayed: true, version: 5 });
+    expect([running.versionOf('m_refused'), urlIn(running, 'm_refused')]).toEqual([6, 'https://five.example.com/']);
   });
 
   it('keeps the failing clock outside the merchant: its writes change no version and open no secret anywhere', async () => {
