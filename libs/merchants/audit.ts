@@ -88,6 +88,8 @@ export async function recordAudit(db: Queryable, merchantId: string, action: str
       by.address ?? null,
     ]);
   } catch (err) {
+    // A value of the change's that jsonb refuses (an unpaired surrogate) is the client's, not an outage.
+    if ((err as { code?: string }).code?.startsWith('22')) throw err;
     throw new AuditUnavailableError(action, err);
   }
 }

@@ -337,5 +337,6 @@ export function isUnavailable(err: unknown): boolean {
   const code = (err as { code?: string })?.code;
   // Ours (a key that opens nothing) and programming errors are no outage: waiting would not help.
   if (code === undefined) return err instanceof Error && !(err instanceof SecretsKeyError || err instanceof Refusal || err instanceof TypeError || err instanceof SyntaxError || err instanceof RangeError);
-  return /^(08|53|57P|58)/.test(code) || ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN'].includes(code);
+  // 57014 and 55P03: a statement that waited past its timeout (for a row another transaction holds): busy, try again.
+  return /^(08|53|57P|58)/.test(code) || code === '57014' || code === '55P03' || ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN'].includes(code);
 }

@@ -130,8 +130,10 @@ export async function writeMerchant(
   }
   if (next === undefined || isDeepStrictEqual(next, current)) {
     if (!current) throw new Error(`no settings for merchant ${merchantId}`);
-    // Nothing to record under a key either: a repeat finds nothing to change again.
-    return { merchant: current, version, created: false, changed: false, result: idempotency?.result(current, current), replayed: false, held };
+    // Its key is kept all the same: a repeat after another write must get this answer, not make the change then.
+    const result = idempotency?.result(current, current);
+    if (idempotency) await keep(tx, box, idempotency, result, merchantId, version);
+    return { merchant: current, version, created: false, changed: false, result, replayed: false, held };
   }
   const columns = columnsOf(next, box);
   let written = version + 1;
@@ -150,17 +152,20 @@ export async function writeMerchant(
   const changes = auditChanges(current, next);
   if (Object.keys(changes).length > 0) await recordAudit(tx, merchantId, auditAction(current, changes), changes, by ?? { actor: 'service' });
   const result = idempotency?.result(next, current);
-  if (idempotency) {
-    await tx.query('DELETE FROM merchant_idempotency WHERE created_at < now() - $1::bigint * interval \'1 millisecond\'', [IDEMPOTENCY_WINDOW_MS]);
-    await tx.query('INSERT INTO merchant_idempotency (key, fingerprint, result, merchant_id, version) VALUES ($1, $2, $3, $4, $5)', [
-      idempotency.key,
-      idempotency.fingerprint,
-      box.seal(JSON.stringify(result ?? null), idempotency.key),
-      merchantId,
-      written,
-    ]);
-  }
+  if (idempotency) await keep(tx, box, idempotency, result, merchantId, written);
   await tx.query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, merchantId]);
   const stored: MerchantRow = { id: merchantId, public_key: columns[0], endpoints: JSON.parse(columns[1]), secrets: columns[2], version: written };
   return { merchant: next, version: written, created: !row, changed: true, result, replayed: false, clockCleared, held: { merchant: next, version: written, row: stored } };
+}
+
+/** The answer under its key (sealed: it may show a secret), with the version it answered; keys past the window go. */
+async function keep(tx: Queryable, box: SecretBox, idempotency: IdempotentWrite, result: unknown, merchantId: string, version: number): Promise<void> {
+  await tx.query('DELETE FROM merchant_idempotency WHERE created_at < now() - $1::bigint * interval \'1 millisecond\'', [IDEMPOTENCY_WINDOW_MS]);
+  await tx.query('INSERT INTO merchant_idempotency (key, fingerprint, result, merchant_id, version) VALUES ($1, $2, $3, $4, $5)', [
+    idempotency.key,
+    idempotency.fingerprint,
+    box.seal(JSON.stringify(result ?? null), idempotency.key),
+    merchantId,
+    version,
+  ]);
 }

@@ -1,3 +1,4 @@
+import pg from 'pg';
 import type { ApiProgram } from '../../apps/api/program.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { type Answer, call, expectDocumented, seen, startTestApi, waitReady } from '../support/api.js';
@@ -103,6 +104,39 @@ describe('admin writes: rotations, idempotency keys, PATCH, public keys and the 
     expect(code(await put(stack.apiB, 'm_idem', body, { 'idempotency-key': 'x'.repeat(300) }))).toEqual([400, 'invalid_idempotency_key']);
     expect(data(await get(stack.apiA, 'm_idem')).publicKey).toBe('pk_idem_0001');
   });
+
+  it('keeps the key of a write that changed nothing: its repeat after another write is the first answer, and writes nothing', async () => {
+    await put(stack.apiA, 'm_noop', { publicKey: 'pk_noop_0001' });
+    const first = await put(stack.apiA, 'm_noop', { publicKey: 'pk_noop_0001' }, { 'idempotency-key': 'noop-1' });
+    expect([first.status, first.headers.get('etag')]).toEqual([200, '"1"']);
+    expect((await put(stack.apiB, 'm_noop', { publicKey: 'pk_noop_0002' })).status).toBe(200);
+    const again = await put(stack.apiB, 'm_noop', { publicKey: 'pk_noop_0001' }, { 'idempotency-key': 'noop-1' });
+    expect([again.status, again.headers.get('idempotent-replayed'), again.headers.get('etag')]).toEqual([200, 'true', '"1"']);
+    expect(code(await put(stack.apiB, 'm_noop', { publicKey: 'pk_noop_0003' }, { 'idempotency-key': 'noop-1' }))).toEqual([422, 'idempotency_key_reused']);
+    expect(await stack.db.query('SELECT public_key, version FROM merchants WHERE id = $1', ['m_noop'])).toEqual([{ public_key: 'pk_noop_0002', version: '2' }]);
+  });
+
+  it('answers 400 for a value PostgreSQL cannot keep (an unpaired surrogate), and 503 to a write that waited too long for the row', async () => {
+    await put(stack.apiA, 'm_odd', { publicKey: 'pk_odd_0001' });
+    for (const method of ['PUT', 'PATCH']) {
+      const odd = await call(stack.apiA, '/admin/merchants/m_odd', { method, headers: stack.auth, body: '{"publicKey":"pk_odd_\\ud800001"}' });
+      expect(code(odd)).toEqual([400, 'invalid_settings']);
+    }
+    // Another transaction holds the merchant's row past the API's 10 s statement timeout: busy, not broken.
+    const holder = new pg.Client({ connectionString: stack.db.url });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT id FROM merchants WHERE id = $1 FOR UPDATE', ['m_odd']);
+      const waited = await patch(stack.apiB, 'm_odd', { publicKey: 'pk_odd_0002' });
+      expect(code(waited)).toEqual([503, 'service_unavailable']);
+      expect(waited.headers.get('retry-after')).not.toBeNull();
+    } finally {
+      await holder.query('ROLLBACK');
+      await holder.end();
+    }
+    expect(data(await get(stack.apiA, 'm_odd')).publicKey).toBe('pk_odd_0001');
+  }, 30_000);
 
   it('gives a public key to one merchant only, when two replicas race to PUT it', async () => {
     for (let round = 0; round < 5; round++) {
