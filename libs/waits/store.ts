@@ -1,4 +1,4 @@
-import type { Database } from '../delivery-store/index.js';
+import type { Database, Queryable } from '../delivery-store/index.js';
 import type { ScalarHeaders } from '../contracts/index.js';
 
 /**
@@ -187,17 +187,34 @@ function handedOf(rows: PickedRow[]): HandedWait[] {
   }));
 }
 
+/** closeCircuits' two statements, in the caller's transaction. */
+async function closeIn(tx: Queryable, circuits: readonly CircuitKey[]): Promise<void> {
+  const merchants = circuits.map((c) => c.merchantId);
+  const endpoints = circuits.map((c) => c.endpointId);
+  await tx.query("SET LOCAL statement_timeout = '10min'");
+  await tx.query('DELETE FROM wait_circuits c USING unnest($1::text[], $2::text[]) AS x(m, e) WHERE c.merchant_id = x.m AND c.endpoint_id = x.e', [merchants, endpoints]);
+  await tx.query(
+    'UPDATE webhook_waits w SET parked = false, pick_at = due_at FROM unnest($1::text[], $2::text[]) AS x(m, e) WHERE w.merchant_id = x.m AND w.endpoint_id = x.e AND w.parked',
+    [merchants, endpoints],
+  );
+}
+
 export class WaitStore {
   constructor(private readonly db: Pick<Database, 'query' | 'transaction'>) {}
 
-  /** Writes one batch, all of it or nothing; two puts of one key keep the last. Idempotent, circuit closes included. */
+  /**
+   * Writes one batch, all of it or nothing, circuit closes included: one transaction, so a close
+   * that fails (a deadlock with a pick) leaves nothing committed for the batch's retry to write
+   * again (a new wait, handed on and delivered meanwhile, would be written anew). Two puts of one
+   * key keep the last.
+   */
   async write(puts: readonly WaitPut[], ends: readonly WaitEnd[]): Promise<void> {
     const last = new Map<string, WaitPut>();
     for (const put of puts) last.set(`${put.merchantId}\u001f${put.webhookId}\u001f${put.endpointId ?? ''}`, put);
     const p = [...last.values()];
     const closing = new Map<string, CircuitKey>();
     for (const e of ends) if (e.closesCircuit) closing.set(`${e.merchantId}\u001f${e.endpointId ?? ''}`, { merchantId: e.merchantId, endpointId: e.endpointId ?? '' });
-    const { rows } = await this.db.query<{ merchant_id: string; endpoint_id: string }>(WRITE, [
+    const params = [
       p.map((w) => w.merchantId),
       p.map((w) => w.webhookId),
       p.map((w) => w.hand),
@@ -215,8 +232,16 @@ export class WaitStore {
       p.map((w) => w.endpointId ?? ''),
       ends.map((e) => e.endpointId ?? ''),
       [...closing.values()].map((c) => c.endpointId),
-    ]);
-    if (rows.length > 0) await this.closeCircuits(rows.map((row) => ({ merchantId: row.merchant_id, endpointId: row.endpoint_id })));
+    ];
+    // Only a batch with an end that closes a circuit has more than its one statement to make.
+    if (closing.size === 0) {
+      await this.db.query(WRITE, params);
+      return;
+    }
+    await this.db.transaction(async (tx) => {
+      const { rows } = await tx.query<{ merchant_id: string; endpoint_id: string }>(WRITE, params);
+      if (rows.length > 0) await closeIn(tx, rows.map((row) => ({ merchantId: row.merchant_id, endpointId: row.endpoint_id })));
+    });
   }
 
   /**
@@ -225,16 +250,7 @@ export class WaitStore {
    * parked. A dead endpoint's parked waits can be a million rows: a long statement timeout.
    */
   async closeCircuits(circuits: readonly CircuitKey[]): Promise<void> {
-    const merchants = circuits.map((c) => c.merchantId);
-    const endpoints = circuits.map((c) => c.endpointId);
-    await this.db.transaction(async (tx) => {
-      await tx.query("SET LOCAL statement_timeout = '10min'");
-      await tx.query('DELETE FROM wait_circuits c USING unnest($1::text[], $2::text[]) AS x(m, e) WHERE c.merchant_id = x.m AND c.endpoint_id = x.e', [merchants, endpoints]);
-      await tx.query(
-        'UPDATE webhook_waits w SET parked = false, pick_at = due_at FROM unnest($1::text[], $2::text[]) AS x(m, e) WHERE w.merchant_id = x.m AND w.endpoint_id = x.e AND w.parked',
-        [merchants, endpoints],
-      );
-    });
+    await this.db.transaction((tx) => closeIn(tx, circuits));
   }
 
   /** Hand-backs come to their attempts: returns those whose hand is still current (their leases extended); the others are stale. */

@@ -1,4 +1,5 @@
 import { once } from 'node:events';
+import pg from 'pg';
 import { writeFileSync } from 'node:fs';
 import { type AddressInfo, connect, createServer, type Server, type Socket } from 'node:net';
 import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
@@ -111,6 +112,37 @@ describe('a hand-back whose confirm came after its deadline, taken to its attemp
       // evt_lost is due again at once; evt_taken stays with the attempt under way, not sent a second time.
       const { handed: again } = await waits.pick(10, 60_000);
       expect(again.map((w) => [w.webhookId, w.hand])).toEqual([['evt_lost', 2]]);
+      await db.close();
+    }));
+});
+
+describe('a batch whose circuit close deadlocks with a pick', () => {
+  it('commits nothing, so its retry does not write anew a wait another dispatcher has handed on and delivered meanwhile', () =>
+    onDatabase('waits_close_deadlock', async (database) => {
+      const db = openPostgres(database.url, { maxConnections: 2 });
+      const waits = new WaitStore(db);
+      // A dead endpoint: its circuit row, and a wait parked behind it.
+      await waits.write([{ ...retryWait('evt_parked', 0), endpointId: 'ep_dead', circuitMs: 60_000 }], []);
+      // A pick holds the parked wait (a span-ended one it hands back to fail)...
+      const pick = new pg.Client({ connectionString: database.url });
+      await pick.connect();
+      try {
+        await pick.query('BEGIN');
+        await pick.query("SELECT 1 FROM webhook_waits WHERE webhook_id = 'evt_parked' FOR UPDATE");
+        // ...while a batch writes a new wait and ends the dead endpoint's probe, delivered, which closes its circuit.
+        const written = waits.write([retryWait('evt_fresh', 0)], [{ merchantId: 'm_test', webhookId: 'evt_probe', endpointId: 'ep_dead', hand: 3, closesCircuit: true }]);
+        const failed = written.then(() => undefined, (err: Error) => err);
+        const blocked = async () => (await database.query<{ n: number }>("SELECT count(*)::integer AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE webhook_waits w SET parked = false%'"))[0]!.n;
+        await waitFor("the batch's unpark waiting for the pick's row", async () => (await blocked()) === 1, 10_000, 20);
+        // The pick goes on to read the circuit FOR SHARE: the lock order the other way round, a deadlock; PostgreSQL aborts the batch.
+        await pick.query("SELECT 1 FROM wait_circuits WHERE endpoint_id = 'ep_dead' FOR SHARE");
+        expect(String(await failed)).toMatch(/deadlock/);
+      } finally {
+        await pick.query('ROLLBACK').catch(() => {});
+        await pick.end();
+      }
+      // Nothing of the batch is committed: no other dispatcher can hand evt_fresh on before the batch is written again.
+      expect(await database.query("SELECT webhook_id FROM webhook_waits WHERE webhook_id = 'evt_fresh'")).toEqual([]);
       await db.close();
     }));
 });
