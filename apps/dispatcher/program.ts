@@ -157,13 +157,14 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
     responseBodyBytes: config.DELIVERY_LOG === 'on' ? config.DELIVERY_LOG_RESPONSE_BYTES : 0,
   });
   // Waits on a pool of their own, so that they do not wait behind the directory; durable commits
-  // whatever the server's default, since a written wait is acked at once.
-  const waitsOn = config.RETRY_SCHEDULE.length > 0;
-  const waitsDatabase = waitsOn && !options.database && config.DATABASE_URL
+  // whatever the server's default, since a written wait is acked at once. With a database they run
+  // whatever RETRY_SCHEDULE is: rows written under an earlier schedule are still handed back (with
+  // a single attempt, what fails then goes to failed); without one nothing can wait.
+  const waitsDatabase = !options.database && config.DATABASE_URL
     ? openPostgres(config.DATABASE_URL, { connectTimeoutMs: 2_000, statementTimeoutMs: 10_000, maxConnections: 6, applicationName: 'webhooks-dispatcher waits', durableCommits: true })
     : undefined;
   cleanup.add(() => waitsDatabase?.close());
-  const waitsQueries = waitsOn ? (waitsDatabase ?? options.database ?? opened.database ?? ownDatabase) : undefined;
+  const waitsQueries = waitsDatabase ?? options.database ?? opened.database ?? ownDatabase;
   const waitStore = waitsQueries && new WaitStore(waitsQueries);
   const waitWriter = waitStore && new WaitWriter(waitStore, logger);
   // Order per reference gates on wait rows: with the waits, on the same pool.

@@ -7,7 +7,10 @@ import type { DeliveryRecorder } from '../../libs/delivery-log/index.js';
 import { openPostgres } from '../../libs/delivery-store/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { WaitStore, WaitWriter } from '../../libs/waits/index.js';
-import { startHarness, testMerchant } from '../support/harness.js';
+import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
+import { type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/program.js';
+import { startHarness, testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { brokerUrl, deleteTopologyOf, uniquePrefix } from '../support/broker.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { failOnceThenSucceed, Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
@@ -144,6 +147,34 @@ describe('a batch whose circuit close deadlocks with a pick', () => {
       // Nothing of the batch is committed: no other dispatcher can hand evt_fresh on before the batch is written again.
       expect(await database.query("SELECT webhook_id FROM webhook_waits WHERE webhook_id = 'evt_fresh'")).toEqual([]);
       await db.close();
+    }));
+});
+
+describe('a dispatcher restarted with a single attempt (RETRY_SCHEDULE empty)', () => {
+  it('still hands back the waits written under the schedule before, and delivers them', () =>
+    onDatabase('waits_schedule_emptied', async (database) => {
+      const receiver = await Receiver.start(() => 204);
+      const merchant = testMerchant('m_emptied', receiver.url);
+      const prefix = uniquePrefix('waits-emptied');
+      const db = openPostgres(database.url, { maxConnections: 1 });
+      let program: DispatcherProgram | undefined;
+      try {
+        // A retry the dispatcher wrote before it was restarted with the new schedule, due in a second.
+        const content = Buffer.from(JSON.stringify(sampleEvent('payout', merchant.id)));
+        await new WaitStore(db).write([{ ...retryWait('evt_emptied', 1_000), merchantId: merchant.id, endpointId: merchant.endpoints[0]!.id, content,
+          headers: { [HEADERS.attempts]: 1, [HEADERS.webhookId]: 'evt_emptied', [HEADERS.endpointId]: merchant.endpoints[0]!.id, [HEADERS.firstSeenAt]: new Date().toISOString() } }], []);
+        program = await startDispatcher(loadDispatcherConfig({
+          RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, DATABASE_URL: database.url, MERCHANTS_FILE: writeMerchantsFile([merchant]), RETRY_SCHEDULE: '',
+          FAILED_RETENTION: '1D', ALLOW_PRIVATE_TARGETS: 'true', METRICS_PORT: '0', DELIVERY_LOG: 'off',
+        }), silentLogger());
+        await waitFor('the wait delivered', () => receiver.requests.find((r) => r.headers['webhook-id'] === 'evt_emptied'), 15_000);
+        await waitFor('its row ended', async () => (await database.query("SELECT 1 FROM webhook_waits WHERE webhook_id = 'evt_emptied'")).length === 0, 10_000);
+      } finally {
+        await program?.stop();
+        await db.close();
+        await receiver.close();
+        await deleteTopologyOf(prefix);
+      }
     }));
 });
 
