@@ -7,6 +7,8 @@ export interface MerchantDirectory {
   byPublicKey(publicKey: string): Merchant | undefined;
   list(): Merchant[];
   close(): Promise<void>;
+  /** Reads what changed at the source since the last read (the database's directory: a notification may come late, or never). */
+  poll?(): Promise<void>;
 }
 
 /** The endpoints an event goes to (one delivery each): each enabled one whose filter takes it, in the merchant's order. */

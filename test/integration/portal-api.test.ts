@@ -83,6 +83,32 @@ describe('the merchant portal API', () => {
     expect(code(await get(session, '/portal/api/session', apiA))).toEqual([401, 'portal_session_required']);
   });
 
+  it('neither ends a session nor mints a link for what a replica a change behind holds', async () => {
+    await stack.putMerchant('m_behind', `${receiver.url}/behind`);
+    await waitFor('both replicas hold it', async () => (await Promise.all([apiA, apiB].map((api) => stack.admin(api, 'GET', '/admin/merchants/m_behind')))).every((a) => a.status === 200), 5_000, 20);
+    const auth = { authorization: `Bearer ${await adminToken()}`, 'content-type': 'application/json' };
+    /** A new public key whose notification never comes; replica A then holds it (a write refused on it), B does not. */
+    const rekey = async (publicKey: string) => {
+      await stack.db.query("UPDATE merchants SET public_key = $1, version = version + 1, change_xid = pg_current_xact_id() WHERE id = 'm_behind'", [publicKey]);
+      const refused = await call(apiA, '/admin/merchants/m_behind', { method: 'PATCH', headers: { ...auth, 'if-match': '"1"' }, body: JSON.stringify({ publicKey }) });
+      expect(code(refused)).toEqual([412, 'precondition_failed']);
+    };
+    const session = (cookie: string, api: ApiProgram) => call(api, '/portal/api/session', { method: 'GET', headers: { cookie } });
+    const cookieOf = (answer: Answer) => answer.headers.get('set-cookie')!.split(';')[0]!;
+
+    // Minted on B: for the key the merchant has now, so the session works where that key is known.
+    await rekey('pk_test_m_behind_2');
+    const mintedBehind = await redeem(apiA, await stack.link('m_behind', undefined, apiB));
+    expect(mintedBehind.status).toBe(201);
+    expect((await session(cookieOf(mintedBehind), apiA)).status).toBe(200);
+
+    // Opened on A after the new key: B, still at the old one, does not end it for good.
+    await rekey('pk_test_m_behind_3');
+    const opened = await redeem(apiA, await stack.link('m_behind', undefined, apiA));
+    expect(opened.status).toBe(201);
+    expect([(await session(cookieOf(opened), apiB)).status, (await session(cookieOf(opened), apiA)).status]).toEqual([200, 200]);
+  });
+
   it('ends a stolen session on logout, on revocation, on a new public key and on an operator\'s disable', async () => {
     await stack.putMerchant('m_stolen', `${receiver.url}/stolen`);
     const full = { permissions: ['resend', 'manage-endpoint', 'manage-secret'] };

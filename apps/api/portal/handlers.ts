@@ -50,6 +50,8 @@ export function mountPortalAdmin(router: Router, deps: ApiDeps): void {
     if (!input.success) throw badRequest('invalid_body', `The body is not valid: ${input.error.issues[0]!.path.join('.') || 'body'} ${input.error.issues[0]!.message}`);
     const lifetime = lifetimeMs(input.data.expiresIn);
     if (lifetime === undefined) throw badRequest('invalid_body', 'expiresIn must be from 1s to 7d, e.g. 30m, 1h or 7d');
+    // The key the link is bound to is the merchant's now, not what this replica was last told of.
+    await deps.merchants?.poll?.();
     const merchant = deps.merchants?.byId(merchantId);
     if (!merchant) throw notFound('merchant_not_found', `No merchant ${merchantId}`);
     // Left out, a link only shows: each power it gives is asked for by name.
@@ -141,10 +143,16 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     if (!id || id.length > 100) throw sessionRequired();
     const found = await logOf(deps).sessions.session(id);
     if (!found) throw sessionRequired();
-    if (outlived(deps.merchants?.byId(found.merchantId), found)) {
-      await logOf(deps).sessions.end(id);
-      deps.logger.info('portal session ended: the merchant changed since its link was minted', { merchantId: found.merchantId });
-      throw sessionRequired();
+    const stale = () => outlived(deps.merchants?.byId(found.merchantId), found);
+    if (stale()) {
+      // Ended for good, so only on what the database says: this replica may not have read the change
+      // that made the session (a new key, the merchant made on another replica) yet.
+      await deps.merchants?.poll?.();
+      if (stale()) {
+        await logOf(deps).sessions.end(id);
+        deps.logger.info('portal session ended: the merchant changed since its link was minted', { merchantId: found.merchantId });
+        throw sessionRequired();
+      }
     }
     return found;
   };
