@@ -102,6 +102,9 @@ export function toApiError(err: unknown, logger: Logger): ApiError {
   const status = (err as { status?: number; statusCode?: number })?.status ?? (err as { statusCode?: number })?.statusCode;
   const type = (err as { type?: string })?.type;
   if (type === 'entity.parse.failed') return new ApiError(400, 'invalid_body', 'The request body is not valid JSON');
+  if (type === 'charset.unsupported' || type === 'encoding.unsupported') {
+    return new ApiError(400, 'invalid_body', 'The request body is in a charset or content encoding this API does not read: send UTF-8 JSON');
+  }
   if (type === 'entity.too.large') return new ApiError(413, 'body_too_large', 'The request body is too large');
   if (typeof status === 'number' && status >= 400 && status < 500) return new ApiError(status, 'bad_request', 'The request could not be read');
   logger.error('request failed', { error: (err as Error)?.message });

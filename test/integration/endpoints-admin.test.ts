@@ -134,6 +134,10 @@ describe("admin API: a merchant's endpoints", () => {
       expect(code(rotated)).toEqual([400, 'invalid_body']);
       expect(code(await send(stack.apiA, 'PATCH', `m_ep5/endpoints/${id}`, { enabled: false }, { 'content-type': type }))).toEqual([400, 'invalid_body']);
     }
+    // A charset or a content encoding it cannot read is no JSON it can read either (not an undocumented 415).
+    for (const headers of [{ 'content-type': 'application/json; charset=latin1' }, { 'content-encoding': 'x-unknown' }]) {
+      expect(code(await send(stack.apiA, 'PATCH', `m_ep5/endpoints/${id}`, { enabled: false }, headers))).toEqual([400, 'invalid_body']);
+    }
     expect(data(await send(stack.apiA, 'GET', `m_ep5/endpoints/${id}`))).toMatchObject({ enabled: true, previousSecrets: [] });
     // No body at all is still a rotation with the default grace; merge-patch+json is JSON.
     expect(data(await send(stack.apiA, 'POST', `m_ep5/endpoints/${id}/secret/rotate`, undefined, { 'content-type': '' })).previousSecretExpiresAt).not.toBeNull();
