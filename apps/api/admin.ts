@@ -8,7 +8,9 @@ import {
   endpointInputSchema,
   endpointPatchSchema,
   firstIssue,
+  isUnavailable,
   listAudit,
+  MerchantStoreUnavailableError,
   merchantInputSchema,
   merchantPatchSchema,
   rotateInputSchema,
@@ -66,7 +68,9 @@ export function adminRouter(deps: ApiDeps): express.Router {
   mount(router, 'getMerchantAudit', async (_req, res, { params, query }) => {
     const merchantId = params.merchantId as string;
     if (!deps.audit) throw new ApiError(409, 'directory_read_only', 'Merchants come from MERCHANTS_FILE here: nothing is written, so nothing is audited');
-    const entries = await listAudit(deps.audit, merchantId, (query.limit as number | undefined) ?? AUDIT_PAGE_LIMIT.default, query.before as string | undefined);
+    const entries = await listAudit(deps.audit, merchantId, (query.limit as number | undefined) ?? AUDIT_PAGE_LIMIT.default, query.before as string | undefined).catch((err: unknown) => {
+      throw isUnavailable(err) ? new MerchantStoreUnavailableError(err) : err;
+    });
     res.json({ message: `${entries.length} audit entr${entries.length === 1 ? 'y' : 'ies'} of merchant ${merchantId}`, error: null, data: { entries, nextBefore: entries.at(-1)?.id ?? null } });
   }, base);
 

@@ -135,7 +135,7 @@ describe("admin API: a merchant's endpoints", () => {
       expect(code(await send(stack.apiA, 'PATCH', `m_ep5/endpoints/${id}`, { enabled: false }, { 'content-type': type }))).toEqual([400, 'invalid_body']);
     }
     // A charset or a content encoding it cannot read is no JSON it can read either (not an undocumented 415).
-    for (const headers of [{ 'content-type': 'application/json; charset=latin1' }, { 'content-encoding': 'x-unknown' }]) {
+    for (const headers of [{ 'content-type': 'application/json; charset=latin1' }, { 'content-encoding': 'x-unknown' }] as Array<Record<string, string>>) {
       expect(code(await send(stack.apiA, 'PATCH', `m_ep5/endpoints/${id}`, { enabled: false }, headers))).toEqual([400, 'invalid_body']);
     }
     expect(data(await send(stack.apiA, 'GET', `m_ep5/endpoints/${id}`))).toMatchObject({ enabled: true, previousSecrets: [] });

@@ -131,6 +131,8 @@ describe('the merchants database stopped for 20 s under load', () => {
       expect([resend.status, errorOf(resend)]).toEqual([503, 'service_unavailable']);
       expect(Number(resend.headers.get('retry-after'))).toBeGreaterThan(0);
       expect((await admin('GET', '/admin/merchants/m_two')).status).toBe(200);
+      const trail = await admin('GET', '/admin/merchants/m_two/audit');
+      expect([trail.status, errorOf(trail)]).toEqual([503, 'service_unavailable']);
 
       // A dispatcher started now waits for the database instead of failing or running without merchants.
       let lateStarted = false;
