@@ -77,6 +77,10 @@ export function openPostgres(url: string, options: PostgresOptions = {}): Databa
     async transaction(work) {
       const client = await pool.connect();
       let broken: Error | undefined;
+      // Checked out, a client has no listener of the pool's: the server going away (a restart, a
+      // crash) would emit an 'error' nobody hears, which ends the process. Its queries fail instead.
+      const lost = (err: Error) => (broken = err);
+      client.on('error', lost);
       try {
         return await inTransaction(client, work);
       } catch (err) {
@@ -84,6 +88,7 @@ export function openPostgres(url: string, options: PostgresOptions = {}): Databa
         if (!(err as { code?: string })?.code) broken = err as Error;
         throw err;
       } finally {
+        client.off('error', lost);
         client.release(broken);
       }
     },
