@@ -153,6 +153,8 @@ function guardsOf(req: Request, res: Response): WriteGuards {
   const actor = res.locals.actor as Actor;
   const ifMatch = req.get('if-match');
   if (ifMatch === undefined) return { idempotencyKey: key, actor };
+  // RFC 9110: any current version, so the merchant must exist (a PUT that only replaces).
+  if (ifMatch.trim() === '*') return { idempotencyKey: key, ifVersion: '*', actor };
   // An ETag this service did not give matches no version: 412, as RFC 9110 says.
   const match = /^\s*(?:W\/)?"(\d{1,15})"\s*$/.exec(ifMatch);
   return { idempotencyKey: key, ifVersion: match ? Number(match[1]) : -1, actor };

@@ -22,6 +22,9 @@ function apiApp(deps: ApiDeps, routes: (app: express.Express) => void): express.
   // req.ip: the peer of the connection, or with TRUST_PROXY the client a trusted proxy names.
   app.set('trust proxy', deps.trustProxy ?? false);
   app.set('query parser', 'simple');
+  // An answer's ETag is the merchant's version (the admin API), never express's digest of the body:
+  // a 412 or a list carrying one would be taken for a version, and no cache may keep these answers.
+  app.set('etag', false);
   app.use(traceRequests);
   app.use(helmet());
   app.use(express.json({ limit: REQUEST_BODY_LIMIT, strict: false, type: JSON_BODY_TYPES }));

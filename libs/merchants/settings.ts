@@ -128,7 +128,7 @@ function endpointTransitions(merchantId: string, was: Endpoint, webhook: Endpoin
 /** How a write is guarded: an Idempotency-Key (a repeat gets the first answer), an If-Match version (412 when stale). */
 export interface WriteGuards {
   idempotencyKey?: string;
-  ifVersion?: number;
+  ifVersion?: number | '*';
   /** Who writes: the platform's operator (the default) or the merchant through the portal, who may not undo the operator. */
   by?: 'operator' | 'merchant';
   /** Who and from where, for the audit trail (`admin:<sub>`, `portal:<session>`, `cli`). */

@@ -36,8 +36,8 @@ export interface IdempotentWrite {
 }
 
 export interface WriteOptions {
-  /** Compare-and-set: the write happens only at this version (0: the merchant must not exist). */
-  ifVersion?: number;
+  /** Compare-and-set: the write happens only at this version (0: the merchant must not exist; '*': it must, at any version). */
+  ifVersion?: number | '*';
   idempotency?: IdempotentWrite;
   /** Who writes, for the audit trail; the service itself (auto-disable) when absent. */
   by?: Actor;
@@ -121,7 +121,7 @@ export async function writeMerchant(
       return { merchant: current ?? ({ id: merchantId } as Merchant), version: first, created: false, changed: false, result, replayed: true, held };
     }
   }
-  if (ifVersion !== undefined && ifVersion !== version) throw new Refusal(new VersionMismatchError(merchantId, row ? version : undefined), held);
+  if (ifVersion === '*' ? !row : ifVersion !== undefined && ifVersion !== version) throw new Refusal(new VersionMismatchError(merchantId, row ? version : undefined), held);
   let next: Merchant | undefined;
   try {
     next = change(current);

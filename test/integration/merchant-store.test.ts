@@ -132,7 +132,10 @@ describe('merchants in PostgreSQL', () => {
     expect(first.headers.get('etag')).toBe('"2"');
     // A second dashboard tab still holding version 1 does not overwrite what the first wrote.
     expect(code(await send(apiB, 'PATCH', 'm_cas', { publicKey: 'pk_cas_0000003' }, { 'if-match': '"1"' }))).toEqual([412, 'precondition_failed']);
-    expect(code(await send(apiB, 'PATCH', 'm_cas', { publicKey: 'pk_cas_0000003' }, { 'if-match': 'garbage' }))).toEqual([412, 'precondition_failed']);
+    const garbage = await send(apiB, 'PATCH', 'm_cas', { publicKey: 'pk_cas_0000003' }, { 'if-match': 'garbage' });
+    expect(code(garbage)).toEqual([412, 'precondition_failed']);
+    // A refusal carries no ETag: one it carried would be taken for the merchant's version.
+    expect(garbage.headers.get('etag')).toBeNull();
     // No merchant has no version: If-Match cannot hold (RFC 9110).
     expect(code(await send(apiB, 'PATCH', 'm_nobody', { publicKey: 'pk_cas_0000003' }, { 'if-match': '"1"' }))).toEqual([412, 'precondition_failed']);
     expect(((await send(apiA, 'GET', 'm_cas')).body as any).data.publicKey).toBe('pk_cas_0000002');
@@ -149,6 +152,11 @@ describe('merchants in PostgreSQL', () => {
       const repeat = await send(api, 'PATCH', 'm_cas', { publicKey: 'pk_cas_0000004' }, { 'idempotency-key': 'cas-keyed' });
       expect([repeat.headers.get('idempotent-replayed'), repeat.headers.get('etag'), (repeat.body as any).data.publicKey]).toEqual(['true', '"3"', 'pk_cas_0000004']);
     }
+
+    // If-Match: * (RFC 9110): a merchant that exists, at any version; none for one that does not.
+    expect((await send(apiB, 'PATCH', 'm_cas', { publicKey: 'pk_cas_0000006' }, { 'if-match': '*' })).headers.get('etag')).toBe('"5"');
+    expect(code(await send(apiB, 'PUT', 'm_cas_none', { publicKey: 'pk_cas_0000007' }, { 'if-match': '*' }))).toEqual([412, 'precondition_failed']);
+    expect((await send(apiB, 'GET', 'm_cas_none')).status).toBe(404);
   });
 
   it('lets two API replicas together allow what one allows of a merchant\'s resends', async () => {
