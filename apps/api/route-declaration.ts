@@ -70,7 +70,8 @@ export const GUARDED_WRITE_HEADERS = [
     required: false,
     description:
       'The ETag a GET of this merchant answered (its version, e.g. "7"): the write is made only if nobody changed ' +
-      'the merchant since, else 412 precondition_failed. On PUT, "0" creates only a merchant that does not exist yet.',
+      'the merchant since, else 412 precondition_failed. * needs a merchant that exists, at any version; on PUT, "0" ' +
+      'creates only a merchant that does not exist yet.',
     schema: { type: 'string', maxLength: 64 },
   },
 ] as const;
