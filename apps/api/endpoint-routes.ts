@@ -32,7 +32,7 @@ export const ENDPOINT_ROUTES = [
     summary: 'Add an endpoint to a merchant',
     description:
       'The endpoint gets an id (ep_…) and a new whsec_ secret, returned in this answer only (and to a repeat of its ' +
-      'Idempotency-Key). The URL must be https (http only in development mode), carry no credentials, not be a ' +
+      'Idempotency-Key). The URL must be https (http only in development mode), carry no credentials and no fragment, not be a ' +
       'loopback, private or link-local address literal, and not be one the merchant already sends to. Leaving out ' +
       `events means all three. A merchant has at most MAX_ENDPOINTS_PER_MERCHANT endpoints (${MAX_ENDPOINTS_PER_MERCHANT} by default, ` +
       'and at most that).',

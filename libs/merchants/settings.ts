@@ -31,6 +31,8 @@ export function checkWebhookUrl(text: string, policy: UrlPolicy): string {
     throw new InvalidSettingsError('url', policy.allowHttp ? 'must be an http(s) URL' : 'must be an https URL');
   }
   if (url.username || url.password) throw new InvalidSettingsError('url', 'must not carry credentials (user:password@)');
+  // Never sent in a request: two endpoints differing by it alone would POST to the same URL.
+  if (url.hash || text.includes('#')) throw new InvalidSettingsError('url', 'must not carry a fragment (#…): it is never sent');
   const host = url.hostname.replace(/^\[|\]$/g, '');
   if (isIP(host) && !policy.allowPrivateTargets && isBlockedAddress(host)) {
     throw new InvalidSettingsError('url', 'must not point to a loopback, private, link-local or reserved address');

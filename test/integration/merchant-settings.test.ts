@@ -186,6 +186,8 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
     await endpoint({ url: 'not a url' }, 'url');
     await endpoint({ url: 'http://hooks.example.com/x' }, 'url must be an https URL');
     await endpoint({ url: 'https://user:pw@hooks.example.com/x' }, 'url must not carry credentials');
+    // A fragment is never sent: with one, two endpoints of one merchant would POST to the same URL.
+    await endpoint({ url: 'https://hooks.example.com/x#copy' }, 'url must not carry a fragment');
     await endpoint({ url: 'https://169.254.169.254/latest' }, 'url must not point to');
     await endpoint({ url: 'https://[::1]:8443/x' }, 'url must not point to');
     await endpoint({ url: 'ftp://hooks.example.com/x' }, 'url', stack.apiA);

@@ -297,7 +297,7 @@ export const PORTAL_ROUTES = [
     method: 'post',
     path: BASE,
     summary: 'Add an endpoint (permission manage-endpoint); its secret is in this answer only',
-    description: 'Validated as the admin API does: https outside development mode, no credentials, no private address literal, a URL the merchant does not send to yet.',
+    description: 'Validated as the admin API does: https outside development mode, no credentials, no fragment, no private address literal, a URL the merchant does not send to yet.',
     security: PORTAL_WRITE_AUTH,
     input: { body: endpointInputSchema, bodyRequired: true },
     output: { '201': { description: 'Added; secret is shown this once', schema: envelope(portalEndpointView.extend({ secret: z.string().regex(/^whsec_/) })) } },
