@@ -37,7 +37,8 @@ export function isWellFormedWebhookId(value: unknown): boolean {
 
 /** Only what the service relies on is checked; the rest of `data` is relayed untouched (loose, never coerced). */
 export const upstreamMessageSchema = z.looseObject({
-  merchantId: z.string().min(1).max(200),
+  // A reference's rule: a NUL is no text PostgreSQL keeps (the intake check, the log), a control character no id.
+  merchantId: z.string().refine(isWellFormedReference, 'must be 1 to 200 characters without control characters'),
   event: z.enum(EVENT_NAMES),
   data: z.record(z.string(), z.unknown()),
 });

@@ -87,11 +87,16 @@ export function webhookHeaders(merchantId: string, event: string, webhookId: str
   return headers;
 }
 
-/** Keeps the scalar headers of a message, dropping arrays and tables such as the broker's x-death. */
+/**
+ * Keeps the scalar headers of a message, dropping arrays and tables such as the broker's x-death,
+ * and any holding a NUL: no PostgreSQL text or jsonb keeps one, and carried into a wait's row it
+ * failed the batch of every wait written with it.
+ */
 export function scalarHeaders(headers: Record<string, unknown> | undefined): ScalarHeaders {
   const out: ScalarHeaders = {};
   if (!headers) return out;
   for (const [key, value] of Object.entries(headers)) {
+    if (key.includes('\u0000') || (typeof value === 'string' && value.includes('\u0000'))) continue;
     if (typeof value === 'string' || typeof value === 'boolean') out[key] = value;
     else if (typeof value === 'number' && Number.isFinite(value)) out[key] = value;
   }

@@ -69,7 +69,7 @@ export class EffectStage {
         if (this.debug) logger.debug('repeated upstream message dropped: its key was seen within INTAKE_DEDUPE_WINDOW', { merchantId: decision.merchantId, webhookId: decision.webhookId, ...spanLogFields(span) });
         return delivery.ack();
       case 'invalid':
-        return this.park(delivery, decision.code, decision.detail, span, record, intake);
+        return this.park(delivery, decision.code, decision.detail, span, intake);
       case 'returned':
         return delivery.nack(true);
     }
@@ -226,12 +226,14 @@ export class EffectStage {
     return this.move(delivery, this.deps.names.dispatch, headers, intake.event, span);
   }
 
-  private async park(delivery: Delivery, code: string, detail: string, span: Span | undefined, record: () => Promise<void>, intake?: IntakeEvent): Promise<void> {
+  private async park(delivery: Delivery, code: string, detail: string, span: Span | undefined, intake?: IntakeEvent): Promise<void> {
     const { message } = delivery;
     // An ordered head parked ends its place in the order (after the move, before the ack), or its
-    // reference waits for ever. A hand-back's wait hands it back again after its lease.
+    // reference waits for ever. A hand-back's wait hands it back again after its lease. Nothing is
+    // recorded: a parked message is in no merchant's log (its merchant may not exist, or exist only
+    // later, when its 'invalid' record would show the webhook requeued and delivered as failed).
     const order = intake?.ordered && intake.hand === undefined ? this.deps.order : undefined;
-    const settle = order ? async () => { await order.end(waitKeyOf(intake!)); await record(); } : record;
+    const settle = order ? () => order.end(waitKeyOf(intake!)) : async () => {};
     const moved = await this.move(delivery, this.deps.names.invalid, {
       ...this.carried(delivery),
       [HEADERS.invalidCode]: code,

@@ -4,6 +4,7 @@ import {
   type EventName,
   HEADERS,
   isEventName,
+  isWellFormedReference,
   isWellFormedWebhookId,
   PLATFORM_MERCHANT_ID,
   REFERENCE_FIELDS,
@@ -146,7 +147,7 @@ function envelopeOf(json: unknown): { merchantId: string; event: EventName; data
   if (typeof json === 'object' && json !== null && !Array.isArray(json)) {
     const { merchantId, event, data } = json as Record<string, unknown>;
     if (
-      typeof merchantId === 'string' && merchantId.length >= 1 && merchantId.length <= 200 &&
+      typeof merchantId === 'string' && isWellFormedReference(merchantId) &&
       isEventName(event) &&
       typeof data === 'object' && data !== null && !Array.isArray(data) && Object.getPrototypeOf(data) === Object.prototype
     ) {
