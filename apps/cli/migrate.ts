@@ -1,4 +1,4 @@
-import { currentVersion, fileOf, MIGRATIONS, migrate, REQUIRED_VERSION } from '../../libs/migrations/index.js';
+import { appliedVersion, fileOf, MIGRATIONS, migrate, REQUIRED_VERSION } from '../../libs/migrations/index.js';
 import { withPostgres } from './broker.js';
 import { CliCommand, type CliContext, writeLine } from './command.js';
 
@@ -24,7 +24,9 @@ async function run(options: { status: boolean }, ctx: CliContext): Promise<numbe
   const settings = { maxConnections: 1, statementTimeoutMs: 0, connectTimeoutMs: 10_000, applicationName: 'webhooks-cli migrate' };
   return withPostgres(ctx.config.DATABASE_URL, needs, settings, async (database) => {
     if (options.status) {
-      const current = await currentVersion(database);
+      // Checked as `migrate` checks before applying anything: a newer schema, or a file changed after it
+      // ran, exits 1 here too, never 0 ("the version needed") nor 3 (which `migrate` would not fix).
+      const current = await appliedVersion(database);
       writeLine(ctx.stdout, `schema version ${current}, this release needs ${REQUIRED_VERSION}`);
       const pending = MIGRATIONS.filter((m) => m.version > current);
       for (const migration of pending) writeLine(ctx.stdout, `pending: ${fileOf(migration)}`);

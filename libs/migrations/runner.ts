@@ -21,6 +21,35 @@ export async function currentVersion(db: Queryable): Promise<number> {
   return Number(max.rows[0]?.version ?? 0);
 }
 
+interface AppliedRow {
+  version: number;
+  checksum: string;
+}
+
+const APPLIED = 'SELECT version, checksum FROM schema_migrations ORDER BY version';
+
+/** What `migrate` refuses before it applies anything: a version no file here knows (a newer release's), or a file changed after it ran. */
+function checkApplied(rows: readonly AppliedRow[], migrations: readonly Migration[]): void {
+  const known = new Map(migrations.map((m) => [m.version, m]));
+  for (const row of rows) {
+    const migration = known.get(row.version);
+    if (!migration) throw new SchemaTooNewError(rows.at(-1)!.version, migrations.at(-1)?.version ?? 0);
+    if (migration.checksum !== row.checksum) throw new MigrationChangedError(migration);
+  }
+}
+
+/**
+ * The version the database holds, after the checks `migrate` makes first (it throws as `migrate`
+ * would): for `migrate --status`, which must not call ready a schema that `migrate` refuses. Reads
+ * only: no lock taken, no ledger made.
+ */
+export async function appliedVersion(db: Queryable, migrations: readonly Migration[] = MIGRATIONS): Promise<number> {
+  const current = await currentVersion(db);
+  if (current === 0) return 0;
+  checkApplied((await db.query<AppliedRow>(APPLIED)).rows, migrations);
+  return current;
+}
+
 /**
  * Applies the migrations not applied yet, each in its own transaction, under an advisory lock. A
  * file changed after it ran, or a version no file here knows, stops it before anything runs.
@@ -31,14 +60,9 @@ export async function migrate(db: Pick<Database, 'session'>, migrations: readonl
     await session.query('SELECT pg_advisory_lock(hashtext($1))', [LOCK]);
     try {
       await session.query(LEDGER);
-      const { rows } = await session.query<{ version: number; checksum: string }>('SELECT version, checksum FROM schema_migrations ORDER BY version');
-      const known = new Map(migrations.map((m) => [m.version, m]));
+      const { rows } = await session.query<AppliedRow>(APPLIED);
+      checkApplied(rows, migrations);
       const highest = migrations.at(-1)?.version ?? 0;
-      for (const row of rows) {
-        const migration = known.get(row.version);
-        if (!migration) throw new SchemaTooNewError(rows.at(-1)!.version, highest);
-        if (migration.checksum !== row.checksum) throw new MigrationChangedError(migration);
-      }
       const done = new Set(rows.map((row) => row.version));
       const applied: Migration[] = [];
       for (const migration of migrations) {

@@ -73,6 +73,20 @@ describe('webhooks migrate', () => {
     expect(await runCliInProcess({ DATABASE_URL: db.url }, ['migrate', '--status'])).toMatchObject({ code: 0, stdout: `schema version ${REQUIRED_VERSION}, this release needs ${REQUIRED_VERSION}\n` });
   });
 
+  it('--status exits 1, as migrate, on a schema newer than this release or a file changed after it ran, naming it', async () => {
+    const db = await empty('migrate_status_refused');
+    await runCliInProcess({ DATABASE_URL: db.url }, ['migrate']);
+    await db.query("INSERT INTO schema_migrations (version, name, checksum) VALUES (9999, 'future', 'x')");
+    const newer = await runCliInProcess({ DATABASE_URL: db.url }, ['migrate', '--status']);
+    expect(newer.code).toBe(1);
+    expect(newer.stderr).toContain(`webhooks: database schema version 9999 is newer than this release knows (${REQUIRED_VERSION})`);
+    await db.query('DELETE FROM schema_migrations WHERE version = 9999');
+    await db.query("UPDATE schema_migrations SET checksum = 'edited' WHERE version = 1");
+    const changed = await runCliInProcess({ DATABASE_URL: db.url }, ['migrate', '--status']);
+    expect(changed.code).toBe(1);
+    expect(changed.stderr).toContain('webhooks: migration 0001_initial.sql was changed after it ran');
+  });
+
   it('refuses a migration file changed after it ran, naming it, and applies nothing after it', async () => {
     const db = await empty('migrate_changed');
     const database = open(db.url);
