@@ -11,8 +11,9 @@ export const MERCHANT_TABLES: ReadonlyArray<{ table: string; where: string }> = 
   { table: 'merchant_idempotency', where: 'merchant_id = $1' },
   { table: 'endpoint_health', where: 'merchant_id = $1' },
   { table: 'endpoint_rates', where: 'merchant_id = $1' },
-  // `<limit name>:<merchant id>`: the names hold no ':', a merchant id may.
-  { table: 'rate_limits', where: "substring(key from position(':' in key) + 1) = $1" },
+  // `<limit name>:<merchant id>`, and the throttle's `<name>:<merchant id>\u001f<endpoint id>` per endpoint:
+  // the names hold no ':', a merchant id may; neither id holds \u001f, so `m_1` never takes `m_10`'s rows.
+  { table: 'rate_limits', where: "substring(key from position(':' in key) + 1) = $1 OR starts_with(substring(key from position(':' in key) + 1), $1 || chr(31))" },
   { table: 'portal_links', where: 'merchant_id = $1' },
   { table: 'portal_sessions', where: 'merchant_id = $1' },
   { table: 'delivery_webhooks', where: 'merchant_id = $1' },

@@ -2,6 +2,7 @@ import { type Database, openPostgres } from '../../libs/delivery-store/index.js'
 import { silentLogger } from '../../libs/logger/index.js';
 import { listAudit, MERCHANT_TABLES, MerchantSettings, PgMerchantDirectory, SecretBox, TABLES_KEPT_AFTER_DELETE, TABLES_WITHOUT_MERCHANT_DATA } from '../../libs/merchants/index.js';
 import { PortalSessions, TokenSigner } from '../../libs/portal/index.js';
+import { takeCell } from '../../libs/rate-limit/index.js';
 import { runCliInProcess } from '../support/cli.js';
 import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
@@ -113,6 +114,19 @@ describe('webhooks merchants delete', () => {
     await waitFor('the running directory to forget the deleted merchant', () => directory.byId(GONE) === undefined, 10_000);
     expect(directory.byPublicKey('pk_delete_1_0000')).toBeUndefined();
     expect(directory.byId(KEPT)?.publicKey).toBe('pk_delete_2_0000');
+  });
+
+  it("deletes its endpoints' throttle rows, counted, and none of a merchant whose id starts with the same text", async () => {
+    // The throttle's keys: `throttle:<merchant>\u001f<endpoint>` and `throttle-queue:<merchant>\u001f<endpoint>`.
+    const keysOf = (id: string) => [`throttle:${id}\u001fep_1`, `throttle-queue:${id}\u001fep_1`, `throttle:${id}\u001fep_2`, `resend:${id}`];
+    const limit = { intervalMs: 1_000, burstMs: 1_000 };
+    for (const id of ['m_thr', 'm_thr2', 'm_thr:x']) for (const key of keysOf(id)) await takeCell(database, key, limit);
+    const result = await cli('m_thr', '--yes');
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(/^rate_limits\s+4$/m);
+    expect(result.stderr).toContain('merchant m_thr: 4 row(s) deleted');
+    const left = await db.query<{ key: string }>("SELECT key FROM rate_limits WHERE strpos(key, 'm_thr') > 0");
+    expect(left.map((row) => row.key).sort()).toEqual([...keysOf('m_thr2'), ...keysOf('m_thr:x')].sort());
   });
 
   it('says so with exit 3 when nothing of the merchant is left', async () => {
