@@ -1,7 +1,8 @@
 import { Option } from 'commander';
 import { parseDuration } from '../../libs/config/index.js';
+import type { Queryable } from '../../libs/delivery-store/index.js';
 import { EVENT_NAMES } from '../../libs/contracts/index.js';
-import { EndpointSettings, type EndpointView, endpointInputSchema, endpointPatchSchema, firstIssue, MAX_PER_SECOND_LIMIT } from '../../libs/merchants/index.js';
+import { EndpointSettings, type EndpointView, endpointInputSchema, endpointPatchSchema, firstIssue, MAX_PER_SECOND_LIMIT, withEndpointRate } from '../../libs/merchants/index.js';
 import { CliCommand, type CliContext, EXIT, formatTable, UsageError, writeLine } from './command.js';
 import { CLI_ACTOR, merchantId, withSettings } from './merchant-store.js';
 
@@ -53,8 +54,8 @@ function graceSecondsOf(grace: string): number {
   return Math.round(graceMs / 1000);
 }
 
-async function withEndpoints<T>(ctx: CliContext, run: (endpoints: EndpointSettings) => Promise<T>): Promise<T> {
-  return withSettings(ctx, (settings) => run(new EndpointSettings(settings)));
+async function withEndpoints<T>(ctx: CliContext, run: (endpoints: EndpointSettings, database: Queryable | undefined) => Promise<T>): Promise<T> {
+  return withSettings(ctx, (settings, database) => run(new EndpointSettings(settings), database));
 }
 
 /** `webhooks merchants endpoints …`: a merchant's endpoints one at a time, as the admin API's routes. */
@@ -71,7 +72,8 @@ export function declareEndpoints(merchants: CliCommand): void {
     .option('--json', 'one JSON array on stdout, for scripts', false)
     .addHelpText('after', `\n${EXIT} (3: no such merchant)`)
     .handle((raw: { json: boolean }, args) => ({ id: merchantId(args), json: raw.json }), async (options, ctx) => {
-      const views = await withEndpoints(ctx, async (each) => each.list(options.id));
+      // Each at the rate it is sent at now (lowered by its 429/503 answers), as the admin API shows it.
+      const views = await withEndpoints(ctx, async (each, database) => Promise.all(each.list(options.id).map((view) => withEndpointRate(database, options.id, view))));
       writeLine(ctx.stdout, options.json ? JSON.stringify(views) : endpointTable(views));
       return 0;
     });

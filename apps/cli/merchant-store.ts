@@ -1,4 +1,4 @@
-import { type Database } from '../../libs/delivery-store/index.js';
+import { type Database, type Queryable } from '../../libs/delivery-store/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { type Actor, EndpointLimitError, EndpointNotFoundError, EndpointUrlTakenError, InvalidSettingsError, MerchantNotFoundError, MerchantSettings, openMerchants, SecretBox } from '../../libs/merchants/index.js';
 import { checkSchema } from '../../libs/migrations/index.js';
@@ -13,8 +13,9 @@ export const CLI_ACTOR: Actor = { actor: 'cli' };
 /**
  * The admin API's MerchantSettings on the same table: a change made here follows the same rules and reaches
  * every program the same way (NOTIFY). A URL written is https outside development mode, not private unless allowed.
+ * `run` also gets the database, where a view reads the rate each endpoint is sent at now (withCurrentRate).
  */
-export async function withSettings<T>(ctx: CliContext, run: (settings: MerchantSettings) => Promise<T>): Promise<T> {
+export async function withSettings<T>(ctx: CliContext, run: (settings: MerchantSettings, database: Queryable | undefined) => Promise<T>): Promise<T> {
   const needs = 'merchants commands need DATABASE_URL (and SECRETS_KEY): merchants live in PostgreSQL. Beside npm start, use the admin API or the portal';
   if (!ctx.config.DATABASE_URL) throw new UsageError(needs);
   if (!ctx.config.SECRETS_KEY) throw new UsageError('merchants commands need SECRETS_KEY, the key the programs seal webhook secrets with');
@@ -26,7 +27,7 @@ export async function withSettings<T>(ctx: CliContext, run: (settings: MerchantS
       // A webhook turned off or on here is announced as the admin API does (endpoint.disabled / endpoint.enabled).
       const announce = announcer(new OperationalPublisher(broker, topologyNames(ctx.config.TOPOLOGY_PREFIX).operational, silentLogger(), { backoffMs: [500, 1_000] }), silentLogger());
       const policy = { allowHttp: ctx.config.WEBHOOKS_DEV, allowPrivateTargets: ctx.config.ALLOW_PRIVATE_TARGETS };
-      return run(new MerchantSettings(opened.writable!, policy, undefined, announce, ctx.config.MAX_ENDPOINTS_PER_MERCHANT));
+      return run(new MerchantSettings(opened.writable!, policy, undefined, announce, ctx.config.MAX_ENDPOINTS_PER_MERCHANT), opened.database);
     });
   } catch (err) {
     // Refused as by the admin API: an unknown merchant or endpoint exits 3; what was asked (a field, the

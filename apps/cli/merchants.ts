@@ -1,4 +1,4 @@
-import { deleteMerchantData, firstIssue, listAudit, type MerchantInput, merchantInputSchema, type MerchantView, resealSecrets } from '../../libs/merchants/index.js';
+import { deleteMerchantData, firstIssue, listAudit, type MerchantInput, merchantInputSchema, type MerchantView, resealSecrets, withCurrentRate } from '../../libs/merchants/index.js';
 import { CliCommand, EXIT, formatTable, NothingMatchedError, printListing, UsageError, writeLine } from './command.js';
 import { declareEndpoints, endpointTable } from './endpoints.js';
 import { CLI_ACTOR, merchantId, withDatabase, withSealedStore, withSettings } from './merchant-store.js';
@@ -40,7 +40,8 @@ export function declareMerchants(program: CliCommand): void {
     .option('--disabled', 'only endpoints that are off, one a line: why (failing: disabled automatically after ENDPOINT_DISABLE_AFTER; manual) and since when', false)
     .addHelpText('after', `\n${EXIT}`)
     .handle((raw: { json: boolean; disabled: boolean }) => raw, async ({ json, disabled }, ctx) => {
-      const all = await withSettings(ctx, async (settings) => settings.list());
+      // Each endpoint at the rate it is sent at now (lowered by its 429/503 answers), as the admin API shows it.
+      const all = await withSettings(ctx, async (settings, database) => Promise.all(settings.list().map((view) => withCurrentRate(database, view))));
       const views = disabled ? all.filter((v) => v.endpoints.some((endpoint) => !endpoint.enabled)) : all;
       printListing(ctx, json, views, disabled ? 'no disabled endpoint' : 'no merchant in the database', () => (disabled ? disabledTable(views) : table(views)));
       return 0;
@@ -54,7 +55,10 @@ export function declareMerchants(program: CliCommand): void {
     .option('--json', 'one JSON object on stdout, for scripts', false)
     .addHelpText('after', `\n${EXIT} (3: no such merchant)`)
     .handle((raw: { json: boolean }, args) => ({ id: merchantId(args), json: raw.json }), async (options, ctx) => {
-      const view = await withSettings(ctx, async (settings) => settings.get(options.id));
+      const view = await withSettings(ctx, async (settings, database) => {
+        const found = settings.get(options.id);
+        return found && withCurrentRate(database, found);
+      });
       if (!view) throw new NothingMatchedError(`no merchant ${options.id}`);
       writeLine(ctx.stdout, options.json ? JSON.stringify(view) : table([view]));
       if (!options.json && view.endpoints.length > 0) writeLine(ctx.stdout, `\n${endpointTable(view.endpoints)}`);

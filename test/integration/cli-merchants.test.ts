@@ -1,8 +1,8 @@
+import { lowerEndpointRate } from '../../libs/merchants/index.js';
 import { TestBroker } from '../support/broker.js';
 import { merchantsCli } from '../support/merchants-cli.js';
 import { runCliInProcess } from '../support/cli.js';
 import { waitFor } from '../support/wait.js';
-
 
 describe('webhooks merchants (operator CLI on the merchants table)', () => {
   const fixture = merchantsCli('cli-merchants');
@@ -207,5 +207,19 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
     expect(otherKey.stderr).toContain('does not open with SECRETS_KEY or SECRETS_KEY_PREVIOUS');
     expect(otherKey.code).not.toBe(0);
     expect(otherKey.stderr).not.toContain('whsec_');
+  });
+
+  it("shows the rate an endpoint is sent at while its 429/503 answers slow it (currentPerSecond), as the admin API does", async () => {
+    expect((await fixture.withEndpoint('m_slow', 'pk_cli_slow_0001', '--url', 'https://hooks.example.com/slow', '--max-per-second', '40')).code).toBe(0);
+    const endpoint = await fixture.firstEndpoint('m_slow');
+    // As a dispatcher writes it on a 429 from an endpoint sent 40 a second: halved.
+    await lowerEndpointRate({ query: async (text, params) => ({ rows: await fixture.db.query(text, params) }) }, 'm_slow', 40, 40, endpoint);
+    const slowed = { id: endpoint, maxPerSecond: 40, currentPerSecond: 20 };
+    const got = await cli('get', 'm_slow', '--json');
+    expect(JSON.parse(got.stdout).endpoints).toEqual([expect.objectContaining(slowed)]);
+    const listed = await cli('list', '--json');
+    expect(JSON.parse(listed.stdout).find((v: { id: string }) => v.id === 'm_slow').endpoints).toEqual([expect.objectContaining(slowed)]);
+    const endpoints = await cli('endpoints', 'list', 'm_slow', '--json');
+    expect(JSON.parse(endpoints.stdout)).toEqual([expect.objectContaining(slowed)]);
   });
 });
