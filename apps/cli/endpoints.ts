@@ -54,8 +54,8 @@ function graceSecondsOf(grace: string): number {
   return Math.round(graceMs / 1000);
 }
 
-async function withEndpoints<T>(ctx: CliContext, run: (endpoints: EndpointSettings, database: Queryable | undefined) => Promise<T>): Promise<T> {
-  return withSettings(ctx, (settings, database) => run(new EndpointSettings(settings), database));
+async function withEndpoints<T>(ctx: CliContext, access: 'read' | 'write', run: (endpoints: EndpointSettings, database: Queryable | undefined) => Promise<T>): Promise<T> {
+  return withSettings(ctx, access, (settings, database) => run(new EndpointSettings(settings), database));
 }
 
 /** `webhooks merchants endpoints …`: a merchant's endpoints one at a time, as the admin API's routes. */
@@ -73,7 +73,7 @@ export function declareEndpoints(merchants: CliCommand): void {
     .addHelpText('after', `\n${EXIT} (3: no such merchant)`)
     .handle((raw: { json: boolean }, args) => ({ id: merchantId(args), json: raw.json }), async (options, ctx) => {
       // Each at the rate it is sent at now (lowered by its 429/503 answers), as the admin API shows it.
-      const views = await withEndpoints(ctx, async (each, database) => Promise.all(each.list(options.id).map((view) => withEndpointRate(database, options.id, view))));
+      const views = await withEndpoints(ctx, 'read', async (each, database) => Promise.all(each.list(options.id).map((view) => withEndpointRate(database, options.id, view))));
       writeLine(ctx.stdout, options.json ? JSON.stringify(views) : endpointTable(views));
       return 0;
     });
@@ -104,7 +104,7 @@ export function declareEndpoints(merchants: CliCommand): void {
       async (options, ctx) => {
         const parsed = endpointInputSchema.safeParse(options.input);
         if (!parsed.success) throw new UsageError(firstIssue(parsed.error).message);
-        const created = await withEndpoints(ctx, (each) => each.create(options.id, parsed.data, { actor: CLI_ACTOR }));
+        const created = await withEndpoints(ctx, 'write', (each) => each.create(options.id, parsed.data, { actor: CLI_ACTOR }));
         writeLine(ctx.stdout, endpointTable([created.view]));
         writeLine(ctx.stdout, `webhook secret: ${created.secret}`);
         writeLine(ctx.stderr, `endpoint ${created.view.id} of merchant ${options.id} added; give this secret to the merchant now: it is not shown again.`);
@@ -147,7 +147,7 @@ export function declareEndpoints(merchants: CliCommand): void {
       async (options, ctx) => {
         const parsed = endpointPatchSchema.safeParse(options.patch);
         if (!parsed.success) throw new UsageError(firstIssue(parsed.error).message);
-        const written = await withEndpoints(ctx, (each) => each.patch(options.id, options.endpoint, parsed.data, { actor: CLI_ACTOR }));
+        const written = await withEndpoints(ctx, 'write', (each) => each.patch(options.id, options.endpoint, parsed.data, { actor: CLI_ACTOR }));
         writeLine(ctx.stdout, endpointTable([written.view]));
         return 0;
       },
@@ -160,7 +160,7 @@ export function declareEndpoints(merchants: CliCommand): void {
     .argument('<endpoint-id>')
     .addHelpText('after', `\n${EXIT} (3: no such merchant or endpoint)`)
     .handle((_raw: object, args) => ({ id: merchantId(args), endpoint: endpointId(args) }), async (options, ctx) => {
-      await withEndpoints(ctx, (each) => each.delete(options.id, options.endpoint, { actor: CLI_ACTOR }));
+      await withEndpoints(ctx, 'write', (each) => each.delete(options.id, options.endpoint, { actor: CLI_ACTOR }));
       writeLine(ctx.stderr, `endpoint ${options.endpoint} of merchant ${options.id} deleted`);
       return 0;
     });
@@ -175,7 +175,7 @@ export function declareEndpoints(merchants: CliCommand): void {
     .handle(
       (raw: { grace: string }, args) => ({ id: merchantId(args), endpoint: endpointId(args), graceSeconds: graceSecondsOf(raw.grace) }),
       async (options, ctx) => {
-        const rotated = await withEndpoints(ctx, (each) => each.rotate(options.id, options.endpoint, options.graceSeconds, { actor: CLI_ACTOR }));
+        const rotated = await withEndpoints(ctx, 'write', (each) => each.rotate(options.id, options.endpoint, options.graceSeconds, { actor: CLI_ACTOR }));
         writeLine(ctx.stdout, `webhook secret: ${rotated.secret}`);
         writeLine(ctx.stderr, rotated.previousSecretExpiresAt ? `The previous secret keeps signing until ${rotated.previousSecretExpiresAt}.` : 'The previous secret stopped signing at once.');
         return 0;

@@ -14,20 +14,28 @@ export const CLI_ACTOR: Actor = { actor: 'cli' };
  * The admin API's MerchantSettings on the same table: a change made here follows the same rules and reaches
  * every program the same way (NOTIFY). A URL written is https outside development mode, not private unless allowed.
  * `run` also gets the database, where a view reads the rate each endpoint is sent at now (withCurrentRate).
+ * `access`: a write opens RabbitMQ before it writes, to announce what it changes; a read needs only
+ * PostgreSQL, so that merchants can be read while the broker is down.
  */
-export async function withSettings<T>(ctx: CliContext, run: (settings: MerchantSettings, database: Queryable | undefined) => Promise<T>): Promise<T> {
+export async function withSettings<T>(ctx: CliContext, access: 'read' | 'write', run: (settings: MerchantSettings, database: Queryable | undefined) => Promise<T>): Promise<T> {
   const needs = 'merchants commands need DATABASE_URL (and SECRETS_KEY): merchants live in PostgreSQL. Beside npm start, use the admin API or the portal';
   if (!ctx.config.DATABASE_URL) throw new UsageError(needs);
   if (!ctx.config.SECRETS_KEY) throw new UsageError('merchants commands need SECRETS_KEY, the key the programs seal webhook secrets with');
   // Stops a command on a database `webhooks migrate` has not brought to this release's schema.
   await withDatabase(ctx, needs, async () => {});
   const opened = await openMerchants({ ...ctx.config, MERCHANTS_FILE: undefined }, silentLogger(), { applicationName: 'webhooks-cli', startStallMs: 10_000, connectTimeoutMs: 10_000 });
+  const policy = { allowHttp: ctx.config.WEBHOOKS_DEV, allowPrivateTargets: ctx.config.ALLOW_PRIVATE_TARGETS };
+  const settings = (announce?: ReturnType<typeof announcer>) =>
+    new MerchantSettings(opened.writable!, policy, undefined, announce, ctx.config.MAX_ENDPOINTS_PER_MERCHANT);
   try {
+    // Without an announcer: a read changes nothing to announce.
+    if (access === 'read') return await run(settings(), opened.database);
+    // Opened before the write: with RabbitMQ down a write is refused whole (exit 1, nothing written)
+    // rather than made and left unannounced.
     return await withBroker(ctx.config, [], async (broker) => {
       // A webhook turned off or on here is announced as the admin API does (endpoint.disabled / endpoint.enabled).
       const announce = announcer(new OperationalPublisher(broker, topologyNames(ctx.config.TOPOLOGY_PREFIX).operational, silentLogger(), { backoffMs: [500, 1_000] }), silentLogger());
-      const policy = { allowHttp: ctx.config.WEBHOOKS_DEV, allowPrivateTargets: ctx.config.ALLOW_PRIVATE_TARGETS };
-      return run(new MerchantSettings(opened.writable!, policy, undefined, announce, ctx.config.MAX_ENDPOINTS_PER_MERCHANT), opened.database);
+      return run(settings(announce), opened.database);
     });
   } catch (err) {
     // Refused as by the admin API: an unknown merchant or endpoint exits 3; what was asked (a field, the

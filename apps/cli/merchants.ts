@@ -41,7 +41,7 @@ export function declareMerchants(program: CliCommand): void {
     .addHelpText('after', `\n${EXIT}`)
     .handle((raw: { json: boolean; disabled: boolean }) => raw, async ({ json, disabled }, ctx) => {
       // Each endpoint at the rate it is sent at now (lowered by its 429/503 answers), as the admin API shows it.
-      const all = await withSettings(ctx, async (settings, database) => Promise.all(settings.list().map((view) => withCurrentRate(database, view))));
+      const all = await withSettings(ctx, 'read', async (settings, database) => Promise.all(settings.list().map((view) => withCurrentRate(database, view))));
       const views = disabled ? all.filter((v) => v.endpoints.some((endpoint) => !endpoint.enabled)) : all;
       printListing(ctx, json, views, disabled ? 'no disabled endpoint' : 'no merchant in the database', () => (disabled ? disabledTable(views) : table(views)));
       return 0;
@@ -55,7 +55,7 @@ export function declareMerchants(program: CliCommand): void {
     .option('--json', 'one JSON object on stdout, for scripts', false)
     .addHelpText('after', `\n${EXIT} (3: no such merchant)`)
     .handle((raw: { json: boolean }, args) => ({ id: merchantId(args), json: raw.json }), async (options, ctx) => {
-      const view = await withSettings(ctx, async (settings, database) => {
+      const view = await withSettings(ctx, 'read', async (settings, database) => {
         const found = settings.get(options.id);
         return found && withCurrentRate(database, found);
       });
@@ -79,7 +79,7 @@ export function declareMerchants(program: CliCommand): void {
       (raw: { publicKey?: string }, args) => ({ id: merchantId(args), publicKey: raw.publicKey }),
       // A merchant's own settings; its endpoints are kept (they are written by `merchants endpoints`).
       async (options, ctx) => {
-        const result = await withSettings(ctx, async (settings) => {
+        const result = await withSettings(ctx, 'write', async (settings) => {
           const publicKey = options.publicKey ?? settings.get(options.id)?.publicKey;
           if (publicKey === undefined) throw new UsageError(`merchant ${options.id} is new: give --public-key`);
           const parsed = merchantInputSchema.safeParse({ publicKey });

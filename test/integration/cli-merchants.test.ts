@@ -222,4 +222,20 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
     const endpoints = await cli('endpoints', 'list', 'm_slow', '--json');
     expect(JSON.parse(endpoints.stdout)).toEqual([expect.objectContaining(slowed)]);
   });
+
+  it('reads merchants while RabbitMQ is down (list, get, endpoints list); a write still needs it, to announce, and writes nothing without it', async () => {
+    const down = { ...env, RABBITMQ_URL: 'amqp://guest:guest@127.0.0.1:5699' };
+    const started = Date.now();
+    const reads = await Promise.all([['list'], ['get', 'm_cli'], ['endpoints', 'list', 'm_cli']].map((args) => runCliInProcess(down, ['merchants', ...args])));
+    expect(reads.map((read) => [read.code, read.stderr])).toEqual([[0, ''], [0, ''], [0, '']]);
+    // Not the 10 s a command waits for the broker it needs (CLI_BROKER_DEADLINE_MS).
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(reads[1]!.stdout).toMatch(/m_cli\s+pk_cli_0001/);
+    // m_cli's endpoint is off (above): turning it on is announced (endpoint.enabled), so it is refused whole.
+    const endpoint = await fixture.firstEndpoint('m_cli');
+    const write = await runCliInProcess(down, ['merchants', 'endpoints', 'set', 'm_cli', endpoint, '--enable']);
+    expect(write.code).toBe(1);
+    expect(write.stderr).toContain('RabbitMQ not reachable');
+    expect(JSON.parse((await cli('get', 'm_cli', '--json')).stdout).endpoints[0]).toMatchObject({ id: endpoint, enabled: false });
+  });
 });
