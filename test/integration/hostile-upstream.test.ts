@@ -1,13 +1,13 @@
+import { writeFileSync } from 'node:fs';
 import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
 import { type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/program.js';
 import { loadRecorderConfig } from '../../apps/recorder/config.js';
 import { type RecorderProgram, startRecorder } from '../../apps/recorder/program.js';
-import { deliveryLogQueries, openPostgres } from '../../libs/delivery-store/index.js';
 import { copyHeaders, sampleEvent } from '../../libs/contracts/index.js';
-import { writeFileSync } from 'node:fs';
+import { deliveryLogQueries, openPostgres } from '../../libs/delivery-store/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
-import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
+import { brokerUrl, TestBroker, uniquePrefix } from '../support/broker.js';
 import { testMerchant, writeMerchantsFile } from '../support/harness.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { Receiver, type ReceivedRequest } from '../support/receiver.js';
@@ -18,94 +18,11 @@ const deliveriesOf = (receiver: Receiver, webhookId: string): ReceivedRequest[] 
 /**
  * What an upstream team's client may send, hostile or broken, found by a review (2026-11-29): a NUL
  * in a header or in merchantId, and a message parked for a merchant that does not exist yet. None
- * may wedge a dispatcher's waits, turn the intake dedupe off, or reach a merchant's log.
+ * may wedge a dispatcher's waits, turn the intake dedupe off, or reach a merchant's log. One
+ * dispatcher as deployed (the intake check on, waits in PostgreSQL) and the recorder.
  */
-describe('an upstream header holding a NUL character', () => {
-  const prefix = uniquePrefix('hostile-header');
-  const names = topologyNames(prefix);
-  const merchant = testMerchant('m_rev', 'http://placeholder');
-  let receiver: Receiver;
-  let database: TestDatabase;
-  let program: DispatcherProgram | undefined;
-  let recorder: RecorderProgram | undefined;
-  let test: TestBroker;
-  let merchantsFile: string;
-
-  const start = async () => {
-    program = await startDispatcher(
-      loadDispatcherConfig({
-        RABBITMQ_URL: brokerUrl(),
-        TOPOLOGY_PREFIX: prefix,
-        MERCHANTS_FILE: merchantsFile,
-        DATABASE_URL: database.url,
-        RETRY_SCHEDULE: '200ms,200ms',
-        WAIT_LEASE: '5s',
-        DELIVERY_TIMEOUT_MS: '2000',
-        ALLOW_PRIVATE_TARGETS: 'true',
-        METRICS_PORT: '0',
-        FAILED_RETENTION: '1D',
-      }),
-      silentLogger(),
-      { intakeCheck: { timeoutMs: 15_000 } },
-    );
-    await waitFor('the intake key partitions', async () => (await database.query("SELECT 1 FROM pg_class WHERE relname LIKE 'intake\\_keys\\_%'")).length >= 2, 10_000);
-  };
-
-  /** Publishes raw to upstream's exchange, as any upstream client can. */
-  const publish = (body: unknown, options: Record<string, unknown> = {}) =>
-    new Promise<void>((resolve, reject) => {
-      void (async () => {
-        const ch = await test.connection.createConfirmChannel();
-        ch.publish(names.events, 'x', Buffer.from(typeof body === 'string' ? body : JSON.stringify(body)), { persistent: true, contentType: 'application/json', ...options }, (err) =>
-          err ? reject(err) : resolve(),
-        );
-        await ch.waitForConfirms().catch(() => {});
-        await ch.close();
-      })().catch(reject);
-    });
-
-  beforeAll(async () => {
-    // 500 to the first attempt of each webhook whose id starts with "retry_", 204 otherwise.
-    const seen = new Set<string>();
-    receiver = await Receiver.start((_n, req) => {
-      const id = String(req.headers['webhook-id']);
-      if (id.startsWith('retry_') && !seen.has(id)) {
-        seen.add(id);
-        return 500;
-      }
-      return 204;
-    });
-    merchant.endpoints[0]!.url = receiver.url;
-    merchantsFile = writeMerchantsFile([merchant]);
-    database = await createTestDatabase('hostile_header');
-    test = await TestBroker.open();
-    await start();
-    recorder = await startRecorder(loadRecorderConfig({ RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, DATABASE_URL: database.url, FAILED_RETENTION: '1D' }), silentLogger());
-  });
-
-  afterAll(async () => {
-    await recorder?.stop();
-    await program?.stop();
-    await test?.deleteTopology(prefix);
-    await test?.close();
-    await receiver?.close();
-    await database?.drop();
-  });
-
-  it('is not carried into the wait: that webhook and the others are retried', async () => {
-    // The poison: a retry whose wait carries upstream's header with U+0000.
-    await publish(sampleEvent('payout', merchant.id), { messageId: 'retry_poison', headers: { 'x-upstream-note': 'a\u0000b' } });
-    await waitFor('the poison first attempt', () => deliveriesOf(receiver, 'retry_poison').length >= 1, 10_000);
-    // An ordinary webhook whose first attempt fails: its retry must come 200 ms later.
-    await publish(sampleEvent('payout', merchant.id), { messageId: 'retry_ordinary' });
-    await waitFor('the ordinary first attempt', () => deliveriesOf(receiver, 'retry_ordinary').length >= 1, 10_000);
-    await waitFor('the ordinary webhook retried', () => deliveriesOf(receiver, 'retry_ordinary').length >= 2, 20_000);
-    await waitFor('the one with the NUL retried', () => deliveriesOf(receiver, 'retry_poison').length >= 2, 20_000);
-  }, 40_000);
-});
-
-describe('a merchantId holding a NUL character, and a merchant that does not exist yet', () => {
-  const prefix = uniquePrefix('hostile-merchant');
+describe('hostile upstream messages', () => {
+  const prefix = uniquePrefix('hostile-upstream');
   const names = topologyNames(prefix);
   const merchant = testMerchant('m_rdd', 'http://placeholder');
   let receiver: Receiver;
@@ -115,6 +32,7 @@ describe('a merchantId holding a NUL character, and a merchant that does not exi
   let test: TestBroker;
   let merchantsFile: string;
 
+  /** Publishes raw to upstream's exchange, as any upstream client can. */
   const publish = async (body: unknown, options: Record<string, unknown> = {}) => {
     const ch = await test.connection.createConfirmChannel();
     ch.publish(names.events, 'x', Buffer.from(typeof body === 'string' ? body : JSON.stringify(body)), { persistent: true, contentType: 'application/json', ...options });
@@ -123,29 +41,26 @@ describe('a merchantId holding a NUL character, and a merchant that does not exi
   };
 
   beforeAll(async () => {
-    receiver = await Receiver.start(() => 204);
+    // 500 to the first attempt of each webhook whose id starts with "retry_", 204 otherwise.
+    const seen = new Set<string>();
+    receiver = await Receiver.start((_n, req) => {
+      const id = String(req.headers['webhook-id']);
+      if (!id.startsWith('retry_') || seen.has(id)) return 204;
+      seen.add(id);
+      return 500;
+    });
     merchant.endpoints[0]!.url = receiver.url;
     merchantsFile = writeMerchantsFile([merchant]);
-    database = await createTestDatabase('hostile_merchant');
+    database = await createTestDatabase('hostile_upstream');
     test = await TestBroker.open();
+    const env = { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, MERCHANTS_FILE: merchantsFile, DATABASE_URL: database.url, FAILED_RETENTION: '1D' };
     program = await startDispatcher(
-      loadDispatcherConfig({
-        RABBITMQ_URL: brokerUrl(),
-        TOPOLOGY_PREFIX: prefix,
-        MERCHANTS_FILE: merchantsFile,
-        DATABASE_URL: database.url,
-        RETRY_SCHEDULE: '200ms',
-        WAIT_LEASE: '5s',
-        DELIVERY_TIMEOUT_MS: '2000',
-        ALLOW_PRIVATE_TARGETS: 'true',
-        METRICS_PORT: '0',
-        FAILED_RETENTION: '1D',
-      }),
+      loadDispatcherConfig({ ...env, RETRY_SCHEDULE: '200ms,200ms', WAIT_LEASE: '5s', DELIVERY_TIMEOUT_MS: '2000', ALLOW_PRIVATE_TARGETS: 'true', METRICS_PORT: '0' }),
       silentLogger(),
       { intakeCheck: { timeoutMs: 15_000 } },
     );
     await waitFor('the intake key partitions', async () => (await database.query("SELECT 1 FROM pg_class WHERE relname LIKE 'intake\\_keys\\_%'")).length >= 2, 10_000);
-    recorder = await startRecorder(loadRecorderConfig({ RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, DATABASE_URL: database.url, FAILED_RETENTION: '1D' }), silentLogger());
+    recorder = await startRecorder(loadRecorderConfig(env), silentLogger());
   });
 
   afterAll(async () => {
@@ -156,6 +71,17 @@ describe('a merchantId holding a NUL character, and a merchant that does not exi
     await receiver?.close();
     await database?.drop();
   });
+
+  it('does not carry a header holding a NUL into the wait: that webhook and the others are retried', async () => {
+    // The poison: a retry whose wait carries upstream's header with U+0000.
+    await publish(sampleEvent('payout', merchant.id), { messageId: 'retry_poison', headers: { 'x-upstream-note': 'a\u0000b' } });
+    await waitFor('the poison first attempt', () => deliveriesOf(receiver, 'retry_poison').length >= 1, 10_000);
+    // An ordinary webhook whose first attempt fails: its retry must come 200 ms later.
+    await publish(sampleEvent('payout', merchant.id), { messageId: 'retry_ordinary' });
+    await waitFor('the ordinary first attempt', () => deliveriesOf(receiver, 'retry_ordinary').length >= 1, 10_000);
+    await waitFor('the ordinary webhook retried', () => deliveriesOf(receiver, 'retry_ordinary').length >= 2, 20_000);
+    await waitFor('the one with the NUL retried', () => deliveriesOf(receiver, 'retry_poison').length >= 2, 20_000);
+  }, 40_000);
 
   it('parks the NUL as an invalid envelope, and the intake dedupe goes on: a messageId published twice is delivered once', async () => {
     // Parked before the intake check (PostgreSQL refuses a NUL: the check failed, and skipped every key for 10 s)...
