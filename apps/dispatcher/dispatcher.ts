@@ -4,7 +4,7 @@ import type { BrokerConnection, Consumer, Delivery } from '../../libs/broker/ind
 import type { WebhookHttpClient } from '../../libs/http/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import { type DeliveryObserver, noopObserver } from '../../libs/metrics/index.js';
-import type { Merchant, MerchantDirectory } from '../../libs/merchants/index.js';
+import { legacyEndpointId, type Merchant, type MerchantDirectory } from '../../libs/merchants/index.js';
 import { RetryPolicy } from '../../libs/retry-policy/index.js';
 import { WebhookSigner } from '../../libs/signing/index.js';
 import type { FailedStore } from '../../libs/failed/index.js';
@@ -231,7 +231,7 @@ export class Dispatcher {
     if (message.fields.redelivered && endpointIds.length > 0) {
       // A dispatcher that died mid-fan-out settled some endpoints (their records written before the
       // ack): those without a record get it (again, perhaps: at least once). None left: a repeat.
-      const left = await this.deps.intakeKeys.unrecorded(key, endpointIds, this.deps.merchants.byId(intake.merchantId)?.endpoints[0]?.id);
+      const left = await this.deps.intakeKeys.unrecorded(key, endpointIds, legacyEndpointId(intake.merchantId));
       if (left.length > 0) {
         if (routed?.kind === 'fan-out') routed.endpointIds = left;
         return routed;

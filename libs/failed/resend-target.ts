@@ -1,4 +1,4 @@
-import { receivesEvent, type Endpoint } from '../merchants/index.js';
+import { legacyEndpointId, receivesEvent, type Endpoint } from '../merchants/index.js';
 
 /** What a resend needs to know of the merchant: its id, and its endpoints (which are on, for which events). */
 export interface ResendTarget {
@@ -29,14 +29,15 @@ export class EndpointDeletedError extends Error {
 /** Where one failure would be resent, or why it stays failed. */
 export type Verdict = { send: string } | { keep: 'disabled' | 'deleted' | 'not-subscribed'; endpointId: string };
 
-/** The endpoint a failure of `endpointId` belongs to (the merchant's first for ''); undefined: deleted since. */
+/** The endpoint a failure of `endpointId` belongs to ('': the one its webhook became, 0011); undefined: deleted since. */
 function endpointOf(target: ResendTarget, endpointId: string): ResendTarget['endpoints'][number] | undefined {
-  return endpointId === '' ? target.endpoints[0] : target.endpoints.find((e) => e.id === endpointId);
+  const id = endpointId === '' ? legacyEndpointId(target.id) : endpointId;
+  return target.endpoints.find((e) => e.id === id);
 }
 
-/** The failure index's endpoint ids that name `endpointId`: with '' when it is the merchant's first. */
+/** The failure index's endpoint ids that name `endpointId`: with '' when it is the one the merchant's webhook became. */
 export function rowsOfEndpoint(target: ResendTarget, endpointId: string): string[] {
-  return target.endpoints[0]?.id === endpointId ? [endpointId, ''] : [endpointId];
+  return legacyEndpointId(target.id) === endpointId ? [endpointId, ''] : [endpointId];
 }
 
 /**

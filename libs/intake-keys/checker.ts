@@ -110,11 +110,11 @@ export class IntakeChecker {
   /**
    * Of a redelivered repeat, the endpoints whose delivery the log does not hold (a dispatcher died
    * mid-fan-out); all of them when PostgreSQL does not answer. A log row written before endpoints
-   * ('') is the delivery of `firstEndpointId`, the merchant's only endpoint then.
+   * ('') is the delivery of `legacyEndpointId`, the endpoint the merchant's one webhook became.
    */
-  async unrecorded(key: IntakeKey, endpointIds: readonly string[], firstEndpointId?: string): Promise<string[]> {
+  async unrecorded(key: IntakeKey, endpointIds: readonly string[], legacyEndpointId?: string): Promise<string[]> {
     try {
-      const recorded = new Set((await this.withTimeout(this.store.recordedEndpoints(key))).map((id) => (id === '' ? firstEndpointId : id)));
+      const recorded = new Set((await this.withTimeout(this.store.recordedEndpoints(key))).map((id) => (id === '' ? legacyEndpointId : id)));
       return endpointIds.filter((id) => !recorded.has(id));
     } catch {
       return [...endpointIds];

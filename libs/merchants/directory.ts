@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { Endpoint, GraceSecret, Merchant } from './schema.js';
 
 /** Where merchants come from: PostgreSQL (PgMerchantDirectory) or a read-only JSON file. Reads are answered from memory. */
@@ -14,6 +14,15 @@ export interface MerchantDirectory {
 /** The endpoints an event goes to (one delivery each): each enabled one whose filter takes it, in the merchant's order. */
 export function matchingEndpoints(merchant: Merchant, event: string): Endpoint[] {
   return merchant.endpoints.filter((endpoint) => endpoint.enabled && receivesEvent(endpoint, event));
+}
+
+/**
+ * The id migration 0011 gave a merchant's one webhook when it became its first endpoint: what a row
+ * written before endpoints ('' for its endpoint: a failure, a log entry) was for. Not "the first
+ * endpoint now": that one may have been added since, and the old one deleted.
+ */
+export function legacyEndpointId(merchantId: string): string {
+  return `ep_${createHash('md5').update(merchantId).digest('hex').slice(0, 22)}`;
 }
 
 /** A new endpoint's id: `ep_` and 16 random bytes, URL-safe. */

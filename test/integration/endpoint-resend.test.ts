@@ -10,7 +10,7 @@ import type { GetMessage } from 'amqplib';
 import type { ApiProgram } from '../../apps/api/program.js';
 import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
 import { INDEX_FROM_LOG } from '../../libs/failed/index.js';
-import { type Merchant, SecretBox } from '../../libs/merchants/index.js';
+import { legacyEndpointId, type Merchant, SecretBox } from '../../libs/merchants/index.js';
 import { call, startTestApi, token } from '../support/api.js';
 import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
 import { type Harness, startHarness, testMerchant, testSecret } from '../support/harness.js';
@@ -19,7 +19,8 @@ const RESEND = '/nucleus/tnx/webhook';
 
 describe('resends per endpoint', () => {
   const alice = testMerchant('m_fan', 'https://alice.example/a');
-  const [A, B] = ['ep_fan_a', 'ep_fan_b'];
+  // A: the endpoint its one webhook became (migration 0011), what a failure from before endpoints was for.
+  const [A, B] = [legacyEndpointId('m_fan'), 'ep_fan_b'];
   alice.endpoints = [
     { id: A, url: 'https://alice.example/a', enabled: true, secret: testSecret() },
     { id: B, url: 'https://alice.example/b', enabled: true, secret: testSecret() },
@@ -172,6 +173,15 @@ describe('resends per endpoint', () => {
     const again = await failedOn(alice, [undefined]);
     expect((await call(two, `/nucleus/webhooks/${again.webhookId}/resend?endpointId=${A}`, { headers: h })).status).toBe(200);
     expect(await copies(1)).toEqual([{ webhookId: again.webhookId, endpointId: A }]);
+  });
+
+  it('keeps a failure written before endpoints once the endpoint the webhook became is deleted: not sent to whichever is first now', async () => {
+    // Carol's webhook became legacyEndpointId('m_fan_off'); she deleted it and has ON and OFF now.
+    const { webhookId, reference } = await failedOn(carol, [undefined]);
+    const answer = await call(one, `${RESEND}?reference=${reference}`, { headers: await headersOf(carol) });
+    expect([answer.status, (answer.body as { error: { code: string } }).error.code]).toEqual([409, 'endpoint_deleted']);
+    expect(await copies(0)).toEqual([]);
+    expect(await open(carol.id, webhookId)).toEqual([null]);
   });
 
   it('answers 409 endpoint_deleted for a failure of an endpoint deleted since, and keeps it', async () => {
