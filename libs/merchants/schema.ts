@@ -93,3 +93,9 @@ function flagRepeats<T, K extends keyof T & string>(ctx: z.RefinementCtx, list: 
 
 export type Merchant = z.output<typeof merchantSchema>;
 export type Endpoint = z.infer<typeof endpointSchema>;
+
+/** Off by the platform's operator (admin API, CLI): only the operator turns it on again. */
+export function disabledByOperator(webhook: Endpoint | undefined): boolean {
+  return !!webhook && !webhook.enabled && webhook.disabledReason === 'manual' && webhook.disabledBy !== 'merchant';
+}
+

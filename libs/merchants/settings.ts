@@ -6,9 +6,11 @@ import type { Actor } from './audit.js';
 import type { PgMerchantDirectory } from './pg-directory.js';
 import { newEndpointId } from './directory.js';
 import { type EndpointView, endpointViewOf } from './endpoint-view.js';
-import { type DisabledReason, type Endpoint, MAX_ENDPOINTS_PER_MERCHANT, type Merchant } from './schema.js';
+import { type DisabledReason, disabledByOperator, type Endpoint, MAX_ENDPOINTS_PER_MERCHANT, type Merchant } from './schema.js';
 import { InvalidIdempotencyKeyError, InvalidSettingsError, MerchantNotFoundError, PublicKeyTakenError } from './errors.js';
 import type { MerchantInput, MerchantPatch } from './settings-input.js';
+
+export { disabledByOperator };
 
 /** An Idempotency-Key as Stripe takes it: 1 to 255 printable ASCII characters. */
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
@@ -85,10 +87,6 @@ export function withStatus(kept: Endpoint | undefined, next: Endpoint, now: Date
   return base;
 }
 
-/** Off by the platform's operator (admin API, CLI): only the operator turns it on again. */
-export function disabledByOperator(webhook: Endpoint | undefined): boolean {
-  return !!webhook && !webhook.enabled && webhook.disabledReason === 'manual' && webhook.disabledBy !== 'merchant';
-}
 
 /** What a write did to a webhook that the platform hears of (operational events endpoint.<kind>). */
 export interface EndpointTransition {

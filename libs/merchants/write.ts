@@ -3,7 +3,7 @@ import type { Queryable } from '../delivery-store/index.js';
 import { type Actor, auditAction, auditChanges, recordAudit } from './audit.js';
 import { clearHealth, type Health, type HealthRow, healthOf, withHealth } from './health.js';
 import { CHANGES_CHANNEL, columnsOf, idDigest, MERCHANT_COLUMNS, type MerchantRow, merchantOf } from './rows.js';
-import type { Merchant } from './schema.js';
+import { disabledByOperator, type Merchant } from './schema.js';
 import type { SecretBox } from './secret-box.js';
 
 /** If-Match named a version the merchant no longer has (or a merchant that does not exist). */
@@ -148,6 +148,16 @@ export async function writeMerchant(
     const { rows: buried } = await tx.query<{ version: string }>('DELETE FROM merchant_tombstones WHERE id_digest = $1 RETURNING version', [idDigest(merchantId)]);
     written = Number(buried[0]?.version ?? 0) + 1;
     await tx.query('INSERT INTO merchants (id, public_key, endpoints, secrets, version) VALUES ($1, $2, $3, $4, $5)', [merchantId, ...columns, written]);
+  }
+  // The operator turning an endpoint off ends the merchant's portal sessions (docs/portal.md), here,
+  // with the write: a check at each request of what the endpoint is now missed one turned on again
+  // or deleted before the session's next request.
+  const turnedOff = (e: Merchant['endpoints'][number]) => {
+    const was = current?.endpoints.find((c) => c.id === e.id);
+    return was !== undefined && !disabledByOperator(was) && disabledByOperator(e);
+  };
+  if (next.endpoints.some(turnedOff)) {
+    await tx.query('DELETE FROM portal_sessions WHERE merchant_id = $1', [merchantId]);
   }
   const changes = auditChanges(current, next);
   if (Object.keys(changes).length > 0) await recordAudit(tx, merchantId, auditAction(current, changes), changes, by ?? { actor: 'service' });

@@ -190,10 +190,14 @@ export class PortalSessions {
     this.dead.set(sessionId, 'session');
   }
 
-  /** Ends every session of the merchant and every link not used yet; returns how many of each. */
+  /**
+   * Ends every session of the merchant and every link not used yet; returns how many of each. The
+   * links first: one redeemed meanwhile committed its session before the sessions' delete starts
+   * (the other order missed a link redeemed between the two statements, and the session it opened).
+   */
   async endMerchant(merchantId: string): Promise<{ sessions: number; links: number }> {
-    const sessions = await this.run('DELETE FROM portal_sessions WHERE merchant_id = $1 RETURNING 1', [merchantId]);
     const links = await this.run('DELETE FROM portal_links WHERE merchant_id = $1 AND redeemed_at IS NULL RETURNING 1', [merchantId]);
+    const sessions = await this.run('DELETE FROM portal_sessions WHERE merchant_id = $1 RETURNING 1', [merchantId]);
     return { sessions: sessions.length, links: links.length };
   }
 

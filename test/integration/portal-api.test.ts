@@ -1,3 +1,4 @@
+import pg from 'pg';
 import { request } from 'node:http';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
@@ -107,6 +108,42 @@ describe('the merchant portal API', () => {
     const opened = await redeem(apiA, await stack.link('m_behind', undefined, apiA));
     expect(opened.status).toBe(201);
     expect([(await session(cookieOf(opened), apiB)).status, (await session(cookieOf(opened), apiA)).status]).toEqual([200, 200]);
+  });
+
+  it('ends the sessions when the operator turns an endpoint off, even one turned on again or deleted before their next request', async () => {
+    for (const [merchantId, after] of [['m_offon', { enabled: true }], ['m_offdel', undefined]] as const) {
+      await stack.putMerchant(merchantId, `${receiver.url}/${merchantId}`);
+      const b = await open(merchantId, undefined, apiB);
+      expect((await get(b, '/portal/api/session', apiB)).status).toBe(200);
+      const path = adminEndpoint(merchantId);
+      expect((await stack.admin(apiA, 'PATCH', path, { enabled: false })).status).toBe(200);
+      expect((await stack.admin(apiA, after ? 'PATCH' : 'DELETE', path, after)).status).toBe(200);
+      expect((await get(b, '/portal/api/session', apiB)).status).toBe(401);
+    }
+  });
+
+  it('leaves no session alive after a revocation, not even one opened from a link while the revocation runs', async () => {
+    await stack.putMerchant('m_rev', `${receiver.url}/rev`);
+    await open('m_rev');
+    const unused = await stack.link('m_rev');
+    // Holds the revocation's first statement a moment: the window it has anyway, widened.
+    const locker = new pg.Client({ connectionString: stack.db.url });
+    await locker.connect();
+    try {
+      await locker.query('BEGIN');
+      await locker.query("SELECT 1 FROM portal_sessions WHERE merchant_id = 'm_rev' FOR UPDATE");
+      await locker.query("SELECT 1 FROM portal_links WHERE merchant_id = 'm_rev' AND redeemed_at IS NOT NULL FOR UPDATE");
+      const revoking = stack.admin(apiA, 'DELETE', '/admin/merchants/m_rev/portal-sessions');
+      await waitFor('the revocation waits', async () => (await stack.db.query<{ n: number }>("SELECT count(*)::integer AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'DELETE FROM portal_%'"))[0]!.n > 0, 5_000, 20);
+      const opened = await redeem(apiB, unused);
+      await locker.query('COMMIT');
+      expect((await revoking).status).toBe(200);
+      // Opened before the revocation took the links (201), or refused after (401): never alive after it.
+      if (opened.status === 201) expect((await get({ cookie: opened.headers.get('set-cookie')!.split(';')[0]!, csrf: '' }, '/portal/api/session', apiB)).status).toBe(401);
+      else expect(code(opened)).toEqual([401, 'portal_link_invalid']);
+    } finally {
+      await locker.end();
+    }
   });
 
   it('ends a stolen session on logout, on revocation, on a new public key and on an operator\'s disable', async () => {

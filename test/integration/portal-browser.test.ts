@@ -15,7 +15,7 @@ import { waitFor } from '../support/wait.js';
  */
 describe('the merchant portal in a browser', () => {
   /** Merchant paths whose webhooks the receiver answers 500. */
-  const failing = new Set<string>(['/p', '/q']);
+  const failing = new Set<string>(['/p', '/q', '/cap']);
   // One resend every 0.5 s, no burst: Recover meets the rate limit and must wait it out.
   const fixture = portalBrowserFixture('portal-browser', (_n, req) => (failing.has(req.path.replace('/webhooks', '')) ? 500 : 204), { rateLimit: { perMinute: 120, burst: 1 } });
   const { publish } = fixture;
@@ -23,6 +23,7 @@ describe('the merchant portal in a browser', () => {
   beforeAll(async () => {
     await fixture.stack.putMerchant('m_p', `${fixture.receiver.url}/p`);
     await fixture.stack.putMerchant('m_q', `${fixture.receiver.url}/q`);
+    await fixture.stack.putMerchant('m_cap', `${fixture.receiver.url}/cap`);
   });
 
   const openPage = (url: string, viewport?: { width: number; height: number }) => fixture.pages.open(url, viewport);
@@ -114,6 +115,25 @@ describe('the merchant portal in a browser', () => {
       for (const id of ids) await fixture.stack.logged('m_p', id, 'delivered');
     } finally {
       failing.add('/p');
+    }
+  });
+
+  it('goes on past a webhook resent its 10 times today instead of waiting out that limit\'s day-long Retry-After', async () => {
+    const ids = [await failed('m_cap'), await failed('m_cap')];
+    // The older one was resent 10 times today (by hand, say): its own limit answers 429 too_many_resends until tomorrow.
+    await fixture.stack.db.query("UPDATE failed_webhooks SET resends = 10, resends_since = now() WHERE merchant_id = 'm_cap' AND webhook_id = $1", [ids[0]]);
+    failing.delete('/cap');
+    try {
+      const page = await openPage(await fixture.stack.link('m_cap'));
+      await page.getByRole('heading', { name: 'Overview' }).waitFor();
+      await page.goto(`${page.url().split('#')[0]}#/recover`);
+      await page.getByRole('button', { name: 'Find failed webhooks' }).click();
+      await page.getByText('2 failed webhook(s) since').waitFor();
+      await page.getByRole('button', { name: 'Resend 2 webhook(s)' }).click();
+      await page.getByText('Done: 1 resent, 0 already resent or delivered, 1 to try again later').waitFor({ timeout: 20_000 });
+      await fixture.stack.logged('m_cap', ids[1]!, 'delivered');
+    } finally {
+      failing.add('/cap');
     }
   });
 

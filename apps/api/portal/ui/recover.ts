@@ -35,22 +35,26 @@ async function resendAll(list: Json[], result: HTMLElement): Promise<void> {
   let stop = false;
   const cancel = h('button', { type: 'button', class: 'secondary', onclick: () => { stop = true; } }, 'Stop');
   result.replaceChildren(bar, text, cancel);
-  const counts = { sent: 0, gone: 0, skipped: 0 };
+  const counts = { sent: 0, gone: 0, later: 0, skipped: 0 };
   let errors = 0;
   for (let i = 0; i < list.length && !stop; ) {
     const answer = await api('POST', `/portal/api/webhooks/${encodeURIComponent(list[i].webhookId)}/resend${list[i].endpointId ? `?endpointId=${encodeURIComponent(list[i].endpointId)}` : ''}`);
-    if (answer.status === 429 || answer.status === 503 || answer.status === 0) {
+    const code = answer.body?.error?.code;
+    // This webhook's own limit (resent 10 times today: its Retry-After runs to the end of the day) or
+    // another resend of it under way: not this one now, the next one.
+    const notNow = code === 'too_many_resends' || code === 'resend_in_progress';
+    if ((answer.status === 429 && !notNow) || answer.status === 503 || answer.status === 0) {
       // Rate limited or busy: wait as told, then carry on with the same webhook.
       if (++errors > 20) { text.textContent = 'Stopped: the service keeps refusing; try again later.'; break; }
       text.textContent = `${i} of ${list.length}: waiting ${answer.retryAfter || 1} s (rate limit)`;
       await new Promise((r) => setTimeout(r, (answer.retryAfter || 1) * 1000));
       continue;
     }
-    if (answer.status === 200) counts.sent++; else if (answer.status === 404) counts.gone++; else counts.skipped++;
+    if (answer.status === 200) counts.sent++; else if (answer.status === 404) counts.gone++; else if (notNow) counts.later++; else counts.skipped++;
     i++;
     bar.value = i;
     text.textContent = `${i} of ${list.length}`;
   }
   cancel.remove();
-  text.textContent = `Done: ${counts.sent} resent, ${counts.gone} already resent or delivered, ${counts.skipped} not sent (endpoint disabled or event not received).`;
+  text.textContent = `Done: ${counts.sent} resent, ${counts.gone} already resent or delivered, ${counts.later} to try again later (resent too often today, or a resend under way), ${counts.skipped} not sent (endpoint disabled or event not received).`;
 }
