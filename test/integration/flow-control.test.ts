@@ -45,7 +45,7 @@ maybe('under broker flow control', () => {
     // A failure for it, indexed as the dispatcher would.
     const message = sampleEvent('payout', merchant.id);
     const reference = String(message.data.reference);
-    await indexFailure(api, message, 'evt_flow', reference);
+    await indexFailure(api, message, 'evt_flow', reference, merchant.endpoints[0]!.id);
     expect(await unresolved(api, merchant.id, reference)).toBe(1);
 
     await ctl!(['set_vm_memory_high_watermark', '0.0000001']);

@@ -66,7 +66,7 @@ maybe('a resend whose outcome is not known delivers once', () => {
   async function failedEntry(id: string): Promise<{ reference: string }> {
     const message = sampleEvent('payout', merchant.id);
     const reference = String(message.data.reference);
-    await indexFailure(one, message, id, reference);
+    await indexFailure(one, message, id, reference, merchant.endpoints[0]!.id);
     expect(await unresolved(two, merchant.id, reference)).toBe(1);
     return { reference };
   }

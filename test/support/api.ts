@@ -163,10 +163,11 @@ export async function unresolved(api: ApiProgram, merchantId: string, reference:
 }
 
 /** Indexes a failure of `message` (its webhook `webhookId`) as the dispatcher does once it is in `failed`. */
-export async function indexFailure(api: ApiProgram, message: { merchantId: string; event: string; data: Record<string, unknown> }, webhookId: string, reference: string): Promise<void> {
+export async function indexFailure(api: ApiProgram, message: { merchantId: string; event: string; data: Record<string, unknown> }, webhookId: string, reference: string, endpointId: string): Promise<void> {
   await api.failures.record({
     merchantId: message.merchantId,
     webhookId,
+    endpointId,
     failedAt: new Date(),
     event: message.event,
     references: [reference],
