@@ -95,7 +95,7 @@ export function declareEndpoints(merchants: CliCommand): void {
         input: {
           url: raw.url,
           enabled: !raw.disabled,
-          ...(raw.events ? { events: eventsOf(raw.events) } : {}),
+          ...(raw.events === undefined ? {} : { events: eventsOf(raw.events) }),
           ...(raw.description ? { description: raw.description } : {}),
           ...(raw.maxPerSecond === undefined ? {} : { maxPerSecond: maxPerSecondOf(raw.maxPerSecond) }),
           ...(raw.orderByReference ? { orderByReference: true } : {}),

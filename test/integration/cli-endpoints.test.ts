@@ -56,6 +56,9 @@ describe('webhooks merchants endpoints (operator CLI)', () => {
     expect(missing.code).toBe(3);
     expect(missing.stderr).toContain('has no endpoint ep_missing_1');
     expect((await cli('endpoints', 'add', 'm_cep2', '--url', 'https://hooks.example.com/x', '--events', 'charge.failed')).code).toBe(2);
+    // An empty list is no list (the admin API refuses "events": [] too), not every event.
+    const none = await cli('endpoints', 'add', 'm_cep2', '--url', 'https://hooks.example.com/none', '--events', '');
+    expect([none.code, none.stderr]).toEqual([2, expect.stringContaining('--events takes at least one of')]);
     expect((await cli('endpoints', 'set', 'm_cep2', 'ep_missing_1')).code).toBe(2);
   });
 });
