@@ -1,8 +1,8 @@
 import { EndpointLimitError, EndpointNotFoundError, EndpointUrlTakenError, DisabledByOperatorError, MerchantNotFoundError } from './errors.js';
 import type { EndpointInput, EndpointPatch } from './settings-input.js';
 import { type EndpointView, endpointViewOf, rotatedEndpoint } from './endpoint-view.js';
-import type { Endpoint, Merchant } from './schema.js';
-import { checkWebhookUrl, disabledByOperator, type MerchantSettings, newWebhookSecret, type RotationResult, withStatus, type WriteGuards, type Written } from './settings.js';
+import { disabledByOperator, type Endpoint, type Merchant } from './schema.js';
+import { checkWebhookUrl, type MerchantSettings, newWebhookSecret, type RotationResult, withStatus, type WriteGuards, type Written } from './settings.js';
 
 /** What creating an endpoint answers: the endpoint as shown, and its secret (this once). */
 export interface EndpointCreated {

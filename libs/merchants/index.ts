@@ -1,6 +1,6 @@
 export { type MerchantDirectory, graceExpiries, legacyEndpointId, matchingEndpoints, newEndpointId, receivesEvent, signingSecrets } from './directory.js';
 export { FileMerchantDirectory, MerchantsFileError } from './file-directory.js';
-export { DISABLED_REASONS, type DisabledReason, type Endpoint, ENDPOINT_ID, MAX_ENDPOINTS_PER_MERCHANT, MAX_PER_SECOND_LIMIT, type Merchant, WEBHOOK_SECRET, merchantsFileSchema } from './schema.js';
+export { DISABLED_REASONS, type DisabledReason, disabledByOperator, type Endpoint, ENDPOINT_ID, MAX_ENDPOINTS_PER_MERCHANT, MAX_PER_SECOND_LIMIT, type Merchant, WEBHOOK_SECRET, merchantsFileSchema } from './schema.js';
 export { isUnavailable, MerchantStoreUnavailableError, PgMerchantDirectory } from './pg-directory.js';
 export { IdempotencyKeyReusedError, VersionMismatchError, type Written } from './write.js';
 export { SecretBox, SecretsKeyError } from './secret-box.js';
@@ -10,7 +10,7 @@ export { type Health } from './health.js';
 export { deleteMerchantData, MERCHANT_TABLES, TABLES_KEPT_AFTER_DELETE, TABLES_WITHOUT_MERCHANT_DATA } from './erase.js';
 export * from './errors.js';
 export * from './settings-input.js';
-export { disabledByOperator, type EndpointTransition, MerchantSettings, type MerchantView, type SettingsResult, type UrlPolicy, type WriteGuards, transitionsOf, viewOf, withStatus } from './settings.js';
+export { type EndpointTransition, MerchantSettings, type MerchantView, type SettingsResult, type UrlPolicy, type WriteGuards, transitionsOf, viewOf, withStatus } from './settings.js';
 export { currentPerSecondOf, type EndpointRate, endpointRateOf, lowerEndpointRate, MIN_ADAPTIVE_RATE, raiseEndpointRate, withCurrentRate, withEndpointRate } from './endpoint-rate.js';
 export { openMerchants } from './open.js';
 export { EndpointSettings } from './endpoint-settings.js';

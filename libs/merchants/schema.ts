@@ -98,4 +98,3 @@ export type Endpoint = z.infer<typeof endpointSchema>;
 export function disabledByOperator(webhook: Endpoint | undefined): boolean {
   return !!webhook && !webhook.enabled && webhook.disabledReason === 'manual' && webhook.disabledBy !== 'merchant';
 }
-

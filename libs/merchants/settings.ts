@@ -10,8 +10,6 @@ import { type DisabledReason, disabledByOperator, type Endpoint, MAX_ENDPOINTS_P
 import { InvalidIdempotencyKeyError, InvalidSettingsError, MerchantNotFoundError, PublicKeyTakenError } from './errors.js';
 import type { MerchantInput, MerchantPatch } from './settings-input.js';
 
-export { disabledByOperator };
-
 /** An Idempotency-Key as Stripe takes it: 1 to 255 printable ASCII characters. */
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 
@@ -86,7 +84,6 @@ export function withStatus(kept: Endpoint | undefined, next: Endpoint, now: Date
   if (kept?.enabled && kept.url === next.url) return { ...base, ...clock };
   return base;
 }
-
 
 /** What a write did to a webhook that the platform hears of (operational events endpoint.<kind>). */
 export interface EndpointTransition {
