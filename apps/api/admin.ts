@@ -17,6 +17,7 @@ import {
   viewOf,
   withCurrentRate,
   withEndpointRate,
+  withEndpointRates,
 } from '../../libs/merchants/index.js';
 import type { ApiDeps } from './deps.js';
 import { ApiError, badRequest, notFound } from './errors.js';
@@ -90,7 +91,7 @@ function mountEndpoints(router: express.Router, deps: ApiDeps, base: string): vo
   mount(router, 'listEndpoints', async (_req, res, { params }) => {
     const merchantId = params.merchantId as string;
     const views = endpoints().list(merchantId);
-    const data = { endpoints: await Promise.all(views.map((view) => withEndpointRate(deps.audit, merchantId, view))) };
+    const data = { endpoints: await withEndpointRates(deps.audit, merchantId, views) };
     send(res, 200, `${views.length} endpoint${views.length === 1 ? '' : 's'} of merchant ${merchantId}`, data, versionOf(merchantId));
   }, base);
 

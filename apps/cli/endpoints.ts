@@ -2,7 +2,7 @@ import { Option } from 'commander';
 import { parseDuration } from '../../libs/config/index.js';
 import type { Queryable } from '../../libs/delivery-store/index.js';
 import { EVENT_NAMES } from '../../libs/contracts/index.js';
-import { EndpointSettings, type EndpointView, endpointInputSchema, endpointPatchSchema, firstIssue, MAX_PER_SECOND_LIMIT, withEndpointRate } from '../../libs/merchants/index.js';
+import { EndpointSettings, type EndpointView, endpointInputSchema, endpointPatchSchema, firstIssue, MAX_PER_SECOND_LIMIT, withEndpointRates } from '../../libs/merchants/index.js';
 import { CliCommand, type CliContext, EXIT, formatTable, UsageError, writeLine } from './command.js';
 import { CLI_ACTOR, merchantId, withSettings } from './merchant-store.js';
 
@@ -73,7 +73,7 @@ export function declareEndpoints(merchants: CliCommand): void {
     .addHelpText('after', `\n${EXIT} (3: no such merchant)`)
     .handle((raw: { json: boolean }, args) => ({ id: merchantId(args), json: raw.json }), async (options, ctx) => {
       // Each at the rate it is sent at now (lowered by its 429/503 answers), as the admin API shows it.
-      const views = await withEndpoints(ctx, 'read', async (each, database) => Promise.all(each.list(options.id).map((view) => withEndpointRate(database, options.id, view))));
+      const views = await withEndpoints(ctx, 'read', async (each, database) => withEndpointRates(database, options.id, each.list(options.id)));
       writeLine(ctx.stdout, options.json ? JSON.stringify(views) : endpointTable(views));
       return 0;
     });

@@ -1,4 +1,4 @@
-import { deleteMerchantData, firstIssue, listAudit, type MerchantInput, merchantInputSchema, type MerchantView, resealSecrets, withCurrentRate } from '../../libs/merchants/index.js';
+import { deleteMerchantData, firstIssue, listAudit, type MerchantInput, merchantInputSchema, type MerchantView, resealSecrets, withCurrentRate, withCurrentRates } from '../../libs/merchants/index.js';
 import { CliCommand, EXIT, formatTable, NothingMatchedError, printListing, UsageError, writeLine } from './command.js';
 import { declareEndpoints, endpointTable } from './endpoints.js';
 import { CLI_ACTOR, merchantId, withDatabase, withSealedStore, withSettings } from './merchant-store.js';
@@ -41,7 +41,7 @@ export function declareMerchants(program: CliCommand): void {
     .addHelpText('after', `\n${EXIT}`)
     .handle((raw: { json: boolean; disabled: boolean }) => raw, async ({ json, disabled }, ctx) => {
       // Each endpoint at the rate it is sent at now (lowered by its 429/503 answers), as the admin API shows it.
-      const all = await withSettings(ctx, 'read', async (settings, database) => Promise.all(settings.list().map((view) => withCurrentRate(database, view))));
+      const all = await withSettings(ctx, 'read', async (settings, database) => withCurrentRates(database, settings.list()));
       const views = disabled ? all.filter((v) => v.endpoints.some((endpoint) => !endpoint.enabled)) : all;
       printListing(ctx, json, views, disabled ? 'no disabled endpoint' : 'no merchant in the database', () => (disabled ? disabledTable(views) : table(views)));
       return 0;

@@ -29,18 +29,39 @@ interface RatedView {
   currentPerSecond: number | null;
 }
 
-/** A merchant's view with each endpoint's rate now (see withEndpointRate). */
-export async function withCurrentRate<V extends { id: string; endpoints: RatedView[] }>(db: Queryable | undefined, view: V): Promise<V> {
-  if (!db || view.endpoints.length === 0) return view;
-  return { ...view, endpoints: await Promise.all(view.endpoints.map((endpoint) => withEndpointRate(db, view.id, endpoint))) };
+/**
+ * Merchants' views with each endpoint's rate now (its adaptive rate when lowered), from one query
+ * whatever their number; unchanged when PostgreSQL does not answer.
+ */
+export async function withCurrentRates<V extends { id: string; endpoints: RatedView[] }>(db: Queryable | undefined, views: V[]): Promise<V[]> {
+  if (!db || views.every((view) => view.endpoints.length === 0)) return views;
+  const { rows } = await db
+    .query<{ merchant_id: string; endpoint_id: string; rate: number }>('SELECT merchant_id, endpoint_id, rate FROM endpoint_rates WHERE merchant_id = ANY($1::text[])', [views.map((view) => view.id)])
+    .catch(() => ({ rows: [] }));
+  if (rows.length === 0) return views;
+  const rates = new Map(rows.map((row) => [`${row.merchant_id}\u001f${row.endpoint_id}`, Number(row.rate)]));
+  return views.map((view) => ({
+    ...view,
+    endpoints: view.endpoints.map((endpoint) => {
+      const rate = rates.get(`${view.id}\u001f${endpoint.id}`);
+      return rate === undefined ? endpoint : { ...endpoint, currentPerSecond: currentPerSecondOf(endpoint.maxPerSecond, rate) };
+    }),
+  }));
 }
 
-/** An endpoint's view with its rate now: its adaptive rate when lowered; unchanged when PostgreSQL does not answer. */
+/** A merchant's view with each endpoint's rate now. */
+export async function withCurrentRate<V extends { id: string; endpoints: RatedView[] }>(db: Queryable | undefined, view: V): Promise<V> {
+  return (await withCurrentRates(db, [view]))[0]!;
+}
+
+/** Endpoints of one merchant, each with its rate now. */
+export async function withEndpointRates<E extends RatedView>(db: Queryable | undefined, merchantId: string, endpoints: E[]): Promise<E[]> {
+  return (await withCurrentRate(db, { id: merchantId, endpoints })).endpoints;
+}
+
+/** An endpoint's view with its rate now. */
 export async function withEndpointRate<E extends RatedView>(db: Queryable | undefined, merchantId: string, endpoint: E): Promise<E> {
-  if (!db) return endpoint;
-  const adaptive = await endpointRateOf(db, merchantId, endpoint.id).catch(() => undefined);
-  if (!adaptive) return endpoint;
-  return { ...endpoint, currentPerSecond: currentPerSecondOf(endpoint.maxPerSecond, adaptive.rate) };
+  return (await withEndpointRates(db, merchantId, [endpoint]))[0]!;
 }
 
 /** The rate an endpoint is sent at now, to the hundredth: its adaptive rate, never above its maxPerSecond. */

@@ -193,7 +193,7 @@ describe('the merchant portal in a browser', () => {
     await page.getByText('Saved. The next webhook goes to this URL.').waitFor();
     await waitFor('the dispatcher has the throttle', () => fixture.stack.dispatcher.merchants.byId('m_t')?.endpoints[0]?.maxPerSecond === 7, 5_000);
     // What a dispatcher writes when the endpoint answers 429: its rate halved.
-    await fixture.stack.db.query("INSERT INTO endpoint_rates (merchant_id, rate, ceiling) VALUES ('m_t', 3.5, 7)");
+    await fixture.stack.db.query("INSERT INTO endpoint_rates (merchant_id, endpoint_id, rate, ceiling) VALUES ('m_t', $1, 3.5, 7)", [fixture.stack.dispatcher.merchants.byId('m_t')!.endpoints[0]!.id]);
     await page.getByRole('link', { name: 'Overview' }).click();
     await page.getByText('at most 7/s; slowed to 3.5/s: your server answered 429 or 503').waitFor();
     await openEndpoint(page);

@@ -4,7 +4,6 @@ import { EVENT_NAMES, type EventName, REFERENCE_FIELDS, sampleEvent } from '../.
 import type { Queryable } from '../../../libs/delivery-store/index.js';
 import {
   type Actor,
-  currentPerSecondOf,
   type Endpoint,
   EndpointNotFoundError,
   EndpointSettings,
@@ -15,6 +14,7 @@ import {
   firstIssue,
   type Merchant,
   rotateInputSchema,
+  withEndpointRates,
 } from '../../../libs/merchants/index.js';
 import type { PortalPermission, PortalSession } from '../../../libs/portal/index.js';
 import type { ApiDeps } from '../deps.js';
@@ -34,7 +34,7 @@ export interface PortalHelpers {
 /** One endpoint as the portal shows it (routes.ts's portalEndpointView). */
 export type PortalEndpoint = ReturnType<typeof portalEndpointOf>;
 
-function portalEndpointOf(endpoint: Endpoint, rate: number | undefined, now: Date) {
+function portalEndpointOf(endpoint: Endpoint, now: Date) {
   const { previousSecretExpiresAt: _latest, ...view } = endpointViewOf(endpoint, now);
   return {
     ...view,
@@ -43,7 +43,6 @@ function portalEndpointOf(endpoint: Endpoint, rate: number | undefined, now: Dat
     events: view.events as EventName[],
     allEvents: endpoint.events === undefined,
     secretCreatedAt: endpoint.secretIssuedAt ?? null,
-    currentPerSecond: rate === undefined ? view.maxPerSecond : currentPerSecondOf(view.maxPerSecond, rate),
   };
 }
 
@@ -61,21 +60,14 @@ function testSample(event: EventName, merchantId: string) {
 }
 
 /**
- * The merchant's endpoints as the portal shows them, each with the rate it is sent at now (one
- * query of endpoint_rates for all): its own row, or the merchant's one row ('') of the time when
- * the throttle was per merchant. Without the rates (PostgreSQL down), the configured ones.
+ * The merchant's endpoints as the portal shows them, each with the rate it is sent at now, as the
+ * admin API shows it (withEndpointRates: one query for all; without it, PostgreSQL down, the
+ * configured ones).
  */
 export async function portalEndpointsOf(db: Queryable | undefined, merchant: Merchant | undefined): Promise<PortalEndpoint[]> {
   if (!merchant || merchant.endpoints.length === 0) return [];
-  const rates = new Map<string, number>();
-  if (db) {
-    const { rows } = await db
-      .query<{ endpoint_id: string; rate: number }>('SELECT endpoint_id, rate FROM endpoint_rates WHERE merchant_id = $1', [merchant.id])
-      .catch(() => ({ rows: [] as Array<{ endpoint_id: string; rate: number }> }));
-    for (const row of rows) rates.set(row.endpoint_id, Number(row.rate));
-  }
   const now = new Date();
-  return merchant.endpoints.map((endpoint) => portalEndpointOf(endpoint, rates.get(endpoint.id) ?? rates.get(''), now));
+  return withEndpointRates(db, merchant.id, merchant.endpoints.map((endpoint) => portalEndpointOf(endpoint, now)));
 }
 
 /** The portal's endpoint routes: the list and one endpoint's settings, secret, test event and removal. */
