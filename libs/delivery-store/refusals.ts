@@ -7,6 +7,16 @@ import { UnstorableTimeError } from './schema.js';
 
 const codeOf = (err: unknown): string => String((err as { code?: unknown })?.code ?? '');
 
+/**
+ * The error's SQLSTATE, or undefined for one PostgreSQL did not send: a socket's (ECONNREFUSED,
+ * EPIPE: five capitals too, so the shape alone is not enough) or the driver's. Classes are two
+ * digits, or F0, HV, P0, XX.
+ */
+function sqlStateOf(err: unknown): string | undefined {
+  const code = codeOf(err);
+  return /^([0-9][0-9A-Z]|F0|HV|P0|XX)[0-9A-Z]{3}$/.test(code) ? code : undefined;
+}
+
 /** SQLSTATE classes of the database's state, not the statement's data: retried, never set aside. */
 const TRANSIENT_CLASSES = new Set([
   '08', // connection exception
@@ -20,6 +30,19 @@ const TRANSIENT_CLASSES = new Set([
   'HV', // foreign data wrapper
 ]);
 
+/**
+ * An error of the database's state or of the way to it, not of what the statement carried: worth
+ * trying again. A wrong password (28P01) or a missing database (3D000) is not: waiting would
+ * not help. The one list for the recorder, the merchant store and the programs' schema gate.
+ */
+export function isTransient(err: unknown): boolean {
+  const state = sqlStateOf(err);
+  if (state !== undefined) return TRANSIENT_CLASSES.has(state.slice(0, 2));
+  // A socket's errno (ECONNREFUSED, EPIPE, ENOTFOUND…), or pg's lost connection (no code); Node's
+  // own ERR_… codes are a program's mistakes.
+  return err instanceof Error && !codeOf(err).startsWith('ERR_');
+}
+
 export function isTimeout(err: unknown): boolean {
   return codeOf(err) === '57014';
 }
@@ -32,7 +55,5 @@ export function isTimeout(err: unknown): boolean {
 export function isRefusal(err: unknown, records: number): boolean {
   if (err instanceof UnstorableTimeError) return true;
   if (isTimeout(err)) return records > 1;
-  const code = codeOf(err);
-  if (!/^[0-9A-Z]{5}$/.test(code)) return false; // no SQLSTATE: the connection, not the data
-  return !TRANSIENT_CLASSES.has(code.slice(0, 2));
+  return sqlStateOf(err) !== undefined && !isTransient(err);
 }

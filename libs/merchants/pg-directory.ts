@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import type { Database, Listener, Queryable } from '../delivery-store/index.js';
+import { type Database, isTransient, type Listener, type Queryable } from '../delivery-store/index.js';
 import type { Logger } from '../logger/index.js';
 import { DirectoryCache } from './cache.js';
 import type { MerchantDirectory } from './directory.js';
@@ -334,9 +334,8 @@ export class PgMerchantDirectory implements MerchantDirectory {
 
 /** Connection-level trouble: the database is away, not the request wrong. pg's errors for a lost connection carry no code. */
 export function isUnavailable(err: unknown): boolean {
-  const code = (err as { code?: string })?.code;
   // Ours (a key that opens nothing) and programming errors are no outage: waiting would not help.
-  if (code === undefined) return err instanceof Error && !(err instanceof SecretsKeyError || err instanceof Refusal || err instanceof TypeError || err instanceof SyntaxError || err instanceof RangeError);
-  // 57014 and 55P03: a statement that waited past its timeout (for a row another transaction holds): busy, try again.
-  return /^(08|53|57P|58)/.test(code) || code === '57014' || code === '55P03' || ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN'].includes(code);
+  if (err instanceof SecretsKeyError || err instanceof Refusal || err instanceof TypeError || err instanceof SyntaxError || err instanceof RangeError) return false;
+  // A statement past its timeout (57014, 55P03: waiting for a row another transaction holds) too: busy, try again.
+  return isTransient(err);
 }

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { openPostgres, type Queryable } from '../delivery-store/index.js';
+import { isTransient, openPostgres, type Queryable } from '../delivery-store/index.js';
 import type { Logger } from '../logger/index.js';
 import { REQUIRED_VERSION } from './files.js';
 import { MIGRATE_COMMAND, SchemaBehindError, SchemaTooNewError, SchemaUnknownError } from './errors.js';
@@ -42,7 +42,7 @@ export async function awaitSchema(db: Queryable, logger: Logger, options: Schema
         waiting = 'schema';
         if (told !== waiting) logger.warn('database schema is older than this program needs; waiting for it to be migrated', { current: err.current, needed: REQUIRED_VERSION, run: MIGRATE_COMMAND });
       } else {
-        if (err instanceof SchemaTooNewError || !retryable(err)) throw err;
+        if (err instanceof SchemaTooNewError || !isTransient(err)) throw err;
         problem = new SchemaUnknownError(err);
         waiting = 'database';
         if (told !== waiting) logger.warn('database unreachable at start-up; waiting for it', { error: (err as Error).message });
@@ -63,13 +63,6 @@ export async function checkSchema(db: Queryable): Promise<void> {
   const current = await currentVersion(db);
   if (current > REQUIRED_VERSION) throw new SchemaTooNewError(current, REQUIRED_VERSION);
   if (current < REQUIRED_VERSION) throw new SchemaBehindError(current, REQUIRED_VERSION);
-}
-
-/** An outage worth waiting through; a wrong password or a missing database is not. */
-function retryable(err: unknown): boolean {
-  const code = (err as { code?: string })?.code;
-  if (code === undefined) return err instanceof Error;
-  return /^(08|53|57P|58)/.test(code) || ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN'].includes(code);
 }
 
 /**

@@ -1,0 +1,40 @@
+import { describe, expect, it } from '@jest/globals';
+import { isTransient } from '../../libs/delivery-store/index.js';
+import { isRefusal } from '../../libs/delivery-store/refusals.js';
+import { isUnavailable } from '../../libs/merchants/pg-directory.js';
+import { awaitSchema } from '../../libs/migrations/gate.js';
+import { REQUIRED_VERSION } from '../../libs/migrations/files.js';
+import { silentLogger } from '../../libs/logger/index.js';
+
+const withCode = (code: string): Error => Object.assign(new Error(code), { code });
+
+describe('which PostgreSQL errors are an outage and which a refusal of the data', () => {
+  it('takes a socket error for the connection, never for the data, though EPIPE has the shape of a SQLSTATE', () => {
+    for (const code of ['EPIPE', 'ECONNRESET', 'ECONNREFUSED', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN']) {
+      expect([code, isRefusal(withCode(code), 10)]).toEqual([code, false]);
+      expect([code, isTransient(withCode(code))]).toEqual([code, true]);
+    }
+    expect(isTransient(new Error('Connection terminated unexpectedly'))).toBe(true);
+  });
+
+  it('waits through a busy database (a timeout, a lock, a deadlock, a shutdown) and not through a wrong password, a missing database or bad data', () => {
+    for (const code of ['57014', '55P03', '40P01', '40001', '57P01', '57P03', '53300', '08006', 'XX000']) expect([code, isTransient(withCode(code))]).toEqual([code, true]);
+    for (const code of ['28P01', '3D000', '22P02', '22021', '23505', '42P01', 'P0001', 'ERR_INVALID_ARG_TYPE']) expect([code, isTransient(withCode(code))]).toEqual([code, false]);
+    expect(isRefusal(withCode('22P05'), 1)).toBe(true);
+    // The merchant store answers 503 for a deadlock (try again), as for a lock wait past its timeout.
+    expect(isUnavailable(withCode('40P01'))).toBe(true);
+    expect(isUnavailable(new TypeError('x'))).toBe(false);
+  });
+
+  it('has a program starting up wait through a schema check that timed out, as through one that could not connect', async () => {
+    let calls = 0;
+    const db = {
+      async query(text: string) {
+        if (calls++ === 0) throw withCode('57014');
+        return { rows: text.includes('to_regclass') ? [{ present: true }] : [{ version: REQUIRED_VERSION }] };
+      },
+    };
+    await expect(awaitSchema(db as never, silentLogger())).resolves.toBeUndefined();
+    expect(calls).toBeGreaterThan(1);
+  }, 10_000);
+});
