@@ -74,6 +74,18 @@ describe('the throttle guard', () => {
     expect(takes).toBe(before + 1);
   }, 60_000);
 
+  it('shows an endpoint\'s rate in the metric while it is sent to, and drops it a minute after the last (a deleted endpoint\'s)', async () => {
+    let clock = 0;
+    const throttle = new Throttle(database, new WaitStore(database), silentLogger(), { now: () => clock });
+    const webhook = { id: 'ep_gone', maxPerSecond: 5 } as Endpoint;
+    expect((await throttle.admit('m_metric', webhook, () => false)).kind).toBe('go');
+    expect([...throttle.rates()]).toEqual([['m_metric', 5]]);
+    clock += 59_000;
+    expect([...throttle.rates()]).toEqual([['m_metric', 5]]);
+    clock += 2_000;
+    expect([...throttle.rates()]).toEqual([]);
+  });
+
   it('sends a slot granted ahead at its place on the clock of the take, however late the answer came: a late one is not sent late', async () => {
     // Two dispatchers on an endpoint at 20/s; the second's answers come 150 ms late (a loaded
     // machine, a busy pool). Sent at answer + inMs, its slots landed 150 ms after their places, in

@@ -14,6 +14,9 @@ export const TAKES_IN_FLIGHT = 2;
 
 const RATE_READ_EVERY_MS = 1_000;
 
+/** How long the metric shows the rate an endpoint was last sent at: one nothing was sent to since (deleted, say) goes. */
+const RATE_SHOWN_MS = 60_000;
+
 /** `dueAt`: the wait's due time on the throttle's clock, where the places of one answer are exactly an interval apart. */
 export type ThrottleVerdict = { kind: 'go' } | { kind: 'wait'; delayMs: number; dueAt: number } | { kind: 'stopping' };
 
@@ -42,7 +45,8 @@ export class Throttle {
   private readonly sent = new Map<string, { second: number; count: number; last: number }>();
   /** While PostgreSQL does not answer: each endpoint's next slot in this dispatcher alone. */
   private readonly alone = new Map<string, number>();
-  private readonly current = new Map<string, number>();
+  /** Each limited endpoint's rate as last admitted, and when (the metric drops it RATE_SHOWN_MS later). */
+  private readonly current = new Map<string, { rate: number; at: number }>();
   /** Until when a take of the endpoint is known to be refused: meanwhile a delivery goes straight to its place in the queue. */
   private readonly refusedUntil = new Map<string, number>();
   /**
@@ -75,10 +79,11 @@ export class Throttle {
     return Math.min(webhook.maxPerSecond ?? Infinity, adaptive);
   }
 
-  /** The metric's series: per merchant, the slowest rate this dispatcher last sent one of its limited endpoints at. */
+  /** The metric's series: per merchant, the slowest rate this dispatcher sent one of its limited endpoints at in the last minute. */
   rates(): ReadonlyMap<string, number> {
     const byMerchant = new Map<string, number>();
-    for (const [key, rate] of this.current) {
+    for (const [key, { rate, at }] of this.current) {
+      if (this.now() - at > RATE_SHOWN_MS) continue;
       const { merchantId } = endpointOfKey(key);
       byMerchant.set(merchantId, Math.min(rate, byMerchant.get(merchantId) ?? Infinity));
     }
@@ -96,7 +101,7 @@ export class Throttle {
       return this.sending(key);
     }
     if (this.current.size >= 10_000) this.current.clear();
-    this.current.set(key, rate);
+    this.current.set(key, { rate, at: this.now() });
     const intervalMs = 1000 / rate;
     const aheadMs = this.options.aheadMs?.(intervalMs) ?? Math.min(THROTTLE_AHEAD.maxMs, Math.max(THROTTLE_AHEAD.minMs, THROTTLE_AHEAD.slots * intervalMs));
     // A hold that ends late (a busy event loop) loses its slot: sent, it would bunch with the next.
@@ -150,7 +155,7 @@ export class Throttle {
     if (status === 429 || status === 503) {
       // The rate admit() last sent it at: what this dispatcher sent in the last second is 1 at a
       // burst's start, and halving that took a 40/s endpoint to 0.5/s.
-      const sentAt = Math.min(webhook.maxPerSecond ?? Infinity, this.current.get(key) ?? this.sentLastSecond(key));
+      const sentAt = Math.min(webhook.maxPerSecond ?? Infinity, this.current.get(key)?.rate ?? this.sentLastSecond(key));
       const ceiling = webhook.maxPerSecond ?? Math.max(1, this.sentLastSecond(key));
       lowerEndpointRate(this.db, merchantId, sentAt, ceiling, webhook.id).then(
         (rate) => {
