@@ -278,6 +278,23 @@ describe('fan-out: one delivery per matching endpoint', () => {
     expect(late).toHaveLength(0);
   });
 
+  it('sends a webhook held for its throttle slot to the URL the endpoint has then, signed with the secret it has then', async () => {
+    // One a second: of two events published together, one is held in memory up to a second for its slot.
+    const moving = endpoint('m_moved', 'old', { maxPerSecond: 1 });
+    await merchant('m_moved', [moving]);
+    const sent = await Promise.all([publish('m_moved', 'payout'), publish('m_moved', 'payout')]);
+    await waitFor('the first at the old URL', () => at('m_moved', 'old').length === 1, 10_000);
+    const second = sent.find((id) => id !== ids(at('m_moved', 'old'))[0])!;
+    // Moved (the old server is gone, or another's), and its leaked secret replaced at once, while the other is held.
+    await endpoints.patch('m_moved', moving.id, { url: `${receiver.url}/m_moved/new` });
+    const { secret } = await endpoints.rotate('m_moved', moving.id, 0);
+    await waitFor('both dispatchers hold the change', () => dispatchers.every((d) => d.merchants.byId('m_moved')?.endpoints[0]?.secret === secret), 5_000);
+    await waitFor('the second sent', () => at('m_moved', 'old').length + at('m_moved', 'new').length === 2, 10_000);
+    expect(ids(at('m_moved', 'old'))).not.toContain(second);
+    expect(ids(at('m_moved', 'new'))).toEqual([second]);
+    expect(verifies(secret, at('m_moved', 'new')[0]!)).toBe(true);
+  });
+
   // The issue's figure is an endpoint dead for 5 minutes under load; 5 s of 20 events a second here
   // (a bench can run the long one): a third of them hang till DELIVERY_TIMEOUT_MS, again and again.
   // Last: the hanging endpoint's retries go on a while after it.

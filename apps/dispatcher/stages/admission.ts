@@ -57,7 +57,13 @@ export class AdmissionStage {
       slot.release('unused');
       return latest;
     }
-    return { kind: 'admitted', webhook, slot };
+    // Moved meanwhile: its old URL gets nothing more (the slot was that URL's), the new one is admitted afresh.
+    if (latest.webhook.url !== webhook.url) {
+      slot.release('unused');
+      return this.admit(intake, now, stopped);
+    }
+    // Signed as the endpoint is now: a secret replaced at once (graceSeconds 0, a leaked one) signs nothing more.
+    return { kind: 'admitted', webhook: latest.webhook, slot };
   }
 
   /** The endpoint this delivery goes to, as the directory has it now, or why none. */
