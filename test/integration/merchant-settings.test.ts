@@ -209,6 +209,13 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
     try {
       expect(code(await put(fileApi, 'm_file', valid))).toEqual([409, 'directory_read_only']);
       expect((await get(fileApi, 'm_file')).status).toBe(200);
+      // Reads, as the merchant's own GET: its endpoints as the file has them, one at a time too.
+      const list = await call(fileApi, '/admin/merchants/m_file/endpoints', { method: 'GET', headers: stack.auth });
+      expect([list.status, data(list).endpoints.map((e: { id: string }) => e.id)]).toEqual([200, ['ep_m_file_main']]);
+      const one = await call(fileApi, '/admin/merchants/m_file/endpoints/ep_m_file_main', { method: 'GET', headers: stack.auth });
+      expect([one.status, data(one).url]).toEqual([200, 'https://hooks.example.com/f']);
+      expect(code(await call(fileApi, '/admin/merchants/m_file/endpoints/ep_m_file_none', { method: 'GET', headers: stack.auth }))).toEqual([404, 'endpoint_not_found']);
+      expect(code(await call(fileApi, '/admin/merchants/m_file/endpoints', { method: 'POST', headers: stack.auth, body: JSON.stringify({ url: 'https://hooks.example.com/g' }) }))).toEqual([409, 'directory_read_only']);
     } finally {
       await fileApi.stop();
       const test = await TestBroker.open();
