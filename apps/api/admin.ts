@@ -4,16 +4,14 @@ import {
   type MerchantSettings,
   type WriteGuards,
   type Actor,
-  EndpointNotFoundError,
   EndpointSettings,
   endpointInputSchema,
-  endpointViewOf,
+  endpointViewsOf,
   endpointPatchSchema,
   firstIssue,
   isUnavailable,
   listAudit,
   MerchantStoreUnavailableError,
-  MerchantNotFoundError,
   merchantInputSchema,
   merchantPatchSchema,
   rotateInputSchema,
@@ -90,26 +88,20 @@ function mountEndpoints(router: express.Router, deps: ApiDeps, base: string): vo
   const endpoints = () => new EndpointSettings(writable(deps));
   const ids = (params: Record<string, unknown>) => ({ merchantId: params.merchantId as string, endpointId: params.endpointId as string });
   const versionOf = (merchantId: string) => deps.settings?.versionOf(merchantId);
-  /** Reads from the directory the program holds, as the merchant's own GET: MERCHANTS_FILE's too, which takes no write. */
-  const endpointsOf = (merchantId: string) => {
-    const merchant = deps.merchants.byId(merchantId);
-    if (!merchant) throw new MerchantNotFoundError(merchantId);
-    return merchant.endpoints;
-  };
+  // Reads from the directory this replica holds, as the merchant's own GET: MERCHANTS_FILE's too.
+  const shown = (merchantId: string, endpointId?: string) => endpointViewsOf(deps.merchants.byId(merchantId), merchantId, new Date(), endpointId);
 
   mount(router, 'listEndpoints', async (_req, res, { params }) => {
     const merchantId = params.merchantId as string;
-    const now = new Date();
-    const views = endpointsOf(merchantId).map((endpoint) => endpointViewOf(endpoint, now));
+    const views = shown(merchantId);
     const data = { endpoints: await withEndpointRates(deps.audit, merchantId, views) };
     send(res, 200, `${views.length} endpoint${views.length === 1 ? '' : 's'} of merchant ${merchantId}`, data, versionOf(merchantId));
   }, base);
 
   mount(router, 'getEndpoint', async (_req, res, { params }) => {
     const { merchantId, endpointId } = ids(params);
-    const endpoint = endpointsOf(merchantId).find((each) => each.id === endpointId);
-    if (!endpoint) throw new EndpointNotFoundError(merchantId, endpointId);
-    send(res, 200, `endpoint ${endpointId} of merchant ${merchantId}`, await withEndpointRate(deps.audit, merchantId, endpointViewOf(endpoint, new Date())), versionOf(merchantId));
+    const [view] = shown(merchantId, endpointId);
+    send(res, 200, `endpoint ${endpointId} of merchant ${merchantId}`, await withEndpointRate(deps.audit, merchantId, view!), versionOf(merchantId));
   }, base);
 
   mount(router, 'createEndpoint', async (req, res, { params }) => {

@@ -20,15 +20,7 @@ export class EndpointSettings {
 
   /** The merchant's endpoints as shown; MerchantNotFoundError when there is no such merchant. */
   list(merchantId: string): EndpointView[] {
-    const merchant = this.settings.merchant(merchantId);
-    if (!merchant) throw new MerchantNotFoundError(merchantId);
-    return merchant.endpoints.map((endpoint) => endpointViewOf(endpoint, this.settings.now()));
-  }
-
-  get(merchantId: string, endpointId: string): EndpointView {
-    const merchant = this.settings.merchant(merchantId);
-    if (!merchant) throw new MerchantNotFoundError(merchantId);
-    return endpointViewOf(endpointOf(merchant, endpointId), this.settings.now());
+    return endpointViewsOf(this.settings.merchant(merchantId), merchantId, this.settings.now());
   }
 
   /** A new endpoint with a new secret, returned here once (and to a repeat of its Idempotency-Key). */
@@ -119,4 +111,14 @@ function checkUrlFree(merchant: Merchant, url: string): void {
 
 function replaced(merchant: Merchant, endpoint: Endpoint): Merchant {
   return { ...merchant, endpoints: merchant.endpoints.map((each) => (each.id === endpoint.id ? endpoint : each)) };
+}
+
+/**
+ * A merchant's endpoints as shown (one: `endpointId`), from whichever directory the program holds
+ * (MERCHANTS_FILE's too, which takes no write); MerchantNotFoundError or EndpointNotFoundError.
+ */
+export function endpointViewsOf(merchant: Merchant | undefined, merchantId: string, now: Date, endpointId?: string): EndpointView[] {
+  if (!merchant) throw new MerchantNotFoundError(merchantId);
+  const shown = endpointId === undefined ? merchant.endpoints : [endpointOf(merchant, endpointId)];
+  return shown.map((endpoint) => endpointViewOf(endpoint, now));
 }

@@ -13,5 +13,5 @@ export * from './settings-input.js';
 export { type EndpointTransition, MerchantSettings, type MerchantView, type SettingsResult, type UrlPolicy, type WriteGuards, transitionsOf, viewOf, withStatus } from './settings.js';
 export { currentPerSecondOf, type EndpointRate, endpointRateOf, lowerEndpointRate, MIN_ADAPTIVE_RATE, raiseEndpointRate, withCurrentRate, withCurrentRates, withEndpointRate, withEndpointRates } from './endpoint-rate.js';
 export { openMerchants } from './open.js';
-export { EndpointSettings } from './endpoint-settings.js';
+export { EndpointSettings, endpointViewsOf } from './endpoint-settings.js';
 export { type EndpointView, endpointViewOf } from './endpoint-view.js';
