@@ -25,6 +25,49 @@ function registeredMetrics(): Set<string> {
   return new Set(Object.entries(METRIC_NAMES).filter(([key]) => sources.includes(`METRIC_NAMES.${key}`)).map(([, name]) => name));
 }
 
+const PROGRAM_NAMES: Record<string, string> = { api: 'API', dispatcher: 'dispatcher', recorder: 'recorder' };
+
+/**
+ * What each series is, read from the sources: the programs whose apps/<program>/ names it, or calls
+ * the libs/metrics function that does (deliveryMetrics, operationalMetrics), and its label names
+ * (a `labelNames: [...]`, or the label argument of labelledGaugeFrom and zeroedCounter).
+ */
+function seriesFacts(): Map<string, { programs: Set<string>; labels: Set<string> }> {
+  const facts = new Map<string, { programs: Set<string>; labels: Set<string> }>();
+  const names = METRIC_NAMES as Record<string, string>;
+  const fact = (key: string) => {
+    const name = names[key]!;
+    if (!facts.has(name)) facts.set(name, { programs: new Set(), labels: new Set() });
+    return facts.get(name)!;
+  };
+  const library = readFileSync(join('libs', 'metrics', 'index.ts'), 'utf8');
+  const functions = [...library.matchAll(/^export function (\w+)\(([\s\S]*?)(?=^export |(?![\s\S]))/gm)].map((m) => ({ name: m[1]!, keys: [...m[2]!.matchAll(/METRIC_NAMES\.(\w+)/g)].map((k) => k[1]!) }));
+  for (const [dir, program] of Object.entries(PROGRAM_NAMES)) {
+    const source = sourceFiles(join('apps', dir)).map((f) => readFileSync(f, 'utf8')).join('\n');
+    for (const [, key] of source.matchAll(/METRIC_NAMES\.(\w+)/g)) fact(key!).programs.add(program);
+    for (const fn of functions) if (new RegExp(`\\b${fn.name}\\(`).test(source)) for (const key of fn.keys) fact(key).programs.add(program);
+  }
+  for (const file of [...sourceFiles('apps'), ...sourceFiles('libs')]) {
+    const text = readFileSync(file, 'utf8');
+    for (const m of text.matchAll(/name: METRIC_NAMES\.(\w+),[^}]*?labelNames: \[([^\]]*)\]/g)) for (const l of m[2]!.matchAll(/'(\w+)'/g)) fact(m[1]!).labels.add(l[1]!);
+    for (const m of text.matchAll(/(?:labelledGaugeFrom|zeroedCounter)\(\s*[\w.]+,\s*METRIC_NAMES\.(\w+),\s*'(?:[^'\\]|\\.)*',\s*'(\w+)'/g)) fact(m[1]!).labels.add(m[2]!);
+  }
+  return facts;
+}
+
+/** operating.md's table of series: each `webhooks_x{a,b}` of a row's first cell, with the row's programs. */
+function operatingSeries(): Map<string, { programs: Set<string>; labels: Set<string> }> {
+  const section = readFileSync('docs/operating.md', 'utf8').split('\n## Metrics and health\n')[1]!.split('\n## ')[0]!;
+  const table = new Map<string, { programs: Set<string>; labels: Set<string> }>();
+  for (const row of section.split('\n').filter((line) => line.startsWith('| `webhooks_'))) {
+    const [series, programs] = row.split('|').slice(1).map((cell) => cell.trim());
+    for (const m of series!.matchAll(/`(webhooks_[a-z_]+)(?:\{([^}]*)\})?`/g)) {
+      table.set(m[1]!, { programs: new Set(programs!.split(',').map((p) => p.trim())), labels: new Set(m[2]?.split(',').map((l) => l.trim()) ?? []) });
+    }
+  }
+  return table;
+}
+
 /** `webhooks_` words that are not series: the portal's session cookie and the merchants' change channel. */
 const NOT_METRICS = new Set([SESSION_COOKIE, CHANGES_CHANNEL]);
 
@@ -71,6 +114,22 @@ describe('what the docs name', () => {
       }
     }
     expect(unknown).toEqual([]);
+  });
+
+  it('operating.md\'s table of series lists every series the programs register, with the programs that do and its labels', () => {
+    const facts = seriesFacts();
+    const table = operatingSeries();
+    expect(facts.size).toBeGreaterThan(25);
+    const sorted = (set: Set<string>) => [...set].sort();
+    const wrong = [...facts].filter(([, f]) => f.programs.size > 0).flatMap(([name, f]) => {
+      const row = table.get(name);
+      if (!row) return [`${name}: not in the table`];
+      const problems: string[] = [];
+      if (sorted(row.programs).join() !== sorted(f.programs).join()) problems.push(`${name}: the table says ${sorted(row.programs).join(', ')}, registered by ${sorted(f.programs).join(', ')}`);
+      if (sorted(row.labels).join() !== sorted(f.labels).join()) problems.push(`${name}: the table gives labels {${sorted(row.labels).join()}}, the code {${sorted(f.labels).join()}}`);
+      return problems;
+    });
+    expect(wrong).toEqual([]);
   });
 
   it('every route in README and docs/, with its method when given, is one the API serves', () => {
