@@ -5,6 +5,8 @@ import { cliEnvSchema } from '../../apps/cli/config.js';
 import { demoReceiverEnvSchema } from '../../apps/demo-receiver/config.js';
 import { dispatcherEnvSchema } from '../../apps/dispatcher/config.js';
 import { recorderEnvSchema } from '../../apps/recorder/config.js';
+import { DEFAULT_POLL_INTERVAL_MS } from '../../libs/merchants/pg-directory.js';
+import { documents, lineOf } from '../support/docs.js';
 
 /**
  * docs/limits.md lists every bound with its value and what sets it. Each row's "set by" cell names
@@ -121,6 +123,19 @@ describe('docs/limits.md', () => {
 
   it('states each bound as the code has it: variables read by a program with their defaults, fixed values as their constants', async () => {
     expect(await problemsOf(page)).toEqual([]);
+  });
+
+  it('is restated elsewhere as the code has it: the merchant directory\'s poll, wherever a guide gives it in seconds', () => {
+    const stated: string[] = [];
+    const wrong: string[] = [];
+    for (const { file, text } of documents()) {
+      for (const m of text.matchAll(/\bpoll\b[^.]{0,50}?\b(\d+) ?s\b|\b(\d+) ?s poll\b/g)) {
+        stated.push(`${file}:${lineOf(text, m.index)}`);
+        if (Number(m[1] ?? m[2]) * 1000 !== DEFAULT_POLL_INTERVAL_MS) wrong.push(`${file}:${lineOf(text, m.index)}: ${m[0]}`);
+      }
+    }
+    expect(stated.length).toBeGreaterThanOrEqual(3);
+    expect(wrong).toEqual([]);
   });
 
   it('catches a wrong number, fixed or default', async () => {
