@@ -140,6 +140,9 @@ describe('the programs and the schema version at start-up', () => {
     const took = await healthzAfter(program);
     await waitFor('waiting for RabbitMQ', async () => (await get(program.port, '/readyz')).body.waitingFor === 'RabbitMQ', 60_000, 100);
     expect(await get(program.port, '/readyz')).toMatchObject({ status: 503, body: { status: 'not ready', waitingFor: 'RabbitMQ' } });
+    // What Prometheus's `up` sees of a program still starting (operating.md, WebhooksProgramDown): the
+    // dispatcher's and the recorder's METRICS_PORT serve /metrics from the first moment; the API's PORT once started.
+    expect((await fetch(`http://127.0.0.1:${program.port}/metrics`)).status).toBe(name === 'api' ? 503 : 200);
     await stop(program);
     expect(took).toBeLessThan(LIVENESS_BOUND_MS);
   }, 90_000);
