@@ -169,6 +169,13 @@ describe('webhooks publish', () => {
     expect(result.code).toBe(2);
     expect(result.stderr).toContain('token needs --merchant <id> (resend API) or --admin (admin API)');
   });
+
+  it('refuses a portal link lifetime outside the 1s to 7d its help gives as a usage error (exit 2), before asking any API', async () => {
+    for (const lifetime of ['8d', '0s', '200h']) {
+      const result = await runCliInProcess({ ...env, WEBHOOKS_DEV: 'true' }, ['portal', '--merchant', 'm_1', '--expires-in', lifetime, '--api', 'http://127.0.0.1:9']);
+      expect({ lifetime, code: result.code, stderr: result.stderr }).toEqual({ lifetime, code: 2, stderr: expect.stringContaining('--expires-in takes a duration from 1s to 7d') });
+    }
+  });
 });
 
 describe('the built `webhooks` (dist/apps/cli/main.js)', () => {
