@@ -3,6 +3,8 @@ import { join } from 'node:path';
 import { openApiDocument } from '../../apps/api/openapi.js';
 import { SESSION_COOKIE } from '../../apps/api/portal/handlers.js';
 import { CHANGES_CHANNEL } from '../../libs/merchants/rows.js';
+import { Registry } from 'prom-client';
+import { deliveryMetrics } from '../../libs/metrics/index.js';
 import { METRIC_NAMES } from '../../libs/metrics/names.js';
 import { documents, lineOf } from '../support/docs.js';
 
@@ -130,6 +132,16 @@ describe('what the docs name', () => {
       return problems;
     });
     expect(wrong).toEqual([]);
+  });
+
+  it('operating.md names every outcome webhooks_deliveries_total counts (the series the dispatcher zeroes at start)', async () => {
+    const registry = new Registry();
+    deliveryMetrics(registry);
+    const metric = (await registry.getMetricsAsJSON()).find((m) => m.name === METRIC_NAMES.deliveries)!;
+    const outcomes = new Set(metric.values.map((v) => String(v.labels.outcome)));
+    expect(outcomes.size).toBeGreaterThan(5);
+    const row = readFileSync('docs/operating.md', 'utf8').split('\n').find((line) => line.startsWith(`| \`${METRIC_NAMES.deliveries}{`))!;
+    expect([...outcomes].filter((outcome) => !row.includes(`\`${outcome}\``))).toEqual([]);
   });
 
   it('every route in README and docs/, with its method when given, is one the API serves', () => {
