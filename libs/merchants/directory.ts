@@ -61,3 +61,16 @@ export function graceSecrets(webhook: Endpoint, now: Date): GraceSecret[] {
   }
   return kept.sort((a, b) => Date.parse(b.expiresAt) - Date.parse(a.expiresAt));
 }
+
+/** The merchant without the replaced secrets whose grace has ended at `now` (they sign nothing); itself when it has none. */
+export function withoutEndedGrace(merchant: Merchant, now: Date): Merchant {
+  const live = (grace: GraceSecret) => Date.parse(grace.expiresAt) > now.getTime();
+  if (!merchant.endpoints.some((endpoint) => endpoint.previousSecrets?.some((grace) => !live(grace)))) return merchant;
+  const endpoints = merchant.endpoints.map((endpoint) => {
+    if (!endpoint.previousSecrets?.some((grace) => !live(grace))) return endpoint;
+    const { previousSecrets, ...rest } = endpoint;
+    const kept = previousSecrets.filter(live);
+    return kept.length > 0 ? { ...rest, previousSecrets: kept } : rest;
+  });
+  return { ...merchant, endpoints };
+}

@@ -1,6 +1,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { Queryable } from '../delivery-store/index.js';
 import { type Actor, auditAction, auditChanges, recordAudit } from './audit.js';
+import { withoutEndedGrace } from './directory.js';
 import { clearHealth, type Health, type HealthRow, healthOf, withHealth } from './health.js';
 import { CHANGES_CHANNEL, columnsOf, idDigest, MERCHANT_COLUMNS, type MerchantRow, merchantOf } from './rows.js';
 import { disabledByOperator, type Merchant } from './schema.js';
@@ -135,6 +136,9 @@ export async function writeMerchant(
     if (idempotency) await keep(tx, box, idempotency, result, merchantId, version);
     return { merchant: current, version, created: false, changed: false, result, replayed: false, held };
   }
+  // A replaced secret whose grace has ended signs nothing: the write that stores the row drops it
+  // (production.md), not only the next rotation. Only a write that changes something: pruning alone writes nothing.
+  next = withoutEndedGrace(next, new Date());
   const columns = columnsOf(next, box);
   let written = version + 1;
   // Each endpoint whose clock ran and no longer does (turned off or on, pointed elsewhere, deleted).

@@ -185,6 +185,22 @@ describe('merchants in PostgreSQL', () => {
     await waitFor('dispatcher has the new secret', () => dispatcher.merchants.byId('m_dump')?.endpoints[0]?.secret === (rotated.body as any).data.secret, 5_000);
   });
 
+  it('keeps a rotated-out secret only until the merchant\'s first write after its grace ended (production.md)', async () => {
+    const created = await withEndpoint(apiA, 'm_grace', { publicKey: 'pk_grace_000001', url: 'https://hooks.example.com/g' });
+    const first = (created.body as any).data;
+    const path = `/admin/merchants/m_grace/endpoints/${first.id}`;
+    const rotated = await call(apiA, `${path}/secret/rotate`, { method: 'POST', headers: auth, body: JSON.stringify({ graceSeconds: 1 }) });
+    expect(rotated.status).toBe(200);
+    const endsAt = Date.parse((rotated.body as any).data.previousSecretExpiresAt);
+    const sealed = async () => new SecretBox(KEY).open((await row('m_grace')).secrets, 'm_grace');
+    expect(await sealed()).toContain(first.secret.slice(6));
+    await waitFor('the grace to end', () => Date.now() > endsAt + 50, 5_000);
+    // A write that is not a rotation: the secret whose grace ended goes with it.
+    expect((await call(apiA, path, { method: 'PATCH', headers: auth, body: JSON.stringify({ description: 'after the grace' }) })).status).toBe(200);
+    expect(await sealed()).toContain((rotated.body as any).data.secret.slice(6));
+    expect(await sealed()).not.toContain(first.secret.slice(6));
+  });
+
   it('rotates SECRETS_KEY: the previous key still opens, reseal seals everything anew, and a wrong key stops start-up naming the variable', async () => {
     const newKey = Buffer.alloc(32, 9);
     const cli = (keys: Record<string, string>) => runCliInProcess({ RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, DATABASE_URL: db.url, ...keys }, ['merchants', 'reseal']);
