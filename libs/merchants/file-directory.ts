@@ -21,7 +21,7 @@ function load(path: string): Merchant[] {
   try {
     json = JSON.parse(text);
   } catch (err) {
-    throw new MerchantsFileError(path, `is not JSON (${(err as Error).message})`);
+    throw new MerchantsFileError(path, `is not JSON (${syntaxErrorAt(text, (err as Error).message)})`);
   }
   const parsed = merchantsFileSchema.safeParse(json);
   if (!parsed.success) {
@@ -30,6 +30,17 @@ function load(path: string): Merchant[] {
     throw new MerchantsFileError(path, `${issue.path.join('.') || '(root)'}: ${issue.message}`);
   }
   return parsed.data.merchants;
+}
+
+/**
+ * Where JSON.parse stopped, never its own message: V8 quotes the text around some errors
+ * (`..."secret":whsec_c2Vj"...`), and next to a secret that is part of it. Those name no position.
+ */
+function syntaxErrorAt(text: string, message: string): string {
+  const at = /at position (\d+)/.exec(message)?.[1];
+  if (at === undefined) return 'a syntax error; jq . <file> shows where';
+  const before = text.slice(0, Number(at)).split('\n');
+  return `a syntax error at line ${before.length}, column ${before[before.length - 1]!.length + 1}`;
 }
 
 /**

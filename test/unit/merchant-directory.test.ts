@@ -32,6 +32,26 @@ describe('the merchants file', () => {
     }
   });
 
+  // JSON.parse's own message quotes the text around a syntax error: next to a secret, part of it.
+  const secret = 'whsec_c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0';
+  const around = (text: string) => `{"merchants":[{"id":"m","publicKey":"pk_test_12345678","endpoints":[{"id":"ep_1","url":"https://x.example","enabled":true,${text}]}]}`;
+  it.each([
+    ['a secret without its quotes', around(`"secret":${secret}}`)],
+    ['a secret in single quotes', around(`"secret":'${secret}'}`)],
+    ['a comma after the last endpoint', around(`"secret":"${secret}"},`)],
+  ])('refuses a file that is not JSON (%s) without quoting a character of it', (_name, text) => {
+    const file = writeMerchantsFile([]);
+    writeFileSync(file, text);
+    expect(() => new FileMerchantDirectory(file, logger)).toThrow(/is not JSON \(a syntax error/);
+    let message = '';
+    try {
+      new FileMerchantDirectory(file, logger);
+    } catch (err) {
+      message = (err as Error).message;
+    }
+    for (let i = 0; i + 4 <= secret.length; i++) expect(message).not.toContain(secret.slice(i, i + 4));
+  });
+
   it.each([
     [{ merchants: [{ id: 'm', publicKey: 'pk_test_12345678', endpoints: [{ id: 'ep_x_main', url: 'ftp://x.example', enabled: true, secret: 'whsec_MDEyMzQ1Njc4OWFiY2RlZg==' }] }] }, 'merchants.0.endpoints.0.url: webhook.url must be an http(s) URL'],
     [{ merchants: [{ id: 'm', publicKey: 'short' }] }, 'merchants.0.publicKey: publicKey must be at least 8 characters'],
