@@ -2,6 +2,7 @@ import { context, diag, type DiagLogger, DiagLogLevel, propagation, trace } from
 import type { Sampler } from '@opentelemetry/sdk-trace-base';
 import type { TracingSettings } from '../config/tracing.js';
 import type { Logger } from '../logger/index.js';
+import { safeUrl } from './attributes.js';
 import { setTracingActive } from './spans.js';
 
 export interface Tracing {
@@ -41,7 +42,8 @@ export async function startTracing(settings: TracingSettings | undefined, logger
   // costs a hook on every promise: a third of the dispatcher's rate (BENCHMARKS.md section 14).
   provider.register(options.activeContext === false ? { contextManager: null } : {});
   setTracingActive(true);
-  logger?.info('tracing on', { url: settings.url, protocol: settings.protocol, serviceName: settings.serviceName, sampler: settings.sampler.name });
+  // The collector's address only: a basic-auth collector's credentials (user:password@) or a key in the query are no log's.
+  logger?.info('tracing on', { url: safeUrl(settings.url)?.full ?? 'not a URL', protocol: settings.protocol, serviceName: settings.serviceName, sampler: settings.sampler.name });
   let stopping: Promise<void> | undefined;
   return {
     flush: () => provider.forceFlush(),

@@ -89,7 +89,9 @@ describe('the dispatcher program with and without OTEL variables', () => {
   });
 
   it('exports the delivery over http/protobuf (the default) and sends its traceparent when OTEL_EXPORTER_OTLP_ENDPOINT is set', async () => {
-    const { modules, workerModules, traceparent, stdout } = await deliverOne({ OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint, OTEL_SERVICE_NAME: 'dispatcher-under-test' });
+    // A collector behind basic auth, its credentials in the URL (the exporter sends them): never in the log.
+    const endpoint = otlp.endpoint.replace('http://', 'http://collector:s3cr3t-otlp@');
+    const { modules, workerModules, traceparent, stdout } = await deliverOne({ OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_SERVICE_NAME: 'dispatcher-under-test' });
     // The SDK and its protobuf exporter, on the program's thread; no thread of ours.
     expect(opentelemetry(modules)).toEqual(expect.arrayContaining(['api', 'sdk-trace-node', 'sdk-trace', 'exporter-trace-otlp-proto']));
     expect(opentelemetry(modules)).not.toContain('exporter-trace-otlp-http');
@@ -99,6 +101,7 @@ describe('the dispatcher program with and without OTEL variables', () => {
     expect(otlp.requests).toContain('application/x-protobuf');
     expect(otlp.spans.find((s) => s.service === 'dispatcher-under-test' && s.kind === 5 && s.traceId === /^00-([0-9a-f]{32})-/.exec(String(traceparent))?.[1])).toBeDefined();
     expect(stdout).toContain('"message":"tracing on"');
+    expect(stdout).not.toContain('s3cr3t-otlp');
   });
 
   it('has `webhooks publish` export its publish span and put that span in the event\'s traceparent', async () => {
