@@ -39,8 +39,11 @@ export function isTransient(err: unknown): boolean {
   const state = sqlStateOf(err);
   if (state !== undefined) return TRANSIENT_CLASSES.has(state.slice(0, 2));
   // A socket's errno (ECONNREFUSED, EPIPE, ENOTFOUND…), or pg's lost connection (no code); Node's
-  // own ERR_… codes are a program's mistakes.
-  return err instanceof Error && !codeOf(err).startsWith('ERR_');
+  // own ERR_… codes are a program's mistakes. Not `instanceof Error`: a socket's error is made by
+  // Node's own realm, which a test runner's sandbox does not share.
+  const code = codeOf(err);
+  if (code === '') return typeof (err as { message?: unknown })?.message === 'string';
+  return /^E[A-Z0-9_]+$/.test(code) && !code.startsWith('ERR_');
 }
 
 export function isTimeout(err: unknown): boolean {

@@ -15,6 +15,9 @@ describe('which PostgreSQL errors are an outage and which a refusal of the data'
       expect([code, isTransient(withCode(code))]).toEqual([code, true]);
     }
     expect(isTransient(new Error('Connection terminated unexpectedly'))).toBe(true);
+    // As Node's own sockets make them: an object of another realm than the test's, not `instanceof Error` here.
+    expect(isTransient({ message: 'connect ECONNREFUSED 127.0.0.1:1', code: 'ECONNREFUSED', errno: -111 })).toBe(true);
+    expect(isTransient({ message: 'Connection terminated' })).toBe(true);
   });
 
   it('waits through a busy database (a timeout, a lock, a deadlock, a shutdown) and not through a wrong password, a missing database or bad data', () => {
