@@ -1,4 +1,4 @@
-import { BrokerUnavailableError } from '../../libs/broker/index.js';
+import { BrokerUnavailableError, BrokerUnroutableError } from '../../libs/broker/index.js';
 import { InvalidCursorError, InvalidFilterError, LogQueryTimeoutError, LogUnavailableError } from '../../libs/delivery-store/index.js';
 import {
   EndpointDeletedError,
@@ -65,7 +65,8 @@ export function toApiError(err: unknown, logger: Logger): ApiError {
     return new ApiError(503, 'resend_outcome_unknown', message, retryAfter(err.holdMs));
   }
   if (err instanceof FailureIndexUnavailableError) return unavailable('The database is unavailable; nothing was resent; try again shortly');
-  if (err instanceof BrokerUnavailableError) return unavailable('The message broker is unavailable; try again shortly');
+  // No queue took a publish even after the topology was declared again: the broker's state, not the request.
+  if (err instanceof BrokerUnavailableError || err instanceof BrokerUnroutableError) return unavailable('The message broker is unavailable; try again shortly');
   // Before LogUnavailableError, which it extends: same code, but the message says what helps.
   if (err instanceof LogQueryTimeoutError) {
     return new ApiError(503, 'log_unavailable', 'The delivery log query took too long; try again shortly, or narrow it (since and until, a lower limit)', retryAfter(5_000));

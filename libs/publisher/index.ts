@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { BrokerConnection } from '../broker/index.js';
+import { type BrokerConnection, BrokerUnroutableError } from '../broker/index.js';
 import { type EventName, HEADERS, referencesOf, type UpstreamMessage, upstreamMessageSchema, webhookHeaders } from '../contracts/index.js';
 import { topologyNames } from '../topology/index.js';
 import { ATTR, publishSpan } from '../tracing/index.js';
@@ -36,15 +36,25 @@ export class EventPublisher {
       [ATTR.merchantId]: checked.merchantId,
       [ATTR.event]: checked.event,
     };
-    await publishSpan(this.exchange, headers, attributes, () =>
+    const send = () =>
       this.broker.publish(this.exchange, checked.event, body, {
         persistent: true,
         contentType: 'application/json',
         messageId,
         timestamp: Math.floor(Date.now() / 1000),
         headers,
-      }),
-    );
+      });
+    await publishSpan(this.exchange, headers, attributes, async () => {
+      try {
+        await send();
+      } catch (err) {
+        // Returned: no queue stored it (an operator deleted dispatch, or its binding). Declared
+        // again, as a move does, the one more try lands; a second return is the caller's.
+        if (!(err instanceof BrokerUnroutableError)) throw err;
+        await this.broker.declareAgain().catch(() => {});
+        await send();
+      }
+    });
     return { messageId, routingKey: checked.event };
   }
 }
