@@ -79,6 +79,27 @@ export const ENTRY_TYPES = { failure: 'failure', checkpoint: 'checkpoint', rollo
 
 export type ScalarHeaders = Record<string, string | number | boolean>;
 
+/**
+ * The most bytes a message's own headers (upstream's, not HEADERS) may take among those a copy
+ * carries. amqplib, which publishes every copy (a wait handed back, `failed`, `invalid`), encodes a
+ * message's headers in 64 KiB, and the service's add a few KiB; an upstream client may send up to
+ * the frame size (128 KiB). Past this no copy of the message could be published, so it is parked
+ * at once as too-large, without them.
+ */
+export const MAX_FOREIGN_HEADER_BYTES = 32 * 1024;
+
+const SERVICE_HEADERS: ReadonlySet<string> = new Set(Object.values(HEADERS));
+
+/** What the headers that are not the service's take as AMQP encodes them (name, type, value; a number at most 8). */
+export function foreignHeaderBytes(headers: ScalarHeaders): number {
+  let bytes = 0;
+  for (const [key, value] of Object.entries(headers)) {
+    if (SERVICE_HEADERS.has(key)) continue;
+    bytes += 2 + Buffer.byteLength(key) + (typeof value === 'string' ? 4 + Buffer.byteLength(value) : 8);
+  }
+  return bytes;
+}
+
 /** What every message about a webhook says of it in the console: merchant, event, webhook-id, references. */
 export function webhookHeaders(merchantId: string, event: string, webhookId: string, references: readonly string[]): ScalarHeaders {
   const headers: ScalarHeaders = { [HEADERS.merchantId]: merchantId, [HEADERS.event]: event, [HEADERS.webhookId]: webhookId };

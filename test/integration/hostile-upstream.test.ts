@@ -10,6 +10,7 @@ import { topologyNames } from '../../libs/topology/index.js';
 import { brokerUrl, TestBroker, uniquePrefix } from '../support/broker.js';
 import { testMerchant, writeMerchantsFile } from '../support/harness.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
+import { publishWithLargeHeaders } from '../support/raw-publish.js';
 import { Receiver, type ReceivedRequest } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
@@ -148,4 +149,20 @@ describe('hostile upstream messages', () => {
       await db.close();
     }
   }, 60_000);
+
+  it('parks a message whose headers no copy could carry, at once and without them, where its wait was never handed back', async () => {
+    // 100 KB of headers: any client but amqplib sends them (up to the frame size); amqplib, which
+    // publishes the dispatcher's copies, encodes at most 64 KiB. Its first attempt would fail (retry_).
+    const before = await test.messageCount(names.invalid);
+    const body = Buffer.from(JSON.stringify(sampleEvent('payout', merchant.id)));
+    await publishWithLargeHeaders(test.connection, names.events, 'payout', body, 'retry_large_headers', { 'x-upstream-note': 'a'.repeat(100_000) });
+    const [parked] = (await test.drain(names.invalid, before + 1)).filter((m) => m.properties.messageId === 'retry_large_headers');
+    expect({
+      code: parked?.properties.headers?.['x-invalid-code'],
+      reason: parked?.properties.headers?.['x-invalid-reason'],
+      carried: parked?.properties.headers?.['x-upstream-note'],
+      attempts: deliveriesOf(receiver, 'retry_large_headers').length,
+    }).toEqual({ code: 'too-large', reason: expect.stringMatching(/^too-large: headers are \d+ bytes, the limit is 32768; parked without them$/), carried: undefined, attempts: 0 });
+    expect(parked!.content.equals(body)).toBe(true);
+  }, 30_000);
 });

@@ -1,5 +1,5 @@
 import { type BrokerConnection, type Delivery, type HeldMessage, moveMessage } from '../../../libs/broker/index.js';
-import { copyHeaders, FAILED_REASONS, HEADERS, type ScalarHeaders, webhookHeaders } from '../../../libs/contracts/index.js';
+import { copyHeaders, FAILED_REASONS, foreignHeaderBytes, HEADERS, MAX_FOREIGN_HEADER_BYTES, type ScalarHeaders, webhookHeaders } from '../../../libs/contracts/index.js';
 import { type FailedStore, failureEntryHeaders } from '../../../libs/failed/index.js';
 import type { Logger } from '../../../libs/logger/index.js';
 import type { DeliveryObserver, Outcome } from '../../../libs/metrics/index.js';
@@ -234,8 +234,10 @@ export class EffectStage {
     // later, when its 'invalid' record would show the webhook requeued and delivered as failed).
     const order = intake?.ordered && intake.hand === undefined ? this.deps.order : undefined;
     const settle = order ? () => order.end(waitKeyOf(intake!)) : async () => {};
+    // Headers too large to publish (intake parks the message for them) cannot go with it either.
+    const carried = this.carried(delivery);
     const moved = await this.move(delivery, this.deps.names.invalid, {
-      ...this.carried(delivery),
+      ...(foreignHeaderBytes(carried) > MAX_FOREIGN_HEADER_BYTES ? {} : carried),
       [HEADERS.invalidCode]: code,
       [HEADERS.invalidReason]: `${code}: ${detail}`.slice(0, 1000),
       [HEADERS.invalidAt]: this.deps.now().toISOString(),

@@ -3,14 +3,17 @@ import type { ConsumeMessage } from 'amqplib';
 import {
   type EventName,
   HEADERS,
+  foreignHeaderBytes,
   isEventName,
   isWellFormedReference,
   isWellFormedWebhookId,
   PLATFORM_MERCHANT_ID,
   REFERENCE_FIELDS,
   orderKeyOf,
+  MAX_FOREIGN_HEADER_BYTES,
   rawMember,
   referencesOf,
+  scalarHeaders,
   upstreamMessageSchema,
   WEBHOOK_ID_RULE,
 } from '../../../libs/contracts/index.js';
@@ -65,6 +68,11 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
 export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date, upstreamExchange: string): IntakeEvent {
   if (message.content.length > maxBytes) {
     throw new InvalidMessageError('too-large', `body is ${message.content.length} bytes, the limit is ${maxBytes}`);
+  }
+  // Every copy carries them: too large, none could be published (a wait would never be handed back).
+  const headerBytes = foreignHeaderBytes(scalarHeaders(message.properties.headers));
+  if (headerBytes > MAX_FOREIGN_HEADER_BYTES) {
+    throw new InvalidMessageError('too-large', `headers are ${headerBytes} bytes, the limit is ${MAX_FOREIGN_HEADER_BYTES}; parked without them`);
   }
   const messageId = message.properties.messageId as unknown;
   if (messageId !== undefined && messageId !== null && messageId !== '' && !isWellFormedWebhookId(messageId)) {
