@@ -236,6 +236,9 @@ export class BrokerConnection extends EventEmitter {
   private watch(model: ChannelModel, channel: Channel, role: string): void {
     channel.on('error', (err: Error) => {
       this.options.logger.warn('broker channel error', { connection: this.options.name, role, error: err.message });
+      // A publish to an exchange an operator deleted (404 NOT_FOUND; a missing queue is a return):
+      // declared again now, the next publish lands instead of failing until a reconnect.
+      if (role === 'publish' && (err as { code?: unknown }).code === 404) void this.declareAgain().catch(() => {});
     });
     channel.on('close', () => {
       if (this.closing || this.current !== model || this.retired.has(channel)) return;

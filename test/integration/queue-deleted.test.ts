@@ -1,9 +1,14 @@
+import { BrokerConnection } from '../../libs/broker/index.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
+import { EventPublisher } from '../../libs/publisher/index.js';
+import { openTopologyBroker, topologyNames } from '../../libs/topology/index.js';
 import { call, indexFailure, startTestApi, token, unresolved } from '../support/api.js';
-import { TestBroker } from '../support/broker.js';
+import { brokerUrl, TestBroker, uniquePrefix } from '../support/broker.js';
 import { startHarness, testMerchant } from '../support/harness.js';
 import { type PortalStack, startPortalStack } from '../support/portal.js';
 import { Receiver } from '../support/receiver.js';
+import { waitFor } from '../support/wait.js';
 
 /**
  * An operator deletes `dispatch` while the API runs and no dispatcher is there to declare it again
@@ -65,4 +70,28 @@ describe('dispatch deleted under a running API', () => {
       }
     }, 60_000);
   });
+});
+
+/**
+ * An operator deletes an exchange the programs publish to: a publish to it is a channel error (404),
+ * which closed the publish channel, and every publish after it, for as long as the program ran.
+ */
+describe('an exchange deleted under a running program', () => {
+  it('is declared again after the first publish it refuses, so the next ones land, where every one failed', async () => {
+    const prefix = uniquePrefix('exchange-gone');
+    const names = topologyNames(prefix);
+    const broker: BrokerConnection = await openTopologyBroker({ url: brokerUrl(), name: 'test-exchange-gone', logger: silentLogger(), topology: { prefix, failedRetention: '1D' } });
+    const test = await TestBroker.open();
+    try {
+      const publisher = new EventPublisher(broker, prefix);
+      await test.channel.deleteExchange(names.events);
+      let refused = 0;
+      await waitFor('a publish that lands', () => publisher.publish(sampleEvent('payout', 'm_1')).then(() => true, () => (refused++, false)), 10_000, 200);
+      expect({ refused: refused <= 1, dispatch: await test.messageCount(names.dispatch) }).toEqual({ refused: true, dispatch: 1 });
+    } finally {
+      await broker.close();
+      await test.deleteTopology(prefix);
+      await test.close();
+    }
+  }, 30_000);
 });
