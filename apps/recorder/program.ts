@@ -6,6 +6,7 @@ import type { RecorderConfig } from './config.js';
 import { METRIC_NAMES, createRegistry, gaugeFrom } from '../../libs/metrics/index.js';
 import { startHealthServer } from '../../libs/metrics/health-server.js';
 import { awaitSchema, type SchemaWaitState } from '../../libs/migrations/index.js';
+import { declareQueueSpec, deliveriesSpec } from '../../libs/topology/index.js';
 
 export interface RecorderProgram {
   recorder: DeliveryLogRecorder;
@@ -27,7 +28,10 @@ export async function startRecorder(config: RecorderProgramConfig, logger: Logge
       ? undefined
       : await startHealthServer({ port: config.METRICS_PORT, registry, ready: () => waitingFor() === undefined, waitingFor, detail: () => awaited.detail });
   const database = options.database ?? openPostgres(config.DATABASE_URL!, { applicationName: 'webhooks-recorder' });
-  const broker = new BrokerConnection({ url: config.RABBITMQ_URL, name: 'webhooks-recorder', logger });
+  // The stream it reads, declared on every connect: deleted by an operator, its consumer's reconnect
+  // found it missing and failed (not ready, "RabbitMQ") until a dispatcher happened to write a record.
+  const stream = deliveriesSpec(config.TOPOLOGY_PREFIX, replicationOf(config));
+  const broker = new BrokerConnection({ url: config.RABBITMQ_URL, name: 'webhooks-recorder', logger, declare: (openChannel) => declareQueueSpec(openChannel, stream) });
   try {
     await awaitSchema(database, logger, { signal: options.signal, onState: (state) => (awaited = state) });
     awaited = { broker };

@@ -9,6 +9,8 @@ import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
 import { startHarness, testMerchant } from '../support/harness.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
+import { loadRecorderConfig } from '../../apps/recorder/config.js';
+import { startRecorder } from '../../apps/recorder/program.js';
 import { createTestDatabase } from '../support/postgres.js';
 
 /**
@@ -147,4 +149,22 @@ describe('a deleted stream is declared again and read from its start, without a 
       await db.drop();
     }
   }, 60_000);
+
+  it('deliveries: the recorder declares the stream again itself and is ready, with no record written, where it said RabbitMQ was unreachable until one was', async () => {
+    const prefix = uniquePrefix('deleted-deliveries-quiet');
+    const { deliveries } = topologyNames(prefix);
+    const db = await createTestDatabase('deleted_deliveries_quiet');
+    const program = await startRecorder(loadRecorderConfig({ RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, DATABASE_URL: db.url, METRICS_PORT: '0' }), silentLogger());
+    const ready = async () => (await fetch(`http://127.0.0.1:${program.metricsPort}/readyz`)).status === 200;
+    try {
+      await waitFor('the recorder ready and leading', async () => program.recorder.state.leading && (await ready()), 15_000);
+      // A quiet hour: no dispatcher writes a record that would declare it again.
+      await test.channel.deleteQueue(deliveries);
+      await waitFor('the stream declared again and the recorder ready', async () => (await test.messageCount(deliveries).then(() => true, () => false)) && (await ready()), 10_000, 200);
+    } finally {
+      await program.stop();
+      await test.channel.deleteQueue(deliveries).catch(() => {});
+      await db.drop();
+    }
+  }, 45_000);
 });
