@@ -222,17 +222,8 @@ export class ResendService {
     if (webhook.headers) linkActiveSpanTo(webhook.headers, { [ATTR.webhookId]: webhookId });
     // No deadline on the publish itself: a confirm that comes after the answer still marks it resent.
     const send = () => this.broker.sendToQueue(this.dispatch, Buffer.from(webhook.content), copyProperties({}, headers, webhookId));
-    const publish = publishSpan(this.dispatch, undefined, { [ATTR.webhookId]: webhookId }, async () => {
-      try {
-        await send();
-      } catch (err) {
-        // Returned, so surely not stored: dispatch was deleted. Declared again (no dispatcher may be
-        // running to do it), the one more try is the only copy.
-        if (!(err instanceof BrokerUnroutableError)) throw err;
-        await this.broker.declareAgain().catch(() => {});
-        await send();
-      }
-    });
+    // Returned, dispatch was deleted: declared again (no dispatcher may be running to do it), once more.
+    const publish = publishSpan(this.dispatch, undefined, { [ATTR.webhookId]: webhookId }, () => this.broker.sendDeclaring(send));
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<'late'>((resolve) => {
       timer = setTimeout(() => resolve('late'), RESEND_CONFIRM_DEADLINE_MS);

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { type BrokerConnection, BrokerUnroutableError } from '../broker/index.js';
+import type { BrokerConnection } from '../broker/index.js';
 import { type EventName, HEADERS, referencesOf, type UpstreamMessage, upstreamMessageSchema, webhookHeaders } from '../contracts/index.js';
 import { topologyNames } from '../topology/index.js';
 import { ATTR, publishSpan } from '../tracing/index.js';
@@ -44,17 +44,8 @@ export class EventPublisher {
         timestamp: Math.floor(Date.now() / 1000),
         headers,
       });
-    await publishSpan(this.exchange, headers, attributes, async () => {
-      try {
-        await send();
-      } catch (err) {
-        // Returned: no queue stored it (an operator deleted dispatch, or its binding). Declared
-        // again, as a move does, the one more try lands; a second return is the caller's.
-        if (!(err instanceof BrokerUnroutableError)) throw err;
-        await this.broker.declareAgain().catch(() => {});
-        await send();
-      }
-    });
+    // Returned: no queue stored it (an operator deleted dispatch, or its binding): declared again, once more.
+    await publishSpan(this.exchange, headers, attributes, () => this.broker.sendDeclaring(send));
     return { messageId, routingKey: checked.event };
   }
 }
