@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { MAX_ENDPOINTS_PER_MERCHANT } from '../../libs/merchants/schema.js';
-import { DEV_JWT_SECRET, deliveryLogFields, envFields, merchantStoreFields, parseEnv, replicationFields, requireDatabase, requireMerchantStore, tracingFields } from '../../libs/config/index.js';
+import { DEV_JWT_SECRET, deliveryLogFields, envFields, merchantStoreFields, parseEnv, replicationFields, requireDatabase, requireMerchantStore, SHUTDOWN_TIMEOUT_MAX, tracingFields } from '../../libs/config/index.js';
 
 /** `<per minute>` or `<per minute>,<burst>`; the burst defaults to a third of the rate. */
 function rateLimit(defaultText: string, what: string) {
@@ -78,7 +78,7 @@ export const apiEnvSchema = z
     LOG_RATE_LIMIT: rateLimit('300,60', 'log reads'),
     ALLOW_PRIVATE_TARGETS: envFields.boolean(false),
     MAX_ENDPOINTS_PER_MERCHANT: envFields.positiveInt(MAX_ENDPOINTS_PER_MERCHANT, MAX_ENDPOINTS_PER_MERCHANT),
-    SHUTDOWN_TIMEOUT: envFields.durationMs('30s'),
+    SHUTDOWN_TIMEOUT: envFields.durationMs('30s', SHUTDOWN_TIMEOUT_MAX),
     /** The base of portal links, as merchants reach the portal: never taken from a request. */
     PORTAL_PUBLIC_URL: z
       .url({ protocol: /^https?$/, error: 'must be an http(s) URL such as https://webhooks.example.com' })

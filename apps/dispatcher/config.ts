@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { deliveryLogFields, envFields, merchantStoreFields, parseEnv, replicationFields, requireMerchantStore, tracingFields } from '../../libs/config/index.js';
+import { deliveryLogFields, envFields, merchantStoreFields, parseEnv, replicationFields, requireMerchantStore, SHUTDOWN_TIMEOUT_MAX, tracingFields } from '../../libs/config/index.js';
 import { parseDuration } from '../../libs/config/durations.js';
 import { WEBHOOK_SECRET } from '../../libs/merchants/schema.js';
 
@@ -42,7 +42,7 @@ export const dispatcherEnvSchema = z.object({
     .refine((v) => /^\d+$/.test(v) && Number(v) <= 65_535, 'must be a port number from 0 to 65535')
     .transform(Number),
   /** How long a stop (SIGTERM) may take, draining deliveries in flight included; the process exits by then whatever the broker does. */
-  SHUTDOWN_TIMEOUT: envFields.durationMs('30s'),
+  SHUTDOWN_TIMEOUT: envFields.durationMs('30s', SHUTDOWN_TIMEOUT_MAX),
   DELIVERY_LOG: deliveryLogFields.DELIVERY_LOG,
   DELIVERY_LOG_RESPONSE_BYTES: deliveryLogFields.DELIVERY_LOG_RESPONSE_BYTES,
   /** Auto-disable: an endpoint whose every attempt has failed this long is turned off (not with MERCHANTS_FILE). `0`: never. */

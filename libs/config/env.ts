@@ -5,6 +5,13 @@ import { parseRetrySchedule } from '../retry-policy/schedule.js';
 /** What a boolean variable accepts as true (lower-cased, trimmed). */
 export const TRUE_VALUES: readonly string[] = ['true', '1', 'yes'];
 
+/**
+ * The longest SHUTDOWN_TIMEOUT: it becomes timers (the drain's, the stop's backstop, npm start's
+ * sum of two), and Node fires a timer past 2^31 - 1 ms (24.8 days) at once, which would turn a
+ * long grace into an exit 1 the moment SIGTERM comes, in-flight webhooks abandoned and sent again.
+ */
+export const SHUTDOWN_TIMEOUT_MAX = '1d';
+
 /** Field schemas each app composes its own z.object from, so that a library never reads process.env. */
 export const envFields = {
   /** One URL (a node or a load balancer), or a comma-separated list of a cluster's nodes. */
@@ -36,7 +43,8 @@ export const envFields = {
       }
       return result.delays;
     }),
-  durationMs: (fallback: string) =>
+  /** `max`: the longest allowed, e.g. `1d` for a duration that becomes a timer (Node fires one past 2^31 - 1 ms at once). */
+  durationMs: (fallback: string, max?: string) =>
     z
       .string()
       .default(fallback)
@@ -44,6 +52,10 @@ export const envFields = {
         const ms = parseDuration(text);
         if (ms === undefined || ms < 1) {
           ctx.addIssue({ code: 'custom', message: `"${text}" is not a duration (use e.g. 500ms, 10s, 1m)` });
+          return z.NEVER;
+        }
+        if (max !== undefined && ms > parseDuration(max)!) {
+          ctx.addIssue({ code: 'custom', message: `"${text}" is longer than the most allowed, ${max}` });
           return z.NEVER;
         }
         return ms;

@@ -116,6 +116,15 @@ describe('dispatcher configuration', () => {
     expect(() => loadDispatcherConfig({ ...file, RETRY_SCHEDULE: schedule })).toThrow(message);
   });
 
+  it('refuses a SHUTDOWN_TIMEOUT past 1d, where its timers would fire at once (exit 1 on SIGTERM, in-flight webhooks sent again)', () => {
+    expect(loadDispatcherConfig({ ...file, SHUTDOWN_TIMEOUT: '1d' }).SHUTDOWN_TIMEOUT).toBe(86_400_000);
+    // 30d is past Node's largest timer (2^31 - 1 ms): the stop's backstop fired at once.
+    for (const value of ['25h', '30d']) {
+      expect(() => loadDispatcherConfig({ ...file, SHUTDOWN_TIMEOUT: value })).toThrow(`Invalid configuration: SHUTDOWN_TIMEOUT: "${value}" is longer than the most allowed, 1d`);
+      expect(() => loadApiConfig({ ...file, AUTH_JWT_SECRET: 'x'.repeat(40), PORTAL_PUBLIC_URL: 'https://webhooks.example.com', SHUTDOWN_TIMEOUT: value })).toThrow('Invalid configuration: SHUTDOWN_TIMEOUT: ');
+    }
+  });
+
   it.each([
     ['RETRY_SCHEDULE', '5s,soon', 'Invalid configuration: RETRY_SCHEDULE: "soon" is not a duration (delay 2 of 2): give a number and a unit'],
     ['DELIVERY_TIMEOUT_MS', '0', 'Invalid configuration: DELIVERY_TIMEOUT_MS: "0" must be a whole number from 1 to 300000'],
