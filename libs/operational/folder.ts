@@ -1,3 +1,6 @@
+/** The longest a Node timer waits. */
+const MAX_TIMER_MS = 2_147_483_647;
+
 /**
  * Per key (an endpoint and an event kind), at most one event per interval: the first goes out at
  * once, the latest of those that follow when the interval ends, with how many it stands for.
@@ -23,10 +26,14 @@ export class IntervalFolder<T> {
     }
     state.folded++;
     state.pending = item;
-    if (!state.timer) {
-      state.timer = setTimeout(() => this.release(key), Math.max(0, state.openUntil - now));
-      state.timer.unref();
-    }
+    if (!state.timer) this.arm(key, state, now);
+  }
+
+  /** Releases at the interval's end, in steps a timer can wait: Node fires one past 2^31 - 1 ms (24.8 days) at once. */
+  private arm(key: string, state: { openUntil: number; timer?: NodeJS.Timeout }, now: number): void {
+    const wait = Math.max(0, state.openUntil - now);
+    state.timer = setTimeout(() => (wait > MAX_TIMER_MS ? this.arm(key, state, this.now()) : this.release(key)), Math.min(MAX_TIMER_MS, wait));
+    state.timer.unref();
   }
 
   /** Sends every folded event now (a stopping program), each with its count. */

@@ -81,6 +81,18 @@ describe('folding operational events per interval', () => {
     expect(sent[3]).toEqual(['a1000', 0]);
   });
 
+  it('folds for the whole of an interval longer than a timer can wait (OPERATIONAL_EVENT_INTERVAL=30d)', async () => {
+    const sent: string[] = [];
+    const folder = new IntervalFolder<string>(30 * DAY, (item) => sent.push(item));
+    folder.offer('k', 'first');
+    folder.offer('k', 'second');
+    // Node fires a timer past 2^31 - 1 ms (24.8 days) at once: the second went out within 1 ms.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(sent).toEqual(['first']);
+    folder.flush();
+    expect(sent).toEqual(['first', 'second']);
+  });
+
   it('sends at once again after a quiet interval', () => {
     let now = 0;
     const sent: string[] = [];
