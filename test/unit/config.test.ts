@@ -245,6 +245,13 @@ describe('.env.example', () => {
     expect(apiPorts).not.toContain(dispatcher.METRICS_PORT);
   });
 
+  it('says development mode is switched on by WEBHOOKS_DEV alone, as the programs do: NODE_ENV=development only warns', () => {
+    const text = readFileSync('.env.example', 'utf8');
+    expect(withDevDefaults({ NODE_ENV: 'development' }).dev).toBe(false);
+    expect(text).not.toMatch(/also NODE_ENV=development|NODE_ENV=development switches development mode on/);
+    expect(text).toContain('NODE_ENV=development does not switch development mode on');
+  });
+
   it('gives the defaults the README gives: the dispatcher\'s metrics on 9464, the API\'s on PORT 8080', () => {
     expect(loadDispatcherConfig(env).METRICS_PORT).toBe(9464);
     expect(loadApiConfig(env).METRICS_PORT).toBeUndefined();
