@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { deliveryLogFields, envFields, merchantStoreFields, parseEnv, replicationFields, requireMerchantStore, SHUTDOWN_TIMEOUT_MAX, tracingFields } from '../../libs/config/index.js';
-import { parseDuration } from '../../libs/config/durations.js';
+import { LONGEST_DURATION, parseDuration } from '../../libs/config/durations.js';
 import { WEBHOOK_SECRET } from '../../libs/merchants/schema.js';
 
 /** A duration (5d, 12h), or `0` for never (the feature off): in milliseconds, 0 for never. */
@@ -13,6 +13,10 @@ function durationOrNever(fallback: string) {
       const ms = parseDuration(text);
       if (ms === undefined || ms < 1) {
         ctx.addIssue({ code: 'custom', message: `"${text}" is not a duration (use e.g. 5d, 12h) or 0 for never` });
+        return z.NEVER;
+      }
+      if (ms > parseDuration(LONGEST_DURATION)!) {
+        ctx.addIssue({ code: 'custom', message: `"${text}" is longer than the most allowed, ${LONGEST_DURATION} (0 for never)` });
         return z.NEVER;
       }
       return ms;

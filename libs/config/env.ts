@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { parseDuration } from './durations.js';
+import { LONGEST_DURATION, parseDuration } from './durations.js';
 import { parseRetrySchedule } from '../retry-policy/schedule.js';
 
 /** What a boolean variable accepts as true (lower-cased, trimmed). */
@@ -44,7 +44,7 @@ export const envFields = {
       return result.delays;
     }),
   /** `max`: the longest allowed, e.g. `1d` for a duration that becomes a timer (Node fires one past 2^31 - 1 ms at once). */
-  durationMs: (fallback: string, max?: string) =>
+  durationMs: (fallback: string, max = LONGEST_DURATION) =>
     z
       .string()
       .default(fallback)
@@ -54,7 +54,7 @@ export const envFields = {
           ctx.addIssue({ code: 'custom', message: `"${text}" is not a duration (use e.g. 500ms, 10s, 1m)` });
           return z.NEVER;
         }
-        if (max !== undefined && ms > parseDuration(max)!) {
+        if (ms > parseDuration(max)!) {
           ctx.addIssue({ code: 'custom', message: `"${text}" is longer than the most allowed, ${max}` });
           return z.NEVER;
         }

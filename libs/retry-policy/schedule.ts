@@ -1,4 +1,4 @@
-import { parseDuration } from '../config/durations.js';
+import { LONGEST_DURATION, parseDuration } from '../config/durations.js';
 
 /** RETRY_SCHEDULE: comma-separated delays above zero, one per retry; empty means a single attempt. The delays in ms, or the problem. */
 export function parseRetrySchedule(text: string): { delays: number[] } | { problem: string } {
@@ -16,6 +16,9 @@ export function parseRetrySchedule(text: string): { delays: number[] } | { probl
     }
     if (ms < 1) {
       return { problem: `${which} is zero ("${part}"): every delay must be at least 1ms, because a zero delay retries at once; for a single attempt leave RETRY_SCHEDULE empty` };
+    }
+    if (ms > parseDuration(LONGEST_DURATION)!) {
+      return { problem: `${which} ("${part}") is longer than the most allowed, ${LONGEST_DURATION}` };
     }
     delays.push(ms);
   }

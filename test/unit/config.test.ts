@@ -116,6 +116,22 @@ describe('dispatcher configuration', () => {
     expect(() => loadDispatcherConfig({ ...file, RETRY_SCHEDULE: schedule })).toThrow(message);
   });
 
+  it.each(['RETRY_SCHEDULE', 'WAIT_LEASE', 'OPERATIONAL_EVENT_INTERVAL', 'ENDPOINT_DISABLE_AFTER', 'INTAKE_DEDUPE_WINDOW'])(
+    'refuses %s past 100 years (36500d), naming it: a time computed from 999999d is out of what PostgreSQL holds',
+    (variable) => {
+      expect(() => loadDispatcherConfig({ ...file, [variable]: '999999d' })).toThrow(`Invalid configuration: ${variable}: `);
+      expect(() => loadDispatcherConfig({ ...file, [variable]: '999999d' })).toThrow('longer than the most allowed, 36500d');
+      expect(() => loadDispatcherConfig({ ...file, [variable]: '36500d' })).not.toThrow();
+    },
+  );
+
+  it('refuses DELIVERY_LOG_RETENTION past 100 years in the recorder and the API too (the recorder never took the lead)', () => {
+    expect(() => loadRecorderConfig({ DATABASE_URL: 'postgres://db.internal/webhooks', DELIVERY_LOG_RETENTION: '999999d' })).toThrow(
+      'Invalid configuration: DELIVERY_LOG_RETENTION: "999999d" is longer than the most allowed, 36500d',
+    );
+    expect(() => loadApiConfig({ ...file, AUTH_JWT_SECRET: 'x'.repeat(40), PORTAL_PUBLIC_URL: 'https://webhooks.example.com', DELIVERY_LOG_RETENTION: '999999d' })).toThrow('Invalid configuration: DELIVERY_LOG_RETENTION: ');
+  });
+
   it('refuses a SHUTDOWN_TIMEOUT past 1d, where its timers would fire at once (exit 1 on SIGTERM, in-flight webhooks sent again)', () => {
     expect(loadDispatcherConfig({ ...file, SHUTDOWN_TIMEOUT: '1d' }).SHUTDOWN_TIMEOUT).toBe(86_400_000);
     // 30d is past Node's largest timer (2^31 - 1 ms): the stop's backstop fired at once.
