@@ -27,6 +27,8 @@ export async function startRecorder(config: RecorderProgramConfig, logger: Logge
     config.METRICS_PORT === undefined
       ? undefined
       : await startHealthServer({ port: config.METRICS_PORT, registry, ready: () => waitingFor() === undefined, waitingFor, detail: () => awaited.detail });
+  // The port bound, as the dispatcher says its own: with METRICS_PORT=0 nothing else tells it.
+  if (metrics) logger.info('recorder metrics listening', { port: metrics.port });
   const database = options.database ?? openPostgres(config.DATABASE_URL!, { applicationName: 'webhooks-recorder' });
   // The stream it reads, declared on every connect: deleted by an operator, its consumer's reconnect
   // found it missing and failed (not ready, "RabbitMQ") until a dispatcher happened to write a record.

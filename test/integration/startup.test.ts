@@ -215,6 +215,24 @@ describe('dispatcher start-up and shutdown', () => {
     }
   }, 120_000);
 
+  it('says which port METRICS_PORT=0 gave the recorder, whose /readyz answers 200 there once connected', async () => {
+    const RECORDER = 'dist/apps/recorder/main.js';
+    const program = startProgram(RECORDER, { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, DATABASE_URL: db.url, METRICS_PORT: '0', QUORUM_GROUP_SIZE: '1', STREAM_CLUSTER_SIZE: '1', LOG_LEVEL: 'info' });
+    try {
+      // Like the dispatcher's "dispatcher metrics listening": else "0: a free one" is a port nobody can find.
+      const port = await waitFor('the recorder naming its metrics port', () => {
+        if (program.child.exitCode !== null) throw new Error(`the recorder exited: ${program.output.stderr}`);
+        const line = program.output.stdout.split('\n').find((l) => l.includes('"recorder metrics listening"'));
+        return line && (JSON.parse(line) as { port: number }).port;
+      }, 30_000);
+      await waitFor('/readyz 200', async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200, 30_000, 100);
+      program.child.kill('SIGTERM');
+      expect((await program.finished).code).toBe(0);
+    } finally {
+      if (program.child.exitCode === null) program.child.kill('SIGKILL');
+    }
+  }, 90_000);
+
   it('exits 0 within SHUTDOWN_TIMEOUT on SIGTERM when the broker stops answering', async () => {
     const proxy = await FrozenProxy.start(brokerUrl());
     const program = startProgram(DISPATCHER, env({ RABBITMQ_URL: proxy.url, SHUTDOWN_TIMEOUT: '3s', LOG_LEVEL: 'info' }));
