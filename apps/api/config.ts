@@ -26,6 +26,13 @@ export function isLoopbackUrl(url: string): boolean {
   return host === 'localhost' || host === '[::1]' || /^127(\.\d{1,3}){3}$/.test(host);
 }
 
+/**
+ * A token value is compared byte for byte: a secret, issuer or audience with a space or the newline
+ * of the file it came from (a Kubernetes Secret made with --from-file) would refuse every token.
+ */
+const unpadded = (value: string) => value.trim() === value;
+const PADDED = 'must not begin or end with whitespace (a newline from the file it came from?): every token would be refused';
+
 const TRUST_PRESETS = new Set(['loopback', 'linklocal', 'uniquelocal']);
 
 /**
@@ -70,10 +77,10 @@ export const apiEnvSchema = z
     ...merchantStoreFields,
     // Both programs declare the whole topology, so the API needs the same retention.
     FAILED_RETENTION: envFields.streamMaxAge,
-    AUTH_JWT_SECRET: z.string().min(32, 'must be at least 32 characters (256 bits for HS256)').optional(),
+    AUTH_JWT_SECRET: z.string().min(32, 'must be at least 32 characters (256 bits for HS256)').refine(unpadded, PADDED).optional(),
     AUTH_JWKS_URL: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional(),
-    AUTH_JWT_ISSUER: z.string().min(1).max(500).optional(),
-    AUTH_JWT_AUDIENCE: z.string().min(1).max(500).optional(),
+    AUTH_JWT_ISSUER: z.string().min(1).max(500).refine(unpadded, PADDED).optional(),
+    AUTH_JWT_AUDIENCE: z.string().min(1).max(500).refine(unpadded, PADDED).optional(),
     RESEND_RATE_LIMIT: rateLimit('60,20', 'resends'),
     LOG_RATE_LIMIT: rateLimit('300,60', 'log reads'),
     ALLOW_PRIVATE_TARGETS: envFields.boolean(false),

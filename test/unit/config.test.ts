@@ -204,6 +204,14 @@ describe('API configuration', () => {
     expect(loadApiConfig({ ...base, TRUST_PROXY: 'loopback, 10.0.0.0/8,fd00::/8, 192.168.1.7' }).TRUST_PROXY).toEqual(['loopback', '10.0.0.0/8', 'fd00::/8', '192.168.1.7']);
   });
 
+  it.each(['AUTH_JWT_SECRET', 'AUTH_JWT_ISSUER', 'AUTH_JWT_AUDIENCE'])('refuses %s with whitespace around it (the newline of a file), naming it: it is compared byte for byte', (variable) => {
+    const value = variable === 'AUTH_JWT_SECRET' ? 'x'.repeat(40) : 'https://auth.example.com';
+    expect(loadApiConfig({ ...base, [variable]: value })[variable as 'AUTH_JWT_ISSUER']).toBe(value);
+    for (const padded of [`${value}\n`, ` ${value}`]) {
+      expect(() => loadApiConfig({ ...base, [variable]: padded })).toThrow(`Invalid configuration: ${variable}: must not begin or end with whitespace`);
+    }
+  });
+
   it('reads RESEND_RATE_LIMIT as resends per minute with an optional burst', () => {
     expect(loadApiConfig(base).RESEND_RATE_LIMIT).toEqual({ perMinute: 60, burst: 20 });
     expect(loadApiConfig({ ...base, RESEND_RATE_LIMIT: '600' }).RESEND_RATE_LIMIT).toEqual({ perMinute: 600, burst: 200 });
