@@ -187,7 +187,16 @@ export class DeliveryLogRecorder {
       if (this.generation === generation) void this.giveUp(err);
     });
     this.logger.info('delivery recorder leading', { stream: this.stream, from: this.next ?? 'first' });
-    await this.subscribe();
+    try {
+      await this.subscribe();
+    } catch (err) {
+      // The connection dropped at that moment, or the stream is gone: the lead goes, taken again later
+      // (unhandled, the rejection ended the process; the 'connected' event may never come).
+      this.logger.warn('delivery recorder could not read the stream; letting the lead go, retrying', { error: (err as Error).message });
+      if (this.generation === generation) await this.resign();
+      this.schedule(() => void this.tryToLead(), retryMs);
+      return;
+    }
     this.idle();
   }
 

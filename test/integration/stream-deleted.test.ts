@@ -1,4 +1,4 @@
-import { BrokerConnection } from '../../libs/broker/index.js';
+import { BrokerConnection, BrokerUnavailableError } from '../../libs/broker/index.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { decodeRecords, type DeliveryRecordInput, DeliveryRecorder } from '../../libs/delivery-log/index.js';
 import { deliveryLogQueries, DeliveryLogRecorder, openPostgres } from '../../libs/delivery-store/index.js';
@@ -167,4 +167,38 @@ describe('a deleted stream is declared again and read from its start, without a 
       await db.drop();
     }
   }, 45_000);
+
+  it('a recorder whose first read of the stream fails as it takes the lead lets the lead go and takes it again, and stores what comes', async () => {
+    const prefix = uniquePrefix('recorder-lead');
+    const broker = new BrokerConnection({ url: brokerUrl(), name: 'test-recorder-lead', logger: silentLogger() });
+    await broker.open(10_000);
+    const db = await createTestDatabase('recorder_lead');
+    const database = openPostgres(db.url);
+    const writer = new DeliveryRecorder(broker, silentLogger(), { prefix, maxRecords: 1 });
+    // The first consume fails as one does when the connection drops at that moment.
+    let refused = 0;
+    const flaky = new Proxy(broker, {
+      get(target, key, receiver) {
+        if (key === 'consume' && refused === 0) return async () => { refused++; throw new BrokerUnavailableError('not connected to RabbitMQ'); };
+        const value = Reflect.get(target, key, receiver);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const recorder = new DeliveryLogRecorder(flaky, database, silentLogger(), { prefix, retentionMs: 86_400_000, retryMs: 200 });
+    const stored = async () => (await db.query<{ webhook_id: string }>('SELECT webhook_id FROM delivery_webhooks').catch(() => [])).map((r) => r.webhook_id);
+    try {
+      await writer.start();
+      await recorder.start();
+      await writer.record({ webhookId: 'wh_after_refusal', merchantId: 'm_1', event: 'payout', references: ['po-1'], firstSeenAt: new Date().toISOString(), outcome: 'delivered', attemptNumber: 1 });
+      await waitFor('the record stored by the lead taken again', async () => (await stored()).includes('wh_after_refusal'), 15_000);
+      expect(refused).toBe(1);
+    } finally {
+      await recorder.stop();
+      await writer.stop();
+      await test.deleteTopology(prefix);
+      await broker.close();
+      await database.close();
+      await db.drop();
+    }
+  }, 40_000);
 });
