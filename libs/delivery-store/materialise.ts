@@ -55,6 +55,7 @@ WITH stored_offset AS (
     (SELECT seq_base FROM base) + min(pos) + 1 AS seq,
     min(event) AS event,
     min(refs) AS refs,
+    min(at) AS first_record_at,
     max(at) AS last_record_at,
     max(key) AS last_key,
     (array_agg(status ORDER BY key DESC))[1] AS status,
@@ -68,9 +69,9 @@ WITH stored_offset AS (
   FROM fresh GROUP BY merchant_id, webhook_id, endpoint_id
 )
 INSERT INTO delivery_webhooks AS w (merchant_id, webhook_id, endpoint_id, first_seen_at, seq, event, refs, merchant_refs, payload, status, attempts,
-  first_attempt_at, last_attempt_at, last_http_status, last_error, next_attempt_at, last_record_at, last_key)
+  first_attempt_at, last_attempt_at, last_http_status, last_error, next_attempt_at, first_record_at, last_record_at, last_key)
 SELECT merchant_id, webhook_id, endpoint_id, first_seen_at, seq, event, refs, ARRAY(SELECT merchant_id || chr(31) || r FROM unnest(refs) AS r), payload, status, attempts,
-  first_attempt_at, last_attempt_at, last_http_status, last_error, next_attempt_at, last_record_at, last_key
+  first_attempt_at, last_attempt_at, last_http_status, last_error, next_attempt_at, first_record_at, last_record_at, last_key
 FROM per_webhook
 ORDER BY first_ord
 ON CONFLICT (merchant_id, webhook_id, endpoint_id) DO UPDATE SET
@@ -85,6 +86,8 @@ ON CONFLICT (merchant_id, webhook_id, endpoint_id) DO UPDATE SET
   status = CASE WHEN EXCLUDED.last_key > w.last_key THEN EXCLUDED.status ELSE w.status END,
   next_attempt_at = CASE WHEN EXCLUDED.last_key > w.last_key THEN EXCLUDED.next_attempt_at ELSE w.next_attempt_at END,
   last_key = greatest(w.last_key, EXCLUDED.last_key),
+  -- A row written before 0019 has none: its records were read from first_seen_at, and still are.
+  first_record_at = least(coalesce(w.first_record_at, w.first_seen_at), EXCLUDED.first_record_at),
   last_record_at = greatest(w.last_record_at, EXCLUDED.last_record_at)
 `;
 

@@ -81,7 +81,8 @@ SELECT ${SUMMARY_COLUMNS}, payload, (
       'responseBody', r.response_body, 'reason', r.reason, 'nextAttemptAt', r.next_attempt_at) ORDER BY r.at, r.attempt_number), '[]')
   FROM delivery_records r
   WHERE r.merchant_id = w.merchant_id AND r.webhook_id = w.webhook_id AND r.endpoint_id = w.endpoint_id
-    AND r.at >= w.first_seen_at AND r.at <= w.last_record_at
+    -- From the earliest record's time, not first_seen_at: another host's clock, which may be ahead of the records'.
+    AND r.at >= coalesce(w.first_record_at, w.first_seen_at) AND r.at <= w.last_record_at
 ) AS records, k.duplicates, k.last_duplicate_at
 FROM (${webhooks}) w
 LEFT JOIN LATERAL (
@@ -89,7 +90,7 @@ LEFT JOIN LATERAL (
 ) k ON true
 ORDER BY first_seen_at DESC, webhook_id DESC, endpoint_id DESC`;
 
-const DETAIL_COLUMNS = `merchant_id, ${SUMMARY_COLUMNS}, payload, last_record_at`;
+const DETAIL_COLUMNS = `merchant_id, ${SUMMARY_COLUMNS}, payload, first_record_at, last_record_at`;
 
 /** The list's cursor: the last row's (first_seen_at, webhook_id, endpoint_id), opaque to clients. */
 function encodeCursor(row: WebhookRow): string {

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Dispatcher } from '../../apps/dispatcher/dispatcher.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { type DeliveryRecord, DeliveryRecorder } from '../../libs/delivery-log/index.js';
-import { type Database, DeliveryLogRecorder, openPostgres } from '../../libs/delivery-store/index.js';
+import { type Database, DeliveryLogRecorder, deliveryLogQueries, openPostgres } from '../../libs/delivery-store/index.js';
 import { ensurePartitionsFor, prepareRows, storeBatch } from '../../libs/delivery-store/materialise.js';
 import { createUndiciClient } from '../../libs/http/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
@@ -69,6 +69,14 @@ describe('the delivery log orders each webhook by its attempts, not by host cloc
       expect(records.map((r) => r.outcome)).toEqual(['retrying', 'delivered']);
       expect(records[0]!.at.getTime()).toBeGreaterThan(records[1]!.at.getTime());
       expect(await statusOf(merchant.id, messageId)).toMatchObject({ status: 'delivered', next_attempt_at: null });
+      // What the merchant reads: both attempts, B's delivery too, though its time is before the
+      // first-seen time A's clock gave the webhook.
+      const detail = await deliveryLogQueries(database).getWebhook(merchant.id, messageId);
+      expect(detail?.records.map((r) => [r.outcome, r.attemptNumber, r.httpStatus])).toEqual(
+        expect.arrayContaining([['retrying', 1, 500], ['delivered', 2, 204]]),
+      );
+      expect(detail?.records).toHaveLength(2);
+      expect(detail).toMatchObject({ status: 'delivered', attempts: 2, nextAttemptAt: null });
     } finally {
       await b?.stop();
       writer.close();
