@@ -7,7 +7,8 @@ import { dayOf, ensurePartition } from './schema.js';
  * id and time, and is skipped), and each delivery's row (the webhook on one endpoint, '' before
  * endpoints) updated from the new records only, so a duplicate never counts an attempt twice. Its
  * status, next attempt and last error follow the record that comes last in the webhook's own
- * order, whatever order batches arrive in and whatever the hosts' clocks say: its key is the
+ * order (its last HTTP status, the last attempt in that order), whatever order batches arrive in
+ * and whatever the hosts' clocks say: its key is the
  * resend, the attempt number, the rank (an attempt's retry, then a wait, then an end), then its
  * place in the deliveries stream. Its feed position (seq) is fixed by its first record's place.
  */
@@ -63,15 +64,17 @@ WITH stored_offset AS (
     count(started_at)::integer AS attempts,
     min(started_at) AS first_attempt_at,
     max(started_at) AS last_attempt_at,
-    (array_agg(http_status ORDER BY started_at DESC) FILTER (WHERE started_at IS NOT NULL))[1] AS last_http_status,
+    -- The last attempt in the delivery's order, not by its host's clock.
+    max(key) FILTER (WHERE started_at IS NOT NULL) AS last_attempt_key,
+    (array_agg(http_status ORDER BY key DESC) FILTER (WHERE started_at IS NOT NULL))[1] AS last_http_status,
     (array_agg(coalesce(error, reason) ORDER BY key DESC) FILTER (WHERE error IS NOT NULL OR reason IS NOT NULL))[1] AS last_error,
     (array_agg(payload ORDER BY ord) FILTER (WHERE payload IS NOT NULL))[1] AS payload
   FROM fresh GROUP BY merchant_id, webhook_id, endpoint_id
 )
 INSERT INTO delivery_webhooks AS w (merchant_id, webhook_id, endpoint_id, first_seen_at, seq, event, refs, merchant_refs, payload, status, attempts,
-  first_attempt_at, last_attempt_at, last_http_status, last_error, next_attempt_at, first_record_at, last_record_at, last_key)
+  first_attempt_at, last_attempt_at, last_http_status, last_error, next_attempt_at, first_record_at, last_record_at, last_key, last_attempt_key)
 SELECT merchant_id, webhook_id, endpoint_id, first_seen_at, seq, event, refs, ARRAY(SELECT merchant_id || chr(31) || r FROM unnest(refs) AS r), payload, status, attempts,
-  first_attempt_at, last_attempt_at, last_http_status, last_error, next_attempt_at, first_record_at, last_record_at, last_key
+  first_attempt_at, last_attempt_at, last_http_status, last_error, next_attempt_at, first_record_at, last_record_at, last_key, last_attempt_key
 FROM per_webhook
 ORDER BY first_ord
 ON CONFLICT (merchant_id, webhook_id, endpoint_id) DO UPDATE SET
@@ -80,8 +83,9 @@ ON CONFLICT (merchant_id, webhook_id, endpoint_id) DO UPDATE SET
   payload = coalesce(w.payload, EXCLUDED.payload),
   first_attempt_at = least(w.first_attempt_at, EXCLUDED.first_attempt_at),
   last_attempt_at = greatest(w.last_attempt_at, EXCLUDED.last_attempt_at),
-  last_http_status = CASE WHEN EXCLUDED.last_attempt_at IS NOT NULL AND (w.last_attempt_at IS NULL OR EXCLUDED.last_attempt_at >= w.last_attempt_at)
-    THEN EXCLUDED.last_http_status ELSE w.last_http_status END,
+  -- A row written before 0020 has no key: the next attempt stored is taken as its last.
+  last_http_status = CASE WHEN EXCLUDED.last_attempt_key > coalesce(w.last_attempt_key, '{}') THEN EXCLUDED.last_http_status ELSE w.last_http_status END,
+  last_attempt_key = greatest(w.last_attempt_key, EXCLUDED.last_attempt_key),
   last_error = CASE WHEN EXCLUDED.last_key > w.last_key THEN coalesce(EXCLUDED.last_error, w.last_error) ELSE w.last_error END,
   status = CASE WHEN EXCLUDED.last_key > w.last_key THEN EXCLUDED.status ELSE w.status END,
   next_attempt_at = CASE WHEN EXCLUDED.last_key > w.last_key THEN EXCLUDED.next_attempt_at ELSE w.next_attempt_at END,

@@ -31,8 +31,8 @@ describe('the delivery log orders each webhook by its attempts, not by host cloc
   });
 
   const statusOf = async (merchantId: string, webhookId: string) =>
-    (await db.query<{ status: string; next_attempt_at: Date | null; last_error: string | null }>(
-      'SELECT status, next_attempt_at, last_error FROM delivery_webhooks WHERE merchant_id = $1 AND webhook_id = $2',
+    (await db.query<{ status: string; next_attempt_at: Date | null; last_error: string | null; last_http_status: number | null }>(
+      'SELECT status, next_attempt_at, last_error, last_http_status FROM delivery_webhooks WHERE merchant_id = $1 AND webhook_id = $2',
       [merchantId, webhookId],
     ))[0];
 
@@ -70,13 +70,14 @@ describe('the delivery log orders each webhook by its attempts, not by host cloc
       expect(records[0]!.at.getTime()).toBeGreaterThan(records[1]!.at.getTime());
       expect(await statusOf(merchant.id, messageId)).toMatchObject({ status: 'delivered', next_attempt_at: null });
       // What the merchant reads: both attempts, B's delivery too, though its time is before the
-      // first-seen time A's clock gave the webhook.
+      // first-seen time A's clock gave the webhook; and the delivered attempt's HTTP status, not
+      // the retry's, whose clock read later.
       const detail = await deliveryLogQueries(database).getWebhook(merchant.id, messageId);
       expect(detail?.records.map((r) => [r.outcome, r.attemptNumber, r.httpStatus])).toEqual(
         expect.arrayContaining([['retrying', 1, 500], ['delivered', 2, 204]]),
       );
       expect(detail?.records).toHaveLength(2);
-      expect(detail).toMatchObject({ status: 'delivered', attempts: 2, nextAttemptAt: null });
+      expect(detail).toMatchObject({ status: 'delivered', attempts: 2, lastHttpStatus: 204, nextAttemptAt: null });
     } finally {
       await b?.stop();
       writer.close();
@@ -142,6 +143,18 @@ describe('the delivery log orders each webhook by its attempts, not by host cloc
       expect(await statusOf('m_rank', 'wh_e')).toMatchObject({ status: 'retrying' });
       await store([record('wh_e', 'delivered', 1, 100, { resend: 1 })], [record('wh_e', 'retrying', 2, 0)]);
       expect(await statusOf('m_rank', 'wh_e')).toMatchObject({ status: 'delivered', next_attempt_at: null });
+    });
+
+    it('the last HTTP status is the last attempt\'s in that order, whatever its time, in one batch or across batches', async () => {
+      // Started when its record was made, by its host's clock.
+      const attempt = (httpStatus: number, secondsAgo: number) => ({ attempt: { startedAt: new Date(Date.now() - secondsAgo * 1000).toISOString(), durationMs: 1, httpStatus } });
+      await store([record('wh_g', 'delivered', 2, 60, attempt(200, 60)), record('wh_g', 'retrying', 1, 0, attempt(500, 0))]);
+      expect(await statusOf('m_rank', 'wh_g')).toMatchObject({ status: 'delivered', last_http_status: 200 });
+      await store([record('wh_h', 'delivered', 2, 60, attempt(204, 60))], [record('wh_h', 'retrying', 1, 0, attempt(503, 0))]);
+      expect(await statusOf('m_rank', 'wh_h')).toMatchObject({ status: 'delivered', last_http_status: 204 });
+      // A resend's attempt follows the failure before it, even with an earlier time.
+      await store([record('wh_i', 'failed', 3, 0, { reason: 'attempts-exhausted', ...attempt(500, 0) })], [record('wh_i', 'delivered', 1, 100, { resend: 1, ...attempt(200, 100) })]);
+      expect(await statusOf('m_rank', 'wh_i')).toMatchObject({ status: 'delivered', last_http_status: 200 });
     });
 
     it('for the same attempt and rank, the later stream position wins', async () => {
