@@ -30,14 +30,19 @@ export async function ensurePartition(db: Queryable, table: PartitionedTable, da
   );
 }
 
-/** Drops the records' day partitions and the webhooks (in slices: no long lock) past retention; returns the partitions dropped. */
+/** Drops the records' day partitions and the webhooks whose last record is past retention (in slices: no long lock); returns the partitions dropped. */
 export async function dropExpiredPartitions(db: Queryable, retentionMs: number, now = new Date()): Promise<string[]> {
   const cutoff = now.getTime() - retentionMs;
   const dropped = await dropPartitionsEndedBy(db, 'delivery_records', cutoff);
   const before = new Date(cutoff).toISOString();
   for (;;) {
     const { rows } = await db.query<{ n: number }>(
-      `WITH gone AS (DELETE FROM delivery_webhooks WHERE ctid IN (SELECT ctid FROM delivery_webhooks WHERE last_record_at < $1::timestamptz LIMIT 10000) RETURNING 1)
+      // By the webhook's last record, not each delivery's: a fanned-out webhook one endpoint still has
+      // records of keeps its other deliveries, in its detail, and its first delivery's place in the
+      // feed (dropped, the event came back at the next one's place to a reader past it).
+      `WITH gone AS (DELETE FROM delivery_webhooks WHERE ctid IN (SELECT ctid FROM delivery_webhooks d WHERE last_record_at < $1::timestamptz
+         AND NOT EXISTS (SELECT 1 FROM delivery_webhooks o WHERE o.merchant_id = d.merchant_id AND o.webhook_id = d.webhook_id AND o.last_record_at >= $1::timestamptz)
+         LIMIT 10000) RETURNING 1)
        SELECT count(*)::integer AS n FROM gone`,
       [before],
     );

@@ -8,6 +8,7 @@
 import type { ApiProgram } from '../../apps/api/program.js';
 import type { DeliveryRecordInput } from '../../libs/delivery-log/index.js';
 import { adminToken, call, expectDocumented, seen, token } from '../support/api.js';
+import { dropExpiredPartitions, openPostgres } from '../../libs/delivery-store/index.js';
 import { testMerchant, testSecret } from '../support/harness.js';
 import { type LogApi, startLogApi } from '../support/log-api.js';
 import type { TestDatabase } from '../support/postgres.js';
@@ -16,6 +17,7 @@ import { waitFor } from '../support/wait.js';
 
 const CLI = 'dist/apps/cli/main.js';
 const minutesAgo = (m: number) => new Date(Date.now() - m * 60_000).toISOString();
+const DAY_MS = 86_400_000;
 
 type Item = Record<string, unknown>;
 
@@ -129,5 +131,35 @@ describe('the delivery log per endpoint', () => {
     expect(JSON.parse(failed.stdout)).toMatchObject([{ webhookId: 'wh_fan', endpointId: B }]);
     const none = await runProgram(CLI, { DATABASE_URL: db.url }, ['failed', 'list', '--merchant', merchant.id, '--endpoint', A, '--json']);
     expect([none.code, none.stdout.trim()]).toEqual([3, '[]']);
+  });
+
+  it("keeps each endpoint's delivery of a webhook while the webhook has a record within retention: its detail, its list and its place in the feed", async () => {
+    // 40 days ago: delivered to A, failed on B; today B's resend failed again.
+    const old = minutesAgo(40 * 24 * 60);
+    const kept = { webhookId: 'wh_kept', merchantId: merchant.id, event: 'payout', references: ['po-kept'], payload, firstSeenAt: old };
+    const story: DeliveryRecordInput[] = [
+      { ...kept, endpointId: A, at: old, outcome: 'delivered', attemptNumber: 1, attempt: { startedAt: old, durationMs: 3, httpStatus: 200 } },
+      { ...kept, endpointId: B, at: old, outcome: 'failed', attemptNumber: 1, reason: 'attempts-exhausted', attempt: { startedAt: old, durationMs: 3, httpStatus: 500, error: 'http_500' } },
+      { ...kept, endpointId: B, at: minutesAgo(1), outcome: 'failed', attemptNumber: 1, resend: 1, reason: 'attempts-exhausted', attempt: { startedAt: minutesAgo(1), durationMs: 3, httpStatus: 500, error: 'http_500' } },
+    ];
+    for (const record of story) await log.writer.record(record);
+    await waitFor('its records stored', async () => (await db.query<{ n: string }>("SELECT count(*) AS n FROM delivery_records WHERE webhook_id = 'wh_kept'"))[0]!.n === '3', 20_000);
+    const before = data<{ events: Item[] }>(await get('/nucleus/events?limit=500')).events;
+    const cursor = String(before.find((e) => e.webhookId === 'wh_kept')!.cursor);
+    const feedAfter = async () => data<{ events: Item[] }>(await get(`/nucleus/events?after=${cursor}&limit=500`)).events.map((e) => e.webhookId);
+    expect(await feedAfter()).not.toContain('wh_kept');
+
+    const database = openPostgres(db.url);
+    try {
+      await dropExpiredPartitions(database, 30 * DAY_MS);
+    } finally {
+      await database.close();
+    }
+    // The webhook's last record is today: every delivery of it stays (the records of 40 days ago are gone with their day).
+    const detail = data<Item & { deliveries: Item[] }>(await get('/nucleus/webhooks/wh_kept'));
+    expect(detail.deliveries.map((d) => [d.endpointId, d.status])).toEqual([[A, 'delivered'], [B, 'failed']]);
+    expect(keys(data<{ webhooks: Item[] }>(await get('/nucleus/webhooks?reference=po-kept')).webhooks)).toEqual(['wh_kept@ep_log_b', 'wh_kept@ep_log_a']);
+    // A reader past it does not get it again.
+    expect(await feedAfter()).not.toContain('wh_kept');
   });
 });
