@@ -16,7 +16,10 @@ const when = z.string().nullable();
 
 /** An endpoint id as a filter or a choice: any id the log or the index may hold (an endpoint deleted since too). */
 export const endpointIdSchema = z.string().min(1).max(200).refine(isStorableText, 'must not hold a NUL character');
-const endpointOfDelivery = z.string().nullable().describe("The endpoint (ep_…) of this delivery; null on deliveries recorded before endpoints (the merchant's only endpoint then)");
+const endpointOfDelivery = z
+  .string()
+  .nullable()
+  .describe("The endpoint (ep_…) of this delivery; null on deliveries recorded before endpoints (the merchant's only endpoint then), and on a webhook skipped because none of the merchant's endpoints took it");
 const ERROR_CLASSES = ATTEMPT_ERROR_CLASSES.join(', ');
 
 export const listQuery = z.strictObject({

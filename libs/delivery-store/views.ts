@@ -2,7 +2,7 @@ import type { Outcome, WebhookStatus } from '../delivery-log/index.js';
 
 /** One delivery of a webhook: the webhook on one of the merchant's endpoints, and what happened to it. */
 export interface DeliverySummary {
-  /** The endpoint (ep_…); null on deliveries recorded before endpoints (the merchant's only endpoint then). */
+  /** The endpoint (ep_…); null on deliveries recorded before endpoints (the merchant's only endpoint then), and on a webhook none of its endpoints took (skipped). */
   endpointId: string | null;
   status: WebhookStatus;
   attempts: number;
