@@ -181,21 +181,6 @@ export class BrokerConnection extends EventEmitter {
   }
 
   /**
-   * `send` (a publish), tried once more after declaring the topology again when no queue took it
-   * (an operator deleted the queue or its binding; a returned publish was stored nowhere, so the
-   * second try is the only copy). A second return is the caller's.
-   */
-  async sendDeclaring(send: () => Promise<void>): Promise<void> {
-    try {
-      await send();
-    } catch (err) {
-      if (!(err instanceof BrokerUnroutableError)) throw err;
-      await this.declareAgain().catch(() => {});
-      await send();
-    }
-  }
-
-  /**
    * Declares the topology again now: a publish returned unroutable names a queue an operator
    * deleted, and waiting for a reconnect would hold the message until its delivery limit parks it.
    */

@@ -1,3 +1,3 @@
 export { BrokerConnection, type Consumer, type ConsumeOptions, type Delivery } from './connection.js';
 export { BrokerUnavailableError, BrokerUnroutableError } from './errors.js';
-export { copyProperties, type HeldMessage, moveMessage } from './move.js';
+export { copyProperties, type HeldMessage, moveMessage, sendDeclaring } from './move.js';

@@ -73,3 +73,18 @@ export async function moveMessage(broker: BrokerConnection, held: HeldMessage, q
     }
   }
 }
+
+/**
+ * `send` (a publish), tried once more after declaring the topology again when no queue took it
+ * (an operator deleted the queue or its binding; a returned publish was stored nowhere, so the
+ * second try is the only copy). A second return is the caller's.
+ */
+export async function sendDeclaring(broker: Pick<BrokerConnection, 'declareAgain'>, send: () => Promise<void>): Promise<void> {
+  try {
+    await send();
+  } catch (err) {
+    if (!(err instanceof BrokerUnroutableError)) throw err;
+    await broker.declareAgain().catch(() => {});
+    await send();
+  }
+}

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { BrokerUnavailableError, BrokerUnroutableError, type BrokerConnection, copyProperties } from '../broker/index.js';
+import { BrokerUnavailableError, BrokerUnroutableError, type BrokerConnection, copyProperties, sendDeclaring } from '../broker/index.js';
 import { copyHeaders, HEADERS, type ScalarHeaders, webhookHeaders } from '../contracts/index.js';
 import type { Logger } from '../logger/index.js';
 import { topologyNames } from '../topology/index.js';
@@ -223,7 +223,7 @@ export class ResendService {
     // No deadline on the publish itself: a confirm that comes after the answer still marks it resent.
     const send = () => this.broker.sendToQueue(this.dispatch, Buffer.from(webhook.content), copyProperties({}, headers, webhookId));
     // Returned, dispatch was deleted: declared again (no dispatcher may be running to do it), once more.
-    const publish = publishSpan(this.dispatch, undefined, { [ATTR.webhookId]: webhookId }, () => this.broker.sendDeclaring(send));
+    const publish = publishSpan(this.dispatch, undefined, { [ATTR.webhookId]: webhookId }, () => sendDeclaring(this.broker, send));
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<'late'>((resolve) => {
       timer = setTimeout(() => resolve('late'), RESEND_CONFIRM_DEADLINE_MS);

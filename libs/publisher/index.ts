@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { BrokerConnection } from '../broker/index.js';
+import { type BrokerConnection, sendDeclaring } from '../broker/index.js';
 import { type EventName, HEADERS, referencesOf, type UpstreamMessage, upstreamMessageSchema, webhookHeaders } from '../contracts/index.js';
 import { topologyNames } from '../topology/index.js';
 import { ATTR, publishSpan } from '../tracing/index.js';
@@ -45,7 +45,7 @@ export class EventPublisher {
         headers,
       });
     // Returned: no queue stored it (an operator deleted dispatch, or its binding): declared again, once more.
-    await publishSpan(this.exchange, headers, attributes, () => this.broker.sendDeclaring(send));
+    await publishSpan(this.exchange, headers, attributes, () => sendDeclaring(this.broker, send));
     return { messageId, routingKey: checked.event };
   }
 }
