@@ -267,3 +267,35 @@ export function scrapeProblems(objects: K8sObject[], alertsYaml: string): string
   }
   return problems;
 }
+
+/**
+ * Each PodDisruptionBudget selects one Deployment's pods, lets one go at the fewest replicas the
+ * Deployment may run (its autoscaler's floor, else its replicas), and lets a pod that is not ready
+ * be evicted whatever the budget (AlwaysAllow). Under the default, IfHealthyBudget, pods that never
+ * become ready (a crash loop after a bad release, RabbitMQ down for the dispatchers, PostgreSQL for
+ * the API) can be evicted by nobody: every `kubectl drain` of their nodes waits for ever.
+ */
+export function budgetProblems(objects: K8sObject[]): string[] {
+  const problems: string[] = [];
+  const deployments = objects.filter((o) => o.kind === 'Deployment') as Any[];
+  const floor = (name: string, deployment: Any): number => {
+    const hpa = objects.find((o) => o.kind === 'HorizontalPodAutoscaler' && (o as Any).spec.scaleTargetRef?.name === name) as Any;
+    const scaled = objects.find((o) => o.kind === 'ScaledObject' && (o as Any).spec.scaleTargetRef?.name === name) as Any;
+    return hpa?.spec.minReplicas ?? scaled?.spec.minReplicaCount ?? deployment.spec.replicas ?? 1;
+  };
+  for (const budget of objects.filter((o) => o.kind === 'PodDisruptionBudget') as Any[]) {
+    const where = `PodDisruptionBudget/${budget.metadata.name}`;
+    const selector: Record<string, string> = budget.spec.selector?.matchLabels ?? {};
+    const selected = deployments.filter((d) => Object.keys(selector).length > 0 && Object.entries(selector).every(([k, v]) => d.spec.template.metadata?.labels?.[k] === v));
+    if (selected.length !== 1) {
+      problems.push(`${where} selects the pods of ${selected.length} Deployments, not 1`);
+      continue;
+    }
+    if (budget.spec.unhealthyPodEvictionPolicy !== 'AlwaysAllow') problems.push(`${where}: unhealthyPodEvictionPolicy ${budget.spec.unhealthyPodEvictionPolicy ?? 'unset (IfHealthyBudget)'}, not AlwaysAllow: pods that are not ready block every drain`);
+    const replicas = floor(selected[0].metadata.name, selected[0]);
+    const { maxUnavailable, minAvailable } = budget.spec;
+    const allowed = maxUnavailable !== undefined ? (typeof maxUnavailable === 'number' ? maxUnavailable : Math.ceil((replicas * parseInt(maxUnavailable, 10)) / 100)) : minAvailable !== undefined ? replicas - (typeof minAvailable === 'number' ? minAvailable : Math.ceil((replicas * parseInt(minAvailable, 10)) / 100)) : 0;
+    if (!(allowed >= 1)) problems.push(`${where}: allows ${allowed} of ${replicas} replicas to go: a drain never evicts one`);
+  }
+  return problems;
+}

@@ -3,6 +3,7 @@ import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, w
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
+  budgetProblems,
   configurationProblems,
   containers,
   graceProblems,
@@ -138,6 +139,10 @@ describe('deploy/kubernetes', () => {
     }
   });
 
+  it('lets a drain evict one pod of each program, and any pod that is not ready', () => {
+    for (const [dir, objects] of rendered) expect({ dir, problems: budgetProblems(objects) }).toEqual({ dir, problems: [] });
+  });
+
   it('runs the pods as the image\'s own numeric user, which runAsNonRoot can verify', () => {
     const dockerfile = readFileSync(join(REPO, 'docker/Dockerfile'), 'utf8');
     const user = /^USER\s+(\S+)/m.exec(dockerfile.split(/^FROM\s/m).at(-1)!)?.[1];
@@ -212,6 +217,20 @@ describe('deploy/kubernetes', () => {
       expect(resourceProblems(objects)).toEqual([expect.stringContaining('webhooks-api/api: cpu'), expect.stringContaining('webhooks-api/api: memory')]);
       expect(securityProblems(objects)).toEqual([expect.stringContaining('webhooks-recorder/recorder: root filesystem'), expect.stringContaining('webhooks-migrate/migrate: the service account token')]);
       expect(graceProblems(objects)).toEqual([expect.stringContaining('webhooks-dispatcher/dispatcher: terminationGracePeriodSeconds 30')]);
+    });
+
+    it('disruption budgets: not-ready pods kept, none allowed at the autoscaler\'s floor, a selector of no Deployment', () => {
+      const objects = example();
+      delete named(objects, 'PodDisruptionBudget', 'webhooks-recorder').spec.unhealthyPodEvictionPolicy;
+      const api = named(objects, 'PodDisruptionBudget', 'webhooks-api').spec;
+      delete api.maxUnavailable;
+      api.minAvailable = 2;
+      named(objects, 'PodDisruptionBudget', 'webhooks-dispatcher').spec.selector.matchLabels['app.kubernetes.io/component'] = 'dispatchers';
+      expect(budgetProblems(objects)).toEqual([
+        'PodDisruptionBudget/webhooks-api: allows 0 of 2 replicas to go: a drain never evicts one',
+        'PodDisruptionBudget/webhooks-dispatcher selects the pods of 0 Deployments, not 1',
+        expect.stringContaining('PodDisruptionBudget/webhooks-recorder: unhealthyPodEvictionPolicy unset (IfHealthyBudget), not AlwaysAllow'),
+      ]);
     });
 
     it('configuration: an undocumented key, a secret in the ConfigMap, a required variable missing, a Secret the guide does not make', () => {
