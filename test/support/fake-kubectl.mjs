@@ -13,6 +13,9 @@
  * - `get secret NAME -o jsonpath={.data.KEY}`: a placeholder, base64 as the API server answers:
  *   `uri` a PostgreSQL URL (CloudNativePG's app Secret), anything else `placeholder-KEY`.
  * - anything else (`apply -f URL`, `wait`, `rollout`, `delete`): recorded, exit 0.
+ * With FAKE_KUBECTL_STATE (a directory), what a cluster would refuse fails: an object applied into a
+ * namespace that does not exist (its `namespaces` file, one a line, grows with each Namespace
+ * applied; fake-kubectl.sh refuses `-n` of one not there), a Secret created twice (`secrets`).
  */
 import { execFileSync } from 'node:child_process';
 import { appendFileSync, existsSync, readFileSync } from 'node:fs';
@@ -48,6 +51,11 @@ function matches(labels, selector) {
 const verb = args.find((a) => !a.startsWith('-') && args[args.indexOf(a) - 1] !== '-n');
 const rest = args.slice(args.indexOf(verb) + 1).filter((a) => !a.startsWith('-'));
 
+const state = process.env.FAKE_KUBECTL_STATE;
+/** The lines of a state file (`namespaces`, `secrets`), and a line added; nothing without FAKE_KUBECTL_STATE. */
+const stateLines = (file) => (state && existsSync(join(state, file)) ? readFileSync(join(state, file), 'utf8').split('\n').filter(Boolean) : []);
+const addState = (file, line) => state && appendFileSync(join(state, file), `${line}\n`);
+
 /** Where the test left DIR's rendering (test/support/kubernetes.ts: renderedFile), if it did. */
 function renderedBefore(dir) {
   const file = process.env.FAKE_KUBECTL_RENDERED && join(process.env.FAKE_KUBECTL_RENDERED, `${encodeURIComponent(resolve(dir))}.yaml`);
@@ -65,10 +73,20 @@ if (verb === 'apply' && option('-k', '--kustomize')) {
     .filter((o) => o && (selector === undefined || matches(o.metadata?.labels, selector)));
   if (objects.length === 0) fail(`no objects passed to apply (selector ${selector})`);
   record(objects);
+  // In order, as kubectl applies them (kustomize puts a Namespace first).
+  const missing = new Set();
+  for (const o of objects) {
+    if (o.kind === 'Namespace') addState('namespaces', o.metadata.name);
+    else if (state && o.metadata?.namespace && !stateLines('namespaces').includes(o.metadata.namespace)) missing.add(o.metadata.namespace);
+  }
+  if (missing.size > 0) fail(`Error from server (NotFound): namespaces "${[...missing].join('", "')}" not found`);
 } else if (verb === 'create' && rest[0] === 'secret') {
   const json = execFileSync(real, [...args, '--dry-run=client', '-o', 'json'], { encoding: 'utf8' });
   const secret = JSON.parse(json);
   if (option('-n', '--namespace')) secret.metadata.namespace = option('-n', '--namespace');
+  const key = `${secret.metadata.namespace ?? 'default'}/${secret.metadata.name}`;
+  if (stateLines('secrets').includes(key)) fail(`error: failed to create secret secrets "${secret.metadata.name}" already exists`);
+  addState('secrets', key);
   record([secret]);
 } else if (verb === 'get' && rest[0] === 'secret') {
   const key = /\{\.data\.([^}]+)\}/.exec(option('-o', '--output') ?? '')?.[1];

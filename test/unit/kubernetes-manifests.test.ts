@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import {
   budgetProblems,
   configurationProblems,
@@ -19,10 +19,13 @@ import { documentedVariables, KUBECTL, type K8sObject, parseRendered, renderedFi
 import { unknownFieldProblems } from '../support/kubernetes-types.js';
 
 /**
- * deploy/kubernetes, offline: docs/production.md's Kubernetes section is run (its blocks marked
- * `<!-- kubernetes -->`, in order, in one bash) with a stand-in for kubectl that renders each
- * `apply -k` with the real `kubectl kustomize` and makes each Secret with `--dry-run=client`
- * (test/support/fake-kubectl.mjs). The overlays it applies must be all of them; every object of
+ * deploy/kubernetes, offline: docs/production.md's Kubernetes section is run once per overlay, as
+ * the operator of that overlay follows it on a cluster of their own: its blocks marked
+ * `<!-- kubernetes -->` (every overlay's) and `<!-- kubernetes: <overlay> -->` (that one's), in
+ * order, in one bash, with a stand-in for kubectl that renders each `apply -k` with the real
+ * `kubectl kustomize`, makes each Secret with `--dry-run=client` and refuses what a fresh cluster
+ * would: a namespace not made yet, a Secret made twice (test/support/fake-kubectl.mjs). The
+ * overlays applied must be all of them, each by its own run only; every object of
  * every overlay is valid against its schema (test/support/kubernetes.ts) and passes the checks of
  * test/support/kubernetes-checks.ts, each of which is also seen failing on a mistake planted in a
  * copy. Needs kubectl (the machine image has it; KUBECTL names another) and no cluster or broker.
@@ -38,30 +41,42 @@ interface Call {
 }
 
 function blocks(): Array<{ marker?: string; code: string }> {
-  return [...SECTION.matchAll(/(?:<!-- (kubernetes(?:: not run)?) -->\n)?```sh\n([\s\S]*?)```/g)].map((m) => ({ marker: m[1], code: m[2]! }));
+  return [...SECTION.matchAll(/(?:<!-- (kubernetes(?:: [a-z ]+)?) -->\n)?```sh\n([\s\S]*?)```/g)].map((m) => ({ marker: m[1], code: m[2]! }));
 }
+
+/** The blocks an overlay's operator runs: every overlay's, and that overlay's own. */
+const runFor = (overlay: string) => (b: { marker?: string }) => b.marker === 'kubernetes' || b.marker === `kubernetes: ${basename(overlay)}`;
+
+/** What the production overlay's operator has in their shell, as the guide asks: their own RabbitMQ's and PostgreSQL's addresses. */
+const OWN_ADDRESSES = {
+  RABBITMQ_URL: 'amqps://webhooks:placeholder@rabbitmq.example.com:5671/webhooks',
+  DATABASE_URL: 'postgres://webhooks:placeholder@postgres.example.com:5432/webhooks?sslmode=verify-full',
+};
 
 /**
  * The section's commands, run with the stand-in: every kubectl call, in order. `renderings`: each
  * directory's `kubectl kustomize`, made once here for the test's own checks and for every call of
  * the guide that applies it (a rendering is some 0.3 s of kubectl each time).
  */
-function runGuide(renderings: Map<string, string>): Call[] {
+function runGuide(renderings: Map<string, string>, overlay: string, code = blocks().filter(runFor(overlay)).map((b) => b.code)): Call[] {
   const tmp = mkdtempSync(join(tmpdir(), 'kubernetes-guide-'));
   try {
     mkdirSync(join(tmp, 'rendered'));
+    // A fresh cluster: its own namespaces only.
+    mkdirSync(join(tmp, 'state'));
+    writeFileSync(join(tmp, 'state/namespaces'), 'default\nkube-system\nkube-public\n');
     for (const [dir, text] of renderings) writeFileSync(renderedFile(join(tmp, 'rendered'), dir), text);
     writeFileSync(join(tmp, 'kubectl'), `#!/bin/sh\nexec sh "${join(REPO, 'test/support/fake-kubectl.sh')}" "$@"\n`);
     chmodSync(join(tmp, 'kubectl'), 0o755);
-    const script = ['set -euo pipefail', ...blocks().filter((b) => b.marker === 'kubernetes').map((b) => b.code)].join('\n');
+    const script = ['set -euo pipefail', ...code].join('\n');
     const log = join(tmp, 'calls.jsonl');
     const run = spawnSync('bash', ['-c', script], {
       cwd: REPO,
       encoding: 'utf8',
       timeout: 120_000,
-      env: { PATH: `${tmp}:${process.env.PATH}`, HOME: tmp, FAKE_KUBECTL_LOG: log, FAKE_KUBECTL_NODE: process.execPath, FAKE_KUBECTL_REAL: KUBECTL, FAKE_KUBECTL_RENDERED: join(tmp, 'rendered') },
+      env: { ...OWN_ADDRESSES, PATH: `${tmp}:${process.env.PATH}`, HOME: tmp, FAKE_KUBECTL_LOG: log, FAKE_KUBECTL_NODE: process.execPath, FAKE_KUBECTL_REAL: KUBECTL, FAKE_KUBECTL_RENDERED: join(tmp, 'rendered'), FAKE_KUBECTL_STATE: join(tmp, 'state') },
     });
-    if (run.status !== 0) throw new Error(`the guide's Kubernetes commands exited ${run.status}: ${run.stderr}${run.error?.message ?? ''}`);
+    if (run.status !== 0) throw new Error(`the guide's Kubernetes commands for ${overlay} exited ${run.status}: ${run.stderr}${run.error?.message ?? ''}`);
     return readFileSync(log, 'utf8').trim().split('\n').map((line) => JSON.parse(line) as Call);
   } finally {
     rmSync(tmp, { recursive: true, force: true });
@@ -88,28 +103,41 @@ const clone = (objects: K8sObject[]) => structuredClone(objects);
 const named = (objects: K8sObject[], kind: string, name: string) => objects.find((o) => o.kind === kind && o.metadata.name === name) as unknown as { spec: any };
 const podOf = (objects: K8sObject[], name: string) => named(objects, 'Deployment', name).spec.template.spec;
 
+const secretsOf = (list: Call[]) => new Map(list.flatMap((c) => c.objects.filter((o) => o.kind === 'Secret').map((s): [string, Record<string, string>] => [s.metadata.name, decoded(s)])));
+
 describe('deploy/kubernetes', () => {
-  let calls: Call[];
-  let secrets: Map<string, Record<string, string>>;
+  /** Each overlay's run of the guide, and the Secrets it made; the base is checked with production's. */
+  const runs = new Map<string, Call[]>();
+  const secretsFor = new Map<string, Map<string, Record<string, string>>>();
   const rendered = new Map<string, K8sObject[]>();
   const documented = documentedVariables();
+  const EXAMPLE = 'deploy/kubernetes/overlays/example';
+  let calls: Call[];
+  let secrets: Map<string, Record<string, string>>;
+  let renderings: Map<string, string>;
 
   beforeAll(() => {
-    const renderings = new Map(['deploy/kubernetes/base', ...OVERLAYS].map((dir) => [dir, renderText(dir)]));
+    renderings = new Map(['deploy/kubernetes/base', ...OVERLAYS].map((dir) => [dir, renderText(dir)]));
     for (const [dir, text] of renderings) rendered.set(dir, parseRendered(text));
-    calls = runGuide(renderings);
-    secrets = new Map(calls.flatMap((c) => c.objects.filter((o) => o.kind === 'Secret').map((s): [string, Record<string, string>] => [s.metadata.name, decoded(s)])));
+    for (const overlay of OVERLAYS) {
+      runs.set(overlay, runGuide(renderings, overlay));
+      secretsFor.set(overlay, secretsOf(runs.get(overlay)!));
+    }
+    secretsFor.set('deploy/kubernetes/base', secretsFor.get('deploy/kubernetes/overlays/production')!);
+    calls = runs.get(EXAMPLE)!;
+    secrets = secretsFor.get(EXAMPLE)!;
   }, 180_000);
 
-  it('marks every shell block of the guide\'s section as run or not run', () => {
-    expect(blocks().filter((b) => b.marker === undefined).map((b) => b.code)).toEqual([]);
-    expect(blocks().filter((b) => b.marker === 'kubernetes').length).toBeGreaterThanOrEqual(5);
+  it('marks every shell block of the guide\'s section as run (for every overlay, or for one) or not run', () => {
+    const markers = ['kubernetes', 'kubernetes: not run', ...OVERLAYS.map((o) => `kubernetes: ${basename(o)}`)];
+    expect(blocks().filter((b) => !markers.includes(b.marker!)).map((b) => `${b.marker}: ${b.code}`)).toEqual([]);
+    for (const overlay of OVERLAYS) expect(blocks().filter(runFor(overlay)).length).toBeGreaterThanOrEqual(3);
   });
 
-  it('applies, in the guide\'s commands, every overlay there is and no other directory', () => {
-    const applied = [...new Set(calls.filter((c) => c.args.includes('-k')).map(kustomized))].sort();
-    expect(applied).toEqual(OVERLAYS);
-    expect(OVERLAYS).toContain('deploy/kubernetes/overlays/example');
+  it('applies, in the guide\'s commands, every overlay there is, each in its own run, and no other directory', () => {
+    for (const [overlay, list] of runs) expect({ overlay, applied: [...new Set(list.filter((c) => c.args.includes('-k')).map(kustomized))] }).toEqual({ overlay, applied: [overlay] });
+    expect([...runs.keys()].sort()).toEqual(OVERLAYS);
+    expect(OVERLAYS).toContain(EXAMPLE);
   });
 
   it('validates every object of every overlay against the pinned schemas, with no field its kind lacks', async () => {
@@ -154,8 +182,8 @@ describe('deploy/kubernetes', () => {
   });
 
   it('configures only documented variables, secrets only from the Secrets the guide creates, every program starting', () => {
-    for (const [dir, objects] of rendered) expect({ dir, problems: configurationProblems(objects, documented, secrets) }).toEqual({ dir, problems: [] });
-    expect([...secrets.keys()]).toEqual(['webhooks-secrets']);
+    for (const [dir, objects] of rendered) expect({ dir, problems: configurationProblems(objects, documented, secretsFor.get(dir)!) }).toEqual({ dir, problems: [] });
+    for (const [overlay, made] of secretsFor) expect({ overlay, secrets: [...made.keys()] }).toEqual({ overlay, secrets: ['webhooks-secrets'] });
   });
 
   it('writes no Secret with a value; the PrometheusRule is docker/alerts.yml, the ServiceMonitor scrapes the jobs it names', () => {
@@ -168,7 +196,7 @@ describe('deploy/kubernetes', () => {
   });
 
   it('migrates before the programs roll, at install and at upgrade; rolls every program back', () => {
-    expect(migrateOrderProblems(calls)).toEqual([]);
+    for (const [overlay, list] of runs) expect({ overlay, problems: migrateOrderProblems(list) }).toEqual({ overlay, problems: [] });
     // The upgrade deletes the last release's Job before applying its own (a Job's pods cannot change).
     const deleted = calls.findIndex((c) => c.args.includes('delete') && c.args.includes('webhooks-migrate'));
     expect(deleted).toBeGreaterThan(0);
@@ -249,6 +277,16 @@ describe('deploy/kubernetes', () => {
         expect.stringContaining('webhooks-recorder/recorder: RABBITMQ_URL from Secret webhooks-secrets key RABBITMQ_URI'),
       ]));
     });
+
+    it('a fresh cluster: a command in a namespace not made yet, a Secret made twice', () => {
+      const production = 'deploy/kubernetes/overlays/production';
+      const code = blocks().filter(runFor(production)).map((b) => b.code);
+      const namespace = code.findIndex((c) => c.includes('-l kubernetes.io/metadata.name=webhooks'));
+      const withoutNamespace = code.map((c, i) => (i === namespace ? c.replace(/^kubectl apply .*-l kubernetes\.io\/metadata\.name=webhooks\n/m, '') : c));
+      expect(() => runGuide(renderings, production, withoutNamespace)).toThrow(/namespaces "webhooks" not found/);
+      const secret = code.find((c) => c.includes('create secret'))!;
+      expect(() => runGuide(renderings, production, [...code, secret])).toThrow(/secrets "webhooks-secrets" already exists/);
+    }, 60_000);
 
     it('migration order: the wait for the Job left out', () => {
       expect(migrateOrderProblems(calls.filter((c) => !waitsForMigrate(c)))).toEqual(expect.arrayContaining([expect.stringContaining('without the migrate Job completed before')]));
