@@ -299,3 +299,33 @@ export function budgetProblems(objects: K8sObject[]): string[] {
   }
   return problems;
 }
+
+/** The labels of the programs' series: docs/operating.md's table of them (`webhooks_x{a,b}`, kept to the code by docs-metrics-routes.test.ts), and `program` on every sample. */
+export function seriesLabels(operatingMd: string): Set<string> {
+  const section = operatingMd.split('\n## Metrics and health\n')[1]!.split('\n## ')[0]!;
+  const labels = new Set(['program']);
+  for (const m of section.matchAll(/`webhooks_[a-z_]+\{([^}]*)\}`/g)) for (const l of m[1]!.split(',')) labels.add(l.trim());
+  return labels;
+}
+
+/** What the Prometheus Operator labels every target of a ServiceMonitor with. */
+const TARGET_LABELS = ['job', 'instance', 'namespace', 'service', 'pod', 'container', 'endpoint'];
+
+/**
+ * A series' own label that a ServiceMonitor's target also sets is stored as exported_<label>, the
+ * target's value in its place (webhooks_circuit_open{endpoint} would read endpoint="metrics", every
+ * circuit one line): each such label is honoured (honorLabels) or dropped from the targets.
+ */
+export function scrapeLabelProblems(objects: K8sObject[], labels: Set<string>): string[] {
+  const problems: string[] = [];
+  for (const monitor of objects.filter((o) => o.kind === 'ServiceMonitor') as Any[]) {
+    for (const endpoint of monitor.spec.endpoints ?? []) {
+      if (endpoint.honorLabels === true) continue;
+      const dropped = (endpoint.relabelings ?? []).filter((r: Any) => String(r.action).toLowerCase() === 'labeldrop').map((r: Any) => new RegExp(`^(?:${r.regex})$`));
+      for (const label of TARGET_LABELS.filter((l) => labels.has(l) && !dropped.some((re: RegExp) => re.test(l)))) {
+        problems.push(`ServiceMonitor/${monitor.metadata.name} port ${endpoint.port}: the series' label ${label} is also the target's, so it would be stored as exported_${label}`);
+      }
+    }
+  }
+  return problems;
+}

@@ -11,8 +11,10 @@ import {
   probeProblems,
   resourceProblems,
   ruleProblems,
+  scrapeLabelProblems,
   scrapeProblems,
   secretValueProblems,
+  seriesLabels,
   securityProblems,
 } from '../support/kubernetes-checks.js';
 import { documentedVariables, KUBECTL, type K8sObject, parseRendered, renderedFile, renderText, REPO, schemaProblems } from '../support/kubernetes.js';
@@ -34,6 +36,7 @@ const GUIDE = readFileSync(join(REPO, 'docs/production.md'), 'utf8');
 const SECTION = GUIDE.split('\n## Kubernetes\n')[1]!.split('\n## ')[0]!;
 const OVERLAYS = readdirSync(join(REPO, 'deploy/kubernetes/overlays')).map((d) => `deploy/kubernetes/overlays/${d}`).sort();
 const ALERTS = readFileSync(join(REPO, 'docker/alerts.yml'), 'utf8');
+const LABELS = seriesLabels(readFileSync(join(REPO, 'docs/operating.md'), 'utf8'));
 
 interface Call {
   args: string[];
@@ -191,6 +194,11 @@ describe('deploy/kubernetes', () => {
     expect(rendered.get('deploy/kubernetes/overlays/example')!.some((o) => o.kind === 'PrometheusRule')).toBe(true);
   });
 
+  it('keeps the series\' own labels under the Prometheus Operator\'s scrape', () => {
+    expect([...LABELS]).toEqual(expect.arrayContaining(['program', 'outcome', 'endpoint', 'queue']));
+    for (const [dir, objects] of rendered) expect({ dir, problems: scrapeLabelProblems(objects, LABELS) }).toEqual({ dir, problems: [] });
+  });
+
   it('lets the dispatcher out to the internet and not to private ranges, and only the scrape in', () => {
     for (const [dir, objects] of rendered) expect({ dir, problems: networkProblems(objects) }).toEqual({ dir, problems: [] });
   });
@@ -300,6 +308,12 @@ describe('deploy/kubernetes', () => {
       expect(secretValueProblems(objects)).toEqual(['Secret/oops holds values in a manifest']);
       expect(ruleProblems(objects, ALERTS)).toEqual([expect.stringContaining('differs from docker/alerts.yml')]);
       expect(networkProblems(objects)).toEqual(['egress to 0.0.0.0/0 lets the dispatcher reach 10.0.0.0/8']);
+      const scrape = named(objects, 'ServiceMonitor', 'nucleus-webhooks').spec.endpoints[0];
+      delete scrape.relabelings;
+      expect(scrapeLabelProblems(objects, LABELS)).toEqual(['ServiceMonitor/nucleus-webhooks port metrics: the series\' label endpoint is also the target\'s, so it would be stored as exported_endpoint']);
+      expect(scrapeLabelProblems(objects, new Set([...LABELS, 'pod']))).toHaveLength(2);
+      scrape.honorLabels = true;
+      expect(scrapeLabelProblems(objects, LABELS)).toEqual([]);
       named(objects, 'Service', 'webhooks-recorder-metrics').spec.ports[0].name = 'prom';
       expect(scrapeProblems(objects, ALERTS)).toEqual(['ServiceMonitor/nucleus-webhooks scrapes the jobs api, dispatcher; the rules expect api, dispatcher, recorder']);
     });
