@@ -329,3 +329,20 @@ export function scrapeLabelProblems(objects: K8sObject[], labels: Set<string>): 
   }
   return problems;
 }
+
+/**
+ * Each Deployment spreads its own pods across nodes (a constraint on kubernetes.io/hostname whose
+ * selector picks its pods), so that a node's loss leaves a replica: the dispatchers' competing
+ * consumer, the recorders' standby, which exists only to take the lead when the leader is lost.
+ */
+export function spreadProblems(objects: K8sObject[]): string[] {
+  const problems: string[] = [];
+  for (const deployment of objects.filter((o) => o.kind === 'Deployment') as Any[]) {
+    const labels: Record<string, string> = deployment.spec.template.metadata?.labels ?? {};
+    const own = (deployment.spec.template.spec.topologySpreadConstraints ?? []).filter(
+      (c: Any) => c.topologyKey === 'kubernetes.io/hostname' && c.maxSkew === 1 && Object.keys(c.labelSelector?.matchLabels ?? {}).length > 0 && Object.entries(c.labelSelector.matchLabels).every(([k, v]) => labels[k] === v),
+    );
+    if (own.length === 0) problems.push(`Deployment/${deployment.metadata.name}: its pods are not spread across nodes (no topologySpreadConstraint on kubernetes.io/hostname, maxSkew 1, selecting them)`);
+  }
+  return problems;
+}

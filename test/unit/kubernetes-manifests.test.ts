@@ -15,6 +15,7 @@ import {
   scrapeProblems,
   secretValueProblems,
   seriesLabels,
+  spreadProblems,
   securityProblems,
 } from '../support/kubernetes-checks.js';
 import { documentedVariables, KUBECTL, type K8sObject, parseRendered, renderedFile, renderText, REPO, schemaProblems } from '../support/kubernetes.js';
@@ -170,8 +171,8 @@ describe('deploy/kubernetes', () => {
     }
   });
 
-  it('lets a drain evict one pod of each program, and any pod that is not ready', () => {
-    for (const [dir, objects] of rendered) expect({ dir, problems: budgetProblems(objects) }).toEqual({ dir, problems: [] });
+  it('lets a drain evict one pod of each program, and any pod that is not ready; spreads each program\'s pods across nodes', () => {
+    for (const [dir, objects] of rendered) expect({ dir, problems: [...budgetProblems(objects), ...spreadProblems(objects)] }).toEqual({ dir, problems: [] });
   });
 
   it('runs the pods as the image\'s own numeric user, which runAsNonRoot can verify', () => {
@@ -255,7 +256,7 @@ describe('deploy/kubernetes', () => {
       expect(graceProblems(objects)).toEqual([expect.stringContaining('webhooks-dispatcher/dispatcher: terminationGracePeriodSeconds 30')]);
     });
 
-    it('disruption budgets: not-ready pods kept, none allowed at the autoscaler\'s floor, a selector of no Deployment', () => {
+    it('disruption budgets: not-ready pods kept, none allowed at the autoscaler\'s floor, a selector of no Deployment; pods not spread', () => {
       const objects = example();
       delete named(objects, 'PodDisruptionBudget', 'webhooks-recorder').spec.unhealthyPodEvictionPolicy;
       const api = named(objects, 'PodDisruptionBudget', 'webhooks-api').spec;
@@ -266,6 +267,12 @@ describe('deploy/kubernetes', () => {
         'PodDisruptionBudget/webhooks-api: allows 0 of 2 replicas to go: a drain never evicts one',
         'PodDisruptionBudget/webhooks-dispatcher selects the pods of 0 Deployments, not 1',
         expect.stringContaining('PodDisruptionBudget/webhooks-recorder: unhealthyPodEvictionPolicy unset (IfHealthyBudget), not AlwaysAllow'),
+      ]);
+      delete podOf(objects, 'webhooks-api').topologySpreadConstraints;
+      podOf(objects, 'webhooks-dispatcher').topologySpreadConstraints[0].labelSelector.matchLabels['app.kubernetes.io/component'] = 'api';
+      expect(spreadProblems(objects)).toEqual([
+        expect.stringContaining('Deployment/webhooks-api: its pods are not spread'),
+        expect.stringContaining('Deployment/webhooks-dispatcher: its pods are not spread'),
       ]);
     });
 
