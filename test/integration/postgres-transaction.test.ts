@@ -8,7 +8,7 @@ import { waitFor } from '../support/wait.js';
  * transaction, not end the process with an 'error' event nobody hears (seen in CI: a dispatcher's
  * transaction when merchant-store-outage crashed its PostgreSQL).
  */
-describe('a transaction whose connection the server ends', () => {
+describe('PostgreSQL sessions: a transaction whose connection the server ends, and keepalives', () => {
   let db: TestDatabase;
   beforeAll(async () => {
     db = await createTestDatabase('pg_transaction', undefined, { migrated: false });
@@ -31,6 +31,21 @@ describe('a transaction whose connection the server ends', () => {
       // The dead connection was not given back to the pool: the next query has a live one.
       expect((await database.query<{ one: number }>('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
     } finally {
+      await database.close();
+    }
+  });
+
+  it('asks the server for keepalives on every session, pooled or held (a vanished host\'s session, and its locks, end within a minute)', async () => {
+    const database = openPostgres(db.url, { maxConnections: 1, durableCommits: true });
+    const session = await database.session();
+    try {
+      const shown = async (query: (sql: string) => Promise<{ rows: Array<Record<string, string>> }>) =>
+        (await query("SELECT current_setting('tcp_keepalives_idle') AS idle, current_setting('tcp_keepalives_interval') AS every, current_setting('tcp_keepalives_count') AS count, current_setting('synchronous_commit') AS sync")).rows[0];
+      const expected = { idle: '30', every: '10', count: '3', sync: 'on' };
+      expect(await shown((sql) => database.query(sql) as never)).toEqual(expected);
+      expect(await shown((sql) => session.query(sql) as never)).toEqual(expected);
+    } finally {
+      await session.close();
       await database.close();
     }
   });
