@@ -144,7 +144,8 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
     gaugeFrom(registry, METRIC_NAMES.deliveryLogBehind, 'Seconds since the delivery log last held every record read', () => health.state.behindSeconds ?? 0);
   }
   const operationalCounts = operationalMetrics(registry, OPERATIONAL_EVENT_TYPES, DISABLED_REASONS);
-  const operational = new OperationalPublisher(broker, topologyNames(config.TOPOLOGY_PREFIX).operational, logger, { onPublished: (type) => operationalCounts.published(type) });
+  // An endpoint write answers once its event is published or given up on: within 10 s, as any publish while RabbitMQ is away.
+  const operational = new OperationalPublisher(broker, topologyNames(config.TOPOLOGY_PREFIX).operational, logger, { onPublished: (type) => operationalCounts.published(type), deadlineMs: 10_000 });
   const logDatabase = log && (options.wrapLogQueries?.(log.database) ?? log.database);
   const publisher = new EventPublisher(broker, config.TOPOLOGY_PREFIX);
   const portal: PortalDeps = {

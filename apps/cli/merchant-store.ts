@@ -34,7 +34,7 @@ export async function withSettings<T>(ctx: CliContext, access: 'read' | 'write',
     // rather than made and left unannounced.
     return await withBroker(ctx.config, [], async (broker) => {
       // A webhook turned off or on here is announced as the admin API does (endpoint.disabled / endpoint.enabled).
-      const announce = announcer(new OperationalPublisher(broker, topologyNames(ctx.config.TOPOLOGY_PREFIX).operational, silentLogger(), { backoffMs: [500, 1_000] }), silentLogger());
+      const announce = announcer(new OperationalPublisher(broker, topologyNames(ctx.config.TOPOLOGY_PREFIX).operational, silentLogger(), { backoffMs: [500, 1_000], deadlineMs: 10_000 }), silentLogger());
       return run(settings(announce), opened.database);
     });
   } catch (err) {

@@ -19,6 +19,12 @@ export class OperationalPublisher {
       backoffMs?: readonly number[];
       /** Called once per event the broker confirmed (routed or not), for webhooks_operational_events_total. */
       onPublished?: (type: OperationalEventType) => void;
+      /**
+       * The longest publish() takes, its tries and waits together. For a program that answers after
+       * it (the API, the CLI): each try waits up to 10 s for a broker that is away, and unbounded
+       * the tries held a committed endpoint write unanswered for over a minute.
+       */
+      deadlineMs?: number;
     } = {},
   ) {}
 
@@ -33,6 +39,8 @@ export class OperationalPublisher {
   async publish({ id, event }: IdentifiedEvent): Promise<void> {
     const body = Buffer.from(JSON.stringify(event));
     const backoff = this.options.backoffMs ?? [500, 1_000, 2_000, 4_000, 8_000];
+    const started = Date.now();
+    const deadline = this.options.deadlineMs ?? Infinity;
     for (let attempt = 0; ; attempt++) {
       try {
         await this.broker.publish(this.exchange, event.type, body, {
@@ -41,11 +49,11 @@ export class OperationalPublisher {
           messageId: id,
           timestamp: Math.floor(Date.parse(event.timestamp) / 1000),
           type: event.type,
-        }, 10_000);
+        }, Math.min(10_000, deadline - (Date.now() - started)));
         break;
       } catch (err) {
         if (err instanceof BrokerUnroutableError) break;
-        if (attempt >= backoff.length || this.stopped) {
+        if (attempt >= backoff.length || this.stopped || Date.now() - started + backoff[attempt]! >= deadline) {
           this.logger.error('operational event not published', { type: event.type, id, merchantId: event.data.merchantId, error: (err as Error).message });
           throw err;
         }
