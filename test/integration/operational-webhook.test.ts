@@ -7,7 +7,8 @@ import { silentLogger } from '../../libs/logger/index.js';
 import { enabledEvent, type IdentifiedEvent, OperationalPublisher } from '../../libs/operational/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { adminToken, call, startTestApi, waitReady } from '../support/api.js';
-import { TestBroker, uniquePrefix } from '../support/broker.js';
+import { brokerUrl, TestBroker, uniquePrefix } from '../support/broker.js';
+import { runCliInProcess } from '../support/cli.js';
 import { testSecret } from '../support/harness.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { collect, DATABASE_DIRECTORY, dispatcherEnv, type Seen } from '../support/operational.js';
@@ -167,6 +168,20 @@ describe('operational webhooks delivered through the dispatch path', () => {
     const published = new Set(events.map((e) => e.messageId));
     expect(platform.requests.filter((r) => !published.has(String(r.headers['webhook-id'])))).toEqual([]);
     expect(dispatcher.merchants.byId(PLATFORM_MERCHANT_ID)).toBeUndefined();
+  });
+
+  it("never signs for the platform a body upstream published, even once an operator moves it back from invalid", async () => {
+    // Shaped as an operational event, published to upstream's exchange: parked (no merchantId), then
+    // moved back to dispatch by the documented `webhooks invalid requeue`, as a fix upstream is followed.
+    const forged = event();
+    const body = Buffer.from(JSON.stringify({ ...forged.event, type: 'endpoint.disabled', data: { ...forged.event.data, reason: 'failing' } }));
+    await test.channel.publish(`${prefix}.events`, 'endpoint.disabled', body, { messageId: 'evt_forged_ops', persistent: true });
+    await waitFor('parked', async () => (await test.messageCount(`${prefix}.invalid`)) === 1, 10_000);
+    const requeued = await runCliInProcess({ RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix }, ['invalid', 'requeue', '--all']);
+    expect(requeued).toMatchObject({ code: 0, stdout: expect.stringContaining('moved 1 message(s)') });
+    await waitFor('parked again', async () => (await test.messageCount(`${prefix}.invalid`)) === 1 || requestsFor('evt_forged_ops').length > 0, 10_000);
+    expect(requestsFor('evt_forged_ops')).toEqual([]);
+    expect(await test.messageCount(`${prefix}.invalid`)).toBe(1);
   });
 
   it('refuses to create a merchant under the platform endpoint id, which no admin listing shows', async () => {

@@ -89,7 +89,10 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
   const ours = message.fields.exchange !== upstreamExchange;
   // An operational event (its exchange, or a hand-back) is for the platform's endpoint, as published.
   // Never from upstream's exchange: upstream cannot make the service sign a body for the platform.
-  const operational = ours ? operationalTypeOf(json) : undefined;
+  // Nor from the default exchange without a wait's hand: that is a message moved back by hand from
+  // invalid (`webhooks invalid requeue`), where what upstream published is parked.
+  const handedBack = count(message.properties.headers?.[HEADERS.waitHand]) > 0;
+  const operational = ours && (message.fields.exchange !== '' || handedBack) ? operationalTypeOf(json) : undefined;
   let merchantId: string;
   let event: IntakeEvent['event'];
   let references: string[];

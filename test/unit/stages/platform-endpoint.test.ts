@@ -44,6 +44,10 @@ describe("an operational event on dispatch (the platform's endpoint)", () => {
     expect(invalid(() => parseIntake(message(published, EVENTS), 1_000_000, now, EVENTS))).toBe('invalid-envelope');
   });
 
+  it('is never taken when moved back by hand from invalid (the default exchange, no wait hand): upstream may have published it', () => {
+    expect(invalid(() => parseIntake(message(published, '', { 'x-upstream': 'billing' }), 1_000_000, now, EVENTS))).toBe('invalid-envelope');
+  });
+
   it("is a merchant's event when the body names a merchant, whatever else it holds", () => {
     const body = JSON.stringify({ ...event, merchantId: 'm_1', event: 'payout', data: { reference: 'po_1' } });
     expect(parseIntake(message(body, ''), 1_000_000, now, EVENTS)).toMatchObject({ merchantId: 'm_1', event: 'payout', references: ['po_1'] });
