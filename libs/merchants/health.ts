@@ -70,8 +70,8 @@ export function withoutHealth(merchant: Merchant): Merchant {
 
 /**
  * Writes the clock of the merchant's endpoint at `url` from `seen` to `next` (undefined: cleared),
- * only while that endpoint is enabled at that URL and its clock is still `seen`: of dispatchers
- * racing, one writes. The row locked for share orders it with a settings write. Returns the
+ * only while that endpoint is enabled at that URL and its clock is still `seen` (a clear: still the
+ * clock that started then): of dispatchers racing, one writes. The row locked for share orders it with a settings write. Returns the
  * endpoint's id when it wrote.
  */
 export async function writeHealth(tx: Queryable, merchantId: string, url: string, seen: Health | undefined, next: Health | undefined): Promise<string | undefined> {
@@ -84,7 +84,9 @@ export async function writeHealth(tx: Queryable, merchantId: string, url: string
   const { rows: held } = await tx.query<HealthRow>(`SELECT ${HEALTH_COLUMNS} FROM endpoint_health WHERE merchant_id = $1 AND endpoint_id = $2 FOR UPDATE`, [merchantId, endpointId]);
   const current = held[0] && healthOf(held[0]);
   const running = current && current.url === url ? current : undefined;
-  if (running?.failingSince !== seen?.failingSince || running?.lastFailureAt !== seen?.lastFailureAt) return undefined;
+  // A clear needs only the same clock (its start): another dispatcher's refresh of its last failure
+  // since must not drop a success seen here, or the endpoint could be disabled after it.
+  if (running?.failingSince !== seen?.failingSince || (next !== undefined && running?.lastFailureAt !== seen?.lastFailureAt)) return undefined;
   await tx.query(
     `INSERT INTO endpoint_health (merchant_id, endpoint_id, url, failing_since, last_failure_at) VALUES ($1, $2, $3, $4, $5)
      ON CONFLICT (merchant_id, endpoint_id) DO UPDATE SET url = EXCLUDED.url, failing_since = EXCLUDED.failing_since, last_failure_at = EXCLUDED.last_failure_at, change_xid = pg_current_xact_id()`,

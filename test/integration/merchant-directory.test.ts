@@ -154,6 +154,21 @@ describe('the merchant directory of a running program', () => {
     expect((await db.query('SELECT failing_since FROM endpoint_health WHERE merchant_id = $1', ['m_clock']))[0]).toEqual({ failing_since: null });
   });
 
+  it('clears the failing clock on a success seen by one dispatcher though another has refreshed it since (the same clock)', async () => {
+    await put('m_flap', 'https://flap.example.com/');
+    const since = new Date(Date.now() - 60_000).toISOString();
+    const seen = { url: 'https://flap.example.com/', failingSince: since, lastFailureAt: new Date(Date.now() - 30_000).toISOString() };
+    expect(await directory.recordHealth('m_flap', seen.url, undefined, seen)).toBe(true);
+    // Dispatcher B refreshes the clock's last failure; dispatcher A, which saw the clock before that, then sees a success.
+    expect(await directory.recordHealth('m_flap', seen.url, seen, { ...seen, lastFailureAt: new Date().toISOString() })).toBe(true);
+    expect(await directory.recordHealth('m_flap', seen.url, seen, undefined)).toBe(true);
+    expect((await db.query('SELECT failing_since FROM endpoint_health WHERE merchant_id = $1', ['m_flap']))[0]).toEqual({ failing_since: null });
+    // A clock started over since (another failing since) is not A's to clear.
+    const later = { ...seen, failingSince: new Date().toISOString() };
+    expect(await directory.recordHealth('m_flap', seen.url, undefined, later)).toBe(true);
+    expect(await directory.recordHealth('m_flap', seen.url, seen, undefined)).toBe(false);
+  });
+
   it('opens no webhook secret where it only shows settings (the API), and still answers one when asked', async () => {
     await put('m_sealed', 'https://sealed.example.com/');
     await rotateFirst(settings, 'm_sealed', 3_600);
