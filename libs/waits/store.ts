@@ -1,5 +1,5 @@
 import type { Database, Queryable } from '../delivery-store/index.js';
-import type { ScalarHeaders } from '../contracts/index.js';
+import { HEADERS, type ScalarHeaders } from '../contracts/index.js';
 
 /**
  * A webhook waiting for its next attempt is one row of `webhook_waits`, the only copy that decides
@@ -173,6 +173,31 @@ WITH due AS (
 SELECT * FROM handed UNION ALL SELECT merchant_id, NULL, endpoint_id, NULL, NULL, NULL, NULL FROM due
   WHERE (merchant_id, endpoint_id) NOT IN (SELECT merchant_id, endpoint_id FROM probe)`;
 
+/**
+ * The takes: each hand-back whose hand is current gets a lease that covers its attempt; an ordered
+ * one whose place in its line has ended (webhook_order) is ended instead, with its bytes.
+ */
+const TAKE = `
+WITH asked AS (
+  SELECT * FROM unnest($1::text[], $2::text[], $5::text[], $3::int[]) AS t(merchant_id, webhook_id, endpoint_id, hand)
+), done AS (
+  SELECT w.merchant_id, w.webhook_id, w.endpoint_id, w.hand FROM webhook_waits w JOIN asked t
+    ON w.merchant_id = t.merchant_id AND w.webhook_id = t.webhook_id AND w.endpoint_id = t.endpoint_id AND w.hand = t.hand
+  WHERE w.headers -> '${HEADERS.ordered}' = 'true'::jsonb AND EXISTS (
+    SELECT 1 FROM webhook_order o WHERE o.merchant_id = w.merchant_id AND o.endpoint_id = w.endpoint_id AND o.webhook_id = w.webhook_id AND o.ended_at IS NOT NULL)
+), gone AS (
+  DELETE FROM webhook_waits w USING done d
+  WHERE w.merchant_id = d.merchant_id AND w.webhook_id = d.webhook_id AND w.endpoint_id = d.endpoint_id AND w.hand = d.hand
+  RETURNING w.merchant_id, w.webhook_id, w.endpoint_id
+), gone_bodies AS (
+  DELETE FROM webhook_bodies b USING gone g WHERE b.merchant_id = g.merchant_id AND b.webhook_id = g.webhook_id AND b.endpoint_id = g.endpoint_id
+)
+UPDATE webhook_waits w SET pick_at = now() + $4::float8 * interval '1 millisecond'
+FROM asked t
+WHERE w.merchant_id = t.merchant_id AND w.webhook_id = t.webhook_id AND w.endpoint_id = t.endpoint_id AND w.hand = t.hand
+  AND NOT EXISTS (SELECT 1 FROM done d WHERE d.merchant_id = w.merchant_id AND d.webhook_id = w.webhook_id AND d.endpoint_id = w.endpoint_id)
+RETURNING w.merchant_id, w.webhook_id, w.endpoint_id, w.hand`;
+
 type PickedRow = { merchant_id: string; webhook_id: string | null; endpoint_id: string | null; hand: number; headers: string; lease_end: string; content: Uint8Array | null };
 
 function handedOf(rows: PickedRow[]): HandedWait[] {
@@ -253,15 +278,21 @@ export class WaitStore {
     await this.db.transaction((tx) => closeIn(tx, circuits));
   }
 
-  /** Hand-backs come to their attempts: returns those whose hand is still current (their leases extended); the others are stale. */
+  /**
+   * Hand-backs come to their attempts: returns those whose hand is still current (their leases
+   * extended); the others are stale. An ordered webhook's wait whose place in its line has ended is
+   * stale whatever its hand, and goes: its end (webhook_order_step) commits before its wait's end,
+   * so a dispatcher killed between the two left it, and its hand-back sent again after the next one
+   * of its reference had gone.
+   */
   async take(takes: readonly WaitEnd[], leaseMs: number): Promise<Set<string>> {
-    const { rows } = await this.db.query<{ merchant_id: string; webhook_id: string; endpoint_id: string; hand: number }>(
-      `UPDATE webhook_waits w SET pick_at = now() + $4::float8 * interval '1 millisecond'
-       FROM unnest($1::text[], $2::text[], $5::text[], $3::int[]) AS t(merchant_id, webhook_id, endpoint_id, hand)
-       WHERE w.merchant_id = t.merchant_id AND w.webhook_id = t.webhook_id AND w.endpoint_id = t.endpoint_id AND w.hand = t.hand
-       RETURNING w.merchant_id, w.webhook_id, w.endpoint_id, w.hand`,
-      [takes.map((t) => t.merchantId), takes.map((t) => t.webhookId), takes.map((t) => t.hand), leaseMs, takes.map((t) => t.endpointId ?? '')],
-    );
+    const { rows } = await this.db.query<{ merchant_id: string; webhook_id: string; endpoint_id: string; hand: number }>(TAKE, [
+      takes.map((t) => t.merchantId),
+      takes.map((t) => t.webhookId),
+      takes.map((t) => t.hand),
+      leaseMs,
+      takes.map((t) => t.endpointId ?? ''),
+    ]);
     return new Set(rows.map((row) => takeKey({ merchantId: row.merchant_id, webhookId: row.webhook_id, endpointId: row.endpoint_id, hand: row.hand })));
   }
 

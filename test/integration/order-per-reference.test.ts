@@ -79,6 +79,40 @@ describe('a head parked as invalid by an unexpected error', () => {
   });
 });
 
+describe('a dispatcher that dies between the end of a retried head\'s place and the end of its wait', () => {
+  it('drops the hand-back the broker gives again: known as done, it is not sent after the next of its reference', async () => {
+    const tries = new Map<string, number>();
+    const receiver = await Receiver.start((_n, req) => {
+      const id = String(req.headers['webhook-id']);
+      tries.set(id, (tries.get(id) ?? 0) + 1);
+      return id === 'evt_died_1' && tries.get(id) === 1 ? 500 : 204;
+    });
+    const merchant = testMerchant('m_died_between', receiver.url);
+    merchant.endpoints[0]!.orderByReference = true;
+    const harness = await startHarness({ name: 'order-died-between', merchants: [merchant], retryDelaysMs: [300, 300], settings: { drainTimeoutMs: 500 } });
+    // The first webhook's retry is delivered and its place ended (the next is due); its wait's end
+    // never comes, as if its dispatcher were killed there: its hand-back stays unacked.
+    const writer = (harness.dispatcher as unknown as { effect: { deps: { waits: { end(e: { webhookId: string }): Promise<void> } } } }).effect.deps.waits;
+    const end = writer.end.bind(writer);
+    writer.end = (e) => (e.webhookId === 'evt_died_1' ? new Promise<void>(() => {}) : end(e));
+    try {
+      await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-DIED'), { messageId: 'evt_died_1' });
+      await harness.publisher.publish(eventOf('refund.completed', merchant.id, 'TX-DIED'), { messageId: 'evt_died_2' });
+      await waitFor('the next delivered', () => receiver.requests.some((r) => r.headers['webhook-id'] === 'evt_died_2'), 10_000);
+      // The dead dispatcher's channel closes: the broker gives its unacked hand-back again.
+      const superseded = harness.dispatcher.stats.superseded;
+      const channels = (harness.broker as unknown as { consumerChannels: Map<{ close(): Promise<void> }, unknown> }).consumerChannels;
+      await Promise.all([...channels.keys()].map((ch) => ch.close().catch(() => {})));
+      await waitFor('the hand-back given again settled', () => receiver.requests.length > 3 || harness.dispatcher.stats.superseded > superseded, 10_000);
+      expect(receiver.requests.map((r) => r.headers['webhook-id'])).toEqual(['evt_died_1', 'evt_died_1', 'evt_died_2']);
+      await waitFor('its wait gone', async () => (await harness.waits.census(0)).waiting === 0, 10_000);
+    } finally {
+      await harness.close();
+      await receiver.close();
+    }
+  }, 30_000);
+});
+
 describe('a reference whose first webhook keeps failing', () => {
   it('holds back its own next webhook only: every other reference of the merchant is delivered meanwhile', async () => {
     const delivered = new Set<number>();
