@@ -306,7 +306,10 @@ export class Dispatcher {
     if (!order || intake.orderKey === undefined || intake.hand !== undefined || intake.resentAt !== undefined || intake.test) return undefined;
     // The endpoint's own setting: each endpoint's deliveries are ordered apart.
     const merchant = this.deps.merchants.byId(intake.merchantId);
-    if (!merchant || endpointFor(merchant, intake)?.orderByReference !== true) return undefined;
+    const setting = merchant !== undefined && endpointFor(merchant, intake)?.orderByReference === true;
+    // Off now: a copy that took its place while it was on (redelivered, or handed on) still ends it,
+    // or the webhooks behind it (waiting with no due time) would wait for ever.
+    if (!setting && !(await this.heldPlace(message, intake, order))) return undefined;
     // Marked before its admission: the 'ordered' wait written with it carries the mark.
     intake.ordered = true;
     const place = await order.admit({ ...waitKeyOf(intake), key: intake.orderKey }, () => ({
@@ -316,6 +319,21 @@ export class Dispatcher {
     // Only a head ends a place in the order (a waiting one's end is its hand-back's).
     intake.ordered = place === 'head';
     return place;
+  }
+
+  /**
+   * Whether a copy of an endpoint not ordered now took a place in its line before: asked only of a
+   * copy that may have walked before (redelivered, or not from upstream's exchange). PostgreSQL not
+   * answering, it goes unordered: an outage holds no merchant that does not order.
+   */
+  private async heldPlace(message: ConsumeMessage, intake: IntakeEvent, order: OrderGate): Promise<boolean> {
+    if (!message.fields.redelivered && message.fields.exchange === this.names.events) return false;
+    try {
+      return await order.holds(waitKeyOf(intake));
+    } catch (err) {
+      this.deps.logger.warn('place in order not looked up: PostgreSQL did not answer; sent outside the order', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message });
+      return false;
+    }
   }
 
   /**

@@ -21,7 +21,7 @@ export class OrderWaitNotWrittenError extends Error {
 export class OrderGate {
   private readonly batcher: RetryingBatcher<Item, Map<string, OrderState>>;
 
-  constructor(store: OrderStore, logger: Logger, backoffMs?: readonly number[]) {
+  constructor(private readonly store: OrderStore, logger: Logger, backoffMs?: readonly number[]) {
     this.batcher = new RetryingBatcher<Item, Map<string, OrderState>>(
       (items) => store.step(items.flatMap((i) => ('admit' in i ? [i.admit] : [])), items.flatMap((i) => ('end' in i ? [i.end] : []))),
       throttledWarning((message, fields) => logger.warn(message, fields), 'order steps not written; their deliveries are held unacked until PostgreSQL answers'),
@@ -43,6 +43,11 @@ export class OrderGate {
     const states = await this.batcher.add({ admit });
     // Every admit has its row in the answer; were one missing, attempting it risks a duplicate, acking it a loss.
     return states.get(orderId(admit.merchantId, admit.endpointId ?? '', admit.webhookId)) ?? 'head';
+  }
+
+  /** Whether the webhook took a place in its line before (one round trip, not batched: asked of redelivered copies only). */
+  holds(place: Omit<OrderPlace, 'key'>): Promise<boolean> {
+    return this.store.holds(place);
   }
 
   /** The webhook ended: its row goes and the next webhook of its key is due. */

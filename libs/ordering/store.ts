@@ -51,6 +51,15 @@ const STEP = 'SELECT admitted_merchant, admitted_endpoint, admitted, state FROM 
 export class OrderStore {
   constructor(private readonly db: Queryable) {}
 
+  /** Whether the webhook has a place in its endpoint's line (open or ended), from an earlier admission. */
+  async holds(place: Omit<OrderPlace, 'key'>): Promise<boolean> {
+    const { rows } = await this.db.query<{ held: boolean }>(
+      'SELECT EXISTS (SELECT 1 FROM webhook_order WHERE merchant_id = $1 AND endpoint_id = $2 AND webhook_id = $3) AS held',
+      [place.merchantId, place.endpointId ?? '', place.webhookId],
+    );
+    return rows[0]?.held === true;
+  }
+
   /** Ends then admits, in one round trip; returns each admitted webhook's state. */
   async step(admits: readonly OrderAdmit[], ends: readonly OrderEnd[]): Promise<Map<string, OrderState>> {
     const { rows } = await this.db.query<{ admitted_merchant: string; admitted_endpoint: string; admitted: string; state: OrderState }>(STEP, [
