@@ -191,6 +191,7 @@ export class Dispatcher {
       }
       if (!share && intake) {
         finding = await this.firstSight(message, intake);
+        await this.endOrphanedPlaces(message, intake, finding);
         if (finding?.kind === 'fan-out') return await this.fanOut(delivery, intake, finding.endpointIds, span);
         if (finding?.kind === 'duplicate') intake = undefined;
       }
@@ -238,6 +239,24 @@ export class Dispatcher {
       }
     }
     return { kind: 'duplicate', ...key };
+  }
+
+  /**
+   * A message from upstream that the broker gives again: the places in order its earlier walk took
+   * (a row, no wait) at endpoints this walk will not go to (deleted, turned off, or settled: a
+   * repeat whose record was written and whose end was not) are ended now, or the webhooks waiting
+   * behind them (with no due time) would wait for ever. Those it goes to are stepped as before.
+   */
+  private async endOrphanedPlaces(message: ConsumeMessage, intake: IntakeEvent, finding: Finding | undefined): Promise<void> {
+    const order = this.deps.order;
+    if (!order || !message.fields.redelivered || message.fields.exchange !== this.names.events || intake.orderKey === undefined || intake.test) return;
+    const walked = finding?.kind === 'fan-out' ? finding.endpointIds : finding === undefined ? [intake.endpointId ?? ''] : [];
+    try {
+      const orphans = (await order.openPlaces(intake.merchantId, intake.webhookId, intake.orderKey)).filter((endpointId) => !walked.includes(endpointId));
+      await Promise.all(orphans.map((endpointId) => order.end({ merchantId: intake.merchantId, endpointId, webhookId: intake.webhookId })));
+    } catch (err) {
+      this.deps.logger.warn('places in order of a redelivered webhook not looked up: PostgreSQL did not answer', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message });
+    }
   }
 
   private async fanOut(delivery: Delivery, intake: IntakeEvent, endpointIds: readonly string[], span: Span | undefined): Promise<void> {

@@ -60,6 +60,16 @@ export class OrderStore {
     return rows[0]?.held === true;
   }
 
+  /** The endpoints where the webhook holds an open place with no wait (by the partial index of open places). */
+  async openPlaces(merchantId: string, webhookId: string, key: string): Promise<string[]> {
+    const { rows } = await this.db.query<{ endpoint_id: string }>(
+      `SELECT o.endpoint_id FROM webhook_order o WHERE o.merchant_id = $1 AND o.order_key = $3 AND o.webhook_id = $2 AND o.ended_at IS NULL
+         AND NOT EXISTS (SELECT 1 FROM webhook_waits w WHERE w.merchant_id = o.merchant_id AND w.endpoint_id = o.endpoint_id AND w.webhook_id = o.webhook_id)`,
+      [merchantId, webhookId, key],
+    );
+    return rows.map((row) => row.endpoint_id);
+  }
+
   /** Ends then admits, in one round trip; returns each admitted webhook's state. */
   async step(admits: readonly OrderAdmit[], ends: readonly OrderEnd[]): Promise<Map<string, OrderState>> {
     const { rows } = await this.db.query<{ admitted_merchant: string; admitted_endpoint: string; admitted: string; state: OrderState }>(STEP, [

@@ -2,6 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import type { EventName } from '../../libs/contracts/index.js';
 import { BrokerConnection } from '../../libs/broker/index.js';
+import type { Merchant } from '../../libs/merchants/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { declareIntake } from '../../libs/topology/index.js';
@@ -114,25 +115,48 @@ describe('a dispatcher that dies between the end of a retried head\'s place and 
   }, 30_000);
 });
 
+/**
+ * An ordered endpoint's charge in flight (its first request hangs) and its refund waiting behind it;
+ * then `change` to the merchant, and the dispatcher's channel closes, so the broker gives the charge again.
+ */
+async function headGivenAgain(name: string, change: (endpoint: Merchant['endpoints'][number]) => Merchant['endpoints']) {
+  const receiver = await Receiver.start((n) => (n === 0 ? 'hang' : 204));
+  const merchant = testMerchant(`m_${name.replace(/-/g, '_')}`, receiver.url);
+  merchant.endpoints[0]!.orderByReference = true;
+  const harness = await startHarness({ name, merchants: [merchant], retryDelaysMs: [500, 500], settings: { deliveryTimeoutMs: 3_000, drainTimeoutMs: 500 } });
+  await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-AGAIN'), { messageId: 'evt_again_1' });
+  await receiver.waitForRequests(1);
+  await harness.publisher.publish(eventOf('refund.completed', merchant.id, 'TX-AGAIN'), { messageId: 'evt_again_2' });
+  await waitFor('the refund waiting behind the charge', () => harness.dispatcher.stats.ordered === 1, 10_000);
+  writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [{ ...merchant, endpoints: change(merchant.endpoints[0]!) }] }));
+  expect(harness.merchants.reload()).toBe(true);
+  const channels = (harness.broker as unknown as { consumerChannels: Map<{ close(): Promise<void> }, unknown> }).consumerChannels;
+  await Promise.all([...channels.keys()].map((ch) => ch.close().catch(() => {})));
+  return { receiver, harness };
+}
+
 describe('a head given again by the broker after the merchant turned orderByReference off', () => {
   it('still ends its place: the webhook waiting behind it goes after it, not never', async () => {
-    // The head's first request hangs; its channel closes meanwhile, so the broker gives it again.
-    const receiver = await Receiver.start((n) => (n === 0 ? 'hang' : 204));
-    const merchant = testMerchant('m_off_redelivered', receiver.url);
-    merchant.endpoints[0]!.orderByReference = true;
-    const harness = await startHarness({ name: 'order-off-redelivered', merchants: [merchant], retryDelaysMs: [500, 500], settings: { deliveryTimeoutMs: 3_000, drainTimeoutMs: 500 } });
+    const { receiver, harness } = await headGivenAgain('order-off-again', (endpoint) => [{ ...endpoint, orderByReference: false }]);
     try {
-      await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-OFF'), { messageId: 'evt_off_1' });
-      await receiver.waitForRequests(1);
-      await harness.publisher.publish(eventOf('refund.completed', merchant.id, 'TX-OFF'), { messageId: 'evt_off_2' });
-      await waitFor('the refund waiting behind the charge', () => harness.dispatcher.stats.ordered === 1, 10_000);
-      writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [{ ...merchant, endpoints: [{ ...merchant.endpoints[0]!, orderByReference: false }] }] }));
-      expect(harness.merchants.reload()).toBe(true);
-      const channels = (harness.broker as unknown as { consumerChannels: Map<{ close(): Promise<void> }, unknown> }).consumerChannels;
-      await Promise.all([...channels.keys()].map((ch) => ch.close().catch(() => {})));
       // Sent as unordered, the charge left its place open: the refund waited for ever (no due time).
-      await waitFor('the refund delivered', () => receiver.requests.some((r) => r.headers['webhook-id'] === 'evt_off_2'), 10_000);
-      expect(receiver.requests.map((r) => r.headers['webhook-id'])).toEqual(['evt_off_1', 'evt_off_1', 'evt_off_2']);
+      await waitFor('the refund delivered', () => receiver.requests.some((r) => r.headers['webhook-id'] === 'evt_again_2'), 10_000);
+      expect(receiver.requests.map((r) => r.headers['webhook-id'])).toEqual(['evt_again_1', 'evt_again_1', 'evt_again_2']);
+      await waitFor('no wait left', async () => (await harness.waits.census(0)).waiting === 0, 10_000);
+    } finally {
+      await harness.close();
+      await receiver.close();
+    }
+  }, 30_000);
+});
+
+describe('a head given again by the broker after the merchant deleted its endpoint', () => {
+  it('ends its place: the webhook waiting behind it goes to failed, not waits for ever', async () => {
+    const { receiver, harness } = await headGivenAgain('order-deleted-again', () => []);
+    try {
+      // Routed nowhere, the charge was skipped with its place open: the refund waited for ever.
+      await waitFor('the refund failed', async () => (await harness.database.query('SELECT 1 FROM failed_webhooks WHERE webhook_id = $1', ['evt_again_2'])).length === 1, 10_000);
+      expect(receiver.requests).toHaveLength(1);
       await waitFor('no wait left', async () => (await harness.waits.census(0)).waiting === 0, 10_000);
     } finally {
       await harness.close();
