@@ -1,6 +1,7 @@
 import type { ConsumeMessage } from 'amqplib';
 import type { DeliveryRecorder, DeliveryRecordInput } from '../../libs/delivery-log/index.js';
 import type { BrokerConnection, Consumer, Delivery } from '../../libs/broker/index.js';
+import { HEADERS } from '../../libs/contracts/index.js';
 import type { WebhookHttpClient } from '../../libs/http/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import { type DeliveryObserver, noopObserver } from '../../libs/metrics/index.js';
@@ -274,7 +275,9 @@ export class Dispatcher {
     const takenAt = performance.now();
     const place = await this.placeInOrder(message, intake);
     if (place === 'waiting') return { intake, finding: { kind: 'ordered' } };
-    if (place === 'ended') return { finding: { kind: 'superseded', key: `${intake.webhookId}#ended` } };
+    // A copy of one already done, unless an operator moved it back from invalid: its park ended its
+    // place (the next of its reference went on), and it goes now outside the order, like a resend.
+    if (place === 'ended' && !this.unparked(message)) return { finding: { kind: 'superseded', key: `${intake.webhookId}#ended` } };
     if (intake.resendClaim !== undefined && intake.attempts === 0 && intake.deferrals === 0 && intake.postponements === 0) {
       this.effect.markResent(intake, intake.resendClaim);
     }
@@ -338,6 +341,11 @@ export class Dispatcher {
     // Only a head ends a place in the order (a waiting one's end is its hand-back's).
     intake.ordered = place === 'head';
     return place;
+  }
+
+  /** A message moved back from invalid (`webhooks invalid requeue` keeps the routing key its park noted). */
+  private unparked(message: ConsumeMessage): boolean {
+    return message.fields.exchange !== this.names.events && typeof message.properties.headers?.[HEADERS.originalRoutingKey] === 'string';
   }
 
   /**

@@ -1,6 +1,6 @@
 import { writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
-import type { EventName } from '../../libs/contracts/index.js';
+import { copyHeaders, type EventName } from '../../libs/contracts/index.js';
 import { BrokerConnection } from '../../libs/broker/index.js';
 import type { Merchant } from '../../libs/merchants/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
@@ -56,24 +56,32 @@ describe('a charge that fails twice, then its refund', () => {
 });
 
 describe('a head parked as invalid by an unexpected error', () => {
-  it('ends its place: the next webhook of its reference is sent', async () => {
+  it('ends its place: the next webhook of its reference is sent; requeued once fixed, it is sent too, outside the order', async () => {
     const receiver = await Receiver.start(() => 204);
     const merchant = testMerchant('m_parked_head', receiver.url);
     merchant.endpoints[0]!.orderByReference = true;
     const harness = await startHarness({ name: 'order-parked-head', merchants: [merchant], retryDelaysMs: [300, 300] });
-    // The directory fails once, after the head's admission (its second look-up, the admission's).
+    // The directory fails once, after the head's admission: its third look-up (routing, its place
+    // in order, then the admission's). The second parked it before it took a place.
     const byId = harness.merchants.byId.bind(harness.merchants);
     let lookups = 0;
     harness.merchants.byId = (id: string) => {
-      if (id === merchant.id && ++lookups === 2) throw new Error('directory broke');
+      if (id === merchant.id && ++lookups === 3) throw new Error('directory broke');
       return byId(id);
     };
     try {
       await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-P'), { messageId: 'evt_parked' });
       await waitFor('the head parked as invalid', async () => (await harness.test.messageCount(harness.names.invalid)) === 1, 10_000);
+      expect(await harness.database.query('SELECT webhook_id FROM webhook_order WHERE ended_at IS NOT NULL')).toEqual([{ webhook_id: 'evt_parked' }]);
       const next = await harness.publisher.publish(eventOf('refund.completed', merchant.id, 'TX-P'), { messageId: 'evt_after_parked' });
       await waitFor('the next of its reference delivered', () => receiver.requests.some((r) => r.headers['webhook-id'] === next.messageId), 10_000);
       expect(receiver.requests.map((r) => r.headers['webhook-id'])).toEqual([next.messageId]);
+      // The operator's `webhooks invalid requeue --code internal-error`, by hand: found 'ended', it was dropped unsent.
+      for (const m of await harness.test.drain(harness.names.invalid, 1)) {
+        await harness.test.publishRaw(harness.names.dispatch, m.content, { messageId: m.properties.messageId, contentType: 'application/json', headers: copyHeaders(m.properties.headers, { from: 'parked', unpark: true }) });
+      }
+      await waitFor('the requeued head delivered', () => receiver.requests.length === 2, 10_000);
+      expect(receiver.requests.map((r) => r.headers['webhook-id'])).toEqual([next.messageId, 'evt_parked']);
     } finally {
       await harness.close();
       await receiver.close();
