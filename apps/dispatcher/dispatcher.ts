@@ -292,8 +292,10 @@ export class Dispatcher {
       admitted.slot.release('unused');
       return { finding: { kind: 'superseded', key: `${intake.webhookId}#${intake.hand}` } };
     }
+    // Signed with the clock as it is sent (webhook-timestamp is this attempt's): a delivery held
+    // unacked (its order step or take while PostgreSQL was down, a busy endpoint) is not signed stale.
     // Its answer tells the endpoint's adaptive rate.
-    const finding = await this.attempt.run(intake, admitted, now, span);
+    const finding = await this.attempt.run(intake, admitted, this.now(), span);
     if (this.deps.throttle) {
       const status = finding.kind === 'sent' ? finding.status : finding.kind === 'attempt-failed' ? finding.error.status : undefined;
       this.deps.throttle.answered(intake.merchantId, admitted.webhook, status, finding.kind === 'sent');

@@ -1,5 +1,6 @@
 import { writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
+import pg from 'pg';
 import { copyHeaders, type EventName } from '../../libs/contracts/index.js';
 import { BrokerConnection } from '../../libs/broker/index.js';
 import type { Merchant } from '../../libs/merchants/index.js';
@@ -171,6 +172,36 @@ describe('a head given again by the broker after the merchant deleted its endpoi
       await receiver.close();
     }
   }, 30_000);
+});
+
+describe('an ordered webhook held while its order step waits for PostgreSQL', () => {
+  it('is signed with the time it is sent, so a merchant refusing a timestamp over 5 minutes old takes it', async () => {
+    const receiver = await Receiver.start(() => 204);
+    const merchant = testMerchant('m_order_held', receiver.url);
+    merchant.endpoints[0]!.orderByReference = true;
+    // The dispatcher's clock: the test moves it on while the step is held, as an outage's minutes pass.
+    let passedMs = 0;
+    const harness = await startHarness({ name: 'order-held-signature', merchants: [merchant], retryDelaysMs: [60_000], now: () => new Date(Date.now() + passedMs) });
+    // Another session holds the order table, as a PostgreSQL that does not answer would: the step waits.
+    const holder = new pg.Client({ connectionString: harness.database.url });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('LOCK TABLE webhook_order IN EXCLUSIVE MODE');
+      await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-HELD'), { messageId: 'evt_held' });
+      await waitFor('the order step waiting', async () =>
+        (await harness.database.query("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()")).length > 0, 10_000);
+      passedMs = 10 * 60_000;
+      await holder.query('COMMIT');
+      const [request] = await receiver.waitForRequests(1, 10_000);
+      const sentAt = (Date.now() + passedMs) / 1000;
+      expect(Math.abs(Number(request!.headers['webhook-timestamp']) - sentAt)).toBeLessThan(60);
+    } finally {
+      await holder.end();
+      await harness.close();
+      await receiver.close();
+    }
+  });
 });
 
 describe('a reference whose first webhook keeps failing', () => {

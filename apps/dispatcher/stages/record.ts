@@ -18,8 +18,8 @@ export function recordOf(
 ): DeliveryRecordInput | undefined {
   if (!intake || decision.kind === 'superseded' || decision.kind === 'returned') return undefined;
   const trace = finding.kind === 'sent' || finding.kind === 'attempt-failed' ? finding.trace : undefined;
-  // `now` is the walk's one clock reading: a fresh webhook's first-seen time and its attempt's
-  // start are that same instant, so its text is made once.
+  // `now` is the walk's clock reading when it took the delivery: a fresh webhook's first-seen time
+  // is that instant, so its text is made once (its attempt's start is read again as it is sent).
   const at = now.toISOString();
   const firstSeenAt = intake.firstSeenAt === at ? at : new Date(intake.firstSeenAt).toISOString();
   // One literal per record: spreading a shared base into each cost more than the rest of recordOf.
