@@ -23,6 +23,17 @@ function parameters(where: 'path' | 'query', shape: z.ZodObject | undefined): Js
   });
 }
 
+/**
+ * What any request can be answered before its route is reached (app.ts, program.ts): its headers
+ * over Node's limit, and a JSON body (bodies are read for every route) that does not parse or is
+ * over 16 KiB. A route's own description of a status replaces these (its 400 is given the body's code).
+ */
+const BEFORE_ROUTING: Record<string, string> = {
+  '400': 'invalid_body: a body sent as JSON that does not parse, on any route',
+  '413': 'body_too_large: a request body over 16 KiB, on any route',
+  '431': 'header_too_large: request headers over the server\'s limit, on any route',
+};
+
 function operation(route: RouteDeclaration): Json {
   const responses: Json = {};
   for (const [status, out] of Object.entries(route.output)) {
@@ -30,7 +41,10 @@ function operation(route: RouteDeclaration): Json {
       ? { description: out.description, content: { [out.mediaType]: { schema: { type: 'string' } } } }
       : { description: out.description, content: { 'application/json': { schema: jsonSchema(out.schema!, 'output') } } };
   }
-  for (const [status, description] of Object.entries(route.errors)) {
+  const errors: Record<string, string> = { ...BEFORE_ROUTING, ...route.errors };
+  // A route's own 400 names its codes: the body's, answered before it, is added where it does not.
+  if (route.errors['400'] && !route.errors['400'].includes('invalid_body')) errors['400'] = `${route.errors['400']}; ${BEFORE_ROUTING['400']}`;
+  for (const [status, description] of Object.entries(errors)) {
     responses[status] = { description, content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorEnvelope' } } } };
   }
   const input = route.input;

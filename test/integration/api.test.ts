@@ -1,9 +1,10 @@
+import { request } from 'node:http';
 import { Webhook } from 'standardwebhooks';
 import { openApiDocument } from '../../apps/api/openapi.js';
 import type { ApiProgram } from '../../apps/api/program.js';
 import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
 import type { Merchant } from '../../libs/merchants/index.js';
-import { call, expectDocumented, seen, startTestApi, token, unresolved } from '../support/api.js';
+import { type Answer, call, expectDocumented, seen, startTestApi, token, unresolved } from '../support/api.js';
 import { type Harness, startHarness, testMerchant } from '../support/harness.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
@@ -259,6 +260,37 @@ describe('the resend API', () => {
     } finally {
       await cut.stop();
     }
+  });
+
+  it('documents, on every operation, the answers any request can get before its route: 400 invalid_body, 413 and 431', async () => {
+    const answers: typeof seen = [];
+    const paths = openApiDocument.paths as unknown as Record<string, Record<string, unknown>>;
+    for (const [template, item] of Object.entries(paths)) {
+      const path = template.replace('{merchantId}', alice.id).replace('{webhookId}', 'evt_1').replace('{endpointId}', 'ep_1');
+      for (const method of Object.keys(item)) {
+        for (const [headers, body] of [
+          // With its length: node:http sends a GET's body unframed otherwise.
+          [{ 'content-type': 'application/json', 'content-length': '9' }, '{not json'],
+          [{ 'content-type': 'application/json', 'content-length': '20008' }, JSON.stringify({ x: 'y'.repeat(20_000) })],
+          [{ 'x-filler': 'x'.repeat(20_000) }, undefined],
+        ] as const) {
+          // node:http, not fetch: fetch sends no body with a GET.
+          const answer = await new Promise<Answer>((resolve, reject) => {
+            const req = request({ host: '127.0.0.1', port: api.port, method: method.toUpperCase(), path, headers, timeout: 5_000 }, (res) => {
+              let text = '';
+              res.on('data', (chunk: Buffer) => (text += chunk));
+              res.on('end', () => resolve({ status: res.statusCode!, headers: new Headers(), body: text.startsWith('{') ? JSON.parse(text) : text }));
+            });
+            req.on('timeout', () => req.destroy(new Error(`${method} ${path}: no answer`)));
+            req.on('error', reject);
+            req.end(body);
+          });
+          answers.push({ path, method, ...answer });
+        }
+      }
+    }
+    expect(new Set(answers.map((a) => a.status))).toEqual(new Set([400, 413, 431]));
+    expectDocumented(answers);
   });
 
   it('matches every response it gave to the OpenAPI document served at /openapi.json', async () => {
