@@ -23,7 +23,21 @@ const customer = z
 
 const reference = (what: string) => z.string().min(1).max(200).describe(`${what}; required: the webhook is resent by it`);
 
-const DATA: Record<EventName, z.ZodObject> = {
+/** A refund's fields; intake takes one with either reference (DESIGN.md "References"), so the catalog requires one of them. */
+const refundRef = z.string().min(1).max(200).describe('Refund reference, UUID format; the refund is resent by it');
+const refundedTnxRef = z.string().min(1).max(200).describe('Reference of the transaction refunded, UUID format; the refund is resent by it too');
+const refund = {
+  refundRef: refundRef.optional(),
+  tnxRef: refundedTnxRef.optional(),
+  createdAt: timestamp('When the refund was made').optional(),
+  refundType: z.string().optional().describe('partial in the samples'),
+  amount: z.number().optional(),
+  completeMessage: z.string().optional(),
+  status: status.optional(),
+  customer: customer.optional(),
+};
+
+const DATA: Record<EventName, z.ZodType> = {
   'charge.completed': z.looseObject({
     tnxRef: reference('Transaction reference, UUID format'),
     createdAt: timestamp('When the collection was made').optional(),
@@ -47,16 +61,11 @@ const DATA: Record<EventName, z.ZodObject> = {
     accountNumber: z.string().optional().describe('Receiving account number, digits, as a string'),
     status: status.optional(),
   }),
-  'refund.completed': z.looseObject({
-    refundRef: reference('Refund reference, UUID format'),
-    tnxRef: z.string().optional().describe('Reference of the transaction refunded, UUID format (a second reference the refund is resent by)'),
-    createdAt: timestamp('When the refund was made').optional(),
-    refundType: z.string().optional().describe('partial in the samples'),
-    amount: z.number().optional(),
-    completeMessage: z.string().optional(),
-    status: status.optional(),
-    customer: customer.optional(),
-  }),
+  // Either reference, or both: a refund with neither is never delivered.
+  'refund.completed': z.union([
+    z.looseObject({ ...refund, refundRef }),
+    z.looseObject({ ...refund, tnxRef: refundedTnxRef }),
+  ]).describe('At least one of refundRef and tnxRef'),
 };
 
 export const EVENT_SUMMARIES: Record<EventName, string> = {

@@ -1,4 +1,6 @@
+import type { ConsumeMessage } from 'amqplib';
 import { Ajv2020 } from 'ajv/dist/2020.js';
+import { parseIntake } from '../../apps/dispatcher/stages/intake.js';
 import { openApiDocument } from '../../apps/api/openapi.js';
 import { EVENT_NAMES, examplesAccepted, sampleEvent } from '../../libs/contracts/index.js';
 import { attemptEvent, disabledEvent, enabledEvent, OPERATIONAL_EVENT_TYPES } from '../../libs/operational/index.js';
@@ -28,10 +30,23 @@ describe('the event catalog (OpenAPI webhooks)', () => {
       expect(validate({ event, data }) ? [] : validate.errors).toEqual([]);
       const other = EVENT_NAMES.find((e) => e !== event)!;
       expect(validate({ event: other, data })).toBe(false);
-      const reference = { 'charge.completed': 'tnxRef', payout: 'reference', 'refund.completed': 'refundRef' }[event];
-      const { [reference]: _dropped, ...withoutReference } = data;
+      const references = { 'charge.completed': ['tnxRef'], payout: ['reference'], 'refund.completed': ['refundRef', 'tnxRef'] }[event];
+      const withoutReference = Object.fromEntries(Object.entries(data).filter(([field]) => !references.includes(field)));
       expect(validate({ event, data: withoutReference })).toBe(false);
     }
+  });
+
+  it('fits every body intake accepts: a refund known by its tnxRef alone is delivered, and resent by it', () => {
+    const validate = ajv.compile(webhooks['refund.completed']!.post.requestBody.content['application/json'].schema);
+    const { refundRef: _none, ...data } = sampleEvent('refund.completed', 'm_1').data;
+    const content = Buffer.from(JSON.stringify({ merchantId: 'm_1', event: 'refund.completed', data }));
+    const message = { content, fields: { exchange: 'p.events', routingKey: 'refund.completed' }, properties: { messageId: 'evt_1', headers: {} } } as unknown as ConsumeMessage;
+    const intake = parseIntake(message, 1_000_000, new Date(), 'p.events');
+    expect(intake.references).toEqual([data.tnxRef]);
+    expect(validate(JSON.parse(intake.body)) ? [] : validate.errors).toEqual([]);
+    // Neither reference: intake parks it, and the catalog refuses it.
+    const { tnxRef: _neither, ...unreferenced } = data;
+    expect(validate({ event: 'refund.completed', data: unreferenced })).toBe(false);
   });
 
   it('fits every operational event as the dispatcher builds it, folded or not, and refuses one of another type', () => {
