@@ -96,8 +96,9 @@ class AuthServiceUnavailableError extends Error {
   }
 }
 
+/** `Bearer 1*SP token` (RFC 6750), the scheme in any case: HTTP auth schemes are case-insensitive (RFC 9110 11.1). */
 function bearerToken(authorization: string): string | undefined {
-  return /^Bearer ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*)$/.exec(authorization)?.[1];
+  return /^Bearer +([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*)$/i.exec(authorization)?.[1];
 }
 
 function digest(text: string): Buffer {

@@ -175,6 +175,13 @@ describe('the resend API', () => {
     expect(answer.body).toEqual(body);
   });
 
+  it('takes the Bearer scheme in any case, as HTTP auth schemes are (RFC 9110 section 11.1)', async () => {
+    for (const scheme of ['bearer', 'BEARER']) {
+      const answer = await call(api, `${RESEND}?reference=nothing-failed`, { headers: { 'x-auth-token': alice.publicKey, authorization: `${scheme} ${await token(alice.id)}` } });
+      expect({ scheme, status: answer.status }).toEqual({ scheme, status: 404 });
+    }
+  });
+
   it('answers 431 in the envelope for huge headers, without reaching the app', async () => {
     const answer = await call(api, `${RESEND}?reference=abc`, { headers: { ...(await headersFor(alice)), 'x-filler': 'x'.repeat(20_000) } });
     expect(answer.status).toBe(431);
