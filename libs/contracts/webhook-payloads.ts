@@ -14,7 +14,7 @@ const customer = z
     id: z.number().int().describe('Customer identifier'),
     name: z.string(),
     email: z.string(),
-    phone: z.union([z.string(), z.number()]).describe('Telephone number (a bare number with a leading zero in the samples)'),
+    phone: z.union([z.string(), z.number()]).describe('Telephone number, relayed as upstream sent it; a string to keep its leading zero (the spec\'s samples write a bare 08012345678, which is not JSON)'),
     createdAt: z.string().describe('<YYYY-MM-DD> <HH:MM:SS>'),
     updatedAt: z.string().describe('<YYYY-MM-DD> <HH:MM:SS>'),
   })

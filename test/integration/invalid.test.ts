@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import type { GetMessage } from 'amqplib';
 import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
 import { type Harness, startHarness, testMerchant } from '../support/harness.js';
@@ -32,6 +33,13 @@ describe('messages that cannot be processed', () => {
   const cases: Array<[string, () => string | Buffer, string, RegExp]> = [
     ['a body that is not JSON', () => 'not json {', 'not-json', /^not-json: body is not UTF-8 JSON/],
     ['a body that is not UTF-8', () => Buffer.from([0x7b, 0xff, 0xfe, 0x7d]), 'not-json', /^not-json/],
+    // Spec 2.5's samples write the customer's phone so; publishing.md tells upstream teams to send a string.
+    [
+      "a phone written as the spec's samples write it, a bare number with a leading zero",
+      () => JSON.stringify(valid()).replace('"phone":"08012345678"', '"phone":08012345678'),
+      'not-json',
+      /^not-json: body is not UTF-8 JSON/,
+    ],
     ['a JSON array', () => '[1,2]', 'invalid-envelope', /^invalid-envelope: body: /],
     ['no merchantId', () => JSON.stringify({ ...valid(), merchantId: undefined }), 'invalid-envelope', /^invalid-envelope: merchantId: /],
     ['an unknown event', () => JSON.stringify({ ...valid(), event: 'charge.created' }), 'invalid-envelope', /^invalid-envelope: event: /],
@@ -70,6 +78,12 @@ describe('messages that cannot be processed', () => {
     expect(parked.properties.headers!['x-upstream']).toBe('billing');
     expect(parked.properties.headers![HEADERS.originalRoutingKey]).toBe(harness.names.dispatch);
     expect(receiver.requests).toHaveLength(0);
+  });
+
+  it("tells upstream teams, where the message contract is, that the spec's bare phone number is not JSON and is parked", () => {
+    const text = readFileSync('docs/publishing.md', 'utf8');
+    expect(text).toMatch(/`"phone": 08012345678`[^.]*is not JSON/);
+    expect(text).toMatch(/parked in `webhooks\.invalid` as `not-json`/);
   });
 
   it('keeps delivering valid events after parking invalid ones', async () => {
