@@ -24,15 +24,18 @@ function parameters(where: 'path' | 'query', shape: z.ZodObject | undefined): Js
 }
 
 /**
- * What any request can be answered before its route is reached (app.ts, program.ts): its headers
- * over Node's limit, and a JSON body (bodies are read for every route) that does not parse or is
- * over 16 KiB. A route's own description of a status replaces these (its 400 is given the body's code).
+ * What any request can be answered before its route is reached (app.ts, program.ts, starting.ts):
+ * its headers over Node's limit, a JSON body (bodies are read for every route) that does not parse
+ * or is over 16 KiB, and while the API starts, 503 (but /healthz and /readyz, which say so
+ * themselves). A route's own description of a status keeps its codes, and is given these.
  */
-const BEFORE_ROUTING: Record<string, string> = {
-  '400': 'invalid_body: a body sent as JSON that does not parse, on any route',
-  '413': 'body_too_large: a request body over 16 KiB, on any route',
-  '431': 'header_too_large: request headers over the server\'s limit, on any route',
+const BEFORE_ROUTING: Record<string, { code: string; description: string }> = {
+  '400': { code: 'invalid_body', description: 'invalid_body: a body sent as JSON that does not parse, on any route' },
+  '413': { code: 'body_too_large', description: 'body_too_large: a request body over 16 KiB, on any route' },
+  '431': { code: 'header_too_large', description: 'header_too_large: request headers over the server\'s limit, on any route' },
+  '503': { code: 'service_unavailable', description: 'service_unavailable: the API is starting (waiting for PostgreSQL, its schema or RabbitMQ), on any route; see Retry-After' },
 };
+const ANSWERED_WHILE_STARTING = new Set(['health', 'ready']);
 
 function operation(route: RouteDeclaration): Json {
   const responses: Json = {};
@@ -41,9 +44,12 @@ function operation(route: RouteDeclaration): Json {
       ? { description: out.description, content: { [out.mediaType]: { schema: { type: 'string' } } } }
       : { description: out.description, content: { 'application/json': { schema: jsonSchema(out.schema!, 'output') } } };
   }
-  const errors: Record<string, string> = { ...BEFORE_ROUTING, ...route.errors };
-  // A route's own 400 names its codes: the body's, answered before it, is added where it does not.
-  if (route.errors['400'] && !route.errors['400'].includes('invalid_body')) errors['400'] = `${route.errors['400']}; ${BEFORE_ROUTING['400']}`;
+  const errors: Record<string, string> = { ...route.errors };
+  for (const [status, before] of Object.entries(BEFORE_ROUTING)) {
+    if (status === '503' && ANSWERED_WHILE_STARTING.has(route.operationId)) continue;
+    const own = errors[status];
+    errors[status] = own === undefined ? before.description : own.includes(before.code) ? own : `${own}; ${before.description}`;
+  }
   for (const [status, description] of Object.entries(errors)) {
     responses[status] = { description, content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorEnvelope' } } } };
   }

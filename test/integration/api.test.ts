@@ -1,12 +1,17 @@
 import { request } from 'node:http';
 import { Webhook } from 'standardwebhooks';
 import { openApiDocument } from '../../apps/api/openapi.js';
-import type { ApiProgram } from '../../apps/api/program.js';
+import { loadApiConfig } from '../../apps/api/config.js';
+import { type ApiProgram, startApi } from '../../apps/api/program.js';
 import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
 import type { Merchant } from '../../libs/merchants/index.js';
-import { type Answer, call, expectDocumented, seen, startTestApi, token, unresolved } from '../support/api.js';
+import { type Answer, call, expectDocumented, JWT_SECRET, seen, startTestApi, token, unresolved } from '../support/api.js';
+import { brokerUrl } from '../support/broker.js';
+import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
 import { type Harness, startHarness, testMerchant } from '../support/harness.js';
-import { Receiver } from '../support/receiver.js';
+import { createTestDatabase } from '../support/postgres.js';
+import { freePort, Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
 const RESEND = '/nucleus/tnx/webhook';
@@ -297,6 +302,35 @@ describe('the resend API', () => {
       }
     }
     expect(new Set(answers.map((a) => a.status))).toEqual(new Set([400, 413, 431]));
+    expectDocumented(answers);
+  });
+
+  it('documents the 503 every operation but /healthz and /readyz answers while the API starts', async () => {
+    // An API waiting for its schema (a database not migrated): PORT answers from the first moment.
+    const db = await createTestDatabase('api_starting', undefined, { migrated: false });
+    const port = await freePort();
+    const config = loadApiConfig({
+      RABBITMQ_URL: brokerUrl(), DATABASE_URL: db.url, TOPOLOGY_PREFIX: harness.prefix, PORT: String(port),
+      PORTAL_PUBLIC_URL: `http://127.0.0.1:${port}`, AUTH_JWT_SECRET: JWT_SECRET, SECRETS_KEY: TEST_SECRETS_KEY, FAILED_RETENTION: '1D', DELIVERY_LOG: 'off',
+    });
+    const abort = new AbortController();
+    const starting = startApi(config, silentLogger(), { signal: abort.signal }).catch(() => undefined);
+    const answers: typeof seen = [];
+    try {
+      await waitFor('PORT listening', async () => (await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => undefined))?.status === 200);
+      for (const [template, item] of Object.entries(openApiDocument.paths as unknown as Record<string, Record<string, unknown>>)) {
+        const path = template.replace('{merchantId}', alice.id).replace('{webhookId}', 'evt_1').replace('{endpointId}', 'ep_1');
+        for (const method of Object.keys(item)) {
+          const res = await fetch(`http://127.0.0.1:${port}${path}`, { method: method.toUpperCase() });
+          answers.push({ path, method, status: res.status, headers: res.headers, body: await res.json() });
+        }
+      }
+    } finally {
+      abort.abort();
+      await (await starting)?.stop();
+      await db.drop();
+    }
+    expect(answers.filter((a) => a.status !== 503).map((a) => a.path).sort()).toEqual(['/healthz']);
     expectDocumented(answers);
   });
 
