@@ -156,6 +156,8 @@ describe('webhooks invalid (operator CLI on parked messages)', () => {
         RETRY_SCHEDULE: '',
         FAILED_RETENTION: '1D',
         ALLOW_PRIVATE_TARGETS: 'true',
+        // A free port: the default 9464 may be anyone's on this host (a CI run failed on EADDRINUSE).
+        METRICS_PORT: '0',
       }),
       silentLogger(),
     );
