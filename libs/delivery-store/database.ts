@@ -1,5 +1,7 @@
 import { mkdirSync } from 'node:fs';
+import type { PGlite as Pglite } from '@electric-sql/pglite';
 import pg from 'pg';
+import { lockFolder } from './folder-lock.js';
 
 /** What every query needs: pg's Pool and Client and PGlite all answer `query(text, params)` with `{rows}`. */
 export interface Queryable {
@@ -139,8 +141,16 @@ async function inTransaction<T>(client: pg.ClientBase, work: (tx: Queryable) => 
 /** Development mode without DATABASE_URL: PostgreSQL in WebAssembly, in a local folder, owned by one process. */
 export async function openPglite(dir: string): Promise<Database> {
   mkdirSync(dir, { recursive: true });
-  const { PGlite } = await import('@electric-sql/pglite');
-  const db = await PGlite.create(dir);
+  // Before PGlite touches the folder: a second opener would already write it (recovery, checkpoint).
+  const release = lockFolder(dir);
+  let db: Pglite;
+  try {
+    const { PGlite } = await import('@electric-sql/pglite');
+    db = await PGlite.create(dir);
+  } catch (err) {
+    release();
+    throw err;
+  }
   const queryable: Queryable = { query: (text, params) => db.query(text, params) as never };
   const transaction = <T>(work: (tx: Queryable) => Promise<T>) => db.transaction((tx) => work({ query: (text, params) => tx.query(text, params) as never }));
   const never = new Promise<Error>(() => {});
@@ -155,6 +165,12 @@ export async function openPglite(dir: string): Promise<Database> {
       const unlisten = await db.listen(channel, onPayload);
       return { lost: never, close: () => unlisten() };
     },
-    close: () => db.close(),
+    close: async () => {
+      try {
+        await db.close();
+      } finally {
+        release();
+      }
+    },
   };
 }

@@ -1,4 +1,5 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
@@ -7,6 +8,7 @@ import { deliveryLogQueries, dropExpiredPartitions, openPglite, type Database } 
 import { currentVersion, migrate, MIGRATIONS, REQUIRED_VERSION } from '../../libs/migrations/index.js';
 import { ensurePartitionsFor, prepareRows, storeBatch } from '../../libs/delivery-store/materialise.js';
 import { ensurePartition } from '../../libs/delivery-store/schema.js';
+import { EmbeddedDatabaseInUseError, lockFolder } from '../../libs/delivery-store/folder-lock.js';
 
 /** Development mode's embedded database runs the same schema and statements as PostgreSQL. */
 describe('the delivery log on the embedded PGlite of development mode', () => {
@@ -53,5 +55,40 @@ describe('the delivery log on the embedded PGlite of development mode', () => {
   it('keeps no GIN pending list on the references', async () => {
     const { rows } = await db.query<{ options: string[] | null }>(`SELECT reloptions AS options FROM pg_class WHERE relname = 'delivery_webhooks_refs'`);
     expect(rows).toEqual([{ options: ['fastupdate=off'] }]);
+  });
+});
+
+/** One process at a time on a folder (test/integration/dev-database.test.ts runs the programs so). */
+describe("the embedded database's folder lock", () => {
+  const root = mkdtempSync(join(tmpdir(), 'pglite-lock-'));
+  afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+  it('refuses a second opening in this process until the first is released, then opens', () => {
+    const dir = join(root, 'twice');
+    const release = lockFolder(dir);
+    expect(() => lockFolder(dir)).toThrow(EmbeddedDatabaseInUseError);
+    release();
+    expect(existsSync(`${dir}.lock`)).toBe(false);
+    lockFolder(dir)();
+  });
+
+  it('refuses a live process, naming it and the lock file', () => {
+    const dir = join(root, 'live');
+    writeFileSync(`${dir}.lock`, `${process.ppid}\n`);
+    expect(() => lockFolder(dir)).toThrow(`is in use by process ${process.ppid} (`);
+    expect(() => lockFolder(dir)).toThrow(`delete ${dir}.lock`);
+    expect(readFileSync(`${dir}.lock`, 'utf8')).toBe(`${process.ppid}\n`);
+  });
+
+  it("takes over a lock whose process is gone, or that names this process's pid from a former life", () => {
+    const gone = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { encoding: 'utf8' }).stdout;
+    for (const [name, pid] of [['gone', gone], ['restarted', String(process.pid)], ['garbled', 'not a pid']] as const) {
+      const dir = join(root, name);
+      writeFileSync(`${dir}.lock`, `${pid}\n`);
+      const release = lockFolder(dir);
+      expect(readFileSync(`${dir}.lock`, 'utf8')).toBe(`${process.pid}\n`);
+      release();
+      expect(existsSync(`${dir}.lock`)).toBe(false);
+    }
   });
 });

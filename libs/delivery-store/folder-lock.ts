@@ -1,0 +1,70 @@
+import { linkSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+
+/** Another live process holds the embedded database's folder: opening it too would lose committed rows. */
+export class EmbeddedDatabaseInUseError extends Error {
+  constructor(dir: string, lockFile: string, pid: number | undefined) {
+    const holder = pid === undefined ? 'another process' : `process ${pid}`;
+    super(
+      `the embedded database ${dir} is in use by ${holder} (another npm start, or a program started with WEBHOOKS_DEV=true and no DATABASE_URL): ` +
+        `stop it first, or give this one a DATABASE_URL. If it no longer runs, delete ${lockFile}`,
+    );
+    this.name = 'EmbeddedDatabaseInUseError';
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: it exists, under another user.
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** The lock files this process holds. */
+const heldHere = new Set<string>();
+
+function holderOf(lockFile: string): number | undefined {
+  try {
+    const pid = Number.parseInt(readFileSync(lockFile, 'utf8'), 10);
+    return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * PGlite is PostgreSQL without its postmaster, so nothing stops two processes from opening one data
+ * folder; each then writes over what the other committed. `<dir>.lock` holds the owner's pid: written
+ * to a file of this process's own, then linked into place, so that it never exists empty and only one
+ * link can win. One whose process is gone (killed, crashed) is taken over. Returns the release.
+ */
+export function lockFolder(dir: string): () => void {
+  const lockFile = `${dir}.lock`;
+  const mine = `${lockFile}.${process.pid}`;
+  writeFileSync(mine, `${process.pid}\n`);
+  try {
+    for (let tries = 0; ; tries++) {
+      try {
+        linkSync(mine, lockFile);
+        break;
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+        const holder = holderOf(lockFile);
+        // This process's own pid is live but stale unless this process locked it (a container
+        // restarted gives its programs the pids they had); one it locked is an opening not closed.
+        const held = holder === process.pid ? heldHere.has(lockFile) : holder !== undefined && alive(holder);
+        if (held || tries >= 2) throw new EmbeddedDatabaseInUseError(dir, lockFile, holder);
+        rmSync(lockFile, { force: true });
+      }
+    }
+  } finally {
+    rmSync(mine, { force: true });
+  }
+  heldHere.add(lockFile);
+  return () => {
+    if (!heldHere.delete(lockFile)) return;
+    if (holderOf(lockFile) === process.pid) rmSync(lockFile, { force: true });
+  };
+}
