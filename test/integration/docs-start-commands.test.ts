@@ -128,4 +128,32 @@ describe('the npm run start:* commands in the docs', () => {
       await exited;
     }
   }, 90_000);
+
+  // A supervisor, an IDE's stop button or `kill <npm's pid>` signals npm alone. npm forwards the
+  // signal to its script's shell; a shell that did not exec node died of it and left node running,
+  // holding its ports (and in development mode the embedded database) with nobody to stop it.
+  it('npm run start:dispatcher stops its program when only npm is sent SIGTERM', async () => {
+    const metricsPort = String(await freePort());
+    const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, WEBHOOKS_DEV: 'true', DATABASE_URL: database.url, METRICS_PORT: metricsPort };
+    let output = '';
+    const child: ChildProcess = spawn('npm', ['run', 'start:dispatcher'], { env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout!.on('data', (c: Buffer) => (output += c.toString()));
+    child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
+    const readyz = () => fetch(`http://127.0.0.1:${metricsPort}/readyz`).then((r) => r.status, () => undefined);
+    try {
+      await waitFor('npm run start:dispatcher ready', async () => (await readyz()) === 200, 60_000, 200).catch((err: Error) => {
+        throw new Error(`${err.message}\n${output.slice(-3_000)}`);
+      });
+      process.kill(child.pid!, 'SIGTERM');
+      await waitFor('the dispatcher stopped with npm (its port closed)', async () => (await readyz()) === undefined, 30_000, 200);
+      expect(output).toContain('"signal":"SIGTERM"');
+    } finally {
+      // Whatever is left of the group npm started (an orphaned node included), by the group's id.
+      try {
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        // The group is gone already.
+      }
+    }
+  }, 120_000);
 });
