@@ -17,6 +17,16 @@ describe('README.md', () => {
     }
   });
 
+  it('shows a portal command whose link allows what the page is said to let the developer do', () => {
+    const section = readme.split(/^## /m).find((s) => s.startsWith('The merchant portal'))!;
+    const command = /`npm run cli -- (portal [^`]*)`/.exec(section)?.[1];
+    expect(command).toBeDefined();
+    // The link is view-only unless --permissions names each action (webhooks portal --help).
+    const granted = /--permissions ([\w,-]+)/.exec(command!)?.[1]?.split(',') ?? [];
+    const said = { resend: /resends what failed/, 'manage-endpoint': /adds and fixes its endpoints/, 'manage-secret': /rotates an endpoint's secret/ };
+    for (const [permission, sentence] of Object.entries(said)) expect({ permission, said: sentence.test(section), granted: granted.includes(permission) }).toEqual({ permission, said: true, granted: true });
+  });
+
   it('shows how to find a webhook\'s trace by its webhook-id (issue 32)', () => {
     const section = readme.split(/^## /m).find((s) => s.startsWith("Find a webhook's trace"));
     expect(section).toContain('--profile tracing');
