@@ -3,6 +3,7 @@ import { once } from 'node:events';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
 import { codeBlocks, codeSpans, documents, lineOf } from '../support/docs.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
+import { runProgram } from '../support/process.js';
 import { freePort } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
@@ -10,7 +11,10 @@ import { waitFor } from '../support/wait.js';
  * Every `npm run start:<program>` command the docs show runs as written on a machine set up as the
  * README says (Node, RabbitMQ and PostgreSQL on their default local ports, nothing else in the
  * environment): started with only PATH and HOME, plus what the command itself sets (inline
- * `NAME=value`, or an `export` line above it in the same code block), it becomes ready.
+ * `NAME=value`, or an `export` line above it in the same code block), it becomes ready. Its
+ * PostgreSQL database is a fresh one, without tables, as on a new machine: the programs make none,
+ * so the docs must show `npx webhooks migrate` before the command (in its code block, or in its
+ * paragraph), and that runs first, as written.
  *
  * What the test changes, and only that: the broker URL (this run's), the topology prefix (its
  * own), a `postgres://` URL on 127.0.0.1:5432 becomes this file's database on the same server, and
@@ -22,6 +26,8 @@ interface DocCommand {
   where: string;
   script: string;
   env: Record<string, string>;
+  /** The environment of a `npx webhooks migrate` written before it, if one is. */
+  migrate?: Record<string, string>;
 }
 
 const SHARED_COPIES = ['docs/DESIGN.md', 'docs/webhook-service-spec.md'];
@@ -38,11 +44,18 @@ function parseAssignments(words: string[]): Record<string, string> | undefined {
 }
 
 /** A command line: `NAME=value ... npm run start:<x>`; what a preceding `export` line set comes first. */
-function parseCommand(line: string, exported: Record<string, string>, where: string): DocCommand {
+function parseCommand(line: string, exported: Record<string, string>, where: string, migrate?: Record<string, string>): DocCommand {
   const m = /^(.*?)\bnpm run (start:[a-z-]+)\s*$/.exec(line.trim());
   const assigned = m && parseAssignments(m[1]!.trim().split(/\s+/).filter((w) => w !== ''));
   if (!m || !assigned) throw new Error(`${where}: cannot read "${line}" as NAME=value ... npm run start:<program>`);
-  return { where, script: m[2]!, env: { ...exported, ...assigned } };
+  return { where, script: m[2]!, env: { ...exported, ...assigned }, migrate };
+}
+
+/** `NAME=value ... npx webhooks migrate`: its environment, or undefined for any other line. */
+function parseMigrate(line: string, exported: Record<string, string>): Record<string, string> | undefined {
+  const m = /^(.*?)\bnpx webhooks migrate\s*$/.exec(line.trim());
+  const assigned = m && parseAssignments(m[1]!.trim().split(/\s+/).filter((w) => w !== ''));
+  return assigned ? { ...exported, ...assigned } : undefined;
 }
 
 function docCommands(): DocCommand[] {
@@ -52,6 +65,7 @@ function docCommands(): DocCommand[] {
     // In code blocks, line by line; an `export` line applies to the lines after it in its block.
     for (const block of codeBlocks(text)) {
       let exported: Record<string, string> = {};
+      let migrate: Record<string, string> | undefined;
       let at = block.at;
       for (const raw of block.body.split('\n')) {
         const line = raw.replace(/\s+#.*$/, '');
@@ -59,12 +73,16 @@ function docCommands(): DocCommand[] {
         at += raw.length + 1;
         const exports = /^export\s+(.*)$/.exec(line.trim());
         if (exports) exported = { ...exported, ...parseAssignments(exports[1]!.split(/\s+/)) };
-        else if (/\bnpm run start:/.test(line)) commands.push(parseCommand(line, exported, where));
+        else if (/\bnpm run start:/.test(line)) commands.push(parseCommand(line, exported, where, migrate));
+        else migrate = parseMigrate(line, exported) ?? migrate;
       }
     }
-    // In prose, each code span on its own.
-    for (const span of codeSpans(text).filter((s) => /\bnpm run start:/.test(s.body))) {
-      commands.push(parseCommand(span.body, {}, `${file}:${lineOf(text, span.at)}`));
+    // In prose, each code span on its own, after the migrate written earlier in its paragraph.
+    const spans = codeSpans(text);
+    for (const span of spans.filter((s) => /\bnpm run start:/.test(s.body))) {
+      const paragraphStart = text.lastIndexOf('\n\n', span.at);
+      const migrate = spans.filter((s) => s.at > paragraphStart && s.at < span.at).map((s) => parseMigrate(s.body, {})).findLast((env) => env !== undefined);
+      commands.push(parseCommand(span.body, {}, `${file}:${lineOf(text, span.at)}`, migrate));
     }
   }
   return commands;
@@ -74,6 +92,7 @@ describe('the npm run start:* commands in the docs', () => {
   const prefix = uniquePrefix('docs-start');
   const commands = docCommands();
   let database: TestDatabase;
+  const fresh: TestDatabase[] = [];
 
   beforeAll(async () => {
     database = await createTestDatabase('docs_start');
@@ -84,6 +103,7 @@ describe('the npm run start:* commands in the docs', () => {
     await broker.deleteTopology(prefix);
     await broker.close();
     await database.drop();
+    for (const db of fresh) await db.drop();
   });
 
   it('are found, every one the guides write (resending.md runs the API alone)', () => {
@@ -96,11 +116,21 @@ describe('the npm run start:* commands in the docs', () => {
 
   it.each(commands.map((c) => [`${c.where}: npm run ${c.script}`, c] as const))('%s starts and gets ready', async (_, command) => {
     const ports = { PORT: String(await freePort()), METRICS_PORT: String(await freePort()), ADMIN_PORT: String(await freePort()) };
-    const env: Record<string, string> = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix };
-    for (const [name, value] of Object.entries(command.env)) {
-      // The README's machine's PostgreSQL, here a database of this file's own on it.
-      env[name] = name === 'DATABASE_URL' && /^postgres(ql)?:\/\/[^/]*@?127\.0\.0\.1:5432\//.test(value) ? database.url : value;
+    const base: Record<string, string> = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix };
+    // The README's machine's PostgreSQL, here a database of this case's own on it, as new: no tables.
+    const local = /^postgres(ql)?:\/\/[^/]*@?127\.0\.0\.1:5432\//;
+    const own = Object.values({ ...command.env, ...command.migrate }).some((value) => local.test(value)) ? await createTestDatabase('docs_start_fresh', undefined, { migrated: false }) : undefined;
+    if (own) fresh.push(own);
+    const withOwn = (written: Record<string, string>) => {
+      const env = { ...base };
+      for (const [name, value] of Object.entries(written)) env[name] = name === 'DATABASE_URL' && local.test(value) ? own!.url : value;
+      return env;
+    };
+    if (command.migrate) {
+      const migrated = await runProgram('dist/apps/cli/main.js', { ...withOwn(command.migrate), TOPOLOGY_PREFIX: prefix, RABBITMQ_URL: brokerUrl() }, ['migrate']);
+      expect({ code: migrated.code, stderr: migrated.stderr }).toEqual({ code: 0, stderr: '' });
     }
+    const env = withOwn(command.env);
     Object.assign(env, ports, { TOPOLOGY_PREFIX: prefix, RABBITMQ_URL: brokerUrl() });
     if (!('ADMIN_PORT' in command.env)) delete env.ADMIN_PORT;
 
