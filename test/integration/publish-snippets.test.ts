@@ -95,4 +95,15 @@ describe('the publish snippets of docs/publishing.md, run as written', () => {
     expect(ran.code).not.toBe(0);
     expect(ran.output).toContain('returned: no queue is bound to the exchange, not stored');
   });
+
+  // Before the programs first ran, the exchange does not exist: the broker closes the channel.
+  // Unheard, amqplib's 'error' event is an uncaught exception that ends the publisher's process.
+  it.each(cases)('%s: a publish to an exchange that does not exist fails as the publish, naming the exchange', async (_name, command) => {
+    const [program, file] = command();
+    const missing = `${prefix}.missing`;
+    const ran = await run(program, file, { RABBITMQ_URL: brokerUrl(), WEBHOOKS_EXCHANGE: missing });
+    expect(ran.code).not.toBe(0);
+    expect(ran.output).toContain(`no exchange '${missing}'`);
+    expect(ran.output).not.toMatch(/Emitted 'error' event|Unhandled 'error' event/);
+  });
 });
