@@ -352,11 +352,14 @@ export class Dispatcher {
 
   /**
    * Whether a copy of an endpoint not ordered now took a place in its line before: asked only of a
-   * copy that may have walked before (redelivered, or not from upstream's exchange). PostgreSQL not
-   * answering, it goes unordered: an outage holds no merchant that does not order.
+   * copy that may have walked before (redelivered, a fan-out share handed on, or moved back from
+   * invalid), never of a fresh message, wherever it was published: a round trip each cost the
+   * dispatcher half its rate. PostgreSQL not answering, it goes unordered: an outage holds no
+   * merchant that does not order.
    */
   private async heldPlace(message: ConsumeMessage, intake: IntakeEvent, order: OrderGate): Promise<boolean> {
-    if (!message.fields.redelivered && message.fields.exchange === this.names.events) return false;
+    const headers = message.properties.headers ?? {};
+    if (!message.fields.redelivered && headers[HEADERS.endpointId] === undefined && headers[HEADERS.originalRoutingKey] === undefined) return false;
     try {
       return await order.holds(waitKeyOf(intake));
     } catch (err) {

@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { copyHeaders, type EventName } from '../../libs/contracts/index.js';
 import { BrokerConnection } from '../../libs/broker/index.js';
+import { OrderStore } from '../../libs/ordering/index.js';
 import type { Merchant } from '../../libs/merchants/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
@@ -50,6 +51,32 @@ describe('a charge that fails twice, then its refund', () => {
       expect(harness.dispatcher.stats.ordered).toBe(1);
       await waitFor('no wait left', async () => (await harness.waits.census(0)).waiting === 0, 10_000);
     } finally {
+      await harness.close();
+      await receiver.close();
+    }
+  });
+});
+
+describe('a fresh message of a merchant that does not order', () => {
+  it('costs no look-up of a place in order, wherever it was published (straight to dispatch, as a bench does)', async () => {
+    const receiver = await Receiver.start(() => 204);
+    const merchant = testMerchant('m_unordered', receiver.url);
+    const harness = await startHarness({ name: 'order-fresh-unordered', merchants: [merchant], retryDelaysMs: [300] });
+    // A round trip per message cost the dispatcher half its rate (BENCHMARKS 1b, 0.54× before this).
+    const holds = OrderStore.prototype.holds;
+    let lookups = 0;
+    OrderStore.prototype.holds = function (this: OrderStore, ...args: Parameters<OrderStore['holds']>) {
+      lookups++;
+      return holds.apply(this, args);
+    };
+    try {
+      for (let i = 0; i < 20; i++) {
+        harness.test.channel.sendToQueue(harness.names.dispatch, Buffer.from(JSON.stringify(eventOf('charge.completed', merchant.id, `TX-F${i}`))), { messageId: `evt_fresh_${i}`, persistent: true });
+      }
+      await waitFor('the 20 delivered', () => receiver.requests.length >= 20, 15_000);
+      expect(lookups).toBe(0);
+    } finally {
+      OrderStore.prototype.holds = holds;
       await harness.close();
       await receiver.close();
     }
