@@ -18,13 +18,13 @@ import type { Operations } from './operations.js';
 import { AdmissionStage, endpointFor } from './stages/admission.js';
 import { AttemptStage } from './stages/attempt.js';
 import { decide, type Finding } from './stages/decide.js';
-import { type DispatcherStats, EffectStage, waitKeyOf } from './stages/effect.js';
+import { type DispatcherStats, EffectStage, WAITS_TABLE, waitKeyOf } from './stages/effect.js';
 import { EndpointGuards } from './stages/endpoint-guards.js';
 import { fanOut, route } from './stages/fan-out.js';
 import { type IntakeEvent, parseIntake } from './stages/intake.js';
 import { recordOf } from './stages/record.js';
 import type { Throttle } from './stages/throttle.js';
-import { publishChild, type Span, spanLogFields, tracingActive } from '../../libs/tracing/index.js';
+import { injectSpan, markFailed, publishChild, type Span, spanLogFields, tracingActive } from '../../libs/tracing/index.js';
 import { deliverySpan, describeDelivery, describeFanOut } from './stages/trace.js';
 
 /** After a record the deliveries stream did not confirm, how long records are sent without waiting. */
@@ -273,7 +273,7 @@ export class Dispatcher {
       return { finding: { kind: 'superseded', key: `${intake.webhookId}#${intake.hand}` } };
     }
     const takenAt = performance.now();
-    const place = await this.placeInOrder(message, intake);
+    const place = await this.placeInOrder(message, intake, span);
     if (place === 'waiting') return { intake, finding: { kind: 'ordered' } };
     // A copy of one already done, unless an operator moved it back from invalid: its park ended its
     // place (the next of its reference went on), and it goes now outside the order, like a resend.
@@ -325,7 +325,7 @@ export class Dispatcher {
    * (its 'ordered' wait written), `ended` for a copy of one already done, `head` to attempt it
    * (its end releases the next); undefined when it is not ordered.
    */
-  private async placeInOrder(message: ConsumeMessage, intake: IntakeEvent): Promise<OrderState | undefined> {
+  private async placeInOrder(message: ConsumeMessage, intake: IntakeEvent, span: Span | undefined): Promise<OrderState | undefined> {
     const order = this.deps.order;
     if (!order || intake.orderKey === undefined || intake.hand !== undefined || intake.resentAt !== undefined || intake.test) return undefined;
     // The endpoint's own setting: each endpoint's deliveries are ordered apart.
@@ -336,10 +336,21 @@ export class Dispatcher {
     if (!setting && !(await this.heldPlace(message, intake, order))) return undefined;
     // Marked before its admission: the 'ordered' wait written with it carries the mark.
     intake.ordered = true;
-    const place = await order.admit({ ...waitKeyOf(intake), key: intake.orderKey }, () => ({
-      headers: this.effect.waitingHeaders({ message }, intake),
-      content: message.content,
-    }));
+    let waitSpan: Span | undefined;
+    let place: OrderState;
+    try {
+      place = await order.admit({ ...waitKeyOf(intake), key: intake.orderKey }, () => {
+        const headers = this.effect.waitingHeaders({ message }, intake);
+        // As every wait's: a producer span whose context the hand-back carries, so it stays in the webhook's trace.
+        if (span) injectSpan((waitSpan = publishChild(span, WAITS_TABLE, intake.webhookId)), headers);
+        return { headers, content: message.content };
+      });
+    } catch (err) {
+      if (waitSpan) markFailed(waitSpan, err);
+      throw err;
+    } finally {
+      waitSpan?.end();
+    }
     // Only a head ends a place in the order (a waiting one's end is its hand-back's).
     intake.ordered = place === 'head';
     return place;

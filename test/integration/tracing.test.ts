@@ -9,6 +9,7 @@ import { type Harness, startHarness, testMerchant } from '../support/harness.js'
 import { KIND, OtlpReceiver, type ReceivedSpan, testTracingSettings } from '../support/otlp-receiver.js';
 import { failOnceThenSucceed, Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
+import { eventOf } from '../support/order.js';
 
 /**
  * Tracing end to end with a real OTLP/HTTP receiver (decoding JSON and protobuf alike), the real
@@ -235,6 +236,46 @@ describe.each(['http/json', 'http/protobuf'] as const)('tracing over %s', (proto
       expect(resent).toMatchObject({ traceId: webhookTrace, parentSpanId: toFailed!.spanId });
       const last = receiver.requests.filter((r) => r.headers['webhook-id'] === messageId)[1]!;
       expect(traceparentOf(last.headers.traceparent)?.[1]).toBe(webhookTrace);
+    });
+  });
+
+  describe('an ordered webhook traced', () => {
+    let receiver: Receiver;
+    let harness: Harness;
+    let merchant: Merchant;
+    const tries = new Map<string, number>();
+
+    beforeAll(async () => {
+      // The charge fails once: the refund of its reference waits ('ordered') until it is delivered.
+      receiver = await Receiver.start((_n, req) => {
+        const id = String(req.headers['webhook-id']);
+        tries.set(id, (tries.get(id) ?? 0) + 1);
+        return JSON.parse(req.body).event === 'charge.completed' && tries.get(id) === 1 ? 500 : 204;
+      });
+      merchant = testMerchant('m_order_trace', receiver.url);
+      merchant.endpoints[0]!.orderByReference = true;
+      harness = await startHarness({ name: 'tracingorder', merchants: [merchant], retryDelaysMs: [300] });
+    });
+
+    afterAll(async () => {
+      await harness?.close();
+      await receiver?.close();
+    });
+
+    it('keeps a webhook that waited for an earlier one of its reference in its trace: its hand-back continues from its wait', async () => {
+      const stamp = Date.now();
+      const [chargeId, refundId] = [`evt_ocharge_${stamp}`, `evt_orefund_${stamp}`];
+      // An upstream client that does not trace: no traceparent, so the dispatcher starts each trace.
+      for (const [id, event] of [[chargeId, eventOf('charge.completed', merchant.id, `TX-${stamp}`)], [refundId, eventOf('refund.completed', merchant.id, `TX-${stamp}`)]] as const) {
+        await harness.broker.publish(harness.names.events, event.event, Buffer.from(JSON.stringify(event)), { persistent: true, contentType: 'application/json', messageId: id });
+      }
+      await waitFor('the refund delivered', () => receiver.requests.some((r) => r.headers['webhook-id'] === refundId), 15_000);
+      const [ordered] = await spansWhere('the refund behind its charge', (s) => s.attributes['webhook.id'] === refundId && s.attributes['webhook.outcome'] === 'ordered');
+      const [delivered] = await spansWhere('the refund delivered', (s) => s.attributes['webhook.id'] === refundId && s.attributes['webhook.outcome'] === 'delivered');
+      expect(delivered!.traceId).toBe(ordered!.traceId);
+      const [wait] = await spansWhere('its wait written', (s) => s.traceId === ordered!.traceId && s.name === 'publish webhook_waits');
+      expect(wait).toMatchObject({ kind: KIND.producer, parentSpanId: ordered!.spanId, attributes: expect.objectContaining({ 'webhook.id': refundId }) });
+      expect(delivered!.parentSpanId).toBe(wait!.spanId);
     });
   });
 

@@ -15,7 +15,7 @@ import { publishIn, type Span, spanLogFields } from '../../../libs/tracing/index
 const UNSENDABLE: ReadonlySet<string> = new Set([FAILED_REASONS.webhookDisabled, FAILED_REASONS.endpointDisabled, FAILED_REASONS.merchantRemoved]);
 
 /** The destination a wait's producer span names. */
-const WAITS_TABLE = 'webhook_waits';
+export const WAITS_TABLE = 'webhook_waits';
 
 /** Deliveries by outcome; `ordered`: behind an earlier one of their reference; `fannedOut`: new events for several endpoints. */
 export type DispatcherStats = Record<
