@@ -75,7 +75,7 @@ await runUntilSignal(
       await stopAll();
       throw err;
     }
-    return stoppingTracing({ stop: stopAll, fatal: Promise.race(running.flatMap((program) => program.fatal ?? [])) }, tracing);
+    return stoppingTracing({ stop: stopAll, fatal: Promise.race(running.flatMap((program) => program.fatal ?? [])) }, tracing, apiConfig.SHUTDOWN_TIMEOUT + dispatcherConfig.SHUTDOWN_TIMEOUT);
   },
   logger,
   // The API stops first, then the dispatcher: each within its own SHUTDOWN_TIMEOUT.

@@ -26,5 +26,5 @@ export async function runProgram<C extends TracingConfig & { LOG_LEVEL: LogLevel
   if (devMode) logger.warn(devMode.message, devMode.fields);
   // The SDK must be registered before the program's first span.
   const tracing = await startTracing(tracingSettingsOf(config, `webhooks-${service}`), logger, tracingOptions);
-  await runUntilSignal(service, async (signal) => stoppingTracing(await start(config, logger, { signal }), tracing), logger, config.SHUTDOWN_TIMEOUT);
+  await runUntilSignal(service, async (signal) => stoppingTracing(await start(config, logger, { signal }), tracing, config.SHUTDOWN_TIMEOUT), logger, config.SHUTDOWN_TIMEOUT);
 }

@@ -62,9 +62,19 @@ export async function startTracing(settings: TracingSettings | undefined, logger
   };
 }
 
-/** A running program whose stop() then exports the spans still buffered. */
-export function stoppingTracing(program: { stop(): Promise<void>; fatal?: Promise<Error> }, tracing: Tracing): { stop(): Promise<void>; fatal?: Promise<Error> } {
-  return { fatal: program.fatal, stop: () => program.stop().finally(() => tracing.shutdown()) };
+/**
+ * A running program whose stop() then exports the spans still buffered, within what is left of
+ * `stopTimeoutMs` (SHUTDOWN_TIMEOUT) from the stop's start: a collector that does not answer must
+ * not carry the stop past it (the program's backstop would exit 1 after a clean drain).
+ */
+export function stoppingTracing(program: { stop(): Promise<void>; fatal?: Promise<Error> }, tracing: Tracing, stopTimeoutMs = Infinity): { stop(): Promise<void>; fatal?: Promise<Error> } {
+  return {
+    fatal: program.fatal,
+    stop: () => {
+      const deadline = Date.now() + stopTimeoutMs;
+      return program.stop().finally(() => tracing.shutdown(Math.min(5_000, Math.max(0, deadline - Date.now()))));
+    },
+  };
 }
 
 /** What the SDK's BatchSpanProcessor warns once spans could be queued again after it dropped some. */

@@ -52,7 +52,7 @@ describe('the dispatcher program with and without OTEL variables', () => {
   });
 
   /** Runs the dispatcher until it delivered one event, stops it, and says which modules it loaded. */
-  async function deliverOne(otel: Record<string, string>): Promise<{ modules: string[]; workerModules: string[]; traceparent: unknown; stdout: string }> {
+  async function deliverOne(otel: Record<string, string>): Promise<{ modules: string[]; workerModules: string[]; traceparent: unknown; stdout: string; stoppedInMs: number }> {
     const modulesDir = mkdtempSync(join(tmpdir(), 'modules-'));
     const modulesFile = join(modulesDir, 'loaded.txt');
     child = spawn(process.execPath, ['--import', `./${PRELOAD}`, DISPATCHER], {
@@ -66,13 +66,15 @@ describe('the dispatcher program with and without OTEL variables', () => {
     await waitFor('dispatcher consuming', () => stdout.includes('dispatcher consuming'), 20_000);
     const { messageId } = await publisher.publish(sampleEvent('payout', 'm_prog'));
     const request = await waitFor('the delivery', () => receiver.requests.find((r) => r.headers['webhook-id'] === messageId));
+    const signalledAt = Date.now();
     child.kill('SIGTERM');
     const [code] = await exited;
+    const stoppedInMs = Date.now() - signalledAt;
     expect({ code, stdout }).toMatchObject({ code: 0 });
     const workerModules = readdirSync(modulesDir)
       .filter((name) => name.startsWith('loaded.txt.thread-'))
       .flatMap((name) => readFileSync(join(modulesDir, name), 'utf8').split('\n'));
-    return { modules: readFileSync(modulesFile, 'utf8').split('\n'), workerModules, traceparent: request.headers.traceparent, stdout };
+    return { modules: readFileSync(modulesFile, 'utf8').split('\n'), workerModules, traceparent: request.headers.traceparent, stdout, stoppedInMs };
   }
 
   const opentelemetry = (modules: string[]) =>
@@ -127,6 +129,18 @@ describe('the dispatcher program with and without OTEL variables', () => {
     const [message] = await test.drain(`${prefix}.dispatch`, 1);
     expect(message!.properties.messageId).toBe('evt_cli_traced');
     expect(String(message!.properties.headers?.traceparent)).toBe(`00-${span!.traceId}-${span!.spanId}-01`);
+  });
+
+  it('stops on SIGTERM within SHUTDOWN_TIMEOUT and exits 0 while the collector never answers', async () => {
+    const hanging = await OtlpReceiver.start('hang');
+    try {
+      const { stdout, stoppedInMs } = await deliverOne({ OTEL_EXPORTER_OTLP_ENDPOINT: hanging.endpoint, SHUTDOWN_TIMEOUT: '2s' });
+      expect(stdout).not.toContain('shutdown timed out');
+      // SHUTDOWN_TIMEOUT and the process's exit; the backstop would have exited 1 at 3 s.
+      expect(stoppedInMs).toBeLessThan(2_600);
+    } finally {
+      await hanging.close();
+    }
   });
 
   it('refuses an unsupported protocol at start-up, naming the variable', async () => {
