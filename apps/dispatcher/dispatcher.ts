@@ -269,7 +269,7 @@ export class Dispatcher {
   /** A hand-back's take, an ordered webhook's place, admission and attempt: each finds what ends the walk or hands on. */
   private async onward(message: ConsumeMessage, intake: IntakeEvent, now: Date, span: Span | undefined, live: () => boolean): Promise<{ intake?: IntakeEvent; finding: Finding }> {
     // A wait handed back: only its current hand comes to an attempt.
-    if (intake.hand !== undefined && !(await this.take(intake, intake.hand))) {
+    if (intake.hand !== undefined && !(await this.take(intake, intake.hand, span))) {
       return { finding: { kind: 'superseded', key: `${intake.webhookId}#${intake.hand}` } };
     }
     const takenAt = performance.now();
@@ -279,7 +279,7 @@ export class Dispatcher {
     // place (the next of its reference went on), and it goes now outside the order, like a resend.
     if (place === 'ended' && !this.unparked(message)) return { finding: { kind: 'superseded', key: `${intake.webhookId}#ended` } };
     if (intake.resendClaim !== undefined && intake.attempts === 0 && intake.deferrals === 0 && intake.postponements === 0) {
-      this.effect.markResent(intake, intake.resendClaim);
+      this.effect.markResent(intake, intake.resendClaim, span);
     }
     // Given up like a stop's once its channel is gone while it waited: the broker has given it
     // back, and sent on, it went twice (its redelivery too).
@@ -288,7 +288,7 @@ export class Dispatcher {
     // A hand-back that waited for its slot: its lease (from its take) may not cover the attempt, and
     // the row would hand it on while it is sent. Taken again, the lease runs from now; handed on
     // meanwhile, it gives its slot back unsent and the current copy goes.
-    if (intake.hand !== undefined && performance.now() - takenAt > RETAKE_AFTER_MS && !(await this.take(intake, intake.hand))) {
+    if (intake.hand !== undefined && performance.now() - takenAt > RETAKE_AFTER_MS && !(await this.take(intake, intake.hand, span))) {
       admitted.slot.release('unused');
       return { finding: { kind: 'superseded', key: `${intake.webhookId}#${intake.hand}` } };
     }
@@ -384,17 +384,17 @@ export class Dispatcher {
    * anyway (a duplicate is better than a webhook held back), but not an ordered one: a stale copy
    * after its successor would be out of order, so it is held until PostgreSQL answers.
    */
-  private async take(intake: IntakeEvent, hand: number): Promise<boolean> {
+  private async take(intake: IntakeEvent, hand: number, span: Span | undefined): Promise<boolean> {
     if (!this.taker) return true;
     for (let tries = 0; ; tries++) {
       try {
         return await this.taker.take({ ...waitKeyOf(intake), hand });
       } catch (err) {
         if (!intake.ordered || this.stopping !== undefined) {
-          this.deps.logger.warn('wait not taken: PostgreSQL did not answer; attempted anyway', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message });
+          this.deps.logger.warn('wait not taken: PostgreSQL did not answer; attempted anyway', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message, ...spanLogFields(span) });
           return true;
         }
-        if (tries % 30 === 0) this.deps.logger.warn('ordered wait not taken: PostgreSQL did not answer; held until it does', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message });
+        if (tries % 30 === 0) this.deps.logger.warn('ordered wait not taken: PostgreSQL did not answer; held until it does', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message, ...spanLogFields(span) });
         await new Promise((resolve) => setTimeout(resolve, 1_000));
       }
     }

@@ -279,6 +279,39 @@ describe.each(['http/json', 'http/protobuf'] as const)('tracing over %s', (proto
     });
   });
 
+  describe('a webhook through PostgreSQL trouble, traced', () => {
+    let receiver: Receiver;
+    let harness: Harness;
+    let merchant: Merchant;
+    const lines: Array<Record<string, unknown>> = [];
+
+    beforeAll(async () => {
+      receiver = await Receiver.start(() => 500);
+      merchant = testMerchant('m_trouble_trace', receiver.url);
+      harness = await startHarness({ name: 'tracingtrouble', merchants: [merchant], retryDelaysMs: [300], logger: capturingLogger(lines) });
+    });
+
+    afterAll(async () => {
+      await harness?.close();
+      await receiver?.close();
+    });
+
+    it("puts the webhook's trace_id on the warnings about it: a hand-back attempted untaken, a failure not indexed", async () => {
+      // Its hand-back's take, then its failure's index, do not reach PostgreSQL.
+      harness.waits.take = () => Promise.reject(new Error('connection terminated'));
+      const { failures } = (harness.dispatcher as unknown as { deps: { failures: { record(): Promise<void> } } }).deps;
+      failures.record = () => Promise.reject(new Error('connection terminated'));
+      const { messageId } = await harness.publisher.publish(sampleEvent('payout', merchant.id));
+      const [publish] = await spansWhere('the publish span', (s) => s.kind === KIND.producer && s.attributes['webhook.id'] === messageId);
+      const [failed] = await spansWhere('the failed delivery', (s) => s.attributes['webhook.id'] === messageId && s.attributes['webhook.outcome'] === 'failed');
+      const warned = (message: string) => lines.filter((l) => l.message === message && l.webhookId === messageId).map((l) => l.trace_id);
+      await waitFor('both warnings', () => warned('failure not indexed; the recorder indexes it from the delivery log').length > 0);
+      expect(failed!.traceId).toBe(publish!.traceId);
+      expect(warned('wait not taken: PostgreSQL did not answer; attempted anyway')).toEqual([publish!.traceId]);
+      expect(warned('failure not indexed; the recorder indexes it from the delivery log')).toEqual([publish!.traceId]);
+    });
+  });
+
   describe('several merchants on one host, traced', () => {
     let receiver: Receiver;
     let harness: Harness;

@@ -140,7 +140,7 @@ export class EffectStage {
           await Promise.all([this.endWait(intake, UNSENDABLE.has(decision.reason)), record()]);
         };
         if (!(await this.move(delivery, this.deps.names.failed, headers, intake.event, span, settle))) return;
-        this.index(delivery, intake, decision, headers, now);
+        this.index(delivery, intake, decision, headers, now, span);
         this.count('failed', 'failed', intake.event, intake.test);
         this.deps.observer.failed(decision.reason);
         logger.warn('webhook failed', { ...logFields(intake), reason: decision.reason, attempts: decision.attempts, error: decision.error, errorClass: decision.errorClass, ...spanLogFields(span) });
@@ -150,7 +150,7 @@ export class EffectStage {
   }
 
   /** The failure, resendable at once, without holding the ack; a write that fails is left to the recorder. */
-  private index(delivery: Delivery, intake: IntakeEvent, decision: Extract<Decision, { kind: 'failed' }>, headers: ScalarHeaders, now: Date): void {
+  private index(delivery: Delivery, intake: IntakeEvent, decision: Extract<Decision, { kind: 'failed' }>, headers: ScalarHeaders, now: Date, span: Span | undefined): void {
     this.deps.failures?.record({
       merchantId: intake.merchantId,
       webhookId: intake.webhookId,
@@ -165,14 +165,14 @@ export class EffectStage {
       content: delivery.message.content.toString('utf8'),
       headers,
     }).catch((err: unknown) => {
-      this.deps.logger.warn('failure not indexed; the recorder indexes it from the delivery log', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error).message });
+      this.deps.logger.warn('failure not indexed; the recorder indexes it from the delivery log', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error).message, ...spanLogFields(span) });
     });
   }
 
   /** A resent copy reached dispatch: its failure marked resent, in case the resender died before its own mark. */
-  markResent(intake: IntakeEvent, claimId: string): void {
+  markResent(intake: IntakeEvent, claimId: string, span?: Span): void {
     this.deps.failures?.markResent(intake.merchantId, [intake.webhookId], claimId, intake.endpointId).catch((err: unknown) => {
-      this.deps.logger.warn('resent webhook not marked; its claim frees it after its lease', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error).message });
+      this.deps.logger.warn('resent webhook not marked; its claim frees it after its lease', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error).message, ...spanLogFields(span) });
     });
   }
 
@@ -256,7 +256,7 @@ export class EffectStage {
     if (!waits) throw new Error('effect: a wait needs the wait writer (a retry schedule needs PostgreSQL)');
     // As for a move: its channel gone, the broker has returned it, and its redelivery is the one that waits.
     if (!delivery.live) {
-      this.deps.logger.warn('delivery channel lost before its wait; the broker redelivers it', { webhookId: intake.webhookId });
+      this.deps.logger.warn('delivery channel lost before its wait; the broker redelivers it', { webhookId: intake.webhookId, ...spanLogFields(span) });
       return;
     }
     // With tracing on, the wait carries a producer span's context: its hand-back continues the trace.
