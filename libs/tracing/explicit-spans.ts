@@ -29,8 +29,13 @@ export function childSpan(parent: Span, name: string, kind: SpanKind, attributes
   return startIn(trace.setSpan(ROOT_CONTEXT, parent), name, kind, attributes);
 }
 
-/** Writes the span's context into AMQP or HTTP headers, so what they carry continues its trace. */
+/**
+ * Writes the span's context into AMQP or HTTP headers, so what they carry continues its trace. A
+ * `tracestate` copied from the message is the span's own or none: one upstream sent without a valid
+ * traceparent (ignored then, as W3C says) would otherwise join the trace at the next hand-back.
+ */
 export function injectSpan(span: Span, headers: Record<string, unknown>): void {
+  if ('tracestate' in headers) delete headers.tracestate;
   propagation.inject(trace.setSpan(ROOT_CONTEXT, span), headers);
 }
 

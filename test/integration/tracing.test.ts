@@ -168,6 +168,25 @@ describe.each(['http/json', 'http/protobuf'] as const)('tracing over %s', (proto
       }
     });
 
+    it('drops a tracestate that came without a valid traceparent, on the retry as on the first attempt', async () => {
+      for (const traceparent of [undefined, 'not-a-traceparent']) {
+        const id = `evt_orphan_state_${traceparent ? 'bad' : 'none'}_${Date.now()}`;
+        const event = sampleEvent('payout', merchant.id);
+        await harness.broker.publish(harness.names.events, 'payout', Buffer.from(JSON.stringify(event)), {
+          persistent: true,
+          contentType: 'application/json',
+          messageId: id,
+          headers: { ...(traceparent ? { traceparent } : {}), tracestate: 'upstream=internal-value' },
+        });
+        const requests = await waitFor('two requests', () => {
+          const seen = receiver.requests.filter((r) => r.headers['webhook-id'] === id);
+          return seen.length === 2 && seen;
+        });
+        // W3C trace context: without a traceparent it continues, a tracestate is not the trace's.
+        expect(requests.map((r) => r.headers.tracestate)).toEqual([undefined, undefined]);
+      }
+    });
+
     it('writes trace_id and span_id on every log line written inside a span, and none outside', async () => {
       const lines: Array<Record<string, unknown>> = [];
       const logger = capturingLogger(lines);
