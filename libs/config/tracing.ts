@@ -20,11 +20,15 @@ const protocol = z.string().transform((text, ctx) => {
   return z.NEVER;
 });
 
-const count = (fallback: number) =>
+/** The longest delay a Node timer keeps: a longer one fires after 1 ms (and warns, each time). */
+const MAX_TIMER_MS = 2_147_483_647;
+
+const count = (fallback: number, max = Number.MAX_SAFE_INTEGER) =>
   z
     .string()
     .optional()
     .refine((v) => v === undefined || /^\s*[1-9]\d*\s*$/.test(v), 'must be a whole number above 0')
+    .refine((v) => v === undefined || Number(v) <= max, `must be at most ${max}`)
     .transform((v) => (v === undefined ? fallback : Number(v)));
 
 export const tracingFields = {
@@ -44,8 +48,9 @@ export const tracingFields = {
   // must not grow the heap); per request, at most; and how long a span may wait for more.
   OTEL_BSP_MAX_QUEUE_SIZE: count(16_384),
   OTEL_BSP_MAX_EXPORT_BATCH_SIZE: count(2_048),
-  OTEL_BSP_SCHEDULE_DELAY: count(500),
-  OTEL_BSP_EXPORT_TIMEOUT: count(30_000),
+  // Milliseconds, each a timer's: past MAX_TIMER_MS it would fire at once (a batch per span, an export abandoned as it starts).
+  OTEL_BSP_SCHEDULE_DELAY: count(500, MAX_TIMER_MS),
+  OTEL_BSP_EXPORT_TIMEOUT: count(30_000, MAX_TIMER_MS),
   OTEL_RESOURCE_ATTRIBUTES: z
     .string()
     .optional()

@@ -63,6 +63,9 @@ describe('the OTEL variables', () => {
     ['OTEL_TRACES_EXPORTER', 'zipkin', 'must be otlp or none'],
     ['OTEL_BSP_MAX_QUEUE_SIZE', '0', 'must be a whole number above 0'],
     ['OTEL_BSP_SCHEDULE_DELAY', '1s', 'must be a whole number above 0'],
+    // A Node timer past 2^31-1 ms fires after 1 ms: a batch per span and a warning each, an export abandoned at once.
+    ['OTEL_BSP_SCHEDULE_DELAY', '2147483648', 'must be at most 2147483647'],
+    ['OTEL_BSP_EXPORT_TIMEOUT', '9999999999', 'must be at most 2147483647'],
   ])('refuses %s=%j naming the variable', (variable, value, message) => {
     expect(() => loadDispatcherConfig({ ...base, [variable]: value })).toThrow(`Invalid configuration: ${variable}: `);
     expect(() => loadDispatcherConfig({ ...base, [variable]: value })).toThrow(message);
