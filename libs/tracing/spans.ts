@@ -1,4 +1,4 @@
-import { type Attributes, type Context, context, INVALID_SPAN_CONTEXT, isSpanContextValid, propagation, type Span, SpanKind, SpanStatusCode, type TextMapGetter, trace, type Tracer } from '@opentelemetry/api';
+import { type Attributes, type Context, context, INVALID_SPAN_CONTEXT, isSpanContextValid, propagation, ROOT_CONTEXT, type Span, SpanKind, SpanStatusCode, type TextMapGetter, trace, type Tracer } from '@opentelemetry/api';
 import { ATTR } from './attributes.js';
 
 const NOT_RECORDING = trace.wrapSpanContext(INVALID_SPAN_CONTEXT);
@@ -61,7 +61,8 @@ export async function inSpan<T>(name: string, options: { kind?: SpanKind; attrib
 /** Links the active span to the trace a message's headers carry (a failure entry's webhook), if any. */
 export function linkActiveSpanTo(headers: Record<string, unknown> | undefined, attributes?: Attributes): void {
   if (!tracingActive()) return;
-  const spanContext = trace.getSpanContext(contextFromHeaders(headers));
+  // From the root: headers without a traceparent would give back the active context, and the span would link to itself.
+  const spanContext = trace.getSpanContext(contextFromHeaders(headers, ROOT_CONTEXT));
   if (spanContext && isSpanContextValid(spanContext)) trace.getActiveSpan()?.addLink({ context: spanContext, attributes });
 }
 

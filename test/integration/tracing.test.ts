@@ -256,6 +256,26 @@ describe.each(['http/json', 'http/protobuf'] as const)('tracing over %s', (proto
       const last = receiver.requests.filter((r) => r.headers['webhook-id'] === messageId)[1]!;
       expect(traceparentOf(last.headers.traceparent)?.[1]).toBe(webhookTrace);
     });
+
+    it("links no trace for a failure whose copy carried none (it failed while tracing was off): never the resend's own", async () => {
+      // The failure indexed as a dispatcher without tracing writes it: its headers hold no traceparent.
+      const { failures } = (harness.dispatcher as unknown as { deps: { failures: { record(f: { headers: Record<string, unknown> }): Promise<void> } } }).deps;
+      const record = failures.record.bind(failures);
+      failures.record = ({ headers: { traceparent: _dropped, ...headers }, ...failure }) => record({ ...failure, headers });
+      up = false;
+      const event = sampleEvent('charge.completed', merchant.id);
+      const reference = String(event.data.tnxRef);
+      const { messageId } = await harness.publisher.publish(event);
+      await waitFor('the failure indexed', async () => (await unresolved(api, merchant.id, reference)) === 1, 15_000);
+      up = true;
+      const answer = await call(api, `/nucleus/tnx/webhook?reference=${encodeURIComponent(reference)}`, {
+        headers: { 'x-auth-token': merchant.publicKey, authorization: `Bearer ${await token(merchant.id)}` },
+      });
+      expect(answer.status).toBe(200);
+      await waitFor('the resent webhook delivered', () => receiver.requests.filter((r) => r.headers['webhook-id'] === messageId).length === 2);
+      const [resend] = await spansWhere('the resend span', (s) => s.name === 'resend' && s.attributes['webhook.reference'] === reference);
+      expect(resend!.links).toEqual([]);
+    });
   });
 
   describe('an ordered webhook traced', () => {
