@@ -89,6 +89,6 @@ async function storeIndexed(session: Session, records: readonly DeliveryRecord[]
   if (failed.length === 0) return store(session);
   await session.transaction(async (tx) => {
     await store(tx);
-    await tx.query(INDEX_FROM_LOG, [failed.map((r) => r.merchantId), failed.map((r) => r.webhookId), failed.map((r) => r.at), failed.map((r) => r.reason ?? null), failed.map((r) => r.endpointId ?? '')]);
+    await tx.query(INDEX_FROM_LOG, [failed.map((r) => r.merchantId), failed.map((r) => r.webhookId), failed.map((r) => r.at), failed.map((r) => r.reason ?? null), failed.map((r) => r.endpointId ?? ''), failed.map((r) => r.resend ?? 0)]);
   });
 }

@@ -56,6 +56,8 @@ interface Failure {
   webhookId: string;
   endpointId?: string;
   failedAt: Date;
+  /** Which resend's copy failed (0 or absent: the webhook's own attempts): a later resend's failure is the later failure, whatever the clocks. */
+  resend?: number;
   event: string;
   references: string[];
   reason: string;
@@ -98,20 +100,23 @@ export interface FailureRow {
 }
 
 /**
- * Later failures win; the same failure fills in the message when the recorder wrote it first.
+ * Later failures win, told by the resend whose copy failed, then by failed_at (the failing
+ * dispatcher's clock, compared only within one resend); the same failure fills in the message when
+ * the recorder wrote it first.
  * A later failure frees the row for a resend; the same one keeps its claim.
  */
 const UPSERT = `
-INSERT INTO failed_webhooks AS f (merchant_id, webhook_id, failed_at, event, merchant_refs, reason, attempts, last_status, last_error, content, headers, endpoint_id)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+INSERT INTO failed_webhooks AS f (merchant_id, webhook_id, failed_at, event, merchant_refs, reason, attempts, last_status, last_error, content, headers, endpoint_id, failed_resend)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 ON CONFLICT (merchant_id, webhook_id, endpoint_id) DO UPDATE SET
-  failed_at = EXCLUDED.failed_at, event = EXCLUDED.event, merchant_refs = EXCLUDED.merchant_refs, reason = EXCLUDED.reason,
+  failed_at = EXCLUDED.failed_at, failed_resend = EXCLUDED.failed_resend, event = EXCLUDED.event, merchant_refs = EXCLUDED.merchant_refs, reason = EXCLUDED.reason,
   attempts = EXCLUDED.attempts, last_status = EXCLUDED.last_status, last_error = EXCLUDED.last_error,
   content = EXCLUDED.content, headers = EXCLUDED.headers,
-  claim_id = CASE WHEN EXCLUDED.failed_at > f.failed_at THEN NULL ELSE f.claim_id END,
-  claimed_at = CASE WHEN EXCLUDED.failed_at > f.failed_at THEN NULL ELSE f.claimed_at END,
-  resent_at = CASE WHEN EXCLUDED.failed_at > f.failed_at THEN NULL ELSE f.resent_at END
-WHERE EXCLUDED.failed_at > f.failed_at OR (EXCLUDED.failed_at = f.failed_at AND f.content IS NULL)
+  claim_id = CASE WHEN (EXCLUDED.failed_resend, EXCLUDED.failed_at) > (f.failed_resend, f.failed_at) THEN NULL ELSE f.claim_id END,
+  claimed_at = CASE WHEN (EXCLUDED.failed_resend, EXCLUDED.failed_at) > (f.failed_resend, f.failed_at) THEN NULL ELSE f.claimed_at END,
+  resent_at = CASE WHEN (EXCLUDED.failed_resend, EXCLUDED.failed_at) > (f.failed_resend, f.failed_at) THEN NULL ELSE f.resent_at END
+WHERE (EXCLUDED.failed_resend, EXCLUDED.failed_at) > (f.failed_resend, f.failed_at)
+  OR ((EXCLUDED.failed_resend, EXCLUDED.failed_at) = (f.failed_resend, f.failed_at) AND f.content IS NULL)
 `;
 
 /**
@@ -119,15 +124,15 @@ WHERE EXCLUDED.failed_at > f.failed_at OR (EXCLUDED.failed_at = f.failed_at AND 
  * database was down), from the log's row. Never replaces the dispatcher's row of the same or a later failure.
  */
 export const INDEX_FROM_LOG = `
-INSERT INTO failed_webhooks AS f (merchant_id, webhook_id, endpoint_id, failed_at, event, merchant_refs, reason, attempts, last_status, last_error)
-SELECT w.merchant_id, w.webhook_id, w.endpoint_id, r.at, w.event, w.merchant_refs, r.reason, w.attempts, w.last_http_status, w.last_error
-FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[], $5::text[]) AS r(merchant_id, webhook_id, at, reason, endpoint_id)
+INSERT INTO failed_webhooks AS f (merchant_id, webhook_id, endpoint_id, failed_at, failed_resend, event, merchant_refs, reason, attempts, last_status, last_error)
+SELECT w.merchant_id, w.webhook_id, w.endpoint_id, r.at, r.resend, w.event, w.merchant_refs, r.reason, w.attempts, w.last_http_status, w.last_error
+FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::integer[]) AS r(merchant_id, webhook_id, at, reason, endpoint_id, resend)
 JOIN delivery_webhooks w ON w.merchant_id = r.merchant_id AND w.webhook_id = r.webhook_id AND w.endpoint_id = r.endpoint_id
 ON CONFLICT (merchant_id, webhook_id, endpoint_id) DO UPDATE SET
-  failed_at = EXCLUDED.failed_at, event = EXCLUDED.event, merchant_refs = EXCLUDED.merchant_refs, reason = EXCLUDED.reason,
+  failed_at = EXCLUDED.failed_at, failed_resend = EXCLUDED.failed_resend, event = EXCLUDED.event, merchant_refs = EXCLUDED.merchant_refs, reason = EXCLUDED.reason,
   attempts = EXCLUDED.attempts, last_status = EXCLUDED.last_status, last_error = EXCLUDED.last_error,
   content = NULL, headers = NULL, claim_id = NULL, claimed_at = NULL, resent_at = NULL
-WHERE EXCLUDED.failed_at > f.failed_at
+WHERE (EXCLUDED.failed_resend, EXCLUDED.failed_at) > (f.failed_resend, f.failed_at)
 `;
 
 /** Which of a merchant's failures a resend takes: a reference's, or one webhook's (on every endpoint, or on `endpointIds` only). */
@@ -151,6 +156,7 @@ export class FailedStore {
       failure.content,
       JSON.stringify(failure.headers),
       failure.endpointId ?? '',
+      failure.resend ?? 0,
     ]);
   }
 

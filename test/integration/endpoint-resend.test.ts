@@ -151,7 +151,7 @@ describe('resends per endpoint', () => {
       );
     }
     const at = new Date();
-    await harness.database.query(INDEX_FROM_LOG, [[alice.id, alice.id], [webhookId, webhookId], [at, at], ['attempts-exhausted', 'attempts-exhausted'], [A, B]]);
+    await harness.database.query(INDEX_FROM_LOG, [[alice.id, alice.id], [webhookId, webhookId], [at, at], ['attempts-exhausted', 'attempts-exhausted'], [A, B], [0, 0]]);
     expect((await open(alice.id, webhookId)).sort()).toEqual([A, B]);
     const answer = await call(one, `${RESEND}?reference=${reference}`, { headers: await headersOf(alice) });
     expect(answer.status).toBe(200);

@@ -80,6 +80,31 @@ describe('the failure index in PostgreSQL', () => {
       await receiver.close();
     }
   });
+
+  it('frees a webhook whose resent copy fails again on a dispatcher whose clock is behind the first failure\'s', async () => {
+    const receiver = await Receiver.start(() => 500);
+    const merchant = testMerchant('m_index_skew', receiver.url);
+    let behindMs = 0;
+    const harness = await startHarness({ name: 'index-skew', merchants: [merchant], now: () => new Date(Date.now() - behindMs) });
+    const api = await startTestApi(harness.prefix, harness.merchantsFile);
+    try {
+      const message = sampleEvent('payout', merchant.id);
+      const reference = String(message.data.reference);
+      await harness.publisher.publish(message);
+      await waitFor('indexed', async () => (await unresolved(api, merchant.id, reference)) === 1);
+      // The resent copy is taken by a dispatcher whose clock runs 10 minutes behind the first one's.
+      behindMs = 10 * 60_000;
+      expect((await call(api, `${RESEND}?reference=${reference}`, { headers: await auth(merchant) })).status).toBe(200);
+      await waitFor('failed again', () => harness.dispatcher.stats.failed === 2);
+      // Its failure is the later one (the first resend's), whatever its failed_at: free for the next resend.
+      await waitFor('indexed again', async () => (await unresolved(api, merchant.id, reference)) === 1);
+      expect((await call(api, `${RESEND}?reference=${reference}`, { headers: await auth(merchant) })).status).toBe(200);
+    } finally {
+      await api.stop();
+      await harness.close();
+      await receiver.close();
+    }
+  });
 });
 
 const describeWithPrivatePostgres = process.env.SKIP_PRIVATE_POSTGRES ? describe.skip : describe;

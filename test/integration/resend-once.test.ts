@@ -108,7 +108,7 @@ describe('one resend, one delivery', () => {
        VALUES ($1, $2, now(), 1, 'payout', ARRAY[$3], ARRAY[$1 || chr(31) || $3], '{"event":"payout","data":{}}', 'failed', 1, now())`,
       [merchant.id, messageId, reference],
     );
-    await harness.database.query(INDEX_FROM_LOG, [[merchant.id], [messageId], [row!.failed_at.toISOString()], ['attempts-exhausted'], [row!.endpoint_id]]);
+    await harness.database.query(INDEX_FROM_LOG, [[merchant.id], [messageId], [row!.failed_at.toISOString()], ['attempts-exhausted'], [row!.endpoint_id], [0]]);
     expect(await harness.database.query('SELECT content FROM failed_webhooks WHERE webhook_id = $1', [messageId])).toEqual([{ content: row!.content }]);
     expect(await unresolved(one, merchant.id, reference)).toBe(1);
     mode = 'ok';

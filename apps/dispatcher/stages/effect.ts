@@ -156,6 +156,7 @@ export class EffectStage {
       webhookId: intake.webhookId,
       endpointId: intake.endpointId,
       failedAt: now,
+      resend: intake.resend,
       event: intake.event,
       references: intake.references,
       reason: decision.reason,
