@@ -1,5 +1,6 @@
 import type { Logger } from '../logger/index.js';
 import { onceEvery } from '../runtime/batcher.js';
+import { withDeadline } from '../runtime/timers.js';
 import { type IntakeKey, type IntakeKeyStore, type KeyNote, type KeyStates, keyOf } from './store.js';
 
 /** `first`: a new key, delivered; `repeat`: seen in the window, acked undelivered; `unchecked`: PostgreSQL did not answer, delivered. */
@@ -114,7 +115,7 @@ export class IntakeChecker {
    */
   async unrecorded(key: IntakeKey, endpointIds: readonly string[], legacyEndpointId?: string): Promise<string[]> {
     try {
-      const recorded = new Set((await this.withTimeout(this.store.recordedEndpoints(key))).map((id) => (id === '' ? legacyEndpointId : id)));
+      const recorded = new Set((await withDeadline(this.store.recordedEndpoints(key), this.timeoutMs)).map((id) => (id === '' ? legacyEndpointId : id)));
       return endpointIds.filter((id) => !recorded.has(id));
     } catch {
       return [...endpointIds];
@@ -166,7 +167,7 @@ export class IntakeChecker {
       });
       let states: KeyStates | undefined;
       try {
-        states = await this.withTimeout(this.store.check(keys, notes));
+        states = await withDeadline(this.store.check(keys, notes), this.timeoutMs);
       } catch (err) {
         this.restUntil = performance.now() + this.restMs;
         if (this.problemDue()) {
@@ -189,14 +190,6 @@ export class IntakeChecker {
     this.running--;
     // A check queued while the loop ended (stopped) is let through, never held.
     if (this.stopped) for (const { done } of this.next.splice(0)) done('unchecked');
-  }
-
-  private withTimeout<T>(work: Promise<T>): Promise<T> {
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no answer in ${this.timeoutMs} ms`)), this.timeoutMs);
-    });
-    return Promise.race([work, late]).finally(() => clearTimeout(timer));
   }
 }
 

@@ -1,5 +1,6 @@
 import type { Logger } from '../logger/index.js';
 import { RetryingBatcher, throttledWarning } from '../runtime/batcher.js';
+import { withDeadline } from '../runtime/timers.js';
 import { type OrderAdmit, type OrderEnd, orderId, type OrderPlace, type OrderState, type OrderStore, type OrderWait } from './store.js';
 
 type Item = { admit: OrderAdmit } | { end: OrderEnd };
@@ -14,15 +15,6 @@ export class OrderWaitNotWrittenError extends Error {
 
 /** How long a look-up of a redelivered copy's places may take: a slow PostgreSQL must not hold merchants that do not order. */
 export const ORDER_LOOKUP_TIMEOUT_MS = 2_000;
-
-/** The look-up's answer, or a rejection once ORDER_LOOKUP_TIMEOUT_MS have passed. */
-function answered<T>(lookup: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer in ${ORDER_LOOKUP_TIMEOUT_MS} ms`)), ORDER_LOOKUP_TIMEOUT_MS);
-  });
-  return Promise.race([lookup, late]).finally(() => clearTimeout(timer));
-}
 
 /**
  * Batches the order steps, admissions and ends together, one batch at a time, so webhooks are
@@ -59,12 +51,12 @@ export class OrderGate {
 
   /** Whether the webhook took a place in its line before (one round trip, not batched: asked of redelivered copies only). */
   holds(place: Omit<OrderPlace, 'key'>): Promise<boolean> {
-    return answered(this.store.holds(place));
+    return withDeadline(this.store.holds(place), ORDER_LOOKUP_TIMEOUT_MS);
   }
 
   /** The endpoints where the webhook holds an open place and no wait (asked of redelivered copies only). */
   openPlaces(merchantId: string, webhookId: string, key: string): Promise<string[]> {
-    return answered(this.store.openPlaces(merchantId, webhookId, key));
+    return withDeadline(this.store.openPlaces(merchantId, webhookId, key), ORDER_LOOKUP_TIMEOUT_MS);
   }
 
   /** The webhook ended: its row goes and the next webhook of its key is due. */
