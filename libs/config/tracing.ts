@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { TRUE_VALUES } from './env.js';
+import { MAX_TIMER_MS } from '../runtime/timers.js';
 
 /**
  * The standard OpenTelemetry variables a program reads (DESIGN.md "Tracing"), checked at start-up
@@ -19,9 +20,6 @@ const protocol = z.string().transform((text, ctx) => {
   ctx.addIssue({ code: 'custom', message: `"${text}" is not supported: use http/protobuf (the default) or http/json` });
   return z.NEVER;
 });
-
-/** The longest delay a Node timer keeps: a longer one fires after 1 ms (and warns, each time). */
-const MAX_TIMER_MS = 2_147_483_647;
 
 const count = (fallback: number, max = Number.MAX_SAFE_INTEGER) =>
   z

@@ -1,5 +1,4 @@
-/** The longest a Node timer waits. */
-const MAX_TIMER_MS = 2_147_483_647;
+import { MAX_TIMER_MS } from '../runtime/timers.js';
 
 /**
  * Per key (an endpoint and an event kind), at most one event per interval: the first goes out at
