@@ -1,6 +1,5 @@
 import { ADMIN_SCOPE } from '../api/auth.js';
-import { parseDuration } from '../../libs/config/index.js';
-import { MAX_LINK_LIFETIME_MS } from '../../libs/portal/sessions.js';
+import { linkLifetimeMs } from '../../libs/portal/index.js';
 import { checkMerchantId, CliCommand, EXIT, UsageError, writeLine } from './command.js';
 import { adminApiBase, adminToken } from './token.js';
 
@@ -32,8 +31,8 @@ export function declarePortal(program: CliCommand): void {
           if (unknown !== undefined) throw new UsageError(`--permissions takes ${PERMISSIONS.join(', ')} or none, not ${unknown}`);
         }
         // The API's bounds, checked here so that a lifetime out of them is a usage error (exit 2), not the API's 400 (exit 1).
-        const lifetime = /^\d{1,7}(s|m|h|d)$/.test(raw.expiresIn) ? parseDuration(raw.expiresIn) : undefined;
-        if (lifetime === undefined || lifetime < 1_000 || lifetime > MAX_LINK_LIFETIME_MS) throw new UsageError('--expires-in takes a duration from 1s to 7d, such as 30m, 1h or 7d');
+        const lifetime = /^\d{1,7}(s|m|h|d)$/.test(raw.expiresIn) ? linkLifetimeMs(raw.expiresIn) : undefined;
+        if (lifetime === undefined) throw new UsageError('--expires-in takes a duration from 1s to 7d, such as 30m, 1h or 7d');
         if (raw.api !== undefined && !URL.canParse(raw.api)) throw new UsageError('--api takes a URL such as http://127.0.0.1:8080');
         if (raw.revoke && raw.permissions !== undefined) throw new UsageError('--revoke ends sessions; it takes no --permissions');
         return { ...raw, merchant, permissions };

@@ -2,6 +2,7 @@
 export {
   MAX_LINK_LIFETIME_MS,
   keyDigestOf,
+  linkLifetimeMs,
   PORTAL_PERMISSIONS,
   PortalLinkError,
   type PortalPermission,

@@ -10,6 +10,20 @@ export type PortalPermission = (typeof PORTAL_PERMISSIONS)[number];
 /** A link lives at most this long (and its session with it). */
 export const MAX_LINK_LIFETIME_MS = 7 * 86_400_000;
 
+/** A portal link's lifetime, and its session's, when the dashboard names none. */
+const DEFAULT_LINK_LIFETIME_MS = 3_600_000;
+const UNIT_MS = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/**
+ * `30m`, `1h`, `7d` (a shape its caller checked: the admin API's schema, the CLI's option) → ms;
+ * undefined past 7 days or under a second; the default (1 h) when absent.
+ */
+export function linkLifetimeMs(text: string | undefined): number | undefined {
+  if (text === undefined) return DEFAULT_LINK_LIFETIME_MS;
+  const ms = Number.parseInt(text, 10) * UNIT_MS[text.slice(-1) as keyof typeof UNIT_MS];
+  return ms >= 1_000 && ms <= MAX_LINK_LIFETIME_MS ? ms : undefined;
+}
+
 export interface PortalSession {
   merchantId: string;
   permissions: PortalPermission[];

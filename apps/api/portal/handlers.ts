@@ -2,7 +2,7 @@ import { timingSafeEqual } from 'node:crypto';
 import type { Request, Router } from 'express';
 import type { DeliveryLogQueries } from '../../../libs/delivery-store/index.js';
 import { type Actor, disabledByOperator, type Merchant, recordAudit } from '../../../libs/merchants/index.js';
-import { keyDigestOf, MAX_LINK_LIFETIME_MS, PortalLinkError, type PortalPermission, type PortalSession, type PortalSessions } from '../../../libs/portal/index.js';
+import { keyDigestOf, linkLifetimeMs, PortalLinkError, type PortalPermission, type PortalSession, type PortalSessions } from '../../../libs/portal/index.js';
 import { USER_AGENT } from '../../dispatcher/program.js';
 import type { ApiDeps } from '../deps.js';
 import { ApiError, badRequest, notFound, rateLimited } from '../errors.js';
@@ -31,24 +31,13 @@ function logOf(deps: ApiDeps): { log: DeliveryLogQueries; sessions: PortalSessio
   return { log: deps.log, sessions: deps.portal.sessions };
 }
 
-/** A portal link's lifetime, and its session's, when the dashboard names none. */
-export const DEFAULT_LINK_LIFETIME_MS = 3_600_000;
-const UNIT_MS = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
-
-/** `30m`, `1h`, `7d` (the shape portalSessionInput checked) → ms; undefined past 7 days or under a second. */
-function lifetimeMs(text: string | undefined): number | undefined {
-  if (text === undefined) return DEFAULT_LINK_LIFETIME_MS;
-  const ms = Number.parseInt(text, 10) * UNIT_MS[text.slice(-1) as keyof typeof UNIT_MS];
-  return ms >= 1_000 && ms <= MAX_LINK_LIFETIME_MS ? ms : undefined;
-}
-
 /** POST /admin/merchants/{id}/portal-sessions, on the admin router (already authenticated). */
 export function mountPortalAdmin(router: Router, deps: ApiDeps): void {
   mount(router, 'createPortalSession', async (req, res, { params }) => {
     const merchantId = params.merchantId as string;
     const input = portalSessionInput.safeParse(req.body ?? {});
     if (!input.success) throw badRequest('invalid_body', `The body is not valid: ${input.error.issues[0]!.path.join('.') || 'body'} ${input.error.issues[0]!.message}`);
-    const lifetime = lifetimeMs(input.data.expiresIn);
+    const lifetime = linkLifetimeMs(input.data.expiresIn);
     if (lifetime === undefined) throw badRequest('invalid_body', 'expiresIn must be from 1s to 7d, e.g. 30m, 1h or 7d');
     // The key the link is bound to is the merchant's now, not what this replica was last told of.
     await deps.merchants?.poll?.();
