@@ -83,7 +83,7 @@ ON CONFLICT (merchant_id, webhook_id, endpoint_id) DO UPDATE SET
   payload = coalesce(w.payload, EXCLUDED.payload),
   first_attempt_at = least(w.first_attempt_at, EXCLUDED.first_attempt_at),
   last_attempt_at = greatest(w.last_attempt_at, EXCLUDED.last_attempt_at),
-  -- A row written before 0020 has no key: the next attempt stored is taken as its last.
+  -- A row written before 0019 has no key: the next attempt stored is taken as its last.
   last_http_status = CASE WHEN EXCLUDED.last_attempt_key > coalesce(w.last_attempt_key, '{}') THEN EXCLUDED.last_http_status ELSE w.last_http_status END,
   last_attempt_key = greatest(w.last_attempt_key, EXCLUDED.last_attempt_key),
   last_error = CASE WHEN EXCLUDED.last_key > w.last_key THEN coalesce(EXCLUDED.last_error, w.last_error) ELSE w.last_error END,
