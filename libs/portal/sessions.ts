@@ -11,7 +11,7 @@ export type PortalPermission = (typeof PORTAL_PERMISSIONS)[number];
 export const MAX_LINK_LIFETIME_MS = 7 * 86_400_000;
 
 /** A portal link's lifetime, and its session's, when the dashboard names none. */
-const DEFAULT_LINK_LIFETIME_MS = 3_600_000;
+export const DEFAULT_LINK_LIFETIME_MS = 3_600_000;
 const UNIT_MS = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
 /**
