@@ -46,6 +46,16 @@ export function isTransient(err: unknown): boolean {
   return /^E[A-Z0-9_]+$/.test(code) && !code.startsWith('ERR_');
 }
 
+/**
+ * The statement was refused for a value it carried (a data exception, a constraint, a value past a
+ * limit such as an index row's size): the same value will be refused again, so a batch that holds
+ * it is written item by item and that item alone refused (RetryingBatcher). Narrower than
+ * isRefusal: a refused grant or a missing function (class 42) would refuse every item alike.
+ */
+export function isDataRefusal(err: unknown): boolean {
+  return ['22', '23', '54'].includes(sqlStateOf(err)?.slice(0, 2) ?? '');
+}
+
 export function isTimeout(err: unknown): boolean {
   return codeOf(err) === '57014';
 }

@@ -1,4 +1,5 @@
 import type { Logger } from '../logger/index.js';
+import { isDataRefusal } from '../delivery-store/refusals.js';
 import { RetryingBatcher, throttledWarning } from '../runtime/batcher.js';
 import { withDeadline } from '../runtime/timers.js';
 import { type OrderAdmit, type OrderEnd, orderId, type OrderPlace, type OrderState, type OrderStore, type OrderWait } from './store.js';
@@ -20,7 +21,8 @@ export const ORDER_LOOKUP_TIMEOUT_MS = 2_000;
  * Batches the order steps, admissions and ends together, one batch at a time, so webhooks are
  * admitted in the order they were taken (two at once let a refund overtake its charge). A step
  * resolves once committed; while PostgreSQL does not answer it is tried again and the deliveries
- * stay unacked: held, never sent out of order.
+ * stay unacked: held, never sent out of order. A step PostgreSQL refuses for what it carries
+ * rejects alone (WriteRefusedError: its delivery is parked), the others written.
  */
 export class OrderGate {
   private readonly batcher: RetryingBatcher<Item, Map<string, OrderState>>;
@@ -30,6 +32,7 @@ export class OrderGate {
       (items) => store.step(items.flatMap((i) => ('admit' in i ? [i.admit] : [])), items.flatMap((i) => ('end' in i ? [i.end] : []))),
       throttledWarning((message, fields) => logger.warn(message, fields), 'order steps not written; their deliveries are held unacked until PostgreSQL answers'),
       backoffMs,
+      isDataRefusal,
     );
   }
 

@@ -1,11 +1,26 @@
+/** A write the database refused for what one item carried: that item's caller gets this, the others are written. */
+export class WriteRefusedError extends Error {
+  constructor(cause: unknown) {
+    super(`refused by the database: ${(cause as Error)?.message ?? String(cause)}`, { cause });
+    this.name = 'WriteRefusedError';
+  }
+}
+
+interface Pending<T, R> {
+  item: T;
+  resolve: (result: R) => void;
+  reject: (err: WriteRefusedError) => void;
+}
+
 /**
  * Batches writes that must not be lost, one batch at a time in the order added: what is added while
  * one is written goes in the next. A batch that fails is tried again, what was added meanwhile
- * joining it. It never rejects: while the write fails, the callers wait (deliveries stay unacked).
+ * joining it: while the write fails, the callers wait (deliveries stay unacked). Only a batch
+ * `refused` for what it carries is written again item by item, in order, and the item refused alone
+ * rejects (WriteRefusedError): one bad value must not hold every delivery behind it for ever.
  */
 export class RetryingBatcher<T, R> {
-  private next: T[] = [];
-  private done: Array<(result: R) => void> = [];
+  private waiting: Array<Pending<T, R>> = [];
   private writing = false;
   private closed = false;
   /** Batches written, and tries that failed. */
@@ -16,12 +31,12 @@ export class RetryingBatcher<T, R> {
     /** Told of each failed try, with how many callers it holds. */
     private readonly onFailure: (err: unknown, held: number) => void,
     private readonly backoffMs: readonly number[] = [100, 250, 500, 1_000, 2_000],
+    private readonly refused: (err: unknown) => boolean = () => false,
   ) {}
 
   add(item: T): Promise<R> {
-    return new Promise<R>((resolve) => {
-      this.next.push(item);
-      this.done.push(resolve);
+    return new Promise<R>((resolve, reject) => {
+      this.waiting.push({ item, resolve, reject });
       if (!this.writing) void this.drain();
     });
   }
@@ -33,29 +48,42 @@ export class RetryingBatcher<T, R> {
 
   private async drain(): Promise<void> {
     this.writing = true;
-    while (this.done.length > 0 && !this.closed) {
-      const items = this.next;
-      const done = this.done;
-      this.next = [];
-      this.done = [];
-      for (let failures = 0; !this.closed; failures++) {
-        try {
-          const result = await this.write(items);
-          this.stats.batches++;
-          for (const resolve of done) resolve(result);
-          break;
-        } catch (err) {
-          this.stats.failures++;
-          this.onFailure(err, done.length);
-          items.push(...this.next);
-          done.push(...this.done);
-          this.next = [];
-          this.done = [];
-          await new Promise((r) => setTimeout(r, this.backoffMs[Math.min(failures, this.backoffMs.length - 1)]));
-        }
+    for (let failures = 0; this.waiting.length > 0 && !this.closed; ) {
+      const batch = this.waiting;
+      this.waiting = [];
+      const left = await this.writeBatch(batch);
+      if (left.length === 0) {
+        failures = 0;
+        continue;
       }
+      this.waiting = [...left, ...this.waiting];
+      await new Promise((r) => setTimeout(r, this.backoffMs[Math.min(failures++, this.backoffMs.length - 1)]));
     }
     this.writing = false;
+  }
+
+  /** Writes the batch; returns what is left to try again (a failure not of the data), in order. */
+  private async writeBatch(batch: Array<Pending<T, R>>): Promise<Array<Pending<T, R>>> {
+    try {
+      const result = await this.write(batch.map((p) => p.item));
+      this.stats.batches++;
+      for (const p of batch) p.resolve(result);
+      return [];
+    } catch (err) {
+      this.stats.failures++;
+      if (!this.refused(err)) {
+        this.onFailure(err, batch.length + this.waiting.length);
+        return batch;
+      }
+      if (batch.length === 1) {
+        batch[0]!.reject(new WriteRefusedError(err));
+        return [];
+      }
+      for (let i = 0; i < batch.length; i++) {
+        if (this.closed || (await this.writeBatch([batch[i]!])).length > 0) return batch.slice(i);
+      }
+      return [];
+    }
   }
 }
 

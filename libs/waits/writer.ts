@@ -1,13 +1,15 @@
 import type { Logger } from '../logger/index.js';
+import { isDataRefusal } from '../delivery-store/refusals.js';
 import { RetryingBatcher, throttledWarning } from '../runtime/batcher.js';
 import type { WaitEnd, WaitPut, WaitStore } from './store.js';
 
 type Item = { put: WaitPut } | { end: WaitEnd };
 
 /**
- * Batches the wait writes, one statement a batch. A write resolves once committed and never
- * rejects: while PostgreSQL does not answer it is tried again and its deliveries stay unacked
- * (the prefetch bounds what is held).
+ * Batches the wait writes, one statement a batch. A write resolves once committed: while
+ * PostgreSQL does not answer it is tried again and its deliveries stay unacked (the prefetch bounds
+ * what is held). It rejects only when PostgreSQL refuses what the wait carries (WriteRefusedError):
+ * its delivery is then parked with the reason, the others written.
  */
 export class WaitWriter {
   private readonly batcher: RetryingBatcher<Item, void>;
@@ -17,6 +19,7 @@ export class WaitWriter {
       (items) => store.write(items.flatMap((i) => ('put' in i ? [i.put] : [])), items.flatMap((i) => ('end' in i ? [i.end] : []))),
       throttledWarning((message, fields) => logger.warn(message, fields), 'waits not written; their deliveries are held unacked until PostgreSQL answers'),
       backoffMs,
+      isDataRefusal,
     );
   }
 

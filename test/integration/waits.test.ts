@@ -190,6 +190,30 @@ describe("the waits' connections on a server whose default is asynchronous commi
     }));
 });
 
+describe('a wait PostgreSQL refuses for what it carries, in a batch with others', () => {
+  it('is refused alone: the waits beside it and after it are written, not held behind it for ever', () =>
+    onDatabase('waits_refused', async (database) => {
+      const db = openPostgres(database.url, { maxConnections: 2 });
+      const writer = new WaitWriter(new WaitStore(db), silentLogger(), [100]);
+      try {
+        // jsonb cannot hold U+0000 (22P05): what intake now refuses, standing for any value the database will not take.
+        const refused = { ...retryWait('evt_refused', 60_000), headers: { [HEADERS.webhookId]: 'evt_refused', 'x-bad': 'a\u0000b' } };
+        const outcomes = Promise.allSettled([writer.put(retryWait('evt_before', 60_000)), writer.put(refused), writer.put(retryWait('evt_beside', 60_000))]);
+        let timer: NodeJS.Timeout | undefined;
+        const deadline = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('the writes were held behind the refused one')), 10_000)));
+        const [before, bad, beside] = await Promise.race([outcomes, deadline]).finally(() => clearTimeout(timer));
+        expect([before.status, bad.status, beside.status]).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+        expect((bad as PromiseRejectedResult).reason).toMatchObject({ name: 'WriteRefusedError' });
+        // The writer goes on: a later wait is written as usual.
+        await writer.put(retryWait('evt_after', 60_000));
+        expect((await database.query('SELECT webhook_id FROM webhook_waits ORDER BY webhook_id')).map((r) => r.webhook_id)).toEqual(['evt_after', 'evt_before', 'evt_beside']);
+      } finally {
+        writer.close();
+        await db.close();
+      }
+    }));
+});
+
 describe('a waits connection whose server stops answering without a reset (a partition, a failover)', () => {
   it('is given up at twice the statement timeout: the held wait is written on a new connection', () =>
     onDatabase('waits_hung', async (database) => {
