@@ -9,8 +9,8 @@ import type { EventName } from '../../libs/contracts/index.js';
  * webhook's endpoint once it carries it, and the log grouped by endpoint.
  */
 describe("the merchant portal's endpoints in a browser", () => {
-  // The grouping case's refunds endpoint fails (one attempt here, then failed): a status of its own.
-  const fixture = portalBrowserFixture('portal-endpoints-browser', (_n, req) => (req.path.endsWith('/grp/refunds') ? 500 : 204));
+  // The grouping case's refunds endpoint and the fan-out case's second one fail (one attempt here, then failed): a status of their own.
+  const fixture = portalBrowserFixture('portal-endpoints-browser', (_n, req) => (/\/(grp\/refunds|fan\/down)$/.test(req.path) ? 500 : 204));
   const { publish } = fixture;
 
   const openPage = (url: string) => fixture.pages.open(url);
@@ -208,5 +208,46 @@ describe("the merchant portal's endpoints in a browser", () => {
     await page.goto(`${page.url().split('#')[0]}#/webhooks?list`);
     await waitFor('the one list', async () => (await page.locator('main tbody tr').count()) === sent.length, 5_000);
     expect(await page.locator('main section').count()).toBe(0);
+  });
+
+  it("shows one webhook's delivery to each endpoint, each with its own status and attempts, and resends only the failed one", async () => {
+    await fixture.stack.putMerchant('m_fan', `${fixture.receiver.url}/fan/up`);
+    const added = await fixture.stack.admin(fixture.api, 'POST', '/admin/merchants/m_fan/endpoints', { url: `${fixture.receiver.url}/fan/down`, description: 'down' });
+    expect(added.status).toBe(201);
+    await waitFor('the dispatcher has both', () => fixture.stack.dispatcher.merchants.byId('m_fan')?.endpoints.length === 2, 5_000);
+    const [up, down] = fixture.stack.dispatcher.merchants.byId('m_fan')!.endpoints.map((e) => e.id);
+    const { webhookId } = await publish('m_fan');
+    const statuses = () => fixture.stack.db.query<{ endpoint_id: string; status: string }>('SELECT endpoint_id, status FROM delivery_webhooks WHERE merchant_id = $1 AND webhook_id = $2 ORDER BY endpoint_id', ['m_fan', webhookId]);
+    const settled = (want: Record<string, string>) => async () => {
+      const rows = await statuses();
+      return rows.length === 2 && rows.every((r) => want[r.endpoint_id] === r.status);
+    };
+    await waitFor('delivered to one, failed on the other', settled({ [up!]: 'delivered', [down!]: 'failed' }), 15_000);
+
+    const page = await openPage(await fixture.stack.link('m_fan'));
+    await page.getByRole('heading', { name: 'Overview' }).waitFor();
+    await page.goto(`${page.url().split('#')[0]}#/webhooks?list`);
+    await waitFor('both deliveries listed', async () => (await page.locator('main tbody tr').count()) === 2, 5_000);
+    await page.locator('main tbody tr').first().getByRole('link').click();
+    await page.getByRole('heading', { level: 1, name: `Webhook ${webhookId}` }).waitFor();
+    // One row per endpoint: its name, its own status and attempts, and a resend on the failed one alone.
+    const deliveries = page.getByRole('region', { name: 'Each endpoint\'s delivery' });
+    const rowOf = (name: string) => deliveries.locator('tbody tr', { has: page.getByRole('link', { name, exact: true }) });
+    expect(await deliveries.locator('tbody tr').count()).toBe(2);
+    expect(await rowOf(`${fixture.receiver.url}/fan/up`).textContent()).toMatch(/delivered.*1.*204/);
+    expect(await rowOf('down').textContent()).toMatch(/failed.*1.*500/);
+    expect(await rowOf(`${fixture.receiver.url}/fan/up`).getByRole('button').count()).toBe(0);
+    // Every attempt names its endpoint.
+    const attempts = page.getByRole('region', { name: /^Every attempt/ });
+    expect((await attempts.locator('tbody tr').allTextContents()).sort()).toEqual([expect.stringContaining('down'), expect.stringContaining(`${fixture.receiver.url}/fan/up`)].sort());
+    await checkScreen(page);
+
+    const asked: string[] = [];
+    page.on('request', (request) => { if (request.url().includes('/resend')) asked.push(request.url()); });
+    await rowOf('down').getByRole('button', { name: 'Resend to down' }).click();
+    await waitFor('resent on that endpoint alone', () => asked.some((url) => url.endsWith(`/resend?endpointId=${down}`)), 5_000);
+    await page.locator('main').getByText('Resent: now failed').waitFor({ timeout: 20_000 });
+    expect(await rowOf('down').textContent()).toMatch(/failed.*2.*500/);
+    expect(await rowOf(`${fixture.receiver.url}/fan/up`).textContent()).toMatch(/delivered.*1.*204/);
   });
 });
