@@ -554,8 +554,9 @@ describe('the merchant portal API', () => {
     expect(script.status).toBe(200);
     expect(script.headers.get('content-type')).toMatch(/^text\/javascript/);
     const { portalScriptWeight } = await import('../../apps/api/portal/page.js');
-    // Every module the page loads, each gzipped alone (the Endpoints screens brought it from 8.4 KB to 12.9 KB, the log grouped by endpoint to 13.6 KB).
-    expect(portalScriptWeight().gzipBytes).toBeLessThan(14_000);
+    // Every module the page loads, each gzipped alone (the Endpoints screens brought it from 8.4 KB to 12.9 KB, the log grouped by
+    // endpoint to 13.6 KB, 13,992 bytes before one webhook's screen showed each endpoint's delivery: 14.15 KB).
+    expect(portalScriptWeight().gzipBytes).toBeLessThan(14_300);
     const statuses = expectDocumented(seen);
     expect(statuses).toContain('/nucleus/webhooks/{webhookId}/resend 200');
     expect(statuses).toContain('/portal/api/session 201');

@@ -101,23 +101,21 @@ async function grouped(form: HTMLElement, eps: Json[]): Promise<void> {
 // ---- One webhook ------------------------------------------------------------------------------
 
 export async function webhook(id: string, note?: Child): Promise<void> {
-  const answer = await api('GET', `/portal/api/webhooks/${encodeURIComponent(id)}`);
+  const path = `/portal/api/webhooks/${encodeURIComponent(id)}`;
+  const answer = await api('GET', path);
   if (answer.status !== 200) return show('Webhook', alertBox(answer), h('p', {}, h('a', { href: '#/webhooks' }, 'Back to the webhooks')));
   const w = answer.body.data;
   const names = namesOf(await endpointList());
-  // An endpoint by its name, linked to its settings; null: the merchant's only endpoint before endpoints had ids.
-  const endpointEl = (epId: string | null) => (epId === null ? '—' : h('a', { href: `#/endpoints/${encodeURIComponent(epId)}` }, names.get(epId) ?? epId));
+  // null: the merchant's only endpoint, logged before endpoints had ids.
+  const epName = (epId: string | null) => (epId === null ? '—' : names.get(epId) ?? epId);
+  const epLink = (epId: string | null) => (epId === null ? '—' : h('a', { href: `#/endpoints/${encodeURIComponent(epId)}` }, epName(epId)));
   const several = w.deliveries.length > 1;
-  // Each endpoint's delivery on a row of its own: its status, its attempts, and the resend of that one delivery.
-  const deliveries = w.deliveries.map((d: Json) => [
-    endpointEl(d.endpointId), badge(d.status), String(d.attempts), d.lastHttpStatus === null ? '—' : String(d.lastHttpStatus),
-    d.lastError ?? '—', d.nextAttemptAt ? when(d.nextAttemptAt) : '—',
-    d.status === 'failed' && can('resend')
-      ? h('button', { type: 'button', onclick: (e: Event) => resend(w, d, e.currentTarget as HTMLButtonElement) }, several ? `Resend to ${names.get(d.endpointId) ?? d.endpointId}` : 'Resend this webhook')
-      : '—']);
+  // Each endpoint's delivery on a row of its own, with the resend of that delivery alone.
+  const deliveries = w.deliveries.map((d: Json) => [epLink(d.endpointId), badge(d.status), String(d.attempts), String(d.lastHttpStatus ?? '—'),
+    d.status === 'failed' && can('resend') ? h('button', { type: 'button', onclick: (e: Event) => resend(path, d, e.currentTarget as HTMLButtonElement) },
+      several ? `Resend to ${epName(d.endpointId)}` : 'Resend this webhook') : '—']);
   const records = w.records.map((r: Json) => [
-    timeEl(r.startedAt ?? r.at), ...(several ? [endpointEl(r.endpointId)] : []),
-    badge(r.outcome === 'delivered' || r.outcome === 'failed' || r.outcome === 'skipped' ? r.outcome : 'retrying'),
+    timeEl(r.startedAt ?? r.at), epName(r.endpointId), badge(r.outcome === 'delivered' || r.outcome === 'failed' || r.outcome === 'skipped' ? r.outcome : 'retrying'),
     r.startedAt ? `#${r.attemptNumber}` : 'no attempt', r.durationMs === null ? '—' : `${r.durationMs} ms`,
     r.httpStatus === null ? '—' : String(r.httpStatus),
     [r.error, r.reason].filter(Boolean).join('; ') || '—',
@@ -131,34 +129,32 @@ export async function webhook(id: string, note?: Child): Promise<void> {
       h('dt', {}, 'References'), h('dd', {}, w.references.join(', ')),
       h('dt', {}, 'Attempts'), h('dd', {}, String(w.attempts)),
       h('dt', {}, 'First seen'), h('dd', {}, timeEl(w.firstSeenAt))),
-    h('h2', {}, several ? 'Endpoints' : 'Endpoint'),
-    table("Each endpoint's delivery", ['Endpoint', 'Status', 'Attempts', 'Last HTTP status', 'Last error', 'Next attempt', 'Resend'], deliveries),
+    table("Each endpoint's delivery", ['Endpoint', 'Status', 'Attempts', 'Last HTTP status', 'Resend'], deliveries),
     h('h2', {}, 'Attempts'),
-    table(`Every attempt${several ? ', each endpoint\'s in its own order' : ', in order'}, and each time none was made`,
-      ['Time', ...(several ? ['Endpoint'] : []), 'Outcome', 'Attempt', 'Duration', 'HTTP status', 'Error', 'Response body'], records),
+    table("Every attempt, each endpoint's in its own order, and each time none was made", ['Time', 'Endpoint', 'Outcome', 'Attempt', 'Duration', 'HTTP status', 'Error', 'Response body'], records),
     h('h2', {}, 'Payload'), h('pre', { tabindex: '0', 'aria-label': 'Payload' }, JSON.stringify(w.payload, null, 2)),
     h('h2', {}, 'Headers'),
     table('Headers sent with each attempt', ['Header', 'Value'], Object.entries(w.headers as Record<string, string>).map(([k, v]) => [h('code', {}, k), h('code', {}, v)])));
 }
 
-/** Resends one delivery (the webhook on one endpoint), then polls the log until that delivery's new attempt is in. */
-async function resend(w: Json, d: Json, button: HTMLButtonElement): Promise<void> {
+/** Resends one delivery (the webhook on one endpoint) and polls the log until its new attempt is in. */
+async function resend(path: string, d: Json, button: HTMLButtonElement): Promise<void> {
   button.disabled = true;
-  const query = d.endpointId === null ? '' : `?endpointId=${encodeURIComponent(d.endpointId)}`;
-  const answer = await api('POST', `/portal/api/webhooks/${encodeURIComponent(w.webhookId)}/resend${query}`);
+  const answer = await api('POST', `${path}/resend${d.endpointId ? `?endpointId=${encodeURIComponent(d.endpointId)}` : ''}`);
   if (answer.status !== 200) { button.disabled = false; button.after(alertBox(answer)); return; }
   announce('Sent again; waiting for the outcome');
+  const id = path.slice(path.lastIndexOf('/') + 1);
   const deadline = Date.now() + 30_000;
   // The log is fed from a stream: poll until the new attempt is in it.
-  while (Date.now() < deadline && location.hash === `#/webhooks/${encodeURIComponent(w.webhookId)}`) {
+  while (Date.now() < deadline && location.hash === `#/webhooks/${id}`) {
     await new Promise((r) => setTimeout(r, 700));
-    const next = await api('GET', `/portal/api/webhooks/${encodeURIComponent(w.webhookId)}`);
-    const now = next.status === 200 ? next.body.data.deliveries.find((n: Json) => n.endpointId === d.endpointId) : undefined;
+    const next = await api('GET', path);
+    const now = next.status === 200 && next.body.data.deliveries.find((n: Json) => n.endpointId === d.endpointId);
     if (now && now.attempts > d.attempts && now.status !== 'retrying') {
       const text = `Resent: now ${now.status}`;
       announce(text);
-      return webhook(w.webhookId, h('p', { class: now.status === 'delivered' ? 'ok' : 'alert', role: 'status' }, text));
+      return webhook(decodeURIComponent(id), h('p', { class: now.status === 'delivered' ? 'ok' : 'alert', role: 'status' }, text));
     }
   }
-  return webhook(w.webhookId, h('p', { class: 'info', role: 'status' }, 'Sent again; the outcome is not in the log yet. Reload in a moment.'));
+  return webhook(decodeURIComponent(id), h('p', { class: 'info', role: 'status' }, 'Sent again; the outcome is not in the log yet. Reload in a moment.'));
 }
