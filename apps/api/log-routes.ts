@@ -86,7 +86,7 @@ export const webhookDetail = webhookSummary.extend({
   attempts: z.number().int().min(0).describe('HTTP attempts made so far, on every endpoint'),
   payload: z.unknown().describe('The body sent: {"event": ..., "data": ...}'),
   deliveries: z.array(deliverySummary).describe("Each endpoint's delivery of the webhook, with its own status and attempts"),
-  records: z.array(deliveryRecordView).describe('Every record of every delivery, oldest first: each attempt, and each time none was made; each names its endpoint'),
+  records: z.array(deliveryRecordView).describe("Every record of every delivery, each delivery's in its own order (resend, attempt, then the order recorded; never the hosts' clocks), one delivery after another as in deliveries: each attempt, and each time none was made; each names its endpoint"),
   duplicates: z.number().int().min(0).describe('Repeats of this event that upstream published within INTAKE_DEDUPE_WINDOW (its messageId, else the same body), acked and not delivered; counted while its key is kept (the window, and up to a day and an hour more)'),
   lastDuplicateAt: when.describe('When the last of those repeats arrived'),
 });

@@ -62,7 +62,7 @@ function summaryRow(w: WebhookSummary): string[] {
   ];
 }
 
-/** One webhook and its records, oldest first: what support reads to answer "did they get it?". */
+/** One webhook and its records, each delivery's in its own order: what support reads to answer "did they get it?". */
 function timeline(w: WebhookDetail): string {
   // Repeats upstream published within INTAKE_DEDUPE_WINDOW, acked without delivery: said only when there were some.
   const repeats = w.duplicates > 0 ? `, ${w.duplicates} repeat(s) dropped at intake, last ${w.lastDuplicateAt}` : '';

@@ -8,9 +8,9 @@ const earliest = (values: Array<string | null>) => values.filter((v): v is strin
 const latest = (values: Array<string | null>) => values.filter((v): v is string => v !== null).sort().at(-1) ?? null;
 
 /**
- * A webhook's detail from its deliveries' (one per endpoint): each delivery in `deliveries`, every
- * record oldest first, and the summary folded: the most pending status, the attempts' sum, the
- * last status and error of the latest attempted delivery.
+ * A webhook's detail from its deliveries' (one per endpoint): each delivery in `deliveries`, its
+ * records in its own order (by endpoint, as `deliveries`), and the summary folded: the most
+ * pending status, the attempts' sum, the last status and error of the latest attempted delivery.
  */
 export function foldDeliveries(details: readonly WebhookDetail[]): WebhookDetail {
   if (details.length === 1) return details[0]!;
@@ -32,7 +32,8 @@ export function foldDeliveries(details: readonly WebhookDetail[]): WebhookDetail
     nextAttemptAt: earliest(sorted.map((d) => d.nextAttemptAt)),
     payload: sorted.find((d) => d.payload !== null)?.payload ?? null,
     deliveries: sorted.flatMap((d) => d.deliveries),
-    records: sorted.flatMap((d) => d.records).sort((a, b) => a.at.localeCompare(b.at) || a.attemptNumber - b.attemptNumber),
+    // Each delivery's records in its own order, one delivery after another: the hosts' clocks cannot interleave them.
+    records: sorted.flatMap((d) => d.records),
     duplicates: Math.max(...sorted.map((d) => d.duplicates)),
     lastDuplicateAt: latest(sorted.map((d) => d.lastDuplicateAt)),
   };

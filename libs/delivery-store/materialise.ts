@@ -10,7 +10,8 @@ import { dayOf, ensurePartition } from './schema.js';
  * order (its last HTTP status, the last attempt in that order), whatever order batches arrive in
  * and whatever the hosts' clocks say: its key is the
  * resend, the attempt number, the rank (an attempt's retry, then a wait, then an end), then its
- * place in the deliveries stream. Its feed position (seq) is fixed by its first record's place.
+ * place in the deliveries stream; each record keeps its key, the order its delivery's detail lists
+ * it in. Its feed position (seq) is fixed by its first record's place.
  */
 const STORE_BATCH = `
 WITH stored_offset AS (
@@ -38,9 +39,9 @@ WITH stored_offset AS (
   ORDER BY id, at, ord
 ), inserted AS (
   INSERT INTO delivery_records (id, at, merchant_id, webhook_id, endpoint_id, outcome, attempt_number, started_at, duration_ms,
-    http_status, error, response_body, reason, next_attempt_at)
+    http_status, error, response_body, reason, next_attempt_at, key)
   SELECT id, at, merchant_id, webhook_id, endpoint_id, outcome, attempt_number, started_at, duration_ms, http_status, error,
-    response_body, reason, next_attempt_at FROM input
+    response_body, reason, next_attempt_at, key FROM input
   ON CONFLICT DO NOTHING
   RETURNING id, at
 ), fresh AS (

@@ -78,7 +78,9 @@ const withRecords = (webhooks: string) => `
 SELECT ${SUMMARY_COLUMNS}, payload, (
   SELECT coalesce(json_agg(json_build_object('at', r.at, 'outcome', r.outcome, 'attemptNumber', r.attempt_number,
       'startedAt', r.started_at, 'durationMs', r.duration_ms, 'httpStatus', r.http_status, 'error', r.error,
-      'responseBody', r.response_body, 'reason', r.reason, 'nextAttemptAt', r.next_attempt_at) ORDER BY r.at, r.attempt_number), '[]')
+      'responseBody', r.response_body, 'reason', r.reason, 'nextAttemptAt', r.next_attempt_at)
+      -- The delivery's own order, never a host's clock; records stored before 0021 have no key: first, by time.
+      ORDER BY r.key NULLS FIRST, r.at, r.attempt_number), '[]')
   FROM delivery_records r
   WHERE r.merchant_id = w.merchant_id AND r.webhook_id = w.webhook_id AND r.endpoint_id = w.endpoint_id
     -- From the earliest record's time, not first_seen_at: another host's clock, which may be ahead of the records'.

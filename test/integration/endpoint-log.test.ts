@@ -93,10 +93,11 @@ describe('the delivery log per endpoint', () => {
       { endpointId: A, status: 'delivered', attempts: 2 },
       { endpointId: B, status: 'failed', attempts: 1 },
     ]);
+    // Each delivery's records in its own order (A's retry before its delivery, whose host's clock read earlier), as deliveries.
     expect(detail.records.map((r) => [r.endpointId, r.outcome, r.attemptNumber])).toEqual([
+      [A, 'retrying', 1],
       [A, 'delivered', 2],
       [B, 'failed', 1],
-      [A, 'retrying', 1],
     ]);
     const old = data<Item & { deliveries: Item[] }>(await get('/nucleus/webhooks/wh_old'));
     expect(old).toMatchObject({ endpointId: null, status: 'delivered', deliveries: [{ endpointId: null, status: 'delivered' }] });

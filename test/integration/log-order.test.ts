@@ -73,10 +73,8 @@ describe('the delivery log orders each webhook by its attempts, not by host cloc
       // first-seen time A's clock gave the webhook; and the delivered attempt's HTTP status, not
       // the retry's, whose clock read later.
       const detail = await deliveryLogQueries(database).getWebhook(merchant.id, messageId);
-      expect(detail?.records.map((r) => [r.outcome, r.attemptNumber, r.httpStatus])).toEqual(
-        expect.arrayContaining([['retrying', 1, 500], ['delivered', 2, 204]]),
-      );
-      expect(detail?.records).toHaveLength(2);
+      // In the webhook's order: the retry first, though its host's clock read later.
+      expect(detail?.records.map((r) => [r.outcome, r.attemptNumber, r.httpStatus])).toEqual([['retrying', 1, 500], ['delivered', 2, 204]]);
       expect(detail).toMatchObject({ status: 'delivered', attempts: 2, lastHttpStatus: 204, nextAttemptAt: null });
     } finally {
       await b?.stop();
@@ -155,6 +153,27 @@ describe('the delivery log orders each webhook by its attempts, not by host cloc
       // A resend's attempt follows the failure before it, even with an earlier time.
       await store([record('wh_i', 'failed', 3, 0, { reason: 'attempts-exhausted', ...attempt(500, 0) })], [record('wh_i', 'delivered', 1, 100, { resend: 1, ...attempt(200, 100) })]);
       expect(await statusOf('m_rank', 'wh_i')).toMatchObject({ status: 'delivered', last_http_status: 200 });
+    });
+
+    it("lists a webhook's records in its own order (resend, attempt, rank, stream position), each endpoint's apart, whatever their times", async () => {
+      const detailOf = (webhookId: string) => deliveryLogQueries(database).getWebhook('m_rank', webhookId);
+      // Retried on a host 90 s ahead, failed on one behind, then resent on one further behind; a wait for the next attempt before its retry.
+      await store(
+        [record('wh_j', 'retrying', 1, 0), record('wh_j', 'postponed', 1, 30, { reason: 'circuit-open' })],
+        [record('wh_j', 'failed', 2, 60, { reason: 'attempts-exhausted' })],
+        [record('wh_j', 'delivered', 1, 120, { resend: 1 })],
+      );
+      expect((await detailOf('wh_j'))?.records.map((r) => [r.outcome, r.attemptNumber])).toEqual([['retrying', 1], ['postponed', 1], ['failed', 2], ['delivered', 1]]);
+      // Fanned out: each endpoint's records in its own order, whichever host's clock is ahead.
+      const on = (endpointId: string) => ({ endpointId });
+      await store(
+        [record('wh_k', 'retrying', 1, 0, on('ep_b')), record('wh_k', 'retrying', 1, 10, on('ep_a'))],
+        [record('wh_k', 'delivered', 2, 50, on('ep_b')), record('wh_k', 'failed', 2, 40, on('ep_a'))],
+      );
+      const fanned = await detailOf('wh_k');
+      expect(fanned?.records.map((r) => [r.endpointId, r.outcome, r.attemptNumber])).toEqual([
+        ['ep_a', 'retrying', 1], ['ep_a', 'failed', 2], ['ep_b', 'retrying', 1], ['ep_b', 'delivered', 2],
+      ]);
     });
 
     it('for the same attempt and rank, the later stream position wins', async () => {
