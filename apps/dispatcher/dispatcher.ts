@@ -400,6 +400,16 @@ export class Dispatcher {
     }
   }
 
+  /** Whether a hand-back's hand is still its wait's current one; false when PostgreSQL does not answer (its lease hands it back). */
+  private async handCurrent(intake: IntakeEvent, hand: number): Promise<boolean> {
+    if (!this.taker) return false;
+    try {
+      return await this.taker.take({ ...waitKeyOf(intake), hand });
+    } catch {
+      return false;
+    }
+  }
+
   private recordLost(record: DeliveryRecordInput, err: unknown, span: Span | undefined): void {
     this.recordsLost++;
     this.deps.logger.error('delivery record not written; the delivery goes on without it', {
@@ -420,7 +430,9 @@ export class Dispatcher {
   private async onUnexpected(delivery: Delivery, err: unknown, span: Span | undefined, intake: IntakeEvent | undefined): Promise<void> {
     this.deps.logger.error('unexpected error handling a message', { error: (err as Error)?.message, ...spanLogFields(span) });
     try {
-      await this.effect.apply(delivery, intake, { kind: 'invalid', code: 'internal-error', detail: String((err as Error)?.message ?? err) }, this.now(), span);
+      // A hand-back parked like a first attempt ends its wait, if its hand is current (taken again: the error may have come before its take).
+      const handTaken = intake?.hand !== undefined && (await this.handCurrent(intake, intake.hand));
+      await this.effect.apply(delivery, intake, { kind: 'invalid', code: 'internal-error', detail: String((err as Error)?.message ?? err), handTaken }, this.now(), span);
     } catch {
       if (delivery.live) delivery.nack(true);
     }

@@ -2,7 +2,7 @@ import type { Queryable } from '../delivery-store/index.js';
 import type { ScalarHeaders } from '../contracts/index.js';
 
 /**
- * Order per reference (migrations 0009, 0010): an ordered merchant's webhook has a row of
+ * Order per reference (migrations 0009, 0010, 0022): an ordered merchant's webhook has a row of
  * `webhook_order`, in its key's line, until it ends. Only a line's head goes to an attempt; the
  * others wait as 'ordered' waits with no pick time until the head ends. One round trip: webhook_order_step().
  */
@@ -51,11 +51,13 @@ const STEP = 'SELECT admitted_merchant, admitted_endpoint, admitted, state FROM 
 export class OrderStore {
   constructor(private readonly db: Queryable) {}
 
-  /** Whether the webhook has a place in its endpoint's line (open or ended), from an earlier admission. */
+  /** Whether the webhook has a place in its endpoint's line (open, or ended within ORDER_ENDED_KEEP_MS), from an earlier admission. */
   async holds(place: Omit<OrderPlace, 'key'>): Promise<boolean> {
+    // A row ended longer ago counts as absent, as webhook_order_step (0022) has it, swept or not.
     const { rows } = await this.db.query<{ held: boolean }>(
-      'SELECT EXISTS (SELECT 1 FROM webhook_order WHERE merchant_id = $1 AND endpoint_id = $2 AND webhook_id = $3) AS held',
-      [place.merchantId, place.endpointId ?? '', place.webhookId],
+      `SELECT EXISTS (SELECT 1 FROM webhook_order WHERE merchant_id = $1 AND endpoint_id = $2 AND webhook_id = $3
+         AND (ended_at IS NULL OR ended_at >= now() - $4::float8 * interval '1 millisecond')) AS held`,
+      [place.merchantId, place.endpointId ?? '', place.webhookId, ORDER_ENDED_KEEP_MS],
     );
     return rows[0]?.held === true;
   }

@@ -117,6 +117,61 @@ describe('a head parked as invalid by an unexpected error', () => {
   });
 });
 
+describe('a delivered webhook republished with its messageId after the hour its ended row is kept', () => {
+  it('is a new webhook in its line: delivered again, though no other end swept the old row', async () => {
+    const receiver = await Receiver.start(() => 204);
+    const merchant = testMerchant('m_order_republished', receiver.url);
+    merchant.endpoints[0]!.orderByReference = true;
+    const harness = await startHarness({ name: 'order-republished', merchants: [merchant], retryDelaysMs: [300] });
+    try {
+      await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-REPUB'), { messageId: 'evt_republished' });
+      await waitFor('the first delivered and its place ended', async () =>
+        receiver.requests.length === 1 && (await harness.database.query('SELECT 1 FROM webhook_order WHERE ended_at IS NOT NULL')).length === 1, 10_000);
+      // A quiet spell: its row ended two hours ago, and no end since swept it (past the intake dedupe window too).
+      await harness.database.query("UPDATE webhook_order SET ended_at = now() - interval '2 hours'");
+      await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-REPUB'), { messageId: 'evt_republished' });
+      await waitFor('the republished copy delivered', () => receiver.requests.length === 2, 10_000);
+      await waitFor('its new place ended', async () =>
+        (await harness.database.query("SELECT 1 FROM webhook_order WHERE ended_at > now() - interval '1 hour'")).length === 1, 10_000);
+      expect(harness.dispatcher.stats.superseded).toBe(0);
+    } finally {
+      await harness.close();
+      await receiver.close();
+    }
+  });
+});
+
+describe('an ordered retry whose hand-back keeps hitting an unexpected error', () => {
+  it('is parked in invalid once, its wait ends and its line is released: the next of its reference is delivered', async () => {
+    const receiver = await Receiver.start((n) => (n === 0 ? 500 : 204));
+    const merchant = testMerchant('m_order_broken_retry', receiver.url);
+    merchant.endpoints[0]!.orderByReference = true;
+    // A lease of a second: the wait is handed back again each second while it is left.
+    const harness = await startHarness({ name: 'order-broken-retry', merchants: [merchant], retryDelaysMs: [200, 200, 200], waitLeaseMs: 1_000, settings: { deliveryTimeoutMs: 500 } });
+    // A bug-class error in the dispatcher on every hand-back of the first webhook, never on a first attempt.
+    const attempt = (harness.dispatcher as unknown as { attempt: { run(intake: { webhookId: string; hand?: number }, ...rest: unknown[]): Promise<unknown> } }).attempt;
+    const run = attempt.run.bind(attempt);
+    attempt.run = (intake, ...rest) => (intake.webhookId === 'evt_broken_1' && intake.hand !== undefined ? Promise.reject(new Error('attempt stage broke')) : run(intake, ...rest));
+    try {
+      await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-BROKEN'), { messageId: 'evt_broken_1' });
+      await receiver.waitForRequests(1, 10_000);
+      await harness.publisher.publish(eventOf('refund.completed', merchant.id, 'TX-BROKEN'), { messageId: 'evt_broken_2' });
+      await waitFor('the next of its reference delivered', () => receiver.requests.some((r) => r.headers['webhook-id'] === 'evt_broken_2'), 10_000);
+      await waitFor('no wait left', async () => (await harness.waits.census(0)).waiting === 0, 10_000);
+      // Two leases more: nothing hands it back, so no second copy is parked.
+      await waitFor('two leases passed', async () =>
+        (await harness.database.query("SELECT 1 FROM webhook_order WHERE webhook_id = 'evt_broken_2' AND ended_at < now() - interval '2 seconds'")).length === 1, 10_000);
+      expect(await harness.test.messageCount(harness.names.invalid)).toBe(1);
+      const [parked] = await harness.test.drain(harness.names.invalid, 1);
+      expect(parked!.properties.headers?.['x-invalid-code']).toBe('internal-error');
+      expect(parked!.properties.messageId).toBe('evt_broken_1');
+    } finally {
+      await harness.close();
+      await receiver.close();
+    }
+  }, 30_000);
+});
+
 describe('a dispatcher that dies between the end of a retried head\'s place and the end of its wait', () => {
   it('drops the hand-back the broker gives again: known as done, it is not sent after the next of its reference', async () => {
     const tries = new Map<string, number>();

@@ -56,7 +56,8 @@ export type Decision =
   /** `circuitMs`: when the open circuit lets a probe through, from now. */
   | { kind: 'postpone'; step: number; circuitMs: number }
   | { kind: 'failed'; reason: FailedReason; attempts: number; error: string; errorClass?: AttemptErrorClass; status?: number; attempted: boolean }
-  | { kind: 'invalid'; code: InvalidCode; detail: string };
+  /** `handTaken`: a hand-back whose hand is its wait's current one: the wait (and its place in order) ends with the park. */
+  | { kind: 'invalid'; code: InvalidCode; detail: string; handTaken?: boolean };
 
 const UNAVAILABLE_MESSAGES: Record<Unavailable, string> = {
   'webhook-disabled': 'webhook disabled',

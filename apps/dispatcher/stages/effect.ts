@@ -69,7 +69,7 @@ export class EffectStage {
         if (this.debug) logger.debug('repeated upstream message dropped: its key was seen within INTAKE_DEDUPE_WINDOW', { merchantId: decision.merchantId, webhookId: decision.webhookId, ...spanLogFields(span) });
         return delivery.ack();
       case 'invalid':
-        return this.park(delivery, decision.code, decision.detail, span, intake);
+        return this.park(delivery, decision.code, decision.detail, span, intake, decision.handTaken === true);
       case 'returned':
         return delivery.nack(true);
     }
@@ -227,14 +227,16 @@ export class EffectStage {
     return this.move(delivery, this.deps.names.dispatch, headers, intake.event, span);
   }
 
-  private async park(delivery: Delivery, code: string, detail: string, span: Span | undefined, intake?: IntakeEvent): Promise<void> {
+  private async park(delivery: Delivery, code: string, detail: string, span: Span | undefined, intake?: IntakeEvent, handTaken = false): Promise<void> {
     const { message } = delivery;
     // An ordered head parked ends its place in the order (after the move, before the ack), or its
-    // reference waits for ever. A hand-back's wait hands it back again after its lease. Nothing is
+    // reference waits for ever. So does a hand-back whose hand is current, and its wait ends: left,
+    // it was handed back every lease to be parked again, for ever. Any other hand-back's wait is
+    // someone else's (stale), or unknown (PostgreSQL did not answer): its lease hands it back. Nothing is
     // recorded: a parked message is in no merchant's log (its merchant may not exist, or exist only
     // later, when its 'invalid' record would show the webhook requeued and delivered as failed).
-    const order = intake?.ordered && intake.hand === undefined ? this.deps.order : undefined;
-    const settle = order ? () => order.end(waitKeyOf(intake!)) : async () => {};
+    const ends = intake !== undefined && (intake.hand === undefined ? intake.ordered === true : handTaken);
+    const settle = ends ? () => this.endWait(intake!) : async () => {};
     // Headers too large to publish (intake parks the message for them) cannot go with it either.
     const carried = this.carried(delivery);
     const moved = await this.move(delivery, this.deps.names.invalid, {
