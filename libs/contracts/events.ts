@@ -66,8 +66,20 @@ export const ORDER_KEY_FIELD: Record<EventName, string> = {
   'refund.completed': 'tnxRef',
 };
 
+/**
+ * What a payout's key starts with: a reference holds no control character, so a payout never shares
+ * a line with a charge whose tnxRef is the same string. Keys before it (a release without it) were bare.
+ */
+export const PAYOUT_ORDER_KEY_PREFIX = 'payout\u001f';
+
 /** Undefined when the key field is absent or malformed (a refund known only by its refundRef): outside the order. */
 export function orderKeyOf(event: EventName, data: Record<string, unknown>): string | undefined {
   const value = data[ORDER_KEY_FIELD[event]];
-  return typeof value === 'string' && isWellFormedReference(value) ? value : undefined;
+  if (typeof value !== 'string' || !isWellFormedReference(value)) return undefined;
+  return event === 'payout' ? `${PAYOUT_ORDER_KEY_PREFIX}${value}` : value;
+}
+
+/** The key and, for a payout's, the bare reference a release before the prefix gave it: a place taken then is found by either. */
+export function orderKeysOf(key: string): string[] {
+  return key.startsWith(PAYOUT_ORDER_KEY_PREFIX) ? [key, key.slice(PAYOUT_ORDER_KEY_PREFIX.length)] : [key];
 }

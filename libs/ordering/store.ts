@@ -1,5 +1,5 @@
 import type { Queryable } from '../delivery-store/index.js';
-import type { ScalarHeaders } from '../contracts/index.js';
+import { orderKeysOf, type ScalarHeaders } from '../contracts/index.js';
 
 /**
  * Order per reference (migrations 0009, 0010, 0022): an ordered merchant's webhook has a row of
@@ -62,12 +62,12 @@ export class OrderStore {
     return rows[0]?.held === true;
   }
 
-  /** The endpoints where the webhook holds an open place with no wait (by the partial index of open places). */
+  /** The endpoints where the webhook holds an open place with no wait (by the partial index of open places), under its key or the one an older release gave it. */
   async openPlaces(merchantId: string, webhookId: string, key: string): Promise<string[]> {
     const { rows } = await this.db.query<{ endpoint_id: string }>(
-      `SELECT o.endpoint_id FROM webhook_order o WHERE o.merchant_id = $1 AND o.order_key = $3 AND o.webhook_id = $2 AND o.ended_at IS NULL
+      `SELECT o.endpoint_id FROM webhook_order o WHERE o.merchant_id = $1 AND o.order_key = ANY ($3::text[]) AND o.webhook_id = $2 AND o.ended_at IS NULL
          AND NOT EXISTS (SELECT 1 FROM webhook_waits w WHERE w.merchant_id = o.merchant_id AND w.endpoint_id = o.endpoint_id AND w.webhook_id = o.webhook_id)`,
-      [merchantId, webhookId, key],
+      [merchantId, webhookId, orderKeysOf(key)],
     );
     return rows.map((row) => row.endpoint_id);
   }

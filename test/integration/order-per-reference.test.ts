@@ -141,6 +141,25 @@ describe('a delivered webhook republished with its messageId after the hour its 
   });
 });
 
+describe('a payout whose reference is the tnxRef of a charge that keeps failing', () => {
+  it('is not held behind the charge: a payout reference and a tnxRef are keys apart', async () => {
+    const receiver = await Receiver.start((_n, req) => (JSON.parse(req.body).event === 'charge.completed' ? 503 : 204));
+    const merchant = testMerchant('m_order_payout_apart', receiver.url);
+    merchant.endpoints[0]!.orderByReference = true;
+    const harness = await startHarness({ name: 'order-payout-apart', merchants: [merchant], retryDelaysMs: [500, 60_000], settings: { breakerThreshold: 1_000 } });
+    try {
+      await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'SHARED-1'), { messageId: 'evt_apart_charge' });
+      await receiver.waitForRequests(1, 10_000);
+      await harness.publisher.publish(eventOf('payout', merchant.id, 'SHARED-1'), { messageId: 'evt_apart_payout' });
+      await waitFor('the payout delivered', () => receiver.requests.some((r) => r.headers['webhook-id'] === 'evt_apart_payout'), 10_000);
+      expect(harness.dispatcher.stats.ordered).toBe(0);
+    } finally {
+      await harness.close();
+      await receiver.close();
+    }
+  });
+});
+
 describe('an ordered retry whose hand-back keeps hitting an unexpected error', () => {
   it('is parked in invalid once, its wait ends and its line is released: the next of its reference is delivered', async () => {
     const receiver = await Receiver.start((n) => (n === 0 ? 500 : 204));

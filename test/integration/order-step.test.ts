@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { openPostgres, type Database } from '../../libs/delivery-store/index.js';
+import { orderKeyOf } from '../../libs/contracts/index.js';
 import { OrderStore } from '../../libs/ordering/index.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 
@@ -52,6 +53,12 @@ describe('an order step', () => {
     expect(await waits('evt_b2')).toEqual([]);
     // A copy of the first, redelivered after its end, is known as done.
     expect((await store.step([first], [])).get('m_step\u001f\u001fevt_b1')).toBe('ended');
+  });
+
+  it('finds the open place of a payout admitted before payout keys had their prefix (its row keyed by the bare reference)', async () => {
+    // As an older release admitted it: the key was the bare reference.
+    await store.step([{ merchantId: 'm_step', webhookId: 'evt_old_payout', key: 'PAY-OLD' }], []);
+    expect(await store.openPlaces('m_step', 'evt_old_payout', orderKeyOf('payout', { reference: 'PAY-OLD' })!)).toEqual(['']);
   });
 
   it('wakes the next webhook of each ended line by its key, not by reading every wait of the endpoint: a step costs the same behind a backlog', async () => {

@@ -1,9 +1,15 @@
--- webhook_order_step() of 0017, an ended row older than keep_ms counting as absent. Ended rows were
--- deleted only by the sweep of a later end (at most two per end), so after a quiet spell with no
--- ends a republish of a webhook's messageId past the intake dedupe window found its row of hours
--- ago 'ended' and was dropped unsent (test/integration/order-per-reference.test.ts). The admitted
--- webhooks' own stale rows go first (a probe by the primary key each), so the copy takes a new
--- place at the end of its line, as a new webhook does.
+-- webhook_order_step() of 0017, with two changes.
+-- An ended row older than keep_ms counts as absent. Ended rows were deleted only by the sweep of a
+-- later end (at most two per end), so after a quiet spell with no ends a republish of a webhook's
+-- messageId past the intake dedupe window found its row of hours ago 'ended' and was dropped unsent
+-- (test/integration/order-per-reference.test.ts). An admitted webhook's own stale row goes before
+-- its insert, so the copy takes a new place at the end of its line, as a new webhook does.
+-- An admitted webhook that holds a row already (a copy given again) is stepped under the lock of the
+-- key its row holds, which may not be the key it is given: from this release a payout's key is its
+-- reference in a namespace of its own (orderKeyOf), so a payout admitted before the upgrade and
+-- given again after it is stepped in the line it is in, not beside it.
+-- Both from one probe by the primary key per admitted webhook, read before the locks (a row's key
+-- never changes; an end's lookup does the same).
 CREATE OR REPLACE FUNCTION webhook_order_step(
   a_merchants text[], a_endpoints text[], a_keys text[], a_webhooks text[], a_headers text[], a_contents text[],
   e_merchants text[], e_endpoints text[], e_webhooks text[], keep_ms float8
@@ -15,15 +21,25 @@ DECLARE
   ended_merchants text[];
   ended_endpoints text[];
   ended_keys text[];
+  held_merchants text[];
+  held_endpoints text[];
+  held_keys text[];
+  stale boolean;
   head record;
 BEGIN
+  SELECT array_agg(o.merchant_id), array_agg(o.endpoint_id), array_agg(o.order_key), bool_or(o.ended_at < now() - keep_ms * interval '1 millisecond')
+  INTO held_merchants, held_endpoints, held_keys, stale
+  FROM unnest(a_merchants, a_endpoints, a_webhooks) AS a(m, p, w) CROSS JOIN LATERAL (
+    SELECT x.merchant_id, x.endpoint_id, x.order_key, x.ended_at FROM webhook_order x WHERE x.merchant_id = a.m AND x.endpoint_id = a.p AND x.webhook_id = a.w OFFSET 0
+  ) o;
   SELECT array_agg(o.merchant_id), array_agg(o.endpoint_id), array_agg(o.order_key) INTO ended_merchants, ended_endpoints, ended_keys
   FROM unnest(e_merchants, e_endpoints, e_webhooks) AS e(m, p, w) CROSS JOIN LATERAL (
     SELECT x.merchant_id, x.endpoint_id, x.order_key FROM webhook_order x WHERE x.merchant_id = e.m AND x.endpoint_id = e.p AND x.webhook_id = e.w OFFSET 0
   ) o;
   PERFORM pg_advisory_xact_lock(l.k) FROM (
     SELECT DISTINCT hashtextextended(s.m || E'\x1f' || s.p || E'\x1f' || s.k, 55) AS k
-    FROM (SELECT * FROM unnest(a_merchants, a_endpoints, a_keys) UNION ALL SELECT * FROM unnest(ended_merchants, ended_endpoints, ended_keys)) AS s(m, p, k)
+    FROM (SELECT * FROM unnest(a_merchants, a_endpoints, a_keys) UNION ALL SELECT * FROM unnest(held_merchants, held_endpoints, held_keys)
+      UNION ALL SELECT * FROM unnest(ended_merchants, ended_endpoints, ended_keys)) AS s(m, p, k)
     ORDER BY 1
   ) l;
 
@@ -52,11 +68,13 @@ BEGIN
   IF cardinality(a_webhooks) = 0 THEN RETURN; END IF;
 
   -- An admitted webhook's own row ended longer than keep_ms ago is gone, swept or not: its copy is a new webhook.
-  DELETE FROM webhook_order WHERE ctid = ANY (ARRAY(
-    SELECT o.ctid FROM unnest(a_merchants, a_endpoints, a_webhooks) AS a(m, p, w) CROSS JOIN LATERAL (
-      SELECT x.ctid FROM webhook_order x
-      WHERE x.merchant_id = a.m AND x.endpoint_id = a.p AND x.webhook_id = a.w AND x.ended_at < now() - keep_ms * interval '1 millisecond' OFFSET 0
-    ) o));
+  IF stale THEN
+    DELETE FROM webhook_order WHERE ctid = ANY (ARRAY(
+      SELECT o.ctid FROM unnest(a_merchants, a_endpoints, a_webhooks) AS a(m, p, w) CROSS JOIN LATERAL (
+        SELECT x.ctid FROM webhook_order x
+        WHERE x.merchant_id = a.m AND x.endpoint_id = a.p AND x.webhook_id = a.w AND x.ended_at < now() - keep_ms * interval '1 millisecond' OFFSET 0
+      ) o));
+  END IF;
 
   INSERT INTO webhook_order (merchant_id, endpoint_id, order_key, webhook_id)
   SELECT a.m, a.p, a.k, a.w FROM unnest(a_merchants, a_endpoints, a_keys, a_webhooks) WITH ORDINALITY AS a(m, p, k, w, n) ORDER BY a.n
