@@ -1,4 +1,5 @@
 import type { Queryable } from '../delivery-store/index.js';
+import { respaceThrottled } from '../waits/index.js';
 
 /**
  * The adaptive rate of an endpoint (issue 55): what its 429 and 503 answers did to the rate the
@@ -121,4 +122,15 @@ export async function raiseEndpointRate(db: Queryable, merchantId: string, endpo
   if (rows[0]?.gone) return { rate: Number(rows[0].ceiling), ceiling: Number(rows[0].ceiling), changed: true, previous: Number(rows[0].rate), gone: true };
   if (rows[0]) return { rate: Number(rows[0].rate), ceiling: Number(rows[0].ceiling), changed: true, previous: Number(rows[0].previous) };
   return endpointRateOf(db, merchantId, endpointId);
+}
+
+/**
+ * An endpoint's maxPerSecond goes from `before` to `after` (undefined: none), in the write's
+ * transaction: the webhooks it has queued, laid out at the rate it was sent at, are spread to the
+ * rate it is sent at now (its adaptive rate still caps both). Here, once, not in each dispatcher
+ * that hears of the change: a raise left a backlog draining at the old rate.
+ */
+export async function respaceForLimit(tx: Queryable, merchantId: string, endpointId: string, before: number | undefined, after: number | undefined): Promise<void> {
+  const adaptive = (await endpointRateOf(tx, merchantId, endpointId))?.rate ?? Infinity;
+  await respaceThrottled(tx, merchantId, endpointId, Math.min(before ?? Infinity, adaptive), Math.min(after ?? Infinity, adaptive));
 }

@@ -2,6 +2,7 @@ import { isDeepStrictEqual } from 'node:util';
 import type { Queryable } from '../delivery-store/index.js';
 import { type Actor, auditAction, auditChanges, recordAudit } from './audit.js';
 import { withoutEndedGrace } from './directory.js';
+import { respaceForLimit } from './endpoint-rate.js';
 import { clearHealth, type Health, type HealthRow, healthOf, withHealth } from './health.js';
 import { CHANGES_CHANNEL, columnsOf, idDigest, MERCHANT_COLUMNS, type MerchantRow, merchantOf } from './rows.js';
 import { disabledByOperator, type Merchant } from './schema.js';
@@ -148,6 +149,10 @@ export async function writeMerchant(
   if (row) {
     await tx.query('UPDATE merchants SET public_key = $2, endpoints = $3, secrets = $4, version = version + 1, change_xid = pg_current_xact_id(), updated_at = now() WHERE id = $1', [merchantId, ...columns]);
     if (clockCleared) await clearHealth(tx, merchantId, clockCleared);
+    for (const endpoint of next.endpoints) {
+      const was = current?.endpoints.find((c) => c.id === endpoint.id);
+      if (was && was.maxPerSecond !== endpoint.maxPerSecond) await respaceForLimit(tx, merchantId, endpoint.id, was.maxPerSecond, endpoint.maxPerSecond);
+    }
   } else {
     const { rows: buried } = await tx.query<{ version: string }>('DELETE FROM merchant_tombstones WHERE id_digest = $1 RETURNING version', [idDigest(merchantId)]);
     written = Number(buried[0]?.version ?? 0) + 1;

@@ -2,3 +2,4 @@ export { type HandedWait, type WaitEnd, type WaitKey, type WaitPut, type WaitRea
 export { WAIT_BATCHES_CONFIRMING, WaitScheduler, type WaitSchedulerOptions } from './scheduler.js';
 export { WaitTaker } from './taker.js';
 export { WaitWriter } from './writer.js';
+export { respaceThrottled, throttleQueueCell } from './throttle-queue.js';

@@ -1,5 +1,6 @@
 import type { Database, Queryable } from '../delivery-store/index.js';
 import { HEADERS, type ScalarHeaders } from '../contracts/index.js';
+import { respaceThrottled } from './throttle-queue.js';
 
 /**
  * A webhook waiting for its next attempt is one row of `webhook_waits`, the only copy that decides
@@ -315,13 +316,9 @@ export class WaitStore {
     );
   }
 
-  /** An endpoint's rate changed (absent: every endpoint's): its waits of `reason` are due `factor` times as far from now; leases stay. */
-  async stretch(merchantId: string, reason: WaitReason, factor: number, endpointId?: string): Promise<void> {
-    await this.db.query(
-      `UPDATE webhook_waits SET due_at = now() + (due_at - now()) * $3::float8, pick_at = now() + (pick_at - now()) * $3::float8
-       WHERE merchant_id = $1 AND ($4::text IS NULL OR endpoint_id = $4) AND reason = $2 AND pick_at = due_at AND due_at > now()`,
-      [merchantId, reason, factor, endpointId ?? null],
-    );
+  /** The endpoint's rate changed: its throttled waits are spread to the new one (respaceThrottled). */
+  async respaceThrottled(merchantId: string, endpointId: string, from: number, to: number): Promise<void> {
+    await respaceThrottled(this.db, merchantId, endpointId, from, to);
   }
 
   /** Waiting now, and of those (not parked) past their due time by more than `overdueMs`. */

@@ -1,9 +1,9 @@
 import type { Queryable } from '../../../libs/delivery-store/index.js';
 import type { Logger } from '../../../libs/logger/index.js';
 import { type EndpointRate, endpointRateOf, lowerEndpointRate, type Endpoint, raiseEndpointRate } from '../../../libs/merchants/index.js';
-import { stretchCells, sweepCells, takeCell } from '../../../libs/rate-limit/index.js';
+import { sweepCells, takeCell } from '../../../libs/rate-limit/index.js';
 import { onceEvery } from '../../../libs/runtime/index.js';
-import type { WaitStore } from '../../../libs/waits/index.js';
+import { throttleQueueCell, type WaitStore } from '../../../libs/waits/index.js';
 import { endpointKey, endpointOfKey } from './endpoint-key.js';
 
 /** How far ahead a slot may be granted (and its delivery held in memory): this many slots, within these bounds. */
@@ -187,10 +187,8 @@ export class Throttle {
   private restretch(key: string, webhook: Endpoint, before: number | undefined, after: number | undefined): void {
     const from = Math.min(webhook.maxPerSecond ?? Infinity, before ?? Infinity);
     const to = Math.min(webhook.maxPerSecond ?? Infinity, after ?? Infinity);
-    if (from === Infinity || from === to) return;
-    const factor = from / to;
     const { merchantId, endpointId } = endpointOfKey(key);
-    Promise.all([this.waits.stretch(merchantId, 'throttled', factor, endpointId), stretchCells(this.db, `throttle-queue:${key}`, factor)]).catch((err: unknown) =>
+    this.waits.respaceThrottled(merchantId, endpointId, from, to).catch((err: unknown) =>
       this.problem("endpoint's queue not stretched to its new rate: PostgreSQL did not answer", err),
     );
   }
@@ -238,7 +236,7 @@ export class Throttle {
       this.placing.set(key, []);
       const notBeforeMs = Math.max(...batch.map((p) => p.notBeforeMs));
       try {
-        const place = await takeCell(this.db, `throttle-queue:${key}`, { intervalMs, burstMs: intervalMs, aheadMs: Number.MAX_SAFE_INTEGER, notBeforeMs, count: batch.length });
+        const place = await takeCell(this.db, throttleQueueCell(endpointOfKey(key).merchantId, endpointOfKey(key).endpointId), { intervalMs, burstMs: intervalMs, aheadMs: Number.MAX_SAFE_INTEGER, notBeforeMs, count: batch.length });
         // The places on this throttle's clock, from one reading: one interval apart, as taken.
         const first = this.now() + (place.ok ? place.inMs : place.retryInMs);
         batch.forEach((p, i) => p.resolve(first + i * intervalMs));
