@@ -12,34 +12,46 @@ export interface GcraLimit {
   notBeforeMs?: number;
   /** Cells taken at once, one interval apart (default 1): all of them or none. */
   count?: number;
+  /** Refused while this other key's `tat` is more than `withinMs` ahead of now: a line the cell may not go ahead of. */
+  behind?: { key: string; withinMs: number };
 }
 
-/** Granted: the (first) cell conforms `inMs` from now (0: at once), each next one an interval later. Refused: it would be granted `retryInMs` from now. */
-export type GcraAnswer = { ok: true; inMs: number } | { ok: false; retryInMs: number };
+/**
+ * Granted: the (first) cell conforms `inMs` from now (0: at once), each next one an interval later.
+ * Refused: it would be granted `retryInMs` from now; `behind`: the other key's line refused it (it
+ * would no longer in `retryInMs`).
+ */
+export type GcraAnswer = { ok: true; inMs: number } | { ok: false; retryInMs: number; behind?: true };
 
 /** One statement: moves `tat` only when the cell fits, and reads the `tat` found, so a refusal says when to come back. */
 const TAKE = `
 WITH prior AS (SELECT tat FROM rate_limits WHERE key = $1),
+ahead AS (SELECT tat FROM rate_limits WHERE key = $6 AND tat > now() + $7::float8 * interval '1 millisecond'),
 taken AS (
-  INSERT INTO rate_limits AS r (key, tat) VALUES ($1, now() + ($5::float8 + $2::float8) * interval '1 millisecond')
+  INSERT INTO rate_limits AS r (key, tat) SELECT $1, now() + ($5::float8 + $2::float8) * interval '1 millisecond' WHERE NOT EXISTS (SELECT 1 FROM ahead)
   ON CONFLICT (key) DO UPDATE SET tat = GREATEST(r.tat, now() + $5::float8 * interval '1 millisecond') + $2::float8 * interval '1 millisecond'
   WHERE GREATEST(r.tat, now() + $5::float8 * interval '1 millisecond') + $2::float8 * interval '1 millisecond' <= now() + ($3::float8 + $4::float8) * interval '1 millisecond'
+    AND NOT EXISTS (SELECT 1 FROM ahead)
   RETURNING tat
 )
 SELECT (SELECT EXTRACT(EPOCH FROM (tat - now())) * 1000 FROM taken)::float8 AS granted_ms,
-       (SELECT EXTRACT(EPOCH FROM (tat - now())) * 1000 FROM prior)::float8 AS prior_ms`;
+       (SELECT EXTRACT(EPOCH FROM (tat - now())) * 1000 FROM prior)::float8 AS prior_ms,
+       (SELECT EXTRACT(EPOCH FROM (tat - now())) * 1000 FROM ahead)::float8 AS ahead_ms`;
 
 export async function takeCell(db: Queryable, key: string, limit: GcraLimit): Promise<GcraAnswer> {
   const ahead = limit.aheadMs ?? 0;
   const notBefore = Math.max(0, limit.notBeforeMs ?? 0);
   const cost = limit.intervalMs * (limit.count ?? 1);
-  const { rows } = await db.query<{ granted_ms: number | null; prior_ms: number | null }>(TAKE, [key, cost, limit.burstMs, ahead, notBefore]);
+  const { behind } = limit;
+  const { rows } = await db.query<{ granted_ms: number | null; prior_ms: number | null; ahead_ms: number | null }>(TAKE, [key, cost, limit.burstMs, ahead, notBefore, behind?.key ?? null, behind?.withinMs ?? 0]);
   const row = rows[0]!;
   // The last cell conforms at the new tat less the burst; the first, count - 1 intervals before it.
   if (row.granted_ms !== null) return { ok: true, inMs: Math.max(0, Number(row.granted_ms) - limit.burstMs - (cost - limit.intervalMs)) };
   // Refused: the cells fit once tat + their cost is within burst + ahead of now.
   const prior = Number(row.prior_ms ?? 0);
-  return { ok: false, retryInMs: Math.max(1, Math.max(prior, notBefore) + cost - limit.burstMs - ahead) };
+  const retryInMs = Math.max(1, Math.max(prior, notBefore) + cost - limit.burstMs - ahead);
+  if (row.ahead_ms === null) return { ok: false, retryInMs };
+  return { ok: false, retryInMs: Math.max(retryInMs, Number(row.ahead_ms) - behind!.withinMs), behind: true };
 }
 
 /** The limit's rate changed: what `key` has granted ahead of now is `factor` times as far from now. */

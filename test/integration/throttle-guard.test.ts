@@ -151,6 +151,25 @@ describe('the throttle guard', () => {
     expect(sent.length).toBeGreaterThanOrEqual(30);
   }, 60_000);
 
+  it("queues a fresh delivery on a dispatcher that did not lay out the endpoint's queue behind that queue: it takes no slot ahead of it", async () => {
+    // Three dispatchers on an endpoint at 20/s. The first lays out a queue of some 30 throttled
+    // webhooks (1.5 s of places); once its held slots are sent, the endpoint's slot row has room
+    // again, and the others, which never queued on it, took that room: a fresh webhook went out
+    // before the whole queue, and the wait whose slot it took, refused, went to the queue's back.
+    const webhook = { id: 'ep_behind', maxPerSecond: 20 } as Endpoint;
+    const [layer, ...others] = Array.from({ length: 3 }, () => new Throttle(database, new WaitStore(database), silentLogger()));
+    const laid = await Promise.all(Array.from({ length: 40 }, () => layer!.admit('m_behind', webhook, () => false)));
+    const queued = laid.flatMap((v) => (v.kind === 'wait' ? [v.dueAt] : []));
+    expect(queued.length).toBeGreaterThanOrEqual(20);
+    const last = Math.max(...queued);
+    for (const other of others) {
+      const verdict = await other.admit('m_behind', webhook, () => false);
+      expect(verdict.kind).toBe('wait');
+      // Behind the last place laid out (all three throttles read one clock, this process's).
+      expect(verdict.kind === 'wait' && verdict.dueAt).toBeGreaterThan(last);
+    }
+  }, 60_000);
+
   it("halves a burst's rate at its first 429 (40/s to 20/s), not the one webhook its dispatcher had sent", async () => {
     // Two dispatchers' throttles: the first sends a webhook at once, then the other takes the next slots ahead.
     const first = new Throttle(database, new WaitStore(database), silentLogger());

@@ -118,8 +118,17 @@ export class Throttle {
         if (!handBack && (this.placing.has(key) || (this.queuedUntil.get(key) ?? 0) > this.now())) return this.queue(key, intervalMs, aheadMs, 0);
         try {
           const from = this.now();
-          const answer = await takeCell(this.db, `throttle:${key}`, { intervalMs, burstMs: intervalMs, aheadMs });
+          // A new delivery takes no slot while the endpoint's queue (laid out by any dispatcher) is
+          // ahead of the slots, by the rule of queuedUntil: one that knew of no queue went before it.
+          const behind = handBack ? undefined : { key: throttleQueueCell(merchantId, webhook.id), withinMs: aheadMs + intervalMs };
+          const answer = await takeCell(this.db, `throttle:${key}`, { intervalMs, burstMs: intervalMs, aheadMs, behind });
           if (++this.takes % 1_000 === 0) void sweepCells(this.db).catch(() => {});
+          if (!answer.ok && answer.behind) {
+            // Not refusedUntil: that one sends hand-backs to the queue's back too.
+            if (this.queuedUntil.size >= 10_000) this.queuedUntil.clear();
+            this.queuedUntil.set(key, this.now() + answer.retryInMs);
+            return this.queue(key, intervalMs, aheadMs, answer.retryInMs);
+          }
           if (!answer.ok) {
             if (this.refusedUntil.size >= 10_000) this.refusedUntil.clear();
             this.refusedUntil.set(key, this.now() + answer.retryInMs);
@@ -236,7 +245,8 @@ export class Throttle {
       this.placing.set(key, []);
       const notBeforeMs = Math.max(...batch.map((p) => p.notBeforeMs));
       try {
-        const place = await takeCell(this.db, throttleQueueCell(endpointOfKey(key).merchantId, endpointOfKey(key).endpointId), { intervalMs, burstMs: intervalMs, aheadMs: Number.MAX_SAFE_INTEGER, notBeforeMs, count: batch.length });
+        const { merchantId, endpointId } = endpointOfKey(key);
+        const place = await takeCell(this.db, throttleQueueCell(merchantId, endpointId), { intervalMs, burstMs: intervalMs, aheadMs: Number.MAX_SAFE_INTEGER, notBeforeMs, count: batch.length });
         // The places on this throttle's clock, from one reading: one interval apart, as taken.
         const first = this.now() + (place.ok ? place.inMs : place.retryInMs);
         batch.forEach((p, i) => p.resolve(first + i * intervalMs));
