@@ -143,6 +143,11 @@ export class Dispatcher {
     });
   }
 
+  /** Messages received and not settled yet: what this dispatcher holds unacked. */
+  get unacked(): number {
+    return this.inFlight.size;
+  }
+
   get stats(): DispatcherStats {
     return this.effect.stats;
   }

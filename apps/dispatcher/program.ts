@@ -10,7 +10,7 @@ import { FailedStore } from '../../libs/failed/index.js';
 import { IntakeChecker, type IntakeCheckerOptions, IntakeKeyStore } from '../../libs/intake-keys/index.js';
 import { openDevDatabase } from '../recorder/open-log.js';
 import { awaitSchema, awaitSchemaAt, type SchemaGateOptions } from '../../libs/migrations/index.js';
-import { METRIC_NAMES, counterFrom, createRegistry, deliveryMetrics, gaugeFrom, labelledGaugeFrom, operationalMetrics } from '../../libs/metrics/index.js';
+import { METRIC_NAMES, counterFrom, createRegistry, deliveryMetrics, gaugeFrom, labelledGaugeFrom, operationalMetrics, waitMetrics } from '../../libs/metrics/index.js';
 import { Throttle } from './stages/throttle.js';
 import { OPERATIONAL_EVENT_TYPES, OperationalPublisher } from '../../libs/operational/index.js';
 import { Operations } from './operations.js';
@@ -251,12 +251,14 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
       await channel.close().catch(() => {});
     }
   });
+  // Ready alone is 0 while a stuck dispatcher holds every message: the stalled alert adds these.
+  gaugeFrom(registry, METRIC_NAMES.dispatchUnacked, 'Messages of dispatch this dispatcher has received and not settled yet (held unacked)', () => dispatcher.unacked);
   gaugeFrom(registry, METRIC_NAMES.circuitsOpen, 'Endpoints whose circuit is open now', () => dispatcher.guards.openEndpoints().length);
   labelledGaugeFrom(registry, METRIC_NAMES.endpointsDisabled, 'Webhooks off now in the merchant directory, by why', 'reason', () => Object.entries(Operations.census(merchants.list(), Date.now(), config.ENDPOINT_DISABLE_AFTER).disabled));
   gaugeFrom(registry, METRIC_NAMES.endpointsFailing, 'Enabled webhooks whose failing clock runs (auto-disable)', () => Operations.census(merchants.list(), Date.now(), config.ENDPOINT_DISABLE_AFTER).failing);
   counterFrom(registry, METRIC_NAMES.duplicates, 'Upstream messages acked without delivery: their key was seen within INTAKE_DEDUPE_WINDOW', () => dispatcher.stats.duplicates);
   counterFrom(registry, METRIC_NAMES.deliveryRecordsLost, 'Deliveries settled without their delivery-log record', () => dispatcher.recordsLost);
-  if (waitStore) waitMetrics(registry, waitStore);
+  if (waitStore) waitMetrics(registry, () => waitStore.census(WAIT_OVERDUE_AFTER_MS));
   const unreadable = () => opened.writable?.unreadable.length ?? 0;
   gaugeFrom(registry, METRIC_NAMES.merchantsUnreadable, 'Merchants whose newest row this program cannot open (a key it lacks): served at their last readable version', unreadable);
   awaiting(() => (!broker.isConnected ? 'RabbitMQ' : unreadable() > 0 ? `SECRETS_KEY_PREVIOUS: ${unreadable()} merchant row(s) sealed with a key this program lacks` : undefined));
@@ -300,18 +302,3 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
 
 /** A wait this far past its due time is overdue: a healthy scheduler hands a due wait back within a second. */
 const WAIT_OVERDUE_AFTER_MS = 60_000;
-
-/** The waits' two gauges, from one count per scrape; while PostgreSQL does not answer they keep their last value. */
-function waitMetrics(registry: Registry, store: WaitStore): void {
-  let last = { waiting: 0, overdue: 0 };
-  let asking: Promise<typeof last> | undefined;
-  const census = () => {
-    asking ??= store.census(WAIT_OVERDUE_AFTER_MS).then(
-      (counted) => (last = counted),
-      () => last,
-    ).finally(() => setTimeout(() => (asking = undefined), 1_000).unref());
-    return asking;
-  };
-  gaugeFrom(registry, METRIC_NAMES.waiting, 'Webhooks waiting for their next attempt (rows of webhook_waits)', async () => (await census()).waiting);
-  gaugeFrom(registry, METRIC_NAMES.waitsOverdue, 'Waits more than a minute past their due time', async () => (await census()).overdue);
-}

@@ -91,6 +91,23 @@ export function deliveryMetrics(registry: Registry, platformEvents: readonly str
   };
 }
 
+/**
+ * The waits' two gauges, from one count per scrape. While the count cannot be taken (PostgreSQL does
+ * not answer) both are NaN, unknown: the last count kept showed 0 overdue while nothing was handed
+ * back, or an old number (the alert WebhooksWaitsOverdue reads NaN as its own case).
+ */
+export function waitMetrics(registry: Registry, count: () => Promise<{ waiting: number; overdue: number }>): void {
+  let asking: Promise<{ waiting: number; overdue: number }> | undefined;
+  const census = () => {
+    asking ??= count()
+      .catch(() => ({ waiting: NaN, overdue: NaN }))
+      .finally(() => setTimeout(() => (asking = undefined), 1_000).unref());
+    return asking;
+  };
+  gaugeFrom(registry, METRIC_NAMES.waiting, 'Webhooks waiting for their next attempt (rows of webhook_waits)', async () => (await census()).waiting);
+  gaugeFrom(registry, METRIC_NAMES.waitsOverdue, 'Waits more than a minute past their due time', async () => (await census()).overdue);
+}
+
 /** A gauge whose value is read when Prometheus scrapes, from a function of the program's state. */
 export function gaugeFrom(registry: Registry, name: string, help: string, read: () => number | Promise<number>): Gauge {
   return new Gauge({

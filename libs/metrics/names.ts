@@ -32,6 +32,8 @@ export const METRIC_NAMES = {
   operationalEvents: 'webhooks_operational_events_total',
   /** gauge {queue}: messages ready in dispatch and invalid */
   queueMessages: 'webhooks_queue_messages',
+  /** gauge: messages of dispatch this dispatcher has received and not settled yet (held unacked) */
+  dispatchUnacked: 'webhooks_dispatch_unacked',
   /** gauge: webhooks waiting for their next attempt (rows of webhook_waits in PostgreSQL) */
   waiting: 'webhooks_waiting',
   /** gauge: waits more than a minute past their due time */

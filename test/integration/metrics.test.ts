@@ -27,19 +27,23 @@ describe('Prometheus metrics', () => {
   const prefix = uniquePrefix('metrics');
   let ok: Receiver;
   let failing: Receiver;
+  let slow: Receiver;
   let program: DispatcherProgram;
   let upstream: BrokerConnection;
   let database: TestDatabase | undefined;
   const good = testMerchant('m_metrics_ok', 'http://placeholder');
   const bad = testMerchant('m_metrics_bad', 'http://placeholder');
+  const held = testMerchant('m_metrics_held', 'http://placeholder');
   let merchantsFile: string;
 
   beforeAll(async () => {
     ok = await Receiver.start();
     failing = await Receiver.start(() => 500);
+    slow = await Receiver.start(() => ({ status: 204, delayMs: 2_000 }));
     good.endpoints[0]!.url = ok.url;
     bad.endpoints[0]!.url = failing.url;
-    merchantsFile = writeMerchantsFile([good, bad]);
+    held.endpoints[0]!.url = slow.url;
+    merchantsFile = writeMerchantsFile([good, bad, held]);
     const config = loadDispatcherConfig({
       RABBITMQ_URL: brokerUrl(),
       TOPOLOGY_PREFIX: prefix,
@@ -59,7 +63,7 @@ describe('Prometheus metrics', () => {
     await upstream?.close();
     await program?.stop();
     await database?.drop();
-    await Promise.all([ok?.close(), failing?.close()]);
+    await Promise.all([ok?.close(), failing?.close(), slow?.close()]);
     const test = await TestBroker.open();
     await test.deleteTopology(prefix);
     await test.close();
@@ -72,6 +76,7 @@ describe('Prometheus metrics', () => {
     expect(series(text, 'webhooks_waiting', { program: 'dispatcher' })).toBe(0);
     expect(series(text, 'webhooks_waits_overdue', { program: 'dispatcher' })).toBe(0);
     expect(series(text, 'webhooks_circuits_open', { program: 'dispatcher' })).toBe(0);
+    expect(series(text, 'webhooks_dispatch_unacked', { program: 'dispatcher' })).toBe(0);
     expect(series(text, 'webhooks_endpoints_failing', { program: 'dispatcher' })).toBe(0);
     for (const reason of ['failing', 'manual']) {
       expect(series(text, 'webhooks_endpoints_disabled', { reason })).toBe(0);
@@ -118,6 +123,19 @@ describe('Prometheus metrics', () => {
       return series(now, 'webhooks_operational_events_total', { type: 'message.attempt.exhausted' }) === 1 && now;
     });
     expect(series(published, 'webhooks_operational_events_total', { type: 'message.attempt.failing' })).toBe(1);
+  });
+
+  it('shows the messages a dispatcher holds unacked, which the ready count does not (the stalled alert reads both)', async () => {
+    const publisher = new EventPublisher(upstream, prefix);
+    for (let i = 0; i < 2; i++) await publisher.publish(sampleEvent('refund.completed', held.id));
+    // Both held while their endpoint takes 2 s to answer: none ready in dispatch, two unacked.
+    const holding = await waitFor('two held', async () => {
+      const text = await scrape();
+      return series(text, 'webhooks_dispatch_unacked', { program: 'dispatcher' }) === 2 && text;
+    }, 10_000, 50);
+    expect(series(holding, 'webhooks_queue_messages', { queue: `${prefix}.dispatch` })).toBe(0);
+    await waitFor('both settled', async () => series(await scrape(), 'webhooks_dispatch_unacked', { program: 'dispatcher' }) === 0, 10_000);
+    expect(slow.requests).toHaveLength(2);
   });
 
   it('answers liveness and readiness on the metrics port', async () => {

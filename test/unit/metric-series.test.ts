@@ -1,6 +1,7 @@
+import { jest } from '@jest/globals';
 import { Counter, Histogram, Registry } from 'prom-client';
 import { EVENT_NAMES, FAILED_REASONS } from '../../libs/contracts/index.js';
-import { deliveryMetrics, METRIC_NAMES } from '../../libs/metrics/index.js';
+import { deliveryMetrics, METRIC_NAMES, waitMetrics } from '../../libs/metrics/index.js';
 
 /**
  * deliveryMetrics keeps its per-delivery series out of prom-client's per-call path; a scrape must
@@ -66,5 +67,36 @@ describe('delivery metrics', () => {
     feed(500);
     expect(await mine.metrics()).toBe(await theirs.metrics());
     expect(await mine.metrics()).toMatch(/^webhooks_delivery_duration_seconds_bucket\{le="\+Inf",.*event="payout",result="success"\} \d+$/m);
+  });
+});
+
+/**
+ * The waits' gauges while PostgreSQL does not answer: unknown (NaN), not the last count. The last
+ * count kept said 0 overdue for as long as the outage lasted (nothing handed back meanwhile), or an
+ * old number for ever after the last good count.
+ */
+describe('wait metrics', () => {
+  it('shows the count while it can be taken, and NaN (unknown) while it cannot, then the count again', async () => {
+    jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate', 'queueMicrotask'] });
+    try {
+      const registry = new Registry();
+      let answer: (() => Promise<{ waiting: number; overdue: number }>) = async () => ({ waiting: 12, overdue: 3 });
+      waitMetrics(registry, () => answer());
+      const scrape = async () => {
+        const text = await registry.metrics();
+        const value = (name: string) => new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1];
+        const shown = { waiting: value(METRIC_NAMES.waiting), overdue: value(METRIC_NAMES.waitsOverdue) };
+        jest.advanceTimersByTime(1_000); // past the count's one-second reuse
+        return shown;
+      };
+      expect(await scrape()).toEqual({ waiting: '12', overdue: '3' });
+      answer = () => Promise.reject(new Error('connect ECONNREFUSED'));
+      // prom-client writes `Nan`; Prometheus reads NaN in any case.
+      expect(await scrape()).toEqual({ waiting: expect.stringMatching(/^nan$/i), overdue: expect.stringMatching(/^nan$/i) });
+      answer = async () => ({ waiting: 0, overdue: 0 });
+      expect(await scrape()).toEqual({ waiting: '0', overdue: '0' });
+    } finally {
+      jest.useRealTimers();
+    }
   });
 });
