@@ -1,4 +1,4 @@
-import { BrokerConnection, BrokerUnavailableError } from '../../libs/broker/index.js';
+import { BrokerConnection, BrokerUnavailableError, redacted } from '../../libs/broker/index.js';
 import { type Database, openPostgres, type PostgresOptions } from '../../libs/delivery-store/index.js';
 import { FailedStore, ResendService, type ResendTarget } from '../../libs/failed/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
@@ -35,11 +35,23 @@ export async function withBroker<T>(config: CliConfig, queues: string[], run: (b
   }
 }
 
+/** DATABASE_URL's PostgreSQL did not let the command in (no answer, no such role or database): named, without its password. */
+export class DatabaseUnreachableError extends Error {
+  constructor(url: string, cause: unknown) {
+    super(`cannot use the PostgreSQL of DATABASE_URL (${redacted(url)}): ${(cause as Error)?.message ?? String(cause)}`, { cause });
+    this.name = 'DatabaseUnreachableError';
+  }
+}
+
 /** A pool on DATABASE_URL for one command, closed after; without DATABASE_URL, `needs` is the usage error. */
 export async function withPostgres<T>(url: string | undefined, needs: string, options: PostgresOptions, run: (database: Database) => Promise<T>): Promise<T> {
   if (!url) throw new UsageError(needs);
   const database = openPostgres(url, options);
   try {
+    // One look first: pg's own words ("connect ECONNREFUSED …", "role … does not exist") say neither which variable nor that it is PostgreSQL.
+    await database.query('SELECT 1').catch((err: unknown) => {
+      throw new DatabaseUnreachableError(url, err);
+    });
     return await run(database);
   } finally {
     await database.close();

@@ -38,7 +38,7 @@ export function createProgram(io: CliIo): CliCommand {
   return program;
 }
 
-/** Broker errors can quote the URL; its password never reaches the terminal. */
+/** Errors can quote a URL (the broker's, the database's); its password never reaches the terminal. */
 function withoutSecrets(text: string, rabbitmqUrl: string | undefined): string {
   let result = text;
   for (const url of (rabbitmqUrl ?? '').split(',')) {
@@ -68,7 +68,7 @@ export async function runCli(io: CliIo, argv: string[]): Promise<number> {
       io.stderr.write(`webhooks: ${err.message}\n`);
       return 3;
     }
-    io.stderr.write(`webhooks: ${withoutSecrets((err as Error)?.message ?? String(err), io.env.RABBITMQ_URL)}\n`);
+    io.stderr.write(`webhooks: ${withoutSecrets((err as Error)?.message ?? String(err), [io.env.RABBITMQ_URL, io.env.DATABASE_URL].join(','))}\n`);
     return 1;
   }
 }

@@ -1,3 +1,4 @@
 export { BrokerConnection, type Consumer, type ConsumeOptions, type Delivery } from './connection.js';
 export { BrokerUnavailableError, BrokerUnroutableError } from './errors.js';
+export { redacted } from './urls.js';
 export { copyProperties, type HeldMessage, moveMessage, sendDeclaring } from './move.js';

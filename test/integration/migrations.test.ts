@@ -9,6 +9,7 @@ import { ENDPOINT_ID, PgMerchantDirectory, SecretBox } from '../../libs/merchant
 import { silentLogger } from '../../libs/logger/index.js';
 import { runCliInProcess } from '../support/cli.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
+import { freePort } from '../support/receiver.js';
 import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
 
 describe('webhooks migrate', () => {
@@ -165,6 +166,30 @@ describe('webhooks migrate', () => {
       )).map((r) => r.column);
     expect(await keyOf('delivery_webhooks')).toEqual(['merchant_id', 'webhook_id', 'endpoint_id']);
     expect(await keyOf('failed_webhooks')).toEqual(['merchant_id', 'webhook_id', 'endpoint_id']);
+  });
+
+  it('names DATABASE_URL, never its password, when it cannot reach or enter the database (exit 1, no stack)', async () => {
+    const db = await empty('migrate_unreachable');
+    const password = 'pw-Secret-7731';
+    const at = (edit: (url: URL) => void) => {
+      const url = new URL(db.url);
+      url.username = 'postgres';
+      url.password = password;
+      edit(url);
+      return url.toString();
+    };
+    const port = await freePort();
+    const urls = {
+      closed: at((url) => (url.port = String(port))),
+      missingDatabase: at((url) => (url.pathname = `/${db.name}_missing`)),
+      missingRole: at((url) => (url.username = 'no_such_role_migrate')),
+    };
+    for (const [what, url] of Object.entries(urls)) {
+      const result = await runCliInProcess({ DATABASE_URL: url }, ['migrate']);
+      expect([what, result.code, result.stdout]).toEqual([what, 1, '']);
+      expect(result.stderr).toMatch(/^webhooks: cannot use the PostgreSQL of DATABASE_URL \(postgres:\/\/[^\n]*\*\*\*@127\.0\.0\.1:\d+\/\w+\): .+\n$/);
+      expect(result.stderr).not.toContain(password);
+    }
   });
 
   it('needs DATABASE_URL', async () => {
