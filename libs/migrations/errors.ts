@@ -37,7 +37,8 @@ export class MigrationChangedError extends Error {
 /** A migration PostgreSQL refused: rolled back, nothing of it applied. */
 export class MigrationFailedError extends Error {
   constructor(migration: Migration, cause: unknown) {
-    super(`migration ${fileOf(migration)} failed and was rolled back: ${(cause as Error)?.message ?? String(cause)}`, { cause });
+    const waited = (cause as { code?: string })?.code === '55P03' ? ': another session holds a table it changes (a long transaction, a pg_dump); run migrate again once it ends' : '';
+    super(`migration ${fileOf(migration)} failed and was rolled back: ${(cause as Error)?.message ?? String(cause)}${waited}`, { cause });
     this.name = 'MigrationFailedError';
   }
 }

@@ -5,6 +5,13 @@ import { MigrationChangedError, MigrationFailedError, SchemaTooNewError } from '
 /** Held for a whole run: a second `webhooks migrate` (another machine) waits, then finds nothing to do. */
 const LOCK = 'webhooks-schema-migrations';
 
+/**
+ * How long a migration's statement waits for a table's lock. While it waits, every query of the
+ * programs on that table queues behind it, and a pg_dump or a transaction left open holds its lock
+ * for hours: past this, the migration is rolled back and `migrate` exits 1, to be run again.
+ */
+const LOCK_WAIT = '5s';
+
 /** What ran: the one table made outside a numbered file, since it records them. */
 const LEDGER = `CREATE TABLE IF NOT EXISTS schema_migrations (
   version integer PRIMARY KEY,
@@ -69,6 +76,8 @@ export async function migrate(db: Pick<Database, 'session'>, migrations: readonl
         if (done.has(migration.version)) continue;
         await session.query('BEGIN');
         try {
+          // LOCAL: the advisory lock above is waited for however long another run takes.
+          await session.query(`SET LOCAL lock_timeout = '${LOCK_WAIT}'`);
           await session.exec(migration.sql);
           await session.query('INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)', [migration.version, migration.name, migration.checksum]);
           await session.query('COMMIT');

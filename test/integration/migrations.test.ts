@@ -10,6 +10,7 @@ import { silentLogger } from '../../libs/logger/index.js';
 import { runCliInProcess } from '../support/cli.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { freePort } from '../support/receiver.js';
+import { waitFor } from '../support/wait.js';
 import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
 
 describe('webhooks migrate', () => {
@@ -107,6 +108,40 @@ describe('webhooks migrate', () => {
     await expect(migrate(database, [good, bad])).rejects.toThrow(/^migration 0002_bad\.sql failed and was rolled back: relation "good" already exists/);
     expect(await currentVersion(database)).toBe(1);
     expect(await db.query("SELECT to_regclass('half') AS half")).toEqual([{ half: null }]);
+  });
+
+  it("gives up a table lock it cannot take within seconds (a pg_dump, a transaction left open), rolled back, instead of queueing every program's query behind it", async () => {
+    const db = await empty('migrate_lock_wait');
+    const database = open(db.url);
+    const sql = (text: string) => ({ sql: text, checksum: checksumOf(text) });
+    const first: Migration = { version: 1, name: 'first', ...sql('CREATE TABLE t (a int);') };
+    const second: Migration = { version: 2, name: 'second', ...sql('ALTER TABLE t ADD COLUMN b int;') };
+    await migrate(database, [first]);
+    // A long reader (pg_dump holds ACCESS SHARE on every table for the whole dump).
+    const holder = await database.session();
+    await holder.query('BEGIN');
+    await holder.query('SELECT count(*) FROM t');
+    const running = migrate(open(db.url), [first, second]).then(
+      () => 'applied',
+      (err: Error) => err.message,
+    );
+    try {
+      await waitFor('the migration waiting for its lock', async () =>
+        (await db.query("SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'ALTER TABLE t%'")).length > 0,
+      );
+      // A program's read of the table, with the statement timeout a program has (30 s; here 15 s).
+      const program = openPostgres(db.url, { statementTimeoutMs: 15_000 });
+      opened.push(program);
+      await expect(program.query('SELECT count(*)::int AS n FROM t')).resolves.toMatchObject({ rows: [{ n: 0 }] });
+      expect(await running).toMatch(/^migration 0002_second\.sql failed and was rolled back: canceling statement due to lock timeout: another session holds a table it changes/);
+    } finally {
+      await holder.query('COMMIT').catch(() => {});
+      await holder.close();
+      await running;
+    }
+    expect(await currentVersion(database)).toBe(1);
+    // Run again once the reader is done: applied.
+    await expect(migrate(database, [first, second])).resolves.toMatchObject({ version: 2 });
   });
 
   it('refuses a database a newer release migrated', async () => {
