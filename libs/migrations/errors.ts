@@ -43,6 +43,14 @@ export class MigrationFailedError extends Error {
   }
 }
 
+/** The ledger could not be made (a role without CREATE): PostgreSQL's words alone do not say what `migrate` needs. */
+export class LedgerRefusedError extends Error {
+  constructor(cause: unknown) {
+    super(`cannot make schema_migrations: ${(cause as Error)?.message ?? String(cause)} (webhooks migrate runs as the owner of DATABASE_URL's database)`, { cause });
+    this.name = 'LedgerRefusedError';
+  }
+}
+
 /** PostgreSQL stayed unreachable for the whole start-up wait. */
 export class SchemaUnknownError extends Error {
   constructor(cause: unknown) {

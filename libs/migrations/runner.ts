@@ -1,6 +1,6 @@
 import type { Database, Queryable } from '../delivery-store/index.js';
 import { MIGRATIONS, type Migration } from './files.js';
-import { MigrationChangedError, MigrationFailedError, SchemaTooNewError } from './errors.js';
+import { LedgerRefusedError, MigrationChangedError, MigrationFailedError, SchemaTooNewError } from './errors.js';
 
 /** Held for a whole run: a second `webhooks migrate` (another machine) waits, then finds nothing to do. */
 const LOCK = 'webhooks-schema-migrations';
@@ -66,7 +66,9 @@ export async function migrate(db: Pick<Database, 'session'>, migrations: readonl
   try {
     await session.query('SELECT pg_advisory_lock(hashtext($1))', [LOCK]);
     try {
-      await session.query(LEDGER);
+      await session.query(LEDGER).catch((err: unknown) => {
+        throw new LedgerRefusedError(err);
+      });
       const { rows } = await session.query<AppliedRow>(APPLIED);
       checkApplied(rows, migrations);
       const highest = migrations.at(-1)?.version ?? 0;

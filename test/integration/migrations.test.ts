@@ -227,6 +227,23 @@ describe('webhooks migrate', () => {
     }
   });
 
+  it("says that it runs as the database's owner, naming DATABASE_URL, when its role may not create tables (exit 1)", async () => {
+    const db = await empty('migrate_no_create');
+    const role = `${db.name}_role`;
+    await db.query(`CREATE ROLE ${role} LOGIN`);
+    try {
+      const url = new URL(db.url);
+      url.username = role;
+      const result = await runCliInProcess({ DATABASE_URL: url.toString() }, ['migrate']);
+      expect([result.code, result.stdout]).toEqual([1, '']);
+      expect(result.stderr).toBe(
+        "webhooks: cannot make schema_migrations: permission denied for schema public (webhooks migrate runs as the owner of DATABASE_URL's database)\n",
+      );
+    } finally {
+      await db.query(`DROP ROLE ${role}`);
+    }
+  });
+
   it('needs DATABASE_URL', async () => {
     const result = await runCliInProcess({}, ['migrate']);
     expect(result.code).toBe(2);
