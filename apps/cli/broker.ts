@@ -38,7 +38,8 @@ export async function withBroker<T>(config: CliConfig, queues: string[], run: (b
 /** DATABASE_URL's PostgreSQL did not let the command in (no answer, no such role or database): named, without its password. */
 export class DatabaseUnreachableError extends Error {
   constructor(url: string, cause: unknown) {
-    super(`cannot use the PostgreSQL of DATABASE_URL (${redacted(url)}): ${(cause as Error)?.message ?? String(cause)}`, { cause });
+    // Without the query string: pg takes its settings from it too, a password among them.
+    super(`cannot use the PostgreSQL of DATABASE_URL (${redacted(url).replace(/[?#].*$/, '')}): ${(cause as Error)?.message ?? String(cause)}`, { cause });
     this.name = 'DatabaseUnreachableError';
   }
 }
