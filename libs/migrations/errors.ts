@@ -51,6 +51,14 @@ export class LedgerRefusedError extends Error {
   }
 }
 
+/** PostgreSQL answered but refused the look (no such database or role, a wrong password): not waited for. */
+export class SchemaUnreadableError extends Error {
+  constructor(cause: unknown) {
+    super(`cannot read the database schema version: ${(cause as Error)?.message ?? String(cause)} (DATABASE_URL)`, { cause });
+    this.name = 'SchemaUnreadableError';
+  }
+}
+
 /** PostgreSQL stayed unreachable for the whole start-up wait. */
 export class SchemaUnknownError extends Error {
   constructor(cause: unknown) {

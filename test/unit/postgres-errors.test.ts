@@ -40,4 +40,11 @@ describe('which PostgreSQL errors are an outage and which a refusal of the data'
     await expect(awaitSchema(db as never, silentLogger())).resolves.toBeUndefined();
     expect(calls).toBeGreaterThan(1);
   }, 10_000);
+
+  it('has a program starting up stop at once on a missing database or role, naming DATABASE_URL', async () => {
+    for (const [code, message] of [['3D000', 'database "webhooks" does not exist'], ['28P01', 'password authentication failed for user "webhooks"']]) {
+      const db = { query: async () => Promise.reject(Object.assign(new Error(message), { code })) };
+      await expect(awaitSchema(db as never, silentLogger())).rejects.toThrow(`cannot read the database schema version: ${message} (DATABASE_URL)`);
+    }
+  });
 });
