@@ -7,7 +7,7 @@ import { BatchWriter } from './batch-writer.js';
 import { type Pending, type Prepared, prepareBatch, settle } from './batches.js';
 import type { Database, Session } from './database.js';
 import { caughtUpAt, restartStream, storedPlace } from './materialise.js';
-import { dropExpiredPartitions } from './schema.js';
+import { dropExpiredPartitions, ensureDaysAhead } from './schema.js';
 import { ATTR, inSpan, SpanKind } from '../tracing/index.js';
 
 export interface RecorderOptions {
@@ -385,7 +385,9 @@ export class DeliveryLogRecorder {
     await this.subscribe();
   }
 
+  /** At the lead and hourly: today's and tomorrow's partitions made ahead, and what is past retention dropped. */
   private async expire(session: Session): Promise<void> {
+    await ensureDaysAhead(session, 'delivery_records');
     const dropped = await dropExpiredPartitions(session, this.options.retentionMs);
     if (dropped.length > 0) this.logger.info('delivery log partitions dropped', { dropped });
   }

@@ -30,6 +30,26 @@ export async function ensurePartition(db: Queryable, table: PartitionedTable, da
   );
 }
 
+/**
+ * Makes the partitions of today and tomorrow (UTC, by the database's clock) ahead of their first
+ * row: making one takes a lock on the table that waits for every read in flight and holds back
+ * every read after it, so it is done in the hourly upkeep, not by a new day's first write (which
+ * stalled at midnight behind a long read). Safe from several programs at once.
+ */
+export async function ensureDaysAhead(db: Queryable, table: PartitionedTable): Promise<number> {
+  const { rows } = await db.query<{ now: Date }>('SELECT now() AS now');
+  const now = new Date(rows[0]!.now).getTime();
+  for (const day of [dayOf(new Date(now)), dayOf(new Date(now + DAY_MS))]) {
+    try {
+      await ensurePartition(db, table, day);
+    } catch (err) {
+      // Another program made it at the same moment (IF NOT EXISTS does not cover the race).
+      if (!['42P07', '23505'].includes((err as { code?: string }).code ?? '')) throw err;
+    }
+  }
+  return now;
+}
+
 /** Drops the records' day partitions and the webhooks whose last record is past retention (in slices: no long lock); returns the partitions dropped. */
 export async function dropExpiredPartitions(db: Queryable, retentionMs: number, now = new Date()): Promise<string[]> {
   const cutoff = now.getTime() - retentionMs;

@@ -1,5 +1,5 @@
 import type { Queryable } from '../delivery-store/index.js';
-import { dayOf, dropPartitionsEndedBy, ensurePartition } from '../delivery-store/schema.js';
+import { dropPartitionsEndedBy, ensureDaysAhead } from '../delivery-store/schema.js';
 
 /**
  * Intake keys are rows of `intake_keys` (partitioned by the UTC day of first sight), one per key
@@ -24,8 +24,6 @@ export interface KeyStates {
 
 /** A repeat dropped: counted on its key's row with the next batch. */
 export type KeyNote = IntakeKey;
-
-const DAY_MS = 86_400_000;
 
 /** One batch in one statement: intake_check (migration 0012), whose answer is one row of 1-based indexes. */
 const CHECK = 'SELECT repeats, recorded FROM intake_check($1::text[], $2::text[], $3::float8, $4::text[], $5::text[])';
@@ -57,16 +55,7 @@ export class IntakeKeyStore {
 
   /** Makes the partitions of today and tomorrow, and drops those past the window. Safe from several dispatchers at once. */
   async maintain(): Promise<{ dropped: string[] }> {
-    const { rows } = await this.db.query<{ now: Date }>('SELECT now() AS now');
-    const now = new Date(rows[0]!.now).getTime();
-    for (const day of [dayOf(new Date(now)), dayOf(new Date(now + DAY_MS))]) {
-      try {
-        await ensurePartition(this.db, 'intake_keys', day);
-      } catch (err) {
-        // Another dispatcher made it at the same moment (IF NOT EXISTS does not cover the race).
-        if (!['42P07', '23505'].includes((err as { code?: string }).code ?? '')) throw err;
-      }
-    }
+    const now = await ensureDaysAhead(this.db, 'intake_keys');
     return { dropped: await dropPartitionsEndedBy(this.db, 'intake_keys', now - this.windowMs) };
   }
 }
