@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { TRUE_VALUES } from './env.js';
+import { envFields } from './env.js';
 import { MAX_TIMER_MS } from '../runtime/timers.js';
 
 /**
@@ -30,7 +30,8 @@ const count = (fallback: number, max = Number.MAX_SAFE_INTEGER) =>
     .transform((v) => (v === undefined ? fallback : Number(v)));
 
 export const tracingFields = {
-  OTEL_SDK_DISABLED: z.string().optional().transform((v) => v !== undefined && TRUE_VALUES.includes(v.trim().toLowerCase())),
+  // The shared parser: a typo ("ture") stops start-up, where it was taken as false and tracing stayed on.
+  OTEL_SDK_DISABLED: envFields.boolean(false),
   OTEL_TRACES_EXPORTER: z.enum(['otlp', 'none'], { error: 'must be otlp or none' }).optional(),
   OTEL_EXPORTER_OTLP_ENDPOINT: httpUrl.optional(),
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: httpUrl.optional(),

@@ -51,6 +51,10 @@ describe('the OTEL variables', () => {
   it('stay off when the SDK is disabled or the exporter is none', () => {
     expect(settings({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_SDK_DISABLED: 'true' })).toBeUndefined();
     expect(settings({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_TRACES_EXPORTER: 'none' })).toBeUndefined();
+    // Case-insensitive; empty is unset.
+    expect(settings({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_SDK_DISABLED: 'TRUE' })).toBeUndefined();
+    expect(settings({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_SDK_DISABLED: 'False' })).toBeDefined();
+    expect(settings({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_SDK_DISABLED: '' })).toBeDefined();
   });
 
   it.each([
@@ -61,6 +65,8 @@ describe('the OTEL variables', () => {
     ['OTEL_TRACES_SAMPLER_ARG', '2', 'must be a ratio from 0 to 1'],
     ['OTEL_RESOURCE_ATTRIBUTES', 'justakey', 'must be key=value pairs'],
     ['OTEL_TRACES_EXPORTER', 'zipkin', 'must be otlp or none'],
+    // A typo was taken as false: tracing stayed on, silently.
+    ['OTEL_SDK_DISABLED', 'ture', 'must be true or false'],
     ['OTEL_BSP_MAX_QUEUE_SIZE', '0', 'must be a whole number above 0'],
     ['OTEL_BSP_SCHEDULE_DELAY', '1s', 'must be a whole number above 0'],
     // A Node timer past 2^31-1 ms fires after 1 ms: a batch per span and a warning each, an export abandoned at once.
