@@ -313,6 +313,8 @@ export class DeliveryLogRecorder {
         { kind: SpanKind.CLIENT, attributes: { 'db.system.name': 'postgresql', 'db.operation.name': 'INSERT', 'db.operation.batch.size': batch.records.length, [ATTR.messagingDestination]: this.stream } },
         () => this.writer.store(session, batch),
       );
+      // Handled at once (awaited below): refused before the setImmediate, it was an unhandled rejection, which ends a Node 20 process.
+      storing.catch(() => {});
       await new Promise((resolve) => setImmediate(resolve));
       const next = this.prepare();
       await storing;

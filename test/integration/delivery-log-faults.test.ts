@@ -1,3 +1,5 @@
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { BrokerConnection } from '../../libs/broker/index.js';
 import { type DeliveryRecordInput, DeliveryRecorder } from '../../libs/delivery-log/index.js';
 import { DeliveryLogRecorder, openPostgres } from '../../libs/delivery-store/index.js';
@@ -8,7 +10,7 @@ import { brokerUrl, TestBroker, uniquePrefix } from '../support/broker.js';
 import { testMerchant, writeMerchantsFile } from '../support/harness.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { PrivatePostgres } from '../support/private-postgres.js';
-import { startProgram } from '../support/process.js';
+import { runProgram, startProgram } from '../support/process.js';
 import { waitFor } from '../support/wait.js';
 
 const RECORDER = 'dist/apps/recorder/main.js';
@@ -187,6 +189,48 @@ describe('the delivery log under faults', () => {
       await b!.stop();
       for (const database of databases) await database.close();
     }
+  });
+
+  it('gives the lead up and takes it again when an insert is refused at once, with no unhandled rejection', async () => {
+    // In a program of its own: jest does not see unhandled rejections, and Node 20 ends a process
+    // on one. Its batch's first statement is refused before any I/O, where the recorder attached
+    // its handler a setImmediate later.
+    const dist = (path: string) => JSON.stringify(pathToFileURL(resolve('dist', path)).href);
+    const script = `
+      const { BrokerConnection } = await import(${dist('libs/broker/index.js')});
+      const { DeliveryRecorder } = await import(${dist('libs/delivery-log/index.js')});
+      const { DeliveryLogRecorder, openPostgres } = await import(${dist('libs/delivery-store/index.js')});
+      const { silentLogger } = await import(${dist('libs/logger/index.js')});
+      const { RABBITMQ_URL, DATABASE_URL, PREFIX, RECORDS } = process.env;
+      const broker = new BrokerConnection({ url: RABBITMQ_URL, name: 'refused-at-once', logger: silentLogger() });
+      await broker.open();
+      const database = openPostgres(DATABASE_URL);
+      let refuse = false;
+      const session = database.session.bind(database);
+      database.session = async () => {
+        const real = await session();
+        const query = (text, params) => (refuse ? ((refuse = false), Promise.reject(new Error('refused at once'))) : real.query(text, params));
+        return Object.assign(Object.create(real), { query });
+      };
+      const recorder = new DeliveryLogRecorder(broker, database, silentLogger(), { prefix: PREFIX, retentionMs: 30 * 86_400_000, retryMs: 100 });
+      const writer = new DeliveryRecorder(broker, silentLogger(), { prefix: PREFIX });
+      await recorder.start();
+      await writer.start();
+      const until = async (ok) => { for (const end = Date.now() + 15_000; !ok() && Date.now() < end; ) await new Promise((r) => setTimeout(r, 20)); };
+      await until(() => recorder.state.leading);
+      refuse = true;
+      await Promise.all(JSON.parse(RECORDS).map((r) => writer.record(r)));
+      await until(() => recorder.state.recordsStored >= 4);
+      console.log(JSON.stringify({ refused: !refuse, stored: recorder.state.recordsStored }));
+      await writer.stop();
+      await recorder.stop();
+      await database.close();
+      await broker.close();
+    `;
+    const result = await runProgram('--input-type=module', { ...env(), PREFIX: prefix, RECORDS: JSON.stringify(recordsOf('m_refused', 1)) }, ['-e', script]);
+    expect(result.stderr).toBe('');
+    expect(JSON.parse(result.stdout)).toEqual({ refused: true, stored: 4 });
+    expect(result.code).toBe(0);
   });
 
   it('answers 503 in the envelope while PostgreSQL is unreachable, and says so in /readyz', async () => {
