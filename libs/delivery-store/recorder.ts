@@ -73,6 +73,7 @@ export class DeliveryLogRecorder {
   private idleTimer?: NodeJS.Timeout;
   private writing?: Promise<void>;
   private stopped = false;
+  private starting?: Promise<void>;
   private stopping?: Promise<void>;
   /** Bumped at each lead taken or given up, and at each subscription: what an earlier one hands in is ignored. */
   private generation = 0;
@@ -108,8 +109,19 @@ export class DeliveryLogRecorder {
     this.writer = new BatchWriter(this.stream, logger, this.state);
   }
 
-  async start(): Promise<void> {
+  /** Declares the stream and tries to lead; safe twice (a second call is the first's), and a no-op once stopped. */
+  start(): Promise<void> {
+    // Twice, it added its listeners twice (stop() took one of each off) and tried for the lead twice.
+    this.starting ??= this.begin().catch((err: unknown) => {
+      this.starting = undefined;
+      throw err;
+    });
+    return this.starting;
+  }
+
+  private async begin(): Promise<void> {
     await declareQueueSpec(() => this.broker.createChannel(), deliveriesSpec(this.options.prefix, this.options.replication));
+    if (this.stopped) return;
     this.broker.on('disconnected', this.onDisconnected);
     this.broker.on('connected', this.onConnected);
     void this.tryToLead();

@@ -191,6 +191,27 @@ describe('the delivery log under faults', () => {
     }
   });
 
+  it('is started twice and stopped twice without a second lead attempt or a listener left on the broker', async () => {
+    const database = openPostgres(db.url);
+    const listening = () => broker.listenerCount('connected') + broker.listenerCount('disconnected');
+    const before = listening();
+    const recorder = new DeliveryLogRecorder(broker, database, silentLogger(), { prefix, retentionMs: 30 * 86_400_000, retryMs: 100 });
+    let sessions = 0;
+    const session = database.session.bind(database);
+    database.session = () => (sessions++, session());
+    try {
+      await Promise.all([recorder.start(), recorder.start()]);
+      await recorder.start();
+      await waitFor('leading', () => recorder.state.leading);
+      expect(sessions).toBe(1);
+      expect(listening()).toBe(before + 2);
+    } finally {
+      await Promise.all([recorder.stop(), recorder.stop()]);
+      await database.close();
+    }
+    expect(listening()).toBe(before);
+  });
+
   it('gives the lead up and takes it again when an insert is refused at once, with no unhandled rejection', async () => {
     // In a program of its own: jest does not see unhandled rejections, and Node 20 ends a process
     // on one. Its batch's first statement is refused before any I/O, where the recorder attached
