@@ -108,6 +108,7 @@ export class Dispatcher {
   recordsLost = 0;
   private recordsDownUntil = 0;
   private readonly inFlight = new Set<Promise<void>>();
+  private starting?: Promise<void>;
   private stopping?: Promise<void>;
 
   constructor(private readonly deps: DispatcherDeps, private readonly settings: DispatcherSettings) {
@@ -152,7 +153,18 @@ export class Dispatcher {
     return this.effect.stats;
   }
 
-  async start(): Promise<void> {
+  /** Consumes dispatch; safe twice (a second call is the first's), and a no-op once stopped. */
+  start(): Promise<void> {
+    // A second consumer would hold twice the prefetch, and stop() cancelled only the last one.
+    this.starting ??= this.consume().catch((err: unknown) => {
+      this.starting = undefined;
+      throw err;
+    });
+    return this.starting;
+  }
+
+  private async consume(): Promise<void> {
+    if (this.stopping) return;
     this.consumer = await this.deps.broker.consume(this.names.dispatch, {
       prefetch: PREFETCH_PER_SLOT * this.settings.concurrency,
       // With tracing on, each walk carries its delivery's span (stages/trace.ts).
@@ -164,6 +176,8 @@ export class Dispatcher {
   /** Stops taking deliveries and waits for those in flight; safe to call twice. */
   stop(): Promise<void> {
     this.stopping ??= (async () => {
+      // A start under way ends first: its consumer is the one cancelled.
+      await this.starting?.catch(() => {});
       await this.consumer?.cancel();
       this.guards.wakeAll();
       let timer: NodeJS.Timeout | undefined;

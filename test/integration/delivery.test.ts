@@ -89,4 +89,17 @@ describe('delivery to the merchant', () => {
     await waitFor('dispatch queue empty', async () => (await harness.test.messageCount(harness.names.dispatch)) === 0);
     expect(await harness.test.messageCount(harness.names.invalid)).toBe(0);
   });
+
+  // Last: it stops the file's dispatcher (its close stops it again).
+  it('consumes dispatch once when started twice, and stops twice', async () => {
+    const consumers = async () => (await harness.test.channel.checkQueue(harness.names.dispatch)).consumerCount;
+    expect(await consumers()).toBe(1);
+    await Promise.all([harness.dispatcher.start(), harness.dispatcher.start()]);
+    expect(await consumers()).toBe(1);
+    await Promise.all([harness.dispatcher.stop(), harness.dispatcher.stop()]);
+    expect(await consumers()).toBe(0);
+    // Stopped, it stays stopped.
+    await harness.dispatcher.start();
+    expect(await consumers()).toBe(0);
+  });
 });
