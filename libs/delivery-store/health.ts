@@ -11,6 +11,8 @@ export interface LogHealthState {
 /** How far behind the delivery log is, checked in the background so that /readyz answers at once while PostgreSQL hangs. */
 export class LogHealth {
   private timer?: NodeJS.Timeout;
+  private starting?: Promise<void>;
+  private stopped = false;
   private checking = false;
   private database: LogHealthState['database'] = 'unreachable';
   private caughtUp?: Date;
@@ -27,13 +29,20 @@ export class LogHealth {
     private readonly everyMs = 2_000,
   ) {}
 
-  async start(): Promise<void> {
-    await this.check();
-    this.timer = setInterval(() => void this.check(), this.everyMs);
-    this.timer.unref();
+  /** Checks once, then every everyMs until stop(); safe twice (a second call is the first's), and a no-op once stopped. */
+  start(): Promise<void> {
+    // Twice, it made a second interval that stop() did not clear.
+    this.starting ??= (async () => {
+      await this.check();
+      if (this.stopped) return;
+      this.timer = setInterval(() => void this.check(), this.everyMs);
+      this.timer.unref();
+    })();
+    return this.starting;
   }
 
   stop(): void {
+    this.stopped = true;
     clearInterval(this.timer);
   }
 
