@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { deliveryLogFields, envFields, merchantStoreFields, parseEnv, replicationFields, requireMerchantStore, SHUTDOWN_TIMEOUT_MAX, tracingFields } from '../../libs/config/index.js';
 import { LONGEST_DURATION, parseDuration } from '../../libs/config/durations.js';
 import { WEBHOOK_SECRET } from '../../libs/merchants/schema.js';
+import { MAX_RECORDED_BODY_BYTES } from '../../libs/delivery-log/index.js';
 
 /** A duration (5d, 12h), or `0` for never (the feature off): in milliseconds, 0 for never. */
 function durationOrNever(fallback: string) {
@@ -38,7 +39,8 @@ export const dispatcherEnvSchema = z.object({
   /** How long a wait handed back to dispatch may take to come to its attempt before its row hands it on again (at least twice DELIVERY_TIMEOUT_MS). */
   WAIT_LEASE: envFields.durationMs('1m'),
   ALLOW_PRIVATE_TARGETS: envFields.boolean(false),
-  MAX_MESSAGE_BYTES: envFields.positiveInt(256 * 1024, 64 * 1024 * 1024),
+  /** At most what a delivery record can carry in a RabbitMQ 4 message (MAX_RECORDED_BODY_BYTES). */
+  MAX_MESSAGE_BYTES: envFields.positiveInt(256 * 1024, MAX_RECORDED_BODY_BYTES),
   /** /metrics, /healthz and /readyz of the dispatcher (it has no other HTTP port); 0 picks a free port. */
   METRICS_PORT: z
     .string()

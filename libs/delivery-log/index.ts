@@ -14,4 +14,4 @@ export {
   statusOf,
 } from './record.js';
 export { decodeRecords } from './decode.js';
-export { DeliveryRecorder, RecordNotConfirmedError, RecorderStoppedError } from './writer.js';
+export { DeliveryRecorder, MAX_RECORDED_BODY_BYTES, RecordNotConfirmedError, RecorderStoppedError } from './writer.js';

@@ -7,6 +7,14 @@ import type { DeliveryRecord, DeliveryRecordInput } from './record.js';
 /** A message of the deliveries stream closes at this many records, or about this many bytes. */
 export const STREAM_MESSAGE_LIMITS = { records: 200, bytes: 1024 * 1024 };
 
+/**
+ * The largest message body a dispatcher takes (MAX_MESSAGE_BYTES at most). Its record escapes the
+ * body (twice its bytes at worst) into a stream message beside up to STREAM_MESSAGE_LIMITS.bytes of
+ * other records (their answers escaped up to six times): past 16 MiB, RabbitMQ 4's default
+ * max_message_size, the broker closes the publishing channel. test/unit/config.test.ts adds it up.
+ */
+export const MAX_RECORDED_BODY_BYTES = 4 * 1024 * 1024;
+
 export interface DeliveryRecorderOptions {
   prefix: string;
   replication?: Replication;

@@ -52,6 +52,22 @@ describe('dispatcher configuration', () => {
     });
   });
 
+  it('bounds MAX_MESSAGE_BYTES so that the largest delivery record fits a RabbitMQ 4 message (16 MiB by default), naming the variable', () => {
+    // Its record escapes the body into the deliveries stream: past 16 MiB a RabbitMQ 4 broker closes the publishing channel.
+    expect(() => loadDispatcherConfig({ ...file, MAX_MESSAGE_BYTES: String(16 * 1024 * 1024) })).toThrow('Invalid configuration: MAX_MESSAGE_BYTES: ');
+    const most = 4 * 1024 * 1024;
+    expect(loadDispatcherConfig({ ...file, MAX_MESSAGE_BYTES: String(most) }).MAX_MESSAGE_BYTES).toBe(most);
+    expect(() => loadDispatcherConfig({ ...file, MAX_MESSAGE_BYTES: String(most + 1) })).toThrow(`must be a whole number from 1 to ${most}`);
+    // The worst case: a body all escaped quotes (twice its bytes escaped) and the longest kept answer all
+    // control characters (six times), after records up to the writer's batch bound (1 MiB as it counts them) of the same.
+    const body = `["${'\\"'.repeat((most - 4) / 2)}"]`;
+    expect(Buffer.byteLength(body)).toBe(most);
+    const answer = '\u0001'.repeat(64 * 1024);
+    const record = (payload: string) => ({ id: 'x'.repeat(36), at: new Date().toISOString(), webhookId: 'w'.repeat(200), merchantId: 'm'.repeat(200), endpointId: 'e'.repeat(200), event: 'e'.repeat(100), references: Array(4).fill('r'.repeat(200)), payload, firstSeenAt: new Date().toISOString(), outcome: 'failed', attemptNumber: 1, attempt: { startedAt: new Date().toISOString(), durationMs: 1, httpStatus: 500, error: 'x'.repeat(1000), responseBody: answer } });
+    const before = Array.from({ length: 15 }, () => record(`["${'\\"'.repeat(2_000)}"]`));
+    expect(Buffer.byteLength(JSON.stringify([...before, record(body)]))).toBeLessThan(16 * 1024 * 1024);
+  });
+
   it('reads RABBITMQ_URL as the list of a cluster\'s nodes', () => {
     expect(loadDispatcherConfig({ ...file, RABBITMQ_URL: 'amqp://u:p@n1:5672, amqp://u:p@n2:5672,amqps://u:p@n3' }).RABBITMQ_URL).toEqual([
       'amqp://u:p@n1:5672',
