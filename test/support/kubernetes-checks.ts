@@ -34,6 +34,9 @@ export interface Container {
 
 const SCHEMAS: Record<Program, z.ZodType> = { api: apiEnvSchema, dispatcher: dispatcherEnvSchema, recorder: recorderEnvSchema, cli: cliEnvSchema };
 
+/** Optional to a program's schema, set in production all the same (docs/production.md): a token minted for another service is refused. */
+const RECOMMENDED: Partial<Record<Program, string[]>> = { api: ['AUTH_JWT_ISSUER', 'AUTH_JWT_AUDIENCE'] };
+
 /**
  * How long each program may take to start before it gives up by itself (docs/operating.md): the
  * schema, then the merchant directory and RabbitMQ. The startup probe must allow more.
@@ -171,6 +174,7 @@ export function configurationProblems(objects: K8sObject[], documented: Set<stri
     if (!parsed) problems.push(`${c.where}: runs no known program`);
     else if (!parsed.success) problems.push(...parsed.error.issues.map((i) => `${c.where}: ${i.path.join('.')}: ${i.message}`));
     if (c.kind === 'Job' && !env.DATABASE_URL) problems.push(`${c.where}: migrate without DATABASE_URL`);
+    for (const variable of RECOMMENDED[c.program] ?? []) if (!env[variable]) problems.push(`${c.where}: ${variable} unset, which docs/production.md recommends`);
     if (!parsed?.success) continue;
     const config = parsed.data as Record<string, unknown>;
     for (const port of c.container.ports ?? []) {

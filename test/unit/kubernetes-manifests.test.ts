@@ -276,10 +276,11 @@ describe('deploy/kubernetes', () => {
       ]);
     });
 
-    it('configuration: an undocumented key, a secret in the ConfigMap, a required variable missing, a Secret the guide does not make', () => {
+    it('configuration: an undocumented key, a secret in the ConfigMap, a required variable missing, a recommended one unset, a Secret the guide does not make', () => {
       const objects = example();
       const config = objects.find((o) => o.kind === 'ConfigMap')! as unknown as { data: Record<string, string> };
       config.data.SHUTDOWN_TIMOUT = '30s';
+      delete config.data.AUTH_JWT_AUDIENCE;
       config.data.DATABASE_URL = 'postgres://webhooks:secret@db/webhooks';
       const dispatcher = podOf(objects, 'webhooks-dispatcher').containers[0];
       dispatcher.env = dispatcher.env.filter((e: { name: string }) => e.name !== 'SECRETS_KEY');
@@ -290,6 +291,7 @@ describe('deploy/kubernetes', () => {
         expect.stringContaining('DATABASE_URL is a secret, written in a manifest'),
         expect.stringMatching(/webhooks-dispatcher\/dispatcher: SECRETS_KEY: .*required/),
         expect.stringContaining('webhooks-recorder/recorder: RABBITMQ_URL from Secret webhooks-secrets key RABBITMQ_URI'),
+        expect.stringMatching(/webhooks-api\/api: AUTH_JWT_AUDIENCE unset, which docs\/production.md recommends/),
       ]));
     });
 
