@@ -18,8 +18,6 @@ import { startDispatcher } from './dispatcher/program.js';
 import { openDevDatabase, PGLITE_DIR } from './recorder/open-log.js';
 import { startRecorder } from './recorder/program.js';
 
-const DEMO_PORT = 4400;
-
 const { env, dev } = withDevDefaults(process.env);
 let dispatcherConfig;
 let apiConfig;
@@ -60,7 +58,8 @@ await runUntilSignal(
         // Its two endpoints (every event; payouts only) are paths of this receiver, each verified with its own secret.
         const secretsByPath = Object.fromEntries(demo!.endpoints.map((endpoint) => [new URL(endpoint.url).pathname, endpoint.secret]));
         const receiver = createDemoReceiver({ secret: demo!.endpoints[0]!.secret, secretsByPath, logger: logger.child({ service: 'demo-merchant' }) });
-        receiver.listen(DEMO_PORT, '127.0.0.1');
+        // Where its endpoints point (4400 in config/merchants.dev.json): a test's copy of the file names a free port.
+        receiver.listen(Number(new URL(demo!.endpoints[0]!.url).port), '127.0.0.1');
         await once(receiver, 'listening');
         logger.info('demo merchant receiver listening', { urls: demo!.endpoints.map((endpoint) => endpoint.url) });
         running.push({ stop: () => new Promise((resolve) => receiver.close(() => resolve())) });

@@ -1,8 +1,9 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { DEV_MERCHANTS_FILE } from '../../libs/config/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
 import { runCliInProcess } from '../support/cli.js';
 import { freePort } from '../support/receiver.js';
@@ -24,9 +25,14 @@ describe('webhooks log beside npm start', () => {
 
   beforeAll(async () => {
     port = await freePort();
-    // Its own directory for the embedded database (.data/), with the repository's development merchants.
+    // Its own directory for the embedded database (.data/), with the repository's development
+    // merchants pointing at a free port, where the demo merchant then listens: 4400, the file's,
+    // is taken beside a running `npm start`.
     cwd = mkdtempSync(join(tmpdir(), 'cli-log-dev-'));
-    symlinkSync(resolve('config'), join(cwd, 'config'));
+    mkdirSync(join(cwd, 'config'));
+    const merchants = readFileSync(resolve(DEV_MERCHANTS_FILE), 'utf8');
+    expect(merchants).toContain('http://127.0.0.1:4400/');
+    writeFileSync(join(cwd, DEV_MERCHANTS_FILE), merchants.replaceAll('http://127.0.0.1:4400/', `http://127.0.0.1:${await freePort()}/`));
     main = spawn(process.execPath, [MAIN], {
       cwd,
       env: { PATH: process.env.PATH ?? '', RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, PORT: String(port), METRICS_PORT: String(await freePort()), WEBHOOKS_DEV: 'true' },

@@ -20,7 +20,7 @@ import { waitFor } from '../support/wait.js';
  * own), a `postgres://` URL on 127.0.0.1:5432 becomes this file's database on the same server, and
  * the ports (PORT, METRICS_PORT, ADMIN_PORT) are free ones, so that the run shares nothing. Ready
  * is the program's /readyz answering 200 on METRICS_PORT. `npm start` is not run here: its demo
- * merchant holds the fixed port 4400 (test/integration/cli-log-dev.test.ts starts it).
+ * merchant holds the port of config/merchants.dev.json (test/integration/cli-log-dev.test.ts starts it on a copy naming a free one).
  */
 interface DocCommand {
   where: string;
