@@ -77,6 +77,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
   private polledAt = 0;
   private loaded = false;
   private stopped = false;
+  private starting?: Promise<void>;
   private pollTimer?: NodeJS.Timeout;
   private listener?: Listener;
   private polling?: Promise<void>;
@@ -97,8 +98,21 @@ export class PgMerchantDirectory implements MerchantDirectory {
     return [...this.cache.unreadable].map(([merchantId, { version, keyId }]) => ({ merchantId, version, keyId }));
   }
 
-  /** Loads every merchant, waiting through a database not reachable yet, for at most `startStallMs` without progress. */
-  async start(signal?: AbortSignal): Promise<void> {
+  /**
+   * Loads every merchant, waiting through a database not reachable yet, for at most `startStallMs`
+   * without progress; safe twice (a second call is the first's), and a no-op once closed.
+   */
+  start(signal?: AbortSignal): Promise<void> {
+    // Twice, it listened on a second connection and polled on a second timer; close() ended only the last.
+    this.starting ??= this.firstLoad(signal).catch((err: unknown) => {
+      this.starting = undefined;
+      throw err;
+    });
+    return this.starting;
+  }
+
+  private async firstLoad(signal?: AbortSignal): Promise<void> {
+    if (this.stopped) return;
     const stallMs = this.options.startStallMs ?? MERCHANTS_START_STALL_MS;
     let lastProgress = Date.now();
     for (let attempt = 0; ; attempt++) {
@@ -115,6 +129,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
     }
     this.loaded = true;
     this.logger.info('merchant directory loaded', { merchants: this.cache.size });
+    if (this.stopped) return;
     void this.keepListening();
     this.pollTimer = setInterval(() => void this.poll(), this.options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS);
     this.pollTimer.unref();

@@ -76,6 +76,26 @@ describe('the merchant directory of a running program', () => {
       inner.transaction((tx) => work({ query: (text, params) => (text.includes('pg_notify') ? Promise.resolve({ rows: [] }) : tx.query(text, params)) as never })),
   });
 
+  it('listens once and polls on one timer when started twice; stays closed once closed', async () => {
+    const pool = openPostgres(db.url, { applicationName: 'merchant-directory-test' });
+    let listens = 0;
+    const listen = pool.listen.bind(pool);
+    pool.listen = (channel, onPayload) => (listens++, listen(channel, onPayload));
+    const dir = new PgMerchantDirectory(pool, new SecretBox(KEY), silentLogger());
+    try {
+      await Promise.all([dir.start(), dir.start()]);
+      await dir.start();
+      // A second LISTEN connection and interval, of which close() ended only the last.
+      expect(listens).toBe(1);
+      await Promise.all([dir.close(), dir.close()]);
+      await dir.start();
+      expect(listens).toBe(1);
+    } finally {
+      await dir.close();
+      await pool.close();
+    }
+  });
+
   it('serves a merchant deleted and made again with the same id at its new settings, its version going on from the old one', async () => {
     await put('m_again', 'https://one.example.com/');
     await patchFirst(settings, 'm_again', { url: 'https://two.example.com/' });
