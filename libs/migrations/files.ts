@@ -7,7 +7,7 @@ export interface Migration {
   version: number;
   name: string;
   sql: string;
-  /** sha256 of the file: a file changed after it ran is refused (a change is a new file). */
+  /** checksumOf the file: a file changed after it ran is refused (a change is a new file). */
   checksum: string;
 }
 
@@ -21,8 +21,12 @@ export const SQL_DIR = [new URL('./sql/', import.meta.url), new URL('../../../li
 
 const FILE_NAME = /^(\d{4})_([a-z0-9_]+)\.sql$/;
 
+/**
+ * sha256 of the text with CRLF read as LF: a checkout with CRLF endings (Windows core.autocrlf, an
+ * editor) is the same migration. An LF file's checksum is its bytes', as the ledger has always held.
+ */
 export function checksumOf(sql: string): string {
-  return createHash('sha256').update(sql).digest('hex');
+  return createHash('sha256').update(sql.replace(/\r\n/g, '\n')).digest('hex');
 }
 
 /** The migrations this release ships, by version; two files with one number are refused. */

@@ -3,8 +3,10 @@
  * schema_migrations; safe to run twice and from two machines at once; a file changed after it ran,
  * or a schema newer than this release knows, refused before anything runs.
  */
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { openPostgres, type Database } from '../../libs/delivery-store/index.js';
-import { checksumOf, currentVersion, fileOf, MIGRATIONS, migrate, type Migration, REQUIRED_VERSION } from '../../libs/migrations/index.js';
+import { checksumOf, currentVersion, fileOf, MIGRATIONS, migrate, type Migration, REQUIRED_VERSION, SQL_DIR } from '../../libs/migrations/index.js';
 import { ENDPOINT_ID, PgMerchantDirectory, SecretBox } from '../../libs/merchants/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { runCliInProcess } from '../support/cli.js';
@@ -63,6 +65,20 @@ describe('webhooks migrate', () => {
     const runs = await Promise.all([1, 2, 3].map(() => migrate(open(db.url), [slow])));
     expect(runs.map((run) => run.applied.length).sort()).toEqual([0, 0, 1]);
     expect(await db.query('SELECT version FROM schema_migrations')).toEqual([{ version: 1 }]);
+  });
+
+  it('recognises a migration checked out with CRLF line endings as the one that ran from LF files, and the other way round', async () => {
+    const shipped = MIGRATIONS.filter((m) => m.version <= 2);
+    const crlf = shipped.map((m) => ({ ...m, sql: m.sql.replace(/\n/g, '\r\n'), checksum: checksumOf(m.sql.replace(/\n/g, '\r\n')) }));
+    expect(crlf[0]!.sql).toContain('\r\n');
+    // The LF files' checksums are the ones the databases migrated before recorded: sha256 of the file.
+    for (const m of shipped) expect(m.checksum).toBe(createHash('sha256').update(readFileSync(`${SQL_DIR}/${fileOf(m)}`)).digest('hex'));
+    const fromLf = open((await empty('migrate_from_lf')).url);
+    await migrate(fromLf, shipped);
+    await expect(migrate(fromLf, crlf)).resolves.toMatchObject({ applied: [], version: 2 });
+    const fromCrlf = open((await empty('migrate_from_crlf')).url);
+    await migrate(fromCrlf, crlf);
+    await expect(migrate(fromCrlf, shipped)).resolves.toMatchObject({ applied: [], version: 2 });
   });
 
   it('says which version the database holds and which this release needs, applying nothing (--status)', async () => {
