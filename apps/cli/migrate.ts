@@ -32,7 +32,8 @@ async function run(options: { status: boolean }, ctx: CliContext): Promise<numbe
       for (const migration of pending) writeLine(ctx.stdout, `pending: ${fileOf(migration)}`);
       return pending.length > 0 ? 3 : 0;
     }
-    const { applied, version } = await migrate(database);
+    // One line, so that a run waiting for another (two release jobs at once) does not look hung.
+    const { applied, version } = await migrate(database, MIGRATIONS, { onWait: () => writeLine(ctx.stderr, 'webhooks: waiting for another webhooks migrate on this database to finish') });
     for (const migration of applied) writeLine(ctx.stdout, `applied ${fileOf(migration)}`);
     writeLine(ctx.stdout, applied.length > 0 ? `schema version ${version}` : `schema version ${version}: nothing to apply`);
     return 0;

@@ -1,4 +1,4 @@
-import type { Database, Queryable } from '../delivery-store/index.js';
+import type { Database, Queryable, Session } from '../delivery-store/index.js';
 import { MIGRATIONS, type Migration } from './files.js';
 import { LedgerRefusedError, MigrationChangedError, MigrationFailedError, SchemaTooNewError } from './errors.js';
 
@@ -57,14 +57,31 @@ export async function appliedVersion(db: Queryable, migrations: readonly Migrati
   return current;
 }
 
+/** Takes LOCK for the session, waiting however long another run takes: `onWait` once, when another run holds it. */
+async function takeLock(session: Session, onWait?: () => void): Promise<void> {
+  const { rows } = await session.query<{ taken: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS taken', [LOCK]);
+  if (rows[0]?.taken) return;
+  onWait?.();
+  await session.query('SELECT pg_advisory_lock(hashtext($1))', [LOCK]);
+}
+
+export interface MigrateOptions {
+  /** Called once when another run holds the lock and this one starts waiting for it. */
+  onWait?: () => void;
+}
+
 /**
  * Applies the migrations not applied yet, each in its own transaction, under an advisory lock. A
  * file changed after it ran, or a version no file here knows, stops it before anything runs.
  */
-export async function migrate(db: Pick<Database, 'session'>, migrations: readonly Migration[] = MIGRATIONS): Promise<{ applied: Migration[]; version: number }> {
+export async function migrate(
+  db: Pick<Database, 'session'>,
+  migrations: readonly Migration[] = MIGRATIONS,
+  options: MigrateOptions = {},
+): Promise<{ applied: Migration[]; version: number }> {
   const session = await db.session();
   try {
-    await session.query('SELECT pg_advisory_lock(hashtext($1))', [LOCK]);
+    await takeLock(session, options.onWait);
     try {
       await session.query(LEDGER).catch((err: unknown) => {
         throw new LedgerRefusedError(err);
