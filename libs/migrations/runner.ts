@@ -57,12 +57,19 @@ export async function appliedVersion(db: Queryable, migrations: readonly Migrati
   return current;
 }
 
-/** Takes LOCK for the session, waiting however long another run takes: `onWait` once, when another run holds it. */
+/**
+ * Takes LOCK (held by the session past this transaction), waiting however long another run takes:
+ * lock_timeout 0 here, since a role's or a database's lock_timeout (a DBA's ALTER ... SET) would
+ * cut that wait short. `onWait` once, when another run holds it.
+ */
 async function takeLock(session: Session, onWait?: () => void): Promise<void> {
-  const { rows } = await session.query<{ taken: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS taken', [LOCK]);
-  if (rows[0]?.taken) return;
-  onWait?.();
-  await session.query('SELECT pg_advisory_lock(hashtext($1))', [LOCK]);
+  await session.transaction(async (tx) => {
+    await tx.query('SET LOCAL lock_timeout = 0');
+    const { rows } = await tx.query<{ taken: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS taken', [LOCK]);
+    if (rows[0]?.taken) return;
+    onWait?.();
+    await tx.query('SELECT pg_advisory_lock(hashtext($1))', [LOCK]);
+  });
 }
 
 export interface MigrateOptions {
@@ -95,7 +102,7 @@ export async function migrate(
         if (done.has(migration.version)) continue;
         await session.query('BEGIN');
         try {
-          // LOCAL: the advisory lock above is waited for however long another run takes.
+          // LOCAL: this migration's statements only (takeLock waits for another run however long it takes).
           await session.query(`SET LOCAL lock_timeout = '${LOCK_WAIT}'`);
           await session.exec(migration.sql);
           await session.query('INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)', [migration.version, migration.name, migration.checksum]);

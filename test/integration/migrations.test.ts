@@ -97,6 +97,26 @@ describe('webhooks migrate', () => {
     expect(await runCliInProcess({ DATABASE_URL: db.url }, ['migrate'])).toMatchObject({ code: 0, stderr: '' });
   });
 
+  it("waits for another run however long it takes, even where the database or the role sets a lock_timeout (a DBA's ALTER ... SET)", async () => {
+    const db = await empty('migrate_lock_timeout');
+    await db.query(`ALTER DATABASE ${db.name} SET lock_timeout = '1s'`);
+    const text = 'CREATE TABLE t (a int);';
+    const lock = await holdMigrateLock(db.url);
+    let settled = false;
+    const running = migrate(open(db.url), [{ version: 1, name: 'first', sql: text, checksum: checksumOf(text) }]).then(
+      () => 'applied',
+      (err: Error) => err.message,
+    ).finally(() => (settled = true));
+    try {
+      // Past the database's lock_timeout, still waiting (or cut short: the check below says how).
+      await waitFor('migrate waiting longer than lock_timeout', async () => settled || (await waitingForLock(db, 1_500)));
+    } finally {
+      await lock.release();
+    }
+    expect(await running).toBe('applied');
+    expect(await currentVersion(open(db.url))).toBe(1);
+  });
+
   it('recognises a migration checked out with CRLF line endings as the one that ran from LF files, and the other way round', async () => {
     const shipped = MIGRATIONS.filter((m) => m.version <= 2);
     const crlf = shipped.map((m) => ({ ...m, sql: m.sql.replace(/\n/g, '\r\n'), checksum: checksumOf(m.sql.replace(/\n/g, '\r\n')) }));
