@@ -21,7 +21,7 @@ import { decide, type Finding } from './stages/decide.js';
 import { type DispatcherStats, EffectStage, WAITS_TABLE, waitKeyOf } from './stages/effect.js';
 import { EndpointGuards } from './stages/endpoint-guards.js';
 import { fanOut, route } from './stages/fan-out.js';
-import { type IntakeEvent, parseIntake } from './stages/intake.js';
+import { type HandBack, handBackOf, type IntakeEvent, parseIntake } from './stages/intake.js';
 import { recordOf } from './stages/record.js';
 import type { Throttle } from './stages/throttle.js';
 import { injectSpan, markFailed, publishChild, type Span, spanLogFields, tracingActive } from '../../libs/tracing/index.js';
@@ -206,7 +206,7 @@ export class Dispatcher {
           intake = seen.intake = parseIntake(message, this.settings.maxMessageBytes, now, this.names.events);
         } catch (err) {
           if (!(err instanceof InvalidMessageError)) throw err;
-          finding = { kind: 'invalid', code: err.code, detail: err.detail };
+          finding = { kind: 'invalid', code: err.code, detail: err.detail, handTaken: await this.currentHandBack(message) };
         }
       }
       if (!share && intake) {
@@ -419,13 +419,18 @@ export class Dispatcher {
     }
   }
 
-  /** Whether a hand-back's hand is still its wait's current one; false when PostgreSQL does not answer (its lease hands it back). */
-  private async handCurrent(intake: IntakeEvent, hand: number): Promise<boolean> {
-    if (!this.taker) return false;
+  /**
+   * A hand-back about to be parked, if its hand is still its wait's current one (taken again: the
+   * error may have come before its take): its intake's, or (none) our scheduler's headers'.
+   * Undefined when PostgreSQL does not answer: its lease hands it back.
+   */
+  private async currentHandBack(message: ConsumeMessage, intake?: IntakeEvent): Promise<HandBack | undefined> {
+    const handBack = intake ? (intake.hand === undefined ? undefined : { ...intake, hand: intake.hand }) : handBackOf(message, this.names.events);
+    if (!handBack || !this.taker) return undefined;
     try {
-      return await this.taker.take({ ...waitKeyOf(intake), hand });
+      return (await this.taker.take({ ...waitKeyOf(handBack), hand: handBack.hand })) ? handBack : undefined;
     } catch {
-      return false;
+      return undefined;
     }
   }
 
@@ -449,8 +454,8 @@ export class Dispatcher {
   private async onUnexpected(delivery: Delivery, err: unknown, span: Span | undefined, intake: IntakeEvent | undefined): Promise<void> {
     this.deps.logger.error('unexpected error handling a message', { error: (err as Error)?.message, ...spanLogFields(span) });
     try {
-      // A hand-back parked like a first attempt ends its wait, if its hand is current (taken again: the error may have come before its take).
-      const handTaken = intake?.hand !== undefined && (await this.handCurrent(intake, intake.hand));
+      // A hand-back parked like a first attempt ends its wait, if its hand is current.
+      const handTaken = await this.currentHandBack(delivery.message, intake);
       await this.effect.apply(delivery, intake, { kind: 'invalid', code: 'internal-error', detail: String((err as Error)?.message ?? err), handTaken }, this.now(), span);
     } catch {
       if (delivery.live) delivery.nack(true);

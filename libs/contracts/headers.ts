@@ -1,5 +1,6 @@
 /** Headers the service writes: each message's story in the RabbitMQ console; scalars only (streams carry no tables). */
 export const HEADERS = {
+  /** On a wait handed back, the row's merchant (set by the scheduler): what ends the wait of one that fails intake. */
   merchantId: 'x-merchant-id',
   event: 'x-event',
   reference: 'x-reference',

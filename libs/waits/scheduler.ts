@@ -1,6 +1,6 @@
 import type { Channel } from 'amqplib';
 import type { BrokerConnection } from '../broker/index.js';
-import { HEADERS } from '../contracts/index.js';
+import { HEADERS, type ScalarHeaders } from '../contracts/index.js';
 import type { Logger } from '../logger/index.js';
 import { onceEvery } from '../runtime/batcher.js';
 import type { HandedWait, WaitStore } from './store.js';
@@ -118,7 +118,7 @@ export class WaitScheduler {
       await this.broker.sendToQueue(
         this.options.dispatch,
         wait.content,
-        { persistent: true, contentType: 'application/json', messageId: wait.webhookId, headers: { ...wait.headers, [HEADERS.waitHand]: wait.hand } },
+        { persistent: true, contentType: 'application/json', messageId: wait.webhookId, headers: handBackHeaders(wait) },
         PUBLISH_DEADLINE_MS,
       );
       this.stats.handed++;
@@ -144,4 +144,17 @@ export class WaitScheduler {
   private problem(message: string, err: unknown): void {
     if (this.problemDue()) this.logger.warn(message, { error: (err as Error)?.message ?? String(err) });
   }
+}
+
+/**
+ * What a hand-back carries: the wait's headers, and its key (merchant, endpoint; the webhook is the
+ * messageId) and hand from the row, so one that cannot pass intake can still end its wait with its park.
+ */
+function handBackHeaders(wait: HandedWait): ScalarHeaders {
+  return {
+    ...wait.headers,
+    [HEADERS.merchantId]: wait.merchantId,
+    ...(wait.endpointId ? { [HEADERS.endpointId]: wait.endpointId } : {}),
+    [HEADERS.waitHand]: wait.hand,
+  };
 }

@@ -9,7 +9,8 @@ import { silentLogger } from '../../libs/logger/index.js';
 import { WaitStore, WaitWriter } from '../../libs/waits/index.js';
 import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
 import { type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/program.js';
-import { startHarness, testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { type Harness, startHarness, testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { eventOf } from '../support/order.js';
 import { brokerUrl, deleteTopologyOf, uniquePrefix } from '../support/broker.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { failOnceThenSucceed, Receiver } from '../support/receiver.js';
@@ -83,6 +84,67 @@ describe('a retry delivered while the delivery log loses every record', () => {
       await receiver.close();
     }
   });
+});
+
+/** Settings the dispatcher reads per message (the harness's object): changed as an operator's restart would, mid-test. */
+function liveSettings(harness: Harness): { maxMessageBytes: number } {
+  return (harness.dispatcher as unknown as { settings: { maxMessageBytes: number } }).settings;
+}
+
+describe('an ordered retry whose hand-back no longer passes intake (MAX_MESSAGE_BYTES lowered while it waits)', () => {
+  it('is parked once as too-large, its wait ends and the next of its reference is delivered', async () => {
+    const receiver = await Receiver.start((n) => (n === 0 ? 500 : 204));
+    const merchant = testMerchant('m_handback_too_large', receiver.url);
+    merchant.endpoints[0]!.orderByReference = true;
+    // A lease of a second: a wait left is handed back (and parked again) each second.
+    const harness = await startHarness({ name: 'waits-too-large', merchants: [merchant], retryDelaysMs: [1_000, 1_000], waitLeaseMs: 1_000, settings: { deliveryTimeoutMs: 500 } });
+    try {
+      const big = eventOf('charge.completed', merchant.id, 'TX-BIG');
+      await harness.publisher.publish({ ...big, data: { ...big.data, note: 'x'.repeat(4_000) } }, { messageId: 'evt_big_1' });
+      await waitFor('its retry waiting', () => harness.dispatcher.stats.retried === 1, 10_000);
+      liveSettings(harness).maxMessageBytes = 2_000;
+      await harness.publisher.publish(eventOf('refund.completed', merchant.id, 'TX-BIG'), { messageId: 'evt_big_2' });
+      await waitFor('the hand-back parked', async () => (await harness.test.messageCount(harness.names.invalid)) >= 1, 10_000);
+      await waitFor('the next of its reference delivered', () => receiver.requests.some((r) => r.headers['webhook-id'] === 'evt_big_2'), 10_000);
+      await waitFor('no wait left', async () => (await harness.waits.census(0)).waiting === 0, 10_000);
+      // Two leases more: nothing hands it back, so no second copy is parked.
+      await waitFor('two leases passed', async () =>
+        (await harness.database.query("SELECT 1 FROM webhook_order WHERE webhook_id = 'evt_big_2' AND ended_at < now() - interval '2 seconds'")).length === 1, 10_000);
+      expect(await harness.test.messageCount(harness.names.invalid)).toBe(1);
+      const [parked] = await harness.test.drain(harness.names.invalid, 1);
+      expect(parked!.properties.headers?.[HEADERS.invalidCode]).toBe('too-large');
+      expect(parked!.properties.messageId).toBe('evt_big_1');
+    } finally {
+      await harness.close();
+      await receiver.close();
+    }
+  }, 30_000);
+});
+
+describe('a retry whose hand-back meets an unexpected error in intake', () => {
+  it('is parked once as internal-error and its wait ends: not handed back every lease for ever', async () => {
+    const receiver = await Receiver.start(() => 500);
+    const merchant = testMerchant('m_handback_intake_broke', receiver.url);
+    const harness = await startHarness({ name: 'waits-intake-broke', merchants: [merchant], retryDelaysMs: [1_000, 1_000], waitLeaseMs: 1_000, settings: { deliveryTimeoutMs: 500 } });
+    try {
+      await harness.publisher.publish(sampleEvent('payout', merchant.id), { messageId: 'evt_intake_broke' });
+      await waitFor('its retry waiting', () => harness.dispatcher.stats.retried === 1, 10_000);
+      // A bug-class error inside intake, before anything of the message is known.
+      Object.defineProperty(liveSettings(harness), 'maxMessageBytes', { get: () => { throw new Error('intake broke'); } });
+      await waitFor('the hand-back parked', async () => (await harness.test.messageCount(harness.names.invalid)) >= 1, 10_000);
+      const parkedAt = Date.now();
+      await waitFor('its wait gone', async () => (await harness.waits.census(0)).waiting === 0, 5_000);
+      // Two leases more: nothing hands it back, so no second copy is parked.
+      await waitFor('two leases passed', () => Date.now() - parkedAt > 2_500, 5_000);
+      expect(await harness.test.messageCount(harness.names.invalid)).toBe(1);
+      const [parked] = await harness.test.drain(harness.names.invalid, 1);
+      expect(parked!.properties.headers?.[HEADERS.invalidCode]).toBe('internal-error');
+      expect(receiver.requests).toHaveLength(1);
+    } finally {
+      await harness.close();
+      await receiver.close();
+    }
+  }, 30_000);
 });
 
 /** A retry wait of `m_test` with `{}` for bytes, as a first attempt's failure writes it. */

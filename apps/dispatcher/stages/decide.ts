@@ -2,7 +2,7 @@ import { FAILED_REASONS, type FailedReason } from '../../../libs/contracts/index
 import { type AttemptErrorClass, type DeliveryFailedError, WebhookBlockedError, WebhookRejectedError } from '../../../libs/http/index.js';
 import type { RetryPolicy } from '../../../libs/retry-policy/index.js';
 import type { InvalidCode } from '../errors.js';
-import type { IntakeEvent } from './intake.js';
+import type { HandBack, IntakeEvent } from './intake.js';
 
 /** Why an accepted webhook can no longer be sent to its merchant as things stand. */
 export type Unavailable = 'merchant-removed' | 'webhook-disabled' | 'endpoint-disabled' | 'event-not-subscribed';
@@ -21,7 +21,8 @@ export type Finding =
   | { kind: 'superseded'; key: string }
   /** Intake: upstream published this key within INTAKE_DEDUPE_WINDOW. */
   | { kind: 'duplicate'; merchantId: string; webhookId: string }
-  | { kind: 'invalid'; code: InvalidCode; detail: string }
+  /** `handTaken`: as the decision's. */
+  | { kind: 'invalid'; code: InvalidCode; detail: string; handTaken?: HandBack }
   /** Behind an earlier webhook of its reference; its wait is written. */
   | { kind: 'ordered' }
   /** A new event for several endpoints: each walked apart (stages/fan-out.ts), never decided itself. */
@@ -56,8 +57,8 @@ export type Decision =
   /** `circuitMs`: when the open circuit lets a probe through, from now. */
   | { kind: 'postpone'; step: number; circuitMs: number }
   | { kind: 'failed'; reason: FailedReason; attempts: number; error: string; errorClass?: AttemptErrorClass; status?: number; attempted: boolean }
-  /** `handTaken`: a hand-back whose hand is its wait's current one: the wait (and its place in order) ends with the park. */
-  | { kind: 'invalid'; code: InvalidCode; detail: string; handTaken?: boolean };
+  /** `handTaken`: a hand-back whose hand is its wait's current one: that wait (and its place in order) ends with the park. */
+  | { kind: 'invalid'; code: InvalidCode; detail: string; handTaken?: HandBack };
 
 const UNAVAILABLE_MESSAGES: Record<Unavailable, string> = {
   'webhook-disabled': 'webhook disabled',

@@ -8,7 +8,7 @@ import type { TopologyNames } from '../../../libs/topology/index.js';
 import type { WaitReason, WaitWriter } from '../../../libs/waits/index.js';
 import type { OrderGate } from '../../../libs/ordering/index.js';
 import type { Decision } from './decide.js';
-import type { IntakeEvent } from './intake.js';
+import type { HandBack, IntakeEvent } from './intake.js';
 import { publishIn, type Span, spanLogFields } from '../../../libs/tracing/index.js';
 
 /** Failures that say the merchant's webhook can no longer be sent to: its parked waits are handed back to end too. */
@@ -69,7 +69,7 @@ export class EffectStage {
         if (this.debug) logger.debug('repeated upstream message dropped: its key was seen within INTAKE_DEDUPE_WINDOW', { merchantId: decision.merchantId, webhookId: decision.webhookId, ...spanLogFields(span) });
         return delivery.ack();
       case 'invalid':
-        return this.park(delivery, decision.code, decision.detail, span, intake, decision.handTaken === true);
+        return this.park(delivery, decision.code, decision.detail, span, intake, decision.handTaken);
       case 'returned':
         return delivery.nack(true);
     }
@@ -227,16 +227,17 @@ export class EffectStage {
     return this.move(delivery, this.deps.names.dispatch, headers, intake.event, span);
   }
 
-  private async park(delivery: Delivery, code: string, detail: string, span: Span | undefined, intake?: IntakeEvent, handTaken = false): Promise<void> {
+  private async park(delivery: Delivery, code: string, detail: string, span: Span | undefined, intake?: IntakeEvent, handTaken?: HandBack): Promise<void> {
     const { message } = delivery;
     // An ordered head parked ends its place in the order (after the move, before the ack), or its
-    // reference waits for ever. So does a hand-back whose hand is current, and its wait ends: left,
-    // it was handed back every lease to be parked again, for ever. Any other hand-back's wait is
+    // reference waits for ever. So does a hand-back whose hand is current, and its wait ends (known
+    // from our headers when it failed intake): left, it was handed back every lease to be parked
+    // again, for ever. Any other hand-back's wait is
     // someone else's (stale), or unknown (PostgreSQL did not answer): its lease hands it back. Nothing is
     // recorded: a parked message is in no merchant's log (its merchant may not exist, or exist only
     // later, when its 'invalid' record would show the webhook requeued and delivered as failed).
-    const ends = intake !== undefined && (intake.hand === undefined ? intake.ordered === true : handTaken);
-    const settle = ends ? () => this.endWait(intake!) : async () => {};
+    const ends = handTaken ?? (intake?.hand === undefined && intake?.ordered === true ? intake : undefined);
+    const settle = ends ? () => this.endWait(ends) : async () => {};
     // Headers too large to publish (intake parks the message for them) cannot go with it either.
     const carried = this.carried(delivery);
     const moved = await this.move(delivery, this.deps.names.invalid, {
@@ -284,7 +285,7 @@ export class EffectStage {
    * crash between leaves the wait to hand it back (at least once), whereas the other way round its
    * redelivery would be dropped as stale and its reference stuck behind it.
    */
-  private async endWait(intake: IntakeEvent, closesCircuit = false): Promise<void> {
+  private async endWait(intake: Pick<IntakeEvent, 'merchantId' | 'webhookId' | 'endpointId' | 'ordered' | 'hand'>, closesCircuit = false): Promise<void> {
     if (intake.ordered && this.deps.order) await this.deps.order.end(waitKeyOf(intake));
     if (intake.hand !== undefined && this.deps.waits) await this.deps.waits.end({ ...waitKeyOf(intake), hand: intake.hand, closesCircuit });
   }
@@ -319,7 +320,7 @@ export class EffectStage {
 }
 
 /** The key of a webhook's wait (and place in its reference's order): per endpoint ('' for a copy from before endpoints). */
-export function waitKeyOf(intake: IntakeEvent): { merchantId: string; webhookId: string; endpointId: string } {
+export function waitKeyOf(intake: Pick<IntakeEvent, 'merchantId' | 'webhookId' | 'endpointId'>): { merchantId: string; webhookId: string; endpointId: string } {
   return { merchantId: intake.merchantId, webhookId: intake.webhookId, endpointId: intake.endpointId ?? '' };
 }
 

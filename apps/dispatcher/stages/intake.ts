@@ -58,6 +58,9 @@ export interface IntakeEvent {
   ordered?: boolean;
 }
 
+/** A hand-back's wait, enough to take and end it: an IntakeEvent's, or read from our scheduler's headers (handBackOf). */
+export type HandBack = Pick<IntakeEvent, 'merchantId' | 'webhookId' | 'endpointId' | 'ordered'> & { hand: number };
+
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /**
@@ -147,6 +150,28 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
     orderKey,
     // A resent copy is outside the order; a hand-back's mark is ours (upstream's headers are not read).
     ordered: hand > 0 && resentAt === undefined && headers[HEADERS.ordered] === true,
+  };
+}
+
+/**
+ * A hand-back's wait from the headers our scheduler sets (x-wait-hand, x-merchant-id, x-endpoint-id,
+ * the messageId), without reading the body: what a hand-back that fails intake ends with its park,
+ * or it is handed back and parked again every WAIT_LEASE. Trusted as parseIntake trusts the hand:
+ * never on a message from upstream's exchange.
+ */
+export function handBackOf(message: ConsumeMessage, upstreamExchange: string): HandBack | undefined {
+  const headers = message.properties.headers ?? {};
+  const hand = count(headers[HEADERS.waitHand]);
+  const merchantId = headers[HEADERS.merchantId];
+  if (message.fields.exchange === upstreamExchange || hand === 0 || typeof merchantId !== 'string' || merchantId === '') return undefined;
+  const endpointId = headers[HEADERS.endpointId];
+  return {
+    merchantId,
+    webhookId: webhookIdOf(message),
+    endpointId: typeof endpointId === 'string' && ENDPOINT_ID.test(endpointId) ? endpointId : undefined,
+    hand,
+    // As parseIntake's: a resent copy is outside the order.
+    ordered: timestamp(headers[HEADERS.resentAt]) === undefined && headers[HEADERS.ordered] === true,
   };
 }
 
