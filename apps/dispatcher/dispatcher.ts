@@ -206,7 +206,7 @@ export class Dispatcher {
           intake = seen.intake = parseIntake(message, this.settings.maxMessageBytes, now, this.names.events);
         } catch (err) {
           if (!(err instanceof InvalidMessageError)) throw err;
-          finding = { kind: 'invalid', code: err.code, detail: err.detail, handTaken: await this.currentHandBack(message) };
+          finding = await this.invalid(message, err);
         }
       }
       if (!share && intake) {
@@ -420,15 +420,31 @@ export class Dispatcher {
   }
 
   /**
+   * A message that failed intake is parked; a hand-back's current hand ends its wait with the park,
+   * and a stale copy (another hand is current, or the wait is gone) is dropped as for any hand-back:
+   * parked, each copy piled up in dispatch was one more in invalid.
+   */
+  private async invalid(message: ConsumeMessage, err: InvalidMessageError): Promise<Finding> {
+    const handBack = handBackOf(message, this.names.events);
+    const taken = handBack && (await this.takeHandBack(handBack));
+    if (taken === false) return { kind: 'superseded', key: `${handBack!.webhookId}#${handBack!.hand}` };
+    return { kind: 'invalid', code: err.code, detail: err.detail, handTaken: taken ? handBack : undefined };
+  }
+
+  /**
    * A hand-back about to be parked, if its hand is still its wait's current one (taken again: the
    * error may have come before its take): its intake's, or (none) our scheduler's headers'.
-   * Undefined when PostgreSQL does not answer: its lease hands it back.
    */
   private async currentHandBack(message: ConsumeMessage, intake?: IntakeEvent): Promise<HandBack | undefined> {
     const handBack = intake ? (intake.hand === undefined ? undefined : { ...intake, hand: intake.hand }) : handBackOf(message, this.names.events);
-    if (!handBack || !this.taker) return undefined;
+    return handBack && (await this.takeHandBack(handBack)) ? handBack : undefined;
+  }
+
+  /** Whether the hand is its wait's current one; undefined when PostgreSQL does not answer (its lease hands it back). */
+  private async takeHandBack(handBack: HandBack): Promise<boolean | undefined> {
+    if (!this.taker) return undefined;
     try {
-      return (await this.taker.take({ ...waitKeyOf(handBack), hand: handBack.hand })) ? handBack : undefined;
+      return await this.taker.take({ ...waitKeyOf(handBack), hand: handBack.hand });
     } catch {
       return undefined;
     }

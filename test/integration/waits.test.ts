@@ -121,6 +121,34 @@ describe('an ordered retry whose hand-back no longer passes intake (MAX_MESSAGE_
   }, 30_000);
 });
 
+describe('hand-backs of one wait piled up in dispatch, none of which passes intake any more', () => {
+  it('park one copy, the current one, and end the wait: the stale copies are dropped as for any hand-back', async () => {
+    const receiver = await Receiver.start(() => 204);
+    const merchant = testMerchant('m_handback_stale_large', receiver.url);
+    // Paused: its hand-backs pile up in dispatch, a short lease handing the row on again; and its
+    // bytes are over MAX_MESSAGE_BYTES (lowered while it waited).
+    const harness = await startHarness({ name: 'waits-stale-large', merchants: [merchant], retryDelaysMs: [60_000], waitLeaseMs: 1_000, paused: true, settings: { maxMessageBytes: 64 } });
+    try {
+      const webhookId = 'evt_stale_large';
+      await harness.waits.write(
+        [{ merchantId: merchant.id, endpointId: merchant.endpoints[0]!.id, webhookId, hand: 0, attempt: 1, delayMs: 0, reason: 'retry', content: Buffer.from(JSON.stringify(sampleEvent('payout', merchant.id))), spanLeftMs: 3_600_000,
+          headers: { [HEADERS.attempts]: 1, [HEADERS.webhookId]: webhookId, [HEADERS.firstSeenAt]: new Date().toISOString() } }],
+        [],
+      );
+      await waitFor('two hand-backs of the one row in dispatch', async () => (await harness.test.messageCount(harness.names.dispatch)) >= 2, 15_000);
+      await harness.startDispatcher();
+      await waitFor('its wait gone and dispatch empty', async () =>
+        (await harness.waits.census(0)).waiting === 0 && (await harness.test.messageCount(harness.names.dispatch)) === 0, 10_000);
+      await waitFor('every copy settled', () => harness.dispatcher.unacked === 0, 10_000);
+      expect(await harness.test.messageCount(harness.names.invalid)).toBe(1);
+      expect(harness.dispatcher.stats.superseded).toBeGreaterThanOrEqual(1);
+    } finally {
+      await harness.close();
+      await receiver.close();
+    }
+  });
+});
+
 describe('a retry whose hand-back meets an unexpected error in intake', () => {
   it('is parked once as internal-error and its wait ends: not handed back every lease for ever', async () => {
     const receiver = await Receiver.start(() => 500);
