@@ -232,9 +232,8 @@ export class EffectStage {
     // An ordered head parked ends its place in the order (after the move, before the ack), or its
     // reference waits for ever. So does a hand-back whose hand is current, and its wait ends (known
     // from our headers when it failed intake): left, it was handed back every lease to be parked
-    // again, for ever. Any other hand-back's wait is
-    // someone else's (stale), or unknown (PostgreSQL did not answer): its lease hands it back. Nothing is
-    // recorded: a parked message is in no merchant's log (its merchant may not exist, or exist only
+    // again, for ever. Any other hand-back's wait is someone else's (stale), or unknown (PostgreSQL
+    // did not answer): its lease hands it back. Nothing is recorded: a parked message is in no merchant's log (its merchant may not exist, or exist only
     // later, when its 'invalid' record would show the webhook requeued and delivered as failed).
     const ends = handTaken ?? (intake?.hand === undefined && intake?.ordered === true ? intake : undefined);
     const settle = ends ? () => this.endWait(ends) : async () => {};
