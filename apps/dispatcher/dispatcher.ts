@@ -10,6 +10,7 @@ import { RetryPolicy } from '../../libs/retry-policy/index.js';
 import { WebhookSigner } from '../../libs/signing/index.js';
 import type { FailedStore } from '../../libs/failed/index.js';
 import type { IntakeChecker } from '../../libs/intake-keys/index.js';
+import { StartOnce } from '../../libs/runtime/index.js';
 import { type WaitStore, WaitTaker, type WaitWriter } from '../../libs/waits/index.js';
 import type { OrderGate, OrderState } from '../../libs/ordering/index.js';
 import { type TopologyNames, topologyNames } from '../../libs/topology/index.js';
@@ -108,7 +109,7 @@ export class Dispatcher {
   recordsLost = 0;
   private recordsDownUntil = 0;
   private readonly inFlight = new Set<Promise<void>>();
-  private starting?: Promise<void>;
+  private readonly starting = new StartOnce();
   private stopping?: Promise<void>;
 
   constructor(private readonly deps: DispatcherDeps, private readonly settings: DispatcherSettings) {
@@ -156,11 +157,7 @@ export class Dispatcher {
   /** Consumes dispatch; safe twice (a second call is the first's), and a no-op once stopped. */
   start(): Promise<void> {
     // A second consumer would hold twice the prefetch, and stop() cancelled only the last one.
-    this.starting ??= this.consume().catch((err: unknown) => {
-      this.starting = undefined;
-      throw err;
-    });
-    return this.starting;
+    return this.starting.run(() => this.consume());
   }
 
   private async consume(): Promise<void> {
@@ -177,7 +174,7 @@ export class Dispatcher {
   stop(): Promise<void> {
     this.stopping ??= (async () => {
       // A start under way ends first: its consumer is the one cancelled.
-      await this.starting?.catch(() => {});
+      await this.starting.settled();
       await this.consumer?.cancel();
       this.guards.wakeAll();
       let timer: NodeJS.Timeout | undefined;

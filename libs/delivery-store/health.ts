@@ -1,3 +1,4 @@
+import { StartOnce } from '../runtime/start-once.js';
 import type { Queryable } from './database.js';
 import { caughtUpAt } from './materialise.js';
 
@@ -11,7 +12,7 @@ export interface LogHealthState {
 /** How far behind the delivery log is, checked in the background so that /readyz answers at once while PostgreSQL hangs. */
 export class LogHealth {
   private timer?: NodeJS.Timeout;
-  private starting?: Promise<void>;
+  private readonly starting = new StartOnce();
   private stopped = false;
   private checking = false;
   private database: LogHealthState['database'] = 'unreachable';
@@ -32,13 +33,12 @@ export class LogHealth {
   /** Checks once, then every everyMs until stop(); safe twice (a second call is the first's), and a no-op once stopped. */
   start(): Promise<void> {
     // Twice, it made a second interval that stop() did not clear.
-    this.starting ??= (async () => {
+    return this.starting.run(async () => {
       await this.check();
       if (this.stopped) return;
       this.timer = setInterval(() => void this.check(), this.everyMs);
       this.timer.unref();
-    })();
-    return this.starting;
+    });
   }
 
   stop(): void {

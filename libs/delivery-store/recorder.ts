@@ -8,6 +8,7 @@ import { type Pending, type Prepared, prepareBatch, settle } from './batches.js'
 import type { Database, Session } from './database.js';
 import { caughtUpAt, restartStream, storedPlace } from './materialise.js';
 import { dropExpiredPartitions, ensureDaysAhead } from './schema.js';
+import { StartOnce } from '../runtime/start-once.js';
 import { ATTR, inSpan, SpanKind } from '../tracing/index.js';
 
 export interface RecorderOptions {
@@ -73,7 +74,7 @@ export class DeliveryLogRecorder {
   private idleTimer?: NodeJS.Timeout;
   private writing?: Promise<void>;
   private stopped = false;
-  private starting?: Promise<void>;
+  private readonly starting = new StartOnce();
   private stopping?: Promise<void>;
   /** Bumped at each lead taken or given up, and at each subscription: what an earlier one hands in is ignored. */
   private generation = 0;
@@ -112,11 +113,7 @@ export class DeliveryLogRecorder {
   /** Declares the stream and tries to lead; safe twice (a second call is the first's), and a no-op once stopped. */
   start(): Promise<void> {
     // Twice, it added its listeners twice (stop() took one of each off) and tried for the lead twice.
-    this.starting ??= this.begin().catch((err: unknown) => {
-      this.starting = undefined;
-      throw err;
-    });
-    return this.starting;
+    return this.starting.run(() => this.begin());
   }
 
   private async begin(): Promise<void> {

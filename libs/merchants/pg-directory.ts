@@ -8,6 +8,7 @@ import { CHANGES_CHANNEL, MERCHANT_COLUMNS, type MerchantRow, merchantOf, TOMBST
 import type { Merchant } from './schema.js';
 import { keyIdOf, type SecretBox, SecretsKeyError } from './secret-box.js';
 import { InvalidSettingsError, PublicKeyTakenError } from './errors.js';
+import { StartOnce } from '../runtime/start-once.js';
 import { AuditUnavailableError } from './audit.js';
 import { type Held, Refusal, type SettingsChange, type WriteOptions, type Written, writeMerchant } from './write.js';
 
@@ -77,7 +78,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
   private polledAt = 0;
   private loaded = false;
   private stopped = false;
-  private starting?: Promise<void>;
+  private readonly starting = new StartOnce();
   private pollTimer?: NodeJS.Timeout;
   private listener?: Listener;
   private polling?: Promise<void>;
@@ -104,11 +105,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
    */
   start(signal?: AbortSignal): Promise<void> {
     // Twice, it listened on a second connection and polled on a second timer; close() ended only the last.
-    this.starting ??= this.firstLoad(signal).catch((err: unknown) => {
-      this.starting = undefined;
-      throw err;
-    });
-    return this.starting;
+    return this.starting.run(() => this.firstLoad(signal));
   }
 
   private async firstLoad(signal?: AbortSignal): Promise<void> {

@@ -4,3 +4,4 @@ export { onceEvery, RetryingBatcher, throttledWarning, WriteRefusedError } from 
 export { runProgram } from './entry.js';
 export { Cleanup } from './cleanup.js';
 export { BoundedMap } from './bounded-map.js';
+export { StartOnce } from './start-once.js';
