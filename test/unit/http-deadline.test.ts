@@ -77,7 +77,8 @@ describe('the undici client deadline', () => {
       expect(response.status).toBe(200);
       expect(response.body).toBe('');
       expect(ms).toBeGreaterThanOrEqual(295);
-      expect(ms).toBeLessThan(1_000);
+      // The body never ends: without the deadline this never answers. 3 s, not 1: a loaded machine stalled past 1 s here.
+      expect(ms).toBeLessThan(3_000);
     } finally {
       client.close();
     }
