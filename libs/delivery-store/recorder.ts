@@ -48,6 +48,8 @@ export const BUFFER_BYTES = 16 * 1024 * 1024;
 export const BATCH_BYTES = 4 * 1024 * 1024;
 /** Stream messages per transaction (each holds up to 200 records), and handed out before an ack. */
 const BATCH_MESSAGES = 100;
+/** How long the upkeep waits for delivery_records' lock to make a day's partition: every read queues behind the wait. */
+const UPKEEP_LOCK_WAIT = '1s';
 
 /**
  * Materialises `<prefix>.deliveries` into PostgreSQL. The leader holds a session-level advisory
@@ -398,9 +400,27 @@ export class DeliveryLogRecorder {
 
   /** At the lead and hourly: today's and tomorrow's partitions made ahead, and what is past retention dropped. */
   private async expire(session: Session): Promise<void> {
-    await ensureDaysAhead(session, 'delivery_records');
+    await this.makeDaysAhead(session);
     const dropped = await dropExpiredPartitions(session, this.options.retentionMs);
     if (dropped.length > 0) this.logger.info('delivery log partitions dropped', { dropped });
+  }
+
+  /**
+   * Today's and tomorrow's partitions, waiting at most UPKEEP_LOCK_WAIT for the table's lock. Behind a
+   * long read (a listing, an export, pg_dump) the wait ran to the lock timeout, every read queued
+   * behind it, then the lead was given up and, taken again, given up again while the read lasted:
+   * nothing stored. Not made now, they are tried at the next upkeep, or made by their day's first record.
+   */
+  private async makeDaysAhead(session: Session): Promise<void> {
+    try {
+      await session.transaction(async (tx) => {
+        await tx.query(`SET LOCAL lock_timeout = '${UPKEEP_LOCK_WAIT}'`);
+        await ensureDaysAhead(tx, 'delivery_records');
+      });
+    } catch (err) {
+      if ((err as { code?: string })?.code !== '55P03') throw err;
+      this.logger.warn('delivery log partitions not made ahead: a read holds the table; tried again at the next upkeep', { error: (err as Error).message });
+    }
   }
 
   /** The database went away under the leader: forget what was read, take the lead again later. */

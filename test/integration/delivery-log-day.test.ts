@@ -64,6 +64,39 @@ describe("the delivery log at a new day's first record", () => {
       await db.close();
     }
   });
+
+  it("takes the lead and stores today's records while a read holds its transaction open and tomorrow's partition is not made yet (a new day's first hour)", async () => {
+    const db = openPostgres(database.url);
+    const first = new DeliveryLogRecorder(broker, db, silentLogger(), { prefix, retentionMs: 30 * 86_400_000, retryMs: 200 });
+    const reader = new pg.Client({ connectionString: database.url });
+    await reader.connect();
+    let second: DeliveryLogRecorder | undefined;
+    try {
+      await first.start();
+      await waitFor('the first recorder leading', async () => first.state.leading, 20_000);
+      await writer.record(recordAt('wh_led', new Date()));
+      await waitFor("today's record stored", async () => (await database.query("SELECT 1 FROM delivery_records WHERE webhook_id = 'wh_led'")).length === 1, 20_000);
+      await first.stop();
+      // The day turned since the last upkeep: tomorrow's partition is not made yet (it holds no row).
+      const tomorrow = new Date(Date.now() + 86_400_000).toISOString().slice(0, 10).replaceAll('-', '');
+      await database.query(`DROP TABLE IF EXISTS delivery_records_${tomorrow}`);
+      // A long read (a listing, an export, pg_dump) holds its lock on delivery_records.
+      await reader.query('BEGIN');
+      await reader.query('SELECT count(*) FROM delivery_records');
+      // The next leader (a restart, a deploy) stores today's records all the same: the upkeep that
+      // cannot make tomorrow's partition now is tried again later, never the lead given up for it.
+      second = new DeliveryLogRecorder(broker, db, silentLogger(), { prefix, retentionMs: 30 * 86_400_000, retryMs: 200 });
+      await second.start();
+      await writer.record(recordAt('wh_during_read', new Date()));
+      await waitFor("today's record stored while the read holds its lock", async () => (await database.query("SELECT 1 FROM delivery_records WHERE webhook_id = 'wh_during_read'")).length === 1, 8_000);
+    } finally {
+      await reader.query('ROLLBACK').catch(() => {});
+      await reader.end();
+      await second?.stop();
+      await first.stop();
+      await db.close();
+    }
+  }, 60_000);
 });
 
 function recordAt(webhookId: string, at: Date): DeliveryRecordInput {
