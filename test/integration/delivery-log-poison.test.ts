@@ -31,16 +31,31 @@ function record(webhookId: string, overrides: Partial<DeliveryRecordInput> = {})
   };
 }
 
-/** The first consumer stops receiving from a moment on (RabbitMQ 3.10's silent stream consumer), its channel open. */
-function freezableConsumes(broker: BrokerConnection): { freezeFirst(): void } {
+/**
+ * The first consumer stops receiving from a moment on (RabbitMQ 3.10's silent stream consumer), its
+ * channel open. When the recorder closes it to subscribe again, `closing()` gives what `sample` said at
+ * that moment, and the close waits for `release()`: the test looks while that consumer is the silent one.
+ */
+function freezableConsumes<T>(broker: BrokerConnection, sample: () => T): { freezeFirst(): void; closing(): { sampled: T } | undefined; release(): void } {
   const realConsume = broker.consume.bind(broker);
   let count = 0;
   let frozen = false;
-  broker.consume = (queue: string, options: ConsumeOptions) => {
+  let closing: { sampled: T } | undefined;
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  broker.consume = async (queue: string, options: ConsumeOptions) => {
     const index = count++;
-    return realConsume(queue, { ...options, onMessage: (delivery) => (index === 0 && frozen ? undefined : options.onMessage(delivery)) });
+    const consumer = await realConsume(queue, { ...options, onMessage: (delivery) => (index === 0 && frozen ? undefined : options.onMessage(delivery)) });
+    if (index !== 0) return consumer;
+    const close = async () => {
+      if (!frozen) return consumer.close();
+      closing = { sampled: sample() };
+      await released;
+      return consumer.close();
+    };
+    return { cancel: () => consumer.cancel(), close };
   };
-  return { freezeFirst: () => void (frozen = true) };
+  return { freezeFirst: () => void (frozen = true), closing: () => closing, release };
 }
 
 describe('the delivery log under poison, size, silence and redeliveries', () => {
@@ -177,13 +192,15 @@ describe('the delivery log under poison, size, silence and redeliveries', () => 
     const recorderBroker = new BrokerConnection({ url: proxy.url, name: 'delivery-log-poison-recorder', logger: silentLogger() });
     await recorderBroker.open();
     stops.push(() => recorderBroker.close());
-    const gate = freezableConsumes(recorderBroker);
-    // The deadline leaves 13 s between "behind 7 s" and the resubscription: a loaded CI machine (the
-    // cluster's three nodes beside four test workers) once took more than the 5 s it had.
-    const { prefix, recorder } = await setUp('behind', { checkpointEveryMs: 200, livenessDeadlineMs: 20_000 }, recorderBroker);
+    // "Behind" read at the moment the recorder gives up on the silent consumer, not polled in a race
+    // with it: a loaded CI machine (the cluster's three nodes beside four test workers) once let the
+    // resubscription come first with 5 s to spare, and a 20 s deadline to race cost 13 s a run.
+    const gate = freezableConsumes(recorderBroker, () => health.state.behindSeconds);
+    const { prefix, recorder } = await setUp('behind', { checkpointEveryMs: 200, livenessDeadlineMs: 8_000 }, recorderBroker);
     const stream = topologyNames(prefix).deliveries;
     const health = new LogHealth(database, stream, 200);
     stops.push(async () => health.stop());
+    stops.push(async () => gate.release()); // before the recorder's stop, should the test end while a close waits
     await recorder.start();
     await health.start();
     const writer = new DeliveryRecorder(broker, silentLogger(), { prefix });
@@ -196,11 +213,14 @@ describe('the delivery log under poison, size, silence and redeliveries', () => 
     await waitFor('caught up', () => health.state.behindSeconds === 0 && recorder.state.caughtUpAt !== undefined, 15_000);
 
     // Silent: appends are confirmed, nothing reaches the recorder. Behind grows past what an idle
-    // recorder's own clock would say (it said "caught up" every 5 s while its buffer was empty).
+    // recorder's own clock would say (it said "caught up" every 5 s while its buffer was empty): at
+    // the 8 s deadline it is 8 s behind, however late this test gets to look.
     gate.freezeFirst();
     await writer.record(record('wh_behind_1', { merchantId: 'm_behind' }) as unknown as DeliveryRecordInput);
-    await waitFor('behind while silent', () => (health.state.behindSeconds ?? 0) >= 7, 20_000, 100);
+    const { sampled: behindWhileSilent } = await waitFor('the silent consumer given up on', () => gate.closing(), 30_000, 100);
+    expect(behindWhileSilent).toBeGreaterThanOrEqual(7);
     expect(await listed()).toBe(1);
+    gate.release();
     // Its checkpoint never came back: it subscribes again, stores what waited, and is current.
     await waitFor('subscribed again and caught up', async () => recorder.state.resubscribed >= 1 && (await listed()) === 2 && health.state.behindSeconds === 0, 40_000, 100);
 
