@@ -143,16 +143,22 @@ describe('the delivery log under faults', () => {
     await recorder.start();
     try {
       const before = await exactness(db, stream);
-      const webhooks = 2_000;
+      // Records keep coming before, during and after the restart: until 500 webhooks past its end
+      // (some 3 s, the recorder's reconnect 200 ms), not a fixed 2,000 that went on 12 s after it.
+      let restarted = false;
+      let afterRestart = 0;
+      let webhooks = 0;
       const writing = (async () => {
-        for (let n = 0; n < webhooks; n++) {
-          await Promise.all(recordsOf('m_restart', n).map((r) => writer.record(r)));
+        for (; !restarted || afterRestart < 500; webhooks++) {
+          if (restarted) afterRestart++;
+          await Promise.all(recordsOf('m_restart', webhooks).map((r) => writer.record(r)));
         }
       })();
       await waitFor('some records of this run stored', async () => (await exactness(db, stream)).records > before.records, 30_000, 20);
       const startedAt = async () => (await db.query<{ at: string }>('SELECT pg_postmaster_start_time()::text AS at'))[0]!.at;
       const upSince = await startedAt();
       await server.restart();
+      restarted = true;
       await writing;
       await waitFor('the log complete after the restart', async () => (await exactness(db, stream).catch(() => before)).records === before.records + webhooks * 4, 60_000, 200);
       const messages = await waitFor('the offset stored', async () => {
