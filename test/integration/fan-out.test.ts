@@ -313,8 +313,9 @@ describe('fan-out: one delivery per matching endpoint', () => {
       const changedAt = Date.now();
       await waitFor(`round ${round}: every webhook delivered`, () => at('m_raised', 'paced').length >= before + 40, 15_000);
       const drainedMs = Math.max(...at('m_raised', 'paced').map((r) => r.at)) - changedAt;
-      // At 4/s what was queued took 6 s more; moved to the new rate, a second and the hand-back's poll.
-      expect(drainedMs).toBeLessThan(2_500);
+      // At 4/s what was queued took 7 s and more (9.4 s seen); moved to the new rate, a second and the hand-back's
+      // poll. 5 s, not 2.5: a loaded CI run took 2.6 s, and 5 s still tells the two apart.
+      expect(drainedMs).toBeLessThan(5_000);
     }
     expect(new Set(ids(at('m_raised', 'paced'))).size).toBe(80);
   }, 60_000);
