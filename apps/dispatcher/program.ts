@@ -195,7 +195,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
     { disableAfterMs: config.ENDPOINT_DISABLE_AFTER, intervalMs: config.OPERATIONAL_EVENT_INTERVAL },
   );
   // Slots in PostgreSQL, and a throttled webhook waits as a row: only with waits.
-  const throttle = waitsQueries && waitStore && new Throttle(waitsQueries, waitStore, logger);
+  const throttle = waitsQueries && new Throttle(waitsQueries, logger);
   if (throttle) {
     labelledGaugeFrom(registry, METRIC_NAMES.endpointRate, 'Webhooks per second a throttled endpoint is sent at: its maxPerSecond, or lower while its 429/503 answers slow it', 'merchant', () => [...throttle.rates()]);
   }

@@ -1,6 +1,5 @@
 import type { Database, Queryable } from '../delivery-store/index.js';
 import { HEADERS, type ScalarHeaders } from '../contracts/index.js';
-import { respaceThrottled } from './throttle-queue.js';
 
 /**
  * A webhook waiting for its next attempt is one row of `webhook_waits`, the only copy that decides
@@ -314,11 +313,6 @@ export class WaitStore {
       'UPDATE webhook_waits SET pick_at = now() WHERE merchant_id = $1 AND webhook_id = $2 AND endpoint_id = $5 AND hand = $3 AND pick_at = $4::timestamptz',
       [wait.merchantId, wait.webhookId, wait.hand, wait.leaseEnd, wait.endpointId ?? ''],
     );
-  }
-
-  /** The endpoint's rate changed: its throttled waits are spread to the new one (respaceThrottled). */
-  async respaceThrottled(merchantId: string, endpointId: string, from: number, to: number): Promise<void> {
-    await respaceThrottled(this.db, merchantId, endpointId, from, to);
   }
 
   /** Waiting now, and of those (not parked) past their due time by more than `overdueMs`. */

@@ -2,7 +2,6 @@ import { TAKES_IN_FLIGHT, Throttle, type ThrottleVerdict } from '../../apps/disp
 import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { type Endpoint, lowerEndpointRate, MIN_ADAPTIVE_RATE } from '../../libs/merchants/index.js';
-import { WaitStore } from '../../libs/waits/index.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { freePort } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
@@ -39,7 +38,7 @@ describe('the throttle guard', () => {
   });
 
   it('300 new deliveries at once to an endpoint at 50/s: takes slots for the few within reach, queues the rest one interval apart, and lets a hand-back take', async () => {
-    const throttle = new Throttle(database, new WaitStore(database), silentLogger());
+    const throttle = new Throttle(database, silentLogger());
     const webhook = { maxPerSecond: 50 } as Endpoint;
     // Each wait's place as the throttle laid it out on its own clock, not when each verdict's
     // continuation ran: a loaded machine delays those unevenly (a 20 ms spacing once read as 4.98).
@@ -76,7 +75,7 @@ describe('the throttle guard', () => {
 
   it('shows an endpoint\'s rate in the metric while it is sent to, and drops it a minute after the last (a deleted endpoint\'s)', async () => {
     let clock = 0;
-    const throttle = new Throttle(database, new WaitStore(database), silentLogger(), { now: () => clock });
+    const throttle = new Throttle(database, silentLogger(), { now: () => clock });
     const webhook = { id: 'ep_gone', maxPerSecond: 5 } as Endpoint;
     expect((await throttle.admit('m_metric', webhook, () => false)).kind).toBe('go');
     expect([...throttle.rates()]).toEqual([['m_metric', 5]]);
@@ -108,8 +107,8 @@ describe('the throttle guard', () => {
         };
       },
     });
-    const busy = new Throttle(database, new WaitStore(database), silentLogger());
-    const slow = new Throttle(late, new WaitStore(late), silentLogger());
+    const busy = new Throttle(database, silentLogger());
+    const slow = new Throttle(late, silentLogger());
     const until = Date.now() + 3_000;
     // The first keeps the endpoint's slots taken ahead, so the second's are granted ahead too.
     const load = (async () => {
@@ -131,7 +130,7 @@ describe('the throttle guard', () => {
   it('paces the endpoint alone while PostgreSQL does not answer: its rate in every second, not every delivery at once, nor none', async () => {
     // A database on a port nothing listens on: every take fails at once, as with the server stopped.
     const down = openPostgres(`postgres://postgres@127.0.0.1:${await freePort()}/none`, { connectTimeoutMs: 500 });
-    const throttle = new Throttle(down, new WaitStore(down), silentLogger());
+    const throttle = new Throttle(down, silentLogger());
     const webhook = { id: 'ep_down', maxPerSecond: 20 } as Endpoint;
     const sent: number[] = [];
     const until = Date.now() + 2_500;
@@ -157,7 +156,7 @@ describe('the throttle guard', () => {
     // again, and the others, which never queued on it, took that room: a fresh webhook went out
     // before the whole queue, and the wait whose slot it took, refused, went to the queue's back.
     const webhook = { id: 'ep_behind', maxPerSecond: 20 } as Endpoint;
-    const [layer, ...others] = Array.from({ length: 3 }, () => new Throttle(database, new WaitStore(database), silentLogger()));
+    const [layer, ...others] = Array.from({ length: 3 }, () => new Throttle(database, silentLogger()));
     const laid = await Promise.all(Array.from({ length: 40 }, () => layer!.admit('m_behind', webhook, () => false)));
     const queued = laid.flatMap((v) => (v.kind === 'wait' ? [v.dueAt] : []));
     expect(queued.length).toBeGreaterThanOrEqual(20);
@@ -172,8 +171,8 @@ describe('the throttle guard', () => {
 
   it("halves a burst's rate at its first 429 (40/s to 20/s), not the one webhook its dispatcher had sent", async () => {
     // Two dispatchers' throttles: the first sends a webhook at once, then the other takes the next slots ahead.
-    const first = new Throttle(database, new WaitStore(database), silentLogger());
-    const other = new Throttle(database, new WaitStore(database), silentLogger());
+    const first = new Throttle(database, silentLogger());
+    const other = new Throttle(database, silentLogger());
     const webhook = { id: 'ep_burst', maxPerSecond: 40 } as Endpoint;
     expect((await first.admit('m_burst', webhook, () => false)).kind).toBe('go');
     const held = Array.from({ length: 10 }, () => other.admit('m_burst', webhook, () => false));
@@ -204,7 +203,7 @@ describe('the throttle guard', () => {
     }
     expect(await rate()).toBe(MIN_ADAPTIVE_RATE);
     // A throttle reading it sends at that rate, a place every two seconds, not one never.
-    const throttle = new Throttle(database, new WaitStore(database), silentLogger());
+    const throttle = new Throttle(database, silentLogger());
     const webhook = { id: 'ep_storm' } as Endpoint;
     throttle.answered('m_storm', webhook, 503, false);
     await waitFor('the rate read', () => throttle.rateOf('m_storm', webhook) === MIN_ADAPTIVE_RATE);

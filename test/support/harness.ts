@@ -108,7 +108,7 @@ export async function startHarness(options: {
   const deliveryLog = options.recorder ?? (options.deliveryLog ? new DeliveryRecorder(broker, logger, { prefix }) : undefined);
   await deliveryLog?.start();
   const dispatcher = new Dispatcher(
-    { broker, merchants, http, logger, waits: { store: waits, writer }, order, deliveryLog, failures: new FailedStore(failuresDb), now: options.now, throttle: options.throttle ? new Throttle(failuresDb, waits, logger) : undefined },
+    { broker, merchants, http, logger, waits: { store: waits, writer }, order, deliveryLog, failures: new FailedStore(failuresDb), now: options.now, throttle: options.throttle ? new Throttle(failuresDb, logger) : undefined },
     {
       prefix,
       retryDelaysMs,

@@ -3,7 +3,7 @@ import type { Logger } from '../../../libs/logger/index.js';
 import { type EndpointRate, endpointRateOf, lowerEndpointRate, type Endpoint, raiseEndpointRate } from '../../../libs/merchants/index.js';
 import { sweepCells, takeCell } from '../../../libs/rate-limit/index.js';
 import { onceEvery } from '../../../libs/runtime/index.js';
-import { throttleQueueCell, type WaitStore } from '../../../libs/waits/index.js';
+import { respaceThrottled, throttleQueueCell } from '../../../libs/waits/index.js';
 import { endpointKey, endpointOfKey } from './endpoint-key.js';
 
 /** How far ahead a slot may be granted (and its delivery held in memory): this many slots, within these bounds. */
@@ -64,9 +64,8 @@ export class Throttle {
   readonly stats = { held: 0 };
 
   constructor(
+    /** The slots' and the queue's cells, and the queue's throttled waits (respaced when its rate changes). */
     private readonly db: Queryable,
-    /** The endpoint's queue (its throttled waits), stretched when its rate changes. */
-    private readonly waits: WaitStore,
     private readonly logger: Logger,
     private readonly options: ThrottleOptions = {},
   ) {
@@ -197,7 +196,7 @@ export class Throttle {
     const from = Math.min(webhook.maxPerSecond ?? Infinity, before ?? Infinity);
     const to = Math.min(webhook.maxPerSecond ?? Infinity, after ?? Infinity);
     const { merchantId, endpointId } = endpointOfKey(key);
-    this.waits.respaceThrottled(merchantId, endpointId, from, to).catch((err: unknown) =>
+    respaceThrottled(this.db, merchantId, endpointId, from, to).catch((err: unknown) =>
       this.problem("endpoint's queue not stretched to its new rate: PostgreSQL did not answer", err),
     );
   }
