@@ -1,28 +1,7 @@
 import { z } from 'zod';
 import { deliveryLogFields, envFields, merchantStoreFields, parseEnv, replicationFields, requireMerchantStore, SHUTDOWN_TIMEOUT_MAX, tracingFields } from '../../libs/config/index.js';
-import { LONGEST_DURATION, parseDuration } from '../../libs/config/durations.js';
 import { WEBHOOK_SECRET } from '../../libs/merchants/schema.js';
 import { MAX_RECORDED_BODY_BYTES } from '../../libs/delivery-log/index.js';
-
-/** A duration (5d, 12h), or `0` for never (the feature off): in milliseconds, 0 for never. */
-function durationOrNever(fallback: string) {
-  return z
-    .string()
-    .default(fallback)
-    .transform((text, ctx) => {
-      if (text.trim() === '0') return 0;
-      const ms = parseDuration(text);
-      if (ms === undefined || ms < 1) {
-        ctx.addIssue({ code: 'custom', message: `"${text}" is not a duration (use e.g. 5d, 12h) or 0 for never` });
-        return z.NEVER;
-      }
-      if (ms > parseDuration(LONGEST_DURATION)!) {
-        ctx.addIssue({ code: 'custom', message: `"${text}" is longer than the most allowed, ${LONGEST_DURATION} (0 for never)` });
-        return z.NEVER;
-      }
-      return ms;
-    });
-}
 
 export const dispatcherEnvSchema = z.object({
   RABBITMQ_URL: envFields.rabbitmqUrl,
@@ -52,14 +31,14 @@ export const dispatcherEnvSchema = z.object({
   DELIVERY_LOG: deliveryLogFields.DELIVERY_LOG,
   DELIVERY_LOG_RESPONSE_BYTES: deliveryLogFields.DELIVERY_LOG_RESPONSE_BYTES,
   /** Auto-disable: an endpoint whose every attempt has failed this long is turned off (not with MERCHANTS_FILE). `0`: never. */
-  ENDPOINT_DISABLE_AFTER: durationOrNever('5d'),
+  ENDPOINT_DISABLE_AFTER: envFields.durationOrNeverMs('5d'),
   /** Per endpoint, at most one operational event of a kind per this; later ones fold into the next one's count. */
   OPERATIONAL_EVENT_INTERVAL: envFields.durationMs('1h'),
   /** Optional: the operational events also POSTed here as Standard Webhooks, signed with OPERATIONAL_WEBHOOK_SECRET. */
   OPERATIONAL_WEBHOOK_URL: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional(),
   OPERATIONAL_WEBHOOK_SECRET: z.string().regex(WEBHOOK_SECRET, 'must be whsec_ followed by base64 (a Standard Webhooks secret)').optional(),
   /** Idempotent intake: an upstream message whose key was seen this long ago or less is not delivered again. `0`: off. */
-  INTAKE_DEDUPE_WINDOW: durationOrNever('24h'),
+  INTAKE_DEDUPE_WINDOW: envFields.durationOrNeverMs('24h'),
   LOG_LEVEL: envFields.logLevel,
   ...tracingFields,
 })

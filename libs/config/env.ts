@@ -12,6 +12,20 @@ export const TRUE_VALUES: readonly string[] = ['true', '1', 'yes'];
  */
 export const SHUTDOWN_TIMEOUT_MAX = '1d';
 
+/** A duration in ms, from 1 ms to `max`; otherwise the issue, `hint` saying what is taken and `never` what 0 means. */
+function durationWithin(text: string, ctx: z.RefinementCtx, hint: string, max: string, never = ''): number {
+  const ms = parseDuration(text);
+  if (ms === undefined || ms < 1) {
+    ctx.addIssue({ code: 'custom', message: `"${text}" is not a duration ${hint}` });
+    return z.NEVER;
+  }
+  if (ms > parseDuration(max)!) {
+    ctx.addIssue({ code: 'custom', message: `"${text}" is longer than the most allowed, ${max}${never}` });
+    return z.NEVER;
+  }
+  return ms;
+}
+
 /** Field schemas each app composes its own z.object from, so that a library never reads process.env. */
 export const envFields = {
   /** One URL (a node or a load balancer), or a comma-separated list of a cluster's nodes. */
@@ -48,18 +62,13 @@ export const envFields = {
     z
       .string()
       .default(fallback)
-      .transform((text, ctx) => {
-        const ms = parseDuration(text);
-        if (ms === undefined || ms < 1) {
-          ctx.addIssue({ code: 'custom', message: `"${text}" is not a duration (use e.g. 500ms, 10s, 1m)` });
-          return z.NEVER;
-        }
-        if (ms > parseDuration(max)!) {
-          ctx.addIssue({ code: 'custom', message: `"${text}" is longer than the most allowed, ${max}` });
-          return z.NEVER;
-        }
-        return ms;
-      }),
+      .transform((text, ctx) => durationWithin(text, ctx, '(use e.g. 500ms, 10s, 1m)', max)),
+  /** A duration (5d, 12h), or `0` for never (the feature off): in milliseconds, 0 for never. */
+  durationOrNeverMs: (fallback: string) =>
+    z
+      .string()
+      .default(fallback)
+      .transform((text, ctx) => (text.trim() === '0' ? 0 : durationWithin(text, ctx, '(use e.g. 5d, 12h) or 0 for never', LONGEST_DURATION, ' (0 for never)'))),
   positiveInt: (fallback: number, max: number) =>
     z
       .string()
