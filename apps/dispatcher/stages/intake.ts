@@ -129,7 +129,7 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
   const endpointId = (test ? message.properties.headers : headers)?.[HEADERS.endpointId];
   return {
     merchantId,
-    endpointId: typeof endpointId === 'string' && ENDPOINT_ID.test(endpointId) ? endpointId : undefined,
+    endpointId: endpointIdOf(endpointId),
     event,
     references,
     body,
@@ -148,8 +148,7 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
     // From any exchange: the mark only takes attempts away, and a copy keeps it (a wait, failed, a resend).
     test,
     orderKey,
-    // A resent copy is outside the order; a hand-back's mark is ours (upstream's headers are not read).
-    ordered: hand > 0 && resentAt === undefined && headers[HEADERS.ordered] === true,
+    ordered: hand > 0 && orderedHandBack(headers),
   };
 }
 
@@ -164,15 +163,16 @@ export function handBackOf(message: ConsumeMessage, upstreamExchange: string): H
   const hand = count(headers[HEADERS.waitHand]);
   const merchantId = headers[HEADERS.merchantId];
   if (message.fields.exchange === upstreamExchange || hand === 0 || typeof merchantId !== 'string' || merchantId === '') return undefined;
-  const endpointId = headers[HEADERS.endpointId];
-  return {
-    merchantId,
-    webhookId: webhookIdOf(message),
-    endpointId: typeof endpointId === 'string' && ENDPOINT_ID.test(endpointId) ? endpointId : undefined,
-    hand,
-    // As parseIntake's: a resent copy is outside the order.
-    ordered: timestamp(headers[HEADERS.resentAt]) === undefined && headers[HEADERS.ordered] === true,
-  };
+  return { merchantId, webhookId: webhookIdOf(message), endpointId: endpointIdOf(headers[HEADERS.endpointId]), hand, ordered: orderedHandBack(headers) };
+}
+
+/** A hand-back's mark of its reference's order: ours (never read off upstream's exchange), and a resent copy is outside the order. */
+function orderedHandBack(headers: Record<string, unknown>): boolean {
+  return timestamp(headers[HEADERS.resentAt]) === undefined && headers[HEADERS.ordered] === true;
+}
+
+function endpointIdOf(value: unknown): string | undefined {
+  return typeof value === 'string' && ENDPOINT_ID.test(value) ? value : undefined;
 }
 
 /**
