@@ -51,9 +51,12 @@ const RESET_ON_RESEND: ReadonlySet<string> = new Set([
 ]);
 
 /**
- * Where a copy comes from decides what it drops: a `delivery` from dispatch its wait hand (and our
- * bookkeeping when it came from upstream), a resent `failure-entry` RESET_ON_RESEND, a message
- * taken from `invalid` (`parked`) its invalid verdict when it goes back to dispatch.
+ * Where a copy comes from decides what it drops: a `delivery` from dispatch its wait hand and its
+ * order mark (and our bookkeeping when it came from upstream), a resent `failure-entry`
+ * RESET_ON_RESEND, a message taken from `invalid` (`parked`) its invalid verdict when it goes back
+ * to dispatch. The order mark is the walk's to give (x-ordered from its place, stages/effect.ts):
+ * carried, a parked ordered retry moved back (sent outside the order, its place ended) marked its
+ * next wait ordered, and that wait was dropped at its hand-back as one whose place had ended.
  */
 type CopySource = { from: 'delivery'; fromUpstream: boolean } | { from: 'failure-entry' } | { from: 'parked'; unpark: boolean };
 
@@ -68,7 +71,7 @@ export function copyHeaders(headers: Record<string, unknown> | undefined, source
 function drops(key: string, source: CopySource): boolean {
   switch (source.from) {
     case 'delivery':
-      return key === HEADERS.waitHand || (source.fromUpstream && (BOOKKEEPING_HEADERS.has(key) || key.startsWith('x-invalid-')));
+      return key === HEADERS.waitHand || key === HEADERS.ordered || (source.fromUpstream && (BOOKKEEPING_HEADERS.has(key) || key.startsWith('x-invalid-')));
     case 'failure-entry':
       return RESET_ON_RESEND.has(key);
     case 'parked':

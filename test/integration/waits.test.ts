@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import pg from 'pg';
 import { writeFileSync } from 'node:fs';
 import { type AddressInfo, connect, createServer, type Server, type Socket } from 'node:net';
-import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
+import { copyHeaders, HEADERS, sampleEvent } from '../../libs/contracts/index.js';
 import type { DeliveryRecorder } from '../../libs/delivery-log/index.js';
 import { openPostgres } from '../../libs/delivery-store/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
@@ -114,6 +114,44 @@ describe('an ordered retry whose hand-back no longer passes intake (MAX_MESSAGE_
       const [parked] = await harness.test.drain(harness.names.invalid, 1);
       expect(parked!.properties.headers?.[HEADERS.invalidCode]).toBe('too-large');
       expect(parked!.properties.messageId).toBe('evt_big_1');
+    } finally {
+      await harness.close();
+      await receiver.close();
+    }
+  }, 30_000);
+});
+
+describe('an ordered retry parked as too-large, moved back once MAX_MESSAGE_BYTES is raised again, whose next attempt fails', () => {
+  it('is retried until delivered, outside the order: its retry is not dropped as a wait whose place has ended', async () => {
+    const tries = new Map<string, number>();
+    const receiver = await Receiver.start((_n, req) => {
+      const id = String(req.headers['webhook-id']);
+      tries.set(id, (tries.get(id) ?? 0) + 1);
+      // The first attempt, and the first after the requeue, fail; the next is taken.
+      return id === 'evt_moved_1' && tries.get(id)! <= 2 ? 500 : 204;
+    });
+    const merchant = testMerchant('m_handback_moved_back', receiver.url);
+    merchant.endpoints[0]!.orderByReference = true;
+    const harness = await startHarness({ name: 'waits-moved-back', merchants: [merchant], retryDelaysMs: [500, 500, 500], waitLeaseMs: 1_000, settings: { deliveryTimeoutMs: 500 } });
+    try {
+      const big = eventOf('charge.completed', merchant.id, 'TX-MOVED');
+      await harness.publisher.publish({ ...big, data: { ...big.data, note: 'x'.repeat(4_000) } }, { messageId: 'evt_moved_1' });
+      await waitFor('its retry waiting', () => harness.dispatcher.stats.retried === 1, 10_000);
+      const maxMessageBytes = liveSettings(harness).maxMessageBytes;
+      liveSettings(harness).maxMessageBytes = 2_000;
+      const [parked] = await harness.test.drain(harness.names.invalid, 1);
+      // Fixed (the limit raised again) and moved back as `webhooks invalid requeue` does, well within the hour its place is kept.
+      liveSettings(harness).maxMessageBytes = maxMessageBytes;
+      await harness.test.publishRaw(harness.names.dispatch, parked!.content, {
+        messageId: parked!.properties.messageId,
+        contentType: 'application/json',
+        headers: copyHeaders(parked!.properties.headers, { from: 'parked', unpark: true }),
+      });
+      await waitFor('its attempt after the requeue failed', () => tries.get('evt_moved_1') === 2, 10_000);
+      await waitFor('delivered by its retry', () => tries.get('evt_moved_1') === 3, 10_000).catch((err: unknown) => {
+        throw new Error(`${(err as Error).message} (superseded ${harness.dispatcher.stats.superseded}, retried ${harness.dispatcher.stats.retried})`);
+      });
+      await waitFor('no wait left', async () => (await harness.waits.census(0)).waiting === 0, 10_000);
     } finally {
       await harness.close();
       await receiver.close();

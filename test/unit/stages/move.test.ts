@@ -57,6 +57,10 @@ describe('the header lifecycle of a copy', () => {
     expect(copyHeaders(story, { from: 'delivery', fromUpstream: false })).toEqual({ 'x-upstream': 'billing', [HEADERS.attempts]: 2, [HEADERS.invalidCode]: 'not-json' });
   });
 
+  it('a delivery drops its order mark: the walk that writes the copy marks it from its own place', () => {
+    expect(copyHeaders({ ...story, [HEADERS.ordered]: true }, { from: 'delivery', fromUpstream: false })[HEADERS.ordered]).toBeUndefined();
+  });
+
   it("a delivery straight from upstream's exchange keeps none of our bookkeeping", () => {
     expect(copyHeaders(story, { from: 'delivery', fromUpstream: true })).toEqual({ 'x-upstream': 'billing' });
   });
