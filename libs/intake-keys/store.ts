@@ -1,4 +1,4 @@
-import type { Queryable } from '../delivery-store/index.js';
+import type { Database, Queryable } from '../delivery-store/index.js';
 import { dropPartitionsEndedBy, ensureDaysAhead } from '../delivery-store/schema.js';
 
 /**
@@ -25,11 +25,19 @@ export interface KeyStates {
 /** A repeat dropped: counted on its key's row with the next batch. */
 export type KeyNote = IntakeKey;
 
+/**
+ * How long the upkeep waits for the table's lock to make or drop a day's partition: every check
+ * queues behind the wait. Behind a long read (pg_dump, an export) it waited out the statement
+ * timeout, and every check meanwhile ran past its deadline and was skipped (a repeat delivered
+ * again), every 30 s while the read lasted; refused now, it is tried again 30 s later.
+ */
+const UPKEEP_LOCK_WAIT = '200ms';
+
 /** One batch in one statement: intake_check (migration 0012), whose answer is one row of 1-based indexes. */
 const CHECK = 'SELECT repeats, recorded FROM intake_check($1::text[], $2::text[], $3::float8, $4::text[], $5::text[])';
 
 export class IntakeKeyStore {
-  constructor(private readonly db: Queryable, readonly windowMs: number) {}
+  constructor(private readonly db: Pick<Database, 'query' | 'transaction'>, readonly windowMs: number) {}
 
   /** Checks (and records) `keys`, distinct, and counts `dropped` repeats, in one statement. */
   async check(keys: readonly IntakeKey[], dropped: readonly KeyNote[] = []): Promise<KeyStates> {
@@ -55,8 +63,15 @@ export class IntakeKeyStore {
 
   /** Makes the partitions of today and tomorrow, and drops those past the window. Safe from several dispatchers at once. */
   async maintain(): Promise<{ dropped: string[] }> {
-    const now = await ensureDaysAhead(this.db, 'intake_keys');
-    return { dropped: await dropPartitionsEndedBy(this.db, 'intake_keys', now - this.windowMs) };
+    // Each statement alone: a race another dispatcher won (ensureDaysAhead) must not abort the next.
+    const upkeep: Queryable = {
+      query: (text, params) => this.db.transaction(async (tx) => {
+        await tx.query(`SET LOCAL lock_timeout = '${UPKEEP_LOCK_WAIT}'`);
+        return tx.query(text, params);
+      }),
+    };
+    const now = await ensureDaysAhead(upkeep, 'intake_keys');
+    return { dropped: await dropPartitionsEndedBy(upkeep, 'intake_keys', now - this.windowMs) };
   }
 }
 

@@ -1,6 +1,9 @@
+import pg from 'pg';
 import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
 import { ensurePartition } from '../../libs/delivery-store/schema.js';
-import { IntakeKeyStore } from '../../libs/intake-keys/index.js';
+import { IntakeChecker, IntakeKeyStore } from '../../libs/intake-keys/index.js';
+import { capturingLogger } from '../support/capturing-logger.js';
+import { waitFor } from '../support/wait.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 
 /**
@@ -83,6 +86,44 @@ describe('intake keys', () => {
       expect(results.sort()).toEqual([false, true]);
     }
   });
+
+  it("checks on in time while a long read holds the table (pg_dump, an export) and a new day's partition is due: the upkeep gives way", async () => {
+    // The dispatcher's pool for keys (apps/dispatcher/program.ts): two connections, a 5 s statement timeout.
+    const keysDb = openPostgres(database.url, { statementTimeoutMs: 5_000, maxConnections: 2 });
+    const lines: Array<Record<string, unknown>> = [];
+    const checker = new IntakeChecker(new IntakeKeyStore(keysDb, DAY_MS), capturingLogger(lines));
+    const reader = new pg.Client({ connectionString: database.url });
+    await reader.connect();
+    let upkeep: Promise<void> | undefined;
+    try {
+      await checker.start();
+      // A new day: tomorrow's partition is not made yet.
+      const { tomorrow } = (await database.query<{ tomorrow: string }>("SELECT to_char(now() AT TIME ZONE 'UTC' + interval '1 day', 'YYYYMMDD') AS tomorrow"))[0]!;
+      await database.query(`DROP TABLE intake_keys_${tomorrow}`);
+      await reader.query('BEGIN');
+      await reader.query('SELECT count(*) FROM intake_keys');
+      // The hourly upkeep comes round while the read lasts.
+      upkeep = (checker as unknown as { maintain(): Promise<void> }).maintain();
+      // Checks come meanwhile, as messages do; the upkeep (waiting for the read) may have given way already.
+      await waitFor('the upkeep waiting for the read, or given way', async () =>
+        (await database.query("SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'CREATE TABLE%'")).length === 1 ||
+        lines.some((line) => /not kept up/.test(String(line.message))), 5_000);
+      expect(await checker.check({ merchantId: 'm_keys', webhookId: 'evt_during_read' }, false)).toBe('first');
+      expect(await checker.check({ merchantId: 'm_keys', webhookId: 'evt_during_read' }, false)).toBe('repeat');
+      expect(lines.filter((line) => /intake check skipped/.test(String(line.message)))).toEqual([]);
+      await reader.query('COMMIT');
+      await upkeep;
+      // The read over, the next upkeep makes it.
+      await (checker as unknown as { maintain(): Promise<void> }).maintain();
+      await waitFor("tomorrow's partition made", async () => (await database.query('SELECT 1 FROM pg_class WHERE relname = $1', [`intake_keys_${tomorrow}`])).length === 1, 5_000);
+    } finally {
+      await reader.query('ROLLBACK').catch(() => {});
+      await reader.end();
+      checker.stop();
+      await upkeep?.catch(() => {});
+      await keysDb.close();
+    }
+  }, 30_000);
 
   it('keeps one generic plan of the check for the session, without sequential scans (0015)', async () => {
     // Re-planned on every call, a check cost PostgreSQL ~550 µs a statement against ~220 µs (BENCHMARKS.md section 20).
