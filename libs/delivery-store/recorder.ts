@@ -7,7 +7,7 @@ import { BatchWriter } from './batch-writer.js';
 import { type Pending, type Prepared, prepareBatch, settle } from './batches.js';
 import type { Database, Session } from './database.js';
 import { caughtUpAt, restartStream, storedPlace } from './materialise.js';
-import { dropExpiredPartitions, ensureDaysAhead } from './schema.js';
+import { dropExpiredPartitions, ensureDaysAhead, isLockRefused, withLockWait } from './schema.js';
 import { StartOnce } from '../runtime/start-once.js';
 import { ATTR, inSpan, SpanKind } from '../tracing/index.js';
 
@@ -48,7 +48,7 @@ export const BUFFER_BYTES = 16 * 1024 * 1024;
 export const BATCH_BYTES = 4 * 1024 * 1024;
 /** Stream messages per transaction (each holds up to 200 records), and handed out before an ack. */
 const BATCH_MESSAGES = 100;
-/** How long the upkeep waits for delivery_records' lock to make a day's partition: every read queues behind the wait. */
+/** How long the upkeep waits for delivery_records' lock to make or drop a day's partition: every read queues behind the wait. */
 const UPKEEP_LOCK_WAIT = '1s';
 
 /**
@@ -398,28 +398,22 @@ export class DeliveryLogRecorder {
     await this.subscribe();
   }
 
-  /** At the lead and hourly: today's and tomorrow's partitions made ahead, and what is past retention dropped. */
-  private async expire(session: Session): Promise<void> {
-    await this.makeDaysAhead(session);
-    const dropped = await dropExpiredPartitions(session, this.options.retentionMs);
-    if (dropped.length > 0) this.logger.info('delivery log partitions dropped', { dropped });
-  }
-
   /**
-   * Today's and tomorrow's partitions, waiting at most UPKEEP_LOCK_WAIT for the table's lock. Behind a
-   * long read (a listing, an export, pg_dump) the wait ran to the lock timeout, every read queued
-   * behind it, then the lead was given up and, taken again, given up again while the read lasted:
-   * nothing stored. Not made now, they are tried at the next upkeep, or made by their day's first record.
+   * At the lead and hourly: today's and tomorrow's partitions made ahead, and what is past retention
+   * dropped, each waiting at most UPKEEP_LOCK_WAIT for the table's lock. Behind a long read (a listing,
+   * an export, pg_dump) the wait ran to the session's lock timeout, every read queued behind it, then
+   * the lead was given up and, taken again, given up again while the read lasted: nothing stored. Not
+   * done now, they are tried at the next upkeep (tomorrow's partition is also made by its first record).
    */
-  private async makeDaysAhead(session: Session): Promise<void> {
+  private async expire(session: Session): Promise<void> {
+    const upkeep = withLockWait(session, UPKEEP_LOCK_WAIT);
     try {
-      await session.transaction(async (tx) => {
-        await tx.query(`SET LOCAL lock_timeout = '${UPKEEP_LOCK_WAIT}'`);
-        await ensureDaysAhead(tx, 'delivery_records');
-      });
+      await ensureDaysAhead(upkeep, 'delivery_records');
+      const dropped = await dropExpiredPartitions(upkeep, this.options.retentionMs);
+      if (dropped.length > 0) this.logger.info('delivery log partitions dropped', { dropped });
     } catch (err) {
-      if ((err as { code?: string })?.code !== '55P03') throw err;
-      this.logger.warn('delivery log partitions not made ahead: a read holds the table; tried again at the next upkeep', { error: (err as Error).message });
+      if (!isLockRefused(err)) throw err;
+      this.logger.warn('delivery log partitions not made or dropped: a read holds the table; tried again at the next upkeep', { error: (err as Error).message });
     }
   }
 

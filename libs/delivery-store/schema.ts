@@ -1,4 +1,4 @@
-import type { Queryable } from './database.js';
+import type { Queryable, Session } from './database.js';
 
 /** The day partitions of the delivery log's records and of the intake keys, made and dropped past retention (the tables are the migrations'). */
 
@@ -8,6 +8,24 @@ export const SEQ_PER_OFFSET = 1024;
 type PartitionedTable = 'delivery_records' | 'intake_keys';
 
 const DAY_MS = 86_400_000;
+
+/**
+ * `db` with each statement in a transaction of its own that waits at most `wait` for a lock, for the
+ * partitions' upkeep: making or dropping a day's partition locks the whole table, and every read and
+ * write of it queues behind the wait. Behind a long read (a listing, an export, pg_dump) a longer
+ * wait stalled them all; refused (55P03, `isLockRefused`), the upkeep is tried again at its next round.
+ * Each statement alone, so that a race another program won does not abort the next.
+ */
+export function withLockWait(db: Pick<Session, 'transaction'>, wait: '200ms' | '1s'): Queryable {
+  return {
+    query: (text, params) => db.transaction(async (tx) => {
+      await tx.query(`SET LOCAL lock_timeout = '${wait}'`);
+      return tx.query(text, params);
+    }),
+  } as Queryable;
+}
+
+export const isLockRefused = (err: unknown): boolean => (err as { code?: string } | undefined)?.code === '55P03';
 
 export function dayOf(time: string | Date): string {
   return new Date(time).toISOString().slice(0, 10);

@@ -1,5 +1,5 @@
-import type { Database, Queryable } from '../delivery-store/index.js';
-import { dropPartitionsEndedBy, ensureDaysAhead } from '../delivery-store/schema.js';
+import type { Database } from '../delivery-store/index.js';
+import { dropPartitionsEndedBy, ensureDaysAhead, withLockWait } from '../delivery-store/schema.js';
 
 /**
  * Intake keys are rows of `intake_keys` (partitioned by the UTC day of first sight), one per key
@@ -63,13 +63,7 @@ export class IntakeKeyStore {
 
   /** Makes the partitions of today and tomorrow, and drops those past the window. Safe from several dispatchers at once. */
   async maintain(): Promise<{ dropped: string[] }> {
-    // Each statement alone: a race another dispatcher won (ensureDaysAhead) must not abort the next.
-    const upkeep: Queryable = {
-      query: (text, params) => this.db.transaction(async (tx) => {
-        await tx.query(`SET LOCAL lock_timeout = '${UPKEEP_LOCK_WAIT}'`);
-        return tx.query(text, params);
-      }),
-    };
+    const upkeep = withLockWait(this.db, UPKEEP_LOCK_WAIT);
     const now = await ensureDaysAhead(upkeep, 'intake_keys');
     return { dropped: await dropPartitionsEndedBy(upkeep, 'intake_keys', now - this.windowMs) };
   }

@@ -97,6 +97,31 @@ describe("the delivery log at a new day's first record", () => {
       await db.close();
     }
   }, 60_000);
+
+  it('takes the lead and stores records while a read holds its transaction open and a partition past retention is due to be dropped', async () => {
+    // A day long past retention, as the hourly upkeep finds it: dropping it locks the whole table.
+    await database.query('CREATE TABLE IF NOT EXISTS delivery_records_20200101 PARTITION OF delivery_records FOR VALUES FROM (\'2020-01-01T00:00:00Z\') TO (\'2020-01-02T00:00:00Z\')');
+    const db = openPostgres(database.url);
+    const reader = new pg.Client({ connectionString: database.url });
+    await reader.connect();
+    const recorder = new DeliveryLogRecorder(broker, db, silentLogger(), { prefix, retentionMs: 30 * 86_400_000, retryMs: 200 });
+    try {
+      await reader.query('BEGIN');
+      await reader.query('SELECT count(*) FROM delivery_records');
+      await recorder.start();
+      await writer.record(recordAt('wh_during_drop', new Date()));
+      // Within 8 s, while the read goes on: the drop waits 1 s, is left for the next upkeep, the lead kept.
+      await waitFor("today's record stored while the read holds its lock", async () => (await database.query("SELECT 1 FROM delivery_records WHERE webhook_id = 'wh_during_drop'")).length === 1, 8_000);
+      await reader.query('ROLLBACK');
+      const left = await database.query("SELECT 1 FROM pg_class WHERE relname = 'delivery_records_20200101'");
+      expect(left).toHaveLength(1);
+    } finally {
+      await reader.query('ROLLBACK').catch(() => {});
+      await reader.end();
+      await recorder.stop();
+      await db.close();
+    }
+  }, 60_000);
 });
 
 function recordAt(webhookId: string, at: Date): DeliveryRecordInput {
