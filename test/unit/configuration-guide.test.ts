@@ -84,12 +84,13 @@ interface Row {
   variables: string[];
   defaults: string;
   usedBy: string;
+  meaning: string;
 }
 
 function tableRows(guide: string): Row[] {
   return [...guide.matchAll(/^\| *`[A-Z].*\|$/gm)].map((m) => {
     const cells = m[0].slice(1, -1).split('|').map((cell) => cell.trim());
-    return { variables: [...cells[0]!.matchAll(/`([A-Z0-9_]+)`/g)].map((n) => n[1]!), defaults: cells[1]!, usedBy: cells[2]! };
+    return { variables: [...cells[0]!.matchAll(/`([A-Z0-9_]+)`/g)].map((n) => n[1]!), defaults: cells[1]!, usedBy: cells[2]!, meaning: cells.slice(3).join('|') };
   });
 }
 
@@ -129,6 +130,37 @@ function namesReadInSources(): Set<string> {
     }
   }
   return names;
+}
+
+/**
+ * What the "meaning" cells say wrong about bounds. A variable of a row of its own that takes a
+ * number (`1` or `0`) is checked against the first bound its cell states, `A to B` or `at most B`:
+ * every program's field takes B (and A) and refuses B + 1 (and A - 1). One that takes `1` and `2`
+ * and refuses a huge number is bounded, and must state its bounds.
+ */
+function boundProblems(rows: readonly Row[]): { checked: number; problems: string[] } {
+  const problems: string[] = [];
+  let checked = 0;
+  for (const row of rows.filter((r) => r.variables.length === 1)) {
+    const variable = row.variables[0]!;
+    const fields = PROGRAMS.map((p) => schemas[p].shape[variable] as z.ZodType | undefined).filter((f): f is z.ZodType => f !== undefined);
+    const takes = (value: number | string) => fields.length > 0 && fields.every((f) => f.safeParse(String(value)).success);
+    if (!takes(1) && !takes(0)) continue;
+    const m = /\b(\d[\d,]*) to (\d[\d,]*)\b|\bat most (\d[\d,]*)\b/.exec(row.meaning);
+    if (!m) {
+      if (takes(1) && takes(2) && fields.every((f) => !f.safeParse('99999999999999').success)) problems.push(`${variable}: its cell states no bounds`);
+      continue;
+    }
+    checked++;
+    const number = (text: string) => Number(text.replaceAll(',', ''));
+    const high = number(m[2] ?? m[3]!);
+    if (!takes(high) || fields.some((f) => f.safeParse(String(high + 1)).success)) problems.push(`${variable}: the cell says at most ${high}, the schema differs`);
+    if (m[1] !== undefined) {
+      const low = number(m[1]);
+      if (!takes(low) || (low > 0 && fields.some((f) => f.safeParse(String(low - 1)).success))) problems.push(`${variable}: the cell says at least ${low}, the schema differs`);
+    }
+  }
+  return { checked, problems };
 }
 
 function readers(variable: string): Set<string> {
@@ -196,6 +228,32 @@ describe('the configuration guide', () => {
     expect(names.size).toBeGreaterThanOrEqual(5);
     const cell = documented.get('OTEL_SERVICE_NAME')!.defaults;
     expect([...names].filter((name) => !cell.includes(`\`${name}\``))).toEqual([]);
+  });
+
+  it('states the bounds of every number a variable takes, as its schema has them', () => {
+    const { checked, problems } = boundProblems(rows);
+    expect(checked).toBeGreaterThan(10);
+    expect(problems).toEqual([]);
+    // And it would tell: a bound the schema does not have, a bound left out.
+    const moved = rows.map((row) => ({ ...row, meaning: row.meaning.replace('1 to 300000', '1 to 600000') }));
+    const unsaid = rows.map((row) => ({ ...row, meaning: row.meaning.replace(', 1 to 10000,', ',') }));
+    expect(boundProblems(moved).problems).toEqual(['DELIVERY_TIMEOUT_MS: the cell says at most 600000, the schema differs']);
+    expect(boundProblems(unsaid).problems).toEqual(['DISPATCH_CONCURRENCY: its cell states no bounds']);
+  });
+
+  it('says when the dispatcher needs DATABASE_URL as its schema decides: with MERCHANTS_FILE, still for a retry schedule', () => {
+    const refused = (env: Record<string, string>) => {
+      try {
+        parseEnv(dispatcherEnvSchema as unknown as z.ZodObject, env);
+        return undefined;
+      } catch (err) {
+        return (err as { variable?: string }).variable;
+      }
+    };
+    expect(refused({ MERCHANTS_FILE: 'merchants.json' })).toBe('DATABASE_URL');
+    expect(refused({ MERCHANTS_FILE: 'merchants.json', RETRY_SCHEDULE: '' })).toBeUndefined();
+    expect(documented.get('DATABASE_URL')!.defaults).toContain('for the dispatcher unless it has both `MERCHANTS_FILE` and an empty `RETRY_SCHEDULE`');
+    expect(example).toMatch(/by the dispatcher unless it has MERCHANTS_FILE and an empty\n# RETRY_SCHEDULE/);
   });
 
   it('gives in .env.example, where it sets a value, the schema\'s default', () => {
