@@ -553,10 +553,9 @@ describe('the merchant portal API', () => {
     const script = await fetch(`http://127.0.0.1:${apiA.port}${src}`, { headers: { 'accept-encoding': 'gzip' } });
     expect(script.status).toBe(200);
     expect(script.headers.get('content-type')).toMatch(/^text\/javascript/);
-    const { portalScriptWeight } = await import('../../apps/api/portal/page.js');
-    // Every module the page loads, each gzipped alone (the Endpoints screens brought it from 8.4 KB to 12.9 KB, the log grouped by
-    // endpoint to 13.6 KB, 13,992 bytes before one webhook's screen showed each endpoint's delivery: 14.15 KB).
-    expect(portalScriptWeight().gzipBytes).toBeLessThan(14_300);
+    const { PORTAL_SCRIPT_GZIP_BUDGET, portalScriptWeight } = await import('../../apps/api/portal/page.js');
+    // Every module the page loads, each gzipped alone.
+    expect(portalScriptWeight().gzipBytes).toBeLessThan(PORTAL_SCRIPT_GZIP_BUDGET);
     const statuses = expectDocumented(seen);
     expect(statuses).toContain('/nucleus/webhooks/{webhookId}/resend 200');
     expect(statuses).toContain('/portal/api/session 201');

@@ -1,0 +1,80 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { PORTAL_SCRIPT_GZIP_BUDGET, portalScriptWeight } from '../../apps/api/portal/page.js';
+import { documents, lineOf } from '../support/docs.js';
+
+/**
+ * Facts the guides state that a change elsewhere would leave stale: the tables the migrations
+ * make (production.md's "What lives where", which backups and a merchant's delete rely on), and the
+ * portal script's weight and the budget its test holds it to (portal.md, DESIGN.md).
+ */
+
+const SQL = 'libs/migrations/sql';
+
+/** The tables the migrations leave (made, not dropped since), and those they dropped. */
+function migratedTables(): { kept: Set<string>; dropped: Set<string> } {
+  const kept = new Set<string>(['schema_migrations']);
+  const dropped = new Set<string>();
+  for (const file of readdirSync(SQL).filter((f) => f.endsWith('.sql')).sort()) {
+    const sql = readFileSync(join(SQL, file), 'utf8').replace(/--.*$/gm, '');
+    for (const m of sql.matchAll(/\b(CREATE|DROP) TABLE (?:IF (?:NOT )?EXISTS )?([a-z_][a-z0-9_]*)(\s+PARTITION OF)?/gi)) {
+      if (m[3]) continue;
+      const table = m[2]!.toLowerCase();
+      if (m[1]!.toUpperCase() === 'CREATE') {
+        kept.add(table);
+        dropped.delete(table);
+      } else {
+        kept.delete(table);
+        dropped.add(table);
+      }
+    }
+  }
+  return { kept, dropped };
+}
+
+/** production.md's row of PostgreSQL in "What lives where": what a backup of it holds. */
+function whatPostgresHolds(): string {
+  const section = readFileSync('docs/production.md', 'utf8').split('What lives where:')[1]!.split('\n## ')[0]!;
+  return section.split('\n').find((line) => line.startsWith('| PostgreSQL |'))!;
+}
+
+/** A weight in KB as the docs write it (1 KB = 1,024 bytes, one decimal). */
+const kb = (bytes: number) => bytes / 1024;
+
+describe('what the docs state about the tables', () => {
+  const { kept, dropped } = migratedTables();
+
+  it('production.md names every table the migrations make, in what a PostgreSQL backup holds', () => {
+    expect(kept.size).toBeGreaterThan(15);
+    const row = whatPostgresHolds();
+    expect([...kept].filter((table) => !row.includes(`\`${table}\``))).toEqual([]);
+  });
+
+  it('no guide names a table the migrations dropped', () => {
+    expect(dropped.size).toBeGreaterThan(0);
+    const named = documents().flatMap(({ file, text }) =>
+      [...text.matchAll(/`([a-z_][a-z0-9_]*)`/g)].filter((m) => dropped.has(m[1]!)).map((m) => `${file}:${lineOf(text, m.index)}: ${m[1]}`),
+    );
+    expect(named).toEqual([]);
+  });
+});
+
+describe("what the docs state about the portal's script", () => {
+  const { bytes, gzipBytes } = portalScriptWeight();
+  const portal = readFileSync('docs/portal.md', 'utf8');
+  const design = readFileSync('docs/DESIGN.md', 'utf8');
+
+  it('portal.md gives its weight to a tenth of a KB or so, and the budget its test keeps', () => {
+    const weight = /\*\*([\d.]+) KB, ([\d.]+) KB gzip\*\*/.exec(portal)!;
+    expect(Math.abs(Number(weight[1]) - kb(bytes))).toBeLessThan(0.15);
+    expect(Math.abs(Number(weight[2]) - kb(gzipBytes))).toBeLessThan(0.15);
+    const budget = /the test fails past ([\d,]+) bytes \(([\d.]+) KB\)/.exec(portal)!;
+    expect(Number(budget[1]!.replaceAll(',', ''))).toBe(PORTAL_SCRIPT_GZIP_BUDGET);
+    expect(budget[2]).toBe(kb(PORTAL_SCRIPT_GZIP_BUDGET).toFixed(1));
+  });
+
+  it('DESIGN.md gives its gzipped weight as portal.md does', () => {
+    const stated = /compiled by `tsc -b` \(([\d.]+) KB gzip\)/.exec(design)!;
+    expect(Math.abs(Number(stated[1]) - kb(gzipBytes))).toBeLessThan(0.15);
+  });
+});
