@@ -49,7 +49,7 @@ export const BATCH_BYTES = 4 * 1024 * 1024;
 /** Stream messages per transaction (each holds up to 200 records), and handed out before an ack. */
 const BATCH_MESSAGES = 100;
 /** How long the upkeep waits for delivery_records' lock to make or drop a day's partition: every read queues behind the wait. */
-const UPKEEP_LOCK_WAIT = '1s';
+export const UPKEEP_LOCK_WAIT = '1s';
 
 /**
  * Materialises `<prefix>.deliveries` into PostgreSQL. The leader holds a session-level advisory

@@ -10,7 +10,7 @@ const LOCK = 'webhooks-schema-migrations';
  * programs on that table queues behind it, and a pg_dump or a transaction left open holds its lock
  * for hours: past this, the migration is rolled back and `migrate` exits 1, to be run again.
  */
-const LOCK_WAIT = '5s';
+export const MIGRATION_LOCK_WAIT = '5s';
 
 /** What ran: the one table made outside a numbered file, since it records them. */
 const LEDGER = `CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -103,7 +103,7 @@ export async function migrate(
         await session.query('BEGIN');
         try {
           // LOCAL: this migration's statements only (takeLock waits for another run however long it takes).
-          await session.query(`SET LOCAL lock_timeout = '${LOCK_WAIT}'`);
+          await session.query(`SET LOCAL lock_timeout = '${MIGRATION_LOCK_WAIT}'`);
           await session.exec(migration.sql);
           await session.query('INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)', [migration.version, migration.name, migration.checksum]);
           await session.query('COMMIT');

@@ -5,6 +5,9 @@ export interface Running {
   fatal?: Promise<Error>;
 }
 
+/** How long a stop may take when the program sets none (the recorder, which reads no SHUTDOWN_TIMEOUT). */
+export const DEFAULT_STOP_TIMEOUT_MS = 35_000;
+
 /**
  * Runs a program until SIGTERM or SIGINT, then stops it and exits 0; a start-up error prints one
  * line and exits 1. A signal during start-up aborts `signal` (a broker that cannot be reached is
@@ -14,7 +17,7 @@ export async function runUntilSignal(
   name: string,
   start: (signal: AbortSignal) => Promise<Running>,
   logger?: Logger,
-  stopTimeoutMs = 35_000,
+  stopTimeoutMs = DEFAULT_STOP_TIMEOUT_MS,
 ): Promise<void> {
   const abort = new AbortController();
   let signalled: string | undefined;
