@@ -140,7 +140,8 @@ export function declareMerchants(program: CliCommand): void {
     .description(
       "Deletes the merchant and its data from every table of DATABASE_URL in one transaction: settings and sealed " +
         'secrets, Idempotency-Key answers, rate-limit counters, portal links and sessions, the delivery log (webhooks, ' +
-        'payloads, attempts, quarantined records), failed webhooks and waiting retries; the audit trail is kept and ' +
+        'payloads, attempts, quarantined records), failed webhooks, waiting webhooks and their open circuits, its order ' +
+        "per reference, its endpoints' failing clocks and adaptive rates, and its upstream events' intake keys; the audit trail is kept and " +
         'records the delete. Prints the rows deleted per table. RabbitMQ is not touched: messages of this merchant still queued or in the streams stay ' +
         'until they are delivered, parked or age out, and the recorder stores records still in the deliveries stream ' +
         'again (run it again once they are gone). Running programs forget the merchant within a second (the delete ' +

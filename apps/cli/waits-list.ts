@@ -11,7 +11,8 @@ export function declareWaitsList(program: CliCommand): void {
     .summary('shows waiting webhooks by due time')
     .description(
       'Reads the waits in PostgreSQL (DATABASE_URL), soonest due first: due time, merchant, webhook-id, attempts made, ' +
-        'why it waits (retry, endpoint-busy, circuit-open, throttled) and, while a copy is on its way to a dispatcher, until when.',
+        'why it waits (retry, endpoint-busy, circuit-open, throttled; ordered: behind an earlier webhook of its reference, ' +
+        'handed back once that one ends, whatever its due time says) and, while a copy is on its way to a dispatcher, until when.',
     )
     .option('--merchant <id>', "only this merchant's")
     .option('--limit <n>', 'the N soonest due; a note on stderr says when some were left out', '500')
