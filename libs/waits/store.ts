@@ -77,9 +77,10 @@ export interface WaitRow {
 /**
  * One batch of writes in one statement: new waits (ON CONFLICT DO NOTHING: a redelivered first
  * attempt finds its own row), next waits of hand-backs (only where the hand still matches), ended
- * waits with their bytes. A wait with `circuitMs` writes its endpoint's circuit row; a wait whose
- * endpoint has one is written parked. Circuit rows are read FOR SHARE, so a close (closeCircuits)
- * waits for this statement and sees what it parked. Returns the circuits that ends close.
+ * waits with their bytes. A wait with `circuitMs` writes its endpoint's circuit row (open again if
+ * it was closing); a wait whose endpoint has an open one is written parked. Circuit rows are read
+ * FOR SHARE, so a close (closeCircuits) waits for this statement, and the unpark after it sees what
+ * it parked. Returns the open circuits that ends close.
  */
 const WRITE = `
 WITH puts AS (
@@ -88,9 +89,9 @@ WITH puts AS (
 ), opened AS (
   INSERT INTO wait_circuits (merchant_id, endpoint_id, probe_at)
   SELECT merchant_id, endpoint_id, now() + max(circuit_ms) * interval '1 millisecond' FROM puts WHERE circuit_ms IS NOT NULL GROUP BY merchant_id, endpoint_id
-  ON CONFLICT (merchant_id, endpoint_id) DO UPDATE SET probe_at = excluded.probe_at
+  ON CONFLICT (merchant_id, endpoint_id) DO UPDATE SET probe_at = excluded.probe_at, closing = false
 ), open AS (
-  SELECT merchant_id, endpoint_id FROM wait_circuits WHERE (merchant_id, endpoint_id) IN (SELECT merchant_id, endpoint_id FROM puts) FOR SHARE
+  SELECT merchant_id, endpoint_id FROM wait_circuits WHERE (merchant_id, endpoint_id) IN (SELECT merchant_id, endpoint_id FROM puts) AND NOT closing FOR SHARE
 ), waits AS (
   SELECT p.*, now() + p.delay_ms * interval '1 millisecond' AS due_at, now() + p.span_ms * interval '1 millisecond' AS span_ends_at,
     (p.circuit_ms IS NOT NULL OR (p.merchant_id, p.endpoint_id) IN (SELECT merchant_id, endpoint_id FROM open)) AS parked
@@ -119,7 +120,7 @@ WITH puts AS (
   DELETE FROM webhook_bodies b USING gone g WHERE b.merchant_id = g.merchant_id AND b.webhook_id = g.webhook_id AND b.endpoint_id = g.endpoint_id
 )
 SELECT c.merchant_id, c.endpoint_id FROM wait_circuits c JOIN unnest($14::text[], $17::text[]) AS x(merchant_id, endpoint_id)
-  ON c.merchant_id = x.merchant_id AND c.endpoint_id = x.endpoint_id`;
+  ON c.merchant_id = x.merchant_id AND c.endpoint_id = x.endpoint_id WHERE NOT c.closing`;
 
 /** A handed wait's bytes: its own endpoint's row, or the webhook's row from before endpoints ('' ). */
 const CONTENT = `(SELECT b.content FROM webhook_bodies b WHERE b.merchant_id = w.merchant_id AND b.webhook_id = w.webhook_id AND b.endpoint_id = w.endpoint_id)`;
@@ -135,7 +136,7 @@ WITH due AS (
   SELECT merchant_id, webhook_id, endpoint_id, parked, GREATEST(due_at, COALESCE(span_ends_at, 'infinity')) AS until FROM webhook_waits
   WHERE pick_at <= now() ORDER BY pick_at LIMIT $1 FOR UPDATE SKIP LOCKED
 ), open AS (
-  SELECT merchant_id, endpoint_id FROM wait_circuits WHERE (merchant_id, endpoint_id) IN (SELECT merchant_id, endpoint_id FROM due WHERE NOT parked) FOR SHARE
+  SELECT merchant_id, endpoint_id FROM wait_circuits WHERE (merchant_id, endpoint_id) IN (SELECT merchant_id, endpoint_id FROM due WHERE NOT parked) AND NOT closing FOR SHARE
 ), decided AS (
   SELECT d.*, (NOT d.parked AND d.until > now() AND (d.merchant_id, d.endpoint_id) IN (SELECT merchant_id, endpoint_id FROM open)) AS park FROM due d
 ), parking AS (
@@ -156,7 +157,7 @@ SELECT * FROM handed UNION ALL SELECT merchant_id, NULL, NULL, NULL, NULL, NULL,
  */
 const PROBE = `
 WITH due AS (
-  SELECT merchant_id, endpoint_id FROM wait_circuits WHERE probe_at <= now() ORDER BY probe_at LIMIT $1 FOR UPDATE SKIP LOCKED
+  SELECT merchant_id, endpoint_id FROM wait_circuits WHERE probe_at <= now() AND NOT closing ORDER BY probe_at LIMIT $1 FOR UPDATE SKIP LOCKED
 ), probe AS (
   SELECT w.merchant_id, w.webhook_id, w.endpoint_id FROM due CROSS JOIN LATERAL (
     SELECT merchant_id, webhook_id, endpoint_id FROM webhook_waits w
@@ -172,6 +173,32 @@ WITH due AS (
 )
 SELECT * FROM handed UNION ALL SELECT merchant_id, NULL, endpoint_id, NULL, NULL, NULL, NULL FROM due
   WHERE (merchant_id, endpoint_id) NOT IN (SELECT merchant_id, endpoint_id FROM probe)`;
+
+/**
+ * A closing circuit's parked waits made due again at their due times, up to $1 of them (the oldest
+ * due first); the row goes once none is left. Rows another statement holds are left for the next
+ * round (so is the row while one of them is still parked). Nothing parks a wait behind a closing
+ * row, and reopening it waits for this statement: what this one saw parked is all there is.
+ */
+const UNPARK = `
+WITH c AS (
+  SELECT merchant_id, endpoint_id FROM wait_circuits WHERE closing LIMIT 1 FOR UPDATE SKIP LOCKED
+), batch AS (
+  SELECT w.merchant_id, w.webhook_id, w.endpoint_id FROM c CROSS JOIN LATERAL (
+    SELECT x.merchant_id, x.webhook_id, x.endpoint_id FROM webhook_waits x
+    WHERE x.merchant_id = c.merchant_id AND x.endpoint_id = c.endpoint_id AND x.parked ORDER BY x.due_at LIMIT $1 FOR UPDATE SKIP LOCKED
+  ) w
+), unparked AS (
+  UPDATE webhook_waits w SET parked = false, pick_at = w.due_at FROM batch b
+  WHERE w.merchant_id = b.merchant_id AND w.webhook_id = b.webhook_id AND w.endpoint_id = b.endpoint_id
+  RETURNING 1
+), closed AS (
+  DELETE FROM wait_circuits x USING c WHERE x.merchant_id = c.merchant_id AND x.endpoint_id = c.endpoint_id AND NOT EXISTS (
+    SELECT 1 FROM webhook_waits w WHERE w.merchant_id = c.merchant_id AND w.endpoint_id = c.endpoint_id AND w.parked
+      AND w.webhook_id NOT IN (SELECT webhook_id FROM batch))
+  RETURNING 1
+)
+SELECT (SELECT count(*) FROM unparked)::integer AS unparked, (SELECT count(*) FROM closed)::integer AS closed`;
 
 /**
  * The takes: each hand-back whose hand is current gets a lease that covers its attempt; an ordered
@@ -212,15 +239,11 @@ function handedOf(rows: PickedRow[]): HandedWait[] {
   }));
 }
 
-/** closeCircuits' two statements, in the caller's transaction. */
+/** closeCircuits' statement, in the caller's transaction: one row per circuit, whatever its parked waits. */
 async function closeIn(tx: Queryable, circuits: readonly CircuitKey[]): Promise<void> {
-  const merchants = circuits.map((c) => c.merchantId);
-  const endpoints = circuits.map((c) => c.endpointId);
-  await tx.query("SET LOCAL statement_timeout = '10min'");
-  await tx.query('DELETE FROM wait_circuits c USING unnest($1::text[], $2::text[]) AS x(m, e) WHERE c.merchant_id = x.m AND c.endpoint_id = x.e', [merchants, endpoints]);
   await tx.query(
-    'UPDATE webhook_waits w SET parked = false, pick_at = due_at FROM unnest($1::text[], $2::text[]) AS x(m, e) WHERE w.merchant_id = x.m AND w.endpoint_id = x.e AND w.parked',
-    [merchants, endpoints],
+    'UPDATE wait_circuits c SET closing = true FROM unnest($1::text[], $2::text[]) AS x(m, e) WHERE c.merchant_id = x.m AND c.endpoint_id = x.e',
+    [circuits.map((c) => c.merchantId), circuits.map((c) => c.endpointId)],
   );
 }
 
@@ -229,9 +252,9 @@ export class WaitStore {
 
   /**
    * Writes one batch, all of it or nothing, circuit closes included: one transaction, so a close
-   * that fails (a deadlock with a pick) leaves nothing committed for the batch's retry to write
-   * again (a new wait, handed on and delivered meanwhile, would be written anew). Two puts of one
-   * key keep the last.
+   * that fails (a deadlock with another batch parked behind the circuit, a lock wait timed out)
+   * leaves nothing committed for the batch's retry to write again (a new wait, handed on and
+   * delivered meanwhile, would be written anew). Two puts of one key keep the last.
    */
   async write(puts: readonly WaitPut[], ends: readonly WaitEnd[]): Promise<void> {
     const last = new Map<string, WaitPut>();
@@ -270,12 +293,18 @@ export class WaitStore {
   }
 
   /**
-   * The circuits close: their rows go, then their parked waits are due again. Two statements: the
-   * delete waits for any statement that parked a wait by the row, and the unpark sees what it
-   * parked. A dead endpoint's parked waits can be a million rows: a long statement timeout.
+   * The circuits close: their rows are marked closing (waiting for any statement that parked a wait
+   * by them), and unparkClosed() makes their parked waits due again. A dead endpoint's parked waits
+   * can be a million rows: made due here, they held the batch (and every wait in it) for minutes.
    */
   async closeCircuits(circuits: readonly CircuitKey[]): Promise<void> {
-    await this.db.transaction((tx) => closeIn(tx, circuits));
+    await closeIn(this.db, circuits);
+  }
+
+  /** One round of UNPARK, on one closing circuit: true when it made waits due or deleted the row (another round may). */
+  async unparkClosed(limit: number): Promise<boolean> {
+    const { rows } = await this.db.query<{ unparked: number; closed: number }>(UNPARK, [limit]);
+    return (rows[0]?.unparked ?? 0) > 0 || (rows[0]?.closed ?? 0) > 0;
   }
 
   /**

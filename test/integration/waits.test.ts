@@ -247,30 +247,30 @@ describe('a hand-back whose confirm came after its deadline, taken to its attemp
     }));
 });
 
-describe('a batch whose circuit close fails (a deadlock with a pick, a lock wait timed out)', () => {
+describe('a batch whose circuit close fails (a deadlock with another batch parked behind the circuit, a lock wait timed out)', () => {
   it('commits nothing, so its retry does not write anew a wait another dispatcher has handed on and delivered meanwhile', () =>
     onDatabase('waits_close_fails', async (database) => {
-      // The close waits for a row a pick holds; PostgreSQL ends that wait as it ends a deadlock's (an
-      // error, the transaction aborted), deterministically here: which side a deadlock aborts is up to
-      // the timing of the two processes' checks.
+      // The close waits for a batch that holds the circuit's row; PostgreSQL ends that wait as it ends
+      // a deadlock's (an error, the transaction aborted), deterministically here: which side a deadlock
+      // aborts is up to the timing of the two processes' checks.
       await database.query(`ALTER DATABASE ${database.name} SET lock_timeout = '300ms'`);
       const db = openPostgres(database.url, { maxConnections: 2 });
       const waits = new WaitStore(db);
       // A dead endpoint: its circuit row, and a wait parked behind it.
       await waits.write([{ ...retryWait('evt_parked', 0), endpointId: 'ep_dead', circuitMs: 60_000 }], []);
-      // A pick holds the parked wait (a span-ended one it hands back to fail)...
-      const pick = new pg.Client({ connectionString: database.url });
-      await pick.connect();
+      // Another dispatcher's batch holds the circuit's row (it parks a wait behind it)...
+      const other = new pg.Client({ connectionString: database.url });
+      await other.connect();
       try {
-        await pick.query('BEGIN');
-        await pick.query("SELECT 1 FROM webhook_waits WHERE webhook_id = 'evt_parked' FOR UPDATE");
+        await other.query('BEGIN');
+        await other.query("SELECT 1 FROM wait_circuits WHERE endpoint_id = 'ep_dead' FOR SHARE");
         // ...while a batch writes a new wait and ends the dead endpoint's probe, delivered, which closes its circuit.
         const failed = await waits.write([retryWait('evt_fresh', 0)], [{ merchantId: 'm_test', webhookId: 'evt_probe', endpointId: 'ep_dead', hand: 3, closesCircuit: true }])
           .then(() => undefined, (err: Error) => err);
         expect(String(failed)).toMatch(/lock timeout/);
       } finally {
-        await pick.query('ROLLBACK').catch(() => {});
-        await pick.end();
+        await other.query('ROLLBACK').catch(() => {});
+        await other.end();
       }
       // Nothing of the batch is committed: no other dispatcher can hand evt_fresh on before the batch is written again.
       expect(await database.query("SELECT webhook_id FROM webhook_waits WHERE webhook_id = 'evt_fresh'")).toEqual([]);

@@ -1,0 +1,115 @@
+import { HEADERS } from '../../libs/contracts/index.js';
+import { BrokerConnection } from '../../libs/broker/index.js';
+import { openPostgres } from '../../libs/delivery-store/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
+import { declareTopology, topologyNames } from '../../libs/topology/index.js';
+import { WaitScheduler, WaitStore, WaitWriter } from '../../libs/waits/index.js';
+import { brokerUrl, deleteTopologyOf, uniquePrefix } from '../support/broker.js';
+import { createTestDatabase } from '../support/postgres.js';
+import { waitFor } from '../support/wait.js';
+
+/** A dead endpoint's parked waits: enough that making them all due again takes longer than the pool's read timeout. */
+const PARKED = 60_000;
+
+/**
+ * A dead endpoint's circuit closes when one of its waits is delivered, and its parked waits (a
+ * million, for an endpoint dead for hours under load) are due again. Made due in the batch that
+ * wrote the delivery's end, the close held every wait of the dispatcher behind it for as long as
+ * that took (32 s for a million rows on the test machine), and one longer than the waits pool's
+ * read timeout (twice its statement timeout: 20 s) never committed: the batch was tried again for
+ * ever, and the dispatcher held every delivery that had to wait. Here the pool's timeouts are cut
+ * (0.5 s, read 1 s), and the parked waits to PARKED, so that the same happens in seconds.
+ */
+describe('a dead endpoint with many parked waits, whose circuit closes', () => {
+  it('writes the end that closes it at once, holds no other wait behind it, and makes the parked waits due again', async () => {
+    const database = await createTestDatabase('wait_circuit_close');
+    const prefix = uniquePrefix('wait-circuit-close');
+    const db = openPostgres(database.url, { maxConnections: 6, statementTimeoutMs: 500 });
+    const broker = new BrokerConnection({ url: brokerUrl(), name: 'test-wait-circuit-close', logger: silentLogger(), declare: (open) => declareTopology(open, { prefix, failedRetention: '1D' }) });
+    const store = new WaitStore(db);
+    const writer = new WaitWriter(store, silentLogger(), [100]);
+    const scheduler = new WaitScheduler(store, broker, silentLogger(), { dispatch: topologyNames(prefix).dispatch, leaseMs: 60_000, pollMs: 100 });
+    try {
+      await broker.open(10_000);
+      // Parked behind the endpoint's circuit, due in an hour (so none is handed back here), their span a day.
+      await database.query(
+        `INSERT INTO webhook_waits (merchant_id, webhook_id, endpoint_id, attempt, due_at, pick_at, reason, headers, parked, span_ends_at)
+         SELECT 'm_dead', 'evt_' || n, 'ep_dead', 1, now() + interval '1 hour', now() + interval '1 day', 'circuit-open', '{}'::jsonb, true, now() + interval '1 day'
+         FROM generate_series(1, $1::integer) n`,
+        [PARKED],
+      );
+      await database.query("INSERT INTO wait_circuits (merchant_id, endpoint_id, probe_at) VALUES ('m_dead', 'ep_dead', now() + interval '1 hour')");
+      // The probe, handed back (hand 3) and delivered: its end closes the circuit.
+      await database.query(
+        `INSERT INTO webhook_waits (merchant_id, webhook_id, endpoint_id, attempt, due_at, pick_at, reason, headers, hand, span_ends_at)
+         VALUES ('m_dead', 'evt_probe', 'ep_dead', 1, now(), now() + interval '1 minute', 'circuit-open', '{}'::jsonb, 3, now() + interval '1 day')`,
+      );
+      await database.query('ANALYZE webhook_waits');
+      scheduler.start();
+
+      const started = Date.now();
+      const written = Promise.all([
+        writer.end({ merchantId: 'm_dead', webhookId: 'evt_probe', endpointId: 'ep_dead', hand: 3, closesCircuit: true }),
+        // Another merchant's retry, in the same batch or the next.
+        writer.put({ merchantId: 'm_healthy', webhookId: 'evt_healthy', endpointId: 'ep_healthy', hand: 0, attempt: 1, delayMs: 3_600_000, reason: 'retry', headers: { [HEADERS.webhookId]: 'evt_healthy' }, content: Buffer.from('{}'), spanLeftMs: 86_400_000 }),
+      ]);
+      let timer: NodeJS.Timeout | undefined;
+      const deadline = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`the batch with the close not written within 5 s (waits still parked: ${PARKED})`)), 5_000)));
+      await Promise.race([written, deadline]).finally(() => clearTimeout(timer));
+      const writtenMs = Date.now() - started;
+      expect(await database.query("SELECT webhook_id FROM webhook_waits WHERE webhook_id IN ('evt_probe', 'evt_healthy')")).toEqual([{ webhook_id: 'evt_healthy' }]);
+
+      // The parked waits are due again at their due time, and the circuit's row goes.
+      await waitFor('every parked wait due again and the circuit gone', async () => {
+        const [row] = await database.query<{ parked: number; circuits: number }>(
+          'SELECT (SELECT count(*) FROM webhook_waits WHERE parked)::integer AS parked, (SELECT count(*) FROM wait_circuits)::integer AS circuits');
+        return row!.parked === 0 && row!.circuits === 0;
+      }, 60_000, 500);
+      expect(await database.query("SELECT count(*)::integer AS n FROM webhook_waits WHERE merchant_id = 'm_dead' AND pick_at = due_at")).toEqual([{ n: PARKED }]);
+      expect(writtenMs).toBeLessThan(5_000);
+    } finally {
+      writer.close();
+      await scheduler.stop();
+      await broker.close();
+      await db.close();
+      await database.drop();
+      await deleteTopologyOf(prefix);
+    }
+  }, 120_000);
+});
+
+describe('a closing circuit', () => {
+  it('parks no new wait, and a failure that opens it again before its waits are all due keeps the rest parked', async () => {
+    const database = await createTestDatabase('wait_circuit_reopen');
+    const db = openPostgres(database.url, { maxConnections: 2 });
+    const store = new WaitStore(db);
+    const wait = (webhookId: string, circuitMs?: number) => ({ merchantId: 'm_flaky', webhookId, endpointId: 'ep_flaky', hand: 0, attempt: 1, delayMs: 3_600_000, reason: 'retry' as const,
+      headers: { [HEADERS.webhookId]: webhookId }, content: Buffer.from('{}'), spanLeftMs: 86_400_000, circuitMs });
+    const parked = async () => (await database.query<{ webhook_id: string }>('SELECT webhook_id FROM webhook_waits WHERE parked ORDER BY webhook_id')).map((r) => r.webhook_id);
+    try {
+      // One at a time: each due a little after the one before.
+      for (const put of [wait('evt_1', 60_000), wait('evt_2'), wait('evt_3')]) await store.write([put], []);
+      expect(await parked()).toEqual(['evt_1', 'evt_2', 'evt_3']);
+      await store.closeCircuits([{ merchantId: 'm_flaky', endpointId: 'ep_flaky' }]);
+      // Closing: a wait written now is not parked, and the pick parks none.
+      await store.write([wait('evt_4')], []);
+      expect(await parked()).toEqual(['evt_1', 'evt_2', 'evt_3']);
+      // One round makes two due again, the oldest first...
+      expect(await store.unparkClosed(2)).toBe(true);
+      expect(await parked()).toEqual(['evt_3']);
+      // ...then an attempt fails and opens the circuit again: the rest stay parked, and new waits are parked.
+      await store.write([wait('evt_5', 60_000)], []);
+      expect(await store.unparkClosed(2)).toBe(false);
+      expect(await parked()).toEqual(['evt_3', 'evt_5']);
+      expect(await database.query('SELECT closing FROM wait_circuits')).toEqual([{ closing: false }]);
+      // Closed again, the next rounds make the rest due and delete the row.
+      await store.closeCircuits([{ merchantId: 'm_flaky', endpointId: 'ep_flaky' }]);
+      while (await store.unparkClosed(1));
+      expect(await parked()).toEqual([]);
+      expect(await database.query('SELECT 1 FROM wait_circuits')).toEqual([]);
+    } finally {
+      await db.close();
+      await database.drop();
+    }
+  });
+});
