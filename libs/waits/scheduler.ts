@@ -100,24 +100,34 @@ export class WaitScheduler {
   /**
    * One pick, its publishes sent; returns the waits picked. The next pick goes on while their
    * confirms come (a quorum fsync takes longer), up to WAIT_BATCHES_CONFIRMING batches at once;
-   * hand-backs not yet confirmed count as ready.
+   * hand-backs not yet confirmed count as ready. The probes go out before PostgreSQL is asked
+   * anything more: a close or a pick that fails then (a statement timeout, a restart) left them
+   * handed and unsent until their lease ended.
    */
   private async tick(): Promise<number> {
     this.unpark();
     if (!this.broker.isConnected) return 0;
     const room = Math.min(this.options.batch ?? WAIT_PICK_BATCH, (this.options.maxReady ?? WAIT_MAX_READY) - (await this.ready()) - this.unconfirmed);
     if (room <= 0) return 0;
-    const { handed: waits, parked } = await this.store.pick(room, this.options.leaseMs);
+    const probes = await this.store.probe(room, this.options.leaseMs);
+    this.send(probes.handed);
+    if (probes.idle.length > 0) await this.store.closeCircuits(probes.idle);
+    const { handed, parked } = await this.store.pick(room - probes.handed.length, this.options.leaseMs);
     this.stats.parked += parked;
+    this.send(handed);
     // Rows parked behind an open circuit count as picked: more may be due behind them.
-    if (waits.length === 0) return parked;
+    return probes.handed.length + handed.length + parked;
+  }
+
+  /** Publishes the hand-backs of one statement, counted as ready until confirmed. */
+  private send(waits: readonly HandedWait[]): void {
+    if (waits.length === 0) return;
     this.unconfirmed += waits.length;
     const confirmed: Promise<void> = Promise.all(waits.map((wait) => this.handBack(wait))).then(() => {
       this.unconfirmed -= waits.length;
       this.confirming.delete(confirmed);
     });
     this.confirming.add(confirmed);
-    return waits.length + parked;
   }
 
   /**

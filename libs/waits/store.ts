@@ -325,15 +325,21 @@ export class WaitStore {
     return new Set(rows.map((row) => takeKey({ merchantId: row.merchant_id, webhookId: row.webhook_id, endpointId: row.endpoint_id, hand: row.hand })));
   }
 
-  /** Up to `limit` due waits, probes first, each with a lease of `leaseMs`; `parked` counts those parked instead. */
+  /**
+   * Up to `limit` probes of open circuits whose probe time came, each with a lease of `leaseMs`;
+   * `idle`: the circuits with no parked wait left to probe, to be closed (closeCircuits).
+   */
+  async probe(limit: number, leaseMs: number): Promise<{ handed: HandedWait[]; idle: CircuitKey[] }> {
+    const { rows } = await this.db.query<PickedRow>(PROBE, [limit, leaseMs]);
+    const idle = rows.filter((row) => row.webhook_id === null).map((row) => ({ merchantId: row.merchant_id, endpointId: row.endpoint_id ?? '' }));
+    return { handed: handedOf(rows), idle };
+  }
+
+  /** Up to `limit` due waits, each with a lease of `leaseMs`; `parked` counts those parked instead. */
   async pick(limit: number, leaseMs: number): Promise<{ handed: HandedWait[]; parked: number }> {
-    const probes = (await this.db.query<PickedRow>(PROBE, [limit, leaseMs])).rows;
-    const idle = probes.filter((row) => row.webhook_id === null).map((row) => ({ merchantId: row.merchant_id, endpointId: row.endpoint_id ?? '' }));
-    if (idle.length > 0) await this.closeCircuits(idle);
-    const handed = handedOf(probes);
-    const { rows } = await this.db.query<PickedRow>(PICK, [limit - handed.length, leaseMs]);
-    const picked = handedOf(rows);
-    return { handed: [...handed, ...picked], parked: rows.length - picked.length };
+    const { rows } = await this.db.query<PickedRow>(PICK, [limit, leaseMs]);
+    const handed = handedOf(rows);
+    return { handed, parked: rows.length - handed.length };
   }
 
   /** A hand-back not confirmed is due again now, unless it was taken after all (a late confirm: take() moved the lease). */

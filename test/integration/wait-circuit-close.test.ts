@@ -1,10 +1,11 @@
+import pg from 'pg';
 import { HEADERS } from '../../libs/contracts/index.js';
 import { BrokerConnection } from '../../libs/broker/index.js';
 import { openPostgres } from '../../libs/delivery-store/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { declareTopology, topologyNames } from '../../libs/topology/index.js';
 import { WaitScheduler, WaitStore, WaitWriter } from '../../libs/waits/index.js';
-import { brokerUrl, deleteTopologyOf, uniquePrefix } from '../support/broker.js';
+import { brokerUrl, deleteTopologyOf, TestBroker, uniquePrefix } from '../support/broker.js';
 import { createTestDatabase } from '../support/postgres.js';
 import { waitFor } from '../support/wait.js';
 
@@ -110,6 +111,51 @@ describe('a closing circuit', () => {
     } finally {
       await db.close();
       await database.drop();
+    }
+  });
+});
+
+describe("a dead endpoint's probe handed out by a pick whose next statement fails (a statement timeout, a restart)", () => {
+  it('is published at once, not left handed and unsent until its lease ends', async () => {
+    const database = await createTestDatabase('wait_probe_sent');
+    const prefix = uniquePrefix('wait-probe-sent');
+    // A lock wait fails fast: the pick's statement after the probes' fails on a lock held below.
+    await database.query(`ALTER DATABASE ${database.name} SET lock_timeout = '300ms'`);
+    const db = openPostgres(database.url, { maxConnections: 2 });
+    const broker = new BrokerConnection({ url: brokerUrl(), name: 'test-wait-probe-sent', logger: silentLogger(), declare: (open) => declareTopology(open, { prefix, failedRetention: '1D' }) });
+    const store = new WaitStore(db);
+    const scheduler = new WaitScheduler(store, broker, silentLogger(), { dispatch: topologyNames(prefix).dispatch, leaseMs: 60_000, pollMs: 100 });
+    const holder = new pg.Client({ connectionString: database.url });
+    try {
+      await broker.open(10_000);
+      // m_dead's circuit, its probe due now, and its parked wait: the probe.
+      await store.write([{ merchantId: 'm_dead', webhookId: 'evt_probe', endpointId: 'ep_dead', hand: 0, attempt: 1, delayMs: 1, reason: 'circuit-open',
+        headers: { [HEADERS.webhookId]: 'evt_probe' }, content: Buffer.from('{}'), spanLeftMs: 86_400_000, circuitMs: 1 }], []);
+      // m_other's circuit too, and a wait of its due and not parked (written before its circuit): the pick reads that circuit's row.
+      await store.write([{ merchantId: 'm_other', webhookId: 'evt_due', endpointId: 'ep_other', hand: 0, attempt: 1, delayMs: 0, reason: 'retry',
+        headers: { [HEADERS.webhookId]: 'evt_due' }, content: Buffer.from('{}'), spanLeftMs: 86_400_000 }], []);
+      await database.query("INSERT INTO wait_circuits (merchant_id, endpoint_id, probe_at) VALUES ('m_other', 'ep_other', now() + interval '1 hour')");
+      // Another statement holds m_other's circuit row: each pick's read of it fails (as a statement timeout would).
+      await holder.connect();
+      await holder.query('BEGIN');
+      await holder.query("SELECT 1 FROM wait_circuits WHERE merchant_id = 'm_other' FOR UPDATE");
+      scheduler.start();
+      const test = await TestBroker.open();
+      try {
+        await waitFor('the probe in dispatch', async () => (await test.messageCount(topologyNames(prefix).dispatch)) >= 1, 5_000);
+        const [probe] = await test.drain(topologyNames(prefix).dispatch, 1);
+        expect(probe!.properties.messageId).toBe('evt_probe');
+      } finally {
+        await test.close();
+      }
+    } finally {
+      await holder.query('ROLLBACK').catch(() => {});
+      await holder.end().catch(() => {});
+      await scheduler.stop();
+      await broker.close();
+      await db.close();
+      await database.drop();
+      await deleteTopologyOf(prefix);
     }
   });
 });

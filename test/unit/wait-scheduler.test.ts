@@ -14,6 +14,9 @@ function fakes(due: number, ready = 0) {
       return { handed: Array.from({ length: n }, (): HandedWait => ({ merchantId: 'm', webhookId: `wh_${next++}`, hand: 1, headers: {}, content: Buffer.alloc(0), leaseEnd: '' })), parked: 0 };
     },
     unhand: async (key: { webhookId: string }) => void unhanded.push(key.webhookId),
+    // No circuit: no probe, nothing closing.
+    probe: async () => ({ handed: [], idle: [] }),
+    unparkClosed: async () => false,
   } as unknown as WaitStore;
   const confirms: Array<{ webhookId: string; settle: (ok: boolean) => void }> = [];
   const broker = {
