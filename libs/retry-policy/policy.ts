@@ -27,9 +27,14 @@ export class RetryPolicy {
     return attempt - 1 >= this.delaysMs.length;
   }
 
-  /** True when the span since the webhook was first seen (or resent) is over. */
+  /**
+   * True when the span since the webhook was first seen (or resent) is over; always, with a single
+   * attempt (no schedule: nothing can wait for a later one). Else a dispatcher whose clock is behind
+   * the one that stamped `startedAt` (another dispatcher's, PostgreSQL's) found a span of 0 not over,
+   * and postponed for an open circuit to a step the schedule does not have (no delay: its wait refused).
+   */
   spanOver(startedAt: string, now: Date): boolean {
-    return this.spanLeftMs(startedAt, now) <= 0;
+    return this.delaysMs.length === 0 || this.spanLeftMs(startedAt, now) <= 0;
   }
 
   /** Time left until that span is over (≤ 0 once it is). */

@@ -141,4 +141,32 @@ describe('an empty schedule', () => {
       await receiver.close();
     }
   });
+
+  it('postpones nothing for an open circuit on a dispatcher whose clock is behind the one that first saw the webhook', async () => {
+    const receiver = await Receiver.start(() => 502);
+    const merchant = testMerchant('m_once_skew', receiver.url);
+    // One failure opens the endpoint's circuit (in this dispatcher's memory), for a minute.
+    const harness = await startHarness({ name: 'single-skew', merchants: [merchant], retryDelaysMs: [], settings: { breakerThreshold: 1, breakerCooldownMs: 60_000 } });
+    try {
+      await harness.publisher.publish(sampleEvent('payout', merchant.id));
+      await harness.test.readStream(harness.names.failed, 1);
+      // A webhook first seen by a dispatcher whose clock is 5 s ahead of this one's (an endpoint's
+      // share of a fan-out handed on; an ordered webhook woken carries PostgreSQL's clock instead).
+      await harness.test.publishRaw(harness.names.dispatch, Buffer.from(JSON.stringify(sampleEvent('payout', merchant.id))), {
+        messageId: 'evt_skewed',
+        contentType: 'application/json',
+        headers: { [HEADERS.endpointId]: merchant.endpoints[0]!.id, [HEADERS.webhookId]: 'evt_skewed', [HEADERS.firstSeenAt]: new Date(Date.now() + 5_000).toISOString() },
+      });
+      await waitFor('it settled', () => harness.dispatcher.stats.failed + harness.dispatcher.stats.invalid === 2, 10_000);
+      // Failed (resendable) after its one attempt, as any webhook of a single-attempt schedule: not parked as invalid.
+      const parked = harness.dispatcher.stats.invalid > 0 ? (await harness.test.drain(harness.names.invalid, 1))[0]!.properties.headers?.[HEADERS.invalidReason] : undefined;
+      expect(parked).toBeUndefined();
+      const entries = await harness.test.readStream(harness.names.failed, 2);
+      expect(entries[1]!.properties.messageId).toBe('evt_skewed');
+      expect(receiver.requests).toHaveLength(2);
+    } finally {
+      await harness.close();
+      await receiver.close();
+    }
+  });
 });
