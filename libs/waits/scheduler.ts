@@ -105,7 +105,6 @@ export class WaitScheduler {
    * handed and unsent until their lease ended.
    */
   private async tick(): Promise<number> {
-    this.unpark();
     if (!this.broker.isConnected) return 0;
     const room = Math.min(this.options.batch ?? WAIT_PICK_BATCH, (this.options.maxReady ?? WAIT_MAX_READY) - (await this.ready()) - this.unconfirmed);
     if (room <= 0) return 0;
@@ -115,6 +114,8 @@ export class WaitScheduler {
     const { handed, parked } = await this.store.pick(room - probes.handed.length, this.options.leaseMs);
     this.stats.parked += parked;
     this.send(handed);
+    // PostgreSQL answers: closed circuits' parked waits are made due again meanwhile.
+    this.unpark();
     // Rows parked behind an open circuit count as picked: more may be due behind them.
     return probes.handed.length + handed.length + parked;
   }
