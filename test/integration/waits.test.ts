@@ -86,6 +86,37 @@ describe('a retry delivered while the delivery log loses every record', () => {
   });
 });
 
+describe('a retry that fails for good on a dispatcher killed before its failure is recorded', () => {
+  it('leaves its failure resendable: the redelivered hand-back is not dropped with nothing indexed', async () => {
+    const receiver = await Receiver.start(() => 500);
+    const merchant = testMerchant('m_fail_killed', receiver.url);
+    // The log's writer of the dispatcher about to be killed: a `failed` record is never confirmed (it dies first).
+    const dying = { start: async () => {}, stop: async () => {}, record: (input: { outcome: string }) => (input.outcome === 'failed' ? new Promise<void>(() => {}) : Promise.resolve()) } as unknown as DeliveryRecorder;
+    const harness = await startHarness({ name: 'waits-fail-killed', merchants: [merchant], retryDelaysMs: [200], recorder: dying });
+    let survivor: DispatcherProgram | undefined;
+    try {
+      const { messageId } = await harness.publisher.publish(sampleEvent('payout', merchant.id));
+      // Its retry fails for good: moved to failed (confirmed), then its wait ended or its failure indexed, its record still out.
+      await harness.test.readStream(harness.names.failed, 1);
+      const settled = async () => (await harness.waits.census(0)).waiting === 0 || (await harness.database.query('SELECT 1 FROM failed_webhooks')).length > 0;
+      await waitFor('its wait ended or its failure indexed', settled, 10_000);
+      // Killed there: the broker gives its unacked hand-back to the dispatcher that is left.
+      await harness.broker.close();
+      survivor = await startDispatcher(loadDispatcherConfig({
+        RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: harness.prefix, DATABASE_URL: harness.database.url, MERCHANTS_FILE: harness.merchantsFile, RETRY_SCHEDULE: '200ms',
+        FAILED_RETENTION: '1D', ALLOW_PRIVATE_TARGETS: 'true', METRICS_PORT: '0', DELIVERY_LOG: 'off',
+      }), silentLogger());
+      await waitFor('the hand-back settled by the survivor', async () => survivor!.dispatcher.stats.superseded + survivor!.dispatcher.stats.failed >= 1 && (await harness.test.messageCount(harness.names.dispatch)) === 0, 15_000);
+      // The merchant can resend it (DELIVERY_LOG off: nothing but the dispatchers indexes a failure).
+      expect(await harness.database.query('SELECT webhook_id FROM failed_webhooks')).toEqual([{ webhook_id: messageId }]);
+    } finally {
+      await survivor?.stop();
+      await harness.close();
+      await receiver.close();
+    }
+  }, 60_000);
+});
+
 /** Settings the dispatcher reads per message (the harness's object): changed as an operator's restart would, mid-test. */
 function liveSettings(harness: Harness): { maxMessageBytes: number } {
   return (harness.dispatcher as unknown as { settings: { maxMessageBytes: number } }).settings;

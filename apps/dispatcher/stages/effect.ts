@@ -135,12 +135,18 @@ export class EffectStage {
           lastStatus: decision.status,
           lastAttemptAt: decision.attempted ? now : undefined,
         });
-        // The failure is recorded (and its wait ended) once it is in `failed`: a move that gives up leaves no failure behind.
+        // Recorded once it is in `failed` (a move that gives up leaves no failure behind), and a
+        // wait's or a place's failure indexed too, before they end: ended first, a dispatcher killed
+        // before its record was confirmed left its redelivered copy stale (dropped as superseded) and
+        // the failure nowhere a resend finds it. Any other is indexed after its ack, not holding it.
+        const ends = intake.hand !== undefined || intake.ordered === true;
+        const index = () => this.index(delivery, intake, decision, headers, now, span);
         const settle = async () => {
-          await Promise.all([this.endWait(intake, UNSENDABLE.has(decision.reason)), record()]);
+          await Promise.all([record(), ends ? index() : undefined]);
+          await this.endWait(intake, UNSENDABLE.has(decision.reason));
         };
         if (!(await this.move(delivery, this.deps.names.failed, headers, intake.event, span, settle))) return;
-        this.index(delivery, intake, decision, headers, now, span);
+        if (!ends) void index();
         this.count('failed', 'failed', intake.event, intake.test);
         this.deps.observer.failed(decision.reason);
         logger.warn('webhook failed', { ...logFields(intake), reason: decision.reason, attempts: decision.attempts, error: decision.error, errorClass: decision.errorClass, ...spanLogFields(span) });
@@ -149,9 +155,9 @@ export class EffectStage {
     }
   }
 
-  /** The failure, resendable at once, without holding the ack; a write that fails is left to the recorder. */
-  private index(delivery: Delivery, intake: IntakeEvent, decision: Extract<Decision, { kind: 'failed' }>, headers: ScalarHeaders, now: Date, span: Span | undefined): void {
-    this.deps.failures?.record({
+  /** The failure, resendable at once; never rejects: a write that fails is left to the recorder. */
+  private async index(delivery: Delivery, intake: IntakeEvent, decision: Extract<Decision, { kind: 'failed' }>, headers: ScalarHeaders, now: Date, span: Span | undefined): Promise<void> {
+    await this.deps.failures?.record({
       merchantId: intake.merchantId,
       webhookId: intake.webhookId,
       endpointId: intake.endpointId,
