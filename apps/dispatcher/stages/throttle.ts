@@ -2,7 +2,7 @@ import type { Queryable } from '../../../libs/delivery-store/index.js';
 import type { Logger } from '../../../libs/logger/index.js';
 import { type EndpointRate, endpointRateOf, lowerEndpointRate, type Endpoint, raiseEndpointRate } from '../../../libs/merchants/index.js';
 import { sweepCells, takeCell } from '../../../libs/rate-limit/index.js';
-import { onceEvery } from '../../../libs/runtime/index.js';
+import { BoundedMap, onceEvery } from '../../../libs/runtime/index.js';
 import { respaceThrottled, throttleQueueCell } from '../../../libs/waits/index.js';
 import { endpointKey, endpointOfKey } from './endpoint-key.js';
 
@@ -16,6 +16,12 @@ const RATE_READ_EVERY_MS = 1_000;
 
 /** How long the metric shows the rate an endpoint was last sent at: one nothing was sent to since (deleted, say) goes. */
 const RATE_SHOWN_MS = 60_000;
+
+/**
+ * Endpoints each of the throttle's maps remembers: past it the one set longest ago is forgotten,
+ * not all (a clear at the limit forgot every slowed endpoint's rate and every refusal at once).
+ */
+export const REMEMBERED_ENDPOINTS = 10_000;
 
 /** `dueAt`: the wait's due time on the throttle's clock, where the places of one answer are exactly an interval apart. */
 export type ThrottleVerdict = { kind: 'go' } | { kind: 'wait'; delayMs: number; dueAt: number } | { kind: 'stopping' };
@@ -40,20 +46,20 @@ interface Adaptive {
  * 'throttled' wait due a little before its place in the endpoint's queue (a second GCRA row).
  */
 export class Throttle {
-  private readonly adaptive = new Map<string, Adaptive>();
+  private readonly adaptive = new BoundedMap<string, Adaptive>(REMEMBERED_ENDPOINTS);
   /** Sends per endpoint in the current second: the rate a first 429 halves on an endpoint without a limit. */
-  private readonly sent = new Map<string, { second: number; count: number; last: number }>();
+  private readonly sent = new BoundedMap<string, { second: number; count: number; last: number }>(REMEMBERED_ENDPOINTS);
   /** While PostgreSQL does not answer: each endpoint's next slot in this dispatcher alone. */
-  private readonly alone = new Map<string, number>();
+  private readonly alone = new BoundedMap<string, number>(REMEMBERED_ENDPOINTS);
   /** Each limited endpoint's rate as last admitted, and when (the metric drops it RATE_SHOWN_MS later). */
-  private readonly current = new Map<string, { rate: number; at: number }>();
+  private readonly current = new BoundedMap<string, { rate: number; at: number }>(REMEMBERED_ENDPOINTS);
   /** Until when a take of the endpoint is known to be refused: meanwhile a delivery goes straight to its place in the queue. */
-  private readonly refusedUntil = new Map<string, number>();
+  private readonly refusedUntil = new BoundedMap<string, number>(REMEMBERED_ENDPOINTS);
   /**
    * Until when the endpoint's queue is ahead of its slots: a new delivery goes to its back without a
    * take (a take per delivery queued every dispatcher on the one row's lock).
    */
-  private readonly queuedUntil = new Map<string, number>();
+  private readonly queuedUntil = new BoundedMap<string, number>(REMEMBERED_ENDPOINTS);
   /** New deliveries' takes in flight per endpoint, and those waiting: the row serializes them anyway, each holding a pool connection. */
   private readonly taking = new Map<string, { inFlight: number; turns: Array<() => void> }>();
   /** Deliveries waiting for their place in each endpoint's queue: taken together, one statement a batch. */
@@ -99,7 +105,6 @@ export class Throttle {
       this.current.delete(key);
       return this.sending(key);
     }
-    if (this.current.size >= 10_000) this.current.clear();
     this.current.set(key, { rate, at: this.now() });
     const intervalMs = 1000 / rate;
     const aheadMs = this.options.aheadMs?.(intervalMs) ?? Math.min(THROTTLE_AHEAD.maxMs, Math.max(THROTTLE_AHEAD.minMs, THROTTLE_AHEAD.slots * intervalMs));
@@ -124,12 +129,10 @@ export class Throttle {
           if (++this.takes % 1_000 === 0) void sweepCells(this.db).catch(() => {});
           if (!answer.ok && answer.behind) {
             // Not refusedUntil: that one sends hand-backs to the queue's back too.
-            if (this.queuedUntil.size >= 10_000) this.queuedUntil.clear();
             this.queuedUntil.set(key, this.now() + answer.retryInMs);
             return this.queue(key, intervalMs, aheadMs, answer.retryInMs);
           }
           if (!answer.ok) {
-            if (this.refusedUntil.size >= 10_000) this.refusedUntil.clear();
             this.refusedUntil.set(key, this.now() + answer.retryInMs);
             return this.queue(key, intervalMs, aheadMs, answer.retryInMs);
           }
@@ -250,7 +253,6 @@ export class Throttle {
         const first = this.now() + (place.ok ? place.inMs : place.retryInMs);
         batch.forEach((p, i) => p.resolve(first + i * intervalMs));
         // The last place's slot is within reach `aheadMs` before it: until then the queue is ahead of the slots.
-        if (this.queuedUntil.size >= 10_000) this.queuedUntil.clear();
         this.queuedUntil.set(key, first + (batch.length - 1) * intervalMs - aheadMs);
       } catch {
         for (const p of batch) p.resolve(undefined);
@@ -261,10 +263,8 @@ export class Throttle {
   private sending(key: string): ThrottleVerdict {
     const second = Math.floor(this.now() / 1000);
     const sent = this.sent.get(key);
-    if (!sent) {
-      if (this.sent.size >= 10_000) this.sent.clear();
-      this.sent.set(key, { second, count: 1, last: 0 });
-    } else if (sent.second === second) sent.count++;
+    if (!sent) this.sent.set(key, { second, count: 1, last: 0 });
+    else if (sent.second === second) sent.count++;
     else {
       sent.last = sent.second === second - 1 ? sent.count : 0;
       sent.second = second;
@@ -284,7 +284,6 @@ export class Throttle {
     let adaptive = this.adaptive.get(key);
     if (adaptive && this.now() - adaptive.readAt < RATE_READ_EVERY_MS) return;
     if (!adaptive) {
-      if (this.adaptive.size >= 10_000) this.adaptive.clear();
       adaptive = { rate: undefined, readAt: -Infinity, raisedAt: -Infinity };
       this.adaptive.set(key, adaptive);
     }
@@ -309,7 +308,6 @@ export class Throttle {
     const now = this.now();
     const slot = Math.max(now, this.alone.get(key) ?? 0);
     if (slot - now > aheadMs) return undefined;
-    if (this.alone.size >= 10_000) this.alone.clear();
     this.alone.set(key, slot + intervalMs);
     return { inMs: slot - now, from: now };
   }
