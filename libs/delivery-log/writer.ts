@@ -4,14 +4,14 @@ import type { Logger } from '../logger/index.js';
 import { declareQueueSpec, deliveriesSpec, type Replication, topologyNames } from '../topology/index.js';
 import type { DeliveryRecord, DeliveryRecordInput } from './record.js';
 
-/** A message of the deliveries stream closes at this many records, or about this many bytes. */
+/** A message of the deliveries stream closes at this many records, or once past this many bytes. */
 export const STREAM_MESSAGE_LIMITS = { records: 200, bytes: 1024 * 1024 };
 
 /**
  * The largest message body a dispatcher takes (MAX_MESSAGE_BYTES at most). Its record escapes the
  * body (twice its bytes at worst) into a stream message beside up to STREAM_MESSAGE_LIMITS.bytes of
- * other records (their answers escaped up to six times): past 16 MiB, RabbitMQ 4's default
- * max_message_size, the broker closes the publishing channel. test/unit/config.test.ts adds it up.
+ * other records: past 16 MiB, RabbitMQ 4's default max_message_size, the broker closes the
+ * publishing channel. test/unit/config.test.ts adds it up.
  */
 export const MAX_RECORDED_BODY_BYTES = 4 * 1024 * 1024;
 
@@ -40,10 +40,9 @@ export class RecorderStoppedError extends Error {
   }
 }
 
-/** Records published together, and the one promise each of their record() calls returns. */
+/** Records published together (as JSON, and its bytes), and the one promise each of their record() calls returns. */
 interface Batch {
-  records: DeliveryRecord[];
-  /** About what the records take in the stream message. */
+  records: string[];
   bytes: number;
   written: Promise<void>;
   resolve: () => void;
@@ -88,8 +87,9 @@ export class DeliveryRecorder {
     const record: DeliveryRecord =
       input.id !== undefined && input.at !== undefined ? (input as DeliveryRecord) : { ...input, id: input.id ?? randomUUID(), at: input.at ?? new Date().toISOString() };
     const batch = (this.batch ??= newBatch());
-    batch.records.push(record);
-    batch.bytes += 400 + (record.payload?.length ?? 0) + (record.attempt?.responseBody?.length ?? 0) + (record.attempt?.error?.length ?? 0);
+    const json = JSON.stringify(record);
+    batch.records.push(json);
+    batch.bytes += Buffer.byteLength(json) + 1;
     // Bounded in bytes too, so that what the log's recorder holds per message read is bounded.
     if (batch.records.length >= (this.options.maxRecords ?? STREAM_MESSAGE_LIMITS.records) || batch.bytes >= STREAM_MESSAGE_LIMITS.bytes) this.flush();
     else this.timer ??= setTimeout(() => this.flush(), 5);
@@ -123,7 +123,7 @@ export class DeliveryRecorder {
   }
 
   private async publish(batch: Batch): Promise<void> {
-    const content = Buffer.from(JSON.stringify(batch.records));
+    const content = Buffer.from(`[${batch.records.join(',')}]`);
     const properties = { contentType: 'application/json', headers: { 'x-record-count': batch.records.length } };
     const send = () => this.broker.sendToQueue(this.stream, content, properties, this.options.confirmDeadlineMs ?? 10_000);
     try {

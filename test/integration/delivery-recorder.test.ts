@@ -114,6 +114,19 @@ describe('the delivery recorder (the writer the dispatcher calls)', () => {
     expect(records.find((r) => r.webhookId === 'w-given-id')?.id).toBe(id);
   });
 
+  it('closes a stream message at 1 MiB of its bytes, escapes counted, not of the records\' characters', async () => {
+    // Answers of control characters: each escapes to six bytes (\u0001), 384 KiB a record.
+    const answer = '\u0001'.repeat(64 * 1024);
+    const ids = Array.from({ length: 10 }, (_, i) => `w-escaped-${i}`);
+    await Promise.all(ids.map((id) => recorder.record(recordFor(id, { attempt: { startedAt: new Date().toISOString(), durationMs: 3, httpStatus: 500, responseBody: answer } }))));
+    await streamRecords(test, names.deliveries, 311);
+    const entries = await test.readStream(names.deliveries, await test.messageCount(names.deliveries));
+    const holding = entries.filter((entry) => decodeRecords(entry.content).records.some((r) => ids.includes(r.webhookId)));
+    // Closed once past 1 MiB: at most one record over it (all ten in one 3.8 MiB message before).
+    for (const entry of holding) expect(entry.content.length).toBeLessThan(1024 * 1024 + 400 * 1024);
+    expect(holding.length).toBeGreaterThanOrEqual(3);
+  });
+
   it('rejects the records of a batch the broker did not take, so their deliveries stay unacked', async () => {
     // In place of the stream, a queue that refuses every message (nacks each publish).
     const ch = await test.connection.createChannel();
