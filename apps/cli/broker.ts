@@ -35,23 +35,15 @@ export async function withBroker<T>(config: CliConfig, queues: string[], run: (b
   }
 }
 
-/** DATABASE_URL's PostgreSQL did not let the command in (no answer, no such role or database): named, without its password. */
-export class DatabaseUnreachableError extends Error {
-  constructor(url: string, cause: unknown) {
-    // Without the query string: pg takes its settings from it too, a password among them.
-    super(`cannot use the PostgreSQL of DATABASE_URL (${redacted(url).replace(/[?#].*$/, '')}): ${(cause as Error)?.message ?? String(cause)}`, { cause });
-    this.name = 'DatabaseUnreachableError';
-  }
-}
-
 /** A pool on DATABASE_URL for one command, closed after; without DATABASE_URL, `needs` is the usage error. */
 export async function withPostgres<T>(url: string | undefined, needs: string, options: PostgresOptions, run: (database: Database) => Promise<T>): Promise<T> {
   if (!url) throw new UsageError(needs);
   const database = openPostgres(url, options);
   try {
     // One look first: pg's own words ("connect ECONNREFUSED …", "role … does not exist") say neither which variable nor that it is PostgreSQL.
+    // The URL without its password, nor its query string: pg takes its settings from it too, a password among them.
     await database.query('SELECT 1').catch((err: unknown) => {
-      throw new DatabaseUnreachableError(url, err);
+      throw new Error(`cannot use the PostgreSQL of DATABASE_URL (${redacted(url).replace(/[?#].*$/, '')}): ${(err as Error)?.message ?? String(err)}`, { cause: err });
     });
     return await run(database);
   } finally {

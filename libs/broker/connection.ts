@@ -6,7 +6,7 @@ import type { AckBatcher } from './ack-batcher.js';
 import { coalesceWrites, destroy, isAccessRefused } from './amqplib-gaps.js';
 import { cancelAndClose, ignoreUnsolicitedReplies, within } from './channels.js';
 import { type Consumer, consumerHandle, type ConsumeOptions, type ConsumerHost, type ConsumerState, openReader, type Reader, type ReaderOptions, startConsumer } from './consumers.js';
-import { BrokerAccessRefusedError, BrokerUnavailableError, BrokerUnroutableError, StartAbortedError } from './errors.js';
+import { BrokerUnavailableError, BrokerUnroutableError, StartAbortedError } from './errors.js';
 import { ReturnTracker } from './return-tracker.js';
 import { BROKER_BACKOFF, BROKER_START_DEADLINE_MS, CLOSE_STEP_MS } from './timing.js';
 import { hostOf, redacted, shuffled, withHeartbeat } from './urls.js';
@@ -116,7 +116,8 @@ export class BrokerConnection extends EventEmitter {
           timeout: 10_000,
         });
       } catch (err) {
-        if (isAccessRefused(err)) this.fatal = new BrokerAccessRefusedError(redacted(url));
+        // Permanent: the program stops at once and says so.
+        if (isAccessRefused(err)) this.fatal = new Error(`RabbitMQ refused the login (ACCESS_REFUSED) at ${redacted(url)}: check the user and password in RABBITMQ_URL`);
         throw err;
       }
       this.pending = model;

@@ -14,14 +14,6 @@ export class BrokerUnroutableError extends Error {
   }
 }
 
-/** RabbitMQ refused the login (403 ACCESS_REFUSED): permanent, so the program stops at once and says so. */
-export class BrokerAccessRefusedError extends Error {
-  constructor(readonly url: string) {
-    super(`RabbitMQ refused the login (ACCESS_REFUSED) at ${url}: check the user and password in RABBITMQ_URL`);
-    this.name = 'BrokerAccessRefusedError';
-  }
-}
-
 /** A signal (Ctrl-C, SIGTERM) arrived while the program was still starting: it stops instead. */
 export class StartAbortedError extends Error {
   constructor() {

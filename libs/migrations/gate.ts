@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { isTransient, openPostgres, type Queryable } from '../delivery-store/index.js';
 import type { Logger } from '../logger/index.js';
 import { REQUIRED_VERSION } from './files.js';
-import { MIGRATE_COMMAND, SchemaBehindError, SchemaTooNewError, SchemaUnknownError, SchemaUnreadableError } from './errors.js';
+import { MIGRATE_COMMAND, SchemaBehindError, SchemaTooNewError, SchemaUnknownError } from './errors.js';
 import { currentVersion } from './runner.js';
 
 /** How long a program waits at start-up for the schema it needs (or for PostgreSQL to answer). */
@@ -43,7 +43,8 @@ export async function awaitSchema(db: Queryable, logger: Logger, options: Schema
         if (told !== waiting) logger.warn('database schema is older than this program needs; waiting for it to be migrated', { current: err.current, needed: REQUIRED_VERSION, run: MIGRATE_COMMAND });
       } else {
         if (err instanceof SchemaTooNewError) throw err;
-        if (!isTransient(err)) throw new SchemaUnreadableError(err);
+        // PostgreSQL answered but refused the look (no such database or role, a wrong password): not waited for.
+        if (!isTransient(err)) throw new Error(`cannot read the database schema version: ${(err as Error)?.message ?? String(err)} (DATABASE_URL)`, { cause: err });
         problem = new SchemaUnknownError(err);
         waiting = 'database';
         if (told !== waiting) logger.warn('database unreachable at start-up; waiting for it', { error: (err as Error).message });

@@ -1,6 +1,6 @@
 import type { Database, Queryable, Session } from '../delivery-store/index.js';
 import { MIGRATIONS, type Migration } from './files.js';
-import { LedgerRefusedError, MigrationChangedError, MigrationFailedError, SchemaTooNewError } from './errors.js';
+import { fileOf, SchemaTooNewError } from './errors.js';
 
 /** Held for a whole run: a second `webhooks migrate` (another machine) waits, then finds nothing to do. */
 const LOCK = 'webhooks-schema-migrations';
@@ -41,7 +41,7 @@ function checkApplied(rows: readonly AppliedRow[], migrations: readonly Migratio
   for (const row of rows) {
     const migration = known.get(row.version);
     if (!migration) throw new SchemaTooNewError(rows.at(-1)!.version, migrations.at(-1)?.version ?? 0);
-    if (migration.checksum !== row.checksum) throw new MigrationChangedError(migration);
+    if (migration.checksum !== row.checksum) throw new Error(`migration ${fileOf(migration)} was changed after it ran (its checksum differs): restore the released file; a change to the schema is a new migration`);
   }
 }
 
@@ -90,8 +90,9 @@ export async function migrate(
   try {
     await takeLock(session, options.onWait);
     try {
+      // A role without CREATE: PostgreSQL's words alone do not say what `migrate` needs.
       await session.query(LEDGER).catch((err: unknown) => {
-        throw new LedgerRefusedError(err);
+        throw new Error(`cannot make schema_migrations: ${(err as Error)?.message ?? String(err)} (webhooks migrate runs as the owner of DATABASE_URL's database)`, { cause: err });
       });
       const { rows } = await session.query<AppliedRow>(APPLIED);
       checkApplied(rows, migrations);
@@ -109,7 +110,8 @@ export async function migrate(
           await session.query('COMMIT');
         } catch (err) {
           await session.query('ROLLBACK').catch(() => {});
-          throw new MigrationFailedError(migration, err);
+          const waited = (err as { code?: string })?.code === '55P03' ? ': another session holds a table it changes (a long transaction, a pg_dump); run migrate again once it ends' : '';
+          throw new Error(`migration ${fileOf(migration)} failed and was rolled back: ${(err as Error)?.message ?? String(err)}${waited}`, { cause: err });
         }
         applied.push(migration);
       }

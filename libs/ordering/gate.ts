@@ -6,14 +6,6 @@ import { type OrderAdmit, type OrderEnd, orderId, type OrderPlace, type OrderSta
 
 type Item = { admit: OrderAdmit } | { end: OrderEnd };
 
-/** A step given an intake's wait answered `behind` for it: its wait not written, it may be neither attempted nor acked. */
-export class OrderWaitNotWrittenError extends Error {
-  constructor(readonly webhookId: string) {
-    super(`order: ${webhookId} was stepped with its wait and its wait was not written`);
-    this.name = 'OrderWaitNotWrittenError';
-  }
-}
-
 /** How long a look-up of a redelivered copy's places may take: a slow PostgreSQL must not hold merchants that do not order. */
 export const ORDER_LOOKUP_TIMEOUT_MS = 2_000;
 
@@ -41,8 +33,9 @@ export class OrderGate {
     const state = await this.step(place);
     if (state !== 'behind') return state;
     const again = await this.step({ ...place, ...wait() });
-    // With its wait it is never answered `behind` (webhook_order_step writes it); were it, attempting it could overtake, acking it lose it.
-    if (again === 'behind') throw new OrderWaitNotWrittenError(place.webhookId);
+    // With its wait it is never answered `behind` (webhook_order_step writes it); were it, attempting it could overtake, acking it lose it:
+    // it may be neither attempted nor acked.
+    if (again === 'behind') throw new Error(`order: ${place.webhookId} was stepped with its wait and its wait was not written`);
     return again;
   }
 
