@@ -10,8 +10,6 @@ export interface FailureFacts {
   lastStatus?: number;
   /** Absent when the failure was not an attempt (an open circuit, a webhook no longer available). */
   lastAttemptAt?: Date;
-  /** The entry's own id (x-failure-id); a fresh random one when absent. */
-  failureId?: string;
 }
 
 /**
@@ -26,7 +24,7 @@ export function failureEntryHeaders(webhook: ScalarHeaders, facts: FailureFacts)
   if (facts.lastAttemptAt) headers[HEADERS.lastAttemptAt] = facts.lastAttemptAt.toISOString();
   if (facts.lastStatus !== undefined) headers[HEADERS.lastStatus] = facts.lastStatus;
   headers[HEADERS.entryType] = ENTRY_TYPES.failure;
-  headers[HEADERS.failureId] = facts.failureId ?? randomUUID();
+  headers[HEADERS.failureId] = randomUUID();
   headers[HEADERS.failedReason] = facts.reason;
   headers[HEADERS.failedAt] = facts.failedAt.toISOString();
   return headers;
