@@ -32,15 +32,12 @@ export function adminRouter(deps: ApiDeps): express.Router {
   const router = express.Router();
   const base = '/admin';
 
+  // A rejection goes to the error handler: express 5 passes it to next().
   router.use(async (req: Request, res: Response, next: NextFunction) => {
-    try {
-      const token = await deps.auth.authorizeAdmin(req.get('authorization'));
-      // Who, for the audit trail: the admin token's subject (the dashboard's backend, an operator).
-      res.locals.actor = { actor: `admin:${String(token.sub ?? 'unknown').slice(0, 200)}`, address: req.ip };
-      next();
-    } catch (err) {
-      next(err);
-    }
+    const token = await deps.auth.authorizeAdmin(req.get('authorization'));
+    // Who, for the audit trail: the admin token's subject (the dashboard's backend, an operator).
+    res.locals.actor = { actor: `admin:${String(token.sub ?? 'unknown').slice(0, 200)}`, address: req.ip };
+    next();
   });
 
   mount(router, 'getMerchant', async (_req, res, { params }) => {

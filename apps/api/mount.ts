@@ -1,4 +1,4 @@
-import type { NextFunction, Request, Response, Router } from 'express';
+import type { Request, Response, Router } from 'express';
 import type { z } from 'zod';
 import { ApiError, badRequest } from './errors.js';
 import type { RouteDeclaration } from './route-declaration.js';
@@ -42,15 +42,12 @@ function parse(schema: z.ZodObject | undefined, value: unknown, where: 'path' | 
 /** Mounts a declared route's handler. `ownQuery`: the handler reads the query itself (resend's own codes). */
 export function mount(router: Router, operationId: OperationId, handler: Handler, base = '', ownQuery = false): void {
   const declared = routeOf(operationId);
-  router[declared.method](expressPath(declared.path, base), async (req: Request, res: Response, next: NextFunction) => {
-    try {
-      const params = parse(declared.input?.params, req.params, 'path');
-      const query = ownQuery ? {} : parse(declared.input?.query, req.query, 'query');
-      if (declared.input?.body) checkBodyType(req);
-      await handler(req, res, { params, query });
-    } catch (err) {
-      next(err);
-    }
+  // What it throws goes to the error handler: express 5 passes a rejection to next().
+  router[declared.method](expressPath(declared.path, base), async (req: Request, res: Response) => {
+    const params = parse(declared.input?.params, req.params, 'path');
+    const query = ownQuery ? {} : parse(declared.input?.query, req.query, 'query');
+    if (declared.input?.body) checkBodyType(req);
+    await handler(req, res, { params, query });
   });
 }
 
