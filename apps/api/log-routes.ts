@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { EVENT_NAMES, isWellFormedReference, merchantIdSchema } from '../../libs/contracts/index.js';
+import { EVENT_NAMES, isWellFormedReference } from '../../libs/contracts/index.js';
 import { isStorableFeedCursor, isStorableText, isStorableTime } from '../../libs/delivery-store/index.js';
 import { OUTCOMES, WEBHOOK_STATUSES } from '../../libs/delivery-log/index.js';
 import { ATTEMPT_ERROR_CLASSES } from '../../libs/http/index.js';

@@ -115,13 +115,9 @@ export async function openLogSource(ctx: CliContext): Promise<LogSource> {
     const database = openPostgres(url, { maxConnections: 2, applicationName: 'webhooks-cli log' });
     return { ...deliveryLogQueries(database), close: () => database.close() };
   }
-  let base: URL;
-  try {
-    base = new URL(adminApiBase(ctx.env));
-  } catch {
-    throw new UsageError('WEBHOOKS_API_URL is not a URL (e.g. http://127.0.0.1:8080)');
-  }
-  return apiLogSource(base, await adminToken(ctx.env));
+  const base = adminApiBase(ctx.env);
+  if (!URL.canParse(base)) throw new UsageError('WEBHOOKS_API_URL is not a URL (e.g. http://127.0.0.1:8080)');
+  return apiLogSource(new URL(base), await adminToken(ctx.env));
 }
 
 /** The admin API's routes for the log, answering as the database does. */

@@ -5,7 +5,7 @@ import { isBlockedAddress } from '../http/address-guard.js';
 import type { Actor } from './audit.js';
 import type { PgMerchantDirectory } from './pg-directory.js';
 import { newEndpointId } from './directory.js';
-import { type EndpointView, endpointViewOf } from './endpoint-view.js';
+import { endpointViewOf } from './endpoint-view.js';
 import { type DisabledReason, disabledByOperator, type Endpoint, MAX_ENDPOINTS_PER_MERCHANT, type Merchant } from './schema.js';
 import { InvalidIdempotencyKeyError, InvalidSettingsError, MerchantNotFoundError, PublicKeyTakenError } from './errors.js';
 import type { MerchantInput, MerchantPatch } from './settings-input.js';
@@ -21,12 +21,8 @@ export interface UrlPolicy {
 
 /** Checks an endpoint's URL on write; throws InvalidSettingsError naming url. */
 export function checkWebhookUrl(text: string, policy: UrlPolicy): string {
-  let url: URL;
-  try {
-    url = new URL(text);
-  } catch {
-    throw new InvalidSettingsError('url', 'must be an absolute URL');
-  }
+  if (!URL.canParse(text)) throw new InvalidSettingsError('url', 'must be an absolute URL');
+  const url = new URL(text);
   if (url.protocol !== 'https:' && !(policy.allowHttp && url.protocol === 'http:')) {
     throw new InvalidSettingsError('url', policy.allowHttp ? 'must be an http(s) URL' : 'must be an https URL');
   }

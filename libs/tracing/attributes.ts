@@ -41,12 +41,8 @@ type SafeUrl = { full: string; address: string; port: number; scheme: string };
 const safeUrls = new Map<string, SafeUrl | undefined>();
 
 function parseSafeUrl(url: string): SafeUrl | undefined {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    return undefined;
-  }
+  if (!URL.canParse(url)) return undefined;
+  const parsed = new URL(url);
   const scheme = parsed.protocol.replace(/:$/, '');
   const port = parsed.port !== '' ? Number(parsed.port) : scheme === 'https' ? 443 : 80;
   return { full: `${parsed.protocol}//${parsed.host}${parsed.pathname}`, address: parsed.hostname, port, scheme };
