@@ -12,7 +12,7 @@ export interface RateLimiter {
 
 /** In memory: for this instance's own resources (its log-read pool), and for one API without a database. */
 export class MemoryRateLimiter implements RateLimiter {
-  private readonly buckets = new Map<string, { tokens: number; at: number }>();
+  private readonly buckets = new BoundedMap<string, { tokens: number; at: number }>(100_000);
 
   constructor(
     private readonly perMinute: number,
@@ -27,7 +27,6 @@ export class MemoryRateLimiter implements RateLimiter {
     bucket.tokens = Math.min(this.burst, bucket.tokens + (now - bucket.at) * ratePerMs);
     bucket.at = now;
     this.buckets.set(key, bucket);
-    if (this.buckets.size > 100_000) this.buckets.clear();
     if (bucket.tokens >= 1) {
       bucket.tokens -= 1;
       return { ok: true };

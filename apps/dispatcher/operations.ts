@@ -1,5 +1,6 @@
 import { PLATFORM_MERCHANT_ID } from '../../libs/contracts/index.js';
 import type { Logger } from '../../libs/logger/index.js';
+import { BoundedMap } from '../../libs/runtime/index.js';
 import { type Endpoint, type Health, MAX_ENDPOINTS_PER_MERCHANT, type Merchant, type MerchantDirectory, type PgMerchantDirectory } from '../../libs/merchants/index.js';
 import type { OperationalMetrics } from '../../libs/metrics/index.js';
 import {
@@ -39,7 +40,7 @@ interface Streak {
   sharedSeen?: number;
 }
 
-/** Endpoints whose last success (or run of failures) this dispatcher remembers, at most. */
+/** Endpoints whose last success (or run of failures) this dispatcher remembers, at most: past it, the one set longest ago goes. */
 const MAX_REMEMBERED = 20_000;
 
 /**
@@ -57,9 +58,9 @@ const MAX_REMEMBERED = 20_000;
  */
 export class Operations {
   private readonly folder: IntervalFolder<IdentifiedEvent>;
-  private readonly streaks = new Map<string, Streak>();
+  private readonly streaks = new BoundedMap<string, Streak>(MAX_REMEMBERED);
   /** Merchant → endpoint id → that endpoint's last success seen here (the URL, in case it changed since). */
-  private readonly lastSuccess = new Map<string, Map<string, { url: string; at: number }>>();
+  private readonly lastSuccess = new BoundedMap<string, Map<string, { url: string; at: number }>>(MAX_REMEMBERED);
   private readonly writing = new Set<string>();
   private readonly inFlight = new Set<Promise<void>>();
   private readonly health: boolean;
@@ -158,10 +159,7 @@ export class Operations {
     const webhook = this.endpointOf(intake);
     if (!webhook) return;
     let endpoints = this.lastSuccess.get(merchantId);
-    if (!endpoints) {
-      if (this.lastSuccess.size >= MAX_REMEMBERED) this.lastSuccess.clear();
-      this.lastSuccess.set(merchantId, (endpoints = new Map()));
-    }
+    if (!endpoints) this.lastSuccess.set(merchantId, (endpoints = new Map()));
     const last = endpoints.get(webhook.id);
     if (last) {
       last.url = webhook.url;
@@ -202,11 +200,7 @@ export class Operations {
     let streak = this.streaks.get(key);
     // Failures before a success elsewhere (the clock cleared) or before a long silence do not count.
     if (streak && ((streak.sharedSeen !== undefined && shared === undefined) || at - streak.lastAt > after / 5)) streak = undefined;
-    if (!streak) {
-      if (this.streaks.size >= MAX_REMEMBERED) this.streaks.clear();
-      streak = { since: at, lastAt: at };
-      this.streaks.set(key, streak);
-    }
+    if (!streak) this.streaks.set(key, (streak = { since: at, lastAt: at }));
     streak.sharedSeen = shared;
     streak.lastAt = at;
     const last = webhook.lastFailureAt === undefined ? undefined : Date.parse(webhook.lastFailureAt);

@@ -4,6 +4,7 @@ import type { WebhookHttpClient, WebhookRequest, WebhookResponse } from './clien
 import { type Deadlined, Deadlines } from './deadlines.js';
 import { WebhookBlockedError, WebhookNetworkError, WebhookTimeoutError } from './errors.js';
 import { type SendWatcher, type SentOn, watchSend } from './sent-on.js';
+import { BoundedMap } from '../runtime/bounded-map.js';
 
 export interface UndiciClientOptions {
   /** false: refuse loopback, private, link-local and reserved targets, checked on the address connected to. */
@@ -69,7 +70,7 @@ interface Target {
 
 /** Webhook URL → where undici sends it: a URL parse per request cost as much as the rest of the client. */
 class Targets {
-  private readonly known = new Map<string, Target>();
+  private readonly known = new BoundedMap<string, Target>(10_000);
 
   constructor(private readonly guard: boolean) {}
 
@@ -87,7 +88,6 @@ class Targets {
       path: parsed.search ? `${parsed.pathname}${parsed.search}` : parsed.pathname,
       blocked: literal && isBlockedAddress(literal) ? literal : undefined,
     };
-    if (this.known.size >= 10_000) this.known.clear();
     this.known.set(url, target);
     return target;
   }

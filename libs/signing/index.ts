@@ -1,5 +1,6 @@
 import { createHmac, createSecretKey, type KeyObject } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
+import { BoundedMap } from '../runtime/bounded-map.js';
 
 export interface SignedHeaders {
   'webhook-id': string;
@@ -14,7 +15,7 @@ const PREFIX = 'whsec_';
  * several times slower. test/unit/signing.test.ts proves the bytes identical to it and svix's.
  */
 export class WebhookSigner {
-  private readonly keys = new Map<string, KeyObject>();
+  private readonly keys = new BoundedMap<string, KeyObject>(10_000);
 
   /** During a rotation, one `v1,` signature per secret, space-separated: a receiver verifying with either passes. */
   sign(secrets: string | readonly string[], webhookId: string, body: string, now: Date = new Date()): SignedHeaders {
@@ -36,7 +37,6 @@ export class WebhookSigner {
       // Refuses what the library refuses (not strict base64, empty).
       new Webhook(secret);
       key = createSecretKey(Buffer.from(secret.startsWith(PREFIX) ? secret.slice(PREFIX.length) : secret, 'base64'));
-      if (this.keys.size > 10_000) this.keys.clear();
       this.keys.set(secret, key);
     }
     return key;

@@ -1,3 +1,5 @@
+import { BoundedMap } from '../runtime/bounded-map.js';
+
 /** Span attributes: OpenTelemetry's conventions and the webhook's own; never a secret, a signature or a payload. */
 export const ATTR = {
   messagingSystem: 'messaging.system',
@@ -30,15 +32,12 @@ export const MESSAGING_SYSTEM = 'rabbitmq';
 /** A URL as a span may show it: no query, fragment, user or password (a merchant's URL may carry a token). */
 export function safeUrl(url: string): SafeUrl | undefined {
   // Per attempt: a merchant's URL is parsed once (a new URL() costs microseconds), the cache bounded.
-  if (!safeUrls.has(url)) {
-    if (safeUrls.size >= 10_000) safeUrls.clear();
-    safeUrls.set(url, parseSafeUrl(url));
-  }
+  if (!safeUrls.has(url)) safeUrls.set(url, parseSafeUrl(url));
   return safeUrls.get(url);
 }
 
 type SafeUrl = { full: string; address: string; port: number; scheme: string };
-const safeUrls = new Map<string, SafeUrl | undefined>();
+const safeUrls = new BoundedMap<string, SafeUrl | undefined>(10_000);
 
 function parseSafeUrl(url: string): SafeUrl | undefined {
   if (!URL.canParse(url)) return undefined;

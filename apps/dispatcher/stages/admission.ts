@@ -1,6 +1,7 @@
 import { PLATFORM_MERCHANT_ID } from '../../../libs/contracts/index.js';
 import { type Merchant, type MerchantDirectory, receivesEvent, type Endpoint } from '../../../libs/merchants/index.js';
 import type { RetryPolicy } from '../../../libs/retry-policy/index.js';
+import { BoundedMap } from '../../../libs/runtime/index.js';
 import type { Finding, Unavailable } from './decide.js';
 import { type Admission as Slot, EndpointGuards, endpointOf } from './endpoint-guards.js';
 import type { IntakeEvent } from './intake.js';
@@ -16,7 +17,7 @@ export interface Admitted {
 /** Admission: the directory (merchant, enabled endpoint, event filter), then the endpoint's throttle, then its guards. */
 export class AdmissionStage {
   /** Webhook URL → endpoint: parsing a URL per delivery costs more than the rest of admission. */
-  private readonly endpoints = new Map<string, string>();
+  private readonly endpoints = new BoundedMap<string, string>(10_000);
 
   constructor(
     private readonly merchants: MerchantDirectory,
@@ -78,11 +79,7 @@ export class AdmissionStage {
 
   private endpointOf(url: string): string {
     let endpoint = this.endpoints.get(url);
-    if (endpoint === undefined) {
-      if (this.endpoints.size >= 10_000) this.endpoints.clear();
-      endpoint = endpointOf(url);
-      this.endpoints.set(url, endpoint);
-    }
+    if (endpoint === undefined) this.endpoints.set(url, (endpoint = endpointOf(url)));
     return endpoint;
   }
 }
