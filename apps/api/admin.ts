@@ -1,5 +1,4 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
-import type { z } from 'zod';
 import {
   type MerchantSettings,
   type WriteGuards,
@@ -8,7 +7,6 @@ import {
   endpointInputSchema,
   endpointViewsOf,
   endpointPatchSchema,
-  firstIssue,
   isUnavailable,
   listAudit,
   MerchantStoreUnavailableError,
@@ -23,7 +21,7 @@ import {
 import type { ApiDeps } from './deps.js';
 import { ApiError, badRequest, notFound } from './errors.js';
 import { mountLogRoutes } from './log-handlers.js';
-import { methodsNotAllowed, mount } from './mount.js';
+import { bodyOf, methodsNotAllowed, mount } from './mount.js';
 import { mountPortalAdmin } from './portal/handlers.js';
 import { AUDIT_PAGE_LIMIT } from './routes.js';
 
@@ -139,12 +137,6 @@ function send(res: Response, status: number, message: string, data: unknown, ver
   if (version !== undefined) res.set('etag', `"${version}"`);
   if (replayed) res.set('idempotent-replayed', 'true');
   res.status(status).json({ message, error: null, data });
-}
-
-function bodyOf<T extends z.ZodType>(schema: T, req: Request): z.output<T> {
-  const parsed = schema.safeParse(req.body ?? {});
-  if (!parsed.success) throw firstIssue(parsed.error);
-  return parsed.data;
 }
 
 /** Idempotency-Key given once, or not at all (MerchantSettings checks its form); If-Match as a version. */

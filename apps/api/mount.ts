@@ -1,5 +1,6 @@
 import type { Request, Response, Router } from 'express';
 import type { z } from 'zod';
+import { firstIssue } from '../../libs/merchants/index.js';
 import { ApiError, badRequest } from './errors.js';
 import type { RouteDeclaration } from './route-declaration.js';
 import { type OperationId, ROUTES, route as routeOf } from './routes.js';
@@ -64,4 +65,11 @@ export function methodsNotAllowed(router: Router, base = '', only?: (route: Rout
       next(new ApiError(405, 'method_not_allowed', `Use ${allow} for this endpoint`, { allow }));
     });
   }
+}
+
+/** A settings body as the schema reads it; its first problem is InvalidSettingsError (400 invalid_settings, naming the field). */
+export function bodyOf<T extends z.ZodType>(schema: T, req: Request): z.output<T> {
+  const parsed = schema.safeParse(req.body ?? {});
+  if (!parsed.success) throw firstIssue(parsed.error);
+  return parsed.data;
 }

@@ -11,7 +11,6 @@ import {
   endpointInputSchema,
   endpointPatchSchema,
   endpointViewOf,
-  firstIssue,
   type Merchant,
   rotateInputSchema,
   withEndpointRates,
@@ -19,7 +18,7 @@ import {
 import type { PortalPermission, PortalSession } from '../../../libs/portal/index.js';
 import type { ApiDeps } from '../deps.js';
 import { ApiError, badRequest, unavailable } from '../errors.js';
-import { mount } from '../mount.js';
+import { bodyOf, mount } from '../mount.js';
 import { testEventBody } from './routes.js';
 
 /** What the portal's handlers share (handlers.ts makes it and says what each does). */
@@ -86,10 +85,6 @@ export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: Portal
     if (!found) throw new EndpointNotFoundError(merchantId, endpointId);
     return found;
   };
-  const settingsInput = <T>(parsed: { success: true; data: T } | { success: false; error: Parameters<typeof firstIssue>[0] }): T => {
-    if (!parsed.success) throw firstIssue(parsed.error);
-    return parsed.data;
-  };
 
   mount(app, 'portalListEndpoints', async (req, res) => {
     const found = await helpers.session(req);
@@ -104,7 +99,7 @@ export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: Portal
 
   mount(app, 'portalCreateEndpoint', async (req, res) => {
     const { found, settings, actor } = await settingsWrite(req, 'manage-endpoint');
-    const input = settingsInput(endpointInputSchema.safeParse(req.body ?? {}));
+    const input = bodyOf(endpointInputSchema, req);
     const written = await settings.create(found.merchantId, input, { by: 'merchant', actor });
     deps.logger.info('endpoint added from the portal', { merchantId: found.merchantId, endpointId: written.view.id });
     // This replica may not hold the write yet (NOTIFY): the write's own view then.
@@ -116,7 +111,7 @@ export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: Portal
   mount(app, 'portalUpdateEndpoint', async (req, res, { params }) => {
     const { found, settings, actor } = await settingsWrite(req, 'manage-endpoint');
     const endpointId = params.endpointId as string;
-    const patch = settingsInput(endpointPatchSchema.safeParse(req.body ?? {}));
+    const patch = bodyOf(endpointPatchSchema, req);
     const written = await settings.patch(found.merchantId, endpointId, patch, { by: 'merchant', actor });
     deps.logger.info('endpoint changed from the portal', { merchantId: found.merchantId, endpointId, fields: Object.keys(patch) });
     const view = await shown(found.merchantId, endpointId).catch(() => undefined);
@@ -135,7 +130,7 @@ export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: Portal
   mount(app, 'portalRotateSecret', async (req, res, { params }) => {
     const { found, settings, actor } = await settingsWrite(req, 'manage-secret');
     const endpointId = params.endpointId as string;
-    const input = settingsInput(rotateInputSchema.safeParse(req.body ?? {}));
+    const input = bodyOf(rotateInputSchema, req);
     const { replayed: _replayed, version: _version, ...rotated } = await settings.rotate(found.merchantId, endpointId, input.graceSeconds, { actor });
     deps.logger.info('endpoint secret rotated from the portal', { merchantId: found.merchantId, endpointId, previousSecretExpiresAt: rotated.previousSecretExpiresAt });
     res.json({ message: 'endpoint secret rotated', error: null, data: rotated });
