@@ -125,15 +125,12 @@ function apiLogSource(base: URL, token: string): LogSource {
   const get = async <T>(path: string, query: Record<string, string>, notFoundIsNone = false): Promise<T | undefined> => {
     const url = new URL(path, base);
     for (const [name, value] of Object.entries(query)) url.searchParams.set(name, value);
-    let res: Response;
-    try {
-      res = await fetch(url, { headers: { authorization: `Bearer ${token}`, accept: 'application/json' }, signal: AbortSignal.timeout(15_000) });
-    } catch {
+    const res = await fetch(url, { headers: { authorization: `Bearer ${token}`, accept: 'application/json' }, signal: AbortSignal.timeout(15_000) }).catch(() => {
       throw new Error(
         `DATABASE_URL is not set, and no API answers at ${base.origin}: set DATABASE_URL to read the delivery log in PostgreSQL, ` +
           'or start the API (npm start) or set WEBHOOKS_API_URL to one that runs',
       );
-    }
+    });
     const body = (await res.json().catch(() => undefined)) as { message?: string; error?: { code?: string }; data?: T } | undefined;
     if (res.ok) return body?.data;
     if (res.status === 404 && notFoundIsNone && body?.error?.code === 'webhook_not_found') return undefined;

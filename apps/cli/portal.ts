@@ -39,18 +39,15 @@ export function declarePortal(program: CliCommand): void {
       },
       async (options, ctx) => {
         const base = adminApiBase(ctx.env, options.api);
-        let res: Response;
-        try {
-          // --revoke ends the merchant's sessions and unused links instead of minting one.
-          res = await fetch(`${base}/admin/merchants/${encodeURIComponent(options.merchant)}/portal-sessions`, {
-            method: options.revoke ? 'DELETE' : 'POST',
-            headers: { authorization: `Bearer ${await adminToken(ctx.env, options.adminToken)}`, 'content-type': 'application/json' },
-            body: options.revoke ? undefined : JSON.stringify({ ...(options.permissions ? { permissions: options.permissions } : {}), expiresIn: options.expiresIn }),
-            signal: AbortSignal.timeout(10_000),
-          });
-        } catch (err) {
+        // --revoke ends the merchant's sessions and unused links instead of minting one.
+        const res = await fetch(`${base}/admin/merchants/${encodeURIComponent(options.merchant)}/portal-sessions`, {
+          method: options.revoke ? 'DELETE' : 'POST',
+          headers: { authorization: `Bearer ${await adminToken(ctx.env, options.adminToken)}`, 'content-type': 'application/json' },
+          body: options.revoke ? undefined : JSON.stringify({ ...(options.permissions ? { permissions: options.permissions } : {}), expiresIn: options.expiresIn }),
+          signal: AbortSignal.timeout(10_000),
+        }).catch((err: unknown) => {
           throw new Error(`the admin API at ${base} could not be reached (${(err as Error).message}); is the API running? --api says where`);
-        }
+        });
         const answer = (await res.json().catch(() => ({}))) as { message?: string; data?: { url: string; expiresAt: string } };
         if (options.revoke ? res.status !== 200 : res.status !== 201 || !answer.data) {
           throw new Error(`the admin API answered ${res.status}: ${answer.message ?? 'no message'}`);

@@ -40,17 +40,14 @@ export async function runUntilSignal(
   process.on('SIGTERM', () => onSignal('SIGTERM'));
   process.on('SIGINT', () => onSignal('SIGINT'));
 
-  let program: Running;
-  try {
-    program = await start(abort.signal);
-  } catch (err) {
+  const program = await start(abort.signal).catch((err: unknown) => {
     if (signalled) {
       logger?.info('start-up interrupted; stopped', { signal: signalled });
       process.exit(0);
     }
     process.stderr.write(`${name} could not start: ${(err as Error).message}\n`);
     process.exit(1);
-  }
+  });
   started = () => {
     program.stop().then(
       () => process.exit(0),

@@ -1,4 +1,4 @@
-import { DeliveryFailedError, WebhookRejectedError, type WebhookHttpClient, type WebhookResponse } from '../../../libs/http/index.js';
+import { DeliveryFailedError, WebhookRejectedError, type WebhookHttpClient } from '../../../libs/http/index.js';
 import { signingSecrets } from '../../../libs/merchants/index.js';
 import type { DeliveryObserver } from '../../../libs/metrics/index.js';
 import type { WebhookSigner } from '../../../libs/signing/index.js';
@@ -42,13 +42,10 @@ export class AttemptStage {
         } as Record<string, string>,
       };
       const attempt = span && attemptSpan(span, request);
-      let response: WebhookResponse;
-      try {
-        response = await this.http.post(request);
-      } catch (err) {
+      const response = await this.http.post(request).catch((err: unknown) => {
         if (attempt) endAttempt(attempt, undefined, err);
         throw err;
-      }
+      });
       if (attempt) endAttempt(attempt, response);
       responseBody = response.body;
       if (response.status < 200 || response.status > 299) {
