@@ -21,9 +21,9 @@ export type Finding =
   | { kind: 'superseded'; key: string }
   /** Intake: upstream published this key within INTAKE_DEDUPE_WINDOW. */
   | { kind: 'duplicate'; merchantId: string; webhookId: string }
-  /** `handTaken`: as the decision's. */
+  /** `handTaken`: a hand-back whose hand is its wait's current one: that wait (and its place in order) ends with the park. */
   | { kind: 'invalid'; code: InvalidCode; detail: string; handTaken?: HandBack }
-  /** Behind an earlier webhook of its reference; its wait is written. */
+  /** Behind an earlier webhook of its reference: it waits (its 'ordered' wait written at intake); no attempt spent. */
   | { kind: 'ordered' }
   /** A new event for several endpoints: each walked apart (stages/fan-out.ts), never decided itself. */
   | { kind: 'fan-out'; endpointIds: string[] }
@@ -39,13 +39,10 @@ export type Finding =
   /** `circuitMs`: the endpoint's circuit is open for that long after it. */
   | { kind: 'attempt-failed'; error: DeliveryFailedError; trace?: AttemptTrace; circuitMs?: number };
 
-/** What happens to the delivery: exactly one of these. */
+/** What happens to the delivery: exactly one of these. What intake found (superseded, duplicate, invalid, ordered) is decided as it was found. */
 export type Decision =
+  | Extract<Finding, { kind: 'superseded' | 'duplicate' | 'invalid' | 'ordered' }>
   | { kind: 'delivered'; attempt: number; status: number }
-  | { kind: 'superseded'; key: string }
-  /** Waits for an earlier webhook of its reference (its 'ordered' wait written at intake); no attempt spent. */
-  | { kind: 'ordered' }
-  | { kind: 'duplicate'; merchantId: string; webhookId: string }
   | { kind: 'skipped'; why: 'webhook-disabled' | 'endpoint-disabled' | 'event-not-subscribed' }
   /** Back to its queue untried, once (stopping). */
   | { kind: 'returned' }
@@ -56,9 +53,7 @@ export type Decision =
   | { kind: 'throttle'; delayMs: number }
   /** `circuitMs`: when the open circuit lets a probe through, from now. */
   | { kind: 'postpone'; step: number; circuitMs: number }
-  | { kind: 'failed'; reason: FailedReason; attempts: number; error: string; errorClass?: AttemptErrorClass; status?: number; attempted: boolean }
-  /** `handTaken`: a hand-back whose hand is its wait's current one: that wait (and its place in order) ends with the park. */
-  | { kind: 'invalid'; code: InvalidCode; detail: string; handTaken?: HandBack };
+  | { kind: 'failed'; reason: FailedReason; attempts: number; error: string; errorClass?: AttemptErrorClass; status?: number; attempted: boolean };
 
 const UNAVAILABLE_MESSAGES: Record<Unavailable, string> = {
   'webhook-disabled': 'webhook disabled',
