@@ -32,10 +32,7 @@ export const merchantInputSchema = z.strictObject(
 export type MerchantInput = z.infer<typeof merchantInputSchema>;
 
 /** PATCH: only the fields named change (JSON merge patch, RFC 7396). */
-export const merchantPatchSchema = z.strictObject(
-  { publicKey: publicKeyField.optional() },
-  { error: expecting('a JSON object', ['publicKey']) },
-);
+export const merchantPatchSchema = merchantInputSchema.partial();
 
 export type MerchantPatch = z.infer<typeof merchantPatchSchema>;
 
