@@ -109,10 +109,8 @@ export const replicationFields = {
   STREAM_CLUSTER_SIZE: envFields.positiveInt(3, 99),
 };
 
-export function replicationOf(config: { QUORUM_GROUP_SIZE: number; STREAM_CLUSTER_SIZE: number }): {
-  quorumGroupSize: number;
-  streamClusterSize: number;
-} {
+/** libs/topology's Replication, from the two variables. */
+export function replicationOf(config: { QUORUM_GROUP_SIZE: number; STREAM_CLUSTER_SIZE: number }) {
   return { quorumGroupSize: config.QUORUM_GROUP_SIZE, streamClusterSize: config.STREAM_CLUSTER_SIZE };
 }
 
