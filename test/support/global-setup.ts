@@ -1,4 +1,5 @@
 import amqp from 'amqplib';
+import { makeDatabaseTemplate } from './database-template.js';
 import { useRunTmpdir } from './run-tmpdir.js';
 
 /** Where the programs look when RABBITMQ_URL is unset (the default of envFields.rabbitmqUrl). */
@@ -22,6 +23,7 @@ export async function brokerAnswers(url: string, timeoutMs = 3_000): Promise<boo
  */
 export default async function globalSetup(): Promise<void> {
   useRunTmpdir();
+  await makeDatabaseTemplate();
   if (process.env.RABBITMQ_URL) return;
   if (await brokerAnswers(LOCAL_BROKER_URL)) {
     process.env.RABBITMQ_URL = LOCAL_BROKER_URL;

@@ -2,14 +2,13 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { openPostgres } from '../../libs/delivery-store/index.js';
 import { migrate } from '../../libs/migrations/index.js';
+import { adminDatabaseUrl, TEMPLATE_VARIABLE } from './database-template.js';
 
 /**
  * PostgreSQL for the delivery log's tests: DATABASE_URL when set, else the local server with
  * trust auth. Each test file gets a database of its own, dropped after.
  */
-export function adminDatabaseUrl(): string {
-  return process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
-}
+export { adminDatabaseUrl };
 
 export interface TestDatabase {
   url: string;
@@ -25,16 +24,19 @@ export interface TestDatabase {
 export async function createTestDatabase(label: string, adminUrl = adminDatabaseUrl(), options: { migrated?: boolean } = {}): Promise<TestDatabase> {
   const prefix = process.env.TEST_DATABASE_PREFIX ?? 'h21_test';
   const name = `${prefix}_${label.replace(/[^a-z0-9_]/g, '_')}_${randomBytes(4).toString('hex')}`;
+  const migrated = options.migrated ?? true;
+  // A copy of the run's migrated template (global setup's) on the shared server: migrated as it is made.
+  const template = migrated && adminUrl === adminDatabaseUrl() ? process.env[TEMPLATE_VARIABLE] : undefined;
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
   try {
-    await admin.query(`CREATE DATABASE ${name}`);
+    await admin.query(`CREATE DATABASE ${name}${template ? ` TEMPLATE ${template}` : ''}`);
   } finally {
     await admin.end();
   }
   const url = new URL(adminUrl);
   url.pathname = `/${name}`;
-  if (options.migrated ?? true) await migrateDatabase(url.toString());
+  if (migrated && !template) await migrateDatabase(url.toString());
   const pool = new pg.Pool({ connectionString: url.toString(), max: 2 });
   pool.on('error', () => {});
   return {
