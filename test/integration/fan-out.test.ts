@@ -220,7 +220,9 @@ describe('fan-out: one delivery per matching endpoint', () => {
   });
 
   it('auto-disables the failing endpoint alone, names it in endpoint.disabled, and the others keep delivering', async () => {
-    answers.set('m_auto/dead', () => 503);
+    // 500, not 503: a 503 also slows the endpoint's throttle (a 429/503 halves its rate), whose
+    // throttled waits are no failures, so its failing clock went stale and began again 10 s later.
+    answers.set('m_auto/dead', () => 500);
     await merchant('m_auto', [endpoint('m_auto', 'dead'), endpoint('m_auto', 'alive')]);
     let running = true;
     const traffic = (async () => {
