@@ -1,5 +1,5 @@
 import amqp from 'amqplib';
-import { makeDatabaseTemplate } from './database-template.js';
+import { makeDatabaseTemplate } from './databases.js';
 import { useRunTmpdir } from './run-tmpdir.js';
 
 /** Where the programs look when RABBITMQ_URL is unset (the default of envFields.rabbitmqUrl). */

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { openPostgres } from '../../libs/delivery-store/index.js';
 import { migrate } from '../../libs/migrations/index.js';
-import { adminDatabaseUrl, TEMPLATE_VARIABLE } from './database-template.js';
+import { adminDatabaseUrl, dropInBackground, noteDatabase, TEMPLATE_VARIABLE } from './databases.js';
 
 /**
  * PostgreSQL for the delivery log's tests: DATABASE_URL when set, else the local server with
@@ -25,8 +25,9 @@ export async function createTestDatabase(label: string, adminUrl = adminDatabase
   const prefix = process.env.TEST_DATABASE_PREFIX ?? 'h21_test';
   const name = `${prefix}_${label.replace(/[^a-z0-9_]/g, '_')}_${randomBytes(4).toString('hex')}`;
   const migrated = options.migrated ?? true;
+  const shared = adminUrl === adminDatabaseUrl();
   // A copy of the run's migrated template (global setup's) on the shared server: migrated as it is made.
-  const template = migrated && adminUrl === adminDatabaseUrl() ? process.env[TEMPLATE_VARIABLE] : undefined;
+  const template = migrated && shared ? process.env[TEMPLATE_VARIABLE] : undefined;
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
   try {
@@ -34,6 +35,7 @@ export async function createTestDatabase(label: string, adminUrl = adminDatabase
   } finally {
     await admin.end();
   }
+  if (shared) noteDatabase(name);
   const url = new URL(adminUrl);
   url.pathname = `/${name}`;
   if (migrated && !template) await migrateDatabase(url.toString());
@@ -45,6 +47,8 @@ export async function createTestDatabase(label: string, adminUrl = adminDatabase
     query: async (text, params) => (await pool.query(text, params)).rows as never,
     async drop() {
       await pool.end().catch(() => {});
+      // On the shared server without waiting for its checkpoint; on a private one as before (it may be stopped next).
+      if (shared) return dropInBackground(name);
       const client = new pg.Client({ connectionString: adminUrl });
       await client.connect();
       try {
