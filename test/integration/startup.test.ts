@@ -122,10 +122,13 @@ describe('dispatcher start-up and shutdown', () => {
   });
 
   it('refuses to start the API outside development mode without PORTAL_PUBLIC_URL, naming it', async () => {
-    const result = await runProgram(API, apiEnv({ AUTH_JWT_SECRET: 'x'.repeat(40), PORTAL_PUBLIC_URL: '' }));
+    // Two programs refused at their configuration, side by side: nothing of one reaches the other.
+    const [result, plain] = await Promise.all([
+      runProgram(API, apiEnv({ AUTH_JWT_SECRET: 'x'.repeat(40), PORTAL_PUBLIC_URL: '' })),
+      runProgram(API, apiEnv({ AUTH_JWT_SECRET: 'x'.repeat(40), PORTAL_PUBLIC_URL: 'http://webhooks.example.com' })),
+    ]);
     expect(result.code).toBe(1);
     expect(result.stderr).toContain('Invalid configuration: PORTAL_PUBLIC_URL: is required outside development mode');
-    const plain = await runProgram(API, apiEnv({ AUTH_JWT_SECRET: 'x'.repeat(40), PORTAL_PUBLIC_URL: 'http://webhooks.example.com' }));
     expect(plain.code).toBe(1);
     expect(plain.stderr).toContain('Invalid configuration: PORTAL_PUBLIC_URL: must be https outside development mode');
   });
