@@ -3,7 +3,7 @@
 export const TEMPLATE_VARIABLE: string;
 export function adminDatabaseUrl(): string;
 export function makeDatabaseTemplate(): Promise<void>;
-export function dropDatabaseTemplate(): Promise<void>;
+export function dropDatabaseTemplate(): void;
 export function noteDatabase(name: string): void;
 export function dropInBackground(name: string): void;
 export function dropLeftDatabases(): Promise<void>;

@@ -5,6 +5,6 @@ export default async function globalTeardown(): Promise<void> {
   const container = (globalThis as Record<string, unknown>).__RABBITMQ_CONTAINER__ as { stop(): Promise<unknown> } | undefined;
   await container?.stop();
   await dropLeftDatabases();
-  await dropDatabaseTemplate();
+  dropDatabaseTemplate();
   removeRunTmpdir();
 }
