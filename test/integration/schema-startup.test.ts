@@ -102,7 +102,8 @@ describe('the programs and the schema version at start-up', () => {
     for (const program of programs) expect(await stop(program)).toMatchObject({ code: 0 });
   }, 240_000);
 
-  it.each(NAMES)('stops the %s at once on a schema newer than it knows, saying so', async (name) => {
+  // Side by side (each a program that exits at once, and a database of its own): one after the other they took 18 s.
+  it.concurrent.each(NAMES)('stops the %s at once on a schema newer than it knows, saying so', async (name) => {
     const db = await createTestDatabase(`schema_newer_${name}`);
     made.push(db);
     await db.query("INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, 'from_the_future', 'x')", [REQUIRED_VERSION + 1]);
