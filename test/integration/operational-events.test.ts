@@ -155,34 +155,7 @@ describe('operational events and auto-disable', () => {
     expect(of('m_exhaust', 'message.attempt.failing')).toHaveLength(1);
   });
 
-  /**
-   * The recovering endpoint's case (asserted in its own test below): it fails for half of
-   * ENDPOINT_DISABLE_AFTER, then answers, and is watched until past the threshold. It runs beside
-   * the disabling case, on the same two dispatchers: each spends ENDPOINT_DISABLE_AFTER waiting,
-   * and one after the other they took 20 s more of the file.
-   */
-  let recovering: Promise<void> | undefined;
-  async function recovers(): Promise<void> {
-    await merchant('m_recovers');
-    answers.set('m_recovers', 404);
-    const load = traffic('m_recovers');
-    const started = Date.now();
-    try {
-      await waitFor('failing clock recorded', () => webhookOf('m_recovers')?.failingSince, 15_000);
-      await new Promise((resolve) => setTimeout(resolve, DISABLE_AFTER_MS / 2));
-      answers.set('m_recovers', 204);
-      await waitFor('failing clock cleared', () => webhookOf('m_recovers')?.failingSince === undefined && dispatcherB.merchants.byId('m_recovers')?.endpoints[0]?.failingSince === undefined, 5_000);
-      // Past the threshold from the first failure, still sending.
-      await waitFor('past the threshold', () => Date.now() - started > DISABLE_AFTER_MS + 1_000, DISABLE_AFTER_MS + 3_000, 100);
-    } finally {
-      await load.stop();
-    }
-  }
-
   it('disables an endpoint failing for ENDPOINT_DISABLE_AFTER once, with two dispatchers and one restarted mid-way, and publishes endpoint.disabled once', async () => {
-    recovering = recovers();
-    // Its failure is its own test's: here it would be an unhandled rejection.
-    recovering.catch(() => {});
     await merchant('m_dead');
     const etag = (await admin('GET', 'm_dead')).headers.get('etag');
     answers.set('m_dead', 404);
@@ -329,7 +302,20 @@ describe('operational events and auto-disable', () => {
   });
 
   it('never disables an endpoint that recovers before the threshold, and clears its failing clock', async () => {
-    await (recovering ??= recovers());
+    await merchant('m_recovers');
+    answers.set('m_recovers', 404);
+    const load = traffic('m_recovers');
+    const started = Date.now();
+    try {
+      await waitFor('failing clock recorded', () => webhookOf('m_recovers')?.failingSince, 15_000);
+      await new Promise((resolve) => setTimeout(resolve, DISABLE_AFTER_MS / 2));
+      answers.set('m_recovers', 204);
+      await waitFor('failing clock cleared', () => webhookOf('m_recovers')?.failingSince === undefined && dispatcherB.merchants.byId('m_recovers')?.endpoints[0]?.failingSince === undefined, 5_000);
+      // Past the threshold from the first failure, still sending.
+      await waitFor('past the threshold', () => Date.now() - started > DISABLE_AFTER_MS + 1_000, DISABLE_AFTER_MS + 3_000, 100);
+    } finally {
+      await load.stop();
+    }
     expect(webhookOf('m_recovers')).toMatchObject({ enabled: true });
     expect(webhookOf('m_recovers')?.disabledReason).toBeUndefined();
     expect(of('m_recovers', 'endpoint.disabled')).toHaveLength(0);
