@@ -100,6 +100,8 @@ describe('a head parked as invalid by an unexpected error', () => {
     try {
       await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-P'), { messageId: 'evt_parked' });
       await waitFor('the head parked as invalid', async () => (await harness.test.messageCount(harness.names.invalid)) === 1, 10_000);
+      // Its place ends after the move to `invalid` is confirmed (and before the ack): seen there first under load.
+      await waitFor('its place ended', async () => (await harness.database.query('SELECT webhook_id FROM webhook_order WHERE ended_at IS NOT NULL')).length > 0, 10_000);
       expect(await harness.database.query('SELECT webhook_id FROM webhook_order WHERE ended_at IS NOT NULL')).toEqual([{ webhook_id: 'evt_parked' }]);
       const next = await harness.publisher.publish(eventOf('refund.completed', merchant.id, 'TX-P'), { messageId: 'evt_after_parked' });
       await waitFor('the next of its reference delivered', () => receiver.requests.some((r) => r.headers['webhook-id'] === next.messageId), 10_000);
