@@ -3,7 +3,7 @@ export { type Database, type Listener, openPglite, openPostgres, type PostgresOp
 export { isStorableFeedCursor, isStorableText, isStorableTime } from './bounds.js';
 export { InvalidCursorError, InvalidFilterError, LogQueryTimeoutError, LogUnavailableError } from './errors.js';
 export { deliveryLogQueries } from './queries.js';
-export { isDataRefusal, isTransient } from './refusals.js';
+export { isDataRefusal, isLockRefused, isTransient } from './refusals.js';
 export { onEndpoint } from './fold.js';
 export { DeliveryLogRecorder } from './recorder.js';
 export { dropExpiredPartitions } from './schema.js';

@@ -7,7 +7,8 @@ import { BatchWriter } from './batch-writer.js';
 import { type Pending, type Prepared, prepareBatch, settle } from './batches.js';
 import type { Database, Session } from './database.js';
 import { caughtUpAt, restartStream, storedPlace } from './materialise.js';
-import { dropExpiredPartitions, ensureDaysAhead, isLockRefused, withLockWait } from './schema.js';
+import { isLockRefused } from './refusals.js';
+import { dropExpiredPartitions, ensureDaysAhead, withLockWait } from './schema.js';
 import { StartOnce } from '../runtime/start-once.js';
 import { ATTR, inSpan, SpanKind } from '../tracing/index.js';
 

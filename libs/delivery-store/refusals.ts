@@ -56,6 +56,11 @@ export function isDataRefusal(err: unknown): boolean {
   return ['22', '23', '54'].includes(sqlStateOf(err)?.slice(0, 2) ?? '');
 }
 
+/** A lock not taken within lock_timeout (55P03): the partitions' upkeep and a migration give way instead of holding a table's queries behind them. */
+export function isLockRefused(err: unknown): boolean {
+  return codeOf(err) === '55P03';
+}
+
 export function isTimeout(err: unknown): boolean {
   return codeOf(err) === '57014';
 }

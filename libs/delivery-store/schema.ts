@@ -25,8 +25,6 @@ export function withLockWait(db: Pick<Session, 'transaction'>, wait: '200ms' | '
   } as Queryable;
 }
 
-export const isLockRefused = (err: unknown): boolean => (err as { code?: string } | undefined)?.code === '55P03';
-
 export function dayOf(time: string | Date): string {
   return new Date(time).toISOString().slice(0, 10);
 }

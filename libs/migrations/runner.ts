@@ -1,4 +1,4 @@
-import type { Database, Queryable, Session } from '../delivery-store/index.js';
+import { type Database, isLockRefused, type Queryable, type Session } from '../delivery-store/index.js';
 import { MIGRATIONS, type Migration } from './files.js';
 import { fileOf, SchemaTooNewError } from './errors.js';
 
@@ -110,7 +110,7 @@ export async function migrate(
           await session.query('COMMIT');
         } catch (err) {
           await session.query('ROLLBACK').catch(() => {});
-          const waited = (err as { code?: string })?.code === '55P03' ? ': another session holds a table it changes (a long transaction, a pg_dump); run migrate again once it ends' : '';
+          const waited = isLockRefused(err) ? ': another session holds a table it changes (a long transaction, a pg_dump); run migrate again once it ends' : '';
           throw new Error(`migration ${fileOf(migration)} failed and was rolled back: ${(err as Error)?.message ?? String(err)}${waited}`, { cause: err });
         }
         applied.push(migration);
