@@ -8,14 +8,29 @@ const earliest = (values: Array<string | null>) => values.filter((v): v is strin
 const latest = (values: Array<string | null>) => values.filter((v): v is string => v !== null).sort().at(-1) ?? null;
 
 /**
+ * The delivery whose last attempt came last: by its record's position in the deliveries stream (the
+ * one order every dispatcher's records share), not by the attempts' times (each its host's clock).
+ * Times only when an attempted delivery has no position (stored before the log kept one).
+ */
+function lastAttempted(details: readonly WebhookDetail[], positions: ReadonlyArray<number | null>): WebhookDetail {
+  const indexes = details.map((_, i) => i);
+  const attempted = indexes.filter((i) => details[i]!.lastAttemptAt !== null);
+  if (attempted.length > 0 && attempted.every((i) => positions[i] !== null && positions[i] !== undefined)) {
+    return details[attempted.reduce((a, b) => (positions[b]! > positions[a]! ? b : a))]!;
+  }
+  return [...details].sort((a, b) => (a.lastAttemptAt ?? '').localeCompare(b.lastAttemptAt ?? '')).at(-1)!;
+}
+
+/**
  * A webhook's detail from its deliveries' (one per endpoint): each delivery in `deliveries`, its
  * records in its own order (by endpoint, as `deliveries`), and the summary folded: the most
  * pending status, the attempts' sum, the last status and error of the latest attempted delivery.
+ * `positions[i]`: the stream position of `details[i]`'s last attempt's record (null: none kept).
  */
-export function foldDeliveries(details: readonly WebhookDetail[]): WebhookDetail {
+export function foldDeliveries(details: readonly WebhookDetail[], positions: ReadonlyArray<number | null> = []): WebhookDetail {
   if (details.length === 1) return details[0]!;
+  const last = lastAttempted(details, positions);
   const sorted = [...details].sort((a, b) => (a.endpointId ?? '').localeCompare(b.endpointId ?? ''));
-  const last = [...sorted].sort((a, b) => (a.lastAttemptAt ?? '').localeCompare(b.lastAttemptAt ?? '')).at(-1)!;
   const first = sorted[0]!;
   return {
     webhookId: first.webhookId,

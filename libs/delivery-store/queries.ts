@@ -25,6 +25,8 @@ interface WebhookRow {
   last_duplicate_at?: Date | null;
   /** The feed's: the status folded over the event's deliveries. */
   event_status?: WebhookStatus;
+  /** A detail's: its last attempt's position in the deliveries stream (null before 0019 kept it). */
+  last_attempt_position?: string | null;
 }
 
 const iso = (d: Date | string | null) => (d === null ? null : new Date(d).toISOString());
@@ -75,7 +77,7 @@ function detail(row: WebhookRow): WebhookDetail {
 
 /** The rows `webhooks` selects, each with every record: their time range skips the other days' partitions. */
 const withRecords = (webhooks: string) => `
-SELECT ${SUMMARY_COLUMNS}, payload, (
+SELECT ${SUMMARY_COLUMNS}, payload, last_attempt_key[4] AS last_attempt_position, (
   SELECT coalesce(json_agg(json_build_object('at', r.at, 'outcome', r.outcome, 'attemptNumber', r.attempt_number,
       'startedAt', r.started_at, 'durationMs', r.duration_ms, 'httpStatus', r.http_status, 'error', r.error,
       'responseBody', r.response_body, 'reason', r.reason, 'nextAttemptAt', r.next_attempt_at)
@@ -92,7 +94,7 @@ LEFT JOIN LATERAL (
 ) k ON true
 ORDER BY first_seen_at DESC, webhook_id DESC, endpoint_id DESC`;
 
-const DETAIL_COLUMNS = `merchant_id, ${SUMMARY_COLUMNS}, payload, first_record_at, last_record_at`;
+const DETAIL_COLUMNS = `merchant_id, ${SUMMARY_COLUMNS}, payload, first_record_at, last_record_at, last_attempt_key`;
 
 /** The list's cursor: the last row's (first_seen_at, webhook_id, endpoint_id), opaque to clients. */
 function encodeCursor(row: WebhookRow): string {
@@ -238,7 +240,9 @@ export function deliveryLogQueries(db: Queryable, options: DeliveryLogQueryOptio
         withRecords(`SELECT ${DETAIL_COLUMNS} FROM delivery_webhooks WHERE merchant_id = $1 AND webhook_id = $2`),
         [merchantId, webhookId],
       );
-      return rows.length === 0 ? undefined : foldDeliveries(rows.map(detail));
+      // Which delivery's attempt came last: by the stream's order, never by comparing two hosts' clocks.
+      const positions = rows.map((row) => (row.last_attempt_position === null || row.last_attempt_position === undefined ? null : Number(row.last_attempt_position)));
+      return rows.length === 0 ? undefined : foldDeliveries(rows.map(detail), positions);
     },
 
     async feed(merchantId: string, after: string | undefined, limit: number) {
