@@ -14,8 +14,8 @@ export interface IntakeKey {
 
 /**
  * Indexes into a batch's keys: `repeats`, those seen before (in the window, or by another
- * dispatcher at the same moment); of those, `recorded`, whose webhook the delivery log holds: its
- * first delivery was settled, so a redelivered copy is not that delivery's own.
+ * dispatcher at the same moment); of those, `recorded`, whose webhook the delivery log holds or a
+ * wait carries (0024): its first walk was settled, so a redelivered copy is not that walk's own.
  */
 export interface KeyStates {
   repeats: Set<number>;
@@ -52,10 +52,11 @@ export class IntakeKeyStore {
     return { repeats: index(rows[0]?.repeats ?? []), recorded: index(rows[0]?.recorded ?? []) };
   }
 
-  /** The endpoints whose delivery of this webhook the log holds ('' for a row written before endpoints). */
+  /** The endpoints whose delivery of this webhook the log holds or a wait carries ('' for a row written before endpoints). */
   async recordedEndpoints(key: IntakeKey): Promise<string[]> {
     const { rows } = await this.db.query<{ endpoint_id: string }>(
-      'SELECT endpoint_id FROM delivery_webhooks WHERE merchant_id = $1 AND webhook_id = $2',
+      // A wait settles an endpoint's walk as its log row does (0024): the wait carries the webhook on.
+      'SELECT endpoint_id FROM delivery_webhooks WHERE merchant_id = $1 AND webhook_id = $2 UNION SELECT endpoint_id FROM webhook_waits WHERE merchant_id = $1 AND webhook_id = $2',
       [key.merchantId, key.webhookId],
     );
     return rows.map((row) => row.endpoint_id);

@@ -238,6 +238,38 @@ describe('idempotent intake', () => {
     expect([at('evt_fan_ended', 'a').length, at('evt_fan_ended', 'b').length]).toEqual([1, 1]);
   });
 
+  it('drops the redelivery of a first copy whose wait its dispatcher wrote before it died, before the log holds its record: the wait carries it', async () => {
+    const at = (webhookId: string, endpoint: 'a' | 'b') => deliveriesOf(receiver, webhookId).filter((r) => r.path.endsWith(`/${endpoint}`));
+    /** A wait written by the walk that died (due in an hour: its hand-back is not this test's). */
+    const waitLeft = (merchantId: string, webhookId: string, endpointId: string) =>
+      database.query(
+        `INSERT INTO webhook_waits (merchant_id, webhook_id, endpoint_id, attempt, due_at, pick_at, reason, headers)
+         VALUES ($1, $2, $3, 1, now() + interval '1 hour', now() + interval '1 hour', 'retry', '{}')`,
+        [merchantId, webhookId, endpointId],
+      );
+    await stop();
+    // What a dispatcher that died after its first attempt failed and its wait was written, before
+    // its record reached the log and before its ack, leaves: the key's row, the wait, the message
+    // back in dispatch, redelivered. The same mid-fan-out: endpoint a recorded, b waiting.
+    await leftBehind(merchant.id, 'evt_waiting_1');
+    await waitLeft(merchant.id, 'evt_waiting_1', merchant.endpoints[0]!.id);
+    await leftBehind(fanned.id, 'evt_fan_waiting');
+    await recordedDelivery(fanned.id, 'evt_fan_waiting', 'ep_dedupe_a', 1000001);
+    await waitLeft(fanned.id, 'evt_fan_waiting', 'ep_dedupe_b');
+    try {
+      await publisher.publish(sampleEvent('payout', merchant.id), { messageId: 'evt_waiting_1' });
+      await publisher.publish(sampleEvent('payout', fanned.id), { messageId: 'evt_fan_waiting' });
+      await redeliver(2);
+      await start();
+      await settled('evt_marker_6');
+      await waitFor('both redelivered copies dropped', () => program!.dispatcher.stats.duplicates === 2, 10_000);
+      expect(deliveriesOf(receiver, 'evt_waiting_1')).toHaveLength(0);
+      expect([at('evt_fan_waiting', 'a').length, at('evt_fan_waiting', 'b').length]).toEqual([0, 0]);
+    } finally {
+      await database.query("DELETE FROM webhook_waits WHERE webhook_id IN ('evt_waiting_1', 'evt_fan_waiting')");
+    }
+  });
+
   it('sends a redelivered one to its endpoint when the log holds only the delivery of an endpoint disabled since (it routes to one now)', async () => {
     const at = (webhookId: string, endpoint: 'a' | 'b') => deliveriesOf(receiver, webhookId).filter((r) => r.path.endsWith(`/${endpoint}`));
     await stop();
