@@ -83,9 +83,19 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   // Development mode without DATABASE_URL, run alone: an embedded database of its own.
   const ownDatabase = !fromFile && !options.database && !config.DATABASE_URL ? await openDevDatabase(logger) : undefined;
   cleanup.add(() => ownDatabase?.close());
+  // The database's side and RabbitMQ's are waited for side by side: the first to give up ends the
+  // other's wait, and is the cause start-up reports (the other then fails only for being aborted).
+  const failed = new AbortController();
+  let firstCause: { error: unknown } | undefined;
+  const giveUp = (err: unknown): never => {
+    firstCause ??= { error: err };
+    failed.abort();
+    throw err;
+  };
+  const signal = options.signal ? AbortSignal.any([options.signal, failed.signal]) : failed.signal;
   // The schema this release needs, waited for before the directory reads it, never made here (`webhooks migrate`).
   const schemaOptions: SchemaGateOptions = {
-    signal: options.signal,
+    signal,
     onState: (state) =>
       state.waiting
         ? awaiting(() => (state.waiting === 'schema' ? 'the database schema' : 'PostgreSQL'), state.detail)
@@ -108,14 +118,12 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
       (err: Error) => (schemaWatch.signal.aborted ? never : err),
     );
   };
-  // The directory loads while the broker connects; a directory that cannot load ends the broker's attempts too.
-  const failed = new AbortController();
-  const signal = options.signal ? AbortSignal.any([options.signal, failed.signal]) : failed.signal;
+  // The directory loads while the broker connects; whichever gives up first ends the other's attempts.
   const [loaded, connected] = await Promise.allSettled([
     schemaReady().then(() => openMerchants(config, logger, {
       database: given,
       applicationName: 'webhooks-dispatcher merchants',
-      signal: options.signal,
+      signal,
       pollIntervalMs: options.merchantsPollMs,
       seedFile: config.WEBHOOKS_DEV ? DEV_MERCHANTS_FILE : undefined,
     })).then(
@@ -123,10 +131,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
         if (!fromFile) awaiting(() => 'RabbitMQ');
         return opened;
       },
-      (err: unknown) => {
-        failed.abort();
-        throw err;
-      },
+      giveUp,
     ),
     openTopologyBroker({
       url: config.RABBITMQ_URL,
@@ -134,12 +139,13 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
       logger,
       topology: { ...topologyOf(config), operationalWebhook: config.OPERATIONAL_WEBHOOK_URL !== undefined },
       signal,
-    }),
+    }).catch(giveUp),
   ]);
   if (loaded.status === 'fulfilled') cleanup.add(() => loaded.value.close());
   if (connected.status === 'fulfilled') cleanup.add(() => connected.value.close());
-  if (loaded.status === 'rejected') throw loaded.reason;
-  if (connected.status === 'rejected') throw connected.reason;
+  // Each side rejects through giveUp, which noted the first cause: the other's is its abort.
+  if (loaded.status === 'rejected') throw firstCause?.error ?? loaded.reason;
+  if (connected.status === 'rejected') throw firstCause?.error ?? connected.reason;
   const opened = loaded.value;
   const merchants: MerchantDirectory = opened.merchants;
   const broker: BrokerConnection = connected.value;
