@@ -4,9 +4,11 @@
  * or a schema newer than this release knows, refused before anything runs.
  */
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { openPostgres, type Database } from '../../libs/delivery-store/index.js';
-import { checksumOf, currentVersion, fileOf, MIGRATIONS, migrate, type Migration, REQUIRED_VERSION, SQL_DIR } from '../../libs/migrations/index.js';
+import { checksumOf, currentVersion, fileOf, MIGRATIONS, migrate, type Migration, readMigrations, REQUIRED_VERSION, SQL_DIR } from '../../libs/migrations/index.js';
 import { ENDPOINT_ID, PgMerchantDirectory, SecretBox } from '../../libs/merchants/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { runCliInProcess } from '../support/cli.js';
@@ -129,6 +131,32 @@ describe('webhooks migrate', () => {
     const fromCrlf = open((await empty('migrate_from_crlf')).url);
     await migrate(fromCrlf, crlf);
     await expect(migrate(fromCrlf, shipped)).resolves.toMatchObject({ applied: [], version: 2 });
+  });
+
+  it('reads a migration saved with a UTF-8 BOM (a Windows editor) as the same file: it runs, and its checksum is the one without', async () => {
+    const shipped = MIGRATIONS.filter((m) => m.version <= 2);
+    // The files as such an editor saves them: a BOM first, and CRLF endings (which already do not count).
+    const dir = mkdtempSync(join(tmpdir(), 'migrations-bom-'));
+    try {
+      for (const m of shipped) writeFileSync(join(dir, fileOf(m)), Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), readFileSync(`${SQL_DIR}/${fileOf(m)}`)]));
+      writeFileSync(join(dir, '0003_crlf.sql'), Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('-- made on Windows\r\nCREATE TABLE bom_crlf (a int);\r\n')]));
+      const withBom = readMigrations(dir);
+      expect(withBom.map((m) => ({ version: m.version, checksum: m.checksum }))).toEqual([
+        ...shipped.map((m) => ({ version: m.version, checksum: m.checksum })),
+        { version: 3, checksum: createHash('sha256').update('-- made on Windows\nCREATE TABLE bom_crlf (a int);\n').digest('hex') },
+      ]);
+      // Applied from the BOM files on an empty database; and recognised where the files without ran.
+      const fromBom = open((await empty('migrate_from_bom')).url);
+      await expect(migrate(fromBom, withBom)).resolves.toMatchObject({ version: 3 });
+      expect(await currentVersion(fromBom)).toBe(3);
+      const plain = '-- made on Windows\nCREATE TABLE bom_crlf (a int);\n';
+      await expect(migrate(fromBom, [...shipped, { version: 3, name: 'crlf', sql: plain, checksum: checksumOf(plain) }])).resolves.toMatchObject({ applied: [] });
+      const fromPlain = open((await empty('migrate_bom_after_plain')).url);
+      await migrate(fromPlain, shipped);
+      await expect(migrate(fromPlain, withBom.slice(0, 2))).resolves.toMatchObject({ applied: [], version: 2 });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('says which version the database holds and which this release needs, applying nothing (--status)', async () => {
