@@ -8,8 +8,14 @@ import { HEADERS, type ScalarHeaders } from '../contracts/index.js';
  * wait, so a stale copy changes nothing. Due times are PostgreSQL's clock, never a dispatcher's.
  */
 
-/** Why a webhook waits, as the row and `webhooks waits list` say it. */
-export type WaitReason = 'retry' | 'endpoint-busy' | 'circuit-open' | 'throttled';
+/** Why a webhook waits, as a dispatcher writes it (WaitStore.write). */
+export type WaitPutReason = 'retry' | 'endpoint-busy' | 'circuit-open' | 'throttled';
+
+/**
+ * Why a webhook waits, as the row and `webhooks waits list` say it: also 'ordered', behind an
+ * earlier webhook of its reference, which only webhook_order_step (SQL) writes, with no pick time.
+ */
+export type WaitReason = WaitPutReason | 'ordered';
 
 export interface WaitKey {
   merchantId: string;
@@ -25,7 +31,7 @@ export interface WaitPut extends WaitKey {
   /** Real attempts made so far. */
   attempt: number;
   delayMs: number;
-  reason: WaitReason;
+  reason: WaitPutReason;
   /** What the next attempt's message carries (attempts, deferrals, last error…). */
   headers: ScalarHeaders;
   /** The message's bytes as received; only for hand 0. */
@@ -68,7 +74,7 @@ export interface WaitRow {
   webhook_id: string;
   endpoint_id: string;
   attempt: number;
-  reason: string;
+  reason: WaitReason;
   due_at: Date;
   hand: number;
   handed_until: Date | null;
@@ -362,13 +368,14 @@ export class WaitStore {
     return rows[0] ?? { waiting: 0, overdue: 0 };
   }
 
-  /** A merchant's waits (or everyone's), soonest due first: what `webhooks waits list` shows. */
-  async list(filter: { merchantId?: string; limit: number }): Promise<WaitRow[]> {
+  /** A merchant's waits (or everyone's), or one endpoint's, soonest due first: what `webhooks waits list` shows. */
+  async list(filter: { merchantId?: string; endpointId?: string; limit: number }): Promise<WaitRow[]> {
     const { rows } = await this.db.query<WaitRow>(
       `SELECT merchant_id, webhook_id, endpoint_id, attempt, reason, due_at, hand,
          CASE WHEN pick_at > due_at AND NOT parked THEN pick_at END AS handed_until
-       FROM webhook_waits WHERE ($1::text IS NULL OR merchant_id = $1) ORDER BY due_at, merchant_id, webhook_id, endpoint_id LIMIT $2`,
-      [filter.merchantId ?? null, filter.limit],
+       FROM webhook_waits WHERE ($1::text IS NULL OR merchant_id = $1) AND ($3::text IS NULL OR endpoint_id = $3)
+       ORDER BY due_at, merchant_id, webhook_id, endpoint_id LIMIT $2`,
+      [filter.merchantId ?? null, filter.limit, filter.endpointId ?? null],
     );
     return rows;
   }

@@ -5,7 +5,7 @@ import type { Logger } from '../../../libs/logger/index.js';
 import type { DeliveryObserver, Outcome } from '../../../libs/metrics/index.js';
 import type { RetryPolicy } from '../../../libs/retry-policy/index.js';
 import type { TopologyNames } from '../../../libs/topology/index.js';
-import type { WaitReason, WaitWriter } from '../../../libs/waits/index.js';
+import type { WaitPutReason, WaitWriter } from '../../../libs/waits/index.js';
 import type { OrderGate } from '../../../libs/ordering/index.js';
 import type { Decision } from './decide.js';
 import type { HandBack, IntakeEvent } from './intake.js';
@@ -260,7 +260,7 @@ export class EffectStage {
   }
 
   /** The wait written, then the record, then the ack. The write never gives up: while PostgreSQL is down the delivery is held. */
-  private async wait(delivery: Delivery, intake: IntakeEvent, reason: WaitReason, headers: ScalarHeaders, delayMs: number, record: () => Promise<void>, span: Span | undefined, circuitMs?: number): Promise<void> {
+  private async wait(delivery: Delivery, intake: IntakeEvent, reason: WaitPutReason, headers: ScalarHeaders, delayMs: number, record: () => Promise<void>, span: Span | undefined, circuitMs?: number): Promise<void> {
     const waits = this.deps.waits;
     if (!waits) throw new Error('effect: a wait needs the wait writer (a retry schedule needs PostgreSQL)');
     // As for a move: its channel gone, the broker has returned it, and its redelivery is the one that waits.
