@@ -1,4 +1,4 @@
-import { appliedVersion, fileOf, MIGRATIONS, migrate, REQUIRED_VERSION } from '../../libs/migrations/index.js';
+import { appliedSchema, fileOf, MIGRATIONS, migrate, REQUIRED_VERSION } from '../../libs/migrations/index.js';
 import { withPostgres } from './broker.js';
 import { CliCommand, type CliContext, writeLine } from './command.js';
 
@@ -11,10 +11,14 @@ export function declareMigrate(program: CliCommand): void {
         '(libs/migrations/sql) not applied yet, in order, each in one transaction, and records it in schema_migrations. ' +
         'Run it once per release, before starting or rolling the programs: they wait for the version they need and ' +
         'never change the schema. Safe to run twice, and from two machines at once (one waits for the other). ' +
+        'A migration whose opening comment has the line "-- runs with releases from: NNNN" is recorded with that version: ' +
+        'the programs (and this command) of a release whose latest migration is NNNN or later accept a database it was ' +
+        'applied to, and run beside it; a migration without it is refused by every release that does not know it, and ' +
+        'releases before 0025 refuse every newer schema. ' +
         "Development mode's embedded database (npm start without DATABASE_URL) is migrated by the program that opens it.",
     )
-    .option('--status', 'print the version the database holds and the one this release needs; apply nothing', false)
-    .addHelpText('after', '\nExit codes: 0 done (with --status: the database holds the version needed), 1 failed (a migration refused, a file changed after it ran, a newer schema, PostgreSQL unreachable), 2 usage error, 3 --status: migrations to apply.')
+    .option('--status', 'print the version the database holds and the one this release needs, and the newer migrations (a newer release\'s) it runs beside; apply nothing', false)
+    .addHelpText('after', '\nExit codes: 0 done (with --status: the database holds the version needed, or a newer one whose newer migrations all run with this release), 1 failed (a migration refused, a file changed after it ran, a newer schema with a migration that does not run with this release, PostgreSQL unreachable), 2 usage error, 3 --status: migrations to apply.')
     .handle((raw: { status: boolean }) => raw, run);
 }
 
@@ -26,8 +30,10 @@ async function run(options: { status: boolean }, ctx: CliContext): Promise<numbe
     if (options.status) {
       // Checked as `migrate` checks before applying anything: a newer schema, or a file changed after it
       // ran, exits 1 here too, never 0 ("the version needed") nor 3 (which `migrate` would not fix).
-      const current = await appliedVersion(database);
+      const { version: current, newer } = await appliedSchema(database);
       writeLine(ctx.stdout, `schema version ${current}, this release needs ${REQUIRED_VERSION}`);
+      // A newer release's additive migrations, which declare this release (exit 0: its programs run beside them).
+      for (const migration of newer) writeLine(ctx.stdout, `newer: ${fileOf(migration)}, runs with releases from ${migration.runsWithFrom}`);
       const pending = MIGRATIONS.filter((m) => m.version > current);
       for (const migration of pending) writeLine(ctx.stdout, `pending: ${fileOf(migration)}`);
       return pending.length > 0 ? 3 : 0;

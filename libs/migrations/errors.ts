@@ -15,13 +15,19 @@ export class SchemaBehindError extends Error {
   }
 }
 
-/** The database was migrated by a newer release: an older program must not run against it. */
+/**
+ * The database was migrated by a newer release, and one of the migrations this release does not
+ * know (`refusing`, the first) does not declare that this release runs with it: an older program
+ * must not write to tables a newer release reshaped.
+ */
 export class SchemaTooNewError extends Error {
   constructor(
     readonly current: number,
     readonly known: number,
+    readonly refusing: Pick<Migration, 'version' | 'name'> & { runsWithFrom: number | null },
   ) {
-    super(`database schema version ${current} is newer than this release knows (${known}): run the release that migrated it, or a newer one`);
+    const releases = refusing.runsWithFrom === null ? 'that know it' : `from ${refusing.runsWithFrom}`;
+    super(`database schema version ${current} is newer than this release knows (${known}), and ${fileOf(refusing)} runs only with releases ${releases}: run the release that migrated it, or a newer one`);
     this.name = 'SchemaTooNewError';
   }
 }

@@ -9,6 +9,12 @@ export interface Migration {
   sql: string;
   /** checksumOf the file: a file changed after it ran is refused (a change is a new file). */
   checksum: string;
+  /**
+   * Its `-- runs with releases from: NNNN` line: the oldest schema version whose programs still work
+   * on the schema with it applied (an additive migration). Undefined: only releases that know it.
+   * `migrate` records it in schema_migrations, where an older program reads it (gate.ts).
+   */
+  runsWithFrom?: number;
 }
 
 /**
@@ -20,6 +26,10 @@ export const SQL_DIR = [new URL('./sql/', import.meta.url), new URL('../../../li
   .find((dir) => existsSync(dir))!;
 
 const FILE_NAME = /^(\d{4})_([a-z0-9_]+)\.sql$/;
+/** The declaration, exactly; a comment line that only starts like it (LOOKS_DECLARED) is refused, never read as none. */
+const DECLARATION = /^-- runs with releases from: (\d{4})$/;
+const LOOKS_DECLARED = /^\s*--\s*runs?\s+with\b/i;
+export const DECLARATION_SYNTAX = '-- runs with releases from: NNNN';
 
 /**
  * A UTF-8 byte order mark, which some Windows editors put first in a file they save: PostgreSQL
@@ -38,15 +48,43 @@ export function checksumOf(sql: string): string {
   return createHash('sha256').update(withoutBom(sql).replace(/\r\n/g, '\n')).digest('hex');
 }
 
-/** The numbered files of `dir`, by version; two files with one number are refused. */
+/**
+ * The declaration in the file's opening comment (its lines before the first statement), read
+ * strictly: a line that looks like one but is malformed, a second one, one below the opening comment
+ * or one not older than the file itself stops the load of the migrations, naming the file.
+ */
+function runsWithFromOf(file: string, version: number, sql: string): number | undefined {
+  const refuse = (why: string) => new Error(`migration ${file}: ${why}; write "${DECLARATION_SYNTAX}" in its opening comment (the oldest schema version whose programs run on the schema with it), or nothing if only releases that know it may run`);
+  let found: number | undefined;
+  let opening = true;
+  for (const raw of sql.split('\n')) {
+    const line = raw.replace(/\r$/, '');
+    if (opening && line.trim() !== '' && !line.trimStart().startsWith('--')) opening = false;
+    if (!LOOKS_DECLARED.test(line)) continue;
+    const match = DECLARATION.exec(line);
+    if (!match) throw refuse(`malformed declaration "${line.trim()}"`);
+    if (!opening) throw refuse(`the declaration "${line}" is below the file's opening comment`);
+    if (found !== undefined) throw refuse('it declares twice');
+    found = Number(match[1]);
+    if (found >= version) throw refuse(`it declares releases from ${found}, not older than the migration itself`);
+  }
+  return found;
+}
+
+/** A migration from its file's name and text: checksum and declaration (which throws when malformed). */
+export function migrationOf(file: string, sql: string): Migration {
+  const match = FILE_NAME.exec(file);
+  if (!match) throw new Error(`migration file name ${file} is not NNNN_name.sql`);
+  const version = Number(match[1]);
+  const runsWithFrom = runsWithFromOf(file, version, sql);
+  return { version, name: match[2]!, sql, checksum: checksumOf(sql), ...(runsWithFrom === undefined ? {} : { runsWithFrom }) };
+}
+
+/** The migrations of a folder, by version; two files with one number are refused. */
 export function readMigrations(dir: string): Migration[] {
   const migrations = readdirSync(dir)
-    .map((file) => ({ file, match: FILE_NAME.exec(file) }))
-    .filter((entry): entry is { file: string; match: RegExpExecArray } => entry.match !== null)
-    .map(({ file, match }) => {
-      const sql = withoutBom(readFileSync(`${dir}/${file}`, 'utf8'));
-      return { version: Number(match[1]), name: match[2]!, sql, checksum: checksumOf(sql) };
-    })
+    .filter((file) => FILE_NAME.test(file))
+    .map((file) => migrationOf(file, withoutBom(readFileSync(`${dir}/${file}`, 'utf8'))))
     .sort((a, b) => a.version - b.version);
   migrations.forEach((m, i) => {
     if (i > 0 && migrations[i - 1]!.version === m.version) throw new Error(`two migrations numbered ${m.version} in ${dir}`);

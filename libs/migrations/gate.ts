@@ -2,8 +2,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { isTransient, openPostgres, type Queryable } from '../delivery-store/index.js';
 import type { Logger } from '../logger/index.js';
 import { REQUIRED_VERSION } from './files.js';
-import { MIGRATE_COMMAND, SchemaBehindError, SchemaTooNewError, SchemaUnknownError } from './errors.js';
-import { currentVersion } from './runner.js';
+import { fileOf, MIGRATE_COMMAND, SchemaBehindError, SchemaTooNewError, SchemaUnknownError } from './errors.js';
+import { type AppliedMigration, currentVersion, newerBeside } from './runner.js';
 
 /** How long a program waits at start-up for the schema it needs (or for PostgreSQL to answer). */
 export const SCHEMA_WAIT_MS = 120_000;
@@ -24,17 +24,19 @@ export interface SchemaGateOptions {
 
 /**
  * Waits up to SCHEMA_WAIT_MS for the database to hold REQUIRED_VERSION (`webhooks migrate` not run
- * yet, or PostgreSQL not answering), then throws with what to do. A newer schema throws at once: an
- * older program must not write to tables a newer release reshaped.
+ * yet, or PostgreSQL not answering), then throws with what to do. A newer schema throws at once
+ * (an older program must not write to tables a newer release reshaped), unless each newer migration
+ * declares that this release runs with it: then it says once which ones it runs beside.
  */
 export async function awaitSchema(db: Queryable, logger: Logger, options: SchemaGateOptions = {}): Promise<void> {
   const giveUpAt = Date.now() + SCHEMA_WAIT_MS;
   let told: SchemaWaitState['waiting'];
+  let beside: AppliedMigration[];
   for (;;) {
     let problem: Error;
     let waiting: SchemaWaitState['waiting'];
     try {
-      await checkSchema(db);
+      beside = await checkSchema(db);
       break;
     } catch (err) {
       if (err instanceof SchemaBehindError) {
@@ -57,14 +59,24 @@ export async function awaitSchema(db: Queryable, logger: Logger, options: Schema
     await sleep(Math.min(SCHEMA_CHECK_INTERVAL_MS, Math.max(0, giveUpAt - Date.now())), undefined, { signal: options.signal });
   }
   options.onState?.({});
-  if (told) logger.info('database schema is the version this program needs', { version: REQUIRED_VERSION });
+  if (beside.length > 0) {
+    logger.info('database schema is newer than this program knows; running beside the newer migrations, which declare that it runs with them', {
+      current: beside.at(-1)!.version,
+      known: REQUIRED_VERSION,
+      beside: beside.map(fileOf),
+    });
+  } else if (told) logger.info('database schema is the version this program needs', { version: REQUIRED_VERSION });
 }
 
-/** One look: throws SchemaBehindError or SchemaTooNewError unless the database holds REQUIRED_VERSION. */
-export async function checkSchema(db: Queryable): Promise<void> {
+/**
+ * One look: throws SchemaBehindError, or SchemaTooNewError naming the first newer migration that does
+ * not declare REQUIRED_VERSION or older (`-- runs with releases from:`), unless the database holds
+ * REQUIRED_VERSION. Returns the newer migrations it runs beside ([] at REQUIRED_VERSION).
+ */
+export async function checkSchema(db: Queryable): Promise<AppliedMigration[]> {
   const current = await currentVersion(db);
-  if (current > REQUIRED_VERSION) throw new SchemaTooNewError(current, REQUIRED_VERSION);
   if (current < REQUIRED_VERSION) throw new SchemaBehindError(current, REQUIRED_VERSION);
+  return current > REQUIRED_VERSION ? newerBeside(db, REQUIRED_VERSION) : [];
 }
 
 /**

@@ -28,33 +28,67 @@ export async function currentVersion(db: Queryable): Promise<number> {
   return Number(max.rows[0]?.version ?? 0);
 }
 
-interface AppliedRow {
+/** A migration the database holds, as schema_migrations records it (runs_with_from: migration 0025's column, NULL when undeclared). */
+export interface AppliedMigration {
   version: number;
+  name: string;
   checksum: string;
-}
-
-const APPLIED = 'SELECT version, checksum FROM schema_migrations ORDER BY version';
-
-/** What `migrate` refuses before it applies anything: a version no file here knows (a newer release's), or a file changed after it ran. */
-function checkApplied(rows: readonly AppliedRow[], migrations: readonly Migration[]): void {
-  const known = new Map(migrations.map((m) => [m.version, m]));
-  for (const row of rows) {
-    const migration = known.get(row.version);
-    if (!migration) throw new SchemaTooNewError(rows.at(-1)!.version, migrations.at(-1)?.version ?? 0);
-    if (migration.checksum !== row.checksum) throw new Error(`migration ${fileOf(migration)} was changed after it ran (its checksum differs): restore the released file; a change to the schema is a new migration`);
-  }
+  runsWithFrom: number | null;
 }
 
 /**
- * The version the database holds, after the checks `migrate` makes first (it throws as `migrate`
- * would): for `migrate --status`, which must not call ready a schema that `migrate` refuses. Reads
- * only: no lock taken, no ledger made.
+ * Read through to_jsonb, not by name: a ledger written before 0025 (or by the lists the tests build)
+ * has no such column, which reads as NULL, a migration declaring nothing.
  */
-export async function appliedVersion(db: Queryable, migrations: readonly Migration[] = MIGRATIONS): Promise<number> {
+const APPLIED = `SELECT version, name, checksum, (to_jsonb(m) ->> 'runs_with_from')::integer AS "runsWithFrom"
+  FROM schema_migrations m WHERE version > $1 ORDER BY version`;
+
+async function appliedAfter(db: Queryable, version: number): Promise<AppliedMigration[]> {
+  return (await db.query<AppliedMigration>(APPLIED, [version])).rows;
+}
+
+/**
+ * The migrations past `known` that a program or `migrate` of this release runs beside: each must
+ * declare (runs_with_from) `known` or older, else SchemaTooNewError names the first that does not.
+ * `rows` in version order; none past `known`: [].
+ */
+function besideNewer(rows: readonly AppliedMigration[], known: number): AppliedMigration[] {
+  const newer = rows.filter((row) => row.version > known);
+  const refusing = newer.find((row) => row.runsWithFrom === null || row.runsWithFrom > known);
+  if (refusing) throw new SchemaTooNewError(newer.at(-1)!.version, known, refusing);
+  return newer;
+}
+
+/** The migrations applied past `known`, which this release runs beside (besideNewer, which throws). */
+export async function newerBeside(db: Queryable, known: number): Promise<AppliedMigration[]> {
+  return besideNewer(await appliedAfter(db, known), known);
+}
+
+/**
+ * What `migrate` refuses before it applies anything: a version no file here knows that does not
+ * declare this release (besideNewer), or a file changed after it ran. Returns the newer ones it runs beside.
+ */
+function checkApplied(rows: readonly AppliedMigration[], migrations: readonly Migration[]): AppliedMigration[] {
+  const highest = migrations.at(-1)?.version ?? 0;
+  const known = new Map(migrations.map((m) => [m.version, m]));
+  for (const row of rows) {
+    const migration = known.get(row.version);
+    // A version below this release's highest that it does not know (not one of its files): never run beside.
+    if (!migration && row.version < highest) throw new SchemaTooNewError(rows.at(-1)!.version, highest, { ...row, runsWithFrom: null });
+    if (migration && migration.checksum !== row.checksum) throw new Error(`migration ${fileOf(migration)} was changed after it ran (its checksum differs): restore the released file; a change to the schema is a new migration`);
+  }
+  return besideNewer(rows, highest);
+}
+
+/**
+ * The version the database holds and the newer migrations this release runs beside, after the
+ * checks `migrate` makes first (it throws as `migrate` would): for `migrate --status`, which must not
+ * call ready a schema that `migrate` refuses. Reads only: no lock taken, no ledger made.
+ */
+export async function appliedSchema(db: Queryable, migrations: readonly Migration[] = MIGRATIONS): Promise<{ version: number; newer: AppliedMigration[] }> {
   const current = await currentVersion(db);
-  if (current === 0) return 0;
-  checkApplied((await db.query<AppliedRow>(APPLIED)).rows, migrations);
-  return current;
+  if (current === 0) return { version: 0, newer: [] };
+  return { version: current, newer: checkApplied(await appliedAfter(db, 0), migrations) };
 }
 
 /**
@@ -94,7 +128,7 @@ export async function migrate(
       await session.query(LEDGER).catch((err: unknown) => {
         throw new Error(`cannot make schema_migrations: ${(err as Error)?.message ?? String(err)} (webhooks migrate runs as the owner of DATABASE_URL's database)`, { cause: err });
       });
-      const { rows } = await session.query<AppliedRow>(APPLIED);
+      const rows = await appliedAfter(session, 0);
       checkApplied(rows, migrations);
       const highest = migrations.at(-1)?.version ?? 0;
       const done = new Set(rows.map((row) => row.version));
@@ -106,7 +140,9 @@ export async function migrate(
           // LOCAL: this migration's statements only (takeLock waits for another run however long it takes).
           await session.query(`SET LOCAL lock_timeout = '${MIGRATION_LOCK_WAIT}'`);
           await session.exec(migration.sql);
-          await session.query('INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)', [migration.version, migration.name, migration.checksum]);
+          // runs_with_from named only when declared: the files before 0025, which made the column, declare nothing.
+          if (migration.runsWithFrom === undefined) await session.query('INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)', [migration.version, migration.name, migration.checksum]);
+          else await session.query('INSERT INTO schema_migrations (version, name, checksum, runs_with_from) VALUES ($1, $2, $3, $4)', [migration.version, migration.name, migration.checksum, migration.runsWithFrom]);
           await session.query('COMMIT');
         } catch (err) {
           await session.query('ROLLBACK').catch(() => {});

@@ -75,7 +75,7 @@ describe('dispatcher start-up with RabbitMQ never answering', () => {
     const result = await finishedWithin(program, 25_000);
     expect({ code: result?.code, stderr: result?.stderr ?? program.output.stderr }).toEqual({
       code: 1,
-      stderr: `dispatcher could not start: database schema version ${REQUIRED_VERSION + 1} is newer than this release knows (${REQUIRED_VERSION}): run the release that migrated it, or a newer one\n`,
+      stderr: `dispatcher could not start: database schema version ${REQUIRED_VERSION + 1} is newer than this release knows (${REQUIRED_VERSION}), and ${String(REQUIRED_VERSION + 1).padStart(4, '0')}_from_the_future.sql runs only with releases that know it: run the release that migrated it, or a newer one\n`,
     });
   }, 60_000);
 });

@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openPostgres, type Database } from '../../libs/delivery-store/index.js';
-import { checksumOf, currentVersion, fileOf, MIGRATIONS, migrate, type Migration, readMigrations, REQUIRED_VERSION, SQL_DIR } from '../../libs/migrations/index.js';
+import { checksumOf, currentVersion, fileOf, MIGRATIONS, migrate, type Migration, migrationOf, readMigrations, REQUIRED_VERSION, SQL_DIR } from '../../libs/migrations/index.js';
 import { ENDPOINT_ID, PgMerchantDirectory, SecretBox } from '../../libs/merchants/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { runCliInProcess } from '../support/cli.js';
@@ -181,6 +181,47 @@ describe('webhooks migrate', () => {
     const changed = await runCliInProcess({ DATABASE_URL: db.url }, ['migrate', '--status']);
     expect(changed.code).toBe(1);
     expect(changed.stderr).toContain('webhooks: migration 0001_initial.sql was changed after it ran');
+  });
+
+  it("records each migration's declaration of the releases it runs with, and --status and migrate accept a newer schema whose newer migrations all declare this release, naming them", async () => {
+    const db = await empty('migrate_beside');
+    const database = open(db.url);
+    const from = String(REQUIRED_VERSION).padStart(4, '0');
+    const beside = [
+      migrationOf(`${String(REQUIRED_VERSION + 1).padStart(4, '0')}_later_table.sql`, `-- runs with releases from: ${from}\nCREATE TABLE later_things (a int);\n`),
+      migrationOf(`${String(REQUIRED_VERSION + 2).padStart(4, '0')}_later_column.sql`, `-- A nullable column.\n-- runs with releases from: ${from}\nALTER TABLE later_things ADD COLUMN b text;\n`),
+    ];
+    await migrate(database, [...MIGRATIONS, ...beside]);
+    // The files released before 0025 declare nothing (their checksums are recorded); 0025 itself is additive.
+    expect(await db.query('SELECT version, runs_with_from FROM schema_migrations WHERE version IN (24, 25) OR version > $1 ORDER BY version', [REQUIRED_VERSION])).toEqual([
+      { version: 24, runs_with_from: null },
+      { version: 25, runs_with_from: 24 },
+      { version: REQUIRED_VERSION + 1, runs_with_from: REQUIRED_VERSION },
+      { version: REQUIRED_VERSION + 2, runs_with_from: REQUIRED_VERSION },
+    ]);
+    const status = await runCliInProcess({ DATABASE_URL: db.url }, ['migrate', '--status']);
+    const newer = beside.map((m) => `newer: ${fileOf(m)}, runs with releases from ${REQUIRED_VERSION}\n`).join('');
+    expect(status).toMatchObject({ code: 0, stdout: `schema version ${REQUIRED_VERSION + 2}, this release needs ${REQUIRED_VERSION}\n${newer}`, stderr: '' });
+    // This release's migrate (a rollback's Job run again) has nothing to apply, and changes nothing.
+    expect(await runCliInProcess({ DATABASE_URL: db.url }, ['migrate'])).toMatchObject({ code: 0, stdout: `schema version ${REQUIRED_VERSION + 2}: nothing to apply\n` });
+  });
+
+  it('--status and migrate refuse a newer schema one of whose newer migrations does not declare this release, naming the first', async () => {
+    const db = await empty('migrate_not_beside');
+    const database = open(db.url);
+    const file = (version: number, name: string, sql: string) => migrationOf(`${String(version).padStart(4, '0')}_${name}.sql`, sql);
+    const additive = file(REQUIRED_VERSION + 1, 'later_table', `-- runs with releases from: ${String(REQUIRED_VERSION).padStart(4, '0')}\nCREATE TABLE later_things (a int);\n`);
+    const narrow = file(REQUIRED_VERSION + 2, 'later_rename', 'ALTER TABLE later_things RENAME COLUMN a TO b;\n');
+    const after = file(REQUIRED_VERSION + 3, 'later_after', `-- runs with releases from: ${String(REQUIRED_VERSION).padStart(4, '0')}\nCREATE TABLE later_others (a int);\n`);
+    await migrate(database, [...MIGRATIONS, additive, narrow, after]);
+    const refusal = `webhooks: database schema version ${REQUIRED_VERSION + 3} is newer than this release knows (${REQUIRED_VERSION}), and ${fileOf(narrow)} runs only with releases that know it: run the release that migrated it, or a newer one\n`;
+    expect(await runCliInProcess({ DATABASE_URL: db.url }, ['migrate', '--status'])).toMatchObject({ code: 1, stdout: '', stderr: refusal });
+    expect(await runCliInProcess({ DATABASE_URL: db.url }, ['migrate'])).toMatchObject({ code: 1, stdout: '', stderr: refusal });
+    // Declared, but for releases after this one only: named with what it declares.
+    await db.query('UPDATE schema_migrations SET runs_with_from = $1 WHERE version = $2', [REQUIRED_VERSION + 1, REQUIRED_VERSION + 2]);
+    expect((await runCliInProcess({ DATABASE_URL: db.url }, ['migrate', '--status'])).stderr).toContain(
+      `newer than this release knows (${REQUIRED_VERSION}), and ${fileOf(narrow)} runs only with releases from ${REQUIRED_VERSION + 1}:`,
+    );
   });
 
   it('refuses a migration file changed after it ran, naming it, and applies nothing after it', async () => {

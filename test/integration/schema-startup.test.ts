@@ -2,7 +2,8 @@
  * What each program does at start-up about the schema, as built programs on the real RabbitMQ and
  * PostgreSQL: /healthz from the first moment, whatever it waits for; a schema behind waited for
  * (/readyz 503 naming `webhooks migrate`) until migrate runs; a schema newer than it knows, an exit
- * at once. No program changes the schema.
+ * at once, unless every newer migration declares that this release runs with it (then it runs
+ * beside them, saying so once). No program changes the schema.
  */
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
 import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
@@ -10,7 +11,9 @@ import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { finishedWithin, runProgram, startProgram } from '../support/process.js';
 import { freePort } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
-import { REQUIRED_VERSION } from '../../libs/migrations/index.js';
+import { openPostgres } from '../../libs/delivery-store/index.js';
+import { fileOf, migrate, MIGRATIONS, migrationOf, REQUIRED_VERSION } from '../../libs/migrations/index.js';
+import { adminToken, JWT_SECRET } from '../support/api.js';
 
 const PROGRAMS = {
   api: 'dist/apps/api/main.js',
@@ -112,7 +115,61 @@ describe('the programs and the schema version at start-up', () => {
     const result = await finishedWithin(program, 60_000);
     expect(result?.code).toBe(1);
     expect(result?.stderr).toContain(
-      `${name} could not start: database schema version ${REQUIRED_VERSION + 1} is newer than this release knows (${REQUIRED_VERSION}): run the release that migrated it, or a newer one`,
+      `${name} could not start: database schema version ${REQUIRED_VERSION + 1} is newer than this release knows (${REQUIRED_VERSION}), and ${fileOf({ version: REQUIRED_VERSION + 1, name: 'from_the_future' })} runs only with releases that know it: run the release that migrated it, or a newer one`,
+    );
+  }, 90_000);
+
+  /** A migration of a release after this one, as its file reads, applied after this release's (as that release's migrate would). */
+  const later = (version: number, sql: string) => migrationOf(`${String(version).padStart(4, '0')}_later_${version}.sql`, sql);
+  const migrateTo = async (url: string, newer: ReturnType<typeof later>[]) => {
+    const database = openPostgres(url, { maxConnections: 1 });
+    try {
+      await migrate(database, [...MIGRATIONS, ...newer]);
+    } finally {
+      await database.close();
+    }
+  };
+  const declared = `-- runs with releases from: ${String(REQUIRED_VERSION).padStart(4, '0')}`;
+
+  it('runs every program beside a newer schema whose newer migrations declare this release, saying so once; the API writes a merchant on it', async () => {
+    const db = await createTestDatabase('schema_beside');
+    made.push(db);
+    // Additive: a nullable column on a table the programs write, and a table they do not know.
+    const beside = [later(REQUIRED_VERSION + 1, `${declared}\nALTER TABLE merchants ADD COLUMN later_note text;\n`), later(REQUIRED_VERSION + 2, `-- A table of its own.\n${declared}\nCREATE TABLE later_things (a int);\n`)];
+    await migrateTo(db.url, beside);
+    const programs = await Promise.all(NAMES.map(async (name) => ({ name, ...(await start(name, db.url, name === 'api' ? { AUTH_JWT_SECRET: JWT_SECRET } : {})) })));
+    for (const program of programs) {
+      await waitFor(`${program.name} ready beside the newer schema`, async () => {
+        if (program.child.exitCode !== null) throw new Error(`${program.name} exited: ${program.output.stderr}`);
+        return (await get(program.port, '/readyz').catch(() => undefined))?.status === 200;
+      }, 60_000, 100);
+      const said = program.output.stdout.split('\n').filter((line) => line.includes('database schema is newer than this program knows; running beside'));
+      expect(said).toHaveLength(1);
+      expect(JSON.parse(said[0]!)).toMatchObject({ current: REQUIRED_VERSION + 2, known: REQUIRED_VERSION, beside: beside.map(fileOf) });
+    }
+    const api = programs.find((program) => program.name === 'api')!;
+    const written = await fetch(`http://127.0.0.1:${api.port}/admin/merchants/m_beside`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${await adminToken()}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ publicKey: 'pk_beside' }),
+    });
+    expect(written.status).toBe(201);
+    expect(await db.query("SELECT public_key, later_note FROM merchants WHERE id = 'm_beside'")).toEqual([{ public_key: 'pk_beside', later_note: null }]);
+    for (const program of programs) expect(await stop(program)).toMatchObject({ code: 0 });
+  }, 240_000);
+
+  // One program: the refusal is the gate all three share (each is seen refusing above, naming the file).
+  it.concurrent('stops the API at once on a newer schema one of whose newer migrations does not declare this release, naming the first', async () => {
+    const name = 'api';
+    const db = await createTestDatabase(`schema_not_beside_${name}`);
+    made.push(db);
+    const narrow = later(REQUIRED_VERSION + 2, 'ALTER TABLE later_things RENAME COLUMN a TO b;\n');
+    await migrateTo(db.url, [later(REQUIRED_VERSION + 1, `${declared}\nCREATE TABLE later_things (a int);\n`), narrow]);
+    const program = await start(name, db.url);
+    const result = await finishedWithin(program, 60_000);
+    expect(result?.code).toBe(1);
+    expect(result?.stderr).toContain(
+      `${name} could not start: database schema version ${REQUIRED_VERSION + 2} is newer than this release knows (${REQUIRED_VERSION}), and ${fileOf(narrow)} runs only with releases that know it: run the release that migrated it, or a newer one`,
     );
   }, 90_000);
 
