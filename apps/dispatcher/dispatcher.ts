@@ -208,7 +208,8 @@ export class Dispatcher {
       }
       if (!share && intake) {
         finding = await this.firstSight(message, intake);
-        await this.endOrphanedPlaces(message, intake, finding);
+        // Its channel gone while its places were held unlooked-up: the broker gives it again.
+        if (!(await this.endOrphanedPlaces(delivery, intake, finding))) return;
         if (finding?.kind === 'fan-out') return await this.fanOut(delivery, intake, finding.endpointIds, span);
         if (finding?.kind === 'duplicate') intake = undefined;
       }
@@ -263,17 +264,37 @@ export class Dispatcher {
    * (a row, no wait) at endpoints this walk will not go to (deleted, turned off, or settled: a
    * repeat whose record was written and whose end was not) are ended now, or the webhooks waiting
    * behind them (with no due time) would wait for ever. Those it goes to are stepped as before.
+   * PostgreSQL not answering the look-up: a merchant none of whose endpoints orders now goes on (its
+   * places are released by the upkeep, libs/ordering/upkeep.ts); one with an endpoint that orders is
+   * held, as its steps are (a stop too: its channel closes, and the broker gives it again), since no
+   * upkeep releases a line that orders. False: its channel is gone.
    */
-  private async endOrphanedPlaces(message: ConsumeMessage, intake: IntakeEvent, finding: Finding | undefined): Promise<void> {
+  private async endOrphanedPlaces(delivery: Delivery, intake: IntakeEvent, finding: Finding | undefined): Promise<boolean> {
+    const { message } = delivery;
     const order = this.deps.order;
-    if (!order || !message.fields.redelivered || message.fields.exchange !== this.names.events || intake.orderKey === undefined || intake.test) return;
+    if (!order || !message.fields.redelivered || message.fields.exchange !== this.names.events || intake.orderKey === undefined || intake.test) return true;
     const walked = finding?.kind === 'fan-out' ? finding.endpointIds : finding === undefined ? [intake.endpointId ?? ''] : [];
-    try {
-      const orphans = (await order.openPlaces(intake.merchantId, intake.webhookId, intake.orderKey)).filter((endpointId) => !walked.includes(endpointId));
-      await Promise.all(orphans.map((endpointId) => order.end({ merchantId: intake.merchantId, endpointId, webhookId: intake.webhookId })));
-    } catch (err) {
-      this.deps.logger.warn('places in order of a redelivered webhook not looked up: PostgreSQL did not answer', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message });
+    let places: string[] | undefined;
+    for (let tries = 0; places === undefined; tries++) {
+      try {
+        places = await order.openPlaces(intake.merchantId, intake.webhookId, intake.orderKey);
+      } catch (err) {
+        const held = this.deps.merchants.byId(intake.merchantId)?.endpoints.some((endpoint) => endpoint.enabled && endpoint.orderByReference === true) === true;
+        if (!held) {
+          this.deps.logger.warn('places in order of a redelivered webhook not looked up: PostgreSQL did not answer', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message });
+          return true;
+        }
+        if (tries % 30 === 0) this.deps.logger.warn('places in order of a redelivered webhook not looked up: PostgreSQL did not answer; held until it does', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message });
+        await new Promise((resolve) => setTimeout(resolve, 1_000));
+        if (!delivery.live) return false;
+      }
     }
+    const orphans = places.filter((endpointId) => !walked.includes(endpointId));
+    // An end is tried again while PostgreSQL does not answer (the gate's batcher); one it refuses for its data is left.
+    await Promise.all(orphans.map((endpointId) => order.end({ merchantId: intake.merchantId, endpointId, webhookId: intake.webhookId }))).catch((err: unknown) => {
+      this.deps.logger.warn('places in order of a redelivered webhook not ended: PostgreSQL refused it', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message });
+    });
+    return true;
   }
 
   private async fanOut(delivery: Delivery, intake: IntakeEvent, endpointIds: readonly string[], span: Span | undefined): Promise<void> {

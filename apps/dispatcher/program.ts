@@ -15,7 +15,7 @@ import { Throttle } from './stages/throttle.js';
 import { OPERATIONAL_EVENT_TYPES, OperationalPublisher } from '../../libs/operational/index.js';
 import { Operations } from './operations.js';
 import { WaitScheduler, WaitStore, WaitWriter } from '../../libs/waits/index.js';
-import { OrderGate, OrderStore } from '../../libs/ordering/index.js';
+import { OrderGate, orderingLines, OrderStore, OrderUpkeep } from '../../libs/ordering/index.js';
 import { platformEndpoint } from './platform.js';
 import { FAILED_SEGMENT_BYTES, openTopologyBroker, topologyNames } from '../../libs/topology/index.js';
 import { FAILED_ROLLOVER_EVERY_MS, StreamRollover } from '../../libs/streams/index.js';
@@ -174,10 +174,12 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   const waitStore = waitsQueries && new WaitStore(waitsQueries);
   const waitWriter = waitStore && new WaitWriter(waitStore, logger);
   // Order per reference gates on wait rows: with the waits, on the same pool.
-  const orderGate = waitsQueries && new OrderGate(new OrderStore(waitsQueries), logger);
-  const scheduler = waitStore
-    ? new WaitScheduler(waitStore, broker, logger, { dispatch: names.dispatch, leaseMs: Math.max(config.WAIT_LEASE, 2 * config.DELIVERY_TIMEOUT_MS) })
-    : undefined;
+  const orderStore = waitsQueries && new OrderStore(waitsQueries);
+  const orderGate = orderStore && new OrderGate(orderStore, logger);
+  const leaseMs = Math.max(config.WAIT_LEASE, 2 * config.DELIVERY_TIMEOUT_MS);
+  const scheduler = waitStore ? new WaitScheduler(waitStore, broker, logger, { dispatch: names.dispatch, leaseMs }) : undefined;
+  // Places whose end never came, of endpoints that no longer order: released after the lease, which covers an attempt.
+  const orderUpkeep = orderStore && new OrderUpkeep(orderStore, () => orderingLines(merchants.list()), logger, { olderThanMs: leaseMs });
   // Intake keys on a pool of their own with short timeouts: a slow PostgreSQL lets intake go on unchecked.
   const dedupeOn = config.INTAKE_DEDUPE_WINDOW > 0;
   const keysDatabase = dedupeOn && !options.database && config.DATABASE_URL
@@ -235,6 +237,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   await intakeKeys?.start();
   await dispatcher.start();
   scheduler?.start();
+  orderUpkeep?.start();
   // Keeps FAILED_RETENTION true however few webhooks fail (RabbitMQ applies it only on a new segment).
   const rollover = new StreamRollover(broker, names.failed, { bytes: FAILED_SEGMENT_BYTES, everyMs: FAILED_ROLLOVER_EVERY_MS, logger });
   rollover.start();
@@ -290,6 +293,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
         await budget.step('delivery records', async () => deliveryLog?.stop(), budget.left() / 3);
         await budget.step('wait scheduler and intake keys', async () => {
           await scheduler?.stop();
+          await orderUpkeep?.stop();
           waitWriter?.close();
           orderGate?.close();
           await waitsDatabase?.close();

@@ -1,2 +1,3 @@
-export { ORDER_ENDED_KEEP_MS, type OrderAdmit, type OrderEnd, type OrderState, OrderStore } from './store.js';
+export { ORDER_ENDED_KEEP_MS, type OrderAdmit, type OrderEnd, type OrderLine, type OrderState, OrderStore } from './store.js';
 export { OrderGate } from './gate.js';
+export { ORDER_UPKEEP_BATCH, ORDER_UPKEEP_EVERY_MS, orderingLines, OrderUpkeep } from './upkeep.js';

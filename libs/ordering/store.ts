@@ -46,6 +46,14 @@ export function orderId(merchantId: string, endpointId: string, webhookId: strin
 /** How long an ended webhook's row is kept: a copy redelivered within it is known as done, not sent again. */
 export const ORDER_ENDED_KEEP_MS = 3_600_000;
 
+/** A line of order: a merchant's endpoint ('' for its first, on places taken before endpoints). */
+export interface OrderLine {
+  merchantId: string;
+  endpointId: string;
+}
+
+const RELEASE = 'SELECT released_merchant, released_endpoint, released FROM webhook_order_release($1, $2, $3, $4)';
+
 const STEP = 'SELECT admitted_merchant, admitted_endpoint, admitted, state FROM webhook_order_step($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)';
 
 export class OrderStore {
@@ -70,6 +78,16 @@ export class OrderStore {
       [merchantId, webhookId, orderKeysOf(key)],
     );
     return rows.map((row) => row.endpoint_id);
+  }
+
+  /**
+   * Releases up to `batch` open places older than `olderThanMs` (PostgreSQL's clock) with no wait of
+   * their own, of lines not in `keep` (those that order now): each deleted, the next of its line due
+   * (migration 0026). Returns how many.
+   */
+  async release(keep: readonly OrderLine[], olderThanMs: number, batch: number): Promise<number> {
+    const { rows } = await this.db.query(RELEASE, [keep.map((l) => l.merchantId), keep.map((l) => l.endpointId), olderThanMs, batch]);
+    return rows.length;
   }
 
   /** Ends then admits, in one round trip; returns each admitted webhook's state. */

@@ -10,7 +10,7 @@ import { type Logger, silentLogger } from '../../libs/logger/index.js';
 import { FileMerchantDirectory, type Merchant } from '../../libs/merchants/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { WaitScheduler, WaitStore, WaitWriter } from '../../libs/waits/index.js';
-import { OrderGate, OrderStore } from '../../libs/ordering/index.js';
+import { OrderGate, orderingLines, OrderStore, OrderUpkeep } from '../../libs/ordering/index.js';
 import { Throttle } from '../../apps/dispatcher/stages/throttle.js';
 import { declareTopology, type TopologyNames, topologyNames } from '../../libs/topology/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from './broker.js';
@@ -102,9 +102,13 @@ export async function startHarness(options: {
   const waits = new WaitStore(failuresDb);
   const writer = new WaitWriter(waits, logger);
   // Order per reference, for merchants whose webhook has orderByReference.
-  const order = new OrderGate(new OrderStore(failuresDb), logger);
+  const orderStore = new OrderStore(failuresDb);
+  const order = new OrderGate(orderStore, logger);
   const waitLeaseMs = options.waitLeaseMs ?? 60_000;
   const scheduler = new WaitScheduler(waits, broker, logger, { dispatch: names.dispatch, leaseMs: waitLeaseMs, pollMs: 100 });
+  // As the program's: released after the lease (at least twice the delivery timeout); looked at often, for the tests' bounds.
+  const upkeepBoundMs = Math.max(waitLeaseMs, 2 * (options.settings?.deliveryTimeoutMs ?? 2_000));
+  const orderUpkeep = new OrderUpkeep(orderStore, () => orderingLines(merchants.list()), logger, { olderThanMs: upkeepBoundMs, everyMs: 200 });
   const deliveryLog = options.recorder ?? (options.deliveryLog ? new DeliveryRecorder(broker, logger, { prefix }) : undefined);
   await deliveryLog?.start();
   const dispatcher = new Dispatcher(
@@ -123,6 +127,7 @@ export async function startHarness(options: {
   );
   if (!options.paused) await dispatcher.start();
   scheduler.start();
+  orderUpkeep.start();
   const test = await TestBroker.open();
   return {
     prefix,
@@ -141,6 +146,7 @@ export async function startHarness(options: {
       await dispatcher.stop();
       await deliveryLog?.stop();
       await scheduler.stop();
+      await orderUpkeep.stop();
       writer.close();
       order.close();
       await broker.close();
