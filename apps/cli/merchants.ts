@@ -142,9 +142,10 @@ export function declareMerchants(program: CliCommand): void {
         'secrets, Idempotency-Key answers, rate-limit counters, portal links and sessions, the delivery log (webhooks, ' +
         'payloads, attempts, quarantined records), failed webhooks, waiting webhooks and their open circuits, its order ' +
         "per reference, its endpoints' failing clocks and adaptive rates, and its upstream events' intake keys; the audit trail is kept and " +
-        'records the delete. Prints the rows deleted per table. RabbitMQ is not touched: messages of this merchant still queued or in the streams stay ' +
-        'until they are delivered, parked or age out, and the recorder stores records still in the deliveries stream ' +
-        'again (run it again once they are gone). Running programs forget the merchant within a second (the delete ' +
+        'records the delete. Then it sweeps the same tables again 2 s later, for a write that raced the delete (its statement ' +
+        'begun before the commit). Prints the rows deleted per table, both passes together. RabbitMQ is not touched: messages of this merchant still in dispatch ' +
+        'are dropped when a dispatcher takes them (not sent, parked or failed), its entries in the streams age out, and the recorder ' +
+        'stores none of its records read after the delete. Running programs forget the merchant within a second (the delete ' +
         'notifies them), or at their next poll (10 s) when the notification is lost: a tombstone of the merchant ' +
         '(a digest of its id, kept a day) tells them. --yes is required.',
     )

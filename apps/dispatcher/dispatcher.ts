@@ -23,6 +23,7 @@ import { type DispatcherStats, EffectStage, WAITS_TABLE, waitKeyOf } from './sta
 import { EndpointGuards } from './stages/endpoint-guards.js';
 import { fanOut, route } from './stages/fan-out.js';
 import { type HandBack, handBackOf, type IntakeEvent, parseIntake } from './stages/intake.js';
+import { endOrphanedPlaces } from './stages/orphaned-places.js';
 import { recordOf } from './stages/record.js';
 import type { Throttle } from './stages/throttle.js';
 import { injectSpan, markFailed, publishChild, type Span, spanLogFields, tracingActive } from '../../libs/tracing/index.js';
@@ -206,14 +207,18 @@ export class Dispatcher {
           finding = await this.invalid(message, err);
         }
       }
-      if (!share && intake) {
+      // Before any write (its intake key, a place, a wait, a failure, a record): a deleted merchant's stays deleted.
+      if (intake && this.erased(intake)) finding = { kind: 'erased', merchantId: intake.merchantId, webhookId: intake.webhookId };
+      if (!share && intake && !finding) {
         finding = await this.firstSight(message, intake);
         // Its channel gone while its places were held unlooked-up: the broker gives it again.
-        if (!(await this.endOrphanedPlaces(delivery, intake, finding))) return;
+        if (!(await endOrphanedPlaces(delivery, intake, finding, { order: this.deps.order, merchants: this.deps.merchants, logger: this.deps.logger, events: this.names.events }))) return;
         if (finding?.kind === 'fan-out') return await this.fanOut(delivery, intake, finding.endpointIds, span);
         if (finding?.kind === 'duplicate') intake = undefined;
       }
       if (!finding) ({ intake, finding } = await this.onward(message, intake!, now, span, () => delivery.live));
+      // Deleted while it waited for its slot or its request was out (the directory heard of it meanwhile): its outcome writes nothing.
+      if (intake && finding.kind !== 'superseded' && this.erased(intake)) finding = { kind: 'erased', merchantId: intake.merchantId, webhookId: intake.webhookId };
       const decision = decide(finding, intake, this.policy, now);
       if (span && !share) describeDelivery(span, intake, decision);
       // Recorded after the effect it describes and before the ack: a crash cannot leave the
@@ -259,44 +264,6 @@ export class Dispatcher {
     return { kind: 'duplicate', ...key };
   }
 
-  /**
-   * A message from upstream that the broker gives again: the places in order its earlier walk took
-   * (a row, no wait) at endpoints this walk will not go to (deleted, turned off, or settled: a
-   * repeat whose record was written and whose end was not) are ended now, or the webhooks waiting
-   * behind them (with no due time) would wait for ever. Those it goes to are stepped as before.
-   * PostgreSQL not answering the look-up: a merchant none of whose endpoints orders now goes on (its
-   * places are released by the upkeep, libs/ordering/upkeep.ts); one with an endpoint that orders is
-   * held, as its steps are (a stop too: its channel closes, and the broker gives it again), since no
-   * upkeep releases a line that orders. False: its channel is gone.
-   */
-  private async endOrphanedPlaces(delivery: Delivery, intake: IntakeEvent, finding: Finding | undefined): Promise<boolean> {
-    const { message } = delivery;
-    const order = this.deps.order;
-    if (!order || !message.fields.redelivered || message.fields.exchange !== this.names.events || intake.orderKey === undefined || intake.test) return true;
-    const walked = finding?.kind === 'fan-out' ? finding.endpointIds : finding === undefined ? [intake.endpointId ?? ''] : [];
-    let places: string[] | undefined;
-    for (let tries = 0; places === undefined; tries++) {
-      try {
-        places = await order.openPlaces(intake.merchantId, intake.webhookId, intake.orderKey);
-      } catch (err) {
-        const held = this.deps.merchants.byId(intake.merchantId)?.endpoints.some((endpoint) => endpoint.enabled && endpoint.orderByReference === true) === true;
-        if (!held) {
-          this.deps.logger.warn('places in order of a redelivered webhook not looked up: PostgreSQL did not answer', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message });
-          return true;
-        }
-        if (tries % 30 === 0) this.deps.logger.warn('places in order of a redelivered webhook not looked up: PostgreSQL did not answer; held until it does', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message });
-        await new Promise((resolve) => setTimeout(resolve, 1_000));
-        if (!delivery.live) return false;
-      }
-    }
-    const orphans = places.filter((endpointId) => !walked.includes(endpointId));
-    // An end is tried again while PostgreSQL does not answer (the gate's batcher); one it refuses for its data is left.
-    await Promise.all(orphans.map((endpointId) => order.end({ merchantId: intake.merchantId, endpointId, webhookId: intake.webhookId }))).catch((err: unknown) => {
-      this.deps.logger.warn('places in order of a redelivered webhook not ended: PostgreSQL refused it', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message });
-    });
-    return true;
-  }
-
   private async fanOut(delivery: Delivery, intake: IntakeEvent, endpointIds: readonly string[], span: Span | undefined): Promise<void> {
     if (span) describeFanOut(span, intake, endpointIds.length);
     this.effect.stats.fannedOut++;
@@ -333,11 +300,18 @@ export class Dispatcher {
     // unacked (its order step or take while PostgreSQL was down, a busy endpoint) is not signed stale.
     // Its answer tells the endpoint's adaptive rate.
     const finding = await this.attempt.run(intake, admitted, this.now(), span);
+    // Deleted while its request was out: not even its endpoint's adaptive rate is written (handle() drops it).
+    if (this.erased(intake)) return { finding: { kind: 'erased', merchantId: intake.merchantId, webhookId: intake.webhookId } };
     if (this.deps.throttle) {
       const status = finding.kind === 'sent' ? finding.status : finding.kind === 'attempt-failed' ? finding.error.status : undefined;
       this.deps.throttle.answered(intake.merchantId, admitted.webhook, status, finding.kind === 'sent');
     }
     return { intake, finding };
+  }
+
+  /** Whether the webhook's merchant was deleted: not in the directory, and a tombstone names it (memory only). */
+  private erased(intake: IntakeEvent): boolean {
+    return this.deps.merchants.deleted !== undefined && this.deps.merchants.byId(intake.merchantId) === undefined && this.deps.merchants.deleted(intake.merchantId);
   }
 
   /**

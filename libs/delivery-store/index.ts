@@ -5,6 +5,7 @@ export { InvalidCursorError, InvalidFilterError, LogQueryTimeoutError, LogUnavai
 export { deliveryLogQueries } from './queries.js';
 export { isDataRefusal, isLockRefused, isTransient } from './refusals.js';
 export { onEndpoint } from './fold.js';
+export { erasedMerchantSql } from './erased.js';
 export { DeliveryLogRecorder } from './recorder.js';
 export { dropExpiredPartitions } from './schema.js';
 export type { DeliveryLogQueries, RecordView, WebhookDetail, WebhookFilters, WebhookSummary } from './views.js';

@@ -1,5 +1,6 @@
 import { type DeliveryRecord, statusOf } from '../delivery-log/index.js';
 import type { Queryable } from './database.js';
+import { erasedMerchantSql } from './erased.js';
 import { dayOf, ensurePartition } from './schema.js';
 
 /**
@@ -36,6 +37,8 @@ WITH stored_offset AS (
     unnest($25::integer[]), unnest($26::text[]))
   AS r(id, at, merchant_id, webhook_id, first_seen_at, event, refs, payload, outcome, status, attempt_number, started_at,
     duration_ms, http_status, error, response_body, reason, next_attempt_at, ord, pos, resend, endpoint_id)
+  -- A deleted merchant's records read after its delete begin no log again: those from before it, and all while it is not made again.
+  WHERE NOT ${erasedMerchantSql('r.merchant_id', 'r.at')}
   ORDER BY id, at, ord
 ), inserted AS (
   INSERT INTO delivery_records (id, at, merchant_id, webhook_id, endpoint_id, outcome, attempt_number, started_at, duration_ms,
@@ -191,8 +194,9 @@ export interface Quarantined {
 
 export async function quarantine(db: Queryable, stream: string, entry: Quarantined): Promise<void> {
   await db.query(
+    // Not a deleted merchant's record (its content is the whole record, payload included).
     `INSERT INTO delivery_log_quarantine (stream, stream_offset, position, merchant_id, webhook_id, error, content)
-     VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
+     SELECT $1::text, $2::bigint, $3::integer, $4::text, $5::text, $6::text, $7::text WHERE NOT ${erasedMerchantSql('$4::text')} ON CONFLICT DO NOTHING`,
     [stream, entry.offset, entry.position, entry.merchantId ?? null, entry.webhookId ?? null, entry.error.slice(0, 2000), entry.content.replaceAll('\u0000', '')],
   );
 }

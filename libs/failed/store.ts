@@ -1,5 +1,6 @@
 import { messageFromLoggedBody } from '../contracts/index.js';
 import type { Queryable } from '../delivery-store/database.js';
+import { erasedMerchantSql } from '../delivery-store/erased.js';
 
 /**
  * The failure index: one row per failed delivery (merchant, webhook, endpoint: '' on rows written
@@ -107,7 +108,9 @@ export interface FailureRow {
  */
 const UPSERT = `
 INSERT INTO failed_webhooks AS f (merchant_id, webhook_id, failed_at, event, merchant_refs, reason, attempts, last_status, last_error, content, headers, endpoint_id, failed_resend)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+SELECT $1::text, $2::text, $3::timestamptz, $4::text, $5::text[], $6::text, $7::integer, $8::integer, $9::text, $10::text, $11::jsonb, $12::text, $13::integer
+-- Not for a merchant deleted meanwhile (a dispatcher that had not heard of it yet): its failure and payload stay deleted.
+WHERE NOT ${erasedMerchantSql('$1::text')}
 ON CONFLICT (merchant_id, webhook_id, endpoint_id) DO UPDATE SET
   failed_at = EXCLUDED.failed_at, failed_resend = EXCLUDED.failed_resend, event = EXCLUDED.event, merchant_refs = EXCLUDED.merchant_refs, reason = EXCLUDED.reason,
   attempts = EXCLUDED.attempts, last_status = EXCLUDED.last_status, last_error = EXCLUDED.last_error,

@@ -21,6 +21,8 @@ export class DirectoryCache {
   private readonly health = new Map<string, Map<string, Health>>();
   /** Merchant → the key id of the row it could not open, with its version. */
   readonly unreadable = new Map<string, { version: number; keyId: string | undefined }>();
+  /** The digests of deleted merchants' ids (their tombstones): what tells a deleted merchant from one never known. */
+  private readonly buried = new Set<string>();
 
   get size(): number {
     return this.byIdMap.size;
@@ -74,6 +76,16 @@ export class DirectoryCache {
     this.health.delete(id);
     this.unreadable.delete(id);
     return true;
+  }
+
+  /** A tombstone read (at load or since): the merchant it names, when not held, is deleted. */
+  bury(digest: string): void {
+    this.buried.add(digest);
+  }
+
+  /** Whether `id` is a deleted merchant: not held, and a tombstone names it (digested only for an id not held: rare). */
+  deleted(id: string): boolean {
+    return this.buried.size > 0 && !this.byIdMap.has(id) && this.buried.has(idDigest(id));
   }
 
   /** The ids held, by the digest a tombstone keeps (computed when tombstones come: deletes are rare). */

@@ -6,6 +6,11 @@ export interface MerchantDirectory {
   byId(id: string): Merchant | undefined;
   byPublicKey(publicKey: string): Merchant | undefined;
   list(): Merchant[];
+  /**
+   * Whether the merchant was deleted (`webhooks merchants delete`: a tombstone, kept a day), not
+   * merely unknown: nothing of it is to be sent or written again. A file directory deletes none.
+   */
+  deleted?(id: string): boolean;
   close(): Promise<void>;
   /** Reads what changed at the source since the last read (the database's directory: a notification may come late, or never). */
   poll?(): Promise<void>;

@@ -39,10 +39,30 @@ export const TABLES_WITHOUT_MERCHANT_DATA: readonly string[] = ['delivery_log_of
 export const TABLES_KEPT_AFTER_DELETE: readonly string[] = ['merchant_audit'];
 
 /**
- * Deletes every row of one merchant from every table above in one transaction, and records the
- * delete in the audit trail. Returns the rows deleted per table. What RabbitMQ holds is not touched.
+ * How long after its commit a delete sweeps the merchant's tables again. A write whose statement
+ * began before the commit could not see the tombstone (its snapshot is older), and may commit after
+ * the delete passed its table (a recorder's batch of records read before the delete): such
+ * statements take milliseconds, and have ended by then.
  */
-export async function deleteMerchantData(db: { transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T> }, merchantId: string, by: Actor): Promise<Record<string, number>> {
+export const SWEEP_AFTER_MS = 2_000;
+
+type Transactional = { transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T> };
+
+/**
+ * Deletes every row of one merchant from every table above in one transaction, and records the
+ * delete in the audit trail; then, when it found any, once more after `sweepAfterMs` (what writes
+ * raced the commit). Returns the rows deleted per table, both passes together. What RabbitMQ holds is not touched.
+ */
+export async function deleteMerchantData(db: Transactional, merchantId: string, by: Actor, options: { sweepAfterMs?: number } = {}): Promise<Record<string, number>> {
+  const deleted = await deleteOnce(db, merchantId, by);
+  if (!Object.values(deleted).some((n) => n > 0)) return deleted;
+  await new Promise((resolve) => setTimeout(resolve, options.sweepAfterMs ?? SWEEP_AFTER_MS));
+  const swept = await deleteOnce(db, merchantId, by);
+  for (const [table, n] of Object.entries(swept)) deleted[table] = (deleted[table] ?? 0) + n;
+  return deleted;
+}
+
+async function deleteOnce(db: Transactional, merchantId: string, by: Actor): Promise<Record<string, number>> {
   return db.transaction(async (tx) => {
     const deleted: Record<string, number> = {};
     // The merchant's row first: its lock orders this delete with a write of the merchant.

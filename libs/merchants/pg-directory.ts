@@ -151,6 +151,10 @@ export class PgMerchantDirectory implements MerchantDirectory {
     return this.cache.versionOf(id);
   }
 
+  deleted(id: string): boolean {
+    return this.cache.deleted(id);
+  }
+
   list(): Merchant[] {
     return this.cache.list();
   }
@@ -232,6 +236,9 @@ export class PgMerchantDirectory implements MerchantDirectory {
     }
     const { rows: clocks } = await this.db.query<HealthRow>(`SELECT ${HEALTH_COLUMNS} FROM endpoint_health WHERE failing_since IS NOT NULL`);
     for (const row of clocks) cache.setHealth(row.merchant_id, row.endpoint_id, healthOf(row));
+    // Deleted merchants of the last day: their webhooks still queued are dropped, not parked or failed with their payload.
+    const { rows: tombstones } = await this.db.query<{ id_digest: string }>('SELECT id_digest FROM merchant_tombstones');
+    for (const { id_digest } of tombstones) cache.bury(id_digest);
     this.cache = cache;
     this.position = position;
     this.polledAt = performance.now();
@@ -317,6 +324,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
     if (tombstones.length > 0) {
       const digests = this.cache.digests();
       for (const tombstone of tombstones) {
+        this.cache.bury(tombstone.id_digest);
         const id = digests.get(tombstone.id_digest);
         if (id !== undefined && this.cache.drop(id, Number(tombstone.version))) this.logger.info('merchant deleted; no longer served', { merchantId: id });
       }

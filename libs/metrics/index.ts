@@ -6,7 +6,7 @@ import { type CounterSeries, CounterSeriesSet, histogramObserver } from './serie
 
 export { METRIC_NAMES };
 
-export type Outcome = 'delivered' | 'retried' | 'failed' | 'invalid' | 'skipped' | 'deferred' | 'throttled' | 'circuit_open' | 'requeued' | 'superseded';
+export type Outcome = 'delivered' | 'retried' | 'failed' | 'invalid' | 'skipped' | 'deferred' | 'throttled' | 'circuit_open' | 'requeued' | 'superseded' | 'erased';
 
 /** Outcomes counted by event (invalid and superseded messages have no event: `unknown`). */
 const PER_EVENT_OUTCOMES: readonly Outcome[] = ['delivered', 'retried', 'failed', 'skipped', 'deferred', 'throttled', 'circuit_open', 'requeued'];

@@ -1,4 +1,4 @@
-import type { Database, Queryable } from '../delivery-store/index.js';
+import { type Database, erasedMerchantSql, type Queryable } from '../delivery-store/index.js';
 import { HEADERS, type ScalarHeaders } from '../contracts/index.js';
 
 /**
@@ -92,6 +92,8 @@ const WRITE = `
 WITH puts AS (
   SELECT * FROM unnest($1::text[], $2::text[], $15::text[], $3::int[], $4::int[], $5::float8[], $6::text[], $7::text[], $8::text[], $12::float8[], $13::float8[])
     AS p(merchant_id, webhook_id, endpoint_id, hand, attempt, delay_ms, reason, headers, content, span_ms, circuit_ms)
+  -- Not for a merchant deleted meanwhile (this dispatcher had not heard of it yet): its waits and bytes stay deleted.
+  WHERE NOT ${erasedMerchantSql('p.merchant_id')}
 ), opened AS (
   INSERT INTO wait_circuits (merchant_id, endpoint_id, probe_at)
   SELECT merchant_id, endpoint_id, now() + max(circuit_ms) * interval '1 millisecond' FROM puts WHERE circuit_ms IS NOT NULL GROUP BY merchant_id, endpoint_id

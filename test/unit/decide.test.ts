@@ -32,6 +32,7 @@ const failedWith = (error: Error): Finding => ({ kind: 'attempt-failed', error: 
 const cases: Array<[string, Finding, IntakeEvent | undefined, Decision]> = [
   ['a 2xx answer is delivered', { kind: 'sent', status: 204 }, intake({ attempts: 2 }), { kind: 'delivered', attempt: 3, status: 204 }],
   ['a later copy of a wait is superseded', { kind: 'superseded', key: 's_1' }, undefined, { kind: 'superseded', key: 's_1' }],
+  ['a webhook of a deleted merchant is dropped, accepted or not', { kind: 'erased', merchantId: 'm_1', webhookId: 'w_1' }, intake({ attempts: 2, resentAt: '2026-01-01T00:00:00.000Z' }), { kind: 'erased', merchantId: 'm_1', webhookId: 'w_1' }],
   ['a message that fails intake is invalid with its code', { kind: 'invalid', code: 'not-json', detail: 'x' }, undefined, { kind: 'invalid', code: 'not-json', detail: 'x' }],
   ['a delivery stopped while waiting for a slot goes back untried', { kind: 'stopping' }, intake(), { kind: 'returned' }],
   ['a new event for an unknown merchant is invalid', { kind: 'unavailable', why: 'merchant-removed' }, intake(), { kind: 'invalid', code: 'unknown-merchant', detail: 'no merchant m_1 in the directory' }],

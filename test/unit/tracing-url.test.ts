@@ -35,7 +35,7 @@ describe('url.full of an attempt', () => {
  */
 describe('webhook.outcome in docs/tracing.md', () => {
   const KINDS: Record<Decision['kind'], true> = {
-    delivered: true, superseded: true, ordered: true, duplicate: true, skipped: true, returned: true,
+    delivered: true, superseded: true, erased: true, ordered: true, duplicate: true, skipped: true, returned: true,
     retry: true, defer: true, throttle: true, postpone: true, failed: true, invalid: true,
   };
 

@@ -19,6 +19,8 @@ export interface AttemptTrace {
 export type Finding =
   /** Intake: another copy of the same wait arrived first. */
   | { kind: 'superseded'; key: string }
+  /** Its merchant was deleted (the directory holds its tombstone): dropped, nothing of it written or sent. */
+  | { kind: 'erased'; merchantId: string; webhookId: string }
   /** Intake: upstream published this key within INTAKE_DEDUPE_WINDOW. */
   | { kind: 'duplicate'; merchantId: string; webhookId: string }
   /** `handTaken`: a hand-back whose hand is its wait's current one: that wait (and its place in order) ends with the park. */
@@ -41,7 +43,7 @@ export type Finding =
 
 /** What happens to the delivery: exactly one of these. What intake found (superseded, duplicate, invalid, ordered) is decided as it was found. */
 export type Decision =
-  | Extract<Finding, { kind: 'superseded' | 'duplicate' | 'invalid' | 'ordered' }>
+  | Extract<Finding, { kind: 'superseded' | 'erased' | 'duplicate' | 'invalid' | 'ordered' }>
   | { kind: 'delivered'; attempt: number; status: number }
   | { kind: 'skipped'; why: 'webhook-disabled' | 'endpoint-disabled' | 'event-not-subscribed' }
   /** Back to its queue untried, once (stopping). */
@@ -66,6 +68,7 @@ const UNAVAILABLE_MESSAGES: Record<Unavailable, string> = {
 export function decide(finding: Finding, intake: IntakeEvent | undefined, policy: RetryPolicy, now: Date): Decision {
   switch (finding.kind) {
     case 'superseded':
+    case 'erased':
     case 'duplicate':
     case 'invalid':
     case 'ordered':

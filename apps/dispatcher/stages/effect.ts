@@ -19,7 +19,7 @@ export const WAITS_TABLE = 'webhook_waits';
 
 /** Deliveries by outcome; `ordered`: behind an earlier one of their reference; `fannedOut`: new events for several endpoints. */
 export type DispatcherStats = Record<
-  'delivered' | 'deferred' | 'throttled' | 'circuitOpen' | 'retried' | 'failed' | 'invalid' | 'skipped' | 'requeued' | 'superseded' | 'ordered' | 'duplicates' | 'fannedOut',
+  'delivered' | 'deferred' | 'throttled' | 'circuitOpen' | 'retried' | 'failed' | 'invalid' | 'skipped' | 'requeued' | 'superseded' | 'erased' | 'ordered' | 'duplicates' | 'fannedOut',
   number
 >;
 
@@ -45,7 +45,7 @@ export interface EffectDeps {
  * `record` (the delivery log's, never rejects) runs after the effect it describes, before the ack.
  */
 export class EffectStage {
-  readonly stats: DispatcherStats = { delivered: 0, deferred: 0, throttled: 0, circuitOpen: 0, retried: 0, failed: 0, invalid: 0, skipped: 0, requeued: 0, superseded: 0, ordered: 0, duplicates: 0, fannedOut: 0 };
+  readonly stats: DispatcherStats = { delivered: 0, deferred: 0, throttled: 0, circuitOpen: 0, retried: 0, failed: 0, invalid: 0, skipped: 0, requeued: 0, superseded: 0, erased: 0, ordered: 0, duplicates: 0, fannedOut: 0 };
   /** winston formats a message before its transports drop it by level: skip debug on the hot path. */
   private readonly debug: boolean;
   private readonly info: boolean;
@@ -62,6 +62,12 @@ export class EffectStage {
         // A stale hand-back of a wait: the current one is delivered. Nothing is recorded: its attempt is.
         this.count('superseded', 'superseded', 'unknown');
         logger.info('stale copy of a wait dropped: another hand-back of it is current', { key: decision.key, ...spanLogFields(span) });
+        return delivery.ack();
+      case 'erased':
+        // Its merchant's data was deleted: not parked or failed with its payload, nor recorded (which
+        // would begin its log, and its failure, again); its rows (a wait, a place) went with the delete.
+        this.count('erased', 'erased', 'unknown');
+        logger.info("webhook of a deleted merchant dropped", { merchantId: decision.merchantId, webhookId: decision.webhookId, ...spanLogFields(span) });
         return delivery.ack();
       case 'duplicate':
         // Not recorded (the log shows it on the original), logged at debug only: a replay of a day's events would be a line each.

@@ -16,7 +16,8 @@ export function recordOf(
   policy: RetryPolicy,
   now: Date,
 ): DeliveryRecordInput | undefined {
-  if (!intake || decision.kind === 'superseded' || decision.kind === 'returned') return undefined;
+  // A deleted merchant's: its log was deleted with it, and is not begun again.
+  if (!intake || decision.kind === 'superseded' || decision.kind === 'erased' || decision.kind === 'returned') return undefined;
   const trace = finding.kind === 'sent' || finding.kind === 'attempt-failed' ? finding.trace : undefined;
   // `now` is the walk's clock reading when it took the delivery: a fresh webhook's first-seen time
   // is that instant, so its text is made once (its attempt's start is read again as it is sent).
