@@ -57,14 +57,21 @@ export async function deleteMerchantData(db: Transactional, merchantId: string, 
   const deleted = await deleteOnce(db, merchantId, by);
   if (!Object.values(deleted).some((n) => n > 0)) return deleted;
   await new Promise((resolve) => setTimeout(resolve, options.sweepAfterMs ?? SWEEP_AFTER_MS));
-  const swept = await deleteOnce(db, merchantId, by);
+  const swept = await deleteOnce(db, merchantId, by, true);
   for (const [table, n] of Object.entries(swept)) deleted[table] = (deleted[table] ?? 0) + n;
   return deleted;
 }
 
-async function deleteOnce(db: Transactional, merchantId: string, by: Actor): Promise<Record<string, number>> {
+async function deleteOnce(db: Transactional, merchantId: string, by: Actor, sweep = false): Promise<Record<string, number>> {
   return db.transaction(async (tx) => {
     const deleted: Record<string, number> = {};
+    if (sweep) {
+      // Made again meanwhile (its creation locks the tombstone too, so it is seen here once committed):
+      // a new merchant, whose rows the sweep must not delete.
+      await tx.query('SELECT 1 FROM merchant_tombstones WHERE id_digest = $1 FOR UPDATE', [idDigest(merchantId)]);
+      const { rows: again } = await tx.query('SELECT 1 FROM merchants WHERE id = $1', [merchantId]);
+      if (again.length > 0) return deleted;
+    }
     // The merchant's row first: its lock orders this delete with a write of the merchant.
     const { rows: removed } = await tx.query<{ version: string }>('DELETE FROM merchants WHERE id = $1 RETURNING version', [merchantId]);
     deleted.merchants = removed.length;

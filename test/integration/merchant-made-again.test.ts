@@ -1,0 +1,65 @@
+import type { DispatcherProgram } from '../../apps/dispatcher/program.js';
+import { BrokerConnection } from '../../libs/broker/index.js';
+import { sampleEvent } from '../../libs/contracts/index.js';
+import { type Database, erasedMerchantSql, openPostgres, type Queryable } from '../../libs/delivery-store/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
+import { deleteMerchantData, MerchantSettings, PgMerchantDirectory, SecretBox } from '../../libs/merchants/index.js';
+import { EventPublisher } from '../../libs/publisher/index.js';
+import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
+import { startDatabaseDispatcher, TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
+import { putWithEndpoint } from '../support/merchant-endpoints.js';
+import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
+import { Receiver } from '../support/receiver.js';
+import { waitFor } from '../support/wait.js';
+
+/**
+ * A merchant deleted (`webhooks merchants delete`) and made again with the same id within the day
+ * is a new merchant: its webhooks are delivered and logged as any other's, and nothing of the
+ * deleted one comes back into its log (docs/production.md "Deleting a merchant's data").
+ */
+describe('a merchant deleted and made again with the same id', () => {
+  const prefix = uniquePrefix('made-again');
+  let db: TestDatabase;
+  let database: Database;
+  let directory: PgMerchantDirectory;
+  let settings: MerchantSettings;
+  let receiver: Receiver;
+  let test: TestBroker;
+  let upstream: BrokerConnection;
+  const programs: DispatcherProgram[] = [];
+  const box = () => new SecretBox(Buffer.from(TEST_SECRETS_KEY, 'base64'));
+  const guards = { allowHttp: true, allowPrivateTargets: true };
+
+  beforeAll(async () => {
+    db = await createTestDatabase('made_again');
+    database = openPostgres(db.url);
+    directory = new PgMerchantDirectory(database, box(), silentLogger());
+    await directory.start();
+    settings = new MerchantSettings(directory, guards);
+    receiver = await Receiver.start(() => 200);
+    test = await TestBroker.open();
+    upstream = new BrokerConnection({ url: brokerUrl(), name: 'test-made-again-upstream', logger: silentLogger() });
+    await upstream.open(10_000);
+  }, 60_000);
+
+  afterAll(async () => {
+    for (const program of programs.reverse()) await program.stop();
+    await upstream?.close();
+    await directory?.close();
+    await database?.close();
+    await test?.deleteTopology(prefix);
+    await test?.close();
+    await receiver?.close();
+    await db?.drop();
+  });
+
+  it("is kept by the delete's second sweep when made again before it", async () => {
+    await putWithEndpoint(settings, 'm_swept', { publicKey: 'pk_swept_000001', url: receiver.url });
+    const deleting = deleteMerchantData(database, 'm_swept', { actor: 'test' }, { sweepAfterMs: 1_500 });
+    await waitFor('the first pass committed', async () => (await db.query('SELECT 1 FROM merchants WHERE id = $1', ['m_swept'])).length === 0, 10_000, 20);
+    await putWithEndpoint(settings, 'm_swept', { publicKey: 'pk_swept_000002', url: receiver.url });
+    await deleting;
+    expect(await db.query('SELECT public_key FROM merchants WHERE id = $1', ['m_swept'])).toEqual([{ public_key: 'pk_swept_000002' }]);
+  });
+
+});
