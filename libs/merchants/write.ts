@@ -154,7 +154,9 @@ export async function writeMerchant(
       if (was && was.maxPerSecond !== endpoint.maxPerSecond) await respaceForLimit(tx, merchantId, endpoint.id, was.maxPerSecond, endpoint.maxPerSecond);
     }
   } else {
-    const { rows: buried } = await tx.query<{ version: string }>('DELETE FROM merchant_tombstones WHERE id_digest = $1 RETURNING version', [idDigest(merchantId)]);
+    // Kept, not deleted: it says when the merchant of before was deleted, by which the recorder leaves
+    // out that one's records read late (erasedMerchantSql). Locked: a delete's sweep waits for this write.
+    const { rows: buried } = await tx.query<{ version: string }>('SELECT version FROM merchant_tombstones WHERE id_digest = $1 FOR UPDATE', [idDigest(merchantId)]);
     written = Number(buried[0]?.version ?? 0) + 1;
     await tx.query('INSERT INTO merchants (id, public_key, endpoints, secrets, version) VALUES ($1, $2, $3, $4, $5)', [merchantId, ...columns, written]);
   }

@@ -62,4 +62,15 @@ describe('a merchant deleted and made again with the same id', () => {
     expect(await db.query('SELECT public_key FROM merchants WHERE id = $1', ['m_swept'])).toEqual([{ public_key: 'pk_swept_000002' }]);
   });
 
+  it("leaves out a record of the deleted one's, from before the delete, read after it is made again", async () => {
+    await putWithEndpoint(settings, 'm_logged', { publicKey: 'pk_logged_00001', url: receiver.url });
+    const before = new Date(Date.now() - 60_000);
+    await deleteMerchantData(database, 'm_logged', { actor: 'test' }, { sweepAfterMs: 0 });
+    await putWithEndpoint(settings, 'm_logged', { publicKey: 'pk_logged_00002', url: receiver.url });
+    // The recorder's batch keeps a record unless this is true (libs/delivery-store/materialise.ts).
+    const erased = async (at: Date) => (await db.query<{ erased: boolean }>(`SELECT ${erasedMerchantSql('$1::text', '$2::timestamptz')} AS erased`, ['m_logged', at]))[0]!.erased;
+    expect(await erased(before)).toBe(true);
+    expect(await erased(new Date(Date.now() + 60_000))).toBe(false);
+  });
+
 });
