@@ -208,7 +208,7 @@ export class Dispatcher {
         }
       }
       // Before any write (its intake key, a place, a wait, a failure, a record): a deleted merchant's stays deleted.
-      if (intake && this.erased(intake)) finding = { kind: 'erased', merchantId: intake.merchantId, webhookId: intake.webhookId };
+      if (intake && (await this.erasedNow(intake))) finding = { kind: 'erased', merchantId: intake.merchantId, webhookId: intake.webhookId };
       if (!share && intake && !finding) {
         finding = await this.firstSight(message, intake);
         // Its channel gone while its places were held unlooked-up: the broker gives it again.
@@ -312,6 +312,17 @@ export class Dispatcher {
   /** Whether the webhook's merchant was deleted: not in the directory, and a tombstone names it (memory only). */
   private erased(intake: IntakeEvent): boolean {
     return this.deps.merchants.deleted !== undefined && this.deps.merchants.byId(intake.merchantId) === undefined && this.deps.merchants.deleted(intake.merchantId);
+  }
+
+  /**
+   * erased, read again after a poll of the directory when it says so: the merchant made again with
+   * the id (a notification not heard yet, the 10 s poll not come) is a new one, whose webhook a drop
+   * would lose. A poll that fails leaves what the directory held.
+   */
+  private async erasedNow(intake: IntakeEvent): Promise<boolean> {
+    if (!this.erased(intake)) return false;
+    await this.deps.merchants.poll?.();
+    return this.erased(intake);
   }
 
   /**

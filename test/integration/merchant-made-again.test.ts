@@ -73,4 +73,23 @@ describe('a merchant deleted and made again with the same id', () => {
     expect(await erased(new Date(Date.now() + 60_000))).toBe(false);
   });
 
+  it("delivers the new merchant's webhook taken by a dispatcher that has not heard it was made again", async () => {
+    const dispatcher = await startDatabaseDispatcher(prefix, db.url, {}, { merchantsPollMs: 3_600_000 });
+    programs.push(dispatcher);
+    await putWithEndpoint(settings, 'm_again', { publicKey: 'pk_again_000001', url: receiver.url });
+    await waitFor('the dispatcher knows the merchant', () => dispatcher.merchants.byId('m_again')?.endpoints.length === 1, 15_000);
+    await deleteMerchantData(database, 'm_again', { actor: 'test' }, { sweepAfterMs: 0 });
+    await waitFor('the dispatcher heard of the delete', () => dispatcher.merchants.byId('m_again') === undefined, 15_000);
+    // Made again by a write whose notification is lost (a pooler in transaction mode): no poll for an hour.
+    const deafDatabase = {
+      transaction: <T>(work: (tx: Queryable) => Promise<T>) =>
+        database.transaction((tx) => work({ query: (text, params) => (text.includes('pg_notify') ? Promise.resolve({ rows: [] }) : tx.query(text, params)) as never })),
+    } as unknown as Database;
+    const deaf = new PgMerchantDirectory(deafDatabase, box(), silentLogger());
+    await putWithEndpoint(new MerchantSettings(deaf, guards), 'm_again', { publicKey: 'pk_again_000002', url: receiver.url });
+    const { messageId } = await new EventPublisher(upstream, prefix).publish(sampleEvent('payout', 'm_again'));
+    await waitFor('the webhook settled', () => dispatcher.dispatcher.stats.erased + dispatcher.dispatcher.stats.delivered + dispatcher.dispatcher.stats.invalid >= 1, 30_000);
+    expect(dispatcher.dispatcher.stats.erased).toBe(0);
+    await waitFor('the webhook delivered', () => receiver.requests.some((r) => r.headers['webhook-id'] === messageId), 15_000);
+  }, 60_000);
 });
