@@ -1,5 +1,5 @@
 import { type Health, withHealth, withoutHealth } from './health.js';
-import { idDigest } from './rows.js';
+import { idDigest, TOMBSTONE_KEEP_MS } from './rows.js';
 import type { Merchant } from './schema.js';
 
 interface Entry {
@@ -21,8 +21,11 @@ export class DirectoryCache {
   private readonly health = new Map<string, Map<string, Health>>();
   /** Merchant → the key id of the row it could not open, with its version. */
   readonly unreadable = new Map<string, { version: number; keyId: string | undefined }>();
-  /** The digests of deleted merchants' ids (their tombstones): what tells a deleted merchant from one never known. */
-  private readonly buried = new Set<string>();
+  /**
+   * The digests of deleted merchants' ids (their tombstones), with when each was deleted (ms): what
+   * tells a deleted merchant from one never known, for a tombstone's day.
+   */
+  private readonly buried = new Map<string, number>();
 
   get size(): number {
     return this.byIdMap.size;
@@ -78,14 +81,24 @@ export class DirectoryCache {
     return true;
   }
 
-  /** A tombstone read (at load or since): the merchant it names, when not held, is deleted. */
-  bury(digest: string): void {
-    this.buried.add(digest);
+  /** A tombstone read (at load or since): the merchant it names, when not held, is deleted for a day from `deletedAt` (ms). */
+  bury(digest: string, deletedAt: number): void {
+    this.buried.set(digest, deletedAt);
   }
 
-  /** Whether `id` is a deleted merchant: not held, and a tombstone names it (digested only for an id not held: rare). */
+  /**
+   * Forgets the tombstones past their day, as a program started now would not read them: a running
+   * program holds about a day's deletes, not every one since it started (called with new tombstones).
+   */
+  forgetExpired(): void {
+    const oldest = Date.now() - TOMBSTONE_KEEP_MS;
+    for (const [digest, at] of this.buried) if (at <= oldest) this.buried.delete(digest);
+  }
+
+  /** Whether `id` is a deleted merchant: not held, and a tombstone of the last day names it (digested only for an id not held: rare). */
   deleted(id: string): boolean {
-    return this.buried.size > 0 && !this.byIdMap.has(id) && this.buried.has(idDigest(id));
+    if (this.buried.size === 0 || this.byIdMap.has(id)) return false;
+    return (this.buried.get(idDigest(id)) ?? 0) > Date.now() - TOMBSTONE_KEEP_MS;
   }
 
   /** The ids held, by the digest a tombstone keeps (computed when tombstones come: deletes are rare). */

@@ -29,6 +29,9 @@ export class MerchantStoreUnavailableError extends Error {
   }
 }
 
+/** A tombstone's deleted_at in ms since the epoch, PostgreSQL's clock (a day's bound: a few seconds' skew does not matter). */
+const DELETED_MS = '(extract(epoch FROM deleted_at) * 1000)::float8 AS deleted_ms';
+
 /** The poll that finds a change whose notification was lost. */
 export const DEFAULT_POLL_INTERVAL_MS = 10_000;
 
@@ -237,8 +240,12 @@ export class PgMerchantDirectory implements MerchantDirectory {
     const { rows: clocks } = await this.db.query<HealthRow>(`SELECT ${HEALTH_COLUMNS} FROM endpoint_health WHERE failing_since IS NOT NULL`);
     for (const row of clocks) cache.setHealth(row.merchant_id, row.endpoint_id, healthOf(row));
     // Deleted merchants of the last day: their webhooks still queued are dropped, not parked or failed with their payload.
-    const { rows: tombstones } = await this.db.query<{ id_digest: string }>('SELECT id_digest FROM merchant_tombstones');
-    for (const { id_digest } of tombstones) cache.bury(id_digest);
+    // (An older tombstone stays until the next delete's upkeep removes it: not read.)
+    const { rows: tombstones } = await this.db.query<{ id_digest: string; deleted_ms: number }>(
+      `SELECT id_digest, ${DELETED_MS} FROM merchant_tombstones WHERE deleted_at > now() - $1::bigint * interval '1 millisecond'`,
+      [TOMBSTONE_KEEP_MS],
+    );
+    for (const { id_digest, deleted_ms } of tombstones) cache.bury(id_digest, deleted_ms);
     this.cache = cache;
     this.position = position;
     this.polledAt = performance.now();
@@ -314,7 +321,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
     const since = [held.cursor];
     const [{ rows }, { rows: tombstones }, { rows: clocks }] = await Promise.all([
       this.db.query<MerchantRow>(`SELECT ${MERCHANT_COLUMNS} FROM merchants WHERE change_xid >= $1::xid8`, since),
-      this.db.query<{ id_digest: string; version: string }>('SELECT id_digest, version FROM merchant_tombstones WHERE change_xid >= $1::xid8', since),
+      this.db.query<{ id_digest: string; version: string; deleted_ms: number }>(`SELECT id_digest, version, ${DELETED_MS} FROM merchant_tombstones WHERE change_xid >= $1::xid8`, since),
       this.db.query<HealthRow>(`SELECT ${HEALTH_COLUMNS} FROM endpoint_health WHERE change_xid >= $1::xid8`, since),
     ]);
     for (const row of rows) {
@@ -324,10 +331,11 @@ export class PgMerchantDirectory implements MerchantDirectory {
     if (tombstones.length > 0) {
       const digests = this.cache.digests();
       for (const tombstone of tombstones) {
-        this.cache.bury(tombstone.id_digest);
+        this.cache.bury(tombstone.id_digest, tombstone.deleted_ms);
         const id = digests.get(tombstone.id_digest);
         if (id !== undefined && this.cache.drop(id, Number(tombstone.version))) this.logger.info('merchant deleted; no longer served', { merchantId: id });
       }
+      this.cache.forgetExpired();
     }
     for (const row of clocks) this.cache.setHealth(row.merchant_id, row.endpoint_id, healthOf(row));
     this.position = position;
