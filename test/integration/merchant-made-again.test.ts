@@ -88,7 +88,9 @@ describe('a merchant deleted and made again with the same id', () => {
     const deaf = new PgMerchantDirectory(deafDatabase, box(), silentLogger());
     await putWithEndpoint(new MerchantSettings(deaf, guards), 'm_again', { publicKey: 'pk_again_000002', url: receiver.url });
     const { messageId } = await new EventPublisher(upstream, prefix).publish(sampleEvent('payout', 'm_again'));
-    await waitFor('the webhook settled', () => dispatcher.dispatcher.stats.erased + dispatcher.dispatcher.stats.delivered + dispatcher.dispatcher.stats.invalid >= 1, 30_000);
+    await waitFor('the webhook settled', () => dispatcher.dispatcher.stats.erased + dispatcher.dispatcher.stats.delivered + dispatcher.dispatcher.stats.invalid >= 1, 30_000).catch((err: Error) => {
+      throw new Error(`${err.message}: stats ${JSON.stringify(dispatcher.dispatcher.stats)}, held ${JSON.stringify(dispatcher.merchants.byId('m_again') ?? null)}`);
+    });
     expect(dispatcher.dispatcher.stats.erased).toBe(0);
     await waitFor('the webhook delivered', () => receiver.requests.some((r) => r.headers['webhook-id'] === messageId), 15_000);
   }, 60_000);
