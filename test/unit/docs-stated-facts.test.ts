@@ -1,12 +1,15 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PORTAL_SCRIPT_GZIP_BUDGET, portalScriptWeight } from '../../apps/api/portal/page.js';
+import { SchemaTooNewError } from '../../libs/migrations/errors.js';
+import { DECLARATION_SYNTAX } from '../../libs/migrations/files.js';
 import { documents, lineOf } from '../support/docs.js';
 
 /**
  * Facts the guides state that a change elsewhere would leave stale: the tables the migrations
  * make (production.md's "What lives where", which backups and a merchant's delete rely on), and the
- * portal script's weight and the budget its test holds it to (portal.md, DESIGN.md).
+ * portal script's weight and the budget its test holds it to (portal.md, DESIGN.md), and the
+ * messages an operator is told to look for (a reworded one would leave them searching).
  */
 
 const SQL = 'libs/migrations/sql';
@@ -76,5 +79,21 @@ describe("what the docs state about the portal's script", () => {
   it('DESIGN.md gives its gzipped weight as portal.md does', () => {
     const stated = /compiled by `tsc -b` \(([\d.]+) KB gzip\)/.exec(design)!;
     expect(Math.abs(Number(stated[1]) - kb(gzipBytes))).toBeLessThan(0.15);
+  });
+});
+
+/** A guide's text with its line breaks as spaces: a code span quoting a log line may wrap. */
+const flat = (file: string) => readFileSync(file, 'utf8').replace(/\s+/g, ' ');
+
+describe('what the docs quote of the logs and messages', () => {
+  it("production.md's example of a newer schema refused is the message the programs exit with", () => {
+    const refused = new SchemaTooNewError(4, 2, { version: 3, name: 'rename', runsWithFrom: null }).message;
+    expect(flat('docs/production.md')).toContain(`\`${refused}\``);
+    expect(new SchemaTooNewError(4, 2, { version: 3, name: 'rename', runsWithFrom: 3 }).message).toContain('runs only with releases from 3');
+  });
+
+  it('the guides spell the declaration a migration carries as the loader reads it', () => {
+    expect(DECLARATION_SYNTAX).toBe('-- runs with releases from: NNNN');
+    for (const doc of ['docs/production.md', 'docs/cli.md', 'docs/DESIGN.md']) expect(`${doc}: ${flat(doc)}`).toContain(DECLARATION_SYNTAX);
   });
 });
