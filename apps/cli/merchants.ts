@@ -147,7 +147,7 @@ export function declareMerchants(program: CliCommand): void {
         'are dropped when a dispatcher takes them (not sent, parked or failed), its entries in the streams age out, and the recorder ' +
         'stores none of its records read after the delete. Running programs forget the merchant within a second (the delete ' +
         'notifies them), or at their next poll (10 s) when the notification is lost: a tombstone of the merchant ' +
-        '(a digest of its id, kept a day) tells them. --yes is required.',
+        '(a digest of its id, counted for a day) tells them. --yes is required.',
     )
     .argument('<merchant-id>')
     .option('--yes', 'really delete: nothing can bring the data back but a backup', false)

@@ -8,8 +8,8 @@ import { documents, lineOf } from '../support/docs.js';
 /**
  * Facts the guides state that a change elsewhere would leave stale: the tables the migrations
  * make (production.md's "What lives where", which backups and a merchant's delete rely on), and the
- * portal script's weight and the budget its test holds it to (portal.md, DESIGN.md), and the
- * messages an operator is told to look for (a reworded one would leave them searching).
+ * portal script's weight and the budget its test holds it to (portal.md, DESIGN.md), and the log
+ * lines and messages an operator is told to look for (a reworded one would leave them searching).
  */
 
 const SQL = 'libs/migrations/sql';
@@ -85,7 +85,23 @@ describe("what the docs state about the portal's script", () => {
 /** A guide's text with its line breaks as spaces: a code span quoting a log line may wrap. */
 const flat = (file: string) => readFileSync(file, 'utf8').replace(/\s+/g, ' ');
 
+/** Log lines the guides quote whole, each as its source writes it. */
+const QUOTED_LOG_LINES: ReadonlyArray<{ source: string; message: string; docs: string[] }> = [
+  {
+    source: 'libs/migrations/gate.ts',
+    message: 'database schema is newer than this program knows; running beside the newer migrations, which declare that it runs with them',
+    docs: ['docs/production.md', 'docs/troubleshooting.md'],
+  },
+  { source: 'apps/dispatcher/stages/effect.ts', message: 'webhook of a deleted merchant dropped', docs: ['docs/production.md'] },
+  { source: 'libs/merchants/pg-directory.ts', message: 'merchant deleted; no longer served', docs: ['docs/production.md'] },
+];
+
 describe('what the docs quote of the logs and messages', () => {
+  it.each(QUOTED_LOG_LINES.map((q) => [q.message, q] as const))('"%s" is in its source and, whole, in the guides that quote it', (_, { source, message, docs }) => {
+    expect(readFileSync(source, 'utf8')).toContain(message);
+    for (const doc of docs) expect(`${doc}: ${flat(doc)}`).toContain(`\`${message}\``);
+  });
+
   it("production.md's example of a newer schema refused is the message the programs exit with", () => {
     const refused = new SchemaTooNewError(4, 2, { version: 3, name: 'rename', runsWithFrom: null }).message;
     expect(flat('docs/production.md')).toContain(`\`${refused}\``);
@@ -95,5 +111,23 @@ describe('what the docs quote of the logs and messages', () => {
   it('the guides spell the declaration a migration carries as the loader reads it', () => {
     expect(DECLARATION_SYNTAX).toBe('-- runs with releases from: NNNN');
     for (const doc of ['docs/production.md', 'docs/cli.md', 'docs/DESIGN.md']) expect(`${doc}: ${flat(doc)}`).toContain(DECLARATION_SYNTAX);
+  });
+});
+
+describe("what the docs state about a deleted merchant's tombstone", () => {
+  /** The source files (apps/, libs/) whose statements delete tombstones. */
+  function tombstoneDeleters(dir: string): string[] {
+    return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) return tombstoneDeleters(path);
+      return entry.name.endsWith('.ts') && readFileSync(path, 'utf8').includes('DELETE FROM merchant_tombstones') ? [path] : [];
+    });
+  }
+
+  it('is removed only by a later delete, as production.md says (no upkeep after a day, not the merchant made again)', () => {
+    expect([...tombstoneDeleters('apps'), ...tombstoneDeleters('libs')].sort()).toEqual(['libs/merchants/erase.ts']);
+    const guide = flat('docs/production.md');
+    expect(guide).toContain('its row stays until a later `merchants delete`, of any merchant, removes those older than a day');
+    expect(guide).toContain('its tombstone stays (the time of the delete tells the records of the deleted merchant from the new one\'s)');
   });
 });
