@@ -94,6 +94,17 @@ const QUOTED_LOG_LINES: ReadonlyArray<{ source: string; message: string; docs: s
   },
   { source: 'apps/dispatcher/stages/effect.ts', message: 'webhook of a deleted merchant dropped', docs: ['docs/production.md'] },
   { source: 'libs/merchants/pg-directory.ts', message: 'merchant deleted; no longer served', docs: ['docs/production.md'] },
+  {
+    source: 'libs/ordering/upkeep.ts',
+    message: 'places in order released: their endpoint no longer orders and their end never came; the webhooks behind them go',
+    docs: ['docs/operating.md'],
+  },
+  { source: 'libs/ordering/upkeep.ts', message: 'places in order not looked at: PostgreSQL did not answer; trying again', docs: ['docs/operating.md'] },
+  {
+    source: 'apps/dispatcher/stages/orphaned-places.ts',
+    message: 'places in order of a redelivered webhook not looked up: PostgreSQL did not answer; held until it does',
+    docs: ['docs/operating.md'],
+  },
 ];
 
 describe('what the docs quote of the logs and messages', () => {
