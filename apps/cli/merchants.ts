@@ -142,7 +142,7 @@ export function declareMerchants(program: CliCommand): void {
         'secrets, Idempotency-Key answers, rate-limit counters, portal links and sessions, the delivery log (webhooks, ' +
         'payloads, attempts, quarantined records), failed webhooks, waiting webhooks and their open circuits, its order ' +
         "per reference, its endpoints' failing clocks and adaptive rates, and its upstream events' intake keys; the audit trail is kept and " +
-        'records the delete. Then it sweeps the same tables again 2 s later, for a write that raced the delete (its statement ' +
+        'records the delete. Then, when it deleted anything, it sweeps the same tables again 2 s later, for a write that raced the delete (its statement ' +
         'begun before the commit), unless a merchant of that id was made again meanwhile. Prints the rows deleted per table, both passes together. RabbitMQ is not touched: messages of this merchant still in dispatch ' +
         'are dropped when a dispatcher takes them (not sent, parked or failed), its entries in the streams age out, and the recorder ' +
         'stores none of its records read after the delete. Running programs forget the merchant within a second (the delete ' +

@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PORTAL_SCRIPT_GZIP_BUDGET, portalScriptWeight } from '../../apps/api/portal/page.js';
+import { SWEEP_AFTER_MS } from '../../libs/merchants/erase.js';
 import { SchemaTooNewError } from '../../libs/migrations/errors.js';
 import { DECLARATION_SYNTAX } from '../../libs/migrations/files.js';
 import { documents, lineOf } from '../support/docs.js';
@@ -125,7 +126,7 @@ describe('what the docs quote of the logs and messages', () => {
   });
 });
 
-describe("what the docs state about a deleted merchant's tombstone", () => {
+describe('what the docs state about deleting a merchant', () => {
   /** The source files (apps/, libs/) whose statements delete tombstones. */
   function tombstoneDeleters(dir: string): string[] {
     return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
@@ -140,5 +141,11 @@ describe("what the docs state about a deleted merchant's tombstone", () => {
     const guide = flat('docs/production.md');
     expect(guide).toContain('its row stays until a later `merchants delete`, of any merchant, removes those older than a day');
     expect(guide).toContain('its tombstone stays (the time of the delete tells the records of the deleted merchant from the new one\'s)');
+  });
+
+  it("the delete sweeps again as production.md says: once more, SWEEP_AFTER_MS later, only after a pass that deleted anything", () => {
+    expect(SWEEP_AFTER_MS).toBe(2_000);
+    expect(readFileSync('libs/merchants/erase.ts', 'utf8')).toContain('if (!Object.values(deleted).some((n) => n > 0)) return deleted;');
+    expect(flat('docs/production.md')).toContain('(and, when it deleted anything, 2 s later once more:');
   });
 });
