@@ -309,9 +309,9 @@ export class Dispatcher {
     return { intake, finding };
   }
 
-  /** Whether the webhook's merchant was deleted: not in the directory, and a tombstone names it (memory only). */
+  /** Whether the webhook's merchant was deleted: not held by the directory, and a tombstone names it (memory only). */
   private erased(intake: IntakeEvent): boolean {
-    return this.deps.merchants.deleted !== undefined && this.deps.merchants.byId(intake.merchantId) === undefined && this.deps.merchants.deleted(intake.merchantId);
+    return this.deps.merchants.deleted?.(intake.merchantId) === true;
   }
 
   /**

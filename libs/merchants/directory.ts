@@ -7,8 +7,9 @@ export interface MerchantDirectory {
   byPublicKey(publicKey: string): Merchant | undefined;
   list(): Merchant[];
   /**
-   * Whether the merchant was deleted (`webhooks merchants delete`: a tombstone, kept a day), not
-   * merely unknown: nothing of it is to be sent or written again. A file directory deletes none.
+   * Whether the merchant was deleted (`webhooks merchants delete`: a tombstone, counted a day) and
+   * is not held (made again): not merely unknown, nothing of it is to be sent or written again. A file
+   * directory deletes none.
    */
   deleted?(id: string): boolean;
   close(): Promise<void>;

@@ -1,7 +1,7 @@
 import type { Delivery } from '../../../libs/broker/index.js';
 import type { Logger } from '../../../libs/logger/index.js';
 import type { MerchantDirectory } from '../../../libs/merchants/index.js';
-import type { OrderGate } from '../../../libs/ordering/index.js';
+import { type OrderGate, orderingLines } from '../../../libs/ordering/index.js';
 import type { Finding } from './decide.js';
 import type { IntakeEvent } from './intake.js';
 
@@ -34,7 +34,9 @@ export async function endOrphanedPlaces(delivery: Delivery, intake: IntakeEvent,
     try {
       places = await order.openPlaces(intake.merchantId, intake.webhookId, intake.orderKey);
     } catch (err) {
-      const held = merchants.byId(intake.merchantId)?.endpoints.some((endpoint) => endpoint.enabled && endpoint.orderByReference === true) === true;
+      // Held while one of its endpoints orders now: the lines the upkeep never releases.
+      const merchant = merchants.byId(intake.merchantId);
+      const held = merchant !== undefined && orderingLines([merchant]).length > 0;
       if (!held) {
         logger.warn('places in order of a redelivered webhook not looked up: PostgreSQL did not answer', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message });
         return true;
