@@ -88,7 +88,12 @@ describe("admin API: a merchant's endpoints", () => {
     expect(rotated.status).toBe(200);
     const { secret } = data(rotated);
     expect(data(await send(stack.apiA, 'PATCH', `m_ep2/endpoints/${id}`, { enabled: true }))).toMatchObject({ enabled: true, disabledReason: null });
-    await waitFor('the stack.dispatcher has the new secret', () => stack.dispatcher.merchants.byId('m_ep2')?.endpoints[0]?.secret === secret, PROPAGATED_MS);
+    // Both writes, the rotation and the enable after it: heard in two notifications, the first alone
+    // left the endpoint disabled there and the event skipped (a CI run timed out waiting for it).
+    await waitFor('the stack.dispatcher has the new secret, enabled', () => {
+      const endpoint = stack.dispatcher.merchants.byId('m_ep2')?.endpoints[0];
+      return endpoint?.secret === secret && endpoint?.enabled === true;
+    }, PROPAGATED_MS);
     expect(verifies(secret, await delivered('m_ep2'))).toBe(true);
 
     expect(data(await send(stack.apiB, 'DELETE', `m_ep2/endpoints/${id}`))).toEqual({ deleted: id });
