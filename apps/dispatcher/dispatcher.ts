@@ -23,7 +23,7 @@ import { type DispatcherStats, EffectStage, WAITS_TABLE, waitKeyOf } from './sta
 import { EndpointGuards } from './stages/endpoint-guards.js';
 import { fanOut, route } from './stages/fan-out.js';
 import { type HandBack, handBackOf, type IntakeEvent, parseIntake } from './stages/intake.js';
-import { endOrphanedPlaces } from './stages/orphaned-places.js';
+import { endOrphanedPlaces, type OrphanedPlacesDeps, parkedPlaces } from './stages/orphaned-places.js';
 import { recordOf } from './stages/record.js';
 import type { Throttle } from './stages/throttle.js';
 import { injectSpan, markFailed, publishChild, type Span, spanLogFields, tracingActive } from '../../libs/tracing/index.js';
@@ -105,6 +105,7 @@ export class Dispatcher {
   private readonly attempt: AttemptStage;
   private readonly effect: EffectStage;
   private readonly taker?: WaitTaker;
+  private readonly orphanDeps: OrphanedPlacesDeps;
   private consumer?: Consumer;
   /** Deliveries settled without their delivery-log record (the deliveries stream refused it). */
   recordsLost = 0;
@@ -115,6 +116,7 @@ export class Dispatcher {
 
   constructor(private readonly deps: DispatcherDeps, private readonly settings: DispatcherSettings) {
     this.names = topologyNames(settings.prefix);
+    this.orphanDeps = { order: deps.order, merchants: deps.merchants, logger: deps.logger, events: this.names.events };
     this.now = deps.now ?? (() => new Date());
     this.policy = new RetryPolicy({ delaysMs: settings.retryDelaysMs, maxDeferrals: settings.maxDeferrals });
     if (settings.retryDelaysMs.length > 0 && !deps.waits) throw new Error('a retry schedule needs waits in PostgreSQL (deps.waits)');
@@ -205,6 +207,13 @@ export class Dispatcher {
         } catch (err) {
           if (!(err instanceof InvalidMessageError)) throw err;
           finding = await this.invalid(message, err);
+          // A copy that took places before it could no longer be read: they end with its park.
+          if (finding.kind === 'invalid' && !finding.handTaken) {
+            const places = await parkedPlaces(delivery, this.orphanDeps);
+            // Its channel gone while its places were held unlooked-up: the broker gives it again.
+            if (!places) return;
+            finding.places = places;
+          }
         }
       }
       // Before any write (its intake key, a place, a wait, a failure, a record): a deleted merchant's stays deleted.
@@ -212,7 +221,7 @@ export class Dispatcher {
       if (!share && intake && !finding) {
         finding = await this.firstSight(message, intake);
         // Its channel gone while its places were held unlooked-up: the broker gives it again.
-        if (!(await endOrphanedPlaces(delivery, intake, finding, { order: this.deps.order, merchants: this.deps.merchants, logger: this.deps.logger, events: this.names.events }))) return;
+        if (!(await endOrphanedPlaces(delivery, intake, finding, this.orphanDeps))) return;
         if (finding?.kind === 'fan-out') return await this.fanOut(delivery, intake, finding.endpointIds, span);
         if (finding?.kind === 'duplicate') intake = undefined;
       }

@@ -1,5 +1,6 @@
 import { FAILED_REASONS, type FailedReason } from '../../../libs/contracts/index.js';
 import { type AttemptErrorClass, type DeliveryFailedError, WebhookBlockedError, WebhookRejectedError } from '../../../libs/http/index.js';
+import type { OrderEnd } from '../../../libs/ordering/index.js';
 import type { RetryPolicy } from '../../../libs/retry-policy/index.js';
 import type { InvalidCode } from '../errors.js';
 import type { HandBack, IntakeEvent } from './intake.js';
@@ -23,8 +24,11 @@ export type Finding =
   | { kind: 'erased'; merchantId: string; webhookId: string }
   /** Intake: upstream published this key within INTAKE_DEDUPE_WINDOW. */
   | { kind: 'duplicate'; merchantId: string; webhookId: string }
-  /** `handTaken`: a hand-back whose hand is its wait's current one: that wait (and its place in order) ends with the park. */
-  | { kind: 'invalid'; code: InvalidCode; detail: string; handTaken?: HandBack }
+  /**
+   * `handTaken`: a hand-back whose hand is its wait's current one: that wait (and its place in order) ends with the park.
+   * `places`: a copy that failed intake, and the places in order an earlier walk of it took: they end with the park.
+   */
+  | { kind: 'invalid'; code: InvalidCode; detail: string; handTaken?: HandBack; places?: OrderEnd[] }
   /** Behind an earlier webhook of its reference: it waits (its 'ordered' wait written at intake); no attempt spent. */
   | { kind: 'ordered' }
   /** A new event for several endpoints: each walked apart (stages/fan-out.ts), never decided itself. */

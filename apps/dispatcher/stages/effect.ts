@@ -6,7 +6,7 @@ import type { DeliveryObserver, Outcome } from '../../../libs/metrics/index.js';
 import type { RetryPolicy } from '../../../libs/retry-policy/index.js';
 import type { TopologyNames } from '../../../libs/topology/index.js';
 import type { WaitPutReason, WaitWriter } from '../../../libs/waits/index.js';
-import type { OrderGate } from '../../../libs/ordering/index.js';
+import type { OrderEnd, OrderGate } from '../../../libs/ordering/index.js';
 import type { Decision } from './decide.js';
 import type { HandBack, IntakeEvent } from './intake.js';
 import { publishIn, type Span, spanLogFields } from '../../../libs/tracing/index.js';
@@ -75,7 +75,7 @@ export class EffectStage {
         if (this.debug) logger.debug('repeated upstream message dropped: its key was seen within INTAKE_DEDUPE_WINDOW', { merchantId: decision.merchantId, webhookId: decision.webhookId, ...spanLogFields(span) });
         return delivery.ack();
       case 'invalid':
-        return this.park(delivery, decision.code, decision.detail, span, intake, decision.handTaken);
+        return this.park(delivery, decision.code, decision.detail, span, intake, decision.handTaken, decision.places);
       case 'returned':
         return delivery.nack(true);
     }
@@ -239,7 +239,7 @@ export class EffectStage {
     return this.move(delivery, this.deps.names.dispatch, headers, intake.event, span);
   }
 
-  private async park(delivery: Delivery, code: string, detail: string, span: Span | undefined, intake?: IntakeEvent, handTaken?: HandBack): Promise<void> {
+  private async park(delivery: Delivery, code: string, detail: string, span: Span | undefined, intake?: IntakeEvent, handTaken?: HandBack, places: readonly OrderEnd[] = []): Promise<void> {
     const { message } = delivery;
     // An ordered head parked ends its place in the order (after the move, before the ack), or its
     // reference waits for ever. So does a hand-back whose hand is current, and its wait ends (known
@@ -247,8 +247,12 @@ export class EffectStage {
     // again, for ever. Any other hand-back's wait is someone else's (stale), or unknown (PostgreSQL
     // did not answer): its lease hands it back. Nothing is recorded: a parked message is in no merchant's log (its merchant may not exist, or exist only
     // later, when its 'invalid' record would show the webhook requeued and delivered as failed).
+    // A copy that failed intake ends the places an earlier walk of it took (`places`, stages/orphaned-places.ts) the same way.
     const ends = handTaken ?? (intake?.hand === undefined && intake?.ordered === true ? intake : undefined);
-    const settle = ends ? () => this.endWait(ends) : async () => {};
+    const order = this.deps.order;
+    const settle = async () => {
+      await Promise.all([ends && this.endWait(ends), ...(order ? places.map((place) => order.end(place)) : [])]);
+    };
     // Headers too large to publish (intake parks the message for them) cannot go with it either.
     const carried = this.carried(delivery);
     const moved = await this.move(delivery, this.deps.names.invalid, {

@@ -1,9 +1,11 @@
+import type { ConsumeMessage } from 'amqplib';
 import type { Delivery } from '../../../libs/broker/index.js';
+import { HEADERS, isEventName, orderKeyOf } from '../../../libs/contracts/index.js';
 import type { Logger } from '../../../libs/logger/index.js';
 import type { MerchantDirectory } from '../../../libs/merchants/index.js';
-import { type OrderGate, orderingLines } from '../../../libs/ordering/index.js';
+import { type OrderEnd, type OrderGate, orderingLines } from '../../../libs/ordering/index.js';
 import type { Finding } from './decide.js';
-import type { IntakeEvent } from './intake.js';
+import { handBackOf, type IntakeEvent, webhookIdOf } from './intake.js';
 
 export interface OrphanedPlacesDeps {
   /** Order per reference; without it there is nothing to end. */
@@ -26,30 +28,81 @@ export interface OrphanedPlacesDeps {
  */
 export async function endOrphanedPlaces(delivery: Delivery, intake: IntakeEvent, finding: Finding | undefined, deps: OrphanedPlacesDeps): Promise<boolean> {
   const { message } = delivery;
-  const { order, merchants, logger } = deps;
+  const { order, logger } = deps;
   if (!order || !message.fields.redelivered || message.fields.exchange !== deps.events || intake.orderKey === undefined || intake.test) return true;
   const walked = finding?.kind === 'fan-out' ? finding.endpointIds : finding === undefined ? [intake.endpointId ?? ''] : [];
-  let places: string[] | undefined;
-  for (let tries = 0; places === undefined; tries++) {
-    try {
-      places = await order.openPlaces(intake.merchantId, intake.webhookId, intake.orderKey);
-    } catch (err) {
-      // Held while one of its endpoints orders now: the lines the upkeep never releases.
-      const merchant = merchants.byId(intake.merchantId);
-      const held = merchant !== undefined && orderingLines([merchant]).length > 0;
-      if (!held) {
-        logger.warn('places in order of a redelivered webhook not looked up: PostgreSQL did not answer', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message });
-        return true;
-      }
-      if (tries % 30 === 0) logger.warn('places in order of a redelivered webhook not looked up: PostgreSQL did not answer; held until it does', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message });
-      await new Promise((resolve) => setTimeout(resolve, 1_000));
-      if (!delivery.live) return false;
-    }
-  }
+  const places = await lookUp(delivery, order, { merchantId: intake.merchantId, webhookId: intake.webhookId, key: intake.orderKey }, deps);
+  if (places === undefined) return false;
   const orphans = places.filter((endpointId) => !walked.includes(endpointId));
   // An end is tried again while PostgreSQL does not answer (the gate's batcher); one it refuses for its data is left.
   await Promise.all(orphans.map((endpointId) => order.end({ merchantId: intake.merchantId, endpointId, webhookId: intake.webhookId }))).catch((err: unknown) => {
     logger.warn('places in order of a redelivered webhook not ended: PostgreSQL refused it', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message });
   });
   return true;
+}
+
+/**
+ * A message that fails intake (`too-large` once MAX_MESSAGE_BYTES was lowered, say) but may have
+ * taken places in order on an earlier walk: given again by the broker, a fan-out share handed on,
+ * or moved back from invalid (as heldPlace asks). Its park ends those places (open, with no wait),
+ * as any parked head's does: its line may still order, so no upkeep would release them, and the
+ * webhooks behind them waited for ever. Read best effort from its body, whatever its size (it was
+ * read whole when it took them): one that does not name a merchant and a key took none. Not a
+ * hand-back (its wait ends with its park, or is someone else's). The places to end with its park;
+ * undefined: its channel is gone.
+ */
+export async function parkedPlaces(delivery: Delivery, deps: OrphanedPlacesDeps): Promise<OrderEnd[] | undefined> {
+  const { message } = delivery;
+  const { order } = deps;
+  const headers = message.properties.headers ?? {};
+  const ours = message.fields.exchange !== deps.events;
+  if (!order || handBackOf(message, deps.events) !== undefined || headers[HEADERS.testEvent] === true) return [];
+  if (!message.fields.redelivered && headers[HEADERS.endpointId] === undefined && headers[HEADERS.originalRoutingKey] === undefined) return [];
+  const place = placeOf(message);
+  if (!place) return [];
+  const places = await lookUp(delivery, order, place, deps);
+  if (places === undefined) return undefined;
+  // A copy for one endpoint (x-endpoint-id, ours alone) took its place there only.
+  const only = ours && typeof headers[HEADERS.endpointId] === 'string' ? headers[HEADERS.endpointId] : undefined;
+  return places.filter((endpointId) => only === undefined || endpointId === only).map((endpointId) => ({ merchantId: place.merchantId, endpointId, webhookId: place.webhookId }));
+}
+
+/** The merchant, webhook id and order key a message's body names, if it does. */
+function placeOf(message: ConsumeMessage): { merchantId: string; webhookId: string; key: string } | undefined {
+  let json: unknown;
+  try {
+    json = JSON.parse(message.content.toString('utf8'));
+  } catch {
+    return undefined;
+  }
+  if (typeof json !== 'object' || json === null) return undefined;
+  const { merchantId, event, data } = json as Record<string, unknown>;
+  if (typeof merchantId !== 'string' || !isEventName(event) || typeof data !== 'object' || data === null || Array.isArray(data)) return undefined;
+  const key = orderKeyOf(event, data as Record<string, unknown>);
+  return key === undefined ? undefined : { merchantId, webhookId: webhookIdOf(message), key };
+}
+
+/**
+ * The endpoints where the webhook holds an open place with no wait. PostgreSQL not answering: []
+ * for a merchant none of whose endpoints orders now (the upkeep releases its places); held and
+ * asked again each second while one does. Undefined: its channel is gone.
+ */
+async function lookUp(delivery: Delivery, order: OrderGate, place: { merchantId: string; webhookId: string; key: string }, deps: OrphanedPlacesDeps): Promise<string[] | undefined> {
+  const { merchants, logger } = deps;
+  for (let tries = 0; ; tries++) {
+    try {
+      return await order.openPlaces(place.merchantId, place.webhookId, place.key);
+    } catch (err) {
+      // Held while one of its endpoints orders now: the lines the upkeep never releases.
+      const merchant = merchants.byId(place.merchantId);
+      const held = merchant !== undefined && orderingLines([merchant]).length > 0;
+      if (!held) {
+        logger.warn('places in order of a redelivered webhook not looked up: PostgreSQL did not answer', { merchantId: place.merchantId, webhookId: place.webhookId, error: (err as Error)?.message });
+        return [];
+      }
+      if (tries % 30 === 0) logger.warn('places in order of a redelivered webhook not looked up: PostgreSQL did not answer; held until it does', { merchantId: place.merchantId, webhookId: place.webhookId, error: (err as Error)?.message });
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      if (!delivery.live) return undefined;
+    }
+  }
 }
