@@ -43,7 +43,9 @@ export function orderingLines(merchants: readonly Merchant[]): OrderLine[] {
  * answer that copy's look-up within 2 s (the dispatcher then sends it, or skips it, and acks it
  * with its place open): the webhooks behind it, waiting with no due time, waited for ever. A
  * line that still orders is never touched: its old head may be back in `dispatch` behind a
- * backlog, and it keeps its place, as a killed dispatcher's does. Any number of dispatchers may
+ * backlog, and it keeps its place, as a killed dispatcher's does. `ordering` is this dispatcher's
+ * directory, a cache: the statement keeps the lines the merchants table says order too (0028), so
+ * a directory that has not heard of a change releases nothing that orders. Any number of dispatchers may
  * run it at once (each key under its advisory lock, not waited for).
  */
 export class OrderUpkeep {

@@ -1,5 +1,9 @@
+import { OrderStore, OrderUpkeep } from '../../libs/ordering/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
+import { openPostgres } from '../../libs/delivery-store/index.js';
 import { type Harness, startHarness, testMerchant } from '../support/harness.js';
 import { eventOf } from '../support/order.js';
+import { createTestDatabase } from '../support/postgres.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
@@ -7,7 +11,9 @@ import { waitFor } from '../support/wait.js';
  * Order per reference: a place whose head can no longer come to its end. A head given again (its
  * dispatcher's channel lost mid-attempt) and parked before it is read (`too-large`: MAX_MESSAGE_BYTES
  * lowered since its admission) ends its place with its park, as any parked head does: before, its
- * line still ordering, no upkeep released it and the webhooks behind it waited for ever.
+ * line still ordering, no upkeep released it and the webhooks behind it waited for ever. And an
+ * upkeep whose directory is stale (it still has order off for an endpoint that orders again) does
+ * not release a line that orders: the merchants table, the record, says it does.
  */
 
 const openPlaces = (harness: Harness) => harness.database.query<{ webhook_id: string }>('SELECT webhook_id FROM webhook_order WHERE ended_at IS NULL ORDER BY seq');
@@ -45,4 +51,37 @@ describe('an ordered head given again after MAX_MESSAGE_BYTES was lowered below 
       await receiver.close();
     }
   }, 60_000);
+});
+
+describe('an upkeep whose directory is stale: it has order off for an endpoint that orders again', () => {
+  it('leaves the line an hour-old head holds (its copy behind a backlog): the merchants table says the endpoint orders', async () => {
+    const database = await createTestDatabase('order_parked_stale');
+    const db = openPostgres(database.url, { maxConnections: 2 });
+    const endpointId = 'ep_order_stale_main';
+    const endpoint = (order: boolean) => JSON.stringify([{ id: endpointId, url: 'https://merchant.example/hook', enabled: true, orderByReference: order }]);
+    // The record: order on again (version 3, after off at 2); the stale directory still holds version 2.
+    await database.query("INSERT INTO merchants (id, public_key, endpoints, secrets, version) VALUES ('m_order_stale', 'pk_test_order_stale', $1::jsonb, NULL, 3)", [endpoint(true)]);
+    await database.query("INSERT INTO webhook_order (merchant_id, endpoint_id, order_key, webhook_id, admitted_at) VALUES ('m_order_stale', $1, 'TX-STALE', 'evt_stale_1', now() - interval '1 hour'), ('m_order_stale', $1, 'TX-STALE', 'evt_stale_2', now() - interval '1 hour')", [endpointId]);
+    await database.query("INSERT INTO webhook_waits (merchant_id, webhook_id, endpoint_id, attempt, due_at, pick_at, reason, headers) VALUES ('m_order_stale', 'evt_stale_2', $1, 0, now(), NULL, 'ordered', '{}'::jsonb)", [endpointId]);
+    const store = new OrderStore(db);
+    // Its directory has no line that orders (order off, as at version 2).
+    const upkeep = new OrderUpkeep(store, () => [], silentLogger(), { olderThanMs: 1_000, everyMs: 100 });
+    try {
+      upkeep.start();
+      // A released place would make the refund due now, before its charge (out of order once the charge comes back).
+      const released = waitFor('the head released', () => upkeep.stats.released > 0, 3_000).then(() => true, () => false);
+      expect(await released).toBe(false);
+      expect(await database.query("SELECT webhook_id FROM webhook_order WHERE merchant_id = 'm_order_stale' AND ended_at IS NULL ORDER BY seq")).toEqual([{ webhook_id: 'evt_stale_1' }, { webhook_id: 'evt_stale_2' }]);
+      expect(await database.query("SELECT pick_at FROM webhook_waits WHERE merchant_id = 'm_order_stale'")).toEqual([{ pick_at: null }]);
+      // Order off in the record too: the same stale upkeep releases the line's head, and the refund is due.
+      await database.query("UPDATE merchants SET endpoints = $1::jsonb, version = 4 WHERE id = 'm_order_stale'", [endpoint(false)]);
+      await waitFor('the head released', () => upkeep.stats.released === 1, 5_000);
+      expect(await database.query("SELECT webhook_id FROM webhook_order WHERE merchant_id = 'm_order_stale' AND ended_at IS NULL")).toEqual([{ webhook_id: 'evt_stale_2' }]);
+      expect((await database.query<{ pick_at: Date | null }>("SELECT pick_at FROM webhook_waits WHERE merchant_id = 'm_order_stale'"))[0]!.pick_at).not.toBeNull();
+    } finally {
+      await upkeep.stop();
+      await db.close();
+      await database.drop();
+    }
+  }, 30_000);
 });
