@@ -13,7 +13,8 @@ import { waitFor } from '../support/wait.js';
  * lowered since its admission) ends its place with its park, as any parked head does: before, its
  * line still ordering, no upkeep released it and the webhooks behind it waited for ever. And an
  * upkeep whose directory is stale (it still has order off for an endpoint that orders again) does
- * not release a line that orders: the merchants table, the record, says it does.
+ * not release a line that orders: the merchants table, the record, says it does. And a throttled
+ * ordered endpoint: its heads and followers wait for their slots, in order, and none is failed for it.
  */
 
 const openPlaces = (harness: Harness) => harness.database.query<{ webhook_id: string }>('SELECT webhook_id FROM webhook_order WHERE ended_at IS NULL ORDER BY seq');
@@ -84,4 +85,37 @@ describe('an upkeep whose directory is stale: it has order off for an endpoint t
       await database.drop();
     }
   }, 30_000);
+});
+
+describe('an ordered endpoint throttled at 2 a second, 6 references each a charge then its refund, published at once', () => {
+  it('delivers each refund after its charge, the first charge failing once; a throttled webhook, head or not, is never failed, however long past its span it waits', async () => {
+    const seen = new Set<string>();
+    const receiver = await Receiver.start((_n, req) => {
+      const id = String(req.headers['webhook-id']);
+      if (id === 'evt_thr_0_c' && !seen.has(id)) {
+        seen.add(id);
+        return 500;
+      }
+      return 204;
+    });
+    const merchant = testMerchant('m_order_throttled', receiver.url);
+    Object.assign(merchant.endpoints[0]!, { orderByReference: true, maxPerSecond: 2 });
+    // A span of 600 ms: every webhook but the first few waits for its slot far longer.
+    const harness = await startHarness({ name: 'order-throttled', merchants: [merchant], retryDelaysMs: [300, 300], throttle: true });
+    try {
+      const refs = [0, 1, 2, 3, 4, 5];
+      for (const r of refs) await harness.publisher.publish(eventOf('charge.completed', merchant.id, `TX-THR-${r}`), { messageId: `evt_thr_${r}_c` });
+      for (const r of refs) await harness.publisher.publish(eventOf('refund.completed', merchant.id, `TX-THR-${r}`), { messageId: `evt_thr_${r}_r` });
+      await waitFor('every refund delivered', () => refs.every((r) => receiver.requests.some((q) => q.headers['webhook-id'] === `evt_thr_${r}_r`)), 30_000);
+      const ids = receiver.requests.map((q) => String(q.headers['webhook-id']));
+      for (const r of refs) expect(ids.lastIndexOf(`evt_thr_${r}_c`)).toBeLessThan(ids.indexOf(`evt_thr_${r}_r`));
+      expect(harness.dispatcher.stats.failed).toBe(0);
+      expect(harness.dispatcher.stats.throttled).toBeGreaterThan(0);
+      expect(await harness.database.query('SELECT count(*)::int AS n FROM failed_webhooks')).toEqual([{ n: 0 }]);
+      await waitFor('no wait and no open place left', async () => (await harness.waits.census(0)).waiting === 0 && (await openPlaces(harness)).length === 0, 10_000);
+    } finally {
+      await harness.close();
+      await receiver.close();
+    }
+  }, 60_000);
 });
