@@ -244,7 +244,7 @@ export class Dispatcher {
       await this.effect.apply(delivery, intake, decision, now, span, settle);
       this.deps.operations?.observe(intake, decision, now);
     } catch (err) {
-      await this.onUnexpected(delivery, err, span, seen.intake);
+      await this.onUnexpected(delivery, err, span, seen.intake, share !== undefined);
     } finally {
       if (!share) span?.end();
     }
@@ -479,12 +479,18 @@ export class Dispatcher {
     void work.then(done, done);
   }
 
-  private async onUnexpected(delivery: Delivery, err: unknown, span: Span | undefined, intake: IntakeEvent | undefined): Promise<void> {
+  private async onUnexpected(delivery: Delivery, err: unknown, span: Span | undefined, intake: IntakeEvent | undefined, share: boolean): Promise<void> {
     this.deps.logger.error('unexpected error handling a message', { error: (err as Error)?.message, ...spanLogFields(span) });
     try {
       // A hand-back parked like a first attempt ends its wait, if its hand is current.
       const handTaken = await this.currentHandBack(delivery.message, intake);
-      await this.effect.apply(delivery, intake, { kind: 'invalid', code: 'internal-error', detail: String((err as Error)?.message ?? err), handTaken }, this.now(), span);
+      // A copy parked before its step here ends the places an earlier walk of it took (a head parked after its step, its own).
+      const places = !handTaken && intake?.hand === undefined && intake?.ordered !== true
+        ? await parkedPlaces(delivery, this.orphanDeps, share ? (intake?.endpointId ?? '') : undefined)
+        : [];
+      // Its channel gone while its places were held unlooked-up: the broker gives it again.
+      if (!places) return;
+      await this.effect.apply(delivery, intake, { kind: 'invalid', code: 'internal-error', detail: String((err as Error)?.message ?? err), handTaken, places }, this.now(), span);
     } catch {
       if (delivery.live) delivery.nack(true);
     }

@@ -10,11 +10,12 @@ import { waitFor } from '../support/wait.js';
 /**
  * Order per reference: a place whose head can no longer come to its end. A head given again (its
  * dispatcher's channel lost mid-attempt) and parked before it is read (`too-large`: MAX_MESSAGE_BYTES
- * lowered since its admission) ends its place with its park, as any parked head does: before, its
- * line still ordering, no upkeep released it and the webhooks behind it waited for ever. And an
- * upkeep whose directory is stale (it still has order off for an endpoint that orders again) does
- * not release a line that orders: the merchants table, the record, says it does. And a throttled
- * ordered endpoint: its heads and followers wait for their slots, in order, and none is failed for it.
+ * lowered since its admission), or by an unexpected error before its step, ends its place with its
+ * park, as any parked head does: before, its line still ordering, no upkeep released it and the
+ * webhooks behind it waited for ever. An upkeep whose directory is stale (it still has order off
+ * for an endpoint that orders again) does not release a line that orders: the merchants table, the
+ * record, says it does. And a throttled ordered endpoint: its heads and followers wait for their
+ * slots, in order, and none is failed for it.
  */
 
 const openPlaces = (harness: Harness) => harness.database.query<{ webhook_id: string }>('SELECT webhook_id FROM webhook_order WHERE ended_at IS NULL ORDER BY seq');
@@ -47,6 +48,43 @@ describe('an ordered head given again after MAX_MESSAGE_BYTES was lowered below 
       expect(receiver.requests.map((r) => r.headers['webhook-id'])).toEqual(['evt_large_1', 'evt_large_2']);
       expect(await harness.test.messageCount(harness.names.invalid)).toBe(1);
       await waitFor('no wait and no open place left', async () => (await harness.waits.census(0)).waiting === 0 && (await openPlaces(harness)).length === 0, 10_000);
+    } finally {
+      await harness.close();
+      await receiver.close();
+    }
+  }, 60_000);
+});
+
+describe('an ordered head given again and parked by an unexpected error before its step (the directory broke as it was routed)', () => {
+  it('ends its place with the park: the refund behind it is delivered', async () => {
+    const receiver = await Receiver.start((n) => (n === 0 ? 'hang' : 204));
+    const merchant = testMerchant('m_order_parked_broke', receiver.url);
+    merchant.endpoints[0]!.orderByReference = true;
+    const harness = await startHarness({ name: 'order-parked-broke', merchants: [merchant], retryDelaysMs: [500, 500], waitLeaseMs: 1_000, settings: { deliveryTimeoutMs: 3_000, drainTimeoutMs: 500 } });
+    try {
+      await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-BROKE'), { messageId: 'evt_broke_1' });
+      await receiver.waitForRequests(1, 10_000);
+      await harness.publisher.publish(eventOf('refund.completed', merchant.id, 'TX-BROKE'), { messageId: 'evt_broke_2' });
+      await waitFor('the refund waiting behind the charge', () => harness.dispatcher.stats.ordered === 1, 10_000);
+      // The directory fails once more, on the next look-up of the merchant: the charge's copy given again, as it is routed.
+      const byId = harness.merchants.byId.bind(harness.merchants);
+      let armed = true;
+      harness.merchants.byId = (id: string) => {
+        if (id === merchant.id && armed) {
+          armed = false;
+          throw new Error('directory broke');
+        }
+        return byId(id);
+      };
+      await loseChannels(harness);
+      await waitFor('the charge parked', () => harness.dispatcher.stats.invalid === 1, 15_000);
+      expect(armed).toBe(false);
+      await waitFor('the refund delivered', () => receiver.requests.some((r) => r.headers['webhook-id'] === 'evt_broke_2'), 15_000).catch(async (err: unknown) => {
+        throw new Error(`${(err as Error).message}; open places: ${JSON.stringify(await openPlaces(harness))}`);
+      });
+      expect(receiver.requests.map((r) => r.headers['webhook-id'])).toEqual(['evt_broke_1', 'evt_broke_2']);
+      const [parked] = await harness.test.drain(harness.names.invalid, 1);
+      expect(parked!.properties.headers?.['x-invalid-code']).toBe('internal-error');
     } finally {
       await harness.close();
       await receiver.close();

@@ -42,16 +42,17 @@ export async function endOrphanedPlaces(delivery: Delivery, intake: IntakeEvent,
 }
 
 /**
- * A message that fails intake (`too-large` once MAX_MESSAGE_BYTES was lowered, say) but may have
- * taken places in order on an earlier walk: given again by the broker, a fan-out share handed on,
- * or moved back from invalid (as heldPlace asks). Its park ends those places (open, with no wait),
- * as any parked head's does: its line may still order, so no upkeep would release them, and the
- * webhooks behind them waited for ever. Read best effort from its body, whatever its size (it was
- * read whole when it took them): one that does not name a merchant and a key took none. Not a
- * hand-back (its wait ends with its park, or is someone else's). The places to end with its park;
- * undefined: its channel is gone.
+ * A message parked before its step (it fails intake, `too-large` once MAX_MESSAGE_BYTES was lowered
+ * say, or an unexpected error) that may have taken places in order on an earlier walk: given again
+ * by the broker, a fan-out share handed on, or moved back from invalid (as heldPlace asks). Its
+ * park ends those places (open, with no wait), as any parked head's does: its line may still order,
+ * so no upkeep would release them, and the webhooks behind them waited for ever. Read best effort
+ * from its body, whatever its size (it was read whole when it took them): one that does not name a
+ * merchant and a key took none. Not a hand-back (its wait ends with its park, or is someone
+ * else's). `endpointId`: one endpoint's share of a fan-out, parked alone. The places to end with
+ * its park; undefined: its channel is gone.
  */
-export async function parkedPlaces(delivery: Delivery, deps: OrphanedPlacesDeps): Promise<OrderEnd[] | undefined> {
+export async function parkedPlaces(delivery: Delivery, deps: OrphanedPlacesDeps, endpointId?: string): Promise<OrderEnd[] | undefined> {
   const { message } = delivery;
   const { order } = deps;
   const headers = message.properties.headers ?? {};
@@ -63,8 +64,8 @@ export async function parkedPlaces(delivery: Delivery, deps: OrphanedPlacesDeps)
   const places = await lookUp(delivery, order, place, deps);
   if (places === undefined) return undefined;
   // A copy for one endpoint (x-endpoint-id, ours alone) took its place there only.
-  const only = ours && typeof headers[HEADERS.endpointId] === 'string' ? headers[HEADERS.endpointId] : undefined;
-  return places.filter((endpointId) => only === undefined || endpointId === only).map((endpointId) => ({ merchantId: place.merchantId, endpointId, webhookId: place.webhookId }));
+  const only = endpointId ?? (ours && typeof headers[HEADERS.endpointId] === 'string' ? headers[HEADERS.endpointId] : undefined);
+  return places.filter((id) => only === undefined || id === only).map((id) => ({ merchantId: place.merchantId, endpointId: id, webhookId: place.webhookId }));
 }
 
 /** The merchant, webhook id and order key a message's body names, if it does. */
