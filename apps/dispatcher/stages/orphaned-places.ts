@@ -57,7 +57,8 @@ export async function parkedPlaces(delivery: Delivery, deps: OrphanedPlacesDeps,
   const { order } = deps;
   const headers = message.properties.headers ?? {};
   const ours = message.fields.exchange !== deps.events;
-  if (!order || handBackOf(message, deps.events) !== undefined || headers[HEADERS.testEvent] === true) return [];
+  // Nor a resend's copy or a test event: neither takes a place (Dispatcher.placeInOrder).
+  if (!order || handBackOf(message, deps.events) !== undefined || headers[HEADERS.testEvent] === true || (ours && headers[HEADERS.resentAt] !== undefined)) return [];
   if (!message.fields.redelivered && headers[HEADERS.endpointId] === undefined && headers[HEADERS.originalRoutingKey] === undefined) return [];
   const place = placeOf(message);
   if (!place) return [];
