@@ -11,43 +11,17 @@ function isBrokerHeader(key: string): boolean {
   return key.startsWith('x-first-death') || key.startsWith('x-last-death') || key === 'x-delivery-count' || key === 'x-acquired-count';
 }
 
-/** Our bookkeeping: trusted only on messages we moved, never on what upstream published. */
-const BOOKKEEPING_HEADERS: ReadonlySet<string> = new Set([
-  HEADERS.attempts,
-  HEADERS.deferrals,
-  HEADERS.postponements,
-  HEADERS.lastStatus,
-  HEADERS.lastError,
-  HEADERS.firstSeenAt,
-  HEADERS.lastAttemptAt,
-  HEADERS.failedAt,
-  HEADERS.failedReason,
-  HEADERS.entryType,
-  HEADERS.resentAt,
-  HEADERS.resend,
-  HEADERS.claimId,
-  HEADERS.failureId,
-  HEADERS.checkpointId,
-  HEADERS.streamOffset,
-  HEADERS.ordered,
-  HEADERS.endpointId,
-]);
-
 /** What a resend starts over: the schedule, the attempts, the failure entry's place and id (the resender sets its own). */
 const RESET_ON_RESEND: ReadonlySet<string> = new Set([
-  HEADERS.attempts,
-  HEADERS.deferrals,
-  HEADERS.postponements,
-  HEADERS.lastStatus,
-  HEADERS.lastError,
-  HEADERS.lastAttemptAt,
-  HEADERS.failedAt,
-  HEADERS.failedReason,
-  HEADERS.failureId,
-  HEADERS.claimId,
-  HEADERS.entryType,
-  HEADERS.streamOffset,
+  HEADERS.attempts, HEADERS.deferrals, HEADERS.postponements, HEADERS.lastStatus, HEADERS.lastError, HEADERS.lastAttemptAt,
+  HEADERS.failedAt, HEADERS.failedReason, HEADERS.failureId, HEADERS.claimId, HEADERS.entryType, HEADERS.streamOffset,
   HEADERS.ordered,
+]);
+
+/** Our bookkeeping: trusted only on messages we moved, never on what upstream published. */
+const BOOKKEEPING_HEADERS: ReadonlySet<string> = new Set([
+  ...RESET_ON_RESEND,
+  HEADERS.firstSeenAt, HEADERS.resentAt, HEADERS.resend, HEADERS.checkpointId, HEADERS.endpointId,
 ]);
 
 /**
