@@ -11,6 +11,10 @@ function customerTimestamp(date: Date): string {
 
 /** A realistic event of each kind with fresh references, shaped as in spec section 2. */
 export function sampleEvent(event: EventName, merchantId: string, now = new Date()): UpstreamMessage {
+  return { merchantId, event, data: sampleData(event, now) };
+}
+
+function sampleData(event: EventName, now: Date): Record<string, unknown> {
   const customer = {
     id: 1042,
     name: 'Ada Obi',
@@ -22,51 +26,39 @@ export function sampleEvent(event: EventName, merchantId: string, now = new Date
   switch (event) {
     case 'charge.completed':
       return {
-        merchantId,
-        event,
-        data: {
-          createdAt: timestamp(now),
-          narration: 'Collections ',
-          sourceAmount: 5000,
-          sourceCurrency: 'NGN',
-          destinationAmount: 5000,
-          destinationCurrency: 'NGN',
-          tnxRef: randomUUID(),
-          status: 'successful',
-          customer,
-        },
+        createdAt: timestamp(now),
+        narration: 'Collections ',
+        sourceAmount: 5000,
+        sourceCurrency: 'NGN',
+        destinationAmount: 5000,
+        destinationCurrency: 'NGN',
+        tnxRef: randomUUID(),
+        status: 'successful',
+        customer,
       };
     case 'payout':
       return {
-        merchantId,
-        event,
-        data: {
-          reference: `PO-${Date.now()}-${randomUUID().slice(0, 8)}`,
-          createdAt: timestamp(now),
-          amount: 25000,
-          accountName: 'Ada Obi',
-          narration: 'Vendor settlement',
-          name: 'Ada Obi',
-          currency: 'NGN',
-          bankName: 'Example Bank',
-          accountNumber: '0123456789',
-          status: 'successful',
-        },
+        reference: `PO-${Date.now()}-${randomUUID().slice(0, 8)}`,
+        createdAt: timestamp(now),
+        amount: 25000,
+        accountName: 'Ada Obi',
+        narration: 'Vendor settlement',
+        name: 'Ada Obi',
+        currency: 'NGN',
+        bankName: 'Example Bank',
+        accountNumber: '0123456789',
+        status: 'successful',
       };
     case 'refund.completed':
       return {
-        merchantId,
-        event,
-        data: {
-          createdAt: timestamp(now),
-          refundType: 'partial',
-          refundRef: randomUUID(),
-          amount: 1500,
-          completeMessage: '',
-          tnxRef: randomUUID(),
-          status: 'successful',
-          customer,
-        },
+        createdAt: timestamp(now),
+        refundType: 'partial',
+        refundRef: randomUUID(),
+        amount: 1500,
+        completeMessage: '',
+        tnxRef: randomUUID(),
+        status: 'successful',
+        customer,
       };
   }
 }
