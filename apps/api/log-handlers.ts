@@ -3,7 +3,8 @@ import type { z } from 'zod';
 import type { DeliveryLogQueries, WebhookFilters } from '../../libs/delivery-store/index.js';
 import type { ApiDeps } from './deps.js';
 import type { listQuery } from './log-routes.js';
-import { ApiError, notFound, rateLimited } from './errors.js';
+import { ApiError, notFound } from './errors.js';
+import { take } from './rate-limit.js';
 import { mount } from './mount.js';
 
 /** The list's filters as the route table parsed them (listQuery's output is a WebhookFilters). */
@@ -25,8 +26,7 @@ export function mountLogRoutes(router: Router, deps: ApiDeps, isAdmin: boolean):
     const log = deps.log;
     if (!log) throw new ApiError(503, 'log_disabled', 'The delivery log is switched off on this service (DELIVERY_LOG=off)');
     const key = isAdmin ? `admin ${merchantId}` : merchantId;
-    const allowed = await deps.logLimiter.take(key);
-    if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds, 'delivery log reads');
+    await take(deps.logLimiter, key, 'delivery log reads');
     return deps.logConcurrency.run(key, () => work(log));
   };
 

@@ -2,12 +2,19 @@ import type { Queryable } from '../../libs/delivery-store/index.js';
 import { isUnavailable, MerchantStoreUnavailableError } from '../../libs/merchants/index.js';
 import { BoundedMap } from '../../libs/runtime/index.js';
 import { sweepCells, takeCell } from '../../libs/rate-limit/index.js';
+import { rateLimited } from './errors.js';
 
 export type Allowance = { ok: true } | { ok: false; retryAfterSeconds: number };
 
 /** `burst` requests at once per key, refilled at `perMinute`. */
 export interface RateLimiter {
   take(key: string): Promise<Allowance>;
+}
+
+/** Counts `key` against a limiter, 429 rate_limited naming `what` when refused; none configured, nothing is counted. */
+export async function take(limiter: RateLimiter | undefined, key: string, what?: string): Promise<void> {
+  const allowed = (await limiter?.take(key)) ?? { ok: true };
+  if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds, what);
 }
 
 /** In memory: for this instance's own resources (its log-read pool), and for one API without a database. */

@@ -3,7 +3,8 @@ import { isWellFormedReference } from '../../libs/contracts/index.js';
 import { type Merchant, recordAudit } from '../../libs/merchants/index.js';
 import { METRIC_NAMES, zeroedCounter } from '../../libs/metrics/index.js';
 import type { ApiDeps } from './deps.js';
-import { badRequest, rateLimited, unavailable } from './errors.js';
+import { badRequest, unavailable } from './errors.js';
+import { take } from './rate-limit.js';
 import { mount } from './mount.js';
 
 /** The merchant's resends, by reference and by webhook id, both counted by status. */
@@ -40,8 +41,7 @@ export function mountResends(app: Router, deps: ApiDeps): void {
 
 /** Every resend, the API's and the portal's: the merchant's resend budget, and a broker to send on. */
 async function mayResend(deps: ApiDeps, merchant: Merchant): Promise<void> {
-  const allowed = await deps.limiter.take(merchant.id);
-  if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds);
+  await take(deps.limiter, merchant.id);
   if (!deps.brokerConnected()) throw unavailable('The message broker is unavailable; try again shortly');
 }
 

@@ -5,8 +5,8 @@ import { type Actor, disabledByOperator, type Merchant, recordAudit } from '../.
 import { keyDigestOf, linkLifetimeMs, PortalLinkError, type PortalPermission, type PortalSession, type PortalSessions } from '../../../libs/portal/index.js';
 import { USER_AGENT } from '../../dispatcher/program.js';
 import type { ApiDeps } from '../deps.js';
-import { ApiError, badRequest, notFound, rateLimited } from '../errors.js';
-import { clientKey, type RateLimiter } from '../rate-limit.js';
+import { ApiError, badRequest, notFound } from '../errors.js';
+import { clientKey, take } from '../rate-limit.js';
 import { listFilters } from '../log-handlers.js';
 import { resendOne } from '../resend-routes.js';
 import { mount } from '../mount.js';
@@ -97,12 +97,6 @@ function fromPortalPage(req: Request, deps: ApiDeps): void {
   }
 }
 
-/** Counts `key` against a limiter the replicas share; none configured, nothing is counted. */
-async function take(limiter: RateLimiter | undefined, key: string, what: string): Promise<void> {
-  const allowed = (await limiter?.take(key)) ?? { ok: true };
-  if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds, what);
-}
-
 function sameText(a: string, b: string): boolean {
   const x = Buffer.from(a);
   const y = Buffer.from(b);
@@ -165,7 +159,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
   const read = async <T>(merchantId: string, work: (log: DeliveryLogQueries) => Promise<T>): Promise<T> => {
     const { log } = logOf(deps);
     await take(deps.logLimiter, merchantId, 'delivery log reads');
-    return deps.logConcurrency ? deps.logConcurrency.run(merchantId, () => work(log)) : work(log);
+    return deps.logConcurrency.run(merchantId, () => work(log));
   };
   const sessionView = ({ merchantId, permissions, expiresAt, csrfToken }: PortalSession) => ({ merchantId, permissions, expiresAt, csrfToken, settingsWritable: deps.settings !== undefined });
 
