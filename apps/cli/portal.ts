@@ -1,9 +1,9 @@
 import { ADMIN_SCOPE } from '../api/auth.js';
-import { linkLifetimeMs } from '../../libs/portal/index.js';
+import { linkLifetimeMs, PORTAL_PERMISSIONS } from '../../libs/portal/index.js';
 import { checkMerchantId, CliCommand, EXIT, UsageError, writeLine } from './command.js';
 import { adminApiBase, adminToken } from './token.js';
 
-const PERMISSIONS = ['resend', 'manage-endpoint', 'manage-secret'];
+const PERMISSIONS: readonly string[] = PORTAL_PERMISSIONS;
 
 export function declarePortal(program: CliCommand): void {
   program

@@ -26,15 +26,10 @@ export function createProgram(io: CliIo): CliCommand {
     .configureHelp({ helpWidth: 110, showGlobalOptions: false })
     .addHelpText('after', `\n${ENVIRONMENT}\n${EXIT}`);
 
-  declarePublish(program);
-  declareToken(program);
-  declareFailed(program);
-  declareInvalid(program);
-  declareWaitsList(program);
-  declareMerchants(program);
-  declareMigrate(program);
-  declareLog(program);
-  declarePortal(program);
+  // In this order in the help's list of commands.
+  for (const declare of [declarePublish, declareToken, declareFailed, declareInvalid, declareWaitsList, declareMerchants, declareMigrate, declareLog, declarePortal]) {
+    declare(program);
+  }
   return program;
 }
 
