@@ -158,16 +158,13 @@ export function zeroedCounter(registry: Registry, name: string, help: string, la
 }
 
 /** The operational events' series: events published by type, webhooks turned off by reason. */
-export interface OperationalMetrics {
-  published(type: string): void;
-  disabled(reason: string): void;
-}
+export type OperationalMetrics = ReturnType<typeof operationalMetrics>;
 
-export function operationalMetrics(registry: Registry, types: readonly string[], reasons: readonly string[]): OperationalMetrics {
+export function operationalMetrics(registry: Registry, types: readonly string[], reasons: readonly string[]) {
   const events = zeroedCounter(registry, METRIC_NAMES.operationalEvents, 'Operational events published, by type', 'type', types);
   const disabled = zeroedCounter(registry, METRIC_NAMES.endpointsDisabledTotal, 'Webhooks turned off, by the service (failing) or an operator (manual)', 'reason', reasons);
   return {
-    published: (type) => events.labels(type).inc(),
-    disabled: (reason) => disabled.labels(reason).inc(),
+    published: (type: string) => events.labels(type).inc(),
+    disabled: (reason: string) => disabled.labels(reason).inc(),
   };
 }

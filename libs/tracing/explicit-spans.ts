@@ -1,6 +1,6 @@
 import { type Attributes, type Context, context, propagation, ROOT_CONTEXT, type Span, SpanKind, trace, TraceFlags } from '@opentelemetry/api';
 import { ATTR, MESSAGING_SYSTEM } from './attributes.js';
-import { contextFromHeaders, markFailed, tracer, tracingActive } from './spans.js';
+import { contextFromHeaders, endedAfter, tracer, tracingActive } from './spans.js';
 
 /**
  * Spans whose parent is passed by hand, not through the active context (AsyncLocalStorage costs
@@ -81,14 +81,7 @@ export async function publishIn<T>(
   if (parent === undefined) return send();
   const span = publishChild(parent, destination, webhookId, attributes);
   if (headers) injectSpan(span, headers);
-  try {
-    return await send();
-  } catch (err) {
-    markFailed(span, err);
-    throw err;
-  } finally {
-    span.end();
-  }
+  return endedAfter(span, send);
 }
 
 /** publishIn() under the active context (the API's resend, the publisher). */

@@ -48,8 +48,13 @@ export async function inSpan<T>(name: string, options: { kind?: SpanKind; attrib
   if (!tracingActive()) return work(NOT_RECORDING);
   const parent = context.active();
   const span = tracer().startSpan(name, { kind: options.kind ?? SpanKind.INTERNAL, attributes: options.attributes }, parent);
+  return endedAfter(span, () => context.with(trace.setSpan(parent, span), () => work(span)));
+}
+
+/** `work`'s result; the span is marked failed if it throws, and ended when it settles. */
+export async function endedAfter<T>(span: Span, work: () => Promise<T>): Promise<T> {
   try {
-    return await context.with(trace.setSpan(parent, span), () => work(span));
+    return await work();
   } catch (err) {
     markFailed(span, err);
     throw err;
