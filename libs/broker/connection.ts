@@ -1,6 +1,5 @@
 import { EventEmitter } from 'node:events';
-import amqp from 'amqplib';
-import type { Channel, ChannelModel, ConfirmChannel, Options } from 'amqplib';
+import amqp, { type Channel, type ChannelModel, type ConfirmChannel, type Options } from 'amqplib';
 import type { Logger } from '../logger/index.js';
 import type { AckBatcher } from './ack-batcher.js';
 import { coalesceWrites, destroy, isAccessRefused } from './amqplib-gaps.js';

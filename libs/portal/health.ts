@@ -1,5 +1,4 @@
-import type { Queryable } from '../delivery-store/index.js';
-import { LogQueryTimeoutError, LogUnavailableError } from '../delivery-store/index.js';
+import { LogQueryTimeoutError, LogUnavailableError, type Queryable } from '../delivery-store/index.js';
 
 const STATUSES = ['delivered', 'retrying', 'failed', 'skipped'] as const;
 /** Webhooks counted by their status now. */

@@ -1,6 +1,5 @@
 import { createHash, createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
-import type { Queryable } from '../delivery-store/index.js';
-import { LogUnavailableError } from '../delivery-store/index.js';
+import { LogUnavailableError, type Queryable } from '../delivery-store/index.js';
 import { BoundedMap } from '../runtime/bounded-map.js';
 
 /** What a portal session may do beyond viewing; a link carries any subset (none, view only, when the dashboard names none). */
