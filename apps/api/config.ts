@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { MAX_ENDPOINTS_PER_MERCHANT } from '../../libs/merchants/schema.js';
-import { DEV_JWT_SECRET, deliveryLogFields, envFields, merchantStoreFields, parseEnv, replicationFields, requireDatabase, requireMerchantStore, SHUTDOWN_TIMEOUT_MAX, tracingFields } from '../../libs/config/index.js';
+import { DEV_JWT_SECRET, deliveryLogFields, envFields, merchantStoreFields, parseEnv, refuse, replicationFields, requireDatabase, requireMerchantStore, SHUTDOWN_TIMEOUT_MAX, tracingFields } from '../../libs/config/index.js';
 
 /** `<per minute>` or `<per minute>,<burst>`; the burst defaults to a third of the rate. */
 function rateLimit(defaultText: string, what: string) {
@@ -13,8 +13,7 @@ function rateLimit(defaultText: string, what: string) {
       const perMinute = Number(match?.[1]);
       const burst = match?.[2] === undefined ? Math.max(1, Math.ceil(perMinute / 3)) : Number(match[2]);
       if (!match || perMinute < 1 || perMinute > 1_000_000 || burst < 1 || burst > 1_000_000) {
-        ctx.addIssue({ code: 'custom', message: `"${text}" must be ${what} per minute, optionally with a burst: e.g. ${defaultText.split(',')[0]} or ${defaultText}` });
-        return z.NEVER;
+        return refuse(ctx, `"${text}" must be ${what} per minute, optionally with a burst: e.g. ${defaultText.split(',')[0]} or ${defaultText}`);
       }
       return { perMinute, burst };
     });
@@ -48,8 +47,7 @@ function trustProxy() {
       const value = text.trim();
       if (/^\d{1,2}$/.test(value)) return Number(value) === 0 ? undefined : Number(value);
       if (value === 'true') {
-        ctx.addIssue({ code: 'custom', message: 'must not be true (any client could name its own address in X-Forwarded-For): give the proxies\' hop count, e.g. 1, or their addresses or CIDRs' });
-        return z.NEVER;
+        return refuse(ctx, 'must not be true (any client could name its own address in X-Forwarded-For): give the proxies\' hop count, e.g. 1, or their addresses or CIDRs');
       }
       const entries = value.split(',').map((entry) => entry.trim());
       const fits = (entry: string) => {
@@ -59,8 +57,7 @@ function trustProxy() {
       };
       const bad = entries.find((entry) => !fits(entry));
       if (bad === undefined) return entries;
-      ctx.addIssue({ code: 'custom', message: `"${bad.slice(0, 80)}" must be a hop count, loopback, linklocal, uniquelocal, an IP address or a CIDR such as 10.0.0.0/8` });
-      return z.NEVER;
+      return refuse(ctx, `"${bad.slice(0, 80)}" must be a hop count, loopback, linklocal, uniquelocal, an IP address or a CIDR such as 10.0.0.0/8`);
     });
 }
 
@@ -100,8 +97,7 @@ export const apiEnvSchema = z
         const origins = text.split(/\s+/).filter((o) => o !== '');
         const bad = origins.find((origin) => !/^https?:\/\/[A-Za-z0-9.*-]+(:\d{1,5})?$/.test(origin));
         if (bad === undefined) return origins;
-        ctx.addIssue({ code: 'custom', message: `"${bad.slice(0, 80)}" must be an origin such as https://dashboard.example.com` });
-        return z.NEVER;
+        return refuse(ctx, `"${bad.slice(0, 80)}" must be an origin such as https://dashboard.example.com`);
       }),
     ...deliveryLogFields,
     LOG_LEVEL: envFields.logLevel,

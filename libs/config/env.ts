@@ -12,17 +12,17 @@ export const TRUE_VALUES: readonly string[] = ['true', '1', 'yes'];
  */
 export const SHUTDOWN_TIMEOUT_MAX = '1d';
 
+/** Records `message` as the variable's problem; what the transform returns then is never used. */
+export function refuse(ctx: z.RefinementCtx, message: string): never {
+  ctx.addIssue({ code: 'custom', message });
+  return z.NEVER;
+}
+
 /** A duration in ms, from 1 ms to `max`; otherwise the issue, `hint` saying what is taken and `never` what 0 means. */
 function durationWithin(text: string, ctx: z.RefinementCtx, hint: string, max: string, never = ''): number {
   const ms = parseDuration(text);
-  if (ms === undefined || ms < 1) {
-    ctx.addIssue({ code: 'custom', message: `"${text}" is not a duration ${hint}` });
-    return z.NEVER;
-  }
-  if (ms > parseDuration(max)!) {
-    ctx.addIssue({ code: 'custom', message: `"${text}" is longer than the most allowed, ${max}${never}` });
-    return z.NEVER;
-  }
+  if (ms === undefined || ms < 1) return refuse(ctx, `"${text}" is not a duration ${hint}`);
+  if (ms > parseDuration(max)!) return refuse(ctx, `"${text}" is longer than the most allowed, ${max}${never}`);
   return ms;
 }
 
@@ -35,8 +35,7 @@ export const envFields = {
     .transform((text, ctx) => {
       const urls = text.split(',').map((part) => part.trim()).filter((part) => part !== '');
       if (urls.length === 0 || !urls.every((url) => /^amqps?:\/\/[^\s]+$/.test(url) && URL.canParse(url))) {
-        ctx.addIssue({ code: 'custom', message: 'must be an amqp:// or amqps:// URL, or a comma-separated list of them' });
-        return z.NEVER;
+        return refuse(ctx, 'must be an amqp:// or amqps:// URL, or a comma-separated list of them');
       }
       return urls;
     }),
@@ -51,10 +50,7 @@ export const envFields = {
     .default('5s,5m,30m,2h,5h,10h,10h')
     .transform((text, ctx) => {
       const result = parseRetrySchedule(text);
-      if ('problem' in result) {
-        ctx.addIssue({ code: 'custom', message: result.problem });
-        return z.NEVER;
-      }
+      if ('problem' in result) return refuse(ctx, result.problem);
       return result.delays;
     }),
   /** `max`: the longest allowed, e.g. `1d` for a duration that becomes a timer (Node fires one past 2^31 - 1 ms at once). */
@@ -75,10 +71,7 @@ export const envFields = {
       .default(String(fallback))
       .transform((text, ctx) => {
         const n = Number(text);
-        if (!/^\d+$/.test(text.trim()) || n < 1 || n > max) {
-          ctx.addIssue({ code: 'custom', message: `"${text}" must be a whole number from 1 to ${max}` });
-          return z.NEVER;
-        }
+        if (!/^\d+$/.test(text.trim()) || n < 1 || n > max) return refuse(ctx, `"${text}" must be a whole number from 1 to ${max}`);
         return n;
       }),
   boolean: (fallback: boolean) =>
@@ -89,8 +82,7 @@ export const envFields = {
         const v = text.trim().toLowerCase();
         if (TRUE_VALUES.includes(v)) return true;
         if (['false', '0', 'no', ''].includes(v)) return false;
-        ctx.addIssue({ code: 'custom', message: `"${text}" must be true or false` });
-        return z.NEVER;
+        return refuse(ctx, `"${text}" must be true or false`);
       }),
   /** RabbitMQ stream `x-max-age`: a number and one of Y, M, D, h, m, s. */
   streamMaxAge: z

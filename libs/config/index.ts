@@ -1,5 +1,5 @@
 export { parseDuration } from './durations.js';
-export { ConfigError, envFields, parseEnv, replicationFields, replicationOf, SHUTDOWN_TIMEOUT_MAX, topologyOf } from './env.js';
+export { ConfigError, envFields, parseEnv, refuse, replicationFields, replicationOf, SHUTDOWN_TIMEOUT_MAX, topologyOf } from './env.js';
 export { DEV_JWT_SECRET, DEV_MERCHANTS_FILE, devModeWarning, withDevDefaults } from './dev.js';
 export { parseRetrySchedule } from '../retry-policy/schedule.js';
 export { deliveryLogFields, requireDatabase } from './delivery-log.js';

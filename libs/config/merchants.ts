@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { refuse } from './env.js';
 
 const secretsKey = z
   .string()
@@ -6,8 +7,7 @@ const secretsKey = z
     const trimmed = text.trim();
     const key = /^[0-9a-fA-F]{64}$/.test(trimmed) ? Buffer.from(trimmed, 'hex') : Buffer.from(trimmed, 'base64');
     if (key.length !== 32 || (!/^[0-9a-fA-F]{64}$/.test(trimmed) && key.toString('base64') !== trimmed)) {
-      ctx.addIssue({ code: 'custom', message: 'must be 32 random bytes, as 64 hex digits or 44 characters of base64 (openssl rand -base64 32)' });
-      return z.NEVER;
+      return refuse(ctx, 'must be 32 random bytes, as 64 hex digits or 44 characters of base64 (openssl rand -base64 32)');
     }
     return key;
   });

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { envFields } from './env.js';
+import { envFields, refuse } from './env.js';
 import { MAX_TIMER_MS } from '../runtime/timers.js';
 
 /**
@@ -17,8 +17,7 @@ const httpUrl = z
 const protocol = z.string().transform((text, ctx) => {
   const value = text.trim();
   if ((PROTOCOLS as readonly string[]).includes(value)) return value as (typeof PROTOCOLS)[number];
-  ctx.addIssue({ code: 'custom', message: `"${text}" is not supported: use http/protobuf (the default) or http/json` });
-  return z.NEVER;
+  return refuse(ctx, `"${text}" is not supported: use http/protobuf (the default) or http/json`);
 });
 
 const count = (fallback: number, max = Number.MAX_SAFE_INTEGER) =>
@@ -59,10 +58,7 @@ export const tracingFields = {
       for (const pair of text.split(',').filter((each) => each.trim() !== '')) {
         const at = pair.indexOf('=');
         const key = pair.slice(0, Math.max(at, 0)).trim();
-        if (key === '') {
-          ctx.addIssue({ code: 'custom', message: 'must be key=value pairs separated by commas, e.g. deployment.environment=prod' });
-          return z.NEVER;
-        }
+        if (key === '') return refuse(ctx, 'must be key=value pairs separated by commas, e.g. deployment.environment=prod');
         attributes[key] = decoded(pair.slice(at + 1).trim());
       }
       return attributes;
