@@ -21,8 +21,8 @@ export interface RouteDeclaration {
   };
   /** Successful answers by status: the whole body's schema, or a media type that is not JSON. */
   output: Record<string, { description: string; schema?: z.ZodType; mediaType?: string }>;
-  /** Error answers by status, in the envelope; the description names the codes. */
-  errors: Record<string, string>;
+  /** Error answers by status, in the envelope; the description names the codes (none: only what any request may get). */
+  errors?: Record<string, string>;
 }
 
 /** Who may call a route (OpenAPI security requirements): a merchant, the platform's operator. */

@@ -152,7 +152,6 @@ export const ROUTES = [
     path: '/healthz',
     summary: 'Liveness',
     output: { '200': { description: 'The process is up', schema: z.looseObject({ status: z.literal('ok') }) } },
-    errors: {},
   },
   {
     operationId: 'ready',
@@ -160,7 +159,6 @@ export const ROUTES = [
     path: '/readyz',
     summary: 'Readiness: broker connected, PostgreSQL reachable and every merchant readable; how far behind the delivery log is',
     output: { '200': { description: 'Ready', schema: readiness }, '503': { description: 'Not ready', schema: readiness } },
-    errors: {},
   },
   {
     operationId: 'metrics',
@@ -168,7 +166,6 @@ export const ROUTES = [
     path: '/metrics',
     summary: 'Prometheus metrics (text exposition format)',
     output: { '200': { description: 'Metrics', mediaType: 'text/plain' } },
-    errors: {},
   },
   {
     operationId: 'openapi',
@@ -176,7 +173,6 @@ export const ROUTES = [
     path: '/openapi.json',
     summary: 'This document',
     output: { '200': { description: 'OpenAPI 3.1 document', schema: z.looseObject({}) } },
-    errors: {},
   },
 ] as const satisfies readonly RouteDeclaration[];
 

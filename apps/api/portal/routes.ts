@@ -208,7 +208,6 @@ export const PORTAL_ROUTES = [
     path: '/portal/',
     summary: 'The merchant portal (HTML); its script and style are /portal/portal.js and /portal/portal.css',
     output: { '200': { description: 'The page', mediaType: 'text/html' } },
-    errors: {},
   },
   {
     operationId: 'openPortalSession',
