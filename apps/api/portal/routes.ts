@@ -136,6 +136,13 @@ const RESEND_ERRORS = {
   '503': 'service_unavailable, resend_outcome_unknown, auth_unavailable: as for the resend by reference',
 };
 
+/** What the admin routes that mint and revoke portal links may answer besides their own. */
+const SESSIONS_ADMIN_ERRORS = {
+  '401': 'missing_credentials, invalid_credentials, token_expired',
+  '403': 'insufficient_scope',
+  '503': 'service_unavailable, log_unavailable, log_disabled: portal sessions are kept in the delivery log\'s PostgreSQL',
+};
+
 export const PORTAL_ROUTES = [
   {
     operationId: 'resendWebhookById',
@@ -169,13 +176,7 @@ export const PORTAL_ROUTES = [
     security: ADMIN_AUTH,
     input: { params: merchantIdParams, body: portalSessionInput, bodyRequired: false },
     output: { '201': { description: 'The link', schema: envelope(z.strictObject({ url: z.string(), expiresAt: z.string() })) } },
-    errors: {
-      '400': 'invalid_merchant_id, invalid_body',
-      '401': 'missing_credentials, invalid_credentials, token_expired',
-      '403': 'insufficient_scope',
-      '404': 'merchant_not_found',
-      '503': 'service_unavailable, log_unavailable, log_disabled: portal sessions are kept in the delivery log\'s PostgreSQL',
-    },
+    errors: { ...SESSIONS_ADMIN_ERRORS, '400': 'invalid_merchant_id, invalid_body', '404': 'merchant_not_found' },
   },
   {
     operationId: 'revokePortalSessions',
@@ -186,12 +187,7 @@ export const PORTAL_ROUTES = [
     security: ADMIN_AUTH,
     input: { params: merchantIdParams },
     output: { '200': { description: 'What was ended', schema: envelope(z.strictObject({ sessions: z.number().int(), links: z.number().int() })) } },
-    errors: {
-      '400': 'invalid_merchant_id',
-      '401': 'missing_credentials, invalid_credentials, token_expired',
-      '403': 'insufficient_scope',
-      '503': 'service_unavailable, log_unavailable, log_disabled: portal sessions are kept in the delivery log\'s PostgreSQL',
-    },
+    errors: { ...SESSIONS_ADMIN_ERRORS, '400': 'invalid_merchant_id' },
   },
   {
     operationId: 'portalLogout',
