@@ -58,13 +58,11 @@ export const deliverySummary = z.strictObject({
   nextAttemptAt: when.describe('When retrying: when the next attempt is due'),
 });
 
+/** What names a webhook, in a list's item and in a feed's entry. */
+const webhookFacts = { webhookId: z.string(), event: z.string(), references: z.array(z.string()), firstSeenAt: z.string() };
+
 /** A list's item: one delivery (a webhook sent to several endpoints is one item per endpoint). */
-export const webhookSummary = deliverySummary.extend({
-  webhookId: z.string(),
-  event: z.string(),
-  references: z.array(z.string()),
-  firstSeenAt: z.string(),
-});
+export const webhookSummary = deliverySummary.extend(webhookFacts);
 
 export const deliveryRecordView = z.strictObject({
   endpointId: z.string().nullable().describe('The endpoint this record was for; null before endpoints'),
@@ -93,10 +91,7 @@ export const webhookDetail = webhookSummary.extend({
 
 export const feedEvent = z.strictObject({
   cursor: z.string().describe('Pass as after= to continue past this event'),
-  webhookId: z.string(),
-  event: z.string(),
-  references: z.array(z.string()),
-  firstSeenAt: z.string(),
+  ...webhookFacts,
   status: z.enum(WEBHOOK_STATUSES).describe('Over its deliveries: retrying while one is, else failed if one failed, else delivered if one was, else skipped'),
   payload: z.unknown(),
 });
