@@ -10,22 +10,19 @@ const HEADER = ['FAILED AT', 'MERCHANT', 'ENDPOINT', 'EVENT', 'REFERENCE', 'WEBH
 
 function failuresTable(records: FailureRow[], withResolved: boolean): string {
   const header = withResolved ? [...HEADER.slice(0, -1), 'RESOLVED', 'LAST ERROR'] : HEADER;
-  const rows = records.map((r) => {
-    const row = [
-      r.failedAt,
-      r.merchantId,
-      r.endpointId ?? '-',
-      r.event,
-      r.references.join(','),
-      r.webhookId,
-      String(r.attempts),
-      r.lastStatus === null ? '-' : String(r.lastStatus),
-      r.reason ?? '-',
-    ];
-    if (withResolved) row.push(r.resentAt === null ? 'no' : 'yes');
-    row.push(truncate(r.lastError ?? '-', 100));
-    return row;
-  });
+  const rows = records.map((r) => [
+    r.failedAt,
+    r.merchantId,
+    r.endpointId ?? '-',
+    r.event,
+    r.references.join(','),
+    r.webhookId,
+    String(r.attempts),
+    r.lastStatus === null ? '-' : String(r.lastStatus),
+    r.reason ?? '-',
+    ...(withResolved ? [r.resentAt === null ? 'no' : 'yes'] : []),
+    truncate(r.lastError ?? '-', 100),
+  ]);
   return formatTable(header, rows);
 }
 

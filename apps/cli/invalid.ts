@@ -47,8 +47,7 @@ async function passOverInvalid(
       // One try, no backoff: a copy not confirmed fails the pass, and the message returns to invalid once, when the channel closes.
       const moved = await moveMessage(broker, held, move ? names.dispatch : names.invalid, { backoffMs: [], headers: () => headers, onRetry: (err) => (refused = err) });
       if (moved !== 'moved') throw refused ?? new Error('parked message not moved');
-      if (move) result.moved++;
-      else result.kept++;
+      result[move ? 'moved' : 'kept']++;
     }
   } finally {
     await channel.close().catch(() => {});
