@@ -51,12 +51,7 @@ export type UpstreamMessage = {
 
 /** The references present in `data` for this event, in the order of REFERENCE_FIELDS. */
 export function referencesOf(event: EventName, data: Record<string, unknown>): string[] {
-  const refs: string[] = [];
-  for (const field of REFERENCE_FIELDS[event]) {
-    const value = data[field];
-    if (typeof value === 'string' && isWellFormedReference(value)) refs.push(value);
-  }
-  return refs;
+  return REFERENCE_FIELDS[event].map((field) => data[field]).filter((value): value is string => typeof value === 'string' && isWellFormedReference(value));
 }
 
 /** What orders an ordered merchant's webhooks: a refund waits for the charge it refunds (both by `tnxRef`). */
