@@ -23,8 +23,6 @@ export class RetryingBatcher<T, R> {
   private waiting: Array<Pending<T, R>> = [];
   private writing = false;
   private closed = false;
-  /** Batches written, and tries that failed. */
-  readonly stats = { batches: 0, failures: 0 };
 
   constructor(
     private readonly write: (items: T[]) => Promise<R>,
@@ -66,11 +64,9 @@ export class RetryingBatcher<T, R> {
   private async writeBatch(batch: Array<Pending<T, R>>): Promise<Array<Pending<T, R>>> {
     try {
       const result = await this.write(batch.map((p) => p.item));
-      this.stats.batches++;
       for (const p of batch) p.resolve(result);
       return [];
     } catch (err) {
-      this.stats.failures++;
       if (!this.refused(err)) {
         this.onFailure(err, batch.length + this.waiting.length);
         return batch;
