@@ -71,7 +71,7 @@ export async function portalEndpointsOf(db: Queryable | undefined, merchant: Mer
 
 /** The portal's endpoint routes: the list and one endpoint's settings, secret, test event and removal. */
 export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: PortalHelpers): void {
-  const merchantOf = (merchantId: string) => deps.merchants?.byId(merchantId);
+  const merchantOf = (merchantId: string) => deps.merchants.byId(merchantId);
   /** A settings write: the session with the permission, settings writable here, the merchant's settings budget. */
   const settingsWrite = async (req: Request, permission: PortalPermission) => {
     const found = await helpers.writer(req, permission);
@@ -145,7 +145,7 @@ export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: Portal
     if (!deps.brokerConnected()) throw unavailable('The message broker is unavailable; try again shortly');
     await helpers.limited('tests', found.merchantId);
     const { message, reference } = testSample(input.data.event, found.merchantId);
-    const { messageId } = await deps.portal!.publish(message, { test: true, endpointId });
+    const { messageId } = await deps.portal.publish(message, { test: true, endpointId });
     await helpers.audit(found, req, 'portal.test_event', { event: input.data.event, endpointId, webhookId: messageId, reference });
     deps.logger.info('test event sent from the portal', { merchantId: found.merchantId, endpointId, event: input.data.event, reference });
     res.status(202).json({ message: `test ${input.data.event} sent`, error: null, data: { webhookId: messageId, reference } });

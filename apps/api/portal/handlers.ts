@@ -27,7 +27,7 @@ const sessionRequired = () => new ApiError(401, 'portal_session_required', 'No p
 
 /** The delivery log holds the portal's sessions and everything it shows. */
 function logOf(deps: ApiDeps): { log: DeliveryLogQueries; sessions: PortalSessions } {
-  if (!deps.log || !deps.portal?.sessions) throw new ApiError(503, 'log_disabled', 'The merchant portal needs the delivery log, which is switched off here (DELIVERY_LOG=off)');
+  if (!deps.log || !deps.portal.sessions) throw new ApiError(503, 'log_disabled', 'The merchant portal needs the delivery log, which is switched off here (DELIVERY_LOG=off)');
   return { log: deps.log, sessions: deps.portal.sessions };
 }
 
@@ -40,8 +40,8 @@ export function mountPortalAdmin(router: Router, deps: ApiDeps): void {
     const lifetime = linkLifetimeMs(input.data.expiresIn);
     if (lifetime === undefined) throw badRequest('invalid_body', 'expiresIn must be from 1s to 7d, e.g. 30m, 1h or 7d');
     // The key the link is bound to is the merchant's now, not what this replica was last told of.
-    await deps.merchants?.poll?.();
-    const merchant = deps.merchants?.byId(merchantId);
+    await deps.merchants.poll?.();
+    const merchant = deps.merchants.byId(merchantId);
     if (!merchant) throw notFound('merchant_not_found', `No merchant ${merchantId}`);
     // Left out, a link only shows: each power it gives is asked for by name.
     const permissions = input.data.permissions ?? [];
@@ -49,7 +49,7 @@ export function mountPortalAdmin(router: Router, deps: ApiDeps): void {
     if (deps.audit) await recordAudit(deps.audit, merchantId, 'portal.link_minted', { permissions, expiresAt: link.expiresAt }, res.locals.actor as Actor);
     deps.logger.info('portal link issued', { merchantId, permissions, expiresAt: link.expiresAt });
     // The token is in the fragment: browsers never send it to a server, a proxy log or a Referer.
-    const url = `${deps.portal!.baseUrl()}/portal/#token=${link.token}`;
+    const url = `${deps.portal.baseUrl()}/portal/#token=${link.token}`;
     res.status(201).json({ message: `portal link for merchant ${merchantId}`, error: null, data: { url, expiresAt: link.expiresAt } });
   }, '/admin');
 
@@ -92,7 +92,7 @@ function portalActor(session: PortalSession, req: Request): Actor {
 function fromPortalPage(req: Request, deps: ApiDeps): void {
   const site = req.get('sec-fetch-site');
   const origin = req.get('origin');
-  if ((site !== undefined && site !== 'same-origin') || (origin !== undefined && origin !== new URL(deps.portal!.baseUrl()).origin)) {
+  if ((site !== undefined && site !== 'same-origin') || (origin !== undefined && origin !== new URL(deps.portal.baseUrl()).origin)) {
     throw new ApiError(403, 'cross_origin_write', 'Portal writes come from the portal\'s own page');
   }
 }
@@ -105,17 +105,16 @@ function sameText(a: string, b: string): boolean {
 
 /** The merchant portal: its page and assets, and its API under /portal/api. Never on ADMIN_PORT. */
 export function mountPortal(app: Router, deps: ApiDeps): void {
-  servePortalAssets(app, deps.portal?.frameAncestors ?? []);
+  servePortalAssets(app, deps.portal.frameAncestors);
   // Every answer holds a merchant's data (payloads, a secret once): no cache, shared or not, keeps it.
   app.use('/portal/api', (_req, res, next) => {
     res.set('cache-control', 'no-store');
     next();
   });
 
-  const secure = deps.portal?.secureCookies ?? false;
-  const hostPrefix = deps.portal?.hostPrefixCookie ?? false;
-  const cookieName = hostPrefix ? `__Host-${SESSION_COOKIE}` : SESSION_COOKIE;
-  const cookieAttributes = `${hostPrefix ? 'Path=/' : 'Path=/portal'}${secure ? '; Secure' : ''}; HttpOnly; SameSite=Strict`;
+  const { hostPrefixCookie, secureCookies } = deps.portal;
+  const cookieName = hostPrefixCookie ? `__Host-${SESSION_COOKIE}` : SESSION_COOKIE;
+  const cookieAttributes = `${hostPrefixCookie ? 'Path=/' : 'Path=/portal'}${secureCookies ? '; Secure' : ''}; HttpOnly; SameSite=Strict`;
   const sessionId = (req: Request) => cookieOf(req, cookieName);
   /**
    * The request's live session. Not counted against the client's address: a forged id is refused
@@ -126,11 +125,11 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     if (!id || id.length > 100) throw sessionRequired();
     const found = await logOf(deps).sessions.session(id);
     if (!found) throw sessionRequired();
-    const stale = () => outlived(deps.merchants?.byId(found.merchantId), found);
+    const stale = () => outlived(deps.merchants.byId(found.merchantId), found);
     if (stale()) {
       // Ended for good, so only on what the database says: this replica may not have read the change
       // that made the session (a new key, the merchant made on another replica) yet.
-      await deps.merchants?.poll?.();
+      await deps.merchants.poll?.();
       if (stale()) {
         await logOf(deps).sessions.end(id);
         deps.logger.info('portal session ended: the merchant changed since its link was minted', { merchantId: found.merchantId });
@@ -202,8 +201,8 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
 
   mount(app, 'portalOverview', async (req, res) => {
     const found = await session(req);
-    const health = await read(found.merchantId, () => deps.portal!.health(found.merchantId));
-    const endpoints = await portalEndpointsOf(deps.audit, deps.merchants?.byId(found.merchantId));
+    const health = await read(found.merchantId, () => deps.portal.health(found.merchantId));
+    const endpoints = await portalEndpointsOf(deps.audit, deps.merchants.byId(found.merchantId));
     res.json({ message: 'overview', error: null, data: { merchantId: found.merchantId, endpoints, health } });
   });
 
@@ -231,7 +230,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
 
   mount(app, 'portalResendWebhook', async (req, res, { params, query }) => {
     const found = await writer(req, 'resend');
-    const merchant = deps.merchants?.byId(found.merchantId);
+    const merchant = deps.merchants.byId(found.merchantId);
     if (!merchant) throw new ApiError(409, 'webhook_disabled', 'This merchant has no webhook set up');
     const webhookId = params.webhookId as string;
     const endpointId = query.endpointId as string | undefined;
