@@ -11,9 +11,9 @@ export interface RateLimiter {
   take(key: string): Promise<Allowance>;
 }
 
-/** Counts `key` against a limiter, 429 rate_limited naming `what` when refused; none configured, nothing is counted. */
-export async function take(limiter: RateLimiter | undefined, key: string, what?: string): Promise<void> {
-  const allowed = (await limiter?.take(key)) ?? { ok: true };
+/** Counts `key` against a limiter, 429 rate_limited naming `what` when refused. */
+export async function take(limiter: RateLimiter, key: string, what?: string): Promise<void> {
+  const allowed = await limiter.take(key);
   if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds, what);
 }
 

@@ -171,7 +171,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     // nor a token this replica already refused (redeem answers it from memory).
     if (!sessions.wellFormed(token)) throw new ApiError(401, 'portal_link_invalid', 'This portal link is not valid: ask for a new one');
     // Per client address (a refused address is answered from memory until its Retry-After).
-    if (!sessions.knownDead(token)) await take(deps.portalLimits?.address, clientKey(req.ip), 'portal link exchanges from this address');
+    if (!sessions.knownDead(token)) await take(deps.portalLimits.address, clientKey(req.ip), 'portal link exchanges from this address');
     const { sessionId: id, session: started } = await sessions.redeem(token).catch(async (err: unknown) => {
       if (!(err instanceof PortalLinkError)) throw err;
       // A used link presented again ends the sessions it made: the merchant's trail says so.
@@ -242,7 +242,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
 
   /** A portal write counts against the merchant's portal bucket of its kind, on every replica. */
   const limited = async (kind: 'settings' | 'tests' | 'recover', merchantId: string): Promise<void> => {
-    await take(deps.portalLimits?.[kind], merchantId, { tests: 'test events', settings: 'endpoint changes', recover: 'Recover rounds today' }[kind]);
+    await take(deps.portalLimits[kind], merchantId, { tests: 'test events', settings: 'endpoint changes', recover: 'Recover rounds today' }[kind]);
   };
 
   mount(app, 'portalRecoverPreview', async (req, res, { query }) => {
