@@ -241,9 +241,8 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
   });
 
   /** A portal write counts against the merchant's portal bucket of its kind, on every replica. */
-  const limited = async (kind: 'settings' | 'tests' | 'recover', merchantId: string): Promise<void> => {
-    await take(deps.portalLimits[kind], merchantId, { tests: 'test events', settings: 'endpoint changes', recover: 'Recover rounds today' }[kind]);
-  };
+  const limited = (kind: 'settings' | 'tests' | 'recover', merchantId: string) =>
+    take(deps.portalLimits[kind], merchantId, { tests: 'test events', settings: 'endpoint changes', recover: 'Recover rounds today' }[kind]);
 
   mount(app, 'portalRecoverPreview', async (req, res, { query }) => {
     const found = await session(req);
