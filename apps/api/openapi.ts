@@ -113,10 +113,9 @@ const SIGNATURE_HEADERS = [
 /** An operational event of each type as the dispatcher builds it (fixed values: the document does not change between builds). */
 function operationalExample(type: OperationalEventType): OperationalEvent {
   const at = new Date('2026-05-01T10:00:00.000Z');
+  const endpoint = { merchantId: 'm_example', endpointId: 'ep_8Jq2vXk4Tn1Rz7Ws', url: 'https://merchant.example/hooks' };
   const facts = {
-    merchantId: 'm_example',
-    endpointId: 'ep_8Jq2vXk4Tn1Rz7Ws',
-    url: 'https://merchant.example/hooks',
+    ...endpoint,
     webhookId: 'evt_5e0c7c2a',
     event: 'payout',
     references: ['PO-1777629600000-3f2a9c1b'],
@@ -128,11 +127,11 @@ function operationalExample(type: OperationalEventType): OperationalEvent {
     case 'endpoint.disabled':
       return disabledEvent({ ...facts, reason: 'failing', disabledAt: at.toISOString(), failingSince: '2026-04-26T09:12:00.000Z' }, at).event;
     case 'endpoint.enabled':
-      return enabledEvent({ merchantId: facts.merchantId, endpointId: facts.endpointId, url: facts.url, enabledAt: at.toISOString() }, at).event;
+      return enabledEvent({ ...endpoint, enabledAt: at.toISOString() }, at).event;
     case 'endpoint.updated':
-      return updatedEvent({ merchantId: facts.merchantId, endpointId: facts.endpointId, url: facts.url, previousUrl: 'https://merchant.example/old-hooks', changed: ['url'], events: null, updatedAt: at.toISOString() }, at).event;
+      return updatedEvent({ ...endpoint, previousUrl: 'https://merchant.example/old-hooks', changed: ['url'], events: null, updatedAt: at.toISOString() }, at).event;
     case 'endpoint.secret_rotated':
-      return secretRotatedEvent({ merchantId: facts.merchantId, endpointId: facts.endpointId, url: facts.url, rotatedAt: at.toISOString() }, at).event;
+      return secretRotatedEvent({ ...endpoint, rotatedAt: at.toISOString() }, at).event;
     case 'message.attempt.exhausted':
       return attemptEvent(type, { ...facts, attempts: 8, reason: 'attempts-exhausted' }, at).event;
     default:
