@@ -3,10 +3,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
 
-export interface HealthServer {
-  port: number;
-  close(): Promise<void>;
-}
+export type HealthServer = Awaited<ReturnType<typeof startHealthServer>>;
 
 /** A metrics port: Prometheus metrics, liveness and readiness, for health checks and load balancers' drains. */
 export async function startHealthServer(options: {
@@ -17,7 +14,7 @@ export async function startHealthServer(options: {
   waitingFor?: () => string | undefined;
   /** Why, when there is more to say (the schema version, and the command to run). */
   detail?: () => string | undefined;
-}): Promise<HealthServer> {
+}) {
   const server = createServer((req, res) => {
     if (req.method !== 'GET') return void res.writeHead(405, { allow: 'GET' }).end();
     if (req.url === '/healthz') return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
