@@ -26,10 +26,12 @@ export function createProgram(io: CliIo): CliCommand {
     .configureHelp({ helpWidth: 110, showGlobalOptions: false })
     .addHelpText('after', `\n${ENVIRONMENT}\n${EXIT}`);
 
-  // In this order in the help's list of commands.
-  for (const declare of [declarePublish, declareToken, declareFailed, declareInvalid, declareWaitsList, declareMerchants, declareMigrate, declareLog, declarePortal]) {
-    declare(program);
-  }
+  // In the order the help lists them.
+  const commands = [
+    declarePublish, declareToken, declareFailed, declareInvalid, declareWaitsList,
+    declareMerchants, declareMigrate, declareLog, declarePortal,
+  ];
+  for (const declare of commands) declare(program);
   return program;
 }
 
