@@ -51,7 +51,8 @@ export type UpstreamMessage = {
 
 /** The references present in `data` for this event, in the order of REFERENCE_FIELDS. */
 export function referencesOf(event: EventName, data: Record<string, unknown>): string[] {
-  return REFERENCE_FIELDS[event].map((field) => data[field]).filter((value): value is string => typeof value === 'string' && isWellFormedReference(value));
+  const values = REFERENCE_FIELDS[event].map((field) => data[field]);
+  return values.filter((value): value is string => typeof value === 'string' && isWellFormedReference(value));
 }
 
 /** What orders an ordered merchant's webhooks: a refund waits for the charge it refunds (both by `tnxRef`). */
