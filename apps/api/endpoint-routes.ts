@@ -1,12 +1,11 @@
 import { z } from 'zod';
 import { endpointIdSchema, endpointInputSchema, endpointPatchSchema, MAX_ENDPOINTS_PER_MERCHANT, rotateInputSchema } from '../../libs/merchants/index.js';
-import { ADMIN_AUTH, ADMIN_ERRORS, GUARDED_WRITE_HEADERS, IDEMPOTENCY_ERRORS, merchantIdParams, type RouteDeclaration } from './route-declaration.js';
+import { ADMIN_AUTH, ADMIN_ERRORS, GUARDED_WRITE_HEADERS, IDEMPOTENCY_ERRORS, merchantIdParams, READ_ONLY, type RouteDeclaration } from './route-declaration.js';
 import { endpointView, envelope, rotated } from './schemas.js';
 
 const endpointParams = merchantIdParams.extend({ endpointId: endpointIdSchema });
 const BASE = '/admin/merchants/{merchantId}/endpoints';
 const NOT_FOUND = 'merchant_not_found; endpoint_not_found';
-const READ_ONLY = 'directory_read_only: merchants come from MERCHANTS_FILE here';
 const URL_TAKEN = 'endpoint_url_taken: another endpoint of this merchant has this URL';
 /** An endpointId that is not an endpoint id is refused before the merchant is looked at. */
 const BAD_ENDPOINT_ID = `${ADMIN_ERRORS['400']}; invalid_parameter: the endpointId path segment is not an endpoint id (ep_…)`;

@@ -3,7 +3,7 @@ import { merchantInputSchema, merchantPatchSchema } from '../../libs/merchants/i
 import { envelope, merchantView, readiness } from './schemas.js';
 import { LOG_ROUTES } from './log-routes.js';
 import { PORTAL_ROUTES } from './portal/routes.js';
-import { ADMIN_AUTH, ADMIN_ERRORS, GUARDED_WRITE_HEADERS, IDEMPOTENCY_ERRORS, MERCHANT_AUTH, merchantIdParams, READ_ONLY_OR_KEY, type RouteDeclaration } from './route-declaration.js';
+import { ADMIN_AUTH, ADMIN_ERRORS, GUARDED_WRITE_HEADERS, IDEMPOTENCY_ERRORS, MERCHANT_AUTH, merchantIdParams, READ_ONLY, READ_ONLY_OR_KEY, type RouteDeclaration } from './route-declaration.js';
 import { ENDPOINT_ROUTES } from './endpoint-routes.js';
 
 /** Entries per page of a merchant's audit trail: by default, and at most. */
@@ -113,7 +113,7 @@ export const ROUTES = [
     errors: {
       ...ADMIN_ERRORS,
       '400': `${ADMIN_ERRORS['400']}; invalid_parameter: limit or before malformed; unknown_parameter: another query parameter`,
-      '409': 'directory_read_only: merchants come from MERCHANTS_FILE here',
+      '409': READ_ONLY,
     },
   },
   {

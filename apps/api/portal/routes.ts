@@ -3,7 +3,7 @@ import { EVENT_NAMES } from '../../../libs/contracts/index.js';
 import { endpointIdSchema as endpointIdPath, endpointInputSchema, endpointPatchSchema, rotateInputSchema } from '../../../libs/merchants/index.js';
 import { PORTAL_PERMISSIONS } from '../../../libs/portal/index.js';
 import { endpointIdSchema, listQuery, webhookDetail, webhookIdParams, webhookSummary } from '../log-routes.js';
-import { ADMIN_AUTH, MERCHANT_AUTH, merchantIdParams, type RouteDeclaration } from '../route-declaration.js';
+import { ADMIN_AUTH, MERCHANT_AUTH, merchantIdParams, READ_ONLY, type RouteDeclaration } from '../route-declaration.js';
 import { envelope, rotated } from '../schemas.js';
 
 /**
@@ -66,7 +66,6 @@ const BASE = '/portal/api/endpoints';
 /** Reading endpoints needs the session (kept with the log), and counts against no log limit. */
 const ENDPOINT_READ_ERRORS = { '400': 'invalid_parameter', '401': READ_ERRORS['401'], '503': READ_ERRORS['503'] };
 const SETTINGS_LIMITED = 'rate_limited: at most 10 endpoint changes and rotations a minute per merchant, on all replicas together; see Retry-After';
-const READ_ONLY = 'directory_read_only: merchants come from MERCHANTS_FILE here';
 
 const lifetime = z
   .string()
