@@ -40,6 +40,8 @@ export interface WaitPut extends WaitKey {
   spanLeftMs: number;
   /** The endpoint's circuit is open and lets a probe through in this: its circuit row is written with that probe time, and this wait parked. */
   circuitMs?: number;
+  /** The attempt was answered (a 4xx): its endpoint's circuit closes, as for a WaitEnd's, this wait made due with the parked ones. */
+  closesCircuit?: boolean;
 }
 
 /** The attempt of hand-back `hand` ended (delivered, failed, skipped): the wait goes. */
@@ -269,7 +271,8 @@ export class WaitStore {
     for (const put of puts) last.set(`${put.merchantId}\u001f${put.webhookId}\u001f${put.endpointId ?? ''}`, put);
     const p = [...last.values()];
     const closing = new Map<string, CircuitKey>();
-    for (const e of ends) if (e.closesCircuit) closing.set(`${e.merchantId}\u001f${e.endpointId ?? ''}`, { merchantId: e.merchantId, endpointId: e.endpointId ?? '' });
+    // A put that closes is written parked like any wait behind the row, and made due by the unpark.
+    for (const e of [...ends, ...p]) if (e.closesCircuit) closing.set(`${e.merchantId}\u001f${e.endpointId ?? ''}`, { merchantId: e.merchantId, endpointId: e.endpointId ?? '' });
     const params = [
       p.map((w) => w.merchantId),
       p.map((w) => w.webhookId),

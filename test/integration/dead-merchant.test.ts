@@ -67,6 +67,54 @@ describe('waits of a merchant whose circuit is open', () => {
     }
   });
 
+  // A 4xx (other than 408, 429) is an answer: the breaker counts the endpoint reachable and closes
+  // its circuit in memory. Seen failing when only a delivery closed the circuit's row: the probe
+  // answered 400, its retry was parked behind the row, which stayed open, and the other waits of an
+  // endpoint that answers stayed parked until the next probe, a WAIT_LEASE (60 s) later.
+  it('answering its probe with a 400: the endpoint answers, so its circuit closes and its parked waits go, not a lease later', async () => {
+    let mode: 'dead' | 'rejects-once' = 'dead';
+    let rejected: string | undefined;
+    const endpoint = await Receiver.start((_n, req) => {
+      if (mode === 'dead') return 500;
+      if (rejected === undefined) {
+        rejected = String(req.headers['webhook-id']);
+        return 400;
+      }
+      return 204;
+    });
+    const merchant = testMerchant('m_rejects', endpoint.url);
+    const harness = await startHarness({
+      name: 'dead-merchant-400',
+      merchants: [merchant],
+      retryDelaysMs: Array.from({ length: 200 }, () => 300),
+      settings: { breakerThreshold: 2, breakerCooldownMs: 1_000, perEndpointConcurrency: 1 },
+    });
+    try {
+      const ids: string[] = [];
+      for (let i = 0; i < 10; i++) ids.push((await harness.publisher.publish(sampleEvent('payout', merchant.id))).messageId);
+      await waitFor('10 waits, the circuit open, its waits parked', async () => (await harness.waits.census(0)).waiting === 10
+        && (await harness.database.query('SELECT 1 FROM wait_circuits')).length === 1
+        && Number((await harness.database.query<{ n: string }>('SELECT count(*) AS n FROM webhook_waits WHERE parked'))[0]!.n) >= 9, 15_000);
+
+      mode = 'rejects-once';
+      const from = endpoint.requests.length;
+      const delivered = () => new Set(endpoint.requests.slice(from).map((r) => String(r.headers['webhook-id'])).filter((id) => ids.includes(id) && id !== rejected));
+      // The probe comes within the cooldown (1 s, doubling while probes fail), its 400 closes the
+      // circuit, and the nine others follow within seconds (the retry of the rejected one too).
+      await waitFor('the probe rejected, every other webhook delivered', () => rejected !== undefined && delivered().size === 9, 15_000).catch(async (err: Error) => {
+        const rows = await harness.database.query('SELECT webhook_id, parked, reason, hand FROM webhook_waits');
+        const circuits = await harness.database.query('SELECT probe_at, closing FROM wait_circuits');
+        throw new Error(`${err.message}; delivered ${delivered().size}; waits ${JSON.stringify(rows)}; circuits ${JSON.stringify(circuits)}`);
+      });
+      await waitFor('the rejected one retried and delivered, no wait left, no circuit row', async () => harness.dispatcher.stats.delivered === 10
+        && (await harness.waits.census(0)).waiting === 0 && (await harness.database.query('SELECT 1 FROM wait_circuits')).length === 0, 10_000);
+      expect(harness.dispatcher.stats.failed).toBe(0);
+    } finally {
+      await harness.close();
+      await endpoint.close();
+    }
+  });
+
   // With the throttle, as the program runs: a 503 lowers the endpoint's rate as well as failing.
   // Seen failing with the throttle asked before the circuit (all 100 new webhooks throttled, none
   // postponed) and with a pick that never parks (622 hand-backs in the window).

@@ -56,10 +56,12 @@ export class AttemptStage {
       this.observer.attempt(true, (performance.now() - started) / 1000, intake.event);
       return { kind: 'sent', status: response.status, trace: { startedAt: now, durationMs: performance.now() - started, responseBody } };
     } catch (err) {
-      const circuitMs = slot.release(breakerResult(err), (err as Error)?.message);
+      const result = breakerResult(err);
+      const circuitMs = slot.release(result, (err as Error)?.message);
       this.observer.attempt(false, (performance.now() - started) / 1000, intake.event);
       if (!(err instanceof DeliveryFailedError)) throw err;
-      return { kind: 'attempt-failed', error: err, trace: { startedAt: now, durationMs: performance.now() - started, responseBody }, circuitMs: circuitMs > 0 ? circuitMs : undefined };
+      const trace = { startedAt: now, durationMs: performance.now() - started, responseBody };
+      return { kind: 'attempt-failed', error: err, trace, circuitMs: circuitMs > 0 ? circuitMs : undefined, ...(result === 'rejected' ? { answered: true } : {}) };
     }
   }
 }

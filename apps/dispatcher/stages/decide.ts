@@ -42,8 +42,11 @@ export type Finding =
   | { kind: 'busy' }
   | { kind: 'circuit-open'; failures: number; retryInMs: number; lastError?: string }
   | { kind: 'sent'; status: number; trace?: AttemptTrace }
-  /** `circuitMs`: the endpoint's circuit is open for that long after it. */
-  | { kind: 'attempt-failed'; error: DeliveryFailedError; trace?: AttemptTrace; circuitMs?: number };
+  /**
+   * `circuitMs`: the endpoint's circuit is open for that long after it. `answered`: a 4xx the
+   * breaker counts as reachable (not 408, 429): the endpoint is up, its circuit closed.
+   */
+  | { kind: 'attempt-failed'; error: DeliveryFailedError; trace?: AttemptTrace; circuitMs?: number; answered?: boolean };
 
 /** What happens to the delivery: exactly one of these. What intake found (superseded, duplicate, invalid, ordered) is decided as it was found. */
 export type Decision =
@@ -53,13 +56,14 @@ export type Decision =
   /** Back to its queue untried, once (stopping). */
   | { kind: 'returned' }
   /** `error` is the detail, for operators (log lines, headers of the steps and `failed`); `errorClass` is what the merchant sees. */
-  | { kind: 'retry'; step: number; attempt: number; error: string; errorClass: AttemptErrorClass; status?: number; circuitMs?: number }
+  /** `closesCircuit`: the endpoint answered (a 4xx): as its breaker, its circuit's row closes (libs/waits). */
+  | { kind: 'retry'; step: number; attempt: number; error: string; errorClass: AttemptErrorClass; status?: number; circuitMs?: number; closesCircuit?: boolean }
   | { kind: 'defer'; step: number }
   /** Waits for the endpoint's throttle: no attempt spent, never failed for it. */
   | { kind: 'throttle'; delayMs: number }
   /** `circuitMs`: when the open circuit lets a probe through, from now. */
   | { kind: 'postpone'; step: number; circuitMs: number }
-  | { kind: 'failed'; reason: FailedReason; attempts: number; error: string; errorClass?: AttemptErrorClass; status?: number; attempted: boolean };
+  | { kind: 'failed'; reason: FailedReason; attempts: number; error: string; errorClass?: AttemptErrorClass; status?: number; attempted: boolean; closesCircuit?: boolean };
 
 const UNAVAILABLE_MESSAGES: Record<Unavailable, string> = {
   'webhook-disabled': 'webhook disabled',
@@ -107,13 +111,15 @@ export function decide(finding: Finding, intake: IntakeEvent | undefined, policy
     case 'attempt-failed': {
       const attempt = intake.attempts + 1;
       const { error } = finding;
-      const failed = { kind: 'failed' as const, attempts: attempt, error: error.message, errorClass: error.errorClass, status: error.status, attempted: true };
+      // Answered (a 4xx): the endpoint is up, and its circuit's row closes as its breaker did.
+      const answered = finding.answered ? { closesCircuit: true } : {};
+      const failed = { kind: 'failed' as const, attempts: attempt, error: error.message, errorClass: error.errorClass, status: error.status, attempted: true, ...answered };
       if (error instanceof WebhookBlockedError) return { ...failed, reason: FAILED_REASONS.blocked };
       // A test event has a schedule of one attempt: it fails like any webhook whose attempts ran out.
       if (intake.test || policy.exhausted(attempt)) return { ...failed, reason: FAILED_REASONS.attemptsExhausted };
       const retryAfter = error instanceof WebhookRejectedError ? error.retryAfter : undefined;
       const step = policy.stepAfterFailure(attempt, { status: error.status, retryAfter }, now);
-      return { kind: 'retry', step, attempt, error: error.message, errorClass: error.errorClass, status: error.status, circuitMs: finding.circuitMs };
+      return { kind: 'retry', step, attempt, error: error.message, errorClass: error.errorClass, status: error.status, circuitMs: finding.circuitMs, ...answered };
     }
   }
 }

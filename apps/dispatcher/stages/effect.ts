@@ -127,7 +127,7 @@ export class EffectStage {
         headers[HEADERS.lastError] = decision.error.slice(0, 500);
         headers[HEADERS.lastAttemptAt] = now.toISOString();
         if (decision.status !== undefined) headers[HEADERS.lastStatus] = decision.status;
-        await this.wait(delivery, intake, 'retry', headers, this.deps.policy.delayOf(decision.step), record, span, decision.circuitMs);
+        await this.wait(delivery, intake, 'retry', headers, this.deps.policy.delayOf(decision.step), record, span, decision.circuitMs, decision.closesCircuit);
         this.count('retried', 'retried', intake.event, intake.test);
         if (this.info) logger.info('webhook attempt failed, retry scheduled', { ...logFields(intake), attempt: decision.attempt, error: decision.error, errorClass: decision.errorClass, delayMs: this.deps.policy.delayOf(decision.step), ...spanLogFields(span) });
         return;
@@ -149,7 +149,7 @@ export class EffectStage {
         const index = () => this.index(delivery, intake, decision, headers, now, span);
         const settle = async () => {
           await Promise.all([record(), ends ? index() : undefined]);
-          await this.endWait(intake, UNSENDABLE.has(decision.reason));
+          await this.endWait(intake, UNSENDABLE.has(decision.reason) || decision.closesCircuit === true);
         };
         if (!(await this.move(delivery, this.deps.names.failed, headers, intake.event, span, settle))) return;
         if (!ends) void index();
@@ -270,7 +270,7 @@ export class EffectStage {
   }
 
   /** The wait written, then the record, then the ack. The write never gives up: while PostgreSQL is down the delivery is held. */
-  private async wait(delivery: Delivery, intake: IntakeEvent, reason: WaitPutReason, headers: ScalarHeaders, delayMs: number, record: () => Promise<void>, span: Span | undefined, circuitMs?: number): Promise<void> {
+  private async wait(delivery: Delivery, intake: IntakeEvent, reason: WaitPutReason, headers: ScalarHeaders, delayMs: number, record: () => Promise<void>, span: Span | undefined, circuitMs?: number, closesCircuit?: boolean): Promise<void> {
     const waits = this.deps.waits;
     if (!waits) throw new Error('effect: a wait needs the wait writer (a retry schedule needs PostgreSQL)');
     // As for a move: its channel gone, the broker has returned it, and its redelivery is the one that waits.
@@ -289,6 +289,7 @@ export class EffectStage {
       content: intake.hand === undefined ? delivery.message.content : undefined,
       spanLeftMs: this.deps.policy.spanLeftMs(intake.resentAt ?? intake.firstSeenAt, this.deps.now()),
       circuitMs,
+      ...(closesCircuit ? { closesCircuit } : {}),
     }));
     await record();
     if (delivery.live) delivery.ack();
