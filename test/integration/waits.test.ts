@@ -59,6 +59,38 @@ describe('a wait made by a deferral, behind a dispatch backlog, then a disable',
   });
 });
 
+describe('a retry handed back again each lease behind a dispatch backlog, its endpoint answering', () => {
+  it('is POSTed once: only the current hand comes to an attempt, every stale copy is dropped unsent', async () => {
+    const receiver = await Receiver.start(() => 204);
+    const merchant = testMerchant('m_backlog', receiver.url);
+    // Paused: its hand-backs pile up in dispatch, and a short lease hands the same row on again.
+    const harness = await startHarness({ name: 'waits-backlog', merchants: [merchant], retryDelaysMs: [60_000], waitLeaseMs: 1_000, paused: true });
+    try {
+      const content = Buffer.from(JSON.stringify(sampleEvent('payout', merchant.id)));
+      const webhookId = 'evt_backlog_1';
+      // The wait a failed first attempt writes, due now.
+      await harness.waits.write(
+        [{ merchantId: merchant.id, webhookId, hand: 0, attempt: 1, delayMs: 0, reason: 'retry', content, spanLeftMs: 3_600_000,
+          headers: { [HEADERS.attempts]: 1, [HEADERS.deferrals]: 0, [HEADERS.postponements]: 0, [HEADERS.webhookId]: webhookId, [HEADERS.firstSeenAt]: new Date().toISOString(), [HEADERS.lastError]: 'HTTP 500' } }],
+        [],
+      );
+      await waitFor('four hand-backs of the one row in dispatch', async () => (await harness.test.messageCount(harness.names.dispatch)) >= 4, 15_000);
+      // All of them taken together (one prefetch, one take statement), as a dispatcher catching up does.
+      await harness.startDispatcher();
+      await waitFor('delivered, its wait ended, every copy consumed', async () => harness.dispatcher.stats.delivered === 1
+        && (await harness.waits.census(0)).waiting === 0 && (await harness.test.messageCount(harness.names.dispatch)) === 0, 15_000);
+      // A hand-back published just before the delivery ended its wait is a stale copy too.
+      await waitFor('the stale copies dropped', () => harness.dispatcher.stats.superseded >= 3, 5_000);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect(receiver.requests.filter((r) => r.headers['webhook-id'] === webhookId)).toHaveLength(1);
+      expect(harness.dispatcher.stats.delivered).toBe(1);
+    } finally {
+      await harness.close();
+      await receiver.close();
+    }
+  });
+});
+
 describe('a retry delivered while the delivery log loses every record', () => {
   it('is not sent again: its wait ended with its delivery', async () => {
     const receiver = await Receiver.start(failOnceThenSucceed());
