@@ -80,6 +80,8 @@ export interface WaitRow {
   due_at: Date;
   hand: number;
   handed_until: Date | null;
+  /** Behind its endpoint's open circuit (wait_circuits): handed back once it closes, or to fail when its span ends. */
+  parked: boolean;
 }
 
 /**
@@ -377,7 +379,7 @@ export class WaitStore {
   async list(filter: { merchantId?: string; endpointId?: string; limit: number }): Promise<WaitRow[]> {
     const { rows } = await this.db.query<WaitRow>(
       `SELECT merchant_id, webhook_id, endpoint_id, attempt, reason, due_at, hand,
-         CASE WHEN pick_at > due_at AND NOT parked THEN pick_at END AS handed_until
+         CASE WHEN pick_at > due_at AND NOT parked THEN pick_at END AS handed_until, parked
        FROM webhook_waits WHERE ($1::text IS NULL OR merchant_id = $1) AND ($3::text IS NULL OR endpoint_id = $3)
        ORDER BY due_at, merchant_id, webhook_id, endpoint_id LIMIT $2`,
       [filter.merchantId ?? null, filter.limit, filter.endpointId ?? null],

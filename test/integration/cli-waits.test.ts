@@ -15,6 +15,7 @@ interface WaitJson {
   attempts: number;
   reason: string;
   handedUntil: string | null;
+  parked: boolean;
 }
 
 describe('webhooks waits list', () => {
@@ -22,21 +23,24 @@ describe('webhooks waits list', () => {
   // Ids as the service makes them: ep_ and 22 characters, evt_ and a UUID (the publisher's).
   const epA = 'ep_AAAAAAAAAAAAAAAAAAAAAA';
   const epB = 'ep_BBBBBBBBBBBBBBBBBBBBBB';
-  const [first, second, third] = [`evt_${randomUUID()}`, `evt_${randomUUID()}`, `evt_${randomUUID()}`];
+  const [first, second, third, fourth] = [`evt_${randomUUID()}`, `evt_${randomUUID()}`, `evt_${randomUUID()}`, `evt_${randomUUID()}`];
   const cli = (...args: string[]) => runCliInProcess({ DATABASE_URL: db.url }, ['waits', 'list', ...args]);
 
   beforeAll(async () => {
     db = await createTestDatabase('cli_waits');
     // As the dispatchers leave them: one webhook waiting on two endpoints of m_shop (a retry; one
     // parked behind its endpoint's open circuit), an 'ordered' wait (no pick time: webhook_order_step's),
-    // and a throttled wait written before endpoints (endpoint '') whose copy is on its way.
+    // and a throttled wait written before endpoints (endpoint '') whose copy is on its way. And a
+    // retry due an hour ago that the pick parked behind the open circuit: not overdue, it waits for
+    // its endpoint (until its span ends, in a day), and the list says so.
     await db.query(
       `INSERT INTO webhook_waits (merchant_id, webhook_id, endpoint_id, attempt, due_at, pick_at, reason, headers, parked, hand) VALUES
         ('m_shop', $1, $4, 2, now() + interval '1 minute', now() + interval '1 minute', 'retry', '{}', false, 1),
         ('m_shop', $1, $5, 1, now() + interval '2 minutes', now() + interval '1 hour', 'circuit-open', '{}', true, 1),
         ('m_shop', $2, $5, 0, now() + interval '3 minutes', NULL, 'ordered', '{}', false, 0),
-        ('m_other', $3, '', 0, now() + interval '4 minutes', now() + interval '5 minutes', 'throttled', '{}', false, 3)`,
-      [first, second, third, epA, epB],
+        ('m_other', $3, '', 0, now() + interval '4 minutes', now() + interval '5 minutes', 'throttled', '{}', false, 3),
+        ('m_shop', $6, $5, 3, now() - interval '1 hour', now() + interval '1 day', 'retry', '{}', true, 4)`,
+      [first, second, third, epA, epB, fourth],
     );
   });
 
@@ -51,6 +55,8 @@ describe('webhooks waits list', () => {
     expect(lines[0]!.split(/\s{2,}/)).toEqual(['DUE', 'MERCHANT', 'ENDPOINT', 'WEBHOOK-ID', 'ATTEMPTS', 'WHY', 'HANDED UNTIL']);
     const rows = lines.slice(1).map((line) => line.split(/\s{2,}/));
     expect(rows.map((row) => row.slice(1, 6))).toEqual([
+      // Why it waits now: the circuit, whatever it was written for.
+      ['m_shop', epB, fourth, '3', 'circuit-open'],
       ['m_shop', epA, first, '2', 'retry'],
       ['m_shop', epB, first, '1', 'circuit-open'],
       ['m_shop', epB, second, '0', 'ordered'],
@@ -58,7 +64,7 @@ describe('webhooks waits list', () => {
     ]);
     // Times to the second; only the wait whose copy is on its way has a HANDED UNTIL.
     for (const row of rows) expect(row[0]).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
-    expect(rows.map((row) => row[6] ?? '')).toEqual(['', '', '', expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/)]);
+    expect(rows.map((row) => row[6] ?? '')).toEqual(['', '', '', '', expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/)]);
     // DUE 20, MERCHANT 8, ENDPOINT 25, WEBHOOK-ID 40, ATTEMPTS 8, WHY 12, HANDED UNTIL 20, and 2 between each: 145.
     expect(Math.max(...lines.map((line) => line.length))).toBeLessThanOrEqual(145);
   });
@@ -66,6 +72,7 @@ describe('webhooks waits list', () => {
   it('lists one endpoint\'s waits with --endpoint, alone or with --merchant', async () => {
     const parse = (stdout: string) => (JSON.parse(stdout) as WaitJson[]).map((w) => [w.merchantId, w.endpointId, w.webhookId]);
     expect(parse((await cli('--endpoint', epB, '--json')).stdout)).toEqual([
+      ['m_shop', epB, fourth],
       ['m_shop', epB, first],
       ['m_shop', epB, second],
     ]);
@@ -78,15 +85,16 @@ describe('webhooks waits list', () => {
     const result = await cli('--json');
     expect(result.code).toBe(0);
     const waits = JSON.parse(result.stdout) as WaitJson[];
-    expect(waits.map((w) => [w.endpointId, w.reason, w.attempts])).toEqual([
-      [epA, 'retry', 2],
-      [epB, 'circuit-open', 1],
-      [epB, 'ordered', 0],
-      [null, 'throttled', 0],
+    expect(waits.map((w) => [w.endpointId, w.reason, w.attempts, w.parked])).toEqual([
+      [epB, 'retry', 3, true],
+      [epA, 'retry', 2, false],
+      [epB, 'circuit-open', 1, true],
+      [epB, 'ordered', 0, false],
+      [null, 'throttled', 0, false],
     ]);
-    expect(Object.keys(waits[0]!)).toEqual(['dueAt', 'merchantId', 'endpointId', 'webhookId', 'attempts', 'reason', 'handedUntil']);
+    expect(Object.keys(waits[0]!)).toEqual(['dueAt', 'merchantId', 'endpointId', 'webhookId', 'attempts', 'reason', 'handedUntil', 'parked']);
     // The milliseconds stay in JSON.
     expect(waits[0]!.dueAt).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
-    expect(waits.map((w) => w.handedUntil === null)).toEqual([true, true, true, false]);
+    expect(waits.map((w) => w.handedUntil === null)).toEqual([true, true, true, true, false]);
   });
 });
