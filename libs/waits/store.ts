@@ -90,7 +90,7 @@ export interface WaitRow {
  * waits with their bytes. A wait with `circuitMs` writes its endpoint's circuit row (open again if
  * it was closing); a wait whose endpoint has an open one is written parked. Circuit rows are read
  * FOR SHARE, so a close (closeCircuits) waits for this statement, and the unpark after it sees what
- * it parked. Returns the open circuits that ends close.
+ * it parked. Returns the open circuits that ends (or answered puts) close.
  */
 const WRITE = `
 WITH puts AS (
