@@ -268,13 +268,14 @@ export class WaitStore {
    * leaves nothing committed for the batch's retry to write again (a new wait, handed on and
    * delivered meanwhile, would be written anew). Two puts of one key keep the last.
    */
-  async write(puts: readonly WaitPut[], ends: readonly WaitEnd[]): Promise<void> {
+  async write(puts: readonly WaitPut[], ends: readonly WaitEnd[], closes: readonly CircuitKey[] = []): Promise<void> {
     const last = new Map<string, WaitPut>();
     for (const put of puts) last.set(`${put.merchantId}\u001f${put.webhookId}\u001f${put.endpointId ?? ''}`, put);
     const p = [...last.values()];
     const closing = new Map<string, CircuitKey>();
     // A put that closes is written parked like any wait behind the row, and made due by the unpark.
     for (const e of [...ends, ...p]) if (e.closesCircuit) closing.set(`${e.merchantId}\u001f${e.endpointId ?? ''}`, { merchantId: e.merchantId, endpointId: e.endpointId ?? '' });
+    for (const c of closes) closing.set(`${c.merchantId}\u001f${c.endpointId}`, c);
     const params = [
       p.map((w) => w.merchantId),
       p.map((w) => w.webhookId),

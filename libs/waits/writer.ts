@@ -1,9 +1,9 @@
 import type { Logger } from '../logger/index.js';
 import { isDataRefusal } from '../delivery-store/refusals.js';
 import { RetryingBatcher, throttledWarning } from '../runtime/batcher.js';
-import type { WaitEnd, WaitPut, WaitStore } from './store.js';
+import type { CircuitKey, WaitEnd, WaitPut, WaitStore } from './store.js';
 
-type Item = { put: WaitPut } | { end: WaitEnd };
+type Item = { put: WaitPut } | { end: WaitEnd } | { close: CircuitKey };
 
 /**
  * Batches the wait writes, one statement a batch. A write resolves once committed: while
@@ -16,7 +16,11 @@ export class WaitWriter {
 
   constructor(store: WaitStore, logger: Logger, backoffMs?: readonly number[]) {
     this.batcher = new RetryingBatcher<Item, void>(
-      (items) => store.write(items.flatMap((i) => ('put' in i ? [i.put] : [])), items.flatMap((i) => ('end' in i ? [i.end] : []))),
+      (items) => store.write(
+        items.flatMap((i) => ('put' in i ? [i.put] : [])),
+        items.flatMap((i) => ('end' in i ? [i.end] : [])),
+        items.flatMap((i) => ('close' in i ? [i.close] : [])),
+      ),
       throttledWarning((message, fields) => logger.warn(message, fields), 'waits not written; their deliveries are held unacked until PostgreSQL answers'),
       backoffMs,
       isDataRefusal,
@@ -29,6 +33,11 @@ export class WaitWriter {
 
   end(wait: WaitEnd): Promise<void> {
     return this.batcher.add({ end: wait });
+  }
+
+  /** The endpoint's circuit closes (its row, if open: WaitStore.closeCircuits), with the batch. */
+  closeCircuit(circuit: CircuitKey): Promise<void> {
+    return this.batcher.add({ close: circuit });
   }
 
   /** Stops trying: writes still pending never resolve (their deliveries go back to the queue with the channel). */

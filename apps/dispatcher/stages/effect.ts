@@ -80,6 +80,10 @@ export class EffectStage {
         return delivery.nack(true);
     }
     if (!intake) throw new Error(`effect: ${decision.kind} needs the intake`);
+    // This dispatcher's breaker closed on a new webhook's answer: the circuit's row closes too, as
+    // the breaker's opening wrote it, or its parked waits waited for its probe (postponed a whole
+    // cooldown if it came while this one was out). A hand-back's end or next wait closes it itself.
+    if ('breakerClosed' in decision && decision.breakerClosed && intake.hand === undefined) this.closeCircuit(intake, span);
     switch (decision.kind) {
       case 'ordered':
         // Its wait was written with its admission, in the same statement that found it behind.
@@ -179,6 +183,13 @@ export class EffectStage {
       headers,
     }).catch((err: unknown) => {
       this.deps.logger.warn('failure not indexed; the recorder indexes it from the delivery log', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error).message, ...spanLogFields(span) });
+    });
+  }
+
+  /** Not waited for: left unwritten (PostgreSQL away, the dispatcher stopping), the row's next probe closes it. */
+  private closeCircuit(intake: IntakeEvent, span: Span | undefined): void {
+    this.deps.waits?.closeCircuit({ merchantId: intake.merchantId, endpointId: intake.endpointId ?? '' }).catch((err: unknown) => {
+      this.deps.logger.warn("circuit's row not closed; its next probe closes it", { merchantId: intake.merchantId, endpointId: intake.endpointId, error: (err as Error)?.message, ...spanLogFields(span) });
     });
   }
 

@@ -29,8 +29,11 @@ export interface EndpointGuardOptions {
 export type AttemptResult = 'succeeded' | 'failed' | 'rejected' | 'unused';
 
 export type Admission =
-  /** `release` returns how long the endpoint's circuit stays open after this attempt (0: closed). */
-  | { kind: 'send'; release(result: AttemptResult, error?: string): number }
+  /**
+   * `release` returns how long the endpoint's circuit stays open after this attempt (0: closed);
+   * `closedCircuit`, set by it: this attempt's answer closed the open circuit.
+   */
+  | { kind: 'send'; release(result: AttemptResult, error?: string): number; closedCircuit?: boolean }
   /** The circuit is open: postpone; `retryInMs` is when it lets a probe through. */
   | { kind: 'open'; failures: number; retryInMs: number; lastError?: string }
   /** At its bound and slow: set the delivery aside rather than hold a prefetch slot. */
@@ -328,7 +331,7 @@ export class EndpointGuards {
     merchant.started.push(start);
     this.total++;
     let released = false;
-    return {
+    const slot: Extract<Admission, { kind: 'send' }> = {
       kind: 'send',
       release: (result, error) => {
         if (released) return 0;
@@ -344,6 +347,7 @@ export class EndpointGuards {
         // Its oldest request now answered in time: a later suspicion starts over (slowIn()).
         if (state.suspectedAt !== 0 && (state.started.length === 0 || state.started[0]! + this.threshold(state) > this.now())) state.suspectedAt = 0;
         if (result === 'succeeded' || result === 'rejected') {
+          if (state.openUntil > 0) slot.closedCircuit = true;
           state.failures = 0;
           state.openUntil = 0;
           state.cooldownMs = this.options.cooldownMs;
@@ -374,6 +378,7 @@ export class EndpointGuards {
         return state.openUntil > 0 ? Math.max(1, state.openUntil - this.now()) : 0;
       },
     };
+    return slot;
   }
 
   private state(endpoint: string): EndpointState {
