@@ -40,6 +40,28 @@ describe('the per-endpoint breaker map', () => {
     expect(guards.openUntil(url)).toBeGreaterThan(0);
   });
 
+  it('says when an answer closed the open circuit (its row in PostgreSQL closes too), and only then', async () => {
+    let clock = 1_000_000;
+    const guards = new EndpointGuards({ ...options, now: () => clock });
+    const url = 'https://revived.example.com/hook';
+    const send = async () => {
+      const admission = await guards.acquire(url, { merchantId: merchantOf(url), canDefer: true, force: false }, () => false);
+      if (admission?.kind !== 'send') throw new Error(`expected a slot, got ${admission?.kind}`);
+      return admission;
+    };
+    const closed = await send();
+    closed.release('succeeded');
+    expect(closed.closedCircuit).toBeUndefined();
+    for (const result of ['failed', 'failed'] as const) (await send()).release(result, 'HTTP 500');
+    expect(guards.openUntil(url)).toBeGreaterThan(0);
+    clock += options.cooldownMs;
+    // The half-open probe answers (a 4xx is an answer too).
+    const probe = await send();
+    probe.release('rejected');
+    expect(probe.closedCircuit).toBe(true);
+    expect(guards.openUntil(url)).toBe(0);
+  });
+
   it('never forgets an endpoint with deliveries in flight', async () => {
     const guards = new EndpointGuards({ ...options, maxEndpoints: 10 });
     const busy = await guards.acquire('https://busy.example.com/h', { merchantId: 'm_1', canDefer: true, force: false }, () => false);
