@@ -251,11 +251,31 @@ function handedOf(rows: PickedRow[]): HandedWait[] {
   }));
 }
 
-/** closeCircuits' statement, in the caller's transaction: one row per circuit, whatever its parked waits. */
-async function closeIn(tx: Queryable, circuits: readonly CircuitKey[]): Promise<void> {
+/** The channel on which a circuit closed because its endpoint answered is announced (on commit): each dispatcher's breaker closes too. */
+export const CIRCUIT_CLOSES_CHANNEL = 'wait_circuit_closes';
+
+/** A CIRCUIT_CLOSES_CHANNEL payload, or undefined for one that is not. */
+export function circuitOfPayload(payload: string): CircuitKey | undefined {
+  try {
+    const { m, e } = JSON.parse(payload) as { m?: unknown; e?: unknown };
+    return typeof m === 'string' && typeof e === 'string' ? { merchantId: m, endpointId: e } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * closeCircuits' statement, in the caller's transaction: one row per circuit, whatever its parked
+ * waits; `answered`: the endpoint answered (or can no longer be sent to), announced on commit.
+ */
+async function closeIn(tx: Queryable, circuits: readonly CircuitKey[], answered: boolean): Promise<void> {
   await tx.query(
-    'UPDATE wait_circuits c SET closing = true FROM unnest($1::text[], $2::text[]) AS x(m, e) WHERE c.merchant_id = x.m AND c.endpoint_id = x.e',
-    [circuits.map((c) => c.merchantId), circuits.map((c) => c.endpointId)],
+    `WITH closed AS (
+       UPDATE wait_circuits c SET closing = true FROM unnest($1::text[], $2::text[]) AS x(m, e) WHERE c.merchant_id = x.m AND c.endpoint_id = x.e
+       RETURNING c.merchant_id, c.endpoint_id
+     )
+     SELECT pg_notify('${CIRCUIT_CLOSES_CHANNEL}', json_build_object('m', merchant_id, 'e', endpoint_id)::text) FROM closed WHERE $3::boolean`,
+    [circuits.map((c) => c.merchantId), circuits.map((c) => c.endpointId), answered],
   );
 }
 
@@ -302,7 +322,7 @@ export class WaitStore {
     }
     await this.db.transaction(async (tx) => {
       const { rows } = await tx.query<{ merchant_id: string; endpoint_id: string }>(WRITE, params);
-      if (rows.length > 0) await closeIn(tx, rows.map((row) => ({ merchantId: row.merchant_id, endpointId: row.endpoint_id })));
+      if (rows.length > 0) await closeIn(tx, rows.map((row) => ({ merchantId: row.merchant_id, endpointId: row.endpoint_id })), true);
     });
   }
 
@@ -312,7 +332,8 @@ export class WaitStore {
    * can be a million rows: made due here, they held the batch (and every wait in it) for minutes.
    */
   async closeCircuits(circuits: readonly CircuitKey[]): Promise<void> {
-    await closeIn(this.db, circuits);
+    // Idle (no parked wait left), not answered: the breakers stay as they are.
+    await closeIn(this.db, circuits, false);
   }
 
   /** One round of UNPARK, on one closing circuit: true when it made waits due or deleted the row (another round may). */

@@ -239,6 +239,18 @@ export class EndpointGuards {
     return [...this.endpoints].filter(([, state]) => state.openUntil > 0).map(([endpoint, state]) => endpointLabel(endpoint, state.merchants));
   }
 
+  /**
+   * The endpoint's circuit closed elsewhere (its row in PostgreSQL: a dispatcher saw it answer):
+   * closed here too, its cooldown back to the first. A probe of its own still out ends as it ends.
+   */
+  closeCircuit(endpoint: string): void {
+    const state = this.endpoints.get(endpoint);
+    if (!state || state.openUntil === 0) return;
+    state.failures = 0;
+    state.openUntil = 0;
+    state.cooldownMs = this.options.cooldownMs;
+  }
+
   /** When the endpoint's open circuit lets a probe through; 0 when closed. */
   openUntil(endpoint: string): number {
     return this.endpoints.get(endpoint)?.openUntil ?? 0;

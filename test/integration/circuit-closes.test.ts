@@ -1,0 +1,82 @@
+import { CircuitCloses } from '../../apps/dispatcher/circuit-closes.js';
+import { Dispatcher } from '../../apps/dispatcher/dispatcher.js';
+import { endpointOf } from '../../apps/dispatcher/stages/endpoint-guards.js';
+import { sampleEvent } from '../../libs/contracts/index.js';
+import { openPostgres } from '../../libs/delivery-store/index.js';
+import { FailedStore } from '../../libs/failed/index.js';
+import { createUndiciClient } from '../../libs/http/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
+import { OrderGate, OrderStore } from '../../libs/ordering/index.js';
+import { WaitStore, WaitWriter } from '../../libs/waits/index.js';
+import { startHarness, testMerchant } from '../support/harness.js';
+import { Receiver } from '../support/receiver.js';
+import { waitFor } from '../support/wait.js';
+
+const SCHEDULE = Array.from({ length: 200 }, () => 300);
+
+/**
+ * A circuit's row is the one copy of an endpoint's circuit that decides for its waits; each
+ * dispatcher's breaker is its own. Two dispatchers saw the endpoint die; the second's breaker
+ * cooldown is long (as after probes that failed: up to 10 minutes). The endpoint answers again,
+ * the first dispatcher's breaker and the row close: the second's breaker closes with the row.
+ * Seen failing with breakers that heard nothing of the row: the second postponed the waits the
+ * close made due, opening the row again, and they stayed parked until its own cooldown ended
+ * (all delivered 15.5 s after the endpoint came back, against 1.6 s with both cooldowns at 1 s).
+ */
+describe('two dispatchers whose breakers opened on a dead endpoint, one with a long cooldown', () => {
+  it('deliver its parked waits once it answers the other: the long breaker closes with the row, not at its own cooldown', async () => {
+    let up = false;
+    const endpoint = await Receiver.start(() => (up ? 204 : 500));
+    const merchant = testMerchant('m_two_breakers', endpoint.url);
+    const harness = await startHarness({ name: 'circuit-closes', merchants: [merchant], retryDelaysMs: SCHEDULE, settings: { breakerThreshold: 2, breakerCooldownMs: 1_000, perEndpointConcurrency: 1 } });
+    const logger = silentLogger();
+    const db = openPostgres(harness.database.url, { maxConnections: 2 });
+    const store = new WaitStore(db);
+    const writer = new WaitWriter(store, logger);
+    const http = createUndiciClient({ allowPrivateTargets: true, responseBodyBytes: 0 });
+    const second = new Dispatcher(
+      { broker: harness.broker, merchants: harness.merchants, http, logger, waits: { store, writer }, order: new OrderGate(new OrderStore(db), logger), failures: new FailedStore(db) },
+      { prefix: harness.prefix, retryDelaysMs: SCHEDULE, deliveryTimeoutMs: 2_000, concurrency: 16, maxMessageBytes: 65_536, userAgent: 'second', drainTimeoutMs: 5_000, waitLeaseMs: 60_000,
+        breakerThreshold: 2, breakerCooldownMs: 20_000, perEndpointConcurrency: 1 },
+    );
+    // As the program wires them: each dispatcher's breakers hear the rows that close.
+    const closes = [new CircuitCloses(db, harness.merchants, second.guards, logger), new CircuitCloses(db, harness.merchants, harness.dispatcher.guards, logger)];
+    for (const listener of closes) listener.start();
+    await second.start();
+    const url = endpointOf(merchant.endpoints[0]!.url);
+    let publishing = true;
+    try {
+      const ids: string[] = [];
+      for (let i = 0; i < 40; i++) ids.push((await harness.publisher.publish(sampleEvent('payout', merchant.id))).messageId);
+      await waitFor('both breakers open, the row written, every webhook waiting', async () => harness.dispatcher.guards.openUntil(url) > 0 && second.guards.openUntil(url) > 0
+        && (await harness.database.query('SELECT 1 FROM wait_circuits')).length === 1 && (await harness.waits.census(0)).waiting === 40, 20_000);
+
+      up = true;
+      const from = Date.now();
+      // New webhooks go on arriving: the first dispatcher's half-open probe is one of them.
+      const load = (async () => {
+        while (publishing) {
+          await harness.publisher.publish(sampleEvent('payout', merchant.id));
+          await new Promise((resolve) => setTimeout(resolve, 100));
+        }
+      })();
+      const delivered = () => new Set(endpoint.requests.filter((r) => r.at >= from).map((r) => String(r.headers['webhook-id'])).filter((id) => ids.includes(id))).size;
+      await waitFor('every parked webhook delivered', () => delivered() === 40, 30_000, 50);
+      const tookMs = Date.now() - from;
+      publishing = false;
+      await load;
+      // Its first dispatcher's cooldown (1 s, 2 s after a failed probe) and a few seconds' work; not the other's 20 s.
+      expect(tookMs).toBeLessThan(10_000);
+      expect(second.guards.openUntil(url)).toBe(0);
+    } finally {
+      publishing = false;
+      for (const listener of closes) await listener.stop();
+      await second.stop();
+      writer.close();
+      http.close();
+      await db.close();
+      await harness.close();
+      await endpoint.close();
+    }
+  });
+});
