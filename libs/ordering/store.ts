@@ -83,7 +83,7 @@ export class OrderStore {
   /**
    * Releases up to `batch` open places older than `olderThanMs` (PostgreSQL's clock) with no wait of
    * their own, of lines not in `keep` (those that order now, per the caller's directory) nor ordering
-   * per the merchants table: each deleted, the next of its line due (migrations 0026, 0028). Returns how many.
+   * per the merchants table: each deleted, the next of its line due (migrations 0026, 0027). Returns how many.
    */
   async release(keep: readonly OrderLine[], olderThanMs: number, batch: number): Promise<number> {
     const { rows } = await this.db.query(RELEASE, [keep.map((l) => l.merchantId), keep.map((l) => l.endpointId), olderThanMs, batch]);

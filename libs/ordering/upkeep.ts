@@ -44,7 +44,7 @@ export function orderingLines(merchants: readonly Merchant[]): OrderLine[] {
  * with its place open): the webhooks behind it, waiting with no due time, waited for ever. A
  * line that still orders is never touched: its old head may be back in `dispatch` behind a
  * backlog, and it keeps its place, as a killed dispatcher's does. `ordering` is this dispatcher's
- * directory, a cache: the statement keeps the lines the merchants table says order too (0028), so
+ * directory, a cache: the statement keeps the lines the merchants table says order too (0027), so
  * a directory that has not heard of a change releases nothing that orders. Any number of dispatchers may
  * run it at once (each key under its advisory lock, not waited for).
  */
