@@ -16,17 +16,27 @@ export interface HeldMessage extends Pick<Delivery, 'live' | 'ack' | 'nack'> {
 export function copyProperties(properties: Partial<MessageProperties>, headers: Record<string, string | number | boolean>, webhookId?: string): Options.Publish {
   return {
     persistent: true,
-    contentType: properties.contentType ?? 'application/json',
-    contentEncoding: properties.contentEncoding,
+    contentType: carried(properties.contentType) ?? 'application/json',
+    contentEncoding: carried(properties.contentEncoding),
     headers,
     priority: properties.priority,
-    correlationId: properties.correlationId,
-    replyTo: properties.replyTo,
-    messageId: properties.messageId ?? webhookId,
+    correlationId: carried(properties.correlationId),
+    replyTo: carried(properties.replyTo),
+    messageId: carried(properties.messageId) ?? carried(webhookId),
     timestamp: properties.timestamp,
-    type: properties.type,
-    appId: properties.appId,
+    type: carried(properties.type),
+    appId: carried(properties.appId),
   };
+}
+
+/**
+ * A short-string property as a copy can hold it (at most 255 bytes of UTF-8), else none. The
+ * client reads bytes that are not UTF-8 as U+FFFD, three bytes each: 100 such bytes from an
+ * upstream became 300, which amqplib refuses to publish, so every move of that message failed and
+ * requeued it until its delivery limit (a messageId parked as invalid-message-id, or a fan-out).
+ */
+function carried(value: unknown): string | undefined {
+  return typeof value === 'string' && Buffer.byteLength(value) <= 255 ? value : undefined;
 }
 
 export interface MoveOptions {

@@ -112,13 +112,16 @@ export function webhookHeaders(merchantId: string, event: string, webhookId: str
 /**
  * Keeps the scalar headers of a message, dropping arrays and tables such as the broker's x-death,
  * and any holding a NUL: no PostgreSQL text or jsonb keeps one, and carried into a wait's row it
- * failed the batch of every wait written with it.
+ * failed the batch of every wait written with it; and any whose name no copy can carry.
  */
 export function scalarHeaders(headers: Record<string, unknown> | undefined): ScalarHeaders {
   const out: ScalarHeaders = {};
   if (!headers) return out;
   for (const [key, value] of Object.entries(headers)) {
     if (key.includes('\u0000') || (typeof value === 'string' && value.includes('\u0000'))) continue;
+    // A name read from bytes that are not UTF-8 (each U+FFFD, three bytes) may no longer fit the
+    // table's 255: amqplib then refused every copy (a park, a move), which was requeued to its delivery limit.
+    if (Buffer.byteLength(key) > 255) continue;
     if (typeof value === 'string' || typeof value === 'boolean') out[key] = value;
     else if (typeof value === 'number' && Number.isFinite(value)) out[key] = value;
   }

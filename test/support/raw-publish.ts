@@ -17,16 +17,18 @@ interface Internals {
 
 /**
  * Publishes persistent JSON with `headers` as a client without amqplib's 64 KiB bound on them would
- * (up to the negotiated frame size, 128 KiB), and waits for the broker's confirm.
+ * (up to the negotiated frame size, 128 KiB), and waits for the broker's confirm. A Buffer
+ * `messageId` goes as its bytes (any: invalid UTF-8, a NUL), as a client that sends bytes would; so
+ * does a Buffer of `headers`, a field table as the frame carries it (fieldTable builds one).
  */
-export async function publishWithLargeHeaders(connection: ChannelModel, exchange: string, routingKey: string, body: Buffer, messageId: string, headers: Record<string, string>): Promise<void> {
+export async function publishWithLargeHeaders(connection: ChannelModel, exchange: string, routingKey: string, body: Buffer, messageId: string | Buffer, headers: Record<string, string> | Buffer): Promise<void> {
   const channel = await connection.createConfirmChannel();
   channel.on('error', () => {});
   try {
     const raw = channel as unknown as Internals;
     const method = defs.encodeMethod(defs.BasicPublish, raw.ch, { exchange, routingKey, mandatory: false, immediate: false, ticket: 0 });
-    const table = Buffer.alloc(1 << 20);
-    const tableLength = codec.encodeTable(table, headers, 0);
+    const table = Buffer.isBuffer(headers) ? headers : Buffer.alloc(1 << 20);
+    const tableLength = Buffer.isBuffer(headers) ? headers.length : codec.encodeTable(table, headers, 0);
     const contentType = Buffer.from('application/json');
     const id = Buffer.from(messageId);
     const payload = Buffer.alloc(14 + 1 + contentType.length + tableLength + 1 + 1 + id.length);
@@ -53,4 +55,18 @@ export async function publishWithLargeHeaders(connection: ChannelModel, exchange
   } finally {
     await channel.close().catch(() => {});
   }
+}
+
+/** A field table of string values whose keys are any bytes (amqplib's encoder takes only strings). */
+export function fieldTable(entries: ReadonlyArray<[key: Buffer, value: string]>): Buffer {
+  const parts = entries.flatMap(([key, value]) => {
+    const bytes = Buffer.from(value);
+    const length = Buffer.alloc(4);
+    length.writeUInt32BE(bytes.length);
+    return [Buffer.from([key.length]), key, Buffer.from('S'), length, bytes];
+  });
+  const body = Buffer.concat(parts);
+  const size = Buffer.alloc(4);
+  size.writeUInt32BE(body.length);
+  return Buffer.concat([size, body]);
 }

@@ -1,0 +1,101 @@
+import { writeFileSync } from 'node:fs';
+import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
+import { type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/program.js';
+import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
+import { topologyNames } from '../../libs/topology/index.js';
+import { brokerUrl, TestBroker, uniquePrefix } from '../support/broker.js';
+import { capturingLogger } from '../support/capturing-logger.js';
+import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
+import { fieldTable, publishWithLargeHeaders } from '../support/raw-publish.js';
+import { Receiver, type ReceivedRequest } from '../support/receiver.js';
+import { waitFor } from '../support/wait.js';
+
+const deliveriesOf = (receiver: Receiver, webhookId: string): ReceivedRequest[] => receiver.requests.filter((r) => r.headers['webhook-id'] === webhookId);
+
+/**
+ * What an upstream may publish to the idempotent intake, found by a review (2026-11-30): a
+ * messageId amqplib cannot carry on a copy, a repeat of an event parked before it could be
+ * delivered. Each was seen failing on the code before its fix. One dispatcher as deployed (the
+ * intake check on, waits in PostgreSQL).
+ */
+describe('idempotent intake against what an upstream publishes', () => {
+  const prefix = uniquePrefix('intake-upstream');
+  const names = topologyNames(prefix);
+  const merchant = testMerchant('m_iu', 'http://placeholder');
+  let receiver: Receiver;
+  let database: TestDatabase;
+  let program: DispatcherProgram | undefined;
+  let test: TestBroker;
+  let merchantsFile: string;
+  const lines: Array<Record<string, unknown>> = [];
+
+  const publish = async (body: unknown, options: Record<string, unknown> = {}) => {
+    const ch = await test.connection.createConfirmChannel();
+    ch.publish(names.events, 'x', Buffer.from(JSON.stringify(body)), { persistent: true, contentType: 'application/json', ...options });
+    await ch.waitForConfirms();
+    await ch.close();
+  };
+
+  beforeAll(async () => {
+    receiver = await Receiver.start(() => 204);
+    merchant.endpoints[0]!.url = receiver.url;
+    merchantsFile = writeMerchantsFile([merchant]);
+    database = await createTestDatabase('intake_upstream');
+    test = await TestBroker.open();
+    program = await startDispatcher(
+      loadDispatcherConfig({
+        RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, MERCHANTS_FILE: merchantsFile, DATABASE_URL: database.url, FAILED_RETENTION: '1D',
+        RETRY_SCHEDULE: '200ms', WAIT_LEASE: '5s', DELIVERY_TIMEOUT_MS: '2000', ALLOW_PRIVATE_TARGETS: 'true', METRICS_PORT: '0',
+      }),
+      capturingLogger(lines),
+      // Answered late on a loaded machine, a check lets the repeats these cases send through.
+      { intakeCheck: { timeoutMs: 15_000 } },
+    );
+    await waitFor('the intake key partitions', async () => (await database.query("SELECT 1 FROM pg_class WHERE relname LIKE 'intake\\_keys\\_%'")).length >= 2, 10_000);
+  });
+
+  afterAll(async () => {
+    await program?.stop();
+    await test?.deleteTopology(prefix);
+    await test?.close();
+    await receiver?.close();
+    await database?.drop();
+  });
+
+  it('parks a messageId of bytes that are not UTF-8 once, as invalid-message-id, not in a loop of unexpected errors', async () => {
+    // 100 bytes 0xFF: amqplib reads 100 U+FFFD, 300 bytes as UTF-8, more than a copy's messageId can hold (255).
+    const before = await test.messageCount(names.invalid);
+    const body = Buffer.from(JSON.stringify(sampleEvent('payout', merchant.id)));
+    await publishWithLargeHeaders(test.connection, names.events, 'payout', body, Buffer.alloc(100, 0xff), {});
+    const [parked] = await test.drain(names.invalid, before + 1);
+    expect({
+      code: parked!.properties.headers?.[HEADERS.invalidCode],
+      failedMoves: lines.filter((line) => /unexpected error|could not be moved/.test(String(line.message))).length,
+    }).toEqual({ code: 'invalid-message-id', failedMoves: 0 });
+  }, 30_000);
+
+  it('carries on a message with a header whose name amqplib cannot write again (not UTF-8): a fan-out, a park', async () => {
+    // A merchant with two endpoints: its event is fanned out, each share a copy moved to dispatch.
+    const fanned = testMerchant('m_iu_fan', receiver.url);
+    fanned.endpoints = [
+      { ...fanned.endpoints[0]!, id: 'ep_iu_a', url: `${receiver.url}/a` },
+      { ...fanned.endpoints[0]!, id: 'ep_iu_b', url: `${receiver.url}/b` },
+    ];
+    writeFileSync(merchantsFile, JSON.stringify({ merchants: [merchant, fanned] }));
+    await waitFor('merchant loaded', () => program!.merchants.byId(fanned.id) !== undefined, 10_000);
+    const table = fieldTable([[Buffer.alloc(100, 0xff), 'x'], [Buffer.from('x-upstream-note'), 'kept']]);
+    const body = Buffer.from(JSON.stringify(sampleEvent('payout', fanned.id)));
+    await publishWithLargeHeaders(test.connection, names.events, 'payout', body, 'evt_iu_header_fan', table);
+    await waitFor('both endpoints delivered', () => deliveriesOf(receiver, 'evt_iu_header_fan').length === 2, 10_000);
+    // Parked (its merchant is nobody): the park is a copy too.
+    const before = await test.messageCount(names.invalid);
+    await publishWithLargeHeaders(test.connection, names.events, 'payout', Buffer.from(JSON.stringify(sampleEvent('payout', 'm_iu_nobody'))), 'evt_iu_header_park', table);
+    const parked = (await test.drain(names.invalid, before + 1)).find((m) => m.properties.messageId === 'evt_iu_header_park');
+    expect({
+      code: parked?.properties.headers?.[HEADERS.invalidCode],
+      note: parked?.properties.headers?.['x-upstream-note'],
+      failedMoves: lines.filter((line) => /unexpected error|could not be moved/.test(String(line.message))).length,
+    }).toEqual({ code: 'unknown-merchant', note: 'kept', failedMoves: 0 });
+  }, 30_000);
+});
