@@ -258,6 +258,10 @@ export class Dispatcher {
     const routed = route(intake, this.deps.merchants);
     // Only a message from upstream's exchange may be a repeat (not a retry, a resend, a test event).
     if (!this.deps.intakeKeys || message.fields.exchange !== this.names.events || intake.test) return routed;
+    // A merchant nobody knows: parked (unknown-merchant) without its key, as a malformed message is.
+    // Taken, the key dropped upstream's publish once the merchant existed, unseen in any log, and
+    // for good if the parked copy was not moved back (or was corrected in the new publish).
+    if (!this.deps.merchants.byId(intake.merchantId)) return routed;
     const key = { merchantId: intake.merchantId, webhookId: intake.webhookId };
     if ((await this.deps.intakeKeys.check(key, message.fields.redelivered)) !== 'repeat') return routed;
     const endpointIds = routed?.kind === 'fan-out' ? routed.endpointIds : intake.endpointId !== undefined ? [intake.endpointId] : [];

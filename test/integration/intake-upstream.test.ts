@@ -98,4 +98,23 @@ describe('idempotent intake against what an upstream publishes', () => {
       failedMoves: lines.filter((line) => /unexpected error|could not be moved/.test(String(line.message))).length,
     }).toEqual({ code: 'unknown-merchant', note: 'kept', failedMoves: 0 });
   }, 30_000);
+
+  it('delivers a repeat published once the merchant exists of an event parked unknown-merchant: the park took no key', async () => {
+    const late = testMerchant('m_iu_late', receiver.url);
+    const before = await test.messageCount(names.invalid);
+    // Published a moment before the merchant was made (or before this dispatcher heard of it): parked.
+    await publish(sampleEvent('payout', late.id), { messageId: 'evt_iu_late' });
+    const parked = (await test.drain(names.invalid, before + 1)).find((m) => m.properties.messageId === 'evt_iu_late');
+    expect(parked?.properties.headers?.[HEADERS.invalidCode]).toBe('unknown-merchant');
+    writeFileSync(merchantsFile, JSON.stringify({ merchants: [merchant, late] }));
+    await waitFor('merchant loaded', () => program!.merchants.byId(late.id) !== undefined, 10_000);
+    // Upstream, told of the park, publishes the event again: its idempotency key is the same.
+    await publish(sampleEvent('payout', late.id), { messageId: 'evt_iu_late' });
+    await waitFor('the repeat delivered', () => deliveriesOf(receiver, 'evt_iu_late').length === 1, 10_000);
+    // And a repeat of that one is a repeat.
+    await publish(sampleEvent('payout', late.id), { messageId: 'evt_iu_late' });
+    await publish(sampleEvent('payout', late.id), { messageId: 'evt_iu_late_marker' });
+    await waitFor('the marker delivered', () => deliveriesOf(receiver, 'evt_iu_late_marker').length === 1, 10_000);
+    expect(deliveriesOf(receiver, 'evt_iu_late')).toHaveLength(1);
+  }, 40_000);
 });
