@@ -145,10 +145,13 @@ export class IntakeChecker {
     this.running++;
     // Notes alone wait out a rest: no statement for them while PostgreSQL is not answering.
     while ((this.next.length > 0 || (this.notes.length > 0 && !this.resting())) && !this.stopped) {
+      // Queued while a statement failed: the rest has begun, and they go on unchecked now. Given a
+      // statement of their own, they waited out a second deadline behind PostgreSQL not answering.
+      const resting = this.resting();
       const batch = this.next;
-      const notes = this.notes;
+      const notes = resting ? [] : this.notes;
       this.next = [];
-      this.notes = [];
+      if (!resting) this.notes = [];
       const before = this.answered;
       let answered!: () => void;
       this.answered = new Promise<void>((resolve) => (answered = resolve));
@@ -167,7 +170,7 @@ export class IntakeChecker {
       });
       let states: KeyStates | undefined;
       try {
-        states = await withDeadline(this.store.check(keys, notes), this.timeoutMs);
+        if (!resting) states = await withDeadline(this.store.check(keys, notes), this.timeoutMs);
       } catch (err) {
         this.restUntil = performance.now() + this.restMs;
         if (this.problemDue()) {

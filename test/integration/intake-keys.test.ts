@@ -125,6 +125,42 @@ describe('intake keys', () => {
     }
   }, 30_000);
 
+  it('lets a check queued behind two hung statements go on unchecked at their deadline, not after a statement of its own', async () => {
+    // The dispatcher's pool for keys (apps/dispatcher/program.ts): two connections, a 5 s statement timeout.
+    const keysDb = openPostgres(database.url, { statementTimeoutMs: 5_000, maxConnections: 2 });
+    const timeoutMs = 1_500;
+    const checker = new IntakeChecker(new IntakeKeyStore(keysDb, DAY_MS), capturingLogger([]), { timeoutMs });
+    const locker = new pg.Client({ connectionString: database.url });
+    await locker.connect();
+    try {
+      await checker.start();
+      // PostgreSQL hangs every check (a lock held, a stalled disk): no statement answers.
+      await locker.query('BEGIN');
+      await locker.query('LOCK TABLE intake_keys IN ACCESS EXCLUSIVE MODE');
+      const check = async (webhookId: string) => {
+        const started = performance.now();
+        const sight = await checker.check({ merchantId: 'm_keys', webhookId }, false);
+        return { sight, ms: performance.now() - started };
+      };
+      const next = () => new Promise((resolve) => setImmediate(resolve));
+      // Two statements at once (the most a checker runs), each its own turn; the third is queued behind them.
+      const a = check('evt_hung_a');
+      await next();
+      const b = check('evt_hung_b');
+      await next();
+      const c = check('evt_hung_c');
+      const answers = await Promise.all([a, b, c]);
+      expect(answers.map(({ sight }) => sight)).toEqual(['unchecked', 'unchecked', 'unchecked']);
+      // Its wait is the first statements' deadline; a statement of its own after them doubled it.
+      expect(answers[2]!.ms).toBeLessThan(timeoutMs * 1.6);
+    } finally {
+      await locker.query('ROLLBACK').catch(() => {});
+      await locker.end();
+      checker.stop();
+      await keysDb.close();
+    }
+  }, 30_000);
+
   it('keeps one generic plan of the check for the session, without sequential scans (0015)', async () => {
     // Re-planned on every call, a check cost PostgreSQL ~550 µs a statement against ~220 µs (BENCHMARKS.md section 20).
     const { rows } = await db.query<{ config: string[] }>("SELECT proconfig AS config FROM pg_proc WHERE proname = 'intake_check'");
