@@ -22,7 +22,7 @@ import { decide, type Finding } from './stages/decide.js';
 import { type DispatcherStats, EffectStage, WAITS_TABLE, waitKeyOf } from './stages/effect.js';
 import { EndpointGuards } from './stages/endpoint-guards.js';
 import { fanOut, route } from './stages/fan-out.js';
-import { type HandBack, handBackOf, type IntakeEvent, parseIntake } from './stages/intake.js';
+import { type HandBack, handBackOf, type IntakeEvent, intakeDigestOf, parseIntake } from './stages/intake.js';
 import { endOrphanedPlaces, type OrphanedPlacesDeps, parkedPlaces } from './stages/orphaned-places.js';
 import { recordOf } from './stages/record.js';
 import type { Throttle } from './stages/throttle.js';
@@ -263,7 +263,8 @@ export class Dispatcher {
     // for good if the parked copy was not moved back (or was corrected in the new publish).
     if (!this.deps.merchants.byId(intake.merchantId)) return routed;
     const key = { merchantId: intake.merchantId, webhookId: intake.webhookId };
-    if ((await this.deps.intakeKeys.check(key, message.fields.redelivered)) !== 'repeat') return routed;
+    const sight = await this.deps.intakeKeys.check({ ...key, digest: intakeDigestOf(message) }, message.fields.redelivered);
+    if (sight !== 'repeat' && sight !== 'changed') return routed;
     const endpointIds = routed?.kind === 'fan-out' ? routed.endpointIds : intake.endpointId !== undefined ? [intake.endpointId] : [];
     if (message.fields.redelivered && endpointIds.length > 0) {
       // A dispatcher that died mid-fan-out settled some endpoints (their records written before the
@@ -274,7 +275,7 @@ export class Dispatcher {
         return routed;
       }
     }
-    return { kind: 'duplicate', ...key };
+    return { kind: 'duplicate', ...key, changed: sight === 'changed' };
   }
 
   private async fanOut(delivery: Delivery, intake: IntakeEvent, endpointIds: readonly string[], span: Span | undefined): Promise<void> {

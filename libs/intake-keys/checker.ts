@@ -3,8 +3,12 @@ import { onceEvery } from '../runtime/batcher.js';
 import { withDeadline } from '../runtime/timers.js';
 import { type IntakeKey, type IntakeKeyStore, type KeyNote, type KeyStates, keyOf } from './store.js';
 
-/** `first`: a new key, delivered; `repeat`: seen in the window, acked undelivered; `unchecked`: PostgreSQL did not answer, delivered. */
-export type Sight = 'first' | 'repeat' | 'unchecked';
+/**
+ * `first`: a new key, delivered; `repeat`: seen in the window, acked undelivered; `changed`: a
+ * repeat whose body differs from the one its key was first seen with; `unchecked`: PostgreSQL did
+ * not answer, delivered.
+ */
+export type Sight = 'first' | 'repeat' | 'changed' | 'unchecked';
 
 export interface IntakeCheckerOptions {
   timeoutMs?: number;
@@ -168,6 +172,11 @@ export class IntakeChecker {
         }
         return -1 - place;
       });
+      // A later copy in the batch whose body differs from the first copy's (the one that takes the key).
+      const differs = batch.map(({ key }, i) => {
+        const first = keys[placeOf[i]! < 0 ? -1 - placeOf[i]! : placeOf[i]!]!;
+        return placeOf[i]! < 0 && key.digest !== undefined && first.digest !== undefined && !key.digest.equals(first.digest);
+      });
       let states: KeyStates | undefined;
       try {
         if (!resting) states = await withDeadline(this.store.check(keys, notes), this.timeoutMs);
@@ -184,8 +193,8 @@ export class IntakeChecker {
       }
       await before;
       batch.forEach(({ key, redelivered, done }, i) => {
-        const sight = sightOf(placeOf[i]!, redelivered, states);
-        if (sight === 'repeat') this.note(key);
+        const sight = sightOf(placeOf[i]!, redelivered, states, differs[i]!);
+        if (sight === 'repeat' || sight === 'changed') this.note({ merchantId: key.merchantId, webhookId: key.webhookId });
         done(sight);
       });
       answered();
@@ -198,12 +207,14 @@ export class IntakeChecker {
 
 /**
  * A copy's sight from its batch's states: `place` is its key's index in the statement, or
- * -1 - index for a later copy of a key already in the batch (never the first sight).
+ * -1 - index for a later copy of a key already in the batch (never the first sight), whose body
+ * `differsInBatch` from the first copy's.
  */
-function sightOf(place: number, redelivered: boolean, states: KeyStates | undefined): Sight {
+function sightOf(place: number, redelivered: boolean, states: KeyStates | undefined, differsInBatch: boolean): Sight {
   if (!states) return 'unchecked';
   const index = place < 0 ? -1 - place : place;
   if (place >= 0 && !states.repeats.has(index)) return 'first';
   // A redelivery of a key whose webhook the log does not hold: maybe the first delivery's own copy.
-  return redelivered && !states.recorded.has(index) ? 'first' : 'repeat';
+  if (redelivered && !states.recorded.has(index)) return 'first';
+  return differsInBatch || (place >= 0 && states.changed.has(index)) ? 'changed' : 'repeat';
 }

@@ -10,16 +10,20 @@ export interface IntakeKey {
   merchantId: string;
   /** The webhook id: the upstream messageId, else the body's digest. */
   webhookId: string;
+  /** The body's digest (16 bytes), kept on a first sight: a repeat whose body differs is told apart. None: never told. */
+  digest?: Buffer;
 }
 
 /**
  * Indexes into a batch's keys: `repeats`, those seen before (in the window, or by another
  * dispatcher at the same moment); of those, `recorded`, whose webhook the delivery log holds or a
- * wait carries (0024): its first walk was settled, so a redelivered copy is not that walk's own.
+ * wait carries (0024): its first walk was settled, so a redelivered copy is not that walk's own;
+ * and `changed`, whose body differs from the one the key was first seen with (0029).
  */
 export interface KeyStates {
   repeats: Set<number>;
   recorded: Set<number>;
+  changed: Set<number>;
 }
 
 /** A repeat dropped: counted on its key's row with the next batch. */
@@ -33,23 +37,24 @@ export type KeyNote = IntakeKey;
  */
 const UPKEEP_LOCK_WAIT = '200ms';
 
-/** One batch in one statement: intake_check (migration 0012), whose answer is one row of 1-based indexes. */
-const CHECK = 'SELECT repeats, recorded FROM intake_check($1::text[], $2::text[], $3::float8, $4::text[], $5::text[])';
+/** One batch in one statement: intake_check (migration 0029's signature), whose answer is one row of 1-based indexes. */
+const CHECK = 'SELECT repeats, recorded, changed FROM intake_check($1::text[], $2::text[], $3::bytea[], $4::float8, $5::text[], $6::text[])';
 
 export class IntakeKeyStore {
   constructor(private readonly db: Pick<Database, 'query' | 'transaction'>, readonly windowMs: number) {}
 
   /** Checks (and records) `keys`, distinct, and counts `dropped` repeats, in one statement. */
   async check(keys: readonly IntakeKey[], dropped: readonly KeyNote[] = []): Promise<KeyStates> {
-    const { rows } = await this.db.query<{ repeats: number[]; recorded: number[] }>(CHECK, [
+    const { rows } = await this.db.query<{ repeats: number[]; recorded: number[]; changed: number[] }>(CHECK, [
       keys.map((k) => k.merchantId),
       keys.map((k) => k.webhookId),
+      keys.map((k) => k.digest ?? null),
       this.windowMs,
       dropped.map((n) => n.merchantId),
       dropped.map((n) => n.webhookId),
     ]);
     const index = (ns: readonly (number | string)[]) => new Set(ns.map((n) => Number(n) - 1));
-    return { repeats: index(rows[0]?.repeats ?? []), recorded: index(rows[0]?.recorded ?? []) };
+    return { repeats: index(rows[0]?.repeats ?? []), recorded: index(rows[0]?.recorded ?? []), changed: index(rows[0]?.changed ?? []) };
   }
 
   /** The endpoints whose delivery of this webhook the log holds or a wait carries ('' for a row written before endpoints). */

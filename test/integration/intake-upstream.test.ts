@@ -117,4 +117,18 @@ describe('idempotent intake against what an upstream publishes', () => {
     await waitFor('the marker delivered', () => deliveriesOf(receiver, 'evt_iu_late_marker').length === 1, 10_000);
     expect(deliveriesOf(receiver, 'evt_iu_late')).toHaveLength(1);
   }, 40_000);
+
+  it('says when a repeat it drops has another body than its original (upstream corrected the event), and not when it is the same', async () => {
+    const changed = () => lines.filter((line) => /unlike its original/.test(String(line.message)) && line.webhookId === 'evt_iu_corrected').map((line) => line.webhookId);
+    await publish({ merchantId: merchant.id, event: 'payout', data: { reference: 'PO-IU-1', amount: 100 } }, { messageId: 'evt_iu_corrected' });
+    await waitFor('the first delivered', () => deliveriesOf(receiver, 'evt_iu_corrected').length === 1, 10_000);
+    // The same event again, byte for byte (a lost confirm), then corrected under the same messageId.
+    await publish({ merchantId: merchant.id, event: 'payout', data: { reference: 'PO-IU-1', amount: 100 } }, { messageId: 'evt_iu_corrected' });
+    await publish({ merchantId: merchant.id, event: 'payout', data: { reference: 'PO-IU-1', amount: 120 } }, { messageId: 'evt_iu_corrected' });
+    await publish(sampleEvent('payout', merchant.id), { messageId: 'evt_iu_corrected_marker' });
+    await waitFor('the marker delivered', () => deliveriesOf(receiver, 'evt_iu_corrected_marker').length === 1, 10_000);
+    // Said once: for the corrected body, not the repeat byte for byte.
+    await waitFor('the changed repeat said', () => changed().length > 0, 5_000);
+    expect({ delivered: deliveriesOf(receiver, 'evt_iu_corrected').length, said: changed() }).toEqual({ delivered: 1, said: ['evt_iu_corrected'] });
+  }, 40_000);
 });

@@ -37,7 +37,7 @@ describe('intake checker', () => {
     const held = new Promise<void>((resolve) => (release = resolve));
     const { store, calls } = storeOf(async () => {
       if (calls.length <= 2) await held;
-      return { repeats: new Set(), recorded: new Set() };
+      return { repeats: new Set(), recorded: new Set(), changed: new Set() };
     });
     const checker = new IntakeChecker(store, silentLogger());
     // A statement running for the blockers (started at the end of their turn); both copies, in the next turn, go in one batch.
@@ -60,7 +60,7 @@ describe('intake checker', () => {
     const held = new Promise<void>((resolve) => (release = resolve));
     const { store, calls } = storeOf(async () => {
       if (calls.length === 1) await held;
-      return { repeats: new Set(), recorded: new Set() };
+      return { repeats: new Set(), recorded: new Set(), changed: new Set() };
     });
     const checker = new IntakeChecker(store, silentLogger(), { timeoutMs: 60_000, restMs: 60_000 });
     const answers: string[] = [];
@@ -78,7 +78,7 @@ describe('intake checker', () => {
   });
 
   it('sends the checks of one turn (the messages of one socket read) in one statement', async () => {
-    const { store, calls } = storeOf(async () => ({ repeats: new Set(), recorded: new Set() }));
+    const { store, calls } = storeOf(async () => ({ repeats: new Set(), recorded: new Set(), changed: new Set() }));
     const checker = new IntakeChecker(store, silentLogger());
     const burst = Array.from({ length: 20 }, (_, i) => checker.check(key(`evt_burst_${i}`), false));
     expect(await Promise.all(burst)).toEqual(burst.map(() => 'first'));
@@ -86,10 +86,21 @@ describe('intake checker', () => {
     checker.stop();
   });
 
+  it('tells a later copy of a key in one batch whose body differs from the first copy\'s', async () => {
+    const { store } = storeOf(async () => ({ repeats: new Set(), recorded: new Set(), changed: new Set() }));
+    const checker = new IntakeChecker(store, silentLogger());
+    const copy = (n: number) => ({ ...key('evt_batch'), digest: Buffer.alloc(16, n) });
+    // One turn: one batch.
+    const sights = await Promise.all([checker.check(copy(1), false), checker.check(copy(1), false), checker.check(copy(2), false)]);
+    expect(sights).toEqual(['first', 'repeat', 'changed']);
+    checker.stop();
+  });
+
   it('lets a redelivered repeat go on only while the log holds no record of its webhook', async () => {
     const { store } = storeOf(async (keys) => ({
       repeats: new Set(keys.map((_, i) => i)),
       recorded: new Set(keys.flatMap((k, i) => (k.webhookId.startsWith('evt_recorded') ? [i] : []))),
+      changed: new Set<number>(),
     }));
     const checker = new IntakeChecker(store, silentLogger());
     expect(await checker.check(key('evt_open'), true)).toBe('first');

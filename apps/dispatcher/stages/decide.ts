@@ -22,8 +22,8 @@ export type Finding =
   | { kind: 'superseded'; key: string }
   /** Its merchant was deleted (the directory holds its tombstone): dropped, nothing of it written or sent. */
   | { kind: 'erased'; merchantId: string; webhookId: string }
-  /** Intake: upstream published this key within INTAKE_DEDUPE_WINDOW. */
-  | { kind: 'duplicate'; merchantId: string; webhookId: string }
+  /** Intake: upstream published this key within INTAKE_DEDUPE_WINDOW; `changed`: with another body than the first time. */
+  | { kind: 'duplicate'; merchantId: string; webhookId: string; changed?: boolean }
   /**
    * `handTaken`: a hand-back whose hand is its wait's current one: that wait (and its place in order) ends with the park.
    * `places`: a copy that failed intake, and the places in order an earlier walk of it took: they end with the park.

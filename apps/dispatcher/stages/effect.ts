@@ -72,7 +72,10 @@ export class EffectStage {
       case 'duplicate':
         // Not recorded (the log shows it on the original), logged at debug only: a replay of a day's events would be a line each.
         this.stats.duplicates++;
-        if (this.debug) logger.debug('repeated upstream message dropped: its key was seen within INTAKE_DEDUPE_WINDOW', { merchantId: decision.merchantId, webhookId: decision.webhookId, ...spanLogFields(span) });
+        // But a body unlike the original's is upstream's correction, which the merchant never gets: said, as a parked message is.
+        if (decision.changed) {
+          logger.warn('repeated upstream message dropped with a body unlike its original: its key was seen within INTAKE_DEDUPE_WINDOW; publish a corrected event with a new messageId', { merchantId: decision.merchantId, webhookId: decision.webhookId, ...spanLogFields(span) });
+        } else if (this.debug) logger.debug('repeated upstream message dropped: its key was seen within INTAKE_DEDUPE_WINDOW', { merchantId: decision.merchantId, webhookId: decision.webhookId, ...spanLogFields(span) });
         return delivery.ack();
       case 'invalid':
         return this.park(delivery, decision.code, decision.detail, span, intake, decision.handTaken, decision.places);

@@ -217,6 +217,15 @@ function timestamp(value: unknown): string | undefined {
 }
 
 /**
+ * The body's digest an intake key keeps (libs/intake-keys), to tell a repeat with another body:
+ * only with upstream's messageId, since without one the key is the body's own digest.
+ */
+export function intakeDigestOf(message: ConsumeMessage): Buffer | undefined {
+  const id = message.properties.messageId;
+  return typeof id === 'string' && id.length > 0 ? createHash('sha256').update(message.content).digest().subarray(0, 16) : undefined;
+}
+
+/**
  * The upstream messageId, or one derived from the body when upstream sent none: derived, not
  * random, so a redelivery after a crash carries the same webhook-id and merchants can dedupe.
  */
