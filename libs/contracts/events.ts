@@ -18,12 +18,17 @@ export const MAX_REFERENCE_LENGTH = 200;
 
 /**
  * The references the service takes, at intake, in the resend API and the CLI alike (so a webhook
- * that can fail can be resent): no control characters (they garble logs and the console).
+ * that can fail can be resent): no control characters (they garble logs and the console), and no
+ * lone UTF-16 surrogate (JSON's `\ud800` escape): PostgreSQL's json refuses one, so a webhook
+ * whose first attempt failed had its retry's wait refused and was parked, its intake key taken.
  */
 export function isWellFormedReference(text: string): boolean {
   // eslint-disable-next-line no-control-regex
-  return text.length >= 1 && text.length <= MAX_REFERENCE_LENGTH && !/[\u0000-\u001f\u007f-\u009f]/.test(text);
+  return text.length >= 1 && text.length <= MAX_REFERENCE_LENGTH && !/[\u0000-\u001f\u007f-\u009f]/.test(text) && !LONE_SURROGATE.test(text);
 }
+
+/** A high surrogate not followed by a low one, or a low one not after a high one (String.isWellFormed is ES2024). */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
 /** The rule for a messageId, said the same way by the dispatcher (which parks others) and the CLI (which refuses them). */
 export const WEBHOOK_ID_RULE = 'printable ASCII without spaces, at most 200 characters: it is sent as the webhook-id header';
@@ -38,7 +43,7 @@ export function isWellFormedWebhookId(value: unknown): boolean {
 /** Only what the service relies on is checked; the rest of `data` is relayed untouched (loose, never coerced). */
 export const upstreamMessageSchema = z.looseObject({
   // A reference's rule: a NUL is no text PostgreSQL keeps (the intake check, the log), a control character no id.
-  merchantId: z.string().refine(isWellFormedReference, 'must be 1 to 200 characters without control characters'),
+  merchantId: z.string().refine(isWellFormedReference, 'must be 1 to 200 characters without control characters or a lone surrogate'),
   event: z.enum(EVENT_NAMES),
   data: z.record(z.string(), z.unknown()),
 });

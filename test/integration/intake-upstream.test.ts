@@ -38,7 +38,14 @@ describe('idempotent intake against what an upstream publishes', () => {
   };
 
   beforeAll(async () => {
-    receiver = await Receiver.start(() => 204);
+    // 500 to the first attempt of each webhook whose id starts with "retry_", 204 otherwise.
+    const seen = new Set<string>();
+    receiver = await Receiver.start((_n, req) => {
+      const id = String(req.headers['webhook-id']);
+      if (!id.startsWith('retry_') || seen.has(id)) return 204;
+      seen.add(id);
+      return 500;
+    });
     merchant.endpoints[0]!.url = receiver.url;
     merchantsFile = writeMerchantsFile([merchant]);
     database = await createTestDatabase('intake_upstream');
@@ -131,4 +138,16 @@ describe('idempotent intake against what an upstream publishes', () => {
     await waitFor('the changed repeat said', () => changed().length > 0, 5_000);
     expect({ delivered: deliveriesOf(receiver, 'evt_iu_corrected').length, said: changed() }).toEqual({ delivered: 1, said: ['evt_iu_corrected'] });
   }, 40_000);
+
+  it('parks a reference holding a lone surrogate (\\ud800) before its key, where PostgreSQL refused it in the retry\'s wait', async () => {
+    const before = await test.messageCount(names.invalid);
+    // JSON.stringify writes a lone surrogate as its escape, as a careless serialiser may.
+    await publish({ merchantId: merchant.id, event: 'payout', data: { reference: 'PO-\ud800' } }, { messageId: 'retry_iu_surrogate' });
+    const parked = (await test.drain(names.invalid, before + 1)).find((m) => m.properties.messageId === 'retry_iu_surrogate');
+    expect({
+      code: parked?.properties.headers?.[HEADERS.invalidCode],
+      attempts: deliveriesOf(receiver, 'retry_iu_surrogate').length,
+      keys: (await database.query("SELECT 1 FROM intake_keys WHERE webhook_id = 'retry_iu_surrogate'")).length,
+    }).toEqual({ code: 'missing-reference', attempts: 0, keys: 0 });
+  }, 30_000);
 });

@@ -113,7 +113,7 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
     orderKey = orderKeyOf(envelope.event, envelope.data);
     if (references.length === 0) {
       const fields = REFERENCE_FIELDS[envelope.event].map((f) => `data.${f}`).join(' or ');
-      throw new InvalidMessageError('missing-reference', `${envelope.event} needs ${fields} as a string of 1 to 200 characters without control characters`);
+      throw new InvalidMessageError('missing-reference', `${envelope.event} needs ${fields} as a string of 1 to 200 characters without control characters or a lone surrogate`);
     }
     body = `{"event":${JSON.stringify(event)},"data":${rawMember(text, 'data')!}}`;
   }
