@@ -6,7 +6,9 @@
 -- intake_check gains `keys_digest` (one per key, NULL for none) and answers `changed`: of the
 -- repeats, those whose original's digest is known and differs. A new signature beside 0024's, which
 -- the dispatchers of the release before go on calling while the roll reaches them (their keys have
--- no digest, so a repeat of one is never said changed). Additive (a nullable column, no rewrite;
+-- no digest, so a repeat of one is never said changed; one that takes over a row past a window
+-- under a day leaves the row's old digest, so a repeat of it may be said changed wrongly until the
+-- roll ends: a log line, nothing else). Additive (a nullable column, no rewrite;
 -- a new function): the programs of 0026 run on it unchanged.
 -- runs with releases from: 0026
 ALTER TABLE intake_keys ADD COLUMN body_digest bytea;
