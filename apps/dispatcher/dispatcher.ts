@@ -255,18 +255,23 @@ export class Dispatcher {
    * whether it is a repeat. Undefined: it goes on, to its one endpoint.
    */
   private async firstSight(message: ConsumeMessage, intake: IntakeEvent): Promise<Finding | undefined> {
+    // Upstream's message as published, moved back from invalid by hand (parked before any walk: no
+    // endpoint, attempt or wait of its own), is checked as a redelivery: delivered unless its webhook
+    // is settled, as when upstream published it again meanwhile (sent twice, unchecked).
+    const movedBack = this.unparked(message) && intake.endpointId === undefined && !intake.accepted && intake.attempts + intake.deferrals + intake.postponements === 0;
     const routed = route(intake, this.deps.merchants);
     // Only a message from upstream's exchange may be a repeat (not a retry, a resend, a test event).
-    if (!this.deps.intakeKeys || message.fields.exchange !== this.names.events || intake.test) return routed;
+    if (!this.deps.intakeKeys || (message.fields.exchange !== this.names.events && !movedBack) || intake.test) return routed;
     // A merchant nobody knows: parked (unknown-merchant) without its key, as a malformed message is.
     // Taken, the key dropped upstream's publish once the merchant existed, unseen in any log, and
     // for good if the parked copy was not moved back (or was corrected in the new publish).
     if (!this.deps.merchants.byId(intake.merchantId)) return routed;
     const key = { merchantId: intake.merchantId, webhookId: intake.webhookId };
-    const sight = await this.deps.intakeKeys.check({ ...key, digest: intakeDigestOf(message) }, message.fields.redelivered);
+    const redelivered = message.fields.redelivered || movedBack;
+    const sight = await this.deps.intakeKeys.check({ ...key, digest: intakeDigestOf(message) }, redelivered);
     if (sight !== 'repeat' && sight !== 'changed') return routed;
     const endpointIds = routed?.kind === 'fan-out' ? routed.endpointIds : intake.endpointId !== undefined ? [intake.endpointId] : [];
-    if (message.fields.redelivered && endpointIds.length > 0) {
+    if (redelivered && endpointIds.length > 0) {
       // A dispatcher that died mid-fan-out settled some endpoints (their records written before the
       // ack): those without a record get it (again, perhaps: at least once). None left: a repeat.
       const left = await this.deps.intakeKeys.unrecorded(key, endpointIds, legacyEndpointId(intake.merchantId));

@@ -1,7 +1,10 @@
 import { writeFileSync } from 'node:fs';
 import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
 import { type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/program.js';
-import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
+import { loadRecorderConfig } from '../../apps/recorder/config.js';
+import { type RecorderProgram, startRecorder } from '../../apps/recorder/program.js';
+import { copyHeaders, HEADERS, sampleEvent } from '../../libs/contracts/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
 import { brokerUrl, TestBroker, uniquePrefix } from '../support/broker.js';
 import { capturingLogger } from '../support/capturing-logger.js';
@@ -26,6 +29,7 @@ describe('idempotent intake against what an upstream publishes', () => {
   let receiver: Receiver;
   let database: TestDatabase;
   let program: DispatcherProgram | undefined;
+  let recorder: RecorderProgram | undefined;
   let test: TestBroker;
   let merchantsFile: string;
   const lines: Array<Record<string, unknown>> = [];
@@ -50,9 +54,10 @@ describe('idempotent intake against what an upstream publishes', () => {
     merchantsFile = writeMerchantsFile([merchant]);
     database = await createTestDatabase('intake_upstream');
     test = await TestBroker.open();
+    const env = { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, DATABASE_URL: database.url, FAILED_RETENTION: '1D' };
     program = await startDispatcher(
       loadDispatcherConfig({
-        RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, MERCHANTS_FILE: merchantsFile, DATABASE_URL: database.url, FAILED_RETENTION: '1D',
+        ...env, MERCHANTS_FILE: merchantsFile,
         RETRY_SCHEDULE: '200ms', WAIT_LEASE: '5s', DELIVERY_TIMEOUT_MS: '2000', ALLOW_PRIVATE_TARGETS: 'true', METRICS_PORT: '0',
       }),
       capturingLogger(lines),
@@ -60,9 +65,11 @@ describe('idempotent intake against what an upstream publishes', () => {
       { intakeCheck: { timeoutMs: 15_000 } },
     );
     await waitFor('the intake key partitions', async () => (await database.query("SELECT 1 FROM pg_class WHERE relname LIKE 'intake\\_keys\\_%'")).length >= 2, 10_000);
+    recorder = await startRecorder(loadRecorderConfig(env), silentLogger());
   });
 
   afterAll(async () => {
+    await recorder?.stop();
     await program?.stop();
     await test?.deleteTopology(prefix);
     await test?.close();
@@ -150,4 +157,25 @@ describe('idempotent intake against what an upstream publishes', () => {
       keys: (await database.query("SELECT 1 FROM intake_keys WHERE webhook_id = 'retry_iu_surrogate'")).length,
     }).toEqual({ code: 'missing-reference', attempts: 0, keys: 0 });
   }, 30_000);
+
+  it('drops a parked copy moved back by hand once the event published again was delivered: the key decides for it too', async () => {
+    const late = testMerchant('m_iu_late_2', receiver.url);
+    const before = await test.messageCount(names.invalid);
+    await publish(sampleEvent('payout', late.id), { messageId: 'evt_iu_moved_back' });
+    const parked = (await test.drain(names.invalid, before + 1)).filter((m) => m.properties.messageId === 'evt_iu_moved_back');
+    expect(parked).toHaveLength(1);
+    writeFileSync(merchantsFile, JSON.stringify({ merchants: [merchant, late] }));
+    await waitFor('merchant loaded', () => program!.merchants.byId(late.id) !== undefined, 10_000);
+    // Upstream publishes it again, and it is delivered and in the log...
+    await publish(sampleEvent('payout', late.id), { messageId: 'evt_iu_moved_back' });
+    await waitFor('the new publish delivered', () => deliveriesOf(receiver, 'evt_iu_moved_back').length === 1, 10_000);
+    await waitFor('in the log', async () => (await database.query("SELECT 1 FROM delivery_webhooks WHERE webhook_id = 'evt_iu_moved_back'")).length === 1, 15_000);
+    // ...then the operator's `webhooks invalid requeue --code unknown-merchant` (its move, by hand).
+    const duplicates = program!.dispatcher.stats.duplicates;
+    for (const m of parked) {
+      await test.publishRaw(names.dispatch, m.content, { messageId: m.properties.messageId, contentType: 'application/json', headers: copyHeaders(m.properties.headers, { from: 'parked', unpark: true }) });
+    }
+    await waitFor('the moved-back copy taken', () => program!.dispatcher.stats.duplicates > duplicates || deliveriesOf(receiver, 'evt_iu_moved_back').length > 1, 10_000);
+    expect(deliveriesOf(receiver, 'evt_iu_moved_back')).toHaveLength(1);
+  }, 60_000);
 });
