@@ -8,7 +8,7 @@ import { silentLogger } from '../../libs/logger/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
 import { brokerUrl, TestBroker, uniquePrefix } from '../support/broker.js';
 import { capturingLogger } from '../support/capturing-logger.js';
-import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { testMerchant, testSecret, writeMerchantsFile } from '../support/harness.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { fieldTable, publishWithLargeHeaders } from '../support/raw-publish.js';
 import { Receiver, type ReceivedRequest } from '../support/receiver.js';
@@ -57,7 +57,7 @@ describe('idempotent intake against what an upstream publishes', () => {
     const env = { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, DATABASE_URL: database.url, FAILED_RETENTION: '1D' };
     program = await startDispatcher(
       loadDispatcherConfig({
-        ...env, MERCHANTS_FILE: merchantsFile,
+        ...env, MERCHANTS_FILE: merchantsFile, OPERATIONAL_WEBHOOK_URL: `${receiver.url}/ops`, OPERATIONAL_WEBHOOK_SECRET: testSecret(),
         RETRY_SCHEDULE: '200ms', WAIT_LEASE: '5s', DELIVERY_TIMEOUT_MS: '2000', ALLOW_PRIVATE_TARGETS: 'true', METRICS_PORT: '0',
       }),
       capturingLogger(lines),
@@ -178,4 +178,11 @@ describe('idempotent intake against what an upstream publishes', () => {
     await waitFor('the moved-back copy taken', () => program!.dispatcher.stats.duplicates > duplicates || deliveriesOf(receiver, 'evt_iu_moved_back').length > 1, 10_000);
     expect(deliveriesOf(receiver, 'evt_iu_moved_back')).toHaveLength(1);
   }, 60_000);
+
+  it("parks a merchant's event published under the platform's own merchant id: never signed for the operational endpoint", async () => {
+    const before = await test.messageCount(names.invalid);
+    await publish({ merchantId: 'platform:operational', event: 'payout', data: { reference: 'PO-IU-PLATFORM' } }, { messageId: 'evt_iu_platform' });
+    const parked = (await test.drain(names.invalid, before + 1).catch(() => [])).find((m) => m.properties.messageId === 'evt_iu_platform');
+    expect({ code: parked?.properties.headers?.[HEADERS.invalidCode], sent: deliveriesOf(receiver, 'evt_iu_platform').map((r) => r.path) }).toEqual({ code: 'unknown-merchant', sent: [] });
+  }, 30_000);
 });

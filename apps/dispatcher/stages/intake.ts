@@ -109,6 +109,9 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
   } else {
     const envelope = envelopeOf(json);
     ({ merchantId, event } = envelope);
+    // The platform's id is no merchant's: taken, the event went to the operational endpoint,
+    // signed with its secret, though upstream cannot publish an operational event (above).
+    if (merchantId === PLATFORM_MERCHANT_ID) throw new InvalidMessageError('unknown-merchant', `no merchant ${merchantId}: the operational events' own id`);
     references = referencesOf(envelope.event, envelope.data);
     orderKey = orderKeyOf(envelope.event, envelope.data);
     if (references.length === 0) {
