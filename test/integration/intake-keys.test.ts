@@ -101,6 +101,16 @@ describe('intake keys', () => {
     expect(await changed('evt_digest_old', 2)).toBe(false);
   });
 
+  it("never takes one merchant's messageId for another's repeat, nor counts a repeat on the other's row", async () => {
+    const store = new IntakeKeyStore(db, DAY_MS);
+    await store.maintain();
+    const sight = async (merchantId: string) => ((await store.check([{ merchantId, webhookId: 'evt_two_merchants' }])).repeats.has(0) ? 'repeat' : 'first');
+    expect([await sight('m_one'), await sight('m_two'), await sight('m_two')]).toEqual(['first', 'first', 'repeat']);
+    await store.check([], [{ merchantId: 'm_two', webhookId: 'evt_two_merchants' }]);
+    const rows = await database.query<{ merchant_id: string; duplicates: number }>("SELECT merchant_id, duplicates FROM intake_keys WHERE webhook_id = 'evt_two_merchants' ORDER BY 1");
+    expect(rows).toEqual([{ merchant_id: 'm_one', duplicates: 0 }, { merchant_id: 'm_two', duplicates: 1 }]);
+  });
+
   it('makes one first sight of a key two dispatchers check at the same moment', async () => {
     const a = new IntakeKeyStore(db, DAY_MS);
     const b = new IntakeKeyStore(other, DAY_MS);

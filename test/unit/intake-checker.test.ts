@@ -96,6 +96,14 @@ describe('intake checker', () => {
     checker.stop();
   });
 
+  it("keeps two merchants' keys of one messageId apart in one batch: each a first sight", async () => {
+    const { store, calls } = storeOf(async () => ({ repeats: new Set(), recorded: new Set(), changed: new Set() }));
+    const checker = new IntakeChecker(store, silentLogger());
+    const sights = await Promise.all([checker.check({ merchantId: 'm_a', webhookId: 'evt_same' }, false), checker.check({ merchantId: 'm_b', webhookId: 'evt_same' }, false)]);
+    expect({ sights, keys: calls[0]!.keys }).toEqual({ sights: ['first', 'first'], keys: ['evt_same', 'evt_same'] });
+    checker.stop();
+  });
+
   it('lets a redelivered repeat go on only while the log holds no record of its webhook', async () => {
     const { store } = storeOf(async (keys) => ({
       repeats: new Set(keys.map((_, i) => i)),
