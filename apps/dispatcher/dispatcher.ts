@@ -22,7 +22,7 @@ import { decide, type Finding } from './stages/decide.js';
 import { type DispatcherStats, EffectStage, WAITS_TABLE, waitKeyOf } from './stages/effect.js';
 import { EndpointGuards } from './stages/endpoint-guards.js';
 import { fanOut, route } from './stages/fan-out.js';
-import { type HandBack, handBackOf, type IntakeEvent, intakeDigestOf, parseIntake } from './stages/intake.js';
+import { type HandBack, handBackOf, type IntakeEvent, intakeDigestOf, keyCheckOf, parseIntake } from './stages/intake.js';
 import { endOrphanedPlaces, type OrphanedPlacesDeps, parkedPlaces } from './stages/orphaned-places.js';
 import { recordOf } from './stages/record.js';
 import type { Throttle } from './stages/throttle.js';
@@ -255,23 +255,14 @@ export class Dispatcher {
    * whether it is a repeat. Undefined: it goes on, to its one endpoint.
    */
   private async firstSight(message: ConsumeMessage, intake: IntakeEvent): Promise<Finding | undefined> {
-    // Upstream's message as published, moved back from invalid by hand (parked before any walk: no
-    // endpoint, attempt or wait of its own), is checked as a redelivery: delivered unless its webhook
-    // is settled, as when upstream published it again meanwhile (sent twice, unchecked).
-    const movedBack = this.unparked(message) && intake.endpointId === undefined && !intake.accepted && intake.attempts + intake.deferrals + intake.postponements === 0;
+    const checked = keyCheckOf(message, intake, this.names.events);
     const routed = route(intake, this.deps.merchants);
-    // Only a message from upstream's exchange may be a repeat (not a retry, a resend, a test event).
-    if (!this.deps.intakeKeys || (message.fields.exchange !== this.names.events && !movedBack) || intake.test) return routed;
-    // A merchant nobody knows: parked (unknown-merchant) without its key, as a malformed message is.
-    // Taken, the key dropped upstream's publish once the merchant existed, unseen in any log, and
-    // for good if the parked copy was not moved back (or was corrected in the new publish).
-    if (!this.deps.merchants.byId(intake.merchantId)) return routed;
+    if (!this.deps.intakeKeys || !checked || (routed?.kind === 'unavailable' && routed.why === 'merchant-removed')) return routed;
     const key = { merchantId: intake.merchantId, webhookId: intake.webhookId };
-    const redelivered = message.fields.redelivered || movedBack;
-    const sight = await this.deps.intakeKeys.check({ ...key, digest: intakeDigestOf(message) }, redelivered);
+    const sight = await this.deps.intakeKeys.check({ ...key, digest: intakeDigestOf(message) }, checked.redelivered);
     if (sight !== 'repeat' && sight !== 'changed') return routed;
     const endpointIds = routed?.kind === 'fan-out' ? routed.endpointIds : intake.endpointId !== undefined ? [intake.endpointId] : [];
-    if (redelivered && endpointIds.length > 0) {
+    if (checked.redelivered && endpointIds.length > 0) {
       // A dispatcher that died mid-fan-out settled some endpoints (their records written before the
       // ack): those without a record get it (again, perhaps: at least once). None left: a repeat.
       const left = await this.deps.intakeKeys.unrecorded(key, endpointIds, legacyEndpointId(intake.merchantId));

@@ -19,7 +19,8 @@ export function route(intake: IntakeEvent, merchants: MerchantDirectory): Findin
   // Accepted before events were fanned out (its wait keyed ''): admission sends it to the merchant's first endpoint.
   if (intake.accepted) return undefined;
   const merchant = merchants.byId(intake.merchantId);
-  if (!merchant) return undefined;
+  // Parked (unknown-merchant) by decide, as admission would: before intake's key check, which it skips.
+  if (!merchant) return { kind: 'unavailable', why: 'merchant-removed' };
   // Most merchants have one endpoint: no list made per delivery for them.
   const only = merchant.endpoints.length === 1 ? merchant.endpoints[0]! : undefined;
   if (only?.enabled && receivesEvent(only, intake.event)) {

@@ -220,6 +220,25 @@ function timestamp(value: unknown): string | undefined {
 }
 
 /**
+ * Whether idempotent intake checks this copy's key (libs/intake-keys), and as a redelivery or not;
+ * asked before routing, which sets the endpoint. Upstream's publish is checked, not a test event,
+ * nor (Dispatcher.firstSight, after routing) one for a merchant the directory does not hold: parked
+ * unknown-merchant without its key, as a malformed message is; taken, the key dropped upstream's
+ * publish once the merchant existed, in no log, for good unless the parked copy was moved back.
+ * A copy an operator moved back from invalid that was parked before any walk (no endpoint, attempt
+ * or wait of its own) is checked as a redelivery: delivered unless its webhook is settled, as when
+ * upstream published it again meanwhile (unchecked, it was sent twice). The service's own copies
+ * never are.
+ */
+export function keyCheckOf(message: ConsumeMessage, intake: IntakeEvent, upstreamExchange: string): { redelivered: boolean } | undefined {
+  if (intake.test) return undefined;
+  if (message.fields.exchange === upstreamExchange) return { redelivered: message.fields.redelivered };
+  const movedBack = typeof message.properties.headers?.[HEADERS.originalRoutingKey] === 'string' && intake.endpointId === undefined && !intake.accepted &&
+    intake.attempts + intake.deferrals + intake.postponements === 0;
+  return movedBack ? { redelivered: true } : undefined;
+}
+
+/**
  * The body's digest an intake key keeps (libs/intake-keys), to tell a repeat with another body:
  * only with upstream's messageId, since without one the key is the body's own digest.
  */
