@@ -17,10 +17,12 @@ import { waitFor } from '../support/wait.js';
 const deliveriesOf = (receiver: Receiver, webhookId: string): ReceivedRequest[] => receiver.requests.filter((r) => r.headers['webhook-id'] === webhookId);
 
 /**
- * What an upstream may publish to the idempotent intake, found by a review (2026-11-30): a
- * messageId amqplib cannot carry on a copy, a repeat of an event parked before it could be
- * delivered. Each was seen failing on the code before its fix. One dispatcher as deployed (the
- * intake check on, waits in PostgreSQL).
+ * What an upstream may publish to the idempotent intake, found by a review (2026-11-30): bytes
+ * amqplib cannot carry on a copy (a messageId, a header name), a repeat of an event parked before
+ * it could be delivered (and its parked copy moved back), a corrected body under the same
+ * messageId, a lone surrogate in a reference, the platform's merchant id. Each was seen failing
+ * on the code before its fix. One dispatcher as deployed (the intake check on, waits in
+ * PostgreSQL, the operational endpoint set) and the recorder.
  */
 describe('idempotent intake against what an upstream publishes', () => {
   const prefix = uniquePrefix('intake-upstream');
