@@ -18,7 +18,7 @@ export interface IntakeKey {
  * Indexes into a batch's keys: `repeats`, those seen before (in the window, or by another
  * dispatcher at the same moment); of those, `recorded`, whose webhook the delivery log holds or a
  * wait carries (0024): its first walk was settled, so a redelivered copy is not that walk's own;
- * and `changed`, whose body differs from the one the key was first seen with (0029).
+ * and `changed`, whose body differs from the one the key was first seen with (0028).
  */
 export interface KeyStates {
   repeats: Set<number>;
@@ -37,7 +37,7 @@ export type KeyNote = IntakeKey;
  */
 const UPKEEP_LOCK_WAIT = '200ms';
 
-/** One batch in one statement: intake_check (migration 0029's signature), whose answer is one row of 1-based indexes. */
+/** One batch in one statement: intake_check (migration 0028's signature), whose answer is one row of 1-based indexes. */
 const CHECK = 'SELECT repeats, recorded, changed FROM intake_check($1::text[], $2::text[], $3::bytea[], $4::float8, $5::text[], $6::text[])';
 
 export class IntakeKeyStore {

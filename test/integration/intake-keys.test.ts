@@ -198,7 +198,7 @@ describe('intake keys', () => {
 
   it('keeps one generic plan of the check for the session, without sequential scans (0015)', async () => {
     // Re-planned on every call, a check cost PostgreSQL ~550 µs a statement against ~220 µs (BENCHMARKS.md section 20).
-    // Both signatures: 0024's, which the release before calls while the roll reaches it, and 0029's.
+    // Both signatures: 0024's, which the release before calls while the roll reaches it, and 0028's.
     const { rows } = await db.query<{ config: string[] }>("SELECT proconfig AS config FROM pg_proc WHERE proname = 'intake_check'");
     expect(rows).toHaveLength(2);
     for (const { config } of rows) expect(config).toEqual(expect.arrayContaining(['plan_cache_mode=force_generic_plan', 'enable_seqscan=off']));
