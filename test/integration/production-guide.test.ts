@@ -5,7 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import amqp from 'amqplib';
 import pg from 'pg';
+import { brokerUrl } from '../support/broker.js';
 import { adminDatabaseUrl } from '../support/postgres.js';
 import { localCtl } from '../support/rabbitmqctl.js';
 import { freePort } from '../support/receiver.js';
@@ -71,6 +73,7 @@ describe('the production guide, followed on this machine', () => {
     }
     await ctl?.(['delete_vhost', name]).catch(() => {});
     await ctl?.(['delete_user', name]).catch(() => {});
+    await ctl?.(['delete_user', `${name}_upstream`]).catch(() => {});
     const admin = new pg.Client({ connectionString: adminDatabaseUrl() });
     await admin.connect();
     try {
@@ -96,6 +99,27 @@ describe('the production guide, followed on this machine', () => {
     const { stdout, stderr } = await run('systemd-analyze', ['verify', ...units.map((u) => join(UNITS, u))], { timeout: 60_000 });
     expect(`${stdout}${stderr}`.split('\n').filter((line) => line.includes('nucleus-webhooks'))).toEqual([]);
   });
+
+  /** The guide's upstream user: a publish to the events exchange is confirmed, one straight to dispatch refused. */
+  async function expectUpstreamPublishesToEventsOnly(): Promise<void> {
+    const password = randomBytes(12).toString('hex');
+    await ctl!(['change_password', `${name}_upstream`, password]);
+    const url = new URL(brokerUrl());
+    Object.assign(url, { username: `${name}_upstream`, password, pathname: `/${name}` });
+    const connection = await amqp.connect(url.toString());
+    try {
+      const channel = await connection.createConfirmChannel();
+      channel.publish('webhooks.events', 'payout', Buffer.from('{}'));
+      await channel.waitForConfirms();
+      const refused = await connection.createConfirmChannel();
+      const closed = new Promise<string>((resolve) => refused.on('error', (err: Error) => resolve(err.message)));
+      refused.sendToQueue('webhooks.dispatch', Buffer.from('{}'));
+      // A broken grant shows as a confirm, not as a test waiting for a close that never comes.
+      expect(await Promise.race([closed, refused.waitForConfirms().then(() => 'confirmed', () => closed)])).toMatch(/ACCESS_REFUSED/);
+    } finally {
+      await connection.close().catch(() => {});
+    }
+  }
 
   it('runs the tested blocks to a running deployment that delivers a verified webhook', async () => {
     expect(ctl).toBeDefined(); // the guide's RabbitMQ user and vhost are made with rabbitmqctl
@@ -129,6 +153,7 @@ describe('the production guide, followed on this machine', () => {
     expect((await fetch(`http://127.0.0.1:${ports['8080']}/admin/merchants/m_x`)).status).toBe(404);
     expect((await fetch(`http://127.0.0.1:${ports['8081']}/admin/merchants/m_x`)).status).toBe(401);
     expect(output).toContain('m_smoke_check');
+    await expectUpstreamPublishesToEventsOnly();
     // The guide's migrate made the schema, before any program started.
     expect(output).toContain('applied 0001_initial.sql');
     // As the database's owner (the programs' role), so that the programs own what it made.
