@@ -1,7 +1,7 @@
 import { PLATFORM_MERCHANT_ID } from '../../libs/contracts/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import { BoundedMap } from '../../libs/runtime/index.js';
-import { type Endpoint, type Health, MAX_ENDPOINTS_PER_MERCHANT, type Merchant, type MerchantDirectory, type PgMerchantDirectory } from '../../libs/merchants/index.js';
+import { type Endpoint, type HealthFact, MAX_ENDPOINTS_PER_MERCHANT, type Merchant, type MerchantDirectory, type PgMerchantDirectory } from '../../libs/merchants/index.js';
 import type { OperationalMetrics } from '../../libs/metrics/index.js';
 import {
   attemptEvent,
@@ -33,11 +33,23 @@ export interface OperationsSettings {
   intervalMs: number;
 }
 
-/** This dispatcher's own run of failures on one endpoint; `sharedSeen`: the directory's clock, gone after a success elsewhere. */
+/**
+ * This dispatcher's own run of failures on one endpoint, by its own clock (durations only);
+ * `sharedSeen`: the clock the directory showed, gone after a success elsewhere; `nextAt`: when to
+ * tell PostgreSQL again, as long after the last telling as PostgreSQL said (a duration too).
+ */
 interface Streak {
   since: number;
   lastAt: number;
-  sharedSeen?: number;
+  sharedSeen?: string;
+  nextAt?: number;
+}
+
+/** An endpoint's last success seen here: the URL (in case it changed since), when (monotonic), and the clock it was told to end. */
+interface Success {
+  url: string;
+  at: number;
+  told?: string;
 }
 
 /** Endpoints whose last success (or run of failures) this dispatcher remembers, at most: past it, the one set longest ago goes. */
@@ -46,21 +58,25 @@ const MAX_REMEMBERED = 20_000;
 /**
  * After each settled delivery: its operational events (message.attempt.failing, .exhausted,
  * .recovered), folded per endpoint and kind to one per OPERATIONAL_EVENT_INTERVAL; and the
- * endpoint's health for auto-disable, decided through PostgreSQL where every dispatcher sees the same rows:
+ * endpoint's health for auto-disable, decided through PostgreSQL where every dispatcher sees the same rows,
+ * by PostgreSQL's clock alone: a dispatcher tells it facts (its own run of failures, and how long;
+ * a success, and how long ago), never a time of its own clock, whose order with another host's
+ * means nothing (each runs ahead or behind):
  * - one that has seen only failures for a tenth of ENDPOINT_DISABLE_AFTER starts the failing clock
- *   in `endpoint_health` where none runs, refreshed at most once a tenth (stale after two tenths
- *   without a failure: clockState); each write only if the clock is still the one it saw, and
- *   none changes the merchant's version (the admin API's ETag);
- * - any that sees a success after `failingSince` clears it, and one that sees it cleared starts over;
- * - one whose attempt fails ENDPOINT_DISABLE_AFTER after `failingSince` disables the endpoint in a
- *   transaction on the locked row that reads the clock: the first writes it and alone publishes
- *   endpoint.disabled; the others find it disabled.
+ *   in `endpoint_health` where none runs (at now() less its run), and one failing where a clock runs
+ *   refreshes it (now()), telling it again at most once a tenth or when PostgreSQL says it is due;
+ *   none of it changes the merchant's version (the admin API's ETag);
+ * - any that sees a success ends a clock that started before it (by now()), and one that sees it
+ *   cleared starts over;
+ * - one told the clock is due (ENDPOINT_DISABLE_AFTER since `failingSince`, by now()) disables the
+ *   endpoint in a transaction on the locked row that reads the clock and now(): the first writes it
+ *   and alone publishes endpoint.disabled; the others find it disabled.
  */
 export class Operations {
   private readonly folder: IntervalFolder<IdentifiedEvent>;
   private readonly streaks = new BoundedMap<string, Streak>(MAX_REMEMBERED);
   /** Merchant → endpoint id → that endpoint's last success seen here (the URL, in case it changed since). */
-  private readonly lastSuccess = new BoundedMap<string, Map<string, { url: string; at: number }>>(MAX_REMEMBERED);
+  private readonly lastSuccess = new BoundedMap<string, Map<string, Success>>(MAX_REMEMBERED);
   private readonly writing = new Set<string>();
   private readonly inFlight = new Set<Promise<void>>();
   private readonly health: boolean;
@@ -100,7 +116,7 @@ export class Operations {
       switch (decision.kind) {
         case 'delivered':
           if (decision.attempt > FAILING_ATTEMPT) this.fold('message.attempt.recovered', this.facts(intake, decision.attempt, decision.status), now);
-          if (this.health) this.succeeded(intake, now.getTime());
+          if (this.health) this.succeeded(intake);
           return;
         case 'retry':
           if (decision.attempt === FAILING_ATTEMPT) this.fold('message.attempt.failing', this.facts(intake, decision.attempt, decision.status, decision.error), now);
@@ -154,23 +170,26 @@ export class Operations {
   }
 
   /** On every delivered webhook: kept to a few lookups and two assignments (no string key made per delivery). */
-  private succeeded(intake: IntakeEvent, at: number): void {
+  private succeeded(intake: IntakeEvent): void {
     const { merchantId } = intake;
     const webhook = this.endpointOf(intake);
     if (!webhook) return;
+    // Monotonic: how long ago it was is all PostgreSQL is told.
+    const at = performance.now();
     let endpoints = this.lastSuccess.get(merchantId);
     if (!endpoints) this.lastSuccess.set(merchantId, (endpoints = new Map()));
-    const last = endpoints.get(webhook.id);
+    let last = endpoints.get(webhook.id);
     if (last) {
       last.url = webhook.url;
       last.at = at;
+      last.told = undefined;
     } else {
       // Deleted endpoints are forgotten: one merchant whose endpoints churn grew this without bound.
       if (endpoints.size >= MAX_ENDPOINTS_PER_MERCHANT) this.forgetDeleted(merchantId, endpoints);
-      endpoints.set(webhook.id, { url: webhook.url, at });
+      endpoints.set(webhook.id, (last = { url: webhook.url, at }));
     }
     if (this.streaks.size > 0) this.streaks.delete(`${merchantId}\n${webhook.url}`);
-    if (webhook.failingSince && Date.parse(webhook.failingSince) < at) this.clearFailing(merchantId, webhook.url, webhook);
+    if (webhook.failingSince) this.tellSuccess(merchantId, webhook, last);
   }
 
   /** Forgets the successes of the merchant's endpoints that are no longer in the directory. */
@@ -179,9 +198,9 @@ export class Operations {
     for (const id of endpoints.keys()) if (!live.has(id)) endpoints.delete(id);
   }
 
-  private successAt(merchantId: string, endpointId: string, url: string): number {
-    const last = this.lastSuccess.get(merchantId)?.get(endpointId);
-    return last && last.url === url ? last.at : -Infinity;
+  /** A success, against the clock the directory shows: PostgreSQL ends it if it started before the success. Told once per clock. */
+  private tellSuccess(merchantId: string, webhook: Endpoint, success: Success): void {
+    if (this.writeHealth(merchantId, webhook.url, 'clear failing clock', () => ({ kind: 'succeeded', agoMs: performance.now() - success.at }))) success.told = webhook.failingSince;
   }
 
   private failed(intake: IntakeEvent, now: Date, attempts?: number, status?: number, error?: string): void {
@@ -190,11 +209,12 @@ export class Operations {
     const key = `${intake.merchantId}\n${webhook.url}`;
     const at = now.getTime();
     const after = this.settings.disableAfterMs;
-    const shared = webhook.failingSince === undefined ? undefined : Date.parse(webhook.failingSince);
-    // A success seen here after the shared clock started (another dispatcher started it meanwhile).
-    const succeededAt = this.successAt(intake.merchantId, webhook.id, webhook.url);
-    if (shared !== undefined && succeededAt > shared) {
-      this.clearFailing(intake.merchantId, webhook.url, webhook);
+    // The clock's start, as PostgreSQL stamped it: compared with nothing of this host's, only told apart.
+    const shared = webhook.failingSince;
+    // A success seen here, and a clock since (another dispatcher started it meanwhile): PostgreSQL orders them.
+    const success = this.lastSuccess.get(intake.merchantId)?.get(webhook.id);
+    if (shared !== undefined && success && success.url === webhook.url && success.told !== shared) {
+      this.tellSuccess(intake.merchantId, webhook, success);
       return;
     }
     let streak = this.streaks.get(key);
@@ -203,84 +223,77 @@ export class Operations {
     if (!streak) this.streaks.set(key, (streak = { since: at, lastAt: at }));
     streak.sharedSeen = shared;
     streak.lastAt = at;
-    const last = webhook.lastFailureAt === undefined ? undefined : Date.parse(webhook.lastFailureAt);
-    switch (clockState(shared, last, at, after)) {
-      case 'none':
-      case 'stale':
-        // The clock starts (or starts over) once this dispatcher's own failures span a tenth.
-        if (shouldRecordFailing(streak.since, at, after)) {
-          this.writeClock(intake.merchantId, webhook.url, 'start failing clock', clockOf(webhook), { url: webhook.url, failingSince: new Date(streak.since).toISOString(), lastFailureAt: new Date(at).toISOString() });
-        }
-        return;
-      case 'refresh': {
-        // At most once a tenth: its failures stay spread up to now.
-        const running = clockOf(webhook);
-        if (running) this.writeClock(intake.merchantId, webhook.url, 'refresh failing clock', running, { ...running, lastFailureAt: new Date(at).toISOString() });
+    // Told first once its own failures span a tenth (a flapping endpoint writes nothing), or at once
+    // where a clock runs (to refresh it); then when PostgreSQL said.
+    if (streak.nextAt === undefined ? shared === undefined && !shouldRecordFailing(streak.since, at, after) : at < streak.nextAt) return;
+    const run = streak;
+    const last = { attempts, status: status ?? intake.lastStatus, error: error ?? intake.lastError };
+    this.background(intake.merchantId, webhook.url, 'record failing clock', async (writer) => {
+      const written = await writer.recordHealth(intake.merchantId, webhook.url, { kind: 'failing', streakMs: at - run.since, afterMs: after });
+      const clock = written?.clock;
+      if (!written || !clock) {
+        // No clock runs and this run is under a tenth: told again once it spans one.
+        run.nextAt = run.since + after / 10;
         return;
       }
-      case 'due':
-        this.disable(intake, webhook.url, now, { attempts, status: status ?? intake.lastStatus, error: error ?? intake.lastError });
-        return;
-      case 'running':
-        return;
-    }
+      const lastFailure = clock.lastFailureAt === undefined ? undefined : Date.parse(clock.lastFailureAt);
+      // Every time here is PostgreSQL's.
+      const state = clockState(Date.parse(clock.failingSince), lastFailure, written.now.getTime(), after);
+      const dueInMs = Date.parse(clock.failingSince) + after - written.now.getTime();
+      run.nextAt = at + Math.max(0, Math.min(dueInMs, after / 10));
+      if (state === 'due') await this.disable(writer, intake, webhook.url, now, last);
+    });
   }
 
-  private clearFailing(merchantId: string, url: string, seen: Endpoint | undefined): void {
-    const running = clockOf(seen);
-    if (running) this.writeClock(merchantId, url, 'clear failing clock', running, undefined);
-  }
-
-  private disable(intake: IntakeEvent, url: string, now: Date, last: { attempts?: number; status?: number; error?: string }): void {
-    const at = now.getTime();
-    const disabledAt = now.toISOString();
+  /** Turns the endpoint off if its clock is due by PostgreSQL's time, read under the merchant's lock with the clock. */
+  private async disable(writer: PgMerchantDirectory, intake: IntakeEvent, url: string, now: Date, last: { attempts?: number; status?: number; error?: string }): Promise<void> {
     let failingSince: string | undefined;
+    let disabledAt = '';
     let endpointId = '';
-    const writer = this.deps.writer;
-    const change = (current: Merchant | undefined) => {
+    const change = (current: Merchant | undefined, at: Date) => {
       const webhook = current?.endpoints.find((endpoint) => endpoint.url === url);
       if (!current || !webhook?.enabled || webhook.url !== url || !webhook.failingSince) return undefined;
-      const last = webhook.lastFailureAt === undefined ? undefined : Date.parse(webhook.lastFailureAt);
-      if (clockState(Date.parse(webhook.failingSince), last, at, this.settings.disableAfterMs) !== 'due') return undefined;
+      const lastFailure = webhook.lastFailureAt === undefined ? undefined : Date.parse(webhook.lastFailureAt);
+      if (clockState(Date.parse(webhook.failingSince), lastFailure, at.getTime(), this.settings.disableAfterMs) !== 'due') return undefined;
       failingSince = webhook.failingSince;
       endpointId = webhook.id;
+      disabledAt = at.toISOString();
       return { ...current, endpoints: current.endpoints.map((endpoint) => (endpoint === webhook ? { ...webhook, enabled: false, disabledReason: 'failing' as const, disabledAt } : endpoint)) };
     };
-    this.background(intake.merchantId, url, 'disable', writer && (async () => {
-      // Only the write that changed the row publishes.
-      if (!(await writer.update(intake.merchantId, change)).changed) return;
-      this.deps.metrics?.disabled('failing');
-      this.deps.logger.warn('endpoint disabled: every attempt failed for ENDPOINT_DISABLE_AFTER', { merchantId: intake.merchantId, endpointId, failingSince, disabledAt });
-      this.deps.publisher.emit(
-        disabledEvent(
-          {
-            merchantId: intake.merchantId,
-            endpointId,
-            url,
-            reason: 'failing',
-            disabledAt,
-            failingSince,
-            lastHttpStatus: last.status,
-            lastError: last.error,
-            webhookId: intake.webhookId,
-            event: intake.event,
-            references: intake.references,
-            attempts: last.attempts ?? intake.attempts,
-          },
-          now,
-        ),
-      );
-    }));
+    // Only the write that changed the row publishes.
+    if (!(await writer.update(intake.merchantId, change)).changed) return;
+    this.deps.metrics?.disabled('failing');
+    this.deps.logger.warn('endpoint disabled: every attempt failed for ENDPOINT_DISABLE_AFTER', { merchantId: intake.merchantId, endpointId, failingSince, disabledAt });
+    this.deps.publisher.emit(
+      disabledEvent(
+        {
+          merchantId: intake.merchantId,
+          endpointId,
+          url,
+          reason: 'failing',
+          disabledAt,
+          failingSince,
+          lastHttpStatus: last.status,
+          lastError: last.error,
+          webhookId: intake.webhookId,
+          event: intake.event,
+          references: intake.references,
+          attempts: last.attempts ?? intake.attempts,
+        },
+        now,
+      ),
+    );
   }
 
-  /** One write per endpoint at a time, in the background. */
-  private background(merchantId: string, url: string, what: string, work: (() => Promise<unknown>) | undefined): void {
+  /** One write per endpoint at a time, in the background; false when one is already under way. */
+  private background(merchantId: string, url: string, what: string, work: (writer: PgMerchantDirectory) => Promise<unknown>): boolean {
     const key = `${merchantId}\n${url}`;
-    if (!work || this.writing.has(key)) return;
+    const writer = this.deps.writer;
+    if (!writer || this.writing.has(key)) return false;
     this.writing.add(key);
     const running = (async () => {
       try {
-        await work();
+        await work(writer);
       } catch (err) {
         // A merchant removed meanwhile, or the database away: the next delivery tries again.
         this.deps.logger.warn('endpoint health not written; tried again on the next delivery', { merchantId, what, error: (err as Error).message });
@@ -290,17 +303,11 @@ export class Operations {
     })();
     this.inFlight.add(running);
     void running.then(() => this.inFlight.delete(running));
+    return true;
   }
 
-  /** One clock write per endpoint at a time, in the background: endpoint_health only, the merchant's version untouched. */
-  private writeClock(merchantId: string, url: string, what: string, seen: Health | undefined, next: Health | undefined): void {
-    const writer = this.deps.writer;
-    this.background(merchantId, url, what, writer && (() => writer.recordHealth(merchantId, url, seen, next)));
+  /** One fact to endpoint_health, in the background: the merchant's version untouched. */
+  private writeHealth(merchantId: string, url: string, what: string, fact: () => HealthFact): boolean {
+    return this.background(merchantId, url, what, (writer) => writer.recordHealth(merchantId, url, fact()));
   }
-}
-
-/** The clock a webhook shows (the directory merges it from endpoint_health), as the health table holds it. */
-function clockOf(webhook: Endpoint | undefined): Health | undefined {
-  if (!webhook?.failingSince) return undefined;
-  return { url: webhook.url, failingSince: webhook.failingSince, ...(webhook.lastFailureAt ? { lastFailureAt: webhook.lastFailureAt } : {}) };
 }

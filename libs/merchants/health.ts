@@ -69,30 +69,79 @@ export function withoutHealth(merchant: Merchant): Merchant {
 }
 
 /**
- * Writes the clock of the merchant's endpoint at `url` from `seen` to `next` (undefined: cleared),
- * only while that endpoint is enabled at that URL and its clock is still `seen` (a clear: still the
- * clock that started then): of dispatchers racing, one writes. The row locked for share orders it with a settings write. Returns the
- * endpoint's id when it wrote.
+ * A fact a dispatcher reports about one endpoint; the clock moves by PostgreSQL's `now()` alone,
+ * never by a dispatcher's clock (each host's runs ahead or behind the others'): what a dispatcher
+ * sends is a duration it measured itself.
+ * - `failing`: every attempt it made there for `streakMs` failed (the failure now). A clock running
+ *   there is refreshed (`last_failure_at = now()`); where none runs (or it is stale: no failure
+ *   recorded for two tenths of `afterMs`) and the streak spans a tenth, one starts at `now() - streakMs`.
+ * - `succeeded`: an attempt there succeeded `agoMs` ago: the clock ends if it started before that.
  */
-export async function writeHealth(tx: Queryable, merchantId: string, url: string, seen: Health | undefined, next: Health | undefined): Promise<string | undefined> {
-  const { rows: owner } = await tx.query<{ id: string | null; enabled: boolean | null }>(
-    `SELECT e->>'id' AS id, (e->>'enabled')::boolean AS enabled FROM merchants m, jsonb_array_elements(m.endpoints) e WHERE m.id = $1 AND e->>'url' = $2 FOR SHARE OF m`,
+export type HealthFact = { kind: 'failing'; streakMs: number; afterMs: number } | { kind: 'succeeded'; agoMs: number };
+
+/** What a fact did: the endpoint's clock after it (undefined: none runs), and PostgreSQL's time then. */
+export interface HealthWritten {
+  endpointId: string;
+  clock: Health | undefined;
+  now: Date;
+  /** Whether the row changed. */
+  wrote: boolean;
+}
+
+/**
+ * Applies `fact` to the clock of the merchant's endpoint at `url`, only while that endpoint is
+ * enabled at that URL (undefined otherwise). The merchant's row locked for share orders it with a
+ * settings write (the disable reads the clock after locking the row for update); the clock's row
+ * locked for update orders the facts of dispatchers racing.
+ */
+export async function writeHealth(tx: Queryable, merchantId: string, url: string, fact: HealthFact): Promise<HealthWritten | undefined> {
+  const { rows: owner } = await tx.query<{ id: string | null; enabled: boolean | null; now: Date }>(
+    `SELECT e->>'id' AS id, (e->>'enabled')::boolean AS enabled, now() AS now FROM merchants m, jsonb_array_elements(m.endpoints) e WHERE m.id = $1 AND e->>'url' = $2 FOR SHARE OF m`,
     [merchantId, url],
   );
   const endpointId = owner[0]?.id;
   if (!owner[0]?.enabled || !endpointId) return undefined;
+  // PostgreSQL's time, the same in every statement of this transaction (now()).
+  const now = new Date(owner[0].now);
   const { rows: held } = await tx.query<HealthRow>(`SELECT ${HEALTH_COLUMNS} FROM endpoint_health WHERE merchant_id = $1 AND endpoint_id = $2 FOR UPDATE`, [merchantId, endpointId]);
-  const current = held[0] && healthOf(held[0]);
-  const running = current && current.url === url ? current : undefined;
-  // A clear needs only the same clock (its start): another dispatcher's refresh of its last failure
-  // since must not drop a success seen here, or the endpoint could be disabled after it.
-  if (running?.failingSince !== seen?.failingSince || (next !== undefined && running?.lastFailureAt !== seen?.lastFailureAt)) return undefined;
-  await tx.query(
-    `INSERT INTO endpoint_health (merchant_id, endpoint_id, url, failing_since, last_failure_at) VALUES ($1, $2, $3, $4, $5)
-     ON CONFLICT (merchant_id, endpoint_id) DO UPDATE SET url = EXCLUDED.url, failing_since = EXCLUDED.failing_since, last_failure_at = EXCLUDED.last_failure_at, change_xid = pg_current_xact_id()`,
-    [merchantId, endpointId, url, next?.failingSince ?? null, next?.lastFailureAt ?? null],
+  const found = held[0] && healthOf(held[0]);
+  const current = found && found.url === url ? found : undefined;
+  const as = (rows: HealthRow[]) => ({ endpointId, clock: rows[0] && healthOf(rows[0]), now, wrote: rows.length > 0 });
+  if (fact.kind === 'succeeded') {
+    if (!current || Date.parse(current.failingSince) > now.getTime() - fact.agoMs) return { endpointId, clock: current, now, wrote: false };
+    const { rows } = await tx.query<HealthRow>(
+      `UPDATE endpoint_health SET failing_since = NULL, last_failure_at = NULL, change_xid = pg_current_xact_id() WHERE merchant_id = $1 AND endpoint_id = $2 RETURNING ${HEALTH_COLUMNS}`,
+      [merchantId, endpointId],
+    );
+    return as(rows);
+  }
+  if (current && runningAt(current, now.getTime(), fact.afterMs)) {
+    const { rows } = await tx.query<HealthRow>(
+      `UPDATE endpoint_health SET last_failure_at = now(), change_xid = pg_current_xact_id() WHERE merchant_id = $1 AND endpoint_id = $2 RETURNING ${HEALTH_COLUMNS}`,
+      [merchantId, endpointId],
+    );
+    return as(rows);
+  }
+  // A flapping endpoint writes nothing: a clock starts only from a tenth of failures.
+  if (fact.streakMs * 10 < fact.afterMs) return { endpointId, clock: undefined, now, wrote: false };
+  // A row that was not there when read may have been made since by another dispatcher: its clock is kept.
+  const { rows } = await tx.query<HealthRow>(
+    `INSERT INTO endpoint_health (merchant_id, endpoint_id, url, failing_since, last_failure_at) VALUES ($1, $2, $3, now() - $4::bigint * interval '1 millisecond', now())
+     ON CONFLICT (merchant_id, endpoint_id) DO UPDATE SET url = EXCLUDED.url, failing_since = EXCLUDED.failing_since, last_failure_at = EXCLUDED.last_failure_at, change_xid = pg_current_xact_id()
+     WHERE $5
+     RETURNING ${HEALTH_COLUMNS}`,
+    [merchantId, endpointId, url, Math.round(fact.streakMs), held.length > 0],
   );
-  return endpointId;
+  if (rows.length > 0) return as(rows);
+  const { rows: made } = await tx.query<HealthRow>(`SELECT ${HEALTH_COLUMNS} FROM endpoint_health WHERE merchant_id = $1 AND endpoint_id = $2`, [merchantId, endpointId]);
+  return { ...as(made), wrote: false };
+}
+
+/** Not stale at `now`: a failure recorded within two tenths of `afterMs` (the rule of clockState in libs/operational, which imports this lib). */
+function runningAt(clock: Health, now: number, afterMs: number): boolean {
+  const since = Date.parse(clock.failingSince);
+  const last = clock.lastFailureAt === undefined ? since : Math.max(since, Date.parse(clock.lastFailureAt));
+  return now - last <= afterMs / 5;
 }
 
 /** Clears the clocks of these endpoints (a settings write that turned one off or on, or pointed it elsewhere). */

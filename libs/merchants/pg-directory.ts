@@ -3,7 +3,7 @@ import { type Database, isTransient, type Listener, type Queryable } from '../de
 import type { Logger } from '../logger/index.js';
 import { DirectoryCache } from './cache.js';
 import type { MerchantDirectory } from './directory.js';
-import { type Health, HEALTH_COLUMNS, type HealthRow, healthOf, writeHealth } from './health.js';
+import { HEALTH_COLUMNS, type HealthFact, type HealthRow, type HealthWritten, healthOf, writeHealth } from './health.js';
 import { CHANGES_CHANNEL, MERCHANT_COLUMNS, type MerchantRow, merchantOf, TOMBSTONE_KEEP_MS } from './rows.js';
 import type { Merchant } from './schema.js';
 import { keyIdOf, type SecretBox, SecretsKeyError } from './secret-box.js';
@@ -200,16 +200,16 @@ export class PgMerchantDirectory implements MerchantDirectory {
     this.cache.apply(this.options.openSecrets === false ? merchantOf(row, this.box, false) : merchant, version);
   }
 
-  /** Moves the failing clock of the endpoint at `url` from `seen` to `next` (see writeHealth); returns whether it wrote. */
-  async recordHealth(merchantId: string, url: string, seen: Health | undefined, next: Health | undefined): Promise<boolean> {
+  /** Applies a dispatcher's fact to the failing clock of the endpoint at `url` (see writeHealth), by PostgreSQL's clock. */
+  async recordHealth(merchantId: string, url: string, fact: HealthFact): Promise<HealthWritten | undefined> {
     try {
-      const endpointId = await this.db.transaction(async (tx) => {
-        const wrote = await writeHealth(tx, merchantId, url, seen, next);
-        if (wrote !== undefined) await tx.query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, merchantId]);
-        return wrote;
+      const written = await this.db.transaction(async (tx) => {
+        const result = await writeHealth(tx, merchantId, url, fact);
+        if (result?.wrote) await tx.query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, merchantId]);
+        return result;
       });
-      if (endpointId !== undefined) this.cache.setHealth(merchantId, endpointId, next);
-      return endpointId !== undefined;
+      if (written) this.cache.setHealth(merchantId, written.endpointId, written.clock);
+      return written;
     } catch (err) {
       if (isUnavailable(err)) throw new MerchantStoreUnavailableError(err);
       throw err;

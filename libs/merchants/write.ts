@@ -3,7 +3,7 @@ import type { Queryable } from '../delivery-store/index.js';
 import { type Actor, auditAction, auditChanges, recordAudit } from './audit.js';
 import { withoutEndedGrace } from './directory.js';
 import { respaceForLimit } from './endpoint-rate.js';
-import { clearHealth, type Health, type HealthRow, healthOf, withHealth } from './health.js';
+import { clearHealth, type Health, HEALTH_COLUMNS, type HealthRow, healthOf, withHealth } from './health.js';
 import { CHANGES_CHANNEL, columnsOf, idDigest, MERCHANT_COLUMNS, type MerchantRow, merchantOf } from './rows.js';
 import { disabledByOperator, type Merchant } from './schema.js';
 import type { SecretBox } from './secret-box.js';
@@ -27,8 +27,8 @@ export class IdempotencyKeyReusedError extends Error {
 /** How long an Idempotency-Key's result is answered again (Stripe's window). */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 3_600_000;
 
-/** The new settings, or undefined to leave the merchant as it is. */
-export type SettingsChange = (current: Merchant | undefined) => Merchant | undefined;
+/** The new settings, or undefined to leave the merchant as it is; `now` is PostgreSQL's time of the write. */
+export type SettingsChange = (current: Merchant | undefined, now: Date) => Merchant | undefined;
 
 /** A write under an Idempotency-Key: `result` is computed after the change, and kept (sealed) with the key. */
 export interface IdempotentWrite {
@@ -95,16 +95,22 @@ export async function writeMerchant(
   change: SettingsChange,
   { ifVersion, idempotency, by }: WriteOptions,
 ): Promise<Written> {
-  // The clocks read with the row, in one statement.
-  const { rows } = await tx.query<MerchantRow & { clocks: HealthRow[] | null }>(
-    `SELECT ${MERCHANT_COLUMNS.split(', ').map((column) => `m.${column}`).join(', ')},
-       (SELECT json_agg(json_build_object('merchant_id', h.merchant_id, 'endpoint_id', h.endpoint_id, 'url', h.url, 'failing_since', h.failing_since, 'last_failure_at', h.last_failure_at))
-          FROM endpoint_health h WHERE h.merchant_id = m.id AND h.failing_since IS NOT NULL) AS clocks
-     FROM merchants m WHERE m.id = $1 FOR UPDATE OF m`,
+  // The clocks read after the row is locked, in a statement of their own: read with it, they were of
+  // the statement's snapshot, taken before the wait for the lock, and missed a clock a success
+  // cleared meanwhile (a health write holds the row for share): a disable then followed a success.
+  const { rows } = await tx.query<MerchantRow & { now: Date }>(
+    `SELECT ${MERCHANT_COLUMNS.split(', ').map((column) => `m.${column}`).join(', ')}, now() AS now FROM merchants m WHERE m.id = $1 FOR UPDATE OF m`,
     [merchantId],
   );
+  const { rows: health } = await tx.query<HealthRow & { now: Date }>(
+    `SELECT ${HEALTH_COLUMNS}, now() AS now FROM endpoint_health WHERE merchant_id = $1 AND failing_since IS NOT NULL`,
+    [merchantId],
+  );
+  // PostgreSQL's time: a change that judges the clocks judges them by it, not by this host's.
+  // (A merchant not there yet has no clock to judge.)
+  const now = new Date((rows[0] ?? health[0])?.now ?? Date.now());
   const row = rows[0];
-  const clocks = (row?.clocks ?? []).map(healthOf).filter((clock): clock is Health => clock !== undefined);
+  const clocks = health.map(healthOf).filter((clock): clock is Health => clock !== undefined);
   const current = row && withHealth(merchantOf(row, box), clocks);
   const version = row ? Number(row.version) : 0;
   const held = row && current && { merchant: current, version, row };
@@ -126,7 +132,7 @@ export async function writeMerchant(
   if (ifVersion === '*' ? !row : ifVersion !== undefined && ifVersion !== version) throw new Refusal(new VersionMismatchError(merchantId, row ? version : undefined), held);
   let next: Merchant | undefined;
   try {
-    next = change(current);
+    next = change(current, now);
   } catch (err) {
     throw new Refusal(err, held);
   }

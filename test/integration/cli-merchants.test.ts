@@ -144,7 +144,8 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
     await fixture.withEndpoint('m_auto', 'pk_cli_auto_0001', '--url', 'https://hooks.example.com/auto');
     const endpoint = await fixture.firstEndpoint('m_auto');
     const url = 'https://hooks.example.com/auto';
-    expect(await fixture.program.recordHealth('m_auto', url, undefined, { url, failingSince: '2026-01-01T00:00:00.000Z', lastFailureAt: '2026-01-06T00:00:00.000Z' })).toBe(true);
+    // Five days of failures, as PostgreSQL's clock stamps them.
+    const failingSince = (await fixture.program.recordHealth('m_auto', url, { kind: 'failing', streakMs: 5 * 86_400_000, afterMs: 5 * 86_400_000 }))!.clock!.failingSince;
     await fixture.program.update('m_auto', (current) => ({
       ...current!,
       endpoints: [{ ...current!.endpoints[0]!, enabled: false, disabledReason: 'failing', disabledAt: '2026-01-06T00:00:00.000Z' }],
@@ -153,7 +154,7 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
     expect(listed.code).toBe(0);
     const rows = listed.stdout.split('\n');
     expect(rows[0]).toMatch(/^MERCHANT\s+ENDPOINT\s+REASON\s+DISABLED AT\s+FAILING SINCE\s+URL/);
-    expect(rows.find((r) => r.startsWith('m_auto'))).toMatch(new RegExp(`^m_auto\\s+${endpoint}\\s+failing\\s+2026-01-06T00:00:00.000Z\\s+2026-01-01T00:00:00.000Z\\s+https://hooks.example.com/auto`));
+    expect(rows.find((r) => r.startsWith('m_auto'))).toMatch(new RegExp(`^m_auto\\s+${endpoint}\\s+failing\\s+2026-01-06T00:00:00.000Z\\s+${failingSince.replace(/\./g, '\\.')}\\s+https://hooks.example.com/auto`));
     expect(rows.find((r) => r.startsWith('m_dev'))).toMatch(/^m_dev\s+ep_\S+\s+manual\s+\d{4}-/);
     const off = () => fixture.program.list().filter((m) => m.endpoints.some((e) => !e.enabled)).map((m) => m.id);
     expect(rows.slice(1).filter((r) => r.trim() !== '').map((r) => r.split(/\s+/)[0])).toEqual(off());

@@ -156,13 +156,17 @@ describe('the merchant directory of a running program', () => {
     const { dir: running, box } = await program();
     const opens = countOpens(box);
     const version = directory.versionOf('m_clock');
-    const since = new Date(Date.now() - 60_000).toISOString();
-    const clock = { url: 'https://clock.example.com/', failingSince: since, lastFailureAt: new Date().toISOString() };
-    expect(await directory.recordHealth('m_clock', clock.url, undefined, clock)).toBe(true);
-    // Another dispatcher that saw no clock starts none over it.
-    expect(await directory.recordHealth('m_clock', clock.url, undefined, { ...clock, failingSince: new Date().toISOString() })).toBe(false);
+    const url = 'https://clock.example.com/';
+    // A dispatcher's minute of failures starts it, by PostgreSQL's clock.
+    const started = await directory.recordHealth('m_clock', url, { kind: 'failing', streakMs: 60_000, afterMs: 300_000 });
+    expect(started?.wrote).toBe(true);
+    const since = started!.clock!.failingSince;
+    expect(Date.parse(since)).toBe(started!.now.getTime() - 60_000);
+    // Another dispatcher's failures refresh it: none starts over it.
+    const refreshed = await directory.recordHealth('m_clock', url, { kind: 'failing', streakMs: 120_000, afterMs: 300_000 });
+    expect(refreshed?.clock?.failingSince).toBe(since);
     await waitFor('the running program to see the clock', () => running.byId('m_clock')?.endpoints[0]?.failingSince === since, 30_000);
-    expect(running.byId('m_clock')?.endpoints[0]?.lastFailureAt).toBe(clock.lastFailureAt);
+    await waitFor('the running program to see its refresh', () => running.byId('m_clock')?.endpoints[0]?.lastFailureAt === refreshed!.clock!.lastFailureAt, 30_000);
     expect([directory.versionOf('m_clock'), running.versionOf('m_clock')]).toEqual([version, version]);
     expect((await db.query<{ version: string }>('SELECT version FROM merchants WHERE id = $1', ['m_clock']))[0]!.version).toBe(String(version));
     expect(opens.calls).toBe(0);
@@ -174,19 +178,18 @@ describe('the merchant directory of a running program', () => {
     expect((await db.query('SELECT failing_since FROM endpoint_health WHERE merchant_id = $1', ['m_clock']))[0]).toEqual({ failing_since: null });
   });
 
-  it('clears the failing clock on a success seen by one dispatcher though another has refreshed it since (the same clock)', async () => {
+  it('ends the failing clock on a success after its start though another dispatcher refreshed it since, and not one that started after the success', async () => {
     await put('m_flap', 'https://flap.example.com/');
-    const since = new Date(Date.now() - 60_000).toISOString();
-    const seen = { url: 'https://flap.example.com/', failingSince: since, lastFailureAt: new Date(Date.now() - 30_000).toISOString() };
-    expect(await directory.recordHealth('m_flap', seen.url, undefined, seen)).toBe(true);
-    // Dispatcher B refreshes the clock's last failure; dispatcher A, which saw the clock before that, then sees a success.
-    expect(await directory.recordHealth('m_flap', seen.url, seen, { ...seen, lastFailureAt: new Date().toISOString() })).toBe(true);
-    expect(await directory.recordHealth('m_flap', seen.url, seen, undefined)).toBe(true);
+    const url = 'https://flap.example.com/';
+    const failing = { kind: 'failing' as const, streakMs: 60_000, afterMs: 300_000 };
+    const since = (await directory.recordHealth('m_flap', url, failing))!.clock!.failingSince;
+    // Dispatcher B refreshes the clock's last failure; dispatcher A then sees a success.
+    expect((await directory.recordHealth('m_flap', url, { ...failing, streakMs: 1_000 }))?.clock?.failingSince).toBe(since);
+    expect(await directory.recordHealth('m_flap', url, { kind: 'succeeded', agoMs: 0 })).toMatchObject({ wrote: true, clock: undefined });
     expect((await db.query('SELECT failing_since FROM endpoint_health WHERE merchant_id = $1', ['m_flap']))[0]).toEqual({ failing_since: null });
-    // A clock started over since (another failing since) is not A's to clear.
-    const later = { ...seen, failingSince: new Date().toISOString() };
-    expect(await directory.recordHealth('m_flap', seen.url, undefined, later)).toBe(true);
-    expect(await directory.recordHealth('m_flap', seen.url, seen, undefined)).toBe(false);
+    // A clock started a minute ago (by PostgreSQL) is not a success of two minutes ago's to end.
+    const later = (await directory.recordHealth('m_flap', url, failing))!.clock!;
+    expect(await directory.recordHealth('m_flap', url, { kind: 'succeeded', agoMs: 120_000 })).toMatchObject({ wrote: false, clock: later });
   });
 
   it('opens no webhook secret where it only shows settings (the API), and still answers one when asked', async () => {

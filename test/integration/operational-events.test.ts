@@ -229,9 +229,8 @@ describe('operational events and auto-disable', () => {
     try {
       for (const directory of directories) await directory.start();
       // Failing for longer than the threshold, as the dispatchers recorded it.
-      const since = new Date(Date.now() - 2 * DISABLE_AFTER_MS).toISOString();
       const url = `${merchantServer.url}/m_race`;
-      expect(await directories[0]!.recordHealth('m_race', url, undefined, { url, failingSince: since, lastFailureAt: new Date().toISOString() })).toBe(true);
+      const since = (await directories[0]!.recordHealth('m_race', url, { kind: 'failing', streakMs: 2 * DISABLE_AFTER_MS, afterMs: DISABLE_AFTER_MS }))!.clock!.failingSince;
       await waitFor('both read the clock', () => directories.every((d) => d.byId('m_race')?.endpoints[0]?.failingSince === since), 15_000);
       const operations = directories.map((directory, i) => new Operations({ merchants: directory, writer: directory, publisher: publishers[i]!, logger: silentLogger() }, { disableAfterMs: DISABLE_AFTER_MS, intervalMs: 3_600_000 }));
       const intake: IntakeEvent = {
