@@ -57,14 +57,19 @@ async function passOverInvalid(
 
 export function parkedOf(message: GetMessage): ParkedMessage {
   const headers = message.properties.headers ?? {};
-  // The broker itself parks a message that came back from dispatch too many times (delivery-limit).
-  const limited = !text(headers[HEADERS.invalidCode]) && headers['x-first-death-reason'] === 'delivery_limit';
+  // The broker itself parks a message that came back from dispatch too many times (delivery-limit),
+  // and one the dispatcher rejected because it could not park it after an unexpected error.
+  const death = text(headers[HEADERS.invalidCode]) ? undefined : headers['x-first-death-reason'];
+  const limited = death === 'delivery_limit';
+  const rejected = death === 'rejected';
   return {
-    code: limited ? 'delivery-limit' : text(headers[HEADERS.invalidCode]),
+    code: limited ? 'delivery-limit' : rejected ? 'internal-error' : text(headers[HEADERS.invalidCode]),
     reason: limited
       ? `delivered ${DISPATCH_DELIVERY_LIMIT} times without an outcome: the dispatcher crashed or lost its connection holding it each time`
-      : text(headers[HEADERS.invalidReason]),
-    invalidAt: text(headers[HEADERS.invalidAt]) ?? (limited ? deathTime(headers) : undefined),
+      : rejected
+        ? 'internal-error: the dispatcher failed unexpectedly on it and could not park it itself (its log says why); rejected, the broker dead-lettered it'
+        : text(headers[HEADERS.invalidReason]),
+    invalidAt: text(headers[HEADERS.invalidAt]) ?? (limited || rejected ? deathTime(headers) : undefined),
     originalRoutingKey: text(headers[HEADERS.originalRoutingKey]),
     messageId: text(message.properties.messageId),
     body: message.content,

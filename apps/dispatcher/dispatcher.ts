@@ -492,8 +492,8 @@ export class Dispatcher {
       // Its channel gone while its places were held unlooked-up: the broker gives it again.
       if (!places) return;
       await this.effect.apply(delivery, intake, { kind: 'invalid', code: 'internal-error', detail: String((err as Error)?.message ?? err), handTaken, places }, this.now(), span);
-    } catch {
-      if (delivery.live) delivery.nack(true);
+    } catch (parkErr) {
+      this.effect.unparked(delivery, share, parkErr, span);
     }
   }
 }

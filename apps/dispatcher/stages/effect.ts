@@ -283,6 +283,26 @@ export class EffectStage {
     this.deps.logger.warn('message parked as invalid', { code, reason: detail.slice(0, 200), ...spanLogFields(span) });
   }
 
+  /**
+   * A park that threw, after an unexpected error: never handed back to `dispatch`, where the same
+   * error and the same park met it again at once, up to the delivery limit (a loop of requeues).
+   * Its channel gone, the broker gives it again once, as after any move; a fan-out's share goes back
+   * to its fan-out, which hands that endpoint on as a copy of its own. Else it is rejected: the
+   * broker dead-letters it to `invalid` (dispatch's dead-letter route, at-least-once: kept until
+   * `invalid` takes it), where `webhooks invalid list` shows it as internal-error.
+   */
+  unparked(delivery: Delivery, share: boolean, err: unknown, span: Span | undefined): void {
+    const error = String((err as Error)?.message ?? err);
+    if (!delivery.live) {
+      this.deps.logger.warn('delivery channel lost before its park; the broker redelivers it', { error, ...spanLogFields(span) });
+      return;
+    }
+    if (share) return delivery.nack(true);
+    this.deps.logger.error('message could not be parked; rejected, the broker dead-letters it to invalid', { error, ...spanLogFields(span) });
+    this.count('invalid', 'invalid', 'unknown');
+    delivery.nack(false);
+  }
+
   /** The wait written, then the record, then the ack. The write never gives up: while PostgreSQL is down the delivery is held. */
   private async wait(delivery: Delivery, intake: IntakeEvent, reason: WaitPutReason, headers: ScalarHeaders, delayMs: number, record: () => Promise<void>, span: Span | undefined, circuitMs?: number, closesCircuit?: boolean): Promise<void> {
     const waits = this.deps.waits;
