@@ -22,7 +22,6 @@ export class BatchWriter {
     const storedUpTo = batch.items[0]!.offset;
     for (const entry of batch.refused) await this.setAside(session, entry);
     try {
-      await ensurePartitionsFor(session, batch.records, session);
       await storeIndexed(session, batch.records, (db) => storeBatch(db, this.stream, prepareRows(batch.records, batch.positions), batch.nextOffset, batch.caughtUpAt, batch.lastEntry));
       return;
     } catch (err) {
@@ -43,7 +42,6 @@ export class BatchWriter {
   private async storeApart(session: Session, batch: Prepared, from: number, to: number, storedUpTo: number): Promise<void> {
     const records = batch.records.slice(from, to);
     try {
-      await ensurePartitionsFor(session, records, session);
       await storeIndexed(session, records, (db) => storeBatch(db, this.stream, prepareRows(records, batch.positions.slice(from, to)), storedUpTo, null));
       return;
     } catch (err) {
@@ -83,8 +81,9 @@ export class BatchWriter {
   }
 }
 
-/** Stores a batch and indexes its failures in one transaction: one the dispatcher could not write becomes resendable. */
+/** Stores a batch (its days' partitions made first) and indexes its failures in one transaction: one the dispatcher could not write becomes resendable. */
 async function storeIndexed(session: Session, records: readonly DeliveryRecord[], store: (db: Queryable) => Promise<void>): Promise<void> {
+  await ensurePartitionsFor(session, records);
   const failed = records.filter((r) => r.outcome === 'failed');
   if (failed.length === 0) return store(session);
   await session.transaction(async (tx) => {

@@ -111,23 +111,21 @@ const literal = (values: ReadonlyArray<string | number>) => `{${values.join(',')
 const utcDay = (time: string) => (time.endsWith('Z') ? time.slice(0, 10) : dayOf(time));
 
 /** Partitions known to exist, per session. */
-const known = new WeakMap<object, Set<string>>();
+const known = new WeakMap<Queryable, Set<string>>();
 
-export async function ensurePartitionsFor(db: Queryable, records: readonly DeliveryRecord[], cacheKey: object): Promise<void> {
-  const seen = known.get(cacheKey) ?? new Set<string>();
-  known.set(cacheKey, seen);
-  const needed = new Set<string>();
-  for (const r of records) needed.add(utcDay(r.at));
-  for (const day of needed) {
+export async function ensurePartitionsFor(session: Queryable, records: readonly DeliveryRecord[]): Promise<void> {
+  const seen = known.get(session) ?? new Set<string>();
+  known.set(session, seen);
+  for (const day of new Set(records.map((r) => utcDay(r.at)))) {
     if (seen.has(day)) continue;
-    await ensurePartition(db, 'delivery_records', day);
+    await ensurePartition(session, 'delivery_records', day);
     seen.add(day);
   }
 }
 
 /** Forgets them (retention dropped some). */
-export function forgetPartitions(cacheKey: object): void {
-  known.delete(cacheKey);
+export function forgetPartitions(session: Queryable): void {
+  known.delete(session);
 }
 
 /** A batch ready to store: the statement's parameters after the stream's, one array literal per column. */

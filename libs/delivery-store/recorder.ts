@@ -144,22 +144,21 @@ export class DeliveryLogRecorder {
     return this.stopping;
   }
 
-  private schedule(fn: () => void, ms: number): void {
+  private leadLater(): void {
     if (this.stopped) return;
     clearTimeout(this.retryTimer);
-    this.retryTimer = setTimeout(fn, ms);
+    this.retryTimer = setTimeout(() => void this.tryToLead(), this.options.retryMs ?? 1_000);
   }
 
   private async tryToLead(): Promise<void> {
     if (this.stopped || this.session) return;
-    const retryMs = this.options.retryMs ?? 1_000;
     let session: Session | undefined;
     try {
       session = await this.db.session();
       const { rows } = await session.query<{ locked: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS locked', [`webhooks-delivery-recorder:${this.stream}`]);
       if (!rows[0]?.locked) {
         await session.close();
-        this.schedule(() => void this.tryToLead(), retryMs);
+        this.leadLater();
         return;
       }
       const place = await storedPlace(session, this.stream);
@@ -185,7 +184,7 @@ export class DeliveryLogRecorder {
     } catch (err) {
       this.logger.warn('delivery recorder cannot take the lead yet (database or stream unreachable); retrying', { error: (err as Error).message });
       await session?.close();
-      this.schedule(() => void this.tryToLead(), retryMs);
+      this.leadLater();
       return;
     }
     if (this.stopped) {
@@ -206,7 +205,7 @@ export class DeliveryLogRecorder {
       // (unhandled, the rejection ended the process; the 'connected' event may never come).
       this.logger.warn('delivery recorder could not read the stream; letting the lead go, retrying', { error: (err as Error).message });
       if (this.generation === generation) await this.resign();
-      this.schedule(() => void this.tryToLead(), retryMs);
+      this.leadLater();
       return;
     }
     this.idle();
@@ -285,10 +284,8 @@ export class DeliveryLogRecorder {
   }
 
   private countBuffer(): void {
-    let bytes = 0;
-    for (const item of this.buffer) bytes += item.bytes;
     this.state.pending = this.buffer.length;
-    this.state.pendingBytes = bytes;
+    this.state.pendingBytes = this.buffer.reduce((bytes, item) => bytes + item.bytes, 0);
   }
 
   /** One write at a time, in stream order. */
@@ -423,7 +420,7 @@ export class DeliveryLogRecorder {
     if (!this.session) return;
     this.logger.warn('delivery recorder lost its database session; will resume from the stored offset', { error: err.message });
     await this.resign();
-    this.schedule(() => void this.tryToLead(), this.options.retryMs ?? 1_000);
+    this.leadLater();
   }
 
   private async resign(): Promise<void> {

@@ -116,7 +116,7 @@ describe('the delivery log orders each webhook by its attempts, not by host cloc
     /** Each batch is one stream message further on: later batches have later stream positions. */
     async function store(...batches: DeliveryRecord[][]): Promise<void> {
       for (const batch of batches) {
-        await ensurePartitionsFor(session, batch, session);
+        await ensurePartitionsFor(session, batch);
         offset++;
         await storeBatch(session, 'order-test', prepareRows(batch, batch.map((_, i) => offset * 1024 + i)), offset + 1, null);
       }

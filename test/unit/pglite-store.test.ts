@@ -34,7 +34,7 @@ describe('the delivery log on the embedded PGlite of development mode', () => {
       payload: JSON.stringify({ event: 'payout', data: { reference: 'po-1' } }), firstSeenAt: at, outcome: 'delivered', attemptNumber: 1,
       attempt: { startedAt: at, durationMs: 3, httpStatus: 200 },
     };
-    await ensurePartitionsFor(session, [record], session);
+    await ensurePartitionsFor(session, [record]);
     await storeBatch(session, 's', prepareRows([record, record]), 1, new Date());
     const log = deliveryLogQueries(db);
     expect((await log.listWebhooks('m_1', { limit: 10, reference: 'po-1' })).webhooks).toMatchObject([{ webhookId: 'wh_1', status: 'delivered', attempts: 1 }]);
