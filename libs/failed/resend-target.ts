@@ -29,17 +29,6 @@ export class EndpointDeletedError extends Error {
 /** Where one failure would be resent, or why it stays failed. */
 export type Verdict = { send: string } | { keep: 'disabled' | 'deleted' | 'not-subscribed'; endpointId: string };
 
-/** The endpoint a failure of `endpointId` belongs to ('': the one its webhook became, 0011); undefined: deleted since. */
-function endpointOf(target: ResendTarget, endpointId: string): ResendTarget['endpoints'][number] | undefined {
-  const id = endpointId === '' ? legacyEndpointId(target.id) : endpointId;
-  return target.endpoints.find((e) => e.id === id);
-}
-
-/** The failure index's endpoint ids that name `endpointId`: with '' when it is the one the merchant's webhook became. */
-export function rowsOfEndpoint(target: ResendTarget, endpointId: string): string[] {
-  return legacyEndpointId(target.id) === endpointId ? [endpointId, ''] : [endpointId];
-}
-
 /**
  * The checks every resend makes (ResendService runs them, so no caller can skip them). Before
  * anything is claimed: some endpoint must be on (`only`: that one), else WebhookDisabledError.
@@ -49,7 +38,8 @@ export function receiverOf(target: ResendTarget, only?: string): (failure: { end
   const named = only === undefined ? undefined : target.endpoints.find((e) => e.id === only);
   if (named ? !named.enabled : !target.endpoints.some((e) => e.enabled)) throw new WebhookDisabledError(target.id, named?.id);
   return ({ endpointId, event }) => {
-    const endpoint = endpointOf(target, endpointId);
+    // '': the endpoint its webhook became (0011). None: deleted since.
+    const endpoint = target.endpoints.find((e) => e.id === (endpointId === '' ? legacyEndpointId(target.id) : endpointId));
     if (!endpoint) return { keep: 'deleted', endpointId };
     if (!endpoint.enabled) return { keep: 'disabled', endpointId: endpoint.id };
     if (!receivesEvent(endpoint, event)) return { keep: 'not-subscribed', endpointId: endpoint.id };

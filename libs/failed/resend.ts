@@ -4,13 +4,12 @@ import { copyHeaders, HEADERS, type ScalarHeaders, webhookHeaders } from '../con
 import type { Logger } from '../logger/index.js';
 import { topologyNames } from '../topology/index.js';
 import { ATTR, inSpan, linkActiveSpanTo, publishSpan, SpanKind } from '../tracing/index.js';
-import { EndpointDeletedError, receiverOf, type ResendTarget, rowsOfEndpoint, type Verdict, WebhookDisabledError } from './resend-target.js';
+import { legacyEndpointId } from '../merchants/index.js';
+import { EndpointDeletedError, receiverOf, type ResendTarget, type Verdict, WebhookDisabledError } from './resend-target.js';
 import { CLAIM_LEASE_MS, type ClaimedFailure, type FailedStore, type FailureFilter, type FailureKey, failureKeyOf, RESENDS_PER_WEBHOOK_PER_DAY } from './store.js';
 
 /** The claim and the mark as resent: child spans of the resend, as PostgreSQL client calls. */
 const DB_UPDATE = { kind: SpanKind.CLIENT, attributes: { 'db.system.name': 'postgresql', 'db.operation.name': 'UPDATE', 'db.collection.name': 'failed_webhooks' } };
-
-const keyOf = (row: FailureKey): FailureKey => ({ webhookId: row.webhookId, endpointId: row.endpointId });
 
 /** A resent copy not confirmed within this answers 503 resend_outcome_unknown. */
 export const RESEND_CONFIRM_DEADLINE_MS = 5_000;
@@ -98,7 +97,9 @@ export class ResendService {
 
   /** One webhook, on every endpoint where it failed or on `endpointId` alone; the same checks. */
   resendWebhook(merchant: ResendTarget, webhookId: string, endpointId?: string): Promise<number> {
-    const filter: FailureFilter = endpointId === undefined ? { webhookId } : { webhookId, endpointIds: rowsOfEndpoint(merchant, endpointId) };
+    // The rows from before endpoints ('') are the endpoint's the merchant's webhook became (0011).
+    const filter: FailureFilter =
+      endpointId === undefined ? { webhookId } : { webhookId, endpointIds: endpointId === legacyEndpointId(merchant.id) ? [endpointId, ''] : [endpointId] };
     return inSpan('resend', { attributes: { [ATTR.merchantId]: merchant.id, [ATTR.webhookId]: webhookId } }, () =>
       this.resendWhere(merchant.id, filter, receiverOf(merchant, endpointId), undefined),
     );
@@ -156,7 +157,7 @@ export class ResendService {
     } finally {
       await lease.stop();
     }
-    await this.store.release(merchantId, giveBack.map(keyOf), claimId).catch((err: unknown) => this.warn('claim not given back; it frees itself after its lease', merchantId, err));
+    await this.store.release(merchantId, giveBack, claimId).catch((err: unknown) => this.warn('claim not given back; it frees itself after its lease', merchantId, err));
     if (failure !== undefined) throw failure;
     if (sent.length === 0) {
       if (kept.disabled.size > 0) throw new WebhookDisabledError(merchantId, [...kept.disabled][0]);
@@ -173,7 +174,7 @@ export class ResendService {
    * failed, so the rows may be free soon and nothing more may go out.
    */
   private keepLease(merchantId: string, claimId: string, claimed: readonly FailureKey[]) {
-    let waiting = claimed.map(keyOf);
+    let waiting = claimed;
     let held = new Set(waiting.map(failureKeyOf));
     let error: unknown;
     let renewing: Promise<void> | undefined;
@@ -187,7 +188,7 @@ export class ResendService {
     return {
       holds: (key: FailureKey) => held.has(failureKeyOf(key)),
       // The row before `key` is marked or given back by now (or held for its lease): only the rest are renewed.
-      done: (key: FailureKey) => (waiting = waiting.slice(waiting.findIndex((k) => k.webhookId === key.webhookId && k.endpointId === key.endpointId))),
+      done: (key: FailureKey) => (waiting = waiting.slice(waiting.indexOf(key))),
       lost: () => error,
       stop: async () => {
         clearInterval(timer);
