@@ -3,7 +3,7 @@ import { isTransient, openPostgres, type Queryable } from '../delivery-store/ind
 import type { Logger } from '../logger/index.js';
 import { REQUIRED_VERSION } from './files.js';
 import { fileOf, MIGRATE_COMMAND, SchemaBehindError, SchemaTooNewError, SchemaUnknownError } from './errors.js';
-import { type AppliedMigration, currentVersion, newerBeside } from './runner.js';
+import { type AppliedMigration, appliedAfter, besideNewer, currentVersion } from './runner.js';
 
 /** How long a program waits at start-up for the schema it needs (or for PostgreSQL to answer). */
 export const SCHEMA_WAIT_MS = 120_000;
@@ -76,7 +76,7 @@ export async function awaitSchema(db: Queryable, logger: Logger, options: Schema
 export async function checkSchema(db: Queryable): Promise<AppliedMigration[]> {
   const current = await currentVersion(db);
   if (current < REQUIRED_VERSION) throw new SchemaBehindError(current, REQUIRED_VERSION);
-  return current > REQUIRED_VERSION ? newerBeside(db, REQUIRED_VERSION) : [];
+  return current > REQUIRED_VERSION ? besideNewer(await appliedAfter(db, REQUIRED_VERSION), REQUIRED_VERSION) : [];
 }
 
 /**

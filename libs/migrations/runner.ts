@@ -43,7 +43,7 @@ export interface AppliedMigration {
 const APPLIED = `SELECT version, name, checksum, (to_jsonb(m) ->> 'runs_with_from')::integer AS "runsWithFrom"
   FROM schema_migrations m WHERE version > $1 ORDER BY version`;
 
-async function appliedAfter(db: Queryable, version: number): Promise<AppliedMigration[]> {
+export async function appliedAfter(db: Queryable, version: number): Promise<AppliedMigration[]> {
   return (await db.query<AppliedMigration>(APPLIED, [version])).rows;
 }
 
@@ -52,16 +52,11 @@ async function appliedAfter(db: Queryable, version: number): Promise<AppliedMigr
  * declare (runs_with_from) `known` or older, else SchemaTooNewError names the first that does not.
  * `rows` in version order; none past `known`: [].
  */
-function besideNewer(rows: readonly AppliedMigration[], known: number): AppliedMigration[] {
+export function besideNewer(rows: readonly AppliedMigration[], known: number): AppliedMigration[] {
   const newer = rows.filter((row) => row.version > known);
   const refusing = newer.find((row) => row.runsWithFrom === null || row.runsWithFrom > known);
   if (refusing) throw new SchemaTooNewError(newer.at(-1)!.version, known, refusing);
   return newer;
-}
-
-/** The migrations applied past `known`, which this release runs beside (besideNewer, which throws). */
-export async function newerBeside(db: Queryable, known: number): Promise<AppliedMigration[]> {
-  return besideNewer(await appliedAfter(db, known), known);
 }
 
 /**
