@@ -5,7 +5,7 @@ import { type DeliveryRecord, deliveryRecordSchema } from './record.js';
 /** An entry of a stream message that is not a record, with its place (-1: the whole message) and why. */
 export interface RefusedEntry {
   position: number;
-  reason: string;
+  error: string;
   /** The entry as JSON text, or the message's first bytes when it was not a JSON array. */
   content: string;
 }
@@ -16,7 +16,7 @@ export interface RefusedEntry {
  * checkRecord accepts the well-formed entries cheaply; zod decides the rest and says why.
  */
 export function decodeRecords(body: Buffer): { records: DeliveryRecord[]; positions: number[]; refused: RefusedEntry[] } {
-  const whole = (reason: string) => ({ records: [], positions: [], refused: [{ position: -1, reason, content: body.subarray(0, 64 * 1024).toString('utf8') }] });
+  const whole = (reason: string) => ({ records: [], positions: [], refused: [{ position: -1, error: reason, content: body.subarray(0, 64 * 1024).toString('utf8') }] });
   let parsed: unknown;
   try {
     parsed = JSON.parse(body.toString('utf8'));
@@ -34,7 +34,7 @@ export function decodeRecords(body: Buffer): { records: DeliveryRecord[]; positi
       records.push(result.data);
       positions.push(i);
     } else {
-      refused.push({ position: i, reason: z.prettifyError(result.error), content: JSON.stringify(entry) ?? 'undefined' });
+      refused.push({ position: i, error: z.prettifyError(result.error), content: JSON.stringify(entry) ?? 'undefined' });
     }
   }
   return { records, positions, refused };

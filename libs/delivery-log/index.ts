@@ -13,5 +13,5 @@ export {
   deliveryRecordSchema,
   statusOf,
 } from './record.js';
-export { decodeRecords } from './decode.js';
+export { decodeRecords, type RefusedEntry } from './decode.js';
 export { DeliveryRecorder, MAX_RECORDED_BODY_BYTES, RecordNotConfirmedError, RecorderStoppedError } from './writer.js';

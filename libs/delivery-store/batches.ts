@@ -83,7 +83,7 @@ export function prepareBatch(source: BatchSource): Prepared | undefined {
       continue;
     }
     const decoded = decodeRecords(item.delivery.message.content);
-    for (const refused of decoded.refused) batch.refused.push({ offset: item.offset, position: refused.position, error: refused.reason, content: refused.content });
+    for (const refused of decoded.refused) batch.refused.push({ offset: item.offset, ...refused });
     for (let i = 0; i < decoded.records.length; i++) {
       const place = decoded.positions[i]!;
       if (place >= SEQ_PER_OFFSET) {
@@ -96,7 +96,7 @@ export function prepareBatch(source: BatchSource): Prepared | undefined {
       batch.places.push([item.offset, place]);
     }
     if (decoded.refused.length > 0) {
-      source.logger.warn('delivery records rejected; set aside in delivery_log_quarantine', { stream: source.stream, offset: item.offset, rejected: decoded.refused.length, reason: decoded.refused[0]!.reason });
+      source.logger.warn('delivery records rejected; set aside in delivery_log_quarantine', { stream: source.stream, offset: item.offset, rejected: decoded.refused.length, reason: decoded.refused[0]!.error });
     }
   }
   return batch;

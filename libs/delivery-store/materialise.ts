@@ -1,4 +1,4 @@
-import { type DeliveryRecord, statusOf } from '../delivery-log/index.js';
+import { type DeliveryRecord, type RefusedEntry, statusOf } from '../delivery-log/index.js';
 import type { Queryable } from './database.js';
 import { erasedMerchantSql } from './erased.js';
 import { dayOf, ensurePartition } from './schema.js';
@@ -180,14 +180,10 @@ export async function restartStream(db: Queryable, stream: string): Promise<void
 }
 
 /** A record (or a message that held none) set aside, with where it was in the stream. */
-export interface Quarantined {
+export interface Quarantined extends RefusedEntry {
   offset: number;
-  /** The record's place in its message; -1: the whole message. */
-  position: number;
   merchantId?: string;
   webhookId?: string;
-  error: string;
-  content: string;
 }
 
 export async function quarantine(db: Queryable, stream: string, entry: Quarantined): Promise<void> {

@@ -53,7 +53,7 @@ describe('checkRecord against deliveryRecordSchema', () => {
     const decoded = decodeRecords(Buffer.from(JSON.stringify([input])));
     expect(decoded.records).toStrictEqual(zod.success ? [zod.data] : []);
     expect(decoded.refused).toHaveLength(zod.success ? 0 : 1);
-    if (!zod.success) expect(decoded.refused[0]!.reason).toEqual(expect.any(String));
+    if (!zod.success) expect(decoded.refused[0]!.error).toEqual(expect.any(String));
   });
 
   it('takes the common record without zod', () => {
@@ -61,8 +61,8 @@ describe('checkRecord against deliveryRecordSchema', () => {
   });
 
   it('says why a message is refused whole, with its first bytes for the quarantine', () => {
-    expect(decodeRecords(Buffer.from('{'))).toEqual({ records: [], positions: [], refused: [{ position: -1, reason: 'not JSON', content: '{' }] });
-    expect(decodeRecords(Buffer.from('{}'))).toMatchObject({ records: [], refused: [{ position: -1, reason: 'not a JSON array', content: '{}' }] });
+    expect(decodeRecords(Buffer.from('{'))).toEqual({ records: [], positions: [], refused: [{ position: -1, error: 'not JSON', content: '{' }] });
+    expect(decodeRecords(Buffer.from('{}'))).toMatchObject({ records: [], refused: [{ position: -1, error: 'not a JSON array', content: '{}' }] });
   });
 
   it('gives each record its place in the message and each refused entry its own', () => {
