@@ -188,11 +188,6 @@ function page<T>(rows: WebhookRow[], limit: number, view: (row: WebhookRow) => T
 /** The most payload bytes a feed page carries, whatever its limit: 500 events of 256 KB would be 128 MB. */
 export const FEED_PAGE_BYTES = 4 * 1024 * 1024;
 
-export interface DeliveryLogQueryOptions {
-  /** FEED_PAGE_BYTES by default; a page always holds at least one event. */
-  feedPageBytes?: number;
-}
-
 /**
  * The feed's page: up to `limit` events after the cursor, cut in PostgreSQL where their payloads'
  * running total passes the budget. A page is a prefix in seq order, so the next starts right after
@@ -218,7 +213,7 @@ WHERE n = 1 OR bytes <= $4
 ORDER BY seq`;
 
 /** The API's and the CLI's reads of the delivery log; every one is scoped to one merchant. */
-export function deliveryLogQueries(db: Queryable, options: DeliveryLogQueryOptions = {}): DeliveryLogQueries {
+export function deliveryLogQueries(db: Queryable, options: { feedPageBytes?: number } = {}): DeliveryLogQueries {
   const feedPageBytes = options.feedPageBytes ?? FEED_PAGE_BYTES;
   return {
     async listWebhooks(merchantId: string, filters: WebhookFilters) {

@@ -1,14 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { type BrokerConnection, sendDeclaring } from '../broker/index.js';
-import { type EventName, HEADERS, referencesOf, type UpstreamMessage, upstreamMessageSchema, webhookHeaders } from '../contracts/index.js';
+import { HEADERS, referencesOf, type UpstreamMessage, upstreamMessageSchema, webhookHeaders } from '../contracts/index.js';
 import { topologyNames } from '../topology/index.js';
 import { ATTR, publishSpan } from '../tracing/index.js';
-
-export interface PublishResult {
-  /** The event id: it becomes the webhook-id the merchant sees. */
-  messageId: string;
-  routingKey: EventName;
-}
 
 /** The upstream contract: to `<prefix>.events`, the event as routing key, persistent JSON, a stable messageId, confirmed. */
 export class EventPublisher {
@@ -18,8 +12,8 @@ export class EventPublisher {
     this.exchange = topologyNames(prefix).events;
   }
 
-  /** `test`: a test event (x-test-event), attempted once; `endpointId`: the one endpoint a test event is for. */
-  async publish(message: UpstreamMessage, options: { messageId?: string; test?: boolean; endpointId?: string } = {}): Promise<PublishResult> {
+  /** `test`: a test event (x-test-event), attempted once; `endpointId`: the one endpoint a test event is for. Returns the event id, which becomes the webhook-id the merchant sees. */
+  async publish(message: UpstreamMessage, options: { messageId?: string; test?: boolean; endpointId?: string } = {}) {
     const checked = upstreamMessageSchema.parse(message);
     const messageId = options.messageId ?? `evt_${randomUUID()}`;
     // Headers only for people reading the RabbitMQ console; the dispatcher trusts the body.

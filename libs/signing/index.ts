@@ -2,12 +2,6 @@ import { createHmac, createSecretKey, type KeyObject } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
 import { BoundedMap } from '../runtime/bounded-map.js';
 
-export interface SignedHeaders {
-  'webhook-id': string;
-  'webhook-timestamp': string;
-  'webhook-signature': string;
-}
-
 const PREFIX = 'whsec_';
 
 /**
@@ -18,7 +12,7 @@ export class WebhookSigner {
   private readonly keys = new BoundedMap<string, KeyObject>(10_000);
 
   /** During a rotation, one `v1,` signature per secret, space-separated: a receiver verifying with either passes. */
-  sign(secrets: string | readonly string[], webhookId: string, body: string, now: Date = new Date()): SignedHeaders {
+  sign(secrets: string | readonly string[], webhookId: string, body: string, now: Date = new Date()) {
     const timestamp = String(Math.floor(now.getTime() / 1000));
     let signature: string;
     if (typeof secrets === 'string') signature = this.signOne(secrets, webhookId, timestamp, body);
