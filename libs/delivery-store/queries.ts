@@ -144,12 +144,12 @@ function checkFilters(filters: WebhookFilters): void {
 }
 
 /**
- * The list's statement selecting `columns`, newest first, one row more than the page. A reference
+ * The list's statement selecting `columns` (in `wrap`), newest first, one row more than the page. A reference
  * is looked up in the merchant-qualified GIN alone, in a materialised CTE: the planner, with no
  * statistics for unique array elements, would otherwise also read the merchant's B-tree in every
  * day's partition (2,200 pages for one reference).
  */
-function listStatement(merchantId: string, filters: WebhookFilters, columns: string): { text: string; params: unknown[] } {
+function listStatement(merchantId: string, filters: WebhookFilters, columns: string, wrap = (text: string) => text): { text: string; params: unknown[] } {
   checkFilters(filters);
   const where = ['merchant_id = $1'];
   const params: unknown[] = [merchantId];
@@ -175,12 +175,13 @@ function listStatement(merchantId: string, filters: WebhookFilters, columns: str
   }
   params.push(filters.limit + 1);
   return {
-    text: `SELECT ${columns} FROM ${from} WHERE ${where.join(' AND ')} ORDER BY first_seen_at DESC, webhook_id DESC, endpoint_id DESC LIMIT $${params.length}`,
+    text: wrap(`SELECT ${columns} FROM ${from} WHERE ${where.join(' AND ')} ORDER BY first_seen_at DESC, webhook_id DESC, endpoint_id DESC LIMIT $${params.length}`),
     params,
   };
 }
 
-function page<T>(rows: WebhookRow[], limit: number, view: (row: WebhookRow) => T): { webhooks: T[]; nextCursor: string | null } {
+async function page<T>(db: Queryable, { text, params }: { text: string; params: unknown[] }, limit: number, view: (row: WebhookRow) => T): Promise<{ webhooks: T[]; nextCursor: string | null }> {
+  const rows = await run<WebhookRow>(db, text, params);
   const shown = rows.slice(0, limit);
   return { webhooks: shown.map(view), nextCursor: rows.length > limit ? encodeCursor(shown.at(-1)!) : null };
 }
@@ -217,15 +218,11 @@ export function deliveryLogQueries(db: Queryable, options: { feedPageBytes?: num
   const feedPageBytes = options.feedPageBytes ?? FEED_PAGE_BYTES;
   return {
     async listWebhooks(merchantId: string, filters: WebhookFilters) {
-      const { text, params } = listStatement(merchantId, filters, SUMMARY_COLUMNS);
-      const rows = await run<WebhookRow>(db, text, params);
-      return page(rows, filters.limit, summary);
+      return page(db, listStatement(merchantId, filters, SUMMARY_COLUMNS), filters.limit, summary);
     },
 
     async listWebhookDetails(merchantId: string, filters: WebhookFilters) {
-      const { text, params } = listStatement(merchantId, filters, DETAIL_COLUMNS);
-      const rows = await run<WebhookRow>(db, withRecords(text), params);
-      return page(rows, filters.limit, detail);
+      return page(db, listStatement(merchantId, filters, DETAIL_COLUMNS, withRecords), filters.limit, detail);
     },
 
     async getWebhook(merchantId: string, webhookId: string): Promise<WebhookDetail | undefined> {
