@@ -191,7 +191,7 @@ export async function quarantine(db: Queryable, stream: string, entry: Quarantin
     // Not a deleted merchant's record (its content is the whole record, payload included).
     `INSERT INTO delivery_log_quarantine (stream, stream_offset, position, merchant_id, webhook_id, error, content)
      SELECT $1::text, $2::bigint, $3::integer, $4::text, $5::text, $6::text, $7::text WHERE NOT ${erasedMerchantSql('$4::text')} ON CONFLICT DO NOTHING`,
-    [stream, entry.offset, entry.position, entry.merchantId ?? null, entry.webhookId ?? null, entry.error.slice(0, 2000), entry.content.replaceAll('\u0000', '')],
+    [stream, entry.offset, entry.position, entry.merchantId ?? null, entry.webhookId ?? null, entry.error.slice(0, 2000), noNul(entry.content)],
   );
 }
 

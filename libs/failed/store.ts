@@ -70,10 +70,7 @@ interface Failure {
 }
 
 /** A claimed row: what a resend republishes. */
-export interface ClaimedFailure {
-  webhookId: string;
-  /** The resent copy goes to it alone (x-endpoint-id); '' on a row written before endpoints. */
-  endpointId: string;
+export interface ClaimedFailure extends FailureKey {
   event: string;
   failedAt: Date;
   content: string;
