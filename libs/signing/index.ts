@@ -14,10 +14,9 @@ export class WebhookSigner {
   /** During a rotation, one `v1,` signature per secret, space-separated: a receiver verifying with either passes. */
   sign(secrets: string | readonly string[], webhookId: string, body: string, now: Date = new Date()) {
     const timestamp = String(Math.floor(now.getTime() / 1000));
-    let signature: string;
-    if (typeof secrets === 'string') signature = this.signOne(secrets, webhookId, timestamp, body);
-    else if (secrets.length === 1) signature = this.signOne(secrets[0]!, webhookId, timestamp, body); // no rotation: nearly every delivery
-    else signature = secrets.map((secret) => this.signOne(secret, webhookId, timestamp, body)).join(' ');
+    const all = typeof secrets === 'string' ? [secrets] : secrets;
+    // One secret (no rotation: nearly every delivery) without a map and a join.
+    const signature = all.length === 1 ? this.signOne(all[0]!, webhookId, timestamp, body) : all.map((secret) => this.signOne(secret, webhookId, timestamp, body)).join(' ');
     return { 'webhook-id': webhookId, 'webhook-timestamp': timestamp, 'webhook-signature': signature };
   }
 
