@@ -116,15 +116,13 @@ export class DeliveryLogRecorder {
   /** Declares the stream and tries to lead; safe twice (a second call is the first's), and a no-op once stopped. */
   start(): Promise<void> {
     // Twice, it added its listeners twice (stop() took one of each off) and tried for the lead twice.
-    return this.starting.run(() => this.begin());
-  }
-
-  private async begin(): Promise<void> {
-    await declareQueueSpec(() => this.broker.createChannel(), deliveriesSpec(this.options.prefix, this.options.replication));
-    if (this.stopped) return;
-    this.broker.on('disconnected', this.onDisconnected);
-    this.broker.on('connected', this.onConnected);
-    void this.tryToLead();
+    return this.starting.run(async () => {
+      await declareQueueSpec(() => this.broker.createChannel(), deliveriesSpec(this.options.prefix, this.options.replication));
+      if (this.stopped) return;
+      this.broker.on('disconnected', this.onDisconnected);
+      this.broker.on('connected', this.onConnected);
+      void this.tryToLead();
+    });
   }
 
   /** Stores what was read, then lets the lock go (a standby takes over). Safe twice. */
