@@ -21,18 +21,13 @@ export async function openDevDatabase(logger: Logger): Promise<Database> {
   return database;
 }
 
-export interface OpenedLog {
-  database: Database;
-  /** Set when this process runs the recorder because it owns the embedded database. */
-  recorder?: DeliveryLogRecorder;
-  close(): Promise<void>;
-}
+export type OpenedLog = Awaited<ReturnType<typeof openDeliveryLog>>;
 
 /**
  * The delivery log's database for a program that reads it: the caller's, else PostgreSQL at
  * DATABASE_URL. An embedded PGlite only this process can open, so it also runs the recorder.
  */
-export async function openDeliveryLog(config: Pick<RecorderConfig, 'DATABASE_URL' | 'DELIVERY_LOG_RETENTION' | 'TOPOLOGY_PREFIX'>, broker: BrokerConnection, logger: Logger, given?: Database): Promise<OpenedLog> {
+export async function openDeliveryLog(config: Pick<RecorderConfig, 'DATABASE_URL' | 'DELIVERY_LOG_RETENTION' | 'TOPOLOGY_PREFIX'>, broker: BrokerConnection, logger: Logger, given?: Database) {
   if (!given) {
     const database = openPostgres(config.DATABASE_URL!);
     return { database, close: () => database.close() };

@@ -8,17 +8,12 @@ import { startHealthServer } from '../../libs/metrics/health-server.js';
 import { awaitSchema, type SchemaWaitState } from '../../libs/migrations/index.js';
 import { declareQueueSpec, deliveriesSpec } from '../../libs/topology/index.js';
 
-export interface RecorderProgram {
-  recorder: DeliveryLogRecorder;
-  metricsPort?: number;
-  fatal: Promise<Error>;
-  stop(): Promise<void>;
-}
+export type RecorderProgram = Awaited<ReturnType<typeof startRecorder>>;
 
 type RecorderProgramConfig = Pick<RecorderConfig, 'RABBITMQ_URL' | 'TOPOLOGY_PREFIX' | 'QUORUM_GROUP_SIZE' | 'STREAM_CLUSTER_SIZE' | 'METRICS_PORT' | 'DATABASE_URL' | 'DELIVERY_LOG_RETENTION'>;
 
 /** The recorder as a program (also inside npm start). Any number may run: one leads, the others stand by. */
-export async function startRecorder(config: RecorderProgramConfig, logger: Logger, options: { database?: Database; signal?: AbortSignal } = {}): Promise<RecorderProgram> {
+export async function startRecorder(config: RecorderProgramConfig, logger: Logger, options: { database?: Database; signal?: AbortSignal } = {}) {
   // Up from the first moment, so /readyz says what start-up waits for: PostgreSQL, the schema, RabbitMQ.
   const registry = createRegistry('recorder');
   let awaited: SchemaWaitState & { broker?: BrokerConnection } = { waiting: 'database' };
