@@ -19,22 +19,19 @@ const isObject = (v: unknown): v is Entry => typeof v === 'object' && v !== null
 const isText = (v: unknown, min: number, max: number): v is string => typeof v === 'string' && v.length >= min && v.length <= max;
 const isTime = (v: unknown): v is string => typeof v === 'string' && DATETIME.test(v);
 const isCount = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
+const isString = (v: unknown): v is string => typeof v === 'string';
+const isName = (v: unknown): v is string => isText(v, 1, 200);
+const isStatus = (v: unknown) => Number.isSafeInteger(v) && (v as number) >= 100 && (v as number) <= 599;
+/** An optional field: absent, or `ok`. */
+const optional = (v: unknown, ok: (v: unknown) => boolean) => v === undefined || ok(v);
 
 function attemptOf(a: unknown): DeliveryRecord['attempt'] | null {
   if (!isObject(a) || !isTime(a.startedAt) || !isCount(a.durationMs)) return null;
+  if (!optional(a.httpStatus, isStatus) || !optional(a.error, (v) => isText(v, 0, 1000)) || !optional(a.responseBody, isString)) return null;
   const out: NonNullable<DeliveryRecord['attempt']> = { startedAt: a.startedAt, durationMs: a.durationMs };
-  if (a.httpStatus !== undefined) {
-    if (!Number.isSafeInteger(a.httpStatus) || (a.httpStatus as number) < 100 || (a.httpStatus as number) > 599) return null;
-    out.httpStatus = a.httpStatus as number;
-  }
-  if (a.error !== undefined) {
-    if (!isText(a.error, 0, 1000)) return null;
-    out.error = a.error;
-  }
-  if (a.responseBody !== undefined) {
-    if (typeof a.responseBody !== 'string') return null;
-    out.responseBody = a.responseBody;
-  }
+  if (a.httpStatus !== undefined) out.httpStatus = a.httpStatus as number;
+  if (a.error !== undefined) out.error = a.error as string;
+  if (a.responseBody !== undefined) out.responseBody = a.responseBody as string;
   return out;
 }
 
@@ -45,49 +42,37 @@ export function checkRecord(e: unknown): DeliveryRecord | undefined {
   if (
     !(typeof e.id === 'string' && UUID.test(e.id)) ||
     !isTime(e.at) ||
-    !isText(e.webhookId, 1, 200) ||
-    !isText(e.merchantId, 1, 200) ||
+    !isName(e.webhookId) ||
+    !isName(e.merchantId) ||
     !isText(e.event, 1, 100) ||
     !Array.isArray(refs) ||
     refs.length > 4 ||
-    !refs.every((r) => isText(r, 1, 200)) ||
+    !refs.every(isName) ||
     !isTime(e.firstSeenAt) ||
     !outcomes.has(e.outcome) ||
-    !isCount(e.attemptNumber)
+    !isCount(e.attemptNumber) ||
+    !optional(e.endpointId, isName) ||
+    !optional(e.payload, isString) ||
+    !optional(e.resend, isCount) ||
+    !optional(e.nextAttemptAt, isTime) ||
+    !optional(e.reason, (v) => isText(v, 0, 200))
   ) {
     return undefined;
   }
+  const attempt = e.attempt === undefined ? undefined : attemptOf(e.attempt);
+  if (attempt === null) return undefined;
   // Keys in the schema's order, as zod builds them.
   const out = { id: e.id, at: e.at, webhookId: e.webhookId, merchantId: e.merchantId } as DeliveryRecord;
-  if (e.endpointId !== undefined) {
-    if (!isText(e.endpointId, 1, 200)) return undefined;
-    out.endpointId = e.endpointId;
-  }
+  if (e.endpointId !== undefined) out.endpointId = e.endpointId as string;
   out.event = e.event;
   out.references = [...(refs as string[])];
-  if (e.payload !== undefined) {
-    if (typeof e.payload !== 'string') return undefined;
-    out.payload = e.payload;
-  }
+  if (e.payload !== undefined) out.payload = e.payload as string;
   out.firstSeenAt = e.firstSeenAt;
   out.outcome = e.outcome as DeliveryRecord['outcome'];
   out.attemptNumber = e.attemptNumber;
-  if (e.resend !== undefined) {
-    if (!isCount(e.resend)) return undefined;
-    out.resend = e.resend;
-  }
-  if (e.attempt !== undefined) {
-    const attempt = attemptOf(e.attempt);
-    if (!attempt) return undefined;
-    out.attempt = attempt;
-  }
-  if (e.nextAttemptAt !== undefined) {
-    if (!isTime(e.nextAttemptAt)) return undefined;
-    out.nextAttemptAt = e.nextAttemptAt;
-  }
-  if (e.reason !== undefined) {
-    if (!isText(e.reason, 0, 200)) return undefined;
-    out.reason = e.reason;
-  }
+  if (e.resend !== undefined) out.resend = e.resend as number;
+  if (attempt) out.attempt = attempt;
+  if (e.nextAttemptAt !== undefined) out.nextAttemptAt = e.nextAttemptAt as string;
+  if (e.reason !== undefined) out.reason = e.reason as string;
   return out;
 }
