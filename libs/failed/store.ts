@@ -258,35 +258,18 @@ export class FailedStore {
     if (options.since) add((n) => `failed_at >= ${n}`, options.since.toISOString());
     if (options.until) add((n) => `failed_at < ${n}`, options.until.toISOString());
     params.push(options.limit);
-    const { rows } = await this.db.query<{
-      merchant_id: string;
-      webhook_id: string;
-      endpoint_id: string;
-      failed_at: Date;
-      event: string;
-      merchant_refs: string[];
-      reason: string | null;
-      attempts: number;
-      last_status: number | null;
-      last_error: string | null;
-      resent_at: Date | null;
-    }>(
-      `SELECT merchant_id, webhook_id, endpoint_id, failed_at, event, merchant_refs, reason, attempts, last_status, last_error, resent_at FROM failed_webhooks
+    const { rows } = await this.db.query<Omit<FailureRow, 'endpointId' | 'failedAt' | 'resentAt'> & { endpointId: string; failedAt: Date; resentAt: Date | null }>(
+      `SELECT merchant_id AS "merchantId", webhook_id AS "webhookId", endpoint_id AS "endpointId", failed_at AS "failedAt", event, merchant_refs AS "references",
+         reason, attempts, last_status AS "lastStatus", last_error AS "lastError", resent_at AS "resentAt" FROM failed_webhooks
        ${clauses.length ? `WHERE ${clauses.join(' AND ')}` : ''} ORDER BY failed_at DESC, webhook_id DESC, endpoint_id DESC LIMIT $${params.length}`,
       params,
     );
     return rows.map((r) => ({
-      merchantId: r.merchant_id,
-      webhookId: r.webhook_id,
-      endpointId: r.endpoint_id === '' ? null : r.endpoint_id,
-      failedAt: r.failed_at.toISOString(),
-      event: r.event,
-      references: referencesOf(r.merchant_id, r.merchant_refs),
-      reason: r.reason,
-      attempts: r.attempts,
-      lastStatus: r.last_status,
-      lastError: r.last_error,
-      resentAt: r.resent_at?.toISOString() ?? null,
+      ...r,
+      endpointId: r.endpointId === '' ? null : r.endpointId,
+      failedAt: r.failedAt.toISOString(),
+      references: referencesOf(r.merchantId, r.references),
+      resentAt: r.resentAt?.toISOString() ?? null,
     }));
   }
 
