@@ -2,11 +2,11 @@
 export { type Database, type Listener, openPglite, openPostgres, type PostgresOptions, type Queryable, type Session } from './database.js';
 export { isStorableFeedCursor, isStorableText, isStorableTime } from './bounds.js';
 export { InvalidCursorError, InvalidFilterError, LogQueryTimeoutError, LogUnavailableError } from './errors.js';
-export { deliveryLogQueries } from './queries.js';
+export { type DeliveryLogQueries, deliveryLogQueries } from './queries.js';
 export { isDataRefusal, isLockRefused, isTransient } from './refusals.js';
 export { onEndpoint } from './fold.js';
 export { erasedMerchantSql } from './erased.js';
 export { DeliveryLogRecorder } from './recorder.js';
 export { dropExpiredPartitions } from './schema.js';
-export type { DeliveryLogQueries, RecordView, WebhookDetail, WebhookFilters, WebhookSummary } from './views.js';
+export type { RecordView, WebhookDetail, WebhookFilters, WebhookSummary } from './views.js';
 export { LogHealth, type LogHealthState } from './health.js';

@@ -3,7 +3,7 @@ import type { Queryable } from './database.js';
 import { isStorableFeedCursor, isStorableText, isStorableTime } from './bounds.js';
 import { InvalidCursorError, InvalidFilterError, LogQueryTimeoutError, LogUnavailableError } from './errors.js';
 import { foldDeliveries } from './fold.js';
-import type { DeliveryLogQueries, FeedEvent, RecordView, WebhookDetail, WebhookFilters, WebhookSummary } from './views.js';
+import type { FeedEvent, RecordView, WebhookDetail, WebhookFilters, WebhookSummary } from './views.js';
 
 interface WebhookRow {
   webhook_id: string;
@@ -213,14 +213,17 @@ SELECT ${SUMMARY_COLUMNS}, payload, (
 WHERE n = 1 OR bytes <= $4
 ORDER BY seq`;
 
+export type DeliveryLogQueries = ReturnType<typeof deliveryLogQueries>;
+
 /** The API's and the CLI's reads of the delivery log; every one is scoped to one merchant. */
-export function deliveryLogQueries(db: Queryable, options: { feedPageBytes?: number } = {}): DeliveryLogQueries {
+export function deliveryLogQueries(db: Queryable, options: { feedPageBytes?: number } = {}) {
   const feedPageBytes = options.feedPageBytes ?? FEED_PAGE_BYTES;
   return {
     async listWebhooks(merchantId: string, filters: WebhookFilters) {
       return page(db, listStatement(merchantId, filters, SUMMARY_COLUMNS), filters.limit, summary);
     },
 
+    /** The list's webhooks each with its payload and every record: support's "did X get the webhook for Y". */
     async listWebhookDetails(merchantId: string, filters: WebhookFilters) {
       return page(db, listStatement(merchantId, filters, DETAIL_COLUMNS, withRecords), filters.limit, detail);
     },

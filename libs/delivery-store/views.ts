@@ -69,11 +69,3 @@ export interface WebhookFilters {
   cursor?: string;
   limit: number;
 }
-
-export interface DeliveryLogQueries {
-  listWebhooks(merchantId: string, filters: WebhookFilters): Promise<{ webhooks: WebhookSummary[]; nextCursor: string | null }>;
-  /** The list's webhooks each with its payload and every record: support's "did X get the webhook for Y". */
-  listWebhookDetails(merchantId: string, filters: WebhookFilters): Promise<{ webhooks: WebhookDetail[]; nextCursor: string | null }>;
-  getWebhook(merchantId: string, webhookId: string): Promise<WebhookDetail | undefined>;
-  feed(merchantId: string, after: string | undefined, limit: number): Promise<{ events: FeedEvent[]; nextCursor: string }>;
-}
