@@ -29,12 +29,7 @@ export async function currentVersion(db: Queryable): Promise<number> {
 }
 
 /** A migration the database holds, as schema_migrations records it (runs_with_from: migration 0025's column, NULL when undeclared). */
-export interface AppliedMigration {
-  version: number;
-  name: string;
-  checksum: string;
-  runsWithFrom: number | null;
-}
+export type AppliedMigration = Pick<Migration, 'version' | 'name' | 'checksum'> & { runsWithFrom: number | null };
 
 /**
  * Read through to_jsonb, not by name: a ledger written before 0025 (or by the lists the tests build)
