@@ -49,13 +49,8 @@ export interface WebhookDetail extends WebhookSummary {
   lastDuplicateAt: string | null;
 }
 
-export interface FeedEvent {
+export interface FeedEvent extends Pick<WebhookSummary, 'webhookId' | 'event' | 'references' | 'firstSeenAt' | 'status'> {
   cursor: string;
-  webhookId: string;
-  event: string;
-  references: string[];
-  firstSeenAt: string;
-  status: WebhookStatus;
   payload: unknown;
 }
 
