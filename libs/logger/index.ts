@@ -16,13 +16,7 @@ const redact = winston.format((info) => {
 
 /** A line written inside a span names it, unless the line names its span itself (the dispatcher's explicit spans). */
 const traceIds = winston.format((info) => {
-  if (info.trace_id !== undefined) return info;
-  const ids = activeIds();
-  if (ids) {
-    info.trace_id = ids.trace_id;
-    info.span_id = ids.span_id;
-  }
-  return info;
+  return info.trace_id === undefined ? Object.assign(info, activeIds()) : info;
 });
 
 /** JSON lines on stdout: a fixed message plus metadata fields (merchantId, reference, event, attempt). */
