@@ -25,14 +25,8 @@ await runUntilSignal(
     logger.info('demo merchant receiver listening', {
       url: `http://${config.DEMO_RECEIVER_HOST}:${config.DEMO_RECEIVER_PORT}/webhooks`,
     });
-    return {
-      stop: () =>
-        new Promise<void>((resolve) => {
-          receiver.close(() => resolve());
-          // Keep-alive sockets from the dispatcher would otherwise hold close() open.
-          receiver.closeIdleConnections();
-        }),
-    };
+    // close() also closes the dispatcher's idle keep-alive sockets (Node 19 and later), which would otherwise hold it open.
+    return { stop: () => new Promise<void>((resolve) => receiver.close(() => resolve())) };
   },
   logger,
 );
