@@ -106,6 +106,15 @@ const QUOTED_LOG_LINES: ReadonlyArray<{ source: string; message: string; docs: s
     message: 'places in order of a redelivered webhook not looked up: PostgreSQL did not answer; held until it does',
     docs: ['docs/operating.md'],
   },
+  {
+    source: 'apps/dispatcher/stages/effect.ts',
+    message: 'repeated upstream message dropped with a body unlike its original: its key was seen within INTAKE_DEDUPE_WINDOW; publish a corrected event with a new messageId',
+    docs: ['docs/guarantees.md', 'docs/publishing.md'],
+  },
+  { source: 'apps/dispatcher/stages/effect.ts', message: 'message could not be parked; rejected, the broker dead-letters it to invalid', docs: ['docs/operating.md'] },
+  { source: 'apps/dispatcher/stages/effect.ts', message: 'message could not be moved; retrying', docs: ['docs/operating.md'] },
+  { source: 'apps/dispatcher/stages/effect.ts', message: 'message could not be moved; returned to its queue', docs: ['docs/operating.md'] },
+  { source: 'libs/waits/writer.ts', message: 'waits not written; their deliveries are held unacked until PostgreSQL answers', docs: ['docs/operating.md'] },
 ];
 
 describe('what the docs quote of the logs and messages', () => {
