@@ -158,3 +158,47 @@ describe('what the docs state about deleting a merchant', () => {
     expect(flat('docs/production.md')).toContain('(and, when it deleted anything, 2 s later once more:');
   });
 });
+
+describe("what the docs state about PostgreSQL's connections", () => {
+  const sizing = flat('docs/sizing.md');
+  /** sizing.md's table: each row's program and the most it can open (the number its last column starts with). */
+  const rows = readFileSync('docs/sizing.md', 'utf8')
+    .split('\n')
+    .map((line) => /^\| (API|dispatcher|recorder) \| `([^`]+)` \| [^|]+ \| [^|]+ \| (\d+)[:,] ([^|]*)\|$/.exec(line))
+    .filter((m) => m !== null)
+    .map((m) => ({ program: m[1]!, name: m[2]!, atMost: Number(m[3]), how: m[4]! }));
+  const budget = (program: string) => rows.filter((r) => r.program === program).reduce((sum, r) => sum + r.atMost, 0);
+  /** A replica count a manifest sets: `<key>: N`. */
+  const replicas = (file: string, key: string) => Number(new RegExp(`^\\s*${key}: (\\d+)$`, 'm').exec(readFileSync(file, 'utf8'))![1]);
+
+  it("sizing.md's budgets are its table's rows added up, and two of each program what they make", () => {
+    expect(rows.length).toBe(7);
+    const stated = /So budget \*\*(\d+) per API replica, (\d+) per dispatcher and (\d+) per recorder\*\*/.exec(sizing)!;
+    expect(stated.slice(1).map(Number)).toEqual([budget('API'), budget('dispatcher'), budget('recorder')]);
+    const two = Number(/Two of each program hold at most (\d+),/.exec(sizing)![1]);
+    expect(two).toBe(2 * (budget('API') + budget('dispatcher') + budget('recorder')));
+  });
+
+  it("a row with a pool and a LISTEN counts both, and the dispatcher's waits pool is the size the program opens", () => {
+    for (const { name, atMost, how } of rows) {
+      const pool = /^a pool of (\d+)/.exec(how);
+      if (pool) expect(`${name}: ${atMost}`).toBe(`${name}: ${Number(pool[1]) + (how.includes('`LISTEN`') ? 1 : 0)}`);
+    }
+    const waits = rows.find((r) => r.name === 'webhooks-dispatcher waits')!;
+    const opened = /maxConnections: (\d+), applicationName: 'webhooks-dispatcher waits'/.exec(readFileSync('apps/dispatcher/program.ts', 'utf8'))!;
+    expect(waits.how).toMatch(new RegExp(`^a pool of ${opened[1]} .*the \`LISTEN\` for circuits closed`));
+  });
+
+  it("production.md and the example cluster count the autoscalers' ceilings from those budgets", () => {
+    const apis = replicas('deploy/kubernetes/base/api.yaml', 'maxReplicas');
+    const dispatchers = replicas('deploy/kubernetes/components/keda/scaled-object.yaml', 'maxReplicaCount');
+    const recorders = replicas('deploy/kubernetes/base/recorder.yaml', 'replicas');
+    const cli = Number(/`webhooks-cli`: (\d+) for a `merchants` command/.exec(sizing)![1]);
+    const total = apis * budget('API') + dispatchers * budget('dispatcher') + recorders * budget('recorder') + cli;
+    expect(flat('docs/production.md')).toContain(`(${apis} API replicas, ${dispatchers} dispatchers): ${total}, so the example's \`max_connections\` is 400.`);
+    const cluster = readFileSync('deploy/kubernetes/overlays/example/postgres.yaml', 'utf8').replace(/\n# /g, ' ');
+    expect(cluster).toContain(`${budget('API')} per API replica, ${budget('dispatcher')} per dispatcher, ${budget('recorder')} per recorder, ${cli} for the CLI;`);
+    expect(cluster).toContain(`(${apis} API replicas, ${dispatchers} dispatchers) ${total}, so 400`);
+    expect(total).toBeLessThan(400);
+  });
+});
