@@ -202,3 +202,32 @@ describe("what the docs state about PostgreSQL's connections", () => {
     expect(total).toBeLessThan(400);
   });
 });
+
+describe('what the docs state about the migrations', () => {
+  const files = readdirSync(SQL).filter((f) => f.endsWith('.sql')).sort();
+  /** The number of the one migration whose statements (comments aside) match. */
+  const numberOf = (statement: RegExp) => {
+    const found = files.filter((f) => statement.test(readFileSync(join(SQL, f), 'utf8').replace(/--.*$/gm, '')));
+    expect(found).toHaveLength(1);
+    return found[0]!.slice(0, 4);
+  };
+  const newest = files.at(-1)!.slice(0, 4);
+
+  it('no guide (nor BENCHMARKS.md) names a migration past the newest file', () => {
+    const named = [...documents(), { file: 'BENCHMARKS.md', text: readFileSync('BENCHMARKS.md', 'utf8') }].flatMap(({ file, text }) =>
+      [...text.matchAll(/\b00\d\d\b/g)].filter((m) => m[0] > newest).map((m) => `${file}:${lineOf(text, m.index)}: ${m[0]}`),
+    );
+    expect(named).toEqual([]);
+  });
+
+  it("the intake key's body digest and order's release by the merchants table are cited by their files' numbers", () => {
+    const digest = numberOf(/ALTER TABLE intake_keys ADD COLUMN body_digest/);
+    const byRecord = numberOf(/CREATE OR REPLACE FUNCTION webhook_order_release[\s\S]*\bFROM merchants\b/);
+    expect(flat('docs/guarantees.md')).toContain(`(the key keeps the first body's digest, migration ${digest};`);
+    expect(flat('docs/guarantees.md')).toContain(`a key taken by a release before ${digest} has no digest to compare`);
+    expect(flat('docs/sizing.md')).toContain(`measured before migration ${digest}'s body digest`);
+    expect(flat('BENCHMARKS.md')).toContain(`**Migration ${digest} (the body's digest on the key,`);
+    expect(flat('docs/operating.md')).toContain(`both in its directory and in the \`merchants\` table (migration ${byRecord}:`);
+    expect(flat('docs/DESIGN.md')).toContain(`nor the \`merchants\` table says the endpoint orders (${byRecord}).`);
+  });
+});
