@@ -23,7 +23,7 @@ const endpointOfDelivery = z
 const ERROR_CLASSES = ATTEMPT_ERROR_CLASSES.join(', ');
 
 export const listQuery = z.strictObject({
-  reference: z.string().min(1).max(200).refine(isWellFormedReference, 'must be 1 to 200 characters without control characters').optional().describe('Only webhooks carrying this reference (a refund: its refundRef or tnxRef)'),
+  reference: z.string().min(1).max(200).refine(isWellFormedReference, 'must be 1 to 200 characters without control characters or a lone surrogate').optional().describe('Only webhooks carrying this reference (a refund: its refundRef or tnxRef)'),
   event: z.enum(EVENT_NAMES).optional(),
   status: z.enum(WEBHOOK_STATUSES).optional().describe('The delivery\'s status: its latest record\'s outcome'),
   endpointId: endpointIdSchema.optional().describe('Only deliveries to this endpoint (ep_…)'),

@@ -67,7 +67,7 @@ function referenceFrom(req: Request): string {
   if (reference === undefined || reference === '') throw badRequest('missing_reference', 'The reference query parameter is required');
   if (typeof reference !== 'string') throw badRequest('invalid_reference', 'Give the reference query parameter once');
   if (!isWellFormedReference(reference)) {
-    throw badRequest('invalid_reference', 'The reference must be 1 to 200 characters without control characters');
+    throw badRequest('invalid_reference', 'The reference must be 1 to 200 characters without control characters or a lone surrogate');
   }
   return reference;
 }

@@ -159,7 +159,7 @@ export function parseLimit(text: string): number {
 
 /** The rule of the resend API: a reference it can look up, given exactly as it was published. */
 export function checkReference(text: string): string {
-  if (!isWellFormedReference(text)) throw new UsageError('a reference is 1 to 200 characters without control characters');
+  if (!isWellFormedReference(text)) throw new UsageError('a reference is 1 to 200 characters without control characters or a lone surrogate');
   return text;
 }
 

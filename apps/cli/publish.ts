@@ -95,7 +95,7 @@ async function readEvent(file: string): Promise<UpstreamMessage> {
     const value = data[field];
     if (value === undefined) continue;
     if (typeof value !== 'string' || !isWellFormedReference(value)) {
-      throw new UsageError(`not a valid event: data.${field} must be a string of 1 to 200 characters without control characters`);
+      throw new UsageError(`not a valid event: data.${field} must be a string of 1 to 200 characters without control characters or a lone surrogate`);
     }
     // The service would take it, but a resend or `failed list --reference` given the reference as
     // people write it (trimmed) would never find it.

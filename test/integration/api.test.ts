@@ -132,8 +132,8 @@ describe('the resend API', () => {
     ['no reference', '', 'missing_reference', 'The reference query parameter is required'],
     ['an empty reference', '?reference=', 'missing_reference', 'The reference query parameter is required'],
     ['a repeated reference', '?reference=a&reference=b', 'invalid_reference', 'Give the reference query parameter once'],
-    ['a reference over 200 characters', `?reference=${'a'.repeat(201)}`, 'invalid_reference', 'The reference must be 1 to 200 characters without control characters'],
-    ['a reference with a control character', '?reference=a%00b', 'invalid_reference', 'The reference must be 1 to 200 characters without control characters'],
+    ['a reference over 200 characters', `?reference=${'a'.repeat(201)}`, 'invalid_reference', 'The reference must be 1 to 200 characters without control characters or a lone surrogate'],
+    ['a reference with a control character', '?reference=a%00b', 'invalid_reference', 'The reference must be 1 to 200 characters without control characters or a lone surrogate'],
     ['an unknown parameter', '?reference=a&merchant=m_bob', 'unknown_parameter', 'Unknown query parameter: merchant'],
     ['a bracketed parameter', '?reference[x]=a', 'unknown_parameter', 'Unknown query parameter: reference[x]'],
   ])('answers 400 for %s', async (_name, query, code, message) => {

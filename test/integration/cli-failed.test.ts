@@ -339,7 +339,7 @@ describe('webhooks failed (operator CLI on the failure index)', () => {
     [['failed', 'list', '--limit', '0'], '--limit takes a whole number', 'Usage: webhooks failed list'],
     [['failed', 'resend', '--merchant', 'm'], "missing required argument 'reference'", 'Usage: webhooks failed resend'],
     [['failed', 'resend', 'REF-1'], 'failed resend needs --merchant <id>', 'Usage: webhooks failed resend'],
-    [['failed', 'resend', 'a\u0007b', '--merchant', 'm'], 'a reference is 1 to 200 characters without control characters', 'Usage: webhooks failed resend'],
+    [['failed', 'resend', 'a\u0007b', '--merchant', 'm'], 'a reference is 1 to 200 characters without control characters or a lone surrogate', 'Usage: webhooks failed resend'],
     [['failed', 'replay', '--merchant', 'm'], 'failed replay needs --since <time>', 'Usage: webhooks failed replay'],
     [['failed', 'replay', '--merchant', 'm', '--since', '1h', '--rate', '0'], '--rate takes a number', 'Usage: webhooks failed replay'],
   ])('exits 2 with the reason and the command\'s usage for %j', async (args, message, usage) => {
