@@ -1,7 +1,7 @@
 import { PLATFORM_MERCHANT_ID } from '../../libs/contracts/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import { BoundedMap } from '../../libs/runtime/index.js';
-import { type Endpoint, type HealthFact, MAX_ENDPOINTS_PER_MERCHANT, type Merchant, type MerchantDirectory, type PgMerchantDirectory } from '../../libs/merchants/index.js';
+import { type Endpoint, MAX_ENDPOINTS_PER_MERCHANT, type Merchant, type MerchantDirectory, type PgMerchantDirectory } from '../../libs/merchants/index.js';
 import type { OperationalMetrics } from '../../libs/metrics/index.js';
 import {
   attemptEvent,
@@ -198,9 +198,18 @@ export class Operations {
     for (const id of endpoints.keys()) if (!live.has(id)) endpoints.delete(id);
   }
 
-  /** A success, against the clock the directory shows: PostgreSQL ends it if it started before the success. Told once per clock. */
+  /**
+   * A success, against the clock the directory shows: PostgreSQL ends it if it started before the success. Told once per clock,
+   * once PostgreSQL answered: a telling it did not answer is told again on the next failure, or the clock ran on past the success.
+   * A newer success meanwhile (its `at`) is told on its own.
+   */
   private tellSuccess(merchantId: string, webhook: Endpoint, success: Success): void {
-    if (this.writeHealth(merchantId, webhook.url, 'clear failing clock', () => ({ kind: 'succeeded', agoMs: performance.now() - success.at }))) success.told = webhook.failingSince;
+    const { at } = success;
+    const clock = webhook.failingSince;
+    this.background(merchantId, webhook.url, 'clear failing clock', async (writer) => {
+      await writer.recordHealth(merchantId, webhook.url, { kind: 'succeeded', agoMs: performance.now() - at });
+      if (success.at === at) success.told = clock;
+    });
   }
 
   private failed(intake: IntakeEvent, now: Date, attempts?: number, status?: number, error?: string): void {
@@ -285,11 +294,11 @@ export class Operations {
     );
   }
 
-  /** One write per endpoint at a time, in the background; false when one is already under way. */
-  private background(merchantId: string, url: string, what: string, work: (writer: PgMerchantDirectory) => Promise<unknown>): boolean {
+  /** One write per endpoint at a time, in the background (to endpoint_health, or the disable): none while one is under way. */
+  private background(merchantId: string, url: string, what: string, work: (writer: PgMerchantDirectory) => Promise<unknown>): void {
     const key = `${merchantId}\n${url}`;
     const writer = this.deps.writer;
-    if (!writer || this.writing.has(key)) return false;
+    if (!writer || this.writing.has(key)) return;
     this.writing.add(key);
     const running = (async () => {
       try {
@@ -303,11 +312,5 @@ export class Operations {
     })();
     this.inFlight.add(running);
     void running.then(() => this.inFlight.delete(running));
-    return true;
-  }
-
-  /** One fact to endpoint_health, in the background: the merchant's version untouched. */
-  private writeHealth(merchantId: string, url: string, what: string, fact: () => HealthFact): boolean {
-    return this.background(merchantId, url, what, (writer) => writer.recordHealth(merchantId, url, fact()));
   }
 }

@@ -88,6 +88,21 @@ describe('auto-disable with dispatchers whose clocks differ by minutes', () => {
     expect(endpointOf('m_behind')?.failingSince).toBeUndefined();
   });
 
+  it('tells again, on its next failure, a success whose telling PostgreSQL did not answer: the clock it ends is not left running', async () => {
+    await failingFor('m_untold', MINUTE, 0);
+    // PostgreSQL does not answer the success's telling, then answers again.
+    let refuse = true;
+    const writer = Object.create(directory) as PgMerchantDirectory;
+    writer.recordHealth = (...args) => (refuse ? ((refuse = false), Promise.reject(new Error('connection terminated'))) : directory.recordHealth(...args));
+    const one = new Operations({ merchants: directory, writer, publisher, logger: silentLogger() }, { disableAfterMs: AFTER, intervalMs: 3_600_000 });
+    one.observe(intake('m_untold'), success, at(0));
+    await one.stop();
+    expect((await clockIn('m_untold')).failing_since).not.toBeNull();
+    one.observe(intake('m_untold'), failure, at(0));
+    await one.stop();
+    expect((await clockIn('m_untold')).failing_since).toBeNull();
+  });
+
   it('keeps the clock of a dead endpoint running on the failures of a dispatcher 15 minutes ahead, never starting it over', async () => {
     const since = await failingFor('m_restart', 30 * MINUTE, MINUTE);
     const ahead = dispatcher();
