@@ -49,6 +49,11 @@ export interface WaitEnd extends WaitKey {
   hand: number;
   /** Its endpoint's circuit closes (its parked waits are due again): the endpoint answered, or can no longer be sent to. */
   closesCircuit?: boolean;
+  /**
+   * It closes because the endpoint can no longer be sent to (turned off), not because it answered:
+   * announced to no breaker, which other endpoints at its URL, still dead, share.
+   */
+  unanswered?: boolean;
 }
 
 /** One hand of one wait, as a string: what WaitStore.take() returns for each hand-back taken. */
@@ -266,16 +271,16 @@ export function circuitOfPayload(payload: string): CircuitKey | undefined {
 
 /**
  * closeCircuits' statement, in the caller's transaction: one row per circuit, whatever its parked
- * waits; `answered`: the endpoint answered (or can no longer be sent to), announced on commit.
+ * waits; those `answered` (the endpoint answered) are announced on commit.
  */
-async function closeIn(tx: Queryable, circuits: readonly CircuitKey[], answered: boolean): Promise<void> {
+async function closeIn(tx: Queryable, circuits: readonly CircuitKey[], answered: (circuit: CircuitKey) => boolean): Promise<void> {
   await tx.query(
     `WITH closed AS (
-       UPDATE wait_circuits c SET closing = true FROM unnest($1::text[], $2::text[]) AS x(m, e) WHERE c.merchant_id = x.m AND c.endpoint_id = x.e
-       RETURNING c.merchant_id, c.endpoint_id
+       UPDATE wait_circuits c SET closing = true FROM unnest($1::text[], $2::text[], $3::boolean[]) AS x(m, e, a) WHERE c.merchant_id = x.m AND c.endpoint_id = x.e
+       RETURNING c.merchant_id, c.endpoint_id, x.a
      )
-     SELECT pg_notify('${CIRCUIT_CLOSES_CHANNEL}', json_build_object('m', merchant_id, 'e', endpoint_id)::text) FROM closed WHERE $3::boolean`,
-    [circuits.map((c) => c.merchantId), circuits.map((c) => c.endpointId), answered],
+     SELECT pg_notify('${CIRCUIT_CLOSES_CHANNEL}', json_build_object('m', merchant_id, 'e', endpoint_id)::text) FROM closed WHERE a`,
+    [circuits.map((c) => c.merchantId), circuits.map((c) => c.endpointId), circuits.map(answered)],
   );
 }
 
@@ -293,9 +298,17 @@ export class WaitStore {
     for (const put of puts) last.set(`${put.merchantId}\u001f${put.webhookId}\u001f${put.endpointId ?? ''}`, put);
     const p = [...last.values()];
     const closing = new Map<string, CircuitKey>();
+    // Of those, the circuits whose endpoint answered (one end that did is enough).
+    const answered = new Set<string>();
+    const keyOf = (c: CircuitKey) => `${c.merchantId}\u001f${c.endpointId}`;
     // A put that closes is written parked like any wait behind the row, and made due by the unpark.
-    for (const e of [...ends, ...p]) if (e.closesCircuit) closing.set(`${e.merchantId}\u001f${e.endpointId ?? ''}`, { merchantId: e.merchantId, endpointId: e.endpointId ?? '' });
-    for (const c of closes) closing.set(`${c.merchantId}\u001f${c.endpointId}`, c);
+    for (const e of [...ends, ...p]) {
+      if (!e.closesCircuit) continue;
+      const circuit = { merchantId: e.merchantId, endpointId: e.endpointId ?? '' };
+      closing.set(keyOf(circuit), circuit);
+      if (!('unanswered' in e && e.unanswered)) answered.add(keyOf(circuit));
+    }
+    for (const c of closes) closing.set(keyOf(c), c), answered.add(keyOf(c));
     const params = [
       p.map((w) => w.merchantId),
       p.map((w) => w.webhookId),
@@ -322,7 +335,7 @@ export class WaitStore {
     }
     await this.db.transaction(async (tx) => {
       const { rows } = await tx.query<{ merchant_id: string; endpoint_id: string }>(WRITE, params);
-      if (rows.length > 0) await closeIn(tx, rows.map((row) => ({ merchantId: row.merchant_id, endpointId: row.endpoint_id })), true);
+      if (rows.length > 0) await closeIn(tx, rows.map((row) => ({ merchantId: row.merchant_id, endpointId: row.endpoint_id })), (c) => answered.has(keyOf(c)));
     });
   }
 
@@ -333,7 +346,7 @@ export class WaitStore {
    */
   async closeCircuits(circuits: readonly CircuitKey[]): Promise<void> {
     // Idle (no parked wait left), not answered: the breakers stay as they are.
-    await closeIn(this.db, circuits, false);
+    await closeIn(this.db, circuits, () => false);
   }
 
   /** One round of UNPARK, on one closing circuit: true when it made waits due or deleted the row (another round may). */

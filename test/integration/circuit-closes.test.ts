@@ -1,3 +1,4 @@
+import { writeFileSync } from 'node:fs';
 import { CircuitCloses } from '../../apps/dispatcher/circuit-closes.js';
 import { Dispatcher } from '../../apps/dispatcher/dispatcher.js';
 import { endpointOf } from '../../apps/dispatcher/stages/endpoint-guards.js';
@@ -74,6 +75,59 @@ describe('two dispatchers whose breakers opened on a dead endpoint, one with a l
       await second.stop();
       writer.close();
       http.close();
+      await db.close();
+      await harness.close();
+      await endpoint.close();
+    }
+  });
+
+});
+
+/**
+ * A breaker is its URL's, shared by every merchant's endpoint there. Seen failing with every row's
+ * close announced: one merchant turning its endpoint off closed the breaker of a URL that never
+ * answered, and the other merchant's webhooks were sent to it again.
+ */
+describe("two merchants' endpoints at one dead URL", () => {
+  it("leaves open the breaker of a URL still dead when one merchant's endpoint there is turned off: its row closes unanswered, announced to no breaker", async () => {
+    const endpoint = await Receiver.start(() => 500);
+    // Two merchants' endpoints at one URL (one breaker), and one elsewhere whose announced close says the others were heard.
+    const off = testMerchant('m_shared_off', endpoint.url);
+    const on = testMerchant('m_shared_on', endpoint.url);
+    const heard = testMerchant('m_heard', 'http://127.0.0.1:9/heard');
+    const harness = await startHarness({ name: 'circuit-closes-off', merchants: [off, on, heard], retryDelaysMs: SCHEDULE, settings: { breakerThreshold: 2, breakerCooldownMs: 60_000, perEndpointConcurrency: 1 } });
+    const logger = silentLogger();
+    const db = openPostgres(harness.database.url, { maxConnections: 2 });
+    const writer = new WaitWriter(new WaitStore(db), logger);
+    const closes = new CircuitCloses(db, harness.merchants, harness.dispatcher.guards, logger);
+    closes.start();
+    const url = endpointOf(endpoint.url);
+    const heardUrl = endpointOf(heard.endpoints[0]!.url);
+    try {
+      await harness.publisher.publish(sampleEvent('payout', off.id));
+      await harness.publisher.publish(sampleEvent('payout', off.id));
+      await waitFor("the shared URL's breaker open, the off merchant's row written", async () => harness.dispatcher.guards.openUntil(url) > 0
+        && (await harness.database.query('SELECT 1 FROM wait_circuits WHERE merchant_id = $1', [off.id])).length === 1, 20_000);
+      // Its merchant turns that endpoint off; the row's probe comes (another dispatcher's shorter cooldown).
+      writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [{ ...off, endpoints: [{ ...off.endpoints[0]!, enabled: false, disabledReason: 'manual' }] }, on, heard] }));
+      expect(harness.merchants.reload()).toBe(true);
+      await harness.database.query('UPDATE wait_circuits SET probe_at = now() WHERE merchant_id = $1', [off.id]);
+      await waitFor("the off merchant's waits ended, its row gone", async () => (await harness.database.query('SELECT 1 FROM wait_circuits WHERE merchant_id = $1', [off.id])).length === 0
+        && (await harness.database.query('SELECT 1 FROM webhook_waits WHERE merchant_id = $1', [off.id])).length === 0, 20_000);
+      // An answered close after it, heard: every notification before it was heard too.
+      for (let i = 0; i < 2; i++) {
+        const slot = await harness.dispatcher.guards.acquire(heardUrl, { merchantId: heard.id, endpointId: heard.endpoints[0]!.id, canDefer: true, force: false }, () => false);
+        if (slot?.kind !== 'send') throw new Error(`expected a slot, got ${slot?.kind}`);
+        slot.release('failed', 'HTTP 500');
+      }
+      await harness.database.query("INSERT INTO wait_circuits (merchant_id, endpoint_id, probe_at) VALUES ($1, $2, now() + interval '1 hour')", [heard.id, heard.endpoints[0]!.id]);
+      await writer.closeCircuit({ merchantId: heard.id, endpointId: heard.endpoints[0]!.id });
+      await waitFor("the heard endpoint's breaker closed by its row's announced close", () => harness.dispatcher.guards.openUntil(heardUrl) === 0, 10_000);
+      // The URL never answered: the other merchant's webhooks there are still postponed, not sent to it again.
+      expect(harness.dispatcher.guards.openUntil(url)).toBeGreaterThan(0);
+    } finally {
+      await closes.stop();
+      writer.close();
       await db.close();
       await harness.close();
       await endpoint.close();

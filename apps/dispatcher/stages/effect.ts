@@ -96,7 +96,7 @@ export class EffectStage {
         return delivery.ack();
       case 'delivered':
         // Neither waits for the other: an ordered webhook's end is a round trip to PostgreSQL.
-        await Promise.all([this.endWait(intake, true), record()]);
+        await Promise.all([this.endWait(intake, 'answered'), record()]);
         this.count('delivered', 'delivered', intake.event, intake.test);
         if (this.debug) logger.debug('webhook delivered', { ...logFields(intake), attempt: decision.attempt, status: decision.status, ...spanLogFields(span) });
         return delivery.ack();
@@ -156,7 +156,7 @@ export class EffectStage {
         const index = () => this.index(delivery, intake, decision, headers, now, span);
         const settle = async () => {
           await Promise.all([record(), ends ? index() : undefined]);
-          await this.endWait(intake, UNSENDABLE.has(decision.reason) || decision.closesCircuit === true);
+          await this.endWait(intake, decision.closesCircuit === true ? 'answered' : UNSENDABLE.has(decision.reason) ? 'unanswered' : undefined);
         };
         if (!(await this.move(delivery, this.deps.names.failed, headers, intake.event, span, settle))) return;
         if (!ends) void index();
@@ -332,14 +332,15 @@ export class EffectStage {
   }
 
   /**
-   * A hand-back's attempt ended: its wait goes (if still this hand's); `closesCircuit` ends the
-   * endpoint's parking (WaitEnd). An ordered webhook releases the next of its reference first: a
+   * A hand-back's attempt ended: its wait goes (if still this hand's); `closes` ends the
+   * endpoint's parking (WaitEnd), its breakers told only if it `answered`. An ordered webhook releases the next of its reference first: a
    * crash between leaves the wait to hand it back (at least once), whereas the other way round its
    * redelivery would be dropped as stale and its reference stuck behind it.
    */
-  private async endWait(intake: Pick<IntakeEvent, 'merchantId' | 'webhookId' | 'endpointId' | 'ordered' | 'hand'>, closesCircuit = false): Promise<void> {
+  private async endWait(intake: Pick<IntakeEvent, 'merchantId' | 'webhookId' | 'endpointId' | 'ordered' | 'hand'>, closes?: 'answered' | 'unanswered'): Promise<void> {
     if (intake.ordered && this.deps.order) await this.deps.order.end(waitKeyOf(intake));
-    if (intake.hand !== undefined && this.deps.waits) await this.deps.waits.end({ ...waitKeyOf(intake), hand: intake.hand, closesCircuit });
+    const circuit = closes === undefined ? {} : { closesCircuit: true, ...(closes === 'unanswered' ? { unanswered: true } : {}) };
+    if (intake.hand !== undefined && this.deps.waits) await this.deps.waits.end({ ...waitKeyOf(intake), hand: intake.hand, ...circuit });
   }
 
   /** The one move (libs/broker moveMessage); `settle` runs after the confirm, before the ack. True when moved. */
