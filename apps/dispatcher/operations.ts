@@ -34,7 +34,7 @@ export interface OperationsSettings {
 }
 
 /**
- * This dispatcher's own run of failures on one endpoint, by its own clock (durations only);
+ * This dispatcher's own run of failures on one endpoint, by its monotonic clock (durations only);
  * `sharedSeen`: the clock the directory showed, gone after a success elsewhere; `nextAt`: when to
  * tell PostgreSQL again, as long after the last telling as PostgreSQL said (a duration too).
  */
@@ -216,7 +216,9 @@ export class Operations {
     const webhook = this.endpointOf(intake);
     if (!webhook?.enabled) return;
     const key = `${intake.merchantId}\n${webhook.url}`;
-    const at = now.getTime();
+    // Monotonic, as a success's age: the host's clock, stepped (NTP correcting it), lengthened a run
+    // of failures by the step, and the clock started that much early (up to a fifth of `after`).
+    const at = performance.now();
     const after = this.settings.disableAfterMs;
     // The clock's start, as PostgreSQL stamped it: compared with nothing of this host's, only told apart.
     const shared = webhook.failingSince;

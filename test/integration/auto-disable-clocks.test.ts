@@ -103,6 +103,19 @@ describe('auto-disable with dispatchers whose clocks differ by minutes', () => {
     expect((await clockIn('m_untold')).failing_since).toBeNull();
   });
 
+  it('starts no clock on two failures a moment apart, on a dispatcher whose clock was stepped 10 minutes forward between them', async () => {
+    const merchant = testMerchant('m_stepped', 'https://m-stepped.example.com/hooks');
+    await directory.update(merchant.id, () => merchant);
+    await waitFor('the directory to hold m_stepped', () => endpointOf('m_stepped'), 15_000);
+    const stepped = dispatcher();
+    stepped.observe(intake('m_stepped'), failure, at(0));
+    await stepped.stop();
+    // Its host's clock stepped (NTP correcting it, say): its run of failures lasted milliseconds, not a tenth.
+    stepped.observe(intake('m_stepped'), failure, at(10 * MINUTE));
+    await stepped.stop();
+    expect(await db.query('SELECT failing_since FROM endpoint_health WHERE merchant_id = $1 AND failing_since IS NOT NULL', ['m_stepped'])).toEqual([]);
+  });
+
   it('keeps the clock of a dead endpoint running on the failures of a dispatcher 15 minutes ahead, never starting it over', async () => {
     const since = await failingFor('m_restart', 30 * MINUTE, MINUTE);
     const ahead = dispatcher();
