@@ -18,7 +18,9 @@ const AFTER = 60 * MINUTE;
  * Auto-disable with dispatchers whose clocks differ by minutes (each runs on its own host): the
  * order of a success and a failure, and how long an endpoint has failed, are PostgreSQL's, never
  * a comparison of one host's clock with a time another host stamped. Each dispatcher here is an
- * Operations given its own `now` (as the dispatcher's `now` dep gives it), on one directory.
+ * Operations given its own `now` (as the dispatcher's `now` dep gives it), on one directory. A
+ * host's clock stepped between two failures lengthens no run of them; and a success whose telling
+ * PostgreSQL did not answer is told again.
  */
 describe('auto-disable with dispatchers whose clocks differ by minutes', () => {
   let db: TestDatabase;
