@@ -62,9 +62,9 @@ export const ROUTES = [
         'not_found: no unresolved failed webhook for this merchant and reference: none failed, or it was already resent ' +
         '(a resend whose outcome was unknown and that was delivered ends here too).',
       '409':
-        "webhook_disabled: every endpoint of the merchant is disabled or none is set up, or every failure found is of a disabled " +
+        "webhook_disabled: every endpoint of the merchant is disabled or none is set up, or a failure found is of a disabled " +
         'endpoint; the failed entry stays and can be resent once it is enabled. ' +
-        "event_not_subscribed: the failures' endpoints no longer receive their event; the entry stays and can be resent " +
+        "event_not_subscribed: otherwise, a failure's endpoint no longer receives its event; the entry stays and can be resent " +
         'once the event is added back. endpoint_deleted: every failure found is of an endpoint deleted since; there is nowhere to ' +
         'resend it (it stays in the failure index until DELIVERY_LOG_RETENTION). These three are answered only when nothing ' +
         'else was resent. resend_in_progress: another request (on this or another replica) is resending this ' +

@@ -160,9 +160,10 @@ export class ResendService {
     await this.store.release(merchantId, giveBack, claimId).catch((err: unknown) => this.warn('claim not given back; it frees itself after its lease', merchantId, err));
     if (failure !== undefined) throw failure;
     if (sent.length === 0) {
+      // What lets a later resend go first: endpoint_deleted says there is nowhere to send, true only when every failure's endpoint is gone.
       if (kept.disabled.size > 0) throw new WebhookDisabledError(merchantId, [...kept.disabled][0]);
-      if (kept.deleted.size > 0) throw new EndpointDeletedError([...kept.deleted]);
-      throw kept['not-subscribed'].size > 0 ? new EventNotSubscribedError([...kept['not-subscribed']]) : new NothingToResendError();
+      if (kept['not-subscribed'].size > 0) throw new EventNotSubscribedError([...kept['not-subscribed']]);
+      throw kept.deleted.size > 0 ? new EndpointDeletedError([...kept.deleted]) : new NothingToResendError();
     }
     this.logger.info('failed webhooks resent', { merchantId, reference, count: sent.length });
     return sent.length;

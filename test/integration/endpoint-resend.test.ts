@@ -32,6 +32,10 @@ describe('resends per endpoint', () => {
     { id: ON, url: 'https://carol.example/on', enabled: true, secret: testSecret() },
     { id: OFF, url: 'https://carol.example/off', enabled: false, disabledReason: 'manual', secret: testSecret() },
   ];
+  // Its one endpoint takes collections only: its payouts' failures stay until payout is added back.
+  const dave = testMerchant('m_fan_narrow', 'https://dave.example/charges');
+  const NARROW = 'ep_dave_narrow';
+  dave.endpoints = [{ id: NARROW, url: 'https://dave.example/charges', enabled: true, events: ['charge.completed'], secret: testSecret() }];
   let harness: Harness;
   let one: ApiProgram;
   let two: ApiProgram;
@@ -40,7 +44,7 @@ describe('resends per endpoint', () => {
   beforeAll(async () => {
     harness = await startHarness({ name: 'endpoint-resend', merchants: [], paused: true });
     const box = new SecretBox(Buffer.from(TEST_SECRETS_KEY, 'base64'));
-    for (const m of [alice, carol]) {
+    for (const m of [alice, carol, dave]) {
       const clear = m.endpoints.map(({ secret: _secret, ...settings }) => settings);
       const sealed = box.seal(JSON.stringify(Object.fromEntries(m.endpoints.map((e) => [e.id, { secret: e.secret }]))), m.id);
       await harness.database.query('INSERT INTO merchants (id, public_key, endpoints, secrets, version) VALUES ($1, $2, $3, $4, 1)', [m.id, m.publicKey, JSON.stringify(clear), sealed]);
@@ -205,5 +209,19 @@ describe('resends per endpoint', () => {
     expect([byId.status, (byId.body as { error: { code: string } }).error.code]).toEqual([409, 'webhook_disabled']);
     expect(await copies(0)).toEqual([]);
     expect(await open(carol.id, both.webhookId)).toEqual([OFF]);
+  });
+
+  it('answers what would let a resend go, not endpoint_deleted, when a failure of a deleted endpoint is beside one that can be resent later', async () => {
+    const h = await headersOf(dave);
+    // Failed on NARROW, which no longer receives payouts, and on an endpoint deleted since.
+    const narrowed = await failedOn(dave, [NARROW, 'ep_dave_gone']);
+    const answer = await call(one, `${RESEND}?reference=${narrowed.reference}`, { headers: h });
+    expect([answer.status, (answer.body as { error: { code: string } }).error.code]).toEqual([409, 'event_not_subscribed']);
+    // Turned off, and failed on the deleted one: enable it, then resend.
+    const off = await failedOn(carol, [OFF, 'ep_carol_gone']);
+    const disabled = await call(two, `${RESEND}?reference=${off.reference}`, { headers: await headersOf(carol) });
+    expect([disabled.status, (disabled.body as { error: { code: string } }).error.code]).toEqual([409, 'webhook_disabled']);
+    expect(await copies(0)).toEqual([]);
+    expect((await open(dave.id, narrowed.webhookId)).sort()).toEqual(['ep_dave_gone', NARROW].sort());
   });
 });
