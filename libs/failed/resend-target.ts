@@ -38,9 +38,10 @@ export function receiverOf(target: ResendTarget, only?: string): (failure: { end
   const named = only === undefined ? undefined : target.endpoints.find((e) => e.id === only);
   if (named ? !named.enabled : !target.endpoints.some((e) => e.enabled)) throw new WebhookDisabledError(target.id, named?.id);
   return ({ endpointId, event }) => {
-    // '': the endpoint its webhook became (0011). None: deleted since.
-    const endpoint = target.endpoints.find((e) => e.id === (endpointId === '' ? legacyEndpointId(target.id) : endpointId));
-    if (!endpoint) return { keep: 'deleted', endpointId };
+    // '': the endpoint its webhook became (0011), also in what a 409 names. None: deleted since.
+    const id = endpointId === '' ? legacyEndpointId(target.id) : endpointId;
+    const endpoint = target.endpoints.find((e) => e.id === id);
+    if (!endpoint) return { keep: 'deleted', endpointId: id };
     if (!endpoint.enabled) return { keep: 'disabled', endpointId: endpoint.id };
     if (!receivesEvent(endpoint, event)) return { keep: 'not-subscribed', endpointId: endpoint.id };
     return { send: endpoint.id };

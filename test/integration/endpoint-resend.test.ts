@@ -184,6 +184,8 @@ describe('resends per endpoint', () => {
     const { webhookId, reference } = await failedOn(carol, [undefined]);
     const answer = await call(one, `${RESEND}?reference=${reference}`, { headers: await headersOf(carol) });
     expect([answer.status, (answer.body as { error: { code: string } }).error.code]).toEqual([409, 'endpoint_deleted']);
+    // Named as the endpoint it was, not as '' (the row's own mark for "before endpoints").
+    expect((answer.body as { message: string }).message).toBe(`The endpoint ${legacyEndpointId(carol.id)} was deleted; its failed webhooks cannot be resent`);
     expect(await copies(0)).toEqual([]);
     expect(await open(carol.id, webhookId)).toEqual([null]);
   });
