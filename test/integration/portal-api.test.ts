@@ -484,6 +484,20 @@ describe('the merchant portal API', () => {
     expect(code(await write(b, 'POST', `${stack.endpoint('m_busy')}/secret/rotate`, { graceSeconds: 0 }, b.csrf, apiB))).toEqual([429, 'rate_limited']);
   });
 
+  it('refuses a test event its endpoint would not be sent (disabled, or not receiving that event) instead of answering it sent', async () => {
+    await stack.putMerchant('m_quiet', `${receiver.url}/quiet`);
+    const b = await open('m_quiet', { permissions: ['manage-endpoint'] });
+    const endpoint = stack.endpoint('m_quiet');
+    expect((await write(b, 'PATCH', endpoint, { events: ['charge.completed'] })).status).toBe(200);
+    await waitFor('the dispatcher holds the change', () => stack.dispatcher.merchants.byId('m_quiet')?.endpoints[0]?.events?.length === 1, 5_000);
+    const outside = await write(b, 'POST', `${endpoint}/test`, { event: 'payout' });
+    expect(code(outside)).toEqual([409, 'event_not_subscribed']);
+    expect((await write(b, 'PATCH', endpoint, { enabled: false })).status).toBe(200);
+    await waitFor('the dispatcher holds the change', () => stack.dispatcher.merchants.byId('m_quiet')?.endpoints[0]?.enabled === false, 5_000);
+    const off = await write(b, 'POST', `${endpoint}/test`, { event: 'charge.completed' });
+    expect(code(off)).toEqual([409, 'webhook_disabled']);
+  });
+
   it('gives a link minted without permissions the power to view, and nothing else', async () => {
     const minted = await stack.admin(apiA, 'POST', '/admin/merchants/m_a/portal-sessions', {});
     expect(minted.status).toBe(201);

@@ -12,6 +12,7 @@ import {
   endpointPatchSchema,
   endpointViewOf,
   type Merchant,
+  receivesEvent,
   rotateInputSchema,
   withEndpointRates,
 } from '../../../libs/merchants/index.js';
@@ -141,7 +142,11 @@ export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: Portal
     const endpointId = params.endpointId as string;
     const input = testEventBody.safeParse(req.body ?? {});
     if (!input.success) throw badRequest('invalid_body', 'Give the event to send: {"event": "charge.completed" | "payout" | "refund.completed"}');
-    if (!merchantOf(found.merchantId)?.endpoints.some((e) => e.id === endpointId)) throw new EndpointNotFoundError(found.merchantId, endpointId);
+    const target = merchantOf(found.merchantId)?.endpoints.find((e) => e.id === endpointId);
+    if (!target) throw new EndpointNotFoundError(found.merchantId, endpointId);
+    // The dispatcher skips a new event for an endpoint that is off or does not take it: refused here, not answered "sent".
+    if (!target.enabled) throw new ApiError(409, 'webhook_disabled', `The endpoint ${endpointId} is disabled; enable it, then send it a test event`);
+    if (!receivesEvent(target, input.data.event)) throw new ApiError(409, 'event_not_subscribed', `The endpoint ${endpointId} does not receive ${input.data.event} events; add the event to it, or test one it receives`);
     if (!deps.brokerConnected()) throw unavailable('The message broker is unavailable; try again shortly');
     await helpers.limited('tests', found.merchantId);
     const { message, reference } = testSample(input.data.event, found.merchantId);

@@ -356,6 +356,11 @@ export const PORTAL_ROUTES = [
     security: PORTAL_WRITE_AUTH,
     input: { params: portalEndpointParams, body: testEventBody, bodyRequired: true },
     output: { '202': { description: 'Published', schema: envelope(z.strictObject({ webhookId: z.string(), reference: z.string() })) } },
-    errors: { ...WRITE_ERRORS, '404': 'endpoint_not_found', '429': 'rate_limited: at most 10 test events a minute per merchant, on all replicas together; see Retry-After' },
+    errors: {
+      ...WRITE_ERRORS,
+      '404': 'endpoint_not_found',
+      '409': 'webhook_disabled: the endpoint is disabled; event_not_subscribed: the endpoint does not receive this event (nothing is sent, as for a live event)',
+      '429': 'rate_limited: at most 10 test events a minute per merchant, on all replicas together; see Retry-After',
+    },
   },
 ] as const satisfies readonly RouteDeclaration[];
