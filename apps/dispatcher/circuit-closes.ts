@@ -37,7 +37,7 @@ export class CircuitCloses {
     const merchant = circuit && this.merchants.byId(circuit.merchantId);
     // '' is the endpoint of a wait from before endpoints: the merchant's first, as admission has it.
     const endpoint = merchant && endpointFor(merchant, { endpointId: circuit.endpointId === '' ? undefined : circuit.endpointId });
-    if (endpoint) this.guards.closeCircuit(endpointOf(endpoint.url));
+    if (endpoint) this.guards.closeCircuit(endpointOf(circuit.merchantId, endpoint.url));
   }
 
   /** LISTEN on a connection of its own, again after each loss (notifications meanwhile are lost). */

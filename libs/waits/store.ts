@@ -51,7 +51,7 @@ export interface WaitEnd extends WaitKey {
   closesCircuit?: boolean;
   /**
    * It closes because the endpoint can no longer be sent to (turned off), not because it answered:
-   * announced to no breaker, which other endpoints at its URL, still dead, share.
+   * announced to no breaker, which stays as its URL's answers left it.
    */
   unanswered?: boolean;
 }

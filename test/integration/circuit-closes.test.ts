@@ -44,7 +44,7 @@ describe('two dispatchers whose breakers opened on a dead endpoint, one with a l
     const closes = [new CircuitCloses(db, harness.merchants, second.guards, logger), new CircuitCloses(db, harness.merchants, harness.dispatcher.guards, logger)];
     for (const listener of closes) listener.start();
     await second.start();
-    const url = endpointOf(merchant.endpoints[0]!.url);
+    const url = endpointOf(merchant.id, merchant.endpoints[0]!.url);
     let publishing = true;
     try {
       const ids: string[] = [];
@@ -84,9 +84,11 @@ describe('two dispatchers whose breakers opened on a dead endpoint, one with a l
 });
 
 /**
- * A breaker is its URL's, shared by every merchant's endpoint there. Seen failing with every row's
- * close announced: one merchant turning its endpoint off closed the breaker of a URL that never
- * answered, and the other merchant's webhooks were sent to it again.
+ * A row closed because its webhook can no longer be sent to is no answer of its URL. Seen failing
+ * with every row's close announced, while a breaker was its URL's alone (shared by every merchant's
+ * endpoint there): one merchant turning its endpoint off closed the breaker of a URL that never
+ * answered, and the other merchant's webhooks were sent to it again. A breaker is its merchant's
+ * now (endpointOf), and the close is still not announced: the breaker stays as the URL's answers left it.
  */
 describe("two merchants' endpoints at one dead URL", () => {
   it("leaves open the breaker of a URL still dead when one merchant's endpoint there is turned off: its row closes unanswered, announced to no breaker", async () => {
@@ -101,8 +103,8 @@ describe("two merchants' endpoints at one dead URL", () => {
     const writer = new WaitWriter(new WaitStore(db), logger);
     const closes = new CircuitCloses(db, harness.merchants, harness.dispatcher.guards, logger);
     closes.start();
-    const url = endpointOf(endpoint.url);
-    const heardUrl = endpointOf(heard.endpoints[0]!.url);
+    const url = endpointOf(off.id, endpoint.url);
+    const heardUrl = endpointOf(heard.id, heard.endpoints[0]!.url);
     try {
       await harness.publisher.publish(sampleEvent('payout', off.id));
       await harness.publisher.publish(sampleEvent('payout', off.id));

@@ -132,7 +132,7 @@ describe('waits of a merchant whose circuit is open', () => {
       retryDelaysMs: Array.from({ length: 200 }, () => 300),
       settings: { breakerThreshold: 2, breakerCooldownMs: 10_000, perEndpointConcurrency: 1 },
     });
-    const url = endpointOf(merchant.endpoints[0]!.url);
+    const url = endpointOf(merchant.id, merchant.endpoints[0]!.url);
     try {
       const ids: string[] = [];
       for (let i = 0; i < 10; i++) ids.push((await harness.publisher.publish(sampleEvent('payout', merchant.id))).messageId);

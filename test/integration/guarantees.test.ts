@@ -1,4 +1,5 @@
 import { writeFileSync } from 'node:fs';
+import { endpointOf } from '../../apps/dispatcher/stages/endpoint-guards.js';
 import type { ConsumeMessage } from 'amqplib';
 import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
@@ -65,7 +66,7 @@ describe('one merchant never harms another', () => {
     });
     try {
       for (let i = 0; i < 10; i++) await harness.publisher.publish(sampleEvent('charge.completed', a.id));
-      await waitFor("A's circuit open", () => harness.dispatcher.guards.openUntil(`${origin}/a`) > 0);
+      await waitFor("A's circuit open", () => harness.dispatcher.guards.openUntil(endpointOf(a.id, a.endpoints[0]!.url)) > 0);
       for (let i = 0; i < 40; i++) await harness.publisher.publish(sampleEvent('payout', b.id));
 
       await waitFor('40 deliveries to B', () => host.requests.filter((r) => r.path === '/b').length >= 40, 15_000);
@@ -103,7 +104,7 @@ describe('one merchant never harms another', () => {
     try {
       await harness.publisher.publish(sampleEvent('payout', merchant.id));
       await harness.publisher.publish(sampleEvent('payout', merchant.id));
-      await waitFor('circuit open', () => harness.dispatcher.guards.openUntil(receiver.url) > 0);
+      await waitFor('circuit open', () => harness.dispatcher.guards.openUntil(endpointOf(merchant.id, merchant.endpoints[0]!.url)) > 0);
       healthy = true;
       // What the resend API publishes: straight to dispatch, fresh counters, x-resent-at.
       const resent = sampleEvent('payout', merchant.id);
@@ -115,7 +116,7 @@ describe('one merchant never harms another', () => {
       const requests = await receiver.waitForRequests(3, 5_000);
       expect(requests[2]!.headers['webhook-id']).toBe('evt_resent_1');
       await waitFor('delivered', () => harness.dispatcher.stats.delivered === 1);
-      expect(harness.dispatcher.guards.openUntil(receiver.url)).toBe(0);
+      expect(harness.dispatcher.guards.openUntil(endpointOf(merchant.id, merchant.endpoints[0]!.url))).toBe(0);
     } finally {
       await harness.close();
       await receiver.close();

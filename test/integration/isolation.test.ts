@@ -1,4 +1,5 @@
 import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
+import { endpointOf } from '../../apps/dispatcher/stages/endpoint-guards.js';
 import { startHarness, testMerchant } from '../support/harness.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
@@ -98,7 +99,7 @@ describe('slow and failing merchants', () => {
       expect(entry!.properties.headers![HEADERS.lastStatus]).toBe(500);
 
       // After the cooldown one delivery probes the endpoint; it fails and the circuit opens again.
-      const endpoint = failing.url;
+      const endpoint = endpointOf(merchant.id, merchant.endpoints[0]!.url);
       const reopensAt = harness.dispatcher.guards.openUntil(endpoint);
       expect(reopensAt).toBeGreaterThan(0);
       await waitFor('cooldown over', () => Date.now() > reopensAt, 5_000);

@@ -1,4 +1,5 @@
 import { sampleEvent } from '../../libs/contracts/index.js';
+import { endpointOf } from '../../apps/dispatcher/stages/endpoint-guards.js';
 import { type Harness, startHarness, testMerchant } from '../support/harness.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
@@ -199,7 +200,8 @@ describe("a dead endpoint's postponed webhooks whose span ran out", () => {
 
   it("fails them as the circuit would once the endpoint's line is full, instead of holding the prefetch for the timeout", async () => {
     await Promise.all(Array.from({ length: 2 }, () => harness.publisher.publish(sampleEvent('payout', merchants.dead.id))));
-    await waitFor('the circuit open', async () => harness.dispatcher.guards.openUntil(new URL(dead.url).origin) > 0 || harness.dispatcher.guards.refusing(dead.url), 10_000);
+    const key = endpointOf(merchants.dead.id, merchants.dead.endpoints[0]!.url);
+    await waitFor('the circuit open', async () => harness.dispatcher.guards.openUntil(key) > 0 || harness.dispatcher.guards.refusing(key), 10_000);
     await Promise.all(Array.from({ length: 40 }, () => harness.publisher.publish(sampleEvent('payout', merchants.dead.id))));
     await waitFor('the forty postponed', () => harness.dispatcher.stats.circuitOpen >= 40, 10_000);
     // Their span (300 ms) runs out: back to be sent through the open circuit (the first two of them

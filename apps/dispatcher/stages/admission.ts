@@ -16,7 +16,7 @@ export interface Admitted {
 
 /** Admission: the directory (merchant, enabled endpoint, event filter), then the endpoint's throttle, then its guards. */
 export class AdmissionStage {
-  /** Webhook URL → endpoint: parsing a URL per delivery costs more than the rest of admission. */
+  /** Merchant and webhook URL → endpoint: parsing a URL per delivery costs more than the rest of admission. */
   private readonly endpoints = new BoundedMap<string, string>(10_000);
 
   constructor(
@@ -35,7 +35,7 @@ export class AdmissionStage {
     // A resend is the merchant saying "fixed": its first attempt goes through an open circuit.
     // So does a webhook never attempted whose span is over: nothing reaches failed untried.
     const force = intake.attempts === 0 && (intake.resentAt !== undefined || this.policy.spanOver(intake.resentAt ?? intake.firstSeenAt, now));
-    const endpoint = this.endpointOf(webhook.url);
+    const endpoint = this.endpointOf(intake.merchantId, webhook.url);
     // Not the throttle while the circuit is open: the circuit decides then. Taken first, a dead
     // endpoint's 503s made its webhooks 'throttled' waits hours ahead, none telling the circuit's row.
     const circuitDecides = !force && this.guards.refusing(endpoint);
@@ -77,9 +77,10 @@ export class AdmissionStage {
     return { kind: 'endpoint', webhook };
   }
 
-  private endpointOf(url: string): string {
-    let endpoint = this.endpoints.get(url);
-    if (endpoint === undefined) this.endpoints.set(url, (endpoint = endpointOf(url)));
+  private endpointOf(merchantId: string, url: string): string {
+    const key = `${merchantId}\u001f${url}`;
+    let endpoint = this.endpoints.get(key);
+    if (endpoint === undefined) this.endpoints.set(key, (endpoint = endpointOf(merchantId, url)));
     return endpoint;
   }
 }

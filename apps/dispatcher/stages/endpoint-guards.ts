@@ -445,13 +445,17 @@ function shareOf(merchantId: string, endpointId: string | undefined): string {
 
 /**
  * An endpoint is the merchant's webhook URL, not its server: platforms host many merchants' hooks
- * on one origin, and one sub-merchant's broken path must not open the circuit for the others.
+ * on one origin, and one sub-merchant's broken path must not open the circuit for the others. Nor
+ * is it the URL alone: a merchant pointing its endpoint at another's URL (whose server answers its
+ * unverifiable webhooks 500) opened that merchant's circuit and held its webhooks.
  */
-export function endpointOf(url: string): string {
-  return URL.canParse(url) ? new URL(url).href : url;
+export function endpointOf(merchantId: string, url: string): string {
+  return `${merchantId}\u001f${URL.canParse(url) ? new URL(url).href : url}`;
 }
 
 function endpointLabel(endpoint: string, merchants: Set<string>): string {
-  const origin = URL.canParse(endpoint) ? new URL(endpoint).origin : endpoint;
+  // The URL after the merchant (a normalised URL holds no raw control character).
+  const url = endpoint.slice(endpoint.lastIndexOf('\u001f') + 1);
+  const origin = URL.canParse(url) ? new URL(url).origin : url;
   return `${origin} (${[...merchants].sort().join(',')})`;
 }

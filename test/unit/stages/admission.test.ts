@@ -1,5 +1,5 @@
 import { AdmissionStage } from '../../../apps/dispatcher/stages/admission.js';
-import { EndpointGuards } from '../../../apps/dispatcher/stages/endpoint-guards.js';
+import { EndpointGuards, endpointOf } from '../../../apps/dispatcher/stages/endpoint-guards.js';
 import type { IntakeEvent } from '../../../apps/dispatcher/stages/intake.js';
 import type { Merchant, MerchantDirectory } from '../../../libs/merchants/index.js';
 import { RetryPolicy } from '../../../libs/retry-policy/index.js';
@@ -32,6 +32,21 @@ describe('admission', () => {
     expect(await stage(auto).admission.admit(intake, now, () => false)).toEqual({ kind: 'unavailable', why: 'endpoint-disabled' });
     const manual = merchant({ enabled: false, disabledReason: 'manual', disabledAt: now.toISOString() } as never);
     expect(await stage(manual).admission.admit(intake, now, () => false)).toEqual({ kind: 'unavailable', why: 'webhook-disabled' });
+  });
+
+  it("never postpones a merchant's webhook for another merchant's failures at the same URL", async () => {
+    // Another merchant points its endpoint at this one's URL; the server answers its unverifiable webhooks 500.
+    const hostile: Merchant = { ...merchant(), id: 'm_hostile', publicKey: 'pk_hostile_12345678' };
+    const victim = merchant();
+    const directory: MerchantDirectory = { byId: (id) => (id === hostile.id ? hostile : victim), byPublicKey: () => undefined, list: () => [], close: async () => {} };
+    const guards = new EndpointGuards({ maxInFlight: 1, failureThreshold: 1, cooldownMs: 10_000, maxCooldownMs: 60_000, now: () => 0 });
+    const admission = new AdmissionStage(directory, guards, new RetryPolicy({ delaysMs: [1_000, 60_000] }));
+    const failing = await admission.admit({ ...intake, merchantId: hostile.id }, now, () => false);
+    if (failing.kind !== 'admitted') throw new Error(`expected admitted, got ${failing.kind}`);
+    failing.slot.release('failed', 'HTTP 500');
+    expect((await admission.admit({ ...intake, merchantId: hostile.id }, now, () => false)).kind).toBe('circuit-open');
+    const mine = await admission.admit(intake, now, () => false);
+    expect(mine.kind).toBe('admitted');
   });
 
   it("finds an event outside the webhook's events unavailable", async () => {
@@ -99,7 +114,7 @@ describe('a never-attempted webhook whose span ran out while its circuit was ope
     clock.t = 2_000;
     first.release('succeeded');
     (await sent()).release('failed', 'HTTP 500');
-    expect(guards.refusing(merchant().endpoints[0]!.url)).toBe(true);
+    expect(guards.refusing(endpointOf('m_1', merchant().endpoints[0]!.url))).toBe(true);
     // Two resends go through the open circuit: one in flight, one waiting for its slot (no deferral left).
     const resend = { resentAt: now.toISOString(), accepted: true, deferrals: 99 };
     const inFlight = await sent(resend);
@@ -109,7 +124,7 @@ describe('a never-attempted webhook whose span ran out while its circuit was ope
     // The first resend is delivered while the span-over webhook's throttle answers: the circuit closes.
     meanwhile = () => inFlight.release('succeeded');
     const spanOver = await admission.admit({ ...intake, firstSeenAt: new Date(now.getTime() - 120_000).toISOString() }, now, () => false);
-    expect(guards.refusing(merchant().endpoints[0]!.url)).toBe(false);
+    expect(guards.refusing(endpointOf('m_1', merchant().endpoints[0]!.url))).toBe(false);
     // Closed, the circuit fails nothing: the line is full, so it is set aside like any delivery (no attempt spent).
     expect(spanOver).toEqual({ kind: 'busy' });
     (await next).release('succeeded');
