@@ -78,13 +78,15 @@ export async function endpointRateOf(db: Queryable, merchantId: string, endpoint
 /**
  * The endpoint answered 429 or 503: its rate is halved, at most once a second. A first lowering
  * starts from `sentAt` (what it was being sent at) and remembers `ceiling`. Returns the rate now.
+ * A row above `sentAt` (a maxPerSecond set or lowered below it since) is halved from `sentAt`:
+ * halving the row's own rate left an endpoint at 2/s with a row at 50/s unslowed by five 429s.
  */
 export async function lowerEndpointRate(db: Queryable, merchantId: string, sentAt: number, ceiling: number, endpointId: string): Promise<EndpointRate> {
   const { rows } = await db.query<{ rate: number; ceiling: number }>(
     `WITH prior AS (SELECT rate FROM endpoint_rates WHERE merchant_id = $1 AND endpoint_id = $2),
      changed AS (
        INSERT INTO endpoint_rates AS e (merchant_id, endpoint_id, rate, ceiling) VALUES ($1, $2, GREATEST($3::float8, $4::float8 / 2), $5)
-       ON CONFLICT (merchant_id, endpoint_id) DO UPDATE SET rate = GREATEST($3::float8, e.rate / 2), changed_at = now()
+       ON CONFLICT (merchant_id, endpoint_id) DO UPDATE SET rate = GREATEST($3::float8, LEAST(e.rate, $4::float8) / 2), changed_at = now()
        WHERE e.changed_at < now() - interval '1 second'
        RETURNING rate, ceiling
      )

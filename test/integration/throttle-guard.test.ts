@@ -208,4 +208,18 @@ describe('the throttle guard', () => {
     throttle.answered('m_storm', webhook, 503, false);
     await waitFor('the rate read', () => throttle.rateOf('m_storm', webhook) === MIN_ADAPTIVE_RATE);
   }, 60_000);
+
+  it('halves what the endpoint is sent at, not a row above its maxPerSecond: a 429 at 2/s slows it to 1/s', async () => {
+    // Lowered once while it had no limit (100/s to 50/s), then given maxPerSecond 2: it is sent at 2/s.
+    await database.query("INSERT INTO endpoint_rates (merchant_id, endpoint_id, rate, ceiling, changed_at) VALUES ('m_capped', 'ep_capped', 50, 100, now() - interval '2 seconds')");
+    const webhook = { id: 'ep_capped', maxPerSecond: 2 } as Endpoint;
+    const throttle = new Throttle(database, silentLogger());
+    expect((await throttle.admit('m_capped', webhook, () => false)).kind).toBe('go');
+    expect(throttle.rateOf('m_capped', webhook)).toBe(2);
+    // Its 429: halving the row's 50 gave 25, still above 2, so the endpoint was not slowed at all.
+    throttle.answered('m_capped', webhook, 429, false);
+    await waitFor('the 429 heard', async () => Number((await database.query<{ rate: number }>("SELECT rate FROM endpoint_rates WHERE merchant_id = 'm_capped'")).rows[0]!.rate) !== 50);
+    await waitFor('the rate slowed', () => throttle.rateOf('m_capped', webhook) < 2, 5_000).catch(() => undefined);
+    expect(throttle.rateOf('m_capped', webhook)).toBe(1);
+  }, 60_000);
 });
