@@ -75,6 +75,15 @@ export async function endpointRateOf(db: Queryable, merchantId: string, endpoint
   return rows[0] && { rate: Number(rows[0].rate), ceiling: Number(rows[0].ceiling) };
 }
 
+/** Every lowered endpoint's rate (a few rows: only endpoints slowed now have one), at most `limit` of them. */
+export async function endpointRates(db: Queryable, limit: number): Promise<Array<{ merchantId: string; endpointId: string } & EndpointRate>> {
+  const { rows } = await db.query<{ merchant_id: string; endpoint_id: string; rate: number; ceiling: number }>(
+    'SELECT merchant_id, endpoint_id, rate, ceiling FROM endpoint_rates ORDER BY changed_at DESC LIMIT $1',
+    [limit],
+  );
+  return rows.map((row) => ({ merchantId: row.merchant_id, endpointId: row.endpoint_id, rate: Number(row.rate), ceiling: Number(row.ceiling) }));
+}
+
 /**
  * The endpoint answered 429 or 503: its rate is halved, at most once a second. A first lowering
  * starts from `sentAt` (what it was being sent at) and remembers `ceiling`. Returns the rate now.

@@ -222,4 +222,22 @@ describe('the throttle guard', () => {
     await waitFor('the rate slowed', () => throttle.rateOf('m_capped', webhook) < 2, 5_000).catch(() => undefined);
     expect(throttle.rateOf('m_capped', webhook)).toBe(1);
   }, 60_000);
+
+  it('raises the lowered rate of an endpoint without a limit after every dispatcher that held it restarted: not left low for ever', async () => {
+    // What a dispatcher that got the 429s left (it raised it as it succeeded, then restarted, like every other).
+    await database.query("INSERT INTO endpoint_rates (merchant_id, endpoint_id, rate, ceiling, changed_at) VALUES ('m_orphan', 'ep_orphan', 2, 100, now() - interval '2 seconds')");
+    const rate = async () => (await database.query<{ rate: number }>("SELECT rate FROM endpoint_rates WHERE merchant_id = 'm_orphan'")).rows[0]?.rate;
+    const webhook = { id: 'ep_orphan' } as Endpoint;
+    const restarted = new Throttle(database, silentLogger());
+    // It succeeds, for three seconds: the row (the rate the API and the portal show) never moved from 2/s.
+    const until = Date.now() + 3_000;
+    while (Date.now() < until) {
+      if ((await restarted.admit('m_orphan', webhook, () => false)).kind === 'go') restarted.answered('m_orphan', webhook, 200, true);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    const now = await rate();
+    expect(now === undefined ? 'gone' : Number(now)).not.toBe(2);
+    // And it keeps to the rate it raises (one copy: the row), while it is lowered.
+    if (now !== undefined) expect(restarted.rateOf('m_orphan', webhook)).toBe(Number(now));
+  }, 60_000);
 });

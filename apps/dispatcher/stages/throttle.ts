@@ -1,6 +1,6 @@
 import type { Queryable } from '../../../libs/delivery-store/index.js';
 import type { Logger } from '../../../libs/logger/index.js';
-import { type EndpointRate, endpointRateOf, lowerEndpointRate, type Endpoint, raiseEndpointRate } from '../../../libs/merchants/index.js';
+import { type EndpointRate, endpointRateOf, endpointRates, lowerEndpointRate, type Endpoint, raiseEndpointRate } from '../../../libs/merchants/index.js';
 import { sweepCells, takeCell } from '../../../libs/rate-limit/index.js';
 import { BoundedMap, onceEvery } from '../../../libs/runtime/index.js';
 import { respaceThrottled, throttleQueueCell } from '../../../libs/waits/index.js';
@@ -13,6 +13,13 @@ export const THROTTLE_AHEAD = { slots: 10, minMs: 500, maxMs: 1_000 };
 export const TAKES_IN_FLIGHT = 2;
 
 const RATE_READ_EVERY_MS = 1_000;
+
+/**
+ * How often a dispatcher reads every lowered endpoint's row and adopts those it holds nothing of: an
+ * endpoint without a limit is otherwise read only by the dispatchers its 429s reached, and once all
+ * of them restarted (a deploy) nothing raised its row, shown low in the API and the portal for ever.
+ */
+const RATES_ADOPTED_EVERY_MS = 60_000;
 
 /** How long the metric shows the rate an endpoint was last sent at: one nothing was sent to since (deleted, say) goes. */
 const RATE_SHOWN_MS = 60_000;
@@ -66,6 +73,7 @@ export class Throttle {
   private readonly placing = new Map<string, Array<{ notBeforeMs: number; resolve: (placeAt: number | undefined) => void }>>();
   private readonly now: () => number;
   private takes = 0;
+  private adoptedAt = -Infinity;
   private readonly problemDue = onceEvery();
   readonly stats = { held: 0 };
 
@@ -98,7 +106,10 @@ export class Throttle {
   /** `handBack`: the delivery is a wait handed back in its turn (it takes its slot); otherwise a new one, which queues behind the waits. */
   async admit(merchantId: string, webhook: Endpoint, stopped: () => boolean, handBack = false): Promise<ThrottleVerdict> {
     const key = endpointKey(merchantId, webhook.id);
-    if (webhook.maxPerSecond === undefined && !this.adaptive.has(key)) return this.sending(key);
+    if (webhook.maxPerSecond === undefined && !this.adaptive.has(key)) {
+      this.adoptRates();
+      return this.sending(key);
+    }
     await this.readAdaptive(key, webhook.maxPerSecond !== undefined);
     const rate = this.rateOf(merchantId, webhook);
     if (rate === Infinity) {
@@ -300,6 +311,21 @@ export class Throttle {
     await reading;
     // An unlimited endpoint whose row is gone (recovered) is forgotten: no more reads for it.
     if (!configured && !adaptive.rate && this.adaptive.get(key) === adaptive) this.adaptive.delete(key);
+  }
+
+  /** Once a RATES_ADOPTED_EVERY_MS, in the background: the lowered rates this dispatcher holds nothing of, kept to and raised from now on. */
+  private adoptRates(): void {
+    if (this.now() - this.adoptedAt < RATES_ADOPTED_EVERY_MS) return;
+    this.adoptedAt = this.now();
+    endpointRates(this.db, REMEMBERED_ENDPOINTS).then(
+      (rows) => {
+        for (const { merchantId, endpointId, ...rate } of rows) {
+          const key = endpointKey(merchantId, endpointId);
+          if (!this.adaptive.has(key)) this.adaptive.set(key, { rate, readAt: this.now(), raisedAt: -Infinity });
+        }
+      },
+      (err: unknown) => this.problem('lowered endpoint rates not read: PostgreSQL did not answer', err),
+    );
   }
 
   /** PostgreSQL does not answer: this dispatcher paces the endpoint alone (n dispatchers, up to n times its rate). */
