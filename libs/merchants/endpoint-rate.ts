@@ -145,3 +145,11 @@ export async function respaceForLimit(tx: Queryable, merchantId: string, endpoin
   const adaptive = (await endpointRateOf(tx, merchantId, endpointId))?.rate ?? Infinity;
   await respaceThrottled(tx, merchantId, endpointId, Math.min(before ?? Infinity, adaptive), Math.min(after ?? Infinity, adaptive));
 }
+
+/**
+ * Deleted endpoints' adaptive rates, in the delete's transaction: nothing would ever raise them
+ * again (nothing is sent to a deleted endpoint), and every dispatcher reads them each minute.
+ */
+export async function dropEndpointRates(tx: Queryable, merchantId: string, endpointIds: readonly string[]): Promise<void> {
+  await tx.query('DELETE FROM endpoint_rates WHERE merchant_id = $1 AND endpoint_id = ANY($2::text[])', [merchantId, endpointIds]);
+}

@@ -2,7 +2,7 @@ import { isDeepStrictEqual } from 'node:util';
 import type { Queryable } from '../delivery-store/index.js';
 import { type Actor, auditAction, auditChanges, recordAudit } from './audit.js';
 import { withoutEndedGrace } from './directory.js';
-import { respaceForLimit } from './endpoint-rate.js';
+import { dropEndpointRates, respaceForLimit } from './endpoint-rate.js';
 import { clearHealth, type Health, HEALTH_COLUMNS, type HealthRow, healthOf, withHealth } from './health.js';
 import { CHANGES_CHANNEL, columnsOf, idDigest, MERCHANT_COLUMNS, type MerchantRow, merchantOf } from './rows.js';
 import { disabledByOperator, type Merchant } from './schema.js';
@@ -159,6 +159,8 @@ export async function writeMerchant(
       const was = current?.endpoints.find((c) => c.id === endpoint.id);
       if (was && was.maxPerSecond !== endpoint.maxPerSecond) await respaceForLimit(tx, merchantId, endpoint.id, was.maxPerSecond, endpoint.maxPerSecond);
     }
+    const deleted = (current?.endpoints ?? []).filter((c) => !next!.endpoints.some((e) => e.id === c.id)).map((c) => c.id);
+    if (deleted.length > 0) await dropEndpointRates(tx, merchantId, deleted);
   } else {
     // Kept, not deleted: it says when the merchant of before was deleted, by which the recorder leaves
     // out that one's records read late (erasedMerchantSql). Locked: a delete's sweep waits for this write.

@@ -1,7 +1,9 @@
 import { TAKES_IN_FLIGHT, Throttle, type ThrottleVerdict } from '../../apps/dispatcher/stages/throttle.js';
 import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
-import { type Endpoint, lowerEndpointRate, MIN_ADAPTIVE_RATE } from '../../libs/merchants/index.js';
+import { type Endpoint, EndpointSettings, lowerEndpointRate, MerchantSettings, MIN_ADAPTIVE_RATE, PgMerchantDirectory, SecretBox } from '../../libs/merchants/index.js';
+import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
+import { putWithEndpoint } from '../support/merchant-endpoints.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { freePort } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
@@ -239,5 +241,24 @@ describe('the throttle guard', () => {
     expect(now === undefined ? 'gone' : Number(now)).not.toBe(2);
     // And it keeps to the rate it raises (one copy: the row), while it is lowered.
     if (now !== undefined) expect(restarted.rateOf('m_orphan', webhook)).toBe(Number(now));
+  }, 60_000);
+
+  it("drops a deleted endpoint's lowered rate with it, not left in endpoint_rates for ever", async () => {
+    const own = openPostgres(db.url);
+    const directory = new PgMerchantDirectory(own, new SecretBox(Buffer.from(TEST_SECRETS_KEY, 'base64')), silentLogger());
+    try {
+      await directory.start();
+      const settings = new MerchantSettings(directory, { allowHttp: false, allowPrivateTargets: false });
+      const created = await putWithEndpoint(settings, 'm_deleted', { publicKey: 'pk_throttle_deleted_0000', url: 'https://hooks.example.com/deleted', maxPerSecond: 10 });
+      const endpointId = created.view.id;
+      // Its 429s lowered it; then the operator deletes the endpoint.
+      await lowerEndpointRate(database, 'm_deleted', 10, 10, endpointId);
+      await new EndpointSettings(settings).delete('m_deleted', endpointId);
+      const rows = await database.query('SELECT endpoint_id FROM endpoint_rates WHERE merchant_id = $1', ['m_deleted']);
+      expect(rows.rows).toEqual([]);
+    } finally {
+      await directory.close();
+      await own.close();
+    }
   }, 60_000);
 });
