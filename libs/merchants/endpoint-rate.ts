@@ -144,6 +144,11 @@ export async function raiseEndpointRate(db: Queryable, merchantId: string, endpo
 export async function respaceForLimit(tx: Queryable, merchantId: string, endpointId: string, before: number | undefined, after: number | undefined): Promise<void> {
   const adaptive = (await endpointRateOf(tx, merchantId, endpointId))?.rate ?? Infinity;
   await respaceThrottled(tx, merchantId, endpointId, Math.min(before ?? Infinity, adaptive), Math.min(after ?? Infinity, adaptive));
+  // A lowered rate goes back up to the new limit: left at the old one, it went from 10/s to a
+  // raised 1,000/s in one step (the row gone at 10). Unset, the old limit stays its ceiling.
+  if (after !== undefined && adaptive !== Infinity) {
+    await tx.query('UPDATE endpoint_rates SET ceiling = $3 WHERE merchant_id = $1 AND endpoint_id = $2', [merchantId, endpointId, after]);
+  }
 }
 
 /**

@@ -1,7 +1,7 @@
 import { TAKES_IN_FLIGHT, Throttle, type ThrottleVerdict } from '../../apps/dispatcher/stages/throttle.js';
 import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
-import { type Endpoint, EndpointSettings, lowerEndpointRate, MerchantSettings, MIN_ADAPTIVE_RATE, PgMerchantDirectory, SecretBox } from '../../libs/merchants/index.js';
+import { type Endpoint, EndpointSettings, lowerEndpointRate, MerchantSettings, MIN_ADAPTIVE_RATE, PgMerchantDirectory, raiseEndpointRate, SecretBox } from '../../libs/merchants/index.js';
 import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
 import { putWithEndpoint } from '../support/merchant-endpoints.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
@@ -243,12 +243,21 @@ describe('the throttle guard', () => {
     if (now !== undefined) expect(restarted.rateOf('m_orphan', webhook)).toBe(Number(now));
   }, 60_000);
 
-  it("drops a deleted endpoint's lowered rate with it, not left in endpoint_rates for ever", async () => {
+  /** The operator's endpoint settings on a directory of their own, closed after `run`. */
+  async function withSettings(run: (settings: MerchantSettings) => Promise<void>): Promise<void> {
     const own = openPostgres(db.url);
     const directory = new PgMerchantDirectory(own, new SecretBox(Buffer.from(TEST_SECRETS_KEY, 'base64')), silentLogger());
     try {
       await directory.start();
-      const settings = new MerchantSettings(directory, { allowHttp: false, allowPrivateTargets: false });
+      await run(new MerchantSettings(directory, { allowHttp: false, allowPrivateTargets: false }));
+    } finally {
+      await directory.close();
+      await own.close();
+    }
+  }
+
+  it("drops a deleted endpoint's lowered rate with it, not left in endpoint_rates for ever", async () => {
+    await withSettings(async (settings) => {
       const created = await putWithEndpoint(settings, 'm_deleted', { publicKey: 'pk_throttle_deleted_0000', url: 'https://hooks.example.com/deleted', maxPerSecond: 10 });
       const endpointId = created.view.id;
       // Its 429s lowered it; then the operator deletes the endpoint.
@@ -256,9 +265,23 @@ describe('the throttle guard', () => {
       await new EndpointSettings(settings).delete('m_deleted', endpointId);
       const rows = await database.query('SELECT endpoint_id FROM endpoint_rates WHERE merchant_id = $1', ['m_deleted']);
       expect(rows.rows).toEqual([]);
-    } finally {
-      await directory.close();
-      await own.close();
-    }
+    });
+  }, 60_000);
+
+  it('raises a rate lowered at 10/s step by step towards a maxPerSecond raised to 1,000 meanwhile, not at once from 10 to 1,000', async () => {
+    await withSettings(async (settings) => {
+      const created = await putWithEndpoint(settings, 'm_raised_max', { publicKey: 'pk_throttle_raised_0000', url: 'https://hooks.example.com/raised', maxPerSecond: 10 });
+      const endpointId = created.view.id;
+      await lowerEndpointRate(database, 'm_raised_max', 10, 10, endpointId);
+      await new EndpointSettings(settings).patch('m_raised_max', endpointId, { maxPerSecond: 1000 });
+      // Five seconds of successes (the row's clock moved back, not waited): 5 -> 6 -> ... -> 10, where
+      // the row went (back at its ceiling, the old 10/s) and the endpoint was sent 1,000/s at once.
+      for (let second = 0; second < 5; second++) {
+        await database.query("UPDATE endpoint_rates SET changed_at = now() - interval '2 seconds' WHERE merchant_id = 'm_raised_max'");
+        await raiseEndpointRate(database, 'm_raised_max', endpointId);
+      }
+      const rows = await database.query<{ rate: number; ceiling: number }>('SELECT rate, ceiling FROM endpoint_rates WHERE merchant_id = $1', ['m_raised_max']);
+      expect(rows.rows.map((row) => [Number(row.rate), Number(row.ceiling)])).toEqual([[10, 1000]]);
+    });
   }, 60_000);
 });
