@@ -19,7 +19,7 @@ const RATE_READ_EVERY_MS = 1_000;
  * endpoint without a limit is otherwise read only by the dispatchers its 429s reached, and once all
  * of them restarted (a deploy) nothing raised its row, shown low in the API and the portal for ever.
  */
-const RATES_ADOPTED_EVERY_MS = 60_000;
+export const RATES_ADOPTED_EVERY_MS = 60_000;
 
 /** How long the metric shows the rate an endpoint was last sent at: one nothing was sent to since (deleted, say) goes. */
 const RATE_SHOWN_MS = 60_000;
