@@ -1,4 +1,4 @@
-import type { Queryable } from '../delivery-store/index.js';
+import { erasedMerchantSql, type Queryable } from '../delivery-store/index.js';
 import { respaceThrottled } from '../waits/index.js';
 
 /**
@@ -89,12 +89,15 @@ export async function endpointRates(db: Queryable, limit: number): Promise<Array
  * starts from `sentAt` (what it was being sent at) and remembers `ceiling`. Returns the rate now.
  * A row above `sentAt` (a maxPerSecond set or lowered below it since) is halved from `sentAt`:
  * halving the row's own rate left an endpoint at 2/s with a row at 50/s unslowed by five 429s.
+ * No row for a merchant deleted meanwhile (a request sent before the dispatcher heard of it): it
+ * would stay after the delete's sweep, for ever.
  */
 export async function lowerEndpointRate(db: Queryable, merchantId: string, sentAt: number, ceiling: number, endpointId: string): Promise<EndpointRate> {
   const { rows } = await db.query<{ rate: number; ceiling: number }>(
     `WITH prior AS (SELECT rate FROM endpoint_rates WHERE merchant_id = $1 AND endpoint_id = $2),
      changed AS (
-       INSERT INTO endpoint_rates AS e (merchant_id, endpoint_id, rate, ceiling) VALUES ($1, $2, GREATEST($3::float8, $4::float8 / 2), $5)
+       INSERT INTO endpoint_rates AS e (merchant_id, endpoint_id, rate, ceiling) SELECT $1::text, $2::text, GREATEST($3::float8, $4::float8 / 2), $5::float8
+       WHERE NOT ${erasedMerchantSql('$1::text')}
        ON CONFLICT (merchant_id, endpoint_id) DO UPDATE SET rate = GREATEST($3::float8, LEAST(e.rate, $4::float8) / 2), changed_at = now()
        WHERE e.changed_at < now() - interval '1 second'
        RETURNING rate, ceiling
@@ -105,7 +108,7 @@ export async function lowerEndpointRate(db: Queryable, merchantId: string, sentA
   );
   const row = rows[0] as { rate: number; ceiling: number; changed: boolean; previous: number | null } | undefined;
   // No row: another call inserted it after this statement's snapshot, so neither branch saw it;
-  // read now, it is the rate, unchanged by this call.
+  // read now, it is the rate, unchanged by this call. (Or the merchant is deleted: none is written.)
   if (!row) return (await endpointRateOf(db, merchantId, endpointId)) ?? { rate: Math.max(MIN_ADAPTIVE_RATE, sentAt / 2), ceiling: Math.max(MIN_ADAPTIVE_RATE, ceiling) };
   return { rate: Number(row.rate), ceiling: Number(row.ceiling), ...(row.changed ? { changed: true, previous: row.previous === null ? undefined : Number(row.previous) } : {}) };
 }

@@ -1,7 +1,7 @@
 import { TAKES_IN_FLIGHT, Throttle, type ThrottleVerdict } from '../../apps/dispatcher/stages/throttle.js';
 import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
-import { type Endpoint, EndpointSettings, lowerEndpointRate, MerchantSettings, MIN_ADAPTIVE_RATE, PgMerchantDirectory, raiseEndpointRate, SecretBox } from '../../libs/merchants/index.js';
+import { deleteMerchantData, type Endpoint, EndpointSettings, lowerEndpointRate, MerchantSettings, MIN_ADAPTIVE_RATE, PgMerchantDirectory, raiseEndpointRate, SecretBox } from '../../libs/merchants/index.js';
 import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
 import { putWithEndpoint } from '../support/merchant-endpoints.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
@@ -264,6 +264,18 @@ describe('the throttle guard', () => {
       await lowerEndpointRate(database, 'm_deleted', 10, 10, endpointId);
       await new EndpointSettings(settings).delete('m_deleted', endpointId);
       const rows = await database.query('SELECT endpoint_id FROM endpoint_rates WHERE merchant_id = $1', ['m_deleted']);
+      expect(rows.rows).toEqual([]);
+    });
+  }, 60_000);
+
+  it("writes no rate for a merchant deleted meanwhile: a 429 answered after the delete's sweep leaves no row of it", async () => {
+    await withSettings(async (settings) => {
+      const created = await putWithEndpoint(settings, 'm_erased', { publicKey: 'pk_throttle_erased_0000', url: 'https://hooks.example.com/erased' });
+      await deleteMerchantData(database, 'm_erased', { actor: 'cli' }, { sweepAfterMs: 0 });
+      // A request sent before the dispatcher heard of the delete, answered 429 after it (and its sweep).
+      const answered = await lowerEndpointRate(database, 'm_erased', 40, 40, created.view.id);
+      expect(answered.rate).toBe(20);
+      const rows = await database.query('SELECT endpoint_id FROM endpoint_rates WHERE merchant_id = $1', ['m_erased']);
       expect(rows.rows).toEqual([]);
     });
   }, 60_000);
