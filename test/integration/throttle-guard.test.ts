@@ -152,6 +152,37 @@ describe('the throttle guard', () => {
     expect(sent.length).toBeGreaterThanOrEqual(30);
   }, 60_000);
 
+  it('keeps to its rate when PostgreSQL stops answering while slots it was granted ahead are held: alone, it paces after them', async () => {
+    let failing = false;
+    const flaky = new Proxy(database, {
+      get(target, key, receiver) {
+        if (key !== 'query') return Reflect.get(target, key, receiver);
+        return (sql: string, params?: unknown[]) => (failing ? Promise.reject(new Error('connect ECONNREFUSED')) : target.query(sql, params as never));
+      },
+    });
+    const throttle = new Throttle(flaky, silentLogger());
+    const webhook = { id: 'ep_flaky', maxPerSecond: 20 } as Endpoint;
+    const sent: number[] = [];
+    const started = Date.now();
+    const until = started + 2_500;
+    // Twelve waits handed back at a time (each takes its slot): more than the slots within reach
+    // (half a second's), so ten or so are held for theirs when it stops, a second in.
+    const stopping = (async () => {
+      await waitFor('a second of takes, slots held', () => Date.now() - started > 1_000 && throttle.stats.held >= 10, 5_000, 1);
+      failing = true;
+    })();
+    await Promise.all(Array.from({ length: 12 }, async () => {
+      while (Date.now() < until) {
+        if ((await throttle.admit('m_flaky', webhook, () => false, true)).kind === 'go') sent.push(performance.now());
+        else await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+    }));
+    await stopping;
+    const busiest = Math.max(...sent.map((at) => sent.filter((other) => other >= at && other < at + 1_000).length));
+    // The held slots went out, then this dispatcher's own pacing started at once beside them: 30 in a second at 20/s.
+    expect(busiest).toBeLessThanOrEqual(22);
+  }, 60_000);
+
   it("queues a fresh delivery on a dispatcher that did not lay out the endpoint's queue behind that queue: it takes no slot ahead of it", async () => {
     // Three dispatchers on an endpoint at 20/s. The first lays out a queue of some 30 throttled
     // webhooks (1.5 s of places); once its held slots are sent, the endpoint's slot row has room
