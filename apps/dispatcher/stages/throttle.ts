@@ -58,6 +58,8 @@ export class Throttle {
   private readonly sent = new BoundedMap<string, { second: number; count: number; last: number }>(REMEMBERED_ENDPOINTS);
   /** While PostgreSQL does not answer: each endpoint's next slot in this dispatcher alone (after the last one it was granted). */
   private readonly alone = new BoundedMap<string, number>(REMEMBERED_ENDPOINTS);
+  /** After a take paced alone: until when this dispatcher holds slots PostgreSQL knows nothing of. */
+  private readonly pacedAlone = new BoundedMap<string, number>(REMEMBERED_ENDPOINTS);
   /** Each limited endpoint's rate as last admitted, and when (the metric drops it RATE_SHOWN_MS later). */
   private readonly current = new BoundedMap<string, { rate: number; at: number }>(REMEMBERED_ENDPOINTS);
   /** Until when a take of the endpoint is known to be refused: meanwhile a delivery goes straight to its place in the queue. */
@@ -136,7 +138,10 @@ export class Throttle {
           // A new delivery takes no slot while the endpoint's queue (laid out by any dispatcher) is
           // ahead of the slots, by the rule of queuedUntil: one that knew of no queue went before it.
           const behind = handBack ? undefined : { key: throttleQueueCell(merchantId, webhook.id), withinMs: aheadMs + intervalMs };
-          const answer = await takeCell(this.db, `throttle:${key}`, { intervalMs, burstMs: intervalMs, aheadMs, behind });
+          // Back from pacing alone: the shared slots start after the ones it still holds from then (beside them, 30 went in a second at 20/s).
+          const aloneFor = (this.pacedAlone.get(key) ?? 0) - from;
+          if (aloneFor <= 0) this.pacedAlone.delete(key);
+          const answer = await takeCell(this.db, `throttle:${key}`, { intervalMs, burstMs: intervalMs, aheadMs, behind, notBeforeMs: Math.max(0, aloneFor) });
           if (++this.takes % 1_000 === 0) void sweepCells(this.db).catch(() => {});
           if (!answer.ok && answer.behind) {
             // Not refusedUntil: that one sends hand-backs to the queue's back too.
@@ -337,6 +342,7 @@ export class Throttle {
     const slot = Math.max(now, this.alone.get(key) ?? 0);
     if (slot - now > aheadMs) return undefined;
     this.alone.set(key, slot + intervalMs);
+    this.pacedAlone.set(key, slot + intervalMs);
     return { inMs: slot - now, from: now };
   }
 
