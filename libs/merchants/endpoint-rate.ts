@@ -87,24 +87,25 @@ export async function endpointRates(db: Queryable, limit: number): Promise<Array
 /**
  * The endpoint answered 429 or 503: its rate is halved, at most once a second. A first lowering
  * starts from `sentAt` (what it was being sent at) and remembers `ceiling`. Returns the rate now.
- * A row above `sentAt` (a maxPerSecond set or lowered below it since) is halved from `sentAt`:
+ * A row above the endpoint's `maxPerSecond` (set or lowered below it since) is halved from that:
  * halving the row's own rate left an endpoint at 2/s with a row at 50/s unslowed by five 429s.
+ * (Not from `sentAt`: a dispatcher's share of an endpoint without a limit would cut it tenfold.)
  * No row for a merchant deleted meanwhile (a request sent before the dispatcher heard of it): it
  * would stay after the delete's sweep, for ever.
  */
-export async function lowerEndpointRate(db: Queryable, merchantId: string, sentAt: number, ceiling: number, endpointId: string): Promise<EndpointRate> {
+export async function lowerEndpointRate(db: Queryable, merchantId: string, sentAt: number, ceiling: number, endpointId: string, maxPerSecond?: number): Promise<EndpointRate> {
   const { rows } = await db.query<{ rate: number; ceiling: number }>(
     `WITH prior AS (SELECT rate FROM endpoint_rates WHERE merchant_id = $1 AND endpoint_id = $2),
      changed AS (
        INSERT INTO endpoint_rates AS e (merchant_id, endpoint_id, rate, ceiling) SELECT $1::text, $2::text, GREATEST($3::float8, $4::float8 / 2), $5::float8
        WHERE NOT ${erasedMerchantSql('$1::text')}
-       ON CONFLICT (merchant_id, endpoint_id) DO UPDATE SET rate = GREATEST($3::float8, LEAST(e.rate, $4::float8) / 2), changed_at = now()
+       ON CONFLICT (merchant_id, endpoint_id) DO UPDATE SET rate = GREATEST($3::float8, LEAST(e.rate, $6::float8) / 2), changed_at = now()
        WHERE e.changed_at < now() - interval '1 second'
        RETURNING rate, ceiling
      )
      SELECT rate, ceiling, true AS changed, (SELECT rate FROM prior) AS previous FROM changed UNION ALL
      SELECT rate, ceiling, false, NULL FROM endpoint_rates WHERE merchant_id = $1 AND endpoint_id = $2 AND NOT EXISTS (SELECT 1 FROM changed)`,
-    [merchantId, endpointId, MIN_ADAPTIVE_RATE, sentAt, Math.max(MIN_ADAPTIVE_RATE, ceiling)],
+    [merchantId, endpointId, MIN_ADAPTIVE_RATE, sentAt, Math.max(MIN_ADAPTIVE_RATE, ceiling), maxPerSecond ?? 'Infinity'],
   );
   const row = rows[0] as { rate: number; ceiling: number; changed: boolean; previous: number | null } | undefined;
   // No row: another call inserted it after this statement's snapshot, so neither branch saw it;

@@ -264,6 +264,9 @@ describe('the throttle guard', () => {
     await waitFor('the 429 heard', async () => Number((await database.query<{ rate: number }>("SELECT rate FROM endpoint_rates WHERE merchant_id = 'm_capped'")).rows[0]!.rate) !== 50);
     await waitFor('the rate slowed', () => throttle.rateOf('m_capped', webhook) < 2, 5_000).catch(() => undefined);
     expect(throttle.rateOf('m_capped', webhook)).toBe(1);
+    // Without a limit, the row is halved, not cut to half a dispatcher's share of it (10/s of the 50).
+    await database.query("INSERT INTO endpoint_rates (merchant_id, endpoint_id, rate, ceiling, changed_at) VALUES ('m_shared', 'ep_shared', 50, 100, now() - interval '2 seconds')");
+    expect((await lowerEndpointRate(database, 'm_shared', 10, 10, 'ep_shared')).rate).toBe(25);
   }, 60_000);
 
   it('raises the lowered rate of an endpoint without a limit after every dispatcher that held it restarted: not left low for ever', async () => {

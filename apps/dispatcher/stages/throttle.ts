@@ -186,7 +186,7 @@ export class Throttle {
       // burst's start, and halving that took a 40/s endpoint to 0.5/s.
       const sentAt = Math.min(webhook.maxPerSecond ?? Infinity, this.current.get(key)?.rate ?? this.sentLastSecond(key));
       const ceiling = webhook.maxPerSecond ?? Math.max(1, this.sentLastSecond(key));
-      lowerEndpointRate(this.db, merchantId, sentAt, ceiling, webhook.id).then(
+      lowerEndpointRate(this.db, merchantId, sentAt, ceiling, webhook.id, webhook.maxPerSecond).then(
         (rate) => {
           this.adaptive.set(key, { rate, readAt: this.now(), raisedAt: this.now() });
           if (rate.changed) this.restretch(key, webhook, rate.previous, rate.rate);
