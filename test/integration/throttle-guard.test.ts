@@ -4,6 +4,7 @@ import { silentLogger } from '../../libs/logger/index.js';
 import { deleteMerchantData, type Endpoint, EndpointSettings, lowerEndpointRate, MerchantSettings, MIN_ADAPTIVE_RATE, PgMerchantDirectory, raiseEndpointRate, SecretBox } from '../../libs/merchants/index.js';
 import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
 import { putWithEndpoint } from '../support/merchant-endpoints.js';
+import { capturingLogger } from '../support/capturing-logger.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { freePort } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
@@ -267,6 +268,30 @@ describe('the throttle guard', () => {
     // Without a limit, the row is halved, not cut to half a dispatcher's share of it (10/s of the 50).
     await database.query("INSERT INTO endpoint_rates (merchant_id, endpoint_id, rate, ceiling, changed_at) VALUES ('m_shared', 'ep_shared', 50, 100, now() - interval '2 seconds')");
     expect((await lowerEndpointRate(database, 'm_shared', 10, 10, 'ep_shared')).rate).toBe(25);
+  }, 60_000);
+
+  it("logs 'endpoint slowed' once per lowering, not for every 429 of a storm that the once-a-second rule left unchanged", async () => {
+    let lowered = 0;
+    const counting = new Proxy(database, {
+      get(target, key, receiver) {
+        if (key !== 'query') return Reflect.get(target, key, receiver);
+        return async (sql: string, params?: unknown[]) => {
+          const result = await target.query(sql, params as never);
+          if (sql.includes('INSERT INTO endpoint_rates')) lowered++;
+          return result;
+        };
+      },
+    });
+    const lines: Array<Record<string, unknown>> = [];
+    const throttle = new Throttle(counting, capturingLogger(lines));
+    const webhook = { id: 'ep_loud', maxPerSecond: 40 } as Endpoint;
+    expect((await throttle.admit('m_loud', webhook, () => false)).kind).toBe('go');
+    for (let i = 0; i < 20; i++) throttle.answered('m_loud', webhook, 429, false);
+    await waitFor('every 429 heard', () => lowered === 20);
+    await waitFor('the rate read', () => throttle.rateOf('m_loud', webhook) === 20);
+    await new Promise((resolve) => setImmediate(resolve));
+    // One halving (40/s to 20/s): twenty lines said it was slowed.
+    expect(lines.filter((line) => String(line.message).startsWith('endpoint slowed'))).toHaveLength(1);
   }, 60_000);
 
   it('raises the lowered rate of an endpoint without a limit after every dispatcher that held it restarted: not left low for ever', async () => {

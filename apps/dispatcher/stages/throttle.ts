@@ -189,7 +189,9 @@ export class Throttle {
       lowerEndpointRate(this.db, merchantId, sentAt, ceiling, webhook.id, webhook.maxPerSecond).then(
         (rate) => {
           this.adaptive.set(key, { rate, readAt: this.now(), raisedAt: this.now() });
-          if (rate.changed) this.restretch(key, webhook, rate.previous, rate.rate);
+          if (!rate.changed) return;
+          this.restretch(key, webhook, rate.previous, rate.rate);
+          // Once per change, by the dispatcher that made it: every 429 of a storm logged it, unchanged.
           this.logger.info('endpoint slowed: it answered 429/503', { merchantId, endpointId: webhook.id, status, ratePerSecond: Number(rate.rate.toFixed(2)) });
         },
         (err: unknown) => this.problem('endpoint rate not lowered: PostgreSQL did not answer', err),
