@@ -85,7 +85,8 @@ export async function endpointRates(db: Queryable, limit: number): Promise<Array
 }
 
 /**
- * The endpoint answered 429 or 503: its rate is halved, at most once a second. A first lowering
+ * The endpoint answered 429 or 503: its rate is halved, at most once a second (a second after the
+ * last lowering: a raise, the last change, held every 429 back for a second). A first lowering
  * starts from `sentAt` (what it was being sent at) and remembers `ceiling`. Returns the rate now.
  * A row above the endpoint's `maxPerSecond` (set or lowered below it since) is halved from that:
  * halving the row's own rate left an endpoint at 2/s with a row at 50/s unslowed by five 429s.
@@ -97,10 +98,10 @@ export async function lowerEndpointRate(db: Queryable, merchantId: string, sentA
   const { rows } = await db.query<{ rate: number; ceiling: number }>(
     `WITH prior AS (SELECT rate FROM endpoint_rates WHERE merchant_id = $1 AND endpoint_id = $2),
      changed AS (
-       INSERT INTO endpoint_rates AS e (merchant_id, endpoint_id, rate, ceiling) SELECT $1::text, $2::text, GREATEST($3::float8, $4::float8 / 2), $5::float8
+       INSERT INTO endpoint_rates AS e (merchant_id, endpoint_id, rate, ceiling, lowered_at) SELECT $1::text, $2::text, GREATEST($3::float8, $4::float8 / 2), $5::float8, now()
        WHERE NOT ${erasedMerchantSql('$1::text')}
-       ON CONFLICT (merchant_id, endpoint_id) DO UPDATE SET rate = GREATEST($3::float8, LEAST(e.rate, $6::float8) / 2), changed_at = now()
-       WHERE e.changed_at < now() - interval '1 second'
+       ON CONFLICT (merchant_id, endpoint_id) DO UPDATE SET rate = GREATEST($3::float8, LEAST(e.rate, $6::float8) / 2), changed_at = now(), lowered_at = now()
+       WHERE COALESCE(e.lowered_at, e.changed_at) < now() - interval '1 second'
        RETURNING rate, ceiling
      )
      SELECT rate, ceiling, true AS changed, (SELECT rate FROM prior) AS previous FROM changed UNION ALL

@@ -241,7 +241,7 @@ describe('the throttle guard', () => {
     expect(await rate()).toBe(20);
     // Twelve more seconds of storm (its clock moved back, not waited): 20 -> 10 -> ... held at the floor, never 0.
     for (let second = 0; second < 12; second++) {
-      await database.query("UPDATE endpoint_rates SET changed_at = now() - interval '2 seconds' WHERE merchant_id = 'm_storm'");
+      await database.query("UPDATE endpoint_rates SET changed_at = now() - interval '2 seconds', lowered_at = now() - interval '2 seconds' WHERE merchant_id = 'm_storm'");
       await storm();
       expect(await rate()).toBeGreaterThanOrEqual(MIN_ADAPTIVE_RATE);
     }
@@ -251,6 +251,19 @@ describe('the throttle guard', () => {
     const webhook = { id: 'ep_storm' } as Endpoint;
     throttle.answered('m_storm', webhook, 503, false);
     await waitFor('the rate read', () => throttle.rateOf('m_storm', webhook) === MIN_ADAPTIVE_RATE);
+  }, 60_000);
+
+  it('halves the rate at a 429 that comes within a second of a raise: a success first in its second does not hold the 429 back', async () => {
+    await database.query("INSERT INTO endpoint_rates (merchant_id, endpoint_id, rate, ceiling, changed_at, lowered_at) VALUES ('m_raised_first', 'ep_raised_first', 20, 40, now() - interval '2 seconds', now() - interval '2 seconds')");
+    // A second on: a success raises it (20/s to 22/s), then the endpoint answers 429.
+    expect((await raiseEndpointRate(database, 'm_raised_first', 'ep_raised_first'))?.rate).toBe(22);
+    const answered = await lowerEndpointRate(database, 'm_raised_first', 22, 40, 'ep_raised_first', 40);
+    // The raise's stamp held every lowering for a second: each second's first answer decided, so an
+    // endpoint at its capacity, mostly succeeding, was raised on past it (by the arithmetic, until
+    // about one answer in eight was a 429: ln 1.1 against ln 2).
+    expect(answered).toMatchObject({ rate: 11, changed: true });
+    // And the lowering itself is still once a second.
+    expect((await lowerEndpointRate(database, 'm_raised_first', 11, 40, 'ep_raised_first', 40)).changed).toBeUndefined();
   }, 60_000);
 
   it('halves what the endpoint is sent at, not a row above its maxPerSecond: a 429 at 2/s slows it to 1/s', async () => {
