@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PORTAL_SCRIPT_GZIP_BUDGET, portalScriptWeight } from '../../apps/api/portal/page.js';
+import { endpointOf } from '../../apps/dispatcher/stages/endpoint-guards.js';
 import { SWEEP_AFTER_MS } from '../../libs/merchants/erase.js';
 import { SchemaTooNewError } from '../../libs/migrations/errors.js';
 import { DECLARATION_SYNTAX } from '../../libs/migrations/files.js';
@@ -236,5 +237,16 @@ describe('what the docs state about the migrations', () => {
     expect(flat('BENCHMARKS.md')).toContain(`**Migration ${digest} (the body's digest on the key,`);
     expect(flat('docs/operating.md')).toContain(`both in its directory and in the \`merchants\` table (migration ${byRecord}:`);
     expect(flat('docs/DESIGN.md')).toContain(`nor the \`merchants\` table says the endpoint orders (${byRecord}).`);
+  });
+});
+
+describe('what the docs state where the code departs from the shared design', () => {
+  it("a breaker and an in-flight bound are a merchant's URL's, and DESIGN.md says so as a deviation from the shared design's full URL", () => {
+    const url = 'https://hooks.example/in';
+    expect(endpointOf('m_a', url)).not.toBe(endpointOf('m_b', url));
+    const design = flat('docs/DESIGN.md');
+    expect(design).toContain('Isolation is per webhook endpoint (its merchant and full URL), never per host');
+    expect(design).toContain('(Deviation from the shared design, which keys both by the full URL alone:');
+    expect(flat('docs/operating.md')).toContain('Isolation is per endpoint (its merchant and full URL)');
   });
 });
