@@ -31,7 +31,7 @@ export const referenceSchema = z
   .regex(/^[^\u0000-\u001f\u007f-\u009f]+$/)
   .describe(
     'The reference used when initiating the transaction (tx_ref), URL-encoded: 1 to 200 characters, any except ' +
-      'control characters; the same set the service accepts from upstream, so every failed webhook can be resent.',
+      'control characters and lone UTF-16 surrogates; the same set the service accepts from upstream, so every failed webhook can be resent.',
   );
 
 export const ROUTES = [
@@ -54,7 +54,7 @@ export const ROUTES = [
     },
     errors: {
       '400':
-        'missing_reference; invalid_reference: repeated, longer than 200 characters or holding a control character; ' +
+        'missing_reference; invalid_reference: repeated, longer than 200 characters, or holding a control character or a lone UTF-16 surrogate; ' +
         'unknown_parameter: a query parameter other than reference; invalid_body: a body that is not JSON',
       '401': 'Missing or invalid public key or access token, or an expired token',
       '403': 'The token and the public key name different merchants',

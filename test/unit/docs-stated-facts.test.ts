@@ -1,7 +1,9 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PORTAL_SCRIPT_GZIP_BUDGET, portalScriptWeight } from '../../apps/api/portal/page.js';
+import { referenceSchema, ROUTES } from '../../apps/api/routes.js';
 import { endpointOf } from '../../apps/dispatcher/stages/endpoint-guards.js';
+import { isWellFormedReference } from '../../libs/contracts/index.js';
 import { SWEEP_AFTER_MS } from '../../libs/merchants/erase.js';
 import { SchemaTooNewError } from '../../libs/migrations/errors.js';
 import { DECLARATION_SYNTAX } from '../../libs/migrations/files.js';
@@ -248,5 +250,15 @@ describe('what the docs state where the code departs from the shared design', ()
     expect(design).toContain('Isolation is per webhook endpoint (its merchant and full URL), never per host');
     expect(design).toContain('(Deviation from the shared design, which keys both by the full URL alone:');
     expect(flat('docs/operating.md')).toContain('Isolation is per endpoint (its merchant and full URL)');
+  });
+});
+
+describe('what the OpenAPI descriptions state of a reference', () => {
+  it('they name every character the resend refuses: control characters and lone surrogates', () => {
+    expect(isWellFormedReference('a\u0001')).toBe(false);
+    expect(isWellFormedReference('a\ud800')).toBe(false);
+    const resend = ROUTES.find((route) => route.operationId === 'resendWebhook')!;
+    expect(referenceSchema.description).toContain('any except control characters and lone UTF-16 surrogates');
+    expect(resend.errors['400']).toContain('invalid_reference: repeated, longer than 200 characters, or holding a control character or a lone UTF-16 surrogate');
   });
 });
