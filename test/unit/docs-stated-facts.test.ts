@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PORTAL_SCRIPT_GZIP_BUDGET, portalScriptWeight } from '../../apps/api/portal/page.js';
 import { referenceSchema, ROUTES } from '../../apps/api/routes.js';
-import { endpointOf } from '../../apps/dispatcher/stages/endpoint-guards.js';
+import { EndpointGuards, endpointOf } from '../../apps/dispatcher/stages/endpoint-guards.js';
 import { isWellFormedReference } from '../../libs/contracts/index.js';
 import { SWEEP_AFTER_MS } from '../../libs/merchants/erase.js';
 import { SchemaTooNewError } from '../../libs/migrations/errors.js';
@@ -250,6 +250,17 @@ describe('what the docs state where the code departs from the shared design', ()
     expect(design).toContain('Isolation is per webhook endpoint (its merchant and full URL), never per host');
     expect(design).toContain('(Deviation from the shared design, which keys both by the full URL alone:');
     expect(flat('docs/operating.md')).toContain('Isolation is per endpoint (its merchant and full URL)');
+  });
+
+  it("operating.md labels an open circuit's series by origin and its one merchant, as the dispatcher does", async () => {
+    const guards = new EndpointGuards({ maxInFlight: 1, failureThreshold: 1, cooldownMs: 30_000, maxCooldownMs: 600_000 });
+    for (const merchantId of ['m_b', 'm_a']) {
+      const admission = await guards.acquire(endpointOf(merchantId, 'https://hooks.example/in/secret-path'), { merchantId, canDefer: false, force: false }, () => false);
+      if (admission?.kind !== 'send') throw new Error(`expected to send, got ${admission?.kind}`);
+      admission.release('failed', 'HTTP 500');
+    }
+    expect(guards.openEndpoints().sort()).toEqual(['https://hooks.example (m_a)', 'https://hooks.example (m_b)']);
+    expect(flat('docs/operating.md')).toContain("| 1 per merchant's URL whose circuit is open (labelled `origin (merchant)`, never the URL's path");
   });
 });
 
