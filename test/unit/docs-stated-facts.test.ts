@@ -199,6 +199,13 @@ describe("what the docs state about PostgreSQL's connections", () => {
     expect(waits.how).toMatch(new RegExp(`^a pool of ${opened[1]} .*the \`LISTEN\` for circuits closed`));
   });
 
+  it("the waits row names what program.ts puts on the waits pool: the throttle's slots and adaptive rates too", () => {
+    const program = readFileSync('apps/dispatcher/program.ts', 'utf8');
+    expect(program).toContain('const waitsQueries = waitsDatabase ??');
+    expect(program).toContain('new Throttle(waitsQueries,');
+    expect(rows.find((r) => r.name === 'webhooks-dispatcher waits')!.how).toContain('the order gate, and the throttle: its slot requests');
+  });
+
   it("production.md and the example cluster count the autoscalers' ceilings from those budgets", () => {
     const apis = replicas('deploy/kubernetes/base/api.yaml', 'maxReplicas');
     const dispatchers = replicas('deploy/kubernetes/components/keda/scaled-object.yaml', 'maxReplicaCount');
