@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { PORTAL_SCRIPT_GZIP_BUDGET, portalScriptWeight } from '../../apps/api/portal/page.js';
 import { referenceSchema, ROUTES } from '../../apps/api/routes.js';
 import { EndpointGuards, endpointOf } from '../../apps/dispatcher/stages/endpoint-guards.js';
+import { REMEMBERED_ENDPOINTS } from '../../apps/dispatcher/stages/throttle.js';
 import { isWellFormedReference } from '../../libs/contracts/index.js';
 import { SWEEP_AFTER_MS } from '../../libs/merchants/erase.js';
 import { SchemaTooNewError } from '../../libs/migrations/errors.js';
@@ -278,5 +279,14 @@ describe('what the OpenAPI descriptions state of a reference', () => {
     const resend = ROUTES.find((route) => route.operationId === 'resendWebhook')!;
     expect(referenceSchema.description).toContain('any except control characters and lone UTF-16 surrogates');
     expect(resend.errors['400']).toContain('invalid_reference: repeated, longer than 200 characters, or holding a control character or a lone UTF-16 surrogate');
+  });
+});
+
+describe("what the docs state about the throttle's minute read of lowered rates", () => {
+  it('limits.md bounds it as throttle.ts does: the REMEMBERED_ENDPOINTS changed last', () => {
+    const throttle = readFileSync('apps/dispatcher/stages/throttle.ts', 'utf8');
+    expect(throttle).toContain('endpointRates(this.db, REMEMBERED_ENDPOINTS)');
+    expect(readFileSync('libs/merchants/endpoint-rate.ts', 'utf8')).toContain('FROM endpoint_rates ORDER BY changed_at DESC LIMIT $1');
+    expect(flat('docs/limits.md')).toContain(`at most the ${REMEMBERED_ENDPOINTS.toLocaleString('en-US')} changed last (\`REMEMBERED_ENDPOINTS\` in the same file)`);
   });
 });
