@@ -290,3 +290,31 @@ describe("what the docs state about the throttle's minute read of lowered rates"
     expect(flat('docs/limits.md')).toContain(`at most the ${REMEMBERED_ENDPOINTS.toLocaleString('en-US')} changed last (\`REMEMBERED_ENDPOINTS\` in the same file)`);
   });
 });
+
+describe("what the docs state about the 409s of a resend and of a portal test event", () => {
+  it('resending.md and architecture.md give the order the resend answers in when nothing went: webhook_disabled, event_not_subscribed, endpoint_deleted', () => {
+    const code = readFileSync('libs/failed/resend.ts', 'utf8');
+    const thrown = [
+      'if (kept.disabled.size > 0) throw new WebhookDisabledError',
+      "if (kept['not-subscribed'].size > 0) throw new EventNotSubscribedError",
+      'throw kept.deleted.size > 0 ? new EndpointDeletedError',
+    ].map((line) => code.indexOf(line));
+    expect(thrown.every((at, i) => at >= 0 && (i === 0 || at > thrown[i - 1]!))).toBe(true);
+    const resending = flat('docs/resending.md');
+    const rows = ['| 409 | `webhook_disabled` |', '| 409 | `event_not_subscribed` |', '| 409 | `endpoint_deleted` |'].map((row) => resending.indexOf(row));
+    expect(rows.every((at, i) => at >= 0 && (i === 0 || at > rows[i - 1]!))).toBe(true);
+    expect(resending).toContain('or nothing went and a failure found is of a disabled endpoint;');
+    expect(resending).toContain('| nothing went, none of the failures found is of a disabled endpoint, and one is of an endpoint whose `events` no longer include its event;');
+    expect(resending).toContain('| every failure found is of an endpoint deleted since:');
+    expect(flat('docs/architecture.md')).toContain('`event_not_subscribed` or, when every one is of a deleted endpoint, `endpoint_deleted`, in that order');
+  });
+
+  it('portal.md says a test event for an endpoint that is off or does not take the event is refused, as the portal does', () => {
+    const handlers = readFileSync('apps/api/portal/endpoint-handlers.ts', 'utf8');
+    expect(handlers).toContain("if (!target.enabled) throw new ApiError(409, 'webhook_disabled'");
+    expect(handlers).toContain("if (!receivesEvent(target, input.data.event)) throw new ApiError(409, 'event_not_subscribed'");
+    const portal = flat('docs/portal.md');
+    expect(portal).toContain('while it is disabled, or for an event it does not receive, the call answers 409 `webhook_disabled` or `event_not_subscribed` and sends nothing');
+    expect(portal).toContain('a test event for an endpoint that is disabled (`webhook_disabled`) or does not receive that event (`event_not_subscribed`): nothing is sent');
+  });
+});
