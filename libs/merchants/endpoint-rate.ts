@@ -140,6 +140,9 @@ export async function raiseEndpointRate(db: Queryable, merchantId: string, endpo
   return endpointRateOf(db, merchantId, endpointId);
 }
 
+/** A raised limit's queue comes back this long after the write: the time the dispatchers have to hear of it (milliseconds, normally). */
+export const LIMIT_HEARD_MS = 1_000;
+
 /**
  * An endpoint's maxPerSecond goes from `before` to `after` (undefined: none), in the write's
  * transaction: the webhooks it has queued, laid out at the rate it was sent at, are spread to the
@@ -148,7 +151,7 @@ export async function raiseEndpointRate(db: Queryable, merchantId: string, endpo
  */
 export async function respaceForLimit(tx: Queryable, merchantId: string, endpointId: string, before: number | undefined, after: number | undefined): Promise<void> {
   const adaptive = (await endpointRateOf(tx, merchantId, endpointId))?.rate ?? Infinity;
-  await respaceThrottled(tx, merchantId, endpointId, Math.min(before ?? Infinity, adaptive), Math.min(after ?? Infinity, adaptive));
+  await respaceThrottled(tx, merchantId, endpointId, Math.min(before ?? Infinity, adaptive), Math.min(after ?? Infinity, adaptive), LIMIT_HEARD_MS);
   // A lowered rate goes back up to the new limit: left at the old one, it went from 10/s to a
   // raised 1,000/s in one step (the row gone at 10). Unset, the old limit stays its ceiling.
   if (after !== undefined && adaptive !== Infinity) {
