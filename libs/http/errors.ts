@@ -23,7 +23,8 @@ export abstract class DeliveryFailedError extends Error {
 }
 
 export class WebhookRejectedError extends DeliveryFailedError {
-  constructor(override readonly status: number, readonly retryAfter?: string) {
+  /** `date`: the response's Date header, from which a Retry-After that is an HTTP date counts. */
+  constructor(override readonly status: number, readonly retryAfter?: string, readonly date?: string) {
     super(`HTTP ${status}`);
   }
 

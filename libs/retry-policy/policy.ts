@@ -51,12 +51,15 @@ export class RetryPolicy {
     return this.delaysMs.length > 0 && deferrals >= this.maxDeferrals;
   }
 
-  /** The step after attempt `attempt` failed; a Retry-After on 429 or 503 moves it to the first step that long, never past the last. */
-  stepAfterFailure(attempt: number, failure: { status?: number; retryAfter?: string }, now: Date): number {
+  /**
+   * The step after attempt `attempt` failed; a Retry-After on 429 or 503 moves it to the first step
+   * that long, never past the last (`date`: the response's Date header, from which an HTTP date counts).
+   */
+  stepAfterFailure(attempt: number, failure: { status?: number; retryAfter?: string; date?: string }, now: Date): number {
     const step = attempt - 1;
     const delays = this.delaysMs;
     if (failure.status !== 429 && failure.status !== 503) return step;
-    const wanted = retryAfterMs(failure.retryAfter, now);
+    const wanted = retryAfterMs(failure.retryAfter, now, failure.date);
     if (wanted === undefined || wanted <= delays[step]!) return step;
     for (let i = step; i < delays.length; i++) if (delays[i]! >= wanted) return i;
     return delays.length - 1;

@@ -85,8 +85,29 @@ const cases: Array<[string, Finding, IntakeEvent | undefined, Decision]> = [
   ['a 503 with a Retry-After beyond the schedule waits in the last step', failedWith(new WebhookRejectedError(503, '86400')), intake(), { kind: 'retry', step: 2, attempt: 1, error: 'HTTP 503', errorClass: 'http_503', status: 503 }],
   ['a Retry-After on a 500 is ignored', failedWith(new WebhookRejectedError(500, '30')), intake(), { kind: 'retry', step: 0, attempt: 1, error: 'HTTP 500', errorClass: 'http_500', status: 500 }],
   [
-    'an HTTP-date Retry-After counts from now',
+    'an HTTP-date Retry-After without a Date counts from now',
     failedWith(new WebhookRejectedError(429, new Date(now.getTime() + 5_000).toUTCString())),
+    intake(),
+    { kind: 'retry', step: 1, attempt: 1, error: 'HTTP 429', errorClass: 'http_429', status: 429 },
+  ],
+  // RFC 9110 §10.2.3: an HTTP-date is on the server's clock, so it counts from the response's own
+  // Date. Read against ours, a server 10 minutes behind asked for no wait at all, and one 10 minutes
+  // ahead for the schedule's last step.
+  [
+    "an HTTP-date Retry-After counts from the response's Date on a server 10 minutes behind",
+    failedWith(new WebhookRejectedError(429, new Date(now.getTime() - 600_000 + 30_000).toUTCString(), new Date(now.getTime() - 600_000).toUTCString())),
+    intake(),
+    { kind: 'retry', step: 2, attempt: 1, error: 'HTTP 429', errorClass: 'http_429', status: 429 },
+  ],
+  [
+    "an HTTP-date Retry-After counts from the response's Date on a server 10 minutes ahead",
+    failedWith(new WebhookRejectedError(503, new Date(now.getTime() + 600_000 + 5_000).toUTCString(), new Date(now.getTime() + 600_000).toUTCString())),
+    intake(),
+    { kind: 'retry', step: 1, attempt: 1, error: 'HTTP 503', errorClass: 'http_503', status: 503 },
+  ],
+  [
+    'an HTTP-date Retry-After with an unreadable Date counts from now',
+    failedWith(new WebhookRejectedError(429, new Date(now.getTime() + 5_000).toUTCString(), 'yesterday')),
     intake(),
     { kind: 'retry', step: 1, attempt: 1, error: 'HTTP 429', errorClass: 'http_429', status: 429 },
   ],

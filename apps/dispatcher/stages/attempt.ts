@@ -49,8 +49,8 @@ export class AttemptStage {
       if (attempt) endAttempt(attempt, response);
       responseBody = response.body;
       if (response.status < 200 || response.status > 299) {
-        const retryAfter = response.headers['retry-after'];
-        throw new WebhookRejectedError(response.status, typeof retryAfter === 'string' ? retryAfter : undefined);
+        const { 'retry-after': retryAfter, date } = response.headers;
+        throw new WebhookRejectedError(response.status, typeof retryAfter === 'string' ? retryAfter : undefined, typeof date === 'string' ? date : undefined);
       }
       slot.release('succeeded');
       this.observer.attempt(true, (performance.now() - started) / 1000, intake.event);

@@ -119,8 +119,8 @@ export function decide(finding: Finding, intake: IntakeEvent | undefined, policy
       if (error instanceof WebhookBlockedError) return { ...failed, reason: FAILED_REASONS.blocked };
       // A test event has a schedule of one attempt: it fails like any webhook whose attempts ran out.
       if (intake.test || policy.exhausted(attempt)) return { ...failed, reason: FAILED_REASONS.attemptsExhausted };
-      const retryAfter = error instanceof WebhookRejectedError ? error.retryAfter : undefined;
-      const step = policy.stepAfterFailure(attempt, { status: error.status, retryAfter }, now);
+      const answer = error instanceof WebhookRejectedError ? { retryAfter: error.retryAfter, date: error.date } : {};
+      const step = policy.stepAfterFailure(attempt, { status: error.status, ...answer }, now);
       return { kind: 'retry', step, attempt, error: error.message, errorClass: error.errorClass, status: error.status, circuitMs: finding.circuitMs, ...answered };
     }
   }

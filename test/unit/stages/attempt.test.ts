@@ -44,6 +44,13 @@ describe('attempt', () => {
     expect(released).toEqual(['failed']);
   });
 
+  it("keeps the response's Date with its Retry-After: an HTTP-date counts from it", async () => {
+    const date = 'Thu, 01 Jan 2026 11:50:00 GMT';
+    const { attempt } = stage(async () => ({ status: 429, headers: { 'retry-after': 'Thu, 01 Jan 2026 11:50:30 GMT', date } }));
+    const error = ((await attempt.run(intake, admitted([]), now)) as { error: WebhookRejectedError }).error;
+    expect([error.status, error.date]).toEqual([429, date]);
+  });
+
   it('finds a timeout a failed attempt', async () => {
     const { attempt } = stage(async () => {
       throw new WebhookTimeoutError(1_000);
