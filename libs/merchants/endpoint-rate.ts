@@ -91,15 +91,19 @@ export async function endpointRates(db: Queryable, limit: number): Promise<Array
  * A row above the endpoint's `maxPerSecond` (set or lowered below it since) is halved from that:
  * halving the row's own rate left an endpoint at 2/s with a row at 50/s unslowed by five 429s.
  * (Not from `sentAt`: a dispatcher's share of an endpoint without a limit would cut it tenfold.)
- * No row for a merchant deleted meanwhile (a request sent before the dispatcher heard of it): it
- * would stay after the delete's sweep, for ever.
+ * No row for an endpoint or a merchant deleted meanwhile (a request sent before the dispatcher heard
+ * of it): nothing is sent there again to raise it, and it would stay after the delete, for ever. The
+ * merchant's row, locked for share, orders this with a settings write (which locks it for update and
+ * drops a deleted endpoint's rate): a delete committed while this waited is seen, its endpoint gone.
+ * Merchants with no row at all (MERCHANTS_FILE) are lowered unless a tombstone says deleted.
  */
 export async function lowerEndpointRate(db: Queryable, merchantId: string, sentAt: number, ceiling: number, endpointId: string, maxPerSecond?: number): Promise<EndpointRate> {
   const { rows } = await db.query<{ rate: number; ceiling: number }>(
-    `WITH prior AS (SELECT rate FROM endpoint_rates WHERE merchant_id = $1 AND endpoint_id = $2),
+    `WITH owner AS (SELECT m.endpoints @> jsonb_build_array(jsonb_build_object('id', $2::text)) AS holds FROM merchants m WHERE m.id = $1 FOR SHARE),
+     prior AS (SELECT rate FROM endpoint_rates WHERE merchant_id = $1 AND endpoint_id = $2),
      changed AS (
        INSERT INTO endpoint_rates AS e (merchant_id, endpoint_id, rate, ceiling, lowered_at) SELECT $1::text, $2::text, GREATEST($3::float8, $4::float8 / 2), $5::float8, now()
-       WHERE NOT ${erasedMerchantSql('$1::text')}
+       WHERE COALESCE((SELECT holds FROM owner), NOT EXISTS (SELECT 1 FROM merchants WHERE id = $1) AND NOT ${erasedMerchantSql('$1::text')})
        ON CONFLICT (merchant_id, endpoint_id) DO UPDATE SET rate = GREATEST($3::float8, LEAST(e.rate, $6::float8) / 2), changed_at = now(), lowered_at = now()
        WHERE COALESCE(e.lowered_at, e.changed_at) < now() - interval '1 second'
        RETURNING rate, ceiling

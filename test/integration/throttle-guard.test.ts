@@ -2,6 +2,7 @@ import { TAKES_IN_FLIGHT, Throttle, type ThrottleVerdict } from '../../apps/disp
 import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { deleteMerchantData, type Endpoint, EndpointSettings, lowerEndpointRate, MerchantSettings, MIN_ADAPTIVE_RATE, PgMerchantDirectory, raiseEndpointRate, SecretBox } from '../../libs/merchants/index.js';
+import { writeMerchant } from '../../libs/merchants/write.js';
 import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
 import { putWithEndpoint } from '../support/merchant-endpoints.js';
 import { capturingLogger } from '../support/capturing-logger.js';
@@ -347,6 +348,39 @@ describe('the throttle guard', () => {
       await new EndpointSettings(settings).delete('m_deleted', endpointId);
       const rows = await database.query('SELECT endpoint_id FROM endpoint_rates WHERE merchant_id = $1', ['m_deleted']);
       expect(rows.rows).toEqual([]);
+    });
+  }, 60_000);
+
+  it("writes no rate for an endpoint deleted meanwhile: a 429 answered after the delete leaves no row of it", async () => {
+    await withSettings(async (settings) => {
+      const created = await putWithEndpoint(settings, 'm_late_429', { publicKey: 'pk_throttle_late_0000', url: 'https://hooks.example.com/late', maxPerSecond: 10 });
+      await new EndpointSettings(settings).delete('m_late_429', created.view.id);
+      // A request sent before the dispatcher heard of the delete, answered 429 after it: nothing
+      // would ever raise or drop the row it wrote (nothing is sent to a deleted endpoint).
+      expect((await lowerEndpointRate(database, 'm_late_429', 10, 10, created.view.id, 10)).rate).toBe(5);
+      expect((await database.query('SELECT endpoint_id FROM endpoint_rates WHERE merchant_id = $1', ['m_late_429'])).rows).toEqual([]);
+    });
+  }, 60_000);
+
+  it("writes no rate for an endpoint whose delete commits while the 429's write runs: it waits for the delete, then finds no endpoint", async () => {
+    await withSettings(async (settings) => {
+      const created = await putWithEndpoint(settings, 'm_racing_429', { publicKey: 'pk_throttle_racing_0000', url: 'https://hooks.example.com/racing', maxPerSecond: 10 });
+      const endpointId = created.view.id;
+      await lowerEndpointRate(database, 'm_racing_429', 10, 10, endpointId, 10);
+      await database.query("UPDATE endpoint_rates SET changed_at = now() - interval '2 seconds', lowered_at = now() - interval '2 seconds' WHERE merchant_id = 'm_racing_429'");
+      const box = new SecretBox(Buffer.from(TEST_SECRETS_KEY, 'base64'));
+      let lowering: Promise<unknown> | undefined;
+      let settled = false;
+      // The delete's transaction (the settings write, its rates dropped) holds the merchant's row
+      // while a dispatcher's 429 is written; then it commits.
+      await database.transaction(async (tx) => {
+        await writeMerchant(tx, box, 'm_racing_429', (current) => current && { ...current, endpoints: [] }, {});
+        lowering = lowerEndpointRate(database, 'm_racing_429', 5, 10, endpointId, 10).finally(() => (settled = true));
+        const waiting = () => database.query<{ n: string }>("SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%endpoint_rates%'");
+        await waitFor('the 429 written or waiting for the delete', async () => settled || Number((await waiting()).rows[0]!.n) > 0, 10_000);
+      });
+      await lowering;
+      expect((await database.query('SELECT endpoint_id FROM endpoint_rates WHERE merchant_id = $1', ['m_racing_429'])).rows).toEqual([]);
     });
   }, 60_000);
 
