@@ -5,6 +5,7 @@ import {
   type Actor,
   EndpointSettings,
   endpointInputSchema,
+  directoryNow,
   endpointViewsOf,
   endpointPatchSchema,
   isUnavailable,
@@ -42,7 +43,7 @@ export function adminRouter(deps: ApiDeps): express.Router {
     const merchantId = params.merchantId as string;
     const merchant = deps.merchants.byId(merchantId);
     if (!merchant) throw notFound('merchant_not_found', `No merchant ${merchantId}`);
-    send(res, 200, `merchant ${merchantId}`, await withCurrentRate(deps.audit, viewOf(merchant, new Date())), deps.settings?.versionOf(merchantId));
+    send(res, 200, `merchant ${merchantId}`, await withCurrentRate(deps.audit, viewOf(merchant, directoryNow(deps.merchants))), deps.settings?.versionOf(merchantId));
   }, base);
 
   mount(router, 'putMerchant', async (req, res, { params }) => {
@@ -84,7 +85,7 @@ function mountEndpoints(router: express.Router, deps: ApiDeps, base: string): vo
   const ids = (params: Record<string, unknown>) => ({ merchantId: params.merchantId as string, endpointId: params.endpointId as string });
   const versionOf = (merchantId: string) => deps.settings?.versionOf(merchantId);
   // Reads from the directory this replica holds, as the merchant's own GET: MERCHANTS_FILE's too.
-  const shown = (merchantId: string, endpointId?: string) => endpointViewsOf(deps.merchants.byId(merchantId), merchantId, new Date(), endpointId);
+  const shown = (merchantId: string, endpointId?: string) => endpointViewsOf(deps.merchants.byId(merchantId), merchantId, directoryNow(deps.merchants), endpointId);
 
   mount(router, 'listEndpoints', async (_req, res, { params }) => {
     const merchantId = params.merchantId as string;

@@ -132,7 +132,7 @@ export class Dispatcher {
       maxCooldownMs: Math.max(settings.breakerCooldownMs ?? BREAKER.cooldownMs, BREAKER.maxCooldownMs),
     });
     this.admission = new AdmissionStage(deps.merchants, this.guards, this.policy, deps.platform, deps.throttle);
-    this.attempt = new AttemptStage(deps.http, new WebhookSigner(), observer, settings);
+    this.attempt = new AttemptStage(deps.http, new WebhookSigner(), observer, settings, deps.merchants);
     this.effect = new EffectStage({
       broker: deps.broker,
       names: this.names,

@@ -51,6 +51,8 @@ export interface DispatcherOptions {
   merchantsPollMs?: number;
   /** The idempotent intake's check's deadline (tests on a loaded machine). */
   intakeCheck?: IntakeCheckerOptions;
+  /** This host's clock (the system's by default): tests of a host whose clock runs off. */
+  now?: () => Date;
 }
 
 export async function startDispatcher(config: DispatcherConfig, logger: Logger, options: DispatcherOptions = {}): Promise<DispatcherProgram> {
@@ -223,6 +225,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
       failures: failuresDatabase && new FailedStore(failuresDatabase),
       platform: platformEndpoint(config.OPERATIONAL_WEBHOOK_URL, config.OPERATIONAL_WEBHOOK_SECRET),
       intakeKeys,
+      now: options.now,
     },
     {
       prefix: config.TOPOLOGY_PREFIX,

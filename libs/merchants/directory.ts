@@ -15,6 +15,17 @@ export interface MerchantDirectory {
   close(): Promise<void>;
   /** Reads what changed at the source since the last read (the database's directory: a notification may come late, or never). */
   poll?(): Promise<void>;
+  /**
+   * PostgreSQL's time now, by which the times it stamped (a replaced secret's grace, a failing
+   * clock) are judged: never this host's wall clock, which may run minutes off. A file directory
+   * has none: its times were written by hand, and are the host's.
+   */
+  clock?(): Date;
+}
+
+/** The time by which what the directory holds is judged: PostgreSQL's (see clock), else this host's. */
+export function directoryNow(directory: Pick<MerchantDirectory, 'clock'> | undefined): Date {
+  return directory?.clock?.() ?? new Date();
 }
 
 /** The endpoints an event goes to (one delivery each): each enabled one whose filter takes it, in the merchant's order. */

@@ -27,11 +27,10 @@ export class EndpointSettings {
   create(merchantId: string, input: EndpointInput, guards: WriteGuards = {}): Promise<Written<EndpointCreated>> {
     const url = checkWebhookUrl(input.url, this.settings.policy);
     let createdId: string | undefined;
-    return this.settings.write<EndpointCreated>('endpoint.create', merchantId, input, guards, (current, issued) => {
+    return this.settings.write<EndpointCreated>('endpoint.create', merchantId, input, guards, (current, issued, now) => {
       if (!current) throw new MerchantNotFoundError(merchantId);
       if (current.endpoints.length >= this.settings.maxEndpoints) throw new EndpointLimitError(merchantId, this.settings.maxEndpoints);
       checkUrlFree(current, url);
-      const now = this.settings.now();
       createdId = issued.endpointId();
       const endpoint: Endpoint = {
         id: createdId,
@@ -54,7 +53,7 @@ export class EndpointSettings {
   /** Changes only what the patch names. */
   patch(merchantId: string, endpointId: string, patch: EndpointPatch, guards: WriteGuards = {}): Promise<Written<{ view: EndpointView }>> {
     const url = patch.url === undefined ? undefined : checkWebhookUrl(patch.url, this.settings.policy);
-    return this.settings.write<{ view: EndpointView }>('endpoint.patch', merchantId, { endpointId, patch }, guards, (current) => {
+    return this.settings.write<{ view: EndpointView }>('endpoint.patch', merchantId, { endpointId, patch }, guards, (current, _issued, now) => {
       if (!current) throw new MerchantNotFoundError(merchantId);
       const kept = endpointOf(current, endpointId);
       // Moved elsewhere, the endpoint the operator turned off would leave its URL free for a new one, on at once.
@@ -70,7 +69,7 @@ export class EndpointSettings {
       if (patch.orderByReference === false) delete next.orderByReference;
       else if (patch.orderByReference) next.orderByReference = true;
       if (guards.by === 'merchant' && next.enabled && disabledByOperator(kept)) throw new DisabledByOperatorError(merchantId);
-      return replaced(current, withStatus(kept, next, this.settings.now(), guards.by, patch.enabled === false));
+      return replaced(current, withStatus(kept, next, now, guards.by, patch.enabled === false));
     }, (next) => ({ view: endpointViewOf(endpointOf(next, endpointId), this.settings.now()) }));
   }
 
@@ -88,9 +87,11 @@ export class EndpointSettings {
   /** A new secret for this endpoint alone; the others keep theirs. */
   rotate(merchantId: string, endpointId: string, graceSeconds: number, guards: WriteGuards = {}): Promise<Written<RotationResult>> {
     const secret = newWebhookSecret();
-    return this.settings.write<RotationResult>('endpoint.rotate', merchantId, { endpointId, graceSeconds }, guards, (current) => {
+    // The grace stamped by PostgreSQL's time of the write, by which the writes and the dispatchers
+    // judge it: on an API host 10 minutes behind, a grace of 5 had ended before it began.
+    return this.settings.write<RotationResult>('endpoint.rotate', merchantId, { endpointId, graceSeconds }, guards, (current, _issued, now) => {
       if (!current) throw new MerchantNotFoundError(merchantId);
-      return replaced(current, rotatedEndpoint(merchantId, endpointOf(current, endpointId), secret, graceSeconds, this.settings.now()));
+      return replaced(current, rotatedEndpoint(merchantId, endpointOf(current, endpointId), secret, graceSeconds, now));
     }, (next) => {
       const replacedSecret = graceSeconds > 0 ? endpointOf(next, endpointId).previousSecrets?.[0] : undefined;
       return { secret, previousSecretExpiresAt: replacedSecret?.expiresAt ?? null };

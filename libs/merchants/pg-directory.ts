@@ -53,8 +53,10 @@ interface Position {
   history: string;
 }
 
-async function positionOf(db: Queryable): Promise<Position> {
-  const { rows } = await db.query<Position>(`SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS cursor,
+/** The position, and PostgreSQL's clock when it was read (ms since the epoch). */
+async function positionOf(db: Queryable): Promise<Position & { now_ms: number }> {
+  const { rows } = await db.query<Position & { now_ms: number }>(`SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS cursor,
+    (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS now_ms,
     concat_ws('/',
       (SELECT system_identifier FROM pg_control_system()),
       (SELECT timeline_id FROM pg_control_checkpoint()),
@@ -78,6 +80,8 @@ async function positionOf(db: Queryable): Promise<Position> {
 export class PgMerchantDirectory implements MerchantDirectory {
   private cache = new DirectoryCache();
   private position?: Position;
+  /** PostgreSQL's clock as last read (`ms`), and this host's monotonic time then (`at`): see clock(). */
+  private pgTime?: { ms: number; at: number };
   private polledAt = 0;
   private loaded = false;
   private stopped = false;
@@ -163,6 +167,24 @@ export class PgMerchantDirectory implements MerchantDirectory {
   }
 
   /**
+   * PostgreSQL's time now: its clock as read with the last position (at each load and poll, every
+   * DEFAULT_POLL_INTERVAL_MS at the least), plus the time elapsed since on this host's monotonic
+   * clock. Off by half that read's round trip at most, never by this host's wall clock's error
+   * (minutes, on a host whose NTP is broken). Before the first read: this host's clock.
+   */
+  clock(): Date {
+    return this.pgTime ? new Date(this.pgTime.ms + (performance.now() - this.pgTime.at)) : new Date();
+  }
+
+  /** Where the database's history stands now; PostgreSQL's clock read with it, at the middle of the round trip. */
+  private async positionNow(): Promise<Position> {
+    const asked = performance.now();
+    const { now_ms, ...position } = await positionOf(this.db);
+    this.pgTime = { ms: Number(now_ms), at: (asked + performance.now()) / 2 };
+    return position;
+  }
+
+  /**
    * Applies `change` to the merchant's locked row and writes the result as the next version, unless
    * it changes nothing: of writers racing on one merchant, none is lost, none applied twice.
    */
@@ -223,7 +245,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
    * version is kept and reported.
    */
   private async load(progress: () => void, strict: boolean): Promise<void> {
-    const position = await positionOf(this.db);
+    const position = await this.positionNow();
     const cache = new DirectoryCache();
     const pageSize = 10_000;
     const page = (after: string) => this.db.query<MerchantRow>(`SELECT ${MERCHANT_COLUMNS} FROM merchants WHERE id > $1 ORDER BY id LIMIT $2`, [after, pageSize]);
@@ -302,7 +324,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
   }
 
   private async readChanges(): Promise<void> {
-    const position = await positionOf(this.db);
+    const position = await this.positionNow();
     const held = this.position!;
     const reason =
       held.history !== position.history

@@ -133,7 +133,8 @@ export class MerchantSettings {
   constructor(
     private readonly directory: PgMerchantDirectory,
     readonly policy: UrlPolicy,
-    readonly now: () => Date = () => new Date(),
+    /** The time views are shown at (which replaced secrets still sign): PostgreSQL's, as the directory keeps it. */
+    readonly now: () => Date = () => directory.clock(),
     /** Told of each transition of a write (not a replay) once it is committed: the programs publish it. */
     private readonly announce?: (transition: EndpointTransition) => Promise<void>,
     /** The most endpoints a merchant may have (MAX_ENDPOINTS_PER_MERCHANT, parsed by the program that writes). */
@@ -187,14 +188,15 @@ export class MerchantSettings {
   /**
    * The one write path of merchant settings, under an Idempotency-Key and an If-Match version when
    * given. `change` may be applied more than once (a transaction run again after a race); a secret
-   * or endpoint id it issues is the same each time.
+   * or endpoint id it issues is the same each time. `now`, given to it, is PostgreSQL's time of the
+   * write: what it stamps (a grace's end) is judged by that clock, never by this host's.
    */
   async write<T extends object>(
     operation: 'put' | 'patch' | 'endpoint.create' | 'endpoint.patch' | 'endpoint.delete' | 'endpoint.rotate',
     merchantId: string,
     input: unknown,
     { idempotencyKey, ifVersion, actor }: WriteGuards,
-    change: (current: Merchant | undefined, issued: { secret(): string; endpointId(): string }) => Merchant,
+    change: (current: Merchant | undefined, issued: { secret(): string; endpointId(): string }, now: Date) => Merchant,
     resultOf?: (next: Merchant, current: Merchant | undefined) => T,
   ): Promise<Written<T>> {
     let issuedSecret: string | undefined;
@@ -202,9 +204,9 @@ export class MerchantSettings {
     const issued = { secret: () => (issuedSecret ??= newWebhookSecret()), endpointId: () => (issuedId ??= newEndpointId()) };
     // What the last application of the change started from: the write that was committed.
     let before: Merchant | undefined;
-    const apply = (current: Merchant | undefined) => {
+    const apply = (current: Merchant | undefined, now: Date) => {
       before = current;
-      return change(current, issued);
+      return change(current, issued, now);
     };
     const result =
       resultOf ??

@@ -106,9 +106,9 @@ export async function writeMerchant(
     `SELECT ${HEALTH_COLUMNS}, now() AS now FROM endpoint_health WHERE merchant_id = $1 AND failing_since IS NOT NULL`,
     [merchantId],
   );
-  // PostgreSQL's time: a change that judges the clocks judges them by it, not by this host's.
-  // (A merchant not there yet has no clock to judge.)
-  const now = new Date((rows[0] ?? health[0])?.now ?? Date.now());
+  // PostgreSQL's time: a change that judges the clocks (or stamps a grace) judges them by it, not
+  // by this host's. A merchant not there yet asks for it: its change may stamp one too.
+  const now = new Date((rows[0] ?? health[0])?.now ?? (await tx.query<{ now: Date }>('SELECT now() AS now')).rows[0]!.now);
   const row = rows[0];
   const clocks = health.map(healthOf).filter((clock): clock is Health => clock !== undefined);
   const current = row && withHealth(merchantOf(row, box), clocks);
@@ -145,7 +145,8 @@ export async function writeMerchant(
   }
   // A replaced secret whose grace has ended signs nothing: the write that stores the row drops it
   // (production.md), not only the next rotation. Only a write that changes something: pruning alone writes nothing.
-  next = withoutEndedGrace(next, new Date());
+  // Ended by PostgreSQL's clock, which stamped it: by a writer's 10 minutes ahead, a secret with 5 to run was dropped.
+  next = withoutEndedGrace(next, now);
   const columns = columnsOf(next, box);
   let written = version + 1;
   // Each endpoint whose clock ran and no longer does (turned off or on, pointed elsewhere, deleted).

@@ -4,6 +4,7 @@ import { EVENT_NAMES, type EventName, REFERENCE_FIELDS, sampleEvent } from '../.
 import type { Queryable } from '../../../libs/delivery-store/index.js';
 import {
   type Actor,
+  directoryNow,
   type Endpoint,
   EndpointNotFoundError,
   EndpointSettings,
@@ -64,9 +65,8 @@ function testSample(event: EventName, merchantId: string) {
  * admin API shows it (withEndpointRates: one query for all; without it, PostgreSQL down, the
  * configured ones).
  */
-export async function portalEndpointsOf(db: Queryable | undefined, merchant: Merchant | undefined): Promise<PortalEndpoint[]> {
+export async function portalEndpointsOf(db: Queryable | undefined, merchant: Merchant | undefined, now: Date): Promise<PortalEndpoint[]> {
   if (!merchant || merchant.endpoints.length === 0) return [];
-  const now = new Date();
   return withEndpointRates(db, merchant.id, merchant.endpoints.map((endpoint) => portalEndpointOf(endpoint, now)));
 }
 
@@ -82,14 +82,14 @@ export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: Portal
   };
   /** The endpoint as this replica holds it now (after a write: what the write made, NOTIFY or not). */
   const shown = async (merchantId: string, endpointId: string): Promise<PortalEndpoint> => {
-    const found = (await portalEndpointsOf(deps.audit, merchantOf(merchantId))).find((e) => e.id === endpointId);
+    const found = (await portalEndpointsOf(deps.audit, merchantOf(merchantId), directoryNow(deps.merchants))).find((e) => e.id === endpointId);
     if (!found) throw new EndpointNotFoundError(merchantId, endpointId);
     return found;
   };
 
   mount(app, 'portalListEndpoints', async (req, res) => {
     const found = await helpers.session(req);
-    const list = await portalEndpointsOf(deps.audit, merchantOf(found.merchantId));
+    const list = await portalEndpointsOf(deps.audit, merchantOf(found.merchantId), directoryNow(deps.merchants));
     res.json({ message: `${list.length} endpoint(s)`, error: null, data: { endpoints: list, maxEndpoints: deps.settings?.maxEndpoints ?? list.length } });
   });
 

@@ -1,7 +1,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { Request, Router } from 'express';
 import type { DeliveryLogQueries } from '../../../libs/delivery-store/index.js';
-import { type Actor, disabledByOperator, type Merchant, recordAudit } from '../../../libs/merchants/index.js';
+import { type Actor, directoryNow, disabledByOperator, type Merchant, recordAudit } from '../../../libs/merchants/index.js';
 import { keyDigestOf, linkLifetimeMs, PortalLinkError, type PortalPermission, type PortalSession, type PortalSessions } from '../../../libs/portal/index.js';
 import { USER_AGENT } from '../../dispatcher/program.js';
 import type { ApiDeps } from '../deps.js';
@@ -202,7 +202,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
   mount(app, 'portalOverview', async (req, res) => {
     const found = await session(req);
     const health = await read(found.merchantId, () => deps.portal.health(found.merchantId));
-    const endpoints = await portalEndpointsOf(deps.audit, deps.merchants.byId(found.merchantId));
+    const endpoints = await portalEndpointsOf(deps.audit, deps.merchants.byId(found.merchantId), directoryNow(deps.merchants));
     res.json({ message: 'overview', error: null, data: { merchantId: found.merchantId, endpoints, health } });
   });
 

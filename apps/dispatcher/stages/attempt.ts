@@ -1,5 +1,5 @@
 import { DeliveryFailedError, WebhookRejectedError, type WebhookHttpClient } from '../../../libs/http/index.js';
-import { signingSecrets } from '../../../libs/merchants/index.js';
+import { type MerchantDirectory, signingSecrets } from '../../../libs/merchants/index.js';
 import type { DeliveryObserver } from '../../../libs/metrics/index.js';
 import type { WebhookSigner } from '../../../libs/signing/index.js';
 import type { Admitted } from './admission.js';
@@ -21,13 +21,17 @@ export class AttemptStage {
     private readonly signer: WebhookSigner,
     private readonly observer: DeliveryObserver,
     private readonly settings: AttemptSettings,
+    /** Its clock (PostgreSQL's) judges the replaced secrets' grace, which PostgreSQL stamped; without one, `now`. */
+    private readonly merchants?: Pick<MerchantDirectory, 'clock'>,
   ) {}
 
   async run(intake: IntakeEvent, { webhook, slot }: Admitted, now: Date, span?: Span): Promise<Finding> {
     const started = performance.now();
     let responseBody: string | undefined;
     try {
-      const signed = this.signer.sign(signingSecrets(webhook, now), intake.webhookId, intake.body, now);
+      // The grace by PostgreSQL's clock: by this host's, minutes off, a replaced secret stopped signing
+      // minutes early or went on minutes late. The timestamp is this host's: the receiver checks it against its own.
+      const signed = this.signer.sign(signingSecrets(webhook, this.merchants?.clock?.() ?? now), intake.webhookId, intake.body, now);
       const request = {
         url: webhook.url,
         body: intake.body,

@@ -1,0 +1,145 @@
+import { jest } from '@jest/globals';
+import { type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/program.js';
+import { sampleEvent } from '../../libs/contracts/index.js';
+import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
+import { EndpointSettings, MerchantSettings, PgMerchantDirectory, SecretBox } from '../../libs/merchants/index.js';
+import { EventPublisher } from '../../libs/publisher/index.js';
+import { WebhookSigner } from '../../libs/signing/index.js';
+import { TestBroker, uniquePrefix } from '../support/broker.js';
+import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
+import { putWithEndpoint } from '../support/merchant-endpoints.js';
+import { dispatcherEnv } from '../support/operational.js';
+import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
+import { type ReceivedRequest, Receiver } from '../support/receiver.js';
+import { waitFor } from '../support/wait.js';
+
+const MINUTE = 60_000;
+const POLICY = { allowHttp: true, allowPrivateTargets: true };
+/** Every timer and clock but Date stays real: a host whose wall clock alone is off. */
+const REAL_BUT_DATE = ['hrtime', 'nextTick', 'performance', 'queueMicrotask', 'setImmediate', 'clearImmediate', 'setInterval', 'clearInterval', 'setTimeout', 'clearTimeout'] as const;
+
+/**
+ * A replaced secret's grace and an endpoint's failing clock are times PostgreSQL stamped; each is
+ * judged by PostgreSQL's clock, never by the clock of the host that reads it (an API replica, the
+ * CLI, a dispatcher), which may run minutes off. Here PostgreSQL runs on this host, whose clock is
+ * taken for PostgreSQL's; each other host is given a clock `skewMs` off it.
+ */
+describe("hosts whose clocks run minutes off PostgreSQL's", () => {
+  const prefix = uniquePrefix('host-clocks');
+  let db: TestDatabase;
+  let database: Database;
+  let directory: PgMerchantDirectory;
+  let endpoints: EndpointSettings;
+  let receiver: Receiver;
+  let test: TestBroker;
+  let dispatcher: DispatcherProgram;
+  let publisher: EventPublisher;
+  /** How far the dispatcher's host clock runs off PostgreSQL's. */
+  let skewMs = 0;
+
+  beforeAll(async () => {
+    receiver = await Receiver.start(() => 204);
+    db = await createTestDatabase('host_clocks');
+    database = openPostgres(db.url);
+    directory = new PgMerchantDirectory(database, new SecretBox(Buffer.from(TEST_SECRETS_KEY, 'base64')), silentLogger());
+    await directory.start();
+    endpoints = new EndpointSettings(new MerchantSettings(directory, POLICY));
+    test = await TestBroker.open();
+    const env = { DATABASE_URL: db.url, ENDPOINT_DISABLE_AFTER: '1h' };
+    dispatcher = await startDispatcher(dispatcherEnv(prefix, env), silentLogger(), { now: () => new Date(Date.now() + skewMs), merchantsPollMs: 200 });
+    publisher = new EventPublisher(dispatcher.broker, prefix);
+  });
+
+  afterEach(() => {
+    skewMs = 0;
+    jest.useRealTimers();
+  });
+
+  afterAll(async () => {
+    await receiver?.close();
+    await dispatcher?.stop();
+    await directory?.close();
+    await database?.close();
+    await test?.deleteTopology(prefix);
+    await test?.close();
+    await db?.drop();
+  });
+
+  /** The merchant with one endpoint (a path of the receiver), held by the dispatcher: its id and first secret. */
+  async function merchant(id: string): Promise<{ endpointId: string; secret: string }> {
+    const created = await putWithEndpoint(new MerchantSettings(directory, POLICY), id, { publicKey: `pk_clocks_${id}_0001`, url: `${receiver.url}/${id}` });
+    await waitFor(`the dispatcher holds ${id}`, () => dispatcher.merchants.byId(id)?.endpoints.length === 1, 5_000);
+    return { endpointId: created.view.id, secret: created.secret };
+  }
+
+  /** Rotated, with the dispatcher holding the rotation. */
+  async function rotate(id: string, endpointId: string, graceSeconds: number, with_ = endpoints): Promise<string | null> {
+    const rotated = await with_.rotate(id, endpointId, graceSeconds);
+    await waitFor(`the dispatcher holds ${id}'s rotation`, () => dispatcher.merchants.byId(id)?.endpoints[0]?.secret === rotated.secret, 5_000);
+    return rotated.previousSecretExpiresAt;
+  }
+
+  async function deliver(id: string): Promise<ReceivedRequest> {
+    const at = () => receiver.requests.find((r) => r.path === `/webhooks/${id}`);
+    await publisher.publish(sampleEvent('payout', id));
+    return waitFor(`a webhook at ${id}`, at, 10_000);
+  }
+
+  /** Whether `secret` signed the request (at its own webhook-timestamp: a skewed dispatcher's, which a receiver's tolerance would refuse). */
+  function signedWith(secret: string, r: ReceivedRequest): boolean {
+    const expected = new WebhookSigner().sign(secret, String(r.headers['webhook-id']), r.body, new Date(Number(r.headers['webhook-timestamp']) * 1000))['webhook-signature'];
+    return String(r.headers['webhook-signature']).split(' ').includes(expected);
+  }
+
+  const secondsLeft = async (at: string) => Number((await database.query<{ left: number }>('SELECT extract(epoch FROM $1::timestamptz - now())::float8 AS left', [at])).rows[0]!.left);
+
+  it("stamps a replaced secret's grace by PostgreSQL's clock on an API host whose clock runs 10 minutes behind: it signs for the grace asked", async () => {
+    const { endpointId } = await merchant('m_api_behind');
+    const behind = new EndpointSettings(new MerchantSettings(directory, POLICY, () => new Date(Date.now() - 10 * MINUTE)));
+    const expiresAt = await rotate('m_api_behind', endpointId, 300, behind);
+    // By the host's clock its grace ended 5 minutes before it began: the replaced secret signed nothing.
+    const left = await secondsLeft(expiresAt!);
+    expect(left).toBeGreaterThan(290);
+    expect(left).toBeLessThanOrEqual(300);
+  });
+
+  it("keeps a replaced secret still in its grace by PostgreSQL's clock through a write made on a host whose clock runs 10 minutes ahead", async () => {
+    const { endpointId } = await merchant('m_writer_ahead');
+    await rotate('m_writer_ahead', endpointId, 300);
+    // The next write of the merchant, from the CLI on a host 10 minutes ahead: it dropped the secret as ended.
+    jest.useFakeTimers({ now: Date.now() + 10 * MINUTE, advanceTimers: true, doNotFake: [...REAL_BUT_DATE] });
+    await endpoints.patch('m_writer_ahead', endpointId, { description: 'written from a host ahead' });
+    // And shown still signing there (GET, the portal, the CLI's list): it was shown ended.
+    const shown = new MerchantSettings(directory, POLICY).get('m_writer_ahead')?.endpoints[0]?.previousSecrets;
+    jest.useRealTimers();
+    expect(shown).toHaveLength(1);
+    const { rows } = await database.query<{ kept: number }>(
+      "SELECT jsonb_array_length(COALESCE(e->'previousSecrets', '[]'::jsonb)) AS kept FROM merchants m, jsonb_array_elements(m.endpoints) e WHERE m.id = $1",
+      ['m_writer_ahead'],
+    );
+    expect(rows.map((row) => Number(row.kept))).toEqual([1]);
+  });
+
+  it('signs with a replaced secret through its grace on a dispatcher whose clock runs 10 minutes ahead', async () => {
+    const { endpointId, secret } = await merchant('m_dispatcher_ahead');
+    await rotate('m_dispatcher_ahead', endpointId, 300);
+    skewMs = 10 * MINUTE;
+    const request = await deliver('m_dispatcher_ahead');
+    // A merchant still verifying with the replaced secret (its grace has 5 minutes to run) failed every webhook.
+    expect(signedWith(secret, request)).toBe(true);
+    expect(String(request.headers['webhook-signature']).split(' ')).toHaveLength(2);
+  });
+
+  it("signs with no replaced secret whose grace ended by PostgreSQL's clock on a dispatcher whose clock runs 10 minutes behind", async () => {
+    const { endpointId, secret } = await merchant('m_dispatcher_behind');
+    const expiresAt = await rotate('m_dispatcher_behind', endpointId, 1);
+    await waitFor('the grace over', async () => (await secondsLeft(expiresAt!)) < 0, 5_000, 100);
+    skewMs = -10 * MINUTE;
+    const request = await deliver('m_dispatcher_behind');
+    // A secret replaced (a leak, say) still signed for 10 minutes past its end.
+    expect(signedWith(secret, request)).toBe(false);
+    expect(String(request.headers['webhook-signature']).split(' ')).toHaveLength(1);
+  });
+
+});
