@@ -4,7 +4,7 @@ import type { BrokerConnection } from '../../libs/broker/index.js';
 import { createUndiciClient } from '../../libs/http/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import type { Registry } from 'prom-client';
-import { DISABLED_REASONS, type MerchantDirectory, openMerchants } from '../../libs/merchants/index.js';
+import { directoryNow, DISABLED_REASONS, type MerchantDirectory, openMerchants } from '../../libs/merchants/index.js';
 import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
 import { FailedStore } from '../../libs/failed/index.js';
 import { IntakeChecker, type IntakeCheckerOptions, IntakeKeyStore } from '../../libs/intake-keys/index.js';
@@ -270,8 +270,8 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   // Ready alone is 0 while a stuck dispatcher holds every message: the stalled alert adds these.
   gaugeFrom(registry, METRIC_NAMES.dispatchUnacked, 'Messages of dispatch this dispatcher has received and not settled yet (held unacked)', () => dispatcher.unacked);
   gaugeFrom(registry, METRIC_NAMES.circuitsOpen, 'Endpoints whose circuit is open now', () => dispatcher.guards.openEndpoints().length);
-  labelledGaugeFrom(registry, METRIC_NAMES.endpointsDisabled, 'Webhooks off now in the merchant directory, by why', 'reason', () => Object.entries(Operations.census(merchants.list(), Date.now(), config.ENDPOINT_DISABLE_AFTER).disabled));
-  gaugeFrom(registry, METRIC_NAMES.endpointsFailing, 'Enabled webhooks whose failing clock runs (auto-disable)', () => Operations.census(merchants.list(), Date.now(), config.ENDPOINT_DISABLE_AFTER).failing);
+  labelledGaugeFrom(registry, METRIC_NAMES.endpointsDisabled, 'Webhooks off now in the merchant directory, by why', 'reason', () => Object.entries(Operations.census(merchants.list(), directoryNow(merchants).getTime(), config.ENDPOINT_DISABLE_AFTER).disabled));
+  gaugeFrom(registry, METRIC_NAMES.endpointsFailing, 'Enabled webhooks whose failing clock runs (auto-disable)', () => Operations.census(merchants.list(), directoryNow(merchants).getTime(), config.ENDPOINT_DISABLE_AFTER).failing);
   counterFrom(registry, METRIC_NAMES.duplicates, 'Upstream messages acked without delivery: their key was seen within INTAKE_DEDUPE_WINDOW', () => dispatcher.stats.duplicates);
   counterFrom(registry, METRIC_NAMES.deliveryRecordsLost, 'Deliveries settled without their delivery-log record', () => dispatcher.recordsLost);
   if (waitStore) waitMetrics(registry, () => waitStore.census(WAIT_OVERDUE_AFTER_MS));

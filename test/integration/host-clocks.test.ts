@@ -142,4 +142,22 @@ describe("hosts whose clocks run minutes off PostgreSQL's", () => {
     expect(String(request.headers['webhook-signature']).split(' ')).toHaveLength(1);
   });
 
+  it("counts in webhooks_endpoints_failing a failing clock that runs by PostgreSQL's time, on a dispatcher whose clock runs 15 minutes ahead", async () => {
+    const { endpointId } = await merchant('m_gauge');
+    // A clock that started 2 minutes ago, its last failure a minute ago (PostgreSQL's time): it runs
+    // (stale only after 12 minutes without a failure: a fifth of ENDPOINT_DISABLE_AFTER).
+    await database.query(
+      `INSERT INTO endpoint_health (merchant_id, endpoint_id, url, failing_since, last_failure_at) VALUES ($1, $2, $3, now() - interval '2 minutes', now() - interval '1 minute')`,
+      ['m_gauge', endpointId, `${receiver.url}/m_gauge`],
+    );
+    await waitFor('the dispatcher holds the clock', () => dispatcher.merchants.byId('m_gauge')?.endpoints[0]?.failingSince !== undefined, 5_000);
+    const failing = async () => {
+      const text = await (await fetch(`http://127.0.0.1:${dispatcher.metricsPort}/metrics`)).text();
+      return Number(/^webhooks_endpoints_failing(?:\{[^}]*\})? (\S+)$/m.exec(text)?.[1]);
+    };
+    expect(await failing()).toBe(1);
+    skewMs = 15 * MINUTE;
+    // By the host's clock the last failure was 16 minutes ago: stale, left out of the count.
+    expect(await failing()).toBe(1);
+  });
 });
