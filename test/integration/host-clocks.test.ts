@@ -104,6 +104,15 @@ describe("hosts whose clocks run minutes off PostgreSQL's", () => {
     expect(left).toBeLessThanOrEqual(300);
   });
 
+  it("stamps an operator's disable by PostgreSQL's clock on an API host whose clock runs 10 minutes behind", async () => {
+    const { endpointId } = await merchant('m_disable_behind');
+    const behind = new EndpointSettings(new MerchantSettings(directory, POLICY, () => new Date(Date.now() - 10 * MINUTE)));
+    const { view } = await behind.patch('m_disable_behind', endpointId, { enabled: false });
+    // The portal ends a session whose link was minted (by PostgreSQL's clock) before the disable:
+    // stamped 10 minutes early, a link minted 5 minutes before it still opened one after it.
+    expect(Math.abs(await secondsLeft(view.disabledAt!))).toBeLessThan(5);
+  });
+
   it("keeps a replaced secret still in its grace by PostgreSQL's clock through a write made on a host whose clock runs 10 minutes ahead", async () => {
     const { endpointId } = await merchant('m_writer_ahead');
     await rotate('m_writer_ahead', endpointId, 300);
