@@ -89,16 +89,20 @@ export class DirectoryCache {
   /**
    * Forgets the tombstones past their day, as a program started now would not read them: a running
    * program holds about a day's deletes, not every one since it started (called with new tombstones).
+   * `now`: PostgreSQL's time, which stamped them (the directory's clock).
    */
-  forgetExpired(): void {
-    const oldest = Date.now() - TOMBSTONE_KEEP_MS;
+  forgetExpired(now: number): void {
+    const oldest = now - TOMBSTONE_KEEP_MS;
     for (const [digest, at] of this.buried) if (at <= oldest) this.buried.delete(digest);
   }
 
-  /** Whether `id` is a deleted merchant: not held, and a tombstone of the last day names it (digested only for an id not held: rare). */
-  deleted(id: string): boolean {
+  /**
+   * Whether `id` is a deleted merchant: not held, and a tombstone of the last day names it (digested
+   * only for an id not held: rare), by `now()`: PostgreSQL's time, which stamped it.
+   */
+  deleted(id: string, now: () => number): boolean {
     if (this.buried.size === 0 || this.byIdMap.has(id)) return false;
-    return (this.buried.get(idDigest(id)) ?? 0) > Date.now() - TOMBSTONE_KEEP_MS;
+    return (this.buried.get(idDigest(id)) ?? 0) > now() - TOMBSTONE_KEEP_MS;
   }
 
   /** The ids held, by the digest a tombstone keeps (computed when tombstones come: deletes are rare). */

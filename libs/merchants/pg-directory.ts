@@ -29,7 +29,7 @@ export class MerchantStoreUnavailableError extends Error {
   }
 }
 
-/** A tombstone's deleted_at in ms since the epoch, PostgreSQL's clock (a day's bound: a few seconds' skew does not matter). */
+/** A tombstone's deleted_at in ms since the epoch, PostgreSQL's clock: judged by it (clock()), not by this host's. */
 const DELETED_MS = '(extract(epoch FROM deleted_at) * 1000)::float8 AS deleted_ms';
 
 /** The poll that finds a change whose notification was lost. */
@@ -159,7 +159,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
   }
 
   deleted(id: string): boolean {
-    return this.cache.deleted(id);
+    return this.cache.deleted(id, () => this.clock().getTime());
   }
 
   list(): Merchant[] {
@@ -357,7 +357,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
         const id = digests.get(tombstone.id_digest);
         if (id !== undefined && this.cache.drop(id, Number(tombstone.version))) this.logger.info('merchant deleted; no longer served', { merchantId: id });
       }
-      this.cache.forgetExpired();
+      this.cache.forgetExpired(this.clock().getTime());
     }
     for (const row of clocks) this.cache.setHealth(row.merchant_id, row.endpoint_id, healthOf(row));
     this.position = position;

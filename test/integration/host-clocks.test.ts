@@ -7,6 +7,7 @@ import { EndpointSettings, MerchantSettings, PgMerchantDirectory, SecretBox } fr
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { WebhookSigner } from '../../libs/signing/index.js';
 import { TestBroker, uniquePrefix } from '../support/broker.js';
+import { idDigest } from '../../libs/merchants/rows.js';
 import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
 import { putWithEndpoint } from '../support/merchant-endpoints.js';
 import { dispatcherEnv } from '../support/operational.js';
@@ -128,6 +129,19 @@ describe("hosts whose clocks run minutes off PostgreSQL's", () => {
       ['m_writer_ahead'],
     );
     expect(rows.map((row) => Number(row.kept))).toEqual([1]);
+  });
+
+  it("knows a merchant deleted 23 hours 55 minutes ago (PostgreSQL's clock) as deleted on a host whose clock runs 10 minutes ahead", async () => {
+    // A delete's tombstone keeps the merchant's webhooks still queued dropped for a day, not parked as unknown.
+    await database.query(
+      `INSERT INTO merchant_tombstones (id_digest, version, deleted_at) VALUES ($1, 1, now() - interval '23 hours 55 minutes')`,
+      [idDigest('m_buried')],
+    );
+    await directory.poll();
+    jest.useFakeTimers({ now: Date.now() + 10 * MINUTE, advanceTimers: true, doNotFake: [...REAL_BUT_DATE] });
+    const deleted = directory.deleted('m_buried');
+    jest.useRealTimers();
+    expect(deleted).toBe(true);
   });
 
   it('signs with a replaced secret through its grace on a dispatcher whose clock runs 10 minutes ahead', async () => {

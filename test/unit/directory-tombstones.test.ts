@@ -13,17 +13,17 @@ describe("the directory's tombstones", () => {
     const cache = new DirectoryCache();
     cache.bury(idDigest('m_today'), Date.now() - 60_000);
     cache.bury(idDigest('m_yesterday'), Date.now() - day - 60_000);
-    expect(cache.deleted('m_today')).toBe(true);
-    expect(cache.deleted('m_yesterday')).toBe(false);
-    expect(cache.deleted('m_never')).toBe(false);
+    expect(cache.deleted('m_today', Date.now)).toBe(true);
+    expect(cache.deleted('m_yesterday', Date.now)).toBe(false);
+    expect(cache.deleted('m_never', Date.now)).toBe(false);
   });
 
   it('holds a day of deletes, not every one since it started', () => {
     const cache = new DirectoryCache();
     for (let n = 0; n < 1_000; n++) cache.bury(idDigest(`m_old_${n}`), Date.now() - day - n);
     cache.bury(idDigest('m_new'), Date.now());
-    cache.forgetExpired();
+    cache.forgetExpired(Date.now());
     expect((cache as unknown as { buried: Map<string, number> }).buried.size).toBe(1);
-    expect(cache.deleted('m_new')).toBe(true);
+    expect(cache.deleted('m_new', Date.now)).toBe(true);
   });
 });
