@@ -1,4 +1,4 @@
-import { StartOnce } from '../runtime/start-once.js';
+import { Periodic } from '../runtime/periodic.js';
 import type { Queryable } from './database.js';
 import { caughtUpAt } from './materialise.js';
 
@@ -11,10 +11,8 @@ export interface LogHealthState {
 
 /** How far behind the delivery log is, checked in the background so that /readyz answers at once while PostgreSQL hangs. */
 export class LogHealth {
-  private timer?: NodeJS.Timeout;
-  private readonly starting = new StartOnce();
+  private readonly checks = new Periodic(() => this.check(), () => this.everyMs);
   private stopped = false;
-  private checking = false;
   private database: LogHealthState['database'] = 'unreachable';
   private caughtUp?: Date;
 
@@ -31,24 +29,16 @@ export class LogHealth {
   ) {}
 
   /** Checks once, then every everyMs until stop(); safe twice (a second call is the first's), and a no-op once stopped. */
-  start(): Promise<void> {
-    // Twice, it made a second interval that stop() did not clear.
-    return this.starting.run(async () => {
-      await this.check();
-      if (this.stopped) return;
-      this.timer = setInterval(() => void this.check(), this.everyMs);
-      this.timer.unref();
-    });
+  async start(): Promise<void> {
+    if (!this.stopped) await this.checks.start();
   }
 
   stop(): void {
     this.stopped = true;
-    clearInterval(this.timer);
+    void this.checks.stop();
   }
 
   private async check(): Promise<void> {
-    if (this.checking) return;
-    this.checking = true;
     try {
       this.caughtUp = (await caughtUpAt(this.db, this.stream)) ?? undefined;
       this.database = 'up';
@@ -56,8 +46,6 @@ export class LogHealth {
       // No table yet: PostgreSQL answered, and no recorder has led on this database so far.
       if ((err as { code?: string })?.code === '42P01') [this.database, this.caughtUp] = ['up', undefined];
       else this.database = 'unreachable';
-    } finally {
-      this.checking = false;
     }
   }
 }

@@ -9,6 +9,7 @@ import type { Database, Session } from './database.js';
 import { caughtUpAt, restartStream, storedPlace } from './materialise.js';
 import { isLockRefused } from './refusals.js';
 import { dropExpiredPartitions, ensureDaysAhead, withLockWait } from './schema.js';
+import { Periodic } from '../runtime/periodic.js';
 import { StartOnce } from '../runtime/start-once.js';
 import { ATTR, inSpan, SpanKind } from '../tracing/index.js';
 
@@ -74,7 +75,7 @@ export class DeliveryLogRecorder {
   private next?: number;
   private flushTimer?: NodeJS.Timeout;
   private retryTimer?: NodeJS.Timeout;
-  private idleTimer?: NodeJS.Timeout;
+  private idling?: Periodic;
   private writing?: Promise<void>;
   private stopped = false;
   private readonly starting = new StartOnce();
@@ -130,7 +131,7 @@ export class DeliveryLogRecorder {
     this.stopping ??= (async () => {
       this.stopped = true;
       clearTimeout(this.retryTimer);
-      clearTimeout(this.idleTimer);
+      void this.idling?.stop();
       this.broker.off('disconnected', this.onDisconnected);
       this.broker.off('connected', this.onConnected);
       await this.consumer?.cancel();
@@ -206,7 +207,7 @@ export class DeliveryLogRecorder {
       this.leadLater();
       return;
     }
-    this.idle();
+    this.idle(session);
   }
 
   /** Reads from just past what is buffered (or stored); deliveries of an earlier subscription are ignored. */
@@ -346,26 +347,20 @@ export class DeliveryLogRecorder {
   }
 
   /** Every few seconds: the liveness check and a checkpoint appended; retention hourly. */
-  private idle(): void {
+  private idle(session: Session): void {
+    if (this.stopped || this.session !== session) return;
     let sinceExpiry = 0;
     const every = this.options.checkpointEveryMs ?? 5_000;
-    const tick = async () => {
-      const session = this.session;
-      if (this.stopped || !session) return;
-      try {
-        await this.checkLiveness();
-        await this.appendCheckpoint();
-        if ((sinceExpiry += every) >= 3_600_000) {
-          sinceExpiry = 0;
-          await this.expire(session);
-        }
-      } catch (err) {
-        await this.giveUp(err as Error);
-        return;
+    // A failure gives the lead up, and resign() stops these rounds.
+    this.idling = new Periodic(async () => {
+      await this.checkLiveness();
+      await this.appendCheckpoint();
+      if ((sinceExpiry += every) >= 3_600_000) {
+        sinceExpiry = 0;
+        await this.expire(session);
       }
-      if (this.session === session) this.idleTimer = setTimeout(() => void tick(), every);
-    };
-    void tick();
+    }, () => every, { failed: (err) => void this.giveUp(err as Error) });
+    void this.idling.start();
   }
 
   private async appendCheckpoint(): Promise<void> {
@@ -426,7 +421,7 @@ export class DeliveryLogRecorder {
     this.preparedUpTo = undefined;
     this.paused = false;
     this.checkpoints.clear();
-    clearTimeout(this.idleTimer);
+    void this.idling?.stop();
     clearTimeout(this.flushTimer);
     this.flushTimer = undefined;
     const session = this.session;

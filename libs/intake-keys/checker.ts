@@ -1,5 +1,6 @@
 import type { Logger } from '../logger/index.js';
 import { onceEvery } from '../runtime/batcher.js';
+import { Periodic } from '../runtime/periodic.js';
 import { withDeadline } from '../runtime/timers.js';
 import { type IntakeKey, type IntakeKeyStore, type KeyNote, type KeyStates, keyOf } from './store.js';
 
@@ -54,10 +55,9 @@ export class IntakeChecker {
    */
   private answered: Promise<void> = Promise.resolve();
   private readonly problemDue = onceEvery();
-  private timer?: NodeJS.Timeout;
-  private started = false;
   private stopped = false;
-  private maintaining?: Promise<void>;
+  private maintaining?: Promise<number | undefined>;
+  private readonly upkeep = new Periodic(() => this.maintain(), () => MAINTAIN_EVERY_MS);
   private readonly timeoutMs: number;
   private readonly restMs: number;
 
@@ -72,31 +72,29 @@ export class IntakeChecker {
 
   /** Makes the partitions, awaited (a failure is logged, not thrown), then again and again until stop(). */
   async start(): Promise<void> {
-    if (this.started || this.stopped) return;
-    this.started = true;
-    await this.maintain();
+    if (!this.stopped) await this.upkeep.start();
   }
 
-  private maintain(): Promise<void> {
+  /** The partitions made and dropped, one upkeep at a time (a check that finds today's missing asks too); after a failure, the next in 30 s. */
+  private maintain(): Promise<number | undefined> {
     this.maintaining ??= (async () => {
-      clearTimeout(this.timer);
-      let delay = MAINTAIN_EVERY_MS;
       try {
         const { dropped } = await this.store.maintain();
         if (dropped.length > 0) this.logger.info('intake key partitions dropped', { dropped });
+        return undefined;
       } catch (err) {
-        delay = Math.min(delay, 30_000);
         this.logger.warn('intake key partitions not kept up; tried again in 30 s', { error: (err as Error)?.message });
+        return 30_000;
+      } finally {
+        this.maintaining = undefined;
       }
-      this.maintaining = undefined;
-      if (!this.stopped) this.timer = setTimeout(() => void this.maintain(), delay).unref();
     })();
     return this.maintaining;
   }
 
   stop(): void {
     this.stopped = true;
-    clearTimeout(this.timer);
+    void this.upkeep.stop();
   }
 
   /**

@@ -1,5 +1,6 @@
 import { readFileSync, statSync } from 'node:fs';
 import type { Logger } from '../logger/index.js';
+import { Periodic } from '../runtime/periodic.js';
 import type { MerchantDirectory } from './directory.js';
 import { type Merchant, merchantsFileSchema } from './schema.js';
 
@@ -50,7 +51,7 @@ function syntaxErrorAt(text: string, message: string): string {
 export class FileMerchantDirectory implements MerchantDirectory {
   private byIdMap = new Map<string, Merchant>();
   private byKeyMap = new Map<string, Merchant>();
-  private timer?: NodeJS.Timeout;
+  private polls?: Periodic;
   /** mtime and size of the file last read, good or not, so a bad file is reported once. */
   private seen = '';
 
@@ -61,13 +62,12 @@ export class FileMerchantDirectory implements MerchantDirectory {
 
   /** Polls mtime and size against what was last read: works with tools that replace the file, misses nothing since loading. */
   watch(intervalMs = 1_000): this {
-    if (this.timer) return this;
-    this.timer = setInterval(() => {
+    this.polls ??= new Periodic(() => {
       // Missing for a moment while being replaced: the next poll sees the new file.
       const now = this.signature();
       if (now !== '' && now !== this.seen) this.reload();
-    }, intervalMs);
-    this.timer.unref();
+    }, () => intervalMs, { waitFirst: true });
+    void this.polls.start();
     return this;
   }
 
@@ -111,7 +111,6 @@ export class FileMerchantDirectory implements MerchantDirectory {
   }
 
   async close(): Promise<void> {
-    clearInterval(this.timer);
-    this.timer = undefined;
+    await this.polls?.stop();
   }
 }

@@ -8,6 +8,7 @@ import { CHANGES_CHANNEL, MERCHANT_COLUMNS, type MerchantRow, merchantOf, TOMBST
 import type { Merchant } from './schema.js';
 import { keyIdOf, type SecretBox, SecretsKeyError } from './secret-box.js';
 import { InvalidSettingsError, PublicKeyTakenError } from './errors.js';
+import { Periodic } from '../runtime/periodic.js';
 import { StartOnce } from '../runtime/start-once.js';
 import { AuditUnavailableError } from './audit.js';
 import { type Held, Refusal, type SettingsChange, type WriteOptions, type Written, writeMerchant } from './write.js';
@@ -86,7 +87,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
   private loaded = false;
   private stopped = false;
   private readonly starting = new StartOnce();
-  private pollTimer?: NodeJS.Timeout;
+  private readonly polls = new Periodic(() => this.poll(), () => this.options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS, { waitFirst: true });
   private listener?: Listener;
   private polling?: Promise<void>;
   private pollAgain = false;
@@ -135,13 +136,12 @@ export class PgMerchantDirectory implements MerchantDirectory {
     this.logger.info('merchant directory loaded', { merchants: this.cache.size });
     if (this.stopped) return;
     void this.keepListening();
-    this.pollTimer = setInterval(() => void this.poll(), this.options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS);
-    this.pollTimer.unref();
+    void this.polls.start();
   }
 
   async close(): Promise<void> {
     this.stopped = true;
-    clearInterval(this.pollTimer);
+    void this.polls.stop();
     await this.listener?.close();
     await this.polling;
   }

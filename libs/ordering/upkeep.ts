@@ -1,6 +1,7 @@
 import type { Logger } from '../logger/index.js';
 import type { Merchant } from '../merchants/index.js';
 import { onceEvery } from '../runtime/batcher.js';
+import { Periodic } from '../runtime/periodic.js';
 import type { OrderLine, OrderStore } from './store.js';
 
 /** How often each dispatcher looks for places to release, and how many one statement releases. */
@@ -17,7 +18,6 @@ export interface OrderUpkeepOptions {
    */
   olderThanMs: number;
   everyMs?: number;
-  batch?: number;
 }
 
 /**
@@ -50,11 +50,12 @@ export function orderingLines(merchants: readonly Merchant[]): OrderLine[] {
  */
 export class OrderUpkeep {
   readonly stats = { released: 0 };
-  private timer?: NodeJS.Timeout;
-  private wake?: () => void;
-  private loop?: Promise<void>;
-  private stopped = true;
   private readonly problemDue = onceEvery();
+  private readonly loop = new Periodic(() => this.release(), () => this.options.everyMs ?? ORDER_UPKEEP_EVERY_MS, {
+    failed: (err) => {
+      if (this.problemDue()) this.logger.warn('places in order not looked at: PostgreSQL did not answer; trying again', { error: (err as Error)?.message ?? String(err) });
+    },
+  });
 
   constructor(
     private readonly store: OrderStore,
@@ -64,37 +65,18 @@ export class OrderUpkeep {
   ) {}
 
   start(): void {
-    if (!this.stopped) return;
-    this.stopped = false;
-    this.loop = this.run();
+    void this.loop.start();
   }
 
-  async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.timer);
-    this.wake?.();
-    await this.loop;
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 
-  private async run(): Promise<void> {
-    const batch = this.options.batch ?? ORDER_UPKEEP_BATCH;
-    while (!this.stopped) {
-      try {
-        // A full batch: more may be waiting, go again at once.
-        while (!this.stopped) {
-          const released = await this.store.release(this.ordering(), this.options.olderThanMs, batch);
-          this.stats.released += released;
-          if (released > 0) this.logger.warn('places in order released: their endpoint no longer orders and their end never came; the webhooks behind them go', { released });
-          if (released < batch) break;
-        }
-      } catch (err) {
-        if (this.problemDue()) this.logger.warn('places in order not looked at: PostgreSQL did not answer; trying again', { error: (err as Error)?.message ?? String(err) });
-      }
-      if (this.stopped) break;
-      await new Promise<void>((resolve) => {
-        this.wake = resolve;
-        this.timer = setTimeout(resolve, this.options.everyMs ?? ORDER_UPKEEP_EVERY_MS);
-      });
-    }
+  /** One statement's release; after a full batch more may be waiting: the next goes at once. */
+  private async release(): Promise<number | undefined> {
+    const released = await this.store.release(this.ordering(), this.options.olderThanMs, ORDER_UPKEEP_BATCH);
+    this.stats.released += released;
+    if (released > 0) this.logger.warn('places in order released: their endpoint no longer orders and their end never came; the webhooks behind them go', { released });
+    return released < ORDER_UPKEEP_BATCH ? undefined : 0;
   }
 }

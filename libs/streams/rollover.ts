@@ -1,6 +1,7 @@
 import type { BrokerConnection } from '../broker/index.js';
 import { ENTRY_TYPES, HEADERS } from '../contracts/index.js';
 import type { Logger } from '../logger/index.js';
+import { Periodic } from '../runtime/periodic.js';
 
 /** How often each dispatcher fills the failed stream's open segment: at every multiple of this (UTC). */
 export const FAILED_ROLLOVER_EVERY_MS = 8 * 3_600_000;
@@ -14,9 +15,8 @@ export const FAILED_ROLLOVER_EVERY_MS = 8 * 3_600_000;
  * written. Every dispatcher does it.
  */
 export class StreamRollover {
-  private timer?: NodeJS.Timeout;
   private stopped = false;
-  private appending?: Promise<void>;
+  private readonly appends = new Periodic(() => this.append(), () => this.options.everyMs - (Date.now() % this.options.everyMs), { waitFirst: true });
 
   constructor(
     private readonly broker: BrokerConnection,
@@ -25,27 +25,13 @@ export class StreamRollover {
   ) {}
 
   start(): void {
-    if (this.timer || this.stopped) return;
-    this.schedule();
+    if (!this.stopped) void this.appends.start();
   }
 
   /** Waits for an append under way. Safe twice. */
   async stop(): Promise<void> {
     this.stopped = true;
-    clearTimeout(this.timer);
-    await this.appending;
-  }
-
-  private schedule(): void {
-    if (this.stopped) return;
-    const { everyMs } = this.options;
-    const now = Date.now();
-    this.timer = setTimeout(() => {
-      this.appending = this.append().finally(() => {
-        this.appending = undefined;
-        this.schedule();
-      });
-    }, Math.ceil((now + 1) / everyMs) * everyMs - now);
+    await this.appends.stop();
   }
 
   private async append(): Promise<void> {

@@ -3,6 +3,7 @@ import type { BrokerConnection } from '../broker/index.js';
 import { HEADERS, type ScalarHeaders } from '../contracts/index.js';
 import type { Logger } from '../logger/index.js';
 import { onceEvery } from '../runtime/batcher.js';
+import { Periodic } from '../runtime/periodic.js';
 import type { HandedWait, WaitStore } from './store.js';
 
 /** Rows picked per statement, and ready messages in dispatch above which nothing more is handed back. */
@@ -37,10 +38,12 @@ const PUBLISH_DEADLINE_MS = 5_000;
 export class WaitScheduler {
   /** Hand-backs confirmed, not confirmed, and due waits parked behind an open circuit instead of handed back. */
   readonly stats = { handed: 0, unconfirmed: 0, parked: 0 };
-  private timer?: NodeJS.Timeout;
-  private wake?: () => void;
-  private loop?: Promise<void>;
-  private stopped = true;
+  private readonly loop = new Periodic(() => this.round(), () => this.options.pollMs ?? 200, {
+    failed: (err) => {
+      this.problem('waits not handed back; trying again', err);
+      return 1_000;
+    },
+  });
   private channel?: Channel;
   private readonly problemDue = onceEvery();
   /** Batches published and not yet all confirmed, and the hand-backs in them. */
@@ -57,44 +60,26 @@ export class WaitScheduler {
   ) {}
 
   start(): void {
-    if (!this.stopped) return;
-    this.stopped = false;
-    this.loop = this.run();
+    void this.loop.start();
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.timer);
-    this.wake?.();
-    await this.loop;
+    await this.loop.stop();
     await this.unparking;
     await Promise.all(this.confirming);
     await this.channel?.close().catch(() => {});
     this.channel = undefined;
   }
 
-  private async run(): Promise<void> {
-    while (!this.stopped) {
-      const started = Date.now();
-      let sleepMs = this.options.pollMs ?? 200;
-      try {
-        const handed = await this.tick();
-        // A full batch: more are due, go again at once, while its confirms are still coming.
-        if (handed >= (this.options.batch ?? WAIT_PICK_BATCH)) sleepMs = 0;
-        if (this.confirming.size >= WAIT_BATCHES_CONFIRMING) await Promise.race(this.confirming);
-        // A period, not a gap: a pick that took 150 ms of a loaded machine is followed by 50 ms of sleep, not 200.
-        sleepMs = Math.max(0, sleepMs - (Date.now() - started));
-      } catch (err) {
-        this.problem('waits not handed back; trying again', err);
-        sleepMs = 1_000;
-      }
-      if (sleepMs > 0 && !this.stopped) {
-        await new Promise<void>((resolve) => {
-          this.wake = resolve;
-          this.timer = setTimeout(resolve, sleepMs);
-        });
-      }
-    }
+  /** A tick; returns the wait before the next. */
+  private async round(): Promise<number> {
+    const started = Date.now();
+    const handed = await this.tick();
+    if (this.confirming.size >= WAIT_BATCHES_CONFIRMING) await Promise.race(this.confirming);
+    // A full batch: more are due, go again at once, while its confirms are still coming.
+    if (handed >= (this.options.batch ?? WAIT_PICK_BATCH)) return 0;
+    // A period, not a gap: a pick that took 150 ms of a loaded machine is followed by 50 ms of sleep, not 200.
+    return Math.max(0, (this.options.pollMs ?? 200) - (Date.now() - started));
   }
 
   /**
@@ -137,7 +122,7 @@ export class WaitScheduler {
    */
   private unpark(): void {
     this.unparking ??= (async () => {
-      while (!this.stopped && (await this.store.unparkClosed(WAIT_UNPARK_BATCH)));
+      while (this.loop.running && (await this.store.unparkClosed(WAIT_UNPARK_BATCH)));
     })()
       .catch((err: unknown) => this.problem('parked waits of a closed circuit not made due again; trying again', err))
       .finally(() => (this.unparking = undefined));

@@ -1,0 +1,61 @@
+/**
+ * A round of work run again and again until stop(), each after the last one ended (two never
+ * overlap, as setInterval's could): at start() (after a wait, `waitFirst`), then `everyMs()` after
+ * each, or after what the round returned (0: at once, more is waiting), or after what `failed`
+ * answered for a round that threw. start() is safe twice and resolves once the first round has
+ * ended; stop() ends a wait at once and resolves once a round under way has ended; a start() after
+ * it runs the rounds again. The timer is unref'd: a loop never holds a program alive.
+ */
+export class Periodic {
+  private stopped = true;
+  private first?: Promise<void>;
+  private loop?: Promise<void>;
+  private timer?: NodeJS.Timeout;
+  private wake?: () => void;
+
+  constructor(
+    private readonly round: () => Promise<number | void> | void,
+    /** Asked at each wait: a clock's multiples, or options read after the constructor. */
+    private readonly everyMs: () => number,
+    private readonly options: { waitFirst?: boolean; failed?: (err: unknown) => number | void } = {},
+  ) {}
+
+  /** From start() to stop(): work a round goes on with beside the loop asks, to end with it. */
+  get running(): boolean {
+    return !this.stopped;
+  }
+
+  start(): Promise<void> {
+    if (this.stopped) {
+      this.stopped = false;
+      this.first = new Promise((ran) => (this.loop = this.run(ran)));
+    }
+    return this.first!;
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    this.wake?.();
+    await this.loop;
+  }
+
+  private async run(ran: () => void): Promise<void> {
+    let waitMs = this.options.waitFirst ? this.everyMs() : 0;
+    for (;;) {
+      if (waitMs > 0 && !this.stopped) {
+        await new Promise<void>((resolve) => {
+          this.wake = resolve;
+          this.timer = setTimeout(resolve, waitMs).unref();
+        });
+      }
+      if (this.stopped) return ran();
+      try {
+        waitMs = (await this.round()) ?? this.everyMs();
+      } catch (err) {
+        waitMs = this.options.failed?.(err) ?? this.everyMs();
+      }
+      ran();
+    }
+  }
+}
