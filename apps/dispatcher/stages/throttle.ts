@@ -34,8 +34,6 @@ export const REMEMBERED_ENDPOINTS = 10_000;
 export type ThrottleVerdict = { kind: 'go' } | { kind: 'wait'; delayMs: number; dueAt: number } | { kind: 'stopping' };
 
 export interface ThrottleOptions {
-  /** The longest a granted slot is held in memory before it is sent (default THROTTLE_AHEAD). */
-  aheadMs?: (intervalMs: number) => number;
   now?: () => number;
 }
 
@@ -83,7 +81,7 @@ export class Throttle {
     /** The slots' and the queue's cells, and the queue's throttled waits (respaced when its rate changes). */
     private readonly db: Queryable,
     private readonly logger: Logger,
-    private readonly options: ThrottleOptions = {},
+    options: ThrottleOptions = {},
   ) {
     this.now = options.now ?? (() => performance.now());
   }
@@ -120,7 +118,7 @@ export class Throttle {
     }
     this.current.set(key, { rate, at: this.now() });
     const intervalMs = 1000 / rate;
-    const aheadMs = this.options.aheadMs?.(intervalMs) ?? Math.min(THROTTLE_AHEAD.maxMs, Math.max(THROTTLE_AHEAD.minMs, THROTTLE_AHEAD.slots * intervalMs));
+    const aheadMs = Math.min(THROTTLE_AHEAD.maxMs, Math.max(THROTTLE_AHEAD.minMs, THROTTLE_AHEAD.slots * intervalMs));
     // A hold that ends late (a busy event loop) loses its slot: sent, it would bunch with the next.
     // Taken again, a few times, then it waits as a row.
     for (let tries = 0; tries < 3; tries++) {
