@@ -17,7 +17,7 @@ import { ApiError, errorBody } from './errors.js';
 import { KeyedConcurrency } from './concurrency.js';
 import { MemoryRateLimiter, RememberedRefusals, SharedRateLimiter } from './rate-limit.js';
 import { startHealthServer } from '../../libs/metrics/health-server.js';
-import { Cleanup, stopBudget } from '../../libs/runtime/index.js';
+import { Cleanup, stopBudget, within } from '../../libs/runtime/index.js';
 import { StartupProgress, startingHandler } from './starting.js';
 import { endpointHealth, PortalSessions, TokenSigner } from '../../libs/portal/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
@@ -270,6 +270,6 @@ async function listen(handler: RequestListener, port: number | undefined): Promi
 async function drain(server: Server, waitMs: number): Promise<void> {
   const closed = new Promise<void>((resolve) => server.close(() => resolve()));
   server.closeIdleConnections();
-  await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, waitMs).unref())]);
+  await within(waitMs, closed);
   server.closeAllConnections();
 }

@@ -10,7 +10,7 @@ import { RetryPolicy } from '../../libs/retry-policy/index.js';
 import { WebhookSigner } from '../../libs/signing/index.js';
 import type { FailedStore } from '../../libs/failed/index.js';
 import type { IntakeChecker } from '../../libs/intake-keys/index.js';
-import { StartOnce } from '../../libs/runtime/index.js';
+import { StartOnce, within } from '../../libs/runtime/index.js';
 import { type WaitStore, WaitTaker, type WaitWriter } from '../../libs/waits/index.js';
 import type { OrderGate, OrderState } from '../../libs/ordering/index.js';
 import { type TopologyNames, topologyNames } from '../../libs/topology/index.js';
@@ -180,11 +180,8 @@ export class Dispatcher {
       await this.starting.settled();
       await this.consumer?.cancel();
       this.guards.wakeAll();
-      let timer: NodeJS.Timeout | undefined;
-      const timeout = new Promise<'timeout'>((resolve) => (timer = setTimeout(resolve, this.settings.drainTimeoutMs ?? 30_000, 'timeout')));
-      const outcome = await Promise.race([Promise.allSettled([...this.inFlight]), timeout]);
-      clearTimeout(timer);
-      if (outcome === 'timeout') this.deps.logger.warn('dispatcher stopped with deliveries in flight; the broker requeues them', { inFlight: this.inFlight.size });
+      const drained = await within(this.settings.drainTimeoutMs ?? 30_000, Promise.allSettled([...this.inFlight]));
+      if (drained === undefined) this.deps.logger.warn('dispatcher stopped with deliveries in flight; the broker requeues them', { inFlight: this.inFlight.size });
     })();
     return this.stopping;
   }

@@ -1,4 +1,5 @@
 import type { Channel } from 'amqplib';
+import { within } from '../runtime/timers.js';
 
 /** An AMQP method's frame id as amqplib numbers it (amqplib does not export its table). */
 const method = (classId: number, methodId: number) => (classId << 16) | methodId;
@@ -28,18 +29,6 @@ export function ignoreUnsolicitedReplies(channel: Channel, onDropped?: (method: 
     }
     accept.call(this, frame);
   };
-}
-
-/** Settles with the promise, or with undefined once `ms` have passed: a shutdown step that cannot hang. */
-export function within<T>(ms: number, promise: Promise<T>): Promise<T | undefined> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    promise.finally(() => clearTimeout(timer)),
-    new Promise<undefined>((resolve) => {
-      timer = setTimeout(() => resolve(undefined), Math.max(0, ms));
-      timer.unref();
-    }),
-  ]);
 }
 
 /**

@@ -3,7 +3,8 @@ import amqp, { type Channel, type ChannelModel, type ConfirmChannel, type Option
 import type { Logger } from '../logger/index.js';
 import type { AckBatcher } from './ack-batcher.js';
 import { coalesceWrites, destroy, isAccessRefused } from './amqplib-gaps.js';
-import { cancelAndClose, ignoreUnsolicitedReplies, within } from './channels.js';
+import { within } from '../runtime/timers.js';
+import { cancelAndClose, ignoreUnsolicitedReplies } from './channels.js';
 import { type Consumer, consumerHandle, type ConsumeOptions, type ConsumerHost, type ConsumerState, openReader, type Reader, type ReaderOptions, startConsumer } from './consumers.js';
 import { BrokerUnavailableError, BrokerUnroutableError, StartAbortedError } from './errors.js';
 import { ReturnTracker } from './return-tracker.js';

@@ -2,7 +2,8 @@
 import type { Channel, ChannelModel, ConsumeMessage } from 'amqplib';
 import type { Logger } from '../logger/index.js';
 import { AckBatcher } from './ack-batcher.js';
-import { cancelAndClose, within } from './channels.js';
+import { within } from '../runtime/timers.js';
+import { cancelAndClose } from './channels.js';
 import { CLOSE_STEP_MS } from './timing.js';
 
 /** A delivery bound to the channel it came on: acking on a newer channel would close it (406). */

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { BrokerUnavailableError, BrokerUnroutableError, type BrokerConnection, copyProperties, sendDeclaring } from '../broker/index.js';
 import { copyHeaders, HEADERS, type ScalarHeaders, webhookHeaders } from '../contracts/index.js';
 import type { Logger } from '../logger/index.js';
+import { within } from '../runtime/timers.js';
 import { topologyNames } from '../topology/index.js';
 import { ATTR, inSpan, linkActiveSpanTo, publishSpan, SpanKind } from '../tracing/index.js';
 import { legacyEndpointId } from '../merchants/index.js';
@@ -226,19 +227,13 @@ export class ResendService {
     const send = () => this.broker.sendToQueue(this.dispatch, Buffer.from(webhook.content), copyProperties({}, headers, webhookId));
     // Returned, dispatch was deleted: declared again (no dispatcher may be running to do it), once more.
     const publish = publishSpan(this.dispatch, undefined, { [ATTR.webhookId]: webhookId }, () => sendDeclaring(this.broker, send));
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<'late'>((resolve) => {
-      timer = setTimeout(() => resolve('late'), RESEND_CONFIRM_DEADLINE_MS);
-    });
     try {
-      if ((await Promise.race([publish.then(() => 'confirmed' as const), late])) === 'confirmed') return;
+      if (await within(RESEND_CONFIRM_DEADLINE_MS, publish.then(() => true))) return;
     } catch (err) {
       if (err instanceof BrokerUnroutableError) throw new BrokerUnavailableError('no queue took the resent copy', { cause: err });
       // Nacked or its channel closed: the broker may have stored it all the same.
       this.logger.warn('resent copy not confirmed; its claim holds for its lease', { merchantId, reference, error: (err as Error).message });
       throw new ResendOutcomeUnknownError(this.leaseMs, { cause: err });
-    } finally {
-      clearTimeout(timer);
     }
     const marked = publish.then(
       async () => {

@@ -9,3 +9,15 @@ export function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
   });
   return Promise.race([work, late]).finally(() => clearTimeout(timer));
 }
+
+/** Settles with the promise, or with undefined once `ms` have passed: a shutdown step that cannot hang. */
+export function within<T>(ms: number, promise: Promise<T>): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    promise.finally(() => clearTimeout(timer)),
+    new Promise<undefined>((resolve) => {
+      timer = setTimeout(() => resolve(undefined), Math.max(0, ms));
+      timer.unref();
+    }),
+  ]);
+}

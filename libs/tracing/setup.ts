@@ -2,6 +2,7 @@ import { context, diag, type DiagLogger, DiagLogLevel, propagation, trace } from
 import type { Sampler } from '@opentelemetry/sdk-trace-base';
 import type { TracingSettings } from '../config/tracing.js';
 import type { Logger } from '../logger/index.js';
+import { within } from '../runtime/timers.js';
 import { safeUrl } from './attributes.js';
 import { setTracingActive } from './spans.js';
 
@@ -51,7 +52,7 @@ export async function startTracing(settings: TracingSettings | undefined, logger
       stopping ??= (async () => {
         setTracingActive(false);
         // An export hanging on a collector that never answers must not hold a program's stop.
-        await Promise.race([provider.shutdown().catch(() => {}), new Promise((resolve) => setTimeout(resolve, timeoutMs).unref())]);
+        await within(timeoutMs, provider.shutdown().catch(() => {}));
         trace.disable();
         context.disable();
         propagation.disable();
