@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { BrokerUnavailableError, BrokerUnroutableError, type BrokerConnection, copyProperties, sendDeclaring } from '../broker/index.js';
 import { copyHeaders, HEADERS, type ScalarHeaders, webhookHeaders } from '../contracts/index.js';
 import type { Logger } from '../logger/index.js';
+import { Periodic } from '../runtime/periodic.js';
 import { within } from '../runtime/timers.js';
 import { topologyNames } from '../topology/index.js';
 import { ATTR, inSpan, linkActiveSpanTo, publishSpan, SpanKind } from '../tracing/index.js';
@@ -179,23 +180,24 @@ export class ResendService {
     let waiting = claimed;
     let held = new Set(waiting.map(failureKeyOf));
     let error: unknown;
-    let renewing: Promise<void> | undefined;
-    const timer = setInterval(() => {
-      if (renewing || error !== undefined) return;
-      renewing = this.store
-        .renew(merchantId, waiting, claimId)
-        .then((ids) => (held = ids), (err: unknown) => (error = new FailureIndexUnavailableError({ cause: err })))
-        .then(() => (renewing = undefined));
-    }, Math.max(1, Math.floor(this.leaseMs / 3)));
+    const renew = async () => {
+      held = await this.store.renew(merchantId, waiting, claimId);
+    };
+    const renewals: Periodic = new Periodic(renew, () => Math.max(1, Math.floor(this.leaseMs / 3)), {
+      waitFirst: true,
+      // No renewal after one failed: the rows may be free soon.
+      failed: (err) => {
+        error = new FailureIndexUnavailableError({ cause: err });
+        void renewals.stop();
+      },
+    });
+    void renewals.start();
     return {
       holds: (key: FailureKey) => held.has(failureKeyOf(key)),
       // The row before `key` is marked or given back by now (or held for its lease): only the rest are renewed.
       done: (key: FailureKey) => (waiting = waiting.slice(waiting.indexOf(key))),
       lost: () => error,
-      stop: async () => {
-        clearInterval(timer);
-        await renewing;
-      },
+      stop: () => renewals.stop(),
     };
   }
 
