@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { ConsumeMessage } from 'amqplib';
 import { type BrokerConnection, BrokerUnavailableError } from '../broker/index.js';
 import { HEADERS } from '../contracts/index.js';
+import { within } from '../runtime/timers.js';
 import { appendCheckpoint, offsetOf } from './entries.js';
 
 /**
@@ -63,12 +64,10 @@ export async function fingerprintAt(broker: BrokerConnection, stream: string, of
     },
     onClose: () => settle(undefined),
   });
-  const timer = setTimeout(() => settle(undefined), timeoutMs);
   try {
-    const entry = await answer;
+    const entry = await within(timeoutMs, answer);
     return entry && fingerprintOf(entry);
   } finally {
-    clearTimeout(timer);
     await reader.close();
   }
 }
