@@ -2,6 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { createRemoteJWKSet, errors as joseErrors, type JWTPayload, type JWTVerifyGetKey, jwtVerify } from 'jose';
 import type { Merchant, MerchantDirectory } from '../../libs/merchants/index.js';
 import { ApiError, retryAfter, unauthorized } from './errors.js';
+import { NamedError } from '../../libs/runtime/index.js';
 
 export const ADMIN_SCOPE = 'webhooks:admin';
 
@@ -89,10 +90,9 @@ export class Authenticator {
   }
 }
 
-class AuthServiceUnavailableError extends Error {
+class AuthServiceUnavailableError extends NamedError {
   constructor(cause: unknown) {
     super('the auth service key set could not be fetched', { cause });
-    this.name = 'AuthServiceUnavailableError';
   }
 }
 

@@ -1,8 +1,9 @@
+import { NamedError } from '../../libs/runtime/index.js';
+
 /** A read refused because its merchant already has as many in flight, and waiting, as allowed. */
-export class TooManyInFlightError extends Error {
+export class TooManyInFlightError extends NamedError {
   constructor(readonly retryAfterSeconds: number) {
     super('too many queries in flight for this key');
-    this.name = 'TooManyInFlightError';
   }
 }
 

@@ -1,3 +1,5 @@
+import { NamedError } from '../../libs/runtime/index.js';
+
 /** Every `error.code` the API answers with: the OpenAPI document lists exactly these. */
 export const ERROR_CODES = [
   'missing_reference',
@@ -55,7 +57,7 @@ export const ERROR_CODES = [
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
 /** An answer to the client in the spec's envelope: `message` for people, `error.code` for programs. */
-export class ApiError extends Error {
+export class ApiError extends NamedError {
   constructor(
     readonly status: number,
     readonly code: ErrorCode,
@@ -63,7 +65,6 @@ export class ApiError extends Error {
     readonly headers: Record<string, string> = {},
   ) {
     super(message);
-    this.name = 'ApiError';
   }
 }
 

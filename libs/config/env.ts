@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { LONGEST_DURATION, parseDuration } from './durations.js';
 import { parseRetrySchedule } from '../retry-policy/schedule.js';
+import { NamedError } from '../runtime/named-error.js';
 
 /** What a boolean variable accepts as true (lower-cased, trimmed). */
 export const TRUE_VALUES: readonly string[] = ['true', '1', 'yes'];
@@ -112,10 +113,9 @@ export function topologyOf(config: Parameters<typeof replicationOf>[0] & { TOPOL
 }
 
 /** Start-up configuration is wrong; the message names the variable so an operator can fix it. */
-export class ConfigError extends Error {
+export class ConfigError extends NamedError {
   constructor(readonly variable: string, detail: string) {
     super(`Invalid configuration: ${variable}: ${detail}`);
-    this.name = 'ConfigError';
   }
 }
 

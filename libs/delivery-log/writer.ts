@@ -3,6 +3,7 @@ import { type BrokerConnection, BrokerUnroutableError } from '../broker/index.js
 import type { Logger } from '../logger/index.js';
 import { declareQueueSpec, deliveriesSpec, type Replication, topologyNames } from '../topology/index.js';
 import type { DeliveryRecord, DeliveryRecordInput } from './record.js';
+import { NamedError } from '../runtime/named-error.js';
 
 /** A message of the deliveries stream closes at this many records, or once past this many bytes. */
 export const STREAM_MESSAGE_LIMITS = { records: 200, bytes: 1024 * 1024 };
@@ -25,18 +26,16 @@ export interface DeliveryRecorderOptions {
 }
 
 /** The stream message holding a record was not confirmed: the delivery must not be acked. */
-export class RecordNotConfirmedError extends Error {
+export class RecordNotConfirmedError extends NamedError {
   constructor(cause: unknown) {
     super(`delivery record not confirmed: ${(cause as Error)?.message ?? String(cause)}`, { cause });
-    this.name = 'RecordNotConfirmedError';
   }
 }
 
 /** record() after stop(): the program is shutting down. */
-export class RecorderStoppedError extends Error {
+export class RecorderStoppedError extends NamedError {
   constructor() {
     super('the delivery recorder is stopped');
-    this.name = 'RecorderStoppedError';
   }
 }
 

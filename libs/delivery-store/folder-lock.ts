@@ -1,14 +1,14 @@
 import { linkSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { NamedError } from '../runtime/named-error.js';
 
 /** Another live process holds the embedded database's folder: opening it too would lose committed rows. */
-export class EmbeddedDatabaseInUseError extends Error {
+export class EmbeddedDatabaseInUseError extends NamedError {
   constructor(dir: string, lockFile: string, pid: number | undefined) {
     const holder = pid === undefined ? 'another process' : `process ${pid}`;
     super(
       `the embedded database ${dir} is in use by ${holder} (another npm start, or a program started with WEBHOOKS_DEV=true and no DATABASE_URL): ` +
         `stop it first, or give this one a DATABASE_URL. If it no longer runs, delete ${lockFile}`,
     );
-    this.name = 'EmbeddedDatabaseInUseError';
   }
 }
 

@@ -1,4 +1,5 @@
 import type { Queryable, Session } from './database.js';
+import { NamedError } from '../runtime/named-error.js';
 
 /** The day partitions of the delivery log's records and of the intake keys, made and dropped past retention (the tables are the migrations'). */
 
@@ -30,10 +31,9 @@ export function dayOf(time: string | Date): string {
 }
 
 /** A time PostgreSQL's partitions cannot be made for (beyond year 9999, before year 1). */
-export class UnstorableTimeError extends Error {
+export class UnstorableTimeError extends NamedError {
   constructor(day: string) {
     super(`no day partition can hold ${day}`);
-    this.name = 'UnstorableTimeError';
   }
 }
 

@@ -1,4 +1,5 @@
 import { legacyEndpointId, receivesEvent, type Endpoint } from '../merchants/index.js';
+import { NamedError } from '../runtime/named-error.js';
 
 /** What a resend needs to know of the merchant: its id, and its endpoints (which are on, for which events). */
 export interface ResendTarget {
@@ -7,22 +8,20 @@ export interface ResendTarget {
 }
 
 /** The endpoint (without one named: every endpoint) is off or not set up: a copy would only fail again, so nothing is claimed. */
-export class WebhookDisabledError extends Error {
+export class WebhookDisabledError extends NamedError {
   constructor(readonly merchantId: string, readonly endpointId?: string) {
     super(
       endpointId === undefined
         ? `no endpoint of merchant ${merchantId} is enabled (or none is set up); enable one, then resend`
         : `endpoint ${endpointId} of merchant ${merchantId} is disabled; enable it, then resend`,
     );
-    this.name = 'WebhookDisabledError';
   }
 }
 
 /** Every failure found is of an endpoint deleted since: nowhere to resend it (the entry stays until retention). */
-export class EndpointDeletedError extends Error {
+export class EndpointDeletedError extends NamedError {
   constructor(readonly endpointIds: string[]) {
     super(`endpoint ${endpointIds.join(', ')} was deleted; its failed webhooks cannot be resent`);
-    this.name = 'EndpointDeletedError';
   }
 }
 

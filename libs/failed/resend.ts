@@ -9,6 +9,7 @@ import { ATTR, inSpan, linkActiveSpanTo, publishSpan, SpanKind } from '../tracin
 import { legacyEndpointId } from '../merchants/index.js';
 import { EndpointDeletedError, receiverOf, type ResendTarget, type Verdict, WebhookDisabledError } from './resend-target.js';
 import { CLAIM_LEASE_MS, type ClaimedFailure, type FailedStore, type FailureFilter, type FailureKey, failureKeyOf, RESENDS_PER_WEBHOOK_PER_DAY } from './store.js';
+import { NamedError } from '../runtime/named-error.js';
 
 /** The claim and the mark as resent: child spans of the resend, as PostgreSQL client calls. */
 const DB_UPDATE = { kind: SpanKind.CLIENT, attributes: { 'db.system.name': 'postgresql', 'db.operation.name': 'UPDATE', 'db.collection.name': 'failed_webhooks' } };
@@ -16,18 +17,16 @@ const DB_UPDATE = { kind: SpanKind.CLIENT, attributes: { 'db.system.name': 'post
 /** A resent copy not confirmed within this answers 503 resend_outcome_unknown. */
 export const RESEND_CONFIRM_DEADLINE_MS = 5_000;
 
-export class NothingToResendError extends Error {
+export class NothingToResendError extends NamedError {
   constructor() {
     super('no unresolved failed webhook for this merchant and reference');
-    this.name = 'NothingToResendError';
   }
 }
 
 /** Another resend holds these failures (under way, or its copy may still be delivered): after `retryAfterMs` its lease has run out. */
-export class ResendInProgressError extends Error {
+export class ResendInProgressError extends NamedError {
   constructor(readonly retryAfterMs: number) {
     super(`another resend holds these failed webhooks (under way, or its outcome not known yet); try again in ${Math.ceil(retryAfterMs / 1000)} s`);
-    this.name = 'ResendInProgressError';
   }
 }
 
@@ -35,31 +34,27 @@ export class ResendInProgressError extends Error {
 export class ResendOutcomeUnknownError extends BrokerUnavailableError {
   constructor(readonly holdMs: number, options?: { cause?: unknown }) {
     super('resent copy not confirmed; it may still be delivered', options);
-    this.name = 'ResendOutcomeUnknownError';
   }
 }
 
 /** PostgreSQL did not answer the claim: nothing was resent (503 with Retry-After). */
-export class FailureIndexUnavailableError extends Error {
+export class FailureIndexUnavailableError extends NamedError {
   constructor(options?: { cause?: unknown }) {
     super('the failure index in PostgreSQL cannot be reached; nothing was resent', options);
-    this.name = 'FailureIndexUnavailableError';
   }
 }
 
 /** Each failed webhook found was resent RESENDS_PER_WEBHOOK_PER_DAY times in the last 24 hours. */
-export class ResendLimitError extends Error {
+export class ResendLimitError extends NamedError {
   constructor(readonly retryAfterMs: number) {
     super(`these webhooks were resent ${RESENDS_PER_WEBHOOK_PER_DAY} times in the last 24 hours`);
-    this.name = 'ResendLimitError';
   }
 }
 
 /** Every failed webhook found is of an event its endpoint no longer receives; they stay failed. */
-export class EventNotSubscribedError extends Error {
+export class EventNotSubscribedError extends NamedError {
   constructor(readonly events: string[]) {
     super(`the endpoints these webhooks failed on no longer receive ${events.join(', ')}`);
-    this.name = 'EventNotSubscribedError';
   }
 }
 

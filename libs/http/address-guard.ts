@@ -1,5 +1,6 @@
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { BlockList, isIP } from 'node:net';
+import { NamedError } from '../runtime/named-error.js';
 
 /**
  * Addresses a webhook must never reach unless private targets are allowed: loopback, private, CGNAT,
@@ -59,11 +60,10 @@ export function isBlockedAddress(address: string): boolean {
 }
 
 /** Raised from the socket's DNS lookup, so the check holds for the address actually connected to. */
-export class BlockedAddressError extends Error {
+export class BlockedAddressError extends NamedError {
   readonly code = 'EBLOCKEDADDRESS';
   constructor(readonly host: string, readonly address: string) {
     super(`${host} resolves to ${address}, a loopback, private, link-local or reserved address (ALLOW_PRIVATE_TARGETS=false)`);
-    this.name = 'BlockedAddressError';
   }
 }
 

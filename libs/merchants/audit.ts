@@ -1,5 +1,6 @@
 import type { Queryable } from '../delivery-store/index.js';
 import type { Merchant } from './schema.js';
+import { NamedError } from '../runtime/named-error.js';
 
 /**
  * The audit trail of merchant settings (merchant_audit): who changed what, when, from where, written
@@ -71,10 +72,9 @@ export function auditAction(before: Merchant | undefined, changes: Changes): str
  * PostgreSQL did not write an audit entry. What the entry describes is then not reported as done:
  * in a transaction, the change rolls back with it; after the fact, the API answers 503 instead.
  */
-export class AuditUnavailableError extends Error {
+export class AuditUnavailableError extends NamedError {
   constructor(readonly action: string, cause: unknown) {
     super(`audit entry ${action} not written: ${(cause as Error)?.message ?? String(cause)}`, { cause });
-    this.name = 'AuditUnavailableError';
   }
 }
 

@@ -1,72 +1,64 @@
 import { MAX_GRACE_SECRETS } from './schema.js';
+import { NamedError } from '../runtime/named-error.js';
 
 /** A field of the input is wrong; the message reads as a sentence: "url must be an https URL". */
-export class InvalidSettingsError extends Error {
+export class InvalidSettingsError extends NamedError {
   constructor(readonly field: string, detail: string) {
     super(/^(must|is|are) /.test(detail) ? `${field} ${detail}` : field === 'body' ? detail : `${field}: ${detail}`);
-    this.name = 'InvalidSettingsError';
   }
 }
 
-export class MerchantNotFoundError extends Error {
+export class MerchantNotFoundError extends NamedError {
   constructor(readonly merchantId: string) {
     super(`no merchant ${merchantId}`);
-    this.name = 'MerchantNotFoundError';
   }
 }
 
-export class PublicKeyTakenError extends Error {
+export class PublicKeyTakenError extends NamedError {
   constructor() {
     super('another merchant has this public key');
-    this.name = 'PublicKeyTakenError';
   }
 }
 
 /** A rotation with a grace would leave more old secrets signing than MAX_GRACE_SECRETS (the endpoint's bound). */
-export class TooManySecretsError extends Error {
+export class TooManySecretsError extends NamedError {
   constructor(readonly merchantId: string, readonly endpointId: string, readonly earliestExpiry: string) {
     super(
       `endpoint ${endpointId} of merchant ${merchantId} already has ${MAX_GRACE_SECRETS} previous secrets signing; the first stops at ${earliestExpiry}. ` +
         'Rotate after that, or with graceSeconds 0 to replace the current secret at once',
     );
-    this.name = 'TooManySecretsError';
   }
 }
 
 /** The portal asked to turn on an endpoint the platform's operator turned off. */
-export class DisabledByOperatorError extends Error {
+export class DisabledByOperatorError extends NamedError {
   constructor(readonly merchantId: string) {
     super(`the webhook of merchant ${merchantId} was disabled by the platform; only the platform can enable it`);
-    this.name = 'DisabledByOperatorError';
   }
 }
 
-export class InvalidIdempotencyKeyError extends Error {
+export class InvalidIdempotencyKeyError extends NamedError {
   constructor() {
     super('Idempotency-Key must be 1 to 255 printable ASCII characters without spaces (a UUID, say)');
-    this.name = 'InvalidIdempotencyKeyError';
   }
 }
 
 /** A new endpoint would give the merchant more than it may have (MAX_ENDPOINTS_PER_MERCHANT). */
-export class EndpointLimitError extends Error {
+export class EndpointLimitError extends NamedError {
   constructor(readonly merchantId: string, readonly limit: number) {
     super(`merchant ${merchantId} already has ${limit} endpoint${limit === 1 ? '' : 's'}, the most a merchant may have (MAX_ENDPOINTS_PER_MERCHANT: ${limit})`);
-    this.name = 'EndpointLimitError';
   }
 }
 
 /** Another endpoint of the merchant already has this URL: two would receive every webhook twice. */
-export class EndpointUrlTakenError extends Error {
+export class EndpointUrlTakenError extends NamedError {
   constructor(readonly merchantId: string, readonly endpointId: string) {
     super(`merchant ${merchantId} already sends to this URL (endpoint ${endpointId})`);
-    this.name = 'EndpointUrlTakenError';
   }
 }
 
-export class EndpointNotFoundError extends Error {
+export class EndpointNotFoundError extends NamedError {
   constructor(readonly merchantId: string, readonly endpointId: string) {
     super(`merchant ${merchantId} has no endpoint ${endpointId}`);
-    this.name = 'EndpointNotFoundError';
   }
 }

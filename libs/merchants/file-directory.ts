@@ -3,11 +3,11 @@ import type { Logger } from '../logger/index.js';
 import { Periodic } from '../runtime/periodic.js';
 import type { MerchantDirectory } from './directory.js';
 import { type Merchant, merchantsFileSchema } from './schema.js';
+import { NamedError } from '../runtime/named-error.js';
 
-export class MerchantsFileError extends Error {
+export class MerchantsFileError extends NamedError {
   constructor(readonly path: string, detail: string) {
     super(`MERCHANTS_FILE ${path}: ${detail}`);
-    this.name = 'MerchantsFileError';
   }
 }
 

@@ -12,6 +12,7 @@ import { Periodic } from '../runtime/periodic.js';
 import { StartOnce } from '../runtime/start-once.js';
 import { AuditUnavailableError } from './audit.js';
 import { type Held, Refusal, type SettingsChange, type WriteOptions, type Written, writeMerchant } from './write.js';
+import { NamedError } from '../runtime/named-error.js';
 
 export interface PgDirectoryOptions {
   /** A change whose notification was lost is found by a poll this often. */
@@ -23,10 +24,9 @@ export interface PgDirectoryOptions {
 }
 
 /** PostgreSQL could not be reached for a merchant write (or a read that must be current): 503, try again. */
-export class MerchantStoreUnavailableError extends Error {
+export class MerchantStoreUnavailableError extends NamedError {
   constructor(cause: unknown) {
     super(`merchant database unavailable: ${(cause as Error)?.message ?? String(cause)}`, { cause });
-    this.name = 'MerchantStoreUnavailableError';
   }
 }
 

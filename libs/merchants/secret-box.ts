@@ -1,4 +1,5 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import { NamedError } from '../runtime/named-error.js';
 
 /**
  * Webhook secrets at rest: AES-256-GCM with SECRETS_KEY, as `v1:<key id>:<base64 of iv, ciphertext,
@@ -54,10 +55,9 @@ export class SecretBox {
 }
 
 /** A sealed value that no configured key opens: SECRETS_KEY changed without SECRETS_KEY_PREVIOUS, or the value was altered. */
-export class SecretsKeyError extends Error {
+export class SecretsKeyError extends NamedError {
   constructor(readonly keyId: string | undefined) {
     super(`a stored secret does not open with SECRETS_KEY or SECRETS_KEY_PREVIOUS (sealed with key ${keyId ?? 'unknown'})`);
-    this.name = 'SecretsKeyError';
   }
 }
 

@@ -7,20 +7,19 @@ import { clearHealth, type Health, HEALTH_COLUMNS, type HealthRow, healthOf, wit
 import { CHANGES_CHANNEL, columnsOf, idDigest, MERCHANT_COLUMNS, type MerchantRow, merchantOf } from './rows.js';
 import { disabledByOperator, type Merchant } from './schema.js';
 import type { SecretBox } from './secret-box.js';
+import { NamedError } from '../runtime/named-error.js';
 
 /** If-Match named a version the merchant no longer has (or a merchant that does not exist). */
-export class VersionMismatchError extends Error {
+export class VersionMismatchError extends NamedError {
   constructor(readonly merchantId: string, readonly current: number | undefined) {
     super(`merchant ${merchantId} is at version ${current ?? 'none'}, not the one If-Match names`);
-    this.name = 'VersionMismatchError';
   }
 }
 
 /** The Idempotency-Key was used, within its window, for a different request. */
-export class IdempotencyKeyReusedError extends Error {
+export class IdempotencyKeyReusedError extends NamedError {
   constructor() {
     super('this Idempotency-Key was used for a different request');
-    this.name = 'IdempotencyKeyReusedError';
   }
 }
 

@@ -1,17 +1,17 @@
 import type { Migration } from './files.js';
+import { NamedError } from '../runtime/named-error.js';
 
 /** The command an operator runs; quoted in every message that asks for it. */
 export const MIGRATE_COMMAND = 'npx webhooks migrate';
 
 /** The database's schema is older than this release needs: `webhooks migrate` has not run yet. */
-export class SchemaBehindError extends Error {
+export class SchemaBehindError extends NamedError {
   constructor(
     readonly current: number,
     readonly needed: number,
   ) {
     // The command spelled out (MIGRATE_COMMAND), so that the guides can quote the message whole.
     super(`database schema version ${current}, this program needs ${needed}: run npx webhooks migrate`);
-    this.name = 'SchemaBehindError';
   }
 }
 
@@ -20,7 +20,7 @@ export class SchemaBehindError extends Error {
  * know (`refusing`, the first) does not declare that this release runs with it: an older program
  * must not write to tables a newer release reshaped.
  */
-export class SchemaTooNewError extends Error {
+export class SchemaTooNewError extends NamedError {
   constructor(
     readonly current: number,
     readonly known: number,
@@ -28,15 +28,13 @@ export class SchemaTooNewError extends Error {
   ) {
     const releases = refusing.runsWithFrom === null ? 'that know it' : `from ${refusing.runsWithFrom}`;
     super(`database schema version ${current} is newer than this release knows (${known}), and ${fileOf(refusing)} runs only with releases ${releases}: run the release that migrated it, or a newer one`);
-    this.name = 'SchemaTooNewError';
   }
 }
 
 /** PostgreSQL stayed unreachable for the whole start-up wait. */
-export class SchemaUnknownError extends Error {
+export class SchemaUnknownError extends NamedError {
   constructor(cause: unknown) {
     super(`database unreachable at start-up, schema version unknown: ${(cause as Error)?.message ?? String(cause)} (DATABASE_URL)`, { cause });
-    this.name = 'SchemaUnknownError';
   }
 }
 

@@ -1,6 +1,7 @@
 import { createHash, createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 import { LogUnavailableError, type Queryable } from '../delivery-store/index.js';
 import { BoundedMap } from '../runtime/bounded-map.js';
+import { NamedError } from '../runtime/named-error.js';
 
 /** What a portal session may do beyond viewing; a link carries any subset (none, view only, when the dashboard names none). */
 export const PORTAL_PERMISSIONS = ['resend', 'manage-endpoint', 'manage-secret'] as const;
@@ -41,13 +42,12 @@ export interface PortalSession {
  * Why a link was refused: the page says which, so a merchant knows to ask for a new one.
  * `merchantId`: the link's merchant, when a used link is presented again (its trail records the reuse).
  */
-export class PortalLinkError extends Error {
+export class PortalLinkError extends NamedError {
   constructor(
     readonly reason: 'used' | 'expired' | 'unknown',
     readonly merchantId?: string,
   ) {
     super(reason === 'used' ? 'this portal link was already used' : reason === 'expired' ? 'this portal link has expired' : 'this portal link is not valid');
-    this.name = 'PortalLinkError';
   }
 }
 

@@ -1,8 +1,9 @@
+import { NamedError } from './named-error.js';
+
 /** A write the database refused for what one item carried: that item's caller gets this, the others are written. */
-export class WriteRefusedError extends Error {
+export class WriteRefusedError extends NamedError {
   constructor(cause: unknown) {
     super(`refused by the database: ${(cause as Error)?.message ?? String(cause)}`, { cause });
-    this.name = 'WriteRefusedError';
   }
 }
 

@@ -6,3 +6,4 @@ export { runProgram } from './entry.js';
 export { Cleanup } from './cleanup.js';
 export { BoundedMap } from './bounded-map.js';
 export { StartOnce } from './start-once.js';
+export { NamedError } from './named-error.js';

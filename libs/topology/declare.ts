@@ -11,15 +11,15 @@ import {
   type TopologyOptions,
   topologySpec,
 } from './spec.js';
+import { NamedError } from '../runtime/named-error.js';
 
 /** A queue or exchange exists with other arguments (reply 406): declaring cannot fix it, an operator must. */
-export class TopologyMismatchError extends Error {
+export class TopologyMismatchError extends NamedError {
   constructor(readonly entity: string, cause: unknown) {
     super(
       `${entity} already exists with different arguments (${String((cause as Error)?.message ?? cause)}). ` +
         'If FAILED_RETENTION changed (or the failed stream was made before its segment size was set), delete the old stream (its entries go), or use another TOPOLOGY_PREFIX.',
     );
-    this.name = 'TopologyMismatchError';
   }
 }
 
