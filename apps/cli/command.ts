@@ -1,6 +1,7 @@
 import { Command } from 'commander';
 import { parseDuration, parseEnv, withDevDefaults } from '../../libs/config/index.js';
 import { isWellFormedReference, merchantIdSchema } from '../../libs/contracts/index.js';
+import { NamedError } from '../../libs/runtime/index.js';
 import { type CliConfig, cliEnvSchema } from './config.js';
 
 /** What the program is given: its environment and streams, and the exit code a command leaves. */
@@ -20,14 +21,10 @@ export type CliContext = Pick<CliIo, 'env' | 'stdout' | 'stderr'> & {
 };
 
 /** The command line was wrong: the message and the command's help are printed, exit 2. */
-export class UsageError extends Error {
-  override name = 'UsageError';
-}
+export class UsageError extends NamedError {}
 
 /** The command ran but found nothing to show or act on: exit 3, so scripts can tell it from a failure. */
-export class NothingMatchedError extends Error {
-  override name = 'NothingMatchedError';
-}
+export class NothingMatchedError extends NamedError {}
 
 /** Development mode (WEBHOOKS_DEV=true) brings the programs' defaults, so a command accepts what they accept. */
 function contextOf(io: CliIo): CliContext {
