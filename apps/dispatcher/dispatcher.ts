@@ -11,7 +11,7 @@ import { WebhookSigner } from '../../libs/signing/index.js';
 import type { FailedStore } from '../../libs/failed/index.js';
 import type { IntakeChecker } from '../../libs/intake-keys/index.js';
 import { StartOnce, within } from '../../libs/runtime/index.js';
-import { type WaitStore, WaitTaker, type WaitWriter } from '../../libs/waits/index.js';
+import type { WaitStore, WaitWriter } from '../../libs/waits/index.js';
 import type { OrderGate, OrderState } from '../../libs/ordering/index.js';
 import { type TopologyNames, topologyNames } from '../../libs/topology/index.js';
 import { InvalidMessageError } from './errors.js';
@@ -22,6 +22,7 @@ import { decide, type Finding } from './stages/decide.js';
 import { type DispatcherStats, EffectStage, WAITS_TABLE, waitKeyOf } from './stages/effect.js';
 import { EndpointGuards } from './stages/endpoint-guards.js';
 import { fanOut, route } from './stages/fan-out.js';
+import { HandBackTakes } from './stages/hand-backs.js';
 import { type HandBack, handBackOf, type IntakeEvent, intakeDigestOf, keyCheckOf, parseIntake } from './stages/intake.js';
 import { endOrphanedPlaces, type OrphanedPlacesDeps, parkedPlaces } from './stages/orphaned-places.js';
 import { recordOf } from './stages/record.js';
@@ -104,7 +105,7 @@ export class Dispatcher {
   private readonly admission: AdmissionStage;
   private readonly attempt: AttemptStage;
   private readonly effect: EffectStage;
-  private readonly taker?: WaitTaker;
+  private readonly takes?: HandBackTakes;
   private readonly orphanDeps: OrphanedPlacesDeps;
   private consumer?: Consumer;
   /** Deliveries settled without their delivery-log record (the deliveries stream refused it). */
@@ -121,7 +122,7 @@ export class Dispatcher {
     this.policy = new RetryPolicy({ delaysMs: settings.retryDelaysMs, maxDeferrals: settings.maxDeferrals });
     if (settings.retryDelaysMs.length > 0 && !deps.waits) throw new Error('a retry schedule needs waits in PostgreSQL (deps.waits)');
     const observer = deps.observer ?? noopObserver;
-    if (deps.waits) this.taker = new WaitTaker(deps.waits.store, Math.max(settings.waitLeaseMs ?? 60_000, 2 * settings.deliveryTimeoutMs));
+    if (deps.waits) this.takes = new HandBackTakes(deps.waits.store, Math.max(settings.waitLeaseMs ?? 60_000, 2 * settings.deliveryTimeoutMs), deps.logger, () => this.stopping !== undefined);
     const half = Math.max(1, Math.ceil(settings.concurrency / 2));
     this.guards = new EndpointGuards({
       maxInFlight: settings.perEndpointConcurrency ?? half,
@@ -279,10 +280,9 @@ export class Dispatcher {
 
   /** A hand-back's take, an ordered webhook's place, admission and attempt: each finds what ends the walk or hands on. */
   private async onward(message: ConsumeMessage, intake: IntakeEvent, now: Date, span: Span | undefined, live: () => boolean): Promise<{ intake?: IntakeEvent; finding: Finding }> {
-    // A wait handed back: only its current hand comes to an attempt.
-    if (intake.hand !== undefined && !(await this.take(intake, intake.hand, span))) {
-      return { finding: { kind: 'superseded', key: `${intake.webhookId}#${intake.hand}` } };
-    }
+    // A wait handed back: only its current hand comes to an attempt (a stale one is superseded, one taken too often parked).
+    const untaken = intake.hand !== undefined ? await this.takes?.take(intake, intake.hand, span) : undefined;
+    if (untaken) return { intake: untaken.kind === 'superseded' ? undefined : intake, finding: untaken };
     const takenAt = performance.now();
     const place = await this.placeInOrder(message, intake, span);
     if (place === 'waiting') return { intake, finding: { kind: 'ordered' } };
@@ -299,9 +299,10 @@ export class Dispatcher {
     // A hand-back that waited for its slot: its lease (from its take) may not cover the attempt, and
     // the row would hand it on while it is sent. Taken again, the lease runs from now; handed on
     // meanwhile, it gives its slot back unsent and the current copy goes.
-    if (intake.hand !== undefined && performance.now() - takenAt > RETAKE_AFTER_MS && !(await this.take(intake, intake.hand, span))) {
+    const retaken = intake.hand !== undefined && performance.now() - takenAt > RETAKE_AFTER_MS ? await this.takes?.take(intake, intake.hand, span) : undefined;
+    if (retaken) {
       admitted.slot.release('unused');
-      return { finding: { kind: 'superseded', key: `${intake.webhookId}#${intake.hand}` } };
+      return { intake: retaken.kind === 'superseded' ? undefined : intake, finding: retaken };
     }
     // Signed with the clock as it is sent (webhook-timestamp is this attempt's): a delivery held
     // unacked (its order step or take while PostgreSQL was down, a busy endpoint) is not signed stale.
@@ -409,34 +410,13 @@ export class Dispatcher {
   }
 
   /**
-   * Takes a hand-back to its attempt: false for a stale copy. PostgreSQL not answering takes it
-   * anyway (a duplicate is better than a webhook held back), but not an ordered one: a stale copy
-   * after its successor would be out of order, so it is held until PostgreSQL answers.
-   */
-  private async take(intake: IntakeEvent, hand: number, span: Span | undefined): Promise<boolean> {
-    if (!this.taker) return true;
-    for (let tries = 0; ; tries++) {
-      try {
-        return await this.taker.take({ ...waitKeyOf(intake), hand });
-      } catch (err) {
-        if (!intake.ordered || this.stopping !== undefined) {
-          this.deps.logger.warn('wait not taken: PostgreSQL did not answer; attempted anyway', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message, ...spanLogFields(span) });
-          return true;
-        }
-        if (tries % 30 === 0) this.deps.logger.warn('ordered wait not taken: PostgreSQL did not answer; held until it does', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message, ...spanLogFields(span) });
-        await new Promise((resolve) => setTimeout(resolve, 1_000));
-      }
-    }
-  }
-
-  /**
    * A message that failed intake is parked; a hand-back's current hand ends its wait with the park,
    * and a stale copy (another hand is current, or the wait is gone) is dropped as for any hand-back:
    * parked, each copy piled up in dispatch was one more in invalid.
    */
   private async invalid(message: ConsumeMessage, err: InvalidMessageError): Promise<Finding> {
     const handBack = handBackOf(message, this.names.events);
-    const taken = handBack && (await this.takeHandBack(handBack));
+    const taken = handBack && (await this.takes?.current(handBack));
     if (taken === false) return { kind: 'superseded', key: `${handBack!.webhookId}#${handBack!.hand}` };
     return { kind: 'invalid', code: err.code, detail: err.detail, handTaken: taken ? handBack : undefined };
   }
@@ -447,17 +427,7 @@ export class Dispatcher {
    */
   private async currentHandBack(message: ConsumeMessage, intake?: IntakeEvent): Promise<HandBack | undefined> {
     const handBack = intake ? (intake.hand === undefined ? undefined : { ...intake, hand: intake.hand }) : handBackOf(message, this.names.events);
-    return handBack && (await this.takeHandBack(handBack)) ? handBack : undefined;
-  }
-
-  /** Whether the hand is its wait's current one; undefined when PostgreSQL does not answer (its lease hands it back). */
-  private async takeHandBack(handBack: HandBack): Promise<boolean | undefined> {
-    if (!this.taker) return undefined;
-    try {
-      return await this.taker.take({ ...waitKeyOf(handBack), hand: handBack.hand });
-    } catch {
-      return undefined;
-    }
+    return handBack && (await this.takes?.current(handBack)) ? handBack : undefined;
   }
 
   private recordLost(record: DeliveryRecordInput, err: unknown, span: Span | undefined): void {

@@ -73,6 +73,7 @@ export const INVALID_CODES = [
   'too-large',
   'unknown-merchant',
   'internal-error',
+  'wait-not-ended',
   'delivery-limit',
 ] as const;
 

@@ -8,6 +8,13 @@ import { HEADERS, type ScalarHeaders } from '../contracts/index.js';
  * wait, so a stale copy changes nothing. Due times are PostgreSQL's clock, never a dispatcher's.
  */
 
+/**
+ * Takes of a wait's hand-backs (each come to its attempt) with no outcome that rewrote or ended it,
+ * after which the next is parked in `invalid` (wait-not-ended) and its row left out of the pick: a
+ * hand-back is a new message each time, which dispatch's delivery limit never counts.
+ */
+export const WAIT_TAKE_LIMIT = 10;
+
 /** Why a webhook waits, as a dispatcher writes it (WaitStore.write). */
 export type WaitPutReason = 'retry' | 'endpoint-busy' | 'circuit-open' | 'throttled';
 
@@ -127,7 +134,7 @@ WITH puts AS (
   ON CONFLICT DO NOTHING
 ), next AS (
   UPDATE webhook_waits w SET hand = w.hand + 1, attempt = p.attempt, reason = p.reason, headers = p.headers::jsonb,
-    due_at = p.due_at, pick_at = p.pick_at, parked = p.parked, span_ends_at = p.span_ends_at
+    due_at = p.due_at, pick_at = p.pick_at, parked = p.parked, span_ends_at = p.span_ends_at, takes = 0
   FROM placed p WHERE p.hand > 0 AND w.merchant_id = p.merchant_id AND w.webhook_id = p.webhook_id AND w.endpoint_id = p.endpoint_id AND w.hand = p.hand
 ), gone AS (
   DELETE FROM webhook_waits w USING unnest($9::text[], $10::text[], $16::text[], $11::int[]) AS e(merchant_id, webhook_id, endpoint_id, hand)
@@ -218,8 +225,10 @@ WITH c AS (
 SELECT (SELECT count(*) FROM unparked)::integer AS unparked, (SELECT count(*) FROM closed)::integer AS closed`;
 
 /**
- * The takes: each hand-back whose hand is current gets a lease that covers its attempt; an ordered
- * one whose place in its line has ended (webhook_order) is ended instead, with its bytes.
+ * The takes: each hand-back whose hand is current gets a lease that covers its attempt, counted in
+ * `takes` (an attempt's rewrite sets it back to 0); one past $6 takes is `spent`: out of the pick
+ * (pick_at NULL), to be parked. An ordered one whose place in its line has ended (webhook_order) is
+ * ended instead, with its bytes.
  */
 const TAKE = `
 WITH asked AS (
@@ -236,11 +245,11 @@ WITH asked AS (
 ), gone_bodies AS (
   DELETE FROM webhook_bodies b USING gone g WHERE b.merchant_id = g.merchant_id AND b.webhook_id = g.webhook_id AND b.endpoint_id = g.endpoint_id
 )
-UPDATE webhook_waits w SET pick_at = now() + $4::float8 * interval '1 millisecond'
+UPDATE webhook_waits w SET takes = w.takes + 1, pick_at = CASE WHEN w.takes >= $6 THEN NULL ELSE now() + $4::float8 * interval '1 millisecond' END
 FROM asked t
 WHERE w.merchant_id = t.merchant_id AND w.webhook_id = t.webhook_id AND w.endpoint_id = t.endpoint_id AND w.hand = t.hand
   AND NOT EXISTS (SELECT 1 FROM done d WHERE d.merchant_id = w.merchant_id AND d.webhook_id = w.webhook_id AND d.endpoint_id = w.endpoint_id)
-RETURNING w.merchant_id, w.webhook_id, w.endpoint_id, w.hand`;
+RETURNING w.merchant_id, w.webhook_id, w.endpoint_id, w.hand, w.takes > $6 AS spent`;
 
 type PickedRow = { merchant_id: string; webhook_id: string | null; endpoint_id: string | null; hand: number; headers: string; lease_end: string; content: Uint8Array | null };
 
@@ -356,21 +365,23 @@ export class WaitStore {
   }
 
   /**
-   * Hand-backs come to their attempts: returns those whose hand is still current (their leases
-   * extended); the others are stale. An ordered webhook's wait whose place in its line has ended is
-   * stale whatever its hand, and goes: its end (webhook_order_step) commits before its wait's end,
-   * so a dispatcher killed between the two left it, and its hand-back sent again after the next one
-   * of its reference had gone.
+   * Hand-backs come to their attempts: returns those whose hand is still current (takeKey), each
+   * 'taken' (its lease extended) or 'spent' (taken past WAIT_TAKE_LIMIT times since an attempt
+   * rewrote it: out of the pick, to be parked); the others are stale. An ordered webhook's wait
+   * whose place in its line has ended is stale whatever its hand, and goes: its end
+   * (webhook_order_step) commits before its wait's end, so a dispatcher killed between the two left
+   * it, and its hand-back sent again after the next one of its reference had gone.
    */
-  async take(takes: readonly WaitEnd[], leaseMs: number): Promise<Set<string>> {
-    const { rows } = await this.db.query<{ merchant_id: string; webhook_id: string; endpoint_id: string; hand: number }>(TAKE, [
+  async take(takes: readonly WaitEnd[], leaseMs: number): Promise<Map<string, 'taken' | 'spent'>> {
+    const { rows } = await this.db.query<{ merchant_id: string; webhook_id: string; endpoint_id: string; hand: number; spent: boolean }>(TAKE, [
       takes.map((t) => t.merchantId),
       takes.map((t) => t.webhookId),
       takes.map((t) => t.hand),
       leaseMs,
       takes.map((t) => t.endpointId ?? ''),
+      WAIT_TAKE_LIMIT,
     ]);
-    return new Set(rows.map((row) => takeKey({ merchantId: row.merchant_id, webhookId: row.webhook_id, endpointId: row.endpoint_id, hand: row.hand })));
+    return new Map(rows.map((row) => [takeKey({ merchantId: row.merchant_id, webhookId: row.webhook_id, endpointId: row.endpoint_id, hand: row.hand }), row.spent ? 'spent' : 'taken']));
   }
 
   /**

@@ -1,8 +1,11 @@
 import { takeKey, type WaitEnd, type WaitStore } from './store.js';
 
+/** A hand-back's take: its hand current ('taken'; 'spent' past WAIT_TAKE_LIMIT, to be parked), or not ('stale'). */
+export type TakeResult = 'taken' | 'spent' | 'stale';
+
 interface Asked {
   take: WaitEnd;
-  resolve(taken: boolean): void;
+  resolve(taken: TakeResult): void;
   reject(err: unknown): void;
 }
 
@@ -13,8 +16,8 @@ export class WaitTaker {
 
   constructor(private readonly store: WaitStore, private readonly leaseMs: number) {}
 
-  /** True when `take` is the wait's current hand (its lease now covers the attempt). */
-  take(take: WaitEnd): Promise<boolean> {
+  /** Whether `take` is the wait's current hand (taken: its lease now covers the attempt). */
+  take(take: WaitEnd): Promise<TakeResult> {
     return new Promise((resolve, reject) => {
       this.next.push({ take, resolve, reject });
       if (this.taking) return;
@@ -30,7 +33,7 @@ export class WaitTaker {
       this.next = [];
       try {
         const taken = await this.store.take(batch.map((asked) => asked.take), this.leaseMs);
-        for (const asked of batch) asked.resolve(taken.has(takeKey(asked.take)));
+        for (const asked of batch) asked.resolve(taken.get(takeKey(asked.take)) ?? 'stale');
       } catch (err) {
         for (const asked of batch) asked.reject(err);
       }

@@ -39,13 +39,13 @@ describe('taking hand-backs of waits to their attempts', () => {
       // A wait that does not exist (ended).
       taker.take({ merchantId: 'm_take', webhookId: 'evt_gone', hand: 1 }),
     ]);
-    expect(taken).toEqual([true, true, true, false, false]);
+    expect(taken).toEqual(['taken', 'taken', 'taken', 'stale', 'stale']);
     expect(statements).toBe(1);
     // Each lease now runs from the take: the rows are not due again.
     expect((await store.pick(10, 60_000)).handed).toEqual([]);
     // A take of a later turn goes in a statement of its own, and still finds its hand.
     statements = 0;
-    expect(await taker.take({ merchantId: 'm_take', webhookId: 'evt_take_2', hand: 1 })).toBe(true);
+    expect(await taker.take({ merchantId: 'm_take', webhookId: 'evt_take_2', hand: 1 })).toBe('taken');
     expect(statements).toBe(1);
   });
 });

@@ -4,6 +4,7 @@ import { type FailedStore, failureEntryHeaders } from '../../../libs/failed/inde
 import type { Logger } from '../../../libs/logger/index.js';
 import type { DeliveryObserver, Outcome } from '../../../libs/metrics/index.js';
 import type { RetryPolicy } from '../../../libs/retry-policy/index.js';
+import { WriteRefusedError } from '../../../libs/runtime/index.js';
 import type { TopologyNames } from '../../../libs/topology/index.js';
 import type { WaitPutReason, WaitWriter } from '../../../libs/waits/index.js';
 import type { OrderEnd, OrderGate } from '../../../libs/ordering/index.js';
@@ -335,12 +336,18 @@ export class EffectStage {
    * A hand-back's attempt ended: its wait goes (if still this hand's); `closes` ends the
    * endpoint's parking (WaitEnd), its breakers told only if it `answered`. An ordered webhook releases the next of its reference first: a
    * crash between leaves the wait to hand it back (at least once), whereas the other way round its
-   * redelivery would be dropped as stale and its reference stuck behind it.
+   * redelivery would be dropped as stale and its reference stuck behind it. An end PostgreSQL
+   * refuses (a constraint, a trigger) leaves the outcome as it is: parked again as an unexpected
+   * error, each lease's copy was three in invalid; the wait's takes bound its hand-backs (WAIT_TAKE_LIMIT).
    */
   private async endWait(intake: Pick<IntakeEvent, 'merchantId' | 'webhookId' | 'endpointId' | 'ordered' | 'hand'>, closes?: 'answered' | 'unanswered'): Promise<void> {
     if (intake.ordered && this.deps.order) await this.deps.order.end(waitKeyOf(intake));
     const circuit = closes === undefined ? {} : { closesCircuit: true, ...(closes === 'unanswered' ? { unanswered: true } : {}) };
-    if (intake.hand !== undefined && this.deps.waits) await this.deps.waits.end({ ...waitKeyOf(intake), hand: intake.hand, ...circuit });
+    if (intake.hand === undefined || !this.deps.waits) return;
+    await this.deps.waits.end({ ...waitKeyOf(intake), hand: intake.hand, ...circuit }).catch((err: unknown) => {
+      if (!(err instanceof WriteRefusedError)) throw err;
+      this.deps.logger.error('wait not ended: PostgreSQL refused it; handed back again, it is parked after WAIT_TAKE_LIMIT takes', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: err.message });
+    });
   }
 
   /** The one move (libs/broker moveMessage); `settle` runs after the confirm, before the ack. True when moved. */

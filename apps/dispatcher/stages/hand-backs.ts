@@ -1,0 +1,60 @@
+import type { Logger } from '../../../libs/logger/index.js';
+import { type Span, spanLogFields } from '../../../libs/tracing/index.js';
+import { WAIT_TAKE_LIMIT, type WaitStore, WaitTaker } from '../../../libs/waits/index.js';
+import type { Finding } from './decide.js';
+import { waitKeyOf } from './effect.js';
+import type { HandBack, IntakeEvent } from './intake.js';
+
+/**
+ * The takes of waits handed back (libs/waits WaitTaker): only a wait's current hand comes to an
+ * attempt, and a wait taken past WAIT_TAKE_LIMIT times with no attempt's outcome rewriting or ending
+ * it is parked (its row left out of the pick by that take). A hand-back is a new message each
+ * lease, which dispatch's delivery limit never counts: without this, a wait whose end PostgreSQL
+ * refused, or whose attempt killed its dispatcher, came back every WAIT_LEASE for ever.
+ */
+export class HandBackTakes {
+  private readonly taker: WaitTaker;
+
+  constructor(store: WaitStore, leaseMs: number, private readonly logger: Logger, private readonly stopping: () => boolean) {
+    this.taker = new WaitTaker(store, leaseMs);
+  }
+
+  /**
+   * Undefined: taken to its attempt. Else what ends its walk: superseded (a stale copy), or parked
+   * (spent). PostgreSQL not answering takes it anyway (a duplicate is better than a webhook held
+   * back), but not an ordered one: a stale copy after its successor would be out of order, so it is
+   * held until PostgreSQL answers.
+   */
+  async take(intake: IntakeEvent, hand: number, span: Span | undefined): Promise<Finding | undefined> {
+    for (let tries = 0; ; tries++) {
+      try {
+        const took = await this.taker.take({ ...waitKeyOf(intake), hand });
+        if (took === 'taken') return undefined;
+        if (took === 'stale') return { kind: 'superseded', key: `${intake.webhookId}#${hand}` };
+        this.logger.warn('wait taken too often without an outcome: parked, its row left out of the pick', { merchantId: intake.merchantId, endpointId: intake.endpointId, webhookId: intake.webhookId, ...spanLogFields(span) });
+        const detail = `its hand-backs came to their attempt ${WAIT_TAKE_LIMIT} times and none rewrote or ended its wait (PostgreSQL refused its end, or each attempt's dispatcher died): its row is left out of the pick`;
+        return { kind: 'invalid', code: 'wait-not-ended', detail, handTaken: { ...intake, hand } };
+      } catch (err) {
+        if (!intake.ordered || this.stopping()) {
+          this.logger.warn('wait not taken: PostgreSQL did not answer; attempted anyway', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message, ...spanLogFields(span) });
+          return undefined;
+        }
+        if (tries % 30 === 0) this.logger.warn('ordered wait not taken: PostgreSQL did not answer; held until it does', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message, ...spanLogFields(span) });
+        await new Promise((resolve) => setTimeout(resolve, 1_000));
+      }
+    }
+  }
+
+  /**
+   * Whether a hand-back about to be parked is its wait's current hand (taken again: the error may
+   * have come before its take; spent or not, its park ends it); undefined when PostgreSQL does not
+   * answer (its lease hands it back).
+   */
+  async current(handBack: HandBack): Promise<boolean | undefined> {
+    try {
+      return (await this.taker.take({ ...waitKeyOf(handBack), hand: handBack.hand })) !== 'stale';
+    } catch {
+      return undefined;
+    }
+  }
+}

@@ -1,0 +1,91 @@
+import type { GetMessage } from 'amqplib';
+import { sampleEvent } from '../../libs/contracts/index.js';
+import { WAIT_TAKE_LIMIT } from '../../libs/waits/index.js';
+import { type Harness, startHarness, testMerchant } from '../support/harness.js';
+import { Receiver } from '../support/receiver.js';
+import { waitFor } from '../support/wait.js';
+
+/**
+ * PostgreSQL refuses the end of a wait (here a trigger, as a constraint or an operator's rule
+ * would): the row stays, and its lease hands it back again. A hand-back is a new message each time,
+ * which dispatch's delivery limit never counts: each copy was parked in invalid (three a lease:
+ * its park, the park of the park's failure, and the broker's dead-letter), or delivered again, for
+ * ever. The row's takes bound it: past WAIT_TAKE_LIMIT it is parked once more and picked no more.
+ * The take's lease is the wait lease here (the delivery timeout is half of it).
+ */
+const LEASE_MS = 400;
+
+async function refuseWaitEnds(harness: Harness): Promise<void> {
+  await harness.database.query(`CREATE FUNCTION refuse_wait_end() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN RAISE EXCEPTION 'waits are kept' USING ERRCODE = 'check_violation'; END $$`);
+  await harness.database.query('CREATE TRIGGER refuse_wait_end BEFORE DELETE ON webhook_waits FOR EACH ROW EXECUTE FUNCTION refuse_wait_end()');
+}
+
+async function waitRow(harness: Harness): Promise<{ pick_at: Date | null } | undefined> {
+  return (await harness.database.query<{ pick_at: Date | null }>('SELECT pick_at FROM webhook_waits'))[0];
+}
+
+const codeOf = (message: GetMessage) => message.properties.headers?.['x-invalid-code'];
+
+/**
+ * Until the row is out of the pick, or its copies in invalid are past what a bound allows (three
+ * times the limit: what the unbounded loop reaches in as many leases); then no hand-back for three leases more.
+ */
+async function settle(harness: Harness, tooMany: () => Promise<boolean>): Promise<void> {
+  await waitFor('its wait out of the pick, or too many copies', async () => (await waitRow(harness))?.pick_at === null || (await tooMany()), 20 * LEASE_MS * WAIT_TAKE_LIMIT);
+}
+
+describe('a hand-back whose wait PostgreSQL refuses to end', () => {
+  it('is parked in invalid a bounded number of times, then its wait is picked no more (nothing lost: the row stays)', async () => {
+    const receiver = await Receiver.start(() => 500);
+    const merchant = testMerchant('m_end_refused_park', receiver.url);
+    const harness = await startHarness({ name: 'wait-end-refused-park', merchants: [merchant], retryDelaysMs: [300, 300], waitLeaseMs: LEASE_MS, settings: { deliveryTimeoutMs: LEASE_MS / 2 } });
+    try {
+      await refuseWaitEnds(harness);
+      const { messageId } = await harness.publisher.publish(sampleEvent('payout', merchant.id));
+      await waitFor('its retry waiting', async () => (await waitRow(harness)) !== undefined, 10_000);
+      // Its hand-backs fail intake from now on (as after MAX_MESSAGE_BYTES was lowered): each is parked, too-large.
+      (harness.dispatcher as unknown as { settings: { maxMessageBytes: number } }).settings.maxMessageBytes = 10;
+      await settle(harness, async () => (await harness.test.messageCount(harness.names.invalid)) > 3 * WAIT_TAKE_LIMIT);
+      const parked = await harness.test.drain(harness.names.invalid, 1);
+      expect(parked.length).toBeLessThanOrEqual(WAIT_TAKE_LIMIT + 1);
+      expect(parked.every((m) => m.properties.messageId === messageId)).toBe(true);
+      // Each parked as what it is (its last take past the limit left the row out of the pick).
+      expect(parked.map(codeOf)).toEqual(parked.map(() => 'too-large'));
+      // Kept: the row PostgreSQL would not delete, and its copy in invalid with the bytes.
+      expect(await waitRow(harness)).toEqual({ pick_at: null });
+      expect(JSON.parse(parked.at(-1)!.content.toString('utf8'))).toMatchObject({ merchantId: merchant.id });
+      const handed = harness.scheduler.stats.handed;
+      await new Promise((resolve) => setTimeout(resolve, 3 * LEASE_MS));
+      expect(harness.scheduler.stats.handed).toBe(handed);
+      expect(await harness.test.messageCount(harness.names.invalid)).toBe(0);
+      expect(receiver.requests).toHaveLength(1);
+    } finally {
+      await harness.close();
+      await receiver.close();
+    }
+  }, 60_000);
+
+  it('is delivered again a bounded number of times, not every lease for ever', async () => {
+    let answered = 0;
+    const receiver = await Receiver.start(() => (answered++ === 0 ? 500 : 204));
+    const merchant = testMerchant('m_end_refused_sent', receiver.url);
+    const harness = await startHarness({ name: 'wait-end-refused-sent', merchants: [merchant], retryDelaysMs: [300, 300], waitLeaseMs: LEASE_MS, settings: { deliveryTimeoutMs: LEASE_MS / 2 } });
+    try {
+      await refuseWaitEnds(harness);
+      const { messageId } = await harness.publisher.publish(sampleEvent('payout', merchant.id));
+      await settle(harness, async () => receiver.requests.length > 3 * WAIT_TAKE_LIMIT);
+      // The first attempt, then at most one delivery a take.
+      expect(receiver.requests.length).toBeLessThanOrEqual(1 + WAIT_TAKE_LIMIT);
+      const parked = await harness.test.drain(harness.names.invalid, 1);
+      expect(parked.every((m) => m.properties.messageId === messageId)).toBe(true);
+      expect(codeOf(parked.at(-1)!)).toBe('wait-not-ended');
+      const requests = receiver.requests.length;
+      await new Promise((resolve) => setTimeout(resolve, 3 * LEASE_MS));
+      expect(receiver.requests).toHaveLength(requests);
+    } finally {
+      await harness.close();
+      await receiver.close();
+    }
+  }, 60_000);
+});
