@@ -122,7 +122,7 @@ export class Dispatcher {
     this.policy = new RetryPolicy({ delaysMs: settings.retryDelaysMs, maxDeferrals: settings.maxDeferrals });
     if (settings.retryDelaysMs.length > 0 && !deps.waits) throw new Error('a retry schedule needs waits in PostgreSQL (deps.waits)');
     const observer = deps.observer ?? noopObserver;
-    if (deps.waits) this.takes = new HandBackTakes(deps.waits.store, Math.max(settings.waitLeaseMs ?? 60_000, 2 * settings.deliveryTimeoutMs), deps.logger, () => this.stopping !== undefined);
+    if (deps.waits) this.takes = new HandBackTakes(deps.waits, Math.max(settings.waitLeaseMs ?? 60_000, 2 * settings.deliveryTimeoutMs), deps.logger, () => this.stopping !== undefined);
     const half = Math.max(1, Math.ceil(settings.concurrency / 2));
     this.guards = new EndpointGuards({
       maxInFlight: settings.perEndpointConcurrency ?? half,

@@ -228,28 +228,19 @@ SELECT (SELECT count(*) FROM unparked)::integer AS unparked, (SELECT count(*) FR
  * The takes: each hand-back whose hand is current gets a lease that covers its attempt, counted in
  * `takes` (an attempt's rewrite sets it back to 0); one past $6 takes is `spent`: out of the pick
  * (pick_at NULL), to be parked. An ordered one whose place in its line has ended (webhook_order) is
- * ended instead, with its bytes.
+ * `ended`: stale whatever its hand, its wait for the caller to end. Not deleted here: a delete
+ * PostgreSQL refused failed the whole statement, every take batched with it, for ever.
  */
 const TAKE = `
 WITH asked AS (
   SELECT * FROM unnest($1::text[], $2::text[], $5::text[], $3::int[]) AS t(merchant_id, webhook_id, endpoint_id, hand)
-), done AS (
-  SELECT w.merchant_id, w.webhook_id, w.endpoint_id, w.hand FROM webhook_waits w JOIN asked t
-    ON w.merchant_id = t.merchant_id AND w.webhook_id = t.webhook_id AND w.endpoint_id = t.endpoint_id AND w.hand = t.hand
-  WHERE w.headers -> '${HEADERS.ordered}' = 'true'::jsonb AND EXISTS (
-    SELECT 1 FROM webhook_order o WHERE o.merchant_id = w.merchant_id AND o.endpoint_id = w.endpoint_id AND o.webhook_id = w.webhook_id AND o.ended_at IS NOT NULL)
-), gone AS (
-  DELETE FROM webhook_waits w USING done d
-  WHERE w.merchant_id = d.merchant_id AND w.webhook_id = d.webhook_id AND w.endpoint_id = d.endpoint_id AND w.hand = d.hand
-  RETURNING w.merchant_id, w.webhook_id, w.endpoint_id
-), gone_bodies AS (
-  DELETE FROM webhook_bodies b USING gone g WHERE b.merchant_id = g.merchant_id AND b.webhook_id = g.webhook_id AND b.endpoint_id = g.endpoint_id
 )
 UPDATE webhook_waits w SET takes = w.takes + 1, pick_at = CASE WHEN w.takes >= $6 THEN NULL ELSE now() + $4::float8 * interval '1 millisecond' END
 FROM asked t
 WHERE w.merchant_id = t.merchant_id AND w.webhook_id = t.webhook_id AND w.endpoint_id = t.endpoint_id AND w.hand = t.hand
-  AND NOT EXISTS (SELECT 1 FROM done d WHERE d.merchant_id = w.merchant_id AND d.webhook_id = w.webhook_id AND d.endpoint_id = w.endpoint_id)
-RETURNING w.merchant_id, w.webhook_id, w.endpoint_id, w.hand, w.takes > $6 AS spent`;
+RETURNING w.merchant_id, w.webhook_id, w.endpoint_id, w.hand, w.takes > $6 AS spent,
+  w.headers -> '${HEADERS.ordered}' = 'true'::jsonb AND EXISTS (
+    SELECT 1 FROM webhook_order o WHERE o.merchant_id = w.merchant_id AND o.endpoint_id = w.endpoint_id AND o.webhook_id = w.webhook_id AND o.ended_at IS NOT NULL) AS ended`;
 
 type PickedRow = { merchant_id: string; webhook_id: string | null; endpoint_id: string | null; hand: number; headers: string; lease_end: string; content: Uint8Array | null };
 
@@ -368,12 +359,12 @@ export class WaitStore {
    * Hand-backs come to their attempts: returns those whose hand is still current (takeKey), each
    * 'taken' (its lease extended) or 'spent' (taken past WAIT_TAKE_LIMIT times since an attempt
    * rewrote it: out of the pick, to be parked); the others are stale. An ordered webhook's wait
-   * whose place in its line has ended is stale whatever its hand, and goes: its end
-   * (webhook_order_step) commits before its wait's end, so a dispatcher killed between the two left
-   * it, and its hand-back sent again after the next one of its reference had gone.
+   * whose place in its line has ended is 'ended': stale whatever its hand, and its wait is to end
+   * (WaitWriter.end): its end (webhook_order_step) commits before its wait's end, so a dispatcher
+   * killed between the two left it, and its hand-back sent again after the next one of its reference had gone.
    */
-  async take(takes: readonly WaitEnd[], leaseMs: number): Promise<Map<string, 'taken' | 'spent'>> {
-    const { rows } = await this.db.query<{ merchant_id: string; webhook_id: string; endpoint_id: string; hand: number; spent: boolean }>(TAKE, [
+  async take(takes: readonly WaitEnd[], leaseMs: number): Promise<Map<string, 'taken' | 'spent' | 'ended'>> {
+    const { rows } = await this.db.query<{ merchant_id: string; webhook_id: string; endpoint_id: string; hand: number; spent: boolean; ended: boolean }>(TAKE, [
       takes.map((t) => t.merchantId),
       takes.map((t) => t.webhookId),
       takes.map((t) => t.hand),
@@ -381,7 +372,7 @@ export class WaitStore {
       takes.map((t) => t.endpointId ?? ''),
       WAIT_TAKE_LIMIT,
     ]);
-    return new Map(rows.map((row) => [takeKey({ merchantId: row.merchant_id, webhookId: row.webhook_id, endpointId: row.endpoint_id, hand: row.hand }), row.spent ? 'spent' : 'taken']));
+    return new Map(rows.map((row) => [takeKey({ merchantId: row.merchant_id, webhookId: row.webhook_id, endpointId: row.endpoint_id, hand: row.hand }), row.ended ? 'ended' : row.spent ? 'spent' : 'taken']));
   }
 
   /**

@@ -1,7 +1,10 @@
 import { takeKey, type WaitEnd, type WaitStore } from './store.js';
 
-/** A hand-back's take: its hand current ('taken'; 'spent' past WAIT_TAKE_LIMIT, to be parked), or not ('stale'). */
-export type TakeResult = 'taken' | 'spent' | 'stale';
+/**
+ * A hand-back's take: its hand current ('taken'; 'spent' past WAIT_TAKE_LIMIT, to be parked), or
+ * not ('stale'; 'ended': an ordered wait whose place ended, stale and its wait to end).
+ */
+export type TakeResult = 'taken' | 'spent' | 'ended' | 'stale';
 
 interface Asked {
   take: WaitEnd;

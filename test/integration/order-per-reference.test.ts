@@ -205,10 +205,12 @@ describe('a dispatcher that dies between the end of a retried head\'s place and 
     merchant.endpoints[0]!.orderByReference = true;
     const harness = await startHarness({ name: 'order-died-between', merchants: [merchant], retryDelaysMs: [300, 300], settings: { drainTimeoutMs: 500 } });
     // The first webhook's retry is delivered and its place ended (the next is due); its wait's end
-    // never comes, as if its dispatcher were killed there: its hand-back stays unacked.
+    // never comes, as if its dispatcher were killed there: its hand-back stays unacked. (Only that
+    // end: the take of the copy given again ends the wait, as the dispatcher that takes it would.)
     const writer = (harness.dispatcher as unknown as { effect: { deps: { waits: { end(e: { webhookId: string }): Promise<void> } } } }).effect.deps.waits;
     const end = writer.end.bind(writer);
-    writer.end = (e) => (e.webhookId === 'evt_died_1' ? new Promise<void>(() => {}) : end(e));
+    let dying = true;
+    writer.end = (e) => (e.webhookId === 'evt_died_1' && dying ? ((dying = false), new Promise<void>(() => {})) : end(e));
     try {
       await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-DIED'), { messageId: 'evt_died_1' });
       await harness.publisher.publish(eventOf('refund.completed', merchant.id, 'TX-DIED'), { messageId: 'evt_died_2' });

@@ -88,4 +88,27 @@ describe('a hand-back whose wait PostgreSQL refuses to end', () => {
       await receiver.close();
     }
   }, 60_000);
+
+  it('of an ordered webhook is dropped as stale, not held unacked with every later copy of it', async () => {
+    let answered = 0;
+    const receiver = await Receiver.start(() => (answered++ === 0 ? 500 : 204));
+    const merchant = testMerchant('m_end_refused_ordered', receiver.url);
+    merchant.endpoints[0]!.orderByReference = true;
+    const harness = await startHarness({ name: 'wait-end-refused-ordered', merchants: [merchant], retryDelaysMs: [300, 300], waitLeaseMs: LEASE_MS, settings: { deliveryTimeoutMs: LEASE_MS / 2 } });
+    try {
+      await refuseWaitEnds(harness);
+      await harness.publisher.publish(sampleEvent('payout', merchant.id));
+      await receiver.waitForRequests(2, 10_000);
+      // Its place ended with its delivery, its wait did not: each later hand-back is stale (its take
+      // ended it), and was held unacked while its take was refused, one more each lease.
+      await settle(harness, async () => harness.dispatcher.unacked >= 3);
+      expect(harness.dispatcher.unacked).toBeLessThan(3);
+      await waitFor('nothing held', () => harness.dispatcher.unacked === 0, 5 * LEASE_MS);
+      expect(receiver.requests).toHaveLength(2);
+      expect(await harness.test.messageCount(harness.names.invalid)).toBe(0);
+    } finally {
+      await harness.close();
+      await receiver.close();
+    }
+  }, 60_000);
 });

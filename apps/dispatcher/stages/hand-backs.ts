@@ -1,6 +1,7 @@
 import type { Logger } from '../../../libs/logger/index.js';
 import { type Span, spanLogFields } from '../../../libs/tracing/index.js';
-import { WAIT_TAKE_LIMIT, type WaitStore, WaitTaker } from '../../../libs/waits/index.js';
+import { WriteRefusedError } from '../../../libs/runtime/index.js';
+import { type TakeResult, WAIT_TAKE_LIMIT, type WaitStore, WaitTaker, type WaitWriter } from '../../../libs/waits/index.js';
 import type { Finding } from './decide.js';
 import { waitKeyOf } from './effect.js';
 import type { HandBack, IntakeEvent } from './intake.js';
@@ -14,9 +15,25 @@ import type { HandBack, IntakeEvent } from './intake.js';
  */
 export class HandBackTakes {
   private readonly taker: WaitTaker;
+  private readonly writer: WaitWriter;
 
-  constructor(store: WaitStore, leaseMs: number, private readonly logger: Logger, private readonly stopping: () => boolean) {
-    this.taker = new WaitTaker(store, leaseMs);
+  constructor(waits: { store: WaitStore; writer: WaitWriter }, leaseMs: number, private readonly logger: Logger, private readonly stopping: () => boolean) {
+    this.taker = new WaitTaker(waits.store, leaseMs);
+    this.writer = waits.writer;
+  }
+
+  /**
+   * The take, and the end of an ordered wait whose place ended (a dispatcher killed between the
+   * two ends): stale. Its end refused, the row's takes bound its hand-backs as any other's.
+   */
+  private async took(handBack: HandBack): Promise<TakeResult> {
+    const took = await this.taker.take({ ...waitKeyOf(handBack), hand: handBack.hand });
+    if (took !== 'ended') return took;
+    await this.writer.end({ ...waitKeyOf(handBack), hand: handBack.hand }).catch((err: unknown) => {
+      if (!(err instanceof WriteRefusedError)) throw err;
+      this.logger.error('wait not ended: PostgreSQL refused it; handed back again, it is parked after WAIT_TAKE_LIMIT takes', { merchantId: handBack.merchantId, webhookId: handBack.webhookId, error: err.message });
+    });
+    return 'stale';
   }
 
   /**
@@ -28,7 +45,7 @@ export class HandBackTakes {
   async take(intake: IntakeEvent, hand: number, span: Span | undefined): Promise<Finding | undefined> {
     for (let tries = 0; ; tries++) {
       try {
-        const took = await this.taker.take({ ...waitKeyOf(intake), hand });
+        const took = await this.took({ ...intake, hand });
         if (took === 'taken') return undefined;
         if (took === 'stale') return { kind: 'superseded', key: `${intake.webhookId}#${hand}` };
         this.logger.warn('wait taken too often without an outcome: parked, its row left out of the pick', { merchantId: intake.merchantId, endpointId: intake.endpointId, webhookId: intake.webhookId, ...spanLogFields(span) });
@@ -52,7 +69,7 @@ export class HandBackTakes {
    */
   async current(handBack: HandBack): Promise<boolean | undefined> {
     try {
-      return (await this.taker.take({ ...waitKeyOf(handBack), hand: handBack.hand })) !== 'stale';
+      return (await this.took(handBack)) !== 'stale';
     } catch {
       return undefined;
     }
