@@ -1,5 +1,6 @@
 import { BrokerUnavailableError } from '../../libs/broker/index.js';
 import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
+import { DISPATCH_DELIVERY_LIMIT } from '../../libs/topology/index.js';
 import { startHarness, testMerchant, testSecret } from '../support/harness.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
@@ -84,4 +85,49 @@ describe('a fanned-out event whose move to failed the broker refuses for one end
       await receiver.close();
     }
   });
+});
+
+/**
+ * The review's question: a share whose park fails and whose hand-on the broker refuses returns the
+ * event to dispatch (nack with requeue). Never in an unbounded loop, never dropped: dispatch's
+ * explicit delivery limit (DISPATCH_DELIVERY_LIMIT, 3.10 and 4.x alike) dead-letters the event to
+ * invalid, where it is kept; each return comes after the hand-on's whole backoff.
+ */
+describe('a fanned-out event one of whose shares can be neither parked nor handed on', () => {
+  it('goes back to dispatch at most up to its delivery limit, then the broker parks it in invalid', async () => {
+    const receiver = await Receiver.start(() => 204);
+    const [UP, BROKEN] = ['ep_unparked_up', 'ep_unparked_broken'];
+    const merchant = testMerchant('m_fan_unparked', receiver.url, {
+      endpoints: [
+        { id: UP, url: `${receiver.url}/up`, enabled: true, secret: testSecret() },
+        { id: BROKEN, url: `${receiver.url}/broken`, enabled: true, secret: testSecret() },
+      ],
+    });
+    const harness = await startHarness({ name: 'fan-out-unparked', merchants: [merchant], settings: { moveBackoffMs: [10] } });
+    // A bug on the broken endpoint's walk, its park refused (a move no broker error explains), and every hand-on refused by the broker.
+    const admission = (harness.dispatcher as unknown as { admission: { admit(intake: { endpointId?: string }): Promise<unknown> } }).admission;
+    const admit = admission.admit.bind(admission);
+    admission.admit = (intake, ...rest: unknown[]) => (intake.endpointId === BROKEN ? Promise.reject(new Error('admission broke')) : (admit as (...a: unknown[]) => Promise<unknown>)(intake, ...rest));
+    const sendToQueue = harness.broker.sendToQueue.bind(harness.broker);
+    harness.broker.sendToQueue = async (queue, content, options, deadlineMs) => {
+      if (queue === harness.names.invalid) throw new Error('park refused');
+      if (queue === harness.names.dispatch) throw new BrokerUnavailableError('hand-on refused by the test');
+      return sendToQueue(queue, content, options, deadlineMs);
+    };
+    try {
+      await harness.publisher.publish(sampleEvent('payout', merchant.id), { messageId: 'evt_unparked' });
+      const [parked] = await harness.test.drain(harness.names.invalid, 1, 30_000);
+      expect(parked!.properties.messageId).toBe('evt_unparked');
+      expect(parked!.properties.headers?.['x-first-death-reason']).toBe('delivery_limit');
+      await waitFor('dispatch empty and nothing held', async () => (await harness.test.messageCount(harness.names.dispatch)) === 0 && harness.dispatcher.unacked === 0, 5_000);
+      // One walk a delivery (no delivery log here to say the up endpoint was done), none to the broken endpoint.
+      const up = receiver.requests.filter((r) => r.path.endsWith('/up')).length;
+      expect(up).toBeGreaterThanOrEqual(1);
+      expect(up).toBeLessThanOrEqual(DISPATCH_DELIVERY_LIMIT + 1);
+      expect(receiver.requests.filter((r) => r.path.endsWith('/broken'))).toHaveLength(0);
+    } finally {
+      await harness.close();
+      await receiver.close();
+    }
+  }, 60_000);
 });
