@@ -102,7 +102,7 @@ export class Dispatcher {
   private readonly names: TopologyNames;
   private readonly policy: RetryPolicy;
   private readonly now: () => Date;
-  private readonly admission: AdmissionStage;
+  readonly admission: AdmissionStage;
   private readonly attempt: AttemptStage;
   private readonly effect: EffectStage;
   private readonly takes?: HandBackTakes;

@@ -21,7 +21,7 @@ import { FAILED_SEGMENT_BYTES, openTopologyBroker, topologyNames } from '../../l
 import { FAILED_ROLLOVER_EVERY_MS, StreamRollover } from '../../libs/streams/index.js';
 import type { DispatcherConfig } from './config.js';
 import { Dispatcher } from './dispatcher.js';
-import { CircuitCloses } from './circuit-closes.js';
+import { CircuitRows } from './circuit-rows.js';
 import { type HealthServer, startHealthServer } from '../../libs/metrics/health-server.js';
 import { Cleanup, stopBudget } from '../../libs/runtime/index.js';
 
@@ -238,11 +238,11 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
       waitLeaseMs: config.WAIT_LEASE,
     },
   );
-  // Its breakers follow the circuits' rows: a row closed (its endpoint answered any dispatcher) closes them here.
-  const circuitCloses = waitsQueries && new CircuitCloses(waitsQueries, merchants, dispatcher.guards, logger);
+  // Its breakers follow the circuits' rows, which decide: each opened or closed is announced to every dispatcher.
+  const circuitRows = waitsQueries && waitStore && new CircuitRows(waitsQueries, waitStore, (m, e) => dispatcher.admission.keyOfCircuit(m, e), dispatcher.guards, logger);
   await intakeKeys?.start();
+  circuitRows?.start();
   await dispatcher.start();
-  circuitCloses?.start();
   scheduler?.start();
   orderUpkeep?.start();
   // Keeps FAILED_RETENTION true however few webhooks fail (RabbitMQ applies it only on a new segment).
@@ -300,7 +300,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
         await budget.step('delivery records', async () => deliveryLog?.stop(), budget.left() / 3);
         await budget.step('wait scheduler and intake keys', async () => {
           await scheduler?.stop();
-          await circuitCloses?.stop();
+          await circuitRows?.stop();
           await orderUpkeep?.stop();
           waitWriter?.close();
           orderGate?.close();

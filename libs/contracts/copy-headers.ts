@@ -45,7 +45,7 @@ export function copyHeaders(headers: Record<string, unknown> | undefined, source
 function drops(key: string, source: CopySource): boolean {
   switch (source.from) {
     case 'delivery':
-      return key === HEADERS.waitHand || key === HEADERS.ordered || (source.fromUpstream && (BOOKKEEPING_HEADERS.has(key) || key.startsWith('x-invalid-')));
+      return key === HEADERS.waitHand || key === HEADERS.ordered || key === HEADERS.circuitProbe || (source.fromUpstream && (BOOKKEEPING_HEADERS.has(key) || key.startsWith('x-invalid-')));
     case 'failure-entry':
       return RESET_ON_RESEND.has(key);
     case 'parked':

@@ -38,6 +38,8 @@ export const HEADERS = {
   testEvent: 'x-test-event',
   /** On a wait handed back to dispatch: the row's hand; only the current hand is attempted, an older copy is dropped. */
   waitHand: 'x-wait-hand',
+  /** On a wait handed back as its endpoint's circuit's probe (set by the scheduler): sent through the open circuit. Never from upstream. */
+  circuitProbe: 'x-circuit-probe',
   /** On an ordered webhook's wait: its end releases the next of its reference. Never from upstream; a resend drops it. */
   ordered: 'x-ordered',
   /** The endpoint (ep_…) a fanned-out copy is for, kept by its waits, failure and resends; never from upstream. */

@@ -18,7 +18,7 @@ export interface Session extends Queryable {
 }
 
 /** A LISTEN on its own connection: `lost` settles when that connection ends (notifications may be missed). */
-export interface Listener {
+export interface Listener extends Queryable {
   readonly lost: Promise<Error>;
   close(): Promise<void>;
 }
@@ -104,7 +104,8 @@ export function openPostgres(url: string, options: PostgresOptions = {}): Databa
         if (message.channel === channel) onPayload(message.payload ?? '');
       });
       await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
-      return { lost, close: () => client.end().catch(() => {}) };
+      // A read on the listening connection comes before the notifications of what commits after it.
+      return { lost, query: (text, params) => client.query(text, params as unknown[]) as never, close: () => client.end().catch(() => {}) };
     },
     close: () => pool.end(),
   };
@@ -163,7 +164,7 @@ export async function openPglite(dir: string): Promise<Database> {
     transaction,
     async listen(channel, onPayload) {
       const unlisten = await db.listen(channel, onPayload);
-      return { lost: never, close: () => unlisten() };
+      return { lost: never, query: queryable.query, close: () => unlisten() };
     },
     close: async () => {
       try {

@@ -171,5 +171,6 @@ function handBackHeaders(wait: HandedWait): ScalarHeaders {
     [HEADERS.merchantId]: wait.merchantId,
     ...(wait.endpointId ? { [HEADERS.endpointId]: wait.endpointId } : {}),
     [HEADERS.waitHand]: wait.hand,
+    ...(wait.probe ? { [HEADERS.circuitProbe]: true } : {}),
   };
 }

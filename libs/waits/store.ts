@@ -1,6 +1,9 @@
 import { type Database, erasedMerchantSql, type Queryable } from '../delivery-store/index.js';
 import { HEADERS, type ScalarHeaders } from '../contracts/index.js';
 
+/** The channel on which a circuit's row opening or closing is announced (on commit): each dispatcher's breaker follows it. */
+export const CIRCUIT_CHANNEL = 'wait_circuits';
+
 /**
  * A webhook waiting for its next attempt is one row of `webhook_waits`, the only copy that decides
  * (its bytes: a row of `webhook_bodies`). `hand` counts the times the row was handed back or
@@ -45,7 +48,11 @@ export interface WaitPut extends WaitKey {
   content?: Buffer;
   /** Time left until the webhook's schedule is over (may be ≤ 0): a parked wait is handed back then, to fail. */
   spanLeftMs: number;
-  /** The endpoint's circuit is open and lets a probe through in this: its circuit row is written with that probe time, and this wait parked. */
+  /**
+   * The attempt's failure opens its endpoint's circuit for this long (or a probe's failure, for its
+   * doubled cooldown): its row is written (opened again if closing) with that probe time and
+   * cooldown, announced, and this wait parked. Only an attempt's failure opens a circuit.
+   */
   circuitMs?: number;
   /** The attempt was answered (a 4xx): its endpoint's circuit closes, as for a WaitEnd's, this wait made due with the parked ones. */
   closesCircuit?: boolean;
@@ -74,6 +81,18 @@ export interface CircuitKey {
   endpointId: string;
 }
 
+/** An attempt's failure that opens its endpoint's circuit with no wait written (its webhook failed): WaitPut.circuitMs's. */
+export interface CircuitOpen extends CircuitKey {
+  circuitMs: number;
+}
+
+/**
+ * What a circuit's row says, as announced on CIRCUIT_CHANNEL (on commit) or read by openCircuits():
+ * open, its probe in `probeInMs` after a cooldown of `cooldownMs`; or closed, `answered` when its
+ * endpoint answered (not when it had no wait left to probe with, or can no longer be sent to).
+ */
+export type CircuitState = CircuitKey & ({ open: true; cooldownMs?: number; probeInMs: number } | { open: false; answered: boolean });
+
 /** A wait handed back: the message to publish to `dispatch`. */
 export interface HandedWait extends WaitKey {
   hand: number;
@@ -81,6 +100,8 @@ export interface HandedWait extends WaitKey {
   content: Buffer;
   /** The end of the pick's lease, as PostgreSQL wrote it (text, to the microsecond): what `unhand` expects to find. */
   leaseEnd: string;
+  /** Its endpoint's circuit's probe (WaitStore.probe): sent through the open circuit. */
+  probe?: boolean;
 }
 
 export interface WaitRow {
@@ -99,10 +120,12 @@ export interface WaitRow {
 /**
  * One batch of writes in one statement: new waits (ON CONFLICT DO NOTHING: a redelivered first
  * attempt finds its own row), next waits of hand-backs (only where the hand still matches), ended
- * waits with their bytes. A wait with `circuitMs` writes its endpoint's circuit row (open again if
- * it was closing); a wait whose endpoint has an open one is written parked. Circuit rows are read
- * FOR SHARE, so a close (closeCircuits) waits for this statement, and the unpark after it sees what
- * it parked. Returns the open circuits that ends (or answered puts) close.
+ * waits with their bytes. A wait with `circuitMs` (or an open, $18-$20) writes its endpoint's
+ * circuit row (open again if it was closing) and announces it; a wait whose endpoint has an open
+ * one is written parked. A wait postponed for an open circuit whose row is not open (closed since
+ * its dispatcher heard otherwise) is due at once: a postponement never opens a circuit. Circuit
+ * rows are read FOR SHARE, so a close (closeCircuits) waits for this statement, and the unpark after
+ * it sees what it parked. Returns the open circuits that ends (or answered puts) close.
  */
 const WRITE = `
 WITH puts AS (
@@ -110,16 +133,22 @@ WITH puts AS (
     AS p(merchant_id, webhook_id, endpoint_id, hand, attempt, delay_ms, reason, headers, content, span_ms, circuit_ms)
   -- Not for a merchant deleted meanwhile (this dispatcher had not heard of it yet): its waits and bytes stay deleted.
   WHERE NOT ${erasedMerchantSql('p.merchant_id')}
+), opening AS (
+  SELECT merchant_id, endpoint_id, circuit_ms FROM puts WHERE circuit_ms IS NOT NULL
+  UNION ALL SELECT * FROM unnest($18::text[], $19::text[], $20::float8[]) AS o(merchant_id, endpoint_id, circuit_ms) WHERE NOT ${erasedMerchantSql('o.merchant_id')}
 ), opened AS (
-  INSERT INTO wait_circuits (merchant_id, endpoint_id, probe_at)
-  SELECT merchant_id, endpoint_id, now() + max(circuit_ms) * interval '1 millisecond' FROM puts WHERE circuit_ms IS NOT NULL GROUP BY merchant_id, endpoint_id
-  ON CONFLICT (merchant_id, endpoint_id) DO UPDATE SET probe_at = excluded.probe_at, closing = false
+  INSERT INTO wait_circuits (merchant_id, endpoint_id, probe_at, cooldown_ms)
+  SELECT merchant_id, endpoint_id, now() + max(circuit_ms) * interval '1 millisecond', max(circuit_ms) FROM opening GROUP BY merchant_id, endpoint_id
+  ON CONFLICT (merchant_id, endpoint_id) DO UPDATE SET probe_at = excluded.probe_at, cooldown_ms = excluded.cooldown_ms, closing = false
+  RETURNING pg_notify('${CIRCUIT_CHANNEL}', json_build_object('m', merchant_id, 'e', endpoint_id, 'open', true, 'cooldown', cooldown_ms, 'probe', cooldown_ms)::text)
 ), open AS (
   SELECT merchant_id, endpoint_id FROM wait_circuits WHERE (merchant_id, endpoint_id) IN (SELECT merchant_id, endpoint_id FROM puts) AND NOT closing FOR SHARE
+), parking AS (
+  SELECT p.*, (p.circuit_ms IS NOT NULL OR (p.merchant_id, p.endpoint_id) IN (SELECT merchant_id, endpoint_id FROM open)) AS parked FROM puts p
 ), waits AS (
-  SELECT p.*, now() + p.delay_ms * interval '1 millisecond' AS due_at, now() + p.span_ms * interval '1 millisecond' AS span_ends_at,
-    (p.circuit_ms IS NOT NULL OR (p.merchant_id, p.endpoint_id) IN (SELECT merchant_id, endpoint_id FROM open)) AS parked
-  FROM puts p
+  SELECT p.*, now() + (CASE WHEN p.reason = 'circuit-open' AND NOT p.parked THEN 0 ELSE p.delay_ms END) * interval '1 millisecond' AS due_at,
+    now() + p.span_ms * interval '1 millisecond' AS span_ends_at
+  FROM parking p
 ), placed AS (
   -- Parked: out of the pick until its span ends (or its circuit closes), when it is handed back to fail.
   SELECT *, CASE WHEN parked THEN GREATEST(due_at, span_ends_at) ELSE due_at END AS pick_at FROM waits
@@ -244,8 +273,9 @@ RETURNING w.merchant_id, w.webhook_id, w.endpoint_id, w.hand, w.takes > $6 AS sp
 
 type PickedRow = { merchant_id: string; webhook_id: string | null; endpoint_id: string | null; hand: number; headers: string; lease_end: string; content: Uint8Array | null };
 
-function handedOf(rows: PickedRow[]): HandedWait[] {
+function handedOf(rows: PickedRow[], probe = false): HandedWait[] {
   return rows.filter((row) => row.webhook_id !== null).map((row) => ({
+    ...(probe ? { probe } : {}),
     merchantId: row.merchant_id,
     webhookId: row.webhook_id!,
     endpointId: row.endpoint_id ?? '',
@@ -256,14 +286,13 @@ function handedOf(rows: PickedRow[]): HandedWait[] {
   }));
 }
 
-/** The channel on which a circuit closed because its endpoint answered is announced (on commit): each dispatcher's breaker closes too. */
-export const CIRCUIT_CLOSES_CHANNEL = 'wait_circuit_closes';
-
-/** A CIRCUIT_CLOSES_CHANNEL payload, or undefined for one that is not. */
-export function circuitOfPayload(payload: string): CircuitKey | undefined {
+/** A CIRCUIT_CHANNEL payload, or undefined for one that is not. */
+export function circuitOfPayload(payload: string): CircuitState | undefined {
   try {
-    const { m, e } = JSON.parse(payload) as { m?: unknown; e?: unknown };
-    return typeof m === 'string' && typeof e === 'string' ? { merchantId: m, endpointId: e } : undefined;
+    const { m, e, open, answered, cooldown, probe } = JSON.parse(payload) as Record<string, unknown>;
+    if (typeof m !== 'string' || typeof e !== 'string') return undefined;
+    if (open === true) return { merchantId: m, endpointId: e, open, cooldownMs: typeof cooldown === 'number' ? cooldown : undefined, probeInMs: typeof probe === 'number' ? probe : 0 };
+    return open === false ? { merchantId: m, endpointId: e, open, answered: answered === true } : undefined;
   } catch {
     return undefined;
   }
@@ -271,15 +300,12 @@ export function circuitOfPayload(payload: string): CircuitKey | undefined {
 
 /**
  * closeCircuits' statement, in the caller's transaction: one row per circuit, whatever its parked
- * waits; those `answered` (the endpoint answered) are announced on commit.
+ * waits, each close announced on commit, `answered` or not (the endpoint answered).
  */
 async function closeIn(tx: Queryable, circuits: readonly CircuitKey[], answered: (circuit: CircuitKey) => boolean): Promise<void> {
   await tx.query(
-    `WITH closed AS (
-       UPDATE wait_circuits c SET closing = true FROM unnest($1::text[], $2::text[], $3::boolean[]) AS x(m, e, a) WHERE c.merchant_id = x.m AND c.endpoint_id = x.e
-       RETURNING c.merchant_id, c.endpoint_id, x.a
-     )
-     SELECT pg_notify('${CIRCUIT_CLOSES_CHANNEL}', json_build_object('m', merchant_id, 'e', endpoint_id)::text) FROM closed WHERE a`,
+    `UPDATE wait_circuits c SET closing = true FROM unnest($1::text[], $2::text[], $3::boolean[]) AS x(m, e, a) WHERE c.merchant_id = x.m AND c.endpoint_id = x.e AND NOT c.closing
+     RETURNING pg_notify('${CIRCUIT_CHANNEL}', json_build_object('m', c.merchant_id, 'e', c.endpoint_id, 'open', false, 'answered', x.a)::text)`,
     [circuits.map((c) => c.merchantId), circuits.map((c) => c.endpointId), circuits.map(answered)],
   );
 }
@@ -293,7 +319,7 @@ export class WaitStore {
    * leaves nothing committed for the batch's retry to write again (a new wait, handed on and
    * delivered meanwhile, would be written anew). Two puts of one key keep the last.
    */
-  async write(puts: readonly WaitPut[], ends: readonly WaitEnd[], closes: readonly CircuitKey[] = []): Promise<void> {
+  async write(puts: readonly WaitPut[], ends: readonly WaitEnd[], closes: readonly CircuitKey[] = [], opens: readonly CircuitOpen[] = []): Promise<void> {
     const last = new Map<string, WaitPut>();
     for (const put of puts) last.set(`${put.merchantId}\u001f${put.webhookId}\u001f${put.endpointId ?? ''}`, put);
     const p = [...last.values()];
@@ -327,6 +353,9 @@ export class WaitStore {
       p.map((w) => w.endpointId ?? ''),
       ends.map((e) => e.endpointId ?? ''),
       [...closing.values()].map((c) => c.endpointId),
+      opens.map((o) => o.merchantId),
+      opens.map((o) => o.endpointId),
+      opens.map((o) => o.circuitMs),
     ];
     // Only a batch with an end that closes a circuit has more than its one statement to make.
     if (closing.size === 0) {
@@ -347,6 +376,14 @@ export class WaitStore {
   async closeCircuits(circuits: readonly CircuitKey[]): Promise<void> {
     // Idle (no parked wait left), not answered: the breakers stay as they are.
     await closeIn(this.db, circuits, () => false);
+  }
+
+  /** Every open circuit's row, as announced (a listener's start: what it may have missed). */
+  async openCircuits(db: Pick<Queryable, 'query'> = this.db): Promise<Array<Extract<CircuitState, { open: true }>>> {
+    const { rows } = await db.query<{ merchant_id: string; endpoint_id: string; cooldown_ms: number | null; probe_in_ms: number }>(
+      'SELECT merchant_id, endpoint_id, cooldown_ms, extract(epoch FROM probe_at - now()) * 1000 AS probe_in_ms FROM wait_circuits WHERE NOT closing',
+    );
+    return rows.map((row) => ({ merchantId: row.merchant_id, endpointId: row.endpoint_id, open: true, cooldownMs: row.cooldown_ms ?? undefined, probeInMs: Number(row.probe_in_ms) }));
   }
 
   /** One round of UNPARK, on one closing circuit: true when it made waits due or deleted the row (another round may). */
@@ -382,7 +419,7 @@ export class WaitStore {
   async probe(limit: number, leaseMs: number): Promise<{ handed: HandedWait[]; idle: CircuitKey[] }> {
     const { rows } = await this.db.query<PickedRow>(PROBE, [limit, leaseMs]);
     const idle = rows.filter((row) => row.webhook_id === null).map((row) => ({ merchantId: row.merchant_id, endpointId: row.endpoint_id ?? '' }));
-    return { handed: handedOf(rows), idle };
+    return { handed: handedOf(rows, true), idle };
   }
 
   /** Up to `limit` due waits, each with a lease of `leaseMs`; `parked` counts those parked instead. */

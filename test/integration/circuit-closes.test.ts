@@ -1,5 +1,5 @@
 import { writeFileSync } from 'node:fs';
-import { CircuitCloses } from '../../apps/dispatcher/circuit-closes.js';
+import type { CircuitRows } from '../../apps/dispatcher/circuit-rows.js';
 import { Dispatcher } from '../../apps/dispatcher/dispatcher.js';
 import { endpointOf } from '../../apps/dispatcher/stages/endpoint-guards.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
@@ -9,7 +9,7 @@ import { createUndiciClient } from '../../libs/http/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { OrderGate, OrderStore } from '../../libs/ordering/index.js';
 import { WaitStore, WaitWriter } from '../../libs/waits/index.js';
-import { startHarness, testMerchant } from '../support/harness.js';
+import { circuitRows, startHarness, testMerchant } from '../support/harness.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
@@ -40,17 +40,19 @@ describe('two dispatchers whose breakers opened on a dead endpoint, one with a l
       { prefix: harness.prefix, retryDelaysMs: SCHEDULE, deliveryTimeoutMs: 2_000, concurrency: 16, maxMessageBytes: 65_536, userAgent: 'second', drainTimeoutMs: 5_000, waitLeaseMs: 60_000,
         breakerThreshold: 2, breakerCooldownMs: 20_000, perEndpointConcurrency: 1 },
     );
-    // As the program wires them: each dispatcher's breakers hear the rows that close.
-    const closes = [new CircuitCloses(db, harness.merchants, second.guards, logger), new CircuitCloses(db, harness.merchants, harness.dispatcher.guards, logger)];
-    for (const listener of closes) listener.start();
-    await second.start();
+    // As the program wires them (the harness's dispatcher too): each dispatcher's breakers follow the rows.
+    const closes: CircuitRows[] = [];
     const url = endpointOf(merchant.id, merchant.endpoints[0]!.url);
     let publishing = true;
     try {
       const ids: string[] = [];
       for (let i = 0; i < 40; i++) ids.push((await harness.publisher.publish(sampleEvent('payout', merchant.id))).messageId);
-      await waitFor('both breakers open, the row written, every webhook waiting', async () => harness.dispatcher.guards.openUntil(url) > 0 && second.guards.openUntil(url) > 0
-        && (await harness.database.query('SELECT 1 FROM wait_circuits')).length === 1 && (await harness.waits.census(0)).waiting === 40, 20_000);
+      // The first opens the row (its cooldown, 1 s); the second joins, its own cooldown 20 s (as after failed probes).
+      await waitFor('the row written', async () => (await harness.database.query('SELECT 1 FROM wait_circuits')).length === 1, 20_000);
+      closes.push(circuitRows(db, store, second));
+      await second.start();
+      await waitFor('both breakers open, every webhook waiting', async () => harness.dispatcher.guards.openUntil(url) > 0 && second.guards.openUntil(url) > 0
+        && (await harness.waits.census(0)).waiting === 40, 20_000);
 
       up = true;
       const from = Date.now();
@@ -100,21 +102,21 @@ describe('two dispatchers whose breakers opened on a dead endpoint, one with a l
       { prefix: harness.prefix, retryDelaysMs: SCHEDULE, deliveryTimeoutMs: 2_000, concurrency: 16, maxMessageBytes: 65_536, userAgent: 'second', drainTimeoutMs: 5_000, waitLeaseMs: 60_000,
         breakerThreshold: 2, breakerCooldownMs: 20_000, perEndpointConcurrency: 1 },
     );
-    const first = new CircuitCloses(db, harness.merchants, harness.dispatcher.guards, logger);
-    let away: CircuitCloses | undefined = new CircuitCloses(db, harness.merchants, second.guards, logger);
-    let back: CircuitCloses | undefined;
-    first.start();
-    away.start();
-    await second.start();
+    let away: CircuitRows | undefined;
+    let back: CircuitRows | undefined;
     const url = endpointOf(merchant.id, merchant.endpoints[0]!.url);
     let publishing = true;
     try {
       const ids: string[] = [];
       for (let i = 0; i < 40; i++) ids.push((await harness.publisher.publish(sampleEvent('payout', merchant.id))).messageId);
-      await waitFor('both breakers open, the row written, every webhook waiting', async () => harness.dispatcher.guards.openUntil(url) > 0 && second.guards.openUntil(url) > 0
-        && (await harness.database.query('SELECT 1 FROM wait_circuits')).length === 1 && (await harness.waits.census(0)).waiting === 40, 20_000);
+      // The first opens the row (its cooldown, 1 s); the second joins, its own cooldown 20 s (as after failed probes).
+      await waitFor('the row written', async () => (await harness.database.query('SELECT 1 FROM wait_circuits')).length === 1, 20_000);
+      away = circuitRows(db, store, second);
+      await second.start();
+      await waitFor('both breakers open, every webhook waiting', async () => harness.dispatcher.guards.openUntil(url) > 0 && second.guards.openUntil(url) > 0
+        && (await harness.waits.census(0)).waiting === 40, 20_000);
       // The second's listener goes away: what is announced meanwhile never reaches it.
-      await away.stop();
+      await away!.stop();
       away = undefined;
 
       up = true;
@@ -127,8 +129,7 @@ describe('two dispatchers whose breakers opened on a dead endpoint, one with a l
       })();
       await waitFor("the first dispatcher's breaker closed with the row", () => harness.dispatcher.guards.openUntil(url) === 0, 15_000, 20);
       // It listens again (a connection re-made within 5 s): the close it missed is not announced again.
-      back = new CircuitCloses(db, harness.merchants, second.guards, logger);
-      back.start();
+      back = circuitRows(db, store, second);
       const delivered = () => new Set(endpoint.requests.filter((r) => r.at >= from).map((r) => String(r.headers['webhook-id'])).filter((id) => ids.includes(id))).size;
       await waitFor('every parked webhook delivered', () => delivered() === 40, 30_000, 50).catch(async (err: Error) => {
         const circuits = await harness.database.query('SELECT probe_at, closing FROM wait_circuits');
@@ -141,7 +142,6 @@ describe('two dispatchers whose breakers opened on a dead endpoint, one with a l
       expect(second.guards.openUntil(url)).toBe(0);
     } finally {
       publishing = false;
-      await first.stop();
       await away?.stop();
       await back?.stop();
       await second.stop();
@@ -176,8 +176,7 @@ describe('a dispatcher that never saw the endpoint fail', () => {
       { prefix: harness.prefix, retryDelaysMs: SCHEDULE, deliveryTimeoutMs: 2_000, concurrency: 16, maxMessageBytes: 65_536, userAgent: 'fresh', drainTimeoutMs: 5_000, waitLeaseMs: 60_000,
         breakerThreshold: 2, breakerCooldownMs: 60_000, perEndpointConcurrency: 1 },
     );
-    const closes = [new CircuitCloses(db, harness.merchants, harness.dispatcher.guards, logger), new CircuitCloses(db, harness.merchants, fresh.guards, logger)];
-    for (const listener of closes) listener.start();
+    const closes = [circuitRows(db, store, fresh)];
     const url = endpointOf(merchant.id, merchant.endpoints[0]!.url);
     try {
       const ids: string[] = [];
@@ -212,53 +211,33 @@ describe('a dispatcher that never saw the endpoint fail', () => {
 });
 
 /**
- * A row closed because its webhook can no longer be sent to is no answer of its URL. Seen failing
- * with every row's close announced, while a breaker was its URL's alone (shared by every merchant's
- * endpoint there): one merchant turning its endpoint off closed the breaker of a URL that never
- * answered, and the other merchant's webhooks were sent to it again. A breaker is its merchant's
- * now (endpointOf), and the close is still not announced: the breaker stays as the URL's answers left it.
+ * A row closed because its webhook can no longer be sent to is no answer of its URL, and a breaker
+ * is its merchant's (endpointOf): the merchant that turned its endpoint off has its breaker closed
+ * with its row (as its row says; one failure would open it again), the other merchant's at that URL
+ * stays open with its own row.
  */
 describe("two merchants' endpoints at one dead URL", () => {
-  it("leaves open the breaker of a URL still dead when one merchant's endpoint there is turned off: its row closes unanswered, announced to no breaker", async () => {
+  it("closes only the breaker of the merchant that turned its endpoint off, as its row closes unanswered; the other's stays open with its row", async () => {
     const endpoint = await Receiver.start(() => 500);
-    // Two merchants' endpoints at one URL (one breaker), and one elsewhere whose announced close says the others were heard.
     const off = testMerchant('m_shared_off', endpoint.url);
     const on = testMerchant('m_shared_on', endpoint.url);
-    const heard = testMerchant('m_heard', 'http://127.0.0.1:9/heard');
-    const harness = await startHarness({ name: 'circuit-closes-off', merchants: [off, on, heard], retryDelaysMs: SCHEDULE, settings: { breakerThreshold: 2, breakerCooldownMs: 60_000, perEndpointConcurrency: 1 } });
-    const logger = silentLogger();
-    const db = openPostgres(harness.database.url, { maxConnections: 2 });
-    const writer = new WaitWriter(new WaitStore(db), logger);
-    const closes = new CircuitCloses(db, harness.merchants, harness.dispatcher.guards, logger);
-    closes.start();
-    const url = endpointOf(off.id, endpoint.url);
-    const heardUrl = endpointOf(heard.id, heard.endpoints[0]!.url);
+    const harness = await startHarness({ name: 'circuit-closes-off', merchants: [off, on], retryDelaysMs: SCHEDULE, settings: { breakerThreshold: 2, breakerCooldownMs: 60_000, perEndpointConcurrency: 1 } });
+    const offUrl = endpointOf(off.id, endpoint.url);
+    const onUrl = endpointOf(on.id, endpoint.url);
     try {
-      await harness.publisher.publish(sampleEvent('payout', off.id));
-      await harness.publisher.publish(sampleEvent('payout', off.id));
-      await waitFor("the shared URL's breaker open, the off merchant's row written", async () => harness.dispatcher.guards.openUntil(url) > 0
-        && (await harness.database.query('SELECT 1 FROM wait_circuits WHERE merchant_id = $1', [off.id])).length === 1, 20_000);
-      // Its merchant turns that endpoint off; the row's probe comes (another dispatcher's shorter cooldown).
-      writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [{ ...off, endpoints: [{ ...off.endpoints[0]!, enabled: false, disabledReason: 'manual' }] }, on, heard] }));
+      for (const merchant of [off, on, off, on]) await harness.publisher.publish(sampleEvent('payout', merchant.id));
+      await waitFor('both breakers open, both rows written', async () => harness.dispatcher.guards.openUntil(offUrl) > 0 && harness.dispatcher.guards.openUntil(onUrl) > 0
+        && (await harness.database.query('SELECT 1 FROM wait_circuits WHERE NOT closing')).length === 2, 20_000);
+      // Its merchant turns that endpoint off; the row's probe comes.
+      writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [{ ...off, endpoints: [{ ...off.endpoints[0]!, enabled: false, disabledReason: 'manual' }] }, on] }));
       expect(harness.merchants.reload()).toBe(true);
       await harness.database.query('UPDATE wait_circuits SET probe_at = now() WHERE merchant_id = $1', [off.id]);
-      await waitFor("the off merchant's waits ended, its row gone", async () => (await harness.database.query('SELECT 1 FROM wait_circuits WHERE merchant_id = $1', [off.id])).length === 0
-        && (await harness.database.query('SELECT 1 FROM webhook_waits WHERE merchant_id = $1', [off.id])).length === 0, 20_000);
-      // An answered close after it, heard: every notification before it was heard too.
-      for (let i = 0; i < 2; i++) {
-        const slot = await harness.dispatcher.guards.acquire(heardUrl, { merchantId: heard.id, endpointId: heard.endpoints[0]!.id, canDefer: true, force: false }, () => false);
-        if (slot?.kind !== 'send') throw new Error(`expected a slot, got ${slot?.kind}`);
-        slot.release('failed', 'HTTP 500');
-      }
-      await harness.database.query("INSERT INTO wait_circuits (merchant_id, endpoint_id, probe_at) VALUES ($1, $2, now() + interval '1 hour')", [heard.id, heard.endpoints[0]!.id]);
-      await writer.closeCircuit({ merchantId: heard.id, endpointId: heard.endpoints[0]!.id });
-      await waitFor("the heard endpoint's breaker closed by its row's announced close", () => harness.dispatcher.guards.openUntil(heardUrl) === 0, 10_000);
+      await waitFor("the off merchant's waits ended, its row gone, its breaker closed", async () => (await harness.database.query('SELECT 1 FROM wait_circuits WHERE merchant_id = $1', [off.id])).length === 0
+        && (await harness.database.query('SELECT 1 FROM webhook_waits WHERE merchant_id = $1', [off.id])).length === 0 && harness.dispatcher.guards.openUntil(offUrl) === 0, 20_000);
       // The URL never answered: the other merchant's webhooks there are still postponed, not sent to it again.
-      expect(harness.dispatcher.guards.openUntil(url)).toBeGreaterThan(0);
+      expect(harness.dispatcher.guards.openUntil(onUrl)).toBeGreaterThan(0);
+      expect(await harness.database.query('SELECT merchant_id FROM wait_circuits WHERE NOT closing')).toEqual([{ merchant_id: on.id }]);
     } finally {
-      await closes.stop();
-      writer.close();
-      await db.close();
       await harness.close();
       await endpoint.close();
     }

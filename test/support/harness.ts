@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { CircuitRows } from '../../apps/dispatcher/circuit-rows.js';
 import { Dispatcher, type DispatcherSettings } from '../../apps/dispatcher/dispatcher.js';
 import { BrokerConnection } from '../../libs/broker/index.js';
 import { createUndiciClient } from '../../libs/http/index.js';
@@ -36,6 +37,13 @@ export function writeMerchantsFile(merchants: Merchant[]): string {
   const path = join(mkdtempSync(join(tmpdir(), 'merchants-')), 'merchants.json');
   writeFileSync(path, JSON.stringify({ merchants }));
   return path;
+}
+
+/** A dispatcher's breakers following the circuits' rows, as the program wires them (started; stop() it). */
+export function circuitRows(db: Database, store: WaitStore, dispatcher: Dispatcher, logger: Logger = silentLogger()): CircuitRows {
+  const rows = new CircuitRows(db, store, (m, e) => dispatcher.admission.keyOfCircuit(m, e), dispatcher.guards, logger);
+  rows.start();
+  return rows;
 }
 
 export interface Harness {
@@ -125,6 +133,7 @@ export async function startHarness(options: {
       ...options.settings,
     },
   );
+  const circuits = circuitRows(failuresDb, waits, dispatcher, logger);
   if (!options.paused) await dispatcher.start();
   scheduler.start();
   orderUpkeep.start();
@@ -144,6 +153,7 @@ export async function startHarness(options: {
     database,
     async close() {
       await dispatcher.stop();
+      await circuits.stop();
       await deliveryLog?.stop();
       await scheduler.stop();
       await orderUpkeep.stop();

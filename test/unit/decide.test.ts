@@ -63,8 +63,8 @@ const cases: Array<[string, Finding, IntakeEvent | undefined, Decision]> = [
   // outlasted the schedule's whole span without an attempt.
   ['a busy endpoint defers a retry after two attempts to step 0 too', { kind: 'busy' }, intake({ attempts: 2 }), { kind: 'defer', step: 0 }],
   ['a busy endpoint defers a retry at the last step to step 0', { kind: 'busy' }, intake({ attempts: 3 }), { kind: 'defer', step: 0 }],
-  ['an open circuit postpones to the first step that outlasts the cooldown', circuit(5_000), intake(), { kind: 'postpone', step: 1, circuitMs: 5_000 }],
-  ['an open circuit with a cooldown beyond every step postpones to the last', circuit(600_000), intake(), { kind: 'postpone', step: 2, circuitMs: 600_000 }],
+  ['an open circuit postpones to the first step that outlasts the cooldown', circuit(5_000), intake(), { kind: 'postpone', step: 1 }],
+  ['an open circuit with a cooldown beyond every step postpones to the last', circuit(600_000), intake(), { kind: 'postpone', step: 2 }],
   [
     'an open circuit after the span fails as circuit-open with the endpoint error',
     circuit(5_000, 'HTTP 500'),
@@ -77,7 +77,7 @@ const cases: Array<[string, Finding, IntakeEvent | undefined, Decision]> = [
     intake({ attempts: 1, firstSeenAt: secondsAgo(100), lastError: 'HTTP 502', lastStatus: 502 }),
     { kind: 'failed', reason: 'circuit-open', attempts: 1, error: 'HTTP 502', status: 502, attempted: false },
   ],
-  ['a resend starts the span over: an open circuit postpones it', circuit(5_000), intake({ firstSeenAt: secondsAgo(1000), resentAt: secondsAgo(1) }), { kind: 'postpone', step: 1, circuitMs: 5_000 }],
+  ['a resend starts the span over: an open circuit postpones it', circuit(5_000), intake({ firstSeenAt: secondsAgo(1000), resentAt: secondsAgo(1) }), { kind: 'postpone', step: 1 }],
   ['a first failed attempt retries in step 0', failedWith(new WebhookRejectedError(500)), intake(), { kind: 'retry', step: 0, attempt: 1, error: 'HTTP 500', errorClass: 'http_500', status: 500 }],
   ['a timeout retries with no status', failedWith(new WebhookTimeoutError(100)), intake({ attempts: 1 }), { kind: 'retry', step: 1, attempt: 2, error: 'timeout after 100 ms', errorClass: 'timeout', status: undefined }],
   ['a 429 with Retry-After 30 s waits in the first step of at least 30 s', failedWith(new WebhookRejectedError(429, '30')), intake(), { kind: 'retry', step: 2, attempt: 1, error: 'HTTP 429', errorClass: 'http_429', status: 429 }],
@@ -123,7 +123,7 @@ const cases: Array<[string, Finding, IntakeEvent | undefined, Decision]> = [
     intake({ test: true }),
     { kind: 'failed', reason: 'attempts-exhausted', attempts: 1, error: 'HTTP 503', errorClass: 'http_503', status: 503, attempted: true },
   ],
-  ['a test event is still postponed by an open circuit, which spends no attempt', circuit(5_000), intake({ test: true }), { kind: 'postpone', step: 1, circuitMs: 5_000 }],
+  ['a test event is still postponed by an open circuit, which spends no attempt', circuit(5_000), intake({ test: true }), { kind: 'postpone', step: 1 }],
   [
     'a blocked address fails at once, never retried',
     failedWith(new WebhookBlockedError('10.0.0.1 is private')),

@@ -1,14 +1,24 @@
-import { EndpointGuards } from '../../apps/dispatcher/stages/endpoint-guards.js';
+import { EndpointGuards, endpointOf } from '../../apps/dispatcher/stages/endpoint-guards.js';
 
 const options = { maxInFlight: 2, failureThreshold: 2, cooldownMs: 30_000, maxCooldownMs: 600_000, maxEndpoints: 1_000 };
 
-/** These tests are about endpoints: each URL is its own merchant's (a merchant's URLs share its circuit and bound). */
+/**
+ * Each URL here is its own merchant's, keyed as admission keys it (endpointOf: merchant and URL;
+ * a merchant's URLs share its circuit and bound, another merchant's at the same URL share nothing).
+ */
 const merchantOf = (url: string) => (url === 'https://down.example.com/hook' ? 'm_1' : `m_${new URL(url).hostname}`);
+const keyOf = (url: string, merchantId = merchantOf(url)) => endpointOf(merchantId, url);
 
-async function deliverOnce(guards: EndpointGuards, url: string, result: 'succeeded' | 'failed' = 'succeeded') {
-  const admission = await guards.acquire(url, { merchantId: merchantOf(url), canDefer: true, force: false }, () => false);
+/** One attempt to the URL; returns the cooldown its failure opens the circuit's row for (0: none). */
+async function deliverOnce(guards: EndpointGuards, url: string, result: 'succeeded' | 'failed' = 'succeeded'): Promise<number> {
+  const admission = await guards.acquire(keyOf(url), { merchantId: merchantOf(url), canDefer: true, force: false }, () => false);
   if (admission?.kind !== 'send') throw new Error(`expected to send to ${url}, got ${admission?.kind}`);
-  admission.release(result, result === 'failed' ? 'HTTP 500' : undefined);
+  return admission.release(result, result === 'failed' ? 'HTTP 500' : undefined);
+}
+
+/** What CircuitRows does when the row a failure opened is announced. */
+function rowOpens(guards: EndpointGuards, key: string, cooldownMs: number) {
+  guards.openCircuit(key, cooldownMs, cooldownMs);
 }
 
 describe('the per-endpoint breaker map', () => {
@@ -16,14 +26,14 @@ describe('the per-endpoint breaker map', () => {
     const clock = 1_000_000;
     const guards = new EndpointGuards({ ...options, now: () => clock });
     const broken = 'https://down.example.com/hook';
-    await deliverOnce(guards, broken, 'failed');
-    await deliverOnce(guards, broken, 'failed');
-    expect(guards.openUntil(broken)).toBeGreaterThan(clock);
+    expect(await deliverOnce(guards, broken, 'failed')).toBe(0);
+    rowOpens(guards, keyOf(broken), await deliverOnce(guards, broken, 'failed'));
+    expect(guards.openUntil(keyOf(broken))).toBe(clock + options.cooldownMs);
 
     for (let i = 0; i < 100_000; i++) await deliverOnce(guards, `https://shop-${i}.example.com/hooks/${i}`);
     expect(guards.size).toBeLessThanOrEqual(options.maxEndpoints);
     // The circuit of the endpoint that is down stays open: pruning forgets idle closed ones first.
-    expect(guards.openUntil(broken)).toBeGreaterThan(clock);
+    expect(guards.openUntil(keyOf(broken))).toBeGreaterThan(clock);
     expect(guards.openEndpoints()).toEqual(['https://down.example.com (m_1)']);
   });
 
@@ -31,21 +41,47 @@ describe('the per-endpoint breaker map', () => {
     const guards = new EndpointGuards(options);
     const url = 'https://flaky.example.com/hook';
     await deliverOnce(guards, url, 'failed');
-    const admission = await guards.acquire(url, { merchantId: merchantOf(url), canDefer: true, force: false }, () => false);
+    const admission = await guards.acquire(keyOf(url), { merchantId: merchantOf(url), canDefer: true, force: false }, () => false);
     if (admission?.kind !== 'send') throw new Error('expected a slot');
     // Counted as an answer, it would reset the failures in a row: the next failure would not open the circuit.
     expect(admission.release('unused')).toBe(0);
     expect(guards.inFlight).toBe(0);
+    expect(await deliverOnce(guards, url, 'failed')).toBe(options.cooldownMs);
+  });
+
+  it("never opens or closes a circuit on its own: its failures open the row, which opens it; an answer through it closes the row, which closes it", async () => {
+    const clock = 1_000_000;
+    const guards = new EndpointGuards({ ...options, now: () => clock });
+    const url = 'https://dead.example.com/hook';
     await deliverOnce(guards, url, 'failed');
-    expect(guards.openUntil(url)).toBeGreaterThan(0);
+    expect(await deliverOnce(guards, url, 'failed')).toBe(options.cooldownMs);
+    // Not open until its row says so: a failure's write, then the row's announcement.
+    expect(guards.openUntil(keyOf(url))).toBe(0);
+    rowOpens(guards, keyOf(url), options.cooldownMs);
+    expect(await guards.acquire(keyOf(url), { merchantId: merchantOf(url), canDefer: true, force: false }, () => false)).toMatchObject({ kind: 'open', failures: 2, retryInMs: options.cooldownMs });
+    // Its probe time passes: still open, until the row's probe (or the row closing) says otherwise.
+    const later = new EndpointGuards({ ...options, now: () => clock + 10 * options.cooldownMs });
+    later.openCircuit(keyOf(url), options.cooldownMs, -1);
+    expect(await later.acquire(keyOf(url), { merchantId: merchantOf(url), canDefer: true, force: false }, () => false)).toMatchObject({ kind: 'open', retryInMs: 0 });
+    // The row's probe goes through; its failure doubles the row's cooldown, and the breaker is as it was.
+    const probe = await guards.acquire(keyOf(url), { merchantId: merchantOf(url), canDefer: true, force: true, probe: true }, () => false);
+    if (probe?.kind !== 'send') throw new Error(`expected the probe to go, got ${probe?.kind}`);
+    expect(probe.release('failed', 'HTTP 500')).toBe(2 * options.cooldownMs);
+    expect(guards.openUntil(keyOf(url))).toBe(clock + options.cooldownMs);
+    // Closed by its row only; closed unanswered (no wait left to probe with), one failure opens it again.
+    guards.closeCircuit(keyOf(url), false);
+    expect(guards.openUntil(keyOf(url))).toBe(0);
+    expect(await deliverOnce(guards, url, 'failed')).toBe(options.cooldownMs);
+    guards.closeCircuit(keyOf(url), true);
+    expect(await deliverOnce(guards, url, 'failed')).toBe(0);
   });
 
   it('says when an answer closed the open circuit (its row in PostgreSQL closes too), and only then', async () => {
     let clock = 1_000_000;
     const guards = new EndpointGuards({ ...options, now: () => clock });
     const url = 'https://revived.example.com/hook';
-    const send = async () => {
-      const admission = await guards.acquire(url, { merchantId: merchantOf(url), canDefer: true, force: false }, () => false);
+    const send = async (probe = false) => {
+      const admission = await guards.acquire(keyOf(url), { merchantId: merchantOf(url), canDefer: true, force: probe, probe }, () => false);
       if (admission?.kind !== 'send') throw new Error(`expected a slot, got ${admission?.kind}`);
       return admission;
     };
@@ -53,13 +89,15 @@ describe('the per-endpoint breaker map', () => {
     closed.release('succeeded');
     expect(closed.closedCircuit).toBeUndefined();
     for (const result of ['failed', 'failed'] as const) (await send()).release(result, 'HTTP 500');
-    expect(guards.openUntil(url)).toBeGreaterThan(0);
+    rowOpens(guards, keyOf(url), options.cooldownMs);
     clock += options.cooldownMs;
-    // The half-open probe answers (a 4xx is an answer too).
-    const probe = await send();
+    // The row's probe answers (a 4xx is an answer too): it closes the row, and the row the breaker.
+    const probe = await send(true);
     probe.release('rejected');
     expect(probe.closedCircuit).toBe(true);
-    expect(guards.openUntil(url)).toBe(0);
+    expect(guards.openUntil(keyOf(url))).toBeGreaterThan(0);
+    guards.closeCircuit(keyOf(url), true);
+    expect(guards.openUntil(keyOf(url))).toBe(0);
   });
 
   it('never forgets an endpoint with deliveries in flight', async () => {
@@ -197,11 +235,11 @@ describe('the bound on requests in flight to all endpoints', () => {
     const clock = { t: 0 };
     const guards = new EndpointGuards({ ...options, failureThreshold: 1, cooldownMs: 100, maxTotalInFlight: 1, now: () => clock.t });
     const failed = await sending(guards, 'https://down.example.com/h');
-    failed.release('failed', 'HTTP 500');
-    clock.t = 1_000; // the cooldown is over: the next delivery would probe
+    rowOpens(guards, 'https://down.example.com/h', failed.release('failed', 'HTTP 500'));
+    clock.t = 1_000; // the row's probe is due
     const held = await sending(guards, 'https://up.example.com/h');
     let stopped = false;
-    const probe = guards.acquire('https://down.example.com/h', send('https://down.example.com/h'), () => stopped);
+    const probe = guards.acquire('https://down.example.com/h', { ...send('https://down.example.com/h'), force: true, probe: true }, () => stopped);
     await new Promise((resolve) => setImmediate(resolve));
     expect(guards.waitingForRoom).toBe(1);
     stopped = true;
@@ -244,20 +282,21 @@ describe("a merchant's share across its URLs", () => {
     const clock = { t: 0 };
     const guards = new EndpointGuards({ ...options, now: () => clock.t });
     const fail = async (url: string, merchantId: string) => {
-      const admission = await guards.acquire(url, request(merchantId), () => false);
+      const admission = await guards.acquire(keyOf(url, merchantId), request(merchantId), () => false);
       if (admission?.kind !== 'send') throw new Error(`expected to send, got ${admission?.kind}`);
-      admission.release('failed', 'HTTP 500');
+      return admission.release('failed', 'HTTP 500');
     };
     await fail('https://dead.example/a', 'm_1');
-    await fail('https://dead.example/a', 'm_1');
-    expect(await guards.acquire('https://dead.example/a', request('m_1'), () => false)).toMatchObject({ kind: 'open', failures: 2 });
-    // A URL change does not close the circuit: the new URL is postponed as the old one was.
-    expect(await guards.acquire('https://fresh.example/b', request('m_1'), () => false)).toMatchObject({ kind: 'open', failures: 2, lastError: 'HTTP 500' });
-    expect(guards.openUntil('https://fresh.example/b')).toBe(guards.openUntil('https://dead.example/a'));
-    // Pointing at another merchant's URL neither opens its circuit nor is postponed there.
+    rowOpens(guards, keyOf('https://dead.example/a', 'm_1'), await fail('https://dead.example/a', 'm_1'));
+    expect(await guards.acquire(keyOf('https://dead.example/a', 'm_1'), request('m_1'), () => false)).toMatchObject({ kind: 'open', failures: 2 });
+    // A URL change does not close the circuit (its row is the endpoint's): the new URL is postponed as the old one was.
+    expect(await guards.acquire(keyOf('https://fresh.example/b', 'm_1'), request('m_1'), () => false)).toMatchObject({ kind: 'open', failures: 2, lastError: 'HTTP 500' });
+    expect(guards.openUntil(keyOf('https://fresh.example/b', 'm_1'))).toBe(guards.openUntil(keyOf('https://dead.example/a', 'm_1')));
+    // Pointing at another merchant's URL takes its own circuit there, never that merchant's.
     await deliverOnce(guards, 'https://victim.example/h');
-    expect(await guards.acquire('https://victim.example/h', request('m_1'), () => false)).toMatchObject({ kind: 'send' });
-    expect(guards.openUntil('https://victim.example/h')).toBe(0);
+    expect(await guards.acquire(keyOf('https://victim.example/h', 'm_1'), request('m_1'), () => false)).toMatchObject({ kind: 'open' });
+    expect(guards.openUntil(keyOf('https://victim.example/h'))).toBe(0);
+    expect(await guards.acquire(keyOf('https://victim.example/h'), request(merchantOf('https://victim.example/h')), () => false)).toMatchObject({ kind: 'send' });
   });
 });
 
@@ -336,11 +375,13 @@ describe('deliveries waiting in line when the circuit opens', () => {
     await new Promise((resolve) => setImmediate(resolve));
     expect(answers).toEqual([]);
     clock.t = 10_000;
-    inFlight.release('failed', 'timeout');
+    // The row opens (another dispatcher's failures) while its request is still out.
+    guards.openCircuit(url, options.cooldownMs, options.cooldownMs);
     await new Promise((resolve) => setImmediate(resolve));
     // Left waiting, each held a prefetch slot until a probe's end woke it: minutes apart while probes fail.
     expect(answers).toEqual(['open', 'open', 'open']);
     await Promise.all(line);
+    inFlight.release('failed', 'timeout');
   });
 });
 
@@ -360,6 +401,11 @@ async function sendingTo(guards: EndpointGuards, url: string, merchantId: string
   return admission;
 }
 
+/** The request ends as the row it opened is announced (before the woken delivery runs). */
+function failsAndOpens(guards: EndpointGuards, slot: { release(result: 'failed', error: string): number }, url: string) {
+  guards.openCircuit(url, slot.release('failed', 'HTTP 500'), 30_000);
+}
+
 describe('a delivery woken for a slot it does not take (postponed by the circuit that end opened)', () => {
   it("hands the slot on to the one waiting for the process's room", async () => {
     const guards = new EndpointGuards({ maxInFlight: 1, maxTotalInFlight: 2, failureThreshold: 1, cooldownMs: 30_000, maxCooldownMs: 600_000, now: () => 0 });
@@ -369,7 +415,7 @@ describe('a delivery woken for a slot it does not take (postponed by the circuit
     const c1 = admitted(guards, 'https://c.example/h', 'm_c');
     await nextTurn();
     expect([a2.answer, c1.answer]).toEqual(['waiting', 'waiting']);
-    a1.release('failed', 'HTTP 500');
+    failsAndOpens(guards, a1, 'https://a.example/h');
     await nextTurn();
     expect(a2.answer).toMatchObject({ kind: 'open' });
     // Left asleep, it waited for b's request to end (an unrelated endpoint's timeout) beside a free slot.
@@ -384,7 +430,7 @@ describe('a delivery woken for a slot it does not take (postponed by the circuit
     const line = [admitted(guards, 'https://m.example/h', 'm_1'), admitted(guards, 'https://m.example/h', 'm_1'), admitted(guards, 'https://m.example/h', 'm_1')];
     await nextTurn();
     // Its one request fails and opens the circuit: woken one per request that ends, the second and third slept for ever (no timer: no deferral left).
-    m1.release('failed', 'HTTP 500');
+    failsAndOpens(guards, m1, 'https://m.example/h');
     await nextTurn();
     expect(line.map((l) => (l.answer === 'waiting' ? l.answer : l.answer?.kind))).toEqual(['open', 'open', 'open']);
     guards.wakeAll();

@@ -38,7 +38,10 @@ export class AdmissionStage {
     const endpoint = this.endpointOf(intake.merchantId, webhook.url);
     // Not the throttle while the circuit is open: the circuit decides then. Taken first, a dead
     // endpoint's 503s made its webhooks 'throttled' waits hours ahead, none telling the circuit's row.
-    const circuitDecides = !force && this.guards.refusing(endpoint);
+    // Nor for the row's probe (one request a cooldown): throttled, it was parked again, and the
+    // circuit of an endpoint at its rate never probed.
+    const probe = intake.probe === true;
+    const circuitDecides = probe || (!force && this.guards.refusing(endpoint));
     const throttled = this.throttle && !circuitDecides ? await this.throttle.admit(intake.merchantId, webhook, stopped, intake.hand !== undefined) : undefined;
     if (throttled?.kind === 'stopping') return { kind: 'stopping' };
     if (throttled?.kind === 'wait') return { kind: 'throttled', delayMs: throttled.delayMs };
@@ -46,7 +49,7 @@ export class AdmissionStage {
     const spanOver = force && intake.resentAt === undefined && this.guards.refusing(endpoint);
     const slot = await this.guards.acquire(
       endpoint,
-      { merchantId: intake.merchantId, endpointId: webhook.id, canDefer: this.policy.canDefer(intake.deferrals), deferralsSpent: this.policy.deferralsSpent(intake.deferrals), force, spanOver },
+      { merchantId: intake.merchantId, endpointId: webhook.id, canDefer: this.policy.canDefer(intake.deferrals), deferralsSpent: this.policy.deferralsSpent(intake.deferrals), force, probe, spanOver },
       stopped,
     );
     if (!slot) return { kind: 'stopping' };
@@ -75,6 +78,13 @@ export class AdmissionStage {
     // The merchant chose its events: one it does not receive is treated like a disabled webhook.
     if (!webhook?.enabled || !receivesEvent(webhook, intake.event)) return { kind: 'unavailable', why: unavailableOf(webhook ? [webhook] : []) };
     return { kind: 'endpoint', webhook };
+  }
+
+  /** The breaker's key of a circuit row's endpoint ('' is a wait's from before endpoints), or undefined when it has none. */
+  keyOfCircuit(merchantId: string, endpointId: string): string | undefined {
+    const merchant = merchantId === PLATFORM_MERCHANT_ID ? this.platform : this.merchants.byId(merchantId);
+    const webhook = merchant && endpointFor(merchant, { endpointId: endpointId === '' ? undefined : endpointId });
+    return webhook && this.endpointOf(merchantId, webhook.url);
   }
 
   private endpointOf(merchantId: string, url: string): string {

@@ -63,9 +63,9 @@ export type Decision =
   | { kind: 'defer'; step: number }
   /** Waits for the endpoint's throttle: no attempt spent, never failed for it. */
   | { kind: 'throttle'; delayMs: number }
-  /** `circuitMs`: when the open circuit lets a probe through, from now. */
-  | { kind: 'postpone'; step: number; circuitMs: number }
-  | { kind: 'failed'; reason: FailedReason; attempts: number; error: string; errorClass?: AttemptErrorClass; status?: number; attempted: boolean; closesCircuit?: boolean; breakerClosed?: boolean };
+  | { kind: 'postpone'; step: number }
+  /** `circuitMs`: its failure opens the endpoint's circuit for that long (as a retry's). */
+  | { kind: 'failed'; reason: FailedReason; attempts: number; error: string; errorClass?: AttemptErrorClass; status?: number; attempted: boolean; closesCircuit?: boolean; breakerClosed?: boolean; circuitMs?: number };
 
 const UNAVAILABLE_MESSAGES: Record<Unavailable, string> = {
   'webhook-disabled': 'webhook disabled',
@@ -103,7 +103,7 @@ export function decide(finding: Finding, intake: IntakeEvent | undefined, policy
     case 'throttled':
       return { kind: 'throttle', delayMs: finding.delayMs };
     case 'circuit-open': {
-      if (!policy.spanOver(intake.resentAt ?? intake.firstSeenAt, now)) return { kind: 'postpone', step: policy.postponeStep(finding.retryInMs), circuitMs: finding.retryInMs };
+      if (!policy.spanOver(intake.resentAt ?? intake.firstSeenAt, now)) return { kind: 'postpone', step: policy.postponeStep(finding.retryInMs) };
       const circuit = `circuit open: the endpoint failed ${finding.failures} times in a row${finding.lastError ? `; last error: ${finding.lastError}` : ''}`;
       // The last real error: this webhook's own, else the endpoint's.
       return { kind: 'failed', reason: FAILED_REASONS.circuitOpen, attempts: intake.attempts, error: intake.lastError ?? circuit, status: intake.lastStatus, attempted: false };
@@ -115,7 +115,7 @@ export function decide(finding: Finding, intake: IntakeEvent | undefined, policy
       const { error } = finding;
       // Answered (a 4xx): the endpoint is up, and its circuit's row closes as its breaker did.
       const answered = { ...(finding.answered ? { closesCircuit: true } : {}), ...(finding.breakerClosed ? { breakerClosed: true } : {}) };
-      const failed = { kind: 'failed' as const, attempts: attempt, error: error.message, errorClass: error.errorClass, status: error.status, attempted: true, ...answered };
+      const failed = { kind: 'failed' as const, attempts: attempt, error: error.message, errorClass: error.errorClass, status: error.status, attempted: true, ...answered, ...(finding.circuitMs ? { circuitMs: finding.circuitMs } : {}) };
       if (error instanceof WebhookBlockedError) return { ...failed, reason: FAILED_REASONS.blocked };
       // A test event has a schedule of one attempt: it fails like any webhook whose attempts ran out.
       if (intake.test || policy.exhausted(attempt)) return { ...failed, reason: FAILED_REASONS.attemptsExhausted };

@@ -124,7 +124,8 @@ export class EffectStage {
       case 'postpone': {
         const headers = this.waitingHeaders(delivery, intake);
         headers[HEADERS.postponements] = intake.postponements + 1;
-        await this.wait(delivery, intake, 'circuit-open', headers, this.deps.policy.delayOf(decision.step), record, span, decision.circuitMs);
+        // Parked behind the row if it is open; due at once if it closed meanwhile (it never opens the row).
+        await this.wait(delivery, intake, 'circuit-open', headers, this.deps.policy.delayOf(decision.step), record, span);
         this.count('circuitOpen', 'circuit_open', intake.event, intake.test);
         if (this.debug) logger.debug('delivery postponed: circuit open', { merchantId: intake.merchantId, reference: intake.references[0], delayMs: this.deps.policy.delayOf(decision.step), ...spanLogFields(span) });
         return;
@@ -160,6 +161,7 @@ export class EffectStage {
           await this.endWait(intake, decision.closesCircuit === true ? 'answered' : UNSENDABLE.has(decision.reason) ? 'unanswered' : undefined);
         };
         if (!(await this.move(delivery, this.deps.names.failed, headers, intake.event, span, settle))) return;
+        if (decision.circuitMs) this.openCircuit(intake, decision.circuitMs, span);
         if (!ends) void index();
         this.count('failed', 'failed', intake.event, intake.test);
         this.deps.observer.failed(decision.reason);
@@ -194,6 +196,13 @@ export class EffectStage {
   private closeCircuit(intake: IntakeEvent, span: Span | undefined): void {
     this.deps.waits?.closeCircuit({ merchantId: intake.merchantId, endpointId: intake.endpointId ?? '' }).catch((err: unknown) => {
       this.deps.logger.warn("circuit's row not closed; its next probe closes it", { merchantId: intake.merchantId, endpointId: intake.endpointId, error: (err as Error)?.message, ...spanLogFields(span) });
+    });
+  }
+
+  /** Not waited for, as a close: left unwritten, the endpoint's next failure opens it. */
+  private openCircuit(intake: IntakeEvent, circuitMs: number, span: Span | undefined): void {
+    this.deps.waits?.openCircuit({ merchantId: intake.merchantId, endpointId: intake.endpointId ?? '', circuitMs }).catch((err: unknown) => {
+      this.deps.logger.warn("circuit's row not opened; the endpoint's next failure opens it", { merchantId: intake.merchantId, endpointId: intake.endpointId, error: (err as Error)?.message, ...spanLogFields(span) });
     });
   }
 

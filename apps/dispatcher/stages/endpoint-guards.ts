@@ -10,7 +10,7 @@ export interface EndpointGuardOptions {
    */
   maxPerMerchant?: number;
   failureThreshold: number;
-  /** How long an open circuit stays open before one probe is let through; doubles while probes fail. */
+  /** How long a circuit this dispatcher opens stays open before its row's probe; doubles while probes fail. */
   cooldownMs: number;
   maxCooldownMs: number;
   /**
@@ -30,8 +30,8 @@ export type AttemptResult = 'succeeded' | 'failed' | 'rejected' | 'unused';
 
 export type Admission =
   /**
-   * `release` returns how long the endpoint's circuit stays open after this attempt (0: closed);
-   * `closedCircuit`, set by it: this attempt's answer closed the open circuit.
+   * `release` returns the cooldown this attempt's failure opens the endpoint's circuit for (its
+   * row's; 0: it opens nothing); `closedCircuit`, set by it: this answer closes the open circuit.
    */
   | { kind: 'send'; release(result: AttemptResult, error?: string): number; closedCircuit?: boolean }
   /** The circuit is open: postpone; `retryInMs` is when it lets a probe through. */
@@ -41,10 +41,12 @@ export type Admission =
 
 interface EndpointState {
   started: number[];
+  /** Its attempts that failed in a row here: this many open its circuit (a row in PostgreSQL). */
   failures: number;
+  /** Its circuit as its row last said (CircuitRows): open while > 0, its probe due then (this process's clock). */
   openUntil: number;
+  /** The row's cooldown: a failed probe doubles it. */
   cooldownMs: number;
-  probing: boolean;
   latencyMs: number | undefined;
   waiters: Waiter[];
   /** Its deliveries waiting in the process's line: its line too, for setAside(). */
@@ -53,8 +55,6 @@ interface EndpointState {
   /** When the oldest request was first seen past the slow threshold, and since when the loop polled (0: not): slowIn(). */
   suspectedAt: number;
   polledFrom: number;
-  /** Merchants seen on this endpoint, for the metric label (the URL's path can hold a token). */
-  merchants: Set<string>;
 }
 
 /** One of a merchant's endpoints' share (by its id), across its URLs. */
@@ -78,7 +78,11 @@ const SLOW_AFTER_MS = 100;
 
 /**
  * Per-endpoint bulkhead and circuit breaker, so one merchant whose server hangs or fails cannot
- * take the dispatcher's connections and prefetch slots from the others.
+ * take the dispatcher's connections and prefetch slots from the others. The circuit is its row in
+ * PostgreSQL (libs/waits): this dispatcher's failures open it there, an answer through it closes it
+ * there, and what the row says comes back by openCircuit() and closeCircuit() (CircuitRows). Held
+ * here as the row last said, never opened or closed by this process on its own: two copies that
+ * each decided disagreed (a breaker's own cooldown parked what its row had let go).
  */
 export class EndpointGuards {
   /** In order of last use, the least recent first (a use re-inserts). */
@@ -128,11 +132,12 @@ export class EndpointGuards {
   /**
    * Admits a delivery: send now, postpone (open circuit), defer (slow endpoint at its bound), or
    * wait for a slot. `force` sends through an open circuit (a resend: the merchant says it is
-   * fixed). Undefined when `stopped` turns true (stopping, its channel gone) while waiting.
+   * fixed); `probe` (the row's probe) too, past the endpoint's bound, and its failure doubles the
+   * cooldown. Undefined when `stopped` turns true (stopping, its channel gone) while waiting.
    */
   async acquire(
     endpoint: string,
-    request: { merchantId: string; endpointId?: string; canDefer: boolean; deferralsSpent?: boolean; force: boolean; spanOver?: boolean },
+    request: { merchantId: string; endpointId?: string; canDefer: boolean; deferralsSpent?: boolean; force: boolean; probe?: boolean; spanOver?: boolean },
     stopped: () => boolean,
   ): Promise<Admission | undefined> {
     const { canDefer } = request;
@@ -141,19 +146,13 @@ export class EndpointGuards {
       if (stopped()) return this.leave(this.endpoints.get(endpoint), this.merchants.get(shareOf(request.merchantId, request.endpointId)), undefined);
       // Looked up again after each wait: an idle endpoint may have been pruned meanwhile.
       const state = this.state(endpoint);
-      if (state.merchants.size < 20) state.merchants.add(request.merchantId);
       const merchant = this.merchant(shareOf(request.merchantId, request.endpointId));
       if (merchant.endpoint !== state) this.moved(merchant, state);
-      const open = state.openUntil > 0 && !request.force;
-      if (open && (this.now() < state.openUntil || state.probing)) {
-        const retryInMs = state.probing ? state.cooldownMs : state.openUntil - this.now();
-        return this.leave(state, merchant, { kind: 'open', failures: state.failures, retryInMs, lastError: state.lastError });
-      }
-      if ((open || state.started.length < this.options.maxInFlight) && merchant.started.length < this.maxPerMerchant) {
-        if (this.total < this.maxTotal) {
-          if (open) state.probing = true; // half-open: this one delivery probes the endpoint
-          return this.send(state, merchant, open);
-        }
+      // Open: postponed until the row's probe, which comes from its scheduler (`probe`), not from here.
+      if (state.openUntil > 0 && !request.force && !request.probe) return this.leave(state, merchant, this.openAnswer(state));
+      const probe = request.probe === true;
+      if ((probe || state.started.length < this.options.maxInFlight) && merchant.started.length < this.maxPerMerchant) {
+        if (this.total < this.maxTotal) return this.send(state, merchant, probe);
         // The endpoint has room but the process has none: wait for any request to end, unless its
         // line (there and here) is long: unbounded, a busy endpoint's deliveries filled the prefetch.
         if (this.setAside(state, state.waiters.length + state.blocked, request)) return this.leave(state, merchant, { kind: 'defer' });
@@ -164,7 +163,7 @@ export class EndpointGuards {
       }
       // At the endpoint's bound, or its share's (requests on other URLs, usually one it left):
       // slow is judged on those requests, the oldest first.
-      const full = open || state.started.length < this.options.maxInFlight ? undefined : state;
+      const full = probe || state.started.length < this.options.maxInFlight ? undefined : state;
       const slowIn = full ? this.slowIn(full) : this.merchantSlowIn(merchant, state);
       if (slowIn <= 0 && canDefer) return this.leave(state, merchant, { kind: 'defer' });
       const waiters = full ? full.waiters : merchant.waiters;
@@ -173,7 +172,7 @@ export class EndpointGuards {
       // circuit) fails as the circuit would have it, or a dead endpoint's postponed webhooks each
       // wait for their timeout. The circuit is asked again: it may have closed meanwhile.
       const waiting = full ? full.waiters.length + full.blocked : waiters.length;
-      if (request.spanOver && this.refuses(state) && this.lineLong(full ?? state, waiting)) return this.leave(state, merchant, { kind: 'open', failures: state.failures, retryInMs: Math.max(0, state.openUntil - this.now()), lastError: state.lastError });
+      if (request.spanOver && state.openUntil > 0 && this.lineLong(full ?? state, waiting)) return this.leave(state, merchant, this.openAnswer(state));
       if (this.setAside(full ?? state, waiting, request)) return this.leave(state, merchant, { kind: 'defer' });
       // Wake on a free slot, or when the endpoint would count as slow, whichever comes first.
       await new Promise<void>((resolve) => {
@@ -234,36 +233,56 @@ export class EndpointGuards {
     for (const wake of this.blocked.splice(0)) wake();
   }
 
-  /** Endpoints whose circuit is open now, as labels safe to show: origin and merchants, never the path. */
+  /** Endpoints whose circuit is open now, as labels safe to show: origin and merchant, never the path. */
   openEndpoints(): string[] {
-    return [...this.endpoints].filter(([, state]) => state.openUntil > 0).map(([endpoint, state]) => endpointLabel(endpoint, state.merchants));
+    return [...this.endpoints].filter(([, state]) => state.openUntil > 0).map(([endpoint]) => endpointLabel(endpoint));
+  }
+
+  /** The endpoints whose circuit is open here, by key: those a snapshot of the rows may close. */
+  openKeys(): string[] {
+    return [...this.endpoints].filter(([, state]) => state.openUntil > 0).map(([endpoint]) => endpoint);
   }
 
   /**
-   * The endpoint's circuit closed elsewhere (its row in PostgreSQL: a dispatcher saw it answer):
-   * closed here too, its cooldown back to the first. A probe of its own still out ends as it ends.
+   * The endpoint's row is open (opened, or its probe failed): its next probe in `probeInMs`, after
+   * `cooldownMs`. An endpoint not seen yet is remembered open. Deliveries waiting for its slots are
+   * woken to be postponed, not one per request that ends (minutes apart while probes fail).
    */
-  closeCircuit(endpoint: string): void {
-    const state = this.endpoints.get(endpoint);
-    if (!state || state.openUntil === 0) return;
-    state.failures = 0;
-    state.openUntil = 0;
-    state.cooldownMs = this.options.cooldownMs;
+  openCircuit(endpoint: string, cooldownMs: number | undefined, probeInMs: number): void {
+    const state = this.state(endpoint);
+    const was = state.openUntil;
+    state.openUntil = Math.max(1, this.now() + Math.max(0, probeInMs));
+    state.cooldownMs = Math.min(Math.max(cooldownMs ?? this.options.cooldownMs, this.options.cooldownMs), this.options.maxCooldownMs);
+    if (was === 0) for (const wake of [...state.waiters]) wake();
   }
 
-  /** When the endpoint's open circuit lets a probe through; 0 when closed. */
+  /**
+   * The endpoint's row closed. `answered` (the endpoint answered a dispatcher): its failures and
+   * cooldown start over. Else (no wait left to probe with, or turned off) it answered nothing: one
+   * failure opens it again, for the cooldown it had.
+   */
+  closeCircuit(endpoint: string, answered: boolean): void {
+    const state = this.endpoints.get(endpoint);
+    if (!state) return;
+    state.openUntil = 0;
+    if (answered) {
+      state.failures = 0;
+      state.cooldownMs = this.options.cooldownMs;
+    } else state.failures = Math.max(state.failures, this.options.failureThreshold - 1);
+  }
+
+  /** The row's probe time (this process's clock) while the endpoint's circuit is open; 0 when closed. */
   openUntil(endpoint: string): number {
     return this.endpoints.get(endpoint)?.openUntil ?? 0;
   }
 
-  /** True while the circuit turns every delivery away (open, its probe not yet due or out). */
+  /** True while the circuit turns every delivery away but the row's probe and a forced one. */
   refusing(endpoint: string): boolean {
-    const state = this.endpoints.get(endpoint);
-    return state !== undefined && this.refuses(state);
+    return (this.endpoints.get(endpoint)?.openUntil ?? 0) > 0;
   }
 
-  private refuses(state: EndpointState): boolean {
-    return state.openUntil > 0 && (this.now() < state.openUntil || state.probing);
+  private openAnswer(state: EndpointState): Admission {
+    return { kind: 'open', failures: state.failures, retryInMs: Math.max(0, state.openUntil - this.now()), lastError: state.lastError };
   }
 
   /**
@@ -301,13 +320,13 @@ export class EndpointGuards {
 
   /**
    * The share sends to another URL than last time: the new one takes its circuit when that is the
-   * more open, so a URL change does not close a circuit. Only a URL of this merchant's alone: else
-   * a merchant could open another's circuit by pointing its URL there.
+   * more open, so a URL change does not close a circuit (its row, by the endpoint's id, stays open).
+   * Always a URL of this merchant's own (endpointOf): another merchant's circuit there is not touched.
    */
   private moved(merchant: MerchantState, state: EndpointState): void {
     const previous = merchant.endpoint;
     merchant.endpoint = state;
-    if (!previous || previous.openUntil <= state.openUntil || state.merchants.size !== 1) return;
+    if (!previous || previous.openUntil <= state.openUntil) return;
     state.failures = Math.max(state.failures, previous.failures);
     state.openUntil = previous.openUntil;
     state.cooldownMs = previous.cooldownMs;
@@ -348,46 +367,35 @@ export class EndpointGuards {
       release: (result, error) => {
         if (released) return 0;
         released = true;
-        // Whether this end opens the circuit (a failure only: a success path asks nothing more).
-        const refused = result === 'failed' && this.refuses(state);
         state.started.splice(state.started.indexOf(start), 1);
         merchant.started.splice(merchant.started.indexOf(start), 1);
         this.total--;
         const took = this.now() - start;
         if (result !== 'unused') state.latencyMs = state.latencyMs === undefined ? took : 0.8 * state.latencyMs + 0.2 * took;
-        if (probe) state.probing = false;
         // Its oldest request now answered in time: a later suspicion starts over (slowIn()).
         if (state.suspectedAt !== 0 && (state.started.length === 0 || state.started[0]! + this.threshold(state) > this.now())) state.suspectedAt = 0;
+        // What it opens or closes is written to the row, which says so to every dispatcher (this one too).
+        let opens = 0;
         if (result === 'succeeded' || result === 'rejected') {
           if (state.openUntil > 0) slot.closedCircuit = true;
           state.failures = 0;
-          state.openUntil = 0;
-          state.cooldownMs = this.options.cooldownMs;
         } else if (result === 'failed') {
           state.failures++;
           state.lastError = error;
-          if (probe) {
-            state.cooldownMs = Math.min(state.cooldownMs * 2, this.options.maxCooldownMs);
-            state.openUntil = this.now() + state.cooldownMs;
-          } else if (state.failures >= this.options.failureThreshold && state.openUntil === 0) {
-            state.openUntil = this.now() + state.cooldownMs;
-          }
+          if (probe) opens = Math.min(state.cooldownMs * 2, this.options.maxCooldownMs);
+          else if (state.failures >= this.options.failureThreshold && state.openUntil === 0) opens = state.cooldownMs;
         }
         // The free slot goes to the delivery waiting longest, this endpoint's next or the first in
         // the process's line (the endpoint's own first let two busy endpoints keep every slot); the
-        // others woken wait again by age. When this end opened the circuit, the whole line is woken
-        // to be postponed, not one per request end (minutes apart while probes fail).
+        // others woken wait again by age.
         const merchantWaiter = merchant.waiters[0];
         const endpointWaiter = state.waiters[0];
         const own = endpointWaiter ?? merchantWaiter;
         const first = this.blocked[0];
         if (first && (!own || first.since < own.since)) this.blocked.shift()!();
         merchantWaiter?.();
-        if (endpointWaiter) {
-          if (result === 'failed' && !refused && this.refuses(state)) for (const wake of [...state.waiters]) wake();
-          else endpointWaiter();
-        }
-        return state.openUntil > 0 ? Math.max(1, state.openUntil - this.now()) : 0;
+        endpointWaiter?.();
+        return opens;
       },
     };
     return slot;
@@ -400,19 +408,19 @@ export class EndpointGuards {
       this.endpoints.delete(endpoint);
       this.endpoints.set(endpoint, state);
     } else {
-      // Busy endpoints (in flight, waiting, probing) are never forgotten.
+      // Busy endpoints (in flight, waiting) are never forgotten.
       if (this.endpoints.size >= this.maxEndpoints) {
         pruneIdle(
           this.endpoints,
           this.maxEndpoints,
-          (state) => state.started.length === 0 && state.waiters.length === 0 && state.blocked === 0 && !state.probing,
+          (state) => state.started.length === 0 && state.waiters.length === 0 && state.blocked === 0,
           (state) => state.openUntil === 0,
           (endpoint) => {
             if (this.latestEndpoint === endpoint) this.latestEndpoint = this.latestState = undefined;
           },
         );
       }
-      state = { started: [], failures: 0, openUntil: 0, cooldownMs: this.options.cooldownMs, probing: false, latencyMs: undefined, waiters: [], blocked: 0, suspectedAt: 0, polledFrom: 0, merchants: new Set() };
+      state = { started: [], failures: 0, openUntil: 0, cooldownMs: this.options.cooldownMs, latencyMs: undefined, waiters: [], blocked: 0, suspectedAt: 0, polledFrom: 0 };
       this.endpoints.set(endpoint, state);
     }
     this.latestEndpoint = endpoint;
@@ -453,9 +461,11 @@ export function endpointOf(merchantId: string, url: string): string {
   return `${merchantId}\u001f${URL.canParse(url) ? new URL(url).href : url}`;
 }
 
-function endpointLabel(endpoint: string, merchants: Set<string>): string {
+/** An endpoint as a metric label: its URL's origin and its merchant (endpointOf's key). */
+function endpointLabel(endpoint: string): string {
   // The URL after the merchant (a normalised URL holds no raw control character).
-  const url = endpoint.slice(endpoint.lastIndexOf('\u001f') + 1);
+  const at = endpoint.lastIndexOf('\u001f');
+  const url = endpoint.slice(at + 1);
   const origin = URL.canParse(url) ? new URL(url).origin : url;
-  return `${origin} (${[...merchants].sort().join(',')})`;
+  return `${origin} (${at >= 0 ? endpoint.slice(0, at) : ''})`;
 }

@@ -49,6 +49,8 @@ export interface IntakeEvent {
   lastStatus?: number;
   /** A wait handed back (x-wait-hand): its row's hand, which only this copy may take, rewrite or end. */
   hand?: number;
+  /** A hand-back that is its endpoint's circuit's probe (x-circuit-probe): sent through the open circuit. */
+  probe?: boolean;
   /** Already accepted (a hand-back, a resend): a settings change sends it to `failed`, never drops it. */
   accepted: boolean;
   /** A test event (x-test-event): one attempt, no retry. */
@@ -147,6 +149,7 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
     lastError: typeof lastError === 'string' && lastError.length > 0 ? lastError : undefined,
     lastStatus: typeof lastStatus === 'number' && Number.isInteger(lastStatus) ? lastStatus : undefined,
     hand: hand > 0 ? hand : undefined,
+    ...(hand > 0 && headers[HEADERS.circuitProbe] === true ? { probe: true } : {}),
     accepted: hand > 0 || resentAt !== undefined,
     // From any exchange: the mark only takes attempts away, and a copy keeps it (a wait, failed, a resend).
     test,

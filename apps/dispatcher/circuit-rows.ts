@@ -1,0 +1,84 @@
+import type { Database, Listener } from '../../libs/delivery-store/index.js';
+import type { Logger } from '../../libs/logger/index.js';
+import { CIRCUIT_CHANNEL, type CircuitState, circuitOfPayload, type WaitStore } from '../../libs/waits/index.js';
+import type { EndpointGuards } from './stages/endpoint-guards.js';
+
+/**
+ * This dispatcher's breakers follow the circuits' rows (wait_circuits), the one copy that decides:
+ * each row opened or closed is announced on commit, and on each (re)start of the LISTEN every open
+ * row is read on the listening connection, so what was announced while it was away (a connection
+ * dropped) is not missed. Else a breaker that missed a close kept its own cooldown and postponed
+ * what the close had let go, and one that missed an open sent to an endpoint its row held shut.
+ * While PostgreSQL does not answer, the breakers keep what they last heard.
+ */
+export class CircuitRows {
+  private listener?: Listener;
+  private stopped = false;
+
+  constructor(
+    private readonly db: Pick<Database, 'listen'>,
+    private readonly store: Pick<WaitStore, 'openCircuits'>,
+    /** The breaker's key of a row's endpoint ('' is a wait's from before endpoints), or undefined when it has none (deleted, merchant gone). */
+    private readonly keyOf: (merchantId: string, endpointId: string) => string | undefined,
+    private readonly guards: Pick<EndpointGuards, 'openCircuit' | 'closeCircuit' | 'openKeys'>,
+    private readonly logger: Logger,
+  ) {}
+
+  start(): void {
+    void this.keepListening();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.listener?.close();
+  }
+
+  private follow(circuit: CircuitState): void {
+    const key = this.keyOf(circuit.merchantId, circuit.endpointId);
+    if (key === undefined) return;
+    if (circuit.open) this.guards.openCircuit(key, circuit.cooldownMs, circuit.probeInMs);
+    else this.guards.closeCircuit(key, circuit.answered);
+  }
+
+  /** Every row open now opens its breaker; a breaker open here with no open row closes (how is not known: not answered). */
+  private async catchUp(listener: Listener): Promise<void> {
+    const open = await this.store.openCircuits(listener);
+    const keys = new Set<string>();
+    for (const circuit of open) {
+      const key = this.keyOf(circuit.merchantId, circuit.endpointId);
+      if (key !== undefined) keys.add(key);
+    }
+    for (const key of this.guards.openKeys()) if (!keys.has(key)) this.guards.closeCircuit(key, false);
+    for (const circuit of open) this.follow(circuit);
+  }
+
+  /** LISTEN on a connection of its own, then catch up; again after each loss. */
+  private async keepListening(): Promise<void> {
+    for (let attempt = 0; !this.stopped; ) {
+      try {
+        // Heard while the open rows are read, held until they are: one read before a commit heard
+        // meanwhile would undo it. Replayed after, in commit order, each leaves what the row says.
+        let held: string[] | undefined = [];
+        const listener = (this.listener = await this.db.listen(CIRCUIT_CHANNEL, (payload) => {
+          if (held) return void held.push(payload);
+          const circuit = circuitOfPayload(payload);
+          if (circuit) this.follow(circuit);
+        }));
+        if (this.stopped) return void (await listener.close());
+        await this.catchUp(listener);
+        for (const payload of held) {
+          const circuit = circuitOfPayload(payload);
+          if (circuit) this.follow(circuit);
+        }
+        held = undefined;
+        attempt = 0;
+        await listener.lost;
+      } catch (err) {
+        await this.listener?.close();
+        if (attempt === 0) this.logger.warn("circuits' rows not heard: PostgreSQL did not answer; trying again", { error: (err as Error)?.message });
+      }
+      if (this.stopped) return;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(5_000, 250 * 2 ** attempt++)).unref());
+    }
+  }
+}
