@@ -65,7 +65,7 @@ export interface WaitEnd extends WaitKey {
   closesCircuit?: boolean;
   /**
    * It closes because the endpoint can no longer be sent to (turned off), not because it answered:
-   * announced to no breaker, which stays as its URL's answers left it.
+   * announced so (its breakers' failures in a row are kept: the next opens it again).
    */
   unanswered?: boolean;
 }
@@ -374,7 +374,7 @@ export class WaitStore {
    * can be a million rows: made due here, they held the batch (and every wait in it) for minutes.
    */
   async closeCircuits(circuits: readonly CircuitKey[]): Promise<void> {
-    // Idle (no parked wait left), not answered: the breakers stay as they are.
+    // Idle (no parked wait left to probe with): closed unanswered, the next failure opens it again.
     await closeIn(this.db, circuits, () => false);
   }
 

@@ -116,15 +116,13 @@ describe('waits of a merchant whose circuit is open', () => {
     }
   });
 
-  // The breaker's close is written to the circuit's row as its open is. Seen failing when only a
-  // hand-back's answer closed the row: a new webhook's first attempt was the half-open probe, the
-  // row's own probe came while it was out and was postponed a whole cooldown (10 s here, up to 10
-  // minutes in production), and the parked waits of an endpoint that answered stayed parked as long.
-  it("its breaker closed by a new webhook's first attempt (the half-open probe): the row closes too, and its parked waits go", async () => {
+  // The circuit is its row: a breaker never lets a new webhook through as its own half-open probe.
+  // Seen failing with breakers that probed on their own: a new webhook's first attempt was the
+  // half-open probe, the row's own probe came while it was out and was postponed a whole cooldown
+  // (10 s here, up to 10 minutes in production), and the parked waits stayed parked as long.
+  it("its probe time past: a new webhook is postponed, not sent, and the row's probe goes through the open breaker and closes it", async () => {
     let mode: 'dead' | 'revived' = 'dead';
-    let answered = 0;
-    // Revived: its first answer (the new webhook's, the half-open probe) takes 1.5 s, the others none.
-    const endpoint = await Receiver.start(() => (mode === 'dead' ? 500 : answered++ === 0 ? { status: 204, delayMs: 1_500 } : 204));
+    const endpoint = await Receiver.start(() => (mode === 'dead' ? 500 : 204));
     const merchant = testMerchant('m_revived', endpoint.url);
     const harness = await startHarness({
       name: 'dead-merchant-revived',
@@ -139,25 +137,26 @@ describe('waits of a merchant whose circuit is open', () => {
       await waitFor('10 waits, the circuit open, its waits parked', async () => (await harness.waits.census(0)).waiting === 10
         && (await harness.database.query('SELECT 1 FROM wait_circuits')).length === 1
         && Number((await harness.database.query<{ n: string }>('SELECT count(*) AS n FROM webhook_waits WHERE parked'))[0]!.n) === 10, 15_000);
-      // No probe from the row until the new webhook is out.
+      // No probe from the row until the new webhook is settled.
       await harness.scheduler.stop();
       mode = 'revived';
       const openUntil = harness.dispatcher.guards.openUntil(url);
       expect(openUntil).toBeGreaterThan(0);
-      await waitFor('the breaker lets a probe through', () => Date.now() > openUntil + 50, 15_000, 50);
-      await harness.publisher.publish(sampleEvent('payout', merchant.id));
-      await waitFor('the new webhook out, the half-open probe', () => endpoint.requests.length > 0 && answered === 1, 5_000, 20);
-      // The row's probe comes while it is out, and is postponed for the breaker's cooldown.
+      await waitFor('the breaker past its probe time', () => Date.now() > openUntil + 50, 15_000, 50);
+      const sent = endpoint.requests.length;
       const postponed = harness.dispatcher.stats.circuitOpen;
+      ids.push((await harness.publisher.publish(sampleEvent('payout', merchant.id))).messageId);
+      await waitFor('the new webhook postponed', () => harness.dispatcher.stats.circuitOpen > postponed, 5_000, 20);
+      expect(endpoint.requests.length).toBe(sent);
+      // The row's probe, due now: sent through the open breaker, delivered, the row closed, every wait gone.
+      await harness.database.query('UPDATE wait_circuits SET probe_at = now()');
+      const from = Date.now();
       harness.scheduler.start();
-      await waitFor("the row's probe postponed", () => harness.dispatcher.stats.circuitOpen > postponed, 5_000, 20);
-      await waitFor('the new webhook delivered', () => harness.dispatcher.stats.delivered === 1, 5_000, 20);
-      const closedAt = Date.now();
       const delivered = () => new Set(endpoint.requests.map((r) => String(r.headers['webhook-id'])).filter((id) => ids.includes(id)));
-      await waitFor('every parked webhook delivered', () => delivered().size === 10, 20_000, 50);
-      expect(Date.now() - closedAt).toBeLessThan(5_000);
-      await waitFor('no wait left, no circuit row', async () => (await harness.waits.census(0)).waiting === 0
-        && (await harness.database.query('SELECT 1 FROM wait_circuits')).length === 0, 10_000);
+      await waitFor('every parked webhook delivered', () => delivered().size === 11, 20_000, 50);
+      expect(Date.now() - from).toBeLessThan(5_000);
+      await waitFor('no wait left, no circuit row, the breaker closed', async () => (await harness.waits.census(0)).waiting === 0
+        && (await harness.database.query('SELECT 1 FROM wait_circuits')).length === 0 && harness.dispatcher.guards.openUntil(url) === 0, 10_000);
       expect(harness.dispatcher.stats.failed).toBe(0);
     } finally {
       await harness.close();

@@ -265,7 +265,8 @@ describe('what the docs state where the code departs from the shared design', ()
     for (const merchantId of ['m_b', 'm_a']) {
       const admission = await guards.acquire(endpointOf(merchantId, 'https://hooks.example/in/secret-path'), { merchantId, canDefer: false, force: false }, () => false);
       if (admission?.kind !== 'send') throw new Error(`expected to send, got ${admission?.kind}`);
-      admission.release('failed', 'HTTP 500');
+      // Open as its row is (CircuitRows): the failure opens the row, the row the breaker.
+      guards.openCircuit(endpointOf(merchantId, 'https://hooks.example/in/secret-path'), admission.release('failed', 'HTTP 500'), 30_000);
     }
     expect(guards.openEndpoints().sort()).toEqual(['https://hooks.example (m_a)', 'https://hooks.example (m_b)']);
     expect(flat('docs/operating.md')).toContain("| 1 per merchant's URL whose circuit is open (labelled `origin (merchant)`, never the URL's path");

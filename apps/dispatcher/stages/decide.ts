@@ -41,10 +41,10 @@ export type Finding =
   /** The endpoint is at its in-flight bound and slow. */
   | { kind: 'busy' }
   | { kind: 'circuit-open'; failures: number; retryInMs: number; lastError?: string }
-  /** `breakerClosed`: its answer closed the endpoint's open circuit (this dispatcher's breaker). */
+  /** `breakerClosed`: it was answered through the endpoint's open circuit, which closes (its row). */
   | { kind: 'sent'; status: number; trace?: AttemptTrace; breakerClosed?: boolean }
   /**
-   * `circuitMs`: the endpoint's circuit is open for that long after it. `answered`: a 4xx the
+   * `circuitMs`: its failure opens the endpoint's circuit (its row) for that long. `answered`: a 4xx the
    * breaker counts as reachable (not 408, 429): the endpoint is up, its circuit closed.
    */
   | { kind: 'attempt-failed'; error: DeliveryFailedError; trace?: AttemptTrace; circuitMs?: number; answered?: boolean; breakerClosed?: boolean };
@@ -52,13 +52,13 @@ export type Finding =
 /** What happens to the delivery: exactly one of these. What intake found (superseded, duplicate, invalid, ordered) is decided as it was found. */
 export type Decision =
   | Extract<Finding, { kind: 'superseded' | 'erased' | 'duplicate' | 'invalid' | 'ordered' }>
-  /** `breakerClosed` (here, on retry and failed): the attempt's answer closed the endpoint's open circuit. */
+  /** `breakerClosed` (here, on retry and failed): the attempt was answered through the endpoint's open circuit, which closes. */
   | { kind: 'delivered'; attempt: number; status: number; breakerClosed?: boolean }
   | { kind: 'skipped'; why: 'webhook-disabled' | 'endpoint-disabled' | 'event-not-subscribed' }
   /** Back to its queue untried, once (stopping). */
   | { kind: 'returned' }
   /** `error` is the detail, for operators (log lines, headers of the steps and `failed`); `errorClass` is what the merchant sees. */
-  /** `closesCircuit`: the endpoint answered (a 4xx): as its breaker, its circuit's row closes (libs/waits). */
+  /** `closesCircuit`: the endpoint answered (a 4xx): its circuit's row closes (libs/waits). */
   | { kind: 'retry'; step: number; attempt: number; error: string; errorClass: AttemptErrorClass; status?: number; circuitMs?: number; closesCircuit?: boolean; breakerClosed?: boolean }
   | { kind: 'defer'; step: number }
   /** Waits for the endpoint's throttle: no attempt spent, never failed for it. */
@@ -113,7 +113,7 @@ export function decide(finding: Finding, intake: IntakeEvent | undefined, policy
     case 'attempt-failed': {
       const attempt = intake.attempts + 1;
       const { error } = finding;
-      // Answered (a 4xx): the endpoint is up, and its circuit's row closes as its breaker did.
+      // Answered (a 4xx): the endpoint is up, and its circuit's row closes.
       const answered = { ...(finding.answered ? { closesCircuit: true } : {}), ...(finding.breakerClosed ? { breakerClosed: true } : {}) };
       const failed = { kind: 'failed' as const, attempts: attempt, error: error.message, errorClass: error.errorClass, status: error.status, attempted: true, ...answered, ...(finding.circuitMs ? { circuitMs: finding.circuitMs } : {}) };
       if (error instanceof WebhookBlockedError) return { ...failed, reason: FAILED_REASONS.blocked };

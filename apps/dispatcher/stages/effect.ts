@@ -84,9 +84,8 @@ export class EffectStage {
         return delivery.nack(true);
     }
     if (!intake) throw new Error(`effect: ${decision.kind} needs the intake`);
-    // This dispatcher's breaker closed on a new webhook's answer: the circuit's row closes too, as
-    // the breaker's opening wrote it, or its parked waits waited for its probe (postponed a whole
-    // cooldown if it came while this one was out). A hand-back's end or next wait closes it itself.
+    // A new webhook sent through the open circuit (a resend, a span over) was answered: the circuit's
+    // row closes, and with it every breaker. A hand-back's end or next wait closes it itself.
     if ('breakerClosed' in decision && decision.breakerClosed && intake.hand === undefined) this.closeCircuit(intake, span);
     switch (decision.kind) {
       case 'ordered':
@@ -343,7 +342,7 @@ export class EffectStage {
 
   /**
    * A hand-back's attempt ended: its wait goes (if still this hand's); `closes` ends the
-   * endpoint's parking (WaitEnd), its breakers told only if it `answered`. An ordered webhook releases the next of its reference first: a
+   * endpoint's circuit (WaitEnd), `answered` or not (its breakers keep their failures). An ordered webhook releases the next of its reference first: a
    * crash between leaves the wait to hand it back (at least once), whereas the other way round its
    * redelivery would be dropped as stale and its reference stuck behind it. An end PostgreSQL
    * refuses (a constraint, a trigger) leaves the outcome as it is: parked again as an unexpected

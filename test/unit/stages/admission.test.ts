@@ -43,7 +43,8 @@ describe('admission', () => {
     const admission = new AdmissionStage(directory, guards, new RetryPolicy({ delaysMs: [1_000, 60_000] }));
     const failing = await admission.admit({ ...intake, merchantId: hostile.id }, now, () => false);
     if (failing.kind !== 'admitted') throw new Error(`expected admitted, got ${failing.kind}`);
-    failing.slot.release('failed', 'HTTP 500');
+    // Its failure opens the hostile merchant's row, which opens its breaker (CircuitRows): its own, at that URL.
+    guards.openCircuit(admission.keyOfCircuit(hostile.id, hostile.endpoints[0]!.id)!, failing.slot.release('failed', 'HTTP 500'), 10_000);
     expect((await admission.admit({ ...intake, merchantId: hostile.id }, now, () => false)).kind).toBe('circuit-open');
     const mine = await admission.admit(intake, now, () => false);
     expect(mine.kind).toBe('admitted');
@@ -54,11 +55,11 @@ describe('admission', () => {
     expect(found).toEqual({ kind: 'unavailable', why: 'event-not-subscribed' });
   });
 
-  it('admits with a slot, and finds the circuit open after the endpoint failed', async () => {
+  it('admits with a slot, and finds the circuit open after the endpoint failed (its row opened)', async () => {
     const { admission } = stage(merchant());
     const first = await admission.admit(intake, now, () => false);
     if (first.kind !== 'admitted') throw new Error(first.kind);
-    first.slot.release('failed', 'HTTP 500');
+    admission.guards.openCircuit(admission.keyOfCircuit('m_1', merchant().endpoints[0]!.id)!, first.slot.release('failed', 'HTTP 500'), 30_000);
     expect(await admission.admit(intake, now, () => false)).toMatchObject({ kind: 'circuit-open', failures: 1, lastError: 'HTTP 500' });
   });
 
@@ -66,7 +67,7 @@ describe('admission', () => {
     const { admission } = stage(merchant());
     const first = await admission.admit(intake, now, () => false);
     if (first.kind !== 'admitted') throw new Error(first.kind);
-    first.slot.release('failed', 'HTTP 500');
+    admission.guards.openCircuit(admission.keyOfCircuit('m_1', merchant().endpoints[0]!.id)!, first.slot.release('failed', 'HTTP 500'), 30_000);
     expect(await admission.admit({ ...intake, resentAt: now.toISOString(), accepted: true }, now, () => false)).toMatchObject({ kind: 'admitted' });
   });
 
@@ -113,21 +114,42 @@ describe('a never-attempted webhook whose span ran out while its circuit was ope
     const first = await sent();
     clock.t = 2_000;
     first.release('succeeded');
-    (await sent()).release('failed', 'HTTP 500');
-    expect(guards.refusing(endpointOf('m_1', merchant().endpoints[0]!.url))).toBe(true);
+    const key = endpointOf('m_1', merchant().endpoints[0]!.url);
+    guards.openCircuit(key, (await sent()).release('failed', 'HTTP 500'), 10_000);
+    expect(guards.refusing(key)).toBe(true);
     // Two resends go through the open circuit: one in flight, one waiting for its slot (no deferral left).
     const resend = { resentAt: now.toISOString(), accepted: true, deferrals: 99 };
     const inFlight = await sent(resend);
     const next = sent(resend);
     const after = sent(resend);
     await new Promise((resolve) => setImmediate(resolve));
-    // The first resend is delivered while the span-over webhook's throttle answers: the circuit closes.
-    meanwhile = () => inFlight.release('succeeded');
+    // The first resend is delivered while the span-over webhook's throttle answers: the circuit (its row) closes.
+    meanwhile = () => {
+      inFlight.release('succeeded');
+      guards.closeCircuit(key, true);
+    };
     const spanOver = await admission.admit({ ...intake, firstSeenAt: new Date(now.getTime() - 120_000).toISOString() }, now, () => false);
     expect(guards.refusing(endpointOf('m_1', merchant().endpoints[0]!.url))).toBe(false);
     // Closed, the circuit fails nothing: the line is full, so it is set aside like any delivery (no attempt spent).
     expect(spanOver).toEqual({ kind: 'busy' });
     (await next).release('succeeded');
     (await after).release('succeeded');
+  });
+});
+
+describe("its circuit's probe (a hand-back the row's scheduler marked x-circuit-probe)", () => {
+  it('goes through the open breaker without asking the throttle: throttled, it was parked again behind its row every lease', async () => {
+    const directory: MerchantDirectory = { byId: () => merchant(), byPublicKey: () => undefined, list: () => [], close: async () => {} };
+    const guards = new EndpointGuards({ maxInFlight: 1, failureThreshold: 1, cooldownMs: 10_000, maxCooldownMs: 60_000, now: () => 0 });
+    // The endpoint's throttle is saturated: every delivery would wait its place, far ahead.
+    const asked: string[] = [];
+    const throttle = { admit: async () => (asked.push('asked'), { kind: 'wait', delayMs: 3_600_000 }) } as unknown as Throttle;
+    const admission = new AdmissionStage(directory, guards, new RetryPolicy({ delaysMs: [1_000, 60_000] }), undefined, throttle);
+    guards.openCircuit(endpointOf('m_1', merchant().endpoints[0]!.url), 10_000, 0);
+    const probe = { ...intake, hand: 3, accepted: true, attempts: 1, probe: true } as IntakeEvent;
+    const found = await admission.admit(probe, now, () => false);
+    expect({ kind: found.kind, asked }).toEqual({ kind: 'admitted', asked: [] });
+    // Any other hand-back is postponed by the open circuit, as before.
+    expect((await admission.admit({ ...probe, probe: undefined }, now, () => false)).kind).toBe('circuit-open');
   });
 });
