@@ -205,8 +205,9 @@ SELECT * FROM handed UNION ALL SELECT merchant_id, NULL, NULL, NULL, NULL, NULL,
 
 /**
  * The probes: for each circuit whose probe time has come, its endpoint's oldest parked wait is
- * handed back with a lease, and the next probe is a lease away (the outcome moves it). A circuit
- * with no parked wait left is returned with no webhook, to be closed.
+ * handed back with a lease, marked the probe (sent through every breaker, which never probes on its
+ * own), and the next probe is a lease away (the outcome moves it: a failure by the doubled
+ * cooldown). A circuit with no parked wait left is returned with no webhook, to be closed.
  */
 const PROBE = `
 WITH due AS (

@@ -68,10 +68,12 @@ describe('the per-endpoint breaker map', () => {
     if (probe?.kind !== 'send') throw new Error(`expected the probe to go, got ${probe?.kind}`);
     expect(probe.release('failed', 'HTTP 500')).toBe(2 * options.cooldownMs);
     expect(guards.openUntil(keyOf(url))).toBe(clock + options.cooldownMs);
-    // Closed by its row only; closed unanswered (no wait left to probe with), one failure opens it again.
+    // Closed by its row only; closed unanswered (no wait left to probe with), one failure opens it
+    // again, as a failed probe (the row's cooldown, as announced, doubled).
+    rowOpens(guards, keyOf(url), 2 * options.cooldownMs);
     guards.closeCircuit(keyOf(url), false);
     expect(guards.openUntil(keyOf(url))).toBe(0);
-    expect(await deliverOnce(guards, url, 'failed')).toBe(options.cooldownMs);
+    expect(await deliverOnce(guards, url, 'failed')).toBe(4 * options.cooldownMs);
     guards.closeCircuit(keyOf(url), true);
     expect(await deliverOnce(guards, url, 'failed')).toBe(0);
   });

@@ -47,6 +47,8 @@ interface EndpointState {
   openUntil: number;
   /** The row's cooldown: a failed probe doubles it. */
   cooldownMs: number;
+  /** Its row closed with no answer (nothing left to probe with): the next delivery is as good as a probe. */
+  unanswered: boolean;
   latencyMs: number | undefined;
   waiters: Waiter[];
   /** Its deliveries waiting in the process's line: its line too, for setAside(). */
@@ -259,12 +261,13 @@ export class EndpointGuards {
   /**
    * The endpoint's row closed. `answered` (the endpoint answered a dispatcher): its failures and
    * cooldown start over. Else (no wait left to probe with, or turned off) it answered nothing: one
-   * failure opens it again, for the cooldown it had.
+   * failure opens it again, as a failed probe would (the cooldown doubled).
    */
   closeCircuit(endpoint: string, answered: boolean): void {
     const state = this.endpoints.get(endpoint);
     if (!state) return;
     state.openUntil = 0;
+    state.unanswered = !answered;
     if (answered) {
       state.failures = 0;
       state.cooldownMs = this.options.cooldownMs;
@@ -379,10 +382,11 @@ export class EndpointGuards {
         if (result === 'succeeded' || result === 'rejected') {
           if (state.openUntil > 0) slot.closedCircuit = true;
           state.failures = 0;
+          state.unanswered = false;
         } else if (result === 'failed') {
           state.failures++;
           state.lastError = error;
-          if (probe) opens = Math.min(state.cooldownMs * 2, this.options.maxCooldownMs);
+          if (probe || (state.unanswered && state.openUntil === 0)) opens = Math.min(state.cooldownMs * 2, this.options.maxCooldownMs);
           else if (state.failures >= this.options.failureThreshold && state.openUntil === 0) opens = state.cooldownMs;
         }
         // The free slot goes to the delivery waiting longest, this endpoint's next or the first in
@@ -420,7 +424,7 @@ export class EndpointGuards {
           },
         );
       }
-      state = { started: [], failures: 0, openUntil: 0, cooldownMs: this.options.cooldownMs, latencyMs: undefined, waiters: [], blocked: 0, suspectedAt: 0, polledFrom: 0 };
+      state = { started: [], failures: 0, openUntil: 0, cooldownMs: this.options.cooldownMs, unanswered: false, latencyMs: undefined, waiters: [], blocked: 0, suspectedAt: 0, polledFrom: 0 };
       this.endpoints.set(endpoint, state);
     }
     this.latestEndpoint = endpoint;
