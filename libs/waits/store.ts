@@ -51,7 +51,8 @@ export interface WaitPut extends WaitKey {
   /**
    * The attempt's failure opens its endpoint's circuit for this long (or a probe's failure, for its
    * doubled cooldown): its row is written (opened again if closing) with that probe time and
-   * cooldown, announced, and this wait parked. Only an attempt's failure opens a circuit.
+   * cooldown, announced, and this wait parked. Only an attempt's failure, with its wait, opens a
+   * circuit (one whose webhook fails for good opens none: the next that waits does).
    */
   circuitMs?: number;
   /** The attempt was answered (a 4xx): its endpoint's circuit closes, as for a WaitEnd's, this wait made due with the parked ones. */
@@ -79,11 +80,6 @@ export function takeKey(take: WaitEnd): string {
 export interface CircuitKey {
   merchantId: string;
   endpointId: string;
-}
-
-/** An attempt's failure that opens its endpoint's circuit with no wait written (its webhook failed): WaitPut.circuitMs's. */
-export interface CircuitOpen extends CircuitKey {
-  circuitMs: number;
 }
 
 /**
@@ -120,7 +116,7 @@ export interface WaitRow {
 /**
  * One batch of writes in one statement: new waits (ON CONFLICT DO NOTHING: a redelivered first
  * attempt finds its own row), next waits of hand-backs (only where the hand still matches), ended
- * waits with their bytes. A wait with `circuitMs` (or an open, $18-$20) writes its endpoint's
+ * waits with their bytes. A wait with `circuitMs` writes its endpoint's
  * circuit row (open again if it was closing) and announces it; a wait whose endpoint has an open
  * one is written parked. A wait postponed for an open circuit whose row is not open (closed since
  * its dispatcher heard otherwise) is due at once: a postponement never opens a circuit. Circuit
@@ -133,12 +129,9 @@ WITH puts AS (
     AS p(merchant_id, webhook_id, endpoint_id, hand, attempt, delay_ms, reason, headers, content, span_ms, circuit_ms)
   -- Not for a merchant deleted meanwhile (this dispatcher had not heard of it yet): its waits and bytes stay deleted.
   WHERE NOT ${erasedMerchantSql('p.merchant_id')}
-), opening AS (
-  SELECT merchant_id, endpoint_id, circuit_ms FROM puts WHERE circuit_ms IS NOT NULL
-  UNION ALL SELECT * FROM unnest($18::text[], $19::text[], $20::float8[]) AS o(merchant_id, endpoint_id, circuit_ms) WHERE NOT ${erasedMerchantSql('o.merchant_id')}
 ), opened AS (
   INSERT INTO wait_circuits (merchant_id, endpoint_id, probe_at, cooldown_ms)
-  SELECT merchant_id, endpoint_id, now() + max(circuit_ms) * interval '1 millisecond', max(circuit_ms) FROM opening GROUP BY merchant_id, endpoint_id
+  SELECT merchant_id, endpoint_id, now() + max(circuit_ms) * interval '1 millisecond', max(circuit_ms) FROM puts WHERE circuit_ms IS NOT NULL GROUP BY merchant_id, endpoint_id
   ON CONFLICT (merchant_id, endpoint_id) DO UPDATE SET probe_at = excluded.probe_at, cooldown_ms = excluded.cooldown_ms, closing = false
   RETURNING pg_notify('${CIRCUIT_CHANNEL}', json_build_object('m', merchant_id, 'e', endpoint_id, 'open', true, 'cooldown', cooldown_ms, 'probe', cooldown_ms)::text)
 ), open AS (
@@ -320,7 +313,7 @@ export class WaitStore {
    * leaves nothing committed for the batch's retry to write again (a new wait, handed on and
    * delivered meanwhile, would be written anew). Two puts of one key keep the last.
    */
-  async write(puts: readonly WaitPut[], ends: readonly WaitEnd[], closes: readonly CircuitKey[] = [], opens: readonly CircuitOpen[] = []): Promise<void> {
+  async write(puts: readonly WaitPut[], ends: readonly WaitEnd[], closes: readonly CircuitKey[] = []): Promise<void> {
     const last = new Map<string, WaitPut>();
     for (const put of puts) last.set(`${put.merchantId}\u001f${put.webhookId}\u001f${put.endpointId ?? ''}`, put);
     const p = [...last.values()];
@@ -354,9 +347,6 @@ export class WaitStore {
       p.map((w) => w.endpointId ?? ''),
       ends.map((e) => e.endpointId ?? ''),
       [...closing.values()].map((c) => c.endpointId),
-      opens.map((o) => o.merchantId),
-      opens.map((o) => o.endpointId),
-      opens.map((o) => o.circuitMs),
     ];
     // Only a batch with an end that closes a circuit has more than its one statement to make.
     if (closing.size === 0) {

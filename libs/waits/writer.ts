@@ -1,9 +1,9 @@
 import type { Logger } from '../logger/index.js';
 import { isDataRefusal } from '../delivery-store/refusals.js';
 import { RetryingBatcher, throttledWarning } from '../runtime/batcher.js';
-import type { CircuitKey, CircuitOpen, WaitEnd, WaitPut, WaitStore } from './store.js';
+import type { CircuitKey, WaitEnd, WaitPut, WaitStore } from './store.js';
 
-type Item = { put: WaitPut } | { end: WaitEnd } | { close: CircuitKey } | { open: CircuitOpen };
+type Item = { put: WaitPut } | { end: WaitEnd } | { close: CircuitKey };
 
 /**
  * Batches the wait writes, one statement a batch. A write resolves once committed: while
@@ -20,7 +20,6 @@ export class WaitWriter {
         items.flatMap((i) => ('put' in i ? [i.put] : [])),
         items.flatMap((i) => ('end' in i ? [i.end] : [])),
         items.flatMap((i) => ('close' in i ? [i.close] : [])),
-        items.flatMap((i) => ('open' in i ? [i.open] : [])),
       ),
       throttledWarning((message, fields) => logger.warn(message, fields), 'waits not written; their deliveries are held unacked until PostgreSQL answers'),
       backoffMs,
@@ -39,11 +38,6 @@ export class WaitWriter {
   /** The endpoint's circuit closes (its row, if open: WaitStore.closeCircuits), with the batch. */
   closeCircuit(circuit: CircuitKey): Promise<void> {
     return this.batcher.add({ close: circuit });
-  }
-
-  /** An attempt's failure opens the endpoint's circuit with no wait to carry it (its webhook failed): with the batch. */
-  openCircuit(circuit: CircuitOpen): Promise<void> {
-    return this.batcher.add({ open: circuit });
   }
 
   /** Stops trying: writes still pending never resolve (their deliveries go back to the queue with the channel). */

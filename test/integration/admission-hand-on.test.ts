@@ -7,9 +7,9 @@ import { waitFor } from '../support/wait.js';
 
 /**
  * A freed request slot wakes one delivery per line (the endpoint's, the merchant's, the process's).
- * One woken that leaves admission without it (postponed by the circuit that end opened) must hand it
- * on, or the next in line sleeps beside a free slot: here until an unrelated request ends, or, with
- * no deferral left (no timer), for ever.
+ * One woken that leaves admission without it (postponed by the circuit its row opened meanwhile)
+ * must hand it on, or the next in line sleeps beside a free slot: here until an unrelated request
+ * ends, or, with no deferral left (no timer), for ever.
  */
 
 /** Counts deliveries come to the guards, so a case knows its deliveries wait there in the order it published them. */
@@ -65,10 +65,18 @@ describe("a delivery waiting for the process's room when another endpoint's circ
     await waitFor("the dying endpoint's second in its line", () => admissions.entered >= 3, 10_000);
     await harness.publisher.publish(sampleEvent('payout', merchants.shop.id));
     await waitFor("the shop's waiting for the process's room", () => harness.dispatcher.guards.waitingForRoom === 1, 10_000);
-    // Its 500 opens the circuit: the one in its line is postponed, and the slot is free.
-    dying.answerHeld(500);
+    // Its row opens (another dispatcher's failures; announced as any opening): the one in its line is
+    // postponed at once. A breaker opens with its row only: had this dispatcher's own 500 opened it,
+    // the one in line would have taken the freed slot before the announcement.
+    await harness.database.query(
+      `WITH opened AS (INSERT INTO wait_circuits (merchant_id, endpoint_id, probe_at, cooldown_ms) VALUES ($1, $2, now() + interval '1 minute', 60000) RETURNING 1)
+       SELECT pg_notify('wait_circuits', json_build_object('m', $1::text, 'e', $2::text, 'open', true, 'cooldown', 60000, 'probe', 60000)::text) FROM opened`,
+      [merchants.dying.id, merchants.dying.endpoints[0]!.id],
+    );
     await waitFor('the second postponed', () => harness.dispatcher.stats.circuitOpen >= 1, 10_000);
-    // Left asleep, the shop's waited for the busy endpoint's request to end: its 30 s timeout.
+    dying.answerHeld(500);
+    // Its first request fails: the slot it frees goes to the shop's. Left asleep, the shop's waited
+    // for the busy endpoint's request to end: its 30 s timeout.
     await shop.waitForRequests(1, 5_000);
     expect(busy.held).toBe(1);
     expect(harness.dispatcher.guards.inFlight).toBe(1);

@@ -59,14 +59,14 @@ export class AttemptStage {
       slot.release('succeeded');
       this.observer.attempt(true, (performance.now() - started) / 1000, intake.event);
       const trace = { startedAt: now, durationMs: performance.now() - started, responseBody };
-      return { kind: 'sent', status: response.status, trace, ...(slot.closedCircuit ? { breakerClosed: true } : {}) };
+      return { kind: 'sent', status: response.status, trace, ...(slot.closedCircuit ? { breakerClosed: webhook.id } : {}) };
     } catch (err) {
       const result = breakerResult(err);
       const circuitMs = slot.release(result, (err as Error)?.message);
       this.observer.attempt(false, (performance.now() - started) / 1000, intake.event);
       if (!(err instanceof DeliveryFailedError)) throw err;
       const trace = { startedAt: now, durationMs: performance.now() - started, responseBody };
-      const answered = result === 'rejected' ? { answered: true, ...(slot.closedCircuit ? { breakerClosed: true } : {}) } : {};
+      const answered = result === 'rejected' ? { answered: true, ...(slot.closedCircuit ? { breakerClosed: webhook.id } : {}) } : {};
       return { kind: 'attempt-failed', error: err, trace, circuitMs: circuitMs > 0 ? circuitMs : undefined, ...answered };
     }
   }

@@ -41,31 +41,30 @@ export type Finding =
   /** The endpoint is at its in-flight bound and slow. */
   | { kind: 'busy' }
   | { kind: 'circuit-open'; failures: number; retryInMs: number; lastError?: string }
-  /** `breakerClosed`: it was answered through the endpoint's open circuit, which closes (its row). */
-  | { kind: 'sent'; status: number; trace?: AttemptTrace; breakerClosed?: boolean }
+  /** `breakerClosed`: it was answered through the open circuit of this endpoint (its id), which closes (its row). */
+  | { kind: 'sent'; status: number; trace?: AttemptTrace; breakerClosed?: string }
   /**
    * `circuitMs`: its failure opens the endpoint's circuit (its row) for that long. `answered`: a 4xx the
    * breaker counts as reachable (not 408, 429): the endpoint is up, its circuit closed.
    */
-  | { kind: 'attempt-failed'; error: DeliveryFailedError; trace?: AttemptTrace; circuitMs?: number; answered?: boolean; breakerClosed?: boolean };
+  | { kind: 'attempt-failed'; error: DeliveryFailedError; trace?: AttemptTrace; circuitMs?: number; answered?: boolean; breakerClosed?: string };
 
 /** What happens to the delivery: exactly one of these. What intake found (superseded, duplicate, invalid, ordered) is decided as it was found. */
 export type Decision =
   | Extract<Finding, { kind: 'superseded' | 'erased' | 'duplicate' | 'invalid' | 'ordered' }>
   /** `breakerClosed` (here, on retry and failed): the attempt was answered through the endpoint's open circuit, which closes. */
-  | { kind: 'delivered'; attempt: number; status: number; breakerClosed?: boolean }
+  | { kind: 'delivered'; attempt: number; status: number; breakerClosed?: string }
   | { kind: 'skipped'; why: 'webhook-disabled' | 'endpoint-disabled' | 'event-not-subscribed' }
   /** Back to its queue untried, once (stopping). */
   | { kind: 'returned' }
   /** `error` is the detail, for operators (log lines, headers of the steps and `failed`); `errorClass` is what the merchant sees. */
   /** `closesCircuit`: the endpoint answered (a 4xx): its circuit's row closes (libs/waits). */
-  | { kind: 'retry'; step: number; attempt: number; error: string; errorClass: AttemptErrorClass; status?: number; circuitMs?: number; closesCircuit?: boolean; breakerClosed?: boolean }
+  | { kind: 'retry'; step: number; attempt: number; error: string; errorClass: AttemptErrorClass; status?: number; circuitMs?: number; closesCircuit?: boolean; breakerClosed?: string }
   | { kind: 'defer'; step: number }
   /** Waits for the endpoint's throttle: no attempt spent, never failed for it. */
   | { kind: 'throttle'; delayMs: number }
   | { kind: 'postpone'; step: number }
-  /** `circuitMs`: its failure opens the endpoint's circuit for that long (as a retry's). */
-  | { kind: 'failed'; reason: FailedReason; attempts: number; error: string; errorClass?: AttemptErrorClass; status?: number; attempted: boolean; closesCircuit?: boolean; breakerClosed?: boolean; circuitMs?: number };
+  | { kind: 'failed'; reason: FailedReason; attempts: number; error: string; errorClass?: AttemptErrorClass; status?: number; attempted: boolean; closesCircuit?: boolean; breakerClosed?: string };
 
 const UNAVAILABLE_MESSAGES: Record<Unavailable, string> = {
   'webhook-disabled': 'webhook disabled',
@@ -109,13 +108,13 @@ export function decide(finding: Finding, intake: IntakeEvent | undefined, policy
       return { kind: 'failed', reason: FAILED_REASONS.circuitOpen, attempts: intake.attempts, error: intake.lastError ?? circuit, status: intake.lastStatus, attempted: false };
     }
     case 'sent':
-      return { kind: 'delivered', attempt: intake.attempts + 1, status: finding.status, ...(finding.breakerClosed ? { breakerClosed: true } : {}) };
+      return { kind: 'delivered', attempt: intake.attempts + 1, status: finding.status, ...(finding.breakerClosed ? { breakerClosed: finding.breakerClosed } : {}) };
     case 'attempt-failed': {
       const attempt = intake.attempts + 1;
       const { error } = finding;
       // Answered (a 4xx): the endpoint is up, and its circuit's row closes.
-      const answered = { ...(finding.answered ? { closesCircuit: true } : {}), ...(finding.breakerClosed ? { breakerClosed: true } : {}) };
-      const failed = { kind: 'failed' as const, attempts: attempt, error: error.message, errorClass: error.errorClass, status: error.status, attempted: true, ...answered, ...(finding.circuitMs ? { circuitMs: finding.circuitMs } : {}) };
+      const answered = { ...(finding.answered ? { closesCircuit: true } : {}), ...(finding.breakerClosed ? { breakerClosed: finding.breakerClosed } : {}) };
+      const failed = { kind: 'failed' as const, attempts: attempt, error: error.message, errorClass: error.errorClass, status: error.status, attempted: true, ...answered };
       if (error instanceof WebhookBlockedError) return { ...failed, reason: FAILED_REASONS.blocked };
       // A test event has a schedule of one attempt: it fails like any webhook whose attempts ran out.
       if (intake.test || policy.exhausted(attempt)) return { ...failed, reason: FAILED_REASONS.attemptsExhausted };

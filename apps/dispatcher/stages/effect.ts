@@ -86,7 +86,7 @@ export class EffectStage {
     if (!intake) throw new Error(`effect: ${decision.kind} needs the intake`);
     // A new webhook sent through the open circuit (a resend, a span over) was answered: the circuit's
     // row closes, and with it every breaker. A hand-back's end or next wait closes it itself.
-    if ('breakerClosed' in decision && decision.breakerClosed && intake.hand === undefined) this.closeCircuit(intake, span);
+    if ('breakerClosed' in decision && decision.breakerClosed && intake.hand === undefined) this.closeCircuit(intake, decision.breakerClosed, span);
     switch (decision.kind) {
       case 'ordered':
         // Its wait was written with its admission, in the same statement that found it behind.
@@ -160,7 +160,6 @@ export class EffectStage {
           await this.endWait(intake, decision.closesCircuit === true ? 'answered' : UNSENDABLE.has(decision.reason) ? 'unanswered' : undefined);
         };
         if (!(await this.move(delivery, this.deps.names.failed, headers, intake.event, span, settle))) return;
-        if (decision.circuitMs) this.openCircuit(intake, decision.circuitMs, span);
         if (!ends) void index();
         this.count('failed', 'failed', intake.event, intake.test);
         this.deps.observer.failed(decision.reason);
@@ -192,17 +191,13 @@ export class EffectStage {
   }
 
   /** Not waited for: left unwritten (PostgreSQL away, the dispatcher stopping), the row's next probe closes it. */
-  private closeCircuit(intake: IntakeEvent, span: Span | undefined): void {
-    this.deps.waits?.closeCircuit({ merchantId: intake.merchantId, endpointId: intake.endpointId ?? '' }).catch((err: unknown) => {
-      this.deps.logger.warn("circuit's row not closed; its next probe closes it", { merchantId: intake.merchantId, endpointId: intake.endpointId, error: (err as Error)?.message, ...spanLogFields(span) });
-    });
-  }
-
-  /** Not waited for, as a close: left unwritten, the endpoint's next failure opens it. */
-  private openCircuit(intake: IntakeEvent, circuitMs: number, span: Span | undefined): void {
-    this.deps.waits?.openCircuit({ merchantId: intake.merchantId, endpointId: intake.endpointId ?? '', circuitMs }).catch((err: unknown) => {
-      this.deps.logger.warn("circuit's row not opened; the endpoint's next failure opens it", { merchantId: intake.merchantId, endpointId: intake.endpointId, error: (err as Error)?.message, ...spanLogFields(span) });
-    });
+  private closeCircuit(intake: IntakeEvent, endpointId: string, span: Span | undefined): void {
+    // The endpoint it went to (a copy from before endpoints names none), and its waits' own key.
+    for (const key of new Set([endpointId, intake.endpointId ?? ''])) {
+      this.deps.waits?.closeCircuit({ merchantId: intake.merchantId, endpointId: key }).catch((err: unknown) => {
+        this.deps.logger.warn("circuit's row not closed; its next probe closes it", { merchantId: intake.merchantId, endpointId: key, error: (err as Error)?.message, ...spanLogFields(span) });
+      });
+    }
   }
 
   /** A resent copy reached dispatch: its failure marked resent, in case the resender died before its own mark. */
