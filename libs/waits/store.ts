@@ -116,12 +116,12 @@ export interface WaitRow {
 /**
  * One batch of writes in one statement: new waits (ON CONFLICT DO NOTHING: a redelivered first
  * attempt finds its own row), next waits of hand-backs (only where the hand still matches), ended
- * waits with their bytes. A wait with `circuitMs` writes its endpoint's
- * circuit row (open again if it was closing) and announces it; a wait whose endpoint has an open
- * one is written parked. A wait postponed for an open circuit whose row is not open (closed since
- * its dispatcher heard otherwise) is due at once: a postponement never opens a circuit. Circuit
- * rows are read FOR SHARE, so a close (closeCircuits) waits for this statement, and the unpark after
- * it sees what it parked. Returns the open circuits that ends (or answered puts) close.
+ * waits with their bytes. A wait with `circuitMs` writes its endpoint's circuit row (open again if
+ * it was closing) and announces it; a wait whose endpoint has an open one is written parked (a
+ * postponement writes none: postponed by a breaker that had not yet heard of its row's close, it
+ * waits its delay, unparked). Circuit rows are read FOR SHARE, so a close (closeCircuits) waits
+ * for this statement, and the unpark after it sees what it parked. Returns the open circuits that
+ * ends (or answered puts) close.
  */
 const WRITE = `
 WITH puts AS (
@@ -136,12 +136,10 @@ WITH puts AS (
   RETURNING pg_notify('${CIRCUIT_CHANNEL}', json_build_object('m', merchant_id, 'e', endpoint_id, 'open', true, 'cooldown', cooldown_ms, 'probe', cooldown_ms)::text)
 ), open AS (
   SELECT merchant_id, endpoint_id FROM wait_circuits WHERE (merchant_id, endpoint_id) IN (SELECT merchant_id, endpoint_id FROM puts) AND NOT closing FOR SHARE
-), parking AS (
-  SELECT p.*, (p.circuit_ms IS NOT NULL OR (p.merchant_id, p.endpoint_id) IN (SELECT merchant_id, endpoint_id FROM open)) AS parked FROM puts p
 ), waits AS (
-  SELECT p.*, now() + (CASE WHEN p.reason = 'circuit-open' AND NOT p.parked THEN 0 ELSE p.delay_ms END) * interval '1 millisecond' AS due_at,
-    now() + p.span_ms * interval '1 millisecond' AS span_ends_at
-  FROM parking p
+  SELECT p.*, now() + p.delay_ms * interval '1 millisecond' AS due_at, now() + p.span_ms * interval '1 millisecond' AS span_ends_at,
+    (p.circuit_ms IS NOT NULL OR (p.merchant_id, p.endpoint_id) IN (SELECT merchant_id, endpoint_id FROM open)) AS parked
+  FROM puts p
 ), placed AS (
   -- Parked: out of the pick until its span ends (or its circuit closes), when it is handed back to fail.
   SELECT *, CASE WHEN parked THEN GREATEST(due_at, span_ends_at) ELSE due_at END AS pick_at FROM waits

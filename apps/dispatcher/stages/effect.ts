@@ -123,7 +123,7 @@ export class EffectStage {
       case 'postpone': {
         const headers = this.waitingHeaders(delivery, intake);
         headers[HEADERS.postponements] = intake.postponements + 1;
-        // Parked behind the row if it is open; due at once if it closed meanwhile (it never opens the row).
+        // Parked behind the row if it is open; it never opens the row (a failure does).
         await this.wait(delivery, intake, 'circuit-open', headers, this.deps.policy.delayOf(decision.step), record, span);
         this.count('circuitOpen', 'circuit_open', intake.event, intake.test);
         if (this.debug) logger.debug('delivery postponed: circuit open', { merchantId: intake.merchantId, reference: intake.references[0], delayMs: this.deps.policy.delayOf(decision.step), ...spanLogFields(span) });
