@@ -47,13 +47,15 @@ export function isTransient(err: unknown): boolean {
 }
 
 /**
- * The statement was refused for a value it carried (a data exception, a constraint, a value past a
- * limit such as an index row's size): the same value will be refused again, so a batch that holds
- * it is written item by item and that item alone refused (RetryingBatcher). Narrower than
- * isRefusal: a refused grant or a missing function (class 42) would refuse every item alike.
+ * The statement was refused for a row it wrote: a value it carried (a data exception, a constraint,
+ * a value past a limit such as an index row's size), or a rule of the database that refuses that
+ * row (a trigger's RAISE, whose default SQLSTATE is P0001, or its ASSERT): the same row will be
+ * refused again, so a batch that holds it is written apart (writeApart) and that row alone refused.
+ * Narrower than isRefusal: a refused grant or a missing function (class 42) would refuse every
+ * row alike, and is held and retried as an outage is, until an operator mends it.
  */
 export function isDataRefusal(err: unknown): boolean {
-  return ['22', '23', '54'].includes(sqlStateOf(err)?.slice(0, 2) ?? '');
+  return ['22', '23', '54', 'P0'].includes(sqlStateOf(err)?.slice(0, 2) ?? '');
 }
 
 /** A lock not taken within lock_timeout (55P03): the partitions' upkeep and a migration give way instead of holding a table's queries behind them. */

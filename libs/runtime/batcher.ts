@@ -1,3 +1,4 @@
+import { writeApart } from './apart.js';
 import { NamedError } from './named-error.js';
 
 /** A write the database refused for what one item carried: that item's caller gets this, the others are written. */
@@ -6,6 +7,8 @@ export class WriteRefusedError extends NamedError {
     super(`refused by the database: ${(cause as Error)?.message ?? String(cause)}`, { cause });
   }
 }
+
+const CLOSED = new Error('the batcher is closed');
 
 interface Pending<T, R> {
   item: T;
@@ -17,8 +20,9 @@ interface Pending<T, R> {
  * Batches writes that must not be lost, one batch at a time in the order added: what is added while
  * one is written goes in the next. A batch that fails is tried again, what was added meanwhile
  * joining it: while the write fails, the callers wait (deliveries stay unacked). Only a batch
- * `refused` for what it carries is written again item by item, in order, and the item refused alone
- * rejects (WriteRefusedError): one bad value must not hold every delivery behind it for ever.
+ * `refused` for what it carries is written apart (writeApart: halved, in order, until each item
+ * refused stands alone), and the item refused alone rejects (WriteRefusedError): one bad value must
+ * not hold every delivery behind it for ever.
  */
 export class RetryingBatcher<T, R> {
   private waiting: Array<Pending<T, R>> = [];
@@ -61,25 +65,20 @@ export class RetryingBatcher<T, R> {
     this.writing = false;
   }
 
-  /** Writes the batch; returns what is left to try again (a failure not of the data), in order. */
+  /** Writes the batch (apart, when refused for what it carries); returns what is left to try again (a failure not of the data), in order. */
   private async writeBatch(batch: Array<Pending<T, R>>): Promise<Array<Pending<T, R>>> {
+    const told = new Set<Pending<T, R>>();
     try {
-      const result = await this.write(batch.map((p) => p.item));
-      for (const p of batch) p.resolve(result);
+      // Closed in the middle of a split: the rest is left pending, as a batch not yet begun is.
+      await writeApart(batch, (part) => (this.closed ? Promise.reject(CLOSED) : this.write(part.map((p) => p.item))), this.refused, {
+        written: (part, result) => part.forEach((p) => (told.add(p), p.resolve(result))),
+        refused: (p, err) => (told.add(p), p.reject(new WriteRefusedError(err))),
+      });
       return [];
     } catch (err) {
-      if (!this.refused(err)) {
-        this.onFailure(err, batch.length + this.waiting.length);
-        return batch;
-      }
-      if (batch.length === 1) {
-        batch[0]!.reject(new WriteRefusedError(err));
-        return [];
-      }
-      for (let i = 0; i < batch.length; i++) {
-        if (this.closed || (await this.writeBatch([batch[i]!])).length > 0) return batch.slice(i);
-      }
-      return [];
+      const left = batch.filter((p) => !told.has(p));
+      if (err !== CLOSED) this.onFailure(err, left.length + this.waiting.length);
+      return left;
     }
   }
 }

@@ -4,6 +4,9 @@ import { HEADERS, type ScalarHeaders } from '../contracts/index.js';
 import type { Logger } from '../logger/index.js';
 import { onceEvery } from '../runtime/batcher.js';
 import { Periodic } from '../runtime/periodic.js';
+import { isDataRefusal } from '../delivery-store/refusals.js';
+import { writeApart } from '../runtime/apart.js';
+import { SetAsideWaits } from './set-aside.js';
 import type { HandedWait, WaitStore } from './store.js';
 
 /** Rows picked per statement, and ready messages in dispatch above which nothing more is handed back. */
@@ -36,8 +39,12 @@ const PUBLISH_DEADLINE_MS = 5_000;
  * more than `maxReady` ready messages: a backlog waits in rows, not in the broker.
  */
 export class WaitScheduler {
-  /** Hand-backs confirmed, not confirmed, and due waits parked behind an open circuit instead of handed back. */
-  readonly stats = { handed: 0, unconfirmed: 0, parked: 0 };
+  /**
+   * Hand-backs confirmed, not confirmed, due waits parked behind an open circuit instead of handed
+   * back, and waits set aside: their pick refused by PostgreSQL.
+   */
+  readonly stats = { handed: 0, unconfirmed: 0, parked: 0, setAside: 0 };
+  private readonly setAside = new SetAsideWaits();
   private readonly loop = new Periodic(() => this.round(), () => this.options.pollMs ?? 200, {
     failed: (err) => {
       this.problem('waits not handed back; trying again', err);
@@ -96,13 +103,42 @@ export class WaitScheduler {
     const probes = await this.store.probe(room, this.options.leaseMs);
     this.send(probes.handed);
     if (probes.idle.length > 0) await this.store.closeCircuits(probes.idle);
-    const { handed, parked } = await this.store.pick(room - probes.handed.length, this.options.leaseMs);
-    this.stats.parked += parked;
-    this.send(handed);
+    const picked = await this.pick(room - probes.handed.length);
     // PostgreSQL answers: closed circuits' parked waits are made due again meanwhile.
     this.unpark();
     // Rows parked behind an open circuit count as picked: more may be due behind them.
-    return probes.handed.length + handed.length + parked;
+    return probes.handed.length + picked;
+  }
+
+  /**
+   * One pick, its hand-backs sent; returns the waits picked or parked. A pick PostgreSQL refuses for
+   * one row (a trigger, a constraint: isDataRefusal) is made again apart, that row set aside
+   * (SetAsideWaits): one row it refuses failed every pick, and every due wait stayed in its row. Any
+   * other error (PostgreSQL down, a timeout) fails the tick, tried again as before.
+   */
+  private async pick(limit: number): Promise<number> {
+    const without = this.setAside.keys();
+    let picked = 0;
+    const took = ({ handed, parked }: { handed: HandedWait[]; parked: number }) => {
+      this.stats.parked += parked;
+      this.send(handed);
+      picked += handed.length + parked;
+    };
+    try {
+      took(await this.store.pick(limit, this.options.leaseMs, { without }));
+      return picked;
+    } catch (err) {
+      if (!isDataRefusal(err)) throw err;
+    }
+    await writeApart(await this.store.due(limit, without), (only) => this.store.pick(only.length, this.options.leaseMs, { only, without }), isDataRefusal, {
+      written: (_, result) => took(result),
+      refused: (key, err) => {
+        this.setAside.add(key);
+        this.stats.setAside++;
+        this.logger.error('wait not picked: PostgreSQL refuses it; left in its row, out of the pick for a minute', { ...key, error: (err as Error)?.message ?? String(err) });
+      },
+    });
+    return picked;
   }
 
   /** Publishes the hand-backs of one statement, counted as ready until confirmed. */

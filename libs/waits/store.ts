@@ -170,6 +170,27 @@ SELECT c.merchant_id, c.endpoint_id FROM wait_circuits c JOIN unnest($14::text[]
 const CONTENT = `(SELECT b.content FROM webhook_bodies b WHERE b.merchant_id = w.merchant_id AND b.webhook_id = w.webhook_id AND b.endpoint_id = w.endpoint_id)`;
 
 /**
+ * Of the rows, only those keyed in $n…$n+2 (all when NULL), never those in $n+3…$n+5: a pick
+ * PostgreSQL refused is made again apart (WaitScheduler), without the rows it refuses alone.
+ */
+function among(n: number): string {
+  return `($${n}::text[] IS NULL OR (merchant_id, webhook_id, endpoint_id) IN (SELECT * FROM unnest($${n}::text[], $${n + 1}::text[], $${n + 2}::text[])))
+    AND (merchant_id, webhook_id, endpoint_id) NOT IN (SELECT * FROM unnest($${n + 3}::text[], $${n + 4}::text[], $${n + 5}::text[]))`;
+}
+
+/** Among's parameters. */
+function amongParams(only: readonly WaitKey[] | undefined, without: readonly WaitKey[]): Array<string[] | null> {
+  return [
+    only?.map((k) => k.merchantId) ?? null,
+    only?.map((k) => k.webhookId) ?? null,
+    only?.map((k) => k.endpointId ?? '') ?? null,
+    without.map((k) => k.merchantId),
+    without.map((k) => k.webhookId),
+    without.map((k) => k.endpointId ?? ''),
+  ];
+}
+
+/**
  * The pick: due rows, oldest first, that no other dispatcher holds (SKIP LOCKED), each with a new
  * hand and a lease (pick_at moves to its end): a hand-back lost on its way is handed on again. A
  * due row whose endpoint has a circuit row is parked instead, unless it was parked already (its
@@ -178,7 +199,7 @@ const CONTENT = `(SELECT b.content FROM webhook_bodies b WHERE b.merchant_id = w
 const PICK = `
 WITH due AS (
   SELECT merchant_id, webhook_id, endpoint_id, parked, GREATEST(due_at, COALESCE(span_ends_at, 'infinity')) AS until FROM webhook_waits
-  WHERE pick_at <= now() ORDER BY pick_at LIMIT $1 FOR UPDATE SKIP LOCKED
+  WHERE pick_at <= now() AND ${among(3)} ORDER BY pick_at LIMIT $1 FOR UPDATE SKIP LOCKED
 ), open AS (
   SELECT merchant_id, endpoint_id FROM wait_circuits WHERE (merchant_id, endpoint_id) IN (SELECT merchant_id, endpoint_id FROM due WHERE NOT parked) AND NOT closing FOR SHARE
 ), decided AS (
@@ -411,11 +432,23 @@ export class WaitStore {
     return { handed: handedOf(rows, true), idle };
   }
 
-  /** Up to `limit` due waits, each with a lease of `leaseMs`; `parked` counts those parked instead. */
-  async pick(limit: number, leaseMs: number): Promise<{ handed: HandedWait[]; parked: number }> {
-    const { rows } = await this.db.query<PickedRow>(PICK, [limit, leaseMs]);
+  /**
+   * Up to `limit` due waits, each with a lease of `leaseMs`; `parked` counts those parked instead.
+   * Only those `only` keys (when given), never those `without` (rows PostgreSQL refuses to pick).
+   */
+  async pick(limit: number, leaseMs: number, keys: { only?: readonly WaitKey[]; without?: readonly WaitKey[] } = {}): Promise<{ handed: HandedWait[]; parked: number }> {
+    const { rows } = await this.db.query<PickedRow>(PICK, [limit, leaseMs, ...amongParams(keys.only, keys.without ?? [])]);
     const handed = handedOf(rows);
     return { handed, parked: rows.length - handed.length };
+  }
+
+  /** The keys of up to `limit` due waits, oldest first, not `without`: what a pick refused was to pick, to be picked again apart. */
+  async due(limit: number, without: readonly WaitKey[]): Promise<WaitKey[]> {
+    const { rows } = await this.db.query<{ merchant_id: string; webhook_id: string; endpoint_id: string }>(
+      `SELECT merchant_id, webhook_id, endpoint_id FROM webhook_waits WHERE pick_at <= now() AND ${among(2)} ORDER BY pick_at LIMIT $1`,
+      [limit, ...amongParams(undefined, without)],
+    );
+    return rows.map((row) => ({ merchantId: row.merchant_id, webhookId: row.webhook_id, endpointId: row.endpoint_id }));
   }
 
   /** A hand-back not confirmed is due again now, unless it was taken after all (a late confirm: take() moved the lease). */

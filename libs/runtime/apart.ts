@@ -1,0 +1,28 @@
+/** What writeApart tells of each part, in the items' order. */
+export interface Parts<T, R> {
+  /** These items' statement succeeded, with its result. */
+  written(items: T[], result: R): void;
+  /** This item alone was refused, with the error. */
+  refused(item: T, err: unknown): void;
+}
+
+/**
+ * Writes `items` in one statement; one `refused` for what it carries (isDataRefusal) is halved, and
+ * each half halved again, until every refused item stands alone: one row PostgreSQL will never take
+ * costs its own outcome and about 2·log2(n) statements, not every item batched with it. Each part is
+ * told in order as it is done. Any other error (PostgreSQL down, a connection lost, a timeout) is
+ * thrown at once: the items not yet told are the caller's to try again, as a whole batch's are.
+ */
+export async function writeApart<T, R>(items: readonly T[], write: (items: T[]) => Promise<R>, refused: (err: unknown) => boolean, parts: Parts<T, R>): Promise<void> {
+  if (items.length === 0) return;
+  try {
+    parts.written([...items], await write([...items]));
+    return;
+  } catch (err) {
+    if (!refused(err)) throw err;
+    if (items.length === 1) return parts.refused(items[0]!, err);
+  }
+  const middle = Math.ceil(items.length / 2);
+  await writeApart(items.slice(0, middle), write, refused, parts);
+  await writeApart(items.slice(middle), write, refused, parts);
+}

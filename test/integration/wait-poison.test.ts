@@ -1,0 +1,75 @@
+import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
+import { type Harness, startHarness, testMerchant } from '../support/harness.js';
+import { failOnceThenSucceed, Receiver } from '../support/receiver.js';
+import { waitFor } from '../support/wait.js';
+
+/**
+ * One wait row PostgreSQL refuses (here a trigger raising with its default SQLSTATE, P0001, as an
+ * operator's rule would; a constraint or a value refused are others) must cost only itself: not
+ * every wait picked with it, not every delivery batched with it.
+ */
+
+/** A trigger of the test's own database refusing `op` on the rows of `merchantId` (a merchant of one webhook). */
+async function refuse(harness: Harness, op: 'INSERT OR UPDATE' | 'UPDATE', merchantId: string): Promise<void> {
+  const row = op === 'UPDATE' ? 'OLD' : 'NEW';
+  await harness.database.query(`CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN IF ${row}.merchant_id = '${merchantId}' THEN RAISE EXCEPTION 'this wait is refused'; END IF; RETURN NEW; END $$`);
+  await harness.database.query(`CREATE TRIGGER refuse_poison BEFORE ${op} ON webhook_waits FOR EACH ROW EXECUTE FUNCTION refuse_poison()`);
+}
+
+async function waitsOf(harness: Harness): Promise<Array<{ merchant_id: string; webhook_id: string; hand: number }>> {
+  return harness.database.query('SELECT merchant_id, webhook_id, hand FROM webhook_waits ORDER BY merchant_id, webhook_id');
+}
+
+describe('a wait whose write PostgreSQL refuses with a trigger (P0001, not a data exception)', () => {
+  it('is parked in invalid with the reason alone; the waits batched with it and after it are written, nothing held', async () => {
+    const receiver = await Receiver.start(() => 500);
+    const poison = testMerchant('m_poison_write', receiver.url);
+    const others = testMerchant('m_poison_write_ok', receiver.url);
+    const harness = await startHarness({ name: 'wait-poison-write', merchants: [poison, others], retryDelaysMs: [60_000] });
+    try {
+      await refuse(harness, 'INSERT OR UPDATE', poison.id);
+      const { messageId } = await harness.publisher.publish(sampleEvent('payout', poison.id));
+      await receiver.waitForRequests(1, 10_000);
+      // Published while the refused one is being retried: they join its batch.
+      for (let i = 0; i < 3; i++) await harness.publisher.publish(sampleEvent('payout', others.id));
+      await waitFor('the other waits written', async () => (await waitsOf(harness)).length === 3, 10_000);
+      expect((await waitsOf(harness)).map((w) => w.merchant_id)).toEqual([others.id, others.id, others.id]);
+      const [parked] = await harness.test.drain(harness.names.invalid, 1, 10_000);
+      expect(parked!.properties.messageId).toBe(messageId);
+      expect(parked!.properties.headers?.[HEADERS.invalidCode]).toBe('internal-error');
+      expect(String(parked!.properties.headers?.[HEADERS.invalidReason])).toMatch(/this wait is refused/);
+      await waitFor('nothing held unacked', () => harness.dispatcher.unacked === 0, 5_000);
+    } finally {
+      await harness.close();
+      await receiver.close();
+    }
+  }, 60_000);
+});
+
+describe('a due wait whose pick PostgreSQL refuses', () => {
+  it('is left in its row, and the waits due with it are handed back and delivered', async () => {
+    const failing = await Receiver.start(() => 500);
+    const receiver = await Receiver.start(failOnceThenSucceed());
+    const poison = testMerchant('m_poison_pick', failing.url);
+    const other = testMerchant('m_poison_pick_ok', receiver.url);
+    const harness = await startHarness({ name: 'wait-poison-pick', merchants: [poison, other], retryDelaysMs: [300] });
+    try {
+      await refuse(harness, 'UPDATE', poison.id);
+      const { messageId } = await harness.publisher.publish(sampleEvent('payout', poison.id));
+      await waitFor('its wait written', async () => (await waitsOf(harness)).length === 1, 10_000);
+      const { messageId: otherId } = await harness.publisher.publish(sampleEvent('payout', other.id));
+      // Its retry, due after the refused one: handed back, delivered, its wait ended.
+      await waitFor('the other delivered on its retry', () => receiver.requests.length >= 2, 10_000);
+      expect(receiver.requests.map((r) => r.headers['webhook-id'])).toEqual([otherId, otherId]);
+      await waitFor('its wait ended', async () => (await waitsOf(harness)).length === 1, 5_000);
+      // Nothing lost: the refused one's row stays as it was written (hand 0), its bytes with it.
+      expect(await waitsOf(harness)).toEqual([{ merchant_id: poison.id, webhook_id: messageId, hand: 0 }]);
+      expect(failing.requests).toHaveLength(1);
+    } finally {
+      await harness.close();
+      await receiver.close();
+      await failing.close();
+    }
+  }, 60_000);
+});
