@@ -1,3 +1,6 @@
+import { isDataRefusal } from '../delivery-store/refusals.js';
+import { writeApart } from '../runtime/apart.js';
+import { WriteRefusedError } from '../runtime/batcher.js';
 import { takeKey, type WaitEnd, type WaitStore } from './store.js';
 
 /**
@@ -12,7 +15,10 @@ interface Asked {
   reject(err: unknown): void;
 }
 
-/** Batches the takes of hand-backs (WaitStore.take): one event-loop turn's, or those asked while a statement is out. */
+/**
+ * Batches the takes of hand-backs (WaitStore.take): one event-loop turn's, or those asked while a
+ * statement is out. A take PostgreSQL refuses for its row rejects alone (WriteRefusedError).
+ */
 export class WaitTaker {
   private next: Asked[] = [];
   private taking = false;
@@ -34,11 +40,15 @@ export class WaitTaker {
     while (this.next.length > 0) {
       const batch = this.next;
       this.next = [];
+      const told = new Set<Asked>();
       try {
-        const taken = await this.store.take(batch.map((asked) => asked.take), this.leaseMs);
-        for (const asked of batch) asked.resolve(taken.get(takeKey(asked.take)) ?? 'stale');
+        // A row PostgreSQL refuses to take (a trigger, a constraint) fails its own take alone, not every hand-back batched with it.
+        await writeApart(batch, (part) => this.store.take(part.map((asked) => asked.take), this.leaseMs), isDataRefusal, {
+          written: (part, taken) => part.forEach((asked) => (told.add(asked), asked.resolve(taken.get(takeKey(asked.take)) ?? 'stale'))),
+          refused: (asked, err) => (told.add(asked), asked.reject(new WriteRefusedError(err))),
+        });
       } catch (err) {
-        for (const asked of batch) asked.reject(err);
+        for (const asked of batch) if (!told.has(asked)) asked.reject(err);
       }
     }
     this.taking = false;

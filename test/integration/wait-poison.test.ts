@@ -1,4 +1,7 @@
 import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
+import { openPostgres } from '../../libs/delivery-store/index.js';
+import { WaitStore, WaitTaker } from '../../libs/waits/index.js';
+import { createTestDatabase } from '../support/postgres.js';
 import { type Harness, startHarness, testMerchant } from '../support/harness.js';
 import { failOnceThenSucceed, Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
@@ -72,4 +75,30 @@ describe('a due wait whose pick PostgreSQL refuses', () => {
       await failing.close();
     }
   }, 60_000);
+});
+
+describe('a hand-back whose take PostgreSQL refuses, taken with others in one statement', () => {
+  it('is refused alone: the hand-backs beside it are taken', async () => {
+    const database = await createTestDatabase('wait_poison_take');
+    const db = openPostgres(database.url, { maxConnections: 2 });
+    try {
+      const store = new WaitStore(db);
+      const wait = (webhookId: string) => ({ merchantId: 'm_test', webhookId, hand: 0, attempt: 1, delayMs: 0, reason: 'retry' as const, headers: { [HEADERS.webhookId]: webhookId }, content: Buffer.from('{}'), spanLeftMs: 3_600_000 });
+      await store.write([wait('evt_before'), wait('evt_refused'), wait('evt_after')], []);
+      const { handed } = await store.pick(10, 60_000);
+      expect(handed).toHaveLength(3);
+      // Picked, then refused its takes (a rule on the column the take counts).
+      await database.query(`CREATE FUNCTION refuse_take() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN IF NEW.webhook_id = 'evt_refused' AND NEW.takes <> OLD.takes THEN RAISE EXCEPTION 'this take is refused'; END IF; RETURN NEW; END $$`);
+      await database.query('CREATE TRIGGER refuse_take BEFORE UPDATE ON webhook_waits FOR EACH ROW EXECUTE FUNCTION refuse_take()');
+      const taker = new WaitTaker(store, 60_000);
+      // In one turn: one statement.
+      const outcomes = await Promise.allSettled(handed.map((h) => taker.take({ merchantId: h.merchantId, webhookId: h.webhookId, endpointId: h.endpointId, hand: h.hand })));
+      expect(Object.fromEntries(handed.map((h, i) => [h.webhookId, outcomes[i]!.status === 'fulfilled' ? outcomes[i]!.value : (outcomes[i] as PromiseRejectedResult).reason.name])))
+        .toEqual({ evt_before: 'taken', evt_refused: 'WriteRefusedError', evt_after: 'taken' });
+    } finally {
+      await db.close();
+      await database.drop();
+    }
+  }, 30_000);
 });

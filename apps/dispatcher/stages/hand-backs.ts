@@ -38,9 +38,9 @@ export class HandBackTakes {
 
   /**
    * Undefined: taken to its attempt. Else what ends its walk: superseded (a stale copy), or parked
-   * (spent). PostgreSQL not answering takes it anyway (a duplicate is better than a webhook held
-   * back), but not an ordered one: a stale copy after its successor would be out of order, so it is
-   * held until PostgreSQL answers.
+   * (spent). PostgreSQL not answering, or refusing its row alone (WriteRefusedError), takes it anyway
+   * (a duplicate is better than a webhook held back), but not an ordered one: a stale copy after its
+   * successor would be out of order, so it is held until PostgreSQL takes it.
    */
   async take(intake: IntakeEvent, hand: number, span: Span | undefined): Promise<Finding | undefined> {
     for (let tries = 0; ; tries++) {
@@ -53,10 +53,10 @@ export class HandBackTakes {
         return { kind: 'invalid', code: 'wait-not-ended', detail, handTaken: { ...intake, hand } };
       } catch (err) {
         if (!intake.ordered || this.stopping()) {
-          this.logger.warn('wait not taken: PostgreSQL did not answer; attempted anyway', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message, ...spanLogFields(span) });
+          this.logger.warn(err instanceof WriteRefusedError ? 'wait not taken: PostgreSQL refuses its row; attempted anyway' : 'wait not taken: PostgreSQL did not answer; attempted anyway', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message, ...spanLogFields(span) });
           return undefined;
         }
-        if (tries % 30 === 0) this.logger.warn('ordered wait not taken: PostgreSQL did not answer; held until it does', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message, ...spanLogFields(span) });
+        if (tries % 30 === 0) this.logger.warn(err instanceof WriteRefusedError ? 'ordered wait not taken: PostgreSQL refuses its row; held until it takes it' : 'ordered wait not taken: PostgreSQL did not answer; held until it does', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message, ...spanLogFields(span) });
         await new Promise((resolve) => setTimeout(resolve, 1_000));
       }
     }
