@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { isTransient } from '../../libs/delivery-store/index.js';
-import { isRefusal } from '../../libs/delivery-store/refusals.js';
+import { isDataRefusal, isRefusal } from '../../libs/delivery-store/refusals.js';
 import { isUnavailable } from '../../libs/merchants/pg-directory.js';
 import { awaitSchema } from '../../libs/migrations/gate.js';
 import { REQUIRED_VERSION } from '../../libs/migrations/files.js';
@@ -27,6 +27,12 @@ describe('which PostgreSQL errors are an outage and which a refusal of the data'
     // The merchant store answers 503 for a deadlock (try again), as for a lock wait past its timeout.
     expect(isUnavailable(withCode('40P01'))).toBe(true);
     expect(isUnavailable(new TypeError('x'))).toBe(false);
+  });
+
+  it("takes a row's refusal (a value, a constraint, a trigger's RAISE or ASSERT) apart from an outage and from a rule that refuses every row", () => {
+    for (const code of ['22P02', '22P05', '23514', '23505', '54000', 'P0001', 'P0004']) expect([code, isDataRefusal(withCode(code))]).toEqual([code, true]);
+    for (const code of ['57014', '55P03', '40P01', '57P01', '08006', 'XX000', '42501', '42883', '28P01', 'ECONNREFUSED', 'EPIPE']) expect([code, isDataRefusal(withCode(code))]).toEqual([code, false]);
+    expect(isDataRefusal(new Error('Connection terminated unexpectedly'))).toBe(false);
   });
 
   it('has a program starting up wait through a schema check that timed out, as through one that could not connect', async () => {
