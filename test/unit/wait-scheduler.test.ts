@@ -49,7 +49,7 @@ describe('WaitScheduler', () => {
     await until(() => confirms.length === 30);
     for (const c of confirms.splice(0)) c.settle(true);
     await scheduler.stop();
-    expect(scheduler.stats).toEqual({ handed: 100, unconfirmed: 0, parked: 0 });
+    expect(scheduler.stats).toEqual({ handed: 100, unconfirmed: 0, parked: 0, setAside: 0 });
   });
 
   it(`holds at most ${WAIT_BATCHES_CONFIRMING} batches awaiting confirms, and a hand-back not confirmed is due again`, async () => {
@@ -67,23 +67,28 @@ describe('WaitScheduler', () => {
     const stopped = scheduler.stop();
     for (const c of confirms.slice(10)) c.settle(true);
     await stopped;
-    expect(scheduler.stats).toEqual({ handed: 10 * WAIT_BATCHES_CONFIRMING + 9, unconfirmed: 1, parked: 0 });
+    expect(scheduler.stats).toEqual({ handed: 10 * WAIT_BATCHES_CONFIRMING + 9, unconfirmed: 1, parked: 0, setAside: 0 });
   });
 
   it('goes on picking after PostgreSQL fails under it (down, then back)', async () => {
     const { store, broker, confirms } = fakes(5);
     const pick = store.pick.bind(store);
-    let failures = 3;
+    // Down, lost, then a statement timeout: an outage each, never taken for a row's refusal (no split pick).
+    const errors = [new Error('connect ECONNREFUSED'), Object.assign(new Error('terminating connection'), { code: '57P01' }), Object.assign(new Error('canceling statement due to statement timeout'), { code: '57014' })];
     (store as { pick: WaitStore['pick'] }).pick = async (limit, leaseMs) => {
-      if (failures-- > 0) throw new Error('connect ECONNREFUSED');
+      const err = errors.shift();
+      if (err) throw err;
       return pick(limit, leaseMs);
     };
+    let splits = 0;
+    (store as { due: WaitStore['due'] }).due = async () => (splits++, []);
     const scheduler = new WaitScheduler(store, broker, silentLogger(), { dispatch: 'q', leaseMs: 1_000, pollMs: 10 });
     scheduler.start();
     for (let i = 0; i < 1_000 && confirms.length < 5; i++) await new Promise((r) => setTimeout(r, 10));
     expect(confirms.map((c) => c.webhookId)).toEqual(['wh_0', 'wh_1', 'wh_2', 'wh_3', 'wh_4']);
     for (const c of confirms) c.settle(true);
     await scheduler.stop();
-    expect(scheduler.stats).toEqual({ handed: 5, unconfirmed: 0, parked: 0 });
+    expect(scheduler.stats).toEqual({ handed: 5, unconfirmed: 0, parked: 0, setAside: 0 });
+    expect(splits).toBe(0);
   });
 });
