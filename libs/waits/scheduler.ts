@@ -100,7 +100,7 @@ export class WaitScheduler {
     if (!this.broker.isConnected) return 0;
     const room = Math.min(this.options.batch ?? WAIT_PICK_BATCH, (this.options.maxReady ?? WAIT_MAX_READY) - (await this.ready()) - this.unconfirmed);
     if (room <= 0) return 0;
-    const probes = await this.store.probe(room, this.options.leaseMs);
+    const probes = await this.probe(room);
     this.send(probes.handed);
     if (probes.idle.length > 0) await this.store.closeCircuits(probes.idle);
     const picked = await this.pick(room - probes.handed.length);
@@ -108,6 +108,20 @@ export class WaitScheduler {
     this.unpark();
     // Rows parked behind an open circuit count as picked: more may be due behind them.
     return probes.handed.length + picked;
+  }
+
+  /**
+   * The probes due. A probe statement PostgreSQL refuses for one parked row (isDataRefusal) hands
+   * out no probe this tick, and the pick goes on: it failed every tick, and no due wait was handed back.
+   */
+  private async probe(room: number): Promise<Awaited<ReturnType<WaitStore['probe']>>> {
+    try {
+      return await this.store.probe(room, this.options.leaseMs);
+    } catch (err) {
+      if (!isDataRefusal(err)) throw err;
+      this.problem('probes not handed back: PostgreSQL refuses a parked wait; the pick goes on', err);
+      return { handed: [], idle: [] };
+    }
   }
 
   /**

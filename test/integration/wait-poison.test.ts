@@ -77,6 +77,27 @@ describe('a due wait whose pick PostgreSQL refuses', () => {
   }, 60_000);
 });
 
+describe("a parked wait whose probe PostgreSQL refuses (its circuit's probe time come)", () => {
+  it('does not stop the pick: the waits due elsewhere are handed back and delivered', async () => {
+    const receiver = await Receiver.start(failOnceThenSucceed());
+    const other = testMerchant('m_poison_probe_ok', receiver.url);
+    const harness = await startHarness({ name: 'wait-poison-probe', merchants: [other], retryDelaysMs: [300] });
+    try {
+      // A dead endpoint's wait, parked behind its circuit, whose probe is due in 50 ms; then refused any change.
+      await harness.waits.write([{ merchantId: 'm_poison_probe', webhookId: 'evt_parked', endpointId: 'ep_dead', hand: 0, attempt: 1, delayMs: 0, reason: 'retry', headers: { [HEADERS.webhookId]: 'evt_parked' }, content: Buffer.from('{}'), spanLeftMs: 3_600_000, circuitMs: 50 }], []);
+      await refuse(harness, 'UPDATE', 'm_poison_probe');
+      const { messageId } = await harness.publisher.publish(sampleEvent('payout', other.id));
+      await waitFor('delivered on its retry', () => receiver.requests.length >= 2, 10_000);
+      expect(receiver.requests.map((r) => r.headers['webhook-id'])).toEqual([messageId, messageId]);
+      // Nothing lost: the refused one stays parked in its row.
+      expect((await waitsOf(harness)).filter((w) => w.merchant_id === 'm_poison_probe')).toEqual([{ merchant_id: 'm_poison_probe', webhook_id: 'evt_parked', hand: 0 }]);
+    } finally {
+      await harness.close();
+      await receiver.close();
+    }
+  }, 60_000);
+});
+
 describe('a hand-back whose take PostgreSQL refuses, taken with others in one statement', () => {
   it('is refused alone: the hand-backs beside it are taken', async () => {
     const database = await createTestDatabase('wait_poison_take');
