@@ -4,7 +4,7 @@ import type { WaitKey } from './store.js';
 /** How long a wait whose pick PostgreSQL refused is left out of this dispatcher's picks before it is tried again. */
 export const WAIT_SET_ASIDE_MS = 60_000;
 /** The waits set aside at most; past it the oldest is tried again sooner (its refusal costs a split pick). */
-const MAX_SET_ASIDE = 1_000;
+export const MAX_SET_ASIDE = 1_000;
 
 /**
  * The waits whose pick PostgreSQL refused alone (a trigger, a constraint): left in their rows,
