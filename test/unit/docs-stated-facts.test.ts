@@ -8,6 +8,8 @@ import { isWellFormedReference } from '../../libs/contracts/index.js';
 import { SWEEP_AFTER_MS } from '../../libs/merchants/erase.js';
 import { SchemaTooNewError } from '../../libs/migrations/errors.js';
 import { DECLARATION_SYNTAX } from '../../libs/migrations/files.js';
+import { CHANGES_CHANNEL } from '../../libs/merchants/rows.js';
+import { CIRCUIT_CHANNEL, WAIT_TAKE_LIMIT } from '../../libs/waits/index.js';
 import { documents, lineOf } from '../support/docs.js';
 
 /**
@@ -126,6 +128,17 @@ const QUOTED_LOG_LINES: ReadonlyArray<{ source: string; message: string; docs: s
     docs: ['docs/merchants.md'],
   },
   { source: 'libs/delivery-store/recorder.ts', message: 'stream deleted and declared again; reading it from its first entry', docs: ['docs/operating.md'] },
+  { source: 'libs/waits/scheduler.ts', message: 'wait not picked: PostgreSQL refuses it; left in its row, out of the pick for a minute', docs: ['docs/operating.md'] },
+  { source: 'libs/waits/scheduler.ts', message: 'probes not handed back: PostgreSQL refuses a parked wait; the pick goes on', docs: ['docs/operating.md'] },
+  { source: 'apps/dispatcher/stages/hand-backs.ts', message: 'wait not taken: PostgreSQL did not answer; attempted anyway', docs: ['docs/operating.md'] },
+  { source: 'apps/dispatcher/stages/hand-backs.ts', message: 'wait not taken: PostgreSQL refuses its row; attempted anyway', docs: ['docs/operating.md'] },
+  { source: 'apps/dispatcher/stages/hand-backs.ts', message: 'ordered wait not taken: PostgreSQL refuses its row; held until it takes it', docs: ['docs/operating.md'] },
+  { source: 'apps/dispatcher/stages/hand-backs.ts', message: 'wait taken too often without an outcome: parked, its row left out of the pick', docs: ['docs/operating.md'] },
+  {
+    source: 'apps/dispatcher/stages/effect.ts',
+    message: 'wait not ended: PostgreSQL refused it; handed back again, it is parked after WAIT_TAKE_LIMIT takes',
+    docs: ['docs/operating.md'],
+  },
 ];
 
 describe('what the docs quote of the logs and messages', () => {
@@ -197,7 +210,12 @@ describe("what the docs state about PostgreSQL's connections", () => {
     }
     const waits = rows.find((r) => r.name === 'webhooks-dispatcher waits')!;
     const opened = /maxConnections: (\d+), applicationName: 'webhooks-dispatcher waits'/.exec(readFileSync('apps/dispatcher/program.ts', 'utf8'))!;
-    expect(waits.how).toMatch(new RegExp(`^a pool of ${opened[1]} .*the \`LISTEN\` for circuits closed`));
+    expect(waits.how).toMatch(new RegExp(`^a pool of ${opened[1]} .*the \`LISTEN\` for circuits opened and closed`));
+    // It hears both: a row opened (the waits' write) and closed (closeIn) is announced on the channel it listens on.
+    const store = readFileSync('libs/waits/store.ts', 'utf8');
+    expect(store).toContain("pg_notify('${CIRCUIT_CHANNEL}', json_build_object('m', merchant_id, 'e', endpoint_id, 'open', true");
+    expect(store).toContain("pg_notify('${CIRCUIT_CHANNEL}', json_build_object('m', c.merchant_id, 'e', c.endpoint_id, 'open', false");
+    expect(readFileSync('apps/dispatcher/circuit-rows.ts', 'utf8')).toContain('this.db.listen(CIRCUIT_CHANNEL,');
   });
 
   it("the waits row names what program.ts puts on the waits pool: the throttle's slots and adaptive rates too", () => {
@@ -270,6 +288,43 @@ describe('what the docs state where the code departs from the shared design', ()
     }
     expect(guards.openEndpoints().sort()).toEqual(['https://hooks.example (m_a)', 'https://hooks.example (m_b)']);
     expect(flat('docs/operating.md')).toContain("| 1 per merchant's URL whose circuit is open (labelled `origin (merchant)`, never the URL's path");
+  });
+});
+
+describe("what the docs state about the circuits' rows and the waits' takes", () => {
+  it('every channel a guide says is notified is one the code notifies on', () => {
+    const channels = new Set([CIRCUIT_CHANNEL, CHANGES_CHANNEL]);
+    const named = documents().flatMap(({ file, text }) => [...text.matchAll(/`NOTIFY ([a-z_]+)`/g)].map((m) => ({ at: `${file}:${lineOf(text, m.index)}`, channel: m[1]! })));
+    expect(named.length).toBeGreaterThanOrEqual(2);
+    expect(named.filter(({ channel }) => !channels.has(channel))).toEqual([]);
+  });
+
+  it("a row closed with no answer: the next failure opens it again with the cooldown doubled, as operating.md says", async () => {
+    const cooldownMs = 30_000;
+    const guards = new EndpointGuards({ maxInFlight: 1, failureThreshold: 5, cooldownMs, maxCooldownMs: 600_000 });
+    const key = endpointOf('m_a', 'https://hooks.example/in');
+    guards.openCircuit(key, cooldownMs, cooldownMs);
+    guards.closeCircuit(key, false);
+    const admission = await guards.acquire(key, { merchantId: 'm_a', canDefer: false, force: false }, () => false);
+    if (admission?.kind !== 'send') throw new Error(`expected to send, got ${admission?.kind}`);
+    expect(admission.release('failed', 'HTTP 500')).toBe(2 * cooldownMs);
+    expect(flat('docs/operating.md')).toContain('but the next failure seen by a dispatcher that knew the endpoint opens it again, as a failed probe does (the cooldown doubled, up to 10 minutes)');
+  });
+
+  it('the guides give the takes bound as WAIT_TAKE_LIMIT is, and the take that parks as the one after it', () => {
+    const stated = documents().flatMap(({ file, text }) => {
+      const flatText = text.replace(/\s+/g, ' ');
+      return [
+        ...[...flatText.matchAll(/(\d+) times \(`WAIT_TAKE_LIMIT`\)|`WAIT_TAKE_LIMIT`, (\d+)\b|`WAIT_TAKE_LIMIT` \((\d+)\)|taken to its attempt (\d+) times/g)].map((m) => ({
+          at: `${file}: ${m[0]}`,
+          n: Number(m[1] ?? m[2] ?? m[3] ?? m[4]),
+          wanted: WAIT_TAKE_LIMIT,
+        })),
+        ...[...flatText.matchAll(/the (\d+)th \(`WAIT_TAKE_LIMIT`|Parked at the (\d+)th take/g)].map((m) => ({ at: `${file}: ${m[0]}`, n: Number(m[1] ?? m[2]), wanted: WAIT_TAKE_LIMIT + 1 })),
+      ];
+    });
+    expect(stated.length).toBeGreaterThanOrEqual(5);
+    expect(stated.filter(({ n, wanted }) => n !== wanted)).toEqual([]);
   });
 });
 
