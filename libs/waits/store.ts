@@ -114,8 +114,8 @@ export interface WaitRow {
 }
 
 /**
- * One batch of writes in one statement: new waits (ON CONFLICT DO NOTHING: a redelivered first
- * attempt finds its own row), next waits of hand-backs (only where the hand still matches), ended
+ * One batch of writes in one statement: new waits (a redelivered first attempt finds its own row
+ * and leaves it; a copy moved back from `invalid` takes its spent row over, a new hand), next waits of hand-backs (only where the hand still matches), ended
  * waits with their bytes. A wait with `circuitMs` writes its endpoint's circuit row (open again if
  * it was closing) and announces it; a wait whose endpoint has an open one is written parked (a
  * postponement writes none: postponed by a breaker that had not yet heard of its row's close, it
@@ -151,7 +151,12 @@ WITH puts AS (
   INSERT INTO webhook_waits (merchant_id, webhook_id, endpoint_id, attempt, due_at, pick_at, reason, headers, parked, span_ends_at)
   SELECT merchant_id, webhook_id, endpoint_id, attempt, due_at, pick_at, reason, headers::jsonb, parked, span_ends_at
   FROM placed WHERE hand = 0
-  ON CONFLICT DO NOTHING
+  -- A redelivered first attempt finds its own row and leaves it. A spent row (out of the pick, its
+  -- copy parked as wait-not-ended) is taken over by that copy moved back: nothing else hands it on.
+  ON CONFLICT (merchant_id, webhook_id, endpoint_id) DO UPDATE SET hand = webhook_waits.hand + 1, attempt = excluded.attempt,
+    reason = excluded.reason, headers = excluded.headers, due_at = excluded.due_at, pick_at = excluded.pick_at,
+    parked = excluded.parked, span_ends_at = excluded.span_ends_at, takes = 0
+  WHERE webhook_waits.pick_at IS NULL AND webhook_waits.takes > ${WAIT_TAKE_LIMIT}
 ), next AS (
   UPDATE webhook_waits w SET hand = w.hand + 1, attempt = p.attempt, reason = p.reason, headers = p.headers::jsonb,
     due_at = p.due_at, pick_at = p.pick_at, parked = p.parked, span_ends_at = p.span_ends_at, takes = 0
