@@ -19,8 +19,9 @@ export function declareWaitsList(program: CliCommand): void {
         'waits on its own row; - for one written before endpoints), webhook-id, attempts made, ' +
         'why it waits (retry, endpoint-busy, circuit-open, throttled; ordered: behind an earlier webhook of its reference, ' +
         'handed back once that one ends, whatever its due time says; circuit-open for any wait parked behind its endpoint\'s open circuit, ' +
-        'due again once it closes, whatever it was written for: --json keeps the reason written and says parked) and, while a copy is on ' +
-        'its way to a dispatcher, until when.',
+        'due again once it closes, whatever it was written for: --json keeps the reason written and says parked; wait-not-ended for one ' +
+        'left out of the pick after WAIT_TAKE_LIMIT takes, its copy parked in invalid, never handed back (moved back, that copy takes ' +
+        'it over): --json says spent) and, while a copy is on its way to a dispatcher, until when.',
     )
     .option('--merchant <id>', "only this merchant's")
     .option('--endpoint <id>', "only this endpoint's (ep_…)")
@@ -50,11 +51,13 @@ export function declareWaitsList(program: CliCommand): void {
           handedUntil: r.handed_until ? new Date(r.handed_until).toISOString() : null,
           // Parked behind its endpoint's open circuit: not overdue whatever its due time, it waits for the endpoint.
           parked: r.parked,
+          // Out of the pick for good (taken past WAIT_TAKE_LIMIT): its copy is in invalid as wait-not-ended, not overdue.
+          spent: r.spent,
         }));
         printListing(ctx, json, shown, 'no webhook is waiting', () =>
           formatTable(
             ['DUE', 'MERCHANT', 'ENDPOINT', 'WEBHOOK-ID', 'ATTEMPTS', 'WHY', 'HANDED UNTIL'],
-            shown.map((w) => [toSecond(w.dueAt), w.merchantId, w.endpointId ?? '-', w.webhookId, String(w.attempts), w.parked ? 'circuit-open' : w.reason, w.handedUntil ? toSecond(w.handedUntil) : '']),
+            shown.map((w) => [toSecond(w.dueAt), w.merchantId, w.endpointId ?? '-', w.webhookId, String(w.attempts), w.spent ? 'wait-not-ended' : w.parked ? 'circuit-open' : w.reason, w.handedUntil ? toSecond(w.handedUntil) : '']),
           ),
         );
         if (rows.length > shown.length) writeLine(ctx.stderr, `showing the ${shown.length} soonest due; raise --limit to see more`);

@@ -111,6 +111,8 @@ export interface WaitRow {
   handed_until: Date | null;
   /** Behind its endpoint's open circuit (wait_circuits): handed back once it closes, or to fail when its span ends. */
   parked: boolean;
+  /** Taken past WAIT_TAKE_LIMIT: out of the pick for good, its copy parked in `invalid` (wait-not-ended) until moved back. */
+  spent: boolean;
 }
 
 /**
@@ -480,7 +482,8 @@ export class WaitStore {
   async list(filter: { merchantId?: string; endpointId?: string; limit: number }): Promise<WaitRow[]> {
     const { rows } = await this.db.query<WaitRow>(
       `SELECT merchant_id, webhook_id, endpoint_id, attempt, reason, due_at, hand,
-         CASE WHEN pick_at > due_at AND NOT parked THEN pick_at END AS handed_until, parked
+         CASE WHEN pick_at > due_at AND NOT parked THEN pick_at END AS handed_until, parked,
+         pick_at IS NULL AND takes > ${WAIT_TAKE_LIMIT} AS spent
        FROM webhook_waits WHERE ($1::text IS NULL OR merchant_id = $1) AND ($3::text IS NULL OR endpoint_id = $3)
        ORDER BY due_at, merchant_id, webhook_id, endpoint_id LIMIT $2`,
       [filter.merchantId ?? null, filter.limit, filter.endpointId ?? null],
