@@ -288,7 +288,7 @@ export class Dispatcher {
     if (place === 'waiting') return { intake, finding: { kind: 'ordered' } };
     // A copy of one already done, unless an operator moved it back from invalid: its park ended its
     // place (the next of its reference went on), and it goes now outside the order, like a resend.
-    if (place === 'ended' && !this.unparked(message)) return { finding: { kind: 'superseded', key: `${intake.webhookId}#ended` } };
+    if (place === 'ended' && !intake.movedBack) return { finding: { kind: 'superseded', key: `${intake.webhookId}#ended` } };
     if (intake.resendClaim !== undefined && intake.attempts === 0 && intake.deferrals === 0 && intake.postponements === 0) {
       this.effect.markResent(intake, intake.resendClaim, span);
     }
@@ -384,11 +384,6 @@ export class Dispatcher {
     // Only a head ends a place in the order (a waiting one's end is its hand-back's).
     intake.ordered = place === 'head';
     return place;
-  }
-
-  /** A message moved back from invalid (`webhooks invalid requeue` keeps the routing key its park noted). */
-  private unparked(message: ConsumeMessage): boolean {
-    return message.fields.exchange !== this.names.events && typeof message.properties.headers?.[HEADERS.originalRoutingKey] === 'string';
   }
 
   /**

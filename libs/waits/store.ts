@@ -61,6 +61,7 @@ export interface WaitPut extends WaitKey {
 
 /** The attempt of hand-back `hand` ended (delivered, failed, skipped): the wait goes. */
 export interface WaitEnd extends WaitKey {
+  /** 0: a copy moved back from `invalid` ended, and with it its key's wait only if spent (its copy was that one). */
   hand: number;
   /** Its endpoint's circuit closes (its parked waits are due again): the endpoint answered, or can no longer be sent to. */
   closesCircuit?: boolean;
@@ -117,8 +118,9 @@ export interface WaitRow {
 
 /**
  * One batch of writes in one statement: new waits (a redelivered first attempt finds its own row
- * and leaves it; a copy moved back from `invalid` takes its spent row over, a new hand), next waits of hand-backs (only where the hand still matches), ended
- * waits with their bytes. A wait with `circuitMs` writes its endpoint's circuit row (open again if
+ * and leaves it; a copy moved back from `invalid` takes its spent row over, a new hand), next
+ * waits of hand-backs (only where the hand still matches), ended waits with their bytes (a moved-back
+ * copy's end, hand 0, only a spent row). A wait with `circuitMs` writes its endpoint's circuit row (open again if
  * it was closing) and announces it; a wait whose endpoint has an open one is written parked (a
  * postponement writes none: postponed by a breaker that had not yet heard of its row's close, it
  * waits its delay, unparked). Circuit rows are read FOR SHARE, so a close (closeCircuits) waits
@@ -165,7 +167,8 @@ WITH puts AS (
   FROM placed p WHERE p.hand > 0 AND w.merchant_id = p.merchant_id AND w.webhook_id = p.webhook_id AND w.endpoint_id = p.endpoint_id AND w.hand = p.hand
 ), gone AS (
   DELETE FROM webhook_waits w USING unnest($9::text[], $10::text[], $16::text[], $11::int[]) AS e(merchant_id, webhook_id, endpoint_id, hand)
-  WHERE w.merchant_id = e.merchant_id AND w.webhook_id = e.webhook_id AND w.endpoint_id = e.endpoint_id AND w.hand = e.hand
+  WHERE w.merchant_id = e.merchant_id AND w.webhook_id = e.webhook_id AND w.endpoint_id = e.endpoint_id
+    AND CASE WHEN e.hand = 0 THEN w.pick_at IS NULL AND w.takes > ${WAIT_TAKE_LIMIT} ELSE w.hand = e.hand END
   RETURNING w.merchant_id, w.webhook_id, w.endpoint_id
 ), gone_bodies AS (
   DELETE FROM webhook_bodies b USING gone g WHERE b.merchant_id = g.merchant_id AND b.webhook_id = g.webhook_id AND b.endpoint_id = g.endpoint_id

@@ -112,36 +112,64 @@ describe('a hand-back whose wait PostgreSQL refuses to end', () => {
     }
   }, 60_000);
 
+  /**
+   * The first attempt fails, its hand-backs are delivered (their ends refused) until the row is
+   * spent; the rule mended but the row not deleted, its copy is moved back as `webhooks invalid
+   * requeue` does; `onMove` is told the requests made before the move.
+   */
+  async function spentAndMovedBack(harness: Harness, merchantId: string, receiver: Receiver, onMove: (requests: number) => void): Promise<void> {
+    await refuseWaitEnds(harness);
+    await harness.publisher.publish(sampleEvent('payout', merchantId));
+    await settle(harness, async () => false);
+    const parked = (await harness.test.drain(harness.names.invalid, 1)).at(-1)!;
+    expect(codeOf(parked)).toBe('wait-not-ended');
+    await harness.database.query('DROP TRIGGER refuse_wait_end ON webhook_waits');
+    onMove(receiver.requests.length);
+    await harness.test.publishRaw(harness.names.dispatch, parked.content, {
+      messageId: parked.properties.messageId,
+      contentType: 'application/json',
+      headers: copyHeaders(parked.properties.headers, { from: 'parked', unpark: true }),
+    });
+  }
+
+  // The row is the one copy: the copy moved back takes its spent row over, which hands back nothing meanwhile.
   it('parked as wait-not-ended and moved back while its row stays: its failed attempt is retried on that row, then delivered once', async () => {
-    // The first attempt fails, its hand-backs are delivered (their ends refused) until the row is
-    // spent; moved back as `webhooks invalid requeue` does, it fails once more, then is delivered.
     let requeuedAt: number | undefined;
     const receiver = await Receiver.start((n) => (n === 0 || n === requeuedAt ? 500 : 204));
     const merchant = testMerchant('m_end_refused_requeue', receiver.url);
     const harness = await startHarness({ name: 'wait-end-refused-requeue', merchants: [merchant], retryDelaysMs: [300, 300, 300], waitLeaseMs: LEASE_MS, settings: { deliveryTimeoutMs: LEASE_MS / 2 } });
     try {
-      await refuseWaitEnds(harness);
-      await harness.publisher.publish(sampleEvent('payout', merchant.id));
-      await settle(harness, async () => false);
-      const parked = (await harness.test.drain(harness.names.invalid, 1)).at(-1)!;
-      expect(codeOf(parked)).toBe('wait-not-ended');
-      // The rule mended, the row not deleted (the row is the one copy: the moved-back copy's retry takes it over).
-      await harness.database.query('DROP TRIGGER refuse_wait_end ON webhook_waits');
-      requeuedAt = receiver.requests.length;
       const retried = harness.dispatcher.stats.retried;
-      await harness.test.publishRaw(harness.names.dispatch, parked.content, {
-        messageId: parked.properties.messageId,
-        contentType: 'application/json',
-        headers: copyHeaders(parked.properties.headers, { from: 'parked', unpark: true }),
-      });
+      await spentAndMovedBack(harness, merchant.id, receiver, (n) => (requeuedAt = n));
       await waitFor('its retry delivered and its wait ended', async () => receiver.requests.length > requeuedAt! + 1 && (await waitRow(harness)) === undefined, 10_000).catch(async (err: unknown) => {
         const rows = await harness.database.query('SELECT hand, attempt, pick_at, takes FROM webhook_waits');
         throw new Error(`${(err as Error).message}: requests ${receiver.requests.length - requeuedAt!} since the requeue, retried ${harness.dispatcher.stats.retried - retried}, rows ${JSON.stringify(rows)}`);
       });
-      expect(harness.dispatcher.stats.retried - retried).toBe(1);
+      // Its first attempt's retry, and the moved-back copy's.
+      expect(harness.dispatcher.stats.retried - retried).toBe(2);
       // Once: no hand-back of the row before it was taken over, none after its end.
       await new Promise((resolve) => setTimeout(resolve, 3 * LEASE_MS));
-      expect(receiver.requests).toHaveLength(requeuedAt + 2);
+      expect(receiver.requests).toHaveLength(requeuedAt! + 2);
+      expect(await harness.database.query('SELECT 1 FROM webhook_bodies')).toHaveLength(0);
+      expect(await harness.test.messageCount(harness.names.invalid)).toBe(0);
+    } finally {
+      await harness.close();
+      await receiver.close();
+    }
+  }, 60_000);
+
+  it('parked as wait-not-ended and moved back while its row stays: delivered, it ends that row (nothing left for an operator to delete)', async () => {
+    let requeuedAt: number | undefined;
+    const receiver = await Receiver.start((n) => (n === 0 ? 500 : 204));
+    const merchant = testMerchant('m_end_refused_requeue_sent', receiver.url);
+    const harness = await startHarness({ name: 'wait-end-refused-requeue-sent', merchants: [merchant], retryDelaysMs: [300, 300, 300], waitLeaseMs: LEASE_MS, settings: { deliveryTimeoutMs: LEASE_MS / 2 } });
+    try {
+      await spentAndMovedBack(harness, merchant.id, receiver, (n) => (requeuedAt = n));
+      await waitFor('its row ended', async () => (await waitRow(harness)) === undefined, 10_000).catch(async (err: unknown) => {
+        const rows = await harness.database.query('SELECT hand, attempt, pick_at, takes FROM webhook_waits');
+        throw new Error(`${(err as Error).message}: requests ${receiver.requests.length - requeuedAt!} since the requeue, rows ${JSON.stringify(rows)}`);
+      });
+      expect(receiver.requests).toHaveLength(requeuedAt! + 1);
       expect(await harness.database.query('SELECT 1 FROM webhook_bodies')).toHaveLength(0);
       expect(await harness.test.messageCount(harness.names.invalid)).toBe(0);
     } finally {

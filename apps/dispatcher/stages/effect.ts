@@ -342,12 +342,14 @@ export class EffectStage {
    * redelivery would be dropped as stale and its reference stuck behind it. An end PostgreSQL
    * refuses (a constraint, a trigger) leaves the outcome as it is: parked again as an unexpected
    * error, each lease's copy was three in invalid; the wait's takes bound its hand-backs (WAIT_TAKE_LIMIT).
+   * A copy moved back from invalid ends its key's wait only if spent (hand 0): that wait's copy was
+   * parked as wait-not-ended, and nothing else ends it (its circuit is a new webhook's to close).
    */
-  private async endWait(intake: Pick<IntakeEvent, 'merchantId' | 'webhookId' | 'endpointId' | 'ordered' | 'hand'>, closes?: 'answered' | 'unanswered'): Promise<void> {
+  private async endWait(intake: Pick<IntakeEvent, 'merchantId' | 'webhookId' | 'endpointId' | 'ordered' | 'hand' | 'movedBack'>, closes?: 'answered' | 'unanswered'): Promise<void> {
     if (intake.ordered && this.deps.order) await this.deps.order.end(waitKeyOf(intake));
-    const circuit = closes === undefined ? {} : { closesCircuit: true, ...(closes === 'unanswered' ? { unanswered: true } : {}) };
-    if (intake.hand === undefined || !this.deps.waits) return;
-    await this.deps.waits.end({ ...waitKeyOf(intake), hand: intake.hand, ...circuit }).catch((err: unknown) => {
+    const circuit = closes === undefined || intake.hand === undefined ? {} : { closesCircuit: true, ...(closes === 'unanswered' ? { unanswered: true } : {}) };
+    if ((intake.hand === undefined && !intake.movedBack) || !this.deps.waits) return;
+    await this.deps.waits.end({ ...waitKeyOf(intake), hand: intake.hand ?? 0, ...circuit }).catch((err: unknown) => {
       if (!(err instanceof WriteRefusedError)) throw err;
       this.deps.logger.error('wait not ended: PostgreSQL refused it; handed back again, it is parked after WAIT_TAKE_LIMIT takes', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: err.message });
     });

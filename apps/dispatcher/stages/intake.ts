@@ -58,6 +58,11 @@ export interface IntakeEvent {
   orderKey?: string;
   /** In its reference's order: a head admitted here, or x-ordered on a hand-back. Its end releases the next. */
   ordered?: boolean;
+  /**
+   * Moved back by hand from invalid (`webhooks invalid requeue` keeps the routing key its park
+   * noted), not a hand-back: its outcome ends its key's wait if that wait was spent (wait-not-ended).
+   */
+  movedBack?: boolean;
 }
 
 /** A hand-back's wait, enough to take and end it: an IntakeEvent's, or read from our scheduler's headers (handBackOf). */
@@ -155,6 +160,8 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
     test,
     orderKey,
     ordered: hand > 0 && orderedHandBack(headers),
+    // Its wait's copies carry the routing key too: only one with no hand is the copy moved back.
+    ...(hand === 0 && typeof headers[HEADERS.originalRoutingKey] === 'string' ? { movedBack: true } : {}),
   };
 }
 
