@@ -18,6 +18,11 @@ export const CIRCUIT_CHANNEL = 'wait_circuits';
  */
 export const WAIT_TAKE_LIMIT = 10;
 
+/** Whether the row `w` (an alias, or the table's name) was taken past WAIT_TAKE_LIMIT: out of the pick, its copy parked as wait-not-ended. */
+function spent(w: string): string {
+  return `(${w}.pick_at IS NULL AND ${w}.takes > ${WAIT_TAKE_LIMIT})`;
+}
+
 /** Why a webhook waits, as a dispatcher writes it (WaitStore.write). */
 export type WaitPutReason = 'retry' | 'endpoint-busy' | 'circuit-open' | 'throttled';
 
@@ -119,9 +124,9 @@ export interface WaitRow {
 /**
  * One batch of writes in one statement: new waits (a redelivered first attempt finds its own row
  * and leaves it; a copy moved back from `invalid` takes its spent row over, a new hand), next
- * waits of hand-backs (only where the hand still matches), ended waits with their bytes (a moved-back
- * copy's end, hand 0, only a spent row). A wait with `circuitMs` writes its endpoint's circuit row (open again if
- * it was closing) and announces it; a wait whose endpoint has an open one is written parked (a
+ * waits of hand-backs (only where the hand still matches), ended waits with their bytes (a
+ * moved-back copy's end, hand 0, only a spent row). A wait with `circuitMs` writes its endpoint's
+ * circuit row (open again if it was closing) and announces it; a wait whose endpoint has an open one is written parked (a
  * postponement writes none: postponed by a breaker that had not yet heard of its row's close, it
  * waits its delay, unparked). Circuit rows are read FOR SHARE, so a close (closeCircuits) waits
  * for this statement, and the unpark after it sees what it parked. Returns the open circuits that
@@ -160,7 +165,7 @@ WITH puts AS (
   ON CONFLICT (merchant_id, webhook_id, endpoint_id) DO UPDATE SET hand = webhook_waits.hand + 1, attempt = excluded.attempt,
     reason = excluded.reason, headers = excluded.headers, due_at = excluded.due_at, pick_at = excluded.pick_at,
     parked = excluded.parked, span_ends_at = excluded.span_ends_at, takes = 0
-  WHERE webhook_waits.pick_at IS NULL AND webhook_waits.takes > ${WAIT_TAKE_LIMIT}
+  WHERE ${spent('webhook_waits')}
 ), next AS (
   UPDATE webhook_waits w SET hand = w.hand + 1, attempt = p.attempt, reason = p.reason, headers = p.headers::jsonb,
     due_at = p.due_at, pick_at = p.pick_at, parked = p.parked, span_ends_at = p.span_ends_at, takes = 0
@@ -168,7 +173,7 @@ WITH puts AS (
 ), gone AS (
   DELETE FROM webhook_waits w USING unnest($9::text[], $10::text[], $16::text[], $11::int[]) AS e(merchant_id, webhook_id, endpoint_id, hand)
   WHERE w.merchant_id = e.merchant_id AND w.webhook_id = e.webhook_id AND w.endpoint_id = e.endpoint_id
-    AND CASE WHEN e.hand = 0 THEN w.pick_at IS NULL AND w.takes > ${WAIT_TAKE_LIMIT} ELSE w.hand = e.hand END
+    AND CASE WHEN e.hand = 0 THEN ${spent('w')} ELSE w.hand = e.hand END
   RETURNING w.merchant_id, w.webhook_id, w.endpoint_id
 ), gone_bodies AS (
   DELETE FROM webhook_bodies b USING gone g WHERE b.merchant_id = g.merchant_id AND b.webhook_id = g.webhook_id AND b.endpoint_id = g.endpoint_id
@@ -485,8 +490,7 @@ export class WaitStore {
   async list(filter: { merchantId?: string; endpointId?: string; limit: number }): Promise<WaitRow[]> {
     const { rows } = await this.db.query<WaitRow>(
       `SELECT merchant_id, webhook_id, endpoint_id, attempt, reason, due_at, hand,
-         CASE WHEN pick_at > due_at AND NOT parked THEN pick_at END AS handed_until, parked,
-         pick_at IS NULL AND takes > ${WAIT_TAKE_LIMIT} AS spent
+         CASE WHEN pick_at > due_at AND NOT parked THEN pick_at END AS handed_until, parked, ${spent('webhook_waits')} AS spent
        FROM webhook_waits WHERE ($1::text IS NULL OR merchant_id = $1) AND ($3::text IS NULL OR endpoint_id = $3)
        ORDER BY due_at, merchant_id, webhook_id, endpoint_id LIMIT $2`,
       [filter.merchantId ?? null, filter.limit, filter.endpointId ?? null],

@@ -343,7 +343,7 @@ export class EffectStage {
    * refuses (a constraint, a trigger) leaves the outcome as it is: parked again as an unexpected
    * error, each lease's copy was three in invalid; the wait's takes bound its hand-backs (WAIT_TAKE_LIMIT).
    * A copy moved back from invalid ends its key's wait only if spent (hand 0): that wait's copy was
-   * parked as wait-not-ended, and nothing else ends it (its circuit is a new webhook's to close).
+   * parked as wait-not-ended, and nothing else ends it (its circuit closes as a first attempt's does).
    */
   private async endWait(intake: Pick<IntakeEvent, 'merchantId' | 'webhookId' | 'endpointId' | 'ordered' | 'hand' | 'movedBack'>, closes?: 'answered' | 'unanswered'): Promise<void> {
     if (intake.ordered && this.deps.order) await this.deps.order.end(waitKeyOf(intake));
