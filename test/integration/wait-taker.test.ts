@@ -1,6 +1,6 @@
 import { HEADERS } from '../../libs/contracts/index.js';
 import { openPostgres } from '../../libs/delivery-store/index.js';
-import { WaitStore, WaitTaker } from '../../libs/waits/index.js';
+import { WAIT_TAKE_LIMIT, type WaitPut, WaitStore, WaitTaker } from '../../libs/waits/index.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 
 describe('taking hand-backs of waits to their attempts', () => {
@@ -47,5 +47,32 @@ describe('taking hand-backs of waits to their attempts', () => {
     statements = 0;
     expect(await taker.take({ merchantId: 'm_take', webhookId: 'evt_take_2', hand: 1 })).toBe('taken');
     expect(statements).toBe(1);
+  });
+
+  it('leaves a spent row (taken past WAIT_TAKE_LIMIT) to the copy moved back: its new wait takes the row over, its end deletes it; a live row is neither', async () => {
+    const store = new WaitStore(database);
+    const put = (webhookId: string, attempt: number): WaitPut => ({
+      merchantId: 'm_spent', webhookId, hand: 0, attempt, delayMs: 0, reason: 'retry', content: Buffer.from('{}'), spanLeftMs: 3_600_000,
+      headers: { [HEADERS.attempts]: attempt, [HEADERS.webhookId]: webhookId },
+    });
+    const [retried, ended, live] = ['evt_spent_retried', 'evt_spent_ended', 'evt_live'];
+    await store.write([put(retried, 1), put(ended, 1), put(live, 1)], []);
+    const { handed } = await store.pick(10, 60_000, { only: [retried, ended, live].map((webhookId) => ({ merchantId: 'm_spent', webhookId, endpointId: '' })) });
+    expect(handed.map((w) => w.hand)).toEqual([1, 1, 1]);
+    const takes = [retried, ended].map((webhookId) => ({ merchantId: 'm_spent', webhookId, hand: 1 }));
+    for (let n = 0; n < WAIT_TAKE_LIMIT; n++) await store.take(takes, 60_000);
+    expect([...(await store.take(takes, 60_000)).values()]).toEqual(['spent', 'spent']);
+    const row = async (webhookId: string) =>
+      (await database.query<{ hand: number; attempt: number; takes: number; picked: boolean }>(
+        'SELECT hand, attempt, takes, pick_at IS NOT NULL AS picked FROM webhook_waits WHERE webhook_id = $1', [webhookId])).rows[0];
+    // The copies moved back: one's attempt failed (a new wait of its key), the other's ended.
+    await store.write([put(retried, 2), put(live, 2)], [{ merchantId: 'm_spent', webhookId: ended, hand: 0 }, { merchantId: 'm_spent', webhookId: live, hand: 0 }]);
+    expect(await row(retried)).toEqual({ hand: 2, attempt: 2, takes: 0, picked: true });
+    expect(await row(ended)).toBeUndefined();
+    expect((await database.query('SELECT 1 FROM webhook_bodies WHERE webhook_id = $1', [ended])).rows).toHaveLength(0);
+    // A live row is its own: a redelivered first attempt's wait and a moved-back copy's end leave it.
+    expect(await row(live)).toEqual({ hand: 1, attempt: 1, takes: 0, picked: true });
+    // The spent hand's copies are stale now.
+    expect(await store.take([{ merchantId: 'm_spent', webhookId: retried, hand: 1 }], 60_000)).toEqual(new Map());
   });
 });
