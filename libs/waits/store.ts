@@ -19,9 +19,7 @@ export const CIRCUIT_CHANNEL = 'wait_circuits';
 export const WAIT_TAKE_LIMIT = 10;
 
 /** Whether the row `w` (an alias, or the table's name) was taken past WAIT_TAKE_LIMIT: out of the pick, its copy parked as wait-not-ended. */
-function spent(w: string): string {
-  return `(${w}.pick_at IS NULL AND ${w}.takes > ${WAIT_TAKE_LIMIT})`;
-}
+const spent = (w: string): string => `(${w}.pick_at IS NULL AND ${w}.takes > ${WAIT_TAKE_LIMIT})`;
 
 /** Why a webhook waits, as a dispatcher writes it (WaitStore.write). */
 export type WaitPutReason = 'retry' | 'endpoint-busy' | 'circuit-open' | 'throttled';
