@@ -7,6 +7,7 @@ import { Periodic } from '../runtime/periodic.js';
 import { isDataRefusal } from '../delivery-store/refusals.js';
 import { writeApart } from '../runtime/apart.js';
 import { SetAsideWaits } from './set-aside.js';
+import type { CircuitKey } from './circuits.js';
 import type { HandedWait, WaitStore } from './store.js';
 
 /** Rows picked per statement, and ready messages in dispatch above which nothing more is handed back. */
@@ -45,6 +46,8 @@ export class WaitScheduler {
    */
   readonly stats = { handed: 0, unconfirmed: 0, parked: 0, setAside: 0 };
   private readonly setAside = new SetAsideWaits();
+  /** Circuits whose probe or unpark PostgreSQL refused (one of their parked waits), left out of both a minute. */
+  private readonly circuitsAside = new SetAsideWaits<CircuitKey>();
   private readonly loop = new Periodic(() => this.round(), () => this.options.pollMs ?? 200, {
     failed: (err) => {
       this.problem('waits not handed back; trying again', err);
@@ -111,17 +114,30 @@ export class WaitScheduler {
   }
 
   /**
-   * The probes due. A probe statement PostgreSQL refuses for one parked row (isDataRefusal) hands
-   * out no probe this tick, and the pick goes on: it failed every tick, and no due wait was handed back.
+   * The probes due. A probe statement PostgreSQL refuses for one parked row (isDataRefusal) is made
+   * again apart, circuit by circuit (writeApart), and the refused one's circuit set aside: one row it
+   * refuses failed every tick, and held back every open circuit's probe.
    */
   private async probe(room: number): Promise<Awaited<ReturnType<WaitStore['probe']>>> {
+    const without = this.circuitsAside.keys();
     try {
-      return await this.store.probe(room, this.options.leaseMs);
+      return await this.store.probe(room, this.options.leaseMs, { without });
     } catch (err) {
       if (!isDataRefusal(err)) throw err;
-      this.problem('probes not handed back: PostgreSQL refuses a parked wait; the pick goes on', err);
-      return { handed: [], idle: [] };
     }
+    const probes: Awaited<ReturnType<WaitStore['probe']>> = { handed: [], idle: [] };
+    await writeApart(await this.store.probesDue(room, without), (only) => this.store.probe(only.length, this.options.leaseMs, { only, without }), isDataRefusal, {
+      written: (_, { handed, idle }) => (probes.handed.push(...handed), probes.idle.push(...idle)),
+      refused: (circuit, err) => this.refused(circuit, 'probe', err),
+    });
+    return probes;
+  }
+
+  /** A circuit whose probe or unpark PostgreSQL refuses: left as it is (its waits parked), out of both for a minute. */
+  private refused(circuit: CircuitKey, what: 'probe' | 'unpark', err: unknown): void {
+    this.circuitsAside.add(circuit);
+    this.stats.setAside++;
+    this.logger.error(`circuit's ${what} not made: PostgreSQL refuses one of its parked waits; left as it is, out of the probes and unparks for a minute`, { ...circuit, error: (err as Error)?.message ?? String(err) });
   }
 
   /**
@@ -172,10 +188,34 @@ export class WaitScheduler {
    */
   private unpark(): void {
     this.unparking ??= (async () => {
-      while (this.loop.running && (await this.store.unparkClosed(WAIT_UNPARK_BATCH)));
+      while (this.loop.running && (await this.unparkRound()));
     })()
       .catch((err: unknown) => this.problem('parked waits of a closed circuit not made due again; trying again', err))
       .finally(() => (this.unparking = undefined));
+  }
+
+  /**
+   * One round: one closing circuit, not set aside. One PostgreSQL refuses (a parked wait it will not
+   * make due) is found by unparking each closing circuit apart, and set aside: taken first each
+   * round (no order), it held back every other closing circuit's waits.
+   */
+  private async unparkRound(): Promise<boolean> {
+    const without = this.circuitsAside.keys();
+    try {
+      return await this.store.unparkClosed(WAIT_UNPARK_BATCH, { without });
+    } catch (err) {
+      if (!isDataRefusal(err)) throw err;
+    }
+    let more = false;
+    for (const circuit of await this.store.closingCircuits(WAIT_PICK_BATCH, without)) {
+      try {
+        more = (await this.store.unparkClosed(WAIT_UNPARK_BATCH, { only: [circuit], without })) || more;
+      } catch (err) {
+        if (!isDataRefusal(err)) throw err;
+        this.refused(circuit, 'unpark', err);
+      }
+    }
+    return more;
   }
 
   private async handBack(wait: HandedWait): Promise<void> {

@@ -1,8 +1,8 @@
 import { type Database, erasedMerchantSql, type Queryable } from '../delivery-store/index.js';
 import { HEADERS, type ScalarHeaders } from '../contracts/index.js';
+import { CIRCUIT_CHANNEL, type CircuitKey, type CircuitsAmong, circuitsAmong, type CircuitState, circuitsParams, closeIn, CONTENT, PROBE, UNPARK } from './circuits.js';
 
-/** The channel on which a circuit's row opening or closing is announced (on commit): each dispatcher's breaker follows it. */
-export const CIRCUIT_CHANNEL = 'wait_circuits';
+export { CIRCUIT_CHANNEL, type CircuitKey, type CircuitState, circuitOfPayload } from './circuits.js';
 
 /**
  * A webhook waiting for its next attempt is one row of `webhook_waits`, the only copy that decides
@@ -79,19 +79,6 @@ export interface WaitEnd extends WaitKey {
 export function takeKey(take: WaitEnd): string {
   return `${take.merchantId}\u001f${take.webhookId}\u001f${take.endpointId ?? ''}\u001f${take.hand}`;
 }
-
-/** An endpoint's circuit row (wait_circuits): one per merchant's endpoint whose circuit is open. */
-export interface CircuitKey {
-  merchantId: string;
-  endpointId: string;
-}
-
-/**
- * What a circuit's row says, as announced on CIRCUIT_CHANNEL (on commit) or read by openCircuits():
- * open, its probe in `probeInMs` after a cooldown of `cooldownMs`; or closed, `answered` when its
- * endpoint answered (not when it had no wait left to probe with, or can no longer be sent to).
- */
-export type CircuitState = CircuitKey & ({ open: true; cooldownMs?: number; probeInMs: number } | { open: false; answered: boolean });
 
 /** A wait handed back: the message to publish to `dispatch`. */
 export interface HandedWait extends WaitKey {
@@ -179,9 +166,6 @@ WITH puts AS (
 SELECT c.merchant_id, c.endpoint_id FROM wait_circuits c JOIN unnest($14::text[], $17::text[]) AS x(merchant_id, endpoint_id)
   ON c.merchant_id = x.merchant_id AND c.endpoint_id = x.endpoint_id WHERE NOT c.closing`;
 
-/** A handed wait's bytes: its own endpoint's row, or the webhook's row from before endpoints ('' ). */
-const CONTENT = `(SELECT b.content FROM webhook_bodies b WHERE b.merchant_id = w.merchant_id AND b.webhook_id = w.webhook_id AND b.endpoint_id = w.endpoint_id)`;
-
 /**
  * Of the rows, only those keyed in $n…$n+2 (all when NULL), never those in $n+3…$n+5: a pick
  * PostgreSQL refused is made again apart (WaitScheduler), without the rows it refuses alone.
@@ -229,57 +213,6 @@ WITH due AS (
 SELECT * FROM handed UNION ALL SELECT merchant_id, NULL, NULL, NULL, NULL, NULL, NULL FROM parking`;
 
 /**
- * The probes: for each circuit whose probe time has come, its endpoint's oldest parked wait is
- * handed back with a lease, marked the probe (sent through every breaker, which never probes on its
- * own), and the next probe is a lease away (the outcome moves it: a failure by the doubled
- * cooldown). A circuit with no parked wait left is returned with no webhook, to be closed.
- */
-const PROBE = `
-WITH due AS (
-  SELECT merchant_id, endpoint_id FROM wait_circuits WHERE probe_at <= now() AND NOT closing ORDER BY probe_at LIMIT $1 FOR UPDATE SKIP LOCKED
-), probe AS (
-  SELECT w.merchant_id, w.webhook_id, w.endpoint_id FROM due CROSS JOIN LATERAL (
-    SELECT merchant_id, webhook_id, endpoint_id FROM webhook_waits w
-    WHERE w.merchant_id = due.merchant_id AND w.endpoint_id = due.endpoint_id AND w.parked ORDER BY w.due_at LIMIT 1 FOR UPDATE SKIP LOCKED
-  ) w
-), moved AS (
-  UPDATE wait_circuits c SET probe_at = now() + $2::float8 * interval '1 millisecond' FROM probe
-  WHERE c.merchant_id = probe.merchant_id AND c.endpoint_id = probe.endpoint_id
-), handed AS (
-  UPDATE webhook_waits w SET hand = w.hand + 1, parked = false, pick_at = now() + $2::float8 * interval '1 millisecond'
-  FROM probe p WHERE w.merchant_id = p.merchant_id AND w.webhook_id = p.webhook_id AND w.endpoint_id = p.endpoint_id
-  RETURNING w.merchant_id, w.webhook_id, w.endpoint_id, w.hand, w.headers::text AS headers, w.pick_at::text AS lease_end, ${CONTENT} AS content
-)
-SELECT * FROM handed UNION ALL SELECT merchant_id, NULL, endpoint_id, NULL, NULL, NULL, NULL FROM due
-  WHERE (merchant_id, endpoint_id) NOT IN (SELECT merchant_id, endpoint_id FROM probe)`;
-
-/**
- * A closing circuit's parked waits made due again at their due times, up to $1 of them (the oldest
- * due first); the row goes once none is left. Rows another statement holds are left for the next
- * round (so is the row while one of them is still parked). Nothing parks a wait behind a closing
- * row, and reopening it waits for this statement: what this one saw parked is all there is.
- */
-const UNPARK = `
-WITH c AS (
-  SELECT merchant_id, endpoint_id FROM wait_circuits WHERE closing LIMIT 1 FOR UPDATE SKIP LOCKED
-), batch AS (
-  SELECT w.merchant_id, w.webhook_id, w.endpoint_id FROM c CROSS JOIN LATERAL (
-    SELECT x.merchant_id, x.webhook_id, x.endpoint_id FROM webhook_waits x
-    WHERE x.merchant_id = c.merchant_id AND x.endpoint_id = c.endpoint_id AND x.parked ORDER BY x.due_at LIMIT $1 FOR UPDATE SKIP LOCKED
-  ) w
-), unparked AS (
-  UPDATE webhook_waits w SET parked = false, pick_at = w.due_at FROM batch b
-  WHERE w.merchant_id = b.merchant_id AND w.webhook_id = b.webhook_id AND w.endpoint_id = b.endpoint_id
-  RETURNING 1
-), closed AS (
-  DELETE FROM wait_circuits x USING c WHERE x.merchant_id = c.merchant_id AND x.endpoint_id = c.endpoint_id AND NOT EXISTS (
-    SELECT 1 FROM webhook_waits w WHERE w.merchant_id = c.merchant_id AND w.endpoint_id = c.endpoint_id AND w.parked
-      AND w.webhook_id NOT IN (SELECT webhook_id FROM batch))
-  RETURNING 1
-)
-SELECT (SELECT count(*) FROM unparked)::integer AS unparked, (SELECT count(*) FROM closed)::integer AS closed`;
-
-/**
  * The takes: each hand-back whose hand is current gets a lease that covers its attempt, counted in
  * `takes` (an attempt's rewrite sets it back to 0); one past $6 takes is `spent`: out of the pick
  * (pick_at NULL), to be parked. An ordered one whose place in its line has ended (webhook_order) is
@@ -310,30 +243,6 @@ function handedOf(rows: PickedRow[], probe = false): HandedWait[] {
     content: Buffer.from(row.content ?? new Uint8Array()),
     leaseEnd: row.lease_end,
   }));
-}
-
-/** A CIRCUIT_CHANNEL payload, or undefined for one that is not. */
-export function circuitOfPayload(payload: string): CircuitState | undefined {
-  try {
-    const { m, e, open, answered, cooldown, probe } = JSON.parse(payload) as Record<string, unknown>;
-    if (typeof m !== 'string' || typeof e !== 'string') return undefined;
-    if (open === true) return { merchantId: m, endpointId: e, open, cooldownMs: typeof cooldown === 'number' ? cooldown : undefined, probeInMs: typeof probe === 'number' ? probe : 0 };
-    return open === false ? { merchantId: m, endpointId: e, open, answered: answered === true } : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-/**
- * closeCircuits' statement, in the caller's transaction: one row per circuit, whatever its parked
- * waits, each close announced on commit, `answered` or not (the endpoint answered).
- */
-async function closeIn(tx: Queryable, circuits: readonly CircuitKey[], answered: (circuit: CircuitKey) => boolean): Promise<void> {
-  await tx.query(
-    `UPDATE wait_circuits c SET closing = true FROM unnest($1::text[], $2::text[], $3::boolean[]) AS x(m, e, a) WHERE c.merchant_id = x.m AND c.endpoint_id = x.e AND NOT c.closing
-     RETURNING pg_notify('${CIRCUIT_CHANNEL}', json_build_object('m', c.merchant_id, 'e', c.endpoint_id, 'open', false, 'answered', x.a)::text)`,
-    [circuits.map((c) => c.merchantId), circuits.map((c) => c.endpointId), circuits.map(answered)],
-  );
 }
 
 export class WaitStore {
@@ -409,10 +318,28 @@ export class WaitStore {
     return rows.map((row) => ({ merchantId: row.merchant_id, endpointId: row.endpoint_id, open: true, cooldownMs: row.cooldown_ms ?? undefined, probeInMs: Number(row.probe_in_ms) }));
   }
 
-  /** One round of UNPARK, on one closing circuit: true when it made waits due or deleted the row (another round may). */
-  async unparkClosed(limit: number): Promise<boolean> {
-    const { rows } = await this.db.query<{ unparked: number; closed: number }>(UNPARK, [limit]);
+  /** One round of UNPARK, on one closing circuit (among `circuits`): true when it made waits due or deleted the row (another round may). */
+  async unparkClosed(limit: number, circuits: CircuitsAmong = {}): Promise<boolean> {
+    const { rows } = await this.db.query<{ unparked: number; closed: number }>(UNPARK, [limit, ...circuitsParams(circuits.only, circuits.without ?? [])]);
     return (rows[0]?.unparked ?? 0) > 0 || (rows[0]?.closed ?? 0) > 0;
+  }
+
+  /** Up to `limit` closing circuits, not `without`: those an unpark PostgreSQL refused was to take, to be unparked apart. */
+  async closingCircuits(limit: number, without: readonly CircuitKey[]): Promise<CircuitKey[]> {
+    const { rows } = await this.db.query<{ merchant_id: string; endpoint_id: string }>(
+      `SELECT merchant_id, endpoint_id FROM wait_circuits WHERE closing AND ${circuitsAmong(2)} LIMIT $1`,
+      [limit, ...circuitsParams(undefined, without)],
+    );
+    return rows.map((row) => ({ merchantId: row.merchant_id, endpointId: row.endpoint_id }));
+  }
+
+  /** Up to `limit` open circuits whose probe time came, not `without`: those a probe PostgreSQL refused was to take, to be probed apart. */
+  async probesDue(limit: number, without: readonly CircuitKey[]): Promise<CircuitKey[]> {
+    const { rows } = await this.db.query<{ merchant_id: string; endpoint_id: string }>(
+      `SELECT merchant_id, endpoint_id FROM wait_circuits WHERE probe_at <= now() AND NOT closing AND ${circuitsAmong(2)} ORDER BY probe_at LIMIT $1`,
+      [limit, ...circuitsParams(undefined, without)],
+    );
+    return rows.map((row) => ({ merchantId: row.merchant_id, endpointId: row.endpoint_id }));
   }
 
   /**
@@ -437,10 +364,11 @@ export class WaitStore {
 
   /**
    * Up to `limit` probes of open circuits whose probe time came, each with a lease of `leaseMs`;
-   * `idle`: the circuits with no parked wait left to probe, to be closed (closeCircuits).
+   * `idle`: the circuits with no parked wait left to probe, to be closed (closeCircuits). Only
+   * the circuits `only` (when given), never those `without` (whose probe PostgreSQL refuses).
    */
-  async probe(limit: number, leaseMs: number): Promise<{ handed: HandedWait[]; idle: CircuitKey[] }> {
-    const { rows } = await this.db.query<PickedRow>(PROBE, [limit, leaseMs]);
+  async probe(limit: number, leaseMs: number, circuits: CircuitsAmong = {}): Promise<{ handed: HandedWait[]; idle: CircuitKey[] }> {
+    const { rows } = await this.db.query<PickedRow>(PROBE, [limit, leaseMs, ...circuitsParams(circuits.only, circuits.without ?? [])]);
     const idle = rows.filter((row) => row.webhook_id === null).map((row) => ({ merchantId: row.merchant_id, endpointId: row.endpoint_id ?? '' }));
     return { handed: handedOf(rows, true), idle };
   }

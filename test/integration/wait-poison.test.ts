@@ -98,6 +98,53 @@ describe("a parked wait whose probe PostgreSQL refuses (its circuit's probe time
   }, 60_000);
 });
 
+/** A parked wait behind the circuit of (merchant, endpoint 'ep_dead'), its bytes an empty object; the circuit's probe due in `probeInMs`. */
+function parkedWait(merchantId: string, webhookId: string, probeInMs: number) {
+  return { merchantId, webhookId, endpointId: 'ep_dead', hand: 0, attempt: 1, delayMs: 0, reason: 'retry' as const, headers: { [HEADERS.webhookId]: webhookId }, content: Buffer.from('{}'), spanLeftMs: 3_600_000, circuitMs: probeInMs };
+}
+
+describe("a parked wait whose probe PostgreSQL refuses, beside another open circuit's", () => {
+  it("costs only its own circuit's probe: the other circuit's probe is handed back", async () => {
+    const harness = await startHarness({ name: 'wait-poison-probes', merchants: [] });
+    try {
+      // Written first: the probes' statement meets it first.
+      await harness.waits.write([parkedWait('m_poison_probe_a', 'evt_refused', 50)], []);
+      await harness.waits.write([parkedWait('m_poison_probe_b', 'evt_other', 50)], []);
+      await refuse(harness, 'UPDATE', 'm_poison_probe_a');
+      await waitFor("the other circuit's probe handed back", async () => {
+        const [other] = await harness.database.query<{ hand: number }>("SELECT hand FROM webhook_waits WHERE merchant_id = 'm_poison_probe_b'");
+        return !other || other.hand > 0;
+      }, 10_000);
+      // Nothing lost: the refused one stays parked in its row, its circuit open.
+      expect((await waitsOf(harness)).filter((w) => w.merchant_id === 'm_poison_probe_a')).toEqual([{ merchant_id: 'm_poison_probe_a', webhook_id: 'evt_refused', hand: 0 }]);
+    } finally {
+      await harness.close();
+    }
+  }, 60_000);
+});
+
+describe('a closing circuit whose parked wait PostgreSQL refuses to make due again, beside another closing circuit', () => {
+  it("costs only its own circuit: the other's parked waits are made due and its row deleted", async () => {
+    const harness = await startHarness({ name: 'wait-poison-unpark', merchants: [] });
+    try {
+      // Circuits open for an hour (no probe), the refused one written and closed first.
+      await harness.waits.write([parkedWait('m_poison_unpark_a', 'evt_refused', 3_600_000)], []);
+      await harness.waits.write([parkedWait('m_poison_unpark_b', 'evt_other', 3_600_000)], []);
+      await refuse(harness, 'UPDATE', 'm_poison_unpark_a');
+      await harness.waits.closeCircuits([{ merchantId: 'm_poison_unpark_a', endpointId: 'ep_dead' }]);
+      await harness.waits.closeCircuits([{ merchantId: 'm_poison_unpark_b', endpointId: 'ep_dead' }]);
+      await waitFor("the other circuit's row deleted, its wait no longer parked", async () =>
+        (await harness.database.query("SELECT 1 FROM wait_circuits WHERE merchant_id = 'm_poison_unpark_b'")).length === 0
+        && (await harness.database.query("SELECT 1 FROM webhook_waits WHERE merchant_id = 'm_poison_unpark_b' AND parked")).length === 0, 10_000);
+      // Nothing lost: the refused one stays parked in its row, behind its closing row.
+      expect(await harness.database.query("SELECT webhook_id, parked FROM webhook_waits WHERE merchant_id = 'm_poison_unpark_a'")).toEqual([{ webhook_id: 'evt_refused', parked: true }]);
+      expect(await harness.database.query("SELECT closing FROM wait_circuits WHERE merchant_id = 'm_poison_unpark_a'")).toEqual([{ closing: true }]);
+    } finally {
+      await harness.close();
+    }
+  }, 60_000);
+});
+
 describe('a hand-back whose take PostgreSQL refuses, taken with others in one statement', () => {
   it('is refused alone: the hand-backs beside it are taken', async () => {
     const database = await createTestDatabase('wait_poison_take');
