@@ -72,7 +72,9 @@ SELECT * FROM handed UNION ALL SELECT merchant_id, NULL, endpoint_id, NULL, NULL
 
 /**
  * A closing circuit's parked waits made due again at their due times, up to $1 of them (the oldest
- * due first); the row goes once none is left. Rows another statement holds are left for the next
+ * due first), but a postponed one ('circuit-open') at once: its delay only had to outlast the
+ * cooldown (the first step of the schedule past it: 5 minutes for 30 s), and the close is what it
+ * waited for. The row goes once none is left. Rows another statement holds are left for the next
  * round (so is the row while one of them is still parked). Nothing parks a wait behind a closing
  * row, and reopening it waits for this statement: what this one saw parked is all there is.
  */
@@ -85,7 +87,10 @@ WITH c AS (
     WHERE x.merchant_id = c.merchant_id AND x.endpoint_id = c.endpoint_id AND x.parked ORDER BY x.due_at LIMIT $1 FOR UPDATE SKIP LOCKED
   ) w
 ), unparked AS (
-  UPDATE webhook_waits w SET parked = false, pick_at = w.due_at FROM batch b
+  UPDATE webhook_waits w SET parked = false,
+    due_at = CASE WHEN w.reason = 'circuit-open' THEN LEAST(w.due_at, now()) ELSE w.due_at END,
+    pick_at = CASE WHEN w.reason = 'circuit-open' THEN LEAST(w.due_at, now()) ELSE w.due_at END
+  FROM batch b
   WHERE w.merchant_id = b.merchant_id AND w.webhook_id = b.webhook_id AND w.endpoint_id = b.endpoint_id
   RETURNING 1
 ), closed AS (

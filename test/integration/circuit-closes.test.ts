@@ -243,3 +243,36 @@ describe("two merchants' endpoints at one dead URL", () => {
     }
   });
 });
+
+/**
+ * A webhook postponed behind an open circuit waits for the circuit, not for a time: its delay (the
+ * first step of the schedule past the cooldown: 20 s here) only had to outlast the cooldown. Seen
+ * failing with the unpark making it due at that delay: the endpoint fixed, the probe delivered at
+ * the cooldown's end (1 s), the postponed webhooks still waited their 20 s.
+ */
+describe('webhooks postponed behind an open circuit whose endpoint is fixed', () => {
+  it('go once the probe closes it, within the cooldown and a few seconds, not at their postponement delay', async () => {
+    let up = false;
+    const endpoint = await Receiver.start(() => (up ? 204 : 500));
+    const merchant = testMerchant('m_postponed_fixed', endpoint.url);
+    const harness = await startHarness({ name: 'circuit-closes-postponed', merchants: [merchant], retryDelaysMs: [200, 20_000, 20_000, 20_000], settings: { breakerThreshold: 2, breakerCooldownMs: 1_000, perEndpointConcurrency: 1 } });
+    const url = endpointOf(merchant.id, merchant.endpoints[0]!.url);
+    try {
+      for (let i = 0; i < 2; i++) await harness.publisher.publish(sampleEvent('payout', merchant.id));
+      await waitFor('its breaker open with its row', () => harness.dispatcher.guards.openUntil(url) > 0, 20_000);
+      const ids: string[] = [];
+      for (let i = 0; i < 10; i++) ids.push((await harness.publisher.publish(sampleEvent('payout', merchant.id))).messageId);
+      await waitFor('the new webhooks postponed', () => harness.dispatcher.stats.circuitOpen >= 10, 10_000);
+      // Fixed: the next probe (a second after the row opened, or after a failed probe two) closes it.
+      up = true;
+      const from = Date.now();
+      const delivered = () => new Set(endpoint.requests.filter((r) => r.at >= from).map((r) => String(r.headers['webhook-id'])).filter((id) => ids.includes(id))).size;
+      await waitFor('every postponed webhook delivered', () => delivered() === 10, 10_000, 50).catch((err: Error) => {
+        throw new Error(`${err.message}: ${delivered()} of 10 after ${Date.now() - from} ms`);
+      });
+    } finally {
+      await harness.close();
+      await endpoint.close();
+    }
+  });
+});

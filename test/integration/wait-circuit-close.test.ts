@@ -32,10 +32,10 @@ describe('a dead endpoint with many parked waits, whose circuit closes', () => {
     const scheduler = new WaitScheduler(store, broker, silentLogger(), { dispatch: topologyNames(prefix).dispatch, leaseMs: 60_000, pollMs: 100 });
     try {
       await broker.open(10_000);
-      // Parked behind the endpoint's circuit, due in an hour (so none is handed back here), their span a day.
+      // Retries parked behind the endpoint's circuit, due in an hour (so none is handed back here), their span a day.
       await database.query(
         `INSERT INTO webhook_waits (merchant_id, webhook_id, endpoint_id, attempt, due_at, pick_at, reason, headers, parked, span_ends_at)
-         SELECT 'm_dead', 'evt_' || n, 'ep_dead', 1, now() + interval '1 hour', now() + interval '1 day', 'circuit-open', '{}'::jsonb, true, now() + interval '1 day'
+         SELECT 'm_dead', 'evt_' || n, 'ep_dead', 1, now() + interval '1 hour', now() + interval '1 day', 'retry', '{}'::jsonb, true, now() + interval '1 day'
          FROM generate_series(1, $1::integer) n`,
         [PARKED],
       );
