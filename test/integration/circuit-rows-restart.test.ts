@@ -4,6 +4,8 @@ import { HEADERS } from '../../libs/contracts/index.js';
 import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { WaitStore } from '../../libs/waits/index.js';
+import { FrozenProxy } from '../support/frozen-proxy.js';
+import { createTestDatabase } from '../support/postgres.js';
 import { PrivatePostgres } from '../support/private-postgres.js';
 import { waitFor } from '../support/wait.js';
 
@@ -11,9 +13,9 @@ const CIRCUIT = { merchantId: 'm_restart', endpointId: 'ep_restart' };
 const KEY = 'm_restart\u001fhttps://restart.example/hook';
 
 /** Two dispatchers' breakers, each following the rows on a LISTEN of its own, as the program wires them. */
-function dispatcherBreakers(db: Database): { guards: EndpointGuards; rows: CircuitRows } {
+function dispatcherBreakers(db: Database, heartbeatMs?: number): { guards: EndpointGuards; rows: CircuitRows } {
   const guards = new EndpointGuards({ maxInFlight: 4, failureThreshold: 5, cooldownMs: 30_000, maxCooldownMs: 600_000 });
-  const rows = new CircuitRows(db, new WaitStore(db), (m, e) => (m === CIRCUIT.merchantId && e === CIRCUIT.endpointId ? KEY : undefined), guards, silentLogger());
+  const rows = new CircuitRows(db, new WaitStore(db), (m, e) => (m === CIRCUIT.merchantId && e === CIRCUIT.endpointId ? KEY : undefined), guards, silentLogger(), heartbeatMs);
   rows.start();
   return { guards, rows };
 }
@@ -83,4 +85,35 @@ describe("PostgreSQL restarted under a circuit's row, with two dispatchers' brea
       await server.stop();
     }
   }, 120_000);
+});
+
+/**
+ * Its LISTEN connection's server gone without a reset (a partition, a failover to another host):
+ * the connection only listens, so nothing it sends fails, and the socket's keepalive takes hours
+ * (the OS's default). Seen failing with a LISTEN nobody asked after: the breaker stayed open 30 s
+ * after its row closed, and would have until TCP gave up.
+ */
+describe("a breaker whose LISTEN connection's server stops answering without a reset", () => {
+  it('notices within a few heartbeats, listens again, and follows the row it missed', async () => {
+    const database = await createTestDatabase('circuit_rows_partition');
+    const proxy = await FrozenProxy.start(database.url);
+    const direct = openPostgres(database.url, { maxConnections: 2 });
+    const viaProxy = openPostgres(proxy.url, { maxConnections: 2, connectTimeoutMs: 1_000 });
+    const store = new WaitStore(direct);
+    const dispatcher = dispatcherBreakers(viaProxy, 1_000);
+    try {
+      await store.write([opening('evt_1')], []);
+      await waitFor('its breaker open', () => dispatcher.guards.refusing(KEY), 10_000);
+      // Nothing passes any more on its connections, which stay open; a new one goes straight to the server.
+      proxy.freezeOpen();
+      await store.closeCircuits([CIRCUIT]);
+      await waitFor('its breaker closed with the row', () => !dispatcher.guards.refusing(KEY), 30_000);
+    } finally {
+      await dispatcher.rows.stop();
+      await proxy.close();
+      await viaProxy.close().catch(() => {});
+      await direct.close();
+      await database.drop();
+    }
+  }, 60_000);
 });

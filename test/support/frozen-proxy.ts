@@ -8,6 +8,8 @@ import { type AddressInfo, createServer, type Socket, connect } from 'node:net';
 export class FrozenProxy {
   private frozen = false;
   private readonly sockets = new Set<Socket>();
+  /** Sockets frozen by freezeOpen(): those open then; later connections pass. */
+  private readonly frozenSockets = new Set<Socket>();
 
   private constructor(
     private readonly server: ReturnType<typeof createServer>,
@@ -27,7 +29,7 @@ export class FrozenProxy {
       }
       const relay = (from: Socket, to: Socket) =>
         from.on('data', (chunk) => {
-          if (!proxy!.frozen) to.write(chunk);
+          if (!proxy!.frozen && !proxy!.frozenSockets.has(from)) to.write(chunk);
         });
       relay(client, upstream);
       relay(upstream, client);
@@ -45,6 +47,11 @@ export class FrozenProxy {
 
   freeze(): void {
     this.frozen = true;
+  }
+
+  /** Only the connections open now freeze; new ones pass (a failover: the old host gone silent, the new one up). */
+  freezeOpen(): void {
+    for (const socket of this.sockets) this.frozenSockets.add(socket);
   }
 
   async close(): Promise<void> {
