@@ -1,11 +1,7 @@
 import type { Database, Listener } from '../../libs/delivery-store/index.js';
 import type { Logger } from '../../libs/logger/index.js';
-import { within } from '../../libs/runtime/index.js';
 import { CIRCUIT_CHANNEL, type CircuitState, circuitOfPayload, type WaitStore } from '../../libs/waits/index.js';
 import type { EndpointGuards } from './stages/endpoint-guards.js';
-
-/** How often the LISTEN connection is asked after (a statement on it), and how long its answer may take. */
-export const LISTEN_HEARTBEAT_MS = 10_000;
 
 /**
  * This dispatcher's breakers follow the circuits' rows (wait_circuits), the one copy that decides:
@@ -26,7 +22,6 @@ export class CircuitRows {
     private readonly keyOf: (merchantId: string, endpointId: string) => string | undefined,
     private readonly guards: Pick<EndpointGuards, 'openCircuit' | 'closeCircuit' | 'openKeys'>,
     private readonly logger: Logger,
-    private readonly heartbeatMs = LISTEN_HEARTBEAT_MS,
   ) {}
 
   start(): void {
@@ -57,22 +52,6 @@ export class CircuitRows {
     for (const circuit of open) this.follow(circuit);
   }
 
-  /**
-   * Until the listening connection is lost (false: it stopped answering) or stopped: asked after
-   * each heartbeat, it must answer within one. A connection that only listens sends nothing that
-   * could fail: its server gone without a reset (a partition, a failover to another host), it
-   * heard nothing for as long as TCP's keepalive took (hours), and the breakers kept what it last said.
-   */
-  private async answering(listener: Listener): Promise<boolean> {
-    const lost = listener.lost.then(() => true);
-    for (;;) {
-      const beat = await Promise.race([lost, new Promise<false>((resolve) => setTimeout(() => resolve(false), this.heartbeatMs).unref())]);
-      if (beat || this.stopped) return true;
-      const answered = await within(this.heartbeatMs, listener.query('SELECT 1').then(() => true, () => false));
-      if (answered === undefined) return false;
-    }
-  }
-
   /** LISTEN on a connection of its own, then catch up; again after each loss. */
   private async keepListening(): Promise<void> {
     for (let attempt = 0; !this.stopped; ) {
@@ -93,11 +72,7 @@ export class CircuitRows {
         }
         held = undefined;
         attempt = 0;
-        if (!(await this.answering(listener))) {
-          this.logger.warn("circuits' rows not heard: the LISTEN connection stopped answering; listening again");
-          // Not waited for: a connection whose server is gone may take TCP's time to end.
-          void listener.close();
-        }
+        await listener.lost;
       } catch (err) {
         await this.listener?.close();
         if (attempt === 0) this.logger.warn("circuits' rows not heard: PostgreSQL did not answer; trying again", { error: (err as Error)?.message });

@@ -2,6 +2,7 @@ import { mkdirSync } from 'node:fs';
 import type { PGlite as Pglite } from '@electric-sql/pglite';
 import pg from 'pg';
 import { lockFolder } from './folder-lock.js';
+import { within } from '../runtime/timers.js';
 
 /** What every query needs: pg's Pool and Client and PGlite all answer `query(text, params)` with `{rows}`. */
 export interface Queryable {
@@ -17,7 +18,12 @@ export interface Session extends Queryable {
   close(): Promise<void>;
 }
 
-/** A LISTEN on its own connection: `lost` settles when that connection ends (notifications may be missed). */
+/**
+ * A LISTEN on its own connection: `lost` settles when that connection ends, or stops answering
+ * (notifications may be missed). Asked after every statement timeout, it must answer within one: a
+ * connection that only listens sends nothing that could fail, so a server gone without a reset (a
+ * partition, a failover to another host) went unnoticed for as long as TCP's keepalive took (hours).
+ */
 export interface Listener extends Queryable {
   readonly lost: Promise<Error>;
   close(): Promise<void>;
@@ -99,20 +105,35 @@ export function openPostgres(url: string, options: PostgresOptions = {}): Databa
       }
     },
     async listen(channel, onPayload) {
-      const { client, lost } = await connect(settings);
+      const { client, lost, markLost } = await connect(settings);
       client.on('notification', (message) => {
         if (message.channel === channel) onPayload(message.payload ?? '');
       });
       await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+      const beat = statementTimeout > 0 ? statementTimeout : 10_000;
+      let closed = false;
+      void (async () => {
+        while (!closed) {
+          if (await within(beat, lost)) return;
+          if (closed) return;
+          if ((await within(beat, client.query('SELECT 1').then(() => true, () => true))) === undefined) {
+            markLost(new Error(`the listening connection did not answer within ${beat} ms`));
+            // Not waited for: a connection whose server is gone may take TCP's time to end.
+            void client.end().catch(() => {});
+            return;
+          }
+        }
+      })();
       // A read on the listening connection comes before the notifications of what commits after it.
-      return { lost, query: (text, params) => client.query(text, params as unknown[]) as never, close: () => client.end().catch(() => {}) };
+      const close = () => ((closed = true), client.end().catch(() => {}));
+      return { lost, query: (text, params) => client.query(text, params as unknown[]) as never, close };
     },
     close: () => pool.end(),
   };
 }
 
 /** A client of its own (not from the pool), whose `lost` settles when it errs or ends. */
-async function connect(settings: pg.ClientConfig): Promise<{ client: pg.Client; lost: Promise<Error> }> {
+async function connect(settings: pg.ClientConfig): Promise<{ client: pg.Client; lost: Promise<Error>; markLost: (err: Error) => void }> {
   const client = new pg.Client(settings);
   let markLost!: (err: Error) => void;
   const lost = new Promise<Error>((resolve) => (markLost = resolve));
@@ -124,7 +145,7 @@ async function connect(settings: pg.ClientConfig): Promise<{ client: pg.Client; 
     await client.end().catch(() => {});
     throw err;
   }
-  return { client, lost };
+  return { client, lost, markLost };
 }
 
 async function inTransaction<T>(client: pg.ClientBase, work: (tx: Queryable) => Promise<T>): Promise<T> {

@@ -13,9 +13,9 @@ const CIRCUIT = { merchantId: 'm_restart', endpointId: 'ep_restart' };
 const KEY = 'm_restart\u001fhttps://restart.example/hook';
 
 /** Two dispatchers' breakers, each following the rows on a LISTEN of its own, as the program wires them. */
-function dispatcherBreakers(db: Database, heartbeatMs?: number): { guards: EndpointGuards; rows: CircuitRows } {
+function dispatcherBreakers(db: Database): { guards: EndpointGuards; rows: CircuitRows } {
   const guards = new EndpointGuards({ maxInFlight: 4, failureThreshold: 5, cooldownMs: 30_000, maxCooldownMs: 600_000 });
-  const rows = new CircuitRows(db, new WaitStore(db), (m, e) => (m === CIRCUIT.merchantId && e === CIRCUIT.endpointId ? KEY : undefined), guards, silentLogger(), heartbeatMs);
+  const rows = new CircuitRows(db, new WaitStore(db), (m, e) => (m === CIRCUIT.merchantId && e === CIRCUIT.endpointId ? KEY : undefined), guards, silentLogger());
   rows.start();
   return { guards, rows };
 }
@@ -91,16 +91,17 @@ describe("PostgreSQL restarted under a circuit's row, with two dispatchers' brea
  * Its LISTEN connection's server gone without a reset (a partition, a failover to another host):
  * the connection only listens, so nothing it sends fails, and the socket's keepalive takes hours
  * (the OS's default). Seen failing with a LISTEN nobody asked after: the breaker stayed open 30 s
- * after its row closed, and would have until TCP gave up.
+ * after its row closed, and would have until TCP gave up. Now asked after every statement timeout.
  */
 describe("a breaker whose LISTEN connection's server stops answering without a reset", () => {
   it('notices within a few heartbeats, listens again, and follows the row it missed', async () => {
     const database = await createTestDatabase('circuit_rows_partition');
     const proxy = await FrozenProxy.start(database.url);
     const direct = openPostgres(database.url, { maxConnections: 2 });
-    const viaProxy = openPostgres(proxy.url, { maxConnections: 2, connectTimeoutMs: 1_000 });
+    // Its statement timeout, 1 s: its listening connection is asked after every second.
+    const viaProxy = openPostgres(proxy.url, { maxConnections: 2, connectTimeoutMs: 1_000, statementTimeoutMs: 1_000 });
     const store = new WaitStore(direct);
-    const dispatcher = dispatcherBreakers(viaProxy, 1_000);
+    const dispatcher = dispatcherBreakers(viaProxy);
     try {
       await store.write([opening('evt_1')], []);
       await waitFor('its breaker open', () => dispatcher.guards.refusing(KEY), 10_000);
