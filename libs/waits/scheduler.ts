@@ -42,7 +42,7 @@ const PUBLISH_DEADLINE_MS = 5_000;
 export class WaitScheduler {
   /**
    * Hand-backs confirmed, not confirmed, due waits parked behind an open circuit instead of handed
-   * back, and waits set aside: their pick refused by PostgreSQL.
+   * back, and waits or circuits set aside: their pick, probe or unpark refused by PostgreSQL.
    */
   readonly stats = { handed: 0, unconfirmed: 0, parked: 0, setAside: 0 };
   private readonly setAside = new SetAsideWaits();
