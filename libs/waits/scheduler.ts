@@ -128,16 +128,16 @@ export class WaitScheduler {
     const probes: Awaited<ReturnType<WaitStore['probe']>> = { handed: [], idle: [] };
     await writeApart(await this.store.probesDue(room, without), (only) => this.store.probe(only.length, this.options.leaseMs, { only, without }), isDataRefusal, {
       written: (_, { handed, idle }) => (probes.handed.push(...handed), probes.idle.push(...idle)),
-      refused: (circuit, err) => this.refused(circuit, 'probe', err),
+      refused: (circuit, err) => this.refused(circuit, "circuit's probe not made: PostgreSQL refuses one of its parked waits; left as it is, out of the probes and unparks for a minute", err),
     });
     return probes;
   }
 
   /** A circuit whose probe or unpark PostgreSQL refuses: left as it is (its waits parked), out of both for a minute. */
-  private refused(circuit: CircuitKey, what: 'probe' | 'unpark', err: unknown): void {
+  private refused(circuit: CircuitKey, message: string, err: unknown): void {
     this.circuitsAside.add(circuit);
     this.stats.setAside++;
-    this.logger.error(`circuit's ${what} not made: PostgreSQL refuses one of its parked waits; left as it is, out of the probes and unparks for a minute`, { ...circuit, error: (err as Error)?.message ?? String(err) });
+    this.logger.error(message, { ...circuit, error: (err as Error)?.message ?? String(err) });
   }
 
   /**
@@ -212,7 +212,7 @@ export class WaitScheduler {
         more = (await this.store.unparkClosed(WAIT_UNPARK_BATCH, { only: [circuit], without })) || more;
       } catch (err) {
         if (!isDataRefusal(err)) throw err;
-        this.refused(circuit, 'unpark', err);
+        this.refused(circuit, "circuit's unpark not made: PostgreSQL refuses one of its parked waits; left as it is, out of the probes and unparks for a minute", err);
       }
     }
     return more;

@@ -129,7 +129,8 @@ const QUOTED_LOG_LINES: ReadonlyArray<{ source: string; message: string; docs: s
   },
   { source: 'libs/delivery-store/recorder.ts', message: 'stream deleted and declared again; reading it from its first entry', docs: ['docs/operating.md'] },
   { source: 'libs/waits/scheduler.ts', message: 'wait not picked: PostgreSQL refuses it; left in its row, out of the pick for a minute', docs: ['docs/operating.md'] },
-  { source: 'libs/waits/scheduler.ts', message: 'probes not handed back: PostgreSQL refuses a parked wait; the pick goes on', docs: ['docs/operating.md'] },
+  { source: 'libs/waits/scheduler.ts', message: "circuit's probe not made: PostgreSQL refuses one of its parked waits; left as it is, out of the probes and unparks for a minute", docs: ['docs/operating.md'] },
+  { source: 'libs/waits/scheduler.ts', message: "circuit's unpark not made: PostgreSQL refuses one of its parked waits; left as it is, out of the probes and unparks for a minute", docs: ['docs/operating.md'] },
   { source: 'apps/dispatcher/stages/hand-backs.ts', message: 'wait not taken: PostgreSQL did not answer; attempted anyway', docs: ['docs/operating.md'] },
   { source: 'apps/dispatcher/stages/hand-backs.ts', message: 'wait not taken: PostgreSQL refuses its row; attempted anyway', docs: ['docs/operating.md'] },
   { source: 'apps/dispatcher/stages/hand-backs.ts', message: 'ordered wait not taken: PostgreSQL refuses its row; held until it takes it', docs: ['docs/operating.md'] },
@@ -212,9 +213,8 @@ describe("what the docs state about PostgreSQL's connections", () => {
     const opened = /maxConnections: (\d+), applicationName: 'webhooks-dispatcher waits'/.exec(readFileSync('apps/dispatcher/program.ts', 'utf8'))!;
     expect(waits.how).toMatch(new RegExp(`^a pool of ${opened[1]} .*the \`LISTEN\` for circuits opened and closed`));
     // It hears both: a row opened (the waits' write) and closed (closeIn) is announced on the channel it listens on.
-    const store = readFileSync('libs/waits/store.ts', 'utf8');
-    expect(store).toContain("pg_notify('${CIRCUIT_CHANNEL}', json_build_object('m', merchant_id, 'e', endpoint_id, 'open', true");
-    expect(store).toContain("pg_notify('${CIRCUIT_CHANNEL}', json_build_object('m', c.merchant_id, 'e', c.endpoint_id, 'open', false");
+    expect(readFileSync('libs/waits/store.ts', 'utf8')).toContain("pg_notify('${CIRCUIT_CHANNEL}', json_build_object('m', merchant_id, 'e', endpoint_id, 'open', true");
+    expect(readFileSync('libs/waits/circuits.ts', 'utf8')).toContain("pg_notify('${CIRCUIT_CHANNEL}', json_build_object('m', c.merchant_id, 'e', c.endpoint_id, 'open', false");
     expect(readFileSync('apps/dispatcher/circuit-rows.ts', 'utf8')).toContain('this.db.listen(CIRCUIT_CHANNEL,');
   });
 
