@@ -32,7 +32,7 @@ describe('the per-endpoint breaker map', () => {
 
     for (let i = 0; i < 100_000; i++) await deliverOnce(guards, `https://shop-${i}.example.com/hooks/${i}`);
     expect(guards.size).toBeLessThanOrEqual(options.maxEndpoints);
-    // The circuit of the endpoint that is down stays open: pruning forgets idle closed ones first.
+    // The circuit of the endpoint that is down stays open: pruning forgets only idle closed ones.
     expect(guards.openUntil(keyOf(broken))).toBeGreaterThan(clock);
     expect(guards.openEndpoints()).toEqual(['https://down.example.com (m_1)']);
   });
@@ -100,6 +100,19 @@ describe('the per-endpoint breaker map', () => {
     expect(guards.openUntil(keyOf(url))).toBeGreaterThan(0);
     guards.closeCircuit(keyOf(url), true);
     expect(guards.openUntil(keyOf(url))).toBe(0);
+  });
+
+  it('never forgets an open circuit, however many are open past its bound: its row says nothing more until it closes', async () => {
+    const clock = 1_000_000;
+    const guards = new EndpointGuards({ ...options, maxEndpoints: 10, now: () => clock });
+    const dead = Array.from({ length: 12 }, (_, i) => `https://dead-${i}.example.com/h`);
+    for (const url of dead) rowOpens(guards, keyOf(url), options.cooldownMs);
+    for (let i = 0; i < 100; i++) await deliverOnce(guards, `https://idle-${i}.example.com/h`);
+    expect(guards.size).toBeLessThanOrEqual(dead.length + 10);
+    for (const url of dead) {
+      const admission = await guards.acquire(keyOf(url), { merchantId: merchantOf(url), canDefer: true, force: false }, () => false);
+      expect({ url, kind: admission?.kind }).toEqual({ url, kind: 'open' });
+    }
   });
 
   it('never forgets an endpoint with deliveries in flight', async () => {

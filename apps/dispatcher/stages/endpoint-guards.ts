@@ -14,8 +14,8 @@ export interface EndpointGuardOptions {
   cooldownMs: number;
   maxCooldownMs: number;
   /**
-   * Endpoints remembered at most, besides those busy: past it the least recently used idle ones
-   * are forgotten, closed circuits first (a forgotten one starts again closed).
+   * Endpoints remembered at most, besides those busy and those whose circuit is open: past it the
+   * least recently used idle ones with a closed circuit are forgotten (one forgotten starts again closed).
    */
   maxEndpoints?: number;
   now?: () => number;
@@ -434,18 +434,18 @@ export class EndpointGuards {
 }
 
 /**
- * Deletes idle entries, least recently used first, down to 90% of `bound` (so pruning runs once a
- * tenth of it, not on every new URL): closed circuits first, then open ones.
+ * Deletes idle entries whose circuit is closed, least recently used first, down to 90% of `bound`
+ * (so pruning runs once a tenth of it, not on every new URL). An open one is kept, however many:
+ * they are as many as the open rows, and one forgotten sent to an endpoint its row held shut
+ * (nothing announces the row again until it closes, or the LISTEN starts again).
  */
 function pruneIdle<T>(map: Map<string, T>, bound: number, idle: (value: T) => boolean, closed: (value: T) => boolean, forgotten: (key: string) => void): void {
   const target = Math.floor(bound * 0.9);
-  for (const closedOnly of [true, false]) {
-    for (const [key, value] of map) {
-      if (map.size <= target) return;
-      if (idle(value) && (!closedOnly || closed(value))) {
-        map.delete(key);
-        forgotten(key);
-      }
+  for (const [key, value] of map) {
+    if (map.size <= target) return;
+    if (idle(value) && closed(value)) {
+      map.delete(key);
+      forgotten(key);
     }
   }
 }
