@@ -58,6 +58,13 @@ export interface WaitPut extends WaitKey {
    * circuit (one whose webhook fails for good opens none: the next that waits does).
    */
   circuitMs?: number;
+  /**
+   * The failed attempt was the circuit's probe: its `circuitMs` moves an open row's probe time. Any
+   * other failure opens a row only where none is open (absent or closing): the row's probe time is
+   * decided once, by the failure that opened it. Those in flight before the breakers heard of it
+   * each wrote it again, pushing its probe later and announcing it again (10-25 writes a burst).
+   */
+  probe?: boolean;
   /** The attempt was answered (a 4xx): its endpoint's circuit closes, as for a WaitEnd's, this wait made due with the parked ones. */
   closesCircuit?: boolean;
 }
@@ -111,7 +118,7 @@ export interface WaitRow {
  * and leaves it; a copy moved back from `invalid` takes its spent row over, a new hand), next
  * waits of hand-backs (only where the hand still matches), ended waits with their bytes (a
  * moved-back copy's end, hand 0, only a spent row). A wait with `circuitMs` writes its endpoint's
- * circuit row (open again if it was closing) and announces it; a wait whose endpoint has an open one is written parked (a
+ * circuit row (open again if it was closing; an open one only for its probe) and announces it; a wait whose endpoint has an open one is written parked (a
  * postponement writes none: postponed by a breaker that had not yet heard of its row's close, it
  * waits its delay, unparked). Circuit rows are read FOR SHARE, so a close (closeCircuits) waits
  * for this statement, and the unpark after it sees what it parked. Returns the open circuits that
@@ -119,14 +126,16 @@ export interface WaitRow {
  */
 const WRITE = `
 WITH puts AS (
-  SELECT * FROM unnest($1::text[], $2::text[], $15::text[], $3::int[], $4::int[], $5::float8[], $6::text[], $7::text[], $8::text[], $12::float8[], $13::float8[])
-    AS p(merchant_id, webhook_id, endpoint_id, hand, attempt, delay_ms, reason, headers, content, span_ms, circuit_ms)
+  SELECT * FROM unnest($1::text[], $2::text[], $15::text[], $3::int[], $4::int[], $5::float8[], $6::text[], $7::text[], $8::text[], $12::float8[], $13::float8[], $18::boolean[])
+    AS p(merchant_id, webhook_id, endpoint_id, hand, attempt, delay_ms, reason, headers, content, span_ms, circuit_ms, probe)
   -- Not for a merchant deleted meanwhile (this dispatcher had not heard of it yet): its waits and bytes stay deleted.
   WHERE NOT ${erasedMerchantSql('p.merchant_id')}
 ), opened AS (
   INSERT INTO wait_circuits (merchant_id, endpoint_id, probe_at, cooldown_ms)
   SELECT merchant_id, endpoint_id, now() + max(circuit_ms) * interval '1 millisecond', max(circuit_ms) FROM puts WHERE circuit_ms IS NOT NULL GROUP BY merchant_id, endpoint_id
   ON CONFLICT (merchant_id, endpoint_id) DO UPDATE SET probe_at = excluded.probe_at, cooldown_ms = excluded.cooldown_ms, closing = false
+  -- An open row is moved only by its probe's failure (the row as locked, whoever committed it).
+  WHERE wait_circuits.closing OR (excluded.merchant_id, excluded.endpoint_id) IN (SELECT merchant_id, endpoint_id FROM puts WHERE circuit_ms IS NOT NULL AND probe)
   RETURNING pg_notify('${CIRCUIT_CHANNEL}', json_build_object('m', merchant_id, 'e', endpoint_id, 'open', true, 'cooldown', cooldown_ms, 'probe', cooldown_ms)::text)
 ), open AS (
   SELECT merchant_id, endpoint_id FROM wait_circuits WHERE (merchant_id, endpoint_id) IN (SELECT merchant_id, endpoint_id FROM puts) AND NOT closing FOR SHARE
@@ -288,6 +297,7 @@ export class WaitStore {
       p.map((w) => w.endpointId ?? ''),
       ends.map((e) => e.endpointId ?? ''),
       [...closing.values()].map((c) => c.endpointId),
+      p.map((w) => w.probe === true),
     ];
     // Only a batch with an end that closes a circuit has more than its one statement to make.
     if (closing.size === 0) {

@@ -115,6 +115,33 @@ describe('a closing circuit', () => {
   });
 });
 
+describe("an open circuit's probe time", () => {
+  it('is set by the failure that opened it, or by a failed probe, never moved by a later failure that is not a probe', async () => {
+    const database = await createTestDatabase('wait_circuit_once');
+    const db = openPostgres(database.url, { maxConnections: 2 });
+    const store = new WaitStore(db);
+    const wait = (webhookId: string, circuitMs: number, probe?: boolean) => ({ merchantId: 'm_down', webhookId, endpointId: 'ep_down', hand: 0, attempt: 1, delayMs: 3_600_000, reason: 'retry' as const,
+      headers: { [HEADERS.webhookId]: webhookId }, content: Buffer.from('{}'), spanLeftMs: 86_400_000, circuitMs, ...(probe ? { probe } : {}) });
+    const row = async () => (await database.query<{ probe_at: string; cooldown_ms: number }>('SELECT probe_at::text, cooldown_ms FROM wait_circuits'))[0];
+    try {
+      // The fifth failure opens the row; the sixth and seventh, in flight before its breaker heard of it, fail too.
+      await store.write([wait('evt_5', 30_000)], []);
+      const opened = await row();
+      await store.write([wait('evt_6', 30_000)], []);
+      await store.write([wait('evt_7', 30_000)], []);
+      expect(await row()).toEqual(opened);
+      // The probe's failure sets the next one, its cooldown doubled.
+      await store.write([wait('evt_probe', 60_000, true)], []);
+      const probed = await row();
+      expect(probed!.cooldown_ms).toBe(60_000);
+      expect(probed!.probe_at > opened!.probe_at).toBe(true);
+    } finally {
+      await db.close();
+      await database.drop();
+    }
+  });
+});
+
 describe("a dead endpoint's probe handed out by a pick whose next statement fails (a statement timeout, a restart)", () => {
   it('is published at once, not left handed and unsent until its lease ends', async () => {
     const database = await createTestDatabase('wait_probe_sent');

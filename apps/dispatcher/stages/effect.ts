@@ -327,6 +327,8 @@ export class EffectStage {
       content: intake.hand === undefined ? delivery.message.content : undefined,
       spanLeftMs: this.deps.policy.spanLeftMs(intake.resentAt ?? intake.firstSeenAt, this.deps.now()),
       circuitMs,
+      // The probe's failure moves its open row's probe time; no other failure does.
+      ...(circuitMs !== undefined && intake.probe ? { probe: true } : {}),
       // A hand-back's, as a delivered one's end closes it: a first attempt writes nothing when
       // delivered, and a 4xx one would make every batch of a merchant that refuses all a transaction.
       ...(closesCircuit && intake.hand !== undefined ? { closesCircuit } : {}),
