@@ -1,5 +1,5 @@
 import type { NextFunction, Request, Response } from 'express';
-import { context, ROOT_CONTEXT, SpanStatusCode, trace } from '@opentelemetry/api';
+import { context, SpanStatusCode, trace } from '@opentelemetry/api';
 import { ATTR, contextFromHeaders, SpanKind, tracer, tracingActive } from '../../libs/tracing/index.js';
 
 /**
@@ -8,7 +8,7 @@ import { ATTR, contextFromHeaders, SpanKind, tracer, tracingActive } from '../..
  */
 export function traceRequests(req: Request, res: Response, next: NextFunction): void {
   if (!tracingActive()) return next();
-  const parent = contextFromHeaders(req.headers as Record<string, unknown>, ROOT_CONTEXT);
+  const parent = contextFromHeaders(req.headers as Record<string, unknown>);
   const span = tracer().startSpan(req.method, { kind: SpanKind.SERVER, attributes: { [ATTR.httpMethod]: req.method, [ATTR.urlScheme]: req.protocol } }, parent);
   let ended = false;
   const end = () => {

@@ -75,10 +75,10 @@ function checkApplied(rows: readonly AppliedMigration[], migrations: readonly Mi
  * checks `migrate` makes first (it throws as `migrate` would): for `migrate --status`, which must not
  * call ready a schema that `migrate` refuses. Reads only: no lock taken, no ledger made.
  */
-export async function appliedSchema(db: Queryable, migrations: readonly Migration[] = MIGRATIONS): Promise<{ version: number; newer: AppliedMigration[] }> {
+export async function appliedSchema(db: Queryable): Promise<{ version: number; newer: AppliedMigration[] }> {
   const current = await currentVersion(db);
   if (current === 0) return { version: 0, newer: [] };
-  return { version: current, newer: checkApplied(await appliedAfter(db, 0), migrations) };
+  return { version: current, newer: checkApplied(await appliedAfter(db, 0), MIGRATIONS) };
 }
 
 /**

@@ -19,11 +19,11 @@ export const ORDER_LOOKUP_TIMEOUT_MS = 2_000;
 export class OrderGate {
   private readonly batcher: RetryingBatcher<Item, Map<string, OrderState>>;
 
-  constructor(private readonly store: OrderStore, logger: Logger, backoffMs?: readonly number[]) {
+  constructor(private readonly store: OrderStore, logger: Logger) {
     this.batcher = new RetryingBatcher<Item, Map<string, OrderState>>(
       (items) => store.step(items.flatMap((i) => ('admit' in i ? [i.admit] : [])), items.flatMap((i) => ('end' in i ? [i.end] : []))),
       throttledWarning((message, fields) => logger.warn(message, fields), 'order steps not written; their deliveries are held unacked until PostgreSQL answers'),
-      backoffMs,
+      undefined,
       isDataRefusal,
     );
   }

@@ -28,8 +28,8 @@ const HOUR_MS = 3_600_000;
  * per-endpoint counts cost no query of their own), and the attempts' durations in the window
  * (delivery_records_webhook, on the window's one or two day partitions only).
  */
-export async function endpointHealth(db: Queryable, merchantId: string, now: Date = new Date()): Promise<EndpointHealth> {
-  const firstHour = Math.floor(now.getTime() / HOUR_MS) * HOUR_MS - 23 * HOUR_MS;
+export async function endpointHealth(db: Queryable, merchantId: string): Promise<EndpointHealth> {
+  const firstHour = Math.floor(Date.now() / HOUR_MS) * HOUR_MS - 23 * HOUR_MS;
   const since = new Date(firstHour).toISOString();
   const run = async <R>(text: string, params: unknown[]): Promise<R[]> => {
     try {

@@ -83,20 +83,20 @@ export class RetryingBatcher<T, R> {
   }
 }
 
-/** True at most once per `everyMs` (30 s): a problem that repeats while it lasts is logged once a window, not once a try. */
-export function onceEvery(everyMs = 30_000): () => boolean {
+/** True at most once per 30 s: a problem that repeats while it lasts is logged once a window, not once a try. */
+export function onceEvery(): () => boolean {
   let last = 0;
   return () => {
     const now = Date.now();
-    if (now - last < everyMs) return false;
+    if (now - last < 30_000) return false;
     last = now;
     return true;
   };
 }
 
-/** A failure handler that logs one line per `everyMs` (30 s) while the writes fail, not one per try. */
-export function throttledWarning(warn: (message: string, fields: Record<string, unknown>) => void, message: string, everyMs = 30_000): (err: unknown, held: number) => void {
-  const due = onceEvery(everyMs);
+/** A failure handler that logs one line per 30 s (onceEvery) while the writes fail, not one per try. */
+export function throttledWarning(warn: (message: string, fields: Record<string, unknown>) => void, message: string): (err: unknown, held: number) => void {
+  const due = onceEvery();
   return (err, held) => {
     if (due()) warn(message, { held, error: (err as Error)?.message ?? String(err) });
   };

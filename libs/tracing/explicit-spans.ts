@@ -15,7 +15,7 @@ function startIn(parent: Context, name: string, kind: SpanKind, attributes: Attr
 /** A span continuing the trace a message's headers carry, or starting one; undefined while tracing is off. */
 export function spanFromHeaders(name: string, kind: SpanKind, headers: Record<string, unknown> | undefined, attributes?: Attributes): Span | undefined {
   if (!tracingActive()) return undefined;
-  return startIn(contextFromHeaders(headers, ROOT_CONTEXT), name, kind, attributes);
+  return startIn(contextFromHeaders(headers), name, kind, attributes);
 }
 
 /** Unsampled: its children would not be sampled either, so the caller gets it back (end() and attributes do nothing). */

@@ -32,8 +32,9 @@ const headerGetter: TextMapGetter<Record<string, unknown> | undefined> = {
   },
 };
 
-export function contextFromHeaders(headers: Record<string, unknown> | undefined, base: Context = context.active()): Context {
-  return propagation.extract(base, headers, headerGetter);
+/** The trace the headers carry, from the root: without a traceparent, never the active context (a span would link to itself). */
+export function contextFromHeaders(headers: Record<string, unknown> | undefined): Context {
+  return propagation.extract(ROOT_CONTEXT, headers, headerGetter);
 }
 
 /** Marks a span failed with the error's class, never its stack (messages may quote what a merchant answered). */
@@ -66,8 +67,7 @@ export async function endedAfter<T>(span: Span, work: () => Promise<T>): Promise
 /** Links the active span to the trace a message's headers carry (a failure entry's webhook), if any. */
 export function linkActiveSpanTo(headers: Record<string, unknown> | undefined, attributes?: Attributes): void {
   if (!tracingActive()) return;
-  // From the root: headers without a traceparent would give back the active context, and the span would link to itself.
-  const spanContext = trace.getSpanContext(contextFromHeaders(headers, ROOT_CONTEXT));
+  const spanContext = trace.getSpanContext(contextFromHeaders(headers));
   if (spanContext && isSpanContextValid(spanContext)) trace.getActiveSpan()?.addLink({ context: spanContext, attributes });
 }
 
