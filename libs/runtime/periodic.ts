@@ -8,6 +8,8 @@
  */
 export class Periodic {
   private stopped = true;
+  /** Bumped by each start(): a loop stopped and started again before its round ended sees it is not the current one. */
+  private generation = 0;
   private first?: Promise<void>;
   private loop?: Promise<void>;
   private timer?: NodeJS.Timeout;
@@ -28,7 +30,9 @@ export class Periodic {
   start(): Promise<void> {
     if (this.stopped) {
       this.stopped = false;
-      this.first = new Promise((ran) => (this.loop = this.run(ran)));
+      const generation = ++this.generation;
+      const previous = this.loop;
+      this.first = new Promise((ran) => (this.loop = this.run(generation, previous, ran)));
     }
     return this.first!;
   }
@@ -40,16 +44,23 @@ export class Periodic {
     await this.loop;
   }
 
-  private async run(ran: () => void): Promise<void> {
+  /** Stopped, or stopped and started again: that start()'s loop goes on, this one ends. */
+  private over(generation: number): boolean {
+    return this.stopped || generation !== this.generation;
+  }
+
+  private async run(generation: number, previous: Promise<void> | undefined, ran: () => void): Promise<void> {
+    // A start() soon after a stop(): the stopped loop's round ends first, never two at once.
+    await previous;
     let waitMs = this.options.waitFirst ? this.everyMs() : 0;
     for (;;) {
-      if (waitMs > 0 && !this.stopped) {
+      if (waitMs > 0 && !this.over(generation)) {
         await new Promise<void>((resolve) => {
           this.wake = resolve;
           this.timer = setTimeout(resolve, waitMs).unref();
         });
       }
-      if (this.stopped) return ran();
+      if (this.over(generation)) return ran();
       try {
         waitMs = (await this.round()) ?? this.everyMs();
       } catch (err) {
