@@ -299,7 +299,7 @@ export class Dispatcher {
     // A hand-back that waited for its slot: its lease (from its take) may not cover the attempt, and
     // the row would hand it on while it is sent. Taken again, the lease runs from now; handed on
     // meanwhile, it gives its slot back unsent and the current copy goes.
-    const retaken = intake.hand !== undefined && performance.now() - takenAt > RETAKE_AFTER_MS ? await this.takes?.take(intake, intake.hand, span) : undefined;
+    const retaken = intake.hand !== undefined && performance.now() - takenAt > RETAKE_AFTER_MS ? await this.takes?.take(intake, intake.hand, span, true) : undefined;
     if (retaken) {
       admitted.slot.release('unused');
       return { intake: retaken.kind === 'superseded' ? undefined : intake, finding: retaken };

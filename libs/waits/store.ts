@@ -224,15 +224,17 @@ SELECT * FROM handed UNION ALL SELECT merchant_id, NULL, NULL, NULL, NULL, NULL,
 /**
  * The takes: each hand-back whose hand is current gets a lease that covers its attempt, counted in
  * `takes` (an attempt's rewrite sets it back to 0); one past $6 takes is `spent`: out of the pick
- * (pick_at NULL), to be parked. An ordered one whose place in its line has ended (webhook_order) is
+ * (pick_at NULL), to be parked. A retake (`again`: the lease renewed after the hand-back waited for
+ * its slot) is not counted: one hand-back is one take. An ordered one whose place in its line has ended (webhook_order) is
  * `ended`: stale whatever its hand, its wait for the caller to end. Not deleted here: a delete
  * PostgreSQL refused failed the whole statement, every take batched with it, for ever.
  */
 const TAKE = `
 WITH asked AS (
-  SELECT * FROM unnest($1::text[], $2::text[], $5::text[], $3::int[]) AS t(merchant_id, webhook_id, endpoint_id, hand)
+  SELECT * FROM unnest($1::text[], $2::text[], $5::text[], $3::int[], $7::boolean[]) AS t(merchant_id, webhook_id, endpoint_id, hand, again)
 )
-UPDATE webhook_waits w SET takes = w.takes + 1, pick_at = CASE WHEN w.takes >= $6 THEN NULL ELSE now() + $4::float8 * interval '1 millisecond' END
+UPDATE webhook_waits w SET takes = w.takes + CASE WHEN t.again THEN 0 ELSE 1 END,
+  pick_at = CASE WHEN w.takes >= $6 AND NOT t.again THEN NULL ELSE now() + $4::float8 * interval '1 millisecond' END
 FROM asked t
 WHERE w.merchant_id = t.merchant_id AND w.webhook_id = t.webhook_id AND w.endpoint_id = t.endpoint_id AND w.hand = t.hand
 RETURNING w.merchant_id, w.webhook_id, w.endpoint_id, w.hand, w.takes > $6 AS spent,
@@ -360,7 +362,7 @@ export class WaitStore {
    * (WaitWriter.end): its end (webhook_order_step) commits before its wait's end, so a dispatcher
    * killed between the two left it, and its hand-back sent again after the next one of its reference had gone.
    */
-  async take(takes: readonly WaitEnd[], leaseMs: number): Promise<Map<string, 'taken' | 'spent' | 'ended'>> {
+  async take(takes: ReadonlyArray<WaitEnd & { again?: boolean }>, leaseMs: number): Promise<Map<string, 'taken' | 'spent' | 'ended'>> {
     const { rows } = await this.db.query<{ merchant_id: string; webhook_id: string; endpoint_id: string; hand: number; spent: boolean; ended: boolean }>(TAKE, [
       takes.map((t) => t.merchantId),
       takes.map((t) => t.webhookId),
@@ -368,6 +370,7 @@ export class WaitStore {
       leaseMs,
       takes.map((t) => t.endpointId ?? ''),
       WAIT_TAKE_LIMIT,
+      takes.map((t) => t.again === true),
     ]);
     return new Map(rows.map((row) => [takeKey({ merchantId: row.merchant_id, webhookId: row.webhook_id, endpointId: row.endpoint_id, hand: row.hand }), row.ended ? 'ended' : row.spent ? 'spent' : 'taken']));
   }

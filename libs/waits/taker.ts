@@ -10,7 +10,7 @@ import { takeKey, type WaitEnd, type WaitStore } from './store.js';
 export type TakeResult = 'taken' | 'spent' | 'ended' | 'stale';
 
 interface Asked {
-  take: WaitEnd;
+  take: WaitEnd & { again?: boolean };
   resolve(taken: TakeResult): void;
   reject(err: unknown): void;
 }
@@ -26,7 +26,7 @@ export class WaitTaker {
   constructor(private readonly store: WaitStore, private readonly leaseMs: number) {}
 
   /** Whether `take` is the wait's current hand (taken: its lease now covers the attempt). */
-  take(take: WaitEnd): Promise<TakeResult> {
+  take(take: WaitEnd & { again?: boolean }): Promise<TakeResult> {
     return new Promise((resolve, reject) => {
       this.next.push({ take, resolve, reject });
       if (this.taking) return;

@@ -49,6 +49,29 @@ describe('taking hand-backs of waits to their attempts', () => {
     expect(statements).toBe(1);
   });
 
+  it('counts a hand-back once: its retake (the lease renewed after its slot waited) is not another take', async () => {
+    const store = new WaitStore(database);
+    await store.write(
+      [{ merchantId: 'm_retake', webhookId: 'evt_retake', hand: 0, attempt: 1, delayMs: 0, reason: 'retry', content: Buffer.from('{}'), spanLeftMs: 3_600_000,
+        headers: { [HEADERS.attempts]: 1, [HEADERS.webhookId]: 'evt_retake' } }],
+      [],
+    );
+    const { handed } = await store.pick(10, 60_000, { only: [{ merchantId: 'm_retake', webhookId: 'evt_retake', endpointId: '' }] });
+    const taker = new WaitTaker(store, 60_000);
+    const hand = { merchantId: 'm_retake', webhookId: 'evt_retake', hand: handed[0]!.hand };
+    // WAIT_TAKE_LIMIT hand-backs of one hand (its attempt killed its dispatcher each time), each retaken after waiting for a slot.
+    const seen: string[] = [];
+    for (let n = 0; n < WAIT_TAKE_LIMIT; n++) {
+      seen.push(await taker.take(hand));
+      seen.push(await taker.take({ ...hand, again: true }));
+    }
+    expect(seen.filter((took) => took !== 'taken')).toEqual([]);
+    const { rows } = await database.query<{ takes: number }>('SELECT takes FROM webhook_waits WHERE webhook_id = $1', ['evt_retake']);
+    expect(rows[0]!.takes).toBe(WAIT_TAKE_LIMIT);
+    // The next hand-back is the one past the bound.
+    expect(await taker.take(hand)).toBe('spent');
+  });
+
   it('leaves a spent row (taken past WAIT_TAKE_LIMIT) to the copy moved back: its new wait takes the row over, its end deletes it; a live row is neither', async () => {
     const store = new WaitStore(database);
     const put = (webhookId: string, attempt: number): WaitPut => ({

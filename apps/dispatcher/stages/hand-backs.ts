@@ -26,8 +26,8 @@ export class HandBackTakes {
    * The take, and the end of an ordered wait whose place ended (a dispatcher killed between the
    * two ends): stale. Its end refused, the row's takes bound its hand-backs as any other's.
    */
-  private async took(handBack: HandBack): Promise<TakeResult> {
-    const took = await this.taker.take({ ...waitKeyOf(handBack), hand: handBack.hand });
+  private async took(handBack: HandBack, again = false): Promise<TakeResult> {
+    const took = await this.taker.take({ ...waitKeyOf(handBack), hand: handBack.hand, again });
     if (took !== 'ended') return took;
     await this.writer.end({ ...waitKeyOf(handBack), hand: handBack.hand }).catch((err: unknown) => {
       if (!(err instanceof WriteRefusedError)) throw err;
@@ -40,12 +40,13 @@ export class HandBackTakes {
    * Undefined: taken to its attempt. Else what ends its walk: superseded (a stale copy), or parked
    * (spent). PostgreSQL not answering, or refusing its row alone (WriteRefusedError), takes it anyway
    * (a duplicate is better than a webhook held back), but not an ordered one: a stale copy after its
-   * successor would be out of order, so it is held until PostgreSQL takes it.
+   * successor would be out of order, so it is held until PostgreSQL takes it. `again`: the retake of
+   * one that waited for its slot, its lease renewed but not counted (one hand-back, one take).
    */
-  async take(intake: IntakeEvent, hand: number, span: Span | undefined): Promise<Finding | undefined> {
+  async take(intake: IntakeEvent, hand: number, span: Span | undefined, again = false): Promise<Finding | undefined> {
     for (let tries = 0; ; tries++) {
       try {
-        const took = await this.took({ ...intake, hand });
+        const took = await this.took({ ...intake, hand }, again);
         if (took === 'taken') return undefined;
         if (took === 'stale') return { kind: 'superseded', key: `${intake.webhookId}#${hand}` };
         this.logger.warn('wait taken too often without an outcome: parked, its row left out of the pick', { merchantId: intake.merchantId, endpointId: intake.endpointId, webhookId: intake.webhookId, ...spanLogFields(span) });
