@@ -2,6 +2,7 @@ import { mkdirSync } from 'node:fs';
 import type { PGlite as Pglite } from '@electric-sql/pglite';
 import pg from 'pg';
 import { lockFolder } from './folder-lock.js';
+import { Periodic } from '../runtime/periodic.js';
 import { within } from '../runtime/timers.js';
 
 /** What every query needs: pg's Pool and Client and PGlite all answer `query(text, params)` with `{rows}`. */
@@ -111,21 +112,17 @@ export function openPostgres(url: string, options: PostgresOptions = {}): Databa
       });
       await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
       const beat = statementTimeout > 0 ? statementTimeout : 10_000;
-      let closed = false;
-      void (async () => {
-        while (!closed) {
-          if (await within(beat, lost)) return;
-          if (closed) return;
-          if ((await within(beat, client.query('SELECT 1').then(() => true, () => true))) === undefined) {
-            markLost(new Error(`the listening connection did not answer within ${beat} ms`));
-            // Not waited for: a connection whose server is gone may take TCP's time to end.
-            void client.end().catch(() => {});
-            return;
-          }
-        }
-      })();
+      // Waited on once: a race with `lost` at each beat left a promise on it each time, for the connection's life.
+      const heartbeat: Periodic = new Periodic(async () => {
+        if ((await within(beat, client.query('SELECT 1').then(() => true, () => true))) !== undefined) return;
+        markLost(new Error(`the listening connection did not answer within ${beat} ms`));
+        // Not waited for: a connection whose server is gone may take TCP's time to end.
+        void client.end().catch(() => {});
+      }, () => beat, { waitFirst: true });
+      void lost.then(() => heartbeat.stop());
+      void heartbeat.start();
       // A read on the listening connection comes before the notifications of what commits after it.
-      const close = () => ((closed = true), client.end().catch(() => {}));
+      const close = () => (void heartbeat.stop(), client.end().catch(() => {}));
       return { lost, query: (text, params) => client.query(text, params as unknown[]) as never, close };
     },
     close: () => pool.end(),
