@@ -4,7 +4,7 @@
  * each, or after what the round returned (0: at once, more is waiting), or after what `failed`
  * answered for a round that threw. start() is safe twice and resolves once the first round has
  * ended; stop() ends a wait at once and resolves once a round under way has ended; a start() after
- * it runs the rounds again. The timer is unref'd: a loop never holds a program alive.
+ * it runs the rounds again, once that round has ended. The timer is unref'd: a loop never holds a program alive.
  */
 export class Periodic {
   private stopped = true;
