@@ -9,11 +9,38 @@ import { createUndiciClient } from '../../libs/http/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { OrderGate, OrderStore } from '../../libs/ordering/index.js';
 import { WaitStore, WaitWriter } from '../../libs/waits/index.js';
-import { circuitRows, startHarness, testMerchant } from '../support/harness.js';
+import { circuitRows, type Harness, startHarness, testMerchant } from '../support/harness.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
 const SCHEDULE = Array.from({ length: 200 }, () => 300);
+
+/**
+ * A second dispatcher beside the harness's, on the harness's broker, directory and database (its
+ * own connections), whose breakers follow the rows only once the test gives it a circuitRows().
+ */
+function secondDispatcher(harness: Harness, userAgent: string, breakerCooldownMs: number) {
+  const logger = silentLogger();
+  const db = openPostgres(harness.database.url, { maxConnections: 2 });
+  const store = new WaitStore(db);
+  const writer = new WaitWriter(store, logger);
+  const http = createUndiciClient({ allowPrivateTargets: true, responseBodyBytes: 0 });
+  const dispatcher = new Dispatcher(
+    { broker: harness.broker, merchants: harness.merchants, http, logger, waits: { store, writer }, order: new OrderGate(new OrderStore(db), logger), failures: new FailedStore(db) },
+    { prefix: harness.prefix, retryDelaysMs: SCHEDULE, deliveryTimeoutMs: 2_000, concurrency: 16, maxMessageBytes: 65_536, userAgent, drainTimeoutMs: 5_000, waitLeaseMs: 60_000,
+      breakerThreshold: 2, breakerCooldownMs, perEndpointConcurrency: 1 },
+  );
+  return {
+    dispatcher,
+    follow: () => circuitRows(db, store, dispatcher),
+    async close() {
+      await dispatcher.stop();
+      writer.close();
+      http.close();
+      await db.close();
+    },
+  };
+}
 
 /**
  * A circuit's row is the one copy of an endpoint's circuit that decides for its waits; each
@@ -30,16 +57,8 @@ describe('two dispatchers whose breakers opened on a dead endpoint, one with a l
     const endpoint = await Receiver.start(() => (up ? 204 : 500));
     const merchant = testMerchant('m_two_breakers', endpoint.url);
     const harness = await startHarness({ name: 'circuit-closes', merchants: [merchant], retryDelaysMs: SCHEDULE, settings: { breakerThreshold: 2, breakerCooldownMs: 1_000, perEndpointConcurrency: 1 } });
-    const logger = silentLogger();
-    const db = openPostgres(harness.database.url, { maxConnections: 2 });
-    const store = new WaitStore(db);
-    const writer = new WaitWriter(store, logger);
-    const http = createUndiciClient({ allowPrivateTargets: true, responseBodyBytes: 0 });
-    const second = new Dispatcher(
-      { broker: harness.broker, merchants: harness.merchants, http, logger, waits: { store, writer }, order: new OrderGate(new OrderStore(db), logger), failures: new FailedStore(db) },
-      { prefix: harness.prefix, retryDelaysMs: SCHEDULE, deliveryTimeoutMs: 2_000, concurrency: 16, maxMessageBytes: 65_536, userAgent: 'second', drainTimeoutMs: 5_000, waitLeaseMs: 60_000,
-        breakerThreshold: 2, breakerCooldownMs: 20_000, perEndpointConcurrency: 1 },
-    );
+    const other = secondDispatcher(harness, 'second', 20_000);
+    const second = other.dispatcher;
     // As the program wires them (the harness's dispatcher too): each dispatcher's breakers follow the rows.
     const closes: CircuitRows[] = [];
     const url = endpointOf(merchant.id, merchant.endpoints[0]!.url);
@@ -49,7 +68,7 @@ describe('two dispatchers whose breakers opened on a dead endpoint, one with a l
       for (let i = 0; i < 40; i++) ids.push((await harness.publisher.publish(sampleEvent('payout', merchant.id))).messageId);
       // The first opens the row (its cooldown, 1 s); the second joins, its own cooldown 20 s (as after failed probes).
       await waitFor('the row written', async () => (await harness.database.query('SELECT 1 FROM wait_circuits')).length === 1, 20_000);
-      closes.push(circuitRows(db, store, second));
+      closes.push(other.follow());
       await second.start();
       await waitFor('both breakers open, every webhook waiting', async () => harness.dispatcher.guards.openUntil(url) > 0 && second.guards.openUntil(url) > 0
         && (await harness.waits.census(0)).waiting === 40, 20_000);
@@ -74,10 +93,7 @@ describe('two dispatchers whose breakers opened on a dead endpoint, one with a l
     } finally {
       publishing = false;
       for (const listener of closes) await listener.stop();
-      await second.stop();
-      writer.close();
-      http.close();
-      await db.close();
+      await other.close();
       await harness.close();
       await endpoint.close();
     }
@@ -92,16 +108,8 @@ describe('two dispatchers whose breakers opened on a dead endpoint, one with a l
     const endpoint = await Receiver.start(() => (up ? 204 : 500));
     const merchant = testMerchant('m_missed_close', endpoint.url);
     const harness = await startHarness({ name: 'circuit-closes-missed', merchants: [merchant], retryDelaysMs: SCHEDULE, settings: { breakerThreshold: 2, breakerCooldownMs: 1_000, perEndpointConcurrency: 1 } });
-    const logger = silentLogger();
-    const db = openPostgres(harness.database.url, { maxConnections: 2 });
-    const store = new WaitStore(db);
-    const writer = new WaitWriter(store, logger);
-    const http = createUndiciClient({ allowPrivateTargets: true, responseBodyBytes: 0 });
-    const second = new Dispatcher(
-      { broker: harness.broker, merchants: harness.merchants, http, logger, waits: { store, writer }, order: new OrderGate(new OrderStore(db), logger), failures: new FailedStore(db) },
-      { prefix: harness.prefix, retryDelaysMs: SCHEDULE, deliveryTimeoutMs: 2_000, concurrency: 16, maxMessageBytes: 65_536, userAgent: 'second', drainTimeoutMs: 5_000, waitLeaseMs: 60_000,
-        breakerThreshold: 2, breakerCooldownMs: 20_000, perEndpointConcurrency: 1 },
-    );
+    const other = secondDispatcher(harness, 'second', 20_000);
+    const second = other.dispatcher;
     let away: CircuitRows | undefined;
     let back: CircuitRows | undefined;
     const url = endpointOf(merchant.id, merchant.endpoints[0]!.url);
@@ -111,7 +119,7 @@ describe('two dispatchers whose breakers opened on a dead endpoint, one with a l
       for (let i = 0; i < 40; i++) ids.push((await harness.publisher.publish(sampleEvent('payout', merchant.id))).messageId);
       // The first opens the row (its cooldown, 1 s); the second joins, its own cooldown 20 s (as after failed probes).
       await waitFor('the row written', async () => (await harness.database.query('SELECT 1 FROM wait_circuits')).length === 1, 20_000);
-      away = circuitRows(db, store, second);
+      away = other.follow();
       await second.start();
       await waitFor('both breakers open, every webhook waiting', async () => harness.dispatcher.guards.openUntil(url) > 0 && second.guards.openUntil(url) > 0
         && (await harness.waits.census(0)).waiting === 40, 20_000);
@@ -129,7 +137,7 @@ describe('two dispatchers whose breakers opened on a dead endpoint, one with a l
       })();
       await waitFor("the first dispatcher's breaker closed with the row", () => harness.dispatcher.guards.openUntil(url) === 0, 15_000, 20);
       // It listens again (a connection re-made within 5 s): the close it missed is not announced again.
-      back = circuitRows(db, store, second);
+      back = other.follow();
       const delivered = () => new Set(endpoint.requests.filter((r) => r.at >= from).map((r) => String(r.headers['webhook-id'])).filter((id) => ids.includes(id))).size;
       await waitFor('every parked webhook delivered', () => delivered() === 40, 30_000, 50).catch(async (err: Error) => {
         const circuits = await harness.database.query('SELECT probe_at, closing FROM wait_circuits');
@@ -144,10 +152,7 @@ describe('two dispatchers whose breakers opened on a dead endpoint, one with a l
       publishing = false;
       await away?.stop();
       await back?.stop();
-      await second.stop();
-      writer.close();
-      http.close();
-      await db.close();
+      await other.close();
       await harness.close();
       await endpoint.close();
     }
@@ -166,17 +171,9 @@ describe('a dispatcher that never saw the endpoint fail', () => {
     const endpoint = await Receiver.start(() => (up ? 204 : 500));
     const merchant = testMerchant('m_never_saw', endpoint.url);
     const harness = await startHarness({ name: 'circuit-closes-fresh', merchants: [merchant], retryDelaysMs: SCHEDULE, settings: { breakerThreshold: 2, breakerCooldownMs: 60_000, perEndpointConcurrency: 1 } });
-    const logger = silentLogger();
-    const db = openPostgres(harness.database.url, { maxConnections: 2 });
-    const store = new WaitStore(db);
-    const writer = new WaitWriter(store, logger);
-    const http = createUndiciClient({ allowPrivateTargets: true, responseBodyBytes: 0 });
-    const fresh = new Dispatcher(
-      { broker: harness.broker, merchants: harness.merchants, http, logger, waits: { store, writer }, order: new OrderGate(new OrderStore(db), logger), failures: new FailedStore(db) },
-      { prefix: harness.prefix, retryDelaysMs: SCHEDULE, deliveryTimeoutMs: 2_000, concurrency: 16, maxMessageBytes: 65_536, userAgent: 'fresh', drainTimeoutMs: 5_000, waitLeaseMs: 60_000,
-        breakerThreshold: 2, breakerCooldownMs: 60_000, perEndpointConcurrency: 1 },
-    );
-    const closes = [circuitRows(db, store, fresh)];
+    const other = secondDispatcher(harness, 'fresh', 60_000);
+    const fresh = other.dispatcher;
+    const closes = [other.follow()];
     const url = endpointOf(merchant.id, merchant.endpoints[0]!.url);
     try {
       const ids: string[] = [];
@@ -200,10 +197,7 @@ describe('a dispatcher that never saw the endpoint fail', () => {
       await waitFor("the fresh dispatcher's breaker closed", () => fresh.guards.openUntil(url) === 0, 5_000, 20);
     } finally {
       for (const listener of closes) await listener.stop();
-      await fresh.stop();
-      writer.close();
-      http.close();
-      await db.close();
+      await other.close();
       await harness.close();
       await endpoint.close();
     }
