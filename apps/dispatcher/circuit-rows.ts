@@ -1,4 +1,4 @@
-import type { Database, Listener } from '../../libs/delivery-store/index.js';
+import { type Database, keepListening, type Listener, type Listening } from '../../libs/delivery-store/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import { CIRCUIT_CHANNEL, type CircuitState, circuitOfPayload, type WaitStore } from '../../libs/waits/index.js';
 import type { EndpointGuards } from './stages/endpoint-guards.js';
@@ -12,7 +12,7 @@ import type { EndpointGuards } from './stages/endpoint-guards.js';
  * While PostgreSQL does not answer, the breakers keep what they last heard.
  */
 export class CircuitRows {
-  private listener?: Listener;
+  private listening?: Listening;
   private stopped = false;
 
   constructor(
@@ -24,13 +24,22 @@ export class CircuitRows {
     private readonly logger: Logger,
   ) {}
 
+  /** LISTEN on a connection of its own, then catch up; again after each loss. */
   start(): void {
-    void this.keepListening();
+    if (this.stopped || this.listening) return;
+    this.listening = keepListening(this.db, CIRCUIT_CHANNEL, {
+      heard: (payload) => {
+        const circuit = circuitOfPayload(payload);
+        if (circuit) this.follow(circuit);
+      },
+      connected: (listener) => this.catchUp(listener),
+      failed: (err) => this.logger.warn("circuits' rows not heard: PostgreSQL did not answer; trying again", { error: (err as Error)?.message }),
+    });
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
-    await this.listener?.close();
+    await this.listening?.stop();
   }
 
   private follow(circuit: CircuitState): void {
@@ -50,35 +59,5 @@ export class CircuitRows {
     }
     for (const key of this.guards.openKeys()) if (!keys.has(key)) this.guards.closeCircuit(key, false);
     for (const circuit of open) this.follow(circuit);
-  }
-
-  /** LISTEN on a connection of its own, then catch up; again after each loss. */
-  private async keepListening(): Promise<void> {
-    for (let attempt = 0; !this.stopped; ) {
-      try {
-        // Heard while the open rows are read, held until they are: one read before a commit heard
-        // meanwhile would undo it. Replayed after, in commit order, each leaves what the row says.
-        let held: string[] | undefined = [];
-        const listener = (this.listener = await this.db.listen(CIRCUIT_CHANNEL, (payload) => {
-          if (held) return void held.push(payload);
-          const circuit = circuitOfPayload(payload);
-          if (circuit) this.follow(circuit);
-        }));
-        if (this.stopped) return void (await listener.close());
-        await this.catchUp(listener);
-        for (const payload of held) {
-          const circuit = circuitOfPayload(payload);
-          if (circuit) this.follow(circuit);
-        }
-        held = undefined;
-        attempt = 0;
-        await listener.lost;
-      } catch (err) {
-        await this.listener?.close();
-        if (attempt === 0) this.logger.warn("circuits' rows not heard: PostgreSQL did not answer; trying again", { error: (err as Error)?.message });
-      }
-      if (this.stopped) return;
-      await new Promise((resolve) => setTimeout(resolve, Math.min(5_000, 250 * 2 ** attempt++)).unref());
-    }
   }
 }

@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import { type Database, isTransient, type Listener, type Queryable } from '../delivery-store/index.js';
+import { type Database, isTransient, keepListening, type Listening, type Queryable } from '../delivery-store/index.js';
 import type { Logger } from '../logger/index.js';
 import { DirectoryCache } from './cache.js';
 import type { MerchantDirectory } from './directory.js';
@@ -88,7 +88,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
   private stopped = false;
   private readonly starting = new StartOnce();
   private readonly polls = new Periodic(() => this.poll(), () => this.options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS, { waitFirst: true });
-  private listener?: Listener;
+  private listening?: Listening;
   private polling?: Promise<void>;
   private pollAgain = false;
   private failing = false;
@@ -135,14 +135,15 @@ export class PgMerchantDirectory implements MerchantDirectory {
     this.loaded = true;
     this.logger.info('merchant directory loaded', { merchants: this.cache.size });
     if (this.stopped) return;
-    void this.keepListening();
+    // Notifications lost while the LISTEN is away are found by the poll made after each (re)start.
+    this.listening = keepListening(this.db, CHANGES_CHANNEL, { heard: () => void this.poll(), connected: () => void this.poll() });
     void this.polls.start();
   }
 
   async close(): Promise<void> {
     this.stopped = true;
     void this.polls.stop();
-    await this.listener?.close();
+    await this.listening?.stop();
     await this.polling;
   }
 
@@ -362,23 +363,6 @@ export class PgMerchantDirectory implements MerchantDirectory {
     for (const row of clocks) this.cache.setHealth(row.merchant_id, row.endpoint_id, healthOf(row));
     this.position = position;
     this.polledAt = performance.now();
-  }
-
-  /** LISTEN on a connection of its own, again after each loss (then a poll: notifications meanwhile are lost). */
-  private async keepListening(): Promise<void> {
-    for (let attempt = 0; !this.stopped; ) {
-      try {
-        this.listener = await this.db.listen(CHANGES_CHANNEL, () => void this.poll());
-        attempt = 0;
-        if (this.stopped) return void (await this.listener.close());
-        void this.poll();
-        await this.listener.lost;
-      } catch {
-        // Unreachable: the poll's own warning says so; try again with a back-off.
-      }
-      if (this.stopped) return;
-      await new Promise((resolve) => setTimeout(resolve, Math.min(5_000, 250 * 2 ** attempt++)).unref());
-    }
   }
 }
 

@@ -215,7 +215,7 @@ describe("what the docs state about PostgreSQL's connections", () => {
     // It hears both: a row opened (the waits' write) and closed (closeIn) is announced on the channel it listens on.
     expect(readFileSync('libs/waits/store.ts', 'utf8')).toContain("pg_notify('${CIRCUIT_CHANNEL}', json_build_object('m', merchant_id, 'e', endpoint_id, 'open', true");
     expect(readFileSync('libs/waits/circuits.ts', 'utf8')).toContain("pg_notify('${CIRCUIT_CHANNEL}', json_build_object('m', c.merchant_id, 'e', c.endpoint_id, 'open', false");
-    expect(readFileSync('apps/dispatcher/circuit-rows.ts', 'utf8')).toContain('this.db.listen(CIRCUIT_CHANNEL,');
+    expect(readFileSync('apps/dispatcher/circuit-rows.ts', 'utf8')).toContain('keepListening(this.db, CIRCUIT_CHANNEL,');
   });
 
   it("the waits row names what program.ts puts on the waits pool: the throttle's slots and adaptive rates too", () => {

@@ -1,0 +1,52 @@
+import type { Database, Listener } from './database.js';
+
+export interface Listening {
+  stop(): Promise<void>;
+}
+
+export interface ListeningHandlers {
+  /** A notification, in commit order. */
+  heard(payload: string): void;
+  /**
+   * After each (re)start of the LISTEN, on the listening connection: what was announced while it
+   * was away is read here. Notifications heard meanwhile are held and given after it settles: one
+   * read before a commit heard meanwhile would undo it.
+   */
+  connected(listener: Listener): Promise<void> | void;
+  /** A listen, or a `connected`, that threw: told for the first of a run of failures only. */
+  failed?(err: unknown): void;
+}
+
+/**
+ * LISTEN on `channel` on a connection of its own until stop(), made again after each loss with a
+ * back-off (250 ms, doubling to 5 s). The merchant directory's and the circuits' rows' listeners.
+ */
+export function keepListening(db: Pick<Database, 'listen'>, channel: string, handlers: ListeningHandlers): Listening {
+  let stopped = false;
+  let listener: Listener | undefined;
+  void (async () => {
+    for (let attempt = 0; !stopped; ) {
+      try {
+        let held: string[] | undefined = [];
+        listener = await db.listen(channel, (payload) => (held ? void held.push(payload) : handlers.heard(payload)));
+        if (stopped) return void (await listener.close());
+        await handlers.connected(listener);
+        for (const payload of held) handlers.heard(payload);
+        held = undefined;
+        attempt = 0;
+        await listener.lost;
+      } catch (err) {
+        await listener?.close();
+        if (attempt === 0) handlers.failed?.(err);
+      }
+      if (stopped) return;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(5_000, 250 * 2 ** attempt++)).unref());
+    }
+  })();
+  return {
+    async stop() {
+      stopped = true;
+      await listener?.close();
+    },
+  };
+}
