@@ -81,12 +81,16 @@ describe('a merchant deleted and made again with the same id', () => {
     await deleteMerchantData(database, 'm_again', { actor: 'test' }, { sweepAfterMs: 0 });
     await waitFor('the dispatcher heard of the delete', () => dispatcher.merchants.byId('m_again') === undefined, 15_000);
     // Made again by a write whose notification is lost (a pooler in transaction mode): no poll for an hour.
-    const deafDatabase = {
-      transaction: <T>(work: (tx: Queryable) => Promise<T>) =>
-        database.transaction((tx) => work({ query: (text, params) => (text.includes('pg_notify') ? Promise.resolve({ rows: [] }) : tx.query(text, params)) as never })),
-    } as unknown as Database;
-    const deaf = new PgMerchantDirectory(deafDatabase, box(), silentLogger());
-    await putWithEndpoint(new MerchantSettings(deaf, guards), 'm_again', { publicKey: 'pk_again_000002', url: receiver.url });
+    // The merchant and its endpoint in one commit: the dispatcher's directory may still be polling
+    // after the delete's notifications, and a poll between two commits would hold the merchant
+    // without its endpoint (not erased: its webhook skipped), which no notification corrects.
+    await database.transaction(async (outer) => {
+      const deafDatabase = {
+        transaction: <T>(work: (tx: Queryable) => Promise<T>) => work({ query: (text, params) => (text.includes('pg_notify') ? Promise.resolve({ rows: [] }) : outer.query(text, params)) as never }),
+      } as unknown as Database;
+      const deaf = new PgMerchantDirectory(deafDatabase, box(), silentLogger());
+      await putWithEndpoint(new MerchantSettings(deaf, guards), 'm_again', { publicKey: 'pk_again_000002', url: receiver.url });
+    });
     const { messageId } = await new EventPublisher(upstream, prefix).publish(sampleEvent('payout', 'm_again'));
     await waitFor('the webhook settled', () => dispatcher.dispatcher.stats.erased + dispatcher.dispatcher.stats.delivered + dispatcher.dispatcher.stats.invalid >= 1, 30_000).catch((err: Error) => {
       throw new Error(`${err.message}: stats ${JSON.stringify(dispatcher.dispatcher.stats)}, held ${JSON.stringify(dispatcher.merchants.byId('m_again') ?? null)}`);
