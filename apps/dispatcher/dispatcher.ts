@@ -295,6 +295,7 @@ export class Dispatcher {
     // Given up like a stop's once its channel is gone while it waited: the broker has given it
     // back, and sent on, it went twice (its redelivery too).
     const admitted = await this.admission.admit(intake, now, () => this.stopping !== undefined || !live());
+    if (admitted.kind === 'stopping') await this.takes?.untake(intake);
     if (admitted.kind !== 'admitted') return { intake, finding: admitted };
     // A hand-back that waited for its slot: its lease (from its take) may not cover the attempt, and
     // the row would hand it on while it is sent. Taken again, the lease runs from now; handed on

@@ -376,6 +376,18 @@ export class WaitStore {
   }
 
   /**
+   * A hand-back taken and given back untried (its dispatcher stopping): no attempt came of its take,
+   * which is not counted (its redelivered copy takes it again). Only while its hand is current, and
+   * not once spent (out of the pick: its park ends it).
+   */
+  async untake(take: WaitEnd): Promise<void> {
+    await this.db.query(
+      'UPDATE webhook_waits SET takes = takes - 1 WHERE merchant_id = $1 AND webhook_id = $2 AND endpoint_id = $3 AND hand = $4 AND takes > 0 AND pick_at IS NOT NULL',
+      [take.merchantId, take.webhookId, take.endpointId ?? '', take.hand],
+    );
+  }
+
+  /**
    * Up to `limit` probes of open circuits whose probe time came, each with a lease of `leaseMs`;
    * `idle`: the circuits with no parked wait left to probe, to be closed (closeCircuits). Only
    * the circuits `only` (when given), never those `without` (whose probe PostgreSQL refuses).

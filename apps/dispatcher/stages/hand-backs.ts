@@ -15,10 +15,14 @@ import type { HandBack, IntakeEvent } from './intake.js';
  */
 export class HandBackTakes {
   private readonly taker: WaitTaker;
+  private readonly store: WaitStore;
   private readonly writer: WaitWriter;
+  /** The walks whose take was counted here, until their attempt: one given back untried is uncounted (untake). */
+  private readonly counted = new WeakSet<IntakeEvent>();
 
   constructor(waits: { store: WaitStore; writer: WaitWriter }, leaseMs: number, private readonly logger: Logger, private readonly stopping: () => boolean) {
     this.taker = new WaitTaker(waits.store, leaseMs);
+    this.store = waits.store;
     this.writer = waits.writer;
   }
 
@@ -47,6 +51,7 @@ export class HandBackTakes {
     for (let tries = 0; ; tries++) {
       try {
         const took = await this.took({ ...intake, hand }, again);
+        if (took === 'taken' && !again) this.counted.add(intake);
         if (took === 'taken') return undefined;
         if (took === 'stale') return { kind: 'superseded', key: `${intake.webhookId}#${hand}` };
         this.logger.warn('wait taken too often without an outcome: parked, its row left out of the pick', { merchantId: intake.merchantId, endpointId: intake.endpointId, webhookId: intake.webhookId, ...spanLogFields(span) });
@@ -61,6 +66,19 @@ export class HandBackTakes {
         await new Promise((resolve) => setTimeout(resolve, 1_000));
       }
     }
+  }
+
+  /**
+   * A hand-back taken and given back untried (its dispatcher stopping, or its channel gone while it
+   * waited for its slot): its take came to no attempt and is not counted. Counted, its redelivered
+   * copy's take was a second, and rolling restarts alone walked its wait to the park. PostgreSQL not
+   * answering leaves it counted (it is given back all the same).
+   */
+  async untake(intake: IntakeEvent): Promise<void> {
+    if (intake.hand === undefined || !this.counted.delete(intake)) return;
+    await this.store.untake({ ...waitKeyOf(intake), hand: intake.hand }).catch((err: unknown) => {
+      this.logger.warn('hand-back given back with its take counted: PostgreSQL did not answer', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message });
+    });
   }
 
   /**
