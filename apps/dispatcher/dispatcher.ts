@@ -365,6 +365,11 @@ export class Dispatcher {
     // Off now: a copy that took its place while it was on (redelivered, or handed on) still ends it,
     // or the webhooks behind it (waiting with no due time) would wait for ever.
     if (!setting && !(await this.heldPlace(message, intake, order))) return undefined;
+    // A copy moved back from invalid ends its key's spent wait first (wait-not-ended: its own, out of
+    // the pick for good). Left, a copy found behind a later one of its line (its place's end
+    // forgotten after ORDER_ENDED_KEEP_MS) was answered 'waiting' by that row, acked, and its line
+    // stopped at it: only an 'ordered' wait is released. Refused, it is parked again, not acked.
+    if (intake.movedBack) await this.deps.waits?.writer.end({ ...waitKeyOf(intake), hand: 0 });
     // Marked before its admission: the 'ordered' wait written with it carries the mark.
     intake.ordered = true;
     let waitSpan: Span | undefined;
