@@ -1,6 +1,8 @@
 import type { GetMessage } from 'amqplib';
 import { copyHeaders, HEADERS, sampleEvent } from '../../libs/contracts/index.js';
 import { WAIT_TAKE_LIMIT } from '../../libs/waits/index.js';
+import { brokerUrl } from '../support/broker.js';
+import { runCliInProcess } from '../support/cli.js';
 import { type Harness, startHarness, testMerchant } from '../support/harness.js';
 import { failOnceThenSucceed, Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
@@ -99,6 +101,58 @@ describe('an ordered webhook parked as wait-not-ended, its wait left spent, move
       expect(String(again!.properties.headers?.[HEADERS.invalidReason])).toMatch(/waits are kept/);
       expect(await waitOf(harness, first)).toMatchObject({ spent: true });
       expect(receiver.requests).toHaveLength(2);
+    } finally {
+      await harness.close();
+      await receiver.close();
+    }
+  }, 60_000);
+});
+
+/**
+ * The broker parks a copy itself (dispatch's delivery limit: its dispatchers died holding it) with
+ * no x-original-routing-key, which only the dispatcher's parks write: moved back, a copy of no wait
+ * (no x-wait-hand) is not `movedBack`, and its delivery ends no spent row. A spent row has a copy
+ * of its own in invalid all the same, parked by the very take that spent it (wait-not-ended, with
+ * the routing key): that copy ends it (or takes it over) once moved back, as operating.md says.
+ */
+describe('a spent wait whose webhook has a copy the broker parked (delivery-limit) beside its own wait-not-ended copy', () => {
+  it('is ended by its wait-not-ended copy once both are moved back with webhooks invalid requeue: nothing left', async () => {
+    const receiver = await Receiver.start(failOnceThenSucceed());
+    const merchant = testMerchant('m_spent_limit', receiver.url);
+    const harness = await startHarness({ name: 'wait-spent-limit', merchants: [merchant], retryDelaysMs: SCHEDULE, paused: true });
+    const cli = (...args: string[]) => runCliInProcess({ RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: harness.prefix }, args);
+    try {
+      const webhookId = 'evt_spent_limit';
+      const body = Buffer.from(JSON.stringify(sampleEvent('payout', merchant.id)));
+      // A copy returned to dispatch until its delivery limit, as when each dispatcher holding it dies.
+      await harness.test.publishRaw(harness.names.dispatch, body, { messageId: webhookId });
+      const channel = await harness.test.connection.createChannel();
+      await waitFor('the broker parks it', async () => {
+        const message = await channel.get(harness.names.dispatch, { noAck: false });
+        if (message) channel.nack(message, false, true);
+        return (await harness.test.messageCount(harness.names.invalid)) === 1;
+      }, 10_000, 5);
+      await channel.close();
+      // Another copy walks: its attempt fails, its wait is written and, its end refused, spent.
+      await harness.startDispatcher();
+      await harness.test.publishRaw(harness.names.dispatch, body, { messageId: webhookId });
+      await waitFor('its retry waiting', async () => (await waitOf(harness, webhookId)) !== undefined, 10_000);
+      await refuseWaitEnds(harness);
+      await lastTakeDue(harness, webhookId);
+      await waitFor('its wait-not-ended copy parked beside it', async () => (await harness.test.messageCount(harness.names.invalid)) === 2, 10_000);
+      expect(await waitOf(harness, webhookId)).toMatchObject({ spent: true });
+      await harness.database.query('DROP TRIGGER refuse_wait_end ON webhook_waits');
+      expect((await cli('invalid', 'requeue', '--code', 'delivery-limit')).code).toBe(0);
+      await receiver.waitForRequests(2, 10_000);
+      await waitFor('the copy delivered and acked', () => harness.dispatcher.unacked === 0, 5_000);
+      // Delivered, but not the row's: the row is its own parked copy's to end.
+      expect(await waitOf(harness, webhookId)).toMatchObject({ spent: true });
+      expect((await cli('invalid', 'requeue', '--code', 'wait-not-ended')).code).toBe(0);
+      await waitFor('its row ended', async () => (await waitOf(harness, webhookId)) === undefined, 10_000);
+      // At least once: each copy delivered (the same webhook-id), nothing left behind.
+      expect(receiver.requests.map((r) => r.headers['webhook-id'])).toEqual([webhookId, webhookId, webhookId]);
+      expect(await harness.database.query('SELECT 1 FROM webhook_bodies')).toHaveLength(0);
+      expect(await harness.test.messageCount(harness.names.invalid)).toBe(0);
     } finally {
       await harness.close();
       await receiver.close();
