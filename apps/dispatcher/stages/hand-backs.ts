@@ -17,7 +17,7 @@ export class HandBackTakes {
   private readonly taker: WaitTaker;
   private readonly store: WaitStore;
   private readonly writer: WaitWriter;
-  /** The walks whose take was counted here, until their attempt: one given back untried is uncounted (untake). */
+  /** The walks whose take was counted here: one given back untried is uncounted (untake). */
   private readonly counted = new WeakSet<IntakeEvent>();
 
   constructor(waits: { store: WaitStore; writer: WaitWriter }, leaseMs: number, private readonly logger: Logger, private readonly stopping: () => boolean) {
@@ -72,12 +72,12 @@ export class HandBackTakes {
    * A hand-back taken and given back untried (its dispatcher stopping, or its channel gone while it
    * waited for its slot): its take came to no attempt and is not counted. Counted, its redelivered
    * copy's take was a second, and rolling restarts alone walked its wait to the park. PostgreSQL not
-   * answering leaves it counted (it is given back all the same).
+   * answering (or refusing the row) leaves it counted: it is given back all the same.
    */
   async untake(intake: IntakeEvent): Promise<void> {
     if (intake.hand === undefined || !this.counted.delete(intake)) return;
     await this.store.untake({ ...waitKeyOf(intake), hand: intake.hand }).catch((err: unknown) => {
-      this.logger.warn('hand-back given back with its take counted: PostgreSQL did not answer', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message });
+      this.logger.warn('hand-back given back untried with its take still counted: PostgreSQL did not uncount it', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message });
     });
   }
 
