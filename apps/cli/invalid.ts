@@ -41,7 +41,7 @@ async function passOverInvalid(
       const message = await channel.get(names.invalid, { noAck: false });
       if (message === false) break; // someone else took the rest
       const move = verdict(parkedOf(message)) === 'move';
-      const headers = copyHeaders(message.properties.headers, { from: 'parked', unpark: move });
+      const headers = copyHeaders(message.properties.headers, { from: 'parked', unpark: move, upstreamExchange: names.events });
       let refused: Error | undefined;
       const held: HeldMessage = { content: message.content, properties: message.properties, live: true, ack: () => channel.ack(message), nack: () => {} };
       // One try, no backoff: a copy not confirmed fails the pass, and the message returns to invalid once, when the channel closes.

@@ -32,12 +32,21 @@ const BOOKKEEPING_HEADERS: ReadonlySet<string> = new Set([
  * carried, a parked ordered retry moved back (sent outside the order, its place ended) marked its
  * next wait ordered, and that wait was dropped at its hand-back as one whose place had ended.
  */
-type CopySource = { from: 'delivery'; fromUpstream: boolean } | { from: 'failure-entry' } | { from: 'parked'; unpark: boolean };
+type CopySource =
+  | { from: 'delivery'; fromUpstream: boolean }
+  | { from: 'failure-entry' }
+  /** `upstreamExchange`: a copy the broker parked (dead-lettered) from there still has what upstream published. */
+  | { from: 'parked'; unpark: boolean; upstreamExchange: string };
 
 export function copyHeaders(headers: Record<string, unknown> | undefined, source: CopySource): ScalarHeaders {
   const copy = scalarHeaders(headers);
+  // The broker parks a copy (dispatch's delivery limit, a reject) with the headers it was published
+  // with, where the dispatcher's own parks drop upstream's bookkeeping: moved back to dispatch (the
+  // default exchange, whose headers intake trusts), it is upstream's event, and drops them here.
+  const upstream = source.from === 'parked' && source.unpark && headers?.['x-first-death-exchange'] === source.upstreamExchange;
+  const as: CopySource = upstream ? { from: 'delivery', fromUpstream: true } : source;
   for (const key of Object.keys(copy)) {
-    if (isBrokerHeader(key) || drops(key, source)) delete copy[key];
+    if (isBrokerHeader(key) || drops(key, as)) delete copy[key];
   }
   return copy;
 }

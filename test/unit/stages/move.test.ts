@@ -71,7 +71,16 @@ describe('the header lifecycle of a copy', () => {
   });
 
   it('a parked message moved back to dispatch drops its invalid verdict, one kept in invalid keeps it', () => {
-    expect(copyHeaders(story, { from: 'parked', unpark: true })[HEADERS.invalidCode]).toBeUndefined();
-    expect(copyHeaders(story, { from: 'parked', unpark: false })[HEADERS.invalidCode]).toBe('not-json');
+    expect(copyHeaders(story, { from: 'parked', unpark: true, upstreamExchange: 'webhooks.events' })[HEADERS.invalidCode]).toBeUndefined();
+    expect(copyHeaders(story, { from: 'parked', unpark: false, upstreamExchange: 'webhooks.events' })[HEADERS.invalidCode]).toBe('not-json');
+  });
+
+  it("a copy the broker parked from upstream's exchange, moved back, keeps none of our bookkeeping; one it parked from ours keeps it", () => {
+    const forged = { 'x-upstream': 'billing', [HEADERS.waitHand]: 3, [HEADERS.attempts]: 99, 'x-first-death-reason': 'delivery_limit' };
+    const fromUpstream = { ...forged, 'x-first-death-exchange': 'webhooks.events' };
+    expect(copyHeaders(fromUpstream, { from: 'parked', unpark: true, upstreamExchange: 'webhooks.events' })).toEqual({ 'x-upstream': 'billing' });
+    // Kept in invalid, it is listed as it was parked.
+    expect(copyHeaders(fromUpstream, { from: 'parked', unpark: false, upstreamExchange: 'webhooks.events' })).toEqual({ 'x-upstream': 'billing', [HEADERS.waitHand]: 3, [HEADERS.attempts]: 99 });
+    expect(copyHeaders({ ...forged, 'x-first-death-exchange': '' }, { from: 'parked', unpark: true, upstreamExchange: 'webhooks.events' })).toEqual({ 'x-upstream': 'billing', [HEADERS.waitHand]: 3, [HEADERS.attempts]: 99 });
   });
 });

@@ -1,0 +1,48 @@
+import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
+import { brokerUrl } from '../support/broker.js';
+import { runCliInProcess } from '../support/cli.js';
+import { startHarness, testMerchant } from '../support/harness.js';
+import { Receiver } from '../support/receiver.js';
+import { waitFor } from '../support/wait.js';
+
+/**
+ * What upstream publishes is never read for our bookkeeping headers (x-wait-hand, x-attempts, …):
+ * intake ignores them on a message from the events exchange, and the dispatcher's own parks drop
+ * them. The broker parks a copy itself (dispatch's delivery limit) with the headers it was
+ * published with; `webhooks invalid requeue` moves it back through the default exchange, where
+ * headers are ours. Moved back, such a copy must be upstream's event again, not a hand-back of a
+ * wait it names (taken as stale: acked, never delivered) nor an event whose attempts are spent.
+ */
+describe('an upstream event the broker parked (delivery-limit), moved back with webhooks invalid requeue', () => {
+  it("is delivered as upstream's event: the bookkeeping headers upstream set are dropped", async () => {
+    const receiver = await Receiver.start(() => 200);
+    const merchant = testMerchant('m_limit_upstream', receiver.url);
+    const harness = await startHarness({ name: 'requeue-upstream', merchants: [merchant], paused: true });
+    const cli = (...args: string[]) => runCliInProcess({ RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: harness.prefix }, args);
+    try {
+      const webhookId = 'evt_limit_upstream';
+      const forged = { [HEADERS.waitHand]: 3, [HEADERS.merchantId]: merchant.id, [HEADERS.attempts]: 99, 'x-upstream': 'billing' };
+      const channel = await harness.test.connection.createConfirmChannel();
+      channel.publish(harness.names.events, 'payout', Buffer.from(JSON.stringify(sampleEvent('payout', merchant.id))), { persistent: true, messageId: webhookId, headers: forged });
+      await channel.waitForConfirms();
+      // Returned to dispatch until its delivery limit, as when each dispatcher holding it dies.
+      await waitFor('the broker parks it', async () => {
+        const message = await channel.get(harness.names.dispatch, { noAck: false });
+        if (message) channel.nack(message, false, true);
+        return (await harness.test.messageCount(harness.names.invalid)) === 1;
+      }, 10_000, 5);
+      await channel.close();
+      await harness.startDispatcher();
+      expect((await cli('invalid', 'requeue', '--code', 'delivery-limit')).code).toBe(0);
+      await waitFor('the moved-back copy delivered', () => receiver.requests.some((r) => r.headers['webhook-id'] === webhookId), 10_000).catch((err: Error) => {
+        throw new Error(`${err.message}: stats ${JSON.stringify(harness.dispatcher.stats)}`);
+      });
+      // Its own header, not ours, still goes with it.
+      await waitFor('acked', () => harness.dispatcher.unacked === 0, 5_000);
+      expect(await harness.test.messageCount(harness.names.invalid)).toBe(0);
+    } finally {
+      await harness.close();
+      await receiver.close();
+    }
+  }, 60_000);
+});
