@@ -1,6 +1,7 @@
 import type { DeliveryRecord } from '../delivery-log/index.js';
 import type { Logger } from '../logger/index.js';
 import { INDEX_FROM_LOG } from '../failed/store.js';
+import { writeApart } from '../runtime/apart.js';
 import type { Prepared } from './batches.js';
 import type { Queryable, Session } from './database.js';
 import { ensurePartitionsFor, forgetPartitions, NO_ROWS, prepareRows, type Quarantined, quarantine, storeBatch } from './materialise.js';
@@ -30,35 +31,30 @@ export class BatchWriter {
       forgetPartitions(session);
       this.logger.warn('delivery records refused by the database; looking for the ones it refuses', { offset: storedUpTo, records: batch.records.length, error: (err as Error).message });
     }
-    await this.storeApart(session, batch, 0, batch.records.length, storedUpTo);
+    await this.storeApart(session, batch, storedUpTo);
     await storeBatch(session, this.stream, NO_ROWS, batch.nextOffset, batch.caughtUpAt, batch.lastEntry);
   }
 
   /**
-   * Records [from, to) of a refused batch, halved until the refused ones stand alone. Halves do not
-   * move the stored offset (the whole batch's last statement does), and storing a record twice
+   * The records of a refused batch, halved until the refused ones stand alone (writeApart). Halves do
+   * not move the stored offset (the whole batch's last statement does), and storing a record twice
    * changes nothing, so a crash in the middle starts the batch again harmlessly.
    */
-  private async storeApart(session: Session, batch: Prepared, from: number, to: number, storedUpTo: number): Promise<void> {
-    const records = batch.records.slice(from, to);
-    try {
-      await storeIndexed(session, records, (db) => storeBatch(db, this.stream, prepareRows(records, batch.positions.slice(from, to)), storedUpTo, null));
-      return;
-    } catch (err) {
-      const one = to - from === 1;
-      const [offset, position] = batch.places[from]!;
-      if (one && isTimeout(err) && !this.timedOutEnough(`${offset}:${position}`)) throw err;
-      if (!isRefusal(err, to - from) && !(one && isTimeout(err))) throw err;
-      if (one) {
-        const { merchantId, webhookId } = records[0]!;
-        await this.setAside(session, { offset, position, merchantId, webhookId, error: (err as Error).message, content: JSON.stringify(records[0]) });
+  private async storeApart(session: Session, batch: Prepared, storedUpTo: number): Promise<void> {
+    const store = (at: number[]) => {
+      const records = at.map((i) => batch.records[i]!);
+      return storeIndexed(session, records, (db) => storeBatch(db, this.stream, prepareRows(records, at.map((i) => batch.positions[i]!)), storedUpTo, null));
+    };
+    const refused = (err: unknown, at: readonly number[]) => (at.length === 1 && isTimeout(err) ? this.timedOutEnough(batch.places[at[0]!]!.join(':')) : isRefusal(err, at.length));
+    await writeApart(batch.records.map((_, i) => i), store, refused, {
+      written: () => {},
+      refused: async (i, err) => {
+        const [offset, position] = batch.places[i]!;
+        const { merchantId, webhookId } = batch.records[i]!;
+        await this.setAside(session, { offset, position, merchantId, webhookId, error: (err as Error).message, content: JSON.stringify(batch.records[i]) });
         this.state.quarantined++;
-        return;
-      }
-    }
-    const middle = from + Math.ceil((to - from) / 2);
-    await this.storeApart(session, batch, from, middle, storedUpTo);
-    await this.storeApart(session, batch, middle, to, storedUpTo);
+      },
+    });
   }
 
   /** A record alone whose statement times out 3 times in a row is set aside; a database merely slow for a moment is waited for. */

@@ -2,25 +2,29 @@
 export interface Parts<T, R> {
   /** These items' statement succeeded, with its result. */
   written(items: T[], result: R): void;
-  /** This item alone was refused, with the error. */
-  refused(item: T, err: unknown): void;
+  /** This item alone was refused, with the error; what it returns is awaited before the next part is written. */
+  refused(item: T, err: unknown): unknown;
 }
 
 /**
- * Writes `items` in one statement; one `refused` for what it carries (isDataRefusal) is halved, and
- * each half halved again, until every refused item stands alone: one row PostgreSQL will never take
- * costs its own outcome and about 2·log2(n) statements, not every item batched with it. Each part is
- * told in order as it is done. Any other error (PostgreSQL down, a connection lost, a timeout) is
- * thrown at once: the items not yet told are the caller's to try again, as a whole batch's are.
+ * Writes `items` in one statement; one `refused` for what it carries (isDataRefusal; `refused` is
+ * told the part, for a test that depends on its size) is halved, and each half halved again, until
+ * every refused item stands alone: one row PostgreSQL will never take costs its own outcome and
+ * about 2·log2(n) statements, not every item batched with it. Each part is told in order as it is
+ * done. Any other error (PostgreSQL down, a connection lost, a timeout) is thrown at once: the items
+ * not yet told are the caller's to try again, as a whole batch's are.
  */
-export async function writeApart<T, R>(items: readonly T[], write: (items: T[]) => Promise<R>, refused: (err: unknown) => boolean, parts: Parts<T, R>): Promise<void> {
+export async function writeApart<T, R>(items: readonly T[], write: (items: T[]) => Promise<R>, refused: (err: unknown, part: readonly T[]) => boolean, parts: Parts<T, R>): Promise<void> {
   if (items.length === 0) return;
   try {
     parts.written([...items], await write([...items]));
     return;
   } catch (err) {
-    if (!refused(err)) throw err;
-    if (items.length === 1) return parts.refused(items[0]!, err);
+    if (!refused(err, items)) throw err;
+    if (items.length === 1) {
+      await parts.refused(items[0]!, err);
+      return;
+    }
   }
   const middle = Math.ceil(items.length / 2);
   await writeApart(items.slice(0, middle), write, refused, parts);
