@@ -8,7 +8,7 @@ import { isDataRefusal } from '../delivery-store/refusals.js';
 import { writeApart } from '../runtime/apart.js';
 import { SetAsideWaits } from './set-aside.js';
 import type { CircuitKey } from './circuits.js';
-import type { HandedWait, WaitStore } from './store.js';
+import type { HandedWait, WaitKey, WaitStore } from './store.js';
 
 /** Rows picked per statement, and ready messages in dispatch above which nothing more is handed back. */
 export const WAIT_PICK_BATCH = 500;
@@ -114,61 +114,71 @@ export class WaitScheduler {
   }
 
   /**
-   * The probes due. A probe statement PostgreSQL refuses for one parked row (isDataRefusal) is made
-   * again apart, circuit by circuit (writeApart), and the refused one's circuit set aside: one row it
-   * refuses failed every tick, and held back every open circuit's probe.
+   * The probes due, made apart circuit by circuit when PostgreSQL refuses one parked row (dueApart):
+   * one row it refuses failed every tick, and held back every open circuit's probe.
    */
   private async probe(room: number): Promise<Awaited<ReturnType<WaitStore['probe']>>> {
-    const without = this.circuitsAside.keys();
-    try {
-      return await this.store.probe(room, this.options.leaseMs, { without });
-    } catch (err) {
-      if (!isDataRefusal(err)) throw err;
-    }
     const probes: Awaited<ReturnType<WaitStore['probe']>> = { handed: [], idle: [] };
-    await writeApart(await this.store.probesDue(room, without), (only) => this.store.probe(only.length, this.options.leaseMs, { only, without }), isDataRefusal, {
-      written: (_, { handed, idle }) => (probes.handed.push(...handed), probes.idle.push(...idle)),
-      refused: (circuit, err) => this.refused(circuit, "circuit's probe not made: PostgreSQL refuses one of its parked waits; left as it is, out of the probes and unparks for a minute", err),
-    });
+    await this.dueApart(
+      this.circuitsAside,
+      (among) => this.store.probe(among.only?.length ?? room, this.options.leaseMs, among),
+      (without) => this.store.probesDue(room, without),
+      ({ handed, idle }) => (probes.handed.push(...handed), probes.idle.push(...idle)),
+      "circuit's probe not made: PostgreSQL refuses one of its parked waits; left as it is, out of the probes and unparks for a minute",
+    );
     return probes;
   }
 
-  /** A circuit whose probe or unpark PostgreSQL refuses: left as it is (its waits parked), out of both for a minute. */
-  private refused(circuit: CircuitKey, message: string, err: unknown): void {
-    this.circuitsAside.add(circuit);
-    this.stats.setAside++;
-    this.logger.error(message, { ...circuit, error: (err as Error)?.message ?? String(err) });
+  /**
+   * One pick, its hand-backs sent; returns the waits picked or parked. Made apart when PostgreSQL
+   * refuses one row (dueApart): one row it refuses failed every pick, and every due wait stayed in its row.
+   */
+  private async pick(limit: number): Promise<number> {
+    let picked = 0;
+    await this.dueApart(
+      this.setAside,
+      (among) => this.store.pick(among.only?.length ?? limit, this.options.leaseMs, among),
+      (without) => this.store.due(limit, without),
+      ({ handed, parked }) => {
+        this.stats.parked += parked;
+        this.send(handed);
+        picked += handed.length + parked;
+      },
+      'wait not picked: PostgreSQL refuses it; left in its row, out of the pick for a minute',
+    );
+    return picked;
   }
 
   /**
-   * One pick, its hand-backs sent; returns the waits picked or parked. A pick PostgreSQL refuses for
-   * one row (a trigger, a constraint: isDataRefusal) is made again apart, that row set aside
-   * (SetAsideWaits): one row it refuses failed every pick, and every due wait stayed in its row. Any
-   * other error (PostgreSQL down, a timeout) fails the tick, tried again as before.
+   * One statement over what is due, never the keys `aside` holds. One PostgreSQL refuses for one row
+   * (a trigger, a constraint: isDataRefusal) is made again apart over the keys `due` lists, each part
+   * `only` those (writeApart), and each key refused alone set aside (refused). Each result is `took`
+   * as its statement ends. Any other error (PostgreSQL down, a timeout) fails the tick, tried again as before.
    */
-  private async pick(limit: number): Promise<number> {
-    const without = this.setAside.keys();
-    let picked = 0;
-    const took = ({ handed, parked }: { handed: HandedWait[]; parked: number }) => {
-      this.stats.parked += parked;
-      this.send(handed);
-      picked += handed.length + parked;
-    };
+  private async dueApart<K extends WaitKey | CircuitKey, R>(
+    aside: SetAsideWaits<K>,
+    run: (among: { only?: K[]; without: K[] }) => Promise<R>,
+    due: (without: K[]) => Promise<K[]>,
+    took: (result: R) => void,
+    message: string,
+  ): Promise<void> {
+    const without = aside.keys();
     try {
-      took(await this.store.pick(limit, this.options.leaseMs, { without }));
-      return picked;
+      return took(await run({ without }));
     } catch (err) {
       if (!isDataRefusal(err)) throw err;
     }
-    await writeApart(await this.store.due(limit, without), (only) => this.store.pick(only.length, this.options.leaseMs, { only, without }), isDataRefusal, {
+    await writeApart(await due(without), (only) => run({ only, without }), isDataRefusal, {
       written: (_, result) => took(result),
-      refused: (key, err) => {
-        this.setAside.add(key);
-        this.stats.setAside++;
-        this.logger.error('wait not picked: PostgreSQL refuses it; left in its row, out of the pick for a minute', { ...key, error: (err as Error)?.message ?? String(err) });
-      },
+      refused: (key, err) => this.refused(aside, key, message, err),
     });
-    return picked;
+  }
+
+  /** A wait or a circuit PostgreSQL refuses (its pick, probe or unpark): left as it is, out of them for a minute. */
+  private refused<K extends WaitKey | CircuitKey>(aside: SetAsideWaits<K>, key: K, message: string, err: unknown): void {
+    aside.add(key);
+    this.stats.setAside++;
+    this.logger.error(message, { ...key, error: (err as Error)?.message ?? String(err) });
   }
 
   /** Publishes the hand-backs of one statement, counted as ready until confirmed. */
@@ -212,7 +222,7 @@ export class WaitScheduler {
         more = (await this.store.unparkClosed(WAIT_UNPARK_BATCH, { only: [circuit], without })) || more;
       } catch (err) {
         if (!isDataRefusal(err)) throw err;
-        this.refused(circuit, "circuit's unpark not made: PostgreSQL refuses one of its parked waits; left as it is, out of the probes and unparks for a minute", err);
+        this.refused(this.circuitsAside, circuit, "circuit's unpark not made: PostgreSQL refuses one of its parked waits; left as it is, out of the probes and unparks for a minute", err);
       }
     }
     return more;
