@@ -1,15 +1,12 @@
-import { type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/program.js';
+import type { DispatcherProgram } from '../../apps/dispatcher/program.js';
 import { type EventName, sampleEvent } from '../../libs/contracts/index.js';
-import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
-import { silentLogger } from '../../libs/logger/index.js';
-import { type Endpoint, EndpointSettings, MerchantSettings, PgMerchantDirectory, SecretBox } from '../../libs/merchants/index.js';
-import { EventPublisher } from '../../libs/publisher/index.js';
-import { TestBroker, uniquePrefix } from '../support/broker.js';
-import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
+import type { Database } from '../../libs/delivery-store/index.js';
+import type { Endpoint, EndpointSettings, PgMerchantDirectory } from '../../libs/merchants/index.js';
+import type { EventPublisher } from '../../libs/publisher/index.js';
+import { uniquePrefix } from '../support/broker.js';
+import { type DirectoryDispatchers, startDirectoryDispatchers } from '../support/directory-dispatchers.js';
 import { testSecret } from '../support/harness.js';
-import { dispatcherEnv } from '../support/operational.js';
-import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
-import { type ReceivedRequest, Receiver, verifies } from '../support/receiver.js';
+import { type ReceivedRequest, type Receiver, verifies } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
 /**
@@ -21,43 +18,29 @@ import { waitFor } from '../support/wait.js';
  */
 describe('fan-out: an endpoint changed while its webhook waits for a retry', () => {
   const prefix = uniquePrefix('fanchg');
-  let db: TestDatabase;
+  let setup: DirectoryDispatchers;
   let database: Database;
   let directory: PgMerchantDirectory;
   let endpoints: EndpointSettings;
   let receiver: Receiver;
-  let test: TestBroker;
   let dispatcher: DispatcherProgram;
   let publisher: EventPublisher;
   const counts = new Map<string, number>();
 
   beforeAll(async () => {
-    receiver = await Receiver.start((_n, req) => {
+    const answer = (_n: number, req: ReceivedRequest) => {
       const n = counts.get(req.path) ?? 0;
       counts.set(req.path, n + 1);
       // The endpoint the test changes fails its first request; the merchant's other one takes everything.
       return n === 0 && /\/(a|old)$/.test(req.path) ? 500 : 204;
-    });
-    db = await createTestDatabase('fan_out_changes');
-    database = openPostgres(db.url);
-    directory = new PgMerchantDirectory(database, new SecretBox(Buffer.from(TEST_SECRETS_KEY, 'base64')), silentLogger());
-    await directory.start();
-    endpoints = new EndpointSettings(new MerchantSettings(directory, { allowHttp: true, allowPrivateTargets: true }));
-    test = await TestBroker.open();
+    };
     // Long enough between attempts for the test to change the endpoint while the retry waits.
-    dispatcher = await startDispatcher(dispatcherEnv(prefix, { DATABASE_URL: db.url, RETRY_SCHEDULE: '2s,2s', DELIVERY_TIMEOUT_MS: '3000' }), silentLogger());
-    publisher = new EventPublisher(dispatcher.broker, prefix);
+    setup = await startDirectoryDispatchers({ prefix, name: 'fan_out_changes', answer, env: { RETRY_SCHEDULE: '2s,2s', DELIVERY_TIMEOUT_MS: '3000' } });
+    ({ database, directory, endpoints, receiver, publisher } = setup);
+    dispatcher = setup.dispatchers[0]!;
   });
 
-  afterAll(async () => {
-    await receiver?.close();
-    await dispatcher?.stop();
-    await directory?.close();
-    await database?.close();
-    await test?.deleteTopology(prefix);
-    await test?.close();
-    await db?.drop();
-  });
+  afterAll(() => setup?.close());
 
   function endpoint(merchantId: string, name: string, settings: Partial<Endpoint> = {}): Endpoint {
     return { id: `ep_${merchantId}_${name}`, url: `${receiver.url}/${merchantId}/${name}`, enabled: true, secret: testSecret(), ...settings };

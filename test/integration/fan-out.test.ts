@@ -1,16 +1,15 @@
 import { Webhook } from 'standardwebhooks';
-import { type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/program.js';
+import type { DispatcherProgram } from '../../apps/dispatcher/program.js';
 import { type EventName, sampleEvent } from '../../libs/contracts/index.js';
-import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
-import { silentLogger } from '../../libs/logger/index.js';
-import { type Endpoint, EndpointSettings, type Merchant, MerchantSettings, PgMerchantDirectory, SecretBox } from '../../libs/merchants/index.js';
-import { EventPublisher } from '../../libs/publisher/index.js';
-import { TestBroker, uniquePrefix } from '../support/broker.js';
-import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
+import type { Database } from '../../libs/delivery-store/index.js';
+import type { Endpoint, EndpointSettings, Merchant, PgMerchantDirectory } from '../../libs/merchants/index.js';
+import type { EventPublisher } from '../../libs/publisher/index.js';
+import { uniquePrefix } from '../support/broker.js';
+import { type DirectoryDispatchers, startDirectoryDispatchers } from '../support/directory-dispatchers.js';
 import { testSecret } from '../support/harness.js';
-import { collect, dispatcherEnv, type Seen } from '../support/operational.js';
-import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
-import { type ReceivedRequest, Receiver } from '../support/receiver.js';
+import { collect, type Seen } from '../support/operational.js';
+import type { TestDatabase } from '../support/postgres.js';
+import type { ReceivedRequest, Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
 /**
@@ -22,12 +21,12 @@ import { waitFor } from '../support/wait.js';
 describe('fan-out: one delivery per matching endpoint', () => {
   const prefix = uniquePrefix('fanout');
   const DISABLE_AFTER_MS = 5_000;
+  let setup: DirectoryDispatchers;
   let db: TestDatabase;
   let database: Database;
   let directory: PgMerchantDirectory;
   let endpoints: EndpointSettings;
   let receiver: Receiver;
-  let test: TestBroker;
   let operational: Seen[];
   let dispatchers: DispatcherProgram[] = [];
   let publisher: EventPublisher;
@@ -36,40 +35,26 @@ describe('fan-out: one delivery per matching endpoint', () => {
   const counts = new Map<string, number>();
 
   beforeAll(async () => {
-    receiver = await Receiver.start((_n, req) => {
+    const answer = (_n: number, req: ReceivedRequest) => {
       const path = req.path.slice('/webhooks/'.length);
       const n = counts.get(path) ?? 0;
       counts.set(path, n + 1);
       return answers.get(path)?.(n, req) ?? 204;
-    });
-    db = await createTestDatabase('fan_out');
-    database = openPostgres(db.url);
-    directory = new PgMerchantDirectory(database, new SecretBox(Buffer.from(TEST_SECRETS_KEY, 'base64')), silentLogger());
-    await directory.start();
-    endpoints = new EndpointSettings(new MerchantSettings(directory, { allowHttp: true, allowPrivateTargets: true }));
-    test = await TestBroker.open();
+    };
     const env = {
-      DATABASE_URL: db.url,
       RETRY_SCHEDULE: '100ms,100ms,100ms,100ms',
       ENDPOINT_DISABLE_AFTER: `${DISABLE_AFTER_MS}ms`,
       DELIVERY_TIMEOUT_MS: '3000',
       DISPATCH_CONCURRENCY: '16',
     };
-    dispatchers = [await startDispatcher(dispatcherEnv(prefix, env), silentLogger()), await startDispatcher(dispatcherEnv(prefix, env), silentLogger())];
-    operational = await collect(test, prefix);
-    publisher = new EventPublisher(dispatchers[0]!.broker, prefix);
+    setup = await startDirectoryDispatchers({ prefix, name: 'fan_out', answer, env, count: 2 });
+    ({ db, database, directory, endpoints, receiver, dispatchers, publisher } = setup);
+    operational = await collect(setup.test, prefix);
   });
 
   afterAll(async () => {
-    // The receiver first: its held requests end, so the dispatchers' drain does not wait for them.
-    await receiver?.close();
-    for (const dispatcher of dispatchers) await dispatcher.stop();
-    await directory?.close();
-    await database?.close();
-    await test?.deleteTopology(prefix);
-    await test?.channel.deleteQueue(`${prefix}.test-subscriber`).catch(() => {});
-    await test?.close();
-    await db?.drop();
+    await setup?.test.channel.deleteQueue(`${prefix}.test-subscriber`).catch(() => {});
+    await setup?.close();
   });
 
   /** An endpoint of `merchantId` named `name` (its path), with its own secret. */

@@ -1,18 +1,15 @@
 import { jest } from '@jest/globals';
-import { type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/program.js';
+import type { DispatcherProgram } from '../../apps/dispatcher/program.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
-import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
-import { silentLogger } from '../../libs/logger/index.js';
-import { EndpointSettings, MerchantSettings, PgMerchantDirectory, SecretBox } from '../../libs/merchants/index.js';
-import { EventPublisher } from '../../libs/publisher/index.js';
+import type { Database } from '../../libs/delivery-store/index.js';
+import { EndpointSettings, MerchantSettings, type PgMerchantDirectory } from '../../libs/merchants/index.js';
+import type { EventPublisher } from '../../libs/publisher/index.js';
 import { WebhookSigner } from '../../libs/signing/index.js';
-import { TestBroker, uniquePrefix } from '../support/broker.js';
+import { uniquePrefix } from '../support/broker.js';
 import { idDigest } from '../../libs/merchants/rows.js';
-import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
+import { type DirectoryDispatchers, startDirectoryDispatchers } from '../support/directory-dispatchers.js';
 import { putWithEndpoint } from '../support/merchant-endpoints.js';
-import { dispatcherEnv } from '../support/operational.js';
-import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
-import { type ReceivedRequest, Receiver } from '../support/receiver.js';
+import type { ReceivedRequest, Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
 const MINUTE = 60_000;
@@ -28,28 +25,20 @@ const REAL_BUT_DATE = ['hrtime', 'nextTick', 'performance', 'queueMicrotask', 's
  */
 describe("hosts whose clocks run minutes off PostgreSQL's", () => {
   const prefix = uniquePrefix('host-clocks');
-  let db: TestDatabase;
+  let setup: DirectoryDispatchers;
   let database: Database;
   let directory: PgMerchantDirectory;
   let endpoints: EndpointSettings;
   let receiver: Receiver;
-  let test: TestBroker;
   let dispatcher: DispatcherProgram;
   let publisher: EventPublisher;
   /** How far the dispatcher's host clock runs off PostgreSQL's. */
   let skewMs = 0;
 
   beforeAll(async () => {
-    receiver = await Receiver.start(() => 204);
-    db = await createTestDatabase('host_clocks');
-    database = openPostgres(db.url);
-    directory = new PgMerchantDirectory(database, new SecretBox(Buffer.from(TEST_SECRETS_KEY, 'base64')), silentLogger());
-    await directory.start();
-    endpoints = new EndpointSettings(new MerchantSettings(directory, POLICY));
-    test = await TestBroker.open();
-    const env = { DATABASE_URL: db.url, ENDPOINT_DISABLE_AFTER: '1h' };
-    dispatcher = await startDispatcher(dispatcherEnv(prefix, env), silentLogger(), { now: () => new Date(Date.now() + skewMs), merchantsPollMs: 200 });
-    publisher = new EventPublisher(dispatcher.broker, prefix);
+    setup = await startDirectoryDispatchers({ prefix, name: 'host_clocks', answer: () => 204, env: { ENDPOINT_DISABLE_AFTER: '1h' }, dispatcher: { now: () => new Date(Date.now() + skewMs), merchantsPollMs: 200 } });
+    ({ database, directory, endpoints, receiver, publisher } = setup);
+    dispatcher = setup.dispatchers[0]!;
   });
 
   afterEach(() => {
@@ -57,15 +46,7 @@ describe("hosts whose clocks run minutes off PostgreSQL's", () => {
     jest.useRealTimers();
   });
 
-  afterAll(async () => {
-    await receiver?.close();
-    await dispatcher?.stop();
-    await directory?.close();
-    await database?.close();
-    await test?.deleteTopology(prefix);
-    await test?.close();
-    await db?.drop();
-  });
+  afterAll(() => setup?.close());
 
   /** The merchant with one endpoint (a path of the receiver), held by the dispatcher: its id and first secret. */
   async function merchant(id: string): Promise<{ endpointId: string; secret: string }> {
