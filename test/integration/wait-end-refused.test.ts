@@ -2,7 +2,7 @@ import type { GetMessage } from 'amqplib';
 import { copyHeaders, sampleEvent } from '../../libs/contracts/index.js';
 import { WAIT_TAKE_LIMIT } from '../../libs/waits/index.js';
 import { type Harness, startHarness, testMerchant } from '../support/harness.js';
-import { Receiver } from '../support/receiver.js';
+import { type Behaviour, Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
 /**
@@ -35,14 +35,30 @@ async function settle(harness: Harness, tooMany: () => Promise<boolean>): Promis
   await waitFor('its wait out of the pick, or too many copies', async () => (await waitRow(harness))?.pick_at === null || (await tooMany()), 20 * LEASE_MS * WAIT_TAKE_LIMIT);
 }
 
+/**
+ * A receiver answering `answer`, and a harness (`wait-end-refused-<name>`) delivering its merchant
+ * there, with three attempts (four with `retries: 3`) and the ends of its waits refused; both
+ * closed after `test`.
+ */
+async function endsRefused(name: string, answer: Behaviour, test: (harness: Harness, receiver: Receiver, merchantId: string) => Promise<void>, options: { retries?: number; ordered?: boolean } = {}): Promise<void> {
+  const receiver = await Receiver.start(answer);
+  const merchant = testMerchant(`m_end_refused_${name.replaceAll('-', '_')}`, receiver.url);
+  if (options.ordered) merchant.endpoints[0]!.orderByReference = true;
+  const retryDelaysMs = Array.from({ length: options.retries ?? 2 }, () => 300);
+  const harness = await startHarness({ name: `wait-end-refused-${name}`, merchants: [merchant], retryDelaysMs, waitLeaseMs: LEASE_MS, settings: { deliveryTimeoutMs: LEASE_MS / 2 } });
+  try {
+    await refuseWaitEnds(harness);
+    await test(harness, receiver, merchant.id);
+  } finally {
+    await harness.close();
+    await receiver.close();
+  }
+}
+
 describe('a hand-back whose wait PostgreSQL refuses to end', () => {
   it('is parked in invalid a bounded number of times, then its wait is picked no more (nothing lost: the row stays)', async () => {
-    const receiver = await Receiver.start(() => 500);
-    const merchant = testMerchant('m_end_refused_park', receiver.url);
-    const harness = await startHarness({ name: 'wait-end-refused-park', merchants: [merchant], retryDelaysMs: [300, 300], waitLeaseMs: LEASE_MS, settings: { deliveryTimeoutMs: LEASE_MS / 2 } });
-    try {
-      await refuseWaitEnds(harness);
-      const { messageId } = await harness.publisher.publish(sampleEvent('payout', merchant.id));
+    await endsRefused('park', () => 500, async (harness, receiver, merchantId) => {
+      const { messageId } = await harness.publisher.publish(sampleEvent('payout', merchantId));
       await waitFor('its retry waiting', async () => (await waitRow(harness)) !== undefined, 10_000);
       // Its hand-backs fail intake from now on (as after MAX_MESSAGE_BYTES was lowered): each is parked, too-large.
       (harness.dispatcher as unknown as { settings: { maxMessageBytes: number } }).settings.maxMessageBytes = 10;
@@ -54,26 +70,19 @@ describe('a hand-back whose wait PostgreSQL refuses to end', () => {
       expect(parked.map(codeOf)).toEqual(parked.map(() => 'too-large'));
       // Kept: the row PostgreSQL would not delete, and its copy in invalid with the bytes.
       expect(await waitRow(harness)).toEqual({ pick_at: null });
-      expect(JSON.parse(parked.at(-1)!.content.toString('utf8'))).toMatchObject({ merchantId: merchant.id });
+      expect(JSON.parse(parked.at(-1)!.content.toString('utf8'))).toMatchObject({ merchantId });
       const handed = harness.scheduler.stats.handed;
       await new Promise((resolve) => setTimeout(resolve, 3 * LEASE_MS));
       expect(harness.scheduler.stats.handed).toBe(handed);
       expect(await harness.test.messageCount(harness.names.invalid)).toBe(0);
       expect(receiver.requests).toHaveLength(1);
-    } finally {
-      await harness.close();
-      await receiver.close();
-    }
+    });
   }, 60_000);
 
   it('is delivered again a bounded number of times, not every lease for ever', async () => {
     let answered = 0;
-    const receiver = await Receiver.start(() => (answered++ === 0 ? 500 : 204));
-    const merchant = testMerchant('m_end_refused_sent', receiver.url);
-    const harness = await startHarness({ name: 'wait-end-refused-sent', merchants: [merchant], retryDelaysMs: [300, 300], waitLeaseMs: LEASE_MS, settings: { deliveryTimeoutMs: LEASE_MS / 2 } });
-    try {
-      await refuseWaitEnds(harness);
-      const { messageId } = await harness.publisher.publish(sampleEvent('payout', merchant.id));
+    await endsRefused('sent', () => (answered++ === 0 ? 500 : 204), async (harness, receiver, merchantId) => {
+      const { messageId } = await harness.publisher.publish(sampleEvent('payout', merchantId));
       await settle(harness, async () => receiver.requests.length > 3 * WAIT_TAKE_LIMIT);
       // The first attempt, then at most one delivery a take.
       expect(receiver.requests.length).toBeLessThanOrEqual(1 + WAIT_TAKE_LIMIT);
@@ -83,21 +92,13 @@ describe('a hand-back whose wait PostgreSQL refuses to end', () => {
       const requests = receiver.requests.length;
       await new Promise((resolve) => setTimeout(resolve, 3 * LEASE_MS));
       expect(receiver.requests).toHaveLength(requests);
-    } finally {
-      await harness.close();
-      await receiver.close();
-    }
+    });
   }, 60_000);
 
   it('of an ordered webhook is dropped as stale, not held unacked with every later copy of it', async () => {
     let answered = 0;
-    const receiver = await Receiver.start(() => (answered++ === 0 ? 500 : 204));
-    const merchant = testMerchant('m_end_refused_ordered', receiver.url);
-    merchant.endpoints[0]!.orderByReference = true;
-    const harness = await startHarness({ name: 'wait-end-refused-ordered', merchants: [merchant], retryDelaysMs: [300, 300], waitLeaseMs: LEASE_MS, settings: { deliveryTimeoutMs: LEASE_MS / 2 } });
-    try {
-      await refuseWaitEnds(harness);
-      await harness.publisher.publish(sampleEvent('payout', merchant.id));
+    await endsRefused('ordered', () => (answered++ === 0 ? 500 : 204), async (harness, receiver, merchantId) => {
+      await harness.publisher.publish(sampleEvent('payout', merchantId));
       await receiver.waitForRequests(2, 10_000);
       // Its place ended with its delivery, its wait did not: each later hand-back is stale (its take
       // ended it), and was held unacked while its take was refused, one more each lease.
@@ -106,10 +107,7 @@ describe('a hand-back whose wait PostgreSQL refuses to end', () => {
       await waitFor('nothing held', () => harness.dispatcher.unacked === 0, 5 * LEASE_MS);
       expect(receiver.requests).toHaveLength(2);
       expect(await harness.test.messageCount(harness.names.invalid)).toBe(0);
-    } finally {
-      await harness.close();
-      await receiver.close();
-    }
+    }, { ordered: true });
   }, 60_000);
 
   /**
@@ -118,7 +116,6 @@ describe('a hand-back whose wait PostgreSQL refuses to end', () => {
    * requeue` does; `onMove` is told the requests made before the move.
    */
   async function spentAndMovedBack(harness: Harness, merchantId: string, receiver: Receiver, onMove: (requests: number) => void): Promise<void> {
-    await refuseWaitEnds(harness);
     await harness.publisher.publish(sampleEvent('payout', merchantId));
     await settle(harness, async () => false);
     const parked = (await harness.test.drain(harness.names.invalid, 1)).at(-1)!;
@@ -135,12 +132,9 @@ describe('a hand-back whose wait PostgreSQL refuses to end', () => {
   // The row is the one copy: the copy moved back takes its spent row over, which hands back nothing meanwhile.
   it('parked as wait-not-ended and moved back while its row stays: its failed attempt is retried on that row, then delivered once', async () => {
     let requeuedAt: number | undefined;
-    const receiver = await Receiver.start((n) => (n === 0 || n === requeuedAt ? 500 : 204));
-    const merchant = testMerchant('m_end_refused_requeue', receiver.url);
-    const harness = await startHarness({ name: 'wait-end-refused-requeue', merchants: [merchant], retryDelaysMs: [300, 300, 300], waitLeaseMs: LEASE_MS, settings: { deliveryTimeoutMs: LEASE_MS / 2 } });
-    try {
+    await endsRefused('requeue', (n) => (n === 0 || n === requeuedAt ? 500 : 204), async (harness, receiver, merchantId) => {
       const retried = harness.dispatcher.stats.retried;
-      await spentAndMovedBack(harness, merchant.id, receiver, (n) => (requeuedAt = n));
+      await spentAndMovedBack(harness, merchantId, receiver, (n) => (requeuedAt = n));
       await waitFor('its retry delivered and its wait ended', async () => receiver.requests.length > requeuedAt! + 1 && (await waitRow(harness)) === undefined, 10_000).catch(async (err: unknown) => {
         const rows = await harness.database.query('SELECT hand, attempt, pick_at, takes FROM webhook_waits');
         throw new Error(`${(err as Error).message}: requests ${receiver.requests.length - requeuedAt!} since the requeue, retried ${harness.dispatcher.stats.retried - retried}, rows ${JSON.stringify(rows)}`);
@@ -152,19 +146,13 @@ describe('a hand-back whose wait PostgreSQL refuses to end', () => {
       expect(receiver.requests).toHaveLength(requeuedAt! + 2);
       expect(await harness.database.query('SELECT 1 FROM webhook_bodies')).toHaveLength(0);
       expect(await harness.test.messageCount(harness.names.invalid)).toBe(0);
-    } finally {
-      await harness.close();
-      await receiver.close();
-    }
+    }, { retries: 3 });
   }, 60_000);
 
   it('parked as wait-not-ended and moved back while its row stays: delivered, it ends that row (nothing left for an operator to delete)', async () => {
     let requeuedAt: number | undefined;
-    const receiver = await Receiver.start((n) => (n === 0 ? 500 : 204));
-    const merchant = testMerchant('m_end_refused_requeue_sent', receiver.url);
-    const harness = await startHarness({ name: 'wait-end-refused-requeue-sent', merchants: [merchant], retryDelaysMs: [300, 300, 300], waitLeaseMs: LEASE_MS, settings: { deliveryTimeoutMs: LEASE_MS / 2 } });
-    try {
-      await spentAndMovedBack(harness, merchant.id, receiver, (n) => (requeuedAt = n));
+    await endsRefused('requeue-sent', (n) => (n === 0 ? 500 : 204), async (harness, receiver, merchantId) => {
+      await spentAndMovedBack(harness, merchantId, receiver, (n) => (requeuedAt = n));
       await waitFor('its row ended', async () => (await waitRow(harness)) === undefined, 10_000).catch(async (err: unknown) => {
         const rows = await harness.database.query('SELECT hand, attempt, pick_at, takes FROM webhook_waits');
         throw new Error(`${(err as Error).message}: requests ${receiver.requests.length - requeuedAt!} since the requeue, rows ${JSON.stringify(rows)}`);
@@ -172,9 +160,6 @@ describe('a hand-back whose wait PostgreSQL refuses to end', () => {
       expect(receiver.requests).toHaveLength(requeuedAt! + 1);
       expect(await harness.database.query('SELECT 1 FROM webhook_bodies')).toHaveLength(0);
       expect(await harness.test.messageCount(harness.names.invalid)).toBe(0);
-    } finally {
-      await harness.close();
-      await receiver.close();
-    }
+    }, { retries: 3 });
   }, 60_000);
 });
