@@ -49,6 +49,8 @@ export interface ApiOptions {
   /** The database when the caller opened it (npm start shares one PGlite between the programs). */
   database?: Database;
   merchantsPollMs?: number;
+  /** Instead of RESEND_CONFIRM_DEADLINE_MS: how long a resend waits for its copy's confirm before 503 resend_outcome_unknown. */
+  resendConfirmDeadlineMs?: number;
   /** Wraps what the log's reads run on: tests make one merchant's queries slow with it. */
   wrapLogQueries?: (db: Queryable) => Queryable;
 }
@@ -174,7 +176,7 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
       config.AUTH_JWT_SECRET ? { secret: config.AUTH_JWT_SECRET } : { jwksUrl: config.AUTH_JWKS_URL! },
       { issuer: config.AUTH_JWT_ISSUER, audience: config.AUTH_JWT_AUDIENCE },
     ),
-    resend: new ResendService(broker, failures, config.TOPOLOGY_PREFIX, logger),
+    resend: new ResendService(broker, failures, config.TOPOLOGY_PREFIX, logger, { confirmDeadlineMs: options.resendConfirmDeadlineMs }),
     // A flood of refused resends is answered from memory: it costs the shared pool no query.
     limiter: new RememberedRefusals(shared('resend', options.rateLimit ?? config.RESEND_RATE_LIMIT)),
     // Log reads bound this replica's own pool, so they count here.

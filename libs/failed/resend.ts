@@ -71,6 +71,7 @@ export class EventNotSubscribedError extends NamedError {
 export class ResendService {
   private readonly dispatch: string;
   private readonly leaseMs: number;
+  private readonly confirmDeadlineMs: number;
   /** Marks of late confirms in flight; drain() waits for them. */
   private readonly pending = new Set<Promise<void>>();
 
@@ -79,10 +80,12 @@ export class ResendService {
     private readonly store: FailedStore,
     prefix: string,
     private readonly logger: Logger,
-    options: { leaseMs?: number } = {},
+    options: { leaseMs?: number; confirmDeadlineMs?: number } = {},
   ) {
     this.dispatch = topologyNames(prefix).dispatch;
     this.leaseMs = options.leaseMs ?? CLAIM_LEASE_MS;
+    // Shorter only in tests that block the broker, whose every blocked resend waited the full 5 s.
+    this.confirmDeadlineMs = options.confirmDeadlineMs ?? RESEND_CONFIRM_DEADLINE_MS;
   }
 
   /** A reference's failures (spec 4.1), with receiverOf's checks, made here so that every caller makes them. */
@@ -225,7 +228,7 @@ export class ResendService {
     // Returned, dispatch was deleted: declared again (no dispatcher may be running to do it), once more.
     const publish = publishSpan(this.dispatch, undefined, { [ATTR.webhookId]: webhookId }, () => sendDeclaring(this.broker, send));
     try {
-      if (await within(RESEND_CONFIRM_DEADLINE_MS, publish.then(() => true))) return;
+      if (await within(this.confirmDeadlineMs, publish.then(() => true))) return;
     } catch (err) {
       if (err instanceof BrokerUnroutableError) throw new BrokerUnavailableError('no queue took the resent copy', { cause: err });
       // Nacked or its channel closed: the broker may have stored it all the same.

@@ -38,8 +38,10 @@ maybe('a resend whose outcome is not known delivers once', () => {
     // No dispatcher until the merchant has retried: one that consumed a copy early would resolve
     // the entry itself and hide a second republish.
     await harness.dispatcher.stop();
-    one = await startTestApi(harness.prefix, harness.merchantsFile);
-    two = await startTestApi(harness.prefix, harness.merchantsFile);
+    // The confirm's deadline a second, not the program's 5 s: what the blocked copy's resend answers is
+    // under test, not how long it waited, and this file runs alone (each of its seconds is one of CI's).
+    one = await startTestApi(harness.prefix, harness.merchantsFile, { resendConfirmDeadlineMs: 1_000 });
+    two = await startTestApi(harness.prefix, harness.merchantsFile, { resendConfirmDeadlineMs: 1_000 });
   });
 
   afterAll(async () => {
