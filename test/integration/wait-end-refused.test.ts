@@ -55,8 +55,10 @@ async function endsRefused(name: string, answer: Behaviour, test: (harness: Harn
   }
 }
 
+// Side by side: each case has a harness of its own (endsRefused: prefix, database, receiver) and spends its
+// time waiting out ten or more leases, so one after the other they took 35 s.
 describe('a hand-back whose wait PostgreSQL refuses to end', () => {
-  it('is parked in invalid a bounded number of times, then its wait is picked no more (nothing lost: the row stays)', async () => {
+  it.concurrent('is parked in invalid a bounded number of times, then its wait is picked no more (nothing lost: the row stays)', async () => {
     await endsRefused('park', () => 500, async (harness, receiver, merchantId) => {
       const { messageId } = await harness.publisher.publish(sampleEvent('payout', merchantId));
       await waitFor('its retry waiting', async () => (await waitRow(harness)) !== undefined, 10_000);
@@ -79,7 +81,7 @@ describe('a hand-back whose wait PostgreSQL refuses to end', () => {
     });
   }, 60_000);
 
-  it('is delivered again a bounded number of times, not every lease for ever', async () => {
+  it.concurrent('is delivered again a bounded number of times, not every lease for ever', async () => {
     let answered = 0;
     await endsRefused('sent', () => (answered++ === 0 ? 500 : 204), async (harness, receiver, merchantId) => {
       const { messageId } = await harness.publisher.publish(sampleEvent('payout', merchantId));
@@ -95,7 +97,7 @@ describe('a hand-back whose wait PostgreSQL refuses to end', () => {
     });
   }, 60_000);
 
-  it('of an ordered webhook is dropped as stale, not held unacked with every later copy of it', async () => {
+  it.concurrent('of an ordered webhook is dropped as stale, not held unacked with every later copy of it', async () => {
     let answered = 0;
     await endsRefused('ordered', () => (answered++ === 0 ? 500 : 204), async (harness, receiver, merchantId) => {
       await harness.publisher.publish(sampleEvent('payout', merchantId));
@@ -130,7 +132,7 @@ describe('a hand-back whose wait PostgreSQL refuses to end', () => {
   }
 
   // The row is the one copy: the copy moved back takes its spent row over, which hands back nothing meanwhile.
-  it('parked as wait-not-ended and moved back while its row stays: its failed attempt is retried on that row, then delivered once', async () => {
+  it.concurrent('parked as wait-not-ended and moved back while its row stays: its failed attempt is retried on that row, then delivered once', async () => {
     let requeuedAt: number | undefined;
     await endsRefused('requeue', (n) => (n === 0 || n === requeuedAt ? 500 : 204), async (harness, receiver, merchantId) => {
       const retried = harness.dispatcher.stats.retried;
@@ -149,7 +151,7 @@ describe('a hand-back whose wait PostgreSQL refuses to end', () => {
     }, { retries: 3 });
   }, 60_000);
 
-  it('parked as wait-not-ended and moved back while its row stays: delivered, it ends that row (nothing left for an operator to delete)', async () => {
+  it.concurrent('parked as wait-not-ended and moved back while its row stays: delivered, it ends that row (nothing left for an operator to delete)', async () => {
     let requeuedAt: number | undefined;
     await endsRefused('requeue-sent', (n) => (n === 0 ? 500 : 204), async (harness, receiver, merchantId) => {
       await spentAndMovedBack(harness, merchantId, receiver, (n) => (requeuedAt = n));
