@@ -21,40 +21,43 @@ import { waitFor } from '../support/wait.js';
  * while an earlier one of its tnxRef / payout reference is not yet delivered, failed or skipped,
  * and only that reference waits. Each test was seen failing on a broken variant (see the report
  * of the change that added them).
+ *
+ * Side by side: each case with a harness of its own (prefix, database, receiver, merchants file), as
+ * root-level cases named as their describe and case were (Jest runs only sibling concurrent cases
+ * together). Not the fresh message's, which counts OrderStore's look-ups on its prototype (a
+ * concurrent case's would count), nor the 1,000 references', which keeps two dispatcher processes busy.
  */
 
-describe('a charge that fails twice, then its refund', () => {
-  it('reaches the merchant before the refund, and the refund follows within a second', async () => {
-    const charges = new Map<string, number>();
-    const delivered = new Set<number>();
-    const receiver = await Receiver.start((n, req) => {
-      const id = String(req.headers['webhook-id']);
-      if (JSON.parse(req.body).event === 'charge.completed') {
-        const tries = (charges.get(id) ?? 0) + 1;
-        charges.set(id, tries);
-        if (tries <= 2) return 500;
-      }
-      delivered.add(n);
-      return 204;
-    });
-    const merchant = testMerchant('m_ordered', receiver.url);
-    merchant.endpoints[0]!.orderByReference = true;
-    const harness = await startHarness({ name: 'order-charge-refund', merchants: [merchant], retryDelaysMs: [300, 300, 300] });
-    try {
-      const charge = await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-1'), { messageId: 'evt_charge' });
-      const refund = await harness.publisher.publish(eventOf('refund.completed', merchant.id, 'TX-1'), { messageId: 'evt_refund' });
-      await waitFor('the refund delivered', () => receiver.requests.some((r, n) => delivered.has(n) && r.headers['webhook-id'] === refund.messageId), 20_000);
-      const ids = receiver.requests.map((r) => r.headers['webhook-id']);
-      expect(ids).toEqual([charge.messageId, charge.messageId, charge.messageId, refund.messageId]);
-      const [, , chargeDone, refundFirst] = receiver.requests;
-      expect(refundFirst!.at - chargeDone!.at).toBeLessThan(1_000);
-      expect(harness.dispatcher.stats.ordered).toBe(1);
-      await waitFor('no wait left', async () => (await harness.waits.census(0)).waiting === 0, 10_000);
-    } finally {
-      await harness.close();
-      await receiver.close();
+it.concurrent('a charge that fails twice, then its refund reaches the merchant before the refund, and the refund follows within a second', async () => {
+  const charges = new Map<string, number>();
+  const delivered = new Set<number>();
+  const receiver = await Receiver.start((n, req) => {
+    const id = String(req.headers['webhook-id']);
+    if (JSON.parse(req.body).event === 'charge.completed') {
+      const tries = (charges.get(id) ?? 0) + 1;
+      charges.set(id, tries);
+      if (tries <= 2) return 500;
     }
+    delivered.add(n);
+    return 204;
   });
+  const merchant = testMerchant('m_ordered', receiver.url);
+  merchant.endpoints[0]!.orderByReference = true;
+  const harness = await startHarness({ name: 'order-charge-refund', merchants: [merchant], retryDelaysMs: [300, 300, 300] });
+  try {
+    const charge = await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-1'), { messageId: 'evt_charge' });
+    const refund = await harness.publisher.publish(eventOf('refund.completed', merchant.id, 'TX-1'), { messageId: 'evt_refund' });
+    await waitFor('the refund delivered', () => receiver.requests.some((r, n) => delivered.has(n) && r.headers['webhook-id'] === refund.messageId), 20_000);
+    const ids = receiver.requests.map((r) => r.headers['webhook-id']);
+    expect(ids).toEqual([charge.messageId, charge.messageId, charge.messageId, refund.messageId]);
+    const [, , chargeDone, refundFirst] = receiver.requests;
+    expect(refundFirst!.at - chargeDone!.at).toBeLessThan(1_000);
+    expect(harness.dispatcher.stats.ordered).toBe(1);
+    await waitFor('no wait left', async () => (await harness.waits.census(0)).waiting === 0, 10_000);
+  } finally {
+    await harness.close();
+    await receiver.close();
+  }
 });
 
 describe('a fresh message of a merchant that does not order', () => {
@@ -83,151 +86,141 @@ describe('a fresh message of a merchant that does not order', () => {
   });
 });
 
-describe('a head parked as invalid by an unexpected error', () => {
-  it('ends its place: the next webhook of its reference is sent; requeued once fixed, it is sent too, outside the order', async () => {
-    const receiver = await Receiver.start(() => 204);
-    const merchant = testMerchant('m_parked_head', receiver.url);
-    merchant.endpoints[0]!.orderByReference = true;
-    const harness = await startHarness({ name: 'order-parked-head', merchants: [merchant], retryDelaysMs: [300, 300] });
-    // The directory fails once, after the head's admission: its third look-up (routing, its place
-    // in order, then the admission's). The second parked it before it took a place.
-    const byId = harness.merchants.byId.bind(harness.merchants);
-    let lookups = 0;
-    harness.merchants.byId = (id: string) => {
-      if (id === merchant.id && ++lookups === 3) throw new Error('directory broke');
-      return byId(id);
-    };
-    try {
-      await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-P'), { messageId: 'evt_parked' });
-      await waitFor('the head parked as invalid', async () => (await harness.test.messageCount(harness.names.invalid)) === 1, 10_000);
-      // Its place ends after the move to `invalid` is confirmed (and before the ack): seen there first under load.
-      await waitFor('its place ended', async () => (await harness.database.query('SELECT webhook_id FROM webhook_order WHERE ended_at IS NOT NULL')).length > 0, 10_000);
-      expect(await harness.database.query('SELECT webhook_id FROM webhook_order WHERE ended_at IS NOT NULL')).toEqual([{ webhook_id: 'evt_parked' }]);
-      const next = await harness.publisher.publish(eventOf('refund.completed', merchant.id, 'TX-P'), { messageId: 'evt_after_parked' });
-      await waitFor('the next of its reference delivered', () => receiver.requests.some((r) => r.headers['webhook-id'] === next.messageId), 10_000);
-      expect(receiver.requests.map((r) => r.headers['webhook-id'])).toEqual([next.messageId]);
-      // The operator's `webhooks invalid requeue --code internal-error`, by hand: found 'ended', it was dropped unsent.
-      for (const m of await harness.test.drain(harness.names.invalid, 1)) {
-        await harness.test.publishRaw(harness.names.dispatch, m.content, { messageId: m.properties.messageId, contentType: 'application/json', headers: copyHeaders(m.properties.headers, { from: 'parked', unpark: true, upstreamExchange: harness.names.events }) });
-      }
-      await waitFor('the requeued head delivered', () => receiver.requests.length === 2, 10_000);
-      expect(receiver.requests.map((r) => r.headers['webhook-id'])).toEqual([next.messageId, 'evt_parked']);
-    } finally {
-      await harness.close();
-      await receiver.close();
+it.concurrent('a head parked as invalid by an unexpected error ends its place: the next webhook of its reference is sent; requeued once fixed, it is sent too, outside the order', async () => {
+  const receiver = await Receiver.start(() => 204);
+  const merchant = testMerchant('m_parked_head', receiver.url);
+  merchant.endpoints[0]!.orderByReference = true;
+  const harness = await startHarness({ name: 'order-parked-head', merchants: [merchant], retryDelaysMs: [300, 300] });
+  // The directory fails once, after the head's admission: its third look-up (routing, its place
+  // in order, then the admission's). The second parked it before it took a place.
+  const byId = harness.merchants.byId.bind(harness.merchants);
+  let lookups = 0;
+  harness.merchants.byId = (id: string) => {
+    if (id === merchant.id && ++lookups === 3) throw new Error('directory broke');
+    return byId(id);
+  };
+  try {
+    await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-P'), { messageId: 'evt_parked' });
+    await waitFor('the head parked as invalid', async () => (await harness.test.messageCount(harness.names.invalid)) === 1, 10_000);
+    // Its place ends after the move to `invalid` is confirmed (and before the ack): seen there first under load.
+    await waitFor('its place ended', async () => (await harness.database.query('SELECT webhook_id FROM webhook_order WHERE ended_at IS NOT NULL')).length > 0, 10_000);
+    expect(await harness.database.query('SELECT webhook_id FROM webhook_order WHERE ended_at IS NOT NULL')).toEqual([{ webhook_id: 'evt_parked' }]);
+    const next = await harness.publisher.publish(eventOf('refund.completed', merchant.id, 'TX-P'), { messageId: 'evt_after_parked' });
+    await waitFor('the next of its reference delivered', () => receiver.requests.some((r) => r.headers['webhook-id'] === next.messageId), 10_000);
+    expect(receiver.requests.map((r) => r.headers['webhook-id'])).toEqual([next.messageId]);
+    // The operator's `webhooks invalid requeue --code internal-error`, by hand: found 'ended', it was dropped unsent.
+    for (const m of await harness.test.drain(harness.names.invalid, 1)) {
+      await harness.test.publishRaw(harness.names.dispatch, m.content, { messageId: m.properties.messageId, contentType: 'application/json', headers: copyHeaders(m.properties.headers, { from: 'parked', unpark: true, upstreamExchange: harness.names.events }) });
     }
+    await waitFor('the requeued head delivered', () => receiver.requests.length === 2, 10_000);
+    expect(receiver.requests.map((r) => r.headers['webhook-id'])).toEqual([next.messageId, 'evt_parked']);
+  } finally {
+    await harness.close();
+    await receiver.close();
+  }
+});
+
+it.concurrent('a delivered webhook republished with its messageId after the hour its ended row is kept is a new webhook in its line: delivered again, though no other end swept the old row', async () => {
+  const receiver = await Receiver.start(() => 204);
+  const merchant = testMerchant('m_order_republished', receiver.url);
+  merchant.endpoints[0]!.orderByReference = true;
+  const harness = await startHarness({ name: 'order-republished', merchants: [merchant], retryDelaysMs: [300] });
+  try {
+    await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-REPUB'), { messageId: 'evt_republished' });
+    await waitFor('the first delivered and its place ended', async () =>
+      receiver.requests.length === 1 && (await harness.database.query('SELECT 1 FROM webhook_order WHERE ended_at IS NOT NULL')).length === 1, 10_000);
+    // A quiet spell: its row ended two hours ago, and no end since swept it (past the intake dedupe window too).
+    await harness.database.query("UPDATE webhook_order SET ended_at = now() - interval '2 hours'");
+    await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-REPUB'), { messageId: 'evt_republished' });
+    await waitFor('the republished copy delivered', () => receiver.requests.length === 2, 10_000);
+    await waitFor('its new place ended', async () =>
+      (await harness.database.query("SELECT 1 FROM webhook_order WHERE ended_at > now() - interval '1 hour'")).length === 1, 10_000);
+    expect(harness.dispatcher.stats.superseded).toBe(0);
+  } finally {
+    await harness.close();
+    await receiver.close();
+  }
+});
+
+it.concurrent('a payout whose reference is the tnxRef of a charge that keeps failing is not held behind the charge: a payout reference and a tnxRef are keys apart', async () => {
+  const receiver = await Receiver.start((_n, req) => (JSON.parse(req.body).event === 'charge.completed' ? 503 : 204));
+  const merchant = testMerchant('m_order_payout_apart', receiver.url);
+  merchant.endpoints[0]!.orderByReference = true;
+  const harness = await startHarness({ name: 'order-payout-apart', merchants: [merchant], retryDelaysMs: [500, 60_000], settings: { breakerThreshold: 1_000 } });
+  try {
+    await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'SHARED-1'), { messageId: 'evt_apart_charge' });
+    await receiver.waitForRequests(1, 10_000);
+    await harness.publisher.publish(eventOf('payout', merchant.id, 'SHARED-1'), { messageId: 'evt_apart_payout' });
+    await waitFor('the payout delivered', () => receiver.requests.some((r) => r.headers['webhook-id'] === 'evt_apart_payout'), 10_000);
+    expect(harness.dispatcher.stats.ordered).toBe(0);
+  } finally {
+    await harness.close();
+    await receiver.close();
+  }
+});
+
+it.concurrent('an ordered retry whose hand-back keeps hitting an unexpected error is parked in invalid once, its wait ends and its line is released: the next of its reference is delivered', async () => {
+  const receiver = await Receiver.start((n) => (n === 0 ? 500 : 204));
+  const merchant = testMerchant('m_order_broken_retry', receiver.url);
+  merchant.endpoints[0]!.orderByReference = true;
+  // A lease of a second: the wait is handed back again each second while it is left.
+  const harness = await startHarness({ name: 'order-broken-retry', merchants: [merchant], retryDelaysMs: [200, 200, 200], waitLeaseMs: 1_000, settings: { deliveryTimeoutMs: 500 } });
+  // A bug-class error in the dispatcher on every hand-back of the first webhook, never on a first attempt.
+  const attempt = (harness.dispatcher as unknown as { attempt: { run(intake: { webhookId: string; hand?: number }, ...rest: unknown[]): Promise<unknown> } }).attempt;
+  const run = attempt.run.bind(attempt);
+  attempt.run = (intake, ...rest) => (intake.webhookId === 'evt_broken_1' && intake.hand !== undefined ? Promise.reject(new Error('attempt stage broke')) : run(intake, ...rest));
+  try {
+    await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-BROKEN'), { messageId: 'evt_broken_1' });
+    await receiver.waitForRequests(1, 10_000);
+    await harness.publisher.publish(eventOf('refund.completed', merchant.id, 'TX-BROKEN'), { messageId: 'evt_broken_2' });
+    await waitFor('the next of its reference delivered', () => receiver.requests.some((r) => r.headers['webhook-id'] === 'evt_broken_2'), 10_000);
+    await waitFor('no wait left', async () => (await harness.waits.census(0)).waiting === 0, 10_000);
+    // Two leases more: nothing hands it back, so no second copy is parked.
+    await waitFor('two leases passed', async () =>
+      (await harness.database.query("SELECT 1 FROM webhook_order WHERE webhook_id = 'evt_broken_2' AND ended_at < now() - interval '2 seconds'")).length === 1, 10_000);
+    expect(await harness.test.messageCount(harness.names.invalid)).toBe(1);
+    const [parked] = await harness.test.drain(harness.names.invalid, 1);
+    expect(parked!.properties.headers?.['x-invalid-code']).toBe('internal-error');
+    expect(parked!.properties.messageId).toBe('evt_broken_1');
+  } finally {
+    await harness.close();
+    await receiver.close();
+  }
+}, 30_000);
+
+it.concurrent("a dispatcher that dies between the end of a retried head's place and the end of its wait drops the hand-back the broker gives again: known as done, it is not sent after the next of its reference", async () => {
+  const tries = new Map<string, number>();
+  const receiver = await Receiver.start((_n, req) => {
+    const id = String(req.headers['webhook-id']);
+    tries.set(id, (tries.get(id) ?? 0) + 1);
+    return id === 'evt_died_1' && tries.get(id) === 1 ? 500 : 204;
   });
-});
-
-describe('a delivered webhook republished with its messageId after the hour its ended row is kept', () => {
-  it('is a new webhook in its line: delivered again, though no other end swept the old row', async () => {
-    const receiver = await Receiver.start(() => 204);
-    const merchant = testMerchant('m_order_republished', receiver.url);
-    merchant.endpoints[0]!.orderByReference = true;
-    const harness = await startHarness({ name: 'order-republished', merchants: [merchant], retryDelaysMs: [300] });
-    try {
-      await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-REPUB'), { messageId: 'evt_republished' });
-      await waitFor('the first delivered and its place ended', async () =>
-        receiver.requests.length === 1 && (await harness.database.query('SELECT 1 FROM webhook_order WHERE ended_at IS NOT NULL')).length === 1, 10_000);
-      // A quiet spell: its row ended two hours ago, and no end since swept it (past the intake dedupe window too).
-      await harness.database.query("UPDATE webhook_order SET ended_at = now() - interval '2 hours'");
-      await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-REPUB'), { messageId: 'evt_republished' });
-      await waitFor('the republished copy delivered', () => receiver.requests.length === 2, 10_000);
-      await waitFor('its new place ended', async () =>
-        (await harness.database.query("SELECT 1 FROM webhook_order WHERE ended_at > now() - interval '1 hour'")).length === 1, 10_000);
-      expect(harness.dispatcher.stats.superseded).toBe(0);
-    } finally {
-      await harness.close();
-      await receiver.close();
-    }
-  });
-});
-
-describe('a payout whose reference is the tnxRef of a charge that keeps failing', () => {
-  it('is not held behind the charge: a payout reference and a tnxRef are keys apart', async () => {
-    const receiver = await Receiver.start((_n, req) => (JSON.parse(req.body).event === 'charge.completed' ? 503 : 204));
-    const merchant = testMerchant('m_order_payout_apart', receiver.url);
-    merchant.endpoints[0]!.orderByReference = true;
-    const harness = await startHarness({ name: 'order-payout-apart', merchants: [merchant], retryDelaysMs: [500, 60_000], settings: { breakerThreshold: 1_000 } });
-    try {
-      await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'SHARED-1'), { messageId: 'evt_apart_charge' });
-      await receiver.waitForRequests(1, 10_000);
-      await harness.publisher.publish(eventOf('payout', merchant.id, 'SHARED-1'), { messageId: 'evt_apart_payout' });
-      await waitFor('the payout delivered', () => receiver.requests.some((r) => r.headers['webhook-id'] === 'evt_apart_payout'), 10_000);
-      expect(harness.dispatcher.stats.ordered).toBe(0);
-    } finally {
-      await harness.close();
-      await receiver.close();
-    }
-  });
-});
-
-describe('an ordered retry whose hand-back keeps hitting an unexpected error', () => {
-  it('is parked in invalid once, its wait ends and its line is released: the next of its reference is delivered', async () => {
-    const receiver = await Receiver.start((n) => (n === 0 ? 500 : 204));
-    const merchant = testMerchant('m_order_broken_retry', receiver.url);
-    merchant.endpoints[0]!.orderByReference = true;
-    // A lease of a second: the wait is handed back again each second while it is left.
-    const harness = await startHarness({ name: 'order-broken-retry', merchants: [merchant], retryDelaysMs: [200, 200, 200], waitLeaseMs: 1_000, settings: { deliveryTimeoutMs: 500 } });
-    // A bug-class error in the dispatcher on every hand-back of the first webhook, never on a first attempt.
-    const attempt = (harness.dispatcher as unknown as { attempt: { run(intake: { webhookId: string; hand?: number }, ...rest: unknown[]): Promise<unknown> } }).attempt;
-    const run = attempt.run.bind(attempt);
-    attempt.run = (intake, ...rest) => (intake.webhookId === 'evt_broken_1' && intake.hand !== undefined ? Promise.reject(new Error('attempt stage broke')) : run(intake, ...rest));
-    try {
-      await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-BROKEN'), { messageId: 'evt_broken_1' });
-      await receiver.waitForRequests(1, 10_000);
-      await harness.publisher.publish(eventOf('refund.completed', merchant.id, 'TX-BROKEN'), { messageId: 'evt_broken_2' });
-      await waitFor('the next of its reference delivered', () => receiver.requests.some((r) => r.headers['webhook-id'] === 'evt_broken_2'), 10_000);
-      await waitFor('no wait left', async () => (await harness.waits.census(0)).waiting === 0, 10_000);
-      // Two leases more: nothing hands it back, so no second copy is parked.
-      await waitFor('two leases passed', async () =>
-        (await harness.database.query("SELECT 1 FROM webhook_order WHERE webhook_id = 'evt_broken_2' AND ended_at < now() - interval '2 seconds'")).length === 1, 10_000);
-      expect(await harness.test.messageCount(harness.names.invalid)).toBe(1);
-      const [parked] = await harness.test.drain(harness.names.invalid, 1);
-      expect(parked!.properties.headers?.['x-invalid-code']).toBe('internal-error');
-      expect(parked!.properties.messageId).toBe('evt_broken_1');
-    } finally {
-      await harness.close();
-      await receiver.close();
-    }
-  }, 30_000);
-});
-
-describe('a dispatcher that dies between the end of a retried head\'s place and the end of its wait', () => {
-  it('drops the hand-back the broker gives again: known as done, it is not sent after the next of its reference', async () => {
-    const tries = new Map<string, number>();
-    const receiver = await Receiver.start((_n, req) => {
-      const id = String(req.headers['webhook-id']);
-      tries.set(id, (tries.get(id) ?? 0) + 1);
-      return id === 'evt_died_1' && tries.get(id) === 1 ? 500 : 204;
-    });
-    const merchant = testMerchant('m_died_between', receiver.url);
-    merchant.endpoints[0]!.orderByReference = true;
-    const harness = await startHarness({ name: 'order-died-between', merchants: [merchant], retryDelaysMs: [300, 300], settings: { drainTimeoutMs: 500 } });
-    // The first webhook's retry is delivered and its place ended (the next is due); its wait's end
-    // never comes, as if its dispatcher were killed there: its hand-back stays unacked. (Only that
-    // end: the take of the copy given again ends the wait, as the dispatcher that takes it would.)
-    const writer = (harness.dispatcher as unknown as { effect: { deps: { waits: { end(e: { webhookId: string }): Promise<void> } } } }).effect.deps.waits;
-    const end = writer.end.bind(writer);
-    let dying = true;
-    writer.end = (e) => (e.webhookId === 'evt_died_1' && dying ? ((dying = false), new Promise<void>(() => {})) : end(e));
-    try {
-      await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-DIED'), { messageId: 'evt_died_1' });
-      await harness.publisher.publish(eventOf('refund.completed', merchant.id, 'TX-DIED'), { messageId: 'evt_died_2' });
-      await waitFor('the next delivered', () => receiver.requests.some((r) => r.headers['webhook-id'] === 'evt_died_2'), 10_000);
-      // The dead dispatcher's channel closes: the broker gives its unacked hand-back again.
-      const superseded = harness.dispatcher.stats.superseded;
-      const channels = (harness.broker as unknown as { consumerChannels: Map<{ close(): Promise<void> }, unknown> }).consumerChannels;
-      await Promise.all([...channels.keys()].map((ch) => ch.close().catch(() => {})));
-      await waitFor('the hand-back given again settled', () => receiver.requests.length > 3 || harness.dispatcher.stats.superseded > superseded, 10_000);
-      expect(receiver.requests.map((r) => r.headers['webhook-id'])).toEqual(['evt_died_1', 'evt_died_1', 'evt_died_2']);
-      await waitFor('its wait gone', async () => (await harness.waits.census(0)).waiting === 0, 10_000);
-    } finally {
-      await harness.close();
-      await receiver.close();
-    }
-  }, 30_000);
-});
+  const merchant = testMerchant('m_died_between', receiver.url);
+  merchant.endpoints[0]!.orderByReference = true;
+  const harness = await startHarness({ name: 'order-died-between', merchants: [merchant], retryDelaysMs: [300, 300], settings: { drainTimeoutMs: 500 } });
+  // The first webhook's retry is delivered and its place ended (the next is due); its wait's end
+  // never comes, as if its dispatcher were killed there: its hand-back stays unacked. (Only that
+  // end: the take of the copy given again ends the wait, as the dispatcher that takes it would.)
+  const writer = (harness.dispatcher as unknown as { effect: { deps: { waits: { end(e: { webhookId: string }): Promise<void> } } } }).effect.deps.waits;
+  const end = writer.end.bind(writer);
+  let dying = true;
+  writer.end = (e) => (e.webhookId === 'evt_died_1' && dying ? ((dying = false), new Promise<void>(() => {})) : end(e));
+  try {
+    await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-DIED'), { messageId: 'evt_died_1' });
+    await harness.publisher.publish(eventOf('refund.completed', merchant.id, 'TX-DIED'), { messageId: 'evt_died_2' });
+    await waitFor('the next delivered', () => receiver.requests.some((r) => r.headers['webhook-id'] === 'evt_died_2'), 10_000);
+    // The dead dispatcher's channel closes: the broker gives its unacked hand-back again.
+    const superseded = harness.dispatcher.stats.superseded;
+    const channels = (harness.broker as unknown as { consumerChannels: Map<{ close(): Promise<void> }, unknown> }).consumerChannels;
+    await Promise.all([...channels.keys()].map((ch) => ch.close().catch(() => {})));
+    await waitFor('the hand-back given again settled', () => receiver.requests.length > 3 || harness.dispatcher.stats.superseded > superseded, 10_000);
+    expect(receiver.requests.map((r) => r.headers['webhook-id'])).toEqual(['evt_died_1', 'evt_died_1', 'evt_died_2']);
+    await waitFor('its wait gone', async () => (await harness.waits.census(0)).waiting === 0, 10_000);
+  } finally {
+    await harness.close();
+    await receiver.close();
+  }
+}, 30_000);
 
 /**
  * An ordered endpoint's charge in flight (its first request hangs) and its refund waiting behind it;
@@ -249,129 +242,119 @@ async function headGivenAgain(name: string, change: (endpoint: Merchant['endpoin
   return { receiver, harness };
 }
 
-describe('a head given again by the broker after the merchant turned orderByReference off', () => {
-  it('still ends its place: the webhook waiting behind it goes after it, not never', async () => {
-    const { receiver, harness } = await headGivenAgain('order-off-again', (endpoint) => [{ ...endpoint, orderByReference: false }]);
-    try {
-      // Sent as unordered, the charge left its place open: the refund waited for ever (no due time).
-      await waitFor('the refund delivered', () => receiver.requests.some((r) => r.headers['webhook-id'] === 'evt_again_2'), 10_000);
-      expect(receiver.requests.map((r) => r.headers['webhook-id'])).toEqual(['evt_again_1', 'evt_again_1', 'evt_again_2']);
-      await waitFor('no wait left', async () => (await harness.waits.census(0)).waiting === 0, 10_000);
-    } finally {
-      await harness.close();
-      await receiver.close();
-    }
-  }, 30_000);
+it.concurrent('a head given again by the broker after the merchant turned orderByReference off still ends its place: the webhook waiting behind it goes after it, not never', async () => {
+  const { receiver, harness } = await headGivenAgain('order-off-again', (endpoint) => [{ ...endpoint, orderByReference: false }]);
+  try {
+    // Sent as unordered, the charge left its place open: the refund waited for ever (no due time).
+    await waitFor('the refund delivered', () => receiver.requests.some((r) => r.headers['webhook-id'] === 'evt_again_2'), 10_000);
+    expect(receiver.requests.map((r) => r.headers['webhook-id'])).toEqual(['evt_again_1', 'evt_again_1', 'evt_again_2']);
+    await waitFor('no wait left', async () => (await harness.waits.census(0)).waiting === 0, 10_000);
+  } finally {
+    await harness.close();
+    await receiver.close();
+  }
+}, 30_000);
+
+it.concurrent('a head given again by the broker after the merchant deleted its endpoint ends its place: the webhook waiting behind it goes to failed, not waits for ever', async () => {
+  const { receiver, harness } = await headGivenAgain('order-deleted-again', () => []);
+  try {
+    // Routed nowhere, the charge was skipped with its place open: the refund waited for ever.
+    await waitFor('the refund failed', async () => (await harness.database.query('SELECT 1 FROM failed_webhooks WHERE webhook_id = $1', ['evt_again_2'])).length === 1, 10_000);
+    expect(receiver.requests).toHaveLength(1);
+    await waitFor('no wait left', async () => (await harness.waits.census(0)).waiting === 0, 10_000);
+  } finally {
+    await harness.close();
+    await receiver.close();
+  }
+}, 30_000);
+
+it.concurrent('an ordered webhook held while its order step waits for PostgreSQL is signed with the time it is sent, so a merchant refusing a timestamp over 5 minutes old takes it', async () => {
+  const receiver = await Receiver.start(() => 204);
+  const merchant = testMerchant('m_order_held', receiver.url);
+  merchant.endpoints[0]!.orderByReference = true;
+  // The dispatcher's clock: the test moves it on while the step is held, as an outage's minutes pass.
+  let passedMs = 0;
+  const harness = await startHarness({ name: 'order-held-signature', merchants: [merchant], retryDelaysMs: [60_000], now: () => new Date(Date.now() + passedMs) });
+  // Another session holds the order table, as a PostgreSQL that does not answer would: the step waits.
+  const holder = new pg.Client({ connectionString: harness.database.url });
+  await holder.connect();
+  try {
+    await holder.query('BEGIN');
+    await holder.query('LOCK TABLE webhook_order IN EXCLUSIVE MODE');
+    await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-HELD'), { messageId: 'evt_held' });
+    await waitFor('the order step waiting', async () =>
+      (await harness.database.query("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()")).length > 0, 10_000);
+    passedMs = 10 * 60_000;
+    await holder.query('COMMIT');
+    const [request] = await receiver.waitForRequests(1, 10_000);
+    const sentAt = (Date.now() + passedMs) / 1000;
+    expect(Math.abs(Number(request!.headers['webhook-timestamp']) - sentAt)).toBeLessThan(60);
+  } finally {
+    await holder.end();
+    await harness.close();
+    await receiver.close();
+  }
 });
 
-describe('a head given again by the broker after the merchant deleted its endpoint', () => {
-  it('ends its place: the webhook waiting behind it goes to failed, not waits for ever', async () => {
-    const { receiver, harness } = await headGivenAgain('order-deleted-again', () => []);
-    try {
-      // Routed nowhere, the charge was skipped with its place open: the refund waited for ever.
-      await waitFor('the refund failed', async () => (await harness.database.query('SELECT 1 FROM failed_webhooks WHERE webhook_id = $1', ['evt_again_2'])).length === 1, 10_000);
-      expect(receiver.requests).toHaveLength(1);
-      await waitFor('no wait left', async () => (await harness.waits.census(0)).waiting === 0, 10_000);
-    } finally {
-      await harness.close();
-      await receiver.close();
-    }
-  }, 30_000);
-});
-
-describe('an ordered webhook held while its order step waits for PostgreSQL', () => {
-  it('is signed with the time it is sent, so a merchant refusing a timestamp over 5 minutes old takes it', async () => {
-    const receiver = await Receiver.start(() => 204);
-    const merchant = testMerchant('m_order_held', receiver.url);
-    merchant.endpoints[0]!.orderByReference = true;
-    // The dispatcher's clock: the test moves it on while the step is held, as an outage's minutes pass.
-    let passedMs = 0;
-    const harness = await startHarness({ name: 'order-held-signature', merchants: [merchant], retryDelaysMs: [60_000], now: () => new Date(Date.now() + passedMs) });
-    // Another session holds the order table, as a PostgreSQL that does not answer would: the step waits.
-    const holder = new pg.Client({ connectionString: harness.database.url });
-    await holder.connect();
-    try {
-      await holder.query('BEGIN');
-      await holder.query('LOCK TABLE webhook_order IN EXCLUSIVE MODE');
-      await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-HELD'), { messageId: 'evt_held' });
-      await waitFor('the order step waiting', async () =>
-        (await harness.database.query("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()")).length > 0, 10_000);
-      passedMs = 10 * 60_000;
-      await holder.query('COMMIT');
-      const [request] = await receiver.waitForRequests(1, 10_000);
-      const sentAt = (Date.now() + passedMs) / 1000;
-      expect(Math.abs(Number(request!.headers['webhook-timestamp']) - sentAt)).toBeLessThan(60);
-    } finally {
-      await holder.end();
-      await harness.close();
-      await receiver.close();
-    }
+it.concurrent('a reference whose first webhook keeps failing holds back its own next webhook only: every other reference of the merchant is delivered meanwhile', async () => {
+  const delivered = new Set<number>();
+  const receiver = await Receiver.start((n, req) => {
+    if (JSON.parse(req.body).data.tnxRef === 'TX-STUCK') return 503;
+    delivered.add(n);
+    return 204;
   });
-});
-
-describe('a reference whose first webhook keeps failing', () => {
-  it('holds back its own next webhook only: every other reference of the merchant is delivered meanwhile', async () => {
-    const delivered = new Set<number>();
-    const receiver = await Receiver.start((n, req) => {
-      if (JSON.parse(req.body).data.tnxRef === 'TX-STUCK') return 503;
-      delivered.add(n);
-      return 204;
-    });
-    const merchant = testMerchant('m_stuck', receiver.url);
-    merchant.endpoints[0]!.orderByReference = true;
-    // Retries for a minute and more: the stuck reference stays stuck for the whole test.
-    const harness = await startHarness({ name: 'order-stuck', merchants: [merchant], retryDelaysMs: [500, 1_000, 2_000, 60_000], settings: { breakerThreshold: 1_000 } });
-    try {
-      await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-STUCK'), { messageId: 'evt_stuck_1' });
-      await harness.publisher.publish(eventOf('refund.completed', merchant.id, 'TX-STUCK'), { messageId: 'evt_stuck_2' });
-      await receiver.waitForRequests(1, 10_000);
-      const others = new Set<string>();
-      for (let i = 0; i < 50; i++) {
-        for (const [k, event] of (['charge.completed', 'refund.completed'] as const).entries()) {
-          others.add((await harness.publisher.publish(eventOf(event, merchant.id, `TX-${i}`), { messageId: `evt_${i}_${k}` })).messageId);
-        }
+  const merchant = testMerchant('m_stuck', receiver.url);
+  merchant.endpoints[0]!.orderByReference = true;
+  // Retries for a minute and more: the stuck reference stays stuck for the whole test.
+  const harness = await startHarness({ name: 'order-stuck', merchants: [merchant], retryDelaysMs: [500, 1_000, 2_000, 60_000], settings: { breakerThreshold: 1_000 } });
+  try {
+    await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-STUCK'), { messageId: 'evt_stuck_1' });
+    await harness.publisher.publish(eventOf('refund.completed', merchant.id, 'TX-STUCK'), { messageId: 'evt_stuck_2' });
+    await receiver.waitForRequests(1, 10_000);
+    const others = new Set<string>();
+    for (let i = 0; i < 50; i++) {
+      for (const [k, event] of (['charge.completed', 'refund.completed'] as const).entries()) {
+        others.add((await harness.publisher.publish(eventOf(event, merchant.id, `TX-${i}`), { messageId: `evt_${i}_${k}` })).messageId);
       }
-      const started = Date.now();
-      await waitFor('every other reference delivered', () => [...others].every((id) => receiver.requests.some((r, n) => delivered.has(n) && r.headers['webhook-id'] === id)), 20_000);
-      expect(Date.now() - started).toBeLessThan(10_000);
-      // The others may all be through before the stuck one's first retry (500 ms): wait for it.
-      await waitFor('the stuck one retried', () => receiver.requests.filter((r) => r.headers['webhook-id'] === 'evt_stuck_1').length >= 2, 10_000);
-      expect(receiver.requests.some((r) => r.headers['webhook-id'] === 'evt_stuck_2')).toBe(false);
-      // Each other reference in its own order too.
-      const line = timeline(receiver.requests, delivered);
-      for (let i = 0; i < 50; i++) expect(line.get(`evt_${i}_1`)!.first).toBeGreaterThan(line.get(`evt_${i}_0`)!.done!);
-    } finally {
-      await harness.close();
-      await receiver.close();
     }
-  });
+    const started = Date.now();
+    await waitFor('every other reference delivered', () => [...others].every((id) => receiver.requests.some((r, n) => delivered.has(n) && r.headers['webhook-id'] === id)), 20_000);
+    expect(Date.now() - started).toBeLessThan(10_000);
+    // The others may all be through before the stuck one's first retry (500 ms): wait for it.
+    await waitFor('the stuck one retried', () => receiver.requests.filter((r) => r.headers['webhook-id'] === 'evt_stuck_1').length >= 2, 10_000);
+    expect(receiver.requests.some((r) => r.headers['webhook-id'] === 'evt_stuck_2')).toBe(false);
+    // Each other reference in its own order too.
+    const line = timeline(receiver.requests, delivered);
+    for (let i = 0; i < 50; i++) expect(line.get(`evt_${i}_1`)!.first).toBeGreaterThan(line.get(`evt_${i}_0`)!.done!);
+  } finally {
+    await harness.close();
+    await receiver.close();
+  }
 });
 
-describe('an ordered merchant with two endpoints, a reference stuck on one of them', () => {
-  it('holds that reference on the stuck endpoint alone: the other endpoint receives its webhooks in order meanwhile', async () => {
-    const receiver = await Receiver.start((_n, req) => (req.path.endsWith('/a') ? 503 : 204));
-    const merchant = testMerchant('m_order_two', receiver.url, {
-      endpoints: [
-        { id: 'ep_order_two_a', url: `${receiver.url}/a`, enabled: true, secret: testSecret(), orderByReference: true },
-        { id: 'ep_order_two_b', url: `${receiver.url}/b`, enabled: true, secret: testSecret(), orderByReference: true },
-      ],
-    });
-    // Endpoint a retries for a minute and more: the reference stays stuck there for the whole test.
-    const harness = await startHarness({ name: 'order-two-endpoints', merchants: [merchant], retryDelaysMs: [500, 60_000], settings: { breakerThreshold: 1_000 } });
-    const at = (endpoint: 'a' | 'b') => receiver.requests.filter((r) => r.path.endsWith(`/${endpoint}`));
-    try {
-      await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-TWO'), { messageId: 'evt_two_1' });
-      await harness.publisher.publish(eventOf('refund.completed', merchant.id, 'TX-TWO'), { messageId: 'evt_two_2' });
-      await waitFor('both delivered to b', () => at('b').length === 2, 10_000);
-      expect(at('b').map((r) => r.headers['webhook-id'])).toEqual(['evt_two_1', 'evt_two_2']);
-      await waitFor('the stuck one retried on a', () => at('a').length >= 2, 10_000);
-      // a holds its refund behind its charge: its line is its own.
-      expect(at('a').every((r) => r.headers['webhook-id'] === 'evt_two_1')).toBe(true);
-    } finally {
-      await harness.close();
-      await receiver.close();
-    }
+it.concurrent('an ordered merchant with two endpoints, a reference stuck on one of them holds that reference on the stuck endpoint alone: the other endpoint receives its webhooks in order meanwhile', async () => {
+  const receiver = await Receiver.start((_n, req) => (req.path.endsWith('/a') ? 503 : 204));
+  const merchant = testMerchant('m_order_two', receiver.url, {
+    endpoints: [
+      { id: 'ep_order_two_a', url: `${receiver.url}/a`, enabled: true, secret: testSecret(), orderByReference: true },
+      { id: 'ep_order_two_b', url: `${receiver.url}/b`, enabled: true, secret: testSecret(), orderByReference: true },
+    ],
   });
+  // Endpoint a retries for a minute and more: the reference stays stuck there for the whole test.
+  const harness = await startHarness({ name: 'order-two-endpoints', merchants: [merchant], retryDelaysMs: [500, 60_000], settings: { breakerThreshold: 1_000 } });
+  const at = (endpoint: 'a' | 'b') => receiver.requests.filter((r) => r.path.endsWith(`/${endpoint}`));
+  try {
+    await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-TWO'), { messageId: 'evt_two_1' });
+    await harness.publisher.publish(eventOf('refund.completed', merchant.id, 'TX-TWO'), { messageId: 'evt_two_2' });
+    await waitFor('both delivered to b', () => at('b').length === 2, 10_000);
+    expect(at('b').map((r) => r.headers['webhook-id'])).toEqual(['evt_two_1', 'evt_two_2']);
+    await waitFor('the stuck one retried on a', () => at('a').length >= 2, 10_000);
+    // a holds its refund behind its charge: its line is its own.
+    expect(at('a').every((r) => r.headers['webhook-id'] === 'evt_two_1')).toBe(true);
+  } finally {
+    await harness.close();
+    await receiver.close();
+  }
 });
 
 describe('1,000 references × 5 events with random failures on two dispatchers, one killed', () => {
