@@ -10,8 +10,10 @@ import { endpointOf } from '../../apps/dispatcher/stages/endpoint-guards.js';
  * before wait_circuits (every wait went round dispatch every 300 ms, postponed and rewritten:
  * hundreds of hand-backs in the window) and on a pick that never parks.
  */
+// Side by side: each case has a harness of its own (prefix, database, receivers); one after the other they
+// took 24 s, 11 of them the revived case's 10 s cooldown.
 describe('waits of a merchant whose circuit is open', () => {
-  it('are not handed back beyond the probe, while another merchant is served on time, and all go once it answers', async () => {
+  it.concurrent('are not handed back beyond the probe, while another merchant is served on time, and all go once it answers', async () => {
     let up = false;
     const dead = await Receiver.start(() => (up ? 204 : 500));
     const healthy = await Receiver.start(failOnceThenSucceed());
@@ -75,7 +77,7 @@ describe('waits of a merchant whose circuit is open', () => {
   // its circuit in memory. Seen failing when only a delivery closed the circuit's row: the probe
   // answered 400, its retry was parked behind the row, which stayed open, and the other waits of an
   // endpoint that answers stayed parked until the next probe, a WAIT_LEASE (60 s) later.
-  it('answering its probe with a 400: the endpoint answers, so its circuit closes and its parked waits go, not a lease later', async () => {
+  it.concurrent('answering its probe with a 400: the endpoint answers, so its circuit closes and its parked waits go, not a lease later', async () => {
     let mode: 'dead' | 'rejects-once' = 'dead';
     let rejected: string | undefined;
     const endpoint = await Receiver.start((_n, req) => {
@@ -123,7 +125,7 @@ describe('waits of a merchant whose circuit is open', () => {
   // Seen failing with breakers that probed on their own: a new webhook's first attempt was the
   // half-open probe, the row's own probe came while it was out and was postponed a whole cooldown
   // (10 s here, up to 10 minutes in production), and the parked waits stayed parked as long.
-  it("its probe time past: a new webhook is postponed, not sent, and the row's probe goes through the open breaker and closes it", async () => {
+  it.concurrent("its probe time past: a new webhook is postponed, not sent, and the row's probe goes through the open breaker and closes it", async () => {
     let mode: 'dead' | 'revived' = 'dead';
     const endpoint = await Receiver.start(() => (mode === 'dead' ? 500 : 204));
     const merchant = testMerchant('m_revived', endpoint.url);
@@ -170,7 +172,7 @@ describe('waits of a merchant whose circuit is open', () => {
   // With the throttle, as the program runs: a 503 lowers the endpoint's rate as well as failing.
   // Seen failing with the throttle asked before the circuit (all 100 new webhooks throttled, none
   // postponed) and with a pick that never parks (622 hand-backs in the window).
-  it('answering 503 (which lowers its throttle rate): the circuit decides, not the throttle, and its waits stay parked', async () => {
+  it.concurrent('answering 503 (which lowers its throttle rate): the circuit decides, not the throttle, and its waits stay parked', async () => {
     const dead = await Receiver.start(() => 503);
     const deadMerchant = testMerchant('m_dead', dead.url);
     const harness = await startHarness({
