@@ -78,6 +78,8 @@ describe("a delivery waiting for the process's room when another endpoint's circ
     // Its first request fails: the slot it frees goes to the shop's. Left asleep, the shop's waited
     // for the busy endpoint's request to end: its 30 s timeout.
     await shop.waitForRequests(1, 5_000);
+    // Its slot is given back once its answer is read, a moment after the shop has the request.
+    await waitFor("the shop's delivered", () => harness.dispatcher.stats.delivered >= 1, 5_000);
     expect(busy.held).toBe(1);
     expect(harness.dispatcher.guards.inFlight).toBe(1);
   }, 30_000);
