@@ -222,6 +222,8 @@ describe('fan-out: one delivery per matching endpoint', () => {
       running = false;
       await traffic;
     }
+    // The test's own directory hears of the disable as the dispatchers do, not before them.
+    await waitFor("the test's directory holds the disable", () => directory.byId('m_auto')?.endpoints[0]?.enabled === false, 15_000);
     const [dead, alive] = directory.byId('m_auto')!.endpoints;
     expect(dead).toMatchObject({ id: 'ep_m_auto_dead', enabled: false, disabledReason: 'failing' });
     expect(alive).toMatchObject({ id: 'ep_m_auto_alive', enabled: true });
