@@ -79,7 +79,15 @@ describe('slow and failing merchants', () => {
   });
 
   it('opens the circuit after consecutive failures, postpones without spending attempts, and probes after the cooldown', async () => {
-    const failing = await Receiver.start(() => 500);
+    // The third failure opens the row (the fourth request, the probe, opens it again), and the breaker
+    // opens when the row's announcement reaches it; until then the wait, parked only for what is left
+    // of its span (250 ms), would be handed back and attempted (a loaded machine announced 400 ms
+    // late): at each, the pick pauses until the breaker has heard.
+    let scheduling: Promise<void> | undefined;
+    const failing = await Receiver.start((n) => {
+      if (n === 2 || n === 3) scheduling = harness.scheduler.stop();
+      return 500;
+    });
     const merchant = testMerchant('m_breaker', failing.url);
     const harness = await startHarness({
       name: 'breaker',
@@ -87,8 +95,12 @@ describe('slow and failing merchants', () => {
       retryDelaysMs: [50, 50, 50, 50, 50],
       settings: { breakerThreshold: 3, breakerCooldownMs: 1_500 },
     });
+    const endpoint = endpointOf(merchant.id, merchant.endpoints[0]!.url);
     try {
       await harness.publisher.publish(sampleEvent('payout', merchant.id));
+      await waitFor('the circuit open in its row and in the breaker', () => scheduling !== undefined && harness.dispatcher.guards.openUntil(endpoint) > 0, 5_000);
+      await scheduling;
+      harness.scheduler.start();
       const [entry] = await harness.test.readStream(harness.names.failed, 1);
       // Three real attempts opened the circuit; the rest of the schedule's span passed postponed,
       // and the entry carries the last real error, not a made-up one.
@@ -100,16 +112,19 @@ describe('slow and failing merchants', () => {
 
       // After the cooldown one delivery probes the endpoint (the row's probe, or the first once the
       // row closed with nothing to probe with); it fails and the circuit opens again, for twice as long.
-      const endpoint = endpointOf(merchant.id, merchant.endpoints[0]!.url);
       const reopensAt = harness.dispatcher.guards.openUntil(endpoint);
       expect(reopensAt).toBeGreaterThan(0);
       await waitFor('cooldown over', () => Date.now() > reopensAt, 5_000);
+      // The probe's failure opens the row again: its wait is picked only once the breaker heard (as above).
+      scheduling = undefined;
+      const probedFrom = Date.now();
       await harness.publisher.publish(sampleEvent('payout', merchant.id));
+      await waitFor('the circuit open again, its cooldown doubled', () => scheduling !== undefined && harness.dispatcher.guards.openUntil(endpoint) > probedFrom + 2_000, 5_000, 20);
+      await scheduling;
+      harness.scheduler.start();
       const entries = await harness.test.readStream(harness.names.failed, 2);
       expect(failing.requests).toHaveLength(4);
       expect(entries[1]!.properties.headers![HEADERS.attempts]).toBe(1);
-      const reopened = Date.now();
-      await waitFor('the circuit open again, its cooldown doubled', () => harness.dispatcher.guards.openUntil(endpoint) > reopened + 2_000, 5_000, 20);
     } finally {
       await harness.close();
       await failing.close();
