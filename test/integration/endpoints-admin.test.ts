@@ -60,7 +60,13 @@ describe("admin API: a merchant's endpoints", () => {
     const more = await send(stack.apiB, 'POST', 'm_ep/endpoints', { url: `${stack.receiver.url}/m_ep/three` });
     expect(code(more)).toEqual([409, 'endpoint_limit']);
     expect((more.body as { message: string }).message).toContain('MAX_ENDPOINTS_PER_MERCHANT 2');
-    expect(data(await send(stack.apiA, 'GET', 'm_ep/endpoints')).endpoints.map((e: { id: string }) => e.id)).toEqual([endpoint.id, data(second).id]);
+    // Replica A learns of B's write by its notification: listed there once it has heard.
+    const ids = (answer: Awaited<ReturnType<typeof send>>) => data(answer).endpoints.map((e: { id: string }) => e.id);
+    const onA = await waitFor('replica A lists both', async () => {
+      const answer = await send(stack.apiA, 'GET', 'm_ep/endpoints');
+      return ids(answer).length === 2 && answer;
+    }, PROPAGATED_MS);
+    expect(ids(onA)).toEqual([endpoint.id, data(second).id]);
 
     await waitFor('the stack.dispatcher has the endpoint', () => stack.dispatcher.merchants.byId('m_ep')?.endpoints[0]?.id === endpoint.id, PROPAGATED_MS);
     const request = await delivered('m_ep');
