@@ -1,6 +1,7 @@
 import { lowerEndpointRate } from '../../libs/merchants/index.js';
 import { TestBroker } from '../support/broker.js';
 import { merchantsCli } from '../support/merchants-cli.js';
+import { freePort } from '../support/receiver.js';
 import { runCliInProcess } from '../support/cli.js';
 import { waitFor } from '../support/wait.js';
 
@@ -225,7 +226,8 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
   });
 
   it('reads merchants while RabbitMQ is down (list, get, endpoints list); a write still needs it, to announce, and writes nothing without it', async () => {
-    const down = { ...env, RABBITMQ_URL: 'amqp://guest:guest@127.0.0.1:5699' };
+    // A port nothing listens on (5699 was taken once by a broker of someone else's on a shared host).
+    const down = { ...env, RABBITMQ_URL: `amqp://guest:guest@127.0.0.1:${await freePort()}` };
     // Each exited 1 after the 10 s a command waits for the broker it needs (CLI_BROKER_DEADLINE_MS).
     const reads = await Promise.all([['list'], ['get', 'm_cli'], ['endpoints', 'list', 'm_cli']].map((args) => runCliInProcess(down, ['merchants', ...args])));
     expect(reads.map((read) => [read.code, read.stderr])).toEqual([[0, ''], [0, ''], [0, '']]);
