@@ -125,7 +125,11 @@ describe('merchants in PostgreSQL', () => {
     expect(created.status).toBe(201);
     expect(created.headers.get('etag')).toBe('"1"');
     expect(code(await send(apiA, 'PUT', 'm_cas', { publicKey: 'pk_cas_0000001' }, { 'if-match': '"0"' }))).toEqual([412, 'precondition_failed']);
-    const read = await send(apiB, 'GET', 'm_cas');
+    // Replica B serves what it has heard of (the create's notification), a moment after A's answer.
+    const read = await waitFor('replica B has it', async () => {
+      const answer = await send(apiB, 'GET', 'm_cas');
+      return answer.status === 200 && answer;
+    }, 5_000);
     expect(read.headers.get('etag')).toBe('"1"');
     const first = await send(apiA, 'PATCH', 'm_cas', { publicKey: 'pk_cas_0000002' }, { 'if-match': '"1"' });
     expect(first.status).toBe(200);
