@@ -83,9 +83,10 @@ describe("a parked wait whose probe PostgreSQL refuses (its circuit's probe time
     const other = testMerchant('m_poison_probe_ok', receiver.url);
     const harness = await startHarness({ name: 'wait-poison-probe', merchants: [other], retryDelaysMs: [300] });
     try {
-      // A dead endpoint's wait, parked behind its circuit, whose probe is due in 50 ms; then refused any change.
-      await harness.waits.write([{ merchantId: 'm_poison_probe', webhookId: 'evt_parked', endpointId: 'ep_dead', hand: 0, attempt: 1, delayMs: 0, reason: 'retry', headers: { [HEADERS.webhookId]: 'evt_parked' }, content: Buffer.from('{}'), spanLeftMs: 3_600_000, circuitMs: 50 }], []);
+      // A dead endpoint's wait, parked behind its circuit, whose probe is due in 50 ms, refused any change:
+      // the refusal first, as the scheduler's probe round may come before the next statement.
       await refuse(harness, 'UPDATE', 'm_poison_probe');
+      await harness.waits.write([{ merchantId: 'm_poison_probe', webhookId: 'evt_parked', endpointId: 'ep_dead', hand: 0, attempt: 1, delayMs: 0, reason: 'retry', headers: { [HEADERS.webhookId]: 'evt_parked' }, content: Buffer.from('{}'), spanLeftMs: 3_600_000, circuitMs: 50 }], []);
       const { messageId } = await harness.publisher.publish(sampleEvent('payout', other.id));
       await waitFor('delivered on its retry', () => receiver.requests.length >= 2, 10_000);
       expect(receiver.requests.map((r) => r.headers['webhook-id'])).toEqual([messageId, messageId]);
@@ -107,10 +108,11 @@ describe("a parked wait whose probe PostgreSQL refuses, beside another open circ
   it("costs only its own circuit's probe: the other circuit's probe is handed back", async () => {
     const harness = await startHarness({ name: 'wait-poison-probes', merchants: [] });
     try {
-      // Written first: the probes' statement meets it first.
+      // Refused before it is written (its probe is due in 50 ms: a probe round may come before the
+      // next statement), and written first: the probes' statement meets it first.
+      await refuse(harness, 'UPDATE', 'm_poison_probe_a');
       await harness.waits.write([parkedWait('m_poison_probe_a', 'evt_refused', 50)], []);
       await harness.waits.write([parkedWait('m_poison_probe_b', 'evt_other', 50)], []);
-      await refuse(harness, 'UPDATE', 'm_poison_probe_a');
       await waitFor("the other circuit's probe handed back", async () => {
         const [other] = await harness.database.query<{ hand: number }>("SELECT hand FROM webhook_waits WHERE merchant_id = 'm_poison_probe_b'");
         return !other || other.hand > 0;
