@@ -10,26 +10,22 @@ const SCHEDULE = [100, 150, 200];
 describe('retries on the schedule, then the failed stream', () => {
   let failing: Receiver;
   let hanging: Receiver;
-  let flaky: Receiver;
   let harness: Harness;
   let refusedMerchantUrl: string;
   const merchants = {
     failing: testMerchant('m_500', 'http://placeholder'),
     hanging: testMerchant('m_hang', 'http://placeholder'),
     refused: testMerchant('m_refused', 'http://placeholder'),
-    flaky: testMerchant('m_flaky', 'http://placeholder'),
   };
   let failedEntries = 0;
 
   beforeAll(async () => {
     failing = await Receiver.start(() => 500);
     hanging = await Receiver.start(() => 'hang');
-    flaky = await Receiver.start((n) => (n < 2 ? 503 : 200));
     refusedMerchantUrl = await refusedUrl();
     merchants.failing.endpoints[0]!.url = failing.url;
     merchants.hanging.endpoints[0]!.url = hanging.url;
     merchants.refused.endpoints[0]!.url = refusedMerchantUrl;
-    merchants.flaky.endpoints[0]!.url = flaky.url;
     harness = await startHarness({
       name: 'retries',
       merchants: Object.values(merchants),
@@ -40,7 +36,7 @@ describe('retries on the schedule, then the failed stream', () => {
 
   afterAll(async () => {
     await harness?.close();
-    await Promise.all([failing?.close(), hanging?.close(), flaky?.close()]);
+    await Promise.all([failing?.close(), hanging?.close()]);
   });
 
   async function nextFailedEntry(): Promise<ConsumeMessage> {
@@ -107,20 +103,28 @@ describe('retries on the schedule, then the failed stream', () => {
     expect(entry.properties.headers![HEADERS.tnxRef]).toBe(message.data.tnxRef);
     expect(harness.dispatcher.stats.retried).toBeGreaterThanOrEqual(SCHEDULE.length * 3);
   });
+});
 
+describe('a merchant that answers on its third attempt', () => {
+  // A harness of its own, with the usual 2 s delivery timeout: in the one above (300 ms, for the
+  // merchant that never answers) a process stalled 300 ms as the 200 came timed it out, and the
+  // webhook was sent a fourth time (at least once: correct, but not what this case counts).
   it('delivers on a later attempt and then leaves nothing in any queue', async () => {
-    // The earlier cases' failures counted first: an entry is read from the failed stream before its
-    // move's confirm reaches the dispatcher's counter (read too early under load, it counted 3, not 2).
-    await waitFor('the earlier failures counted', () => harness.dispatcher.stats.failed === failedEntries);
-    const failedBefore = harness.dispatcher.stats.failed;
-    const { messageId } = await harness.publisher.publish(sampleEvent('payout', merchants.flaky.id));
-
-    await flaky.waitForRequests(3);
-    await waitFor('delivered', () => harness.dispatcher.stats.delivered >= 1);
-    expect(flaky.requests.map((r) => r.headers['webhook-id'])).toEqual([messageId, messageId, messageId]);
-    expect(harness.dispatcher.stats.failed).toBe(failedBefore);
-    expect(await harness.test.messageCount(harness.names.dispatch)).toBe(0);
-    await waitFor('no wait left', async () => (await harness.waits.census(0)).waiting === 0);
+    const flaky = await Receiver.start((n) => (n < 2 ? 503 : 200));
+    const merchant = testMerchant('m_flaky', flaky.url);
+    const harness = await startHarness({ name: 'retries-flaky', merchants: [merchant], retryDelaysMs: SCHEDULE });
+    try {
+      const { messageId } = await harness.publisher.publish(sampleEvent('payout', merchant.id));
+      await flaky.waitForRequests(3);
+      await waitFor('delivered', () => harness.dispatcher.stats.delivered >= 1);
+      expect(flaky.requests.map((r) => r.headers['webhook-id'])).toEqual([messageId, messageId, messageId]);
+      expect(harness.dispatcher.stats.failed).toBe(0);
+      expect(await harness.test.messageCount(harness.names.dispatch)).toBe(0);
+      await waitFor('no wait left', async () => (await harness.waits.census(0)).waiting === 0);
+    } finally {
+      await harness.close();
+      await flaky.close();
+    }
   });
 });
 
