@@ -13,7 +13,9 @@ import { waitFor } from '../support/wait.js';
  * ever. The row's takes bound it: past WAIT_TAKE_LIMIT it is parked once more and picked no more.
  * The take's lease is the wait lease here (the delivery timeout is half of it).
  */
-const LEASE_MS = 400;
+// 1 s, not 400 ms: the delivery timeout (half) is what a stall of this process must stay under, or
+// an answered attempt times out and is rightly sent again, past the exact counts asserted here.
+const LEASE_MS = 1_000;
 
 async function refuseWaitEnds(harness: Harness): Promise<void> {
   await harness.database.query(`CREATE FUNCTION refuse_wait_end() RETURNS trigger LANGUAGE plpgsql AS $$
