@@ -231,14 +231,21 @@ async function headGivenAgain(name: string, change: (endpoint: Merchant['endpoin
   const merchant = testMerchant(`m_${name.replace(/-/g, '_')}`, receiver.url);
   merchant.endpoints[0]!.orderByReference = true;
   const harness = await startHarness({ name, merchants: [merchant], retryDelaysMs: [500, 500], settings: { deliveryTimeoutMs: 3_000, drainTimeoutMs: 500 } });
-  await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-AGAIN'), { messageId: 'evt_again_1' });
-  await receiver.waitForRequests(1);
-  await harness.publisher.publish(eventOf('refund.completed', merchant.id, 'TX-AGAIN'), { messageId: 'evt_again_2' });
-  await waitFor('the refund waiting behind the charge', () => harness.dispatcher.stats.ordered === 1, 10_000);
-  writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [{ ...merchant, endpoints: change(merchant.endpoints[0]!) }] }));
-  expect(harness.merchants.reload()).toBe(true);
-  const channels = (harness.broker as unknown as { consumerChannels: Map<{ close(): Promise<void> }, unknown> }).consumerChannels;
-  await Promise.all([...channels.keys()].map((ch) => ch.close().catch(() => {})));
+  // A step that fails here closes what it started: left running, the dispatcher kept Jest from ever exiting.
+  try {
+    await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-AGAIN'), { messageId: 'evt_again_1' });
+    await receiver.waitForRequests(1);
+    await harness.publisher.publish(eventOf('refund.completed', merchant.id, 'TX-AGAIN'), { messageId: 'evt_again_2' });
+    await waitFor('the refund waiting behind the charge', () => harness.dispatcher.stats.ordered === 1, 10_000);
+    writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [{ ...merchant, endpoints: change(merchant.endpoints[0]!) }] }));
+    expect(harness.merchants.reload()).toBe(true);
+    const channels = (harness.broker as unknown as { consumerChannels: Map<{ close(): Promise<void> }, unknown> }).consumerChannels;
+    await Promise.all([...channels.keys()].map((ch) => ch.close().catch(() => {})));
+  } catch (err) {
+    await harness.close();
+    await receiver.close();
+    throw err;
+  }
   return { receiver, harness };
 }
 

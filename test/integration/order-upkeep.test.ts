@@ -39,15 +39,22 @@ async function endLost(name: string, change: (endpoint: Endpoints[number]) => En
   const merchant = testMerchant(`m_${name.replace(/-/g, '_')}`, receiver.url);
   merchant.endpoints[0]!.orderByReference = true;
   const harness = await startHarness({ name, merchants: [merchant], retryDelaysMs: [500, 500], waitLeaseMs: 1_000, settings: { deliveryTimeoutMs: DELIVERY_TIMEOUT_MS, drainTimeoutMs: 500 } });
-  lookupsTimeOut(harness);
-  await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-LOST'), { messageId: 'evt_lost_1' });
-  await receiver.waitForRequests(1, 10_000);
-  await harness.publisher.publish(eventOf('refund.completed', merchant.id, 'TX-LOST'), { messageId: 'evt_lost_2' });
-  await waitFor('the refund waiting behind the charge', () => harness.dispatcher.stats.ordered === 1, 10_000);
-  writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [{ ...merchant, endpoints: change(merchant.endpoints[0]!) }] }));
-  expect(harness.merchants.reload()).toBe(true);
-  const channels = (harness.broker as unknown as { consumerChannels: Map<{ close(): Promise<void> }, unknown> }).consumerChannels;
-  await Promise.all([...channels.keys()].map((ch) => ch.close().catch(() => {})));
+  // A step that fails here closes what it started: left running, the dispatcher kept Jest from ever exiting.
+  try {
+    lookupsTimeOut(harness);
+    await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-LOST'), { messageId: 'evt_lost_1' });
+    await receiver.waitForRequests(1, 10_000);
+    await harness.publisher.publish(eventOf('refund.completed', merchant.id, 'TX-LOST'), { messageId: 'evt_lost_2' });
+    await waitFor('the refund waiting behind the charge', () => harness.dispatcher.stats.ordered === 1, 10_000);
+    writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [{ ...merchant, endpoints: change(merchant.endpoints[0]!) }] }));
+    expect(harness.merchants.reload()).toBe(true);
+    const channels = (harness.broker as unknown as { consumerChannels: Map<{ close(): Promise<void> }, unknown> }).consumerChannels;
+    await Promise.all([...channels.keys()].map((ch) => ch.close().catch(() => {})));
+  } catch (err) {
+    await harness.close();
+    await receiver.close();
+    throw err;
+  }
   return { receiver, harness, merchant };
 }
 
