@@ -40,8 +40,9 @@ async function passOverInvalid(
     for (let i = 0; i < messageCount; i++) {
       const message = await channel.get(names.invalid, { noAck: false });
       if (message === false) break; // someone else took the rest
-      const move = verdict(parkedOf(message)) === 'move';
-      const headers = copyHeaders(message.properties.headers, { from: 'parked', unpark: move, upstreamExchange: names.events });
+      const parked = parkedOf(message);
+      const move = verdict(parked) === 'move';
+      const headers = { ...copyHeaders(message.properties.headers, { from: 'parked', unpark: move, upstreamExchange: names.events }), ...(move ? {} : brokerVerdict(message, parked)) };
       let refused: Error | undefined;
       const held: HeldMessage = { content: message.content, properties: message.properties, live: true, ack: () => channel.ack(message), nack: () => {} };
       // One try, no backoff: a copy not confirmed fails the pass, and the message returns to invalid once, when the channel closes.
@@ -55,11 +56,27 @@ async function passOverInvalid(
   return result;
 }
 
+/**
+ * The broker's verdict on a copy it parked, as our headers, for the copy kept in invalid: putting it
+ * back drops the broker's x-first-death-* and x-death (they describe one message), and with them the
+ * code that `requeue --code delivery-limit` matches.
+ */
+function brokerVerdict(message: GetMessage, parked: ParkedMessage): Record<string, string> {
+  if (message.properties.headers?.['x-first-death-reason'] === undefined) return {};
+  return {
+    ...(parked.code ? { [HEADERS.invalidCode]: parked.code } : {}),
+    ...(parked.reason ? { [HEADERS.invalidReason]: parked.reason } : {}),
+    ...(parked.invalidAt ? { [HEADERS.invalidAt]: parked.invalidAt } : {}),
+  };
+}
+
 export function parkedOf(message: GetMessage): ParkedMessage {
   const headers = message.properties.headers ?? {};
   // The broker itself parks a message that came back from dispatch too many times (delivery-limit),
-  // and one the dispatcher rejected because it could not park it after an unexpected error.
-  const death = text(headers[HEADERS.invalidCode]) ? undefined : headers['x-first-death-reason'];
+  // and one the dispatcher rejected because it could not park it after an unexpected error. Its
+  // x-first-death-* are the broker's alone (every copy we publish drops them), so its verdict wins
+  // over an x-invalid-code the message carried (upstream's, which the broker's park keeps).
+  const death = headers['x-first-death-reason'];
   const limited = death === 'delivery_limit';
   const rejected = death === 'rejected';
   return {
@@ -69,7 +86,7 @@ export function parkedOf(message: GetMessage): ParkedMessage {
       : rejected
         ? 'internal-error: the dispatcher failed unexpectedly on it and could not park it itself (its log says why); rejected, the broker dead-lettered it'
         : text(headers[HEADERS.invalidReason]),
-    invalidAt: text(headers[HEADERS.invalidAt]) ?? (limited || rejected ? deathTime(headers) : undefined),
+    invalidAt: limited || rejected ? deathTime(headers) : text(headers[HEADERS.invalidAt]),
     originalRoutingKey: text(headers[HEADERS.originalRoutingKey]),
     messageId: text(message.properties.messageId),
     body: message.content,

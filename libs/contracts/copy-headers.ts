@@ -42,8 +42,9 @@ export function copyHeaders(headers: Record<string, unknown> | undefined, source
   const copy = scalarHeaders(headers);
   // The broker parks a copy (dispatch's delivery limit, a reject) with the headers it was published
   // with, where the dispatcher's own parks drop upstream's bookkeeping: moved back to dispatch (the
-  // default exchange, whose headers intake trusts), it is upstream's event, and drops them here.
-  const upstream = source.from === 'parked' && source.unpark && headers?.['x-first-death-exchange'] === source.upstreamExchange;
+  // default exchange, whose headers intake trusts), it is upstream's event. Dropped whether it is moved
+  // or kept: put back in invalid, it no longer says where the broker parked it from.
+  const upstream = source.from === 'parked' && headers?.['x-first-death-exchange'] === source.upstreamExchange;
   const as: CopySource = upstream ? { from: 'delivery', fromUpstream: true } : source;
   for (const key of Object.keys(copy)) {
     if (isBrokerHeader(key) || drops(key, as)) delete copy[key];

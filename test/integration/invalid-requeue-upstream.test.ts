@@ -32,6 +32,12 @@ describe('an upstream event the broker parked (delivery-limit), moved back with 
         return (await harness.test.messageCount(harness.names.invalid)) === 1;
       }, 10_000, 5);
       await channel.close();
+      // Listed twice: a listing puts each message back, without the broker's x-first-death-* (they
+      // describe one message), and the broker's verdict must stay for `requeue --code` to match.
+      for (const pass of [1, 2]) {
+        const listed = await cli('invalid', 'list', '--json');
+        expect([pass, JSON.parse(listed.stdout)]).toEqual([pass, [expect.objectContaining({ code: 'delivery-limit', reason: expect.stringMatching(/^delivered 10 times/), messageId: webhookId })]]);
+      }
       await harness.startDispatcher();
       expect((await cli('invalid', 'requeue', '--code', 'delivery-limit')).code).toBe(0);
       await waitFor('the moved-back copy delivered', () => receiver.requests.some((r) => r.headers['webhook-id'] === webhookId), 10_000).catch((err: Error) => {

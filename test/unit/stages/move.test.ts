@@ -75,12 +75,13 @@ describe('the header lifecycle of a copy', () => {
     expect(copyHeaders(story, { from: 'parked', unpark: false, upstreamExchange: 'webhooks.events' })[HEADERS.invalidCode]).toBe('not-json');
   });
 
-  it("a copy the broker parked from upstream's exchange, moved back, keeps none of our bookkeeping; one it parked from ours keeps it", () => {
-    const forged = { 'x-upstream': 'billing', [HEADERS.waitHand]: 3, [HEADERS.attempts]: 99, 'x-first-death-reason': 'delivery_limit' };
+  it("a copy the broker parked from upstream's exchange keeps none of our bookkeeping, moved back or kept; one it parked from ours keeps it", () => {
+    const forged = { 'x-upstream': 'billing', [HEADERS.waitHand]: 3, [HEADERS.attempts]: 99, [HEADERS.invalidCode]: 'not-json', 'x-first-death-reason': 'delivery_limit' };
     const fromUpstream = { ...forged, 'x-first-death-exchange': 'webhooks.events' };
     expect(copyHeaders(fromUpstream, { from: 'parked', unpark: true, upstreamExchange: 'webhooks.events' })).toEqual({ 'x-upstream': 'billing' });
-    // Kept in invalid, it is listed as it was parked.
-    expect(copyHeaders(fromUpstream, { from: 'parked', unpark: false, upstreamExchange: 'webhooks.events' })).toEqual({ 'x-upstream': 'billing', [HEADERS.waitHand]: 3, [HEADERS.attempts]: 99 });
+    // Kept, it no longer says where the broker parked it from: dropped then too.
+    expect(copyHeaders(fromUpstream, { from: 'parked', unpark: false, upstreamExchange: 'webhooks.events' })).toEqual({ 'x-upstream': 'billing' });
     expect(copyHeaders({ ...forged, 'x-first-death-exchange': '' }, { from: 'parked', unpark: true, upstreamExchange: 'webhooks.events' })).toEqual({ 'x-upstream': 'billing', [HEADERS.waitHand]: 3, [HEADERS.attempts]: 99 });
+    expect(copyHeaders({ ...forged, 'x-first-death-exchange': '' }, { from: 'parked', unpark: false, upstreamExchange: 'webhooks.events' })).toEqual({ 'x-upstream': 'billing', [HEADERS.waitHand]: 3, [HEADERS.attempts]: 99, [HEADERS.invalidCode]: 'not-json' });
   });
 });
