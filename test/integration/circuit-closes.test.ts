@@ -1,46 +1,17 @@
 import { writeFileSync } from 'node:fs';
 import type { CircuitRows } from '../../apps/dispatcher/circuit-rows.js';
-import { Dispatcher } from '../../apps/dispatcher/dispatcher.js';
 import { endpointOf } from '../../apps/dispatcher/stages/endpoint-guards.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
-import { openPostgres } from '../../libs/delivery-store/index.js';
-import { FailedStore } from '../../libs/failed/index.js';
-import { createUndiciClient } from '../../libs/http/index.js';
-import { silentLogger } from '../../libs/logger/index.js';
-import { OrderGate, OrderStore } from '../../libs/ordering/index.js';
-import { WaitStore, WaitWriter } from '../../libs/waits/index.js';
-import { circuitRows, type Harness, startHarness, testMerchant } from '../support/harness.js';
+import { type Harness, startHarness, testMerchant } from '../support/harness.js';
+import { otherDispatcher } from '../support/other-dispatcher.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
 const SCHEDULE = Array.from({ length: 200 }, () => 300);
 
-/**
- * A second dispatcher beside the harness's, on the harness's broker, directory and database (its
- * own connections), whose breakers follow the rows only once the test gives it a circuitRows().
- */
-function secondDispatcher(harness: Harness, userAgent: string, breakerCooldownMs: number) {
-  const logger = silentLogger();
-  const db = openPostgres(harness.database.url, { maxConnections: 2 });
-  const store = new WaitStore(db);
-  const writer = new WaitWriter(store, logger);
-  const http = createUndiciClient({ allowPrivateTargets: true, responseBodyBytes: 0 });
-  const dispatcher = new Dispatcher(
-    { broker: harness.broker, merchants: harness.merchants, http, logger, waits: { store, writer }, order: new OrderGate(new OrderStore(db), logger), failures: new FailedStore(db) },
-    { prefix: harness.prefix, retryDelaysMs: SCHEDULE, deliveryTimeoutMs: 2_000, concurrency: 16, maxMessageBytes: 65_536, userAgent, drainTimeoutMs: 5_000, waitLeaseMs: 60_000,
-      breakerThreshold: 2, breakerCooldownMs, perEndpointConcurrency: 1 },
-  );
-  return {
-    dispatcher,
-    follow: () => circuitRows(db, store, dispatcher),
-    async close() {
-      await dispatcher.stop();
-      writer.close();
-      http.close();
-      await db.close();
-    },
-  };
-}
+/** A second dispatcher beside the harness's, whose breakers follow the rows only once the test calls follow(). */
+const secondDispatcher = (harness: Harness, userAgent: string, breakerCooldownMs: number) =>
+  otherDispatcher(harness, { retryDelaysMs: SCHEDULE, userAgent, breakerThreshold: 2, breakerCooldownMs, perEndpointConcurrency: 1 });
 
 /**
  * A circuit's row is the one copy of an endpoint's circuit that decides for its waits; each

@@ -25,13 +25,8 @@ describe('an upstream event the broker parked (delivery-limit), moved back with 
       const channel = await harness.test.connection.createConfirmChannel();
       channel.publish(harness.names.events, 'payout', Buffer.from(JSON.stringify(sampleEvent('payout', merchant.id))), { persistent: true, messageId: webhookId, headers: forged });
       await channel.waitForConfirms();
-      // Returned to dispatch until its delivery limit, as when each dispatcher holding it dies.
-      await waitFor('the broker parks it', async () => {
-        const message = await channel.get(harness.names.dispatch, { noAck: false });
-        if (message) channel.nack(message, false, true);
-        return (await harness.test.messageCount(harness.names.invalid)) === 1;
-      }, 10_000, 5);
       await channel.close();
+      await harness.test.returnUntilParked(harness.names.dispatch, harness.names.invalid);
       // Listed twice: a listing puts each message back, without the broker's x-first-death-* (they
       // describe one message), and the broker's verdict must stay for `requeue --code` to match.
       for (const pass of [1, 2]) {

@@ -126,13 +126,7 @@ describe('a spent wait whose webhook has a copy the broker parked (delivery-limi
       const body = Buffer.from(JSON.stringify(sampleEvent('payout', merchant.id)));
       // A copy returned to dispatch until its delivery limit, as when each dispatcher holding it dies.
       await harness.test.publishRaw(harness.names.dispatch, body, { messageId: webhookId });
-      const channel = await harness.test.connection.createChannel();
-      await waitFor('the broker parks it', async () => {
-        const message = await channel.get(harness.names.dispatch, { noAck: false });
-        if (message) channel.nack(message, false, true);
-        return (await harness.test.messageCount(harness.names.invalid)) === 1;
-      }, 10_000, 5);
-      await channel.close();
+      await harness.test.returnUntilParked(harness.names.dispatch, harness.names.invalid);
       // Another copy walks: its attempt fails, its wait is written and, its end refused, spent.
       await harness.startDispatcher();
       await harness.test.publishRaw(harness.names.dispatch, body, { messageId: webhookId });

@@ -1,12 +1,6 @@
-import { Dispatcher } from '../../apps/dispatcher/dispatcher.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
-import { openPostgres } from '../../libs/delivery-store/index.js';
-import { FailedStore } from '../../libs/failed/index.js';
-import { createUndiciClient } from '../../libs/http/index.js';
-import { silentLogger } from '../../libs/logger/index.js';
-import { OrderGate, OrderStore } from '../../libs/ordering/index.js';
-import { WaitStore, WaitWriter } from '../../libs/waits/index.js';
 import { type Harness, startHarness, testMerchant } from '../support/harness.js';
+import { otherDispatcher } from '../support/other-dispatcher.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
@@ -14,27 +8,8 @@ const SCHEDULE = [60_000, 60_000];
 /** One request at a time to the endpoint, and no deferral: a hand-back behind a request waits for its slot, taken. */
 const SETTINGS = { perEndpointConcurrency: 1, maxDeferrals: 0 };
 
-/** The dispatcher that takes over once the harness's has stopped: the harness's broker, directory and database. */
-function nextDispatcher(harness: Harness) {
-  const logger = silentLogger();
-  const db = openPostgres(harness.database.url, { maxConnections: 2 });
-  const store = new WaitStore(db);
-  const writer = new WaitWriter(store, logger);
-  const http = createUndiciClient({ allowPrivateTargets: true, responseBodyBytes: 0 });
-  const dispatcher = new Dispatcher(
-    { broker: harness.broker, merchants: harness.merchants, http, logger, waits: { store, writer }, order: new OrderGate(new OrderStore(db), logger), failures: new FailedStore(db) },
-    { prefix: harness.prefix, retryDelaysMs: SCHEDULE, deliveryTimeoutMs: 2_000, concurrency: 16, maxMessageBytes: 65_536, userAgent: 'next', drainTimeoutMs: 5_000, waitLeaseMs: 60_000, ...SETTINGS },
-  );
-  return {
-    dispatcher,
-    async close() {
-      await dispatcher.stop();
-      writer.close();
-      http.close();
-      await db.close();
-    },
-  };
-}
+/** The dispatcher that takes over once the harness's has stopped. */
+const nextDispatcher = (harness: Harness) => otherDispatcher(harness, { retryDelaysMs: SCHEDULE, userAgent: 'next', ...SETTINGS });
 
 const takesOf = async (harness: Harness, webhookId: string) =>
   (await harness.database.query<{ takes: number }>('SELECT takes FROM webhook_waits WHERE webhook_id = $1', [webhookId]))[0]?.takes;

@@ -78,6 +78,23 @@ export class TestBroker {
     await ch.close();
   }
 
+  /**
+   * Takes what `queue` holds and returns it (nack, requeue) until the broker parks it in `invalid`
+   * (dispatch's delivery limit), `parked` messages there: as when each dispatcher holding it dies.
+   */
+  async returnUntilParked(queue: string, invalid: string, parked = 1, timeoutMs = 10_000): Promise<void> {
+    const ch = await this.connection.createChannel();
+    try {
+      await waitFor(`the broker parks ${parked} in ${invalid}`, async () => {
+        const message = await ch.get(queue, { noAck: false });
+        if (message) ch.nack(message, false, true);
+        return (await this.messageCount(invalid)) === parked;
+      }, timeoutMs, 5);
+    } finally {
+      await ch.close().catch(() => {});
+    }
+  }
+
   /** Deletes everything a prefix declared. */
   async deleteTopology(prefix: string): Promise<void> {
     const names = topologyNames(prefix);
