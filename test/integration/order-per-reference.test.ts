@@ -1,16 +1,14 @@
-import { writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { copyHeaders, type EventName } from '../../libs/contracts/index.js';
 import { BrokerConnection } from '../../libs/broker/index.js';
 import { OrderStore } from '../../libs/ordering/index.js';
-import type { Merchant } from '../../libs/merchants/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { declareIntake } from '../../libs/topology/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
 import { startHarness, testMerchant, testSecret, writeMerchantsFile } from '../support/harness.js';
-import { attemptReceiver, eventOf, sentOutOfOrder, timeline } from '../support/order.js';
+import { attemptReceiver, eventOf, headGivenAgain, sentOutOfOrder, timeline } from '../support/order.js';
 import { createTestDatabase } from '../support/postgres.js';
 import { dispatcherEnv, startProgram } from '../support/process.js';
 import { Receiver } from '../support/receiver.js';
@@ -222,35 +220,12 @@ it.concurrent("a dispatcher that dies between the end of a retried head's place 
   }
 }, 30_000);
 
-/**
- * An ordered endpoint's charge in flight (its first request hangs) and its refund waiting behind it;
- * then `change` to the merchant, and the dispatcher's channel closes, so the broker gives the charge again.
- */
-async function headGivenAgain(name: string, change: (endpoint: Merchant['endpoints'][number]) => Merchant['endpoints']) {
-  const receiver = await Receiver.start((n) => (n === 0 ? 'hang' : 204));
-  const merchant = testMerchant(`m_${name.replace(/-/g, '_')}`, receiver.url);
-  merchant.endpoints[0]!.orderByReference = true;
-  const harness = await startHarness({ name, merchants: [merchant], retryDelaysMs: [500, 500], settings: { deliveryTimeoutMs: 3_000, drainTimeoutMs: 500 } });
-  // A step that fails here closes what it started: left running, the dispatcher kept Jest from ever exiting.
-  try {
-    await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-AGAIN'), { messageId: 'evt_again_1' });
-    await receiver.waitForRequests(1);
-    await harness.publisher.publish(eventOf('refund.completed', merchant.id, 'TX-AGAIN'), { messageId: 'evt_again_2' });
-    await waitFor('the refund waiting behind the charge', () => harness.dispatcher.stats.ordered === 1, 10_000);
-    writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [{ ...merchant, endpoints: change(merchant.endpoints[0]!) }] }));
-    expect(harness.merchants.reload()).toBe(true);
-    const channels = (harness.broker as unknown as { consumerChannels: Map<{ close(): Promise<void> }, unknown> }).consumerChannels;
-    await Promise.all([...channels.keys()].map((ch) => ch.close().catch(() => {})));
-  } catch (err) {
-    await harness.close();
-    await receiver.close();
-    throw err;
-  }
-  return { receiver, harness };
-}
+/** headGivenAgain (test/support/order.ts) of TX-AGAIN: a charge and a refund. */
+const givenAgain = (name: string, change: Parameters<typeof headGivenAgain>[1]) =>
+  headGivenAgain(name, change, { reference: 'TX-AGAIN', ids: ['evt_again_1', 'evt_again_2'], options: { retryDelaysMs: [500, 500], settings: { deliveryTimeoutMs: 3_000, drainTimeoutMs: 500 } } });
 
 it.concurrent('a head given again by the broker after the merchant turned orderByReference off still ends its place: the webhook waiting behind it goes after it, not never', async () => {
-  const { receiver, harness } = await headGivenAgain('order-off-again', (endpoint) => [{ ...endpoint, orderByReference: false }]);
+  const { receiver, harness } = await givenAgain('order-off-again', (endpoint) => [{ ...endpoint, orderByReference: false }]);
   try {
     // Sent as unordered, the charge left its place open: the refund waited for ever (no due time).
     await waitFor('the refund delivered', () => receiver.requests.some((r) => r.headers['webhook-id'] === 'evt_again_2'), 10_000);
@@ -263,7 +238,7 @@ it.concurrent('a head given again by the broker after the merchant turned orderB
 }, 30_000);
 
 it.concurrent('a head given again by the broker after the merchant deleted its endpoint ends its place: the webhook waiting behind it goes to failed, not waits for ever', async () => {
-  const { receiver, harness } = await headGivenAgain('order-deleted-again', () => []);
+  const { receiver, harness } = await givenAgain('order-deleted-again', () => []);
   try {
     // Routed nowhere, the charge was skipped with its place open: the refund waited for ever.
     await waitFor('the refund failed', async () => (await harness.database.query('SELECT 1 FROM failed_webhooks WHERE webhook_id = $1', ['evt_again_2'])).length === 1, 10_000);

@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import type { Merchant } from '../../libs/merchants/index.js';
 import { OrderGate } from '../../libs/ordering/index.js';
 import { type Harness, startHarness, testMerchant } from '../support/harness.js';
-import { eventOf } from '../support/order.js';
+import { eventOf, headGivenAgain } from '../support/order.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
@@ -29,34 +29,14 @@ function lookupsTimeOut(harness: Harness): void {
   gate.openPlaces = () => Promise.reject(new Error('timed out after 2000 ms'));
 }
 
-/**
- * An ordered endpoint's charge in flight (its first request hangs) and its refund waiting behind it;
- * then `change` to the merchant, and the dispatcher's channel closes, so the broker gives the charge
- * again, whose look-ups of its place time out.
- */
-async function endLost(name: string, change: (endpoint: Endpoints[number]) => Endpoints) {
-  const receiver = await Receiver.start((n) => (n === 0 ? 'hang' : 204));
-  const merchant = testMerchant(`m_${name.replace(/-/g, '_')}`, receiver.url);
-  merchant.endpoints[0]!.orderByReference = true;
-  const harness = await startHarness({ name, merchants: [merchant], retryDelaysMs: [500, 500], waitLeaseMs: 1_000, settings: { deliveryTimeoutMs: DELIVERY_TIMEOUT_MS, drainTimeoutMs: 500 } });
-  // A step that fails here closes what it started: left running, the dispatcher kept Jest from ever exiting.
-  try {
-    lookupsTimeOut(harness);
-    await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-LOST'), { messageId: 'evt_lost_1' });
-    await receiver.waitForRequests(1, 10_000);
-    await harness.publisher.publish(eventOf('refund.completed', merchant.id, 'TX-LOST'), { messageId: 'evt_lost_2' });
-    await waitFor('the refund waiting behind the charge', () => harness.dispatcher.stats.ordered === 1, 10_000);
-    writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [{ ...merchant, endpoints: change(merchant.endpoints[0]!) }] }));
-    expect(harness.merchants.reload()).toBe(true);
-    const channels = (harness.broker as unknown as { consumerChannels: Map<{ close(): Promise<void> }, unknown> }).consumerChannels;
-    await Promise.all([...channels.keys()].map((ch) => ch.close().catch(() => {})));
-  } catch (err) {
-    await harness.close();
-    await receiver.close();
-    throw err;
-  }
-  return { receiver, harness, merchant };
-}
+/** headGivenAgain (test/support/order.ts) of TX-LOST, whose look-ups of its place then time out. */
+const endLost = (name: string, change: (endpoint: Endpoints[number]) => Endpoints) =>
+  headGivenAgain(name, change, {
+    reference: 'TX-LOST',
+    ids: ['evt_lost_1', 'evt_lost_2'],
+    options: { retryDelaysMs: [500, 500], waitLeaseMs: 1_000, settings: { deliveryTimeoutMs: DELIVERY_TIMEOUT_MS, drainTimeoutMs: 500 } },
+    prepare: lookupsTimeOut,
+  });
 
 const openPlaces = (harness: Harness) => harness.database.query<{ webhook_id: string }>('SELECT webhook_id FROM webhook_order WHERE ended_at IS NULL ORDER BY seq');
 

@@ -1,5 +1,11 @@
+import { writeFileSync } from 'node:fs';
 import { type EventName, sampleEvent, type UpstreamMessage } from '../../libs/contracts/index.js';
+import type { Merchant } from '../../libs/merchants/index.js';
+import { type Harness, startHarness, testMerchant } from './harness.js';
 import { type ReceivedRequest, Receiver } from './receiver.js';
+import { waitFor } from './wait.js';
+
+type HarnessOptions = Parameters<typeof startHarness>[0];
 
 /** An event of `event` whose order key (tnxRef, or a payout's reference) is `ref`. */
 export function eventOf(event: EventName, merchantId: string, ref: string): UpstreamMessage {
@@ -60,4 +66,38 @@ export async function attemptReceiver(fails: (id: string, attempt: number, body:
     return 204;
   });
   return { receiver, delivered };
+}
+
+/**
+ * An ordered endpoint's charge of `reference` in flight (its first request hangs) and its refund
+ * waiting behind it (`ids`: the charge's, the refund's); then `change` to the merchant, and the
+ * dispatcher's channels close, so the broker gives the charge again. `prepare` runs on the harness
+ * before the first publish. A step that fails closes what it started: left running, the dispatcher
+ * kept Jest from ever exiting.
+ */
+export async function headGivenAgain(
+  name: string,
+  change: (endpoint: Merchant['endpoints'][number]) => Merchant['endpoints'],
+  { reference, ids, options, prepare }: { reference: string; ids: [string, string]; options: Omit<HarnessOptions, 'name' | 'merchants'>; prepare?: (harness: Harness) => void },
+): Promise<{ receiver: Receiver; harness: Harness; merchant: Merchant }> {
+  const receiver = await Receiver.start((n) => (n === 0 ? 'hang' : 204));
+  const merchant = testMerchant(`m_${name.replace(/-/g, '_')}`, receiver.url);
+  merchant.endpoints[0]!.orderByReference = true;
+  const harness = await startHarness({ name, merchants: [merchant], ...options });
+  try {
+    prepare?.(harness);
+    await harness.publisher.publish(eventOf('charge.completed', merchant.id, reference), { messageId: ids[0] });
+    await receiver.waitForRequests(1, 10_000);
+    await harness.publisher.publish(eventOf('refund.completed', merchant.id, reference), { messageId: ids[1] });
+    await waitFor('the refund waiting behind the charge', () => harness.dispatcher.stats.ordered === 1, 10_000);
+    writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [{ ...merchant, endpoints: change(merchant.endpoints[0]!) }] }));
+    if (!harness.merchants.reload()) throw new Error('the merchants file was not taken');
+    const channels = (harness.broker as unknown as { consumerChannels: Map<{ close(): Promise<void> }, unknown> }).consumerChannels;
+    await Promise.all([...channels.keys()].map((ch) => ch.close().catch(() => {})));
+  } catch (err) {
+    await harness.close();
+    await receiver.close();
+    throw err;
+  }
+  return { receiver, harness, merchant };
 }
