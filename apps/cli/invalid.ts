@@ -1,6 +1,6 @@
 import type { GetMessage } from 'amqplib';
 import { type BrokerConnection, type HeldMessage, moveMessage } from '../../libs/broker/index.js';
-import { copyHeaders, HEADERS, INVALID_CODES } from '../../libs/contracts/index.js';
+import { brokerPark, copyHeaders, HEADERS, INVALID_CODES } from '../../libs/contracts/index.js';
 import { DISPATCH_DELIVERY_LIMIT, topologyNames, type TopologyNames } from '../../libs/topology/index.js';
 import { withBroker } from './broker.js';
 import { CliCommand, EXIT, formatTable, NothingMatchedError, parseLimit, printListing, truncate, UsageError, writeLine } from './command.js';
@@ -40,9 +40,9 @@ async function passOverInvalid(
     for (let i = 0; i < messageCount; i++) {
       const message = await channel.get(names.invalid, { noAck: false });
       if (message === false) break; // someone else took the rest
-      const parked = parkedOf(message);
+      const parked = parkedOf(message, names.dispatch);
       const move = verdict(parked) === 'move';
-      const headers = { ...copyHeaders(message.properties.headers, { from: 'parked', unpark: move, upstreamExchange: names.events }), ...(move ? {} : brokerVerdict(message, parked)) };
+      const headers = { ...copyHeaders(message.properties.headers, { from: 'parked', unpark: move, upstreamExchange: names.events, dispatch: names.dispatch }), ...(move ? {} : brokerVerdict(message, parked, names.dispatch)) };
       let refused: Error | undefined;
       const held: HeldMessage = { content: message.content, properties: message.properties, live: true, ack: () => channel.ack(message), nack: () => {} };
       // One try, no backoff: a copy not confirmed fails the pass, and the message returns to invalid once, when the channel closes.
@@ -61,8 +61,8 @@ async function passOverInvalid(
  * back drops the broker's x-first-death-* and x-death (they describe one message), and with them the
  * code that `requeue --code delivery-limit` matches.
  */
-function brokerVerdict(message: GetMessage, parked: ParkedMessage): Record<string, string> {
-  if (message.properties.headers?.['x-first-death-reason'] === undefined) return {};
+function brokerVerdict(message: GetMessage, parked: ParkedMessage, dispatch: string): Record<string, string> {
+  if (brokerPark(message.properties.headers, dispatch) === undefined) return {};
   return {
     ...(parked.code ? { [HEADERS.invalidCode]: parked.code } : {}),
     ...(parked.reason ? { [HEADERS.invalidReason]: parked.reason } : {}),
@@ -70,13 +70,15 @@ function brokerVerdict(message: GetMessage, parked: ParkedMessage): Record<strin
   };
 }
 
-export function parkedOf(message: GetMessage): ParkedMessage {
+export function parkedOf(message: GetMessage, dispatch: string): ParkedMessage {
   const headers = message.properties.headers ?? {};
   // The broker itself parks a message that came back from dispatch too many times (delivery-limit),
   // and one the dispatcher rejected because it could not park it after an unexpected error. Its
-  // x-first-death-* are the broker's alone (every copy we publish drops them), so its verdict wins
-  // over an x-invalid-code the message carried (upstream's, which the broker's park keeps).
-  const death = headers['x-first-death-reason'];
+  // x-death entry for dispatch is the broker's (every copy we publish drops x-death; x-first-death-*
+  // may be upstream's: brokerPark), so its verdict wins over an x-invalid-code the message carried
+  // (upstream's, which the broker's park keeps).
+  const park = brokerPark(headers, dispatch);
+  const death = park?.reason;
   const limited = death === 'delivery_limit';
   const rejected = death === 'rejected';
   return {
@@ -86,19 +88,16 @@ export function parkedOf(message: GetMessage): ParkedMessage {
       : rejected
         ? 'internal-error: the dispatcher failed unexpectedly on it and could not park it itself (its log says why); rejected, the broker dead-lettered it'
         : text(headers[HEADERS.invalidReason]),
-    invalidAt: limited || rejected ? deathTime(headers) : text(headers[HEADERS.invalidAt]),
+    invalidAt: limited || rejected ? deathTime(park?.time) : text(headers[HEADERS.invalidAt]),
     originalRoutingKey: text(headers[HEADERS.originalRoutingKey]),
     messageId: text(message.properties.messageId),
     body: message.content,
   };
 }
 
-/** When the broker dead-lettered it, from x-death (3.10 and 4.x write it; the time is in seconds). */
-function deathTime(headers: Record<string, unknown>): string | undefined {
-  const deaths = headers['x-death'];
-  const time = Array.isArray(deaths) ? (deaths[0] as { time?: { value?: number } | number })?.time : undefined;
-  const seconds = typeof time === 'number' ? time : time?.value;
-  return typeof seconds === 'number' ? new Date(seconds * 1000).toISOString() : undefined;
+/** When the broker dead-lettered it, from its x-death entry (3.10 and 4.x write it; the time is in seconds). */
+function deathTime(seconds: number | undefined): string | undefined {
+  return seconds === undefined ? undefined : new Date(seconds * 1000).toISOString();
 }
 
 function text(value: unknown): string | undefined {

@@ -1,3 +1,4 @@
+import { brokerPark } from './broker-park.js';
 import { HEADERS, type ScalarHeaders, scalarHeaders } from './headers.js';
 
 /**
@@ -35,8 +36,8 @@ const BOOKKEEPING_HEADERS: ReadonlySet<string> = new Set([
 type CopySource =
   | { from: 'delivery'; fromUpstream: boolean }
   | { from: 'failure-entry' }
-  /** `upstreamExchange`: a copy the broker parked (dead-lettered) from there still has what upstream published. */
-  | { from: 'parked'; unpark: boolean; upstreamExchange: string };
+  /** `upstreamExchange`: a copy the broker parked (dead-lettered) from `dispatch` that was published there still has what upstream published. */
+  | { from: 'parked'; unpark: boolean; upstreamExchange: string; dispatch: string };
 
 export function copyHeaders(headers: Record<string, unknown> | undefined, source: CopySource): ScalarHeaders {
   const copy = scalarHeaders(headers);
@@ -44,7 +45,7 @@ export function copyHeaders(headers: Record<string, unknown> | undefined, source
   // with, where the dispatcher's own parks drop upstream's bookkeeping: moved back to dispatch (the
   // default exchange, whose headers intake trusts), it is upstream's event. Dropped whether it is moved
   // or kept: put back in invalid, it no longer says where the broker parked it from.
-  const upstream = source.from === 'parked' && headers?.['x-first-death-exchange'] === source.upstreamExchange;
+  const upstream = source.from === 'parked' && brokerPark(headers, source.dispatch)?.exchange === source.upstreamExchange;
   const as: CopySource = upstream ? { from: 'delivery', fromUpstream: true } : source;
   for (const key of Object.keys(copy)) {
     if (isBrokerHeader(key) || drops(key, as)) delete copy[key];

@@ -133,7 +133,7 @@ describe('hostile upstream messages', () => {
     await waitFor('merchant loaded', () => program!.merchants.byId(late.id) !== undefined, 10_000);
     const got = (await test.drain(names.invalid, before + 1)).filter((m) => m.properties.messageId === 'evt_late');
     for (const m of got) {
-      await test.publishRaw(names.dispatch, m.content, { messageId: m.properties.messageId, contentType: 'application/json', headers: copyHeaders(m.properties.headers, { from: 'parked', unpark: true, upstreamExchange: names.events }) });
+      await test.publishRaw(names.dispatch, m.content, { messageId: m.properties.messageId, contentType: 'application/json', headers: copyHeaders(m.properties.headers, { from: 'parked', unpark: true, upstreamExchange: names.events, dispatch: names.dispatch }) });
     }
     await waitFor('delivered', () => deliveriesOf(receiver, 'evt_late').length >= 1, 10_000);
     const db = openPostgres(database.url, { maxConnections: 1 });

@@ -175,7 +175,7 @@ describe('idempotent intake against what an upstream publishes', () => {
     // ...then the operator's `webhooks invalid requeue --code unknown-merchant` (its move, by hand).
     const duplicates = program!.dispatcher.stats.duplicates;
     for (const m of parked) {
-      await test.publishRaw(names.dispatch, m.content, { messageId: m.properties.messageId, contentType: 'application/json', headers: copyHeaders(m.properties.headers, { from: 'parked', unpark: true, upstreamExchange: names.events }) });
+      await test.publishRaw(names.dispatch, m.content, { messageId: m.properties.messageId, contentType: 'application/json', headers: copyHeaders(m.properties.headers, { from: 'parked', unpark: true, upstreamExchange: names.events, dispatch: names.dispatch }) });
     }
     await waitFor('the moved-back copy taken', () => program!.dispatcher.stats.duplicates > duplicates || deliveriesOf(receiver, 'evt_iu_moved_back').length > 1, 10_000);
     expect(deliveriesOf(receiver, 'evt_iu_moved_back')).toHaveLength(1);

@@ -46,4 +46,45 @@ describe('an upstream event the broker parked (delivery-limit), moved back with 
       await receiver.close();
     }
   }, 60_000);
+
+  // RabbitMQ 3.10 writes x-first-death-* only on a message with no x-death: one upstream republished
+  // from a dead-letter queue of its own keeps upstream's, naming upstream's exchange and reason. The
+  // broker's own park from dispatch is its x-death entry for dispatch.
+  it("is delivered as upstream's event when upstream republished it from a dead-letter queue of its own (its x-death and x-first-death-*)", async () => {
+    const receiver = await Receiver.start(() => 200);
+    const merchant = testMerchant('m_limit_republished', receiver.url);
+    const harness = await startHarness({ name: 'requeue-republished', merchants: [merchant], paused: true });
+    const cli = (...args: string[]) => runCliInProcess({ RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: harness.prefix }, args);
+    try {
+      const webhookId = 'evt_limit_republished';
+      const theirs = { count: 1, reason: 'expired', queue: 'billing.retry', exchange: 'billing.events', time: { '!': 'timestamp', value: 1_700_000_000 }, 'routing-keys': ['payout'] };
+      const headers = {
+        [HEADERS.waitHand]: 3, [HEADERS.merchantId]: merchant.id, [HEADERS.attempts]: 99,
+        'x-death': [theirs], 'x-first-death-exchange': 'billing.events', 'x-first-death-reason': 'expired', 'x-first-death-queue': 'billing.retry',
+      };
+      const channel = await harness.test.connection.createConfirmChannel();
+      channel.publish(harness.names.events, 'payout', Buffer.from(JSON.stringify(sampleEvent('payout', merchant.id))), { persistent: true, messageId: webhookId, headers });
+      await channel.waitForConfirms();
+      await waitFor('the broker parks it', async () => {
+        const message = await channel.get(harness.names.dispatch, { noAck: false });
+        if (message) channel.nack(message, false, true);
+        return (await harness.test.messageCount(harness.names.invalid)) === 1;
+      }, 10_000, 5);
+      await channel.close();
+      for (const pass of [1, 2]) {
+        const listed = await cli('invalid', 'list', '--json');
+        expect([pass, JSON.parse(listed.stdout)]).toEqual([pass, [expect.objectContaining({ code: 'delivery-limit', messageId: webhookId })]]);
+      }
+      await harness.startDispatcher();
+      expect((await cli('invalid', 'requeue', '--code', 'delivery-limit')).code).toBe(0);
+      await waitFor('the moved-back copy delivered', () => receiver.requests.some((r) => r.headers['webhook-id'] === webhookId), 10_000).catch((err: Error) => {
+        throw new Error(`${err.message}: stats ${JSON.stringify(harness.dispatcher.stats)}`);
+      });
+      await waitFor('acked', () => harness.dispatcher.unacked === 0, 5_000);
+      expect(await harness.test.messageCount(harness.names.invalid)).toBe(0);
+    } finally {
+      await harness.close();
+      await receiver.close();
+    }
+  }, 60_000);
 });

@@ -108,7 +108,7 @@ it.concurrent('a head parked as invalid by an unexpected error ends its place: t
     expect(receiver.requests.map((r) => r.headers['webhook-id'])).toEqual([next.messageId]);
     // The operator's `webhooks invalid requeue --code internal-error`, by hand: found 'ended', it was dropped unsent.
     for (const m of await harness.test.drain(harness.names.invalid, 1)) {
-      await harness.test.publishRaw(harness.names.dispatch, m.content, { messageId: m.properties.messageId, contentType: 'application/json', headers: copyHeaders(m.properties.headers, { from: 'parked', unpark: true, upstreamExchange: harness.names.events }) });
+      await harness.test.publishRaw(harness.names.dispatch, m.content, { messageId: m.properties.messageId, contentType: 'application/json', headers: copyHeaders(m.properties.headers, { from: 'parked', unpark: true, upstreamExchange: harness.names.events, dispatch: harness.names.dispatch }) });
     }
     await waitFor('the requeued head delivered', () => receiver.requests.length === 2, 10_000);
     expect(receiver.requests.map((r) => r.headers['webhook-id'])).toEqual([next.messageId, 'evt_parked']);

@@ -129,7 +129,7 @@ describe('a hand-back whose wait PostgreSQL refuses to end', () => {
     await harness.test.publishRaw(harness.names.dispatch, parked.content, {
       messageId: parked.properties.messageId,
       contentType: 'application/json',
-      headers: copyHeaders(parked.properties.headers, { from: 'parked', unpark: true, upstreamExchange: harness.names.events }),
+      headers: copyHeaders(parked.properties.headers, { from: 'parked', unpark: true, upstreamExchange: harness.names.events, dispatch: harness.names.dispatch }),
     });
   }
 

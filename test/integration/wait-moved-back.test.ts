@@ -35,7 +35,7 @@ async function moveBack(harness: Harness, parked: GetMessage): Promise<void> {
   await harness.test.publishRaw(harness.names.dispatch, parked.content, {
     messageId: parked.properties.messageId,
     contentType: 'application/json',
-    headers: copyHeaders(parked.properties.headers, { from: 'parked', unpark: true, upstreamExchange: harness.names.events }),
+    headers: copyHeaders(parked.properties.headers, { from: 'parked', unpark: true, upstreamExchange: harness.names.events, dispatch: harness.names.dispatch }),
   });
 }
 

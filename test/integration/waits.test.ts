@@ -203,7 +203,7 @@ it.concurrent('an ordered retry parked as too-large, moved back once MAX_MESSAGE
     await harness.test.publishRaw(harness.names.dispatch, parked!.content, {
       messageId: parked!.properties.messageId,
       contentType: 'application/json',
-      headers: copyHeaders(parked!.properties.headers, { from: 'parked', unpark: true, upstreamExchange: harness.names.events }),
+      headers: copyHeaders(parked!.properties.headers, { from: 'parked', unpark: true, upstreamExchange: harness.names.events, dispatch: harness.names.dispatch }),
     });
     await waitFor('its attempt after the requeue failed', () => tries.get('evt_moved_1') === 2, 10_000);
     await waitFor('delivered by its retry', () => tries.get('evt_moved_1') === 3, 10_000).catch((err: unknown) => {

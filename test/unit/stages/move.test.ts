@@ -71,17 +71,27 @@ describe('the header lifecycle of a copy', () => {
   });
 
   it('a parked message moved back to dispatch drops its invalid verdict, one kept in invalid keeps it', () => {
-    expect(copyHeaders(story, { from: 'parked', unpark: true, upstreamExchange: 'webhooks.events' })[HEADERS.invalidCode]).toBeUndefined();
-    expect(copyHeaders(story, { from: 'parked', unpark: false, upstreamExchange: 'webhooks.events' })[HEADERS.invalidCode]).toBe('not-json');
+    expect(copyHeaders(story, { from: 'parked', unpark: true, upstreamExchange: 'webhooks.events', dispatch: 'webhooks.dispatch' })[HEADERS.invalidCode]).toBeUndefined();
+    expect(copyHeaders(story, { from: 'parked', unpark: false, upstreamExchange: 'webhooks.events', dispatch: 'webhooks.dispatch' })[HEADERS.invalidCode]).toBe('not-json');
   });
 
   it("a copy the broker parked from upstream's exchange keeps none of our bookkeeping, moved back or kept; one it parked from ours keeps it", () => {
     const forged = { 'x-upstream': 'billing', [HEADERS.waitHand]: 3, [HEADERS.attempts]: 99, [HEADERS.invalidCode]: 'not-json', 'x-first-death-reason': 'delivery_limit' };
-    const fromUpstream = { ...forged, 'x-first-death-exchange': 'webhooks.events' };
-    expect(copyHeaders(fromUpstream, { from: 'parked', unpark: true, upstreamExchange: 'webhooks.events' })).toEqual({ 'x-upstream': 'billing' });
+    const parkedFrom = (exchange: string) => ({ 'x-first-death-exchange': exchange, 'x-death': [{ queue: 'webhooks.dispatch', reason: 'delivery_limit', exchange, count: 1 }] });
+    const fromUpstream = { ...forged, ...parkedFrom('webhooks.events') };
+    expect(copyHeaders(fromUpstream, { from: 'parked', unpark: true, upstreamExchange: 'webhooks.events', dispatch: 'webhooks.dispatch' })).toEqual({ 'x-upstream': 'billing' });
     // Kept, it no longer says where the broker parked it from: dropped then too.
-    expect(copyHeaders(fromUpstream, { from: 'parked', unpark: false, upstreamExchange: 'webhooks.events' })).toEqual({ 'x-upstream': 'billing' });
-    expect(copyHeaders({ ...forged, 'x-first-death-exchange': '' }, { from: 'parked', unpark: true, upstreamExchange: 'webhooks.events' })).toEqual({ 'x-upstream': 'billing', [HEADERS.waitHand]: 3, [HEADERS.attempts]: 99 });
-    expect(copyHeaders({ ...forged, 'x-first-death-exchange': '' }, { from: 'parked', unpark: false, upstreamExchange: 'webhooks.events' })).toEqual({ 'x-upstream': 'billing', [HEADERS.waitHand]: 3, [HEADERS.attempts]: 99, [HEADERS.invalidCode]: 'not-json' });
+    expect(copyHeaders(fromUpstream, { from: 'parked', unpark: false, upstreamExchange: 'webhooks.events', dispatch: 'webhooks.dispatch' })).toEqual({ 'x-upstream': 'billing' });
+    expect(copyHeaders({ ...forged, ...parkedFrom('') }, { from: 'parked', unpark: true, upstreamExchange: 'webhooks.events', dispatch: 'webhooks.dispatch' })).toEqual({ 'x-upstream': 'billing', [HEADERS.waitHand]: 3, [HEADERS.attempts]: 99 });
+    expect(copyHeaders({ ...forged, ...parkedFrom('') }, { from: 'parked', unpark: false, upstreamExchange: 'webhooks.events', dispatch: 'webhooks.dispatch' })).toEqual({ 'x-upstream': 'billing', [HEADERS.waitHand]: 3, [HEADERS.attempts]: 99, [HEADERS.invalidCode]: 'not-json' });
+  });
+
+  it("the exchange a copy was parked from is its x-death entry for dispatch's, never x-first-death-* (upstream's, on one republished from a dead-letter queue of its own)", () => {
+    const republished = {
+      'x-upstream': 'billing', [HEADERS.waitHand]: 3, [HEADERS.attempts]: 99,
+      'x-first-death-exchange': 'billing.events', 'x-first-death-reason': 'expired',
+      'x-death': [{ queue: 'webhooks.dispatch', reason: 'delivery_limit', exchange: 'webhooks.events', count: 1 }, { queue: 'billing.retry', reason: 'expired', exchange: 'billing.events', count: 1 }],
+    };
+    expect(copyHeaders(republished, { from: 'parked', unpark: true, upstreamExchange: 'webhooks.events', dispatch: 'webhooks.dispatch' })).toEqual({ 'x-upstream': 'billing' });
   });
 });

@@ -1,0 +1,27 @@
+/** The broker's park of a message from dispatch (its delivery limit, a reject), as its x-death entry says it. */
+export interface BrokerPark {
+  /** x-death's reason: delivery_limit, rejected, … */
+  reason: string;
+  /** The exchange the parked message had been published to: upstream's, or the default ('') for our copies. */
+  exchange: string;
+  /** When, in seconds (x-death's timestamp). */
+  time?: number;
+}
+
+/**
+ * Read from the entry x-death holds for `queue`, never from x-first-death-*: RabbitMQ 3.10 writes
+ * those only on a message with no x-death, so one upstream republished from a dead-letter queue of
+ * its own keeps upstream's (its exchange, its reason), where x-death gains an entry for our queue.
+ */
+export function brokerPark(headers: Record<string, unknown> | undefined, queue: string): BrokerPark | undefined {
+  const deaths = headers?.['x-death'];
+  if (!Array.isArray(deaths)) return undefined;
+  for (const death of deaths as unknown[]) {
+    if (typeof death !== 'object' || death === null) continue;
+    const { queue: from, reason, exchange, time } = death as Record<string, unknown>;
+    if (from !== queue || typeof reason !== 'string' || typeof exchange !== 'string') continue;
+    const seconds = typeof time === 'number' ? time : (time as { value?: unknown } | undefined)?.value;
+    return { reason, exchange, ...(typeof seconds === 'number' ? { time: seconds } : {}) };
+  }
+  return undefined;
+}
