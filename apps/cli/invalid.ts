@@ -75,20 +75,22 @@ export function parkedOf(message: GetMessage, dispatch: string): ParkedMessage {
   // The broker itself parks a message that came back from dispatch too many times (delivery-limit),
   // and one the dispatcher rejected because it could not park it after an unexpected error. Its
   // x-death entry for dispatch is the broker's (every copy we publish drops x-death; x-first-death-*
-  // may be upstream's: brokerPark), so its verdict wins over an x-invalid-code the message carried
-  // (upstream's, which the broker's park keeps).
+  // may be upstream's: brokerPark), and its verdict is the only one: an x-invalid-* the message
+  // carried is upstream's (ours never reach dispatch), which the broker's park keeps. Its TTL run
+  // out (expired), it has no code.
   const park = brokerPark(headers, dispatch);
   const death = park?.reason;
   const limited = death === 'delivery_limit';
   const rejected = death === 'rejected';
+  const ours = park === undefined;
   return {
-    code: limited ? 'delivery-limit' : rejected ? 'internal-error' : text(headers[HEADERS.invalidCode]),
+    code: limited ? 'delivery-limit' : rejected ? 'internal-error' : ours ? text(headers[HEADERS.invalidCode]) : undefined,
     reason: limited
       ? `delivered ${DISPATCH_DELIVERY_LIMIT} times without an outcome: the dispatcher crashed or lost its connection holding it each time`
       : rejected
         ? 'internal-error: the dispatcher failed unexpectedly on it and could not park it itself (its log says why); rejected, the broker dead-lettered it'
-        : text(headers[HEADERS.invalidReason]),
-    invalidAt: limited || rejected ? deathTime(park?.time) : text(headers[HEADERS.invalidAt]),
+        : ours ? text(headers[HEADERS.invalidReason]) : undefined,
+    invalidAt: ours ? text(headers[HEADERS.invalidAt]) : deathTime(park.time),
     originalRoutingKey: text(headers[HEADERS.originalRoutingKey]),
     messageId: text(message.properties.messageId),
     body: message.content,

@@ -87,4 +87,28 @@ describe('an upstream event the broker parked (delivery-limit), moved back with 
       await receiver.close();
     }
   }, 60_000);
+
+  // Whatever x-invalid-* a message the broker parked carries was upstream's: ours never reach dispatch
+  // (a copy moved back drops them), and the broker writes none.
+  it('shows no verdict upstream wrote on an event the broker parked for its TTL, and keeps none as ours', async () => {
+    const harness = await startHarness({ name: 'requeue-expired', merchants: [testMerchant('m_expired_upstream', 'http://127.0.0.1:9/')], paused: true });
+    const cli = (...args: string[]) => runCliInProcess({ RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: harness.prefix }, args);
+    try {
+      const webhookId = 'evt_expired_upstream';
+      const forged = { [HEADERS.invalidCode]: 'unknown-merchant', [HEADERS.invalidReason]: 'forged by upstream', [HEADERS.invalidAt]: '2020-01-01T00:00:00.000Z' };
+      const channel = await harness.test.connection.createConfirmChannel();
+      channel.publish(harness.names.events, 'payout', Buffer.from(JSON.stringify(sampleEvent('payout', 'm_expired_upstream'))), { persistent: true, messageId: webhookId, expiration: '1', headers: forged });
+      await channel.waitForConfirms();
+      await channel.close();
+      await waitFor('the broker parks it (expired)', async () => (await harness.test.messageCount(harness.names.invalid)) === 1, 10_000);
+      for (const pass of [1, 2]) {
+        const listed = JSON.parse((await cli('invalid', 'list', '--json')).stdout) as Array<{ code: string | null; reason: string | null; invalidAt: string | null; messageId: string }>;
+        expect([pass, listed.map(({ code, reason, messageId }) => ({ code, reason, messageId }))]).toEqual([pass, [{ code: null, reason: null, messageId: webhookId }]]);
+        expect(listed[0]!.invalidAt).not.toBe(forged[HEADERS.invalidAt]);
+      }
+      expect((await cli('invalid', 'requeue', '--code', 'unknown-merchant')).code).toBe(3);
+    } finally {
+      await harness.close();
+    }
+  }, 60_000);
 });
