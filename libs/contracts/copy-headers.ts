@@ -47,8 +47,11 @@ export function copyHeaders(headers: Record<string, unknown> | undefined, source
   // or kept: put back in invalid, it no longer says where the broker parked it from.
   const upstream = source.from === 'parked' && brokerPark(headers, source.dispatch)?.exchange === source.upstreamExchange;
   const as: CopySource = upstream ? { from: 'delivery', fromUpstream: true } : source;
+  // A test event's endpoint is trusted from upstream's exchange, as its test mark is (intake: the
+  // portal publishes it there); dropped, its copy moved back went to every endpoint of its merchant.
+  const testEndpoint = copy[HEADERS.testEvent] === true;
   for (const key of Object.keys(copy)) {
-    if (isBrokerHeader(key) || drops(key, as)) delete copy[key];
+    if (isBrokerHeader(key) || (drops(key, as) && !(testEndpoint && key === HEADERS.endpointId))) delete copy[key];
   }
   return copy;
 }

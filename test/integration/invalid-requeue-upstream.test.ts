@@ -111,4 +111,33 @@ describe('an upstream event the broker parked (delivery-limit), moved back with 
       await harness.close();
     }
   }, 60_000);
+
+  // A test event's x-endpoint-id is trusted from upstream's exchange as its test mark is (the portal
+  // publishes it there): dropped with upstream's bookkeeping, the copy moved back went to every endpoint.
+  it('moves a test event the broker parked back to its one endpoint, not to every endpoint of its merchant', async () => {
+    const receiver = await Receiver.start(() => 200);
+    const merchant = testMerchant('m_limit_test', `${receiver.url}/first`);
+    const second = { ...merchant.endpoints[0]!, id: 'ep_m_limit_test_second', url: `${receiver.url}/second` };
+    merchant.endpoints.push(second);
+    const harness = await startHarness({ name: 'requeue-test-event', merchants: [merchant], paused: true });
+    const cli = (...args: string[]) => runCliInProcess({ RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: harness.prefix }, args);
+    try {
+      const { messageId } = await harness.publisher.publish(sampleEvent('payout', merchant.id), { test: true, endpointId: second.id });
+      const channel = await harness.test.connection.createConfirmChannel();
+      await waitFor('the broker parks it', async () => {
+        const message = await channel.get(harness.names.dispatch, { noAck: false });
+        if (message) channel.nack(message, false, true);
+        return (await harness.test.messageCount(harness.names.invalid)) === 1;
+      }, 10_000, 5);
+      await channel.close();
+      await harness.startDispatcher();
+      expect((await cli('invalid', 'requeue', '--code', 'delivery-limit')).code).toBe(0);
+      await waitFor('the moved-back test event delivered', () => receiver.requests.some((r) => r.headers['webhook-id'] === messageId), 10_000);
+      await waitFor('acked', async () => harness.dispatcher.unacked === 0 && (await harness.test.messageCount(harness.names.dispatch)) === 0, 5_000);
+      expect(receiver.requests.filter((r) => r.headers['webhook-id'] === messageId).map((r) => r.path)).toEqual([new URL(second.url).pathname]);
+    } finally {
+      await harness.close();
+      await receiver.close();
+    }
+  }, 60_000);
 });

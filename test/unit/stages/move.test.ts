@@ -65,6 +65,12 @@ describe('the header lifecycle of a copy', () => {
     expect(copyHeaders(story, { from: 'delivery', fromUpstream: true })).toEqual({ 'x-upstream': 'billing' });
   });
 
+  it("a test event from upstream's exchange keeps its endpoint, trusted there as its test mark is", () => {
+    const test = { 'x-upstream': 'billing', [HEADERS.testEvent]: true, [HEADERS.endpointId]: 'ep_second', [HEADERS.attempts]: 3 };
+    expect(copyHeaders(test, { from: 'delivery', fromUpstream: true })).toEqual({ 'x-upstream': 'billing', [HEADERS.testEvent]: true, [HEADERS.endpointId]: 'ep_second' });
+    expect(copyHeaders({ ...test, [HEADERS.testEvent]: 'true' }, { from: 'delivery', fromUpstream: true })).toEqual({ 'x-upstream': 'billing', [HEADERS.testEvent]: 'true' });
+  });
+
   it('a resent failure entry starts its attempts over', () => {
     const entry = { 'x-upstream': 'billing', [HEADERS.attempts]: 5, [HEADERS.failedReason]: 'attempts-exhausted', [HEADERS.entryType]: 'failure', [HEADERS.firstSeenAt]: 't' };
     expect(copyHeaders(entry, { from: 'failure-entry' })).toEqual({ 'x-upstream': 'billing', [HEADERS.firstSeenAt]: 't' });
