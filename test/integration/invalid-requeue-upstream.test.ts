@@ -13,80 +13,54 @@ import { waitFor } from '../support/wait.js';
  * headers are ours. Moved back, such a copy must be upstream's event again, not a hand-back of a
  * wait it names (taken as stale: acked, never delivered) nor an event whose attempts are spent.
  */
-describe('an upstream event the broker parked (delivery-limit), moved back with webhooks invalid requeue', () => {
-  it("is delivered as upstream's event: the bookkeeping headers upstream set are dropped", async () => {
-    const receiver = await Receiver.start(() => 200);
-    const merchant = testMerchant('m_limit_upstream', receiver.url);
-    const harness = await startHarness({ name: 'requeue-upstream', merchants: [merchant], paused: true });
-    const cli = (...args: string[]) => runCliInProcess({ RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: harness.prefix }, args);
-    try {
-      const webhookId = 'evt_limit_upstream';
-      const forged = { [HEADERS.waitHand]: 3, [HEADERS.merchantId]: merchant.id, [HEADERS.attempts]: 99, 'x-upstream': 'billing' };
-      const channel = await harness.test.connection.createConfirmChannel();
-      channel.publish(harness.names.events, 'payout', Buffer.from(JSON.stringify(sampleEvent('payout', merchant.id))), { persistent: true, messageId: webhookId, headers: forged });
-      await channel.waitForConfirms();
-      await channel.close();
-      await harness.test.returnUntilParked(harness.names.dispatch, harness.names.invalid);
-      // Listed twice: a listing puts each message back, without the broker's x-first-death-* (they
-      // describe one message), and the broker's verdict must stay for `requeue --code` to match.
-      for (const pass of [1, 2]) {
-        const listed = await cli('invalid', 'list', '--json');
-        expect([pass, JSON.parse(listed.stdout)]).toEqual([pass, [expect.objectContaining({ code: 'delivery-limit', reason: expect.stringMatching(/^delivered 10 times/), messageId: webhookId })]]);
-      }
-      await harness.startDispatcher();
-      expect((await cli('invalid', 'requeue', '--code', 'delivery-limit')).code).toBe(0);
-      await waitFor('the moved-back copy delivered', () => receiver.requests.some((r) => r.headers['webhook-id'] === webhookId), 10_000).catch((err: Error) => {
-        throw new Error(`${err.message}: stats ${JSON.stringify(harness.dispatcher.stats)}`);
-      });
-      // Its own header, not ours, still goes with it.
-      await waitFor('acked', () => harness.dispatcher.unacked === 0, 5_000);
-      expect(await harness.test.messageCount(harness.names.invalid)).toBe(0);
-    } finally {
-      await harness.close();
-      await receiver.close();
+/**
+ * An event published on upstream's exchange with `headers`, returned until the broker parks it
+ * (delivery-limit), listed twice (a listing puts each message back without the broker's x-death and
+ * x-first-death-*, and its verdict must stay for `requeue --code` to match), then moved back: it
+ * must be delivered as upstream's event.
+ */
+async function parkListRequeue(name: string, headers: (merchantId: string) => Record<string, unknown>): Promise<void> {
+  const receiver = await Receiver.start(() => 200);
+  const merchant = testMerchant(`m_${name.replace(/-/g, '_')}`, receiver.url);
+  const harness = await startHarness({ name, merchants: [merchant], paused: true });
+  const cli = (...args: string[]) => runCliInProcess({ RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: harness.prefix }, args);
+  try {
+    const webhookId = `evt_${name.replace(/-/g, '_')}`;
+    const channel = await harness.test.connection.createConfirmChannel();
+    channel.publish(harness.names.events, 'payout', Buffer.from(JSON.stringify(sampleEvent('payout', merchant.id))), { persistent: true, messageId: webhookId, headers: headers(merchant.id) });
+    await channel.waitForConfirms();
+    await channel.close();
+    await harness.test.returnUntilParked(harness.names.dispatch, harness.names.invalid);
+    for (const pass of [1, 2]) {
+      const listed = await cli('invalid', 'list', '--json');
+      expect([pass, JSON.parse(listed.stdout)]).toEqual([pass, [expect.objectContaining({ code: 'delivery-limit', reason: expect.stringMatching(/^delivered 10 times/), messageId: webhookId })]]);
     }
-  }, 60_000);
+    await harness.startDispatcher();
+    expect((await cli('invalid', 'requeue', '--code', 'delivery-limit')).code).toBe(0);
+    await waitFor('the moved-back copy delivered', () => receiver.requests.some((r) => r.headers['webhook-id'] === webhookId), 10_000).catch((err: Error) => {
+      throw new Error(`${err.message}: stats ${JSON.stringify(harness.dispatcher.stats)}`);
+    });
+    await waitFor('acked', () => harness.dispatcher.unacked === 0, 5_000);
+    expect(await harness.test.messageCount(harness.names.invalid)).toBe(0);
+  } finally {
+    await harness.close();
+    await receiver.close();
+  }
+}
+
+describe('an upstream event the broker parked (delivery-limit), moved back with webhooks invalid requeue', () => {
+  it("is delivered as upstream's event: the bookkeeping headers upstream set are dropped", () =>
+    parkListRequeue('limit-upstream', (merchantId) => ({ [HEADERS.waitHand]: 3, [HEADERS.merchantId]: merchantId, [HEADERS.attempts]: 99, 'x-upstream': 'billing' })), 60_000);
 
   // RabbitMQ 3.10 writes x-first-death-* only on a message with no x-death: one upstream republished
   // from a dead-letter queue of its own keeps upstream's, naming upstream's exchange and reason. The
   // broker's own park from dispatch is its x-death entry for dispatch.
-  it("is delivered as upstream's event when upstream republished it from a dead-letter queue of its own (its x-death and x-first-death-*)", async () => {
-    const receiver = await Receiver.start(() => 200);
-    const merchant = testMerchant('m_limit_republished', receiver.url);
-    const harness = await startHarness({ name: 'requeue-republished', merchants: [merchant], paused: true });
-    const cli = (...args: string[]) => runCliInProcess({ RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: harness.prefix }, args);
-    try {
-      const webhookId = 'evt_limit_republished';
-      const theirs = { count: 1, reason: 'expired', queue: 'billing.retry', exchange: 'billing.events', time: { '!': 'timestamp', value: 1_700_000_000 }, 'routing-keys': ['payout'] };
-      const headers = {
-        [HEADERS.waitHand]: 3, [HEADERS.merchantId]: merchant.id, [HEADERS.attempts]: 99,
-        'x-death': [theirs], 'x-first-death-exchange': 'billing.events', 'x-first-death-reason': 'expired', 'x-first-death-queue': 'billing.retry',
-      };
-      const channel = await harness.test.connection.createConfirmChannel();
-      channel.publish(harness.names.events, 'payout', Buffer.from(JSON.stringify(sampleEvent('payout', merchant.id))), { persistent: true, messageId: webhookId, headers });
-      await channel.waitForConfirms();
-      await waitFor('the broker parks it', async () => {
-        const message = await channel.get(harness.names.dispatch, { noAck: false });
-        if (message) channel.nack(message, false, true);
-        return (await harness.test.messageCount(harness.names.invalid)) === 1;
-      }, 10_000, 5);
-      await channel.close();
-      for (const pass of [1, 2]) {
-        const listed = await cli('invalid', 'list', '--json');
-        expect([pass, JSON.parse(listed.stdout)]).toEqual([pass, [expect.objectContaining({ code: 'delivery-limit', messageId: webhookId })]]);
-      }
-      await harness.startDispatcher();
-      expect((await cli('invalid', 'requeue', '--code', 'delivery-limit')).code).toBe(0);
-      await waitFor('the moved-back copy delivered', () => receiver.requests.some((r) => r.headers['webhook-id'] === webhookId), 10_000).catch((err: Error) => {
-        throw new Error(`${err.message}: stats ${JSON.stringify(harness.dispatcher.stats)}`);
-      });
-      await waitFor('acked', () => harness.dispatcher.unacked === 0, 5_000);
-      expect(await harness.test.messageCount(harness.names.invalid)).toBe(0);
-    } finally {
-      await harness.close();
-      await receiver.close();
-    }
-  }, 60_000);
+  it("is delivered as upstream's event when upstream republished it from a dead-letter queue of its own (its x-death and x-first-death-*)", () =>
+    parkListRequeue('limit-republished', (merchantId) => ({
+      [HEADERS.waitHand]: 3, [HEADERS.merchantId]: merchantId, [HEADERS.attempts]: 99,
+      'x-death': [{ count: 1, reason: 'expired', queue: 'billing.retry', exchange: 'billing.events', time: { '!': 'timestamp', value: 1_700_000_000 }, 'routing-keys': ['payout'] }],
+      'x-first-death-exchange': 'billing.events', 'x-first-death-reason': 'expired', 'x-first-death-queue': 'billing.retry',
+    })), 60_000);
 
   // Whatever x-invalid-* a message the broker parked carries was upstream's: ours never reach dispatch
   // (a copy moved back drops them), and the broker writes none.
@@ -123,13 +97,7 @@ describe('an upstream event the broker parked (delivery-limit), moved back with 
     const cli = (...args: string[]) => runCliInProcess({ RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: harness.prefix }, args);
     try {
       const { messageId } = await harness.publisher.publish(sampleEvent('payout', merchant.id), { test: true, endpointId: second.id });
-      const channel = await harness.test.connection.createConfirmChannel();
-      await waitFor('the broker parks it', async () => {
-        const message = await channel.get(harness.names.dispatch, { noAck: false });
-        if (message) channel.nack(message, false, true);
-        return (await harness.test.messageCount(harness.names.invalid)) === 1;
-      }, 10_000, 5);
-      await channel.close();
+      await harness.test.returnUntilParked(harness.names.dispatch, harness.names.invalid);
       await harness.startDispatcher();
       expect((await cli('invalid', 'requeue', '--code', 'delivery-limit')).code).toBe(0);
       await waitFor('the moved-back test event delivered', () => receiver.requests.some((r) => r.headers['webhook-id'] === messageId), 10_000);
