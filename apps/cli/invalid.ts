@@ -13,6 +13,8 @@ interface ParkedMessage {
   originalRoutingKey?: string;
   messageId?: string;
   body: Buffer;
+  /** Parked by the broker itself (its x-death entry for dispatch), not by a dispatcher. */
+  byBroker: boolean;
 }
 
 /** For --help, and why the pass below is made so. */
@@ -42,7 +44,7 @@ async function passOverInvalid(
       if (message === false) break; // someone else took the rest
       const parked = parkedOf(message, names.dispatch);
       const move = verdict(parked) === 'move';
-      const headers = { ...copyHeaders(message.properties.headers, { from: 'parked', unpark: move, upstreamExchange: names.events, dispatch: names.dispatch }), ...(move ? {} : brokerVerdict(message, parked, names.dispatch)) };
+      const headers = { ...copyHeaders(message.properties.headers, { from: 'parked', unpark: move, upstreamExchange: names.events, dispatch: names.dispatch }), ...(move ? {} : brokerVerdict(parked)) };
       let refused: Error | undefined;
       const held: HeldMessage = { content: message.content, properties: message.properties, live: true, ack: () => channel.ack(message), nack: () => {} };
       // One try, no backoff: a copy not confirmed fails the pass, and the message returns to invalid once, when the channel closes.
@@ -61,8 +63,8 @@ async function passOverInvalid(
  * back drops the broker's x-first-death-* and x-death (they describe one message), and with them the
  * code that `requeue --code delivery-limit` matches.
  */
-function brokerVerdict(message: GetMessage, parked: ParkedMessage, dispatch: string): Record<string, string> {
-  if (brokerPark(message.properties.headers, dispatch) === undefined) return {};
+function brokerVerdict(parked: ParkedMessage): Record<string, string> {
+  if (!parked.byBroker) return {};
   return {
     ...(parked.code ? { [HEADERS.invalidCode]: parked.code } : {}),
     ...(parked.reason ? { [HEADERS.invalidReason]: parked.reason } : {}),
@@ -94,6 +96,7 @@ export function parkedOf(message: GetMessage, dispatch: string): ParkedMessage {
     originalRoutingKey: text(headers[HEADERS.originalRoutingKey]),
     messageId: text(message.properties.messageId),
     body: message.content,
+    byBroker: !ours,
   };
 }
 
