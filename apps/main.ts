@@ -4,12 +4,10 @@
  * also the demo merchant receiver the development merchants point at.
  */
 import { once } from 'node:events';
-import { DEV_MERCHANTS_FILE, devModeWarning, tracingSettingsOf, withDevDefaults } from '../libs/config/index.js';
-import { createLogger } from '../libs/logger/index.js';
+import { DEV_MERCHANTS_FILE } from '../libs/config/index.js';
 import type { Database } from '../libs/delivery-store/index.js';
 import { FileMerchantDirectory } from '../libs/merchants/index.js';
-import { type Running, runUntilSignal } from '../libs/runtime/index.js';
-import { startTracing, stoppingTracing } from '../libs/tracing/index.js';
+import { type Running, runProgram } from '../libs/runtime/index.js';
 import { loadApiConfig } from './api/config.js';
 import { startApi } from './api/program.js';
 import { createDemoReceiver } from './demo-receiver/server.js';
@@ -18,65 +16,50 @@ import { startDispatcher } from './dispatcher/program.js';
 import { openDevDatabase, PGLITE_DIR } from './recorder/open-log.js';
 import { startRecorder } from './recorder/program.js';
 
-const { env, dev } = withDevDefaults(process.env);
-let dispatcherConfig;
-let apiConfig;
-try {
-  dispatcherConfig = loadDispatcherConfig(env);
+/** The dispatcher's settings lead (the log level, one SDK's tracing); the API stops first, then the dispatcher: each within its own SHUTDOWN_TIMEOUT. */
+function loadConfig(env: Record<string, string | undefined>) {
+  const dispatcher = loadDispatcherConfig(env);
   // One process: METRICS_PORT is the dispatcher's; the API keeps /metrics on PORT.
-  apiConfig = loadApiConfig({ ...env, METRICS_PORT: undefined });
-} catch (err) {
-  process.stderr.write(`${(err as Error).message}\n`);
-  process.exit(1);
+  const api = loadApiConfig({ ...env, METRICS_PORT: undefined });
+  return { ...dispatcher, SHUTDOWN_TIMEOUT: api.SHUTDOWN_TIMEOUT + dispatcher.SHUTDOWN_TIMEOUT, dispatcher, api };
 }
-const logger = createLogger({ level: dispatcherConfig.LOG_LEVEL, service: 'webhooks' });
-const devMode = devModeWarning(process.env);
-if (devMode) logger.warn(devMode.message, devMode.fields);
-// One process, one SDK: loaded only when the OTEL variables configure an exporter.
-const tracing = await startTracing(tracingSettingsOf(dispatcherConfig, 'webhooks'), logger);
 
-await runUntilSignal(
-  'webhooks',
-  async (signal) => {
-    // Stopped in this order: the API first (no new resends), the dispatcher drains, then the demo merchant.
-    const running: Running[] = [];
-    const stopAll = async () => {
-      for (const program of running) await program.stop();
-    };
-    try {
-      // One database for every program: the embedded PGlite only one process can open (and migrates).
-      let database: Database | undefined;
-      if (!apiConfig.MERCHANTS_FILE && !apiConfig.DATABASE_URL) {
-        logger.warn('development mode: merchants and the delivery log in an embedded PGlite database', { dir: PGLITE_DIR });
-        database = await openDevDatabase(logger);
-        const opened = database;
-        running.push({ stop: () => opened.close() });
-      }
-      if (dev) {
-        logger.warn('development defaults: demo merchants, a development token secret and secrets key', { merchantsFile: DEV_MERCHANTS_FILE });
-        const demo = new FileMerchantDirectory(DEV_MERCHANTS_FILE, logger).byId('m_demo');
-        // Its two endpoints (every event; payouts only) are paths of this receiver, each verified with its own secret.
-        const secretsByPath = Object.fromEntries(demo!.endpoints.map((endpoint) => [new URL(endpoint.url).pathname, endpoint.secret]));
-        const receiver = createDemoReceiver({ secret: demo!.endpoints[0]!.secret, secretsByPath, logger: logger.child({ service: 'demo-merchant' }) });
-        // Where its endpoints point (4400 in config/merchants.dev.json): a test's copy of the file names a free port.
-        receiver.listen(Number(new URL(demo!.endpoints[0]!.url).port), '127.0.0.1');
-        await once(receiver, 'listening');
-        logger.info('demo merchant receiver listening', { urls: demo!.endpoints.map((endpoint) => endpoint.url) });
-        running.push({ stop: () => new Promise((resolve) => receiver.close(() => resolve())) });
-      }
-      running.unshift(await startDispatcher(dispatcherConfig, logger.child({ service: 'dispatcher' }), { signal, database }));
-      // On the embedded database the API runs the recorder itself (openDeliveryLog).
-      if (apiConfig.DELIVERY_LOG === 'on' && apiConfig.DATABASE_URL) {
-        running.unshift(await startRecorder({ ...apiConfig, METRICS_PORT: undefined }, logger.child({ service: 'recorder' }), { signal }));
-      }
-      running.unshift(await startApi(apiConfig, logger.child({ service: 'api' }), { signal, database }));
-    } catch (err) {
-      await stopAll();
-      throw err;
+await runProgram(process.env, 'webhooks', loadConfig, async ({ dispatcher: dispatcherConfig, api: apiConfig }, logger, { signal }) => {
+  // Stopped in this order: the API first (no new resends), the dispatcher drains, then the demo merchant.
+  const running: Running[] = [];
+  const stopAll = async () => {
+    for (const program of running) await program.stop();
+  };
+  try {
+    // One database for every program: the embedded PGlite only one process can open (and migrates).
+    let database: Database | undefined;
+    if (!apiConfig.MERCHANTS_FILE && !apiConfig.DATABASE_URL) {
+      logger.warn('development mode: merchants and the delivery log in an embedded PGlite database', { dir: PGLITE_DIR });
+      database = await openDevDatabase(logger);
+      const opened = database;
+      running.push({ stop: () => opened.close() });
     }
-    return stoppingTracing({ stop: stopAll, fatal: Promise.race(running.flatMap((program) => program.fatal ?? [])) }, tracing, apiConfig.SHUTDOWN_TIMEOUT + dispatcherConfig.SHUTDOWN_TIMEOUT);
-  },
-  logger,
-  // The API stops first, then the dispatcher: each within its own SHUTDOWN_TIMEOUT.
-  apiConfig.SHUTDOWN_TIMEOUT + dispatcherConfig.SHUTDOWN_TIMEOUT,
-);
+    if (dispatcherConfig.WEBHOOKS_DEV) {
+      logger.warn('development defaults: demo merchants, a development token secret and secrets key', { merchantsFile: DEV_MERCHANTS_FILE });
+      const demo = new FileMerchantDirectory(DEV_MERCHANTS_FILE, logger).byId('m_demo');
+      // Its two endpoints (every event; payouts only) are paths of this receiver, each verified with its own secret.
+      const secretsByPath = Object.fromEntries(demo!.endpoints.map((endpoint) => [new URL(endpoint.url).pathname, endpoint.secret]));
+      const receiver = createDemoReceiver({ secret: demo!.endpoints[0]!.secret, secretsByPath, logger: logger.child({ service: 'demo-merchant' }) });
+      // Where its endpoints point (4400 in config/merchants.dev.json): a test's copy of the file names a free port.
+      receiver.listen(Number(new URL(demo!.endpoints[0]!.url).port), '127.0.0.1');
+      await once(receiver, 'listening');
+      logger.info('demo merchant receiver listening', { urls: demo!.endpoints.map((endpoint) => endpoint.url) });
+      running.push({ stop: () => new Promise((resolve) => receiver.close(() => resolve())) });
+    }
+    running.unshift(await startDispatcher(dispatcherConfig, logger.child({ service: 'dispatcher' }), { signal, database }));
+    // On the embedded database the API runs the recorder itself (openDeliveryLog).
+    if (apiConfig.DELIVERY_LOG === 'on' && apiConfig.DATABASE_URL) {
+      running.unshift(await startRecorder({ ...apiConfig, METRICS_PORT: undefined }, logger.child({ service: 'recorder' }), { signal }));
+    }
+    running.unshift(await startApi(apiConfig, logger.child({ service: 'api' }), { signal, database }));
+  } catch (err) {
+    await stopAll();
+    throw err;
+  }
+  return { stop: stopAll, fatal: Promise.race(running.flatMap((program) => program.fatal ?? [])) };
+}, { tracingName: 'webhooks' });

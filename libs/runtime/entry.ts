@@ -12,7 +12,8 @@ export async function runProgram<C extends TracingConfig & { LOG_LEVEL: LogLevel
   service: string,
   load: (env: Record<string, string | undefined>) => C,
   start: (config: C, logger: Logger, options: { signal: AbortSignal }) => Promise<Running>,
-  tracingOptions: { activeContext?: boolean } = {},
+  /** `tracingName`: the service tracing names it (OTEL_SERVICE_NAME unset), `webhooks-<service>` by default. */
+  { tracingName = `webhooks-${service}`, ...tracingOptions }: { activeContext?: boolean; tracingName?: string } = {},
 ): Promise<void> {
   let config: C;
   try {
@@ -25,6 +26,6 @@ export async function runProgram<C extends TracingConfig & { LOG_LEVEL: LogLevel
   const devMode = devModeWarning(env);
   if (devMode) logger.warn(devMode.message, devMode.fields);
   // The SDK must be registered before the program's first span.
-  const tracing = await startTracing(tracingSettingsOf(config, `webhooks-${service}`), logger, tracingOptions);
+  const tracing = await startTracing(tracingSettingsOf(config, tracingName), logger, tracingOptions);
   await runUntilSignal(service, async (signal) => stoppingTracing(await start(config, logger, { signal }), tracing, config.SHUTDOWN_TIMEOUT), logger, config.SHUTDOWN_TIMEOUT);
 }

@@ -221,9 +221,10 @@ describe('the configuration guide', () => {
   it('names each program\'s default service name in OTEL_SERVICE_NAME\'s row', () => {
     const names = new Set<string>();
     for (const file of readdirSync('apps', { recursive: true }).map(String).filter((f) => f.endsWith('.ts'))) {
-      for (const m of readFileSync(join('apps', file), 'utf8').matchAll(/tracingSettingsOf\([^,]+, '([^']+)'\)/g)) names.add(m[1]!);
-      // A program's main.ts names its service; runProgram (libs/runtime/entry.ts) makes it `webhooks-<service>`.
-      for (const m of readFileSync(join('apps', file), 'utf8').matchAll(/runProgram\(process\.env, '([^']+)'/g)) names.add(`webhooks-${m[1]!}`);
+      const text = readFileSync(join('apps', file), 'utf8');
+      for (const m of text.matchAll(/tracingSettingsOf\([^,]+, '([^']+)'\)/g)) names.add(m[1]!);
+      // A program's main.ts names its service; runProgram (libs/runtime/entry.ts) makes it `webhooks-<service>`, or its `tracingName`.
+      for (const m of text.matchAll(/runProgram\(process\.env, '([^']+)'/g)) names.add(/tracingName: '([^']+)'/.exec(text)?.[1] ?? `webhooks-${m[1]!}`);
     }
     expect(names.size).toBeGreaterThanOrEqual(5);
     const cell = documented.get('OTEL_SERVICE_NAME')!.defaults;
