@@ -26,10 +26,6 @@ for (const [net, prefix] of [
   ['203.0.113.0', 24],
   ['224.0.0.0', 4],
   ['240.0.0.0', 4],
-] as const) {
-  blocked.addSubnet(net, prefix, 'ipv4');
-}
-for (const [net, prefix] of [
   ['::', 96],
   ['::1', 128],
   ['64:ff9b::', 96],
@@ -44,7 +40,7 @@ for (const [net, prefix] of [
   ['fec0::', 10],
   ['ff00::', 8],
 ] as const) {
-  blocked.addSubnet(net, prefix, 'ipv6');
+  blocked.addSubnet(net, prefix, isIP(net) === 6 ? 'ipv6' : 'ipv4');
 }
 
 const mapped = new BlockList();
