@@ -1,9 +1,10 @@
+import { subscribe } from 'node:diagnostics_channel';
+import type { Socket } from 'node:net';
 import { Agent, Client, type Dispatcher, errors, util } from 'undici';
 import { BlockedAddressError, guardedLookup, isBlockedAddress, literalAddress } from './address-guard.js';
 import type { WebhookHttpClient, WebhookRequest, WebhookResponse } from './client.js';
 import { type Deadlined, Deadlines } from './deadlines.js';
 import { WebhookBlockedError, WebhookNetworkError, WebhookTimeoutError } from './errors.js';
-import { type SendWatcher, type SentOn, watchSend } from './sent-on.js';
 import { BoundedMap } from '../runtime/bounded-map.js';
 
 export interface UndiciClientOptions {
@@ -93,11 +94,45 @@ class Targets {
   }
 }
 
+/** The connection a request went out on, as it was when its first byte was written. */
+interface SentOn {
+  socket: Socket;
+  /** An earlier request went out on this socket: a kept-alive connection, reused. */
+  reused: boolean;
+  /** socket.bytesRead then: unchanged later means not one byte of this request's response came. */
+  bytesRead: number;
+}
+
+/** Sockets a request has gone out on. */
+const carried = new WeakSet<Socket>();
+let armed: Attempt | undefined;
+let subscribed = false;
+
+/**
+ * Tells `attempt` which connection its request goes out on. Called from the handler's onConnect:
+ * undici publishes `undici:client:sendHeaders` synchronously after it, before the request's first
+ * byte, so the next message is this request's (undici gives a handler no socket otherwise).
+ */
+function watchSend(attempt: Attempt): void {
+  if (!subscribed) {
+    subscribed = true;
+    subscribe('undici:client:sendHeaders', (message) => {
+      const { socket } = message as { socket: Socket };
+      const reused = carried.has(socket);
+      carried.add(socket);
+      const watching = armed;
+      armed = undefined;
+      watching?.sentOn({ socket, reused, bytesRead: socket.bytesRead });
+    });
+  }
+  armed = attempt;
+}
+
 /**
  * One POST as undici's request handler (request() costs more than this per call): the body is read
  * up to the cap, its first `keep` bytes kept, and the attempt's deadline aborts it wherever it is.
  */
-class Attempt implements Deadlined, SendWatcher {
+class Attempt implements Deadlined {
   deadline = 0;
   newer: Deadlined | undefined;
   older: Deadlined | undefined;
