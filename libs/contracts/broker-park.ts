@@ -1,19 +1,12 @@
-/** The broker's park of a message from dispatch (its delivery limit, a reject), as its x-death entry says it. */
-export interface BrokerPark {
-  /** x-death's reason: delivery_limit, rejected, … */
-  reason: string;
-  /** The exchange the parked message had been published to: upstream's, or the default ('') for our copies. */
-  exchange: string;
-  /** When, in seconds (x-death's timestamp). */
-  time?: number;
-}
-
 /**
- * Read from the entry x-death holds for `queue`, never from x-first-death-*: RabbitMQ 3.10 writes
- * those only on a message with no x-death, so one upstream republished from a dead-letter queue of
- * its own keeps upstream's (its exchange, its reason), where x-death gains an entry for our queue.
+ * The broker's park of a message from dispatch (its delivery limit, a reject), from the entry x-death
+ * holds for `queue`: its reason (delivery_limit, rejected, …), the exchange the message had been
+ * published to (upstream's, or the default '' for our copies), and when, in seconds. Never from
+ * x-first-death-*: RabbitMQ 3.10 writes those only on a message with no x-death, so one upstream
+ * republished from a dead-letter queue of its own keeps upstream's (its exchange, its reason), where
+ * x-death gains an entry for our queue.
  */
-export function brokerPark(headers: Record<string, unknown> | undefined, queue: string): BrokerPark | undefined {
+export function brokerPark(headers: Record<string, unknown> | undefined, queue: string) {
   const deaths = headers?.['x-death'];
   if (!Array.isArray(deaths)) return undefined;
   for (const death of deaths as unknown[]) {
@@ -21,7 +14,7 @@ export function brokerPark(headers: Record<string, unknown> | undefined, queue: 
     const { queue: from, reason, exchange, time } = death as Record<string, unknown>;
     if (from !== queue || typeof reason !== 'string' || typeof exchange !== 'string') continue;
     const seconds = typeof time === 'number' ? time : (time as { value?: unknown } | undefined)?.value;
-    return { reason, exchange, ...(typeof seconds === 'number' ? { time: seconds } : {}) };
+    return { reason, exchange, time: typeof seconds === 'number' ? seconds : undefined };
   }
   return undefined;
 }
