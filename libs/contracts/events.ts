@@ -48,11 +48,7 @@ export const upstreamMessageSchema = z.looseObject({
   data: z.record(z.string(), z.unknown()),
 });
 
-export type UpstreamMessage = {
-  merchantId: string;
-  event: EventName;
-  data: Record<string, unknown>;
-};
+export type UpstreamMessage = z.infer<typeof upstreamMessageSchema>;
 
 /** The references present in `data` for this event, in the order of REFERENCE_FIELDS. */
 export function referencesOf(event: EventName, data: Record<string, unknown>): string[] {
