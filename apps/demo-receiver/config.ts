@@ -13,8 +13,6 @@ export const demoReceiverEnvSchema = z.object({
   LOG_LEVEL: envFields.logLevel,
 });
 
-export type DemoReceiverConfig = z.infer<typeof demoReceiverEnvSchema>;
-
-export function loadDemoReceiverConfig(env: Record<string, string | undefined>): DemoReceiverConfig {
+export function loadDemoReceiverConfig(env: Record<string, string | undefined>) {
   return parseEnv(demoReceiverEnvSchema, env);
 }

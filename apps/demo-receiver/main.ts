@@ -3,10 +3,10 @@
 import { once } from 'node:events';
 import { createLogger } from '../../libs/logger/index.js';
 import { runUntilSignal } from '../../libs/runtime/index.js';
-import { type DemoReceiverConfig, loadDemoReceiverConfig } from './config.js';
+import { loadDemoReceiverConfig } from './config.js';
 import { createDemoReceiver } from './server.js';
 
-let config: DemoReceiverConfig;
+let config;
 try {
   config = loadDemoReceiverConfig(process.env);
 } catch (err) {
