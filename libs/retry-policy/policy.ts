@@ -3,20 +3,15 @@ import { retryAfterMs } from './retry-after.js';
 /** Times a delivery is set aside for a busy endpoint, by default, before it waits for a slot instead. */
 export const MAX_DEFERRALS = 20;
 
-export interface RetryPolicySettings {
-  /** One delay per retry step (RETRY_SCHEDULE); empty: a single attempt. */
-  delaysMs: readonly number[];
-  maxDeferrals?: number;
-}
-
 /** The retry policy in one place. It only ever picks a step of the schedule: it never invents a delay. */
 export class RetryPolicy {
+  /** One delay per retry step (RETRY_SCHEDULE); empty: a single attempt. */
   readonly delaysMs: readonly number[];
   /** The schedule's total span: how long a webhook may wait, postponements included, before it fails. */
   readonly spanMs: number;
   private readonly maxDeferrals: number;
 
-  constructor(settings: RetryPolicySettings) {
+  constructor(settings: { delaysMs: readonly number[]; maxDeferrals?: number }) {
     this.delaysMs = settings.delaysMs;
     this.spanMs = settings.delaysMs.reduce((sum, delay) => sum + delay, 0);
     this.maxDeferrals = settings.maxDeferrals ?? MAX_DEFERRALS;
