@@ -160,20 +160,15 @@ export class IntakeChecker {
       // Each key once in the statement: the first copy of a key in the batch takes its state, the next ones find it taken.
       const places = new Map<string, number>();
       const keys: IntakeKey[] = [];
-      const placeOf = batch.map(({ key }) => {
+      const copies = batch.map(({ key }) => {
         const id = keyOf(key);
-        let place = places.get(id);
+        const place = places.get(id);
         if (place === undefined) {
-          place = keys.push(key) - 1;
-          places.set(id, place);
-          return place;
+          places.set(id, keys.push(key) - 1);
+          return { place: keys.length - 1, later: false, differs: false };
         }
-        return -1 - place;
-      });
-      // A later copy in the batch whose body differs from the first copy's (the one that takes the key).
-      const differs = batch.map(({ key }, i) => {
-        const first = keys[placeOf[i]! < 0 ? -1 - placeOf[i]! : placeOf[i]!]!;
-        return placeOf[i]! < 0 && key.digest !== undefined && first.digest !== undefined && !key.digest.equals(first.digest);
+        const first = keys[place]!;
+        return { place, later: true, differs: key.digest !== undefined && first.digest !== undefined && !key.digest.equals(first.digest) };
       });
       let states: KeyStates | undefined;
       try {
@@ -191,7 +186,7 @@ export class IntakeChecker {
       }
       await before;
       batch.forEach(({ key, redelivered, done }, i) => {
-        const sight = sightOf(placeOf[i]!, redelivered, states, differs[i]!);
+        const sight = sightOf(copies[i]!, redelivered, states);
         if (sight === 'repeat' || sight === 'changed') this.note({ merchantId: key.merchantId, webhookId: key.webhookId });
         done(sight);
       });
@@ -204,15 +199,13 @@ export class IntakeChecker {
 }
 
 /**
- * A copy's sight from its batch's states: `place` is its key's index in the statement, or
- * -1 - index for a later copy of a key already in the batch (never the first sight), whose body
- * `differsInBatch` from the first copy's.
+ * A copy's sight from its batch's states: `place` is its key's index in the statement; `later`, a
+ * later copy of a key already in the batch (never the first sight), whose body `differs` from the first copy's.
  */
-function sightOf(place: number, redelivered: boolean, states: KeyStates | undefined, differsInBatch: boolean): Sight {
+function sightOf({ place, later, differs }: { place: number; later: boolean; differs: boolean }, redelivered: boolean, states: KeyStates | undefined): Sight {
   if (!states) return 'unchecked';
-  const index = place < 0 ? -1 - place : place;
-  if (place >= 0 && !states.repeats.has(index)) return 'first';
+  if (!later && !states.repeats.has(place)) return 'first';
   // A redelivery of a key whose webhook the log does not hold: maybe the first delivery's own copy.
-  if (redelivered && !states.recorded.has(index)) return 'first';
-  return differsInBatch || (place >= 0 && states.changed.has(index)) ? 'changed' : 'repeat';
+  if (redelivered && !states.recorded.has(place)) return 'first';
+  return differs || (!later && states.changed.has(place)) ? 'changed' : 'repeat';
 }
