@@ -35,8 +35,7 @@ await runProgram(process.env, 'webhooks', loadConfig, async ({ dispatcher: dispa
     let database: Database | undefined;
     if (!apiConfig.MERCHANTS_FILE && !apiConfig.DATABASE_URL) {
       logger.warn('development mode: merchants and the delivery log in an embedded PGlite database', { dir: PGLITE_DIR });
-      database = await openDevDatabase(logger);
-      const opened = database;
+      const opened = (database = await openDevDatabase(logger));
       running.push({ stop: () => opened.close() });
     }
     if (dispatcherConfig.WEBHOOKS_DEV) {
