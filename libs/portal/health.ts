@@ -5,30 +5,24 @@ const STATUSES = ['delivered', 'retrying', 'failed', 'skipped'] as const;
 type Counts = Record<(typeof STATUSES)[number], number>;
 const noCounts = (): Counts => ({ delivered: 0, retrying: 0, failed: 0, skipped: 0 });
 
-/** A merchant's endpoints over the last 24 hours, from the delivery log. */
-export interface EndpointHealth extends Counts {
-  since: string;
-  /** Delivered out of delivered and failed (retrying ones are not decided yet); null when none was. */
-  successRate: number | null;
-  /** Median duration of the HTTP attempts made in the window, in ms; null when none was made. */
-  medianResponseMs: number | null;
-  p95ResponseMs: number | null;
-  attempts: number;
-  /** 24 hours, oldest first, each present even when empty: the webhooks first seen in each. */
-  hours: Array<{ hour: string } & Counts>;
-  /** The same counts per endpoint (ep_…), each endpoint with a delivery in the window; rows logged before endpoints count in the totals only. */
-  endpoints: Array<{ endpointId: string } & Counts>;
-}
+export type EndpointHealth = Awaited<ReturnType<typeof endpointHealth>>;
 
 const HOUR_MS = 3_600_000;
 
 /**
+ * A merchant's endpoints over the last 24 hours, from the delivery log: the webhooks by status now;
+ * `successRate`, delivered out of delivered and failed (retrying ones are not decided yet), null when
+ * none was; the median and p95 of the HTTP attempts made in the window, in ms, null when none was
+ * made; `hours`, 24, oldest first, each present even when empty: the webhooks first seen in each;
+ * `endpoints`, the same counts per endpoint (ep_…), each endpoint with a delivery in the window (rows
+ * logged before endpoints count in the totals only).
+ *
  * Two statements, each on the merchant's indexes: the deliveries first seen in the window counted by
  * hour, status and endpoint (delivery_webhooks_newest; the endpoint is one more grouping key, so the
  * per-endpoint counts cost no query of their own), and the attempts' durations in the window
  * (delivery_records_webhook, on the window's one or two day partitions only).
  */
-export async function endpointHealth(db: Queryable, merchantId: string): Promise<EndpointHealth> {
+export async function endpointHealth(db: Queryable, merchantId: string) {
   const firstHour = Math.floor(Date.now() / HOUR_MS) * HOUR_MS - 23 * HOUR_MS;
   const since = new Date(firstHour).toISOString();
   const run = async <R>(text: string, params: unknown[]): Promise<R[]> => {
@@ -54,7 +48,7 @@ export async function endpointHealth(db: Queryable, merchantId: string): Promise
   ]);
   const hours = Array.from({ length: 24 }, (_, i) => ({ hour: new Date(firstHour + i * HOUR_MS).toISOString(), ...noCounts() }));
   const totals = noCounts();
-  const perEndpoint = new Map<string, EndpointHealth['endpoints'][number]>();
+  const perEndpoint = new Map<string, { endpointId: string } & Counts>();
   for (const row of byHour) {
     const status = row.status as (typeof STATUSES)[number];
     if (!STATUSES.includes(status)) continue;
