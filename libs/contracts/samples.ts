@@ -1,32 +1,26 @@
 import { randomUUID } from 'node:crypto';
 import type { EventName, UpstreamMessage } from './events.js';
 
-function timestamp(date: Date): string {
-  return date.toISOString().slice(0, 23); // <YYYY-MM-DD>T<HH:MM:SS.mmm>, no zone, as in the spec
-}
-
-function customerTimestamp(date: Date): string {
-  return date.toISOString().slice(0, 19).replace('T', ' ');
-}
-
 /** A realistic event of each kind with fresh references, shaped as in spec section 2. */
 export function sampleEvent(event: EventName, merchantId: string, now = new Date()): UpstreamMessage {
   return { merchantId, event, data: sampleData(event, now) };
 }
 
 function sampleData(event: EventName, now: Date): Record<string, unknown> {
+  const createdAt = now.toISOString().slice(0, 23); // <YYYY-MM-DD>T<HH:MM:SS.mmm>, no zone, as in the spec
+  const customerAt = now.toISOString().slice(0, 19).replace('T', ' ');
   const customer = {
     id: 1042,
     name: 'Ada Obi',
     email: 'ada.obi@example.com',
     phone: '08012345678',
-    createdAt: customerTimestamp(now),
-    updatedAt: customerTimestamp(now),
+    createdAt: customerAt,
+    updatedAt: customerAt,
   };
   switch (event) {
     case 'charge.completed':
       return {
-        createdAt: timestamp(now),
+        createdAt,
         narration: 'Collections ',
         sourceAmount: 5000,
         sourceCurrency: 'NGN',
@@ -39,7 +33,7 @@ function sampleData(event: EventName, now: Date): Record<string, unknown> {
     case 'payout':
       return {
         reference: `PO-${Date.now()}-${randomUUID().slice(0, 8)}`,
-        createdAt: timestamp(now),
+        createdAt,
         amount: 25000,
         accountName: 'Ada Obi',
         narration: 'Vendor settlement',
@@ -51,7 +45,7 @@ function sampleData(event: EventName, now: Date): Record<string, unknown> {
       };
     case 'refund.completed':
       return {
-        createdAt: timestamp(now),
+        createdAt,
         refundType: 'partial',
         refundRef: randomUUID(),
         amount: 1500,
