@@ -81,10 +81,8 @@ export function webhookPayloadSchema(event: EventName): z.ZodObject {
 
 /** A body of each event, as the dispatcher sends it (fixed values, so the document does not change between builds). */
 export function webhookExample(event: EventName): { event: EventName; data: Record<string, unknown> } {
-  const sample = sampleEvent(event, 'm_example', new Date('2026-05-01T10:00:00.000Z'));
-  const data: Record<string, unknown> = { ...sample.data };
+  const { data } = sampleEvent(event, 'm_example', new Date('2026-05-01T10:00:00.000Z'));
   const fixed: Record<string, string> = { tnxRef: '5e0c7c2a-9d0c-4a5e-8f0e-1a2b3c4d5e6f', refundRef: '9b1f6c3e-2a4d-4e8b-b7a1-0c9d8e7f6a5b', reference: 'PO-1777629600000-3f2a9c1b' };
   for (const field of REFERENCE_FIELDS[event]) data[field] = fixed[field];
-  if (event === 'refund.completed') data.tnxRef = fixed.tnxRef;
   return { event, data };
 }
