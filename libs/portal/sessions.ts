@@ -1,4 +1,5 @@
 import { createHash, createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
+import { parseDuration } from '../config/durations.js';
 import { LogUnavailableError, type Queryable } from '../delivery-store/index.js';
 import { BoundedMap } from '../runtime/bounded-map.js';
 import { NamedError } from '../runtime/named-error.js';
@@ -12,16 +13,14 @@ export const MAX_LINK_LIFETIME_MS = 7 * 86_400_000;
 
 /** A portal link's lifetime, and its session's, when the dashboard names none. */
 export const DEFAULT_LINK_LIFETIME_MS = 3_600_000;
-const UNIT_MS = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
 /**
  * `30m`, `1h`, `7d` (a shape its caller checked: the admin API's schema, the CLI's option) → ms;
  * undefined past 7 days or under a second; the default (1 h) when absent.
  */
 export function linkLifetimeMs(text: string | undefined): number | undefined {
-  if (text === undefined) return DEFAULT_LINK_LIFETIME_MS;
-  const ms = Number.parseInt(text, 10) * UNIT_MS[text.slice(-1) as keyof typeof UNIT_MS];
-  return ms >= 1_000 && ms <= MAX_LINK_LIFETIME_MS ? ms : undefined;
+  const ms = text === undefined ? DEFAULT_LINK_LIFETIME_MS : parseDuration(text);
+  return ms !== undefined && ms >= 1_000 && ms <= MAX_LINK_LIFETIME_MS ? ms : undefined;
 }
 
 export interface PortalSession {
