@@ -96,19 +96,15 @@ async function takeLock(session: Session, onWait?: () => void): Promise<void> {
   });
 }
 
-export interface MigrateOptions {
-  /** Called once when another run holds the lock and this one starts waiting for it. */
-  onWait?: () => void;
-}
-
 /**
  * Applies the migrations not applied yet, each in its own transaction, under an advisory lock. A
  * file changed after it ran, or a version no file here knows, stops it before anything runs.
+ * `onWait`: called once when another run holds the lock and this one starts waiting for it.
  */
 export async function migrate(
   db: Pick<Database, 'session'>,
   migrations: readonly Migration[] = MIGRATIONS,
-  options: MigrateOptions = {},
+  options: { onWait?: () => void } = {},
 ): Promise<{ applied: Migration[]; version: number }> {
   const session = await db.session();
   try {
