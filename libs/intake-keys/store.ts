@@ -14,17 +14,7 @@ export interface IntakeKey {
   digest?: Buffer;
 }
 
-/**
- * Indexes into a batch's keys: `repeats`, those seen before (in the window, or by another
- * dispatcher at the same moment); of those, `recorded`, whose webhook the delivery log holds or a
- * wait carries (0024): its first walk was settled, so a redelivered copy is not that walk's own;
- * and `changed`, whose body differs from the one the key was first seen with (0028).
- */
-export interface KeyStates {
-  repeats: Set<number>;
-  recorded: Set<number>;
-  changed: Set<number>;
-}
+export type KeyStates = Awaited<ReturnType<IntakeKeyStore['check']>>;
 
 /** A repeat dropped: counted on its key's row with the next batch. */
 export type KeyNote = IntakeKey;
@@ -43,8 +33,14 @@ const CHECK = 'SELECT repeats, recorded, changed FROM intake_check($1::text[], $
 export class IntakeKeyStore {
   constructor(private readonly db: Pick<Database, 'query' | 'transaction'>, readonly windowMs: number) {}
 
-  /** Checks (and records) `keys`, distinct, and counts `dropped` repeats, in one statement. */
-  async check(keys: readonly IntakeKey[], dropped: readonly KeyNote[] = []): Promise<KeyStates> {
+  /**
+   * Checks (and records) `keys`, distinct, and counts `dropped` repeats, in one statement. Answers
+   * indexes into `keys`: `repeats`, those seen before (in the window, or by another dispatcher at the
+   * same moment); of those, `recorded`, whose webhook the delivery log holds or a wait carries (0024):
+   * its first walk was settled, so a redelivered copy is not that walk's own; and `changed`, whose
+   * body differs from the one the key was first seen with (0028).
+   */
+  async check(keys: readonly IntakeKey[], dropped: readonly KeyNote[] = []) {
     const { rows } = await this.db.query<{ repeats: number[]; recorded: number[]; changed: number[] }>(CHECK, [
       keys.map((k) => k.merchantId),
       keys.map((k) => k.webhookId),
