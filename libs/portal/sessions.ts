@@ -23,19 +23,7 @@ export function linkLifetimeMs(text: string | undefined): number | undefined {
   return ms !== undefined && ms >= 1_000 && ms <= MAX_LINK_LIFETIME_MS ? ms : undefined;
 }
 
-export interface PortalSession {
-  merchantId: string;
-  permissions: PortalPermission[];
-  /** Sent back by the page in x-csrf-token on every write. */
-  csrfToken: string;
-  expiresAt: string;
-  /** When the link that opened it was minted: a change by an operator after it ends the session. */
-  createdAt: string;
-  /** Digest of the merchant's public key when the link was minted: another key now ends the session. */
-  keyDigest: string;
-  /** Names the session in the audit trail (the start of its id's digest: it opens nothing). */
-  ref: string;
-}
+export type PortalSession = ReturnType<typeof sessionOf>;
 
 /**
  * Why a link was refused: the page says which, so a merchant knows to ask for a new one.
@@ -222,14 +210,18 @@ export class PortalSessions {
   }
 }
 
-function sessionOf(row: SessionRow): PortalSession {
+function sessionOf(row: SessionRow) {
   return {
     merchantId: row.merchant_id,
     permissions: row.permissions.filter((p): p is PortalPermission => (PORTAL_PERMISSIONS as readonly string[]).includes(p)),
+    /** Sent back by the page in x-csrf-token on every write. */
     csrfToken: row.csrf_token,
     expiresAt: new Date(row.expires_at).toISOString(),
+    /** When the link that opened it was minted: a change by an operator after it ends the session. */
     createdAt: new Date(row.link_created_at).toISOString(),
+    /** Digest of the merchant's public key when the link was minted: another key now ends the session. */
     keyDigest: row.key_digest,
+    /** Names the session in the audit trail (the start of its id's digest: it opens nothing). */
     ref: row.session_hash.slice(0, 12),
   };
 }
