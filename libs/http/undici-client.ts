@@ -26,7 +26,7 @@ export function createUndiciClient(options: UndiciClientOptions = {}): WebhookHt
   const connect = guard ? { lookup: guardedLookup as never } : {};
   const agent = new Agent({ connections: options.connectionsPerOrigin ?? 256, keepAliveTimeout: 30_000, connect });
   const deadlines = new Deadlines();
-  const targets = new Targets(guard);
+  const targets = new BoundedMap<string, Target>(10_000);
   /** Retries' one-request clients in flight, closed with the agent. */
   const retries = new Set<Client>();
 
@@ -34,7 +34,7 @@ export function createUndiciClient(options: UndiciClientOptions = {}): WebhookHt
     post(req: WebhookRequest): Promise<WebhookResponse> {
       let target: Target;
       try {
-        target = targets.of(req.url);
+        target = targetOf(req.url, guard, targets);
       } catch (err) {
         return Promise.reject(classify(err as UndiciError, req.timeoutMs));
       }
@@ -69,29 +69,23 @@ interface Target {
   blocked: string | undefined;
 }
 
-/** Webhook URL → where undici sends it: a URL parse per request cost as much as the rest of the client. */
-class Targets {
-  private readonly known = new BoundedMap<string, Target>(10_000);
-
-  constructor(private readonly guard: boolean) {}
-
-  of(url: string): Target {
-    let target = this.known.get(url);
-    if (target) return target;
-    const parsed = new URL(url);
-    if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
-      throw new errors.InvalidArgumentError('Invalid URL protocol: the URL must start with `http:` or `https:`.');
-    }
-    // An IP literal never goes through DNS lookup, so the guard checks it here.
-    const literal = this.guard ? literalAddress(parsed.hostname) : undefined;
-    target = {
-      origin: parsed.origin,
-      path: parsed.search ? `${parsed.pathname}${parsed.search}` : parsed.pathname,
-      blocked: literal && isBlockedAddress(literal) ? literal : undefined,
-    };
-    this.known.set(url, target);
-    return target;
+/** Webhook URL → where undici sends it, kept in `known`: a URL parse per request cost as much as the rest of the client. */
+function targetOf(url: string, guard: boolean, known: BoundedMap<string, Target>): Target {
+  let target = known.get(url);
+  if (target) return target;
+  const parsed = new URL(url);
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
+    throw new errors.InvalidArgumentError('Invalid URL protocol: the URL must start with `http:` or `https:`.');
   }
+  // An IP literal never goes through DNS lookup, so the guard checks it here.
+  const literal = guard ? literalAddress(parsed.hostname) : undefined;
+  target = {
+    origin: parsed.origin,
+    path: parsed.search ? `${parsed.pathname}${parsed.search}` : parsed.pathname,
+    blocked: literal && isBlockedAddress(literal) ? literal : undefined,
+  };
+  known.set(url, target);
+  return target;
 }
 
 /** The connection a request went out on, as it was when its first byte was written. */
