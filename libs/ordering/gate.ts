@@ -46,7 +46,7 @@ export class OrderGate {
   }
 
   /** Whether the webhook took a place in its line before (one round trip, not batched: asked of redelivered copies only). */
-  holds(place: Omit<OrderPlace, 'key'>): Promise<boolean> {
+  holds(place: OrderEnd): Promise<boolean> {
     return withDeadline(this.store.holds(place), ORDER_LOOKUP_TIMEOUT_MS);
   }
 

@@ -7,14 +7,16 @@ import { orderKeysOf, type ScalarHeaders } from '../contracts/index.js';
  * others wait as 'ordered' waits with no pick time until the head ends. One round trip: webhook_order_step().
  */
 
-/** A new webhook of an ordered merchant at intake: its place, by key. */
-export interface OrderPlace {
+/** An ordered webhook that ended (delivered, failed, skipped): its row goes, the next of its key is due. */
+export interface OrderEnd {
   merchantId: string;
   /** Each endpoint (ep_…) has its own line per key (migration 0013); absent: ''. */
   endpointId?: string;
   webhookId: string;
-  key: string;
 }
+
+/** A new webhook of an ordered merchant at intake: its place, by key. */
+export type OrderPlace = OrderEnd & { key: string };
 
 /** What an intake behind an earlier webhook of its key waits with. */
 export interface OrderWait {
@@ -25,13 +27,6 @@ export interface OrderWait {
 }
 
 export type OrderAdmit = OrderPlace & Partial<OrderWait>;
-
-/** An ordered webhook that ended (delivered, failed, skipped): its row goes, the next of its key is due. */
-export interface OrderEnd {
-  merchantId: string;
-  endpointId?: string;
-  webhookId: string;
-}
 
 /**
  * `head`: attempt it now; `waiting`: its 'ordered' wait is written; `ended`: a copy of one already
@@ -47,10 +42,7 @@ export function orderId(merchantId: string, endpointId: string, webhookId: strin
 export const ORDER_ENDED_KEEP_MS = 3_600_000;
 
 /** A line of order: a merchant's endpoint ('' for its first, on places taken before endpoints). */
-export interface OrderLine {
-  merchantId: string;
-  endpointId: string;
-}
+export type OrderLine = Required<Omit<OrderEnd, 'webhookId'>>;
 
 const RELEASE = 'SELECT released_merchant, released_endpoint, released FROM webhook_order_release($1, $2, $3, $4)';
 
@@ -60,7 +52,7 @@ export class OrderStore {
   constructor(private readonly db: Queryable) {}
 
   /** Whether the webhook has a place in its endpoint's line (open, or ended within ORDER_ENDED_KEEP_MS), from an earlier admission. */
-  async holds(place: Omit<OrderPlace, 'key'>): Promise<boolean> {
+  async holds(place: OrderEnd): Promise<boolean> {
     // A row ended longer ago counts as absent, as webhook_order_step (0022) has it, swept or not.
     const { rows } = await this.db.query<{ held: boolean }>(
       `SELECT EXISTS (SELECT 1 FROM webhook_order WHERE merchant_id = $1 AND endpoint_id = $2 AND webhook_id = $3
