@@ -218,29 +218,25 @@ export class EffectStage {
     return copyHeaders(message.properties.headers, { from: 'delivery', fromUpstream: message.fields.exchange === this.deps.names.events });
   }
 
-  /** Our bookkeeping for a webhook that waits without an attempt being made (also an 'ordered' wait's). */
-  waitingHeaders(delivery: Pick<Delivery, 'message'>, intake: IntakeEvent): ScalarHeaders {
+  /** What every copy of this webhook carries, whatever happens next: its id, first sight, order mark and endpoint. */
+  private baseHeaders(delivery: Pick<Delivery, 'message'>, intake: IntakeEvent): ScalarHeaders {
     return {
       ...this.carried(delivery),
-      ...(intake.ordered ? { [HEADERS.ordered]: true } : {}),
-      ...(intake.endpointId !== undefined ? { [HEADERS.endpointId]: intake.endpointId } : {}),
-      [HEADERS.attempts]: intake.attempts,
-      [HEADERS.deferrals]: intake.deferrals,
-      [HEADERS.postponements]: intake.postponements,
       [HEADERS.webhookId]: intake.webhookId,
       [HEADERS.firstSeenAt]: intake.firstSeenAt,
+      ...(intake.ordered ? { [HEADERS.ordered]: true } : {}),
+      ...(intake.endpointId !== undefined ? { [HEADERS.endpointId]: intake.endpointId } : {}),
     };
   }
 
-  /** What every copy about this webhook says, whatever happens next. */
+  /** Our bookkeeping for a webhook that waits without an attempt being made (also an 'ordered' wait's). */
+  waitingHeaders(delivery: Pick<Delivery, 'message'>, intake: IntakeEvent): ScalarHeaders {
+    return { ...this.baseHeaders(delivery, intake), [HEADERS.attempts]: intake.attempts, [HEADERS.deferrals]: intake.deferrals, [HEADERS.postponements]: intake.postponements };
+  }
+
+  /** A copy's headers with the webhook's merchant, event and references (a retry's wait, a failure). */
   private webhookHeaders(delivery: Delivery, intake: IntakeEvent): ScalarHeaders {
-    return {
-      ...this.carried(delivery),
-      ...webhookHeaders(intake.merchantId, intake.event, intake.webhookId, intake.references),
-      [HEADERS.firstSeenAt]: intake.firstSeenAt,
-      ...(intake.ordered ? { [HEADERS.ordered]: true } : {}),
-      ...(intake.endpointId !== undefined ? { [HEADERS.endpointId]: intake.endpointId } : {}),
-    };
+    return { ...this.baseHeaders(delivery, intake), ...webhookHeaders(intake.merchantId, intake.event, intake.webhookId, intake.references) };
   }
 
   /**
@@ -248,13 +244,7 @@ export class EffectStage {
    * endpoint to dispatch (x-endpoint-id; same bytes, webhook-id, first-seen time). True when handed on.
    */
   handOn(delivery: Delivery, intake: IntakeEvent, span: Span | undefined): Promise<boolean> {
-    const headers: ScalarHeaders = {
-      ...this.carried(delivery),
-      [HEADERS.webhookId]: intake.webhookId,
-      [HEADERS.firstSeenAt]: intake.firstSeenAt,
-      [HEADERS.endpointId]: intake.endpointId!,
-    };
-    return this.move(delivery, this.deps.names.dispatch, headers, intake.event, span);
+    return this.move(delivery, this.deps.names.dispatch, this.baseHeaders(delivery, intake), intake.event, span);
   }
 
   private async park(delivery: Delivery, code: string, detail: string, span: Span | undefined, intake?: IntakeEvent, handTaken?: HandBack, places: readonly OrderEnd[] = []): Promise<void> {
