@@ -33,10 +33,6 @@ export const REMEMBERED_ENDPOINTS = 10_000;
 /** `dueAt`: the wait's due time on the throttle's clock, where the places of one answer are exactly an interval apart. */
 export type ThrottleVerdict = { kind: 'go' } | { kind: 'wait'; delayMs: number; dueAt: number } | { kind: 'stopping' };
 
-export interface ThrottleOptions {
-  now?: () => number;
-}
-
 interface Adaptive {
   rate: EndpointRate | undefined;
   readAt: number;
@@ -81,7 +77,7 @@ export class Throttle {
     /** The slots' and the queue's cells, and the queue's throttled waits (respaced when its rate changes). */
     private readonly db: Queryable,
     private readonly logger: Logger,
-    options: ThrottleOptions = {},
+    options: { now?: () => number } = {},
   ) {
     this.now = options.now ?? (() => performance.now());
   }
@@ -141,13 +137,9 @@ export class Throttle {
           if (aloneFor <= 0) this.pacedAlone.delete(key);
           const answer = await takeCell(this.db, `throttle:${key}`, { intervalMs, burstMs: intervalMs, aheadMs, behind, notBeforeMs: Math.max(0, aloneFor) });
           if (++this.takes % 1_000 === 0) void sweepCells(this.db).catch(() => {});
-          if (!answer.ok && answer.behind) {
-            // Not refusedUntil: that one sends hand-backs to the queue's back too.
-            this.queuedUntil.set(key, this.now() + answer.retryInMs);
-            return this.queue(key, intervalMs, aheadMs, answer.retryInMs);
-          }
           if (!answer.ok) {
-            this.refusedUntil.set(key, this.now() + answer.retryInMs);
+            // Behind the queue: queuedUntil, not refusedUntil, which sends hand-backs to the queue's back too.
+            (answer.behind ? this.queuedUntil : this.refusedUntil).set(key, this.now() + answer.retryInMs);
             return this.queue(key, intervalMs, aheadMs, answer.retryInMs);
           }
           granted = { inMs: answer.inMs, from };
