@@ -3,7 +3,6 @@ import { DeliveryRecorder } from '../../libs/delivery-log/index.js';
 import type { BrokerConnection } from '../../libs/broker/index.js';
 import { createUndiciClient } from '../../libs/http/index.js';
 import type { Logger } from '../../libs/logger/index.js';
-import type { Registry } from 'prom-client';
 import { directoryNow, DISABLED_REASONS, type MerchantDirectory, openMerchants } from '../../libs/merchants/index.js';
 import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
 import { FailedStore } from '../../libs/failed/index.js';
@@ -22,7 +21,7 @@ import { FAILED_ROLLOVER_EVERY_MS, StreamRollover } from '../../libs/streams/ind
 import type { DispatcherConfig } from './config.js';
 import { Dispatcher } from './dispatcher.js';
 import { CircuitRows } from './circuit-rows.js';
-import { type HealthServer, startHealthServer } from '../../libs/metrics/health-server.js';
+import { startHealthServer } from '../../libs/metrics/health-server.js';
 import { Cleanup, stopBudget } from '../../libs/runtime/index.js';
 
 /** The product's slug and package.json's version (test/unit/docs-product-name.test.ts checks both). */
@@ -55,31 +54,24 @@ export interface DispatcherOptions {
   now?: () => Date;
 }
 
-export async function startDispatcher(config: DispatcherConfig, logger: Logger, options: DispatcherOptions = {}): Promise<DispatcherProgram> {
+export function startDispatcher(config: DispatcherConfig, logger: Logger, options: DispatcherOptions = {}): Promise<DispatcherProgram> {
+  const cleanup = new Cleanup();
+  return cleanup.guard(() => startParts(config, logger, options, cleanup));
+}
+
+async function startParts(config: DispatcherConfig, logger: Logger, options: DispatcherOptions, cleanup: Cleanup): Promise<DispatcherProgram> {
   // Up from the first moment: /healthz 200 and /readyz 503 (with what is awaited) through a long start-up.
   const registry = createRegistry('dispatcher');
   let awaited: () => string | undefined = () => 'RabbitMQ';
   let detail: string | undefined;
   const health = await startHealthServer({ port: config.METRICS_PORT, registry, ready: () => awaited() === undefined, waitingFor: () => awaited(), detail: () => (awaited() ? detail : undefined) });
   logger.info('dispatcher metrics listening', { port: health.port });
-  const cleanup = new Cleanup();
   cleanup.add(() => health.close());
+  // What /readyz says the dispatcher waits for (and why); undefined once it takes deliveries.
   const awaiting = (check: () => string | undefined, why?: string) => {
     awaited = check;
     detail = why;
   };
-  return cleanup.guard(() => startParts(config, logger, options, { registry, health, cleanup, awaiting }));
-}
-
-interface Readiness {
-  registry: Registry;
-  health: HealthServer;
-  cleanup: Cleanup;
-  /** What /readyz says the dispatcher waits for (and why); undefined once it takes deliveries. */
-  awaiting(check: () => string | undefined, why?: string): void;
-}
-
-async function startParts(config: DispatcherConfig, logger: Logger, options: DispatcherOptions, { registry, health, cleanup, awaiting }: Readiness): Promise<DispatcherProgram> {
   const fromFile = config.MERCHANTS_FILE !== undefined;
   // Deliveries wait for the whole directory: an event for a merchant not loaded yet would be parked as unknown.
   if (!fromFile) awaiting(() => 'the merchant database');
