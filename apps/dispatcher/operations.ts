@@ -94,13 +94,8 @@ export class Operations {
     const counts = { failing: 0, disabled: { failing: 0, manual: 0 } };
     for (const merchant of merchants) {
       for (const webhook of merchant.endpoints) {
-        if (webhook.enabled) {
-          if (!webhook.failingSince) continue;
-          const last = webhook.lastFailureAt === undefined ? undefined : Date.parse(webhook.lastFailureAt);
-          if (disableAfterMs === 0 || clockState(Date.parse(webhook.failingSince), last, now, disableAfterMs) !== 'stale') counts.failing++;
-        } else {
-          counts.disabled[webhook.disabledReason ?? 'manual']++;
-        }
+        if (!webhook.enabled) counts.disabled[webhook.disabledReason ?? 'manual']++;
+        else if (webhook.failingSince && (disableAfterMs === 0 || clockOf(webhook, now, disableAfterMs) !== 'stale')) counts.failing++;
       }
     }
     return counts;
@@ -247,9 +242,8 @@ export class Operations {
         run.nextAt = run.since + after / 10;
         return;
       }
-      const lastFailure = clock.lastFailureAt === undefined ? undefined : Date.parse(clock.lastFailureAt);
       // Every time here is PostgreSQL's.
-      const state = clockState(Date.parse(clock.failingSince), lastFailure, written.now.getTime(), after);
+      const state = clockOf(clock, written.now.getTime(), after);
       const dueInMs = Date.parse(clock.failingSince) + after - written.now.getTime();
       run.nextAt = at + Math.max(0, Math.min(dueInMs, after / 10));
       if (state === 'due') await this.disable(writer, intake, webhook.url, now, last);
@@ -264,8 +258,7 @@ export class Operations {
     const change = (current: Merchant | undefined, at: Date) => {
       const webhook = current?.endpoints.find((endpoint) => endpoint.url === url);
       if (!current || !webhook?.enabled || webhook.url !== url || !webhook.failingSince) return undefined;
-      const lastFailure = webhook.lastFailureAt === undefined ? undefined : Date.parse(webhook.lastFailureAt);
-      if (clockState(Date.parse(webhook.failingSince), lastFailure, at.getTime(), this.settings.disableAfterMs) !== 'due') return undefined;
+      if (clockOf(webhook, at.getTime(), this.settings.disableAfterMs) !== 'due') return undefined;
       failingSince = webhook.failingSince;
       endpointId = webhook.id;
       disabledAt = at.toISOString();
@@ -315,4 +308,9 @@ export class Operations {
     this.inFlight.add(running);
     void running.then(() => this.inFlight.delete(running));
   }
+}
+
+/** An endpoint's failing clock's state (clockState) from its stamps as PostgreSQL wrote them; one absent counts as none. */
+function clockOf(clock: { failingSince?: string; lastFailureAt?: string }, now: number, afterMs: number): ReturnType<typeof clockState> {
+  return clockState(Date.parse(clock.failingSince ?? ''), Date.parse(clock.lastFailureAt ?? ''), now, afterMs);
 }

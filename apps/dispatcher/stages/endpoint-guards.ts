@@ -1,4 +1,4 @@
-import { endpointKey, isKeyOf } from './endpoint-key.js';
+import { endpointKey } from './endpoint-key.js';
 
 export interface EndpointGuardOptions {
   maxInFlight: number;
@@ -114,7 +114,7 @@ export class EndpointGuards {
   /** Requests in flight for a merchant now, to all its endpoints (a metric, a test). */
   merchantInFlight(merchantId: string): number {
     let total = 0;
-    for (const [share, state] of this.merchants) if (share === merchantId || isKeyOf(share, merchantId)) total += state.started.length;
+    for (const [share, state] of this.merchants) if (share === merchantId || share.startsWith(endpointKey(merchantId, ''))) total += state.started.length;
     return total;
   }
 

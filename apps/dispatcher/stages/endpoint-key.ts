@@ -10,7 +10,3 @@ export function endpointOfKey(key: string): { merchantId: string; endpointId: st
   const at = key.lastIndexOf('\u001f');
   return { merchantId: key.slice(0, at), endpointId: key.slice(at + 1) };
 }
-
-export function isKeyOf(key: string, merchantId: string): boolean {
-  return key.startsWith(`${merchantId}\u001f`);
-}
