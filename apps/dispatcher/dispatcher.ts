@@ -19,7 +19,7 @@ import type { Operations } from './operations.js';
 import { AdmissionStage, endpointFor } from './stages/admission.js';
 import { AttemptStage } from './stages/attempt.js';
 import { decide, type Finding } from './stages/decide.js';
-import { type DispatcherStats, EffectStage, WAITS_TABLE, waitKeyOf } from './stages/effect.js';
+import { EffectStage, WAITS_TABLE, waitKeyOf } from './stages/effect.js';
 import { EndpointGuards } from './stages/endpoint-guards.js';
 import { fanOut, route } from './stages/fan-out.js';
 import { HandBackTakes } from './stages/hand-backs.js';
@@ -154,7 +154,7 @@ export class Dispatcher {
     return this.inFlight.size;
   }
 
-  get stats(): DispatcherStats {
+  get stats(): EffectStage['stats'] {
     return this.effect.stats;
   }
 

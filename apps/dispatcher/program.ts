@@ -27,16 +27,7 @@ import { Cleanup, stopBudget } from '../../libs/runtime/index.js';
 /** The product's slug and package.json's version (test/unit/docs-product-name.test.ts checks both). */
 export const USER_AGENT = 'nucleus-webhooks/0.1.0 (+https://github.com/standard-webhooks/standard-webhooks)';
 
-export interface DispatcherProgram {
-  dispatcher: Dispatcher;
-  broker: BrokerConnection;
-  merchants: MerchantDirectory;
-  /** The port of /metrics, /healthz and /readyz. */
-  metricsPort: number;
-  /** Settles when the broker connection hit what reconnecting cannot fix (a topology mismatch). */
-  fatal: Promise<Error>;
-  stop(): Promise<void>;
-}
+export type DispatcherProgram = Awaited<ReturnType<typeof startParts>>;
 
 /** What closing takes once deliveries are drained (consumers, streams, the connection), out of SHUTDOWN_TIMEOUT. */
 const CLOSE_RESERVE_MS = 5_000;
@@ -59,7 +50,7 @@ export function startDispatcher(config: DispatcherConfig, logger: Logger, option
   return cleanup.guard(() => startParts(config, logger, options, cleanup));
 }
 
-async function startParts(config: DispatcherConfig, logger: Logger, options: DispatcherOptions, cleanup: Cleanup): Promise<DispatcherProgram> {
+async function startParts(config: DispatcherConfig, logger: Logger, options: DispatcherOptions, cleanup: Cleanup) {
   // Up from the first moment: /healthz 200 and /readyz 503 (with what is awaited) through a long start-up.
   const registry = createRegistry('dispatcher');
   let awaited: () => string | undefined = () => 'RabbitMQ';
@@ -276,9 +267,11 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
     dispatcher,
     broker,
     merchants,
+    /** Settles when the broker connection hit what reconnecting cannot fix (a topology mismatch). */
     fatal: Promise.race([new Promise<Error>((resolve) => broker.once('fatal', resolve)), schemaFatal]),
+    /** The port of /metrics, /healthz and /readyz. */
     metricsPort: health.port,
-    stop() {
+    stop(): Promise<void> {
       // Bounded by SHUTDOWN_TIMEOUT whatever the broker does: each step gets a share of what is left.
       stopping ??= (async () => {
         const budget = stopBudget(config.SHUTDOWN_TIMEOUT, logger);

@@ -18,12 +18,6 @@ const UNSENDABLE: ReadonlySet<string> = new Set([FAILED_REASONS.webhookDisabled,
 /** The destination a wait's producer span names. */
 export const WAITS_TABLE = 'webhook_waits';
 
-/** Deliveries by outcome; `ordered`: behind an earlier one of their reference; `fannedOut`: new events for several endpoints. */
-export type DispatcherStats = Record<
-  'delivered' | 'deferred' | 'throttled' | 'circuitOpen' | 'retried' | 'failed' | 'invalid' | 'skipped' | 'requeued' | 'superseded' | 'erased' | 'ordered' | 'duplicates' | 'fannedOut',
-  number
->;
-
 export interface EffectDeps {
   broker: BrokerConnection;
   names: TopologyNames;
@@ -46,7 +40,8 @@ export interface EffectDeps {
  * `record` (the delivery log's, never rejects) runs after the effect it describes, before the ack.
  */
 export class EffectStage {
-  readonly stats: DispatcherStats = { delivered: 0, deferred: 0, throttled: 0, circuitOpen: 0, retried: 0, failed: 0, invalid: 0, skipped: 0, requeued: 0, superseded: 0, erased: 0, ordered: 0, duplicates: 0, fannedOut: 0 };
+  /** Deliveries by outcome; `ordered`: behind an earlier one of their reference; `fannedOut`: new events for several endpoints. */
+  readonly stats = { delivered: 0, deferred: 0, throttled: 0, circuitOpen: 0, retried: 0, failed: 0, invalid: 0, skipped: 0, requeued: 0, superseded: 0, erased: 0, ordered: 0, duplicates: 0, fannedOut: 0 };
   /** winston formats a message before its transports drop it by level: skip debug on the hot path. */
   private readonly debug: boolean;
   private readonly info: boolean;
@@ -207,7 +202,7 @@ export class EffectStage {
     });
   }
 
-  private count(stat: keyof DispatcherStats, outcome: Outcome, event: string, test = false): void {
+  private count(stat: keyof EffectStage['stats'], outcome: Outcome, event: string, test = false): void {
     this.stats[stat]++;
     this.deps.observer.outcome(outcome, event);
     if (test) this.deps.observer.test(outcome);
