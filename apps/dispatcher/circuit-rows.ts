@@ -52,11 +52,7 @@ export class CircuitRows {
   /** Every row open now opens its breaker; a breaker open here with no open row closes (how is not known: not answered). */
   private async catchUp(listener: Listener): Promise<void> {
     const open = await this.store.openCircuits(listener);
-    const keys = new Set<string>();
-    for (const circuit of open) {
-      const key = this.keyOf(circuit.merchantId, circuit.endpointId);
-      if (key !== undefined) keys.add(key);
-    }
+    const keys = new Set(open.map((circuit) => this.keyOf(circuit.merchantId, circuit.endpointId)));
     for (const key of this.guards.openKeys()) if (!keys.has(key)) this.guards.closeCircuit(key, false);
     for (const circuit of open) this.follow(circuit);
   }

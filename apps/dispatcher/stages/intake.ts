@@ -103,30 +103,9 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
   // invalid (`webhooks invalid requeue`), where what upstream published is parked.
   const handedBack = count(message.properties.headers?.[HEADERS.waitHand]) > 0;
   const operational = ours && (message.fields.exchange !== '' || handedBack) ? operationalTypeOf(json) : undefined;
-  let merchantId: string;
-  let event: IntakeEvent['event'];
-  let references: string[];
-  let body: string;
-  let orderKey: string | undefined;
-  if (operational !== undefined) {
-    merchantId = PLATFORM_MERCHANT_ID;
-    event = operational;
-    references = [];
-    body = text;
-  } else {
-    const envelope = envelopeOf(json);
-    ({ merchantId, event } = envelope);
-    // The platform's id is no merchant's: taken, the event went to the operational endpoint,
-    // signed with its secret, though upstream cannot publish an operational event (above).
-    if (merchantId === PLATFORM_MERCHANT_ID) throw new InvalidMessageError('unknown-merchant', `no merchant ${merchantId}: the operational events' own id`);
-    references = referencesOf(envelope.event, envelope.data);
-    orderKey = orderKeyOf(envelope.event, envelope.data);
-    if (references.length === 0) {
-      const fields = REFERENCE_FIELDS[envelope.event].map((f) => `data.${f}`).join(' or ');
-      throw new InvalidMessageError('missing-reference', `${envelope.event} needs ${fields} as a string of 1 to 200 characters without control characters or a lone surrogate`);
-    }
-    body = `{"event":${JSON.stringify(event)},"data":${rawMember(text, 'data')!}}`;
-  }
+  const { merchantId, event, references, body, orderKey } = operational !== undefined
+    ? { merchantId: PLATFORM_MERCHANT_ID, event: operational, references: [], body: text, orderKey: undefined }
+    : merchantEventOf(json, text);
   const headers = ours ? (message.properties.headers ?? {}) : {};
   const resentAt = timestamp(headers[HEADERS.resentAt]);
   const claim = headers[HEADERS.claimId];
@@ -163,6 +142,21 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
     // Its wait's copies carry the routing key too: only one with no hand is the copy moved back.
     ...(hand === 0 && typeof headers[HEADERS.originalRoutingKey] === 'string' ? { movedBack: true } : {}),
   };
+}
+
+/** A merchant's event: its envelope, references, order key, and the body sent (`data` exactly as received). */
+function merchantEventOf(json: unknown, text: string) {
+  const { merchantId, event, data } = envelopeOf(json);
+  // The platform's id is no merchant's: taken, the event went to the operational endpoint,
+  // signed with its secret, though upstream cannot publish an operational event (parseIntake).
+  if (merchantId === PLATFORM_MERCHANT_ID) throw new InvalidMessageError('unknown-merchant', `no merchant ${merchantId}: the operational events' own id`);
+  const references = referencesOf(event, data);
+  if (references.length === 0) {
+    const fields = REFERENCE_FIELDS[event].map((f) => `data.${f}`).join(' or ');
+    throw new InvalidMessageError('missing-reference', `${event} needs ${fields} as a string of 1 to 200 characters without control characters or a lone surrogate`);
+  }
+  const body = `{"event":${JSON.stringify(event)},"data":${rawMember(text, 'data')!}}`;
+  return { merchantId, event, references, body, orderKey: orderKeyOf(event, data) };
 }
 
 /**

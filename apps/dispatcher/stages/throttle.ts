@@ -285,8 +285,7 @@ export class Throttle {
 
   private sentLastSecond(key: string): number {
     const sent = this.sent.get(key);
-    if (!sent) return 1;
-    return Math.max(1, sent.count, sent.last);
+    return Math.max(1, sent?.count ?? 0, sent?.last ?? 0);
   }
 
   /** The adaptive rate, read again when older than RATE_READ_EVERY_MS; `configured` (a maxPerSecond): its absence is remembered too. */
