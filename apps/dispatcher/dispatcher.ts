@@ -1,7 +1,6 @@
 import type { ConsumeMessage } from 'amqplib';
 import type { DeliveryRecorder, DeliveryRecordInput } from '../../libs/delivery-log/index.js';
 import type { BrokerConnection, Consumer, Delivery } from '../../libs/broker/index.js';
-import { HEADERS } from '../../libs/contracts/index.js';
 import type { WebhookHttpClient } from '../../libs/http/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import { type DeliveryObserver, noopObserver } from '../../libs/metrics/index.js';
@@ -24,7 +23,7 @@ import { EndpointGuards } from './stages/endpoint-guards.js';
 import { fanOut, route } from './stages/fan-out.js';
 import { HandBackTakes } from './stages/hand-backs.js';
 import { type HandBack, handBackOf, type IntakeEvent, intakeDigestOf, keyCheckOf, parseIntake } from './stages/intake.js';
-import { endOrphanedPlaces, type OrphanedPlacesDeps, parkedPlaces } from './stages/orphaned-places.js';
+import { endOrphanedPlaces, type OrphanedPlacesDeps, parkedPlaces, walkedBefore } from './stages/orphaned-places.js';
 import { recordOf } from './stages/record.js';
 import type { Throttle } from './stages/throttle.js';
 import { injectSpan, markFailed, publishChild, type Span, spanLogFields, tracingActive } from '../../libs/tracing/index.js';
@@ -394,14 +393,12 @@ export class Dispatcher {
 
   /**
    * Whether a copy of an endpoint not ordered now took a place in its line before: asked only of a
-   * copy that may have walked before (redelivered, a fan-out share handed on, or moved back from
-   * invalid), never of a fresh message, wherever it was published: a round trip each cost the
-   * dispatcher half its rate. PostgreSQL not answering, it goes unordered: an outage holds no
-   * merchant that does not order.
+   * copy that may have walked before (walkedBefore), never of a fresh message, wherever it was published:
+   * a round trip each cost the dispatcher half its rate. PostgreSQL not answering, it goes unordered:
+   * an outage holds no merchant that does not order.
    */
   private async heldPlace(message: ConsumeMessage, intake: IntakeEvent, order: OrderGate): Promise<boolean> {
-    const headers = message.properties.headers ?? {};
-    if (!message.fields.redelivered && headers[HEADERS.endpointId] === undefined && headers[HEADERS.originalRoutingKey] === undefined) return false;
+    if (!walkedBefore(message)) return false;
     try {
       return await order.holds(waitKeyOf(intake));
     } catch (err) {

@@ -186,7 +186,7 @@ function endpointIdOf(value: unknown): string | undefined {
  * The envelope, checked by hand for the schema's rules, and by the schema only when that check
  * fails, for its error: per delivery the schema costs more than the rest of intake together.
  */
-function envelopeOf(json: unknown): { merchantId: string; event: EventName; data: Record<string, unknown> } {
+export function envelopeOf(json: unknown): { merchantId: string; event: EventName; data: Record<string, unknown> } {
   if (typeof json === 'object' && json !== null && !Array.isArray(json)) {
     const { merchantId, event, data } = json as Record<string, unknown>;
     if (

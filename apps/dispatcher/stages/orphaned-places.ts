@@ -1,11 +1,11 @@
 import type { ConsumeMessage } from 'amqplib';
 import type { Delivery } from '../../../libs/broker/index.js';
-import { HEADERS, isEventName, orderKeyOf } from '../../../libs/contracts/index.js';
+import { HEADERS, orderKeyOf } from '../../../libs/contracts/index.js';
 import type { Logger } from '../../../libs/logger/index.js';
 import type { MerchantDirectory } from '../../../libs/merchants/index.js';
 import { type OrderEnd, type OrderGate, orderingLines } from '../../../libs/ordering/index.js';
 import type { Finding } from './decide.js';
-import { handBackOf, type IntakeEvent, webhookIdOf } from './intake.js';
+import { envelopeOf, handBackOf, type IntakeEvent, webhookIdOf } from './intake.js';
 
 export interface OrphanedPlacesDeps {
   /** Order per reference; without it there is nothing to end. */
@@ -44,7 +44,7 @@ export async function endOrphanedPlaces(delivery: Delivery, intake: IntakeEvent,
 /**
  * A message parked before its step (it fails intake, `too-large` once MAX_MESSAGE_BYTES was lowered
  * say, or an unexpected error) that may have taken places in order on an earlier walk: given again
- * by the broker, a fan-out share handed on, or moved back from invalid (as heldPlace asks). Its
+ * by the broker, a fan-out share handed on, or moved back from invalid (walkedBefore). Its
  * park ends those places (open, with no wait), as any parked head's does: its line may still order,
  * so no upkeep would release them, and the webhooks behind them waited for ever. Read best effort
  * from its body, whatever its size (it was read whole when it took them): one that does not name a
@@ -59,7 +59,7 @@ export async function parkedPlaces(delivery: Delivery, deps: OrphanedPlacesDeps,
   const ours = message.fields.exchange !== deps.events;
   // Nor a resend's copy or a test event: neither takes a place (Dispatcher.placeInOrder).
   if (!order || handBackOf(message, deps.events) !== undefined || headers[HEADERS.testEvent] === true || (ours && headers[HEADERS.resentAt] !== undefined)) return [];
-  if (!message.fields.redelivered && headers[HEADERS.endpointId] === undefined && headers[HEADERS.originalRoutingKey] === undefined) return [];
+  if (!walkedBefore(message)) return [];
   const place = placeOf(message);
   if (!place) return [];
   const places = await lookUp(delivery, order, place, deps);
@@ -69,19 +69,21 @@ export async function parkedPlaces(delivery: Delivery, deps: OrphanedPlacesDeps,
   return places.filter((id) => only === undefined || id === only).map((id) => ({ merchantId: place.merchantId, endpointId: id, webhookId: place.webhookId }));
 }
 
-/** The merchant, webhook id and order key a message's body names, if it does. */
+/** Whether a copy may have walked before: redelivered, a fan-out share handed on (x-endpoint-id), or moved back from invalid. */
+export function walkedBefore(message: ConsumeMessage): boolean {
+  const headers = message.properties.headers ?? {};
+  return message.fields.redelivered || headers[HEADERS.endpointId] !== undefined || headers[HEADERS.originalRoutingKey] !== undefined;
+}
+
+/** The merchant, webhook id and order key a message's body names, if it does: only a valid envelope could take a place. */
 function placeOf(message: ConsumeMessage): { merchantId: string; webhookId: string; key: string } | undefined {
-  let json: unknown;
   try {
-    json = JSON.parse(message.content.toString('utf8'));
+    const { merchantId, event, data } = envelopeOf(JSON.parse(message.content.toString('utf8')));
+    const key = orderKeyOf(event, data);
+    return key === undefined ? undefined : { merchantId, webhookId: webhookIdOf(message), key };
   } catch {
     return undefined;
   }
-  if (typeof json !== 'object' || json === null) return undefined;
-  const { merchantId, event, data } = json as Record<string, unknown>;
-  if (typeof merchantId !== 'string' || !isEventName(event) || typeof data !== 'object' || data === null || Array.isArray(data)) return undefined;
-  const key = orderKeyOf(event, data as Record<string, unknown>);
-  return key === undefined ? undefined : { merchantId, webhookId: webhookIdOf(message), key };
 }
 
 /**
