@@ -351,8 +351,7 @@ export class EndpointGuards {
           },
         );
       }
-      merchant = { started: [], waiters: [], endpoint: undefined };
-      this.merchants.set(merchantId, merchant);
+      this.merchants.set(merchantId, (merchant = { started: [], waiters: [], endpoint: undefined }));
     }
     this.latestMerchantId = merchantId;
     this.latestMerchant = merchant;

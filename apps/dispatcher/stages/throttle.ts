@@ -292,10 +292,7 @@ export class Throttle {
   private async readAdaptive(key: string, configured: boolean): Promise<void> {
     let adaptive = this.adaptive.get(key);
     if (adaptive && this.now() - adaptive.readAt < RATE_READ_EVERY_MS) return;
-    if (!adaptive) {
-      adaptive = { rate: undefined, readAt: -Infinity, raisedAt: -Infinity };
-      this.adaptive.set(key, adaptive);
-    }
+    if (!adaptive) this.adaptive.set(key, (adaptive = { rate: undefined, readAt: -Infinity, raisedAt: -Infinity }));
     const reading = (adaptive.reading ??= endpointRateOf(this.db, endpointOfKey(key).merchantId, endpointOfKey(key).endpointId).then(
       (rate) => {
         adaptive.rate = rate;
