@@ -7,18 +7,13 @@ export class TooManyInFlightError extends NamedError {
   }
 }
 
-interface Waiter {
-  start(): void;
-  timer: NodeJS.Timeout;
-}
-
 /**
  * At most `perKey` operations in flight per key (a merchant); the next `queue` wait their turn in
  * arrival order, each at most `waitMs`, and any more are refused at once. Per instance: it keeps
  * one merchant's heavy reads from filling this instance's pool.
  */
 export class KeyedConcurrency {
-  private readonly keys = new Map<string, { running: number; waiting: Waiter[] }>();
+  private readonly keys = new Map<string, { running: number; waiting: Array<() => void> }>();
 
   constructor(
     private readonly perKey: number,
@@ -46,17 +41,15 @@ export class KeyedConcurrency {
     if (entry.waiting.length >= this.queue) return Promise.reject(new TooManyInFlightError(retryAfterSeconds));
     const waiting = entry.waiting;
     return new Promise<void>((resolve, reject) => {
-      const waiter: Waiter = {
-        start: () => {
-          clearTimeout(waiter.timer);
-          resolve();
-        },
-        timer: setTimeout(() => {
-          waiting.splice(waiting.indexOf(waiter), 1);
-          reject(new TooManyInFlightError(retryAfterSeconds));
-        }, this.waitMs),
+      const timer = setTimeout(() => {
+        waiting.splice(waiting.indexOf(start), 1);
+        reject(new TooManyInFlightError(retryAfterSeconds));
+      }, this.waitMs);
+      const start = () => {
+        clearTimeout(timer);
+        resolve();
       };
-      waiting.push(waiter);
+      waiting.push(start);
     });
   }
 
@@ -64,7 +57,7 @@ export class KeyedConcurrency {
     const entry = this.keys.get(key)!;
     // The slot passes straight to the next in line, so a newcomer cannot overtake the queue.
     const next = entry.waiting.shift();
-    if (next) return next.start();
+    if (next) return next();
     entry.running -= 1;
     if (entry.running === 0) this.keys.delete(key);
   }
