@@ -1,3 +1,4 @@
+import { finished } from 'node:stream';
 import type { NextFunction, Request, Response } from 'express';
 import { context, SpanStatusCode, trace } from '@opentelemetry/api';
 import { ATTR, contextFromHeaders, SpanKind, tracer, tracingActive } from '../../libs/tracing/index.js';
@@ -10,10 +11,7 @@ export function traceRequests(req: Request, res: Response, next: NextFunction): 
   if (!tracingActive()) return next();
   const parent = contextFromHeaders(req.headers as Record<string, unknown>);
   const span = tracer().startSpan(req.method, { kind: SpanKind.SERVER, attributes: { [ATTR.httpMethod]: req.method, [ATTR.urlScheme]: req.protocol } }, parent);
-  let ended = false;
-  const end = () => {
-    if (ended) return;
-    ended = true;
+  finished(res, () => {
     const route = (req.route as { path?: unknown } | undefined)?.path;
     if (typeof route === 'string') {
       const template = `${req.baseUrl}${route}`;
@@ -26,8 +24,6 @@ export function traceRequests(req: Request, res: Response, next: NextFunction): 
       span.setStatus({ code: SpanStatusCode.ERROR });
     }
     span.end();
-  };
-  res.once('finish', end);
-  res.once('close', end);
+  });
   context.with(trace.setSpan(parent, span), next);
 }
