@@ -13,8 +13,8 @@ export const errorEnvelope = z.strictObject({
   data: z.null(),
 });
 
-/** What the admin API shows of an endpoint. */
-const endpointShown = {
+/** What the admin API shows of an endpoint (the portal too, but the last previous secret's expiry). */
+export const endpointShown = {
   id: z.string().describe('The endpoint id, ep_…'),
   description: z.string().nullable().describe('What the merchant calls it; null when not given'),
   url: z.string(),

@@ -4,7 +4,7 @@ import { endpointIdSchema as endpointIdPath, endpointInputSchema, endpointPatchS
 import { PORTAL_PERMISSIONS } from '../../../libs/portal/index.js';
 import { endpointIdSchema, listQuery, webhookDetail, webhookIdParams, webhookSummary } from '../log-routes.js';
 import { ADMIN_AUTH, MERCHANT_AUTH, merchantIdParams, READ_ONLY, type RouteDeclaration } from '../route-declaration.js';
-import { envelope, rotated } from '../schemas.js';
+import { endpointShown, envelope, rotated } from '../schemas.js';
 
 /**
  * The merchant portal's routes, its endpoints' among them, and the resend of one webhook: spread
@@ -32,27 +32,18 @@ const WRITE_ERRORS = {
   '503': 'service_unavailable, log_unavailable',
 };
 
-/** One endpoint as the portal shows it: never a secret. */
-const portalEndpointView = z.strictObject({
-  id: z.string().describe('The endpoint id, ep_…'),
-  description: z.string().nullable().describe('What the merchant calls it; null when not given'),
-  url: z.string(),
-  enabled: z.boolean(),
-  disabledReason: z.string().nullable().describe('failing (turned off automatically) or manual; null while enabled'),
-  disabledAt: z.string().nullable(),
-  disabledBy: z
-    .enum(['operator', 'merchant'])
-    .nullable()
-    .describe('Who turned a manual disable on: an endpoint the platform\'s operator turned off cannot be turned on from the portal; null otherwise'),
-  failingSince: z.string().nullable().describe('Its first failure after its last success, once it has failed for a tenth of ENDPOINT_DISABLE_AFTER; null: not failing'),
-  events: z.array(z.enum(EVENT_NAMES)),
-  allEvents: z.boolean().describe('true when the endpoint receives every event (no events filter)'),
-  orderByReference: z.boolean().describe('Order per reference: a webhook waits while an earlier one of its tnxRef / payout reference is not yet delivered, failed or skipped'),
-  secretCreatedAt: z.string().nullable().describe('When the current secret was issued; null when not recorded'),
-  previousSecrets: z.array(z.strictObject({ expiresAt: z.string() })),
-  maxPerSecond: z.number().int().nullable().describe('The throttle: at most this many webhooks a second; null: no limit'),
-  currentPerSecond: z.number().nullable().describe('Read-only: the rate sent at now, lower than maxPerSecond while the endpoint answers 429 or 503; null: no limit'),
-});
+/** One endpoint as the portal shows it: as the admin API does (never a secret), and who turned it off. */
+const portalEndpointView = z
+  .strictObject(endpointShown)
+  .omit({ previousSecretExpiresAt: true })
+  .extend({
+    disabledBy: z
+      .enum(['operator', 'merchant'])
+      .nullable()
+      .describe('Who turned a manual disable on: an endpoint the platform\'s operator turned off cannot be turned on from the portal; null otherwise'),
+    allEvents: z.boolean().describe('true when the endpoint receives every event (no events filter)'),
+    secretCreatedAt: z.string().nullable().describe('When the current secret was issued; null when not recorded'),
+  });
 
 const portalEndpointList = z.strictObject({
   endpoints: z.array(portalEndpointView),
