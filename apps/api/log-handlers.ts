@@ -12,41 +12,46 @@ export function listFilters(query: Record<string, unknown>): WebhookFilters {
   return query as z.output<typeof listQuery>;
 }
 
+/**
+ * A read of the log counted against `key`, its reads a minute (LOG_RATE_LIMIT) and in flight at once:
+ * the merchant id (its API's reads and its portal's count together), or an operator's for it.
+ */
+export async function readLog<T>(deps: ApiDeps, key: string, work: (log: DeliveryLogQueries) => Promise<T>): Promise<T> {
+  const log = deps.log;
+  if (!log) throw new ApiError(503, 'log_disabled', 'The delivery log is switched off on this service (DELIVERY_LOG=off)');
+  await take(deps.logLimiter, key, 'delivery log reads');
+  return deps.logConcurrency.run(key, () => work(log));
+}
+
 /** The delivery log's reads: the merchant's own (/nucleus), or any merchant's (/admin, behind the admin router's auth). */
 export function mountLogRoutes(router: Router, deps: ApiDeps, isAdmin: boolean): void {
   const base = isAdmin ? '/admin' : '';
-  const merchantOf = async (req: Request, params: Record<string, unknown>) =>
-    isAdmin ? (params.merchantId as string) : (await deps.auth.authenticate(req.get('x-auth-token'), req.get('authorization'))).id;
+  // An operator's reads count apart from the merchant's own (`key`), so that support does not use them up.
+  const reader = async (req: Request, params: Record<string, unknown>) => {
+    const merchantId = isAdmin ? (params.merchantId as string) : (await deps.auth.authenticate(req.get('x-auth-token'), req.get('authorization'))).id;
+    return { merchantId, key: isAdmin ? `admin ${merchantId}` : merchantId };
+  };
   const ids = isAdmin
     ? ({ list: 'adminListWebhooks', get: 'adminGetWebhook', feed: 'adminListEvents' } as const)
     : ({ list: 'listWebhooks', get: 'getWebhook', feed: 'listEvents' } as const);
 
-  // An operator's reads count apart from the merchant's own, so that support does not use them up.
-  const read = async <T>(merchantId: string, work: (log: DeliveryLogQueries) => Promise<T>): Promise<T> => {
-    const log = deps.log;
-    if (!log) throw new ApiError(503, 'log_disabled', 'The delivery log is switched off on this service (DELIVERY_LOG=off)');
-    const key = isAdmin ? `admin ${merchantId}` : merchantId;
-    await take(deps.logLimiter, key, 'delivery log reads');
-    return deps.logConcurrency.run(key, () => work(log));
-  };
-
   mount(router, ids.list, async (req, res, { params, query }) => {
-    const merchantId = await merchantOf(req, params);
-    const page = await read(merchantId, (log) => log.listWebhooks(merchantId, listFilters(query)));
+    const { merchantId, key } = await reader(req, params);
+    const page = await readLog(deps, key, (log) => log.listWebhooks(merchantId, listFilters(query)));
     res.json({ message: `${page.webhooks.length} webhook(s)`, error: null, data: page });
   }, base);
 
   mount(router, ids.get, async (req, res, { params }) => {
-    const merchantId = await merchantOf(req, params);
+    const { merchantId, key } = await reader(req, params);
     const webhookId = params.webhookId as string;
-    const webhook = await read(merchantId, (log) => log.getWebhook(merchantId, webhookId));
+    const webhook = await readLog(deps, key, (log) => log.getWebhook(merchantId, webhookId));
     if (!webhook) throw notFound('webhook_not_found', `No webhook ${webhookId.slice(0, 200)} in the delivery log`);
     res.json({ message: `webhook ${webhookId}`, error: null, data: webhook });
   }, base);
 
   mount(router, ids.feed, async (req, res, { params, query }) => {
-    const merchantId = await merchantOf(req, params);
-    const page = await read(merchantId, (log) => log.feed(merchantId, query.after as string | undefined, query.limit as number));
+    const { merchantId, key } = await reader(req, params);
+    const page = await readLog(deps, key, (log) => log.feed(merchantId, query.after as string | undefined, query.limit as number));
     res.json({ message: `${page.events.length} event(s)`, error: null, data: page });
   }, base);
 }

@@ -1,13 +1,12 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { Request, Router } from 'express';
-import type { DeliveryLogQueries } from '../../../libs/delivery-store/index.js';
 import { type Actor, directoryNow, disabledByOperator, type Merchant, recordAudit } from '../../../libs/merchants/index.js';
 import { keyDigestOf, linkLifetimeMs, PortalLinkError, type PortalPermission, type PortalSession, type PortalSessions } from '../../../libs/portal/index.js';
 import { USER_AGENT } from '../../dispatcher/program.js';
 import type { ApiDeps } from '../deps.js';
 import { ApiError, badRequest, notFound } from '../errors.js';
 import { clientKey, take } from '../rate-limit.js';
-import { listFilters } from '../log-handlers.js';
+import { listFilters, readLog } from '../log-handlers.js';
 import { resendOne } from '../resend-routes.js';
 import { mount } from '../mount.js';
 import { portalSessionInput } from './routes.js';
@@ -26,9 +25,9 @@ export const RECOVER_MAX = 1_000;
 const sessionRequired = () => new ApiError(401, 'portal_session_required', 'No portal session, or it has expired: open a new portal link');
 
 /** The delivery log holds the portal's sessions and everything it shows. */
-function logOf(deps: ApiDeps): { log: DeliveryLogQueries; sessions: PortalSessions } {
-  if (!deps.log || !deps.portal.sessions) throw new ApiError(503, 'log_disabled', 'The merchant portal needs the delivery log, which is switched off here (DELIVERY_LOG=off)');
-  return { log: deps.log, sessions: deps.portal.sessions };
+function sessionsOf(deps: ApiDeps): PortalSessions {
+  if (!deps.portal.sessions) throw new ApiError(503, 'log_disabled', 'The merchant portal needs the delivery log, which is switched off here (DELIVERY_LOG=off)');
+  return deps.portal.sessions;
 }
 
 /** POST /admin/merchants/{id}/portal-sessions, on the admin router (already authenticated). */
@@ -45,7 +44,7 @@ export function mountPortalAdmin(router: Router, deps: ApiDeps): void {
     if (!merchant) throw notFound('merchant_not_found', `No merchant ${merchantId}`);
     // Left out, a link only shows: each power it gives is asked for by name.
     const permissions = input.data.permissions ?? [];
-    const link = await logOf(deps).sessions.createLink(merchantId, permissions, lifetime, keyDigestOf(merchant.publicKey));
+    const link = await sessionsOf(deps).createLink(merchantId, permissions, lifetime, keyDigestOf(merchant.publicKey));
     if (deps.audit) await recordAudit(deps.audit, merchantId, 'portal.link_minted', { permissions, expiresAt: link.expiresAt }, res.locals.actor as Actor);
     deps.logger.info('portal link issued', { merchantId, permissions, expiresAt: link.expiresAt });
     // The token is in the fragment: browsers never send it to a server, a proxy log or a Referer.
@@ -55,7 +54,7 @@ export function mountPortalAdmin(router: Router, deps: ApiDeps): void {
 
   mount(router, 'revokePortalSessions', async (req, res, { params }) => {
     const merchantId = params.merchantId as string;
-    const ended = await logOf(deps).sessions.endMerchant(merchantId);
+    const ended = await sessionsOf(deps).endMerchant(merchantId);
     if (deps.audit) await recordAudit(deps.audit, merchantId, 'portal.sessions_revoked', ended, res.locals.actor as Actor);
     deps.logger.info('portal sessions revoked', { merchantId, ...ended });
     res.json({ message: `${ended.sessions} portal session(s) and ${ended.links} unused link(s) of merchant ${merchantId} ended`, error: null, data: ended });
@@ -123,7 +122,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
   const session = async (req: Request): Promise<PortalSession> => {
     const id = sessionId(req);
     if (!id || id.length > 100) throw sessionRequired();
-    const found = await logOf(deps).sessions.session(id);
+    const found = await sessionsOf(deps).session(id);
     if (!found) throw sessionRequired();
     const stale = () => outlived(deps.merchants.byId(found.merchantId), found);
     if (stale()) {
@@ -131,7 +130,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
       // that made the session (a new key, the merchant made on another replica) yet.
       await deps.merchants.poll?.();
       if (stale()) {
-        await logOf(deps).sessions.end(id);
+        await sessionsOf(deps).end(id);
         deps.logger.info('portal session ended: the merchant changed since its link was minted', { merchantId: found.merchantId });
         throw sessionRequired();
       }
@@ -154,19 +153,13 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
   const audit = async (found: PortalSession, req: Request, action: string, changes: Record<string, unknown>) => {
     if (deps.audit) await recordAudit(deps.audit, found.merchantId, action, changes, portalActor(found, req));
   };
-  /** Reads count against the merchant's log limits, as its own API calls do. */
-  const read = async <T>(merchantId: string, work: (log: DeliveryLogQueries) => Promise<T>): Promise<T> => {
-    const { log } = logOf(deps);
-    await take(deps.logLimiter, merchantId, 'delivery log reads');
-    return deps.logConcurrency.run(merchantId, () => work(log));
-  };
   const sessionView = ({ merchantId, permissions, expiresAt, csrfToken }: PortalSession) => ({ merchantId, permissions, expiresAt, csrfToken, settingsWritable: deps.settings !== undefined });
 
   mount(app, 'openPortalSession', async (req, res) => {
     const token = (req.body as { token?: unknown } | undefined)?.token;
     fromPortalPage(req, deps);
     if (typeof token !== 'string' || token.length === 0 || token.length > 200) throw badRequest('invalid_body', 'Give the link\'s token: {"token": "..."}');
-    const { sessions } = logOf(deps);
+    const sessions = sessionsOf(deps);
     // Forged or guessed: refused by the HMAC before any query (redeem says the same), not counted;
     // nor a token this replica already refused (redeem answers it from memory).
     if (!sessions.wellFormed(token)) throw new ApiError(401, 'portal_link_invalid', 'This portal link is not valid: ask for a new one');
@@ -188,7 +181,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
 
   mount(app, 'portalLogout', async (req, res) => {
     const found = await writer(req, 'view');
-    await logOf(deps).sessions.end(sessionId(req)!);
+    await sessionsOf(deps).end(sessionId(req)!);
     res.set('set-cookie', `${cookieName}=; ${cookieAttributes}; Max-Age=0`);
     deps.logger.info('portal session ended by logout', { merchantId: found.merchantId });
     res.json({ message: 'logged out', error: null, data: null });
@@ -201,21 +194,21 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
 
   mount(app, 'portalOverview', async (req, res) => {
     const found = await session(req);
-    const health = await read(found.merchantId, () => deps.portal.health(found.merchantId));
+    const health = await readLog(deps, found.merchantId, () => deps.portal.health(found.merchantId));
     const endpoints = await portalEndpointsOf(deps.audit, deps.merchants.byId(found.merchantId), directoryNow(deps.merchants));
     res.json({ message: 'overview', error: null, data: { merchantId: found.merchantId, endpoints, health } });
   });
 
   mount(app, 'portalListWebhooks', async (req, res, { query }) => {
     const found = await session(req);
-    const page = await read(found.merchantId, (log) => log.listWebhooks(found.merchantId, listFilters(query)));
+    const page = await readLog(deps, found.merchantId, (log) => log.listWebhooks(found.merchantId, listFilters(query)));
     res.json({ message: `${page.webhooks.length} webhook(s)`, error: null, data: page });
   });
 
   mount(app, 'portalGetWebhook', async (req, res, { params }) => {
     const found = await session(req);
     const webhookId = params.webhookId as string;
-    const webhook = await read(found.merchantId, (log) => log.getWebhook(found.merchantId, webhookId));
+    const webhook = await readLog(deps, found.merchantId, (log) => log.getWebhook(found.merchantId, webhookId));
     if (!webhook) throw notFound('webhook_not_found', `No webhook ${webhookId.slice(0, 200)} in the delivery log`);
     const at = webhook.lastAttemptAt ?? webhook.firstSeenAt;
     const headers = {
@@ -258,7 +251,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     let truncated = false;
     // Pages of 100 within the merchant's read limits; a merchant with more than 1,000 recovers in rounds.
     do {
-      const page = await read(found.merchantId, (log) => log.listWebhooks(found.merchantId, { status: 'failed', since, cursor, limit: 100 }));
+      const page = await readLog(deps, found.merchantId, (log) => log.listWebhooks(found.merchantId, { status: 'failed', since, cursor, limit: 100 }));
       for (const w of page.webhooks) webhooks.push({ webhookId: w.webhookId, endpointId: w.endpointId, event: w.event, references: w.references, firstSeenAt: w.firstSeenAt });
       cursor = page.nextCursor ?? undefined;
       if (webhooks.length >= RECOVER_MAX && cursor) truncated = true;
