@@ -119,7 +119,6 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
   const ownFailuresDatabase = failuresDatabase === given || failuresDatabase === opened.database ? undefined : failuresDatabase;
   cleanup.add(() => ownFailuresDatabase?.close());
   let log: OpenedLog | undefined;
-  let health: LogHealth | undefined;
   let healthDatabase: Database | undefined;
   if (config.DELIVERY_LOG === 'on') {
     if (config.DATABASE_URL && !given) {
@@ -132,13 +131,12 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
       log = await openDeliveryLog(config, broker, logger, given);
     }
     cleanup.add(() => Promise.all([log?.close(), healthDatabase?.close()]));
-    health = new LogHealth(healthDatabase ?? log.database, topologyNames(config.TOPOLOGY_PREFIX).deliveries);
-    await health.start();
   }
-  // /readyz's check of PostgreSQL: the log's when there is a log, else one on the failures' database.
-  const databaseHealth = health ?? new LogHealth(failuresDatabase, topologyNames(config.TOPOLOGY_PREFIX).deliveries);
-  if (!health) await databaseHealth.start();
+  // /readyz's check of PostgreSQL, and how far behind the log is: on the log's database, else the failures'.
+  const databaseHealth = new LogHealth(healthDatabase ?? log?.database ?? failuresDatabase, topologyNames(config.TOPOLOGY_PREFIX).deliveries);
+  await databaseHealth.start();
   cleanup.add(() => databaseHealth.stop());
+  const health = log && databaseHealth;
 
   gaugeFrom(registry, METRIC_NAMES.brokerConnected, '1 while connected to RabbitMQ', () => (broker.isConnected ? 1 : 0));
   gaugeFrom(registry, METRIC_NAMES.merchantsUnreadable, 'Merchants whose newest row this program cannot open (a key it lacks): served at their last readable version', () => directory?.unreadable.length ?? 0);
