@@ -80,15 +80,12 @@ export const REMEMBERED_REFUSALS = 10_000;
  * a client over a shared limit then costs no query until it may try again.
  */
 export class RememberedRefusals implements RateLimiter {
-  private readonly until: BoundedMap<string, number>;
+  private readonly until = new BoundedMap<string, number>(REMEMBERED_REFUSALS);
 
   constructor(
     private readonly inner: RateLimiter,
     private readonly now: () => number = Date.now,
-    max = REMEMBERED_REFUSALS,
-  ) {
-    this.until = new BoundedMap(max);
-  }
+  ) {}
 
   /** The refusal still running for `key`, if any, without asking the limiter. */
   refused(key: string): Allowance | undefined {

@@ -1,4 +1,4 @@
-import { clientKey, MemoryRateLimiter, RememberedRefusals } from '../../apps/api/rate-limit.js';
+import { clientKey, MemoryRateLimiter, REMEMBERED_REFUSALS, RememberedRefusals } from '../../apps/api/rate-limit.js';
 
 describe('the per-address limit of the portal', () => {
   it('keys an IPv4 address as it is, an IPv4-mapped one as its IPv4, and an IPv6 one by its /64', () => {
@@ -32,8 +32,9 @@ describe('the per-address limit of the portal', () => {
   });
 
   it('keeps at most its bound of refusals, forgetting the oldest first, never all at once', async () => {
-    const limiter = new RememberedRefusals({ take: async () => ({ ok: false, retryAfterSeconds: 60 }) }, () => 0, 3);
-    for (const key of ['a', 'b', 'c', 'd']) await limiter.take(key);
-    expect(['a', 'b', 'c', 'd'].map((key) => limiter.refused(key) !== undefined)).toEqual([false, true, true, true]);
+    const limiter = new RememberedRefusals({ take: async () => ({ ok: false, retryAfterSeconds: 60 }) }, () => 0);
+    const keys = Array.from({ length: REMEMBERED_REFUSALS + 1 }, (_, i) => `k${i}`);
+    for (const key of keys) await limiter.take(key);
+    expect(keys.map((key) => limiter.refused(key) !== undefined)).toEqual([false, ...Array(REMEMBERED_REFUSALS).fill(true)]);
   });
 });
