@@ -148,16 +148,14 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
   const operational = new OperationalPublisher(broker, topologyNames(config.TOPOLOGY_PREFIX).operational, logger, { onPublished: (type) => operationalCounts.published(type), deadlineMs: 10_000 });
   const logDatabase = log && (options.wrapLogQueries?.(log.database) ?? log.database);
   const publisher = new EventPublisher(broker, config.TOPOLOGY_PREFIX);
+  const port = (server.address() as AddressInfo).port;
   const portal: PortalDeps = {
     sessions: logDatabase && new PortalSessions(logDatabase, new TokenSigner(config.SECRETS_KEY, config.SECRETS_KEY_PREVIOUS)),
     health: (merchantId) => endpointHealth(logDatabase!, merchantId),
     publish: (message, options) => publisher.publish(message, options),
-    baseUrl: () => {
-      if (config.PORTAL_PUBLIC_URL) return config.PORTAL_PUBLIC_URL;
-      // Development mode only: this API's own port, never the request's Host, which whoever calls may set.
-      if (!config.WEBHOOKS_DEV) throw new Error('PORTAL_PUBLIC_URL is required outside development mode');
-      return `http://127.0.0.1:${port}`;
-    },
+    // Without it (development mode only: the config requires it outside): this API's own port, never
+    // the request's Host, which whoever calls may set.
+    baseUrl: config.PORTAL_PUBLIC_URL ?? `http://127.0.0.1:${port}`,
     // Secure outside development mode, also on http://localhost (a secure context); `__Host-` needs https.
     secureCookies: !config.WEBHOOKS_DEV || (config.PORTAL_PUBLIC_URL?.startsWith('https:') ?? false),
     hostPrefixCookie: config.PORTAL_PUBLIC_URL?.startsWith('https:') ?? false,
@@ -204,7 +202,6 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
     merchantsUnreadable: () => directory?.unreadable.length ?? 0,
     portal,
   };
-  const port = (server.address() as AddressInfo).port;
   const adminServer = config.ADMIN_PORT === undefined ? undefined : await listen(createAdminApp(deps), config.ADMIN_PORT);
   // Start-up is over: the app answers on PORT from now on.
   server.removeAllListeners('request');

@@ -9,7 +9,7 @@ export interface PortalDeps {
   /** Publishes as upstream does; `test`: x-test-event (one attempt), `endpointId`: x-endpoint-id (that endpoint only). */
   publish(message: UpstreamMessage, options?: { test?: boolean; endpointId?: string }): Promise<{ messageId: string }>;
   /** Where links point and the portal's origin: PORTAL_PUBLIC_URL (without it, in dev mode, this API's port on 127.0.0.1); never what a request says. */
-  baseUrl(): string;
+  baseUrl: string;
   /** Secure cookies whatever the request says: outside development mode, and whenever PORTAL_PUBLIC_URL is https. */
   secureCookies: boolean;
   /** The cookie named `__Host-…` with Path=/ (PORTAL_PUBLIC_URL is https): no subdomain can set or shadow it. */

@@ -48,7 +48,7 @@ export function mountPortalAdmin(router: Router, deps: ApiDeps): void {
     if (deps.audit) await recordAudit(deps.audit, merchantId, 'portal.link_minted', { permissions, expiresAt: link.expiresAt }, res.locals.actor as Actor);
     deps.logger.info('portal link issued', { merchantId, permissions, expiresAt: link.expiresAt });
     // The token is in the fragment: browsers never send it to a server, a proxy log or a Referer.
-    const url = `${deps.portal.baseUrl()}/portal/#token=${link.token}`;
+    const url = `${deps.portal.baseUrl}/portal/#token=${link.token}`;
     res.status(201).json({ message: `portal link for merchant ${merchantId}`, error: null, data: { url, expiresAt: link.expiresAt } });
   }, '/admin');
 
@@ -91,7 +91,7 @@ function portalActor(session: PortalSession, req: Request): Actor {
 function fromPortalPage(req: Request, deps: ApiDeps): void {
   const site = req.get('sec-fetch-site');
   const origin = req.get('origin');
-  if ((site !== undefined && site !== 'same-origin') || (origin !== undefined && origin !== new URL(deps.portal.baseUrl()).origin)) {
+  if ((site !== undefined && site !== 'same-origin') || (origin !== undefined && origin !== new URL(deps.portal.baseUrl).origin)) {
     throw new ApiError(403, 'cross_origin_write', 'Portal writes come from the portal\'s own page');
   }
 }
