@@ -48,7 +48,6 @@ export interface ApiOptions {
   signal?: AbortSignal;
   /** The database when the caller opened it (npm start shares one PGlite between the programs). */
   database?: Database;
-  merchantsPollMs?: number;
   /** Instead of RESEND_CONFIRM_DEADLINE_MS: how long a resend waits for its copy's confirm before 503 resend_outcome_unknown. */
   resendConfirmDeadlineMs?: number;
   /** Wraps what the log's reads run on: tests make one merchant's queries slow with it. */
@@ -104,7 +103,7 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
     );
   } else await awaitSchemaAt(config.DATABASE_URL!, 'webhooks-api schema check', logger, { signal: options.signal, onState });
   progress.waitFor(config.MERCHANTS_FILE ? 'RabbitMQ' : 'the merchant database');
-  const opened = await openMerchants(config, logger, { database: given, applicationName: 'webhooks-api merchants', signal: options.signal, pollIntervalMs: options.merchantsPollMs, seedFile: config.WEBHOOKS_DEV ? DEV_MERCHANTS_FILE : undefined, openSecrets: false });
+  const opened = await openMerchants(config, logger, { database: given, applicationName: 'webhooks-api merchants', signal: options.signal, seedFile: config.WEBHOOKS_DEV ? DEV_MERCHANTS_FILE : undefined, openSecrets: false });
   cleanup.add(() => opened.close());
   const directory = opened.writable;
   progress.waitFor('RabbitMQ');
