@@ -2,7 +2,6 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { createRemoteJWKSet, errors as joseErrors, type JWTPayload, type JWTVerifyGetKey, jwtVerify } from 'jose';
 import type { Merchant, MerchantDirectory } from '../../libs/merchants/index.js';
 import { ApiError, retryAfter, unauthorized } from './errors.js';
-import { NamedError } from '../../libs/runtime/index.js';
 
 export const ADMIN_SCOPE = 'webhooks:admin';
 
@@ -31,7 +30,7 @@ export class Authenticator {
       this.verifyKey = (header, token) =>
         remote(header, token).catch((err: unknown) => {
           if (err instanceof joseErrors.JWKSNoMatchingKey || err instanceof joseErrors.JWKSMultipleMatchingKeys) throw err;
-          throw new AuthServiceUnavailableError(err);
+          throw new ApiError(503, 'auth_unavailable', 'The auth service could not be reached to check the access token; try again shortly', retryAfter(5_000));
         });
       this.algorithms = ['RS256', 'PS256', 'ES256', 'EdDSA'];
     }
@@ -72,10 +71,8 @@ export class Authenticator {
       });
       return payload;
     } catch (err) {
+      if (err instanceof ApiError) throw err;
       if (err instanceof joseErrors.JWTExpired) throw unauthorized('token_expired', 'The access token has expired');
-      if (err instanceof AuthServiceUnavailableError) {
-        throw new ApiError(503, 'auth_unavailable', 'The auth service could not be reached to check the access token; try again shortly', retryAfter(5_000));
-      }
       throw unauthorized('invalid_credentials', invalid);
     }
   }
@@ -87,12 +84,6 @@ export class Authenticator {
     const given = digest(publicKey);
     const expected = digest(merchant?.publicKey ?? '\u0000no-merchant');
     return timingSafeEqual(given, expected) && merchant ? merchant : undefined;
-  }
-}
-
-class AuthServiceUnavailableError extends NamedError {
-  constructor(cause: unknown) {
-    super('the auth service key set could not be fetched', { cause });
   }
 }
 
