@@ -55,11 +55,7 @@ function loaded() {
   return (assets ??= { js: modules(), css: asset(PORTAL_CSS, 'text/css; charset=utf-8') });
 }
 
-/**
- * The most the page's modules may weigh together, gzipped each alone, in bytes: portal-api.test.ts
- * fails past it, and docs/portal.md says so. The Endpoints screens brought the script from 8.4 KB to
- * 12.9 KB, the log grouped by endpoint to 13.6 KB, one webhook's deliveries per endpoint to 13.8 KB.
- */
+/** The most the page's modules may weigh together, gzipped each alone, in bytes: portal-api.test.ts fails past it, as docs/portal.md says. */
 export const PORTAL_SCRIPT_GZIP_BUDGET = 14_300;
 
 /** The shipped script's weight (every module the page loads), for docs/portal.md and the test that keeps it small. */
