@@ -48,8 +48,7 @@ export function adminRouter(deps: ApiDeps): express.Router {
 
   mount(router, 'putMerchant', async (req, res, { params }) => {
     const merchantId = params.merchantId as string;
-    const settings = writable(deps);
-    const written = await settings.put(merchantId, bodyOf(merchantInputSchema, req), guardsOf(req, res));
+    const written = await writable(deps).put(merchantId, bodyOf(merchantInputSchema, req), guardsOf(req, res));
     deps.logger.info('merchant settings saved through the admin API', { merchantId, created: written.created, replayed: written.replayed });
     const message = `merchant ${merchantId} ${written.created ? 'created' : 'updated'}`;
     send(res, written.created ? 201 : 200, message, await withCurrentRate(deps.audit, written.view), written.version, written.replayed);
@@ -57,8 +56,7 @@ export function adminRouter(deps: ApiDeps): express.Router {
 
   mount(router, 'patchMerchant', async (req, res, { params }) => {
     const merchantId = params.merchantId as string;
-    const settings = writable(deps);
-    const written = await settings.patch(merchantId, bodyOf(merchantPatchSchema, req), guardsOf(req, res));
+    const written = await writable(deps).patch(merchantId, bodyOf(merchantPatchSchema, req), guardsOf(req, res));
     deps.logger.info('merchant settings changed through the admin API', { merchantId, replayed: written.replayed });
     send(res, 200, `merchant ${merchantId} updated`, await withCurrentRate(deps.audit, written.view), written.version, written.replayed);
   }, base);
