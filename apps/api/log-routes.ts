@@ -111,8 +111,7 @@ const LOG_ERRORS = {
 };
 const NOT_FOUND = { '404': 'webhook_not_found: no such webhook for this merchant (or not recorded yet: the log may be behind)' };
 
-const list = envelope(z.strictObject({ webhooks: z.array(webhookSummary), nextCursor: z.string().nullable() }));
-const detail = envelope(webhookDetail);
+export const webhookPage = envelope(z.strictObject({ webhooks: z.array(webhookSummary), nextCursor: z.string().nullable() }));
 const feed = envelope(
   z.strictObject({
     events: z.array(feedEvent),
@@ -141,7 +140,7 @@ const MERCHANT_LOG_ROUTES = [
     description: LIST_TEXT,
     security: MERCHANT_AUTH,
     input: { query: listQuery },
-    output: { '200': { description: 'A page of webhooks', schema: list } },
+    output: { '200': { description: 'A page of webhooks', schema: webhookPage } },
     errors: LOG_ERRORS,
   },
   {
@@ -151,7 +150,7 @@ const MERCHANT_LOG_ROUTES = [
     summary: "One webhook with its payload, each endpoint's delivery and every attempt",
     security: MERCHANT_AUTH,
     input: { params: webhookIdParams },
-    output: { '200': { description: 'The webhook', schema: detail } },
+    output: { '200': { description: 'The webhook', schema: envelope(webhookDetail) } },
     errors: { ...LOG_ERRORS, ...NOT_FOUND },
   },
   {

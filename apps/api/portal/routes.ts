@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { EVENT_NAMES } from '../../../libs/contracts/index.js';
 import { endpointIdSchema as endpointIdPath, endpointInputSchema, endpointPatchSchema, rotateInputSchema } from '../../../libs/merchants/index.js';
 import { PORTAL_PERMISSIONS } from '../../../libs/portal/index.js';
-import { endpointIdSchema, listQuery, webhookDetail, webhookIdParams, webhookSummary } from '../log-routes.js';
+import { endpointIdSchema, listQuery, webhookDetail, webhookIdParams, webhookPage, webhookSummary } from '../log-routes.js';
 import { ADMIN_AUTH, MERCHANT_AUTH, merchantIdParams, READ_ONLY, type RouteDeclaration } from '../route-declaration.js';
 import { endpointShown, envelope, rotated } from '../schemas.js';
 
@@ -235,7 +235,7 @@ export const PORTAL_ROUTES = [
     summary: 'The session\'s merchant\'s webhooks (the delivery log)',
     security: PORTAL_AUTH,
     input: { query: listQuery },
-    output: { '200': { description: 'A page', schema: envelope(z.strictObject({ webhooks: z.array(webhookSummary), nextCursor: z.string().nullable() })) } },
+    output: { '200': { description: 'A page', schema: webhookPage } },
     errors: READ_ERRORS,
   },
   {
