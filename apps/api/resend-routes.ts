@@ -17,9 +17,8 @@ export function mountResends(app: Router, deps: ApiDeps): void {
     next();
   };
 
-  app.use('/nucleus/tnx/webhook', countResends);
   // The resend of one webhook by id (the portal's Resend and Recover call it) is a resend as well.
-  app.use(/^\/nucleus\/webhooks\/[^/]+\/resend$/, countResends);
+  app.use(['/nucleus/tnx/webhook', /^\/nucleus\/webhooks\/[^/]+\/resend$/], countResends);
   mount(app, 'resendWebhook', async (req, res) => {
     const reference = referenceFrom(req);
     const merchant = await deps.auth.authenticate(req.get('x-auth-token'), req.get('authorization'));
