@@ -39,7 +39,6 @@ export const ADMIN_ERRORS = {
   '401': 'missing_credentials, invalid_credentials, token_expired',
   '403': "insufficient_scope: the token lacks webhooks:admin (a merchant's token)",
   '405': 'method_not_allowed',
-  '413': 'Request body too large',
   '503': 'service_unavailable: the broker or the merchant directory is not available yet; auth_unavailable',
 };
 export const IDEMPOTENCY_ERRORS = {

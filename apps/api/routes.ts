@@ -72,11 +72,9 @@ export const ROUTES = [
         "could deliver twice, so wait for Retry-After (the rest of that resend's 30 s claim), then a resend answers 404 if it " +
         'was delivered or 200 if it never left. Of two concurrent resends of one reference, one answers 200 and the other 409 ' +
         '(or 404 if the first had already finished); the webhook is delivered once.',
-      '413': 'Request body too large',
       '429':
         'rate_limited: over RESEND_RATE_LIMIT, counted on all replicas together. too_many_resends: every failed webhook of the ' +
         'reference was resent 10 times in the last 24 hours (a webhook cannot be turned into a stream of POSTs). See Retry-After',
-      '431': 'Request headers too large',
       '503':
         'service_unavailable: broker unavailable or slow to confirm (flow control) before anything was resent, or PostgreSQL ' +
         '(the failure index) not answering; retry after Retry-After. resend_outcome_unknown: the copy was published but the broker did not ' +

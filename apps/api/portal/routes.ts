@@ -28,7 +28,6 @@ const WRITE_ERRORS = {
   '403':
     'csrf_token_invalid: x-csrf-token missing or not this session\'s; permission_denied: the link did not grant this; ' +
     'cross_origin_write: Origin or Sec-Fetch-Site says the request does not come from the portal\'s page',
-  '413': 'Request body too large',
   '503': 'service_unavailable, log_unavailable',
 };
 
