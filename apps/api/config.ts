@@ -43,8 +43,8 @@ function trustProxy() {
     .string()
     .optional()
     .transform((text, ctx): number | string[] | undefined => {
-      if (text === undefined || text.trim() === '' || text.trim() === 'false') return undefined;
-      const value = text.trim();
+      const value = text?.trim();
+      if (!value || value === 'false') return undefined;
       if (/^\d{1,2}$/.test(value)) return Number(value) === 0 ? undefined : Number(value);
       if (value === 'true') {
         return refuse(ctx, 'must not be true (any client could name its own address in X-Forwarded-For): give the proxies\' hop count, e.g. 1, or their addresses or CIDRs');
