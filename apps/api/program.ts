@@ -62,10 +62,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
   const server = await listen(startingHandler(progress), config.PORT);
   // What start-up opens, closed if a later step fails (ADMIN_PORT taken, the broker refused...).
   const cleanup = new Cleanup();
-  cleanup.add(() => {
-    server.close();
-    server.closeAllConnections();
-  });
+  cleanup.add(() => drain(server, 0));
   return cleanup.guard(() => startParts(config, logger, options, server, progress, cleanup));
 }
 
