@@ -64,14 +64,6 @@ export function portalScriptWeight(): { bytes: number; gzipBytes: number } {
   return { bytes: js.reduce((n, item) => n + item.body.length, 0), gzipBytes: js.reduce((n, item) => n + item.gzip.length, 0) };
 }
 
-function send(req: Request, res: Response, item: Asset, cache: string): void {
-  const gzip = /\bgzip\b/.test(req.get('accept-encoding') ?? '');
-  // The ETag makes res.send answer 304 to an If-None-Match that names it.
-  res.set({ 'content-type': item.type, 'cache-control': cache, vary: 'accept-encoding', etag: `"${item.hash}"` });
-  if (gzip) res.set('content-encoding', 'gzip');
-  res.send(gzip ? item.gzip : item.body);
-}
-
 function shell(js: Asset, css: Asset): string {
   return `<!doctype html>
 <html lang="en">
@@ -118,10 +110,15 @@ export function servePortalAssets(app: Router, frameAncestors: readonly string[]
     "form-action 'self'",
     `frame-ancestors 'self'${frameAncestors.map((origin) => ` ${origin}`).join('')}`,
   ].join('; ');
-  const headers = (res: Response) => {
+  const send = (req: Request, res: Response, item: Asset, cache: string) => {
     res.set('content-security-policy', csp);
     // frame-ancestors decides embedding; X-Frame-Options (helmet's SAMEORIGIN) would refuse a dashboard on another origin.
     if (frameAncestors.length > 0) res.removeHeader('x-frame-options');
+    const gzip = /\bgzip\b/.test(req.get('accept-encoding') ?? '');
+    // The ETag makes res.send answer 304 to an If-None-Match that names it.
+    res.set({ 'content-type': item.type, 'cache-control': cache, vary: 'accept-encoding', etag: `"${item.hash}"` });
+    if (gzip) res.set('content-encoding', 'gzip');
+    res.send(gzip ? item.gzip : item.body);
   };
   let page: Asset | undefined;
   // Routing is not strict: this route is /portal and /portal/; the page's links need the slash.
@@ -129,7 +126,6 @@ export function servePortalAssets(app: Router, frameAncestors: readonly string[]
     if (!req.path.endsWith('/')) return res.redirect(301, '/portal/');
     const { js, css } = loaded();
     page ??= asset(shell(js.get('portal')!, css), 'text/html; charset=utf-8');
-    headers(res);
     send(req, res, page, 'no-store');
   });
   // The modules the page imports (portal.js and the screens'); nothing else is served from here.
@@ -137,11 +133,9 @@ export function servePortalAssets(app: Router, frameAncestors: readonly string[]
     const name = /^([a-z][a-z0-9-]*)\.js$/.exec(req.params.module ?? '')?.[1];
     const item = name === undefined ? undefined : loaded().js.get(name);
     if (!item) return next();
-    headers(res);
     send(req, res, item, 'public, max-age=31536000, immutable');
   });
   app.get('/portal/portal.css', (req, res) => {
-    headers(res);
     send(req, res, loaded().css, 'public, max-age=31536000, immutable');
   });
 }
