@@ -81,33 +81,15 @@ function paths(): Json {
   return out;
 }
 
+const signed = (name: string, schema: Json, example: string, description: string) => ({ name, in: 'header', required: true, description, schema, example });
 const SIGNATURE_HEADERS = [
-  {
-    name: 'webhook-id',
-    in: 'header',
-    required: true,
-    description: "The webhook's id (the upstream messageId): the same on every attempt and resend, so a merchant can drop a duplicate by it.",
-    schema: { type: 'string', maxLength: 200 },
-    example: 'evt_5e0c7c2a',
-  },
-  {
-    name: 'webhook-timestamp',
-    in: 'header',
-    required: true,
-    description: 'Seconds since the epoch when this attempt was signed; refuse one far from your clock (Standard Webhooks: 5 minutes) against replays.',
-    schema: { type: 'string', pattern: '^[0-9]+$' },
-    example: '1777629600',
-  },
-  {
-    name: 'webhook-signature',
-    in: 'header',
-    required: true,
-    description:
-      "Space-separated `v1,<base64 HMAC-SHA256 of '<webhook-id>.<webhook-timestamp>.<body>'>` with the merchant's whsec_ secret (base64 after the prefix). " +
-      "During a secret rotation's grace period there is one signature per secret: accept the request when any of them verifies. The standardwebhooks libraries do this.",
-    schema: { type: 'string' },
-    example: 'v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=',
-  },
+  signed('webhook-id', { type: 'string', maxLength: 200 }, 'evt_5e0c7c2a',
+    "The webhook's id (the upstream messageId): the same on every attempt and resend, so a merchant can drop a duplicate by it."),
+  signed('webhook-timestamp', { type: 'string', pattern: '^[0-9]+$' }, '1777629600',
+    'Seconds since the epoch when this attempt was signed; refuse one far from your clock (Standard Webhooks: 5 minutes) against replays.'),
+  signed('webhook-signature', { type: 'string' }, 'v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=',
+    "Space-separated `v1,<base64 HMAC-SHA256 of '<webhook-id>.<webhook-timestamp>.<body>'>` with the merchant's whsec_ secret (base64 after the prefix). " +
+      "During a secret rotation's grace period there is one signature per secret: accept the request when any of them verifies. The standardwebhooks libraries do this."),
 ];
 
 /** An operational event of each type as the dispatcher builds it (fixed values: the document does not change between builds). */
@@ -176,6 +158,9 @@ function webhooks(): Json {
   return Object.fromEntries([...toMerchants, ...toPlatform]);
 }
 
+const bearer = (description: string) => ({ type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description });
+const apiKey = (where: 'header' | 'cookie', name: string, description: string) => ({ type: 'apiKey', in: where, name, description });
+
 export const openApiDocument = {
   openapi: '3.1.0',
   info: {
@@ -192,36 +177,11 @@ export const openApiDocument = {
   webhooks: webhooks(),
   components: {
     securitySchemes: {
-      adminToken: {
-        type: 'http',
-        scheme: 'bearer',
-        bearerFormat: 'JWT',
-        description: 'Access token from the platform auth service whose scope includes webhooks:admin',
-      },
-      merchantPublicKey: {
-        type: 'apiKey',
-        in: 'header',
-        name: 'x-auth-token',
-        description: 'Merchant public key (dashboard: Settings, Generate API keys, Merchant public key)',
-      },
-      accessToken: {
-        type: 'http',
-        scheme: 'bearer',
-        bearerFormat: 'JWT',
-        description: 'Access token from the platform auth service; sub is the merchant id',
-      },
-      portalSession: {
-        type: 'apiKey',
-        in: 'cookie',
-        name: 'webhooks_portal',
-        description: 'The merchant portal\'s session, set by POST /portal/api/session from a single-use link',
-      },
-      portalCsrf: {
-        type: 'apiKey',
-        in: 'header',
-        name: 'x-csrf-token',
-        description: 'The session\'s CSRF token (GET /portal/api/session), on every portal write',
-      },
+      adminToken: bearer('Access token from the platform auth service whose scope includes webhooks:admin'),
+      merchantPublicKey: apiKey('header', 'x-auth-token', 'Merchant public key (dashboard: Settings, Generate API keys, Merchant public key)'),
+      accessToken: bearer('Access token from the platform auth service; sub is the merchant id'),
+      portalSession: apiKey('cookie', 'webhooks_portal', 'The merchant portal\'s session, set by POST /portal/api/session from a single-use link'),
+      portalCsrf: apiKey('header', 'x-csrf-token', 'The session\'s CSRF token (GET /portal/api/session), on every portal write'),
     },
     schemas: { ErrorEnvelope: jsonSchema(errorEnvelope, 'output') },
   },
