@@ -52,26 +52,21 @@ export const READ_ONLY_OR_KEY = `public_key_taken: another merchant has this pub
  * The headers of an admin write. Idempotency-Key: a repeat within 24 h, on any replica, gets the
  * first answer again. If-Match: compare-and-set for the dashboard, with the ETag of a GET.
  */
+const optionalHeader = (name: string, schema: object, description: string) => ({ name, in: 'header', required: false, description, schema });
 export const GUARDED_WRITE_HEADERS = [
-  {
-    name: 'Idempotency-Key',
-    in: 'header',
-    required: false,
-    description:
-      'Makes the write safe to repeat (a timeout, a 503, a double click): the same key within 24 hours gets the first ' +
+  optionalHeader(
+    'Idempotency-Key',
+    { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7e]+$' },
+    'Makes the write safe to repeat (a timeout, a 503, a double click): the same key within 24 hours gets the first ' +
       'answer again, secret included, from any replica and after restarts, and changes nothing; that answer carries ' +
       'Idempotent-Replayed: true. The same key with a different request answers 422 idempotency_key_reused. Use a new ' +
       'UUID per intended change.',
-    schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7e]+$' },
-  },
-  {
-    name: 'If-Match',
-    in: 'header',
-    required: false,
-    description:
-      'The ETag a GET of this merchant answered (its version, e.g. "7"): the write is made only if nobody changed ' +
+  ),
+  optionalHeader(
+    'If-Match',
+    { type: 'string', maxLength: 64 },
+    'The ETag a GET of this merchant answered (its version, e.g. "7"): the write is made only if nobody changed ' +
       'the merchant since, else 412 precondition_failed. * needs a merchant that exists, at any version; on PUT, "0" ' +
       'creates only a merchant that does not exist yet.',
-    schema: { type: 'string', maxLength: 64 },
-  },
-] as const;
+  ),
+];
