@@ -208,7 +208,6 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
   serving = true;
   let stopping: Promise<void> | undefined;
   return {
-    server,
     port,
     metricsPort: metrics?.port,
     adminPort,
