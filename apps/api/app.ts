@@ -28,8 +28,8 @@ function apiApp(deps: ApiDeps, routes: (app: express.Express) => void): express.
   app.use(traceRequests);
   app.use(helmet());
   app.use(express.json({ limit: REQUEST_BODY_LIMIT, strict: false, type: JSON_BODY_TYPES }));
-  // Admin answers carry secrets and /nucleus reads carry payloads: no cache may keep them.
-  app.use(['/admin', '/nucleus'], (_req, res, next) => {
+  // Admin answers carry secrets, /nucleus reads and the portal's API payloads (a secret once): no cache may keep them.
+  app.use(['/admin', '/nucleus', '/portal/api'], (_req, res, next) => {
     res.set('cache-control', 'no-store');
     next();
   });

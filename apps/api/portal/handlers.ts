@@ -105,11 +105,6 @@ function sameText(a: string, b: string): boolean {
 /** The merchant portal: its page and assets, and its API under /portal/api. Never on ADMIN_PORT. */
 export function mountPortal(app: Router, deps: ApiDeps): void {
   servePortalAssets(app, deps.portal.frameAncestors);
-  // Every answer holds a merchant's data (payloads, a secret once): no cache, shared or not, keeps it.
-  app.use('/portal/api', (_req, res, next) => {
-    res.set('cache-control', 'no-store');
-    next();
-  });
 
   const { hostPrefixCookie, secureCookies } = deps.portal;
   const cookieName = hostPrefixCookie ? `__Host-${SESSION_COOKIE}` : SESSION_COOKIE;
