@@ -24,25 +24,33 @@ export type CircuitState = CircuitKey & ({ open: true; cooldownMs?: number; prob
 /** A handed wait's bytes: its own endpoint's row, or the webhook's row from before endpoints ('' ). */
 export const CONTENT = `(SELECT b.content FROM webhook_bodies b WHERE b.merchant_id = w.merchant_id AND b.webhook_id = w.webhook_id AND b.endpoint_id = w.endpoint_id)`;
 
+/** A key's columns, a circuit's or a wait's, and each one's field of the key ('' when absent). */
+const KEY_COLUMNS = { circuit: ['merchant_id', 'endpoint_id'], wait: ['merchant_id', 'webhook_id', 'endpoint_id'] } as const;
+type Key = { merchantId: string; webhookId?: string; endpointId?: string };
+const FIELDS = { merchant_id: (k: Key) => k.merchantId, webhook_id: (k: Key) => k.webhookId ?? '', endpoint_id: (k: Key) => k.endpointId ?? '' };
+
 /**
- * Of the circuits' rows, only those keyed in $n, $n+1 (all when NULL), never those in $n+2, $n+3:
- * a probe or an unpark PostgreSQL refused is made again apart (WaitScheduler), without the
- * circuits whose parked waits it refuses.
+ * Of the rows, only those keyed in the arrays from $n (all when NULL), never those keyed in the
+ * arrays after them: a pick, probe or unpark PostgreSQL refused is made again apart (WaitScheduler),
+ * without the rows it refuses alone.
  */
-export function circuitsAmong(n: number): string {
-  return `($${n}::text[] IS NULL OR (merchant_id, endpoint_id) IN (SELECT * FROM unnest($${n}::text[], $${n + 1}::text[])))
-    AND (merchant_id, endpoint_id) NOT IN (SELECT * FROM unnest($${n + 2}::text[], $${n + 3}::text[]))`;
+export function among(n: number, of: keyof typeof KEY_COLUMNS): string {
+  const columns = KEY_COLUMNS[of];
+  const arrays = (from: number) => columns.map((_, i) => `$${from + i}::text[]`).join(', ');
+  return `($${n}::text[] IS NULL OR (${columns.join(', ')}) IN (SELECT * FROM unnest(${arrays(n)})))
+    AND (${columns.join(', ')}) NOT IN (SELECT * FROM unnest(${arrays(n + columns.length)}))`;
 }
 
-/** circuitsAmong's parameters. */
-export function circuitsParams(only: readonly CircuitKey[] | undefined, without: readonly CircuitKey[]): Array<string[] | null> {
-  return [only?.map((k) => k.merchantId) ?? null, only?.map((k) => k.endpointId) ?? null, without.map((k) => k.merchantId), without.map((k) => k.endpointId)];
+/** Which rows a pick, probe or unpark may take: only those (all when absent), never those without. */
+export interface Among<K extends Key> {
+  only?: readonly K[];
+  without?: readonly K[];
 }
 
-/** Which circuits a probe or an unpark may take: only those (all when absent), never those without. */
-export interface CircuitsAmong {
-  only?: readonly CircuitKey[];
-  without?: readonly CircuitKey[];
+/** among's parameters. */
+export function amongParams(of: keyof typeof KEY_COLUMNS, { only, without = [] }: Among<Key>): Array<string[] | null> {
+  const fields = KEY_COLUMNS[of].map((column) => FIELDS[column]);
+  return [...fields.map((field) => only?.map(field) ?? null), ...fields.map((field) => without.map(field))];
 }
 
 /**
@@ -53,7 +61,7 @@ export interface CircuitsAmong {
  */
 export const PROBE = `
 WITH due AS (
-  SELECT merchant_id, endpoint_id FROM wait_circuits WHERE probe_at <= now() AND NOT closing AND ${circuitsAmong(3)} ORDER BY probe_at LIMIT $1 FOR UPDATE SKIP LOCKED
+  SELECT merchant_id, endpoint_id FROM wait_circuits WHERE probe_at <= now() AND NOT closing AND ${among(3, 'circuit')} ORDER BY probe_at LIMIT $1 FOR UPDATE SKIP LOCKED
 ), probe AS (
   SELECT w.merchant_id, w.webhook_id, w.endpoint_id FROM due CROSS JOIN LATERAL (
     SELECT merchant_id, webhook_id, endpoint_id FROM webhook_waits w
@@ -80,7 +88,7 @@ SELECT * FROM handed UNION ALL SELECT merchant_id, NULL, endpoint_id, NULL, NULL
  */
 export const UNPARK = `
 WITH c AS (
-  SELECT merchant_id, endpoint_id FROM wait_circuits WHERE closing AND ${circuitsAmong(2)} LIMIT 1 FOR UPDATE SKIP LOCKED
+  SELECT merchant_id, endpoint_id FROM wait_circuits WHERE closing AND ${among(2, 'circuit')} LIMIT 1 FOR UPDATE SKIP LOCKED
 ), batch AS (
   SELECT w.merchant_id, w.webhook_id, w.endpoint_id FROM c CROSS JOIN LATERAL (
     SELECT x.merchant_id, x.webhook_id, x.endpoint_id FROM webhook_waits x

@@ -206,25 +206,18 @@ export class WaitScheduler {
 
   /**
    * One round: one closing circuit, not set aside. One PostgreSQL refuses (a parked wait it will not
-   * make due) is found by unparking each closing circuit apart, and set aside: taken first each
-   * round (no order), it held back every other closing circuit's waits.
+   * make due) is found by unparking the closing circuits apart (dueApart), and set aside: taken first
+   * each round (no order), it held back every other closing circuit's waits.
    */
   private async unparkRound(): Promise<boolean> {
-    const without = this.circuitsAside.keys();
-    try {
-      return await this.store.unparkClosed(WAIT_UNPARK_BATCH, { without });
-    } catch (err) {
-      if (!isDataRefusal(err)) throw err;
-    }
     let more = false;
-    for (const circuit of await this.store.closingCircuits(WAIT_PICK_BATCH, without)) {
-      try {
-        more = (await this.store.unparkClosed(WAIT_UNPARK_BATCH, { only: [circuit], without })) || more;
-      } catch (err) {
-        if (!isDataRefusal(err)) throw err;
-        this.refused(this.circuitsAside, circuit, "circuit's unpark not made: PostgreSQL refuses one of its parked waits; left as it is, out of the probes and unparks for a minute", err);
-      }
-    }
+    await this.dueApart(
+      this.circuitsAside,
+      (among) => this.store.unparkClosed(WAIT_UNPARK_BATCH, among),
+      (without) => this.store.closingCircuits(WAIT_PICK_BATCH, without),
+      (unparked) => void (more ||= unparked),
+      "circuit's unpark not made: PostgreSQL refuses one of its parked waits; left as it is, out of the probes and unparks for a minute",
+    );
     return more;
   }
 

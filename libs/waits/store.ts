@@ -1,6 +1,6 @@
 import { type Database, erasedMerchantSql, type Queryable } from '../delivery-store/index.js';
 import { HEADERS, type ScalarHeaders } from '../contracts/index.js';
-import { CIRCUIT_CHANNEL, type CircuitKey, type CircuitsAmong, circuitsAmong, type CircuitState, circuitsParams, closeIn, CONTENT, PROBE, UNPARK } from './circuits.js';
+import { among, type Among, amongParams, CIRCUIT_CHANNEL, type CircuitKey, type CircuitState, closeIn, CONTENT, PROBE, UNPARK } from './circuits.js';
 
 export { CIRCUIT_CHANNEL, type CircuitKey, type CircuitState, circuitOfPayload } from './circuits.js';
 
@@ -176,27 +176,6 @@ SELECT c.merchant_id, c.endpoint_id FROM wait_circuits c JOIN unnest($14::text[]
   ON c.merchant_id = x.merchant_id AND c.endpoint_id = x.endpoint_id WHERE NOT c.closing`;
 
 /**
- * Of the rows, only those keyed in $n…$n+2 (all when NULL), never those in $n+3…$n+5: a pick
- * PostgreSQL refused is made again apart (WaitScheduler), without the rows it refuses alone.
- */
-function among(n: number): string {
-  return `($${n}::text[] IS NULL OR (merchant_id, webhook_id, endpoint_id) IN (SELECT * FROM unnest($${n}::text[], $${n + 1}::text[], $${n + 2}::text[])))
-    AND (merchant_id, webhook_id, endpoint_id) NOT IN (SELECT * FROM unnest($${n + 3}::text[], $${n + 4}::text[], $${n + 5}::text[]))`;
-}
-
-/** Among's parameters. */
-function amongParams(only: readonly WaitKey[] | undefined, without: readonly WaitKey[]): Array<string[] | null> {
-  return [
-    only?.map((k) => k.merchantId) ?? null,
-    only?.map((k) => k.webhookId) ?? null,
-    only?.map((k) => k.endpointId ?? '') ?? null,
-    without.map((k) => k.merchantId),
-    without.map((k) => k.webhookId),
-    without.map((k) => k.endpointId ?? ''),
-  ];
-}
-
-/**
  * The pick: due rows, oldest first, that no other dispatcher holds (SKIP LOCKED), each with a new
  * hand and a lease (pick_at moves to its end): a hand-back lost on its way is handed on again. A
  * due row whose endpoint has a circuit row is parked instead, unless it was parked already (its
@@ -205,7 +184,7 @@ function amongParams(only: readonly WaitKey[] | undefined, without: readonly Wai
 const PICK = `
 WITH due AS (
   SELECT merchant_id, webhook_id, endpoint_id, parked, GREATEST(due_at, COALESCE(span_ends_at, 'infinity')) AS until FROM webhook_waits
-  WHERE pick_at <= now() AND ${among(3)} ORDER BY pick_at LIMIT $1 FOR UPDATE SKIP LOCKED
+  WHERE pick_at <= now() AND ${among(3, 'wait')} ORDER BY pick_at LIMIT $1 FOR UPDATE SKIP LOCKED
 ), open AS (
   SELECT merchant_id, endpoint_id FROM wait_circuits WHERE (merchant_id, endpoint_id) IN (SELECT merchant_id, endpoint_id FROM due WHERE NOT parked) AND NOT closing FOR SHARE
 ), decided AS (
@@ -240,6 +219,9 @@ WHERE w.merchant_id = t.merchant_id AND w.webhook_id = t.webhook_id AND w.endpoi
 RETURNING w.merchant_id, w.webhook_id, w.endpoint_id, w.hand, w.takes > $6 AS spent,
   w.headers -> '${HEADERS.ordered}' = 'true'::jsonb AND EXISTS (
     SELECT 1 FROM webhook_order o WHERE o.merchant_id = w.merchant_id AND o.endpoint_id = w.endpoint_id AND o.webhook_id = w.webhook_id AND o.ended_at IS NOT NULL) AS ended`;
+
+/** A circuit's key, as CircuitKey names its fields. */
+const CIRCUIT_KEY = 'merchant_id AS "merchantId", endpoint_id AS "endpointId"';
 
 type PickedRow = { merchant_id: string; webhook_id: string | null; endpoint_id: string | null; hand: number; headers: string; lease_end: string; content: Uint8Array | null };
 
@@ -331,27 +313,29 @@ export class WaitStore {
   }
 
   /** One round of UNPARK, on one closing circuit (among `circuits`): true when it made waits due or deleted the row (another round may). */
-  async unparkClosed(limit: number, circuits: CircuitsAmong = {}): Promise<boolean> {
-    const { rows } = await this.db.query<{ unparked: number; closed: number }>(UNPARK, [limit, ...circuitsParams(circuits.only, circuits.without ?? [])]);
+  async unparkClosed(limit: number, circuits: Among<CircuitKey> = {}): Promise<boolean> {
+    const { rows } = await this.db.query<{ unparked: number; closed: number }>(UNPARK, [limit, ...amongParams('circuit', circuits)]);
     return (rows[0]?.unparked ?? 0) > 0 || (rows[0]?.closed ?? 0) > 0;
   }
 
-  /** Up to `limit` closing circuits, not `without`: those an unpark PostgreSQL refused was to take, to be unparked apart. */
+  /**
+   * The keys of up to `limit` closing circuits, open circuits whose probe time came, or due waits
+   * (oldest first), not `without`: what an unpark, a probe or a pick PostgreSQL refused was to take,
+   * to be taken again apart.
+   */
   async closingCircuits(limit: number, without: readonly CircuitKey[]): Promise<CircuitKey[]> {
-    const { rows } = await this.db.query<{ merchant_id: string; endpoint_id: string }>(
-      `SELECT merchant_id, endpoint_id FROM wait_circuits WHERE closing AND ${circuitsAmong(2)} LIMIT $1`,
-      [limit, ...circuitsParams(undefined, without)],
-    );
-    return rows.map((row) => ({ merchantId: row.merchant_id, endpointId: row.endpoint_id }));
+    const text = `SELECT ${CIRCUIT_KEY} FROM wait_circuits WHERE closing AND ${among(2, 'circuit')} LIMIT $1`;
+    return (await this.db.query<CircuitKey>(text, [limit, ...amongParams('circuit', { without })])).rows;
   }
 
-  /** Up to `limit` open circuits whose probe time came, not `without`: those a probe PostgreSQL refused was to take, to be probed apart. */
   async probesDue(limit: number, without: readonly CircuitKey[]): Promise<CircuitKey[]> {
-    const { rows } = await this.db.query<{ merchant_id: string; endpoint_id: string }>(
-      `SELECT merchant_id, endpoint_id FROM wait_circuits WHERE probe_at <= now() AND NOT closing AND ${circuitsAmong(2)} ORDER BY probe_at LIMIT $1`,
-      [limit, ...circuitsParams(undefined, without)],
-    );
-    return rows.map((row) => ({ merchantId: row.merchant_id, endpointId: row.endpoint_id }));
+    const text = `SELECT ${CIRCUIT_KEY} FROM wait_circuits WHERE probe_at <= now() AND NOT closing AND ${among(2, 'circuit')} ORDER BY probe_at LIMIT $1`;
+    return (await this.db.query<CircuitKey>(text, [limit, ...amongParams('circuit', { without })])).rows;
+  }
+
+  async due(limit: number, without: readonly WaitKey[]): Promise<WaitKey[]> {
+    const text = `SELECT ${CIRCUIT_KEY}, webhook_id AS "webhookId" FROM webhook_waits WHERE pick_at <= now() AND ${among(2, 'wait')} ORDER BY pick_at LIMIT $1`;
+    return (await this.db.query<WaitKey>(text, [limit, ...amongParams('wait', { without })])).rows;
   }
 
   /**
@@ -392,8 +376,8 @@ export class WaitStore {
    * `idle`: the circuits with no parked wait left to probe, to be closed (closeCircuits). Only
    * the circuits `only` (when given), never those `without` (whose probe PostgreSQL refuses).
    */
-  async probe(limit: number, leaseMs: number, circuits: CircuitsAmong = {}): Promise<{ handed: HandedWait[]; idle: CircuitKey[] }> {
-    const { rows } = await this.db.query<PickedRow>(PROBE, [limit, leaseMs, ...circuitsParams(circuits.only, circuits.without ?? [])]);
+  async probe(limit: number, leaseMs: number, circuits: Among<CircuitKey> = {}): Promise<{ handed: HandedWait[]; idle: CircuitKey[] }> {
+    const { rows } = await this.db.query<PickedRow>(PROBE, [limit, leaseMs, ...amongParams('circuit', circuits)]);
     const idle = rows.filter((row) => row.webhook_id === null).map((row) => ({ merchantId: row.merchant_id, endpointId: row.endpoint_id ?? '' }));
     return { handed: handedOf(rows, true), idle };
   }
@@ -402,19 +386,10 @@ export class WaitStore {
    * Up to `limit` due waits, each with a lease of `leaseMs`; `parked` counts those parked instead.
    * Only those `only` keys (when given), never those `without` (rows PostgreSQL refuses to pick).
    */
-  async pick(limit: number, leaseMs: number, keys: { only?: readonly WaitKey[]; without?: readonly WaitKey[] } = {}): Promise<{ handed: HandedWait[]; parked: number }> {
-    const { rows } = await this.db.query<PickedRow>(PICK, [limit, leaseMs, ...amongParams(keys.only, keys.without ?? [])]);
+  async pick(limit: number, leaseMs: number, keys: Among<WaitKey> = {}): Promise<{ handed: HandedWait[]; parked: number }> {
+    const { rows } = await this.db.query<PickedRow>(PICK, [limit, leaseMs, ...amongParams('wait', keys)]);
     const handed = handedOf(rows);
     return { handed, parked: rows.length - handed.length };
-  }
-
-  /** The keys of up to `limit` due waits, oldest first, not `without`: what a pick refused was to pick, to be picked again apart. */
-  async due(limit: number, without: readonly WaitKey[]): Promise<WaitKey[]> {
-    const { rows } = await this.db.query<{ merchant_id: string; webhook_id: string; endpoint_id: string }>(
-      `SELECT merchant_id, webhook_id, endpoint_id FROM webhook_waits WHERE pick_at <= now() AND ${among(2)} ORDER BY pick_at LIMIT $1`,
-      [limit, ...amongParams(undefined, without)],
-    );
-    return rows.map((row) => ({ merchantId: row.merchant_id, webhookId: row.webhook_id, endpointId: row.endpoint_id }));
   }
 
   /** A hand-back not confirmed is due again now, unless it was taken after all (a late confirm: take() moved the lease). */
