@@ -1,6 +1,6 @@
 import { BrokerConnection } from '../../libs/broker/index.js';
 import { replicationOf } from '../../libs/config/index.js';
-import { type Database, DeliveryLogRecorder, openPostgres } from '../../libs/delivery-store/index.js';
+import { DeliveryLogRecorder, openPostgres } from '../../libs/delivery-store/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import type { RecorderConfig } from './config.js';
 import { METRIC_NAMES, createRegistry, gaugeFrom } from '../../libs/metrics/index.js';
@@ -13,7 +13,7 @@ export type RecorderProgram = Awaited<ReturnType<typeof startRecorder>>;
 type RecorderProgramConfig = Pick<RecorderConfig, 'RABBITMQ_URL' | 'TOPOLOGY_PREFIX' | 'QUORUM_GROUP_SIZE' | 'STREAM_CLUSTER_SIZE' | 'METRICS_PORT' | 'DATABASE_URL' | 'DELIVERY_LOG_RETENTION'>;
 
 /** The recorder as a program (also inside npm start). Any number may run: one leads, the others stand by. */
-export async function startRecorder(config: RecorderProgramConfig, logger: Logger, options: { database?: Database; signal?: AbortSignal } = {}) {
+export async function startRecorder(config: RecorderProgramConfig, logger: Logger, options: { signal?: AbortSignal } = {}) {
   // Up from the first moment, so /readyz says what start-up waits for: PostgreSQL, the schema, RabbitMQ.
   const registry = createRegistry('recorder');
   let awaited: SchemaWaitState & { broker?: BrokerConnection } = { waiting: 'database' };
@@ -24,7 +24,7 @@ export async function startRecorder(config: RecorderProgramConfig, logger: Logge
       : await startHealthServer({ port: config.METRICS_PORT, registry, ready: () => waitingFor() === undefined, waitingFor, detail: () => awaited.detail });
   // The port bound, as the dispatcher says its own: with METRICS_PORT=0 nothing else tells it.
   if (metrics) logger.info('recorder metrics listening', { port: metrics.port });
-  const database = options.database ?? openPostgres(config.DATABASE_URL!, { applicationName: 'webhooks-recorder' });
+  const database = openPostgres(config.DATABASE_URL!, { applicationName: 'webhooks-recorder' });
   // The stream it reads, declared on every connect: deleted by an operator, its consumer's reconnect
   // found it missing and failed (not ready, "RabbitMQ") until a dispatcher happened to write a record.
   const stream = deliveriesSpec(config.TOPOLOGY_PREFIX, replicationOf(config));
@@ -35,7 +35,7 @@ export async function startRecorder(config: RecorderProgramConfig, logger: Logge
     await broker.open(undefined, options.signal);
   } catch (err) {
     await metrics?.close();
-    if (!options.database) await database.close();
+    await database.close();
     throw err;
   }
   const recorder = new DeliveryLogRecorder(broker, database, logger, {
@@ -65,7 +65,7 @@ export async function startRecorder(config: RecorderProgramConfig, logger: Logge
         await recorder.stop();
         await metrics?.close();
         await broker.close();
-        if (!options.database) await database.close();
+        await database.close();
       })();
       return stopping;
     },

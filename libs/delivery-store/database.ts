@@ -25,10 +25,7 @@ export interface Session extends Queryable {
  * connection that only listens sends nothing that could fail, so a server gone without a reset (a
  * partition, a failover to another host) went unnoticed for as long as TCP's keepalive took (hours).
  */
-export interface Listener extends Queryable {
-  readonly lost: Promise<Error>;
-  close(): Promise<void>;
-}
+export type Listener = Pick<Session, 'query' | 'lost' | 'close'>;
 
 export interface Database extends Queryable {
   session(): Promise<Session>;

@@ -243,17 +243,10 @@ export function deliveryLogQueries(db: Queryable, options: { feedPageBytes?: num
     async feed(merchantId: string, after: string | undefined, limit: number) {
       if (after !== undefined && !isStorableFeedCursor(after)) throw new InvalidCursorError();
       const rows = await run<WebhookRow>(db, FEED_STATEMENT, [merchantId, after ?? '0', limit, feedPageBytes]);
-      const events = rows.map(
-        (row): FeedEvent => ({
-          cursor: String(row.seq),
-          webhookId: row.webhook_id,
-          event: row.event,
-          references: row.refs,
-          firstSeenAt: iso(row.first_seen_at)!,
-          status: row.event_status ?? row.status,
-          payload: bodyOf(row.payload),
-        }),
-      );
+      const events = rows.map((row): FeedEvent => {
+        const { webhookId, event, references, firstSeenAt } = summary(row);
+        return { cursor: String(row.seq), webhookId, event, references, firstSeenAt, status: row.event_status ?? row.status, payload: bodyOf(row.payload) };
+      });
       return { events, nextCursor: events.at(-1)?.cursor ?? after ?? '0' };
     },
   };

@@ -29,22 +29,6 @@ export interface RecorderOptions {
   livenessDeadlineMs?: number;
 }
 
-/** What a recorder reports, for metrics and tests. */
-export interface RecorderState {
-  leading: boolean;
-  /** Stream messages read and not yet stored, and their bytes. */
-  pending: number;
-  pendingBytes: number;
-  /** When the stream last ended where the log now holds everything (ms since epoch), measured by a checkpoint. */
-  caughtUpAt?: number;
-  recordsStored: number;
-  /** Entries that are not records, and records PostgreSQL refused: set aside in the quarantine table. */
-  rejected: number;
-  quarantined: number;
-  /** Times the consumer was subscribed again: it stopped receiving, or reading paused for memory. */
-  resubscribed: number;
-}
-
 /** The read-ahead's bytes, and a batch's (several copies of one live at once). Measured in BENCHMARKS 8b. */
 export const BUFFER_BYTES = 16 * 1024 * 1024;
 export const BATCH_BYTES = 4 * 1024 * 1024;
@@ -92,7 +76,21 @@ export class DeliveryLogRecorder {
   /** This leader's checkpoints appended and not stored past yet: id → append time. */
   private readonly checkpoints = new Map<string, number>();
   private lastReceivedAt = Date.now();
-  readonly state: RecorderState = { leading: false, pending: 0, pendingBytes: 0, recordsStored: 0, rejected: 0, quarantined: 0, resubscribed: 0 };
+  /** What a recorder reports, for metrics and tests. */
+  readonly state = {
+    leading: false,
+    /** Stream messages read and not yet stored, and their bytes. */
+    pending: 0,
+    pendingBytes: 0,
+    /** When the stream last ended where the log now holds everything (ms since epoch), measured by a checkpoint. */
+    caughtUpAt: undefined as number | undefined,
+    recordsStored: 0,
+    /** Entries that are not records, and records PostgreSQL refused: set aside in the quarantine table. */
+    rejected: 0,
+    quarantined: 0,
+    /** Times the consumer was subscribed again: it stopped receiving, or reading paused for memory. */
+    resubscribed: 0,
+  };
   private readonly writer: BatchWriter;
   private readonly onDisconnected = () => {
     // What the lost channel delivered will come again from the stored offset.
@@ -116,7 +114,6 @@ export class DeliveryLogRecorder {
 
   /** Declares the stream and tries to lead; safe twice (a second call is the first's), and a no-op once stopped. */
   start(): Promise<void> {
-    // Twice, it added its listeners twice (stop() took one of each off) and tried for the lead twice.
     return this.starting.run(async () => {
       await declareQueueSpec(() => this.broker.createChannel(), deliveriesSpec(this.options.prefix, this.options.replication));
       if (this.stopped) return;
