@@ -1,7 +1,6 @@
 import type { Delivery } from '../broker/index.js';
 import { HEADERS } from '../contracts/index.js';
 import { decodeRecords, type DeliveryRecord } from '../delivery-log/index.js';
-import type { Logger } from '../logger/index.js';
 import { CHECKPOINT, fingerprintOf } from '../streams/index.js';
 import type { Quarantined } from './materialise.js';
 import { SEQ_PER_OFFSET } from './schema.js';
@@ -28,7 +27,7 @@ export interface Prepared {
   positions: number[];
   /** Each record's stream offset and place in its message. */
   places: Array<[number, number]>;
-  /** Entries that are not records. */
+  /** Entries that are not records (BatchWriter logs each as it sets it aside). */
   refused: Quarantined[];
   nextOffset: number;
   /** The append time of the last of this recorder's checkpoints in the batch. */
@@ -45,8 +44,6 @@ export interface BatchSource {
   maxMessages: number;
   maxBytes: number;
   checkpoints: Map<string, number>;
-  logger: Logger;
-  stream: string;
 }
 
 /** The next batch from the buffer (done while PostgreSQL stores the previous one). */
@@ -94,9 +91,6 @@ export function prepareBatch(source: BatchSource): Prepared | undefined {
       batch.records.push(decoded.records[i]!);
       batch.positions.push(item.offset * SEQ_PER_OFFSET + place);
       batch.places.push([item.offset, place]);
-    }
-    if (decoded.refused.length > 0) {
-      source.logger.warn('delivery records rejected; set aside in delivery_log_quarantine', { stream: source.stream, offset: item.offset, rejected: decoded.refused.length, reason: decoded.refused[0]!.error });
     }
   }
   return batch;

@@ -300,7 +300,7 @@ export class DeliveryLogRecorder {
   private prepare(): Prepared | undefined {
     const after = Math.max(this.preparedUpTo ?? -1, (this.next ?? 0) - 1);
     const maxBytes = this.options.maxBatchBytes ?? BATCH_BYTES;
-    const batch = prepareBatch({ buffer: this.buffer, after, maxMessages: BATCH_MESSAGES, maxBytes, checkpoints: this.checkpoints, logger: this.logger, stream: this.stream });
+    const batch = prepareBatch({ buffer: this.buffer, after, maxMessages: BATCH_MESSAGES, maxBytes, checkpoints: this.checkpoints });
     if (batch) this.preparedUpTo = batch.items.at(-1)!.offset;
     return batch;
   }
