@@ -178,14 +178,12 @@ export class FailedStore {
            ORDER BY w.endpoint_id = f.endpoint_id DESC LIMIT 1) END AS logged`,
       [claimId, leaseMs, ...params],
     );
-    const claimed: ClaimedFailure[] = [];
-    for (const r of rows) {
+    return rows.flatMap((r) => {
       // A row only the recorder wrote: the log's copy of the body (SENDABLE: it has one).
       const content = r.content ?? messageFromLoggedBody(merchantId, r.event, r.logged ?? '');
-      if (content === undefined) continue;
-      claimed.push({ webhookId: r.webhook_id, endpointId: r.endpoint_id, event: r.event, failedAt: r.failed_at, content, resend: r.resend_count, headers: r.headers, references: referencesOf(merchantId, r.merchant_refs) });
-    }
-    return claimed;
+      if (content === undefined) return [];
+      return [{ webhookId: r.webhook_id, endpointId: r.endpoint_id, event: r.event, failedAt: r.failed_at, content, resend: r.resend_count, headers: r.headers, references: referencesOf(merchantId, r.merchant_refs) }];
+    });
   }
 
   /** After a claim won nothing, why: held by another claim, at the daily cap (each free in `ms`), or none left. */

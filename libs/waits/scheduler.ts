@@ -152,7 +152,7 @@ export class WaitScheduler {
   /**
    * One statement over what is due, never the keys `aside` holds. One PostgreSQL refuses for one row
    * (a trigger, a constraint: isDataRefusal) is made again apart over the keys `due` lists, each part
-   * `only` those (writeApart), and each key refused alone set aside (refused). Each result is `took`
+   * `only` those (writeApart), and each key refused alone set aside for a minute, with `message`. Each result is `took`
    * as its statement ends. Any other error (PostgreSQL down, a timeout) fails the tick, tried again as before.
    */
   private async dueApart<K extends WaitKey | CircuitKey, R>(
@@ -170,15 +170,12 @@ export class WaitScheduler {
     }
     await writeApart(await due(without), (only) => run({ only, without }), isDataRefusal, {
       written: (_, result) => took(result),
-      refused: (key, err) => this.refused(aside, key, message, err),
+      refused: (key, err) => {
+        aside.add(key);
+        this.stats.setAside++;
+        this.logger.error(message, { ...key, error: (err as Error)?.message ?? String(err) });
+      },
     });
-  }
-
-  /** A wait or a circuit PostgreSQL refuses (its pick, probe or unpark): left as it is, out of them for a minute. */
-  private refused<K extends WaitKey | CircuitKey>(aside: SetAsideWaits<K>, key: K, message: string, err: unknown): void {
-    aside.add(key);
-    this.stats.setAside++;
-    this.logger.error(message, { ...key, error: (err as Error)?.message ?? String(err) });
   }
 
   /** Publishes the hand-backs of one statement, counted as ready until confirmed. */
