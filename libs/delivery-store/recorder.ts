@@ -214,17 +214,14 @@ export class DeliveryLogRecorder {
     this.lastReceivedAt = Date.now();
     const consumer = await this.broker.consume(this.stream, {
       prefetch: BATCH_MESSAGES,
-      arguments: () => ({ 'x-stream-offset': this.resumeAt() ?? 'first' }),
+      arguments: () => {
+        const last = this.buffer.at(-1)?.offset ?? this.preparedUpTo;
+        return { 'x-stream-offset': last === undefined ? (this.next ?? 'first') : Math.max(last + 1, this.next ?? 0) };
+      },
       onMessage: (delivery) => this.receive(delivery, generation, subscription),
     });
     if (this.subscription !== subscription || this.generation !== generation) await consumer.cancel();
     else this.consumer = consumer;
-  }
-
-  private resumeAt(): number | undefined {
-    const last = this.buffer.at(-1)?.offset ?? this.preparedUpTo;
-    if (last === undefined) return this.next;
-    return Math.max(last + 1, this.next ?? 0);
   }
 
   private async unsubscribe(): Promise<void> {
