@@ -21,8 +21,6 @@ export interface DeliveryRecorderOptions {
   replication?: Replication;
   /** A batch is published at this many records, or 5 ms after its first. */
   maxRecords?: number;
-  /** A publish the broker has not confirmed within this fails its records (RecordNotConfirmedError). */
-  confirmDeadlineMs?: number;
 }
 
 /** The stream message holding a record was not confirmed: the delivery must not be acked. */
@@ -124,7 +122,8 @@ export class DeliveryRecorder {
   private async publish(batch: Batch): Promise<void> {
     const content = Buffer.from(`[${batch.records.join(',')}]`);
     const properties = { contentType: 'application/json', headers: { 'x-record-count': batch.records.length } };
-    const send = () => this.broker.sendToQueue(this.stream, content, properties, this.options.confirmDeadlineMs ?? 10_000);
+    // Not confirmed within 10 s, the publish fails its records (RecordNotConfirmedError).
+    const send = () => this.broker.sendToQueue(this.stream, content, properties, 10_000);
     try {
       try {
         await send();

@@ -56,7 +56,7 @@ describe('the delivery recorder (the writer the dispatcher calls)', () => {
     await test.channel.assertQueue(work, { durable: true, arguments: { 'x-queue-type': 'quorum' } });
     broker = new BrokerConnection({ url: brokerUrl(), name: 'delivery-recorder-test', logger: silentLogger() });
     await broker.open();
-    recorder = new DeliveryRecorder(broker, silentLogger(), { prefix, maxRecords: 50, confirmDeadlineMs: 5_000 });
+    recorder = new DeliveryRecorder(broker, silentLogger(), { prefix, maxRecords: 50 });
     await recorder.start();
   });
 
