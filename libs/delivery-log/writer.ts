@@ -37,14 +37,7 @@ export class RecorderStoppedError extends NamedError {
   }
 }
 
-/** Records published together (as JSON, and its bytes), and the one promise each of their record() calls returns. */
-interface Batch {
-  records: string[];
-  bytes: number;
-  written: Promise<void>;
-  resolve: () => void;
-  reject: (err: Error) => void;
-}
+type Batch = ReturnType<typeof newBatch>;
 
 /**
  * Writes delivery records to `<prefix>.deliveries`, several per stream message; each record()
@@ -143,7 +136,8 @@ export class DeliveryRecorder {
   }
 }
 
-function newBatch(): Batch {
+/** Records published together (as JSON, and its bytes), and the one promise each of their record() calls returns. */
+function newBatch() {
   let resolve!: () => void;
   let reject!: (err: Error) => void;
   const written = new Promise<void>((res, rej) => {
@@ -152,5 +146,5 @@ function newBatch(): Batch {
   });
   // Each record() caller handles the rejection; this keeps a batch nobody awaits from being an unhandled one.
   written.catch(() => {});
-  return { records: [], bytes: 0, written, resolve, reject };
+  return { records: [] as string[], bytes: 0, written, resolve, reject };
 }

@@ -385,10 +385,9 @@ export class DeliveryLogRecorder {
 
   /**
    * At the lead and hourly: today's and tomorrow's partitions made ahead, and what is past retention
-   * dropped, each waiting at most UPKEEP_LOCK_WAIT for the table's lock. Behind a long read (a listing,
-   * an export, pg_dump) the wait ran to the session's lock timeout, every read queued behind it, then
-   * the lead was given up and, taken again, given up again while the read lasted: nothing stored. Not
-   * done now, they are tried at the next upkeep (tomorrow's partition is also made by its first record).
+   * dropped, each waiting at most UPKEEP_LOCK_WAIT for the table's lock (withLockWait), not the session's
+   * lock timeout: behind a long read that gave the lead up, again and again, and nothing was stored.
+   * Refused, they are tried at the next upkeep (tomorrow's partition is also made by its first record).
    */
   private async expire(session: Session): Promise<void> {
     const upkeep = withLockWait(session, UPKEEP_LOCK_WAIT);
