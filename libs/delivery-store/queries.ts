@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import type { WebhookStatus } from '../delivery-log/index.js';
 import type { Queryable } from './database.js';
 import { isStorableFeedCursor, isStorableText, isStorableTime } from './bounds.js';
@@ -101,19 +102,14 @@ function encodeCursor(row: WebhookRow): string {
   return Buffer.from(JSON.stringify([new Date(row.first_seen_at).toISOString(), row.webhook_id, row.endpoint_id])).toString('base64url');
 }
 
+const cursorSchema = z.tuple([z.string().refine(isStorableTime), z.string().refine(isStorableText), z.string().refine(isStorableText)]);
+
 function decodeCursor(cursor: string): [string, string, string] {
   try {
-    const value = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown;
-    if (
-      Array.isArray(value) && value.length === 3 && typeof value[0] === 'string' && isStorableTime(value[0]) &&
-      typeof value[1] === 'string' && isStorableText(value[1]) && typeof value[2] === 'string' && isStorableText(value[2])
-    ) {
-      return [value[0], value[1], value[2]];
-    }
+    return cursorSchema.parse(JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')));
   } catch {
-    // not one this service gave
+    throw new InvalidCursorError();
   }
-  throw new InvalidCursorError();
 }
 
 /**
