@@ -144,33 +144,26 @@ function listStatement(merchantId: string, filters: WebhookFilters, columns: str
     const value = filters[name];
     if (value !== undefined && !isStorableText(value)) throw new InvalidFilterError(name, 'it holds a NUL character');
   }
-  const where = ['merchant_id = $1'];
   const params: unknown[] = [merchantId];
-  const add = (clause: (n: string) => string, value: unknown) => {
-    params.push(value);
-    where.push(clause(`$${params.length}`));
-  };
+  /** The value as the statement's next parameter: its placeholder. */
+  const param = (value: unknown) => `$${params.push(value)}`;
+  const where = ['merchant_id = $1'];
   let from = 'delivery_webhooks';
   if (filters.reference) {
-    params.push(filters.reference);
-    from = `(WITH matched AS MATERIALIZED (SELECT * FROM delivery_webhooks WHERE merchant_refs @> ARRAY[$1 || chr(31) || $${params.length}::text])
+    from = `(WITH matched AS MATERIALIZED (SELECT * FROM delivery_webhooks WHERE merchant_refs @> ARRAY[$1 || chr(31) || ${param(filters.reference)}::text])
       SELECT * FROM matched) delivery_webhooks`;
   }
-  if (filters.event) add((n) => `event = ${n}`, filters.event);
-  if (filters.status) add((n) => `status = ${n}`, filters.status);
-  if (filters.endpointId) add((n) => `endpoint_id = ${n}`, filters.endpointId);
-  if (filters.since) add((n) => `first_seen_at >= ${n}::timestamptz`, filters.since);
-  if (filters.until) add((n) => `first_seen_at < ${n}::timestamptz`, filters.until);
+  if (filters.event) where.push(`event = ${param(filters.event)}`);
+  if (filters.status) where.push(`status = ${param(filters.status)}`);
+  if (filters.endpointId) where.push(`endpoint_id = ${param(filters.endpointId)}`);
+  if (filters.since) where.push(`first_seen_at >= ${param(filters.since)}::timestamptz`);
+  if (filters.until) where.push(`first_seen_at < ${param(filters.until)}::timestamptz`);
   if (filters.cursor) {
     const [seenAt, webhookId, endpointId] = decodeCursor(filters.cursor);
-    params.push(seenAt, webhookId, endpointId);
-    where.push(`(first_seen_at, webhook_id, endpoint_id) < ($${params.length - 2}::timestamptz, $${params.length - 1}, $${params.length})`);
+    where.push(`(first_seen_at, webhook_id, endpoint_id) < (${param(seenAt)}::timestamptz, ${param(webhookId)}, ${param(endpointId)})`);
   }
-  params.push(filters.limit + 1);
-  return {
-    text: wrap(`SELECT ${columns} FROM ${from} WHERE ${where.join(' AND ')} ORDER BY first_seen_at DESC, webhook_id DESC, endpoint_id DESC LIMIT $${params.length}`),
-    params,
-  };
+  const order = `ORDER BY first_seen_at DESC, webhook_id DESC, endpoint_id DESC LIMIT ${param(filters.limit + 1)}`;
+  return { text: wrap(`SELECT ${columns} FROM ${from} WHERE ${where.join(' AND ')} ${order}`), params };
 }
 
 async function page<T>(db: Queryable, { text, params }: { text: string; params: unknown[] }, limit: number, view: (row: WebhookRow) => T): Promise<{ webhooks: T[]; nextCursor: string | null }> {

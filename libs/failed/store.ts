@@ -240,26 +240,24 @@ export class FailedStore {
   async list(options: { merchantId?: string; reference?: string; endpointId?: string; unresolvedOnly?: boolean; since?: Date; until?: Date; limit: number }): Promise<FailureRow[]> {
     const clauses: string[] = [];
     const params: unknown[] = [];
-    const add = (clause: (n: string) => string, value: unknown) => {
-      params.push(value);
-      clauses.push(clause(`$${params.length}`));
-    };
+    /** The value as the statement's next parameter: its placeholder. */
+    const param = (value: unknown) => `$${params.push(value)}`;
     if (options.merchantId !== undefined) {
-      add((n) => `merchant_id = ${n}`, options.merchantId);
-      if (options.reference !== undefined) add((n) => `merchant_refs @> ${n}::text[]`, [merchantRef(options.merchantId, options.reference)]);
+      clauses.push(`merchant_id = ${param(options.merchantId)}`);
+      if (options.reference !== undefined) clauses.push(`merchant_refs @> ${param([merchantRef(options.merchantId, options.reference)])}::text[]`);
     } else if (options.reference !== undefined) {
       // Any merchant's: an operator's search, not indexed.
-      add((n) => `EXISTS (SELECT 1 FROM unnest(merchant_refs) AS r WHERE split_part(r, chr(31), 2) = ${n})`, options.reference);
+      clauses.push(`EXISTS (SELECT 1 FROM unnest(merchant_refs) AS r WHERE split_part(r, chr(31), 2) = ${param(options.reference)})`);
     }
-    if (options.endpointId !== undefined) add((n) => `endpoint_id = ${n}`, options.endpointId);
+    if (options.endpointId !== undefined) clauses.push(`endpoint_id = ${param(options.endpointId)}`);
     if (options.unresolvedOnly) clauses.push('resent_at IS NULL');
-    if (options.since) add((n) => `failed_at >= ${n}`, options.since.toISOString());
-    if (options.until) add((n) => `failed_at < ${n}`, options.until.toISOString());
-    params.push(options.limit);
+    if (options.since) clauses.push(`failed_at >= ${param(options.since.toISOString())}`);
+    if (options.until) clauses.push(`failed_at < ${param(options.until.toISOString())}`);
+    const limit = param(options.limit);
     const { rows } = await this.db.query<Omit<FailureRow, 'endpointId' | 'failedAt' | 'resentAt'> & { endpointId: string; failedAt: Date; resentAt: Date | null }>(
       `SELECT merchant_id AS "merchantId", webhook_id AS "webhookId", endpoint_id AS "endpointId", failed_at AS "failedAt", event, merchant_refs AS "references",
          reason, attempts, last_status AS "lastStatus", last_error AS "lastError", resent_at AS "resentAt" FROM failed_webhooks
-       ${clauses.length ? `WHERE ${clauses.join(' AND ')}` : ''} ORDER BY failed_at DESC, webhook_id DESC, endpoint_id DESC LIMIT $${params.length}`,
+       ${clauses.length ? `WHERE ${clauses.join(' AND ')}` : ''} ORDER BY failed_at DESC, webhook_id DESC, endpoint_id DESC LIMIT ${limit}`,
       params,
     );
     return rows.map((r) => ({

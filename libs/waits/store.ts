@@ -339,12 +339,10 @@ export class WaitStore {
   }
 
   /**
-   * Hand-backs come to their attempts: returns those whose hand is still current (takeKey), each
-   * 'taken' (its lease extended) or 'spent' (taken past WAIT_TAKE_LIMIT times since an attempt
-   * rewrote it: out of the pick, to be parked); the others are stale. An ordered webhook's wait
-   * whose place in its line has ended is 'ended': stale whatever its hand, and its wait is to end
-   * (WaitWriter.end): its end (webhook_order_step) commits before its wait's end, so a dispatcher
-   * killed between the two left it, and its hand-back sent again after the next one of its reference had gone.
+   * Hand-backs come to their attempts (TAKE): those whose hand is current, by takeKey; the others are
+   * stale. An 'ended' one's wait is to end (WaitWriter.end): its place's end (webhook_order_step)
+   * commits before its wait's, so a dispatcher killed between the two left the wait, and its hand-back
+   * sent again after the next one of its reference had gone.
    */
   async take(takes: ReadonlyArray<WaitEnd & { again?: boolean }>, leaseMs: number): Promise<Map<string, 'taken' | 'spent' | 'ended'>> {
     const { rows } = await this.db.query<{ merchant_id: string; webhook_id: string; endpoint_id: string; hand: number; spent: boolean; ended: boolean }>(TAKE, [
