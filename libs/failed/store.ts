@@ -208,12 +208,10 @@ export class FailedStore {
    * endpoints) when given, else every endpoint's row of the webhook this claim holds.
    */
   async markResent(merchantId: string, webhookIds: readonly string[], claimId: string, endpointId?: string): Promise<void> {
-    const params: unknown[] = [merchantId, webhookIds, claimId];
-    if (endpointId !== undefined) params.push(endpointId);
     await this.db.query(
       `UPDATE failed_webhooks SET ${MARK}
-       WHERE merchant_id = $1 AND webhook_id = ANY($2::text[]) AND claim_id = $3 AND resent_at IS NULL${endpointId === undefined ? '' : " AND endpoint_id IN ($4, '')"}`,
-      params,
+       WHERE merchant_id = $1 AND webhook_id = ANY($2::text[]) AND claim_id = $3 AND resent_at IS NULL AND ($4::text IS NULL OR endpoint_id IN ($4, ''))`,
+      [merchantId, webhookIds, claimId, endpointId ?? null],
     );
   }
 
@@ -271,10 +269,9 @@ export class FailedStore {
 
   private where(merchantId: string, filter: FailureFilter, first: number): { where: string; params: unknown[] } {
     if ('reference' in filter) return { where: `merchant_refs @> $${first}::text[]`, params: [[merchantRef(merchantId, filter.reference)]] };
-    if (filter.endpointIds === undefined) return { where: `merchant_id = $${first} AND webhook_id = $${first + 1}`, params: [merchantId, filter.webhookId] };
     return {
-      where: `merchant_id = $${first} AND webhook_id = $${first + 1} AND endpoint_id = ANY($${first + 2}::text[])`,
-      params: [merchantId, filter.webhookId, filter.endpointIds],
+      where: `merchant_id = $${first} AND webhook_id = $${first + 1} AND ($${first + 2}::text[] IS NULL OR endpoint_id = ANY($${first + 2}::text[]))`,
+      params: [merchantId, filter.webhookId, filter.endpointIds ?? null],
     };
   }
 }
