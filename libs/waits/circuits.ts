@@ -41,13 +41,12 @@ export function among(n: number, of: keyof typeof KEY_COLUMNS): string {
     AND (${columns.join(', ')}) NOT IN (SELECT * FROM unnest(${arrays(n + columns.length)}))`;
 }
 
-/** Which rows a pick, probe or unpark may take: only those (all when absent), never those without. */
+/** Which rows a pick, probe or unpark may take (among's parameters: amongParams): only those (all when absent), never those without. */
 export interface Among<K extends Key> {
   only?: readonly K[];
   without?: readonly K[];
 }
 
-/** among's parameters. */
 export function amongParams(of: keyof typeof KEY_COLUMNS, { only, without = [] }: Among<Key>): Array<string[] | null> {
   const fields = KEY_COLUMNS[of].map((column) => FIELDS[column]);
   return [...fields.map((field) => only?.map(field) ?? null), ...fields.map((field) => without.map(field))];

@@ -256,13 +256,12 @@ export class WaitStore {
     const answered = new Set<string>();
     const keyOf = (c: CircuitKey) => `${c.merchantId}\u001f${c.endpointId}`;
     // A put that closes is written parked like any wait behind the row, and made due by the unpark.
-    for (const e of [...ends, ...p]) {
+    for (const e of [...ends, ...p, ...closes.map((c) => ({ ...c, closesCircuit: true }))]) {
       if (!e.closesCircuit) continue;
       const circuit = { merchantId: e.merchantId, endpointId: e.endpointId ?? '' };
       closing.set(keyOf(circuit), circuit);
       if (!('unanswered' in e && e.unanswered)) answered.add(keyOf(circuit));
     }
-    for (const c of closes) closing.set(keyOf(c), c), answered.add(keyOf(c));
     const params = [
       p.map((w) => w.merchantId),
       p.map((w) => w.webhookId),
