@@ -1,4 +1,4 @@
-import { type Health, withHealth, withoutHealth } from './health.js';
+import { type Health, withHealth } from './health.js';
 import { idDigest, TOMBSTONE_KEEP_MS } from './rows.js';
 import type { Merchant } from './schema.js';
 
@@ -55,7 +55,7 @@ export class DirectoryCache {
     if (held && held.merchant.publicKey !== merchant.publicKey && this.byKeyMap.get(held.merchant.publicKey) === merchant.id) {
       this.byKeyMap.delete(held.merchant.publicKey);
     }
-    const bare = withoutHealth(merchant);
+    const bare = withHealth(merchant);
     this.byIdMap.set(merchant.id, { merchant: bare, version, served: withHealth(bare, this.health.get(merchant.id)?.values()) });
     this.byKeyMap.set(merchant.publicKey, merchant.id);
     const unread = this.unreadable.get(merchant.id);

@@ -8,8 +8,7 @@ import type { Endpoint, Merchant } from './schema.js';
  * cleared clock keeps its row, with `failing_since` null, so that the poll sees the clearing.
  */
 export interface Health {
-  /** Absent in a clock a caller names by its URL (recordHealth finds the id). */
-  endpointId?: string;
+  endpointId: string;
   url: string;
   failingSince: string;
   lastFailureAt?: string;
@@ -34,38 +33,27 @@ export function healthOf(row: HealthRow): Health | undefined {
   return { endpointId: row.endpoint_id, url: row.url, failingSince, ...(lastFailureAt ? { lastFailureAt } : {}) };
 }
 
-/** The merchant as programs see it: each endpoint with its own clock, if one runs (measured on the URL it has now). */
-export function withHealth(merchant: Merchant, clocks: Iterable<Health> | undefined): Merchant {
-  if (!clocks) return merchant;
-  const byEndpoint = new Map<string, Health>();
-  for (const clock of clocks) if (clock.endpointId !== undefined) byEndpoint.set(clock.endpointId, clock);
-  const clockOf = (endpoint: Endpoint) => {
-    const clock = byEndpoint.get(endpoint.id);
-    return clock && clock.url === endpoint.url ? clock : undefined;
-  };
-  if (!merchant.endpoints.some(clockOf)) return merchant;
+/**
+ * The merchant as programs see it: each endpoint with its own clock, if one runs (measured on the URL
+ * it has now), and no other. No clocks: the merchant as its row holds it.
+ */
+export function withHealth(merchant: Merchant, clocks: Iterable<Health> = []): Merchant {
+  const byEndpoint = new Map([...clocks].map((clock) => [clock.endpointId, clock]));
+  let changed = false;
   const endpoints = merchant.endpoints.map((endpoint) => {
-    const health = clockOf(endpoint);
-    if (!health) return endpoint;
+    const clock = byEndpoint.get(endpoint.id);
+    const health = clock?.url === endpoint.url ? clock : undefined;
+    if (endpoint.failingSince === health?.failingSince && endpoint.lastFailureAt === health?.lastFailureAt) return endpoint;
+    changed = true;
     // Copied by descriptor: a secret not opened yet (the API) stays unopened.
     const merged = Object.defineProperties({}, Object.getOwnPropertyDescriptors(endpoint)) as Endpoint;
-    merged.failingSince = health.failingSince;
-    if (health.lastFailureAt) merged.lastFailureAt = health.lastFailureAt;
+    delete merged.failingSince;
+    delete merged.lastFailureAt;
+    if (health) merged.failingSince = health.failingSince;
+    if (health?.lastFailureAt) merged.lastFailureAt = health.lastFailureAt;
     return merged;
   });
-  return { ...merchant, endpoints };
-}
-
-/** The clock fields taken off: the merchant as its row holds it. */
-export function withoutHealth(merchant: Merchant): Merchant {
-  if (!merchant.endpoints.some((endpoint) => endpoint.failingSince !== undefined || endpoint.lastFailureAt !== undefined)) return merchant;
-  const endpoints = merchant.endpoints.map((endpoint) => {
-    const bare = Object.defineProperties({}, Object.getOwnPropertyDescriptors(endpoint)) as Endpoint;
-    delete bare.failingSince;
-    delete bare.lastFailureAt;
-    return bare;
-  });
-  return { ...merchant, endpoints };
+  return changed ? { ...merchant, endpoints } : merchant;
 }
 
 /**
