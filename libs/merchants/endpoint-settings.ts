@@ -1,13 +1,18 @@
-import { EndpointLimitError, EndpointNotFoundError, EndpointUrlTakenError, DisabledByOperatorError, MerchantNotFoundError } from './errors.js';
+import { graceSecrets } from './directory.js';
+import { EndpointLimitError, EndpointNotFoundError, EndpointUrlTakenError, DisabledByOperatorError, MerchantNotFoundError, TooManySecretsError } from './errors.js';
 import type { EndpointInput, EndpointPatch } from './settings-input.js';
-import { type EndpointView, endpointViewOf, rotatedEndpoint } from './endpoint-view.js';
-import { disabledByOperator, type Endpoint, type Merchant } from './schema.js';
-import { checkWebhookUrl, type MerchantSettings, newWebhookSecret, type RotationResult, withStatus, type WriteGuards, type Written } from './settings.js';
+import { disabledByOperator, type Endpoint, MAX_GRACE_SECRETS, type Merchant } from './schema.js';
+import { checkWebhookUrl, type EndpointView, endpointViewOf, type MerchantSettings, newWebhookSecret, withStatus, type WriteGuards, type Written } from './settings.js';
 
 /** What creating an endpoint answers: the endpoint as shown, and its secret (this once). */
 export interface EndpointCreated {
   view: EndpointView;
   secret: string;
+}
+
+export interface RotationResult {
+  secret: string;
+  previousSecretExpiresAt: string | null;
 }
 
 /**
@@ -108,6 +113,20 @@ function endpointOf(merchant: Merchant, endpointId: string): Endpoint {
 function checkUrlFree(merchant: Merchant, url: string): void {
   const holder = merchant.endpoints.find((endpoint) => endpoint.url === url);
   if (holder) throw new EndpointUrlTakenError(merchant.id, holder.id);
+}
+
+/**
+ * The endpoint signing with `secret` from now: the one it replaces keeps signing `graceSeconds`, and
+ * so does every older one still in its grace (the merchant may still verify with it).
+ */
+export function rotatedEndpoint(merchantId: string, endpoint: Endpoint, secret: string, graceSeconds: number, now: Date): Endpoint {
+  const grace = graceSecrets(endpoint, now);
+  if (graceSeconds > 0) {
+    if (grace.length >= MAX_GRACE_SECRETS) throw new TooManySecretsError(merchantId, endpoint.id, grace[grace.length - 1]!.expiresAt);
+    grace.unshift({ secret: endpoint.secret, expiresAt: new Date(now.getTime() + graceSeconds * 1000).toISOString() });
+  }
+  const { previousSecrets: _all, ...rest } = endpoint;
+  return { ...rest, secret, secretIssuedAt: now.toISOString(), ...(grace.length > 0 ? { previousSecrets: grace } : {}) };
 }
 
 function replaced(merchant: Merchant, endpoint: Endpoint): Merchant {

@@ -4,8 +4,8 @@ import { PLATFORM_MERCHANT_ID } from '../contracts/merchant-id.js';
 import { isBlockedAddress } from '../http/address-guard.js';
 import type { Actor } from './audit.js';
 import type { PgMerchantDirectory } from './pg-directory.js';
-import { newEndpointId } from './directory.js';
-import { endpointViewOf } from './endpoint-view.js';
+import { graceExpiries, newEndpointId } from './directory.js';
+import { EVENT_NAMES } from '../contracts/events.js';
 import { type DisabledReason, disabledByOperator, type Endpoint, MAX_ENDPOINTS_PER_MERCHANT, type Merchant } from './schema.js';
 import { InvalidIdempotencyKeyError, InvalidSettingsError, MerchantNotFoundError, PublicKeyTakenError } from './errors.js';
 import type { MerchantInput, MerchantPatch } from './settings-input.js';
@@ -43,6 +43,29 @@ export function viewOf(merchant: Merchant, now: Date) {
   return { id: merchant.id, publicKey: merchant.publicKey, endpoints: merchant.endpoints.map((endpoint) => endpointViewOf(endpoint, now)) };
 }
 
+/** One endpoint as the admin API and the CLI show it (apps/api/schemas.ts): never a secret. */
+export type EndpointView = ReturnType<typeof endpointViewOf>;
+
+export function endpointViewOf(endpoint: Endpoint, now: Date) {
+  const grace = graceExpiries(endpoint, now);
+  return {
+    id: endpoint.id,
+    description: endpoint.description ?? null,
+    url: endpoint.url,
+    enabled: endpoint.enabled,
+    events: [...(endpoint.events ?? EVENT_NAMES)],
+    previousSecretExpiresAt: grace[0]?.expiresAt ?? null,
+    previousSecrets: grace.map(({ expiresAt }) => ({ expiresAt })),
+    disabledReason: endpoint.enabled ? null : (endpoint.disabledReason ?? null),
+    disabledAt: endpoint.enabled ? null : (endpoint.disabledAt ?? null),
+    failingSince: endpoint.failingSince ?? null,
+    orderByReference: endpoint.orderByReference === true,
+    maxPerSecond: endpoint.maxPerSecond ?? null,
+    // Lower while its 429/503 answers slow it: withCurrentRate reads that.
+    currentPerSecond: endpoint.maxPerSecond ?? null,
+  };
+}
+
 export function newWebhookSecret(): string {
   return `whsec_${randomBytes(24).toString('base64')}`;
 }
@@ -50,11 +73,6 @@ export function newWebhookSecret(): string {
 export interface SettingsResult {
   view: MerchantView;
   created: boolean;
-}
-
-export interface RotationResult {
-  secret: string;
-  previousSecretExpiresAt: string | null;
 }
 
 /** A result, whether it replays an earlier write's under the same Idempotency-Key, and the version after the write (its ETag). */
