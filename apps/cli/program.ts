@@ -36,16 +36,15 @@ export function createProgram(io: CliIo): CliCommand {
 }
 
 /** Errors can quote a URL (the broker's, the database's); its password never reaches the terminal. */
-function withoutSecrets(text: string, rabbitmqUrl: string | undefined): string {
+function withoutSecrets(text: string, urls: string): string {
   let result = text;
-  for (const url of (rabbitmqUrl ?? '').split(',')) {
-    let password = '';
+  for (const url of urls.split(',')) {
     try {
-      password = decodeURIComponent(new URL(url.trim()).password);
+      const password = decodeURIComponent(new URL(url.trim()).password);
+      if (password.length > 0) result = result.replaceAll(password, '***');
     } catch {
       // not a URL: the config check reports it without echoing it
     }
-    if (password.length > 0) result = result.replaceAll(password, '***');
   }
   return result;
 }
