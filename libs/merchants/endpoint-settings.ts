@@ -65,14 +65,11 @@ export class EndpointSettings {
       if (guards.by === 'merchant' && url !== undefined && url !== kept.url && disabledByOperator(kept)) throw new DisabledByOperatorError(merchantId);
       if (url !== undefined && url !== kept.url) checkUrlFree(current, url);
       const next: Endpoint = { ...kept, url: url ?? kept.url, ...(patch.enabled === undefined ? {} : { enabled: patch.enabled }) };
-      if (patch.description === null) delete next.description;
-      else if (patch.description !== undefined) next.description = patch.description;
-      if (patch.events === null) delete next.events;
-      else if (patch.events) next.events = patch.events;
-      if (patch.maxPerSecond === null) delete next.maxPerSecond;
-      else if (patch.maxPerSecond !== undefined) next.maxPerSecond = patch.maxPerSecond;
-      if (patch.orderByReference === false) delete next.orderByReference;
-      else if (patch.orderByReference) next.orderByReference = true;
+      // A merge patch: null goes back to none; an endpoint not ordered keeps no `orderByReference: false`.
+      for (const field of ['description', 'events', 'maxPerSecond', 'orderByReference'] as const) {
+        if (patch[field] === null || patch[field] === false) delete next[field];
+        else if (patch[field] !== undefined) Object.assign(next, { [field]: patch[field] });
+      }
       if (guards.by === 'merchant' && next.enabled && disabledByOperator(kept)) throw new DisabledByOperatorError(merchantId);
       return replaced(current, withStatus(kept, next, now, guards.by, patch.enabled === false));
     }, (next) => ({ view: endpointViewOf(endpointOf(next, endpointId), this.settings.now()) }));

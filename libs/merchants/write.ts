@@ -147,19 +147,20 @@ export async function writeMerchant(
   // Ended by PostgreSQL's clock, which stamped it: by a writer's 10 minutes ahead, a secret with 5 to run was dropped.
   next = withoutEndedGrace(next, now);
   const columns = columnsOf(next, box);
+  const before = new Map((current?.endpoints ?? []).map((endpoint) => [endpoint.id, endpoint]));
   let written = version + 1;
   // Each endpoint whose clock ran and no longer does (turned off or on, pointed elsewhere, deleted).
   const running = new Set(next.endpoints.filter((endpoint) => endpoint.failingSince).map((endpoint) => endpoint.id));
-  const cleared = (current?.endpoints ?? []).filter((endpoint) => endpoint.failingSince && !running.has(endpoint.id)).map((endpoint) => endpoint.id);
+  const cleared = [...before.values()].filter((endpoint) => endpoint.failingSince && !running.has(endpoint.id)).map((endpoint) => endpoint.id);
   const clockCleared = cleared.length > 0 ? cleared : undefined;
   if (row) {
     await tx.query('UPDATE merchants SET public_key = $2, endpoints = $3, secrets = $4, version = version + 1, change_xid = pg_current_xact_id(), updated_at = now() WHERE id = $1', [merchantId, ...columns]);
     if (clockCleared) await clearHealth(tx, merchantId, clockCleared);
     for (const endpoint of next.endpoints) {
-      const was = current?.endpoints.find((c) => c.id === endpoint.id);
+      const was = before.get(endpoint.id);
       if (was && was.maxPerSecond !== endpoint.maxPerSecond) await respaceForLimit(tx, merchantId, endpoint.id, was.maxPerSecond, endpoint.maxPerSecond);
     }
-    const deleted = (current?.endpoints ?? []).filter((c) => !next!.endpoints.some((e) => e.id === c.id)).map((c) => c.id);
+    const deleted = [...before.keys()].filter((id) => !next!.endpoints.some((e) => e.id === id));
     if (deleted.length > 0) await dropEndpointRates(tx, merchantId, deleted);
   } else {
     // Kept, not deleted: it says when the merchant of before was deleted, by which the recorder leaves
@@ -171,11 +172,7 @@ export async function writeMerchant(
   // The operator turning an endpoint off ends the merchant's portal sessions (docs/portal.md), here,
   // with the write: a check at each request of what the endpoint is now missed one turned on again
   // or deleted before the session's next request.
-  const turnedOff = (e: Merchant['endpoints'][number]) => {
-    const was = current?.endpoints.find((c) => c.id === e.id);
-    return was !== undefined && !disabledByOperator(was) && disabledByOperator(e);
-  };
-  if (next.endpoints.some(turnedOff)) {
+  if (next.endpoints.some((e) => before.has(e.id) && !disabledByOperator(before.get(e.id)) && disabledByOperator(e))) {
     await tx.query('DELETE FROM portal_sessions WHERE merchant_id = $1', [merchantId]);
   }
   const changes = auditChanges(current, next);
