@@ -148,9 +148,9 @@ export function parseWindow(raw: { since?: string; until?: string }, now: Date):
   return { since, until };
 }
 
-export function parseLimit(text: string): number {
+export function parseLimit(text: string, max = 1_000_000): number {
   const n = Number(text);
-  if (!/^\d+$/.test(text.trim()) || n < 1 || n > 1_000_000) throw new UsageError('--limit takes a whole number from 1 to 1000000');
+  if (!/^\d+$/.test(text.trim()) || n < 1 || n > max) throw new UsageError(`--limit takes a whole number from 1 to ${max}`);
   return n;
 }
 

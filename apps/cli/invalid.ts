@@ -92,17 +92,13 @@ export function parkedOf(message: GetMessage, dispatch: string): ParkedMessage {
       : rejected
         ? 'internal-error: the dispatcher failed unexpectedly on it and could not park it itself (its log says why); rejected, the broker dead-lettered it'
         : ours ? text(headers[HEADERS.invalidReason]) : undefined,
-    invalidAt: ours ? text(headers[HEADERS.invalidAt]) : deathTime(park.time),
+    // The broker's time is its x-death entry's (3.10 and 4.x write it), in seconds.
+    invalidAt: ours ? text(headers[HEADERS.invalidAt]) : park.time === undefined ? undefined : new Date(park.time * 1000).toISOString(),
     originalRoutingKey: text(headers[HEADERS.originalRoutingKey]),
     messageId: text(message.properties.messageId),
     body: message.content,
     byBroker: !ours,
   };
-}
-
-/** When the broker dead-lettered it, from its x-death entry (3.10 and 4.x write it; the time is in seconds). */
-function deathTime(seconds: number | undefined): string | undefined {
-  return seconds === undefined ? undefined : new Date(seconds * 1000).toISOString();
 }
 
 function text(value: unknown): string | undefined {

@@ -33,8 +33,7 @@ export function declareLog(program: CliCommand): void {
           throw new UsageError(`--status must be one of ${WEBHOOK_STATUSES.join(', ')}`);
         }
         if (raw.webhookId !== undefined && (raw.webhookId.length === 0 || raw.webhookId.length > 200)) throw new UsageError('--webhook-id takes 1 to 200 characters');
-        const limit = parseLimit(raw.limit);
-        if (limit > 100) throw new UsageError('--limit is at most 100 here');
+        const limit = parseLimit(raw.limit, 100);
         return {
           ...raw,
           merchant,

@@ -1,5 +1,5 @@
 import { deleteMerchantData, firstIssue, listAudit, type MerchantInput, merchantInputSchema, type MerchantView, resealSecrets, withCurrentRate, withCurrentRates } from '../../libs/merchants/index.js';
-import { CliCommand, EXIT, formatTable, NothingMatchedError, printListing, UsageError, writeLine } from './command.js';
+import { CliCommand, EXIT, formatTable, NothingMatchedError, parseLimit, printListing, UsageError, writeLine } from './command.js';
 import { declareEndpoints, endpointTable } from './endpoints.js';
 import { CLI_ACTOR, merchantId, withDatabase, withSealedStore, withSettings } from './merchant-store.js';
 
@@ -105,11 +105,7 @@ export function declareMerchants(program: CliCommand): void {
     .option('--json', 'one JSON array on stdout, for scripts', false)
     .addHelpText('after', `\n${EXIT} (3: nothing recorded for this merchant)`)
     .handle(
-      (raw: { limit: string; json: boolean }, args) => {
-        const limit = Number(raw.limit);
-        if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new UsageError('--limit takes a whole number from 1 to 500');
-        return { id: merchantId(args), limit, json: raw.json };
-      },
+      (raw: { limit: string; json: boolean }, args) => ({ id: merchantId(args), limit: parseLimit(raw.limit, 500), json: raw.json }),
       async (options, ctx) => {
         const entries = await withSealedStore(ctx, (database) => listAudit(database, options.id, options.limit));
         printListing(ctx, options.json, entries, `nothing recorded for merchant ${options.id}`, () =>

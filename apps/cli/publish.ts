@@ -90,18 +90,16 @@ async function readEvent(file: string): Promise<UpstreamMessage> {
   }
   const { event, data } = parsed.data;
   const fields = REFERENCE_FIELDS[event];
-  let found = 0;
-  for (const field of fields) {
+  const given = fields.filter((field) => data[field] !== undefined);
+  for (const field of given) {
     const value = data[field];
-    if (value === undefined) continue;
     if (typeof value !== 'string' || !isWellFormedReference(value)) {
       throw new UsageError(`not a valid event: data.${field} must be a string of 1 to 200 characters without control characters or a lone surrogate`);
     }
     // The service would take it, but a resend or `failed list --reference` given the reference as
     // people write it (trimmed) would never find it.
     if (value !== value.trim()) throw new UsageError(`not a valid event: data.${field} "${value}" has spaces at its start or end; publish it trimmed`);
-    found++;
   }
-  if (found === 0) throw new UsageError(`not a valid event: a ${event} event needs data.${fields.join(' or data.')}`);
+  if (given.length === 0) throw new UsageError(`not a valid event: a ${event} event needs data.${fields.join(' or data.')}`);
   return json as UpstreamMessage;
 }

@@ -112,7 +112,6 @@ export class PgMerchantDirectory implements MerchantDirectory {
    * without progress; safe twice (a second call is the first's), and a no-op once closed.
    */
   start(signal?: AbortSignal): Promise<void> {
-    // Twice, it listened on a second connection and polled on a second timer; close() ended only the last.
     return this.starting.run(() => this.firstLoad(signal));
   }
 
