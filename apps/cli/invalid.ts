@@ -7,11 +7,11 @@ import { CliCommand, EXIT, formatTable, NothingMatchedError, parseLimit, printLi
 
 /** A message parked in invalid, with the reason the dispatcher wrote in its headers. */
 interface ParkedMessage {
-  code?: string;
-  reason?: string;
-  invalidAt?: string;
-  originalRoutingKey?: string;
-  messageId?: string;
+  code: string | null;
+  reason: string | null;
+  invalidAt: string | null;
+  originalRoutingKey: string | null;
+  messageId: string | null;
   body: Buffer;
   /** Parked by the broker itself (its x-death entry for dispatch), not by a dispatcher. */
   byBroker: boolean;
@@ -86,14 +86,14 @@ export function parkedOf(message: GetMessage, dispatch: string): ParkedMessage {
   const rejected = death === 'rejected';
   const ours = park === undefined;
   return {
-    code: limited ? 'delivery-limit' : rejected ? 'internal-error' : ours ? text(headers[HEADERS.invalidCode]) : undefined,
+    code: limited ? 'delivery-limit' : rejected ? 'internal-error' : ours ? text(headers[HEADERS.invalidCode]) : null,
     reason: limited
       ? `delivered ${DISPATCH_DELIVERY_LIMIT} times without an outcome: the dispatcher crashed or lost its connection holding it each time`
       : rejected
         ? 'internal-error: the dispatcher failed unexpectedly on it and could not park it itself (its log says why); rejected, the broker dead-lettered it'
-        : ours ? text(headers[HEADERS.invalidReason]) : undefined,
+        : ours ? text(headers[HEADERS.invalidReason]) : null,
     // The broker's time is its x-death entry's (3.10 and 4.x write it), in seconds.
-    invalidAt: ours ? text(headers[HEADERS.invalidAt]) : park.time === undefined ? undefined : new Date(park.time * 1000).toISOString(),
+    invalidAt: ours ? text(headers[HEADERS.invalidAt]) : park.time === undefined ? null : new Date(park.time * 1000).toISOString(),
     originalRoutingKey: text(headers[HEADERS.originalRoutingKey]),
     messageId: text(message.properties.messageId),
     body: message.content,
@@ -101,8 +101,8 @@ export function parkedOf(message: GetMessage, dispatch: string): ParkedMessage {
   };
 }
 
-function text(value: unknown): string | undefined {
-  return typeof value === 'string' && value.length > 0 ? value : undefined;
+function text(value: unknown): string | null {
+  return typeof value === 'string' && value.length > 0 ? value : null;
 }
 
 /** For --help: every code a parked message can carry, and how the queue is read. */
@@ -145,16 +145,8 @@ function parkedTable(messages: ParkedMessage[]): string {
   );
 }
 
-function parkedJson(m: ParkedMessage): Record<string, unknown> {
-  return {
-    code: m.code ?? null,
-    reason: m.reason ?? null,
-    invalidAt: m.invalidAt ?? null,
-    originalRoutingKey: m.originalRoutingKey ?? null,
-    messageId: m.messageId ?? null,
-    bodyBytes: m.body.length,
-    body: bodyPreview(m.body),
-  };
+function parkedJson({ body, byBroker: _byBroker, ...fields }: ParkedMessage): Record<string, unknown> {
+  return { ...fields, bodyBytes: body.length, body: bodyPreview(body) };
 }
 
 export function declareInvalid(program: CliCommand): void {
