@@ -4,17 +4,6 @@ import type { EndpointInput, EndpointPatch } from './settings-input.js';
 import { disabledByOperator, type Endpoint, MAX_GRACE_SECRETS, type Merchant } from './schema.js';
 import { checkWebhookUrl, type EndpointView, endpointViewOf, type MerchantSettings, newWebhookSecret, withStatus, type WriteGuards, type Written } from './settings.js';
 
-/** What creating an endpoint answers: the endpoint as shown, and its secret (this once). */
-export interface EndpointCreated {
-  view: EndpointView;
-  secret: string;
-}
-
-export interface RotationResult {
-  secret: string;
-  previousSecretExpiresAt: string | null;
-}
-
 /**
  * A merchant's endpoints, one at a time: each change is a write of the merchant's one versioned
  * document through MerchantSettings (its ETag, Idempotency-Key, audit and announcements). The limit
@@ -29,10 +18,10 @@ export class EndpointSettings {
   }
 
   /** A new endpoint with a new secret, returned here once (and to a repeat of its Idempotency-Key). */
-  create(merchantId: string, input: EndpointInput, guards: WriteGuards = {}): Promise<Written<EndpointCreated>> {
+  create(merchantId: string, input: EndpointInput, guards: WriteGuards = {}) {
     const url = checkWebhookUrl(input.url, this.settings.policy);
     let createdId: string | undefined;
-    return this.settings.write<EndpointCreated>('endpoint.create', merchantId, input, guards, (current, issued, now) => {
+    return this.settings.write('endpoint.create', merchantId, input, guards, (current, issued, now) => {
       if (!current) throw new MerchantNotFoundError(merchantId);
       if (current.endpoints.length >= this.settings.maxEndpoints) throw new EndpointLimitError(merchantId, this.settings.maxEndpoints);
       checkUrlFree(current, url);
@@ -87,11 +76,11 @@ export class EndpointSettings {
   }
 
   /** A new secret for this endpoint alone; the others keep theirs. */
-  rotate(merchantId: string, endpointId: string, graceSeconds: number, guards: WriteGuards = {}): Promise<Written<RotationResult>> {
+  rotate(merchantId: string, endpointId: string, graceSeconds: number, guards: WriteGuards = {}) {
     const secret = newWebhookSecret();
     // The grace stamped by PostgreSQL's time of the write, by which the writes and the dispatchers
     // judge it: on an API host 10 minutes behind, a grace of 5 had ended before it began.
-    return this.settings.write<RotationResult>('endpoint.rotate', merchantId, { endpointId, graceSeconds }, guards, (current, _issued, now) => {
+    return this.settings.write('endpoint.rotate', merchantId, { endpointId, graceSeconds }, guards, (current, _issued, now) => {
       if (!current) throw new MerchantNotFoundError(merchantId);
       return replaced(current, rotatedEndpoint(merchantId, endpointOf(current, endpointId), secret, graceSeconds, now));
     }, (next) => {

@@ -8,15 +8,6 @@ import { columnsOf } from './rows.js';
 import { merchantsFileSchema } from './schema.js';
 import { SecretBox } from './secret-box.js';
 
-export interface OpenedMerchants {
-  merchants: MerchantDirectory;
-  /** The database directory, which writes go through; undefined with MERCHANTS_FILE (read-only). */
-  writable?: PgMerchantDirectory;
-  /** The merchants' database (the limits shared by API replicas use it too). */
-  database?: Database;
-  close(): Promise<void>;
-}
-
 export interface OpenMerchantsOptions extends PgDirectoryOptions {
   /** A database the caller opened (npm start shares one PGlite); else DATABASE_URL. */
   database?: Database;
@@ -29,15 +20,19 @@ export interface OpenMerchantsOptions extends PgDirectoryOptions {
   connectTimeoutMs?: number;
 }
 
-/** Opens the directory the configuration (libs/config/merchants.ts) names, loaded and kept current. */
+/**
+ * Opens the directory the configuration (libs/config/merchants.ts) names, loaded and kept current;
+ * `writable`, which writes go through, and `database` (the limits shared by API replicas use it too)
+ * are undefined with MERCHANTS_FILE (read-only).
+ */
 export async function openMerchants(
   config: { MERCHANTS_FILE?: string; DATABASE_URL?: string; SECRETS_KEY?: Buffer; SECRETS_KEY_PREVIOUS?: Buffer },
   logger: Logger,
   options: OpenMerchantsOptions,
-): Promise<OpenedMerchants> {
+) {
   if (config.MERCHANTS_FILE) {
     const file = new FileMerchantDirectory(config.MERCHANTS_FILE, logger).watch();
-    return { merchants: file, close: () => file.close() };
+    return { merchants: file as MerchantDirectory, writable: undefined, database: undefined, close: () => file.close() };
   }
   // A small pool of its own: writes and the limits' counters, never the delivery log's reads.
   const database = options.database ?? openPostgres(config.DATABASE_URL!, { maxConnections: 4, connectTimeoutMs: options.connectTimeoutMs ?? 2_000, statementTimeoutMs: 10_000, applicationName: options.applicationName });
@@ -54,7 +49,7 @@ export async function openMerchants(
     await close();
     throw err;
   }
-  return { merchants: directory, writable: directory, database, close };
+  return { merchants: directory as MerchantDirectory, writable: directory, database, close };
 }
 
 /**
