@@ -5,17 +5,8 @@ import { DISPATCH_DELIVERY_LIMIT, topologyNames, type TopologyNames } from '../.
 import { withBroker } from './broker.js';
 import { CliCommand, EXIT, formatTable, NothingMatchedError, parseLimit, printListing, truncate, UsageError, writeLine } from './command.js';
 
-/** A message parked in invalid, with the reason the dispatcher wrote in its headers. */
-interface ParkedMessage {
-  code: string | null;
-  reason: string | null;
-  invalidAt: string | null;
-  originalRoutingKey: string | null;
-  messageId: string | null;
-  body: Buffer;
-  /** Parked by the broker itself (its x-death entry for dispatch), not by a dispatcher. */
-  byBroker: boolean;
-}
+/** A message parked in invalid, with the reason the dispatcher (or the broker: byBroker) gave. */
+type ParkedMessage = ReturnType<typeof parkedOf>;
 
 /** For --help, and why the pass below is made so. */
 const NO_REQUEUE = `How it reads the queue: every message present when the command starts is taken, handled, published
@@ -72,7 +63,7 @@ function brokerVerdict(parked: ParkedMessage): Record<string, string> {
   };
 }
 
-export function parkedOf(message: GetMessage, dispatch: string): ParkedMessage {
+export function parkedOf(message: GetMessage, dispatch: string) {
   const headers = message.properties.headers ?? {};
   // The broker itself parks a message that came back from dispatch too many times (delivery-limit),
   // and one the dispatcher rejected because it could not park it after an unexpected error. Its
