@@ -12,15 +12,6 @@ export interface Actor {
   address?: string;
 }
 
-export interface AuditEntry {
-  id: string;
-  at: string;
-  actor: string;
-  action: string;
-  changes: Record<string, unknown>;
-  address: string | null;
-}
-
 type Changes = Record<string, { from: unknown; to: unknown } | 'rotated'>;
 
 /**
@@ -99,8 +90,9 @@ export async function recordAudit(db: Queryable, merchantId: string, action: str
  * Ordered by the table's bigint id: a bare `id` would be the text column of the SELECT, and put
  * entry 10 after entry 9.
  */
-export async function listAudit(db: Queryable, merchantId: string, limit: number, before?: string): Promise<AuditEntry[]> {
-  const { rows } = await db.query<Omit<AuditEntry, 'at'> & { at: Date | string }>(
+export async function listAudit(db: Queryable, merchantId: string, limit: number, before?: string) {
+  type Row = { id: string; at: Date | string; actor: string; action: string; changes: Record<string, unknown>; address: string | null };
+  const { rows } = await db.query<Row>(
     `SELECT id::text, at, actor, action, changes, address FROM merchant_audit
      WHERE merchant_id = $1 AND ($2::bigint IS NULL OR merchant_audit.id < $2::bigint) ORDER BY merchant_audit.id DESC LIMIT $3`,
     [merchantId, before ?? null, limit],

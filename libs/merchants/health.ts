@@ -67,22 +67,14 @@ export function withHealth(merchant: Merchant, clocks: Iterable<Health> = []): M
  */
 export type HealthFact = { kind: 'failing'; streakMs: number; afterMs: number } | { kind: 'succeeded'; agoMs: number };
 
-/** What a fact did: the endpoint's clock after it (undefined: none runs), and PostgreSQL's time then. */
-export interface HealthWritten {
-  endpointId: string;
-  clock: Health | undefined;
-  now: Date;
-  /** Whether the row changed. */
-  wrote: boolean;
-}
-
 /**
  * Applies `fact` to the clock of the merchant's endpoint at `url`, only while that endpoint is
  * enabled at that URL (undefined otherwise). The merchant's row locked for share orders it with a
  * settings write (the disable reads the clock after locking the row for update); the clock's row
- * locked for update orders the facts of dispatchers racing.
+ * locked for update orders the facts of dispatchers racing. Returns the endpoint's clock after it
+ * (undefined: none runs), PostgreSQL's time then, and whether the row changed (`wrote`).
  */
-export async function writeHealth(tx: Queryable, merchantId: string, url: string, fact: HealthFact): Promise<HealthWritten | undefined> {
+export async function writeHealth(tx: Queryable, merchantId: string, url: string, fact: HealthFact) {
   const { rows: owner } = await tx.query<{ id: string | null; enabled: boolean | null; now: Date }>(
     `SELECT e->>'id' AS id, (e->>'enabled')::boolean AS enabled, now() AS now FROM merchants m, jsonb_array_elements(m.endpoints) e WHERE m.id = $1 AND e->>'url' = $2 FOR SHARE OF m`,
     [merchantId, url],

@@ -3,7 +3,7 @@ import { type Database, isTransient, keepListening, type Listening, type Queryab
 import type { Logger } from '../logger/index.js';
 import { DirectoryCache } from './cache.js';
 import type { MerchantDirectory } from './directory.js';
-import { HEALTH_COLUMNS, type HealthFact, type HealthRow, type HealthWritten, healthOf, writeHealth } from './health.js';
+import { HEALTH_COLUMNS, type HealthFact, type HealthRow, healthOf, writeHealth } from './health.js';
 import { CHANGES_CHANNEL, MERCHANT_COLUMNS, type MerchantRow, merchantOf, TOMBSTONE_KEEP_MS } from './rows.js';
 import type { Merchant } from './schema.js';
 import { keyIdOf, type SecretBox, SecretsKeyError } from './secret-box.js';
@@ -223,7 +223,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
   }
 
   /** Applies a dispatcher's fact to the failing clock of the endpoint at `url` (see writeHealth), by PostgreSQL's clock. */
-  async recordHealth(merchantId: string, url: string, fact: HealthFact): Promise<HealthWritten | undefined> {
+  async recordHealth(merchantId: string, url: string, fact: HealthFact) {
     try {
       const written = await this.db.transaction(async (tx) => {
         const result = await writeHealth(tx, merchantId, url, fact);
