@@ -224,18 +224,15 @@ export class PgMerchantDirectory implements MerchantDirectory {
 
   /** Applies a dispatcher's fact to the failing clock of the endpoint at `url` (see writeHealth), by PostgreSQL's clock. */
   async recordHealth(merchantId: string, url: string, fact: HealthFact) {
-    try {
-      const written = await this.db.transaction(async (tx) => {
-        const result = await writeHealth(tx, merchantId, url, fact);
-        if (result?.wrote) await tx.query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, merchantId]);
-        return result;
-      });
-      if (written) this.cache.setHealth(merchantId, written.endpointId, written.clock);
-      return written;
-    } catch (err) {
-      if (isUnavailable(err)) throw new MerchantStoreUnavailableError(err);
-      throw err;
-    }
+    const written = await this.db.transaction(async (tx) => {
+      const result = await writeHealth(tx, merchantId, url, fact);
+      if (result?.wrote) await tx.query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, merchantId]);
+      return result;
+    }).catch((err: unknown) => {
+      throw isUnavailable(err) ? new MerchantStoreUnavailableError(err) : err;
+    });
+    if (written) this.cache.setHealth(merchantId, written.endpointId, written.clock);
+    return written;
   }
 
   /**
@@ -273,16 +270,12 @@ export class PgMerchantDirectory implements MerchantDirectory {
     this.polledAt = performance.now();
   }
 
-  /** Throws SecretsKeyError when no key of this program sealed the row's secrets, opened or not. */
-  private merchantOf(row: MerchantRow): Merchant {
-    if (this.options.openSecrets === false && row.secrets && !this.box.holdsKeyOf(row.secrets)) throw new SecretsKeyError(keyIdOf(row.secrets));
-    return merchantOf(row, this.box, this.options.openSecrets !== false);
-  }
-
   /** Takes a row into `cache`; one no key of this program opens is reported, and the version held kept. */
   private take(cache: DirectoryCache, row: MerchantRow, strict: boolean): void {
     try {
-      cache.apply(this.merchantOf(row), Number(row.version));
+      // A row whose secrets no key of this program sealed is refused, whether it opens them now or not.
+      if (this.options.openSecrets === false && row.secrets && !this.box.holdsKeyOf(row.secrets)) throw new SecretsKeyError(keyIdOf(row.secrets));
+      cache.apply(merchantOf(row, this.box, this.options.openSecrets !== false), Number(row.version));
       return;
     } catch (err) {
       if (strict || !(err instanceof SecretsKeyError)) throw err;
