@@ -95,7 +95,9 @@ export async function writeHealth(tx: Queryable, merchantId: string, url: string
     );
     return as(rows);
   }
-  if (current && runningAt(current, now.getTime(), fact.afterMs)) {
+  // Running, not stale: a failure recorded within two tenths of `afterMs` (the rule of clockState in libs/operational, which imports this lib).
+  const lastFailure = current && Math.max(Date.parse(current.failingSince), Date.parse(current.lastFailureAt ?? current.failingSince));
+  if (current && now.getTime() - lastFailure! <= fact.afterMs / 5) {
     const { rows } = await tx.query<HealthRow>(
       `UPDATE endpoint_health SET last_failure_at = now(), change_xid = pg_current_xact_id() WHERE merchant_id = $1 AND endpoint_id = $2 RETURNING ${HEALTH_COLUMNS}`,
       [merchantId, endpointId],
@@ -115,13 +117,6 @@ export async function writeHealth(tx: Queryable, merchantId: string, url: string
   if (rows.length > 0) return as(rows);
   const { rows: made } = await tx.query<HealthRow>(`SELECT ${HEALTH_COLUMNS} FROM endpoint_health WHERE merchant_id = $1 AND endpoint_id = $2`, [merchantId, endpointId]);
   return { ...as(made), wrote: false };
-}
-
-/** Not stale at `now`: a failure recorded within two tenths of `afterMs` (the rule of clockState in libs/operational, which imports this lib). */
-function runningAt(clock: Health, now: number, afterMs: number): boolean {
-  const since = Date.parse(clock.failingSince);
-  const last = clock.lastFailureAt === undefined ? since : Math.max(since, Date.parse(clock.lastFailureAt));
-  return now - last <= afterMs / 5;
 }
 
 /** Clears the clocks of these endpoints (a settings write that turned one off or on, or pointed it elsewhere). */

@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import { type Database, isTransient, keepListening, type Listening, type Queryable } from '../delivery-store/index.js';
+import { type Database, isTransient, keepListening, type Listening } from '../delivery-store/index.js';
 import type { Logger } from '../logger/index.js';
 import { DirectoryCache } from './cache.js';
 import type { MerchantDirectory } from './directory.js';
@@ -55,17 +55,14 @@ interface Position {
 }
 
 /** The position, and PostgreSQL's clock when it was read (ms since the epoch). */
-async function positionOf(db: Queryable): Promise<Position & { now_ms: number }> {
-  const { rows } = await db.query<Position & { now_ms: number }>(`SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS cursor,
+const POSITION_NOW = `SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS cursor,
     (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS now_ms,
     concat_ws('/',
       (SELECT system_identifier FROM pg_control_system()),
       (SELECT timeline_id FROM pg_control_checkpoint()),
       pg_postmaster_start_time(),
       (SELECT oid FROM pg_database WHERE datname = current_database()),
-      'merchants'::regclass::oid) AS history`);
-  return rows[0]!;
-}
+      'merchants'::regclass::oid) AS history`;
 
 /**
  * Merchants from PostgreSQL, held in memory: every read is synchronous, the delivery path never
@@ -179,7 +176,8 @@ export class PgMerchantDirectory implements MerchantDirectory {
   /** Where the database's history stands now; PostgreSQL's clock read with it, at the middle of the round trip. */
   private async positionNow(): Promise<Position> {
     const asked = performance.now();
-    const { now_ms, ...position } = await positionOf(this.db);
+    const { rows } = await this.db.query<Position & { now_ms: number }>(POSITION_NOW);
+    const { now_ms, ...position } = rows[0]!;
     this.pgTime = { ms: Number(now_ms), at: (asked + performance.now()) / 2 };
     return position;
   }

@@ -116,24 +116,21 @@ export interface EndpointTransition {
 
 /** What a write did to each endpoint that existed before and after it (adding or deleting one announces nothing). */
 export function transitionsOf(before: Merchant | undefined, after: Merchant, now: Date): EndpointTransition[] {
-  return after.endpoints.flatMap((endpoint) => {
-    const was = before?.endpoints.find((each) => each.id === endpoint.id);
-    return was ? endpointTransitions(after.id, was, endpoint, now) : [];
+  return after.endpoints.flatMap((webhook): EndpointTransition[] => {
+    const was = before?.endpoints.find((each) => each.id === webhook.id);
+    if (!was) return [];
+    const base = { merchantId: after.id, endpointId: webhook.id, url: webhook.url, at: now.toISOString() };
+    const changed = [...(was.url !== webhook.url ? (['url'] as const) : []), ...(JSON.stringify(was.events) !== JSON.stringify(webhook.events) ? (['events'] as const) : [])];
+    return [
+      ...(changed.length > 0 ? [{ ...base, kind: 'updated' as const, changed, previousUrl: was.url, events: webhook.events ?? null }] : []),
+      ...(was.secret !== webhook.secret ? [{ ...base, kind: 'secret_rotated' as const }] : []),
+      ...(was.enabled === webhook.enabled
+        ? []
+        : webhook.enabled
+          ? [{ ...base, kind: 'enabled' as const }]
+          : [{ ...base, kind: 'disabled' as const, reason: webhook.disabledReason ?? 'manual', ...(webhook.failingSince ? { failingSince: webhook.failingSince } : {}), at: webhook.disabledAt ?? base.at }]),
+    ];
   });
-}
-
-function endpointTransitions(merchantId: string, was: Endpoint, webhook: Endpoint, now: Date): EndpointTransition[] {
-  const base = { merchantId, endpointId: webhook.id, url: webhook.url, at: now.toISOString() };
-  const changed = [...(was.url !== webhook.url ? (['url'] as const) : []), ...(JSON.stringify(was.events) !== JSON.stringify(webhook.events) ? (['events'] as const) : [])];
-  return [
-    ...(changed.length > 0 ? [{ ...base, kind: 'updated' as const, changed, previousUrl: was.url, events: webhook.events ?? null }] : []),
-    ...(was.secret !== webhook.secret ? [{ ...base, kind: 'secret_rotated' as const }] : []),
-    ...(was.enabled === webhook.enabled
-      ? []
-      : webhook.enabled
-        ? [{ ...base, kind: 'enabled' as const }]
-        : [{ ...base, kind: 'disabled' as const, reason: webhook.disabledReason ?? 'manual', ...(webhook.failingSince ? { failingSince: webhook.failingSince } : {}), at: webhook.disabledAt ?? base.at }]),
-  ];
 }
 
 /** How a write is guarded: an Idempotency-Key (a repeat gets the first answer), an If-Match version (412 when stale). */
