@@ -179,20 +179,10 @@ function parseRate(text: string): number {
 /** At most this many failures in one replay: a larger window is replayed in parts. */
 const MAX_REPLAY = 100_000;
 
-/** Call k (0-based) returns no earlier than k / perSecond seconds after the first: a merchant back from an outage gets its backlog at a rate it can take. */
-function pacer(perSecond: number): () => Promise<void> {
-  let started: number | undefined;
-  let items = 0;
-  return async () => {
-    started ??= performance.now();
-    const wait = started + (items++ * 1000) / perSecond - performance.now();
-    if (wait > 0) await sleep(Math.ceil(wait));
-  };
-}
-
 async function replay(resend: ResendService, merchant: ResendTarget, candidates: FailureRow[], rate: number, ctx: CliContext) {
   const summary = { resent: 0, skipped: 0, errors: 0, lastError: undefined as string | undefined };
-  const pace = pacer(rate);
+  const started = performance.now();
+  let paced = 0;
   const progress = startProgress('replay', candidates.length, ctx.stderr);
   let brokerGone = false;
   try {
@@ -200,7 +190,9 @@ async function replay(resend: ResendService, merchant: ResendTarget, candidates:
       if (brokerGone) {
         summary.errors++;
       } else {
-        await pace();
+        // Resend k (0-based) goes no earlier than k / rate seconds after the first: a merchant back from an outage gets its backlog at a rate it can take.
+        const wait = started + (paced++ * 1000) / rate - performance.now();
+        if (wait > 0) await sleep(Math.ceil(wait));
         try {
           // Each failure to its own endpoint (a row written before endpoints: every row of the webhook, the first endpoint's).
           summary.resent += await resend.resendWebhook(merchant, failure.webhookId, failure.endpointId ?? undefined);
