@@ -26,7 +26,7 @@ export function endpointTable(views: EndpointView[]): string {
 
 function maxPerSecondOf(raw: string): number {
   const n = Number(raw);
-  if (!(/^\d+$/.test(raw.trim()) && Number.isInteger(n) && n >= 1 && n <= MAX_PER_SECOND_LIMIT)) {
+  if (!(/^\d+$/.test(raw.trim()) && n >= 1 && n <= MAX_PER_SECOND_LIMIT)) {
     throw new UsageError(`--max-per-second takes a whole number from 1 to ${MAX_PER_SECOND_LIMIT}; not ${raw}`);
   }
   return n;
@@ -38,12 +38,11 @@ function endpointId(args: string[]): string {
   return id;
 }
 
-function eventsOf(raw: string | undefined): string[] | undefined {
-  const events = raw?.split(',').map((e) => e.trim()).filter((e) => e !== '');
-  for (const event of events ?? []) {
-    if (!(EVENT_NAMES as readonly string[]).includes(event)) throw new UsageError(`--events takes ${EVENT_NAMES.join(', ')}; not ${event}`);
-  }
-  if (events !== undefined && events.length === 0) throw new UsageError(`--events takes at least one of ${EVENT_NAMES.join(', ')}`);
+function eventsOf(raw: string): string[] {
+  const events = raw.split(',').map((e) => e.trim()).filter((e) => e !== '');
+  const unknown = events.find((event) => !(EVENT_NAMES as readonly string[]).includes(event));
+  if (unknown !== undefined) throw new UsageError(`--events takes ${EVENT_NAMES.join(', ')}; not ${unknown}`);
+  if (events.length === 0) throw new UsageError(`--events takes at least one of ${EVENT_NAMES.join(', ')}`);
   return events;
 }
 
