@@ -16,7 +16,6 @@ import {
   rotateInputSchema,
   viewOf,
   withCurrentRate,
-  withEndpointRate,
   withEndpointRates,
 } from '../../libs/merchants/index.js';
 import type { ApiDeps } from './deps.js';
@@ -94,8 +93,8 @@ function mountEndpoints(router: express.Router, deps: ApiDeps, base: string): vo
 
   mount(router, 'getEndpoint', async (_req, res, { params }) => {
     const { merchantId, endpointId } = ids(params);
-    const [view] = shown(merchantId, endpointId);
-    send(res, 200, `endpoint ${endpointId} of merchant ${merchantId}`, await withEndpointRate(deps.audit, merchantId, view!), versionOf(merchantId));
+    const [view] = await withEndpointRates(deps.audit, merchantId, shown(merchantId, endpointId));
+    send(res, 200, `endpoint ${endpointId} of merchant ${merchantId}`, view, versionOf(merchantId));
   }, base);
 
   mount(router, 'createEndpoint', async (req, res, { params }) => {
@@ -111,7 +110,7 @@ function mountEndpoints(router: express.Router, deps: ApiDeps, base: string): vo
     const patch = bodyOf(endpointPatchSchema, req);
     const written = await endpoints().patch(merchantId, endpointId, patch, guardsOf(req, res));
     deps.logger.info('endpoint changed through the admin API', { merchantId, endpointId, replayed: written.replayed });
-    const view = await withEndpointRate(deps.audit, merchantId, written.view);
+    const [view] = await withEndpointRates(deps.audit, merchantId, [written.view]);
     send(res, 200, `endpoint ${endpointId} of merchant ${merchantId} updated`, view, written.version, written.replayed);
   }, base);
 

@@ -60,11 +60,6 @@ export async function withEndpointRates<E extends RatedView>(db: Queryable | und
   return (await withCurrentRate(db, { id: merchantId, endpoints })).endpoints;
 }
 
-/** An endpoint's view with its rate now. */
-export async function withEndpointRate<E extends RatedView>(db: Queryable | undefined, merchantId: string, endpoint: E): Promise<E> {
-  return (await withEndpointRates(db, merchantId, [endpoint]))[0]!;
-}
-
 /** The rate an endpoint is sent at now, to the hundredth: its adaptive rate, never above its maxPerSecond. */
 export function currentPerSecondOf(maxPerSecond: number | null | undefined, adaptiveRate: number): number {
   return Math.round(Math.min(maxPerSecond ?? Infinity, adaptiveRate) * 100) / 100;
