@@ -59,14 +59,6 @@ export function signingSecrets(webhook: Endpoint, now: Date): string[] {
   return [webhook.secret, ...graceSecrets(webhook, now).map((grace) => grace.secret)];
 }
 
-/** When each replaced secret in its grace stops signing, the latest first. Reads no secret, so that the API opens none. */
-export function graceExpiries(webhook: Endpoint, now: Date): Array<{ expiresAt: string }> {
-  return (webhook.previousSecrets ?? [])
-    .filter((grace) => Date.parse(grace.expiresAt) > now.getTime())
-    .map(({ expiresAt }) => ({ expiresAt }))
-    .sort((a, b) => Date.parse(b.expiresAt) - Date.parse(a.expiresAt));
-}
-
 /** Replaced secrets still in their grace at `now`, the latest expiry first. */
 export function graceSecrets(webhook: Endpoint, now: Date): GraceSecret[] {
   const seen = new Set([webhook.secret]);

@@ -1,4 +1,4 @@
-export { directoryNow, type MerchantDirectory, graceExpiries, legacyEndpointId, matchingEndpoints, newEndpointId, receivesEvent, signingSecrets } from './directory.js';
+export { directoryNow, type MerchantDirectory, legacyEndpointId, matchingEndpoints, newEndpointId, receivesEvent, signingSecrets } from './directory.js';
 export { FileMerchantDirectory, MerchantsFileError } from './file-directory.js';
 export { DISABLED_REASONS, type DisabledReason, disabledByOperator, type Endpoint, ENDPOINT_ID, MAX_ENDPOINTS_PER_MERCHANT, MAX_PER_SECOND_LIMIT, type Merchant, WEBHOOK_SECRET, merchantsFileSchema } from './schema.js';
 export { isUnavailable, MerchantStoreUnavailableError, PgMerchantDirectory } from './pg-directory.js';

@@ -4,7 +4,7 @@ import { PLATFORM_MERCHANT_ID } from '../contracts/merchant-id.js';
 import { isBlockedAddress } from '../http/address-guard.js';
 import type { Actor } from './audit.js';
 import type { PgMerchantDirectory } from './pg-directory.js';
-import { graceExpiries, newEndpointId } from './directory.js';
+import { newEndpointId } from './directory.js';
 import { EVENT_NAMES } from '../contracts/events.js';
 import { type DisabledReason, disabledByOperator, type Endpoint, MAX_ENDPOINTS_PER_MERCHANT, type Merchant } from './schema.js';
 import { InvalidIdempotencyKeyError, InvalidSettingsError, MerchantNotFoundError, PublicKeyTakenError } from './errors.js';
@@ -47,7 +47,11 @@ export function viewOf(merchant: Merchant, now: Date) {
 export type EndpointView = ReturnType<typeof endpointViewOf>;
 
 export function endpointViewOf(endpoint: Endpoint, now: Date) {
-  const grace = graceExpiries(endpoint, now);
+  // When each replaced secret in its grace stops signing, the latest first. Reads no secret, so that the API opens none.
+  const grace = (endpoint.previousSecrets ?? [])
+    .filter(({ expiresAt }) => Date.parse(expiresAt) > now.getTime())
+    .map(({ expiresAt }) => ({ expiresAt }))
+    .sort((a, b) => Date.parse(b.expiresAt) - Date.parse(a.expiresAt));
   return {
     id: endpoint.id,
     description: endpoint.description ?? null,
@@ -55,7 +59,7 @@ export function endpointViewOf(endpoint: Endpoint, now: Date) {
     enabled: endpoint.enabled,
     events: [...(endpoint.events ?? EVENT_NAMES)],
     previousSecretExpiresAt: grace[0]?.expiresAt ?? null,
-    previousSecrets: grace.map(({ expiresAt }) => ({ expiresAt })),
+    previousSecrets: grace,
     disabledReason: endpoint.enabled ? null : (endpoint.disabledReason ?? null),
     disabledAt: endpoint.enabled ? null : (endpoint.disabledAt ?? null),
     failingSince: endpoint.failingSince ?? null,
