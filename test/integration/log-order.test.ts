@@ -43,7 +43,10 @@ describe('the delivery log orders each webhook by its attempts, not by host cloc
     // (A's record the later) failed in CI when B's delivery came more than 30 s after A's attempt on
     // a loaded machine. Any skew that puts A's record later is the case: a status taken from the
     // clocks shows `retrying` whatever its size.
-    const harness: Harness = await startHarness({ name: 'log-order', merchants: [merchant], retryDelaysMs: [300], deliveryLog: true, now: () => new Date(Date.now() + 120_000) });
+    // The retry's wait is due 3 s after A's attempt: A is stopped as soon as that wait is written (before
+    // its ack), so the second attempt is B's. With 300 ms, a loaded machine let A's own consumer take the
+    // hand-back before its stop, and both records carried A's clock (CI, 2026-11-30).
+    const harness: Harness = await startHarness({ name: 'log-order', merchants: [merchant], retryDelaysMs: [3_000], deliveryLog: true, now: () => new Date(Date.now() + 120_000) });
     const recorder = new DeliveryLogRecorder(harness.broker, database, silentLogger(), { prefix: harness.prefix, retentionMs: 30 * 86_400_000, retryMs: 200 });
     const logB = new DeliveryRecorder(harness.broker, silentLogger(), { prefix: harness.prefix });
     const http = createUndiciClient({ allowPrivateTargets: true, responseBodyBytes: 1024 });
@@ -53,9 +56,10 @@ describe('the delivery log orders each webhook by its attempts, not by host cloc
     try {
       await recorder.start();
       const { messageId } = await harness.publisher.publish(sampleEvent('payout', merchant.id));
-      await waitFor('A retrying it in the log', async () => (await statusOf(merchant.id, messageId))?.status === 'retrying', 20_000);
+      await waitFor('A\'s retry waiting', async () => (await harness.database.query('SELECT 1 FROM webhook_waits WHERE webhook_id = $1', [messageId])).length === 1, 20_000);
       // A stops before its retry comes back: B, on the host's clock, makes the second attempt.
       await harness.dispatcher.stop();
+      await waitFor('A retrying it in the log', async () => (await statusOf(merchant.id, messageId))?.status === 'retrying', 20_000);
       await logB.start();
       b = new Dispatcher(
         { broker: harness.broker, merchants: harness.merchants, http, logger: silentLogger(), deliveryLog: logB, waits: { store: harness.waits, writer } },
