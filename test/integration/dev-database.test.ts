@@ -39,8 +39,10 @@ describe("development mode's embedded database, one process at a time", () => {
     const program = startProgram(resolve(DISPATCHER), env(), [], cwd);
     return program;
   };
+  // A fresh folder is PGlite's files made and every migration run in WebAssembly: 8 s alone here, past
+  // 30 s on a slower machine's CI beside the other files (2026-11-30).
   const consuming = (program: ReturnType<typeof start>) =>
-    waitFor('dispatcher consuming', () => program.output.stdout.includes('dispatcher consuming'), 30_000, 100).catch((err: Error) => {
+    waitFor('dispatcher consuming', () => program.output.stdout.includes('dispatcher consuming'), 75_000, 100).catch((err: Error) => {
       throw new Error(`${err.message}\n${program.output.stdout.slice(-2_000)}${program.output.stderr}`);
     });
 
@@ -61,7 +63,7 @@ describe("development mode's embedded database, one process at a time", () => {
     } finally {
       for (const program of [first, second]) if (program && program.child.exitCode === null) program.child.kill('SIGKILL');
     }
-  }, 90_000);
+  }, 150_000);
 
   it('opens, after a clean stop and after its holder was killed, with what was there', async () => {
     const first = start();
@@ -82,5 +84,5 @@ describe("development mode's embedded database, one process at a time", () => {
     } finally {
       if (again.child.exitCode === null) again.child.kill('SIGKILL');
     }
-  }, 120_000);
+  }, 270_000);
 });
