@@ -50,8 +50,8 @@ it.concurrent('a charge that fails twice, then its refund reaches the merchant b
     expect(ids).toEqual([charge.messageId, charge.messageId, charge.messageId, refund.messageId]);
     const [, , chargeDone, refundFirst] = receiver.requests;
     // The issue's 1 s: ~100 ms alone (the scheduler's poll), 1.8 s in a CI run on a machine half as fast with
-    // every file beside it (2026-11-30). 5 s still fails a refund not released by its charge's end (it
-    // waits for the hour-old upkeep, past this case's 20 s).
+    // every file beside it (2026-11-30). What else could release the refund (the order upkeep, after an
+    // hour) would not come within this case's 20 s either way.
     expect(refundFirst!.at - chargeDone!.at).toBeLessThan(5_000);
     expect(harness.dispatcher.stats.ordered).toBe(1);
     await waitFor('no wait left', async () => (await harness.waits.census(0)).waiting === 0, 10_000);
