@@ -36,9 +36,7 @@ export default {
   runner: '<rootDir>/test/support/runner.js',
   // Three: with the cluster suite beside them (three RabbitMQ nodes), four workers loaded two cores past
   // what the timing cases allow (load 12-14: startup's 5 s, the collector's 8 s) once fan-out's files came.
-  // Two on a machine half as fast (2026-11-30): with three, each .ci/run there failed one or two different
-  // timing cases (a release, a hand-back, an outage's catch-up), the files' times about doubled.
-  maxWorkers: 2,
+  maxWorkers: 3,
   // The slowest files first, also on a fresh checkout (test/durations.json).
   testSequencer: '<rootDir>/test/support/sequencer.js',
 };
