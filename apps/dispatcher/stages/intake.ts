@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { ConsumeMessage } from 'amqplib';
 import {
   type EventName,
@@ -248,7 +248,7 @@ export function keyCheckOf(message: ConsumeMessage, intake: IntakeEvent, upstrea
  */
 export function intakeDigestOf(message: ConsumeMessage): Buffer | undefined {
   const id = message.properties.messageId;
-  return typeof id === 'string' && id.length > 0 ? createHash('sha256').update(message.content).digest().subarray(0, 16) : undefined;
+  return typeof id === 'string' && id.length > 0 ? hash('sha256', message.content, 'buffer').subarray(0, 16) : undefined;
 }
 
 /**
@@ -258,5 +258,5 @@ export function intakeDigestOf(message: ConsumeMessage): Buffer | undefined {
 export function webhookIdOf(message: ConsumeMessage): string {
   const id = message.properties.messageId;
   if (typeof id === 'string' && id.length > 0) return id;
-  return `msg_${createHash('sha256').update(message.content).digest('hex').slice(0, 32)}`;
+  return `msg_${hash('sha256', message.content).slice(0, 32)}`;
 }
