@@ -7,6 +7,8 @@
  * over a warm window, as in 1b.
  *
  * `npm run bench -- order` (BENCH_ORDER_WARMUP, default 5,000; BENCH_ORDER_N, default 20,000).
+ * BENCH_ORDER_UPSTREAM=1: the events come through the events exchange, so both runs pay the intake
+ * check (on by default) as deployed; otherwise straight to `dispatch`, the order's cost alone.
  */
 import { cpus, loadavg } from 'node:os';
 import { merchantsFile } from './fixtures.js';
@@ -25,6 +27,8 @@ export interface OrderResult {
   warmup: number;
   total: number;
   concurrency: number;
+  /** Through the events exchange (BENCH_ORDER_UPSTREAM=1), each run paying the intake check. */
+  upstream: boolean;
   runs: OrderRound[];
 }
 
@@ -32,8 +36,9 @@ export async function benchOrder(url: string, receiver: ReceiverProcess, runs: n
   const warmup = Number(process.env.BENCH_ORDER_WARMUP ?? 5_000);
   const total = Number(process.env.BENCH_ORDER_N ?? 20_000);
   const concurrency = 128;
-  const result: OrderResult = { warmup, total, concurrency, runs: [] };
-  const once = async (ordered: boolean) => (await dispatcherCpu(url, receiver, warmup, total, concurrency, { MERCHANTS_FILE: merchantsFile([{ id: 'm_bench', url: `${receiver.url}/ok`, endpoint: ordered ? { orderByReference: true } : {} }]) })).warm;
+  const upstream = process.env.BENCH_ORDER_UPSTREAM === '1';
+  const result: OrderResult = { warmup, total, concurrency, upstream, runs: [] };
+  const once = async (ordered: boolean) => (await dispatcherCpu(url, receiver, warmup, total, concurrency, { MERCHANTS_FILE: merchantsFile([{ id: 'm_bench', url: `${receiver.url}/ok`, endpoint: ordered ? { orderByReference: true } : {} }]) }, { upstream, randomKeys: upstream })).warm;
   for (let i = 0; i < runs; i++) {
     const orderedFirst = i % 2 === 1;
     const first = await once(orderedFirst);
@@ -55,7 +60,7 @@ merchant, every event with a reference of its own (many references, so every web
 answering 204 to all: the merchant **unordered**, then in the same round with \`orderByReference\` (**ordered**: each webhook's
 admission, without its bytes, and its end, beside its delivery record, are one batched call of webhook_order_step() each). Rate:
 deliveries a second over the ${r.total.toLocaleString('en')} after the first ${r.warmup.toLocaleString('en')}; CPU from /proc over the same window. Rounds
-alternate which goes first.
+alternate which goes first.${r.upstream ? ' With `BENCH_ORDER_UPSTREAM=1`: published through the events exchange with random `messageId`s, so both runs pay the intake check (as deployed).' : ''}
 
 | merchant | deliveries/s | dispatcher CPU µs per delivery |
 |---|---|---|
