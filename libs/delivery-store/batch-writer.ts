@@ -26,7 +26,9 @@ export class BatchWriter {
       await storeIndexed(session, batch.records, (db) => storeBatch(db, this.stream, prepareRows(batch.records, batch.positions), batch.nextOffset, batch.caughtUpAt, batch.lastEntry));
       return;
     } catch (err) {
-      if (!isRefusal(err, batch.records.length)) throw err;
+      // The same rule as for a half: a batch of one record is that record alone, its timeouts counted
+      // (uncounted, one alone at the stream's end was tried again at every lead, for ever).
+      if (!this.refuses(batch, [...batch.records.keys()], err)) throw err;
       // Retention may have dropped a day partition this session knew of: made again where needed.
       forgetPartitions(session);
       this.logger.warn('delivery records refused by the database; looking for the ones it refuses', { offset: storedUpTo, records: batch.records.length, error: (err as Error).message });
@@ -45,8 +47,7 @@ export class BatchWriter {
       const records = at.map((i) => batch.records[i]!);
       return storeIndexed(session, records, (db) => storeBatch(db, this.stream, prepareRows(records, at.map((i) => batch.positions[i]!)), storedUpTo, null));
     };
-    const refused = (err: unknown, at: readonly number[]) => (at.length === 1 && isTimeout(err) ? this.timedOutEnough(batch.places[at[0]!]!.join(':')) : isRefusal(err, at.length));
-    await writeApart(batch.records.map((_, i) => i), store, refused, {
+    await writeApart(batch.records.map((_, i) => i), store, (err, at) => this.refuses(batch, at, err), {
       written: () => {},
       refused: async (i, err) => {
         const [offset, position] = batch.places[i]!;
@@ -55,6 +56,11 @@ export class BatchWriter {
         this.state.quarantined++;
       },
     });
+  }
+
+  /** Whether the statement of these records of the batch was refused for what they carry: a timeout of one alone only at its third in a row. */
+  private refuses(batch: Prepared, at: readonly number[], err: unknown): boolean {
+    return at.length === 1 && isTimeout(err) ? this.timedOutEnough(batch.places[at[0]!]!.join(':')) : isRefusal(err, at.length);
   }
 
   /** A record alone whose statement times out 3 times in a row is set aside; a database merely slow for a moment is waited for. */

@@ -287,4 +287,49 @@ describe('the delivery log under poison, size, silence and redeliveries', () => 
     expect(await log.getWebhook('m_old', 'wh_resent')).toMatchObject({ status: 'delivered', firstSeenAt: longAgo, records: [expect.objectContaining({ outcome: 'delivered' })] });
     expect(await log.getWebhook('m_old', 'wh_forgotten')).toBeUndefined();
   }, 30_000);
+
+  it('sets aside a record whose statement always times out, alone at the end of the stream as in a batch of several, and stores what follows', async () => {
+    // A statement timeout of a second on the recorder's own pool, and a trigger that sleeps far past
+    // it for the stuck webhooks only: every statement that carries one of them times out.
+    const slowDb = openPostgres(db.url, { statementTimeoutMs: 1_000 });
+    stops.push(() => slowDb.close());
+    await db.query(`CREATE FUNCTION stuck_record() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN IF NEW.webhook_id LIKE 'wh_stuck%' THEN PERFORM pg_sleep(60); END IF; RETURN NEW; END $$`);
+    await db.query('CREATE TRIGGER stuck_record BEFORE INSERT ON delivery_records FOR EACH ROW EXECUTE FUNCTION stuck_record()');
+    stops.push(async () => {
+      await db.query('DROP TRIGGER IF EXISTS stuck_record ON delivery_records');
+      await db.query('DROP FUNCTION IF EXISTS stuck_record()');
+    });
+    const prefix = `${base}.lone-timeout`;
+    prefixes.push(prefix);
+    const stream = topologyNames(prefix).deliveries;
+    const recorder = new DeliveryLogRecorder(broker, slowDb, silentLogger(), { prefix, retentionMs: 30 * DAY_MS, retryMs: 200 });
+    stops.push(() => recorder.stop());
+    const append = (records: unknown[]) => test.publishRaw(stream, Buffer.from(JSON.stringify(records)));
+    const quarantined = async () =>
+      (await db.query<{ stream_offset: string; position: number; webhook_id: string }>('SELECT stream_offset, position, webhook_id FROM delivery_log_quarantine WHERE stream = $1 ORDER BY stream_offset, position', [stream])).map((q) => [
+        Number(q.stream_offset),
+        q.position,
+        q.webhook_id,
+      ]);
+    await declareQueueSpec(() => broker.createChannel(), deliveriesSpec(prefix));
+
+    // Offset 0, and nothing after it: a batch of one record, tried again at each lead.
+    await append([record('wh_stuck_alone', { merchantId: 'm_stuck' })]);
+    await recorder.start();
+    await waitFor('the lone record set aside after its timeouts', async () => (await quarantined()).length === 1, 30_000);
+    expect(await quarantined()).toEqual([[0, 0, 'wh_stuck_alone']]);
+
+    // After it (and the checkpoints each lead appended): the same fault in a batch of several, halved until it stands alone.
+    await append([record('wh_ok_before', { merchantId: 'm_stuck' }), record('wh_stuck_beside', { merchantId: 'm_stuck' }), record('wh_ok_after', { merchantId: 'm_stuck' })]);
+    const log = deliveryLogQueries(database);
+    await waitFor('the records beside the stuck one stored', async () => (await log.listWebhooks('m_stuck', { limit: 10 })).webhooks.length === 2, 60_000);
+    await waitFor('the stuck one beside them set aside', async () => (await quarantined()).length === 2, 10_000);
+    expect(await quarantined()).toEqual([
+      [0, 0, 'wh_stuck_alone'],
+      [expect.any(Number), 1, 'wh_stuck_beside'],
+    ]);
+    expect((await log.listWebhooks('m_stuck', { limit: 10 })).webhooks.map((w) => w.webhookId).sort()).toEqual(['wh_ok_after', 'wh_ok_before']);
+    expect(recorder.state).toMatchObject({ quarantined: 2, rejected: 0 });
+  }, 120_000);
 });

@@ -55,4 +55,17 @@ describe("the recorder's batch writer under a statement timeout (BatchWriter)", 
     expect(state).toEqual({ rejected: 0, quarantined: 1 });
     expect(new Set(db.stored)).toEqual(new Set(['wh_0', 'wh_1', 'wh_3']));
   });
+
+  it('sets aside a record alone in its batch (the stream\'s end, no other traffic) by the same rule, at its third try', async () => {
+    const state = { rejected: 0, quarantined: 0 };
+    const writer = new BatchWriter('s', silentLogger(), state);
+    const db = session('wh_slow');
+    const prepared = batch(['wh_slow']);
+    await expect(writer.store(db, prepared)).rejects.toBe(timeout);
+    await expect(writer.store(db, prepared)).rejects.toBe(timeout);
+    expect(db.quarantined).toEqual([]);
+    await writer.store(db, prepared);
+    expect(db.quarantined.map((params) => params.slice(1, 5))).toEqual([[7, 0, 'm_slow', 'wh_slow']]);
+    expect(state).toEqual({ rejected: 0, quarantined: 1 });
+  });
 });
