@@ -33,9 +33,13 @@ async function passOverInvalid(
     for (let i = 0; i < messageCount; i++) {
       const message = await channel.get(names.invalid, { noAck: false });
       if (message === false) break; // someone else took the rest
-      const parked = parkedOf(message, names.dispatch);
+      const parked = parkedOf(message, names);
       const move = verdict(parked) === 'move';
-      const headers = { ...copyHeaders(message.properties.headers, { from: 'parked', unpark: move, upstreamExchange: names.events, dispatch: names.dispatch }), ...(move ? {} : brokerVerdict(parked)) };
+      const headers = {
+        ...copyHeaders(message.properties.headers, { from: 'parked', unpark: move, upstreamExchange: names.events, dispatch: names.dispatch }),
+        ...brokerRoutingKey(parked),
+        ...(move ? {} : brokerVerdict(parked)),
+      };
       let refused: Error | undefined;
       const held: HeldMessage = { content: message.content, properties: message.properties, live: true, ack: () => channel.ack(message), nack: () => {} };
       // One try, no backoff: a copy not confirmed fails the pass, and the message returns to invalid once, when the channel closes.
@@ -63,7 +67,19 @@ function brokerVerdict(parked: ParkedMessage): Record<string, string> {
   };
 }
 
-export function parkedOf(message: GetMessage, dispatch: string) {
+/**
+ * The routing key upstream published a copy the broker parked with, from its x-death entry (the broker
+ * writes no x-original-routing-key), as our parks note theirs: kept, the listing shows it after the
+ * broker's x-death is dropped; moved back, intake takes the copy for one moved back from invalid and
+ * checks its key as a redelivery (keyCheckOf), so endpoints it reached before its crash loop do not get
+ * it again. Not on our own copies the broker parked: published to dispatch by name, each was the
+ * webhook's copy of its own (a share, a hand-back), which ends nothing moved back (operating.md).
+ */
+function brokerRoutingKey(parked: ParkedMessage): Record<string, string> {
+  return parked.upstream && parked.originalRoutingKey ? { [HEADERS.originalRoutingKey]: parked.originalRoutingKey } : {};
+}
+
+export function parkedOf(message: GetMessage, names: Pick<TopologyNames, 'dispatch' | 'events'>) {
   const headers = message.properties.headers ?? {};
   // The broker itself parks a message that came back from dispatch too many times (delivery-limit),
   // and one the dispatcher rejected because it could not park it after an unexpected error. Its
@@ -71,11 +87,13 @@ export function parkedOf(message: GetMessage, dispatch: string) {
   // may be upstream's: brokerPark), and its verdict is the only one: an x-invalid-* the message
   // carried is upstream's (ours never reach dispatch), which the broker's park keeps. Its TTL run
   // out (expired), it has no code.
-  const park = brokerPark(headers, dispatch);
+  const park = brokerPark(headers, names.dispatch);
   const death = park?.reason;
   const limited = death === 'delivery_limit';
   const rejected = death === 'rejected';
   const ours = park === undefined;
+  // Upstream's publish, parked by the broker: any x-original-routing-key it carries is upstream's.
+  const upstream = park !== undefined && park.exchange === names.events;
   return {
     code: limited ? 'delivery-limit' : rejected ? 'internal-error' : ours ? text(headers[HEADERS.invalidCode]) : null,
     reason: limited
@@ -85,10 +103,11 @@ export function parkedOf(message: GetMessage, dispatch: string) {
         : ours ? text(headers[HEADERS.invalidReason]) : null,
     // The broker's time is its x-death entry's (3.10 and 4.x write it), in seconds.
     invalidAt: ours ? text(headers[HEADERS.invalidAt]) : park.time === undefined ? null : new Date(park.time * 1000).toISOString(),
-    originalRoutingKey: text(headers[HEADERS.originalRoutingKey]),
+    originalRoutingKey: upstream ? text(park.routingKey) : text(headers[HEADERS.originalRoutingKey]),
     messageId: text(message.properties.messageId),
     body: message.content,
     byBroker: !ours,
+    upstream,
   };
 }
 
@@ -136,7 +155,7 @@ function parkedTable(messages: ParkedMessage[]): string {
   );
 }
 
-function parkedJson({ body, byBroker: _byBroker, ...fields }: ParkedMessage): Record<string, unknown> {
+function parkedJson({ body, byBroker: _byBroker, upstream: _upstream, ...fields }: ParkedMessage): Record<string, unknown> {
   return { ...fields, bodyBytes: body.length, body: bodyPreview(body) };
 }
 

@@ -1,7 +1,8 @@
 /**
  * The broker's park of a message from dispatch (its delivery limit, a reject), from the entry x-death
  * holds for `queue`: its reason (delivery_limit, rejected, …), the exchange the message had been
- * published to (upstream's, or the default '' for our copies), and when, in seconds. Never from
+ * published to (upstream's, or the default '' for our copies), the routing key it was published with
+ * (the first of its routing-keys: our parks note theirs as x-original-routing-key), and when, in seconds. Never from
  * x-first-death-*: RabbitMQ 3.10 writes those only on a message with no x-death, so one upstream
  * republished from a dead-letter queue of its own keeps upstream's (its exchange, its reason), where
  * x-death gains an entry for our queue.
@@ -11,10 +12,11 @@ export function brokerPark(headers: Record<string, unknown> | undefined, queue: 
   if (!Array.isArray(deaths)) return undefined;
   for (const death of deaths as unknown[]) {
     if (typeof death !== 'object' || death === null) continue;
-    const { queue: from, reason, exchange, time } = death as Record<string, unknown>;
+    const { queue: from, reason, exchange, time, 'routing-keys': keys } = death as Record<string, unknown>;
     if (from !== queue || typeof reason !== 'string' || typeof exchange !== 'string') continue;
     const seconds = typeof time === 'number' ? time : (time as { value?: unknown } | undefined)?.value;
-    return { reason, exchange, time: typeof seconds === 'number' ? seconds : undefined };
+    const routingKey = Array.isArray(keys) && typeof keys[0] === 'string' ? keys[0] : undefined;
+    return { reason, exchange, routingKey, time: typeof seconds === 'number' ? seconds : undefined };
   }
   return undefined;
 }

@@ -36,7 +36,7 @@ describe('a message whose park fails after an unexpected error', () => {
       expect(parked!.properties.messageId).toBe(messageId);
       expect(parked!.properties.headers?.['x-first-death-reason']).toBe('rejected');
       // What `webhooks invalid list` shows for it.
-      expect(parkedOf(parked!, harness.names.dispatch)).toMatchObject({ code: 'internal-error', messageId, invalidAt: expect.any(String) });
+      expect(parkedOf(parked!, harness.names)).toMatchObject({ code: 'internal-error', messageId, invalidAt: expect.any(String) });
       expect(receiver.requests).toHaveLength(0);
     } finally {
       await harness.close();

@@ -61,7 +61,7 @@ describe('a message that keeps killing the dispatcher', () => {
       const [parked] = await test.drain(names.invalid, 1, 10_000);
       expect(parked!.properties.messageId).toBe('evt_poison');
       expect(parked!.properties.headers?.['x-first-death-reason']).toBe('delivery_limit');
-      expect(parkedOf(parked!, names.dispatch).code).toBe('delivery-limit');
+      expect(parkedOf(parked!, names).code).toBe('delivery-limit');
       expect(receiver.requests.length).toBeLessThanOrEqual(DISPATCH_DELIVERY_LIMIT + 1);
       expect(await test.messageCount(names.dispatch)).toBe(0);
     } finally {
