@@ -1,6 +1,6 @@
 import type { GetMessage } from 'amqplib';
 import { type BrokerConnection, type HeldMessage, moveMessage } from '../../libs/broker/index.js';
-import { brokerPark, copyHeaders, HEADERS, INVALID_CODES } from '../../libs/contracts/index.js';
+import { brokerPark, copyHeaders, HEADERS, INVALID_CODES, parkedFromUpstream } from '../../libs/contracts/index.js';
 import { DISPATCH_DELIVERY_LIMIT, topologyNames, type TopologyNames } from '../../libs/topology/index.js';
 import { withBroker } from './broker.js';
 import { CliCommand, EXIT, formatTable, NothingMatchedError, parseLimit, printListing, truncate, UsageError, writeLine } from './command.js';
@@ -83,8 +83,9 @@ export function parkedOf(message: GetMessage, names: Pick<TopologyNames, 'dispat
   const headers = message.properties.headers ?? {};
   // The broker itself parks a message that came back from dispatch too many times (delivery-limit),
   // and one the dispatcher rejected because it could not park it after an unexpected error. Its
-  // x-death entry for dispatch is the broker's (every copy we publish drops x-death; x-first-death-*
-  // may be upstream's: brokerPark), and its verdict is the only one: an x-invalid-* the message
+  // x-death entry for dispatch is the broker's (every copy we publish drops x-death, intake parks an
+  // upstream publish that carries one: on 3.10 the broker's park would only count it, keeping its
+  // exchange and time; x-first-death-* may be upstream's: brokerPark), and its verdict is the only one: an x-invalid-* the message
   // carried is upstream's (ours never reach dispatch), which the broker's park keeps. Its TTL run
   // out (expired), it has no code.
   const park = brokerPark(headers, names.dispatch);
@@ -93,7 +94,7 @@ export function parkedOf(message: GetMessage, names: Pick<TopologyNames, 'dispat
   const rejected = death === 'rejected';
   const ours = park === undefined;
   // Upstream's publish, parked by the broker: any x-original-routing-key it carries is upstream's.
-  const upstream = park !== undefined && park.exchange === names.events;
+  const upstream = park !== undefined && parkedFromUpstream(park, names.events);
   return {
     code: limited ? 'delivery-limit' : rejected ? 'internal-error' : ours ? text(headers[HEADERS.invalidCode]) : null,
     reason: limited

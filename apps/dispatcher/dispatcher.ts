@@ -200,7 +200,7 @@ export class Dispatcher {
       let finding: Finding | undefined;
       if (!intake) {
         try {
-          intake = seen.intake = parseIntake(message, this.settings.maxMessageBytes, now, this.names.events);
+          intake = seen.intake = parseIntake(message, this.settings.maxMessageBytes, now, this.names.events, this.names.dispatch);
         } catch (err) {
           if (!(err instanceof InvalidMessageError)) throw err;
           finding = await this.invalid(message, err);

@@ -20,3 +20,18 @@ export function brokerPark(headers: Record<string, unknown> | undefined, queue: 
   }
   return undefined;
 }
+
+/**
+ * Whether a copy the broker parked from dispatch is one upstream published, whose bookkeeping headers
+ * are upstream's (never trusted): its entry names upstream's exchange, or its TTL ran out, which only
+ * upstream's publish can carry (no copy of ours has an expiration, and dispatch has no TTL of its own).
+ * The entry's exchange alone is not enough: on RabbitMQ 3.10 the broker parks a message that already
+ * has an entry for this queue and reason by counting that entry, which keeps the exchange it names,
+ * so an upstream that wrote one naming the default exchange passed its copy for one of ours. Intake
+ * parks what upstream publishes with such an entry (parseIntake), so the broker finds one only on a
+ * message no dispatcher took to intake: one that expired there (told here), or one each of whose
+ * deliveries died before its intake (a crash loop of the dispatcher holding it unread: not told apart).
+ */
+export function parkedFromUpstream(park: { reason: string; exchange: string }, upstreamExchange: string): boolean {
+  return park.exchange === upstreamExchange || park.reason === 'expired';
+}

@@ -1,4 +1,4 @@
-import { brokerPark } from './broker-park.js';
+import { brokerPark, parkedFromUpstream } from './broker-park.js';
 import { HEADERS, type ScalarHeaders, scalarHeaders } from './headers.js';
 
 /**
@@ -45,7 +45,8 @@ export function copyHeaders(headers: Record<string, unknown> | undefined, source
   // with, where the dispatcher's own parks drop upstream's bookkeeping: moved back to dispatch (the
   // default exchange, whose headers intake trusts), it is upstream's event. Dropped whether it is moved
   // or kept: put back in invalid, it no longer says where the broker parked it from.
-  const upstream = source.from === 'parked' && brokerPark(headers, source.dispatch)?.exchange === source.upstreamExchange;
+  const park = source.from === 'parked' ? brokerPark(headers, source.dispatch) : undefined;
+  const upstream = source.from === 'parked' && park !== undefined && parkedFromUpstream(park, source.upstreamExchange);
   const as: CopySource = upstream ? { from: 'delivery', fromUpstream: true } : source;
   // A test event's endpoint is trusted from upstream's exchange, as its test mark is (intake: the
   // portal publishes it there); dropped, its copy moved back went to every endpoint of its merchant.

@@ -76,6 +76,7 @@ export const INVALID_CODES = [
   'unknown-merchant',
   'internal-error',
   'wait-not-ended',
+  'upstream-x-death',
   'delivery-limit',
 ] as const;
 

@@ -242,7 +242,7 @@ describe('webhooks invalid (operator CLI on parked messages)', () => {
     [['invalid', 'list', 'extra'], "too many arguments for 'list'"],
     [
       ['invalid', 'list', '--code', 'bogus'],
-      '--code: unknown code "bogus"; the codes are not-json, invalid-envelope, missing-reference, invalid-message-id, too-large, unknown-merchant, internal-error, wait-not-ended, delivery-limit',
+      '--code: unknown code "bogus"; the codes are not-json, invalid-envelope, missing-reference, invalid-message-id, too-large, unknown-merchant, internal-error, wait-not-ended, upstream-x-death, delivery-limit',
     ],
     [['invalid', 'requeue', '--code', 'unknown_merchant'], '--code: unknown code "unknown_merchant"; the codes are not-json,'],
   ])('exits 2 with the reason and the usage for %j', async (args, message) => {

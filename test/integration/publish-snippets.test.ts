@@ -85,7 +85,7 @@ describe('the publish snippets of docs/publishing.md, run as written', () => {
     expect(more).toHaveLength(0);
     expect(message!.properties).toMatchObject({ messageId, deliveryMode: 2, contentType: 'application/json' });
     // What the dispatcher would do with it: no InvalidMessageError (it would park the message).
-    const intake = parseIntake(message as never, 256 * 1024, new Date(), names.events);
+    const intake = parseIntake(message as never, 256 * 1024, new Date(), names.events, names.dispatch);
     expect(intake).toMatchObject({ merchantId: 'm_1', webhookId: messageId });
   });
 

@@ -45,7 +45,7 @@ describe('the event catalog (OpenAPI webhooks)', () => {
     const { refundRef: _none, ...data } = sampleEvent('refund.completed', 'm_1').data;
     const content = Buffer.from(JSON.stringify({ merchantId: 'm_1', event: 'refund.completed', data }));
     const message = { content, fields: { exchange: 'p.events', routingKey: 'refund.completed' }, properties: { messageId: 'evt_1', headers: {} } } as unknown as ConsumeMessage;
-    const intake = parseIntake(message, 1_000_000, new Date(), 'p.events');
+    const intake = parseIntake(message, 1_000_000, new Date(), 'p.events', 'p.dispatch');
     expect(intake.references).toEqual([data.tnxRef]);
     expect(validate(JSON.parse(intake.body)) ? [] : validate.errors).toEqual([]);
     // Neither reference: intake parks it, and the catalog refuses it.

@@ -1,6 +1,7 @@
 import { hash } from 'node:crypto';
 import type { ConsumeMessage } from 'amqplib';
 import {
+  brokerPark,
   type EventName,
   HEADERS,
   foreignHeaderBytes,
@@ -74,8 +75,9 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
  * Validates a message on `dispatch`. Our bookkeeping headers (attempts, deferrals, first seen,
  * resent) are read only from messages that did not come straight from upstream's exchange: an
  * upstream cannot make an event skip its attempts, and a header of the wrong type counts as absent.
+ * `dispatch` names the queue, whose x-death entry only the broker may write (below).
  */
-export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date, upstreamExchange: string): IntakeEvent {
+export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date, upstreamExchange: string, dispatch: string): IntakeEvent {
   if (message.content.length > maxBytes) {
     throw new InvalidMessageError('too-large', `body is ${message.content.length} bytes, the limit is ${maxBytes}`);
   }
@@ -83,6 +85,13 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
   const headerBytes = foreignHeaderBytes(scalarHeaders(message.properties.headers));
   if (headerBytes > MAX_FOREIGN_HEADER_BYTES) {
     throw new InvalidMessageError('too-large', `headers are ${headerBytes} bytes, the limit is ${MAX_FOREIGN_HEADER_BYTES}; parked without them`);
+  }
+  // On RabbitMQ 3.10 the broker parks a message whose x-death already has an entry for this queue and
+  // reason by counting that entry, keeping the exchange it names: written by upstream (the default
+  // exchange), its parked copy passed for one of ours, and `webhooks invalid requeue` kept upstream's
+  // bookkeeping headers. Parked by us, its copy carries no x-death (scalarHeaders) and moves back as upstream's event.
+  if (message.fields.exchange === upstreamExchange && brokerPark(message.properties.headers, dispatch) !== undefined) {
+    throw new InvalidMessageError('upstream-x-death', `x-death has an entry for ${dispatch}, which only the broker writes when it dead-letters a message from there; parked without it`);
   }
   const messageId = message.properties.messageId as unknown;
   if (messageId !== undefined && messageId !== null && messageId !== '' && !isWellFormedWebhookId(messageId)) {

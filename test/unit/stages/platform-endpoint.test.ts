@@ -11,6 +11,7 @@ import { RetryPolicy } from '../../../libs/retry-policy/index.js';
 import { SECRET, merchant } from './fakes.js';
 
 const EVENTS = 'p.events';
+const DISPATCH = 'p.dispatch';
 const now = new Date('2026-11-25T10:00:00.000Z');
 const { id, event } = enabledEvent({ merchantId: 'm_1', endpointId: 'ep_platform_test', url: 'https://shop.example/hooks', enabledAt: now.toISOString() }, now);
 // Published as OperationalPublisher does: the body is the event, the messageId its id.
@@ -31,35 +32,35 @@ const invalid = (fn: () => unknown) => {
 
 describe("an operational event on dispatch (the platform's endpoint)", () => {
   it('is taken from the operational exchange for the platform, its body exactly as published and its webhook-id the event id', () => {
-    const intake = parseIntake(message(published, 'p.operational'), 1_000_000, now, EVENTS);
+    const intake = parseIntake(message(published, 'p.operational'), 1_000_000, now, EVENTS, DISPATCH);
     expect(intake).toMatchObject({ merchantId: PLATFORM_MERCHANT_ID, event: 'endpoint.enabled', references: [], body: published, webhookId: id, attempts: 0, accepted: false });
   });
 
   it('keeps its attempts and first-seen time when its wait is handed back', () => {
     const back = message(published, '', { [HEADERS.waitHand]: 1, [HEADERS.attempts]: 2, [HEADERS.firstSeenAt]: '2026-11-25T09:59:00.000Z', [HEADERS.merchantId]: PLATFORM_MERCHANT_ID });
-    expect(parseIntake(back, 1_000_000, now, EVENTS)).toMatchObject({ merchantId: PLATFORM_MERCHANT_ID, attempts: 2, firstSeenAt: '2026-11-25T09:59:00.000Z', accepted: true, body: published });
+    expect(parseIntake(back, 1_000_000, now, EVENTS, DISPATCH)).toMatchObject({ merchantId: PLATFORM_MERCHANT_ID, attempts: 2, firstSeenAt: '2026-11-25T09:59:00.000Z', accepted: true, body: published });
   });
 
   it("is never taken from upstream's exchange: upstream cannot have the service sign a body for the platform", () => {
-    expect(invalid(() => parseIntake(message(published, EVENTS), 1_000_000, now, EVENTS))).toBe('invalid-envelope');
+    expect(invalid(() => parseIntake(message(published, EVENTS), 1_000_000, now, EVENTS, DISPATCH))).toBe('invalid-envelope');
   });
 
   it('is never taken when moved back by hand from invalid (the default exchange, no wait hand): upstream may have published it', () => {
-    expect(invalid(() => parseIntake(message(published, '', { 'x-upstream': 'billing' }), 1_000_000, now, EVENTS))).toBe('invalid-envelope');
+    expect(invalid(() => parseIntake(message(published, '', { 'x-upstream': 'billing' }), 1_000_000, now, EVENTS, DISPATCH))).toBe('invalid-envelope');
   });
 
   it("is a merchant's event when the body names a merchant, whatever else it holds", () => {
     const body = JSON.stringify({ ...event, merchantId: 'm_1', event: 'payout', data: { reference: 'po_1' } });
-    expect(parseIntake(message(body, ''), 1_000_000, now, EVENTS)).toMatchObject({ merchantId: 'm_1', event: 'payout', references: ['po_1'] });
+    expect(parseIntake(message(body, ''), 1_000_000, now, EVENTS, DISPATCH)).toMatchObject({ merchantId: 'm_1', event: 'payout', references: ['po_1'] });
   });
 
   it('is parked when its type is no operational event', () => {
-    expect(invalid(() => parseIntake(message(JSON.stringify({ ...event, type: 'endpoint.exploded' }), 'p.operational'), 1_000_000, now, EVENTS))).toBe('invalid-envelope');
+    expect(invalid(() => parseIntake(message(JSON.stringify({ ...event, type: 'endpoint.exploded' }), 'p.operational'), 1_000_000, now, EVENTS, DISPATCH))).toBe('invalid-envelope');
   });
 });
 
 describe("admission of the platform's endpoint", () => {
-  const intake = parseIntake(message(published, 'p.operational'), 1_000_000, now, EVENTS);
+  const intake = parseIntake(message(published, 'p.operational'), 1_000_000, now, EVENTS, DISPATCH);
   // A directory that holds a merchant under any id asked: the platform must never be looked up there.
   const directory: MerchantDirectory = { byId: () => merchant({ url: 'https://merchant.example/impostor' }), byPublicKey: () => undefined, list: () => [], close: async () => {} };
   const stage = (platform = platformEndpoint('https://platform.example/ops', SECRET)) =>
