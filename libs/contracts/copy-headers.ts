@@ -19,10 +19,16 @@ const RESET_ON_RESEND: ReadonlySet<string> = new Set([
   HEADERS.ordered,
 ]);
 
-/** Our bookkeeping: trusted only on messages we moved, never on what upstream published. */
+/**
+ * Our bookkeeping: trusted only on messages we moved, never on what upstream published. The routing
+ * key our parks note (and `webhooks invalid requeue` keeps) marks a copy with no wait hand as one
+ * moved back from invalid (intake's movedBack): carried from upstream's publish onto our own copy
+ * of it (a fan-out share handed on, a wait, a failure and its resend), it went where its place in
+ * order had ended and ended a spent wait. Our parks and the requeue write theirs after the copy.
+ */
 const BOOKKEEPING_HEADERS: ReadonlySet<string> = new Set([
   ...RESET_ON_RESEND,
-  HEADERS.firstSeenAt, HEADERS.resentAt, HEADERS.resend, HEADERS.checkpointId, HEADERS.endpointId,
+  HEADERS.firstSeenAt, HEADERS.resentAt, HEADERS.resend, HEADERS.checkpointId, HEADERS.endpointId, HEADERS.originalRoutingKey,
 ]);
 
 /**

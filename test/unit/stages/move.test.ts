@@ -63,6 +63,9 @@ describe('the header lifecycle of a copy', () => {
 
   it("a delivery straight from upstream's exchange keeps none of our bookkeeping", () => {
     expect(copyHeaders(story, { from: 'delivery', fromUpstream: true })).toEqual({ 'x-upstream': 'billing' });
+    // Our parks' mark of a copy moved back from invalid (intake's movedBack): upstream's is not ours.
+    expect(copyHeaders({ ...story, [HEADERS.originalRoutingKey]: 'payout' }, { from: 'delivery', fromUpstream: true })).toEqual({ 'x-upstream': 'billing' });
+    expect(copyHeaders({ ...story, [HEADERS.originalRoutingKey]: 'payout' }, { from: 'delivery', fromUpstream: false })[HEADERS.originalRoutingKey]).toBe('payout');
   });
 
   it("a test event from upstream's exchange keeps its endpoint, trusted there as its test mark is", () => {
