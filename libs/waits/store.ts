@@ -1,4 +1,5 @@
 import { type Database, erasedMerchantSql, type Queryable } from '../delivery-store/index.js';
+import { isDataRefusal } from '../delivery-store/refusals.js';
 import { HEADERS, type ScalarHeaders } from '../contracts/index.js';
 import { among, type Among, amongParams, CIRCUIT_CHANNEL, type CircuitKey, type CircuitState, closeIn, CONTENT, PROBE, UNPARK } from './circuits.js';
 
@@ -201,6 +202,20 @@ WITH due AS (
 SELECT * FROM handed UNION ALL SELECT merchant_id, NULL, NULL, NULL, NULL, NULL, NULL FROM parking`;
 
 /**
+ * The waits a pick whose answer was lost leased (its transaction's id, $1: committed, but the
+ * scheduler never heard of them and handed none back), due again now: the pick that runs this in
+ * its transaction hands them back. By the row's xmin: a take, rewrite or pick of a row since gives
+ * it another, so a wait whose hand-back went is never touched. Parked rows are not leased.
+ */
+const RELEASE_LOST = `
+UPDATE webhook_waits SET pick_at = now()
+WHERE pick_at > now() AND pick_at <= now() + $2::float8 * interval '1 millisecond' AND NOT parked
+  AND xmin::text::bigint IN (SELECT x % 4294967296 FROM unnest($1::bigint[]) AS x)`;
+
+/** Lost picks remembered at most: more are a database answering nothing, whose picks committed none. */
+const LOST_PICKS_KEPT = 100;
+
+/**
  * The takes: each hand-back whose hand is current gets a lease that covers its attempt, counted in
  * `takes` (an attempt's rewrite sets it back to 0); one past $6 takes is `spent`: out of the pick
  * (pick_at NULL), to be parked. A retake (`again`: the lease renewed after the hand-back waited for
@@ -239,6 +254,9 @@ function handedOf(rows: PickedRow[], probe = false): HandedWait[] {
 }
 
 export class WaitStore {
+  /** The transaction ids of picks that failed once under way: committed perhaps, their answer lost (RELEASE_LOST). */
+  private lostPicks: string[] = [];
+
   constructor(private readonly db: Pick<Database, 'query' | 'transaction'>) {}
 
   /**
@@ -384,9 +402,25 @@ export class WaitStore {
    * Only those `only` keys (when given), never those `without` (rows PostgreSQL refuses to pick).
    */
   async pick(limit: number, leaseMs: number, keys: Among<WaitKey> = {}): Promise<{ handed: HandedWait[]; parked: number }> {
-    const { rows } = await this.db.query<PickedRow>(PICK, [limit, leaseMs, ...amongParams('wait', keys)]);
-    const handed = handedOf(rows);
-    return { handed, parked: rows.length - handed.length };
+    // A pick PostgreSQL committed as it crashed (or the connection dropped) leased its waits, and none
+    // was handed back: each waited out its lease (a minute) instead of going at PostgreSQL's return.
+    // Its transaction id, known before the pick, finds them in the next pick's transaction.
+    const lost = this.lostPicks;
+    this.lostPicks = [];
+    let xid: string | undefined;
+    try {
+      const rows = await this.db.transaction(async (tx) => {
+        xid = (await tx.query<{ xid: string }>('SELECT pg_current_xact_id()::text AS xid')).rows[0]!.xid;
+        if (lost.length > 0) await tx.query(RELEASE_LOST, [lost, leaseMs]);
+        return (await tx.query<PickedRow>(PICK, [limit, leaseMs, ...amongParams('wait', keys)])).rows;
+      });
+      const handed = handedOf(rows);
+      return { handed, parked: rows.length - handed.length };
+    } catch (err) {
+      // Refused for a row, it committed nothing; else it may have.
+      this.lostPicks = [...lost, ...(xid !== undefined && !isDataRefusal(err) ? [xid] : []), ...this.lostPicks].slice(-LOST_PICKS_KEPT);
+      throw err;
+    }
   }
 
   /** A hand-back not confirmed is due again now, unless it was taken after all (a late confirm: take() moved the lease). */
