@@ -17,6 +17,9 @@ const DB_UPDATE = { kind: SpanKind.CLIENT, attributes: { 'db.system.name': 'post
 /** A resent copy not confirmed within this answers 503 resend_outcome_unknown. */
 export const RESEND_CONFIRM_DEADLINE_MS = 5_000;
 
+/** How often a mark as resent that PostgreSQL refused is tried again, until it answers. */
+export const MARK_RETRY_MS = 1_000;
+
 export class NothingToResendError extends NamedError {
   constructor() {
     super('no unresolved failed webhook for this merchant and reference');
@@ -72,8 +75,10 @@ export class ResendService {
   private readonly dispatch: string;
   private readonly leaseMs: number;
   private readonly confirmDeadlineMs: number;
-  /** Marks of late confirms in flight; drain() waits for them. */
+  /** Marks of late confirms in flight, and marks tried again; drain() waits for them. */
   private readonly pending = new Set<Promise<void>>();
+  /** Stopping: marks tried again give up after their current try. */
+  private draining = false;
 
   constructor(
     private readonly broker: BrokerConnection,
@@ -149,9 +154,10 @@ export class ResendService {
         }
         sent.push(webhook);
         // Marked at once, so no later resend can claim a copy already sent. A mark that fails leaves
-        // it held for the lease; the dispatcher marks the copy again when it takes it.
+        // it held for the lease; it is tried again until PostgreSQL answers, and the dispatcher marks
+        // the copy too when it takes it.
         await inSpan('resolve failed_webhooks', DB_UPDATE, () => this.store.markResent(merchantId, [webhook.webhookId], claimId, webhook.endpointId)).catch((err: unknown) =>
-          this.warn('resent webhook not marked; the dispatcher marks it', merchantId, err),
+          this.markLater(merchantId, webhook, claimId, err),
         );
       }
     } finally {
@@ -199,9 +205,35 @@ export class ResendService {
     };
   }
 
-  /** Waits for the marks of copies confirmed after their answer, so a stopping program does not cut them off. */
+  /** Waits for the marks of copies confirmed after their answer, so a stopping program does not cut them off; marks still refused are given up. */
   async drain(): Promise<void> {
+    this.draining = true;
     await Promise.allSettled([...this.pending]);
+  }
+
+  /**
+   * A confirmed copy whose mark PostgreSQL refused: tried again every MARK_RETRY_MS until it
+   * answers (or the program stops). Unmarked, the row would be free one lease after the claim's
+   * last renewal, and a later resend would send a second copy; if neither this nor the
+   * dispatcher's mark reaches PostgreSQL before then (an outage longer than the lease), it still can.
+   * The mark is conditional on this claim, so a late one never marks a row another resend took.
+   */
+  private markLater(merchantId: string, webhook: FailureKey, claimId: string, err: unknown): void {
+    this.warn('resent webhook not marked; tried again until PostgreSQL answers (the dispatcher marks it too)', merchantId, err);
+    const retried = (async () => {
+      while (!this.draining) {
+        await new Promise((resolve) => setTimeout(resolve, MARK_RETRY_MS).unref());
+        try {
+          await this.store.markResent(merchantId, [webhook.webhookId], claimId, webhook.endpointId);
+          this.logger.info('resent webhook marked after PostgreSQL answered again', { merchantId, webhookId: webhook.webhookId });
+          return;
+        } catch {
+          // Still away: the next try.
+        }
+      }
+    })();
+    this.pending.add(retried);
+    void retried.finally(() => this.pending.delete(retried));
   }
 
   /**
@@ -238,10 +270,10 @@ export class ResendService {
     const marked = publish.then(
       async () => {
         this.logger.info('late resent copy confirmed', { merchantId, reference });
-        await this.store.markResent(merchantId, [webhookId], claimId, webhook.endpointId);
+        await this.store.markResent(merchantId, [webhookId], claimId, webhook.endpointId).catch((err: unknown) => this.markLater(merchantId, webhook, claimId, err));
       },
       (err: unknown) => this.warn('late resent copy failed; its claim holds for its lease', merchantId, err),
-    ).catch((err: unknown) => this.warn('late resent copy not marked; the dispatcher marks it', merchantId, err));
+    );
     this.pending.add(marked);
     void marked.finally(() => this.pending.delete(marked));
     throw new ResendOutcomeUnknownError(this.leaseMs);
