@@ -64,7 +64,10 @@ export function toApiError(err: unknown, logger: Logger): ApiError {
     const message = 'The broker did not confirm the resend in time; the webhook may still be delivered. Wait for Retry-After before resending';
     return new ApiError(503, 'resend_outcome_unknown', message, retryAfter(err.holdMs));
   }
-  if (err instanceof FailureIndexUnavailableError) return unavailable('The database is unavailable; nothing was resent; try again shortly');
+  if (err instanceof FailureIndexUnavailableError) {
+    if (err.sent > 0) return unavailable('The database became unavailable during the resend; what went out is not sent again, and a retry sends the rest; try again shortly');
+    return unavailable('The database is unavailable; nothing was resent; try again shortly');
+  }
   // No queue took a publish even after the topology was declared again: the broker's state, not the request.
   if (err instanceof BrokerUnavailableError || err instanceof BrokerUnroutableError) return unavailable('The message broker is unavailable; try again shortly');
   // Before LogUnavailableError, which it extends: same code, but the message says what helps.

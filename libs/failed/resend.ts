@@ -40,10 +40,22 @@ export class ResendOutcomeUnknownError extends BrokerUnavailableError {
   }
 }
 
-/** PostgreSQL did not answer the claim: nothing was resent (503 with Retry-After). */
+/**
+ * PostgreSQL did not answer the claim: nothing was resent (503 with Retry-After). Or it was lost
+ * midway through a long resend (a renewal of its lease refused): `sent` copies went out before
+ * it, and a retry sends only the rest.
+ */
 export class FailureIndexUnavailableError extends NamedError {
-  constructor(options?: { cause?: unknown }) {
-    super('the failure index in PostgreSQL cannot be reached; nothing was resent', options);
+  readonly sent: number;
+  constructor(options?: { cause?: unknown; sent?: number }) {
+    const sent = options?.sent ?? 0;
+    super(
+      sent > 0
+        ? `the failure index in PostgreSQL was lost midway; ${sent} webhook(s) went out, the rest was not resent`
+        : 'the failure index in PostgreSQL cannot be reached; nothing was resent',
+      options,
+    );
+    this.sent = sent;
   }
 }
 
@@ -164,6 +176,8 @@ export class ResendService {
       await lease.stop();
     }
     await this.store.release(merchantId, giveBack, claimId).catch((err: unknown) => this.warn('claim not given back; it frees itself after its lease', merchantId, err));
+    // Lost midway: what went out is said, not "nothing was resent".
+    if (failure instanceof FailureIndexUnavailableError && sent.length > 0) throw new FailureIndexUnavailableError({ cause: failure.cause, sent: sent.length });
     if (failure !== undefined) throw failure;
     if (sent.length === 0) {
       // What lets a later resend go first: endpoint_deleted says there is nowhere to send, true only when every failure's endpoint is gone.
