@@ -2,7 +2,7 @@ import pg from 'pg';
 import type { ApiProgram } from '../../apps/api/program.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { ENDPOINT_ID } from '../../libs/merchants/index.js';
-import { type Answer, expectDocumented, seen } from '../support/api.js';
+import { type Answer, call, expectDocumented, seen } from '../support/api.js';
 import { adminReplicas, code, data, DEV_REPLICA } from '../support/admin-replicas.js';
 import { verifies } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
@@ -119,6 +119,32 @@ describe("admin API: a merchant's endpoints", () => {
     expect(code(await send(stack.apiA, 'GET', 'm_ep3/endpoints/ep_missing_1'))).toEqual([404, 'endpoint_not_found']);
     expect(code(await send(stack.apiA, 'GET', 'm_ep3/endpoints/wh_1'))).toEqual([400, 'invalid_parameter']);
     expect(code(await send(stack.apiA, 'POST', 'm_ep3/endpoints', { url: `${stack.receiver.url}/x`, secret: 'whsec_AAAAAAAAAAAAAAAAAAAAAAAA' }))).toEqual([400, 'invalid_settings']);
+  });
+
+  it('takes maxPerSecond at its bounds (1 and 10,000) and refuses any other value with 400 invalid_settings, changing nothing', async () => {
+    await send(stack.apiA, 'PUT', 'm_ep4', { publicKey: 'pk_ep_000004' });
+    const low = await send(stack.apiA, 'POST', 'm_ep4/endpoints', { url: `${stack.receiver.url}/m_ep4/low`, maxPerSecond: 1 });
+    expect(low.status).toBe(201);
+    expect(data(low)).toMatchObject({ maxPerSecond: 1, currentPerSecond: 1 });
+    const { id } = data(low);
+    const high = await send(stack.apiB, 'PATCH', `m_ep4/endpoints/${id}`, { maxPerSecond: 10_000 });
+    expect(high.status).toBe(200);
+    expect(data(high)).toMatchObject({ maxPerSecond: 10_000, currentPerSecond: 10_000 });
+    // Out of bounds, not whole, not a number: on a create and on a patch alike, the envelope's 400 (checked against the spec below).
+    for (const bad of [0, -1, 10_001, 1.5, '5', true, Number.MAX_SAFE_INTEGER * 2, [5], { n: 5 }]) {
+      const created = await send(stack.apiA, 'POST', 'm_ep4/endpoints', { url: `${stack.receiver.url}/m_ep4/bad`, maxPerSecond: bad });
+      expect({ bad, answer: code(created) }).toEqual({ bad, answer: [400, 'invalid_settings'] });
+      expect((created.body as { message: string }).message).toMatch(/maxPerSecond/);
+      const patched = await send(stack.apiB, 'PATCH', `m_ep4/endpoints/${id}`, { maxPerSecond: bad });
+      expect({ bad, answer: code(patched) }).toEqual({ bad, answer: [400, 'invalid_settings'] });
+    }
+    // A body whose number JSON cannot carry as a whole number (1e400 parses to Infinity).
+    const huge = await call(stack.apiA, `/admin/merchants/m_ep4/endpoints/${id}`, { method: 'PATCH', headers: stack.auth, body: '{"maxPerSecond":1e400}' });
+    expect(code(huge)).toEqual([400, 'invalid_settings']);
+    const listed = data(await send(stack.apiA, 'GET', 'm_ep4/endpoints'));
+    expect(listed.endpoints).toEqual([expect.objectContaining({ id, maxPerSecond: 10_000 })]);
+    // null removes the throttle.
+    expect(data(await send(stack.apiA, 'PATCH', `m_ep4/endpoints/${id}`, { maxPerSecond: null }))).toMatchObject({ maxPerSecond: null, currentPerSecond: null });
   });
 
   it('answers a retry sent while the first call still runs, on the other replica, with the first answer: one endpoint made, one deleted', async () => {

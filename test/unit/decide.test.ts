@@ -29,7 +29,8 @@ function intake(over: Partial<IntakeEvent> = {}): IntakeEvent {
 const circuit = (retryInMs: number, lastError?: string): Finding => ({ kind: 'circuit-open', failures: 5, retryInMs, lastError });
 const failedWith = (error: Error): Finding => ({ kind: 'attempt-failed', error: error as never });
 
-const cases: Array<[string, Finding, IntakeEvent | undefined, Decision]> = [
+type Case = [string, Finding, IntakeEvent | undefined, Decision];
+const cases: Case[] = [
   ['a 2xx answer is delivered', { kind: 'sent', status: 204 }, intake({ attempts: 2 }), { kind: 'delivered', attempt: 3, status: 204 }],
   ['a later copy of a wait is superseded', { kind: 'superseded', key: 's_1' }, undefined, { kind: 'superseded', key: 's_1' }],
   ['a webhook of a deleted merchant is dropped, accepted or not', { kind: 'erased', merchantId: 'm_1', webhookId: 'w_1' }, intake({ attempts: 2, resentAt: '2026-01-01T00:00:00.000Z' }), { kind: 'erased', merchantId: 'm_1', webhookId: 'w_1' }],
@@ -83,6 +84,14 @@ const cases: Array<[string, Finding, IntakeEvent | undefined, Decision]> = [
   ['a 429 with Retry-After 30 s waits in the first step of at least 30 s', failedWith(new WebhookRejectedError(429, '30')), intake(), { kind: 'retry', step: 2, attempt: 1, error: 'HTTP 429', errorClass: 'http_429', status: 429 }],
   ['a 503 with a Retry-After shorter than the step keeps the step', failedWith(new WebhookRejectedError(503, '0')), intake({ attempts: 1 }), { kind: 'retry', step: 1, attempt: 2, error: 'HTTP 503', errorClass: 'http_503', status: 503 }],
   ['a 503 with a Retry-After beyond the schedule waits in the last step', failedWith(new WebhookRejectedError(503, '86400')), intake(), { kind: 'retry', step: 2, attempt: 1, error: 'HTTP 503', errorClass: 'http_503', status: 503 }],
+  // What a server may send that is no delay-seconds nor HTTP-date: the schedule's own step, never a wait before it or an error.
+  ...(['-30', '-1', '1.5', 'soon', '30 seconds', '1e3', 'Infinity', ''].map((value) => [
+    `a 429 with a Retry-After of ${JSON.stringify(value)} keeps the schedule's step`, failedWith(new WebhookRejectedError(429, value)), intake(), { kind: 'retry', step: 0, attempt: 1, error: 'HTTP 429', errorClass: 'http_429', status: 429 },
+  ]) as Case[]),
+  // Huge: the schedule's last step, never beyond it (docs/limits.md, "waits between attempts").
+  ...(['99999999999999999999999999', 'Fri, 31 Dec 9999 23:59:59 GMT'].map((value) => [
+    `a 503 with a Retry-After of ${value} waits in the last step`, failedWith(new WebhookRejectedError(503, value)), intake(), { kind: 'retry', step: 2, attempt: 1, error: 'HTTP 503', errorClass: 'http_503', status: 503 },
+  ]) as Case[]),
   ['a Retry-After on a 500 is ignored', failedWith(new WebhookRejectedError(500, '30')), intake(), { kind: 'retry', step: 0, attempt: 1, error: 'HTTP 500', errorClass: 'http_500', status: 500 }],
   [
     'an HTTP-date Retry-After without a Date counts from now',
