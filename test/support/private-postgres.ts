@@ -68,6 +68,11 @@ export class PrivatePostgres {
     await this.exec('pg_ctl', ['-D', join(this.dir, 'data'), '-m', 'immediate', 'stop']);
   }
 
+  /** A clean stop (`pg_ctl stop -m fast`): every connection closed, the server down until `up()`. */
+  async down(): Promise<void> {
+    await this.exec('pg_ctl', ['-D', join(this.dir, 'data'), '-m', 'fast', '-w', 'stop']);
+  }
+
   /** A clean restart (`pg_ctl restart -m fast`, as `pg_ctlcluster restart` does): every connection is closed. */
   async restart(): Promise<void> {
     await this.exec('pg_ctl', ['-D', join(this.dir, 'data'), '-m', 'fast', '-w', 'stop']);
