@@ -10,6 +10,9 @@ export class FrozenProxy {
   private readonly sockets = new Set<Socket>();
   /** Sockets frozen by freezeOpen(): those open then; later connections pass. */
   private readonly frozenSockets = new Set<Socket>();
+  /** Set by dropReplies(): what the server sends is dropped, what the client sends still passes. */
+  private droppingReplies = false;
+  private readonly upstreams = new Set<Socket>();
 
   private constructor(
     private readonly server: ReturnType<typeof createServer>,
@@ -22,6 +25,8 @@ export class FrozenProxy {
     let proxy: FrozenProxy | undefined;
     const server = createServer((client) => {
       const upstream = connect(Number(target.port || 5672), target.hostname);
+      proxy!.upstreams.add(upstream);
+      upstream.on('close', () => proxy!.upstreams.delete(upstream));
       for (const socket of [client, upstream]) {
         proxy!.sockets.add(socket);
         socket.on('error', () => {});
@@ -29,7 +34,7 @@ export class FrozenProxy {
       }
       const relay = (from: Socket, to: Socket) =>
         from.on('data', (chunk) => {
-          if (!proxy!.frozen && !proxy!.frozenSockets.has(from)) to.write(chunk);
+          if (!proxy!.frozen && !proxy!.frozenSockets.has(from) && !(proxy!.droppingReplies && proxy!.upstreams.has(from))) to.write(chunk);
         });
       relay(client, upstream);
       relay(upstream, client);
@@ -52,6 +57,20 @@ export class FrozenProxy {
   /** Only the connections open now freeze; new ones pass (a failover: the old host gone silent, the new one up). */
   freezeOpen(): void {
     for (const socket of this.sockets) this.frozenSockets.add(socket);
+  }
+
+  /**
+   * What the server answers is dropped from now on (the client's statements still reach it and
+   * commit), on every connection, new ones too: the answers lost on their way back.
+   */
+  dropReplies(): void {
+    this.droppingReplies = true;
+  }
+
+  /** Every connection reset (its statements' answers never came), and new ones pass again. */
+  cut(): void {
+    this.droppingReplies = false;
+    for (const socket of this.sockets) socket.destroy();
   }
 
   async close(): Promise<void> {
