@@ -254,6 +254,9 @@ function handedOf(rows: PickedRow[], probe = false): HandedWait[] {
 }
 
 export class WaitStore {
+  /** Items of a batch whose try failed once under way, with its transaction's id: committed perhaps, their answer lost (committed()). */
+  private readonly unsure = new WeakMap<object, string>();
+
   /** The transaction ids of picks that failed once under way: committed perhaps, their answer lost (RELEASE_LOST). */
   private lostPicks: string[] = [];
 
@@ -263,9 +266,14 @@ export class WaitStore {
    * Writes one batch, all of it or nothing, circuit closes included: one transaction, so a close
    * that fails (a deadlock with another batch parked behind the circuit, a lock wait timed out)
    * leaves nothing committed for the batch's retry to write again (a new wait, handed on and
-   * delivered meanwhile, would be written anew). Two puts of one key keep the last.
+   * delivered meanwhile, would be written anew). Its transaction id is asked first, so a retry can
+   * tell whether a try whose answer was lost committed (committed()). Two puts of one key keep the last.
    */
-  async write(puts: readonly WaitPut[], ends: readonly WaitEnd[], closes: readonly CircuitKey[] = []): Promise<void> {
+  async write(tried: readonly WaitPut[], triedEnds: readonly WaitEnd[], triedCloses: readonly CircuitKey[] = []): Promise<void> {
+    const written = await this.committed([...tried, ...triedEnds, ...triedCloses]);
+    const kept = <T extends object>(items: readonly T[]) => items.filter((item) => !written.has(item));
+    const [puts, ends, closes] = [kept(tried), kept(triedEnds), kept(triedCloses)];
+    if (puts.length + ends.length + closes.length === 0) return;
     const last = new Map<string, WaitPut>();
     for (const put of puts) last.set(`${put.merchantId}\u001f${put.webhookId}\u001f${put.endpointId ?? ''}`, put);
     const p = [...last.values()];
@@ -300,15 +308,36 @@ export class WaitStore {
       [...closing.values()].map((c) => c.endpointId),
       p.map((w) => w.probe === true),
     ];
-    // Only a batch with an end that closes a circuit has more than its one statement to make.
-    if (closing.size === 0) {
-      await this.db.query(WRITE, params);
-      return;
+    let xid: string | undefined;
+    try {
+      await this.db.transaction(async (tx) => {
+        xid = (await tx.query<{ xid: string }>('SELECT pg_current_xact_id()::text AS xid')).rows[0]!.xid;
+        const { rows } = await tx.query<{ merchant_id: string; endpoint_id: string }>(WRITE, params);
+        if (closing.size > 0 && rows.length > 0) await closeIn(tx, rows.map((row) => ({ merchantId: row.merchant_id, endpointId: row.endpoint_id })), (c) => answered.has(keyOf(c)));
+      });
+    } catch (err) {
+      // Refused for a row, it committed nothing; else it may have (the answer lost with the connection).
+      if (xid !== undefined && !isDataRefusal(err)) for (const item of [...puts, ...ends, ...closes]) this.unsure.set(item, xid);
+      throw err;
     }
-    await this.db.transaction(async (tx) => {
-      const { rows } = await tx.query<{ merchant_id: string; endpoint_id: string }>(WRITE, params);
-      if (rows.length > 0) await closeIn(tx, rows.map((row) => ({ merchantId: row.merchant_id, endpointId: row.endpoint_id })), (c) => answered.has(keyOf(c)));
-    });
+  }
+
+  /**
+   * Of a batch tried again, what an earlier try of it committed after all (its answer lost with the
+   * connection: PostgreSQL crashed or the link dropped just after the commit), by that try's
+   * transaction id (pg_xact_status): written again, a wait another dispatcher had meanwhile picked,
+   * delivered and ended was written anew and its webhook delivered twice. Still in progress (a
+   * backend that has not yet seen its client go), the batch waits for the next try.
+   */
+  private async committed(items: readonly object[]): Promise<Set<object>> {
+    const xids = [...new Set(items.flatMap((item) => this.unsure.get(item) ?? []))];
+    if (xids.length === 0) return new Set();
+    const { rows } = await this.db.query<{ xid: string; status: string | null }>('SELECT x AS xid, pg_xact_status(x::xid8) AS status FROM unnest($1::text[]) AS x', [xids]);
+    if (rows.some((row) => row.status === 'in progress')) throw new Error('an earlier try of this batch of waits is still in progress; tried again');
+    const done = new Set(rows.filter((row) => row.status === 'committed').map((row) => row.xid));
+    const written = new Set(items.filter((item) => done.has(this.unsure.get(item) ?? '')));
+    for (const item of items) this.unsure.delete(item);
+    return written;
   }
 
   /**

@@ -5,14 +5,18 @@ import { type AddressInfo, createServer, type Socket, connect } from 'node:net';
  * A TCP proxy in front of the broker that can freeze: connections stay open but nothing passes
  * either way any more, as with a broker that stopped answering (a hung node, a black-holed route).
  */
+/** The simple-protocol query `COMMIT` as node-postgres sends it (its text, NUL-terminated). */
+const COMMIT = Buffer.from('COMMIT\0');
+
 export class FrozenProxy {
   private frozen = false;
   private readonly sockets = new Set<Socket>();
   /** Sockets frozen by freezeOpen(): those open then; later connections pass. */
   private readonly frozenSockets = new Set<Socket>();
-  /** Set by dropReplies(): what the server sends is dropped, what the client sends still passes. */
-  private droppingReplies = false;
-  private readonly upstreams = new Set<Socket>();
+  /** Set by dropRepliesAfterCommit(): a connection whose client then sends a COMMIT gets no answer any more. */
+  private mutingAfterCommit = false;
+  /** The server's side of those connections: what it sends is dropped, what the client sends still passes. */
+  private readonly muted = new Set<Socket>();
 
   private constructor(
     private readonly server: ReturnType<typeof createServer>,
@@ -25,16 +29,18 @@ export class FrozenProxy {
     let proxy: FrozenProxy | undefined;
     const server = createServer((client) => {
       const upstream = connect(Number(target.port || 5672), target.hostname);
-      proxy!.upstreams.add(upstream);
-      upstream.on('close', () => proxy!.upstreams.delete(upstream));
+      upstream.on('close', () => proxy!.muted.delete(upstream));
       for (const socket of [client, upstream]) {
         proxy!.sockets.add(socket);
         socket.on('error', () => {});
         socket.on('close', () => proxy!.sockets.delete(socket));
       }
       const relay = (from: Socket, to: Socket) =>
-        from.on('data', (chunk) => {
-          if (!proxy!.frozen && !proxy!.frozenSockets.has(from) && !(proxy!.droppingReplies && proxy!.upstreams.has(from))) to.write(chunk);
+        from.on('data', (chunk: Buffer) => {
+          // node-postgres ends a transaction with the simple query `COMMIT`: it reaches the server and
+          // commits, and its answer (and every later one on that connection) is lost on the way back.
+          if (proxy!.mutingAfterCommit && from === client && chunk.includes(COMMIT)) proxy!.muted.add(upstream);
+          if (!proxy!.frozen && !proxy!.frozenSockets.has(from) && !proxy!.muted.has(from)) to.write(chunk);
         });
       relay(client, upstream);
       relay(upstream, client);
@@ -60,16 +66,18 @@ export class FrozenProxy {
   }
 
   /**
-   * What the server answers is dropped from now on (the client's statements still reach it and
-   * commit), on every connection, new ones too: the answers lost on their way back.
+   * From now on, a connection whose client sends a COMMIT (PostgreSQL's) gets no answer any more:
+   * the transaction commits, and the client never hears so (a server that crashed just after its
+   * commit, a connection cut then). Other connections pass until they commit too.
    */
-  dropReplies(): void {
-    this.droppingReplies = true;
+  dropRepliesAfterCommit(): void {
+    this.mutingAfterCommit = true;
   }
 
   /** Every connection reset (its statements' answers never came), and new ones pass again. */
   cut(): void {
-    this.droppingReplies = false;
+    this.mutingAfterCommit = false;
+    this.muted.clear();
     for (const socket of this.sockets) socket.destroy();
   }
 
