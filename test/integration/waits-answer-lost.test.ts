@@ -1,16 +1,15 @@
 import pg from 'pg';
-import { BrokerConnection } from '../../libs/broker/index.js';
+import type { BrokerConnection } from '../../libs/broker/index.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
-import { silentLogger } from '../../libs/logger/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
-import { declareIntake } from '../../libs/topology/index.js';
-import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
+import { uniquePrefix } from '../support/broker.js';
 import { FrozenProxy } from '../support/frozen-proxy.js';
 import { testMerchant, writeMerchantsFile } from '../support/harness.js';
 import { PrivatePostgres } from '../support/private-postgres.js';
 import { dispatcherEnv, startProgram } from '../support/process.js';
 import { localCtl } from '../support/rabbitmqctl.js';
 import { Receiver, type ReceivedRequest } from '../support/receiver.js';
+import { endSpawnedDispatchers, openUpstream } from '../support/spawned-dispatchers.js';
 import { waitFor } from '../support/wait.js';
 
 type Program = ReturnType<typeof startProgram>;
@@ -47,24 +46,10 @@ describe('a batch of wait writes committed whose answer is lost', () => {
       if (id.startsWith('evt_lost_')) proxy?.dropRepliesAfterCommit();
       return 409;
     });
-    broker = new BrokerConnection({ url: brokerUrl(), name: 'test-waits-answer-lost', logger: silentLogger() });
-    await broker.open(10_000);
-    const channel = await broker.createChannel();
-    await declareIntake(channel, prefix);
-    await channel.close();
+    broker = await openUpstream(prefix, 'waits-answer-lost');
   }, 60_000);
 
-  afterAll(async () => {
-    for (const p of programs) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGTERM');
-    await Promise.all(programs.map((p) => p.finished));
-    await broker?.close();
-    await receiver?.close();
-    await proxy?.close();
-    const test = await TestBroker.open();
-    await test.deleteTopology(prefix);
-    await test.close();
-    await server?.stop();
-  }, 60_000);
+  afterAll(() => endSpawnedDispatchers(prefix, programs, [broker, receiver, proxy], server), 60_000);
 
   // Before the batch's transaction id was asked first (WaitStore.write), evt_lost_0 was delivered twice:
   // by B from A's committed wait, then again 0.5 s after the cut, from the row A's retried batch wrote

@@ -1,14 +1,13 @@
 import pg from 'pg';
-import { BrokerConnection } from '../../libs/broker/index.js';
+import type { BrokerConnection } from '../../libs/broker/index.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
-import { silentLogger } from '../../libs/logger/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
-import { declareIntake } from '../../libs/topology/index.js';
-import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
+import { uniquePrefix } from '../support/broker.js';
 import { testMerchant, writeMerchantsFile } from '../support/harness.js';
 import { PrivatePostgres } from '../support/private-postgres.js';
 import { dispatcherEnv, startProgram } from '../support/process.js';
 import { type ReceivedRequest, Receiver } from '../support/receiver.js';
+import { endSpawnedDispatchers, openUpstream } from '../support/spawned-dispatchers.js';
 import { waitFor } from '../support/wait.js';
 
 /** Longer than every timeout of the waits' pool (connect 2 s, statement 10 s, a reply 20 s), shorter than WAIT_LEASE. */
@@ -51,23 +50,10 @@ describe('PostgreSQL stopped for 25 s under two dispatchers, one killed meanwhil
       refused.add(req);
       return 409;
     });
-    broker = new BrokerConnection({ url: brokerUrl(), name: 'test-waits-outage', logger: silentLogger() });
-    await broker.open(10_000);
-    const channel = await broker.createChannel();
-    await declareIntake(channel, prefix);
-    await channel.close();
+    broker = await openUpstream(prefix, 'waits-outage');
   }, 60_000);
 
-  afterAll(async () => {
-    for (const p of programs) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGTERM');
-    await Promise.all(programs.map((p) => p.finished));
-    await broker?.close();
-    await receiver?.close();
-    const test = await TestBroker.open();
-    await test.deleteTopology(prefix);
-    await test.close();
-    await server?.stop();
-  }, 60_000);
+  afterAll(() => endSpawnedDispatchers(prefix, programs, [broker, receiver], server), 60_000);
 
   it('holds at most the prefetch on each, loses nothing, sends nothing twice, and sends the waits due within 10 s of the return', async () => {
     if (!server) {
