@@ -1,15 +1,10 @@
 import { writeFileSync } from 'node:fs';
-import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
-import { type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/program.js';
-import { loadRecorderConfig } from '../../apps/recorder/config.js';
-import { type RecorderProgram, startRecorder } from '../../apps/recorder/program.js';
 import { copyHeaders, sampleEvent } from '../../libs/contracts/index.js';
 import { deliveryLogQueries, openPostgres } from '../../libs/delivery-store/index.js';
-import { silentLogger } from '../../libs/logger/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
-import { brokerUrl, TestBroker, uniquePrefix } from '../support/broker.js';
+import { uniquePrefix } from '../support/broker.js';
+import { type DispatcherAndRecorder, startDispatcherAndRecorder } from '../support/dispatcher-and-recorder.js';
 import { testMerchant, writeMerchantsFile } from '../support/harness.js';
-import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { publishWithLargeHeaders } from '../support/raw-publish.js';
 import { Receiver, type ReceivedRequest } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
@@ -27,19 +22,11 @@ describe('hostile upstream messages', () => {
   const names = topologyNames(prefix);
   const merchant = testMerchant('m_rdd', 'http://placeholder');
   let receiver: Receiver;
-  let database: TestDatabase;
-  let program: DispatcherProgram | undefined;
-  let recorder: RecorderProgram | undefined;
-  let test: TestBroker;
+  let deployed: DispatcherAndRecorder;
   let merchantsFile: string;
 
   /** Publishes raw to upstream's exchange, as any upstream client can. */
-  const publish = async (body: unknown, options: Record<string, unknown> = {}) => {
-    const ch = await test.connection.createConfirmChannel();
-    ch.publish(names.events, 'x', Buffer.from(typeof body === 'string' ? body : JSON.stringify(body)), { persistent: true, contentType: 'application/json', ...options });
-    await ch.waitForConfirms();
-    await ch.close();
-  };
+  const publish = (body: unknown, options: Record<string, unknown> = {}) => deployed.publish('x', body, options);
 
   beforeAll(async () => {
     // 500 to the first attempt of each webhook whose id starts with "retry_", 204 otherwise.
@@ -52,25 +39,17 @@ describe('hostile upstream messages', () => {
     });
     merchant.endpoints[0]!.url = receiver.url;
     merchantsFile = writeMerchantsFile([merchant]);
-    database = await createTestDatabase('hostile_upstream');
-    test = await TestBroker.open();
-    const env = { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, MERCHANTS_FILE: merchantsFile, DATABASE_URL: database.url, FAILED_RETENTION: '1D' };
-    program = await startDispatcher(
-      loadDispatcherConfig({ ...env, RETRY_SCHEDULE: '200ms,200ms', WAIT_LEASE: '5s', DELIVERY_TIMEOUT_MS: '2000', ALLOW_PRIVATE_TARGETS: 'true', METRICS_PORT: '0' }),
-      silentLogger(),
-      { intakeCheck: { timeoutMs: 15_000 } },
-    );
-    await waitFor('the intake key partitions', async () => (await database.query("SELECT 1 FROM pg_class WHERE relname LIKE 'intake\\_keys\\_%'")).length >= 2, 10_000);
-    recorder = await startRecorder(loadRecorderConfig(env), silentLogger());
+    deployed = await startDispatcherAndRecorder({
+      prefix,
+      database: 'hostile_upstream',
+      env: { MERCHANTS_FILE: merchantsFile },
+      dispatcherEnv: { RETRY_SCHEDULE: '200ms,200ms', WAIT_LEASE: '5s', DELIVERY_TIMEOUT_MS: '2000', ALLOW_PRIVATE_TARGETS: 'true', METRICS_PORT: '0' },
+    });
   });
 
   afterAll(async () => {
-    await recorder?.stop();
-    await program?.stop();
-    await test?.deleteTopology(prefix);
-    await test?.close();
+    await deployed?.close();
     await receiver?.close();
-    await database?.drop();
   });
 
   it('does not carry a header holding a NUL into the wait: that webhook and the others are retried', async () => {
@@ -87,7 +66,7 @@ describe('hostile upstream messages', () => {
   it('parks the NUL as an invalid envelope, and the intake dedupe goes on: a messageId published twice is delivered once', async () => {
     // Parked before the intake check (PostgreSQL refuses a NUL: the check failed, and skipped every key for 10 s)...
     await publish({ merchantId: 'm_nobody\u0000', event: 'payout', data: { reference: 'PO-1' } }, { messageId: 'evt_nul_merchant' });
-    await waitFor('the NUL merchant parked', async () => (await test.messageCount(names.invalid)) === 1, 10_000);
+    await waitFor('the NUL merchant parked', async () => (await deployed.test.messageCount(names.invalid)) === 1, 10_000);
     // ...but then an ordinary event published twice.
     await publish(sampleEvent('payout', merchant.id), { messageId: 'evt_twice' });
     await waitFor('delivered', () => deliveriesOf(receiver, 'evt_twice').length >= 1, 10_000);
@@ -100,14 +79,14 @@ describe('hostile upstream messages', () => {
   it('never shows a message parked for another merchant id in a merchant\'s log, nor changes a delivered webhook\'s status', async () => {
     await publish(sampleEvent('payout', merchant.id), { messageId: 'evt_victim' });
     await waitFor('delivered', () => deliveriesOf(receiver, 'evt_victim').length >= 1, 10_000);
-    const db = openPostgres(database.url, { maxConnections: 1 });
+    const db = openPostgres(deployed.database.url, { maxConnections: 1 });
     try {
       const log = deliveryLogQueries(db);
       await waitFor('victim recorded', async () => (await log.getWebhook(merchant.id, 'evt_victim'))?.status === 'delivered', 15_000);
       // "m_rdd\u0000" is no merchant: parked (its NUL once stripped by the recorder, the record landed in m_rdd's log).
       await publish({ merchantId: `${merchant.id}\u0000`, event: 'payout', data: { reference: 'PO-2' } }, { messageId: 'evt_victim' });
       await publish({ merchantId: `${merchant.id}\u0000`, event: 'payout', data: { reference: 'PO-3' } }, { messageId: 'evt_ghost' });
-      await waitFor('parked', async () => (await test.messageCount(names.invalid)) >= 3, 10_000);
+      await waitFor('parked', async () => (await deployed.test.messageCount(names.invalid)) >= 3, 10_000);
       await publish(sampleEvent('payout', merchant.id), { messageId: 'evt_marker_c' });
       await waitFor('marker recorded', async () => (await log.getWebhook(merchant.id, 'evt_marker_c')) !== undefined, 15_000);
       const victim = await log.getWebhook(merchant.id, 'evt_victim');
@@ -125,18 +104,18 @@ describe('hostile upstream messages', () => {
   it('shows a webhook delivered after an unknown-merchant park, the merchant added and the message requeued, as delivered', async () => {
     const late = testMerchant('m_rdd_late', receiver.url);
     // Published before the merchant exists: parked unknown-merchant.
-    const before = await test.messageCount(names.invalid);
+    const before = await deployed.test.messageCount(names.invalid);
     await publish(sampleEvent('payout', late.id), { messageId: 'evt_late' });
-    await waitFor('parked', async () => (await test.messageCount(names.invalid)) === before + 1, 10_000);
+    await waitFor('parked', async () => (await deployed.test.messageCount(names.invalid)) === before + 1, 10_000);
     // The operator adds the merchant, then `webhooks invalid requeue --code unknown-merchant` (its move, by hand).
     writeFileSync(merchantsFile, JSON.stringify({ merchants: [merchant, late] }));
-    await waitFor('merchant loaded', () => program!.merchants.byId(late.id) !== undefined, 10_000);
-    const got = (await test.drain(names.invalid, before + 1)).filter((m) => m.properties.messageId === 'evt_late');
+    await waitFor('merchant loaded', () => deployed.program.merchants.byId(late.id) !== undefined, 10_000);
+    const got = (await deployed.test.drain(names.invalid, before + 1)).filter((m) => m.properties.messageId === 'evt_late');
     for (const m of got) {
-      await test.publishRaw(names.dispatch, m.content, { messageId: m.properties.messageId, contentType: 'application/json', headers: copyHeaders(m.properties.headers, { from: 'parked', unpark: true, upstreamExchange: names.events, dispatch: names.dispatch }) });
+      await deployed.test.publishRaw(names.dispatch, m.content, { messageId: m.properties.messageId, contentType: 'application/json', headers: copyHeaders(m.properties.headers, { from: 'parked', unpark: true, upstreamExchange: names.events, dispatch: names.dispatch }) });
     }
     await waitFor('delivered', () => deliveriesOf(receiver, 'evt_late').length >= 1, 10_000);
-    const db = openPostgres(database.url, { maxConnections: 1 });
+    const db = openPostgres(deployed.database.url, { maxConnections: 1 });
     try {
       const log = deliveryLogQueries(db);
       const shown = await waitFor('recorded', async () => {
@@ -153,10 +132,10 @@ describe('hostile upstream messages', () => {
   it('parks a message whose headers no copy could carry, at once and without them, where its wait was never handed back', async () => {
     // 100 KB of headers: any client but amqplib sends them (up to the frame size); amqplib, which
     // publishes the dispatcher's copies, encodes at most 64 KiB. Its first attempt would fail (retry_).
-    const before = await test.messageCount(names.invalid);
+    const before = await deployed.test.messageCount(names.invalid);
     const body = Buffer.from(JSON.stringify(sampleEvent('payout', merchant.id)));
-    await publishWithLargeHeaders(test.connection, names.events, 'payout', body, 'retry_large_headers', { 'x-upstream-note': 'a'.repeat(100_000) });
-    const [parked] = (await test.drain(names.invalid, before + 1)).filter((m) => m.properties.messageId === 'retry_large_headers');
+    await publishWithLargeHeaders(deployed.test.connection, names.events, 'payout', body, 'retry_large_headers', { 'x-upstream-note': 'a'.repeat(100_000) });
+    const [parked] = (await deployed.test.drain(names.invalid, before + 1)).filter((m) => m.properties.messageId === 'retry_large_headers');
     expect({
       code: parked?.properties.headers?.['x-invalid-code'],
       reason: parked?.properties.headers?.['x-invalid-reason'],

@@ -1,15 +1,10 @@
 import { writeFileSync } from 'node:fs';
-import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
-import { type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/program.js';
-import { loadRecorderConfig } from '../../apps/recorder/config.js';
-import { type RecorderProgram, startRecorder } from '../../apps/recorder/program.js';
 import { copyHeaders, HEADERS, sampleEvent } from '../../libs/contracts/index.js';
-import { silentLogger } from '../../libs/logger/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
-import { brokerUrl, TestBroker, uniquePrefix } from '../support/broker.js';
+import { uniquePrefix } from '../support/broker.js';
 import { capturingLogger } from '../support/capturing-logger.js';
+import { type DispatcherAndRecorder, startDispatcherAndRecorder } from '../support/dispatcher-and-recorder.js';
 import { testMerchant, testSecret, writeMerchantsFile } from '../support/harness.js';
-import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { fieldTable, publishWithLargeHeaders } from '../support/raw-publish.js';
 import { Receiver, type ReceivedRequest } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
@@ -29,19 +24,11 @@ describe('idempotent intake against what an upstream publishes', () => {
   const names = topologyNames(prefix);
   const merchant = testMerchant('m_iu', 'http://placeholder');
   let receiver: Receiver;
-  let database: TestDatabase;
-  let program: DispatcherProgram | undefined;
-  let recorder: RecorderProgram | undefined;
-  let test: TestBroker;
+  let deployed: DispatcherAndRecorder;
   let merchantsFile: string;
   const lines: Array<Record<string, unknown>> = [];
 
-  const publish = async (body: unknown, options: Record<string, unknown> = {}) => {
-    const ch = await test.connection.createConfirmChannel();
-    ch.publish(names.events, 'x', Buffer.from(JSON.stringify(body)), { persistent: true, contentType: 'application/json', ...options });
-    await ch.waitForConfirms();
-    await ch.close();
-  };
+  const publish = (body: object, options: Record<string, unknown> = {}) => deployed.publish('x', body, options);
 
   beforeAll(async () => {
     // 500 to the first attempt of each webhook whose id starts with "retry_", 204 otherwise.
@@ -54,37 +41,28 @@ describe('idempotent intake against what an upstream publishes', () => {
     });
     merchant.endpoints[0]!.url = receiver.url;
     merchantsFile = writeMerchantsFile([merchant]);
-    database = await createTestDatabase('intake_upstream');
-    test = await TestBroker.open();
-    const env = { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, DATABASE_URL: database.url, FAILED_RETENTION: '1D' };
-    program = await startDispatcher(
-      loadDispatcherConfig({
-        ...env, MERCHANTS_FILE: merchantsFile, OPERATIONAL_WEBHOOK_URL: `${receiver.url}/ops`, OPERATIONAL_WEBHOOK_SECRET: testSecret(),
+    deployed = await startDispatcherAndRecorder({
+      prefix,
+      database: 'intake_upstream',
+      dispatcherEnv: {
+        MERCHANTS_FILE: merchantsFile, OPERATIONAL_WEBHOOK_URL: `${receiver.url}/ops`, OPERATIONAL_WEBHOOK_SECRET: testSecret(),
         RETRY_SCHEDULE: '200ms', WAIT_LEASE: '5s', DELIVERY_TIMEOUT_MS: '2000', ALLOW_PRIVATE_TARGETS: 'true', METRICS_PORT: '0',
-      }),
-      capturingLogger(lines),
-      // Answered late on a loaded machine, a check lets the repeats these cases send through.
-      { intakeCheck: { timeoutMs: 15_000 } },
-    );
-    await waitFor('the intake key partitions', async () => (await database.query("SELECT 1 FROM pg_class WHERE relname LIKE 'intake\\_keys\\_%'")).length >= 2, 10_000);
-    recorder = await startRecorder(loadRecorderConfig(env), silentLogger());
+      },
+      logger: capturingLogger(lines),
+    });
   });
 
   afterAll(async () => {
-    await recorder?.stop();
-    await program?.stop();
-    await test?.deleteTopology(prefix);
-    await test?.close();
+    await deployed?.close();
     await receiver?.close();
-    await database?.drop();
   });
 
   it('parks a messageId of bytes that are not UTF-8 once, as invalid-message-id, not in a loop of unexpected errors', async () => {
     // 100 bytes 0xFF: amqplib reads 100 U+FFFD, 300 bytes as UTF-8, more than a copy's messageId can hold (255).
-    const before = await test.messageCount(names.invalid);
+    const before = await deployed.test.messageCount(names.invalid);
     const body = Buffer.from(JSON.stringify(sampleEvent('payout', merchant.id)));
-    await publishWithLargeHeaders(test.connection, names.events, 'payout', body, Buffer.alloc(100, 0xff), {});
-    const [parked] = await test.drain(names.invalid, before + 1);
+    await publishWithLargeHeaders(deployed.test.connection, names.events, 'payout', body, Buffer.alloc(100, 0xff), {});
+    const [parked] = await deployed.test.drain(names.invalid, before + 1);
     expect({
       code: parked!.properties.headers?.[HEADERS.invalidCode],
       failedMoves: lines.filter((line) => /unexpected error|could not be moved/.test(String(line.message))).length,
@@ -99,15 +77,15 @@ describe('idempotent intake against what an upstream publishes', () => {
       { ...fanned.endpoints[0]!, id: 'ep_iu_b', url: `${receiver.url}/b` },
     ];
     writeFileSync(merchantsFile, JSON.stringify({ merchants: [merchant, fanned] }));
-    await waitFor('merchant loaded', () => program!.merchants.byId(fanned.id) !== undefined, 10_000);
+    await waitFor('merchant loaded', () => deployed.program.merchants.byId(fanned.id) !== undefined, 10_000);
     const table = fieldTable([[Buffer.alloc(100, 0xff), 'x'], [Buffer.from('x-upstream-note'), 'kept']]);
     const body = Buffer.from(JSON.stringify(sampleEvent('payout', fanned.id)));
-    await publishWithLargeHeaders(test.connection, names.events, 'payout', body, 'evt_iu_header_fan', table);
+    await publishWithLargeHeaders(deployed.test.connection, names.events, 'payout', body, 'evt_iu_header_fan', table);
     await waitFor('both endpoints delivered', () => deliveriesOf(receiver, 'evt_iu_header_fan').length === 2, 10_000);
     // Parked (its merchant is nobody): the park is a copy too.
-    const before = await test.messageCount(names.invalid);
-    await publishWithLargeHeaders(test.connection, names.events, 'payout', Buffer.from(JSON.stringify(sampleEvent('payout', 'm_iu_nobody'))), 'evt_iu_header_park', table);
-    const parked = (await test.drain(names.invalid, before + 1)).find((m) => m.properties.messageId === 'evt_iu_header_park');
+    const before = await deployed.test.messageCount(names.invalid);
+    await publishWithLargeHeaders(deployed.test.connection, names.events, 'payout', Buffer.from(JSON.stringify(sampleEvent('payout', 'm_iu_nobody'))), 'evt_iu_header_park', table);
+    const parked = (await deployed.test.drain(names.invalid, before + 1)).find((m) => m.properties.messageId === 'evt_iu_header_park');
     expect({
       code: parked?.properties.headers?.[HEADERS.invalidCode],
       note: parked?.properties.headers?.['x-upstream-note'],
@@ -117,13 +95,13 @@ describe('idempotent intake against what an upstream publishes', () => {
 
   it('delivers a repeat published once the merchant exists of an event parked unknown-merchant: the park took no key', async () => {
     const late = testMerchant('m_iu_late', receiver.url);
-    const before = await test.messageCount(names.invalid);
+    const before = await deployed.test.messageCount(names.invalid);
     // Published a moment before the merchant was made (or before this dispatcher heard of it): parked.
     await publish(sampleEvent('payout', late.id), { messageId: 'evt_iu_late' });
-    const parked = (await test.drain(names.invalid, before + 1)).find((m) => m.properties.messageId === 'evt_iu_late');
+    const parked = (await deployed.test.drain(names.invalid, before + 1)).find((m) => m.properties.messageId === 'evt_iu_late');
     expect(parked?.properties.headers?.[HEADERS.invalidCode]).toBe('unknown-merchant');
     writeFileSync(merchantsFile, JSON.stringify({ merchants: [merchant, late] }));
-    await waitFor('merchant loaded', () => program!.merchants.byId(late.id) !== undefined, 10_000);
+    await waitFor('merchant loaded', () => deployed.program.merchants.byId(late.id) !== undefined, 10_000);
     // Upstream, told of the park, publishes the event again: its idempotency key is the same.
     await publish(sampleEvent('payout', late.id), { messageId: 'evt_iu_late' });
     await waitFor('the repeat delivered', () => deliveriesOf(receiver, 'evt_iu_late').length === 1, 10_000);
@@ -149,42 +127,42 @@ describe('idempotent intake against what an upstream publishes', () => {
   }, 40_000);
 
   it('parks a reference holding a lone surrogate (\\ud800) before its key, where PostgreSQL refused it in the retry\'s wait', async () => {
-    const before = await test.messageCount(names.invalid);
+    const before = await deployed.test.messageCount(names.invalid);
     // JSON.stringify writes a lone surrogate as its escape, as a careless serialiser may.
     await publish({ merchantId: merchant.id, event: 'payout', data: { reference: 'PO-\ud800' } }, { messageId: 'retry_iu_surrogate' });
-    const parked = (await test.drain(names.invalid, before + 1)).find((m) => m.properties.messageId === 'retry_iu_surrogate');
+    const parked = (await deployed.test.drain(names.invalid, before + 1)).find((m) => m.properties.messageId === 'retry_iu_surrogate');
     expect({
       code: parked?.properties.headers?.[HEADERS.invalidCode],
       attempts: deliveriesOf(receiver, 'retry_iu_surrogate').length,
-      keys: (await database.query("SELECT 1 FROM intake_keys WHERE webhook_id = 'retry_iu_surrogate'")).length,
+      keys: (await deployed.database.query("SELECT 1 FROM intake_keys WHERE webhook_id = 'retry_iu_surrogate'")).length,
     }).toEqual({ code: 'missing-reference', attempts: 0, keys: 0 });
   }, 30_000);
 
   it('drops a parked copy moved back by hand once the event published again was delivered: the key decides for it too', async () => {
     const late = testMerchant('m_iu_late_2', receiver.url);
-    const before = await test.messageCount(names.invalid);
+    const before = await deployed.test.messageCount(names.invalid);
     await publish(sampleEvent('payout', late.id), { messageId: 'evt_iu_moved_back' });
-    const parked = (await test.drain(names.invalid, before + 1)).filter((m) => m.properties.messageId === 'evt_iu_moved_back');
+    const parked = (await deployed.test.drain(names.invalid, before + 1)).filter((m) => m.properties.messageId === 'evt_iu_moved_back');
     expect(parked).toHaveLength(1);
     writeFileSync(merchantsFile, JSON.stringify({ merchants: [merchant, late] }));
-    await waitFor('merchant loaded', () => program!.merchants.byId(late.id) !== undefined, 10_000);
+    await waitFor('merchant loaded', () => deployed.program.merchants.byId(late.id) !== undefined, 10_000);
     // Upstream publishes it again, and it is delivered and in the log...
     await publish(sampleEvent('payout', late.id), { messageId: 'evt_iu_moved_back' });
     await waitFor('the new publish delivered', () => deliveriesOf(receiver, 'evt_iu_moved_back').length === 1, 10_000);
-    await waitFor('in the log', async () => (await database.query("SELECT 1 FROM delivery_webhooks WHERE webhook_id = 'evt_iu_moved_back'")).length === 1, 15_000);
+    await waitFor('in the log', async () => (await deployed.database.query("SELECT 1 FROM delivery_webhooks WHERE webhook_id = 'evt_iu_moved_back'")).length === 1, 15_000);
     // ...then the operator's `webhooks invalid requeue --code unknown-merchant` (its move, by hand).
-    const duplicates = program!.dispatcher.stats.duplicates;
+    const duplicates = deployed.program.dispatcher.stats.duplicates;
     for (const m of parked) {
-      await test.publishRaw(names.dispatch, m.content, { messageId: m.properties.messageId, contentType: 'application/json', headers: copyHeaders(m.properties.headers, { from: 'parked', unpark: true, upstreamExchange: names.events, dispatch: names.dispatch }) });
+      await deployed.test.publishRaw(names.dispatch, m.content, { messageId: m.properties.messageId, contentType: 'application/json', headers: copyHeaders(m.properties.headers, { from: 'parked', unpark: true, upstreamExchange: names.events, dispatch: names.dispatch }) });
     }
-    await waitFor('the moved-back copy taken', () => program!.dispatcher.stats.duplicates > duplicates || deliveriesOf(receiver, 'evt_iu_moved_back').length > 1, 10_000);
+    await waitFor('the moved-back copy taken', () => deployed.program.dispatcher.stats.duplicates > duplicates || deliveriesOf(receiver, 'evt_iu_moved_back').length > 1, 10_000);
     expect(deliveriesOf(receiver, 'evt_iu_moved_back')).toHaveLength(1);
   }, 60_000);
 
   it("parks a merchant's event published under the platform's own merchant id: never signed for the operational endpoint", async () => {
-    const before = await test.messageCount(names.invalid);
+    const before = await deployed.test.messageCount(names.invalid);
     await publish({ merchantId: 'platform:operational', event: 'payout', data: { reference: 'PO-IU-PLATFORM' } }, { messageId: 'evt_iu_platform' });
-    const parked = (await test.drain(names.invalid, before + 1).catch(() => [])).find((m) => m.properties.messageId === 'evt_iu_platform');
+    const parked = (await deployed.test.drain(names.invalid, before + 1).catch(() => [])).find((m) => m.properties.messageId === 'evt_iu_platform');
     expect({ code: parked?.properties.headers?.[HEADERS.invalidCode], sent: deliveriesOf(receiver, 'evt_iu_platform').map((r) => r.path) }).toEqual({ code: 'unknown-merchant', sent: [] });
   }, 30_000);
 });

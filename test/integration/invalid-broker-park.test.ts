@@ -1,14 +1,9 @@
-import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
-import { type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/program.js';
-import { loadRecorderConfig } from '../../apps/recorder/config.js';
-import { type RecorderProgram, startRecorder } from '../../apps/recorder/program.js';
 import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
-import { silentLogger } from '../../libs/logger/index.js';
 import { declareTopology, topologyNames } from '../../libs/topology/index.js';
-import { brokerUrl, TestBroker, uniquePrefix } from '../support/broker.js';
+import { brokerUrl, uniquePrefix } from '../support/broker.js';
 import { runCliInProcess } from '../support/cli.js';
+import { type DispatcherAndRecorder, startDispatcherAndRecorder } from '../support/dispatcher-and-recorder.js';
 import { testMerchant, writeMerchantsFile } from '../support/harness.js';
-import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { Receiver, type ReceivedRequest } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
@@ -28,10 +23,7 @@ describe('upstream events the broker parked, listed and moved back with webhooks
   const names = topologyNames(prefix);
   const merchant = testMerchant('m_bp', 'http://placeholder');
   let receiver: Receiver;
-  let database: TestDatabase;
-  let program: DispatcherProgram | undefined;
-  let recorder: RecorderProgram | undefined;
-  let test: TestBroker;
+  let deployed: DispatcherAndRecorder;
   const cli = (...args: string[]) => runCliInProcess({ RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix }, args);
   const body = (reference: string) => Buffer.from(JSON.stringify({ ...sampleEvent('payout', merchant.id), data: { ...sampleEvent('payout', merchant.id).data, reference } }));
 
@@ -40,41 +32,27 @@ describe('upstream events the broker parked, listed and moved back with webhooks
   // The entry the broker writes when it parks one of our copies (published on the default exchange, by the queue's name).
   const forgedDeath = (reason: string) => [{ count: 0, reason, queue: names.dispatch, exchange: '', time: { '!': 'timestamp', value: 1_700_000_000 }, 'routing-keys': [names.dispatch] }];
 
-  const publish = async (routingKey: string, content: Buffer, options: Record<string, unknown>) => {
-    const ch = await test.connection.createConfirmChannel();
-    ch.publish(names.events, routingKey, content, { persistent: true, contentType: 'application/json', ...options });
-    await ch.waitForConfirms();
-    await ch.close();
-  };
-
   beforeAll(async () => {
     receiver = await Receiver.start(() => 204);
     merchant.endpoints[0]!.url = receiver.url;
-    database = await createTestDatabase('invalid_broker_park');
-    test = await TestBroker.open();
-    await declareTopology(() => test.connection.createChannel(), { prefix, failedRetention: '1D' });
-    // Parked by the broker before any dispatcher runs: one returned to its delivery limit, one whose TTL ran out.
-    await publish('payout', body('PO-BP-REPEAT'), { messageId: 'evt_bp_repeat' });
-    await test.returnUntilParked(names.dispatch, names.invalid, 1);
-    await publish('payout', body('PO-BP-TTL'), { messageId: 'evt_bp_forged_ttl', expiration: '1', headers: { ...bookkeeping(), 'x-death': forgedDeath('expired') } });
-    await waitFor('the broker parks it (expired)', async () => (await test.messageCount(names.invalid)) === 2, 10_000);
-    const env = { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, DATABASE_URL: database.url, FAILED_RETENTION: '1D' };
-    program = await startDispatcher(
-      loadDispatcherConfig({ ...env, MERCHANTS_FILE: writeMerchantsFile([merchant]), RETRY_SCHEDULE: '200ms', DELIVERY_TIMEOUT_MS: '2000', ALLOW_PRIVATE_TARGETS: 'true', METRICS_PORT: '0' }),
-      silentLogger(),
-      { intakeCheck: { timeoutMs: 15_000 } },
-    );
-    await waitFor('the intake key partitions', async () => (await database.query("SELECT 1 FROM pg_class WHERE relname LIKE 'intake\\_keys\\_%'")).length >= 2, 10_000);
-    recorder = await startRecorder(loadRecorderConfig(env), silentLogger());
+    deployed = await startDispatcherAndRecorder({
+      prefix,
+      database: 'invalid_broker_park',
+      dispatcherEnv: { MERCHANTS_FILE: writeMerchantsFile([merchant]), RETRY_SCHEDULE: '200ms', DELIVERY_TIMEOUT_MS: '2000', ALLOW_PRIVATE_TARGETS: 'true', METRICS_PORT: '0' },
+      // Parked by the broker before any dispatcher runs: one returned to its delivery limit, one whose TTL ran out.
+      before: async ({ test, publish }) => {
+        await declareTopology(() => test.connection.createChannel(), { prefix, failedRetention: '1D' });
+        await publish('payout', body('PO-BP-REPEAT'), { messageId: 'evt_bp_repeat' });
+        await test.returnUntilParked(names.dispatch, names.invalid, 1);
+        await publish('payout', body('PO-BP-TTL'), { messageId: 'evt_bp_forged_ttl', expiration: '1', headers: { ...bookkeeping(), 'x-death': forgedDeath('expired') } });
+        await waitFor('the broker parks it (expired)', async () => (await test.messageCount(names.invalid)) === 2, 10_000);
+      },
+    });
   }, 60_000);
 
   afterAll(async () => {
-    await recorder?.stop();
-    await program?.stop();
-    await test?.deleteTopology(prefix);
-    await test?.close();
+    await deployed?.close();
     await receiver?.close();
-    await database?.drop();
   });
 
   it("lists an upstream event the broker parked with the routing key it was published with (its x-death entry's), also once listed before", async () => {
@@ -86,12 +64,12 @@ describe('upstream events the broker parked, listed and moved back with webhooks
 
   it('checks the key of an upstream event the broker parked, moved back, as a redelivery: not sent again where it was delivered', async () => {
     // Upstream published it again meanwhile: delivered, and in the log (as a first copy delivered before its crash loop would be).
-    await publish('payout', body('PO-BP-REPEAT'), { messageId: 'evt_bp_repeat' });
+    await deployed.publish('payout', body('PO-BP-REPEAT'), { messageId: 'evt_bp_repeat' });
     await waitFor('the repeat delivered', () => deliveriesOf(receiver, 'evt_bp_repeat').length === 1, 10_000);
-    await waitFor('in the log', async () => (await database.query("SELECT 1 FROM delivery_webhooks WHERE webhook_id = 'evt_bp_repeat'")).length === 1, 15_000);
-    const duplicates = program!.dispatcher.stats.duplicates;
+    await waitFor('in the log', async () => (await deployed.database.query("SELECT 1 FROM delivery_webhooks WHERE webhook_id = 'evt_bp_repeat'")).length === 1, 15_000);
+    const duplicates = deployed.program.dispatcher.stats.duplicates;
     expect((await cli('invalid', 'requeue', '--code', 'delivery-limit')).code).toBe(0);
-    await waitFor('the moved-back copy taken', () => program!.dispatcher.stats.duplicates > duplicates || deliveriesOf(receiver, 'evt_bp_repeat').length > 1, 10_000);
+    await waitFor('the moved-back copy taken', () => deployed.program.dispatcher.stats.duplicates > duplicates || deliveriesOf(receiver, 'evt_bp_repeat').length > 1, 10_000);
     expect(deliveriesOf(receiver, 'evt_bp_repeat')).toHaveLength(1);
   }, 60_000);
 
@@ -99,24 +77,24 @@ describe('upstream events the broker parked, listed and moved back with webhooks
   it("delivers as upstream's event one the broker parked for its TTL whose x-death entry for dispatch upstream wrote itself", async () => {
     expect((await cli('invalid', 'requeue', '--all')).code).toBe(0);
     await waitFor('the moved-back copy delivered', () => deliveriesOf(receiver, 'evt_bp_forged_ttl').length === 1, 10_000).catch((err: Error) => {
-      throw new Error(`${err.message}: stats ${JSON.stringify(program!.dispatcher.stats)}`);
+      throw new Error(`${err.message}: stats ${JSON.stringify(deployed.program.dispatcher.stats)}`);
     });
   }, 30_000);
 
   // Taken to its delivery limit, the broker would count that entry as it counts an expired one's: intake parks it first, without it.
   it('parks an upstream publish carrying an x-death entry for dispatch as upstream-x-death, without it; moved back, it is delivered as upstream\'s event', async () => {
-    await publish('payout', body('PO-BP-LIMIT'), { messageId: 'evt_bp_forged_limit', headers: { ...bookkeeping(), 'x-death': forgedDeath('delivery_limit') } });
-    const [parked] = await test.drain(names.invalid, 1, 10_000);
+    await deployed.publish('payout', body('PO-BP-LIMIT'), { messageId: 'evt_bp_forged_limit', headers: { ...bookkeeping(), 'x-death': forgedDeath('delivery_limit') } });
+    const [parked] = await deployed.test.drain(names.invalid, 1, 10_000);
     expect({
       messageId: parked?.properties.messageId,
       code: parked?.properties.headers?.[HEADERS.invalidCode],
       death: parked?.properties.headers?.['x-death'],
       sent: deliveriesOf(receiver, 'evt_bp_forged_limit').length,
     }).toEqual({ messageId: 'evt_bp_forged_limit', code: 'upstream-x-death', death: undefined, sent: 0 });
-    await test.publishRaw(names.invalid, parked!.content, parked!.properties);
+    await deployed.test.publishRaw(names.invalid, parked!.content, parked!.properties);
     expect((await cli('invalid', 'requeue', '--code', 'upstream-x-death')).code).toBe(0);
     await waitFor('the moved-back copy delivered', () => deliveriesOf(receiver, 'evt_bp_forged_limit').length === 1, 10_000).catch((err: Error) => {
-      throw new Error(`${err.message}: stats ${JSON.stringify(program!.dispatcher.stats)}`);
+      throw new Error(`${err.message}: stats ${JSON.stringify(deployed.program.dispatcher.stats)}`);
     });
   }, 30_000);
 });
