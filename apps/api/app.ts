@@ -38,8 +38,8 @@ function apiApp(deps: ApiDeps, routes: (app: express.Express) => void): express.
     next(notFound('route_not_found', 'No such endpoint'));
   });
   // Express needs the four-argument signature to treat this as the error handler.
-  app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
-    const error = toApiError(err, deps.logger);
+  app.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
+    const error = toApiError(err, deps.logger, req.originalUrl.split('?')[0]);
     res.status(error.status).set(error.headers).json(errorBody(error));
   });
   return app;

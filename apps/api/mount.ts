@@ -23,6 +23,39 @@ function expressPath(template: string, base: string): string {
   return template.slice(base.length).replace(/\{([^}]+)\}/g, ':$1');
 }
 
+const invalidMerchantId = () =>
+  badRequest('invalid_merchant_id', 'The merchant id must be 1 to 200 letters, digits, ".", "_", ":" or "-", starting with a letter or digit');
+
+/**
+ * The router decodes path parameters while it matches a route, before any handler: a malformed
+ * percent-encoding (`%zz`, `%E0%A4%A`) throws there (a URIError with status 400). Answered with the
+ * code parse() gives that parameter when it is malformed, the one the route's documentation lists,
+ * not a generic bad_request. `path`: the request's whole path.
+ */
+export function undecodableParameter(path: string): ApiError {
+  // Express matches a path with a trailing slash too.
+  const segments = (path.length > 1 ? path.replace(/\/$/, '') : path).split('/');
+  for (const declared of ROUTES as readonly RouteDeclaration[]) {
+    const template = declared.path.split('/');
+    if (template.length !== segments.length) continue;
+    if (!template.every((t, i) => t.startsWith('{') || t === segments[i])) continue;
+    const name = template.find((t, i) => t.startsWith('{') && !decodes(segments[i]!));
+    if (name === undefined) continue;
+    const param = name.slice(1, -1);
+    return param === 'merchantId' ? invalidMerchantId() : badRequest('invalid_parameter', `The ${param} path segment is not valid: malformed percent-encoding`);
+  }
+  return badRequest('invalid_parameter', 'A path segment is not valid: malformed percent-encoding');
+}
+
+function decodes(segment: string): boolean {
+  try {
+    decodeURIComponent(segment);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 function parse(schema: z.ZodObject | undefined, value: unknown, where: 'path' | 'query'): Record<string, unknown> {
   if (!schema) return {};
   const result = schema.safeParse(value ?? {});
@@ -32,9 +65,7 @@ function parse(schema: z.ZodObject | undefined, value: unknown, where: 'path' | 
     throw badRequest('unknown_parameter', `Unknown query parameter: ${String(issue.keys[0]).slice(0, 50)}`);
   }
   const name = String(issue.path[0] ?? where);
-  if (name === 'merchantId') {
-    throw badRequest('invalid_merchant_id', 'The merchant id must be 1 to 200 letters, digits, ".", "_", ":" or "-", starting with a letter or digit');
-  }
+  if (name === 'merchantId') throw invalidMerchantId();
   const given = (value as Record<string, unknown>)?.[name];
   if (Array.isArray(given)) throw badRequest('invalid_parameter', `Give the ${name} parameter once`);
   throw badRequest('invalid_parameter', `The ${name} ${where === 'path' ? 'path segment' : 'query parameter'} is not valid: ${issue.message}`);

@@ -6,7 +6,7 @@ import { type ApiProgram, startApi } from '../../apps/api/program.js';
 import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import type { Merchant } from '../../libs/merchants/index.js';
-import { type Answer, call, expectDocumented, JWT_SECRET, seen, startTestApi, token, unresolved, waitReady } from '../support/api.js';
+import { adminToken, type Answer, call, expectDocumented, JWT_SECRET, seen, startTestApi, token, unresolved, waitReady } from '../support/api.js';
 import { brokerUrl } from '../support/broker.js';
 import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
 import { type Harness, startHarness, testMerchant } from '../support/harness.js';
@@ -140,6 +140,22 @@ describe('the resend API', () => {
     const answer = await call(api, `${RESEND}${query}`, { headers: await headersFor(alice) });
     expect(answer.status).toBe(400);
     expect(answer.body).toEqual({ message, error: { code, status: 400 }, data: null });
+  });
+
+  // The router decodes a path parameter before any handler runs: its URIError must get the route's own code.
+  it.each(['%E0%A4%A', '%zz', '%'])('answers 400 invalid_parameter for a webhookId with malformed percent-encoding (%s), as the OpenAPI document says', async (webhookId) => {
+    const answer = await call(api, `/nucleus/webhooks/${webhookId}/resend`, { headers: await headersFor(alice) });
+    expect(answer.body).toEqual({
+      message: 'The webhookId path segment is not valid: malformed percent-encoding',
+      error: { code: 'invalid_parameter', status: 400 },
+      data: null,
+    });
+  });
+
+  it('answers 400 invalid_merchant_id for a merchantId with malformed percent-encoding, as for any malformed merchantId', async () => {
+    const answer = await call(api, '/admin/merchants/%E0%A4%A', { method: 'GET', headers: { authorization: `Bearer ${await adminToken()}` } });
+    expect(answer.status).toBe(400);
+    expect(answer.body).toMatchObject({ error: { code: 'invalid_merchant_id', status: 400 }, data: null });
   });
 
   it('answers 400 for a JSON content type with a body that is not JSON', async () => {

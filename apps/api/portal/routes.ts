@@ -146,7 +146,7 @@ export const PORTAL_ROUTES = [
     input: { params: webhookIdParams, query: resendQuery },
     output: { '200': { description: 'The webhook was sent again', schema: envelope(z.null()) } },
     errors: {
-      '400': 'invalid_parameter: a malformed webhookId or endpointId; unknown_parameter: a query parameter other than endpointId',
+      '400': 'invalid_parameter: a malformed webhookId (its percent-encoding too, as %zz) or endpointId; unknown_parameter: a query parameter other than endpointId',
       '401': 'missing_credentials, invalid_credentials, token_expired',
       '403': 'merchant_mismatch',
       ...RESEND_ERRORS,
