@@ -23,6 +23,12 @@ function expressPath(template: string, base: string): string {
   return template.slice(base.length).replace(/\{([^}]+)\}/g, ':$1');
 }
 
+/** 400 unknown_parameter naming the parameter; an empty name (`?=value`, `&=value`) is said as such, not as a blank. */
+export function unknownParameter(name: string): ApiError {
+  if (name === '') return badRequest('unknown_parameter', 'A query parameter has an empty name (as in "&=value"); remove it');
+  return badRequest('unknown_parameter', `Unknown query parameter: ${name.slice(0, 50)}`);
+}
+
 const invalidMerchantId = () =>
   badRequest('invalid_merchant_id', 'The merchant id must be 1 to 200 letters, digits, ".", "_", ":" or "-", starting with a letter or digit');
 
@@ -61,9 +67,7 @@ function parse(schema: z.ZodObject | undefined, value: unknown, where: 'path' | 
   const result = schema.safeParse(value ?? {});
   if (result.success) return result.data as Record<string, unknown>;
   const issue = result.error.issues[0]!;
-  if (issue.code === 'unrecognized_keys') {
-    throw badRequest('unknown_parameter', `Unknown query parameter: ${String(issue.keys[0]).slice(0, 50)}`);
-  }
+  if (issue.code === 'unrecognized_keys') throw unknownParameter(String(issue.keys[0]));
   const name = String(issue.path[0] ?? where);
   if (name === 'merchantId') throw invalidMerchantId();
   const given = (value as Record<string, unknown>)?.[name];

@@ -5,7 +5,7 @@ import { METRIC_NAMES, zeroedCounter } from '../../libs/metrics/index.js';
 import type { ApiDeps } from './deps.js';
 import { badRequest, unavailable } from './errors.js';
 import { take } from './rate-limit.js';
-import { mount } from './mount.js';
+import { mount, unknownParameter } from './mount.js';
 
 /** The merchant's resends, by reference and by webhook id, both counted by status. */
 export function mountResends(app: Router, deps: ApiDeps): void {
@@ -61,7 +61,7 @@ async function auditMerchantResend(deps: ApiDeps, req: Request, merchantId: stri
 function referenceFrom(req: Request): string {
   const query = req.query as Record<string, unknown>;
   const unknown = Object.keys(query).filter((k) => k !== 'reference');
-  if (unknown.length > 0) throw badRequest('unknown_parameter', `Unknown query parameter: ${unknown[0]!.slice(0, 50)}`);
+  if (unknown.length > 0) throw unknownParameter(unknown[0]!);
   const reference = query.reference;
   if (reference === undefined || reference === '') throw badRequest('missing_reference', 'The reference query parameter is required');
   if (typeof reference !== 'string') throw badRequest('invalid_reference', 'Give the reference query parameter once');

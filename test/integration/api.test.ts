@@ -15,6 +15,7 @@ import { freePort, Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
 const RESEND = '/nucleus/tnx/webhook';
+const EMPTY_NAME = 'A query parameter has an empty name (as in "&=value"); remove it';
 
 describe('the resend API', () => {
   let mode: 'fail' | 'ok' = 'fail';
@@ -136,10 +137,16 @@ describe('the resend API', () => {
     ['a reference with a control character', '?reference=a%00b', 'invalid_reference', 'The reference must be 1 to 200 characters without control characters or a lone surrogate'],
     ['an unknown parameter', '?reference=a&merchant=m_bob', 'unknown_parameter', 'Unknown query parameter: merchant'],
     ['a bracketed parameter', '?reference[x]=a', 'unknown_parameter', 'Unknown query parameter: reference[x]'],
+    ['a parameter with an empty name', '?reference=a&=b', 'unknown_parameter', EMPTY_NAME],
   ])('answers 400 for %s', async (_name, query, code, message) => {
     const answer = await call(api, `${RESEND}${query}`, { headers: await headersFor(alice) });
     expect(answer.status).toBe(400);
     expect(answer.body).toEqual({ message, error: { code, status: 400 }, data: null });
+  });
+
+  it('answers 400 unknown_parameter naming an empty parameter name on a route whose query mount.ts reads', async () => {
+    const answer = await call(api, '/nucleus/webhooks/evt_1/resend?=b', { headers: await headersFor(alice) });
+    expect(answer.body).toEqual({ message: EMPTY_NAME, error: { code: 'unknown_parameter', status: 400 }, data: null });
   });
 
   // The router decodes a path parameter before any handler runs: its URIError must get the route's own code.
