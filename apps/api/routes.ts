@@ -68,7 +68,8 @@ export const ROUTES = [
         'once the event is added back. endpoint_deleted: every failure found is of an endpoint deleted since; there is nowhere to ' +
         'resend it (it stays in the failure index until DELIVERY_LOG_RETENTION). These three are answered only when nothing ' +
         'else was resent. resend_in_progress: another request (on this or another replica) is resending this ' +
-        'reference, or an earlier resend answered 503 resend_outcome_unknown and its copy may still be delivered; resending now ' +
+        'reference, or an earlier resend answered 503 resend_outcome_unknown and its unconfirmed copy, which may still be delivered, ' +
+        'is all that is left to resend; resending now ' +
         "could deliver twice, so wait for Retry-After (the rest of that resend's 30 s claim), then a resend answers 404 if it " +
         'was delivered or 200 if it never left. Of two concurrent resends of one reference, one answers 200 and the other 409 ' +
         '(or 404 if the first had already finished); the webhook is delivered once.',
@@ -78,8 +79,10 @@ export const ROUTES = [
       '503':
         'service_unavailable: broker unavailable or slow to confirm (flow control) before anything was resent, or PostgreSQL ' +
         '(the failure index) not answering; retry after Retry-After. resend_outcome_unknown: the copy was published but the broker did not ' +
-        "confirm it in time; it may still be delivered, so the resend keeps its claim: Retry-After is that claim's lease, and " +
-        "a resend before then answers 409 resend_in_progress. auth_unavailable: the auth service's keys could not be fetched.",
+        "confirm it in time; it may still be delivered, so its failure stays claimed: Retry-After is that claim's lease. The copies " +
+        'before it went out and are marked resent; the failures not tried yet are given back at once, so a resend before ' +
+        'Retry-After answers 200 and sends those (nothing twice), or 409 resend_in_progress when the unconfirmed one is all that ' +
+        "is left. auth_unavailable: the auth service's keys could not be fetched.",
     },
   },
   ...LOG_ROUTES,

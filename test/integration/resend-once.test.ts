@@ -154,6 +154,55 @@ describe('one resend, one delivery', () => {
     expect(receiver.requests.filter((r) => r.headers['webhook-id'] === second.messageId)).toHaveLength(2);
   });
 
+  it('after 503 resend_outcome_unknown midway through a reference, sends at once the failures not yet sent, and holds only the unconfirmed one', async () => {
+    // Three failed webhooks of one reference; the API's second copy is nacked (its outcome unknown: the broker may have it).
+    const message = sampleEvent('payout', merchant.id);
+    const first = await harness.publisher.publish(message);
+    const ids = [first.messageId, `${first.messageId}_b`, `${first.messageId}_c`];
+    for (const id of ids.slice(1)) await harness.publisher.publish(message, { messageId: id });
+    const reference = String(message.data.reference);
+    await waitFor('three failures indexed', async () => (await unresolved(one, merchant.id, reference)) === 3);
+    mode = 'ok';
+    const broker = one.broker as unknown as { sendToQueue: (queue: string, content: Buffer, properties: { messageId?: string }) => Promise<void> };
+    const original = broker.sendToQueue;
+    const order: string[] = [];
+    broker.sendToQueue = function (this: unknown, queue, content, properties) {
+      if (queue === harness.names.dispatch && order.push(String(properties.messageId)) === 2) return Promise.reject(new Error('nacked'));
+      return original.call(this, queue, content, properties);
+    };
+    let outcomeUnknown;
+    try {
+      outcomeUnknown = await call(one, `${RESEND}?reference=${reference}`, { headers: await headers() });
+    } finally {
+      broker.sendToQueue = original;
+    }
+    expect(outcomeUnknown.status).toBe(503);
+    expect((outcomeUnknown.body as { error: unknown }).error).toEqual({ code: 'resend_outcome_unknown', status: 503 });
+    expect(outcomeUnknown.headers.get('retry-after')).toBe('30');
+    // Claim order: the first copy went and is marked, the second is held for its lease, the third was never tried and is free.
+    expect(order).toHaveLength(2);
+    const [sent, unconfirmed] = order as [string, string];
+    const untried = ids.find((id) => !order.includes(id))!;
+    const rows = await harness.database.query('SELECT webhook_id, claim_id IS NULL AS free, resent_at IS NOT NULL AS resent FROM failed_webhooks WHERE webhook_id = ANY($1)', [ids]);
+    expect(new Map(rows.map((r) => [r.webhook_id, { free: r.free, resent: r.resent }]))).toEqual(
+      new Map([
+        [sent, { free: false, resent: true }],
+        [unconfirmed, { free: false, resent: false }],
+        [untried, { free: true, resent: false }],
+      ]),
+    );
+
+    // At once, before Retry-After: not 409, but 200, and only the untried one goes out.
+    expect((await call(two, `${RESEND}?reference=${reference}`, { headers: await headers() })).status).toBe(200);
+    await deliveriesOf(untried);
+    // Then only the held one is left: 409 until its lease ends.
+    const held = await call(two, `${RESEND}?reference=${reference}`, { headers: await headers() });
+    expect((held.body as { error: unknown }).error).toEqual({ code: 'resend_in_progress', status: 409 });
+    expect(receiver.requests.filter((r) => r.headers['webhook-id'] === sent)).toHaveLength(2);
+    expect(receiver.requests.filter((r) => r.headers['webhook-id'] === unconfirmed)).toHaveLength(1);
+    expect(receiver.requests.filter((r) => r.headers['webhook-id'] === untried)).toHaveLength(2);
+  });
+
   it('does not send again a webhook republished by a resender that died before marking it resent', async () => {
     const { message, messageId, reference } = await failed('payout');
     mode = 'ok';
