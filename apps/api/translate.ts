@@ -65,7 +65,7 @@ export function toApiError(err: unknown, logger: Logger, path = ''): ApiError {
   }
   // The republish may still be stored and delivered: the merchant must wait for the claim's lease.
   if (err instanceof ResendOutcomeUnknownError) {
-    const message = 'The broker did not confirm the resend in time; the webhook may still be delivered. Wait for Retry-After before resending';
+    const message = 'The broker did not confirm a resent copy in time; it may still be delivered, so it stays claimed until Retry-After. A resend before then sends only the failures not tried yet';
     return new ApiError(503, 'resend_outcome_unknown', message, retryAfter(err.holdMs));
   }
   if (err instanceof FailureIndexUnavailableError) {
