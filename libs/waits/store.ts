@@ -202,17 +202,24 @@ WITH due AS (
 SELECT * FROM handed UNION ALL SELECT merchant_id, NULL, NULL, NULL, NULL, NULL, NULL FROM parking`;
 
 /**
- * The waits a pick whose answer was lost leased (its transaction's id, $1: committed, but the
- * scheduler never heard of them and handed none back), due again now: the pick that runs this in
- * its transaction hands them back. By the row's xmin: a take, rewrite or pick of a row since gives
- * it another, so a wait whose hand-back went is never touched. Parked rows are not leased.
+ * What a pick or probe whose answer was lost leased (its transaction's id, $1: committed, but the
+ * scheduler never heard of it and handed nothing back), due again now: the pick or probe that runs
+ * this in its transaction hands it back. By the row's xmin: a take, rewrite or pick of a wait (a close
+ * of a circuit) since gives it another, so a wait whose hand-back went is never touched. A lost
+ * probe's circuit still open has its probe due, its wait parked again as the pick parks one.
  */
 const RELEASE_LOST = `
-UPDATE webhook_waits SET pick_at = now()
-WHERE pick_at > now() AND pick_at <= now() + $2::float8 * interval '1 millisecond' AND NOT parked
-  AND xmin::text::bigint IN (SELECT x % 4294967296 FROM unnest($1::bigint[]) AS x)`;
+WITH lost AS (SELECT x % 4294967296 AS xid FROM unnest($1::bigint[]) AS x), probes AS (
+  -- Locked by this update, as by the pick's FOR SHARE: a close waits for it, and one committed first leaves the row.
+  UPDATE wait_circuits SET probe_at = now()
+  WHERE NOT closing AND probe_at > now() AND probe_at <= now() + $2::float8 * interval '1 millisecond' AND xmin::text::bigint IN (SELECT xid FROM lost)
+  RETURNING merchant_id, endpoint_id
+)
+UPDATE webhook_waits w SET parked = (w.merchant_id, w.endpoint_id) IN (SELECT * FROM probes),
+  pick_at = CASE WHEN (w.merchant_id, w.endpoint_id) IN (SELECT * FROM probes) THEN GREATEST(w.due_at, COALESCE(w.span_ends_at, 'infinity')) ELSE now() END
+WHERE w.pick_at > now() AND w.pick_at <= now() + $2::float8 * interval '1 millisecond' AND NOT w.parked AND w.xmin::text::bigint IN (SELECT xid FROM lost)`;
 
-/** Lost picks remembered at most: more are a database answering nothing, whose picks committed none. */
+/** Lost picks and probes remembered at most: more are a database answering nothing, whose picks committed none. */
 const LOST_PICKS_KEPT = 100;
 
 /**
@@ -257,7 +264,7 @@ export class WaitStore {
   /** Items of a batch whose try failed once under way, with its transaction's id: committed perhaps, their answer lost (committed()). */
   private readonly unsure = new WeakMap<object, string>();
 
-  /** The transaction ids of picks that failed once under way: committed perhaps, their answer lost (RELEASE_LOST). */
+  /** The transaction ids of picks and probes that failed once under way: committed perhaps, their answer lost (RELEASE_LOST). */
   private lostPicks: string[] = [];
 
   constructor(private readonly db: Pick<Database, 'query' | 'transaction'>) {}
@@ -421,7 +428,7 @@ export class WaitStore {
    * the circuits `only` (when given), never those `without` (whose probe PostgreSQL refuses).
    */
   async probe(limit: number, leaseMs: number, circuits: Among<CircuitKey> = {}): Promise<{ handed: HandedWait[]; idle: CircuitKey[] }> {
-    const { rows } = await this.db.query<PickedRow>(PROBE, [limit, leaseMs, ...amongParams('circuit', circuits)]);
+    const rows = await this.leasing(PROBE, [limit, leaseMs, ...amongParams('circuit', circuits)], leaseMs);
     const idle = rows.filter((row) => row.webhook_id === null).map((row) => ({ merchantId: row.merchant_id, endpointId: row.endpoint_id ?? '' }));
     return { handed: handedOf(rows, true), idle };
   }
@@ -431,20 +438,26 @@ export class WaitStore {
    * Only those `only` keys (when given), never those `without` (rows PostgreSQL refuses to pick).
    */
   async pick(limit: number, leaseMs: number, keys: Among<WaitKey> = {}): Promise<{ handed: HandedWait[]; parked: number }> {
-    // A pick PostgreSQL committed as it crashed (or the connection dropped) leased its waits, and none
-    // was handed back: each waited out its lease (a minute) instead of going at PostgreSQL's return.
-    // Its transaction id, known before the pick, finds them in the next pick's transaction.
+    const rows = await this.leasing(PICK, [limit, leaseMs, ...amongParams('wait', keys)], leaseMs);
+    const handed = handedOf(rows);
+    return { handed, parked: rows.length - handed.length };
+  }
+
+  /**
+   * A pick or probe in a transaction whose id it reads first: one PostgreSQL committed as it crashed
+   * (or the connection dropped) handed nothing back, its waits (a probe's circuit: every parked wait)
+   * held a lease (a minute) past PostgreSQL's return. Its id finds them in the next one's transaction.
+   */
+  private async leasing(statement: string, params: unknown[], leaseMs: number): Promise<PickedRow[]> {
     const lost = this.lostPicks;
     this.lostPicks = [];
     let xid: string | undefined;
     try {
-      const rows = await this.db.transaction(async (tx) => {
+      return await this.db.transaction(async (tx) => {
         xid = (await tx.query<{ xid: string }>('SELECT pg_current_xact_id()::text AS xid')).rows[0]!.xid;
         if (lost.length > 0) await tx.query(RELEASE_LOST, [lost, leaseMs]);
-        return (await tx.query<PickedRow>(PICK, [limit, leaseMs, ...amongParams('wait', keys)])).rows;
+        return (await tx.query<PickedRow>(statement, params)).rows;
       });
-      const handed = handedOf(rows);
-      return { handed, parked: rows.length - handed.length };
     } catch (err) {
       // Refused for a row, it committed nothing; else it may have.
       this.lostPicks = [...lost, ...(xid !== undefined && !isDataRefusal(err) ? [xid] : []), ...this.lostPicks].slice(-LOST_PICKS_KEPT);
