@@ -22,6 +22,7 @@ export class BatchWriter {
   async store(session: Session, batch: Prepared): Promise<void> {
     const storedUpTo = batch.items[0]!.offset;
     for (const entry of batch.refused) await this.setAside(session, entry);
+    let refusal: { err: unknown } | undefined;
     try {
       await storeIndexed(session, batch.records, (db) => storeBatch(db, this.stream, prepareRows(batch.records, batch.positions), batch.nextOffset, batch.caughtUpAt, batch.lastEntry));
       return;
@@ -32,17 +33,22 @@ export class BatchWriter {
       // Retention may have dropped a day partition this session knew of: made again where needed.
       forgetPartitions(session);
       this.logger.warn('delivery records refused by the database; looking for the ones it refuses', { offset: storedUpTo, records: batch.records.length, error: (err as Error).message });
+      // Refused for its data, the whole batch is tried once more (its partitions made again, that may
+      // pass); a statement timeout, which that cannot cure, goes straight to the halves: the whole
+      // again cost one more timeout (30 s) a try, and a lone record a fourth before it was set aside.
+      if (isTimeout(err)) refusal = { err };
     }
-    await this.storeApart(session, batch, storedUpTo);
+    await this.storeApart(session, batch, storedUpTo, refusal);
     await storeBatch(session, this.stream, NO_ROWS, batch.nextOffset, batch.caughtUpAt, batch.lastEntry);
   }
 
   /**
    * The records of a refused batch, halved until the refused ones stand alone (writeApart). Halves do
    * not move the stored offset (the whole batch's last statement does), and storing a record twice
-   * changes nothing, so a crash in the middle starts the batch again harmlessly.
+   * changes nothing, so a crash in the middle starts the batch again harmlessly. `refusal`: the
+   * whole batch's refusal, when a second statement of it would meet it again (writeApart's refusedWith).
    */
-  private async storeApart(session: Session, batch: Prepared, storedUpTo: number): Promise<void> {
+  private async storeApart(session: Session, batch: Prepared, storedUpTo: number, refusal?: { err: unknown }): Promise<void> {
     const store = (at: number[]) => {
       const records = at.map((i) => batch.records[i]!);
       return storeIndexed(session, records, (db) => storeBatch(db, this.stream, prepareRows(records, at.map((i) => batch.positions[i]!)), storedUpTo, null));
@@ -55,7 +61,7 @@ export class BatchWriter {
         await this.setAside(session, { offset, position, merchantId, webhookId, error: (err as Error).message, content: JSON.stringify(batch.records[i]) });
         this.state.quarantined++;
       },
-    });
+    }, refusal);
   }
 
   /** Whether the statement of these records of the batch was refused for what they carry: a timeout of one alone only at its third in a row. */

@@ -45,6 +45,20 @@ describe('a batch PostgreSQL refuses for one row (writeApart)', () => {
     expect(told).toEqual([['written', [0, 1]], ['refused', [2]], ['written', [3]]]);
   });
 
+  it('starts with the halves when the caller tells the whole was refused already (refusedWith): no second statement of the whole', async () => {
+    const { parts, write } = statement([2]);
+    const refused: Array<[number, unknown]> = [];
+    await writeApart([0, 1, 2, 3], write, isRefused, { written: () => {}, refused: (item, err) => refused.push([item, err]) }, { err: refusedErr });
+    expect(parts).toEqual([[0, 1], [2, 3], [2], [3]]);
+    expect(refused).toEqual([[2, refusedErr]]);
+    // One item refused already is told so at once.
+    const alone = statement([9]);
+    const told: Array<[number, unknown]> = [];
+    await writeApart([9], alone.write, isRefused, { written: () => {}, refused: (item, err) => told.push([item, err]) }, { err: refusedErr });
+    expect(alone.parts).toEqual([]);
+    expect(told).toEqual([[9, refusedErr]]);
+  });
+
   it('never splits on an outage: thrown at once', async () => {
     const { parts, write } = statement([], [3]);
     await expect(writeApart([0, 1, 2, 3], write, isRefused, { written: () => {}, refused: () => {} })).rejects.toBe(outage);
