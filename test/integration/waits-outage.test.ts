@@ -24,7 +24,8 @@ type Program = ReturnType<typeof startProgram>;
  * timeouts, under two dispatchers (processes), one of which is killed (SIGKILL) in the middle of
  * the outage while it holds deliveries that must wait: the bound is reached on both (consumption
  * pauses), the killed one's held deliveries go back to `dispatch`, and after the return nothing is
- * lost, nothing is delivered twice, and the waits due meanwhile go out within 10 s.
+ * lost, nothing is delivered twice but a delivery the killed one made and could not ack, and the
+ * waits due meanwhile go out within 10 s.
  */
 describe('PostgreSQL stopped for 25 s under two dispatchers, one killed meanwhile', () => {
   const prefix = uniquePrefix('waits-outage');
@@ -55,7 +56,7 @@ describe('PostgreSQL stopped for 25 s under two dispatchers, one killed meanwhil
 
   afterAll(() => endSpawnedDispatchers(prefix, programs, [broker, receiver], server), 60_000);
 
-  it('holds at most the prefetch on each, loses nothing, sends nothing twice, and sends the waits due within 10 s of the return', async () => {
+  it('holds at most the prefetch on each, loses nothing, sends nothing twice but what the kill gives again, and sends the waits due within 10 s of the return', async () => {
     if (!server) {
       console.warn('skipped: no PostgreSQL server binaries (PG_BIN_DIR) to run a private server that can be stopped');
       return;
@@ -87,6 +88,7 @@ describe('PostgreSQL stopped for 25 s under two dispatchers, one killed meanwhil
     })();
 
     let upAt = 0;
+    let killedAt = 0;
     try {
       // Retries delivered (waits written, handed back, ended) before the outage.
       await waitFor('retries delivered before the outage', () => retriesDelivered(receiver.requests, refused) >= 5, 20_000, 100);
@@ -94,6 +96,7 @@ describe('PostgreSQL stopped for 25 s under two dispatchers, one killed meanwhil
       const downAt = Date.now();
       // Both hold what must wait; then one is killed with its deliveries unacked.
       await waitFor('a third of the outage', () => Date.now() - downAt >= OUTAGE_MS / 3, OUTAGE_MS, 200);
+      killedAt = Date.now();
       killed.child.kill('SIGKILL');
       await killed.finished;
       await waitFor('the outage has lasted', () => Date.now() - downAt >= OUTAGE_MS, OUTAGE_MS + 5_000, 200);
@@ -116,14 +119,18 @@ describe('PostgreSQL stopped for 25 s under two dispatchers, one killed meanwhil
     const late = [...dueByReturn].map((id) => sentAt(id)! - upAt).sort((a, b) => b - a);
     expect(late[0]).toBeLessThanOrEqual(BACK_WITHIN_MS);
 
-    // Nothing lost; nothing delivered twice.
+    // Nothing lost; nothing delivered twice but what the kill gives again: a webhook the killed
+    // dispatcher delivered and could not ack (a hand-back's end waits for PostgreSQL) goes back to
+    // dispatch and is sent again, at least once (operating.md, "A crash or kill -9"). Such a copy's
+    // first delivery is before the kill; a second copy of anything first delivered after it is not.
     const missing = () => [...published.keys()].filter((id) => sentAt(id) === undefined);
     await waitFor('every published webhook delivered', () => missing().length === 0, 60_000, 200).catch((err: Error) => {
       throw new Error(`${err.message}: ${missing().length} of ${published.size} missing; survivor's warnings:\n${warnings(survivor)}`);
     });
     const delivered = new Map<string, number>();
     for (const r of receiver.requests) if (!refused.has(r)) delivered.set(idOf(r), (delivered.get(idOf(r)) ?? 0) + 1);
-    expect([...delivered].filter(([, n]) => n > 1)).toEqual([]);
+    const firstAt = (id: string) => receiver.requests.find((r) => idOf(r) === id && !refused.has(r))!.at;
+    expect([...delivered].filter(([id, n]) => n > 2 || (n > 1 && firstAt(id) >= killedAt))).toEqual([]);
 
     // No wait left behind.
     const client = new pg.Client({ connectionString: server.url });
