@@ -52,7 +52,8 @@ export function isTransient(err: unknown): boolean {
  * row (a trigger's RAISE, whose default SQLSTATE is P0001, or its ASSERT): the same row will be
  * refused again, so a batch that holds it is written apart (writeApart) and that row alone refused.
  * Narrower than isRefusal: a refused grant or a missing function (class 42) would refuse every
- * row alike, and is held and retried as an outage is, until an operator mends it.
+ * row alike, and is held and retried as an outage is, until an operator mends it. The one rule for
+ * the waits, the order steps and the recorder (isRefusal).
  */
 export function isDataRefusal(err: unknown): boolean {
   return ['22', '23', '54', 'P0'].includes(sqlStateOf(err)?.slice(0, 2) ?? '');
@@ -68,12 +69,14 @@ export function isTimeout(err: unknown): boolean {
 }
 
 /**
- * The statement was refused for what it carried: any SQLSTATE outside the transient classes, or a
+ * The recorder's statement was refused for what it carried: a row's refusal (isDataRefusal), or a
  * day no partition can hold. A statement timeout counts for several records (the batch may be too
- * large), never for one alone (see BatchWriter's timedOutEnough).
+ * large), never for one alone (see BatchWriter's timedOutEnough). Not any SQLSTATE outside the
+ * transient classes: a revoked grant or a missing table (class 42) set every record aside while it
+ * lasted; it gives the lead up, tried again from the stored offset, as an outage does.
  */
 export function isRefusal(err: unknown, records: number): boolean {
   if (err instanceof UnstorableTimeError) return true;
   if (isTimeout(err)) return records > 1;
-  return sqlStateOf(err) !== undefined && !isTransient(err);
+  return isDataRefusal(err);
 }

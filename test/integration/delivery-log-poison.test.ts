@@ -129,6 +129,37 @@ describe('the delivery log under poison, size, silence and redeliveries', () => 
     expect(recorder.state).toMatchObject({ quarantined: 2, rejected: 1 });
   }, 60_000);
 
+  it('sets nothing aside while PostgreSQL refuses every row alike for a reason of the database (42501, a revoked grant), and stores it all once mended', async () => {
+    // The tests connect as a superuser, whom a REVOKE does not bind: a trigger raises what a revoked
+    // INSERT on delivery_records raises (42501), for this test's merchant only, and counts the
+    // statements it refuses in a sequence (nextval is not rolled back with them).
+    await db.query('CREATE SEQUENCE revoked_tries');
+    await db.query(`CREATE FUNCTION revoked_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN IF NEW.merchant_id = 'm_revoked' THEN PERFORM nextval('revoked_tries'); RAISE EXCEPTION 'permission denied for table delivery_records' USING ERRCODE = '42501'; END IF; RETURN NEW; END $$`);
+    await db.query('CREATE TRIGGER revoked_insert BEFORE INSERT ON delivery_records FOR EACH ROW EXECUTE FUNCTION revoked_insert()');
+    const mend = async () => {
+      await db.query('DROP TRIGGER IF EXISTS revoked_insert ON delivery_records');
+      await db.query('DROP FUNCTION IF EXISTS revoked_insert()');
+      await db.query('DROP SEQUENCE IF EXISTS revoked_tries');
+    };
+    stops.push(mend);
+    const { prefix, stream, recorder } = await setUp('revoked');
+    await recorder.start();
+    const writer = new DeliveryRecorder(broker, silentLogger(), { prefix });
+    await writer.start();
+    stops.push(() => writer.stop());
+    const ids = Array.from({ length: 6 }, (_, i) => `wh_revoked_${i}`);
+    await Promise.all(ids.map((id) => writer.record(record(id, { merchantId: 'm_revoked' }) as unknown as DeliveryRecordInput)));
+    // Refused several times: enough for a batch of six to be halved down to its single records.
+    await waitFor('the records refused several times', async () => (await count('SELECT last_value AS n FROM revoked_tries')) >= 6, 30_000, 50);
+    await mend();
+    const log = deliveryLogQueries(database);
+    const listed = async () => (await log.listWebhooks('m_revoked', { limit: 10 })).webhooks.length;
+    const setAside = () => count('SELECT count(*) AS n FROM delivery_log_quarantine WHERE stream = $1', [stream]);
+    await waitFor('every record stored, or one set aside', async () => (await listed()) === ids.length || (await setAside()) > 0, 30_000, 100);
+    expect({ listed: await listed(), setAside: await setAside(), quarantined: recorder.state.quarantined }).toEqual({ listed: ids.length, setAside: 0, quarantined: 0 });
+  }, 90_000);
+
   it('stores a catch-up in batches bounded by bytes (PostgreSQL refuses a jsonb over 255 MB), holding a bounded number of bytes while it does', async () => {
     // Scaled down by the recorder's own bounds (their defaults, 4 MB a batch and 16 MB read ahead,
     // are far below 255 MB): 1 MB a batch and 4 MB read ahead against 100 messages of 22 webhooks

@@ -33,6 +33,9 @@ describe('which PostgreSQL errors are an outage and which a refusal of the data'
     for (const code of ['22P02', '22P05', '23514', '23505', '54000', 'P0001', 'P0004']) expect([code, isDataRefusal(withCode(code))]).toEqual([code, true]);
     for (const code of ['57014', '55P03', '40P01', '57P01', '08006', 'XX000', '42501', '42883', '28P01', 'ECONNREFUSED', 'EPIPE']) expect([code, isDataRefusal(withCode(code))]).toEqual([code, false]);
     expect(isDataRefusal(new Error('Connection terminated unexpectedly'))).toBe(false);
+    // The recorder's rule is the same: a revoked grant or a missing table is held, never set aside.
+    for (const code of ['42501', '42883', '42P01', '0A000', '25P02']) expect([code, isRefusal(withCode(code), 10)]).toEqual([code, false]);
+    for (const code of ['22008', '23505', '54000', 'P0001']) expect([code, isRefusal(withCode(code), 1)]).toEqual([code, true]);
   });
 
   it('has a program starting up wait through a schema check that timed out, as through one that could not connect', async () => {
