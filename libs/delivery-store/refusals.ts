@@ -78,5 +78,8 @@ export function isTimeout(err: unknown): boolean {
 export function isRefusal(err: unknown, records: number): boolean {
   if (err instanceof UnstorableTimeError) return true;
   if (isTimeout(err)) return records > 1;
-  return isDataRefusal(err);
+  // 21000: a statement's ON CONFLICT DO UPDATE met one row twice (two failures of one webhook's
+  // endpoint in a batch, a resend's beside the first's): its halves store them apart. Held and
+  // retried as an outage, the recorder tried that batch again for ever (endpoint-log.test).
+  return isDataRefusal(err) || sqlStateOf(err)?.slice(0, 2) === '21';
 }

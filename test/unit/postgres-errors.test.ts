@@ -35,7 +35,7 @@ describe('which PostgreSQL errors are an outage and which a refusal of the data'
     expect(isDataRefusal(new Error('Connection terminated unexpectedly'))).toBe(false);
     // The recorder's rule is the same: a revoked grant or a missing table is held, never set aside.
     for (const code of ['42501', '42883', '42P01', '0A000', '25P02']) expect([code, isRefusal(withCode(code), 10)]).toEqual([code, false]);
-    for (const code of ['22008', '23505', '54000', 'P0001']) expect([code, isRefusal(withCode(code), 1)]).toEqual([code, true]);
+    for (const code of ['22008', '23505', '54000', 'P0001', '21000']) expect([code, isRefusal(withCode(code), 1)]).toEqual([code, true]);
   });
 
   it('has a program starting up wait through a schema check that timed out, as through one that could not connect', async () => {
