@@ -52,8 +52,8 @@ export function isTransient(err: unknown): boolean {
  * row (a trigger's RAISE, whose default SQLSTATE is P0001, or its ASSERT): the same row will be
  * refused again, so a batch that holds it is written apart (writeApart) and that row alone refused.
  * Narrower than isRefusal: a refused grant or a missing function (class 42) would refuse every
- * row alike, and is held and retried as an outage is, until an operator mends it. The one rule for
- * the waits, the order steps and the recorder (isRefusal).
+ * row alike, and is held and retried as an outage is, until an operator mends it. The rule of the
+ * waits and the order steps; the recorder's (isRefusal) adds class 21.
  */
 export function isDataRefusal(err: unknown): boolean {
   return ['22', '23', '54', 'P0'].includes(sqlStateOf(err)?.slice(0, 2) ?? '');

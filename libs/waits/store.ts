@@ -1,6 +1,6 @@
 import { type Database, erasedMerchantSql, type Queryable } from '../delivery-store/index.js';
-import { isDataRefusal } from '../delivery-store/refusals.js';
 import { HEADERS, type ScalarHeaders } from '../contracts/index.js';
+import { committedOf, inIdentifiedTransaction } from './identified-transaction.js';
 import { among, type Among, amongParams, CIRCUIT_CHANNEL, type CircuitKey, type CircuitState, closeIn, CONTENT, PROBE, UNPARK } from './circuits.js';
 
 export { CIRCUIT_CHANNEL, type CircuitKey, type CircuitState, circuitOfPayload } from './circuits.js';
@@ -315,18 +315,12 @@ export class WaitStore {
       [...closing.values()].map((c) => c.endpointId),
       p.map((w) => w.probe === true),
     ];
-    let xid: string | undefined;
-    try {
-      await this.db.transaction(async (tx) => {
-        xid = (await tx.query<{ xid: string }>('SELECT pg_current_xact_id()::text AS xid')).rows[0]!.xid;
-        const { rows } = await tx.query<{ merchant_id: string; endpoint_id: string }>(WRITE, params);
-        if (closing.size > 0 && rows.length > 0) await closeIn(tx, rows.map((row) => ({ merchantId: row.merchant_id, endpointId: row.endpoint_id })), (c) => answered.has(keyOf(c)));
-      });
-    } catch (err) {
-      // Refused for a row, it committed nothing; else it may have (the answer lost with the connection).
-      if (xid !== undefined && !isDataRefusal(err)) for (const item of [...puts, ...ends, ...closes]) this.unsure.set(item, xid);
-      throw err;
-    }
+    await inIdentifiedTransaction(this.db, async (tx) => {
+      const { rows } = await tx.query<{ merchant_id: string; endpoint_id: string }>(WRITE, params);
+      if (closing.size > 0 && rows.length > 0) await closeIn(tx, rows.map((row) => ({ merchantId: row.merchant_id, endpointId: row.endpoint_id })), (c) => answered.has(keyOf(c)));
+    }, (xid) => {
+      for (const item of [...puts, ...ends, ...closes]) this.unsure.set(item, xid);
+    });
   }
 
   /**
@@ -339,9 +333,7 @@ export class WaitStore {
   private async committed(items: readonly object[]): Promise<Set<object>> {
     const xids = [...new Set(items.flatMap((item) => this.unsure.get(item) ?? []))];
     if (xids.length === 0) return new Set();
-    const { rows } = await this.db.query<{ xid: string; status: string | null }>('SELECT x AS xid, pg_xact_status(x::xid8) AS status FROM unnest($1::text[]) AS x', [xids]);
-    if (rows.some((row) => row.status === 'in progress')) throw new Error('an earlier try of this batch of waits is still in progress; tried again');
-    const done = new Set(rows.filter((row) => row.status === 'committed').map((row) => row.xid));
+    const done = await committedOf(this.db, xids);
     const written = new Set(items.filter((item) => done.has(this.unsure.get(item) ?? '')));
     for (const item of items) this.unsure.delete(item);
     return written;
@@ -451,16 +443,15 @@ export class WaitStore {
   private async leasing(statement: string, params: unknown[], leaseMs: number): Promise<PickedRow[]> {
     const lost = this.lostPicks;
     this.lostPicks = [];
-    let xid: string | undefined;
+    let unsure: string[] = [];
     try {
-      return await this.db.transaction(async (tx) => {
-        xid = (await tx.query<{ xid: string }>('SELECT pg_current_xact_id()::text AS xid')).rows[0]!.xid;
+      return await inIdentifiedTransaction(this.db, async (tx) => {
         if (lost.length > 0) await tx.query(RELEASE_LOST, [lost, leaseMs]);
         return (await tx.query<PickedRow>(statement, params)).rows;
-      });
+      }, (xid) => (unsure = [xid]));
     } catch (err) {
-      // Refused for a row, it committed nothing; else it may have.
-      this.lostPicks = [...lost, ...(xid !== undefined && !isDataRefusal(err) ? [xid] : []), ...this.lostPicks].slice(-LOST_PICKS_KEPT);
+      // Its release not done either: the ids it was given are kept, with its own if it may have committed.
+      this.lostPicks = [...lost, ...unsure, ...this.lostPicks].slice(-LOST_PICKS_KEPT);
       throw err;
     }
   }
