@@ -20,6 +20,7 @@ import { AttemptStage } from './stages/attempt.js';
 import { decide, type Finding } from './stages/decide.js';
 import { EffectStage, WAITS_TABLE, waitKeyOf } from './stages/effect.js';
 import { EndpointGuards } from './stages/endpoint-guards.js';
+import { ANSWERS_KEPT } from './stages/recent-failures.js';
 import { fanOut, route } from './stages/fan-out.js';
 import { HandBackTakes } from './stages/hand-backs.js';
 import { type HandBack, handBackOf, type IntakeEvent, intakeDigestOf, keyCheckOf, parseIntake } from './stages/intake.js';
@@ -41,8 +42,11 @@ export const PREFETCH_PER_SLOT = 2;
 /** A hand-back that waited longer than this for its slot is taken again before its attempt (its lease runs from its take). */
 const RETAKE_AFTER_MS = 500;
 
-/** An endpoint's circuit: opened by this many failed attempts in a row, open this long, doubling while its probes fail, up to the most. */
-export const BREAKER = { threshold: 5, cooldownMs: 30_000, maxCooldownMs: 600_000 };
+/**
+ * An endpoint's circuit: opened by this many failed attempts in a row when at least half of its last
+ * `window` answers failed too, open this long, doubling while its probes fail, up to the most.
+ */
+export const BREAKER = { threshold: 5, window: ANSWERS_KEPT, cooldownMs: 30_000, maxCooldownMs: 600_000 };
 
 export interface DispatcherSettings {
   prefix: string;
@@ -128,6 +132,7 @@ export class Dispatcher {
       maxTotalInFlight: settings.concurrency,
       maxPerMerchant: half,
       failureThreshold: settings.breakerThreshold ?? BREAKER.threshold,
+      failureWindow: BREAKER.window,
       cooldownMs: settings.breakerCooldownMs ?? BREAKER.cooldownMs,
       maxCooldownMs: Math.max(settings.breakerCooldownMs ?? BREAKER.cooldownMs, BREAKER.maxCooldownMs),
     });

@@ -1,4 +1,5 @@
 import { endpointKey } from './endpoint-key.js';
+import { ANSWERS_KEPT, mostlyFailed, noteAnswer, type RecentAnswers } from './recent-failures.js';
 
 export interface EndpointGuardOptions {
   maxInFlight: number;
@@ -10,6 +11,8 @@ export interface EndpointGuardOptions {
    */
   maxPerMerchant?: number;
   failureThreshold: number;
+  /** Answers remembered per endpoint (at most 30; default ANSWERS_KEPT): the threshold's failures in a row open its circuit when at least half of them failed. */
+  failureWindow?: number;
   /** How long a circuit this dispatcher opens stays open before its row's probe; doubles while probes fail. */
   cooldownMs: number;
   maxCooldownMs: number;
@@ -41,8 +44,9 @@ export type Admission =
 
 interface EndpointState {
   started: number[];
-  /** Its attempts that failed in a row here: this many open its circuit (a row in PostgreSQL). */
+  /** Its attempts that failed in a row here: this many open its circuit (a row in PostgreSQL), with most of `recent`. */
   failures: number;
+  recent: RecentAnswers;
   /** Its circuit as its row last said (CircuitRows): open while > 0, its probe due then (this process's clock). */
   openUntil: number;
   /** The row's cooldown: a failed probe doubles it. */
@@ -331,6 +335,7 @@ export class EndpointGuards {
     merchant.endpoint = state;
     if (!previous || previous.openUntil <= state.openUntil) return;
     state.failures = Math.max(state.failures, previous.failures);
+    state.recent = { ...previous.recent };
     state.openUntil = previous.openUntil;
     state.cooldownMs = previous.cooldownMs;
     state.lastError = previous.lastError;
@@ -378,6 +383,7 @@ export class EndpointGuards {
         if (state.suspectedAt !== 0 && (state.started.length === 0 || state.started[0]! + this.threshold(state) > this.now())) state.suspectedAt = 0;
         // What it opens or closes is written to the row, which says so to every dispatcher (this one too).
         let opens = 0;
+        if (result !== 'unused') noteAnswer(state.recent, result === 'failed', this.options.failureWindow ?? ANSWERS_KEPT);
         if (result === 'succeeded' || result === 'rejected') {
           if (state.openUntil > 0) slot.closedCircuit = true;
           state.failures = 0;
@@ -386,7 +392,7 @@ export class EndpointGuards {
           state.failures++;
           state.lastError = error;
           if (probe || (state.unanswered && state.openUntil === 0)) opens = Math.min(state.cooldownMs * 2, this.options.maxCooldownMs);
-          else if (state.failures >= this.options.failureThreshold && state.openUntil === 0) opens = state.cooldownMs;
+          else if (state.failures >= this.options.failureThreshold && state.openUntil === 0 && mostlyFailed(state.recent)) opens = state.cooldownMs;
         }
         // The free slot goes to the delivery waiting longest, this endpoint's next or the first in
         // the process's line (the endpoint's own first let two busy endpoints keep every slot); the
@@ -423,7 +429,7 @@ export class EndpointGuards {
           },
         );
       }
-      state = { started: [], failures: 0, openUntil: 0, cooldownMs: this.options.cooldownMs, unanswered: false, latencyMs: undefined, waiters: [], blocked: 0, suspectedAt: 0, polledFrom: 0 };
+      state = { started: [], failures: 0, recent: { bits: 0, seen: 0 }, openUntil: 0, cooldownMs: this.options.cooldownMs, unanswered: false, latencyMs: undefined, waiters: [], blocked: 0, suspectedAt: 0, polledFrom: 0 };
       this.endpoints.set(endpoint, state);
     }
     this.latestEndpoint = endpoint;
