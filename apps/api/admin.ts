@@ -42,7 +42,9 @@ export function adminRouter(deps: ApiDeps): express.Router {
     const merchantId = params.merchantId as string;
     const merchant = deps.merchants.byId(merchantId);
     if (!merchant) throw notFound('merchant_not_found', `No merchant ${merchantId}`);
-    send(res, 200, `merchant ${merchantId}`, await withCurrentRate(deps.audit, viewOf(merchant, directoryNow(deps.merchants))), deps.settings?.versionOf(merchantId));
+    // The version of this body, read with it: after the rates' query a write heard meanwhile would give a newer one.
+    const version = deps.settings?.versionOf(merchantId);
+    send(res, 200, `merchant ${merchantId}`, await withCurrentRate(deps.audit, viewOf(merchant, directoryNow(deps.merchants))), version);
   }, base);
 
   mount(router, 'putMerchant', async (req, res, { params }) => {
@@ -84,17 +86,22 @@ function mountEndpoints(router: express.Router, deps: ApiDeps, base: string): vo
   // Reads from the directory this replica holds, as the merchant's own GET: MERCHANTS_FILE's too.
   const shown = (merchantId: string, endpointId?: string) => endpointViewsOf(deps.merchants.byId(merchantId), merchantId, directoryNow(deps.merchants), endpointId);
 
+  // A GET's ETag is read with its body, before the rates' query: read after it, a write heard
+  // meanwhile gave the old body a newer version, and an If-Match with it overwrote a change never seen.
   mount(router, 'listEndpoints', async (_req, res, { params }) => {
     const merchantId = params.merchantId as string;
     const views = shown(merchantId);
+    const version = versionOf(merchantId);
     const data = { endpoints: await withEndpointRates(deps.audit, merchantId, views) };
-    send(res, 200, `${views.length} endpoint${views.length === 1 ? '' : 's'} of merchant ${merchantId}`, data, versionOf(merchantId));
+    send(res, 200, `${views.length} endpoint${views.length === 1 ? '' : 's'} of merchant ${merchantId}`, data, version);
   }, base);
 
   mount(router, 'getEndpoint', async (_req, res, { params }) => {
     const { merchantId, endpointId } = ids(params);
-    const [view] = await withEndpointRates(deps.audit, merchantId, shown(merchantId, endpointId));
-    send(res, 200, `endpoint ${endpointId} of merchant ${merchantId}`, view, versionOf(merchantId));
+    const views = shown(merchantId, endpointId);
+    const version = versionOf(merchantId);
+    const [view] = await withEndpointRates(deps.audit, merchantId, views);
+    send(res, 200, `endpoint ${endpointId} of merchant ${merchantId}`, view, version);
   }, base);
 
   mount(router, 'createEndpoint', async (req, res, { params }) => {

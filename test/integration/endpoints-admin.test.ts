@@ -199,6 +199,42 @@ describe("admin API: a merchant's endpoints", () => {
     }
   });
 
+  it('answers a GET with the ETag of the version its body shows, even when a write lands while the GET reads the rates', async () => {
+    await send(stack.apiA, 'PUT', 'm_ep7', { publicKey: 'pk_ep_000007' });
+    const created = await send(stack.apiA, 'POST', 'm_ep7/endpoints', { url: `${stack.receiver.url}/m_ep7`, description: 'before' });
+    const { id } = data(created);
+    let description = 'before';
+    let version = created.headers.get('etag')!;
+    // Each GET reads the endpoints' rates (endpoint_rates) after taking the body from memory: held here,
+    // so that a write (this replica's own, as a notification from another's would) lands meanwhile.
+    for (const path of ['m_ep7', 'm_ep7/endpoints', `m_ep7/endpoints/${id}`]) {
+      const holder = new pg.Client({ connectionString: stack.db.url });
+      await holder.connect();
+      try {
+        await holder.query('BEGIN');
+        await holder.query('LOCK TABLE endpoint_rates IN ACCESS EXCLUSIVE MODE');
+        const waiting = async () => (await stack.db.query<{ n: number }>("SELECT count(*)::integer AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"))[0]!.n;
+        const read = send(stack.apiA, 'GET', path);
+        await waitFor('the GET waits for the rates', async () => (await waiting()) === 1, 5_000);
+        const next = `after ${path}`;
+        // The PATCH commits, then reads the rates for its own answer: waiting there, its write is held by replica A.
+        const written = send(stack.apiA, 'PATCH', `m_ep7/endpoints/${id}`, { description: next });
+        await waitFor('the PATCH is written and waits for the rates', async () => (await waiting()) === 2, 5_000);
+        await holder.query('COMMIT');
+        const [answer, patched] = await Promise.all([read, written]);
+        const body = data(answer);
+        const shown = path === `m_ep7/endpoints/${id}` ? body.description : (body.endpoints as Array<{ description: string }>)[0]!.description;
+        // The body is of the version before the PATCH: so must its ETag be, or an If-Match with it overwrites a change never seen.
+        expect({ path, shown, etag: answer.headers.get('etag') }).toEqual({ path, shown: description, etag: version });
+        expect(code(await send(stack.apiA, 'PATCH', `m_ep7/endpoints/${id}`, { description: 'stale' }, { 'if-match': answer.headers.get('etag')! }))).toEqual([412, 'precondition_failed']);
+        description = next;
+        version = patched.headers.get('etag')!;
+      } finally {
+        await holder.end();
+      }
+    }
+  });
+
   it('documents every answer it gave in the OpenAPI file', () => {
     const statuses = expectDocumented(seen);
     for (const status of ['200', '201', '409']) expect(statuses).toContain(`/admin/merchants/{merchantId}/endpoints ${status}`);
