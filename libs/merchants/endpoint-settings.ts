@@ -2,7 +2,7 @@ import { graceSecrets } from './directory.js';
 import { EndpointLimitError, EndpointNotFoundError, EndpointUrlTakenError, DisabledByOperatorError, MerchantNotFoundError, TooManySecretsError } from './errors.js';
 import type { EndpointInput, EndpointPatch } from './settings-input.js';
 import { disabledByOperator, type Endpoint, MAX_GRACE_SECRETS, type Merchant } from './schema.js';
-import { checkWebhookUrl, type EndpointView, endpointViewOf, type MerchantSettings, newWebhookSecret, withStatus, type WriteGuards, type Written } from './settings.js';
+import { checkWebhookUrl, type EndpointView, endpointViewOf, type MerchantSettings, newWebhookSecret, urlIdentity, withStatus, type WriteGuards, type Written } from './settings.js';
 
 /**
  * A merchant's endpoints, one at a time: each change is a write of the merchant's one versioned
@@ -52,7 +52,7 @@ export class EndpointSettings {
       const kept = endpointOf(current, endpointId);
       // Moved elsewhere, the endpoint the operator turned off would leave its URL free for a new one, on at once.
       if (guards.by === 'merchant' && url !== undefined && url !== kept.url && disabledByOperator(kept)) throw new DisabledByOperatorError(merchantId);
-      if (url !== undefined && url !== kept.url) checkUrlFree(current, url);
+      if (url !== undefined && url !== kept.url) checkUrlFree(current, url, endpointId);
       const next: Endpoint = { ...kept, url: url ?? kept.url, ...(patch.enabled === undefined ? {} : { enabled: patch.enabled }) };
       // A merge patch: null goes back to none; an endpoint not ordered keeps no `orderByReference: false`.
       for (const field of ['description', 'events', 'maxPerSecond', 'orderByReference'] as const) {
@@ -96,8 +96,10 @@ function endpointOf(merchant: Merchant, endpointId: string): Endpoint {
   return endpoint;
 }
 
-function checkUrlFree(merchant: Merchant, url: string): void {
-  const holder = merchant.endpoints.find((endpoint) => endpoint.url === url);
+/** Another endpoint of the merchant with this URL, however written (urlIdentity), is 409 endpoint_url_taken. */
+function checkUrlFree(merchant: Merchant, url: string, self?: string): void {
+  const identity = urlIdentity(url);
+  const holder = merchant.endpoints.find((endpoint) => endpoint.id !== self && urlIdentity(endpoint.url) === identity);
   if (holder) throw new EndpointUrlTakenError(merchant.id, holder.id);
 }
 

@@ -199,6 +199,24 @@ describe("admin API: a merchant's endpoints", () => {
     }
   });
 
+  it('takes a URL written another way for the same URL (RFC 9110 4.2.3): 409 endpoint_url_taken on a create and a PATCH, nothing written', async () => {
+    await send(stack.apiA, 'PUT', 'm_ep8', { publicKey: 'pk_ep_000008' });
+    const url = `${stack.receiver.url}/m_ep8/x-y~z?a=b-c`;
+    const { id } = data(await send(stack.apiA, 'POST', 'm_ep8/endpoints', { url }));
+    const version = async () => (await stack.db.query<{ version: string }>('SELECT version FROM merchants WHERE id = $1', ['m_ep8']))[0]!.version;
+    // An unreserved character percent-encoded is that character (%78 is x, %2D is -, %7e is ~), in any case of hex.
+    const same = [`${stack.receiver.url}/m_ep8/%78-y~z?a=b-c`, `${stack.receiver.url}/m_ep8/x%2dy%7Ez?a=b%2Dc`];
+    const before = await version();
+    for (const each of same) expect({ each, answer: code(await send(stack.apiB, 'POST', 'm_ep8/endpoints', { url: each })) }).toEqual({ each, answer: [409, 'endpoint_url_taken'] });
+    const other = data(await send(stack.apiA, 'POST', 'm_ep8/endpoints', { url: `${stack.receiver.url}/m_ep8/other` }));
+    const second = await version();
+    for (const each of same) expect({ each, answer: code(await send(stack.apiA, 'PATCH', `m_ep8/endpoints/${other.id}`, { url: each })) }).toEqual({ each, answer: [409, 'endpoint_url_taken'] });
+    expect([before, await version()]).toEqual([String(Number(second) - 1), second]);
+    // Its own URL written another way is no conflict with itself; a reserved character encoded is another URL.
+    expect((await send(stack.apiA, 'PATCH', `m_ep8/endpoints/${id}`, { url: same[0] })).status).toBe(200);
+    expect((await send(stack.apiA, 'PATCH', `m_ep8/endpoints/${other.id}`, { url: `${stack.receiver.url}/m_ep8/x-y~z?a%3Db-c` })).status).toBe(200);
+  });
+
   it('answers a GET with the ETag of the version its body shows, even when a write lands while the GET reads the rates', async () => {
     await send(stack.apiA, 'PUT', 'm_ep7', { publicKey: 'pk_ep_000007' });
     const created = await send(stack.apiA, 'POST', 'm_ep7/endpoints', { url: `${stack.receiver.url}/m_ep7`, description: 'before' });
