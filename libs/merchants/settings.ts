@@ -8,7 +8,7 @@ import { newEndpointId } from './directory.js';
 import { EVENT_NAMES } from '../contracts/events.js';
 import { type DisabledReason, disabledByOperator, type Endpoint, MAX_ENDPOINTS_PER_MERCHANT, type Merchant } from './schema.js';
 import { InvalidIdempotencyKeyError, InvalidSettingsError, MerchantNotFoundError, PublicKeyTakenError } from './errors.js';
-import type { MerchantInput, MerchantPatch } from './settings-input.js';
+import { type MerchantInput, type MerchantPatch, WEBHOOK_URL_MAX_LENGTH } from './settings-input.js';
 
 /** An Idempotency-Key as Stripe takes it: 1 to 255 printable ASCII characters. */
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
@@ -33,7 +33,10 @@ export function checkWebhookUrl(text: string, policy: UrlPolicy): string {
   if (isIP(host) && !policy.allowPrivateTargets && isBlockedAddress(host)) {
     throw new InvalidSettingsError('url', 'must not point to a loopback, private, link-local or reserved address');
   }
-  return url.toString();
+  // The limit is of the URL as stored and sent: percent-encoding makes a character of the input up to 9 (€: %E2%82%AC).
+  const written = url.toString();
+  if (written.length > WEBHOOK_URL_MAX_LENGTH) throw new InvalidSettingsError('url', `must be at most ${WEBHOOK_URL_MAX_LENGTH} characters as it is sent (percent-encoded: ${written.length})`);
+  return written;
 }
 
 /**

@@ -217,6 +217,18 @@ describe("admin API: a merchant's endpoints", () => {
     expect((await send(stack.apiA, 'PATCH', `m_ep8/endpoints/${other.id}`, { url: `${stack.receiver.url}/m_ep8/x-y~z?a%3Db-c` })).status).toBe(200);
   });
 
+  it('keeps a URL within 2,048 characters as it is stored and sent: one that percent-encoding makes longer is 400 invalid_settings', async () => {
+    await send(stack.apiA, 'PUT', 'm_ep9', { publicKey: 'pk_ep_000009' });
+    // 1,000 characters sent; each is 6 as the URL is written (%C3%A9): 6,000 and more stored.
+    const long = `${stack.receiver.url}/${'é'.repeat(1_000)}`;
+    const created = await send(stack.apiA, 'POST', 'm_ep9/endpoints', { url: long });
+    expect(code(created)).toEqual([400, 'invalid_settings']);
+    expect((created.body as { message: string }).message).toMatch(/^url .*2048/);
+    const { id } = data(await send(stack.apiA, 'POST', 'm_ep9/endpoints', { url: `${stack.receiver.url}/m_ep9` }));
+    expect(code(await send(stack.apiA, 'PATCH', `m_ep9/endpoints/${id}`, { url: long }))).toEqual([400, 'invalid_settings']);
+    expect(data(await send(stack.apiA, 'GET', 'm_ep9/endpoints')).endpoints.map((e: { url: string }) => e.url)).toEqual([`${stack.receiver.url}/m_ep9`]);
+  });
+
   it('answers a GET with the ETag of the version its body shows, even when a write lands while the GET reads the rates', async () => {
     await send(stack.apiA, 'PUT', 'm_ep7', { publicKey: 'pk_ep_000007' });
     const created = await send(stack.apiA, 'POST', 'm_ep7/endpoints', { url: `${stack.receiver.url}/m_ep7`, description: 'before' });
