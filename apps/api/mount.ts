@@ -104,7 +104,8 @@ export function methodsNotAllowed(router: Router, base = '', only?: (route: Rout
 
 /** A settings body as the schema reads it; its first problem is InvalidSettingsError (400 invalid_settings, naming the field). */
 export function bodyOf<T extends z.ZodType>(schema: T, req: Request): z.output<T> {
-  const parsed = schema.safeParse(req.body ?? {});
+  // No body is the empty one; JSON null is a body, and no object: refused, never a PATCH that changes nothing.
+  const parsed = schema.safeParse(req.body === undefined ? {} : req.body);
   if (!parsed.success) throw firstIssue(parsed.error);
   return parsed.data;
 }

@@ -175,6 +175,11 @@ describe("admin API: a merchant's endpoints", () => {
     for (const headers of [{ 'content-type': 'application/json; charset=latin1' }, { 'content-encoding': 'x-unknown' }] as Array<Record<string, string>>) {
       expect(code(await send(stack.apiA, 'PATCH', `m_ep5/endpoints/${id}`, { enabled: false }, headers))).toEqual([400, 'invalid_body']);
     }
+    // JSON null is a body, and no object: not the empty one (RFC 7396 would read a null merge patch as "remove it all").
+    for (const [method, path] of [['PATCH', `m_ep5/endpoints/${id}`], ['POST', `m_ep5/endpoints/${id}/secret/rotate`], ['PATCH', 'm_ep5']]) {
+      const answer = await call(stack.apiA, `/admin/merchants/${path}`, { method, headers: stack.auth, body: 'null' });
+      expect({ method, path, answer: code(answer) }).toEqual({ method, path, answer: [400, 'invalid_settings'] });
+    }
     expect(data(await send(stack.apiA, 'GET', `m_ep5/endpoints/${id}`))).toMatchObject({ enabled: true, previousSecrets: [] });
     // No body at all is still a rotation with the default grace; merge-patch+json is JSON.
     expect(data(await send(stack.apiA, 'POST', `m_ep5/endpoints/${id}/secret/rotate`, undefined, { 'content-type': '' })).previousSecretExpiresAt).not.toBeNull();
