@@ -32,7 +32,7 @@ describe('two dispatchers whose breakers opened on a dead endpoint, one with a l
     const second = other.dispatcher;
     // As the program wires them (the harness's dispatcher too): each dispatcher's breakers follow the rows.
     const closes: CircuitRows[] = [];
-    const url = endpointOf(merchant.id, merchant.endpoints[0]!.url);
+    const url = endpointOf(merchant.id, merchant.endpoints[0]!.id, merchant.endpoints[0]!.url);
     let publishing = true;
     try {
       const ids: string[] = [];
@@ -83,7 +83,7 @@ describe('two dispatchers whose breakers opened on a dead endpoint, one with a l
     const second = other.dispatcher;
     let away: CircuitRows | undefined;
     let back: CircuitRows | undefined;
-    const url = endpointOf(merchant.id, merchant.endpoints[0]!.url);
+    const url = endpointOf(merchant.id, merchant.endpoints[0]!.id, merchant.endpoints[0]!.url);
     let publishing = true;
     try {
       const ids: string[] = [];
@@ -145,7 +145,7 @@ describe('a dispatcher that never saw the endpoint fail', () => {
     const other = secondDispatcher(harness, 'fresh', 60_000);
     const fresh = other.dispatcher;
     const closes = [other.follow()];
-    const url = endpointOf(merchant.id, merchant.endpoints[0]!.url);
+    const url = endpointOf(merchant.id, merchant.endpoints[0]!.id, merchant.endpoints[0]!.url);
     try {
       const ids: string[] = [];
       for (let i = 0; i < 10; i++) ids.push((await harness.publisher.publish(sampleEvent('payout', merchant.id))).messageId);
@@ -187,8 +187,8 @@ describe("two merchants' endpoints at one dead URL", () => {
     const off = testMerchant('m_shared_off', endpoint.url);
     const on = testMerchant('m_shared_on', endpoint.url);
     const harness = await startHarness({ name: 'circuit-closes-off', merchants: [off, on], retryDelaysMs: SCHEDULE, settings: { breakerThreshold: 2, breakerCooldownMs: 60_000, perEndpointConcurrency: 1 } });
-    const offUrl = endpointOf(off.id, endpoint.url);
-    const onUrl = endpointOf(on.id, endpoint.url);
+    const offUrl = endpointOf(off.id, off.endpoints[0]!.id, endpoint.url);
+    const onUrl = endpointOf(on.id, on.endpoints[0]!.id, endpoint.url);
     try {
       for (const merchant of [off, on, off, on]) await harness.publisher.publish(sampleEvent('payout', merchant.id));
       await waitFor('both breakers open, both rows written', async () => harness.dispatcher.guards.openUntil(offUrl) > 0 && harness.dispatcher.guards.openUntil(onUrl) > 0
@@ -221,7 +221,7 @@ describe('webhooks postponed behind an open circuit whose endpoint is fixed', ()
     const endpoint = await Receiver.start(() => (up ? 204 : 500));
     const merchant = testMerchant('m_postponed_fixed', endpoint.url);
     const harness = await startHarness({ name: 'circuit-closes-postponed', merchants: [merchant], retryDelaysMs: [200, 20_000, 20_000, 20_000], settings: { breakerThreshold: 2, breakerCooldownMs: 1_000, perEndpointConcurrency: 1 } });
-    const url = endpointOf(merchant.id, merchant.endpoints[0]!.url);
+    const url = endpointOf(merchant.id, merchant.endpoints[0]!.id, merchant.endpoints[0]!.url);
     try {
       for (let i = 0; i < 2; i++) await harness.publisher.publish(sampleEvent('payout', merchant.id));
       await waitFor('its breaker open with its row', () => harness.dispatcher.guards.openUntil(url) > 0, 20_000);

@@ -35,7 +35,7 @@ describe('waits of a merchant whose circuit is open', () => {
       // aside while the endpoint was busy: on a loaded machine a 500 can take longer than 100 ms).
       // The circuit as the dispatcher follows its row: a wait set aside before the row opened is
       // parked with the rest and never postponed, so stats.circuitOpen may stay 0.
-      const deadKey = endpointOf(deadMerchant.id, deadMerchant.endpoints[0]!.url);
+      const deadKey = endpointOf(deadMerchant.id, deadMerchant.endpoints[0]!.id, deadMerchant.endpoints[0]!.url);
       await waitFor('20 waits, the circuit open', async () => (await harness.waits.census(0)).waiting === 20 && harness.dispatcher.guards.openUntil(deadKey) > 0 && dead.requests.length >= 2, 15_000);
 
       // A window of 3 s: the dead merchant's waits do not go round dispatch.
@@ -135,7 +135,7 @@ describe('waits of a merchant whose circuit is open', () => {
       retryDelaysMs: Array.from({ length: 200 }, () => 300),
       settings: { breakerThreshold: 2, breakerCooldownMs: 10_000, perEndpointConcurrency: 1 },
     });
-    const url = endpointOf(merchant.id, merchant.endpoints[0]!.url);
+    const url = endpointOf(merchant.id, merchant.endpoints[0]!.id, merchant.endpoints[0]!.url);
     try {
       const ids: string[] = [];
       for (let i = 0; i < 10; i++) ids.push((await harness.publisher.publish(sampleEvent('payout', merchant.id))).messageId);

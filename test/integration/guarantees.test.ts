@@ -67,7 +67,7 @@ describe('one merchant never harms another', () => {
     });
     try {
       for (let i = 0; i < 10; i++) await harness.publisher.publish(sampleEvent('charge.completed', a.id));
-      await waitFor("A's circuit open", () => harness.dispatcher.guards.openUntil(endpointOf(a.id, a.endpoints[0]!.url)) > 0);
+      await waitFor("A's circuit open", () => harness.dispatcher.guards.openUntil(endpointOf(a.id, a.endpoints[0]!.id, a.endpoints[0]!.url)) > 0);
       for (let i = 0; i < 40; i++) await harness.publisher.publish(sampleEvent('payout', b.id));
 
       await waitFor('40 deliveries to B', () => host.requests.filter((r) => r.path === '/b').length >= 40, 15_000);
@@ -110,7 +110,7 @@ describe('one merchant never harms another', () => {
     try {
       await harness.publisher.publish(sampleEvent('payout', merchant.id));
       await harness.publisher.publish(sampleEvent('payout', merchant.id));
-      await waitFor('circuit open', () => harness.dispatcher.guards.openUntil(endpointOf(merchant.id, merchant.endpoints[0]!.url)) > 0);
+      await waitFor('circuit open', () => harness.dispatcher.guards.openUntil(endpointOf(merchant.id, merchant.endpoints[0]!.id, merchant.endpoints[0]!.url)) > 0);
       healthy = true;
       // What the resend API publishes: straight to dispatch, fresh counters, x-resent-at.
       const resent = sampleEvent('payout', merchant.id);
@@ -123,7 +123,7 @@ describe('one merchant never harms another', () => {
       expect(requests[2]!.headers['webhook-id']).toBe('evt_resent_1');
       await waitFor('delivered', () => harness.dispatcher.stats.delivered === 1);
       // Its success closes the circuit's row, and the row the breaker (as every dispatcher's).
-      await waitFor('the circuit closed, its row too', async () => harness.dispatcher.guards.openUntil(endpointOf(merchant.id, merchant.endpoints[0]!.url)) === 0
+      await waitFor('the circuit closed, its row too', async () => harness.dispatcher.guards.openUntil(endpointOf(merchant.id, merchant.endpoints[0]!.id, merchant.endpoints[0]!.url)) === 0
         && (await harness.database.query('SELECT 1 FROM wait_circuits WHERE NOT closing')).length === 0, 5_000);
     } finally {
       await harness.close();

@@ -95,7 +95,7 @@ describe('slow and failing merchants', () => {
       retryDelaysMs: [50, 50, 50, 50, 50],
       settings: { breakerThreshold: 3, breakerCooldownMs: 1_500 },
     });
-    const endpoint = endpointOf(merchant.id, merchant.endpoints[0]!.url);
+    const endpoint = endpointOf(merchant.id, merchant.endpoints[0]!.id, merchant.endpoints[0]!.url);
     try {
       await harness.publisher.publish(sampleEvent('payout', merchant.id));
       await waitFor('the circuit open in its row and in the breaker', () => scheduling !== undefined && harness.dispatcher.guards.openUntil(endpoint) > 0, 5_000);

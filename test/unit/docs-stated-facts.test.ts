@@ -271,20 +271,20 @@ describe('what the docs state about the migrations', () => {
 describe('what the docs state where the code departs from the shared design', () => {
   it("a breaker and an in-flight bound are a merchant's URL's, and DESIGN.md says so as a deviation from the shared design's full URL", () => {
     const url = 'https://hooks.example/in';
-    expect(endpointOf('m_a', url)).not.toBe(endpointOf('m_b', url));
+    expect(endpointOf('m_a', 'ep_1', url)).not.toBe(endpointOf('m_b', 'ep_1', url));
     const design = flat('docs/DESIGN.md');
-    expect(design).toContain('Isolation is per webhook endpoint (its merchant and full URL), never per host');
+    expect(design).toContain('Isolation is per webhook endpoint (its merchant, its id and its full URL), never per host');
     expect(design).toContain('(Deviation from the shared design, which keys both by the full URL alone:');
-    expect(flat('docs/operating.md')).toContain('Isolation is per endpoint (its merchant and full URL)');
+    expect(flat('docs/operating.md')).toContain('Isolation is per endpoint (its merchant, its id and its full URL)');
   });
 
   it("operating.md labels an open circuit's series by origin and its one merchant, as the dispatcher does", async () => {
     const guards = new EndpointGuards({ maxInFlight: 1, failureThreshold: 1, cooldownMs: 30_000, maxCooldownMs: 600_000 });
     for (const merchantId of ['m_b', 'm_a']) {
-      const admission = await guards.acquire(endpointOf(merchantId, 'https://hooks.example/in/secret-path'), { merchantId, canDefer: false, force: false }, () => false);
+      const admission = await guards.acquire(endpointOf(merchantId, 'ep_1', 'https://hooks.example/in/secret-path'), { merchantId, canDefer: false, force: false }, () => false);
       if (admission?.kind !== 'send') throw new Error(`expected to send, got ${admission?.kind}`);
       // Open as its row is (CircuitRows): the failure opens the row, the row the breaker.
-      guards.openCircuit(endpointOf(merchantId, 'https://hooks.example/in/secret-path'), admission.release('failed', 'HTTP 500'), 30_000);
+      guards.openCircuit(endpointOf(merchantId, 'ep_1', 'https://hooks.example/in/secret-path'), admission.release('failed', 'HTTP 500'), 30_000);
     }
     expect(guards.openEndpoints().sort()).toEqual(['https://hooks.example (m_a)', 'https://hooks.example (m_b)']);
     expect(flat('docs/operating.md')).toContain("| 1 per merchant's URL whose circuit is open (labelled `origin (merchant)`, never the URL's path");
@@ -302,7 +302,7 @@ describe("what the docs state about the circuits' rows and the waits' takes", ()
   it("a row closed with no answer: the next failure opens it again with the cooldown doubled, as operating.md says", async () => {
     const cooldownMs = 30_000;
     const guards = new EndpointGuards({ maxInFlight: 1, failureThreshold: 5, cooldownMs, maxCooldownMs: 600_000 });
-    const key = endpointOf('m_a', 'https://hooks.example/in');
+    const key = endpointOf('m_a', 'ep_1', 'https://hooks.example/in');
     guards.openCircuit(key, cooldownMs, cooldownMs);
     guards.closeCircuit(key, false);
     const admission = await guards.acquire(key, { merchantId: 'm_a', canDefer: false, force: false }, () => false);

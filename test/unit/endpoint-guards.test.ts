@@ -3,11 +3,12 @@ import { EndpointGuards, endpointOf } from '../../apps/dispatcher/stages/endpoin
 const options = { maxInFlight: 2, failureThreshold: 2, cooldownMs: 30_000, maxCooldownMs: 600_000, maxEndpoints: 1_000 };
 
 /**
- * Each URL here is its own merchant's, keyed as admission keys it (endpointOf: merchant and URL;
- * a merchant's URLs share its circuit and bound, another merchant's at the same URL share nothing).
+ * Each URL here is its own merchant's, keyed as admission keys it (endpointOf: merchant, endpoint
+ * and URL; an endpoint's URLs share its circuit and bound, another merchant's at the same URL share
+ * nothing). Each merchant has one endpoint, `ep_1`, unless a test names another.
  */
 const merchantOf = (url: string) => (url === 'https://down.example.com/hook' ? 'm_1' : `m_${new URL(url).hostname}`);
-const keyOf = (url: string, merchantId = merchantOf(url)) => endpointOf(merchantId, url);
+const keyOf = (url: string, merchantId = merchantOf(url), endpointId = 'ep_1') => endpointOf(merchantId, endpointId, url);
 
 /** One attempt to the URL; returns the cooldown its failure opens the circuit's row for (0: none). */
 async function deliverOnce(guards: EndpointGuards, url: string, result: 'succeeded' | 'failed' = 'succeeded'): Promise<number> {
@@ -312,6 +313,29 @@ describe("a merchant's share across its URLs", () => {
     expect(await guards.acquire(keyOf('https://victim.example/h', 'm_1'), request('m_1'), () => false)).toMatchObject({ kind: 'open' });
     expect(guards.openUntil(keyOf('https://victim.example/h'))).toBe(0);
     expect(await guards.acquire(keyOf('https://victim.example/h'), request(merchantOf('https://victim.example/h')), () => false)).toMatchObject({ kind: 'send' });
+  });
+});
+
+describe("an endpoint's circuit across URLs", () => {
+  const request = (merchantId: string, endpointId: string) => ({ merchantId, endpointId, canDefer: false, force: false });
+
+  it('closes at every URL the endpoint had when its row closes, and holds no other endpoint given a URL it left', async () => {
+    const guards = new EndpointGuards({ ...options, now: () => 0 });
+    const [one, two] = [keyOf('https://one.example/h', 'm_1', 'ep_a'), keyOf('https://two.example/h', 'm_1', 'ep_a')];
+    const sent = await guards.acquire(one, request('m_1', 'ep_a'), () => false);
+    if (sent?.kind !== 'send') throw new Error(`expected to send, got ${sent?.kind}`);
+    sent.release('failed', 'HTTP 500');
+    rowOpens(guards, one, 30_000);
+    // Moved while open: the new URL is postponed too (the row is the endpoint's).
+    expect(await guards.acquire(two, request('m_1', 'ep_a'), () => false)).toMatchObject({ kind: 'open' });
+    // The row closes, announced under the URL the endpoint has now: its old URL closes with it.
+    guards.closeCircuit(two, true);
+    expect(guards.refusing(one)).toBe(false);
+    expect(await guards.acquire(one, request('m_1', 'ep_a'), () => false)).toMatchObject({ kind: 'send' });
+    // Another endpoint of the merchant at a URL whose endpoint's row is open has a circuit of its own.
+    const three = keyOf('https://three.example/h', 'm_1', 'ep_a');
+    rowOpens(guards, three, 30_000);
+    expect(await guards.acquire(keyOf('https://three.example/h', 'm_1', 'ep_b'), request('m_1', 'ep_b'), () => false)).toMatchObject({ kind: 'send' });
   });
 });
 

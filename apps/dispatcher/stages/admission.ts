@@ -16,7 +16,7 @@ export interface Admitted {
 
 /** Admission: the directory (merchant, enabled endpoint, event filter), then the endpoint's throttle, then its guards. */
 export class AdmissionStage {
-  /** Merchant and webhook URL → endpoint: parsing a URL per delivery costs more than the rest of admission. */
+  /** Merchant, endpoint id and URL → the breaker's key: parsing a URL per delivery costs more than the rest of admission. */
   private readonly endpoints = new BoundedMap<string, string>(10_000);
 
   constructor(
@@ -35,7 +35,7 @@ export class AdmissionStage {
     // A resend is the merchant saying "fixed": its first attempt goes through an open circuit.
     // So does a webhook never attempted whose span is over: nothing reaches failed untried.
     const force = intake.attempts === 0 && (intake.resentAt !== undefined || this.policy.spanOver(intake.resentAt ?? intake.firstSeenAt, now));
-    const endpoint = this.endpointOf(intake.merchantId, webhook.url);
+    const endpoint = this.endpointOf(intake.merchantId, webhook);
     // Not the throttle while the circuit is open: the circuit decides then. Taken first, a dead
     // endpoint's 503s made its webhooks 'throttled' waits hours ahead, none telling the circuit's row.
     // Nor for the row's probe (one request a cooldown): throttled, it was parked again, and the
@@ -84,13 +84,13 @@ export class AdmissionStage {
   keyOfCircuit(merchantId: string, endpointId: string): string | undefined {
     const merchant = merchantId === PLATFORM_MERCHANT_ID ? this.platform : this.merchants.byId(merchantId);
     const webhook = merchant && endpointFor(merchant, { endpointId: endpointId === '' ? undefined : endpointId });
-    return webhook && this.endpointOf(merchantId, webhook.url);
+    return webhook && this.endpointOf(merchantId, webhook);
   }
 
-  private endpointOf(merchantId: string, url: string): string {
-    const key = `${merchantId}\u001f${url}`;
+  private endpointOf(merchantId: string, webhook: Pick<Endpoint, 'id' | 'url'>): string {
+    const key = `${merchantId}\u001f${webhook.id}\u001f${webhook.url}`;
     let endpoint = this.endpoints.get(key);
-    if (endpoint === undefined) this.endpoints.set(key, (endpoint = endpointOf(merchantId, url)));
+    if (endpoint === undefined) this.endpoints.set(key, (endpoint = endpointOf(merchantId, webhook.id, webhook.url)));
     return endpoint;
   }
 }

@@ -268,14 +268,18 @@ export class EndpointGuards {
    * failure opens it again, as a failed probe would (the cooldown doubled).
    */
   closeCircuit(endpoint: string, answered: boolean): void {
-    const state = this.endpoints.get(endpoint);
-    if (!state) return;
-    state.openUntil = 0;
-    state.unanswered = !answered;
-    if (answered) {
-      state.failures = 0;
-      state.cooldownMs = this.options.cooldownMs;
-    } else state.failures = Math.max(state.failures, this.options.failureThreshold - 1);
+    // The row is the endpoint's, whatever its URL: a URL it left keeps no circuit of its own, or
+    // moving back there (or a close that named its URL of the moment) found it open, with no row to close it.
+    const circuit = circuitOf(endpoint);
+    for (const [key, state] of this.endpoints) {
+      if (key !== endpoint && (circuit === undefined || !key.startsWith(circuit))) continue;
+      state.openUntil = 0;
+      state.unanswered = !answered;
+      if (answered) {
+        state.failures = 0;
+        state.cooldownMs = this.options.cooldownMs;
+      } else state.failures = Math.max(state.failures, this.options.failureThreshold - 1);
+    }
   }
 
   /** The row's probe time (this process's clock) while the endpoint's circuit is open; 0 when closed. */
@@ -464,17 +468,26 @@ function shareOf(merchantId: string, endpointId: string | undefined): string {
  * An endpoint is the merchant's webhook URL, not its server: platforms host many merchants' hooks
  * on one origin, and one sub-merchant's broken path must not open the circuit for the others. Nor
  * is it the URL alone: a merchant pointing its endpoint at another's URL (whose server answers its
- * unverifiable webhooks 500) opened that merchant's circuit and held its webhooks.
+ * unverifiable webhooks 500) opened that merchant's circuit and held its webhooks. Nor the
+ * merchant and URL without the endpoint's id: the circuit is the endpoint's row, and an endpoint
+ * given the URL of another (deleted, or moved) found that one's circuit there, held open for ever.
  */
-export function endpointOf(merchantId: string, url: string): string {
-  return `${merchantId}\u001f${URL.canParse(url) ? new URL(url).href : url}`;
+export function endpointOf(merchantId: string, endpointId: string, url: string): string {
+  return `${merchantId}\u001f${endpointId}\u001f${URL.canParse(url) ? new URL(url).href : url}`;
+}
+
+/** The start of the keys of one endpoint's URLs (endpointOf), which share its circuit; undefined for a key not made by endpointOf. */
+function circuitOf(endpoint: string): string | undefined {
+  const merchantEnd = endpoint.indexOf('\u001f');
+  const endpointEnd = merchantEnd < 0 ? -1 : endpoint.indexOf('\u001f', merchantEnd + 1);
+  return endpointEnd < 0 ? undefined : endpoint.slice(0, endpointEnd + 1);
 }
 
 /** An endpoint as a metric label: its URL's origin and its merchant (endpointOf's key). */
 function endpointLabel(endpoint: string): string {
-  // The URL after the merchant (a normalised URL holds no raw control character).
-  const at = endpoint.lastIndexOf('\u001f');
-  const url = endpoint.slice(at + 1);
+  // The merchant first, the URL last (ids hold no unit separator, a normalised URL no raw control character).
+  const first = endpoint.indexOf('\u001f');
+  const url = endpoint.slice(endpoint.lastIndexOf('\u001f') + 1);
   const origin = URL.canParse(url) ? new URL(url).origin : url;
-  return `${origin} (${at >= 0 ? endpoint.slice(0, at) : ''})`;
+  return `${origin} (${first >= 0 ? endpoint.slice(0, first) : ''})`;
 }

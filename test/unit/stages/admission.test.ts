@@ -114,7 +114,7 @@ describe('a never-attempted webhook whose span ran out while its circuit was ope
     const first = await sent();
     clock.t = 2_000;
     first.release('succeeded');
-    const key = endpointOf('m_1', merchant().endpoints[0]!.url);
+    const key = endpointOf('m_1', merchant().endpoints[0]!.id, merchant().endpoints[0]!.url);
     guards.openCircuit(key, (await sent()).release('failed', 'HTTP 500'), 10_000);
     expect(guards.refusing(key)).toBe(true);
     // Two resends go through the open circuit: one in flight, one waiting for its slot (no deferral left).
@@ -129,7 +129,7 @@ describe('a never-attempted webhook whose span ran out while its circuit was ope
       guards.closeCircuit(key, true);
     };
     const spanOver = await admission.admit({ ...intake, firstSeenAt: new Date(now.getTime() - 120_000).toISOString() }, now, () => false);
-    expect(guards.refusing(endpointOf('m_1', merchant().endpoints[0]!.url))).toBe(false);
+    expect(guards.refusing(endpointOf('m_1', merchant().endpoints[0]!.id, merchant().endpoints[0]!.url))).toBe(false);
     // Closed, the circuit fails nothing: the line is full, so it is set aside like any delivery (no attempt spent).
     expect(spanOver).toEqual({ kind: 'busy' });
     (await next).release('succeeded');
@@ -145,7 +145,7 @@ describe("its circuit's probe (a hand-back the row's scheduler marked x-circuit-
     const asked: string[] = [];
     const throttle = { admit: async () => (asked.push('asked'), { kind: 'wait', delayMs: 3_600_000 }) } as unknown as Throttle;
     const admission = new AdmissionStage(directory, guards, new RetryPolicy({ delaysMs: [1_000, 60_000] }), undefined, throttle);
-    guards.openCircuit(endpointOf('m_1', merchant().endpoints[0]!.url), 10_000, 0);
+    guards.openCircuit(endpointOf('m_1', merchant().endpoints[0]!.id, merchant().endpoints[0]!.url), 10_000, 0);
     const probe = { ...intake, hand: 3, accepted: true, attempts: 1, probe: true } as IntakeEvent;
     const found = await admission.admit(probe, now, () => false);
     expect({ kind: found.kind, asked }).toEqual({ kind: 'admitted', asked: [] });
