@@ -2,7 +2,7 @@ import { EndpointGuards, endpointOf } from '../../apps/dispatcher/stages/endpoin
 import { BREAKER } from '../../apps/dispatcher/dispatcher.js';
 
 const options = { maxInFlight: 1, failureThreshold: BREAKER.threshold, failureWindow: BREAKER.window, cooldownMs: 30_000, maxCooldownMs: 600_000 };
-const key = endpointOf('m_flaky', 'https://flaky.example/hook');
+const key = endpointOf('m_flaky', 'ep_flaky', 'https://flaky.example/hook');
 
 /** One attempt; returns the cooldown its failure opens the circuit's row for (0: none). */
 async function attempt(guards: EndpointGuards, failed: boolean): Promise<number> {
