@@ -53,9 +53,13 @@ export interface ProgramProcess {
   stop(): Promise<void>;
 }
 
-/** Runs a built program (dist/apps/…, or another build's by absolute path) in its own process with `--cpu-prof` when BENCH_PROFILE is set. */
+/**
+ * Runs a built program (dist/apps/…, or another build's by absolute path) in its own process with `--cpu-prof` when BENCH_PROFILE is set,
+ * and BENCH_NODE_ARGS' flags (`--perf-basic-prof`: Linux perf names its JavaScript frames; perf samples time on a core, where
+ * --cpu-prof also counts time the thread waited for one, on a shared machine mostly under `writev`).
+ */
 export function startProgram(script: string, env: Record<string, string>): ProgramProcess {
-  const args = process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir=profiles'] : [];
+  const args = [...(process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir=profiles'] : []), ...(process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean)];
   // An absolute path runs another build (an A/B against an earlier commit's dist).
   const child = fork(script.startsWith('/') ? script : here(`../apps/${script}`), [], {
     env: { PATH: process.env.PATH ?? '', ...env },
