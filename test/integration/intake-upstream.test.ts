@@ -15,7 +15,8 @@ const deliveriesOf = (receiver: Receiver, webhookId: string): ReceivedRequest[] 
  * What an upstream may publish to the idempotent intake, found by a review (2026-11-30): bytes
  * amqplib cannot carry on a copy (a messageId, a header name), a repeat of an event parked before
  * it could be delivered (and its parked copy moved back), a corrected body under the same
- * messageId, a lone surrogate in a reference, the platform's merchant id. Each was seen failing
+ * messageId, a lone surrogate in a reference, the platform's merchant id; and (a later review) a
+ * messageId holding a NUL on a copy whose places in order are looked up. Each was seen failing
  * on the code before its fix. One dispatcher as deployed (the intake check on, waits in
  * PostgreSQL, the operational endpoint set) and the recorder.
  */
@@ -158,6 +159,22 @@ describe('idempotent intake against what an upstream publishes', () => {
     await waitFor('the moved-back copy taken', () => deployed.program.dispatcher.stats.duplicates > duplicates || deliveriesOf(receiver, 'evt_iu_moved_back').length > 1, 10_000);
     expect(deliveriesOf(receiver, 'evt_iu_moved_back')).toHaveLength(1);
   }, 60_000);
+
+  it("parks at once a messageId holding a NUL that names an ordered merchant's reference and looks walked before: not held for ever on a place look-up PostgreSQL refused", async () => {
+    // Upstream republishes a copy it took from invalid (it carries the park's x-original-routing-key),
+    // as a dispatcher's broker redelivery would look: its places are looked up before its park.
+    const ordered = testMerchant('m_iu_ordered', receiver.url);
+    ordered.endpoints[0]!.orderByReference = true;
+    writeFileSync(merchantsFile, JSON.stringify({ merchants: [merchant, ordered] }));
+    await waitFor('merchant loaded', () => deployed.program.merchants.byId(ordered.id) !== undefined, 10_000);
+    const before = await deployed.test.messageCount(names.invalid);
+    await publish({ merchantId: ordered.id, event: 'charge.completed', data: { tnxRef: 'TX-IU-NUL' } }, { messageId: 'evt_iu\u0000nul', headers: { [HEADERS.originalRoutingKey]: 'charge.completed' } });
+    const parked = (await deployed.test.drain(names.invalid, before + 1).catch(() => [])).find((m) => m.properties.messageId === 'evt_iu\u0000nul');
+    expect({
+      code: parked?.properties.headers?.[HEADERS.invalidCode],
+      held: lines.filter((line) => /not looked up/.test(String(line.message))).map((line) => line.message),
+    }).toEqual({ code: 'invalid-message-id', held: [] });
+  }, 30_000);
 
   it("parks a merchant's event published under the platform's own merchant id: never signed for the operational endpoint", async () => {
     const before = await deployed.test.messageCount(names.invalid);

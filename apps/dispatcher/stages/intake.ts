@@ -93,8 +93,7 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
   if (message.fields.exchange === upstreamExchange && brokerPark(message.properties.headers, dispatch) !== undefined) {
     throw new InvalidMessageError('upstream-x-death', `x-death has an entry for ${dispatch}, which only the broker writes when it dead-letters a message from there; parked without it`);
   }
-  const messageId = message.properties.messageId as unknown;
-  if (messageId !== undefined && messageId !== null && messageId !== '' && !isWellFormedWebhookId(messageId)) {
+  if (hasIllFormedMessageId(message)) {
     throw new InvalidMessageError('invalid-message-id', `messageId must be ${WEBHOOK_ID_RULE}`);
   }
   let text: string;
@@ -258,6 +257,12 @@ export function keyCheckOf(message: ConsumeMessage, intake: IntakeEvent, upstrea
 export function intakeDigestOf(message: ConsumeMessage): Buffer | undefined {
   const id = message.properties.messageId;
   return typeof id === 'string' && id.length > 0 ? hash('sha256', message.content, 'buffer').subarray(0, 16) : undefined;
+}
+
+/** A messageId intake parks (an empty one counts as none): its message never passed intake, and took no key, place or wait. */
+export function hasIllFormedMessageId(message: ConsumeMessage): boolean {
+  const messageId = message.properties.messageId as unknown;
+  return messageId !== undefined && messageId !== null && messageId !== '' && !isWellFormedWebhookId(messageId);
 }
 
 /**

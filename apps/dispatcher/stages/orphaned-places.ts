@@ -5,7 +5,7 @@ import type { Logger } from '../../../libs/logger/index.js';
 import type { MerchantDirectory } from '../../../libs/merchants/index.js';
 import { type OrderEnd, type OrderGate, orderingLines } from '../../../libs/ordering/index.js';
 import type { Finding } from './decide.js';
-import { envelopeOf, handBackOf, type IntakeEvent, webhookIdOf } from './intake.js';
+import { envelopeOf, handBackOf, hasIllFormedMessageId, type IntakeEvent, webhookIdOf } from './intake.js';
 
 export interface OrphanedPlacesDeps {
   /** Order per reference; without it there is nothing to end. */
@@ -75,8 +75,13 @@ export function walkedBefore(message: ConsumeMessage): boolean {
   return message.fields.redelivered || headers[HEADERS.endpointId] !== undefined || headers[HEADERS.originalRoutingKey] !== undefined;
 }
 
-/** The merchant, webhook id and order key a message's body names, if it does: only a valid envelope could take a place. */
+/**
+ * The merchant, webhook id and order key a message's body names, if it does: only a valid envelope
+ * with a valid messageId could take a place. Looked up, an id PostgreSQL cannot hold (a NUL) was
+ * refused, taken for an outage, and the message held unacked for ever instead of parked.
+ */
 function placeOf(message: ConsumeMessage): { merchantId: string; webhookId: string; key: string } | undefined {
+  if (hasIllFormedMessageId(message)) return undefined;
   try {
     const { merchantId, event, data } = envelopeOf(JSON.parse(message.content.toString('utf8')));
     const key = orderKeyOf(event, data);
