@@ -403,7 +403,7 @@ export class Dispatcher {
    * an outage holds no merchant that does not order.
    */
   private async heldPlace(message: ConsumeMessage, intake: IntakeEvent, order: OrderGate): Promise<boolean> {
-    if (!walkedBefore(message)) return false;
+    if (!walkedBefore(message, this.names.events)) return false;
     try {
       return await order.holds(waitKeyOf(intake));
     } catch (err) {

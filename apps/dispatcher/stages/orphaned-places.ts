@@ -59,7 +59,7 @@ export async function parkedPlaces(delivery: Delivery, deps: OrphanedPlacesDeps,
   const ours = message.fields.exchange !== deps.events;
   // Nor a resend's copy or a test event: neither takes a place (Dispatcher.placeInOrder).
   if (!order || handBackOf(message, deps.events) !== undefined || headers[HEADERS.testEvent] === true || (ours && headers[HEADERS.resentAt] !== undefined)) return [];
-  if (!walkedBefore(message)) return [];
+  if (!walkedBefore(message, deps.events)) return [];
   const place = placeOf(message);
   if (!place) return [];
   const places = await lookUp(delivery, order, place, deps);
@@ -69,10 +69,16 @@ export async function parkedPlaces(delivery: Delivery, deps: OrphanedPlacesDeps,
   return places.filter((id) => only === undefined || id === only).map((id) => ({ merchantId: place.merchantId, endpointId: id, webhookId: place.webhookId }));
 }
 
-/** Whether a copy may have walked before: redelivered, a fan-out share handed on (x-endpoint-id), or moved back from invalid. */
-export function walkedBefore(message: ConsumeMessage): boolean {
+/**
+ * Whether a copy may have walked before: redelivered, a fan-out share handed on (x-endpoint-id), or
+ * moved back from invalid. Those headers only on our own copies: on upstream's publish (through
+ * `events`) they are forged or copied, and made every such message of an ordering merchant cost a
+ * look-up, held while PostgreSQL was down instead of parked.
+ */
+export function walkedBefore(message: ConsumeMessage, events: string): boolean {
   const headers = message.properties.headers ?? {};
-  return message.fields.redelivered || headers[HEADERS.endpointId] !== undefined || headers[HEADERS.originalRoutingKey] !== undefined;
+  if (message.fields.redelivered) return true;
+  return message.fields.exchange !== events && (headers[HEADERS.endpointId] !== undefined || headers[HEADERS.originalRoutingKey] !== undefined);
 }
 
 /**
