@@ -7,9 +7,12 @@ export type LogLevel = 'error' | 'warn' | 'info' | 'debug';
 // Field names whose values must never reach a log line, whatever a caller passes by mistake.
 const SECRET_KEYS = /secret|token|authorization|password|signature|publickey|apikey/i;
 
+/** An ISO-8601 time: no secret, whatever its field's name says (previousSecretExpiresAt, when a rotation's grace ends). */
+const TIME = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/;
+
 const redact = winston.format((info) => {
   for (const key of Object.keys(info)) {
-    if (SECRET_KEYS.test(key)) info[key] = '[redacted]';
+    if (SECRET_KEYS.test(key) && !(key.endsWith('At') && (info[key] === null || TIME.test(String(info[key]))))) info[key] = '[redacted]';
   }
   return info;
 });
