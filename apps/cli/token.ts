@@ -17,7 +17,13 @@ async function signToken(env: Record<string, string | undefined>, secret: string
 
 /** By default `npm start`'s API, whose development database lives inside its process. */
 export function adminApiBase(env: Record<string, string | undefined>, given?: string): string {
-  return (given ?? env.WEBHOOKS_API_URL ?? `http://127.0.0.1:${env.ADMIN_PORT || env.PORT || '8080'}`).replace(/\/+$/, '');
+  const base = (given ?? env.WEBHOOKS_API_URL ?? `http://127.0.0.1:${env.ADMIN_PORT || env.PORT || '8080'}`).replace(/\/+$/, '');
+  // fetch refuses user:password@, and its error quotes the URL: refused here, without printing the password.
+  const url = URL.canParse(base) ? new URL(base) : undefined;
+  if (url && (url.username || url.password)) {
+    throw new UsageError(`the admin API's URL (${url.origin}, --api or WEBHOOKS_API_URL) must not carry user:password@: the CLI authenticates with its admin token`);
+  }
+  return base;
 }
 
 /** Signed with the development secret as a last resort: only an API in development mode (npm start) accepts it. */

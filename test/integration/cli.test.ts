@@ -176,6 +176,20 @@ describe('webhooks publish', () => {
       expect({ lifetime, code: result.code, stderr: result.stderr }).toEqual({ lifetime, code: 2, stderr: expect.stringContaining('--expires-in takes a duration from 1s to 7d') });
     }
   });
+
+  it("never prints the password of the admin API's URL (WEBHOOKS_API_URL, --api) when the API cannot be used", async () => {
+    const url = 'http://operator:pw-9f3a7c@127.0.0.1:9';
+    const runs = [
+      await runCliInProcess({ ...env, WEBHOOKS_API_URL: url }, ['portal', '--merchant', 'm_1']),
+      await runCliInProcess(env, ['portal', '--merchant', 'm_1', '--api', url]),
+      await runCliInProcess({ ...env, WEBHOOKS_API_URL: url }, ['log', '--merchant', 'm_1']),
+    ];
+    for (const result of runs) {
+      expect(result.code).not.toBe(0);
+      expect(result.stderr).toContain('127.0.0.1:9');
+      expect(result.stderr).not.toContain('pw-9f3a7c');
+    }
+  });
 });
 
 describe('the built `webhooks` (dist/apps/cli/main.js)', () => {
