@@ -24,6 +24,7 @@ import {
   MerchantNotFoundError,
   MerchantStoreUnavailableError,
   PublicKeyTakenError,
+  SecretsKeyError,
   TooManySecretsError,
   VersionMismatchError,
 } from '../../libs/merchants/index.js';
@@ -104,6 +105,11 @@ export function toApiError(err: unknown, logger: Logger, path = ''): ApiError {
     return unavailable('The audit trail could not be written, so this is not confirmed as done; try again shortly');
   }
   if (err instanceof MerchantStoreUnavailableError) return unavailable('The merchant database is unavailable; try again shortly');
+  // A replica not yet given the key a rotation of SECRETS_KEY seals with (merchants.md): a replica that has it can write.
+  if (err instanceof SecretsKeyError) {
+    logger.error('merchant write refused: its row is sealed with a key this replica lacks (SECRETS_KEY, SECRETS_KEY_PREVIOUS)', { keyId: err.keyId });
+    return unavailable('This replica cannot change this merchant yet; try again shortly');
+  }
   if (err instanceof VersionMismatchError) {
     return new ApiError(412, 'precondition_failed', 'The merchant changed since the version If-Match names; GET it again and redo the change');
   }

@@ -2,7 +2,7 @@ import { type Database, openPostgres, type Queryable } from '../../libs/delivery
 import { type Logger, silentLogger } from '../../libs/logger/index.js';
 import { deleteMerchantData, EndpointLimitError, type EndpointInput, EndpointSettings, MerchantSettings, PgMerchantDirectory, SecretBox, VersionMismatchError } from '../../libs/merchants/index.js';
 import { DEFAULT_POLL_INTERVAL_MS } from '../../libs/merchants/pg-directory.js';
-import { call, startTestApi, waitReady } from '../support/api.js';
+import { adminToken, call, startTestApi, waitReady } from '../support/api.js';
 import { TestBroker, uniquePrefix } from '../support/broker.js';
 import { capturingLogger } from '../support/capturing-logger.js';
 import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
@@ -241,6 +241,12 @@ describe('the merchant directory of a running program', () => {
     }, 30_000, 100);
     expect(ready.body).toMatchObject({ status: 'not ready', broker: 'connected', database: 'reachable', merchants: expect.stringMatching(/^1 merchant row\(s\) sealed with a key this replica lacks/) });
     expect((await call(api, '/metrics', { method: 'GET' })).body as string).toMatch(/^webhooks_merchants_unreadable\{[^}]*\} 1$/m);
+    // A write that reaches it all the same (ADMIN_PORT, a request already on its way, a retried
+    // Idempotency-Key) is a 503 to try again, where a replica with the key answers, and changes nothing.
+    const admin = { authorization: `Bearer ${await adminToken()}`, 'content-type': 'application/json' };
+    const refused = await call(api, '/admin/merchants/m_rekeyed', { method: 'PATCH', headers: admin, body: JSON.stringify({ publicKey: 'pk_m_rekeyed_000001' }) });
+    expect([refused.status, (refused.body as { error: { code: string } | null }).error?.code, Number(refused.headers.get('retry-after')) > 0]).toEqual([503, 'service_unavailable', true]);
+    expect((await db.query<{ version: string }>('SELECT version FROM merchants WHERE id = $1', ['m_rekeyed']))[0]!.version).toBe('3');
 
     // Sealed with the tests' key again (a write from a program that has it first): readable, no longer reported.
     const { dir: back } = await program({ keys: [KEY, NEW_KEY] });
