@@ -35,7 +35,8 @@ export async function endpointHealth(db: Queryable, merchantId: string) {
   };
   const [byHour, durations] = await Promise.all([
     run<{ hour: Date | string; status: string; endpoint_id: string; n: string }>(
-      `SELECT date_trunc('hour', first_seen_at) AS hour, status, endpoint_id, count(*) AS n FROM delivery_webhooks
+      // The UTC hour: date_trunc alone cuts at the session's time zone's hours (+05:30: half past).
+      `SELECT date_trunc('hour', first_seen_at, 'UTC') AS hour, status, endpoint_id, count(*) AS n FROM delivery_webhooks
        WHERE merchant_id = $1 AND first_seen_at >= $2::timestamptz GROUP BY 1, 2, 3`,
       [merchantId, since],
     ),

@@ -1,0 +1,63 @@
+/**
+ * What a merchant reads of its log agrees with what was recorded whatever the server around it
+ * does: a PostgreSQL whose time zone is not UTC (the portal's hours).
+ */
+import { randomUUID } from 'node:crypto';
+import type { DeliveryRecord } from '../../libs/delivery-log/index.js';
+import { type Database, openPostgres, type Session } from '../../libs/delivery-store/index.js';
+import { ensurePartitionsFor, prepareRows, storeBatch } from '../../libs/delivery-store/materialise.js';
+import { endpointHealth } from '../../libs/portal/health.js';
+import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
+
+const HOUR_MS = 3_600_000;
+
+describe('the log read back as it was recorded', () => {
+  let db: TestDatabase;
+  let database: Database;
+  let session: Session;
+  let offset = 0;
+
+  beforeAll(async () => {
+    db = await createTestDatabase('log_read_consistency');
+    // A server set up in India: +05:30, not a whole number of hours from UTC. The pool below connects after this.
+    await db.query(`ALTER DATABASE ${db.name} SET timezone TO 'Asia/Kolkata'`);
+    database = openPostgres(db.url);
+    session = await database.session();
+  });
+
+  afterAll(async () => {
+    await session?.close();
+    await database?.close();
+    await db?.drop();
+  });
+
+  const delivered = (merchantId: string, webhookId: string, endpointId: string, at: number): DeliveryRecord => {
+    const time = new Date(at).toISOString();
+    return {
+      id: randomUUID(), at: time, webhookId, merchantId, endpointId, event: 'payout', references: [`PO-${webhookId}`],
+      payload: JSON.stringify({ event: 'payout', data: { reference: `PO-${webhookId}` } }), firstSeenAt: time,
+      outcome: 'delivered', attemptNumber: 1, attempt: { startedAt: time, durationMs: 4, httpStatus: 200 },
+    };
+  };
+
+  /** One stream message further on: the records' feed positions follow their order in the batch. */
+  async function store(batch: DeliveryRecord[]): Promise<void> {
+    await ensurePartitionsFor(session, batch);
+    offset++;
+    await storeBatch(session, 'consistency', prepareRows(batch, batch.map((_, i) => offset * 100_000 + i)), offset + 1, null);
+  }
+
+  it("counts each webhook in the UTC hour it was first seen in, whatever the database's time zone", async () => {
+    const hourNow = Math.floor(Date.now() / HOUR_MS) * HOUR_MS;
+    // Ten minutes into each of 20 past hours: in +05:30 that is the previous local hour's second half.
+    const seen = Array.from({ length: 20 }, (_, i) => hourNow - (i + 1) * HOUR_MS + 10 * 60_000);
+    await store(seen.map((at, i) => delivered('m_zone', `wh_zone_${i}`, 'ep_zone', at)));
+
+    const health = await endpointHealth(database, 'm_zone');
+    const byHour = new Map(health.hours.map((h) => [h.hour, h.delivered]));
+    expect(seen.map((at) => [new Date(at).toISOString(), byHour.get(new Date(Math.floor(at / HOUR_MS) * HOUR_MS).toISOString())])).toEqual(
+      seen.map((at) => [new Date(at).toISOString(), 1]),
+    );
+    expect(health.hours.reduce((n, h) => n + h.delivered, 0)).toBe(health.delivered);
+  });
+});
