@@ -75,8 +75,10 @@ export async function dropExpiredPartitions(db: Queryable, retentionMs: number, 
     const { rows } = await db.query<{ n: number }>(
       // By the webhook's last record, not each delivery's: a fanned-out webhook one endpoint still has
       // records of keeps its other deliveries, in its detail, and its first delivery's place in the
-      // feed (dropped, the event came back at the next one's place to a reader past it).
-      `WITH gone AS (DELETE FROM delivery_webhooks WHERE ctid IN (SELECT ctid FROM delivery_webhooks d WHERE last_record_at < $1::timestamptz
+      // feed (dropped, the event came back at the next one's place to a reader past it). And every
+      // delivery of a webhook in the same slice, for the same reason: a slice that ended between two
+      // of them showed the event again, until the next slice, to a feed reader past it.
+      `WITH gone AS (DELETE FROM delivery_webhooks WHERE (merchant_id, webhook_id) IN (SELECT merchant_id, webhook_id FROM delivery_webhooks d WHERE last_record_at < $1::timestamptz
          AND NOT EXISTS (SELECT 1 FROM delivery_webhooks o WHERE o.merchant_id = d.merchant_id AND o.webhook_id = d.webhook_id AND o.last_record_at >= $1::timestamptz)
          LIMIT 10000) RETURNING 1)
        SELECT count(*)::integer AS n FROM gone`,

@@ -1,15 +1,17 @@
 /**
  * What a merchant reads of its log agrees with what was recorded whatever the server around it
- * does: a PostgreSQL whose time zone is not UTC (the portal's hours).
+ * does: a PostgreSQL whose time zone is not UTC (the portal's hours), and retention deleting
+ * expired webhooks in slices while a merchant pages through the feed.
  */
 import { randomUUID } from 'node:crypto';
 import type { DeliveryRecord } from '../../libs/delivery-log/index.js';
-import { type Database, openPostgres, type Session } from '../../libs/delivery-store/index.js';
+import { type Database, deliveryLogQueries, dropExpiredPartitions, openPostgres, type Queryable, type Session } from '../../libs/delivery-store/index.js';
 import { ensurePartitionsFor, prepareRows, storeBatch } from '../../libs/delivery-store/materialise.js';
 import { endpointHealth } from '../../libs/portal/health.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 
 const HOUR_MS = 3_600_000;
+const DAY_MS = 86_400_000;
 
 describe('the log read back as it was recorded', () => {
   let db: TestDatabase;
@@ -59,5 +61,36 @@ describe('the log read back as it was recorded', () => {
       seen.map((at) => [new Date(at).toISOString(), 1]),
     );
     expect(health.hours.reduce((n, h) => n + h.delivered, 0)).toBe(health.delivered);
+  });
+
+  it('never gives a feed reader an event again while retention deletes expired webhooks in slices', async () => {
+    // 9,999 expired webhooks of another merchant, then one of ours sent to two endpoints: the
+    // 10,000th and 10,001st expired rows (by time, insertion and key), either side of a slice's end.
+    const old = Date.now() - 40 * DAY_MS;
+    const bulk = Array.from({ length: 9_999 }, (_, i) => delivered('m_bulk', `wh_bulk_${String(i).padStart(4, '0')}`, 'ep_bulk', old + i));
+    await store([...bulk, delivered('m_feed', 'wh_zz_fan', 'ep_a', old + 20_000), delivered('m_feed', 'wh_zz_fan', 'ep_b', old + 20_001)]);
+    const log = deliveryLogQueries(database);
+    const read = await log.feed('m_feed', undefined, 500);
+    expect(read.events.map((e) => e.webhookId)).toEqual(['wh_zz_fan']);
+    // The reader has seen the event: its cursor is past it.
+    const cursor = read.nextCursor;
+
+    const seenBetweenSlices: string[][] = [];
+    let slices = 0;
+    const watched: Queryable = {
+      async query(text, params) {
+        const answer = await database.query(text, params);
+        if (text.includes('DELETE FROM delivery_webhooks')) {
+          slices++;
+          seenBetweenSlices.push((await log.feed('m_feed', cursor, 500)).events.map((e) => e.webhookId));
+        }
+        return answer as never;
+      },
+    };
+    await dropExpiredPartitions(watched, 30 * DAY_MS);
+    // The premise: more than one slice.
+    expect(slices).toBeGreaterThan(1);
+    expect(seenBetweenSlices.flat()).toEqual([]);
+    expect((await db.query<{ n: string }>("SELECT count(*) AS n FROM delivery_webhooks WHERE merchant_id IN ('m_bulk', 'm_feed')"))[0]!.n).toBe('0');
   });
 });
