@@ -54,7 +54,7 @@ export const deliveryRecordSchema = z.object({
   event: z.string().min(1).max(100),
   references: z.array(z.string().min(1).max(200)).max(4),
   payload: z.string().optional(),
-  /** x-first-seen-at: the same on every record of a webhook. */
+  /** x-first-seen-at: the same on every record of a webhook, but an ordered one's after its wait (PostgreSQL's clock stamps it); the log keeps the first record's. */
   firstSeenAt: iso,
   outcome: z.enum(OUTCOMES),
   /** The attempt number this record is about (1 for the first POST); attempts so far when none was made. A resend counts from 1 again. */

@@ -12,7 +12,7 @@ import { dayOf, ensurePartition } from './schema.js';
  * and whatever the hosts' clocks say: its key is the
  * resend, the attempt number, the rank (an attempt's retry, then a wait, then an end), then its
  * place in the deliveries stream; each record keeps its key, the order its delivery's detail lists
- * it in. Its feed position (seq) is fixed by its first record's place.
+ * it in. Its feed position (seq) and first-seen time (the list's order) are fixed by its first record.
  */
 const STORE_BATCH = `
 WITH stored_offset AS (
@@ -54,7 +54,9 @@ WITH stored_offset AS (
 ), per_webhook AS (
   -- A delivery: the webhook on one endpoint ('' for records written before endpoints).
   SELECT merchant_id, webhook_id, endpoint_id,
-    min(first_seen_at) AS first_seen_at,
+    -- Its first record's, as the stream gave them: a later one may carry another clock's (an ordered
+    -- webhook's wait is stamped by PostgreSQL's when it is let go), and the list's cursor pages by it.
+    (array_agg(first_seen_at ORDER BY ord))[1] AS first_seen_at,
     min(ord) AS first_ord,
     -- From 1: the feed reads after cursor 0 when given none.
     (SELECT seq_base FROM base) + min(pos) + 1 AS seq,
@@ -82,7 +84,7 @@ SELECT merchant_id, webhook_id, endpoint_id, first_seen_at, seq, event, refs, AR
 FROM per_webhook
 ORDER BY first_ord
 ON CONFLICT (merchant_id, webhook_id, endpoint_id) DO UPDATE SET
-  first_seen_at = least(w.first_seen_at, EXCLUDED.first_seen_at),
+  -- first_seen_at and seq stay the first record's: moved, the delivery came again on a later page of the list.
   attempts = w.attempts + EXCLUDED.attempts,
   payload = coalesce(w.payload, EXCLUDED.payload),
   first_attempt_at = least(w.first_attempt_at, EXCLUDED.first_attempt_at),

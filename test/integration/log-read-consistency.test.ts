@@ -1,7 +1,8 @@
 /**
  * What a merchant reads of its log agrees with what was recorded whatever the server around it
- * does: a PostgreSQL whose time zone is not UTC (the portal's hours), and retention deleting
- * expired webhooks in slices while a merchant pages through the feed.
+ * does: a PostgreSQL whose time zone is not UTC (the portal's hours), retention deleting expired
+ * webhooks in slices while a merchant pages through the feed, and a record landing between two
+ * pages of the list whose first-seen time another clock stamped.
  */
 import { randomUUID } from 'node:crypto';
 import type { DeliveryRecord } from '../../libs/delivery-log/index.js';
@@ -92,5 +93,21 @@ describe('the log read back as it was recorded', () => {
     expect(slices).toBeGreaterThan(1);
     expect(seenBetweenSlices.flat()).toEqual([]);
     expect((await db.query<{ n: string }>("SELECT count(*) AS n FROM delivery_webhooks WHERE merchant_id IN ('m_bulk', 'm_feed')"))[0]!.n).toBe('0');
+  });
+  it('never lists a delivery again on a later page when a record stamped by another clock lands between the pages', async () => {
+    const now = Date.now();
+    const at = (minutesAgo: number) => now - minutesAgo * 60_000;
+    // wh_b is held for order per reference: its first record is a deferral, stamped by its dispatcher's clock.
+    await store([delivered('m_pages', 'wh_a', 'ep_p', at(10)), { ...delivered('m_pages', 'wh_b', 'ep_p', at(5)), outcome: 'deferred', attemptNumber: 0, reason: 'ordered', attempt: undefined }, delivered('m_pages', 'wh_c', 'ep_p', at(1))]);
+    const log = deliveryLogQueries(database);
+    const first = await log.listWebhooks('m_pages', { limit: 2 });
+    expect(first.webhooks.map((w) => w.webhookId)).toEqual(['wh_c', 'wh_b']);
+    // The webhook before it ends: webhook_order_step stamps its wait's x-first-seen-at with PostgreSQL's
+    // now(), here two minutes behind that dispatcher's clock, and its attempt's record carries it.
+    await store([{ ...delivered('m_pages', 'wh_b', 'ep_p', at(4)), firstSeenAt: new Date(at(7)).toISOString() }]);
+    const second = await log.listWebhooks('m_pages', { limit: 2, cursor: first.nextCursor! });
+    expect(second.webhooks.map((w) => w.webhookId)).toEqual(['wh_a']);
+    // It shows the first sight its first record gave it, delivered.
+    expect((await log.getWebhook('m_pages', 'wh_b'))).toMatchObject({ firstSeenAt: new Date(at(5)).toISOString(), status: 'delivered' });
   });
 });
