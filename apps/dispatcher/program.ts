@@ -178,7 +178,10 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   const deliveryLog = config.DELIVERY_LOG === 'on' ? new DeliveryRecorder(broker, logger, { prefix: config.TOPOLOGY_PREFIX, replication: replicationOf(config) }) : undefined;
   await deliveryLog?.start();
   const operationalCounts = operationalMetrics(registry, OPERATIONAL_EVENT_TYPES, DISABLED_REASONS);
-  const operational = new OperationalPublisher(broker, names.operational, logger, { onPublished: (type) => operationalCounts.published(type) });
+  const operational = new OperationalPublisher(broker, names.operational, logger, {
+    onPublished: (type) => operationalCounts.published(type),
+    boundToDispatch: config.OPERATIONAL_WEBHOOK_URL !== undefined,
+  });
   if (fromFile && config.ENDPOINT_DISABLE_AFTER > 0) {
     logger.warn('auto-disable off: MERCHANTS_FILE is never written; failing endpoints are reported as operational events, never disabled', {
       ENDPOINT_DISABLE_AFTER: config.ENDPOINT_DISABLE_AFTER,

@@ -1,4 +1,4 @@
-import { type BrokerConnection, BrokerUnroutableError } from '../broker/index.js';
+import { type BrokerConnection, BrokerUnroutableError, sendDeclaring } from '../broker/index.js';
 import type { Logger } from '../logger/index.js';
 import type { IdentifiedEvent, OperationalEventType } from './events.js';
 
@@ -25,6 +25,12 @@ export class OperationalPublisher {
        * the tries held a committed endpoint write unanswered for over a minute.
        */
       deadlineMs?: number;
+      /**
+       * A dispatcher with OPERATIONAL_WEBHOOK_URL: every event is routed, by its binding to dispatch.
+       * One routed nowhere lost that binding with an exchange an operator deleted and another
+       * program (the API, the CLI, which do not bind it) declared again: declared again, and published once more.
+       */
+      boundToDispatch?: boolean;
     } = {},
   ) {}
 
@@ -42,14 +48,16 @@ export class OperationalPublisher {
     const started = Date.now();
     const deadline = this.options.deadlineMs ?? Infinity;
     for (let attempt = 0; ; attempt++) {
-      try {
-        await this.broker.publish(this.exchange, event.type, body, {
+      const send = () =>
+        this.broker.publish(this.exchange, event.type, body, {
           persistent: true,
           contentType: 'application/json',
           messageId: id,
           timestamp: Math.floor(Date.parse(event.timestamp) / 1000),
           type: event.type,
         }, Math.min(10_000, deadline - (Date.now() - started)));
+      try {
+        await (this.options.boundToDispatch ? sendDeclaring(this.broker, send) : send());
         break;
       } catch (err) {
         if (err instanceof BrokerUnroutableError) break;
