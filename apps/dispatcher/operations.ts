@@ -149,7 +149,8 @@ export class Operations {
     const endpoint = this.endpointOf(intake);
     return {
       merchantId: intake.merchantId,
-      endpointId: endpoint?.id ?? '',
+      // Deleted mid-retry, it is still the one the webhook was for: its URL went with it.
+      endpointId: endpoint?.id ?? intake.endpointId ?? '',
       url: endpoint?.url ?? '',
       webhookId: intake.webhookId,
       event: intake.event,

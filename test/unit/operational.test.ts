@@ -190,3 +190,16 @@ describe("a dispatcher's memory of successes per endpoint", () => {
     expect(kept.get(merchant.id)!.has('ep_churn_9999')).toBe(true);
   });
 });
+
+describe('the endpoint a message.attempt.* event names', () => {
+  it('is the one the webhook was for, even once it is deleted mid-retry (its webhook then goes to failed)', () => {
+    const merchant: Merchant = { id: 'm_gone', publicKey: 'pk_gone', endpoints: [{ id: 'ep_m_gone_other', url: 'https://gone.example/other', enabled: true, secret: 'whsec_c2VjcmV0' }] };
+    const directory = { byId: (id: string) => (id === merchant.id ? merchant : undefined), byPublicKey: () => undefined, list: () => [merchant], close: async () => {} };
+    const emitted: Array<{ event: { type: string; data: Record<string, unknown> } }> = [];
+    const publisher = { emit: (event: (typeof emitted)[number]) => void emitted.push(event) } as unknown as OperationalPublisher;
+    const operations = new Operations({ merchants: directory, publisher, logger: silentLogger() }, { disableAfterMs: 0, intervalMs: 3_600_000 });
+    const intake = { merchantId: merchant.id, endpointId: 'ep_m_gone_deleted', event: 'payout', references: ['PO-1'], body: '{}', webhookId: 'evt_gone', attempts: 2, deferrals: 0, postponements: 0, firstSeenAt: new Date(0).toISOString(), accepted: true } as IntakeEvent;
+    operations.observe(intake, { kind: 'failed', reason: 'webhook-disabled', attempts: 2, error: 'webhook disabled', attempted: false }, new Date(1_000));
+    expect(emitted.map((e) => [e.event.type, e.event.data.endpointId])).toEqual([['message.attempt.exhausted', 'ep_m_gone_deleted']]);
+  });
+});
