@@ -3,6 +3,7 @@ import { type Database, openPostgres, type PostgresOptions } from '../../libs/de
 import { FailedStore, ResendService, type ResendTarget } from '../../libs/failed/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { FileMerchantDirectory, webhookSettingsOf } from '../../libs/merchants/index.js';
+import { checkSchema } from '../../libs/migrations/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
 import type { CliConfig } from './config.js';
 import { NothingMatchedError, UsageError } from './command.js';
@@ -35,16 +36,34 @@ export async function withBroker<T>(config: CliConfig, queues: string[], run: (b
   }
 }
 
-/** A pool on DATABASE_URL for one command, closed after; without DATABASE_URL, `needs` is the usage error. */
-export async function withPostgres<T>(url: string | undefined, needs: string, options: PostgresOptions, run: (database: Database) => Promise<T>): Promise<T> {
-  if (!url) throw new UsageError(needs);
-  const database = openPostgres(url, options);
+/**
+ * A pool on DATABASE_URL for a command, after one look at it; the caller closes it. Every command but
+ * `migrate` (`schema: false`) then checks the schema as the programs do at start-up: a schema behind
+ * names `webhooks migrate` (not PostgreSQL's "relation … does not exist"), and a newer one this release
+ * does not run beside is refused before the command reads or writes a table it reshaped.
+ */
+export async function openCliPostgres(url: string, options: PostgresOptions & { schema?: false }): Promise<Database> {
+  const { schema, ...settings } = options;
+  const database = openPostgres(url, settings);
   try {
     // One look first: pg's own words ("connect ECONNREFUSED …", "role … does not exist") say neither which variable nor that it is PostgreSQL.
     // The URL without its password, nor its query string: pg takes its settings from it too, a password among them.
     await database.query('SELECT 1').catch((err: unknown) => {
       throw new Error(`cannot use the PostgreSQL of DATABASE_URL (${redacted(url).replace(/[?#].*$/, '')}): ${(err as Error)?.message ?? String(err)}`, { cause: err });
     });
+    if (schema !== false) await checkSchema(database);
+    return database;
+  } catch (err) {
+    await database.close();
+    throw err;
+  }
+}
+
+/** openCliPostgres for one command, closed after; without DATABASE_URL, `needs` is the usage error. */
+export async function withPostgres<T>(url: string | undefined, needs: string, options: PostgresOptions & { schema?: false }, run: (database: Database) => Promise<T>): Promise<T> {
+  if (!url) throw new UsageError(needs);
+  const database = await openCliPostgres(url, options);
+  try {
     return await run(database);
   } finally {
     await database.close();

@@ -1,5 +1,6 @@
 import { WEBHOOK_STATUSES } from '../../libs/delivery-log/index.js';
-import { type DeliveryLogQueries, deliveryLogQueries, onEndpoint, openPostgres, type WebhookDetail, type WebhookSummary } from '../../libs/delivery-store/index.js';
+import { type DeliveryLogQueries, deliveryLogQueries, onEndpoint, type WebhookDetail, type WebhookSummary } from '../../libs/delivery-store/index.js';
+import { openCliPostgres } from './broker.js';
 import { checkEndpointId, checkMerchantId, checkReference, CliCommand, type CliContext, EXIT, formatTable, parseLimit, printListing, truncate, UsageError, writeLine } from './command.js';
 import { adminApiBase, adminToken } from './token.js';
 
@@ -111,7 +112,7 @@ type LogSource = Pick<DeliveryLogQueries, 'getWebhook' | 'listWebhooks' | 'listW
 export async function openLogSource(ctx: CliContext): Promise<LogSource> {
   const url = ctx.env.DATABASE_URL;
   if (url) {
-    const database = openPostgres(url, { maxConnections: 2, applicationName: 'webhooks-cli log' });
+    const database = await openCliPostgres(url, { maxConnections: 2, applicationName: 'webhooks-cli log' });
     return { ...deliveryLogQueries(database), close: () => database.close() };
   }
   const base = adminApiBase(ctx.env);

@@ -1,7 +1,6 @@
 import { type Database, type Queryable } from '../../libs/delivery-store/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { type Actor, EndpointLimitError, EndpointNotFoundError, EndpointUrlTakenError, InvalidSettingsError, MerchantNotFoundError, MerchantSettings, openMerchants, SecretBox } from '../../libs/merchants/index.js';
-import { checkSchema } from '../../libs/migrations/index.js';
 import { announcer, OperationalPublisher } from '../../libs/operational/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
 import { withBroker, withPostgres } from './broker.js';
@@ -51,10 +50,7 @@ export async function withSettings<T>(ctx: CliContext, access: 'read' | 'write',
 /** DATABASE_URL for one command, once its schema is this release's (`webhooks migrate`); `needs` says why it is needed. */
 export async function withDatabase<T>(ctx: CliContext, needs: string, run: (database: Database) => Promise<T>): Promise<T> {
   // A person waits at the prompt: a slow connect (a busy server) is waited for longer than the programs do.
-  return withPostgres(ctx.config.DATABASE_URL, needs, { maxConnections: 1, applicationName: 'webhooks-cli', connectTimeoutMs: 10_000 }, async (database) => {
-    await checkSchema(database);
-    return run(database);
-  });
+  return withPostgres(ctx.config.DATABASE_URL, needs, { maxConnections: 1, applicationName: 'webhooks-cli', connectTimeoutMs: 10_000 }, run);
 }
 
 /** The merchants' database and the key their secrets are sealed with, for a command that needs no directory. */

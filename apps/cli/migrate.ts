@@ -25,7 +25,8 @@ export function declareMigrate(program: CliCommand): void {
 async function run(options: { status: boolean }, ctx: CliContext): Promise<number> {
   const needs = "migrate needs DATABASE_URL: the PostgreSQL the programs use (npm start's embedded database migrates itself)";
   // No statement timeout: a migration of a large table, or the wait for another machine's run, takes what it takes.
-  const settings = { maxConnections: 1, statementTimeoutMs: 0, connectTimeoutMs: 10_000, applicationName: 'webhooks-cli migrate' };
+  // `schema: false`: the one command that runs on a schema other than this release's, which it brings there or reports.
+  const settings = { maxConnections: 1, statementTimeoutMs: 0, connectTimeoutMs: 10_000, applicationName: 'webhooks-cli migrate', schema: false } as const;
   return withPostgres(ctx.config.DATABASE_URL, needs, settings, async (database) => {
     if (options.status) {
       // Checked as `migrate` checks before applying anything: a newer schema, or a file changed after it

@@ -385,6 +385,19 @@ describe('webhooks migrate', () => {
     }
   });
 
+  it("stops every command that reads PostgreSQL on a schema behind, naming the command to run, and on a newer one it does not run beside, as merchants does", async () => {
+    const db = await empty('migrate_cli_commands');
+    const env = { DATABASE_URL: db.url, SECRETS_KEY: TEST_SECRETS_KEY };
+    const commands = [['failed', 'list'], ['waits', 'list'], ['log', '--merchant', 'm_1'], ['merchants', 'list']];
+    const behind = `webhooks: database schema version 0, this program needs ${REQUIRED_VERSION}: run npx webhooks migrate\n`;
+    for (const command of commands) expect([command.join(' '), await runCliInProcess(env, command)]).toEqual([command.join(' '), { code: 1, stdout: '', stderr: behind }]);
+    await runCliInProcess({ DATABASE_URL: db.url }, ['migrate']);
+    const narrow = migrationOf(`${String(REQUIRED_VERSION + 1).padStart(4, '0')}_later_rename.sql`, 'ALTER TABLE failed_webhooks RENAME COLUMN event TO event_name;\n');
+    await migrate(open(db.url), [...MIGRATIONS, narrow]);
+    const newer = `webhooks: database schema version ${REQUIRED_VERSION + 1} is newer than this release knows (${REQUIRED_VERSION}), and ${fileOf(narrow)} runs only with releases that know it: run the release that migrated it, or a newer one\n`;
+    for (const command of commands) expect([command.join(' '), await runCliInProcess(env, command)]).toEqual([command.join(' '), { code: 1, stdout: '', stderr: newer }]);
+  });
+
   it('needs DATABASE_URL', async () => {
     const result = await runCliInProcess({}, ['migrate']);
     expect(result.code).toBe(2);
