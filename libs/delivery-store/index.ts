@@ -4,7 +4,7 @@ export { keepListening, type Listening } from './listening.js';
 export { isStorableFeedCursor, isStorableText, isStorableTime } from './bounds.js';
 export { InvalidCursorError, InvalidFilterError, LogQueryTimeoutError, LogUnavailableError } from './errors.js';
 export { type DeliveryLogQueries, deliveryLogQueries } from './queries.js';
-export { isDataRefusal, isLockRefused, isTransient } from './refusals.js';
+export { isDataRefusal, isLockRefused, isPrivilegeRefused, isReadOnly, isTransient } from './refusals.js';
 export { onEndpoint } from './fold.js';
 export { erasedMerchantSql } from './erased.js';
 export { DeliveryLogRecorder } from './recorder.js';

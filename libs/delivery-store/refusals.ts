@@ -64,6 +64,16 @@ export function isLockRefused(err: unknown): boolean {
   return codeOf(err) === '55P03';
 }
 
+/** A right the role lacks (42501: "permission denied for …", "must be owner of …"): `migrate` names the role it runs as. */
+export function isPrivilegeRefused(err: unknown): boolean {
+  return codeOf(err) === '42501';
+}
+
+/** A write on a read-only server or session (25006: a standby, default_transaction_read_only): `migrate` says it runs on the primary. */
+export function isReadOnly(err: unknown): boolean {
+  return codeOf(err) === '25006';
+}
+
 export function isTimeout(err: unknown): boolean {
   return codeOf(err) === '57014';
 }

@@ -1,4 +1,4 @@
-import { type Database, isLockRefused, type Queryable, type Session } from '../delivery-store/index.js';
+import { type Database, isLockRefused, isPrivilegeRefused, isReadOnly, type Queryable, type Session } from '../delivery-store/index.js';
 import { MIGRATIONS, type Migration } from './files.js';
 import { fileOf, SchemaTooNewError } from './errors.js';
 
@@ -82,6 +82,16 @@ export async function appliedSchema(db: Queryable): Promise<{ version: number; n
 }
 
 /**
+ * What PostgreSQL's words alone do not say ("permission denied for table schema_migrations", "must be
+ * owner of table …", "cannot execute CREATE TABLE in a read-only transaction"): the role `migrate`
+ * runs as, or, on a read-only server or session, that it is the wrong place.
+ */
+function whatItNeeds(err: unknown): string {
+  if (isReadOnly(err)) return '(DATABASE_URL names a read-only server or session: a standby, or default_transaction_read_only on its role; webhooks migrate runs on the primary)';
+  return "(webhooks migrate runs as the owner of DATABASE_URL's database)";
+}
+
+/**
  * Takes LOCK (held by the session past this transaction), waiting however long another run takes:
  * lock_timeout 0 here, since a role's or a database's lock_timeout (a DBA's ALTER ... SET) would
  * cut that wait short. `onWait` once, when another run holds it.
@@ -110,11 +120,12 @@ export async function migrate(
   try {
     await takeLock(session, options.onWait);
     try {
-      // A role without CREATE: PostgreSQL's words alone do not say what `migrate` needs.
       await session.query(LEDGER).catch((err: unknown) => {
-        throw new Error(`cannot make schema_migrations: ${(err as Error)?.message ?? String(err)} (webhooks migrate runs as the owner of DATABASE_URL's database)`, { cause: err });
+        throw new Error(`cannot make schema_migrations: ${(err as Error)?.message ?? String(err)} ${whatItNeeds(err)}`, { cause: err });
       });
-      const rows = await appliedAfter(session, 0);
+      const rows = await appliedAfter(session, 0).catch((err: unknown) => {
+        throw new Error(`cannot read schema_migrations: ${(err as Error)?.message ?? String(err)} ${whatItNeeds(err)}`, { cause: err });
+      });
       checkApplied(rows, migrations);
       const highest = migrations.at(-1)?.version ?? 0;
       const done = new Set(rows.map((row) => row.version));
@@ -133,7 +144,8 @@ export async function migrate(
         } catch (err) {
           await session.query('ROLLBACK').catch(() => {});
           const waited = isLockRefused(err) ? ': another session holds a table it changes (a long transaction, a pg_dump); run migrate again once it ends' : '';
-          throw new Error(`migration ${fileOf(migration)} failed and was rolled back: ${(err as Error)?.message ?? String(err)}${waited}`, { cause: err });
+          const refused = isReadOnly(err) || isPrivilegeRefused(err) ? ` ${whatItNeeds(err)}` : '';
+          throw new Error(`migration ${fileOf(migration)} failed and was rolled back: ${(err as Error)?.message ?? String(err)}${waited}${refused}`, { cause: err });
         }
         applied.push(migration);
       }

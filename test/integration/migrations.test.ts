@@ -385,6 +385,30 @@ describe('webhooks migrate', () => {
     }
   });
 
+  it('says which right its role lacks on a database the owner migrated (the ledger, a table), and that a read-only server is no place to migrate (exit 1)', async () => {
+    const db = await empty('migrate_rights');
+    const first = { version: 1, name: 'first', ...((sql) => ({ sql, checksum: checksumOf(sql) }))('CREATE TABLE t (a int);') };
+    const second = { version: 2, name: 'second', ...((sql) => ({ sql, checksum: checksumOf(sql) }))('ALTER TABLE t ADD COLUMN b int;') };
+    await migrate(open(db.url), [first]);
+    const [creator, reader] = [`${db.name}_creator`, `${db.name}_reader`];
+    // A role that may create tables but owns none of the owner's: the programs' role of a least-privilege setup.
+    await db.query(`CREATE ROLE ${creator} LOGIN; GRANT CREATE ON SCHEMA public TO ${creator}`);
+    await db.query(`CREATE ROLE ${reader} LOGIN; GRANT ALL ON SCHEMA public TO ${reader}; GRANT ALL ON ALL TABLES IN SCHEMA public TO ${reader}; ALTER ROLE ${reader} SET default_transaction_read_only = on`);
+    const as = (role: string) => Object.assign(new URL(db.url), { username: role }).toString();
+    const owner = "(webhooks migrate runs as the owner of DATABASE_URL's database)";
+    try {
+      await expect(migrate(open(as(creator)), [first, second])).rejects.toThrow(`cannot read schema_migrations: permission denied for table schema_migrations ${owner}`);
+      await db.query(`GRANT SELECT, INSERT ON schema_migrations TO ${creator}`);
+      await expect(migrate(open(as(creator)), [first, second])).rejects.toThrow(`migration 0002_second.sql failed and was rolled back: must be owner of table t ${owner}`);
+      await expect(migrate(open(as(reader)), [first, second])).rejects.toThrow(
+        'cannot make schema_migrations: cannot execute CREATE TABLE in a read-only transaction (DATABASE_URL names a read-only server or session: a standby, or default_transaction_read_only on its role; webhooks migrate runs on the primary)',
+      );
+      expect(await currentVersion(open(db.url))).toBe(1);
+    } finally {
+      for (const role of [creator, reader]) await db.query(`DROP OWNED BY ${role}; DROP ROLE ${role}`);
+    }
+  });
+
   it("stops every command that reads PostgreSQL on a schema behind, naming the command to run, and on a newer one it does not run beside, as merchants does", async () => {
     const db = await empty('migrate_cli_commands');
     const env = { DATABASE_URL: db.url, SECRETS_KEY: TEST_SECRETS_KEY };
