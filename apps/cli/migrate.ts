@@ -1,4 +1,4 @@
-import { appliedSchema, fileOf, MIGRATIONS, migrate, REQUIRED_VERSION } from '../../libs/migrations/index.js';
+import { type AppliedMigration, appliedSchema, fileOf, MIGRATIONS, migrate, REQUIRED_VERSION } from '../../libs/migrations/index.js';
 import { withPostgres } from './broker.js';
 import { CliCommand, type CliContext, writeLine } from './command.js';
 
@@ -33,16 +33,22 @@ async function run(options: { status: boolean }, ctx: CliContext): Promise<numbe
       // ran, exits 1 here too, never 0 ("the version needed") nor 3 (which `migrate` would not fix).
       const { version: current, newer } = await appliedSchema(database);
       writeLine(ctx.stdout, `schema version ${current}, this release needs ${REQUIRED_VERSION}`);
-      // A newer release's additive migrations, which declare this release (exit 0: its programs run beside them).
-      for (const migration of newer) writeLine(ctx.stdout, `newer: ${fileOf(migration)}, runs with releases from ${migration.runsWithFrom}`);
+      sayNewer(ctx, newer);
       const pending = MIGRATIONS.filter((m) => m.version > current);
       for (const migration of pending) writeLine(ctx.stdout, `pending: ${fileOf(migration)}`);
       return pending.length > 0 ? 3 : 0;
     }
     // One line, so that a run waiting for another (two release jobs at once) does not look hung.
-    const { applied, version } = await migrate(database, MIGRATIONS, { onWait: () => writeLine(ctx.stderr, 'webhooks: waiting for another webhooks migrate on this database to finish') });
+    const { applied, version, newer } = await migrate(database, MIGRATIONS, { onWait: () => writeLine(ctx.stderr, 'webhooks: waiting for another webhooks migrate on this database to finish') });
+    // An older release's run (a rollback's Job run again) says what it runs beside, not only a version higher than its own.
+    sayNewer(ctx, newer);
     for (const migration of applied) writeLine(ctx.stdout, `applied ${fileOf(migration)}`);
     writeLine(ctx.stdout, applied.length > 0 ? `schema version ${version}` : `schema version ${version}: nothing to apply`);
     return 0;
   });
+}
+
+/** A newer release's additive migrations, which declare this release (its programs run beside them): one line each. */
+function sayNewer(ctx: CliContext, newer: readonly AppliedMigration[]): void {
+  for (const migration of newer) writeLine(ctx.stdout, `newer: ${fileOf(migration)}, runs with releases from ${migration.runsWithFrom}`);
 }

@@ -108,14 +108,15 @@ async function takeLock(session: Session, onWait?: () => void): Promise<void> {
 
 /**
  * Applies the migrations not applied yet, each in its own transaction, under an advisory lock. A
- * file changed after it ran, or a version no file here knows, stops it before anything runs.
+ * file changed after it ran, or a version no file here knows, stops it before anything runs;
+ * `newer`: a newer release's migrations it ran beside (each declares this release), applying nothing past them.
  * `onWait`: called once when another run holds the lock and this one starts waiting for it.
  */
 export async function migrate(
   db: Pick<Database, 'session'>,
   migrations: readonly Migration[] = MIGRATIONS,
   options: { onWait?: () => void } = {},
-): Promise<{ applied: Migration[]; version: number }> {
+): Promise<{ applied: Migration[]; version: number; newer: AppliedMigration[] }> {
   const session = await db.session();
   try {
     await takeLock(session, options.onWait);
@@ -126,7 +127,7 @@ export async function migrate(
       const rows = await appliedAfter(session, 0).catch((err: unknown) => {
         throw new Error(`cannot read schema_migrations: ${(err as Error)?.message ?? String(err)} ${whatItNeeds(err)}`, { cause: err });
       });
-      checkApplied(rows, migrations);
+      const newer = checkApplied(rows, migrations);
       const highest = migrations.at(-1)?.version ?? 0;
       const done = new Set(rows.map((row) => row.version));
       const applied: Migration[] = [];
@@ -149,7 +150,7 @@ export async function migrate(
         }
         applied.push(migration);
       }
-      return { applied, version: Math.max(highest, ...rows.map((row) => row.version)) };
+      return { applied, version: Math.max(highest, ...rows.map((row) => row.version)), newer };
     } finally {
       await session.query('SELECT pg_advisory_unlock(hashtext($1))', [LOCK]).catch(() => {});
     }
