@@ -48,7 +48,7 @@ describe('the delivery log on the embedded PGlite of development mode', () => {
   }, 60_000);
 
   it('migrates once: a second run applies nothing', async () => {
-    expect(await migrate(db)).toEqual({ applied: [], version: REQUIRED_VERSION });
+    expect(await migrate(db)).toEqual({ applied: [], version: REQUIRED_VERSION, newer: [] });
     expect(await currentVersion(db)).toBe(REQUIRED_VERSION);
   });
 
