@@ -41,6 +41,7 @@ export interface Database extends Queryable {
 export interface PostgresOptions {
   /** A query waiting this long for a connection fails (503) instead of hanging. */
   connectTimeoutMs?: number;
+  /** 0: none, whatever the role or the database sets (pg sends no statement_timeout of 0 itself). */
   statementTimeoutMs?: number;
   maxConnections?: number;
   /** Names the connections in pg_stat_activity. */
@@ -62,7 +63,9 @@ export function openPostgres(url: string, options: PostgresOptions = {}): Databa
     // node lost, no reset sent) has its session ended within a minute, not after the OS default of
     // two hours, and the locks it held go with it (the recorder's lead, taken over by a standby).
     // A DATABASE_URL with its own `options` keeps them.
-    options: `-c jit=off${options.durableCommits ? ' -c synchronous_commit=on' : ''} -c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3`,
+    // No statement timeout (`migrate`'s) said at connect as well: pg leaves a 0 out of the startup
+    // packet, and a role's or a database's statement_timeout (a DBA's ALTER ... SET) then applied.
+    options: `-c jit=off${options.durableCommits ? ' -c synchronous_commit=on' : ''}${options.statementTimeoutMs === 0 ? ' -c statement_timeout=0' : ''} -c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3`,
   };
   // A reply that never comes (the host gone without a reset) fails at twice the statement timeout,
   // and the connection is dropped: else the query waits for TCP to give up (15 min).

@@ -119,6 +119,25 @@ describe('webhooks migrate', () => {
     expect(await currentVersion(open(db.url))).toBe(1);
   });
 
+  it("has no statement timeout, even where the database or the role sets one (a DBA's ALTER ... SET): it waits for another run, and a migration takes what it takes", async () => {
+    const db = await empty('migrate_statement_timeout');
+    await db.query(`ALTER DATABASE ${db.name} SET statement_timeout = '1s'`);
+    const lock = await holdMigrateLock(db.url);
+    let settled = false;
+    const running = runCliInProcess({ DATABASE_URL: db.url }, ['migrate']).finally(() => (settled = true));
+    try {
+      await waitFor('migrate waiting longer than statement_timeout', async () => settled || (await waitingForLock(db, 1_500)));
+    } finally {
+      await lock.release();
+    }
+    expect(await running).toMatchObject({ code: 0, stderr: 'webhooks: waiting for another webhooks migrate on this database to finish\n' });
+    // A migration longer than the database's statement_timeout, on a pool without one (as the CLI's).
+    const slow = 'SELECT pg_sleep(1.5);';
+    const unlimited = openPostgres(db.url, { maxConnections: 1, statementTimeoutMs: 0 });
+    opened.push(unlimited);
+    await expect(migrate(unlimited, [...MIGRATIONS, { version: REQUIRED_VERSION + 1, name: 'slow', sql: slow, checksum: checksumOf(slow) }])).resolves.toMatchObject({ version: REQUIRED_VERSION + 1 });
+  });
+
   it('recognises a migration checked out with CRLF line endings as the one that ran from LF files, and the other way round', async () => {
     const shipped = MIGRATIONS.filter((m) => m.version <= 2);
     const crlf = shipped.map((m) => ({ ...m, sql: m.sql.replace(/\n/g, '\r\n'), checksum: checksumOf(m.sql.replace(/\n/g, '\r\n')) }));
