@@ -8,7 +8,7 @@ export { METRIC_NAMES };
 
 export type Outcome = 'delivered' | 'retried' | 'failed' | 'invalid' | 'skipped' | 'deferred' | 'throttled' | 'circuit_open' | 'requeued' | 'superseded' | 'erased';
 
-/** Outcomes counted by event (invalid and superseded messages have no event: `unknown`). */
+/** Outcomes counted by event (invalid, superseded and erased messages have no event: `unknown`). */
 const PER_EVENT_OUTCOMES: readonly Outcome[] = ['delivered', 'retried', 'failed', 'skipped', 'deferred', 'throttled', 'circuit_open', 'requeued'];
 
 /** What the dispatcher reports; a no-op by default so the library runs without Prometheus. */
@@ -60,7 +60,7 @@ export function deliveryMetrics(registry: Registry, platformEvents: readonly str
   });
   // Every known series from start-up at 0, so that the dashboard's rates read 0, not "No data", on a quiet service.
   for (const outcome of PER_EVENT_OUTCOMES) for (const event of [...EVENT_NAMES, ...platformEvents]) deliveries.labels({ outcome, event }).inc(0);
-  for (const outcome of ['invalid', 'superseded'] as const) deliveries.labels({ outcome, event: 'unknown' }).inc(0);
+  for (const outcome of ['invalid', 'superseded', 'erased'] as const) deliveries.labels({ outcome, event: 'unknown' }).inc(0);
   for (const result of ['success', 'failure']) attempts.labels({ result }).inc(0);
   const failed = zeroedCounter(registry, METRIC_NAMES.failed, 'Webhooks that went to the failed stream, by reason', 'reason', Object.values(FAILED_REASONS));
   const testOutcomes = ['delivered', 'failed', 'deferred', 'circuit_open', 'skipped'];

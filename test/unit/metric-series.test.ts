@@ -22,7 +22,7 @@ describe('delivery metrics', () => {
     const failed = new Counter({ name: METRIC_NAMES.failed, help: 'Webhooks that went to the failed stream, by reason', labelNames: ['reason'], registers: [registry] });
     // Every known series at 0 from start-up, as deliveryMetrics makes them.
     for (const outcome of ['delivered', 'retried', 'failed', 'skipped', 'deferred', 'throttled', 'circuit_open', 'requeued']) for (const event of EVENT_NAMES) deliveries.inc({ outcome, event }, 0);
-    for (const outcome of ['invalid', 'superseded']) deliveries.inc({ outcome, event: 'unknown' }, 0);
+    for (const outcome of ['invalid', 'superseded', 'erased']) deliveries.inc({ outcome, event: 'unknown' }, 0);
     for (const result of ['success', 'failure']) attempts.inc({ result }, 0);
     for (const reason of Object.values(FAILED_REASONS)) failed.inc({ reason }, 0);
     const tests = new Counter({ name: METRIC_NAMES.testDeliveries, help: 'Test events (sent from the portal) by outcome; also in webhooks_deliveries_total', labelNames: ['outcome'], registers: [registry] });
@@ -62,6 +62,8 @@ describe('delivery metrics', () => {
     };
     expect(await mine.metrics()).toBe(await theirs.metrics());
     expect(await mine.metrics()).toMatch(/^webhooks_deliveries_total\{outcome="delivered",event="payout",program="dispatcher"\} 0$/m);
+    // The outcomes without an event too (operating.md: every known label at 0 from start-up), erased among them.
+    for (const outcome of ['invalid', 'superseded', 'erased']) expect(await mine.metrics()).toMatch(new RegExp(`^webhooks_deliveries_total\\{outcome="${outcome}",event="unknown",program="dispatcher"\\} 0$`, 'm'));
     feed(1_000);
     expect(await mine.metrics()).toBe(await theirs.metrics());
     feed(500);
