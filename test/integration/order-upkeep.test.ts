@@ -146,13 +146,20 @@ it.concurrent('an old open place of an endpoint that still orders (its head back
   const harness = await startHarness({ name: 'order-upkeep-kept', merchants: [kept], retryDelaysMs: [500], waitLeaseMs: 1_000, settings: { deliveryTimeoutMs: DELIVERY_TIMEOUT_MS } });
   try {
     // Two lines of an hour-old head (no wait: its message is in a queue, or lost) with a refund waiting behind it:
-    // one of the ordered endpoint, one of a merchant that is gone.
+    // one of the ordered endpoint, one of a merchant that is gone. Each line in one statement, as
+    // webhook_order_step writes a place with its wait: the upkeep (every 200 ms) that ran between a
+    // line's places and its wait found the refund's place with no wait, released both, and the
+    // 'ordered' wait written after them had no place before it to make it due: it waited for ever.
     const endpointId = kept.endpoints[0]!.id;
     for (const [m, p] of [[kept.id, endpointId], ['m_order_upkeep_gone', 'ep_order_upkeep_gone']] as const) {
-      await harness.database.query("INSERT INTO webhook_order (merchant_id, endpoint_id, order_key, webhook_id, admitted_at) VALUES ($1, $2, 'TX-OLD', 'evt_old_1', now() - interval '1 hour'), ($1, $2, 'TX-OLD', 'evt_old_2', now() - interval '1 hour')", [m, p]);
-      await harness.database.query("INSERT INTO webhook_waits (merchant_id, webhook_id, endpoint_id, attempt, due_at, pick_at, reason, headers) VALUES ($1, 'evt_old_2', $2, 0, now(), NULL, 'ordered', '{}'::jsonb)", [m, p]);
+      await harness.database.query(
+        `WITH places AS (INSERT INTO webhook_order (merchant_id, endpoint_id, order_key, webhook_id, admitted_at)
+           VALUES ($1, $2, 'TX-OLD', 'evt_old_1', now() - interval '1 hour'), ($1, $2, 'TX-OLD', 'evt_old_2', now() - interval '1 hour'))
+         INSERT INTO webhook_waits (merchant_id, webhook_id, endpoint_id, attempt, due_at, pick_at, reason, headers) VALUES ($1, 'evt_old_2', $2, 0, now(), NULL, 'ordered', '{}'::jsonb)`,
+        [m, p],
+      );
     }
-    // The gone merchant's line is released (its refund handed back, and failed: merchant removed).
+    // The gone merchant's line is released (its refund handed back with no bytes, parked, its wait ended with the park).
     await waitFor('the gone merchant’s line released', async () =>
       (await harness.database.query("SELECT 1 FROM webhook_order WHERE merchant_id = 'm_order_upkeep_gone' AND webhook_id = 'evt_old_1'")).length === 0, 20_000);
     // Rounds of the upkeep since: the ordered endpoint's old head keeps its place, its refund its wait with no pick time.
