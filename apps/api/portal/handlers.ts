@@ -84,9 +84,9 @@ function portalActor(session: PortalSession, req: Request): Actor {
 }
 
 /**
- * Refuses what a browser says comes from another site (Sec-Fetch-Site, Origin): a write, and the
- * link exchange (login CSRF: a page elsewhere must not open its own session in the merchant's
- * browser). A client that is not a browser sends neither header.
+ * Refuses what a browser says comes from another site (Sec-Fetch-Site, Origin): a write, a Recover
+ * count that starts a round, and the link exchange (login CSRF: a page elsewhere must not open its
+ * own session in the merchant's browser). A client that is not a browser sends neither header.
  */
 function fromPortalPage(req: Request, deps: ApiDeps): void {
   const site = req.get('sec-fetch-site');
@@ -237,6 +237,9 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     // A round of Recover starts with its count: rounds are what the daily budget counts (a view-only
     // session can see the count, and resend nothing, so its look costs nothing).
     if (found.permissions.includes('resend')) {
+      // Spends the day's budget and writes the trail, so only from the portal's own page, as a write: a GET
+      // carries the SameSite=Strict cookie from any page of the same site (an <img> 10 times would spend the day).
+      fromPortalPage(req, deps);
       await limited('recover', found.merchantId);
       await audit(found, req, 'portal.recover_round', { since: query.since });
     }

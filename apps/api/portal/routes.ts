@@ -265,7 +265,11 @@ export const PORTAL_ROUTES = [
     security: PORTAL_AUTH,
     input: { query: recoverQuery },
     output: { '200': { description: 'The failed webhooks', schema: envelope(recoverPreview) } },
-    errors: { ...READ_ERRORS, '429': 'rate_limited, too_many_concurrent_queries: as every read; and at most 10 Recover rounds a day per merchant (a round starts with this count, for a session that may resend); see Retry-After' },
+    errors: {
+      ...READ_ERRORS,
+      '403': "cross_origin_write: a count that starts a round (a session that may resend) whose Origin or Sec-Fetch-Site says it does not come from the portal's page",
+      '429': 'rate_limited, too_many_concurrent_queries: as every read; and at most 10 Recover rounds a day per merchant (a round starts with this count, for a session that may resend); see Retry-After',
+    },
   },
   {
     operationId: 'portalListEndpoints',
