@@ -61,4 +61,18 @@ describe('the merchant portal against a hostile page and mangled addresses', () 
     expect(await result.textContent()).toMatch(/^0 failed webhook\(s\) since/);
     expect(errors).toEqual([]);
   });
+
+  it('draws a screen for an address with a malformed percent-encoding or a time that is none, instead of throwing', async () => {
+    const { page, errors } = await portal();
+    const base = page.url().split('#')[0];
+    const screen = async (hash: string, heading: string | RegExp, alert: RegExp) => {
+      await page.goto(`${base}${hash}`);
+      await page.getByRole('heading', { level: 1, name: heading }).waitFor({ timeout: 5_000 });
+      await page.locator('#main [role=alert]').filter({ hasText: alert }).waitFor({ timeout: 5_000 });
+    };
+    await screen('#/webhooks/%E0%A4%A', 'Webhook', /No webhook %E0%A4%A/);
+    await screen('#/endpoints/%zz', 'Endpoint', /endpointId path segment is not valid/);
+    await screen('#/webhooks?since=yesterday', 'Webhooks', /since query parameter is not valid/);
+    expect(errors).toEqual([]);
+  });
 });

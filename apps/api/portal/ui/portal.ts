@@ -9,13 +9,18 @@ import { recover } from './recover.js';
 import { verify } from './verify.js';
 import { webhook, webhooks } from './webhooks.js';
 
+// An id as written when its %-encoding is malformed: the API says there is no such one.
+function idOf(text: string): string {
+  try { return decodeURIComponent(text); } catch { return text; }
+}
+
 async function route(): Promise<void> {
   const [path = '', search = ''] = location.hash.replace(/^#\/?/, '').split('?');
   const params = new URLSearchParams(search);
-  if (path.startsWith('webhooks/')) await webhook(decodeURIComponent(path.slice('webhooks/'.length)));
+  if (path.startsWith('webhooks/')) await webhook(idOf(path.slice('webhooks/'.length)));
   else if (path === 'webhooks') await webhooks(params);
   else if (path === 'recover') await recover();
-  else if (path.startsWith('endpoints/')) await endpoint(decodeURIComponent(path.slice('endpoints/'.length)));
+  else if (path.startsWith('endpoints/')) await endpoint(idOf(path.slice('endpoints/'.length)));
   else if (path === 'endpoints' || path === 'endpoint') await endpoints();
   else if (path === 'verify') await verify();
   else await overview();

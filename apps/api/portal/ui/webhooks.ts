@@ -34,7 +34,8 @@ export async function webhooks(params: URLSearchParams): Promise<void> {
         ...options.map((o) => h('option', { value: o, selected: params.get(name) === o }, text(o)))));
   const input = (name: string, label: string, type: string, value: string) =>
     h('div', {}, h('label', { for: `f-${name}` }, label), h('input', { id: `f-${name}`, name, type, value }));
-  const local = (name: string) => { const v = params.get(name); return v ? localInput(new Date(v)) : ''; };
+  // Not a time (anyone can write the address): the field empty, the API says why.
+  const local = (name: string) => { const at = new Date(params.get(name) ?? ''); return Number.isNaN(at.getTime()) ? '' : localInput(at); };
   const form = h('form', { class: 'filters', 'aria-label': 'Filters', onsubmit: (e: Event) => {
     e.preventDefault();
     const data = new FormData(e.target as HTMLFormElement);
