@@ -75,4 +75,16 @@ describe('the merchant portal against a hostile page and mangled addresses', () 
     await screen('#/webhooks?since=yesterday', 'Webhooks', /since query parameter is not valid/);
     expect(errors).toEqual([]);
   });
+
+  it('skips to the content and stays on the screen: the skip link\'s #main is no screen\'s address', async () => {
+    const { page, errors } = await portal();
+    await page.goto(`${page.url().split('#')[0]}#/verify`);
+    await page.getByRole('heading', { level: 1, name: 'Verify signatures' }).waitFor();
+    await page.getByRole('link', { name: 'Skip to content' }).focus();
+    await page.keyboard.press('Enter');
+    await page.waitForFunction('document.activeElement && document.activeElement.id === "main"');
+    expect(new URL(page.url()).hash).toBe('#/verify');
+    expect(await page.locator('h1').textContent()).toBe('Verify signatures');
+    expect(errors).toEqual([]);
+  });
 });

@@ -63,4 +63,6 @@ async function start(): Promise<void> {
   await route();
 }
 
+// #main is no screen (route() would draw the overview): the skip link only moves the focus.
+document.querySelector('a.skip')!.addEventListener('click', (e) => { e.preventDefault(); main.focus(); });
 void start();
