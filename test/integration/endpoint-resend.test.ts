@@ -116,6 +116,9 @@ describe('resends per endpoint', () => {
     expect((await open(alice.id, webhookId)).sort()).toEqual([A, B]);
     expect((await one.failures.list({ merchantId: alice.id, endpointId: B, limit: 100 })).map((f) => [f.webhookId, f.endpointId])).toContainEqual([webhookId, B]);
     const h = await headersOf(alice);
+    // A malformed endpointId is the client's mistake (400, as the OpenAPI document says), not "no failed webhook" (404).
+    const malformed = await call(one, `/nucleus/webhooks/${webhookId}/resend?endpointId=bad`, { headers: h });
+    expect([malformed.status, (malformed.body as { error?: { code?: string } }).error?.code]).toEqual([400, 'invalid_parameter']);
     // By webhook id, on B only (query endpointId).
     const onB = await call(one, `/nucleus/webhooks/${webhookId}/resend?endpointId=${B}`, { headers: h });
     expect(onB.status).toBe(200);

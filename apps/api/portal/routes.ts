@@ -112,7 +112,8 @@ const recoverPreview = z.strictObject({
 
 /** Which endpoint's failure of the webhook to resend; every endpoint where it failed when left out. */
 const resendQuery = z.strictObject({
-  endpointId: endpointIdSchema
+  // An endpoint's id (ep_…): another string is the client's mistake (400), not "no failed webhook" (404).
+  endpointId: endpointIdPath
     .optional()
     .describe('Resend only the failure on this endpoint (ep_…); left out: the failures on every endpoint where the webhook failed, each to its own endpoint'),
 });
