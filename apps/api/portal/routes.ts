@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { EVENT_NAMES } from '../../../libs/contracts/index.js';
 import { endpointIdSchema as endpointIdPath, endpointInputSchema, endpointPatchSchema, rotateInputSchema } from '../../../libs/merchants/index.js';
 import { PORTAL_PERMISSIONS } from '../../../libs/portal/index.js';
-import { endpointIdSchema, listQuery, webhookDetail, webhookIdParams, webhookPage, webhookSummary } from '../log-routes.js';
+import { listQuery, webhookDetail, webhookIdParams, webhookPage, webhookSummary } from '../log-routes.js';
 import { ADMIN_AUTH, MERCHANT_AUTH, merchantIdParams, READ_ONLY, type RouteDeclaration } from '../route-declaration.js';
 import { endpointShown, envelope, rotated } from '../schemas.js';
 
