@@ -18,7 +18,7 @@ export function noteAnswer(recent: RecentAnswers, failed: boolean, size: number)
   recent.seen = Math.min(recent.seen + 1, size);
 }
 
-/** At least half of the answers held failed (all of them, for an endpoint seen fewer times than `size`). */
+/** At least half of the answers held failed (of those seen, for an endpoint seen fewer times than `size`). */
 export function mostlyFailed(recent: RecentAnswers): boolean {
   let failed = 0;
   for (let bits = recent.bits; bits !== 0; bits &= bits - 1) failed++;
