@@ -1,5 +1,5 @@
 import { once } from 'node:events';
-import { createServer, type RequestListener, type Server } from 'node:http';
+import { createServer, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DEV_MERCHANTS_FILE, topologyOf } from '../../libs/config/index.js';
 import { FailedStore, ResendService } from '../../libs/failed/index.js';
@@ -59,14 +59,15 @@ export type ApiProgram = Awaited<ReturnType<typeof startParts>>;
 export async function startApi(config: ApiConfig, logger: Logger, options: ApiOptions = {}): Promise<ApiProgram> {
   // PORT listens from the first moment (startingHandler), so a liveness probe sees a live process.
   const progress = new StartupProgress();
-  const server = await listen(startingHandler(progress), config.PORT);
+  const starting = startingHandler(progress);
+  const server = await listen(starting, config.PORT);
   // What start-up opens, closed if a later step fails (ADMIN_PORT taken, the broker refused...).
   const cleanup = new Cleanup();
   cleanup.add(() => drain(server, 0));
-  return cleanup.guard(() => startParts(config, logger, options, server, progress, cleanup));
+  return cleanup.guard(() => startParts(config, logger, options, { server, starting }, progress, cleanup));
 }
 
-async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions, server: Server, progress: StartupProgress, cleanup: Cleanup) {
+async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions, { server, starting }: { server: Server; starting: RequestListener }, progress: StartupProgress, cleanup: Cleanup) {
   const registry = createRegistry('api');
   const schemaWatch = new AbortController();
   cleanup.add(() => schemaWatch.abort());
@@ -200,7 +201,7 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
   };
   const adminServer = config.ADMIN_PORT === undefined ? undefined : await listen(createAdminApp(deps), config.ADMIN_PORT);
   // Start-up is over: the app answers on PORT from now on.
-  server.removeAllListeners('request');
+  server.off('request', starting);
   server.on('request', createApp(deps));
   const adminPort = adminServer && (adminServer.address() as AddressInfo).port;
   logger.info('api listening', { port, metricsPort: metrics?.port, adminPort });
@@ -236,8 +237,21 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
   };
 }
 
+/** Each server's answers under way: a stop ends their keep-alive connections with them. */
+const answering = new WeakMap<Server, Set<ServerResponse>>();
+
 async function listen(handler: RequestListener, port: number | undefined): Promise<Server> {
   const server = createServer(handler);
+  const open = new Set<ServerResponse>();
+  answering.set(server, open);
+  // Ahead of the handler, which may answer at once. A request that comes once the server is closing
+  // came on a kept-alive connection (a proxy's pool, kube-proxy's conntrack after the pod left the
+  // Service): answered, and that connection closed with it.
+  server.prependListener('request', (_req, res) => {
+    if (!server.listening) res.shouldKeepAlive = false;
+    open.add(res);
+    res.once('close', () => open.delete(res));
+  });
   server.listen(port);
   server.headersTimeout = SERVER_TIMEOUTS.headersMs;
   server.requestTimeout = SERVER_TIMEOUTS.requestMs;
@@ -258,10 +272,22 @@ async function listen(handler: RequestListener, port: number | undefined): Promi
   return server;
 }
 
-/** Lets requests in flight finish, up to `waitMs`, then closes what is left. */
+/**
+ * Lets requests in flight finish, up to `waitMs`, then closes what is left. Each is answered with
+ * `Connection: close`: else its client sends the next request on that connection, which node
+ * serves, and the drain lasts until the client stops (or is cut at `waitMs`, mid-request).
+ */
 async function drain(server: Server, waitMs: number): Promise<void> {
   const closed = new Promise<void>((resolve) => server.close(() => resolve()));
   server.closeIdleConnections();
+  for (const res of answering.get(server) ?? []) {
+    if (!res.headersSent) res.shouldKeepAlive = false;
+    // Its head already said keep-alive (a streamed answer): the connection ends once it is sent.
+    else {
+      const socket = res.socket;
+      res.once('finish', () => socket?.end());
+    }
+  }
   await within(waitMs, closed);
   server.closeAllConnections();
 }

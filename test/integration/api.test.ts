@@ -1,4 +1,5 @@
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import { openApiDocument } from '../../apps/api/openapi.js';
 import { loadApiConfig } from '../../apps/api/config.js';
@@ -294,6 +295,36 @@ describe('the resend API', () => {
       expect(ready.body).toMatchObject({ status: 'not ready', broker: 'disconnected' });
     } finally {
       await cut.stop();
+    }
+  });
+
+  it('on stop answers the request in flight with Connection: close and takes no other on that connection', async () => {
+    const leaving = await waitReady(await startTestApi(harness.prefix, harness.merchantsFile));
+    const socket = connect(leaving.port, '127.0.0.1');
+    let received = '';
+    socket.on('data', (chunk: Buffer) => (received += chunk.toString('latin1')));
+    const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+    socket.on('error', () => {});
+    let stopping: Promise<void> | undefined;
+    try {
+      const body = JSON.stringify({ reference: 'in-flight' });
+      const head = (path: string) => `POST ${path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n`;
+      // 100 Continue says the server has the request (its 'request' event) and waits for the body.
+      socket.write(`${head(RESEND)}expect: 100-continue\r\n\r\n`);
+      await waitFor('100 Continue', () => received.includes('100 Continue'));
+      stopping = leaving.stop();
+      // The stop has closed the listening socket: what comes now comes on a kept-alive connection.
+      await waitFor('PORT closed', () => fetch(`http://127.0.0.1:${leaving.port}/healthz`).then(() => false, () => true));
+      socket.write(body);
+      await waitFor('the answer', () => /\r\n\r\n\{[^]*\}$/.test(received.split('100 Continue\r\n\r\n')[1] ?? ''));
+      // A client (a proxy's pool, kube-proxy's conntrack) would send its next request here: the stop's.
+      socket.write(`${head('/nucleus/tnx/webhook?second')}\r\n${body}`);
+      await closed;
+      const answers = received.match(/HTTP\/1\.1 [2-5]\d\d /g) ?? [];
+      expect({ answers: answers.length, connection: /\r\nconnection: (\S+)/i.exec(received)?.[1]?.toLowerCase() }).toEqual({ answers: 1, connection: 'close' });
+    } finally {
+      socket.destroy();
+      await (stopping ?? leaving.stop());
     }
   });
 
