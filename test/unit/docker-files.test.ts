@@ -17,6 +17,7 @@ import { createDemoReceiver } from '../../apps/demo-receiver/server.js';
 import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
 import { loadRecorderConfig } from '../../apps/recorder/config.js';
 import { ConfigError, tracingSettingsOf } from '../../libs/config/index.js';
+import { DEFAULT_STOP_TIMEOUT_MS } from '../../libs/runtime/run.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { merchantsFileSchema } from '../../libs/merchants/schema.js';
 import { METRIC_NAMES } from '../../libs/metrics/names.js';
@@ -38,6 +39,7 @@ interface Service {
   depends_on?: Record<string, { condition: string }> | string[];
   profiles?: string[];
   restart?: string;
+  stop_grace_period?: string;
 }
 
 // Compose resolves YAML merge keys (<<), which YAML 1.2 leaves off unless asked.
@@ -224,6 +226,20 @@ describe('docker/compose.yaml', () => {
     for (const config of configs({})) expect(tracingSettingsOf(config, 'x')).toBeUndefined();
     for (const config of configs({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://jaeger:4318' })) {
       expect(tracingSettingsOf(config, 'x')).toMatchObject({ url: 'http://jaeger:4318/v1/traces', protocol: 'http/protobuf' });
+    }
+  });
+
+  it('gives each program longer than its stop may take before Docker kills it (its default is 10 s)', () => {
+    // A stop past its bound exits by itself a second later (libs/runtime/run.ts); Docker's SIGKILL
+    // before that cut a dispatcher's drain short, and what it was sending was sent again.
+    const stopMs = {
+      api: loadApiConfig(envOf('api')).SHUTDOWN_TIMEOUT,
+      dispatcher: loadDispatcherConfig(envOf('dispatcher')).SHUTDOWN_TIMEOUT,
+      recorder: DEFAULT_STOP_TIMEOUT_MS,
+    };
+    for (const [name, ms] of Object.entries(stopMs)) {
+      const grace = /^(\d+)s$/.exec(service(name).stop_grace_period ?? '10s')?.[1];
+      expect({ name, enough: Number(grace) * 1000 > ms + 1_000 }).toEqual({ name, enough: true });
     }
   });
 
