@@ -280,14 +280,8 @@ async function listen(handler: RequestListener, port: number | undefined): Promi
 async function drain(server: Server, waitMs: number): Promise<void> {
   const closed = new Promise<void>((resolve) => server.close(() => resolve()));
   server.closeIdleConnections();
-  for (const res of answering.get(server) ?? []) {
-    if (!res.headersSent) res.shouldKeepAlive = false;
-    // Its head already said keep-alive (a streamed answer): the connection ends once it is sent.
-    else {
-      const socket = res.socket;
-      res.once('finish', () => socket?.end());
-    }
-  }
+  // The API answers whole (no streamed answer): none has sent its head yet.
+  for (const res of answering.get(server) ?? []) res.shouldKeepAlive = false;
   await within(waitMs, closed);
   server.closeAllConnections();
 }
