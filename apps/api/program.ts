@@ -280,7 +280,8 @@ async function listen(handler: RequestListener, port: number | undefined): Promi
 async function drain(server: Server, waitMs: number): Promise<void> {
   const closed = new Promise<void>((resolve) => server.close(() => resolve()));
   server.closeIdleConnections();
-  // The API answers whole (no streamed answer): none has sent its head yet.
+  // One whose head already went (a docs asset being streamed) keeps its connection for one more
+  // request, which the 'request' listener above answers with Connection: close.
   for (const res of answering.get(server) ?? []) res.shouldKeepAlive = false;
   await within(waitMs, closed);
   server.closeAllConnections();
