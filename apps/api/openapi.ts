@@ -82,15 +82,23 @@ function paths(): Json {
 }
 
 const signed = (name: string, schema: Json, example: string, description: string) => ({ name, in: 'header', required: true, description, schema, example });
-const SIGNATURE_HEADERS = [
-  signed('webhook-id', { type: 'string', maxLength: 200 }, 'evt_5e0c7c2a',
-    "The webhook's id (the upstream messageId): the same on every attempt and resend, so a merchant can drop a duplicate by it."),
+/** The three Standard Webhooks headers, worded for who receives them: the id and the secret differ. */
+const signatureHeaders = (id: { example: string; description: string }, signature: string) => [
+  signed('webhook-id', { type: 'string', maxLength: 200 }, id.example, id.description),
   signed('webhook-timestamp', { type: 'string', pattern: '^[0-9]+$' }, '1777629600',
     'Seconds since the epoch when this attempt was signed; refuse one far from your clock (Standard Webhooks: 5 minutes) against replays.'),
-  signed('webhook-signature', { type: 'string' }, 'v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=',
-    "Space-separated `v1,<base64 HMAC-SHA256 of '<webhook-id>.<webhook-timestamp>.<body>'>` with the merchant's whsec_ secret (base64 after the prefix). " +
-      "During a secret rotation's grace period there is one signature per secret: accept the request when any of them verifies. The standardwebhooks libraries do this."),
+  signed('webhook-signature', { type: 'string' }, 'v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=', signature),
 ];
+const TO_MERCHANTS_HEADERS = signatureHeaders(
+  { example: 'evt_5e0c7c2a', description: "The webhook's id (the upstream messageId): the same on every attempt and resend, so a merchant can drop a duplicate by it." },
+  "Space-separated `v1,<base64 HMAC-SHA256 of '<webhook-id>.<webhook-timestamp>.<body>'>` with the merchant's whsec_ secret (base64 after the prefix). " +
+    "During a secret rotation's grace period there is one signature per secret: accept the request when any of them verifies. The standardwebhooks libraries do this.",
+);
+// The operational webhook's id is the event's own (libs/operational/events.ts), not an upstream one, and its one secret is the platform's.
+const TO_PLATFORM_HEADERS = signatureHeaders(
+  { example: 'op_3f2a9c1b5e0c7c2a8d4b6e1f0a9c7d2e', description: "The operational event's id (`op_` and 32 hex characters, also its AMQP messageId): the same on every attempt, so the platform can drop a duplicate by it." },
+  "`v1,<base64 HMAC-SHA256 of '<webhook-id>.<webhook-timestamp>.<body>'>` with OPERATIONAL_WEBHOOK_SECRET (a whsec_ secret; base64 after the prefix).",
+);
 
 /** An operational event of each type as the dispatcher builds it (fixed values: the document does not change between builds). */
 function operationalExample(type: OperationalEventType): OperationalEvent {
@@ -122,9 +130,9 @@ function operationalExample(type: OperationalEventType): OperationalEvent {
 }
 
 /** A webhook the service POSTs (OpenAPI 3.1 `webhooks`), signed, its body's schema and an example. */
-function webhook(operationId: string, summary: string, description: string, tag: string, body: z.ZodType, example: unknown, responses: Json): Json {
+function webhook(operationId: string, summary: string, description: string, tag: string, headers: Json[], body: z.ZodType, example: unknown, responses: Json): Json {
   const content = { 'application/json': { schema: jsonSchema(body, 'output'), example } };
-  return { post: { operationId, summary, description, tags: [tag], parameters: SIGNATURE_HEADERS, requestBody: { required: true, content }, responses } };
+  return { post: { operationId, summary, description, tags: [tag], parameters: headers, requestBody: { required: true, content }, responses } };
 }
 
 /** What the service POSTs to a merchant for each event (the event catalog), and to the platform's OPERATIONAL_WEBHOOK_URL. */
@@ -136,7 +144,7 @@ function webhooks(): Json {
       "retried on the schedule, then kept in the failed queue for a resend. Verify webhook-signature over the body's exact bytes before parsing it.";
     return [
       event,
-      webhook(`webhook.${event}`, EVENT_SUMMARIES[event], description, 'Webhooks to merchants', webhookPayloadSchema(event), webhookExample(event), {
+      webhook(`webhook.${event}`, EVENT_SUMMARIES[event], description, 'Webhooks to merchants', TO_MERCHANTS_HEADERS, webhookPayloadSchema(event), webhookExample(event), {
         '2XX': { description: 'Delivered: no further attempt' },
         default: { description: 'A failed attempt (so are a timeout and a network error): retried on the schedule' },
       }),
@@ -149,7 +157,7 @@ function webhooks(): Json {
       `${type}. Noise is bounded: per endpoint at most one message.attempt.* event of a kind per OPERATIONAL_EVENT_INTERVAL, the rest counted in data.suppressed.`;
     return [
       type,
-      webhook(`operational.${type}`, summary, description, 'Operational events (platform)', operationalEventSchema(type), operationalExample(type), {
+      webhook(`operational.${type}`, summary, description, 'Operational events (platform)', TO_PLATFORM_HEADERS, operationalEventSchema(type), operationalExample(type), {
         '2XX': { description: 'Received' },
         default: { description: 'A failed attempt: retried on RETRY_SCHEDULE' },
       }),

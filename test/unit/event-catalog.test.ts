@@ -5,7 +5,7 @@ import { openApiDocument } from '../../apps/api/openapi.js';
 import { EVENT_NAMES, sampleEvent, upstreamMessageSchema, webhookExample, webhookPayloadSchema } from '../../libs/contracts/index.js';
 import { attemptEvent, disabledEvent, enabledEvent, OPERATIONAL_EVENT_TYPES } from '../../libs/operational/index.js';
 
-type Operation = { parameters: Array<{ name: string; in: string; required: boolean }>; requestBody: { content: { 'application/json': { schema: object; example: unknown } } } };
+type Operation = { parameters: Array<{ name: string; in: string; required: boolean; description: string; example: string }>; requestBody: { content: { 'application/json': { schema: object; example: unknown } } } };
 
 describe('the event catalog (OpenAPI webhooks)', () => {
   const webhooks = (openApiDocument as unknown as { webhooks: Record<string, { post: Operation }> }).webhooks;
@@ -76,5 +76,19 @@ describe('the event catalog (OpenAPI webhooks)', () => {
       const { endpointId: _endpoint, ...unnamed } = event.data;
       expect(validate({ ...event, data: unnamed })).toBe(false);
     }
+  });
+
+  it("describes the operational webhook's headers as its own: an op_ id, signed with OPERATIONAL_WEBHOOK_SECRET, not a merchant's", () => {
+    const header = (event: string, name: string) => webhooks[event]!.post.parameters.find((p) => p.name === name)!;
+    const { id } = attemptEvent('message.attempt.failing', { merchantId: 'm_1', endpointId: 'ep_1', url: 'https://m.example/h', webhookId: 'evt_1', event: 'payout', references: ['PO-1'], attempts: 4 }, new Date());
+    for (const type of OPERATIONAL_EVENT_TYPES) {
+      expect(header(type, 'webhook-id').example).toMatch(/^op_[0-9a-f]{32}$/);
+      expect(id).toMatch(/^op_[0-9a-f]{32}$/);
+      expect(header(type, 'webhook-id').description).not.toMatch(/upstream|merchant/);
+      expect(header(type, 'webhook-signature').description).toContain('OPERATIONAL_WEBHOOK_SECRET');
+      expect(header(type, 'webhook-signature').description).not.toMatch(/merchant/);
+    }
+    // A merchant's webhook keeps the merchant's wording.
+    for (const event of EVENT_NAMES) expect(header(event, 'webhook-signature').description).toContain("the merchant's whsec_ secret");
   });
 });
