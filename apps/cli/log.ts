@@ -79,50 +79,62 @@ function timeline(w: WebhookDetail): string {
   return `${head}\n${formatTable(['TIME', 'OUTCOME', 'ATTEMPT', 'DURATION', 'STATUS', 'ENDPOINT', 'DETAIL'], rows)}`;
 }
 
-async function run(options: { merchant: string; reference?: string; webhookId?: string; status?: string; endpointId?: string; limit: number; json: boolean }, ctx: CliContext): Promise<number> {
+type LogOptions = { merchant: string; reference?: string; webhookId?: string; status?: string; endpointId?: string; limit: number; json: boolean };
+
+/** DATABASE_URL when set; else the running API's admin routes, as beside `npm start`, whose database is in its process. */
+async function run(options: LogOptions, ctx: CliContext): Promise<number> {
+  const url = ctx.env.DATABASE_URL;
+  if (!url) return show(options, ctx, await apiLogSource(ctx));
+  const database = await openCliPostgres(url, { maxConnections: 2, applicationName: 'webhooks-cli log' });
+  try {
+    return await show(options, ctx, deliveryLogQueries(database));
+  } finally {
+    await database.close();
+  }
+}
+
+async function show(options: LogOptions, ctx: CliContext, log: LogSource): Promise<number> {
   const { merchant, reference, webhookId, status, endpointId, limit, json } = options;
   const nothing = 'no webhook in the delivery log matches';
-  const log = await openLogSource(ctx);
-  try {
-    if (webhookId) {
-      const detail = await log.getWebhook(merchant, webhookId);
-      const shown = detail && (endpointId === undefined ? detail : onEndpoint(detail, endpointId));
-      const details = shown ? [shown] : [];
-      printListing(ctx, json, details, nothing, () => details.map(timeline).join('\n\n'));
-    } else if (reference) {
-      const { webhooks } = await log.listWebhookDetails(merchant, { reference, status, endpointId, limit });
-      printListing(ctx, json, webhooks, nothing, () => webhooks.map(timeline).join('\n\n'));
-    } else {
-      const page = await log.listWebhooks(merchant, { status, endpointId, limit });
-      printListing(ctx, json, page.webhooks, nothing, () =>
-        formatTable(['FIRST SEEN', 'WEBHOOK-ID', 'ENDPOINT', 'EVENT', 'REFERENCES', 'STATUS', 'ATTEMPTS', 'LAST', 'NEXT', 'LAST ERROR'], page.webhooks.map(summaryRow)),
-      );
-      if (page.nextCursor) writeLine(ctx.stderr, `showing the ${page.webhooks.length} most recent; raise --limit or add --status to see others`);
-    }
-    return 0;
-  } finally {
-    await log.close();
+  if (webhookId) {
+    const detail = await log.getWebhook(merchant, webhookId);
+    const shown = detail && (endpointId === undefined ? detail : onEndpoint(detail, endpointId));
+    const details = shown ? [shown] : [];
+    printListing(ctx, json, details, nothing, () => details.map(timeline).join('\n\n'));
+  } else if (reference) {
+    const { webhooks } = await log.listWebhookDetails(merchant, { reference, status, endpointId, limit });
+    printListing(ctx, json, webhooks, nothing, () => webhooks.map(timeline).join('\n\n'));
+  } else {
+    const page = await log.listWebhooks(merchant, { status, endpointId, limit });
+    printListing(ctx, json, page.webhooks, nothing, () =>
+      formatTable(['FIRST SEEN', 'WEBHOOK-ID', 'ENDPOINT', 'EVENT', 'REFERENCES', 'STATUS', 'ATTEMPTS', 'LAST', 'NEXT', 'LAST ERROR'], page.webhooks.map(summaryRow)),
+    );
+    if (page.nextCursor) writeLine(ctx.stderr, `showing the ${page.webhooks.length} most recent; raise --limit or add --status to see others`);
   }
+  return 0;
 }
 
 /** What `webhooks log` reads: the delivery log in PostgreSQL, or the same through the admin API. */
-type LogSource = Pick<DeliveryLogQueries, 'getWebhook' | 'listWebhooks' | 'listWebhookDetails'> & { close(): Promise<void> };
+type LogSource = Pick<DeliveryLogQueries, 'getWebhook' | 'listWebhooks' | 'listWebhookDetails'>;
 
-/** DATABASE_URL when set; else the running API's admin routes, as beside `npm start`, whose database is in its process. */
-export async function openLogSource(ctx: CliContext): Promise<LogSource> {
-  const url = ctx.env.DATABASE_URL;
-  if (url) {
-    const database = await openCliPostgres(url, { maxConnections: 2, applicationName: 'webhooks-cli log' });
-    return { ...deliveryLogQueries(database), close: () => database.close() };
-  }
-  const base = adminApiBase(ctx.env);
-  if (!URL.canParse(base)) throw new UsageError('WEBHOOKS_API_URL is not a URL (e.g. http://127.0.0.1:8080)');
-  return apiLogSource(new URL(base), await adminToken(ctx.env));
-}
+type Page = { webhooks: WebhookSummary[]; nextCursor: string | null };
 
-/** The admin API's routes for the log, answering as the database does. */
-function apiLogSource(base: URL, token: string): LogSource {
-  const get = async <T>(path: string, query: Record<string, string>, notFoundIsNone = false): Promise<T | undefined> => {
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+// Enough of the API's answers for the table and the timelines to be made of them.
+const isSummary = (value: unknown): value is WebhookSummary => isObject(value) && typeof value.webhookId === 'string' && Array.isArray(value.references);
+const isDetail = (value: unknown): value is WebhookDetail => {
+  const records = isSummary(value) ? (value as { records?: unknown }).records : undefined;
+  return Array.isArray(records) && records.every(isObject);
+};
+const isPage = (value: unknown): value is Page => isObject(value) && Array.isArray(value.webhooks) && value.webhooks.every(isSummary);
+
+/** The admin API's routes for the log (WEBHOOKS_API_URL), answering as the database does. */
+async function apiLogSource(ctx: CliContext): Promise<LogSource> {
+  const given = adminApiBase(ctx.env);
+  if (!URL.canParse(given)) throw new UsageError('WEBHOOKS_API_URL is not a URL (e.g. http://127.0.0.1:8080)');
+  const base = new URL(given);
+  const token = await adminToken(ctx.env);
+  const get = async <T>(path: string, query: Record<string, string>, isAnswer: (data: unknown) => data is T, notFoundIsNone = false): Promise<T | undefined> => {
     const url = new URL(path, base);
     for (const [name, value] of Object.entries(query)) url.searchParams.set(name, value);
     const res = await fetch(url, { headers: { authorization: `Bearer ${token}`, accept: 'application/json' }, signal: AbortSignal.timeout(15_000) }).catch(() => {
@@ -131,8 +143,13 @@ function apiLogSource(base: URL, token: string): LogSource {
           'or start the API (npm start) or set WEBHOOKS_API_URL to one that runs',
       );
     });
-    const body = (await res.json().catch(() => undefined)) as { message?: string; error?: { code?: string }; data?: T } | undefined;
-    if (res.ok) return body?.data;
+    const body = (await res.json().catch(() => undefined)) as { message?: string; error?: { code?: string }; data?: unknown } | null | undefined;
+    if (res.ok) {
+      const data = body?.data;
+      // A proxy's sign-in page, another service at that address: said, never read as a log (nor as an empty one).
+      if (!isAnswer(data)) throw new Error(`the API at ${base.origin} answered ${res.status} without the delivery log: is WEBHOOKS_API_URL the webhooks API's address?`);
+      return data;
+    }
     if (res.status === 404 && notFoundIsNone && body?.error?.code === 'webhook_not_found') return undefined;
     if (res.status === 401 || res.status === 403) {
       throw new Error(`the API at ${base.origin} refused the CLI's token (${res.status}): set WEBHOOKS_ADMIN_TOKEN to an admin token, or AUTH_JWT_SECRET to the API's`);
@@ -140,11 +157,11 @@ function apiLogSource(base: URL, token: string): LogSource {
     throw new Error(`the API at ${base.origin} answered ${res.status}: ${body?.message ?? 'no message'}`);
   };
   const source: LogSource = {
-    getWebhook: (merchantId, webhookId) => get<WebhookDetail>(`/admin/merchants/${encodeURIComponent(merchantId)}/webhooks/${encodeURIComponent(webhookId)}`, {}, true),
+    getWebhook: (merchantId, webhookId) => get(`/admin/merchants/${encodeURIComponent(merchantId)}/webhooks/${encodeURIComponent(webhookId)}`, {}, isDetail, true),
     async listWebhooks(merchantId, filters) {
       const query: Record<string, string> = { limit: String(filters.limit) };
       for (const name of ['reference', 'status', 'event', 'endpointId'] as const) if (filters[name] !== undefined) query[name] = String(filters[name]);
-      return (await get<{ webhooks: WebhookSummary[]; nextCursor: string | null }>(`/admin/merchants/${encodeURIComponent(merchantId)}/webhooks`, query))!;
+      return (await get(`/admin/merchants/${encodeURIComponent(merchantId)}/webhooks`, query, isPage))!;
     },
     async listWebhookDetails(merchantId, filters) {
       const page = await source.listWebhooks(merchantId, filters);
@@ -159,7 +176,6 @@ function apiLogSource(base: URL, token: string): LogSource {
       }
       return { webhooks: details, nextCursor: page.nextCursor };
     },
-    close: async () => {},
   };
   return source;
 }

@@ -48,16 +48,21 @@ export function declarePortal(program: CliCommand): void {
         }).catch((err: unknown) => {
           throw new Error(`the admin API at ${base} could not be reached (${(err as Error).message}); is the API running? --api says where`);
         });
-        const answer = (await res.json().catch(() => ({}))) as { message?: string; data?: { url: string; expiresAt: string } };
-        if (options.revoke ? res.status !== 200 : res.status !== 201 || !answer.data) {
-          throw new Error(`the admin API answered ${res.status}: ${answer.message ?? 'no message'}`);
-        }
+        const body: unknown = await res.json().catch(() => undefined);
+        const { message, data } = (typeof body === 'object' && body !== null ? body : {}) as { message?: unknown; data?: { url?: unknown; expiresAt?: unknown } | null };
+        const said = typeof message === 'string' ? message : undefined;
+        if (res.status !== (options.revoke ? 200 : 201)) throw new Error(`the admin API answered ${res.status}: ${said ?? 'no message'}`);
+        // A proxy or another service at that address answers the status without the answer: said, never printed as "undefined".
+        const notTheApi = (what: string) => new Error(`the admin API answered ${res.status} without ${what}: is ${base} the webhooks API?`);
         if (options.revoke) {
-          writeLine(ctx.stderr, answer.message!);
-        } else {
-          writeLine(ctx.stdout, answer.data!.url);
-          writeLine(ctx.stderr, `works once, until ${answer.data!.expiresAt}`);
+          if (said === undefined) throw notTheApi('its message');
+          writeLine(ctx.stderr, said);
+          return 0;
         }
+        const [url, expiresAt] = [data?.url, data?.expiresAt];
+        if (typeof url !== 'string' || typeof expiresAt !== 'string') throw notTheApi('a portal link');
+        writeLine(ctx.stdout, url);
+        writeLine(ctx.stderr, `works once, until ${expiresAt}`);
         return 0;
       },
     );

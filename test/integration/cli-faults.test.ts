@@ -1,0 +1,65 @@
+/**
+ * The CLI against a deployment that is not quite what it expects, as an operator meets one: an API
+ * URL that answers with something else (a proxy's page, another service), a database that
+ * `webhooks migrate` has not run on or that does not answer, a time no database holds, a requeue
+ * cut off midway. Each exits with its code and says in one line what is wrong (and what was done
+ * before), never a JavaScript TypeError.
+ */
+import { once } from 'node:events';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { runCliInProcess } from '../support/cli.js';
+
+/** An HTTP server answering every request with `status` and `body`, as a proxy's login page or another service would. */
+async function answering(status: number, body: string, type: string): Promise<{ url: string; close(): Promise<void> }> {
+  const server = createServer((_req, res) => res.writeHead(status, { 'content-type': type }).end(body));
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+/** One line on stderr, no stack trace, no TypeError. */
+function oneLine(stderr: string): void {
+  expect(stderr).not.toMatch(/Cannot read properties|TypeError|is not a function|undefined|\n\s+at /);
+  expect(stderr.trimEnd().split('\n')).toHaveLength(1);
+}
+
+describe('webhooks log and portal against an API URL that answers something else', () => {
+  it.each([
+    ['an HTML page', 200, '<html><body>Sign in</body></html>', 'text/html'],
+    ['JSON without the log', 200, '{"data":{"status":"ok"}}', 'application/json'],
+    ['JSON null', 200, 'null', 'application/json'],
+  ])('log exits 1 naming the API when it answers %s, for a list, a reference and a webhook-id', async (_what, status, body, type) => {
+    const api = await answering(status, body, type);
+    try {
+      for (const args of [[], ['--reference', 'PO-1'], ['--webhook-id', 'evt_1']]) {
+        const result = await runCliInProcess({ WEBHOOKS_API_URL: api.url, WEBHOOKS_ADMIN_TOKEN: 'x' }, ['log', '--merchant', 'm_1', ...args]);
+        expect({ args, code: result.code, stdout: result.stdout }).toEqual({ args, code: 1, stdout: '' });
+        expect(result.stderr).toContain(`the API at ${api.url} answered ${status} without the delivery log`);
+        oneLine(result.stderr);
+      }
+    } finally {
+      await api.close();
+    }
+  });
+
+  it.each([
+    ['JSON null', 'null'],
+    ['JSON without the link', '{"data":{}}'],
+  ])('portal exits 1 when the API answers %s, for a link and for --revoke', async (_what, body) => {
+    for (const [status, args] of [[201, []], [200, ['--revoke']]] as const) {
+      const api = await answering(status, body, 'application/json');
+      try {
+        const result = await runCliInProcess({ WEBHOOKS_ADMIN_TOKEN: 'x' }, ['portal', '--merchant', 'm_1', '--api', api.url, ...args]);
+        expect({ args, code: result.code, stdout: result.stdout }).toEqual({ args, code: 1, stdout: '' });
+        expect(result.stderr).toContain(`the admin API answered ${status}`);
+        oneLine(result.stderr);
+      } finally {
+        await api.close();
+      }
+    }
+  });
+});
