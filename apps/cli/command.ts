@@ -1,6 +1,7 @@
 import { Command } from 'commander';
 import { parseDuration, parseEnv, withDevDefaults } from '../../libs/config/index.js';
 import { isWellFormedReference, merchantIdSchema } from '../../libs/contracts/index.js';
+import { isStorableTime } from '../../libs/delivery-store/index.js';
 import { NamedError } from '../../libs/runtime/index.js';
 import { type CliConfig, cliEnvSchema } from './config.js';
 
@@ -114,6 +115,12 @@ AUTH_JWT_SECRET (the development secret with WEBHOOKS_DEV=true), AUTH_JWT_ISSUER
 
 const ISO_TIME = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?)?$/i;
 
+/** A time PostgreSQL holds (years 0001 to 9999): past them the query fails ("Invalid time value", "out of range"), not the command line. */
+function storable(option: string, text: string, at: Date): Date {
+  if (!Number.isNaN(at.getTime()) && isStorableTime(at.toISOString())) return at;
+  throw new UsageError(`--${option}: ${text} is outside the years 0001 to 9999`);
+}
+
 /**
  * An ISO-8601 time (UTC without an offset, as the service writes them) or a duration ago. A date or time
  * that does not exist (2026-02-30, 24:10) is refused: Date.parse would roll it over.
@@ -121,7 +128,7 @@ const ISO_TIME = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.
 export function parseTime(option: string, text: string, now: Date): Date {
   const trimmed = text.trim();
   const ago = parseDuration(trimmed);
-  if (ago !== undefined) return new Date(now.getTime() - ago);
+  if (ago !== undefined) return storable(option, trimmed, new Date(now.getTime() - ago));
   const match = ISO_TIME.exec(trimmed);
   if (match) {
     const [, year, month, day, hour = '0', minute = '0', second = '0'] = match.map((part) => part ?? undefined);
@@ -135,7 +142,7 @@ export function parseTime(option: string, text: string, now: Date): Date {
     let iso = trimmed.replace(' ', 'T');
     if (iso.includes('T') && match[7] === undefined) iso += 'Z';
     const ms = Date.parse(iso);
-    if (Number.isFinite(ms)) return new Date(ms);
+    if (Number.isFinite(ms)) return storable(option, trimmed, new Date(ms));
   }
   throw new UsageError(`--${option} takes an ISO-8601 time (e.g. 2026-05-01T10:00:00Z) or a duration ago (e.g. 30m, 2h, 7d), not "${text}"`);
 }

@@ -9,6 +9,8 @@ import { once } from 'node:events';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { runCliInProcess } from '../support/cli.js';
+import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
+import { freePort } from '../support/receiver.js';
 
 /** An HTTP server answering every request with `status` and `body`, as a proxy's login page or another service would. */
 async function answering(status: number, body: string, type: string): Promise<{ url: string; close(): Promise<void> }> {
@@ -61,5 +63,50 @@ describe('webhooks log and portal against an API URL that answers something else
         await api.close();
       }
     }
+  });
+});
+
+describe('the CLI on a database that is not ready', () => {
+  let bare: TestDatabase;
+  let migrated: TestDatabase;
+
+  beforeAll(async () => {
+    bare = await createTestDatabase('cli_faults_bare', undefined, { migrated: false });
+    migrated = await createTestDatabase('cli_faults');
+  });
+
+  afterAll(async () => {
+    await bare?.drop();
+    await migrated?.drop();
+  });
+
+  it.each([
+    [['failed', 'list']],
+    [['failed', 'replay', '--merchant', 'm_1', '--since', '1h', '--dry-run']],
+    [['waits', 'list']],
+    [['log', '--merchant', 'm_1']],
+  ])('%j on a database `webhooks migrate` has not run on says to run it (exit 1)', async (args) => {
+    const result = await runCliInProcess({ DATABASE_URL: bare.url }, args);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('run npx webhooks migrate');
+    oneLine(result.stderr);
+  });
+
+  it('log names DATABASE_URL when its PostgreSQL does not answer', async () => {
+    const url = `postgres://postgres@127.0.0.1:${await freePort()}/nowhere`;
+    const result = await runCliInProcess({ DATABASE_URL: url }, ['log', '--merchant', 'm_1']);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('cannot use the PostgreSQL of DATABASE_URL');
+    oneLine(result.stderr);
+  });
+
+  it.each([
+    ['999999999d', '--since'],
+    ['1000000d', '--since'],
+    ['0000-06-01', '--until'],
+  ])('refuses %s for %s, a time outside the years 0001 to 9999, as a usage error (exit 2)', async (time, option) => {
+    const result = await runCliInProcess({ DATABASE_URL: migrated.url }, ['failed', 'list', option, time]);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain(`webhooks: ${option}: ${time} is outside the years 0001 to 9999`);
   });
 });
