@@ -19,14 +19,14 @@ order; ones parked while the command runs are left for the next run. Run one at 
  * Passes once over what invalid holds at the start (NO_REQUEUE): each message is put back at the
  * tail of invalid, or moved to dispatch, as `verdict` says. One message at a time, also so that acks
  * never pile up before the channel closes (quorum queues have been seen to drop acks sent just
- * before a close: rabbitmq-server#10327).
+ * before a close: rabbitmq-server#10327). `result` counts as it goes: a pass cut off midway has done that much.
  */
 async function passOverInvalid(
   broker: BrokerConnection,
   names: TopologyNames,
   verdict: (parked: ParkedMessage) => 'keep' | 'move',
+  result = { kept: 0, moved: 0 },
 ): Promise<{ kept: number; moved: number }> {
-  const result = { kept: 0, moved: 0 };
   const channel = await broker.createChannel();
   try {
     const { messageCount } = await channel.checkQueue(names.invalid);
@@ -222,13 +222,26 @@ export function declareInvalid(program: CliCommand): void {
       async (options, ctx) => {
         const names = topologyNames(ctx.config.TOPOLOGY_PREFIX);
         const matching: ParkedMessage[] = [];
-        const result = await withBroker(ctx.config, [names.invalid, names.dispatch], (broker) =>
-          passOverInvalid(broker, names, (parked) => {
-            if (options.code !== undefined && parked.code !== options.code) return 'keep';
-            matching.push(parked);
-            return options.dryRun ? 'keep' : 'move';
-          }),
-        );
+        const result = { kept: 0, moved: 0 };
+        await withBroker(ctx.config, [names.invalid, names.dispatch], (broker) =>
+          passOverInvalid(
+            broker,
+            names,
+            (parked) => {
+              if (options.code !== undefined && parked.code !== options.code) return 'keep';
+              matching.push(parked);
+              return options.dryRun ? 'keep' : 'move';
+            },
+            result,
+          ),
+        ).catch((err: unknown) => {
+          // Each move confirmed before its original was acked: those made stand, and are said.
+          if (result.moved === 0) throw err;
+          throw new Error(
+            `${(err as Error)?.message ?? String(err)}; ${result.moved} message(s) moved to ${names.dispatch} before it stopped; the rest are still in ${names.invalid}: run it again once the cause is gone`,
+            { cause: err },
+          );
+        });
         if (matching.length === 0) throw new NothingMatchedError(nothingParked(names, options.code));
         if (options.dryRun) {
           writeLine(ctx.stdout, parkedTable(matching));

@@ -8,9 +8,13 @@
 import { once } from 'node:events';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { HEADERS } from '../../libs/contracts/index.js';
+import { topologyNames } from '../../libs/topology/index.js';
+import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
 import { runCliInProcess } from '../support/cli.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { freePort } from '../support/receiver.js';
+import { waitFor } from '../support/wait.js';
 
 /** An HTTP server answering every request with `status` and `body`, as a proxy's login page or another service would. */
 async function answering(status: number, body: string, type: string): Promise<{ url: string; close(): Promise<void> }> {
@@ -108,5 +112,40 @@ describe('the CLI on a database that is not ready', () => {
     const result = await runCliInProcess({ DATABASE_URL: migrated.url }, ['failed', 'list', option, time]);
     expect(result.code).toBe(2);
     expect(result.stderr).toContain(`webhooks: ${option}: ${time} is outside the years 0001 to 9999`);
+  });
+});
+
+describe('webhooks invalid requeue cut off midway', () => {
+  const prefix = uniquePrefix('cli-faults');
+  const names = topologyNames(prefix);
+  let test: TestBroker;
+
+  beforeAll(async () => {
+    test = await TestBroker.open();
+  });
+
+  afterAll(async () => {
+    await test?.deleteTopology(prefix);
+    await test?.close();
+  });
+
+  it('says how many it had moved to dispatch when a move is refused, and leaves the rest in invalid', async () => {
+    // dispatch takes one message and refuses the next (as a queue at its length limit does), so the
+    // pass is cut after its first move.
+    await test.channel.assertQueue(names.invalid, { durable: true });
+    await test.channel.assertQueue(names.dispatch, { durable: true, arguments: { 'x-max-length': 1, 'x-overflow': 'reject-publish' } });
+    const confirms = await test.connection.createConfirmChannel();
+    for (const id of ['evt_a', 'evt_b', 'evt_c']) {
+      confirms.sendToQueue(names.invalid, Buffer.from('{}'), { messageId: id, persistent: true, headers: { [HEADERS.invalidCode]: 'unknown-merchant' } });
+    }
+    await confirms.waitForConfirms();
+    await confirms.close();
+    const result = await runCliInProcess({ RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix }, ['invalid', 'requeue', '--all']);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(`1 message(s) moved to ${names.dispatch} before it stopped; the rest are still in ${names.invalid}`);
+    oneLine(result.stderr);
+    expect(await test.messageCount(names.dispatch)).toBe(1);
+    // The message whose copy was refused goes back when the CLI's channel closes: nothing lost.
+    await waitFor('the two not moved back in invalid', async () => (await test.messageCount(names.invalid)) === 2);
   });
 });
