@@ -58,8 +58,9 @@ export async function runCli(io: CliIo, argv: string[]): Promise<number> {
     await createProgram(io).parseAsync(argv, { from: 'user' });
     return io.exitCode;
   } catch (err) {
-    // Commander has printed the message and the command's help already; --help is not an error.
-    if (err instanceof CommanderError) return err.code === 'commander.helpDisplayed' ? 0 : 2;
+    // Commander has printed the message and the command's help already; help asked for (--help, `help [command]`:
+    // its exit code 0) is not an error, a group given no command (its exit code 1) is.
+    if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : 2;
     if (err instanceof NothingMatchedError) {
       io.stderr.write(`webhooks: ${err.message}\n`);
       return 3;

@@ -120,6 +120,16 @@ describe('webhooks publish', () => {
     expect(result.stdout.startsWith(usage)).toBe(true);
   });
 
+  it.each([
+    [['help'], 'Usage: webhooks [options] [command]'],
+    [['help', 'failed'], 'Usage: webhooks failed <list|resend|replay>'],
+    [['failed', 'help', 'replay'], 'Usage: webhooks failed replay'],
+  ])('prints the help %j asks for on stdout and exits 0, as --help does (help [command] is in every listing)', async (args, usage) => {
+    const result = await runCliInProcess({}, args);
+    expect({ code: result.code, stderr: result.stderr }).toEqual({ code: 0, stderr: '' });
+    expect(result.stdout.startsWith(usage)).toBe(true);
+  });
+
   it('says in publish --help that it declares events and dispatch, and that TOPOLOGY_PREFIX must be the programs\'', async () => {
     const { stdout } = await runCliInProcess({}, ['publish', '--help']);
     expect(stdout).toContain('It declares <TOPOLOGY_PREFIX>.events and <TOPOLOGY_PREFIX>.dispatch');
