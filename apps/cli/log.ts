@@ -135,7 +135,8 @@ async function apiLogSource(ctx: CliContext): Promise<LogSource> {
   const base = new URL(given);
   const token = await adminToken(ctx.env);
   const get = async <T>(path: string, query: Record<string, string>, isAnswer: (data: unknown) => data is T, notFoundIsNone = false): Promise<T | undefined> => {
-    const url = new URL(path, base);
+    // Under the URL's path, as portal asks it (an API behind an ingress at https://ops.example/webhooks).
+    const url = new URL(`${base.pathname.replace(/\/+$/, '')}${path}`, base);
     for (const [name, value] of Object.entries(query)) url.searchParams.set(name, value);
     const res = await fetch(url, { headers: { authorization: `Bearer ${token}`, accept: 'application/json' }, signal: AbortSignal.timeout(15_000) }).catch(() => {
       throw new Error(
