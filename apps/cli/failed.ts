@@ -131,7 +131,8 @@ export function declareFailed(program: CliCommand): void {
       'Bulk recovery after a merchant outage: resends every unresolved failed webhook of the merchant that ' +
         'failed in the window (the failure index in PostgreSQL, DATABASE_URL), one webhook at a time through the same ' +
         'resend as the API, with its checks: nothing is resent while every endpoint of the merchant is disabled or none is set up. ' +
-        'Each failure goes to the endpoint it failed on. Shows progress on stderr and ends with a summary: resent, skipped ' +
+        `Each failure goes to the endpoint it failed on. At most ${MAX_REPLAY} in one run, the most recent: a note on stderr says when the window ` +
+        'holds more (run it again for the rest). Shows progress on stderr and ends with a summary: resent, skipped ' +
         '(resent meanwhile, of an event its endpoint no longer receives, or of an endpoint disabled or deleted since: left failed), errors.',
     )
     .option('--merchant <id>', 'the merchant (required)')
@@ -148,11 +149,20 @@ export function declareFailed(program: CliCommand): void {
       },
       ({ merchantId, since, until, dryRun, rate }, ctx) =>
         withFailures(ctx.config, async (store, merchantOf) => {
-          const candidates = (await store.list({ merchantId, since, until, unresolvedOnly: true, limit: MAX_REPLAY })).reverse();
+          // One more than a replay takes: whether the window holds more.
+          const found = await store.list({ merchantId, since, until, unresolvedOnly: true, limit: MAX_REPLAY + 1 });
+          const candidates = found.slice(0, MAX_REPLAY).reverse();
           if (candidates.length === 0) throw new NothingMatchedError(`no unresolved failed webhook of merchant ${merchantId} in the window`);
           // The API's checks, before anything (the dry run too): a disabled webhook stops the replay.
           const merchant = await merchantOf(merchantId);
           receiverOf(merchant);
+          if (found.length > MAX_REPLAY) {
+            writeLine(
+              ctx.stderr,
+              `webhooks: more than ${MAX_REPLAY} unresolved failed webhooks of merchant ${merchantId} in the window: this replay takes the ${MAX_REPLAY} most recent; ` +
+                'run it again for the rest (or narrow it with --since and --until)',
+            );
+          }
           if (dryRun) {
             writeLine(ctx.stdout, failuresTable(candidates, false));
             writeLine(ctx.stdout, `dry run: would resend ${candidates.length} webhook(s) of merchant ${merchantId}; nothing was published`);

@@ -12,6 +12,7 @@ import { HEADERS } from '../../libs/contracts/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
 import { runCliInProcess } from '../support/cli.js';
+import { testMerchant, writeMerchantsFile } from '../support/harness.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { freePort } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
@@ -131,6 +132,23 @@ describe('the CLI on a database that is not ready', () => {
     expect(result.stderr).toContain('cannot use the PostgreSQL of DATABASE_URL');
     oneLine(result.stderr);
   });
+
+  it('says when a replay window holds more than one replay takes (100000): the rest are left for the next run', async () => {
+    const merchant = testMerchant('m_big', 'https://hooks.example.com/big');
+    await migrated.query(
+      `INSERT INTO failed_webhooks (merchant_id, webhook_id, endpoint_id, failed_at, event, merchant_refs, reason, attempts)
+       SELECT 'm_big', 'evt_big_' || g, $1, now() - g * interval '1 ms', 'payout', ARRAY['m_big' || chr(31) || 'PO-' || g], 'attempts-exhausted', 3
+       FROM generate_series(1, 100001) AS g`,
+      [merchant.endpoints[0]!.id],
+    );
+    const env = { DATABASE_URL: migrated.url, MERCHANTS_FILE: writeMerchantsFile([merchant]) };
+    const result = await runCliInProcess(env, ['failed', 'replay', '--merchant', 'm_big', '--since', '1d', '--dry-run']);
+    expect(result.code).toBe(0);
+    expect(result.stdout.trimEnd().split('\n').at(-1)).toBe('dry run: would resend 100000 webhook(s) of merchant m_big; nothing was published');
+    expect(result.stderr).toBe(
+      'webhooks: more than 100000 unresolved failed webhooks of merchant m_big in the window: this replay takes the 100000 most recent; run it again for the rest (or narrow it with --since and --until)\n',
+    );
+  }, 60_000);
 
   it.each([
     ['999999999d', '--since'],
