@@ -1,3 +1,4 @@
+import { merchantIdSchema } from '../../libs/contracts/index.js';
 import { type Database, type Queryable } from '../../libs/delivery-store/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { type Actor, EndpointLimitError, EndpointNotFoundError, EndpointUrlTakenError, InvalidSettingsError, MerchantNotFoundError, MerchantSettings, openMerchants, SecretBox } from '../../libs/merchants/index.js';
@@ -63,5 +64,16 @@ export async function withSealedStore<T>(ctx: CliContext, run: (database: Databa
 
 export function merchantId([id]: string[]): string {
   if (id === undefined || id.trim() === '') throw new UsageError('give the merchant id');
+  return id;
+}
+
+/**
+ * The id of a merchant `merchants set` may create: the admin API's rule, so that its routes, the portal
+ * and `webhooks log` can name it. The other commands take any id, so that one made before can be deleted.
+ */
+export function newMerchantId(args: string[]): string {
+  const id = merchantId(args);
+  const parsed = merchantIdSchema.safeParse(id);
+  if (!parsed.success) throw new UsageError(parsed.error.issues[0]!.message);
   return id;
 }

@@ -1,7 +1,7 @@
 import { deleteMerchantData, firstIssue, listAudit, type MerchantInput, merchantInputSchema, type MerchantView, resealSecrets, withCurrentRate, withCurrentRates } from '../../libs/merchants/index.js';
 import { CliCommand, EXIT, formatTable, NothingMatchedError, parseLimit, printListing, UsageError, writeLine } from './command.js';
 import { declareEndpoints, endpointTable } from './endpoints.js';
-import { CLI_ACTOR, merchantId, withDatabase, withSealedStore, withSettings } from './merchant-store.js';
+import { CLI_ACTOR, merchantId, newMerchantId, withDatabase, withSealedStore, withSettings } from './merchant-store.js';
 
 function table(views: MerchantView[]): string {
   return formatTable(
@@ -72,11 +72,11 @@ export function declareMerchants(program: CliCommand): void {
       'Creates a merchant (--public-key needed) or changes its public key. A merchant sends nothing until it has ' +
         'an endpoint: add one with `webhooks merchants endpoints add` (its secret is printed once there).',
     )
-    .argument('<merchant-id>')
+    .argument('<merchant-id>', '1 to 200 letters, digits, ".", "_", ":" or "-", starting with a letter or digit (the admin API\'s rule)')
     .option('--public-key <key>', 'the key the merchant sends as x-auth-token (8 to 512 characters, unique)')
     .addHelpText('after', `\n${EXIT}`)
     .handle(
-      (raw: { publicKey?: string }, args) => ({ id: merchantId(args), publicKey: raw.publicKey }),
+      (raw: { publicKey?: string }, args) => ({ id: newMerchantId(args), publicKey: raw.publicKey }),
       // A merchant's own settings; its endpoints are kept (they are written by `merchants endpoints`).
       async (options, ctx) => {
         const result = await withSettings(ctx, 'write', async (settings) => {

@@ -108,6 +108,14 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
     expect(fixture.program.byId('m_cli')!.endpoints).toHaveLength(1);
   });
 
+  it("creates no merchant whose id the admin API, the portal and the log could not name (the API's rule), and writes nothing", async () => {
+    for (const id of ['bad id!', '.hidden', 'x'.repeat(201)]) {
+      const result = await cli('set', id, '--public-key', 'pk_bad_id_0001');
+      expect({ id, code: result.code, stderr: result.stderr }).toEqual({ id, code: 2, stderr: expect.stringContaining('webhooks: The merchant id must be 1 to 200 letters, digits') });
+      expect((await cli('get', id)).code).toBe(3);
+    }
+  });
+
   it('honours development mode as the API does: loopback http URLs with WEBHOOKS_DEV=true, never with NODE_ENV=development alone', async () => {
     const addIn = (extra: Record<string, string>, id: string, url: string) => runCliInProcess({ ...env, ...extra }, ['merchants', 'endpoints', 'add', id, '--url', url]);
     expect((await cli('set', 'm_dev', '--public-key', 'pk_dev_00001')).code).toBe(0);
