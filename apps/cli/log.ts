@@ -83,7 +83,8 @@ type LogOptions = { merchant: string; reference?: string; webhookId?: string; st
 
 /** DATABASE_URL when set; else the running API's admin routes, as beside `npm start`, whose database is in its process. */
 async function run(options: LogOptions, ctx: CliContext): Promise<number> {
-  const url = ctx.env.DATABASE_URL;
+  // Checked as `failed` and `waits` check it; unset, the API is asked (whose settings are its own).
+  const url = ctx.env.DATABASE_URL?.trim() ? ctx.config.DATABASE_URL : undefined;
   if (!url) return show(options, ctx, await apiLogSource(ctx));
   const database = await openCliPostgres(url, { maxConnections: 2, applicationName: 'webhooks-cli log' });
   try {

@@ -133,6 +133,13 @@ describe('the CLI on a database that is not ready', () => {
     oneLine(result.stderr);
   });
 
+  it('log names DATABASE_URL when it is not a PostgreSQL URL, as failed and waits do', async () => {
+    for (const args of [['log', '--merchant', 'm_1'], ['waits', 'list']]) {
+      const result = await runCliInProcess({ DATABASE_URL: 'db.internal:5432/webhooks' }, args);
+      expect({ args, code: result.code, stderr: result.stderr }).toEqual({ args, code: 1, stderr: 'webhooks: Invalid configuration: DATABASE_URL: must be a postgres:// or postgresql:// URL\n' });
+    }
+  });
+
   it('says when a replay window holds more than one replay takes (100000): the rest are left for the next run', async () => {
     const merchant = testMerchant('m_big', 'https://hooks.example.com/big');
     await migrated.query(
