@@ -1,11 +1,11 @@
 import { merchantIdSchema } from '../../libs/contracts/index.js';
 import { type Database, type Queryable } from '../../libs/delivery-store/index.js';
-import { silentLogger } from '../../libs/logger/index.js';
+import { lineLogger, silentLogger } from '../../libs/logger/index.js';
 import { type Actor, EndpointLimitError, EndpointNotFoundError, EndpointUrlTakenError, InvalidSettingsError, MerchantNotFoundError, MerchantSettings, openMerchants, SecretBox } from '../../libs/merchants/index.js';
 import { announcer, OperationalPublisher } from '../../libs/operational/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
 import { withBroker, withPostgres } from './broker.js';
-import { type CliContext, NothingMatchedError, UsageError } from './command.js';
+import { type CliContext, NothingMatchedError, UsageError, writeLine } from './command.js';
 
 /** Changes made here are the CLI's in the audit trail. */
 export const CLI_ACTOR: Actor = { actor: 'cli' };
@@ -34,7 +34,9 @@ export async function withSettings<T>(ctx: CliContext, access: 'read' | 'write',
     // rather than made and left unannounced.
     return await withBroker(ctx.config, [], async (broker) => {
       // A webhook turned off or on here is announced as the admin API does (endpoint.disabled / endpoint.enabled).
-      const announce = announcer(new OperationalPublisher(broker, topologyNames(ctx.config.TOPOLOGY_PREFIX).operational, silentLogger(), { backoffMs: [500, 1_000], deadlineMs: 10_000 }), silentLogger());
+      // The write stands when its event cannot be published (a wrong TOPOLOGY_PREFIX: no operational exchange): said on stderr.
+      const told = lineLogger((line) => writeLine(ctx.stderr, `webhooks: ${line}`));
+      const announce = announcer(new OperationalPublisher(broker, topologyNames(ctx.config.TOPOLOGY_PREFIX).operational, silentLogger(), { backoffMs: [500, 1_000], deadlineMs: 10_000 }), told);
       return run(settings(announce), opened.database);
     });
   } catch (err) {

@@ -1,3 +1,4 @@
+import { Writable } from 'node:stream';
 import winston from 'winston';
 import { activeIds } from '../tracing/spans.js';
 
@@ -36,4 +37,20 @@ export function createLogger(options: { level: LogLevel; service: string; silent
 /** A logger that writes nothing, for tests and library defaults. */
 export function silentLogger(): Logger {
   return createLogger({ level: 'error', service: 'silent', silent: true });
+}
+
+/**
+ * A logger for a person at a prompt (the CLI): each line as `write` takes it, "message (kind): error",
+ * nothing else of its fields, so no merchant data or secret. Written at once, before the command's exit.
+ */
+export function lineLogger(write: (line: string) => void, level: LogLevel = 'error'): Logger {
+  const lines = new Writable({
+    objectMode: true,
+    write(info: Record<string, unknown>, _encoding, done) {
+      const kind = typeof info.kind === 'string' ? ` (${info.kind})` : '';
+      write(`${String(info.message)}${kind}${info.error === undefined ? '' : `: ${String(info.error)}`}`);
+      done();
+    },
+  });
+  return winston.createLogger({ level, transports: [new winston.transports.Stream({ stream: lines })] });
 }

@@ -157,6 +157,26 @@ describe('the CLI on a database that is not ready', () => {
     );
   }, 60_000);
 
+  it("says when an endpoint change is saved but its operational event cannot be published (no operational exchange: the programs' TOPOLOGY_PREFIX not exported)", async () => {
+    const env = {
+      DATABASE_URL: migrated.url,
+      SECRETS_KEY: Buffer.from('cli-faults-secrets-key-32-bytes!').toString('base64'),
+      RABBITMQ_URL: brokerUrl(),
+      // A prefix no program declared: its operational exchange does not exist.
+      TOPOLOGY_PREFIX: uniquePrefix('cli-faults-none'),
+    };
+    const cli = (...args: string[]) => runCliInProcess(env, ['merchants', ...args]);
+    expect((await cli('set', 'm_ann', '--public-key', 'pk_cli_faults_ann')).code).toBe(0);
+    const added = await cli('endpoints', 'add', 'm_ann', '--url', 'https://hooks.example.com/ann');
+    expect(added.code).toBe(0);
+    const endpoint = /^(ep_\S+)/m.exec(added.stdout.split('\n')[1]!)![1]!;
+    const disabled = await cli('endpoints', 'set', 'm_ann', endpoint, '--disable');
+    // The write stands (every program reads the table); the event it announces went nowhere, and that is said.
+    expect(disabled.code).toBe(0);
+    expect(disabled.stdout).toContain('manual');
+    expect(disabled.stderr).toMatch(/^webhooks: endpoint change saved, its operational event not published \(disabled\): .+\n$/);
+  });
+
   it.each([
     ['999999999d', '--since'],
     ['1000000d', '--since'],
