@@ -8,6 +8,14 @@ function exit(code: number): void {
   process.stdout.write('', () => process.exit(code));
 }
 
+// A reader gone (`| head`, a pager quit) must not cut a command off midway (a publish, a requeue) with a
+// stack trace: what it was asked is finished, the rest of its output dropped, its exit code its own.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') throw err;
+  });
+}
+
 const io: CliIo = { env: process.env, stdout: process.stdout, stderr: process.stderr, now: () => new Date(), exitCode: 0 };
 
 void runCli(io, process.argv.slice(2)).then(exit);

@@ -1,3 +1,5 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -203,6 +205,33 @@ describe('webhooks publish', () => {
 });
 
 describe('the built `webhooks` (dist/apps/cli/main.js)', () => {
+  const prefix = uniquePrefix('cli-pipe');
+
+  afterAll(async () => {
+    const test = await TestBroker.open();
+    await test.deleteTopology(prefix);
+    await test.close();
+  });
+
+  it('finishes what it was asked, without a stack trace, when the reader of its output goes away (`| head`)', async () => {
+    const child = spawn(process.execPath, [CLI, 'publish', '--sample', 'payout', '--merchant', 'm_pipe', '--count', '20'], {
+      env: { PATH: process.env.PATH ?? '', RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    // Closed before the CLI has loaded: each line it prints meets a closed pipe (EPIPE).
+    child.stdout!.destroy();
+    let stderr = '';
+    child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const [code] = (await once(child, 'exit')) as [number | null];
+    expect({ code, stderr }).toEqual({ code: 0, stderr: '' });
+    const test = await TestBroker.open();
+    try {
+      expect(await test.messageCount(`${prefix}.dispatch`)).toBe(20);
+    } finally {
+      await test.close();
+    }
+  });
+
   // The CLI's tests run its command lines in their own process (test/support/cli.ts: runCli, which
   // main.ts runs): this is the binary around it, exiting with runCli's code, its output flushed.
   it('exits 0 with the help on stdout, 2 with a usage error on stderr, 1 with a failure on stderr', async () => {
