@@ -34,6 +34,10 @@ export function declareLog(program: CliCommand): void {
           throw new UsageError(`--status must be one of ${WEBHOOK_STATUSES.join(', ')}`);
         }
         if (raw.webhookId !== undefined && (raw.webhookId.length === 0 || raw.webhookId.length > 200)) throw new UsageError('--webhook-id takes 1 to 200 characters');
+        // One webhook is shown as it is: a filter beside it would be silently passed over (--endpoint picks its delivery).
+        for (const [option, given] of [['--reference', raw.reference], ['--status', raw.status]] as const) {
+          if (raw.webhookId !== undefined && given !== undefined) throw new UsageError(`--webhook-id names one webhook; give it without ${option}`);
+        }
         const limit = parseLimit(raw.limit, 100);
         return {
           ...raw,

@@ -71,6 +71,17 @@ describe('webhooks log and portal against an API URL that answers something else
   });
 });
 
+describe('webhooks log given filters it would not apply', () => {
+  it.each([
+    [['--reference', 'PO-1']],
+    [['--status', 'failed']],
+  ])('refuses --webhook-id with %j (exit 2): the webhook would be shown whatever they say', async (extra) => {
+    const result = await runCliInProcess({ WEBHOOKS_API_URL: `http://127.0.0.1:${await freePort()}` }, ['log', '--merchant', 'm_1', '--webhook-id', 'evt_1', ...extra]);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain(`webhooks: --webhook-id names one webhook; give it without ${extra[0]}`);
+  });
+});
+
 describe('webhooks log and portal behind a path (an ingress serving the API under /ops/webhooks)', () => {
   it('asks the API under the path of WEBHOOKS_API_URL, as portal does with it', async () => {
     const asked: string[] = [];
