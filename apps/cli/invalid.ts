@@ -1,8 +1,8 @@
 import type { GetMessage } from 'amqplib';
-import { type BrokerConnection, type HeldMessage, moveMessage } from '../../libs/broker/index.js';
+import { type BrokerConnection, type HeldMessage, moveMessage, PublishUnconfirmedError } from '../../libs/broker/index.js';
 import { brokerPark, copyHeaders, HEADERS, INVALID_CODES, parkedFromUpstream } from '../../libs/contracts/index.js';
 import { DISPATCH_DELIVERY_LIMIT, topologyNames, type TopologyNames } from '../../libs/topology/index.js';
-import { withBroker } from './broker.js';
+import { CLI_BROKER_DEADLINE_MS, withBroker } from './broker.js';
 import { CliCommand, EXIT, formatTable, NothingMatchedError, parseLimit, printListing, truncate, UsageError, writeLine } from './command.js';
 
 /** A message parked in invalid, with the reason the dispatcher (or the broker: byBroker) gave. */
@@ -43,7 +43,16 @@ async function passOverInvalid(
       let refused: Error | undefined;
       const held: HeldMessage = { content: message.content, properties: message.properties, live: true, ack: () => channel.ack(message), nack: () => {} };
       // One try, no backoff: a copy not confirmed fails the pass, and the message returns to invalid once, when the channel closes.
-      const moved = await moveMessage(broker, held, move ? names.dispatch : names.invalid, { backoffMs: [], headers: () => headers, onRetry: (err) => (refused = err) });
+      // Within a deadline: a broker whose alarm blocks publishers would hold the command forever.
+      const to = move ? names.dispatch : names.invalid;
+      const moved = await moveMessage(broker, held, to, { backoffMs: [], deadlineMs: CLI_BROKER_DEADLINE_MS, headers: () => headers, onRetry: (err) => (refused = err) });
+      if (refused instanceof PublishUnconfirmedError) {
+        // Its copy may still be stored: the message may then be in both queues (or twice in invalid).
+        throw new Error(
+          `RabbitMQ did not confirm a copy within ${refused.deadlineMs} ms (a memory or disk alarm blocks publishers?): ` +
+            `${parked.messageId ?? 'a message'} is back in ${names.invalid} and may be in ${to} too`,
+        );
+      }
       if (moved !== 'moved') throw refused ?? new Error('parked message not moved');
       result[move ? 'moved' : 'kept']++;
     }

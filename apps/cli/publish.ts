@@ -1,5 +1,6 @@
+import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { BrokerConnection } from '../../libs/broker/index.js';
+import { BrokerConnection, PublishUnconfirmedError } from '../../libs/broker/index.js';
 import { replicationOf, tracingSettingsOf } from '../../libs/config/index.js';
 import { EVENT_NAMES, type EventName, isEventName, isWellFormedReference, isWellFormedWebhookId, REFERENCE_FIELDS, sampleEvent, type UpstreamMessage, upstreamMessageSchema, WEBHOOK_ID_RULE } from '../../libs/contracts/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
@@ -65,7 +66,12 @@ async function run(options: ReturnType<typeof check>, ctx: CliContext): Promise<
   try {
     const publisher = new EventPublisher(broker, config.TOPOLOGY_PREFIX);
     for (const message of messages) {
-      const result = await publisher.publish(message, { messageId: options.messageId });
+      // Named here, as the publisher names them, so that one whose confirm never comes can be named.
+      const messageId = options.messageId ?? `evt_${randomUUID()}`;
+      const result = await publisher.publish(message, { messageId, deadlineMs: CLI_BROKER_DEADLINE_MS }).catch((err: unknown) => {
+        if (!(err instanceof PublishUnconfirmedError)) throw err;
+        throw new Error(`RabbitMQ did not confirm ${messageId} within ${err.deadlineMs} ms (a memory or disk alarm blocks publishers?): it may still be published`);
+      });
       writeLine(ctx.stdout, `published ${result.routingKey} ${result.messageId}`);
     }
     return 0;

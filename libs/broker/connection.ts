@@ -6,7 +6,7 @@ import { coalesceWrites, destroy, isAccessRefused } from './amqplib-gaps.js';
 import { within } from '../runtime/timers.js';
 import { cancelAndClose, ignoreUnsolicitedReplies } from './channels.js';
 import { type Consumer, consumerHandle, type ConsumeOptions, type ConsumerHost, type ConsumerState, openReader, type Reader, type ReaderOptions, startConsumer } from './consumers.js';
-import { BrokerUnavailableError, BrokerUnroutableError, StartAbortedError } from './errors.js';
+import { BrokerUnavailableError, BrokerUnroutableError, PublishUnconfirmedError, StartAbortedError } from './errors.js';
 import { ReturnTracker } from './return-tracker.js';
 import { BROKER_BACKOFF, BROKER_START_DEADLINE_MS, CLOSE_STEP_MS } from './timing.js';
 import { hostOf, redacted, shuffled, withHeartbeat } from './urls.js';
@@ -303,7 +303,7 @@ export class BrokerConnection extends EventEmitter {
       if (deadlineMs !== undefined) {
         timer = setTimeout(() => {
           returns.settle(pending);
-          reject(new BrokerUnavailableError(`publish not confirmed within ${deadlineMs} ms`));
+          reject(new PublishUnconfirmedError(deadlineMs));
         }, Math.max(0, deadlineMs - (Date.now() - started)));
       }
       try {

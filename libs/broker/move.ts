@@ -50,6 +50,8 @@ export interface MoveOptions {
   /** Gives up at once when it turns true (stopping). */
   givingUp?: () => boolean;
   onRetry?: (err: Error, retry: number, giveUp: boolean) => void;
+  /** Each try's wait for its confirm (PublishUnconfirmedError past it); none: as long as the broker takes. */
+  deadlineMs?: number;
 }
 
 export type MoveResult = 'moved' | 'requeued' | 'channel-lost';
@@ -65,7 +67,7 @@ export async function moveMessage(broker: BrokerConnection, held: HeldMessage, q
     const publish = copyProperties(held.properties, options.headers(), options.webhookId);
     if (!held.live) return 'channel-lost';
     try {
-      await broker.sendToQueue(queue, held.content, publish);
+      await broker.sendToQueue(queue, held.content, publish, options.deadlineMs);
       await options.afterPublish?.(publish);
       held.ack();
       return 'moved';

@@ -12,8 +12,8 @@ export class EventPublisher {
     this.exchange = topologyNames(prefix).events;
   }
 
-  /** `test`: a test event (x-test-event), attempted once; `endpointId`: the one endpoint a test event is for. Returns the event id, which becomes the webhook-id the merchant sees. */
-  async publish(message: UpstreamMessage, options: { messageId?: string; test?: boolean; endpointId?: string } = {}) {
+  /** `test`: a test event (x-test-event), attempted once; `endpointId`: the one endpoint a test event is for; `deadlineMs`: the wait for its confirm (PublishUnconfirmedError past it). Returns the event id, which becomes the webhook-id the merchant sees. */
+  async publish(message: UpstreamMessage, options: { messageId?: string; test?: boolean; endpointId?: string; deadlineMs?: number } = {}) {
     const checked = upstreamMessageSchema.parse(message);
     const messageId = options.messageId ?? `evt_${randomUUID()}`;
     // Headers only for people reading the RabbitMQ console; the dispatcher trusts the body.
@@ -37,7 +37,7 @@ export class EventPublisher {
         messageId,
         timestamp: Math.floor(Date.now() / 1000),
         headers,
-      });
+      }, options.deadlineMs);
     // Returned: no queue stored it (an operator deleted dispatch, or its binding): declared again, once more.
     await publishSpan(this.exchange, headers, attributes, () => sendDeclaring(this.broker, send));
     return { messageId, routingKey: checked.event };
