@@ -50,7 +50,7 @@ async function passOverInvalid(
         // Its copy may still be stored: the message may then be in both queues (or twice in invalid).
         throw new Error(
           `RabbitMQ did not confirm a copy within ${refused.deadlineMs} ms (a memory or disk alarm blocks publishers?): ` +
-            `${parked.messageId ?? 'a message'} is back in ${names.invalid} and may be in ${to} too`,
+            `${parked.messageId ?? 'a message'} is back in ${names.invalid} and may be ${move ? `in ${to} too` : 'there twice'}`,
         );
       }
       if (moved !== 'moved') throw refused ?? new Error('parked message not moved');
