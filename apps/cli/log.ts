@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { WEBHOOK_STATUSES } from '../../libs/delivery-log/index.js';
 import { type DeliveryLogQueries, deliveryLogQueries, onEndpoint, type WebhookDetail, type WebhookSummary } from '../../libs/delivery-store/index.js';
 import { openCliPostgres } from './broker.js';
@@ -128,10 +129,13 @@ const isObject = (value: unknown): value is Record<string, unknown> => typeof va
 // Enough of the API's answers for the table and the timelines to be made of them.
 const isSummary = (value: unknown): value is WebhookSummary => isObject(value) && typeof value.webhookId === 'string' && Array.isArray(value.references);
 const isDetail = (value: unknown): value is WebhookDetail => {
-  const records = isSummary(value) ? (value as { records?: unknown }).records : undefined;
-  return Array.isArray(records) && records.every(isObject);
+  const { records, deliveries } = isSummary(value) ? (value as { records?: unknown; deliveries?: unknown }) : {};
+  return Array.isArray(records) && records.every(isObject) && Array.isArray(deliveries) && deliveries.every(isObject);
 };
 const isPage = (value: unknown): value is Page => isObject(value) && Array.isArray(value.webhooks) && value.webhooks.every(isSummary);
+
+/** How long in all `webhooks log` waits when the API says to (429 with Retry-After) before it gives its answer. */
+const MAX_WAIT_FOR_API_MS = 60_000;
 
 /** The admin API's routes for the log (WEBHOOKS_API_URL), answering as the database does. */
 async function apiLogSource(ctx: CliContext): Promise<LogSource> {
@@ -139,16 +143,27 @@ async function apiLogSource(ctx: CliContext): Promise<LogSource> {
   if (!URL.canParse(given)) throw new UsageError('WEBHOOKS_API_URL is not a URL (e.g. http://127.0.0.1:8080)');
   const base = new URL(given);
   const token = await adminToken(ctx.env);
+  let waited = 0;
   const get = async <T>(path: string, query: Record<string, string>, isAnswer: (data: unknown) => data is T, notFoundIsNone = false): Promise<T | undefined> => {
     // Under the URL's path, as portal asks it (an API behind an ingress at https://ops.example/webhooks).
     const url = new URL(`${base.pathname.replace(/\/+$/, '')}${path}`, base);
     for (const [name, value] of Object.entries(query)) url.searchParams.set(name, value);
-    const res = await fetch(url, { headers: { authorization: `Bearer ${token}`, accept: 'application/json' }, signal: AbortSignal.timeout(15_000) }).catch(() => {
-      throw new Error(
-        `DATABASE_URL is not set, and no API answers at ${base.origin}: set DATABASE_URL to read the delivery log in PostgreSQL, ` +
-          'or start the API (npm start) or set WEBHOOKS_API_URL to one that runs',
-      );
-    });
+    let res: Response;
+    for (;;) {
+      res = await fetch(url, { headers: { authorization: `Bearer ${token}`, accept: 'application/json' }, signal: AbortSignal.timeout(15_000) }).catch(() => {
+        throw new Error(
+          `DATABASE_URL is not set, and no API answers at ${base.origin}: set DATABASE_URL to read the delivery log in PostgreSQL, ` +
+            'or start the API (npm start) or set WEBHOOKS_API_URL to one that runs',
+        );
+      });
+      // The API's bound on a merchant's reads (LOG_RATE_LIMIT's burst, reads in flight): a reference's timelines are
+      // read one by one, past it; told how long to wait, the command waits, up to a minute in all.
+      const wait = res.status === 429 ? Number(res.headers.get('retry-after') ?? NaN) * 1000 : NaN;
+      if (!(wait >= 0 && waited + wait <= MAX_WAIT_FOR_API_MS)) break;
+      await res.body?.cancel();
+      await sleep(wait);
+      waited += wait;
+    }
     const body = (await res.json().catch(() => undefined)) as { message?: string; error?: { code?: string }; data?: unknown } | null | undefined;
     if (res.ok) {
       const data = body?.data;

@@ -71,6 +71,35 @@ describe('webhooks log and portal against an API URL that answers something else
   });
 });
 
+describe('webhooks log through an API that says to wait (429 with Retry-After)', () => {
+  it("waits as told and reads on, so that a reference's timelines are read past the API's burst of reads", async () => {
+    const webhook = { webhookId: 'evt_1', endpointId: 'ep_1', event: 'payout', references: ['PO-1'], firstSeenAt: '2026-05-01T10:00:00.000Z', status: 'delivered', attempts: 1, firstAttemptAt: null, lastAttemptAt: null, lastHttpStatus: 200, lastError: null, nextAttemptAt: null };
+    const { webhookId: _id, event: _event, references: _refs, firstSeenAt: _seen, ...delivery } = webhook;
+    const detail = { ...webhook, payload: {}, deliveries: [delivery], records: [], duplicates: 0, lastDuplicateAt: null };
+    let asked = 0;
+    // Every other read is refused for a second, as the API's limiter does past its burst.
+    const server = createServer((req, res) => {
+      if (asked++ % 2 === 0) {
+        res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '1' }).end(JSON.stringify({ message: 'Too many reads of the delivery log; try again later', error: { code: 'rate_limited' } }));
+      } else {
+        const data = req.url!.includes('/webhooks?') ? { webhooks: [webhook], nextCursor: null } : detail;
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ data }));
+      }
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    try {
+      const env = { WEBHOOKS_API_URL: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, WEBHOOKS_ADMIN_TOKEN: 'x' };
+      const result = await runCliInProcess(env, ['log', '--merchant', 'm_1', '--reference', 'PO-1']);
+      expect({ code: result.code, stderr: result.stderr }).toEqual({ code: 0, stderr: '' });
+      expect(result.stdout).toContain('evt_1  payout  PO-1  first seen 2026-05-01T10:00:00.000Z  delivered, 1 attempt(s)');
+      expect(asked).toBe(4);
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
+});
+
 describe('webhooks log given filters it would not apply', () => {
   it.each([
     [['--reference', 'PO-1']],
