@@ -219,7 +219,9 @@ export class Dispatcher {
         }
       }
       // Before any write (its intake key, a place, a wait, a failure, a record): a deleted merchant's stays deleted.
-      if (intake && (await this.erasedNow(intake))) finding = { kind: 'erased', merchantId: intake.merchantId, webhookId: intake.webhookId };
+      // Not again for a share, whose original was just looked at: that await more made a fanned-out
+      // charge take its place after its refund for one endpoint alone, taken just behind it.
+      if (intake && !share && (await this.erasedNow(intake))) finding = { kind: 'erased', merchantId: intake.merchantId, webhookId: intake.webhookId };
       if (!share && intake && !finding) {
         finding = await this.firstSight(message, intake);
         // Its channel gone while its places were held unlooked-up: the broker gives it again.
