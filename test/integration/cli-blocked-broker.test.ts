@@ -9,7 +9,7 @@ import { HEADERS } from '../../libs/contracts/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
 import { runCliInProcess } from '../support/cli.js';
-import { ConfirmlessProxy } from '../support/confirmless-proxy.js';
+import { FrozenProxy } from '../support/frozen-proxy.js';
 
 /** One line on stderr, no stack trace. */
 function oneLine(stderr: string): void {
@@ -21,11 +21,12 @@ describe('the CLI on a broker that takes publishes but never confirms them (a me
   const prefix = uniquePrefix('cli-faults-blocked');
   const names = topologyNames(prefix);
   let test: TestBroker;
-  let proxy: ConfirmlessProxy;
+  let proxy: FrozenProxy;
 
   beforeAll(async () => {
     test = await TestBroker.open();
-    proxy = await ConfirmlessProxy.start(brokerUrl());
+    proxy = await FrozenProxy.start(brokerUrl());
+    proxy.dropConfirms();
     // invalid as the programs would have it; publish (the first test) declares events and dispatch.
     await test.channel.assertQueue(names.invalid, { durable: true });
   });

@@ -8,6 +8,13 @@ import { type AddressInfo, createServer, type Socket, connect } from 'node:net';
 /** The simple-protocol query `COMMIT` as node-postgres sends it (its text, NUL-terminated). */
 const COMMIT = Buffer.from('COMMIT\0');
 
+/** AMQP 0-9-1: a method frame (type 1) of basic (class 60): ack (80) or nack (120), a publisher confirm. */
+function isConfirm(frame: Buffer): boolean {
+  if (frame[0] !== 1 || frame.length < 11) return false;
+  const [klass, method] = [frame.readUInt16BE(7), frame.readUInt16BE(9)];
+  return klass === 60 && (method === 80 || method === 120);
+}
+
 export class FrozenProxy {
   private frozen = false;
   private readonly sockets = new Set<Socket>();
@@ -17,6 +24,8 @@ export class FrozenProxy {
   private mutingAfterCommit = false;
   /** The server's side of those connections: what it sends is dropped, what the client sends still passes. */
   private readonly muted = new Set<Socket>();
+  /** Set by dropConfirms(): the broker's publisher confirms never reach the client. */
+  private droppingConfirms = false;
 
   private constructor(
     private readonly server: ReturnType<typeof createServer>,
@@ -35,12 +44,25 @@ export class FrozenProxy {
         socket.on('error', () => {});
         socket.on('close', () => proxy!.sockets.delete(socket));
       }
+      // The broker's side as frames from its first byte (type, channel, size of 4 bytes, payload, 0xCE), for dropConfirms().
+      let pending = Buffer.alloc(0);
+      const withoutConfirms = (chunk: Buffer): Buffer => {
+        pending = Buffer.concat([pending, chunk]);
+        const kept: Buffer[] = [];
+        while (pending.length >= 7 && pending.length >= 8 + pending.readUInt32BE(3)) {
+          const frame = pending.subarray(0, 8 + pending.readUInt32BE(3));
+          pending = pending.subarray(frame.length);
+          if (!isConfirm(frame)) kept.push(frame);
+        }
+        return Buffer.concat(kept);
+      };
       const relay = (from: Socket, to: Socket) =>
         from.on('data', (chunk: Buffer) => {
           // node-postgres ends a transaction with the simple query `COMMIT`: it reaches the server and
           // commits, and its answer (and every later one on that connection) is lost on the way back.
           if (proxy!.mutingAfterCommit && from === client && chunk.includes(COMMIT)) proxy!.muted.add(upstream);
-          if (!proxy!.frozen && !proxy!.frozenSockets.has(from) && !proxy!.muted.has(from)) to.write(chunk);
+          if (proxy!.frozen || proxy!.frozenSockets.has(from) || proxy!.muted.has(from)) return;
+          to.write(proxy!.droppingConfirms && from === upstream ? withoutConfirms(chunk) : chunk);
         });
       relay(client, upstream);
       relay(upstream, client);
@@ -72,6 +94,16 @@ export class FrozenProxy {
    */
   dropRepliesAfterCommit(): void {
     this.mutingAfterCommit = true;
+  }
+
+  /**
+   * From a connection's first byte on (call it before connecting): everything passes but the broker's
+   * publisher confirms (basic.ack and basic.nack to the client), so publishes are stored, heartbeats
+   * flow and none is ever confirmed: a broker whose memory or disk alarm blocks its publishers,
+   * without raising one on the shared broker.
+   */
+  dropConfirms(): void {
+    this.droppingConfirms = true;
   }
 
   /** Every connection reset (its statements' answers never came), and new ones pass again. */
