@@ -92,7 +92,8 @@ export const DISPATCH_DELIVERY_LIMIT = 10;
  */
 export const DELIVERIES_RETENTION = '7D';
 export const DELIVERIES_MAX_BYTES = 5_000_000_000;
-const DELIVERIES_SEGMENT_BYTES = 50_000_000;
+/** RabbitMQ drops only whole closed segments: a record outlives its 7 days until 50 MB more follow it. */
+export const DELIVERIES_SEGMENT_BYTES = 50_000_000;
 
 /**
  * The failed stream's segment size. RabbitMQ applies x-max-age only when it opens a segment, and

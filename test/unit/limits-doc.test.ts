@@ -22,12 +22,12 @@ const schemas: z.ZodObject[] = [apiEnvSchema, dispatcherEnvSchema, recorderEnvSc
 
 const UNITS: Record<string, number> = {
   ms: 1, s: 1_000, min: 60_000, h: 3_600_000, day: 86_400_000, days: 86_400_000,
-  KiB: 1024, MiB: 1024 ** 2, GB: 1e9, characters: 1, records: 1,
+  KiB: 1024, MiB: 1024 ** 2, MB: 1e6, GB: 1e9, characters: 1, records: 1,
 };
 
 /** The numbers a value cell states, each in base units (ms, bytes, a count): `5 s, 5 min` → [5000, 300000]. */
 export function numbersOf(cell: string): number[] {
-  return [...cell.matchAll(/(\d[\d,]*(?:\.\d+)?)(?:\s*(ms|s|min|h|days?|KiB|MiB|GB)\b)?/g)].map(([, n, unit]) => Number(n!.replaceAll(',', '')) * (unit ? UNITS[unit]! : 1));
+  return [...cell.matchAll(/(\d[\d,]*(?:\.\d+)?)(?:\s*(ms|s|min|h|days?|KiB|MiB|MB|GB)\b)?/g)].map(([, n, unit]) => Number(n!.replaceAll(',', '')) * (unit ? UNITS[unit]! : 1));
 }
 
 /** A constant's numbers in the same units: strings such as '16kb' (express) and '7D' (RabbitMQ max-age) too. */
