@@ -1,5 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { createRemoteJWKSet, errors as joseErrors, type JWTPayload, type JWTVerifyGetKey, jwtVerify } from 'jose';
+import { createRemoteJWKSet, errors as joseErrors, type JWTPayload, type JWTVerifyGetKey, type JWTVerifyOptions, jwtVerify } from 'jose';
 import type { Merchant, MerchantDirectory } from '../../libs/merchants/index.js';
 import { ApiError, retryAfter, unauthorized } from './errors.js';
 
@@ -62,14 +62,13 @@ export class Authenticator {
 
   private async verify(token: string, invalid: string): Promise<JWTPayload> {
     try {
-      const { payload } = await jwtVerify(token, this.verifyKey, {
+      return await verifyWithAnyKey(token, this.verifyKey, {
         algorithms: this.algorithms,
         requiredClaims: ['sub', 'exp'],
         clockTolerance: 5,
         issuer: this.checks.issuer,
         audience: this.checks.audience,
       });
-      return payload;
     } catch (err) {
       if (err instanceof ApiError) throw err;
       if (err instanceof joseErrors.JWTExpired) throw unauthorized('token_expired', 'The access token has expired');
@@ -84,6 +83,26 @@ export class Authenticator {
     const given = digest(publicKey);
     const expected = digest(merchant?.publicKey ?? '\u0000no-merchant');
     return timingSafeEqual(given, expected) && merchant ? merchant : undefined;
+  }
+}
+
+/**
+ * jwtVerify, trying each key when several of the JWKS could have signed the token (a rotation whose keys
+ * or tokens carry no `kid`, or share one): jose leaves that to its caller, and such a token was refused.
+ */
+async function verifyWithAnyKey(token: string, getKey: JWTVerifyGetKey, options: JWTVerifyOptions): Promise<JWTPayload> {
+  try {
+    return (await jwtVerify(token, getKey, options)).payload;
+  } catch (err) {
+    if (!(err instanceof joseErrors.JWKSMultipleMatchingKeys)) throw err;
+    for await (const key of err) {
+      try {
+        return (await jwtVerify(token, key, options)).payload;
+      } catch (tried) {
+        if (!(tried instanceof joseErrors.JWSSignatureVerificationFailed)) throw tried;
+      }
+    }
+    throw new joseErrors.JWSSignatureVerificationFailed();
   }
 }
 

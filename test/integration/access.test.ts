@@ -85,13 +85,16 @@ describe('the resend API checks tokens as configured', () => {
   let jwksUrl: string;
   const merchant = testMerchant('m_auth', 'https://merchant.example/hooks');
   let keys: Awaited<ReturnType<typeof generateKeyPair>>;
+  let jwk: object;
+  let jwksKeys: object[];
 
   beforeAll(async () => {
     keys = await generateKeyPair('RS256');
-    const jwk = { ...(await exportJWK(keys.publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' };
+    jwk = { ...(await exportJWK(keys.publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' };
+    jwksKeys = [jwk];
     jwks = createServer((_req, res) => {
       if (jwksAnswer === 'garbage') res.writeHead(200, { 'content-type': 'application/json' }).end('<html>not a key set</html>');
-      else res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [jwk] }));
+      else res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: jwksKeys }));
     });
     jwks.listen(0, '127.0.0.1');
     await once(jwks, 'listening');
@@ -126,6 +129,27 @@ describe('the resend API checks tokens as configured', () => {
       expect((await send(await rs256({ iss: 'https://auth.platform.example', aud: 'billing' }))).status).toBe(401);
       expect((await send(await rs256({}))).status).toBe(401);
     } finally {
+      await program.stop();
+    }
+  });
+
+  it('takes a token without kid signed by either key while the JWKS holds the old and the new one (a rotation)', async () => {
+    const next = await generateKeyPair('RS256');
+    const stranger = await generateKeyPair('RS256');
+    const withoutKid = async (key: typeof keys.publicKey) => ({ ...(await exportJWK(key)), alg: 'RS256', use: 'sig' });
+    jwksKeys = [await withoutKid(keys.publicKey), await withoutKid(next.publicKey)];
+    const program = await api({ AUTH_JWKS_URL: jwksUrl });
+    try {
+      const send = async (signer: typeof keys.privateKey, expiresAt: string | number = '5m') => {
+        const jwt = await new SignJWT({}).setProtectedHeader({ alg: 'RS256' }).setSubject(merchant.id).setExpirationTime(expiresAt).sign(signer);
+        return call(program, `${RESEND}?reference=nothing-failed`, { headers: { 'x-auth-token': merchant.publicKey, authorization: `Bearer ${jwt}` } });
+      };
+      expect((await send(keys.privateKey)).body).toMatchObject({ error: { code: 'not_found', status: 404 } });
+      expect((await send(next.privateKey)).body).toMatchObject({ error: { code: 'not_found', status: 404 } });
+      expect((await send(stranger.privateKey)).body).toMatchObject({ error: { code: 'invalid_credentials', status: 401 }, data: null });
+      expect((await send(next.privateKey, Math.floor(Date.now() / 1000) - 60)).body).toMatchObject({ error: { code: 'token_expired', status: 401 } });
+    } finally {
+      jwksKeys = [jwk];
       await program.stop();
     }
   });
