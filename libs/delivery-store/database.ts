@@ -12,6 +12,7 @@ export interface Queryable {
 
 /** One connection kept for a long job (the recorder's advisory lock lives as long as it does); `lost` settles when it ends. */
 export interface Session extends Queryable {
+  /** Holds the session while `work` runs: a statement sent on the session meanwhile waits for its end (never `session.query` inside `work`: use `tx`). */
   transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T>;
   /** A script of several statements, no parameters (a migration file). */
   exec(sql: string): Promise<void>;
@@ -78,12 +79,21 @@ export function openPostgres(url: string, options: PostgresOptions = {}): Databa
     query: (text, params) => pool.query(text, params as unknown[]) as never,
     async session() {
       const { client, lost } = await connect(settings);
+      // One caller at a time, a transaction for its whole length: pg sends a statement queued while
+      // another caller's transaction is open inside it, where that transaction's rollback undid it
+      // after its caller was told it stood (the recorder's batch in its upkeep's lock-bounded one).
+      let turn: Promise<unknown> = Promise.resolve();
+      const alone = <T>(work: () => Promise<T>): Promise<T> => {
+        const run = turn.then(work);
+        turn = run.catch(() => {});
+        return run;
+      };
       return {
         lost,
-        query: (text, params) => client.query(text, params as unknown[]) as never,
+        query: (text, params) => alone(() => client.query(text, params as unknown[])) as never,
         // Without parameters pg sends the simple query protocol, which takes several statements.
-        exec: async (sql) => void (await client.query(sql)),
-        transaction: (work) => inTransaction(client, work),
+        exec: (sql) => alone(async () => void (await client.query(sql))),
+        transaction: (work) => alone(() => inTransaction(client, work)),
         close: () => client.end().catch(() => {}),
       };
     },

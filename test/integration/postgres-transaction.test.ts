@@ -35,6 +35,34 @@ describe('PostgreSQL sessions: a transaction whose connection the server ends, a
     }
   });
 
+  it('keeps a statement another caller sends on a held session out of its open transaction: that transaction rolled back, the statement still stands', async () => {
+    // The recorder's case: its hourly upkeep's lock-bounded transactions (withLockWait) and its
+    // batches share the lead's session. A batch sent while an upkeep transaction was open ran inside
+    // it; the upkeep refused (a lock not had within 1 s) rolled the batch back after the recorder saw
+    // it stored and moved its offset on: the next batch's offset skipped those records for ever.
+    await db.query('CREATE TABLE IF NOT EXISTS apart (n integer)');
+    const database = openPostgres(db.url);
+    const session = await database.session();
+    try {
+      let entered!: () => void;
+      const inside = new Promise<void>((resolve) => (entered = resolve));
+      const upkeep = session.transaction(async (tx) => {
+        await tx.query('INSERT INTO apart VALUES (1)');
+        entered();
+        await tx.query('SELECT pg_sleep(0.2)');
+        throw new Error('refused: lock not available');
+      }).then(() => undefined, (err: Error) => err.message);
+      await inside;
+      // The batch: its statement resolves, so its caller takes it as stored.
+      await session.query('INSERT INTO apart VALUES (2)');
+      expect(await upkeep).toBe('refused: lock not available');
+      expect((await db.query<{ n: number }>('SELECT n FROM apart ORDER BY n')).map((row) => row.n)).toEqual([2]);
+    } finally {
+      await session.close();
+      await database.close();
+    }
+  });
+
   it('asks the server for keepalives on every session, pooled or held (a vanished host\'s session, and its locks, end within a minute)', async () => {
     const database = openPostgres(db.url, { maxConnections: 1, durableCommits: true });
     const session = await database.session();
