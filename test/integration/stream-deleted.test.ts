@@ -3,7 +3,7 @@ import { sampleEvent } from '../../libs/contracts/index.js';
 import { decodeRecords, type DeliveryRecordInput, DeliveryRecorder } from '../../libs/delivery-log/index.js';
 import { deliveryLogQueries, DeliveryLogRecorder, openPostgres } from '../../libs/delivery-store/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
-import { topologyNames } from '../../libs/topology/index.js';
+import { declareQueueSpec, deliveriesSpec, topologyNames } from '../../libs/topology/index.js';
 import { call, startTestApi, token, unresolved } from '../support/api.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
 import { startHarness, testMerchant } from '../support/harness.js';
@@ -201,4 +201,44 @@ describe('a deleted stream is declared again and read from its start, without a 
       await db.drop();
     }
   }, 40_000);
+
+  it('deliveries: an entry set aside in the stream declared again, at the place of one set aside before the delete, is kept beside it', async () => {
+    // Offsets start over in the new stream, and set-aside rows are kept 30 days by their place:
+    // the new one was dropped as a repeat of the old (the error line said set aside, no row held it).
+    const prefix = uniquePrefix('deleted-deliveries-aside');
+    const { deliveries } = topologyNames(prefix);
+    const broker = new BrokerConnection({ url: brokerUrl(), name: 'test-deleted-deliveries-aside', logger: silentLogger() });
+    await broker.open(10_000);
+    const db = await createTestDatabase('deleted_deliveries_aside');
+    const database = openPostgres(db.url);
+    // No checkpoints of its own meanwhile: each stream's offset 0 is the test's entry.
+    const newRecorder = () => new DeliveryLogRecorder(broker, database, silentLogger(), { prefix, retentionMs: 86_400_000, retryMs: 200, checkpointEveryMs: 600_000 });
+    const setAside = async () =>
+      (await db.query<{ stream_offset: string; position: number; content: string }>('SELECT stream_offset, position, content FROM delivery_log_quarantine WHERE stream = $1 ORDER BY quarantined_at', [deliveries]).catch(() => [])).map((r) => [Number(r.stream_offset), r.position, r.content]);
+    let recorder = newRecorder();
+    try {
+      await declareQueueSpec(() => broker.createChannel(), deliveriesSpec(prefix));
+      await test.publishRaw(deliveries, Buffer.from('{"before the delete":'));
+      await recorder.start();
+      await waitFor('the first entry set aside', async () => (await setAside()).length === 1, 15_000);
+      await recorder.stop();
+
+      await test.channel.deleteQueue(deliveries);
+      await declareQueueSpec(() => broker.createChannel(), deliveriesSpec(prefix));
+      await test.publishRaw(deliveries, Buffer.from('{"after the delete":'));
+      recorder = newRecorder();
+      await recorder.start();
+      await waitFor('the new stream\'s entry set aside', async () => recorder.state.rejected === 1, 15_000);
+      expect(await setAside()).toEqual([
+        [0, -1, '{"before the delete":'],
+        [0, -1, '{"after the delete":'],
+      ]);
+    } finally {
+      await recorder.stop();
+      await test.channel.deleteQueue(deliveries).catch(() => {});
+      await broker.close();
+      await database.close();
+      await db.drop();
+    }
+  }, 45_000);
 });
