@@ -50,7 +50,8 @@ export const ROUTES = [
     security: MERCHANT_AUTH,
     input: { query: z.strictObject({ reference: referenceSchema }) },
     output: {
-      '200': { description: 'The webhook was sent again', schema: envelope(z.null(), z.string().regex(/^webhook sent for reference .+$/)) },
+      // [\s\S], not ".": a reference may hold U+2028 or U+2029, where a regex's "." stops.
+      '200': { description: 'The webhook was sent again', schema: envelope(z.null(), z.string().regex(/^webhook sent for reference [\s\S]+$/)) },
     },
     errors: {
       '400':

@@ -112,6 +112,19 @@ describe('the resend API', () => {
     expect(await unresolved(api, alice.id, byTnx.reference)).toBe(0);
   });
 
+  it("answers a reference holding a line separator (U+2028) with the 200 its OpenAPI document describes", async () => {
+    // The service takes any reference but control characters; a regex's "." stops at U+2028 and U+2029.
+    const message = sampleEvent('charge.completed', alice.id);
+    const reference = `line\u2028sep\u2029${String(message.data.tnxRef)}`;
+    message.data.tnxRef = reference;
+    await harness.publisher.publish(message);
+    await waitFor('failure indexed', async () => (await unresolved(api, alice.id, reference)) > 0);
+    mode = 'ok';
+    const answer = await call(api, `${RESEND}?reference=${encodeURIComponent(reference)}`, { headers: await headersFor(alice) });
+    expect(answer.body).toEqual({ message: `webhook sent for reference ${reference}`, error: null, data: null });
+    expectDocumented([{ path: RESEND, method: 'post', ...answer }]);
+  });
+
   it("answers 404 for another merchant's reference and leaves it failed", async () => {
     const { reference } = await failedEvent('charge.completed', alice);
     const answer = await call(api, `${RESEND}?reference=${reference}`, { headers: await headersFor(bob) });
