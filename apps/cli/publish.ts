@@ -1,10 +1,9 @@
-import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { BrokerConnection, PublishUnconfirmedError } from '../../libs/broker/index.js';
 import { replicationOf, tracingSettingsOf } from '../../libs/config/index.js';
 import { EVENT_NAMES, type EventName, isEventName, isWellFormedReference, isWellFormedWebhookId, REFERENCE_FIELDS, sampleEvent, type UpstreamMessage, upstreamMessageSchema, WEBHOOK_ID_RULE } from '../../libs/contracts/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
-import { EventPublisher } from '../../libs/publisher/index.js';
+import { EventPublisher, newEventId } from '../../libs/publisher/index.js';
 import { declareIntake } from '../../libs/topology/index.js';
 import { startTracing } from '../../libs/tracing/index.js';
 import { CLI_BROKER_DEADLINE_MS } from './broker.js';
@@ -67,7 +66,7 @@ async function run(options: ReturnType<typeof check>, ctx: CliContext): Promise<
     const publisher = new EventPublisher(broker, config.TOPOLOGY_PREFIX);
     for (const message of messages) {
       // Named here, as the publisher names them, so that one whose confirm never comes can be named.
-      const messageId = options.messageId ?? `evt_${randomUUID()}`;
+      const messageId = options.messageId ?? newEventId();
       const result = await publisher.publish(message, { messageId, deadlineMs: CLI_BROKER_DEADLINE_MS }).catch((err: unknown) => {
         if (!(err instanceof PublishUnconfirmedError)) throw err;
         throw new Error(`RabbitMQ did not confirm ${messageId} within ${err.deadlineMs} ms (a memory or disk alarm blocks publishers?): it may still be published`);

@@ -5,6 +5,11 @@ import { topologyNames } from '../topology/index.js';
 import { ATTR, publishSpan } from '../tracing/index.js';
 
 /** The upstream contract: to `<prefix>.events`, the event as routing key, persistent JSON, a stable messageId, confirmed. */
+/** An event id as the publisher makes one when upstream gives none: its caller may name it before the publish. */
+export function newEventId(): string {
+  return `evt_${randomUUID()}`;
+}
+
 export class EventPublisher {
   private readonly exchange: string;
 
@@ -15,7 +20,7 @@ export class EventPublisher {
   /** `test`: a test event (x-test-event), attempted once; `endpointId`: the one endpoint a test event is for; `deadlineMs`: the wait for its confirm (PublishUnconfirmedError past it). Returns the event id, which becomes the webhook-id the merchant sees. */
   async publish(message: UpstreamMessage, options: { messageId?: string; test?: boolean; endpointId?: string; deadlineMs?: number } = {}) {
     const checked = upstreamMessageSchema.parse(message);
-    const messageId = options.messageId ?? `evt_${randomUUID()}`;
+    const messageId = options.messageId ?? newEventId();
     // Headers only for people reading the RabbitMQ console; the dispatcher trusts the body.
     const headers = webhookHeaders(checked.merchantId, checked.event, messageId, referencesOf(checked.event, checked.data));
     if (options.test) headers[HEADERS.testEvent] = true;
