@@ -78,13 +78,17 @@ describe('a batch of wait writes committed whose answer is lost', () => {
     // A warm-up: A's waits' pool has its connections open (the ones whose answers will be lost).
     const warm = await Promise.all(Array.from({ length: HELD }, () => publisher.publish(sampleEvent('payout', merchant.id))));
     await waitFor('the warm-up delivered', () => new Set(delivered().map(idOf)).size === warm.length, 20_000, 100);
-
     const ids = Array.from({ length: HELD }, (_, n) => `evt_lost_${n}`);
-    await Promise.all(ids.map((messageId) => publisher.publish(sampleEvent('payout', merchant.id), { messageId })));
-    await waitFor("A's first attempts refused", () => ids.every((id) => receiver.requests.some((r) => idOf(r) === id)), 20_000, 100);
     const db = new pg.Client({ connectionString: server.url });
     await db.connect();
     try {
+      // And its waits ended: an end still unwritten when the answers start to be lost held its delivery
+      // unacked, a prefetch slot fewer, and some of the webhooks below never came to A (CI: "A's first
+      // attempts refused" timed out).
+      await waitFor("the warm-up's waits ended", async () => Number((await db.query('SELECT count(*) FROM webhook_waits')).rows[0].count) === 0, 20_000, 100);
+
+      await Promise.all(ids.map((messageId) => publisher.publish(sampleEvent('payout', merchant.id), { messageId })));
+      await waitFor("A's first attempts refused", () => ids.every((id) => receiver.requests.some((r) => idOf(r) === id)), 20_000, 100);
       const written = await waitFor('the waits A wrote committed', async () => {
         const rows = (await db.query('SELECT webhook_id FROM webhook_waits')).rows.map((row) => String(row.webhook_id));
         return rows.length > 0 && rows;
