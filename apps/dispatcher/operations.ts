@@ -110,7 +110,8 @@ export class Operations {
     try {
       switch (decision.kind) {
         case 'delivered':
-          if (decision.attempt > FAILING_ATTEMPT) this.fold('message.attempt.recovered', this.facts(intake, decision.attempt, decision.status), now);
+          // The delivered attempt's facts: its 2xx and no error (not the failure before it).
+          if (decision.attempt > FAILING_ATTEMPT) this.fold('message.attempt.recovered', { ...this.facts(intake, decision.attempt, decision.status), lastError: undefined }, now);
           if (this.health) this.succeeded(intake);
           return;
         case 'retry':

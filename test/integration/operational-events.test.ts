@@ -139,6 +139,8 @@ describe('operational events and auto-disable', () => {
       references: [charge.data.tnxRef],
       attempts: 5,
       lastHttpStatus: 204,
+      // The delivered attempt's: it had none (not the 4th failure's text beside a 2xx).
+      lastError: null,
       suppressed: 0,
     });
     const failing = of('m_recover', 'message.attempt.failing');
