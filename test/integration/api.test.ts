@@ -224,6 +224,14 @@ describe('the resend API', () => {
     }
   });
 
+  it("checks exp and nbf with 5 seconds' leeway, as resending.md says", async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const statusWith = async (options: Parameters<typeof token>[1]) =>
+      (await call(api, `${RESEND}?reference=nothing-failed`, { headers: { 'x-auth-token': alice.publicKey, authorization: `Bearer ${await token(alice.id, options)}` } })).status;
+    expect([await statusWith({ expiresIn: now - 2 }), await statusWith({ expiresIn: now - 30 })]).toEqual([404, 401]);
+    expect([await statusWith({ notBefore: now + 2 }), await statusWith({ notBefore: now + 30 })]).toEqual([404, 401]);
+  });
+
   it('answers 431 in the envelope for huge headers, without reaching the app', async () => {
     const answer = await call(api, `${RESEND}?reference=abc`, { headers: { ...(await headersFor(alice)), 'x-filler': 'x'.repeat(20_000) } });
     expect(answer.status).toBe(431);

@@ -78,13 +78,10 @@ export async function waitReady(api: ApiProgram, timeoutMs = 10_000): Promise<Ap
   return api;
 }
 
-export function token(sub: string, options: { secret?: string; expiresIn?: string | number } = {}): Promise<string> {
-  return new SignJWT({})
-    .setProtectedHeader({ alg: 'HS256' })
-    .setSubject(sub)
-    .setIssuedAt()
-    .setExpirationTime(options.expiresIn ?? '5m')
-    .sign(new TextEncoder().encode(options.secret ?? JWT_SECRET));
+export function token(sub: string, options: { secret?: string; expiresIn?: string | number; notBefore?: number } = {}): Promise<string> {
+  const jwt = new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject(sub).setIssuedAt().setExpirationTime(options.expiresIn ?? '5m');
+  if (options.notBefore !== undefined) jwt.setNotBefore(options.notBefore);
+  return jwt.sign(new TextEncoder().encode(options.secret ?? JWT_SECRET));
 }
 
 /** A token of the dashboard's backend (or an operator): its scope names what it may do. */
