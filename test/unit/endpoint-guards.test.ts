@@ -337,6 +337,23 @@ describe("an endpoint's circuit across URLs", () => {
     rowOpens(guards, three, 30_000);
     expect(await guards.acquire(keyOf('https://three.example/h', 'm_1', 'ep_b'), request('m_1', 'ep_b'), () => false)).toMatchObject({ kind: 'send' });
   });
+
+  it('closes at the URLs remembered now, after one was forgotten and seen again', async () => {
+    const guards = new EndpointGuards({ ...options, maxEndpoints: 10, now: () => 0 });
+    const [one, two, other] = [keyOf('https://one.example/h', 'm_1', 'ep_a'), keyOf('https://two.example/h', 'm_1', 'ep_a'), keyOf('https://one.example/h', 'm_1', 'ep_b')];
+    const sent = await guards.acquire(two, request('m_1', 'ep_a'), () => false);
+    if (sent?.kind !== 'send') throw new Error(`expected to send, got ${sent?.kind}`);
+    sent.release('succeeded');
+    for (const key of [one, other]) rowOpens(guards, key, 30_000);
+    // Idle and closed, `two` is forgotten; the open ones are kept.
+    for (let i = 0; i < 20; i++) await deliverOnce(guards, `https://idle-${i}.example/h`);
+    guards.closeCircuit(one, true);
+    expect([guards.refusing(one), guards.refusing(other)]).toEqual([false, true]);
+    // Seen again (its row announced), it closes with the endpoint's other URL.
+    for (const key of [two, one]) rowOpens(guards, key, 30_000);
+    guards.closeCircuit(one, false);
+    expect([guards.refusing(one), guards.refusing(two), guards.refusing(other)]).toEqual([false, false, true]);
+  });
 });
 
 describe('a slow endpoint, not a paused dispatcher', () => {

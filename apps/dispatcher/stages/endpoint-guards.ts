@@ -93,6 +93,8 @@ const SLOW_AFTER_MS = 100;
 export class EndpointGuards {
   /** In order of last use, the least recent first (a use re-inserts). */
   private readonly endpoints = new Map<string, EndpointState>();
+  /** Their keys by circuit (circuitOf), each added and deleted with its endpoint: closeCircuit() checked every one. */
+  private readonly circuits = new Map<string, Set<string>>();
   /** The last used, already last in that order: most deliveries come in runs, so no lookup. */
   private latestEndpoint: string | undefined;
   private latestState: EndpointState | undefined;
@@ -270,9 +272,8 @@ export class EndpointGuards {
   closeCircuit(endpoint: string, answered: boolean): void {
     // The row is the endpoint's, whatever its URL: a URL it left keeps no circuit of its own, or
     // moving back there (or a close that named its URL of the moment) found it open, with no row to close it.
-    const circuit = circuitOf(endpoint);
-    for (const [key, state] of this.endpoints) {
-      if (key !== endpoint && (circuit === undefined || !key.startsWith(circuit))) continue;
+    for (const key of this.circuits.get(circuitOf(endpoint)) ?? []) {
+      const state = this.endpoints.get(key)!;
       state.openUntil = 0;
       state.unanswered = !answered;
       if (answered) {
@@ -429,12 +430,15 @@ export class EndpointGuards {
           (state) => state.started.length === 0 && state.waiters.length === 0 && state.blocked === 0,
           (state) => state.openUntil === 0,
           (endpoint) => {
+            const keys = this.circuits.get(circuitOf(endpoint))!;
+            if (keys.delete(endpoint) && keys.size === 0) this.circuits.delete(circuitOf(endpoint));
             if (this.latestEndpoint === endpoint) this.latestEndpoint = this.latestState = undefined;
           },
         );
       }
       state = { started: [], failures: 0, recent: { bits: 0, seen: 0 }, openUntil: 0, cooldownMs: this.options.cooldownMs, unanswered: false, latencyMs: undefined, waiters: [], blocked: 0, suspectedAt: 0, polledFrom: 0 };
       this.endpoints.set(endpoint, state);
+      this.circuits.set(circuitOf(endpoint), (this.circuits.get(circuitOf(endpoint)) ?? new Set()).add(endpoint));
     }
     this.latestEndpoint = endpoint;
     this.latestState = state;
@@ -476,11 +480,11 @@ export function endpointOf(merchantId: string, endpointId: string, url: string):
   return `${merchantId}\u001f${endpointId}\u001f${URL.canParse(url) ? new URL(url).href : url}`;
 }
 
-/** The start of the keys of one endpoint's URLs (endpointOf), which share its circuit; undefined for a key not made by endpointOf. */
-function circuitOf(endpoint: string): string | undefined {
+/** The start of the keys of one endpoint's URLs (endpointOf), which share its circuit; a key not made by endpointOf is its own. */
+function circuitOf(endpoint: string): string {
   const merchantEnd = endpoint.indexOf('\u001f');
   const endpointEnd = merchantEnd < 0 ? -1 : endpoint.indexOf('\u001f', merchantEnd + 1);
-  return endpointEnd < 0 ? undefined : endpoint.slice(0, endpointEnd + 1);
+  return endpointEnd < 0 ? endpoint : endpoint.slice(0, endpointEnd + 1);
 }
 
 /** An endpoint as a metric label: its URL's origin and its merchant (endpointOf's key). */
