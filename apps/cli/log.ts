@@ -3,7 +3,7 @@ import { WEBHOOK_STATUSES } from '../../libs/delivery-log/index.js';
 import { type DeliveryLogQueries, deliveryLogQueries, onEndpoint, type WebhookDetail, type WebhookSummary } from '../../libs/delivery-store/index.js';
 import { openCliPostgres } from './broker.js';
 import { checkEndpointId, checkMerchantId, checkReference, CliCommand, type CliContext, EXIT, formatTable, parseLimit, printListing, truncate, UsageError, writeLine } from './command.js';
-import { adminApiBase, adminToken } from './token.js';
+import { adminApiBase, adminApiRoute, adminToken } from './token.js';
 
 export function declareLog(program: CliCommand): void {
   program
@@ -139,14 +139,11 @@ const MAX_WAIT_FOR_API_MS = 60_000;
 
 /** The admin API's routes for the log (WEBHOOKS_API_URL), answering as the database does. */
 async function apiLogSource(ctx: CliContext): Promise<LogSource> {
-  const given = adminApiBase(ctx.env);
-  if (!URL.canParse(given)) throw new UsageError('WEBHOOKS_API_URL is not a URL (e.g. http://127.0.0.1:8080)');
-  const base = new URL(given);
+  const base = adminApiBase(ctx.env);
   const token = await adminToken(ctx.env);
   let waited = 0;
   const get = async <T>(path: string, query: Record<string, string>, isAnswer: (data: unknown) => data is T, notFoundIsNone = false): Promise<T | undefined> => {
-    // Under the URL's path, as portal asks it (an API behind an ingress at https://ops.example/webhooks).
-    const url = new URL(`${base.pathname.replace(/\/+$/, '')}${path}`, base);
+    const url = adminApiRoute(base, path);
     for (const [name, value] of Object.entries(query)) url.searchParams.set(name, value);
     let res: Response;
     for (;;) {

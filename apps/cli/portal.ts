@@ -1,7 +1,7 @@
 import { ADMIN_SCOPE } from '../api/auth.js';
 import { linkLifetimeMs, PORTAL_PERMISSIONS } from '../../libs/portal/index.js';
 import { checkMerchantId, CliCommand, EXIT, UsageError, writeLine } from './command.js';
-import { adminApiBase, adminToken } from './token.js';
+import { adminApiBase, adminApiRoute, adminToken } from './token.js';
 
 const PERMISSIONS: readonly string[] = PORTAL_PERMISSIONS;
 
@@ -40,7 +40,7 @@ export function declarePortal(program: CliCommand): void {
       async (options, ctx) => {
         const base = adminApiBase(ctx.env, options.api);
         // --revoke ends the merchant's sessions and unused links instead of minting one.
-        const res = await fetch(`${base}/admin/merchants/${encodeURIComponent(options.merchant)}/portal-sessions`, {
+        const res = await fetch(adminApiRoute(base, `/admin/merchants/${encodeURIComponent(options.merchant)}/portal-sessions`), {
           method: options.revoke ? 'DELETE' : 'POST',
           headers: { authorization: `Bearer ${await adminToken(ctx.env, options.adminToken)}`, 'content-type': 'application/json' },
           body: options.revoke ? undefined : JSON.stringify({ ...(options.permissions ? { permissions: options.permissions } : {}), expiresIn: options.expiresIn }),

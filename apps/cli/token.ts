@@ -16,15 +16,17 @@ async function signToken(env: Record<string, string | undefined>, secret: string
 }
 
 /** By default `npm start`'s API, whose development database lives inside its process. */
-export function adminApiBase(env: Record<string, string | undefined>, given?: string): string {
-  const base = (given ?? env.WEBHOOKS_API_URL ?? `http://127.0.0.1:${env.ADMIN_PORT || env.PORT || '8080'}`).replace(/\/+$/, '');
+export function adminApiBase(env: Record<string, string | undefined>, given?: string): URL {
+  const base = given ?? env.WEBHOOKS_API_URL ?? `http://127.0.0.1:${env.ADMIN_PORT || env.PORT || '8080'}`;
+  if (!URL.canParse(base)) throw new UsageError('WEBHOOKS_API_URL is not a URL (e.g. http://127.0.0.1:8080)');
   // fetch refuses user:password@, and its error quotes the URL: refused here, without printing the password.
-  const url = URL.canParse(base) ? new URL(base) : undefined;
-  if (url && (url.username || url.password)) {
-    throw new UsageError(`the admin API's URL (${url.origin}, --api or WEBHOOKS_API_URL) must not carry user:password@: the CLI authenticates with its admin token`);
-  }
-  return base;
+  const url = new URL(base);
+  if (url.username || url.password) throw new UsageError(`the admin API's URL (${url.origin}, --api or WEBHOOKS_API_URL) must not carry user:password@: the CLI authenticates with its admin token`);
+  return url;
 }
+
+/** A route of the admin API under its URL's path (an API behind an ingress at https://ops.example/webhooks), with its query. */
+export const adminApiRoute = (base: URL, route: string): URL => new URL(`${base.origin}${base.pathname.replace(/\/+$/, '')}${route}${base.search}`);
 
 /** Signed with the development secret as a last resort: only an API in development mode (npm start) accepts it. */
 export async function adminToken(env: Record<string, string | undefined>, given?: string): Promise<string> {

@@ -112,13 +112,16 @@ describe('webhooks log given filters it would not apply', () => {
 });
 
 describe('webhooks log and portal behind a path (an ingress serving the API under /ops/webhooks)', () => {
-  it('asks the API under the path of WEBHOOKS_API_URL, as portal does with it', async () => {
+  it('asks the API under the path of WEBHOOKS_API_URL, with its query, as portal does with it', async () => {
     const asked: string[] = [];
     const server = createServer((req, res) => {
-      asked.push(`${req.method} ${req.url!.replace(/\?.*$/, '')}`);
-      if (req.url!.startsWith('/ops/webhooks/admin/merchants/m_1/webhooks?')) {
+      const { pathname, searchParams } = new URL(req.url!, 'http://api');
+      asked.push(`${req.method} ${pathname} tenant=${searchParams.get('tenant')}`);
+      if (searchParams.get('tenant') !== 't1') {
+        res.writeHead(403, { 'content-type': 'application/json' }).end(JSON.stringify({ message: 'no tenant' }));
+      } else if (pathname === '/ops/webhooks/admin/merchants/m_1/webhooks') {
         res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ data: { webhooks: [], nextCursor: null } }));
-      } else if (req.url === '/ops/webhooks/admin/merchants/m_1/portal-sessions') {
+      } else if (pathname === '/ops/webhooks/admin/merchants/m_1/portal-sessions') {
         res.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ data: { url: 'https://portal.example/#token=t', expiresAt: '2026-05-01T11:00:00.000Z' } }));
       } else {
         res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ message: 'Not found', error: { code: 'not_found' } }));
@@ -127,12 +130,12 @@ describe('webhooks log and portal behind a path (an ingress serving the API unde
     server.listen(0, '127.0.0.1');
     await once(server, 'listening');
     try {
-      const api = `http://127.0.0.1:${(server.address() as AddressInfo).port}/ops/webhooks/`;
+      const api = `http://127.0.0.1:${(server.address() as AddressInfo).port}/ops/webhooks/?tenant=t1`;
       const env = { WEBHOOKS_API_URL: api, WEBHOOKS_ADMIN_TOKEN: 'x' };
       const portal = await runCliInProcess(env, ['portal', '--merchant', 'm_1']);
       expect(portal).toMatchObject({ code: 0, stdout: 'https://portal.example/#token=t\n' });
       const log = await runCliInProcess(env, ['log', '--merchant', 'm_1', '--json']);
-      expect({ ...log, asked }).toEqual({ code: 3, stdout: '[]\n', stderr: 'webhooks: no webhook in the delivery log matches\n', asked: ['POST /ops/webhooks/admin/merchants/m_1/portal-sessions', 'GET /ops/webhooks/admin/merchants/m_1/webhooks'] });
+      expect({ ...log, asked }).toEqual({ code: 3, stdout: '[]\n', stderr: 'webhooks: no webhook in the delivery log matches\n', asked: ['POST /ops/webhooks/admin/merchants/m_1/portal-sessions tenant=t1', 'GET /ops/webhooks/admin/merchants/m_1/webhooks tenant=t1'] });
     } finally {
       await new Promise<void>((resolve) => server.close(() => resolve()));
     }
