@@ -2,13 +2,13 @@ import { randomUUID } from 'node:crypto';
 import { Dispatcher } from '../../apps/dispatcher/dispatcher.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { type DeliveryRecord, DeliveryRecorder } from '../../libs/delivery-log/index.js';
-import { type Database, DeliveryLogRecorder, deliveryLogQueries, openPostgres } from '../../libs/delivery-store/index.js';
+import { type Database, DeliveryLogRecorder, deliveryLogQueries } from '../../libs/delivery-store/index.js';
 import { ensurePartitionsFor, prepareRows, storeBatch } from '../../libs/delivery-store/materialise.js';
 import { createUndiciClient } from '../../libs/http/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { WaitWriter } from '../../libs/waits/index.js';
 import { type Harness, startHarness, testMerchant } from '../support/harness.js';
-import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
+import { useTestDatabase } from '../support/postgres.js';
 import { failOnceThenSucceed, Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
@@ -17,21 +17,10 @@ import { waitFor } from '../support/wait.js';
  * position), never the clocks of the hosts that wrote its records.
  */
 describe('the delivery log orders each webhook by its attempts, not by host clocks', () => {
-  let db: TestDatabase;
-  let database: Database;
-
-  beforeAll(async () => {
-    db = await createTestDatabase('log_order');
-    database = openPostgres(db.url);
-  });
-
-  afterAll(async () => {
-    await database?.close();
-    await db?.drop();
-  });
+  const postgres = useTestDatabase('log_order');
 
   const statusOf = async (merchantId: string, webhookId: string) =>
-    (await db.query<{ status: string; next_attempt_at: Date | null; last_error: string | null; last_http_status: number | null }>(
+    (await postgres.db.query<{ status: string; next_attempt_at: Date | null; last_error: string | null; last_http_status: number | null }>(
       'SELECT status, next_attempt_at, last_error, last_http_status FROM delivery_webhooks WHERE merchant_id = $1 AND webhook_id = $2',
       [merchantId, webhookId],
     ))[0];
@@ -47,7 +36,7 @@ describe('the delivery log orders each webhook by its attempts, not by host cloc
     // its ack), so the second attempt is B's. With 300 ms, a loaded machine let A's own consumer take the
     // hand-back before its stop, and both records carried A's clock (CI, 2026-11-30).
     const harness: Harness = await startHarness({ name: 'log-order', merchants: [merchant], retryDelaysMs: [3_000], deliveryLog: true, now: () => new Date(Date.now() + 120_000) });
-    const recorder = new DeliveryLogRecorder(harness.broker, database, silentLogger(), { prefix: harness.prefix, retentionMs: 30 * 86_400_000, retryMs: 200 });
+    const recorder = new DeliveryLogRecorder(harness.broker, postgres.database, silentLogger(), { prefix: harness.prefix, retentionMs: 30 * 86_400_000, retryMs: 200 });
     const logB = new DeliveryRecorder(harness.broker, silentLogger(), { prefix: harness.prefix });
     const http = createUndiciClient({ allowPrivateTargets: true, responseBodyBytes: 1024 });
     // B ends the wait A wrote (the harness's scheduler hands it back to dispatch on time).
@@ -67,8 +56,8 @@ describe('the delivery log orders each webhook by its attempts, not by host cloc
       );
       await b.start();
       await receiver.waitForRequests(2, 15_000);
-      await waitFor('both records stored', async () => (await db.query<{ n: string }>('SELECT count(*) AS n FROM delivery_records WHERE webhook_id = $1', [messageId]))[0]?.n === '2', 20_000);
-      const records = await db.query<{ outcome: string; at: Date }>('SELECT outcome, at FROM delivery_records WHERE webhook_id = $1 ORDER BY attempt_number', [messageId]);
+      await waitFor('both records stored', async () => (await postgres.db.query<{ n: string }>('SELECT count(*) AS n FROM delivery_records WHERE webhook_id = $1', [messageId]))[0]?.n === '2', 20_000);
+      const records = await postgres.db.query<{ outcome: string; at: Date }>('SELECT outcome, at FROM delivery_records WHERE webhook_id = $1 ORDER BY attempt_number', [messageId]);
       // The premise: the retry's record carries the later time.
       expect(records.map((r) => r.outcome)).toEqual(['retrying', 'delivered']);
       expect(records[0]!.at.getTime()).toBeGreaterThan(records[1]!.at.getTime());
@@ -76,7 +65,7 @@ describe('the delivery log orders each webhook by its attempts, not by host cloc
       // What the merchant reads: both attempts, B's delivery too, though its time is before the
       // first-seen time A's clock gave the webhook; and the delivered attempt's HTTP status, not
       // the retry's, whose clock read later.
-      const detail = await deliveryLogQueries(database).getWebhook(merchant.id, messageId);
+      const detail = await deliveryLogQueries(postgres.database).getWebhook(merchant.id, messageId);
       // In the webhook's order: the retry first, though its host's clock read later.
       expect(detail?.records.map((r) => [r.outcome, r.attemptNumber, r.httpStatus])).toEqual([['retrying', 1, 500], ['delivered', 2, 204]]);
       expect(detail).toMatchObject({ status: 'delivered', attempts: 2, lastHttpStatus: 204, nextAttemptAt: null });
@@ -96,7 +85,7 @@ describe('the delivery log orders each webhook by its attempts, not by host cloc
     let offset = 0;
 
     beforeAll(async () => {
-      session = await database.session();
+      session = await postgres.database.session();
     });
 
     afterAll(async () => {
@@ -160,7 +149,7 @@ describe('the delivery log orders each webhook by its attempts, not by host cloc
     });
 
     it("lists a webhook's records in its own order (resend, attempt, rank, stream position), each endpoint's apart, whatever their times", async () => {
-      const detailOf = (webhookId: string) => deliveryLogQueries(database).getWebhook('m_rank', webhookId);
+      const detailOf = (webhookId: string) => deliveryLogQueries(postgres.database).getWebhook('m_rank', webhookId);
       // Retried on a host 90 s ahead, failed on one behind, then resent on one further behind; a wait for the next attempt before its retry.
       await store(
         [record('wh_j', 'retrying', 1, 0), record('wh_j', 'postponed', 1, 30, { reason: 'circuit-open' })],

@@ -1,7 +1,6 @@
 import { HEADERS } from '../../libs/contracts/index.js';
-import { openPostgres } from '../../libs/delivery-store/index.js';
 import { WaitStore } from '../../libs/waits/index.js';
-import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
+import { useTestDatabase } from '../support/postgres.js';
 
 /** The wait lease of a dispatcher by default: what a wait leased by a pick whose hand-back never went waited out. */
 const LEASE_MS = 60_000;
@@ -14,18 +13,7 @@ const LEASE_MS = 60_000;
  * within 10 s.
  */
 describe('a pick whose answer was lost after its commit', () => {
-  let db: TestDatabase;
-  let database: ReturnType<typeof openPostgres>;
-
-  beforeAll(async () => {
-    db = await createTestDatabase('wait_pick_lost');
-    database = openPostgres(db.url, { maxConnections: 2 });
-  });
-
-  afterAll(async () => {
-    await database.close();
-    await db.drop();
-  });
+  const postgres = useTestDatabase('wait_pick_lost', { maxConnections: 2 });
 
   const due = (webhookId: string) => ({
     merchantId: 'm_pick_lost', webhookId, hand: 0, attempt: 1, delayMs: 0, reason: 'retry' as const, content: Buffer.from('{}'), spanLeftMs: 3_600_000,
@@ -33,7 +21,7 @@ describe('a pick whose answer was lost after its commit', () => {
   });
 
   it('leaves its waits to the next pick, not to the end of their lease; a wait handed back by a pick answered is left leased', async () => {
-    const store = new WaitStore(database);
+    const store = new WaitStore(postgres.database);
     // The next statement or transaction through `lossy` is committed, and its answer lost.
     let loseNext = false;
     const lost = <T>(result: T): T => {
@@ -42,8 +30,8 @@ describe('a pick whose answer was lost after its commit', () => {
       throw new Error('Connection terminated unexpectedly');
     };
     const lossy = new WaitStore({
-      query: async (text, params) => lost(await database.query(text, params)),
-      transaction: async (work) => lost(await database.transaction(work)),
+      query: async (text, params) => lost(await postgres.database.query(text, params)),
+      transaction: async (work) => lost(await postgres.database.transaction(work)),
     });
 
     await store.write([due('evt_pick_answered')], []);
@@ -52,7 +40,7 @@ describe('a pick whose answer was lost after its commit', () => {
     loseNext = true;
     await expect(lossy.pick(10, LEASE_MS)).rejects.toThrow('Connection terminated unexpectedly');
     // Committed: leased with a new hand, handed back nowhere.
-    const { rows } = await database.query<{ hand: number; leased: boolean }>(
+    const { rows } = await postgres.database.query<{ hand: number; leased: boolean }>(
       "SELECT hand, pick_at > now() + interval '50 seconds' AS leased FROM webhook_waits WHERE webhook_id = 'evt_pick_lost'",
     );
     expect(rows).toEqual([{ hand: 1, leased: true }]);
@@ -64,7 +52,7 @@ describe('a pick whose answer was lost after its commit', () => {
   });
 
   it('a pick that failed before its commit leaves nothing leased, and the next pick hands its waits back', async () => {
-    const store = new WaitStore(database);
+    const store = new WaitStore(postgres.database);
     const failing = new WaitStore({
       query: async () => Promise.reject(new Error('connect ECONNREFUSED')),
       transaction: async () => Promise.reject(new Error('connect ECONNREFUSED')),

@@ -1,7 +1,6 @@
 import { HEADERS } from '../../libs/contracts/index.js';
-import { openPostgres } from '../../libs/delivery-store/index.js';
 import { WaitStore } from '../../libs/waits/index.js';
-import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
+import { useTestDatabase } from '../support/postgres.js';
 import { waitFor } from '../support/wait.js';
 
 /** The wait lease of a dispatcher by default: what a probe whose hand-back never went waited out. */
@@ -14,18 +13,7 @@ const LEASE_MS = 60_000;
  * got its next probe a lease later (a minute), and with it every parked wait of the endpoint.
  */
 describe('a probe whose answer was lost after its commit', () => {
-  let db: TestDatabase;
-  let database: ReturnType<typeof openPostgres>;
-
-  beforeAll(async () => {
-    db = await createTestDatabase('wait_probe_lost');
-    database = openPostgres(db.url, { maxConnections: 2 });
-  });
-
-  afterAll(async () => {
-    await database.close();
-    await db.drop();
-  });
+  const postgres = useTestDatabase('wait_probe_lost', { maxConnections: 2 });
 
   /** A wait parked behind its endpoint's circuit, opened by it, whose probe time comes at once. */
   const parked = (webhookId: string, endpointId: string) => ({
@@ -42,8 +30,8 @@ describe('a probe whose answer was lost after its commit', () => {
       throw new Error('Connection terminated unexpectedly');
     };
     const lossy = new WaitStore({
-      query: async (text, params) => lost(await database.query(text, params)),
-      transaction: async (work) => lost(await database.transaction(work)),
+      query: async (text, params) => lost(await postgres.database.query(text, params)),
+      transaction: async (work) => lost(await postgres.database.transaction(work)),
     });
     return { lossy, loseNext: () => void (lose = true) };
   }
@@ -53,7 +41,7 @@ describe('a probe whose answer was lost after its commit', () => {
 
   /** The lost probe's commit: its wait leased with a new hand, not parked, and its circuit's next probe a lease away. */
   async function expectLost(webhookId: string, endpointId: string): Promise<void> {
-    const { rows } = await database.query<{ hand: number; parked: boolean; leased: boolean; later: boolean }>(
+    const { rows } = await postgres.database.query<{ hand: number; parked: boolean; leased: boolean; later: boolean }>(
       `SELECT w.hand, w.parked, w.pick_at > now() + interval '50 seconds' AS leased, c.probe_at > now() + interval '50 seconds' AS later
        FROM webhook_waits w JOIN wait_circuits c USING (merchant_id, endpoint_id) WHERE w.webhook_id = $1 AND w.endpoint_id = $2`,
       [webhookId, endpointId],
@@ -62,7 +50,7 @@ describe('a probe whose answer was lost after its commit', () => {
   }
 
   it('hands its wait back as the next probe, not a lease later; a probe answered keeps its lease', async () => {
-    const store = new WaitStore(database);
+    const store = new WaitStore(postgres.database);
     const { lossy, loseNext } = lossyStore();
     await store.write([parked('evt_probe_answered', 'ep_answered')], []);
     await probeDue(store, 'ep_answered');
@@ -82,7 +70,7 @@ describe('a probe whose answer was lost after its commit', () => {
   });
 
   it('a pick before the next probe parks its wait again (not handed back as a wait through the open circuit), and the probe hands it back', async () => {
-    const store = new WaitStore(database);
+    const store = new WaitStore(postgres.database);
     const { lossy, loseNext } = lossyStore();
     await store.write([parked('evt_probe_picked', 'ep_picked')], []);
     await probeDue(store, 'ep_picked');
@@ -91,14 +79,14 @@ describe('a probe whose answer was lost after its commit', () => {
     await expectLost('evt_probe_picked', 'ep_picked');
 
     expect(await lossy.pick(10, LEASE_MS)).toEqual({ handed: [], parked: 0 });
-    const { rows } = await database.query<{ parked: boolean }>("SELECT parked FROM webhook_waits WHERE webhook_id = 'evt_probe_picked'");
+    const { rows } = await postgres.database.query<{ parked: boolean }>("SELECT parked FROM webhook_waits WHERE webhook_id = 'evt_probe_picked'");
     expect(rows).toEqual([{ parked: true }]);
     const next = await lossy.probe(10, LEASE_MS);
     expect(next.handed.map((w) => [w.webhookId, w.hand, w.probe])).toEqual([['evt_probe_picked', 2, true]]);
   });
 
   it('its circuit closed meanwhile: its wait is due at once, and the pick hands it back', async () => {
-    const store = new WaitStore(database);
+    const store = new WaitStore(postgres.database);
     const { lossy, loseNext } = lossyStore();
     await store.write([parked('evt_probe_closed', 'ep_closed')], []);
     await probeDue(store, 'ep_closed');

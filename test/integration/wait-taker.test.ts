@@ -1,25 +1,13 @@
 import { HEADERS } from '../../libs/contracts/index.js';
-import { openPostgres } from '../../libs/delivery-store/index.js';
 import { WAIT_TAKE_LIMIT, type WaitPut, WaitStore, WaitTaker } from '../../libs/waits/index.js';
-import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
+import { useTestDatabase } from '../support/postgres.js';
 
 describe('taking hand-backs of waits to their attempts', () => {
-  let db: TestDatabase;
-  let database: ReturnType<typeof openPostgres>;
-
-  beforeAll(async () => {
-    db = await createTestDatabase('wait_taker');
-    database = openPostgres(db.url, { maxConnections: 2 });
-  });
-
-  afterAll(async () => {
-    await database.close();
-    await db.drop();
-  });
+  const postgres = useTestDatabase('wait_taker', { maxConnections: 2 });
 
   it('takes those of one turn in one statement, each current hand true and each stale copy false', async () => {
     let statements = 0;
-    const store = new WaitStore({ query: (text, params) => (statements++, database.query(text, params)), transaction: (work) => database.transaction(work) });
+    const store = new WaitStore({ query: (text, params) => (statements++, postgres.database.query(text, params)), transaction: (work) => postgres.database.transaction(work) });
     const ids = ['evt_take_1', 'evt_take_2', 'evt_take_3'];
     await store.write(
       ids.map((webhookId) => ({
@@ -50,7 +38,7 @@ describe('taking hand-backs of waits to their attempts', () => {
   });
 
   it('counts a hand-back once: its retake (the lease renewed after its slot waited) is not another take', async () => {
-    const store = new WaitStore(database);
+    const store = new WaitStore(postgres.database);
     await store.write(
       [{ merchantId: 'm_retake', webhookId: 'evt_retake', hand: 0, attempt: 1, delayMs: 0, reason: 'retry', content: Buffer.from('{}'), spanLeftMs: 3_600_000,
         headers: { [HEADERS.attempts]: 1, [HEADERS.webhookId]: 'evt_retake' } }],
@@ -66,14 +54,14 @@ describe('taking hand-backs of waits to their attempts', () => {
       seen.push(await taker.take({ ...hand, again: true }));
     }
     expect(seen.filter((took) => took !== 'taken')).toEqual([]);
-    const { rows } = await database.query<{ takes: number }>('SELECT takes FROM webhook_waits WHERE webhook_id = $1', ['evt_retake']);
+    const { rows } = await postgres.database.query<{ takes: number }>('SELECT takes FROM webhook_waits WHERE webhook_id = $1', ['evt_retake']);
     expect(rows[0]!.takes).toBe(WAIT_TAKE_LIMIT);
     // The next hand-back is the one past the bound.
     expect(await taker.take(hand)).toBe('spent');
   });
 
   it('leaves a spent row (taken past WAIT_TAKE_LIMIT) to the copy moved back: its new wait takes the row over, its end deletes it; a live row is neither', async () => {
-    const store = new WaitStore(database);
+    const store = new WaitStore(postgres.database);
     const put = (webhookId: string, attempt: number): WaitPut => ({
       merchantId: 'm_spent', webhookId, hand: 0, attempt, delayMs: 0, reason: 'retry', content: Buffer.from('{}'), spanLeftMs: 3_600_000,
       headers: { [HEADERS.attempts]: attempt, [HEADERS.webhookId]: webhookId },
@@ -86,13 +74,13 @@ describe('taking hand-backs of waits to their attempts', () => {
     for (let n = 0; n < WAIT_TAKE_LIMIT; n++) await store.take(takes, 60_000);
     expect([...(await store.take(takes, 60_000)).values()]).toEqual(['spent', 'spent']);
     const row = async (webhookId: string) =>
-      (await database.query<{ hand: number; attempt: number; takes: number; picked: boolean }>(
+      (await postgres.database.query<{ hand: number; attempt: number; takes: number; picked: boolean }>(
         'SELECT hand, attempt, takes, pick_at IS NOT NULL AS picked FROM webhook_waits WHERE webhook_id = $1', [webhookId])).rows[0];
     // The copies moved back: one's attempt failed (a new wait of its key), the other's ended.
     await store.write([put(retried, 2), put(live, 2)], [{ merchantId: 'm_spent', webhookId: ended, hand: 0 }, { merchantId: 'm_spent', webhookId: live, hand: 0 }]);
     expect(await row(retried)).toEqual({ hand: 2, attempt: 2, takes: 0, picked: true });
     expect(await row(ended)).toBeUndefined();
-    expect((await database.query('SELECT 1 FROM webhook_bodies WHERE webhook_id = $1', [ended])).rows).toHaveLength(0);
+    expect((await postgres.database.query('SELECT 1 FROM webhook_bodies WHERE webhook_id = $1', [ended])).rows).toHaveLength(0);
     // A live row is its own: a redelivered first attempt's wait and a moved-back copy's end leave it.
     expect(await row(live)).toEqual({ hand: 1, attempt: 1, takes: 0, picked: true });
     // The spent hand's copies are stale now.

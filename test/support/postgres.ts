@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { openPostgres } from '../../libs/delivery-store/index.js';
+import { type Database, openPostgres, type PostgresOptions } from '../../libs/delivery-store/index.js';
 import { migrate } from '../../libs/migrations/index.js';
 import { adminDatabaseUrl, dropInBackground, noteDatabase, TEMPLATE_VARIABLE } from './databases.js';
 
@@ -61,6 +61,23 @@ export async function createTestDatabase(label: string, adminUrl = adminDatabase
 }
 
 /** What `webhooks migrate` does, on `url`. */
+/**
+ * Registers (beforeAll / afterAll) a database of the file's own (createTestDatabase) and a pool on it
+ * (`pool`'s options): made before its tests, closed and dropped after. Its fields are set from beforeAll on.
+ */
+export function useTestDatabase(label: string, pool: PostgresOptions = {}, options: { migrated?: boolean } = {}): { db: TestDatabase; database: Database } {
+  const made = {} as { db: TestDatabase; database: Database };
+  beforeAll(async () => {
+    made.db = await createTestDatabase(label, undefined, options);
+    made.database = openPostgres(made.db.url, pool);
+  });
+  afterAll(async () => {
+    await made.database?.close();
+    await made.db?.drop();
+  });
+  return made;
+}
+
 export async function migrateDatabase(url: string): Promise<void> {
   const database = openPostgres(url, { maxConnections: 1, statementTimeoutMs: 0 });
   await migrate(database).finally(() => database.close());
