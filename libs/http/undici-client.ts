@@ -10,7 +10,7 @@ import { BoundedMap } from '../runtime/bounded-map.js';
 export interface UndiciClientOptions {
   /** false: refuse loopback, private, link-local and reserved targets, checked on the address connected to. */
   allowPrivateTargets?: boolean;
-  /** Bytes of each response body kept for the delivery log; 0 keeps none and answers at the head. */
+  /** Bytes of each response body kept for the delivery log; 0 keeps none. */
   responseBodyBytes?: number;
   /** Connections per merchant origin kept open and reused. */
   connectionsPerOrigin?: number;
@@ -125,6 +125,8 @@ function watchSend(attempt: Attempt): void {
 /**
  * One POST as undici's request handler (request() costs more than this per call): the body is read
  * up to the cap, its first `keep` bytes kept, and the attempt's deadline aborts it wherever it is.
+ * The attempt ends with its body, kept or not: answered at the head, a body trickling after it held
+ * its connection past the deadline and outside the guards' bounds, for hours up to the cap.
  */
 class Attempt implements Deadlined {
   deadline = 0;
@@ -174,15 +176,9 @@ class Attempt implements Deadlined {
     if (status < 200) return true; // informational: the answer is still to come
     this.status = status;
     this.rawHeaders = rawHeaders;
-    if (this.keep > 0) {
-      this.kept = [];
-      return true;
-    }
-    // The head is the answer; the body is drained (up to the cap) under undici's body timeout.
-    this.deadlines.remove(this);
-    this.answer(undefined);
-    // As undici's dump(): a body announced over the cap is not read at all.
-    if ((contentLength(rawHeaders) ?? 0) > MAX_RESPONSE_BYTES) this.cutOff();
+    if (this.keep > 0) this.kept = [];
+    // As undici's dump(): a body announced over the cap, none of which is kept, is not read at all.
+    else if ((contentLength(rawHeaders) ?? 0) > MAX_RESPONSE_BYTES) this.cutOff();
     return true;
   }
 
