@@ -12,7 +12,11 @@ export interface UndiciClientOptions {
   allowPrivateTargets?: boolean;
   /** Bytes of each response body kept for the delivery log; 0 keeps none. */
   responseBodyBytes?: number;
-  /** Connections per merchant origin kept open and reused. */
+  /**
+   * Connections per merchant origin at most (a test's). None by default: the dispatcher's guards
+   * bound the requests in flight, and a cap here was a smaller bulkhead shared by every merchant on
+   * that origin (a platform's): one merchant's hanging requests queued the others' behind them.
+   */
   connectionsPerOrigin?: number;
 }
 
@@ -24,7 +28,7 @@ export function createUndiciClient(options: UndiciClientOptions = {}): WebhookHt
   const guard = options.allowPrivateTargets !== true;
   const keepBytes = Math.min(options.responseBodyBytes ?? 0, MAX_RESPONSE_BYTES);
   const connect = guard ? { lookup: guardedLookup as never } : {};
-  const agent = new Agent({ connections: options.connectionsPerOrigin ?? 256, keepAliveTimeout: 30_000, connect });
+  const agent = new Agent({ connections: options.connectionsPerOrigin, keepAliveTimeout: 30_000, connect });
   const deadlines = new Deadlines();
   const targets = new BoundedMap<string, Target>(10_000);
   /** Retries' one-request clients in flight, closed with the agent. */

@@ -104,3 +104,33 @@ describe('a merchant whose server answers at once and trickles its body, beside 
     expect(origin.holding).toBeLessThanOrEqual(8);
   }, 30_000);
 });
+
+describe('a merchant whose path hangs, its share of DISPATCH_CONCURRENCY over 256, beside another on the same origin', () => {
+  let origin: SharedOrigin;
+  let harness: Harness;
+  const hanging = testMerchant('m_origin_hang', 'http://placeholder');
+  const shop = testMerchant('m_origin_hang_shop', 'http://placeholder');
+
+  beforeAll(async () => {
+    origin = await SharedOrigin.start();
+    hanging.endpoints[0]!.url = `${origin.url}/hang`;
+    shop.endpoints[0]!.url = `${origin.url}/ok`;
+    // 600: a share of 300 for one endpoint, as DISPATCH_CONCURRENCY (up to 10,000) allows.
+    harness = await startHarness({ name: 'origin-hang', merchants: [hanging, shop], retryDelaysMs: [60_000], settings: { concurrency: 600, deliveryTimeoutMs: 10_000 } });
+  });
+
+  afterAll(async () => {
+    await origin?.close();
+    await harness?.close();
+  });
+
+  it("sends the shop's webhook at once while 280 of the other's hang", async () => {
+    await Promise.all(Array.from({ length: 280 }, () => harness.publisher.publish(sampleEvent('payout', hanging.id))));
+    // As many as undici's pool for the origin held: the rest of the 280 waited there for one of them.
+    await waitFor('the hanging endpoint holding 256 requests', () => origin.holding >= 256, 10_000);
+    const published = Date.now();
+    await harness.publisher.publish(sampleEvent('payout', shop.id));
+    await waitFor("the shop's webhook", () => origin.received('/ok') >= 1, 12_000);
+    expect(origin.arrivals.get('/ok')![0]! - published).toBeLessThan(3_000);
+  }, 40_000);
+});
