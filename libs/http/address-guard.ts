@@ -26,8 +26,6 @@ for (const [net, prefix] of [
   ['203.0.113.0', 24],
   ['224.0.0.0', 4],
   ['240.0.0.0', 4],
-  ['::', 96],
-  ['::1', 128],
   ['64:ff9b::', 96],
   ['64:ff9b:1::', 48],
   ['2001::', 32],
@@ -43,15 +41,19 @@ for (const [net, prefix] of [
   blocked.addSubnet(net, prefix, isIP(net) === 6 ? 'ipv6' : 'ipv4');
 }
 
-const mapped = new BlockList();
-mapped.addSubnet('::ffff:0:0', 96, 'ipv6');
+/**
+ * IPv6's reserved ::/8, as a whole: unspecified, loopback, IPv4-compatible, IPv4-mapped and SIIT's
+ * IPv4-translated (::ffff:0:0:0/96, which a stateless translator unwraps to the IPv4 address); no
+ * public address is in it. Apart: a BlockList rule for it also matches every plain IPv4 address.
+ */
+const reservedV6 = new BlockList();
+reservedV6.addSubnet('::', 8, 'ipv6');
 
 export function isBlockedAddress(address: string): boolean {
   const family = isIP(address);
   if (family === 4) return blocked.check(address, 'ipv4');
-  // IPv4-mapped (::ffff:0:0/96) as a whole: a DNS name answering one is up to something, whatever
-  // IPv4 it maps. Checked apart: a BlockList rule for that /96 also matches every plain IPv4 address.
-  if (family === 6) return mapped.check(address, 'ipv6') || blocked.check(address, 'ipv6');
+  // IPv4-mapped too, whatever IPv4 it maps: a DNS name answering one is up to something.
+  if (family === 6) return reservedV6.check(address, 'ipv6') || blocked.check(address, 'ipv6');
   return false;
 }
 

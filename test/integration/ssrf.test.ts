@@ -26,6 +26,7 @@ describe('outbound safety with ALLOW_PRIVATE_TARGETS=false', () => {
     ['IPv6 link-local', () => 'http://[fe80::1]/hooks', 'fe80::1'],
     ['IPv6 site-local fec0::/10 (deprecated, still routed privately)', () => 'http://[fec0::1]/hooks', 'fec0::1'],
     ['any IPv4-mapped IPv6 address, a public one too', () => 'http://[::ffff:8.8.8.8]/hooks', '::ffff:808:808'],
+    ['IPv4-translated (SIIT, ::ffff:0:0:0/96) metadata address', () => 'http://[::ffff:0:169.254.169.254]/hooks', '::ffff:0:a9fe:a9fe'],
     ['Azure\'s platform endpoint (wireserver)', () => 'http://168.63.129.16/hooks', '168.63.129.16'],
   ];
   const merchants = targets.map(([name], i) => testMerchant(`m_ssrf_${i}`, 'http://placeholder', {}));
@@ -78,7 +79,7 @@ describe('outbound safety with ALLOW_PRIVATE_TARGETS=false', () => {
 });
 
 describe('the address guard', () => {
-  it.each(['64:ff9b:1::a14:311', '2002:a14:311::1', '2001:0:4136:e378:8000:63bf:f5eb:fcee', '::10.20.3.17', '::', '192.88.99.1'])(
+  it.each(['64:ff9b:1::a14:311', '2002:a14:311::1', '2001:0:4136:e378:8000:63bf:f5eb:fcee', '::10.20.3.17', '::', '192.88.99.1', '::ffff:0:7f00:1'])(
     'refuses %s, an IPv6 range that wraps an IPv4 address (or 6to4\'s relay)',
     (address) => {
       expect(isBlockedAddress(address)).toBe(true);
