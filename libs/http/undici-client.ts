@@ -6,6 +6,7 @@ import type { WebhookHttpClient, WebhookRequest, WebhookResponse } from './clien
 import { type Deadlined, Deadlines } from './deadlines.js';
 import { WebhookBlockedError, WebhookNetworkError, WebhookTimeoutError } from './errors.js';
 import { BoundedMap } from '../runtime/bounded-map.js';
+import { NamedError } from '../runtime/named-error.js';
 
 export interface UndiciClientOptions {
   /** false: refuse loopback, private, link-local and reserved targets, checked on the address connected to. */
@@ -178,6 +179,11 @@ class Attempt implements Deadlined {
 
   onHeaders(status: number, rawHeaders: Buffer[], _resume: () => void, _statusText: string): boolean {
     if (status < 200) return true; // informational: the answer is still to come
+    // undici passes 600-999 on: not HTTP (RFC 9110 15), and the delivery log refuses such a status.
+    if (status > 599) {
+      this.abort?.(new InvalidStatusError(status));
+      return false;
+    }
     this.status = status;
     this.rawHeaders = rawHeaders;
     if (this.keep > 0) this.kept = [];
@@ -270,6 +276,14 @@ function contentLength(rawHeaders: Buffer[]): number | undefined {
 }
 
 type UndiciError = Error & { code?: string; cause?: Error & { code?: string } };
+
+/** A status line outside 100-599: no answer, as one undici's parser refuses (llhttp's code). */
+class InvalidStatusError extends NamedError {
+  readonly code = 'HPE_INVALID_STATUS';
+  constructor(status: number) {
+    super(`status ${status} is outside HTTP's 100-599`);
+  }
+}
 
 function classify(err: UndiciError, timeoutMs: number): Error {
   const root = err.cause && err.name === 'TypeError' ? err.cause : err;

@@ -100,20 +100,21 @@ describe('what a merchant sees of an attempt to a blocked address', () => {
 
 describe('what a merchant sees of connection, DNS, TLS and timeout errors, and of an answer', () => {
   // Their URLs are set once the receiver listens.
-  const [refused, tls, dns, slow, answering] = ['refused', 'tls', 'dns', 'slow', '500'].map((name) => testMerchant(`m_err_${name}`, 'http://placeholder')) as [Merchant, Merchant, Merchant, Merchant, Merchant];
+  const [refused, tls, dns, slow, answering, odd] = ['refused', 'tls', 'dns', 'slow', '500', '999'].map((name) => testMerchant(`m_err_${name}`, 'http://placeholder')) as [Merchant, Merchant, Merchant, Merchant, Merchant, Merchant];
   let receiver: Receiver;
   let log: Awaited<ReturnType<typeof startLog>>;
 
   beforeAll(async () => {
-    receiver = await Receiver.start((_n, req) => (req.path.startsWith('/slow') ? 'hang' : 500));
+    receiver = await Receiver.start((_n, req) => (req.path.startsWith('/slow') ? 'hang' : req.path.startsWith('/odd') ? 999 : 500));
     const port = new URL(receiver.url).port;
     refused.endpoints[0]!.url = `http://127.0.0.1:${await freePort()}/hooks`;
     dns.endpoints[0]!.url = 'http://no-such-host.invalid/hooks';
     tls.endpoints[0]!.url = `https://127.0.0.1:${port}/tls`; // TLS to a plain HTTP server
     slow.endpoints[0]!.url = `http://127.0.0.1:${port}/slow`;
     answering.endpoints[0]!.url = `http://127.0.0.1:${port}/answer`;
+    odd.endpoints[0]!.url = `http://127.0.0.1:${port}/odd`;
     // Loopback targets allowed, as in a test; the guard is not what is tested here.
-    log = await startLog('err-classes', [refused, tls, dns, slow, answering], { allowPrivateTargets: true });
+    log = await startLog('err-classes', [refused, tls, dns, slow, answering, odd], { allowPrivateTargets: true });
   });
 
   afterAll(async () => {
@@ -143,6 +144,16 @@ describe('what a merchant sees of connection, DNS, TLS and timeout errors, and o
     expect(attempts.map((r) => [r.error, r.httpStatus, r.responseBody])).toEqual([
       ['http_500', 500, 'ok'],
       ['http_500', 500, 'ok'],
+    ]);
+  });
+
+  it('a status outside HTTP\'s 100-599 is no answer: network_error, and the webhook is in the log as any other', async () => {
+    // undici passes 600-999 on; as http_999 the recorder refused every record, and the webhook was in no log.
+    const { body } = await failedWebhook(log, odd);
+    const attempts = body.data.records.filter((r) => r.outcome === 'retrying' || r.outcome === 'failed');
+    expect(attempts.map((r) => [r.error, r.httpStatus, r.responseBody])).toEqual([
+      ['network_error', null, null],
+      ['network_error', null, null],
     ]);
   });
 });
