@@ -42,11 +42,13 @@ export function checkWebhookUrl(text: string, policy: UrlPolicy): string {
 /**
  * What names one resource whichever way it is written (RFC 3986 6.2.2, RFC 9110 4.2.3): a URL as
  * checkWebhookUrl returns it, with each percent-encoded unreserved character decoded (%78 is x) and
- * the other encodings' hex in upper case. Two endpoints whose URLs differ only so would receive
- * every webhook twice, and a portal user could point a new one, on at once, at an operator's disabled one.
+ * the other encodings' hex in upper case, and an empty query (a trailing `?`: it has no fragment)
+ * dropped. RFC 3986 6.2.3 does not promise that last one, but servers route `/x?` as `/x`, which is
+ * what matters here: two endpoints whose URLs differ only so would receive every webhook twice,
+ * and a portal user could point a new one, on at once, at an operator's disabled one.
  */
 export function urlIdentity(url: string): string {
-  return url.replace(/%([0-9A-Fa-f]{2})/g, (_all, hex: string) => {
+  return url.replace(/\?$/, '').replace(/%([0-9A-Fa-f]{2})/g, (_all, hex: string) => {
     const char = String.fromCharCode(parseInt(hex, 16));
     return /^[A-Za-z0-9._~-]$/.test(char) ? char : `%${hex.toUpperCase()}`;
   });

@@ -234,6 +234,18 @@ describe("admin API: a merchant's endpoints", () => {
     expect(data(await send(stack.apiA, 'GET', 'm_ep9/endpoints')).endpoints.map((e: { url: string }) => e.url)).toEqual([`${stack.receiver.url}/m_ep9`]);
   });
 
+  it('takes a URL with an empty query (a "?" and nothing after it) for the URL without one: 409 endpoint_url_taken both ways', async () => {
+    await send(stack.apiA, 'PUT', 'm_ep10', { publicKey: 'pk_ep_000010' });
+    const base = `${stack.receiver.url}/m_ep10`;
+    const { id } = data(await send(stack.apiA, 'POST', 'm_ep10/endpoints', { url: `${base}/x` }));
+    expect(code(await send(stack.apiB, 'POST', 'm_ep10/endpoints', { url: `${base}/x?` }))).toEqual([409, 'endpoint_url_taken']);
+    const other = data(await send(stack.apiA, 'POST', 'm_ep10/endpoints', { url: `${base}/y?` }));
+    expect(code(await send(stack.apiA, 'PATCH', `m_ep10/endpoints/${id}`, { url: `${base}/y` }))).toEqual([409, 'endpoint_url_taken']);
+    // Its own URL so written is no conflict with itself; a query that is not empty is another URL.
+    expect((await send(stack.apiA, 'PATCH', `m_ep10/endpoints/${other.id}`, { url: `${base}/y` })).status).toBe(200);
+    expect((await send(stack.apiA, 'PATCH', `m_ep10/endpoints/${other.id}`, { url: `${base}/x?a` })).status).toBe(200);
+  });
+
   it('answers a GET with the ETag of the version its body shows, even when a write lands while the GET reads the rates', async () => {
     await send(stack.apiA, 'PUT', 'm_ep7', { publicKey: 'pk_ep_000007' });
     const created = await send(stack.apiA, 'POST', 'm_ep7/endpoints', { url: `${stack.receiver.url}/m_ep7`, description: 'before' });
