@@ -7,7 +7,7 @@ import type { SchemaWaitState } from '../../libs/migrations/index.js';
 import type { Authenticator } from './auth.js';
 import type { KeyedConcurrency } from './concurrency.js';
 import type { PortalDeps } from './portal/deps.js';
-import type { RateLimiter } from './rate-limit.js';
+import type { RateLimiter, ReturningLimiter } from './rate-limit.js';
 
 /** What the API's apps are made of (program.ts opens them). */
 export interface ApiDeps {
@@ -15,7 +15,7 @@ export interface ApiDeps {
   resend: ResendService;
   limiter: RateLimiter;
   /** The portal's writes per merchant, apart from its API budget, and its link exchanges per address. */
-  portalLimits: { settings: RateLimiter; tests: RateLimiter; recover: RateLimiter; address: RateLimiter };
+  portalLimits: { settings: ReturningLimiter; tests: RateLimiter; recover: RateLimiter; address: RateLimiter };
   /** Express's `trust proxy` (TRUST_PROXY): which proxies may name the client in X-Forwarded-For. */
   trustProxy?: number | string[];
   logger: Logger;

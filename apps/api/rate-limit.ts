@@ -1,7 +1,7 @@
 import type { Queryable } from '../../libs/delivery-store/index.js';
 import { isUnavailable, MerchantStoreUnavailableError } from '../../libs/merchants/index.js';
 import { BoundedMap } from '../../libs/runtime/index.js';
-import { sweepCells, takeCell } from '../../libs/rate-limit/index.js';
+import { returnCell, sweepCells, takeCell } from '../../libs/rate-limit/index.js';
 import { rateLimited } from './errors.js';
 
 export type Allowance = { ok: true } | { ok: false; retryAfterSeconds: number };
@@ -11,6 +11,11 @@ export interface RateLimiter {
   take(key: string): Promise<Allowance>;
 }
 
+/** A limiter that can give back what a granted take() counted, for what was then refused: a limit on changes counts those made. */
+export interface ReturningLimiter extends RateLimiter {
+  giveBack(key: string): Promise<void>;
+}
+
 /** Counts `key` against a limiter, 429 rate_limited naming `what` when refused. */
 export async function take(limiter: RateLimiter, key: string, what?: string): Promise<void> {
   const allowed = await limiter.take(key);
@@ -18,7 +23,7 @@ export async function take(limiter: RateLimiter, key: string, what?: string): Pr
 }
 
 /** In memory: for this instance's own resources (its log-read pool), and for one API without a database. */
-export class MemoryRateLimiter implements RateLimiter {
+export class MemoryRateLimiter implements ReturningLimiter {
   private readonly buckets = new BoundedMap<string, { tokens: number; at: number }>(100_000);
 
   constructor(
@@ -40,10 +45,15 @@ export class MemoryRateLimiter implements RateLimiter {
     }
     return { ok: false, retryAfterSeconds: Math.max(1, Math.ceil((1 - bucket.tokens) / ratePerMs / 1000)) };
   }
+
+  async giveBack(key: string): Promise<void> {
+    const bucket = this.buckets.get(key);
+    if (bucket) bucket.tokens = Math.min(this.burst, bucket.tokens + 1);
+  }
 }
 
 /** In PostgreSQL (libs/rate-limit's GCRA), so that every API replica counts against one limit. */
-export class SharedRateLimiter implements RateLimiter {
+export class SharedRateLimiter implements ReturningLimiter {
   private takes = 0;
   private readonly intervalMs: number;
 
@@ -69,6 +79,10 @@ export class SharedRateLimiter implements RateLimiter {
       if (isUnavailable(err)) throw new MerchantStoreUnavailableError(err);
       throw err;
     }
+  }
+
+  async giveBack(key: string): Promise<void> {
+    await returnCell(this.db, `${this.name}:${key}`, this.intervalMs);
   }
 }
 

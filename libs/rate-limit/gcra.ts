@@ -54,6 +54,11 @@ export async function takeCell(db: Queryable, key: string, limit: GcraLimit): Pr
   return { ok: false, retryInMs: Math.max(retryInMs, Number(row.ahead_ms) - behind!.withinMs), behind: true };
 }
 
+/** A cell granted for what was then refused, given back: `key`'s tat moves one interval earlier (a tat behind now is a full bucket). */
+export async function returnCell(db: Queryable, key: string, intervalMs: number): Promise<void> {
+  await db.query("UPDATE rate_limits SET tat = tat - $2::float8 * interval '1 millisecond' WHERE key = $1", [key, intervalMs]);
+}
+
 /** The limit's rate changed: what `key` has granted ahead of now is `factor` times as far from now. */
 export async function stretchCells(db: Queryable, key: string, factor: number): Promise<void> {
   await db.query("UPDATE rate_limits SET tat = now() + (tat - now()) * $2::float8 WHERE key = $1 AND tat > now()", [key, factor]);

@@ -1,1 +1,1 @@
-export { type GcraAnswer, type GcraLimit, stretchCells, sweepCells, takeCell } from './gcra.js';
+export { type GcraAnswer, type GcraLimit, returnCell, stretchCells, sweepCells, takeCell } from './gcra.js';

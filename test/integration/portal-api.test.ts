@@ -484,6 +484,25 @@ describe('the merchant portal API', () => {
     expect(code(await write(b, 'POST', `${stack.endpoint('m_busy')}/secret/rotate`, { graceSeconds: 0 }, b.csrf, apiB))).toEqual([429, 'rate_limited']);
   });
 
+  it('counts only the endpoint changes it applied: refused ones (400, 404, 409) leave the merchant its 10 a minute', async () => {
+    await stack.putMerchant('m_typo', `${receiver.url}/typo`);
+    const b = await open('m_typo', { permissions: ['manage-endpoint', 'manage-secret'] });
+    const endpoint = stack.endpoint('m_typo');
+    const added = await write(b, 'POST', '/portal/api/endpoints', { url: `${receiver.url}/typo/2` });
+    expect(added.status).toBe(201);
+    const refused = [];
+    for (let i = 0; i < 4; i++) {
+      refused.push(code(await write(b, 'PATCH', endpoint, { url: `not a url ${i}` }, b.csrf, i % 2 ? apiB : apiA)));
+      refused.push(code(await write(b, 'PATCH', '/portal/api/endpoints/ep_00000000000000000000000000', { description: 'x' }, b.csrf, i % 2 ? apiA : apiB)));
+      refused.push(code(await write(b, 'PATCH', endpoint, { url: `${receiver.url}/typo/2` }, b.csrf, i % 2 ? apiB : apiA)));
+    }
+    expect(new Set(refused.map(String))).toEqual(new Set(['400,invalid_settings', '404,endpoint_not_found', '409,endpoint_url_taken']));
+    const changes = [];
+    for (let i = 0; i < 11; i++) changes.push((await write(b, 'PATCH', endpoint, { description: `change ${i}` }, b.csrf, i % 2 ? apiB : apiA)).status);
+    // The add above was applied, so it counts: nine more fit at once (one more may have come back since), then 429.
+    expect({ first: changes.slice(0, 9), last: changes.at(-1) }).toEqual({ first: Array(9).fill(200), last: 429 });
+  });
+
   it('refuses a test event its endpoint would not be sent (disabled, or not receiving that event) instead of answering it sent', async () => {
     await stack.putMerchant('m_quiet', `${receiver.url}/quiet`);
     const b = await open('m_quiet', { permissions: ['manage-endpoint'] });

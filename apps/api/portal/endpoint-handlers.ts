@@ -21,6 +21,7 @@ import type { PortalPermission, PortalSession } from '../../../libs/portal/index
 import type { ApiDeps } from '../deps.js';
 import { ApiError, badRequest, unavailable } from '../errors.js';
 import { bodyOf, mount } from '../mount.js';
+import { toApiError } from '../translate.js';
 import { testEventBody } from './routes.js';
 
 /** What the portal's handlers share (handlers.ts makes it and says what each does). */
@@ -73,12 +74,24 @@ export async function portalEndpointsOf(db: Queryable | undefined, merchant: Mer
 /** The portal's endpoint routes: the list and one endpoint's settings, secret, test event and removal. */
 export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: PortalHelpers): void {
   const merchantOf = (merchantId: string) => deps.merchants.byId(merchantId);
-  /** A settings write: the session with the permission, settings writable here, the merchant's settings budget. */
-  const settingsWrite = async (req: Request, permission: PortalPermission) => {
+  /**
+   * A settings write: the session with the permission, settings writable here, then `write` within the
+   * merchant's settings budget. The budget counts changes made: one refused (4xx: a typo, a URL
+   * taken) gives its cell back, so mistakes never lock the merchant out; the cell is taken before
+   * the write all the same, so that no more than the burst run at once.
+   */
+  const settingsWrite = async <T>(req: Request, permission: PortalPermission, write: (settings: EndpointSettings, actor: Actor, merchantId: string) => Promise<T>) => {
     const found = await helpers.writer(req, permission);
     if (!deps.settings) throw new ApiError(409, 'directory_read_only', 'Endpoint settings come from MERCHANTS_FILE here: they are read-only in the portal');
     await helpers.limited('settings', found.merchantId);
-    return { found, settings: new EndpointSettings(deps.settings), actor: helpers.actor(found, req) };
+    try {
+      return { found, written: await write(new EndpointSettings(deps.settings), helpers.actor(found, req), found.merchantId) };
+    } catch (err) {
+      const answer = toApiError(err, deps.logger);
+      // Left counted when PostgreSQL does not answer: the refusal is answered all the same.
+      if (answer.status < 500) await deps.portalLimits.settings.giveBack(found.merchantId).catch(() => {});
+      throw answer;
+    }
   };
   /** The endpoint as this replica holds it now (after a write: what the write made, NOTIFY or not). */
   const shown = async (merchantId: string, endpointId: string): Promise<PortalEndpoint> => {
@@ -99,9 +112,7 @@ export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: Portal
   });
 
   mount(app, 'portalCreateEndpoint', async (req, res) => {
-    const { found, settings, actor } = await settingsWrite(req, 'manage-endpoint');
-    const input = bodyOf(endpointInputSchema, req);
-    const written = await settings.create(found.merchantId, input, { by: 'merchant', actor });
+    const { found, written } = await settingsWrite(req, 'manage-endpoint', (settings, actor, merchantId) => settings.create(merchantId, bodyOf(endpointInputSchema, req), { by: 'merchant', actor }));
     deps.logger.info('endpoint added from the portal', { merchantId: found.merchantId, endpointId: written.view.id });
     // This replica may not hold the write yet (NOTIFY): the write's own view then.
     const view = await shown(found.merchantId, written.view.id).catch(() => fromWritten(written.view, undefined));
@@ -110,10 +121,11 @@ export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: Portal
   });
 
   mount(app, 'portalUpdateEndpoint', async (req, res, { params }) => {
-    const { found, settings, actor } = await settingsWrite(req, 'manage-endpoint');
     const endpointId = params.endpointId as string;
-    const patch = bodyOf(endpointPatchSchema, req);
-    const written = await settings.patch(found.merchantId, endpointId, patch, { by: 'merchant', actor });
+    const { found, written: { patch, written } } = await settingsWrite(req, 'manage-endpoint', async (settings, actor, merchantId) => {
+      const patch = bodyOf(endpointPatchSchema, req);
+      return { patch, written: await settings.patch(merchantId, endpointId, patch, { by: 'merchant', actor }) };
+    });
     deps.logger.info('endpoint changed from the portal', { merchantId: found.merchantId, endpointId, fields: Object.keys(patch) });
     const view = await shown(found.merchantId, endpointId).catch(() => undefined);
     // This replica may not hold the write yet (NOTIFY): the write's own view then.
@@ -121,18 +133,16 @@ export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: Portal
   });
 
   mount(app, 'portalDeleteEndpoint', async (req, res, { params }) => {
-    const { found, settings, actor } = await settingsWrite(req, 'manage-endpoint');
     const endpointId = params.endpointId as string;
-    const written = await settings.delete(found.merchantId, endpointId, { by: 'merchant', actor });
+    const { found, written } = await settingsWrite(req, 'manage-endpoint', (settings, actor, merchantId) => settings.delete(merchantId, endpointId, { by: 'merchant', actor }));
     deps.logger.info('endpoint deleted from the portal', { merchantId: found.merchantId, endpointId });
     res.json({ message: `endpoint ${endpointId} deleted`, error: null, data: { deleted: written.deleted } });
   });
 
   mount(app, 'portalRotateSecret', async (req, res, { params }) => {
-    const { found, settings, actor } = await settingsWrite(req, 'manage-secret');
     const endpointId = params.endpointId as string;
-    const input = bodyOf(rotateInputSchema, req);
-    const { replayed: _replayed, version: _version, ...rotated } = await settings.rotate(found.merchantId, endpointId, input.graceSeconds, { actor });
+    const { found, written } = await settingsWrite(req, 'manage-secret', (settings, actor, merchantId) => settings.rotate(merchantId, endpointId, bodyOf(rotateInputSchema, req).graceSeconds, { actor }));
+    const { replayed: _replayed, version: _version, ...rotated } = written;
     deps.logger.info('endpoint secret rotated from the portal', { merchantId: found.merchantId, endpointId, previousSecretExpiresAt: rotated.previousSecretExpiresAt });
     res.json({ message: 'endpoint secret rotated', error: null, data: rotated });
   });

@@ -55,7 +55,7 @@ export const testEventBody = z.strictObject({ event: z.enum(EVENT_NAMES) });
 const BASE = '/portal/api/endpoints';
 /** Reading endpoints needs the session (kept with the log), and counts against no log limit. */
 const ENDPOINT_READ_ERRORS = { '400': 'invalid_parameter', '401': READ_ERRORS['401'], '503': READ_ERRORS['503'] };
-const SETTINGS_LIMITED = 'rate_limited: at most 10 endpoint changes and rotations a minute per merchant, on all replicas together; see Retry-After';
+const SETTINGS_LIMITED = 'rate_limited: at most 10 endpoint changes and rotations a minute per merchant (refused ones not counted), on all replicas together; see Retry-After';
 
 const lifetime = z
   .string()
