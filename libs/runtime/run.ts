@@ -12,6 +12,8 @@ export const DEFAULT_STOP_TIMEOUT_MS = 35_000;
  * Runs a program until SIGTERM or SIGINT, then stops it and exits 0; a start-up error prints one
  * line and exits 1. A signal during start-up aborts `signal` (a broker that cannot be reached is
  * not waited for) and exits 0. A stop still running a moment past `stopTimeoutMs` exits 1.
+ * A promise rejection nothing handled (a bug) stops it the same way, then exits 1: Node's own
+ * answer, a stack trace and an exit on the spot, would drop the work in flight.
  */
 export async function runUntilSignal(
   name: string,
@@ -20,29 +22,37 @@ export async function runUntilSignal(
   stopTimeoutMs = DEFAULT_STOP_TIMEOUT_MS,
 ): Promise<void> {
   const abort = new AbortController();
-  let signalled: string | undefined;
-  let started: ((signal: string) => void) | undefined;
-  const backstop = (code: number) => {
+  let stopping: { why: string; code: number } | undefined;
+  let started: (() => void) | undefined;
+  const stop = (why: string, code: number) => {
+    if (stopping) {
+      // One more reason to fail during the stop: the exit says so, the stop goes on as it was.
+      stopping.code = Math.max(stopping.code, code);
+      return;
+    }
+    stopping = { why, code };
     const force = setTimeout(() => {
       logger?.error('shutdown timed out', { timeoutMs: stopTimeoutMs });
-      process.exit(code);
+      process.exit(1);
     }, stopTimeoutMs + 1_000);
     force.unref();
+    if (started) started();
+    else abort.abort();
   };
   const onSignal = (signal: string) => {
-    if (signalled) return;
-    signalled = signal;
-    logger?.info('shutting down', { signal });
-    backstop(1);
-    if (started) started(signal);
-    else abort.abort();
+    if (!stopping) logger?.info('shutting down', { signal });
+    stop(signal, 0);
   };
   process.on('SIGTERM', () => onSignal('SIGTERM'));
   process.on('SIGINT', () => onSignal('SIGINT'));
+  process.on('unhandledRejection', (reason) => {
+    logger?.error('unhandled promise rejection; shutting down', rejectionFields(reason));
+    stop('unhandled rejection', 1);
+  });
 
   const program = await start(abort.signal).catch((err: unknown) => {
-    if (signalled) {
-      logger?.info('start-up interrupted; stopped', { signal: signalled });
+    if (stopping?.code === 0) {
+      logger?.info('start-up interrupted; stopped', { signal: stopping.why });
       process.exit(0);
     }
     process.stderr.write(`${name} could not start: ${(err as Error).message}\n`);
@@ -50,20 +60,25 @@ export async function runUntilSignal(
   });
   started = () => {
     program.stop().then(
-      () => process.exit(0),
+      () => process.exit(stopping!.code),
       (err: unknown) => {
         logger?.error('shutdown failed', { error: (err as Error).message });
         process.exit(1);
       },
     );
   };
-  if (signalled) started(signalled);
+  if (stopping) started();
   // A failure it cannot recover from (a topology mismatch found on a reconnect): exit 1 for a supervisor to see.
   void program.fatal?.then((err) => {
-    if (signalled) return;
-    signalled = 'fatal';
+    if (stopping) return;
     process.stderr.write(`${name} stopped: ${err.message}\n`);
-    backstop(1);
-    program.stop().finally(() => process.exit(1));
+    stop('fatal', 1);
   });
+}
+
+/** What a log may say of a rejection's reason: an error's name, message, code and stack, never its other fields (a request, a secret). */
+function rejectionFields(reason: unknown): Record<string, unknown> {
+  if (!(reason instanceof Error)) return { error: typeof reason === 'string' ? reason : `a rejection with a ${typeof reason}, not an Error` };
+  const code = (reason as NodeJS.ErrnoException).code;
+  return { error: reason.message, kind: reason.name, ...(typeof code === 'string' && { code }), stack: reason.stack };
 }

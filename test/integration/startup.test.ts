@@ -3,13 +3,15 @@
 // 7.7 s on CI's loaded cores, and over 10 s once, so the file runs beside the others and waits up
 // to 30 s for a program to get where a case starts.
 import { writeFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { sampleEvent } from '../../libs/contracts/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
 import { testMerchant, writeMerchantsFile } from '../support/harness.js';
 import { FrozenProxy } from '../support/frozen-proxy.js';
 import { PrivatePostgres } from '../support/private-postgres.js';
 import { finishedWithin, runProgram, startProgram } from '../support/process.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
-import { freePort } from '../support/receiver.js';
+import { freePort, Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
 const DISPATCHER = 'dist/apps/dispatcher/main.js';
@@ -233,6 +235,42 @@ describe('dispatcher start-up and shutdown', () => {
       expect((await program.finished).code).toBe(0);
     } finally {
       if (program.child.exitCode === null) program.child.kill('SIGKILL');
+    }
+  }, 90_000);
+
+  it('stops on a promise rejection nothing handles as on SIGTERM: one line naming it, the delivery in flight finished and acked, exit 1', async () => {
+    const receiver = await Receiver.start(() => 'hang');
+    const own = uniquePrefix('startup-rejection');
+    const program = startProgram(DISPATCHER, env({
+      TOPOLOGY_PREFIX: own,
+      MERCHANTS_FILE: writeMerchantsFile([testMerchant('m_1', receiver.url)]),
+      ALLOW_PRIVATE_TARGETS: 'true',
+      LOG_LEVEL: 'info',
+      NODE_OPTIONS: `--import=${resolve('test/support/reject-on-sigusr2.mjs')}`,
+    }));
+    try {
+      await waitFor('dispatcher consuming', () => program.output.stdout.includes('dispatcher consuming'), 30_000);
+      await test.publishRaw(`${own}.dispatch`, Buffer.from(JSON.stringify(sampleEvent('payout', 'm_1'))), { persistent: true, contentType: 'application/json', messageId: 'evt_rejection_1' });
+      await waitFor('the delivery in flight', () => receiver.held === 1, 10_000);
+      program.child.kill('SIGUSR2');
+      const line = await waitFor('the rejection logged', () => {
+        const found = program.output.stdout.split('\n').find((l) => l.includes('unhandled promise rejection'));
+        if (!found && program.child.exitCode !== null) throw new Error(`the dispatcher exited ${program.child.exitCode} without it: ${program.output.stderr}`);
+        return found;
+      }, 10_000);
+      expect(JSON.parse(line)).toMatchObject({ level: 'error', service: 'dispatcher', error: 'provoked by the test', kind: 'Error', code: 'E_PROVOKED' });
+      // Draining, as on SIGTERM: it waits for the merchant's answer instead of dying with the delivery unacked.
+      expect(program.child.exitCode).toBeNull();
+      receiver.answerHeld(204);
+      const result = await finishedWithin(program, 30_000);
+      expect(result?.code).toBe(1);
+      expect(receiver.requests).toHaveLength(1);
+      expect(await test.messageCount(`${own}.dispatch`)).toBe(0);
+      expect(result!.stdout + result!.stderr).not.toContain('hunter2');
+    } finally {
+      if (program.child.exitCode === null) program.child.kill('SIGKILL');
+      await receiver.close();
+      await test.deleteTopology(own);
     }
   }, 90_000);
 
