@@ -218,6 +218,7 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
     stop() {
       // Bounded by SHUTDOWN_TIMEOUT whatever the broker does: requests in flight get what the close steps leave.
       stopping ??= (async () => {
+        metrics?.stopping();
         const budget = stopBudget(config.SHUTDOWN_TIMEOUT, logger);
         schemaWatch.abort();
         // Finish requests in flight (their publishes need the broker), then disconnect.

@@ -277,6 +277,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
     stop(): Promise<void> {
       // Bounded by SHUTDOWN_TIMEOUT whatever the broker does: each step gets a share of what is left.
       stopping ??= (async () => {
+        health.stopping();
         const budget = stopBudget(config.SHUTDOWN_TIMEOUT, logger);
         schemaWatch.abort();
         await budget.step('drain deliveries', () => dispatcher.stop());

@@ -62,6 +62,7 @@ export async function startRecorder(config: RecorderProgramConfig, logger: Logge
     fatal: new Promise<Error>((resolve) => broker.once('fatal', resolve)),
     stop() {
       stopping ??= (async () => {
+        metrics?.stopping();
         await recorder.stop();
         await metrics?.close();
         await broker.close();

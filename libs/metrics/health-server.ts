@@ -15,14 +15,16 @@ export async function startHealthServer(options: {
   /** Why, when there is more to say (the schema version, and the command to run). */
   detail?: () => string | undefined;
 }) {
+  // From the stop's first moment: what a load balancer or an orchestrator asks is whether to send
+  // more, and a program draining takes nothing new, however connected it still is.
+  let stopping = false;
   const server = createServer((req, res) => {
     if (req.method !== 'GET') return void res.writeHead(405, { allow: 'GET' }).end();
     if (req.url === '/healthz') return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
     if (req.url === '/readyz') {
-      const ready = options.ready();
-      return void res
-        .writeHead(ready ? 200 : 503, { 'content-type': 'application/json' })
-        .end(JSON.stringify(ready ? { status: 'ready' } : { status: 'not ready', waitingFor: options.waitingFor?.(), detail: options.detail?.() }));
+      const ready = !stopping && options.ready();
+      const notReady = stopping ? { status: 'not ready', stopping: true } : { status: 'not ready', waitingFor: options.waitingFor?.(), detail: options.detail?.() };
+      return void res.writeHead(ready ? 200 : 503, { 'content-type': 'application/json' }).end(JSON.stringify(ready ? { status: 'ready' } : notReady));
     }
     if (req.url === '/metrics') {
       options.registry.metrics().then(
@@ -37,6 +39,10 @@ export async function startHealthServer(options: {
   await once(server, 'listening');
   return {
     port: (server.address() as AddressInfo).port,
+    /** The stop began: /readyz answers 503 `stopping` while the port still serves, through the drain. */
+    stopping: () => {
+      stopping = true;
+    },
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());

@@ -2,7 +2,9 @@
 // that waits for a broker that never answers), not against a node process's start: that took 5 to
 // 7.7 s on CI's loaded cores, and over 10 s once, so the file runs beside the others and waits up
 // to 30 s for a program to get where a case starts.
+import { once } from 'node:events';
 import { writeFileSync } from 'node:fs';
+import { connect, type Socket } from 'node:net';
 import { resolve } from 'node:path';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
@@ -271,6 +273,60 @@ describe('dispatcher start-up and shutdown', () => {
       if (program.child.exitCode === null) program.child.kill('SIGKILL');
       await receiver.close();
       await test.deleteTopology(own);
+    }
+  }, 90_000);
+
+  it('answers /readyz 503 (stopping) from the moment a SIGTERM starts the drain, /healthz still 200, until it exits', async () => {
+    const receiver = await Receiver.start(() => 'hang');
+    const own = uniquePrefix('startup-draining');
+    const metricsPort = await freePort();
+    const program = startProgram(DISPATCHER, env({ TOPOLOGY_PREFIX: own, MERCHANTS_FILE: writeMerchantsFile([testMerchant('m_1', receiver.url)]), ALLOW_PRIVATE_TARGETS: 'true', METRICS_PORT: String(metricsPort), LOG_LEVEL: 'info' }));
+    const get = async (path: string) => {
+      const response = await fetch(`http://127.0.0.1:${metricsPort}${path}`);
+      return { status: response.status, body: await response.json() };
+    };
+    try {
+      await waitFor('dispatcher consuming', () => program.output.stdout.includes('dispatcher consuming'), 30_000);
+      await test.publishRaw(`${own}.dispatch`, Buffer.from(JSON.stringify(sampleEvent('payout', 'm_1'))), { persistent: true, contentType: 'application/json', messageId: 'evt_draining_1' });
+      await waitFor('the delivery in flight', () => receiver.held === 1, 10_000);
+      expect(await get('/readyz')).toEqual({ status: 200, body: { status: 'ready' } });
+      program.child.kill('SIGTERM');
+      await waitFor('shutting down', () => program.output.stdout.includes('shutting down'), 10_000);
+      // The delivery holds the drain: the port answers, and says the program takes nothing new.
+      expect(await get('/readyz')).toEqual({ status: 503, body: { status: 'not ready', stopping: true } });
+      expect((await get('/healthz')).status).toBe(200);
+      receiver.answerHeld(204);
+      expect((await finishedWithin(program, 30_000))?.code).toBe(0);
+    } finally {
+      if (program.child.exitCode === null) program.child.kill('SIGKILL');
+      await receiver.close();
+      await test.deleteTopology(own);
+    }
+  }, 90_000);
+
+  it("answers the API's METRICS_PORT /readyz 503 (stopping) while a SIGTERM's drain waits for a request in flight", async () => {
+    const program = startProgram(API, apiEnv({ LOG_LEVEL: 'info', PORT: '0', METRICS_PORT: '0', AUTH_JWT_SECRET: 'x'.repeat(40) }));
+    let socket: Socket | undefined;
+    try {
+      const line = await waitFor('listening', () => program.output.stdout.split('\n').find((l) => l.includes('"api listening"')), 30_000);
+      const { port, metricsPort } = JSON.parse(line) as { port: number; metricsPort: number };
+      const readyz = async () => {
+        const response = await fetch(`http://127.0.0.1:${metricsPort}/readyz`);
+        return { status: response.status, body: await response.json() };
+      };
+      await waitFor('ready', async () => (await readyz()).status === 200, 30_000, 100);
+      // A request whose body is still coming: the drain waits for it.
+      socket = connect(port, '127.0.0.1');
+      await once(socket, 'connect');
+      socket.write('POST /nucleus/tnx/webhook?reference=r HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"a":');
+      program.child.kill('SIGTERM');
+      await waitFor('shutting down', () => program.output.stdout.includes('shutting down'), 10_000);
+      expect(await readyz()).toEqual({ status: 503, body: { status: 'not ready', stopping: true } });
+      socket.destroy();
+      expect((await finishedWithin(program, 30_000))?.code).toBe(0);
+    } finally {
+      socket?.destroy();
+      if (program.child.exitCode === null) program.child.kill('SIGKILL');
     }
   }, 90_000);
 
