@@ -11,7 +11,7 @@ import type { FailedStore } from '../../libs/failed/index.js';
 import type { IntakeChecker } from '../../libs/intake-keys/index.js';
 import { StartOnce, within } from '../../libs/runtime/index.js';
 import type { WaitStore, WaitWriter } from '../../libs/waits/index.js';
-import type { OrderGate, OrderState } from '../../libs/ordering/index.js';
+import type { OrderGate, OrderState, OrderTurn } from '../../libs/ordering/index.js';
 import { type TopologyNames, topologyNames } from '../../libs/topology/index.js';
 import { InvalidMessageError } from './errors.js';
 import type { Operations } from './operations.js';
@@ -193,11 +193,13 @@ export class Dispatcher {
 
   /**
    * One delivery through its stages; or (`share`) one endpoint's share of a fanned-out one, its span
-   * the original's. Never rejects: what goes wrong unexpectedly parks it (a share, its copy alone).
+   * the original's, `shareTurn` its share of the original's turn. Never rejects: what goes wrong
+   * unexpectedly parks it (a share, its copy alone).
    */
-  private async handle(delivery: Delivery, span?: Span, share?: IntakeEvent): Promise<void> {
+  private async handle(delivery: Delivery, span?: Span, share?: IntakeEvent, shareTurn?: OrderTurn): Promise<void> {
     // For an unexpected error's parking (an ordered head's end).
     const seen: { intake?: IntakeEvent } = { intake: share };
+    let turn = shareTurn;
     try {
       const now = this.now();
       const { message } = delivery;
@@ -206,6 +208,8 @@ export class Dispatcher {
       if (!intake) {
         try {
           intake = seen.intake = parseIntake(message, this.settings.maxMessageBytes, now, this.names.events, this.names.dispatch);
+          // Before the walk's first await: its reference's places are asked in the order consumed.
+          turn = this.turnOf(intake);
         } catch (err) {
           if (!(err instanceof InvalidMessageError)) throw err;
           finding = await this.invalid(message, err);
@@ -219,17 +223,18 @@ export class Dispatcher {
         }
       }
       // Before any write (its intake key, a place, a wait, a failure, a record): a deleted merchant's stays deleted.
-      // Not again for a share, whose original was just looked at: that await more made a fanned-out
-      // charge take its place after its refund for one endpoint alone, taken just behind it.
+      // Not again for a share: its original was looked at just now.
       if (intake && !share && (await this.erasedNow(intake))) finding = { kind: 'erased', merchantId: intake.merchantId, webhookId: intake.webhookId };
       if (!share && intake && !finding) {
         finding = await this.firstSight(message, intake);
         // Its channel gone while its places were held unlooked-up: the broker gives it again.
         if (!(await endOrphanedPlaces(delivery, intake, finding, this.orphanDeps))) return;
-        if (finding?.kind === 'fan-out') return await this.fanOut(delivery, intake, finding.endpointIds, span);
+        if (finding?.kind === 'fan-out') return await this.fanOut(delivery, intake, finding.endpointIds, span, turn);
         if (finding?.kind === 'duplicate') intake = undefined;
       }
-      if (!finding) ({ intake, finding } = await this.onward(message, intake!, now, span, () => delivery.live));
+      if (!finding) ({ intake, finding } = await this.onward(message, intake!, now, span, () => delivery.live, turn));
+      // Past its place in order, or one that asks none (erased, a repeat, no endpoint): the next of its reference asks.
+      turn?.pass();
       // Deleted while it waited for its slot or its request was out (the directory heard of it meanwhile): its outcome writes nothing.
       if (intake && finding.kind !== 'superseded' && this.erased(intake)) finding = { kind: 'erased', merchantId: intake.merchantId, webhookId: intake.webhookId };
       const decision = decide(finding, intake, this.policy, now);
@@ -250,6 +255,7 @@ export class Dispatcher {
     } catch (err) {
       await this.onUnexpected(delivery, err, span, seen.intake, share !== undefined);
     } finally {
+      turn?.pass();
       if (!share) span?.end();
     }
   }
@@ -278,19 +284,24 @@ export class Dispatcher {
     return { kind: 'duplicate', ...key, changed: sight === 'changed' };
   }
 
-  private async fanOut(delivery: Delivery, intake: IntakeEvent, endpointIds: readonly string[], span: Span | undefined): Promise<void> {
+  private async fanOut(delivery: Delivery, intake: IntakeEvent, endpointIds: readonly string[], span: Span | undefined, turn: OrderTurn | undefined): Promise<void> {
     if (span) describeFanOut(span, intake, endpointIds.length);
     this.effect.stats.fannedOut++;
-    await fanOut(delivery, intake, endpointIds, (share, own) => this.handle(share, span, own), (share, own) => this.effect.handOn(share, own, span));
+    // Each share asks in the message's turn, which passes once all have (not at the end of their attempts).
+    const turns = new Map(endpointIds.map((endpointId) => [endpointId, turn?.share()]));
+    turn?.pass();
+    await fanOut(delivery, intake, endpointIds, (share, own) => this.handle(share, span, own, turns.get(own.endpointId!)), (share, own) => this.effect.handOn(share, own, span));
   }
 
   /** A hand-back's take, an ordered webhook's place, admission and attempt: each finds what ends the walk or hands on. */
-  private async onward(message: ConsumeMessage, intake: IntakeEvent, now: Date, span: Span | undefined, live: () => boolean): Promise<{ intake?: IntakeEvent; finding: Finding }> {
+  private async onward(message: ConsumeMessage, intake: IntakeEvent, now: Date, span: Span | undefined, live: () => boolean, turn: OrderTurn | undefined): Promise<{ intake?: IntakeEvent; finding: Finding }> {
     // A wait handed back: only its current hand comes to an attempt (a stale one is superseded, one taken too often parked).
     const untaken = intake.hand !== undefined ? await this.takes?.take(intake, intake.hand, span) : undefined;
     if (untaken) return { intake: untaken.kind === 'superseded' ? undefined : intake, finding: untaken };
     const takenAt = performance.now();
-    const place = await this.placeInOrder(message, intake, span);
+    const place = await this.placeInOrder(message, intake, span, turn);
+    // Asked (the gate passed it), or asks none: the next of its reference asks now, not after this attempt.
+    turn?.pass();
     if (place === 'waiting') return { intake, finding: { kind: 'ordered' } };
     // A copy of one already done, unless an operator moved it back from invalid: its park ended its
     // place (the next of its reference went on), and it goes now outside the order, like a resend.
@@ -358,13 +369,14 @@ export class Dispatcher {
   }
 
   /**
-   * A new webhook of an ordered endpoint, in its reference's order: `waiting` behind an earlier one
-   * (its 'ordered' wait written), `ended` for a copy of one already done, `head` to attempt it
-   * (its end releases the next); undefined when it is not ordered.
+   * A new webhook of an ordered endpoint, in its reference's order (asked in its `turn`): `waiting`
+   * behind an earlier one (its 'ordered' wait written), `ended` for a copy of one already done, `head`
+   * to attempt it (its end releases the next); undefined when it is not ordered.
    */
-  private async placeInOrder(message: ConsumeMessage, intake: IntakeEvent, span: Span | undefined): Promise<OrderState | undefined> {
+  private async placeInOrder(message: ConsumeMessage, intake: IntakeEvent, span: Span | undefined, turn: OrderTurn | undefined): Promise<OrderState | undefined> {
     const order = this.deps.order;
-    if (!order || intake.orderKey === undefined || intake.hand !== undefined || intake.resentAt !== undefined || intake.test) return undefined;
+    // No turn (turnOf): it asks no place.
+    if (!order || !turn || intake.orderKey === undefined) return undefined;
     // The endpoint's own setting: each endpoint's deliveries are ordered apart.
     const merchant = this.deps.merchants.byId(intake.merchantId);
     const setting = merchant !== undefined && endpointFor(merchant, intake)?.orderByReference === true;
@@ -386,7 +398,7 @@ export class Dispatcher {
         // As every wait's: a producer span whose context the hand-back carries, so it stays in the webhook's trace.
         if (span) injectSpan((waitSpan = publishChild(span, WAITS_TABLE, intake.webhookId)), headers);
         return { headers, content: message.content };
-      });
+      }, turn);
     } catch (err) {
       if (waitSpan) markFailed(waitSpan, err);
       throw err;
@@ -396,6 +408,13 @@ export class Dispatcher {
     // Only a head ends a place in the order (a waiting one's end is its hand-back's).
     intake.ordered = place === 'head';
     return place;
+  }
+
+  /** Its turn to ask for a place in order, when it may ask one: a new webhook of a reference (not a hand-back, a resend's copy, a test event). */
+  private turnOf(intake: IntakeEvent): OrderTurn | undefined {
+    const order = this.deps.order;
+    if (!order || intake.orderKey === undefined || intake.hand !== undefined || intake.resentAt !== undefined || intake.test) return undefined;
+    return order.turn(intake.merchantId, intake.orderKey);
   }
 
   /**

@@ -3,6 +3,7 @@ import { isDataRefusal } from '../delivery-store/refusals.js';
 import { RetryingBatcher, throttledWarning } from '../runtime/batcher.js';
 import { withDeadline } from '../runtime/timers.js';
 import { type OrderAdmit, type OrderEnd, orderId, type OrderPlace, type OrderState, type OrderStore, type OrderWait } from './store.js';
+import { type OrderTurn, OrderTurns } from './turns.js';
 
 type Item = { admit: OrderAdmit } | { end: OrderEnd };
 
@@ -10,14 +11,17 @@ type Item = { admit: OrderAdmit } | { end: OrderEnd };
 export const ORDER_LOOKUP_TIMEOUT_MS = 2_000;
 
 /**
- * Batches the order steps, admissions and ends together, one batch at a time, so webhooks are
- * admitted in the order they were taken (two at once let a refund overtake its charge). A step
- * resolves once committed; while PostgreSQL does not answer it is tried again and the deliveries
- * stay unacked: held, never sent out of order. A step PostgreSQL refuses for what it carries
- * rejects alone (WriteRefusedError: its delivery is parked), the others written.
+ * Batches the order steps, admissions and ends together, one batch at a time, in the order they are
+ * asked (two batches at once let a refund overtake its charge); a webhook asks for its place in its
+ * turn (turn()), so a dispatcher's webhooks of one reference are admitted in the order it took them,
+ * whatever their walks met on the way. A step resolves once committed; while PostgreSQL does not
+ * answer it is tried again and the deliveries stay unacked: held, never sent out of order. A step
+ * PostgreSQL refuses for what it carries rejects alone (WriteRefusedError: its delivery is parked),
+ * the others written.
  */
 export class OrderGate {
   private readonly batcher: RetryingBatcher<Item, Map<string, OrderState>>;
+  private readonly turns = new OrderTurns();
 
   constructor(private readonly store: OrderStore, logger: Logger) {
     this.batcher = new RetryingBatcher<Item, Map<string, OrderState>>(
@@ -28,9 +32,24 @@ export class OrderGate {
     );
   }
 
-  /** The webhook's place; stepped without its wait first (most head their line), again with `wait()` once found behind. */
-  async admit(place: OrderPlace, wait: () => OrderWait): Promise<Exclude<OrderState, 'behind'>> {
-    const state = await this.step(place);
+  /** A message's turn to ask for its places, taken as it is consumed, before anything it awaits. */
+  turn(merchantId: string, key: string): OrderTurn {
+    return this.turns.take(`${merchantId}\u001f${key}`);
+  }
+
+  /**
+   * The webhook's place, asked in its turn (which it passes once asked); stepped without its wait
+   * first (most head their line), again with `wait()` once found behind (its place taken already).
+   */
+  async admit(place: OrderPlace, wait: () => OrderWait, turn: OrderTurn): Promise<Exclude<OrderState, 'behind'>> {
+    let stepping: Promise<OrderState>;
+    try {
+      await turn.come;
+      stepping = this.step(place);
+    } finally {
+      turn.pass();
+    }
+    const state = await stepping;
     if (state !== 'behind') return state;
     const again = await this.step({ ...place, ...wait() });
     // With its wait it is never answered `behind` (webhook_order_step writes it); were it, attempting it could overtake, acking it lose it:
@@ -39,10 +58,10 @@ export class OrderGate {
     return again;
   }
 
-  private async step(admit: OrderAdmit): Promise<OrderState> {
-    const states = await this.batcher.add({ admit });
+  /** Queued at once (the batcher writes in the order added), not after an await. */
+  private step(admit: OrderAdmit): Promise<OrderState> {
     // Every admit has its row in the answer; were one missing, attempting it risks a duplicate, acking it a loss.
-    return states.get(orderId(admit.merchantId, admit.endpointId ?? '', admit.webhookId)) ?? 'head';
+    return this.batcher.add({ admit }).then((states) => states.get(orderId(admit.merchantId, admit.endpointId ?? '', admit.webhookId)) ?? 'head');
   }
 
   /** Whether the webhook took a place in its line before (one round trip, not batched: asked of redelivered copies only). */
