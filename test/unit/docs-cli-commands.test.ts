@@ -4,8 +4,9 @@ import { codeBlocks, codeSpans, documents, lineOf } from '../support/docs.js';
 
 /**
  * Every CLI call the guides write (`npm run cli -- …`, `npx webhooks …`, `webhooks …` in a code
- * block or a code span) names a command the CLI has and only options that command takes, so a
- * reader who copies one gets the command's own answer, not "unknown option". docs/cli.md is
+ * block or a code span) names a command the CLI has and only options that command takes (with
+ * those it requires, when written with any), so a reader who copies one gets the command's own
+ * answer, not "unknown option" or "required option … not specified". docs/cli.md is
  * generated from the CLI (cli-reference.test.ts) and not read here; the shared DESIGN.md is.
  */
 // `webhooks` bare only where a command starts (a line, a span, `$(`, after `NAME=value`): prose and
@@ -25,8 +26,9 @@ function calls(): Call[] {
   const found: Call[] = [];
   for (const { file, text } of documents().filter((d) => d.file !== 'docs/cli.md')) {
     for (const { at, body } of [...codeBlocks(text), ...codeSpans(text)]) {
-      for (const line of body.split('\n')) {
-        const code = line.replace(/\s#.*$/, '').replace(/\\$/, '');
+      // A line ending in a backslash goes on on the next: one call.
+      for (const line of body.split(/(?<!\\)\n/)) {
+        const code = line.split('\n').map((part) => part.replace(/\s#.*$/, '').replace(/\\$/, '')).join(' ');
         for (const m of code.matchAll(CALL)) {
           found.push({ where: `${file}:${lineOf(text, at + body.indexOf(line))}`, args: words(m[1]!) });
         }
@@ -55,6 +57,12 @@ function check(root: Command, args: string[]): string | undefined {
     const flag = word.split('=')[0]!;
     if (!known.has(flag)) return `"${command.name()}" has no option ${flag}`;
   }
+  // Written with options, a call is one to copy: it must carry those the command requires (`log
+  // --endpoint <id>` alone answers "required option '--merchant <id>' not specified"). A bare
+  // `webhooks log` names the command in prose.
+  const given = new Set(args.slice(i).map((word) => word.split('=')[0]!));
+  const missing = args.length > i ? command.options.filter((o) => o.mandatory && !given.has(o.long!) && !given.has(o.short!)) : [];
+  if (missing.length > 0) return `"${command.name()}" requires ${missing.map((o) => o.long).join(', ')}`;
   return undefined;
 }
 
@@ -74,7 +82,7 @@ describe('the CLI calls the guides write', () => {
     expect(found.length).toBeGreaterThan(30);
   });
 
-  it('name a command the CLI has, with only options that command takes', () => {
+  it('name a command the CLI has, with only options that command takes, and those it requires', () => {
     const wrong = found.map((c) => ({ ...c, error: check(program, c.args) })).filter((c) => c.error).map((c) => `${c.where}: webhooks ${c.args.join(' ')}: ${c.error}`);
     expect(wrong).toEqual([]);
   });
