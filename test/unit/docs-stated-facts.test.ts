@@ -225,6 +225,22 @@ describe("what the docs state about PostgreSQL's connections", () => {
     expect(rows.find((r) => r.name === 'webhooks-dispatcher waits')!.how).toContain('the order gate, and the throttle: its slot requests');
   });
 
+  it('sizing.md names every connection the programs and the CLI open, by its application_name, with the CLI pools sizes', () => {
+    const opened = new Map<string, number | undefined>();
+    const walk = (dir: string): string[] => readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : []));
+    for (const file of walk('apps')) {
+      const source = readFileSync(file, 'utf8');
+      for (const m of source.matchAll(/(?:maxConnections: (\d+), )?(?:[a-zA-Z]+: [^,]+, )*applicationName: '([^']+)'/g)) opened.set(m[2]!, m[1] === undefined ? opened.get(m[2]!) : Number(m[1]));
+      for (const m of source.matchAll(/(?:const name = |awaitSchemaAt\([^,]+, )'(webhooks-[^']+)'/g)) opened.set(m[1]!, opened.get(m[1]!));
+    }
+    expect([...opened.keys()].filter((name) => !sizing.includes(`\`${name}\``))).toEqual([]);
+    // The CLI's: what sizing.md gives each, against the pool its command opens.
+    for (const [name, size] of opened) {
+      if (!name.startsWith('webhooks-cli ') || size === undefined) continue;
+      expect(`${name}: ${new RegExp(`\`${name}\`[^;)]*?: (\\d+)`).exec(sizing)?.[1]}`).toBe(`${name}: ${size}`);
+    }
+  });
+
   it("production.md and the example cluster count the autoscalers' ceilings from those budgets", () => {
     const apis = replicas('deploy/kubernetes/base/api.yaml', 'maxReplicas');
     const dispatchers = replicas('deploy/kubernetes/components/keda/scaled-object.yaml', 'maxReplicaCount');
