@@ -241,6 +241,17 @@ describe("what the docs state about PostgreSQL's connections", () => {
     }
   });
 
+  it("sizing.md's disk per million webhooks gives the figures BENCHMARKS.md section 15 measured, so its parts add up to its whole", () => {
+    const section = readFileSync('BENCHMARKS.md', 'utf8').split('\n## 15. ')[1]!.split('\n## ')[0]!;
+    const measured = new Set([...section.matchAll(/(\d+\.\d\d) GB/g)].map((m) => m[1]!));
+    // The rows section 15 measured (webhook_order's was measured on its own, as its row says).
+    const rows = readFileSync('docs/sizing.md', 'utf8').split('\n').filter((line) => /^\| (PostgreSQL, the whole database|RabbitMQ, the `(deliveries|failed)` stream)/.test(line));
+    expect(rows.length).toBe(3);
+    const stated = rows.flatMap((row) => row.split('|').slice(1, 3).flatMap((cell) => [...cell.matchAll(/(\d+\.\d\d)(?= (?:to \d+\.\d\d )?GB)|(?<=\d+\.\d\d to )(\d+\.\d\d)(?= GB)/g)].map((m) => m[0])));
+    expect(stated.length).toBeGreaterThan(8);
+    expect(stated.filter((figure) => !measured.has(figure))).toEqual([]);
+  });
+
   it("production.md and the example cluster count the autoscalers' ceilings from those budgets", () => {
     const apis = replicas('deploy/kubernetes/base/api.yaml', 'maxReplicas');
     const dispatchers = replicas('deploy/kubernetes/components/keda/scaled-object.yaml', 'maxReplicaCount');
