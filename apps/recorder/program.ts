@@ -45,6 +45,9 @@ export async function startRecorder(config: RecorderProgramConfig, logger: Logge
   });
   await recorder.start();
   const state = recorder.state;
+  // As the API's and the dispatcher's: WebhooksBrokerDisconnected reads it of every program, and a
+  // recorder cut off from RabbitMQ keeps its lead while it stores nothing.
+  gaugeFrom(registry, METRIC_NAMES.brokerConnected, '1 while connected to RabbitMQ', () => (broker.isConnected ? 1 : 0));
   gaugeFrom(registry, METRIC_NAMES.deliveryLogLeading, '1 while this recorder holds the lead', () => (state.leading ? 1 : 0));
   gaugeFrom(registry, METRIC_NAMES.deliveryLogPending, 'Stream messages read and not stored yet', () => state.pending);
   gaugeFrom(registry, METRIC_NAMES.deliveryLogPendingBytes, 'Bytes of the stream messages read and not stored yet', () => state.pendingBytes);

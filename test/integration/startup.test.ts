@@ -222,9 +222,10 @@ describe('dispatcher start-up and shutdown', () => {
     }
   }, 120_000);
 
-  it('says which port METRICS_PORT=0 gave the recorder, whose /readyz answers 200 there once connected', async () => {
+  it('says which port METRICS_PORT=0 gave the recorder, whose /readyz answers 200 there once connected, and whose webhooks_broker_connected says when it loses RabbitMQ', async () => {
     const RECORDER = 'dist/apps/recorder/main.js';
-    const program = startProgram(RECORDER, { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, DATABASE_URL: db.url, METRICS_PORT: '0', QUORUM_GROUP_SIZE: '1', STREAM_CLUSTER_SIZE: '1', LOG_LEVEL: 'info' });
+    const proxy = await FrozenProxy.start(brokerUrl());
+    const program = startProgram(RECORDER, { RABBITMQ_URL: proxy.url, TOPOLOGY_PREFIX: prefix, DATABASE_URL: db.url, METRICS_PORT: '0', QUORUM_GROUP_SIZE: '1', STREAM_CLUSTER_SIZE: '1', LOG_LEVEL: 'info' });
     try {
       // Like the dispatcher's "dispatcher metrics listening": else "0: a free one" is a port nobody can find.
       const port = await waitFor('the recorder naming its metrics port', () => {
@@ -233,10 +234,17 @@ describe('dispatcher start-up and shutdown', () => {
         return line && (JSON.parse(line) as { port: number }).port;
       }, 30_000);
       await waitFor('/readyz 200', async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200, 30_000, 100);
+      // WebhooksBrokerDisconnected reads this series of every program: a recorder cut off from
+      // RabbitMQ stores nothing, and without it the alert stayed silent for the recorder alone.
+      const connected = async () => /^webhooks_broker_connected\{program="recorder"\} (\d)$/m.exec(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text())?.[1];
+      expect(await connected()).toBe('1');
+      await proxy.close();
+      await waitFor('webhooks_broker_connected 0', async () => (await connected()) === '0', 30_000, 100);
       program.child.kill('SIGTERM');
       expect((await program.finished).code).toBe(0);
     } finally {
       if (program.child.exitCode === null) program.child.kill('SIGKILL');
+      await proxy.close();
     }
   }, 90_000);
 
