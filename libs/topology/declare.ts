@@ -13,13 +13,20 @@ import {
 } from './spec.js';
 import { NamedError } from '../runtime/named-error.js';
 
+/**
+ * What an operator does about each kind: a stream's entries are only the console's view or records
+ * already stored, but a queue holds webhooks not yet delivered, so it is drained before it goes.
+ */
+const MISMATCH_FIX = {
+  stream: 'If FAILED_RETENTION changed (or the failed stream was made before its segment size was set), delete the old stream (its entries go), or use another TOPOLOGY_PREFIX.',
+  queue: 'Give every program of this TOPOLOGY_PREFIX the same settings; if an older version made it, drain it (stop publishing, let the old dispatchers empty it), then delete it (the programs declare it again), or use another TOPOLOGY_PREFIX.',
+  exchange: 'Delete it (the programs declare it again; bindings of your own go with it), or use another TOPOLOGY_PREFIX.',
+} as const;
+
 /** A queue or exchange exists with other arguments (reply 406): declaring cannot fix it, an operator must. */
 export class TopologyMismatchError extends NamedError {
-  constructor(readonly entity: string, cause: unknown) {
-    super(
-      `${entity} already exists with different arguments (${String((cause as Error)?.message ?? cause)}). ` +
-        'If FAILED_RETENTION changed (or the failed stream was made before its segment size was set), delete the old stream (its entries go), or use another TOPOLOGY_PREFIX.',
-    );
+  constructor(readonly entity: `${keyof typeof MISMATCH_FIX} ${string}`, cause: unknown) {
+    super(`${entity} already exists with different arguments (${String((cause as Error)?.message ?? cause)}). ${MISMATCH_FIX[entity.split(' ')[0] as keyof typeof MISMATCH_FIX]}`);
   }
 }
 
@@ -67,7 +74,7 @@ async function declareExchange(step: Step, exchange: ExchangeSpec): Promise<void
  * names one of them (created with explicit other values), it is accepted.
  */
 async function declareQueue(step: Step, queue: QueueSpec, canReopen: boolean): Promise<void> {
-  const entity = `${queue.kind} ${queue.name}`;
+  const entity = `${queue.kind} ${queue.name}` as const;
   const assert = (args: Record<string, unknown>) => step((channel) => channel.assertQueue(queue.name, { durable: true, arguments: args }));
   try {
     await assert({ ...queue.arguments });

@@ -103,6 +103,9 @@ describe('dispatcher start-up and shutdown', () => {
       const result = await program.finished;
       expect(result.code).toBe(1);
       expect(result.stderr).toContain(`dispatcher stopped: queue ${clash}.dispatch already exists with different arguments`);
+      // What to do for a queue, not the failed stream's advice: deleting dispatch undrained drops its webhooks.
+      expect(result.stderr).toContain('drain it (stop publishing, let the old dispatchers empty it), then delete it');
+      expect(result.stderr).not.toContain('FAILED_RETENTION');
     } finally {
       if (program.child.exitCode === null) program.child.kill('SIGKILL');
       await test.deleteTopology(clash);
