@@ -15,6 +15,7 @@ import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 import { putWithEndpoint } from '../support/merchant-endpoints.js';
+import { startHarness, testMerchant } from '../support/harness.js';
 
 /**
  * Throttle per endpoint (issue 55), on the real RabbitMQ and PostgreSQL, with three dispatcher
@@ -138,4 +139,45 @@ describe('an endpoint throttled at 20 per second, three dispatchers', () => {
     await waitFor('all delivered', () => new Set(receiver.requests.map((r) => r.headers['webhook-id'])).size >= published, 60_000);
     expect(stat('failed')).toBe(0);
   }, 240_000);
+});
+
+/**
+ * A throttled endpoint's slot is its place in time: a delivery granted one that then waits for a
+ * request slot of its dispatcher (every one taken by other merchants' hung requests) must not be
+ * sent whenever room comes, beside the others that waited with it.
+ */
+describe("a throttled endpoint's deliveries that wait for the dispatcher's room after their slot", () => {
+  it("are not sent together when other merchants' hung requests end at once: the endpoint still gets its rate", async () => {
+    const hung = await Receiver.start(() => 'hang');
+    const throttled = await Receiver.start(() => 204);
+    // Two merchants hold the dispatcher's six request slots (three each: a merchant's share is half).
+    const slow = [testMerchant('m_room_hung_1', hung.url), testMerchant('m_room_hung_2', hung.url)];
+    const merchant = testMerchant('m_room_throttled', throttled.url);
+    merchant.endpoints[0]!.maxPerSecond = 2;
+    const harness = await startHarness({
+      name: 'throttle-room',
+      merchants: [...slow, merchant],
+      retryDelaysMs: [3_600_000],
+      throttle: true,
+      settings: { concurrency: 6, deliveryTimeoutMs: 30_000 },
+    });
+    try {
+      await Promise.all(slow.flatMap((m) => Array.from({ length: 3 }, () => harness.publisher.publish(sampleEvent('payout', m.id)))));
+      await waitFor('six hung requests hold every request slot', () => hung.held === 6, 10_000);
+      const total = 8;
+      await Promise.all(Array.from({ length: total }, () => harness.publisher.publish(sampleEvent('payout', merchant.id))));
+      // Granted their slots (2 a second) and waiting for room: as many as the prefetch leaves (twelve less six).
+      await waitFor('throttled deliveries waiting for room', () => harness.dispatcher.guards.waitingForRoom >= 5, 15_000);
+      hung.answerHeld(204);
+      await waitFor(`${total} delivered`, () => new Set(throttled.requests.map((r) => r.headers['webhook-id'])).size >= total, 30_000);
+      // At 2/s, any second (a window of 1,000 ms from each request) holds 2, 3 at a slot's edge, never the waiting ones at once.
+      const at = throttled.requests.map((r) => r.at).sort((a, b) => a - b);
+      const busiest = Math.max(...at.map((t) => at.filter((u) => u >= t && u < t + 1_000).length));
+      expect(busiest).toBeLessThanOrEqual(3);
+    } finally {
+      hung.answerHeld(204);
+      await harness.close();
+      await Promise.all([hung.close(), throttled.close()]);
+    }
+  }, 60_000);
 });

@@ -55,6 +55,17 @@ export class AdmissionStage {
     if (!slot) return { kind: 'stopping' };
     if (slot.kind === 'defer') return { kind: 'busy' };
     if (slot.kind === 'open') return { kind: 'circuit-open', failures: slot.failures, retryInMs: slot.retryInMs, lastError: slot.lastError };
+    // Its throttle slot passed while it waited for a request slot (the dispatcher full of other
+    // merchants' hung requests): sent when room came, every one that waited so went at once, far
+    // over the endpoint's rate. It keeps the request slot (given up, it went to the back of the line
+    // for the next, and a full dispatcher never sent it) and takes a throttle slot again, in its turn.
+    if (throttled?.kind === 'go' && throttled.late?.()) {
+      const again = await this.throttle!.admit(intake.merchantId, webhook, stopped, true);
+      if (again.kind !== 'go') {
+        slot.release('unused');
+        return again.kind === 'wait' ? { kind: 'throttled', delayMs: again.delayMs } : { kind: 'stopping' };
+      }
+    }
     // It may have waited seconds: an endpoint turned off or deleted meanwhile receives nothing more.
     const latest = this.target(intake);
     if (latest.kind === 'unavailable') {

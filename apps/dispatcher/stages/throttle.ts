@@ -14,6 +14,9 @@ export const TAKES_IN_FLIGHT = 2;
 
 const RATE_READ_EVERY_MS = 1_000;
 
+/** How late a slot's send may be: later, it would bunch with the next slots, and the slot is given up and asked for again. */
+const lateAfterMs = (intervalMs: number): number => Math.min(50, 2 * intervalMs);
+
 /**
  * How often a dispatcher reads every lowered endpoint's row and adopts those it holds nothing of: an
  * endpoint without a limit is otherwise read only by the dispatchers its 429s reached, and once all
@@ -30,8 +33,12 @@ const RATE_SHOWN_MS = 60_000;
  */
 export const REMEMBERED_ENDPOINTS = 10_000;
 
-/** `dueAt`: the wait's due time on the throttle's clock, where the places of one answer are exactly an interval apart. */
-export type ThrottleVerdict = { kind: 'go' } | { kind: 'wait'; delayMs: number; dueAt: number } | { kind: 'stopping' };
+/**
+ * `dueAt`: the wait's due time on the throttle's clock, where the places of one answer are exactly an interval apart.
+ * `late`, on a go at a slot of the endpoint's rate: whether that slot is past by more than a hold may end late,
+ * so that sent now, after a wait for a request slot, it would go beside the next ones.
+ */
+export type ThrottleVerdict = { kind: 'go'; late?: () => boolean } | { kind: 'wait'; delayMs: number; dueAt: number } | { kind: 'stopping' };
 
 interface Adaptive {
   rate: EndpointRate | undefined;
@@ -152,7 +159,7 @@ export class Throttle {
       } finally {
         release?.();
       }
-      if (granted.inMs <= 0) return this.sending(key);
+      if (granted.inMs <= 0) return this.sending(key, intervalMs);
       // The slot's time counts from the take's start, as PostgreSQL's clock did, not from its answer:
       // answers that came back late by different amounts bunched slots of three dispatchers (23 in a
       // second at 20/s on a loaded machine), and a late answer now counts against the hold's lateness.
@@ -160,7 +167,7 @@ export class Throttle {
       this.stats.held++;
       await new Promise((resolve) => setTimeout(resolve, Math.max(0, target - this.now())).unref?.());
       if (stopped()) return { kind: 'stopping' };
-      if (this.now() - target <= Math.min(50, 2 * intervalMs)) return this.sending(key);
+      if (this.now() - target <= lateAfterMs(intervalMs)) return this.sending(key, intervalMs);
     }
     return this.queue(key, intervalMs, aheadMs, 0);
   }
@@ -270,8 +277,10 @@ export class Throttle {
     }
   }
 
-  private sending(key: string): ThrottleVerdict {
-    const second = Math.floor(this.now() / 1000);
+  /** A go; at a slot of a rate (`intervalMs`), late once the send is held past the slot by more than lateAfterMs. */
+  private sending(key: string, intervalMs?: number): ThrottleVerdict {
+    const at = this.now();
+    const second = Math.floor(at / 1000);
     const sent = this.sent.get(key);
     if (!sent) this.sent.set(key, { second, count: 1, last: 0 });
     else if (sent.second === second) sent.count++;
@@ -280,7 +289,8 @@ export class Throttle {
       sent.second = second;
       sent.count = 1;
     }
-    return { kind: 'go' };
+    if (intervalMs === undefined) return { kind: 'go' };
+    return { kind: 'go', late: () => this.now() - at > lateAfterMs(intervalMs) };
   }
 
   private sentLastSecond(key: string): number {
