@@ -1,4 +1,21 @@
 /**
+ * The three forms of an HTTP-date (RFC 9110 §5.6.7: IMF-fixdate, rfc850-date, asctime-date), any
+ * case. Only these are dates: Date.parse reads text that names a year ('Retry in 2099') as that
+ * year, and such a Retry-After moved the retry to the schedule's last step.
+ */
+const HTTP_DATE = [
+  /^[a-z]{3}, \d{2} [a-z]{3} \d{4} \d{2}:\d{2}:\d{2} gmt$/i,
+  /^[a-z]{6,9}, \d{2}-[a-z]{3}-\d{2} \d{2}:\d{2}:\d{2} gmt$/i,
+  /^[a-z]{3} [a-z]{3} [ \d]\d \d{2}:\d{2}:\d{2} \d{4}$/i,
+];
+
+/** An HTTP-date as epoch ms, NaN when it is none (asctime-date carries no zone: it is GMT). */
+function httpDate(text: string): number {
+  if (!HTTP_DATE.some((form) => form.test(text))) return Number.NaN;
+  return Date.parse(HTTP_DATE[2]!.test(text) ? `${text} GMT` : text);
+}
+
+/**
  * Retry-After as milliseconds from now: delay-seconds or an HTTP date; undefined when absent or
  * unreadable. An HTTP date is on the server's clock, so it counts from the response's own `date`
  * (RFC 9110 §10.2.3): read against `now`, this host's clock, a server minutes behind asked for no
@@ -8,8 +25,8 @@ export function retryAfterMs(value: string | undefined, now: Date, date?: string
   if (!value) return undefined;
   const text = value.trim();
   if (/^\d+$/.test(text)) return Number(text) * 1000;
-  const at = Date.parse(text);
+  const at = httpDate(text);
   if (Number.isNaN(at)) return undefined;
-  const sent = date === undefined ? Number.NaN : Date.parse(date);
+  const sent = date === undefined ? Number.NaN : httpDate(date.trim());
   return Math.max(0, at - (Number.isNaN(sent) ? now.getTime() : sent));
 }

@@ -85,7 +85,8 @@ const cases: Case[] = [
   ['a 503 with a Retry-After shorter than the step keeps the step', failedWith(new WebhookRejectedError(503, '0')), intake({ attempts: 1 }), { kind: 'retry', step: 1, attempt: 2, error: 'HTTP 503', errorClass: 'http_503', status: 503 }],
   ['a 503 with a Retry-After beyond the schedule waits in the last step', failedWith(new WebhookRejectedError(503, '86400')), intake(), { kind: 'retry', step: 2, attempt: 1, error: 'HTTP 503', errorClass: 'http_503', status: 503 }],
   // What a server may send that is no delay-seconds nor HTTP-date: the schedule's own step, never a wait before it or an error.
-  ...(['-30', '-1', '1.5', 'soon', '30 seconds', '1e3', 'Infinity', ''].map((value) => [
+  // Nor text that names a year ahead ('Retry in 2099'): a lenient date parser read it as that date, the last step.
+  ...(['-30', '-1', '1.5', 'soon', '30 seconds', '1e3', 'Infinity', '', 'Retry in 2099', 'May 2099', '2099-01-01'].map((value) => [
     `a 429 with a Retry-After of ${JSON.stringify(value)} keeps the schedule's step`, failedWith(new WebhookRejectedError(429, value)), intake(), { kind: 'retry', step: 0, attempt: 1, error: 'HTTP 429', errorClass: 'http_429', status: 429 },
   ]) as Case[]),
   // Huge: the schedule's last step, never beyond it (docs/limits.md, "waits between attempts").
