@@ -1,6 +1,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { EVENT_NAMES } from '../contracts/events.js';
 import { FAILED_REASONS } from '../contracts/headers.js';
+import { withDeadline } from '../runtime/timers.js';
 import { METRIC_NAMES } from './names.js';
 import { type CounterSeries, CounterSeriesSet, histogramObserver } from './series.js';
 
@@ -91,6 +92,9 @@ export function deliveryMetrics(registry: Registry, platformEvents: readonly str
   };
 }
 
+/** How long a scrape waits for the waits' count before it shows them unknown (NaN): well within Prometheus's 10 s scrape timeout. */
+export const WAIT_COUNT_DEADLINE_MS = 3_000;
+
 /**
  * The waits' two gauges, from one count per scrape. While the count cannot be taken (PostgreSQL does
  * not answer) both are NaN, unknown: the last count kept showed 0 overdue while nothing was handed
@@ -99,10 +103,11 @@ export function deliveryMetrics(registry: Registry, platformEvents: readonly str
 export function waitMetrics(registry: Registry, count: () => Promise<{ waiting: number; overdue: number }>): void {
   let asking: Promise<{ waiting: number; overdue: number }> | undefined;
   const census = () => {
-    asking ??= count()
-      .catch(() => ({ waiting: NaN, overdue: NaN }))
-      .finally(() => setTimeout(() => (asking = undefined), 1_000).unref());
-    return asking;
+    asking ??= count().finally(() => setTimeout(() => (asking = undefined), 1_000).unref());
+    // A count PostgreSQL does not answer (silent, not refusing: its connection dropped only after
+    // 20 s) is unknown by the deadline: awaited, it held the scrape past Prometheus's timeout, and
+    // every series of the dispatcher went missing. One count at a time, whatever the scrapes.
+    return withDeadline(asking, WAIT_COUNT_DEADLINE_MS).catch(() => ({ waiting: NaN, overdue: NaN }));
   };
   gaugeFrom(registry, METRIC_NAMES.waiting, 'Webhooks waiting for their next attempt (rows of webhook_waits)', async () => (await census()).waiting);
   gaugeFrom(registry, METRIC_NAMES.waitsOverdue, 'Waits more than a minute past their due time', async () => (await census()).overdue);

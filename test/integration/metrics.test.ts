@@ -10,6 +10,7 @@ import { testMerchant, writeMerchantsFile } from '../support/harness.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
+import { FrozenProxy } from '../support/frozen-proxy.js';
 
 /** The value of one series in Prometheus text format, or undefined when absent. */
 function series(text: string, name: string, labels: Record<string, string>): number | undefined {
@@ -162,4 +163,47 @@ describe('Prometheus metrics', () => {
       await api.stop();
     }
   });
+});
+
+describe('the waits gauges while PostgreSQL falls silent (a partition: its connections open, nothing answered)', () => {
+  it("answer every scrape within seconds, NaN, not once the connection is given up (20 s): Prometheus's scrape times out at 10 s", async () => {
+    const prefix = uniquePrefix('metrics-silent');
+    const database = await createTestDatabase('metrics_silent');
+    const proxy = await FrozenProxy.start(database.url);
+    const program = await startDispatcher(
+      loadDispatcherConfig({
+        RABBITMQ_URL: brokerUrl(),
+        TOPOLOGY_PREFIX: prefix,
+        MERCHANTS_FILE: writeMerchantsFile([testMerchant('m_metrics_silent', 'http://127.0.0.1:9/')]),
+        RETRY_SCHEDULE: '1s',
+        DATABASE_URL: proxy.url,
+        ALLOW_PRIVATE_TARGETS: 'true',
+        METRICS_PORT: '0',
+      }),
+      silentLogger(),
+    );
+    try {
+      let slowest = 0;
+      const waiting = async () => {
+        const started = Date.now();
+        const text = await (await fetch(`http://127.0.0.1:${program.metricsPort}/metrics`)).text();
+        slowest = Math.max(slowest, Date.now() - started);
+        return /^webhooks_waiting(?:\{[^}]*\})? (\S+)$/m.exec(text)?.[1];
+      };
+      await waitFor('the waits counted', async () => (await waiting()) === '0', 10_000);
+      // The pool's connections stay open and silent (the scheduler keeps them busy); each scrape after the last count's second asks again.
+      proxy.freezeOpen();
+      slowest = 0;
+      await waitFor('the waits shown unknown', async () => /^nan$/i.test((await waiting()) ?? ''), 40_000, 250);
+      expect(slowest).toBeLessThan(5_000);
+    } finally {
+      proxy.cut();
+      await program.stop();
+      await proxy.close();
+      await database.drop();
+      const test = await TestBroker.open();
+      await test.deleteTopology(prefix);
+      await test.close();
+    }
+  }, 90_000);
 });

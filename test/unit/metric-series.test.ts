@@ -101,4 +101,20 @@ describe('wait metrics', () => {
       jest.useRealTimers();
     }
   });
+
+  it("shows NaN when the count does not answer (a partition: PostgreSQL silent, not refusing), before Prometheus's 10 s scrape timeout", async () => {
+    jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate', 'queueMicrotask'] });
+    try {
+      const registry = new Registry();
+      // Its connection dropped only after twice the waits' statement timeout (20 s): the scrape hung
+      // that long, Prometheus gave up at 10 s, and every series of the dispatcher went missing.
+      waitMetrics(registry, () => new Promise(() => {}));
+      const text = registry.metrics();
+      await jest.advanceTimersByTimeAsync(5_000);
+      const shown = await Promise.race([text, new Promise<string>((resolve) => setImmediate(() => resolve('still waiting after 5 s')))]);
+      expect(shown).toMatch(new RegExp(`^${METRIC_NAMES.waitsOverdue} nan$`, 'mi'));
+    } finally {
+      jest.useRealTimers();
+    }
+  });
 });
