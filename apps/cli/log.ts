@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { type Dispatcher, getGlobalDispatcher } from 'undici';
 import { WEBHOOK_STATUSES } from '../../libs/delivery-log/index.js';
 import { type DeliveryLogQueries, deliveryLogQueries, onEndpoint, type WebhookDetail, type WebhookSummary } from '../../libs/delivery-store/index.js';
 import { openCliPostgres } from './broker.js';
@@ -134,6 +135,14 @@ const isDetail = (value: unknown): value is WebhookDetail => {
 };
 const isPage = (value: unknown): value is Page => isObject(value) && Array.isArray(value.webhooks) && value.webhooks.every(isSummary);
 
+/**
+ * A webhook id as one segment of a path. Ids are printable ASCII (intake's rule), so `.` and `..` are ids
+ * too: their dots are escaped (%2E, which the API decodes) and the path sent as written.
+ */
+function pathSegment(id: string): string {
+  return encodeURIComponent(id).replaceAll('.', '%2E');
+}
+
 /** How long in all `webhooks log` waits when the API says to (429 with Retry-After) before it gives its answer. */
 const MAX_WAIT_FOR_API_MS = 60_000;
 
@@ -143,39 +152,45 @@ async function apiLogSource(ctx: CliContext): Promise<LogSource> {
   const token = await adminToken(ctx.env);
   let waited = 0;
   const get = async <T>(path: string, query: Record<string, string>, isAnswer: (data: unknown) => data is T, notFoundIsNone = false): Promise<T | undefined> => {
-    const url = adminApiRoute(base, path);
+    // The API's URL and query (adminApiRoute) with the route's path as written: a URL would take a segment . or .. (or %2E) for a move up the path.
+    const url = adminApiRoute(base, '');
     for (const [name, value] of Object.entries(query)) url.searchParams.set(name, value);
-    let res: Response;
+    const target = `${url.pathname.replace(/\/+$/, '')}${path}${url.search}`;
+    let res: Dispatcher.ResponseData;
     for (;;) {
-      res = await fetch(url, { headers: { authorization: `Bearer ${token}`, accept: 'application/json' }, signal: AbortSignal.timeout(15_000) }).catch(() => {
-        throw new Error(
-          `DATABASE_URL is not set, and no API answers at ${base.origin}: set DATABASE_URL to read the delivery log in PostgreSQL, ` +
-            'or start the API (npm start) or set WEBHOOKS_API_URL to one that runs',
-        );
-      });
+      // undici's dispatcher sends the path as given; fetch would parse it as a URL.
+      res = await getGlobalDispatcher()
+        .request({ origin: base.origin, path: target, method: 'GET', headers: { authorization: `Bearer ${token}`, accept: 'application/json' }, signal: AbortSignal.timeout(15_000) })
+        .catch(() => {
+          throw new Error(
+            `DATABASE_URL is not set, and no API answers at ${base.origin}: set DATABASE_URL to read the delivery log in PostgreSQL, ` +
+              'or start the API (npm start) or set WEBHOOKS_API_URL to one that runs',
+          );
+        });
       // The API's bound on a merchant's reads (LOG_RATE_LIMIT's burst, reads in flight): a reference's timelines are
       // read one by one, past it; told how long to wait, the command waits, up to a minute in all.
-      const wait = res.status === 429 ? Number(res.headers.get('retry-after') ?? NaN) * 1000 : NaN;
+      const wait = res.statusCode === 429 ? Number(res.headers['retry-after'] ?? NaN) * 1000 : NaN;
       if (!(wait >= 0 && waited + wait <= MAX_WAIT_FOR_API_MS)) break;
-      await res.body?.cancel();
+      await res.body.dump();
       await sleep(wait);
       waited += wait;
     }
-    const body = (await res.json().catch(() => undefined)) as { message?: string; error?: { code?: string }; data?: unknown } | null | undefined;
-    if (res.ok) {
+    const status = res.statusCode;
+    const body = (await res.body.json().catch(() => undefined)) as { message?: string; error?: { code?: string }; data?: unknown } | null | undefined;
+    if (status >= 200 && status < 300) {
       const data = body?.data;
       // A proxy's sign-in page, another service at that address: said, never read as a log (nor as an empty one).
-      if (!isAnswer(data)) throw new Error(`the API at ${base.origin} answered ${res.status} without the delivery log: is WEBHOOKS_API_URL the webhooks API's address?`);
+      if (!isAnswer(data)) throw new Error(`the API at ${base.origin} answered ${status} without the delivery log: is WEBHOOKS_API_URL the webhooks API's address?`);
       return data;
     }
-    if (res.status === 404 && notFoundIsNone && body?.error?.code === 'webhook_not_found') return undefined;
-    if (res.status === 401 || res.status === 403) {
-      throw new Error(`the API at ${base.origin} refused the CLI's token (${res.status}): set WEBHOOKS_ADMIN_TOKEN to an admin token, or AUTH_JWT_SECRET to the API's`);
+    if (status === 404 && notFoundIsNone && body?.error?.code === 'webhook_not_found') return undefined;
+    if (status === 401 || status === 403) {
+      throw new Error(`the API at ${base.origin} refused the CLI's token (${status}): set WEBHOOKS_ADMIN_TOKEN to an admin token, or AUTH_JWT_SECRET to the API's`);
     }
-    throw new Error(`the API at ${base.origin} answered ${res.status}: ${body?.message ?? 'no message'}`);
+    throw new Error(`the API at ${base.origin} answered ${status}: ${body?.message ?? 'no message'}`);
   };
   const source: LogSource = {
-    getWebhook: (merchantId, webhookId) => get(`/admin/merchants/${encodeURIComponent(merchantId)}/webhooks/${encodeURIComponent(webhookId)}`, {}, isDetail, true),
+    getWebhook: (merchantId, webhookId) => get(`/admin/merchants/${encodeURIComponent(merchantId)}/webhooks/${pathSegment(webhookId)}`, {}, isDetail, true),
     async listWebhooks(merchantId, filters) {
       const query: Record<string, string> = { limit: String(filters.limit) };
       for (const name of ['reference', 'status', 'event', 'endpointId'] as const) if (filters[name] !== undefined) query[name] = String(filters[name]);

@@ -45,4 +45,24 @@ describe('webhooks log through the admin API of a deployment', () => {
     expect(result.code).toBe(0);
     expect(result.stdout.match(/PO-MANY {2}first seen/g)).toHaveLength(20);
   }, 60_000);
+
+  it('reads webhooks whose id is . or .. (well-formed ids, which a URL would take for its own path segments)', async () => {
+    const publisher = new EventPublisher(stack.dispatcher.broker, stack.prefix);
+    for (const id of ['.', '..']) {
+      const message = sampleEvent('payout', 'm_many');
+      (message.data as Record<string, unknown>).reference = `PO-DOT-${id.length}`;
+      await publisher.publish(message, { messageId: id });
+      await stack.logged('m_many', id, 'delivered');
+    }
+    const env = { WEBHOOKS_API_URL: `http://127.0.0.1:${stack.apis[0]!.port}`, WEBHOOKS_ADMIN_TOKEN: await adminToken() };
+    for (const id of ['.', '..']) {
+      const result = await runProgram(CLI, env, ['log', '--merchant', 'm_many', '--webhook-id', id]);
+      expect({ id, code: result.code, stderr: result.stderr }).toEqual({ id, code: 0, stderr: '' });
+      expect(result.stdout.split('\n')[0]).toMatch(new RegExp(`^${id.replaceAll('.', '\\.')}  payout  PO-DOT-${id.length}  first seen `));
+    }
+    // Through --reference too: each of its webhooks is read by its id.
+    const byReference = await runProgram(CLI, env, ['log', '--merchant', 'm_many', '--reference', 'PO-DOT-2', '--json']);
+    expect(byReference.code).toBe(0);
+    expect((JSON.parse(byReference.stdout) as Array<{ webhookId: string }>).map((w) => w.webhookId)).toEqual(['..']);
+  }, 60_000);
 });
