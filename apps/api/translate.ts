@@ -8,6 +8,7 @@ import {
   ResendInProgressError,
   ResendLimitError,
   ResendOutcomeUnknownError,
+  ResendStoppedError,
   RESENDS_PER_WEBHOOK_PER_DAY,
   WebhookDisabledError,
 } from '../../libs/failed/index.js';
@@ -69,7 +70,9 @@ export function toApiError(err: unknown, logger: Logger, path = ''): ApiError {
     const message = 'The broker did not confirm a resent copy in time; it may still be delivered, so it stays claimed until Retry-After. A resend before then sends only the failures not tried yet';
     return new ApiError(503, 'resend_outcome_unknown', message, retryAfter(err.holdMs));
   }
-  if (err instanceof FailureIndexUnavailableError) {
+  // Answered as what stopped it; PostgreSQL lost midway is not "nothing was resent".
+  if (err instanceof ResendStoppedError) {
+    if (!(err.cause instanceof FailureIndexUnavailableError)) return toApiError(err.cause, logger, path);
     if (err.sent > 0) return unavailable('The database became unavailable during the resend; what went out is not sent again, and a retry sends the rest; try again shortly');
     return unavailable('The database is unavailable; nothing was resent; try again shortly');
   }

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import cliProgress from 'cli-progress';
 import { BrokerUnavailableError } from '../../libs/broker/index.js';
-import { EndpointDeletedError, EventNotSubscribedError, type FailureRow, NothingToResendError, receiverOf, type ResendService, type ResendTarget, WebhookDisabledError } from '../../libs/failed/index.js';
+import { EndpointDeletedError, EventNotSubscribedError, type FailureRow, NothingToResendError, receiverOf, type ResendService, ResendStoppedError, type ResendTarget, WebhookDisabledError } from '../../libs/failed/index.js';
 import { withFailures, withResend } from './broker.js';
 import { checkEndpointId, checkReference, CliCommand, type CliContext, type CliIo, EXIT, formatTable, NothingMatchedError, parseLimit, parseWindow, printListing, requireMerchant, TIME, truncate, UsageError, writeLine } from './command.js';
 
@@ -114,6 +114,14 @@ export function declareFailed(program: CliCommand): void {
           return withResend(ctx.config, store, (resend) =>
             resend.resend(merchant, reference).catch((err: unknown) => {
               if (err instanceof NothingToResendError) throw new NothingMatchedError(`no unresolved failed webhook for merchant ${merchantId} and reference ${reference}`);
+              // Those that went are marked resent: a second run sends only the rest.
+              if (err instanceof ResendStoppedError && err.sent > 0) {
+                throw new Error(
+                  `${err.cause.message}; ${err.sent} webhook(s) of reference ${reference} of merchant ${merchantId} were resent before it stopped: ` +
+                    'run it again once the cause is gone, for the rest',
+                  { cause: err },
+                );
+              }
               throw err;
             }),
           );
@@ -212,10 +220,13 @@ async function replay(resend: ResendService, merchant: ResendTarget, candidates:
             // an endpoint disabled or deleted since: left failed.
             summary.skipped++;
           } else {
+            // Stopped between a webhook's rows on two endpoints (one written before endpoints): the first went.
+            const stopped = err instanceof ResendStoppedError ? err : undefined;
+            summary.resent += stopped?.sent ?? 0;
             summary.errors++;
             summary.lastError = (err as Error).message;
             // Each further resend would wait for a connection in vain: count the rest as errors.
-            brokerGone = err instanceof BrokerUnavailableError;
+            brokerGone = stopped?.cause instanceof BrokerUnavailableError;
           }
         }
       }

@@ -40,22 +40,24 @@ export class ResendOutcomeUnknownError extends BrokerUnavailableError {
   }
 }
 
-/**
- * PostgreSQL did not answer the claim: nothing was resent (503 with Retry-After). Or it was lost
- * midway through a long resend (a renewal of its lease refused): `sent` copies went out before
- * it, and a retry sends only the rest.
- */
+/** PostgreSQL did not answer the claim, or a renewal of a long resend's lease (said by ResendStoppedError). */
 export class FailureIndexUnavailableError extends NamedError {
-  readonly sent: number;
-  constructor(options?: { cause?: unknown; sent?: number }) {
-    const sent = options?.sent ?? 0;
-    super(
-      sent > 0
-        ? `the failure index in PostgreSQL was lost midway; ${sent} webhook(s) went out, the rest was not resent`
-        : 'the failure index in PostgreSQL cannot be reached; nothing was resent',
-      options,
-    );
-    this.sent = sent;
+  constructor(options?: { cause?: unknown }) {
+    super('the failure index in PostgreSQL cannot be reached', options);
+  }
+}
+
+/**
+ * A resend stopped by `cause` (PostgreSQL or the broker lost, a copy not confirmed) after `sent` copies
+ * went out: those are marked resent, so a retry sends only the rest. Callers answer as `cause` says,
+ * and can say what went.
+ */
+export class ResendStoppedError extends NamedError {
+  constructor(
+    readonly sent: number,
+    override readonly cause: Error,
+  ) {
+    super(`${cause.message}; ${sent > 0 ? `${sent} webhook(s) went out before it` : 'nothing was resent'}`, { cause });
   }
 }
 
@@ -125,7 +127,7 @@ export class ResendService {
   private async resendWhere(merchantId: string, filter: FailureFilter, verdictOf: (failure: ClaimedFailure) => Verdict, reference: string | undefined): Promise<number> {
     const claimId = randomUUID();
     const unavailable = (err: unknown): never => {
-      throw new FailureIndexUnavailableError({ cause: err });
+      throw new ResendStoppedError(0, new FailureIndexUnavailableError({ cause: err }));
     };
     const claimed = await inSpan('claim failed_webhooks', DB_UPDATE, () => this.store.claim(merchantId, filter, claimId, this.leaseMs)).catch(unavailable);
     if (claimed.length === 0) {
@@ -176,9 +178,8 @@ export class ResendService {
       await lease.stop();
     }
     await this.store.release(merchantId, giveBack, claimId).catch((err: unknown) => this.warn('claim not given back; it frees itself after its lease', merchantId, err));
-    // Lost midway: what went out is said, not "nothing was resent".
-    if (failure instanceof FailureIndexUnavailableError && sent.length > 0) throw new FailureIndexUnavailableError({ cause: failure.cause, sent: sent.length });
-    if (failure !== undefined) throw failure;
+    // What went out before it is said, not "nothing was resent".
+    if (failure !== undefined) throw new ResendStoppedError(sent.length, failure as Error);
     if (sent.length === 0) {
       // What lets a later resend go first: endpoint_deleted says there is nowhere to send, true only when every failure's endpoint is gone.
       if (kept.disabled.size > 0) throw new WebhookDisabledError(merchantId, [...kept.disabled][0]);
@@ -265,7 +266,7 @@ export class ResendService {
     headers[HEADERS.claimId] = claimId;
     // To the endpoint it failed on alone (a row written before endpoints: the merchant's first).
     headers[HEADERS.endpointId] = endpointId;
-    if (!this.broker.isConnected) throw new BrokerUnavailableError('not connected to RabbitMQ; nothing was resent');
+    if (!this.broker.isConnected) throw new BrokerUnavailableError('not connected to RabbitMQ');
     const webhookId = webhook.webhookId;
     // The copy keeps the webhook's own traceparent (its attempts stay in the webhook's trace); the resend's span links to it.
     if (webhook.headers) linkActiveSpanTo(webhook.headers, { [ATTR.webhookId]: webhookId });

@@ -8,7 +8,7 @@
 import { once } from 'node:events';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { HEADERS } from '../../libs/contracts/index.js';
+import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
 import { runCliInProcess } from '../support/cli.js';
@@ -263,5 +263,53 @@ describe('webhooks invalid requeue cut off midway', () => {
     expect(await test.messageCount(names.dispatch)).toBe(1);
     // The message whose copy was refused goes back when the CLI's channel closes: nothing lost.
     await waitFor('the two not moved back in invalid', async () => (await test.messageCount(names.invalid)) === 2);
+  });
+});
+
+describe('webhooks failed resend cut off midway', () => {
+  const prefix = uniquePrefix('cli-faults-resend');
+  const names = topologyNames(prefix);
+  let test: TestBroker;
+  let db: TestDatabase;
+
+  beforeAll(async () => {
+    test = await TestBroker.open();
+    db = await createTestDatabase('cli_faults_resend');
+  });
+
+  afterAll(async () => {
+    await test?.deleteTopology(prefix);
+    await test?.close();
+    await db?.drop();
+  });
+
+  it('says how many it had resent when the broker refuses a copy (exit 1); a second run resends none of them again', async () => {
+    const merchant = testMerchant('m_cut', 'https://hooks.example.com/cut');
+    const content = JSON.stringify(sampleEvent('payout', 'm_cut'));
+    await db.query(
+      `INSERT INTO failed_webhooks (merchant_id, webhook_id, endpoint_id, failed_at, event, merchant_refs, reason, attempts, content)
+       SELECT 'm_cut', 'evt_cut_' || g, $1, now() - (4 - g) * interval '1 s', 'payout', ARRAY['m_cut' || chr(31) || 'PO-CUT'], 'attempts-exhausted', 3, $2
+       FROM generate_series(1, 3) AS g`,
+      [merchant.endpoints[0]!.id, content],
+    );
+    // dispatch takes one copy and refuses the next (as a queue at its length limit does): the resend stops after its first.
+    await test.channel.assertQueue(names.dispatch, { durable: true, arguments: { 'x-max-length': 1, 'x-overflow': 'reject-publish' } });
+    const env = { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, DATABASE_URL: db.url, MERCHANTS_FILE: writeMerchantsFile([merchant]) };
+
+    const result = await runCliInProcess(env, ['failed', 'resend', 'PO-CUT', '--merchant', 'm_cut']);
+
+    expect({ code: result.code, stdout: result.stdout }).toEqual({ code: 1, stdout: '' });
+    expect(result.stderr).toContain('1 webhook(s) of reference PO-CUT of merchant m_cut were resent before it stopped');
+    oneLine(result.stderr);
+    expect(await test.messageCount(names.dispatch)).toBe(1);
+    const resent = await db.query<{ webhook_id: string }>('SELECT webhook_id FROM failed_webhooks WHERE resent_at IS NOT NULL');
+    expect(resent.map((r) => r.webhook_id)).toEqual(['evt_cut_1']);
+
+    // Room again: the copy never confirmed stays claimed for its lease; the one not tried goes, the first not again.
+    await test.channel.purgeQueue(names.dispatch);
+    const again = await runCliInProcess(env, ['failed', 'resend', 'PO-CUT', '--merchant', 'm_cut']);
+    expect(again).toEqual({ code: 0, stdout: 'resent 1 webhook(s) for reference PO-CUT of merchant m_cut\n', stderr: '' });
+    const now = await db.query<{ webhook_id: string }>('SELECT webhook_id FROM failed_webhooks WHERE resent_at IS NOT NULL ORDER BY webhook_id');
+    expect(now.map((r) => r.webhook_id)).toEqual(['evt_cut_1', 'evt_cut_3']);
   });
 });
