@@ -13,13 +13,24 @@ export interface CliIo {
   stderr: NodeJS.WritableStream & { isTTY?: boolean };
   now(): Date;
   exitCode: number;
+  /** Where Ctrl-C is heard (process in main.ts): SIGINT. Absent: never. */
+  interrupts?: Pick<NodeJS.EventEmitter, 'once' | 'off'>;
 }
 
 /** What a command needs from its surroundings, passed in so that commands never reach for globals. */
 export type CliContext = Pick<CliIo, 'env' | 'stdout' | 'stderr'> & {
   /** Parsed on first use, so that a command that needs no broker (token) is not stopped by its settings. */
   readonly config: CliConfig;
+  /**
+   * Runs `run` with a signal that Ctrl-C aborts, for a command that moves things one at a time: it stops
+   * after the one in hand and says what it did (exit INTERRUPTED). Only the first Ctrl-C, and only while
+   * `run` runs: a second one, or one at another time, ends the process as usual.
+   */
+  interruptible<T>(run: (interrupted: AbortSignal) => Promise<T>): Promise<T>;
 };
+
+/** The exit code of a command stopped by Ctrl-C (128 + SIGINT, as a shell reports a process the signal ended). */
+export const INTERRUPTED = 130;
 
 /** The command line was wrong: the message and the command's help are printed, exit 2. */
 export class UsageError extends NamedError {}
@@ -37,6 +48,16 @@ function contextOf(io: CliIo): CliContext {
     stderr: io.stderr,
     get config() {
       return (config ??= parseEnv(cliEnvSchema, env));
+    },
+    async interruptible(run) {
+      const controller = new AbortController();
+      const stop = () => controller.abort();
+      io.interrupts?.once('SIGINT', stop);
+      try {
+        return await run(controller.signal);
+      } finally {
+        io.interrupts?.off('SIGINT', stop);
+      }
     },
   };
 }
@@ -107,7 +128,7 @@ export function printListing(ctx: CliContext, json: boolean, items: unknown[], n
 export const TIME = `Times are ISO-8601 (2026-05-01T10:00:00Z; UTC when no offset is given) or a duration meaning
 "that long ago" (30m, 2h, 7d).`;
 
-export const EXIT = 'Exit codes: 0 done, 1 failed (broker unreachable, queue missing), 2 usage error, 3 nothing matched.';
+export const EXIT = `Exit codes: 0 done, 1 failed (broker unreachable, queue missing), 2 usage error, 3 nothing matched, ${INTERRUPTED} interrupted (Ctrl-C).`;
 
 export const ENVIRONMENT = `Environment: RABBITMQ_URL, and TOPOLOGY_PREFIX (default webhooks): give the one the programs run
 with (export it in every terminal), or the commands look at another topology. token reads

@@ -3,7 +3,7 @@ import cliProgress from 'cli-progress';
 import { BrokerUnavailableError } from '../../libs/broker/index.js';
 import { EndpointDeletedError, EventNotSubscribedError, type FailureRow, NothingToResendError, receiverOf, type ResendService, ResendStoppedError, type ResendTarget, WebhookDisabledError } from '../../libs/failed/index.js';
 import { withFailures, withResend } from './broker.js';
-import { checkEndpointId, checkReference, CliCommand, type CliContext, type CliIo, EXIT, formatTable, NothingMatchedError, parseLimit, parseWindow, printListing, requireMerchant, TIME, truncate, UsageError, writeLine } from './command.js';
+import { checkEndpointId, checkReference, CliCommand, type CliContext, type CliIo, EXIT, formatTable, INTERRUPTED, NothingMatchedError, parseLimit, parseWindow, printListing, requireMerchant, TIME, truncate, UsageError, writeLine } from './command.js';
 
 // REASON beside LAST ERROR: why it ended in failed (an outage, a disabled webhook) and what was last seen.
 const HEADER = ['FAILED AT', 'MERCHANT', 'ENDPOINT', 'EVENT', 'REFERENCE', 'WEBHOOK ID', 'ATTEMPTS', 'LAST STATUS', 'REASON', 'LAST ERROR'];
@@ -97,7 +97,8 @@ export function declareFailed(program: CliCommand): void {
         'republishes every unresolved failed webhook of that merchant and reference to <TOPOLOGY_PREFIX>.dispatch, ' +
         'each failure to the endpoint it failed on (a webhook fails once per endpoint), ' +
         'with its original webhook-id and fresh attempt counters, claiming them in PostgreSQL (DATABASE_URL) ' +
-        'as the API does, so that no replica sends them again. Prints how many were resent. Makes the API\'s checks first: ' +
+        'as the API does, so that no replica sends them again. Prints how many were resent; stopped midway (the broker or ' +
+        'PostgreSQL lost), it says how many went before (exit 1), and a second run sends only the rest. Makes the API\'s checks first: ' +
         'nothing is resent while every endpoint of the merchant is disabled or none is set up, and a failure whose endpoint ' +
         'is disabled, deleted or no longer receives its event stays failed (merchants from MERCHANTS_FILE when set, else ' +
         'the merchants table).',
@@ -148,7 +149,7 @@ export function declareFailed(program: CliCommand): void {
     .option('--until <time>', 'end of the window (default: now)')
     .option('--rate <n>', 'at most n webhooks a second', '50')
     .option('--dry-run', 'publish nothing; print what would be resent', false)
-    .addHelpText('after', `\n${TIME}\n${EXIT} (1 also when some resends failed or every endpoint is disabled; 3: nothing unresolved in the window, or no such merchant)`)
+    .addHelpText('after', `\n${TIME}\n${EXIT} (1 also when some resends failed or every endpoint is disabled; 3: nothing unresolved in the window, or no such merchant; ${INTERRUPTED}: Ctrl-C stopped it after the webhook in hand, and the summary says how many were not tried)`)
     .handle(
       (raw: { merchant?: string; since?: string; until?: string; dryRun: boolean; rate: string }, _args, now) => {
         const merchantId = requireMerchant(raw.merchant, 'failed replay');
@@ -176,12 +177,16 @@ export function declareFailed(program: CliCommand): void {
             writeLine(ctx.stdout, `dry run: would resend ${candidates.length} webhook(s) of merchant ${merchantId}; nothing was published`);
             return 0;
           }
-          const summary = await withResend(ctx.config, store, (resend) => replay(resend, merchant, candidates, rate, ctx));
-          writeLine(ctx.stdout, `replay of merchant ${merchantId}: resent ${summary.resent}, skipped ${summary.skipped}, errors ${summary.errors}`);
-          if (summary.errors > 0) {
-            writeLine(ctx.stderr, `webhooks: some resends failed; the last error: ${summary.lastError ?? 'unknown'}. Run the replay again to retry them.`);
-            return 1;
-          }
+          const summary = await withResend(ctx.config, store, (resend) => ctx.interruptible((interrupted) => replay(resend, merchant, candidates, rate, ctx, interrupted)));
+          const cut = summary.notTried > 0;
+          writeLine(
+            ctx.stdout,
+            `replay of merchant ${merchantId}${cut ? ' interrupted' : ''}: resent ${summary.resent}, skipped ${summary.skipped}, errors ${summary.errors}` +
+              (cut ? `; ${summary.notTried} not tried: run it again for them` : ''),
+          );
+          if (summary.errors > 0) writeLine(ctx.stderr, `webhooks: some resends failed; the last error: ${summary.lastError ?? 'unknown'}. Run the replay again to retry them.`);
+          if (cut) return INTERRUPTED;
+          if (summary.errors > 0) return 1;
           // Everything was resent by someone else meanwhile: nothing was done, as with no match.
           return summary.resent === 0 ? 3 : 0;
         }),
@@ -197,20 +202,25 @@ function parseRate(text: string): number {
 /** At most this many failures in one replay: a larger window is replayed in parts. */
 const MAX_REPLAY = 100_000;
 
-async function replay(resend: ResendService, merchant: ResendTarget, candidates: FailureRow[], rate: number, ctx: CliContext) {
-  const summary = { resent: 0, skipped: 0, errors: 0, lastError: undefined as string | undefined };
+async function replay(resend: ResendService, merchant: ResendTarget, candidates: FailureRow[], rate: number, ctx: CliContext, interrupted: AbortSignal) {
+  const summary = { resent: 0, skipped: 0, errors: 0, notTried: 0, lastError: undefined as string | undefined };
   const started = performance.now();
   let paced = 0;
   const progress = startProgress('replay', candidates.length, ctx.stderr);
   let brokerGone = false;
   try {
-    for (const failure of candidates) {
+    for (const [i, failure] of candidates.entries()) {
       if (brokerGone) {
         summary.errors++;
       } else {
         // Resend k (0-based) goes no earlier than k / rate seconds after the first: a merchant back from an outage gets its backlog at a rate it can take.
         const wait = started + (paced++ * 1000) / rate - performance.now();
-        if (wait > 0) await sleep(Math.ceil(wait));
+        // Ctrl-C ends the wait too: between two resends nothing is in hand.
+        if (wait > 0) await sleep(Math.ceil(wait), undefined, { signal: interrupted }).catch(() => {});
+        if (interrupted.aborted) {
+          summary.notTried = candidates.length - i;
+          break;
+        }
         try {
           // Each failure to its own endpoint (a row written before endpoints: every row of the webhook, the first endpoint's).
           summary.resent += await resend.resendWebhook(merchant, failure.webhookId, failure.endpointId ?? undefined);

@@ -3,7 +3,12 @@ import { type BrokerConnection, type HeldMessage, moveMessage, PublishUnconfirme
 import { brokerPark, copyHeaders, HEADERS, INVALID_CODES, parkedFromUpstream } from '../../libs/contracts/index.js';
 import { DISPATCH_DELIVERY_LIMIT, topologyNames, type TopologyNames } from '../../libs/topology/index.js';
 import { CLI_BROKER_DEADLINE_MS, withBroker } from './broker.js';
-import { CliCommand, EXIT, formatTable, NothingMatchedError, parseLimit, printListing, truncate, UsageError, writeLine } from './command.js';
+import { CliCommand, EXIT, formatTable, INTERRUPTED, NothingMatchedError, parseLimit, printListing, truncate, UsageError, writeLine } from './command.js';
+
+/** What a pass did; `interrupted`: Ctrl-C ended it before the last message. */
+type PassResult = { kept: number; moved: number; interrupted: boolean };
+
+const newPass = (): PassResult => ({ kept: 0, moved: 0, interrupted: false });
 
 /** A message parked in invalid, with the reason the dispatcher (or the broker: byBroker) gave. */
 type ParkedMessage = ReturnType<typeof parkedOf>;
@@ -20,17 +25,23 @@ order; ones parked while the command runs are left for the next run. Run one at 
  * tail of invalid, or moved to dispatch, as `verdict` says. One message at a time, also so that acks
  * never pile up before the channel closes (quorum queues have been seen to drop acks sent just
  * before a close: rabbitmq-server#10327). `result` counts as it goes: a pass cut off midway has done that much.
+ * `interrupted` (Ctrl-C) ends the pass before the next message is taken, never with one in hand.
  */
 async function passOverInvalid(
   broker: BrokerConnection,
   names: TopologyNames,
   verdict: (parked: ParkedMessage) => 'keep' | 'move',
-  result = { kept: 0, moved: 0 },
-): Promise<{ kept: number; moved: number }> {
+  result = newPass(),
+  interrupted?: AbortSignal,
+): Promise<PassResult> {
   const channel = await broker.createChannel();
   try {
     const { messageCount } = await channel.checkQueue(names.invalid);
     for (let i = 0; i < messageCount; i++) {
+      if (interrupted?.aborted) {
+        result.interrupted = true;
+        break;
+      }
       const message = await channel.get(names.invalid, { noAck: false });
       if (message === false) break; // someone else took the rest
       const parked = parkedOf(message, names);
@@ -220,7 +231,7 @@ export function declareInvalid(program: CliCommand): void {
     .option('--code <code>', 'move the messages with this code (below)')
     .option('--all', 'move every parked message', false)
     .option('--dry-run', 'move nothing; print what would move', false)
-    .addHelpText('after', `${HELP_AFTER} (3: no parked message matched)`)
+    .addHelpText('after', `${HELP_AFTER} (3: no parked message matched; ${INTERRUPTED}: Ctrl-C stopped it after the message in hand, the ones it kept put behind those it did not reach)`)
     .handle(
       (raw: { code?: string; all: boolean; dryRun: boolean }) => {
         // Moving everything must be asked for by name, never be what a forgotten --code does.
@@ -231,17 +242,20 @@ export function declareInvalid(program: CliCommand): void {
       async (options, ctx) => {
         const names = topologyNames(ctx.config.TOPOLOGY_PREFIX);
         const matching: ParkedMessage[] = [];
-        const result = { kept: 0, moved: 0 };
+        const result = newPass();
         await withBroker(ctx.config, [names.invalid, names.dispatch], (broker) =>
-          passOverInvalid(
-            broker,
-            names,
-            (parked) => {
-              if (options.code !== undefined && parked.code !== options.code) return 'keep';
-              matching.push(parked);
-              return options.dryRun ? 'keep' : 'move';
-            },
-            result,
+          ctx.interruptible((interrupted) =>
+            passOverInvalid(
+              broker,
+              names,
+              (parked) => {
+                if (options.code !== undefined && parked.code !== options.code) return 'keep';
+                matching.push(parked);
+                return options.dryRun ? 'keep' : 'move';
+              },
+              result,
+              interrupted,
+            ),
           ),
         ).catch((err: unknown) => {
           // Each move confirmed before its original was acked: those made stand, and are said.
@@ -251,6 +265,10 @@ export function declareInvalid(program: CliCommand): void {
             { cause: err },
           );
         });
+        if (result.interrupted) {
+          writeLine(ctx.stdout, `interrupted: moved ${result.moved} message(s) to ${names.dispatch}; the rest are still in ${names.invalid}: run it again for them`);
+          return INTERRUPTED;
+        }
         if (matching.length === 0) throw new NothingMatchedError(nothingParked(names, options.code));
         if (options.dryRun) {
           writeLine(ctx.stdout, parkedTable(matching));

@@ -16,6 +16,6 @@ for (const stream of [process.stdout, process.stderr]) {
   });
 }
 
-const io: CliIo = { env: process.env, stdout: process.stdout, stderr: process.stderr, now: () => new Date(), exitCode: 0 };
+const io: CliIo = { env: process.env, stdout: process.stdout, stderr: process.stderr, now: () => new Date(), exitCode: 0, interrupts: process };
 
 void runCli(io, process.argv.slice(2)).then(exit);
