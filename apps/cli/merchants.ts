@@ -121,7 +121,8 @@ export function declareMerchants(program: CliCommand): void {
     .description(
       'The last step of a rotation of SECRETS_KEY: with the new key in SECRETS_KEY and the old one in ' +
         'SECRETS_KEY_PREVIOUS (and every program restarted with both), seals again with the new key every stored ' +
-        'secret the old one sealed. Settings are not changed. Afterwards SECRETS_KEY_PREVIOUS can be removed.',
+        'secret the old one sealed. Settings are not changed. Afterwards SECRETS_KEY_PREVIOUS can be removed. A value ' +
+        'neither key opens stops it (exit 1), named by its merchant and endpoints (or its Idempotency-Key), never shown.',
     )
     .addHelpText('after', `\n${EXIT}`)
     .handle(() => ({}), async (_options, ctx) => {

@@ -4,7 +4,7 @@ import type { Logger } from '../logger/index.js';
 import { DirectoryCache } from './cache.js';
 import type { MerchantDirectory } from './directory.js';
 import { HEALTH_COLUMNS, type HealthFact, type HealthRow, healthOf, writeHealth } from './health.js';
-import { CHANGES_CHANNEL, MERCHANT_COLUMNS, type MerchantRow, merchantOf, TOMBSTONE_KEEP_MS } from './rows.js';
+import { CHANGES_CHANNEL, MERCHANT_COLUMNS, type MerchantRow, merchantOf, sealedSecretsOf, TOMBSTONE_KEEP_MS } from './rows.js';
 import type { Merchant } from './schema.js';
 import { keyIdOf, type SecretBox, SecretsKeyError } from './secret-box.js';
 import { InvalidSettingsError, PublicKeyTakenError } from './errors.js';
@@ -272,7 +272,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
   private take(cache: DirectoryCache, row: MerchantRow, strict: boolean): void {
     try {
       // A row whose secrets no key of this program sealed is refused, whether it opens them now or not.
-      if (this.options.openSecrets === false && row.secrets && !this.box.holdsKeyOf(row.secrets)) throw new SecretsKeyError(keyIdOf(row.secrets));
+      if (this.options.openSecrets === false && row.secrets && !this.box.holdsKeyOf(row.secrets)) throw new SecretsKeyError(keyIdOf(row.secrets), sealedSecretsOf(row));
       cache.apply(merchantOf(row, this.box, this.options.openSecrets !== false), Number(row.version));
       return;
     } catch (err) {

@@ -47,7 +47,7 @@ export function merchantOf(row: MerchantRow, box: SecretBox, open = true): Merch
   const sealed = row.secrets;
   if (row.endpoints.length === 0 || sealed === null) return { id: row.id, publicKey: row.public_key, endpoints: [] };
   let opened: SealedSecrets | undefined;
-  const secrets = () => (opened ??= byEndpoint(JSON.parse(box.open(sealed, row.id)) as SealedSecrets | Secrets, row.endpoints[0]!.id));
+  const secrets = () => (opened ??= byEndpoint(JSON.parse(box.open(sealed, row.id, sealedSecretsOf(row))) as SealedSecrets | Secrets, row.endpoints[0]!.id));
   if (open) secrets();
   const endpoints = row.endpoints.map(({ previousSecrets: expiries, ...settings }) => {
     const endpoint = { ...settings } as Endpoint;
@@ -63,6 +63,13 @@ export function merchantOf(row: MerchantRow, box: SecretBox, open = true): Merch
     return open ? settle(endpoint) : endpoint;
   });
   return { id: row.id, publicKey: row.public_key, endpoints };
+}
+
+/** Where a merchant's sealed secrets are, for a message about them: its id and its endpoints', never a value. */
+export function sealedSecretsOf(row: Pick<MerchantRow, 'id' | 'endpoints'>): string {
+  const ids = row.endpoints.map((endpoint) => endpoint.id);
+  const of = ids.length === 0 ? '' : ` (endpoint${ids.length === 1 ? '' : 's'} ${ids.join(', ')})`;
+  return `the webhook secrets of merchant ${row.id}${of}, sealed together in its row of merchants`;
 }
 
 /** Sealed secrets by endpoint; a row sealed before migration 0011 holds its one endpoint's alone. */
@@ -94,14 +101,16 @@ export function columnsOf(merchant: Merchant, box: SecretBox): [string, string, 
  */
 export async function resealSecrets(db: Queryable, box: SecretBox): Promise<number> {
   let count = 0;
-  const merchants = await db.query<{ id: string; secrets: string }>('SELECT id, secrets FROM merchants WHERE secrets IS NOT NULL');
+  const merchants = await db.query<{ id: string; endpoints: ClearEndpoint[]; secrets: string }>('SELECT id, endpoints, secrets FROM merchants WHERE secrets IS NOT NULL');
   for (const row of merchants.rows.filter((r) => !box.isCurrent(r.secrets))) {
-    const { rows } = await db.query('UPDATE merchants SET secrets = $2 WHERE id = $1 AND secrets = $3 RETURNING id', [row.id, box.seal(box.open(row.secrets, row.id), row.id), row.secrets]);
+    const plain = box.open(row.secrets, row.id, sealedSecretsOf(row));
+    const { rows } = await db.query('UPDATE merchants SET secrets = $2 WHERE id = $1 AND secrets = $3 RETURNING id', [row.id, box.seal(plain, row.id), row.secrets]);
     count += rows.length;
   }
-  const kept = await db.query<{ key: string; result: string }>('SELECT key, result FROM merchant_idempotency');
+  const kept = await db.query<{ key: string; merchant_id: string | null; result: string }>('SELECT key, merchant_id, result FROM merchant_idempotency');
   for (const row of kept.rows.filter((r) => !box.isCurrent(r.result))) {
-    const { rows } = await db.query('UPDATE merchant_idempotency SET result = $2 WHERE key = $1 AND result = $3 RETURNING key', [row.key, box.seal(box.open(row.result, row.key), row.key), row.result]);
+    const plain = box.open(row.result, row.key, `the answer kept for Idempotency-Key ${row.key} (merchant ${row.merchant_id ?? 'unknown'}), in merchant_idempotency`);
+    const { rows } = await db.query('UPDATE merchant_idempotency SET result = $2 WHERE key = $1 AND result = $3 RETURNING key', [row.key, box.seal(plain, row.key), row.result]);
     count += rows.length;
   }
   return count;

@@ -28,10 +28,11 @@ export class SecretBox {
     return `v1:${this.current.id}:${body.toString('base64')}`;
   }
 
-  open(sealed: string, boundTo: string): string {
+  /** `where`: the value's place (its row), which a value no key opens is reported with. */
+  open(sealed: string, boundTo: string, where?: string): string {
     const [version, id, data] = sealed.split(':');
     const key = id === undefined ? undefined : this.keys.get(id);
-    if (version !== 'v1' || !key || data === undefined) throw new SecretsKeyError(id);
+    if (version !== 'v1' || !key || data === undefined) throw new SecretsKeyError(id, where);
     const body = Buffer.from(data, 'base64');
     const decipher = createDecipheriv('aes-256-gcm', key, body.subarray(0, 12));
     decipher.setAAD(Buffer.from(boundTo, 'utf8'));
@@ -39,7 +40,7 @@ export class SecretBox {
     try {
       return Buffer.concat([decipher.update(body.subarray(12, body.length - 16)), decipher.final()]).toString('utf8');
     } catch {
-      throw new SecretsKeyError(id);
+      throw new SecretsKeyError(id, where);
     }
   }
 
@@ -54,10 +55,16 @@ export class SecretBox {
   }
 }
 
-/** A sealed value that no configured key opens: SECRETS_KEY changed without SECRETS_KEY_PREVIOUS, or the value was altered. */
+/**
+ * A sealed value that no configured key opens: SECRETS_KEY changed without SECRETS_KEY_PREVIOUS, or the
+ * value was altered. `where` names its row, so that an operator can find it (never the value).
+ */
 export class SecretsKeyError extends NamedError {
-  constructor(readonly keyId: string | undefined) {
-    super(`a stored secret does not open with SECRETS_KEY or SECRETS_KEY_PREVIOUS (sealed with key ${keyId ?? 'unknown'})`);
+  constructor(
+    readonly keyId: string | undefined,
+    where?: string,
+  ) {
+    super(`a stored secret does not open with SECRETS_KEY or SECRETS_KEY_PREVIOUS (sealed with key ${keyId ?? 'unknown'})${where ? `: ${where}` : ''}`);
   }
 }
 

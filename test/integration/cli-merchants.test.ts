@@ -1,4 +1,5 @@
-import { lowerEndpointRate } from '../../libs/merchants/index.js';
+import { lowerEndpointRate, SecretBox } from '../../libs/merchants/index.js';
+import { TEST_SECRETS_KEY } from '../support/dispatcher-program.js';
 import { TestBroker } from '../support/broker.js';
 import { merchantsCli } from '../support/merchants-cli.js';
 import { freePort } from '../support/receiver.js';
@@ -246,5 +247,27 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
     expect(write.code).toBe(1);
     expect(write.stderr).toContain('RabbitMQ not reachable');
     expect(JSON.parse((await cli('get', 'm_cli', '--json')).stdout).endpoints[0]).toMatchObject({ id: endpoint, enabled: false });
+  });
+
+  it('names the merchant and endpoints of a sealed value neither key opens when reseal meets it, never a secret (exit 1)', async () => {
+    await fixture.withEndpoint('m_lost', 'pk_lost_0001', '--url', 'https://hooks.example.com/lost');
+    const endpoint = await fixture.firstEndpoint('m_lost');
+    // Sealed with a third key (a restore from another deployment's backup): neither key of the rotation opens it.
+    const [row] = await fixture.db.query<{ secrets: string }>('SELECT secrets FROM merchants WHERE id = $1', ['m_lost']);
+    const plain = new SecretBox(Buffer.from(TEST_SECRETS_KEY, 'base64')).open(row!.secrets, 'm_lost');
+    await fixture.db.query('UPDATE merchants SET secrets = $2 WHERE id = $1', ['m_lost', new SecretBox(Buffer.alloc(32, 5)).seal(plain, 'm_lost')]);
+    const newKey = Buffer.alloc(32, 6).toString('base64');
+    try {
+      const result = await runCliInProcess({ ...env, SECRETS_KEY: newKey, SECRETS_KEY_PREVIOUS: TEST_SECRETS_KEY }, ['merchants', 'reseal']);
+      expect(result.code).toBe(1);
+      expect(result.stderr).toMatch(
+        new RegExp(`^webhooks: a stored secret does not open with SECRETS_KEY or SECRETS_KEY_PREVIOUS \\(sealed with key \\S+\\): the webhook secrets of merchant m_lost \\(endpoint ${endpoint}\\), sealed together in its row of merchants\n$`),
+      );
+      expect(result.stderr).not.toContain('whsec_');
+    } finally {
+      // Back to the tests' key for the rows resealed before it; m_lost, which none opens, deleted.
+      expect((await cli('delete', 'm_lost', '--yes')).code).toBe(0);
+      expect((await runCliInProcess({ ...env, SECRETS_KEY: TEST_SECRETS_KEY, SECRETS_KEY_PREVIOUS: newKey }, ['merchants', 'reseal'])).code).toBe(0);
+    }
   });
 });
