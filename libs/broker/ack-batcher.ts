@@ -22,11 +22,16 @@ export class AckBatcher {
     }
   }
 
+  /**
+   * A basic.reject, not a basic.nack: RabbitMQ 4.3 counts a nack's return toward no delivery limit
+   * (a reject's, like a crash's, it does; 3.10 to 4.2 count both), so every return to `dispatch`
+   * stays bounded by its x-delivery-limit. Without requeue both dead-letter the same way.
+   */
   nack(tag: number, requeue: boolean): void {
     this.flush();
     this.settled.add(tag);
     try {
-      this.channel.nack(asMessage(tag), false, requeue);
+      this.channel.reject(asMessage(tag), requeue);
     } catch {
       // The channel is gone: as in flush().
     }

@@ -12,7 +12,7 @@ export interface Delivery {
   /** False once the channel it came on is gone: the broker has already returned it to its queue. */
   readonly live: boolean;
   ack(): void;
-  /** Requeue only for transient broker trouble, never in a loop: RabbitMQ 4.x drops a message after 20. */
+  /** Requeue only for transient broker trouble, never in a loop; sent as a basic.reject, which every version counts toward the queue's delivery limit (AckBatcher). */
   nack(requeue: boolean): void;
 }
 

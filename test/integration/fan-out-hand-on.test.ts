@@ -1,3 +1,4 @@
+import type { Channel } from 'amqplib';
 import { BrokerUnavailableError } from '../../libs/broker/index.js';
 import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
 import { DISPATCH_DELIVERY_LIMIT } from '../../libs/topology/index.js';
@@ -89,9 +90,11 @@ describe('a fanned-out event whose move to failed the broker refuses for one end
 
 /**
  * The review's question: a share whose park fails and whose hand-on the broker refuses returns the
- * event to dispatch (nack with requeue). Never in an unbounded loop, never dropped: dispatch's
+ * event to dispatch (a reject with requeue). Never in an unbounded loop, never dropped: dispatch's
  * explicit delivery limit (DISPATCH_DELIVERY_LIMIT, 3.10 and 4.x alike) dead-letters the event to
- * invalid, where it is kept; each return comes after the hand-on's whole backoff.
+ * invalid, where it is kept; each return comes after the hand-on's whole backoff. The return is a
+ * basic.reject: RabbitMQ 4.3 counts a basic.nack's return toward no delivery limit, so with nacks
+ * this loop had no end there (3.10, where this runs, counts both).
  */
 describe('a fanned-out event one of whose shares can be neither parked nor handed on', () => {
   it('goes back to dispatch at most up to its delivery limit, then the broker parks it in invalid', async () => {
@@ -114,9 +117,18 @@ describe('a fanned-out event one of whose shares can be neither parked nor hande
       if (queue === harness.names.dispatch) throw new BrokerUnavailableError('hand-on refused by the test');
       return sendToQueue(queue, content, options, deadlineMs);
     };
+    // How each return went to the broker: basic.nack or basic.reject, and with requeue or not.
+    const returns: string[] = [];
+    for (const channel of (harness.broker as unknown as { consumerChannels: Map<Channel, unknown> }).consumerChannels.keys()) {
+      const [nack, reject] = [channel.nack.bind(channel), channel.reject.bind(channel)];
+      channel.nack = (message, allUpTo, requeue) => (returns.push(`nack requeue=${requeue}`), nack(message, allUpTo, requeue));
+      channel.reject = (message, requeue) => (returns.push(`reject requeue=${requeue}`), reject(message, requeue));
+    }
     try {
       await harness.publisher.publish(sampleEvent('payout', merchant.id), { messageId: 'evt_unparked' });
       const [parked] = await harness.test.drain(harness.names.invalid, 1, 30_000);
+      expect(returns.length).toBeGreaterThanOrEqual(DISPATCH_DELIVERY_LIMIT);
+      expect(new Set(returns)).toEqual(new Set(['reject requeue=true']));
       expect(parked!.properties.messageId).toBe('evt_unparked');
       expect(parked!.properties.headers?.['x-first-death-reason']).toBe('delivery_limit');
       await waitFor('dispatch empty and nothing held', async () => (await harness.test.messageCount(harness.names.dispatch)) === 0 && harness.dispatcher.unacked === 0, 5_000);
