@@ -238,7 +238,8 @@ export class Dispatcher {
       // Deleted while it waited for its slot or its request was out (the directory heard of it meanwhile): its outcome writes nothing.
       if (intake && finding.kind !== 'superseded' && this.erased(intake)) finding = { kind: 'erased', merchantId: intake.merchantId, webhookId: intake.webhookId };
       const decision = decide(finding, intake, this.policy, now);
-      if (span && !share) describeDelivery(span, intake, decision);
+      // A repeat or a stale copy has no intake past here (nothing of it is written), but its span names its webhook.
+      if (span && !share) describeDelivery(span, intake ?? seen.intake, decision);
       // Recorded after the effect it describes and before the ack: a crash cannot leave the
       // attempt out of the log, and a move that gives up records nothing.
       const record = this.deps.deliveryLog && recordOf(intake, finding, decision, this.policy, now);

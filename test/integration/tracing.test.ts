@@ -10,6 +10,9 @@ import { KIND, OtlpReceiver, type ReceivedSpan, testTracingSettings } from '../s
 import { failOnceThenSucceed, Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 import { eventOf } from '../support/order.js';
+import { openPostgres } from '../../libs/delivery-store/index.js';
+import { IntakeChecker, IntakeKeyStore } from '../../libs/intake-keys/index.js';
+import { silentLogger } from '../../libs/logger/index.js';
 
 /**
  * Tracing end to end with a real OTLP/HTTP receiver (decoding JSON and protobuf alike), the real
@@ -315,6 +318,44 @@ describe.each(['http/json', 'http/protobuf'] as const)('tracing over %s', (proto
       const [wait] = await spansWhere('its wait written', (s) => s.traceId === ordered!.traceId && s.name === 'publish webhook_waits');
       expect(wait).toMatchObject({ kind: KIND.producer, parentSpanId: ordered!.spanId, attributes: expect.objectContaining({ 'webhook.id': refundId }) });
       expect(delivered!.parentSpanId).toBe(wait!.spanId);
+    });
+  });
+
+  describe('a repeat dropped at intake, traced', () => {
+    let receiver: Receiver;
+    let harness: Harness;
+    let merchant: Merchant;
+    let keys: IntakeChecker;
+    let keysDb: ReturnType<typeof openPostgres>;
+
+    beforeAll(async () => {
+      receiver = await Receiver.start();
+      merchant = testMerchant('m_repeat_trace', receiver.url);
+      harness = await startHarness({ name: 'tracingrepeat', merchants: [merchant] });
+      // INTAKE_DEDUPE_WINDOW's checker on the harness's database, as the program wires it.
+      keysDb = openPostgres(harness.database.url, { maxConnections: 2 });
+      keys = new IntakeChecker(new IntakeKeyStore(keysDb, 60_000), silentLogger());
+      await keys.start();
+      (harness.dispatcher as unknown as { deps: { intakeKeys?: IntakeChecker } }).deps.intakeKeys = keys;
+    });
+
+    afterAll(async () => {
+      keys?.stop();
+      await harness?.close();
+      await keysDb?.close();
+      await receiver?.close();
+    });
+
+    it("names the webhook on the span of a repeat it dropped, so a search by webhook.id finds it (an upstream client that does not trace)", async () => {
+      const id = `evt_repeat_${Date.now()}`;
+      const body = Buffer.from(JSON.stringify(sampleEvent('payout', merchant.id)));
+      const publish = () => harness.broker.publish(harness.names.events, 'payout', body, { persistent: true, contentType: 'application/json', messageId: id });
+      await publish();
+      await waitFor('the first delivered', () => receiver.requests.some((r) => r.headers['webhook-id'] === id));
+      await publish();
+      const [repeat] = await spansWhere('the repeat dropped', (s) => s.kind === KIND.consumer && s.attributes['messaging.message.id'] === id && s.attributes['webhook.outcome'] === 'duplicate');
+      expect(repeat!.attributes).toMatchObject({ 'webhook.id': id, 'webhook.merchant_id': merchant.id, 'webhook.event': 'payout' });
+      expect(receiver.requests.filter((r) => r.headers['webhook-id'] === id)).toHaveLength(1);
     });
   });
 
