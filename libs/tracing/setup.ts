@@ -109,9 +109,11 @@ function droppedSpansReporter(logger: Logger): DiagLogger {
     lastAt.set(level, now);
     logger.warn(`tracing: exporter ${level}`, { detail: message.slice(0, 300) });
   };
+  // A component's logger (the exporter's) passes its name first and the warning after it.
+  const text = (args: unknown[]) => args.map(String).join(' ');
   return {
-    error: (message) => say(message, 'error'),
-    warn: (message) => say(message, 'warning'),
+    error: (...args) => say(text(args), 'error'),
+    warn: (...args) => say(text(args), 'warning'),
     info: () => {},
     debug: () => {},
     verbose: () => {},

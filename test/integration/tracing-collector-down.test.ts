@@ -2,7 +2,7 @@
  * @runs-alone times 1,500 deliveries beside a collector that never answers: the parallel files take the cores it times
  */
 import { sampleEvent } from '../../libs/contracts/index.js';
-import { startTracing, type Tracing } from '../../libs/tracing/index.js';
+import { inSpan, startTracing, type Tracing } from '../../libs/tracing/index.js';
 import { capturingLogger } from '../support/capturing-logger.js';
 import { type Harness, startHarness, testMerchant } from '../support/harness.js';
 import { OtlpReceiver, testTracingSettings } from '../support/otlp-receiver.js';
@@ -62,5 +62,29 @@ describe('a collector that does not answer', () => {
     }, 10_000, 100);
     expect(warning.dropped).toEqual(expect.any(Number));
     expect(warning.dropped as number).toBeGreaterThan(0);
+  });
+});
+
+/** An endpoint that is no collector (a web server answering 200 with a page): spans vanish, and the log says why. */
+describe('an endpoint that answers a web page', () => {
+  let otlp: OtlpReceiver;
+  let tracing: Tracing;
+  const lines: Array<Record<string, unknown>> = [];
+
+  beforeAll(async () => {
+    otlp = await OtlpReceiver.start('page');
+    tracing = await startTracing(testTracingSettings(otlp.url, 'http/protobuf'), capturingLogger(lines));
+  });
+
+  afterAll(async () => {
+    await tracing?.shutdown(2_000);
+    await otlp?.close();
+  });
+
+  it("logs the SDK's warning itself, not the name of the SDK's part that warned", async () => {
+    await inSpan('work', {}, async () => {});
+    await tracing.flush();
+    const warning = await waitFor('the warning', () => lines.find((l) => l.message === 'tracing: exporter warning'), 5_000);
+    expect(String(warning.detail)).toContain('could not deserialize response');
   });
 });

@@ -46,7 +46,8 @@ function attributesOf(list: OtlpKeyValue[] | undefined): Record<string, Attribut
 /**
  * A real OTLP/HTTP receiver on loopback: it decodes what the exporter posts to /v1/traces, JSON
  * (http/json) or protobuf (http/protobuf), into the same spans. `hang` leaves
- * every request unanswered, as a collector that accepts connections and never replies.
+ * every request unanswered, as a collector that accepts connections and never replies; `page`
+ * answers 200 with a web page, as a web server or an ingress at an endpoint that is no collector.
  */
 export class OtlpReceiver {
   readonly spans: ReceivedSpan[] = [];
@@ -56,7 +57,7 @@ export class OtlpReceiver {
 
   private constructor(private readonly server: Server, readonly url: string) {}
 
-  static async start(mode: 'answer' | 'hang' = 'answer'): Promise<OtlpReceiver> {
+  static async start(mode: 'answer' | 'hang' | 'page' = 'answer'): Promise<OtlpReceiver> {
     let receiver!: OtlpReceiver;
     const server = createServer((req: IncomingMessage, res: ServerResponse) => {
       const chunks: Buffer[] = [];
@@ -66,6 +67,10 @@ export class OtlpReceiver {
         receiver.requests.push(type);
         if (mode === 'hang') {
           receiver.held.add(res);
+          return;
+        }
+        if (mode === 'page') {
+          res.writeHead(200, { 'content-type': 'text/html' }).end('<html><body>Welcome to nginx!</body></html>');
           return;
         }
         const body = Buffer.concat(chunks);
