@@ -9,7 +9,7 @@ import { FailedStore } from '../../libs/failed/index.js';
 import { IntakeChecker, type IntakeCheckerOptions, IntakeKeyStore } from '../../libs/intake-keys/index.js';
 import { openDevDatabase } from '../recorder/open-log.js';
 import { awaitSchema, awaitSchemaAt, type SchemaGateOptions } from '../../libs/migrations/index.js';
-import { METRIC_NAMES, counterFrom, createRegistry, deliveryMetrics, gaugeFrom, labelledGaugeFrom, operationalMetrics, waitMetrics } from '../../libs/metrics/index.js';
+import { METRIC_NAMES, counterFrom, createRegistry, deliveryMetrics, gaugeFrom, askedPerScrape, labelledGaugeFrom, operationalMetrics, waitMetrics } from '../../libs/metrics/index.js';
 import { Throttle } from './stages/throttle.js';
 import { OPERATIONAL_EVENT_TYPES, OperationalPublisher } from '../../libs/operational/index.js';
 import { Operations } from './operations.js';
@@ -240,19 +240,18 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   labelledGaugeFrom(registry, METRIC_NAMES.circuitOpen, '1 while the endpoint circuit is open', 'endpoint', () =>
     dispatcher.guards.openEndpoints().map((endpoint) => [endpoint, 1]),
   );
-  labelledGaugeFrom(registry, METRIC_NAMES.queueMessages, 'Messages ready in the queue', 'queue', async () => {
-    if (!broker.isConnected) return [];
+  // None while disconnected, or while RabbitMQ does not answer (silent until the heartbeat gives up).
+  const depths = askedPerScrape(async () => {
     const channel = await broker.createChannel();
     try {
-      const depths: Array<[string, number]> = [];
-      for (const queue of queues) depths.push([queue, (await channel.checkQueue(queue)).messageCount]);
-      return depths;
-    } catch {
-      return [];
+      const counted: Array<[string, number]> = [];
+      for (const queue of queues) counted.push([queue, (await channel.checkQueue(queue)).messageCount]);
+      return counted;
     } finally {
       await channel.close().catch(() => {});
     }
-  });
+  }, []);
+  labelledGaugeFrom(registry, METRIC_NAMES.queueMessages, 'Messages ready in the queue', 'queue', () => (broker.isConnected ? depths() : []));
   // Ready alone is 0 while a stuck dispatcher holds every message: the stalled alert adds these.
   gaugeFrom(registry, METRIC_NAMES.dispatchUnacked, 'Messages of dispatch this dispatcher has received and not settled yet (held unacked)', () => dispatcher.unacked);
   gaugeFrom(registry, METRIC_NAMES.circuitsOpen, 'Endpoints whose circuit is open now', () => dispatcher.guards.openEndpoints().length);

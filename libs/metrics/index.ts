@@ -92,8 +92,23 @@ export function deliveryMetrics(registry: Registry, platformEvents: readonly str
   };
 }
 
-/** How long a scrape waits for the waits' count before it shows them unknown (NaN): well within Prometheus's 10 s scrape timeout. */
-export const WAIT_COUNT_DEADLINE_MS = 3_000;
+/** How long a scrape waits for what it asks PostgreSQL or RabbitMQ (the waits' count, the queues' depths) before it shows it unknown: well within Prometheus's 10 s scrape timeout. */
+export const SCRAPE_ASK_DEADLINE_MS = 3_000;
+
+/**
+ * `ask` for the scrapes: one at a time whatever the scrapes (an answer serves those of the next
+ * second), and `unknown` for a scrape it has not answered within SCRAPE_ASK_DEADLINE_MS or refused.
+ * A dependency silent, not refusing (a partition: PostgreSQL's connection dropped only after 20 s,
+ * RabbitMQ's at its second missed heartbeat, 30 s), held the scrape past Prometheus's timeout, and
+ * every series of the program went missing.
+ */
+export function askedPerScrape<T>(ask: () => Promise<T>, unknown: T): () => Promise<T> {
+  let asking: Promise<T> | undefined;
+  return () => {
+    asking ??= ask().finally(() => setTimeout(() => (asking = undefined), 1_000).unref());
+    return withDeadline(asking, SCRAPE_ASK_DEADLINE_MS).catch(() => unknown);
+  };
+}
 
 /**
  * The waits' two gauges, from one count per scrape. While the count cannot be taken (PostgreSQL does
@@ -101,14 +116,7 @@ export const WAIT_COUNT_DEADLINE_MS = 3_000;
  * back, or an old number (the alert WebhooksWaitsOverdue reads NaN as its own case).
  */
 export function waitMetrics(registry: Registry, count: () => Promise<{ waiting: number; overdue: number }>): void {
-  let asking: Promise<{ waiting: number; overdue: number }> | undefined;
-  const census = () => {
-    asking ??= count().finally(() => setTimeout(() => (asking = undefined), 1_000).unref());
-    // A count PostgreSQL does not answer (silent, not refusing: its connection dropped only after
-    // 20 s) is unknown by the deadline: awaited, it held the scrape past Prometheus's timeout, and
-    // every series of the dispatcher went missing. One count at a time, whatever the scrapes.
-    return withDeadline(asking, WAIT_COUNT_DEADLINE_MS).catch(() => ({ waiting: NaN, overdue: NaN }));
-  };
+  const census = askedPerScrape(count, { waiting: NaN, overdue: NaN });
   gaugeFrom(registry, METRIC_NAMES.waiting, 'Webhooks waiting for their next attempt (rows of webhook_waits)', async () => (await census()).waiting);
   gaugeFrom(registry, METRIC_NAMES.waitsOverdue, 'Waits more than a minute past their due time', async () => (await census()).overdue);
 }

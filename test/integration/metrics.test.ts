@@ -207,3 +207,51 @@ describe('the waits gauges while PostgreSQL falls silent (a partition: its conne
     }
   }, 90_000);
 });
+
+describe('the queue depths while RabbitMQ falls silent (its connection open, nothing answered)', () => {
+  it("answer every scrape within seconds, without the depths, not once the heartbeat gives the connection up (30 s): Prometheus's scrape times out at 10 s", async () => {
+    const prefix = uniquePrefix('metrics-broker-silent');
+    const proxy = await FrozenProxy.start(brokerUrl());
+    const program = await startDispatcher(
+      loadDispatcherConfig({
+        RABBITMQ_URL: proxy.url,
+        TOPOLOGY_PREFIX: prefix,
+        MERCHANTS_FILE: writeMerchantsFile([testMerchant('m_metrics_broker_silent', 'http://127.0.0.1:9/')]),
+        RETRY_SCHEDULE: '', // one attempt: no PostgreSQL
+        ALLOW_PRIVATE_TARGETS: 'true',
+        METRICS_PORT: '0',
+      }),
+      silentLogger(),
+    );
+    try {
+      let slowest = 0;
+      const dispatch = async () => {
+        const started = Date.now();
+        const text = await (await fetch(`http://127.0.0.1:${program.metricsPort}/metrics`, { signal: AbortSignal.timeout(10_000) } /* Prometheus's scrape timeout */)).text();
+        slowest = Math.max(slowest, Date.now() - started);
+        return { depth: series(text, 'webhooks_queue_messages', { queue: `${prefix}.dispatch` }), connected: series(text, 'webhooks_broker_connected', { program: 'dispatcher' }) };
+      };
+      expect((await dispatch()).depth).toBe(0);
+      proxy.freezeOpen();
+      slowest = 0;
+      // Before the heartbeat gives the connection up it still counts as connected, and the depths' channel never opens;
+      // each scrape after the last answer's second asks again.
+      await waitFor('the depths left out', async () => {
+        const shown = await dispatch();
+        return shown.depth === undefined && shown.connected === 1;
+      }, 20_000, 250);
+      expect((await dispatch()).depth).toBeUndefined();
+      expect(slowest).toBeLessThan(5_000);
+      // Reconnected, the depths come back: the unanswered ask settled with its connection, and did not stay in the way.
+      proxy.cut();
+      await waitFor('the depths shown again', async () => (await dispatch()).depth === 0, 30_000, 250);
+    } finally {
+      proxy.cut();
+      await program.stop();
+      await proxy.close();
+      const test = await TestBroker.open();
+      await test.deleteTopology(prefix);
+      await test.close();
+    }
+  }, 90_000);
+});
