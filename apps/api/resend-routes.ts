@@ -1,5 +1,6 @@
 import type { NextFunction, Request, Response, Router } from 'express';
 import { isWellFormedReference } from '../../libs/contracts/index.js';
+import { ResendStoppedError } from '../../libs/failed/index.js';
 import { type Merchant, recordAudit } from '../../libs/merchants/index.js';
 import { METRIC_NAMES, zeroedCounter } from '../../libs/metrics/index.js';
 import type { ApiDeps } from './deps.js';
@@ -23,8 +24,7 @@ export function mountResends(app: Router, deps: ApiDeps): void {
     const reference = referenceFrom(req);
     const merchant = await deps.auth.authenticate(req.get('x-auth-token'), req.get('authorization'));
     await mayResend(deps, merchant);
-    const resent = await deps.resend.resend(merchant, reference);
-    await auditMerchantResend(deps, req, merchant.id, { reference, resent });
+    await auditedResend(deps.resend.resend(merchant, reference), (resent) => auditMerchantResend(deps, req, merchant.id, { reference, resent }));
     res.status(200).json({ message: `webhook sent for reference ${reference}`, error: null, data: null });
   }, '', true);
 
@@ -32,8 +32,9 @@ export function mountResends(app: Router, deps: ApiDeps): void {
     const merchant = await deps.auth.authenticate(req.get('x-auth-token'), req.get('authorization'));
     const webhookId = params.webhookId as string;
     const endpointId = query.endpointId as string | undefined;
-    const resent = await resendOne(deps, merchant, webhookId, endpointId);
-    await auditMerchantResend(deps, req, merchant.id, endpointId === undefined ? { webhookId, resent } : { webhookId, endpointId, resent });
+    await auditedResend(resendOne(deps, merchant, webhookId, endpointId), (resent) =>
+      auditMerchantResend(deps, req, merchant.id, endpointId === undefined ? { webhookId, resent } : { webhookId, endpointId, resent }),
+    );
     res.status(200).json({ message: `webhook ${webhookId} sent again`, error: null, data: null });
   });
 }
@@ -48,6 +49,19 @@ async function mayResend(deps: ApiDeps, merchant: Merchant): Promise<void> {
 export async function resendOne(deps: ApiDeps, merchant: Merchant, webhookId: string, endpointId?: string): Promise<number> {
   await mayResend(deps, merchant);
   return deps.resend.resendWebhook(merchant, webhookId, endpointId);
+}
+
+/**
+ * Audits what `resending` sent, with the count: also a resend stopped midway once copies went
+ * (ResendStoppedError), answered then as its cause says. Those copies were resent as surely as a
+ * whole resend's, and the trail said nothing of them.
+ */
+export async function auditedResend(resending: Promise<number>, audit: (resent: number) => Promise<void>): Promise<void> {
+  const resent = await resending.catch(async (err: unknown) => {
+    if (err instanceof ResendStoppedError && err.sent > 0) await audit(err.sent);
+    throw err;
+  });
+  await audit(resent);
 }
 
 /** Written after the copies went out: a failed write is logged, and does not turn a resend that happened into an error. */

@@ -1,7 +1,9 @@
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import type { ApiProgram } from '../../apps/api/program.js';
-import { type Answer, call, token, unresolved } from '../support/api.js';
+import { topologyNames } from '../../libs/topology/index.js';
+import { type Answer, call, startTestApi, token, unresolved } from '../support/api.js';
+import { TestBroker, uniquePrefix } from '../support/broker.js';
 import { runCliInProcess } from '../support/cli.js';
 import { type PortalStack, redeemLink, startPortalStack } from '../support/portal.js';
 import { Receiver } from '../support/receiver.js';
@@ -119,6 +121,36 @@ describe('the audit trail', () => {
     expect(resent.every((e) => e.address !== null)).toBe(true);
   });
 
+  it('records the copies a resend stopped midway sent, with their count, as a whole resend is recorded', async () => {
+    await stack.putMerchant('m_cut', `${receiver.url}/down`);
+    const endpointId = stack.dispatcher.merchants.byId('m_cut')!.endpoints[0]!.id;
+    await stack.db.query(
+      `INSERT INTO failed_webhooks (merchant_id, webhook_id, endpoint_id, failed_at, event, merchant_refs, reason, attempts, content)
+       SELECT 'm_cut', 'evt_audit_cut_' || g, $1, now() - (4 - g) * interval '1 s', 'payout', ARRAY['m_cut' || chr(31) || 'PO-AUDIT-CUT'], 'attempts-exhausted', 3, $2
+       FROM generate_series(1, 3) AS g`,
+      [endpointId, JSON.stringify(sampleEvent('payout', 'm_cut'))],
+    );
+    // An API of its own topology, no dispatcher on it: its dispatch takes one copy and refuses the
+    // next (as a queue at its length limit does), so the resend stops after its first.
+    const prefix = uniquePrefix('audit-trail-cut');
+    const cut = await startTestApi(prefix, '', {}, stack.env);
+    const test = await TestBroker.open();
+    try {
+      const dispatch = topologyNames(prefix).dispatch;
+      await test.channel.deleteQueue(dispatch);
+      await test.channel.assertQueue(dispatch, { durable: true, arguments: { 'x-max-length': 1, 'x-overflow': 'reject-publish' } });
+      const headers = { 'x-auth-token': 'pk_test_m_cut_000000', authorization: `Bearer ${await token('m_cut')}` };
+      expect((await call(cut, '/nucleus/tnx/webhook?reference=PO-AUDIT-CUT', { headers })).status).toBe(503);
+      expect(await test.messageCount(dispatch)).toBe(1);
+      const resent = (await trailOf('m_cut')).filter((e) => e.action === 'webhook.resent');
+      expect(resent.map((e) => [e.actor, e.changes])).toEqual([['merchant-api', { reference: 'PO-AUDIT-CUT', resent: 1 }]]);
+    } finally {
+      await cut.stop();
+      await test.deleteTopology(prefix);
+      await test.close();
+    }
+  });
+
   it('records a portal resend and a Recover round, each once although two replicas serve the session', async () => {
     await stack.putMerchant('m_portal', `${receiver.url}/down`);
     const { messageId } = await failedWebhook('m_portal');
@@ -138,7 +170,7 @@ describe('the audit trail', () => {
         ['portal.link_minted', 'admin:dashboard-backend', expect.anything()],
         ['portal.session_opened', 'portal:<session>', { permissions: ['resend'] }],
         ['portal.recover_round', 'portal:<session>', { since }],
-        ['portal.webhook_resent', 'portal:<session>', { webhookId: messageId }],
+        ['portal.webhook_resent', 'portal:<session>', { webhookId: messageId, resent: 1 }],
       ]);
       expect(entries.every((e) => e.address !== null)).toBe(true);
     }

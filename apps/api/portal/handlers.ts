@@ -7,7 +7,7 @@ import type { ApiDeps } from '../deps.js';
 import { ApiError, badRequest, notFound } from '../errors.js';
 import { clientKey, take } from '../rate-limit.js';
 import { listFilters, readLog } from '../log-handlers.js';
-import { resendOne } from '../resend-routes.js';
+import { auditedResend, resendOne } from '../resend-routes.js';
 import { mount } from '../mount.js';
 import { portalSessionInput } from './routes.js';
 import { mountPortalEndpoints, portalEndpointsOf } from './endpoint-handlers.js';
@@ -222,8 +222,9 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     if (!merchant) throw new ApiError(409, 'webhook_disabled', 'This merchant has no webhook set up');
     const webhookId = params.webhookId as string;
     const endpointId = query.endpointId as string | undefined;
-    await resendOne(deps, merchant, webhookId, endpointId);
-    await audit(found, req, 'portal.webhook_resent', endpointId === undefined ? { webhookId } : { webhookId, endpointId });
+    await auditedResend(resendOne(deps, merchant, webhookId, endpointId), (resent) =>
+      audit(found, req, 'portal.webhook_resent', endpointId === undefined ? { webhookId, resent } : { webhookId, endpointId, resent }),
+    );
     deps.logger.info('webhook resent from the portal', { merchantId: found.merchantId, webhookId });
     res.json({ message: `webhook ${webhookId} sent again`, error: null, data: null });
   });
