@@ -196,7 +196,7 @@ export function declareInvalid(program: CliCommand): void {
     .option('--code <code>', 'only this code (below)')
     .option('--limit <n>', 'show at most N, in queue order', '500')
     .option('--json', 'one JSON array on stdout, for scripts', false)
-    .addHelpText('after', HELP_AFTER)
+    .addHelpText('after', `${HELP_AFTER} (${INTERRUPTED}: Ctrl-C stopped it after the message in hand, the ones it read put behind those it did not reach)`)
     .handle(
       (raw: { code?: string; limit: string; json: boolean }) => ({ code: checkCode(raw.code), limit: parseLimit(raw.limit), json: raw.json }),
       async (options, ctx) => {
@@ -204,15 +204,30 @@ export function declareInvalid(program: CliCommand): void {
         const shown: ParkedMessage[] = [];
         let matched = 0;
         // The whole queue is passed over even past --limit, so it ends in the order it started in.
-        await withBroker(ctx.config, [names.invalid], (broker) =>
-          passOverInvalid(broker, names, (parked) => {
-            if (options.code === undefined || parked.code === options.code) {
-              matched++;
-              if (shown.length < options.limit) shown.push(parked);
-            }
-            return 'keep';
-          }),
+        // Ctrl-C ends it between messages: killed with one in hand, that one went back counted as returned
+        // (a step to a quorum queue's delivery-limit) and, its copy already put back, was in invalid twice.
+        const pass = await withBroker(ctx.config, [names.invalid], (broker) =>
+          ctx.interruptible((interrupted) =>
+            passOverInvalid(
+              broker,
+              names,
+              (parked) => {
+                if (options.code === undefined || parked.code === options.code) {
+                  matched++;
+                  if (shown.length < options.limit) shown.push(parked);
+                }
+                return 'keep';
+              },
+              newPass(),
+              interrupted,
+            ),
+          ),
         );
+        if (pass.interrupted) {
+          if (shown.length > 0) printListing(ctx, options.json, shown.map(parkedJson), '', () => parkedTable(shown));
+          writeLine(ctx.stderr, `interrupted: read ${pass.kept} message(s) of ${names.invalid}, now behind the ones it did not reach: run it again for the whole list`);
+          return INTERRUPTED;
+        }
         printListing(ctx, options.json, shown.map(parkedJson), nothingParked(names, options.code), () => parkedTable(shown));
         if (shown.length < matched) writeLine(ctx.stderr, `showing the first ${shown.length} of ${matched}; raise --limit to see more`);
         return 0;

@@ -1,13 +1,15 @@
 /**
- * Ctrl-C (SIGINT) on the built CLI while it moves things one at a time: `failed replay` and
- * `invalid requeue` stop after the one in hand, print what they did and exit 130, and what they
- * say matches what the queues and the failure index hold (nothing lost, nothing moved twice).
+ * Ctrl-C (SIGINT) on the built CLI while it moves things one at a time: `failed replay`,
+ * `invalid requeue` and `invalid list` stop after the one in hand, print what they did and exit 130,
+ * and what they say matches what the queues and the failure index hold (nothing lost, nothing moved
+ * twice, nothing returned to count towards a quorum queue's delivery-limit).
  */
 import { resolve } from 'node:path';
 import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
 import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { FrozenProxy } from '../support/frozen-proxy.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { startProgram } from '../support/process.js';
 import { waitFor } from '../support/wait.js';
@@ -86,5 +88,51 @@ describe('webhooks failed replay and invalid requeue interrupted with Ctrl-C', (
     expect(await test.messageCount(names.invalid)).toBe(total - moved);
     const ids = new Set([...(await test.drain(names.dispatch, moved)), ...(await test.drain(names.invalid, total - moved))].map((m) => m.properties.messageId as string));
     expect(ids.size).toBe(total);
+  }, 60_000);
+});
+
+describe('webhooks invalid list interrupted with Ctrl-C', () => {
+  const prefix = uniquePrefix('cli-interrupt-list');
+  const names = topologyNames(prefix);
+  let test: TestBroker;
+
+  beforeAll(async () => {
+    test = await TestBroker.open();
+  });
+
+  afterAll(async () => {
+    await test?.deleteTopology(prefix);
+    await test?.close();
+  });
+
+  it('stops after the message in hand and exits 130: nothing returned (counted towards delivery-limit), each message in invalid once', async () => {
+    const total = 3_000;
+    // A quorum queue, as the topology declares invalid: a message returned is counted (x-delivery-count).
+    await test.channel.assertQueue(names.invalid, { durable: true, arguments: { 'x-queue-type': 'quorum' } });
+    const confirms = await test.connection.createConfirmChannel();
+    for (let i = 0; i < total; i++) {
+      confirms.sendToQueue(names.invalid, Buffer.alloc(300, 'x'), { messageId: `evt_list_${i}`, persistent: true, headers: { [HEADERS.invalidCode]: 'unknown-merchant' } });
+    }
+    await confirms.waitForConfirms();
+    await confirms.close();
+    // Through a proxy that counts what the broker sends: a list prints nothing until its pass ends.
+    const proxy = await FrozenProxy.start(brokerUrl());
+    try {
+      const list = startProgram(CLI, { RABBITMQ_URL: proxy.url, TOPOLOGY_PREFIX: prefix }, ['invalid', 'list', '--limit', '3']);
+      await waitFor('100 messages read', () => proxy.received > 100 * 300, 15_000, 5);
+      list.child.kill('SIGINT');
+      const result = await list.finished;
+
+      const left = await test.drain(names.invalid, total);
+      const returned = left.filter((m) => m.fields.redelivered || Number(m.properties.headers?.['x-delivery-count'] ?? 0) > 0).map((m) => m.properties.messageId as string);
+      expect({ count: left.length, distinct: new Set(left.map((m) => m.properties.messageId)).size, returned }).toEqual({ count: total, distinct: total, returned: [] });
+      expect(result.code).toBe(130);
+      const said = new RegExp(`^interrupted: read (\\d+) message\\(s\\) of ${names.invalid}, now behind the ones it did not reach: run it again for the whole list$`).exec(result.stderr.trim());
+      expect({ stderr: result.stderr, matched: said !== null }).toEqual({ stderr: result.stderr, matched: true });
+      expect(Number(said![1])).toBeLessThan(total);
+      expect(result.stdout).toContain('evt_list_0');
+    } finally {
+      await proxy.close();
+    }
   }, 60_000);
 });

@@ -26,6 +26,8 @@ export class FrozenProxy {
   private readonly muted = new Set<Socket>();
   /** Set by dropConfirms(): the broker's publisher confirms never reach the client. */
   private droppingConfirms = false;
+  /** Bytes the server sent on: a test can wait until a client's work is under way (nothing else shows it). */
+  received = 0;
 
   private constructor(
     private readonly server: ReturnType<typeof createServer>,
@@ -62,6 +64,7 @@ export class FrozenProxy {
           // commits, and its answer (and every later one on that connection) is lost on the way back.
           if (proxy!.mutingAfterCommit && from === client && chunk.includes(COMMIT)) proxy!.muted.add(upstream);
           if (proxy!.frozen || proxy!.frozenSockets.has(from) || proxy!.muted.has(from)) return;
+          if (from === upstream) proxy!.received += chunk.length;
           to.write(proxy!.droppingConfirms && from === upstream ? withoutConfirms(chunk) : chunk);
         });
       relay(client, upstream);
