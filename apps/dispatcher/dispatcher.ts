@@ -282,6 +282,7 @@ export class Dispatcher {
         return routed;
       }
     }
+    this.deps.intakeKeys.dropped(key);
     return { kind: 'duplicate', ...key, changed: sight === 'changed' };
   }
 

@@ -134,7 +134,12 @@ export class IntakeChecker {
     });
   }
 
-  private note(note: KeyNote): void {
+  /**
+   * A repeat the dispatcher dropped: counted on its key's row with the next batch (the log's
+   * `duplicates`). Said by the dispatcher, not taken from the sight: a redelivered repeat may still
+   * go to an endpoint the log does not hold (`unrecorded`), and that copy is no duplicate.
+   */
+  dropped(note: KeyNote): void {
     if (this.notes.length < MAX_NOTES) this.notes.push(note);
     if (this.running === 0 && !this.resting()) void this.drain();
   }
@@ -185,11 +190,7 @@ export class IntakeChecker {
         if ((err as { code?: string })?.code === '23514') void this.maintain();
       }
       await before;
-      batch.forEach(({ key, redelivered, done }, i) => {
-        const sight = sightOf(copies[i]!, redelivered, states);
-        if (sight === 'repeat' || sight === 'changed') this.note({ merchantId: key.merchantId, webhookId: key.webhookId });
-        done(sight);
-      });
+      batch.forEach(({ redelivered, done }, i) => done(sightOf(copies[i]!, redelivered, states)));
       answered();
     }
     this.running--;

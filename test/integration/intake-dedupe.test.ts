@@ -236,6 +236,10 @@ describe('idempotent intake', () => {
     await waitFor('the settled repeat dropped', () => program!.dispatcher.stats.duplicates === 1, 10_000);
     expect([at('evt_fan_half', 'a').length, at('evt_fan_half', 'b').length]).toEqual([0, 1]);
     expect([at('evt_fan_ended', 'a').length, at('evt_fan_ended', 'b').length]).toEqual([1, 1]);
+    // The log's count on the original is of the copies dropped: the half-done one's own redelivery, delivered, is none.
+    const duplicates = async (webhookId: string) => (await database.query<{ duplicates: number }>('SELECT duplicates FROM intake_keys WHERE webhook_id = $1', [webhookId]))[0]?.duplicates;
+    await waitFor('the dropped repeat counted on its original', async () => (await duplicates('evt_fan_ended')) === 1, 10_000);
+    expect(await duplicates('evt_fan_half')).toBe(0);
   });
 
   it('drops the redelivery of a first copy whose wait its dispatcher wrote before it died, before the log holds its record: the wait carries it', async () => {

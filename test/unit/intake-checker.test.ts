@@ -47,6 +47,8 @@ describe('intake checker', () => {
     release();
     expect(await Promise.all(blockers)).toEqual(['first', 'first']);
     expect(await Promise.all(copies)).toEqual(['first', 'repeat']);
+    // Dropped, as the dispatcher says of a repeat it acks undelivered.
+    checker.dropped(key('evt_twice'));
     expect(await checker.check(key('evt_3'), false)).toBe('first');
     // The two copies went in one statement, as one key.
     expect(calls.filter((c) => c.keys.includes('evt_twice')).map((c) => c.keys)).toEqual([['evt_twice']]);
