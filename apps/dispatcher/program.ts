@@ -168,13 +168,15 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   const orderUpkeep = orderStore && new OrderUpkeep(orderStore, () => orderingLines(merchants.list()), logger, { olderThanMs: leaseMs });
   // Intake keys on a pool of their own with short timeouts: a slow PostgreSQL lets intake go on unchecked.
   const dedupeOn = config.INTAKE_DEDUPE_WINDOW > 0;
-  const keysDatabase = dedupeOn && !options.database && config.DATABASE_URL
+  const keysDatabase = !options.database && config.DATABASE_URL
     ? openPostgres(config.DATABASE_URL, { connectTimeoutMs: 2_000, statementTimeoutMs: 5_000, maxConnections: 2, applicationName: 'webhooks-dispatcher intake keys' })
     : undefined;
-  const keysQueries = dedupeOn ? (keysDatabase ?? options.database ?? opened.database ?? ownDatabase) : undefined;
+  const keysQueries = keysDatabase ?? options.database ?? opened.database ?? ownDatabase;
   cleanup.add(() => keysDatabase?.close());
-  const intakeKeys = keysQueries && new IntakeChecker(new IntakeKeyStore(keysQueries, config.INTAKE_DEDUPE_WINDOW), logger, options.intakeCheck);
-  cleanup.add(() => intakeKeys?.stop());
+  // With the check off too: its upkeep drops the partitions past the window (all but today's), or the keys taken while it was on stayed for ever.
+  const keyUpkeep = keysQueries && new IntakeChecker(new IntakeKeyStore(keysQueries, config.INTAKE_DEDUPE_WINDOW), logger, options.intakeCheck);
+  cleanup.add(() => keyUpkeep?.stop());
+  const intakeKeys = dedupeOn ? keyUpkeep : undefined;
   const deliveryLog = config.DELIVERY_LOG === 'on' ? new DeliveryRecorder(broker, logger, { prefix: config.TOPOLOGY_PREFIX, replication: replicationOf(config) }) : undefined;
   await deliveryLog?.start();
   const operationalCounts = operationalMetrics(registry, OPERATIONAL_EVENT_TYPES, DISABLED_REASONS);
@@ -226,7 +228,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   );
   // Its breakers follow the circuits' rows, which decide: each opened or closed is announced to every dispatcher.
   const circuitRows = waitsQueries && waitStore && new CircuitRows(waitsQueries, waitStore, (m, e) => dispatcher.admission.keyOfCircuit(m, e), dispatcher.guards, logger);
-  await intakeKeys?.start();
+  await keyUpkeep?.start();
   circuitRows?.start();
   await dispatcher.start();
   scheduler?.start();
@@ -293,7 +295,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
           waitWriter?.close();
           orderGate?.close();
           await waitsDatabase?.close();
-          intakeKeys?.stop();
+          keyUpkeep?.stop();
           await keysDatabase?.close();
         }, budget.left() / 3);
         await budget.step('health server', () => health.close(), budget.left() / 3);

@@ -289,6 +289,17 @@ describe('idempotent intake', () => {
     expect([at('evt_fan_moved', 'a').length, at('evt_fan_moved', 'b').length]).toEqual([1, 0]);
     expect(program!.dispatcher.stats.duplicates).toBe(0);
   });
+
+  it('drops the key partitions past the window on a dispatcher with the check off (INTAKE_DEDUPE_WINDOW=0), as on one with it on', async () => {
+    await stop();
+    // A key of three days ago, taken while the check was on.
+    const old = new Date(Date.now() - 3 * 86_400_000).toISOString().slice(0, 10);
+    const partition = `intake_keys_${old.replaceAll('-', '')}`;
+    await database.query(`CREATE TABLE ${partition} PARTITION OF intake_keys FOR VALUES FROM ('${old}T00:00:00Z') TO ('${old}T00:00:00Z'::timestamptz + interval '1 day')`);
+    await database.query(`INSERT INTO ${partition} (day, merchant_id, webhook_id) VALUES ($1, $2, 'evt_kept_off')`, [`${old}T00:00:00Z`, merchant.id]);
+    await start({ INTAKE_DEDUPE_WINDOW: '0' });
+    await waitFor(`${partition} dropped`, async () => (await database.query('SELECT 1 FROM pg_class WHERE relname = $1', [partition])).length === 0, 10_000);
+  });
 });
 
 describe('idempotent intake while PostgreSQL is down', () => {
