@@ -78,32 +78,44 @@ SELECT * FROM handed UNION ALL SELECT merchant_id, NULL, endpoint_id, NULL, NULL
   WHERE (merchant_id, endpoint_id) NOT IN (SELECT merchant_id, endpoint_id FROM probe)`;
 
 /**
- * A closing circuit's parked waits made due again at their due times, up to $1 of them (the oldest
- * due first), but a postponed one ('circuit-open') at once: its delay only had to outlast the
- * cooldown (the first step of the schedule past it: 5 minutes for 30 s), and the close is what it
- * waited for. The row goes once none is left. Rows another statement holds are left for the next
- * round (so is the row while one of them is still parked). Nothing parks a wait behind a closing
- * row, and reopening it waits for this statement: what this one saw parked is all there is.
+ * A closing circuit's parked waits made due again, up to $1 of them (the oldest due first), a
+ * postponed one ('circuit-open') at once: its delay only had to outlast the cooldown (the first step
+ * of the schedule past it: 5 minutes for 30 s), and the close is what it waited for. Paced, so that
+ * a dead endpoint's million, due hours ago, do not all go before another merchant's wait due now
+ * (the pick takes the oldest pick time first): each is picked at its due time or now, whichever is
+ * later, and a batch only fills the room its last one left: those of it still due and unpicked,
+ * found by the pick's index at the row's probe_at (a closing row probes nothing: it holds the last
+ * batch's pick time). One the pick refuses holds back its own place, not the rest. The row goes
+ * once none is left. Rows another statement holds are left for the next round (so is the row while
+ * one of them is still parked). Nothing parks a wait behind a closing row, and reopening it waits
+ * for this statement: what this one saw parked is all there is.
  */
 export const UNPARK = `
 WITH c AS (
-  SELECT merchant_id, endpoint_id FROM wait_circuits WHERE closing AND ${among(2, 'circuit')} LIMIT 1 FOR UPDATE SKIP LOCKED
+  SELECT x.merchant_id, x.endpoint_id, $1 - d.unpicked AS room FROM wait_circuits x CROSS JOIN LATERAL (
+    -- A filter, not a condition of the scan: the merchant's index (a dead one's million rows) is not read.
+    SELECT count(*) FILTER (WHERE w.merchant_id = x.merchant_id AND w.endpoint_id = x.endpoint_id) AS unpicked FROM webhook_waits w
+    WHERE w.pick_at = x.probe_at AND w.pick_at <= now()
+  ) d
+  WHERE x.closing AND d.unpicked < $1 AND ${among(2, 'circuit')} LIMIT 1 FOR UPDATE OF x SKIP LOCKED
 ), batch AS (
   SELECT w.merchant_id, w.webhook_id, w.endpoint_id FROM c CROSS JOIN LATERAL (
     SELECT x.merchant_id, x.webhook_id, x.endpoint_id FROM webhook_waits x
-    WHERE x.merchant_id = c.merchant_id AND x.endpoint_id = c.endpoint_id AND x.parked ORDER BY x.due_at LIMIT $1 FOR UPDATE SKIP LOCKED
+    WHERE x.merchant_id = c.merchant_id AND x.endpoint_id = c.endpoint_id AND x.parked ORDER BY x.due_at LIMIT c.room FOR UPDATE SKIP LOCKED
   ) w
 ), unparked AS (
   UPDATE webhook_waits w SET parked = false,
     due_at = CASE WHEN w.reason = 'circuit-open' THEN LEAST(w.due_at, now()) ELSE w.due_at END,
-    pick_at = CASE WHEN w.reason = 'circuit-open' THEN LEAST(w.due_at, now()) ELSE w.due_at END
+    pick_at = CASE WHEN w.reason = 'circuit-open' THEN now() ELSE GREATEST(w.due_at, now()) END
   FROM batch b
   WHERE w.merchant_id = b.merchant_id AND w.webhook_id = b.webhook_id AND w.endpoint_id = b.endpoint_id
   RETURNING 1
+), rest AS (
+  SELECT EXISTS (SELECT 1 FROM webhook_waits w JOIN c USING (merchant_id, endpoint_id) WHERE w.parked AND w.webhook_id NOT IN (SELECT webhook_id FROM batch)) AS parked
+), paced AS (
+  UPDATE wait_circuits x SET probe_at = now() FROM c, rest WHERE x.merchant_id = c.merchant_id AND x.endpoint_id = c.endpoint_id AND rest.parked
 ), closed AS (
-  DELETE FROM wait_circuits x USING c WHERE x.merchant_id = c.merchant_id AND x.endpoint_id = c.endpoint_id AND NOT EXISTS (
-    SELECT 1 FROM webhook_waits w WHERE w.merchant_id = c.merchant_id AND w.endpoint_id = c.endpoint_id AND w.parked
-      AND w.webhook_id NOT IN (SELECT webhook_id FROM batch))
+  DELETE FROM wait_circuits x USING c, rest WHERE x.merchant_id = c.merchant_id AND x.endpoint_id = c.endpoint_id AND NOT rest.parked
   RETURNING 1
 )
 SELECT (SELECT count(*) FROM unparked)::integer AS unparked, (SELECT count(*) FROM closed)::integer AS closed`;

@@ -15,7 +15,10 @@ export const WAIT_PICK_BATCH = 500;
 export const WAIT_MAX_READY = 10_000;
 /** Picked batches whose publishes may await their confirms at once. */
 export const WAIT_BATCHES_CONFIRMING = 4;
-/** A closed circuit's parked waits made due again per statement (a tenth of a second's work on a loaded machine). */
+/**
+ * A closed circuit's parked waits made due again per statement (a tenth of a second's work on a
+ * loaded machine), and at most due at once: its next ones wait for the picks to hand these back.
+ */
 export const WAIT_UNPARK_BATCH = 500;
 
 export interface WaitSchedulerOptions {
@@ -191,7 +194,8 @@ export class WaitScheduler {
 
   /**
    * The parked waits of closed circuits made due again, WAIT_UNPARK_BATCH a statement, beside the
-   * picks (which hand them back as they fall due), until none is left; then the next tick looks again.
+   * picks (which hand them back as they fall due), until a round makes none due: none is left, or
+   * each circuit's last batch is still to be handed back (UNPARK); then the next tick looks again.
    */
   private unpark(): void {
     this.unparking ??= (async () => {

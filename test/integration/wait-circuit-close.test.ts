@@ -5,6 +5,7 @@ import { openPostgres } from '../../libs/delivery-store/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { declareTopology, topologyNames } from '../../libs/topology/index.js';
 import { WaitScheduler, WaitStore, WaitWriter } from '../../libs/waits/index.js';
+import { WAIT_PICK_BATCH, WAIT_UNPARK_BATCH } from '../../libs/waits/scheduler.js';
 import { brokerUrl, deleteTopologyOf, TestBroker, uniquePrefix } from '../support/broker.js';
 import { createTestDatabase } from '../support/postgres.js';
 import { waitFor } from '../support/wait.js';
@@ -107,6 +108,55 @@ describe('a closing circuit', () => {
       await store.closeCircuits([{ merchantId: 'm_flaky', endpointId: 'ep_flaky' }]);
       while (await store.unparkClosed(1));
       expect(await parked()).toEqual([]);
+      expect(await database.query('SELECT 1 FROM wait_circuits')).toEqual([]);
+    } finally {
+      await db.close();
+      await database.drop();
+    }
+  });
+});
+
+/**
+ * A closing circuit's parked waits, due hours ago, were all made due at once at those times (rounds
+ * back to back), and the pick (oldest pick time first) handed every one of them back before any
+ * other merchant's wait due now: a million, minutes. Seen failing so: the other merchant's wait
+ * handed back by the 7th pick, after all 3,300; every parked wait made due by the first rounds.
+ */
+describe("closing circuits' thousands of parked waits, due hours ago", () => {
+  it("are made due a batch at a time, each once the one before is handed back: another merchant's wait due meanwhile goes within two picks", async () => {
+    const database = await createTestDatabase('wait_circuit_paced');
+    const db = openPostgres(database.url, { maxConnections: 2 });
+    const store = new WaitStore(db);
+    const parked = async () => Object.fromEntries((await database.query<{ merchant_id: string; n: number }>(
+      'SELECT merchant_id, count(*) FILTER (WHERE parked)::integer AS n FROM webhook_waits GROUP BY merchant_id ORDER BY merchant_id')).map((r) => [r.merchant_id, r.n]));
+    try {
+      await database.query(
+        `INSERT INTO webhook_waits (merchant_id, webhook_id, endpoint_id, attempt, due_at, pick_at, reason, headers, parked, span_ends_at)
+         SELECT m, 'evt_' || n, 'ep_dead', 1, now() - interval '3 hours' + n * interval '1 ms', now() + interval '1 day', 'retry', '{}'::jsonb, true, now() + interval '1 day'
+         FROM (VALUES ('m_dead_a', 3000), ('m_dead_b', 300)) AS v(m, k) CROSS JOIN LATERAL generate_series(1, k) n`,
+      );
+      await database.query("INSERT INTO wait_circuits (merchant_id, endpoint_id, probe_at, closing) VALUES ('m_dead_a', 'ep_dead', now(), true), ('m_dead_b', 'ep_dead', now(), true)");
+      const handed = new Map<string, number>();
+      let afterFirstRounds: Record<string, number> = {};
+      // As a scheduler goes: the unpark's rounds until one makes nothing due, then a pick.
+      for (let pick = 1; pick <= 30; pick++) {
+        while (await store.unparkClosed(WAIT_UNPARK_BATCH));
+        if (pick === 1) {
+          afterFirstRounds = await parked();
+          // Another merchant's retry, due now: after the first batches were made due.
+          await store.write([{ merchantId: 'm_healthy', webhookId: 'evt_healthy', endpointId: 'ep_ok', hand: 0, attempt: 1, delayMs: 0, reason: 'retry',
+            headers: { [HEADERS.webhookId]: 'evt_healthy' }, content: Buffer.from('{}'), spanLeftMs: 86_400_000 }], []);
+        }
+        const { handed: batch } = await store.pick(WAIT_PICK_BATCH, 60_000);
+        for (const wait of batch) handed.set(`${wait.merchantId}/${wait.webhookId}`, pick);
+        if (batch.length === 0) break;
+      }
+      // Each closing circuit got a batch in the first rounds (the one with 300 all of them), neither waiting for the other.
+      const healthyPick = handed.get('m_healthy/evt_healthy');
+      expect({ healthyPick: healthyPick !== undefined && healthyPick <= 2 ? 'within two' : healthyPick ?? 'never', afterFirstRounds }).toEqual({ healthyPick: 'within two', afterFirstRounds: { m_dead_a: 2500, m_dead_b: 0 } });
+      // Every parked wait handed back once, and each circuit's row deleted with its last parked wait.
+      expect(handed.size).toBe(3301);
+      expect(await parked()).toEqual({ m_dead_a: 0, m_dead_b: 0, m_healthy: 0 });
       expect(await database.query('SELECT 1 FROM wait_circuits')).toEqual([]);
     } finally {
       await db.close();
