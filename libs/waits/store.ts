@@ -480,7 +480,7 @@ export class WaitStore {
   async list(filter: { merchantId?: string; endpointId?: string; limit: number }): Promise<WaitRow[]> {
     const { rows } = await this.db.query<WaitRow>(
       `SELECT merchant_id, webhook_id, endpoint_id, attempt, reason, due_at, hand,
-         CASE WHEN pick_at > due_at AND NOT parked THEN pick_at END AS handed_until, parked, ${spent('webhook_waits')} AS spent
+         CASE WHEN pick_at > due_at AND pick_at > now() AND NOT parked THEN pick_at END AS handed_until, parked, ${spent('webhook_waits')} AS spent
        FROM webhook_waits WHERE ($1::text IS NULL OR merchant_id = $1) AND ($3::text IS NULL OR endpoint_id = $3)
        ORDER BY due_at, merchant_id, webhook_id, endpoint_id LIMIT $2`,
       [filter.merchantId ?? null, filter.limit, filter.endpointId ?? null],
