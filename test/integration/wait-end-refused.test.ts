@@ -127,6 +127,10 @@ describe('a hand-back whose wait PostgreSQL refuses to end', () => {
   async function spentAndMovedBack(harness: Harness, merchantId: string, receiver: Receiver, onMove: (requests: number) => void): Promise<void> {
     await harness.publisher.publish(sampleEvent('payout', merchantId));
     await settle(harness, async () => false);
+    // A copy handed on before the row was spent may still be on its way (a lease ran out while it was
+    // sent): delivered after the trigger goes, it ended the row itself, and the copy moved back found
+    // none (a request fewer than counted). The move waits for it.
+    await waitFor('no copy on its way', async () => harness.dispatcher.unacked === 0 && (await harness.test.messageCount(harness.names.dispatch)) === 0, 10 * LEASE_MS);
     const parked = (await harness.test.drain(harness.names.invalid, 1)).at(-1)!;
     expect(codeOf(parked)).toBe('wait-not-ended');
     await harness.database.query('DROP TRIGGER refuse_wait_end ON webhook_waits');
