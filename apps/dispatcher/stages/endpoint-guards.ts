@@ -430,15 +430,17 @@ export class EndpointGuards {
           (state) => state.started.length === 0 && state.waiters.length === 0 && state.blocked === 0,
           (state) => state.openUntil === 0,
           (endpoint) => {
-            const keys = this.circuits.get(circuitOf(endpoint))!;
-            if (keys.delete(endpoint) && keys.size === 0) this.circuits.delete(circuitOf(endpoint));
+            const circuit = circuitOf(endpoint);
+            const keys = this.circuits.get(circuit)!;
+            if (keys.delete(endpoint) && keys.size === 0) this.circuits.delete(circuit);
             if (this.latestEndpoint === endpoint) this.latestEndpoint = this.latestState = undefined;
           },
         );
       }
       state = { started: [], failures: 0, recent: { bits: 0, seen: 0 }, openUntil: 0, cooldownMs: this.options.cooldownMs, unanswered: false, latencyMs: undefined, waiters: [], blocked: 0, suspectedAt: 0, polledFrom: 0 };
       this.endpoints.set(endpoint, state);
-      this.circuits.set(circuitOf(endpoint), (this.circuits.get(circuitOf(endpoint)) ?? new Set()).add(endpoint));
+      const circuit = circuitOf(endpoint);
+      this.circuits.set(circuit, (this.circuits.get(circuit) ?? new Set()).add(endpoint));
     }
     this.latestEndpoint = endpoint;
     this.latestState = state;
