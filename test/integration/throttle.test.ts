@@ -1,5 +1,5 @@
 /**
- * @runs-alone measures a rate across three dispatchers (20/s within a 50 % margin): the parallel files take the cores it needs
+ * @runs-quiet measures a rate across three dispatchers (20/s within a 50 % margin): the parallel files take the cores it needs
  */
 import { BREAKER } from '../../apps/dispatcher/dispatcher.js';
 import { type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/program.js';

@@ -1,5 +1,5 @@
 /**
- * @runs-alone counts requests exactly with a 1 s wait lease and a 500 ms delivery timeout: beside the parallel files on a slow machine's CI an attempt timed out and was rightly sent again (13 requests for 12)
+ * @runs-quiet counts requests exactly with a 1 s wait lease and a 500 ms delivery timeout: beside the parallel files on a slow machine's CI an attempt timed out and was rightly sent again (13 requests for 12)
  */
 import type { GetMessage } from 'amqplib';
 import { copyHeaders, sampleEvent } from '../../libs/contracts/index.js';

@@ -1,5 +1,5 @@
 /**
- * @runs-alone times the waits due during a 25 s PostgreSQL stop to within 10 s of its return: beside the parallel files and the cluster's nodes on a slow machine's CI the two dispatcher processes it spawns were starved past it (10.4 and 15.9 s)
+ * @runs-quiet times the waits due during a 25 s PostgreSQL stop to within 10 s of its return: beside the parallel files and the cluster's nodes on a slow machine's CI the two dispatcher processes it spawns were starved past it (10.4 and 15.9 s)
  */
 import pg from 'pg';
 import type { BrokerConnection } from '../../libs/broker/index.js';

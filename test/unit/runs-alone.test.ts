@@ -1,7 +1,7 @@
 import { jest } from '@jest/globals';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import SharedFirstThenAloneRunner, { runsAlone } from '../support/runner.js';
+import SharedFirstThenAloneRunner, { QUIET_WORKERS, runsAlone, runsQuiet } from '../support/runner.js';
 
 const testFiles = readdirSync('test', { recursive: true })
   .map((file) => join('test', String(file)))
@@ -31,23 +31,35 @@ describe('the files that run alone (@runs-alone, after every other file: README 
     if (runsAlone(file) !== undefined) expect(runsAlone(file)).not.toBe('marked @runs-alone'); // says why
   });
 
-  it('are run after the others, one at a time, and the others in parallel', async () => {
-    const calls: Array<{ files: string[]; serial: boolean }> = [];
-    // Its base class, jest-runner's TestRunner, runs a set of files in parallel or in band.
+  it('quiet files say why, and none is also marked alone', () => {
+    const quiet = testFiles.filter((file) => runsQuiet(file) !== undefined);
+    expect(quiet.length).toBeGreaterThan(0);
+    for (const file of quiet) {
+      expect({ file, reason: runsQuiet(file) }).not.toEqual({ file, reason: 'marked @runs-quiet' });
+      expect({ file, alone: runsAlone(file) }).toEqual({ file, alone: undefined });
+    }
+  });
+
+  it('are run after the others, one at a time; the quiet ones before them, two at a time; the others in parallel', async () => {
+    const calls: Array<{ files: string[]; serial: boolean; workers: number }> = [];
+    // Its base class, jest-runner's TestRunner, runs a set of files in parallel or in band, with as
+    // many workers as its global config says.
     const base = Object.getPrototypeOf(SharedFirstThenAloneRunner.prototype) as SharedFirstThenAloneRunner;
-    const spy = jest.spyOn(base, 'runTests').mockImplementation(async (tests, _watcher, options) => {
-      calls.push({ files: tests.map((test) => test.path), serial: options.serial });
+    const spy = jest.spyOn(base, 'runTests').mockImplementation(async function (this: { _globalConfig: { maxWorkers: number } }, tests, _watcher, options) {
+      calls.push({ files: tests.map((test) => test.path), serial: options.serial, workers: this._globalConfig.maxWorkers });
     });
     try {
       const marked = testFiles.filter((file) => runsAlone(file) !== undefined);
-      const others = testFiles.filter((file) => runsAlone(file) === undefined);
+      const quiet = testFiles.filter((file) => runsQuiet(file) !== undefined);
+      const others = testFiles.filter((file) => runsAlone(file) === undefined && runsQuiet(file) === undefined);
       expect(marked.length).toBeGreaterThan(0);
-      const tests = [marked[0]!, others[0]!, others[1]!].map((path) => ({ path }));
-      const runner = new SharedFirstThenAloneRunner({ maxWorkers: 2 }, {});
+      const tests = [marked[0]!, quiet[0]!, others[0]!, quiet[1]!, others[1]!].map((path) => ({ path }));
+      const runner = new SharedFirstThenAloneRunner({ maxWorkers: 3 }, {});
       await runner.runTests(tests, { isInterrupted: () => false }, { serial: false });
       expect(calls).toEqual([
-        { files: [others[0], others[1]], serial: false },
-        { files: [marked[0]], serial: true },
+        { files: [others[0], others[1]], serial: false, workers: 3 },
+        { files: [quiet[0], quiet[1]], serial: false, workers: QUIET_WORKERS },
+        { files: [marked[0]], serial: true, workers: 3 },
       ]);
     } finally {
       spy.mockRestore();
