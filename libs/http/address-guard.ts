@@ -6,9 +6,9 @@ import { NamedError } from '../runtime/named-error.js';
  * Addresses a webhook must never reach unless private targets are allowed: loopback, private, CGNAT,
  * link-local (cloud metadata), multicast, reserved, unspecified; in IPv6 also site-local, and the
  * ranges carrying an IPv4 address a relay may unwrap to a private one (NAT64, 6to4, Teredo, IPv4-compatible).
+ * Exported: the dispatcher's NetworkPolicy (deploy/kubernetes) excepts each of them too, and its test checks it.
  */
-const blocked = new BlockList();
-for (const [net, prefix] of [
+export const BLOCKED_RANGES: ReadonlyArray<readonly [string, number]> = [
   ['0.0.0.0', 8],
   ['10.0.0.0', 8],
   ['100.64.0.0', 10],
@@ -37,7 +37,9 @@ for (const [net, prefix] of [
   // Site-local: deprecated (RFC 3879), still routed inside some networks.
   ['fec0::', 10],
   ['ff00::', 8],
-] as const) {
+] as const;
+const blocked = new BlockList();
+for (const [net, prefix] of BLOCKED_RANGES) {
   blocked.addSubnet(net, prefix, isIP(net) === 6 ? 'ipv6' : 'ipv4');
 }
 
@@ -46,8 +48,9 @@ for (const [net, prefix] of [
  * IPv4-translated (::ffff:0:0:0/96, which a stateless translator unwraps to the IPv4 address); no
  * public address is in it. Apart: a BlockList rule for it also matches every plain IPv4 address.
  */
+export const RESERVED_V6 = ['::', 8] as const;
 const reservedV6 = new BlockList();
-reservedV6.addSubnet('::', 8, 'ipv6');
+reservedV6.addSubnet(...RESERVED_V6, 'ipv6');
 
 export function isBlockedAddress(address: string): boolean {
   const family = isIP(address);

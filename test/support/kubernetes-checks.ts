@@ -3,6 +3,7 @@
  * from the objects to the problems it finds (none: []), so that the test can also plant a mistake
  * in a copy and see each one fail.
  */
+import { BlockList, isIP } from 'node:net';
 import { isDeepStrictEqual } from 'node:util';
 import { parse } from 'yaml';
 import type { z } from 'zod';
@@ -12,6 +13,7 @@ import { dispatcherEnvSchema } from '../../apps/dispatcher/config.js';
 import { recorderEnvSchema } from '../../apps/recorder/config.js';
 import { BROKER_START_DEADLINE_MS } from '../../libs/broker/timing.js';
 import { parseDuration } from '../../libs/config/durations.js';
+import { BLOCKED_RANGES, RESERVED_V6 } from '../../libs/http/address-guard.js';
 import { MERCHANTS_START_STALL_MS } from '../../libs/merchants/pg-directory.js';
 import { SCHEMA_WAIT_MS } from '../../libs/migrations/gate.js';
 import type { K8sObject } from './kubernetes.js';
@@ -220,13 +222,26 @@ export function ruleProblems(objects: K8sObject[], alertsYaml: string): string[]
     .map((o) => `PrometheusRule/${o.metadata.name} differs from docker/alerts.yml: npm run k8s:rules`);
 }
 
-const PRIVATE_V4 = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '100.64.0.0/10', '169.254.0.0/16', '127.0.0.0/8'];
-const PRIVATE_V6 = ['fc00::/7', 'fe80::/10', '::1/128'];
+/** A range as `net/prefix`. */
+const cidr = ([net, prefix]: readonly [string, number]) => `${net}/${prefix}`;
+
+/** Whether `outer` (a CIDR) holds all of `inner` (a CIDR of the same family). */
+function contains(outer: string, inner: string): boolean {
+  const [net, bits] = outer.split('/') as [string, string];
+  const [innerNet, innerBits] = inner.split('/') as [string, string];
+  const family = isIP(net) === 6 ? 'ipv6' : 'ipv4';
+  if (family !== (isIP(innerNet) === 6 ? 'ipv6' : 'ipv4') || Number(bits) > Number(innerBits)) return false;
+  const list = new BlockList();
+  list.addSubnet(net, Number(bits), family);
+  return list.check(innerNet, family);
+}
 
 /**
  * The dispatcher's NetworkPolicy: ingress and egress both governed; nothing in but the metrics
- * port; out to the whole internet only with every private range excepted, and to private peers only
- * on the broker's and the database's ports (and DNS).
+ * port; out to the whole internet only with every range the dispatcher's own check refuses
+ * excepted (libs/http/address-guard.ts: private, shared, link-local, Azure's wireserver, NAT64 and
+ * the other IPv6 ranges that carry an IPv4 address), and to private peers only on the broker's and
+ * the database's ports (and DNS).
  */
 export function networkProblems(objects: K8sObject[]): string[] {
   const policies = objects.filter((o) => o.kind === 'NetworkPolicy' && (o as Any).spec.podSelector?.matchLabels?.['app.kubernetes.io/component'] === 'dispatcher') as Any[];
@@ -237,6 +252,7 @@ export function networkProblems(objects: K8sObject[]): string[] {
   for (const rule of spec.ingress ?? []) {
     if (!(rule.ports?.length > 0 && rule.ports.every((p: Any) => p.port === 'metrics' || p.port === 9464))) problems.push(`ingress beyond the metrics port: ${JSON.stringify(rule)}`);
   }
+  const refused = [...BLOCKED_RANGES, RESERVED_V6].map(cidr);
   for (const rule of spec.egress ?? []) {
     for (const peer of rule.to ?? [{ ipBlock: { cidr: '0.0.0.0/0' } }]) {
       const block = peer.ipBlock;
@@ -244,8 +260,7 @@ export function networkProblems(objects: K8sObject[]): string[] {
         if (!(rule.ports?.length > 0)) problems.push(`egress to ${JSON.stringify(peer)} on every port`);
         continue;
       }
-      const needed = block.cidr.includes(':') ? PRIVATE_V6 : PRIVATE_V4;
-      const missing = needed.filter((range) => !(block.except ?? []).includes(range));
+      const missing = refused.filter((range) => contains(block.cidr, range) && !(block.except ?? []).some((except: string) => contains(except, range)));
       if (missing.length > 0) problems.push(`egress to ${block.cidr} lets the dispatcher reach ${missing.join(', ')}`);
     }
   }
