@@ -103,16 +103,43 @@ export function quantity(text: unknown): number {
   return Number(m[1]) * unit;
 }
 
-/** Every container: requests and limits of CPU and memory, each request within its limit. */
+/**
+ * The most resident memory each program was measured to hold, in MiB: a memory limit below it has
+ * the kubelet kill the program just when it does that work. The API and the dispatcher ready with
+ * 100,000 merchants (docs/sizing.md; the dispatcher's start-up, BENCHMARKS.md 7b), the recorder
+ * catching up a backlog of the deliveries stream (BENCHMARKS.md 8a, its VmHWM).
+ */
+export const MEASURED_PEAK_MIB: Partial<Record<Program, number>> = { api: 216, dispatcher: 238, recorder: 280 };
+
+/** Every container: requests and limits of CPU and memory, each request within its limit, the memory limit above the program's measured peak. */
 export function resourceProblems(objects: K8sObject[]): string[] {
   const problems: string[] = [];
-  for (const { where, container } of containers(objects)) {
+  for (const { where, program, container } of containers(objects)) {
     for (const resource of ['cpu', 'memory']) {
       const request = quantity(container.resources?.requests?.[resource]);
       const limit = quantity(container.resources?.limits?.[resource]);
       if (Number.isNaN(request) || Number.isNaN(limit)) problems.push(`${where}: ${resource} needs a request and a limit`);
       else if (request > limit) problems.push(`${where}: ${resource} request above its limit`);
     }
+    const peak = MEASURED_PEAK_MIB[program];
+    const limit = quantity(container.resources?.limits?.memory) / 2 ** 20;
+    if (peak !== undefined && limit <= peak) problems.push(`${where}: memory limit ${limit} MiB, not above the ${peak} MiB it was measured to hold`);
+  }
+  return problems;
+}
+
+/**
+ * The migrate Job: no deadline, since `webhooks migrate` has none (a migration of a large table
+ * takes what it takes): a Job past activeDeadlineSeconds kills it mid-statement, PostgreSQL runs
+ * the statement on with its locks until it finds the client gone, and the Job is never retried;
+ * and retries, since a migration that waited 5 s for a table's lock exits 1 for the Job to run again.
+ */
+export function jobProblems(objects: K8sObject[]): string[] {
+  const problems: string[] = [];
+  for (const job of objects.filter((o) => o.kind === 'Job') as Any[]) {
+    const where = `Job/${job.metadata.name}`;
+    if (job.spec.activeDeadlineSeconds !== undefined) problems.push(`${where}: activeDeadlineSeconds ${job.spec.activeDeadlineSeconds} kills a migration that runs without a deadline`);
+    if (!((job.spec.backoffLimit ?? 6) >= 1)) problems.push(`${where}: backoffLimit ${job.spec.backoffLimit}: a migration that gave up on a table's lock is not run again`);
   }
   return problems;
 }

@@ -7,6 +7,7 @@ import {
   configurationProblems,
   containers,
   graceProblems,
+  jobProblems,
   networkProblems,
   probeProblems,
   resourceProblems,
@@ -164,9 +165,9 @@ describe('deploy/kubernetes', () => {
     }
   });
 
-  it('gives every container its probes, resources, security context and grace period', () => {
+  it('gives every container its probes, resources, security context and grace period; the migrate Job no deadline, and retries', () => {
     for (const [dir, objects] of rendered) {
-      const problems = [...probeProblems(objects), ...resourceProblems(objects), ...securityProblems(objects), ...graceProblems(objects)];
+      const problems = [...probeProblems(objects), ...resourceProblems(objects), ...securityProblems(objects), ...graceProblems(objects), ...jobProblems(objects)];
       expect({ dir, problems }).toEqual({ dir, problems: [] });
     }
   });
@@ -245,13 +246,22 @@ describe('deploy/kubernetes', () => {
       ]);
     });
 
-    it('resources, security context, grace period', () => {
+    it('resources, security context, grace period, the Job\'s deadline and retries', () => {
       const objects = example();
       delete podOf(objects, 'webhooks-api').containers[0].resources.limits;
+      podOf(objects, 'webhooks-recorder').containers[0].resources.limits.memory = '256Mi';
       podOf(objects, 'webhooks-recorder').containers[0].securityContext.readOnlyRootFilesystem = false;
       delete named(objects, 'Job', 'webhooks-migrate').spec.template.spec.automountServiceAccountToken;
       podOf(objects, 'webhooks-dispatcher').terminationGracePeriodSeconds = 30;
-      expect(resourceProblems(objects)).toEqual([expect.stringContaining('webhooks-api/api: cpu'), expect.stringContaining('webhooks-api/api: memory')]);
+      expect(resourceProblems(objects)).toEqual([
+        expect.stringContaining('webhooks-api/api: cpu'),
+        expect.stringContaining('webhooks-api/api: memory'),
+        expect.stringContaining('webhooks-recorder/recorder: memory limit 256 MiB, not above the 280 MiB'),
+      ]);
+      const job = named(objects, 'Job', 'webhooks-migrate').spec;
+      job.activeDeadlineSeconds = 900;
+      job.backoffLimit = 0;
+      expect(jobProblems(objects)).toEqual([expect.stringContaining('Job/webhooks-migrate: activeDeadlineSeconds 900'), expect.stringContaining('Job/webhooks-migrate: backoffLimit 0')]);
       expect(securityProblems(objects)).toEqual([expect.stringContaining('webhooks-recorder/recorder: root filesystem'), expect.stringContaining('webhooks-migrate/migrate: the service account token')]);
       expect(graceProblems(objects)).toEqual([expect.stringContaining('webhooks-dispatcher/dispatcher: terminationGracePeriodSeconds 30')]);
     });
