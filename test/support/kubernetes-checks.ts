@@ -171,8 +171,9 @@ function environment(c: Container, maps: Map<string, Record<string, string>>, se
     const ref = e.valueFrom?.secretKeyRef;
     if (ref) {
       const value = secrets.get(ref.name)?.[ref.key];
-      if (value === undefined) problems.push(`${c.where}: ${e.name} from Secret ${ref.name} key ${ref.key}, which the documented commands do not create`);
-      else env[e.name] = value;
+      // The kubelet starts a container whose optional reference finds no key, the variable unset; any other such reference keeps it from starting.
+      if (value === undefined && ref.optional !== true) problems.push(`${c.where}: ${e.name} from Secret ${ref.name} key ${ref.key}, which the documented commands do not create`);
+      else if (value !== undefined) env[e.name] = value;
     } else if (e.value !== undefined) env[e.name] = e.value;
   }
   return env;
@@ -215,6 +216,22 @@ export function configurationProblems(objects: K8sObject[], documented: Set<stri
     for (const ref of (auth as Any).spec.secretTargetRef ?? []) {
       if (secrets.get(ref.name)?.[ref.key] === undefined) problems.push(`TriggerAuthentication/${auth.metadata.name}: Secret ${ref.name} key ${ref.key}, which the documented commands do not create`);
     }
+  }
+  return problems;
+}
+
+/**
+ * Deployments: every secret their program reads is referenced from a Secret (optional where the
+ * documented commands do not create it), so that rotating SECRETS_KEY (SECRETS_KEY_PREVIOUS), the
+ * operational webhook's secret or JWKS in place of AUTH_JWT_SECRET is an edit of the Secret (and
+ * the ConfigMap), never of a Deployment; a secret cannot go in the ConfigMap.
+ */
+export function secretReferenceProblems(objects: K8sObject[]): string[] {
+  const problems: string[] = [];
+  for (const c of containers(objects).filter((x) => x.kind === 'Deployment')) {
+    const reads = Object.keys((SCHEMAS[c.program] as Any)?.shape ?? {});
+    const referenced = new Set((c.container.env ?? []).filter((e: Any) => e.valueFrom?.secretKeyRef).map((e: Any) => e.name));
+    for (const variable of SECRET_VARIABLES.filter((v) => reads.includes(v) && !referenced.has(v))) problems.push(`${c.where}: ${variable}, which the program reads, is not referenced from a Secret`);
   }
   return problems;
 }

@@ -14,6 +14,7 @@ import {
   ruleProblems,
   scrapeLabelProblems,
   scrapeProblems,
+  secretReferenceProblems,
   secretValueProblems,
   seriesLabels,
   spreadProblems,
@@ -191,6 +192,16 @@ describe('deploy/kubernetes', () => {
     for (const [overlay, made] of secretsFor) expect({ overlay, secrets: [...made.keys()] }).toEqual({ overlay, secrets: ['webhooks-secrets'] });
   });
 
+  it('references every secret a program reads, so that each is given by the Secret alone: JWKS in place of AUTH_JWT_SECRET starts the API', () => {
+    for (const [dir, objects] of rendered) expect({ dir, problems: secretReferenceProblems(objects) }).toEqual({ dir, problems: [] });
+    // docs/production.md, "Configuration": AUTH_JWKS_URL in the ConfigMap, AUTH_JWT_SECRET left out of the Secret.
+    const production = 'deploy/kubernetes/overlays/production';
+    const objects = clone(rendered.get(production)!);
+    (objects.find((o) => o.kind === 'ConfigMap') as unknown as { data: Record<string, string> }).data.AUTH_JWKS_URL = 'https://auth.example.com/.well-known/jwks.json';
+    const withoutJwtSecret = new Map([...secretsFor.get(production)!].map(([name, data]): [string, Record<string, string>] => [name, Object.fromEntries(Object.entries(data).filter(([key]) => key !== 'AUTH_JWT_SECRET'))]));
+    expect(configurationProblems(objects, documented, withoutJwtSecret)).toEqual([]);
+  });
+
   it('writes no Secret with a value; the PrometheusRule is docker/alerts.yml, the ServiceMonitor scrapes the jobs it names', () => {
     for (const [dir, objects] of rendered) expect({ dir, problems: [...secretValueProblems(objects), ...ruleProblems(objects, ALERTS), ...scrapeProblems(objects, ALERTS)] }).toEqual({ dir, problems: [] });
     expect(rendered.get('deploy/kubernetes/overlays/example')!.some((o) => o.kind === 'PrometheusRule')).toBe(true);
@@ -295,6 +306,9 @@ describe('deploy/kubernetes', () => {
       const dispatcher = podOf(objects, 'webhooks-dispatcher').containers[0];
       dispatcher.env = dispatcher.env.filter((e: { name: string }) => e.name !== 'SECRETS_KEY');
       podOf(objects, 'webhooks-recorder').containers[0].env[0].valueFrom.secretKeyRef.key = 'RABBITMQ_URI';
+      const api = podOf(objects, 'webhooks-api').containers[0];
+      api.env = api.env.filter((e: { name: string }) => e.name !== 'SECRETS_KEY_PREVIOUS');
+      expect(secretReferenceProblems(objects)).toEqual(expect.arrayContaining([expect.stringContaining('webhooks-api/api: SECRETS_KEY_PREVIOUS, which the program reads, is not referenced'), expect.stringContaining('webhooks-dispatcher/dispatcher: SECRETS_KEY,')]));
       const problems = configurationProblems(objects, documented, secrets);
       expect(problems).toEqual(expect.arrayContaining([
         expect.stringContaining('SHUTDOWN_TIMOUT is not a documented variable'),
