@@ -284,8 +284,8 @@ function contains(outer: string, inner: string): boolean {
  * The dispatcher's NetworkPolicy: ingress and egress both governed; nothing in but the metrics
  * port; out to the whole internet only with every range the dispatcher's own check refuses
  * excepted (libs/http/address-guard.ts: private, shared, link-local, Azure's wireserver, NAT64 and
- * the other IPv6 ranges that carry an IPv4 address), and to private peers only on the broker's and
- * the database's ports (and DNS).
+ * the other IPv6 ranges that carry an IPv4 address), and to private peers (pods, or blocks inside
+ * those ranges) only on named ports: the broker's and the database's, and DNS.
  */
 export function networkProblems(objects: K8sObject[]): string[] {
   const policies = objects.filter((o) => o.kind === 'NetworkPolicy' && (o as Any).spec.podSelector?.matchLabels?.['app.kubernetes.io/component'] === 'dispatcher') as Any[];
@@ -306,6 +306,9 @@ export function networkProblems(objects: K8sObject[]): string[] {
       }
       const missing = refused.filter((range) => contains(block.cidr, range) && !(block.except ?? []).some((except: string) => contains(except, range)));
       if (missing.length > 0) problems.push(`egress to ${block.cidr} lets the dispatcher reach ${missing.join(', ')}`);
+      // A block inside a refused range is a private peer: on its ports only, as the pods' rules.
+      const inside = refused.find((range) => contains(range, block.cidr));
+      if (inside && !(rule.ports?.length > 0)) problems.push(`egress to ${block.cidr}, inside ${inside}, on every port`);
     }
   }
   return problems;

@@ -341,6 +341,9 @@ describe('deploy/kubernetes', () => {
       expect(secretValueProblems(objects)).toEqual(['Secret/oops holds values in a manifest']);
       expect(ruleProblems(objects, ALERTS)).toEqual([expect.stringContaining('differs from docker/alerts.yml')]);
       expect(networkProblems(objects)).toEqual(['egress to 0.0.0.0/0 lets the dispatcher reach 10.0.0.0/8']);
+      // A private address of its own, on every port (a peer outside the cluster is let in on its ports only).
+      named(objects, 'NetworkPolicy', 'webhooks-dispatcher').spec.egress.push({ to: [{ ipBlock: { cidr: '10.1.2.3/32' } }] });
+      expect(networkProblems(objects)).toEqual(['egress to 0.0.0.0/0 lets the dispatcher reach 10.0.0.0/8', 'egress to 10.1.2.3/32, inside 10.0.0.0/8, on every port']);
       const scrape = named(objects, 'ServiceMonitor', 'nucleus-webhooks').spec.endpoints[0];
       delete scrape.relabelings;
       expect(scrapeLabelProblems(objects, LABELS)).toEqual(['ServiceMonitor/nucleus-webhooks port metrics: the series\' label endpoint is also the target\'s, so it would be stored as exported_endpoint']);
