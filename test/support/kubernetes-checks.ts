@@ -236,6 +236,24 @@ export function secretReferenceProblems(objects: K8sObject[]): string[] {
   return problems;
 }
 
+/**
+ * Fields of the manifests that older Kubernetes versions refuse, with the first version that takes
+ * them by default: a `sleep` preStop is refused before 1.30 (its feature gate off: "must specify a
+ * handler type"), unhealthyPodEvictionPolicy before 1.27.
+ */
+const FIELD_SINCE: Array<{ field: string; minor: number; uses: (o: Any) => boolean }> = [
+  { field: 'a preStop sleep', minor: 30, uses: (o) => (o.spec?.template?.spec?.containers ?? []).some((c: Any) => c.lifecycle?.preStop?.sleep) },
+  { field: 'unhealthyPodEvictionPolicy', minor: 27, uses: (o) => o.kind === 'PodDisruptionBudget' && o.spec.unhealthyPodEvictionPolicy !== undefined },
+];
+
+/** The Kubernetes version the guide asks for ("Kubernetes 1.N or later") takes every field the objects use. */
+export function versionProblems(objects: K8sObject[], guide: string): string[] {
+  const stated = /Kubernetes 1\.(\d+) or later/.exec(guide);
+  const needed = FIELD_SINCE.filter((f) => objects.some((o) => f.uses(o)));
+  if (!stated) return needed.length > 0 ? [`the guide names no Kubernetes version, and the manifests use ${needed.map((f) => `${f.field} (1.${f.minor})`).join(', ')}`] : [];
+  return needed.filter((f) => f.minor > Number(stated[1])).map((f) => `the guide asks for Kubernetes 1.${stated[1]}, which refuses ${f.field} (1.${f.minor})`);
+}
+
 /** Deployments: a grace period above the program's stop deadline (SHUTDOWN_TIMEOUT, or 35 s) with its preStop pause. */
 export function graceProblems(objects: K8sObject[]): string[] {
   const problems: string[] = [];

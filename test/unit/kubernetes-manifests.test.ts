@@ -19,6 +19,7 @@ import {
   seriesLabels,
   spreadProblems,
   securityProblems,
+  versionProblems,
 } from '../support/kubernetes-checks.js';
 import { documentedVariables, KUBECTL, type K8sObject, parseRendered, renderedFile, renderText, REPO, schemaProblems } from '../support/kubernetes.js';
 import { unknownFieldProblems } from '../support/kubernetes-types.js';
@@ -175,6 +176,11 @@ describe('deploy/kubernetes', () => {
 
   it('lets a drain evict one pod of each program, and any pod that is not ready; spreads each program\'s pods across nodes', () => {
     for (const [dir, objects] of rendered) expect({ dir, problems: [...budgetProblems(objects), ...spreadProblems(objects)] }).toEqual({ dir, problems: [] });
+  });
+
+  it('asks for a Kubernetes version that takes every field the manifests use', () => {
+    for (const [dir, objects] of rendered) expect({ dir, problems: versionProblems(objects, SECTION) }).toEqual({ dir, problems: [] });
+    expect(versionProblems(rendered.get(EXAMPLE)!, SECTION.replace(/Kubernetes 1\.\d+ or later/, 'Kubernetes 1.29 or later'))).toEqual(['the guide asks for Kubernetes 1.29, which refuses a preStop sleep (1.30)']);
   });
 
   it('runs the pods as the image\'s own numeric user, which runAsNonRoot can verify', () => {
