@@ -15,6 +15,16 @@ import { publishIn, type Span, spanLogFields } from '../../../libs/tracing/index
 /** Failures that say the merchant's webhook can no longer be sent to: its parked waits are handed back to end too. */
 const UNSENDABLE: ReadonlySet<string> = new Set([FAILED_REASONS.webhookDisabled, FAILED_REASONS.endpointDisabled, FAILED_REASONS.merchantRemoved]);
 
+/**
+ * Whether a hand-back's failure closes its endpoint's circuit unanswered: nothing can be sent to the
+ * endpoint, or the probe's own webhook cannot (the endpoint no longer takes its event). Left open
+ * then, the row probed again a WAIT_LEASE later with the next oldest parked wait, so the webhooks
+ * the endpoint still takes waited a lease for each one ahead of them that it no longer takes.
+ */
+function closesUnanswered(intake: IntakeEvent, reason: string): boolean {
+  return UNSENDABLE.has(reason) || (intake.probe === true && reason === FAILED_REASONS.eventNotSubscribed);
+}
+
 /** The destination a wait's producer span names. */
 export const WAITS_TABLE = 'webhook_waits';
 
@@ -152,7 +162,7 @@ export class EffectStage {
         const index = () => this.index(delivery, intake, decision, headers, now, span);
         const settle = async () => {
           await Promise.all([record(), ends ? index() : undefined]);
-          await this.endWait(intake, decision.closesCircuit === true ? 'answered' : UNSENDABLE.has(decision.reason) ? 'unanswered' : undefined);
+          await this.endWait(intake, decision.closesCircuit === true ? 'answered' : closesUnanswered(intake, decision.reason) ? 'unanswered' : undefined);
         };
         if (!(await this.move(delivery, this.deps.names.failed, headers, intake.event, span, settle))) return;
         if (!ends) void index();
