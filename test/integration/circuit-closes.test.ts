@@ -1,6 +1,6 @@
 import { writeFileSync } from 'node:fs';
 import type { CircuitRows } from '../../apps/dispatcher/circuit-rows.js';
-import { endpointOf } from '../../apps/dispatcher/stages/endpoint-guards.js';
+import { endpointOf } from '../../apps/dispatcher/stages/endpoint-key.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { type Harness, startHarness, testMerchant } from '../support/harness.js';
 import { otherDispatcher } from '../support/other-dispatcher.js';

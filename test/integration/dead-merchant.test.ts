@@ -2,7 +2,7 @@ import { sampleEvent } from '../../libs/contracts/index.js';
 import { startHarness, testMerchant } from '../support/harness.js';
 import { failOnceThenSucceed, Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
-import { endpointOf } from '../../apps/dispatcher/stages/endpoint-guards.js';
+import { endpointOf } from '../../apps/dispatcher/stages/endpoint-key.js';
 
 /**
  * A dead merchant costs rows, not broker churn (issue 54): while its circuit is open, its waits

@@ -1,5 +1,5 @@
 import { writeFileSync } from 'node:fs';
-import { endpointOf } from '../../apps/dispatcher/stages/endpoint-guards.js';
+import { endpointOf } from '../../apps/dispatcher/stages/endpoint-key.js';
 import type { ConsumeMessage } from 'amqplib';
 import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
 import { topologyNames } from '../../libs/topology/index.js';

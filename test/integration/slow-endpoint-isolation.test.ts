@@ -1,5 +1,5 @@
 import { sampleEvent } from '../../libs/contracts/index.js';
-import { endpointOf } from '../../apps/dispatcher/stages/endpoint-guards.js';
+import { endpointOf } from '../../apps/dispatcher/stages/endpoint-key.js';
 import { type Harness, startHarness, testMerchant } from '../support/harness.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';

@@ -1,4 +1,5 @@
-import { EndpointGuards, endpointOf } from '../../apps/dispatcher/stages/endpoint-guards.js';
+import { EndpointGuards } from '../../apps/dispatcher/stages/endpoint-guards.js';
+import { endpointOf } from '../../apps/dispatcher/stages/endpoint-key.js';
 import { BREAKER } from '../../apps/dispatcher/dispatcher.js';
 
 const options = { maxInFlight: 1, failureThreshold: BREAKER.threshold, failureWindow: BREAKER.window, cooldownMs: 30_000, maxCooldownMs: 600_000 };

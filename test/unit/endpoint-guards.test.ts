@@ -1,4 +1,5 @@
-import { EndpointGuards, endpointOf } from '../../apps/dispatcher/stages/endpoint-guards.js';
+import { EndpointGuards } from '../../apps/dispatcher/stages/endpoint-guards.js';
+import { endpointOf } from '../../apps/dispatcher/stages/endpoint-key.js';
 
 const options = { maxInFlight: 2, failureThreshold: 2, cooldownMs: 30_000, maxCooldownMs: 600_000, maxEndpoints: 1_000 };
 

@@ -3,7 +3,8 @@ import { type Merchant, type MerchantDirectory, receivesEvent, type Endpoint } f
 import type { RetryPolicy } from '../../../libs/retry-policy/index.js';
 import { BoundedMap } from '../../../libs/runtime/index.js';
 import type { Finding, Unavailable } from './decide.js';
-import { type Admission as Slot, EndpointGuards, endpointOf } from './endpoint-guards.js';
+import { type Admission as Slot, EndpointGuards } from './endpoint-guards.js';
+import { endpointOf } from './endpoint-key.js';
 import type { IntakeEvent } from './intake.js';
 import type { Throttle } from './throttle.js';
 

@@ -1,4 +1,4 @@
-import { endpointKey } from './endpoint-key.js';
+import { circuitOf, endpointKey, endpointLabel } from './endpoint-key.js';
 import { ANSWERS_KEPT, mostlyFailed, noteAnswer, type RecentAnswers } from './recent-failures.js';
 
 export interface EndpointGuardOptions {
@@ -468,32 +468,4 @@ function pruneIdle<T>(map: Map<string, T>, bound: number, idle: (value: T) => bo
 /** The key of a share: the merchant's endpoint by its id (a merchant without ids has one share). */
 function shareOf(merchantId: string, endpointId: string | undefined): string {
   return endpointId === undefined ? merchantId : endpointKey(merchantId, endpointId);
-}
-
-/**
- * An endpoint is the merchant's webhook URL, not its server: platforms host many merchants' hooks
- * on one origin, and one sub-merchant's broken path must not open the circuit for the others. Nor
- * is it the URL alone: a merchant pointing its endpoint at another's URL (whose server answers its
- * unverifiable webhooks 500) opened that merchant's circuit and held its webhooks. Nor the
- * merchant and URL without the endpoint's id: the circuit is the endpoint's row, and an endpoint
- * given the URL of another (deleted, or moved) found that one's circuit there, held open for ever.
- */
-export function endpointOf(merchantId: string, endpointId: string, url: string): string {
-  return `${merchantId}\u001f${endpointId}\u001f${URL.canParse(url) ? new URL(url).href : url}`;
-}
-
-/** The start of the keys of one endpoint's URLs (endpointOf), which share its circuit; a key not made by endpointOf is its own. */
-function circuitOf(endpoint: string): string {
-  const merchantEnd = endpoint.indexOf('\u001f');
-  const endpointEnd = merchantEnd < 0 ? -1 : endpoint.indexOf('\u001f', merchantEnd + 1);
-  return endpointEnd < 0 ? endpoint : endpoint.slice(0, endpointEnd + 1);
-}
-
-/** An endpoint as a metric label: its URL's origin and its merchant (endpointOf's key). */
-function endpointLabel(endpoint: string): string {
-  // The merchant first, the URL last (ids hold no unit separator, a normalised URL no raw control character).
-  const first = endpoint.indexOf('\u001f');
-  const url = endpoint.slice(endpoint.lastIndexOf('\u001f') + 1);
-  const origin = URL.canParse(url) ? new URL(url).origin : url;
-  return `${origin} (${first >= 0 ? endpoint.slice(0, first) : ''})`;
 }

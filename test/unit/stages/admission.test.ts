@@ -1,5 +1,6 @@
 import { AdmissionStage } from '../../../apps/dispatcher/stages/admission.js';
-import { EndpointGuards, endpointOf } from '../../../apps/dispatcher/stages/endpoint-guards.js';
+import { EndpointGuards } from '../../../apps/dispatcher/stages/endpoint-guards.js';
+import { endpointOf } from '../../../apps/dispatcher/stages/endpoint-key.js';
 import type { IntakeEvent } from '../../../apps/dispatcher/stages/intake.js';
 import type { Merchant, MerchantDirectory } from '../../../libs/merchants/index.js';
 import { RetryPolicy } from '../../../libs/retry-policy/index.js';
