@@ -182,6 +182,25 @@ describe('the bound on requests in flight to all endpoints', () => {
     if (third?.kind === 'send') third.release('succeeded');
   });
 
+  it("gives a freed slot to a delivery whose endpoint's last answer did not fail before an older one whose did", async () => {
+    // A merchant's twenty hanging endpoints are twenty shares: by age alone their deliveries, queued
+    // first, took every slot until their circuits opened, and another merchant's waited behind them.
+    const guards = new EndpointGuards({ ...options, maxTotalInFlight: 1 });
+    (await sending(guards, 'https://a.example.com/h')).release('failed', 'timeout');
+    const busy = await sending(guards, 'https://c.example.com/h');
+    const order: string[] = [];
+    const a = acquire(guards, 'https://a.example.com/h').then((x) => (order.push('a'), x));
+    const b = acquire(guards, 'https://b.example.com/h').then((x) => (order.push('b'), x));
+    await new Promise((resolve) => setImmediate(resolve));
+    busy.release('succeeded');
+    const first = await Promise.race([a, b]);
+    expect(order).toEqual(['b']);
+    if (first?.kind === 'send') first.release('succeeded');
+    const second = await a;
+    expect(order).toEqual(['b', 'a']);
+    if (second?.kind === 'send') second.release('succeeded');
+  });
+
   it("bounds another merchant's wait while two endpoints with endless demand hold every slot: a freed slot goes to the oldest waiting", async () => {
     // Each endpoint's share is half the process's slots: two busy ones take all of them. Their
     // requests never count as slow (the clock stands still), so their lines wait rather than defer.
