@@ -51,7 +51,7 @@ describe("PostgreSQL restarted under a circuit's row, with two dispatchers' brea
     const dbs = [openPostgres(server.url, { maxConnections: 2, durableCommits: true }), openPostgres(server.url, { maxConnections: 2, durableCommits: true })];
     const store = new WaitStore(dbs[0]!);
     const dispatchers = dbs.map(dispatcherBreakers);
-    const open = () => dispatchers.map((d) => d.guards.refusing(KEY));
+    const open = () => dispatchers.map((d) => d.guards.openUntil(KEY) > 0);
     const row = async () => (await once('the row read', () => store.openCircuits())).length > 0;
     try {
       await store.write([opening('evt_1')], []);
@@ -104,11 +104,11 @@ describe("a breaker whose LISTEN connection's server stops answering without a r
     const dispatcher = dispatcherBreakers(viaProxy);
     try {
       await store.write([opening('evt_1')], []);
-      await waitFor('its breaker open', () => dispatcher.guards.refusing(KEY), 10_000);
+      await waitFor('its breaker open', () => dispatcher.guards.openUntil(KEY) > 0, 10_000);
       // Nothing passes any more on its connections, which stay open; a new one goes straight to the server.
       proxy.freezeOpen();
       await store.closeCircuits([CIRCUIT]);
-      await waitFor('its breaker closed with the row', () => !dispatcher.guards.refusing(KEY), 30_000);
+      await waitFor('its breaker closed with the row', () => dispatcher.guards.openUntil(KEY) === 0, 30_000);
     } finally {
       await dispatcher.rows.stop();
       await proxy.close();

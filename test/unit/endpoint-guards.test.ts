@@ -350,7 +350,7 @@ describe("an endpoint's circuit across URLs", () => {
     expect(await guards.acquire(two, request('m_1', 'ep_a'), () => false)).toMatchObject({ kind: 'open' });
     // The row closes, announced under the URL the endpoint has now: its old URL closes with it.
     guards.closeCircuit(two, true);
-    expect(guards.refusing(one)).toBe(false);
+    expect(guards.openUntil(one)).toBe(0);
     expect(await guards.acquire(one, request('m_1', 'ep_a'), () => false)).toMatchObject({ kind: 'send' });
     // Another endpoint of the merchant at a URL whose endpoint's row is open has a circuit of its own.
     const three = keyOf('https://three.example/h', 'm_1', 'ep_a');
@@ -368,11 +368,11 @@ describe("an endpoint's circuit across URLs", () => {
     // Idle and closed, `two` is forgotten; the open ones are kept.
     for (let i = 0; i < 20; i++) await deliverOnce(guards, `https://idle-${i}.example/h`);
     guards.closeCircuit(one, true);
-    expect([guards.refusing(one), guards.refusing(other)]).toEqual([false, true]);
+    expect([guards.openUntil(one) > 0, guards.openUntil(other) > 0]).toEqual([false, true]);
     // Seen again (its row announced), it closes with the endpoint's other URL.
     for (const key of [two, one]) rowOpens(guards, key, 30_000);
     guards.closeCircuit(one, false);
-    expect([guards.refusing(one), guards.refusing(two), guards.refusing(other)]).toEqual([false, false, true]);
+    expect([guards.openUntil(one) > 0, guards.openUntil(two) > 0, guards.openUntil(other) > 0]).toEqual([false, false, true]);
   });
 });
 

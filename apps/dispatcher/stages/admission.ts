@@ -42,12 +42,12 @@ export class AdmissionStage {
     // Nor for the row's probe (one request a cooldown): throttled, it was parked again, and the
     // circuit of an endpoint at its rate never probed.
     const probe = intake.probe === true;
-    const circuitDecides = probe || (!force && this.guards.refusing(endpoint));
+    const circuitDecides = probe || (!force && this.guards.openUntil(endpoint) > 0);
     const throttled = this.throttle && !circuitDecides ? await this.throttle.admit(intake.merchantId, webhook, stopped, intake.hand !== undefined) : undefined;
     if (throttled?.kind === 'stopping') return { kind: 'stopping' };
     if (throttled?.kind === 'wait') return { kind: 'throttled', delayMs: throttled.delayMs };
     // Its span over while the circuit kept it postponed: an attempt unless the endpoint's line is full (not a resend).
-    const spanOver = force && intake.resentAt === undefined && this.guards.refusing(endpoint);
+    const spanOver = force && intake.resentAt === undefined && this.guards.openUntil(endpoint) > 0;
     const slot = await this.guards.acquire(
       endpoint,
       { merchantId: intake.merchantId, endpointId: webhook.id, canDefer: this.policy.canDefer(intake.deferrals), deferralsSpent: this.policy.deferralsSpent(intake.deferrals), force, probe, spanOver },

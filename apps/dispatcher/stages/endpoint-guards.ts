@@ -293,14 +293,9 @@ export class EndpointGuards {
     }
   }
 
-  /** The row's probe time (this process's clock) while the endpoint's circuit is open; 0 when closed. */
+  /** The row's probe time (this process's clock) while the endpoint's circuit is open (it turns every delivery away but the row's probe and a forced one); 0 when closed. */
   openUntil(endpoint: string): number {
     return this.endpoints.get(endpoint)?.openUntil ?? 0;
-  }
-
-  /** True while the circuit turns every delivery away but the row's probe and a forced one. */
-  refusing(endpoint: string): boolean {
-    return (this.endpoints.get(endpoint)?.openUntil ?? 0) > 0;
   }
 
   private openAnswer(state: EndpointState): Admission {

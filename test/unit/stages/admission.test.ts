@@ -117,7 +117,7 @@ describe('a never-attempted webhook whose span ran out while its circuit was ope
     first.release('succeeded');
     const key = endpointOf('m_1', merchant().endpoints[0]!.id, merchant().endpoints[0]!.url);
     guards.openCircuit(key, (await sent()).release('failed', 'HTTP 500'), 10_000);
-    expect(guards.refusing(key)).toBe(true);
+    expect(guards.openUntil(key)).toBeGreaterThan(0);
     // Two resends go through the open circuit: one in flight, one waiting for its slot (no deferral left).
     const resend = { resentAt: now.toISOString(), accepted: true, deferrals: 99 };
     const inFlight = await sent(resend);
@@ -130,7 +130,7 @@ describe('a never-attempted webhook whose span ran out while its circuit was ope
       guards.closeCircuit(key, true);
     };
     const spanOver = await admission.admit({ ...intake, firstSeenAt: new Date(now.getTime() - 120_000).toISOString() }, now, () => false);
-    expect(guards.refusing(endpointOf('m_1', merchant().endpoints[0]!.id, merchant().endpoints[0]!.url))).toBe(false);
+    expect(guards.openUntil(endpointOf('m_1', merchant().endpoints[0]!.id, merchant().endpoints[0]!.url))).toBe(0);
     // Closed, the circuit fails nothing: the line is full, so it is set aside like any delivery (no attempt spent).
     expect(spanOver).toEqual({ kind: 'busy' });
     (await next).release('succeeded');
