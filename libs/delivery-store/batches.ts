@@ -1,7 +1,7 @@
 import type { Delivery } from '../broker/index.js';
-import { HEADERS } from '../contracts/index.js';
+import { ENTRY_TYPES, HEADERS } from '../contracts/index.js';
 import { decodeRecords, type DeliveryRecord } from '../delivery-log/index.js';
-import { CHECKPOINT, fingerprintOf } from '../streams/index.js';
+import { fingerprintOf } from '../streams/index.js';
 import type { Quarantined } from './materialise.js';
 import { SEQ_PER_OFFSET } from './schema.js';
 
@@ -71,7 +71,7 @@ export function prepareBatch(source: BatchSource): Prepared | undefined {
   for (const item of items) {
     const headers = item.delivery.message.properties.headers;
     // A recorder's, to learn where the stream ends: no records, but its offset is stored past it.
-    if (headers?.[HEADERS.entryType] === CHECKPOINT) {
+    if (headers?.[HEADERS.entryType] === ENTRY_TYPES.checkpoint) {
       const appendedAt = source.checkpoints.get(String(headers[HEADERS.checkpointId]));
       if (appendedAt !== undefined) {
         source.checkpoints.delete(String(headers[HEADERS.checkpointId]));
