@@ -15,15 +15,11 @@ import type { HandBack, IntakeEvent } from './intake.js';
  */
 export class HandBackTakes {
   private readonly taker: WaitTaker;
-  private readonly store: WaitStore;
-  private readonly writer: WaitWriter;
   /** The walks whose take was counted here: one given back untried is uncounted (untake). */
   private readonly counted = new WeakSet<IntakeEvent>();
 
-  constructor(waits: { store: WaitStore; writer: WaitWriter }, leaseMs: number, private readonly logger: Logger, private readonly stopping: () => boolean) {
+  constructor(private readonly waits: { store: WaitStore; writer: WaitWriter }, leaseMs: number, private readonly logger: Logger, private readonly stopping: () => boolean) {
     this.taker = new WaitTaker(waits.store, leaseMs);
-    this.store = waits.store;
-    this.writer = waits.writer;
   }
 
   /**
@@ -33,7 +29,7 @@ export class HandBackTakes {
   private async took(handBack: HandBack, again = false): Promise<TakeResult> {
     const took = await this.taker.take({ ...waitKeyOf(handBack), hand: handBack.hand, again });
     if (took !== 'ended') return took;
-    await this.writer.end({ ...waitKeyOf(handBack), hand: handBack.hand }).catch((err: unknown) => {
+    await this.waits.writer.end({ ...waitKeyOf(handBack), hand: handBack.hand }).catch((err: unknown) => {
       if (!(err instanceof WriteRefusedError)) throw err;
       this.logger.error('wait not ended: PostgreSQL refused it; handed back again, it is parked after WAIT_TAKE_LIMIT takes', { merchantId: handBack.merchantId, webhookId: handBack.webhookId, error: err.message });
     });
@@ -76,7 +72,7 @@ export class HandBackTakes {
    */
   async untake(intake: IntakeEvent): Promise<void> {
     if (intake.hand === undefined || !this.counted.delete(intake)) return;
-    await this.store.untake({ ...waitKeyOf(intake), hand: intake.hand }).catch((err: unknown) => {
+    await this.waits.store.untake({ ...waitKeyOf(intake), hand: intake.hand }).catch((err: unknown) => {
       this.logger.warn('hand-back given back untried with its take still counted: PostgreSQL did not uncount it', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message });
     });
   }
