@@ -1,5 +1,5 @@
 import type { Logger } from '../logger/index.js';
-import { onceEvery } from '../runtime/batcher.js';
+import { throttledWarning } from '../runtime/batcher.js';
 import { Periodic } from '../runtime/periodic.js';
 import { withDeadline } from '../runtime/timers.js';
 import { type IntakeKey, type IntakeKeyStore, type KeyNote, type KeyStates, keyOf } from './store.js';
@@ -54,7 +54,7 @@ export class IntakeChecker {
    * its reference to the order gate.
    */
   private answered: Promise<void> = Promise.resolve();
-  private readonly problemDue = onceEvery();
+  private readonly problem = throttledWarning((message, fields) => this.logger.warn(message, fields));
   private stopped = false;
   private maintaining?: Promise<number | undefined>;
   private readonly upkeep = new Periodic(() => this.maintain(), () => MAINTAIN_EVERY_MS);
@@ -180,12 +180,7 @@ export class IntakeChecker {
         if (!resting) states = await withDeadline(this.store.check(keys, notes), this.timeoutMs);
       } catch (err) {
         this.restUntil = performance.now() + this.restMs;
-        if (this.problemDue()) {
-          this.logger.warn('intake check skipped: PostgreSQL did not answer; messages are delivered without it (a repeat may be delivered again)', {
-            messages: batch.length,
-            error: (err as Error)?.message ?? String(err),
-          });
-        }
+        this.problem('intake check skipped: PostgreSQL did not answer; messages are delivered without it (a repeat may be delivered again)', err, { messages: batch.length });
         // No partition for today's key (the day turned before its partition was made): made now.
         if ((err as { code?: string })?.code === '23514') void this.maintain();
       }

@@ -24,9 +24,10 @@ export class OrderGate {
   private readonly turns = new OrderTurns();
 
   constructor(private readonly store: OrderStore, logger: Logger) {
+    const warn = throttledWarning((message, fields) => logger.warn(message, fields));
     this.batcher = new RetryingBatcher<Item, Map<string, OrderState>>(
       (items) => store.step(items.flatMap((i) => ('admit' in i ? [i.admit] : [])), items.flatMap((i) => ('end' in i ? [i.end] : []))),
-      throttledWarning((message, fields) => logger.warn(message, fields), 'order steps not written; their deliveries are held unacked until PostgreSQL answers'),
+      (err, held) => warn('order steps not written; their deliveries are held unacked until PostgreSQL answers', err, { held }),
       undefined,
       isDataRefusal,
     );

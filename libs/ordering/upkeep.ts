@@ -1,6 +1,6 @@
 import type { Logger } from '../logger/index.js';
 import type { Merchant } from '../merchants/index.js';
-import { onceEvery } from '../runtime/batcher.js';
+import { throttledWarning } from '../runtime/batcher.js';
 import { Periodic } from '../runtime/periodic.js';
 import type { OrderLine, OrderStore } from './store.js';
 
@@ -50,11 +50,9 @@ export function orderingLines(merchants: readonly Merchant[]): OrderLine[] {
  */
 export class OrderUpkeep {
   readonly stats = { released: 0 };
-  private readonly problemDue = onceEvery();
+  private readonly problem = throttledWarning((message, fields) => this.logger.warn(message, fields));
   private readonly loop = new Periodic(() => this.release(), () => this.options.everyMs ?? ORDER_UPKEEP_EVERY_MS, {
-    failed: (err) => {
-      if (this.problemDue()) this.logger.warn('places in order not looked at: PostgreSQL did not answer; trying again', { error: (err as Error)?.message ?? String(err) });
-    },
+    failed: (err) => this.problem('places in order not looked at: PostgreSQL did not answer; trying again', err),
   });
 
   constructor(

@@ -83,21 +83,13 @@ export class RetryingBatcher<T, R> {
   }
 }
 
-/** True at most once per 30 s: a problem that repeats while it lasts is logged once a window, not once a try. */
-export function onceEvery(): () => boolean {
+/** Logs at most one warning per 30 s, with its error: a problem that repeats while it lasts is logged once a window, not once a try. */
+export function throttledWarning(warn: (message: string, fields: Record<string, unknown>) => void): (message: string, err: unknown, fields?: Record<string, unknown>) => void {
   let last = 0;
-  return () => {
+  return (message, err, fields) => {
     const now = Date.now();
-    if (now - last < 30_000) return false;
+    if (now - last < 30_000) return;
     last = now;
-    return true;
-  };
-}
-
-/** A failure handler that logs one line per 30 s (onceEvery) while the writes fail, not one per try. */
-export function throttledWarning(warn: (message: string, fields: Record<string, unknown>) => void, message: string): (err: unknown, held: number) => void {
-  const due = onceEvery();
-  return (err, held) => {
-    if (due()) warn(message, { held, error: (err as Error)?.message ?? String(err) });
+    warn(message, { ...fields, error: (err as Error)?.message ?? String(err) });
   };
 }

@@ -1,7 +1,7 @@
 export { runUntilSignal, type Running } from './run.js';
 export { stopBudget } from './stop-budget.js';
 export { within } from './timers.js';
-export { onceEvery, RetryingBatcher, throttledWarning, WriteRefusedError } from './batcher.js';
+export { RetryingBatcher, throttledWarning, WriteRefusedError } from './batcher.js';
 export { runProgram } from './entry.js';
 export { Cleanup } from './cleanup.js';
 export { BoundedMap } from './bounded-map.js';

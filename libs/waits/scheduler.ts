@@ -2,7 +2,7 @@ import type { Channel } from 'amqplib';
 import type { BrokerConnection } from '../broker/index.js';
 import { HEADERS, type ScalarHeaders } from '../contracts/index.js';
 import type { Logger } from '../logger/index.js';
-import { onceEvery } from '../runtime/batcher.js';
+import { throttledWarning } from '../runtime/batcher.js';
 import { Periodic } from '../runtime/periodic.js';
 import { isDataRefusal } from '../delivery-store/refusals.js';
 import { writeApart } from '../runtime/apart.js';
@@ -58,7 +58,7 @@ export class WaitScheduler {
     },
   });
   private channel?: Channel;
-  private readonly problemDue = onceEvery();
+  private readonly problem = throttledWarning((message, fields) => this.logger.warn(message, fields));
   /** Batches published and not yet all confirmed, and the hand-backs in them. */
   private readonly confirming = new Set<Promise<void>>();
   private unconfirmed = 0;
@@ -248,10 +248,6 @@ export class WaitScheduler {
       this.channel = undefined;
       return 0;
     }
-  }
-
-  private problem(message: string, err: unknown): void {
-    if (this.problemDue()) this.logger.warn(message, { error: (err as Error)?.message ?? String(err) });
   }
 }
 

@@ -15,13 +15,14 @@ export class WaitWriter {
   private readonly batcher: RetryingBatcher<Item, void>;
 
   constructor(store: WaitStore, logger: Logger, backoffMs?: readonly number[]) {
+    const warn = throttledWarning((message, fields) => logger.warn(message, fields));
     this.batcher = new RetryingBatcher<Item, void>(
       (items) => store.write(
         items.flatMap((i) => ('put' in i ? [i.put] : [])),
         items.flatMap((i) => ('end' in i ? [i.end] : [])),
         items.flatMap((i) => ('close' in i ? [i.close] : [])),
       ),
-      throttledWarning((message, fields) => logger.warn(message, fields), 'waits not written; their deliveries are held unacked until PostgreSQL answers'),
+      (err, held) => warn('waits not written; their deliveries are held unacked until PostgreSQL answers', err, { held }),
       backoffMs,
       isDataRefusal,
     );

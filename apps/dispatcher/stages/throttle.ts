@@ -2,7 +2,7 @@ import type { Queryable } from '../../../libs/delivery-store/index.js';
 import type { Logger } from '../../../libs/logger/index.js';
 import { type EndpointRate, endpointRateOf, endpointRates, lowerEndpointRate, type Endpoint, raiseEndpointRate } from '../../../libs/merchants/index.js';
 import { sweepCells, takeCell } from '../../../libs/rate-limit/index.js';
-import { BoundedMap, onceEvery } from '../../../libs/runtime/index.js';
+import { BoundedMap, throttledWarning } from '../../../libs/runtime/index.js';
 import { respaceThrottled, throttleQueueCell } from '../../../libs/waits/index.js';
 import { endpointKey, endpointOfKey } from './endpoint-key.js';
 
@@ -77,7 +77,7 @@ export class Throttle {
   private readonly now: () => number;
   private takes = 0;
   private adoptedAt = -Infinity;
-  private readonly problemDue = onceEvery();
+  private readonly problem = throttledWarning((message, fields) => this.logger.warn(message, fields));
   readonly stats = { held: 0 };
 
   constructor(
@@ -342,9 +342,5 @@ export class Throttle {
     this.alone.set(key, slot + intervalMs);
     this.pacedAlone.set(key, slot + intervalMs);
     return { inMs: slot - now, from: now };
-  }
-
-  private problem(message: string, err: unknown): void {
-    if (this.problemDue()) this.logger.warn(message, { error: (err as Error)?.message ?? String(err) });
   }
 }
