@@ -3,8 +3,6 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
 
-export type HealthServer = Awaited<ReturnType<typeof startHealthServer>>;
-
 /** A metrics port: Prometheus metrics, liveness and readiness, for health checks and load balancers' drains. */
 export async function startHealthServer(options: {
   port: number;
