@@ -1,5 +1,6 @@
 import type { Queryable } from '../delivery-store/index.js';
 import { orderKeysOf, type ScalarHeaders } from '../contracts/index.js';
+import type { WaitKey } from '../waits/index.js';
 
 /**
  * Order per reference (migrations 0009, 0010, 0022): an ordered merchant's webhook has a row of
@@ -7,13 +8,8 @@ import { orderKeysOf, type ScalarHeaders } from '../contracts/index.js';
  * others wait as 'ordered' waits with no pick time until the head ends. One round trip: webhook_order_step().
  */
 
-/** An ordered webhook that ended (delivered, failed, skipped): its row goes, the next of its key is due. */
-export interface OrderEnd {
-  merchantId: string;
-  /** Each endpoint (ep_…) has its own line per key (migration 0013); absent: ''. */
-  endpointId?: string;
-  webhookId: string;
-}
+/** An ordered webhook that ended (delivered, failed, skipped), keyed as its wait (a line per endpoint and key, 0013): its row goes, the next of its key is due. */
+export type OrderEnd = WaitKey;
 
 /** A new webhook of an ordered merchant at intake: its place, by key. */
 export type OrderPlace = OrderEnd & { key: string };

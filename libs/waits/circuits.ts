@@ -24,9 +24,9 @@ export type CircuitState = CircuitKey & ({ open: true; cooldownMs?: number; prob
 /** A handed wait's bytes: its own endpoint's row, or the webhook's row from before endpoints ('' ). */
 export const CONTENT = `(SELECT b.content FROM webhook_bodies b WHERE b.merchant_id = w.merchant_id AND b.webhook_id = w.webhook_id AND b.endpoint_id = w.endpoint_id)`;
 
-/** A key's columns, a circuit's or a wait's, and each one's field of the key ('' when absent). */
+/** A key's columns, a circuit's or a wait's (no webhook for a circuit), and each one's field of the key ('' when absent). */
 const KEY_COLUMNS = { circuit: ['merchant_id', 'endpoint_id'], wait: ['merchant_id', 'webhook_id', 'endpoint_id'] } as const;
-type Key = { merchantId: string; webhookId?: string; endpointId?: string };
+export type Key = { merchantId: string; webhookId?: string; endpointId?: string };
 const FIELDS = { merchant_id: (k: Key) => k.merchantId, webhook_id: (k: Key) => k.webhookId ?? '', endpoint_id: (k: Key) => k.endpointId ?? '' };
 
 /**

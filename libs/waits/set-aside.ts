@@ -1,8 +1,6 @@
 import { BoundedMap } from '../runtime/bounded-map.js';
+import type { Key as SetAsideKey } from './circuits.js';
 import type { WaitKey } from './store.js';
-
-/** A wait's key, or a circuit's (no webhook). */
-type SetAsideKey = { merchantId: string; webhookId?: string; endpointId?: string };
 
 /** How long a wait whose pick PostgreSQL refused is left out of this dispatcher's picks before it is tried again. */
 export const WAIT_SET_ASIDE_MS = 60_000;
