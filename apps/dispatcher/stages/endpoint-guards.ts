@@ -170,9 +170,9 @@ export class EndpointGuards {
         continue;
       }
       // At the endpoint's bound, or its share's (requests on other URLs, usually one it left):
-      // slow is judged on those requests, the oldest first.
+      // slow is judged on those requests, the oldest first (the share's against this URL's latency).
       const full = probe || state.started.length < this.options.maxInFlight ? undefined : state;
-      const slowIn = full ? this.slowIn(full) : this.merchantSlowIn(merchant, state);
+      const slowIn = full ? this.slowIn(full) : merchant.started[0]! + this.threshold(state) - this.now();
       if (slowIn <= 0 && canDefer) return this.leave(state, merchant, { kind: 'defer' });
       const waiters = full ? full.waiters : merchant.waiters;
       // Each waiting delivery holds a prefetch slot: a slow-but-in-time endpoint once held them all.
@@ -328,11 +328,6 @@ export class EndpointGuards {
 
   private threshold(state: EndpointState): number {
     return Math.max(SLOW_AFTER_MS, 4 * (state.latencyMs ?? 0));
-  }
-
-  /** The share is at its bound while this URL has room: slow by its oldest request, against this URL's latency. */
-  private merchantSlowIn(merchant: MerchantState, state: EndpointState): number {
-    return merchant.started[0]! + this.threshold(state) - this.now();
   }
 
   /**
