@@ -57,8 +57,7 @@ export type Decision =
   | { kind: 'skipped'; why: 'webhook-disabled' | 'endpoint-disabled' | 'event-not-subscribed' }
   /** Back to its queue untried, once (stopping). */
   | { kind: 'returned' }
-  /** `error` is the detail, for operators (log lines, headers of the steps and `failed`); `errorClass` is what the merchant sees. */
-  /** `closesCircuit`: the endpoint answered (a 4xx): its circuit's row closes (libs/waits). */
+  /** `error` is the detail, for operators (log lines, headers of the steps and `failed`); `errorClass` is what the merchant sees; `closesCircuit`: the endpoint answered (a 4xx), its circuit's row closes (libs/waits). */
   | { kind: 'retry'; step: number; attempt: number; error: string; errorClass: AttemptErrorClass; status?: number; circuitMs?: number; closesCircuit?: boolean; breakerClosed?: string }
   | { kind: 'defer'; step: number }
   /** Waits for the endpoint's throttle: no attempt spent, never failed for it. */
