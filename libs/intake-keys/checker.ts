@@ -2,7 +2,7 @@ import type { Logger } from '../logger/index.js';
 import { throttledWarning } from '../runtime/batcher.js';
 import { Periodic } from '../runtime/periodic.js';
 import { withDeadline } from '../runtime/timers.js';
-import { type IntakeKey, type IntakeKeyStore, type KeyNote, type KeyStates, keyOf } from './store.js';
+import type { IntakeKey, IntakeKeyStore, KeyNote, KeyStates } from './store.js';
 
 /**
  * `first`: a new key, delivered; `repeat`: seen in the window, acked undelivered; `changed`: a
@@ -166,7 +166,7 @@ export class IntakeChecker {
       const places = new Map<string, number>();
       const keys: IntakeKey[] = [];
       const copies = batch.map(({ key }) => {
-        const id = keyOf(key);
+        const id = `${key.merchantId}\u001f${key.webhookId}`;
         const place = places.get(id);
         if (place === undefined) {
           places.set(id, keys.push(key) - 1);

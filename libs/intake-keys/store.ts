@@ -70,7 +70,3 @@ export class IntakeKeyStore {
     return { dropped: await dropPartitionsEndedBy(upkeep, 'intake_keys', now - this.windowMs) };
   }
 }
-
-export function keyOf(key: IntakeKey): string {
-  return `${key.merchantId}\u001f${key.webhookId}`;
-}
