@@ -1,3 +1,4 @@
+import { unescape as unescapeQuery } from 'node:querystring';
 import type { Request, Response, Router } from 'express';
 import type { z } from 'zod';
 import { firstIssue } from '../../libs/merchants/index.js';
@@ -51,6 +52,21 @@ export function undecodableParameter(path: string): ApiError {
     return param === 'merchantId' ? invalidMerchantId() : badRequest('invalid_parameter', `The ${param} path segment is not valid: malformed percent-encoding`);
   }
   return badRequest('invalid_parameter', 'A path segment is not valid: malformed percent-encoding');
+}
+
+/**
+ * The name of the first query parameter whose value's percent-encoding is not UTF-8 (`%FF`, a lone
+ * surrogate's `%ED%A0%80`), or undefined. The query parser refuses none: it puts U+FFFD in its
+ * place, so the value a route looks up (a reference) would be another than the one the client sent.
+ */
+export function undecodableQuery(url: string): string | undefined {
+  const at = url.indexOf('?');
+  if (at < 0) return undefined;
+  for (const pair of url.slice(at + 1).split('&')) {
+    const eq = pair.indexOf('=');
+    if (eq >= 0 && !decodes(pair.slice(eq + 1))) return unescapeQuery(pair.slice(0, eq));
+  }
+  return undefined;
 }
 
 function decodes(segment: string): boolean {

@@ -6,7 +6,7 @@ import { METRIC_NAMES, zeroedCounter } from '../../libs/metrics/index.js';
 import type { ApiDeps } from './deps.js';
 import { badRequest, unavailable } from './errors.js';
 import { take } from './rate-limit.js';
-import { mount, unknownParameter } from './mount.js';
+import { mount, undecodableQuery, unknownParameter } from './mount.js';
 
 /** The merchant's resends, by reference and by webhook id, both counted by status. */
 export function mountResends(app: Router, deps: ApiDeps): void {
@@ -79,6 +79,7 @@ function referenceFrom(req: Request): string {
   const reference = query.reference;
   if (reference === undefined || reference === '') throw badRequest('missing_reference', 'The reference query parameter is required');
   if (typeof reference !== 'string') throw badRequest('invalid_reference', 'Give the reference query parameter once');
+  if (undecodableQuery(req.originalUrl) !== undefined) throw badRequest('invalid_reference', 'The reference is not valid percent-encoded UTF-8');
   if (!isWellFormedReference(reference)) {
     throw badRequest('invalid_reference', 'The reference must be 1 to 200 characters without control characters or a lone surrogate');
   }

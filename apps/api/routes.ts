@@ -55,7 +55,8 @@ export const ROUTES = [
     },
     errors: {
       '400':
-        'missing_reference; invalid_reference: repeated, longer than 200 characters, or holding a control character or a lone UTF-16 surrogate; ' +
+        'missing_reference; invalid_reference: repeated, longer than 200 characters, or holding a control character or a lone UTF-16 surrogate ' +
+        '(percent-encoded bytes that are not UTF-8, as %FF or %ED%A0%80, too); ' +
         'unknown_parameter: a query parameter other than reference (one with an empty name, as &=b, too); invalid_body: a body that is not JSON',
       '401': 'Missing or invalid public key or access token, or an expired token',
       '403': 'The token and the public key name different merchants',
