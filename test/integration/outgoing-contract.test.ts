@@ -63,4 +63,16 @@ describe('the outgoing webhook, as the built dispatcher sends what upstream publ
     const expected = createHmac('sha256', key).update(`${messageId}.${timestamp}.${request.body}`).digest('base64');
     expect(String(request.headers['webhook-signature']).split(' ')).toEqual([`v1,${expected}`]);
   });
+
+  it.each(EVENT_NAMES)('sends %s for a failed outcome as for a successful one, the outcome in data.status (spec 6.2)', async (event) => {
+    const message = sampleEvent(event, merchant.id);
+    message.data.status = 'failed';
+    const messageId = `evt_contract_failed_${event}`;
+    const ch = await test.connection.createConfirmChannel();
+    ch.publish(`${prefix}.events`, event, Buffer.from(JSON.stringify(message)), { persistent: true, contentType: 'application/json', messageId });
+    await ch.waitForConfirms();
+    await ch.close();
+    await waitFor(`failed ${event} received`, async () => receiver.requests.some((r) => r.headers['webhook-id'] === messageId), 15_000);
+    expect(JSON.parse(receiver.requests.find((r) => r.headers['webhook-id'] === messageId)!.body)).toEqual({ event, data: { ...message.data, status: 'failed' } });
+  });
 });
