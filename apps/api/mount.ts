@@ -98,6 +98,8 @@ export function mount(router: Router, operationId: OperationId, handler: Handler
   router[declared.method](expressPath(declared.path, base), async (req: Request, res: Response) => {
     const params = parse(declared.input?.params, req.params, 'path');
     const query = ownQuery ? {} : parse(declared.input?.query, req.query, 'query');
+    const undecodable = ownQuery || !declared.input?.query ? undefined : undecodableQuery(req.originalUrl);
+    if (undecodable !== undefined) throw badRequest('invalid_parameter', `The ${undecodable} query parameter is not valid: malformed percent-encoding`);
     if (declared.input?.body) checkBodyType(req);
     await handler(req, res, { params, query });
   });

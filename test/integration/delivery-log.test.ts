@@ -217,6 +217,8 @@ describe('the delivery log through the API', () => {
     ['cursor=not-a-cursor', 'invalid_parameter'],
     ['colour=blue', 'unknown_parameter'],
     ['status=failed&status=delivered', 'invalid_parameter'],
+    // Bytes that are not UTF-8: never looked up as the U+FFFD the query parser would put in their place.
+    ['reference=tx-%FF', 'invalid_parameter'],
   ])('answers 400 in the envelope for a bad list parameter: %s', async (query, code) => {
     const answer = await get(alice, `/nucleus/webhooks?${query}`);
     expect(answer.status).toBe(400);
