@@ -172,6 +172,22 @@ describe('the resend endpoint, given what a client may send', () => {
     new Webhook(bob.endpoints[0]!.secret).verify(copies()[1]!.body, copies()[1]!.headers as Record<string, string>);
   });
 
+  it("resends by a charge's tnxRef both the charge and its refund that failed, each once, and then neither again", async () => {
+    const charge = await failedCharge(alice);
+    const refund = sampleEvent('refund.completed', alice.id);
+    refund.data.tnxRef = charge.reference;
+    const { messageId: refundId } = await harness.publisher.publish(refund);
+    await waitFor('both failures indexed', async () => (await unresolved(api, alice.id, charge.reference)) === 2);
+    mode = 'ok';
+    const answer = await call(api, `${RESEND}?reference=${charge.reference}`, { headers: await auth(alice) });
+    expect(answer.status).toBe(200);
+    const copiesOf = (id: string) => receiver.requests.filter((r) => r.headers['webhook-id'] === id).length;
+    await waitFor('both resent', async () => copiesOf(charge.messageId) === 2 && copiesOf(refundId) === 2);
+    expect((await call(api, `${RESEND}?reference=${String(refund.data.refundRef)}`, { headers: await auth(alice) })).body).toEqual(NOT_FOUND);
+    expect((await call(api, `${RESEND}?reference=${charge.reference}`, { headers: await auth(alice) })).body).toEqual(NOT_FOUND);
+    expect([copiesOf(charge.messageId), copiesOf(refundId)]).toEqual([2, 2]);
+  });
+
   it('gives only answers the OpenAPI document describes', () => {
     expectDocumented(seen.filter((a) => a.path === RESEND));
   });
