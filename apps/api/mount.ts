@@ -55,18 +55,31 @@ export function undecodableParameter(path: string): ApiError {
 }
 
 /**
- * The name of the first query parameter whose value's percent-encoding is not UTF-8 (`%FF`, a lone
- * surrogate's `%ED%A0%80`), or undefined. The query parser refuses none: it puts U+FFFD in its
- * place, so the value a route looks up (a reference) would be another than the one the client sent.
+ * The name of the first query parameter whose value's percent-encoded bytes are not UTF-8 (`%FF`, a
+ * lone surrogate's `%ED%A0%80`), or undefined. The query parser refuses none: it puts U+FFFD in
+ * their place, so the value a route looks up (a reference) would be another than the one the client
+ * sent. A `%` not followed by two hex digits stays what it was (`50%off`), as the parser reads it.
  */
 export function undecodableQuery(url: string): string | undefined {
   const at = url.indexOf('?');
   if (at < 0) return undefined;
   for (const pair of url.slice(at + 1).split('&')) {
     const eq = pair.indexOf('=');
-    if (eq >= 0 && !decodes(pair.slice(eq + 1))) return unescapeQuery(pair.slice(0, eq));
+    // Each run of %XX is whole characters or none: what sits between runs is ASCII, never part of one.
+    const runs = pair.slice(eq + 1).match(/(?:%[0-9A-Fa-f]{2})+/g) ?? [];
+    if (eq >= 0 && !runs.every((run) => isUtf8(Buffer.from(run.replaceAll('%', ''), 'hex')))) return unescapeQuery(pair.slice(0, eq));
   }
   return undefined;
+}
+
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+function isUtf8(bytes: Uint8Array): boolean {
+  try {
+    UTF8.decode(bytes);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 function decodes(segment: string): boolean {

@@ -116,6 +116,13 @@ describe('the resend endpoint, given what a client may send', () => {
     }
   });
 
+  it('reads a % not followed by two hex digits as itself, as the query parser does: looked up, not refused', async () => {
+    const { reference } = await failedCharge(alice, `50%off-${crypto.randomUUID()}`);
+    mode = 'ok';
+    const answer = await call(api, `${RESEND}?reference=${reference}`, { headers: await auth(alice) });
+    expect(answer.body).toEqual({ message: `webhook sent for reference ${reference}`, error: null, data: null });
+  });
+
   it('answers a 1 MB reference in the envelope (431), not a dropped connection', async () => {
     const answer = await call(api, `${RESEND}?reference=${'r'.repeat(1024 * 1024)}`, { headers: await auth(alice) });
     expect(answer.status).toBe(431);
